@@ -1,0 +1,652 @@
+package notify
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+type recState uint8
+
+const (
+	recPending recState = iota
+	recDelivered
+	recDropped
+)
+
+// record is the sender's memory of one packet until its fate is popped.
+type record struct {
+	sentAt   time.Duration
+	carriedL uint64 // ack L its header carried (valid when acked)
+	carriedF uint64 // first peer sequence not yet resolved at the peer once that header is processed
+	state    recState
+	acked    bool // the header carried an ack section
+}
+
+// Conn is the packet-notify state of one peer pair (checklist PN-11): a sender
+// half that numbers our packets and learns their fates, and a receiver half that
+// filters the peer's packets and reports what it accepted.
+//
+// Seed: Torque Network Library packet notify (004 § Packet Notify): every header
+// carries our sequence number, the newest sequence we accepted from the peer and
+// a window of ack bits. Unlike TNL the receiver alone decides when a missing
+// packet is given up (QUIC-style packet and time thresholds) and the sender
+// declares "dropped" only when an ack header says so, which makes the sender's
+// delivered set equal the receiver's accepted set. See docs/protocol.md.
+//
+// Receiver state over the peer's sequences:
+//
+//	    abandoned/stale │ acceptable, maybe missing │ newest accepted
+//	... ────────────────┼───────────────────────────┼─ L ─── L+AckWindow: too far
+//	                    H (≥ L−K+1)
+//
+// The zero Conn is not usable; use New. Memory is fixed at New and nothing
+// allocates afterwards. Not safe for concurrent use; the connection actor owns it.
+type Conn struct {
+	cfg Config
+	k   uint64 // ReorderThreshold
+	win uint64 // AckWindow
+
+	// Sender half: our sequence numbers.
+	localStart   uint64
+	nextSeq      uint64
+	headSeq      uint64 // oldest record not yet popped
+	firstPending uint64 // oldest unresolved record, or nextSeq
+	pending      uint64 // unresolved records
+	maxInFlight  uint64
+	recs         []record // ring indexed by seq & recMask
+	recMask      uint64
+	hasPeerL     bool
+	peerL        uint64 // newest L processed: our largest sequence the peer acknowledged
+
+	// Receiver half: the peer's sequence numbers.
+	peerStart  uint64
+	hasRx      bool
+	rxL        uint64          // newest accepted
+	rxH        uint64          // horizon: lowest acceptable
+	rxLAt      time.Duration   // arrival time of rxL (ack delay)
+	interval   time.Duration   // smoothed inter-arrival time per sequence number
+	hasIv      bool            // interval has a sample: the time threshold is armed
+	rxBits     []uint64        // accepted bits, ring indexed by seq & rxMask
+	rxMask     uint64          // ring size − 1 (size: AckWindow rounded up to a power of two)
+	gapAt      []time.Duration // for missing s in [H, L): when the first later packet arrived
+	gapMask    uint64
+	confirmedL uint64 // largest L carried by one of our headers known delivered
+	confirmedF uint64 // every peer sequence below it is resolved at the peer
+
+	rtt      rttEstimator
+	lossRate float64
+	stats    Stats
+}
+
+// maxStartSeq keeps every sum of a sequence number and a window far from overflow.
+const maxStartSeq = 1 << 62
+
+// New returns the notify state of a fresh connection: both directions start at
+// sequence number 0.
+func New(cfg Config) (*Conn, error) {
+	return newConn(cfg, 0, 0)
+}
+
+// newConn starts our numbering at localStart and expects the peer's first packet
+// at peerStart. Tests use it to cross every width's wrap point.
+func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if localStart >= maxStartSeq || peerStart >= maxStartSeq {
+		return nil, fmt.Errorf("%w: start sequence beyond 2^62", ErrConfig)
+	}
+	nrec := nextPow2(cfg.MaxInFlight)
+	nbit := nextPow2(cfg.AckWindow)
+	ngap := nextPow2(cfg.ReorderThreshold)
+	c := &Conn{
+		cfg:          cfg,
+		k:            uint64(cfg.ReorderThreshold),
+		win:          uint64(cfg.AckWindow),
+		localStart:   localStart,
+		nextSeq:      localStart,
+		headSeq:      localStart,
+		firstPending: localStart,
+		maxInFlight:  uint64(cfg.MaxInFlight),
+		recs:         make([]record, nrec),
+		recMask:      uint64(nrec - 1),
+		peerStart:    peerStart,
+		rxH:          peerStart,
+		rxBits:       make([]uint64, nbit/64),
+		rxMask:       uint64(nbit - 1),
+		gapAt:        make([]time.Duration, ngap),
+		gapMask:      uint64(ngap - 1),
+		confirmedL:   peerStart,
+		confirmedF:   peerStart,
+	}
+	c.rtt.init(cfg.InitialRTT)
+	return c, nil
+}
+
+func nextPow2(n int) int {
+	return 1 << bits.Len(uint(n-1))
+}
+
+// windowLow is the lowest sequence of the AckWindow ending at l, not below floor.
+func windowLow(l, win, floor uint64) uint64 {
+	if l+1 < floor+win {
+		return floor
+	}
+	return l + 1 - win
+}
+
+// ---- send ----
+
+// WriteHeader assigns the next sequence number, writes the header for a packet
+// of type t at now, and records the packet in flight. Every packet consumes a
+// sequence number, ack-only and disconnect packets included: it is the future
+// AEAD nonce. On error nothing is written (w is rewound) and no sequence number
+// is consumed. Call PopFates afterwards: reaching MaxInFlight force-drops the
+// oldest record.
+func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration) (seq uint64, err error) {
+	if t >= typeReserved {
+		return 0, ErrBadType
+	}
+	if c.nextSeq-c.headSeq >= c.maxInFlight {
+		return 0, ErrFatesPending
+	}
+	seq = c.nextSeq
+	span := seq + 1 - c.localStart // seq − largest acked; "largest acked" is localStart−1 before any ack
+	if c.hasPeerL {
+		span = seq - c.peerL
+	}
+	sw, code, codeLen, ok := seqWidth(span)
+	if !ok {
+		return 0, ErrSeqSpan
+	}
+	start := w.BitLen()
+	bw := bitWriter{w: w}
+	bw.bits(uint64(t), 2)
+	bw.bits(code, codeLen)
+	bw.bits(seq&(1<<sw-1), sw)
+	ackL, ackF, acked := c.writeAck(&bw, seq, now)
+	if bw.err != nil {
+		w.Truncate(start)
+		return 0, bw.err
+	}
+	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, carriedF: ackF, acked: acked}
+	c.nextSeq++
+	c.pending++
+	c.stats.Sent++
+	c.stats.HeaderBits += uint64(w.BitLen() - start)
+	if c.nextSeq-c.headSeq >= c.maxInFlight {
+		if r := &c.recs[c.headSeq&c.recMask]; r.state == recPending {
+			// Bound the sender's memory: a peer that never answers must not pin
+			// records forever. This may be a false drop (see docs, "forced drops").
+			c.stats.ForcedDrops++
+			c.resolve(r, false)
+			c.skipResolved()
+		}
+	}
+	return seq, nil
+}
+
+// writeAck writes the ack section about the peer's sequences and returns what
+// the record must remember for ack-of-ack: the L and F this header carried.
+func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint64, acked bool) {
+	if !c.hasRx || (c.rxL == c.confirmedL && c.confirmedF > c.rxL) {
+		// Nothing accepted yet, or the peer is known to hold everything we could say.
+		bw.bits(ackNoneCode, ackNoneLen)
+		return 0, 0, false
+	}
+	l = c.rxL
+	w, code, codeLen, ok := ackWidth(l - c.confirmedL)
+	if !ok {
+		if bw.err == nil {
+			bw.err = ErrSeqSpan
+		}
+		return 0, 0, false
+	}
+	bw.bits(code, codeLen)
+	bw.bits(l&(1<<w-1), w)
+	// Report range [r, l-1]: everything the peer may not have resolved yet.
+	r := max(c.confirmedF, windowLow(l, c.win, c.peerStart))
+	var m uint64
+	if r < l {
+		m = l - r
+	}
+	holes := c.missing(r, l)
+	bw.flag(holes == 0) // allOK
+	if holes > 0 {
+		bw.gamma(m)
+		bw.gamma(holes)
+		// Holes in ascending order as gaps from R-1: the lowest hole is usually R
+		// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
+		prev := r - 1
+		var lastAbandoned uint64 // highest hole below the horizon, +1
+		for x := r; x < l; x++ {
+			if !c.accepted(x) {
+				bw.gamma(x - prev)
+				prev = x
+				if x < c.rxH {
+					lastAbandoned = x + 1
+				}
+			}
+		}
+		// Horizon: any H' that separates the abandoned holes from the pending ones
+		// tells the sender the same; the smallest (L-K+1 unless a recent hole was
+		// abandoned by time) has the shortest code.
+		floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
+		if l+1 >= c.k+floor {
+			floor = l + 1 - c.k
+		}
+		h := max(floor, lastAbandoned)
+		bw.gamma(h - floor + 1)
+	}
+	bw.bits(uint64(encodeDelay(now-c.rxLAt, seq)), delayCodeBits)
+	return l, c.firstMissing(), true
+}
+
+// ---- receive ----
+
+// ReadHeader decodes a header from r and reconstructs the full sequence number
+// and ack information against the current state. It changes no protocol state
+// (only Stats rejection counters), so a security layer can authenticate the
+// packet, with Seq as the nonce, before Accept commits it. On success r is
+// positioned at the payload.
+//
+// Errors: ErrDuplicate, ErrStale, ErrTooFar, ErrBadType, ErrBadAck, or a
+// *bitstream.ReadError for a truncated header. The returned Header carries Type
+// and Seq whenever they were decoded.
+func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
+	var h Header
+	br := bitReader{r: r}
+	t := PacketType(br.bits(2, "notify.type"))
+	if br.err == nil && t == typeReserved {
+		c.stats.BadHeader++
+		return h, ErrBadType
+	}
+	w := uint(seqBits0)
+	if br.flag("notify.seqwidth") {
+		w = seqBits1
+		if br.flag("notify.seqwidth") {
+			w = seqBits2
+		}
+	}
+	trunc := br.bits(w, "notify.seq")
+	if br.err != nil {
+		c.stats.BadHeader++
+		return h, br.err
+	}
+	h.Type = t
+	h.Seq = reconstructSeq(c.expected(), trunc, w)
+	if err := c.classify(h.Seq); err != nil {
+		c.countRejection(err)
+		return h, err
+	}
+	if err := c.readAck(&br, &h, !c.hasRx || h.Seq > c.rxL); err != nil {
+		c.stats.BadHeader++
+		return h, err
+	}
+	h.valid = true
+	return h, nil
+}
+
+// readAck parses the ack section. Only the header of a packet newer than every
+// packet accepted so far is reconstructed and validated: an older header
+// carries nothing the newer one did not (ack bits only go 0→1, H only rises,
+// everything below the newer report range is resolved), and its L cannot be
+// reconstructed against the newer L. Its bits are still consumed so the reader
+// lands on the payload.
+func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
+	var w uint
+	switch {
+	case !br.flag("notify.ackwidth"):
+		w = ackBits0
+	case !br.flag("notify.ackwidth"):
+		w = ackBits1
+	case !br.flag("notify.ackwidth"):
+		w = ackBits2
+	}
+	if br.err != nil || w == 0 {
+		return br.err // no ack section
+	}
+	trunc := br.bits(w, "notify.ack")
+	allOK := br.flag("notify.allok")
+	var m, horizon uint64
+	if !allOK {
+		// Range [R, L-1] of m sequences, all accepted except the listed holes.
+		m = br.gamma(c.win-1, "notify.acklen")
+		holes := br.gamma(max(m, 1), "notify.holes")
+		for i := uint64(0); i < m && br.err == nil; i += 64 {
+			n := min(64, m-i)
+			h.bitmap[i>>6] = ^uint64(0) >> (64 - n)
+		}
+		pos := uint64(0) // hole position counted from R-1
+		for j := uint64(0); j < holes && br.err == nil; j++ {
+			pos += br.gamma(m, "notify.hole")
+			if pos > m {
+				br.err = ErrBadAck
+				break
+			}
+			i := m - pos // bitmap index of x = R-1+pos: L-1-x
+			h.bitmap[i>>6] &^= 1 << (i & 63)
+		}
+		horizon = br.gamma(c.k, "notify.horizon") - 1
+	}
+	delay := uint8(br.bits(delayCodeBits, "notify.delay"))
+	if br.err != nil || !newest {
+		return br.err
+	}
+	ref := c.localStart
+	if c.hasPeerL {
+		ref = c.peerL
+	}
+	l := reconstructAck(ref, trunc, w)
+	if l >= c.nextSeq || l-c.localStart < m {
+		return ErrBadAck // acknowledges a packet never sent, or reaches below our first
+	}
+	var ackH uint64
+	if !allOK {
+		// H = max(R, L+1-K) + horizon, as the encoder computed it.
+		r := l - m
+		floor := r
+		if l+1 >= c.k+floor {
+			floor = l + 1 - c.k
+		}
+		if ackH = floor + horizon; ackH > l {
+			return ErrBadAck
+		}
+	}
+	h.hasAck = true
+	h.allOK = allOK
+	h.nbits = uint16(m)
+	h.ackL = l
+	h.ackH = ackH
+	h.delay = delay
+	return nil
+}
+
+// Accept commits a header ReadHeader returned: marks the sequence received,
+// processes the ack section (resolving our packets' fates) and takes an RTT
+// sample. It re-checks duplicates and staleness, so accepting the same header
+// twice, or headers in any order, is safe.
+func (c *Conn) Accept(h Header, now time.Duration) error {
+	if !h.valid {
+		c.stats.BadHeader++
+		return ErrNotDecoded
+	}
+	if err := c.classify(h.Seq); err != nil {
+		c.countRejection(err)
+		return err
+	}
+	newest := !c.hasRx || h.Seq > c.rxL
+	c.receive(h.Seq, now)
+	c.stats.Received++
+	if h.hasAck && newest && h.ackL < c.nextSeq {
+		c.onAck(&h, now)
+	}
+	return nil
+}
+
+// expected is the sequence the receiver expects next: the reference for
+// reconstructing a truncated sequence number.
+func (c *Conn) expected() uint64 {
+	if c.hasRx {
+		return c.rxL + 1
+	}
+	return c.peerStart
+}
+
+// classify decides acceptance of the peer's sequence s without changing state.
+func (c *Conn) classify(s uint64) error {
+	if !c.hasRx {
+		switch {
+		case s < c.peerStart:
+			return ErrStale
+		case s-c.peerStart >= c.win:
+			return ErrTooFar
+		}
+		return nil
+	}
+	switch {
+	case s > c.rxL:
+		if s-c.rxL > c.win {
+			return ErrTooFar
+		}
+		return nil
+	case s+c.win > c.rxL && c.accepted(s):
+		return ErrDuplicate
+	case s < c.rxH:
+		return ErrStale
+	}
+	return nil
+}
+
+func (c *Conn) countRejection(err error) {
+	switch err {
+	case ErrDuplicate:
+		c.stats.Duplicates++
+	case ErrStale:
+		c.stats.Stale++
+	case ErrTooFar:
+		c.stats.TooFar++
+	}
+}
+
+func (c *Conn) accepted(s uint64) bool {
+	return c.rxBits[(s&c.rxMask)>>6]>>(s&63)&1 == 1
+}
+
+func (c *Conn) setAccepted(s uint64) {
+	c.rxBits[(s&c.rxMask)>>6] |= 1 << (s & 63)
+}
+
+func (c *Conn) clearAccepted(s uint64) {
+	c.rxBits[(s&c.rxMask)>>6] &^= 1 << (s & 63)
+}
+
+// missing counts the sequences in [lo, hi) not accepted; hi ≤ rxL+1.
+func (c *Conn) missing(lo, hi uint64) uint64 {
+	var n uint64
+	for s := lo; s < hi; s++ {
+		if !c.accepted(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// firstMissing is F: the lowest sequence ≥ H not accepted, or L+1. Once the
+// peer processes a header carrying F, every sequence below F is resolved there.
+func (c *Conn) firstMissing() uint64 {
+	for s := c.rxH; s <= c.rxL; s++ {
+		if !c.accepted(s) {
+			return s
+		}
+	}
+	return c.rxL + 1
+}
+
+// receive marks s (already classified acceptable) as accepted.
+func (c *Conn) receive(s uint64, now time.Duration) {
+	if c.hasRx && s <= c.rxL {
+		c.setAccepted(s) // a reordered packet fills a gap
+		return
+	}
+	// s is the new newest. Packet threshold: everything below s−K+1 is given up.
+	newH := c.rxH
+	if s+1 >= c.peerStart+c.k {
+		newH = max(newH, s+1-c.k)
+	}
+	gapFrom := c.peerStart // first sequence that becomes missing behind s
+	if c.hasRx {
+		oldL := c.rxL
+		gapFrom = oldL + 1
+		// Count before the ring slots are reused.
+		evictLo := max(windowLow(oldL, c.win, c.peerStart), c.confirmedF)
+		evictHi := windowLow(s, c.win, c.peerStart)
+		for x := evictLo; x < evictHi; x++ {
+			if c.accepted(x) {
+				c.stats.WindowEvicted++
+			}
+		}
+		c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
+		if per := max((now-c.rxLAt)/time.Duration(s-oldL), 0); !c.hasIv {
+			c.interval, c.hasIv = per, true
+		} else {
+			c.interval += (per - c.interval) / 8
+		}
+		for x := gapFrom; x <= s; x++ {
+			c.clearAccepted(x)
+		}
+	}
+	if newH > gapFrom {
+		c.stats.Abandoned += newH - gapFrom
+	}
+	for x := max(newH, gapFrom); x < s; x++ {
+		c.gapAt[x&c.gapMask] = now
+	}
+	c.setAccepted(s)
+	c.hasRx = true
+	c.rxL = s
+	c.rxH = newH
+	c.rxLAt = now
+}
+
+// Tick runs the receiver's time threshold (QUIC time-threshold loss detection,
+// done by the receiver so both ends agree): a missing sequence below L is
+// abandoned once the first packet after it arrived reorderTime() ago. Call it
+// every frame; it is O(K). The threshold is armed once the inter-arrival time
+// has a sample (two packets with rising sequence numbers arrived): before that
+// the sender's rate is unknown and only the packet threshold applies.
+func (c *Conn) Tick(now time.Duration) {
+	if !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
+		return
+	}
+	tau := c.reorderTime()
+	newH := c.rxH
+	for s := c.rxH; s < c.rxL; s++ {
+		if c.accepted(s) {
+			continue
+		}
+		if now-c.gapAt[s&c.gapMask] < tau {
+			break // gap times rise with s: nothing later is due either
+		}
+		newH = s + 1
+	}
+	c.stats.Abandoned += c.missing(c.rxH, newH)
+	c.rxH = newH
+}
+
+// reorderTime is how long a gap may stay open: long enough that a packet
+// displaced by K−1 slots (K·interval) is never given up by time, at least
+// MinReorderTime, and at least srtt/8 (RFC 9002's 9/8·RTT time threshold is a
+// sender-side analogue; here only reordering, not the round trip, is waited for).
+func (c *Conn) reorderTime() time.Duration {
+	tau := max(c.cfg.MinReorderTime, c.interval*time.Duration(5*c.k)/4)
+	return max(tau, c.rtt.srtt/8)
+}
+
+// ---- ack processing ----
+
+// onAck applies the ack section of the newest header: resolves our in-flight
+// packets and takes an RTT sample when L is new.
+func (c *Conn) onAck(h *Header, now time.Duration) {
+	l := h.ackL
+	if !c.hasPeerL || l > c.peerL {
+		if h.delay != delayNone && l >= c.headSeq {
+			if raw := now - c.recs[l&c.recMask].sentAt; raw > 0 {
+				c.rtt.sample(raw, delayValue(h.delay))
+				c.stats.RTTSamples++
+			}
+		}
+		c.peerL, c.hasPeerL = l, true
+	}
+	lowWin := windowLow(l, c.win, c.localStart)
+	r := l - uint64(h.nbits)
+	for s := c.firstPending; s <= l; s++ {
+		rec := &c.recs[s&c.recMask]
+		if rec.state != recPending {
+			continue
+		}
+		switch {
+		case s < lowWin:
+			c.resolve(rec, false) // left the peer's window unreported
+		case s == l || h.allOK:
+			c.resolve(rec, true)
+		case s < r:
+			// The peer says s is resolved here, yet it is not: only a broken or
+			// forged peer does that. Never infer "delivered" without a bit.
+			c.resolve(rec, false)
+		case h.bitmapBit(l - 1 - s):
+			c.resolve(rec, true)
+		case s < h.ackH:
+			c.resolve(rec, false) // abandoned by the peer: it will never accept s
+		}
+	}
+	c.skipResolved()
+}
+
+// resolve records one fate. A delivered packet's header was processed by the
+// peer (or a newer one was), so what it carried is confirmed: ack-of-ack.
+func (c *Conn) resolve(r *record, delivered bool) {
+	c.pending--
+	if delivered {
+		r.state = recDelivered
+		c.stats.Delivered++
+		c.lossRate -= c.lossRate / 32
+		if r.acked {
+			c.confirmedL = max(c.confirmedL, r.carriedL)
+			c.confirmedF = max(c.confirmedF, r.carriedF)
+		}
+		return
+	}
+	r.state = recDropped
+	c.stats.Dropped++
+	c.lossRate += (1 - c.lossRate) / 32
+}
+
+func (c *Conn) skipResolved() {
+	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask].state != recPending {
+		c.firstPending++
+	}
+}
+
+// PopFates appends the fates resolved since the last call to dst, strictly in
+// send order, each sequence number exactly once, and returns the extended
+// slice. A resolved packet waits behind an older unresolved one. Appending to a
+// slice with spare capacity does not allocate.
+func (c *Conn) PopFates(dst []Fate) []Fate {
+	for c.headSeq < c.nextSeq {
+		r := &c.recs[c.headSeq&c.recMask]
+		if r.state == recPending {
+			break
+		}
+		dst = append(dst, Fate{Seq: c.headSeq, Delivered: r.state == recDelivered, SentAt: r.sentAt})
+		c.headSeq++
+	}
+	return dst
+}
+
+// ---- accessors ----
+
+// NextSeq is the sequence number the next WriteHeader will use.
+func (c *Conn) NextSeq() uint64 { return c.nextSeq }
+
+// InFlight is the number of our packets whose fate is unresolved.
+func (c *Conn) InFlight() int { return int(c.pending) }
+
+// RTT is the smoothed round-trip time (InitialRTT before the first sample).
+func (c *Conn) RTT() time.Duration { return c.rtt.srtt }
+
+// RTTVar is the RTT variation (InitialRTT/2 before the first sample).
+func (c *Conn) RTTVar() time.Duration { return c.rtt.rttvar }
+
+// Jitter is the smoothed difference between consecutive RTT samples (RFC 3550 style).
+func (c *Conn) Jitter() time.Duration { return c.rtt.jitter }
+
+// LossRate is an exponentially weighted (α = 1/32) fraction of our packets
+// resolved dropped; Stats gives the exact totals.
+func (c *Conn) LossRate() float64 { return c.lossRate }
+
+// Stats returns the counters so far.
+func (c *Conn) Stats() Stats { return c.stats }
