@@ -1,0 +1,65 @@
+package event
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"zero config", func(c *Config) { *c = Config{} }},
+		{"7 lanes", func(c *Config) { c.Lanes = 7 }},
+		{"65 lanes", func(c *Config) { c.Lanes = 65 }},
+		{"in flight below 16384", func(c *Config) { c.MaxInFlightPerLane = 8192 }},
+		{"in flight not a power of two", func(c *Config) { c.MaxInFlightPerLane = 20000 }},
+		{"in flight above limit", func(c *Config) { c.MaxInFlightPerLane = 1 << 21 }},
+		{"fragment too small", func(c *Config) { c.MaxFragment = 63 }},
+		{"event above 64 KiB", func(c *Config) { c.MaxEventSize = 1<<16 + 1 }},
+		{"event below fragment", func(c *Config) { c.MaxEventSize = c.MaxFragment - 1 }},
+		{"queue below one event", func(c *Config) { c.MaxQueuedBytes = c.MaxEventSize - 1 }},
+		{"min fragment 0", func(c *Config) { c.MinFragment = 0 }},
+		{"min fragment above max", func(c *Config) { c.MinFragment = c.MaxFragment + 1 }},
+		{"negative redundancy", func(c *Config) { c.Redundancy = -1 }},
+		{"redundancy 9", func(c *Config) { c.Redundancy = 9 }},
+		{"redundancy bytes negative", func(c *Config) { c.RedundancyBytes = -1 }},
+		{"no stagger keys", func(c *Config) { c.StaggerKeys = 0 }},
+		{"too many stagger keys", func(c *Config) { c.StaggerKeys = 1<<16 + 1 }},
+		{"stagger base 0", func(c *Config) { c.StaggerBase = 0 }},
+		{"stagger limit below base", func(c *Config) { c.StaggerLimit = c.StaggerBase - time.Millisecond }},
+		{"no partials", func(c *Config) { c.MaxPartial = 0 }},
+		{"no unguaranteed queue", func(c *Config) { c.MaxUnguaranteed = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.edit(&c)
+			err := c.Validate()
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("Validate = %v, want ErrConfig", err)
+			}
+			if _, err := NewSender(c); !errors.Is(err, ErrConfig) {
+				t.Errorf("NewSender = %v, want ErrConfig", err)
+			}
+			if _, err := NewReceiver(c); !errors.Is(err, ErrConfig) {
+				t.Errorf("NewReceiver = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+func TestIDWidth(t *testing.T) {
+	for _, tc := range []struct {
+		m    int
+		want uint
+	}{{1 << 14, 15}, {1 << 15, 16}, {1 << 20, 21}} {
+		if got := idWidth(tc.m); got != tc.want {
+			t.Errorf("idWidth(%d) = %d, want %d", tc.m, got, tc.want)
+		}
+	}
+}

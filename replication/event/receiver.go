@@ -1,0 +1,544 @@
+package event
+
+import (
+	"fmt"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// ReceiverStats counts what a Receiver did; a plain value.
+type ReceiverStats struct {
+	Ordered      uint64 // ordered events delivered
+	Unordered    uint64 // unordered events delivered
+	Unguaranteed uint64 // unguaranteed events delivered
+	Staggered    uint64 // staggered updates delivered (newer than the last one of their key)
+	StaleStagger uint64 // staggered copies ignored: same or older version
+	Duplicates   uint64 // guaranteed units discarded because their id was already received
+	Buffered     uint64 // ordered units that arrived ahead of their lane and waited
+	Sections     uint64 // sections read successfully
+	Rejected     uint64 // sections rejected with an error
+}
+
+// rxSlot is an ordered unit that arrived ahead of its lane.
+type rxSlot struct {
+	present bool
+	kind    unitKind
+	total   int32  // kindFirst: the event's size
+	buf     []byte // payload copy (a slab)
+}
+
+// laneRx is the receiver half of one ordered lane: units below next were
+// delivered; slots buffers units in [next, next+len(slots)).
+type laneRx struct {
+	next       uint64
+	slots      []rxSlot // ring, len a power of two, grown on demand up to MaxInFlightPerLane
+	asm        []byte   // the fragmented event being reassembled (a slab of its size)
+	asmTotal   int
+	assembling bool
+}
+
+// partial is an unordered fragmented event being reassembled.
+type partial struct {
+	used  bool
+	first uint64 // id of its first fragment
+	total int
+	got   int
+	buf   []byte
+}
+
+// Receiver is the receiving half of the event layer for one connection. It
+// reads event sections, discards duplicate guaranteed units by id, delivers
+// each ordered lane strictly in order (buffering what arrives early),
+// reassembles fragments, and keeps the newest version per staggered key.
+//
+// Every decoder is bound-checked: a hostile section returns an error, never
+// panics, and cannot make the Receiver hold more than MaxQueuedBytes of
+// payload (plus slab rounding), MaxInFlightPerLane slots per lane and
+// MaxPartial reassemblies.
+//
+// The zero Receiver is not usable; use NewReceiver. Not safe for concurrent
+// use; the connection actor owns it.
+type Receiver struct {
+	cfg                       Config
+	idBits, laneBits, keyBits uint
+	m                         uint64
+	arena                     arena
+	lanes                     []laneRx
+	unBase                    uint64   // all unordered ids below were received
+	unSeen                    []uint64 // bitmap over ids [unBase, unBase+m), position id mod m
+	partials                  []partial
+	keys                      []staggerRx
+	bytes                     int // payload buffered (slots, reassemblies)
+	scratch                   []byte
+	pktHas                    []bool
+	pktLast                   []uint64
+	stats                     ReceiverStats
+}
+
+type staggerRx struct {
+	version uint16
+	has     bool
+}
+
+// NewReceiver returns a Receiver for cfg (the sender's Config: see Config for
+// the fields that are part of the wire contract).
+func NewReceiver(cfg Config) (*Receiver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Receiver{
+		cfg:      cfg,
+		idBits:   idWidth(cfg.MaxInFlightPerLane),
+		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
+		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
+		m:        uint64(cfg.MaxInFlightPerLane),
+		lanes:    make([]laneRx, cfg.Lanes),
+		unSeen:   make([]uint64, cfg.MaxInFlightPerLane/64),
+		partials: make([]partial, cfg.MaxPartial),
+		keys:     make([]staggerRx, cfg.StaggerKeys),
+		scratch:  make([]byte, cfg.MaxFragment),
+		pktHas:   make([]bool, cfg.Lanes+1),
+		pktLast:  make([]uint64, cfg.Lanes+1),
+	}
+	r.arena.maxFree = cfg.MaxQueuedBytes
+	return r, nil
+}
+
+// Stats returns the counters so far.
+func (r *Receiver) Stats() ReceiverStats { return r.stats }
+
+// BufferedBytes is the payload held for reordering and reassembly.
+func (r *Receiver) BufferedBytes() int { return r.bytes }
+
+// record is one parsed record header.
+type record struct {
+	class   Class
+	stream  int    // ordered: lane; unordered: Lanes
+	next    bool   // id = previous id of the stream in this packet + 1
+	idLow   uint64 // truncated id (when !next)
+	kind    unitKind
+	total   int // fragment: event size
+	index   int // unordered fragment index
+	offset  int // unordered fragment offset
+	key     uint16
+	version uint16
+	n       int // payload bytes
+}
+
+// Read reads one event section from rd and calls deliver for every event it
+// completes, in order. Event.Payload is valid only during the call. The
+// section is parsed twice: first without side effects (a malformed or
+// truncated section is rejected whole, rd untouched), then to deliver. On
+// success rd is positioned after the section's end bit. A nil deliver
+// discards the events (their ids still count as received).
+func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
+	if deliver == nil {
+		deliver = func(Event) {} // consume the events; parse(nil) would only check them
+	}
+	probe := *rd
+	if err := r.parse(&probe, nil); err != nil {
+		r.stats.Rejected++
+		return err
+	}
+	if err := r.parse(rd, deliver); err != nil {
+		r.stats.Rejected++
+		return err
+	}
+	r.stats.Sections++
+	return nil
+}
+
+// parse walks the section; with deliver == nil it only checks the structure
+// and skips payloads.
+func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
+	clear(r.pktHas)
+	for {
+		more, err := rd.ReadFlag("event.more")
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		var rec record
+		if err := r.readHeader(rd, &rec); err != nil {
+			return err
+		}
+		if deliver == nil {
+			if err := skipBytes(rd, rec.n); err != nil {
+				return err
+			}
+			continue
+		}
+		p := r.scratch[:rec.n]
+		if rec.n > 0 {
+			if err := rd.ReadBytes(p, "event.payload"); err != nil {
+				return err
+			}
+		}
+		if err := r.apply(&rec, p, deliver); err != nil {
+			return err
+		}
+	}
+}
+
+// readHeader reads and checks a record's fields up to its payload.
+func (r *Receiver) readHeader(rd *bitstream.Reader, rec *record) error {
+	c, err := rd.ReadBits(classBits, "event.class")
+	if err != nil {
+		return err
+	}
+	rec.class = Class(c)
+	switch rec.class {
+	case Unguaranteed:
+	case Staggered:
+		if r.keyBits > 0 {
+			k, err := rd.ReadRangedInt(0, int64(r.cfg.StaggerKeys-1), "event.key")
+			if err != nil {
+				return err
+			}
+			rec.key = uint16(k)
+		}
+		v, err := rd.ReadBits(versionBits, "event.version")
+		if err != nil {
+			return err
+		}
+		rec.version = uint16(v)
+	case Ordered, Unordered:
+		if err := r.readUnitHeader(rd, rec); err != nil {
+			return err
+		}
+	}
+	n, err := rd.ReadGamma("event.len")
+	if err != nil {
+		return err
+	}
+	if n-1 > uint64(r.cfg.MaxFragment) {
+		return fmt.Errorf("%w: record of %d bytes (MaxFragment %d)", ErrMalformed, n-1, r.cfg.MaxFragment)
+	}
+	rec.n = int(n - 1)
+	if rec.kind != kindWhole {
+		if rec.n == 0 || rec.n >= rec.total {
+			return fmt.Errorf("%w: fragment of %d bytes in an event of %d", ErrMalformed, rec.n, rec.total)
+		}
+		if rec.class == Unordered && rec.offset+rec.n > rec.total {
+			return fmt.Errorf("%w: fragment [%d, %d) beyond event size %d", ErrMalformed, rec.offset, rec.offset+rec.n, rec.total)
+		}
+	}
+	return nil
+}
+
+func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record) error {
+	rec.stream = r.cfg.Lanes
+	if rec.class == Ordered {
+		l, err := rd.ReadRangedInt(0, int64(r.cfg.Lanes-1), "event.lane")
+		if err != nil {
+			return err
+		}
+		rec.stream = int(l)
+	}
+	if r.pktHas[rec.stream] {
+		next, err := rd.ReadFlag("event.next")
+		if err != nil {
+			return err
+		}
+		rec.next = next
+	}
+	r.pktHas[rec.stream] = true
+	if !rec.next {
+		id, err := rd.ReadBits(r.idBits, "event.id")
+		if err != nil {
+			return err
+		}
+		rec.idLow = id
+	}
+	frag, err := rd.ReadFlag("event.frag")
+	if err != nil || !frag {
+		return err
+	}
+	if rec.class == Ordered {
+		k, err := rd.ReadBits(fkindBits, "event.fkind")
+		if err != nil {
+			return err
+		}
+		if k > 2 {
+			return fmt.Errorf("%w: fragment kind 3", ErrMalformed)
+		}
+		rec.kind = kindFirst + unitKind(k)
+		rec.total = r.cfg.MaxEventSize // middle and last: bounded by the reassembly
+		if rec.kind == kindFirst {
+			t, err := rd.ReadBits(totalBits, "event.total")
+			if err != nil {
+				return err
+			}
+			rec.total = int(t) + 1
+		}
+	} else {
+		ix, err := rd.ReadGamma("event.index")
+		if err != nil {
+			return err
+		}
+		t, err := rd.ReadBits(totalBits, "event.total")
+		if err != nil {
+			return err
+		}
+		off, err := rd.ReadBits(offsetBits, "event.offset")
+		if err != nil {
+			return err
+		}
+		rec.kind = kindMiddle // unordered fragments complete by byte count
+		rec.index, rec.total, rec.offset = int(ix-1), int(t)+1, int(off)
+		if (rec.index == 0) != (rec.offset == 0) {
+			return fmt.Errorf("%w: fragment index %d at offset %d", ErrMalformed, rec.index, rec.offset)
+		}
+	}
+	if rec.total > r.cfg.MaxEventSize {
+		return fmt.Errorf("%w: event of %d bytes (MaxEventSize %d)", ErrMalformed, rec.total, r.cfg.MaxEventSize)
+	}
+	return nil
+}
+
+// skipBytes advances rd past n payload bytes.
+func skipBytes(rd *bitstream.Reader, n int) error {
+	if 8*n > rd.Remaining() {
+		_, err := rd.ReadBits(64, "event.payload") // fails with the field named
+		if err == nil {
+			err = fmt.Errorf("%w: payload beyond the packet", ErrMalformed)
+		}
+		return err
+	}
+	for b := 8 * n; b > 0; b -= 64 {
+		if _, err := rd.ReadBits(uint(min(b, 64)), "event.payload"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply delivers or buffers one record whose structure was checked.
+func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
+	switch rec.class {
+	case Unguaranteed:
+		r.stats.Unguaranteed++
+		deliver(Event{Class: Unguaranteed, Payload: p})
+		return nil
+	case Staggered:
+		k := &r.keys[rec.key]
+		if k.has {
+			if d := rec.version - k.version; d == 0 || d > 1<<versionBits-1-staggerStale {
+				r.stats.StaleStagger++
+				return nil
+			}
+		}
+		k.has, k.version = true, rec.version
+		r.stats.Staggered++
+		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
+		return nil
+	}
+	ref := r.unBase
+	if rec.class == Ordered {
+		ref = r.lanes[rec.stream].next
+	}
+	id := rec.idLow
+	if rec.next {
+		id = r.pktLast[rec.stream] + 1
+	} else {
+		id = reconstruct(ref, id, r.idBits)
+	}
+	r.pktLast[rec.stream] = id
+	if id < ref {
+		r.stats.Duplicates++
+		return nil
+	}
+	if id-ref >= r.m {
+		return fmt.Errorf("%w: id %d beyond the window at %d", ErrMalformed, id, ref)
+	}
+	if rec.class == Ordered {
+		return r.applyOrdered(rec, id, p, deliver)
+	}
+	return r.applyUnordered(rec, id, p, deliver)
+}
+
+func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(Event)) error {
+	ln := &r.lanes[rec.stream]
+	if id > ln.next {
+		if err := r.ensureSlots(ln, id-ln.next); err != nil {
+			return err
+		}
+		s := &ln.slots[id&uint64(len(ln.slots)-1)]
+		if s.present {
+			r.stats.Duplicates++
+			return nil
+		}
+		if r.bytes+len(p) > r.cfg.MaxQueuedBytes {
+			return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
+		}
+		s.present, s.kind, s.total = true, rec.kind, int32(rec.total)
+		s.buf = r.arena.get(len(p))
+		copy(s.buf, p)
+		r.bytes += len(p)
+		r.stats.Buffered++
+		return nil
+	}
+	if err := r.deliverOrdered(ln, rec.stream, rec.kind, rec.total, p, deliver); err != nil {
+		return err
+	}
+	ln.next++
+	for len(ln.slots) > 0 {
+		s := &ln.slots[ln.next&uint64(len(ln.slots)-1)]
+		if !s.present {
+			break
+		}
+		buf, kind, total := s.buf, s.kind, int(s.total)
+		*s = rxSlot{}
+		r.bytes -= len(buf)
+		err := r.deliverOrdered(ln, rec.stream, kind, total, buf, deliver)
+		r.arena.put(buf)
+		if err != nil {
+			return err
+		}
+		ln.next++
+	}
+	return nil
+}
+
+// ensureSlots grows the lane's ring so that it covers ids up to next+ahead.
+func (r *Receiver) ensureSlots(ln *laneRx, ahead uint64) error {
+	if ahead < uint64(len(ln.slots)) {
+		return nil
+	}
+	n := max(64, len(ln.slots))
+	for uint64(n) <= ahead {
+		n *= 2
+	}
+	s := make([]rxSlot, n)
+	if len(ln.slots) > 0 {
+		for id := ln.next; id < ln.next+uint64(len(ln.slots)); id++ {
+			s[id&uint64(n-1)] = ln.slots[id&uint64(len(ln.slots)-1)]
+		}
+	}
+	ln.slots = s
+	return nil
+}
+
+// deliverOrdered hands the lane's next unit to the application or to the
+// reassembly of a fragmented event.
+func (r *Receiver) deliverOrdered(ln *laneRx, lane int, kind unitKind, total int, p []byte, deliver func(Event)) error {
+	switch kind {
+	case kindWhole:
+		if ln.assembling {
+			return fmt.Errorf("%w: lane %d: whole event inside a fragmented one", ErrMalformed, lane)
+		}
+		r.stats.Ordered++
+		deliver(Event{Class: Ordered, Lane: lane, Payload: p})
+		return nil
+	case kindFirst:
+		if ln.assembling {
+			return fmt.Errorf("%w: lane %d: first fragment inside a fragmented event", ErrMalformed, lane)
+		}
+		if r.bytes+len(p) > r.cfg.MaxQueuedBytes {
+			return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
+		}
+		ln.asm = append(r.arena.get(total)[:0], p...)
+		ln.asmTotal, ln.assembling = total, true
+		r.bytes += len(p)
+		return nil
+	}
+	if !ln.assembling {
+		return fmt.Errorf("%w: lane %d: fragment without a first one", ErrMalformed, lane)
+	}
+	got := len(ln.asm) + len(p)
+	if got > ln.asmTotal || (kind == kindMiddle) == (got == ln.asmTotal) {
+		return fmt.Errorf("%w: lane %d: fragments make %d of %d bytes", ErrMalformed, lane, got, ln.asmTotal)
+	}
+	if r.bytes+len(p) > r.cfg.MaxQueuedBytes {
+		return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
+	}
+	ln.asm = append(ln.asm, p...)
+	r.bytes += len(p)
+	if kind == kindLast {
+		r.stats.Ordered++
+		deliver(Event{Class: Ordered, Lane: lane, Payload: ln.asm})
+		r.bytes -= len(ln.asm)
+		r.arena.put(ln.asm)
+		ln.asm, ln.asmTotal, ln.assembling = nil, 0, false
+	}
+	return nil
+}
+
+func (r *Receiver) seen(id uint64) bool {
+	p := id & (r.m - 1)
+	return r.unSeen[p>>6]&(1<<(p&63)) != 0
+}
+
+func (r *Receiver) applyUnordered(rec *record, id uint64, p []byte, deliver func(Event)) error {
+	if r.seen(id) {
+		r.stats.Duplicates++
+		return nil
+	}
+	if rec.kind != kindWhole {
+		if err := r.reassemble(rec, id, p, deliver); err != nil {
+			return err
+		}
+	} else {
+		r.stats.Unordered++
+		deliver(Event{Class: Unordered, Payload: p})
+	}
+	pos := id & (r.m - 1)
+	r.unSeen[pos>>6] |= 1 << (pos & 63)
+	for r.seen(r.unBase) {
+		pos := r.unBase & (r.m - 1)
+		r.unSeen[pos>>6] &^= 1 << (pos & 63)
+		r.unBase++
+	}
+	return nil
+}
+
+// reassemble adds an unordered fragment to its event (identified by the id of
+// its first fragment) and delivers the event once every byte arrived.
+func (r *Receiver) reassemble(rec *record, id uint64, p []byte, deliver func(Event)) error {
+	if uint64(rec.index) > id {
+		return fmt.Errorf("%w: fragment index %d of id %d", ErrMalformed, rec.index, id)
+	}
+	first := id - uint64(rec.index)
+	var pt, free *partial
+	for i := range r.partials {
+		q := &r.partials[i]
+		switch {
+		case q.used && q.first == first:
+			pt = q
+		case !q.used && free == nil:
+			free = q
+		}
+	}
+	if pt == nil {
+		if free == nil {
+			return fmt.Errorf("%w: %d fragmented events in reassembly", ErrReceiverFull, len(r.partials))
+		}
+		pt = free
+		*pt = partial{used: true, first: first, total: rec.total}
+	}
+	if pt.total != rec.total {
+		return fmt.Errorf("%w: fragment says %d bytes, event %d", ErrMalformed, rec.total, pt.total)
+	}
+	if r.bytes+len(p) > r.cfg.MaxQueuedBytes {
+		if pt.got == 0 {
+			pt.used = false
+		}
+		return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
+	}
+	if pt.buf == nil {
+		pt.buf = r.arena.get(pt.total)
+	}
+	copy(pt.buf[rec.offset:], p)
+	pt.got += len(p)
+	r.bytes += len(p)
+	if pt.got >= pt.total {
+		r.stats.Unordered++
+		deliver(Event{Class: Unordered, Payload: pt.buf})
+		r.bytes -= pt.got
+		r.arena.put(pt.buf)
+		*pt = partial{}
+	}
+	return nil
+}

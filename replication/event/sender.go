@@ -1,0 +1,754 @@
+package event
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// maxTxPackets bounds the transmission records (packets with guaranteed units
+// whose fate has not arrived): notify resolves every packet within its
+// MaxInFlight (≤ 65536), so only a caller that stops feeding fates reaches it;
+// Write then stops sending guaranteed units until OnFate catches up.
+const maxTxPackets = 1 << 16
+
+// txEntry names one unit written into a packet.
+type txEntry struct {
+	stream int32
+	id     uint64
+}
+
+// txPacket is the transmission record of one packet: its entries are
+// entries[first : first+n] (absolute positions in the entry ring).
+type txPacket struct {
+	seq      uint64
+	first, n uint64
+}
+
+// staggerKey is the seed-001 schedule of one staggered key.
+type staggerKey struct {
+	buf      []byte        // the newest payload (a slab), nil when idle
+	stagger  time.Duration // seed sendStaggerTime: the gap before the next send
+	next     time.Duration // seed nextSendTime
+	lastSend time.Duration
+	version  uint16 // version of buf; +1 for an action after it was sent
+	sent     bool   // buf went out at least once
+	used     bool   // the key has seen an action
+	active   bool   // in Sender.active
+}
+
+// SenderStats counts what a Sender did; a plain value.
+type SenderStats struct {
+	Units        uint64 // first transmissions of guaranteed units (whole events or fragments)
+	Fragments    uint64 // of which fragments
+	Resent       uint64 // retransmissions after a dropped fate (RL-2 "prepended")
+	Redundant    uint64 // proactive copies written while the unit's fate was unknown
+	Requeued     uint64 // units requeued because every packet carrying them was dropped
+	Unguaranteed uint64 // unguaranteed events written
+	UnguarDrops  uint64 // unguaranteed events dropped without being written (no room)
+	Staggered    uint64 // staggered records written (every repeat counts)
+	MissedFates  uint64 // transmission records resolved as dropped because their fate was skipped
+	Sections     uint64 // Write calls that wrote a section
+}
+
+// Sender is the sending half of the event layer for one connection: it queues
+// events, fills each packet's event section, and keeps a transmission record
+// per packet so that notify's fates drive retransmission (checklist RL-2,
+// PN-9). Guaranteed events are retransmitted only when every packet carrying
+// them was reported dropped — never on a timer; while a unit's fate is still
+// unknown it may also ride, as a redundant copy, in up to Config.Redundancy
+// following packets when RedundancyBytes allows.
+//
+// Per packet the caller (the connection actor) does:
+//
+//	seq, _ := conn.WriteHeader(w, notify.TypeData, now)
+//	s.Write(w, seq, now)          // after the header, before ghosts
+//	for _, f := range conn.PopFates(fates[:0]) { s.OnFate(f) }
+//
+// Memory is bounded by Config (MaxQueuedBytes of payload, MaxInFlightPerLane
+// units per stream); rings grow only up to those bounds, so the steady state
+// allocates nothing. The zero Sender is not usable; use NewSender. Not safe for
+// concurrent use; the connection actor owns it.
+type Sender struct {
+	cfg               Config
+	idBits, laneBits  uint
+	keyBits           uint
+	arena             arena
+	streams           []sendStream // ordered lanes 0..Lanes-1, then the unordered stream
+	queuedBytes       int
+	rr                int // round-robin start for fairness between streams
+	lastSeq           uint64
+	wrote             bool
+	pkts              []txPacket // ring
+	pHead, pN         uint64
+	entries           []txEntry // ring over absolute positions [eHead, eTail)
+	eHead, eTail      uint64
+	prev, cur         []txEntry // units of the previous / current packet (redundancy)
+	ug                [][]byte  // unguaranteed queue (ring)
+	ugHead, ugN       int
+	keys              []staggerKey
+	active            []uint16 // keys with a schedule running
+	pktHas            []bool   // per stream: a record of it is already in this packet
+	pktLast           []uint64 // per stream: id of its latest record in this packet
+	redundBits, avail int
+	seq               uint64
+	stats             SenderStats
+}
+
+// NewSender returns a Sender for cfg.
+func NewSender(cfg Config) (*Sender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sender{
+		cfg:      cfg,
+		idBits:   idWidth(cfg.MaxInFlightPerLane),
+		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
+		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
+		streams:  make([]sendStream, cfg.Lanes+1),
+		ug:       make([][]byte, cfg.MaxUnguaranteed),
+		keys:     make([]staggerKey, cfg.StaggerKeys),
+		pktHas:   make([]bool, cfg.Lanes+1),
+		pktLast:  make([]uint64, cfg.Lanes+1),
+	}
+	s.arena.maxFree = cfg.MaxQueuedBytes
+	return s, nil
+}
+
+// Config returns the configuration the Sender was built with.
+func (s *Sender) Config() Config { return s.cfg }
+
+// Stats returns the counters so far.
+func (s *Sender) Stats() SenderStats { return s.stats }
+
+// QueuedBytes is the payload the Sender holds (every class), ≤ MaxQueuedBytes.
+func (s *Sender) QueuedBytes() int { return s.queuedBytes }
+
+// InFlight is the number of events lane holds (queued or not yet
+// acknowledged); lane = Lanes means the unordered stream.
+func (s *Sender) InFlight(lane int) int {
+	if lane < 0 || lane > s.cfg.Lanes {
+		return 0
+	}
+	return s.streams[lane].held
+}
+
+// SendOrdered queues payload (copied) on an ordered lane. It fails with
+// ErrBadLane, ErrTooLarge (> MaxEventSize), ErrLaneFull (the lane holds
+// MaxInFlightPerLane events) or ErrQueueFull (MaxQueuedBytes).
+func (s *Sender) SendOrdered(lane int, payload []byte) error {
+	if lane < 0 || lane >= s.cfg.Lanes {
+		return fmt.Errorf("%w: %d (Lanes %d)", ErrBadLane, lane, s.cfg.Lanes)
+	}
+	return s.sendGuaranteed(lane, payload)
+}
+
+// SendUnordered queues payload (copied) as a guaranteed-unordered event. Errors
+// as SendOrdered.
+func (s *Sender) SendUnordered(payload []byte) error {
+	return s.sendGuaranteed(s.cfg.Lanes, payload)
+}
+
+func (s *Sender) sendGuaranteed(si int, payload []byte) error {
+	st := &s.streams[si]
+	switch {
+	case len(payload) > s.cfg.MaxEventSize:
+		return ErrTooLarge
+	case st.held >= s.cfg.MaxInFlightPerLane:
+		return ErrLaneFull
+	case s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+		return ErrQueueFull
+	}
+	buf := s.arena.get(len(payload))
+	copy(buf, payload)
+	st.pushPend(buf)
+	st.held++
+	s.queuedBytes += len(payload)
+	return nil
+}
+
+// SendUnguaranteed queues payload (copied) for the next packet only: if that
+// packet has no room left after the guaranteed events, the event is dropped
+// and counted (RL-4). It keeps no transmission record. Errors: ErrTooLarge
+// (> MaxFragment), ErrQueueFull.
+func (s *Sender) SendUnguaranteed(payload []byte) error {
+	switch {
+	case len(payload) > s.cfg.MaxFragment:
+		return ErrTooLarge
+	case s.ugN >= len(s.ug) || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+		return ErrQueueFull
+	}
+	buf := s.arena.get(len(payload))
+	copy(buf, payload)
+	s.ug[(s.ugHead+s.ugN)%len(s.ug)] = buf
+	s.ugN++
+	s.queuedBytes += len(payload)
+	return nil
+}
+
+// SendStaggered records an action on key whose current state is payload
+// (copied; it replaces any pending state of the key). The state is sent on the
+// seed-001 schedule — at the first packet, then 100 and 300 ms later with the
+// defaults — and the receiver delivers it only if it is newer than what it
+// delivered for key (RL-8, RL-9). Errors: ErrBadKey, ErrTooLarge (>
+// MaxFragment), ErrQueueFull.
+//
+// Seed rule: sendStaggerTime = base; if nextSendTime+base < now, nextSendTime =
+// now. It coalesces actions: actions at 0 and 20 ms go out at 0, 100, 200 and
+// 400 ms. Fix (checklist RL-8 edge case): an action that arrives while a long
+// gap is pending is sent no later than max(now, last send + 2·base) — the seed
+// would wait for the pending send (an action at 310 ms after one at 0 would
+// first go out at 700 ms; here at 400 ms, then 500 and 700 ms).
+func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) error {
+	if int(key) >= len(s.keys) {
+		return fmt.Errorf("%w: %d (StaggerKeys %d)", ErrBadKey, key, len(s.keys))
+	}
+	k := &s.keys[key]
+	switch {
+	case len(payload) > s.cfg.MaxFragment:
+		return ErrTooLarge
+	case s.queuedBytes-len(k.buf)+len(payload) > s.cfg.MaxQueuedBytes:
+		return ErrQueueFull
+	}
+	s.setStaggerBuf(k, payload)
+	if k.sent {
+		k.version++
+		k.sent = false
+	}
+	base := s.cfg.StaggerBase
+	k.stagger = base
+	switch {
+	case !k.used || k.next+base < now:
+		k.next = now
+	default:
+		if lim := max(now, k.lastSend+2*base); k.next > lim {
+			k.next = lim
+		}
+	}
+	k.used = true
+	if !k.active {
+		k.active = true
+		s.active = append(s.active, key)
+	}
+	return nil
+}
+
+func (s *Sender) setStaggerBuf(k *staggerKey, payload []byte) {
+	if k.buf != nil && cap(k.buf) >= len(payload) && slabClass(len(payload)) == slabClass(cap(k.buf)) {
+		s.queuedBytes += len(payload) - len(k.buf)
+		k.buf = k.buf[:len(payload)]
+		copy(k.buf, payload)
+		return
+	}
+	s.queuedBytes -= len(k.buf)
+	s.arena.put(k.buf)
+	k.buf = s.arena.get(len(payload))
+	copy(k.buf, payload)
+	s.queuedBytes += len(payload)
+}
+
+// HasPending reports whether a Write at now would have something to send
+// besides redundant copies: queued or requeued guaranteed units, unguaranteed
+// events, or a staggered send that is due.
+func (s *Sender) HasPending(now time.Duration) bool {
+	if s.ugN > 0 {
+		return true
+	}
+	for i := range s.streams {
+		if s.streams[i].pendN > 0 || s.streams[i].resendN > 0 {
+			return true
+		}
+	}
+	for _, key := range s.active {
+		if k := &s.keys[key]; k.next <= now {
+			return true
+		}
+	}
+	return false
+}
+
+// Write fills w with the event section of packet seq (the sequence number
+// notify.Conn.WriteHeader returned for it), using at most w.Remaining() bits,
+// and records which guaranteed units went into it. Priority: guaranteed units
+// (round-robin over the streams; in each, retransmissions at the front),
+// due staggered sends, unguaranteed events, then redundant copies. It returns the
+// number of records written. It always writes at least the section's end bit;
+// ErrNoRoom when even that does not fit, ErrSeqOrder when seq does not grow.
+func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error) {
+	if s.wrote && seq <= s.lastSeq {
+		return 0, ErrSeqOrder
+	}
+	if w.Remaining() < 1 {
+		return 0, ErrNoRoom
+	}
+	s.wrote, s.lastSeq, s.seq = true, seq, seq
+	start := w.BitLen()
+	s.avail = w.Remaining() - 1 // keep the end bit
+	s.redundBits = 8 * s.cfg.RedundancyBytes
+	clear(s.pktHas)
+	s.cur = s.cur[:0]
+	records := 0
+	guaranteed := s.pN < maxTxPackets
+	var err error
+	n := 0
+	if guaranteed {
+		n, err = s.writeGuaranteed(w)
+		records += n
+	}
+	if err == nil {
+		n, err = s.writeStaggered(w, now)
+		records += n
+	}
+	if err == nil {
+		n, err = s.writeUnguaranteed(w)
+		records += n
+	}
+	if err == nil && guaranteed {
+		n, err = s.writeRedundant(w)
+		records += n
+	}
+	if err == nil {
+		err = w.WriteFlag(false)
+	}
+	if err != nil {
+		// Unreachable in practice: every record was sized before it was
+		// written. Leave no half section behind, and treat the units already
+		// marked as carried by a dropped packet, so they go out again.
+		w.Truncate(start)
+		for _, e := range s.cur {
+			s.settle(e, false)
+		}
+		s.cur = s.cur[:0]
+		s.advanceAll()
+	}
+	if len(s.cur) > 0 {
+		s.pushPacket(seq)
+	}
+	s.prev, s.cur = s.cur, s.prev
+	s.rr = (s.rr + 1) % len(s.streams)
+	s.stats.Sections++
+	return records, err
+}
+
+// fits reserves b bits of the section budget.
+func (s *Sender) fits(b int) bool {
+	if b > s.avail {
+		return false
+	}
+	s.avail -= b
+	return true
+}
+
+// unitBits is the size of the record for unit u with id in stream si.
+func (s *Sender) unitBits(si int, id uint64, u *unit) int {
+	b := 1 + classBits + 1 + gammaLen(int(u.n)) + 8*int(u.n)
+	if si < s.cfg.Lanes {
+		b += int(s.laneBits)
+	}
+	if s.pktHas[si] {
+		b++
+		if id != s.pktLast[si]+1 {
+			b += int(s.idBits)
+		}
+	} else {
+		b += int(s.idBits)
+	}
+	if u.kind != kindWhole {
+		if si < s.cfg.Lanes {
+			b += fkindBits
+			if u.kind == kindFirst {
+				b += totalBits
+			}
+		} else {
+			b += bitstream.GammaBits(uint64(u.index)+1) + totalBits + offsetBits
+		}
+	}
+	return b
+}
+
+// writeUnit writes the record of unit u (already sized by unitBits) and adds
+// it to the packet's transmission record.
+func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) error {
+	class := Ordered
+	if si == s.cfg.Lanes {
+		class = Unordered
+	}
+	e := fieldWriter{w: w}
+	e.flag(true)
+	e.bits(uint64(class), classBits)
+	if class == Ordered {
+		e.bits(uint64(si), s.laneBits)
+	}
+	next := s.pktHas[si] && id == s.pktLast[si]+1
+	if s.pktHas[si] {
+		e.flag(next)
+	}
+	if !next {
+		e.bits(id&(1<<s.idBits-1), s.idBits)
+	}
+	e.flag(u.kind != kindWhole)
+	if u.kind != kindWhole {
+		total := len(u.buf)
+		if class == Ordered {
+			e.bits(uint64(u.kind-kindFirst), fkindBits)
+			if u.kind == kindFirst {
+				e.bits(uint64(total-1), totalBits)
+			}
+		} else {
+			e.gamma(uint64(u.index) + 1)
+			e.bits(uint64(total-1), totalBits)
+			e.bits(uint64(u.off), offsetBits)
+		}
+	}
+	e.payload(u.buf[u.off : u.off+u.n])
+	if e.err != nil {
+		return e.err
+	}
+	s.pktHas[si], s.pktLast[si] = true, id
+	u.refs++
+	u.copies++
+	u.lastSeq = s.seq
+	s.cur = append(s.cur, txEntry{stream: int32(si), id: id})
+	return nil
+}
+
+// writeGuaranteed writes guaranteed units round-robin over the streams, one
+// unit per stream per round, so that every lane gets its share of the packet
+// whatever the backlog of another (RL-14: a loss on lane A, which puts A's
+// units back in its queue, never delays lane B). Within a stream, units whose
+// every carrying packet was dropped go first, lowest id first — the front of
+// the lane (RL-2: "prepended to the queue") — then new units are cut from the
+// queued events. A stream whose next unit does not fit sends nothing more in
+// this packet, so a lane's order is kept.
+func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
+	n := 0
+	var blocked [MaxLanes + 1]bool
+	var from [MaxLanes + 1]uint64 // resend search cursor per stream
+	for si := range s.streams {
+		from[si] = s.streams[si].base
+	}
+	for progress := true; progress; {
+		progress = false
+		for k := range s.streams {
+			si := (s.rr + k) % len(s.streams)
+			if blocked[si] {
+				continue
+			}
+			st := &s.streams[si]
+			if id, ok := st.firstResend(from[si]); ok {
+				u := st.unit(id)
+				if !s.fits(s.unitBits(si, id, u)) {
+					blocked[si] = true
+					continue
+				}
+				if err := s.writeUnit(w, si, id, u); err != nil {
+					return n, err
+				}
+				st.setResend(id, false)
+				s.stats.Resent++
+				from[si] = id + 1
+				n++
+				progress = true
+				continue
+			}
+			ok, err := s.cutUnit(w, si)
+			if err != nil {
+				return n, err
+			}
+			if !ok {
+				blocked[si] = true
+				continue
+			}
+			n++
+			progress = true
+		}
+	}
+	return n, nil
+}
+
+// cutUnit cuts the next unit of stream si's front event to fit the packet and
+// writes it; false when nothing (more) can go.
+func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
+	st := &s.streams[si]
+	if st.pendN == 0 || !st.room(s.cfg.MaxInFlightPerLane) {
+		return false, nil
+	}
+	ev := st.front()
+	id := st.next
+	total := len(ev.buf)
+	u := unit{buf: ev.buf, off: int32(ev.off), kind: kindWhole, n: int32(total), index: uint16(ev.index)}
+	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(si, id, &u) > s.avail {
+		if !s.fragment(si, id, &u, ev.off, total) {
+			return false, nil
+		}
+	}
+	s.avail -= s.unitBits(si, id, &u)
+	st.next++
+	p := st.unit(id)
+	*p = u
+	ev.off += int(u.n)
+	ev.index++
+	if ev.off == total {
+		st.popPend()
+	}
+	if u.kind == kindFirst && si == s.cfg.Lanes {
+		st.partials++
+	}
+	s.stats.Units++
+	if u.kind != kindWhole {
+		s.stats.Fragments++
+	}
+	return true, s.writeUnit(w, si, id, p)
+}
+
+// fragment sizes u as the largest fragment of the event's bytes [off, total)
+// that fits the packet: false when that is below min(MinFragment, rest), so
+// small events never fragment and no sliver is cut.
+func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
+	rest := total - off
+	n := min(rest, s.cfg.MaxFragment)
+	if off == 0 {
+		if si == s.cfg.Lanes && s.streams[si].partials >= s.cfg.MaxPartial {
+			return false // the receiver reassembles at most MaxPartial at once
+		}
+		u.kind = kindFirst
+		n = min(n, total-1) // a first fragment is smaller than its event
+	}
+	for n > 0 {
+		u.n = int32(n)
+		if off > 0 {
+			u.kind = kindMiddle
+			if n == rest {
+				u.kind = kindLast
+			}
+		}
+		b := s.unitBits(si, id, u)
+		if b <= s.avail {
+			break
+		}
+		n -= (b - s.avail + 7) / 8 // γ(n+1) only shrinks with n
+	}
+	return n > 0 && n >= min(s.cfg.MinFragment, rest)
+}
+
+// writeStaggered sends every staggered key whose next send is due (seed 001
+// update loop: if sendStaggerTime <= limit && nextSendTime <= now: send;
+// sendStaggerTime *= 2; nextSendTime = now + sendStaggerTime).
+func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, error) {
+	n := 0
+	for i := 0; i < len(s.active); {
+		key := s.active[i]
+		k := &s.keys[key]
+		if k.next > now {
+			i++
+			continue
+		}
+		b := 1 + classBits + int(s.keyBits) + versionBits + gammaLen(len(k.buf)) + 8*len(k.buf)
+		if !s.fits(b) {
+			i++
+			continue // still due: the next packet takes it
+		}
+		e := fieldWriter{w: w}
+		e.flag(true)
+		e.bits(uint64(Staggered), classBits)
+		e.bits(uint64(key), s.keyBits)
+		e.bits(uint64(k.version), versionBits)
+		e.payload(k.buf)
+		if e.err != nil {
+			return n, e.err
+		}
+		n++
+		s.stats.Staggered++
+		k.sent = true
+		k.lastSend = now
+		k.stagger *= 2
+		k.next = now + k.stagger
+		if k.stagger > s.cfg.StaggerLimit {
+			// Schedule done: drop the state (the receiver has it or gave up).
+			s.queuedBytes -= len(k.buf)
+			s.arena.put(k.buf)
+			k.buf = nil
+			k.active = false
+			s.active[i] = s.active[len(s.active)-1]
+			s.active = s.active[:len(s.active)-1]
+			continue
+		}
+		i++
+	}
+	return n, nil
+}
+
+// writeUnguaranteed writes queued unguaranteed events that fit, in order, and
+// drops the rest: they had their packet (RL-4).
+func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
+	n := 0
+	var err error
+	for ; s.ugN > 0; s.ugN-- {
+		buf := s.ug[s.ugHead]
+		s.ug[s.ugHead] = nil
+		s.ugHead = (s.ugHead + 1) % len(s.ug)
+		if err == nil && s.fits(1+classBits+gammaLen(len(buf))+8*len(buf)) {
+			e := fieldWriter{w: w}
+			e.flag(true)
+			e.bits(uint64(Unguaranteed), classBits)
+			e.payload(buf)
+			err = e.err
+			n++
+			s.stats.Unguaranteed++
+		} else {
+			s.stats.UnguarDrops++
+		}
+		s.queuedBytes -= len(buf)
+		s.arena.put(buf)
+	}
+	return n, err
+}
+
+// writeRedundant copies units of the previous packet whose fate is unknown into
+// this one, up to Redundancy extra copies each and RedundancyBytes per packet:
+// if that packet is lost, this one repairs it one packet interval later,
+// instead of after notify's loss detection (a receiver-side reorder threshold
+// plus the ack's trip back). The lost-packet rule still applies: a unit is
+// requeued when every packet carrying it was dropped.
+func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
+	n := 0
+	limit := uint8(1 + s.cfg.Redundancy)
+	for _, e := range s.prev {
+		si := int(e.stream)
+		st := &s.streams[si]
+		if e.id < st.base || e.id >= st.next {
+			continue
+		}
+		u := st.unit(e.id)
+		if u.acked || u.copies >= limit || u.lastSeq == s.seq || st.needsResend(e.id) {
+			continue
+		}
+		b := s.unitBits(si, e.id, u)
+		if b > s.redundBits || !s.fits(b) {
+			continue
+		}
+		s.redundBits -= b
+		if err := s.writeUnit(w, si, e.id, u); err != nil {
+			return n, err
+		}
+		s.stats.Redundant++
+		n++
+	}
+	return n, nil
+}
+
+func (s *Sender) pushPacket(seq uint64) {
+	// Entries of this packet are s.cur; append them to the entry ring.
+	need := s.eTail - s.eHead + uint64(len(s.cur))
+	if need > uint64(len(s.entries)) {
+		n := uint64(max(256, len(s.entries)))
+		for n < need {
+			n *= 2
+		}
+		e := make([]txEntry, n)
+		for i := s.eHead; i < s.eTail; i++ {
+			e[i&(n-1)] = s.entries[i&uint64(len(s.entries)-1)]
+		}
+		s.entries = e
+	}
+	first := s.eTail
+	mask := uint64(len(s.entries) - 1)
+	for _, e := range s.cur {
+		s.entries[s.eTail&mask] = e
+		s.eTail++
+	}
+	if s.pN == uint64(len(s.pkts)) {
+		n := uint64(max(64, 2*len(s.pkts)))
+		p := make([]txPacket, n)
+		for i := uint64(0); i < s.pN; i++ {
+			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]
+		}
+		s.pkts = p
+	}
+	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint64(len(s.cur))}
+	s.pN++
+}
+
+// OnFate applies notify's verdict on packet f.Seq. Feed it every fate
+// notify.Conn.PopFates returns, in order; fates of packets without guaranteed
+// units are ignored. Delivered: the units it carried are acknowledged.
+// Dropped: each unit it carried that no other packet in flight carries and
+// that is not acknowledged goes back to the front of its lane (RL-2). A
+// record older than f.Seq whose fate never came is resolved as dropped
+// (counted in Stats.MissedFates): a resend is safe, the receiver discards
+// duplicates by id.
+func (s *Sender) OnFate(f notify.Fate) {
+	for s.pN > 0 {
+		p := s.pkts[s.pHead&uint64(len(s.pkts)-1)]
+		if p.seq > f.Seq {
+			return
+		}
+		if p.seq < f.Seq {
+			s.stats.MissedFates++
+		}
+		s.resolve(p, p.seq == f.Seq && f.Delivered)
+		s.pHead++
+		s.pN--
+		if p.seq == f.Seq {
+			return
+		}
+	}
+}
+
+func (s *Sender) resolve(p txPacket, delivered bool) {
+	mask := uint64(len(s.entries) - 1)
+	for i := p.first; i < p.first+p.n; i++ {
+		s.settle(s.entries[i&mask], delivered)
+	}
+	s.eHead = p.first + p.n
+	s.advanceAll()
+}
+
+// settle applies one packet's fate to one unit it carried.
+func (s *Sender) settle(e txEntry, delivered bool) {
+	st := &s.streams[e.stream]
+	if e.id < st.base || e.id >= st.next {
+		return // cannot happen: a unit with refs > 0 is never freed
+	}
+	u := st.unit(e.id)
+	if u.refs > 0 {
+		u.refs--
+	}
+	switch {
+	case delivered:
+		u.acked = true
+		st.setResend(e.id, false)
+	case u.refs == 0 && !u.acked:
+		st.setResend(e.id, true)
+		u.copies = 0
+		s.stats.Requeued++
+	}
+}
+
+func (s *Sender) advanceAll() {
+	for si := range s.streams {
+		s.advance(&s.streams[si], si)
+	}
+}
+
+// advance frees acknowledged units from the base of the stream upward.
+func (s *Sender) advance(st *sendStream, si int) {
+	for st.base < st.next {
+		u := st.unit(st.base)
+		if !u.acked || u.refs > 0 {
+			return
+		}
+		if u.kind == kindWhole || u.kind == kindLast {
+			s.queuedBytes -= len(u.buf)
+			s.arena.put(u.buf)
+			st.held--
+			if u.kind == kindLast && si == s.cfg.Lanes {
+				st.partials--
+			}
+		}
+		*u = unit{}
+		st.base++
+	}
+}

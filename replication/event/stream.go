@@ -1,0 +1,135 @@
+package event
+
+import "math/bits"
+
+// pendEvent is a guaranteed event not yet cut entirely into units.
+type pendEvent struct {
+	buf   []byte // the whole payload (a slab from the arena); len = event size
+	off   int    // bytes already cut into units
+	index int    // units cut so far
+}
+
+// unit is one record of a guaranteed event on the wire (the whole event or one
+// fragment) with its own id. Its transmission state:
+//
+//	queued ──Write──▶ in flight (refs > 0) ──delivered fate──▶ acked ──(refs = 0, lowest)──▶ freed
+//	                      │  ▲
+//	  dropped fate, refs=0│  │Write (resend, front of the lane)
+//	                      ▼  │
+//	                    needs resend
+type unit struct {
+	buf     []byte // the event's payload, shared by all its fragments
+	off, n  int32  // this unit's bytes: buf[off : off+n]
+	kind    unitKind
+	index   uint16 // fragment index (unordered records carry it)
+	acked   bool   // a packet carrying it was delivered
+	refs    uint16 // packets carrying it whose fate is unknown
+	copies  uint8  // packets it was written in since its (re)transmission began
+	lastSeq uint64 // newest packet it was written in
+}
+
+// sendStream is the sender half of one ordered lane or of the unordered
+// stream: a FIFO of events waiting to be cut, and a ring of units with ids in
+// [base, next). Units are freed strictly from base upward, and only once
+// acknowledged and carried by no packet in flight, which is what keeps every id
+// on the wire within MaxInFlightPerLane of the receiver's window
+// (docs: "Id encoding and reconstruction").
+type sendStream struct {
+	pend     []pendEvent // ring
+	pendHead int
+	pendN    int
+
+	held int // events queued or with unfreed units (≤ MaxInFlightPerLane)
+
+	base, next uint64
+	units      []unit   // ring over [base, next); len is a power of two ≥ 64
+	resend     []uint64 // bitmap over ring positions: unit needs a (re)transmission
+	resendN    int
+	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
+}
+
+func (st *sendStream) unit(id uint64) *unit { return &st.units[id&uint64(len(st.units)-1)] }
+
+func (st *sendStream) pushPend(buf []byte) {
+	if st.pendN == len(st.pend) {
+		n := max(16, 2*len(st.pend))
+		p := make([]pendEvent, n)
+		for i := 0; i < st.pendN; i++ {
+			p[i] = st.pend[(st.pendHead+i)%len(st.pend)]
+		}
+		st.pend, st.pendHead = p, 0
+	}
+	st.pend[(st.pendHead+st.pendN)%len(st.pend)] = pendEvent{buf: buf}
+	st.pendN++
+}
+
+func (st *sendStream) front() *pendEvent { return &st.pend[st.pendHead] }
+
+func (st *sendStream) popPend() {
+	st.pend[st.pendHead] = pendEvent{}
+	st.pendHead = (st.pendHead + 1) % len(st.pend)
+	st.pendN--
+}
+
+// room reports whether a new id can be assigned: the ring is grown on demand
+// (only when a new high-water mark is reached) up to limit units.
+func (st *sendStream) room(limit int) bool {
+	span := int(st.next - st.base)
+	if span < len(st.units) {
+		return true
+	}
+	if span >= limit {
+		return false
+	}
+	n := max(64, 2*len(st.units))
+	u := make([]unit, n)
+	rs := make([]uint64, n/64)
+	for id := st.base; id < st.next; id++ {
+		p := id & uint64(n-1)
+		u[p] = *st.unit(id)
+		if st.needsResend(id) {
+			rs[p>>6] |= 1 << (p & 63)
+		}
+	}
+	st.units, st.resend = u, rs
+	return true
+}
+
+func (st *sendStream) needsResend(id uint64) bool {
+	p := id & uint64(len(st.units)-1)
+	return st.resend[p>>6]&(1<<(p&63)) != 0
+}
+
+func (st *sendStream) setResend(id uint64, on bool) {
+	p := id & uint64(len(st.units)-1)
+	bit := uint64(1) << (p & 63)
+	was := st.resend[p>>6]&bit != 0
+	switch {
+	case on && !was:
+		st.resend[p>>6] |= bit
+		st.resendN++
+	case !on && was:
+		st.resend[p>>6] &^= bit
+		st.resendN--
+	}
+}
+
+// firstResend returns the lowest id ≥ from that needs a transmission.
+func (st *sendStream) firstResend(from uint64) (uint64, bool) {
+	if st.resendN == 0 {
+		return 0, false
+	}
+	mask := uint64(len(st.units) - 1)
+	for id := max(from, st.base); id < st.next; {
+		p := id & mask
+		if w := st.resend[p>>6] >> (p & 63); w != 0 {
+			id += uint64(bits.TrailingZeros64(w))
+			if id < st.next {
+				return id, true
+			}
+			return 0, false
+		}
+		id += 64 - p&63
+	}
+	return 0, false
+}
