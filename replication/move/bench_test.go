@@ -1,0 +1,93 @@
+package move
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/netsim"
+)
+
+// fullStream returns a Stream holding 32 unacknowledged moves of typical
+// input (running, turning in bursts, the odd jump).
+func fullStream(tb testing.TB) *Stream {
+	s, err := NewStream(DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gen := newInputGen(7)
+	for range 32 {
+		m := gen.next(32)
+		m.Seq, m.CRC = s.NextSeq(), 0x12345678
+		if err := s.Add(m); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return s
+}
+
+// BenchmarkMoveWrite32 writes a section of 32 unacknowledged moves.
+func BenchmarkMoveWrite32(b *testing.B) {
+	s := fullStream(b)
+	var buf [1200]byte
+	var w bitstream.Writer
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Reset(buf[:])
+		if n, err := s.Write(&w); n != 32 || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+	b.ReportMetric(float64(w.BitLen()), "bits/section")
+}
+
+// BenchmarkMoveRead32 decodes a section of 32 moves and applies all of them.
+func BenchmarkMoveRead32(b *testing.B) {
+	s := fullStream(b)
+	var buf [1200]byte
+	w := bitstream.NewWriter(buf[:])
+	s.Write(w)
+	pkt := w.Bytes()
+	var (
+		ap  Applier
+		r   bitstream.Reader
+		sum uint64
+	)
+	apply := func(m Move) { sum += uint64(m.Yaw) }
+	b.ReportAllocs()
+	for b.Loop() {
+		ap.Reset(0)
+		r.Reset(pkt)
+		if err := ap.Read(&r, apply); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if ap.LastApplied() != 32 || sum == 0 {
+		b.Fatal("moves not applied")
+	}
+}
+
+// BenchmarkMoveStreamTypical runs a 30 Hz client against a server for 60 s
+// of virtual time, 20 packets/s each way, 50 ms one-way latency, and reports
+// the average size of the move section (client → server) and of the control
+// section (server → client) per packet. The harness's bookkeeping allocates;
+// the package does not (TestSteadyStateAllocatesNothing).
+func BenchmarkMoveStreamTypical(b *testing.B) {
+	for _, loss := range []float64{0, 0.2} {
+		b.Run(fmt.Sprintf("loss=%g", loss), func(b *testing.B) {
+			link := func(seed uint64) netsim.Config {
+				return netsim.Config{Loss: loss, Latency: 50 * ms, Seed: seed}
+			}
+			var res simResult
+			b.ReportAllocs()
+			for b.Loop() {
+				res = runSim(b, simConfig{up: link(1), down: link(2), control: DefaultControlConfig(),
+					moves: 60 * 30, seed: 3})
+			}
+			b.ReportMetric(float64(res.upBits)/float64(res.upPkts), "move-bits/pkt")
+			b.ReportMetric(float64(res.stream.MovesWritten)/float64(res.stream.Sections), "moves/pkt")
+			b.ReportMetric(float64(res.downBits)/float64(res.downPkts), "ctl-bits/pkt")
+			b.ReportMetric(float64(res.upBits)/float64(res.upPkts)*20/1000, "move-kbps")
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package move
+
+import (
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// ControlWriter is the server's policy for the control-object section of one
+// connection's packets (seed 004 § Hifi Updates and CRC slides, checklist
+// CTL-4): every packet acknowledges the newest applied move; the full-precision
+// state goes out only when
+//
+//   - nothing was sent yet (the client learns its spawn state),
+//   - the client's CRC for a move differs from the server's state after that
+//     move (Check) — e.g. a collision the client had not predicted,
+//   - a full state was lost (OnFate reports its packet dropped),
+//   - Force was called (a teleport: no need to wait for the CRC round trip),
+//   - or ControlConfig.Period elapsed since the last one (a safety net for
+//     what a CRC cannot see).
+//
+// After a correction (any full state but a routine refresh) is sent, mismatch
+// reports are held — counted, not answered — until that packet's fate is
+// known: the client predicted those moves before it could have applied the
+// correction, so answering each would send one correction per packet in
+// flight. A dropped correction is resent. A delivered one has made the client
+// rewind, replay and report matching CRCs, so a mismatch after it is a new
+// divergence and gets a new correction. Without fates, ControlConfig.HoldTimeout
+// ends the hold; held reports are never acted on later, because a client that
+// is still off says so again in its next packet.
+//
+//	idle ──mismatch / Force / fate dropped──▶ due ──Write──▶ holding(pkt)
+//	holding ──OnFate(pkt) delivered, or HoldTimeout──▶ idle
+//	holding ──OnFate(pkt) dropped──▶ due
+//
+// Create it with NewControlWriter. Not safe for concurrent use; the
+// connection actor owns it.
+type ControlWriter struct {
+	cfg      ControlConfig
+	initial  bool // nothing sent yet
+	need     bool // a correction is due (mismatch or dropped full state)
+	forced   bool
+	lastFull time.Duration
+	anyFull  bool
+
+	holding bool
+	holdPkt uint64
+	holdAt  time.Duration
+
+	stats ControlStats
+}
+
+// NewControlWriter returns a ControlWriter whose first section carries the
+// full state.
+func NewControlWriter(cfg ControlConfig) (*ControlWriter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &ControlWriter{cfg: cfg, initial: true}, nil
+}
+
+// Stats returns the counters.
+func (c *ControlWriter) Stats() ControlStats { return c.stats }
+
+// Pending reports whether the next Write will carry the full state for a
+// reason other than the periodic refresh.
+func (c *ControlWriter) Pending() bool { return c.initial || c.need || c.forced }
+
+// Check compares the client's CRC carried by m (m.HasCRC; other moves are
+// ignored) with after, the server's control state right after applying m.
+// It returns false on a mismatch, which schedules a correction unless a full
+// state is in flight. Call it from the Applier's apply callback, or wherever
+// the game actually simulates m.
+func (c *ControlWriter) Check(m Move, after *ControlState) bool {
+	if !m.HasCRC {
+		return true
+	}
+	c.stats.Checks++
+	if m.CRC == after.CRC() {
+		return true
+	}
+	c.stats.Mismatches++
+	if c.holding {
+		c.stats.Held++
+	} else {
+		c.need = true
+	}
+	return false
+}
+
+// Force makes the next Write carry the full state, with no CRC round trip:
+// for changes the server knows the client cannot predict (teleport, respawn).
+func (c *ControlWriter) Force() { c.forced = true }
+
+// OnFate takes the notify layer's verdict on packets this connection sent
+// (pass every fate; others are ignored). A dropped full state is resent; a
+// delivered one ends the hold.
+func (c *ControlWriter) OnFate(f notify.Fate) {
+	if !c.holding || f.Seq < c.holdPkt {
+		return
+	}
+	// Fates come in send order, so a later sequence means the held one's
+	// fate was missed; treat it as lost, the safe side.
+	delivered := f.Delivered && f.Seq == c.holdPkt
+	c.holding = false
+	if !delivered {
+		c.need = true
+	}
+}
+
+// Write writes the control section of packet pkt (the notify sequence its
+// header got; 0 if fates are not wired) at time now: ack, the newest move
+// that state s reflects (Applier.LastApplied when the game applies moves
+// inside the apply callback), and, when the policy says so, s itself. It
+// reports whether the state went out.
+//
+// Budget: if the state does not fit w.Remaining(), the section goes without
+// it and the state stays due (Stats.Deferred); if not even the 17-bit
+// section fits, Write returns bitstream.ErrOverflow and writes nothing.
+// ErrInvalidState: s is nil or has a NaN or infinite component (a server
+// bug); nothing is written then.
+func (c *ControlWriter) Write(w *bitstream.Writer, pkt uint64, now time.Duration, ack uint64, s *ControlState) (bool, error) {
+	if c.holding && c.cfg.HoldTimeout > 0 && now-c.holdAt >= c.cfg.HoldTimeout {
+		// No fate came. Held reports are not acted on: if the client is
+		// still off, its next report says so.
+		c.holding = false
+	}
+	due := c.initial || c.need || c.forced
+	periodic := !due && c.cfg.Period > 0 && c.anyFull && now-c.lastFull >= c.cfg.Period
+	full := due || periodic
+	if full {
+		if s == nil {
+			return false, ErrInvalidState
+		}
+		if err := s.Validate(); err != nil {
+			return false, err
+		}
+	}
+	deferred := full && controlBaseBits+stateBits(s) > w.Remaining()
+	if full && !deferred {
+		if err := WriteControl(w, ack, s); err != nil {
+			return false, err
+		}
+	} else {
+		if err := WriteControl(w, ack, nil); err != nil {
+			return false, err
+		}
+		c.stats.Sections++
+		if deferred {
+			c.stats.Deferred++
+		}
+		return false, nil
+	}
+	c.stats.Sections++
+	c.stats.Full++
+	switch {
+	case c.initial:
+		c.stats.Initial++
+	case c.forced:
+		c.stats.Forced++
+	case c.need:
+		c.stats.Corrections++
+	default:
+		c.stats.Periodic++
+	}
+	// A refresh that corrects nothing opens no hold: holding would only delay
+	// the answer to a divergence that happens while it is in flight.
+	if !periodic || c.holding {
+		c.holding, c.holdPkt, c.holdAt = true, pkt, now
+	}
+	c.initial, c.need, c.forced = false, false, false
+	c.anyFull, c.lastFull = true, now
+	return true, nil
+}

@@ -1,0 +1,178 @@
+package move
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// ctlOp is one step of a ControlWriter script.
+type ctlOp struct {
+	at       time.Duration
+	op       string // "write", "match", "mismatch", "delivered", "dropped", "force"
+	pkt      uint64 // write: packet number; fates: the packet
+	wantFull bool   // write: whether the state must go out
+}
+
+func TestControlWriterPolicy(t *testing.T) {
+	cfg := ControlConfig{Period: time.Second, HoldTimeout: 500 * ms}
+	tests := []struct {
+		name   string
+		cfg    ControlConfig
+		script []ctlOp
+		stats  ControlStats
+	}{
+		{name: "first section carries the state, then only acks", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: 50 * ms, op: "write", pkt: 2},
+			{at: 60 * ms, op: "match"},
+			{at: 100 * ms, op: "write", pkt: 3},
+		}, stats: ControlStats{Sections: 3, Full: 1, Initial: 1, Checks: 1}},
+		{name: "mismatch → correction; reports held until its fate", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: 10 * ms, op: "delivered", pkt: 1},
+			{at: 20 * ms, op: "mismatch"},
+			{at: 50 * ms, op: "write", pkt: 2, wantFull: true},
+			{at: 60 * ms, op: "mismatch"}, // predicted before the client saw packet 2: held
+			{at: 100 * ms, op: "write", pkt: 3},
+			{at: 150 * ms, op: "delivered", pkt: 2},
+			{at: 160 * ms, op: "write", pkt: 4},
+			{at: 170 * ms, op: "mismatch"}, // a new divergence
+			{at: 200 * ms, op: "write", pkt: 5, wantFull: true},
+		}, stats: ControlStats{Sections: 5, Full: 3, Initial: 1, Corrections: 2, Checks: 3, Mismatches: 3, Held: 1}},
+		{name: "a dropped correction is resent", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: 40 * ms, op: "dropped", pkt: 1},
+			{at: 50 * ms, op: "write", pkt: 2, wantFull: true},
+			{at: 100 * ms, op: "write", pkt: 3},
+			{at: 140 * ms, op: "delivered", pkt: 2},
+			{at: 150 * ms, op: "write", pkt: 4},
+		}, stats: ControlStats{Sections: 4, Full: 2, Initial: 1, Corrections: 1}},
+		{name: "a missed fate counts as dropped", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 7, wantFull: true},
+			{at: 40 * ms, op: "delivered", pkt: 6}, // older: ignored
+			{at: 45 * ms, op: "write", pkt: 8},
+			{at: 50 * ms, op: "delivered", pkt: 8}, // 7's fate skipped
+			{at: 60 * ms, op: "write", pkt: 9, wantFull: true},
+		}, stats: ControlStats{Sections: 3, Full: 2, Initial: 1, Corrections: 1}},
+		{name: "hold ends after HoldTimeout without fates; held reports are not replayed", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", wantFull: true},
+			{at: 100 * ms, op: "mismatch"},
+			{at: 450 * ms, op: "write"},
+			{at: 500 * ms, op: "write"},
+			{at: 510 * ms, op: "mismatch"},
+			{at: 550 * ms, op: "write", wantFull: true},
+		}, stats: ControlStats{Sections: 4, Full: 2, Initial: 1, Corrections: 1, Checks: 2, Mismatches: 2, Held: 1}},
+		{name: "zero HoldTimeout waits for the fate", cfg: ControlConfig{}, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: time.Hour, op: "mismatch"},
+			{at: time.Hour, op: "write", pkt: 2},
+			{at: time.Hour, op: "dropped", pkt: 1},
+			{at: time.Hour, op: "write", pkt: 3, wantFull: true},
+		}, stats: ControlStats{Sections: 3, Full: 2, Initial: 1, Corrections: 1, Checks: 1, Mismatches: 1, Held: 1}},
+		{name: "periodic refresh, which opens no hold", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: 20 * ms, op: "delivered", pkt: 1},
+			{at: 999 * ms, op: "write", pkt: 2},
+			{at: 1000 * ms, op: "write", pkt: 3, wantFull: true},
+			{at: 1010 * ms, op: "mismatch"}, // not held: answered at once
+			{at: 1050 * ms, op: "write", pkt: 4, wantFull: true},
+			{at: 1100 * ms, op: "write", pkt: 5},
+			{at: 2049 * ms, op: "write", pkt: 6},
+			{at: 2050 * ms, op: "write", pkt: 7, wantFull: true},
+		}, stats: ControlStats{Sections: 7, Full: 4, Initial: 1, Corrections: 1, Periodic: 2, Checks: 1, Mismatches: 1}},
+		{name: "no refresh with Period 0", cfg: ControlConfig{}, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: time.Hour, op: "write", pkt: 2},
+		}, stats: ControlStats{Sections: 2, Full: 1, Initial: 1}},
+		{name: "Force skips the CRC round trip and the hold", cfg: cfg, script: []ctlOp{
+			{at: 0, op: "write", pkt: 1, wantFull: true},
+			{at: 10 * ms, op: "force"},
+			{at: 50 * ms, op: "write", pkt: 2, wantFull: true},
+		}, stats: ControlStats{Sections: 2, Full: 2, Initial: 1, Forced: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewControlWriter(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := ControlState{Pos: [3]float32{1, 2, 3}}
+			for i, op := range tc.script {
+				switch op.op {
+				case "write":
+					w := bitstream.NewWriter(make([]byte, 64))
+					full, err := c.Write(w, op.pkt, op.at, 10, &state)
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					if full != op.wantFull {
+						t.Fatalf("step %d (t=%v): full = %v, want %v", i, op.at, full, op.wantFull)
+					}
+					u, err := ReadControl(bitstream.NewReader(w.Bytes()), 12)
+					if err != nil || u.Ack != 10 || u.HasState != full || (full && u.State != state) {
+						t.Fatalf("step %d: decoded %+v, %v", i, u, err)
+					}
+				case "match", "mismatch":
+					crc := state.CRC()
+					if op.op == "mismatch" {
+						crc++
+					}
+					if got := c.Check(Move{Seq: 10, CRC: crc, HasCRC: true}, &state); got != (op.op == "match") {
+						t.Fatalf("step %d: Check = %v", i, got)
+					}
+				case "delivered", "dropped":
+					c.OnFate(notify.Fate{Seq: op.pkt, Delivered: op.op == "delivered"})
+				case "force":
+					c.Force()
+				}
+			}
+			if got := c.Stats(); got != tc.stats {
+				t.Fatalf("stats\n got %+v\nwant %+v", got, tc.stats)
+			}
+		})
+	}
+}
+
+func TestControlWriterIgnoresMovesWithoutCRC(t *testing.T) {
+	c, _ := NewControlWriter(DefaultControlConfig())
+	if !c.Check(Move{CRC: 123}, &ControlState{}) || c.Stats().Checks != 0 {
+		t.Fatal("a move without HasCRC was compared")
+	}
+}
+
+func TestControlWriterBudget(t *testing.T) {
+	c, _ := NewControlWriter(DefaultControlConfig())
+	state := ControlState{PayloadLen: 4, Payload: [MaxPayload]byte{1, 2, 3, 4}}
+	// Room for the ack but not the state: ack only, state still due.
+	w := bitstream.NewWriter(make([]byte, 8))
+	full, err := c.Write(w, 1, 0, 3, &state)
+	if err != nil || full || w.BitLen() != controlBaseBits || !c.Pending() || c.Stats().Deferred != 1 {
+		t.Fatalf("small budget: full %v err %v bits %d pending %v stats %+v", full, err, w.BitLen(), c.Pending(), c.Stats())
+	}
+	// No room at all: error, nothing written.
+	w = bitstream.NewWriter(make([]byte, 2))
+	if _, err := c.Write(w, 2, 0, 3, &state); !errors.Is(err, bitstream.ErrOverflow) || w.BitLen() != 0 || c.Stats().Sections != 1 || c.Stats().Deferred != 1 {
+		t.Fatalf("tiny budget: err %v, %d bits, stats %+v", err, w.BitLen(), c.Stats())
+	}
+	// Enough room: the deferred state goes out.
+	w = bitstream.NewWriter(make([]byte, 64))
+	if full, err := c.Write(w, 3, 0, 3, &state); !full || err != nil {
+		t.Fatalf("full budget: full %v err %v", full, err)
+	}
+	// A broken state is refused, not sent.
+	c.Force()
+	bad := ControlState{Yaw: float32(nan())}
+	if _, err := c.Write(bitstream.NewWriter(make([]byte, 64)), 4, 0, 3, &bad); !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("NaN state: %v", err)
+	}
+	if _, err := c.Write(bitstream.NewWriter(make([]byte, 64)), 4, 0, 3, nil); !errors.Is(err, ErrInvalidState) {
+		t.Fatalf("nil state: %v", err)
+	}
+	if _, err := NewControlWriter(ControlConfig{Period: -1}); err == nil {
+		t.Fatal("NewControlWriter accepted a negative period")
+	}
+}

@@ -1,0 +1,412 @@
+package move
+
+import (
+	"math"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// Input ranges. Every Move field is stored in its wire units, so what the
+// client predicts with is exactly what the server decodes: there is no
+// quantization step that could make the two sides disagree.
+const (
+	// AxisMax is the full deflection of Forward and Strafe: [−AxisMax, AxisMax].
+	AxisMax = 127
+	// PitchMax bounds Pitch: [−PitchMax, PitchMax] units of 2π/65536 rad,
+	// i.e. ±89.995°.
+	PitchMax = 16383
+	// DtHz is the unit of Move.Dt: 1/960 s. 960 is divisible by every common
+	// input rate (10, 15, 20, 24, 30, 32, 40, 48, 60, 64, 120 Hz…), so a
+	// fixed-rate client's move durations are exact and sum to wall time.
+	DtHz = 960
+)
+
+// Wire widths in bits (docs/parts/move-protocol.md).
+const (
+	countBits  = 6  // count − 1: 1..64 moves
+	seqBits    = 16 // low bits of the first move's sequence
+	crcBits    = 32 // CRC-32 of the predicted state after the last move
+	dtBits     = 8
+	axisBits   = 8  // RangeBits(−127, 127)
+	yawBits    = 16 // full turn in 65536 units
+	pitchBits  = 15 // RangeBits(−16383, 16383)
+	buttonBits = 16
+	nFields    = 6 // dt, forward, strafe, yaw, pitch, buttons
+
+	// sectionHeaderBits is the fixed part of a non-empty section.
+	sectionHeaderBits = 1 + countBits + seqBits + crcBits
+	// fullMoveBits is the first move of a section, every field in full.
+	fullMoveBits = dtBits + 2*axisBits + yawBits + pitchBits + buttonBits
+	// maxDeltaBits is a delta-coded move with every field changed.
+	maxDeltaBits = 1 + nFields + fullMoveBits
+	// MaxSectionBits is the largest move section: 64 moves, all fields changing.
+	MaxSectionBits = sectionHeaderBits + fullMoveBits + (MaxWindow-1)*maxDeltaBits
+)
+
+// Move is one input sample: what the player asked for during Dt. Its fields
+// are in wire units (see the constants above); Axis, YawFromRadians and
+// PitchFromRadians convert from game values. The zero Move is valid input
+// (no stick, facing +Z, no buttons, zero duration).
+//
+// Seq numbers moves 1, 2, 3, … per connection (0 is "none"); Stream.Add and
+// Predictor.Predict assign it. CRC is the client's CRC of its predicted
+// control state after applying this move (ControlState.CRC). On the wire only
+// the newest move of each section carries it (seed 004: one CRC per packet);
+// the Applier sets HasCRC on that move and leaves CRC zero on the others.
+type Move struct {
+	Seq     uint64
+	Dt      uint8  // duration in 1/DtHz s (32 at 30 Hz); each move is applied with its own Dt (CTL-3)
+	Forward int8   // −127 full back … 127 full forward; −128 is invalid
+	Strafe  int8   // −127 full left … 127 full right; −128 is invalid
+	Yaw     uint16 // heading, 2π/65536 rad per unit, 0 = +Z, increasing towards +X
+	Pitch   int16  // look up/down, 2π/65536 rad per unit, |Pitch| ≤ PitchMax
+	Buttons uint16 // bit mask; the game assigns the bits (Walk uses ButtonJump)
+	CRC     uint32
+	HasCRC  bool // set by the Applier on the move whose CRC came over the wire
+}
+
+// Seconds is Dt in seconds, the dt the step function gets.
+func (m Move) Seconds() float32 { return float32(m.Dt) / DtHz }
+
+// Validate reports ErrInvalidMove when a field is outside its wire range.
+func (m Move) Validate() error {
+	if m.Forward < -AxisMax || m.Strafe < -AxisMax || m.Pitch < -PitchMax || m.Pitch > PitchMax {
+		return ErrInvalidMove
+	}
+	return nil
+}
+
+// sameInput reports whether two moves carry identical input (Seq and CRC aside).
+func sameInput(a, b *Move) bool {
+	return a.Dt == b.Dt && a.Forward == b.Forward && a.Strafe == b.Strafe &&
+		a.Yaw == b.Yaw && a.Pitch == b.Pitch && a.Buttons == b.Buttons
+}
+
+// Axis converts a stick deflection in [−1, 1] to wire units, rounding to the
+// nearest and clamping; NaN is 0.
+func Axis(v float64) int8 {
+	if !(v > -1) { // also catches NaN
+		if v != v {
+			return 0
+		}
+		return -AxisMax
+	}
+	if v >= 1 {
+		return AxisMax
+	}
+	return int8(math.Round(v * AxisMax))
+}
+
+// YawFromRadians converts a heading in radians (any value; it wraps) to wire
+// units, rounding to the nearest. NaN and ±Inf give 0.
+func YawFromRadians(rad float64) uint16 {
+	if math.IsNaN(rad) || math.IsInf(rad, 0) {
+		return 0
+	}
+	turns := rad / (2 * math.Pi)
+	turns -= math.Floor(turns)
+	return uint16(int64(math.Round(turns*65536)) & 0xFFFF)
+}
+
+// PitchFromRadians converts a pitch in radians to wire units, clamped to
+// ±PitchMax. NaN gives 0.
+func PitchFromRadians(rad float64) int16 {
+	if math.IsNaN(rad) {
+		return 0
+	}
+	u := math.Round(rad * 65536 / (2 * math.Pi))
+	return int16(max(-PitchMax, min(PitchMax, u)))
+}
+
+// deltaBits is the size of m delta-coded against p.
+func deltaBits(p, m *Move) int {
+	if sameInput(p, m) {
+		return 1
+	}
+	n := 1 + nFields
+	if m.Dt != p.Dt {
+		n += dtBits
+	}
+	if m.Forward != p.Forward {
+		n += axisBits
+	}
+	if m.Strafe != p.Strafe {
+		n += axisBits
+	}
+	if m.Yaw != p.Yaw {
+		n += yawBits
+	}
+	if m.Pitch != p.Pitch {
+		n += pitchBits
+	}
+	if m.Buttons != p.Buttons {
+		n += buttonBits
+	}
+	return n
+}
+
+// Field writers. The caller has checked that everything fits and that the
+// move is valid, so the bitstream calls cannot fail.
+
+func putAxis(w *bitstream.Writer, v int8) { w.WriteBits(uint64(int64(v)+AxisMax), axisBits) }
+func putPitch(w *bitstream.Writer, v int16) {
+	w.WriteBits(uint64(int64(v)+PitchMax), pitchBits)
+}
+
+// writeFull writes every input field of m.
+func writeFull(w *bitstream.Writer, m *Move) {
+	w.WriteBits(uint64(m.Dt), dtBits)
+	putAxis(w, m.Forward)
+	putAxis(w, m.Strafe)
+	w.WriteBits(uint64(m.Yaw), yawBits)
+	putPitch(w, m.Pitch)
+	w.WriteBits(uint64(m.Buttons), buttonBits)
+}
+
+// writeDelta writes m against its predecessor p: a "same" flag, or a changed
+// flag per field followed by the fields that changed.
+func writeDelta(w *bitstream.Writer, p, m *Move) {
+	if sameInput(p, m) {
+		w.WriteFlag(true)
+		return
+	}
+	w.WriteFlag(false)
+	if w.WriteFlag(m.Dt != p.Dt); m.Dt != p.Dt {
+		w.WriteBits(uint64(m.Dt), dtBits)
+	}
+	if w.WriteFlag(m.Forward != p.Forward); m.Forward != p.Forward {
+		putAxis(w, m.Forward)
+	}
+	if w.WriteFlag(m.Strafe != p.Strafe); m.Strafe != p.Strafe {
+		putAxis(w, m.Strafe)
+	}
+	if w.WriteFlag(m.Yaw != p.Yaw); m.Yaw != p.Yaw {
+		w.WriteBits(uint64(m.Yaw), yawBits)
+	}
+	if w.WriteFlag(m.Pitch != p.Pitch); m.Pitch != p.Pitch {
+		putPitch(w, m.Pitch)
+	}
+	if w.WriteFlag(m.Buttons != p.Buttons); m.Buttons != p.Buttons {
+		w.WriteBits(uint64(m.Buttons), buttonBits)
+	}
+}
+
+// writeSection writes n ≥ 1 moves of ring, starting at sequence first (ring
+// is indexed by seq mod MaxWindow). The caller has checked the size.
+func writeSection(w *bitstream.Writer, ring *[MaxWindow]Move, first uint64, n int) {
+	const mask = MaxWindow - 1
+	w.WriteFlag(true)
+	w.WriteBits(uint64(n-1), countBits)
+	w.WriteBits(first&(1<<seqBits-1), seqBits)
+	w.WriteBits(uint64(ring[(first+uint64(n)-1)&mask].CRC), crcBits)
+	prev := &ring[first&mask]
+	writeFull(w, prev)
+	for i := uint64(1); i < uint64(n); i++ {
+		m := &ring[(first+i)&mask]
+		writeDelta(w, prev, m)
+		prev = m
+	}
+}
+
+// Field readers.
+
+func readAxis(r *bitstream.Reader, field string) (int8, error) {
+	v, err := r.ReadRangedInt(-AxisMax, AxisMax, field)
+	return int8(v), err
+}
+
+func readPitch(r *bitstream.Reader, field string) (int16, error) {
+	v, err := r.ReadRangedInt(-PitchMax, PitchMax, field)
+	return int16(v), err
+}
+
+// readFull reads every input field into m.
+func readFull(r *bitstream.Reader, m *Move) error {
+	v, err := r.ReadBits(dtBits, "move.dt")
+	if err != nil {
+		return err
+	}
+	m.Dt = uint8(v)
+	if m.Forward, err = readAxis(r, "move.forward"); err != nil {
+		return err
+	}
+	if m.Strafe, err = readAxis(r, "move.strafe"); err != nil {
+		return err
+	}
+	if v, err = r.ReadBits(yawBits, "move.yaw"); err != nil {
+		return err
+	}
+	m.Yaw = uint16(v)
+	if m.Pitch, err = readPitch(r, "move.pitch"); err != nil {
+		return err
+	}
+	if v, err = r.ReadBits(buttonBits, "move.buttons"); err != nil {
+		return err
+	}
+	m.Buttons = uint16(v)
+	return nil
+}
+
+// changed reads one "changed" flag. A set flag must be followed by a value
+// different from the previous move's; the caller checks that with same.
+func changed(r *bitstream.Reader, field string) (bool, int, error) {
+	at := r.Pos()
+	c, err := r.ReadFlag(field)
+	return c, at, err
+}
+
+func nonCanonical(field string, at int) error {
+	return &bitstream.ReadError{Field: field, Bit: at, Err: ErrNonCanonical}
+}
+
+// readDelta reads a delta-coded move into m, which holds a copy of the
+// previous move on entry. Only the canonical encoding is accepted.
+func readDelta(r *bitstream.Reader, m *Move) error {
+	at := r.Pos()
+	same, err := r.ReadFlag("move.same")
+	if err != nil || same {
+		return err
+	}
+	anyChanged := false
+	c, fat, err := changed(r, "move.dt.changed")
+	if err != nil {
+		return err
+	}
+	if c {
+		v, err := r.ReadBits(dtBits, "move.dt")
+		if err != nil {
+			return err
+		}
+		if uint8(v) == m.Dt {
+			return nonCanonical("move.dt.changed", fat)
+		}
+		m.Dt, anyChanged = uint8(v), true
+	}
+	if c, fat, err = changed(r, "move.forward.changed"); err != nil {
+		return err
+	}
+	if c {
+		v, err := readAxis(r, "move.forward")
+		if err != nil {
+			return err
+		}
+		if v == m.Forward {
+			return nonCanonical("move.forward.changed", fat)
+		}
+		m.Forward, anyChanged = v, true
+	}
+	if c, fat, err = changed(r, "move.strafe.changed"); err != nil {
+		return err
+	}
+	if c {
+		v, err := readAxis(r, "move.strafe")
+		if err != nil {
+			return err
+		}
+		if v == m.Strafe {
+			return nonCanonical("move.strafe.changed", fat)
+		}
+		m.Strafe, anyChanged = v, true
+	}
+	if c, fat, err = changed(r, "move.yaw.changed"); err != nil {
+		return err
+	}
+	if c {
+		v, err := r.ReadBits(yawBits, "move.yaw")
+		if err != nil {
+			return err
+		}
+		if uint16(v) == m.Yaw {
+			return nonCanonical("move.yaw.changed", fat)
+		}
+		m.Yaw, anyChanged = uint16(v), true
+	}
+	if c, fat, err = changed(r, "move.pitch.changed"); err != nil {
+		return err
+	}
+	if c {
+		v, err := readPitch(r, "move.pitch")
+		if err != nil {
+			return err
+		}
+		if v == m.Pitch {
+			return nonCanonical("move.pitch.changed", fat)
+		}
+		m.Pitch, anyChanged = v, true
+	}
+	if c, fat, err = changed(r, "move.buttons.changed"); err != nil {
+		return err
+	}
+	if c {
+		v, err := r.ReadBits(buttonBits, "move.buttons")
+		if err != nil {
+			return err
+		}
+		if uint16(v) == m.Buttons {
+			return nonCanonical("move.buttons.changed", fat)
+		}
+		m.Buttons, anyChanged = uint16(v), true
+	}
+	if !anyChanged {
+		return nonCanonical("move.same", at)
+	}
+	return nil
+}
+
+// nearestSeq reconstructs a full sequence number from its low 16 bits: the
+// value closest to ref (within −32768..+32767).
+func nearestSeq(low, ref uint64) (uint64, bool) {
+	d := int64(int16(uint16(low) - uint16(ref)))
+	if d < 0 {
+		if uint64(-d) > ref {
+			return 0, false
+		}
+		return ref - uint64(-d), true
+	}
+	if ref > math.MaxUint64-MaxWindow-uint64(d) {
+		return 0, false
+	}
+	return ref + uint64(d), true
+}
+
+// readSection decodes one move section into buf. It returns the number of
+// moves (0 for an empty section) and the first one's sequence, reconstructed
+// around next (the sequence the receiver expects next). Nothing is applied.
+func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int, first uint64, err error) {
+	has, err := r.ReadFlag("move.present")
+	if err != nil || !has {
+		return 0, 0, err
+	}
+	c, err := r.ReadBits(countBits, "move.count")
+	if err != nil {
+		return 0, 0, err
+	}
+	n = int(c) + 1
+	at := r.Pos()
+	low, err := r.ReadBits(seqBits, "move.seq")
+	if err != nil {
+		return 0, 0, err
+	}
+	first, ok := nearestSeq(low, next)
+	if !ok || first == 0 {
+		return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
+	}
+	crc, err := r.ReadBits(crcBits, "move.crc")
+	if err != nil {
+		return 0, 0, err
+	}
+	m := &buf[0]
+	if err := readFull(r, m); err != nil {
+		return 0, 0, err
+	}
+	m.Seq, m.CRC, m.HasCRC = first, 0, false
+	for i := 1; i < n; i++ {
+		buf[i] = buf[i-1]
+		if err := readDelta(r, &buf[i]); err != nil {
+			return 0, 0, err
+		}
+		buf[i].Seq = first + uint64(i)
+	}
+	buf[n-1].CRC, buf[n-1].HasCRC = uint32(crc), true
+	return n, first, nil
+}

@@ -1,0 +1,211 @@
+package move
+
+import (
+	"math"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// MaxPayload is the size of ControlState.Payload.
+const MaxPayload = 16
+
+// Wire widths of the control section.
+const (
+	ackBits        = 16
+	floatBits      = 32
+	payloadLenBits = 5 // RangeBits(0, MaxPayload)
+	// controlBaseBits is a control section without state: ack and the flag.
+	controlBaseBits = ackBits + 1
+	// stateBaseBits is the full state with an empty payload: 7 floats and the length.
+	stateBaseBits = 7*floatBits + payloadLenBits
+	// MaxControlBits is the largest control section.
+	MaxControlBits = controlBaseBits + stateBaseBits + 8*MaxPayload
+)
+
+// ControlState is the state of the object a connection controls, at full
+// precision: what client and server both simulate from moves, what the CRC
+// covers, and what a correction carries (seed 004 § Hifi Updates: "full
+// precision, complete state updates"). Payload carries up to MaxPayload bytes
+// the game's step function needs besides position, velocity and heading
+// (stamina, a jump timer, a stance); bytes past PayloadLen must be zero, so ==
+// compares states exactly.
+//
+// The zero ControlState is valid: at the origin, at rest, facing +Z.
+type ControlState struct {
+	Pos        [3]float32 // metres; Y is up
+	Vel        [3]float32 // metres per second
+	Yaw        float32    // heading in radians
+	PayloadLen uint8
+	Payload    [MaxPayload]byte
+}
+
+// Validate reports ErrInvalidState for a NaN or infinite component, a
+// PayloadLen above MaxPayload or non-zero bytes past PayloadLen.
+func (s *ControlState) Validate() error {
+	for _, f := range [7]float32{s.Pos[0], s.Pos[1], s.Pos[2], s.Vel[0], s.Vel[1], s.Vel[2], s.Yaw} {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return ErrInvalidState
+		}
+	}
+	if s.PayloadLen > MaxPayload {
+		return ErrInvalidState
+	}
+	for _, b := range s.Payload[s.PayloadLen:] {
+		if b != 0 {
+			return ErrInvalidState
+		}
+	}
+	return nil
+}
+
+// floats lists the state's floats in wire and CRC order.
+func (s *ControlState) floats() [7]float32 {
+	return [7]float32{s.Pos[0], s.Pos[1], s.Pos[2], s.Vel[0], s.Vel[1], s.Vel[2], s.Yaw}
+}
+
+// CRC is the CRC-32 (IEEE 802.3, the same value as hash/crc32.ChecksumIEEE)
+// of the state's canonical bytes: the seven float32 bit patterns (Pos, Vel,
+// Yaw) little-endian, then PayloadLen, then the first PayloadLen payload
+// bytes. It covers the exact bits, so it only matches when client and server
+// simulated bit-identical states (seed 004: the client sends a CRC of its
+// control object; the server answers only when it differs from its own copy).
+// A PayloadLen above MaxPayload is treated as MaxPayload. It does not
+// allocate (hash/crc32 would: its slice escapes through a function variable).
+func (s ControlState) CRC() uint32 {
+	c := ^uint32(0)
+	for _, f := range s.floats() {
+		v := math.Float32bits(f)
+		c = crcByte(crcByte(crcByte(crcByte(c, byte(v)), byte(v>>8)), byte(v>>16)), byte(v>>24))
+	}
+	n := min(s.PayloadLen, MaxPayload)
+	c = crcByte(c, n)
+	for _, b := range s.Payload[:n] {
+		c = crcByte(c, b)
+	}
+	return ^c
+}
+
+// crcByte feeds one byte to a reflected CRC-32 (polynomial 0xEDB88320), four
+// bits at a time from a 16-entry table.
+func crcByte(c uint32, b byte) uint32 {
+	tab := [16]uint32{
+		0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4, 0x4DB26158, 0x5005713C,
+		0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C, 0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C,
+	}
+	c ^= uint32(b)
+	c = c>>4 ^ tab[c&15]
+	return c>>4 ^ tab[c&15]
+}
+
+// stateBits is the size of s on the wire.
+func stateBits(s *ControlState) int { return stateBaseBits + 8*int(s.PayloadLen) }
+
+// ControlUpdate is one decoded control section.
+type ControlUpdate struct {
+	// Ack is the newest move the server applied (0: none yet); the client
+	// releases moves ≤ Ack.
+	Ack uint64
+	// HasState reports that State is present: the server's authoritative
+	// state right after applying move Ack (and whatever else the server
+	// simulated since, e.g. a collision).
+	HasState bool
+	State    ControlState
+}
+
+// WriteControl writes a control section: the low 16 bits of ack, a flag, and
+// when s is not nil the full state. It is atomic: on error nothing is written
+// and w is unchanged (its sticky Err included). Errors: ErrInvalidState,
+// bitstream.ErrOverflow.
+func WriteControl(w *bitstream.Writer, ack uint64, s *ControlState) error {
+	n := controlBaseBits
+	if s != nil {
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		n += stateBits(s)
+	}
+	if n > w.Remaining() {
+		return bitstream.ErrOverflow
+	}
+	w.WriteBits(ack&(1<<ackBits-1), ackBits)
+	w.WriteFlag(s != nil)
+	if s != nil {
+		for _, f := range s.floats() {
+			w.WriteBits(uint64(math.Float32bits(f)), floatBits)
+		}
+		w.WriteBits(uint64(s.PayloadLen), payloadLenBits)
+		w.WriteBytes(s.Payload[:s.PayloadLen])
+	}
+	return nil
+}
+
+// ReadControl decodes a control section. newest is the newest move the client
+// has sent (Stream.Newest): the ack is reconstructed as the latest sequence ≤
+// newest with the same low 16 bits. Errors (wrapped in a *bitstream.ReadError
+// naming the field): io.ErrUnexpectedEOF, ErrBadAck (it would acknowledge a
+// move never sent), bitstream.ErrOutOfRange (PayloadLen > MaxPayload),
+// ErrInvalidState (a NaN or infinite float). Never panics, never allocates.
+func ReadControl(r *bitstream.Reader, newest uint64) (ControlUpdate, error) {
+	var u ControlUpdate
+	at := r.Pos()
+	low, err := r.ReadBits(ackBits, "control.ack")
+	if err != nil {
+		return u, err
+	}
+	back := uint64(uint16(newest) - uint16(low))
+	if back > newest {
+		return u, &bitstream.ReadError{Field: "control.ack", Bit: at, Err: ErrBadAck}
+	}
+	u.Ack = newest - back
+	if u.HasState, err = r.ReadFlag("control.state"); err != nil || !u.HasState {
+		return u, err
+	}
+	s := &u.State
+	for i, f := range [7]*float32{&s.Pos[0], &s.Pos[1], &s.Pos[2], &s.Vel[0], &s.Vel[1], &s.Vel[2], &s.Yaw} {
+		if *f, err = readFloat(r, i); err != nil {
+			return u, err
+		}
+	}
+	l, err := r.ReadRangedInt(0, MaxPayload, "control.payload.len")
+	if err != nil {
+		return u, err
+	}
+	s.PayloadLen = uint8(l)
+	if err := r.ReadBytes(s.Payload[:l], "control.payload"); err != nil {
+		return u, err
+	}
+	return u, nil
+}
+
+// readFloat reads the i-th state float (wire order), refusing NaN and ±Inf.
+func readFloat(r *bitstream.Reader, i int) (float32, error) {
+	field := stateField(i)
+	at := r.Pos()
+	v, err := r.ReadBits(floatBits, field)
+	if err != nil {
+		return 0, err
+	}
+	f := math.Float32frombits(uint32(v))
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return 0, &bitstream.ReadError{Field: field, Bit: at, Err: ErrInvalidState}
+	}
+	return f, nil
+}
+
+func stateField(i int) string {
+	switch i {
+	case 0:
+		return "control.pos.x"
+	case 1:
+		return "control.pos.y"
+	case 2:
+		return "control.pos.z"
+	case 3:
+		return "control.vel.x"
+	case 4:
+		return "control.vel.y"
+	case 5:
+		return "control.vel.z"
+	}
+	return "control.yaw"
+}
