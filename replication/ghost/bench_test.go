@@ -1,0 +1,357 @@
+package ghost
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// pack1000 builds a table with 1,000 live NPC ghosts, all dirty.
+func pack1000(tb testing.TB) (*Table, time.Duration, uint64) {
+	reg, _, nc := newTestRegistry(tb)
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	view := make([]ViewEntry, 1000)
+	for i := range view {
+		view[i] = ViewEntry{Entity: uint64(i + 1), Class: nc, Priority: float32(rng.Float64() + 0.01)}
+		view[i].State.Pos = [3]float64{rng.Float64()*300 - 150, rng.Float64()*300 - 150, rng.Float64() * 10}
+		view[i].State.Health = 100
+		view[i].State.Name = MustName("wolf")
+	}
+	now := time.Second
+	if err := tab.SetView(now, view); err != nil {
+		tb.Fatal(err)
+	}
+	// Deliver every create.
+	var buf [MaxPacketBytes]byte
+	var w bitstream.Writer
+	seq := uint64(0)
+	for tab.Pending() {
+		now += 50 * time.Millisecond
+		seq++
+		w.Reset(buf[:])
+		if _, err := tab.Write(&w, seq, now); err != nil {
+			tb.Fatal(err)
+		}
+		tab.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: now})
+	}
+	// Everyone moves: all 1,000 dirty (position and yaw).
+	for i := range view {
+		view[i].State.Pos[0] += rng.Float64()*4 - 2
+		view[i].State.Pos[1] += rng.Float64()*4 - 2
+		view[i].State.Yaw = rng.Float64() * 6
+	}
+	now += 50 * time.Millisecond
+	if err := tab.SetView(now, view); err != nil {
+		tb.Fatal(err)
+	}
+	return tab, now, seq
+}
+
+// BenchmarkPack1000 chooses and encodes one 1200-byte packet from 1,000
+// in-scope dirty ghosts, and applies the packet's fate: it is reported
+// dropped, which marks what it carried dirty again (RL-6 check per record),
+// so every iteration faces 1,000 dirty ghosts. The fate is inside the timer:
+// stopping the timer per packet costs a stop-the-world ReadMemStats, more
+// than the fate itself.
+func BenchmarkPack1000(b *testing.B) {
+	tab, now, seq := pack1000(b)
+	var buf [MaxPacketBytes]byte
+	var w bitstream.Writer
+	recs, bits := 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		now += 50 * time.Millisecond
+		seq++
+		w.Reset(buf[:])
+		n, err := tab.Write(&w, seq, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs += n
+		bits += w.BitLen()
+		tab.OnFate(notify.Fate{Seq: seq, Delivered: false, SentAt: now})
+	}
+	b.ReportMetric(float64(recs)/float64(b.N), "ghosts/pkt")
+	b.ReportMetric(float64(bits)/8/float64(b.N), "B/pkt")
+}
+
+// BenchmarkSetView1000 merges a 1,000-entity view in which every entity
+// moved (the zone's per-tick call for one connection).
+func BenchmarkSetView1000(b *testing.B) {
+	tab, now, _ := pack1000(b)
+	view := make([]ViewEntry, 1000)
+	for i := range view {
+		s := &tab.states[i]
+		view[i] = ViewEntry{Entity: tab.slots[i].entity, Class: tab.slots[i].class, Priority: 0.5, State: *s}
+	}
+	b.ReportAllocs()
+	step := 0.1
+	for b.Loop() {
+		now += 50 * time.Millisecond
+		step = -step // back and forth: stays inside the world
+		for i := range view {
+			view[i].State.Pos[0] += step
+		}
+		if err := tab.SetView(now, view); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// crowd is the CrowdScene world: one client at the origin, 1,000 NPCs in a
+// disc, half walking between random waypoints at 1.5–7 m/s, half idle.
+type crowd struct {
+	rng    *rand.Rand
+	ents   []ViewEntry
+	speed  []float64
+	goal   [][2]float64
+	moving []bool
+	hist   [][crowdHist][3]float64 // true position at the last crowdHist ticks
+	histAt []time.Duration         // tick times of hist slots
+	histN  int
+	radius float64
+	prioD0 float64
+	q      [][3]uint32 // quantized true position: what an up-to-date client shows
+}
+
+const crowdHist = 64
+
+func terrain(x, y float64) float64 { return 2 * math.Sin(x/37) * math.Cos(y/53) }
+
+func newCrowd(seed uint64, n int, nc *Class, radius, prioD0 float64) *crowd {
+	c := &crowd{rng: rand.New(rand.NewPCG(seed, 99)), radius: radius, prioD0: prioD0}
+	c.ents = make([]ViewEntry, n)
+	c.speed = make([]float64, n)
+	c.goal = make([][2]float64, n)
+	c.moving = make([]bool, n)
+	c.hist = make([][crowdHist][3]float64, n)
+	c.histAt = make([]time.Duration, crowdHist)
+	c.q = make([][3]uint32, n)
+	for i := range c.ents {
+		x, y := c.disc()
+		e := &c.ents[i]
+		e.Entity = uint64(1_000_000 + i)
+		e.Class = nc
+		e.State.Pos = [3]float64{x, y, terrain(x, y)}
+		e.State.Yaw = c.rng.Float64()*2*math.Pi - math.Pi
+		e.State.Health = 100
+		e.State.Name = MustName([]string{"wolf", "goblin", "merchant", "guard"}[i%4])
+		if i%2 == 0 {
+			c.moving[i] = true
+			c.speed[i] = 1.5 + 5.5*c.rng.Float64()
+			gx, gy := c.disc()
+			c.goal[i] = [2]float64{gx, gy}
+		}
+	}
+	return c
+}
+
+func (c *crowd) disc() (float64, float64) {
+	r := c.radius * math.Sqrt(c.rng.Float64())
+	a := c.rng.Float64() * 2 * math.Pi
+	return r * math.Cos(a), r * math.Sin(a)
+}
+
+// step advances the simulation by dt and records the truth at now.
+func (c *crowd) step(now, dt time.Duration, reg *Registry) {
+	sec := dt.Seconds()
+	for i := range c.ents {
+		s := &c.ents[i].State
+		if c.moving[i] {
+			left := c.speed[i] * sec
+			for left > 0 {
+				dx, dy := c.goal[i][0]-s.Pos[0], c.goal[i][1]-s.Pos[1]
+				d := math.Hypot(dx, dy)
+				if d <= left {
+					s.Pos[0], s.Pos[1] = c.goal[i][0], c.goal[i][1]
+					left -= d
+					gx, gy := c.disc()
+					c.goal[i] = [2]float64{gx, gy}
+					continue
+				}
+				s.Pos[0] += dx / d * left
+				s.Pos[1] += dy / d * left
+				s.Yaw = math.Atan2(dy, dx)
+				left = 0
+			}
+			s.Pos[2] = terrain(s.Pos[0], s.Pos[1])
+		}
+		d := math.Hypot(s.Pos[0], s.Pos[1])
+		c.ents[i].Priority = float32(1 / (1 + d/c.prioD0))
+		c.q[i] = reg.q.code(&s.Pos)
+		c.hist[i][c.histN%crowdHist] = s.Pos
+	}
+	c.histAt[c.histN%crowdHist] = now
+	c.histN++
+}
+
+// truth interpolates entity i's recorded position at server time t.
+func (c *crowd) truth(i int, t time.Duration) ([3]float64, bool) {
+	for k := 1; k < crowdHist && k < c.histN; k++ {
+		j := (c.histN - 1 - k) % crowdHist
+		if c.histAt[j] <= t {
+			j1 := (j + 1) % crowdHist
+			a, b := c.hist[i][j], c.hist[i][j1]
+			f := float64(t-c.histAt[j]) / float64(c.histAt[j1]-c.histAt[j])
+			if f > 1 {
+				return b, true
+			}
+			return [3]float64{a[0] + (b[0]-a[0])*f, a[1] + (b[1]-a[1])*f, a[2] + (b[2]-a[2])*f}, true
+		}
+	}
+	return [3]float64{}, false
+}
+
+// outdatedSince returns the server time from which the client's position q of
+// entity i has been out of date: the first recorded tick after the newest
+// tick whose position quantizes to q (or the oldest tick kept).
+func (c *crowd) outdatedSince(i int, q [3]uint32, reg *Registry) time.Duration {
+	n := min(c.histN, crowdHist)
+	for k := 1; k < n; k++ {
+		j := (c.histN - 1 - k) % crowdHist
+		p := c.hist[i][j]
+		if reg.q.code(&p) == q {
+			return c.histAt[(j+1)%crowdHist]
+		}
+	}
+	return c.histAt[(c.histN-n)%crowdHist]
+}
+
+// crowdResult is what one CrowdScene run measured.
+type crowdResult struct {
+	kbps       float64
+	p99ErrCM   float64
+	maxStaleMS float64
+	p50ErrCM   float64
+	hdrBytes   float64 // mean notify header bytes per packet
+	pktBytes   float64
+	stats      Stats
+}
+
+// runCrowd simulates the CrowdScene: 20 Hz zone ticks, one packet per tick of
+// at most budget bytes (notify header included) over netsim with 5% loss,
+// 50 ms ± 10 ms one way, for warm+dur virtual seconds; metrics cover dur.
+func runCrowd(tb testing.TB, seed uint64, budget int, warm, dur time.Duration, cfg Config) crowdResult {
+	reg, _, nc := newTestRegistry(tb)
+	c := newCrowd(seed, 1000, nc, 150, 25)
+	link := netsim.Config{Loss: 0.05, Latency: 50 * time.Millisecond, Jitter: 10 * time.Millisecond, MaxPacket: MaxPacketBytes, Seed: seed}
+	up := link
+	up.Seed = seed + 1
+	net := newRealNet(tb, link, up, 50*time.Millisecond)
+	g := newRig(tb, reg, cfg, net, budget)
+
+	const (
+		tick  = 50 * time.Millisecond
+		frame = 20 * time.Millisecond
+		step  = 5 * time.Millisecond
+	)
+	end := warm + dur
+	var errs []float64
+	maxStale := time.Duration(0)
+	bytes, hdrBits, pkts := 0, 0, 0
+	near := make([]int, len(c.ents))
+	dist := make([]float64, len(c.ents))
+	for i := range near {
+		near[i] = i
+	}
+	const wrap = 65536 * time.Millisecond
+	for now := tick; now <= end; now += step {
+		if now%tick == 0 {
+			c.step(now, tick, reg)
+			before := g.bytes
+			g.tick(now, c.ents)
+			if now > warm {
+				bytes += g.bytes - before
+				hdrBits += net.headerBit
+				pkts++
+			}
+			// Nearest 100, by true distance, once per tick.
+			for i := range c.ents {
+				p := c.ents[i].State.Pos
+				dist[i] = math.Hypot(p[0], p[1])
+			}
+			slices.SortFunc(near, func(a, b int) int {
+				if dist[a] < dist[b] {
+					return -1
+				}
+				if dist[a] > dist[b] {
+					return 1
+				}
+				return 0
+			})
+		} else {
+			g.pump(now)
+		}
+		if now <= warm || now%frame != 0 {
+			continue
+		}
+		// The mirror's server clock equals the zone's up to a multiple of the
+		// 16-bit stamp wrap; recover it.
+		epoch := (now - g.mir.ServerTime(now) + wrap/2) / wrap * wrap
+		rt := g.mir.RenderTime(now) + epoch
+		for _, i := range near[:100] {
+			gh, ok := g.mir.ByEntity(c.ents[i].Entity)
+			if !ok {
+				tb.Fatalf("entity %d not on the client after warm-up", c.ents[i].Entity)
+			}
+			want, ok := c.truth(i, rt)
+			if !ok {
+				continue
+			}
+			pose, _ := g.mir.Pose(gh, now)
+			errs = append(errs, math.Sqrt(sq(pose.Pos[0]-want[0])+sq(pose.Pos[1]-want[1])+sq(pose.Pos[2]-want[2])))
+		}
+		for i := range c.ents {
+			gh, ok := g.mir.ByEntity(c.ents[i].Entity)
+			if !ok {
+				tb.Fatalf("entity %d not on the client after warm-up", c.ents[i].Entity)
+			}
+			if gh.q == c.q[i] {
+				continue // the client shows the current state
+			}
+			maxStale = max(maxStale, now-c.outdatedSince(i, gh.q, reg))
+		}
+	}
+	slices.Sort(errs)
+	return crowdResult{
+		kbps:       float64(bytes) * 8 / dur.Seconds() / 1000,
+		p99ErrCM:   100 * errs[len(errs)*99/100],
+		p50ErrCM:   100 * errs[len(errs)/2],
+		maxStaleMS: float64(maxStale) / float64(time.Millisecond),
+		hdrBytes:   float64(hdrBits) / 8 / float64(pkts),
+		pktBytes:   float64(bytes) / float64(pkts),
+		stats:      g.tab.Stats(),
+	}
+}
+
+func sq(x float64) float64 { return x * x }
+
+// crowdBudget is the per-packet byte budget: 64 kbps at 20 packets/s.
+const crowdBudget = 64000 / 8 / 20
+
+// BenchmarkCrowdScene: one client, 1,000 entities in scope (half moving on
+// random waypoints at 1.5–7 m/s, half idle), 20 packets/s of at most 400
+// bytes (notify header included), 5% loss, 60 s virtual over netsim after a
+// 5 s warm-up in which the 1,000 creates go out.
+func BenchmarkCrowdScene(b *testing.B) {
+	b.ReportAllocs()
+	var r crowdResult
+	for b.Loop() {
+		r = runCrowd(b, 1, crowdBudget, 5*time.Second, 60*time.Second, DefaultConfig())
+	}
+	b.ReportMetric(r.kbps, "kbps/client")
+	b.ReportMetric(r.p99ErrCM, "p99-err-cm")
+	b.ReportMetric(r.maxStaleMS, "max-stale-ms")
+	b.ReportMetric(r.p50ErrCM, "p50-err-cm")
+	b.ReportMetric(r.hdrBytes, "hdr-B/pkt")
+}

@@ -1,0 +1,156 @@
+package ghost
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// OnFate applies the fate of a packet Write recorded (notify reports every
+// packet's fate exactly once, in send order; fates of packets without ghost
+// records are ignored). Delivered: creates make ghosts live, kills free their
+// ids. Dropped: creates and kills are retried, and of the groups an update
+// carried only those that no later packet carries are marked dirty again —
+// the newer packet already brings a newer value (seed: book Listing 7.13,
+// checklist RL-6). The check is O(groups): the table keeps, per ghost and
+// group, the newest sequence that carried it, instead of scanning the
+// in-flight packets as the listing does.
+func (t *Table) OnFate(f notify.Fate) {
+	i, ok := t.findPacket(f.Seq)
+	if !ok {
+		t.stats.UnknownFates++
+		return
+	}
+	if f.Delivered {
+		t.sampleFateDelay(max(t.lastNow-f.SentAt, 0))
+	}
+	p := &t.pkts[i]
+	for j := 0; j < p.n; j++ {
+		e := t.ents[(p.start+j)&(len(t.ents)-1)]
+		s := &t.slots[e.id]
+		if s.gen != e.gen || s.phase == phaseFree {
+			continue // a record of an incarnation that is gone
+		}
+		s.inflight--
+		if f.Delivered && f.SentAt >= s.ackAt {
+			s.ackAt = f.SentAt
+			if seqAfter(uint32(f.Seq), s.ackSeq) {
+				s.ackSeq = uint32(f.Seq)
+			}
+			// The client holds the state as of SentAt (a view at SentAt
+			// precedes the write); anything changed later is still
+			// unconfirmed (counted from SentAt: pessimistic by less than one
+			// view).
+			if s.lastChg <= f.SentAt {
+				s.pendChg = 0
+			} else if s.pendChg != 0 {
+				s.pendChg = max(s.pendChg, f.SentAt)
+			}
+		}
+		hasPos := e.mask&s.class.posBit != 0
+		if hasPos {
+			t.pos[e.id].resolve(f.Seq, f.Delivered)
+		}
+		switch e.kind {
+		case recCreate:
+			s.createInFlight = false
+			if f.Delivered {
+				s.created = true
+				if s.phase == phaseCreating {
+					s.phase = phaseLive
+				}
+			} else {
+				t.stats.CreatesLost++
+				t.restale(s, f)
+			}
+		case recUpdate:
+			if f.Delivered {
+				break
+			}
+			t.stats.UpdatesLost++
+			lf := t.lastField[int(e.id)*t.stride:]
+			var lost uint64
+			for m := e.mask; m != 0; m &= m - 1 {
+				g := bits.TrailingZeros64(m)
+				if lf[g] == uint32(f.Seq) {
+					lost |= 1 << uint(g)
+				}
+			}
+			t.stats.Redirtied += uint64(bits.OnesCount64(lost))
+			t.stats.Suppressed += uint64(bits.OnesCount64(e.mask &^ lost))
+			// Killing too: the entity may re-enter before the kill goes out
+			// (the kill is then cancelled and the ghost must be complete).
+			if lost != 0 {
+				s.dirty |= lost
+				if lost&s.class.posBit != 0 {
+					s.rest = true // resend the position even if the client has it: the stamp matters
+					s.restCopies = max(s.restCopies, 1)
+				}
+				t.restale(s, f)
+			}
+		case recKill:
+			s.killInFlight = false
+			if f.Delivered {
+				t.free(e.id)
+				continue
+			}
+			t.stats.KillsLost++
+		}
+		t.settle(e.id)
+	}
+	p.resolved = true
+	// Release resolved packets from the old end, with their entries.
+	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
+		q := &t.pkts[t.pktHead]
+		t.entHead = (t.entHead + q.n) & (len(t.ents) - 1)
+		t.entLen -= q.n
+		q.n = 0
+		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
+		t.pktLen--
+	}
+}
+
+// sampleFateDelay folds one delivered packet's fate delay into the estimate.
+func (t *Table) sampleFateDelay(d time.Duration) {
+	if !t.fateSeen {
+		t.fateDelay, t.fateVar, t.fateSeen = d, d/2, true
+		return
+	}
+	t.fateVar += (max(t.fateDelay-d, d-t.fateDelay) - t.fateVar) / 4
+	t.fateDelay += (d - t.fateDelay) / 8
+}
+
+// restale makes a ghost whose newest record was lost as stale as the client's
+// copy really is: from the newest delivered send, but no more than
+// MaxStaleness before the lost one (so one lost packet of a ghost idle for an
+// hour does not jump it ahead of everything).
+func (t *Table) restale(s *slot, f notify.Fate) {
+	if s.lastSeq != uint32(f.Seq) {
+		return // a later packet carries this ghost; its staleness is current
+	}
+	since := max(s.ackAt, f.SentAt-t.cfg.MaxStaleness)
+	s.since = min(s.since, since)
+}
+
+// findPacket returns the index of seq's transmission record.
+func (t *Table) findPacket(seq uint64) (int, bool) {
+	lo, hi := 0, t.pktLen
+	mask := len(t.pkts) - 1
+	for lo < hi { // records are in increasing seq order
+		mid := int(uint(lo+hi) >> 1)
+		if t.pkts[(t.pktHead+mid)&mask].seq < seq {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == t.pktLen {
+		return 0, false
+	}
+	i := (t.pktHead + lo) & mask
+	if t.pkts[i].seq != seq || t.pkts[i].resolved {
+		return 0, false
+	}
+	return i, true
+}

@@ -1,0 +1,485 @@
+package ghost
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// FuzzGhostDecode feeds arbitrary bytes to Mirror.Read, on a fresh mirror
+// and on one already holding ghosts (so updates and kills find targets): it
+// must return an error or nil, never panic, and keep memory bounded by
+// MaxGhosts.
+func FuzzGhostDecode(f *testing.F) {
+	reg, pc, nc := newTestRegistry(f)
+	// A valid section as a seed: creates, then updates.
+	seedTab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		f.Fatal(err)
+	}
+	w := newWorld(3, reg, pc, nc)
+	for range 6 {
+		w.ents = append(w.ents, w.spawn())
+	}
+	var buf [MaxPacketBytes]byte
+	var bw bitstream.Writer
+	now := time.Second
+	var seeds [][]byte
+	for i := range 4 {
+		now += 50 * time.Millisecond
+		for j := range w.ents {
+			w.mutate(j)
+		}
+		if err := seedTab.SetView(now, w.view()); err != nil {
+			f.Fatal(err)
+		}
+		bw.Reset(buf[:])
+		if _, err := seedTab.Write(&bw, uint64(i+1), now); err != nil {
+			f.Fatal(err)
+		}
+		seedTab.OnFate(notify.Fate{Seq: uint64(i + 1), Delivered: true, SentAt: now})
+		seeds = append(seeds, slices.Clone(bw.Bytes()))
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x01})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0x04, 0x00, 0x00, 0xa0, 0x0f})
+
+	cfg := DefaultMirrorConfig()
+	cfg.MaxGhosts = 4096 // bounds what a hostile input can make us allocate
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fresh, err := NewMirror(reg, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		primed, err := NewMirror(reg, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r bitstream.Reader
+		for _, s := range seeds[:1] { // the creates
+			r.Reset(s)
+			if err := primed.Read(&r, time.Second); err != nil {
+				t.Fatalf("seed section: %v", err)
+			}
+		}
+		for _, m := range []*Mirror{fresh, primed} {
+			r.Reset(data)
+			err := m.Read(&r, 2*time.Second)
+			if err != nil {
+				var re *bitstream.ReadError
+				if !errors.As(err, &re) {
+					t.Fatalf("error is not a *bitstream.ReadError: %v", err)
+				}
+			}
+			if m.Len() > cfg.MaxGhosts {
+				t.Fatalf("%d ghosts > MaxGhosts", m.Len())
+			}
+			for g := range m.All() { // whatever was applied is usable
+				if _, ok := m.Lookup(g.ID); !ok {
+					t.Fatalf("live ghost %d not found by id", g.ID)
+				}
+				m.Pose(g, 3*time.Second)
+			}
+		}
+	})
+}
+
+// FuzzGhostOps drives a Table and a Mirror with an operation script (view
+// changes, packet writes, deliveries in any order, losses, fates in send
+// order, time) and checks after every step:
+//
+//   - the table's bookkeeping is consistent (checkInvariants);
+//   - the mirror decodes every delivered packet (the position windows hold
+//     under any reordering);
+//   - no id collision: every ghost the client holds names, on the server,
+//     a ghost id in use by the same entity;
+//   - nothing is lost (RL-5): a group on which the client differs from the
+//     server is dirty or carried by a packet whose fate is unknown;
+//   - drop handling matches the reference model (book Listing 7.13, the
+//     naive scan): a dropped update re-dirties exactly the groups no later
+//     unresolved packet carries;
+//
+// and at the end, after a lossless quiet period, that the client holds
+// exactly the view.
+func FuzzGhostOps(f *testing.F) {
+	f.Add([]byte{0, 7, 1, 0, 2, 1, 3, 2, 0, 1, 200, 2, 0, 4, 5, 10})
+	f.Add([]byte{0, 3, 5, 0, 1, 1, 2, 0, 1, 100, 3, 0, 1, 100, 2, 0, 4, 0, 2, 0, 0, 4, 4, 0, 1, 1, 4})
+	f.Add([]byte{1, 255, 2, 0, 4, 0, 200, 1, 2, 3, 4, 1, 30, 2, 1, 2, 0, 3, 0, 4, 6, 1, 9, 7})
+	f.Add([]byte("\x00\x07\x01\x00\x11\x02\x22\x03\x33\x01\x05\x44\x01\xff\x02\x00\x02\x00\x04\x00\x09\x08\x01\xff\x03\x00\x02\x00\x04"))
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newOpsHarness(t)
+		h.run(script)
+		h.quiesce()
+	})
+}
+
+const opsUniverse = 24
+
+var opsTrace = false
+
+type opsPkt struct {
+	seq       uint64
+	data      []byte
+	sentAt    time.Duration
+	delivered bool // processed by the mirror
+	lost      bool
+	fated     bool
+}
+
+type opsHarness struct {
+	t      *testing.T
+	reg    *Registry
+	pc, nc *Class
+	tab    *Table
+	mir    *Mirror
+	ents   [opsUniverse]ViewEntry
+	in     [opsUniverse]bool
+	pkts   []opsPkt
+	next   int // first unfated packet
+	seq    uint64
+	now    time.Duration
+	script []byte
+	pos    int
+	buf    [MaxPacketBytes]byte
+	w      bitstream.Writer
+	r      bitstream.Reader
+	before map[uint32]uint64 // dirty masks before the fate being checked
+}
+
+func newOpsHarness(t *testing.T) *opsHarness {
+	reg, pc, nc := newTestRegistry(t)
+	cfg := DefaultConfig()
+	cfg.MaxPacketsInFlight = 16
+	cfg.MaxRecordsInFlight = 256
+	tab, err := NewTable(reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mir, err := NewMirror(reg, DefaultMirrorConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &opsHarness{t: t, reg: reg, pc: pc, nc: nc, tab: tab, mir: mir, now: time.Second}
+	for i := range h.ents {
+		c := nc
+		if i%3 == 0 {
+			c = pc
+		}
+		h.ents[i] = ViewEntry{Entity: uint64(500 + i), Class: c, Priority: float32(i+1) / opsUniverse}
+		h.ents[i].State.Pos = [3]float64{float64(i), float64(-i), 1}
+		h.ents[i].State.Name = MustName("wolf")
+	}
+	return h
+}
+
+func (h *opsHarness) byte() (byte, bool) {
+	if h.pos >= len(h.script) {
+		return 0, false
+	}
+	h.pos++
+	return h.script[h.pos-1], true
+}
+
+func (h *opsHarness) arg() int { b, _ := h.byte(); return int(b) }
+
+func (h *opsHarness) view() []ViewEntry {
+	var v []ViewEntry
+	for i := range h.ents {
+		if h.in[i] {
+			v = append(v, h.ents[i])
+		}
+	}
+	return v
+}
+
+func (h *opsHarness) setView() {
+	h.now += time.Millisecond + time.Duration(h.arg())*time.Millisecond
+	if err := h.tab.SetView(h.now, h.view()); err != nil {
+		h.t.Fatalf("SetView: %v", err)
+	}
+}
+
+func (h *opsHarness) run(script []byte) {
+	h.script = script
+	for {
+		op, ok := h.byte()
+		if !ok {
+			return
+		}
+		if opsTrace {
+			s0 := h.tab.slots
+			if len(s0) > 0 {
+				h.t.Logf("op %d (%d) now %v: slot0 phase %d dirty %b inflight %d created %v; pkts %d next %d", h.pos, op%8, h.now, s0[0].phase, s0[0].dirty, s0[0].inflight, s0[0].created, len(h.pkts), h.next)
+			}
+		}
+		switch op % 8 {
+		case 0: // view change
+			for n := h.arg()%6 + 1; n > 0; n-- {
+				i := h.arg() % opsUniverse
+				s := &h.ents[i].State
+				switch d := h.arg(); d % 5 {
+				case 0:
+					h.in[i] = !h.in[i]
+				case 1:
+					s.Pos[0] += float64(d) / 7
+					s.Pos[1] -= float64(d%13) / 3
+				case 2:
+					s.Health = int32(d * 3)
+				case 3:
+					s.Yaw += float64(d) / 40
+					s.Flags = uint32(d)
+				case 4:
+					s.Pos[2] = float64(d) / 100
+					h.ents[i].Priority = float32(d) / 50
+				}
+			}
+			h.setView()
+		case 1: // write a packet
+			h.write(1+h.arg()*5, false)
+		case 2: // deliver an in-flight packet, in any order
+			if c := h.candidates(); len(c) > 0 {
+				h.deliver(c[h.arg()%len(c)])
+			}
+		case 3: // lose an in-flight packet
+			if c := h.candidates(); len(c) > 0 {
+				h.pkts[c[h.arg()%len(c)]].lost = true
+			}
+		case 4: // fates, in send order, of every decided packet
+			h.fates()
+		case 5:
+			h.now += time.Duration(h.arg()) * time.Millisecond
+		case 6: // same view, new time: stamps move on
+			h.setView()
+		case 7: // everything in flight arrives, fates follow
+			for _, i := range h.candidates() {
+				h.deliver(i)
+			}
+			h.fates()
+		}
+		h.check()
+	}
+}
+
+// candidates are packets neither delivered nor lost.
+func (h *opsHarness) candidates() []int {
+	var c []int
+	for i := h.next; i < len(h.pkts); i++ {
+		if p := &h.pkts[i]; !p.delivered && !p.lost {
+			c = append(c, i)
+		}
+	}
+	return c
+}
+
+func (h *opsHarness) write(budget int, quiet bool) {
+	budget = min(budget, MaxPacketBytes)
+	h.seq++
+	h.w.Reset(h.buf[:budget])
+	if _, err := h.tab.Write(&h.w, h.seq, h.now); err != nil {
+		h.t.Fatalf("Write: %v", err)
+	}
+	if h.w.BitLen() > budget*8 {
+		h.t.Fatalf("section of %d bits in a %d-byte budget", h.w.BitLen(), budget)
+	}
+	h.pkts = append(h.pkts, opsPkt{seq: h.seq, data: slices.Clone(h.w.Bytes()), sentAt: h.now})
+}
+
+func (h *opsHarness) deliver(i int) {
+	p := &h.pkts[i]
+	p.delivered = true
+	h.r.Reset(p.data)
+	if err := h.mir.Read(&h.r, h.now); err != nil {
+		h.t.Fatalf("Mirror.Read of packet %d: %v", p.seq, err)
+	}
+}
+
+// fates reports, in send order, every packet whose fate is decided, checking
+// drop handling against the reference model.
+func (h *opsHarness) fates() {
+	for h.next < len(h.pkts) {
+		p := &h.pkts[h.next]
+		if !p.delivered && !p.lost {
+			return
+		}
+		f := notify.Fate{Seq: p.seq, Delivered: p.delivered, SentAt: p.sentAt}
+		var want map[uint32]uint64 // id → groups that must be dirty after the fate
+		if !f.Delivered {
+			want = h.expectRedirty(f.Seq)
+		}
+		h.tab.OnFate(f)
+		p.fated = true
+		h.next++
+		for id, m := range want {
+			if s := &h.tab.slots[id]; s.dirty&m != m {
+				h.t.Fatalf("drop of %d: ghost %d should have groups %b dirty again, has %b", f.Seq, id, m, s.dirty)
+			}
+		}
+		if !f.Delivered {
+			h.checkNotRedirtied(f.Seq, want)
+		}
+	}
+}
+
+// carried lists, from the table's transmission records, the groups each
+// unresolved packet carries per (ghost, incarnation).
+func (h *opsHarness) carried() map[uint64]map[[2]uint32]uint64 {
+	t := h.tab
+	out := map[uint64]map[[2]uint32]uint64{}
+	for k := 0; k < t.pktLen; k++ {
+		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
+		if p.resolved {
+			continue
+		}
+		m := map[[2]uint32]uint64{}
+		for j := 0; j < p.n; j++ {
+			e := t.ents[(p.start+j)&(len(t.ents)-1)]
+			m[[2]uint32{e.id, e.gen}] = e.mask
+		}
+		out[p.seq] = m
+	}
+	return out
+}
+
+// expectRedirty is the reference model of Listing 7.13: for each update in
+// the dropped packet, the groups no other unresolved later packet carries.
+func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
+	t := h.tab
+	c := h.carried()
+	want := map[uint32]uint64{}
+	h.before = map[uint32]uint64{}
+	for k, mask := range c[seq] {
+		s := &t.slots[k[0]]
+		h.before[k[0]] = s.dirty
+		if s.gen != k[1] || s.phase == phaseFree {
+			continue
+		}
+		isUpdate := false
+		for j := 0; j < t.pktLen; j++ {
+			p := &t.pkts[(t.pktHead+j)&(len(t.pkts)-1)]
+			if p.seq == seq {
+				for i := 0; i < p.n; i++ {
+					if e := t.ents[(p.start+i)&(len(t.ents)-1)]; e.id == k[0] && e.kind == recUpdate {
+						isUpdate = true
+					}
+				}
+			}
+		}
+		if !isUpdate {
+			continue
+		}
+		for later, m := range c {
+			if later > seq {
+				mask &^= m[k]
+			}
+		}
+		want[k[0]] = mask
+	}
+	return want
+}
+
+func (h *opsHarness) checkNotRedirtied(seq uint64, want map[uint32]uint64) {
+	for id, before := range h.before {
+		s := &h.tab.slots[id]
+		if s.phase == phaseFree {
+			continue
+		}
+		if extra := s.dirty &^ before &^ want[id]; extra != 0 {
+			h.t.Fatalf("drop of %d: ghost %d got groups %b dirty that a later packet carries", seq, id, extra)
+		}
+	}
+}
+
+// check runs the per-step invariants.
+func (h *opsHarness) check() {
+	t := h.tab
+	if err := checkInvariants(t); err != nil {
+		h.t.Fatalf("after op %d: %v", h.pos, err)
+	}
+	// No id collision: every client ghost is, on the server, that entity.
+	for g := range h.mir.All() {
+		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.slots[g.ID].entity != g.Entity {
+			h.t.Fatalf("client ghost %d holds entity %d, the server's id %d does not", g.ID, g.Entity, g.ID)
+		}
+	}
+	if h.mir.Stats().Replaced != 0 {
+		h.t.Fatalf("a create landed on an id holding another entity")
+	}
+	// RL-5: what the client lacks is dirty or in flight.
+	c := h.carried()
+	tol := h.reg.PosMaxError()
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.phase != phaseLive {
+			continue
+		}
+		g, ok := h.mir.Lookup(uint32(i))
+		if !ok || g.Entity != s.entity {
+			h.t.Fatalf("ghost %d live on the server (create delivered) but not on the client", i)
+		}
+		var inFlight uint64
+		for _, m := range c {
+			inFlight |= m[[2]uint32{uint32(i), s.gen}]
+		}
+		cls := s.class
+		want := &t.states[i]
+		for gi := range cls.Groups {
+			grp := &cls.Groups[gi]
+			var differs bool
+			if grp.pos {
+				differs = g.q != s.qpos
+				for a := range 3 {
+					if math.Abs(g.State.Pos[a]-want.Pos[a]) > tol && !differs {
+						h.t.Fatalf("ghost %d: same code, different position", i)
+					}
+				}
+			} else {
+				differs = grp.Changed(&g.State, want)
+			}
+			bit := uint64(1) << uint(gi)
+			if differs && s.dirty&bit == 0 && inFlight&bit == 0 {
+				h.t.Fatalf("after op %d: ghost %d group %s differs on the client, is not dirty and not in flight", h.pos, i, grp.Name)
+			}
+		}
+	}
+}
+
+// quiesce delivers everything, then runs lossless packets until nothing is
+// pending, and checks the client holds exactly the view.
+func (h *opsHarness) quiesce() {
+	for _, i := range h.candidates() {
+		h.deliver(i)
+	}
+	h.fates()
+	for round := 0; round < 200; round++ {
+		h.now += 50 * time.Millisecond
+		if err := h.tab.SetView(h.now, h.view()); err != nil {
+			h.t.Fatal(err)
+		}
+		if !h.tab.Pending() && h.tab.InFlight() == 0 {
+			break
+		}
+		h.write(MaxPacketBytes, true)
+		h.deliver(len(h.pkts) - 1)
+		h.fates()
+		h.check()
+	}
+	view := h.view()
+	if d := mismatch(h.reg, h.mir, view); d != "" {
+		h.t.Fatalf("after a quiet period the client differs: %s", d)
+	}
+	if h.tab.Len() != len(view) {
+		h.t.Fatalf("table holds %d ids for a view of %d (leaked ids)", h.tab.Len(), len(view))
+	}
+	if h.tab.Pending() || h.tab.InFlight() != 0 {
+		h.t.Fatalf("still pending after the quiet period")
+	}
+}

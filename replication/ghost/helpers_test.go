@@ -1,0 +1,490 @@
+package ghost
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// newTestRegistry returns a registry with the shipped Player and NPC classes
+// and a small name table.
+func newTestRegistry(t testing.TB) (*Registry, *Class, *Class) {
+	t.Helper()
+	names := bitstream.NewStringTable(16)
+	for i, s := range []string{"wolf", "goblin", "merchant", "guard"} {
+		if err := names.Set(i, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, nc := PlayerClass(names), NPCClass(names)
+	if err := reg.Register(pc, nc); err != nil {
+		t.Fatal(err)
+	}
+	return reg, pc, nc
+}
+
+// transport moves packets from the table to the mirror and fates back.
+type transport interface {
+	// begin starts a packet: writes any header, returns its sequence number.
+	begin(w *bitstream.Writer, now time.Duration) uint64
+	// send hands the finished packet to the network.
+	send(now time.Duration, pkt []byte)
+	// deliver calls fn for every packet reaching the client by now, with r
+	// positioned at the ghost section.
+	deliver(now time.Duration, fn func(r *bitstream.Reader) error) error
+	// fates appends the fates known to the server by now, in send order.
+	fates(now time.Duration, dst []notify.Fate) []notify.Fate
+}
+
+// fakeNet is the tiny in-test link: seeded loss, per-packet random latency
+// (so packets reorder), and fates reported in send order once the server
+// could know them. A packet is reported delivered only after the client
+// processed it, dropped only if the client never will.
+type fakeNet struct {
+	rng        *rand.Rand
+	loss       float64
+	latency    time.Duration // one way, base
+	jitter     time.Duration // uniform extra [0, jitter)
+	seq        uint64
+	pkts       []fakePkt // in send order; delivered ones keep their fate slot
+	nextFate   int
+	sent, lost int
+}
+
+type fakePkt struct {
+	seq       uint64
+	sentAt    time.Duration
+	arriveAt  time.Duration
+	fateAt    time.Duration
+	dropped   bool
+	delivered bool // processed by the client
+	data      []byte
+}
+
+func newFakeNet(seed uint64, loss float64, latency, jitter time.Duration) *fakeNet {
+	return &fakeNet{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), loss: loss, latency: latency, jitter: jitter, seq: 100}
+}
+
+func (n *fakeNet) begin(w *bitstream.Writer, now time.Duration) uint64 {
+	n.seq++
+	return n.seq
+}
+
+func (n *fakeNet) draw() time.Duration {
+	d := n.latency
+	if n.jitter > 0 {
+		d += time.Duration(n.rng.Int64N(int64(n.jitter)))
+	}
+	return d
+}
+
+func (n *fakeNet) send(now time.Duration, pkt []byte) {
+	p := fakePkt{seq: n.seq, sentAt: now, data: slices.Clone(pkt)}
+	n.sent++
+	if n.rng.Float64() < n.loss {
+		p.dropped = true
+		n.lost++
+		p.fateAt = now + 2*n.latency + n.jitter + 20*time.Millisecond
+	} else {
+		p.arriveAt = now + n.draw()
+		p.fateAt = p.arriveAt + n.draw()
+	}
+	n.pkts = append(n.pkts, p)
+}
+
+func (n *fakeNet) deliver(now time.Duration, fn func(r *bitstream.Reader) error) error {
+	// In arrival order (which is not send order).
+	var due []int
+	for i := n.nextFate; i < len(n.pkts); i++ {
+		p := &n.pkts[i]
+		if !p.dropped && !p.delivered && p.arriveAt <= now {
+			due = append(due, i)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b int) int { return int(n.pkts[a].arriveAt - n.pkts[b].arriveAt) })
+	var r bitstream.Reader
+	for _, i := range due {
+		p := &n.pkts[i]
+		p.delivered = true
+		r.Reset(p.data)
+		if err := fn(&r); err != nil {
+			return fmt.Errorf("packet %d: %w", p.seq, err)
+		}
+	}
+	return nil
+}
+
+func (n *fakeNet) fates(now time.Duration, dst []notify.Fate) []notify.Fate {
+	for n.nextFate < len(n.pkts) {
+		p := &n.pkts[n.nextFate]
+		if p.fateAt > now || (!p.dropped && !p.delivered) {
+			break
+		}
+		dst = append(dst, notify.Fate{Seq: p.seq, Delivered: !p.dropped, SentAt: p.sentAt})
+		n.nextFate++
+	}
+	// Keep the slice from growing without bound in long tests.
+	if n.nextFate > 4096 {
+		n.pkts = append(n.pkts[:0], n.pkts[n.nextFate:]...)
+		n.nextFate = 0
+	}
+	return dst
+}
+
+// realNet is notify + netsim: the server writes a notify header before the
+// ghost section, the client acks with TypeAck packets at ackRate.
+type realNet struct {
+	srv, cli  *notify.Conn
+	pipe      *netsim.Pipe
+	ackEvery  time.Duration
+	nextAck   time.Duration
+	w         bitstream.Writer
+	buf       [64]byte
+	r         bitstream.Reader
+	headerBit int // header bits of the last packet begun
+	rejected  int
+}
+
+func newRealNet(t testing.TB, down, up netsim.Config, ackEvery time.Duration) *realNet {
+	t.Helper()
+	srv, err := notify.New(notify.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := notify.New(notify.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := netsim.NewPipe(down, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &realNet{srv: srv, cli: cli, pipe: pipe, ackEvery: ackEvery}
+}
+
+func (n *realNet) begin(w *bitstream.Writer, now time.Duration) uint64 {
+	at := w.BitLen()
+	seq, err := n.srv.WriteHeader(w, notify.TypeData, now)
+	if err != nil {
+		panic(fmt.Sprintf("notify WriteHeader: %v", err))
+	}
+	n.headerBit = w.BitLen() - at
+	return seq
+}
+
+func (n *realNet) send(now time.Duration, pkt []byte) { n.pipe.AtoB.Send(now, pkt) }
+
+func (n *realNet) deliver(now time.Duration, fn func(r *bitstream.Reader) error) error {
+	var ferr error
+	n.pipe.AtoB.Deliver(now, func(p []byte) {
+		if ferr != nil {
+			return
+		}
+		n.r.Reset(p)
+		h, err := n.cli.ReadHeader(&n.r)
+		if err != nil {
+			n.rejected++ // duplicate, stale or too far: notify drops it
+			return
+		}
+		if err := n.cli.Accept(h, now); err != nil {
+			n.rejected++
+			return
+		}
+		if err := fn(&n.r); err != nil {
+			ferr = fmt.Errorf("packet %d: %w", h.Seq, err)
+		}
+	})
+	n.cli.Tick(now)
+	if now >= n.nextAck {
+		n.nextAck = now + n.ackEvery
+		n.w.Reset(n.buf[:])
+		if _, err := n.cli.WriteHeader(&n.w, notify.TypeAck, now); err == nil {
+			n.pipe.BtoA.Send(now, n.w.Bytes())
+		}
+		n.cli.PopFates(nil) // the client's own fates are of no interest here
+	}
+	return ferr
+}
+
+func (n *realNet) fates(now time.Duration, dst []notify.Fate) []notify.Fate {
+	n.pipe.BtoA.Deliver(now, func(p []byte) {
+		n.r.Reset(p)
+		h, err := n.srv.ReadHeader(&n.r)
+		if err != nil {
+			return
+		}
+		n.srv.Accept(h, now)
+	})
+	n.srv.Tick(now)
+	return n.srv.PopFates(dst)
+}
+
+// rig drives one Table and one Mirror over a transport.
+type rig struct {
+	tb    testing.TB
+	reg   *Registry
+	tab   *Table
+	mir   *Mirror
+	net   transport
+	now   time.Duration
+	buf   []byte
+	w     bitstream.Writer
+	fates []notify.Fate
+	bytes int // total bytes sent
+	pkts  int
+}
+
+func newRig(tb testing.TB, reg *Registry, cfg Config, net transport, budget int) *rig {
+	tb.Helper()
+	tab, err := NewTable(reg, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mir, err := NewMirror(reg, DefaultMirrorConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &rig{tb: tb, reg: reg, tab: tab, mir: mir, net: net, buf: make([]byte, budget)}
+}
+
+// tick advances to now: fates, then the view (if non-nil), then one packet,
+// then deliveries up to now.
+func (g *rig) tick(now time.Duration, view []ViewEntry) {
+	g.tb.Helper()
+	g.now = now
+	g.fates = g.net.fates(now, g.fates[:0])
+	for _, f := range g.fates {
+		g.tab.OnFate(f)
+	}
+	if view != nil {
+		if err := g.tab.SetView(now, view); err != nil {
+			g.tb.Fatalf("SetView at %v: %v", now, err)
+		}
+	}
+	g.w.Reset(g.buf)
+	seq := g.net.begin(&g.w, now)
+	if _, err := g.tab.Write(&g.w, seq, now); err != nil {
+		g.tb.Fatalf("Write at %v: %v", now, err)
+	}
+	if g.w.Len() > len(g.buf) || g.w.Len() > MaxPacketBytes {
+		g.tb.Fatalf("packet of %d bytes exceeds budget %d", g.w.Len(), len(g.buf))
+	}
+	g.bytes += g.w.Len()
+	g.pkts++
+	g.net.send(now, g.w.Bytes())
+	g.pump(now)
+}
+
+// pump delivers what is due without sending.
+func (g *rig) pump(now time.Duration) {
+	g.tb.Helper()
+	if err := g.net.deliver(now, func(r *bitstream.Reader) error { return g.mir.Read(r, now) }); err != nil {
+		g.tb.Fatalf("Mirror.Read at %v: %v", now, err)
+	}
+}
+
+// mismatch returns a description of the first difference between the
+// mirror and the view (within quantization), or "".
+func mismatch(reg *Registry, m *Mirror, view []ViewEntry) string {
+	if m.Len() != len(view) {
+		return fmt.Sprintf("mirror has %d ghosts, view %d", m.Len(), len(view))
+	}
+	tol := reg.PosMaxError()
+	for i := range view {
+		e := &view[i]
+		g, ok := m.ByEntity(e.Entity)
+		if !ok {
+			return fmt.Sprintf("entity %d missing", e.Entity)
+		}
+		if g.Class != e.Class {
+			return fmt.Sprintf("entity %d class %s, want %s", e.Entity, g.Class.Name, e.Class.Name)
+		}
+		if d := stateDiff(g.State, e.State, e.Class, tol); d != "" {
+			return fmt.Sprintf("entity %d (ghost %d): %s", e.Entity, g.ID, d)
+		}
+	}
+	return ""
+}
+
+// stateDiff compares what class c replicates.
+func stateDiff(got, want State, c *Class, tol float64) string {
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		switch {
+		case g.pos:
+			for a := range 3 {
+				if math.Abs(got.Pos[a]-want.Pos[a]) > tol {
+					return fmt.Sprintf("pos %v want %v", got.Pos, want.Pos)
+				}
+			}
+		default:
+			if g.Changed(&got, &want) {
+				return fmt.Sprintf("group %s: got %+v want %+v", g.Name, got, want)
+			}
+		}
+	}
+	return ""
+}
+
+// world is a scripted population for property tests.
+type world struct {
+	rng    *rand.Rand
+	reg    *Registry
+	pc, nc *Class
+	ents   []ViewEntry
+	next   uint64
+}
+
+func newWorld(seed uint64, reg *Registry, pc, nc *Class) *world {
+	return &world{rng: rand.New(rand.NewPCG(seed, 7)), reg: reg, pc: pc, nc: nc, next: 1000}
+}
+
+func (w *world) randPos() [3]float64 {
+	return [3]float64{w.rng.Float64()*400 - 200, w.rng.Float64()*400 - 200, w.rng.Float64()*20 - 10}
+}
+
+func (w *world) spawn() ViewEntry {
+	w.next++
+	c := w.nc
+	if w.rng.IntN(4) == 0 {
+		c = w.pc
+	}
+	e := ViewEntry{Entity: w.next, Class: c, Priority: float32(w.rng.Float64() + 0.01)}
+	e.State.Pos = w.randPos()
+	e.State.Yaw = w.rng.Float64()*7 - 3.5
+	e.State.Health = int32(w.rng.IntN(1000))
+	e.State.Name = MustName([]string{"wolf", "goblin", "Zed", "a rather long name"}[w.rng.IntN(4)])
+	return e
+}
+
+// mutate changes a random subset of fields of entity i.
+func (w *world) mutate(i int) {
+	s := &w.ents[i].State
+	switch w.rng.IntN(6) {
+	case 0, 1, 2:
+		for a := range 3 {
+			s.Pos[a] = math.Max(-1000, math.Min(1000, s.Pos[a]+w.rng.NormFloat64()))
+		}
+	case 3:
+		s.Yaw += w.rng.NormFloat64()
+	case 4:
+		s.Health = int32(w.rng.IntN(1000))
+	case 5:
+		s.Flags = uint32(w.rng.IntN(256))
+		if w.ents[i].Class == w.pc {
+			s.Extra[w.rng.IntN(4)] = uint32(w.rng.IntN(1 << 20))
+			s.Vel[w.rng.IntN(3)] = w.rng.NormFloat64() * 5
+		}
+	}
+}
+
+func (w *world) view() []ViewEntry { return slices.Clone(w.ents) }
+
+// checkInvariants verifies the table's internal consistency: id allocation,
+// the entity map, and the per-ghost in-flight bookkeeping against the
+// transmission records. It is the oracle of the property and fuzz tests.
+func checkInvariants(t *Table) error {
+	live, top := 0, 0
+	for i := range t.slots {
+		s := &t.slots[i]
+		used := i/64 < len(t.used) && t.used[i/64]&(1<<uint(i%64)) != 0
+		if used != (s.phase != phaseFree) {
+			return fmt.Errorf("id %d: used bit %v, phase %d", i, used, s.phase)
+		}
+		if s.phase == phaseFree {
+			continue
+		}
+		live++
+		top = i + 1
+		if s.phase == phaseLive && !s.created {
+			return fmt.Errorf("id %d live but not created", i)
+		}
+		if s.phase == phaseCreating && s.created {
+			return fmt.Errorf("id %d creating but created", i)
+		}
+		if s.phase == phaseKilling && !s.created && s.inflight == 0 {
+			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
+		}
+		id, ok := t.byEntity[s.entity]
+		switch {
+		case s.phase != phaseKilling && (!ok || id != uint32(i)):
+			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, s.entity, s.phase)
+		case s.killInFlight && ok && id == uint32(i):
+			return fmt.Errorf("id %d: kill in flight but still mapped", i)
+		}
+	}
+	if live != t.live || top != t.top {
+		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
+	}
+	for e, id := range t.byEntity {
+		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree || t.slots[id].entity != e {
+			return fmt.Errorf("entity %d maps to id %d which does not hold it", e, id)
+		}
+	}
+	// In-flight bookkeeping against the transmission records.
+	type key struct{ id, gen uint32 }
+	inflight := map[key]int32{}
+	creates, kills, poss := map[key]int{}, map[key]int{}, map[key]int{}
+	ents := 0
+	for k := 0; k < t.pktLen; k++ {
+		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
+		if k > 0 && p.seq <= t.pkts[(t.pktHead+k-1)&(len(t.pkts)-1)].seq {
+			return fmt.Errorf("transmission records out of order")
+		}
+		ents += p.n
+		if p.resolved {
+			continue
+		}
+		for j := 0; j < p.n; j++ {
+			e := t.ents[(p.start+j)&(len(t.ents)-1)]
+			kk := key{e.id, e.gen}
+			inflight[kk]++
+			switch e.kind {
+			case recCreate:
+				creates[kk]++
+			case recKill:
+				kills[kk]++
+			}
+			if s := &t.slots[e.id]; s.gen == e.gen && s.phase != phaseFree && e.mask&s.class.posBit != 0 {
+				poss[kk]++
+			}
+		}
+	}
+	if ents != t.entLen {
+		return fmt.Errorf("records hold %d entries, table says %d", ents, t.entLen)
+	}
+	for i := range t.slots {
+		s := &t.slots[i]
+		if s.phase == phaseFree {
+			continue
+		}
+		kk := key{uint32(i), s.gen}
+		if inflight[kk] != s.inflight {
+			return fmt.Errorf("id %d: inflight %d, records say %d", i, s.inflight, inflight[kk])
+		}
+		if (creates[kk] > 0) != s.createInFlight || creates[kk] > 1 {
+			return fmt.Errorf("id %d: createInFlight %v, records hold %d creates", i, s.createInFlight, creates[kk])
+		}
+		if (kills[kk] > 0) != s.killInFlight || kills[kk] > 1 {
+			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.killInFlight, kills[kk])
+		}
+		if int(t.pos[i].n) != poss[kk] {
+			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.pos[i].n, poss[kk])
+		}
+		if s.killInFlight && s.inflight != 1 {
+			return fmt.Errorf("id %d: kill in flight alongside %d other records", i, s.inflight-1)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package ghost
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// HistoryLen is how many timestamped positions a ghost keeps: for
+// interpolation (at 20 updates/s, 800 ms) and as the references of the
+// position prediction, which may reach back posRingLen+1 values for a late
+// packet.
+const HistoryLen = 16
+
+// snapshot is one received position, at the server time of the state it
+// came from.
+type snapshot struct {
+	ms    int64 // stamp, ms in the mirror's server clock
+	q     [3]uint32
+	pos   [3]float64
+	yaw   float64
+	rest  bool // an update that changed no axis: the entity was at pos at ms
+	synth bool // inserted by the interpolator (StartLead), not a received value
+}
+
+func (s *snapshot) time() time.Duration { return time.Duration(s.ms) * time.Millisecond }
+
+func (s *snapshot) val() posVal { return posVal{t: stamp(s.ms), q: s.q} }
+
+// history is a bounded ring of snapshots in increasing stamp order.
+type history struct {
+	n, head int // head: index of the oldest
+	s       [HistoryLen]snapshot
+}
+
+func (h *history) reset() { h.n, h.head = 0, 0 }
+
+func (h *history) at(i int) *snapshot { return &h.s[(h.head+i)%HistoryLen] }
+
+func (h *history) newest() *snapshot { return h.at(h.n - 1) }
+
+// insert puts s in stamp order. A received value whose stamp is already held
+// is the same value (one view, one state) and is not stored twice; when full,
+// the oldest goes (or s, if it is the oldest).
+func (h *history) insert(s snapshot) {
+	i := h.n // insertion index
+	for i > 0 && h.at(i-1).ms > s.ms {
+		i--
+	}
+	if i > 0 && h.at(i-1).ms == s.ms {
+		if prev := h.at(i - 1); prev.synth || !s.synth {
+			*prev = s
+		}
+		return
+	}
+	if h.n == HistoryLen {
+		if i == 0 {
+			return
+		}
+		h.head = (h.head + 1) % HistoryLen
+		h.n--
+		i--
+	}
+	for j := h.n; j > i; j-- {
+		*h.at(j) = *h.at(j - 1)
+	}
+	*h.at(i) = s
+	h.n++
+}
+
+// ref returns the two newest received (not synthetic) values stamped before
+// ms: the pair the server predicted from; n (0, 1 or 2) says how many exist
+// (b is the newer).
+func (h *history) ref(ms int64) (a, b posVal, n int) {
+	for i := h.n - 1; i >= 0; i-- {
+		s := h.at(i)
+		if s.synth || s.ms >= ms {
+			continue
+		}
+		if n == 0 {
+			b, n = s.val(), 1
+			continue
+		}
+		return s.val(), b, 2
+	}
+	return a, b, n
+}
+
+// Pose is what a renderer draws for a remote entity.
+type Pose struct {
+	Pos [3]float64
+	Yaw float64
+}
+
+// SampleMode says how Interpolator.Sample produced a pose.
+type SampleMode uint8
+
+const (
+	// Interpolated: between two received states (the normal case).
+	Interpolated SampleMode = iota
+	// Extrapolated: past the newest state, by at most MaxExtrapolation.
+	Extrapolated
+	// Held: no usable motion (one state, before the oldest, or extrapolation
+	// exhausted): the nearest known state.
+	Held
+)
+
+func (m SampleMode) String() string {
+	switch m {
+	case Interpolated:
+		return "interpolated"
+	case Extrapolated:
+		return "extrapolated"
+	}
+	return "held"
+}
+
+// Interpolator renders remote entities a fixed delay in the past, between
+// states the client has received, so jitter and the gaps between updates
+// are hidden (checklist CTL-7; seed 004 § Time: "interpolate to known values
+// rather than predict. This adds a fixed amount of lag, but that's ok").
+// When updates are late it extrapolates along the last motion, for at most
+// MaxExtrapolation, then holds. The zero Interpolator renders the newest
+// state without delay and never extrapolates; use DefaultInterpolator.
+type Interpolator struct {
+	// Delay is how far behind the estimated server time entities are drawn.
+	// It should cover the update interval plus jitter (CTL-7: IP ≥ PP).
+	Delay time.Duration
+	// MaxExtrapolation bounds prediction past the newest state.
+	MaxExtrapolation time.Duration
+	// StartLead: when an entity at rest starts moving again, the client
+	// assumes it left its resting place this long before the first moving
+	// state (instead of creeping from the time of the rest marker). Zero means
+	// interpolate straight from the rest marker.
+	StartLead time.Duration
+}
+
+// DefaultInterpolator draws 100 ms behind, extrapolates up to 250 ms and
+// assumes motion starts 50 ms (one 20 Hz tick) before it is first reported.
+func DefaultInterpolator() Interpolator {
+	return Interpolator{Delay: DefaultInterpDelay, MaxExtrapolation: DefaultMaxExtrapolation, StartLead: 50 * time.Millisecond}
+}
+
+// Validate rejects negative durations.
+func (ip Interpolator) Validate() error {
+	if ip.Delay < 0 || ip.MaxExtrapolation < 0 || ip.StartLead < 0 {
+		return fmt.Errorf("%w: interpolator durations must not be negative: %+v", ErrConfig, ip)
+	}
+	return nil
+}
+
+// Sample returns g's pose at server time at (in the Mirror's server clock,
+// e.g. Mirror.RenderTime(now)).
+func (ip Interpolator) Sample(g *Ghost, at time.Duration) (Pose, SampleMode) {
+	h := &g.hist
+	if h.n == 0 {
+		return Pose{Pos: g.State.Pos, Yaw: g.State.Yaw}, Held
+	}
+	newest := h.newest()
+	if nt := newest.time(); at >= nt {
+		if h.n < 2 || at == nt {
+			return Pose{Pos: newest.pos, Yaw: newest.yaw}, Held
+		}
+		prev := h.at(h.n - 2)
+		dt := at - nt
+		mode := Extrapolated
+		if dt > ip.MaxExtrapolation {
+			dt, mode = ip.MaxExtrapolation, Held
+		}
+		f := float64(dt) / float64(nt-prev.time())
+		return lerpPose(newest, prev, -f), mode
+	}
+	oldest := h.at(0)
+	if at <= oldest.time() {
+		return Pose{Pos: oldest.pos, Yaw: oldest.yaw}, Held
+	}
+	for i := h.n - 2; i >= 0; i-- {
+		a := h.at(i)
+		if at1 := a.time(); at1 <= at {
+			b := h.at(i + 1)
+			return lerpPose(a, b, float64(at-at1)/float64(b.time()-at1)), Interpolated
+		}
+	}
+	return Pose{Pos: oldest.pos, Yaw: oldest.yaw}, Held // unreachable: oldest.t < at
+}
+
+// lerpPose goes from a towards b by f (f < 0 extrapolates away from b).
+func lerpPose(a, b *snapshot, f float64) Pose {
+	var p Pose
+	for i := range 3 {
+		p.Pos[i] = a.pos[i] + (b.pos[i]-a.pos[i])*f
+	}
+	d := math.Remainder(b.yaw-a.yaw, 2*math.Pi) // shortest arc
+	p.Yaw = math.Remainder(a.yaw+d*f, 2*math.Pi)
+	return p
+}

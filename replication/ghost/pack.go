@@ -1,0 +1,644 @@
+package ghost
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// Wire constants of the ghost section (docs/parts/ghost-protocol.md).
+const (
+	stampBits    = 16 // low 16 bits of the view time in ms
+	widthBits    = 5  // id width 0..20
+	kcodeBits    = 4  // position window code: 0 absolute, 1..15 window width
+	maxWindow    = 15
+	sectionFixed = stampBits + widthBits
+
+	// Record kinds, a prefix code read first bit first: 0 update with the
+	// class's default mask, 10 update with an explicit mask, 110 create,
+	// 111 kill. Values are as written by WriteBits (LSB = first bit).
+	kindDefault, kindDefaultLen = 0b0, 1
+	kindMask, kindMaskLen       = 0b01, 2
+	kindCreate, kindCreateLen   = 0b011, 3
+	kindKill, kindKillLen       = 0b111, 3
+)
+
+// Priority buckets. Selection never sorts: every candidate goes into one of
+// a fixed set of log-scale buckets (4 per octave), and the packet is filled
+// from the highest non-empty bucket down; within a bucket, lower ids first.
+// Tiers, highest first (checklist RP-12: scope changes before updates):
+//
+//   - kills;
+//   - creates, by priority grown with waiting;
+//   - overdue updates — dirty and unsent for MaxStaleness, or pressed by
+//     ConfirmDeadline — by waiting time × overdueWeight;
+//   - updates, by priority × (1 + waiting/StaleUnit);
+//   - speculative resends of unconfirmed state, by priority.
+const (
+	tierBuckets = 256
+	tierResend  = 0
+	tierUpdate  = 1
+	tierOverdue = 2
+	tierCreate  = 3
+	killBucket  = 4 * tierBuckets
+	numBuckets  = killBucket + 1
+	bucketWords = (numBuckets + 63) / 64
+	// bucketBase puts 2^-32 in bucket 0: float32 exponent field 95, times 4.
+	bucketBase = 95 << 2
+)
+
+// bucketOf maps a positive key to [0, tierBuckets) on a log scale with 4
+// buckets per octave, straight from the float's exponent and top 2 mantissa
+// bits (no log call).
+func bucketOf(key float32) int {
+	b := int(math.Float32bits(key)>>21) - bucketBase
+	return max(0, min(b, tierBuckets-1))
+}
+
+// pressShare: pressing copies (ConfirmDeadline) may use at most 1/pressShare
+// of a packet's ghost budget. They are speculative; unbounded, they crowd out
+// the updates they are meant to protect when the budget is short (measured:
+// at half the CrowdScene budget, unbounded pressing halved the updates
+// delivered).
+const pressShare = 8
+
+// ilog4 is 4·log2(x) to the nearest quarter octave below, from x's top three
+// bits (x ≥ 1): the same scale as bucketOf, in integer operations only —
+// packing takes it for every ghost in every packet.
+func ilog4(x uint64) int {
+	l := bits.Len64(max(x, 1))
+	if l < 3 {
+		return 4*(l-1) + int(x<<(3-l))&3
+	}
+	return 4*(l-1) + int(x>>(l-3))&3
+}
+
+// grown is the bucket of prio × (1 + age/StaleUnit) — priority grown by
+// waiting — as log(prio) + log(StaleUnit + age) − log(StaleUnit), with
+// log(prio) precomputed per view (prioB = bucketOf(prio)).
+func (p *packer) grown(prioB int16, age time.Duration) int {
+	b := int(prioB) + ilog4(uint64(max(age, 0))+p.unit) - p.logUnit
+	return max(0, min(b, tierBuckets-1))
+}
+
+// waited is the bucket of age/StaleUnit × overdueWeight: overdue ghosts go
+// by waiting time, weighted by owtB = 4·log2(overdueWeight).
+func (p *packer) waited(owtB int8, age time.Duration) int {
+	b := bucketOne + ilog4(uint64(max(age, 1))) - p.logUnit + int(owtB)
+	return max(0, min(b, tierBuckets-1))
+}
+
+// bucketOne is bucketOf(1).
+const bucketOne = 127<<2 - bucketBase
+
+// overdueWeight orders overdue ghosts by waiting time × a factor in [1, 4]
+// that grows with priority: under overload, when every ghost is overdue,
+// nearer ghosts still go more often, yet none waits more than 4× the
+// longest wait of the highest-priority ones (SC-7: bounded and prioritised).
+// It returns 4·log2 of that factor, in [0, 8], the bucket offset, for a
+// priority in bucket prioB (tabled per Table: SetView looks it up).
+func overdueWeight(prioB int) int8 {
+	w := 1 + 3*float64(prioB)/(tierBuckets-1)
+	return int8(math.Round(4 * math.Log2(w)))
+}
+
+// packer is the per-table scratch state of Write, preallocated so packing
+// allocates nothing.
+type packer struct {
+	head     [numBuckets]int32
+	next     []int32
+	nonEmpty [bucketWords]uint64
+	scratch  bitstream.Writer
+	rd       bitstream.Reader
+	sbuf     [MaxPacketBytes + 8]byte
+	logUnit  int               // ilog4(StaleUnit in ns)
+	unit     uint64            // StaleUnit in ns
+	pressed  []uint64          // bitset by id: in the overdue tier only because ConfirmDeadline presses it
+	owtB     [tierBuckets]int8 // overdueWeight by priority bucket
+	trace    func(id uint32)   // tests: called for every record written
+}
+
+func (p *packer) init(t *Table) {
+	for i := range p.head {
+		p.head[i] = -1
+	}
+	p.unit = uint64(t.cfg.StaleUnit)
+	p.logUnit = ilog4(p.unit)
+	for b := range p.owtB {
+		p.owtB[b] = overdueWeight(b)
+	}
+}
+
+// Write fills the rest of w — at most w.Remaining() bits, and never beyond
+// Config.MaxPacketBytes from the start of w's buffer — with a ghost section
+// for packet seq sent at now: kills, creates and the highest-priority dirty
+// ghosts. It returns the number of records written. seq must increase from
+// call to call (the notify sequence of the packet); every fate of a packet
+// must then reach OnFate.
+//
+// The section is always well formed: with no room for any record it is the
+// single bit of an empty count. With no room for even that bit, Write returns
+// ErrNoRoom and writes nothing.
+func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error) {
+	avail := min(w.Remaining(), t.cfg.MaxPacketBytes*8-w.BitLen())
+	if avail < 1 {
+		return 0, ErrNoRoom
+	}
+	if t.wrote && seq <= t.lastSeq {
+		return 0, fmt.Errorf("%w: %d after %d", ErrSeqOrder, seq, t.lastSeq)
+	}
+	t.lastSeq, t.wrote = seq, true
+	t.lastNow = max(t.lastNow, now)
+	if t.pktLen == len(t.pkts) || t.entLen == len(t.ents) {
+		t.stats.Stalls++
+		return 0, w.WriteGamma(1)
+	}
+	width := t.IDWidth()
+	minRec := int(width) + kindDefaultLen + 1
+	n := t.pk.collect(t, now)
+	if n == 0 || avail < 1+sectionFixed+minRec+bitstream.GammaBits(2) {
+		t.pk.clear()
+		return 0, w.WriteGamma(1)
+	}
+	maxN := min(n, avail/minRec)
+	budget := avail - sectionFixed - bitstream.GammaBits(uint64(maxN)+1)
+	recs := t.pk.fill(t, seq, now, width, budget)
+	if recs == 0 {
+		return 0, w.WriteGamma(1)
+	}
+	if err := w.WriteGamma(uint64(recs) + 1); err != nil {
+		return 0, err // cannot happen: budget reserved it
+	}
+	w.WriteBits(uint64(uint16(t.viewMS))|uint64(width)<<stampBits, sectionFixed)
+	p := &t.pk
+	p.rd.ResetBits(p.sbuf[:], p.scratch.BitLen())
+	for p.rd.Remaining() > 0 {
+		k := uint(min(p.rd.Remaining(), 56))
+		v, _ := p.rd.ReadBits(k, "")
+		w.WriteBits(v, k)
+	}
+	t.stats.Packets++
+	return recs, w.Err()
+}
+
+// collect buckets every ghost that has something to send; it returns how
+// many.
+func (p *packer) collect(t *Table, now time.Duration) int {
+	if len(p.next) < t.top {
+		p.next = append(p.next, make([]int32, t.top-len(p.next))...)
+	}
+	if w := (t.top + 63) / 64; len(p.pressed) < w {
+		p.pressed = append(p.pressed, make([]uint64, w-len(p.pressed))...)
+	}
+	clear(p.pressed)
+	maxStale := t.cfg.MaxStaleness
+	resend := t.cfg.ResendInterval
+	deadline := t.cfg.ConfirmDeadline
+	// Pressing copies go no faster than ResendInterval, and not before the
+	// previous copy had the usual time to be confirmed.
+	gap := max(resend, t.fateDelay)
+	n := 0
+	for i := t.top - 1; i >= 0; i-- {
+		s := &t.slots[i]
+		var b int
+		switch s.phase {
+		case phaseFree:
+			continue
+		case phaseKilling:
+			if !s.created || s.inflight != 0 || s.killInFlight {
+				continue
+			}
+			b = killBucket
+		case phaseCreating:
+			if s.createInFlight {
+				continue
+			}
+			b = tierCreate*tierBuckets + p.grown(s.prioB, now-s.since)
+		case phaseLive:
+			if now-s.sentAt < s.minIvl {
+				continue
+			}
+			// late: how long the client may have lacked a change, once past
+			// the confirm deadline (and the last copy has gone unconfirmed
+			// for the usual fate delay): such a ghost is pressed into
+			// every packet it fits until a delivery is confirmed.
+			late := time.Duration(0)
+			if deadline > 0 && s.pendChg != 0 && now-s.pendChg >= deadline && now-s.sentAt >= gap {
+				late = now - s.pendChg
+			}
+			if s.dirty == 0 {
+				if !seqAfter(s.lastSeq, s.ackSeq) {
+					continue // nothing unconfirmed
+				}
+				if late > 0 {
+					b = tierOverdue*tierBuckets + p.waited(s.owtB, late)
+					p.pressed[i>>6] |= 1 << uint(i&63)
+					break
+				}
+				if resend == 0 || now-s.sentAt < resend {
+					continue
+				}
+				b = tierResend*tierBuckets + int(s.prioB)
+				break
+			}
+			if s.dirty == s.posBit && !t.posWritable(uint32(i)) {
+				continue // only position is dirty and it cannot go now
+			}
+			age := now - s.since
+			if age >= maxStale || late > 0 {
+				b = tierOverdue*tierBuckets + p.waited(s.owtB, max(age, late))
+				if age < maxStale {
+					p.pressed[i>>6] |= 1 << uint(i&63)
+				}
+			} else {
+				b = tierUpdate*tierBuckets + p.grown(s.prioB, age)
+			}
+		}
+		p.next[i] = p.head[b]
+		p.head[b] = int32(i)
+		p.nonEmpty[b>>6] |= 1 << uint(b&63)
+		n++
+	}
+	return n
+}
+
+// clear empties the buckets collect filled.
+func (p *packer) clear() {
+	for w := range p.nonEmpty {
+		for p.nonEmpty[w] != 0 {
+			b := bits.TrailingZeros64(p.nonEmpty[w])
+			p.nonEmpty[w] &^= 1 << uint(b)
+			p.head[w*64+b] = -1
+		}
+	}
+}
+
+// fill writes records into the scratch writer, highest bucket first, until
+// budget bits are used or MaxMisses records in a row did not fit. It
+// returns the number of records.
+func (p *packer) fill(t *Table, seq uint64, now time.Duration, width uint, budget int) int {
+	sw := &p.scratch
+	sw.Reset(p.sbuf[:min((budget+7)/8, len(p.sbuf))])
+	minRec := int(width) + kindDefaultLen + 1
+	pk := t.beginPacket(seq)
+	recs, misses := 0, 0
+	pressBits, pressCap := 0, budget/pressShare
+	stop := false
+	for w := bucketWords - 1; w >= 0; w-- {
+		for p.nonEmpty[w] != 0 {
+			b := 63 - bits.LeadingZeros64(p.nonEmpty[w])
+			p.nonEmpty[w] &^= 1 << uint(b)
+			i := p.head[w*64+b]
+			p.head[w*64+b] = -1
+			for ; i >= 0 && !stop; i = p.next[i] {
+				if t.entLen == len(t.ents) {
+					stop = true
+					break
+				}
+				pressed := p.pressed[i>>6]&(1<<uint(i&63)) != 0
+				if pressed && pressBits >= pressCap {
+					continue // pressing copies are speculative: they get a bounded share
+				}
+				mark := sw.BitLen()
+				switch t.writeRecord(sw, uint32(i), seq, now, width, budget) {
+				case recNothing:
+					continue
+				case recMiss:
+					sw.Truncate(mark)
+					misses++
+					if misses >= t.cfg.MaxMisses || budget-sw.BitLen() < minRec {
+						stop = true
+					}
+					continue
+				}
+				misses = 0
+				recs++
+				if pressed {
+					pressBits += sw.BitLen() - mark
+				}
+				if p.trace != nil {
+					p.trace(uint32(i))
+				}
+				if budget-sw.BitLen() < minRec {
+					stop = true
+				}
+			}
+		}
+	}
+	t.endPacket(pk)
+	return recs
+}
+
+// Outcomes of writeRecord.
+const (
+	recWritten = iota
+	recMiss    // did not fit (or the encoder refused): the caller truncates
+	recNothing // nothing left to send after all (wrote nothing)
+)
+
+// writeRecord writes ghost id's record into w within budget and, if it fit,
+// commits it to the table and the packet's transmission record.
+func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time.Duration, width uint, budget int) int {
+	s := &t.slots[id]
+	c := s.class
+	var kind uint8
+	var mask uint64
+	var err error
+	pushPos := false
+	switch s.phase {
+	case phaseKilling:
+		kind = recKill
+		err = w.WriteBits(uint64(id)|kindKill<<width, width+kindKillLen)
+	case phaseCreating:
+		kind, mask = recCreate, c.all
+		err = t.writeCreate(w, id, s, width)
+		pushPos = c.posIdx >= 0
+	default:
+		kind = recUpdate
+		mask = s.dirty & c.all
+		resend := mask == 0
+		if resend {
+			mask = t.unconfirmed(id, s)
+		}
+		var pf posForm
+		if mask&c.posBit != 0 {
+			t.posForm(id, s, &pf)
+			switch pf.kind {
+			case posSame: // every value the client may show equals it
+				s.dirty &^= c.posBit
+				mask &^= c.posBit
+			case posLater:
+				mask &^= c.posBit
+			}
+		}
+		if mask == 0 {
+			return recNothing
+		}
+		err = t.writeUpdate(w, id, s, mask, width, &pf)
+		pushPos = mask&c.posBit != 0
+		if err == nil && pushPos && pf.k == 0 {
+			t.stats.AbsolutePos++
+		}
+		if err == nil && resend {
+			t.stats.Resends++
+		}
+	}
+	if err == nil && w.BitLen() > budget {
+		err = bitstream.ErrOverflow
+	}
+	if err != nil {
+		if !errors.Is(err, bitstream.ErrOverflow) {
+			t.stats.EncodeErrors++
+		}
+		return recMiss
+	}
+	// Commit.
+	t.addEntry(entry{id: id, gen: s.gen, mask: mask, kind: kind})
+	s.inflight++
+	s.lastSeq = uint32(seq)
+	s.sentAt, s.since = now, now
+	lf := t.lastField[int(id)*t.stride:]
+	for m := mask; m != 0; m &= m - 1 {
+		lf[bits.TrailingZeros64(m)] = uint32(seq)
+	}
+	if pushPos {
+		t.pos[id].push(seq, stamp(t.viewMS), &s.qpos)
+		if s.restCopies > 0 {
+			s.restCopies--
+		}
+		s.rest = s.restCopies > 0
+	}
+	switch kind {
+	case recKill:
+		s.killInFlight = true
+		if cur, ok := t.byEntity[s.entity]; ok && cur == id {
+			delete(t.byEntity, s.entity) // a re-entry from now on gets a new id
+		}
+		t.stats.Kills++
+	case recCreate:
+		s.createInFlight = true
+		s.ackSeq = uint32(seq) - 1 // nothing of this incarnation is confirmed yet
+		s.dirty = 0
+		t.stats.Creates++
+	default:
+		if mask&c.posBit == 0 && s.dirty&c.posBit != 0 {
+			t.stats.PosDeferred++
+		}
+		s.dirty &^= mask
+		if s.rest {
+			s.dirty |= c.posBit // the second rest marker goes with the next view
+		}
+		t.stats.Updates++
+	}
+	return recWritten
+}
+
+// unconfirmed returns the groups whose newest sent value is in a packet not
+// known delivered (newer than the newest delivered packet of the ghost).
+func (t *Table) unconfirmed(id uint32, s *slot) uint64 {
+	lf := t.lastField[int(id)*t.stride:]
+	var m uint64
+	for i := range s.class.Groups {
+		if seqAfter(lf[i], s.ackSeq) {
+			m |= 1 << uint(i)
+		}
+	}
+	return m
+}
+
+// posForm is how an update sends the position.
+type posForm struct {
+	kind int
+	k    uint      // window width 1..15; 0 means absolute
+	d    [3]uint64 // per axis, the largest residual over the client's possible predictions
+}
+
+// Kinds of posForm.
+const (
+	posSend  = iota
+	posSame  // every value the client may show equals the current one: nothing to send
+	posLater // cannot go now: too many positions in flight, or one already went in this view
+)
+
+// posWritable reports whether ghost id's position may be written now: fewer
+// than posRingLen positions in flight and none yet from the current view
+// (the prediction needs every value the client may hold to be older than
+// the one it codes).
+func (t *Table) posWritable(id uint32) bool {
+	tr := &t.pos[id]
+	if tr.full() {
+		return false
+	}
+	ts, ok := tr.newestStamp()
+	return !ok || ts.sub(stamp(t.viewMS)) < 0
+}
+
+// posForm fills pf with how an update sends the position: the low k bits
+// of each changed axis (k from the spread of the client's possible
+// predictions), absolute, or not at all.
+func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
+	if !t.posWritable(id) {
+		pf.kind = posLater
+		return
+	}
+	tr := &t.pos[id]
+	if tr.dn == 0 {
+		return // absolute (kind posSend, k 0)
+	}
+	if !s.rest && tr.clientHas(&s.qpos) {
+		pf.kind = posSame
+		return
+	}
+	tr.predSpread(&s.qpos, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+	m := max(pf.d[0], pf.d[1], pf.d[2])
+	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
+	if m > 0 {
+		k = windowBits(m)
+	}
+	if k <= maxWindow {
+		pf.k = k
+	}
+}
+
+// writePosAbs writes a quantized position absolute, axis by axis.
+func writePosAbs(w *bitstream.Writer, q *quant, c *[3]uint32) error {
+	if n := q.bits[0] + q.bits[1] + q.bits[2]; n <= 64 {
+		v := uint64(c[0]) | uint64(c[1])<<q.bits[0] | uint64(c[2])<<(q.bits[0]+q.bits[1])
+		if n == 0 {
+			return nil
+		}
+		return w.WriteBits(v, n)
+	}
+	at := w.BitLen()
+	for a := range 3 {
+		if err := w.WriteBits(uint64(c[a]), q.bits[a]); err != nil {
+			w.Truncate(at)
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCreate writes a create record: id, kind, class, entity, every group.
+func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint) error {
+	c := s.class
+	if err := w.WriteBits(uint64(id)|kindCreate<<width, width+kindCreateLen); err != nil {
+		return err
+	}
+	if err := w.WriteGamma(uint64(c.ID) + 1); err != nil {
+		return err
+	}
+	if err := writeEntity(w, s.entity); err != nil {
+		return err
+	}
+	st := &t.states[id]
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		var err error
+		if g.pos {
+			err = writePosAbs(w, &t.reg.q, &s.qpos)
+		} else {
+			err = g.Encode(w, st)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEntity writes an entity id as gamma(L+1) with L = bit length, then
+// the L−1 bits below its leading one.
+func writeEntity(w *bitstream.Writer, e uint64) error {
+	l := uint(bits.Len64(e))
+	if err := w.WriteGamma(uint64(l) + 1); err != nil {
+		return err
+	}
+	if l > 1 {
+		return w.WriteBits(e&^(1<<(l-1)), l-1)
+	}
+	return nil
+}
+
+// writeUpdate writes an update record with the given mask.
+func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64, width uint, pf *posForm) error {
+	c := s.class
+	var err error
+	if mask == c.DefaultMask {
+		err = w.WriteBits(uint64(id)|kindDefault<<width, width+kindDefaultLen)
+	} else if n := width + kindMaskLen + uint(len(c.Groups)); n <= 64 {
+		err = w.WriteBits(uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), n)
+	} else {
+		err = w.WriteBits(uint64(id)|kindMask<<width, width+kindMaskLen)
+		if err == nil {
+			err = w.WriteBits(mask, uint(len(c.Groups)))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	st := &t.states[id]
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		g := &c.Groups[i]
+		if g.pos {
+			err = t.writePosUpdate(w, &s.qpos, pf)
+		} else {
+			err = g.Encode(w, st)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writePosUpdate writes the update form of a position: a 4-bit window code
+// k, then either the absolute position (k = 0) or, per axis, a flag (the
+// value differs from every possible prediction) and the k low bits of the
+// value.
+func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) error {
+	if pf.k == 0 {
+		if err := w.WriteBits(0, kcodeBits); err != nil {
+			return err
+		}
+		return writePosAbs(w, &t.reg.q, q)
+	}
+	k := pf.k
+	v, n := uint64(k), uint(kcodeBits)
+	lo := uint64(1)<<k - 1
+	for a := range 3 {
+		if pf.d[a] == 0 {
+			n++ // flag 0: the prediction is exact
+			continue
+		}
+		v |= (1 | (uint64(q[a])&lo)<<1) << n
+		n += 1 + k
+	}
+	return w.WriteBits(v, n) // ≤ 4 + 3·16 = 52 bits
+}
+
+// beginPacket reserves the transmission record of packet seq.
+func (t *Table) beginPacket(seq uint64) int {
+	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
+	t.pkts[i] = pktRec{seq: seq, start: (t.entHead + t.entLen) & (len(t.ents) - 1)}
+	return i
+}
+
+// addEntry appends a record to the packet being written.
+func (t *Table) addEntry(e entry) {
+	t.ents[(t.entHead+t.entLen)&(len(t.ents)-1)] = e
+	t.entLen++
+	t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)].n++
+}
+
+// endPacket keeps the record if the packet carried anything.
+func (t *Table) endPacket(i int) {
+	if t.pkts[i].n > 0 {
+		t.pktLen++
+	}
+}

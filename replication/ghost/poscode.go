@@ -1,0 +1,254 @@
+package ghost
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Position coding in updates (docs/parts/ghost-protocol.md § Position).
+//
+// Both ends predict the new position by extrapolating linearly from the two
+// newest-stamped positions the client has received before the update's
+// stamp, and the update carries only the k low bits of each axis's residual:
+// the client takes the value nearest its prediction with those low bits. An
+// entity walking a straight line costs a few bits per axis instead of 19.
+//
+// The server does not know exactly which positions the client holds: packets
+// in flight may or may not have arrived, in any order. It knows the ones
+// delivered for sure (fates) and the ones still in flight, so it enumerates
+// every pair the client could be predicting from and picks k so that the new
+// value lies within the window around every one of those predictions. With
+// nothing in flight there is a single pair, and the coding is exact
+// dead-reckoning; under loss and reordering the window widens just enough.
+//
+// This relies on notify's fates being exact (a packet reported dropped was
+// never processed): a false "dropped" could desynchronise the prediction.
+// notify's two documented corners (WindowEvicted, ForcedDrops) need a return
+// path dead for 256 packets or 1024 packets in flight; the connection is gone
+// by then.
+
+// posRingLen bounds the positions of one ghost in flight at once; a ghost
+// with this many waits (Stats.PosDeferred) before its position is sent again.
+// It also bounds how far back a late packet's reference can lie, which sets
+// the client's history length (HistoryLen ≥ posRingLen + 2). 11 makes a
+// posTrack exactly 256 bytes: four whole cache lines, the first holding
+// everything the common case (at most one position in flight) touches.
+const posRingLen = 11
+
+// predictMaxMS caps linear extrapolation: a pair more than this apart, or an
+// update more than this after the newer value, predicts "no motion".
+const predictMaxMS = 1000
+
+// stamp is a view time in ms, kept to 32 bits: only differences matter
+// (wrap-safe while they stay under 24 days).
+type stamp uint32
+
+// sub is s − o in ms.
+func (s stamp) sub(o stamp) int64 { return int64(int32(s - o)) }
+
+// posVal is a quantized position and the stamp (view time, ms) it is from.
+type posVal struct {
+	t stamp
+	q [3]uint32
+}
+
+// posEntry is a position written in packet seq whose fate is unknown (seq
+// kept to its low 32 bits: far more than the packets ever in flight).
+type posEntry struct {
+	seq uint32
+	v   posVal
+}
+
+// posTrack is the server's knowledge of what the client may hold for one
+// ghost's position: the two newest-stamped positions known delivered (the
+// client certainly has them) and the positions in flight (it may have any
+// subset of them). Laid out so the common case — at most one in flight —
+// stays within the first 64 bytes.
+type posTrack struct {
+	n  uint8
+	dn uint8
+	d  [2]posVal            // d[1] newest delivered, d[0] the one before it (if dn == 2)
+	e  [posRingLen]posEntry // in flight, in send order
+}
+
+func (p *posTrack) reset() { p.dn, p.n = 0, 0 }
+
+func (p *posTrack) full() bool { return p.n == posRingLen }
+
+// push records the position q stamped t, written in packet seq. Fields are
+// stored one by one: building the entry as a value first costs a
+// store-forwarding stall on every record.
+func (p *posTrack) push(seq uint64, t stamp, q *[3]uint32) {
+	if p.n == posRingLen { // callers check full(); never lose the newest
+		p.n = uint8(copy(p.e[:], p.e[1:]))
+	}
+	e := &p.e[p.n]
+	e.seq, e.v.t = uint32(seq), t
+	e.v.q[0], e.v.q[1], e.v.q[2] = q[0], q[1], q[2]
+	p.n++
+}
+
+// newestStamp is the stamp of the newest position written or delivered.
+func (p *posTrack) newestStamp() (stamp, bool) {
+	if p.n > 0 {
+		if t := p.e[p.n-1].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+			return t, true
+		}
+	}
+	return p.d[1].t, p.dn > 0
+}
+
+// resolve applies the fate of the position written in packet seq.
+func (p *posTrack) resolve(seq uint64, delivered bool) {
+	for i := 0; i < int(p.n); i++ {
+		if p.e[i].seq == uint32(seq) {
+			v := p.e[i].v
+			p.n = uint8(i + copy(p.e[i:], p.e[i+1:p.n]))
+			if delivered {
+				p.insert(v)
+			}
+			return
+		}
+	}
+}
+
+// insert adds a delivered value to the two newest, by stamp (the client's
+// rule; equal stamps are one view, so one value).
+func (p *posTrack) insert(v posVal) {
+	switch {
+	case p.dn == 0:
+		p.d[1], p.dn = v, 1
+	case v.t.sub(p.d[1].t) > 0:
+		p.d[0], p.d[1], p.dn = p.d[1], v, 2
+	case v.t.sub(p.d[1].t) < 0 && (p.dn == 1 || v.t.sub(p.d[0].t) > 0):
+		p.d[0], p.dn = v, 2
+	}
+}
+
+// clientHas reports whether every position the client may currently show
+// (its newest received) equals q, so there is nothing to send.
+func (p *posTrack) clientHas(q *[3]uint32) bool {
+	if p.dn == 0 || p.d[1].q != *q {
+		return false
+	}
+	for i := 0; i < int(p.n); i++ {
+		if p.e[i].v.t.sub(p.d[1].t) > 0 && p.e[i].v.q != *q {
+			return false
+		}
+	}
+	return true
+}
+
+// predSpread widens d, per axis, to the largest |q − prediction| over every
+// pair the client may predict from for a value stamped t. It returns false
+// if the client holds no position for sure (then only an absolute value is
+// safe). Every in-flight and delivered value is older than t (the table
+// writes a ghost's position at most once per view).
+func (p *posTrack) predSpread(q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+	if p.dn == 0 {
+		return false
+	}
+	// Newest of the pair (n1): the newest delivered value, or an in-flight
+	// value newer than it. Older of the pair: the newest certain value below
+	// n1, or any in-flight value between that one and n1.
+	d1 := &p.d[1]
+	var d0 *posVal
+	if p.dn == 2 {
+		d0 = &p.d[0]
+	}
+	if p.n == 0 { // nothing in flight: the client's pair is known exactly
+		widenPred(d, q, d0, d1, t, lim)
+		return true
+	}
+	p.pairs(d1, d0, q, t, lim, d)
+	for i := 0; i < int(p.n); i++ {
+		n1 := &p.e[i].v
+		if n1.t.sub(d1.t) > 0 && (i == 0 || n1.t != p.e[i-1].v.t) {
+			p.pairs(n1, d1, q, t, lim, d)
+		}
+	}
+	return true
+}
+
+// pairs widens d by the residuals of every pair whose newer value is n1 and
+// whose older value is c (the newest certain value below n1; nil if none) or
+// an in-flight value between c and n1.
+func (p *posTrack) pairs(n1, c *posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
+	widenPred(d, q, c, n1, t, lim)
+	for i := 0; i < int(p.n); i++ {
+		m := &p.e[i].v
+		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (i == 0 || m.t != p.e[i-1].v.t) {
+			widenPred(d, q, m, n1, t, lim)
+		}
+	}
+}
+
+// widenPred widens d by |q − predict(a, b, t)| per axis.
+func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32) {
+	f, ok := predFactor(a, b, t)
+	for x := range 3 {
+		r := b.q[x]
+		if ok {
+			r = predictAxis(a.q[x], b.q[x], f, lim[x])
+		}
+		d[x] = max(d[x], uint64(absDiff(q[x], r)))
+	}
+}
+
+// predFactor returns (t − b.t)/(b.t − a.t), or false when the pair predicts
+// no motion: no older value, stamps out of order, or more than predictMaxMS
+// apart or ahead.
+func predFactor(a, b *posVal, t stamp) (float64, bool) {
+	if a == nil {
+		return 0, false
+	}
+	dt, span := t.sub(b.t), b.t.sub(a.t)
+	if span <= 0 || span > predictMaxMS || dt <= 0 || dt > predictMaxMS {
+		return 0, false
+	}
+	return float64(dt) / float64(span), true
+}
+
+// predictAxis is b + round((b − a)·f), clamped to [0, lim]. Integer inputs
+// and IEEE-754 binary64 operations in this order make it bit-identical on
+// every platform (the explicit float64 conversion forbids fusing the
+// multiply into anything); round is half away from zero.
+func predictAxis(a, b uint32, f float64, lim uint32) uint32 {
+	v := int64(b) + int64(math.Round(float64(float64(int64(b)-int64(a))*f)))
+	return uint32(max(0, min(v, int64(lim))))
+}
+
+// predict extrapolates the pair (a, b) (a may be nil: no motion known) to
+// stamp t (the client's side of widenPred).
+func predict(a, b *posVal, t stamp, lim [3]uint32) [3]uint32 {
+	f, ok := predFactor(a, b, t)
+	if !ok {
+		return b.q
+	}
+	var r [3]uint32
+	for x := range 3 {
+		r[x] = predictAxis(a.q[x], b.q[x], f, lim[x])
+	}
+	return r
+}
+
+// windowBits is the smallest k with |residual| < 2^(k−1) for a largest
+// residual m > 0.
+func windowBits(m uint64) uint { return uint(bits.Len64(m)) + 1 }
+
+// unwindow recovers the value nearest ref whose low k bits are low.
+func unwindow(ref uint32, low uint64, k uint) int64 {
+	lo := int64(1)<<k - 1
+	d := (int64(low) - int64(ref)) & lo
+	if d >= int64(1)<<(k-1) {
+		d -= lo + 1
+	}
+	return int64(ref) + d
+}
+
+func absDiff(a, b uint32) uint32 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}

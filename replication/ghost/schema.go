@@ -1,0 +1,614 @@
+package ghost
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// MaxNameLen is the longest Name in bytes.
+const MaxNameLen = 31
+
+// Name is a short string held by value, so State stays a fixed-size value
+// without pointers (tables copy states per tick; a string header would make
+// every copy a GC-visible pointer). The zero Name is the empty name.
+type Name struct {
+	n uint8
+	b [MaxNameLen]byte
+}
+
+// MakeName returns s as a Name; longer than MaxNameLen bytes is ErrNameTooLong.
+func MakeName(s string) (Name, error) {
+	var n Name
+	if len(s) > MaxNameLen {
+		return n, ErrNameTooLong
+	}
+	n.n = uint8(copy(n.b[:], s))
+	return n, nil
+}
+
+// MustName is MakeName for constants in tests and class tables; it panics on a
+// name longer than MaxNameLen (a programming error, never wire input).
+func MustName(s string) Name {
+	n, err := MakeName(s)
+	if err != nil {
+		panic("ghost: MustName: " + err.Error())
+	}
+	return n
+}
+
+// String returns the name as a string (allocates).
+func (n Name) String() string { return string(n.b[:n.n]) }
+
+// Len is the name's length in bytes.
+func (n Name) Len() int { return int(n.n) }
+
+// State is the replicated state of one entity. One struct serves every class:
+// a class's field groups say which fields it replicates and how; fields a
+// class does not replicate stay zero on the client. It is a fixed-size value
+// with no pointers, so the table and the mirror copy it without allocating.
+type State struct {
+	Pos    [3]float64 // metres, inside the Registry's Bounds
+	Vel    [3]float64 // metres per second
+	Yaw    float64    // radians, any finite value (wrapped to [−π, π) on the wire)
+	Health int32
+	Flags  uint32
+	Name   Name
+	Extra  [4]uint32 // game-defined small integers
+}
+
+// Bounds is the world box positions are quantized in, at Precision metres per
+// step (checklist BS-7: fixed point relative to the world). The default
+// 4 km × 4 km × 512 m at 1 cm costs 19+19+16 bits absolute.
+type Bounds struct {
+	Min, Max  [3]float64
+	Precision float64
+}
+
+// DefaultBounds is a 4 km × 4 km × 512 m world centred on the origin at 1 cm.
+func DefaultBounds() Bounds {
+	return Bounds{Min: [3]float64{-2000, -2000, -256}, Max: [3]float64{2000, 2000, 256}, Precision: 0.01}
+}
+
+// maxAxisSteps bounds an axis's code so window arithmetic stays in int64 and
+// an absolute coordinate fits 31 bits.
+const maxAxisSteps = 1<<31 - 1
+
+// Validate reports whether b describes a usable, finite box.
+func (b Bounds) Validate() error {
+	if !(b.Precision > 0) || math.IsInf(b.Precision, 0) {
+		return fmt.Errorf("%w: bounds precision %v", ErrConfig, b.Precision)
+	}
+	for a := range 3 {
+		lo, hi := b.Min[a], b.Max[a]
+		if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo < hi) {
+			return fmt.Errorf("%w: bounds axis %d [%v, %v]", ErrConfig, a, lo, hi)
+		}
+		if steps := (hi - lo) / b.Precision; steps > maxAxisSteps {
+			return fmt.Errorf("%w: bounds axis %d has %.0f steps (max %d)", ErrConfig, a, steps, maxAxisSteps)
+		}
+	}
+	return nil
+}
+
+// quant quantizes positions: code = round((v − min)·(1/precision)) per
+// axis, in [0, lim]; value = min + code·precision. Codes are what the wire
+// carries and what the table diffs, so a sub-centimetre wobble never dirties
+// a ghost. Only the server quantizes, so the multiply by a reciprocal (not a
+// division) only has to agree with itself.
+type quant struct {
+	min  [3]float64
+	prec float64
+	inv  float64
+	lim  [3]uint32
+	bits [3]uint
+}
+
+func newQuant(b Bounds) quant {
+	q := quant{min: b.Min, prec: b.Precision, inv: 1 / b.Precision}
+	for a := range 3 {
+		q.lim[a] = uint32(math.Round((b.Max[a] - b.Min[a]) / b.Precision))
+		q.bits[a] = uint(bits.Len32(q.lim[a]))
+	}
+	return q
+}
+
+// quantize sets c to p's codes and reports whether p lies in the box (and
+// is not NaN); c is meaningless when it does not.
+func (q *quant) quantize(p *[3]float64, c *[3]uint32) bool {
+	ok := true
+	for a := range 3 {
+		v := math.Round((p[a] - q.min[a]) * q.inv)
+		ok = ok && v >= 0 && v <= float64(q.lim[a])
+		c[a] = uint32(v)
+	}
+	return ok
+}
+
+// code quantizes p, which must be inside (SetView checked it).
+func (q *quant) code(p *[3]float64) [3]uint32 {
+	var c [3]uint32
+	q.quantize(p, &c)
+	return c
+}
+
+func (q *quant) value(c [3]uint32) [3]float64 {
+	var p [3]float64
+	for a := range 3 {
+		p[a] = q.min[a] + float64(c[a])*q.prec
+	}
+	return p
+}
+
+// Group is one field group of a class: fields that change together share one
+// bit of the dirty mask and are written together (seed 004 § Ghosts: "group
+// states that will be dirty at the same time together"; checklist RP-7).
+// Encode and Decode must mirror each other exactly; Decode must return an
+// error, never panic, on any input, and must only touch its own fields of s.
+// Build groups with the constructors (PositionGroup, YawGroup, …) or by hand.
+type Group struct {
+	Name string
+	// Encode writes the group's fields of s. It may assume Check(s) passed.
+	Encode func(w *bitstream.Writer, s *State) error
+	// Decode reads what Encode wrote into s.
+	Decode func(r *bitstream.Reader, s *State) error
+	// Changed reports whether the group's wire value differs between old and
+	// cur (compare encoded values, not raw floats, so noise below the
+	// quantization step does not cost bandwidth).
+	Changed func(old, cur *State) bool
+	// Check, if set, rejects a state Encode cannot carry (SetView calls it).
+	Check func(s *State) error
+
+	pos bool // the built-in position group: coded by the table against the world bounds
+	yaw bool // YawGroup: interpolated by the client
+}
+
+// PositionGroup replicates State.Pos quantized to the Registry's Bounds. In a
+// create it is absolute (19+19+16 bits for the default bounds); in an update
+// it sends only the low bits the client needs to recover the value from
+// whatever position it currently holds (docs/parts/ghost-protocol.md), about
+// 25 bits for an entity running on flat ground. At most one per class.
+func PositionGroup() Group { return Group{Name: "pos", pos: true} }
+
+// yawCoder maps an angle to one of 2^bits codes around the circle (−π ≡ π):
+// round(y·2^bits/2π) modulo 2^bits (two's complement wraps negative angles).
+type yawCoder struct {
+	scale float64 // 2^bits / 2π
+	mask  uint64
+	bits  uint
+}
+
+func newYawCoder(nbits uint) yawCoder {
+	return yawCoder{scale: float64(uint64(1)<<nbits) / (2 * math.Pi), mask: uint64(1)<<nbits - 1, bits: nbits}
+}
+
+func (c *yawCoder) code(y float64) uint64 {
+	if !(math.Abs(y) < 1e9) { // keep the int64 conversion exact (Check rejects NaN, ±Inf)
+		y = wrapAngle(y)
+	}
+	return uint64(int64(math.Round(y*c.scale))) & c.mask
+}
+
+// wrapAngle is the rare path of yawCoder.code, kept out of line.
+func wrapAngle(y float64) float64 { return math.Remainder(y, 2*math.Pi) }
+
+func (c *yawCoder) value(v uint64) float64 {
+	y := float64(v) / c.scale
+	if y >= math.Pi {
+		y -= 2 * math.Pi
+	}
+	return y
+}
+
+// YawGroup replicates State.Yaw in nbits (1..16) bits around the circle; the
+// client sees it in [−π, π). 10 bits is 0.35°.
+func YawGroup(nbits uint) Group {
+	if nbits < 1 || nbits > 16 {
+		nbits = 10
+	}
+	yc := newYawCoder(nbits)
+	return Group{
+		Name: "yaw",
+		yaw:  true,
+		Encode: func(w *bitstream.Writer, s *State) error {
+			return w.WriteBits(yc.code(s.Yaw), yc.bits)
+		},
+		Decode: func(r *bitstream.Reader, s *State) error {
+			c, err := r.ReadBits(yc.bits, "ghost.yaw")
+			if err != nil {
+				return err
+			}
+			s.Yaw = yc.value(c)
+			return nil
+		},
+		Changed: func(old, cur *State) bool { return yc.code(old.Yaw) != yc.code(cur.Yaw) },
+		Check: func(s *State) error {
+			if math.IsNaN(s.Yaw) || math.IsInf(s.Yaw, 0) {
+				return fmt.Errorf("%w: yaw %v", ErrBadState, s.Yaw)
+			}
+			return nil
+		},
+	}
+}
+
+func velCode(v, max float64, l uint64) uint64 {
+	v = math.Max(-max, math.Min(max, v))
+	return uint64(math.Round((v + max) / (2 * max) * float64(l)))
+}
+
+// VelGroup replicates State.Vel, each component clamped to [−max, max] m/s
+// and quantized to nbits (2..20) bits.
+func VelGroup(max float64, nbits uint) Group {
+	if nbits < 2 || nbits > 20 {
+		nbits = 12
+	}
+	if !(max > 0) || math.IsInf(max, 0) {
+		max = 32
+	}
+	l := uint64(1)<<nbits - 1
+	return Group{
+		Name: "vel",
+		Encode: func(w *bitstream.Writer, s *State) error {
+			v := velCode(s.Vel[0], max, l) | velCode(s.Vel[1], max, l)<<nbits | velCode(s.Vel[2], max, l)<<(2*nbits)
+			return w.WriteBits(v, 3*nbits)
+		},
+		Decode: func(r *bitstream.Reader, s *State) error {
+			v, err := r.ReadBits(3*nbits, "ghost.vel")
+			if err != nil {
+				return err
+			}
+			for a := range 3 {
+				s.Vel[a] = float64(v>>(uint(a)*nbits)&l)/float64(l)*(2*max) - max
+			}
+			return nil
+		},
+		Changed: func(old, cur *State) bool {
+			for a := range 3 {
+				if velCode(old.Vel[a], max, l) != velCode(cur.Vel[a], max, l) {
+					return true
+				}
+			}
+			return false
+		},
+		Check: func(s *State) error {
+			for _, v := range s.Vel {
+				if math.IsNaN(v) {
+					return fmt.Errorf("%w: velocity NaN", ErrBadState)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// HealthGroup replicates State.Health as a ranged int in [min, max].
+func HealthGroup(min, max int32) Group {
+	return Group{
+		Name: "health",
+		Encode: func(w *bitstream.Writer, s *State) error {
+			return w.WriteRangedInt(int64(s.Health), int64(min), int64(max))
+		},
+		Decode: func(r *bitstream.Reader, s *State) error {
+			v, err := r.ReadRangedInt(int64(min), int64(max), "ghost.health")
+			if err != nil {
+				return err
+			}
+			s.Health = int32(v)
+			return nil
+		},
+		Changed: func(old, cur *State) bool { return old.Health != cur.Health },
+		Check: func(s *State) error {
+			if s.Health < min || s.Health > max {
+				return fmt.Errorf("%w: health %d outside [%d, %d]", ErrBadState, s.Health, min, max)
+			}
+			return nil
+		},
+	}
+}
+
+// NameGroup replicates State.Name through t, a string table both ends hold
+// with the same strings in the same slots (built in, e.g. NPC kind names): a
+// hit costs 1 + log2(slots) bits, anything else goes as a literal (checklist
+// BS-11). t may be nil (always literal).
+func NameGroup(t *bitstream.StringTable) Group {
+	return Group{
+		Name: "name",
+		Encode: func(w *bitstream.Writer, s *State) error {
+			return w.WriteTableString(t, string(s.Name.b[:s.Name.n]), MaxNameLen)
+		},
+		Decode: func(r *bitstream.Reader, s *State) error {
+			b, err := r.ReadTableStringBytes(t, s.Name.b[:0], MaxNameLen, "ghost.name")
+			if err != nil {
+				return err
+			}
+			s.Name.n = uint8(len(b))
+			return nil
+		},
+		Changed: func(old, cur *State) bool { return old.Name != cur.Name },
+	}
+}
+
+// FlagsGroup replicates the low nbits (1..32) bits of State.Flags.
+func FlagsGroup(nbits uint) Group {
+	if nbits < 1 || nbits > 32 {
+		nbits = 32
+	}
+	return Group{
+		Name:   "flags",
+		Encode: func(w *bitstream.Writer, s *State) error { return w.WriteBits(uint64(s.Flags), nbits) },
+		Decode: func(r *bitstream.Reader, s *State) error {
+			v, err := r.ReadBits(nbits, "ghost.flags")
+			s.Flags = uint32(v)
+			return err
+		},
+		Changed: func(old, cur *State) bool { return old.Flags != cur.Flags },
+		Check: func(s *State) error {
+			if uint64(s.Flags)>>nbits != 0 {
+				return fmt.Errorf("%w: flags %#x wider than %d bits", ErrBadState, s.Flags, nbits)
+			}
+			return nil
+		},
+	}
+}
+
+// ExtraGroup replicates State.Extra[0:n] (n in 1..4), each as an Elias-gamma
+// code of v+1, so small values are cheap (0 is one bit).
+func ExtraGroup(n int) Group {
+	n = max(1, min(n, len(State{}.Extra)))
+	return Group{
+		Name: "extra",
+		Encode: func(w *bitstream.Writer, s *State) error {
+			at := w.BitLen()
+			for i := range n {
+				if err := w.WriteGamma(uint64(s.Extra[i]) + 1); err != nil {
+					w.Truncate(at) // keep the group atomic
+					return err
+				}
+			}
+			return nil
+		},
+		Decode: func(r *bitstream.Reader, s *State) error {
+			for i := range n {
+				v, err := r.ReadGamma("ghost.extra")
+				if err != nil {
+					return err
+				}
+				if v > 1<<32 {
+					return &bitstream.ReadError{Field: "ghost.extra", Bit: r.Pos(), Err: bitstream.ErrOutOfRange}
+				}
+				s.Extra[i] = uint32(v - 1)
+			}
+			return nil
+		},
+		Changed: func(old, cur *State) bool { return old.Extra != cur.Extra },
+	}
+}
+
+// MaxGroups is the most field groups a class may have (one uint64 dirty mask).
+const MaxGroups = 64
+
+// MaxClassID is the largest class wire id.
+const MaxClassID = 1<<16 - 1
+
+// Class is an entity class declared by game code: its wire id, its field
+// groups (bit i of every mask is Groups[i]) and how the ghost manager treats
+// it. Declare it as a value and Register it before any Table or Mirror uses
+// the Registry; do not change it afterwards. Registering fills in derived
+// fields, so a Class is not safe to register concurrently.
+type Class struct {
+	// ID is the class's stable wire id (checklist RP-2: chosen by game code,
+	// never derived from build or registration order). 0..MaxClassID.
+	ID uint16
+	// Name is for logs and errors.
+	Name string
+	// Groups are the replicated field groups, at most MaxGroups.
+	Groups []Group
+	// DefaultMask is the set of groups an update most often carries (say,
+	// position). An update with exactly this mask costs 1 bit of kind instead
+	// of 2 plus a mask of len(Groups) bits. Zero means the position group (or
+	// group 0 when the class has none).
+	DefaultMask uint64
+	// Weight multiplies the zone's priority for entities of this class
+	// (players over props). Zero means 1.
+	Weight float32
+	// MinInterval is the shortest time between two updates of one ghost of
+	// this class (checklist SC-8); creates and kills are not limited.
+	MinInterval time.Duration
+	// AlwaysInScope ghosts stay on the client when a view omits them (a
+	// scoreboard, a team flag); they leave only through Table.Remove.
+	AlwaysInScope bool
+
+	all    uint64 // mask of all groups
+	posBit uint64 // the position group's bit, 0 if none
+	posIdx int    // its index, -1 if none
+	yawIdx int    // index of the first YawGroup, -1 if none
+	weight float32
+}
+
+// NumGroups is len(c.Groups).
+func (c *Class) NumGroups() int { return len(c.Groups) }
+
+// AllGroups is the mask with every group of c set.
+func (c *Class) AllGroups() uint64 { return c.all }
+
+// GroupBit returns the mask bit of the group named name, 0 if there is none.
+func (c *Class) GroupBit(name string) uint64 {
+	for i := range c.Groups {
+		if c.Groups[i].Name == name {
+			return 1 << uint(i)
+		}
+	}
+	return 0
+}
+
+// prepare validates c and fills in its derived fields.
+func (c *Class) prepare() error {
+	n := len(c.Groups)
+	if n == 0 || n > MaxGroups {
+		return fmt.Errorf("%w: class %q has %d groups (1..%d)", ErrClass, c.Name, n, MaxGroups)
+	}
+	if math.IsNaN(float64(c.Weight)) || c.Weight < 0 || math.IsInf(float64(c.Weight), 0) {
+		return fmt.Errorf("%w: class %q weight %v", ErrClass, c.Name, c.Weight)
+	}
+	if c.MinInterval < 0 {
+		return fmt.Errorf("%w: class %q negative MinInterval", ErrClass, c.Name)
+	}
+	c.all = ^uint64(0) >> (64 - uint(n))
+	c.posIdx, c.posBit, c.yawIdx = -1, 0, -1
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		if g.yaw && c.yawIdx < 0 {
+			c.yawIdx = i
+		}
+		if g.pos {
+			if c.posIdx >= 0 {
+				return fmt.Errorf("%w: class %q has two position groups", ErrClass, c.Name)
+			}
+			c.posIdx, c.posBit = i, 1<<uint(i)
+			continue
+		}
+		if g.Encode == nil || g.Decode == nil || g.Changed == nil {
+			return fmt.Errorf("%w: class %q group %d (%q) lacks Encode, Decode or Changed", ErrClass, c.Name, i, g.Name)
+		}
+	}
+	if c.DefaultMask == 0 {
+		c.DefaultMask = c.posBit
+		if c.DefaultMask == 0 {
+			c.DefaultMask = 1
+		}
+	}
+	if c.DefaultMask&^c.all != 0 {
+		return fmt.Errorf("%w: class %q default mask %#x names missing groups", ErrClass, c.Name, c.DefaultMask)
+	}
+	c.weight = c.Weight
+	if c.weight == 0 {
+		c.weight = 1
+	}
+	return nil
+}
+
+// Registry holds the classes both ends agree on and the world bounds. Build
+// it at startup, Register every class, then hand it to NewTable / NewMirror;
+// from then on it is read-only and safe to share between goroutines (every
+// connection's Table and Mirror may use one Registry).
+type Registry struct {
+	bounds    Bounds
+	q         quant
+	byID      map[uint16]*Class
+	maxGroups int
+	frozen    bool
+}
+
+// NewRegistry returns an empty registry for a world of bounds b.
+func NewRegistry(b Bounds) (*Registry, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class)}, nil
+}
+
+// Register adds classes. A duplicate wire id is ErrDuplicateClass (RP-2:
+// caught at startup, never on the wire); after NewTable or NewMirror used
+// the registry, ErrFrozen.
+func (r *Registry) Register(cs ...*Class) error {
+	if r.frozen {
+		return ErrFrozen
+	}
+	for _, c := range cs {
+		if c == nil {
+			return fmt.Errorf("%w: nil class", ErrClass)
+		}
+		if old, ok := r.byID[c.ID]; ok {
+			return fmt.Errorf("%w: %d is %q and %q", ErrDuplicateClass, c.ID, old.Name, c.Name)
+		}
+		if err := c.prepare(); err != nil {
+			return err
+		}
+		r.byID[c.ID] = c
+		r.maxGroups = max(r.maxGroups, len(c.Groups))
+	}
+	return nil
+}
+
+// Lookup returns the class with wire id id.
+func (r *Registry) Lookup(id uint16) (*Class, bool) {
+	c, ok := r.byID[id]
+	return c, ok
+}
+
+// Bounds returns the world bounds.
+func (r *Registry) Bounds() Bounds { return r.bounds }
+
+// PosMaxError is the largest per-axis error of a replicated position: half
+// a quantization step (plus binary64 rounding).
+func (r *Registry) PosMaxError() float64 { return r.bounds.Precision/2 + r.bounds.Precision*1e-6 }
+
+// QuantizePos returns p as the client will see it (p must be inside the bounds).
+func (r *Registry) QuantizePos(p [3]float64) [3]float64 { return r.q.value(r.q.code(&p)) }
+
+// check validates s against c's groups and sets q to its position's codes.
+func (r *Registry) check(c *Class, s *State, q *[3]uint32) error {
+	if c.posIdx >= 0 && !r.q.quantize(&s.Pos, q) {
+		return fmt.Errorf("%w: %s position %v outside the world bounds", ErrBadState, c.Name, s.Pos)
+	}
+	for i := range c.Groups {
+		if ck := c.Groups[i].Check; ck != nil {
+			if err := ck(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Wire ids of the shipped classes.
+const (
+	PlayerClassID uint16 = 1
+	NPCClassID    uint16 = 2
+)
+
+// PlayerClass returns the shipped player class: position, yaw (10 bits),
+// velocity (±32 m/s, 10 bits per axis), health [0, 1000], name, 16 flag
+// bits and 4 extra integers. Updates carry position+yaw by default; players
+// weigh twice an NPC. names is the string table of known names (may be nil).
+func PlayerClass(names *bitstream.StringTable) *Class {
+	return &Class{
+		ID:   PlayerClassID,
+		Name: "player",
+		Groups: []Group{
+			PositionGroup(),
+			YawGroup(10),
+			VelGroup(32, 10),
+			HealthGroup(0, 1000),
+			NameGroup(names),
+			FlagsGroup(16),
+			ExtraGroup(4),
+		},
+		DefaultMask: 1<<0 | 1<<1,
+		Weight:      2,
+	}
+}
+
+// NPCClass returns the shipped NPC class: position, yaw (8 bits), health
+// [0, 100000], kind name (usually a string-table hit) and 8 flag bits.
+// Updates carry position alone by default; at most one update per 50 ms.
+// Adding a class is the same few lines: a wire id, the groups, a default mask.
+func NPCClass(names *bitstream.StringTable) *Class {
+	return &Class{
+		ID:   NPCClassID,
+		Name: "npc",
+		Groups: []Group{
+			PositionGroup(),
+			YawGroup(8),
+			HealthGroup(0, 100000),
+			NameGroup(names),
+			FlagsGroup(8),
+		},
+		DefaultMask: 1 << 0,
+		Weight:      1,
+		MinInterval: 50 * time.Millisecond,
+	}
+}

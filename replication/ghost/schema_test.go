@@ -1,0 +1,226 @@
+package ghost
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
+
+// RP-2 acceptance: two classes with one wire id fail at registration.
+func TestRegisterRejectsDuplicateIDs(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(PlayerClass(nil)); err != nil {
+		t.Fatal(err)
+	}
+	twin := NPCClass(nil)
+	twin.ID = PlayerClassID
+	if err := reg.Register(twin); !errors.Is(err, ErrDuplicateClass) {
+		t.Fatalf("duplicate id: %v, want ErrDuplicateClass", err)
+	}
+	if _, err := NewTable(reg, DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(NPCClass(nil)); !errors.Is(err, ErrFrozen) {
+		t.Fatalf("register after NewTable: %v, want ErrFrozen", err)
+	}
+}
+
+func TestClassValidation(t *testing.T) {
+	enc := func(w *bitstream.Writer, s *State) error { return nil }
+	dec := func(r *bitstream.Reader, s *State) error { return nil }
+	chg := func(a, b *State) bool { return false }
+	many := make([]Group, MaxGroups+1)
+	for i := range many {
+		many[i] = Group{Name: "g", Encode: enc, Decode: dec, Changed: chg}
+	}
+	for _, tc := range []struct {
+		name string
+		c    Class
+	}{
+		{"no groups", Class{ID: 5}},
+		{"too many groups", Class{ID: 5, Groups: many}},
+		{"two position groups", Class{ID: 5, Groups: []Group{PositionGroup(), PositionGroup()}}},
+		{"group without a decoder", Class{ID: 5, Groups: []Group{{Name: "x", Encode: enc, Changed: chg}}}},
+		{"default mask names a missing group", Class{ID: 5, Groups: []Group{PositionGroup()}, DefaultMask: 2}},
+		{"negative weight", Class{ID: 5, Groups: []Group{PositionGroup()}, Weight: -1}},
+		{"NaN weight", Class{ID: 5, Groups: []Group{PositionGroup()}, Weight: float32(math.NaN())}},
+		{"negative MinInterval", Class{ID: 5, Groups: []Group{PositionGroup()}, MinInterval: -time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, err := NewRegistry(DefaultBounds())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := tc.c
+			if err := reg.Register(&c); !errors.Is(err, ErrClass) {
+				t.Fatalf("Register: %v, want ErrClass", err)
+			}
+		})
+	}
+	// A custom class is a few lines: id, groups, default mask.
+	reg, _ := NewRegistry(DefaultBounds())
+	door := &Class{ID: 30, Name: "door", Groups: []Group{FlagsGroup(1)}}
+	if err := reg.Register(door); err != nil {
+		t.Fatal(err)
+	}
+	if door.DefaultMask != 1 || door.AllGroups() != 1 || door.NumGroups() != 1 {
+		t.Fatalf("door: default %b all %b", door.DefaultMask, door.AllGroups())
+	}
+}
+
+func TestBoundsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    func(b *Bounds)
+	}{
+		{"zero precision", func(b *Bounds) { b.Precision = 0 }},
+		{"NaN bound", func(b *Bounds) { b.Min[1] = math.NaN() }},
+		{"empty axis", func(b *Bounds) { b.Max[2] = b.Min[2] }},
+		{"too many steps", func(b *Bounds) { b.Precision = 1e-9 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := DefaultBounds()
+			tc.b(&b)
+			if _, err := NewRegistry(b); !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewRegistry: %v, want ErrConfig", err)
+			}
+		})
+	}
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := reg.q; q.bits != [3]uint{19, 19, 16} {
+		t.Fatalf("default bounds take %v bits per axis, want 19 19 16", q.bits)
+	}
+}
+
+// Every shipped group round-trips, and Changed ignores differences below
+// the wire's resolution.
+func TestGroupsRoundTrip(t *testing.T) {
+	names := bitstream.NewStringTable(4)
+	names.Set(0, "wolf")
+	for _, tc := range []struct {
+		name  string
+		g     Group
+		st    State
+		check func(got, want State) bool
+		noise func(s *State) // changes nothing on the wire
+	}{
+		{"yaw", YawGroup(10), State{Yaw: -2.5},
+			func(a, b State) bool { return math.Abs(math.Remainder(a.Yaw-b.Yaw, 2*math.Pi)) <= math.Pi/1024 },
+			func(s *State) { s.Yaw += 2 * math.Pi }},
+		{"velocity", VelGroup(32, 10), State{Vel: [3]float64{-3, 0.5, 31}},
+			func(a, b State) bool {
+				for i := range 3 {
+					if math.Abs(a.Vel[i]-b.Vel[i]) > 32.0/1023 {
+						return false
+					}
+				}
+				return true
+			},
+			func(s *State) { s.Vel[0] += 1e-4 }},
+		{"health", HealthGroup(0, 1000), State{Health: 777},
+			func(a, b State) bool { return a.Health == b.Health }, nil},
+		{"table name", NameGroup(names), State{Name: MustName("wolf")},
+			func(a, b State) bool { return a.Name == b.Name }, nil},
+		{"literal name", NameGroup(names), State{Name: MustName("Zed the Unready")},
+			func(a, b State) bool { return a.Name == b.Name }, nil},
+		{"flags", FlagsGroup(12), State{Flags: 0xabc},
+			func(a, b State) bool { return a.Flags == b.Flags }, nil},
+		{"extra", ExtraGroup(4), State{Extra: [4]uint32{0, 1, 1 << 20, math.MaxUint32}},
+			func(a, b State) bool { return a.Extra == b.Extra }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w bitstream.Writer
+			buf := make([]byte, 64)
+			w.Reset(buf)
+			if err := tc.g.Encode(&w, &tc.st); err != nil {
+				t.Fatal(err)
+			}
+			var r bitstream.Reader
+			r.ResetBits(w.Bytes(), w.BitLen())
+			var got State
+			if err := tc.g.Decode(&r, &got); err != nil {
+				t.Fatal(err)
+			}
+			if r.Remaining() != 0 {
+				t.Fatalf("%d bits left over", r.Remaining())
+			}
+			if !tc.check(got, tc.st) {
+				t.Fatalf("got %+v, want %+v", got, tc.st)
+			}
+			if tc.noise != nil {
+				n := tc.st
+				tc.noise(&n)
+				if tc.g.Changed(&tc.st, &n) {
+					t.Fatal("a change below the wire resolution counts as changed")
+				}
+			}
+			if tc.g.Changed(&tc.st, &State{}) == (tc.st == State{}) {
+				t.Fatal("Changed misses a real change")
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	if _, err := MakeName("0123456789012345678901234567890123"); !errors.Is(err, ErrNameTooLong) {
+		t.Fatalf("long name: %v", err)
+	}
+	n := MustName("Zed")
+	if n.String() != "Zed" || n.Len() != 3 {
+		t.Fatalf("name %q len %d", n.String(), n.Len())
+	}
+}
+
+// The position the client sees is within half a centimetre of the server's.
+func TestPositionQuantization(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][3]float64{{-2000, -2000, -256}, {2000, 2000, 256}, {1.234567, -999.995, 0.005}, {0, 0, 0}} {
+		q := reg.QuantizePos(p)
+		for a := range 3 {
+			if math.Abs(q[a]-p[a]) > reg.PosMaxError() {
+				t.Fatalf("%v quantized to %v", p, q)
+			}
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(c *Config)
+	}{
+		{"zero MaxGhosts", func(c *Config) { c.MaxGhosts = 0 }},
+		{"MaxGhosts beyond 2^20", func(c *Config) { c.MaxGhosts = MaxMaxGhosts + 1 }},
+		{"packet beyond 1200 bytes", func(c *Config) { c.MaxPacketBytes = 1201 }},
+		{"packets in flight not a power of two", func(c *Config) { c.MaxPacketsInFlight = 100 }},
+		{"too few records", func(c *Config) { c.MaxRecordsInFlight = 10 }},
+		{"zero StaleUnit", func(c *Config) { c.StaleUnit = 0 }},
+		{"zero MaxStaleness", func(c *Config) { c.MaxStaleness = 0 }},
+		{"zero MaxMisses", func(c *Config) { c.MaxMisses = 0 }},
+		{"sub-millisecond resend", func(c *Config) { c.ResendInterval = time.Microsecond }},
+		{"negative deadline", func(c *Config) { c.ConfirmDeadline = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.cfg(&c)
+			if err := c.Validate(); !errors.Is(err, ErrConfig) {
+				t.Fatalf("Validate: %v", err)
+			}
+		})
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,503 @@
+package ghost
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+)
+
+// ViewEntry is one entity of a connection's interest set, as the zone sees it
+// this tick.
+type ViewEntry struct {
+	Entity uint64 // stable entity id (sent once, in the create)
+	Class  *Class // registered in the Table's Registry
+	// Priority is the zone's base priority for this connection (distance,
+	// relevance, …); the table multiplies it by the class weight and by
+	// staleness. Values ≤ 0 or NaN count as a tiny positive priority: an
+	// entity in scope is never starved.
+	Priority float32
+	State    State
+	// ChangedMask forces groups dirty on top of what the table finds by
+	// diffing State against the previous view (say, a teleport the zone wants
+	// resent even though the wire value is the same). Usually 0.
+	ChangedMask uint64
+}
+
+// phase of a ghost slot:
+//
+//	free → creating → live → killing → free
+//	         │  ▲               │ ▲
+//	         │  └─ re-entry ────┘ │ (kill not yet sent: cancelled)
+//	         └── left before the client held it ──→ free
+//
+// creating: in scope, the client does not hold it (create pending or in
+// flight). live: a create was delivered. killing: left scope; a kill goes out
+// once nothing else of this ghost is in flight, and the id is freed when the
+// kill is delivered (or at once if the client never held the ghost).
+type phase uint8
+
+const (
+	phaseFree phase = iota
+	phaseCreating
+	phaseLive
+	phaseKilling
+)
+
+// slot is the server's record of one ghost id.
+type slot struct {
+	// The first 64 bytes are what packing scans for every ghost each packet.
+	phase          phase
+	created        bool // a create was delivered: the client holds this ghost
+	createInFlight bool
+	killInFlight   bool
+	// inflight counts this ghost's records in packets whose fate is unknown.
+	// A kill waits until it is 0, so no older record of the ghost can reach
+	// the client after its kill (and none of a reused id's old incarnation).
+	inflight int32
+	prioB    int16         // bucketOf(zone priority × class weight), once per view
+	owtB     int8          // overdueWeight of that priority, once per view
+	dirty    uint64        // groups the client may lack (RL-5)
+	since    time.Duration // staleness counts from here: last send, or when it became dirty
+	sentAt   time.Duration // last time a record of this ghost was written
+	// pendChg is when the client's copy became outdated as far as the table
+	// knows for sure: the first change not yet confirmed delivered (0: the
+	// client is known current). Used by ConfirmDeadline.
+	pendChg time.Duration
+	minIvl  time.Duration // class MinInterval (copied: no pointer chase while scanning)
+	posBit  uint64        // class position-group bit (copied, likewise)
+
+	// lastSeq and ackSeq are the newest packet that carried a record of this
+	// ghost and the newest such packet known delivered; low 32 bits, compared
+	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
+	lastSeq uint32
+	ackSeq  uint32
+	class   *Class
+	entity  uint64
+	lastChg time.Duration // last view that changed a group
+	ackAt   time.Duration // SentAt of the newest delivered packet that carried this ghost
+	gen     uint32        // incarnation; transmission records of older ones are ignored
+	viewGen uint32        // last SetView that included the entity
+	qpos    [3]uint32     // quantized State.Pos
+	// moving: the position changed in the latest view. rest: it stopped
+	// changing and the client has not been told yet; the next update sends a
+	// rest marker (a position update stamped with the new view, same value)
+	// so the client's interpolation stops there instead of extrapolating
+	// past it. restCopies: rest markers still to send (two per stop, in
+	// consecutive views: a lost marker means a visible overshoot).
+	moving, rest bool
+	restCopies   uint8
+}
+
+// Stats counts what a Table did (pure packages count instead of logging).
+type Stats struct {
+	Packets        uint64 // Write calls that wrote at least one record
+	Creates        uint64 // create records written
+	Updates        uint64 // update records written
+	Kills          uint64 // kill records written
+	CreatesLost    uint64 // create records in dropped packets (retried)
+	UpdatesLost    uint64
+	KillsLost      uint64 // (retried)
+	Redirtied      uint64 // groups marked dirty again after a drop
+	Suppressed     uint64 // lost groups not resent because a later packet carries them (RL-6)
+	AbsolutePos    uint64 // update positions sent absolute (window too wide)
+	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
+	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
+	Stalls         uint64 // Write calls that could not record a packet (in-flight limits)
+	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
+	IDsExhausted   uint64 // entities that found no free ghost id
+	UnknownFates   uint64 // fates for packets without ghost records
+	FreedUnacked   uint64 // ghosts freed without a kill (client never held them)
+	GhostsAssigned uint64 // ids handed out
+}
+
+// Table is one connection's server-side ghost table: it diffs the zone's
+// interest set into creates and kills, keeps per-ghost dirty masks, packs the
+// highest-priority dirty ghosts into each packet's budget, and reacts to
+// packet fates (seeds: Torque/Tribes ghost manager, 004 § Ghosts; book ch. 7
+// Listings 7.10–7.13; checklist RL-5, RL-6, RP-12, SC-7..SC-9).
+//
+// Create with NewTable; the zero Table is not usable. Not safe for concurrent
+// use; the connection's ghost manager actor owns it.
+type Table struct {
+	reg *Registry
+	cfg Config
+
+	slots     []slot
+	states    []State
+	pos       []posTrack
+	lastField []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
+	stride    int
+	byEntity  map[uint64]uint32
+	vq        [][3]uint32 // SetView scratch: the view's quantized positions
+
+	used []uint64 // id allocation bitmap
+	hint int      // lowest word of used that may have a free id
+	top  int      // highest id in use + 1
+	live int      // ids in use
+
+	viewGen  uint32
+	viewMS   int64
+	haveView bool
+	lastNow  time.Duration // latest now seen (SetView, Write): OnFate's clock
+
+	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
+	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
+	// ghost again before its last copy had fateDelay to be confirmed.
+	fateDelay, fateVar time.Duration
+	fateSeen           bool
+
+	// transmission records, FIFO in send order
+	pkts    []pktRec
+	pktHead int
+	pktLen  int
+	ents    []entry
+	entHead int
+	entLen  int
+	lastSeq uint64
+	wrote   bool
+
+	pk packer
+
+	stats Stats
+}
+
+// pktRec lists the records one packet carried: ents[start : start+n] (mod len).
+type pktRec struct {
+	seq      uint64
+	start    int
+	n        int
+	resolved bool
+}
+
+// Record kinds in a transmission entry.
+const (
+	recUpdate uint8 = iota
+	recCreate
+	recKill
+)
+
+// entry is one record of an in-flight packet.
+type entry struct {
+	id   uint32
+	gen  uint32
+	mask uint64 // groups written (all groups for a create)
+	kind uint8
+}
+
+// NewTable returns an empty table for one connection. It freezes reg.
+func NewTable(reg *Registry, cfg Config) (*Table, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("%w: nil registry", ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	reg.frozen = true
+	t := &Table{
+		reg:      reg,
+		cfg:      cfg,
+		stride:   max(reg.maxGroups, 1),
+		byEntity: make(map[uint64]uint32),
+		pkts:     make([]pktRec, cfg.MaxPacketsInFlight),
+		ents:     make([]entry, 1<<bits.Len(uint(cfg.MaxRecordsInFlight-1))), // a power of two: mask, not divide
+	}
+	t.pk.init(t)
+	return t, nil
+}
+
+// Stats returns the counters so far.
+func (t *Table) Stats() Stats { return t.stats }
+
+// Len is the number of ghost ids in use (creating, live or killing).
+func (t *Table) Len() int { return t.live }
+
+// IDWidth is the width of ghost ids on the wire right now:
+// ⌈log2(highest id in use + 1)⌉.
+func (t *Table) IDWidth() uint {
+	if t.top == 0 {
+		return 0
+	}
+	return uint(bits.Len32(uint32(t.top - 1)))
+}
+
+// GhostID returns the ghost id the entity has on this connection, if it is
+// in scope (creating or live; false once its kill is on its way).
+func (t *Table) GhostID(entity uint64) (uint32, bool) {
+	id, ok := t.byEntity[entity]
+	return id, ok
+}
+
+// InFlight is the number of packets with ghost records whose fate is unknown.
+func (t *Table) InFlight() int { return t.pktLen }
+
+// Pending reports whether the table has anything to send: a create, kill or
+// dirty group (ignoring rate limits and in-flight waits).
+func (t *Table) Pending() bool {
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		switch s.phase {
+		case phaseCreating:
+			if !s.createInFlight {
+				return true
+			}
+		case phaseLive:
+			if s.dirty != 0 {
+				return true
+			}
+		case phaseKilling:
+			if !s.killInFlight {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetView merges the zone's interest set for this connection at virtual time
+// now (DESIGN §4 step 5). Entities new to the set are created, entities
+// missing from it are killed (unless their class is AlwaysInScope), and the
+// rest are diffed group by group into their dirty masks. now must advance by
+// at least a millisecond per call (ErrViewTime): states are stamped in
+// milliseconds on the wire. The view is validated first; an invalid entry
+// fails the whole call (ErrBadState, ErrUnknownClass) with nothing changed.
+// If ids run out (ErrTooManyGhosts), the entities without one are retried on
+// the next view; everything else was applied.
+func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
+	ms := int64(now / time.Millisecond)
+	if t.haveView && ms <= t.viewMS {
+		return fmt.Errorf("%w: %v after %dms", ErrViewTime, now, t.viewMS)
+	}
+	if cap(t.vq) < len(view) {
+		t.vq = make([][3]uint32, len(view))
+	}
+	t.vq = t.vq[:len(view)]
+	var known *Class // views hold few classes: check each once per run of equal ones
+	for i := range view {
+		e := &view[i]
+		if e.Class != known {
+			if e.Class == nil || t.reg.byID[e.Class.ID] != e.Class {
+				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.Entity)
+			}
+			known = e.Class
+		}
+		if err := t.reg.check(e.Class, &e.State, &t.vq[i]); err != nil {
+			return fmt.Errorf("entity %d: %w", e.Entity, err)
+		}
+	}
+	t.viewMS, t.haveView = ms, true
+	t.lastNow = max(t.lastNow, now)
+	t.viewGen++
+	exhausted := false
+	for i := range view {
+		e := &view[i]
+		id, ok := t.byEntity[e.Entity]
+		if ok && t.slots[id].class != e.Class {
+			t.leave(id) // an entity that changes class is a new ghost
+			ok = false
+		}
+		if !ok {
+			var err bool
+			if id, err = t.alloc(e, &t.vq[i], now); err {
+				exhausted = true
+				continue
+			}
+		} else {
+			t.refresh(id, e, &t.vq[i], now)
+		}
+		s := &t.slots[id]
+		s.viewGen = t.viewGen
+		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
+		s.prioB, s.owtB = int16(b), t.pk.owtB[b]
+	}
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !s.class.AlwaysInScope {
+			t.leave(uint32(i))
+		}
+	}
+	if exhausted {
+		return ErrTooManyGhosts
+	}
+	return nil
+}
+
+// seqAfter reports whether truncated sequence a is after b.
+func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
+
+// restMarkerCopies is how many rest markers mark one stop.
+const restMarkerCopies = 2
+
+// minPriority stands in for a zero, negative or NaN priority.
+const minPriority = 1e-6
+
+func basePriority(p float32) float32 {
+	if !(p > minPriority) {
+		return minPriority
+	}
+	if p > 1e12 {
+		return 1e12
+	}
+	return p
+}
+
+// Remove takes entity out of scope now, whatever its class (the way an
+// AlwaysInScope ghost leaves, or an entity destroyed between views).
+func (t *Table) Remove(entity uint64) {
+	if id, ok := t.byEntity[entity]; ok {
+		t.leave(id)
+	}
+}
+
+// refresh applies a view entry to an existing ghost: diff and store.
+func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration) {
+	s := &t.slots[id]
+	if s.phase == phaseKilling { // re-entered before the kill went out: cancel it
+		if s.created {
+			s.phase = phaseLive
+		} else {
+			s.phase = phaseCreating
+		}
+	}
+	c := e.Class
+	old := &t.states[id]
+	var changed uint64
+	if c.posIdx >= 0 {
+		if *q != s.qpos {
+			changed |= c.posBit
+			s.moving = true
+		} else if s.moving {
+			s.moving, s.rest, s.restCopies = false, true, restMarkerCopies
+			changed |= c.posBit
+		}
+	}
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		if !g.pos && g.Changed(old, &e.State) {
+			changed |= 1 << uint(i)
+		}
+	}
+	changed |= e.ChangedMask & c.all
+	if changed != 0 {
+		if s.dirty == 0 {
+			s.since = now // staleness counts from the first change not yet sent
+		}
+		if s.pendChg == 0 {
+			s.pendChg = now
+		}
+		s.lastChg = now
+	}
+	s.dirty |= changed
+	if c.posIdx >= 0 {
+		s.qpos = *q
+	}
+	*old = e.State
+}
+
+// alloc gives entity e the lowest free ghost id; true means none is left.
+func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bool) {
+	if t.live >= t.cfg.MaxGhosts {
+		t.stats.IDsExhausted++
+		return 0, true
+	}
+	id := t.allocID()
+	if id >= len(t.slots) {
+		t.grow(id + 1)
+	}
+	s := &t.slots[id]
+	gen := s.gen + 1
+	*s = slot{
+		entity:  e.Entity,
+		class:   e.Class,
+		minIvl:  e.Class.MinInterval,
+		posBit:  e.Class.posBit,
+		dirty:   e.Class.all,
+		since:   now,
+		pendChg: now,
+		lastChg: now,
+		gen:     gen,
+		phase:   phaseCreating,
+	}
+	if e.Class.posIdx >= 0 {
+		s.qpos = *q
+	}
+	t.states[id] = e.State
+	t.pos[id].reset()
+	t.byEntity[e.Entity] = uint32(id)
+	t.stats.GhostsAssigned++
+	return uint32(id), false
+}
+
+// grow extends the per-id arrays to at least n ids (amortized doubling, so a
+// scope that settles stops allocating).
+func (t *Table) grow(n int) {
+	c := max(n, min(2*len(t.slots), t.cfg.MaxGhosts), 64)
+	c = min(c, t.cfg.MaxGhosts)
+	t.slots = append(t.slots, make([]slot, c-len(t.slots))...)
+	t.states = append(t.states, make([]State, c-len(t.states))...)
+	t.pos = append(t.pos, make([]posTrack, c-len(t.pos))...)
+	t.lastField = append(t.lastField, make([]uint32, c*t.stride-len(t.lastField))...)
+}
+
+// allocID returns the lowest free id (ids stay compact, so the id width
+// stays small) and marks it used.
+func (t *Table) allocID() int {
+	for w := t.hint; w < len(t.used); w++ {
+		if t.used[w] != ^uint64(0) {
+			b := bits.TrailingZeros64(^t.used[w])
+			id := w*64 + b
+			t.used[w] |= 1 << uint(b)
+			t.hint = w
+			t.live++
+			t.top = max(t.top, id+1)
+			return id
+		}
+	}
+	id := len(t.used) * 64
+	t.used = append(t.used, 1)
+	t.hint = len(t.used) - 1
+	t.live++
+	t.top = max(t.top, id+1)
+	return id
+}
+
+// free releases id for reuse.
+func (t *Table) free(id uint32) {
+	s := &t.slots[id]
+	if cur, ok := t.byEntity[s.entity]; ok && cur == id {
+		delete(t.byEntity, s.entity)
+	}
+	s.phase = phaseFree
+	s.gen++
+	s.class = nil
+	s.dirty = 0
+	w := int(id / 64)
+	t.used[w] &^= 1 << (id % 64)
+	t.hint = min(t.hint, w)
+	t.live--
+	if int(id) == t.top-1 {
+		for t.top > 0 && t.used[(t.top-1)/64]&(1<<uint((t.top-1)%64)) == 0 {
+			t.top--
+		}
+	}
+}
+
+// leave starts killing ghost id (it left scope or was removed).
+func (t *Table) leave(id uint32) {
+	s := &t.slots[id]
+	switch s.phase {
+	case phaseFree, phaseKilling:
+		return
+	}
+	s.phase = phaseKilling
+	t.settle(id)
+}
+
+// settle frees a killing ghost the client never held once nothing of it is
+// in flight: there is nothing to kill.
+func (t *Table) settle(id uint32) {
+	s := &t.slots[id]
+	if s.phase == phaseKilling && !s.created && s.inflight == 0 {
+		t.stats.FreedUnacked++
+		t.free(id)
+	}
+}
