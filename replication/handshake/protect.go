@@ -1,0 +1,138 @@
+package handshake
+
+import (
+	"crypto/cipher"
+	"encoding/binary"
+	"fmt"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Direction is the direction a key protects; it is the first nonce byte, so a
+// packet reflected back to its sender can never verify even if both
+// directions shared a key.
+type Direction uint8
+
+const (
+	ClientToServer Direction = 0
+	ServerToClient Direction = 1
+)
+
+func (d Direction) String() string {
+	if d == ClientToServer {
+		return "client→server"
+	}
+	return "server→client"
+}
+
+// Nonce domains: the second nonce byte, so packets and the Accepted tag never
+// share a nonce under one key.
+const (
+	domainPacket   = 0 // data packets and Disconnect: bytes 4..11 = sequence number
+	domainAccepted = 1 // the Accepted tag: bytes 4..11 = connection id
+)
+
+// MaxHeaderSize bounds the cleartext header Seal and Open authenticate.
+const MaxHeaderSize = MaxPacketSize - TagSize
+
+// Protector is the AEAD of one direction of one session: ChaCha20-Poly1305
+// under that direction's session key. The 96-bit nonce is
+//
+//	[direction][domain 0][0][0][sequence number, 64-bit little-endian]
+//
+// and the associated data is the connection id followed by the packet's
+// cleartext header, so the tag covers everything on the wire except the
+// optional routing prefix (which repeats the connection id).
+//
+// The sending side refuses to seal a sequence number not above the last one it
+// sealed: with one Protector per session key (the replay guard grants each
+// token one session, and the session keys also depend on the connection id)
+// no nonce is ever used twice. The receiving side keeps no state; pair it with
+// a ReplayWindow (Session does).
+//
+// The zero Protector is not usable; call NewProtector. Not safe for concurrent
+// use; the connection actor owns it.
+type Protector struct {
+	aead   cipher.AEAD
+	id     ConnID
+	dir    Direction
+	sealed bool   // a sequence number was sealed
+	last   uint64 // the last sealed sequence number
+	nonce  [chacha20poly1305.NonceSize]byte
+	ad     []byte // scratch: id ‖ header
+}
+
+// NewProtector returns the Protector of direction dir of session id under key.
+func NewProtector(key [KeySize]byte, id ConnID, dir Direction) (*Protector, error) {
+	aead, err := chacha20poly1305.New(key[:])
+	if err != nil {
+		return nil, err
+	}
+	if dir > ServerToClient {
+		return nil, fmt.Errorf("%w: direction %d", ErrConfig, dir)
+	}
+	p := &Protector{aead: aead, id: id, dir: dir, ad: make([]byte, 0, ConnIDSize+64)}
+	p.nonce[0] = byte(dir)
+	p.nonce[1] = domainPacket
+	return p, nil
+}
+
+// ID is the connection id the Protector authenticates.
+func (p *Protector) ID() ConnID { return p.id }
+
+// NextSeq is the lowest sequence number Seal accepts.
+func (p *Protector) NextSeq() uint64 {
+	if !p.sealed {
+		return 0
+	}
+	return p.last + 1 // wraps to 0 only after sealing 2^64−1; Seal then refuses everything
+}
+
+func (p *Protector) setup(header []byte, seq uint64) error {
+	if len(header) > MaxHeaderSize {
+		return ErrTooLarge
+	}
+	binary.LittleEndian.PutUint64(p.nonce[4:], seq)
+	p.ad = append(append(p.ad[:0], p.id[:]...), header...)
+	return nil
+}
+
+// Seal appends payload encrypted and the 16-byte tag to dst and returns the
+// extended slice; header is authenticated, not encrypted (it stays readable:
+// the notify header that carries the truncated sequence number). seq must be
+// above every sequence number sealed before (ErrSeqReuse otherwise; nothing is
+// written). To encrypt in place pass payload's storage as dst[len(dst):]; any
+// other overlap of the output with payload is a caller bug (as in
+// cipher.AEAD). 0 allocations when dst has room.
+func (p *Protector) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) {
+	if p.sealed && seq <= p.last {
+		return dst, ErrSeqReuse
+	}
+	if len(header)+len(payload)+TagSize > MaxPacketSize {
+		return dst, ErrTooLarge
+	}
+	if err := p.setup(header, seq); err != nil {
+		return dst, err
+	}
+	p.sealed, p.last = true, seq
+	return p.aead.Seal(dst, p.nonce[:], payload, p.ad), nil
+}
+
+// Open authenticates header and ciphertext (payload ‖ tag) as packet seq of
+// this direction and appends the payload to dst. It changes no state: check
+// the sequence against a ReplayWindow before, and commit it after, a
+// successful Open. Any bit changed anywhere in header, ciphertext, tag,
+// sequence number or connection id gives ErrAuth. dst may be ciphertext[:0].
+func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
+	if len(ciphertext) < TagSize {
+		return dst, ErrAuth
+	}
+	if err := p.setup(header, seq); err != nil {
+		return dst, err
+	}
+	out, err := p.aead.Open(dst, p.nonce[:], ciphertext, p.ad)
+	if err != nil {
+		return dst, ErrAuth
+	}
+	return out, nil
+}

@@ -1,0 +1,249 @@
+package handshake
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// Role says which end of a session this is.
+type Role uint8
+
+const (
+	RoleClient Role = iota
+	RoleServer
+)
+
+func (r Role) String() string {
+	if r == RoleClient {
+		return "client"
+	}
+	return "server"
+}
+
+// State is a connection's place in its lifecycle:
+//
+//	pending → challenged → connected → draining → closed
+//
+// The client walks all of it: pending (sending connect requests), challenged
+// (sending challenge responses; skipped in the one-round-trip path),
+// connected (Accepted verified). A server session starts pending — granted,
+// client address not yet proven — and becomes connected with the first
+// authenticated packet; "challenged" has no server state at all (the cookie
+// is stateless). Either end goes draining when it sends a Disconnect (it then
+// sends only redundant copies of it) and closed when it receives one, times
+// out, or finishes draining (Close).
+type State uint8
+
+const (
+	StatePending State = iota
+	StateChallenged
+	StateConnected
+	StateDraining
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateChallenged:
+		return "challenged"
+	case StateConnected:
+		return "connected"
+	case StateDraining:
+		return "draining"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Session is one end of an established session's packet protection: a sending
+// Protector, a receiving Protector, the receive ReplayWindow, the peer address
+// and the lifecycle state. It is the pure core the connection actor drives.
+//
+// Address policy (checklist CL-11, NAT rebinding): on the server, a packet that
+// authenticates from an address other than the session's moves the session to
+// that address if its sequence number is the newest seen, so an old packet
+// replayed from elsewhere cannot pull the session back. Open reports the move;
+// the gateway updates its routing. The client never moves.
+//
+// The zero Session is not usable; Grant.Session and Client.Session make one.
+// Not safe for concurrent use; the connection actor owns it.
+type Session struct {
+	id      ConnID
+	role    Role
+	state   State
+	send    *Protector
+	recv    *Protector
+	window  ReplayWindow
+	opened  bool // a packet was authenticated
+	addr    netip.AddrPort
+	reason  Reason
+	discHdr [1 + 8]byte // scratch of AppendDisconnect
+	discPT  [1]byte
+	rxHdr   [1 + 8]byte // scratch of OpenDisconnect
+	rxPT    [1]byte
+}
+
+func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*Session, error) {
+	sendKey, sendDir, recvKey, recvDir := keys.ClientToServer, ClientToServer, keys.ServerToClient, ServerToClient
+	state := StateConnected
+	if role == RoleServer {
+		sendKey, sendDir, recvKey, recvDir = recvKey, recvDir, sendKey, sendDir
+		state = StatePending
+	}
+	send, err := NewProtector(sendKey, id, sendDir)
+	if err != nil {
+		return nil, err
+	}
+	recv, err := NewProtector(recvKey, id, recvDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{id: id, role: role, state: state, send: send, recv: recv, addr: canonAddr(addr)}, nil
+}
+
+func (s *Session) ID() ConnID           { return s.id }
+func (s *Session) Role() Role           { return s.role }
+func (s *Session) State() State         { return s.state }
+func (s *Session) Addr() netip.AddrPort { return s.addr }
+
+// Reason is why the session closed: the reason of the Disconnect received or
+// sent, or the one given to Close. ReasonNone while open.
+func (s *Session) Reason() Reason { return s.reason }
+
+// NextSeq is the lowest sequence number Seal accepts.
+func (s *Session) NextSeq() uint64 { return s.send.NextSeq() }
+
+// Seal protects one outgoing packet (see Protector.Seal): header in the clear,
+// payload encrypted, tag appended to dst. A server session refuses while the
+// client's address is unproven (ErrUnverified); a draining or closed one
+// refuses (ErrClosed).
+func (s *Session) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) {
+	switch {
+	case s.state >= StateDraining:
+		return dst, ErrClosed
+	case s.state == StatePending:
+		return dst, ErrUnverified
+	}
+	return s.send.Seal(dst, header, payload, seq)
+}
+
+// Open authenticates one incoming short-form packet (header, ciphertext ‖ tag,
+// the sequence number reconstructed from the header) received from from, and
+// appends the payload to dst. The replay window is checked before and
+// committed after the AEAD. moved reports that the server session moved to
+// from. A pending server session becomes connected.
+func (s *Session) Open(dst, header, ciphertext []byte, seq uint64, from netip.AddrPort) (pt []byte, moved bool, err error) {
+	if s.state == StateClosed {
+		return dst, false, ErrClosed
+	}
+	if err := s.window.Check(seq); err != nil {
+		return dst, false, err
+	}
+	newest := !s.opened || seq > s.window.Newest()
+	pt, err = s.recv.Open(dst, header, ciphertext, seq)
+	if err != nil {
+		return dst, false, err
+	}
+	if err := s.window.Commit(seq); err != nil {
+		return dst, false, err
+	}
+	s.opened = true
+	return pt, s.authenticated(from, newest), nil
+}
+
+// authenticated applies the address policy after a packet from from verified.
+func (s *Session) authenticated(from netip.AddrPort, newest bool) (moved bool) {
+	if s.role != RoleServer {
+		return false
+	}
+	if s.state == StatePending {
+		s.state = StateConnected
+	}
+	if from = canonAddr(from); from.IsValid() && from != s.addr && newest {
+		s.addr = from
+		return true
+	}
+	return false
+}
+
+// AppendDisconnect appends one Disconnect packet carrying r (a disconnect
+// reason) and moves the session to draining. Call it several times and send
+// every copy: each takes a fresh sequence number (its own nonce), so the
+// redundant copies are distinct packets and at least one should arrive.
+//
+// Layout: kind, connection id, sequence number (8, little-endian), the reason
+// encrypted (1), tag; associated data = connection id ‖ kind ‖ sequence number.
+func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
+	switch {
+	case !r.IsDisconnect():
+		return dst, fmt.Errorf("%w: %v is not a disconnect reason", ErrConfig, r)
+	case s.state == StateClosed:
+		return dst, ErrClosed
+	case s.state == StatePending:
+		return dst, ErrUnverified
+	}
+	seq := s.send.NextSeq()
+	s.discHdr[0] = KindDisconnect.ControlByte()
+	binary.LittleEndian.PutUint64(s.discHdr[1:], seq)
+	s.discPT[0] = byte(r)
+	n := len(dst)
+	dst = append(dst, s.discHdr[0])
+	dst = append(dst, s.id[:]...)
+	dst = append(dst, s.discHdr[1:]...)
+	out, err := s.send.Seal(dst, s.discHdr[:], s.discPT[:], seq)
+	if err != nil {
+		return dst[:n], err
+	}
+	s.state, s.reason = StateDraining, r
+	return out, nil
+}
+
+var errDisconnectReason = &FieldError{"disconnect", "reason", ErrMalformed}
+
+// OpenDisconnect authenticates a Disconnect packet and closes the session with
+// its reason. Copies after the first fail with ErrClosed; drop them. It never
+// moves the session's address.
+func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
+	id, err := ParseDisconnectID(pkt)
+	if err != nil {
+		return 0, err
+	}
+	if id != s.id {
+		return 0, ErrWrongConn
+	}
+	if s.state == StateClosed {
+		return 0, ErrClosed
+	}
+	seq := binary.LittleEndian.Uint64(pkt[1+ConnIDSize:])
+	if err := s.window.Check(seq); err != nil {
+		return 0, err
+	}
+	s.rxHdr[0] = pkt[0]
+	copy(s.rxHdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
+	if _, err := s.recv.Open(s.rxPT[:0], s.rxHdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+		return 0, err
+	}
+	r := Reason(s.rxPT[0])
+	if !r.IsDisconnect() {
+		return 0, errDisconnectReason
+	}
+	if err := s.window.Commit(seq); err != nil {
+		return 0, err
+	}
+	s.opened = true
+	s.state, s.reason = StateClosed, r
+	return r, nil
+}
+
+// Close ends the session locally (draining finished, timeout...): it seals and
+// opens nothing more. r is recorded as the reason if none is yet.
+func (s *Session) Close(r Reason) {
+	if s.reason == ReasonNone {
+		s.reason = r
+	}
+	s.state = StateClosed
+}
