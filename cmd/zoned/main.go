@@ -1,26 +1,182 @@
-// Command zoned runs a ghostwire zone server.
-//
-// The zone server (gateway, connection actors, zone actors and the embedded
-// NATS server) is not built yet: today zoned only says so. The replication
-// core it will run on lives in ../../replication.
+// Command zoned runs a ghostwire zone server: with no flags, a whole world on
+// this machine (embedded NATS with JetStream, the UDP gateway on :7777, HTTP
+// health and metrics on :8080, the built-in 2×2 world, a dev token key in the
+// data dir). See `zoned --help`.
 package main
 
 import (
-	"flag"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ghostwire/ghostwire/actors/node"
 )
 
 func main() {
-	fs := flag.NewFlagSet("zoned", flag.ContinueOnError)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// run is main without the process: it returns the exit code, so tests can
+// drive flag parsing and startup.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	cfg, logJSON, err := parseConfig(args, stdout, stderr, getenv)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "zoned:", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if logJSON {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	n, err := node.Start(startCtx, cfg, log)
+	cancel()
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down (signal received; a second signal exits immediately)")
+	stop() // restore default signal behaviour: a second ^C kills
+	if err := n.Stop(context.Background()); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+const usageHead = `zoned — the ghostwire zone server.
+
+With no flags it runs a whole world on this machine: an embedded NATS server
+with JetStream (its client URL is logged), the UDP gateway on :7777, HTTP on
+:8080 (/healthz, /readyz, /metrics), the built-in 2x2 world of 1 km zones and
+a dev connect-token key in the data dir, so botswarm and the client examples
+started from the same directory find it.
+
+Settings come from, highest first: flags, environment variables
+(GHOSTWIRE_<FLAG>, e.g. GHOSTWIRE_UDP=:9000, GHOSTWIRE_TICK=33ms), the JSON
+config file given with --config, built-in defaults.
+
+Usage: zoned [flags]
+
+Flags:
+`
+
+func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) (node.Config, bool, error) {
+	def := node.DefaultConfig()
+	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	configFile := fs.String("config", "", "JSON config file (keys: udp, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout)")
+	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
+	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
+	data := fs.String("data", def.DataDir, "data `DIR`: embedded NATS store and the dev token key")
+	world := fs.String("world", "", "world map `FILE` (JSON, see docs/zones.md); empty uses the built-in 2x2 world of 1 km zones")
+	tick := fs.Duration("tick", def.Tick.D(), "zone simulation tick period (20 Hz = 50ms)")
+	npcs := fs.Int("npcs", def.NPCs, "number of wandering NPCs spread over the world")
+	natsURL := fs.String("nats", "", "external NATS `URL` (cluster mode); empty embeds a NATS server")
+	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
+	keyFile := fs.String("key-file", "", "connect-token key `FILE` (32 bytes, hex); default DATA/token.key, generated on first start; GHOSTWIRE_TOKEN_KEY (hex) overrides both")
+	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
+	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
+	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: zoned\n\nzoned will run a whole ghostwire world on this machine.\nIt is not built yet; see README.md for what exists today.\n")
+		fmt.Fprint(stdout, usageHead)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return
+	if err := fs.Parse(args); err != nil {
+		return node.Config{}, false, err
+	}
+	if fs.NArg() > 0 {
+		return node.Config{}, false, fmt.Errorf("unexpected argument %q (zoned takes only flags; see --help)", fs.Arg(0))
+	}
+	cfg := def
+	if *configFile != "" {
+		if err := cfg.LoadFile(*configFile); err != nil {
+			return node.Config{}, false, err
 		}
-		os.Exit(2)
 	}
-	fmt.Println("zoned: not yet — the zone server is under construction; the replication core is in replication/ (run `make test`).")
+	// Environment over file, flags over environment.
+	type setting struct {
+		flag  string
+		apply func(string) error
+	}
+	str := func(dst *string) func(string) error { return func(v string) error { *dst = v; return nil } }
+	dur := func(dst *node.Duration) func(string) error {
+		return func(v string) error {
+			d, err := time.ParseDuration(v)
+			*dst = node.Duration(d)
+			return err
+		}
+	}
+	num := func(dst *int) func(string) error {
+		return func(v string) error {
+			n, err := strconv.Atoi(v)
+			*dst = n
+			return err
+		}
+	}
+	settings := []setting{
+		{"udp", str(&cfg.UDPAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
+		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
+		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
+		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
+	}
+	for _, s := range settings {
+		env := "GHOSTWIRE_" + envName(s.flag)
+		if v := getenv(env); v != "" {
+			if err := s.apply(v); err != nil {
+				return node.Config{}, false, fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+	}
+	flagVals := map[string]func(){
+		"udp": func() { cfg.UDPAddr = *udp }, "http": func() { cfg.HTTPAddr = *httpAddr },
+		"data": func() { cfg.DataDir = *data }, "world": func() { cfg.WorldFile = *world },
+		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs },
+		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
+		"key-file": func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
+		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		if set, ok := flagVals[f.Name]; ok {
+			set()
+		}
+	})
+	if err := cfg.Validate(); err != nil {
+		return node.Config{}, false, err
+	}
+	return cfg, *logJSON, nil
+}
+
+func envName(flag string) string {
+	b := []byte(flag)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case c >= 'a' && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
 }

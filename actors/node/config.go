@@ -1,0 +1,149 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is everything one zoned process needs. The zero value is not
+// usable; start from DefaultConfig. Precedence, applied by cmd/zoned: flags
+// over environment (GHOSTWIRE_*) over the config file over defaults.
+type Config struct {
+	// UDPAddr is where the gateway listens for clients.
+	UDPAddr string `json:"udp"`
+	// HTTPAddr serves /healthz, /readyz and /metrics. Empty disables HTTP.
+	HTTPAddr string `json:"http"`
+	// DataDir holds the embedded NATS store and the dev token key.
+	DataDir string `json:"data"`
+	// WorldFile is the world map; empty means the built-in default world.
+	WorldFile string `json:"world"`
+	// Tick is the zone simulation period.
+	Tick Duration `json:"tick"`
+	// NPCs is the number of wandering NPCs spread over the world.
+	NPCs int `json:"npcs"`
+	// NATSURL points at an external NATS cluster; empty embeds a server.
+	NATSURL string `json:"nats"`
+	// NATSListen is the embedded server's client address (port 0: random).
+	NATSListen string `json:"nats_listen"`
+	// KeyFile is the connect-token key. Empty: DataDir/token.key, generated
+	// on first start (the single-machine default). In production point it
+	// at a mounted secret, or set GHOSTWIRE_TOKEN_KEY.
+	KeyFile string `json:"key_file"`
+	// MaxConns caps connected clients; beyond it the gateway refuses with
+	// reason "server full".
+	MaxConns int `json:"max_conns"`
+	// ShutdownTimeout bounds graceful shutdown.
+	ShutdownTimeout Duration `json:"shutdown_timeout"`
+}
+
+// DefaultConfig is a whole world on one machine.
+func DefaultConfig() Config {
+	return Config{
+		UDPAddr:         ":7777",
+		HTTPAddr:        ":8080",
+		DataDir:         "ghostwire-data",
+		Tick:            Duration(50 * time.Millisecond),
+		NPCs:            200,
+		NATSListen:      "127.0.0.1:4222",
+		MaxConns:        10000,
+		ShutdownTimeout: Duration(5 * time.Second),
+	}
+}
+
+// KeyPath is the token key file this config uses.
+func (c Config) KeyPath() string {
+	if c.KeyFile != "" {
+		return c.KeyFile
+	}
+	return filepath.Join(c.DataDir, "token.key")
+}
+
+// Validate reports the first problem with c in words an operator can act on.
+func (c Config) Validate() error {
+	var errs []error
+	if _, err := parseListenAddr(c.UDPAddr); err != nil {
+		errs = append(errs, fmt.Errorf("udp address %q: %w", c.UDPAddr, err))
+	}
+	if c.HTTPAddr != "" {
+		if _, err := parseListenAddr(c.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("http address %q: %w", c.HTTPAddr, err))
+		}
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data dir must not be empty"))
+	}
+	if t := c.Tick.D(); t < time.Millisecond || t > time.Second {
+		errs = append(errs, fmt.Errorf("tick %v: must be between 1ms and 1s", t))
+	}
+	if c.NPCs < 0 || c.NPCs > 1_000_000 {
+		errs = append(errs, fmt.Errorf("npcs %d: must be between 0 and 1000000", c.NPCs))
+	}
+	if c.MaxConns < 1 {
+		errs = append(errs, fmt.Errorf("max conns %d: must be at least 1", c.MaxConns))
+	}
+	if c.ShutdownTimeout.D() <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout.D()))
+	}
+	return errors.Join(errs...)
+}
+
+// parseListenAddr accepts "host:port" and ":port".
+func parseListenAddr(s string) (netip.AddrPort, error) {
+	if len(s) > 0 && s[0] == ':' {
+		p, err := strconv.ParseUint(s[1:], 10, 16)
+		if err != nil {
+			return netip.AddrPort{}, errors.New("bad port")
+		}
+		return netip.AddrPortFrom(netip.IPv6Unspecified(), uint16(p)), nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.AddrPort{}, errors.New("want host:port or :port with a numeric host")
+	}
+	return ap, nil
+}
+
+// LoadFile overlays the JSON config file at path onto c. Unknown keys are an
+// error, so a typo does not silently fall back to a default.
+func (c *Config) LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// Duration is a time.Duration that reads and writes as "50ms" in JSON.
+type Duration time.Duration
+
+// D is d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"50ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Key-value buckets of the world directory (DESIGN §5). The cluster issue
+// adds leases and watchers on top; the single-process world keeps them
+// current so operators can inspect them with any NATS tool.
+const (
+	BucketZones   = "ghostwire_zones"
+	BucketPlayers = "ghostwire_players"
+	BucketNodes   = "ghostwire_nodes"
+)
+
+// natsLink is this node's NATS: an embedded server (default) or a connection
+// to an external cluster.
+type natsLink struct {
+	srv *natsserver.Server // nil when external
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	kv  map[string]jetstream.KeyValue
+	url string
+}
+
+func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, error) {
+	l := &natsLink{kv: make(map[string]jetstream.KeyValue, 3)}
+	url := cfg.NATSURL
+	if url == "" {
+		host, portStr, err := net.SplitHostPort(cfg.NATSListen)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-listen %q: %w", cfg.NATSListen, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil || port < -1 || port > 65535 {
+			return nil, fmt.Errorf("--nats-listen %q: bad port", cfg.NATSListen)
+		}
+		if port == 0 {
+			port = natsserver.RANDOM_PORT
+		}
+		opts := &natsserver.Options{
+			ServerName: "zoned-embedded",
+			Host:       host,
+			Port:       port,
+			JetStream:  true,
+			StoreDir:   filepath.Join(cfg.DataDir, "nats"),
+			NoSigs:     true, // zoned owns signal handling
+			NoLog:      true,
+			// The embedded server serves this process and local tools;
+			// bound its memory so a runaway publisher cannot take the node.
+			JetStreamMaxMemory: 64 << 20,
+			JetStreamMaxStore:  1 << 30,
+		}
+		srv, err := natsserver.NewServer(opts)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats-server: %w", err)
+		}
+		go srv.Start()
+		if !srv.ReadyForConnections(10 * time.Second) {
+			srv.Shutdown()
+			return nil, errors.New("embedded nats-server: not ready within 10s (is the port in use? see --nats-listen)")
+		}
+		l.srv = srv
+		url = srv.ClientURL()
+		log.Info("embedded NATS with JetStream", "client_url", url, "store", opts.StoreDir)
+	}
+	nc, err := nats.Connect(url, nats.Name("zoned"), nats.MaxReconnects(-1))
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	l.nc, l.url = nc, url
+	js, err := jetstream.New(nc)
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	l.js = js
+	for _, b := range []string{BucketZones, BucketPlayers, BucketNodes} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1, Storage: jetstream.FileStorage})
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("jetstream kv %s: %w", b, err)
+		}
+		l.kv[b] = kv
+	}
+	return l, nil
+}
+
+func (l *natsLink) close() {
+	if l.nc != nil {
+		_ = l.nc.Drain()
+		// Drain is asynchronous; Close after it bounds the wait.
+		deadline := time.Now().Add(2 * time.Second)
+		for l.nc.IsDraining() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		l.nc.Close()
+	}
+	if l.srv != nil {
+		l.srv.Shutdown()
+		l.srv.WaitForShutdown()
+	}
+}

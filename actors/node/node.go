@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Node is one running zoned process. Start makes one; Stop ends it.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	nats *natsLink
+
+	httpSrv *http.Server
+	httpLn  net.Listener
+	httpErr chan error
+
+	ready   atomic.Bool
+	stopped atomic.Bool
+}
+
+// Start brings up a whole node and returns once it is ready to accept
+// clients, or with the first error (everything started so far is stopped).
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ok := false
+	defer func() {
+		if !ok {
+			n.shutdown(context.Background())
+		}
+	}()
+	if cfg.HTTPAddr != "" {
+		if err := n.startHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	nl, err := startNATS(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	n.nats = nl
+	n.ready.Store(true)
+	ok = true
+	log.Info("zoned ready", "http", n.HTTPAddr(), "nats", nl.url, "data", cfg.DataDir)
+	return n, nil
+}
+
+// Ready reports whether the node accepts clients (what /readyz serves).
+func (n *Node) Ready() bool { return n.ready.Load() && !n.stopped.Load() }
+
+// NATSURL is the NATS client URL this node uses (the embedded server's when
+// embedded) — the cluster tooling and zonectl connect there.
+func (n *Node) NATSURL() string {
+	if n.nats == nil {
+		return ""
+	}
+	return n.nats.url
+}
+
+// HTTPAddr is the bound HTTP address, or "" when HTTP is off.
+func (n *Node) HTTPAddr() string {
+	if n.httpLn == nil {
+		return ""
+	}
+	return n.httpLn.Addr().String()
+}
+
+// Registry is the node's metrics registry; components register here.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", n.cfg.HTTPAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if !n.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	n.httpLn = ln
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.httpErr = make(chan error, 1)
+	go func() { n.httpErr <- n.httpSrv.Serve(ln) }()
+	return nil
+}
+
+// Stop shuts the node down gracefully within the config's shutdown timeout
+// or ctx, whichever ends first. It is safe to call more than once.
+func (n *Node) Stop(ctx context.Context) error {
+	if n.stopped.Swap(true) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout.D())
+	defer cancel()
+	return n.shutdown(ctx)
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.stopped.Store(true)
+	var errs []error
+	if n.nats != nil {
+		n.nats.close()
+	}
+	if n.httpSrv != nil {
+		if err := n.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if err := <-n.httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestPrecedenceFlagsOverEnvOverFile(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/zoned.json"
+	if err := writeFile(file, `{"udp": ":1000", "tick": "40ms", "npcs": 7, "data": "from-file"}`); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cfg, _, err := parseConfig([]string{"--config", file, "--udp", ":3000"}, &out, &errb,
+		env(map[string]string{"GHOSTWIRE_UDP": ":2000", "GHOSTWIRE_TICK": "30ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.UDPAddr != ":3000" {
+		t.Errorf("udp = %q, want the flag's :3000", cfg.UDPAddr)
+	}
+	if cfg.Tick.D() != 30*time.Millisecond {
+		t.Errorf("tick = %v, want env's 30ms", cfg.Tick.D())
+	}
+	if cfg.NPCs != 7 || cfg.DataDir != "from-file" {
+		t.Errorf("npcs=%d data=%q, want the file's 7 and from-file", cfg.NPCs, cfg.DataDir)
+	}
+	if cfg.HTTPAddr != ":8080" {
+		t.Errorf("http = %q, want the default :8080", cfg.HTTPAddr)
+	}
+}
+
+func TestIssueFlagNames(t *testing.T) {
+	var out, errb bytes.Buffer
+	cfg, _, err := parseConfig([]string{"--udp", "127.0.0.1:7001", "--http", "127.0.0.1:8001", "--data", "d",
+		"--world", "w.json", "--tick", "25ms", "--npcs", "3"}, &out, &errb, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.UDPAddr != "127.0.0.1:7001" || cfg.HTTPAddr != "127.0.0.1:8001" || cfg.DataDir != "d" ||
+		cfg.WorldFile != "w.json" || cfg.Tick.D() != 25*time.Millisecond || cfg.NPCs != 3 {
+		t.Errorf("flags not applied: %+v", cfg)
+	}
+}
+
+func TestBadInputIsAClearError(t *testing.T) {
+	cases := map[string][]string{
+		"tick":                 {"--tick", "0s"},
+		"unexpected argument":  {"stray"},
+		"unknown flag":         {"--bogus"},
+		"GHOSTWIRE_NPCS":       {"--data", "x"}, // env below
+		"config file":          {"--config", "/nonexistent/zoned.json"},
+		"udp address \"nope\"": {"--udp", "nope"},
+	}
+	for want, args := range cases {
+		var out, errb bytes.Buffer
+		e := map[string]string{}
+		if want == "GHOSTWIRE_NPCS" {
+			e["GHOSTWIRE_NPCS"] = "many"
+		}
+		_, _, err := parseConfig(args, &out, &errb, env(e))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: err = %v, want one mentioning %q", args, err, want)
+		}
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	_, _, err := parseConfig([]string{"--help"}, &out, &errb, env(nil))
+	if !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("err = %v, want ErrHelp", err)
+	}
+	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--nats", "--config", "--key-file", "--max-conns"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("--help does not mention %s", f)
+		}
+	}
+	if code := run([]string{"--help"}, &out, &errb, env(nil)); code != 0 {
+		t.Errorf("zoned --help exit code %d, want 0", code)
+	}
+	if code := run([]string{"--tick", "nope"}, &out, &errb, env(nil)); code != 2 {
+		t.Errorf("zoned --tick nope exit code %d, want 2", code)
+	}
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
