@@ -2,7 +2,7 @@
 // caller-owned buffers. It is the bottom layer of the ghostwire wire format
 // (seeds: Torque BitStream, "Robust Efficient Networking"; Multiplayer Game
 // Programming ch. 4). The exact layout of every encoding is specified in
-// docs/protocol.md (fragment docs/parts/bitstream-protocol.md), precisely
+// docs/protocol.md (fragment docs/protocol.md §2), precisely
 // enough to reimplement it in another language.
 //
 // # Bit order

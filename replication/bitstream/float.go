@@ -11,7 +11,7 @@ import (
 // Every encoder rounds to the nearest level (the book truncates; checklist
 // E-14 shows truncation landing one step low for 7277 of 40001 grid points).
 // Arithmetic is IEEE-754 binary64 with the operation order given in
-// docs/parts/bitstream-protocol.md; explicit float64() conversions stop the
+// docs/protocol.md §2; explicit float64() conversions stop the
 // compiler fusing a multiply and an add into one FMA on architectures that
 // have it, so every platform produces the same bits.
 //

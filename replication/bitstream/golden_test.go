@@ -6,7 +6,7 @@ import (
 )
 
 // Golden vectors (checklist BS-16, BS-17): the exact bits of each encoding,
-// also listed in docs/parts/bitstream-protocol.md. They were cross-checked
+// also listed in docs/protocol.md §2. They were cross-checked
 // against an independent reimplementation of that text (Python, binary64),
 // so a change here is a wire-format change: bump the protocol version.
 func TestGoldenVectors(t *testing.T) {

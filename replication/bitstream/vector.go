@@ -2,7 +2,7 @@ package bitstream
 
 import "math"
 
-// Directions and rotations. The math is in docs/parts/bitstream-protocol.md;
+// Directions and rotations. The math is in docs/protocol.md §2;
 // both encodings work on integers wherever they can so the decoded floats are
 // the same on every platform.
 
@@ -132,7 +132,7 @@ func octDecode(a, b, m int64) (x, y, z float64, ok bool) {
 
 // UnitVectorMaxAngle is the worst-case angle in radians between a direction
 // and its decoding at bits per component (NaN for a bad width). Derivation
-// (docs/parts/bitstream-protocol.md): each square coordinate moves by at most
+// (docs/protocol.md §2): each square coordinate moves by at most
 // e = 1/(2m); lifting to the octahedron is √3-Lipschitz, so the octahedron
 // point moves by at most √6·e; normalizing from |p| ≥ 1/√3 at most doubles
 // that over |p|, so the chord is at most 6√2·e.
@@ -343,7 +343,7 @@ var quatStep = func() (t [MaxQuatBits + 1]float64) {
 // quaternion and its decoding at bits per component (NaN for a bad width):
 // 4·asin(2√3·e) with e = 1/(2√2·m), half a step of a sent component, plus
 // 1e-11 rad for binary64 rounding. At 15 bits that is 2.99e-4 rad (0.017°).
-// Derivation (docs/parts/bitstream-protocol.md): rounded to nearest, each
+// Derivation (docs/protocol.md §2): rounded to nearest, each
 // sent component moves by ≤ e and the rebuilt one by ≤ (2·(√3/2)·√3e + 3e²)/(1/2)
 // = 6e+6e²; rounded toward zero (near ties), by ≤ 2e and ≤ 6e. The 4-D
 // distance D is then at most √48·e, and two unit quaternions D apart are

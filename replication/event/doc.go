@@ -51,6 +51,6 @@
 // nothing allocates per packet once those high-water marks were reached.
 // Time is virtual (now is passed in); nothing reads a clock.
 //
-// docs/protocol.md (fragment docs/parts/event-protocol.md) specifies the
+// docs/protocol.md (fragment docs/protocol.md §4) specifies the
 // section bit by bit.
 package event

@@ -6,7 +6,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
 
-// Field widths of the event section (docs/parts/event-protocol.md).
+// Field widths of the event section (docs/protocol.md §4).
 const (
 	classBits   = 2
 	fkindBits   = 2  // ordered fragment kind: 0 first, 1 middle, 2 last

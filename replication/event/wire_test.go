@@ -40,7 +40,7 @@ func TestReconstruct(t *testing.T) {
 	}
 }
 
-// TestGoldenSection pins the wire layout (docs/parts/event-protocol.md,
+// TestGoldenSection pins the wire layout (docs/protocol.md §4,
 // worked example): the bytes the Sender writes for a fixed set of events, and
 // the same section built field by field from the spec.
 func TestGoldenSection(t *testing.T) {

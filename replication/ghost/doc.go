@@ -6,7 +6,7 @@
 //
 // A server keeps one Table per connection; the client keeps one Mirror.
 // Both are pure: time is passed in, nothing reads a clock or starts a
-// goroutine. docs/protocol.md (fragment docs/parts/ghost-protocol.md)
+// goroutine. docs/protocol.md (fragment docs/protocol.md §6)
 // specifies the ghost section bit by bit.
 //
 // # Schema

@@ -10,7 +10,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
 
-// Wire constants of the ghost section (docs/parts/ghost-protocol.md).
+// Wire constants of the ghost section (docs/protocol.md §6).
 const (
 	stampBits    = 16 // low 16 bits of the view time in ms
 	widthBits    = 5  // id width 0..20

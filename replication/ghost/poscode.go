@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// Position coding in updates (docs/parts/ghost-protocol.md § Position).
+// Position coding in updates (docs/protocol.md §6 § Position).
 //
 // Both ends predict the new position by extrapolating linearly from the two
 // newest-stamped positions the client has received before the update's

@@ -169,7 +169,7 @@ type Group struct {
 // PositionGroup replicates State.Pos quantized to the Registry's Bounds. In a
 // create it is absolute (19+19+16 bits for the default bounds); in an update
 // it sends only the low bits the client needs to recover the value from
-// whatever position it currently holds (docs/parts/ghost-protocol.md), about
+// whatever position it currently holds (docs/protocol.md §6), about
 // 25 bits for an entity running on flat ground. At most one per class.
 func PositionGroup() Group { return Group{Name: "pos", pos: true} }
 

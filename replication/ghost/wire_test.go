@@ -9,7 +9,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// The worked example of docs/parts/ghost-protocol.md, bit for bit.
+// The worked example of docs/protocol.md §6, bit for bit.
 func TestWireExample(t *testing.T) {
 	reg, _, nc := newTestRegistry(t)
 	tab, err := NewTable(reg, DefaultConfig())

@@ -46,7 +46,7 @@
 //	pt, moved, err := sess.Open(pt[:0], hdr, ct, seq, src) // replay-checked, then authenticated
 //	srv.Consume(grant.Claims.ID)                           // once the session is connected or gone
 //
-// docs/protocol.md § Handshake (fragment docs/parts/handshake-protocol.md)
-// gives every layout byte by byte; docs/security.md (docs/parts/security.md)
+// docs/protocol.md §7 (handshake)
+// gives every layout byte by byte; docs/security.md
 // the threat model.
 package handshake

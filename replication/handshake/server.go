@@ -12,7 +12,7 @@ import (
 )
 
 // Load is the gateway's view of its own capacity, passed with every request.
-// It selects the handshake path (docs/parts/handshake-protocol.md § When the
+// It selects the handshake path (docs/protocol.md §7, When the
 // cookie round trip applies).
 type Load uint8
 

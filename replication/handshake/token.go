@@ -12,7 +12,7 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Connect token limits and layout (docs/parts/handshake-protocol.md § Connect
+// Connect token limits and layout (docs/protocol.md §7, Connect
 // token). All integers are little-endian; times are Unix seconds of the
 // backend's wall clock.
 const (

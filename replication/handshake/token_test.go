@@ -72,7 +72,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 }
 
-// TestTokenLayout pins the documented byte offsets (docs/parts/handshake-protocol.md).
+// TestTokenLayout pins the documented byte offsets (docs/protocol.md §7).
 func TestTokenLayout(t *testing.T) {
 	p := testParams()
 	now := testStart.Add(time.Minute)

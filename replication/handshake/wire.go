@@ -7,7 +7,7 @@ import (
 )
 
 // Sizes of the wire format (docs/protocol.md § Handshake, fragment
-// docs/parts/handshake-protocol.md, gives every layout byte by byte).
+// docs/protocol.md §7, gives every layout byte by byte).
 const (
 	// MaxPacketSize bounds every ghostwire datagram (DESIGN.md §3): it fits the
 	// IPv6 minimum MTU (1280) minus IP and UDP headers with room to spare.

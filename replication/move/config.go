@@ -15,7 +15,7 @@ const (
 	// lost for good only if it is still unacknowledged 32 samples after it was
 	// taken, i.e. every one of the ~20 packets that carried it, or every ack
 	// coming back, was lost. At 20 % random loss that is below 10⁻¹², far
-	// under the 0.05 % the issue allows (docs/parts/move-protocol.md).
+	// under the 0.05 % the issue allows (docs/protocol.md §5).
 	DefaultWindow = 32
 	// MaxWindow is the largest window and the most moves one section carries.
 	// It is a wire constant: the count field is 6 bits (count − 1).

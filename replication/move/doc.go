@@ -47,7 +47,7 @@
 //	cw.OnFate(f)                                          // for each notify fate
 //	full, err := cw.Write(&w, pktSeq, now, ap.LastApplied(), &state)
 //
-// docs/protocol.md (fragment docs/parts/move-protocol.md) specifies both
+// docs/protocol.md (fragment docs/protocol.md §5) specifies both
 // sections bit by bit. Everything here is pure: no clock (time is passed in),
 // no goroutines, no allocation per packet.
 package move

@@ -21,7 +21,7 @@ const (
 	DtHz = 960
 )
 
-// Wire widths in bits (docs/parts/move-protocol.md).
+// Wire widths in bits (docs/protocol.md §5).
 const (
 	countBits  = 6  // count − 1: 1..64 moves
 	seqBits    = 16 // low bits of the first move's sequence

@@ -37,7 +37,7 @@
 // small: ack-of-ack trims the report to what is unconfirmed, so a loss-free
 // steady-state header is 21 bits with the packet type.
 //
-// docs/protocol.md (fragment docs/parts/notify-protocol.md) specifies the wire
+// docs/protocol.md (fragment docs/protocol.md §3) specifies the wire
 // format bit by bit. Time is virtual (now since an arbitrary epoch); nothing
 // here reads a clock or starts a goroutine.
 package notify

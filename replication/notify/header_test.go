@@ -11,7 +11,7 @@ import (
 )
 
 // craft writes a header field by field straight from the documented layout
-// (docs/parts/notify-protocol.md), independent of the encoder: tests use it to
+// (docs/protocol.md §3), independent of the encoder: tests use it to
 // forge packets and to pin the wire format.
 type craft struct {
 	typ    uint64
@@ -233,7 +233,7 @@ func TestDelayCode(t *testing.T) {
 }
 
 // TestWireSteadyStateExample pins the worked example in
-// docs/parts/notify-protocol.md: the encoder's bytes equal the crafted layout.
+// docs/protocol.md §3: the encoder's bytes equal the crafted layout.
 func TestWireExamples(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
