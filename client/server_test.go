@@ -1,0 +1,275 @@
+package client_test
+
+import (
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	crand "crypto/rand"
+
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+const protoID = 77
+
+// testServer is the smallest real server: one UDP socket on 127.0.0.1, the
+// handshake, a session.Server per connection routed by address (short form)
+// and connection id (long form), a walker zone per player, and an echo of
+// every event on the lane it came on. One goroutine; Stop ends it.
+type testServer struct {
+	t     testing.TB
+	pc    net.PacketConn
+	addr  netip.AddrPort
+	key   [handshake.KeySize]byte
+	hs    *handshake.Server
+	start time.Time
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu     sync.Mutex // guards the maps and counters below, read by tests
+	byID   map[handshake.ConnID]*tconn
+	byAddr map[netip.AddrPort]*tconn
+	ended  map[handshake.Reason]int
+	echoed int
+	kick   map[uint64]bool // player ids to kick
+	reg    *ghost.Registry
+	npc    *ghost.Class
+	view   []ghost.ViewEntry
+	fates  []notify.Fate
+}
+
+// npcs is how many NPCs every player sees.
+const npcs = 5
+
+// npcView is the zone's view at now: npcs NPCs on circles around the origin.
+func (ts *testServer) npcView(now time.Duration) []ghost.ViewEntry {
+	ts.view = ts.view[:0]
+	for i := 0; i < npcs; i++ {
+		a := now.Seconds() + float64(i)
+		ts.view = append(ts.view, ghost.ViewEntry{Entity: uint64(500 + i), Class: ts.npc, Priority: 1,
+			State: ghost.State{Pos: [3]float64{20 * math.Cos(a), 0, 20 * math.Sin(a)}, Health: 10}})
+	}
+	return ts.view
+}
+
+type tconn struct {
+	ts       *testServer
+	srv      *session.Server
+	grant    *handshake.Grant
+	state    move.ControlState
+	moves    uint64
+	player   uint64
+	consumed bool
+	tab      *ghost.Table
+	viewAt   time.Duration
+}
+
+func (c *tconn) Move(m move.Move) {
+	c.state = move.Walk(c.state, m, m.Seconds())
+	c.moves++
+}
+
+func (c *tconn) Event(e event.Event) {
+	c.ts.echoed++
+	p := append([]byte("echo:"), e.Payload...)
+	if e.Class == event.Ordered {
+		c.srv.SendEvent(e.Lane, p)
+	} else {
+		c.srv.SendUnordered(p)
+	}
+}
+
+func startServer(t testing.TB) *testServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, pc: pc, addr: pc.LocalAddr().(*net.UDPAddr).AddrPort(), start: time.Now(),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		byID: map[handshake.ConnID]*tconn{}, byAddr: map[netip.AddrPort]*tconn{}, ended: map[handshake.Reason]int{},
+		kick: map[uint64]bool{}, reg: session.DefaultRegistry()}
+	ts.npc, _ = ts.reg.Lookup(ghost.NPCClassID)
+	crand.Read(ts.key[:])
+	cfg := handshake.DefaultServerConfig()
+	cfg.ProtocolID, cfg.Addr = protoID, ts.addr
+	if ts.hs, err = handshake.NewServer(cfg, ts.key, time.Now().Add(-time.Second), crand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	go ts.run()
+	return ts
+}
+
+// token mints a connect token for player.
+func (ts *testServer) token(player uint64, mod ...func(*handshake.TokenParams)) []byte {
+	p := handshake.TokenParams{PlayerID: player, ProtocolID: protoID, Expiry: time.Minute,
+		Timeout: 10 * time.Second, ServerAddrs: []netip.AddrPort{ts.addr}}
+	for _, f := range mod {
+		f(&p)
+	}
+	tok, err := handshake.IssueToken(ts.key, p, time.Now(), crand.Reader)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return tok
+}
+
+func (ts *testServer) Stop() {
+	close(ts.stop)
+	<-ts.done
+}
+
+func (ts *testServer) now() time.Duration { return time.Since(ts.start) }
+
+func (ts *testServer) run() {
+	defer close(ts.done)
+	defer ts.pc.Close()
+	buf := make([]byte, 2048)
+	out := make([]byte, 0, session.MaxPacketSize)
+	for {
+		select {
+		case <-ts.stop:
+			return
+		default:
+		}
+		ts.pc.SetReadDeadline(time.Now().Add(2 * time.Millisecond))
+		n, from, err := ts.pc.ReadFrom(buf)
+		ts.mu.Lock()
+		if err == nil {
+			ts.handle(buf[:n], from.(*net.UDPAddr).AddrPort(), out)
+		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+			ts.mu.Unlock()
+			return
+		}
+		now := ts.now()
+		for id, c := range ts.byID {
+			if ts.kick[c.player] {
+				delete(ts.kick, c.player)
+				c.srv.Close(now, handshake.ReasonKicked)
+			}
+			c.srv.SetControl(c.srv.LastApplied(), c.state)
+			if now-c.viewAt >= 50*time.Millisecond { // the zone tick: a few NPCs walking in circles
+				c.viewAt = now
+				c.tab.SetView(now, ts.npcView(now))
+			}
+			for {
+				pkt, err := c.srv.Poll(now, out[:0], c.tab)
+				for _, f := range c.srv.PopGhostFates(ts.fates[:0]) {
+					c.tab.OnFate(f)
+				}
+				if err != nil || len(pkt) == 0 {
+					break
+				}
+				ts.pc.WriteTo(pkt, net.UDPAddrFromAddrPort(c.srv.Addr()))
+			}
+			if c.srv.Done() {
+				ts.ended[c.srv.Reason()]++
+				ts.hs.Consume(c.grant.Claims.ID)
+				delete(ts.byID, id)
+				delete(ts.byAddr, c.srv.Addr())
+			}
+		}
+		ts.mu.Unlock()
+	}
+}
+
+// handle routes one datagram (mu held).
+func (ts *testServer) handle(p []byte, from netip.AddrPort, out []byte) {
+	kind, err := handshake.Classify(p)
+	if err != nil {
+		return
+	}
+	now := ts.now()
+	var c *tconn
+	switch kind {
+	case handshake.KindConnectRequest, handshake.KindChallengeResponse:
+		reply, grant, _ := ts.hs.Handle(out[:0], p, from, time.Now(), handshake.LoadNormal)
+		if len(reply) > 0 {
+			ts.pc.WriteTo(reply, net.UDPAddrFromAddrPort(from))
+		}
+		if grant != nil {
+			sess, err := grant.Session()
+			if err != nil {
+				return
+			}
+			c = &tconn{ts: ts, grant: grant, player: grant.Claims.PlayerID, viewAt: -time.Hour}
+			if c.tab, err = ghost.NewTable(ts.reg, ghost.DefaultConfig()); err != nil {
+				ts.t.Error(err)
+				return
+			}
+			cfg := session.DefaultServerConfig()
+			cfg.Timeout = grant.Claims.Timeout
+			if c.srv, err = session.NewServer(sess, cfg, c, now); err != nil {
+				ts.t.Error(err)
+				return
+			}
+			ts.byID[grant.ID] = c
+			ts.byAddr[from] = c
+		}
+		return
+	case handshake.KindRouted:
+		id, _, err := handshake.ParseRouted(p)
+		if err != nil {
+			return
+		}
+		c = ts.byID[id]
+	case handshake.KindDisconnect:
+		id, err := handshake.ParseDisconnectID(p)
+		if err != nil {
+			return
+		}
+		c = ts.byID[id]
+	case handshake.KindData:
+		c = ts.byAddr[from]
+		if c == nil {
+			if reply, err := handshake.AppendNoConnection(out[:0], p); err == nil {
+				ts.pc.WriteTo(reply, net.UDPAddrFromAddrPort(from))
+			}
+			return
+		}
+	default:
+		return
+	}
+	if c == nil {
+		return
+	}
+	old := c.srv.Addr()
+	if moved, _ := c.srv.Receive(now, p, from); moved {
+		delete(ts.byAddr, old)
+		ts.byAddr[c.srv.Addr()] = c
+	}
+	if !c.consumed && c.srv.State() != handshake.StatePending {
+		ts.hs.Consume(c.grant.Claims.ID) // verified: the token opens nothing more
+		c.consumed = true
+	}
+}
+
+// snapshot returns the server's counters.
+func (ts *testServer) snapshot() (conns int, ended map[handshake.Reason]int, echoed int) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	e := make(map[handshake.Reason]int, len(ts.ended))
+	for k, v := range ts.ended {
+		e[k] = v
+	}
+	return len(ts.byID), e, ts.echoed
+}
+
+func (ts *testServer) kickPlayer(id uint64) {
+	ts.mu.Lock()
+	ts.kick[id] = true
+	ts.mu.Unlock()
+}
+
+// echoOf is what the server sends back for payload.
+func echoOf(p []byte) []byte { return append([]byte("echo:"), p...) }

@@ -1,0 +1,449 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// Event is one event the server sent.
+type Event struct {
+	Class   event.Class // event.Ordered, event.Unordered or event.Unguaranteed
+	Lane    int         // Ordered: the lane it came on
+	Payload []byte      // yours to keep
+}
+
+// GhostView is one remote entity as View draws it.
+type GhostView = session.GhostView
+
+// Stats is a snapshot of a session's counters.
+type Stats struct {
+	session.ClientStats
+	// EventsDropped counts received events discarded because nobody read
+	// Events() and MaxPendingEvents were already waiting.
+	EventsDropped uint64
+	// SocketErrors counts failed reads and writes on the socket (other than
+	// deadlines).
+	SocketErrors uint64
+}
+
+// ErrClosed is returned by calls on a session that has ended.
+var ErrClosed = errors.New("client: session closed")
+
+// maxWait bounds one sleep of the session goroutine, so a missed wake-up
+// costs at most this much.
+const maxWait = 100 * time.Millisecond
+
+// Session is a connection to a ghostwire server. Create it with Dial. Its
+// methods are safe for concurrent use; one goroutine per Session does the
+// network work until the session ends (Close, a server disconnect, a
+// timeout).
+type Session struct {
+	mu     sync.Mutex // guards c and everything below it
+	c      *session.Client
+	input  move.Move
+	err    error
+	closed bool // Close was called
+	queue  []Event
+	drops  uint64
+	sockEr uint64
+
+	conn    net.PacketConn
+	server  netip.AddrPort
+	udp     *net.UDPAddr
+	start   time.Time
+	opts    options
+	events  chan Event
+	up      chan struct{} // closed once connected
+	upOnce  sync.Once
+	done    chan struct{} // closed when the goroutine has exited
+	woken   atomic.Bool
+	sbuf    []byte
+	rbuf    []byte
+	inputIv time.Duration
+}
+
+// Dial connects to the server at addr ("host:port", one of the addresses
+// the token lists) with token and returns once the session is up. ctx bounds
+// the dialing only (as in net.Dialer.DialContext); the session then lives
+// until Close, a disconnect or a timeout. Errors wrap the cause:
+// *session.DeniedError (the server refused the token: errors.Is it with
+// handshake.ErrTokenExpired, handshake.ErrServerFull, ...),
+// session.ErrConnectTimeout, handshake.ErrWrongServer (addr is not in the
+// token), or ctx.Err().
+func Dial(ctx context.Context, addr string, token []byte, opts ...Option) (*Session, error) {
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
+	}
+	server, err := resolve(ctx, addr, token)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	pc, err := net.ListenPacket("udp", o.local)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	var conn net.PacketConn = pc
+	if o.wrap != nil {
+		conn = o.wrap(pc)
+	}
+	s := &Session{
+		conn: conn, server: server, udp: net.UDPAddrFromAddrPort(server), start: time.Now(), opts: o,
+		events: make(chan Event, o.eventBuffer), up: make(chan struct{}), done: make(chan struct{}),
+		sbuf: make([]byte, 0, session.MaxPacketSize), rbuf: make([]byte, session.MaxPacketSize+1),
+	}
+	s.c, err = session.NewClient(token, server, o.cfg, (*handler)(s), time.Now(), 0)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	rate := o.cfg.Moves.InputRate
+	if rate == 0 {
+		rate = move.DefaultInputRate
+	}
+	s.inputIv = time.Second / time.Duration(rate)
+	go s.run()
+	select {
+	case <-s.up:
+		o.log.Info("ghostwire connected", "server", server, "conn", s.c.ID(), "rtt", s.RTT())
+		return s, nil
+	case <-s.done:
+		return nil, fmt.Errorf("client: dial %s: %w", addr, s.Err())
+	case <-ctx.Done():
+		s.conn.Close()
+		<-s.done
+		return nil, fmt.Errorf("client: dial %s: %w", addr, ctx.Err())
+	}
+}
+
+// resolve turns addr into the token's spelling of the server address.
+func resolve(ctx context.Context, addr string, token []byte) (netip.AddrPort, error) {
+	tok, err := handshake.ParseToken(token)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	p, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	for _, ip := range ips {
+		if ap := netip.AddrPortFrom(ip.Unmap(), uint16(p)); tok.Lists(ap) {
+			return ap, nil
+		}
+	}
+	return netip.AddrPort{}, fmt.Errorf("%w: %s resolves to no address the token lists", handshake.ErrWrongServer, addr)
+}
+
+// handler receives events inside session.Client.Receive (mu held).
+type handler Session
+
+func (h *handler) Event(e event.Event) {
+	s := (*Session)(h)
+	if len(s.queue) >= MaxPendingEvents {
+		copy(s.queue, s.queue[1:])
+		s.queue = s.queue[:len(s.queue)-1]
+		s.drops++
+	}
+	s.queue = append(s.queue, Event{Class: e.Class, Lane: e.Lane, Payload: bytes.Clone(e.Payload)})
+}
+
+// now is the session's clock: time since Dial, monotonic.
+func (s *Session) now() time.Duration { return time.Since(s.start) }
+
+// wake interrupts the goroutine's read so it polls at once.
+func (s *Session) wake() {
+	s.woken.Store(true)
+	s.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// run is the session goroutine: it polls the protocol, writes what is due,
+// waits for a datagram or the next deadline, and feeds what it read.
+func (s *Session) run() {
+	defer close(s.done)
+	defer close(s.events)
+	defer s.conn.Close()
+	for {
+		wait, ok := s.turn()
+		if !ok {
+			return
+		}
+		s.conn.SetReadDeadline(time.Now().Add(wait))
+		if s.woken.Swap(false) {
+			continue
+		}
+		n, from, err := s.conn.ReadFrom(s.rbuf)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.mu.Lock()
+				if s.err == nil {
+					s.err = ErrClosed
+				}
+				s.c.Close(s.now()) // no socket: nothing more will be sent
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Lock()
+			s.sockEr++ // e.g. ICMP port unreachable surfacing on some systems
+			s.mu.Unlock()
+			continue
+		}
+		if ua, ok := from.(*net.UDPAddr); !ok || !sameAddr(ua.AddrPort(), s.server) || n > session.MaxPacketSize {
+			continue // not our server: ignore (the socket is ours alone)
+		}
+		s.mu.Lock()
+		s.c.Receive(s.now(), s.rbuf[:n])
+		s.mu.Unlock()
+	}
+}
+
+func sameAddr(a, b netip.AddrPort) bool {
+	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
+}
+
+// turn runs the protocol at now: samples input, sends what is due, hands
+// events to the channel. It returns how long to wait for the next datagram,
+// or false when the session has ended.
+func (s *Session) turn() (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	connected := s.c.State() == handshake.StateConnected
+	if connected && !s.opts.manual && !s.closed {
+		for s.c.InputDue(now) {
+			s.c.Input(s.input)
+		}
+	}
+	for {
+		out, err := s.c.Poll(now, s.sbuf[:0])
+		if err != nil || len(out) == 0 {
+			break
+		}
+		if _, err := s.conn.WriteTo(out, s.udp); err != nil {
+			s.sockEr++
+			if errors.Is(err, net.ErrClosed) {
+				break
+			}
+		}
+	}
+	if s.c.State() == handshake.StateConnected {
+		s.upOnce.Do(func() { close(s.up) })
+	}
+	blocked := s.deliver()
+	if s.c.State() == handshake.StateClosed {
+		if s.err == nil {
+			s.err = s.c.Err()
+			if s.err == nil {
+				s.err = ErrClosed
+			}
+		}
+		s.flushQueue()
+		s.opts.log.Info("ghostwire disconnected", "server", s.server, "err", s.err)
+		return 0, false
+	}
+	wait := s.c.NextDeadline(now) - now
+	if connected && !s.opts.manual {
+		wait = min(wait, s.inputIv)
+	}
+	if blocked {
+		wait = min(wait, 10*time.Millisecond) // the reader is behind: retry soon
+	}
+	return max(min(wait, maxWait), 0), true
+}
+
+// deliver moves queued events into the channel without blocking; it reports
+// whether some are still waiting.
+func (s *Session) deliver() bool {
+	i := 0
+	for ; i < len(s.queue); i++ {
+		select {
+		case s.events <- s.queue[i]:
+			continue
+		default:
+		}
+		break
+	}
+	n := copy(s.queue, s.queue[i:])
+	clear(s.queue[n:])
+	s.queue = s.queue[:n]
+	return n > 0
+}
+
+// flushQueue hands what fits to the channel before it closes; the rest is
+// dropped and counted.
+func (s *Session) flushQueue() {
+	s.deliver()
+	s.drops += uint64(len(s.queue))
+	s.queue = s.queue[:0]
+}
+
+// Events delivers what the server sent, in the order the session received
+// it (ordered lanes in order). The channel is closed when the session ends.
+// Read it every frame: if it stays full, the oldest undelivered events are
+// eventually dropped (Stats.EventsDropped).
+func (s *Session) Events() <-chan Event { return s.events }
+
+// SetInput holds m as the player's current input; the session samples it at
+// the input rate (30 Hz by default) into moves. m.Seq and m.Dt are filled in
+// per sample. Ignored with WithManualInput.
+func (s *Session) SetInput(m move.Move) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.input = m
+	s.mu.Unlock()
+	return nil
+}
+
+// SendMove adds one move now (WithManualInput: call it once per tick of a
+// fixed-rate game loop; m.Dt is the tick in 1/960 s, 0 meaning the input
+// rate's) and returns the predicted control state after it.
+func (s *Session) SendMove(m move.Move) (move.ControlState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c.State() >= handshake.StateDraining {
+		return s.c.Control(), ErrClosed
+	}
+	return s.c.Input(m)
+}
+
+// SendEvent sends payload (copied; up to 64 KiB) on an ordered lane (0..7):
+// delivered exactly once, in order with the lane's other events.
+func (s *Session) SendEvent(lane int, payload []byte) error {
+	return s.send(func(c *session.Client) error { return c.SendEvent(lane, payload) })
+}
+
+// SendUnordered sends payload, delivered exactly once, in arrival order.
+func (s *Session) SendUnordered(payload []byte) error {
+	return s.send(func(c *session.Client) error { return c.SendUnordered(payload) })
+}
+
+// SendUnguaranteed sends payload in the next packet if it fits, never again
+// (up to 1 KiB).
+func (s *Session) SendUnguaranteed(payload []byte) error {
+	return s.send(func(c *session.Client) error { return c.SendUnguaranteed(payload) })
+}
+
+func (s *Session) send(f func(*session.Client) error) error {
+	s.mu.Lock()
+	err := f(s.c)
+	s.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, session.ErrClosed) {
+			return ErrClosed
+		}
+		return err
+	}
+	s.wake() // out with the next send slot, not after the current sleep
+	return nil
+}
+
+// Control is the predicted state of the object the player controls.
+func (s *Session) Control() move.ControlState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.Control()
+}
+
+// ControlOffset is how far the last server correction moved the predicted
+// position (old − new); blend it out over a few frames to hide the jump.
+func (s *Session) ControlOffset() [3]float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.ControlOffset()
+}
+
+// View appends every remote entity, drawn at (now − interpolation delay),
+// and returns the slice. Reuse the slice between frames.
+func (s *Session) View(dst []GhostView) []GhostView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.View(s.now(), dst)
+}
+
+// RTT is the smoothed round-trip time to the server.
+func (s *Session) RTT() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.RTT()
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Session) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{ClientStats: s.c.Stats(), EventsDropped: s.drops, SocketErrors: s.sockEr}
+}
+
+// ID is the connection id the server assigned.
+func (s *Session) ID() handshake.ConnID { return s.c.ID() }
+
+// Server is the server's address.
+func (s *Session) Server() netip.AddrPort { return s.server }
+
+// LocalAddr is the socket's local address.
+func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// Done is closed when the session has ended and its goroutine exited.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is why the session ended: ErrClosed after Close, a
+// *session.DisconnectError (the server's reason: kicked, shutting down...),
+// session.ErrTimeout, session.ErrProtocol; nil while it runs.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close ends the session gracefully: it tells the server (ClientQuit, sent
+// several times so one arrives) and waits for the goroutine to finish, about
+// 100 ms. If ctx ends first, the socket is closed at once and Close returns
+// ctx.Err() once the goroutine is gone. Close is idempotent.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		s.c.Close(s.now())
+		if s.err == nil {
+			s.err = ErrClosed
+		}
+	}
+	s.mu.Unlock()
+	s.wake()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		s.conn.Close()
+		<-s.done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,216 @@
+package session_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// pair is a client and a server connected directly (a perfect link, no
+// simulator), for benchmarks and allocation tests: each round the client
+// samples a move and sends, the server takes it, updates the control object
+// like a zone, and answers.
+type pair struct {
+	cli        *session.Client
+	srv        *session.Server
+	h          sink
+	now        time.Duration
+	dt         time.Duration
+	cbuf, sbuf []byte
+	state      move.ControlState
+	srvTime    time.Duration // time spent in the server's Receive and Poll
+	event      []byte
+	round      int
+}
+
+func newPair(tb testing.TB) *pair { return newPairN(tb, 200) }
+
+// newPairN connects a pair and runs warm round trips.
+func newPairN(tb testing.TB, warm int) *pair {
+	tb.Helper()
+	var key [handshake.KeySize]byte
+	seeded(3).Read(key[:])
+	hcfg := handshake.DefaultServerConfig()
+	hcfg.ProtocolID, hcfg.Addr = protoID, serverAddr
+	hs, err := handshake.NewServer(hcfg, key, t0, seeded(4))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := handshake.IssueToken(key, handshake.TokenParams{
+		PlayerID: 1, ProtocolID: protoID, Expiry: time.Hour, Timeout: 10 * time.Second,
+		ServerAddrs: []serverAddrT{serverAddr},
+	}, t0, seeded(5))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &pair{dt: time.Second / 30, cbuf: make([]byte, 0, session.MaxPacketSize), sbuf: make([]byte, 0, session.MaxPacketSize),
+		event: []byte("chat: hello there")}
+	p.cli, err = session.NewClient(tok, serverAddr, session.DefaultClientConfig(), nil, t0, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req, _ := p.cli.Poll(0, nil)
+	acc, grant, err := hs.Handle(nil, req, clientAddr, t0, handshake.LoadNormal)
+	if err != nil || grant == nil {
+		tb.Fatalf("handshake: %v", err)
+	}
+	if err := p.cli.Receive(0, acc); err != nil {
+		tb.Fatal(err)
+	}
+	sess, _ := grant.Session()
+	scfg := session.DefaultServerConfig()
+	scfg.SendRate = 30 // answer every client packet
+	p.h.moves = make([]move.Move, 0, 1<<16)
+	p.srv, err = session.NewServer(sess, scfg, &p.h, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i < warm; i++ { // warm up: rings and slabs reach their size
+		p.step(tb)
+	}
+	return p
+}
+
+type serverAddrT = netip.AddrPort
+
+// sink keeps moves in a preallocated slice and counts events (the recorder
+// copies payloads, which would show up as allocations here).
+type sink struct {
+	moves  []move.Move
+	events int
+}
+
+func (s *sink) Move(m move.Move)    { s.moves = append(s.moves, m) }
+func (s *sink) Event(e event.Event) { s.events++ }
+
+// step runs one round trip.
+func (p *pair) step(tb testing.TB) {
+	p.now += p.dt
+	p.round++
+	for p.cli.InputDue(p.now) {
+		if _, err := p.cli.Input(move.Move{Forward: 100, Yaw: uint16(p.round * 7)}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if p.round%10 == 0 {
+		p.cli.SendEvent(0, p.event)
+	}
+	out, err := p.cli.Poll(p.now, p.cbuf[:0])
+	if err != nil || len(out) == 0 {
+		tb.Fatalf("client sent nothing: %v", err)
+	}
+	start := time.Now()
+	if _, err := p.srv.Receive(p.now, out, clientAddr); err != nil {
+		tb.Fatal(err)
+	}
+	p.srvTime += time.Since(start)
+	for _, m := range p.h.moves { // the zone's part, not timed
+		p.state = move.Walk(p.state, m, m.Seconds())
+	}
+	start = time.Now()
+	if n := len(p.h.moves); n > 0 {
+		p.srv.SetControl(p.h.moves[n-1].Seq, p.state)
+		p.h.moves = p.h.moves[:0]
+	}
+	if p.round%10 == 5 {
+		p.srv.SendEvent(1, p.event)
+	}
+	sout, err := p.srv.Poll(p.now, p.sbuf[:0], nil)
+	p.srvTime += time.Since(start)
+	if err != nil || len(sout) == 0 {
+		tb.Fatalf("server sent nothing: %v", err)
+	}
+	if err := p.cli.Receive(p.now, sout); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkAuthenticatedHeader reports the authenticated header overhead per
+// packet — cleartext notify header plus the 16-byte tag, both directions —
+// in the loss-free steady state (issue 4 target: ≤ 19).
+func BenchmarkAuthenticatedHeader(b *testing.B) {
+	p := newPair(b)
+	c0, s0 := p.cli.Stats().Counters, p.srv.Stats().Counters
+	b.ReportAllocs()
+	for b.Loop() {
+		p.step(b)
+	}
+	c1, s1 := p.cli.Stats().Counters, p.srv.Stats().Counters
+	hdr := (c1.HeaderBytesOut - c0.HeaderBytesOut) + (s1.HeaderBytesOut - s0.HeaderBytesOut)
+	pkts := (c1.PacketsOut - c0.PacketsOut) + (s1.PacketsOut - s0.PacketsOut)
+	b.ReportMetric(float64(hdr)/float64(pkts), "hdr-B/pkt")
+}
+
+// BenchmarkServerPacket is one client packet in and one server packet out
+// at the server: classify, notify header, replay window, AEAD open, notify
+// accept, move and event sections, fates, then header, control, events,
+// empty ghost section and AEAD seal. ns/op covers the whole round trip
+// (client included); server-ns/pkt only the server's part.
+func BenchmarkServerPacket(b *testing.B) {
+	p := newPair(b)
+	p.srvTime = 0
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		p.step(b)
+		n++
+	}
+	b.ReportMetric(float64(p.srvTime.Nanoseconds())/float64(n), "server-ns/pkt")
+}
+
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	p := newPair(t)
+	if a := testing.AllocsPerRun(500, func() { p.step(t) }); a != 0 {
+		t.Fatalf("%v allocations per round trip, want 0", a)
+	}
+	// And it is the steady state the header benchmark measures: 3-byte
+	// headers, short form.
+	c0 := p.cli.Stats().Counters
+	for i := 0; i < 100; i++ {
+		p.step(t)
+	}
+	c1 := p.cli.Stats().Counters
+	if per := (c1.HeaderBytesOut - c0.HeaderBytesOut) / (c1.PacketsOut - c0.PacketsOut); per != 19 {
+		t.Fatalf("client header overhead %d B/pkt, want 19", per)
+	}
+}
+
+// BenchmarkGhostRelay is the connection actor's share of a ghost section
+// packed by a ghost manager: Offer (a copy) and the splice into the packet
+// at an unaligned offset, for a 900-byte section.
+func BenchmarkGhostRelay(b *testing.B) {
+	relay, err := session.NewGhostRelay(session.MaxPacketSize, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sec := make([]byte, 900)
+	for i := range sec {
+		sec[i] = byte(i * 13)
+	}
+	pkt := make([]byte, 1180)
+	var w bitstream.Writer
+	var fates []notify.Fate
+	var seq uint64
+	b.ReportAllocs()
+	b.SetBytes(int64(len(sec)))
+	for b.Loop() {
+		seq++
+		if err := relay.Offer(seq, 40, sec, 900*8-5, 0); err != nil {
+			b.Fatal(err)
+		}
+		w.Reset(pkt)
+		w.WriteBits(5, 19) // control and event sections before it
+		if n, _ := relay.Write(&w, seq, 0); n != 1 {
+			b.Fatal("section not written")
+		}
+		relay.OnFate(notify.Fate{Seq: seq, Delivered: true})
+		fates = relay.PopFates(fates[:0])
+	}
+}

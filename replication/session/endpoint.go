@@ -1,0 +1,264 @@
+package session
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+const tagSize = handshake.TagSize
+
+// endpoint is what both ends share once connected: packet protection,
+// packet notify, the event layer, keepalive, timeout and the redundant
+// Disconnect. Server and Client add their sections on top.
+type endpoint struct {
+	sess *handshake.Session // nil on a client until Accepted
+	nc   *notify.Conn
+	evs  *event.Sender
+	evr  *event.Receiver
+
+	hw, w bitstream.Writer // header and payload of the packet being built
+	r     bitstream.Reader
+	pt    [MaxPacketSize]byte // opened payload
+	fates []notify.Fate       // scratch of PopFates
+
+	deliver func(event.Event) // built once: a method value per call would allocate
+
+	keepAlive time.Duration
+	timeout   time.Duration
+	lastRecv  time.Duration // newest authenticated packet
+	lastSend  time.Duration // newest protected packet sent
+	sentAny   bool
+	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
+	// packets elicit nothing, so two idle ends never ping-pong acks.
+	owed bool
+	// lastData is when the peer's newest data packet arrived. While the peer
+	// streams data (one within KeepAlive), we answer every send slot, with an
+	// ack-only packet if nothing else: under heavy loss the peer must hear
+	// from us at our rate, not at the rate its few surviving packets arrive.
+	lastData time.Duration
+	dataAny  bool
+	lastHdr  int // header bytes of the newest data packet (budget estimates)
+
+	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
+	// flight and no data packet sent for a probe timeout, the next slot sends
+	// a data packet anyway. It carries redundant copies of the unacknowledged
+	// events, and it elicits an ack, so the peer reaches its reorder threshold
+	// and reports the loss: an idle connection repairs a lost last packet in a
+	// few round trips instead of a few keepalive periods.
+	lastDataSent time.Duration
+	probes       int // probes sent since the peer was last heard (backoff)
+	lanes        int
+
+	discCopies   int
+	discInterval time.Duration
+	discLeft     int
+	discNext     time.Duration
+	discReason   handshake.Reason
+
+	c Counters
+}
+
+func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration) error {
+	var err error
+	if e.nc, err = notify.New(nc); err != nil {
+		return err
+	}
+	if e.evs, err = event.NewSender(ec); err != nil {
+		return err
+	}
+	if e.evr, err = event.NewReceiver(ec); err != nil {
+		return err
+	}
+	e.fates = make([]notify.Fate, 0, nc.MaxInFlight)
+	e.lanes = ec.Lanes
+	e.keepAlive, e.timeout = keepAlive, timeout
+	e.discCopies, e.discInterval = copies, interval
+	e.lastHdr = 3
+	return nil
+}
+
+// grow makes room for one datagram of n bytes after dst's contents.
+func (e *endpoint) grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) < n {
+		e.c.Grown++
+		dst = slices.Grow(dst, n)
+	}
+	return dst
+}
+
+// open authenticates and accepts one short-form packet: notify decodes the
+// header without changing state, the session checks the replay window and
+// opens the AEAD (nonce = the reconstructed sequence), and only then does
+// notify commit. The payload is returned in e.pt.
+func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort) (notify.Header, []byte, bool, error) {
+	e.r.Reset(pkt)
+	h, err := e.nc.ReadHeader(&e.r)
+	if err != nil {
+		return h, nil, false, err
+	}
+	pos := e.r.Pos()
+	hl := (pos + 7) >> 3
+	if len(pkt)-hl < tagSize {
+		return h, nil, false, handshake.ErrGarbage
+	}
+	if pad := pos & 7; pad != 0 && pkt[hl-1]>>pad != 0 {
+		return h, nil, false, handshake.ErrGarbage // the header's padding bits are zero
+	}
+	pt, moved, err := e.sess.Open(e.pt[:0], pkt[:hl], pkt[hl:], h.Seq, from)
+	if err != nil {
+		return h, nil, false, err
+	}
+	if err := e.nc.Accept(h, now); err != nil {
+		// ReadHeader said yes and nothing ran in between: unreachable, but a
+		// packet notify did not take must not count as received.
+		return h, nil, moved, err
+	}
+	e.lastRecv = now
+	e.probes = 0
+	e.c.Accepted++
+	if h.Type == notify.TypeData {
+		e.owed = true
+		e.lastData, e.dataAny = now, true
+	}
+	return h, pt, moved, nil
+}
+
+// beginPacket writes the notify header of a packet of type t into the free
+// space of dst and points e.w at the payload area: at most size bytes in all,
+// tag included. It returns dst grown to hold the packet, where the packet
+// starts, the header length and the sequence number.
+func (e *endpoint) beginPacket(dst []byte, t notify.PacketType, now time.Duration, size int) ([]byte, int, int, uint64, error) {
+	dst = e.grow(dst, size)
+	start := len(dst)
+	buf := dst[start : start+size]
+	e.hw.Reset(buf[:size-tagSize])
+	seq, err := e.nc.WriteHeader(&e.hw, t, now)
+	if err != nil {
+		return dst, start, 0, 0, err
+	}
+	hl := e.hw.Len()
+	e.w.Reset(buf[hl : size-tagSize])
+	return dst, start, hl, seq, nil
+}
+
+// sealPacket encrypts the payload written to e.w in place and appends the
+// tag: dst[start:] becomes header ‖ ciphertext ‖ tag.
+func (e *endpoint) sealPacket(dst []byte, start, hl int, seq uint64, now time.Duration, prefix int) ([]byte, error) {
+	pl := e.w.Len()
+	hdr := dst[start : start+hl]
+	out, err := e.sess.Seal(dst[:start+hl], hdr, dst[start+hl:start+hl+pl], seq)
+	if err != nil {
+		return dst[:start], err
+	}
+	e.lastSend, e.sentAny, e.owed = now, true, false
+	e.c.PacketsOut++
+	e.c.BytesOut += uint64(len(out) - start + prefix)
+	e.c.HeaderBytesOut += uint64(hl + tagSize + prefix)
+	return out, nil
+}
+
+// ackOnly builds an ack-only packet (keepalive): a header, no payload, a tag.
+func (e *endpoint) ackOnly(dst []byte, now time.Duration, prefix int) ([]byte, error) {
+	n := len(dst)
+	dst, start, hl, seq, err := e.beginPacket(dst, notify.TypeAck, now, MaxPacketSize-prefix)
+	if err != nil {
+		return dst[:n], err
+	}
+	out, err := e.sealPacket(dst, start, hl, seq, now, prefix)
+	if err != nil {
+		return dst[:n], err
+	}
+	e.c.AckOut++
+	return out, nil
+}
+
+// startDisconnect begins a graceful close: the next Polls send the
+// Disconnect copies. Returns false if the session cannot send (pending or
+// already closed).
+func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
+	if e.discLeft > 0 || e.sess == nil {
+		return false
+	}
+	switch e.sess.State() {
+	case handshake.StateConnected:
+		e.discLeft, e.discNext, e.discReason = e.discCopies, now, r
+		return true
+	case handshake.StatePending:
+		e.sess.Close(r)
+	}
+	return false
+}
+
+// pollDisconnect sends the next Disconnect copy if one is due.
+func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error) {
+	if e.discLeft == 0 || now < e.discNext {
+		return dst, nil
+	}
+	n := len(dst)
+	out, err := e.sess.AppendDisconnect(dst, e.discReason)
+	if err != nil {
+		e.discLeft = 0
+		e.sess.Close(e.discReason)
+		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
+	}
+	e.discLeft--
+	e.discNext = now + e.discInterval
+	e.c.PacketsOut++
+	e.c.DisconnectOut++
+	e.c.BytesOut += uint64(len(out) - n)
+	if e.discLeft == 0 {
+		e.sess.Close(e.discReason) // draining done
+	}
+	return out, nil
+}
+
+// keepAliveDue reports whether an ack-only packet should go out at now.
+func (e *endpoint) keepAliveDue(now time.Duration) bool {
+	return !e.sentAny || now-e.lastSend >= e.keepAlive
+}
+
+// eventsOutstanding reports whether a guaranteed event is queued or not yet
+// acknowledged.
+func (e *endpoint) eventsOutstanding() bool {
+	for l := 0; l <= e.lanes; l++ { // lane == Lanes is the unordered stream
+		if e.evs.InFlight(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// probeAt is when a tail-loss probe is due if something guaranteed is
+// outstanding: a probe timeout after the newest data packet, the timeout
+// being srtt + 4·rttvar (at least two send intervals), doubled per probe
+// without an answer, at most KeepAlive.
+func (e *endpoint) probeAt(interval time.Duration) time.Duration {
+	pto := max(e.nc.RTT()+4*e.nc.RTTVar(), 2*interval)
+	pto = min(pto<<min(e.probes, 8), e.keepAlive)
+	return e.lastDataSent + pto
+}
+
+// sentData records a data packet for the probe timer.
+func (e *endpoint) sentData(now time.Duration, probe bool) {
+	e.lastDataSent = now
+	if probe {
+		e.probes++
+	}
+}
+
+// peerStreaming reports whether the peer sent data within KeepAlive.
+func (e *endpoint) peerStreaming(now time.Duration) bool {
+	return e.dataAny && now-e.lastData < e.keepAlive
+}
+
+// timedOut reports whether the peer was silent for the timeout.
+func (e *endpoint) timedOut(now time.Duration) bool {
+	return now-e.lastRecv >= e.timeout
+}

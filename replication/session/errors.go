@@ -1,0 +1,50 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+var (
+	// ErrConfig is wrapped by every error a Validate method returns.
+	ErrConfig = errors.New("session: invalid config")
+	// ErrProtocol: a packet authenticated (so the peer sent it) but its
+	// sections do not decode. A genuine peer never does that; the receiving end
+	// starts a disconnect with handshake.ReasonProtocolError.
+	ErrProtocol = errors.New("session: peer broke the protocol")
+	// ErrNotConnected: the packet or call needs a connected session.
+	ErrNotConnected = errors.New("session: not connected")
+	// ErrClosed: the session is closed; it sends and accepts nothing more.
+	ErrClosed = errors.New("session: closed")
+	// ErrConnectTimeout: the client got no Accepted before ConnectTimeout or
+	// the token's expiry.
+	ErrConnectTimeout = errors.New("session: connect timed out")
+	// ErrTimeout: nothing authenticated arrived for the connection's timeout.
+	ErrTimeout = errors.New("session: connection timed out")
+)
+
+// DeniedError is the client's Err when the server refused the connect token.
+// errors.Is sees handshake.ErrDenied and the reason's own error
+// (handshake.ErrTokenExpired, handshake.ErrServerFull, ...).
+type DeniedError struct {
+	Reason handshake.Reason
+	Err    error // as returned by handshake.Client.HandleReply
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("session: connection denied: %v", e.Reason)
+}
+
+func (e *DeniedError) Unwrap() error { return e.Err }
+
+// DisconnectError is Err when the peer closed the connection with a
+// Disconnect (ClientQuit, ServerShutdown, Kicked, ...).
+type DisconnectError struct {
+	Reason handshake.Reason
+}
+
+func (e *DisconnectError) Error() string {
+	return fmt.Sprintf("session: disconnected by peer: %v", e.Reason)
+}

@@ -1,0 +1,624 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// GhostWriter supplies the ghost section of a server packet. *ghost.Table
+// satisfies it; so does *GhostRelay (sections packed by another owner).
+type GhostWriter interface {
+	// Pending reports whether there is anything to send: a data packet is
+	// worth sending for ghosts alone only then.
+	Pending() bool
+	// Write fills what is left of w with a ghost section for packet seq and
+	// returns the records written (ghost.Table.Write's contract: always a
+	// well-formed section; seq increases from call to call).
+	Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error)
+}
+
+// ServerHandler receives what the client sent, synchronously inside Receive.
+type ServerHandler interface {
+	// Move gets each new move exactly once, in sequence order (move.Applier
+	// already dropped redundant copies and counted gaps). The newest move of
+	// each section has HasCRC set: the client's CRC of its predicted state
+	// after it, which SetControl compares.
+	Move(m move.Move)
+	// Event gets each delivered event; e.Payload is valid only during the call.
+	Event(e event.Event)
+}
+
+// crcRingSize is how many CRC-carrying moves the server remembers for
+// SetControl: more than a zone tick's worth at any sane input rate.
+const crcRingSize = 64
+
+// Server is the server end of one connection, above an established
+// handshake session: it opens the client's packets (replay window, AEAD,
+// notify), applies the client's moves exactly once in order and delivers its
+// events, and builds each outgoing datagram — notify header | control object
+// | events | ghosts | tag — within a send rate and a byte budget. It keeps the
+// connection alive, times it out, closes it gracefully with a reason sent
+// redundantly, and follows the client across NAT rebindings.
+//
+// Lifecycle (handshake.State): pending (granted; the client's address is
+// unproven, nothing is sent) → connected (first authenticated packet) →
+// draining (sending its Disconnect copies) → closed.
+//
+// The zero Server is not usable; call NewServer. Not safe for concurrent use;
+// the connection actor owns it.
+type Server struct {
+	e   endpoint
+	cfg ServerConfig
+	h   ServerHandler
+
+	ap      move.Applier
+	cw      *move.ControlWriter
+	applyFn func(move.Move)
+	crcs    [crcRingSize]move.Move // CRC-carrying moves by seq % crcRingSize
+
+	hasControl bool
+	ctlState   move.ControlState
+	ctlApplied uint64 // the move the state reflects (the ack we send)
+	ctlSent    uint64 // the ack of the newest data packet
+	ctlSentAny bool
+
+	interval   time.Duration // 1/SendRate
+	nextData   time.Duration
+	credit     float64 // bytes
+	creditAt   time.Duration
+	ghostPkts  seqRing // packets whose ghost section had records, fate pending
+	ghostFates []notify.Fate
+	moved      uint64
+	ghostErrs  uint64
+	ghostStall uint64
+	// replyLong: the client's newest authenticated packet was long form, so
+	// ours are too (a client sharing its socket sorts packets by id).
+	replyLong bool
+	heardAny  bool
+	newestIn  uint64
+}
+
+// NewServer returns the server end of the connection sess (from
+// handshake.Grant.Session). h receives moves and events (nil discards them).
+// now starts the timeout clock: a client that never sends an authenticated
+// packet is dropped after cfg.Timeout.
+func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now time.Duration) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if sess == nil || sess.Role() != handshake.RoleServer {
+		return nil, fmt.Errorf("%w: NewServer needs a server session", ErrConfig)
+	}
+	s := &Server{cfg: cfg, h: h}
+	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	cw, err := move.NewControlWriter(cfg.Control)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s.cw = cw
+	s.e.sess = sess
+	s.e.lastRecv = now
+	s.e.deliver = func(ev event.Event) {
+		if s.h != nil {
+			s.h.Event(ev)
+		}
+	}
+	s.applyFn = s.apply
+	s.interval = time.Second / time.Duration(cfg.SendRate)
+	s.credit = float64(cfg.MaxPacketSize)
+	s.creditAt = now
+	s.ghostPkts.init(cfg.Notify.MaxInFlight)
+	s.ghostFates = make([]notify.Fate, 0, cfg.Notify.MaxInFlight)
+	return s, nil
+}
+
+func (s *Server) apply(m move.Move) {
+	if m.HasCRC {
+		s.crcs[m.Seq%crcRingSize] = m
+	}
+	if s.h != nil {
+		s.h.Move(m)
+	}
+}
+
+// ID is the connection id.
+func (s *Server) ID() handshake.ConnID { return s.e.sess.ID() }
+
+// Addr is the client's current address; it changes when a packet
+// authenticates from a new one (Receive reports moved).
+func (s *Server) Addr() netip.AddrPort { return s.e.sess.Addr() }
+
+// State is the session's lifecycle state.
+func (s *Server) State() handshake.State { return s.e.sess.State() }
+
+// Reason is why the connection closed (the client's Disconnect, Timeout, or
+// the reason given to Close); ReasonNone while open.
+func (s *Server) Reason() handshake.Reason { return s.e.sess.Reason() }
+
+// Done reports that the connection is closed and nothing is left to send:
+// the owner may forget it (and Consume its token).
+func (s *Server) Done() bool {
+	return s.e.sess.State() == handshake.StateClosed && s.e.discLeft == 0
+}
+
+// LastApplied is the newest move handed to ServerHandler.Move.
+func (s *Server) LastApplied() uint64 { return s.ap.LastApplied() }
+
+// RTT is notify's smoothed round-trip time.
+func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		Counters:    s.e.c,
+		RTT:         s.e.nc.RTT(),
+		Jitter:      s.e.nc.Jitter(),
+		Loss:        s.e.nc.LossRate(),
+		Moved:       s.moved,
+		GhostErrors: s.ghostErrs,
+		GhostStalls: s.ghostStall,
+		Notify:      s.e.nc.Stats(),
+		EventsSent:  s.e.evs.Stats(),
+		EventsRecv:  s.e.evr.Stats(),
+		Moves:       s.ap.Stats(),
+		Control:     s.cw.Stats(),
+	}
+}
+
+// SendEvent queues payload (copied) as a guaranteed event, delivered exactly
+// once and in order on its lane. Errors: event.ErrBadLane, ErrTooLarge,
+// ErrLaneFull, ErrQueueFull.
+func (s *Server) SendEvent(lane int, payload []byte) error { return s.e.evs.SendOrdered(lane, payload) }
+
+// SendUnordered queues payload as a guaranteed event delivered in arrival
+// order.
+func (s *Server) SendUnordered(payload []byte) error { return s.e.evs.SendUnordered(payload) }
+
+// SendUnguaranteed queues payload for the next packet only, if it fits.
+func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUnguaranteed(payload) }
+
+// SetControl gives the zone's authoritative control-object state after it
+// applied every move up to applied (the server's ack). If move applied carried
+// the client's CRC, the two are compared (move.ControlWriter.Check): a
+// mismatch sends a correction. The first call turns the control section on.
+func (s *Server) SetControl(applied uint64, state move.ControlState) {
+	s.hasControl = true
+	s.ctlState = state
+	if applied == 0 || applied == s.ctlApplied {
+		s.ctlApplied = applied
+		return
+	}
+	s.ctlApplied = applied
+	if m := s.crcs[applied%crcRingSize]; m.Seq == applied && m.HasCRC {
+		s.cw.Check(m, &s.ctlState)
+	}
+}
+
+// ForceControl makes the next data packet carry the full control state, for
+// changes the client cannot predict (teleport, respawn).
+func (s *Server) ForceControl() { s.cw.Force() }
+
+// Close starts a graceful close with r (a disconnect reason): the next Polls
+// send the Disconnect copies, then the session is closed. A session whose
+// client never proved its address closes at once (there is no one to tell).
+func (s *Server) Close(now time.Duration, r handshake.Reason) {
+	if !r.IsDisconnect() {
+		r = handshake.ReasonServerShutdown
+	}
+	s.e.startDisconnect(now, r)
+}
+
+// PopGhostFates appends, in send order, the fates of the packets whose ghost
+// section carried at least one record; Seq is the sequence GhostWriter.Write
+// got. Feed every one to ghost.Table.OnFate (or GhostRelay.OnFate). Call it
+// after every Receive and Poll: while fates wait here, later packets carry no
+// ghosts once the queue is full (Stats.GhostStalls).
+func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
+	dst = append(dst, s.ghostFates...)
+	s.ghostFates = s.ghostFates[:0]
+	return dst
+}
+
+// Receive handles one datagram routed to this connection: a short-form or
+// long-form protected packet, or a Disconnect. The checks run cheapest first
+// and change no state until the packet authenticated: classify, notify header
+// (ReadHeader), replay window, AEAD open, then notify Accept, the move and
+// event sections, and the fates the header's acks resolved. moved reports that
+// the packet authenticated from a new address with the newest sequence (NAT
+// rebinding): the session now lives at Addr(); update the routing.
+//
+// A rejected packet returns an error wrapping the cause (handshake.ErrAuth,
+// ErrDuplicate, ErrStale, ErrWrongConn, ErrGarbage, ErrUnexpected, notify's
+// errors, ErrClosed) and is counted. A packet that authenticated but does not
+// decode returns ErrProtocol and starts a disconnect (ReasonProtocolError).
+func (s *Server) Receive(now time.Duration, pkt []byte, from netip.AddrPort) (moved bool, err error) {
+	moved, err = s.receive(now, pkt, from)
+	if err != nil {
+		s.e.c.count(err)
+	}
+	return moved, err
+}
+
+func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bool, error) {
+	e := &s.e
+	e.c.PacketsIn++
+	e.c.BytesIn += uint64(len(pkt))
+	if e.sess.State() == handshake.StateClosed {
+		return false, ErrClosed
+	}
+	kind, err := handshake.Classify(pkt)
+	if err != nil {
+		return false, err
+	}
+	short, long := pkt, false
+	switch kind {
+	case handshake.KindData:
+	case handshake.KindRouted:
+		long = true
+		var id handshake.ConnID
+		if id, short, err = handshake.ParseRouted(pkt); err != nil {
+			return false, err
+		}
+		if id != e.sess.ID() {
+			return false, handshake.ErrWrongConn
+		}
+	case handshake.KindDisconnect:
+		if _, err := e.sess.OpenDisconnect(pkt); err != nil {
+			return false, err
+		}
+		e.c.Accepted++
+		e.discLeft = 0
+		return false, nil
+	default:
+		return false, handshake.ErrUnexpected
+	}
+	h, pt, moved, err := e.open(now, short, from)
+	if err != nil {
+		return false, err
+	}
+	if moved {
+		s.moved++
+	}
+	if !s.heardAny || h.Seq > s.newestIn {
+		s.heardAny, s.newestIn, s.replyLong = true, h.Seq, long
+	}
+	switch h.Type {
+	case notify.TypeData:
+		if err := s.readSections(pt); err != nil {
+			return moved, s.protocolError(now, err)
+		}
+	case notify.TypeAck:
+		if len(pt) != 0 {
+			return moved, s.protocolError(now, errAckPayload)
+		}
+	default:
+		return moved, s.protocolError(now, errPacketType)
+	}
+	s.processFates()
+	return moved, nil
+}
+
+var (
+	errAckPayload = errors.New("ack-only packet with a payload")
+	errPacketType = errors.New("packet type not used by this protocol")
+)
+
+// readSections decodes a client payload: moves | events. Each decoder
+// validates its whole section before it changes anything.
+func (s *Server) readSections(pt []byte) error {
+	r := &s.e.r
+	r.Reset(pt)
+	if err := s.ap.Read(r, s.applyFn); err != nil {
+		return fmt.Errorf("move section: %w", err)
+	}
+	if err := s.e.evr.Read(r, s.e.deliver); err != nil {
+		return fmt.Errorf("event section: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) protocolError(now time.Duration, err error) error {
+	s.processFates() // notify accepted the packet: its acks count
+	s.e.startDisconnect(now, handshake.ReasonProtocolError)
+	return fmt.Errorf("%w: %w", ErrProtocol, err)
+}
+
+// processFates hands every fate notify resolved to the event layer, the
+// control writer and the ghost fate queue.
+func (s *Server) processFates() {
+	e := &s.e
+	e.fates = e.nc.PopFates(e.fates[:0])
+	for _, f := range e.fates {
+		e.evs.OnFate(f)
+		s.cw.OnFate(f)
+		for s.ghostPkts.len() > 0 && s.ghostPkts.front() < f.Seq {
+			s.ghostPkts.pop() // unreachable: notify reports every packet once, in order
+		}
+		if s.ghostPkts.len() > 0 && s.ghostPkts.front() == f.Seq {
+			s.ghostPkts.pop()
+			s.ghostFates = append(s.ghostFates, f)
+		}
+	}
+}
+
+// NextDeadline is the earliest time, at or after now, at which Poll may have
+// something to do: a Disconnect copy, a data slot (when there is something to
+// send or an ack to give), a keepalive, or the timeout. An actor arms its
+// timer with it. It cannot know about ghosts: Poll again when the ghost table
+// gets a view or a GhostRelay an offer. A result ≤ now means "Poll now", and
+// such a Poll always sends or moves the deadline on.
+func (s *Server) NextDeadline(now time.Duration) time.Duration {
+	e := &s.e
+	switch e.sess.State() {
+	case handshake.StateClosed:
+		return maxDuration
+	case handshake.StateDraining:
+		return e.discNext
+	}
+	d := e.lastRecv + e.timeout
+	if e.discLeft > 0 {
+		return min(d, e.discNext)
+	}
+	if e.sess.State() == handshake.StatePending {
+		return d
+	}
+	d = min(d, e.lastSend+e.keepAlive)
+	slot := max(now, s.nextData)
+	if !e.sentAny || e.owed || e.peerStreaming(slot) || s.hasContent(slot) {
+		d = min(d, slot)
+	} else if s.outstanding() {
+		d = min(d, max(slot, e.probeAt(s.interval)))
+	}
+	return d
+}
+
+// outstanding reports whether something guaranteed waits for its fate:
+// events, or ghost records.
+func (s *Server) outstanding() bool {
+	return s.ghostPkts.len() > 0 || s.e.eventsOutstanding()
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+// hasContent reports whether a data packet has something to carry besides
+// acks (ghosts are asked separately).
+func (s *Server) hasContent(now time.Duration) bool {
+	return s.e.evs.HasPending(now) ||
+		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent))
+}
+
+// budget refills the credit and returns this packet's size limit.
+func (s *Server) budget(now time.Duration) int {
+	if now > s.creditAt {
+		s.credit += float64(now-s.creditAt) * float64(s.cfg.Bandwidth) / float64(time.Second)
+		s.creditAt = now
+	}
+	s.credit = min(s.credit, float64(s.cfg.MaxPacketSize))
+	return max(s.cfg.MinPacketSize, min(int(s.credit), s.cfg.MaxPacketSize))
+}
+
+func (s *Server) spend(n int) {
+	s.credit = max(s.credit-float64(n), -float64(s.cfg.MaxPacketSize))
+}
+
+// GhostBudget estimates the bits a ghost section may use in the next data
+// packet if nothing else changes: the packet budget minus the header, tag,
+// control section and queued events. A hint for a ghost manager that packs
+// ahead (GhostRelay); the Server never relies on it.
+func (s *Server) GhostBudget(now time.Duration) int {
+	if now < s.creditAt {
+		now = s.creditAt
+	}
+	credit := min(s.credit+float64(now-s.creditAt)*float64(s.cfg.Bandwidth)/float64(time.Second), float64(s.cfg.MaxPacketSize))
+	size := max(s.cfg.MinPacketSize, min(int(credit), s.cfg.MaxPacketSize))
+	bits := (size - tagSize - s.e.lastHdr) * 8
+	ctl := 1
+	if s.hasControl {
+		ctl += controlAckBits
+		if s.cw.Pending() || !s.ctlSentAny {
+			ctl += move.MaxControlBits - controlAckBits
+		}
+	}
+	ev := min(s.e.evs.QueuedBytes()*8+64, bits*3/4)
+	return max(1, bits-ctl-ev)
+}
+
+// controlAckBits is the smallest control section: a 16-bit ack and the
+// state flag (move-protocol.md).
+const controlAckBits = 17
+
+// Poll appends the next datagram due at now to dst and returns the extended
+// slice; when nothing is due it returns dst unchanged. It returns at most one
+// datagram per call: call it until it returns nothing, and again at
+// NextDeadline. In order of precedence it sends
+//
+//   - the next Disconnect copy while draining (Close, timeout, protocol error);
+//   - a data packet when the send slot (1/SendRate) is open and there is
+//     something to say — events, a control ack or correction, ghosts
+//     (ghosts.Pending) — laid out as notify header | control | events |
+//     ghosts, at most the budget (credit of Bandwidth, floor MinPacketSize,
+//     cap MaxPacketSize) in all;
+//   - an ack-only packet when the slot is open with nothing to say and a data
+//     packet arrived since we last sent, or the client streamed data within
+//     KeepAlive (so at heavy loss it still hears from us at our rate);
+//   - a tail-loss probe (a data packet) when events or ghost records are
+//     unacknowledged and no data packet went out for a probe timeout;
+//   - an ack-only keepalive after KeepAlive of silence.
+//
+// docs/parts/session-protocol.md § 7.18.3 has the rules and the reasons.
+// Before the client's first authenticated packet it sends nothing. ghosts
+// may be nil (an empty ghost section). Give dst spare capacity of
+// MaxPacketSize to avoid an allocation.
+func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte, error) {
+	e := &s.e
+	switch e.sess.State() {
+	case handshake.StateClosed:
+		return dst, nil
+	case handshake.StatePending:
+		if e.timedOut(now) {
+			e.sess.Close(handshake.ReasonTimeout)
+		}
+		return dst, nil
+	case handshake.StateDraining:
+		return e.pollDisconnect(now, dst)
+	}
+	e.nc.Tick(now)
+	s.processFates()
+	if e.discLeft == 0 && e.timedOut(now) {
+		e.startDisconnect(now, handshake.ReasonTimeout)
+	}
+	if e.discLeft > 0 {
+		return e.pollDisconnect(now, dst)
+	}
+	if now >= s.nextData {
+		content := s.hasContent(now) || (ghosts != nil && ghosts.Pending())
+		if content {
+			return s.buildData(now, dst, ghosts, false)
+		}
+		if s.outstanding() && now >= e.probeAt(s.interval) {
+			return s.buildData(now, dst, ghosts, true)
+		}
+		if e.owed || e.peerStreaming(now) {
+			s.advanceSlot(now)
+			return s.sendAck(now, dst)
+		}
+	}
+	if e.keepAliveDue(now) {
+		return s.sendAck(now, dst)
+	}
+	return dst, nil
+}
+
+func (s *Server) advanceSlot(now time.Duration) {
+	s.nextData = max(s.nextData+s.interval, now)
+	if s.nextData == now {
+		s.nextData += s.interval
+	}
+}
+
+func (s *Server) sendAck(now time.Duration, dst []byte) ([]byte, error) {
+	n := len(dst)
+	dst, pre := s.prefix(dst)
+	out, err := s.e.ackOnly(dst, now, pre)
+	if err != nil {
+		return dst[:n], err
+	}
+	s.spend(len(out) - n)
+	return out, nil
+}
+
+// prefix writes the long-form prefix when the client's newest packet was
+// long form, and returns its length.
+func (s *Server) prefix(dst []byte) ([]byte, int) {
+	if !s.replyLong {
+		return dst, 0
+	}
+	dst = s.e.grow(dst, s.cfg.MaxPacketSize)
+	return handshake.AppendRouted(dst, s.e.sess.ID()), RoutedPrefixSize
+}
+
+// buildData builds one data packet.
+func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, probe bool) ([]byte, error) {
+	e := &s.e
+	n := len(dst)
+	dst, pre := s.prefix(dst)
+	size := s.budget(now) - pre
+	dst, start, hl, seq, err := e.beginPacket(dst, notify.TypeData, now, size)
+	if err != nil {
+		return dst[:n], err
+	}
+	s.advanceSlot(now)
+	w := &e.w
+	payload := size - tagSize - hl
+
+	// Control object: a flag, then the ack and (by the writer's policy) the
+	// full state; without room for it the flag says "absent".
+	if s.hasControl {
+		w.WriteFlag(true)
+		if _, err := s.cw.Write(w, seq, now, s.ctlApplied, &s.ctlState); err != nil {
+			w.Truncate(0)
+			w.WriteFlag(false)
+		} else {
+			s.ctlSent, s.ctlSentAny = s.ctlApplied, true
+		}
+	} else {
+		w.WriteFlag(false)
+	}
+
+	// Events get what is left but the ghosts' reserve: the exact size of a
+	// section packed ahead, a quarter of the payload when the table has work,
+	// else one bit (the empty section).
+	reserve := 1
+	if r, ok := ghosts.(*GhostRelay); ok && r.Pending() {
+		reserve = r.nbits
+	} else if ghosts != nil && ghosts.Pending() {
+		reserve = payload * 8 / 4
+	}
+	evCap := max((payload*8-reserve)/8, w.Len()+1)
+	evCap = min(evCap, payload)
+	w.Resize(evCap)
+	if _, err := e.evs.Write(w, seq, now); err != nil {
+		return dst[:n], fmt.Errorf("session: event section: %w", err)
+	}
+	w.Resize(payload)
+
+	s.writeGhosts(w, seq, now, ghosts)
+	out, err := e.sealPacket(dst, start, hl, seq, now, pre)
+	if err != nil {
+		return dst[:n], err
+	}
+	e.c.DataOut++
+	e.lastHdr = hl
+	e.sentData(now, probe)
+	s.spend(len(out) - n)
+	return out, nil
+}
+
+// writeGhosts writes the ghost section and remembers the packet if it
+// carried records.
+func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration, ghosts GhostWriter) {
+	if ghosts == nil {
+		w.WriteGamma(1)
+		return
+	}
+	if s.ghostPkts.full() || len(s.ghostFates) == cap(s.ghostFates) ||
+		s.ghostPkts.len()+len(s.ghostFates) >= cap(s.ghostFates) {
+		s.ghostStall++
+		w.WriteGamma(1)
+		return
+	}
+	mark := w.BitLen()
+	recs, err := ghosts.Write(w, seq, now)
+	if err != nil {
+		s.ghostErrs++
+		w.Truncate(mark)
+		w.WriteGamma(1)
+		return
+	}
+	if recs > 0 {
+		s.ghostPkts.push(seq)
+	}
+}
+
+// seqRing is a FIFO of sequence numbers with a fixed capacity.
+type seqRing struct {
+	buf        []uint64
+	head, size int
+}
+
+func (r *seqRing) init(n int)    { r.buf = make([]uint64, n) }
+func (r *seqRing) len() int      { return r.size }
+func (r *seqRing) full() bool    { return r.size == len(r.buf) }
+func (r *seqRing) front() uint64 { return r.buf[r.head] }
+func (r *seqRing) push(v uint64) { r.buf[(r.head+r.size)%len(r.buf)] = v; r.size++ }
+func (r *seqRing) pop()          { r.head = (r.head + 1) % len(r.buf); r.size-- }

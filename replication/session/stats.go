@@ -1,0 +1,113 @@
+package session
+
+import (
+	"errors"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// Counters are the packet counts both ends keep. Every datagram given to
+// Receive is counted once in PacketsIn and, unless accepted, in exactly one
+// rejection counter.
+type Counters struct {
+	PacketsIn, BytesIn   uint64 // datagrams given to Receive
+	Accepted             uint64 // datagrams taken: authenticated packets, handshake replies, hints
+	PacketsOut, BytesOut uint64 // datagrams Poll returned (handshake requests included)
+	DataOut              uint64 // data packets (notify TypeData)
+	AckOut               uint64 // ack-only packets: keepalives and bare acks
+	DisconnectOut        uint64 // Disconnect copies
+	// HeaderBytesOut sums, over the protected packets sent, the bytes that are
+	// not payload: the cleartext notify header, the 16-byte tag and the
+	// long-form prefix when present. HeaderBytesOut / (DataOut + AckOut) is the
+	// authenticated header overhead per packet (hdr-B/pkt).
+	HeaderBytesOut uint64
+
+	// Rejections: the datagram was dropped and changed no state.
+	Garbage    uint64 // not a packet this end takes: bad kind, size, padding or prefix
+	Unexpected uint64 // a valid kind this end does not take in its state
+	Replayed   uint64 // duplicate or too old: replay window or notify window
+	AuthFailed uint64 // the AEAD tag did not verify: forged, bit-flipped, other keys
+	WrongConn  uint64 // a long-form or Disconnect packet for another connection
+	BadHeader  uint64 // notify refused the header (too far ahead, bad ack, truncated)
+	AfterClose uint64 // arrived after the session closed
+	// ProtocolErrors counts authenticated packets whose sections did not
+	// decode; each starts a disconnect (ReasonProtocolError).
+	ProtocolErrors uint64
+	// Grown counts Poll calls whose dst had no room and was reallocated.
+	Grown uint64
+}
+
+// Rejected is the sum of the rejection counters.
+func (c *Counters) Rejected() uint64 {
+	return c.Garbage + c.Unexpected + c.Replayed + c.AuthFailed + c.WrongConn + c.BadHeader + c.AfterClose
+}
+
+// count files a rejection under its counter.
+func (c *Counters) count(err error) {
+	switch {
+	case errors.Is(err, ErrProtocol):
+		c.ProtocolErrors++
+	case errors.Is(err, handshake.ErrAuth):
+		c.AuthFailed++
+	case errors.Is(err, handshake.ErrDuplicate), errors.Is(err, handshake.ErrStale),
+		errors.Is(err, notify.ErrDuplicate), errors.Is(err, notify.ErrStale):
+		c.Replayed++
+	case errors.Is(err, handshake.ErrWrongConn):
+		c.WrongConn++
+	case errors.Is(err, handshake.ErrClosed), errors.Is(err, ErrClosed):
+		c.AfterClose++
+	case errors.Is(err, handshake.ErrUnexpected), errors.Is(err, ErrNotConnected):
+		c.Unexpected++
+	case errors.Is(err, handshake.ErrGarbage), errors.Is(err, handshake.ErrMalformed):
+		c.Garbage++
+	default: // notify.ErrTooFar, ErrBadAck, ErrBadType, truncated header
+		c.BadHeader++
+	}
+}
+
+// ServerStats is a snapshot of a Server's counters; a plain value.
+type ServerStats struct {
+	Counters
+	RTT, Jitter time.Duration
+	Loss        float64 // notify's smoothed loss rate of our packets
+	Moved       uint64  // times the client's address changed (NAT rebinding)
+	GhostErrors uint64  // GhostWriter.Write errors (an empty ghost section went instead)
+	GhostStalls uint64  // packets sent without ghosts because unpopped ghost fates filled the queue
+
+	Notify     notify.Stats
+	EventsSent event.SenderStats
+	EventsRecv event.ReceiverStats
+	Moves      move.ApplierStats
+	Control    move.ControlStats
+}
+
+// ClientStats is a snapshot of a Client's counters; a plain value.
+type ClientStats struct {
+	Counters
+	RTT, Jitter time.Duration
+	Loss        float64 // notify's smoothed loss rate of our packets
+	// Requests counts connect requests and challenge responses sent;
+	// Challenges the Challenge replies taken.
+	Requests, Challenges uint64
+	// NoConnection counts NoConnection hints received (they switch the client
+	// to the long form until the server is heard again).
+	NoConnection uint64
+	// ConnectTime is how long the handshake took, from the first connect
+	// request to the Accepted (0 until connected).
+	ConnectTime time.Duration
+
+	Notify     notify.Stats
+	EventsSent event.SenderStats
+	EventsRecv event.ReceiverStats
+	Moves      move.StreamStats
+	Predictor  move.PredictorStats
+	Ghosts     ghost.MirrorStats
+}
+
+// compile-time check that the shipped table is a GhostWriter.
+var _ GhostWriter = (*ghost.Table)(nil)
