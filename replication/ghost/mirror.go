@@ -92,7 +92,7 @@ func NewMirror(reg *Registry, cfg MirrorConfig) (*Mirror, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	reg.frozen = true
+	reg.frozen.Store(true)
 	return &Mirror{
 		reg:      reg,
 		cfg:      cfg,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -499,7 +500,7 @@ type Registry struct {
 	q         quant
 	byID      map[uint16]*Class
 	maxGroups int
-	frozen    bool
+	frozen    atomic.Bool // set by NewTable/NewMirror, which may run on many goroutines at once
 }
 
 // NewRegistry returns an empty registry for a world of bounds b.
@@ -514,7 +515,7 @@ func NewRegistry(b Bounds) (*Registry, error) {
 // caught at startup, never on the wire); after NewTable or NewMirror used
 // the registry, ErrFrozen.
 func (r *Registry) Register(cs ...*Class) error {
-	if r.frozen {
+	if r.frozen.Load() {
 		return ErrFrozen
 	}
 	for _, c := range cs {

@@ -224,3 +224,36 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Tables and mirrors are created on many goroutines (one ghost manager actor
+// per connection) from one shared Registry; under -race this fails if
+// freezing the registry is a plain write.
+func TestRegistrySharedAcrossGoroutines(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := bitstream.NewStringTable(4)
+	if err := reg.Register(PlayerClass(names), NPCClass(names)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			if _, err := NewTable(reg, DefaultConfig()); err != nil {
+				done <- err
+				return
+			}
+			_, err := NewMirror(reg, DefaultMirrorConfig())
+			done <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reg.Register(&Class{ID: 99, Name: "late"}); err == nil {
+		t.Error("Register after NewTable succeeded; the registry must be frozen")
+	}
+}

@@ -192,7 +192,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	reg.frozen = true
+	reg.frozen.Store(true)
 	t := &Table{
 		reg:      reg,
 		cfg:      cfg,
