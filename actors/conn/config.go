@@ -1,0 +1,81 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxInbound is how many datagrams may wait in one connection's
+	// mailbox before the gateway drops newer ones: 64 is over three seconds of
+	// a 20 Hz client, far beyond anything but a stalled actor or a flood.
+	DefaultMaxInbound = 64
+	// MaxMaxInbound bounds MaxInbound (each waiting datagram holds 1.2 KB).
+	MaxMaxInbound = 4096
+)
+
+// Config tunes every connection actor of a gateway. The zero Config is
+// invalid; start from DefaultConfig.
+type Config struct {
+	// Session configures the protocol end (send rate, bandwidth, keepalive 1 s,
+	// timeout 10 s, disconnect copies 5 × 25 ms: session.DefaultServerConfig).
+	// The token's timeout, when set, replaces Session.Timeout per connection.
+	Session session.ServerConfig
+	// Registry is the ghost classes both ends know. Default:
+	// session.DefaultRegistry() (players and NPCs).
+	Registry *ghost.Registry
+	// Ghosts configures each connection's ghost table.
+	Ghosts ghost.Config
+	// MaxInbound bounds the datagrams queued per connection, [1, MaxMaxInbound].
+	MaxInbound int
+}
+
+// DefaultConfig returns the defaults documented on each field.
+func DefaultConfig() Config {
+	return Config{
+		Session:    session.DefaultServerConfig(),
+		Registry:   session.DefaultRegistry(),
+		Ghosts:     ghost.DefaultConfig(),
+		MaxInbound: DefaultMaxInbound,
+	}
+}
+
+// ErrConfig is wrapped by every Validate error.
+var ErrConfig = errors.New("conn: invalid config")
+
+// Validate reports the first field out of range.
+func (c Config) Validate() error {
+	if err := c.Session.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Registry == nil {
+		return fmt.Errorf("%w: Registry is nil", ErrConfig)
+	}
+	if err := c.Ghosts.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.MaxInbound < 1 || c.MaxInbound > MaxMaxInbound {
+		return fmt.Errorf("%w: MaxInbound %d outside [1, %d]", ErrConfig, c.MaxInbound, MaxMaxInbound)
+	}
+	return nil
+}
+
+// sessionConfig is the session config of one connection: the token's
+// timeout wins (both ends apply the same one), and a keepalive that would
+// not fit inside a short timeout shrinks to a third of it, so a token with a
+// 2 s timeout still gets a working connection instead of a refused config.
+func (c Config) sessionConfig(timeout time.Duration) session.ServerConfig {
+	s := c.Session
+	if timeout > 0 {
+		s.Timeout = timeout
+	}
+	if s.KeepAlive >= s.Timeout {
+		s.KeepAlive = max(s.Timeout/3, time.Millisecond/3)
+	}
+	return s
+}

@@ -1,0 +1,67 @@
+package conn
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// Counters are the rejections and drops of every connection of a gateway,
+// shared (atomics). Only error paths touch them, so connections on the
+// happy path never contend on these cache lines. The zero Counters is ready.
+type Counters struct {
+	// Rejections of datagrams routed to a connection (session.Counters'
+	// categories): dropped, no state changed.
+	Garbage    atomic.Uint64 // bad kind, size, padding or prefix
+	Unexpected atomic.Uint64 // a kind the connection does not take in its state
+	Replayed   atomic.Uint64 // duplicate or below the replay/notify window
+	AuthFailed atomic.Uint64 // AEAD tag did not verify: forged, bit-flipped, other keys
+	WrongConn  atomic.Uint64 // long form or Disconnect naming another connection
+	BadHeader  atomic.Uint64 // notify refused the header
+	AfterClose atomic.Uint64 // arrived after the session closed
+	// ProtocolErrors: an authenticated packet whose sections did not decode
+	// (the connection then closes with ReasonProtocolError).
+	ProtocolErrors atomic.Uint64
+
+	// Moved counts NAT rebindings (an authenticated packet from a new address).
+	Moved atomic.Uint64
+	// EventsDropped counts zone events the session could not queue for the
+	// client (lane or queue full, too large, staggered class not offered).
+	EventsDropped atomic.Uint64
+	// OutDropped counts sealed datagrams the writer's queue refused.
+	OutDropped atomic.Uint64
+	// InputsDropped counts player input with no zone to go to.
+	InputsDropped atomic.Uint64
+}
+
+// count files a Receive error under its counter, as session.Counters does.
+func (c *Counters) count(err error) {
+	switch {
+	case errors.Is(err, session.ErrProtocol):
+		c.ProtocolErrors.Add(1)
+	case errors.Is(err, handshake.ErrAuth):
+		c.AuthFailed.Add(1)
+	case errors.Is(err, handshake.ErrDuplicate), errors.Is(err, handshake.ErrStale),
+		errors.Is(err, notify.ErrDuplicate), errors.Is(err, notify.ErrStale):
+		c.Replayed.Add(1)
+	case errors.Is(err, handshake.ErrWrongConn):
+		c.WrongConn.Add(1)
+	case errors.Is(err, handshake.ErrClosed), errors.Is(err, session.ErrClosed):
+		c.AfterClose.Add(1)
+	case errors.Is(err, handshake.ErrUnexpected), errors.Is(err, session.ErrNotConnected):
+		c.Unexpected.Add(1)
+	case errors.Is(err, handshake.ErrGarbage), errors.Is(err, handshake.ErrMalformed):
+		c.Garbage.Add(1)
+	default:
+		c.BadHeader.Add(1)
+	}
+}
+
+// Rejected is the sum of the rejection counters.
+func (c *Counters) Rejected() uint64 {
+	return c.Garbage.Load() + c.Unexpected.Load() + c.Replayed.Load() + c.AuthFailed.Load() +
+		c.WrongConn.Load() + c.BadHeader.Load() + c.AfterClose.Load()
+}

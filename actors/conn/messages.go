@@ -1,0 +1,60 @@
+package conn
+
+import (
+	"net/netip"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// Messages a connection sends its gateway (the parent that spawned it).
+
+// Verified: the client proved its address (first authenticated packet). The
+// gateway consumes the token (it admits nothing more) and supersedes an older
+// connection of the same player.
+type Verified struct {
+	PID    *actor.PID
+	ID     handshake.ConnID
+	Token  handshake.TokenID
+	Player uint64
+}
+
+// Moved: a packet authenticated from a new address (NAT rebinding); the
+// gateway routes short-form packets from To to this connection from now on.
+type Moved struct {
+	ID       handshake.ConnID
+	From, To netip.AddrPort
+}
+
+// Closed: the session is done (Disconnect copies sent, or closed by the
+// peer or a timeout). The gateway forgets the routes, consumes the token and
+// stops the actor.
+type Closed struct {
+	PID      *actor.PID
+	ID       handshake.ConnID
+	Token    handshake.TokenID
+	Player   uint64
+	Reason   handshake.Reason
+	Verified bool
+	Stats    session.ServerStats
+}
+
+// Messages a connection takes from its gateway.
+
+// Shutdown starts a graceful close with Reason (a disconnect reason:
+// ServerShutdown when the node stops, Duplicate when the player connected
+// again, Kicked).
+type Shutdown struct {
+	Reason handshake.Reason
+}
+
+// StatsRequest asks a connection for a snapshot of its session's stats; it
+// responds with a *session.ServerStats (RequestFuture from tests or a
+// non-actor goroutine).
+type StatsRequest struct{}
+
+// wake is the timer's message: the session may have work (a send slot, an
+// ack owed, a keepalive, a timeout). One value per connection, reused.
+type wake struct{}

@@ -1,0 +1,42 @@
+// Package gateway is the node's UDP front door: it owns the one socket,
+// reads and writes it in batches (actors/udp: recvmmsg/sendmmsg), answers
+// handshakes (replication/handshake: stateless cookies, one session per
+// token, replies never larger than requests), spawns a connection actor
+// (actors/conn) per granted session and routes each datagram to its
+// connection, and rejects everything else cheaply and countably.
+//
+// # Shape
+//
+//	reader goroutine ──*batch (≤ ReadBatch datagrams)──▶ gateway actor ──*msg.Datagram──▶ conn actors
+//	conn actors ──sealed *msg.Datagram──▶ writer (bounded queue) ──▶ writer goroutine ──sendmmsg──▶ socket
+//	conn actors ──Verified / Moved / Closed──▶ gateway actor
+//
+// The reader blocks in recvmmsg, so it is a plain goroutine; everything it
+// reads goes to the gateway actor one batch per message. The actor alone
+// owns the routing tables, the handshake server and the rate limiter, so
+// none of them needs a lock. Replies and sealed packets go through one
+// writer goroutine with a bounded queue (full: drop and count — to the
+// protocol that is packet loss, which it already handles).
+//
+// # The per-datagram decision (0 allocations)
+//
+//	handshake.Classify(first byte, length) → garbage: count, drop
+//	short-form data      → route by source address
+//	long form, Disconnect→ route by connection id
+//	connect request / challenge response → per-/24 rate limit → handshake.Server.Handle
+//	anything else a server never takes → count, drop
+//	unroutable data      → NoConnection (9 bytes, smaller than any data packet), rate limited
+//
+// Decryption runs in the connection actors, not here (actors/conn explains
+// why). A datagram is handed over without copying: the batch slot gets a
+// fresh pooled buffer instead.
+//
+// # Load
+//
+// The handshake path is chosen per request from the gateway's real state:
+// LoadFull when MaxConns connections (pending ones included) exist — new
+// clients get Denied(ServerFull), a clear refusal; LoadHigh (every new
+// client must first echo a stateless cookie) from ChallengeAt connections on,
+// or when the reader's queue to the gateway is half full (the node is
+// falling behind); LoadNormal (one round trip) otherwise.
+package gateway

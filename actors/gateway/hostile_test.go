@@ -1,0 +1,259 @@
+package gateway_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// Bounded hostile traffic at a live gateway (loopback, fixed counts) while
+// legitimate clients play: random garbage, invalid kinds, truncated packets,
+// forged connection ids, replayed and bit-flipped copies of real packets,
+// expired and reused tokens, server-only packet kinds. Nothing panics, every
+// hostile datagram is counted under a rejection, none is accepted, and the
+// legitimate clients finish their exchange exactly as without the attack.
+// (The million bit-flips run against the pure path: TestBitFlipsNeverAuthenticate.)
+func TestHostileTraffic(t *testing.T) {
+	defer verifyNoLeaks(t)
+	r := newRig(t, nil)
+	const n, events = 8, 60
+
+	// Legitimate clients, each recording its long-form packets (sent until
+	// the server's first authenticated packet) for the attacker to replay.
+	var capMu sync.Mutex
+	var captured [][]byte
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clients := make([]*tclient, n)
+	tokens := make([][]byte, n)
+	for i := range clients {
+		id := uint64(2000 + i)
+		tokens[i] = r.token(t, id)
+		tc := newClient(t, id, tokens[i], r.gw.PublicAddr(), r.start, nil, id)
+		tc.onSend = func(p []byte) {
+			if k, err := handshake.Classify(p); err == nil && k == handshake.KindRouted {
+				capMu.Lock()
+				captured = append(captured, slices.Clone(p))
+				capMu.Unlock()
+			}
+		}
+		clients[i] = tc
+	}
+	var attackDone sync.WaitGroup
+	attackDone.Add(1)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, tc := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Keep sending events through the attack, close only after it.
+			var next time.Duration
+			closing := false
+			errs[i] = tc.run(ctx, func(tc *tclient, now time.Duration) {
+				if tc.c.State() != handshake.StateConnected {
+					return
+				}
+				if tc.sentAt < events && now >= next {
+					if tc.c.SendEvent(1, []byte(wantEvents(tc.id, events)[tc.sentAt])) == nil {
+						tc.sentAt++
+						next = now + 25*time.Millisecond
+					}
+				}
+				if !closing && tc.sentAt == events && len(tc.received()) >= events {
+					closing = true
+					attackDone.Wait()
+					tc.c.Close(now)
+				}
+			})
+		}()
+	}
+	eventually(t, 20*time.Second, "legitimate clients verified", func() bool { return r.gw.Stats().Verified == n })
+	capMu.Lock()
+	long := slices.Clone(captured)
+	capMu.Unlock()
+	if len(long) == 0 {
+		t.Fatal("no long-form packet captured to replay")
+	}
+	time.Sleep(100 * time.Millisecond) // every captured packet has reached the server
+	before := r.gw.Stats()
+
+	// The attacker: one socket on loopback, fixed counts, paced so the
+	// kernel drops nothing (the test counts every datagram).
+	atk, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer atk.Close()
+	rng := rand.New(rand.NewPCG(7, 7))
+	sent := 0
+	send := func(p []byte) {
+		if _, err := atk.WriteToUDPAddrPort(p, r.gw.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+		if sent%50 == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	randBytes := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	const (
+		nGarbage, nBadKind, nTrunc, nForged, nReplay, nFlip, nServerKinds = 3000, 1000, 1000, 1000, 1000, 1000, 200
+	)
+	for range nGarbage {
+		send(randBytes(1 + rng.IntN(1200)))
+	}
+	for range nBadKind {
+		b := randBytes(1 + rng.IntN(1200))
+		b[0] = 0xFF // control kind 63: no such packet
+		send(b)
+	}
+	for range nTrunc {
+		p := long[rng.IntN(len(long))]
+		send(p[:rng.IntN(len(p))+0])
+	}
+	for range nForged {
+		b := append([]byte{handshake.KindRouted.ControlByte()}, randBytes(handshake.ConnIDSize+20+rng.IntN(200))...)
+		send(b)
+	}
+	for range nReplay {
+		send(long[rng.IntN(len(long))])
+	}
+	for range nFlip {
+		p := slices.Clone(long[rng.IntN(len(long))])
+		// Flip one bit past the routing prefix, so the packet still reaches
+		// the connection and its authentication is what must refuse it.
+		bit := 8*(1+handshake.ConnIDSize) + rng.IntN(8*(len(p)-1-handshake.ConnIDSize))
+		p[bit/8] ^= 1 << (bit % 8)
+		send(p)
+	}
+	for range nServerKinds {
+		id := handshake.TokenID{}
+		send(handshake.AppendDenied(nil, handshake.ReasonServerFull, id))
+	}
+	// Tokens: expired ones, and the legitimate clients' own (already used).
+	expired := 0
+	for i := range 20 {
+		tok, err := handshake.IssueToken(r.key, handshake.TokenParams{
+			PlayerID: uint64(9000 + i), ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Second,
+			Timeout: time.Second, ServerAddrs: []netip.AddrPort{r.gw.PublicAddr()},
+		}, time.Now().Add(-time.Hour), crand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(request(t, tok, r.gw.PublicAddr()))
+		expired++
+	}
+	reused := 0
+	for _, tok := range tokens {
+		for range 3 {
+			send(request(t, tok, r.gw.PublicAddr()))
+			reused++
+		}
+	}
+	hostile := sent
+
+	// Wait until the gateway has read everything the attacker sent.
+	eventually(t, 10*time.Second, "the gateway read the attack", func() bool {
+		s := r.gw.Stats()
+		return hostileFates(s)-hostileFates(before) >= uint64(hostile)
+	})
+	// Snapshot before the legitimate clients leave (their redundant
+	// Disconnect copies are rejections too, by design).
+	after := r.gw.Stats()
+	attackDone.Done()
+	wg.Wait()
+
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("legitimate client %d: %v", clients[i].id, err)
+		}
+	}
+	for _, tc := range clients {
+		if got, want := tc.received(), wantEvents(tc.id, events); !slices.Equal(got, want) {
+			t.Errorf("legitimate client %d got %v, want %v", tc.id, got, want)
+		}
+	}
+	r.zst.mu.Lock()
+	for _, tc := range clients {
+		if got, want := r.zst.events[tc.id], wantEvents(tc.id, events); !slices.Equal(got, want) {
+			t.Errorf("zone got %v from %d, want %v: a hostile packet was accepted", got, tc.id, want)
+		}
+	}
+	if r.zst.badOrder != 0 {
+		t.Errorf("zone saw %d moves out of sequence", r.zst.badOrder)
+	}
+	r.zst.mu.Unlock()
+
+	d := func(f func(gateway.Stats) uint64) uint64 { return f(after) - f(before) }
+	if got := hostileFates(after) - hostileFates(before); got != uint64(hostile) {
+		t.Errorf("hostile datagrams %d, counted under rejections %d\nbefore %+v\nafter %+v", hostile, got, before, after)
+	}
+	for _, c := range []struct {
+		name string
+		got  uint64
+		min  uint64
+	}{
+		{"Garbage (invalid kinds at least)", d(func(s gateway.Stats) uint64 { return s.Garbage }), nBadKind},
+		{"UnknownConn (forged ids at least)", d(func(s gateway.Stats) uint64 { return s.UnknownConn }), nForged},
+		{"Unexpected (server-only kinds)", d(func(s gateway.Stats) uint64 { return s.Unexpected }), nServerKinds},
+		{"Replayed (replays at least)", d(func(s gateway.Stats) uint64 { return s.Replayed }), nReplay},
+		{"connection rejections (replays + flips)", d(connRejected), nReplay + nFlip},
+		{"Denied TokenExpired", after.Denied[handshake.ReasonTokenExpired] - before.Denied[handshake.ReasonTokenExpired], uint64(expired)},
+		{"Denied TokenUsed", after.Denied[handshake.ReasonTokenUsed] - before.Denied[handshake.ReasonTokenUsed], uint64(reused)},
+	} {
+		if c.got < c.min {
+			t.Errorf("%s: %d, want ≥ %d", c.name, c.got, c.min)
+		}
+	}
+	if after.Moved != 0 || after.Granted != n || after.ProtocolErrors != 0 || after.InboundDropped != 0 {
+		t.Errorf("moved %d granted %d protocol errors %d inbound drops %d: a hostile packet got through or the pacing failed",
+			after.Moved, after.Granted, after.ProtocolErrors, after.InboundDropped)
+	}
+	eventually(t, 5*time.Second, "every connection closed", func() bool { return r.gw.Stats().Conns == 0 })
+	if s := r.gw.Stats(); s.Closed[handshake.ReasonClientQuit] != n {
+		t.Errorf("closed %v, want %d by ClientQuit", s.Closed, n)
+	}
+	checkAccounting(t, r.gw.Stats())
+	r.close(t)
+}
+
+func connRejected(s gateway.Stats) uint64 {
+	return s.AuthFailed + s.Replayed + s.WrongConn + s.BadHeader + s.AfterClose + s.ConnGarbage + s.ConnUnexpected
+}
+
+// hostileFates sums every fate a hostile datagram can have: rejected at the
+// gateway, refused by the handshake, or routed and rejected by a connection.
+func hostileFates(s gateway.Stats) uint64 {
+	return s.Garbage + s.Unexpected + s.UnknownConn + s.HandshakeLimited + s.Handshakes + s.InboundDropped + connRejected(s)
+}
+
+// request is the connect request a client with tok sends.
+func request(t *testing.T, tok []byte, server netip.AddrPort) []byte {
+	t.Helper()
+	c, err := handshake.NewClient(tok, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.AppendRequest(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,251 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/move"
+
+	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/netsim"
+)
+
+// exchange is a client script: once connected, send n ordered events on
+// lane 1, one every interval, then wait until all n echoes came back, then
+// close.
+func exchange(n int, interval time.Duration, closeAfter *sync.WaitGroup) script {
+	var next time.Duration
+	closing := false
+	return func(tc *tclient, now time.Duration) {
+		if tc.c.State() != handshake.StateConnected {
+			return
+		}
+		if tc.sentAt < n && now >= next {
+			if err := tc.c.SendEvent(1, []byte(fmt.Sprintf("p%d-e%d", tc.id, tc.sentAt))); err == nil {
+				tc.sentAt++
+				next = now + interval
+			}
+		}
+		// Close once every echo and the first ghosts (the zone's view) arrived.
+		if !closing && tc.sentAt == n && len(tc.received()) >= n && tc.maxGhosts > 0 {
+			closing = true
+			if closeAfter != nil {
+				closeAfter.Done()
+				closeAfter.Wait() // every client got its echoes before anyone leaves
+			}
+			if tc.up != nil {
+				// The goodbye goes over a clean link: losing all five
+				// Disconnect copies (0.2^5) correctly ends in a server-side
+				// timeout 10 s later, which this test must not mistake for
+				// the connection failing during the exchange.
+				clean := netsim.Config{Latency: 100 * time.Millisecond}
+				_ = tc.up.SetConfig(clean)
+				_ = tc.down.SetConfig(clean)
+			}
+			tc.c.Close(now)
+		}
+	}
+}
+
+func wantEvents(id uint64, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("p%d-e%d", id, i)
+	}
+	return out
+}
+
+func runClients(t *testing.T, r *rig, n, events int, link *netsim.Config, timeout time.Duration) []*tclient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	clients := make([]*tclient, n)
+	for i := range clients {
+		id := uint64(1000 + i)
+		clients[i] = newClient(t, id, r.token(t, id), r.gw.PublicAddr(), r.start, link, id)
+	}
+	var barrier sync.WaitGroup
+	barrier.Add(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, tc := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = tc.run(ctx, exchange(events, 20*time.Millisecond, &barrier))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("client %d: %T %v state %v got %d/%d (stats %+v)", clients[i].id, err, err, clients[i].c.State(), len(clients[i].received()), clients[i].sentAt, clients[i].c.Stats().Counters)
+		}
+	}
+	return clients
+}
+
+// 200 clients (the client library, client.Dial) connect over real UDP,
+// exchange events both ways and disconnect cleanly; every event arrives
+// exactly once, in order, at the zone and back at the client, and every
+// client sees its ghosts.
+func TestTwoHundredClients(t *testing.T) {
+	defer verifyNoLeaks(t)
+	r := newRig(t, nil)
+	const n, events = 200, 10
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		id := uint64(1000 + i)
+		tok := r.token(t, id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := playOnce(ctx, r.gw.PublicAddr().String(), tok, id, events); err != nil {
+				errs <- fmt.Errorf("client %d: %w", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	eventually(t, 5*time.Second, "every connection closed", func() bool { return r.gw.Stats().Conns == 0 })
+	eventually(t, 5*time.Second, "the zone saw every player leave", func() bool {
+		r.zst.mu.Lock()
+		defer r.zst.mu.Unlock()
+		return r.zst.leaves[handshake.ReasonClientQuit] == n
+	})
+	s := r.gw.Stats()
+	if s.Closed[handshake.ReasonClientQuit] != n || s.Granted != n || s.Verified != n {
+		t.Errorf("granted %d verified %d closed %v, want %d each by ClientQuit", s.Granted, s.Verified, s.Closed, n)
+	}
+	r.zst.mu.Lock()
+	for i := range n {
+		id := uint64(1000 + i)
+		if got, want := r.zst.events[id], wantEvents(id, events); !slices.Equal(got, want) {
+			t.Errorf("zone got %v from %d, want %v", got, id, want)
+		}
+		if r.zst.moves[id] == 0 {
+			t.Errorf("zone applied no move of %d", id)
+		}
+	}
+	if r.zst.joins != n || r.zst.badOrder != 0 {
+		t.Errorf("zone: joins %d out-of-order moves %d", r.zst.joins, r.zst.badOrder)
+	}
+	r.zst.mu.Unlock()
+	checkAccounting(t, s)
+	r.close(t)
+}
+
+// playOnce is one player's session through the client library: dial, walk,
+// send events on lane 1, wait for every echo and a ghost, close.
+func playOnce(ctx context.Context, addr string, tok []byte, id uint64, events int) error {
+	s, err := client.Dial(ctx, addr, tok)
+	if err != nil {
+		return err
+	}
+	defer s.Close(context.Background())
+	if err := s.SetInput(move.Move{Forward: 60, Yaw: uint16(id * 100)}); err != nil {
+		return err
+	}
+	want := wantEvents(id, events)
+	for _, e := range want {
+		if err := s.SendEvent(1, []byte(e)); err != nil {
+			return err
+		}
+	}
+	var got []string
+	var view []client.GhostView
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(got) < events || len(view) == 0 {
+		select {
+		case e, ok := <-s.Events():
+			if !ok {
+				return fmt.Errorf("session ended: %w", s.Err())
+			}
+			got = append(got, string(e.Payload))
+		case <-tick.C:
+			view = s.View(view[:0])
+		case <-ctx.Done():
+			return fmt.Errorf("got %d/%d echoes, %d ghosts: %w", len(got), events, len(view), ctx.Err())
+		}
+	}
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("echoes %v, want %v", got, want)
+	}
+	return s.Close(ctx)
+}
+
+// verifyNoLeaks checks that the test left no goroutine behind. protoactor's
+// dead-letter log throttle is exempt: it is a library goroutine that ends by
+// itself one second after the last dead letter (a zone's tick message racing
+// a connection's stop is one).
+func verifyNoLeaks(t *testing.T) {
+	goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+// checkAccounting: every datagram read has exactly one fate.
+func checkAccounting(t *testing.T, s gateway.Stats) {
+	t.Helper()
+	fates := s.Garbage + s.Unexpected + s.UnknownConn + s.HandshakeLimited + s.Handshakes + s.Routed + s.InboundDropped
+	if fates != s.DatagramsIn {
+		t.Errorf("datagrams in %d, fates %d: %+v", s.DatagramsIn, fates, s)
+	}
+}
+
+// Through an impaired link (netsim on each client's socket, both ways: 20%
+// loss, 100 ms ± 30 ms, 5% reordered, 1% duplicated) every guaranteed event
+// arrives exactly once and in order, both ways, and no connection times out.
+func TestImpairedLinkDeliversExactlyOnceInOrder(t *testing.T) {
+	defer verifyNoLeaks(t)
+	r := newRig(t, nil)
+	link := &netsim.Config{
+		Loss: 0.20, Latency: 100 * time.Millisecond, Jitter: 30 * time.Millisecond,
+		Reorder: 0.05, Duplicate: 0.01, AllowJitterReorder: true,
+	}
+	const n, events = 16, 40
+	clients := runClients(t, r, n, events, link, 60*time.Second)
+	var lost uint64
+	for _, tc := range clients {
+		if got, want := tc.received(), wantEvents(tc.id, events); !slices.Equal(got, want) {
+			t.Fatalf("client %d echoes = %v, want %v", tc.id, got, want)
+		}
+		lost += tc.up.Stats().Dropped.Loss + tc.down.Stats().Dropped.Loss
+	}
+	if lost == 0 {
+		t.Fatal("the link lost nothing: the test did not test loss")
+	}
+	eventually(t, 10*time.Second, "every connection closed", func() bool { return r.gw.Stats().Conns == 0 })
+	s := r.gw.Stats()
+	if s.Closed[handshake.ReasonTimeout] != 0 {
+		t.Errorf("%d connections timed out", s.Closed[handshake.ReasonTimeout])
+	}
+	r.zst.mu.Lock()
+	for _, tc := range clients {
+		if got, want := r.zst.events[tc.id], wantEvents(tc.id, events); !slices.Equal(got, want) {
+			t.Errorf("zone got %v from %d, want %v", got, tc.id, want)
+		}
+	}
+	if r.zst.badOrder != 0 {
+		t.Errorf("zone saw %d moves out of sequence", r.zst.badOrder)
+	}
+	r.zst.mu.Unlock()
+	checkAccounting(t, s)
+	r.close(t)
+}

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// collector exports Stats as Prometheus metrics, reading one snapshot per
+// scrape: the hot paths only touch their atomics.
+type collector struct {
+	g *Gateway
+
+	datagrams, bytes, rejected, handshakes, denied, closed, conns, drops *prometheus.Desc
+	events                                                               *prometheus.Desc
+}
+
+func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
+	c := &collector{
+		g:          g,
+		datagrams:  prometheus.NewDesc("ghostwire_gateway_datagrams_total", "Datagrams read (in) and sent (out).", []string{"dir"}, nil),
+		bytes:      prometheus.NewDesc("ghostwire_gateway_bytes_total", "UDP payload bytes read (in) and sent (out).", []string{"dir"}, nil),
+		rejected:   prometheus.NewDesc("ghostwire_gateway_rejected_total", "Datagrams dropped, by reason.", []string{"reason"}, nil),
+		handshakes: prometheus.NewDesc("ghostwire_gateway_handshakes_total", "Handshake outcomes.", []string{"outcome"}, nil),
+		denied:     prometheus.NewDesc("ghostwire_gateway_denied_total", "Connect requests denied, by reason.", []string{"reason"}, nil),
+		closed:     prometheus.NewDesc("ghostwire_gateway_conns_closed_total", "Connections ended, by reason.", []string{"reason"}, nil),
+		conns:      prometheus.NewDesc("ghostwire_gateway_conns", "Connection actors alive, by state.", []string{"state"}, nil),
+		drops:      prometheus.NewDesc("ghostwire_gateway_queue_drops_total", "Datagrams dropped by a full bounded queue.", []string{"queue"}, nil),
+		events:     prometheus.NewDesc("ghostwire_gateway_conn_events_total", "Connection-level events.", []string{"event"}, nil),
+	}
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("gateway: register metrics: %w", err)
+	}
+	return nil
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.g.Stats()
+	counter := func(d *prometheus.Desc, v uint64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
+	}
+	counter(c.datagrams, s.DatagramsIn, "in")
+	counter(c.datagrams, s.DatagramsOut, "out")
+	counter(c.bytes, s.BytesIn, "in")
+	counter(c.bytes, s.BytesOut, "out")
+	for reason, v := range map[string]uint64{
+		"garbage": s.Garbage, "unexpected": s.Unexpected, "unknown_conn": s.UnknownConn,
+		"handshake_rate_limited": s.HandshakeLimited, "auth_failed": s.AuthFailed, "replayed": s.Replayed,
+		"wrong_conn": s.WrongConn, "bad_header": s.BadHeader, "after_close": s.AfterClose,
+		"conn_garbage": s.ConnGarbage, "conn_unexpected": s.ConnUnexpected,
+		"handshake_dropped": s.HandshakeDrop,
+	} {
+		counter(c.rejected, v, reason)
+	}
+	for outcome, v := range map[string]uint64{
+		"handled": s.Handshakes, "granted": s.Granted, "verified": s.Verified, "replies": s.Replies,
+		"spawn_failed": s.SpawnFailed,
+	} {
+		counter(c.handshakes, v, outcome)
+	}
+	for r, v := range s.Denied {
+		counter(c.denied, v, r.String())
+	}
+	for r, v := range s.Closed {
+		counter(c.closed, v, r.String())
+	}
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")
+	counter(c.drops, s.InboundDropped, "inbound")
+	counter(c.drops, s.WriteDropped, "write")
+	counter(c.drops, s.ReadBackpressure, "read_backpressure")
+	for ev, v := range map[string]uint64{
+		"moved": s.Moved, "no_connection_suppressed": s.NoConnSuppressed, "superseded": s.Superseded, "no_connection_sent": s.NoConnSent,
+		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
+		"inputs_dropped": s.InputsDropped, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
+	} {
+		counter(c.events, v, ev)
+	}
+}

@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/conn"
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// route is one connection as the gateway knows it.
+type route struct {
+	pid      *actor.PID
+	id       handshake.ConnID
+	addr     netip.AddrPort // where short-form packets come from
+	token    handshake.TokenID
+	player   uint64
+	verified bool
+	inflight *atomic.Int32 // datagrams queued to the actor, shared with it
+}
+
+// sender is what the router needs of an actor context: sending and
+// spawning children. actor.Context satisfies it; benchmarks pass a stub.
+type sender interface {
+	Send(pid *actor.PID, message any)
+	Spawn(props *actor.Props) *actor.PID
+	Stop(pid *actor.PID)
+}
+
+// outbox is the writer as the router sees it.
+type outbox interface {
+	Send(d *msg.Datagram) bool
+}
+
+// router is the gateway actor's state and its per-datagram logic. It is
+// owned by the gateway actor; nothing here is safe for concurrent use.
+type router struct {
+	cfg  Config
+	srv  *handshake.Server
+	lim  *handshake.RateLimiter
+	out  outbox
+	st   *counters
+	cc   *conn.Counters
+	now  func() time.Duration // node monotonic clock
+	log  *slog.Logger
+	byID map[handshake.ConnID]*route
+	// byAddr routes short-form packets; a pending connection is entered too,
+	// so a client whose first packets are short form still reaches it.
+	byAddr   map[netip.AddrPort]*route
+	byPID    map[string]*route
+	byPlayer map[uint64]*route
+
+	queueFree func() int // free reader batches (queue depth signal); nil: unknown
+	draining  bool
+	drained   chan struct{}
+	drainDone bool
+}
+
+func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, out outbox, st *counters,
+	cc *conn.Counters, now func() time.Duration, log *slog.Logger) *router {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &router{
+		cfg: cfg, srv: srv, lim: lim, out: out, st: st, cc: cc, now: now, log: log,
+		byID:     make(map[handshake.ConnID]*route),
+		byAddr:   make(map[netip.AddrPort]*route),
+		byPID:    make(map[string]*route),
+		byPlayer: make(map[uint64]*route),
+	}
+}
+
+func (r *router) handleBatch(ctx sender, b *batch) {
+	for i := range b.n {
+		if r.handle(ctx, b.ds[i]) {
+			// Handed to a connection: the slot takes a fresh buffer.
+			d := msg.NewDatagram()
+			b.ds[i] = d
+			b.ms[i].Buf = d.Buf[:]
+		}
+	}
+	b.n = 0
+	b.back <- b // never blocks: the channel holds every batch
+}
+
+// handle decides the fate of one datagram and reports whether it was handed
+// to a connection (true: d now belongs to it). Every path counts exactly
+// once; the rejection paths allocate nothing.
+func (r *router) handle(ctx sender, d *msg.Datagram) bool {
+	r.st.datagramsIn.Add(1)
+	r.st.bytesIn.Add(uint64(d.N))
+	pkt := d.Bytes()
+	kind, err := handshake.Classify(pkt)
+	if err != nil {
+		r.st.garbage.Add(1)
+		return false
+	}
+	switch kind {
+	case handshake.KindData:
+		if rt := r.byAddr[d.Addr]; rt != nil {
+			return r.deliver(ctx, rt, d)
+		}
+		r.noConnection(d)
+	case handshake.KindRouted:
+		id, _, err := handshake.ParseRouted(pkt)
+		if err != nil {
+			r.st.garbage.Add(1)
+			return false
+		}
+		if rt := r.byID[id]; rt != nil {
+			return r.deliver(ctx, rt, d)
+		}
+		r.noConnection(d)
+	case handshake.KindDisconnect:
+		id, err := handshake.ParseDisconnectID(pkt)
+		if err != nil {
+			r.st.garbage.Add(1)
+			return false
+		}
+		if rt := r.byID[id]; rt != nil {
+			return r.deliver(ctx, rt, d)
+		}
+		// Never answer a Disconnect: no ping-pong between two endpoints.
+		r.st.unknownConn.Add(1)
+	case handshake.KindConnectRequest, handshake.KindChallengeResponse:
+		r.handshake(ctx, d)
+	default:
+		r.st.unexpected.Add(1)
+	}
+	return false
+}
+
+// deliver queues d to its connection unless that connection already has
+// MaxInbound datagrams waiting (policy: drop the newest, count it).
+func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
+	if int(rt.inflight.Load()) >= r.cfg.Conn.MaxInbound {
+		r.st.inboundDropped.Add(1)
+		return false
+	}
+	rt.inflight.Add(1)
+	r.st.routed.Add(1)
+	ctx.Send(rt.pid, d)
+	return true
+}
+
+// noConnection answers data for no connection with a NoConnection packet
+// (9 bytes, smaller than any data packet, never sent in answer to a
+// handshake packet or a Disconnect), rate limited per source prefix, so it
+// can neither amplify nor be used to flood a spoofed victim.
+func (r *router) noConnection(d *msg.Datagram) {
+	r.st.unknownConn.Add(1)
+	if !r.lim.Allow(d.Addr.Addr(), r.now()) {
+		r.st.noConnSuppressed.Add(1)
+		return
+	}
+	reply := msg.NewDatagram()
+	out, err := handshake.AppendNoConnection(reply.Buf[:0], d.Bytes())
+	if err != nil {
+		reply.Release()
+		return
+	}
+	reply.N, reply.Addr = len(out), d.Addr
+	r.st.noConnSent.Add(1)
+	r.out.Send(reply)
+}
+
+// load is the handshake path for the next request, from the gateway's real
+// state (package doc § Load).
+func (r *router) load() handshake.Load {
+	n := len(r.byID)
+	switch {
+	case n >= r.cfg.MaxConns || r.draining:
+		return handshake.LoadFull
+	case n >= r.cfg.ChallengeAt:
+		return handshake.LoadHigh
+	case r.queueFree != nil && r.queueFree() < r.cfg.ReadQueue/2:
+		return handshake.LoadHigh
+	}
+	return handshake.LoadNormal
+}
+
+func (r *router) handshake(ctx sender, d *msg.Datagram) {
+	if !r.lim.Allow(d.Addr.Addr(), r.now()) {
+		r.st.handshakeLimited.Add(1)
+		return
+	}
+	r.st.handshakes.Add(1)
+	reply := msg.NewDatagram()
+	out, grant, err := r.srv.Handle(reply.Buf[:0], d.Bytes(), d.Addr, r.cfg.Wall(), r.load())
+	if err != nil {
+		var reason handshake.Reason
+		for _, rs := range deniable {
+			if errors.Is(err, rs.Err()) {
+				reason = rs
+				break
+			}
+		}
+		if reason != handshake.ReasonNone && len(out) > 0 {
+			r.st.denied[reason].Add(1)
+		} else if len(out) == 0 {
+			r.st.handshakeDropped.Add(1)
+		}
+	}
+	if len(out) > 0 {
+		reply.N, reply.Addr = len(out), d.Addr
+		r.st.handshakeReplies.Add(1)
+		r.out.Send(reply)
+	} else {
+		reply.Release()
+	}
+	if grant != nil {
+		r.spawn(ctx, grant)
+	}
+}
+
+// deniable are the reasons a Denied reply carries, for counting.
+var deniable = []handshake.Reason{
+	handshake.ReasonServerFull, handshake.ReasonWrongVersion, handshake.ReasonWrongProtocol,
+	handshake.ReasonBadToken, handshake.ReasonTokenExpired, handshake.ReasonWrongServer,
+	handshake.ReasonTokenTooOld, handshake.ReasonTokenInUse, handshake.ReasonTokenUsed, handshake.ReasonBusy,
+}
+
+func (r *router) spawn(ctx sender, g *handshake.Grant) {
+	sess, err := g.Session()
+	if err != nil {
+		r.st.spawnFailed.Add(1)
+		r.srv.Consume(g.Claims.ID)
+		r.log.Error("grant without session", "err", err)
+		return
+	}
+	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID, inflight: new(atomic.Int32)}
+	var zone *actor.PID
+	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
+	if r.cfg.Zone != nil {
+		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
+	}
+	var gw *actor.PID
+	if c, ok := ctx.(actor.Context); ok {
+		gw = c.Self()
+	}
+	p := conn.Params{
+		Config: r.cfg.Conn, Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
+		Timeout: g.Claims.Timeout, UserData: ud, Now: r.now, Out: r.out, Gateway: gw, Zone: zone,
+		Inflight: rt.inflight, Counters: r.cc, Log: r.log,
+	}
+	rt.pid = ctx.Spawn(conn.Props(p))
+	r.byID[rt.id] = rt
+	r.byAddr[rt.addr] = rt
+	r.byPID[rt.pid.Id] = rt
+	r.st.granted.Add(1)
+	r.st.conns.Add(1)
+	r.st.pending.Add(1)
+	r.log.Debug("conn granted", "conn", rt.id, "player", rt.player, "addr", rt.addr)
+}
+
+func (r *router) onVerified(ctx sender, m *conn.Verified) {
+	rt := r.byID[m.ID]
+	if rt == nil || rt.verified {
+		return
+	}
+	rt.verified = true
+	r.srv.Consume(rt.token) // the token has opened its one session
+	r.st.verified.Add(1)
+	r.st.pending.Add(-1)
+	if old := r.byPlayer[rt.player]; old != nil && old != rt {
+		// The player connected again (a new token): the newer session wins.
+		r.st.superseded.Add(1)
+		ctx.Send(old.pid, &conn.Shutdown{Reason: handshake.ReasonDuplicate})
+	}
+	r.byPlayer[rt.player] = rt
+	r.log.Debug("conn verified", "conn", rt.id, "player", rt.player)
+}
+
+func (r *router) onMoved(m *conn.Moved) {
+	rt := r.byID[m.ID]
+	if rt == nil {
+		return
+	}
+	if r.byAddr[rt.addr] == rt {
+		delete(r.byAddr, rt.addr)
+	}
+	rt.addr = m.To
+	r.byAddr[m.To] = rt
+	r.st.moved.Add(1)
+}
+
+func (r *router) onClosed(ctx sender, m *conn.Closed) {
+	rt := r.byID[m.ID]
+	if rt == nil {
+		return
+	}
+	r.st.closed[m.Reason].Add(1)
+	r.forget(rt)
+	ctx.Stop(rt.pid)
+	r.log.Debug("conn closed", "conn", rt.id, "player", rt.player, "reason", m.Reason)
+}
+
+// onTerminated cleans up after a connection that stopped without Closed (it
+// failed; the supervisor stopped it).
+func (r *router) onTerminated(who *actor.PID) {
+	if rt := r.byPID[who.Id]; rt != nil {
+		r.st.closed[handshake.ReasonServerShutdown].Add(1)
+		r.forget(rt)
+	}
+}
+
+func (r *router) forget(rt *route) {
+	delete(r.byID, rt.id)
+	delete(r.byPID, rt.pid.Id)
+	if r.byAddr[rt.addr] == rt {
+		delete(r.byAddr, rt.addr)
+	}
+	if r.byPlayer[rt.player] == rt {
+		delete(r.byPlayer, rt.player)
+	}
+	if !rt.verified {
+		r.srv.Consume(rt.token) // gone before verification: the token stays spent
+		r.st.pending.Add(-1)
+	}
+	r.st.conns.Add(-1)
+	r.checkDrained()
+}
+
+// drain closes every connection with reason and refuses new ones; drained is
+// closed once none is left.
+func (r *router) drain(ctx sender, reason handshake.Reason) {
+	r.draining = true
+	for _, rt := range r.byID {
+		ctx.Send(rt.pid, &conn.Shutdown{Reason: reason})
+	}
+	r.checkDrained()
+}
+
+func (r *router) checkDrained() {
+	if r.draining && len(r.byID) == 0 && !r.drainDone && r.drained != nil {
+		r.drainDone = true
+		close(r.drained)
+	}
+}
+
+func (r *router) stopping() {
+	r.draining = true
+}

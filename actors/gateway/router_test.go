@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// A connection with MaxInbound datagrams queued gets no more: the newest is
+// dropped and counted, so a flood aimed at one connection cannot grow its
+// mailbox.
+func TestInboundQueueIsBounded(t *testing.T) {
+	out := new(discard)
+	r := newBenchRouter(t, out, seeded(1))
+	r.cfg.Conn.MaxInbound = 3
+	rt := &route{pid: actor.NewPID("t", "c"), id: handshake.ConnID{1}, addr: benchClient, inflight: new(atomic.Int32)}
+	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
+	held := 0
+	ctx := &stubCtx{deliver: func(d *msg.Datagram) { held++; d.Release() }} // the actor never catches up
+	for range 10 {
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf[:], make([]byte, 40)) // first byte 0: a short-form data packet
+		d.Addr = benchClient
+		if !r.handle(ctx, d) {
+			d.Release()
+		}
+	}
+	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.inflight.Load() != 3 {
+		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.inflight.Load())
+	}
+}
+
+// The handshake path follows the gateway's state: one round trip when
+// quiet, cookies from ChallengeAt connections or when the reader backs up,
+// refusal at MaxConns and while draining.
+func TestLoadFollowsState(t *testing.T) {
+	r := newBenchRouter(t, new(discard), seeded(1))
+	r.cfg.MaxConns, r.cfg.ChallengeAt, r.cfg.ReadQueue = 4, 2, 8
+	free := 8
+	r.queueFree = func() int { return free }
+	add := func(i byte) { r.byID[handshake.ConnID{i}] = &route{} }
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		want  handshake.Load
+	}{
+		{"empty", func() {}, handshake.LoadNormal},
+		{"one conn", func() { add(1) }, handshake.LoadNormal},
+		{"at ChallengeAt", func() { add(2) }, handshake.LoadHigh},
+		{"at MaxConns", func() { add(3); add(4) }, handshake.LoadFull},
+		{"reader backed up", func() { clear(r.byID); free = 3 }, handshake.LoadHigh},
+		{"draining", func() { free = 8; r.draining = true }, handshake.LoadFull},
+	} {
+		tc.setup()
+		if got := r.load(); got != tc.want {
+			t.Errorf("%s: load %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// NoConnection replies are rate limited per source; every datagram is still
+// counted as UnknownConn.
+func TestNoConnectionIsRateLimited(t *testing.T) {
+	out := new(discard)
+	r := newBenchRouter(t, out, seeded(1))
+	ctx := new(stubCtx)
+	const n = 1000
+	for range n {
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf[:], make([]byte, 40))
+		d.Addr = benchClient
+		r.handle(ctx, d)
+		d.Release()
+	}
+	burst := uint64(r.cfg.RateLimit.Burst)
+	if r.st.unknownConn.Load() != n || r.st.noConnSent.Load() > burst+1 || r.st.noConnSent.Load() == 0 ||
+		r.st.noConnSent.Load()+r.st.noConnSuppressed.Load() != n {
+		t.Fatalf("unknown %d, replies %d, suppressed %d (burst %d)", r.st.unknownConn.Load(), r.st.noConnSent.Load(), r.st.noConnSuppressed.Load(), burst)
+	}
+	if out.n != int(r.st.noConnSent.Load()) || out.bytes != out.n*handshake.NoConnectionSize {
+		t.Fatalf("wrote %d replies of %d bytes", out.n, out.bytes)
+	}
+}
+
+// Handshake work per source prefix is rate limited before any crypto: a
+// flood of connect requests from one /24 gets Burst handled, the rest
+// dropped unanswered and counted.
+func TestHandshakeRequestsAreRateLimited(t *testing.T) {
+	r := newBenchRouter(t, new(discard), seeded(1))
+	ctx := new(stubCtx)
+	req := make([]byte, handshake.RequestSize)
+	req[0] = handshake.KindConnectRequest.ControlByte() // right kind and size, no magic: dropped silently
+	const n = 500
+	for i := range n {
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf[:], req)
+		d.Addr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 4000) // one /24, many hosts
+		r.handle(ctx, d)
+		d.Release()
+	}
+	burst := uint64(r.cfg.RateLimit.Burst)
+	if r.st.handshakes.Load() > burst+1 || r.st.handshakes.Load()+r.st.handshakeLimited.Load() != n {
+		t.Fatalf("handled %d, limited %d of %d (burst %d)", r.st.handshakes.Load(), r.st.handshakeLimited.Load(), n, burst)
+	}
+	if r.st.handshakeReplies.Load() != 0 {
+		t.Fatalf("%d replies to requests without the protocol magic", r.st.handshakeReplies.Load())
+	}
+}

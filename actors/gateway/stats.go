@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"sync/atomic"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// counters are the gateway actor's own counts. Only the gateway actor writes
+// them (the writer and the reader keep theirs); atomics let Stats read them
+// from any goroutine.
+type counters struct {
+	datagramsIn, bytesIn atomic.Uint64
+	garbage              atomic.Uint64
+	unexpected           atomic.Uint64
+	routed               atomic.Uint64
+	inboundDropped       atomic.Uint64
+	unknownConn          atomic.Uint64
+	noConnSent           atomic.Uint64
+	handshakeLimited     atomic.Uint64
+	noConnSuppressed     atomic.Uint64
+	handshakes           atomic.Uint64
+	handshakeReplies     atomic.Uint64
+	granted              atomic.Uint64
+	spawnFailed          atomic.Uint64
+	denied               [256]atomic.Uint64 // by handshake.Reason
+	handshakeDropped     atomic.Uint64      // refused without a reply (malformed, wrong magic)
+	verified             atomic.Uint64
+	moved                atomic.Uint64
+	superseded           atomic.Uint64
+	closed               [256]atomic.Uint64 // by handshake.Reason
+	conns, pending       atomic.Int64
+	readErrors           atomic.Uint64
+	readBackpressure     atomic.Uint64
+}
+
+// Stats is a snapshot of a gateway's counters: every datagram read is
+// counted once in DatagramsIn and then under exactly one fate — routed to a
+// connection, a handshake request, or one of the rejections.
+type Stats struct {
+	DatagramsIn, BytesIn   uint64
+	DatagramsOut, BytesOut uint64
+
+	// Rejected at the gateway, before any crypto:
+	Garbage     uint64 // Classify refused the first byte or length
+	Unexpected  uint64 // a packet kind a server never takes (Challenge, Accepted, Denied, NoConnection)
+	UnknownConn uint64 // data for no connection (answered with NoConnection when the rate limit allows)
+	// HandshakeLimited: connect requests dropped unanswered by the per-prefix
+	// rate limiter.
+	HandshakeLimited uint64
+	// InboundDropped: the connection already had Conn.MaxInbound datagrams queued.
+	InboundDropped uint64
+
+	Routed     uint64 // handed to a connection actor
+	Handshakes uint64 // connect requests and challenge responses handled
+	Replies    uint64 // handshake replies sent (Challenge, Accepted, Denied)
+	NoConnSent uint64
+	// NoConnSuppressed: NoConnection replies the rate limiter withheld (the
+	// datagram itself is counted in UnknownConn).
+	NoConnSuppressed uint64
+	Granted          uint64
+	Denied           map[handshake.Reason]uint64 // Denied replies by reason (ServerFull, TokenExpired, TokenUsed, ...)
+	HandshakeDrop    uint64                      // handshake packets dropped without reply (malformed, not ours)
+	SpawnFailed      uint64
+
+	Conns    int64 // connection actors alive (pending ones included)
+	Pending  int64 // of which not yet verified
+	Verified uint64
+	Moved    uint64 // NAT rebindings followed
+	// Superseded counts older connections closed because their player
+	// connected again (ReasonDuplicate).
+	Superseded uint64
+	Closed     map[handshake.Reason]uint64 // connections ended, by reason
+
+	// Per-connection rejections (after routing; the AEAD and windows run in
+	// the connection actors).
+	AuthFailed, Replayed, WrongConn, BadHeader, AfterClose, ConnGarbage, ConnUnexpected uint64
+	ProtocolErrors                                                                      uint64
+	EventsDropped, InputsDropped                                                        uint64
+
+	// Writer.
+	WriteDropped, WriteErrors uint64
+	// Reader.
+	ReadErrors       uint64
+	ReadBackpressure uint64 // times the reader waited for a free batch (the gateway actor fell behind)
+}
+
+// Rejected sums every rejection at the gateway and in the connections.
+func (s Stats) Rejected() uint64 {
+	return s.Garbage + s.Unexpected + s.UnknownConn + s.HandshakeLimited + s.InboundDropped +
+		s.AuthFailed + s.Replayed + s.WrongConn + s.BadHeader + s.AfterClose + s.ConnGarbage + s.ConnUnexpected
+}

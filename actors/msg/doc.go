@@ -1,0 +1,34 @@
+// Package msg holds the in-process messages ghostwire's actors exchange:
+// connection → zone (a player's input), zone → connection (control state,
+// events, redirects), zone → ghost manager (one view per tick), and the
+// datagrams the gateway hands to connection actors. Cross-process forms of
+// the same messages are protobuf in proto/; these are their in-memory twins,
+// built for the hot path: every per-tick or per-packet message is a pointer to
+// a pooled struct, so sending one allocates nothing in the steady state.
+//
+// # Ownership
+//
+// A pooled message (Input, Output, Control, View, Datagram) belongs to
+// exactly one actor at a time. The sender fills it, sends the pointer and
+// never touches it again; the receiver reads it and calls Release when done,
+// after which nobody may use it (nor any slice it handed out). Forgetting
+// Release is safe — the garbage collector takes the message — it only costs
+// an allocation later. Messages that are not pooled (Join, Leave, Redirect,
+// Kick) are rare, small and immutable once sent.
+//
+// # Flow
+//
+//	conn ──Join/Leave──────────────▶ zone
+//	conn ──*Input (moves, events)──▶ zone        one per packet with new moves or events
+//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state
+//	zone ──*Output (events)────────▶ conn        when the zone has events for the client
+//	zone ──Redirect / Kick─────────▶ conn        handoff to another zone; removal
+//	zone ──ViewSlot.Publish + ViewReady──▶ ghost manager   newest view supersedes
+//	gateway ──*Datagram────────────▶ conn        one per datagram routed by connection id
+//	conn ──*GhostFates (fates, credit)──▶ ghost manager ──*GhostSection──▶ conn
+//
+// A connection and its ghost manager exchange at most one GhostFates per
+// datagram in or out and one GhostSection per credit; a connection grants a
+// new credit only when the previous section was used or dropped, so at most
+// one section is in flight.
+package msg

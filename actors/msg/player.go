@@ -1,0 +1,138 @@
+package msg
+
+import (
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+// Join tells a zone that a player's connection is up (conn → zone). The zone
+// answers with Control messages to Conn and publishes views into Views,
+// nudging Ghosts with ViewReady. Sent once per connection (and again to the
+// new zone's side by whoever runs a handoff).
+type Join struct {
+	Player uint64
+	Conn   *actor.PID // the connection actor: Control, Output, Redirect, Kick go here
+	Ghosts *actor.PID // the ghost manager: ViewReady goes here
+	Views  *ViewSlot  // where the zone publishes this player's views
+	// LastApplied is the newest move already applied for this player (0 on a
+	// fresh connection): a zone taking over continues after it.
+	LastApplied uint64
+	// UserData is the opaque user data of the player's connect token. The
+	// message owns it (a copy); the zone may keep it.
+	UserData []byte
+}
+
+// Leave tells a zone that a player's connection ended (conn → zone): the
+// player quit, timed out, or was kicked. Nothing more arrives from Conn.
+type Leave struct {
+	Player uint64
+	Conn   *actor.PID
+	Reason handshake.Reason
+}
+
+// Redirect moves a player to another zone (zone → conn, after a handoff
+// committed): from now on the connection sends its Input to Zone. The views
+// keep arriving through the same ViewSlot, published by the new owner.
+type Redirect struct {
+	Player uint64
+	Zone   *actor.PID
+	// Epoch is the handoff's fencing epoch: a Redirect with an epoch not above
+	// the connection's current one is stale and ignored.
+	Epoch uint64
+}
+
+// Kick removes a player (zone → conn): the connection sends Disconnect with
+// Reason (ReasonKicked unless the zone says otherwise) and closes.
+type Kick struct {
+	Player uint64
+	Reason handshake.Reason
+}
+
+// Input is a player's input since the previous Input (conn → zone): the new
+// moves, each exactly once and in sequence order (replication/move's Applier
+// drops the redundant copies), and the events the client sent, in delivery
+// order (ordered lanes in order). Pooled: get one with NewInput; the zone
+// calls Release when done with it.
+type Input struct {
+	Player uint64
+	// Moves in sequence order, without gaps unless the client dropped moves
+	// (move.ApplierStats.Lost). The zone applies each exactly once and reports
+	// the newest applied in Control; the connection itself compares the
+	// client's CRCs (HasCRC moves) with the state the zone reports.
+	Moves []move.Move
+	EventList
+	// Received is when the connection decoded the newest of these (node
+	// monotonic clock), for lag compensation and metrics.
+	Received time.Duration
+}
+
+var inputPool = sync.Pool{New: func() any { return new(Input) }}
+
+// NewInput returns an empty Input from the pool.
+func NewInput() *Input { return inputPool.Get().(*Input) }
+
+// Release returns in to the pool. Neither in nor any slice it handed out
+// (Moves, event payloads) may be used afterwards.
+func (in *Input) Release() {
+	in.Player = 0
+	in.Moves = in.Moves[:0]
+	in.EventList.Reset()
+	in.Received = 0
+	inputPool.Put(in)
+}
+
+// Empty reports whether in carries neither moves nor events.
+func (in *Input) Empty() bool { return len(in.Moves) == 0 && len(in.Events) == 0 }
+
+// Control is the authoritative state of the object a player controls, once
+// per zone tick (zone → conn). The connection acknowledges LastApplied in its
+// next packets, checks the CRC the client sent with that move against State
+// (session.Server.SetControl), and lets move.ControlWriter decide when State
+// goes out in full. Pooled: NewControl / Release.
+type Control struct {
+	Player uint64
+	// LastApplied is the newest move the zone applied; State reflects it and
+	// everything the zone simulated since (a collision, a push).
+	LastApplied uint64
+	State       move.ControlState
+	// Force sends State in full with no CRC round trip (teleport, respawn).
+	Force bool
+	// Tick is the zone tick this state belongs to.
+	Tick uint64
+}
+
+var controlPool = sync.Pool{New: func() any { return new(Control) }}
+
+// NewControl returns a zeroed Control from the pool.
+func NewControl() *Control { return controlPool.Get().(*Control) }
+
+// Release returns c to the pool; c may not be used afterwards.
+func (c *Control) Release() {
+	*c = Control{}
+	controlPool.Put(c)
+}
+
+// Output carries events from a zone to its player's client (zone → conn).
+// Guaranteed events the connection cannot queue (its event sender is full)
+// are dropped and counted there. Pooled: NewOutput / Release.
+type Output struct {
+	Player uint64
+	EventList
+}
+
+var outputPool = sync.Pool{New: func() any { return new(Output) }}
+
+// NewOutput returns an empty Output from the pool.
+func NewOutput() *Output { return outputPool.Get().(*Output) }
+
+// Release returns o to the pool; neither o nor its payloads may be used afterwards.
+func (o *Output) Release() {
+	o.Player = 0
+	o.EventList.Reset()
+	outputPool.Put(o)
+}

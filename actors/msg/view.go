@@ -1,0 +1,103 @@
+package msg
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+)
+
+// View is one player's interest set for one zone tick (zone → ghost
+// manager): every entity the player should see, with its priority and state.
+// Pooled: get one with NewView, fill Entries (append to Entries[:0] — the
+// pooled capacity is reused), Publish it; whoever ends up holding it calls
+// Release.
+type View struct {
+	Player uint64
+	Tick   uint64
+	// ServerTime is the zone's clock at the tick (node monotonic time); the
+	// ghost manager stamps states with its own clock, so this is informative.
+	ServerTime time.Duration
+	Entries    []ghost.ViewEntry
+}
+
+var viewPool = sync.Pool{New: func() any { return new(View) }}
+
+// NewView returns an empty View from the pool.
+func NewView() *View { return viewPool.Get().(*View) }
+
+// Release returns v to the pool; v may not be used afterwards.
+func (v *View) Release() {
+	clear(v.Entries) // drop *Class references
+	v.Entries = v.Entries[:0]
+	v.Player, v.Tick, v.ServerTime = 0, 0, 0
+	viewPool.Put(v)
+}
+
+// ViewReady nudges a ghost manager: its ViewSlot holds a view. It carries
+// nothing, so one shared value serves every send (no allocation).
+type ViewReady struct{}
+
+// ViewReadyMsg is the message to send; a pointer to a zero-size value.
+var ViewReadyMsg = &ViewReady{}
+
+// ViewSlot is the one-deep mailbox between a zone and a ghost manager, with
+// the policy "newest view supersedes": a view published before the previous
+// one was taken replaces it (the older one is released and counted). Views
+// are absolute — the ghost table diffs each against what it already holds —
+// so skipping one loses nothing but an intermediate state, and a slow ghost
+// manager never makes the zone queue views.
+//
+//	if slot.Publish(v) { ctx.Send(ghosts, msg.ViewReadyMsg) } // zone
+//	if v := slot.Take(); v != nil { use(v); v.Release() }      // ghost manager, on ViewReady
+//
+// Publish returns true exactly when the slot was empty, so at most one
+// ViewReady is in flight per slot and every view published is either taken
+// after a nudge or superseded. Safe for one publisher and one taker running
+// concurrently (a handoff changes the publisher; the two zones must not
+// publish at the same time, which the handoff protocol guarantees). The zero
+// ViewSlot is empty and ready to use.
+type ViewSlot struct {
+	v          atomic.Pointer[View]
+	closed     atomic.Bool
+	superseded atomic.Uint64
+}
+
+// Publish hands v to the slot and reports whether the taker must be nudged.
+// The caller gives up v. On a closed slot v is released and false returned.
+func (s *ViewSlot) Publish(v *View) (nudge bool) {
+	if s.closed.Load() {
+		v.Release()
+		return false
+	}
+	old := s.v.Swap(v)
+	if old != nil {
+		s.superseded.Add(1)
+		old.Release()
+		return false
+	}
+	if s.closed.Load() { // closed while we swapped: do not leave v behind
+		if v := s.v.Swap(nil); v != nil {
+			v.Release()
+		}
+		return false
+	}
+	return true
+}
+
+// Take removes and returns the newest view, or nil if there is none. The
+// caller owns the view and releases it.
+func (s *ViewSlot) Take() *View { return s.v.Swap(nil) }
+
+// Close makes the slot refuse further views and releases the one it holds.
+// The ghost manager closes it when it stops.
+func (s *ViewSlot) Close() {
+	s.closed.Store(true)
+	if v := s.v.Swap(nil); v != nil {
+		v.Release()
+	}
+}
+
+// Superseded is how many views were replaced before being taken.
+func (s *ViewSlot) Superseded() uint64 { return s.superseded.Load() }
