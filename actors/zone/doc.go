@@ -1,0 +1,42 @@
+// Package zone is the zone actor: a thin protoactor wrapper around one
+// zones/sim.Zone. It ticks the simulation at a fixed rate, feeds it the
+// players' input, sends each player's connection one Control and its ghost
+// manager one view per tick, exchanges border replicas with the neighbouring
+// zone actors and runs handoffs with them through the pure handoff machine.
+//
+//	conn ──Join/Leave, *Input──────────▶ zone ──*Control, Redirect─▶ conn
+//	                                      zone ──ViewSlot.Publish + ViewReady─▶ ghost manager
+//	zone ◀──HandoffEnvelope / ReplicaEnvelope──▶ neighbouring zones
+//
+// # Ticks without blocking
+//
+// Each actor owns one time.Timer, re-armed after every tick for the next
+// scheduled tick time; its callback only posts a message. Receive never
+// waits. A tick is stamped with its scheduled time (the simulation is driven
+// by that, not by when the message happens to run); when the actor falls
+// behind by a whole period it skips the missed ticks, tells the zone
+// (ReportMissedTicks) and counts them, and it reports every tick's measured
+// cost (ReportTickCost) so the zone degrades under overload instead of
+// drifting.
+//
+// # Handoff in process
+//
+// Zone actors are named "zone-<id>", so a zone addresses a neighbour by id
+// without a directory. Handoff messages travel as *HandoffEnvelope: the pure
+// handoff.Msg plus the player's msg.Join (its connection, ghost manager and
+// view slot) so the new owner can reach the player, and the time the
+// handoff began (the latency metric). When the new owner acquires a player
+// it sends the connection msg.Redirect with the new epoch; the views keep
+// flowing through the same ViewSlot, published by whichever zone owns the
+// player, and never by two at once (the old owner stops before it sends
+// Commit).
+//
+// # Queues
+//
+//	mailbox      protoactor's unbounded mailbox; bounded in practice by the
+//	             senders: one Input per client packet, one Control and view
+//	             per tick, one replica batch per neighbour per tick
+//	moves        per player in the simulation, ≤ MaxQueuedMoves (drop newest, counted)
+//	views        msg.ViewSlot: newest supersedes
+//	ticks        one timer, one tick message in flight at most
+package zone

@@ -1,0 +1,182 @@
+package zone
+
+import (
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+// quietSystem is an actor system that logs warnings only.
+func quietSystem() *actor.ActorSystem {
+	lvl := slog.LevelWarn
+	if os.Getenv("GW_DEBUG") != "" {
+		lvl = slog.LevelDebug
+	}
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}))
+}
+
+// clock is the node clock the tests give the zones.
+type clock struct{ start time.Time }
+
+func newClock() *clock              { return &clock{start: time.Now()} }
+func (c *clock) Now() time.Duration { return time.Since(c.start) }
+
+// driver stands in for many players' connection and ghost manager actors:
+// it sends their moves to whatever zone each is routed to, follows
+// Redirects (epoch-fenced, as actors/conn does), records Controls and takes
+// the views the zones publish.
+type driver struct {
+	mu      sync.Mutex
+	players map[uint64]*dplayer
+	order   []uint64
+	events  chan uint64 // player ids, one per Redirect taken
+	walk    func(id uint64, tick int) (fwd int8, yaw uint16)
+	ticks   int
+	bad     []string
+}
+
+type dplayer struct {
+	route       *actor.PID
+	epoch       uint64
+	sent        uint64
+	applied     uint64
+	controls    int
+	redirects   int
+	views       msg.ViewSlot
+	viewsTaken  int
+	viewEntries int
+	teleportAt  time.Time
+	latency     []time.Duration
+	kicked      bool
+}
+
+// driverStep asks the driver to send one move per player (Dt units of
+// 1/960 s each).
+type driverStep struct{ dt uint8 }
+
+// driverTeleport asks the driver to teleport a player through its route.
+type driverTeleport struct {
+	id  uint64
+	pos [3]float32
+}
+
+func newDriver(walk func(id uint64, tick int) (int8, uint16)) *driver {
+	return &driver{players: map[uint64]*dplayer{}, events: make(chan uint64, 1<<16), walk: walk}
+}
+
+func (d *driver) add(id uint64, zone *actor.PID) *dplayer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := &dplayer{route: zone}
+	d.players[id] = p
+	d.order = append(d.order, id)
+	return p
+}
+
+func (d *driver) Receive(ctx actor.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch m := ctx.Message().(type) {
+	case *msg.Control:
+		if p := d.players[m.Player]; p != nil {
+			if m.LastApplied < p.applied {
+				d.bad = append(d.bad, "LastApplied went backwards")
+			}
+			p.applied = m.LastApplied
+			p.controls++
+		}
+		m.Release()
+	case *msg.Redirect:
+		if p := d.players[m.Player]; p != nil && m.Epoch > p.epoch {
+			p.route, p.epoch = m.Zone, m.Epoch
+			p.redirects++
+			if !p.teleportAt.IsZero() {
+				p.latency = append(p.latency, time.Since(p.teleportAt))
+				p.teleportAt = time.Time{}
+			}
+			select {
+			case d.events <- m.Player:
+			default:
+			}
+		}
+	case *msg.ViewReady:
+		for _, p := range d.players {
+			if v := p.views.Take(); v != nil {
+				p.viewsTaken++
+				p.viewEntries = len(v.Entries)
+				v.Release()
+			}
+		}
+	case *msg.Kick:
+		if p := d.players[m.Player]; p != nil {
+			p.kicked = true
+		}
+	case *driverStep:
+		d.ticks++
+		for _, id := range d.order {
+			p := d.players[id]
+			p.sent++
+			in := msg.NewInput()
+			in.Player = id
+			fwd, yaw := int8(0), uint16(0)
+			if d.walk != nil {
+				fwd, yaw = d.walk(id, d.ticks)
+			}
+			in.Moves = append(in.Moves[:0], move.Move{Seq: p.sent, Dt: m.dt, Forward: fwd, Yaw: yaw})
+			ctx.Send(p.route, in)
+		}
+	case *driverTeleport:
+		p := d.players[m.id]
+		p.teleportAt = time.Now()
+		ctx.Send(p.route, &Teleport{Entity: m.id, Pos: m.pos})
+	}
+}
+
+// pstat is a copy of a player's counters.
+type pstat struct {
+	route                                        *actor.PID
+	epoch, sent, applied                         uint64
+	controls, redirects, viewsTaken, viewEntries int
+	kicked                                       bool
+	latency                                      []time.Duration
+}
+
+// snapshot copies what the test needs, under the lock.
+func (d *driver) snapshot() map[uint64]pstat {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[uint64]pstat{}
+	for id, p := range d.players {
+		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, controls: p.controls,
+			redirects: p.redirects, viewsTaken: p.viewsTaken, viewEntries: p.viewEntries, kicked: p.kicked,
+			latency: append([]time.Duration(nil), p.latency...)}
+	}
+	return out
+}
+
+func (d *driver) problems() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.bad...)
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

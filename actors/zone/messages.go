@@ -1,0 +1,47 @@
+package zone
+
+import (
+	"time"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// HandoffEnvelope carries a handoff message between zone actors in
+// process. Join travels with the Offer and the Commit of a player, so the
+// new owner can reach its connection; Began is when the source started the
+// handoff (node clock), for the latency metric.
+type HandoffEnvelope struct {
+	Msg   handoff.Msg
+	Join  *msg.Join
+	Began time.Duration
+}
+
+// ReplicaEnvelope carries one border replica batch between zone actors.
+type ReplicaEnvelope struct {
+	Batch sim.ReplicaBatch
+}
+
+// Teleport moves a player or NPC at once (an admin command): the zone that
+// owns it applies it, one that handed it away passes it on.
+type Teleport struct {
+	Entity uint64
+	Pos    [3]float32
+}
+
+// Pause stops (true) or restarts (false) the zone's ticks; messages are
+// still handled. Tests use it to take a consistent look at a world.
+type Pause struct{ Paused bool }
+
+// Inspect runs Fn on the zone's simulation inside the actor (read-only use)
+// and responds with struct{}{} when done: for tests and admin views. Send it
+// with RequestFuture from outside an actor.
+type Inspect struct {
+	Fn func(z *sim.Zone)
+}
+
+// tickMsg is the timer's nudge: run the tick due now.
+type tickMsg struct{}
+
+var theTick = &tickMsg{}

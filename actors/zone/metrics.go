@@ -1,0 +1,88 @@
+package zone
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics are counters shared by the zone actors of a node (safe for
+// concurrent use). The node exports them; tests and benchmarks read them.
+type Metrics struct {
+	Ticks         atomic.Uint64
+	MissedTicks   atomic.Uint64
+	Views         atomic.Uint64
+	Controls      atomic.Uint64
+	Redirects     atomic.Uint64
+	Joins         atomic.Uint64
+	JoinsRejected atomic.Uint64
+	Leaves        atomic.Uint64
+	Inputs        atomic.Uint64
+	InputsDropped atomic.Uint64 // input for a player this zone does not know
+	Events        atomic.Uint64 // client events received (no game logic consumes them yet)
+	HandoffsIn    atomic.Uint64 // entities acquired
+	Forwarded     atomic.Uint64 // Leave/Teleport passed on to a new owner
+	TickNanos     atomic.Uint64 // total measured tick cost
+
+	// HandoffLatency samples, per acquired entity, the time from the
+	// source's Offer to the target's acquisition (node clock).
+	HandoffLatency Latency
+}
+
+// Latency keeps the most recent samples of a duration in a fixed ring.
+// The zero value is ready; safe for concurrent use.
+type Latency struct {
+	mu      sync.Mutex
+	samples []time.Duration
+	next    int
+	count   uint64
+}
+
+// latencyKeep bounds the ring (quantiles over the last this many samples).
+const latencyKeep = 1 << 16
+
+// Add records one sample.
+func (l *Latency) Add(d time.Duration) {
+	l.mu.Lock()
+	if len(l.samples) < latencyKeep {
+		l.samples = append(l.samples, d)
+	} else {
+		l.samples[l.next] = d
+		l.next = (l.next + 1) % latencyKeep
+	}
+	l.count++
+	l.mu.Unlock()
+}
+
+// Count returns how many samples were ever added.
+func (l *Latency) Count() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
+// Quantiles returns the given quantiles (0..1) of the kept samples (zero
+// without samples).
+func (l *Latency) Quantiles(qs ...float64) []time.Duration {
+	l.mu.Lock()
+	s := slices.Clone(l.samples)
+	l.mu.Unlock()
+	out := make([]time.Duration, len(qs))
+	if len(s) == 0 {
+		return out
+	}
+	slices.Sort(s)
+	for i, q := range qs {
+		k := int(q * float64(len(s)-1))
+		out[i] = s[min(max(k, 0), len(s)-1)]
+	}
+	return out
+}
+
+// Reset drops the samples.
+func (l *Latency) Reset() {
+	l.mu.Lock()
+	l.samples, l.next, l.count = l.samples[:0], 0, 0
+	l.mu.Unlock()
+}

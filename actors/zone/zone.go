@@ -1,0 +1,408 @@
+package zone
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// ActorName returns the name a zone actor is spawned under.
+func ActorName(zoneID string) string { return "zone-" + zoneID }
+
+// Params configure one zone actor.
+type Params struct {
+	// Sim is the zone's simulation config (Sim.Zone names the zone).
+	Sim sim.Config
+	// Now is the node's monotonic clock (the one connections use).
+	// Required.
+	Now func() time.Duration
+	// Metrics collects counters; nil gets a private set.
+	Metrics *Metrics
+	// Log receives the actor's rare events; nil discards them.
+	Log *slog.Logger
+	// Spawn places a joining player in the zone's rectangle; nil spreads
+	// players deterministically by id, away from the borders.
+	Spawn func(player uint64, r world.Rect) [3]float32
+}
+
+// Validate reports missing or unusable parameters.
+func (p *Params) Validate() error {
+	if p.Now == nil {
+		return errors.New("zone: Params.Now is required")
+	}
+	if err := p.Sim.Validate(); err != nil {
+		return fmt.Errorf("zone %s: %w", p.Sim.Zone, err)
+	}
+	return nil
+}
+
+// Props returns the props of a zone actor. Spawn it named ActorName(id)
+// (Start does), so neighbours can address it.
+func Props(p Params) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p} })
+}
+
+type zoneActor struct {
+	p    Params
+	m    *Metrics
+	log  *slog.Logger
+	z    *sim.Zone
+	self *actor.PID
+	root *actor.RootContext
+	addr string
+
+	peers        map[string]*actor.PID
+	joins        map[uint64]*msg.Join
+	began        map[uint64]time.Duration // handoffs this zone started, for latency
+	pendingLeave map[uint64]bool
+
+	timer   *time.Timer
+	stopped atomic.Bool
+	paused  bool
+	nextAt  time.Duration
+	ctx     actor.Context
+}
+
+// Receive implements actor.Actor.
+func (a *zoneActor) Receive(ctx actor.Context) {
+	a.ctx = ctx
+	defer func() { a.ctx = nil }()
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		if err := a.start(ctx); err != nil {
+			a.log.Error("zone not started", "zone", a.p.Sim.Zone, "err", err)
+			ctx.Stop(ctx.Self())
+		}
+		return
+	case *actor.Stopping:
+		a.stopped.Store(true)
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+		return
+	}
+	if a.z == nil {
+		return
+	}
+	switch m := ctx.Message().(type) {
+	case *tickMsg:
+		a.onTick()
+	case *msg.Input:
+		a.onInput(m)
+	case *msg.Join:
+		a.onJoin(m)
+	case *msg.Leave:
+		a.onLeave(m)
+	case *HandoffEnvelope:
+		a.onHandoff(m)
+	case *ReplicaEnvelope:
+		a.z.Replicas(a.p.Now(), &m.Batch)
+	case *Teleport:
+		a.onTeleport(m)
+	case *Pause:
+		a.setPaused(m.Paused)
+	case *Inspect:
+		m.Fn(a.z)
+		ctx.Respond(struct{}{})
+	}
+}
+
+func (a *zoneActor) start(ctx actor.Context) error {
+	if err := a.p.Validate(); err != nil {
+		return err
+	}
+	a.m = a.p.Metrics
+	if a.m == nil {
+		a.m = new(Metrics)
+	}
+	a.log = a.p.Log
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	now := a.p.Now()
+	z, err := sim.New(a.p.Sim, now)
+	if err != nil {
+		return err
+	}
+	a.z = z
+	a.self = ctx.Self()
+	a.root = ctx.ActorSystem().Root
+	a.addr = ctx.ActorSystem().Address()
+	a.peers = map[string]*actor.PID{}
+	a.joins = map[uint64]*msg.Join{}
+	a.began = map[uint64]time.Duration{}
+	a.pendingLeave = map[uint64]bool{}
+	a.timer = time.AfterFunc(time.Hour, a.fire)
+	a.nextAt = now + z.Period()
+	a.arm()
+	return nil
+}
+
+// fire runs on the timer's goroutine: it only posts the tick.
+func (a *zoneActor) fire() {
+	if !a.stopped.Load() {
+		a.root.Send(a.self, theTick)
+	}
+}
+
+func (a *zoneActor) arm() {
+	if a.paused || a.stopped.Load() {
+		return
+	}
+	a.timer.Reset(max(a.nextAt-a.p.Now(), 0))
+}
+
+func (a *zoneActor) setPaused(p bool) {
+	if p == a.paused {
+		return
+	}
+	a.paused = p
+	if p {
+		a.timer.Stop()
+		return
+	}
+	a.nextAt = a.p.Now() + a.z.Period()
+	a.arm()
+}
+
+func (a *zoneActor) peer(id string) *actor.PID {
+	pid, ok := a.peers[id]
+	if !ok {
+		pid = actor.NewPID(a.addr, ActorName(id))
+		a.peers[id] = pid
+	}
+	return pid
+}
+
+func (a *zoneActor) onTick() {
+	if a.paused {
+		return
+	}
+	start := time.Now()
+	now := a.p.Now()
+	period := a.z.Period()
+	at := a.nextAt
+	if late := now - at; late >= period {
+		// Behind by whole periods: skip them (the simulation is stamped
+		// with scheduled times, so skipped ticks are lost time, counted,
+		// not a burst of catch-up ticks that would fall further behind).
+		missed := int(late / period)
+		at += time.Duration(missed) * period
+		a.z.ReportMissedTicks(missed)
+		a.m.MissedTicks.Add(uint64(missed))
+	}
+	out := a.z.Step(at)
+	a.sendHandoff(out.Send)
+	for i := range out.Controls {
+		c := &out.Controls[i]
+		j := a.joins[c.Entity]
+		if j == nil || j.Conn == nil {
+			continue
+		}
+		m := msg.NewControl()
+		m.Player, m.LastApplied, m.State, m.Force, m.Tick = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick()
+		a.ctx.Send(j.Conn, m)
+	}
+	a.m.Controls.Add(uint64(len(out.Controls)))
+	for _, ref := range out.Views {
+		j := a.joins[ref.Entity]
+		if j == nil || j.Views == nil {
+			continue
+		}
+		v := msg.NewView()
+		v.Player, v.Tick, v.ServerTime = ref.Entity, a.z.Tick(), at
+		v.Entries = a.z.AppendView(v.Entries[:0], ref)
+		if j.Views.Publish(v) && j.Ghosts != nil {
+			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
+		}
+		a.m.Views.Add(1)
+	}
+	for i := range out.Replicas {
+		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
+	}
+	for id := range a.pendingLeave {
+		if err := a.z.Leave(id); !errors.Is(err, sim.ErrBusy) {
+			delete(a.pendingLeave, id)
+			a.forget(id)
+		}
+	}
+	if a.z.Tick()%64 == 0 {
+		a.sweepJoins()
+	}
+	a.nextAt = at + period
+	a.arm()
+	cost := time.Since(start)
+	a.z.ReportTickCost(cost)
+	a.m.Ticks.Add(1)
+	a.m.TickNanos.Add(uint64(cost))
+}
+
+// sweepJoins forgets the connections of players that are no longer here.
+func (a *zoneActor) sweepJoins() {
+	for id := range a.joins {
+		if ph, _, _ := a.z.Handoffs().Status(id); ph == handoff.PhaseUnknown {
+			if _, ok := a.z.Handoffs().Reserved(id); !ok {
+				delete(a.joins, id)
+			}
+		}
+	}
+	for id, t := range a.began {
+		if a.p.Now()-t > time.Minute {
+			delete(a.began, id)
+		}
+	}
+}
+
+func (a *zoneActor) forget(id uint64) {
+	delete(a.joins, id)
+	delete(a.began, id)
+}
+
+// sendHandoff delivers handoff messages: Route becomes a Redirect to the
+// player's connection, the rest go to the zone they name.
+func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Kind == handoff.KindRoute {
+			if j := a.joins[m.Entity]; j != nil && j.Conn != nil {
+				a.ctx.Send(j.Conn, &msg.Redirect{Player: m.Entity, Zone: a.self, Epoch: uint64(m.Epoch)})
+				a.m.Redirects.Add(1)
+			}
+			continue
+		}
+		env := &HandoffEnvelope{Msg: *m}
+		switch m.Kind {
+		case handoff.KindOffer, handoff.KindCommit:
+			env.Join = a.joins[m.Entity]
+			t, ok := a.began[m.Entity]
+			if !ok || m.Kind == handoff.KindOffer && m.Sent-t > a.z.Config().Handoff.OfferTimeout {
+				t = m.Sent // a new handoff (not a resend of the last one)
+				a.began[m.Entity] = t
+			}
+			env.Began = t
+		}
+		a.ctx.Send(a.peer(m.To), env)
+	}
+}
+
+func (a *zoneActor) flushPending() { a.sendHandoff(a.z.Pending()) }
+
+func (a *zoneActor) onInput(in *msg.Input) {
+	now := a.p.Now()
+	a.m.Inputs.Add(1)
+	a.m.Events.Add(uint64(len(in.Events)))
+	if len(in.Moves) > 0 {
+		if a.z.Input(now, in.Player, in.Moves) == handoff.InputDropped {
+			a.m.InputsDropped.Add(1)
+		}
+	}
+	in.Release()
+	a.flushPending()
+}
+
+// spawnPos spreads players over the zone by id, 50 m clear of its borders
+// (so a new player does not start mid-handoff).
+func spawnPos(player uint64, r world.Rect) [3]float32 {
+	h := player*0x9E3779B97F4A7C15 + 1
+	h ^= h >> 29
+	fx := float64(h&0xFFFF) / 0xFFFF
+	fz := float64(h>>16&0xFFFF) / 0xFFFF
+	sx, sz := r.Size()
+	mx, mz := min(50, sx/4), min(50, sz/4)
+	return [3]float32{float32(r.Min[0] + mx + fx*(sx-2*mx)), 0, float32(r.Min[1] + mz + fz*(sz-2*mz))}
+}
+
+func (a *zoneActor) onJoin(j *msg.Join) {
+	now := a.p.Now()
+	spawn := a.p.Spawn
+	if spawn == nil {
+		spawn = spawnPos
+	}
+	pos := spawn(j.Player, a.z.Rect())
+	conn := ""
+	if j.Conn != nil {
+		conn = j.Conn.String()
+	}
+	name := fmt.Sprintf("p%d", j.Player)
+	if len(name) > 31 {
+		name = name[:31]
+	}
+	err := a.z.Join(now, j.Player, conn, name, pos, j.LastApplied)
+	if errors.Is(err, sim.ErrExists) {
+		// A reconnect while the old entity is still here: replace it.
+		if a.z.Leave(j.Player) == nil {
+			err = a.z.Join(now, j.Player, conn, name, pos, j.LastApplied)
+		}
+	}
+	if err != nil {
+		a.m.JoinsRejected.Add(1)
+		a.log.Warn("join refused", "zone", a.p.Sim.Zone, "player", j.Player, "err", err)
+		if j.Conn != nil {
+			a.ctx.Send(j.Conn, &msg.Kick{Player: j.Player})
+		}
+		return
+	}
+	a.joins[j.Player] = j
+	a.m.Joins.Add(1)
+}
+
+// passOn forwards a message about an entity this zone handed away to the
+// zone it went to; it reports whether it did.
+func (a *zoneActor) passOn(id uint64, m any) bool {
+	ph, _, peer := a.z.Handoffs().Status(id)
+	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+		return false
+	}
+	a.ctx.Send(a.peer(peer), m)
+	a.m.Forwarded.Add(1)
+	return true
+}
+
+func (a *zoneActor) onLeave(l *msg.Leave) {
+	switch err := a.z.Leave(l.Player); {
+	case err == nil:
+		a.forget(l.Player)
+		a.m.Leaves.Add(1)
+	case errors.Is(err, sim.ErrBusy):
+		a.pendingLeave[l.Player] = true // retried every tick until the handoff settles
+	case errors.Is(err, sim.ErrNotHere):
+		a.passOn(l.Player, l)
+	}
+}
+
+func (a *zoneActor) onTeleport(t *Teleport) {
+	err := a.z.Teleport(a.p.Now(), t.Entity, t.Pos)
+	if errors.Is(err, sim.ErrNotHere) {
+		a.passOn(t.Entity, t)
+	}
+	a.flushPending()
+}
+
+func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
+	now := a.p.Now()
+	id := env.Msg.Entity
+	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
+		a.joins[id] = env.Join
+	}
+	owned := a.z.Handoffs().Owns(id)
+	a.z.Handoff(now, env.Msg)
+	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
+		a.m.HandoffsIn.Add(1)
+		if env.Began != 0 {
+			a.m.HandoffLatency.Add(now - env.Began)
+		}
+	}
+	if env.Msg.Kind == handoff.KindAccept && !a.z.Handoffs().Owns(id) {
+		delete(a.began, id) // committed: the target measures the rest
+	}
+	a.flushPending()
+}

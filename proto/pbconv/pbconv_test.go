@@ -1,0 +1,196 @@
+package pbconv
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+func randMove(r *rand.Rand, seq uint64) move.Move {
+	return move.Move{Seq: seq, Dt: uint8(r.IntN(256)), Forward: int8(r.IntN(255) - 127), Strafe: int8(r.IntN(255) - 127),
+		Yaw: uint16(r.IntN(65536)), Pitch: int16(r.IntN(2*move.PitchMax+1) - move.PitchMax), Buttons: uint16(r.IntN(65536)),
+		CRC: r.Uint32(), HasCRC: r.IntN(2) == 0}
+}
+
+func randControl(r *rand.Rand) move.ControlState {
+	s := move.ControlState{Pos: [3]float32{r.Float32() * 1000, r.Float32(), -r.Float32() * 1000}, Vel: [3]float32{r.Float32(), 0, -r.Float32()}, Yaw: r.Float32()}
+	s.PayloadLen = uint8(r.IntN(move.MaxPayload + 1))
+	for i := range s.PayloadLen {
+		s.Payload[i] = byte(r.IntN(256))
+	}
+	return s
+}
+
+func randMsg(r *rand.Rand) handoff.Msg {
+	m := handoff.Msg{Kind: handoff.Kind(1 + r.IntN(8)), Entity: r.Uint64(), Epoch: handoff.Epoch(r.Uint64()), From: "x0z0", To: "x1z0",
+		Sent: time.Duration(r.Int64()), Reason: handoff.Reason(r.IntN(6))}
+	if r.IntN(2) == 0 {
+		s := &handoff.Snapshot{Entity: m.Entity, Kind: uint8(r.IntN(2)), Control: randControl(r), LastApplied: r.Uint64(),
+			Health: r.Int32(), Flags: r.Uint32(), Name: "walker", Extra: [4]uint32{1, 2, 3, r.Uint32()},
+			Rng: [2]uint64{r.Uint64(), 0}, Heading: r.Float32(), Speed: r.Float32(), TurnIn: r.Uint32(), Conn: "conn-1"}
+		for range r.IntN(5) {
+			s.Interest = append(s.Interest, r.Uint64())
+		}
+		m.State = s
+	}
+	for i := range r.IntN(6) {
+		m.Moves = append(m.Moves, randMove(r, uint64(i+1)))
+	}
+	return m
+}
+
+func TestHandoffRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		m := randMsg(r)
+		data, err := proto.Marshal(HandoffToProto(&m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p pb.HandoffMessage
+		if err := proto.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		got, err := HandoffFromProto(&p)
+		if err != nil {
+			t.Fatalf("decode %v: %v", m.String(), err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("round trip:\n got %+v %+v\nwant %+v %+v", got, got.State, m, m.State)
+		}
+	}
+}
+
+// Floats travel bit-exactly, so a client's CRC still matches a state that
+// crossed processes.
+func TestControlStateBitExact(t *testing.T) {
+	s := move.ControlState{Pos: [3]float32{math.Float32frombits(0x3f800001), -0, math.SmallestNonzeroFloat32}, Yaw: -1.5}
+	got, err := ControlFromProto(ControlToProto(s))
+	if err != nil || got.CRC() != s.CRC() {
+		t.Fatalf("CRC %x != %x (%v)", got.CRC(), s.CRC(), err)
+	}
+}
+
+func TestReplicaBatchRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	b := &sim.ReplicaBatch{From: "a", To: "b", Tick: 99, Sent: 123 * time.Millisecond}
+	for i := range 20 {
+		b.Entities = append(b.Entities, sim.Replica{ID: uint64(i), Kind: uint8(i % 2), Epoch: handoff.Epoch(i), State: randControl(r),
+			Health: int32(i), Flags: 7, Name: ghost.MustName("npc"), Extra: [4]uint32{uint32(i)}})
+	}
+	data, _ := proto.Marshal(ReplicaBatchToProto(b))
+	var p pb.ReplicaBatch
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReplicaBatchFromProto(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, b)
+	}
+}
+
+func registry(t testing.TB) *ghost.Registry {
+	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(ghost.PlayerClass(nil), ghost.NPCClass(nil)); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestViewRoundTrip(t *testing.T) {
+	reg := registry(t)
+	pc, _ := reg.Lookup(ghost.PlayerClassID)
+	nc, _ := reg.Lookup(ghost.NPCClassID)
+	entries := []ghost.ViewEntry{
+		{Entity: 1, Class: pc, Priority: 0.5, State: ghost.State{Pos: [3]float64{1, 2, 3}, Vel: [3]float64{4, 5, 6}, Yaw: 0.25, Health: 9, Flags: 3, Name: ghost.MustName("ann"), Extra: [4]uint32{1, 2, 3, 4}}},
+		{Entity: 2, Class: nc, Priority: 1, ChangedMask: 5},
+	}
+	data, _ := proto.Marshal(ViewToProto(7, "x0z0", 11, time.Second, 3, entries))
+	var p pb.ViewUpdate
+	if err := proto.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Player != 7 || p.Zone != "x0z0" || p.Tick != 11 || p.Epoch != 3 {
+		t.Fatalf("header %+v", &p)
+	}
+	got, err := ViewEntriesFromProto(nil, &p, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, entries) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, entries)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	reg := registry(t)
+	cases := []struct {
+		name  string
+		field string
+		err   error
+	}{
+		{"move forward", "move.forward", func() error {
+			_, err := MoveFromProto(&pb.Move{Seq: 1, Forward: 300})
+			return err
+		}()},
+		{"move dt", "move.dt", func() error { _, err := MoveFromProto(&pb.Move{Dt: 256}); return err }()},
+		{"payload", "control.payload", func() error {
+			_, err := ControlFromProto(&pb.ControlState{Payload: make([]byte, 17)})
+			return err
+		}()},
+		{"nan", "control", func() error {
+			_, err := ControlFromProto(&pb.ControlState{Yaw: float32(math.NaN())})
+			return err
+		}()},
+		{"kind", "handoff.kind", func() error { _, err := HandoffFromProto(&pb.HandoffMessage{Kind: 42}); return err }()},
+		{"name", "state.name", func() error {
+			_, err := HandoffFromProto(&pb.HandoffMessage{Kind: 1, State: &pb.EntitySnapshot{Name: string(make([]byte, 40))}})
+			return err
+		}()},
+		{"extra", "state.extra", func() error {
+			_, err := HandoffFromProto(&pb.HandoffMessage{Kind: 1, State: &pb.EntitySnapshot{Extra: []uint32{1, 2, 3, 4, 5}}})
+			return err
+		}()},
+		{"too many moves", "moves", func() error {
+			_, err := HandoffFromProto(&pb.HandoffMessage{Kind: 7, Moves: make([]*pb.Move, MaxMoves+1)})
+			return err
+		}()},
+		{"nil move", "move", func() error {
+			_, err := HandoffFromProto(&pb.HandoffMessage{Kind: 7, Moves: []*pb.Move{nil}})
+			return err
+		}()},
+		{"unknown class", "view.class_id", func() error {
+			_, err := ViewEntriesFromProto(nil, &pb.ViewUpdate{Entries: []*pb.ViewEntry{{ClassId: 999}}}, reg)
+			return err
+		}()},
+		{"replica name", "replica.name", func() error {
+			_, err := ReplicaBatchFromProto(&pb.ReplicaBatch{Entities: []*pb.Replica{{Name: string(make([]byte, 64))}}})
+			return err
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var fe *FieldError
+			if !errors.As(tc.err, &fe) || fe.Field != tc.field {
+				t.Fatalf("error %v, want a FieldError on %s", tc.err, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,288 @@
+package grid
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("grid: invalid config")
+
+// MaxCells bounds the cell count (memory and Build time are linear in it).
+const MaxCells = 1 << 22
+
+// Config describes the grid.
+type Config struct {
+	// Bounds is the area the cells cover (usually the world's bounds).
+	Bounds world.Rect
+	// CellSize is the side of a square cell in metres.
+	CellSize float64
+}
+
+// Validate reports a config the grid cannot use.
+func (c Config) Validate() error {
+	sx, sz := c.Bounds.Size()
+	if !(sx > 0) || !(sz > 0) || math.IsInf(sx, 0) || math.IsInf(sz, 0) {
+		return fmt.Errorf("%w: bounds %v", ErrConfig, c.Bounds)
+	}
+	if !(c.CellSize > 0) || math.IsInf(c.CellSize, 0) {
+		return fmt.Errorf("%w: cell size %g", ErrConfig, c.CellSize)
+	}
+	if nx, nz := math.Ceil(sx/c.CellSize), math.Ceil(sz/c.CellSize); nx*nz > MaxCells {
+		return fmt.Errorf("%w: %g×%g cells, more than %d", ErrConfig, nx, nz, MaxCells)
+	}
+	return nil
+}
+
+// Meta is what the grid carries for each filed slot besides its position:
+// the slot, the caller's id for it and a 32-bit word the caller defines.
+// Queries hand it out, so their consumers need no random access into
+// per-slot tables.
+type Meta struct {
+	ID   uint64
+	Slot int32
+	Aux  uint32
+}
+
+// Hit is one query result: a slot's meta and its squared distance to the
+// query point.
+type Hit struct {
+	Meta
+	D2 float32
+}
+
+type rec struct {
+	x, z float32
+	m    Meta
+}
+
+// Run is a range [A, B) of Built() indices: entities filed in a row of
+// consecutive cells.
+type Run struct{ A, B int32 }
+
+// Grid is a uniform grid of square cells. The zero Grid is not usable; call
+// New. Not safe for concurrent use.
+type Grid struct {
+	minX, minZ float32
+	inv        float32 // 1 / cell size
+	cell       float32
+	nx, nz     int32
+
+	// Per slot, set by Set/Clear: one record, so a lookup by slot (Pos) is
+	// one cache line. rec.m.Slot < 0 marks an empty slot.
+	recs   []rec
+	cellOf []int32
+
+	// Built by Build: slots sorted by cell (row-major); start[c]..start[c+1]
+	// is the run of cell c. Positions apart from the rest: a query reads
+	// every candidate's position but only the hits' meta.
+	start []int32
+	xz    [][2]float32
+	ssa   []SlotAux
+	sid   []uint64
+	n     int // live slots in the last Build
+	runs  []Run
+}
+
+// New returns an empty grid for cfg.
+func New(cfg Config) (*Grid, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sx, sz := cfg.Bounds.Size()
+	g := &Grid{
+		minX: float32(cfg.Bounds.Min[0]),
+		minZ: float32(cfg.Bounds.Min[1]),
+		inv:  float32(1 / cfg.CellSize),
+		cell: float32(cfg.CellSize),
+		nx:   int32(math.Ceil(sx / cfg.CellSize)),
+		nz:   int32(math.Ceil(sz / cfg.CellSize)),
+	}
+	g.start = make([]int32, int(g.nx)*int(g.nz)+1)
+	return g, nil
+}
+
+// Cells returns the grid's size in cells along X and Z.
+func (g *Grid) Cells() (nx, nz int) { return int(g.nx), int(g.nz) }
+
+// Resize makes slots 0..n-1 valid. New slots start empty; slots ≥ n are
+// dropped. It allocates only when n exceeds every earlier size.
+func (g *Grid) Resize(n int) {
+	old := len(g.recs)
+	if n > cap(g.recs) {
+		g.recs = append(g.recs[:old], make([]rec, n-old)...)
+		g.cellOf = append(g.cellOf[:old], make([]int32, n-old)...)
+		g.xz = make([][2]float32, cap(g.recs))
+		g.ssa = make([]SlotAux, cap(g.recs))
+		g.sid = make([]uint64, cap(g.recs))
+	}
+	g.recs, g.cellOf = g.recs[:n], g.cellOf[:n]
+	for i := old; i < n; i++ {
+		g.recs[i].m.Slot = -1
+	}
+}
+
+// Len returns the number of slots.
+func (g *Grid) Len() int { return len(g.recs) }
+
+// Set places slot at [x, z] with the caller's id and aux word; it takes
+// effect at the next Build. NaN coordinates clear the slot instead (a NaN
+// would match no query anyway).
+func (g *Grid) Set(slot int32, x, z float32, id uint64, aux uint32) {
+	if x != x || z != z {
+		g.recs[slot].m.Slot = -1
+		return
+	}
+	g.recs[slot] = rec{x: x, z: z, m: Meta{ID: id, Slot: slot, Aux: aux}}
+}
+
+// Clear empties slot; it takes effect at the next Build.
+func (g *Grid) Clear(slot int32) { g.recs[slot].m.Slot = -1 }
+
+// Pos returns slot's position and meta as of the last Set, and whether it
+// is live.
+func (g *Grid) Pos(slot int32) (x, z float32, m Meta, ok bool) {
+	if slot < 0 || int(slot) >= len(g.recs) {
+		return 0, 0, Meta{}, false
+	}
+	r := &g.recs[slot]
+	if r.m.Slot < 0 {
+		return 0, 0, Meta{}, false
+	}
+	return r.x, r.z, r.m, true
+}
+
+// cellCoord maps a coordinate to a cell index along one axis, clamped.
+func cellCoord(v, min, inv float32, n int32) int32 {
+	c := int32((v - min) * inv)
+	if v < min || c < 0 { // also catches -Inf
+		return 0
+	}
+	if c >= n {
+		return n - 1
+	}
+	return c
+}
+
+// Build files every live slot in its cell. Call it once per tick after the
+// Sets; queries see the positions as of the last Build.
+func (g *Grid) Build() {
+	clear(g.start)
+	counts := g.start[1:]
+	n := 0
+	for s := range g.recs {
+		r := &g.recs[s]
+		if r.m.Slot < 0 {
+			g.cellOf[s] = -1
+			continue
+		}
+		c := cellCoord(r.z, g.minZ, g.inv, g.nz)*g.nx + cellCoord(r.x, g.minX, g.inv, g.nx)
+		g.cellOf[s] = c
+		counts[c]++
+		n++
+	}
+	// Exclusive prefix sums: counts[c] (= start[c+1]) = first index of cell c.
+	var sum int32
+	for c := range counts {
+		k := counts[c]
+		counts[c] = sum
+		sum += k
+	}
+	// Scatter in slot order (stable: results are deterministic). counts[c]
+	// walks from the start of cell c to its end, which leaves start[c+1] at
+	// the end of cell c, which is the start of cell c+1.
+	for s := range g.recs {
+		c := g.cellOf[s]
+		if c < 0 {
+			continue
+		}
+		i := counts[c]
+		counts[c]++
+		r := &g.recs[s]
+		g.xz[i] = [2]float32{r.x, r.z}
+		g.ssa[i] = SlotAux{Slot: r.m.Slot, Aux: r.m.Aux}
+		g.sid[i] = r.m.ID
+	}
+	g.n = n
+}
+
+// Built returns the number of slots filed by the last Build.
+func (g *Grid) Built() int { return g.n }
+
+// Positions returns the filed positions in cell order, [x, z]; with
+// SlotAuxes, IDs and Runs it lets a hot caller scan candidates without an intermediate
+// hit list. Valid until the next Build; do not modify.
+func (g *Grid) Positions() [][2]float32 { return g.xz[:g.n] }
+
+// SlotAux is the part of Meta a scan needs for every candidate it keeps.
+type SlotAux struct {
+	Slot int32
+	Aux  uint32
+}
+
+// SlotAuxes returns the filed slots and aux words, parallel to Positions.
+func (g *Grid) SlotAuxes() []SlotAux { return g.ssa[:g.n] }
+
+// IDs returns the filed ids, parallel to Positions.
+func (g *Grid) IDs() []uint64 { return g.sid[:g.n] }
+
+// Runs appends to dst the index runs whose cells the disc of radius r around
+// [x, z] touches: per cell row the disc crosses, only the cells its chord
+// spans. Every entity within r is in a run; runs also hold some farther
+// ones, so the caller still checks distances.
+func (g *Grid) Runs(dst []Run, x, z, r float32) []Run {
+	if !(r >= 0) || x != x || z != z {
+		return dst
+	}
+	r2 := r * r
+	j0 := cellCoord(z-r, g.minZ, g.inv, g.nz)
+	j1 := cellCoord(z+r, g.minZ, g.inv, g.nz)
+	for j := j0; j <= j1; j++ {
+		// Distance from z to this row's band bounds |Δz| of every entity in
+		// it; edge rows extend to infinity (out-of-bounds positions are
+		// filed there), so they get no bound.
+		lo := g.minZ + float32(j)*g.cell
+		hi := lo + g.cell
+		var dz float32
+		switch {
+		case z < lo && j > 0:
+			dz = lo - z
+		case z > hi && j < g.nz-1:
+			dz = z - hi
+		}
+		if dz > r {
+			continue
+		}
+		half := float32(math.Sqrt(float64(r2 - dz*dz)))
+		i0 := cellCoord(x-half, g.minX, g.inv, g.nx)
+		i1 := cellCoord(x+half, g.minX, g.inv, g.nx)
+		row := j * g.nx
+		if a, b := g.start[row+i0], g.start[row+i1+1]; a < b {
+			dst = append(dst, Run{A: a, B: b})
+		}
+	}
+	return dst
+}
+
+// Query appends to dst every slot within r of [x, z] (d² ≤ r²) as of the
+// last Build, with its squared distance, and returns dst. Order: by cell
+// row, then cell, then slot: deterministic. It allocates only when dst
+// must grow.
+func (g *Grid) Query(dst []Hit, x, z, r float32) []Hit {
+	g.runs = g.Runs(g.runs[:0], x, z, r)
+	r2 := r * r
+	for _, run := range g.runs {
+		xz := g.xz[run.A:run.B]
+		for k := range xz {
+			dx, dz := xz[k][0]-x, xz[k][1]-z
+			if d2 := dx*dx + dz*dz; d2 <= r2 {
+				i := int(run.A) + k
+				dst = append(dst, Hit{Meta: Meta{ID: g.sid[i], Slot: g.ssa[i].Slot, Aux: g.ssa[i].Aux}, D2: d2})
+			}
+		}
+	}
+	return dst
+}

@@ -1,0 +1,148 @@
+package grid
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+func bounds(x0, z0, x1, z1 float64) world.Rect {
+	return world.Rect{Min: [2]float64{x0, z0}, Max: [2]float64{x1, z1}}
+}
+
+func brute(px, pz []float32, live []bool, x, z, r float32) []Hit {
+	var out []Hit
+	for s := range px {
+		if !live[s] {
+			continue
+		}
+		dx, dz := px[s]-x, pz[s]-z
+		if d2 := dx*dx + dz*dz; d2 <= r*r {
+			out = append(out, Hit{Meta: Meta{Slot: int32(s), ID: uint64(s) + 100, Aux: uint32(s) * 3}, D2: d2})
+		}
+	}
+	return out
+}
+
+func sortHits(h []Hit) []Hit {
+	slices.SortFunc(h, func(a, b Hit) int { return int(a.Slot - b.Slot) })
+	return h
+}
+
+// TestQueryMatchesBruteForce compares random queries against a linear scan,
+// including positions outside the bounds, radii larger than the world and
+// cell sizes that do not divide the bounds.
+func TestQueryMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, cell := range []float64{7, 25, 100, 333} {
+		g, err := New(Config{Bounds: bounds(-500, -300, 500, 300), CellSize: cell})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 2000
+		g.Resize(n)
+		px, pz, live := make([]float32, n), make([]float32, n), make([]bool, n)
+		for round := range 5 {
+			for s := range n {
+				live[s] = rng.IntN(10) != 0
+				px[s] = float32(rng.Float64()*1200 - 600) // some outside [-500, 500]
+				pz[s] = float32(rng.Float64()*800 - 400)
+				if live[s] {
+					g.Set(int32(s), px[s], pz[s], uint64(s)+100, uint32(s)*3)
+				} else {
+					g.Clear(int32(s))
+				}
+			}
+			g.Build()
+			var hits []Hit
+			for q := range 200 {
+				x := float32(rng.Float64()*1400 - 700)
+				z := float32(rng.Float64()*1000 - 500)
+				r := float32(rng.Float64() * 150)
+				if q%50 == 0 {
+					r = 2000
+				}
+				hits = g.Query(hits[:0], x, z, r)
+				want := brute(px, pz, live, x, z, r)
+				if got := sortHits(slices.Clone(hits)); !slices.Equal(got, want) {
+					t.Fatalf("cell %g round %d: query (%g,%g,r=%g): %d hits, brute force %d", cell, round, x, z, r, len(got), len(want))
+				}
+			}
+		}
+	}
+}
+
+func TestResizeAndClear(t *testing.T) {
+	g, _ := New(Config{Bounds: bounds(0, 0, 100, 100), CellSize: 10})
+	g.Resize(3)
+	g.Set(0, 5, 5, 1, 0)
+	g.Set(1, 6, 5, 2, 0)
+	g.Set(2, float32(math.NaN()), 5, 3, 0) // NaN clears
+	g.Build()
+	if got := g.Query(nil, 5, 5, 2); len(got) != 2 {
+		t.Fatalf("got %v", got)
+	}
+	g.Clear(1)
+	g.Resize(10) // new slots are empty
+	g.Build()
+	if got := g.Query(nil, 5, 5, 200); len(got) != 1 || got[0].Slot != 0 {
+		t.Fatalf("after Clear and Resize: %v", got)
+	}
+	if g.Built() != 1 {
+		t.Fatalf("Built = %d", g.Built())
+	}
+	g.Resize(0)
+	g.Resize(5) // regrow within capacity: no stale slots come back
+	g.Build()
+	if got := g.Query(nil, 5, 5, 200); len(got) != 0 {
+		t.Fatalf("stale slots after shrink+grow: %v", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []Config{
+		{Bounds: bounds(0, 0, 0, 10), CellSize: 1},
+		{Bounds: bounds(0, 0, 10, 10), CellSize: 0},
+		{Bounds: bounds(0, 0, 10, 10), CellSize: math.NaN()},
+		{Bounds: bounds(0, 0, 1e9, 1e9), CellSize: 1},
+	} {
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", c, err)
+		}
+	}
+}
+
+func TestQueryAllocs(t *testing.T) {
+	g, _ := New(Config{Bounds: bounds(-1000, -1000, 1000, 1000), CellSize: 25})
+	g.Resize(5000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for s := range 5000 {
+		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), uint64(s), 0)
+	}
+	g.Build()
+	hits := make([]Hit, 0, 5000)
+	allocs := testing.AllocsPerRun(50, func() {
+		g.Build()
+		hits = g.Query(hits[:0], 0, 0, 110)
+	})
+	if allocs != 0 {
+		t.Fatalf("Build+Query allocated %v times", allocs)
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	g, _ := New(Config{Bounds: bounds(-1000, -1000, 1000, 1000), CellSize: 27.5})
+	g.Resize(21000)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for s := range 21000 {
+		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), uint64(s), 0)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		g.Build()
+	}
+}

@@ -1,0 +1,386 @@
+package handoff
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+const ms = time.Millisecond
+
+func pair(t *testing.T) (a, b *Machine) {
+	t.Helper()
+	var err error
+	if a, err = New("a", Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = New("b", Config{}); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func moves(seqs ...uint64) []move.Move {
+	var out []move.Move
+	for _, s := range seqs {
+		out = append(out, move.Move{Seq: s, Dt: 32})
+	}
+	return out
+}
+
+func seqs(ms []move.Move) []uint64 {
+	var out []uint64
+	for _, m := range ms {
+		out = append(out, m.Seq)
+	}
+	return out
+}
+
+func only(t *testing.T, o *Output, k Kind) Msg {
+	t.Helper()
+	if len(o.Send) != 1 || o.Send[0].Kind != k {
+		t.Fatalf("want exactly one %v, got %v", k, o.Send)
+	}
+	return o.Send[0]
+}
+
+func TestHappyPath(t *testing.T) {
+	a, b := pair(t)
+	if _, err := a.Spawn(7, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.SetConn(7, "conn-7")
+	var oa, ob Output
+
+	offer, err := a.Begin(10*ms, &Snapshot{Entity: 7, LastApplied: 4, Conn: "conn-7", Interest: []uint64{1, 2}}, "b", moves(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if offer.Kind != KindOffer || offer.Epoch != 1 || offer.State.LastApplied != 4 {
+		t.Fatalf("offer %+v", offer)
+	}
+	// Frozen: moves are buffered, still owned by a.
+	if act := a.Input(11*ms, 7, moves(5), &oa); act != InputBuffered || !a.Owns(7) {
+		t.Fatalf("input while offering: %v owns=%v", act, a.Owns(7))
+	}
+	b.Step(12*ms, offer, &ob)
+	accept := only(t, &ob, KindAccept)
+	if ep, ok := b.Reserved(7); !ok || ep != 1 || b.Owns(7) {
+		t.Fatal("b should hold a reservation, not ownership")
+	}
+	ob.Reset()
+
+	a.Step(13*ms, accept, &oa)
+	commit := only(t, &oa, KindCommit)
+	if len(oa.Released) != 1 || oa.Released[0].Entity != 7 || a.Owns(7) {
+		t.Fatalf("a must release on commit: %+v owns=%v", oa.Released, a.Owns(7))
+	}
+	if got := seqs(commit.Moves); !slices.Equal(got, []uint64{6, 5}) {
+		t.Fatalf("commit carries %v, want the queued and buffered moves [6 5]", got)
+	}
+	oa.Reset()
+
+	// A move reaching a after the commit is forwarded with the new epoch.
+	if act := a.Input(14*ms, 7, moves(7), &oa); act != InputForwarded {
+		t.Fatalf("input after commit: %v", act)
+	}
+	fwd := only(t, &oa, KindForward)
+	if fwd.Epoch != 2 || fwd.To != "b" {
+		t.Fatalf("forward %+v", fwd)
+	}
+	oa.Reset()
+
+	// The forward overtakes the commit: b stashes it.
+	b.Step(15*ms, fwd, &ob)
+	if !ob.Empty() || b.Stats().Stashed != 1 {
+		t.Fatalf("forward before commit should be stashed: %+v", ob)
+	}
+	b.Step(16*ms, commit, &ob)
+	if len(ob.Acquired) != 1 {
+		t.Fatalf("acquired %+v", ob.Acquired)
+	}
+	acq := ob.Acquired[0]
+	if acq.Epoch != 2 || acq.State.LastApplied != 4 || !slices.Equal(seqs(acq.Moves), []uint64{6, 5, 7}) || !slices.Equal(acq.State.Interest, []uint64{1, 2}) {
+		t.Fatalf("acquired %+v moves %v", acq, seqs(acq.Moves))
+	}
+	if !b.Owns(7) {
+		t.Fatal("b must own after commit")
+	}
+	var route Msg
+	for _, m := range ob.Send {
+		if m.Kind == KindRoute {
+			route = m
+		}
+	}
+	if route.To != "conn-7" || route.From != "b" || route.Epoch != 2 {
+		t.Fatalf("route %+v", route)
+	}
+	var ack Msg
+	for _, m := range ob.Send {
+		if m.Kind == KindCommitAck {
+			ack = m
+		}
+	}
+	ob.Reset()
+	a.Step(17*ms, ack, &oa)
+	if ph, ep, peer := a.Status(7); ph != PhaseForwarding || ep != 2 || peer != "b" {
+		t.Fatalf("a after ack: %v %d %s", ph, ep, peer)
+	}
+	// Connection routing: epoch-fenced.
+	r := Route{Zone: "a", Epoch: 1}
+	if !r.Apply(route) || r.Zone != "b" {
+		t.Fatal("route switch refused")
+	}
+	old := Msg{Kind: KindRoute, From: "a", Epoch: 1}
+	if r.Apply(old) || r.Zone != "b" {
+		t.Fatal("an older route must not win")
+	}
+}
+
+func TestRejectResumes(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	b.SetAccepting(false)
+	var oa, ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+	a.Input(1*ms, 1, moves(1, 2), &oa)
+	b.Step(1*ms, offer, &ob)
+	rej := only(t, &ob, KindReject)
+	if rej.Reason != ReasonRefused {
+		t.Fatalf("reason %v", rej.Reason)
+	}
+	a.Step(2*ms, rej, &oa)
+	if len(oa.Resumed) != 1 || !slices.Equal(seqs(oa.Resumed[0].Moves), []uint64{1, 2}) || oa.Resumed[0].Reason != ReasonRefused {
+		t.Fatalf("resumed %+v", oa.Resumed)
+	}
+	if ph, _, _ := a.Status(1); ph != PhaseOwned {
+		t.Fatalf("phase %v", ph)
+	}
+}
+
+func TestOfferTimeoutAbortsAndLateAcceptIsAborted(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	var oa, ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+	cfg := a.Config()
+	a.Tick(cfg.RetryInterval, &oa)
+	if only(t, &oa, KindOffer).Epoch != 1 || a.Stats().Retries != 1 {
+		t.Fatal("offer not resent")
+	}
+	oa.Reset()
+	a.Tick(cfg.OfferTimeout, &oa)
+	if only(t, &oa, KindAbort).To != "b" || len(oa.Resumed) != 1 || !a.Owns(1) {
+		t.Fatalf("timeout: %+v", oa)
+	}
+	oa.Reset()
+	// The accept arrives after all: a tells b to drop its reservation.
+	b.Step(cfg.OfferTimeout+ms, offer, &ob)
+	accept := only(t, &ob, KindAccept)
+	ob.Reset()
+	a.Step(cfg.OfferTimeout+2*ms, accept, &oa)
+	abort := only(t, &oa, KindAbort)
+	b.Step(cfg.OfferTimeout+3*ms, abort, &ob)
+	if _, ok := b.Reserved(1); ok {
+		t.Fatal("reservation survived the abort")
+	}
+	if !a.Owns(1) || b.Owns(1) {
+		t.Fatal("ownership moved without a commit")
+	}
+}
+
+func TestDuplicateCommitIsIdempotent(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	var oa, ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1, LastApplied: 3}, "b", nil)
+	b.Step(0, offer, &ob)
+	accept := only(t, &ob, KindAccept)
+	ob.Reset()
+	a.Step(0, accept, &oa)
+	commit := only(t, &oa, KindCommit)
+	b.Step(0, commit, &ob)
+	if len(ob.Acquired) != 1 {
+		t.Fatal("not acquired")
+	}
+	ob.Reset()
+	b.Step(ms, commit, &ob) // a resend whose ack was lost
+	if len(ob.Acquired) != 0 || only(t, &ob, KindCommitAck).Epoch != 1 {
+		t.Fatalf("duplicate commit acquired again: %+v", ob)
+	}
+	// A stale duplicate offer is rejected, not reserved.
+	ob.Reset()
+	b.Step(2*ms, offer, &ob)
+	if only(t, &ob, KindReject).Reason != ReasonOwned {
+		t.Fatal("stale offer to the owner")
+	}
+}
+
+func TestMessageHygiene(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	var ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+	misrouted := offer
+	misrouted.To = "c"
+	b.Step(0, misrouted, &ob)
+	old := offer
+	b.Step(b.Config().MaxAge+time.Second, old, &ob)
+	if !ob.Empty() || b.Stats().Misrouted != 1 || b.Stats().Stale != 1 {
+		t.Fatalf("misrouted/old messages must be dropped: %+v %+v", ob, b.Stats())
+	}
+	bad := offer
+	bad.State = nil
+	b.Step(0, bad, &ob)
+	if only(t, &ob, KindReject).Reason != ReasonWrongArg {
+		t.Fatal("offer without state")
+	}
+}
+
+func TestBeginErrors(t *testing.T) {
+	a, _ := pair(t)
+	if _, err := a.Begin(0, &Snapshot{Entity: 1}, "b", nil); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("unknown entity: %v", err)
+	}
+	a.Spawn(1, 0)
+	if _, err := a.Begin(0, &Snapshot{Entity: 1}, "a", nil); !errors.Is(err, ErrSelf) {
+		t.Fatalf("self: %v", err)
+	}
+	if _, err := a.Begin(0, &Snapshot{Entity: 1}, "b", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Begin(0, &Snapshot{Entity: 1}, "b", nil); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("twice: %v", err)
+	}
+	if err := a.Despawn(1); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("despawn mid-handoff: %v", err)
+	}
+	if _, err := a.Spawn(1, 0); !errors.Is(err, ErrExists) {
+		t.Fatalf("spawn twice: %v", err)
+	}
+	var o Output
+	if act := a.Input(0, 99, moves(1), &o); act != InputDropped || a.Stats().UnknownInput != 1 {
+		t.Fatalf("unknown input: %v", act)
+	}
+}
+
+func TestForwardingExpires(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	var oa, ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+	b.Step(0, offer, &ob)
+	a.Step(0, only(t, &ob, KindAccept), &oa)
+	commit := only(t, &oa, KindCommit)
+	ob.Reset()
+	oa.Reset()
+	b.Step(0, commit, &ob)
+	for _, m := range ob.Send {
+		if m.Kind == KindCommitAck {
+			a.Step(0, m, &oa)
+		}
+	}
+	ttl := a.Config().ForwardTTL
+	a.Tick(ttl-ms, &oa)
+	if ph, _, _ := a.Status(1); ph != PhaseForwarding {
+		t.Fatal("forgot too early")
+	}
+	a.Tick(ttl, &oa)
+	if ph, _, _ := a.Status(1); ph != PhaseUnknown {
+		t.Fatal("forwarding record never expires")
+	}
+}
+
+func TestCommitResentUntilAcked(t *testing.T) {
+	a, b := pair(t)
+	a.Spawn(1, 0)
+	var oa, ob Output
+	offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+	b.Step(0, offer, &ob)
+	a.Step(0, only(t, &ob, KindAccept), &oa)
+	oa.Reset() // the commit is lost
+	a.Tick(a.Config().RetryInterval, &oa)
+	c := only(t, &oa, KindCommit)
+	ob.Reset()
+	b.Step(a.Config().RetryInterval, c, &ob)
+	if len(ob.Acquired) != 1 {
+		t.Fatal("resent commit not taken")
+	}
+	oa.Reset()
+	a.Tick(a.Config().CommitGiveUp, &oa) // never acknowledged
+	if a.Stats().Stranded != 1 {
+		t.Fatalf("stranded %d", a.Stats().Stranded)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []Config{
+		{RetryInterval: -1},
+		{RetryInterval: time.Second, OfferTimeout: time.Millisecond},
+		{CommitGiveUp: 10 * time.Second, MaxAge: 10 * time.Second, ForwardTTL: 5 * time.Second},
+		{MaxBuffered: -1},
+	}
+	for _, c := range bad {
+		if _, err := New("z", c); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v", c, err)
+		}
+	}
+	if _, err := New("", Config{}); !errors.Is(err, ErrConfig) {
+		t.Error("empty zone id accepted")
+	}
+}
+
+func TestMoveQueue(t *testing.T) {
+	var q MoveQueue
+	q.Reset(10)
+	q.Push(moves(12, 11, 11, 9, 13)...)
+	var got []uint64
+	for {
+		m, ok := q.Peek(0)
+		if !ok {
+			break
+		}
+		q.Pop()
+		got = append(got, m.Seq)
+	}
+	if !slices.Equal(got, []uint64{11, 12, 13}) {
+		t.Fatalf("popped %v", got)
+	}
+	st := q.Stats()
+	if st.Duplicates != 2 || st.Popped != 3 || q.LastApplied() != 13 {
+		t.Fatalf("stats %+v last %d", st, q.LastApplied())
+	}
+	// A gap holds the queue until the move arrives…
+	q.Push(moves(15, 16)...)
+	if _, ok := q.Peek(time.Second); ok {
+		t.Fatal("gap not held")
+	}
+	q.Push(moves(14)...)
+	if m, ok := q.Peek(time.Second); !ok || m.Seq != 14 {
+		t.Fatal("gap filled but not released")
+	}
+	q.Pop()
+	q.Pop()
+	q.Pop()
+	// …or until GapTimeout, then the missing moves count as lost.
+	q.Push(moves(20)...)
+	if _, ok := q.Peek(2 * time.Second); ok {
+		t.Fatal("gap released at once")
+	}
+	if m, ok := q.Peek(2*time.Second + DefaultGapTimeout); !ok || m.Seq != 20 {
+		t.Fatal("gap never released")
+	}
+	q.Pop()
+	if q.Stats().Lost != 3 {
+		t.Fatalf("lost %d, want 3 (17, 18, 19)", q.Stats().Lost)
+	}
+	// Bounded.
+	q2 := MoveQueue{Max: 2}
+	q2.Push(moves(1, 2, 3)...)
+	if q2.Len() != 2 || q2.Stats().Dropped != 1 {
+		t.Fatalf("bound: len %d %+v", q2.Len(), q2.Stats())
+	}
+}

@@ -1,0 +1,52 @@
+// Package interest decides, per player and per tick, which entities the
+// player's connection should know about and how much each matters: the
+// scope and priority half of the Tribes ghost model (seed 004 § Ghosts; book
+// ch. 9 "Object Scope and Relevancy", "Prioritization and Frequency";
+// checklist SC-1, SC-2, SC-6, SC-7).
+//
+// # Scope with hysteresis
+//
+// An entity enters a player's set when it comes within EnterRadius and
+// leaves only when it is farther than LeaveRadius (> EnterRadius). Between
+// the two radii membership is sticky, so an entity pacing along the edge of
+// view does not flicker in and out (each flicker is a ghost create and kill
+// on the wire). Formally, each tick:
+//
+//	set' = { e : d(e) ≤ Enter } ∪ { e ∈ set : d(e) ≤ Leave } ∪ always-relevant
+//
+// Always-relevant entities (a scoreboard, a flag; SC-6 "relevant but not
+// visible") are in every set regardless of distance. The player's own
+// entity is never in its set: its connection gets it as the control object.
+//
+// # Priority
+//
+// Each entry carries the zone's base priority for this player:
+//
+//	Priority = KindWeight[kind] × (1 − (1 − FarPriority)·d²/Leave²) × (1 + stale/StaleTicks)
+//
+// nearest entities score about KindWeight, those at the leave radius
+// FarPriority × KindWeight; stale is how many ticks old the entity's state
+// is (a border replica whose neighbour lags, a far entity held back under
+// overload), so a state that finally arrives fresh after a long gap is sent
+// first. replication/ghost multiplies this by the class's wire weight and by
+// the time the ghost has waited for a send slot (SC-7 aging), so neither is
+// repeated here. When more than MaxView entities qualify, the highest
+// priorities are kept (SC-2: a crowd must not blow the budget).
+//
+// # Cost
+//
+// The tracker never allocates in steady state and never sorts: it marks the
+// previous set in a per-slot array of 2-byte stamps (one write per member),
+// scans the grid cells the leave radius touches once, and builds the new
+// set in a scratch buffer it then copies over the old one. An entry is 8
+// bytes (slot, generation, priority); ids and states stay in the zone's
+// per-slot tables.
+// BenchmarkInterest: 1,000 players and 20,000 NPCs in 2 km × 2 km.
+//
+//	tr := interest.NewTracker(cfg)
+//	tr.Resize(slots)
+//	tr.Update(&player.Set, self, x, z, g, &tab) // after g.Build(), each tick
+//	view = player.Set.AppendView(view[:0], &src)  // []ghost.ViewEntry for the ghost manager
+//
+// A Tracker and its Sets are not safe for concurrent use; the zone owns them.
+package interest

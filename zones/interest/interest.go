@@ -1,0 +1,391 @@
+package interest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ghostwire/ghostwire/zones/grid"
+)
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("interest: invalid config")
+
+// MaxKinds bounds entity kinds (the index into KindWeight).
+const MaxKinds = 8
+
+// MaxSlots bounds the slots a Tracker handles (an entry packs the slot in
+// 24 bits).
+const MaxSlots = 1 << 24
+
+// Config tunes scope and priority.
+type Config struct {
+	// EnterRadius: an entity this close (metres) joins the set. Default 100.
+	EnterRadius float32
+	// LeaveRadius: a member leaves only beyond this (metres); ≥ EnterRadius.
+	// Default 110.
+	LeaveRadius float32
+	// FarPriority is the distance factor at LeaveRadius (1 at distance 0),
+	// in (0, 1]. Default 0.1.
+	FarPriority float32
+	// KindWeight scales priority by entity kind (zone-side relevance: players
+	// over NPCs, say). Zero entries mean 1.
+	KindWeight [MaxKinds]float32
+	// StaleTicks: a state this many ticks old doubles the priority. Default 20
+	// (one second at 20 Hz).
+	StaleTicks uint16
+	// AlwaysPriority is the priority of always-relevant entities beyond the
+	// leave radius. Default FarPriority.
+	AlwaysPriority float32
+	// MaxView caps a set's size; the highest priorities are kept. Default 1024.
+	MaxView int
+}
+
+// DefaultConfig returns enter 100 m, leave 110 m, far priority 0.1, stale
+// unit 20 ticks, at most 1024 entities per view.
+func DefaultConfig() Config {
+	return Config{EnterRadius: 100, LeaveRadius: 110, FarPriority: 0.1, StaleTicks: 20, MaxView: 1024}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.EnterRadius == 0 {
+		c.EnterRadius = d.EnterRadius
+	}
+	if c.LeaveRadius == 0 {
+		c.LeaveRadius = max(d.LeaveRadius, c.EnterRadius*1.1)
+	}
+	if c.FarPriority == 0 {
+		c.FarPriority = d.FarPriority
+	}
+	for i, w := range c.KindWeight {
+		if w == 0 {
+			c.KindWeight[i] = 1
+		}
+	}
+	if c.StaleTicks == 0 {
+		c.StaleTicks = d.StaleTicks
+	}
+	if c.AlwaysPriority == 0 {
+		c.AlwaysPriority = c.FarPriority
+	}
+	if c.MaxView == 0 {
+		c.MaxView = d.MaxView
+	}
+	return c
+}
+
+// Validate reports the first unusable field (zero fields mean the default).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	finitePos := func(f float32) bool { return f > 0 && !math.IsInf(float64(f), 0) }
+	switch {
+	case !finitePos(c.EnterRadius):
+		return fmt.Errorf("%w: EnterRadius %g", ErrConfig, c.EnterRadius)
+	case !finitePos(c.LeaveRadius) || c.LeaveRadius < c.EnterRadius:
+		return fmt.Errorf("%w: LeaveRadius %g must be finite and ≥ EnterRadius %g", ErrConfig, c.LeaveRadius, c.EnterRadius)
+	case !(c.FarPriority > 0 && c.FarPriority <= 1):
+		return fmt.Errorf("%w: FarPriority %g not in (0, 1]", ErrConfig, c.FarPriority)
+	case !finitePos(c.AlwaysPriority):
+		return fmt.Errorf("%w: AlwaysPriority %g", ErrConfig, c.AlwaysPriority)
+	case c.MaxView < 1:
+		return fmt.Errorf("%w: MaxView %d", ErrConfig, c.MaxView)
+	}
+	for i, w := range c.KindWeight {
+		if !finitePos(w) {
+			return fmt.Errorf("%w: KindWeight[%d] %g", ErrConfig, i, w)
+		}
+	}
+	return nil
+}
+
+// Aux packs what the tracker needs to know about an entity besides its
+// position and id into the grid's aux word: its kind (index into
+// Config.KindWeight), its slot's generation and how many ticks old its
+// state is (0: fresh this tick). File every entity with
+// grid.Set(slot, x, z, id, interest.Aux(…)).
+//
+// The generation tells a member from a newcomer that reuses its slot: the
+// zone bumps it (mod 256) whenever a slot gets a new entity, and must not
+// reuse one slot 256 times between two Updates of a set (reusing a slot at
+// most once per tick and updating every set at least every 255 ticks is
+// enough).
+func Aux(kind, gen uint8, stale uint16) uint32 {
+	return uint32(kind) | uint32(gen)<<8 | uint32(stale)<<16
+}
+
+// AuxKind, AuxGen and AuxStale unpack Aux.
+func AuxKind(aux uint32) uint8   { return uint8(aux) }
+func AuxGen(aux uint32) uint8    { return uint8(aux >> 8) }
+func AuxStale(aux uint32) uint16 { return uint16(aux >> 16) }
+
+// Entry is one member of a player's interest set.
+//
+// It is 8 bytes on purpose: a zone holds two sets per player and every tick
+// streams through all of them, so the entry size is what the tick pays for.
+// The entity's id, state and distance are the zone's, by slot.
+type Entry struct {
+	key      uint32 // slot<<8 | the slot's generation when the entry was made
+	Priority float32
+}
+
+// Slot returns the member's slot.
+func (e Entry) Slot() int32 { return int32(e.key >> 8) }
+
+func entryKey(slot int32, aux uint32) uint32 { return uint32(slot)<<8 | uint32(AuxGen(aux)) }
+
+// Stats counts membership changes of one Set.
+type Stats struct {
+	Enters, Leaves uint64
+	Capped         uint64 // entities dropped by MaxView, summed over ticks
+}
+
+// Set is one player's interest set. The zero Set is empty and ready; keep it
+// with the player (and hand its ids over with the player on a zone handoff,
+// Seed, so hysteresis survives the move).
+type Set struct {
+	cur   []Entry
+	stats Stats
+}
+
+// Entries returns the current members. The slice is reused by the next
+// Update.
+func (s *Set) Entries() []Entry { return s.cur }
+
+// Len returns the number of members.
+func (s *Set) Len() int { return len(s.cur) }
+
+// Stats returns the set's counters.
+func (s *Set) Stats() Stats { return s.stats }
+
+// Reset empties the set (counters kept).
+func (s *Set) Reset() { s.cur = s.cur[:0] }
+
+// Seed makes the set hold the entities now in the given slots of g (as of
+// the last Set), for a player arriving by handoff: the previous zone's set,
+// mapped to this zone's slots, so entities between the radii stay in view
+// instead of popping. Priorities are filled in by the next Update.
+func (s *Set) Seed(g *grid.Grid, slots []int32) {
+	s.cur = s.cur[:0]
+	for _, sl := range slots {
+		if _, _, m, ok := g.Pos(sl); ok {
+			s.cur = append(s.cur, Entry{key: entryKey(sl, m.Aux)})
+		}
+	}
+}
+
+// Tracker computes interest sets for the players of one zone.
+type Tracker struct {
+	cfg            Config
+	enter2, leave2 float32
+	falloff        float32 // (1 − FarPriority) / Leave²
+	invStale       float32
+	runs           []grid.Run
+	// mark[slot] = token<<8 | generation: "the set being updated holds the
+	// entity of this generation in slot" (the entry key's low byte). It is
+	// read and written at random, once per member and per candidate, so its
+	// size is what the tick pays for: at 2 bytes a slot, 21,000 slots fit
+	// in L1. The 8-bit token wraps every 255 updates; the array is cleared
+	// then, so a mark equal to the current token is always from this update.
+	mark    []uint16
+	token   uint16
+	scratch []Entry
+}
+
+// NewTracker returns a tracker for cfg (zero fields: defaults).
+func NewTracker(cfg Config) (*Tracker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Tracker{
+		cfg:      cfg,
+		enter2:   cfg.EnterRadius * cfg.EnterRadius,
+		leave2:   cfg.LeaveRadius * cfg.LeaveRadius,
+		falloff:  (1 - cfg.FarPriority) / (cfg.LeaveRadius * cfg.LeaveRadius),
+		invStale: 1 / float32(cfg.StaleTicks),
+	}, nil
+}
+
+// Config returns the effective config (defaults filled in).
+func (t *Tracker) Config() Config { return t.cfg }
+
+// Resize makes slots 0..n-1 valid (as the grid's Resize); n ≤ MaxSlots.
+func (t *Tracker) Resize(n int) {
+	if n > MaxSlots {
+		panic(fmt.Sprintf("interest: %d slots, more than MaxSlots", n))
+	}
+	if n > len(t.mark) {
+		t.mark = append(t.mark, make([]uint16, n-len(t.mark))...)
+	}
+}
+
+// Priority is the base priority of an entity of kind at squared distance d2
+// whose state is stale ticks old.
+func (t *Tracker) Priority(kind uint8, d2 float32, stale uint16) float32 {
+	w := float32(1)
+	if int(kind) < MaxKinds {
+		w = t.cfg.KindWeight[kind]
+	}
+	f := 1 - d2*t.falloff
+	if f < t.cfg.FarPriority {
+		f = t.cfg.FarPriority
+	}
+	return w * f * (1 + float32(stale)*t.invStale)
+}
+
+func (t *Tracker) nextToken() uint16 {
+	t.token = (t.token + 1) & 0xFF
+	if t.token == 0 { // wrapped: old marks could alias; start over
+		clear(t.mark)
+		t.token = 1
+	}
+	return t.token
+}
+
+// Update recomputes s for a player at [x, z] whose own slot is self (-1 if
+// the player has none here) against g as of its last Build; always lists
+// always-relevant slots. It returns how many entities entered and left.
+//
+// Cost: one write per old member (its mark), one scan of the grid cells
+// the leave radius touches, one mark read per candidate within it.
+func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always []int32) (entered, left int) {
+	tok := t.nextToken()
+	marks := t.mark
+	for _, e := range s.cur {
+		marks[e.key>>8] = tok<<8 | uint16(e.key&0xFF)
+	}
+	// The new set is built in the tracker's scratch buffer, which stays in
+	// L1 from player to player, and then copied over the old one, whose
+	// lines the marking loop has just pulled into cache: no second buffer
+	// per player to miss on.
+	next := t.scratch[:0]
+	kept := 0
+	xz, metas := g.Positions(), g.SlotAuxes()
+	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
+	enter2, leave2 := t.enter2, t.leave2
+	w, far, falloff, inv := &t.cfg.KindWeight, t.cfg.FarPriority, t.falloff, t.invStale
+	for _, run := range t.runs {
+		pos := xz[run.A:run.B]
+		sa := metas[run.A:run.B]
+		sa = sa[:len(pos)] // same length: lets the compiler drop the bounds check below
+		// Room for every candidate, so the loop writes by index with no
+		// capacity check (a run is a few dozen entries).
+		next = slices.Grow(next, len(pos))
+		out := next[len(next):cap(next)]
+		o := 0
+		for k := range pos {
+			dx, dz := pos[k][0]-x, pos[k][1]-z
+			d2 := dx*dx + dz*dz
+			if d2 > leave2 {
+				continue
+			}
+			m := sa[k]
+			was := marks[m.Slot] == tok<<8|uint16(AuxGen(m.Aux))
+			if d2 > enter2 && !was || m.Slot == self {
+				continue
+			}
+			if was {
+				kept++
+			}
+			// Priority, inlined: kind weight × distance falloff × staleness.
+			f := max(1-d2*falloff, far)
+			kind := AuxKind(m.Aux) & (MaxKinds - 1)
+			out[o] = Entry{key: entryKey(m.Slot, m.Aux), Priority: w[kind] * f * (1 + float32(AuxStale(m.Aux))*inv)}
+			o++
+		}
+		next = next[:len(next)+o]
+	}
+	// Always-relevant slots the scan did not add: beyond the leave radius,
+	// or in the band without having been members.
+	for _, sl := range always {
+		px, pz, m, ok := g.Pos(sl)
+		if !ok || sl == self {
+			continue
+		}
+		dx, dz := px-x, pz-z
+		d2 := dx*dx + dz*dz
+		was := marks[sl] == tok<<8|uint16(AuxGen(m.Aux))
+		if d2 <= t.enter2 || was && d2 <= t.leave2 {
+			continue // added by the scan
+		}
+		if was {
+			kept++
+		}
+		p := t.cfg.AlwaysPriority * (1 + float32(AuxStale(m.Aux))*t.invStale)
+		if d2 <= t.leave2 {
+			p = max(p, t.Priority(AuxKind(m.Aux), d2, AuxStale(m.Aux)))
+		}
+		next = append(next, Entry{key: entryKey(sl, m.Aux), Priority: p})
+	}
+	if len(next) > t.cfg.MaxView {
+		s.stats.Capped += uint64(len(next) - t.cfg.MaxView)
+		keepTop(next, t.cfg.MaxView)
+		next = next[:t.cfg.MaxView]
+		kept = 0
+		for _, e := range next {
+			if marks[e.key>>8] == tok<<8|uint16(e.key&0xFF) {
+				kept++
+			}
+		}
+	}
+	old := len(s.cur)
+	entered, left = len(next)-kept, old-kept
+	s.stats.Enters += uint64(entered)
+	s.stats.Leaves += uint64(left)
+	if cap(s.cur) < len(next) {
+		// Headroom: a crowd drifts, and each new largest set would
+		// otherwise cost an allocation.
+		s.cur = make([]Entry, 0, len(next)+len(next)/4+16)
+	}
+	s.cur = append(s.cur[:0], next...)
+	t.scratch = next
+	return entered, left
+}
+
+// keepTop partially orders e so its first k entries have the highest
+// priorities (quickselect; no allocation). Ties break by slot, so the
+// outcome does not depend on the query order.
+func keepTop(e []Entry, k int) {
+	less := func(a, b *Entry) bool { // a ranks before b
+		return a.Priority > b.Priority || a.Priority == b.Priority && a.key < b.key
+	}
+	lo, hi := 0, len(e)-1
+	for lo < hi {
+		// Median of three as pivot.
+		mid := lo + (hi-lo)/2
+		if less(&e[mid], &e[lo]) {
+			e[mid], e[lo] = e[lo], e[mid]
+		}
+		if less(&e[hi], &e[lo]) {
+			e[hi], e[lo] = e[lo], e[hi]
+		}
+		if less(&e[hi], &e[mid]) {
+			e[hi], e[mid] = e[mid], e[hi]
+		}
+		p := e[mid]
+		i, j := lo, hi
+		for i <= j {
+			for less(&e[i], &p) {
+				i++
+			}
+			for less(&p, &e[j]) {
+				j--
+			}
+			if i <= j {
+				e[i], e[j] = e[j], e[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+}

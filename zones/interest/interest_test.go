@@ -1,0 +1,353 @@
+package interest
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/grid"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// scene is a small world of slots for tests.
+type scene struct {
+	g      *grid.Grid
+	id     []uint64
+	kind   []uint8
+	gen    []uint8
+	always []int32
+	x      []float32
+	z      []float32
+}
+
+func newScene(t testing.TB, n int, half float64) *scene {
+	t.Helper()
+	g, err := grid.New(grid.Config{Bounds: world.Rect{Min: [2]float64{-half, -half}, Max: [2]float64{half, half}}, CellSize: 25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Resize(n)
+	s := &scene{g: g, x: make([]float32, n), z: make([]float32, n)}
+	s.id = make([]uint64, n)
+	s.kind = make([]uint8, n)
+	s.gen = make([]uint8, n)
+	return s
+}
+
+func (s *scene) put(slot int, id uint64, x, z float32) {
+	if s.id[slot] != id {
+		s.gen[slot]++ // a new entity in this slot
+	}
+	s.id[slot], s.x[slot], s.z[slot] = id, x, z
+	s.g.Set(int32(slot), x, z, id, Aux(s.kind[slot], s.gen[slot], 0))
+}
+
+func (s *scene) remove(slot int) {
+	s.id[slot] = 0
+	s.g.Clear(int32(slot))
+}
+
+func (sc *scene) ids(set *Set) []uint64 {
+	var out []uint64
+	for _, e := range set.Entries() {
+		out = append(out, sc.id[e.Slot()])
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustTracker(t testing.TB, cfg Config) *Tracker {
+	t.Helper()
+	tr, err := NewTracker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestEnterLeaveHysteresis(t *testing.T) {
+	sc := newScene(t, 2, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 120})
+	tr.Resize(2)
+	var set Set
+	sc.put(0, 1, 0, 0) // the player
+	steps := []struct {
+		name   string
+		x      float32
+		member bool
+	}{
+		{"far away", 200, false},
+		{"in the band, never was a member", 110, false},
+		{"just inside enter", 99, true},
+		{"back in the band: sticky", 115, true},
+		{"exactly at leave is still in", 120, true},
+		{"beyond leave: out", 121, false},
+		{"band again: stays out", 105, false},
+		{"exactly at enter: in", 100, true},
+	}
+	for _, st := range steps {
+		sc.put(1, 42, st.x, 0)
+		sc.g.Build()
+		tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+		if got := slices.Contains(sc.ids(&set), 42); got != st.member {
+			t.Fatalf("%s (x=%g): member=%v, want %v", st.name, st.x, got, st.member)
+		}
+	}
+	if st := set.Stats(); st.Enters != 2 || st.Leaves != 1 {
+		t.Fatalf("stats %+v, want 2 enters 1 leave", st)
+	}
+}
+
+// TestHysteresisProperty checks the tracker against the set definition
+// set' = {d ≤ enter} ∪ {set ∩ d ≤ leave} ∪ always, minus self, over random
+// walks with entities despawning and slots being reused by new ids.
+func TestHysteresisProperty(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		const n = 60
+		sc := newScene(t, n, 300)
+		tr := mustTracker(t, Config{EnterRadius: 40, LeaveRadius: 40 + float32(rng.IntN(30)), MaxView: 1000})
+		tr.Resize(n)
+		nextID := uint64(1)
+		for s := range n {
+			sc.put(s, nextID, float32(rng.Float64()*200-100), float32(rng.Float64()*200-100))
+			nextID++
+		}
+		sc.always = []int32{int32(n - 1), int32(n - 2)}
+		var set Set
+		model := map[uint64]bool{}
+		self := int32(0)
+		enter2 := tr.cfg.EnterRadius * tr.cfg.EnterRadius
+		leave2 := tr.cfg.LeaveRadius * tr.cfg.LeaveRadius
+		for tick := range 300 {
+			for s := range n {
+				switch r := rng.IntN(100); {
+				case r < 2 && s != int(self): // despawn and maybe reuse the slot at once
+					sc.remove(s)
+					if rng.IntN(2) == 0 {
+						sc.put(s, nextID, float32(rng.Float64()*200-100), float32(rng.Float64()*200-100))
+						nextID++
+					}
+				case sc.id[s] == 0 && r < 10:
+					sc.put(s, nextID, float32(rng.Float64()*200-100), float32(rng.Float64()*200-100))
+					nextID++
+				case sc.id[s] != 0:
+					sc.put(s, sc.id[s], sc.x[s]+float32(rng.NormFloat64()*4), sc.z[s]+float32(rng.NormFloat64()*4))
+				}
+			}
+			sc.g.Build()
+			px, pz := sc.x[self], sc.z[self]
+			want := map[uint64]bool{}
+			for s := range n {
+				id := sc.id[s]
+				if id == 0 || int32(s) == self {
+					continue
+				}
+				dx, dz := sc.x[s]-px, sc.z[s]-pz
+				d2 := dx*dx + dz*dz
+				if d2 <= enter2 || model[id] && d2 <= leave2 || slices.Contains(sc.always, int32(s)) {
+					want[id] = true
+				}
+			}
+			entered, left := tr.Update(&set, self, px, pz, sc.g, sc.always)
+			got := sc.ids(&set)
+			var wantIDs []uint64
+			wEnter, wLeave := 0, 0
+			for id := range want {
+				wantIDs = append(wantIDs, id)
+				if !model[id] {
+					wEnter++
+				}
+			}
+			for id := range model {
+				if !want[id] {
+					wLeave++
+				}
+			}
+			slices.Sort(wantIDs)
+			if !slices.Equal(got, wantIDs) {
+				t.Fatalf("seed %d tick %d: set %v, want %v", seed, tick, got, wantIDs)
+			}
+			if entered != wEnter || left != wLeave {
+				t.Fatalf("seed %d tick %d: entered/left %d/%d, want %d/%d", seed, tick, entered, left, wEnter, wLeave)
+			}
+			model = want
+		}
+	}
+}
+
+// An entity pacing across the enter radius but inside the leave radius
+// enters once and never leaves; without hysteresis it would flicker every
+// step.
+func TestNoFlickerAtTheEdge(t *testing.T) {
+	sc := newScene(t, 2, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110})
+	tr.Resize(2)
+	sc.put(0, 1, 0, 0)
+	var set Set
+	for i := range 200 {
+		x := float32(97)
+		if i%2 == 1 {
+			x = 106
+		}
+		sc.put(1, 2, x, 0)
+		sc.g.Build()
+		tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	}
+	if st := set.Stats(); st.Enters != 1 || st.Leaves != 0 {
+		t.Fatalf("pacing at the edge: %+v, want 1 enter and no leave", st)
+	}
+}
+
+func TestPriority(t *testing.T) {
+	var w [MaxKinds]float32
+	w[1] = 2
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 100, FarPriority: 0.1, KindWeight: w, StaleTicks: 10})
+	if p := tr.Priority(0, 0, 0); p != 1 {
+		t.Errorf("at distance 0: %g, want 1", p)
+	}
+	if p := tr.Priority(0, 100*100, 0); math.Abs(float64(p)-0.1) > 1e-6 {
+		t.Errorf("at the leave radius: %g, want 0.1", p)
+	}
+	if p := tr.Priority(0, 1e9, 0); math.Abs(float64(p)-0.1) > 1e-6 {
+		t.Errorf("beyond the leave radius: %g, want the floor 0.1", p)
+	}
+	if a, b := tr.Priority(0, 30*30, 0), tr.Priority(0, 60*60, 0); !(a > b) {
+		t.Errorf("nearer must rank higher: %g vs %g", a, b)
+	}
+	if a, b := tr.Priority(1, 50*50, 0), tr.Priority(0, 50*50, 0); a != 2*b {
+		t.Errorf("kind weight 2: %g vs %g", a, b)
+	}
+	if a, b := tr.Priority(0, 50*50, 10), tr.Priority(0, 50*50, 0); a != 2*b {
+		t.Errorf("stale by StaleTicks doubles: %g vs %g", a, b)
+	}
+	if p := tr.Priority(200, 0, 0); p != 1 {
+		t.Errorf("unknown kind weighs 1: %g", p)
+	}
+}
+
+func TestSelfAndEmptySlotsExcluded(t *testing.T) {
+	sc := newScene(t, 3, 500)
+	tr := mustTracker(t, Config{})
+	tr.Resize(3)
+	sc.put(0, 10, 0, 0)
+	sc.put(1, 11, 5, 0)
+	sc.put(2, 12, 6, 0)
+	sc.remove(2)
+	sc.g.Build()
+	var set Set
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	if got := sc.ids(&set); !slices.Equal(got, []uint64{11}) {
+		t.Fatalf("set %v, want only 11", got)
+	}
+}
+
+func TestMaxViewKeepsHighestPriorities(t *testing.T) {
+	const n = 101
+	sc := newScene(t, n, 500)
+	tr := mustTracker(t, Config{MaxView: 10})
+	tr.Resize(n)
+	sc.put(0, 1000, 0, 0)
+	for s := 1; s < n; s++ {
+		sc.put(s, uint64(s), float32(s), 0) // id s at distance s
+	}
+	sc.g.Build()
+	var set Set
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	want := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if got := sc.ids(&set); !slices.Equal(got, want) {
+		t.Fatalf("capped set %v, want the 10 nearest %v", got, want)
+	}
+	if set.Stats().Capped != 90 {
+		t.Fatalf("Capped = %d", set.Stats().Capped)
+	}
+}
+
+func TestKeepTopRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for range 200 {
+		n := 1 + rng.IntN(60)
+		k := 1 + rng.IntN(n)
+		e := make([]Entry, n)
+		for i := range e {
+			e[i] = Entry{key: uint32(i) << 8, Priority: float32(rng.IntN(8))} // many ties
+		}
+		ref := slices.Clone(e)
+		slices.SortFunc(ref, func(a, b Entry) int {
+			if a.Priority != b.Priority {
+				if a.Priority > b.Priority {
+					return -1
+				}
+				return 1
+			}
+			return int(a.Slot() - b.Slot())
+		})
+		keepTop(e, k)
+		got := slices.Clone(e[:k])
+		slices.SortFunc(got, func(a, b Entry) int { return int(a.Slot() - b.Slot()) })
+		want := slices.Clone(ref[:k])
+		slices.SortFunc(want, func(a, b Entry) int { return int(a.Slot() - b.Slot()) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("keepTop(n=%d,k=%d): %v, want %v", n, k, got, want)
+		}
+	}
+}
+
+func TestSeedKeepsBandMembers(t *testing.T) {
+	sc := newScene(t, 3, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 120})
+	tr.Resize(3)
+	sc.put(0, 1, 0, 0)
+	sc.put(1, 7, 110, 0) // in the band
+	sc.put(2, 8, 115, 0) // in the band, not handed over
+	sc.g.Build()
+	var set Set
+	set.Seed(sc.g, []int32{1})
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	if got := sc.ids(&set); !slices.Equal(got, []uint64{7}) {
+		t.Fatalf("seeded set %v, want [7]", got)
+	}
+}
+
+func TestAppendView(t *testing.T) {
+	sc := newScene(t, 3, 500)
+	tr := mustTracker(t, Config{})
+	tr.Resize(3)
+	sc.kind[2] = 3 // no class for kind 3: skipped
+	sc.put(0, 1, 0, 0)
+	sc.put(1, 2, 10, 0)
+	sc.put(2, 3, 20, 0)
+	sc.g.Build()
+	var set Set
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	states := make([]ghost.State, 3)
+	states[1].Health = 77
+	var classes [MaxKinds]*ghost.Class
+	classes[0] = ghost.NPCClass(nil)
+	view := set.AppendView(nil, sc.id, sc.kind, states, &classes)
+	if len(view) != 1 || view[0].Entity != 2 || view[0].State.Health != 77 || view[0].Class != classes[0] || !(view[0].Priority > 0.9) {
+		t.Fatalf("view %+v", view)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	bad := []Config{
+		{EnterRadius: -1},
+		{EnterRadius: 100, LeaveRadius: 50},
+		{FarPriority: 2},
+		{MaxView: -3},
+		{EnterRadius: float32(math.Inf(1))},
+	}
+	for _, c := range bad {
+		if _, err := NewTracker(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewTracker(%+v) = %v, want ErrConfig", c, err)
+		}
+	}
+	tr := mustTracker(t, Config{EnterRadius: 200})
+	if c := tr.Config(); c.LeaveRadius != 220 {
+		t.Errorf("default leave radius for enter 200: %g, want 220", c.LeaveRadius)
+	}
+}

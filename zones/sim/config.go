@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/interest"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("sim: invalid config")
+
+// Entity kinds (interest.Config.KindWeight and Config.Classes are indexed
+// by them).
+const (
+	KindPlayer uint8 = 0
+	KindNPC    uint8 = 1
+)
+
+// Config describes one zone. Zero fields take the defaults noted.
+type Config struct {
+	// Zone is this zone's id in World. Required.
+	Zone string
+	// World is the world map. Default: world.Default().
+	World *world.World
+	// TickRate is the fixed simulation rate in Hz. Default 20.
+	TickRate int
+	// NPCs is how many wanderers this zone spawns at start.
+	NPCs int
+	// Seed seeds the NPCs (each NPC's own generator is derived from it and
+	// the NPC's id, and travels with the NPC on handoff).
+	Seed uint64
+	// NPCSpeed is the range of wanderer speeds in m/s. Default [1, 3].
+	NPCSpeed [2]float32
+	// Interest configures scope and priorities.
+	Interest interest.Config
+	// CellSize is the spatial grid's cell in metres. Default a quarter of
+	// the interest leave radius.
+	CellSize float64
+	// Step is the movement function moves are applied with; it must be the
+	// clients' too (their prediction CRCs compare with its results).
+	// Default move.Walk.
+	Step move.StepFunc
+	// MaxSpeed is the horizontal speed no entity may exceed, in m/s. A move
+	// that moves its entity faster (a Step bug, an external change) is a
+	// teleport: the position is kept but the client is sent a correction.
+	// Default move.WalkSpeed.
+	MaxSpeed float32
+	// MaxCredit bounds the input time a player may bank: each tick adds
+	// one tick period, each move applied spends its Dt, and moves beyond
+	// the credit wait for later ticks. A client whose clock runs fast
+	// (a speed hack) is thus held to real time. Default 250 ms.
+	MaxCredit time.Duration
+	// HandoffMargin is how far past its zone's border an entity must be
+	// before it is handed to the neighbour (metres). Default 8.
+	HandoffMargin float64
+	// MinDwell is how long an entity stays with a zone before it may be
+	// handed on: with HandoffMargin, it bounds ping-pong across a border
+	// to one handoff per MinDwell. Default 2 s.
+	MinDwell time.Duration
+	// BorderRange is how far from a neighbour's rectangle an entity is
+	// still replicated to it. Default the interest leave radius.
+	BorderRange float64
+	// ReplicaTTL drops a neighbour's replicas when no batch arrived for
+	// this long (a dead or stalled neighbour). Default 1 s.
+	ReplicaTTL time.Duration
+	// Handoff tunes the handoff machine.
+	Handoff handoff.Config
+	// GapTimeout is how long a player's move queue waits for a missing
+	// move. Default handoff.DefaultGapTimeout.
+	GapTimeout time.Duration
+	// MaxQueuedMoves bounds each player's move queue. Default 256.
+	MaxQueuedMoves int
+	// Classes gives the ghost class of each kind for view entries.
+	// Default: ghost.PlayerClass(nil) and ghost.NPCClass(nil). The ghost
+	// managers' registry must hold the same *Class values.
+	Classes [interest.MaxKinds]*ghost.Class
+	// Overload tunes degradation under load.
+	Overload OverloadConfig
+}
+
+// OverloadConfig says when the zone degrades. The actor measures how long
+// each Step took and reports it (ReportTickCost); a tick that took more
+// than High × the tick period is an overrun.
+type OverloadConfig struct {
+	// High: an overrun is a tick costing more than High × period. Default 0.8.
+	High float64
+	// Low: a tick costing less than Low × period is calm. Default 0.4.
+	Low float64
+	// Raise: this many overruns in a row raise the level. Default 3.
+	Raise int
+	// Lower: this many calm ticks in a row lower it. Default 40 (2 s at 20 Hz).
+	Lower int
+	// FarFraction: entities farther than FarFraction × the enter radius are
+	// "far" (the first to be degraded). Default 0.5.
+	FarFraction float32
+}
+
+// DefaultTickRate is the default simulation rate.
+const DefaultTickRate = 20
+
+func (c Config) withDefaults() Config {
+	if c.World == nil {
+		c.World = world.Default()
+	}
+	if c.TickRate == 0 {
+		c.TickRate = DefaultTickRate
+	}
+	if c.NPCSpeed == [2]float32{} {
+		c.NPCSpeed = [2]float32{1, 3}
+	}
+	if c.Step == nil {
+		c.Step = move.Walk
+	}
+	if c.MaxSpeed == 0 {
+		c.MaxSpeed = move.WalkSpeed
+	}
+	if c.MaxCredit == 0 {
+		c.MaxCredit = 250 * time.Millisecond
+	}
+	if c.HandoffMargin == 0 {
+		c.HandoffMargin = 8
+	}
+	if c.MinDwell == 0 {
+		c.MinDwell = 2 * time.Second
+	}
+	if c.ReplicaTTL == 0 {
+		c.ReplicaTTL = time.Second
+	}
+	if c.GapTimeout == 0 {
+		c.GapTimeout = handoff.DefaultGapTimeout
+	}
+	if c.MaxQueuedMoves == 0 {
+		c.MaxQueuedMoves = 256
+	}
+	if c.Classes[KindPlayer] == nil && c.Classes[KindNPC] == nil {
+		c.Classes[KindPlayer] = ghost.PlayerClass(nil)
+		c.Classes[KindNPC] = ghost.NPCClass(nil)
+	}
+	o := &c.Overload
+	if o.High == 0 {
+		o.High = 0.8
+	}
+	if o.Low == 0 {
+		o.Low = 0.4
+	}
+	if o.Raise == 0 {
+		o.Raise = 3
+	}
+	if o.Lower == 0 {
+		o.Lower = 40
+	}
+	if o.FarFraction == 0 {
+		o.FarFraction = 0.5
+	}
+	return c
+}
+
+// leave returns the effective interest leave radius.
+func (c Config) interestConfig() (interest.Config, error) {
+	tr, err := interest.NewTracker(c.Interest)
+	if err != nil {
+		return interest.Config{}, err
+	}
+	return tr.Config(), nil
+}
+
+// Validate reports the first unusable field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if _, ok := c.World.Zone(c.Zone); !ok {
+		return fmt.Errorf("%w: zone %q is not in world %q", ErrConfig, c.Zone, c.World.Name())
+	}
+	ic, err := c.interestConfig()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.Handoff.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	bad := func(what string, v any) error { return fmt.Errorf("%w: %s %v", ErrConfig, what, v) }
+	switch {
+	case c.TickRate < 1 || c.TickRate > 1000:
+		return bad("TickRate", c.TickRate)
+	case c.NPCs < 0:
+		return bad("NPCs", c.NPCs)
+	case !(c.NPCSpeed[0] >= 0 && c.NPCSpeed[1] >= c.NPCSpeed[0] && c.NPCSpeed[1] <= c.MaxSpeed):
+		return bad("NPCSpeed (want 0 ≤ min ≤ max ≤ MaxSpeed)", c.NPCSpeed)
+	case !(c.MaxSpeed > 0) || math.IsInf(float64(c.MaxSpeed), 0):
+		return bad("MaxSpeed", c.MaxSpeed)
+	case c.MaxCredit < time.Second/time.Duration(c.TickRate):
+		return bad("MaxCredit (at least one tick)", c.MaxCredit)
+	case c.HandoffMargin < 0 || math.IsNaN(c.HandoffMargin):
+		return bad("HandoffMargin", c.HandoffMargin)
+	case c.MinDwell < 0:
+		return bad("MinDwell", c.MinDwell)
+	case c.CellSize < 0 || math.IsNaN(c.CellSize):
+		return bad("CellSize", c.CellSize)
+	case c.BorderRange < 0 || math.IsNaN(c.BorderRange):
+		return bad("BorderRange", c.BorderRange)
+	case c.MaxQueuedMoves < 1:
+		return bad("MaxQueuedMoves", c.MaxQueuedMoves)
+	case c.Classes[KindPlayer] == nil || c.Classes[KindNPC] == nil:
+		return bad("Classes (player and NPC classes required)", c.Classes)
+	case !(c.Overload.Low < c.Overload.High) || c.Overload.Raise < 1 || c.Overload.Lower < 1:
+		return bad("Overload", c.Overload)
+	}
+	// Replicas come only from neighbours: a zone narrower than the border
+	// range would let a non-neighbour's entities be in view unseen.
+	br := c.BorderRange
+	if br == 0 {
+		br = float64(ic.LeaveRadius)
+	}
+	if side := c.World.MinSide(); side < br+c.HandoffMargin {
+		return fmt.Errorf("%w: the smallest zone side %g m is less than BorderRange %g m + HandoffMargin %g m", ErrConfig, side, br, c.HandoffMargin)
+	}
+	return nil
+}

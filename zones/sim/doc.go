@@ -1,0 +1,47 @@
+// Package sim is one zone's simulation core: the entities it owns, read-only
+// replicas of its neighbours' entities near the border, a spatial grid, each
+// player's interest set, and the handoff machine that moves entities to and
+// from neighbours. It is pure: the zone actor calls it, passes the time in,
+// and carries its messages.
+//
+// # One tick (Step)
+//
+//  1. handoff timers: resend, abort, expire (zones/handoff)
+//  2. players: apply queued moves in sequence order with the configured step
+//     function (move.Walk), each with its own Dt, within a time credit that
+//     grows by one tick period per tick (a client cannot move faster than
+//     real time); clamp at the world's edge; flag a teleport when the
+//     ground covered exceeds MaxSpeed × input time; any of these ask the
+//     connection for a correction
+//  3. NPCs: seeded wanderers (their generator state travels with them)
+//  4. crossings: an entity past HandoffMargin beyond the border that has
+//     been here MinDwell is offered to the zone it is in, and frozen
+//  5. the grid is rebuilt with owned entities and replicas
+//  6. every player's interest set and priorities (zones/interest)
+//  7. one ReplicaBatch per neighbour: owned entities within BorderRange of it
+//  8. one Control and one View per player with a connection
+//
+// Between ticks the actor feeds Input (moves from connections), Handoff
+// (messages from other zones) and Replicas (neighbours' batches), and sends
+// what Pending returns.
+//
+// # Border replicas and handoff together
+//
+// A zone keeps its neighbours' entities near the border as replicas in its
+// grid, so its players see across the border, and an entity that crosses
+// keeps its slot: the old owner turns it into a replica of the new owner
+// (Released), the new owner turns its replica into an owned entity
+// (Acquired). Nobody's interest set sees it leave and come back, and the
+// entity id, hence every client's ghost id for it, never changes. A
+// player's interest set travels with it, so hysteresis continues at the new
+// owner.
+//
+// # Overload
+//
+// The actor reports each tick's cost (ReportTickCost). Overruns raise a
+// degradation level in a fixed order: far-entity update rate first, then
+// interest update rate, then NPC step rate (see overload.go); every step is
+// counted in Stats.
+//
+// Not safe for concurrent use.
+package sim

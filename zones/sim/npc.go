@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"math"
+	"time"
+)
+
+// NPC ids: the top bit set, then the zone's index in the world map, then a
+// counter, so ids are unique world-wide without coordination and never
+// collide with player ids (which must stay below 1<<63).
+const npcBit = 1 << 63
+
+// NPCID returns the id of the n-th NPC spawned by the zone with index zi.
+func NPCID(zi int, n uint64) uint64 { return npcBit | uint64(zi+1)<<40 | n&(1<<40-1) }
+
+// IsNPC reports whether id is an NPC id.
+func IsNPC(id uint64) bool { return id&npcBit != 0 }
+
+// splitmix64 is the NPCs' random generator: one uint64 of state that
+// travels with the NPC on handoff, so a wanderer walks on exactly as it
+// would have in its old zone (TICK-4: a specified algorithm, not math/rand's
+// default source).
+func splitmix64(s *uint64) uint64 {
+	*s += 0x9E3779B97F4A7C15
+	x := *s
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x = (x ^ x>>27) * 0x94D049BB133111EB
+	return x ^ x>>31
+}
+
+func unit(s *uint64) float32 { return float32(splitmix64(s)>>40) / (1 << 24) }
+
+func (z *Zone) spawnNPC(now time.Duration) {
+	z.npcNext++
+	id := NPCID(z.w.Index(z.cfg.Zone), z.npcNext)
+	s := z.slotAlloc(id)
+	e := &z.ents[s]
+	e.kind, e.role, e.epoch, e.since = KindNPC, roleOwned, 1, now
+	e.rng = z.cfg.Seed ^ id*0x2545F4914F6CDD1D
+	r := z.self.Rect
+	// Keep a margin from the border so no NPC starts mid-handoff.
+	mx := min(z.cfg.HandoffMargin*2, (r.Max[0]-r.Min[0])/4)
+	mz := min(z.cfg.HandoffMargin*2, (r.Max[1]-r.Min[1])/4)
+	e.state.Pos[0] = float32(r.Min[0] + mx + float64(unit(&e.rng))*(r.Max[0]-r.Min[0]-2*mx))
+	e.state.Pos[2] = float32(r.Min[1] + mz + float64(unit(&e.rng))*(r.Max[1]-r.Min[1]-2*mz))
+	e.health = 100
+	z.retarget(e)
+	if _, err := z.hand.Spawn(id, now); err != nil {
+		panic(err) // ids are unique by construction
+	}
+}
+
+// retarget picks a new heading, speed and duration for a wanderer.
+func (z *Zone) retarget(e *entity) {
+	e.heading = unit(&e.rng) * 2 * math.Pi
+	lo, hi := z.cfg.NPCSpeed[0], z.cfg.NPCSpeed[1]
+	e.speed = lo + unit(&e.rng)*(hi-lo)
+	e.turnIn = uint32(z.cfg.TickRate) * (2 + uint32(splitmix64(&e.rng)%6)) // 2–7 s
+}
+
+// stepNPCs walks every owned wanderer one tick: straight ahead, a new
+// heading every few seconds, bouncing off the world's edge. Under heavy
+// overload half of them step each tick, by two ticks' worth.
+func (z *Zone) stepNPCs() {
+	b := z.w.Bounds()
+	every := z.ov.npcEvery
+	dt := z.dt * float32(every)
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned || e.kind != KindNPC {
+			continue
+		}
+		if every > 1 && (z.tick+uint64(s))%every != 0 {
+			z.stats.NPCStepsSkipped++
+			continue
+		}
+		if e.turnIn <= uint32(every) {
+			z.retarget(e)
+		} else {
+			e.turnIn -= uint32(every)
+		}
+		sin, cos := math.Sincos(float64(e.heading))
+		vx, vz := float32(sin)*e.speed, float32(cos)*e.speed
+		x, zz := e.state.Pos[0]+vx*dt, e.state.Pos[2]+vz*dt
+		if float64(x) < b.Min[0] || float64(x) > b.Max[0] {
+			vx, x = -vx, e.state.Pos[0]
+			e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		}
+		if float64(zz) < b.Min[1] || float64(zz) > b.Max[1] {
+			vz, zz = -vz, e.state.Pos[2]
+			e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		}
+		e.state.Pos[0], e.state.Pos[2] = x, zz
+		e.state.Vel = [3]float32{vx, 0, vz}
+		e.state.Yaw = e.heading
+	}
+}

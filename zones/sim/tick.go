@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/interest"
+)
+
+// ViewRef names a player whose view is due this tick: exactly one per
+// player with a connection per tick. AppendView materializes it (into the
+// caller's pooled buffer, so the tick allocates nothing for views).
+type ViewRef struct {
+	Entity uint64
+	Conn   string
+	slot   int32
+}
+
+// Control is a player's control-object result for one tick, for its
+// connection: the newest move applied and the state after it.
+type Control struct {
+	Entity      uint64
+	Conn        string
+	LastApplied uint64
+	State       move.ControlState
+	// Correct asks for a full-state correction now (ControlWriter.Force):
+	// spawn, teleport, world edge, moves held back by the speed limit.
+	Correct bool
+}
+
+// Replica is one entity's state as a neighbour sees it.
+type Replica struct {
+	ID     uint64
+	Kind   uint8
+	Epoch  handoff.Epoch // the owner's; a replica never goes back to an older epoch
+	State  move.ControlState
+	Health int32
+	Flags  uint32
+	Name   ghost.Name
+	Extra  [4]uint32
+}
+
+// ReplicaBatch is the complete set of one zone's entities within
+// BorderRange of a neighbour, for one tick: the neighbour replaces what it
+// had from this zone with it.
+type ReplicaBatch struct {
+	From, To string
+	Tick     uint64
+	Sent     time.Duration
+	// Entities is freshly allocated each tick: hand it off.
+	Entities []Replica
+}
+
+// Output is what one Step produced. Its slices are reused by the next Step;
+// ReplicaBatch.Entities are not.
+type Output struct {
+	Send     []handoff.Msg // to zones (handoff) and to connections (Route)
+	Views    []ViewRef
+	Controls []Control
+	Replicas []ReplicaBatch
+}
+
+// Step advances the zone by one tick at time now (the tick's scheduled
+// time; the zone does not read a clock).
+func (z *Zone) Step(now time.Duration) *Output {
+	z.now = now
+	z.tick++
+	z.ov.account(z)
+	out := &z.out
+	out.Send, out.Views, out.Controls, out.Replicas = out.Send[:0], out.Views[:0], out.Controls[:0], out.Replicas[:0]
+
+	z.hand.Tick(now, &z.hout)
+	z.applyHandoff(now)
+
+	z.expireReplicas(now)
+	z.stepPlayers(now)
+	z.stepNPCs()
+	z.crossings(now)
+	z.buildGrid()
+	z.updateInterest()
+	z.sendReplicas(now)
+	z.emitControls()
+	z.emitViews()
+	out.Send = append(out.Send, z.pend...)
+	z.pend = nil
+	return out
+}
+
+// stepPlayers applies each owned player's queued moves within its time
+// credit.
+func (z *Zone) stepPlayers(now time.Duration) {
+	elapsed := z.period
+	if z.prevStep != 0 && now > z.prevStep {
+		elapsed = now - z.prevStep
+	}
+	z.prevStep = now
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned || e.kind != KindPlayer {
+			continue
+		}
+		e.applied = false
+		// Credit follows the scheduled clock, not the number of ticks: a
+		// zone that skipped ticks owes its players that time too.
+		e.credit = min(e.credit+elapsed, z.cfg.MaxCredit)
+		lostBefore := e.queue.Stats().Lost
+		start := e.state.Pos
+		var spent time.Duration
+		for {
+			m, ok := e.queue.Peek(now)
+			if !ok {
+				break
+			}
+			dt := time.Duration(m.Dt) * time.Second / move.DtHz
+			if dt > e.credit {
+				// Faster than real time: the rest waits for later ticks
+				// (the client will mispredict and get a correction).
+				z.stats.MovesThrottled++
+				e.correct = true
+				break
+			}
+			e.queue.Pop()
+			if err := m.Validate(); err != nil {
+				z.stats.MovesInvalid++
+				continue
+			}
+			e.credit -= dt
+			spent += dt
+			e.state = z.cfg.Step(e.state, m, m.Seconds())
+			e.applied = true
+			z.stats.MovesApplied++
+		}
+		z.stats.MovesLost += e.queue.Stats().Lost - lostBefore
+		// The world's edge is a wall.
+		x, zz := z.w.Clamp(float64(e.state.Pos[0]), float64(e.state.Pos[2]))
+		if float32(x) != e.state.Pos[0] || float32(zz) != e.state.Pos[2] {
+			e.state.Pos[0], e.state.Pos[2] = float32(x), float32(zz)
+			e.state.Vel[0], e.state.Vel[2] = 0, 0
+			e.correct = true
+			z.stats.EdgeClamps++
+		}
+		// Teleport detection: no legal sequence of moves covers more ground
+		// than MaxSpeed × the input time it spent.
+		dx, dz := float64(e.state.Pos[0]-start[0]), float64(e.state.Pos[2]-start[2])
+		allowed := float64(z.cfg.MaxSpeed)*spent.Seconds()*1.001 + 1e-3
+		if dx*dx+dz*dz > allowed*allowed {
+			z.stats.TeleportsDetected++
+			e.correct = true
+		}
+	}
+}
+
+// crossings offers entities that are past the margin beyond this zone's
+// border and have dwelt here long enough to the zone they are in.
+func (z *Zone) crossings(now time.Duration) {
+	m2 := z.cfg.HandoffMargin * z.cfg.HandoffMargin
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned {
+			continue
+		}
+		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
+		if z.self.Dist2(x, zz) < m2 || z.w.Owns(z.self, x, zz) {
+			continue
+		}
+		if now-e.since < z.cfg.MinDwell {
+			z.stats.DwellHeld++
+			continue
+		}
+		to, ok := z.w.ZoneAt(x, zz)
+		if !ok || to.ID == z.cfg.Zone {
+			continue
+		}
+		z.beginHandoff(now, int32(s), to.ID)
+	}
+}
+
+// ghostState converts an entity to its replicated form.
+func ghostState(e *entity) ghost.State {
+	return ghost.State{
+		Pos:    [3]float64{float64(e.state.Pos[0]), float64(e.state.Pos[1]), float64(e.state.Pos[2])},
+		Vel:    [3]float64{float64(e.state.Vel[0]), float64(e.state.Vel[1]), float64(e.state.Vel[2])},
+		Yaw:    float64(e.state.Yaw),
+		Health: e.health,
+		Flags:  e.flags,
+		Name:   e.name,
+		Extra:  e.extra,
+	}
+}
+
+// buildGrid files every entity, owned or replica, and refreshes the
+// per-slot replicated states.
+func (z *Zone) buildGrid() {
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role == roleFree {
+			continue
+		}
+		var stale uint16
+		if e.role == roleReplica {
+			stale = uint16(min(uint64((z.now-e.seen)/z.period), math.MaxUint16))
+		}
+		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
+		z.gs[s] = ghostState(e)
+		z.kinds[s] = e.kind
+		if z.ov.heldEvery <= 1 || (z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0 {
+			z.held[s], z.heldT[s] = z.gs[s], z.tick
+		}
+	}
+	z.grid.Build()
+}
+
+// updateInterest recomputes every owned player's interest set, players in
+// grid order so the cells one scans are still in cache for the next.
+func (z *Zone) updateInterest() {
+	every := z.ov.interestEvery
+	for _, sa := range z.grid.SlotAuxes() {
+		if interest.AuxKind(sa.Aux) != KindPlayer {
+			continue
+		}
+		s := sa.Slot
+		e := &z.ents[s]
+		if e.role != roleOwned && e.role != roleFrozen {
+			continue
+		}
+		if e.seedIDs != nil {
+			slots := make([]int32, 0, len(e.seedIDs))
+			for _, id := range e.seedIDs {
+				if sl, ok := z.byID[id]; ok {
+					slots = append(slots, sl)
+				}
+			}
+			e.set.Seed(z.grid, slots)
+			e.seedIDs = nil
+		} else if every > 1 && (z.tick+uint64(s))%every != 0 {
+			z.stats.InterestSkipped++
+			continue
+		}
+		z.track.Update(&e.set, s, e.state.Pos[0], e.state.Pos[2], z.grid, nil)
+	}
+}
+
+// emitControls reports every owned player's control state.
+func (z *Zone) emitControls() {
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned || e.kind != KindPlayer || e.conn == "" {
+			continue
+		}
+		z.out.Controls = append(z.out.Controls, Control{
+			Entity: e.id, Conn: e.conn, LastApplied: e.queue.LastApplied(), State: e.state, Correct: e.correct,
+		})
+		e.correct = false
+	}
+}
+
+// emitViews lists one view per player with a connection.
+func (z *Zone) emitViews() {
+	for s := range z.ents {
+		e := &z.ents[s]
+		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.conn == "" {
+			continue
+		}
+		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.conn, slot: int32(s)})
+	}
+}
+
+// AppendView appends the view of ref (from this tick's Output) to dst and
+// returns it: every member of the player's interest set with its class,
+// priority and state, the player itself excluded. Under overload, far
+// members get their held state (refreshed every few ticks), so their
+// ghosts change less often. Call it before the next Step.
+func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry {
+	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
+		return dst
+	}
+	e := &z.ents[ref.slot]
+	px, pz := e.state.Pos[0], e.state.Pos[2]
+	for _, en := range e.set.Entries() {
+		sl := en.Slot()
+		cls := z.cfg.Classes[z.kinds[sl]]
+		if cls == nil {
+			continue
+		}
+		st := &z.gs[sl]
+		if z.ov.heldEvery > 1 {
+			o := &z.ents[sl]
+			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
+			if dx*dx+dz*dz > z.far2 {
+				st = &z.held[sl]
+				z.stats.HeldEntries++
+			}
+		}
+		dst = append(dst, ghost.ViewEntry{Entity: z.ents[sl].id, Class: cls, Priority: en.Priority, State: *st})
+	}
+	return dst
+}

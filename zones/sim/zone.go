@@ -1,0 +1,538 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/grid"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/interest"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// Errors of the zone's entry points.
+var (
+	ErrOutside  = errors.New("sim: position is not in this zone")
+	ErrExists   = errors.New("sim: entity already in this zone")
+	ErrNotHere  = errors.New("sim: entity not owned by this zone")
+	ErrBusy     = errors.New("sim: entity is being handed off")
+	ErrBadState = errors.New("sim: invalid state")
+)
+
+// role of a slot.
+type role uint8
+
+const (
+	roleFree    role = iota
+	roleOwned        // simulated here
+	roleFrozen       // owned, offered to a neighbour: not simulated, moves buffered
+	roleReplica      // a neighbour's entity, read-only, refreshed by its batches
+)
+
+// entity is one slot of the zone's table.
+type entity struct {
+	id    uint64
+	kind  uint8
+	gen   uint8
+	role  role
+	epoch handoff.Epoch
+
+	state  move.ControlState
+	health int32
+	flags  uint32
+	name   ghost.Name
+	extra  [4]uint32
+	since  time.Duration // arrived here (dwell)
+
+	// Players.
+	conn    string
+	queue   handoff.MoveQueue
+	credit  time.Duration
+	set     interest.Set
+	seedIDs []uint64 // interest handed over, seeded after the next grid build
+	applied bool     // moves applied this tick
+	correct bool
+
+	// NPCs.
+	rng     uint64
+	heading float32
+	speed   float32
+	turnIn  uint32
+
+	// Replicas.
+	owner     string
+	seen      time.Duration
+	seenBatch uint64
+	released  bool // handed away by this zone, not yet confirmed by a batch
+}
+
+// Zone is one zone's simulation: the entities it owns, replicas of its
+// neighbours' entities near the border, the spatial grid, every player's
+// interest set, and the handoff machine. Create it with New; drive it with
+// Step at the tick rate and feed it Input, Handoff and Replicas between
+// ticks. Not safe for concurrent use: the zone actor owns it.
+type Zone struct {
+	cfg    Config
+	w      *world.World
+	self   *world.Zone
+	nbrs   []*world.Zone
+	period time.Duration
+	dt     float32
+	leave  float64
+	border float64
+	far2   float32
+
+	ents  []entity
+	free  []int32
+	byID  map[uint64]int32
+	grid  *grid.Grid
+	track *interest.Tracker
+	hand  *handoff.Machine
+	hout  handoff.Output
+
+	tick     uint64
+	now      time.Duration
+	prevStep time.Duration
+	batchSeq uint64
+	npcNext  uint64
+
+	ov    overload
+	held  []ghost.State // per slot: the state far viewers get under overload
+	heldT []uint64      // tick each held state was taken
+	gs    []ghost.State // per slot: this tick's replicated state
+	kinds []uint8
+
+	out   Output
+	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
+	stats Stats
+}
+
+// New builds a zone and spawns its NPCs at time now.
+func New(cfg Config, now time.Duration) (*Zone, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ic, _ := cfg.interestConfig()
+	cfg.Interest = ic
+	if cfg.CellSize == 0 {
+		cfg.CellSize = float64(ic.LeaveRadius) / 4
+	}
+	if cfg.BorderRange == 0 {
+		cfg.BorderRange = float64(ic.LeaveRadius)
+	}
+	self, _ := cfg.World.Zone(cfg.Zone)
+	g, err := grid.New(grid.Config{Bounds: cfg.World.Bounds(), CellSize: cfg.CellSize})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	tr, err := interest.NewTracker(ic)
+	if err != nil {
+		return nil, err
+	}
+	hm, err := handoff.New(cfg.Zone, cfg.Handoff)
+	if err != nil {
+		return nil, err
+	}
+	z := &Zone{
+		cfg:    cfg,
+		w:      cfg.World,
+		self:   self,
+		period: time.Second / time.Duration(cfg.TickRate),
+		dt:     1 / float32(cfg.TickRate),
+		leave:  float64(ic.LeaveRadius),
+		border: cfg.BorderRange,
+		byID:   map[uint64]int32{},
+		grid:   g,
+		track:  tr,
+		hand:   hm,
+		now:    now,
+	}
+	ff := cfg.Overload.FarFraction * ic.EnterRadius
+	z.far2 = ff * ff
+	for _, id := range self.Neighbours {
+		n, _ := cfg.World.Zone(id)
+		z.nbrs = append(z.nbrs, n)
+	}
+	for range cfg.NPCs {
+		z.spawnNPC(now)
+	}
+	return z, nil
+}
+
+// ID returns the zone id.
+func (z *Zone) ID() string { return z.cfg.Zone }
+
+// Config returns the effective config (defaults filled in).
+func (z *Zone) Config() Config { return z.cfg }
+
+// Rect returns the zone's rectangle.
+func (z *Zone) Rect() world.Rect { return z.self.Rect }
+
+// Neighbours returns the ids of the neighbouring zones.
+func (z *Zone) Neighbours() []string { return z.self.Neighbours }
+
+// Period returns the tick period.
+func (z *Zone) Period() time.Duration { return z.period }
+
+// Tick returns the number of Steps so far.
+func (z *Zone) Tick() uint64 { return z.tick }
+
+// Handoffs exposes the handoff machine (read-only use: Status, Stats).
+func (z *Zone) Handoffs() *handoff.Machine { return z.hand }
+
+// Stats returns the zone's counters.
+func (z *Zone) Stats() Stats {
+	s := z.stats
+	s.Level = z.ov.level
+	for i := range z.ents {
+		e := &z.ents[i]
+		switch e.role {
+		case roleOwned, roleFrozen:
+			if e.kind == KindPlayer {
+				s.Players++
+			} else {
+				s.NPCs++
+			}
+			if e.role == roleFrozen {
+				s.Frozen++
+			}
+		case roleReplica:
+			s.Replicas++
+		}
+	}
+	return s
+}
+
+// slotAlloc returns a free slot for a new entity (bumping its generation,
+// so interest sets tell it from the slot's previous occupant).
+func (z *Zone) slotAlloc(id uint64) int32 {
+	var s int32
+	if n := len(z.free); n > 0 {
+		s = z.free[n-1]
+		z.free = z.free[:n-1]
+	} else {
+		s = int32(len(z.ents))
+		z.ents = append(z.ents, entity{})
+		z.grid.Resize(len(z.ents))
+		z.track.Resize(len(z.ents))
+		z.gs = append(z.gs, ghost.State{})
+		z.held = append(z.held, ghost.State{})
+		z.heldT = append(z.heldT, 0)
+		z.kinds = append(z.kinds, 0)
+	}
+	gen := z.ents[s].gen + 1
+	queue, set := z.ents[s].queue, z.ents[s].set // keep their buffers
+	queue.Reset(0)
+	set.Reset()
+	z.ents[s] = entity{id: id, gen: gen, queue: queue, set: set}
+	z.ents[s].queue.Max = z.cfg.MaxQueuedMoves
+	z.ents[s].queue.GapTimeout = z.cfg.GapTimeout
+	z.byID[id] = s
+	return s
+}
+
+func (z *Zone) slotFree(s int32) {
+	e := &z.ents[s]
+	delete(z.byID, e.id)
+	e.role, e.id, e.conn, e.seedIDs = roleFree, 0, "", nil
+	z.grid.Clear(s)
+	z.free = append(z.free, s)
+}
+
+// Join adds a player owned by this zone at pos (X/Z on the ground), with
+// its connection's address and display name. The position must be in this
+// zone (world.ZoneAt tells which zone to join). Moves start after
+// lastApplied (0 for a new connection).
+func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]float32, lastApplied uint64) error {
+	if _, ok := z.byID[entity]; ok && z.ents[z.byID[entity]].role != roleReplica {
+		return fmt.Errorf("%w: %d", ErrExists, entity)
+	}
+	if !z.w.Owns(z.self, float64(pos[0]), float64(pos[2])) {
+		return fmt.Errorf("%w: [%g, %g] is outside zone %s %v", ErrOutside, pos[0], pos[2], z.cfg.Zone, z.self.Rect)
+	}
+	nm, err := ghost.MakeName(name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	epoch, err := z.hand.Spawn(entity, now)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	s, ok := z.byID[entity]
+	if !ok {
+		s = z.slotAlloc(entity)
+	}
+	e := &z.ents[s]
+	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
+	e.state = move.ControlState{Pos: pos}
+	e.health, e.name, e.conn = 1000, nm, conn
+	e.queue.Reset(lastApplied)
+	e.credit = z.cfg.MaxCredit
+	e.correct = true // the client learns its spawn state
+	z.hand.SetConn(entity, conn)
+	z.stats.Joins++
+	return nil
+}
+
+// Leave removes an owned player. ErrNotHere if another zone owns it (ask
+// the zone its route points to), ErrBusy while it is being handed off
+// (retry next tick).
+func (z *Zone) Leave(entity uint64) error {
+	s, ok := z.byID[entity]
+	if !ok || z.ents[s].role == roleReplica {
+		return fmt.Errorf("%w: %d", ErrNotHere, entity)
+	}
+	if z.ents[s].role == roleFrozen {
+		return fmt.Errorf("%w: %d", ErrBusy, entity)
+	}
+	if err := z.hand.Despawn(entity); err != nil {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	z.slotFree(s)
+	z.stats.Leaves++
+	return nil
+}
+
+// Input takes moves (in sequence order; duplicates are fine) for a player.
+// Moves for a player this zone owns are queued for the next tick; for one
+// it handed off they are forwarded (a message in Pending()); for one it is
+// offering they are held. It reports what happened.
+func (z *Zone) Input(now time.Duration, entity uint64, moves []move.Move) handoff.InputAction {
+	act := z.hand.Input(now, entity, moves, &z.hout)
+	if act == handoff.InputLocal {
+		if s, ok := z.byID[entity]; ok {
+			z.push(&z.ents[s], moves)
+		}
+	}
+	z.applyHandoff(now)
+	return act
+}
+
+// Handoff takes a handoff message from another zone.
+func (z *Zone) Handoff(now time.Duration, m handoff.Msg) {
+	z.hand.Step(now, m, &z.hout)
+	z.applyHandoff(now)
+}
+
+// Teleport moves an owned entity to pos at once (an admin command, a
+// respawn). The player gets a correction; if pos is in another zone the
+// entity is offered to it right away, dwell time or not.
+func (z *Zone) Teleport(now time.Duration, entity uint64, pos [3]float32) error {
+	s, ok := z.byID[entity]
+	if !ok || z.ents[s].role == roleReplica {
+		return fmt.Errorf("%w: %d", ErrNotHere, entity)
+	}
+	e := &z.ents[s]
+	if e.role == roleFrozen {
+		return fmt.Errorf("%w: %d", ErrBusy, entity)
+	}
+	x, zz := z.w.Clamp(float64(pos[0]), float64(pos[2]))
+	e.state.Pos = [3]float32{float32(x), max(pos[1], 0), float32(zz)}
+	e.state.Vel = [3]float32{}
+	e.correct = true
+	z.stats.Teleports++
+	if !z.w.Owns(z.self, x, zz) {
+		if to, ok := z.w.ZoneAt(x, zz); ok {
+			z.beginHandoff(now, s, to.ID)
+		}
+	}
+	return nil
+}
+
+// Pending returns the messages produced between ticks (by Input, Handoff,
+// Teleport) and forgets them: handoff messages to zones, Route messages to
+// connections. The zone actor sends them right away; any it has not
+// fetched go out with the next Step's Output.Send. The caller owns the
+// returned slice.
+func (z *Zone) Pending() []handoff.Msg {
+	msgs := z.pend
+	z.pend = nil
+	return msgs
+}
+
+// push queues moves for a player, counting those the full queue drops.
+func (z *Zone) push(e *entity, moves []move.Move) {
+	before := e.queue.Stats().Dropped
+	e.queue.Push(moves...)
+	z.stats.MovesDropped += e.queue.Stats().Dropped - before
+}
+
+// applyHandoff turns the machine's output into zone changes and pending
+// messages.
+func (z *Zone) applyHandoff(now time.Duration) {
+	o := &z.hout
+	if o.Empty() {
+		return
+	}
+	z.pend = append(z.pend, o.Send...)
+	for _, a := range o.Acquired {
+		z.acquire(now, a)
+	}
+	for _, r := range o.Released {
+		if s, ok := z.byID[r.Entity]; ok {
+			e := &z.ents[s]
+			// It stays here as a replica of the new owner, unchanged, so
+			// players here keep seeing it (same slot, same generation: no
+			// leave and re-enter) until the new owner's batches take over.
+			e.role, e.owner, e.seen, e.epoch, e.released = roleReplica, r.To, now, e.epoch+1, true
+			e.conn, e.seedIDs = "", nil
+			e.queue.Reset(0)
+			e.set.Reset()
+			z.stats.HandoffsOut++
+		}
+	}
+	for _, r := range o.Resumed {
+		if s, ok := z.byID[r.Entity]; ok {
+			e := &z.ents[s]
+			e.role = roleOwned
+			z.push(e, r.Moves)
+			z.stats.HandoffsAborted++
+		}
+	}
+	for _, d := range o.Deliver {
+		if s, ok := z.byID[d.Entity]; ok {
+			z.push(&z.ents[s], d.Moves)
+		}
+	}
+	o.Reset()
+}
+
+func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
+	st := a.State
+	s, ok := z.byID[st.Entity]
+	if !ok {
+		s = z.slotAlloc(st.Entity)
+	}
+	e := &z.ents[s]
+	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
+	e.kind, e.role, e.epoch, e.since = st.Kind, roleOwned, a.Epoch, now
+	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
+	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
+	e.conn, e.owner = st.Conn, ""
+	if e.kind == KindPlayer {
+		e.queue.Reset(st.LastApplied)
+		z.push(e, a.Moves)
+		e.credit = z.cfg.MaxCredit
+		e.set.Reset()
+		e.seedIDs = append(e.seedIDs[:0], st.Interest...)
+	}
+	z.stats.HandoffsIn++
+}
+
+// snapshot captures an owned entity for a handoff.
+func (z *Zone) snapshot(s int32) *handoff.Snapshot {
+	e := &z.ents[s]
+	snap := &handoff.Snapshot{
+		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: e.queue.LastApplied(),
+		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
+		Rng: [2]uint64{e.rng}, Heading: e.heading, Speed: e.speed, TurnIn: e.turnIn,
+		Conn: e.conn,
+	}
+	if e.kind == KindPlayer {
+		for _, en := range e.set.Entries() {
+			snap.Interest = append(snap.Interest, z.ents[en.Slot()].id)
+		}
+	}
+	return snap
+}
+
+// beginHandoff offers slot s to zone to and freezes it.
+func (z *Zone) beginHandoff(now time.Duration, s int32, to string) {
+	e := &z.ents[s]
+	offer, err := z.hand.Begin(now, z.snapshot(s), to, e.queue.Queued())
+	if err != nil {
+		z.stats.HandoffErrors++
+		return
+	}
+	e.role = roleFrozen
+	z.pend = append(z.pend, offer)
+	z.stats.HandoffsBegun++
+}
+
+// Checksum is a CRC-32 over the owned entities' ids and states in ascending
+// id order (checklist TICK-5): two zones, or two runs, with the same state
+// give the same value whatever their slot layout.
+func (z *Zone) Checksum() uint32 {
+	var ids []uint64
+	for i := range z.ents {
+		if r := z.ents[i].role; r == roleOwned || r == roleFrozen {
+			ids = append(ids, z.ents[i].id)
+		}
+	}
+	slices.Sort(ids)
+	h := crc32.NewIEEE()
+	var b [8]byte
+	put := func(v uint64) {
+		for i := range b {
+			b[i] = byte(v >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	for _, id := range ids {
+		e := &z.ents[z.byID[id]]
+		put(id)
+		put(uint64(e.state.CRC()))
+		put(e.queue.LastApplied())
+		put(uint64(math.Float32bits(e.heading)))
+	}
+	return h.Sum32()
+}
+
+// EntityInfo is a read-only view of one entity, for tests, admin and logs.
+type EntityInfo struct {
+	ID          uint64
+	Kind        uint8
+	Owned       bool // owned here (possibly frozen)
+	Frozen      bool
+	Replica     bool
+	Owner       string // replicas: the owning zone
+	Epoch       handoff.Epoch
+	State       move.ControlState
+	LastApplied uint64
+	Conn        string
+	View        int // players: interest set size
+}
+
+// Entity returns what the zone knows about an entity.
+func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
+	s, ok := z.byID[id]
+	if !ok {
+		return EntityInfo{}, false
+	}
+	e := &z.ents[s]
+	return EntityInfo{
+		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
+		Replica: e.role == roleReplica, Owner: e.owner, Epoch: e.epoch, State: e.state,
+		LastApplied: e.queue.LastApplied(), Conn: e.conn, View: e.set.Len(),
+	}, true
+}
+
+// Entities calls fn for every entity the zone holds (owned and replicas).
+func (z *Zone) Entities(fn func(EntityInfo)) {
+	for i := range z.ents {
+		if z.ents[i].role != roleFree {
+			info, _ := z.Entity(z.ents[i].id)
+			fn(info)
+		}
+	}
+}
+
+// InterestIDs returns the entity ids in a player's interest set.
+func (z *Zone) InterestIDs(player uint64) []uint64 {
+	s, ok := z.byID[player]
+	if !ok {
+		return nil
+	}
+	var ids []uint64
+	for _, en := range z.ents[s].set.Entries() {
+		ids = append(ids, z.ents[en.Slot()].id)
+	}
+	return ids
+}
