@@ -142,7 +142,7 @@ func newCrowd(seed uint64, n int, nc *Class, radius, prioD0 float64) *crowd {
 		e := &c.ents[i]
 		e.Entity = uint64(1_000_000 + i)
 		e.Class = nc
-		e.State.Pos = [3]float64{x, y, terrain(x, y)}
+		e.State.Pos = [3]float64{x, terrain(x, y), y}
 		e.State.Yaw = c.rng.Float64()*2*math.Pi - math.Pi
 		e.State.Health = 100
 		e.State.Name = MustName([]string{"wolf", "goblin", "merchant", "guard"}[i%4])
@@ -170,23 +170,23 @@ func (c *crowd) step(now, dt time.Duration, reg *Registry) {
 		if c.moving[i] {
 			left := c.speed[i] * sec
 			for left > 0 {
-				dx, dy := c.goal[i][0]-s.Pos[0], c.goal[i][1]-s.Pos[1]
+				dx, dy := c.goal[i][0]-s.Pos[0], c.goal[i][1]-s.Pos[2]
 				d := math.Hypot(dx, dy)
 				if d <= left {
-					s.Pos[0], s.Pos[1] = c.goal[i][0], c.goal[i][1]
+					s.Pos[0], s.Pos[2] = c.goal[i][0], c.goal[i][1]
 					left -= d
 					gx, gy := c.disc()
 					c.goal[i] = [2]float64{gx, gy}
 					continue
 				}
 				s.Pos[0] += dx / d * left
-				s.Pos[1] += dy / d * left
+				s.Pos[2] += dy / d * left
 				s.Yaw = math.Atan2(dy, dx)
 				left = 0
 			}
-			s.Pos[2] = terrain(s.Pos[0], s.Pos[1])
+			s.Pos[1] = terrain(s.Pos[0], s.Pos[2])
 		}
-		d := math.Hypot(s.Pos[0], s.Pos[1])
+		d := math.Hypot(s.Pos[0], s.Pos[2])
 		c.ents[i].Priority = float32(1 / (1 + d/c.prioD0))
 		c.q[i] = reg.q.code(&s.Pos)
 		c.hist[i][c.histN%crowdHist] = s.Pos
@@ -278,7 +278,7 @@ func runCrowd(tb testing.TB, seed uint64, budget int, warm, dur time.Duration, c
 			// Nearest 100, by true distance, once per tick.
 			for i := range c.ents {
 				p := c.ents[i].State.Pos
-				dist[i] = math.Hypot(p[0], p[1])
+				dist[i] = math.Hypot(p[0], p[2])
 			}
 			slices.SortFunc(near, func(a, b int) int {
 				if dist[a] < dist[b] {

@@ -63,15 +63,16 @@ type State struct {
 
 // Bounds is the world box positions are quantized in, at Precision metres per
 // step (checklist BS-7: fixed point relative to the world). The default
-// 4 km × 4 km × 512 m at 1 cm costs 19+19+16 bits absolute.
+// 4 km × 4 km × 512 m at 1 cm costs 19+16+19 bits absolute (x, height y, z).
 type Bounds struct {
 	Min, Max  [3]float64
 	Precision float64
 }
 
-// DefaultBounds is a 4 km × 4 km × 512 m world centred on the origin at 1 cm.
+// DefaultBounds is a 4 km × 4 km ground plane (x, z) with 512 m of height (y,
+// up — the convention of move.Walk and the zones) centred on the origin at 1 cm.
 func DefaultBounds() Bounds {
-	return Bounds{Min: [3]float64{-2000, -2000, -256}, Max: [3]float64{2000, 2000, 256}, Precision: 0.01}
+	return Bounds{Min: [3]float64{-2000, -256, -2000}, Max: [3]float64{2000, 256, 2000}, Precision: 0.01}
 }
 
 // maxAxisSteps bounds an axis's code so window arithmetic stays in int64 and
@@ -168,7 +169,7 @@ type Group struct {
 }
 
 // PositionGroup replicates State.Pos quantized to the Registry's Bounds. In a
-// create it is absolute (19+19+16 bits for the default bounds); in an update
+// create it is absolute (19+16+19 bits for the default bounds); in an update
 // it sends only the low bits the client needs to recover the value from
 // whatever position it currently holds (docs/protocol.md §6), about
 // 25 bits for an entity running on flat ground. At most one per class.

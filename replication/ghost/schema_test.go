@@ -96,8 +96,8 @@ func TestBoundsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := reg.q; q.bits != [3]uint{19, 19, 16} {
-		t.Fatalf("default bounds take %v bits per axis, want 19 19 16", q.bits)
+	if q := reg.q; q.bits != [3]uint{19, 16, 19} {
+		t.Fatalf("default bounds take %v bits per axis, want 19 16 19 (x, height y, z)", q.bits)
 	}
 }
 
@@ -186,7 +186,7 @@ func TestPositionQuantization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range [][3]float64{{-2000, -2000, -256}, {2000, 2000, 256}, {1.234567, -999.995, 0.005}, {0, 0, 0}} {
+	for _, p := range [][3]float64{{-2000, -256, -2000}, {2000, 256, 2000}, {1.234567, 0.005, -999.995}, {0, 0, 0}} {
 		q := reg.QuantizePos(p)
 		for a := range 3 {
 			if math.Abs(q[a]-p[a]) > reg.PosMaxError() {

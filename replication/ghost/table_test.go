@@ -604,7 +604,7 @@ func TestStarvationFreedomUnderTinyBudget(t *testing.T) {
 	for k := range 1200 { // 60 s
 		now += tick
 		for i := range v {
-			v[i].State.Pos[1] += rng.Float64() + 0.1 // always dirty
+			v[i].State.Pos[2] += rng.Float64() + 0.1 // always dirty
 		}
 		if err := tab.SetView(now, v); err != nil {
 			t.Fatal(err)

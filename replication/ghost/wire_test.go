@@ -21,7 +21,7 @@ func TestWireExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := ViewEntry{Entity: 42, Class: nc, Priority: 1}
-	e.State.Pos = [3]float64{1, 2, 0}
+	e.State.Pos = [3]float64{1, 0, 2}
 	e.State.Health = 100
 	e.State.Name = MustName("wolf")
 	var buf [64]byte
@@ -33,7 +33,7 @@ func TestWireExample(t *testing.T) {
 		bits int
 		hex  string
 	}{
-		{1.00, 132, "42 1f 00 33 57 a4 0d 43 70 18 00 19 00 19 80 00 00"},
+		{1.00, 132, "42 1f 00 33 57 a4 0d 03 20 43 70 18 00 19 80 00 00"},
 		{1.25, 38, "d2 20 00 6c 0f"},
 		{1.50, 32, "62 22 00 02"},
 		{1.75, 32, "f2 23 00 02"},
