@@ -18,6 +18,10 @@ import (
 type Config struct {
 	// UDPAddr is where the gateway listens for clients.
 	UDPAddr string `json:"udp"`
+	// PublicAddr is the gateway address connect tokens name (what clients
+	// dial). Empty: the UDP address, with a wildcard host taken as
+	// 127.0.0.1 — right for one machine, wrong behind NAT or in Kubernetes.
+	PublicAddr string `json:"public_addr"`
 	// HTTPAddr serves /healthz, /readyz and /metrics. Empty disables HTTP.
 	HTTPAddr string `json:"http"`
 	// DataDir holds the embedded NATS store and the dev token key.
@@ -70,6 +74,11 @@ func (c Config) Validate() error {
 	var errs []error
 	if _, err := parseListenAddr(c.UDPAddr); err != nil {
 		errs = append(errs, fmt.Errorf("udp address %q: %w", c.UDPAddr, err))
+	}
+	if c.PublicAddr != "" {
+		if ap, err := netip.ParseAddrPort(c.PublicAddr); err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
+			errs = append(errs, fmt.Errorf("public address %q: want a concrete host:port that clients can dial", c.PublicAddr))
+		}
 	}
 	if c.HTTPAddr != "" {
 		if _, err := parseListenAddr(c.HTTPAddr); err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/actors/zone"
 )
 
 // Node is one running zoned process. Start makes one; Stop ends it.
@@ -22,6 +26,7 @@ type Node struct {
 	log  *slog.Logger
 	reg  *prometheus.Registry
 	nats *natsLink
+	game *game
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -34,6 +39,12 @@ type Node struct {
 // Start brings up a whole node and returns once it is ready to accept
 // clients, or with the first error (everything started so far is stopped).
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
+	return StartEnv(ctx, cfg, log, os.Getenv)
+}
+
+// StartEnv is Start with the environment lookup injected (GHOSTWIRE_TOKEN_KEY),
+// for tests.
+func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(string) string) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,9 +73,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.nats = nl
+	gm, err := startGame(ctx, cfg, n.reg, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	n.game = gm
 	n.ready.Store(true)
 	ok = true
-	log.Info("zoned ready", "http", n.HTTPAddr(), "nats", nl.url, "data", cfg.DataDir)
+	log.Info("zoned ready", "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
+		"http", n.HTTPAddr(), "nats", nl.url, "token_key", string(gm.src), "data", cfg.DataDir)
 	return n, nil
 }
 
@@ -87,6 +104,21 @@ func (n *Node) HTTPAddr() string {
 	}
 	return n.httpLn.Addr().String()
 }
+
+// UDPAddr is the gateway's bound address.
+func (n *Node) UDPAddr() netip.AddrPort { return n.game.gw.Addr() }
+
+// PublicAddr is the address connect tokens for this node must name.
+func (n *Node) PublicAddr() netip.AddrPort { return n.game.gw.PublicAddr() }
+
+// TokenKey is the connect-token key the gateway opens tokens with.
+func (n *Node) TokenKey() [32]byte { return n.game.key }
+
+// Gateway exposes the gateway (stats, tests).
+func (n *Node) Gateway() *gateway.Gateway { return n.game.gw }
+
+// Zones exposes the zone actors (inspection, tests).
+func (n *Node) Zones() *zone.World { return n.game.zones }
 
 // Registry is the node's metrics registry; components register here.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
@@ -132,6 +164,11 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	if n.game != nil {
+		if err := n.game.stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: %w", err))
+		}
+	}
 	if n.nats != nil {
 		n.nats.close()
 	}

@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// game is the in-process world: the actor system, the zone actors of the
+// world map and the gateway in front of them.
+type game struct {
+	sys   *actor.ActorSystem
+	zones *zone.World
+	gw    *gateway.Gateway
+	key   tokenkey.Key
+	src   tokenkey.Source
+}
+
+func startGame(ctx context.Context, cfg Config, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) (*game, error) {
+	key, src, err := resolveKey(cfg, getenv, log)
+	if err != nil {
+		return nil, err
+	}
+	wm := world.Default()
+	if cfg.WorldFile != "" {
+		if wm, err = world.Load(cfg.WorldFile); err != nil {
+			return nil, fmt.Errorf("world map: %w", err)
+		}
+	}
+	// One registry for both ends of the ghost pipeline: the zones' view
+	// entries name *Class values that every connection's ghost table must
+	// hold. Clients assume the default bounds, so the world must fit them.
+	bounds := ghost.DefaultBounds()
+	if r := wm.Bounds(); r.Min[0] < bounds.Min[0] || r.Min[1] < bounds.Min[2] || r.Max[0] > bounds.Max[0] || r.Max[1] > bounds.Max[2] {
+		return nil, fmt.Errorf("world map %q spans x [%g, %g], z [%g, %g]: outside the ghost bounds clients use (x, z in [%g, %g])",
+			wm.Name(), r.Min[0], r.Max[0], r.Min[1], r.Max[1], bounds.Min[0], bounds.Max[0])
+	}
+	classes, err := ghost.NewRegistry(bounds)
+	if err != nil {
+		return nil, err
+	}
+	player, npc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
+	if err := classes.Register(player, npc); err != nil {
+		return nil, err
+	}
+	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), key: key, src: src}
+	mono := time.Now()
+	now := func() time.Duration { return time.Since(mono) }
+	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1}
+	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
+	g.zones, err = zone.Start(g.sys, wm, base, zone.Params{Now: now, Log: log.With("component", "zone")})
+	if err != nil {
+		g.stop(ctx)
+		return nil, fmt.Errorf("zones: %w", err)
+	}
+	gc := gateway.DefaultConfig()
+	gc.Listen = cfg.UDPAddr
+	gc.Key = key
+	gc.MaxConns = cfg.MaxConns
+	gc.Conn.Registry = classes
+	if gc.ChallengeAt > gc.MaxConns/2 {
+		gc.ChallengeAt = gc.MaxConns / 2
+	}
+	if cfg.PublicAddr != "" {
+		if gc.PublicAddr, err = netip.ParseAddrPort(cfg.PublicAddr); err != nil {
+			g.stop(ctx)
+			return nil, fmt.Errorf("public address %q: %w", cfg.PublicAddr, err)
+		}
+	} else if ap, err := parseListenAddr(cfg.UDPAddr); err == nil && ap.Addr().IsUnspecified() {
+		// A wildcard bind: tokens minted on this machine name the loopback
+		// address. Production sets --public-addr to what clients dial.
+		gc.PublicAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
+	}
+	gc.Zone = func(player uint64, _ []byte) *actor.PID { return g.zones.ZoneFor(player) }
+	gc.Logger = log.With("component", "gateway")
+	gc.Registerer = reg
+	if g.gw, err = gateway.New(ctx, g.sys, gc); err != nil {
+		g.stop(ctx)
+		return nil, err
+	}
+	return g, nil
+}
+
+// resolveKey finds the connect-token key: --key-file, then
+// GHOSTWIRE_TOKEN_KEY, then the dev key in the data dir, generated on first
+// start so local clients and bots can mint tokens with it.
+func resolveKey(cfg Config, getenv func(string) string, log *slog.Logger) (tokenkey.Key, tokenkey.Source, error) {
+	if cfg.KeyFile == "" && getenv(tokenkey.EnvVar) == "" {
+		k, created, err := tokenkey.EnsureDev(cfg.DataDir, rand.Reader)
+		if err != nil {
+			return k, "", fmt.Errorf("dev token key: %w", err)
+		}
+		if created {
+			log.Info("generated a dev connect-token key (production: --key-file or GHOSTWIRE_TOKEN_KEY)", "path", tokenkey.DevPath(cfg.DataDir))
+		}
+		return k, tokenkey.SourceDev, nil
+	}
+	k, src, err := tokenkey.Resolve(cfg.KeyFile, getenv, cfg.DataDir)
+	if err != nil {
+		return k, src, fmt.Errorf("token key: %w", err)
+	}
+	return k, src, nil
+}
+
+func tickRate(d time.Duration) int {
+	r := int((time.Second + d/2) / d)
+	return max(r, 1)
+}
+
+// stop ends the game in dependency order: clients are told first (gateway),
+// then the zones stop, then the actor system.
+func (g *game) stop(ctx context.Context) error {
+	var err error
+	if g.gw != nil {
+		err = g.gw.Close(ctx)
+	}
+	if g.zones != nil {
+		g.zones.Stop()
+	}
+	g.sys.Shutdown()
+	return err
+}
+
+// quietActorLog gives protoactor the node's logger at warning level: its
+// info lines (dead letters of a connection that just closed, actor starts)
+// are routine at game-server rates and would drown the node's own log.
+func quietActorLog(log *slog.Logger) func(*actor.ActorSystem) *slog.Logger {
+	h := log.Handler()
+	return func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(minLevel{h, slog.LevelWarn}).With("component", "actor")
+	}
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{m.Handler.WithAttrs(as), m.min}
+}
+func (m minLevel) WithGroup(n string) slog.Handler { return minLevel{m.Handler.WithGroup(n), m.min} }
