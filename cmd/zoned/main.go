@@ -84,8 +84,9 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
+	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
 	data := fs.String("data", def.DataDir, "data `DIR`: embedded NATS store and the dev token key")
 	world := fs.String("world", "", "world map `FILE` (JSON, see docs/zones.md); empty uses the built-in 2x2 world of 1 km zones")
@@ -136,7 +137,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		}
 	}
 	settings := []setting{
-		{"udp", str(&cfg.UDPAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
+		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
@@ -150,7 +151,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		}
 	}
 	flagVals := map[string]func(){
-		"udp": func() { cfg.UDPAddr = *udp }, "http": func() { cfg.HTTPAddr = *httpAddr },
+		"udp": func() { cfg.UDPAddr = *udp }, "public-addr": func() { cfg.PublicAddr = *public }, "http": func() { cfg.HTTPAddr = *httpAddr },
 		"data": func() { cfg.DataDir = *data }, "world": func() { cfg.WorldFile = *world },
 		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs },
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
