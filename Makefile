@@ -6,18 +6,21 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race fuzz-seeds bench-smoke verify bench fuzz generate
+.PHONY: help test vet race scale fuzz-seeds bench-smoke verify bench fuzz generate
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: vet race fuzz-seeds bench-smoke ## the README's test command: vet, race tests, fuzz seed corpora, every benchmark once
+test: vet race scale fuzz-seeds bench-smoke ## the README's test command: vet, race tests, full-scale load tests, fuzz seed corpora, every benchmark once
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
 
 race: ## all tests with the race detector, in shuffled order
 	$(GO) test -race -shuffle=on -timeout 20m $(PKGS)
+
+scale: ## load tests at full scale without the race detector (under -race they scale down)
+	$(GO) test -count=1 -run 'TestTwoHundredClients' ./actors/...
 
 fuzz-seeds: ## run every fuzz target over its committed seed corpus only
 	$(GO) test -run '^Fuzz' -count=1 $(PKGS)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // Config is everything one zoned process needs. The zero value is not
@@ -45,6 +47,9 @@ type Config struct {
 	MaxConns int `json:"max_conns"`
 	// ShutdownTimeout bounds graceful shutdown.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
+
+	// spawn places joining players (tests); nil: the zones' default.
+	spawn func(player uint64, r world.Rect) [3]float32
 }
 
 // DefaultConfig is a whole world on one machine.

@@ -22,11 +22,15 @@ type ClientHandler interface {
 // GhostView is one remote entity as a renderer draws it: its interpolated
 // pose (Client.View) and its newest replicated state.
 type GhostView struct {
-	Entity uint64
-	Class  uint16
-	Pose   ghost.Pose
-	Mode   ghost.SampleMode
-	State  ghost.State
+	Entity uint64 // the server's stable entity id
+	// GhostID is the entity's id on this connection. It stays the same while
+	// the entity stays in scope — across zone handoffs too — and changes only
+	// if the entity leaves scope and comes back.
+	GhostID uint32
+	Class   uint16
+	Pose    ghost.Pose
+	Mode    ghost.SampleMode
+	State   ghost.State
 }
 
 // Client is the client end of a connection, from the connect token to the
@@ -164,7 +168,7 @@ func (c *Client) View(now time.Duration, dst []GhostView) []GhostView {
 	for i := 0; i < c.mirror.Len(); i++ {
 		g := c.mirror.At(i)
 		pose, mode := c.mirror.Pose(g, now)
-		dst = append(dst, GhostView{Entity: g.Entity, Class: g.Class.ID, Pose: pose, Mode: mode, State: g.State})
+		dst = append(dst, GhostView{Entity: g.Entity, GhostID: g.ID, Class: g.Class.ID, Pose: pose, Mode: mode, State: g.State})
 	}
 	return dst
 }
