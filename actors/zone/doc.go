@@ -31,6 +31,26 @@
 // player, and never by two at once (the old owner stops before it sends
 // Commit).
 //
+// # Game events
+//
+// Client events reach the game through a hook, not through edits to the
+// zone: every event of an Input goes to Params.Events (an EventHandler),
+// after the Input's moves and before the Input is released (payloads alias
+// its arena). The handler answers through an EventContext: Send queues
+// events for a player's client (one pooled *msg.Output per Input, at most
+// MaxEventBytesPerTick bytes per player per tick, the rest dropped and
+// counted), Teleport moves an entity with a forced control state (across a
+// handoff too: the Commit tells the new owner to force it). The default is
+// the dev game (DevGame): lane-0 echo and lane-1 teleport requests, for
+// tests and load tests; a production game installs its own handler.
+//
+// Events are handled by the zone that receives them. During a handoff an
+// Input still in flight to the old owner is handled there (echoes reach
+// the same connection), so a reply from the old zone can in rare cases
+// (the old zone busy for longer than the client's packet interval) reach
+// the client after one from the new zone: replies are ordered per zone,
+// not across a handoff.
+//
 // # Queues
 //
 //	mailbox      protoactor's unbounded mailbox; bounded in practice by the
@@ -39,4 +59,6 @@
 //	moves        per player in the simulation, ≤ MaxQueuedMoves (drop newest, counted)
 //	views        msg.ViewSlot: newest supersedes
 //	ticks        one timer, one tick message in flight at most
+//	events out   per player ≤ MaxEventBytesPerTick payload bytes per tick (drop, counted)
+//	teleports    one waiting per entity mid-handoff, retried every tick
 package zone

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
 )
 
@@ -57,6 +58,9 @@ type dplayer struct {
 	teleportAt  time.Time
 	latency     []time.Duration
 	kicked      bool
+	echoes      []msg.Event // copies of the events zones sent this player
+	forced      [][3]float32
+	lastView    []ghost.ViewEntry
 }
 
 // driverStep asks the driver to send one move per player (Dt units of
@@ -93,6 +97,9 @@ func (d *driver) Receive(ctx actor.Context) {
 			}
 			p.applied = m.LastApplied
 			p.controls++
+			if m.Force {
+				p.forced = append(p.forced, m.State.Pos)
+			}
 		}
 		m.Release()
 	case *msg.Redirect:
@@ -113,9 +120,20 @@ func (d *driver) Receive(ctx actor.Context) {
 			if v := p.views.Take(); v != nil {
 				p.viewsTaken++
 				p.viewEntries = len(v.Entries)
+				p.lastView = append(p.lastView[:0], v.Entries...)
 				v.Release()
 			}
 		}
+	case *msg.Output:
+		if p := d.players[m.Player]; p != nil {
+			for _, e := range m.Events {
+				e.Payload = append([]byte(nil), e.Payload...) // valid until Release
+				p.echoes = append(p.echoes, e)
+			}
+		} else {
+			d.bad = append(d.bad, "output for an unknown player")
+		}
+		m.Release()
 	case *msg.Kick:
 		if p := d.players[m.Player]; p != nil {
 			p.kicked = true
@@ -148,6 +166,9 @@ type pstat struct {
 	controls, redirects, viewsTaken, viewEntries int
 	kicked                                       bool
 	latency                                      []time.Duration
+	echoes                                       []msg.Event
+	forced                                       [][3]float32
+	lastView                                     []ghost.ViewEntry
 }
 
 // snapshot copies what the test needs, under the lock.
@@ -158,7 +179,8 @@ func (d *driver) snapshot() map[uint64]pstat {
 	for id, p := range d.players {
 		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, controls: p.controls,
 			redirects: p.redirects, viewsTaken: p.viewsTaken, viewEntries: p.viewEntries, kicked: p.kicked,
-			latency: append([]time.Duration(nil), p.latency...)}
+			latency: append([]time.Duration(nil), p.latency...), echoes: append([]msg.Event(nil), p.echoes...),
+			forced: append([][3]float32(nil), p.forced...), lastView: append([]ghost.ViewEntry(nil), p.lastView...)}
 	}
 	return out
 }

@@ -16,6 +16,9 @@ type HandoffEnvelope struct {
 	Msg   handoff.Msg
 	Join  *msg.Join
 	Began time.Duration
+	// Force (on a Commit) asks the new owner to send the player's control
+	// state in full: the source teleported it into the new zone.
+	Force bool
 }
 
 // ReplicaEnvelope carries one border replica batch between zone actors.
@@ -24,7 +27,9 @@ type ReplicaEnvelope struct {
 }
 
 // Teleport moves a player or NPC at once (an admin command): the zone that
-// owns it applies it, one that handed it away passes it on.
+// owns it applies it (clamped to the world, with a forced full control
+// state for a player), one that handed it away passes it on, one in the
+// middle of handing it off applies it once that settles.
 type Teleport struct {
 	Entity uint64
 	Pos    [3]float32

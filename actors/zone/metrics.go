@@ -20,10 +20,17 @@ type Metrics struct {
 	Leaves        atomic.Uint64
 	Inputs        atomic.Uint64
 	InputsDropped atomic.Uint64 // input for a player this zone does not know
-	Events        atomic.Uint64 // client events received (no game logic consumes them yet)
-	HandoffsIn    atomic.Uint64 // entities acquired
-	Forwarded     atomic.Uint64 // Leave/Teleport passed on to a new owner
-	TickNanos     atomic.Uint64 // total measured tick cost
+	Events        atomic.Uint64 // client events received (each goes to Params.Events)
+	EventsOut     atomic.Uint64 // events the game sent to clients
+	// EventsOutDropped: events the game sent beyond a player's byte
+	// budget for the tick, or to a player without a connection here.
+	EventsOutDropped atomic.Uint64
+	EventsMalformed  atomic.Uint64 // events the game could not parse (ignored)
+	Teleports        atomic.Uint64 // teleports applied (admin and game)
+	TeleportsDropped atomic.Uint64 // teleports for an entity no zone here knows
+	HandoffsIn       atomic.Uint64 // entities acquired
+	Forwarded        atomic.Uint64 // Leave/Teleport passed on to a new owner
+	TickNanos        atomic.Uint64 // total measured tick cost
 
 	// HandoffLatency samples, per acquired entity, the time from the
 	// source's Offer to the target's acquisition (node clock).

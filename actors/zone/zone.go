@@ -32,12 +32,23 @@ type Params struct {
 	// Spawn places a joining player in the zone's rectangle; nil spreads
 	// players deterministically by id, away from the borders.
 	Spawn func(player uint64, r world.Rect) [3]float32
+	// Events is the game's logic for the events clients send. nil means
+	// the dev game, &DevGame{Echo: true, Teleport: true}; a production
+	// game sets its own handler (or IgnoreEvents).
+	Events EventHandler
+	// MaxEventBytesPerTick bounds the event payload bytes the zone sends
+	// each player per tick; beyond it events are dropped and counted
+	// (Metrics.EventsOutDropped). Default DefaultMaxEventBytesPerTick.
+	MaxEventBytesPerTick int
 }
 
 // Validate reports missing or unusable parameters.
 func (p *Params) Validate() error {
 	if p.Now == nil {
 		return errors.New("zone: Params.Now is required")
+	}
+	if p.MaxEventBytesPerTick < 0 {
+		return fmt.Errorf("zone: Params.MaxEventBytesPerTick %d is negative", p.MaxEventBytesPerTick)
 	}
 	if err := p.Sim.Validate(); err != nil {
 		return fmt.Errorf("zone %s: %w", p.Sim.Zone, err)
@@ -64,6 +75,18 @@ type zoneActor struct {
 	joins        map[uint64]*msg.Join
 	began        map[uint64]time.Duration // handoffs this zone started, for latency
 	pendingLeave map[uint64]bool
+	// Teleports waiting for a handoff in progress to settle.
+	pendingTP map[uint64][3]float32
+	retryTP   []pendingTeleport
+	// Players teleported into another zone: their Commit asks the new
+	// owner to force a full control-state send.
+	forced map[uint64]bool
+
+	events EventHandler
+	ectx   EventContext
+	maxOut int
+	budget map[uint64]outBudget // event bytes sent per player this tick
+	outs   []pendingOut
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -133,18 +156,41 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	if err != nil {
 		return err
 	}
-	a.z = z
+	a.init(z)
 	a.self = ctx.Self()
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
-	a.peers = map[string]*actor.PID{}
-	a.joins = map[uint64]*msg.Join{}
-	a.began = map[uint64]time.Duration{}
-	a.pendingLeave = map[uint64]bool{}
 	a.timer = time.AfterFunc(time.Hour, a.fire)
 	a.nextAt = now + z.Period()
 	a.arm()
 	return nil
+}
+
+type pendingTeleport struct {
+	id  uint64
+	pos [3]float32
+}
+
+// init sets up everything but the actor system's parts (benchmarks drive
+// the event path without one).
+func (a *zoneActor) init(z *sim.Zone) {
+	a.z = z
+	a.peers = map[string]*actor.PID{}
+	a.joins = map[uint64]*msg.Join{}
+	a.began = map[uint64]time.Duration{}
+	a.pendingLeave = map[uint64]bool{}
+	a.pendingTP = map[uint64][3]float32{}
+	a.forced = map[uint64]bool{}
+	a.budget = map[uint64]outBudget{}
+	a.events = a.p.Events
+	if a.events == nil {
+		a.events = &DevGame{Echo: true, Teleport: true}
+	}
+	a.maxOut = a.p.MaxEventBytesPerTick
+	if a.maxOut == 0 {
+		a.maxOut = DefaultMaxEventBytesPerTick
+	}
+	a.ectx = EventContext{a: a}
 }
 
 // fire runs on the timer's goroutine: it only posts the tick.
@@ -200,8 +246,24 @@ func (a *zoneActor) onTick() {
 		a.z.ReportMissedTicks(missed)
 		a.m.MissedTicks.Add(uint64(missed))
 	}
+	if len(a.pendingTP) > 0 {
+		retry := a.retryTP[:0]
+		for id, pos := range a.pendingTP {
+			retry = append(retry, pendingTeleport{id, pos})
+		}
+		clear(a.pendingTP)
+		for _, t := range retry {
+			a.teleport(t.id, t.pos) // puts it back while still busy
+		}
+		a.retryTP = retry
+	}
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
+	for id := range a.forced { // usually empty
+		if ph, _, _ := a.z.Handoffs().Status(id); ph != handoff.PhaseOffering && ph != handoff.PhaseCommitting {
+			delete(a.forced, id) // committed and acknowledged, or aborted (the zone corrects it itself)
+		}
+	}
 	for i := range out.Controls {
 		c := &out.Controls[i]
 		j := a.joins[c.Entity]
@@ -255,6 +317,11 @@ func (a *zoneActor) sweepJoins() {
 			}
 		}
 	}
+	for id := range a.budget {
+		if a.joins[id] == nil {
+			delete(a.budget, id)
+		}
+	}
 	for id, t := range a.began {
 		if a.p.Now()-t > time.Minute {
 			delete(a.began, id)
@@ -265,6 +332,9 @@ func (a *zoneActor) sweepJoins() {
 func (a *zoneActor) forget(id uint64) {
 	delete(a.joins, id)
 	delete(a.began, id)
+	delete(a.budget, id)
+	delete(a.forced, id)
+	delete(a.pendingTP, id)
 }
 
 // sendHandoff delivers handoff messages: Route becomes a Redirect to the
@@ -283,6 +353,7 @@ func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
 		switch m.Kind {
 		case handoff.KindOffer, handoff.KindCommit:
 			env.Join = a.joins[m.Entity]
+			env.Force = m.Kind == handoff.KindCommit && a.forced[m.Entity]
 			t, ok := a.began[m.Entity]
 			if !ok || m.Kind == handoff.KindOffer && m.Sent-t > a.z.Config().Handoff.OfferTimeout {
 				t = m.Sent // a new handoff (not a resend of the last one)
@@ -305,7 +376,10 @@ func (a *zoneActor) onInput(in *msg.Input) {
 			a.m.InputsDropped.Add(1)
 		}
 	}
+	// After the moves: an event acts on the state its packet's moves led to.
+	a.handleEvents(in)
 	in.Release()
+	a.flushOutputs()
 	a.flushPending()
 }
 
@@ -345,6 +419,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	}
 	if err != nil {
 		a.m.JoinsRejected.Add(1)
+		// sim.ErrBadID: the token's PlayerID is in the NPC id range.
 		a.log.Warn("join refused", "zone", a.p.Sim.Zone, "player", j.Player, "err", err)
 		if j.Conn != nil {
 			a.ctx.Send(j.Conn, &msg.Kick{Player: j.Player})
@@ -380,11 +455,30 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 }
 
 func (a *zoneActor) onTeleport(t *Teleport) {
-	err := a.z.Teleport(a.p.Now(), t.Entity, t.Pos)
-	if errors.Is(err, sim.ErrNotHere) {
-		a.passOn(t.Entity, t)
-	}
+	a.teleport(t.Entity, t.Pos)
 	a.flushPending()
+}
+
+// teleport applies a teleport here, passes it on to the entity's new
+// owner, or keeps it for the next tick while a handoff is in progress.
+// When it starts a handoff, the entity's Commit will ask the new owner to
+// force a full control-state send (the correction this zone owes the
+// player can no longer travel in its own Control).
+func (a *zoneActor) teleport(id uint64, pos [3]float32) {
+	err := a.z.Teleport(a.p.Now(), id, pos)
+	switch {
+	case err == nil:
+		a.m.Teleports.Add(1)
+		if ph, _, _ := a.z.Handoffs().Status(id); ph == handoff.PhaseOffering {
+			a.forced[id] = true
+		}
+	case errors.Is(err, sim.ErrBusy):
+		a.pendingTP[id] = pos
+	case errors.Is(err, sim.ErrNotHere):
+		if !a.passOn(id, &Teleport{Entity: id, Pos: pos}) {
+			a.m.TeleportsDropped.Add(1)
+		}
+	}
 }
 
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
@@ -396,6 +490,9 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	owned := a.z.Handoffs().Owns(id)
 	a.z.Handoff(now, env.Msg)
 	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
+		if env.Force {
+			_ = a.z.Correct(id) // owned: cannot fail
+		}
 		a.m.HandoffsIn.Add(1)
 		if env.Began != 0 {
 			a.m.HandoffLatency.Add(now - env.Began)

@@ -26,8 +26,15 @@ type fixture struct {
 
 func startFixture(t *testing.T, w *world.World, base sim.Config, walk func(id uint64, tick int) (int8, uint16), spawn func(uint64, world.Rect) [3]float32) *fixture {
 	t.Helper()
+	return startFixtureWith(t, w, base, walk, Params{Spawn: spawn})
+}
+
+// startFixtureWith starts a world with p's parameters (Now is the fixture's).
+func startFixtureWith(t *testing.T, w *world.World, base sim.Config, walk func(id uint64, tick int) (int8, uint16), p Params) *fixture {
+	t.Helper()
 	f := &fixture{t: t, sys: quietSystem(), clk: newClock()}
-	zw, err := Start(f.sys, w, base, Params{Now: f.clk.Now, Spawn: spawn})
+	p.Now = f.clk.Now
+	zw, err := Start(f.sys, w, base, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,14 @@ type Config struct {
 	Classes [interest.MaxKinds]*ghost.Class
 	// Overload tunes degradation under load.
 	Overload OverloadConfig
+	// NoSeqExtra leaves players' State.Extra to the game. By default (the
+	// dev game's convention) the zone writes each player's last applied
+	// move sequence into its replicated state every tick: Extra[0] = low
+	// 32 bits, Extra[1] = high 32 bits, so a client (or a test bot) knows
+	// exactly which move another player's ghost state reflects. It costs
+	// the player class's extra group on every update of a moving player
+	// (Elias-gamma coded: 2·⌊log2(seq+1)⌋+4 bits, 36 at seq 100,000).
+	NoSeqExtra bool
 }
 
 // OverloadConfig says when the zone degrades. The actor measures how long

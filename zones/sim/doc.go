@@ -36,6 +36,15 @@
 // player's interest set travels with it, so hysteresis continues at the new
 // owner.
 //
+// # Entity ids
+//
+// A player's entity id is the id it joins with: the connect token's
+// PlayerID, so every client's ghost of that player carries it. NPC ids have
+// the top bit set (NPCID); Join refuses player ids in that range
+// (ErrBadID), so the two never collide. Unless Config.NoSeqExtra, a
+// player's replicated State.Extra[0..1] hold its last applied move
+// sequence (low and high 32 bits) for the tick of the state.
+//
 // # Overload
 //
 // The actor reports each tick's cost (ReportTickCost). Overruns raise a

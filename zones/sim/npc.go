@@ -7,7 +7,9 @@ import (
 
 // NPC ids: the top bit set, then the zone's index in the world map, then a
 // counter, so ids are unique world-wide without coordination and never
-// collide with player ids (which must stay below 1<<63).
+// collide with player ids: a player's entity id is its connect token's
+// PlayerID, which must stay below 1<<63 (Join refuses others with
+// ErrBadID).
 const npcBit = 1 << 63
 
 // NPCID returns the id of the n-th NPC spawned by the zone with index zi.

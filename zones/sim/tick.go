@@ -134,6 +134,7 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			z.stats.MovesApplied++
 		}
 		z.stats.MovesLost += e.queue.Stats().Lost - lostBefore
+		z.seqExtra(e)
 		// The world's edge is a wall.
 		x, zz := z.w.Clamp(float64(e.state.Pos[0]), float64(e.state.Pos[2]))
 		if float32(x) != e.state.Pos[0] || float32(zz) != e.state.Pos[2] {

@@ -23,6 +23,10 @@ var (
 	ErrNotHere  = errors.New("sim: entity not owned by this zone")
 	ErrBusy     = errors.New("sim: entity is being handed off")
 	ErrBadState = errors.New("sim: invalid state")
+	// ErrBadID: a player id in the NPC range (top bit set). Player ids are
+	// the connect token's PlayerID and must stay below 1<<63, so they can
+	// never collide with NPC ids (see NPCID).
+	ErrBadID = errors.New("sim: player id in the NPC id range")
 )
 
 // role of a slot.
@@ -251,6 +255,9 @@ func (z *Zone) slotFree(s int32) {
 // zone (world.ZoneAt tells which zone to join). Moves start after
 // lastApplied (0 for a new connection).
 func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]float32, lastApplied uint64) error {
+	if IsNPC(entity) {
+		return fmt.Errorf("%w: %#x", ErrBadID, entity)
+	}
 	if _, ok := z.byID[entity]; ok && z.ents[z.byID[entity]].role != roleReplica {
 		return fmt.Errorf("%w: %d", ErrExists, entity)
 	}
@@ -274,6 +281,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name, e.conn = 1000, nm, conn
 	e.queue.Reset(lastApplied)
+	z.seqExtra(e)
 	e.credit = z.cfg.MaxCredit
 	e.correct = true // the client learns its spawn state
 	z.hand.SetConn(entity, conn)
@@ -346,6 +354,33 @@ func (z *Zone) Teleport(now time.Duration, entity uint64, pos [3]float32) error 
 	return nil
 }
 
+// Correct asks for a full-state correction of an owned player's control
+// state with the next Control (msg.Control.Force): game logic that moved
+// the player by other means than its moves (a respawn; a teleport that
+// another zone started and handed over). ErrNotHere if the zone does not
+// own it.
+func (z *Zone) Correct(entity uint64) error {
+	s, ok := z.byID[entity]
+	if !ok || z.ents[s].role == roleReplica {
+		return fmt.Errorf("%w: %d", ErrNotHere, entity)
+	}
+	z.ents[s].correct = true
+	return nil
+}
+
+// seqExtra writes a player's last applied move sequence into Extra[0]
+// (low 32 bits) and Extra[1] (high 32 bits), unless the game keeps Extra
+// to itself (Config.NoSeqExtra). It travels with the state in views,
+// replicas and handoff snapshots, so every copy of the state names the
+// move it reflects.
+func (z *Zone) seqExtra(e *entity) {
+	if z.cfg.NoSeqExtra || e.kind != KindPlayer {
+		return
+	}
+	la := e.queue.LastApplied()
+	e.extra[0], e.extra[1] = uint32(la), uint32(la>>32)
+}
+
 // Pending returns the messages produced between ticks (by Input, Handoff,
 // Teleport) and forgets them: handoff messages to zones, Route messages to
 // connections. The zone actor sends them right away; any it has not
@@ -416,8 +451,10 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
 	e.conn, e.owner = st.Conn, ""
+	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
 		e.queue.Reset(st.LastApplied)
+		z.seqExtra(e)
 		z.push(e, a.Moves)
 		e.credit = z.cfg.MaxCredit
 		e.set.Reset()

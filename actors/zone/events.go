@@ -1,0 +1,234 @@
+package zone
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// EventHandler is the game's hook for the events clients send: the zone
+// actor calls HandleEvent for every event of every *msg.Input, in delivery
+// order (an ordered lane's events in lane order), inside Receive, so it must
+// not block. A game plugs its own logic in through Params.Events instead of
+// editing the zone; the default is the dev game (DevGame).
+type EventHandler interface {
+	// HandleEvent handles one event player sent. e.Payload is valid only
+	// during the call (it aliases the pooled Input, released right after):
+	// copy what you keep. c is valid only during the call.
+	HandleEvent(c *EventContext, player uint64, e *msg.Event)
+}
+
+// IgnoreEvents is an EventHandler that drops every event (they are still
+// counted in Metrics.Events).
+var IgnoreEvents EventHandler = ignoreEvents{}
+
+type ignoreEvents struct{}
+
+func (ignoreEvents) HandleEvent(*EventContext, uint64, *msg.Event) {}
+
+// DefaultMaxEventBytesPerTick is Params.MaxEventBytesPerTick's default.
+const DefaultMaxEventBytesPerTick = 4096
+
+// EventContext is what an EventHandler may do inside the zone actor. One
+// value per actor, reused: it allocates nothing.
+type EventContext struct {
+	a *zoneActor
+}
+
+// Now is the node clock.
+func (c *EventContext) Now() time.Duration { return c.a.p.Now() }
+
+// Zone is the zone's simulation, for reads (entity positions, interest
+// sets). Change it through the context's methods: they also do the
+// actor's part (handoff messages, corrections across a handoff).
+func (c *EventContext) Zone() *sim.Zone { return c.a.z }
+
+// Send queues an event for player's client (it copies payload). The zone
+// sends the queued events as one *msg.Output after the Input is handled.
+// Each player gets at most Params.MaxEventBytesPerTick payload bytes per
+// tick from the zone (every event counting at least one byte); beyond it,
+// or for a player this zone has no connection for, the event is dropped,
+// counted in Metrics.EventsOutDropped, and Send returns false. Sending an
+// event does not guarantee delivery: the connection drops what its session
+// cannot queue (conn's EventsDropped).
+func (c *EventContext) Send(player uint64, class event.Class, lane uint8, key uint16, payload []byte) bool {
+	return c.a.sendEvent(player, class, lane, key, payload)
+}
+
+// Teleport moves an entity to pos at once, clamped to the world, and forces
+// a full control-state send to its player (msg.Control.Force). A position in
+// another zone hands the entity off at once (dwell or not), and the new
+// owner forces the send. An entity this zone handed away is passed on to
+// its new owner; one in the middle of a handoff is teleported as soon as
+// the handoff settles (retried every tick).
+func (c *EventContext) Teleport(entity uint64, pos [3]float32) {
+	c.a.teleport(entity, pos)
+}
+
+// Malformed counts an event the handler could not parse and ignored
+// (Metrics.EventsMalformed).
+func (c *EventContext) Malformed() { c.a.m.EventsMalformed.Add(1) }
+
+// The dev game's lanes.
+const (
+	EchoLane     uint8 = 0 // ordered events on it come back to the sender
+	TeleportLane uint8 = 1 // ordered teleport requests (AppendTeleport)
+)
+
+// DevGame is the dev world's event logic (Params.Events nil means
+// &DevGame{Echo: true, Teleport: true}). It exists for tests, load tests
+// (cmd/botswarm) and tools; a production game replaces it with its own
+// EventHandler (or IgnoreEvents), because letting clients teleport is a
+// cheat.
+//
+//   - Echo: an ordered event on EchoLane comes back to its sender, byte for
+//     byte, on EchoLane (within the per-tick byte budget).
+//   - Teleport: an ordered event on TeleportLane whose payload is a
+//     teleport request (ParseTeleport) teleports the sender's entity
+//     (EventContext.Teleport). Malformed requests are counted and ignored.
+//
+// Other events are ignored.
+type DevGame struct {
+	Echo     bool
+	Teleport bool
+}
+
+// HandleEvent implements EventHandler.
+func (d *DevGame) HandleEvent(c *EventContext, player uint64, e *msg.Event) {
+	if e.Class != event.Ordered {
+		return
+	}
+	switch e.Lane {
+	case EchoLane:
+		if d.Echo {
+			c.Send(player, event.Ordered, EchoLane, 0, e.Payload)
+		}
+	case TeleportLane:
+		if !d.Teleport {
+			return
+		}
+		x, z, err := ParseTeleport(e.Payload)
+		if err != nil {
+			c.Malformed()
+			return
+		}
+		c.Teleport(player, [3]float32{x, 0, z})
+	}
+}
+
+// ErrMalformed reports a payload that is not a valid request.
+var ErrMalformed = errors.New("zone: malformed event payload")
+
+// Teleport request payloads. The canonical form is "TP" | x f32 | z f32
+// (little-endian, 10 bytes); "GWtp" | x f32 | z f32 (12 bytes), which
+// cmd/botswarm sends, is accepted too.
+const (
+	teleportMagic     = "TP"
+	teleportMagicLong = "GWtp"
+	TeleportLen       = len(teleportMagic) + 8
+)
+
+// AppendTeleport appends the canonical teleport request for (x, z) to dst.
+func AppendTeleport(dst []byte, x, z float32) []byte {
+	dst = append(dst, teleportMagic...)
+	dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x))
+	return binary.LittleEndian.AppendUint32(dst, math.Float32bits(z))
+}
+
+// ParseTeleport decodes a teleport request: the ground position (x, z).
+// It fails with ErrMalformed on a wrong size or magic, or on a coordinate
+// that is not finite (the zone clamps finite ones to the world).
+func ParseTeleport(p []byte) (x, z float32, err error) {
+	var b []byte
+	switch {
+	case len(p) == TeleportLen && string(p[:2]) == teleportMagic:
+		b = p[2:]
+	case len(p) == len(teleportMagicLong)+8 && string(p[:4]) == teleportMagicLong:
+		b = p[4:]
+	default:
+		return 0, 0, fmt.Errorf("%w: teleport request of %d bytes", ErrMalformed, len(p))
+	}
+	x = math.Float32frombits(binary.LittleEndian.Uint32(b))
+	z = math.Float32frombits(binary.LittleEndian.Uint32(b[4:]))
+	if !finite(x) || !finite(z) {
+		return 0, 0, fmt.Errorf("%w: teleport to (%g, %g)", ErrMalformed, x, z)
+	}
+	return x, z, nil
+}
+
+func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
+
+// outBudget is one player's event bytes sent in one tick.
+type outBudget struct {
+	tick  uint64
+	bytes int
+}
+
+// pendingOut is an Output being filled for one player while an Input is
+// handled.
+type pendingOut struct {
+	conn *actor.PID
+	o    *msg.Output
+}
+
+// handleEvents runs the game's handler over an Input's events. It must run
+// before the Input is released (the payloads alias it); what the handler
+// sends is queued in a.outs.
+func (a *zoneActor) handleEvents(in *msg.Input) {
+	for i := range in.Events {
+		a.events.HandleEvent(&a.ectx, in.Player, &in.Events[i])
+	}
+}
+
+func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key uint16, payload []byte) bool {
+	j := a.joins[player]
+	if j == nil || j.Conn == nil {
+		a.m.EventsOutDropped.Add(1)
+		return false
+	}
+	tick := a.z.Tick()
+	b := a.budget[player]
+	if b.tick != tick {
+		b = outBudget{tick: tick}
+	}
+	cost := max(len(payload), 1)
+	if b.bytes+cost > a.maxOut {
+		a.m.EventsOutDropped.Add(1)
+		return false
+	}
+	b.bytes += cost
+	a.budget[player] = b
+	var o *msg.Output
+	for i := range a.outs {
+		if a.outs[i].o.Player == player {
+			o = a.outs[i].o
+			break
+		}
+	}
+	if o == nil {
+		o = msg.NewOutput()
+		o.Player = player
+		a.outs = append(a.outs, pendingOut{conn: j.Conn, o: o})
+	}
+	o.Add(class, lane, key, payload)
+	a.m.EventsOut.Add(1)
+	return true
+}
+
+// flushOutputs sends the Outputs the handler filled; the connections
+// release them.
+func (a *zoneActor) flushOutputs() {
+	for i := range a.outs {
+		a.ctx.Send(a.outs[i].conn, a.outs[i].o)
+		a.outs[i] = pendingOut{}
+	}
+	a.outs = a.outs[:0]
+}
