@@ -6,6 +6,6 @@
 // reproducible in a test. actors/zone wraps sim in a protoactor actor;
 // proto/ carries the handoff, replica and view messages between processes.
 //
-// See docs/parts/zones.md for the world map format, the tick, interest and
+// See docs/zones.md for the world map format, the tick, interest and
 // the handoff message flow.
 package zones

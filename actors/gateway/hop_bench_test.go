@@ -30,7 +30,7 @@ func (s *sinkActor) Receive(ctx actor.Context) {
 // BenchmarkMailboxHop is the cost the actor model adds per datagram: one
 // protoactor Send of a pooled *msg.Datagram from the gateway to a
 // connection actor, in bursts of 64 (one read batch). Not a tracked number;
-// docs/parts/actors-bench.md reads it next to BenchmarkServerPacketPath.
+// docs/benchmarks.md reads it next to BenchmarkServerPacketPath.
 func BenchmarkMailboxHop(b *testing.B) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)

@@ -47,6 +47,11 @@ type Config struct {
 	MaxConns int `json:"max_conns"`
 	// ShutdownTimeout bounds graceful shutdown.
 	ShutdownTimeout Duration `json:"shutdown_timeout"`
+	// DevGame turns on the dev world's event logic: ordered events on lane 0
+	// are echoed to their sender (botswarm checks them) and lane 1 teleports
+	// the sender. Off, client events are counted and dropped; a production
+	// game plugs its own zone.EventHandler in instead.
+	DevGame bool `json:"dev_game"`
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32
@@ -63,6 +68,7 @@ func DefaultConfig() Config {
 		NATSListen:      "127.0.0.1:4222",
 		MaxConns:        10000,
 		ShutdownTimeout: Duration(5 * time.Second),
+		DevGame:         true,
 	}
 }
 

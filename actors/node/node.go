@@ -27,6 +27,7 @@ type Node struct {
 	reg  *prometheus.Registry
 	nats *natsLink
 	game *game
+	dir  *directory
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -78,6 +79,12 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	n.game = gm
+	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
+		return nil, err
+	}
+	if n.dir, err = startDirectory(ctx, nl, gm, n.HTTPAddr()); err != nil {
+		return nil, err
+	}
 	n.ready.Store(true)
 	ok = true
 	log.Info("zoned ready", "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
@@ -168,6 +175,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		if err := n.game.stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: %w", err))
 		}
+	}
+	if n.dir != nil {
+		n.dir.close(ctx)
 	}
 	if n.nats != nil {
 		n.nats.close()

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
 func testConfig(t *testing.T) Config {
@@ -61,6 +64,22 @@ func TestStartStop(t *testing.T) {
 	for _, b := range []string{BucketZones, BucketPlayers, BucketNodes} {
 		if _, ok := n.nats.kv[b]; !ok {
 			t.Errorf("bucket %s not created", b)
+		}
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "ghostwire_zone_ticks_total") {
+		t.Errorf("/metrics = %d, want the zone counters", code)
+	}
+	// The directory names this node and every zone it runs.
+	ctx := context.Background()
+	if keys, err := n.nats.kv[BucketZones].Keys(ctx); err != nil || len(keys) != 4 {
+		t.Errorf("zone directory keys = %v (%v), want the 4 default zones", keys, err)
+	}
+	if e, err := n.nats.kv[BucketNodes].Get(ctx, n.dir.node); err != nil {
+		t.Errorf("node record %s: %v", n.dir.node, err)
+	} else {
+		var rec pb.NodeRecord
+		if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.UdpAddr != n.PublicAddr().String() || rec.Zones != 4 {
+			t.Errorf("node record = %v (%v), want udp %s and 4 zones", &rec, err, n.PublicAddr())
 		}
 	}
 	if err := n.Stop(context.Background()); err != nil {

@@ -61,7 +61,11 @@ func startGame(ctx context.Context, cfg Config, reg prometheus.Registerer, geten
 	now := func() time.Duration { return time.Since(mono) }
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1}
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
-	g.zones, err = zone.Start(g.sys, wm, base, zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn})
+	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn}
+	if !cfg.DevGame {
+		zp.Events = zone.IgnoreEvents
+	}
+	g.zones, err = zone.Start(g.sys, wm, base, zp)
 	if err != nil {
 		g.stop(ctx)
 		return nil, fmt.Errorf("zones: %w", err)

@@ -84,7 +84,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout, dev_game)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
@@ -94,9 +94,10 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	npcs := fs.Int("npcs", def.NPCs, "number of wandering NPCs spread over the world")
 	natsURL := fs.String("nats", "", "external NATS `URL` (cluster mode); empty embeds a NATS server")
 	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
-	keyFile := fs.String("key-file", "", "connect-token key `FILE` (32 bytes, hex); default DATA/token.key, generated on first start; GHOSTWIRE_TOKEN_KEY (hex) overrides both")
+	keyFile := fs.String("key-file", "", "connect-token key `FILE` (64 hex digits); when empty, GHOSTWIRE_TOKEN_KEY (64 hex digits) is used if set, else the dev key DATA/token.key, generated on first start")
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
 	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
+	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
 	fs.Usage = func() {
 		fmt.Fprint(stdout, usageHead)
@@ -136,11 +137,19 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 			return err
 		}
 	}
+	boolean := func(dst *bool) func(string) error {
+		return func(v string) error {
+			b, err := strconv.ParseBool(v)
+			*dst = b
+			return err
+		}
+	}
 	settings := []setting{
 		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
+		{"dev-game", boolean(&cfg.DevGame)},
 	}
 	for _, s := range settings {
 		env := "GHOSTWIRE_" + envName(s.flag)
@@ -157,6 +166,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
 		"key-file": func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
 		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
+		"dev-game":         func() { cfg.DevGame = *devGame },
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if set, ok := flagVals[f.Name]; ok {

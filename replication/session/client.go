@@ -487,7 +487,7 @@ func (c *Client) hasContent(now time.Duration) bool {
 
 // longForm reports whether the next packet goes in the long form: until the
 // server is first heard, after LongFormAfter of silence, or after a
-// NoConnection hint (docs/parts/handshake-protocol.md § Address policy).
+// NoConnection hint (docs/protocol.md §7.16).
 func (c *Client) longForm(now time.Duration) bool {
 	return c.cfg.AlwaysLongForm || !c.heard || c.noConn || now-c.lastHeard >= c.cfg.LongFormAfter
 }
@@ -500,7 +500,7 @@ func (c *Client) longForm(now time.Duration) bool {
 // server has not acknowledged or events, an ack-only packet when the server's
 // data wants an ack (or the server streams), a tail-loss probe when events
 // are unacknowledged and the link went quiet, a keepalive after KeepAlive of
-// silence, and the Disconnect copies after Close (docs/parts/session-protocol.md
+// silence, and the Disconnect copies after Close (docs/protocol.md §7.18
 // § 7.18.3). Give dst spare capacity of MaxPacketSize to avoid an allocation.
 func (c *Client) Poll(now time.Duration, dst []byte) ([]byte, error) {
 	e := &c.e

@@ -11,7 +11,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// Defaults of ServerConfig and ClientConfig (docs/parts/session-protocol.md
+// Defaults of ServerConfig and ClientConfig (docs/protocol.md §7.18
 // § Timers explains each).
 const (
 	// DefaultServerSendRate is the server's data packets per second: the zone
@@ -189,7 +189,7 @@ type ClientConfig struct {
 	// the clear, 9 bytes more), and the server then answers in the long form
 	// too. For many clients sharing one socket (a bot swarm): the server
 	// cannot tell them apart by address, and they sort the server's packets
-	// by connection id (docs/parts/session-protocol.md § Many clients on one
+	// by connection id (docs/protocol.md §7.18, Many clients on one
 	// socket).
 	AlwaysLongForm bool
 	// DisconnectCopies, DisconnectInterval: the redundant Disconnect of Close.

@@ -12,7 +12,7 @@
 // # Datagram
 //
 // Every datagram after the handshake is one protected packet (see
-// docs/parts/session-protocol.md for the bits):
+// docs/protocol.md §7.18 for the bits):
 //
 //	notify header (cleartext, padded to a byte) ‖ AEAD(payload) ‖ 16-byte tag
 //	client → server payload: moves | events
@@ -29,11 +29,11 @@
 //	srv.SetControl(applied, state)                // from the zone, once per tick
 //	pkt, err := srv.Poll(now, buf[:0], table)     // the next datagram due, if any
 //	fates = srv.PopGhostFates(fates[:0])          // → table.OnFate
-//	timer.Reset(srv.NextDeadline() - now)
+//	timer.Reset(srv.NextDeadline(now) - now)
 //
 // The ghost section comes from a GhostWriter: a *ghost.Table in the same
 // owner, or a GhostRelay carrying sections a ghost manager actor packed
-// (docs/parts/session-protocol.md § Ghost sections across actors).
+// (docs/protocol.md §7.18, Ghost sections across actors).
 //
 // # Client
 //

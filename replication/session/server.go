@@ -455,7 +455,7 @@ const controlAckBits = 17
 //     unacknowledged and no data packet went out for a probe timeout;
 //   - an ack-only keepalive after KeepAlive of silence.
 //
-// docs/parts/session-protocol.md § 7.18.3 has the rules and the reasons.
+// docs/protocol.md §7.18.3 has the rules and the reasons.
 // Before the client's first authenticated packet it sends nothing. ghosts
 // may be nil (an empty ghost section). Give dst spare capacity of
 // MaxPacketSize to avoid an allocation.
