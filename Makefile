@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale fuzz-seeds bench-smoke verify bench fuzz generate
+.PHONY: help test vet race scale loadtest fuzz-seeds bench-smoke verify bench fuzz generate
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,3 +46,27 @@ fuzz: ## fuzz every target for FUZZTIME each (default 30s)
 
 generate: ## regenerate *.pb.go and other generated code
 	$(GO) generate ./...
+
+# The headline load test: a local zoned and botswarm on the same machine. Reports land in
+# $(LOADTEST_DIR) (JSON + self-contained HTML); the exit status is botswarm's (1: an SLO
+# target missed or an invariant violated, named on stdout).
+LOADTEST_BOTS ?= 500
+LOADTEST_DURATION ?= 60s
+LOADTEST_SCENARIO ?= wander
+LOADTEST_FLAGS ?=
+LOADTEST_SLO ?= rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m
+LOADTEST_DIR ?= loadtest-out
+
+loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_DURATION, LOADTEST_SLO)
+	@mkdir -p $(LOADTEST_DIR)
+	$(GO) build -o $(LOADTEST_DIR)/zoned ./cmd/zoned
+	$(GO) build -o $(LOADTEST_DIR)/botswarm ./cmd/botswarm
+	@set -e; \
+	  $(LOADTEST_DIR)/zoned --data $(LOADTEST_DIR)/data --udp 127.0.0.1:7777 --http 127.0.0.1:0 --nats-listen 127.0.0.1:0 \
+	    > $(LOADTEST_DIR)/zoned.log 2>&1 & zpid=$$!; \
+	  trap 'kill -TERM $$zpid 2>/dev/null; wait $$zpid 2>/dev/null || true' EXIT; \
+	  for i in $$(seq 100); do grep -q 'zoned ready' $(LOADTEST_DIR)/zoned.log && break; sleep 0.1; done; \
+	  $(LOADTEST_DIR)/botswarm --server 127.0.0.1:7777 --key-file $(LOADTEST_DIR)/data/token.key \
+	    --bots $(LOADTEST_BOTS) --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
+	    --report $(LOADTEST_DIR)/report.json --html $(LOADTEST_DIR)/report.html \
+	    --slo '$(LOADTEST_SLO)' $(LOADTEST_FLAGS)

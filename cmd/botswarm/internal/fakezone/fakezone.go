@@ -1,0 +1,484 @@
+// Package fakezone is a stand-in zone server for botswarm's tests and for
+// measuring botswarm on its own, built from the same pure parts the real
+// gateway, connection actors and zone use: a handshake.Server, one
+// session.Server and ghost.Table per player, and a 20 Hz tick that applies
+// moves with move.Walk, echoes lane-0 events and shows each player other
+// players (entity id = player id; the move sequence each state reflects in
+// Extra[0..1]). It reads and writes in batches (actors/udp) and keeps its
+// connections in a deadline heap, so one core serves thousands of bots.
+// Faults can be switched on to prove the bots notice them.
+//
+// It is not a game server: no zones, no interest management, no NPCs.
+package fakezone
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// Options switch faults on and tune the server.
+type Options struct {
+	Listen       string // UDP address; default 127.0.0.1:0
+	Key          *[handshake.KeySize]byte
+	ProtocolID   uint64
+	Tick         time.Duration
+	Bandwidth    int // per-connection bytes/s; 0: session default
+	Peers        int // players each player sees; 0: all (quadratic: tests only); < 0: none
+	NoEcho       bool
+	NoSeq        bool // leave Extra empty: the bots fall back to server time
+	CorruptEvery int  // flip a byte in every n-th echo
+	DupEvery     int  // echo every n-th event twice
+	DoubleMoveAt int  // apply the n-th move of each player twice (a broken applier)
+}
+
+// ProtocolID is the fake server's default protocol id.
+const ProtocolID = 0x4657_7465_7374 // "FWtest"
+
+// Zone is the fake server. Start one with Start; Close stops it.
+type Zone struct {
+	Addr netip.AddrPort
+	Key  [handshake.KeySize]byte
+
+	sock  *udp.Socket
+	hs    *handshake.Server
+	reg   *ghost.Registry
+	class *ghost.Class
+	start time.Time
+	opts  Options
+
+	conns []*conn // in join order
+	byAdr map[netip.AddrPort]*conn
+	byID  map[handshake.ConnID]*conn
+	heap  []*conn
+	out   []udp.Message
+	outN  int
+	view  []ghost.ViewEntry
+	mine  []ghost.ViewEntry
+
+	in   chan *batch
+	free chan *batch
+	done chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	mu       sync.Mutex
+	maxConns int
+	echoes   int
+}
+
+type batch struct {
+	ms []udp.Message
+	n  int
+}
+
+const batchSize = 64
+
+type conn struct {
+	z       *Zone
+	srv     *session.Server
+	tab     *ghost.Table
+	pid     uint64
+	state   move.ControlState
+	applied uint64
+	moves   int
+	fates   []notify.Fate
+	echoN   int
+	wake    time.Duration
+	hi      int
+	gone    bool
+}
+
+// Start listens and serves until Close.
+func Start(opts Options) (*Zone, error) {
+	if opts.ProtocolID == 0 {
+		opts.ProtocolID = ProtocolID
+	}
+	if opts.Tick == 0 {
+		opts.Tick = 50 * time.Millisecond
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	s, err := udp.Listen(context.Background(), opts.Listen, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.SetBuffers(8<<20, 8<<20)
+	z := &Zone{Addr: s.LocalAddr(), sock: s, opts: opts, start: time.Now(),
+		byAdr: map[netip.AddrPort]*conn{}, byID: map[handshake.ConnID]*conn{},
+		in: make(chan *batch, 64), free: make(chan *batch, 64), done: make(chan struct{}),
+		out: make([]udp.Message, batchSize)}
+	for i := range z.out {
+		z.out[i].Buf = make([]byte, udp.MaxDatagram)
+	}
+	if opts.Key != nil {
+		z.Key = *opts.Key
+	} else {
+		for i := range z.Key {
+			z.Key[i] = byte(i*7 + 1)
+		}
+	}
+	hc := handshake.DefaultServerConfig()
+	hc.ProtocolID, hc.Addr = opts.ProtocolID, z.Addr
+	if z.hs, err = handshake.NewServer(hc, z.Key, time.Now(), crand.Reader); err != nil {
+		s.Close()
+		return nil, err
+	}
+	z.reg = session.DefaultRegistry()
+	z.class, _ = z.reg.Lookup(ghost.PlayerClassID)
+	for range cap(z.free) {
+		b := &batch{ms: make([]udp.Message, batchSize)}
+		for i := range b.ms {
+			b.ms[i].Buf = make([]byte, udp.MaxDatagram)
+		}
+		z.free <- b
+	}
+	z.wg.Add(2)
+	go z.read()
+	go z.loop()
+	return z, nil
+}
+
+// Close stops the server and waits for its goroutines. Safe to call twice.
+func (z *Zone) Close() {
+	z.once.Do(func() {
+		close(z.done)
+		z.sock.Close()
+		z.wg.Wait()
+	})
+}
+
+// Stats returns the most connections held at once and the echoes sent.
+func (z *Zone) Stats() (maxConns, echoes int) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.maxConns, z.echoes
+}
+
+func (z *Zone) now() time.Duration { return time.Since(z.start) }
+
+func (z *Zone) read() {
+	defer z.wg.Done()
+	for {
+		var b *batch
+		select {
+		case b = <-z.free:
+		case <-z.done:
+			return
+		}
+		n, err := z.sock.ReadBatch(b.ms)
+		if err != nil {
+			if errors.Is(err, udp.ErrClosed) {
+				return
+			}
+			z.free <- b
+			continue
+		}
+		b.n = n
+		select {
+		case z.in <- b:
+		case <-z.done:
+			return
+		}
+	}
+}
+
+func (z *Zone) loop() {
+	defer z.wg.Done()
+	timer := time.NewTimer(time.Millisecond)
+	defer timer.Stop()
+	nextTick := z.now()
+	for {
+		now := z.now()
+		wait := nextTick - now
+		if len(z.heap) > 0 {
+			wait = min(wait, z.heap[0].wake-now)
+		}
+		wait = max(wait, 0)
+		timer.Reset(wait)
+		select {
+		case <-z.done:
+			return
+		case b := <-z.in:
+			now = z.now()
+			for i := range b.n {
+				z.receive(now, b.ms[i].Buf[:b.ms[i].N], b.ms[i].Addr)
+			}
+			z.free <- b
+		drain:
+			for {
+				select {
+				case b := <-z.in:
+					for i := range b.n {
+						z.receive(now, b.ms[i].Buf[:b.ms[i].N], b.ms[i].Addr)
+					}
+					z.free <- b
+				default:
+					break drain
+				}
+			}
+		case <-timer.C:
+		}
+		now = z.now()
+		if now >= nextTick {
+			z.tick(now)
+			nextTick += z.opts.Tick
+			if nextTick < now {
+				nextTick = now + z.opts.Tick
+			}
+		}
+		for len(z.heap) > 0 && z.heap[0].wake <= now {
+			c := z.heap[0]
+			z.poll(c, now)
+			if c.gone {
+				continue
+			}
+			c.wake = c.srv.NextDeadline(now)
+			if c.wake <= now {
+				c.wake = now + time.Millisecond // Poll said nothing is due: look again soon
+			}
+			z.down(c.hi)
+		}
+		z.flush()
+	}
+}
+
+// poll sends what c has due and drops it when it is done.
+func (z *Zone) poll(c *conn, now time.Duration) {
+	for {
+		m := &z.out[z.outN]
+		p, err := c.srv.Poll(now, m.Buf[:0], c.tab)
+		c.fates = c.srv.PopGhostFates(c.fates[:0])
+		for _, f := range c.fates {
+			c.tab.OnFate(f)
+		}
+		if err != nil || len(p) == 0 {
+			break
+		}
+		m.N, m.Addr = len(p), c.srv.Addr()
+		z.outN++
+		if z.outN == len(z.out) {
+			z.flush()
+		}
+	}
+	if c.srv.Done() {
+		z.drop(c)
+	}
+}
+
+func (z *Zone) flush() {
+	if z.outN == 0 {
+		return
+	}
+	_, _ = z.sock.WriteBatch(z.out[:z.outN])
+	z.outN = 0
+}
+
+func (z *Zone) drop(c *conn) {
+	c.gone = true
+	z.remove(c.hi)
+	delete(z.byAdr, c.srv.Addr())
+	delete(z.byID, c.srv.ID())
+	for i, x := range z.conns {
+		if x == c {
+			z.conns = append(z.conns[:i], z.conns[i+1:]...)
+			break
+		}
+	}
+}
+
+func (z *Zone) receive(now time.Duration, p []byte, from netip.AddrPort) {
+	kind, err := handshake.Classify(p)
+	if err != nil {
+		return
+	}
+	switch kind {
+	case handshake.KindConnectRequest, handshake.KindChallengeResponse:
+		z.handshake(now, p, from)
+		return
+	}
+	c := z.byAdr[from]
+	if c == nil && len(p) > session.RoutedPrefixSize && kind == handshake.KindData && p[0] == 0x23 {
+		var id handshake.ConnID
+		copy(id[:], p[1:session.RoutedPrefixSize])
+		c = z.byID[id]
+	}
+	if c == nil {
+		return
+	}
+	moved, _ := c.srv.Receive(now, p, from)
+	if moved {
+		delete(z.byAdr, from)
+		z.byAdr[c.srv.Addr()] = c
+	}
+	if w := c.srv.NextDeadline(now); w < c.wake {
+		c.wake = w
+		z.up(c.hi)
+	}
+}
+
+func (z *Zone) handshake(now time.Duration, p []byte, from netip.AddrPort) {
+	m := &z.out[z.outN]
+	reply, grant, _ := z.hs.Handle(m.Buf[:0], p, from, time.Now(), handshake.LoadNormal)
+	if len(reply) > 0 {
+		m.N, m.Addr = len(reply), from
+		z.outN++
+		if z.outN == len(z.out) {
+			z.flush()
+		}
+	}
+	if grant == nil {
+		return
+	}
+	sess, err := grant.Session()
+	if err != nil {
+		return
+	}
+	cfg := session.DefaultServerConfig()
+	cfg.Timeout = grant.Claims.Timeout
+	if z.opts.Bandwidth > 0 {
+		cfg.Bandwidth = z.opts.Bandwidth
+	}
+	c := &conn{z: z, pid: grant.Claims.PlayerID}
+	if c.srv, err = session.NewServer(sess, cfg, c, now); err != nil {
+		return
+	}
+	if c.tab, err = ghost.NewTable(z.reg, ghost.DefaultConfig()); err != nil {
+		return
+	}
+	z.hs.Consume(grant.Claims.ID)
+	z.byAdr[from] = c
+	z.byID[grant.ID] = c
+	z.conns = append(z.conns, c)
+	c.wake = now
+	c.hi = len(z.heap)
+	z.heap = append(z.heap, c)
+	z.up(c.hi)
+	z.mu.Lock()
+	z.maxConns = max(z.maxConns, len(z.conns))
+	z.mu.Unlock()
+}
+
+func (c *conn) Move(m move.Move) {
+	c.moves++
+	c.state = move.Walk(c.state, m, m.Seconds())
+	if c.z.opts.DoubleMoveAt > 0 && c.moves == c.z.opts.DoubleMoveAt {
+		c.state = move.Walk(c.state, m, m.Seconds())
+	}
+	c.applied = m.Seq
+}
+
+func (c *conn) Event(e event.Event) {
+	o := c.z.opts
+	if o.NoEcho || e.Class != event.Ordered || e.Lane != 0 {
+		return
+	}
+	c.echoN++
+	p := e.Payload
+	if o.CorruptEvery > 0 && c.echoN%o.CorruptEvery == 0 && len(p) > 10 {
+		p = bytes.Clone(p)
+		p[10] ^= 0xff
+	}
+	_ = c.srv.SendEvent(0, p)
+	if o.DupEvery > 0 && c.echoN%o.DupEvery == 0 {
+		_ = c.srv.SendEvent(0, p)
+	}
+	c.z.mu.Lock()
+	c.z.echoes++
+	c.z.mu.Unlock()
+}
+
+// tick acknowledges moves and shows players to each other; every connection
+// then has a packet due.
+func (z *Zone) tick(now time.Duration) {
+	z.view = z.view[:0]
+	for _, c := range z.conns {
+		st := ghost.State{Pos: [3]float64{float64(c.state.Pos[0]), float64(c.state.Pos[1]), float64(c.state.Pos[2])}}
+		if !z.opts.NoSeq {
+			st.Extra[0], st.Extra[1] = uint32(c.applied), uint32(c.applied>>32)
+		}
+		z.view = append(z.view, ghost.ViewEntry{Entity: c.pid, Class: z.class, Priority: 1, State: st})
+	}
+	n := len(z.conns)
+	for i, c := range z.conns {
+		if c.srv.State() != handshake.StateConnected {
+			continue
+		}
+		if c.applied > 0 {
+			c.srv.SetControl(c.applied, c.state)
+		}
+		z.mine = z.mine[:0]
+		k := n - 1
+		if z.opts.Peers != 0 {
+			k = max(min(k, z.opts.Peers), 0)
+		}
+		for j := 1; j <= k; j++ {
+			e := z.view[(i+j)%n]
+			if z.conns[(i+j)%n].applied > 0 {
+				z.mine = append(z.mine, e)
+			}
+		}
+		_ = c.tab.SetView(now, z.mine)
+		c.wake = now
+		z.up(c.hi)
+	}
+}
+
+// Heap on wake.
+func (z *Zone) less(i, j int) bool { return z.heap[i].wake < z.heap[j].wake }
+func (z *Zone) swap(i, j int) {
+	z.heap[i], z.heap[j] = z.heap[j], z.heap[i]
+	z.heap[i].hi, z.heap[j].hi = i, j
+}
+func (z *Zone) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !z.less(i, p) {
+			return
+		}
+		z.swap(i, p)
+		i = p
+	}
+}
+func (z *Zone) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(z.heap) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(z.heap) && z.less(r, l) {
+			m = r
+		}
+		if !z.less(m, i) {
+			return
+		}
+		z.swap(i, m)
+		i = m
+	}
+}
+func (z *Zone) remove(i int) {
+	n := len(z.heap) - 1
+	if i != n {
+		z.swap(i, n)
+	}
+	z.heap[n] = nil
+	z.heap = z.heap[:n]
+	if i < n {
+		z.down(i)
+		z.up(i)
+	}
+}

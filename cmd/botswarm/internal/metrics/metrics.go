@@ -1,0 +1,185 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+)
+
+// Counters are the swarm's cumulative counts. Every field only grows except
+// Connected, a gauge. Workers add to their shard's copy; the collector sums
+// the shards.
+type Counters struct {
+	// Bots.
+	Sessions     uint64 `json:"sessions"`      // connection attempts (a churning bot makes many)
+	Connects     uint64 `json:"connects"`      // handshakes completed
+	ConnectFails uint64 `json:"connect_fails"` // handshakes that failed (timeout, denied)
+	Disconnects  uint64 `json:"disconnects"`   // sessions the server or a timeout ended
+	Quits        uint64 `json:"quits"`         // sessions the bot ended itself (churn, end of run)
+	Connected    int64  `json:"connected"`     // gauge: sessions up right now
+
+	// Traffic on the bots' sockets.
+	PacketsIn  uint64 `json:"packets_in"`
+	PacketsOut uint64 `json:"packets_out"`
+	BytesIn    uint64 `json:"bytes_in"`
+	BytesOut   uint64 `json:"bytes_out"`
+	// NetDropped: packets the simulated network (--loss …) threw away, both directions.
+	NetDropped uint64 `json:"net_dropped"`
+	// NetSent: packets offered to the simulated network, both directions.
+	NetSent uint64 `json:"net_sent"`
+
+	// Protocol view of loss (notify): fates of the packets the bots sent,
+	// and the server's packets the bots received or gave up on.
+	FatesDelivered uint64 `json:"fates_delivered"`
+	FatesDropped   uint64 `json:"fates_dropped"`
+	InReceived     uint64 `json:"in_received"`
+	InAbandoned    uint64 `json:"in_abandoned"`
+
+	// Moves (invariant: every move acknowledged exactly once and in order).
+	MovesSent      uint64 `json:"moves_sent"`
+	MovesAcked     uint64 `json:"moves_acked"`
+	MovesLost      uint64 `json:"moves_lost"`      // dropped from a full window: the server never got them
+	MovesUnacked   uint64 `json:"moves_unacked"`   // still unacknowledged when the session ended while connected
+	StaleAcks      uint64 `json:"stale_acks"`      // control sections older than one already applied (reordering; not an error)
+	ControlUpdates uint64 `json:"control_updates"` // packets whose ack advanced
+	Corrections    uint64 `json:"corrections"`     // authoritative states that moved the prediction
+
+	// Guaranteed events echoed by the zone (invariant: intact, in order).
+	EventsSent       uint64 `json:"events_sent"`
+	EventsEchoed     uint64 `json:"events_echoed"`
+	EventsCorrupt    uint64 `json:"events_corrupt"`      // payload changed on the way
+	EventsOutOfOrder uint64 `json:"events_out_of_order"` // echo skipped ahead
+	EventsDuplicate  uint64 `json:"events_duplicate"`    // echo of a counter already echoed
+	EventsLost       uint64 `json:"events_lost"`         // never echoed though the session stayed up
+	EventsForeign    uint64 `json:"events_foreign"`      // echoes of another bot's or session's events: misrouted
+	EventsOther      uint64 `json:"events_other"`        // lane-0 events that are no echo at all (the game's own)
+	EventsRefused    uint64 `json:"events_refused"`      // the session's queue was full (not sent, not counted as sent)
+
+	// View accuracy.
+	ViewSamples  uint64 `json:"view_samples"`  // ghost positions of peer bots compared
+	ViewPeers    uint64 `json:"view_peers"`    // ghost updates that were peer bots
+	ViewOthers   uint64 `json:"view_others"`   // ghosts that were not bots of this swarm (NPCs)
+	ViewNoTruth  uint64 `json:"view_no_truth"` // peer ghosts whose true position was no longer known
+	ViewBySeq    uint64 `json:"view_by_seq"`   // judged exactly: the ghost carried the move seq it reflects
+	ViewByTime   uint64 `json:"view_by_time"`  // judged by server time: ± one server tick
+	GhostsHeld   uint64 `json:"ghosts_held"`   // sum over samples of ghosts held (mean = /ghost_samples)
+	GhostSamples uint64 `json:"ghost_samples"` // bots sampled for GhostsHeld
+
+	// Handoffs: zone-border crossings of the bots' authoritative positions.
+	Handoffs  uint64 `json:"handoffs"`
+	Teleports uint64 `json:"teleports"`
+
+	// Errors.
+	Errors         uint64 `json:"errors"`          // every error below
+	SocketErrors   uint64 `json:"socket_errors"`   // send/receive failures
+	ProtocolErrors uint64 `json:"protocol_errors"` // Receive rejected a datagram
+	SessionErrors  uint64 `json:"session_errors"`  // Poll/Input/SendEvent failed
+}
+
+// Add adds o into c.
+func (c *Counters) Add(o *Counters) {
+	c.Sessions += o.Sessions
+	c.Connects += o.Connects
+	c.ConnectFails += o.ConnectFails
+	c.Disconnects += o.Disconnects
+	c.Quits += o.Quits
+	c.Connected += o.Connected
+	c.PacketsIn += o.PacketsIn
+	c.PacketsOut += o.PacketsOut
+	c.BytesIn += o.BytesIn
+	c.BytesOut += o.BytesOut
+	c.NetDropped += o.NetDropped
+	c.NetSent += o.NetSent
+	c.FatesDelivered += o.FatesDelivered
+	c.FatesDropped += o.FatesDropped
+	c.InReceived += o.InReceived
+	c.InAbandoned += o.InAbandoned
+	c.MovesSent += o.MovesSent
+	c.MovesAcked += o.MovesAcked
+	c.MovesLost += o.MovesLost
+	c.MovesUnacked += o.MovesUnacked
+	c.StaleAcks += o.StaleAcks
+	c.ControlUpdates += o.ControlUpdates
+	c.Corrections += o.Corrections
+	c.EventsSent += o.EventsSent
+	c.EventsEchoed += o.EventsEchoed
+	c.EventsCorrupt += o.EventsCorrupt
+	c.EventsOutOfOrder += o.EventsOutOfOrder
+	c.EventsDuplicate += o.EventsDuplicate
+	c.EventsLost += o.EventsLost
+	c.EventsForeign += o.EventsForeign
+	c.EventsOther += o.EventsOther
+	c.EventsRefused += o.EventsRefused
+	c.ViewSamples += o.ViewSamples
+	c.ViewPeers += o.ViewPeers
+	c.ViewOthers += o.ViewOthers
+	c.ViewNoTruth += o.ViewNoTruth
+	c.ViewBySeq += o.ViewBySeq
+	c.ViewByTime += o.ViewByTime
+	c.GhostsHeld += o.GhostsHeld
+	c.GhostSamples += o.GhostSamples
+	c.Handoffs += o.Handoffs
+	c.Teleports += o.Teleports
+	c.Errors += o.Errors
+	c.SocketErrors += o.SocketErrors
+	c.ProtocolErrors += o.ProtocolErrors
+	c.SessionErrors += o.SessionErrors
+}
+
+// Histogram ranges, in recording units.
+const (
+	maxMicros     = int64(120 * time.Second / time.Microsecond) // RTT, latencies, hitches
+	maxMicrometre = int64(10_000 * 1e6)                         // view error: 10 km
+)
+
+// Hists are the swarm's distributions.
+type Hists struct {
+	RTT     *Hist // each connected bot's smoothed RTT, sampled once a second
+	Ack     *Hist // input sampled → move acknowledged
+	Echo    *Hist // event sent → echo received
+	ViewErr *Hist // |ghost position − that bot's true position at the ghost's server tick|
+	Hitch   *Hist // longest gap between control updates around a handoff
+	Connect *Hist // session start → connected
+}
+
+// NewHists returns empty histograms.
+func NewHists() Hists {
+	ms := func() *Hist { return NewHist(maxMicros, 1000, "ms") }
+	return Hists{
+		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Connect: ms(),
+		ViewErr: NewHist(maxMicrometre, 1e6, "m"),
+	}
+}
+
+func (h Hists) each(f func(name string, x *Hist)) {
+	f("rtt", h.RTT)
+	f("ack", h.Ack)
+	f("echo", h.Echo)
+	f("view_err", h.ViewErr)
+	f("handoff_hitch", h.Hitch)
+	f("connect", h.Connect)
+}
+
+// Merge adds o into h.
+func (h Hists) Merge(o Hists) {
+	h.RTT.Merge(o.RTT)
+	h.Ack.Merge(o.Ack)
+	h.Echo.Merge(o.Echo)
+	h.ViewErr.Merge(o.ViewErr)
+	h.Hitch.Merge(o.Hitch)
+	h.Connect.Merge(o.Connect)
+}
+
+// Reset empties every histogram.
+func (h Hists) Reset() { h.each(func(_ string, x *Hist) { x.Reset() }) }
+
+// Shard is one worker's metrics. The worker holds Mu while it updates C
+// and H (once per loop turn, not per sample); the collector holds it
+// while it reads them once a second.
+type Shard struct {
+	Mu sync.Mutex
+	C  Counters
+	H  Hists // samples since the collector last took them
+}
+
+// NewShard returns an empty shard.
+func NewShard() *Shard { return &Shard{H: NewHists()} }

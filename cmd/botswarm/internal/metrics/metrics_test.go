@@ -1,0 +1,287 @@
+package metrics
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/slo"
+)
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
+
+func TestHistPercentiles(t *testing.T) {
+	h := NewHist(maxMicros, 1000, "ms")
+	for v := int64(1); v <= 100000; v++ { // 1 µs … 100 ms, uniform
+		h.Record(v)
+	}
+	for _, tc := range []struct{ q, want float64 }{{0.5, 50}, {0.9, 90}, {0.99, 99}, {0.999, 99.9}} {
+		if got := h.Quantile(tc.q); !near(got, tc.want, 0.002) {
+			t.Errorf("q%v = %v ms, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := h.Max(); !near(got, 100, 0.002) {
+		t.Errorf("max = %v", got)
+	}
+	s := h.Summarize()
+	if s.Count != 100000 || s.Unit != "ms" || !near(s.Mean, 50, 0.002) {
+		t.Errorf("summary %+v", s)
+	}
+	var n float64
+	for i, b := range s.Buckets {
+		n += b[1]
+		if i > 0 && b[0] <= s.Buckets[i-1][0] {
+			t.Fatal("buckets not ascending")
+		}
+	}
+	if n != 100000 {
+		t.Errorf("buckets hold %v samples", n)
+	}
+	xs, ps := s.CDF()
+	if ps[len(ps)-1] != 1 || !near(xs[len(xs)-1], 100, 0.002) {
+		t.Errorf("CDF ends at %v, %v", xs[len(xs)-1], ps[len(ps)-1])
+	}
+}
+
+func TestHistClampAndNegative(t *testing.T) {
+	h := NewHist(1000, 1, "x")
+	h.Record(-5)
+	h.Record(5000)
+	s := h.Summarize()
+	if s.Count != 2 || s.Clamped != 1 || s.Min != 0 || !near(s.Max, 1000, 0.002) {
+		t.Fatalf("summary %+v", s)
+	}
+}
+
+func TestHistMergeReset(t *testing.T) {
+	a, b := NewHist(maxMicros, 1, "us"), NewHist(maxMicros, 1, "us")
+	a.Record(10)
+	b.Record(1000)
+	b.Record(1000)
+	a.Merge(b)
+	if a.Count() != 3 || !near(a.Quantile(0.9), 1000, 0.002) {
+		t.Fatalf("merged count %d p90 %v", a.Count(), a.Quantile(0.9))
+	}
+	a.Reset()
+	if a.Count() != 0 || !math.IsNaN(a.Quantile(0.5)) || !math.IsNaN(a.Max()) {
+		t.Fatal("reset histogram not empty")
+	}
+	if s := a.Summarize(); s.Count != 0 || len(s.Buckets) != 0 {
+		t.Fatalf("empty summary %+v", s)
+	}
+}
+
+func TestHistRecordDoesNotAllocate(t *testing.T) {
+	h := NewHist(maxMicros, 1000, "ms")
+	if n := testing.AllocsPerRun(1000, func() { h.Record(1234) }); n != 0 {
+		t.Fatalf("Record allocates %v times", n)
+	}
+}
+
+func TestCountersAddCoversEveryField(t *testing.T) {
+	// Set every field of o to 1 by reflection: Add must carry each one.
+	var o Counters
+	v := reflect.ValueOf(&o).Elem()
+	for i := range v.NumField() {
+		switch v.Field(i).Kind() {
+		case reflect.Uint64:
+			v.Field(i).SetUint(1)
+		case reflect.Int64:
+			v.Field(i).SetInt(1)
+		}
+	}
+	var c Counters
+	c.Add(&o)
+	c.Add(&o)
+	cv := reflect.ValueOf(c)
+	for i := range cv.NumField() {
+		f := cv.Field(i)
+		if (f.Kind() == reflect.Uint64 && f.Uint() != 2) || (f.Kind() == reflect.Int64 && f.Int() != 2) {
+			t.Errorf("Add drops field %s", cv.Type().Field(i).Name)
+		}
+	}
+}
+
+// fakeClock drives a collector without the wall clock.
+func newTestCollector(shards []*Shard, target int) (*Collector, time.Time) {
+	start := time.Unix(1000, 0)
+	c := NewCollector(shards, target, start)
+	cpu := time.Duration(0)
+	c.cpu = func() time.Duration { cpu += 500 * time.Millisecond; return cpu }
+	c.prevCPU = 0
+	return c, start
+}
+
+func TestCollectorRatesAndIntervals(t *testing.T) {
+	a, b := NewShard(), NewShard()
+	c, start := newTestCollector([]*Shard{a, b}, 10)
+
+	a.C.Connected, b.C.Connected = 3, 2
+	a.C.PacketsIn, b.C.PacketsIn = 100, 50 // 150 packets / 5 bots / 1 s = 30
+	a.C.BytesOut = 5000
+	a.C.FatesDelivered, a.C.FatesDropped = 90, 10
+	a.C.InReceived, a.C.InAbandoned = 100, 0
+	a.C.NetSent, a.C.NetDropped = 200, 20
+	a.C.Handoffs = 4
+	a.C.GhostsHeld, a.C.GhostSamples = 50, 5
+	a.H.RTT.Record(10_000) // 10 ms
+	b.H.RTT.Record(30_000) // 30 ms
+	p := c.Sample(start.Add(time.Second))
+	if p.Connected != 5 || p.Target != 10 || !near(float64(p.PacketsInPS), 30, 1e-9) || !near(float64(p.BytesOutPS), 1000, 1e-9) {
+		t.Fatalf("point %+v", p)
+	}
+	if !near(float64(p.Loss), 10.0/200, 1e-9) || !near(float64(p.NetLoss), 0.1, 1e-9) || p.Handoffs != 4 || !near(float64(p.Ghosts), 10, 1e-9) {
+		t.Fatalf("loss/handoffs/ghosts %+v", p)
+	}
+	if !near(float64(p.RTTP99), 30, 0.002) || !near(float64(p.RTTP50), 10, 0.002) {
+		t.Fatalf("rtt %v %v", p.RTTP50, p.RTTP99)
+	}
+	if !near(float64(p.CPU), 0.5, 1e-9) {
+		t.Fatalf("cpu %v", p.CPU)
+	}
+	// The shards' interval histograms were taken.
+	if a.H.RTT.Count() != 0 || b.H.RTT.Count() != 0 {
+		t.Fatal("shard histograms not reset by Sample")
+	}
+
+	// Second 2: nothing new; rates are zero, percentiles unknown, totals kept.
+	p = c.Sample(start.Add(2 * time.Second))
+	if p.PacketsInPS != 0 || p.Handoffs != 0 || p.HandoffsTotal != 4 || !math.IsNaN(float64(p.RTTP50)) || !math.IsNaN(float64(p.Loss)) {
+		t.Fatalf("idle point %+v", p)
+	}
+	if c.Hists().RTT.Count() != 2 {
+		t.Fatalf("whole-run RTT count %d", c.Hists().RTT.Count())
+	}
+	if len(c.Series()) != 2 || c.Elapsed() != 2*time.Second {
+		t.Fatalf("series %d elapsed %v", len(c.Series()), c.Elapsed())
+	}
+}
+
+func TestCollectorNoBotsNoRates(t *testing.T) {
+	s := NewShard()
+	c, start := newTestCollector([]*Shard{s}, 5)
+	s.C.PacketsIn = 10
+	p := c.Sample(start.Add(time.Second))
+	if !math.IsNaN(float64(p.PacketsInPS)) {
+		t.Fatalf("per-bot rate with no bot connected: %v", p.PacketsInPS)
+	}
+}
+
+func buildReport(t *testing.T, mutate func(s *Shard), o Options) *Report {
+	t.Helper()
+	s := NewShard()
+	c, start := newTestCollector([]*Shard{s}, 4)
+	s.C.Connected = 4
+	s.C.MovesSent, s.C.MovesAcked = 100, 100
+	s.C.EventsSent, s.C.EventsEchoed = 10, 10
+	s.C.BytesIn, s.C.BytesOut = 8000, 4000
+	s.H.RTT.Record(20_000)
+	s.H.ViewErr.Record(30_000) // 3 cm
+	s.H.Hitch.Record(120_000)
+	s.C.Handoffs = 1
+	if mutate != nil {
+		mutate(s)
+	}
+	c.Sample(start.Add(time.Second))
+	s.C.Connected = 0
+	c.Sample(start.Add(2 * time.Second))
+	return Build(c, map[string]any{"bots": 4}, o)
+}
+
+func TestBuildMetricsAndInvariants(t *testing.T) {
+	r := buildReport(t, nil, Options{EchoExpected: true})
+	if !near(float64(r.Metrics["rtt_p99"]), 0.020, 0.002) {
+		t.Errorf("rtt_p99 = %v s", r.Metrics["rtt_p99"])
+	}
+	if !near(float64(r.Metrics["view_err_p99"]), 0.03, 0.002) {
+		t.Errorf("view_err_p99 = %v m", r.Metrics["view_err_p99"])
+	}
+	if !near(float64(r.Metrics["bytes_in_per_bot"]), 2000, 1e-9) || r.Metrics["connected"] != 1 || r.PeakBots != 4 {
+		t.Errorf("bytes_in_per_bot %v connected %v peak %d", r.Metrics["bytes_in_per_bot"], r.Metrics["connected"], r.PeakBots)
+	}
+	for name := range r.Metrics {
+		if _, ok := Known[name]; !ok {
+			t.Errorf("metric %q is not in Known (an SLO could not name it)", name)
+		}
+	}
+	for name := range Known {
+		if _, ok := r.Metrics[name]; !ok {
+			t.Errorf("Known metric %q is never reported", name)
+		}
+	}
+	for _, inv := range r.Invariants {
+		if !inv.Checked || !inv.OK {
+			t.Errorf("invariant %q: checked %v ok %v (%s)", inv.Name, inv.Checked, inv.OK, inv.Detail)
+		}
+	}
+}
+
+func TestInvariantViolations(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(s *Shard)
+		o      Options
+		inv    int
+		ok     bool
+	}{
+		{"lost move", func(s *Shard) { s.C.MovesLost = 1 }, Options{}, 0, false},
+		{"unacked move", func(s *Shard) { s.C.MovesUnacked = 2 }, Options{}, 0, false},
+		{"correction", func(s *Shard) { s.C.Corrections = 1 }, Options{}, 0, false},
+		{"correction expected", func(s *Shard) { s.C.Corrections = 1 }, Options{CorrectionsExpected: true}, 0, true},
+		{"corrupt event", func(s *Shard) { s.C.EventsCorrupt = 1 }, Options{}, 1, false},
+		{"reordered event", func(s *Shard) { s.C.EventsOutOfOrder = 1 }, Options{}, 1, false},
+		{"duplicate event", func(s *Shard) { s.C.EventsDuplicate = 1 }, Options{}, 1, false},
+		{"lost event", func(s *Shard) { s.C.EventsLost = 1 }, Options{}, 1, false},
+		{"foreign event", func(s *Shard) { s.C.EventsForeign = 1 }, Options{}, 1, false},
+		{"no echo at all, expected", func(s *Shard) { s.C.EventsEchoed = 0 }, Options{EchoExpected: true}, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := buildReport(t, tc.mutate, tc.o)
+			if got := r.Invariants[tc.inv]; got.OK != tc.ok {
+				t.Fatalf("%s: ok = %v, want %v (%s)", got.Name, got.OK, tc.ok, got.Detail)
+			}
+		})
+	}
+	r := buildReport(t, func(s *Shard) { s.C.EventsEchoed = 0 }, Options{})
+	if r.Invariants[1].Checked {
+		t.Error("no echo and none expected: must read 'not checked'")
+	}
+	if !strings.Contains(r.Invariants[1].Detail, "echo") {
+		t.Errorf("detail %q", r.Invariants[1].Detail)
+	}
+}
+
+func TestGateAndJSONRoundTrip(t *testing.T) {
+	r := buildReport(t, nil, Options{})
+	spec, err := slo.Parse("rtt_p99<150ms,lost_moves=0,view_err_p99<0.5m,loss<2%", Known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// loss has no data (no fates): NaN misses its target, named.
+	if r.Gate("spec", spec) {
+		t.Fatal("gate passed though loss has no data")
+	}
+	if r.SLO.Results[3].OK || r.SLO.Results[0].OK == false {
+		t.Fatalf("verdicts %+v", r.SLO.Results)
+	}
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatalf("report JSON does not parse: %v", err)
+	}
+	if !math.IsNaN(float64(back.Metrics["loss"])) || back.Totals.MovesSent != 100 || len(back.Series) != 2 ||
+		back.Histograms["rtt"].Count != 1 || back.SLO == nil || back.SLO.Passed {
+		t.Fatalf("round trip lost data: %+v", back.Metrics)
+	}
+	if !strings.Contains(buf.String(), `"loss": null`) {
+		t.Error("NaN metric not written as null")
+	}
+}

@@ -1,0 +1,309 @@
+package metrics
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/slo"
+)
+
+// Known lists every metric an SLO may name, with its kind. Values are in
+// base units (seconds, fractions, metres, counts).
+var Known = map[string]slo.Kind{
+	"rtt_p50": slo.Duration, "rtt_p90": slo.Duration, "rtt_p99": slo.Duration, "rtt_p999": slo.Duration, "rtt_max": slo.Duration,
+	"ack_p50": slo.Duration, "ack_p99": slo.Duration, "ack_max": slo.Duration,
+	"echo_p50": slo.Duration, "echo_p99": slo.Duration, "echo_max": slo.Duration,
+	"connect_p99":  slo.Duration,
+	"view_err_p50": slo.Distance, "view_err_p90": slo.Distance, "view_err_p99": slo.Distance, "view_err_max": slo.Distance,
+	"hitch_p50": slo.Duration, "hitch_p99": slo.Duration, "hitch_max": slo.Duration,
+	"loss":       slo.Ratio, // protocol loss, both directions (notify fates and abandoned sequences)
+	"loss_out":   slo.Ratio, // bot → server packets declared dropped
+	"loss_in":    slo.Ratio, // server → bot packets given up
+	"net_loss":   slo.Ratio, // what the simulated network dropped
+	"lost_moves": slo.Count, "unacked_moves": slo.Count, "stale_acks": slo.Count, "corrections": slo.Count,
+	"lost_events": slo.Count, "corrupt_events": slo.Count, "reordered_events": slo.Count, "duplicate_events": slo.Count,
+	"connect_failures": slo.Count, "disconnects": slo.Count, "errors": slo.Count,
+	"connected":         slo.Ratio, // bots connected at the end / target
+	"peak_connected":    slo.Count,
+	"handoffs":          slo.Count,
+	"view_samples":      slo.Count,
+	"echoes":            slo.Count,
+	"bytes_in_per_bot":  slo.Count, // bytes per second per connected bot, run mean
+	"bytes_out_per_bot": slo.Count,
+	"cpu_per_bot":       slo.Ratio, // cores per connected bot, run mean (botswarm's own CPU)
+}
+
+// Invariant is one correctness property the bots checked, with its counts.
+type Invariant struct {
+	Name    string            `json:"name"`
+	OK      bool              `json:"ok"`
+	Checked bool              `json:"checked"` // false: no data to check it with
+	Detail  string            `json:"detail"`
+	Counts  map[string]uint64 `json:"counts"`
+}
+
+// SLOResult is the gate's verdict.
+type SLOResult struct {
+	Spec    string       `json:"spec"`
+	Passed  bool         `json:"passed"`
+	Results []SLOVerdict `json:"results"`
+}
+
+// SLOVerdict is one target's verdict.
+type SLOVerdict struct {
+	Metric string `json:"metric"`
+	Op     string `json:"op"`
+	Target Num    `json:"target"`
+	Value  Num    `json:"value"`
+	OK     bool   `json:"ok"`
+	Text   string `json:"text"`
+}
+
+// Report is everything a run measured: botswarm's JSON report and the
+// input of the HTML report and the summary table.
+type Report struct {
+	Tool       string             `json:"tool"`
+	Version    int                `json:"version"`
+	Started    time.Time          `json:"started"`
+	Duration   float64            `json:"duration_s"`
+	Config     any                `json:"config"`
+	Totals     Counters           `json:"totals"`
+	PeakBots   int64              `json:"peak_connected"`
+	Metrics    map[string]Num     `json:"metrics"`
+	Histograms map[string]Summary `json:"histograms"`
+	Invariants []Invariant        `json:"invariants"`
+	SLO        *SLOResult         `json:"slo,omitempty"`
+	Series     []Point            `json:"series"`
+	Notes      []string           `json:"notes,omitempty"`
+}
+
+// ReportVersion is bumped when the JSON layout changes incompatibly.
+const ReportVersion = 1
+
+// Options tune how Build judges the invariants.
+type Options struct {
+	// EchoExpected: the server should echo lane-0 events, so no echo at all
+	// is a violation rather than "not checked".
+	EchoExpected bool
+	// CorrectionsExpected: the scenario moves bots in ways the client cannot
+	// predict (teleports, crowd collisions), so corrections are not a
+	// violation of the move invariant.
+	CorrectionsExpected bool
+}
+
+// Build assembles the report from a collector after its final Sample.
+func Build(c *Collector, config any, o Options) *Report {
+	t := c.Totals()
+	r := &Report{
+		Tool: "botswarm", Version: ReportVersion, Started: c.start,
+		Duration: c.Elapsed().Seconds(), Config: config, Totals: t,
+		Histograms: map[string]Summary{}, Series: c.Series(),
+	}
+	c.Hists().each(func(name string, h *Hist) { r.Histograms[name] = h.Summarize() })
+	for _, p := range r.Series {
+		r.PeakBots = max(r.PeakBots, p.Connected)
+	}
+	r.Metrics = r.values(c)
+	r.Invariants = invariants(t, r.Histograms, o)
+	return r
+}
+
+func (r *Report) values(c *Collector) map[string]Num {
+	t := r.Totals
+	h := c.Hists()
+	m := map[string]Num{}
+	q := func(prefix string, x *Hist, scale float64, qs ...float64) {
+		for _, v := range qs {
+			name := prefix + "_p" + pctName(v)
+			m[name] = Num(x.Quantile(v) * scale)
+		}
+		m[prefix+"_max"] = Num(x.Max() * scale)
+	}
+	q("rtt", h.RTT, 1e-3, 0.5, 0.9, 0.99, 0.999)
+	q("ack", h.Ack, 1e-3, 0.5, 0.99)
+	q("echo", h.Echo, 1e-3, 0.5, 0.99)
+	q("view_err", h.ViewErr, 1, 0.5, 0.9, 0.99)
+	q("hitch", h.Hitch, 1e-3, 0.5, 0.99)
+	m["connect_p99"] = Num(h.Connect.Quantile(0.99) * 1e-3)
+	m["loss"] = lossOf(&t)
+	m["loss_out"] = ratio(t.FatesDropped, t.FatesDropped+t.FatesDelivered)
+	m["loss_in"] = ratio(t.InAbandoned, t.InAbandoned+t.InReceived)
+	m["net_loss"] = ratio(t.NetDropped, t.NetSent)
+	m["lost_moves"] = Num(t.MovesLost)
+	m["unacked_moves"] = Num(t.MovesUnacked)
+	m["stale_acks"] = Num(t.StaleAcks)
+	m["corrections"] = Num(t.Corrections)
+	m["lost_events"] = Num(t.EventsLost)
+	m["corrupt_events"] = Num(t.EventsCorrupt)
+	m["reordered_events"] = Num(t.EventsOutOfOrder)
+	m["duplicate_events"] = Num(t.EventsDuplicate)
+	m["connect_failures"] = Num(t.ConnectFails)
+	m["disconnects"] = Num(t.Disconnects)
+	m["errors"] = Num(t.Errors)
+	m["handoffs"] = Num(t.Handoffs)
+	m["view_samples"] = Num(t.ViewSamples)
+	m["echoes"] = Num(t.EventsEchoed)
+	m["peak_connected"] = Num(r.PeakBots)
+	m["connected"] = Num(math.NaN())
+	if n := len(r.Series); n > 0 && r.Series[n-1].Target > 0 {
+		// The last sample is taken after the bots quit; the one before is
+		// the steady state at the end of the run.
+		last := r.Series[n-1]
+		if n > 1 {
+			last = r.Series[n-2]
+		}
+		m["connected"] = Num(float64(last.Connected) / float64(last.Target))
+	}
+	// Run means over the seconds with bots connected.
+	var bin, bout, cpu, botSeconds, cpuSeconds float64
+	for _, p := range r.Series {
+		if p.Connected <= 0 {
+			continue
+		}
+		if !math.IsNaN(float64(p.BytesInPS)) {
+			bin += float64(p.BytesInPS) * float64(p.Connected)
+			bout += float64(p.BytesOutPS) * float64(p.Connected)
+			botSeconds += float64(p.Connected)
+		}
+		if !math.IsNaN(float64(p.CPU)) {
+			cpu += float64(p.CPU)
+			cpuSeconds += float64(p.Connected)
+		}
+	}
+	m["bytes_in_per_bot"], m["bytes_out_per_bot"], m["cpu_per_bot"] = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
+	if botSeconds > 0 {
+		m["bytes_in_per_bot"] = Num(bin / botSeconds)
+		m["bytes_out_per_bot"] = Num(bout / botSeconds)
+	}
+	if cpuSeconds > 0 {
+		m["cpu_per_bot"] = Num(cpu / cpuSeconds)
+	}
+	return m
+}
+
+func pctName(q float64) string {
+	switch q {
+	case 0.5:
+		return "50"
+	case 0.9:
+		return "90"
+	case 0.99:
+		return "99"
+	case 0.999:
+		return "999"
+	}
+	return fmt.Sprint(q * 100)
+}
+
+func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
+	moves := Invariant{
+		Name:    "moves acknowledged exactly once, in order",
+		Checked: t.MovesSent > 0,
+		Counts: map[string]uint64{"sent": t.MovesSent, "acked": t.MovesAcked, "lost": t.MovesLost,
+			"unacked_at_end": t.MovesUnacked, "corrections": t.Corrections, "stale_acks": t.StaleAcks},
+	}
+	// A move applied twice, skipped or applied out of order leaves the
+	// server's state off the client's bit-exact prediction: the server
+	// corrects it. So with a deterministic step and nothing else moving the
+	// bots (no collisions, no teleports), a correction is a violation.
+	moves.OK = moves.Checked && t.MovesLost == 0 && t.MovesUnacked == 0 && (o.CorrectionsExpected || t.Corrections == 0)
+	moves.Detail = fmt.Sprintf("%d sent, %d acked, %d lost, %d unacked at end; %d corrections (server state ≠ prediction%s)",
+		t.MovesSent, t.MovesAcked, t.MovesLost, t.MovesUnacked, t.Corrections, map[bool]string{true: ", expected in this scenario", false: ""}[o.CorrectionsExpected])
+
+	events := Invariant{
+		Name:    "guaranteed events echoed intact, in order",
+		Checked: t.EventsEchoed > 0 || o.EchoExpected && t.EventsSent > 0,
+		Counts: map[string]uint64{"sent": t.EventsSent, "echoed": t.EventsEchoed, "corrupt": t.EventsCorrupt,
+			"out_of_order": t.EventsOutOfOrder, "duplicate": t.EventsDuplicate, "lost": t.EventsLost,
+			"foreign": t.EventsForeign, "other": t.EventsOther, "refused": t.EventsRefused},
+	}
+	events.OK = events.Checked && t.EventsEchoed > 0 && t.EventsCorrupt == 0 && t.EventsOutOfOrder == 0 &&
+		t.EventsDuplicate == 0 && t.EventsLost == 0 && t.EventsForeign == 0
+	events.Detail = fmt.Sprintf("%d sent, %d echoed, %d corrupt, %d out of order, %d duplicate, %d lost, %d foreign",
+		t.EventsSent, t.EventsEchoed, t.EventsCorrupt, t.EventsOutOfOrder, t.EventsDuplicate, t.EventsLost, t.EventsForeign)
+	if !events.Checked {
+		events.Detail = "not checked: no event was echoed (does the server echo lane 0?)"
+	}
+
+	ve := h["view_err"]
+	view := Invariant{
+		Name:    "view accuracy (peer ghosts vs true positions)",
+		Checked: ve.Count > 0,
+		OK:      ve.Count > 0,
+		Counts: map[string]uint64{"samples": t.ViewSamples, "peer_updates": t.ViewPeers, "other_ghosts": t.ViewOthers,
+			"no_truth": t.ViewNoTruth},
+	}
+	view.Detail = fmt.Sprintf("%d samples, error p50 %.3g m, p99 %.3g m, max %.3g m", ve.Count, ve.P50, ve.P99, ve.Max)
+	if !view.Checked {
+		view.Detail = "not checked: no bot saw another bot of the swarm as a ghost"
+	}
+
+	hi := h["handoff_hitch"]
+	hitch := Invariant{
+		Name:    "handoff hitch (longest control-update gap around a handoff)",
+		Checked: hi.Count > 0,
+		OK:      hi.Count > 0,
+		Counts:  map[string]uint64{"handoffs": t.Handoffs, "measured": uint64(hi.Count)},
+	}
+	hitch.Detail = fmt.Sprintf("%d handoffs, hitch p50 %.3g ms, p99 %.3g ms, max %.3g ms", t.Handoffs, hi.P50, hi.P99, hi.Max)
+	if !hitch.Checked {
+		hitch.Detail = "not checked: no bot crossed a zone border"
+	}
+	return []Invariant{moves, events, view, hitch}
+}
+
+// Gate evaluates spec against the report's metrics and records the verdict.
+func (r *Report) Gate(specText string, spec slo.Spec) bool {
+	vals := make(map[string]float64, len(r.Metrics))
+	for k, v := range r.Metrics {
+		vals[k] = float64(v)
+	}
+	res, ok := spec.Evaluate(vals)
+	out := &SLOResult{Spec: specText, Passed: ok, Results: []SLOVerdict{}}
+	for _, x := range res {
+		out.Results = append(out.Results, SLOVerdict{
+			Metric: x.Target.Metric, Op: x.Target.Op.String(), Target: Num(x.Target.Value),
+			Value: Num(x.Value), OK: x.OK, Text: x.String(),
+		})
+	}
+	r.SLO = out
+	return ok
+}
+
+// MetricNames returns the report's metric names, sorted.
+func (r *Report) MetricNames() []string {
+	names := make([]string, 0, len(r.Metrics))
+	for k := range r.Metrics {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// WriteJSON writes the report, indented.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteJSONFile writes the report to path.
+func (r *Report) WriteJSONFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := r.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	return nil
+}

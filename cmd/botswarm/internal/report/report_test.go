@@ -1,0 +1,159 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/slo"
+)
+
+// sampleReport builds a report through the real collector: 20 seconds of
+// a swarm ramping to 50 bots.
+func sampleReport(t *testing.T) *metrics.Report {
+	t.Helper()
+	s := metrics.NewShard()
+	start := time.Unix(1_700_000_000, 0)
+	c := metrics.NewCollector([]*metrics.Shard{s}, 50, start)
+	for sec := 1; sec <= 20; sec++ {
+		s.Mu.Lock()
+		s.C.Connected = int64(min(sec*5, 50))
+		s.C.PacketsIn += uint64(20 * s.C.Connected)
+		s.C.PacketsOut += uint64(30 * s.C.Connected)
+		s.C.BytesIn += uint64(2000 * s.C.Connected)
+		s.C.BytesOut += uint64(900 * s.C.Connected)
+		s.C.FatesDelivered += 100
+		s.C.FatesDropped += uint64(sec % 3)
+		s.C.InReceived += 100
+		s.C.Handoffs += uint64(sec % 4)
+		s.C.MovesSent += 300
+		s.C.MovesAcked += 300
+		s.C.EventsSent += 10
+		s.C.EventsEchoed += 10
+		for i := range 50 {
+			s.H.RTT.Record(int64(5000 + 100*i + 50*sec))
+			s.H.ViewErr.Record(int64(1000 * (i + 1)))
+		}
+		if sec%5 == 0 {
+			s.H.Hitch.Record(80_000)
+		}
+		s.Mu.Unlock()
+		c.Sample(start.Add(time.Duration(sec) * time.Second))
+	}
+	r := metrics.Build(c, map[string]any{"bots": 50, "server": "127.0.0.1:7777"}, metrics.Options{EchoExpected: true})
+	spec, err := slo.Parse("rtt_p99<150ms,lost_moves=0,view_err_p99<1mm", metrics.Known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Gate("rtt_p99<150ms,lost_moves=0,view_err_p99<1mm", spec)
+	r.Notes = append(r.Notes, "a note <with> markup")
+	return r
+}
+
+func TestHTMLIsSelfContained(t *testing.T) {
+	r := sampleReport(t)
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.Bytes()
+	if refs := mustRefs(t, page); len(refs) > 0 {
+		t.Fatalf("the page references network resources: %q", refs)
+	}
+	s := string(page)
+	if n := strings.Count(s, "<svg"); n != 9 {
+		t.Errorf("%d inline SVG plots, want 9", n)
+	}
+	for _, want := range []string{"Bots connected", "Round-trip time", "Bandwidth per bot", "Handoffs", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "<?xml") || strings.Contains(s, "font-face") {
+		t.Error("SVG prolog or embedded font left in the page")
+	}
+}
+
+func TestNetworkRefsCatchesReferences(t *testing.T) {
+	// The checker itself must catch what it claims to.
+	for _, bad := range []string{
+		`<script src="https://cdn.example/x.js"></script>`,
+		`<link rel="stylesheet" href="style.css">`,
+		`<style>@import "x.css";</style>`,
+		`<style>body{background:url(data:x)}</style>`,
+		`<div style="background:url(x.png)"></div>`,
+		`<svg><image xlink:href="http://x/y.png"/></svg>`,
+		`<a href="http://example.com">x</a>`,
+		`<img src="x.png">`,
+	} {
+		if refs := mustRefs(t, []byte("<html><body>"+bad+"</body></html>")); len(refs) == 0 {
+			t.Errorf("not caught: %s", bad)
+		}
+	}
+	if refs := mustRefs(t, []byte(`<svg xmlns="http://www.w3.org/2000/svg"><text>x</text></svg>`)); len(refs) != 0 {
+		t.Errorf("xmlns flagged: %q", refs)
+	}
+}
+
+func TestHTMLWithoutData(t *testing.T) {
+	s := metrics.NewShard()
+	start := time.Unix(0, 0)
+	c := metrics.NewCollector([]*metrics.Shard{s}, 1, start)
+	c.Sample(start.Add(time.Second))
+	r := metrics.Build(c, nil, metrics.Options{})
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "no data") {
+		t.Error("empty plots not marked")
+	}
+	if refs := mustRefs(t, b.Bytes()); len(refs) > 0 {
+		t.Fatalf("refs %q", refs)
+	}
+}
+
+func TestSummaryTable(t *testing.T) {
+	r := sampleReport(t)
+	var b bytes.Buffer
+	if err := WriteSummary(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"RTT", "p99", "view error", "handoff hitch", "moves acknowledged exactly once, in order", "HOLDS",
+		"SLO rtt_p99<150ms,lost_moves=0,view_err_p99<1mm: FAILED", "view_err_p99 = ", "target < 0.001m: MISSED", "bots (target / peak / at end)", "50 / 50"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	p := metrics.Point{T: 12, Connected: 4980, Target: 5000, PacketsInPS: 20.4, PacketsOutPS: 30, BytesInPS: 1900, BytesOutPS: 1100,
+		RTTP50: 1.2, RTTP99: 8.4, Loss: 0.001, HandoffsTotal: 12}
+	line := Progress(p, metrics.Counters{Errors: 3})
+	for _, want := range []string{"12s", "bots 4980/5000", "in 20.4 pkt/s 1.9 kB/s", "out 30 pkt/s 1.1 kB/s", "rtt p50 1.2 ms p99 8.4 ms", "loss 0.1%", "handoffs 12", "errors 3"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("progress line %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "\n") {
+		t.Error("progress line spans lines")
+	}
+	p.RTTP50, p.Loss = metrics.Num(math.NaN()), metrics.Num(math.NaN())
+	if line := Progress(p, metrics.Counters{}); !strings.Contains(line, "p50 n/a") {
+		t.Errorf("NaN not shown as n/a: %q", line)
+	}
+}
+
+func mustRefs(t *testing.T, page []byte) []string {
+	t.Helper()
+	refs, err := NetworkRefs(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refs
+}

@@ -1,0 +1,110 @@
+package swarm
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+// The per-bot work botswarm adds to the protocol's own, on the paths every
+// move, ack and sample takes. All must be allocation-free.
+
+func BenchmarkTruthPublish(b *testing.B) {
+	var tr truth
+	tr.reset(1)
+	b.ReportAllocs()
+	var s uint64
+	for b.Loop() {
+		s++
+		tr.putPos(s, float32(s), float32(s))
+		tr.putAck(time.Duration(s)*time.Millisecond, s)
+	}
+}
+
+func BenchmarkTruthLookup(b *testing.B) {
+	var tr truth
+	tr.reset(1)
+	for s := uint64(1); s <= 1000; s++ {
+		tr.putPos(s, 1, 2)
+		tr.putAck(time.Duration(s)*time.Millisecond, s)
+	}
+	b.ReportAllocs()
+	var ok bool
+	for b.Loop() {
+		a, _ := tr.ackAt(900 * time.Millisecond)
+		_, _, ok = tr.posAt(a)
+	}
+	if !ok {
+		b.Fatal("lookup failed")
+	}
+}
+
+func BenchmarkEchoParse(b *testing.B) {
+	var buf [echoLen]byte
+	p := appendEcho(buf[:], echoMsg{bot: 1, session: 2, counter: 3, sent: 4})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseEcho(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHeapReschedule(b *testing.B) {
+	w := &worker{}
+	const n = 5000
+	bots := make([]*bot, n)
+	for i := range bots {
+		bots[i] = &bot{heapIdx: len(w.heap), wake: time.Duration(i) * time.Microsecond}
+		w.heap = append(w.heap, bots[i])
+	}
+	b.ReportAllocs()
+	t := time.Duration(n) * time.Microsecond
+	for b.Loop() {
+		x := w.pop()
+		t += time.Microsecond
+		x.wake = t
+		x.heapIdx = len(w.heap)
+		w.heap = append(w.heap, x)
+		w.up(x.heapIdx)
+	}
+}
+
+// BenchmarkLoopbackSend measures what one datagram costs the sender on
+// this machine: write(2) on a connected UDP socket to a local receiver
+// that reads everything. On a VM this kernel path, not botswarm, bounds
+// how many bots a core drives (docs/parts/botswarm-bench.md).
+func BenchmarkLoopbackSend(b *testing.B) {
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = peer.SetReadBuffer(4 << 20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			if _, err := peer.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	tr, err := newTransport("auto")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := tr.open(peer.LocalAddr().(*net.UDPAddr).AddrPort(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pkt := make([]byte, 60) // a typical client data packet
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = tr.send(s, pkt)
+	}
+	b.StopTimer()
+	tr.shutdown()
+	peer.Close()
+	<-done
+}

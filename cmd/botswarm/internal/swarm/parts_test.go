@@ -1,0 +1,332 @@
+package swarm
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestTruthPositions(t *testing.T) {
+	var tr truth
+	tr.reset(77)
+	if tr.session.Load() != 77 {
+		t.Fatal("session not published")
+	}
+	for s := uint64(1); s <= 1000; s++ {
+		tr.putPos(s, float32(s), -float32(s))
+	}
+	if x, z, ok := tr.posAt(1000); !ok || x != 1000 || z != -1000 {
+		t.Fatalf("posAt(1000) = %v %v %v", x, z, ok)
+	}
+	if _, _, ok := tr.posAt(1000 - truthLen); ok {
+		t.Fatal("an overwritten entry was returned")
+	}
+	if _, _, ok := tr.posAt(0); ok {
+		t.Fatal("seq 0 is never valid")
+	}
+	tr.invalidate(990, 1000)
+	for s := uint64(926); s <= 1000; s++ {
+		if _, _, ok := tr.posAt(s); ok {
+			t.Fatalf("seq %d survived invalidate", s)
+		}
+	}
+	if _, _, ok := tr.posAt(925); !ok {
+		t.Fatal("invalidate went too far back")
+	}
+	tr.reset(78)
+	if _, _, ok := tr.posAt(925); ok {
+		t.Fatal("reset kept an old session's positions")
+	}
+	tr.end()
+	if tr.session.Load() != 0 {
+		t.Fatal("end did not clear the session")
+	}
+}
+
+func TestTruthAckAt(t *testing.T) {
+	var tr truth
+	if _, ok := tr.ackAt(time.Second); ok {
+		t.Fatal("empty ring answered")
+	}
+	// Acks 1..600 at 10 ms, 20 ms, …
+	for a := uint64(1); a <= 600; a++ {
+		tr.putAck(time.Duration(a)*10*time.Millisecond, a)
+	}
+	tests := []struct {
+		at   time.Duration
+		want uint64
+		ok   bool
+	}{
+		{6 * time.Second, 600, true},
+		{time.Hour, 600, true},
+		{5995 * time.Millisecond, 599, true},
+		{5000 * time.Millisecond, 500, true},
+		// Older than the ring holds (600 − 256 + 1 = 345 is the oldest): unknown.
+		{3449 * time.Millisecond, 0, false},
+		{10 * time.Millisecond, 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := tr.ackAt(tc.at)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("ackAt(%v) = %d, %v; want %d, %v", tc.at, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestTruthConcurrentReaders: one writer, several readers, under -race;
+// a reader never sees a torn entry (x and z always written together).
+func TestTruthConcurrentReaders(t *testing.T) {
+	var tr truth
+	tr.reset(1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(1, 2))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := r.Uint64N(5000) + 1
+				if x, z, ok := tr.posAt(s); ok && (x != float32(s) || z != float32(2*s)) {
+					errs <- errors.New("torn position entry")
+					return
+				}
+				if a, ok := tr.ackAt(time.Duration(s) * time.Millisecond); ok && a > s {
+					errs <- errors.New("ack from the future")
+					return
+				}
+			}
+		}()
+	}
+	for s := uint64(1); s <= 5000; s++ {
+		tr.putPos(s, float32(s), float32(2*s))
+		tr.putAck(time.Duration(s)*time.Millisecond, s)
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+func TestEchoRoundTrip(t *testing.T) {
+	var buf [echoLen]byte
+	m := echoMsg{bot: 4242, session: 0x4757_0000_1234, counter: 99, sent: 1234567 * time.Microsecond}
+	p := appendEcho(buf[:], m)
+	got, err := parseEcho(p)
+	if err != nil || got != m {
+		t.Fatalf("parse = %+v, %v", got, err)
+	}
+	for i := range p {
+		q := bytes.Clone(p)
+		q[i] ^= 0x01
+		if _, err := parseEcho(q); err == nil {
+			t.Fatalf("flipping byte %d went unnoticed", i)
+		}
+	}
+	if _, err := parseEcho(p[:echoLen-1]); !errors.Is(err, errEchoSize) {
+		t.Fatalf("short echo: %v", err)
+	}
+	if _, err := parseEcho([]byte("chat: hello")); !errors.Is(err, errEchoMagic) {
+		t.Fatalf("foreign event: %v", err)
+	}
+}
+
+// FuzzParseEcho: events come from the network; any bytes give an echo or
+// an error, never a panic, and an accepted echo re-encodes to the same bytes.
+func FuzzParseEcho(f *testing.F) {
+	var buf [echoLen]byte
+	f.Add(appendEcho(buf[:], echoMsg{bot: 1, session: 2, counter: 3, sent: 4}))
+	f.Add([]byte("GWe1"))
+	f.Add([]byte{})
+	f.Add(bytes.Repeat([]byte{0xff}, echoLen))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		m, err := parseEcho(p)
+		if err != nil {
+			return
+		}
+		var b [echoLen]byte
+		if q := appendEcho(b[:], m); !bytes.Equal(q[:32], p[:32]) {
+			t.Fatalf("accepted echo %x re-encodes to %x", p, q)
+		}
+	})
+}
+
+func TestServerClockEpochs(t *testing.T) {
+	var c serverClock
+	base := 3*time.Hour + 17*time.Millisecond
+	if s := c.shift(base); s != 0 {
+		t.Fatalf("first bot shift %v", s)
+	}
+	// Another bot whose mirror epoch is two wraps later, with 3 ms more delay.
+	other := base - 2*stampEpoch - 3*time.Millisecond
+	if s := c.shift(other); s != 2*stampEpoch {
+		t.Fatalf("shift %v, want %v", s, 2*stampEpoch)
+	}
+	if s := c.shift(base + stampEpoch + time.Millisecond); s != -stampEpoch {
+		t.Fatalf("shift %v", s)
+	}
+}
+
+func TestHeapOrder(t *testing.T) {
+	w := &worker{}
+	r := rand.New(rand.NewPCG(3, 4))
+	bots := make([]*bot, 200)
+	for i := range bots {
+		bots[i] = &bot{heapIdx: -1, wake: time.Duration(r.Int64N(1e9))}
+		b := bots[i]
+		b.heapIdx = len(w.heap)
+		w.heap = append(w.heap, b)
+		w.up(b.heapIdx)
+	}
+	check := func() {
+		for i, b := range w.heap {
+			if b.heapIdx != i {
+				t.Fatalf("heapIdx %d at %d", b.heapIdx, i)
+			}
+			if i > 0 && w.heap[(i-1)/2].wake > b.wake {
+				t.Fatal("heap property broken")
+			}
+		}
+	}
+	check()
+	// Move some, remove some.
+	for i := range 100 {
+		b := bots[r.IntN(len(bots))]
+		if b.heapIdx < 0 {
+			continue
+		}
+		if i%3 == 0 {
+			w.remove(b.heapIdx)
+			b.heapIdx = -1
+		} else {
+			old := b.wake
+			b.wake = time.Duration(r.Int64N(1e9))
+			if b.wake < old {
+				w.up(b.heapIdx)
+			} else {
+				w.down(b.heapIdx)
+			}
+		}
+		check()
+	}
+	last := time.Duration(-1)
+	for len(w.heap) > 0 {
+		b := w.pop()
+		if b.wake < last {
+			t.Fatal("pop out of order")
+		}
+		last = b.wake
+	}
+}
+
+// TestTransports: each transport sends to and receives from a local UDP
+// peer, tags datagrams with their socket's tag, and reports ICMP errors.
+func TestTransports(t *testing.T) {
+	for _, kind := range []string{"auto", "goroutines"} {
+		t.Run(kind, func(t *testing.T) {
+			checkNoLeaks(t)
+			peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			addr := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+			tr, err := newTransport(kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.shutdown()
+			socks := map[int32]sock{}
+			for tag := int32(0); tag < 3; tag++ {
+				s, err := tr.open(addr, tag)
+				if err != nil {
+					t.Fatal(err)
+				}
+				socks[tag] = s
+				if err := tr.send(s, []byte{byte('a' + tag)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The peer answers each datagram to its source, prefixed.
+			_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for range 3 {
+				b := make([]byte, 64)
+				n, from, err := peer.ReadFromUDPAddrPort(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := peer.WriteToUDPAddrPort(append([]byte("re:"), b[:n]...), from); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := map[int32]string{}
+			deadline := time.Now().Add(5 * time.Second)
+			for len(got) < 3 && time.Now().Before(deadline) {
+				tr.wait(100*time.Millisecond, func(tag int32, p []byte, err error) {
+					if err == nil {
+						got[tag] = string(p)
+					}
+				})
+			}
+			for tag := int32(0); tag < 3; tag++ {
+				if want := "re:" + string(rune('a'+tag)); got[tag] != want {
+					t.Errorf("tag %d got %q, want %q", tag, got[tag], want)
+				}
+			}
+			// A stranger's datagram never reaches a connected socket.
+			stranger, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stranger.Close()
+			_ = tr.send(socks[0], []byte("x"))
+			b := make([]byte, 64)
+			_, from, err := peer.ReadFromUDPAddrPort(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = stranger.WriteToUDPAddrPort([]byte("spoof"), from)
+			tr.wait(100*time.Millisecond, func(tag int32, p []byte, err error) {
+				if string(p) == "spoof" {
+					t.Error("a datagram from another address got through")
+				}
+			})
+			// Closed sockets stay quiet; the peer going away is an error, not a hang.
+			tr.close(socks[1])
+			peer.Close()
+			_ = tr.send(socks[2], []byte("into the void"))
+			sawErr := false
+			deadline = time.Now().Add(2 * time.Second)
+			for !sawErr && time.Now().Before(deadline) {
+				tr.wait(50*time.Millisecond, func(tag int32, p []byte, err error) {
+					if err != nil {
+						sawErr = true
+					}
+				})
+				_ = tr.send(socks[2], []byte("again"))
+			}
+			if !sawErr {
+				t.Error("no error reported for an unreachable peer (ICMP port unreachable)")
+			}
+			if tr.name() == "" {
+				t.Error("unnamed transport")
+			}
+		})
+	}
+	if _, err := newTransport("carrier-pigeon"); err == nil {
+		t.Error("unknown transport accepted")
+	}
+}

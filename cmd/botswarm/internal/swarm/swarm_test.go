@@ -1,0 +1,240 @@
+package swarm
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/fakezone"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/impair"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/scenario"
+)
+
+func newFakeZone(t *testing.T, o fakezone.Options) *fakezone.Zone {
+	t.Helper()
+	z, err := fakezone.Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(z.Close)
+	return z
+}
+
+func testConfig(z *fakezone.Zone, bots int, d time.Duration) Config {
+	cfg := DefaultConfig()
+	cfg.Server = z.Addr
+	cfg.Key = z.Key
+	cfg.ProtocolID = fakezone.ProtocolID
+	cfg.Bots = bots
+	cfg.Duration = d
+	cfg.Ramp = 200
+	cfg.Drain = 2 * time.Second
+	cfg.SampleInterval = 250 * time.Millisecond
+	return cfg
+}
+
+func runSwarm(t *testing.T, cfg Config) (*metrics.Report, *Swarm) {
+	t.Helper()
+	sw, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := sw.Run(context.Background())
+	r := metrics.Build(col, nil, metrics.Options{EchoExpected: cfg.EchoExpected})
+	return r, sw
+}
+
+func inv(r *metrics.Report, i int) metrics.Invariant { return r.Invariants[i] }
+
+func TestSwarmCleanNetwork(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 20, 3*time.Second)
+	// Bots spawn at the origin, the corner of the default world's four
+	// zones: swinging 4 m across the nearest border crosses it every ~1.5 s.
+	cfg.Scenario.Kind = scenario.Border
+	cfg.Scenario.BorderSwing = 4
+	r, sw := runSwarm(t, cfg)
+	tot := r.Totals
+	t.Logf("transport %s, %d workers; totals %+v", sw.Transport(), sw.Workers(), tot)
+	if tot.Connects != 20 || tot.Sessions != 20 || tot.ConnectFails != 0 || tot.Disconnects != 0 || tot.Quits != 20 {
+		t.Fatalf("sessions: %d connects, %d sessions, %d fails, %d disconnects, %d quits", tot.Connects, tot.Sessions, tot.ConnectFails, tot.Disconnects, tot.Quits)
+	}
+	if tot.Connected != 0 {
+		t.Errorf("connected gauge %d after the run", tot.Connected)
+	}
+	if maxc, _ := z.Stats(); maxc != 20 {
+		t.Errorf("server saw %d connections at most", maxc)
+	}
+	// 20 bots × ~3 s × 30 Hz.
+	if tot.MovesSent < 20*60 || tot.MovesAcked != tot.MovesSent {
+		t.Errorf("moves: %d sent, %d acked", tot.MovesSent, tot.MovesAcked)
+	}
+	for i := range 4 {
+		if x := inv(r, i); !x.Checked || !x.OK {
+			t.Errorf("invariant %q: checked %v ok %v: %s", x.Name, x.Checked, x.OK, x.Detail)
+		}
+	}
+	if tot.ViewBySeq == 0 || tot.ViewByTime != 0 {
+		t.Errorf("view judged by seq %d, by time %d", tot.ViewBySeq, tot.ViewByTime)
+	}
+	// Exact truth: only the 1 cm quantisation remains.
+	if p := r.Histograms["view_err"].Max; p > 0.011 {
+		t.Errorf("view error max %v m on a clean network with seq truth", p)
+	}
+	if tot.Handoffs < 20 || r.Histograms["handoff_hitch"].Count == 0 {
+		t.Errorf("%d handoffs, %d hitches measured", tot.Handoffs, r.Histograms["handoff_hitch"].Count)
+	}
+	if tot.Errors != 0 {
+		t.Errorf("%d errors: %+v", tot.Errors, tot)
+	}
+	if tot.PacketsOut == 0 || tot.PacketsIn == 0 || r.Histograms["rtt"].Count == 0 {
+		t.Error("no traffic or RTT samples")
+	}
+}
+
+func TestSwarmLossyNetwork(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 20, 4*time.Second)
+	cfg.Mix = []impair.Profile{{Name: "bad", Weight: 1, Loss: 0.10, Latency: 20 * time.Millisecond, Jitter: 5 * time.Millisecond, Duplicate: 0.02}}
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.NetDropped == 0 || tot.NetSent == 0 {
+		t.Fatalf("the simulated network dropped nothing: %+v", tot)
+	}
+	if nl := float64(r.Metrics["net_loss"]); nl < 0.05 || nl > 0.15 {
+		t.Errorf("net loss %v, want ≈ 10%%", nl)
+	}
+	if tot.Connects != 20 || tot.Disconnects != 0 {
+		t.Errorf("%d connects %d disconnects", tot.Connects, tot.Disconnects)
+	}
+	for i := range 2 {
+		if x := inv(r, i); !x.OK {
+			t.Errorf("invariant %q broken under 10%% loss: %s", x.Name, x.Detail)
+		}
+	}
+	if rtt := float64(r.Metrics["rtt_p50"]); rtt < 0.035 {
+		t.Errorf("rtt p50 %v s, want ≥ 40 ms of simulated latency", rtt)
+	}
+}
+
+func TestSwarmDetectsFaults(t *testing.T) {
+	tests := []struct {
+		name  string
+		opts  fakezone.Options
+		check func(t *testing.T, r *metrics.Report)
+	}{
+		{"corrupt echo", fakezone.Options{CorruptEvery: 2}, func(t *testing.T, r *metrics.Report) {
+			if r.Totals.EventsCorrupt == 0 || inv(r, 1).OK {
+				t.Errorf("corruption not caught: %s", inv(r, 1).Detail)
+			}
+		}},
+		{"duplicate echo", fakezone.Options{DupEvery: 2}, func(t *testing.T, r *metrics.Report) {
+			if r.Totals.EventsDuplicate == 0 || inv(r, 1).OK {
+				t.Errorf("duplicates not caught: %s", inv(r, 1).Detail)
+			}
+		}},
+		{"move applied twice", fakezone.Options{DoubleMoveAt: 10}, func(t *testing.T, r *metrics.Report) {
+			if r.Totals.Corrections == 0 || inv(r, 0).OK {
+				t.Errorf("double apply not caught: %s", inv(r, 0).Detail)
+			}
+		}},
+		{"no echo", fakezone.Options{NoEcho: true}, func(t *testing.T, r *metrics.Report) {
+			if r.Totals.EventsEchoed != 0 || inv(r, 1).OK {
+				t.Errorf("missing echo not reported: %s", inv(r, 1).Detail)
+			}
+			if r.Totals.Quits != 6 {
+				t.Errorf("bots did not finish cleanly without echoes: %d quits", r.Totals.Quits)
+			}
+		}},
+		{"time-based view truth", fakezone.Options{NoSeq: true}, func(t *testing.T, r *metrics.Report) {
+			if r.Totals.ViewByTime == 0 || r.Totals.ViewBySeq != 0 {
+				t.Errorf("view by time %d, by seq %d", r.Totals.ViewByTime, r.Totals.ViewBySeq)
+			}
+			// ± one tick at ≤ 7 m/s.
+			if p := r.Histograms["view_err"].P99; p > 0.8 {
+				t.Errorf("time-based view error p99 %v m", p)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkNoLeaks(t)
+			z := newFakeZone(t, tc.opts)
+			r, _ := runSwarm(t, testConfig(z, 6, 2*time.Second))
+			tc.check(t, r)
+		})
+	}
+}
+
+func TestSwarmChurn(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 10, 4*time.Second)
+	cfg.Scenario.Kind = scenario.Churn
+	cfg.Scenario.ChurnLife = 700 * time.Millisecond
+	cfg.Scenario.ChurnPause = 200 * time.Millisecond
+	cfg.Drain = 500 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.Sessions < 25 {
+		t.Fatalf("only %d sessions for 10 churning bots in 4 s", tot.Sessions)
+	}
+	if tot.Quits != tot.Connects || tot.Disconnects != 0 || tot.Connected != 0 {
+		t.Errorf("connects %d quits %d disconnects %d gauge %d", tot.Connects, tot.Quits, tot.Disconnects, tot.Connected)
+	}
+	if x := inv(r, 0); !x.OK {
+		t.Errorf("moves: %s", x.Detail)
+	}
+}
+
+func TestSwarmServerDown(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 3, 1500*time.Millisecond)
+	z.Close() // nobody listens: ICMP port unreachable, connect timeouts
+	cfg.Drain = 200 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	if r.Totals.Connects != 0 || r.Totals.Errors == 0 {
+		t.Fatalf("connects %d errors %d", r.Totals.Connects, r.Totals.Errors)
+	}
+}
+
+func TestSwarmStopsOnCancel(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 5, time.Hour)
+	sw, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	col := sw.Run(ctx)
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("Run took %v after cancel", el)
+	}
+	if tot := col.Totals(); tot.Quits != 5 || tot.Connected != 0 {
+		t.Fatalf("after cancel: quits %d connected %d", tot.Quits, tot.Connected)
+	}
+}
+
+// checkNoLeaks fails the test if goroutines started during it are still
+// running at its end (after a settle period).
+func checkNoLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines leaked:\n%s", n-before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
