@@ -191,3 +191,43 @@ func TestScopeChurn(t *testing.T) {
 		})
 	}
 }
+
+// The in-flight record ring starts small and doubles while packets are in
+// flight, mid-packet included. Under a long round trip (fates late, so
+// thousands of records in flight) and loss, the client still converges and
+// every fate lands on the records it belongs to.
+func TestRecordRingGrowsInFlight(t *testing.T) {
+	const tick = 20 * time.Millisecond
+	reg, pc, nc := newTestRegistry(t)
+	slow := lossyLink(3)
+	slow.Latency = 400 * time.Millisecond
+	net := newRealNet(t, slow, lossyLink(4), 25*time.Millisecond)
+	g := newRig(t, reg, DefaultConfig(), net, MaxPacketBytes)
+	w := newWorld(3, reg, pc, nc)
+	for range 600 {
+		w.ents = append(w.ents, w.spawn())
+	}
+	now := time.Duration(0)
+	for range 100 { // 2 s of changes, ~20 packets always in flight
+		now += tick
+		for j := range w.ents {
+			if w.rng.IntN(2) == 0 {
+				w.mutate(j)
+			}
+		}
+		g.tick(now, w.view())
+	}
+	if st := g.tab.Stats(); st.RecordGrowths == 0 {
+		t.Fatalf("the record ring never grew (stats %+v): the test does not exercise growth", st)
+	}
+	for range 150 { // 3 s without changes
+		now += tick
+		g.tick(now, w.view())
+	}
+	if d := mismatch(reg, g.mir, w.ents); d != "" {
+		t.Fatalf("after growth the client differs: %s (table %+v)", d, g.tab.Stats())
+	}
+	if g.tab.InFlight() > 0 && g.tab.Stats().Stalls > 0 {
+		t.Logf("stalls %d", g.tab.Stats().Stalls)
+	}
+}

@@ -153,7 +153,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	t.lastNow = max(t.lastNow, now)
-	if t.pktLen == len(t.pkts) || t.entLen == len(t.ents) {
+	if t.pktLen == len(t.pkts) || (t.entLen == len(t.ents) && !t.growEnts()) {
 		t.stats.Stalls++
 		return 0, w.WriteGamma(1)
 	}
@@ -295,7 +295,7 @@ func (p *packer) fill(t *Table, seq uint64, now time.Duration, width uint, budge
 			i := p.head[w*64+b]
 			p.head[w*64+b] = -1
 			for ; i >= 0 && !stop; i = p.next[i] {
-				if t.entLen == len(t.ents) {
+				if t.entLen == len(t.ents) && !t.growEnts() {
 					stop = true
 					break
 				}

@@ -103,6 +103,7 @@ type Stats struct {
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
 	Stalls         uint64 // Write calls that could not record a packet (in-flight limits)
+	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
 	UnknownFates   uint64 // fates for packets without ghost records
@@ -199,7 +200,11 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		stride:   max(reg.maxGroups, 1),
 		byEntity: make(map[uint64]uint32),
 		pkts:     make([]pktRec, cfg.MaxPacketsInFlight),
-		ents:     make([]entry, 1<<bits.Len(uint(cfg.MaxRecordsInFlight-1))), // a power of two: mask, not divide
+		// The record ring starts small and doubles on demand up to
+		// MaxRecordsInFlight (rounded up to a power of two: mask, not
+		// divide): a connection that sees a few ghosts must not pay for the
+		// worst case (8192 records × 24 B) up front.
+		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	t.pk.init(t)
 	return t, nil
@@ -500,4 +505,40 @@ func (t *Table) settle(id uint32) {
 		t.stats.FreedUnacked++
 		t.free(id)
 	}
+}
+
+// initialRecords is the record ring's first size: a packet's worth of small
+// records, so a quiet connection never grows it.
+const initialRecords = 256
+
+// entCap is the record ring's final size.
+func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1)) }
+
+// growEnts doubles the record ring, keeping the live records in FIFO order
+// from index 0 and moving every in-flight packet's start with them. It
+// reports false when the ring is already at its configured maximum.
+func (t *Table) growEnts() bool {
+	old := t.ents
+	if len(old) >= entCap(t.cfg) {
+		return false
+	}
+	mask := len(old) - 1
+	ents := make([]entry, 2*len(old))
+	for i := range t.entLen {
+		ents[i] = old[(t.entHead+i)&mask]
+	}
+	for i := range t.pktLen { // recorded packets: each holds ≥ 1 live record
+		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
+		p.start = (p.start - t.entHead) & mask
+	}
+	if t.pktLen < len(t.pkts) {
+		// The packet being written (beginPacket … endPacket) owns the
+		// newest n records; with none yet and a full ring its masked start
+		// would alias the oldest record, so place it from the end.
+		p := &t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
+		p.start = t.entLen - p.n
+	}
+	t.ents, t.entHead = ents, 0
+	t.stats.RecordGrowths++
+	return true
 }
