@@ -52,6 +52,9 @@ type Config struct {
 	// the sender. Off, client events are counted and dropped; a production
 	// game plugs its own zone.EventHandler in instead.
 	DevGame bool `json:"dev_game"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address.
+	// Off by default: profiles reveal internals and cost CPU while taken.
+	Pprof bool `json:"pprof"`
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32

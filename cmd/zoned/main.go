@@ -84,7 +84,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout, dev_game)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
@@ -98,6 +98,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
 	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
 	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")
+	pprofOn := fs.Bool("pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address (diagnostics; keep off in production)")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
 	fs.Usage = func() {
 		fmt.Fprint(stdout, usageHead)
@@ -149,7 +150,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
-		{"dev-game", boolean(&cfg.DevGame)},
+		{"dev-game", boolean(&cfg.DevGame)}, {"pprof", boolean(&cfg.Pprof)},
 	}
 	for _, s := range settings {
 		env := "GHOSTWIRE_" + envName(s.flag)
@@ -167,6 +168,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		"key-file": func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
 		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
 		"dev-game":         func() { cfg.DevGame = *devGame },
+		"pprof":            func() { cfg.Pprof = *pprofOn },
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if set, ok := flagVals[f.Name]; ok {
