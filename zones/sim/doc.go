@@ -34,7 +34,11 @@
 // (Acquired). Nobody's interest set sees it leave and come back, and the
 // entity id, hence every client's ghost id for it, never changes. A
 // player's interest set travels with it, so hysteresis continues at the new
-// owner.
+// owner. A third zone that only watches (both are its neighbours, as at a
+// corner) keeps its replica too: when the old owner's batch stops listing
+// an entity whose last position lies in another neighbour, the replica is
+// held for a few ticks (handoffGrace) until the new owner's batch adopts
+// it in place, instead of vanishing for the tick between the two batches.
 //
 // # Entity ids
 //

@@ -32,6 +32,11 @@ type harness struct {
 	views   map[uint64][]uint64 // last view (entity ids) per player
 	viewed  map[uint64]time.Duration
 	npcs    int
+	// slow names zones whose replica batches reach their neighbours one
+	// tick late (after the receivers' next Step), as a busy zone actor's
+	// would: batches from different senders then interleave with ticks.
+	slow map[string]bool
+	late []ReplicaBatch
 }
 
 type player struct {
@@ -146,7 +151,13 @@ func (h *harness) tick(n int) {
 			}
 		}
 		h.deliver()
-		for _, b := range batches {
+		late := h.late
+		h.late = nil
+		for _, b := range append(late, batches...) {
+			if h.slow[b.From] && b.Tick == h.zones[b.From].Tick() {
+				h.late = append(h.late, b) // this tick's, from a slow zone: next tick
+				continue
+			}
 			h.zones[b.To].Replicas(h.now, &b)
 		}
 		h.checkOwnership()

@@ -2,10 +2,22 @@ package sim
 
 import "time"
 
-// releaseGrace is how many ticks an entity this zone just handed away stays
-// as a replica even though its new owner's batches do not list it: a batch
-// the new owner built before the Commit reached it cannot.
-const releaseGrace = 3
+// handoffGrace is how many ticks a replica whose owner has just handed it
+// on stays in the grid although its owner's batches no longer list it:
+//
+//   - this zone handed it away: a batch the new owner built before the
+//     Commit reached it cannot list it yet;
+//   - two neighbours handed it between them (this zone only watches): the
+//     old owner's first batch without it often arrives before the new
+//     owner's first batch with it, and this zone may tick in between.
+//
+// Dropping it in that gap would take it out of every interest set here for
+// a tick, and each viewer's ghost of it would be killed and re-created
+// under a new ghost id. The new owner's batch adopts it in place (same
+// slot and generation: no interest change at all). If none does within the
+// grace it is dropped, so an entity that really vanished mid-handoff
+// lingers, frozen, for a few ticks at most.
+const handoffGrace = 3
 
 // sendReplicas builds one batch per neighbour: every entity this zone owns
 // within BorderRange of the neighbour's rectangle (DESIGN §5: players at a
@@ -61,21 +73,49 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 			z.ents[s].role = roleReplica
 		}
 		e := &z.ents[s]
-		e.kind, e.epoch, e.owner, e.seen, e.seenBatch, e.released = r.Kind, r.Epoch, b.From, now, seq, false
+		e.kind, e.epoch, e.owner, e.seen, e.seenBatch, e.hold = r.Kind, r.Epoch, b.From, now, seq, 0
 		e.state, e.health, e.flags, e.name, e.extra = r.State, r.Health, r.Flags, r.Name, r.Extra
 	}
 	for s := range z.ents {
 		e := &z.ents[s]
 		if e.role == roleReplica && e.owner == b.From && e.seenBatch != seq {
-			if e.released && now-e.seen < releaseGrace*z.period {
-				// Just handed to b.From, whose batch may have been built
-				// before it took the entity: absence proves nothing yet.
+			if e.hold == 0 && z.handedOn(e, b.From) {
+				e.hold = now + handoffGrace*z.period
+				z.stats.ReplicasHeld++
+			}
+			if now < e.hold {
+				// Mid-handoff: absence from this batch proves nothing yet.
 				continue
+			}
+			if e.hold != 0 {
+				z.stats.ReplicasHeldDropped++
 			}
 			z.slotFree(int32(s))
 		}
 	}
 	z.stats.ReplicaBatches++
+}
+
+// handedOn reports whether a replica that from no longer lists is probably
+// being handed to another neighbour of this zone, whose batches will list
+// it: its last known position is in that neighbour. An owner lists every
+// entity it owns near this zone, frozen ones too (at the position it was
+// offered from), so an entity it stops listing while it stood in another
+// zone has usually been committed to that zone. One that walked out of
+// range inside its owner's zone is dropped at once; one that walked out of
+// range while still owned from across a border (MinDwell) is held for the
+// grace and then dropped.
+func (z *Zone) handedOn(e *entity, from string) bool {
+	to, ok := z.w.ZoneAt(float64(e.state.Pos[0]), float64(e.state.Pos[2]))
+	if !ok || to.ID == from || to.ID == z.cfg.Zone {
+		return false
+	}
+	for _, n := range z.nbrs {
+		if n.ID == to.ID {
+			return true
+		}
+	}
+	return false // no batches from there: nobody will list it here
 }
 
 // expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL.

@@ -563,3 +563,101 @@ func TestCreditFollowsScheduledTime(t *testing.T) {
 		t.Fatalf("%+v", z.Stats())
 	}
 }
+
+// A zone watching an entity handed between two of its neighbours keeps it
+// in view throughout: the old owner's first batch without it reaches the
+// watcher before the new owner's first batch with it (here the new owner's
+// batches are a tick late), and the gap must not drop the replica, or every
+// viewer's ghost of it is killed and re-created with a new id.
+func TestBystanderKeepsEntityHandedBetweenNeighbours(t *testing.T) {
+	h := newHarness(t, world.Default(), 0, nil)
+	h.slow = map[string]bool{"x1z1": true}
+	// The observer stands in x0z1; the walker goes north from x1z0 into x1z1
+	// (the diagonal neighbour of x0z1) and stops 30 m past the border.
+	obs := h.join(1, -20, 20, func(p *player, tick int) (int8, uint16) { return 0, 0 })
+	walker := h.join(2, 20, -40, func(p *player, tick int) (int8, uint16) {
+		if p.lastPos[2] > 30 {
+			return 0, 0
+		}
+		return 127, 0 // yaw 0 faces +Z
+	})
+	h.tick(3) // replicas of the walker reach x0z1 (x1z1's a tick late)
+	if !slices.Contains(h.views[obs.id], walker.id) {
+		t.Fatalf("observer does not see the walker across the corner: %v", h.views[obs.id])
+	}
+	for range 300 {
+		h.tick(1)
+		if !slices.Contains(h.views[obs.id], walker.id) {
+			me, _ := h.owner(obs.id).Entity(obs.id)
+			w, _ := h.owner(walker.id).Entity(walker.id)
+			t.Fatalf("at %v the walker (%.1f m away, owned by %s) dropped out of the observer's view",
+				h.now, dist(me.State.Pos, w.State.Pos), h.owner(walker.id).ID())
+		}
+	}
+	if got := h.owner(walker.id).ID(); got != "x1z1" || h.zones["x1z0"].Stats().HandoffsOut != 1 {
+		t.Fatalf("walker owned by %s after %d handoffs out of x1z0, want one handoff to x1z1", got, h.zones["x1z0"].Stats().HandoffsOut)
+	}
+	if st := h.zones["x0z1"].Stats(); st.HandoffsIn+st.HandoffsOut != 0 {
+		t.Fatalf("observer's zone took part in a handoff: %+v", st)
+	}
+}
+
+// The batch rule behind the bystander test: a replica its owner stops
+// listing while it stood in another neighbour (handed on there) is held for
+// handoffGrace ticks and adopted in place by that neighbour's batch; if no
+// batch adopts it, it goes once the grace is over. One that stood in its
+// owner's own zone (walked out of range) goes at once.
+func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
+	z := oneZone(t, nil) // x0z0; x1z0 and x1z1 are neighbours
+	p := z.Period()
+	batch := func(from string, epoch handoff.Epoch, rs map[uint64][2]float32) *ReplicaBatch {
+		b := &ReplicaBatch{From: from, To: "x0z0"}
+		for id, pos := range rs {
+			b.Entities = append(b.Entities, Replica{ID: id, Kind: KindNPC, Epoch: epoch,
+				State: move.ControlState{Pos: [3]float32{pos[0], 0, pos[1]}}})
+		}
+		return b
+	}
+	// x1z0 lists 7 and 9 frozen just past its border into x1z1, 8 inside x1z0.
+	z.Replicas(0, batch("x1z0", 2, map[uint64][2]float32{7: {10, 9}, 9: {20, 9}, 8: {10, -5}}))
+	// Its next batch lists none of them: 7 and 9 went to x1z1, 8 walked away.
+	z.Replicas(p, batch("x1z0", 2, nil))
+	if _, ok := z.Entity(8); ok {
+		t.Fatal("a replica that left range inside its owner's zone was held")
+	}
+	slot := z.byID[7]
+	gen := z.ents[slot].gen
+	for _, id := range []uint64{7, 9} {
+		if e, ok := z.Entity(id); !ok || e.Owner != "x1z0" {
+			t.Fatalf("replica %d handed on to x1z1 dropped before x1z1 listed it: %+v", id, e)
+		}
+	}
+	if st := z.Stats(); st.ReplicasHeld != 2 {
+		t.Fatalf("ReplicasHeld = %d, want 2", st.ReplicasHeld)
+	}
+	z.Step(2 * p) // held replicas are in the grid like any other
+	// x1z1's first batch lists 7 at the next epoch: adopted in place.
+	z.Replicas(2*p, batch("x1z1", 3, map[uint64][2]float32{7: {10, 10}}))
+	if e, ok := z.Entity(7); !ok || e.Owner != "x1z1" || e.Epoch != 3 || e.State.Pos[2] != 10 {
+		t.Fatalf("replica 7 not adopted by its new owner's batch: %+v", e)
+	}
+	if z.byID[7] != slot || z.ents[slot].gen != gen {
+		t.Fatal("replica 7 moved to a new slot or generation on adoption: interest sets see it leave and re-enter")
+	}
+	// x1z0 keeps sending batches without 9 and nobody adopts it: gone once
+	// the grace is over, and counted.
+	z.Replicas(3*p, batch("x1z0", 2, nil))
+	if _, ok := z.Entity(9); !ok {
+		t.Fatal("replica 9 dropped inside the grace")
+	}
+	z.Replicas(p+handoffGrace*p, batch("x1z0", 2, nil))
+	if _, ok := z.Entity(9); ok {
+		t.Fatal("replica 9 outlived the grace with no new owner listing it")
+	}
+	if _, ok := z.Entity(7); !ok {
+		t.Fatal("adopted replica 7 swept by its old owner's batch")
+	}
+	if st := z.Stats(); st.ReplicasHeldDropped != 1 {
+		t.Fatalf("ReplicasHeldDropped = %d, want 1", st.ReplicasHeldDropped)
+	}
+}

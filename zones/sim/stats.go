@@ -20,6 +20,11 @@ type Stats struct {
 	DwellHeld                                                              uint64 // entity-ticks past the margin, held by MinDwell
 
 	ReplicaBatches, ReplicasIgnored, ReplicasExpired, ReplicasMisrouted uint64
+	// ReplicasHeld: replicas a neighbour stopped listing because it handed
+	// them to another neighbour, kept until that one lists them (handoff
+	// grace). ReplicasHeldDropped: held replicas (these, and those this
+	// zone handed away) that no batch adopted within the grace.
+	ReplicasHeld, ReplicasHeldDropped uint64
 
 	Overruns, MissedTicks, LevelUps, LevelDowns uint64
 	TicksAtLevel                                [MaxLevel + 1]uint64

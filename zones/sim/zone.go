@@ -73,7 +73,9 @@ type entity struct {
 	owner     string
 	seen      time.Duration
 	seenBatch uint64
-	released  bool // handed away by this zone, not yet confirmed by a batch
+	// hold: until then the replica's absence from its owner's batch does
+	// not drop it (it is mid-handoff; see Replicas). 0: no hold.
+	hold time.Duration
 }
 
 // Zone is one zone's simulation: the entities it owns, replicas of its
@@ -416,7 +418,8 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// It stays here as a replica of the new owner, unchanged, so
 			// players here keep seeing it (same slot, same generation: no
 			// leave and re-enter) until the new owner's batches take over.
-			e.role, e.owner, e.seen, e.epoch, e.released = roleReplica, r.To, now, e.epoch+1, true
+			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
+			e.hold = now + handoffGrace*z.period
 			e.conn, e.seedIDs = "", nil
 			e.queue.Reset(0)
 			e.set.Reset()
