@@ -140,6 +140,15 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 		{"redirects_total", "connections redirected to a new owning zone", m.Redirects.Load},
 		{"tick_seconds_total", "measured zone tick cost", func() uint64 { return m.TickNanos.Load() }},
 	}
+	for _, q := range []float64{0.5, 0.99} {
+		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "ghostwire", Subsystem: "zone", Name: "tick_cost_seconds",
+			Help:        "measured zone tick cost over the most recent ticks of all zones, by quantile",
+			ConstLabels: prometheus.Labels{"quantile": fmt.Sprint(q)},
+		}, func() float64 { return m.TickCost.Quantiles(q)[0].Seconds() })); err != nil {
+			return fmt.Errorf("zone metrics: %w", err)
+		}
+	}
 	for _, c := range counters {
 		v := c.v
 		f := func() float64 { return float64(v()) }

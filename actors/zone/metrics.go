@@ -31,6 +31,9 @@ type Metrics struct {
 	HandoffsIn       atomic.Uint64 // entities acquired
 	Forwarded        atomic.Uint64 // Leave/Teleport passed on to a new owner
 	TickNanos        atomic.Uint64 // total measured tick cost
+	// TickCost samples every tick's measured cost (the overload signal;
+	// the node exports its p50/p99).
+	TickCost Latency
 
 	// HandoffLatency samples, per acquired entity, the time from the
 	// source's Offer to the target's acquisition (node clock).

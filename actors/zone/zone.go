@@ -306,6 +306,7 @@ func (a *zoneActor) onTick() {
 	a.z.ReportTickCost(cost)
 	a.m.Ticks.Add(1)
 	a.m.TickNanos.Add(uint64(cost))
+	a.m.TickCost.Add(cost)
 }
 
 // sweepJoins forgets the connections of players that are no longer here.
