@@ -50,7 +50,7 @@ generate: ## regenerate *.pb.go and other generated code
 # The headline load test: a local zoned and botswarm on the same machine. Reports land in
 # $(LOADTEST_DIR) (JSON + self-contained HTML); the exit status is botswarm's (1: an SLO
 # target missed or an invariant violated, named on stdout).
-LOADTEST_BOTS ?= 500
+LOADTEST_BOTS ?= 750
 LOADTEST_DURATION ?= 60s
 LOADTEST_SCENARIO ?= wander
 LOADTEST_FLAGS ?=
@@ -67,6 +67,6 @@ loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_
 	  trap 'kill -TERM $$zpid 2>/dev/null; wait $$zpid 2>/dev/null || true' EXIT; \
 	  for i in $$(seq 100); do grep -q 'zoned ready' $(LOADTEST_DIR)/zoned.log && break; sleep 0.1; done; \
 	  $(LOADTEST_DIR)/botswarm --server 127.0.0.1:7777 --key-file $(LOADTEST_DIR)/data/token.key \
-	    --bots $(LOADTEST_BOTS) --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
+	    --bots $(LOADTEST_BOTS) --ramp 100 --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
 	    --report $(LOADTEST_DIR)/report.json --html $(LOADTEST_DIR)/report.html \
 	    --slo '$(LOADTEST_SLO)' $(LOADTEST_FLAGS)
