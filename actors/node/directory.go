@@ -129,6 +129,7 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 		{"views_total", "view updates sent to ghost managers", m.Views.Load},
 		{"controls_total", "control-object updates sent to connections", m.Controls.Load},
 		{"joins_total", "players joined", m.Joins.Load},
+		{"joins_rejected_total", "player joins a zone refused (the connection is kicked)", m.JoinsRejected.Load},
 		{"leaves_total", "players left", m.Leaves.Load},
 		{"inputs_total", "input batches received from connections", m.Inputs.Load},
 		{"inputs_dropped_total", "input batches for a player the zone does not know", m.InputsDropped.Load},
