@@ -95,8 +95,6 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		lanes:    make([]laneRx, cfg.Lanes),
 		unSeen:   make([]uint64, cfg.MaxInFlightPerLane/64),
 		partials: make([]partial, cfg.MaxPartial),
-		keys:     make([]staggerRx, cfg.StaggerKeys),
-		scratch:  make([]byte, cfg.MaxFragment),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
 	}
@@ -169,6 +167,11 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
 				return err
 			}
 			continue
+		}
+		if r.scratch == nil {
+			// Lazily: a connection that never receives an event keeps no
+			// MaxFragment buffer.
+			r.scratch = make([]byte, r.cfg.MaxFragment)
 		}
 		p := r.scratch[:rec.n]
 		if rec.n > 0 {
@@ -315,6 +318,18 @@ func skipBytes(rd *bitstream.Reader, n int) error {
 	return nil
 }
 
+// growKeys makes r.keys cover key (< StaggerKeys, checked by the parser):
+// a prefix grown by doubling, so idle connections keep no per-key state.
+func (r *Receiver) growKeys(key int) {
+	n := max(minGrow, 2*len(r.keys))
+	for n <= key {
+		n *= 2
+	}
+	keys := make([]staggerRx, min(n, r.cfg.StaggerKeys))
+	copy(keys, r.keys)
+	r.keys = keys
+}
+
 // apply delivers or buffers one record whose structure was checked.
 func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 	switch rec.class {
@@ -323,6 +338,9 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Unguaranteed, Payload: p})
 		return nil
 	case Staggered:
+		if int(rec.key) >= len(r.keys) {
+			r.growKeys(int(rec.key))
+		}
 		k := &r.keys[rec.key]
 		if k.has {
 			if d := rec.version - k.version; d == 0 || d > 1<<versionBits-1-staggerStale {

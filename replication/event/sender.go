@@ -108,8 +108,6 @@ func NewSender(cfg Config) (*Sender, error) {
 		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
 		streams:  make([]sendStream, cfg.Lanes+1),
-		ug:       make([][]byte, cfg.MaxUnguaranteed),
-		keys:     make([]staggerKey, cfg.StaggerKeys),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
 	}
@@ -177,8 +175,11 @@ func (s *Sender) SendUnguaranteed(payload []byte) error {
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
-	case s.ugN >= len(s.ug) || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+	case s.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
+	}
+	if s.ugN == len(s.ug) {
+		s.growUG()
 	}
 	buf := s.arena.get(len(payload))
 	copy(buf, payload)
@@ -202,8 +203,11 @@ func (s *Sender) SendUnguaranteed(payload []byte) error {
 // would wait for the pending send (an action at 310 ms after one at 0 would
 // first go out at 700 ms; here at 400 ms, then 500 and 700 ms).
 func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) error {
+	if int(key) >= s.cfg.StaggerKeys {
+		return fmt.Errorf("%w: %d (StaggerKeys %d)", ErrBadKey, key, s.cfg.StaggerKeys)
+	}
 	if int(key) >= len(s.keys) {
-		return fmt.Errorf("%w: %d (StaggerKeys %d)", ErrBadKey, key, len(s.keys))
+		s.growKeys(int(key))
 	}
 	k := &s.keys[key]
 	switch {
@@ -578,6 +582,34 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 		i++
 	}
 	return n, nil
+}
+
+// The unguaranteed ring and the stagger keys start empty and grow on demand
+// (doubling, capped at MaxUnguaranteed and StaggerKeys): preallocated at
+// their maximum they were ~20 KB per connection that most connections never
+// touch. Once grown they stay, so steady state allocates nothing.
+const minGrow = 16
+
+// growUG doubles the unguaranteed ring, unwrapping it to index 0.
+func (s *Sender) growUG() {
+	n := min(max(minGrow, 2*len(s.ug)), s.cfg.MaxUnguaranteed)
+	ug := make([][]byte, n)
+	for i := 0; i < s.ugN; i++ {
+		ug[i] = s.ug[(s.ugHead+i)%len(s.ug)]
+	}
+	s.ug, s.ugHead = ug, 0
+}
+
+// growKeys makes s.keys cover key (< StaggerKeys). Keys are indexed by their
+// number, so the slice grows to a prefix; no pointer into it outlives a call.
+func (s *Sender) growKeys(key int) {
+	n := max(minGrow, 2*len(s.keys))
+	for n <= key {
+		n *= 2
+	}
+	keys := make([]staggerKey, min(n, s.cfg.StaggerKeys))
+	copy(keys, s.keys)
+	s.keys = keys
 }
 
 // writeUnguaranteed writes queued unguaranteed events that fit, in order, and

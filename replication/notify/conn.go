@@ -58,6 +58,7 @@ type Conn struct {
 	maxInFlight  uint64
 	recs         []record // ring indexed by seq & recMask
 	recMask      uint64
+	maxRecs      int // recs grows on demand up to this (nextPow2(MaxInFlight))
 	hasPeerL     bool
 	peerL        uint64 // newest L processed: our largest sequence the peer acknowledged
 
@@ -111,8 +112,9 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 		headSeq:      localStart,
 		firstPending: localStart,
 		maxInFlight:  uint64(cfg.MaxInFlight),
-		recs:         make([]record, nrec),
-		recMask:      uint64(nrec - 1),
+		recs:         make([]record, min(nrec, minRecs)),
+		recMask:      uint64(min(nrec, minRecs) - 1),
+		maxRecs:      nrec,
 		peerStart:    peerStart,
 		rxH:          peerStart,
 		rxBits:       make([]uint64, nbit/64),
@@ -124,6 +126,28 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	}
 	c.rtt.init(cfg.InitialRTT)
 	return c, nil
+}
+
+// minRecs is the sender ring's first size (512 B). It doubles up to
+// nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
+// connection was the largest part of a server's memory per client, and most
+// links never have more than a few dozen packets unresolved. Once grown it
+// stays, so steady state allocates nothing.
+const minRecs = 16
+
+// growRecs doubles the sender ring, keeping every live record [headSeq,
+// nextSeq) at its sequence's slot under the new mask.
+func (c *Conn) growRecs() {
+	n := 2 * len(c.recs)
+	if n > c.maxRecs {
+		panic("notify: sender ring beyond MaxInFlight") // Send checks the bound first
+	}
+	nr := make([]record, n)
+	mask := uint64(n - 1)
+	for s := c.headSeq; s < c.nextSeq; s++ {
+		nr[s&mask] = c.recs[s&c.recMask]
+	}
+	c.recs, c.recMask = nr, mask
 }
 
 func nextPow2(n int) int {
@@ -171,6 +195,9 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if bw.err != nil {
 		w.Truncate(start)
 		return 0, bw.err
+	}
+	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
+		c.growRecs()
 	}
 	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, carriedF: ackF, acked: acked}
 	c.nextSeq++

@@ -76,7 +76,7 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.fates = make([]notify.Fate, 0, nc.MaxInFlight)
+	e.fates = nil // PopFates grows it on demand; an idle link needs no room for MaxInFlight fates
 	e.lanes = ec.Lanes
 	e.keepAlive, e.timeout = keepAlive, timeout
 	e.discCopies, e.discInterval = copies, interval

@@ -43,8 +43,11 @@ type GhostRelay struct {
 
 	pkts seqRing       // packet seqs carrying a section, fate pending
 	gs   seqRing       // the g of each, same order
-	out  []notify.Fate // fates keyed by g, waiting for PopFates
-	lost uint64
+	out  []notify.Fate // fates keyed by g, waiting for PopFates; grows on demand
+	// maxOut bounds out (2·maxInFlight+1); out starts empty because most
+	// relays never hold more than a handful of fates between pops.
+	maxOut int
+	lost   uint64
 }
 
 // NewGhostRelay returns a relay for sections of at most maxBytes bytes
@@ -60,7 +63,7 @@ func NewGhostRelay(maxBytes, maxInFlight int) (*GhostRelay, error) {
 	if maxInFlight < 1 || maxInFlight > notify.MaxMaxInFlight {
 		return nil, fmt.Errorf("%w: relay in-flight bound %d", ErrConfig, maxInFlight)
 	}
-	r := &GhostRelay{buf: make([]byte, maxBytes), out: make([]notify.Fate, 0, 2*maxInFlight+1)}
+	r := &GhostRelay{buf: make([]byte, maxBytes), maxOut: 2*maxInFlight + 1}
 	r.pkts.init(maxInFlight)
 	r.gs.init(maxInFlight)
 	return r, nil
@@ -97,7 +100,7 @@ func (r *GhostRelay) dropPending(now time.Duration) {
 }
 
 func (r *GhostRelay) emit(f notify.Fate) {
-	if len(r.out) == cap(r.out) {
+	if len(r.out) == r.maxOut {
 		r.lost++ // the owner stopped popping; the bound wins
 		return
 	}

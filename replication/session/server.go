@@ -76,9 +76,12 @@ type Server struct {
 	creditAt   time.Duration
 	ghostPkts  seqRing // packets whose ghost section had records, fate pending
 	ghostFates []notify.Fate
-	moved      uint64
-	ghostErrs  uint64
-	ghostStall uint64
+	// maxGhostFates bounds ghostFates; the slice itself grows on demand so
+	// an idle connection does not hold MaxInFlight fates.
+	maxGhostFates int
+	moved         uint64
+	ghostErrs     uint64
+	ghostStall    uint64
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
@@ -118,7 +121,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
-	s.ghostFates = make([]notify.Fate, 0, cfg.Notify.MaxInFlight)
+	s.maxGhostFates = cfg.Notify.MaxInFlight
 	return s, nil
 }
 
@@ -591,8 +594,8 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		w.WriteGamma(1)
 		return
 	}
-	if s.ghostPkts.full() || len(s.ghostFates) == cap(s.ghostFates) ||
-		s.ghostPkts.len()+len(s.ghostFates) >= cap(s.ghostFates) {
+	if s.ghostPkts.full() || len(s.ghostFates) == s.maxGhostFates ||
+		s.ghostPkts.len()+len(s.ghostFates) >= s.maxGhostFates {
 		s.ghostStall++
 		w.WriteGamma(1)
 		return
@@ -610,15 +613,43 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 	}
 }
 
-// seqRing is a FIFO of sequence numbers with a fixed capacity.
+// seqRing is a FIFO of sequence numbers bounded by max. Its buffer starts
+// small and doubles up to max as the FIFO fills: most connections never have
+// more than a few dozen packets in flight, and a full-size buffer per
+// connection dominated the server's memory per client. Once grown it stays,
+// so steady state allocates nothing.
 type seqRing struct {
 	buf        []uint64
 	head, size int
+	max        int
 }
 
-func (r *seqRing) init(n int)    { r.buf = make([]uint64, n) }
+// seqRingMin is the first buffer size: 128 bytes.
+const seqRingMin = 16
+
+func (r *seqRing) init(n int)    { r.buf, r.head, r.size, r.max = nil, 0, 0, n }
 func (r *seqRing) len() int      { return r.size }
-func (r *seqRing) full() bool    { return r.size == len(r.buf) }
+func (r *seqRing) full() bool    { return r.size == r.max }
 func (r *seqRing) front() uint64 { return r.buf[r.head] }
-func (r *seqRing) push(v uint64) { r.buf[(r.head+r.size)%len(r.buf)] = v; r.size++ }
 func (r *seqRing) pop()          { r.head = (r.head + 1) % len(r.buf); r.size-- }
+
+// push appends v; the caller checks full first.
+func (r *seqRing) push(v uint64) {
+	if r.size == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+}
+
+// grow doubles the buffer (capped at max), unwrapping the FIFO to index 0.
+func (r *seqRing) grow() {
+	n := max(min(2*len(r.buf), r.max), min(seqRingMin, r.max))
+	if n <= len(r.buf) {
+		panic("session: seqRing push when full") // callers check full first
+	}
+	nb := make([]uint64, n)
+	k := copy(nb, r.buf[r.head:])
+	copy(nb[k:], r.buf[:r.head])
+	r.buf, r.head = nb, 0
+}

@@ -1,0 +1,131 @@
+package event
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Bounds on what a fresh Sender and Receiver keep with DefaultConfig.
+// Measured ~2.1 KB and ~4.4 KB with the growable stagger keys, unguaranteed
+// ring and lazy scratch (were ~22 KB and ~6.5 KB). Generous on purpose: a size
+// check, not a timing one.
+const (
+	maxSenderBytes   = 6 << 10
+	maxReceiverBytes = 8 << 10
+)
+
+func perInstance(t *testing.T, mk func() any) int64 {
+	t.Helper()
+	const n = 200
+	keep := make([]any, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		keep[i] = mk()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	return int64(after.HeapAlloc-before.HeapAlloc) / n
+}
+
+func TestFootprint(t *testing.T) {
+	cfg := DefaultConfig()
+	s := perInstance(t, func() any {
+		x, err := NewSender(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	})
+	r := perInstance(t, func() any {
+		x, err := NewReceiver(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	})
+	t.Logf("event.NewSender: %d B, event.NewReceiver: %d B per connection", s, r)
+	if s > maxSenderBytes {
+		t.Fatalf("NewSender keeps %d B, want ≤ %d", s, maxSenderBytes)
+	}
+	if r > maxReceiverBytes {
+		t.Fatalf("NewReceiver keeps %d B, want ≤ %d", r, maxReceiverBytes)
+	}
+}
+
+// preGrow sizes p's stagger keys and unguaranteed ring at their maximum up
+// front: the layout before they became growable, the reference to match.
+func preGrow(p *pair) {
+	p.s.growKeys(p.s.cfg.StaggerKeys - 1)
+	for len(p.s.ug) < p.s.cfg.MaxUnguaranteed {
+		p.s.growUG()
+	}
+	p.r.growKeys(p.r.cfg.StaggerKeys - 1)
+}
+
+// TestGrowthIsInvisible drives two identical pairs — growable, and pre-grown
+// to the old fixed sizes — through load that fills the unguaranteed queue to
+// its bound (wrapping the ring) and touches every stagger key in random order:
+// same errors, same packet bytes, same deliveries.
+func TestGrowthIsInvisible(t *testing.T) {
+	cfg := DefaultConfig()
+	g, f := newPair(t, cfg), newPair(t, cfg)
+	preGrow(f)
+	if len(g.s.keys) != 0 || len(g.s.ug) != 0 || len(g.r.keys) != 0 || g.r.scratch != nil {
+		t.Fatal("fresh Sender/Receiver preallocated what should grow on demand")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	now := time.Duration(0)
+	for round := 0; round < 30; round++ {
+		now += 20 * ms
+		// Bursts grow round by round, so each doubling happens with the
+		// ring's head mid-buffer (the previous write drained part of it).
+		for i, n := 0, 5+11*round; i < n; i++ {
+			pl := []byte(fmt.Sprintf("ug %d/%d", round, i))
+			eg, ef := g.s.SendUnguaranteed(pl), f.s.SendUnguaranteed(pl)
+			if eg != ef {
+				t.Fatalf("SendUnguaranteed: %v with growth, %v without", eg, ef)
+			}
+		}
+		for i := 0; i < 20; i++ {
+			// Key range widens round by round (and reaches a few bad keys):
+			// the keys grow in steps, with live state to carry over.
+			key := uint16(rng.IntN(min(cfg.StaggerKeys+2, 3+10*round)))
+			pl := []byte(fmt.Sprintf("key %d r%d", key, round))
+			eg, ef := g.s.SendStaggered(key, pl, now), f.s.SendStaggered(key, pl, now)
+			if fmt.Sprint(eg) != fmt.Sprint(ef) {
+				t.Fatalf("SendStaggered(%d): %v with growth, %v without", key, eg, ef)
+			}
+		}
+		for i := 0; i < 3; i++ {
+			now += 33 * ms
+			sg, sf := g.write(now, 1200), f.write(now, 1200)
+			if !bytes.Equal(g.pkts[sg], f.pkts[sf]) {
+				t.Fatalf("round %d: packets differ with growth", round)
+			}
+			if rng.IntN(5) != 0 {
+				g.deliver(sg)
+				f.deliver(sf)
+			}
+			g.fate(sg, true)
+			f.fate(sf, true)
+		}
+	}
+	gg, ff := g.take(), f.take()
+	if fmt.Sprint(gg) != fmt.Sprint(ff) {
+		t.Fatalf("deliveries differ:\n%v\n%v", gg, ff)
+	}
+	if len(g.s.ug) != cfg.MaxUnguaranteed || len(g.s.keys) != cfg.StaggerKeys || len(g.r.keys) != cfg.StaggerKeys {
+		t.Fatalf("grew to ug %d, keys %d/%d; want %d, %d: the load did not exercise growth",
+			len(g.s.ug), len(g.s.keys), len(g.r.keys), cfg.MaxUnguaranteed, cfg.StaggerKeys)
+	}
+	if g.s.stats != f.s.stats || g.r.stats != f.r.stats {
+		t.Fatalf("stats differ:\n%+v\n%+v", g.s.stats, f.s.stats)
+	}
+}

@@ -1,0 +1,124 @@
+package notify
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// maxConnBytes bounds what one fresh Conn keeps with DefaultConfig. Measured
+// ~1.2 KB with the growable sender ring (was ~34 KB with the ring preallocated
+// at MaxInFlight). Generous on purpose: a size check, not a timing one.
+const maxConnBytes = 4 << 10
+
+func TestConnFootprint(t *testing.T) {
+	const n = 200
+	keep := make([]*Conn, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		c, err := New(DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep[i] = c
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	per := int64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("notify.New: %d B per connection", per)
+	if per > maxConnBytes {
+		t.Fatalf("notify.New keeps %d B per connection, want ≤ %d", per, maxConnBytes)
+	}
+}
+
+// preGrow gives c the sender ring at its maximum size up front: the layout
+// before the ring became growable, the reference the growing one must match.
+func preGrow(c *Conn) {
+	for len(c.recs) < c.maxRecs {
+		c.growRecs()
+	}
+}
+
+// TestSenderRingGrowthIsInvisible drives two identical pairs through bursts
+// that keep up to MaxInFlight packets unresolved (so the ring must grow all
+// the way, wrapping on the way) under loss, one pair with growable rings and
+// one with rings preallocated at their maximum. Every packet's bytes and
+// every fate must be the same.
+func TestSenderRingGrowthIsInvisible(t *testing.T) {
+	cfg := DefaultConfig()
+	mk := func(full bool) (a, b *endpoint) {
+		a = newEndpoint(t, "a", cfg, 1<<40-300, 77) // start near a ring wrap
+		b = newEndpoint(t, "b", cfg, 77, 1<<40-300)
+		if full {
+			preGrow(a.c)
+			preGrow(b.c)
+		}
+		return a, b
+	}
+	ga, gb := mk(false)
+	fa, fb := mk(true)
+	if len(ga.c.recs) >= len(fa.c.recs) {
+		t.Fatalf("fresh ring has %d slots, want fewer than the maximum %d", len(ga.c.recs), len(fa.c.recs))
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Duration(0)
+	var fates [2][]Fate
+	for round := 0; round < 12; round++ {
+		burst := 1 + rng.IntN(cfg.MaxInFlight+200) // beyond the bound: forced drops too
+		for i := 0; i < burst; i++ {
+			now += time.Millisecond
+			if ga.c.nextSeq-ga.c.headSeq >= ga.c.maxInFlight {
+				// Full: the forced drop resolved the oldest; pop to make room.
+				fates[0] = append(fates[0], ga.pop(t)...)
+				fates[1] = append(fates[1], fa.pop(t)...)
+			}
+			_, pg := ga.send(t, now, TypeData)
+			_, pf := fa.send(t, now, TypeData)
+			if !bytes.Equal(pg, pf) {
+				t.Fatalf("round %d packet %d: growable ring wrote %x, full ring %x", round, i, pg, pf)
+			}
+			if rng.IntN(10) == 0 { // 10 % loss
+				continue
+			}
+			_, eg := gb.recv(t, now, pg)
+			_, ef := fb.recv(t, now, pf)
+			if (eg == nil) != (ef == nil) {
+				t.Fatalf("receivers disagree: %v vs %v", eg, ef)
+			}
+		}
+		// b answers a few times; a learns the fates.
+		for i := 0; i < 3; i++ {
+			now += 5 * time.Millisecond
+			_, pg := gb.send(t, now, TypeData)
+			_, pf := fb.send(t, now, TypeData)
+			if !bytes.Equal(pg, pf) {
+				t.Fatalf("round %d answer %d: %x vs %x", round, i, pg, pf)
+			}
+			ga.recv(t, now, pg)
+			fa.recv(t, now, pf)
+			gb.pop(t)
+			fb.pop(t)
+		}
+		fates[0] = append(fates[0], ga.pop(t)...)
+		fates[1] = append(fates[1], fa.pop(t)...)
+	}
+	if len(ga.c.recs) != ga.c.maxRecs {
+		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", len(ga.c.recs), ga.c.maxRecs)
+	}
+	if len(fates[0]) != len(fates[1]) || len(fates[0]) < cfg.MaxInFlight {
+		t.Fatalf("popped %d fates with growth, %d without (want equal, ≥ %d)", len(fates[0]), len(fates[1]), cfg.MaxInFlight)
+	}
+	for i := range fates[0] {
+		if fates[0][i] != fates[1][i] {
+			t.Fatalf("fate %d: %+v with growth, %+v without", i, fates[0][i], fates[1][i])
+		}
+	}
+	if ga.c.stats != fa.c.stats || gb.c.stats != fb.c.stats {
+		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.stats, fa.c.stats)
+	}
+}

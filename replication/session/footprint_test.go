@@ -1,0 +1,101 @@
+package session_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+// footprint returns the live heap bytes per instance that mk keeps, over n
+// instances, measured after GC. A size check, not a timing one.
+func footprint(t *testing.T, n int, mk func() any) uint64 {
+	t.Helper()
+	keep := make([]any, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		keep[i] = mk()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return (after.HeapAlloc - before.HeapAlloc) / uint64(n)
+}
+
+// serverSession runs one handshake and returns the server's session, which
+// NewServer only reads.
+func serverSession(t *testing.T) *handshake.Session {
+	t.Helper()
+	var key [handshake.KeySize]byte
+	seeded(3).Read(key[:])
+	hcfg := handshake.DefaultServerConfig()
+	hcfg.ProtocolID, hcfg.Addr = protoID, serverAddr
+	hs, err := handshake.NewServer(hcfg, key, t0, seeded(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := handshake.IssueToken(key, handshake.TokenParams{
+		PlayerID: 1, ProtocolID: protoID, Expiry: time.Hour, Timeout: 10 * time.Second,
+		ServerAddrs: []serverAddrT{serverAddr},
+	}, t0, seeded(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := session.NewClient(tok, serverAddr, session.DefaultClientConfig(), nil, t0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := cli.Poll(0, nil)
+	_, grant, err := hs.Handle(nil, req, clientAddr, t0, handshake.LoadNormal)
+	if err != nil || grant == nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	sess, _ := grant.Session()
+	return sess
+}
+
+// Bounds on what one fresh connection keeps on the server with the default
+// configs: they fail when a ring or window goes back to being preallocated at
+// its maximum (the smallest of those was ~14 KB). Generous on purpose: a size
+// check, not a timing one.
+const (
+	maxServerBytes = 24 << 10 // measured ~14.6 KB with notify and event (was ~129 KB)
+	maxRelayBytes  = 4 << 10  // measured ~1.3 KB: the section buffer (was ~75 KB)
+)
+
+func TestServerFootprint(t *testing.T) {
+	sess := serverSession(t)
+	cfg := session.DefaultServerConfig()
+	per := footprint(t, 200, func() any {
+		s, err := session.NewServer(sess, cfg, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	t.Logf("session.NewServer: %d B per connection", per)
+	if per > maxServerBytes {
+		t.Fatalf("session.NewServer keeps %d B per connection, want ≤ %d", per, maxServerBytes)
+	}
+}
+
+func TestGhostRelayFootprint(t *testing.T) {
+	per := footprint(t, 200, func() any {
+		r, err := session.NewGhostRelay(session.MaxPacketSize, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	})
+	t.Logf("session.NewGhostRelay: %d B per connection", per)
+	if per > maxRelayBytes {
+		t.Fatalf("session.NewGhostRelay keeps %d B per connection, want ≤ %d", per, maxRelayBytes)
+	}
+}
