@@ -15,9 +15,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Key-value buckets of the world directory (DESIGN §5). The cluster issue
-// adds leases and watchers on top; the single-process world keeps them
-// current so operators can inspect them with any NATS tool.
+// Key-value buckets of the world directory (DESIGN §5). Today a node writes
+// its NodeRecord (heartbeat) and one ZoneOwner per zone (directory.go) so
+// operators can inspect them with any NATS tool; the players bucket is
+// created but not written yet, and leases and watchers come with the
+// cluster work.
 const (
 	BucketZones   = "ghostwire_zones"
 	BucketPlayers = "ghostwire_players"

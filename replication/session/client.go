@@ -535,7 +535,7 @@ func (c *Client) Poll(now time.Duration, dst []byte) ([]byte, error) {
 			return c.buildData(now, dst, true)
 		}
 		if e.owed || e.peerStreaming(now) {
-			c.advanceSlot(now)
+			c.nextData = nextSlot(c.nextData, c.interval, now)
 			return c.sendAck(now, dst)
 		}
 	}
@@ -543,13 +543,6 @@ func (c *Client) Poll(now time.Duration, dst []byte) ([]byte, error) {
 		return c.sendAck(now, dst)
 	}
 	return dst, nil
-}
-
-func (c *Client) advanceSlot(now time.Duration) {
-	c.nextData = max(c.nextData+c.interval, now)
-	if c.nextData == now {
-		c.nextData += c.interval
-	}
 }
 
 func (c *Client) pollConnect(now time.Duration, dst []byte) ([]byte, error) {
@@ -605,7 +598,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 	if err != nil {
 		return dst[:n], err
 	}
-	c.advanceSlot(now)
+	c.nextData = nextSlot(c.nextData, c.interval, now)
 	w := &e.w
 	// Moves first: without room for every one Write sends the oldest, which
 	// the server needs first. Events get the rest.

@@ -262,3 +262,14 @@ func (e *endpoint) peerStreaming(now time.Duration) bool {
 func (e *endpoint) timedOut(now time.Duration) bool {
 	return now-e.lastRecv >= e.timeout
 }
+
+// nextSlot is the send slot after the one that just went at now: one
+// interval on from the scheduled slot, never in the past and never now
+// itself (a late slot is skipped, not sent twice).
+func nextSlot(next, interval, now time.Duration) time.Duration {
+	next = max(next+interval, now)
+	if next == now {
+		next += interval
+	}
+	return next
+}

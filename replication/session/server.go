@@ -492,7 +492,7 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 			return s.buildData(now, dst, ghosts, true)
 		}
 		if e.owed || e.peerStreaming(now) {
-			s.advanceSlot(now)
+			s.nextData = nextSlot(s.nextData, s.interval, now)
 			return s.sendAck(now, dst)
 		}
 	}
@@ -500,13 +500,6 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 		return s.sendAck(now, dst)
 	}
 	return dst, nil
-}
-
-func (s *Server) advanceSlot(now time.Duration) {
-	s.nextData = max(s.nextData+s.interval, now)
-	if s.nextData == now {
-		s.nextData += s.interval
-	}
 }
 
 func (s *Server) sendAck(now time.Duration, dst []byte) ([]byte, error) {
@@ -540,7 +533,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	if err != nil {
 		return dst[:n], err
 	}
-	s.advanceSlot(now)
+	s.nextData = nextSlot(s.nextData, s.interval, now)
 	w := &e.w
 	payload := size - tagSize - hl
 
