@@ -56,17 +56,18 @@ LOADTEST_SCENARIO ?= wander
 LOADTEST_FLAGS ?=
 LOADTEST_SLO ?= rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m
 LOADTEST_DIR ?= loadtest-out
+LOADTEST_UDP ?= 127.0.0.1:7777
 
 loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_DURATION, LOADTEST_SLO)
 	@mkdir -p $(LOADTEST_DIR)
 	$(GO) build -o $(LOADTEST_DIR)/zoned ./cmd/zoned
 	$(GO) build -o $(LOADTEST_DIR)/botswarm ./cmd/botswarm
 	@set -e; \
-	  $(LOADTEST_DIR)/zoned --data $(LOADTEST_DIR)/data --udp 127.0.0.1:7777 --http 127.0.0.1:0 --nats-listen 127.0.0.1:0 \
+	  $(LOADTEST_DIR)/zoned --data $(LOADTEST_DIR)/data --udp $(LOADTEST_UDP) --http 127.0.0.1:0 --nats-listen 127.0.0.1:0 \
 	    > $(LOADTEST_DIR)/zoned.log 2>&1 & zpid=$$!; \
 	  trap 'kill -TERM $$zpid 2>/dev/null; wait $$zpid 2>/dev/null || true' EXIT; \
 	  for i in $$(seq 100); do grep -q 'zoned ready' $(LOADTEST_DIR)/zoned.log && break; sleep 0.1; done; \
-	  $(LOADTEST_DIR)/botswarm --server 127.0.0.1:7777 --key-file $(LOADTEST_DIR)/data/token.key \
+	  $(LOADTEST_DIR)/botswarm --server $(LOADTEST_UDP) --key-file $(LOADTEST_DIR)/data/token.key \
 	    --bots $(LOADTEST_BOTS) --ramp 100 --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
 	    --report $(LOADTEST_DIR)/report.json --html $(LOADTEST_DIR)/report.html \
 	    --slo '$(LOADTEST_SLO)' $(LOADTEST_FLAGS)

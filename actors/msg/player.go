@@ -104,6 +104,11 @@ type Control struct {
 	Force bool
 	// Tick is the zone tick this state belongs to.
 	Tick uint64
+	// At is that tick's scheduled time on the node clock. The zones of a
+	// node tick on one schedule (multiples of the period), so At tells a
+	// connection how many ticks passed between two states even when they
+	// came from different zones (a handoff).
+	At time.Duration
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}

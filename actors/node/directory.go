@@ -139,6 +139,7 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 		{"events_malformed_total", "client events with a malformed payload", m.EventsMalformed.Load},
 		{"handoffs_in_total", "entities acquired from a neighbouring zone", m.HandoffsIn.Load},
 		{"redirects_total", "connections redirected to a new owning zone", m.Redirects.Load},
+		{"panics_total", "zone actors that panicked and were restarted empty (a bug: see the error log)", m.Panics.Load},
 		{"tick_seconds_total", "measured zone tick cost", func() uint64 { return m.TickNanos.Load() }},
 	}
 	for _, q := range []float64{0.5, 0.99} {

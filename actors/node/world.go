@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -140,7 +141,10 @@ func (g *game) stop(ctx context.Context) error {
 
 // quietActorLog gives protoactor the node's logger at warning level: its
 // info lines (dead letters of a connection that just closed, actor starts)
-// are routine at game-server rates and would drown the node's own log.
+// are routine at game-server rates and would drown the node's own log. The
+// one info line that is never routine is a supervisor recovering a
+// panicked actor: it is passed on as an error, so a crash that the
+// supervisor papers over (a zone restarted empty) cannot go unseen.
 func quietActorLog(log *slog.Logger) func(*actor.ActorSystem) *slog.Logger {
 	h := log.Handler()
 	return func(*actor.ActorSystem) *slog.Logger {
@@ -148,14 +152,29 @@ func quietActorLog(log *slog.Logger) func(*actor.ActorSystem) *slog.Logger {
 	}
 }
 
+// actorRecovering is how protoactor words a supervisor restarting an actor
+// after a panic (logged at info level).
+const actorRecovering = "[ACTOR] Recovering"
+
 type minLevel struct {
 	slog.Handler
 	min slog.Level
 }
 
 func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= m.min && m.Handler.Enabled(ctx, l)
+	return (l >= m.min || l >= slog.LevelInfo) && m.Handler.Enabled(ctx, max(l, m.min))
 }
+
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < m.min {
+		if !strings.HasPrefix(r.Message, actorRecovering) {
+			return nil
+		}
+		r.Level = slog.LevelError
+	}
+	return m.Handler.Handle(ctx, r)
+}
+
 func (m minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{m.Handler.WithAttrs(as), m.min}
 }

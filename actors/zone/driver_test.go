@@ -61,11 +61,40 @@ type dplayer struct {
 	echoes      []msg.Event // copies of the events zones sent this player
 	forced      [][3]float32
 	lastView    []ghost.ViewEntry
+	// advanced: the scheduled tick time of every Control that moved
+	// LastApplied on, with how many Redirects the player had taken then.
+	advanced []ctlMark
+}
+
+// ctlMark is one Control that acknowledged new moves.
+type ctlMark struct {
+	at        time.Duration
+	redirects int
 }
 
 // driverStep asks the driver to send one move per player (Dt units of
 // 1/960 s each).
 type driverStep struct{ dt uint8 }
+
+// hitches returns, for every Redirect a player took, the time between the
+// last Control before it that acknowledged new moves and the first one
+// after it that did (scheduled tick times: one period when the handoff
+// costs the player no update). Redirects without acknowledged moves on
+// both sides are skipped.
+func (p pstat) hitches() []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(p.advanced); i++ {
+		a, b := p.advanced[i-1], p.advanced[i]
+		if b.redirects != a.redirects {
+			out = append(out, b.at-a.at)
+		}
+	}
+	return out
+}
+
+// driverSync is answered once the driver has handled every message before
+// it (every step it was asked for has been sent).
+type driverSync struct{}
 
 // driverTeleport asks the driver to teleport a player through its route.
 type driverTeleport struct {
@@ -94,6 +123,9 @@ func (d *driver) Receive(ctx actor.Context) {
 		if p := d.players[m.Player]; p != nil {
 			if m.LastApplied < p.applied {
 				d.bad = append(d.bad, "LastApplied went backwards")
+			}
+			if m.LastApplied > p.applied {
+				p.advanced = append(p.advanced, ctlMark{at: m.At, redirects: p.redirects})
 			}
 			p.applied = m.LastApplied
 			p.controls++
@@ -152,6 +184,8 @@ func (d *driver) Receive(ctx actor.Context) {
 			in.Moves = append(in.Moves[:0], move.Move{Seq: p.sent, Dt: m.dt, Forward: fwd, Yaw: yaw})
 			ctx.Send(p.route, in)
 		}
+	case *driverSync:
+		ctx.Respond(struct{}{})
 	case *driverTeleport:
 		p := d.players[m.id]
 		p.teleportAt = time.Now()
@@ -169,6 +203,7 @@ type pstat struct {
 	echoes                                       []msg.Event
 	forced                                       [][3]float32
 	lastView                                     []ghost.ViewEntry
+	advanced                                     []ctlMark
 }
 
 // snapshot copies what the test needs, under the lock.
@@ -180,7 +215,8 @@ func (d *driver) snapshot() map[uint64]pstat {
 		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, controls: p.controls,
 			redirects: p.redirects, viewsTaken: p.viewsTaken, viewEntries: p.viewEntries, kicked: p.kicked,
 			latency: append([]time.Duration(nil), p.latency...), echoes: append([]msg.Event(nil), p.echoes...),
-			forced: append([][3]float32(nil), p.forced...), lastView: append([]ghost.ViewEntry(nil), p.lastView...)}
+			forced: append([][3]float32(nil), p.forced...), lastView: append([]ghost.ViewEntry(nil), p.lastView...),
+			advanced: append([]ctlMark(nil), p.advanced...)}
 	}
 	return out
 }

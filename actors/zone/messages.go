@@ -3,6 +3,8 @@ package zone
 import (
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
@@ -50,3 +52,21 @@ type Inspect struct {
 type tickMsg struct{}
 
 var theTick = &tickMsg{}
+
+// zonePriority is the mailbox priority of the messages that keep zones in
+// step with each other and with the clock: handoffs, border replicas and
+// the tick. A zone's mailbox also carries every input its players send
+// (tens of thousands a second in a crowded zone); at the default priority
+// an Accept or Commit queued behind them held a crossing player frozen for
+// extra ticks. Among themselves these stay in arrival order, so a zone
+// still sees a neighbour's handoffs and replicas in the order it sent them.
+const zonePriority = actor.DefaultPriority + 2
+
+// GetPriority implements actor.PriorityMessage.
+func (*HandoffEnvelope) GetPriority() int8 { return zonePriority }
+
+// GetPriority implements actor.PriorityMessage.
+func (*ReplicaEnvelope) GetPriority() int8 { return zonePriority }
+
+// GetPriority implements actor.PriorityMessage.
+func (*tickMsg) GetPriority() int8 { return zonePriority }

@@ -31,6 +31,9 @@ type Metrics struct {
 	HandoffsIn       atomic.Uint64 // entities acquired
 	Forwarded        atomic.Uint64 // Leave/Teleport passed on to a new owner
 	TickNanos        atomic.Uint64 // total measured tick cost
+	// Panics: zone actors that panicked (each restarted empty by its
+	// supervisor: a bug, and an outage of that zone).
+	Panics atomic.Uint64
 	// TickCost samples every tick's measured cost (the overload signal;
 	// the node exports its p50/p99).
 	TickCost Latency

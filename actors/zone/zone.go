@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -59,7 +60,8 @@ func (p *Params) Validate() error {
 // Props returns the props of a zone actor. Spawn it named ActorName(id)
 // (Start does), so neighbours can address it.
 func Props(p Params) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p} })
+	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p} },
+		actor.WithMailbox(actor.UnboundedPriorityMpsc())) // see zonePriority
 }
 
 type zoneActor struct {
@@ -99,6 +101,7 @@ type zoneActor struct {
 func (a *zoneActor) Receive(ctx actor.Context) {
 	a.ctx = ctx
 	defer func() { a.ctx = nil }()
+	defer a.recoverLoudly(ctx)
 	switch ctx.Message().(type) {
 	case *actor.Started:
 		if err := a.start(ctx); err != nil {
@@ -139,6 +142,25 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 	}
 }
 
+// recoverLoudly logs a panic with its stack and counts it before passing it
+// on to the supervisor. The supervisor restarts the actor with an empty
+// zone: its players' connections keep sending to it and get nothing back,
+// so a panic here is an outage of the zone that must never pass quietly.
+func (a *zoneActor) recoverLoudly(ctx actor.Context) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if a.m != nil {
+		a.m.Panics.Add(1)
+	}
+	if a.log != nil {
+		a.log.Error("zone actor panicked; its supervisor restarts it empty", "zone", a.p.Sim.Zone,
+			"panic", fmt.Sprint(r), "message", fmt.Sprintf("%T", ctx.Message()), "stack", string(debug.Stack()))
+	}
+	panic(r)
+}
+
 func (a *zoneActor) start(ctx actor.Context) error {
 	if err := a.p.Validate(); err != nil {
 		return err
@@ -161,7 +183,7 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
 	a.timer = time.AfterFunc(time.Hour, a.fire)
-	a.nextAt = now + z.Period()
+	a.nextAt = nextSlot(now, z.Period())
 	a.arm()
 	return nil
 }
@@ -216,8 +238,17 @@ func (a *zoneActor) setPaused(p bool) {
 		a.timer.Stop()
 		return
 	}
-	a.nextAt = a.p.Now() + a.z.Period()
+	a.nextAt = nextSlot(a.p.Now(), a.z.Period())
 	a.arm()
+}
+
+// nextSlot is the first multiple of period after now. Every zone of a node
+// ticks on these slots, so a player handed from one zone to another gets
+// its next update exactly one period after its last one: with phases
+// chosen at each zone's start, the new owner's next tick could come up to a
+// whole period late (one update skipped at every crossing).
+func nextSlot(now, period time.Duration) time.Duration {
+	return (now/period + 1) * period
 }
 
 func (a *zoneActor) peer(id string) *actor.PID {
@@ -271,7 +302,7 @@ func (a *zoneActor) onTick() {
 			continue
 		}
 		m := msg.NewControl()
-		m.Player, m.LastApplied, m.State, m.Force, m.Tick = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick()
+		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at
 		a.ctx.Send(j.Conn, m)
 	}
 	a.m.Controls.Add(uint64(len(out.Controls)))

@@ -49,6 +49,12 @@ func (f *fixture) join(id uint64, zone string) {
 	f.sys.Root.Send(f.world.PID(zone), &msg.Join{Player: id, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views})
 }
 
+// joinWithoutViews joins a player whose connection takes no views.
+func (f *fixture) joinWithoutViews(id uint64, zone string) {
+	f.drv.add(id, f.world.PID(zone))
+	f.sys.Root.Send(f.world.PID(zone), &msg.Join{Player: id, Conn: f.dpid})
+}
+
 func (f *fixture) stop() {
 	f.world.Stop()
 	f.sys.Root.StopFuture(f.dpid).Wait()

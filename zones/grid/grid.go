@@ -113,11 +113,19 @@ func (g *Grid) Cells() (nx, nz int) { return int(g.nx), int(g.nz) }
 func (g *Grid) Resize(n int) {
 	old := len(g.recs)
 	if n > cap(g.recs) {
-		g.recs = append(g.recs[:old], make([]rec, n-old)...)
-		g.cellOf = append(g.cellOf[:old], make([]int32, n-old)...)
-		g.xz = make([][2]float32, cap(g.recs))
-		g.ssa = make([]SlotAux, cap(g.recs))
-		g.sid = make([]uint64, cap(g.recs))
+		// Every per-slot slice gets the same capacity, chosen here: append
+		// would round each to its own size class (a rec and an int32 grow
+		// differently), and a later n between the two capacities would then
+		// overrun the smaller one.
+		c := max(n, 2*cap(g.recs))
+		recs := make([]rec, n, c)
+		copy(recs, g.recs[:old])
+		cellOf := make([]int32, n, c)
+		copy(cellOf, g.cellOf[:old])
+		g.recs, g.cellOf = recs, cellOf
+		g.xz = make([][2]float32, c)
+		g.ssa = make([]SlotAux, c)
+		g.sid = make([]uint64, c)
 	}
 	g.recs, g.cellOf = g.recs[:n], g.cellOf[:n]
 	for i := old; i < n; i++ {

@@ -146,3 +146,27 @@ func BenchmarkBuild(b *testing.B) {
 		g.Build()
 	}
 }
+
+// TestResizeOneSlotAtATime grows the grid the way a zone does (one slot per
+// new entity) to 5,000 slots, filling and querying at every size. Before
+// the per-slot slices shared one capacity, append rounded the record slice
+// and the cell slice to different size classes and the 865th slot
+// overran the smaller one: a panic inside the zone actor (restarted
+// empty by its supervisor) at about 800 players in one zone.
+func TestResizeOneSlotAtATime(t *testing.T) {
+	g, _ := New(Config{Bounds: bounds(0, 0, 1000, 1000), CellSize: 27.5})
+	for n := 1; n <= 5000; n++ {
+		g.Resize(n)
+		s := int32(n - 1)
+		g.Set(s, float32(n%1000), float32(n/5), uint64(n), 0)
+		if n%97 == 0 || n == 5000 {
+			g.Build()
+			if got := g.Built(); got != n {
+				t.Fatalf("at %d slots: Built = %d", n, got)
+			}
+			if hits := g.Query(nil, float32(n%1000), float32(n/5), 0.5); len(hits) == 0 {
+				t.Fatalf("at %d slots: slot %d not found", n, s)
+			}
+		}
+	}
+}

@@ -49,6 +49,14 @@ type player struct {
 	walk    func(p *player, tick int) (fwd int8, yaw uint16)
 	routes  int // route switches
 	lastPos [3]float32
+	// advanced: the tick times of the Controls that acknowledged new
+	// moves, with the route switches the player had taken by then.
+	advanced []advance
+}
+
+type advance struct {
+	at     time.Duration
+	routes int
 }
 
 func newHarness(t *testing.T, w *world.World, npcsPerZone int, tweak func(*Config)) *harness {
@@ -130,6 +138,9 @@ func (h *harness) tick(n int) {
 				p := h.byConn[c.Conn]
 				if c.LastApplied < p.acked {
 					h.t.Fatalf("player %d: LastApplied went back from %d to %d", p.id, p.acked, c.LastApplied)
+				}
+				if c.LastApplied > p.acked {
+					p.advanced = append(p.advanced, advance{h.now, p.routes})
 				}
 				p.acked, p.lastPos = c.LastApplied, c.State.Pos
 			}

@@ -244,11 +244,14 @@ func (z *Zone) updateInterest() {
 	}
 }
 
-// emitControls reports every owned player's control state.
+// emitControls reports every owned player's control state, frozen ones
+// included: a player frozen by crossings this tick had its moves applied
+// before it froze, and its connection must hear of them now, not a tick
+// later from the new owner (that skipped update was the handoff hitch).
 func (z *Zone) emitControls() {
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role != roleOwned || e.kind != KindPlayer || e.conn == "" {
+		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.conn == "" {
 			continue
 		}
 		z.out.Controls = append(z.out.Controls, Control{
