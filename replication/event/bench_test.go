@@ -110,28 +110,38 @@ func BenchmarkOrderedLaneLoss10(b *testing.B) {
 
 // BenchmarkOrderedLatencyVariants shows what limits the latency: the same run
 // without redundant copies (loss repaired only through notify's loss
-// detection), with notify's packet threshold K at 1 and 2, and at 0% loss.
+// detection), with a fixed number of copies, with notify's packet threshold K
+// at 1 and 2, at 0% loss, and at 20 % and 30 % loss with the fixed two copies
+// and the default adaptive ones (Config.ResidualLoss).
 func BenchmarkOrderedLatencyVariants(b *testing.B) {
 	type variant struct {
 		name       string
 		loss       float64
 		redundancy int
 		k          int
+		adaptive   bool
 	}
 	for _, v := range []variant{
-		{"loss0", 0, DefaultRedundancy, notify.DefaultReorderThreshold},
-		{"loss10/redundancy0/K4", 0.10, 0, 4},
-		{"loss10/redundancy0/K1", 0.10, 0, 1},
-		{"loss10/redundancy1/K4", 0.10, 1, 4},
-		{"loss10/redundancy2/K4", 0.10, 2, 4},
-		{"loss10/redundancy2/K2", 0.10, 2, 2},
-		{"loss10/redundancy3/K4", 0.10, 3, 4},
-		{"loss10/redundancy4/K4", 0.10, 4, 4},
-		{"loss30/redundancy2/K4", 0.30, 2, 4},
+		{"loss0", 0, DefaultRedundancy, notify.DefaultReorderThreshold, true},
+		{"loss10/redundancy0/K4", 0.10, 0, 4, false},
+		{"loss10/redundancy0/K1", 0.10, 0, 1, false},
+		{"loss10/redundancy1/K4", 0.10, 1, 4, false},
+		{"loss10/redundancy2/K4", 0.10, 2, 4, false},
+		{"loss10/redundancy2/K2", 0.10, 2, 2, false},
+		{"loss10/redundancy3/K4", 0.10, 3, 4, false},
+		{"loss10/redundancy4/K4", 0.10, 4, 4, false},
+		{"loss10/adaptive/K4", 0.10, DefaultRedundancy, 4, true},
+		{"loss20/redundancy2/K4", 0.20, 2, 4, false},
+		{"loss20/adaptive/K4", 0.20, DefaultRedundancy, 4, true},
+		{"loss30/redundancy2/K4", 0.30, 2, 4, false},
+		{"loss30/adaptive/K4", 0.30, DefaultRedundancy, 4, true},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Redundancy = v.redundancy
+			if !v.adaptive {
+				cfg.ResidualLoss = 0
+			}
 			ncfg := notify.DefaultConfig()
 			ncfg.ReorderThreshold = v.k
 			var all []time.Duration
@@ -151,6 +161,7 @@ func BenchmarkOrderedLatencyVariants(b *testing.B) {
 			slices.Sort(all)
 			b.ReportMetric(msOf(percentile(all, 0.99)), "p99-ms")
 			b.ReportMetric(msOf(percentile(all, 0.50)), "p50-ms")
+			b.ReportMetric(msOf(percentile(all, 0.999)), "p999-ms")
 			b.ReportMetric(float64(st.Units+st.Redundant+st.Resent)/float64(st.Units), "copies/event")
 		})
 	}

@@ -2,6 +2,7 @@ package event
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -29,6 +30,9 @@ func TestConfigValidate(t *testing.T) {
 		{"negative redundancy", func(c *Config) { c.Redundancy = -1 }},
 		{"redundancy 9", func(c *Config) { c.Redundancy = 9 }},
 		{"redundancy bytes negative", func(c *Config) { c.RedundancyBytes = -1 }},
+		{"residual loss negative", func(c *Config) { c.ResidualLoss = -0.1 }},
+		{"residual loss above limit", func(c *Config) { c.ResidualLoss = 0.6 }},
+		{"residual loss NaN", func(c *Config) { c.ResidualLoss = math.NaN() }},
 		{"no stagger keys", func(c *Config) { c.StaggerKeys = 0 }},
 		{"too many stagger keys", func(c *Config) { c.StaggerKeys = 1<<16 + 1 }},
 		{"stagger base 0", func(c *Config) { c.StaggerBase = 0 }},

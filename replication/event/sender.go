@@ -45,7 +45,7 @@ type SenderStats struct {
 	Fragments    uint64 // of which fragments
 	Resent       uint64 // retransmissions after a dropped fate (RL-2 "prepended")
 	Redundant    uint64 // proactive copies written while the unit's fate was unknown
-	Requeued     uint64 // units requeued because every packet carrying them was dropped
+	Requeued     uint64 // units requeued because a packet of their current round was dropped and none delivered
 	Unguaranteed uint64 // unguaranteed events written
 	UnguarDrops  uint64 // unguaranteed events dropped without being written (no room)
 	Staggered    uint64 // staggered records written (every repeat counts)
@@ -56,10 +56,11 @@ type SenderStats struct {
 // Sender is the sending half of the event layer for one connection: it queues
 // events, fills each packet's event section, and keeps a transmission record
 // per packet so that notify's fates drive retransmission (checklist RL-2,
-// PN-9). Guaranteed events are retransmitted only when every packet carrying
-// them was reported dropped — never on a timer; while a unit's fate is still
-// unknown it may also ride, as a redundant copy, in up to Config.Redundancy
-// following packets when RedundancyBytes allows.
+// PN-9). Guaranteed events are retransmitted only when a packet carrying them
+// was reported dropped and none delivered — never on a timer; while a unit's
+// fate is still unknown it also rides, as a redundant copy, in the following
+// Redundancy() packets when RedundancyBytes allows (more copies the lossier
+// the path, Config.ResidualLoss).
 //
 // Per packet the caller (the connection actor) does:
 //
@@ -95,7 +96,16 @@ type Sender struct {
 	redundBits, avail int
 	seq               uint64
 	stats             SenderStats
+	loss              float64 // estimated packet loss rate (adaptive redundancy)
+	lossN             int     // fates in the estimate, up to lossWindow
+	redund            int     // extra copies per unit, from loss (see Config.ResidualLoss)
 }
+
+// lossWindow is the estimator's memory in fates: a running mean over the
+// first lossWindow, then an exponential average with α = 1/lossWindow —
+// about 3 s at 20 packets/s, slow enough that the copy count does not follow
+// every lost packet, fast enough to follow a path that turns bad.
+const lossWindow = 64
 
 // NewSender returns a Sender for cfg.
 func NewSender(cfg Config) (*Sender, error) {
@@ -110,6 +120,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		streams:  make([]sendStream, cfg.Lanes+1),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
+		redund:   cfg.Redundancy,
 	}
 	s.arena.maxFree = cfg.MaxQueuedBytes
 	return s, nil
@@ -273,6 +284,36 @@ func (s *Sender) HasPending(now time.Duration) bool {
 	return false
 }
 
+// Redundancy is the number of extra copies the next Write gives a unit:
+// Config.Redundancy, raised by the loss estimate when Config.ResidualLoss is
+// set.
+func (s *Sender) Redundancy() int { return s.redund }
+
+// LossEstimate is the packet loss rate the adaptive redundancy works from.
+func (s *Sender) LossEstimate() float64 { return s.loss }
+
+// HasRedundant reports whether a Write would carry redundant copies: a unit
+// of the previous packet whose fate is unknown and whose copies are not used
+// up. A connection that would otherwise send nothing (or an ack-only packet)
+// in its next send slot should send a data packet then, or the copies — the
+// repair of a lost packet one interval later — never go out.
+func (s *Sender) HasRedundant() bool {
+	if s.redund == 0 || s.pN >= maxTxPackets {
+		return false
+	}
+	limit := uint8(1 + s.redund)
+	for _, e := range s.prev {
+		st := &s.streams[e.stream]
+		if e.id < st.base || e.id >= st.next {
+			continue
+		}
+		if u := st.unit(e.id); !u.acked && u.copies < limit && !st.needsResend(e.id) {
+			return true
+		}
+	}
+	return false
+}
+
 // Write fills w with the event section of packet seq (the sequence number
 // notify.Conn.WriteHeader returned for it), using at most w.Remaining() bits,
 // and records which guaranteed units went into it. Priority: guaranteed units
@@ -322,7 +363,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		// marked as carried by a dropped packet, so they go out again.
 		w.Truncate(start)
 		for _, e := range s.cur {
-			s.settle(e, false)
+			s.settle(e, seq, false)
 		}
 		s.cur = s.cur[:0]
 		s.advanceAll()
@@ -412,6 +453,9 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	}
 	s.pktHas[si], s.pktLast[si] = true, id
 	u.refs++
+	if u.copies == 0 {
+		u.first = s.seq
+	}
 	u.copies++
 	u.lastSeq = s.seq
 	s.cur = append(s.cur, txEntry{stream: int32(si), id: id})
@@ -639,14 +683,14 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 }
 
 // writeRedundant copies units of the previous packet whose fate is unknown into
-// this one, up to Redundancy extra copies each and RedundancyBytes per packet:
+// this one, up to Redundancy() extra copies each and RedundancyBytes per packet:
 // if that packet is lost, this one repairs it one packet interval later,
 // instead of after notify's loss detection (a receiver-side reorder threshold
 // plus the ack's trip back). The lost-packet rule still applies: a unit is
-// requeued when every packet carrying it was dropped.
+// requeued when a packet of its round is reported dropped and none delivered.
 func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	n := 0
-	limit := uint8(1 + s.cfg.Redundancy)
+	limit := uint8(1 + s.redund)
 	for _, e := range s.prev {
 		si := int(e.stream)
 		st := &s.streams[si]
@@ -705,13 +749,18 @@ func (s *Sender) pushPacket(seq uint64) {
 
 // OnFate applies notify's verdict on packet f.Seq. Feed it every fate
 // notify.Conn.PopFates returns, in order; fates of packets without guaranteed
-// units are ignored. Delivered: the units it carried are acknowledged.
-// Dropped: each unit it carried that no other packet in flight carries and
-// that is not acknowledged goes back to the front of its lane (RL-2). A
+// units only feed the loss estimate. Delivered: the units it carried are
+// acknowledged. Dropped: each unit it carried that is not acknowledged goes
+// back to the front of its lane (RL-2) if the packet belongs to the unit's
+// current round (its latest transmission and the copies after it; see unit),
+// even while copies of that round are still in flight: they followed the
+// dropped packet by an interval or two and the verdict's ack covers them
+// (see unit). A
 // record older than f.Seq whose fate never came is resolved as dropped
 // (counted in Stats.MissedFates): a resend is safe, the receiver discards
 // duplicates by id.
 func (s *Sender) OnFate(f notify.Fate) {
+	s.observe(f.Delivered)
 	for s.pN > 0 {
 		p := s.pkts[s.pHead&uint64(len(s.pkts)-1)]
 		if p.seq > f.Seq {
@@ -729,17 +778,46 @@ func (s *Sender) OnFate(f notify.Fate) {
 	}
 }
 
+// observe folds one fate into the loss estimate and updates the copy count:
+// the smallest r ≥ Redundancy with loss^(r+1) ≤ ResidualLoss.
+func (s *Sender) observe(delivered bool) {
+	if s.cfg.ResidualLoss == 0 {
+		return
+	}
+	x := 0.0
+	if !delivered {
+		x = 1
+	}
+	if s.lossN < lossWindow {
+		s.lossN++
+	}
+	s.loss += (x - s.loss) / float64(s.lossN)
+	r := s.cfg.Redundancy
+	if r == 0 {
+		return // copies off altogether
+	}
+	all := s.loss // P(a unit and its r copies are all lost), Bernoulli
+	for i := 0; i < r; i++ {
+		all *= s.loss
+	}
+	for all > s.cfg.ResidualLoss && r < MaxRedundancy {
+		all *= s.loss
+		r++
+	}
+	s.redund = r
+}
+
 func (s *Sender) resolve(p txPacket, delivered bool) {
 	mask := uint64(len(s.entries) - 1)
 	for i := p.first; i < p.first+p.n; i++ {
-		s.settle(s.entries[i&mask], delivered)
+		s.settle(s.entries[i&mask], p.seq, delivered)
 	}
 	s.eHead = p.first + p.n
 	s.advanceAll()
 }
 
-// settle applies one packet's fate to one unit it carried.
-func (s *Sender) settle(e txEntry, delivered bool) {
+// settle applies the fate of packet seq to one unit it carried.
+func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 	st := &s.streams[e.stream]
 	if e.id < st.base || e.id >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
@@ -752,7 +830,7 @@ func (s *Sender) settle(e txEntry, delivered bool) {
 	case delivered:
 		u.acked = true
 		st.setResend(e.id, false)
-	case u.refs == 0 && !u.acked:
+	case !u.acked && !st.needsResend(e.id) && (u.refs == 0 || seq >= u.first):
 		st.setResend(e.id, true)
 		u.copies = 0
 		s.stats.Requeued++

@@ -139,25 +139,34 @@ func TestRedundantCopies(t *testing.T) {
 	})
 }
 
-// TestRequeueWaitsForEveryCarrier: a unit is requeued only when every packet
-// carrying it was dropped, and not at all once one was delivered.
-func TestRequeueWaitsForEveryCarrier(t *testing.T) {
+// TestRequeueOnFirstDropOfItsRound: the first carrier of a unit's round
+// reported dropped requeues it, though a copy of the round is still in
+// flight — that copy followed the dropped packet by an interval and is
+// covered by the same ack, so waiting for its own verdict only costs that
+// interval again. A copy delivered in the same batch of fates cancels the
+// resend; drops of an older round's carriers requeue nothing.
+func TestRequeueOnFirstDropOfItsRound(t *testing.T) {
 	c := DefaultConfig()
-	c.Redundancy = 1
+	c.Redundancy, c.ResidualLoss = 1, 0
 	p := newPair(t, c)
 	must(t, p.s.SendOrdered(0, []byte("x")))
 	p1, p2 := p.write(0, 100), p.write(50*ms, 100)
 	p.fate(p1, false)
-	if st := p.s.Stats(); st.Requeued != 0 || p.s.HasPending(0) {
-		t.Fatalf("requeued while another carrier is in flight: %+v", st)
+	if st := p.s.Stats(); st.Requeued != 1 || !p.s.HasPending(0) {
+		t.Fatalf("not requeued on the round's first drop: %+v", st)
 	}
-	p.fate(p2, false)
-	if st := p.s.Stats(); st.Requeued != 1 {
-		t.Fatalf("not requeued after both carriers dropped: %+v", st)
+	p3 := p.write(100*ms, 100) // the resend: a new round
+	p.fate(p2, false)          // the old round's copy: no second requeue
+	if st := p.s.Stats(); st.Requeued != 1 || st.Resent != 1 || p.s.HasPending(0) {
+		t.Fatalf("the old round's drop requeued again: %+v", st)
 	}
-	p.through(100*ms, 100)
+	p.deliver(p3)
+	p.fate(p3, true)
 	if g := payloads(p.take()); !slices.Equal(g, []string{"x"}) {
 		t.Fatalf("got %q", g)
+	}
+	if p.s.InFlight(0) != 0 {
+		t.Fatalf("lane holds %d after the resend was delivered", p.s.InFlight(0))
 	}
 
 	q := newPair(t, c)
@@ -166,8 +175,9 @@ func TestRequeueWaitsForEveryCarrier(t *testing.T) {
 	q.deliver(q2)
 	q.s.OnFate(fate(q1, false)) // the first copy was lost…
 	q.s.OnFate(fate(q2, true))  // …the second delivered: nothing to resend
-	if st := q.s.Stats(); st.Requeued != 0 || q.s.InFlight(0) != 0 {
-		t.Fatalf("stats %+v, in flight %d: want no requeue, lane empty", st, q.s.InFlight(0))
+	q.write(100*ms, 100)
+	if st := q.s.Stats(); st.Resent != 0 || q.s.InFlight(0) != 0 {
+		t.Fatalf("stats %+v, in flight %d: want no resend, lane empty", st, q.s.InFlight(0))
 	}
 }
 

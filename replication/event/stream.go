@@ -14,9 +14,18 @@ type pendEvent struct {
 //
 //	queued ──Write──▶ in flight (refs > 0) ──delivered fate──▶ acked ──(refs = 0, lowest)──▶ freed
 //	                      │  ▲
-//	  dropped fate, refs=0│  │Write (resend, front of the lane)
-//	                      ▼  │
+//	 dropped fate of this │  │Write (resend, front of the lane)
+//	 round, none delivered▼  │
 //	                    needs resend
+//
+// A round is one transmission and its redundant copies; first is its first
+// packet. The first carrier of the round reported dropped requeues the unit:
+// its later copies, sent a packet interval or two after it, are covered by
+// the same ack and are lost too unless their delivered fate waits behind an
+// older lost packet's (fates come in send order; the resend is then a
+// duplicate the receiver discards), and waiting for their own verdicts
+// would cost those intervals again. Drops of an older round's carriers only
+// release their references.
 type unit struct {
 	buf     []byte // the event's payload, shared by all its fragments
 	off, n  int32  // this unit's bytes: buf[off : off+n]
@@ -26,6 +35,7 @@ type unit struct {
 	refs    uint16 // packets carrying it whose fate is unknown
 	copies  uint8  // packets it was written in since its (re)transmission began
 	lastSeq uint64 // newest packet it was written in
+	first   uint64 // first packet of its current round
 }
 
 // sendStream is the sender half of one ordered lane or of the unordered
