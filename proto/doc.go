@@ -17,4 +17,4 @@
 // and diff on any machine.
 package proto
 
-//go:generate go run ./internal/protoc -I . -out . ghostwire/v1/admin.proto ghostwire/v1/common.proto ghostwire/v1/directory.proto ghostwire/v1/handoff.proto ghostwire/v1/input.proto ghostwire/v1/replica.proto ghostwire/v1/view.proto
+//go:generate go run ./internal/protoc -I . -out . ghostwire/v1/admin.proto ghostwire/v1/cluster.proto ghostwire/v1/common.proto ghostwire/v1/directory.proto ghostwire/v1/handoff.proto ghostwire/v1/input.proto ghostwire/v1/replica.proto ghostwire/v1/view.proto

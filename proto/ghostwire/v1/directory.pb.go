@@ -78,16 +78,23 @@ func (PlayerState) EnumDescriptor() ([]byte, []int) {
 	return file_ghostwire_v1_directory_proto_rawDescGZIP(), []int{0}
 }
 
-// Key zones.<zone>: which node owns a zone. A lease: the owner refreshes it
-// before expires_unix_ms; survivors may claim an expired zone.
+// Key <zone> in bucket ghostwire_zones: which node owns a zone. A lease:
+// claimed with Create (fails while another owner's entry lives), renewed by
+// the owner with Update at the entry's revision, released with Delete at
+// it; the bucket's TTL expires a lease its owner stopped renewing, and
+// survivors may then claim the zone.
 type ZoneOwner struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Zone           string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
 	Node           string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
 	AcquiredUnixMs int64                  `protobuf:"varint,3,opt,name=acquired_unix_ms,json=acquiredUnixMs,proto3" json:"acquired_unix_ms,omitempty"`
 	ExpiresUnixMs  int64                  `protobuf:"varint,4,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// epoch is the KV revision of the Create that claimed the zone: it stays
+	// the same across renewals and grows with every new claim. Every
+	// cross-process message about the zone carries it (the fence).
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ZoneOwner) Reset() {
@@ -144,6 +151,13 @@ func (x *ZoneOwner) GetAcquiredUnixMs() int64 {
 func (x *ZoneOwner) GetExpiresUnixMs() int64 {
 	if x != nil {
 		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *ZoneOwner) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -374,12 +388,13 @@ var File_ghostwire_v1_directory_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\n" +
-	"\x1cghostwire/v1/directory.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\"\x85\x01\n" +
+	"\x1cghostwire/v1/directory.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\"\x9b\x01\n" +
 	"\tZoneOwner\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12(\n" +
 	"\x10acquired_unix_ms\x18\x03 \x01(\x03R\x0eacquiredUnixMs\x12&\n" +
-	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\"\x8f\x02\n" +
+	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x8f\x02\n" +
 	"\fPlayerRecord\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12/\n" +

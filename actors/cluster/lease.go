@@ -1,0 +1,329 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+)
+
+// Owner is who owns a zone, as the directory says.
+type Owner struct {
+	Zone  string
+	Node  string
+	Epoch uint64 // the claim's KV revision: the fence
+}
+
+// DefaultLeaseTTL is how long a zone lease lives without renewal.
+const DefaultLeaseTTL = 3 * time.Second
+
+// Leases claims, renews and releases this node's zone leases in the zones
+// bucket and watches every zone's owner. Renewals run on their own
+// goroutine, never on an actor's.
+//
+// Fencing: a lease's epoch is the revision of the Create that claimed it;
+// renewals are compare-and-set at the last revision this node wrote, so a
+// node whose lease expired and was claimed by another can never renew it
+// (it learns it lost the zone instead). A node that cannot reach the
+// bucket stops treating a lease as its own one renewal interval before the
+// lease would expire (Lost), so two nodes never both act as owner.
+type Leases struct {
+	kv    jetstream.KeyValue
+	node  string
+	ttl   time.Duration
+	renew time.Duration
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu     sync.Mutex
+	held   map[string]*held
+	owners map[string]Owner
+	// lost is told (off the lock, on the renewal goroutine) about every
+	// zone this node stopped owning without releasing it.
+	lost    func(zone string)
+	changed chan struct{} // closed and replaced whenever owners changes
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type held struct {
+	rev    uint64 // the revision this node wrote last
+	epoch  uint64
+	since  time.Time
+	lastOK time.Time
+}
+
+// LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
+// entries expire ttl after their last write, and the server leaves a
+// marker when one does, so watchers hear of an expired lease.
+func LeaseBucketConfig(bucket string, ttl time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: ttl, LimitMarkerTTL: ttl}
+}
+
+// NewLeases starts watching the bucket and renewing what this node claims.
+// lost may be nil.
+func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time.Duration, log *slog.Logger, lost func(zone string)) (*Leases, error) {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 3, log: log, now: time.Now,
+		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), stop: make(chan struct{})}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("leases: watch %s: %w", kv.Bucket(), err)
+	}
+	// The initial values end with a nil entry: the directory is complete.
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		l.apply(e)
+	}
+	l.wg.Add(2)
+	go l.watch(w)
+	go l.renewLoop()
+	return l, nil
+}
+
+// TTL is the lease lifetime.
+func (l *Leases) TTL() time.Duration { return l.ttl }
+
+// Node is this node's id.
+func (l *Leases) Node() string { return l.node }
+
+func decodeOwner(e jetstream.KeyValueEntry) (Owner, bool) {
+	var zo pb.ZoneOwner
+	if err := proto.Unmarshal(e.Value(), &zo); err != nil || zo.GetNode() == "" {
+		return Owner{}, false
+	}
+	ep := zo.GetEpoch()
+	if ep == 0 {
+		ep = e.Revision() // the claim itself
+	}
+	return Owner{Zone: e.Key(), Node: zo.GetNode(), Epoch: ep}, true
+}
+
+func (l *Leases) apply(e jetstream.KeyValueEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		if o, ok := decodeOwner(e); ok {
+			l.owners[e.Key()] = o
+		} else {
+			l.log.Warn("zone lease with a bad value ignored", "zone", e.Key(), "revision", e.Revision())
+		}
+	default: // deleted, purged, expired
+		delete(l.owners, e.Key())
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *Leases) watch(w jetstream.KeyWatcher) {
+	defer l.wg.Done()
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				l.apply(e)
+			}
+		}
+	}
+}
+
+// Owner returns the zone's owner as last seen.
+func (l *Leases) Owner(zone string) (Owner, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o, ok := l.owners[zone]
+	return o, ok
+}
+
+// Owners returns a copy of the directory.
+func (l *Leases) Owners() map[string]Owner {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]Owner, len(l.owners))
+	for k, v := range l.owners {
+		out[k] = v
+	}
+	return out
+}
+
+// Changed returns a channel closed at the next change of the directory.
+func (l *Leases) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Held returns the epoch of a zone this node holds.
+func (l *Leases) Held(zone string) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[zone]
+	if !ok {
+		return 0, false
+	}
+	return h.epoch, true
+}
+
+// ErrOwned is returned by Claim for a zone another node holds.
+var ErrOwned = errors.New("zone owned by another node")
+
+func (l *Leases) value(zone string, epoch uint64, since time.Time) []byte {
+	now := l.now()
+	b, _ := proto.Marshal(&pb.ZoneOwner{Zone: zone, Node: l.node, AcquiredUnixMs: since.UnixMilli(),
+		ExpiresUnixMs: now.Add(l.ttl).UnixMilli(), Epoch: epoch})
+	return b
+}
+
+// Claim takes zone if nobody holds it and returns its new epoch.
+func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
+	now := l.now()
+	rev, err := l.kv.Create(ctx, zone, l.value(zone, 0, now))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("claim %s: %w", zone, err)
+	}
+	// Write the epoch into the value, so readers need not know that a
+	// renewed entry's revision is not its epoch.
+	rev2, err := l.kv.Update(ctx, zone, l.value(zone, rev, now), rev)
+	if err != nil {
+		rev2 = rev // the next renewal retries; the epoch is still rev
+	}
+	l.mu.Lock()
+	l.held[zone] = &held{rev: rev2, epoch: rev, since: now, lastOK: now}
+	l.owners[zone] = Owner{Zone: zone, Node: l.node, Epoch: rev}
+	l.mu.Unlock()
+	return rev, nil
+}
+
+// Release gives zone up (only if this node still holds it at the
+// revision it wrote).
+func (l *Leases) Release(ctx context.Context, zone string) error {
+	l.mu.Lock()
+	h, ok := l.held[zone]
+	delete(l.held, zone)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := l.kv.Delete(ctx, zone, jetstream.LastRevision(h.rev)); err != nil {
+		return fmt.Errorf("release %s: %w", zone, err)
+	}
+	return nil
+}
+
+func (l *Leases) renewLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.renewAll()
+		}
+	}
+}
+
+// renewAll renews every held lease; it reports the ones lost.
+func (l *Leases) renewAll() {
+	l.mu.Lock()
+	zones := make([]string, 0, len(l.held))
+	for z := range l.held {
+		zones = append(zones, z)
+	}
+	l.mu.Unlock()
+	for _, z := range zones {
+		l.mu.Lock()
+		h, ok := l.held[z]
+		if !ok {
+			l.mu.Unlock()
+			continue
+		}
+		rev, epoch, since := h.rev, h.epoch, h.since
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), l.renew)
+		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
+		cancel()
+		now := l.now()
+		l.mu.Lock()
+		h, ok = l.held[z]
+		if !ok || h.epoch != epoch {
+			l.mu.Unlock()
+			continue // released meanwhile
+		}
+		var why string
+		switch {
+		case err == nil:
+			h.rev, h.lastOK = nrev, now
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
+			why = "lease taken or expired: " + err.Error()
+		case now.Sub(h.lastOK) > l.ttl-l.renew:
+			// Cannot reach the bucket: stop acting as owner one renewal
+			// before the lease can expire and another node claim it.
+			why = "lease not renewed in time (" + err.Error() + ")"
+		}
+		if why != "" {
+			delete(l.held, z)
+		}
+		l.mu.Unlock()
+		if why != "" {
+			l.log.Error("zone lease lost: this node no longer owns the zone", "zone", z, "epoch", epoch, "why", why)
+			if l.lost != nil {
+				l.lost(z)
+			}
+		}
+	}
+}
+
+func isWrongSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// Close stops renewing and watching and releases every lease this node
+// holds (within ctx).
+func (l *Leases) Close(ctx context.Context) {
+	select {
+	case <-l.stop:
+		return
+	default:
+	}
+	close(l.stop)
+	l.wg.Wait()
+	l.mu.Lock()
+	zones := make([]string, 0, len(l.held))
+	for z := range l.held {
+		zones = append(zones, z)
+	}
+	l.mu.Unlock()
+	for _, z := range zones {
+		if err := l.Release(ctx, z); err != nil {
+			l.log.Warn("zone lease not released (it expires by itself)", "zone", z, "err", err)
+		}
+	}
+}
