@@ -92,7 +92,13 @@ type ZoneOwner struct {
 	// epoch is the KV revision of the Create that claimed the zone: it stays
 	// the same across renewals and grows with every new claim. Every
 	// cross-process message about the zone carries it (the fence).
-	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The zone's load as of the last renewal (its owner writes them at each
+	// renewal; zero from an owner that does not): players whose entity the
+	// zone owns, and NPCs it simulates. For operators (zonectl zones), not
+	// for routing.
+	Players       uint32 `protobuf:"varint,6,opt,name=players,proto3" json:"players,omitempty"`
+	Npcs          uint32 `protobuf:"varint,7,opt,name=npcs,proto3" json:"npcs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +164,20 @@ func (x *ZoneOwner) GetExpiresUnixMs() int64 {
 func (x *ZoneOwner) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ZoneOwner) GetPlayers() uint32 {
+	if x != nil {
+		return x.Players
+	}
+	return 0
+}
+
+func (x *ZoneOwner) GetNpcs() uint32 {
+	if x != nil {
+		return x.Npcs
 	}
 	return 0
 }
@@ -388,13 +408,15 @@ var File_ghostwire_v1_directory_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\n" +
-	"\x1cghostwire/v1/directory.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\"\x9b\x01\n" +
+	"\x1cghostwire/v1/directory.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\"\xc9\x01\n" +
 	"\tZoneOwner\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12(\n" +
 	"\x10acquired_unix_ms\x18\x03 \x01(\x03R\x0eacquiredUnixMs\x12&\n" +
 	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x8f\x02\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\aplayers\x18\x06 \x01(\rR\aplayers\x12\x12\n" +
+	"\x04npcs\x18\a \x01(\rR\x04npcs\"\x8f\x02\n" +
 	"\fPlayerRecord\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12/\n" +
