@@ -481,8 +481,11 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 	return d
 }
 
+// hasContent reports whether a data packet has something to carry: moves the
+// server has not acknowledged, events, or their redundant copies (an
+// ack-only packet in their slot would skip the repair they stand for).
 func (c *Client) hasContent(now time.Duration) bool {
-	return c.stream.Len() > 0 || c.e.evs.HasPending(now)
+	return c.stream.Len() > 0 || c.e.evs.HasPending(now) || c.e.evs.HasRedundant()
 }
 
 // longForm reports whether the next packet goes in the long form: until the

@@ -69,6 +69,12 @@ type Server struct {
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	ctlSent    uint64 // the ack of the newest data packet
 	ctlSentAny bool
+	// ackOwed: a client packet repeated only moves already applied, so the
+	// client lacks our ack — the data packet carrying it was lost. Answer
+	// with a control section even when nothing changed: an ack-only packet
+	// carries none, and the client would repeat its moves unacknowledged
+	// for as long as the server has nothing else to send.
+	ackOwed bool
 
 	interval   time.Duration // 1/SendRate
 	nextData   time.Duration
@@ -321,8 +327,12 @@ var (
 func (s *Server) readSections(pt []byte) error {
 	r := &s.e.r
 	r.Reset(pt)
+	before := s.ap.Stats()
 	if err := s.ap.Read(r, s.applyFn); err != nil {
 		return fmt.Errorf("move section: %w", err)
+	}
+	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {
+		s.ackOwed = true
 	}
 	if err := s.e.evr.Read(r, s.e.deliver); err != nil {
 		return fmt.Errorf("event section: %w", err)
@@ -394,10 +404,12 @@ func (s *Server) outstanding() bool {
 const maxDuration = time.Duration(1<<63 - 1)
 
 // hasContent reports whether a data packet has something to carry besides
-// acks (ghosts are asked separately).
+// acks (ghosts are asked separately): events, their redundant copies (an
+// ack-only packet in their slot would skip the repair they stand for), a
+// changed or owed control ack, a correction.
 func (s *Server) hasContent(now time.Duration) bool {
-	return s.e.evs.HasPending(now) ||
-		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent))
+	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() ||
+		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent || s.ackOwed))
 }
 
 // budget refills the credit and returns this packet's size limit.
@@ -545,7 +557,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			w.Truncate(0)
 			w.WriteFlag(false)
 		} else {
-			s.ctlSent, s.ctlSentAny = s.ctlApplied, true
+			s.ctlSent, s.ctlSentAny, s.ackOwed = s.ctlApplied, true, false
 		}
 	} else {
 		w.WriteFlag(false)
