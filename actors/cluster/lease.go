@@ -102,6 +102,13 @@ func (l *Leases) TTL() time.Duration { return l.ttl }
 // Node is this node's id.
 func (l *Leases) Node() string { return l.node }
 
+// DecodeOwner reads a zones-bucket entry the way the leases do: the epoch
+// is the value's, or the entry's revision when the value has none (a
+// claim not yet rewritten with its epoch). It reports false for a value
+// that is not a ZoneOwner naming a node. For tools that read the
+// directory without holding leases (zonectl zones).
+func DecodeOwner(e jetstream.KeyValueEntry) (Owner, bool) { return decodeOwner(e) }
+
 func decodeOwner(e jetstream.KeyValueEntry) (Owner, bool) {
 	var zo pb.ZoneOwner
 	if err := proto.Unmarshal(e.Value(), &zo); err != nil || zo.GetNode() == "" {

@@ -1,10 +1,11 @@
 // Command zonectl is ghostwire's admin CLI. This build has the token
-// backend's commands:
+// backend's commands and a read-only view of the cluster directory:
 //
 //	zonectl keygen [--out FILE] [--force]
 //	zonectl token --player ID [--key FILE | GHOSTWIRE_TOKEN_KEY | --data DIR]
 //	              [--server ADDR]... [--ttl D] [--timeout D] [--protocol N]
 //	              [--user-data S] [--out FILE] [--format base64|hex|raw]
+//	zonectl zones [--nats URL] [--timeout D] [-o table|json] [--world FILE]
 //
 // See `zonectl help` and `zonectl COMMAND --help`.
 package main
@@ -49,6 +50,7 @@ type command struct {
 var commands = map[string]command{
 	"keygen": {"generate a connect-token key", runKeygen},
 	"token":  {"mint a connect token for a player", runToken},
+	"zones":  {"list the zones, their owner nodes, epochs and load (cluster directory)", runZones},
 }
 
 // errUsage marks a command-line mistake (exit code 2, not 1).

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// The directory's buckets, as actors/node names them (BucketZones,
+// BucketNodes; a test checks they agree). Spelt out here so zonectl does
+// not link the whole zone server.
+const (
+	bucketZones = "ghostwire_zones"
+	bucketNodes = "ghostwire_nodes"
+)
+
+// defaultNATS is where a dev `go run ./cmd/zoned` embeds its NATS.
+const defaultNATS = "nats://127.0.0.1:4222"
+
+const zonesHead = `zonectl zones — list the world's zones and who runs them.
+
+Reads the cluster directory in NATS JetStream KV (read-only): for each zone,
+the node owning its lease, the lease's epoch, and the players and NPCs the
+zone had at the owner's last lease renewal. Zones are those with a lease in
+the directory, sorted by id; with --world, also the map's zones nobody owns
+(shown as "-", null in JSON).
+
+Usage: zonectl zones [--nats URL] [--timeout D] [-o table|json] [--world FILE]
+
+Example:
+
+  $ zonectl zones --world world.json
+  ZONE  NODE          EPOCH  PLAYERS  NPCS  UDP_ADDR
+  x0z0  zoned-a-7777  12     41       50    10.0.0.5:7777
+  x0z1  -             -      -        -     -
+  x1z0  zoned-b-7777  15     3        50    10.0.0.6:7777
+  x1z1  zoned-b-7777  16     0        50    10.0.0.6:7777
+
+  $ zonectl zones -o json | jq -r '.[] | select(.node == null) | .zone'
+
+Exit status: 0 listed, 1 runtime error (NATS unreachable, no JetStream,
+unreadable --world), 2 usage error.
+
+Flags:
+`
+
+// zoneRow is one zone in the output. Its JSON field names are stable:
+// scripts depend on them. Pointers are null for a zone nobody owns (and
+// node_udp_addr for an owner without a node record).
+type zoneRow struct {
+	Zone        string  `json:"zone"`
+	Node        *string `json:"node"`
+	Epoch       *uint64 `json:"epoch"`
+	Players     *uint32 `json:"players"`
+	NPCs        *uint32 `json:"npcs"`
+	NodeUDPAddr *string `json:"node_udp_addr"`
+}
+
+func runZones(e env, args []string) error {
+	fs := newFlags(e, "zones", zonesHead)
+	natsURL := fs.String("nats", defaultNATS, "NATS `URL` of the cluster (the directory's JetStream KV); user:password@ in the URL authenticates")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up connecting and reading the directory after this long")
+	output := fs.StringP("output", "o", "table", "output format: table or json")
+	worldFile := fs.String("world", "", "world map `FILE` (JSON, as zoned --world reads): also list its zones nobody owns")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("%w: -o %q: want table or json", errUsage, *output)
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("%w: --timeout %s: want a positive duration", errUsage, *timeout)
+	}
+	var w *world.World
+	if *worldFile != "" {
+		var err error
+		if w, err = world.Load(*worldFile); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	rows, err := readZones(ctx, *natsURL, *timeout, e.stderr)
+	if err != nil {
+		return err
+	}
+	if w != nil {
+		rows = addUnowned(rows, w)
+	}
+	if *output == "json" {
+		return writeZonesJSON(e.stdout, rows)
+	}
+	return writeZonesTable(e.stdout, rows)
+}
+
+// redact hides a password in a NATS URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// readZones lists the zones with a lease, joined with their owners' node
+// records, sorted by zone id.
+func readZones(ctx context.Context, natsURL string, timeout time.Duration, warn io.Writer) ([]zoneRow, error) {
+	where := redact(natsURL)
+	nc, err := nats.Connect(natsURL, nats.Name("zonectl"), nats.Timeout(timeout), nats.NoReconnect())
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is zoned running there? point --nats at its NATS)", where, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream at %s: %w", where, err)
+	}
+	zones, err := readBucket(ctx, js, bucketZones, where, warn)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := readBucket(ctx, js, bucketNodes, where, warn)
+	if err != nil {
+		return nil, err
+	}
+	udp := make(map[string]string, len(nodes))
+	for _, ent := range nodes {
+		var rec pb.NodeRecord
+		if err := proto.Unmarshal(ent.Value(), &rec); err != nil {
+			fmt.Fprintf(warn, "zonectl zones: node %s: undecodable record ignored: %v\n", ent.Key(), err)
+			continue
+		}
+		if rec.GetUdpAddr() != "" {
+			udp[ent.Key()] = rec.GetUdpAddr()
+		}
+	}
+	rows := make([]zoneRow, 0, len(zones))
+	for _, ent := range zones {
+		o, ok := cluster.DecodeOwner(ent)
+		if !ok {
+			fmt.Fprintf(warn, "zonectl zones: zone %s: lease value is not a ZoneOwner naming a node; ignored\n", ent.Key())
+			continue
+		}
+		var zo pb.ZoneOwner
+		_ = proto.Unmarshal(ent.Value(), &zo) // DecodeOwner succeeded on the same bytes
+		players, npcs := zo.GetPlayers(), zo.GetNpcs()
+		r := zoneRow{Zone: o.Zone, Node: &o.Node, Epoch: &o.Epoch, Players: &players, NPCs: &npcs}
+		if a, ok := udp[o.Node]; ok {
+			r.NodeUDPAddr = &a
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b zoneRow) int { return cmp.Compare(a.Zone, b.Zone) })
+	return rows, nil
+}
+
+// readBucket returns the live entries of a bucket. A bucket that does not
+// exist yet is empty (no zoned has written the directory through this
+// NATS), said on warn.
+func readBucket(ctx context.Context, js jetstream.JetStream, bucket, where string, warn io.Writer) ([]jetstream.KeyValueEntry, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		fmt.Fprintf(warn, "zonectl zones: no bucket %s at %s (no zoned has written the directory there)\n", bucket, where)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("directory bucket %s at %s: %w", bucket, where, err)
+	}
+	// A watcher delivers every live entry with its revision (the epoch of
+	// a lease without one), then nil; deleted and expired leases are
+	// markers it skips.
+	kw, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", bucket, where, err)
+	}
+	defer func() { _ = kw.Stop() }()
+	var out []jetstream.KeyValueEntry
+	for {
+		select {
+		case ent, ok := <-kw.Updates():
+			if !ok {
+				return nil, fmt.Errorf("read %s at %s: watcher closed", bucket, where)
+			}
+			if ent == nil {
+				return out, nil
+			}
+			out = append(out, ent)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read %s at %s: %w", bucket, where, ctx.Err())
+		}
+	}
+}
+
+// addUnowned adds a row for every zone of w without a lease, keeping the
+// rows sorted by zone id. Leased zones missing from w stay listed.
+func addUnowned(rows []zoneRow, w *world.World) []zoneRow {
+	have := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		have[r.Zone] = true
+	}
+	for _, z := range w.Zones() {
+		if !have[z.ID] {
+			rows = append(rows, zoneRow{Zone: z.ID})
+		}
+	}
+	slices.SortFunc(rows, func(a, b zoneRow) int { return cmp.Compare(a.Zone, b.Zone) })
+	return rows
+}
+
+func writeZonesJSON(out io.Writer, rows []zoneRow) error {
+	if rows == nil {
+		rows = []zoneRow{} // [] rather than null: scripts iterate it
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+func writeZonesTable(out io.Writer, rows []zoneRow) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ZONE\tNODE\tEPOCH\tPLAYERS\tNPCS\tUDP_ADDR")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Zone, orDash(r.Node), orDash(r.Epoch), orDash(r.Players), orDash(r.NPCs), orDash(r.NodeUDPAddr))
+	}
+	return tw.Flush()
+}
+
+func orDash[T any](p *T) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
