@@ -339,19 +339,40 @@ func sq(x float64) float64 { return x * x }
 // crowdBudget is the per-packet byte budget: 64 kbps at 20 packets/s.
 const crowdBudget = 64000 / 8 / 20
 
+// crowdSeeds are the CrowdScene runs a result must hold for: the netsim
+// loss pattern and the crowd's paths differ per seed, and a staleness bound
+// met by one seed only is luck.
+const crowdSeeds = 10
+
 // BenchmarkCrowdScene: one client, 1,000 entities in scope (half moving on
 // random waypoints at 1.5–7 m/s, half idle), 20 packets/s of at most 400
 // bytes (notify header included), 5% loss, 60 s virtual over netsim after a
-// 5 s warm-up in which the 1,000 creates go out.
+// 5 s warm-up in which the 1,000 creates go out; seeds 1–10, each a run of
+// its own. kbps/client, p99-err-cm and max-stale-ms are the worst over the
+// seeds (the targets hold for every one); p50-err-cm and hdr-B/pkt the mean;
+// max-stale-seed is the seed with the worst staleness.
 func BenchmarkCrowdScene(b *testing.B) {
 	b.ReportAllocs()
-	var r crowdResult
+	var worst crowdResult
+	var p50, hdr float64
+	worstSeed := uint64(0)
 	for b.Loop() {
-		r = runCrowd(b, 1, crowdBudget, 5*time.Second, 60*time.Second, DefaultConfig())
+		worst, p50, hdr = crowdResult{}, 0, 0
+		for seed := uint64(1); seed <= crowdSeeds; seed++ {
+			r := runCrowd(b, seed, crowdBudget, 5*time.Second, 60*time.Second, DefaultConfig())
+			worst.kbps = max(worst.kbps, r.kbps)
+			worst.p99ErrCM = max(worst.p99ErrCM, r.p99ErrCM)
+			if r.maxStaleMS > worst.maxStaleMS {
+				worst.maxStaleMS, worstSeed = r.maxStaleMS, seed
+			}
+			p50 += r.p50ErrCM / crowdSeeds
+			hdr += r.hdrBytes / crowdSeeds
+		}
 	}
-	b.ReportMetric(r.kbps, "kbps/client")
-	b.ReportMetric(r.p99ErrCM, "p99-err-cm")
-	b.ReportMetric(r.maxStaleMS, "max-stale-ms")
-	b.ReportMetric(r.p50ErrCM, "p50-err-cm")
-	b.ReportMetric(r.hdrBytes, "hdr-B/pkt")
+	b.ReportMetric(worst.kbps, "kbps/client")
+	b.ReportMetric(worst.p99ErrCM, "p99-err-cm")
+	b.ReportMetric(worst.maxStaleMS, "max-stale-ms")
+	b.ReportMetric(float64(worstSeed), "max-stale-seed")
+	b.ReportMetric(p50, "p50-err-cm")
+	b.ReportMetric(hdr, "hdr-B/pkt")
 }

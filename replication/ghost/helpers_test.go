@@ -154,6 +154,13 @@ type realNet struct {
 	r         bitstream.Reader
 	headerBit int // header bits of the last packet begun
 	rejected  int
+	pend      []pendPkt // packets whose fate was not handed out yet
+}
+
+type pendPkt struct {
+	seq   uint64
+	at    time.Duration
+	early bool // its delivered fate went out ahead of an older packet's
 }
 
 func newRealNet(t testing.TB, down, up netsim.Config, ackEvery time.Duration) *realNet {
@@ -180,6 +187,7 @@ func (n *realNet) begin(w *bitstream.Writer, now time.Duration) uint64 {
 		panic(fmt.Sprintf("notify WriteHeader: %v", err))
 	}
 	n.headerBit = w.BitLen() - at
+	n.pend = append(n.pend, pendPkt{seq: seq, at: now})
 	return seq
 }
 
@@ -227,7 +235,32 @@ func (n *realNet) fates(now time.Duration, dst []notify.Fate) []notify.Fate {
 		n.srv.Accept(h, now)
 	})
 	n.srv.Tick(now)
-	return n.srv.PopFates(dst)
+	// As session.Server does: fates in send order, but a packet known
+	// delivered while an older one's fate is open is reported at once, and
+	// its in-order fate is not reported again.
+	start := len(dst)
+	dst = n.srv.PopFates(dst)
+	out := dst[:start]
+	for _, f := range dst[start:] {
+		for len(n.pend) > 0 && n.pend[0].seq < f.Seq {
+			n.pend = n.pend[1:]
+		}
+		early := len(n.pend) > 0 && n.pend[0].seq == f.Seq && n.pend[0].early
+		if len(n.pend) > 0 && n.pend[0].seq == f.Seq {
+			n.pend = n.pend[1:]
+		}
+		if !early {
+			out = append(out, f)
+		}
+	}
+	for i := range n.pend {
+		p := &n.pend[i]
+		if _, ok := n.srv.Delivered(p.seq); ok && !p.early {
+			p.early = true
+			out = append(out, notify.Fate{Seq: p.seq, Delivered: true, SentAt: p.at})
+		}
+	}
+	return out
 }
 
 // rig drives one Table and one Mirror over a transport.

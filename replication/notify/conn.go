@@ -656,6 +656,21 @@ func (c *Conn) PopFates(dst []Fate) []Fate {
 
 // ---- accessors ----
 
+// Delivered reports whether our packet seq is known delivered though its
+// fate has not been popped yet, and when it was sent. Fates pop in send
+// order, so one lost packet holds back the delivered fates of every packet
+// sent after it until the peer gives it up — K packets and an ack's trip
+// later. A layer that can act on a delivery out of order (a ghost table
+// confirming state the client holds) asks here instead of waiting. False for
+// a packet unresolved, dropped, or already popped.
+func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
+	if seq < c.headSeq || seq >= c.nextSeq {
+		return 0, false
+	}
+	r := &c.recs[seq&c.recMask]
+	return r.sentAt, r.state == recDelivered
+}
+
 // NextSeq is the sequence number the next WriteHeader will use.
 func (c *Conn) NextSeq() uint64 { return c.nextSeq }
 

@@ -834,3 +834,40 @@ func TestTwoPhaseInterleaved(t *testing.T) {
 		})
 	}
 }
+
+// TestDeliveredBehindAPendingFate: B accepted 1 and 2 but not 0, which is
+// still within its reorder window, so A's fates of 1 and 2 wait behind 0's in
+// PopFates; Delivered already tells, with the send times, and stops telling
+// once the fates were popped.
+func TestDeliveredBehindAPendingFate(t *testing.T) {
+	cfg := DefaultConfig()
+	a, b, _, now := lockstepPair(t, cfg, 4, []uint64{1, 2})
+	_, p := b.send(t, now, TypeAck)
+	if _, err := a.recv(t, now+ms, p); err != nil {
+		t.Fatal(err)
+	}
+	if f := a.pop(t); len(f) != 0 {
+		t.Fatalf("fates %+v popped past the unresolved packet 0", f)
+	}
+	for seq, want := range []bool{false, true, true, false} {
+		if at, ok := a.c.Delivered(uint64(seq)); ok != want || (ok && at != 0) {
+			t.Fatalf("Delivered(%d) = %v, %v; want %v", seq, at, ok, want)
+		}
+	}
+	if _, ok := a.c.Delivered(99); ok {
+		t.Fatal("Delivered of a packet never sent")
+	}
+	// B gives 0 up by time; its next ack resolves 0 dropped and releases all.
+	now += b.c.reorderTime() + 20*ms
+	b.c.Tick(now)
+	_, p = b.send(t, now, TypeAck)
+	if _, err := a.recv(t, now+ms, p); err != nil {
+		t.Fatal(err)
+	}
+	if f := a.pop(t); len(f) != 3 || f[0].Delivered || !f[1].Delivered || !f[2].Delivered {
+		t.Fatalf("fates %+v, want 0 dropped, 1 and 2 delivered", f)
+	}
+	if _, ok := a.c.Delivered(1); ok {
+		t.Fatal("Delivered still reports a popped fate")
+	}
+}

@@ -139,17 +139,26 @@ func (r *GhostRelay) Write(w *bitstream.Writer, pktSeq uint64, now time.Duration
 	return 1, nil
 }
 
-// OnFate takes the fate of a packet from Server.PopGhostFates.
+// OnFate takes the fate of a packet from Server.PopGhostFates: one per
+// packet, in send order except for deliveries reported early, so the packet
+// is looked up (the ring holds the few packets in flight) and the resolved
+// ones are released from the old end.
 func (r *GhostRelay) OnFate(f notify.Fate) {
-	for r.pkts.len() > 0 && r.pkts.front() < f.Seq {
-		// Unreachable with Server's fates (one per packet, in order); a fate
-		// skipped would otherwise leak the table's record.
-		r.emit(notify.Fate{Seq: r.gs.front(), Delivered: false, SentAt: f.SentAt})
-		r.pkts.pop()
-		r.gs.pop()
+	for i := 0; i < r.pkts.len(); i++ {
+		v := r.pkts.at(i)
+		if v&earlyFate != 0 {
+			continue // resolved, waiting for the older ones
+		}
+		if v > f.Seq {
+			break // not a packet of ours
+		}
+		if v == f.Seq {
+			r.emit(notify.Fate{Seq: r.gs.at(i), Delivered: f.Delivered, SentAt: f.SentAt})
+			r.pkts.set(i, v|earlyFate)
+			break
+		}
 	}
-	if r.pkts.len() > 0 && r.pkts.front() == f.Seq {
-		r.emit(notify.Fate{Seq: r.gs.front(), Delivered: f.Delivered, SentAt: f.SentAt})
+	for r.pkts.len() > 0 && r.pkts.front()&earlyFate != 0 {
 		r.pkts.pop()
 		r.gs.pop()
 	}

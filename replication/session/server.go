@@ -227,9 +227,11 @@ func (s *Server) Close(now time.Duration, r handshake.Reason) {
 	s.e.startDisconnect(now, r)
 }
 
-// PopGhostFates appends, in send order, the fates of the packets whose ghost
-// section carried at least one record; Seq is the sequence GhostWriter.Write
-// got. Feed every one to ghost.Table.OnFate (or GhostRelay.OnFate). Call it
+// PopGhostFates appends the fates of the packets whose ghost section carried
+// at least one record, one per packet; Seq is the sequence GhostWriter.Write
+// got. They come in send order, except that a packet known delivered while
+// an older packet's fate is still open is reported at once, ahead of it
+// (ghost.Table and GhostRelay resolve fates in any order). Feed every one to ghost.Table.OnFate (or GhostRelay.OnFate). Call it
 // after every Receive and Poll: while fates wait here, later packets carry no
 // ghosts once the queue is full (Stats.GhostStalls).
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
@@ -347,19 +349,51 @@ func (s *Server) protocolError(now time.Duration, err error) error {
 }
 
 // processFates hands every fate notify resolved to the event layer, the
-// control writer and the ghost fate queue.
+// control writer and the ghost fate queue, then the early deliveries of
+// ghost packets (earlyGhostFates).
 func (s *Server) processFates() {
 	e := &s.e
 	e.fates = e.nc.PopFates(e.fates[:0])
 	for _, f := range e.fates {
 		e.evs.OnFate(f)
 		s.cw.OnFate(f)
-		for s.ghostPkts.len() > 0 && s.ghostPkts.front() < f.Seq {
+		for s.ghostPkts.len() > 0 && s.ghostPkts.front()&^earlyFate < f.Seq {
 			s.ghostPkts.pop() // unreachable: notify reports every packet once, in order
 		}
-		if s.ghostPkts.len() > 0 && s.ghostPkts.front() == f.Seq {
+		if s.ghostPkts.len() > 0 && s.ghostPkts.front()&^earlyFate == f.Seq {
+			early := s.ghostPkts.front()&earlyFate != 0
 			s.ghostPkts.pop()
-			s.ghostFates = append(s.ghostFates, f)
+			if !early {
+				s.ghostFates = append(s.ghostFates, f)
+			}
+		}
+	}
+	s.earlyGhostFates()
+}
+
+// earlyFate marks a ghostPkts entry whose delivered fate was queued ahead of
+// its turn (sequence numbers stay far below 2^62).
+const earlyFate = 1 << 63
+
+// earlyGhostFates queues the delivered fate of every ghost packet notify
+// knows delivered while an older packet's fate is still open. Fates pop in
+// send order, so one lost packet holds back the deliveries of everything
+// sent after it until the client gives it up and says so — K packets and an
+// ack's trip, ~350 ms at 20 packets/s and 100 ms RTT. Meanwhile the table
+// counted each of those ghosts as unconfirmed and pressed it (ConfirmDeadline)
+// into a capped share of every packet, where the ghosts whose update really
+// was lost waited their turn among ten times as many that the client already
+// had (CrowdScene seed 4: 1.15 s stale). ghost.Table resolves fates in any
+// order; the in-order fate of a packet reported early is not queued again.
+func (s *Server) earlyGhostFates() {
+	for i := 0; i < s.ghostPkts.len(); i++ {
+		v := s.ghostPkts.at(i)
+		if v&earlyFate != 0 {
+			continue
+		}
+		if at, ok := s.e.nc.Delivered(v); ok {
+			s.ghostPkts.set(i, v|earlyFate)
+			s.ghostFates = append(s.ghostFates, notify.Fate{Seq: v, Delivered: true, SentAt: at})
 		}
 	}
 }
@@ -632,11 +666,13 @@ type seqRing struct {
 // seqRingMin is the first buffer size: 128 bytes.
 const seqRingMin = 16
 
-func (r *seqRing) init(n int)    { r.buf, r.head, r.size, r.max = nil, 0, 0, n }
-func (r *seqRing) len() int      { return r.size }
-func (r *seqRing) full() bool    { return r.size == r.max }
-func (r *seqRing) front() uint64 { return r.buf[r.head] }
-func (r *seqRing) pop()          { r.head = (r.head + 1) % len(r.buf); r.size-- }
+func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, n }
+func (r *seqRing) len() int            { return r.size }
+func (r *seqRing) full() bool          { return r.size == r.max }
+func (r *seqRing) front() uint64       { return r.buf[r.head] }
+func (r *seqRing) pop()                { r.head = (r.head + 1) % len(r.buf); r.size-- }
+func (r *seqRing) at(i int) uint64     { return r.buf[(r.head+i)%len(r.buf)] }
+func (r *seqRing) set(i int, v uint64) { r.buf[(r.head+i)%len(r.buf)] = v }
 
 // push appends v; the caller checks full first.
 func (r *seqRing) push(v uint64) {

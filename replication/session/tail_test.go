@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -172,5 +174,116 @@ func TestGuaranteedEventTailAtHeavyLoss(t *testing.T) {
 	}
 	if m := pct(echo, 1); m > 5*rtt {
 		t.Errorf("worst echo %v, want ≤ 1 s (five RTTs)", m)
+	}
+}
+
+// TestGhostDeliveriesReportedAheadOfALostPacket: one server packet is lost.
+// Fates pop in send order, so the deliveries of the packets after it would
+// wait for the client to give it up (K packets and an ack's trip); the
+// server reports them at once instead, so the ghost table confirms what the
+// client holds and presses only the ghosts whose update really was lost.
+// Every ghost packet still gets exactly one fate, the lost one dropped.
+func TestGhostDeliveriesReportedAheadOfALostPacket(t *testing.T) {
+	reg := session.DefaultRegistry()
+	link := netsim.Config{Latency: 30 * time.Millisecond}
+	w := newWorld(t, withLink(link, link), withClientConfig(func(c *session.ClientConfig) { c.Registry = reg }))
+	z := newGhostZone(t, reg, 20)
+	w.ghosts = z.tab
+	type got struct {
+		f  notify.Fate
+		at time.Duration
+	}
+	var fates []got
+	w.onGhostFate = func(f notify.Fate) {
+		z.tab.OnFate(f)
+		fates = append(fates, got{f, w.now})
+	}
+	w.connect(time.Second)
+	for end := w.now + 2*time.Second; w.now < end; {
+		z.tick(t, w.now)
+		w.step(5 * time.Millisecond)
+	}
+	dead := link
+	dead.Loss = 1
+	w.pipe.BtoA.SetConfig(dead)
+	out := w.srv.Stats().DataOut
+	for w.srv.Stats().DataOut == out {
+		z.tick(t, w.now)
+		w.step(time.Millisecond)
+	}
+	lost := w.srv.Stats().Notify.Sent - 1 // the data packet just sent
+	w.pipe.BtoA.SetConfig(link)
+	fates = fates[:0]
+	for end := w.now + 2*time.Second; w.now < end; {
+		z.tick(t, w.now)
+		w.step(time.Millisecond)
+	}
+	var lostAt, firstLater time.Duration
+	seen := map[uint64]bool{}
+	for _, g := range fates {
+		if seen[g.f.Seq] {
+			t.Fatalf("two fates for ghost packet %d", g.f.Seq)
+		}
+		seen[g.f.Seq] = true
+		switch {
+		case g.f.Seq == lost:
+			if g.f.Delivered {
+				t.Fatalf("the lost packet %d reported delivered", lost)
+			}
+			lostAt = g.at
+		case g.f.Seq > lost && g.f.Delivered && firstLater == 0:
+			firstLater = g.at
+		}
+	}
+	if lostAt == 0 || firstLater == 0 {
+		t.Fatalf("fates %+v: want the lost packet %d dropped and later ones delivered", fates, lost)
+	}
+	t.Logf("first later delivery reported %v before the lost packet's verdict", lostAt-firstLater)
+	if firstLater >= lostAt {
+		t.Fatalf("the later packets' deliveries waited for the lost packet's verdict (%v, then %v)", lostAt, firstLater)
+	}
+	if ts := z.tab.Stats(); ts.UnknownFates != 0 {
+		t.Fatalf("%d fates the table did not know", ts.UnknownFates)
+	}
+}
+
+// TestRelayTakesEarlyDeliveries: the relay maps a delivery reported ahead of
+// an older packet's fate to the right section, once, and frees its ring
+// slots only from the old end.
+func TestRelayTakesEarlyDeliveries(t *testing.T) {
+	relay, err := session.NewGhostRelay(session.MaxPacketSize, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pw bitstream.Writer
+	buf := make([]byte, 1200)
+	section := []byte{0xff, 0x01}
+	for i := uint64(1); i <= 3; i++ { // sections g = 10, 20, 30 in packets 101, 102, 103
+		if err := relay.Offer(10*i, 1, section, 9, 0); err != nil {
+			t.Fatal(err)
+		}
+		pw.Reset(buf)
+		if n, err := relay.Write(&pw, 100+i, 0); n != 1 || err != nil {
+			t.Fatalf("Write: %d, %v", n, err)
+		}
+	}
+	relay.OnFate(notify.Fate{Seq: 103, Delivered: true}) // early: 101 and 102 still open
+	relay.OnFate(notify.Fate{Seq: 101, Delivered: false})
+	relay.OnFate(notify.Fate{Seq: 102, Delivered: true})
+	relay.OnFate(notify.Fate{Seq: 103, Delivered: true}) // not sent twice by a Server; ignored
+	got := relay.PopFates(nil)
+	want := []notify.Fate{{Seq: 30, Delivered: true}, {Seq: 10, Delivered: false}, {Seq: 20, Delivered: true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("fates %+v, want %+v", got, want)
+	}
+	// The ring is free again: 16 more sections fit.
+	for i := uint64(4); i < 20; i++ {
+		if err := relay.Offer(10*i, 1, section, 9, 0); err != nil {
+			t.Fatal(err)
+		}
+		pw.Reset(buf)
+		if n, _ := relay.Write(&pw, 100+i, 0); n != 1 {
+			t.Fatalf("section %d not written: the ring kept resolved slots", i)
+		}
 	}
 }
