@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -38,6 +40,15 @@ type Config struct {
 	NATSURL string `json:"nats"`
 	// NATSListen is the embedded server's client address (port 0: random).
 	NATSListen string `json:"nats_listen"`
+	// NodeID names this node in the cluster directory and in NATS subjects
+	// ([A-Za-z0-9_-], at most 64). Empty: hostname-udpport.
+	NodeID string `json:"node_id"`
+	// Zones lists the zones this node claims (comma-separated ids), or
+	// "auto": unowned zones up to a fair share of the live nodes.
+	Zones string `json:"zones"`
+	// LeaseTTL is how long a zone lease lives without renewal (renewed
+	// every third of it): how soon survivors may claim a dead node's zones.
+	LeaseTTL Duration `json:"lease_ttl"`
 	// KeyFile is the connect-token key. Empty: DataDir/token.key, generated
 	// on first start (the single-machine default). In production point it
 	// at a mounted secret, or set GHOSTWIRE_TOKEN_KEY.
@@ -69,6 +80,8 @@ func DefaultConfig() Config {
 		Tick:            Duration(50 * time.Millisecond),
 		NPCs:            200,
 		NATSListen:      "127.0.0.1:4222",
+		Zones:           "auto",
+		LeaseTTL:        Duration(3 * time.Second),
 		MaxConns:        10000,
 		ShutdownTimeout: Duration(5 * time.Second),
 		DevGame:         true,
@@ -111,10 +124,52 @@ func (c Config) Validate() error {
 	if c.MaxConns < 1 {
 		errs = append(errs, fmt.Errorf("max conns %d: must be at least 1", c.MaxConns))
 	}
+	if c.NodeID != "" && !validID(c.NodeID) {
+		errs = append(errs, fmt.Errorf("node id %q: want 1-64 characters from [A-Za-z0-9_-]", c.NodeID))
+	}
+	if _, err := c.zoneList(); err != nil {
+		errs = append(errs, err)
+	}
+	if t := c.LeaseTTL.D(); t < 300*time.Millisecond || t > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("lease ttl %v: must be between 300ms and 5m", t))
+	}
 	if c.ShutdownTimeout.D() <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout.D()))
 	}
 	return errors.Join(errs...)
+}
+
+// zoneList returns the zones named by Zones, or nil for "auto".
+func (c Config) zoneList() ([]string, error) {
+	if c.Zones == "" || c.Zones == "auto" {
+		return nil, nil
+	}
+	var ids []string
+	for _, id := range strings.Split(c.Zones, ",") {
+		id = strings.TrimSpace(id)
+		if !validID(id) {
+			return nil, fmt.Errorf("zones %q: %q is not a zone id (want auto, or ids from [A-Za-z0-9_-] separated by commas)", c.Zones, id)
+		}
+		if slices.Contains(ids, id) {
+			return nil, fmt.Errorf("zones %q: %q listed twice", c.Zones, id)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// validID reports whether s can name a node or zone: a NATS subject token
+// and a KV key.
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseListenAddr accepts "host:port" and ":port".

@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
@@ -19,69 +18,52 @@ import (
 // heartbeat is how often the node record is refreshed in the directory.
 const heartbeat = 5 * time.Second
 
-// directory keeps this node's entries in the JetStream KV world directory:
-// one NodeRecord (refreshed every heartbeat with its load) and one ZoneOwner
-// per zone it runs. The cluster work adds leases and watchers; until then
-// the records let operators and tools see what runs where.
+// directory keeps this node's record in the JetStream KV world directory:
+// one NodeRecord (refreshed every heartbeat with its load), which other
+// nodes count for their fair share of zones and operators read. Zone
+// ownership is not here: it is the zone leases (actors/cluster.Leases).
 type directory struct {
 	node  string
 	kvN   jetstream.KeyValue
-	kvZ   jetstream.KeyValue
-	zones []string
 	rec   *pb.NodeRecord
 	conns func() int64
+	zones func() int
 
+	mu   sync.Mutex
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
-func nodeName(udpPort uint16) string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "zoned"
-	}
-	// KV keys allow [-/_=.a-zA-Z0-9].
-	h = strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			return r
-		}
-		return '-'
-	}, h)
-	return fmt.Sprintf("%s-%d", h, udpPort)
-}
-
-func startDirectory(ctx context.Context, l *natsLink, g *game, httpAddr string) (*directory, error) {
-	d := &directory{
-		node: nodeName(g.gw.Addr().Port()), kvN: l.kv[BucketNodes], kvZ: l.kv[BucketZones],
-		zones: g.zones.IDs(), conns: func() int64 { return g.gw.Stats().Conns }, stop: make(chan struct{}),
-	}
+func startDirectory(ctx context.Context, l *natsLink, node string) (*directory, error) {
+	d := &directory{node: node, kvN: l.kv[BucketNodes], conns: func() int64 { return 0 }, zones: func() int { return 0 }, stop: make(chan struct{})}
 	now := time.Now().UnixMilli()
-	d.rec = &pb.NodeRecord{
-		Node: d.node, UdpAddr: g.gw.PublicAddr().String(), HttpAddr: httpAddr,
-		Zones: uint32(len(d.zones)), StartedUnixMs: now, HeartbeatUnixMs: now, Version: "dev",
-	}
+	d.rec = &pb.NodeRecord{Node: d.node, StartedUnixMs: now, HeartbeatUnixMs: now, Version: "dev"}
 	if err := d.putNode(ctx); err != nil {
 		return nil, err
-	}
-	for _, z := range d.zones {
-		b, err := proto.Marshal(&pb.ZoneOwner{Zone: z, Node: d.node, AcquiredUnixMs: now})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := d.kvZ.Put(ctx, z, b); err != nil {
-			return nil, fmt.Errorf("directory: zone %s: %w", z, err)
-		}
 	}
 	d.wg.Add(1)
 	go d.loop()
 	return d, nil
 }
 
+// running fills in what is known once the game runs: addresses and the
+// live counts the heartbeat reports.
+func (d *directory) running(ctx context.Context, g *game, httpAddr string) error {
+	d.mu.Lock()
+	d.rec.UdpAddr, d.rec.HttpAddr = g.gw.PublicAddr().String(), httpAddr
+	d.conns = func() int64 { return g.gw.Stats().Conns }
+	d.zones = func() int { return len(g.zones.IDs()) }
+	d.mu.Unlock()
+	return d.putNode(ctx)
+}
+
 func (d *directory) putNode(ctx context.Context) error {
+	d.mu.Lock()
 	d.rec.Players = uint32(max(d.conns(), 0))
+	d.rec.Zones = uint32(max(d.zones(), 0))
 	d.rec.HeartbeatUnixMs = time.Now().UnixMilli()
 	b, err := proto.Marshal(d.rec)
+	d.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -107,14 +89,10 @@ func (d *directory) loop() {
 	}
 }
 
-// close stops the heartbeat and removes this node's records: a node that
-// shut down cleanly owns nothing.
+// close stops the heartbeat and removes this node's record.
 func (d *directory) close(ctx context.Context) {
 	close(d.stop)
 	d.wg.Wait()
-	for _, z := range d.zones {
-		_ = d.kvZ.Delete(ctx, z)
-	}
 	_ = d.kvN.Delete(ctx, d.node)
 }
 
@@ -164,4 +142,47 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 		}
 	}
 	return nil
+}
+
+// registerClusterMetrics exports the cluster bridge's counters on /metrics.
+func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics) error {
+	for k := cluster.KindZone; k <= cluster.KindConn; k++ {
+		for dir, name := range []string{"in", "out"} {
+			k, dir := k, dir
+			labels := prometheus.Labels{"kind": k.String(), "dir": name}
+			if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ghostwire", Subsystem: "cluster",
+				Name: "nats_messages_total", Help: "cluster bridge NATS messages by kind (zone: to zones; conn: to connections) and direction",
+				ConstLabels: labels}, func() float64 { return float64(m.Msgs[k][dir].Load()) })); err != nil {
+				return fmt.Errorf("cluster metrics: %w", err)
+			}
+			if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ghostwire", Subsystem: "cluster",
+				Name: "nats_bytes_total", Help: "cluster bridge NATS payload bytes by kind and direction",
+				ConstLabels: labels}, func() float64 { return float64(m.Bytes[k][dir].Load()) })); err != nil {
+				return fmt.Errorf("cluster metrics: %w", err)
+			}
+		}
+	}
+	counters := []struct {
+		name, help string
+		v          func() uint64
+	}{
+		{"handoffs_total", "cross-process handoffs committed (an entity of a zone here taken by a zone on another node)", m.Handoffs.Load},
+		{"stale_epoch_dropped_total", "cluster messages dropped: a zone epoch this node does not own", m.StaleEpoch.Load},
+		{"misrouted_dropped_total", "cluster messages dropped: addressed to another zone than their subject", m.Misrouted.Load},
+		{"malformed_dropped_total", "cluster messages or items dropped: undecodable or out of range", m.Malformed.Load},
+		{"no_owner_dropped_total", "messages for a zone nobody owns, dropped", m.NoOwner.Load},
+		{"unknown_player_dropped_total", "connection updates for a player with no connection here, dropped", m.Unknown.Load},
+		{"errors_total", "cluster messages not sent: encode or publish errors", m.Errors.Load},
+		{"remote_inputs_total", "inputs that reached their zone from another node", m.RemoteInputs.Load},
+	}
+	for _, c := range counters {
+		v := c.v
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ghostwire", Subsystem: "cluster",
+			Name: c.name, Help: c.help}, func() float64 { return float64(v()) })); err != nil {
+			return fmt.Errorf("cluster metrics: %w", err)
+		}
+	}
+	return reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ghostwire", Subsystem: "cluster",
+		Name: "remote_input_latency_seconds_total", Help: "summed time from a connection to its remote zone's node, over remote_inputs_total (wall clocks)"},
+		func() float64 { return float64(m.RemoteInputNanos.Load()) / 1e9 }))
 }

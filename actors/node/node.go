@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,18 +18,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/zone"
 )
 
 // Node is one running zoned process. Start makes one; Stop ends it.
 type Node struct {
-	cfg  Config
-	log  *slog.Logger
-	reg  *prometheus.Registry
-	nats *natsLink
-	game *game
-	dir  *directory
+	cfg    Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	nats   *natsLink
+	game   *game
+	dir    *directory
+	node   string
+	leases *cluster.Leases
+	bridge *cluster.Bridge
+	member *membership
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -75,7 +81,44 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	n.nats = nl
-	gm, err := startGame(ctx, cfg, n.reg, getenv, log)
+	wm, err := loadWorld(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The node record goes first, so nodes starting together count each
+	// other for their fair shares; then the zones are claimed, before any
+	// actor runs, so this node never acts for a zone it does not own.
+	n.node = resolveNodeID(cfg)
+	if n.dir, err = startDirectory(ctx, nl, n.node); err != nil {
+		return nil, err
+	}
+	var mem *membership
+	n.leases, err = cluster.NewLeases(ctx, nl.kv[BucketZones], n.node, cfg.LeaseTTL.D(), log.With("component", "leases"),
+		func(z string) {
+			if mem != nil {
+				mem.lost(z)
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	owned, err := claimInitial(ctx, cfg, wm, n.leases, nl.kv[BucketNodes], n.node)
+	if err != nil {
+		return nil, err
+	}
+	world := worldToken(wm.Name())
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, func(g *game) error {
+		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
+			Registry: g.classes, Now: g.now, Log: log.With("component", "cluster")})
+		if err != nil {
+			return err
+		}
+		n.bridge = b
+		mem = &membership{node: n.node, auto: cfg.Zones == "" || cfg.Zones == "auto", wm: wm, sys: g.sys, zones: g.zones,
+			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster")}
+		n.member = mem
+		return mem.start(owned)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -83,12 +126,16 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
 		return nil, err
 	}
-	if n.dir, err = startDirectory(ctx, nl, gm, n.HTTPAddr()); err != nil {
+	if err := registerClusterMetrics(n.reg, n.bridge.Metrics()); err != nil {
+		return nil, err
+	}
+	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {
 		return nil, err
 	}
 	n.ready.Store(true)
 	ok = true
-	log.Info("zoned ready", "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
+	log.Info("zoned ready", "node", n.node, "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
+		"owned", strings.Join(gm.zones.IDs(), ","), "world_zones", wm.Len(),
 		"http", n.HTTPAddr(), "nats", nl.url, "token_key", string(gm.src), "data", cfg.DataDir)
 	return n, nil
 }
@@ -104,6 +151,15 @@ func (n *Node) NATSURL() string {
 	}
 	return n.nats.url
 }
+
+// NodeID is this node's id in the cluster.
+func (n *Node) NodeID() string { return n.node }
+
+// Leases is the zone directory this node sees (tests, tools).
+func (n *Node) Leases() *cluster.Leases { return n.leases }
+
+// Bridge is the cluster bridge (metrics, tests).
+func (n *Node) Bridge() *cluster.Bridge { return n.bridge }
 
 // HTTPAddr is the bound HTTP address, or "" when HTTP is off.
 func (n *Node) HTTPAddr() string {
@@ -179,10 +235,19 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	if n.member != nil {
+		n.member.close()
+	}
 	if n.game != nil {
 		if err := n.game.stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: %w", err))
 		}
+	}
+	if n.bridge != nil {
+		n.bridge.Close()
+	}
+	if n.leases != nil {
+		n.leases.Close(ctx) // releases only the zones this node still holds
 	}
 	if n.dir != nil {
 		n.dir.close(ctx)

@@ -23,23 +23,34 @@ import (
 // game is the in-process world: the actor system, the zone actors of the
 // world map and the gateway in front of them.
 type game struct {
-	sys   *actor.ActorSystem
-	zones *zone.World
-	gw    *gateway.Gateway
-	key   tokenkey.Key
-	src   tokenkey.Source
+	sys     *actor.ActorSystem
+	zones   *zone.World
+	gw      *gateway.Gateway
+	key     tokenkey.Key
+	src     tokenkey.Source
+	classes *ghost.Registry
+	now     func() time.Duration
 }
 
-func startGame(ctx context.Context, cfg Config, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger) (*game, error) {
+// loadWorld reads the world map (--world, or the built-in default).
+func loadWorld(cfg Config) (*world.World, error) {
+	if cfg.WorldFile == "" {
+		return world.Default(), nil
+	}
+	wm, err := world.Load(cfg.WorldFile)
+	if err != nil {
+		return nil, fmt.Errorf("world map: %w", err)
+	}
+	return wm, nil
+}
+
+// startGame starts the zone actors of the zones in owned, then runs
+// beforeGateway (the cluster bridge puts its proxies under the other
+// zones' names there), then opens the gateway.
+func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, beforeGateway func(*game) error) (*game, error) {
 	key, src, err := resolveKey(cfg, getenv, log)
 	if err != nil {
 		return nil, err
-	}
-	wm := world.Default()
-	if cfg.WorldFile != "" {
-		if wm, err = world.Load(cfg.WorldFile); err != nil {
-			return nil, fmt.Errorf("world map: %w", err)
-		}
 	}
 	// One registry for both ends of the ghost pipeline: the zones' view
 	// entries name *Class values that every connection's ghost table must
@@ -57,19 +68,26 @@ func startGame(ctx context.Context, cfg Config, reg prometheus.Registerer, geten
 	if err := classes.Register(player, npc); err != nil {
 		return nil, err
 	}
-	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), key: key, src: src}
+	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), key: key, src: src, classes: classes}
 	mono := time.Now()
 	now := func() time.Duration { return time.Since(mono) }
+	g.now = now
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1}
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
 	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}
-	g.zones, err = zone.Start(g.sys, wm, base, zp)
+	g.zones, err = zone.StartZones(g.sys, wm, base, zp, owned)
 	if err != nil {
 		g.stop(ctx)
 		return nil, fmt.Errorf("zones: %w", err)
+	}
+	if beforeGateway != nil {
+		if err := beforeGateway(g); err != nil {
+			g.stop(ctx)
+			return nil, err
+		}
 	}
 	gc := gateway.DefaultConfig()
 	gc.Listen = cfg.UDPAddr

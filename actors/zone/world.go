@@ -2,6 +2,7 @@ package zone
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -10,12 +11,16 @@ import (
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
-// World is every zone actor of a world map running in one actor system.
+// World is the zone actors of a world map that run in one actor system:
+// all of them (Start), or those this node owns in a cluster (StartZones).
 type World struct {
 	sys  *actor.ActorSystem
 	w    *world.World
-	pids map[string]*actor.PID
-	ids  []string
+	base sim.Config
+	p    Params
+	pids map[string]*actor.PID // zones running here
+	ids  []string              // zones running here, in map order
+	all  []*actor.PID          // every zone of the map, by name (local zone or proxy)
 	m    *Metrics
 }
 
@@ -24,33 +29,88 @@ type World struct {
 // split evenly over the zones (the first zones get the remainder). p's Sim
 // field is ignored; its Now, Metrics, Log and Spawn apply to every zone.
 func Start(sys *actor.ActorSystem, w *world.World, base sim.Config, p Params) (*World, error) {
+	ids := make([]string, 0, w.Len())
+	for _, zn := range w.Zones() {
+		ids = append(ids, zn.ID)
+	}
+	return StartZones(sys, w, base, p, ids)
+}
+
+// StartZones is Start for the zones named in ids only (the ones this node
+// owns); each gets the NPC share its place in the map gives it. Messages
+// for the other zones go to whatever actor runs under their names (a
+// cluster proxy).
+func StartZones(sys *actor.ActorSystem, w *world.World, base sim.Config, p Params, ids []string) (*World, error) {
 	if p.Metrics == nil {
 		p.Metrics = new(Metrics)
 	}
-	out := &World{sys: sys, w: w, pids: map[string]*actor.PID{}, m: p.Metrics}
-	n := w.Len()
-	for i, zn := range w.Zones() {
-		cfg := base
-		cfg.Zone, cfg.World = zn.ID, w
-		cfg.NPCs = base.NPCs / n
-		if i < base.NPCs%n {
-			cfg.NPCs++
+	out := &World{sys: sys, w: w, base: base, p: p, pids: map[string]*actor.PID{}, m: p.Metrics}
+	for _, zn := range w.Zones() {
+		out.all = append(out.all, actor.NewPID(sys.Address(), ActorName(zn.ID)))
+	}
+	for _, zn := range w.Zones() {
+		if !slices.Contains(ids, zn.ID) {
+			continue
 		}
-		zp := p
-		zp.Sim = cfg
-		if err := zp.Validate(); err != nil {
+		if err := out.Spawn(zn.ID); err != nil {
 			out.Stop()
 			return nil, err
 		}
-		pid, err := sys.Root.SpawnNamed(Props(zp), ActorName(zn.ID))
-		if err != nil {
+	}
+	for _, id := range ids {
+		if _, ok := w.Zone(id); !ok {
 			out.Stop()
-			return nil, fmt.Errorf("zone %s: %w", zn.ID, err)
+			return nil, fmt.Errorf("zone %q is not in world %q", id, w.Name())
 		}
-		out.pids[zn.ID] = pid
-		out.ids = append(out.ids, zn.ID)
 	}
 	return out, nil
+}
+
+// Spawn starts the actor of zone id here (the node claimed it).
+func (w *World) Spawn(id string) error {
+	i := w.w.Index(id)
+	if i < 0 {
+		return fmt.Errorf("zone %q is not in world %q", id, w.w.Name())
+	}
+	if _, ok := w.pids[id]; ok {
+		return nil
+	}
+	n := w.w.Len()
+	cfg := w.base
+	cfg.Zone, cfg.World = id, w.w
+	cfg.NPCs = w.base.NPCs / n
+	if i < w.base.NPCs%n {
+		cfg.NPCs++
+	}
+	zp := w.p
+	zp.Sim = cfg
+	if err := zp.Validate(); err != nil {
+		return err
+	}
+	pid, err := w.sys.Root.SpawnNamed(Props(zp), ActorName(id))
+	if err != nil {
+		return fmt.Errorf("zone %s: %w", id, err)
+	}
+	w.pids[id] = pid
+	w.ids = w.ids[:0]
+	for _, zn := range w.w.Zones() {
+		if _, ok := w.pids[zn.ID]; ok {
+			w.ids = append(w.ids, zn.ID)
+		}
+	}
+	return nil
+}
+
+// Remove stops the actor of zone id and waits for it (the node lost or
+// gave up the zone). Not safe for concurrent use with Spawn.
+func (w *World) Remove(id string) {
+	pid, ok := w.pids[id]
+	if !ok {
+		return
+	}
+	_ = w.sys.Root.StopFuture(pid).Wait()
+	delete(w.pids, id)
+	w.ids = slices.DeleteFunc(w.ids, func(s string) bool { return s == id })
 }
 
 // Map returns the world map.
@@ -62,13 +122,14 @@ func (w *World) Metrics() *Metrics { return w.m }
 // PID returns the actor of zone id (nil if there is none).
 func (w *World) PID(id string) *actor.PID { return w.pids[id] }
 
-// IDs returns the zone ids in map order.
+// IDs returns the ids of the zones running here, in map order.
 func (w *World) IDs() []string { return w.ids }
 
-// ZoneFor picks the zone a new player joins: spread by id over the zones,
-// deterministically.
+// ZoneFor picks the zone a new player joins: spread by id over the map's
+// zones, deterministically (the same on every node of a cluster). The PID
+// names the zone's actor here: the zone itself, or its cluster proxy.
 func (w *World) ZoneFor(player uint64) *actor.PID {
-	return w.pids[w.ids[int(player%uint64(len(w.ids)))]]
+	return w.all[int(player%uint64(len(w.all)))]
 }
 
 // Inspect runs fn inside every zone actor, one after another, and waits for

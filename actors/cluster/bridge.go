@@ -1,0 +1,344 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+)
+
+// Subjects. <world> and <zone>/<node> are single tokens (zone ids and node
+// ids are validated to [A-Za-z0-9_-]).
+func zoneSubject(world, zone string) string { return "gw." + world + ".zone." + zone + ".in" }
+func connSubject(world, node string) string { return "gw." + world + ".node." + node + ".conn" }
+
+// linkPrefix names the actor that stands, on a zone's node, for the
+// connections held by another node.
+const linkPrefix = "link-"
+
+// Config configures a Bridge.
+type Config struct {
+	// World names the world in subjects (one NATS may carry many worlds).
+	World string
+	// Node is this node's id.
+	Node string
+	NC   *nats.Conn
+	Sys  *actor.ActorSystem
+	// Leases is the zone directory: who owns each zone, at which epoch.
+	Leases *Leases
+	// Registry resolves ghost class ids in views from other nodes.
+	Registry *ghost.Registry
+	// Now is the node clock (stamps inputs that arrive from other nodes).
+	Now func() time.Duration
+	Log *slog.Logger
+	// Metrics collects counters; nil gets a private set.
+	Metrics *Metrics
+	// MaxBatch bounds the messages one proxy or link batches before it
+	// publishes (default 512).
+	MaxBatch int
+}
+
+// Bridge carries zone and connection messages between this node and the
+// others. Create it with NewBridge; Serve a zone this node owns, Proxy one
+// it does not.
+type Bridge struct {
+	cfg Config
+	m   *Metrics
+	log *slog.Logger
+
+	connSub *nats.Subscription
+
+	mu     sync.Mutex
+	served map[string]*nats.Subscription // zones owned here: their inbound subscriptions
+	links  map[string]*link              // other gateway nodes: the actor standing for their connections
+	locals map[uint64]*msg.Join          // connections held here, by player
+	warned map[string]bool               // log-once keys for hostile or broken input
+}
+
+// NewBridge subscribes to this node's connection subject.
+func NewBridge(cfg Config) (*Bridge, error) {
+	if cfg.NC == nil || cfg.Sys == nil || cfg.Leases == nil || cfg.Registry == nil || cfg.Now == nil {
+		return nil, errors.New("cluster: Config needs NC, Sys, Leases, Registry and Now")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	b := &Bridge{cfg: cfg, m: cfg.Metrics, log: cfg.Log, served: map[string]*nats.Subscription{},
+		links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}}
+	if b.m == nil {
+		b.m = new(Metrics)
+	}
+	sub, err := cfg.NC.Subscribe(connSubject(cfg.World, cfg.Node), b.onConnBatch)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: subscribe: %w", err)
+	}
+	_ = sub.SetPendingLimits(1<<16, 256<<20)
+	b.connSub = sub
+	return b, nil
+}
+
+// Metrics returns the bridge's counters.
+func (b *Bridge) Metrics() *Metrics { return b.m }
+
+// Serve starts taking messages for zone, which this node owns (its zone
+// actor is spawned under zone.ActorName).
+func (b *Bridge) Serve(zoneID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.served[zoneID]; ok {
+		return nil
+	}
+	sub, err := b.cfg.NC.Subscribe(zoneSubject(b.cfg.World, zoneID), func(m *nats.Msg) { b.onZoneBatch(zoneID, m) })
+	if err != nil {
+		return fmt.Errorf("cluster: serve zone %s: %w", zoneID, err)
+	}
+	_ = sub.SetPendingLimits(1<<16, 256<<20)
+	b.served[zoneID] = sub
+	return nil
+}
+
+// Unserve stops taking messages for zone (lost or released).
+func (b *Bridge) Unserve(zoneID string) {
+	b.mu.Lock()
+	sub := b.served[zoneID]
+	delete(b.served, zoneID)
+	b.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+}
+
+// ProxyProps are the props of the actor that stands for zone when another
+// node owns it: spawn it under zone.ActorName(zoneID).
+func (b *Bridge) ProxyProps(zoneID string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &zoneProxy{b: b, zone: zoneID}
+	})
+}
+
+// Close unsubscribes everything and stops the links.
+func (b *Bridge) Close() {
+	b.mu.Lock()
+	subs := []*nats.Subscription{b.connSub}
+	for _, s := range b.served {
+		subs = append(subs, s)
+	}
+	b.served = map[string]*nats.Subscription{}
+	links := b.links
+	b.links = map[string]*link{}
+	b.mu.Unlock()
+	for _, s := range subs {
+		if s != nil {
+			_ = s.Unsubscribe()
+		}
+	}
+	for _, l := range links {
+		_ = b.cfg.Sys.Root.StopFuture(l.pid).Wait()
+	}
+}
+
+// warnOnce logs a problem the first time it is seen per key (hostile or
+// broken peers must not flood the log); the counters count every one.
+func (b *Bridge) warnOnce(key, text string, args ...any) {
+	b.mu.Lock()
+	seen := b.warned[key]
+	if !seen && len(b.warned) < 1024 {
+		b.warned[key] = true
+	}
+	b.mu.Unlock()
+	if !seen {
+		b.log.Warn(text, args...)
+	}
+}
+
+// rememberLocal records the local connection of a player whose zone is
+// elsewhere, so what that zone sends back can be delivered.
+func (b *Bridge) rememberLocal(j *msg.Join) {
+	if j == nil || j.Conn == nil || strings.HasPrefix(j.Conn.Id, linkPrefix) {
+		return
+	}
+	b.mu.Lock()
+	b.locals[j.Player] = j
+	b.mu.Unlock()
+}
+
+func (b *Bridge) forgetLocal(player uint64, conn *actor.PID) {
+	b.mu.Lock()
+	if j := b.locals[player]; j != nil && (conn == nil || j.Conn.Equal(conn)) {
+		delete(b.locals, player)
+	}
+	b.mu.Unlock()
+}
+
+func (b *Bridge) local(player uint64) *msg.Join {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.locals[player]
+}
+
+// gatewayOf names the node holding j's connection.
+func (b *Bridge) gatewayOf(j *msg.Join) string {
+	if j == nil || j.Conn == nil {
+		return ""
+	}
+	if n, ok := strings.CutPrefix(j.Conn.Id, linkPrefix); ok {
+		return n
+	}
+	return b.cfg.Node
+}
+
+// joinFor rebuilds a Join here for a player whose connection is on node gw.
+func (b *Bridge) joinFor(player uint64, gw string, lastApplied uint64, userData []byte) *msg.Join {
+	switch gw {
+	case "":
+		return nil
+	case b.cfg.Node:
+		return b.local(player)
+	}
+	l := b.link(gw)
+	return &msg.Join{Player: player, Conn: l.pid, Ghosts: l.pid, Views: l.slot(player), LastApplied: lastApplied, UserData: userData}
+}
+
+func (b *Bridge) zonePID(zoneID string) *actor.PID {
+	return actor.NewPID(b.cfg.Sys.Address(), zone.ActorName(zoneID))
+}
+
+// publish sends one encoded batch, counting it by kind.
+func (b *Bridge) publish(subject string, kind Kind, m proto.Message) {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		b.m.count(kind, dirOut, 0, errEncode)
+		return
+	}
+	if err := b.cfg.NC.Publish(subject, data); err != nil {
+		b.m.count(kind, dirOut, len(data), errPublish)
+		b.warnOnce("publish:"+subject, "cluster: publish failed", "subject", subject, "err", err)
+		return
+	}
+	b.m.count(kind, dirOut, len(data), nil)
+}
+
+// onZoneBatch handles a batch for a zone this node serves (NATS goroutine).
+func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
+	var zb pb.ZoneBatch
+	if err := proto.Unmarshal(nm.Data, &zb); err != nil {
+		b.m.count(KindZone, dirIn, len(nm.Data), errDecode)
+		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable batch dropped", "subject", nm.Subject, "err", err)
+		return
+	}
+	b.m.count(KindZone, dirIn, len(nm.Data), nil)
+	epoch, ok := b.cfg.Leases.Held(zoneID)
+	switch {
+	case zb.GetZone() != zoneID:
+		b.m.Misrouted.Add(1)
+		b.warnOnce("misrouted:"+zb.GetZone(), "cluster: batch for another zone dropped", "subject", nm.Subject, "zone", zb.GetZone())
+		return
+	case !ok || zb.GetZoneEpoch() != epoch:
+		b.m.StaleEpoch.Add(1)
+		b.warnOnce(fmt.Sprintf("stale:%s:%d", zoneID, zb.GetZoneEpoch()), "cluster: batch with a stale zone epoch dropped",
+			"zone", zoneID, "epoch", zb.GetZoneEpoch(), "owned_epoch", epoch, "from", zb.GetFromNode())
+		return
+	}
+	pid := b.zonePID(zoneID)
+	root := b.cfg.Sys.Root
+	for _, it := range zb.GetItems() {
+		m, err := b.decodeItem(it, zb.GetFromNode())
+		if err != nil {
+			b.m.Malformed.Add(1)
+			b.warnOnce("malformed:"+zb.GetFromNode(), "cluster: malformed item dropped", "zone", zoneID, "from", zb.GetFromNode(), "err", err)
+			continue
+		}
+		if m != nil {
+			root.Send(pid, m)
+		}
+	}
+}
+
+// onConnBatch delivers what another node's zones sent this node's
+// connections (NATS goroutine).
+func (b *Bridge) onConnBatch(nm *nats.Msg) {
+	var cb pb.ConnBatch
+	if err := proto.Unmarshal(nm.Data, &cb); err != nil {
+		b.m.count(KindConn, dirIn, len(nm.Data), errDecode)
+		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable batch dropped", "subject", nm.Subject, "err", err)
+		return
+	}
+	b.m.count(KindConn, dirIn, len(nm.Data), nil)
+	if err := b.deliverConn(&cb); err != nil {
+		b.m.Malformed.Add(1)
+		b.warnOnce("malformed-conn:"+cb.GetFromNode(), "cluster: malformed connection update dropped", "from", cb.GetFromNode(), "err", err)
+	}
+}
+
+// Kind names a message stream in the metrics.
+type Kind uint8
+
+// Kinds.
+const (
+	KindZone Kind = iota // ZoneBatch: handoffs, replicas, inputs, joins, leaves, teleports
+	KindConn             // ConnBatch: controls, views, redirects, kicks, events
+	kinds
+)
+
+func (k Kind) String() string { return [...]string{"zone", "conn"}[k] }
+
+const (
+	dirIn = iota
+	dirOut
+)
+
+var (
+	errDecode  = errors.New("decode")
+	errEncode  = errors.New("encode")
+	errPublish = errors.New("publish")
+)
+
+// Metrics counts the bridge's traffic and what it dropped.
+type Metrics struct {
+	Msgs  [kinds][2]atomic.Uint64 // [kind][in/out]
+	Bytes [kinds][2]atomic.Uint64
+	// StaleEpoch: batches for a zone this node does not own at the epoch
+	// they name (a sender with an old directory, or a fenced node).
+	StaleEpoch atomic.Uint64
+	Misrouted  atomic.Uint64 // a batch naming another zone than its subject
+	Malformed  atomic.Uint64 // undecodable batches and items that fail validation
+	Errors     atomic.Uint64 // encode or publish failures
+	NoOwner    atomic.Uint64 // messages for a zone nobody owns (dropped)
+	Unknown    atomic.Uint64 // connection updates for a player with no connection here
+	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
+	// owning zone's node, for inputs that crossed (sender and receiver
+	// clocks differ: an estimate, exact on one machine).
+	RemoteInputNanos atomic.Uint64
+	RemoteInputs     atomic.Uint64
+	// Handoffs counts cross-process handoffs committed here (an acquired
+	// entity from a zone on another node).
+	Handoffs atomic.Uint64
+}
+
+func (m *Metrics) count(k Kind, dir, n int, err error) {
+	if err != nil {
+		if errors.Is(err, errDecode) {
+			m.Malformed.Add(1)
+		} else {
+			m.Errors.Add(1)
+		}
+		return
+	}
+	m.Msgs[k][dir].Add(1)
+	m.Bytes[k][dir].Add(uint64(n))
+}

@@ -1,0 +1,413 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// flush asks a proxy or link to publish what it batched. It is sent to
+// self when the first message of a batch arrives, so it runs after the
+// burst already in the mailbox: one NATS message per burst (a zone's tick
+// sends every replica and view at once), not one per actor message.
+type flush struct{}
+
+var flushMsg = &flush{}
+
+// zoneProxy stands for a zone another node owns, under that zone's actor
+// name: local zones and connections send it what they would send the zone,
+// and it publishes them, batched, to the owner.
+type zoneProxy struct {
+	b        *Bridge
+	zone     string
+	batch    pb.ZoneBatch
+	flushing bool
+}
+
+func (p *zoneProxy) Receive(ctx actor.Context) {
+	var it *pb.ZoneItem
+	switch m := ctx.Message().(type) {
+	case *flush:
+		p.flush()
+		return
+	case *zone.HandoffEnvelope:
+		p.b.rememberLocal(m.Join)
+		h := &pb.HandoffItem{Msg: pbconv.HandoffToProto(&m.Msg), GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
+		if ep, ok := p.b.cfg.Leases.Held(m.Msg.From); ok {
+			h.FromEpoch = ep
+		}
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Handoff{Handoff: h}}
+	case *zone.ReplicaEnvelope:
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
+	case *msg.Input:
+		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), ReceivedNs: time.Now().UnixNano()}
+		for _, e := range m.Events {
+			in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
+				Payload: append([]byte(nil), e.Payload...)})
+		}
+		m.Release()
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
+	case *msg.Join:
+		p.b.rememberLocal(m)
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: m.Player, LastApplied: m.LastApplied, UserData: m.UserData}}}
+	case *msg.Leave:
+		p.b.forgetLocal(m.Player, m.Conn)
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Reason: uint32(m.Reason)}}}
+	case *zone.Teleport:
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: m.Entity,
+			Pos: &pb.Vec3{X: m.Pos[0], Y: m.Pos[1], Z: m.Pos[2]}}}}
+	case *zone.Inspect, *zone.Pause:
+		// Remote zones are inspected and paused by their own node.
+		if ctx.Sender() != nil {
+			ctx.Respond(struct{}{})
+		}
+		return
+	default:
+		return
+	}
+	p.batch.Items = append(p.batch.Items, it)
+	if len(p.batch.Items) >= p.b.cfg.MaxBatch {
+		p.flush()
+		return
+	}
+	if !p.flushing {
+		p.flushing = true
+		ctx.Send(ctx.Self(), flushMsg)
+	}
+}
+
+func (p *zoneProxy) flush() {
+	p.flushing = false
+	if len(p.batch.Items) == 0 {
+		return
+	}
+	defer func() {
+		clear(p.batch.Items)
+		p.batch.Items = p.batch.Items[:0]
+	}()
+	o, ok := p.b.cfg.Leases.Owner(p.zone)
+	if !ok {
+		p.b.m.NoOwner.Add(uint64(len(p.batch.Items)))
+		p.b.warnOnce("noowner:"+p.zone, "cluster: zone has no owner; its messages are dropped until one claims it", "zone", p.zone)
+		return
+	}
+	p.batch.Zone, p.batch.ZoneEpoch, p.batch.FromNode = p.zone, o.Epoch, p.b.cfg.Node
+	p.b.publish(zoneSubject(p.b.cfg.World, p.zone), KindZone, &p.batch)
+}
+
+// link stands, on a zone's node, for the connections another node holds:
+// zones send it Controls, views (through per-player slots), Redirects,
+// Kicks and events, as they would a local connection, and it publishes
+// them, batched, to that node.
+type link struct {
+	pid  *actor.PID
+	node string
+
+	mu    sync.Mutex
+	slots map[uint64]*slotRec
+}
+
+type slotRec struct {
+	slot *msg.ViewSlot
+	used time.Time
+}
+
+// linkIdle drops a player's view slot that saw no view this long (its
+// entity moved to a zone on another node, or left without a Leave here).
+const linkIdle = time.Minute
+
+func (l *link) slot(player uint64) *msg.ViewSlot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.slots[player]
+	if !ok {
+		r = &slotRec{slot: new(msg.ViewSlot), used: time.Now()}
+		l.slots[player] = r
+	}
+	return r.slot
+}
+
+func (l *link) drop(player uint64) {
+	l.mu.Lock()
+	delete(l.slots, player)
+	l.mu.Unlock()
+}
+
+func (b *Bridge) link(node string) *link {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l, ok := b.links[node]; ok {
+		return l
+	}
+	l := &link{node: node, slots: map[uint64]*slotRec{}}
+	pid, err := b.cfg.Sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &linkActor{b: b, l: l} }), linkPrefix+node)
+	if err != nil { // the name is taken: an earlier link that was stopped
+		pid = actor.NewPID(b.cfg.Sys.Address(), linkPrefix+node)
+	}
+	l.pid = pid
+	b.links[node] = l
+	return l
+}
+
+type linkActor struct {
+	b        *Bridge
+	l        *link
+	batch    pb.ConnBatch
+	views    bool
+	n        int
+	flushing bool
+	swept    time.Time
+}
+
+func (a *linkActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *flush:
+		a.flush()
+		return
+	case *msg.Control:
+		a.batch.Controls = append(a.batch.Controls, &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
+			State: pbconv.ControlToProto(m.State), Force: m.Force})
+		m.Release()
+	case *msg.ViewReady:
+		a.views = true
+	case *msg.Redirect:
+		zid := ""
+		if m.Zone != nil {
+			zid = strings.TrimPrefix(m.Zone.Id, "zone-")
+		}
+		a.batch.Redirects = append(a.batch.Redirects, &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch})
+	case *msg.Kick:
+		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason)})
+	case *msg.Output:
+		o := &pb.EventsOut{Player: m.Player}
+		for _, e := range m.Events {
+			o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
+				Payload: append([]byte(nil), e.Payload...)})
+		}
+		m.Release()
+		a.batch.Outputs = append(a.batch.Outputs, o)
+	default:
+		return
+	}
+	a.n++
+	if a.n >= a.b.cfg.MaxBatch {
+		a.flush()
+		return
+	}
+	if !a.flushing {
+		a.flushing = true
+		ctx.Send(ctx.Self(), flushMsg)
+	}
+}
+
+func (a *linkActor) flush() {
+	a.flushing = false
+	a.n = 0
+	now := time.Now()
+	if a.views {
+		a.views = false
+		a.l.mu.Lock()
+		for player, r := range a.l.slots {
+			if v := r.slot.Take(); v != nil {
+				r.used = now
+				a.batch.Views = append(a.batch.Views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, 0, v.Entries))
+				v.Release()
+			}
+		}
+		a.l.mu.Unlock()
+	}
+	if now.Sub(a.swept) > linkIdle/4 {
+		a.swept = now
+		a.l.mu.Lock()
+		for player, r := range a.l.slots {
+			if now.Sub(r.used) > linkIdle {
+				delete(a.l.slots, player)
+			}
+		}
+		a.l.mu.Unlock()
+	}
+	cb := &a.batch
+	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs) == 0 {
+		return
+	}
+	cb.FromNode = a.b.cfg.Node
+	a.b.publish(connSubject(a.b.cfg.World, a.l.node), KindConn, cb)
+	clear(cb.Controls)
+	clear(cb.Views)
+	clear(cb.Redirects)
+	clear(cb.Kicks)
+	clear(cb.Outputs)
+	cb.Controls, cb.Views, cb.Redirects, cb.Kicks, cb.Outputs = cb.Controls[:0], cb.Views[:0], cb.Redirects[:0], cb.Kicks[:0], cb.Outputs[:0]
+}
+
+// decodeItem turns one item of a batch from node from into the zone
+// actor's message.
+func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
+	switch x := it.GetItem().(type) {
+	case *pb.ZoneItem_Handoff:
+		hm, err := pbconv.HandoffFromProto(x.Handoff.GetMsg())
+		if err != nil {
+			return nil, err
+		}
+		env := &zone.HandoffEnvelope{Msg: hm, Force: x.Handoff.GetForce()}
+		if hm.Kind == handoff.KindOffer || hm.Kind == handoff.KindCommit {
+			var last uint64
+			if hm.State != nil {
+				last = hm.State.LastApplied
+			}
+			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), last, nil)
+		}
+		if hm.Kind == handoff.KindCommitAck {
+			b.m.Handoffs.Add(1) // the new owner, on another node, took it
+		}
+		return env, nil
+	case *pb.ZoneItem_Replicas:
+		rb, err := pbconv.ReplicaBatchFromProto(x.Replicas)
+		if err != nil {
+			return nil, err
+		}
+		return &zone.ReplicaEnvelope{Batch: *rb}, nil
+	case *pb.ZoneItem_Input:
+		p := x.Input
+		in := msg.NewInput()
+		in.Player = p.GetPlayer()
+		ms, err := pbconv.MovesFromProto(p.GetMoves())
+		if err != nil {
+			in.Release()
+			return nil, err
+		}
+		in.Moves = append(in.Moves[:0], ms...)
+		for _, e := range p.GetEvents() {
+			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
+				in.Release()
+				return nil, fmt.Errorf("event class %d lane %d key %d out of range", e.GetClass(), e.GetLane(), e.GetKey())
+			}
+			in.Add(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload())
+		}
+		in.Received = b.cfg.Now()
+		if sent := p.GetReceivedNs(); sent > 0 {
+			if d := time.Now().UnixNano() - sent; d >= 0 && d < int64(time.Minute) {
+				b.m.RemoteInputNanos.Add(uint64(d))
+				b.m.RemoteInputs.Add(1)
+			}
+		}
+		return in, nil
+	case *pb.ZoneItem_Join:
+		j := x.Join
+		return b.joinFor(j.GetPlayer(), from, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...)), nil
+	case *pb.ZoneItem_Leave:
+		l := x.Leave
+		if from != b.cfg.Node {
+			b.link(from).drop(l.GetPlayer())
+		}
+		if l.GetReason() > 255 {
+			return nil, fmt.Errorf("leave reason %d out of range", l.GetReason())
+		}
+		return &msg.Leave{Player: l.GetPlayer(), Reason: handshake.Reason(l.GetReason())}, nil
+	case *pb.ZoneItem_Teleport:
+		pos, err := pbconv.ControlFromProto(&pb.ControlState{Pos: x.Teleport.GetPos()})
+		if err != nil {
+			return nil, err
+		}
+		return &zone.Teleport{Entity: x.Teleport.GetEntity(), Pos: pos.Pos}, nil
+	}
+	return nil, fmt.Errorf("empty item")
+}
+
+// deliverConn hands a ConnBatch's updates to this node's connections.
+func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
+	root := b.cfg.Sys.Root
+	for _, c := range cb.GetControls() {
+		j := b.local(c.GetPlayer())
+		if j == nil {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		st, err := pbconv.ControlFromProto(c.GetState())
+		if err != nil {
+			return err
+		}
+		m := msg.NewControl()
+		m.Player, m.LastApplied, m.State, m.Force, m.Tick = c.GetPlayer(), c.GetLastApplied(), st, c.GetForce(), c.GetTick()
+		root.Send(j.Conn, m)
+	}
+	for _, pv := range cb.GetViews() {
+		j := b.local(pv.GetPlayer())
+		if j == nil || j.Views == nil {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		v := msg.NewView()
+		entries, err := pbconv.ViewEntriesFromProto(v.Entries[:0], pv, b.cfg.Registry)
+		if err != nil {
+			v.Release()
+			return err
+		}
+		v.Player, v.Tick, v.ServerTime, v.Entries = pv.GetPlayer(), pv.GetTick(), time.Duration(pv.GetServerTimeNs()), entries
+		if j.Views.Publish(v) && j.Ghosts != nil {
+			root.Send(j.Ghosts, msg.ViewReadyMsg)
+		}
+	}
+	for _, r := range cb.GetRedirects() {
+		j := b.local(r.GetPlayer())
+		if j == nil {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		if !validToken(r.GetZone()) {
+			return fmt.Errorf("redirect to zone %q", r.GetZone())
+		}
+		root.Send(j.Conn, &msg.Redirect{Player: r.GetPlayer(), Zone: b.zonePID(r.GetZone()), Epoch: r.GetEpoch()})
+	}
+	for _, k := range cb.GetKicks() {
+		j := b.local(k.GetPlayer())
+		if j == nil || k.GetReason() > 255 {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		root.Send(j.Conn, &msg.Kick{Player: k.GetPlayer(), Reason: handshake.Reason(k.GetReason())})
+	}
+	for _, o := range cb.GetOutputs() {
+		j := b.local(o.GetPlayer())
+		if j == nil {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		out := msg.NewOutput()
+		out.Player = o.GetPlayer()
+		for _, e := range o.GetEvents() {
+			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
+				out.Release()
+				return fmt.Errorf("event class %d out of range", e.GetClass())
+			}
+			out.Add(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload())
+		}
+		root.Send(j.Conn, out)
+	}
+	return nil
+}
+
+// validToken reports whether s can be a zone or node id (a subject token,
+// an actor name part).
+func validToken(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
