@@ -20,7 +20,7 @@ race: ## all tests with the race detector, in shuffled order
 	$(GO) test -race -shuffle=on -timeout 20m $(PKGS)
 
 scale: ## load tests at full scale without the race detector (under -race they scale down)
-	$(GO) test -count=1 -run 'TestTwoHundredClients' ./actors/...
+	$(GO) test -count=1 -run 'TestTwoHundredClients|TestClusterThreeNodes' ./actors/...
 
 fuzz-seeds: ## run every fuzz target over its committed seed corpus only
 	$(GO) test -run '^Fuzz' -count=1 $(PKGS)

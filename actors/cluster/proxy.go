@@ -51,7 +51,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.ReplicaEnvelope:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
 	case *msg.Input:
-		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), ReceivedNs: time.Now().UnixNano()}
+		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano()}
 		for _, e := range m.Events {
 			in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 				Payload: append([]byte(nil), e.Payload...)})
@@ -288,6 +288,7 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			return nil, err
 		}
 		in.Moves = append(in.Moves[:0], ms...)
+		in.LostBefore = p.GetLostBefore()
 		for _, e := range p.GetEvents() {
 			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
 				in.Release()

@@ -100,6 +100,7 @@ type conn struct {
 	closed    bool // Closed sent
 	zone      *actor.PID
 	zoneEpoch uint64
+	lastMove  uint64 // the newest move handed to an Input
 }
 
 func newConn(p Params) *conn {
@@ -262,7 +263,12 @@ func (c *conn) onDatagram(d *msg.Datagram) {
 // Move implements session.ServerHandler: called inside Receive for each new
 // move, in order.
 func (c *conn) Move(m move.Move) {
-	c.input().Moves = append(c.input().Moves, m)
+	in := c.input()
+	if len(in.Moves) == 0 && c.lastMove > 0 && m.Seq > c.lastMove+1 {
+		in.LostBefore = m.Seq - c.lastMove - 1 // the client lost them: the zone must not wait
+	}
+	c.lastMove = m.Seq
+	in.Moves = append(in.Moves, m)
 }
 
 // Event implements session.ServerHandler: e.Payload is valid during the call

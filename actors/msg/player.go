@@ -65,6 +65,11 @@ type Input struct {
 	// the newest applied in Control; the connection itself compares the
 	// client's CRCs (HasCRC moves) with the state the zone reports.
 	Moves []move.Move
+	// LostBefore counts the moves right before Moves[0] that the client
+	// lost (they never reached the connection), as do the gaps between
+	// consecutive Moves: the zone skips those at once instead of waiting
+	// for them (handoff.MoveQueue.PushBatch). 0 when nothing is known lost.
+	LostBefore uint64
 	EventList
 	// Received is when the connection decoded the newest of these (node
 	// monotonic clock), for lag compensation and metrics.
@@ -81,6 +86,7 @@ func NewInput() *Input { return inputPool.Get().(*Input) }
 func (in *Input) Release() {
 	in.Player = 0
 	in.Moves = in.Moves[:0]
+	in.LostBefore = 0
 	in.EventList.Reset()
 	in.Received = 0
 	inputPool.Put(in)

@@ -97,7 +97,29 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop(context.Background())
+	walkAcrossBorders(t, []*Node{n}, clients, npcs, walkFor, moveHz, true)
+}
 
+// walkAcrossBorders runs the walk of TestTwoHundredClientsAcrossBorders
+// against the nodes of one world: client i dials node i mod len(nodes),
+// whichever node runs its zone, and the census covers every node's zones.
+// checkPops checks that no ghost changed id while in view (a timing
+// property: a replica that comes late is dropped, then re-created).
+func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor time.Duration, moveHz int, checkPops bool) {
+	t.Helper()
+	pause := func(p bool) {
+		for _, n := range nodes {
+			n.Zones().Pause(p)
+		}
+	}
+	inspect := func(fn func(z *sim.Zone)) error {
+		for _, n := range nodes {
+			if err := n.Zones().Inspect(5*time.Second, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ws := make([]*walker, clients)
@@ -105,6 +127,7 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 	for i := range ws {
 		w := &walker{id: uint64(i + 1), rng: rand.New(rand.NewPCG(uint64(i), 11))}
 		ws[i] = w
+		n := nodes[i%len(nodes)]
 		tok := mint(t, n, w.id)
 		wg.Add(1)
 		go func() {
@@ -143,7 +166,7 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(time.Second / moveHz)
+			tick := time.NewTicker(time.Second / time.Duration(moveHz))
 			defer tick.Stop()
 			ids := map[uint64]uint32{}
 			next := map[uint64]uint32{}
@@ -156,7 +179,7 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 					w.goal = waypoint(w)
 				}
 				// Yaw 0 faces +Z and grows towards +X.
-				m := move.Move{Dt: 960 / moveHz, Forward: 127, Yaw: move.YawFromRadians(math.Atan2(dx, dz))}
+				m := move.Move{Dt: uint8(960 / moveHz), Forward: 127, Yaw: move.YawFromRadians(math.Atan2(dx, dz))}
 				if _, err := w.s.SendMove(m); err != nil {
 					w.err = err
 					return
@@ -190,19 +213,19 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 		}
 		if st := w.s.Stats().Moves; st.Acked != w.sent || st.Dropped != 0 {
 			var zs []sim.Stats
-			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) { zs = append(zs, z.Stats()) })
+			_ = inspect(func(z *sim.Zone) { zs = append(zs, z.Stats()) })
 			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v", w.id, w.sent, st.Acked, st.Dropped, zs)
 		}
 	}
 	// Let in-flight handoffs finish, then take a census with ticks paused.
 	time.Sleep(500 * time.Millisecond)
-	n.Zones().Pause(true)
+	pause(true)
 	owners := map[uint64][]string{}
 	lastApplied := map[uint64]uint64{}
 	var st sim.Stats
 	var ownedNPCs int
 	var truth []sim.EntityInfo // every owned entity at the census
-	err = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+	err := inspect(func(z *sim.Zone) {
 		s := z.Stats()
 		st.MovesApplied += s.MovesApplied
 		st.MovesLost += s.MovesLost
@@ -222,7 +245,7 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 			lastApplied[e.ID] = e.LastApplied
 		})
 	})
-	n.Zones().Pause(false)
+	pause(false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +274,7 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 		popped += w.popped
 		samples += w.samples
 	}
-	if popped != 0 {
+	if popped != 0 && checkPops {
 		t.Errorf("%d ghost id changes of entities continuously in view (%d samples): handoffs must not re-create ghosts", popped, samples)
 	}
 
@@ -301,8 +324,8 @@ func TestTwoHundredClientsAcrossBorders(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("%d of %d entities across a border (within 70 m of a player) missing from that player's view", missing, across)
 	}
-	t.Logf("%d clients, %d moves applied once each, %d handoffs (%d aborted), %d view samples, %d near-border players see all %d entities across",
-		clients, totalSent, st.HandoffsIn, st.HandoffsAborted, samples, nearBorder, across)
+	t.Logf("%d clients, %d moves applied once each, %d handoffs (%d aborted), %d view samples (%d ghost id changes), %d near-border players see all %d entities across",
+		clients, totalSent, st.HandoffsIn, st.HandoffsAborted, samples, popped, nearBorder, across)
 }
 
 func sign(v float64) bool { return v >= 0 }

@@ -72,7 +72,13 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	mono := time.Now()
 	now := func() time.Duration { return time.Since(mono) }
 	g.now = now
-	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1}
+	// A neighbour may run in another process: its replicas and handoff
+	// answers come over NATS, milliseconds behind in-process ones and far
+	// more on a loaded host. So a handed-on replica is held for up to a
+	// second, a silent neighbour's replicas live 2 s, and an offer waits
+	// a second for its answer (in-process defaults: 3 ticks, 1 s, 500 ms).
+	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
+	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
 	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn}
 	if !cfg.DevGame {

@@ -65,11 +65,17 @@ func TestCrowdCrossesAtOnce(t *testing.T) {
 		// every ViewReady, and at this size fall seconds behind.
 		f.joinWithoutViews(uint64(i+1), "x0z0")
 	}
-	// 4 s of walking at 40 moves a second: far enough for everyone to
-	// cross (the farthest start is 14 m from the border, plus the margin).
-	for range 160 {
-		f.sys.Root.Send(f.dpid, &driverStep{dt: 24})
-		time.Sleep(25 * time.Millisecond)
+	// 4 s of walking at 40 moves a second (20 under the race detector,
+	// which makes every message many times dearer): far enough for
+	// everyone to cross (the farthest start is 14 m from the border, plus
+	// the margin).
+	steps, dt, every := 160, uint8(24), 25*time.Millisecond
+	if raceEnabled {
+		steps, dt, every = 80, 48, 50*time.Millisecond
+	}
+	for range steps {
+		f.sys.Root.Send(f.dpid, &driverStep{dt: dt})
+		time.Sleep(every)
 	}
 	if _, err := f.sys.Root.RequestFuture(f.dpid, &driverSync{}, 30*time.Second).Result(); err != nil {
 		t.Fatalf("driver: %v", err)

@@ -70,3 +70,10 @@ func (*ReplicaEnvelope) GetPriority() int8 { return zonePriority }
 
 // GetPriority implements actor.PriorityMessage.
 func (*tickMsg) GetPriority() int8 { return zonePriority }
+
+// GetPriority implements actor.PriorityMessage: a look inside a busy zone
+// must not wait behind its inputs.
+func (*Inspect) GetPriority() int8 { return zonePriority }
+
+// GetPriority implements actor.PriorityMessage.
+func (*Pause) GetPriority() int8 { return zonePriority }

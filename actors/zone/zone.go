@@ -404,7 +404,7 @@ func (a *zoneActor) onInput(in *msg.Input) {
 	a.m.Inputs.Add(1)
 	a.m.Events.Add(uint64(len(in.Events)))
 	if len(in.Moves) > 0 {
-		if a.z.Input(now, in.Player, in.Moves) == handoff.InputDropped {
+		if a.z.InputBatch(now, in.Player, in.LostBefore, in.Moves) == handoff.InputDropped {
 			a.m.InputsDropped.Add(1)
 		}
 	}

@@ -84,7 +84,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, node_id, zones, lease_ttl, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
@@ -94,6 +94,9 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	npcs := fs.Int("npcs", def.NPCs, "number of wandering NPCs spread over the world")
 	natsURL := fs.String("nats", "", "external NATS `URL` (cluster mode); empty embeds a NATS server")
 	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
+	nodeID := fs.String("node-id", "", "`NAME` of this node in the cluster directory and NATS subjects ([A-Za-z0-9_-]); default hostname-udpport")
+	zones := fs.String("zones", def.Zones, "zones this node owns: comma-separated zone `IDS`, or auto = claim unowned zones up to a fair share of the live nodes (and take over zones whose owner died)")
+	leaseTTL := fs.Duration("lease-ttl", def.LeaseTTL.D(), "zone lease lifetime without renewal (renewed every third of it): how soon other nodes take over a dead node's zones")
 	keyFile := fs.String("key-file", "", "connect-token key `FILE` (64 hex digits); when empty, GHOSTWIRE_TOKEN_KEY (64 hex digits) is used if set, else the dev key DATA/token.key, generated on first start")
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
 	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
@@ -149,6 +152,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
+		{"node-id", str(&cfg.NodeID)}, {"zones", str(&cfg.Zones)}, {"lease-ttl", dur(&cfg.LeaseTTL)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
 		{"dev-game", boolean(&cfg.DevGame)}, {"pprof", boolean(&cfg.Pprof)},
 	}
@@ -165,7 +169,9 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		"data": func() { cfg.DataDir = *data }, "world": func() { cfg.WorldFile = *world },
 		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs },
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
-		"key-file": func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
+		"node-id": func() { cfg.NodeID = *nodeID }, "zones": func() { cfg.Zones = *zones },
+		"lease-ttl": func() { cfg.LeaseTTL = node.Duration(*leaseTTL) },
+		"key-file":  func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
 		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
 		"dev-game":         func() { cfg.DevGame = *devGame },
 		"pprof":            func() { cfg.Pprof = *pprofOn },

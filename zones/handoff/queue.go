@@ -1,23 +1,27 @@
 package handoff
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/move"
 )
 
 // DefaultGapTimeout is how long a MoveQueue waits for a missing sequence
-// before it skips it.
-const DefaultGapTimeout = 250 * time.Millisecond
+// before it skips it. Moves the client lost (MarkLost) are skipped at once;
+// what is waited for is moves still on their way (forwarded by a previous
+// owner, across processes, behind a busy zone's mailbox), so the wait is
+// long enough for those and only a safety net.
+const DefaultGapTimeout = time.Second
 
 // MoveQueue hands out one player's moves exactly once and in sequence
 // order, whatever order and however often they arrive: from the connection
 // directly, forwarded by a previous owner, repeated in a Commit. A gap (a
 // move that has not arrived while later ones have) holds the queue until
 // the move arrives or GapTimeout passes; then the missing moves count as
-// Lost and the queue goes on. In process nothing is reordered for longer
-// than a handoff round trip, so a gap is only ever waited out, never
-// skipped.
+// Lost and the queue goes on. A gap the connection declared lost (the
+// client never delivered those moves: MarkLost) is skipped at once, so
+// waiting is only ever for moves that are on their way.
 //
 // Bounded: at most Max moves are held (the newest beyond that are dropped
 // and counted; the client resends moves until they are acknowledged, and
@@ -34,6 +38,68 @@ type MoveQueue struct {
 	Max        int
 	GapTimeout time.Duration
 	stats      QueueStats
+	// lost: ranges of moves the connection says will never come (lost at
+	// the client), sorted, all above last; a handful at most.
+	lost []seqRange
+}
+
+type seqRange struct{ from, to uint64 }
+
+// maxLostRanges bounds the ranges remembered; older ones are dropped (their
+// gaps are then waited out).
+const maxLostRanges = 32
+
+// MarkLost records that moves from..to (inclusive) will never arrive: the
+// client lost them before they reached the connection. A gap made only of
+// such moves does not wait.
+func (q *MoveQueue) MarkLost(from, to uint64) {
+	if to < from || to <= q.last {
+		return
+	}
+	from = max(from, q.last+1)
+	i := len(q.lost)
+	for i > 0 && q.lost[i-1].from > from {
+		i--
+	}
+	q.lost = slices.Insert(q.lost, i, seqRange{from, to})
+	if len(q.lost) > maxLostRanges {
+		q.lost = q.lost[len(q.lost)-maxLostRanges:]
+	}
+}
+
+// PushBatch adds a connection's batch of moves (in sequence order, as
+// actors/msg.Input carries them): lostBefore moves right before the first
+// were lost at the client, and so was every move missing between two of
+// the batch's (a batch is contiguous in the connection's stream).
+func (q *MoveQueue) PushBatch(lostBefore uint64, moves []move.Move) int {
+	if len(moves) > 0 {
+		if first := moves[0].Seq; lostBefore > 0 && lostBefore < first {
+			q.MarkLost(first-lostBefore, first-1)
+		}
+		for i := 1; i < len(moves); i++ {
+			if a, b := moves[i-1].Seq, moves[i].Seq; b > a+1 {
+				q.MarkLost(a+1, b-1)
+			}
+		}
+	}
+	return q.Push(moves...)
+}
+
+// declaredLost reports whether every move from..to is in a lost range.
+func (q *MoveQueue) declaredLost(from, to uint64) bool {
+	for _, r := range q.lost {
+		if r.to < from {
+			continue
+		}
+		if r.from > from {
+			return false
+		}
+		if r.to >= to {
+			return true
+		}
+		from = r.to + 1
+	}
+	return false
 }
 
 // QueueStats counts a queue's moves.
@@ -48,7 +114,7 @@ type QueueStats struct {
 // Reset restarts the queue after move last (e.g. from a handoff snapshot's
 // LastApplied), dropping anything queued.
 func (q *MoveQueue) Reset(last uint64) {
-	q.last, q.q, q.gapOpen = last, q.q[:0], false
+	q.last, q.q, q.gapOpen, q.lost = last, q.q[:0], false, q.lost[:0]
 }
 
 // LastApplied returns the newest sequence handed out (or Reset to).
@@ -124,6 +190,9 @@ func (q *MoveQueue) Peek(now time.Duration) (move.Move, bool) {
 		q.gapOpen = false
 		return m, true
 	}
+	if q.declaredLost(q.last+1, m.Seq-1) {
+		return m, true
+	}
 	if !q.gapOpen {
 		q.gapOpen, q.gapSince = true, now
 	}
@@ -147,6 +216,9 @@ func (q *MoveQueue) Pop() {
 		q.stats.Lost += m.Seq - q.last - 1
 	}
 	q.last = m.Seq
+	for len(q.lost) > 0 && q.lost[0].to <= q.last {
+		q.lost = q.lost[1:]
+	}
 	q.stats.Popped++
 	copy(q.q, q.q[1:])
 	q.q = q.q[:len(q.q)-1]

@@ -67,6 +67,11 @@ type Config struct {
 	// BorderRange is how far from a neighbour's rectangle an entity is
 	// still replicated to it. Default the interest leave radius.
 	BorderRange float64
+	// HandoffGrace is how many ticks a replica handed between zones is
+	// held while no batch lists it (see handoffGrace in replica.go).
+	// Default 3: enough in one process. Across processes the new owner's
+	// first batch comes over NATS a little later; zoned uses 10.
+	HandoffGrace int
 	// ReplicaTTL drops a neighbour's replicas when no batch arrived for
 	// this long (a dead or stalled neighbour). Default 1 s.
 	ReplicaTTL time.Duration
@@ -137,6 +142,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MinDwell == 0 {
 		c.MinDwell = 2 * time.Second
+	}
+	if c.HandoffGrace <= 0 {
+		c.HandoffGrace = handoffGrace
 	}
 	if c.ReplicaTTL == 0 {
 		c.ReplicaTTL = time.Second

@@ -17,7 +17,7 @@ import "time"
 // slot and generation: no interest change at all). If none does within the
 // grace it is dropped, so an entity that really vanished mid-handoff
 // lingers, frozen, for a few ticks at most.
-const handoffGrace = 3
+const handoffGrace = 3 // the default of Config.HandoffGrace
 
 // sendReplicas builds one batch per neighbour: every entity this zone owns
 // within BorderRange of the neighbour's rectangle (DESIGN §5: players at a
@@ -80,7 +80,7 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		e := &z.ents[s]
 		if e.role == roleReplica && e.owner == b.From && e.seenBatch != seq {
 			if e.hold == 0 && z.handedOn(e, b.From) {
-				e.hold = now + handoffGrace*z.period
+				e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 				z.stats.ReplicasHeld++
 			}
 			if now < e.hold {

@@ -315,10 +315,21 @@ func (z *Zone) Leave(entity uint64) error {
 // it handed off they are forwarded (a message in Pending()); for one it is
 // offering they are held. It reports what happened.
 func (z *Zone) Input(now time.Duration, entity uint64, moves []move.Move) handoff.InputAction {
+	return z.InputBatch(now, entity, 0, moves)
+}
+
+// InputBatch is Input for a connection's batch (actors/msg.Input): the
+// lostBefore moves right before the first, and any missing between two of
+// them, were lost at the client, so the player's queue does not wait for
+// them (handoff.MoveQueue.PushBatch).
+func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []move.Move) handoff.InputAction {
 	act := z.hand.Input(now, entity, moves, &z.hout)
 	if act == handoff.InputLocal {
 		if s, ok := z.byID[entity]; ok {
-			z.push(&z.ents[s], moves)
+			e := &z.ents[s]
+			before := e.queue.Stats().Dropped
+			e.queue.PushBatch(lostBefore, moves)
+			z.stats.MovesDropped += e.queue.Stats().Dropped - before
 		}
 	}
 	z.applyHandoff(now)
@@ -419,7 +430,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// players here keep seeing it (same slot, same generation: no
 			// leave and re-enter) until the new owner's batches take over.
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
-			e.hold = now + handoffGrace*z.period
+			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 			e.conn, e.seedIDs = "", nil
 			e.queue.Reset(0)
 			e.set.Reset()
@@ -430,6 +441,11 @@ func (z *Zone) applyHandoff(now time.Duration) {
 		if s, ok := z.byID[r.Entity]; ok {
 			e := &z.ents[s]
 			e.role = roleOwned
+			// The dwell starts again: a neighbour that did not answer in
+			// time (busy, or its node is slow to reach) is not offered the
+			// entity again next tick, so the player plays on here between
+			// attempts instead of staying frozen.
+			e.since = now
 			z.push(e, r.Moves)
 			z.stats.HandoffsAborted++
 		}

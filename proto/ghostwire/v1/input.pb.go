@@ -106,7 +106,10 @@ type PlayerInput struct {
 	// When the connection decoded the newest of these (its clock).
 	ReceivedNs int64 `protobuf:"varint,4,opt,name=received_ns,json=receivedNs,proto3" json:"received_ns,omitempty"`
 	// The connection's address, so a zone can answer (and notice a stale route).
-	Conn          string `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
+	Conn string `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
+	// lost_before: moves right before the first that the client lost
+	// (actors/msg.Input.LostBefore).
+	LostBefore    uint64 `protobuf:"varint,6,opt,name=lost_before,json=lostBefore,proto3" json:"lost_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,6 +177,13 @@ func (x *PlayerInput) GetConn() string {
 		return x.Conn
 	}
 	return ""
+}
+
+func (x *PlayerInput) GetLostBefore() uint64 {
+	if x != nil {
+		return x.LostBefore
+	}
+	return 0
 }
 
 // A player's connection is up (or a zone takes over a player).
@@ -389,14 +399,16 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\x05class\x18\x01 \x01(\rR\x05class\x12\x12\n" +
 	"\x04lane\x18\x02 \x01(\rR\x04lane\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\rR\x03key\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\"\xb5\x01\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\"\xd6\x01\n" +
 	"\vPlayerInput\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12(\n" +
 	"\x05moves\x18\x02 \x03(\v2\x12.ghostwire.v1.MoveR\x05moves\x12/\n" +
 	"\x06events\x18\x03 \x03(\v2\x17.ghostwire.v1.GameEventR\x06events\x12\x1f\n" +
 	"\vreceived_ns\x18\x04 \x01(\x03R\n" +
 	"receivedNs\x12\x12\n" +
-	"\x04conn\x18\x05 \x01(\tR\x04conn\"\x90\x01\n" +
+	"\x04conn\x18\x05 \x01(\tR\x04conn\x12\x1f\n" +
+	"\vlost_before\x18\x06 \x01(\x04R\n" +
+	"lostBefore\"\x90\x01\n" +
 	"\n" +
 	"PlayerJoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
