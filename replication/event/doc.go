@@ -18,6 +18,7 @@
 //	s.Write(&w, seq, now)                // fills what fits; records the units packet seq carries
 //	// Each frame:
 //	for _, f := range conn.PopFates(fates[:0]) { s.OnFate(f) } // dropped → units requeued at the front
+//	s.AckDelivered(delivered) // delivered(seq): conn.Delivered — deliveries whose fates wait behind a lost packet's
 //
 //	// Receiver side, after notify accepted the packet:
 //	r.Read(&rd, func(e event.Event) { ... })   // e.Payload valid during the call
@@ -35,11 +36,11 @@
 // interval or two later are covered by the same ack and almost surely lost
 // too. A delivered fate acknowledges the units. Nothing is resent on a timer.
 // Because notify's fates are exact (a packet reported dropped was never
-// accepted), a resend after a drop duplicates nothing but a later copy whose
-// delivered fate still waits behind an older lost packet's (fates come in
-// send order): about loss² of the units, which costs ~1 % more event bytes
-// at 20 % loss and repairs a lost round R packet intervals sooner.
-// Duplicates also arise from redundant copies
+// accepted), a resend after a drop duplicates nothing but a copy still in
+// flight: a later copy's delivery known to notify but whose fate waits
+// behind an older lost packet's (fates come in send order) acknowledges the
+// unit at once (Sender.AckDelivered). Duplicates also arise from redundant
+// copies
 // (Config.Redundancy: while a unit's fate is unknown it rides again in the
 // next packets, which repairs a loss one packet interval later instead of one
 // loss-detection delay later; Config.ResidualLoss adds copies on lossy paths,

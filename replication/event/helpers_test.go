@@ -131,6 +131,8 @@ type endpoint struct {
 	fates   []notify.Fate
 	deliver func(Event)
 	readErr error
+	// delivered is notify's early delivery report (Sender.AckDelivered).
+	delivered func(seq uint64) bool
 }
 
 func newEndpoint(t testing.TB, name string, ncfg notify.Config, cfg Config, mtu int) *endpoint {
@@ -147,7 +149,12 @@ func newEndpoint(t testing.TB, name string, ncfg notify.Config, cfg Config, mtu 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &endpoint{name: name, conn: c, s: s, r: r, buf: make([]byte, mtu), fates: make([]notify.Fate, 0, 64)}
+	e := &endpoint{name: name, conn: c, s: s, r: r, buf: make([]byte, mtu), fates: make([]notify.Fate, 0, 64)}
+	e.delivered = func(seq uint64) bool {
+		_, ok := c.Delivered(seq)
+		return ok
+	}
+	return e
 }
 
 // send builds one data packet and offers it to l.
@@ -194,6 +201,7 @@ func (e *endpoint) tick(now time.Duration) {
 	for _, f := range e.fates {
 		e.s.OnFate(f)
 	}
+	e.s.AckDelivered(e.delivered) // as session's endpoints do
 }
 
 // sim drives two endpoints over a netsim.Pipe in virtual time. Each side sends

@@ -25,6 +25,7 @@ type txEntry struct {
 type txPacket struct {
 	seq      uint64
 	first, n uint64
+	acked    bool // AckDelivered acknowledged its units ahead of its fate
 }
 
 // staggerKey is the seed-001 schedule of one staggered key.
@@ -67,6 +68,7 @@ type SenderStats struct {
 //	seq, _ := conn.WriteHeader(w, notify.TypeData, now)
 //	s.Write(w, seq, now)          // after the header, before ghosts
 //	for _, f := range conn.PopFates(fates[:0]) { s.OnFate(f) }
+//	s.AckDelivered(delivered) // notify's deliveries whose fates still wait
 //
 // Memory is bounded by Config (MaxQueuedBytes of payload, MaxInFlightPerLane
 // units per stream); rings grow only up to those bounds, so the steady state
@@ -774,6 +776,35 @@ func (s *Sender) OnFate(f notify.Fate) {
 		s.pN--
 		if p.seq == f.Seq {
 			return
+		}
+	}
+}
+
+// AckDelivered acknowledges, ahead of their fates, the units of every packet
+// in flight that delivered (notify.Conn.Delivered) reports delivered. Fates
+// come in send order, so one lost packet holds back the delivered fates of
+// every later packet until the peer gives it up; a unit whose round started
+// in the lost packet would meanwhile be requeued on that packet's verdict
+// though a later copy arrived (a duplicate the receiver discards, about
+// loss² of the units). Call it after feeding OnFate; the packets' own fates
+// still come later and release the units. It allocates nothing.
+func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
+	mask := uint64(len(s.pkts) - 1)
+	emask := uint64(len(s.entries) - 1)
+	for i := uint64(0); i < s.pN; i++ {
+		p := &s.pkts[(s.pHead+i)&mask]
+		if p.acked || !delivered(p.seq) {
+			continue
+		}
+		p.acked = true
+		for j := p.first; j < p.first+p.n; j++ {
+			e := s.entries[j&emask]
+			st := &s.streams[e.stream]
+			if e.id < st.base || e.id >= st.next {
+				continue
+			}
+			st.unit(e.id).acked = true
+			st.setResend(e.id, false)
 		}
 	}
 }

@@ -21,11 +21,11 @@ type pendEvent struct {
 // A round is one transmission and its redundant copies; first is its first
 // packet. The first carrier of the round reported dropped requeues the unit:
 // its later copies, sent a packet interval or two after it, are covered by
-// the same ack and are lost too unless their delivered fate waits behind an
-// older lost packet's (fates come in send order; the resend is then a
-// duplicate the receiver discards), and waiting for their own verdicts
-// would cost those intervals again. Drops of an older round's carriers only
-// release their references.
+// the same ack and are lost too unless notify already knows one delivered
+// (Sender.AckDelivered acknowledges the unit then, though that fate waits
+// behind the older packet's), and waiting for their own verdicts would cost
+// those intervals again. Drops of an older round's carriers only release
+// their references.
 type unit struct {
 	buf     []byte // the event's payload, shared by all its fragments
 	off, n  int32  // this unit's bytes: buf[off : off+n]

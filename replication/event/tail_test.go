@@ -153,3 +153,34 @@ func TestHasRedundant(t *testing.T) {
 	}
 	_ = p1
 }
+
+// TestAckDeliveredStopsASpuriousResend: a unit's round is packets 1–3; 1 and
+// 2 are lost, 3 arrives. Fates pop in send order, so 1's drop verdict comes
+// while 3's delivered fate still waits behind 2's: on its own, the verdict
+// requeues the unit — a duplicate. Told early that 3 was delivered, the
+// sender acknowledges the unit and resends nothing, and it still frees the
+// unit when the fates arrive.
+func TestAckDeliveredStopsASpuriousResend(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		c := DefaultConfig()
+		c.ResidualLoss = 0
+		p := newPair(t, c)
+		must(t, p.s.SendOrdered(0, []byte("x")))
+		p1, p2, p3 := p.write(0, 100), p.write(50*ms, 100), p.write(100*ms, 100)
+		p.deliver(p3)
+		if early {
+			p.s.AckDelivered(func(seq uint64) bool { return seq == p3 })
+		}
+		p.fate(p1, false)
+		p.write(150*ms, 100)
+		st := p.s.Stats()
+		if early != (st.Resent == 0) {
+			t.Fatalf("early %v: resent %d", early, st.Resent)
+		}
+		p.fate(p2, false)
+		p.fate(p3, true)
+		if p.s.InFlight(0) != 0 && early {
+			t.Fatalf("lane holds %d after every fate", p.s.InFlight(0))
+		}
+	}
+}

@@ -409,6 +409,7 @@ func (c *Client) processFates() {
 	for _, f := range e.fates {
 		e.evs.OnFate(f)
 	}
+	e.evs.AckDelivered(e.delivered)
 }
 
 // handshakeReply digests Challenge, Accepted and Denied.

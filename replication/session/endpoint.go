@@ -29,6 +29,9 @@ type endpoint struct {
 	fates []notify.Fate       // scratch of PopFates
 
 	deliver func(event.Event) // built once: a method value per call would allocate
+	// delivered is notify's early delivery report for the event sender
+	// (event.Sender.AckDelivered), built once for the same reason.
+	delivered func(seq uint64) bool
 
 	keepAlive time.Duration
 	timeout   time.Duration
@@ -77,6 +80,10 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 		return err
 	}
 	e.fates = nil // PopFates grows it on demand; an idle link needs no room for MaxInFlight fates
+	e.delivered = func(seq uint64) bool {
+		_, ok := e.nc.Delivered(seq)
+		return ok
+	}
 	e.lanes = ec.Lanes
 	e.keepAlive, e.timeout = keepAlive, timeout
 	e.discCopies, e.discInterval = copies, interval

@@ -368,6 +368,7 @@ func (s *Server) processFates() {
 			}
 		}
 	}
+	e.evs.AckDelivered(e.delivered)
 	s.earlyGhostFates()
 }
 
