@@ -342,3 +342,5 @@ func (m *Metrics) count(k Kind, dir, n int, err error) {
 	m.Msgs[k][dir].Add(1)
 	m.Bytes[k][dir].Add(uint64(n))
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }

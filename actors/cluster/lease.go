@@ -49,6 +49,7 @@ type Leases struct {
 	// zone this node stopped owning without releasing it.
 	lost    func(zone string)
 	changed chan struct{} // closed and replaced whenever owners changes
+	load    func(zone string) (players, npcs int)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -193,13 +194,29 @@ func (l *Leases) Held(zone string) (uint64, bool) {
 	return h.epoch, true
 }
 
+// SetLoad makes renewals write each zone's player and NPC counts into its
+// lease (what zonectl zones shows). Call it before the first renewal.
+func (l *Leases) SetLoad(fn func(zone string) (players, npcs int)) {
+	l.mu.Lock()
+	l.load = fn
+	l.mu.Unlock()
+}
+
 // ErrOwned is returned by Claim for a zone another node holds.
 var ErrOwned = errors.New("zone owned by another node")
 
 func (l *Leases) value(zone string, epoch uint64, since time.Time) []byte {
 	now := l.now()
-	b, _ := proto.Marshal(&pb.ZoneOwner{Zone: zone, Node: l.node, AcquiredUnixMs: since.UnixMilli(),
-		ExpiresUnixMs: now.Add(l.ttl).UnixMilli(), Epoch: epoch})
+	zo := &pb.ZoneOwner{Zone: zone, Node: l.node, AcquiredUnixMs: since.UnixMilli(),
+		ExpiresUnixMs: now.Add(l.ttl).UnixMilli(), Epoch: epoch}
+	l.mu.Lock()
+	load := l.load
+	l.mu.Unlock()
+	if load != nil {
+		p, n := load(zone)
+		zo.Players, zo.Npcs = uint32(max(p, 0)), uint32(max(n, 0))
+	}
+	b, _ := proto.Marshal(zo)
 	return b
 }
 

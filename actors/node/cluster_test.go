@@ -7,7 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // startCluster (stop them with stopAll) starts three nodes of one world on loopback: the first
@@ -98,4 +106,141 @@ func TestClusterThreeNodesAcrossBorders(t *testing.T) {
 		t.Fatal("no cross-process handoff committed: the walk did not cross a process border")
 	}
 	t.Logf("%d cross-process handoffs", handoffs)
+}
+
+// Ownership is never taken, only claimed: a second node asking for a zone
+// the first one holds is refused with the owner's name; in auto mode it
+// takes only unowned zones (its fair share); stopping it leaves the first
+// node's leases alone.
+func TestClusterOwnership(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	cfg1 := testConfig(t)
+	cfg1.NodeID, cfg1.Zones = "first", "x0z0,x1z0"
+	n1, err := Start(context.Background(), cfg1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Stop(context.Background())
+	join := func(id, zones string) Config {
+		c := testConfig(t)
+		c.NodeID, c.Zones, c.NATSURL, c.KeyFile = id, zones, n1.NATSURL(), filepath.Join(cfg1.DataDir, "token.key")
+		return c
+	}
+	_, err = Start(context.Background(), join("second", "x1z0"), nil)
+	if err == nil || !strings.Contains(err.Error(), "zone x1z0 is owned by node first") {
+		t.Fatalf("claiming an owned zone: err = %v, want one naming the owner", err)
+	}
+	n2, err := Start(context.Background(), join("second", "auto"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(n2.Zones().IDs(), ","); got != "x0z1,x1z1" {
+		n2.Stop(context.Background())
+		t.Fatalf("auto node runs %q, want the two unowned zones x0z1,x1z1", got)
+	}
+	before := n1.Leases().Owners()
+	if err := n2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the stopped node's leases to go", func() bool {
+		o := n1.Leases().Owners()
+		_, a := o["x0z1"]
+		_, b := o["x1z1"]
+		return !a && !b
+	})
+	after := n1.Leases().Owners()
+	for _, z := range []string{"x0z0", "x1z0"} {
+		if after[z] != before[z] || after[z].Node != "first" {
+			t.Fatalf("zone %s: owner %+v before the second node stopped, %+v after", z, before[z], after[z])
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A handoff whose target node does not answer (its lease is renewed but
+// nothing serves the zone: a hung process) times out; the player stays
+// with the old owner, keeps playing, and loses no move.
+func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	cfg := testConfig(t)
+	cfg.NodeID, cfg.Zones = "alive", "x0z0"
+	cfg.spawn = func(uint64, world.Rect) [3]float32 { return [3]float32{-4, 0, -300} } // 4 m from x1z0
+	n, err := Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	nc, err := nats.Connect(n.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(context.Background(), BucketZones)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := cluster.NewLeases(context.Background(), kv, "silent", 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close(context.Background())
+	if _, err := silent.Claim(context.Background(), "x1z0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the alive node to see x1z0's owner", func() bool {
+		o, ok := n.Leases().Owner("x1z0")
+		return ok && o.Node == "silent"
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, n.PublicAddr().String(), mint(t, n, 4), client.WithManualInput()) // 4 % 4: zone x0z0
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var sent uint64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range 45 { // 4.5 s walking +x: past the border, the margin and the dwell
+		<-tick.C
+		if _, err := s.SendMove(move.Move{Dt: 96, Forward: 127, Yaw: 16384}); err != nil {
+			t.Fatal(err)
+		}
+		sent++
+	}
+	waitFor(t, 10*time.Second, "every move acknowledged", func() bool { return s.Stats().Moves.Acked == sent })
+	var owned bool
+	var aborted uint64
+	var pos [3]float32
+	if err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		e, ok := z.Entity(4)
+		owned, pos = ok && e.Owned, e.State.Pos
+		aborted = z.Stats().HandoffsAborted
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !owned || pos[0] < 8 {
+		t.Fatalf("player owned here: %v at %v; want it still owned by x0z0, walked into x1z0's rectangle", owned, pos)
+	}
+	if aborted == 0 {
+		t.Fatal("no handoff was aborted: the offer never went out")
+	}
+	if out := n.Bridge().Metrics().Msgs[cluster.KindZone][1].Load(); out == 0 {
+		t.Fatal("no message was sent towards the silent node")
+	}
 }

@@ -114,6 +114,10 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			return err
 		}
 		n.bridge = b
+		n.leases.SetLoad(func(z string) (int, int) {
+			p, npcs, _ := g.zones.Load(z)
+			return p, npcs
+		})
 		mem = &membership{node: n.node, auto: cfg.Zones == "" || cfg.Zones == "auto", wm: wm, sys: g.sys, zones: g.zones,
 			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster")}
 		n.member = mem

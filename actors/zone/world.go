@@ -3,6 +3,7 @@ package zone
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,6 +23,9 @@ type World struct {
 	ids  []string              // zones running here, in map order
 	all  []*actor.PID          // every zone of the map, by name (local zone or proxy)
 	m    *Metrics
+
+	loadMu sync.Mutex
+	load   map[string][2]int // players, NPCs per running zone, about once a second
 }
 
 // Start spawns one zone actor per zone of w, each configured from base
@@ -44,7 +48,16 @@ func StartZones(sys *actor.ActorSystem, w *world.World, base sim.Config, p Param
 	if p.Metrics == nil {
 		p.Metrics = new(Metrics)
 	}
-	out := &World{sys: sys, w: w, base: base, p: p, pids: map[string]*actor.PID{}, m: p.Metrics}
+	out := &World{sys: sys, w: w, base: base, p: p, pids: map[string]*actor.PID{}, m: p.Metrics, load: map[string][2]int{}}
+	next := p.Load
+	out.p.Load = func(zone string, players, npcs int) {
+		out.loadMu.Lock()
+		out.load[zone] = [2]int{players, npcs}
+		out.loadMu.Unlock()
+		if next != nil {
+			next(zone, players, npcs)
+		}
+	}
 	for _, zn := range w.Zones() {
 		out.all = append(out.all, actor.NewPID(sys.Address(), ActorName(zn.ID)))
 	}
@@ -101,6 +114,15 @@ func (w *World) Spawn(id string) error {
 	return nil
 }
 
+// Load returns zone id's player and NPC counts as last reported (about
+// once a second), and whether it runs here.
+func (w *World) Load(id string) (players, npcs int, ok bool) {
+	w.loadMu.Lock()
+	defer w.loadMu.Unlock()
+	l, ok := w.load[id]
+	return l[0], l[1], ok
+}
+
 // Remove stops the actor of zone id and waits for it (the node lost or
 // gave up the zone). Not safe for concurrent use with Spawn.
 func (w *World) Remove(id string) {
@@ -110,6 +132,9 @@ func (w *World) Remove(id string) {
 	}
 	_ = w.sys.Root.StopFuture(pid).Wait()
 	delete(w.pids, id)
+	w.loadMu.Lock()
+	delete(w.load, id)
+	w.loadMu.Unlock()
 	w.ids = slices.DeleteFunc(w.ids, func(s string) bool { return s == id })
 }
 

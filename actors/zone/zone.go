@@ -37,6 +37,9 @@ type Params struct {
 	// the dev game, &DevGame{Echo: true, Teleport: true}; a production
 	// game sets its own handler (or IgnoreEvents).
 	Events EventHandler
+	// Load, when set, is told the zone's player and NPC counts about once
+	// a second (the cluster directory shows them).
+	Load func(zone string, players, npcs int)
 	// MaxEventBytesPerTick bounds the event payload bytes the zone sends
 	// each player per tick; beyond it events are dropped and counted
 	// (Metrics.EventsOutDropped). Default DefaultMaxEventBytesPerTick.
@@ -330,6 +333,10 @@ func (a *zoneActor) onTick() {
 	}
 	if a.z.Tick()%64 == 0 {
 		a.sweepJoins()
+	}
+	if a.p.Load != nil && a.z.Tick()%20 == 1 {
+		st := a.z.Stats()
+		a.p.Load(a.p.Sim.Zone, st.Players, st.NPCs)
 	}
 	a.nextAt = at + period
 	a.arm()

@@ -1,0 +1,314 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+)
+
+// natsServer runs a real nats-server with JetStream on a random loopback
+// port for one test.
+func natsServer(t testing.TB) *nats.Conn {
+	t.Helper()
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
+		JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return nc
+}
+
+func zonesBucket(t testing.TB, nc *nats.Conn, ttl time.Duration) jetstream.KeyValue {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), LeaseBucketConfig("zones", ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Never two owners: a held zone cannot be claimed; a node that stopped
+// renewing (paused, partitioned) loses its lease when it expires, another
+// node claims the zone at a higher epoch, and the paused node, when it
+// wakes, cannot renew it: it is told it lost the zone.
+func TestLeaseFencing(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Second
+	kv := zonesBucket(t, nc, ttl)
+	var lostMu sync.Mutex
+	var lost []string
+	a, err := NewLeases(context.Background(), kv, "a", ttl, nil, func(z string) {
+		lostMu.Lock()
+		lost = append(lost, z)
+		lostMu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewLeases(context.Background(), kv, "b", ttl, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	e1, err := a.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("claiming a held zone: %v, want ErrOwned", err)
+	}
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Node == "a" && o.Epoch == e1 })
+	// Renewals keep it alive past the TTL.
+	time.Sleep(2 * ttl)
+	if _, err := b.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("a renewed lease was claimable after its TTL: %v", err)
+	}
+	// a pauses: its renewals stop, nothing is released.
+	close(a.stop)
+	a.wg.Wait()
+	var e2 uint64
+	waitFor(t, 5*ttl, "the paused node's lease to expire and b to claim", func() bool {
+		e2, err = b.Claim(context.Background(), "z")
+		return err == nil
+	})
+	if e2 <= e1 {
+		t.Fatalf("new epoch %d not above the old %d", e2, e1)
+	}
+	a.renewAll() // a wakes up
+	if _, held := a.Held("z"); held {
+		t.Fatal("the paused node still holds the zone after another claimed it")
+	}
+	lostMu.Lock()
+	if len(lost) != 1 || lost[0] != "z" {
+		t.Fatalf("lost = %v, want [z]", lost)
+	}
+	lostMu.Unlock()
+	if o, _ := b.Owner("z"); o.Node != "b" || o.Epoch != e2 {
+		t.Fatalf("owner %+v after the takeover", o)
+	}
+	// Release deletes only at the releaser's revision: a's stale view of
+	// the lease cannot delete b's.
+	a.Close(context.Background())
+	time.Sleep(100 * time.Millisecond)
+	if e, err := kv.Get(context.Background(), "z"); err != nil {
+		t.Fatalf("b's lease gone after a closed: %v", err)
+	} else if o, _ := DecodeOwner(e); o.Node != "b" {
+		t.Fatalf("lease now %+v", o)
+	}
+}
+
+// probe stands in for a zone actor and records what reaches it.
+type probe struct {
+	mu  sync.Mutex
+	got []any
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped:
+	default:
+		p.mu.Lock()
+		p.got = append(p.got, m)
+		p.mu.Unlock()
+	}
+}
+
+func (p *probe) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.got)
+}
+
+// bridgeFixture is a bridge of node "n1" serving zone "z" (epoch held in a
+// real lease) with a probe actor under the zone's name.
+type bridgeFixture struct {
+	b     *Bridge
+	nc    *nats.Conn
+	p     *probe
+	sys   *actor.ActorSystem
+	epoch uint64
+}
+
+func newBridgeFixture(t *testing.T) *bridgeFixture {
+	t.Helper()
+	nc := natsServer(t)
+	kv := zonesBucket(t, nc, 3*time.Second)
+	l, err := NewLeases(context.Background(), kv, "n1", 3*time.Second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	ep, err := l.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := ghost.NewRegistry(ghost.DefaultBounds())
+	_ = reg.Register(ghost.PlayerClass(nil), ghost.NPCClass(nil))
+	sys := quietSystem()
+	start := time.Now()
+	b, err := NewBridge(Config{World: "w", Node: "n1", NC: nc, Sys: sys, Leases: l, Registry: reg, Now: func() time.Duration { return time.Since(start) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &probe{}
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return p }), zone.ActorName("z")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Serve("z"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		sys.Shutdown()
+	})
+	return &bridgeFixture{b: b, nc: nc, p: p, sys: sys, epoch: ep}
+}
+
+func validBatch(zoneID string, epoch uint64) []byte {
+	b, _ := proto.Marshal(&pb.ZoneBatch{Zone: zoneID, ZoneEpoch: epoch, FromNode: "n2", Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Input{Input: &pb.PlayerInput{Player: 7, Moves: []*pb.Move{{Seq: 1, Dt: 16}}}}},
+	}})
+	return b
+}
+
+// Hostile or buggy peers: a stale epoch, another zone's name, a truncated
+// or garbage payload, an out-of-range item on a cluster subject are all
+// dropped and counted, and nothing panics; the valid batch after them
+// still gets through.
+func TestBridgeDropsHostileBatches(t *testing.T) {
+	f := newBridgeFixture(t)
+	subj := zoneSubject("w", "z")
+	good := validBatch("z", f.epoch)
+	badItem, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: f.epoch, Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Input{Input: &pb.PlayerInput{Player: 7, Events: []*pb.GameEvent{{Class: 99}}}}},
+		{},
+	}})
+	cases := []struct {
+		name string
+		data []byte
+		ctr  func() uint64
+	}{
+		{"stale epoch", validBatch("z", f.epoch-1), f.b.m.StaleEpoch.Load},
+		{"newer epoch", validBatch("z", f.epoch+5), f.b.m.StaleEpoch.Load},
+		{"other zone", validBatch("other", f.epoch), f.b.m.Misrouted.Load},
+		{"truncated", good[:len(good)-3], f.b.m.Malformed.Load},
+		{"garbage", []byte{0xff, 0xff, 0xff, 0x01, 0x02}, f.b.m.Malformed.Load},
+		{"bad items", badItem, f.b.m.Malformed.Load},
+	}
+	for _, c := range cases {
+		before := c.ctr()
+		if err := f.nc.Publish(subj, c.data); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 2*time.Second, c.name+" counted", func() bool { return c.ctr() > before })
+	}
+	if err := f.nc.Publish(connSubject("w", "n1"), []byte("not a protobuf \xff\xff")); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.p.count(); n != 0 {
+		t.Fatalf("%d messages reached the zone from hostile batches", n)
+	}
+	if err := f.nc.Publish(subj, good); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the valid batch to reach the zone", func() bool { return f.p.count() == 1 })
+	f.p.mu.Lock()
+	in, ok := f.p.got[0].(*msg.Input)
+	f.p.mu.Unlock()
+	if !ok || in.Player != 7 || len(in.Moves) != 1 || in.Moves[0].Seq != 1 {
+		t.Fatalf("zone got %#v", f.p.got[0])
+	}
+}
+
+// FuzzZoneBatch feeds arbitrary bytes to the zone subject's decoder: an
+// error and a counter, never a panic.
+func FuzzZoneBatch(f *testing.F) {
+	f.Add(validBatch("z", 1))
+	f.Add([]byte{})
+	join, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 3}}},
+		{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: 3, Reason: 300}}},
+		{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: 3, Pos: &pb.Vec3{X: 1}}}},
+		{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{Msg: &pb.HandoffMessage{Kind: pb.HandoffKind_HANDOFF_KIND_OFFER, Entity: 3, Epoch: 1, From: "y", To: "z"}, GatewayNode: "n2"}}},
+		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "y", To: "z"}}},
+	}})
+	f.Add(join)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, p := fuzzBridge(t)
+		b.onZoneBatch("z", &nats.Msg{Subject: zoneSubject("w", "z"), Data: data})
+		var cb pb.ConnBatch
+		if proto.Unmarshal(data, &cb) == nil {
+			_ = b.deliverConn(&cb)
+		}
+		_ = p
+	})
+}
+
+var (
+	fuzzOnce sync.Once
+	fuzzB    *Bridge
+	fuzzP    *probe
+)
+
+// fuzzBridge is one bridge for every fuzz input, with no NATS connection:
+// the decoders are called directly.
+func fuzzBridge(t *testing.T) (*Bridge, *probe) {
+	fuzzOnce.Do(func() {
+		reg, _ := ghost.NewRegistry(ghost.DefaultBounds())
+		_ = reg.Register(ghost.PlayerClass(nil), ghost.NPCClass(nil))
+		sys := quietSystem()
+		l := &Leases{held: map[string]*held{"z": {epoch: 1}}, owners: map[string]Owner{}, changed: make(chan struct{})}
+		fuzzP = &probe{}
+		_, _ = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fuzzP }), zone.ActorName("z"))
+		fuzzB = &Bridge{cfg: Config{World: "w", Node: "n1", Sys: sys, Leases: l, Registry: reg, MaxBatch: 512,
+			Now: func() time.Duration { return 0 }}, m: new(Metrics), log: discard(), served: map[string]*nats.Subscription{},
+			links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}}
+	})
+	return fuzzB, fuzzP
+}
+
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard() }))
+}
