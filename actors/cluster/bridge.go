@@ -92,6 +92,20 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
+// maxBytes is the size at which a batch is published: well under the
+// server's max payload (1 MiB by default), so one big tick (a view per
+// player of a crowded zone) goes out as several messages, never as one the
+// server refuses.
+func (b *Bridge) maxBytes() int {
+	limit := 256 << 10
+	if b.cfg.NC != nil {
+		if mp := int(b.cfg.NC.MaxPayload()); mp > 0 && mp/2 < limit {
+			limit = mp / 2
+		}
+	}
+	return limit
+}
+
 // Metrics returns the bridge's counters.
 func (b *Bridge) Metrics() *Metrics { return b.m }
 

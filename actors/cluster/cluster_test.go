@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"

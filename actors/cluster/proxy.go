@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
@@ -32,6 +33,7 @@ type zoneProxy struct {
 	b        *Bridge
 	zone     string
 	batch    pb.ZoneBatch
+	size     int // encoded bytes batched
 	flushing bool
 }
 
@@ -77,7 +79,8 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		return
 	}
 	p.batch.Items = append(p.batch.Items, it)
-	if len(p.batch.Items) >= p.b.cfg.MaxBatch {
+	p.size += proto.Size(it) + 4
+	if len(p.batch.Items) >= p.b.cfg.MaxBatch || p.size >= p.b.maxBytes() {
 		p.flush()
 		return
 	}
@@ -89,6 +92,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 
 func (p *zoneProxy) flush() {
 	p.flushing = false
+	p.size = 0
 	if len(p.batch.Items) == 0 {
 		return
 	}
@@ -166,8 +170,19 @@ type linkActor struct {
 	batch    pb.ConnBatch
 	views    bool
 	n        int
+	size     int // encoded bytes batched
 	flushing bool
 	swept    time.Time
+}
+
+// add accounts for one item of size n and publishes the batch once it is
+// as large as one NATS message should be.
+func (a *linkActor) add(n int) {
+	a.n++
+	a.size += n + 4
+	if a.n >= a.b.cfg.MaxBatch || a.size >= a.b.maxBytes() {
+		a.publish()
+	}
 }
 
 func (a *linkActor) Receive(ctx actor.Context) {
@@ -176,9 +191,11 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		a.flush()
 		return
 	case *msg.Control:
-		a.batch.Controls = append(a.batch.Controls, &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
-			State: pbconv.ControlToProto(m.State), Force: m.Force})
+		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
+			State: pbconv.ControlToProto(m.State), Force: m.Force}
 		m.Release()
+		a.batch.Controls = append(a.batch.Controls, c)
+		a.add(proto.Size(c))
 	case *msg.ViewReady:
 		a.views = true
 	case *msg.Redirect:
@@ -186,9 +203,12 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		if m.Zone != nil {
 			zid = strings.TrimPrefix(m.Zone.Id, "zone-")
 		}
-		a.batch.Redirects = append(a.batch.Redirects, &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch})
+		r := &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch}
+		a.batch.Redirects = append(a.batch.Redirects, r)
+		a.add(proto.Size(r))
 	case *msg.Kick:
 		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason)})
+		a.add(8)
 	case *msg.Output:
 		o := &pb.EventsOut{Player: m.Player}
 		for _, e := range m.Events {
@@ -197,12 +217,8 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		}
 		m.Release()
 		a.batch.Outputs = append(a.batch.Outputs, o)
+		a.add(proto.Size(o))
 	default:
-		return
-	}
-	a.n++
-	if a.n >= a.b.cfg.MaxBatch {
-		a.flush()
 		return
 	}
 	if !a.flushing {
@@ -213,19 +229,23 @@ func (a *linkActor) Receive(ctx actor.Context) {
 
 func (a *linkActor) flush() {
 	a.flushing = false
-	a.n = 0
 	now := time.Now()
 	if a.views {
 		a.views = false
 		a.l.mu.Lock()
+		var views []*pb.ViewUpdate
 		for player, r := range a.l.slots {
 			if v := r.slot.Take(); v != nil {
 				r.used = now
-				a.batch.Views = append(a.batch.Views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, 0, v.Entries))
+				views = append(views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, 0, v.Entries))
 				v.Release()
 			}
 		}
 		a.l.mu.Unlock()
+		for _, v := range views {
+			a.batch.Views = append(a.batch.Views, v)
+			a.add(proto.Size(v))
+		}
 	}
 	if now.Sub(a.swept) > linkIdle/4 {
 		a.swept = now
@@ -237,6 +257,12 @@ func (a *linkActor) flush() {
 		}
 		a.l.mu.Unlock()
 	}
+	a.publish()
+}
+
+// publish sends what is batched as one ConnBatch.
+func (a *linkActor) publish() {
+	a.n, a.size = 0, 0
 	cb := &a.batch
 	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs) == 0 {
 		return
