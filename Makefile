@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest fuzz-seeds bench-smoke verify bench fuzz generate
+.PHONY: help test vet race scale loadtest cluster fuzz-seeds bench-smoke verify bench fuzz generate
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -71,3 +71,87 @@ loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_
 	    --bots $(LOADTEST_BOTS) --ramp 100 --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
 	    --report $(LOADTEST_DIR)/report.json --html $(LOADTEST_DIR)/report.html \
 	    --slo '$(LOADTEST_SLO)' $(LOADTEST_FLAGS)
+
+# A local three-node cluster (docs/cluster.md): node 1 embeds NATS, nodes 2 and 3 join it with
+# node 1's token key, the zones split as CLUSTER_ZONES (one list per node), and one botswarm
+# spreads its bots round-robin over the three gateways. Every run starts from empty data dirs (a
+# fresh NATS store: no leases left over from an earlier run). Reports, node logs and each node's
+# /metrics (before and after the bots) land in $(CLUSTER_DIR); the exit status is botswarm's.
+# Ports differ from `make loadtest`, so both can run on one machine.
+CLUSTER_BOTS ?= 600
+CLUSTER_DURATION ?= 60s
+CLUSTER_SCENARIO ?= wander
+CLUSTER_FLAGS ?=
+CLUSTER_SLO ?= rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m
+CLUSTER_DIR ?= cluster-out
+CLUSTER_HOST ?= 127.0.0.1
+CLUSTER_UDP_PORTS ?= 7811 7812 7813
+CLUSTER_HTTP_PORTS ?= 7821 7822 7823
+CLUSTER_NATS_PORT ?= 14811
+CLUSTER_ZONES ?= x0z0 x1z0 x0z1,x1z1
+CLUSTER_LEASE_TTL ?= 3s
+CLUSTER_READY_SECONDS ?= 60
+
+cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUSTER_BOTS, CLUSTER_DURATION, CLUSTER_SLO)
+	@mkdir -p $(CLUSTER_DIR)
+	$(GO) build -o $(CLUSTER_DIR)/zoned ./cmd/zoned
+	$(GO) build -o $(CLUSTER_DIR)/botswarm ./cmd/botswarm
+	@set -uo pipefail; d='$(CLUSTER_DIR)'; h='$(CLUSTER_HOST)'; \
+	  udp=($(CLUSTER_UDP_PORTS)); http=($(CLUSTER_HTTP_PORTS)); zones=($(CLUSTER_ZONES)); \
+	  if [ $${#udp[@]} -ne 3 ] || [ $${#http[@]} -ne 3 ] || [ $${#zones[@]} -ne 3 ]; then \
+	    echo "make cluster: CLUSTER_UDP_PORTS, CLUSTER_HTTP_PORTS and CLUSTER_ZONES need three entries each"; exit 2; fi; \
+	  if ! "$$d/botswarm" --help 2>&1 | grep -q 'comma-separated list'; then \
+	    echo "make cluster: this botswarm takes one --server only; the cluster run needs --server with a list of gateways"; exit 2; fi; \
+	  pids=(); \
+	  stop() { for i in 2 1; do [ -n "$${pids[$$i]:-}" ] && kill -TERM "$${pids[$$i]}" 2>/dev/null; done; \
+	    for i in 2 1; do [ -n "$${pids[$$i]:-}" ] && wait "$${pids[$$i]}" 2>/dev/null; done; \
+	    [ -n "$${pids[0]:-}" ] && { kill -TERM "$${pids[0]}" 2>/dev/null; wait "$${pids[0]}" 2>/dev/null; }; true; }; \
+	  trap stop EXIT; trap 'exit 130' INT TERM; \
+	  rm -rf "$$d"/data-n1 "$$d"/data-n2 "$$d"/data-n3 "$$d"/n?.log "$$d"/metrics-*.txt; \
+	  servers=""; \
+	  for i in 0 1 2; do n=n$$((i+1)); \
+	    join=(--nats-listen "$$h:$(CLUSTER_NATS_PORT)"); \
+	    if [ $$i -gt 0 ]; then join=(--nats "nats://$$h:$(CLUSTER_NATS_PORT)" --key-file "$$d/data-n1/token.key"); fi; \
+	    "$$d/zoned" --node-id $$n --zones "$${zones[$$i]}" --data "$$d/data-$$n" --udp "$$h:$${udp[$$i]}" \
+	      --http "$$h:$${http[$$i]}" --lease-ttl $(CLUSTER_LEASE_TTL) "$${join[@]}" > "$$d/$$n.log" 2>&1 & pids[$$i]=$$!; \
+	    ok=0; for t in $$(seq $$(( $(CLUSTER_READY_SECONDS) * 10 ))); do \
+	      if grep -q 'zoned ready' "$$d/$$n.log"; then ok=1; break; fi; \
+	      kill -0 "$${pids[$$i]}" 2>/dev/null || break; sleep 0.1; done; \
+	    if [ $$ok -ne 1 ]; then echo "make cluster: node $$n not ready within $(CLUSTER_READY_SECONDS)s; $$d/$$n.log:"; tail -n 20 "$$d/$$n.log"; exit 1; fi; \
+	    grep -o 'msg="zoned ready".*owned=[^ ]*' "$$d/$$n.log" | sed "s/^/$$n: /"; \
+	    servers="$${servers:+$$servers,}$$h:$${udp[$$i]}"; \
+	  done; \
+	  scrape() { for i in 0 1 2; do curl -fsS "http://$$h:$${http[$$i]}/metrics" > "$$d/metrics-n$$((i+1))-$$1.txt" || echo "make cluster: /metrics of n$$((i+1)) not read"; done; }; \
+	  scrape before; t0=$$(date +%s.%N); rc=0; \
+	  "$$d/botswarm" --server "$$servers" --key-file "$$d/data-n1/token.key" \
+	    --bots $(CLUSTER_BOTS) --ramp 100 --duration $(CLUSTER_DURATION) --scenario $(CLUSTER_SCENARIO) \
+	    --report "$$d/report.json" --html "$$d/report.html" \
+	    --slo '$(CLUSTER_SLO)' $(CLUSTER_FLAGS) || rc=$$?; \
+	  t1=$$(date +%s.%N); scrape after; \
+	  { sed 's/^/B /' "$$d"/metrics-n?-before.txt; cat "$$d"/metrics-n?-after.txt; } | \
+	  awk -v t0=$$t0 -v t1=$$t1 -v bots=$(CLUSTER_BOTS) ' \
+	    /^#/ || /^B #/ { next } \
+	    $$1 == "B" { v[$$2] -= $$3; next } \
+	    { v[$$1] += $$2 } \
+	    function sum(re,   k, s) { s = 0; for (k in v) if (k ~ re) s += v[k]; return s } \
+	    END { secs = t1 - t0; \
+	      mz = sum("^ghostwire_cluster_nats_messages_total[{]dir=\"out\",kind=\"zone\""); \
+	      mc = sum("^ghostwire_cluster_nats_messages_total[{]dir=\"out\",kind=\"conn\""); \
+	      bz = sum("^ghostwire_cluster_nats_bytes_total[{]dir=\"out\",kind=\"zone\""); \
+	      bc = sum("^ghostwire_cluster_nats_bytes_total[{]dir=\"out\",kind=\"conn\""); \
+	      ri = sum("^ghostwire_cluster_remote_inputs_total$$"); ins = sum("^ghostwire_zone_inputs_total$$"); \
+	      share = ins > 0 ? ri / ins : 0; remote = bots * share; \
+	      printf "cluster: %.1f s of bots on 3 nodes (deltas of the nodes'"'"' /metrics before and after botswarm)\n", secs; \
+	      printf "  NATS out: %.0f msgs/s (zone %.0f, conn %.0f), %.1f kB/s (zone %.1f, conn %.1f)\n", \
+	        (mz+mc)/secs, mz/secs, mc/secs, (bz+bc)/secs/1000, bz/secs/1000, bc/secs/1000; \
+	      printf "  remote players: %.0f of %d (%.1f%% of zone inputs came from another node)\n", remote, bots, 100*share; \
+	      if (remote > 0) printf "  per remote player: %.2f msgs/s, %.0f B/s\n", (mz+mc)/secs/remote, (bz+bc)/secs/remote; \
+	      printf "  handoffs: %d cross-process (ghostwire_cluster_handoffs_total), %d in all (ghostwire_zone_handoffs_in_total)\n", \
+	        sum("^ghostwire_cluster_handoffs_total$$"), sum("^ghostwire_zone_handoffs_in_total$$"); \
+	      if (ri > 0) printf "  remote input latency: %.2f ms average over %d inputs\n", 1000*sum("^ghostwire_cluster_remote_input_latency_seconds_total$$")/ri, ri; \
+	      printf "  dropped: stale epoch %d, misrouted %d, malformed %d, no owner %d, unknown player %d; send errors %d\n", \
+	        sum("^ghostwire_cluster_stale_epoch_dropped_total$$"), sum("^ghostwire_cluster_misrouted_dropped_total$$"), \
+	        sum("^ghostwire_cluster_malformed_dropped_total$$"), sum("^ghostwire_cluster_no_owner_dropped_total$$"), \
+	        sum("^ghostwire_cluster_unknown_player_dropped_total$$"), sum("^ghostwire_cluster_errors_total$$") }' \
+	    | tee "$$d/cluster-summary.txt"; \
+	  exit $$rc
