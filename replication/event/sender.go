@@ -754,11 +754,10 @@ func (s *Sender) pushPacket(seq uint64) {
 // units only feed the loss estimate. Delivered: the units it carried are
 // acknowledged. Dropped: each unit it carried that is not acknowledged goes
 // back to the front of its lane (RL-2) if the packet belongs to the unit's
-// current round (its latest transmission and the copies after it; see unit),
-// even while copies of that round are still in flight: they followed the
-// dropped packet by an interval or two and the verdict's ack covers them
-// (see unit). A
-// record older than f.Seq whose fate never came is resolved as dropped
+// current round (its latest transmission and the copies after it), even
+// while copies of that round are still in flight: they followed the dropped
+// packet by an interval or two and the verdict's ack covers them (see unit).
+// A record older than f.Seq whose fate never came is resolved as dropped
 // (counted in Stats.MissedFates): a resend is safe, the receiver discards
 // duplicates by id.
 func (s *Sender) OnFate(f notify.Fate) {

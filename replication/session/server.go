@@ -231,9 +231,10 @@ func (s *Server) Close(now time.Duration, r handshake.Reason) {
 // at least one record, one per packet; Seq is the sequence GhostWriter.Write
 // got. They come in send order, except that a packet known delivered while
 // an older packet's fate is still open is reported at once, ahead of it
-// (ghost.Table and GhostRelay resolve fates in any order). Feed every one to ghost.Table.OnFate (or GhostRelay.OnFate). Call it
-// after every Receive and Poll: while fates wait here, later packets carry no
-// ghosts once the queue is full (Stats.GhostStalls).
+// (ghost.Table and GhostRelay resolve fates in any order). Feed every one to
+// ghost.Table.OnFate (or GhostRelay.OnFate). Call it after every Receive and
+// Poll: while fates wait here, later packets carry no ghosts once the queue
+// is full (Stats.GhostStalls).
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	dst = append(dst, s.ghostFates...)
 	s.ghostFates = s.ghostFates[:0]
