@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest cluster fuzz-seeds bench-smoke verify bench fuzz generate
+.PHONY: help test vet race scale loadtest cluster capacity fuzz-seeds bench-smoke verify bench fuzz generate
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -155,3 +155,22 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	        sum("^ghostwire_cluster_unknown_player_dropped_total$$"), sum("^ghostwire_cluster_errors_total$$") }' \
 	    | tee "$$d/cluster-summary.txt"; \
 	  exit $$rc
+
+# The capacity curve: a whole node in one process (cmd/capacity) driven by botswarm in another,
+# one fresh node per player count; server CPU per player-second, live heap per player (after
+# GC), zone tick p99 and the bots' RTT p99. Writes the table to stdout and to
+# $(CAPACITY_DIR)/capacity.md, the plot to docs/capacity.png, the raw numbers to
+# $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count.
+CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000
+CAPACITY_WINDOW ?= 20s
+CAPACITY_FLAGS ?=
+CAPACITY_DIR ?= capacity-out
+
+capacity: ## capacity curve: players vs tick p99, RTT p99, server CPU and heap (CAPACITY_PLAYERS, CAPACITY_WINDOW)
+	@mkdir -p $(CAPACITY_DIR)
+	$(GO) build -o $(CAPACITY_DIR)/botswarm ./cmd/botswarm
+	$(GO) build -o $(CAPACITY_DIR)/capacity ./cmd/capacity
+	$(CAPACITY_DIR)/capacity --botswarm $(CAPACITY_DIR)/botswarm --players $(CAPACITY_PLAYERS) \
+	    --window $(CAPACITY_WINDOW) --json $(CAPACITY_DIR)/capacity.json --png docs/capacity.png \
+	    --cpuprofile $(CAPACITY_DIR)/cpu.pprof --memprofile $(CAPACITY_DIR)/heap.pprof $(CAPACITY_FLAGS) \
+	    | tee $(CAPACITY_DIR)/capacity.md

@@ -1,0 +1,407 @@
+// Command capacity measures what one zoned costs per connected player: it
+// runs a whole node (actors/node: gateway, connections, ghost managers,
+// zones with their NPCs, embedded NATS) in this process, drives it with
+// cmd/botswarm in a child process over loopback UDP, and for each player
+// count reports
+//
+//   - the server's CPU per player-second (getrusage of this process over a
+//     steady window: everything the node runs, NATS and NPCs included);
+//   - the live heap per player: heap after a forced GC with the players
+//     connected, minus the same before they came, divided by the players;
+//   - the zone tick cost p50/p99 over the window (zone.Metrics.TickCost);
+//   - botswarm's RTT p99 and move/echo invariants (its JSON report).
+//
+// The bots never share the server's heap or CPU accounting: they run in
+// their own process. Results go to stdout as a markdown table, and with
+// --json / --png to a JSON file and a plot (gonum/plot).
+//
+//	go run ./cmd/capacity --players 1000,2000              # memory + CPU at two counts
+//	make capacity                                          # the curve in docs/benchmarks.md
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ghostwire/ghostwire/actors/node"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "capacity:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	players    []int
+	ramp       float64
+	warmup     time.Duration
+	window     time.Duration
+	botswarm   string
+	swarmFlags string
+	jsonOut    string
+	pngOut     string
+	cpuProfile string
+	memProfile string
+	profileAt  int
+	npcs       int
+	keep       bool
+	gcPercent  int
+	memRate    int
+}
+
+// Step is one player count's measurement.
+type Step struct {
+	Players   int `json:"players"`
+	Connected int `json:"connected"` // connections open at the end of the window
+
+	WindowS        float64 `json:"window_s"`
+	CPUCores       float64 `json:"server_cpu_cores"`
+	CPUMsPerPlayer float64 `json:"server_cpu_ms_per_player_s"`
+
+	HeapIdleB      uint64  `json:"heap_idle_bytes"` // after GC, before any player
+	HeapB          uint64  `json:"heap_bytes"`      // after GC, players connected
+	HeapPerPlayerB float64 `json:"heap_per_player_bytes"`
+	StackB         uint64  `json:"stack_inuse_bytes"`
+	Goroutines     int     `json:"goroutines"`
+	GCs            uint32  `json:"gc_cycles_in_window"`
+
+	TickP50Ms float64 `json:"tick_p50_ms"`
+	TickP99Ms float64 `json:"tick_p99_ms"`
+	TickMax   float64 `json:"tick_max_ms"`
+	Missed    uint64  `json:"missed_ticks"`
+
+	PktsInPerPlayerS  float64 `json:"packets_in_per_player_s"`
+	PktsOutPerPlayerS float64 `json:"packets_out_per_player_s"`
+	InboundDropped    uint64  `json:"inbound_dropped"`
+	WriteDropped      uint64  `json:"write_dropped"`
+
+	RTTP50Ms    float64 `json:"rtt_p50_ms"`
+	RTTP99Ms    float64 `json:"rtt_p99_ms"`
+	LostMoves   float64 `json:"lost_moves"`
+	LostEvents  float64 `json:"lost_events"`
+	SwarmCPUMs  float64 `json:"botswarm_cpu_ms_per_bot_s"`
+	SwarmExit   int     `json:"botswarm_exit"`
+	SwarmReport string  `json:"botswarm_report,omitempty"`
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := pflag.NewFlagSet("capacity", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	players := fs.String("players", "250,500,750,1000,1500,2000", "player counts to measure, comma separated")
+	fs.Float64Var(&o.ramp, "ramp", 80, "bots connected per second (the handshake limit is 100/s per /24; loopback is one /24)")
+	fs.DurationVar(&o.warmup, "warmup", 10*time.Second, "settle time after every bot connected, before the window")
+	fs.DurationVar(&o.window, "window", 20*time.Second, "measurement window")
+	fs.StringVar(&o.botswarm, "botswarm", "", "botswarm binary (empty: go build ./cmd/botswarm into a temporary directory)")
+	fs.StringVar(&o.swarmFlags, "swarm-flags", "", "extra botswarm flags, space separated (e.g. '--send-rate 20')")
+	fs.StringVar(&o.jsonOut, "json", "", "write the steps as JSON to `FILE`")
+	fs.StringVar(&o.pngOut, "png", "", "write the capacity plot to `FILE` (PNG)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the server's CPU profile over the window of --profile-at players to `FILE`")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write the server's heap profile (after GC, at the end of the window of --profile-at players) to `FILE`")
+	fs.IntVar(&o.profileAt, "profile-at", 0, "player count whose window is profiled (0: the largest)")
+	fs.IntVar(&o.npcs, "npcs", node.DefaultConfig().NPCs, "NPCs in the world (the default world's)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the botswarm reports (paths in the JSON)")
+	fs.IntVar(&o.gcPercent, "gc-percent", 0, "GOGC for the server (0: the runtime's default)")
+	fs.IntVar(&o.memRate, "mem-profile-rate", 4096, "runtime.MemProfileRate when --memprofile is set (bytes per sample)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	for _, s := range strings.Split(*players, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--players: %q is not a positive count", s)
+		}
+		o.players = append(o.players, n)
+	}
+	if o.profileAt == 0 {
+		for _, n := range o.players {
+			o.profileAt = max(o.profileAt, n)
+		}
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.memProfile != "" {
+		runtime.MemProfileRate = o.memRate
+	}
+	if o.gcPercent > 0 {
+		debug.SetGCPercent(o.gcPercent)
+	}
+	tmp, err := os.MkdirTemp("", "ghostwire-capacity-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := o.botswarm
+	if bin == "" {
+		bin = filepath.Join(tmp, "botswarm")
+		fmt.Fprintln(stderr, "capacity: building botswarm")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/botswarm")
+		cmd.Stdout, cmd.Stderr = stderr, stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/botswarm (run from the module root): %w", err)
+		}
+	}
+	var steps []Step
+	for _, n := range o.players {
+		if ctx.Err() != nil {
+			break
+		}
+		st, err := measure(ctx, o, bin, tmp, n, stderr)
+		if err != nil {
+			return fmt.Errorf("%d players: %w", n, err)
+		}
+		steps = append(steps, st)
+		fmt.Fprintf(stderr, "capacity: %s\n", oneLine(st))
+	}
+	writeTable(stdout, steps)
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(steps, "", "  ")
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.pngOut != "" {
+		if err := writePlot(o.pngOut, steps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func oneLine(s Step) string {
+	return fmt.Sprintf("%d players (%d connected): CPU %.3f ms/player-s (%.2f cores), heap %.1f KB/player, tick p99 %.1f ms, RTT p99 %.1f ms, lost moves %.0f",
+		s.Players, s.Connected, s.CPUMsPerPlayer, s.CPUCores, s.HeapPerPlayerB/1024, s.TickP99Ms, s.RTTP99Ms, s.LostMoves)
+}
+
+// measure runs one fresh node with n bots.
+func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.Writer) (Step, error) {
+	st := Step{Players: n}
+	dir := filepath.Join(tmp, fmt.Sprintf("node-%d", n))
+	cfg := node.DefaultConfig()
+	cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen, cfg.DataDir = "127.0.0.1:0", "", "127.0.0.1:0", dir
+	cfg.NPCs = o.npcs
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nd, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		return st, err
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = nd.Stop(sctx)
+			cancel()
+		}
+	}
+	defer stop()
+
+	// Idle baseline: the world with its NPCs ticking, no player.
+	sleep(ctx, 3*time.Second)
+	st.HeapIdleB = heapAfterGC(nil)
+
+	ramp := time.Duration(float64(n)/o.ramp*float64(time.Second)) + time.Second
+	total := ramp + o.warmup + o.window + 20*time.Second // margin: the ramp may run late
+	report := filepath.Join(tmp, fmt.Sprintf("swarm-%d.json", n))
+	args := []string{
+		"--server", nd.PublicAddr().String(), "--key-file", cfg.KeyPath(),
+		"--bots", strconv.Itoa(n), "--ramp", strconv.FormatFloat(o.ramp, 'f', -1, 64),
+		"--duration", total.String(), "-q", "--allow-violations", "--report", report,
+	}
+	args = append(args, strings.Fields(o.swarmFlags)...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	swarmLog, err := os.Create(filepath.Join(tmp, fmt.Sprintf("swarm-%d.log", n)))
+	if err != nil {
+		return st, err
+	}
+	defer swarmLog.Close()
+	cmd.Stdout, cmd.Stderr = swarmLog, swarmLog
+	if err := cmd.Start(); err != nil {
+		return st, fmt.Errorf("botswarm: %w", err)
+	}
+	waited := false
+	defer func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+
+	// Wait until every bot is connected (or the ramp is long overdue).
+	gw := nd.Gateway()
+	deadline := time.Now().Add(ramp + 30*time.Second)
+	for ctx.Err() == nil && time.Now().Before(deadline) && gw.Stats().Conns < int64(n) {
+		sleep(ctx, 250*time.Millisecond)
+	}
+	sleep(ctx, o.warmup)
+
+	m := nd.Zones().Metrics()
+	m.TickCost.Reset()
+	missed0 := m.MissedTicks.Load()
+	g0 := gw.Stats()
+	var ms0 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0, wall0 := cpuTime(), time.Now()
+	profiling := false
+	if o.cpuProfile != "" && n == o.profileAt {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return st, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return st, err
+		}
+		profiling = true
+	}
+	sleep(ctx, o.window)
+	if profiling {
+		pprof.StopCPUProfile()
+	}
+	cpu1, wall1 := cpuTime(), time.Now()
+	g1 := gw.Stats()
+	var ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms1)
+	q := m.TickCost.Quantiles(0.5, 0.99, 1)
+	st.TickP50Ms, st.TickP99Ms, st.TickMax = ms(q[0]), ms(q[1]), ms(q[2])
+	st.Missed = m.MissedTicks.Load() - missed0
+	st.Connected = int(g1.Conns)
+	st.GCs = ms1.NumGC - ms0.NumGC
+
+	w := wall1.Sub(wall0).Seconds()
+	st.WindowS = w
+	st.CPUCores = (cpu1 - cpu0).Seconds() / w
+	if st.Connected > 0 {
+		st.CPUMsPerPlayer = 1000 * st.CPUCores / float64(st.Connected)
+		st.PktsInPerPlayerS = float64(g1.DatagramsIn-g0.DatagramsIn) / w / float64(st.Connected)
+		st.PktsOutPerPlayerS = float64(g1.DatagramsOut-g0.DatagramsOut) / w / float64(st.Connected)
+	}
+	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
+	st.WriteDropped = g1.WriteDropped - g0.WriteDropped
+
+	var after runtime.MemStats
+	st.HeapB = heapAfterGC(&after)
+	st.StackB = after.StackInuse
+	st.Goroutines = runtime.NumGoroutine()
+	if st.Connected > 0 && st.HeapB > st.HeapIdleB {
+		st.HeapPerPlayerB = float64(st.HeapB-st.HeapIdleB) / float64(st.Connected)
+	}
+	if o.memProfile != "" && n == o.profileAt {
+		f, err := os.Create(o.memProfile)
+		if err != nil {
+			return st, err
+		}
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return st, err
+		}
+	}
+
+	// Let botswarm finish its run and write the report.
+	werr := cmd.Wait()
+	waited = true
+	st.SwarmExit = cmd.ProcessState.ExitCode()
+	if werr != nil && st.SwarmExit < 0 {
+		return st, fmt.Errorf("botswarm: %w", werr)
+	}
+	if err := readSwarm(report, &st); err != nil {
+		fmt.Fprintf(stderr, "capacity: %d players: botswarm report: %v (log %s)\n", n, err, swarmLog.Name())
+	}
+	if o.keep {
+		st.SwarmReport = report
+	}
+	stop()
+	return st, nil
+}
+
+func readSwarm(path string, st *Step) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Metrics map[string]*float64 `json:"metrics"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	get := func(k string) float64 {
+		if v := r.Metrics[k]; v != nil {
+			return *v
+		}
+		return -1
+	}
+	st.RTTP50Ms, st.RTTP99Ms = 1000*get("rtt_p50"), 1000*get("rtt_p99")
+	st.LostMoves, st.LostEvents = get("lost_moves"), get("lost_events")
+	st.SwarmCPUMs = 1000 * get("cpu_per_bot")
+	return nil
+}
+
+// heapAfterGC forces two collections (the second frees what the first's
+// finalizers released) and returns the live heap.
+func heapAfterGC(ms *runtime.MemStats) uint64 {
+	if ms == nil {
+		ms = new(runtime.MemStats)
+	}
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(ms)
+	return ms.HeapAlloc
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func writeTable(w io.Writer, steps []Step) {
+	fmt.Fprintln(w, "| players | connected | server CPU (cores) | CPU per player-second | heap per player | tick p50 / p99 | RTT p50 / p99 | pkts in / out per player-s | lost moves |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, s := range steps {
+		fmt.Fprintf(w, "| %d | %d | %.2f | %.3f ms | %.1f KB | %.2f / %.1f ms | %.1f / %.1f ms | %.1f / %.1f | %.0f |\n",
+			s.Players, s.Connected, s.CPUCores, s.CPUMsPerPlayer, s.HeapPerPlayerB/1024,
+			s.TickP50Ms, s.TickP99Ms, s.RTTP50Ms, s.RTTP99Ms, s.PktsInPerPlayerS, s.PktsOutPerPlayerS, s.LostMoves)
+	}
+}
