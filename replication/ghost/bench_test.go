@@ -92,7 +92,7 @@ func BenchmarkSetView1000(b *testing.B) {
 	view := make([]ViewEntry, 1000)
 	for i := range view {
 		s := &tab.states[i]
-		view[i] = ViewEntry{Entity: tab.slots[i].entity, Class: tab.slots[i].class, Priority: 0.5, State: *s}
+		view[i] = ViewEntry{Entity: tab.info[i].entity, Class: tab.slots[i].class, Priority: 0.5, State: *s}
 	}
 	b.ReportAllocs()
 	step := 0.1

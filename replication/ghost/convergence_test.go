@@ -123,9 +123,9 @@ func TestScopeChurn(t *testing.T) {
 				}
 				for gh := range g.mir.All() {
 					s := &g.tab.slots[gh.ID]
-					if s.phase == phaseFree || s.entity != gh.Entity {
+					if e := g.tab.info[gh.ID].entity; s.phase == phaseFree || e != gh.Entity {
 						t.Fatalf("at %v: client ghost %d holds entity %d; on the server that id is phase %d entity %d",
-							now, gh.ID, gh.Entity, s.phase, s.entity)
+							now, gh.ID, gh.Entity, s.phase, e)
 					}
 				}
 				if r := g.mir.Stats().Replaced; r != 0 {

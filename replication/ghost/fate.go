@@ -26,15 +26,16 @@ func (t *Table) OnFate(f notify.Fate) {
 		t.sampleFateDelay(max(t.lastNow-f.SentAt, 0))
 	}
 	p := &t.pkts[i]
-	for j := 0; j < p.n; j++ {
-		e := t.ents[(p.start+j)&(len(t.ents)-1)]
-		s := &t.slots[e.id]
-		if s.gen != e.gen || s.phase == phaseFree {
+	for j := 0; j < int(p.n); j++ {
+		e := &t.ents[(int(p.start)+j)&(len(t.ents)-1)]
+		id := e.id()
+		s, in := &t.slots[id], &t.info[id]
+		if in.gen != e.gen || s.phase == phaseFree {
 			continue // a record of an incarnation that is gone
 		}
 		s.inflight--
-		if f.Delivered && f.SentAt >= s.ackAt {
-			s.ackAt = f.SentAt
+		if f.Delivered && f.SentAt >= in.ackAt {
+			in.ackAt = f.SentAt
 			if seqAfter(uint32(f.Seq), s.ackSeq) {
 				s.ackSeq = uint32(f.Seq)
 			}
@@ -42,7 +43,7 @@ func (t *Table) OnFate(f notify.Fate) {
 			// precedes the write); anything changed later is still
 			// unconfirmed (counted from SentAt: pessimistic by less than one
 			// view).
-			if s.lastChg <= f.SentAt {
+			if in.lastChg <= f.SentAt {
 				s.pendChg = 0
 			} else if s.pendChg != 0 {
 				s.pendChg = max(s.pendChg, f.SentAt)
@@ -50,9 +51,9 @@ func (t *Table) OnFate(f notify.Fate) {
 		}
 		hasPos := e.mask&s.class.posBit != 0
 		if hasPos {
-			t.pos[e.id].resolve(f.Seq, f.Delivered)
+			in.pos.resolve(&t.pp, f.Seq, f.Delivered)
 		}
-		switch e.kind {
+		switch e.kind() {
 		case recCreate:
 			s.createInFlight = false
 			if f.Delivered {
@@ -62,14 +63,14 @@ func (t *Table) OnFate(f notify.Fate) {
 				}
 			} else {
 				t.stats.CreatesLost++
-				t.restale(s, f)
+				t.restale(s, in, f)
 			}
 		case recUpdate:
 			if f.Delivered {
 				break
 			}
 			t.stats.UpdatesLost++
-			lf := t.lastField[int(e.id)*t.stride:]
+			lf := t.lastField[int(id)*t.stride:]
 			var lost uint64
 			for m := e.mask; m != 0; m &= m - 1 {
 				g := bits.TrailingZeros64(m)
@@ -87,24 +88,24 @@ func (t *Table) OnFate(f notify.Fate) {
 					s.rest = true // resend the position even if the client has it: the stamp matters
 					s.restCopies = max(s.restCopies, 1)
 				}
-				t.restale(s, f)
+				t.restale(s, in, f)
 			}
 		case recKill:
 			s.killInFlight = false
 			if f.Delivered {
-				t.free(e.id)
+				t.free(id)
 				continue
 			}
 			t.stats.KillsLost++
 		}
-		t.settle(e.id)
+		t.settle(id)
 	}
 	p.resolved = true
 	// Release resolved packets from the old end, with their entries.
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + q.n) & (len(t.ents) - 1)
-		t.entLen -= q.n
+		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
+		t.entLen -= int(q.n)
 		q.n = 0
 		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
 		t.pktLen--
@@ -125,11 +126,11 @@ func (t *Table) sampleFateDelay(d time.Duration) {
 // copy really is: from the newest delivered send, but no more than
 // MaxStaleness before the lost one (so one lost packet of a ghost idle for an
 // hour does not jump it ahead of everything).
-func (t *Table) restale(s *slot, f notify.Fate) {
+func (t *Table) restale(s *slot, in *info, f notify.Fate) {
 	if s.lastSeq != uint32(f.Seq) {
 		return // a later packet carries this ghost; its staleness is current
 	}
-	since := max(s.ackAt, f.SentAt-t.cfg.MaxStaleness)
+	since := max(in.ackAt, f.SentAt-t.cfg.MaxStaleness)
 	s.since = min(s.since, since)
 }
 

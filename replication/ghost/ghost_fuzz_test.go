@@ -340,9 +340,9 @@ func (h *opsHarness) carried() map[uint64]map[[2]uint32]uint64 {
 			continue
 		}
 		m := map[[2]uint32]uint64{}
-		for j := 0; j < p.n; j++ {
-			e := t.ents[(p.start+j)&(len(t.ents)-1)]
-			m[[2]uint32{e.id, e.gen}] = e.mask
+		for j := 0; j < int(p.n); j++ {
+			e := t.ents[(int(p.start)+j)&(len(t.ents)-1)]
+			m[[2]uint32{e.id(), e.gen}] = e.mask
 		}
 		out[p.seq] = m
 	}
@@ -359,15 +359,15 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 	for k, mask := range c[seq] {
 		s := &t.slots[k[0]]
 		h.before[k[0]] = s.dirty
-		if s.gen != k[1] || s.phase == phaseFree {
+		if t.info[k[0]].gen != k[1] || s.phase == phaseFree {
 			continue
 		}
 		isUpdate := false
 		for j := 0; j < t.pktLen; j++ {
 			p := &t.pkts[(t.pktHead+j)&(len(t.pkts)-1)]
 			if p.seq == seq {
-				for i := 0; i < p.n; i++ {
-					if e := t.ents[(p.start+i)&(len(t.ents)-1)]; e.id == k[0] && e.kind == recUpdate {
+				for i := 0; i < int(p.n); i++ {
+					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k[0] && e.kind() == recUpdate {
 						isUpdate = true
 					}
 				}
@@ -406,7 +406,7 @@ func (h *opsHarness) check() {
 	}
 	// No id collision: every client ghost is, on the server, that entity.
 	for g := range h.mir.All() {
-		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.slots[g.ID].entity != g.Entity {
+		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.info[g.ID].entity != g.Entity {
 			h.t.Fatalf("client ghost %d holds entity %d, the server's id %d does not", g.ID, g.Entity, g.ID)
 		}
 	}
@@ -421,13 +421,14 @@ func (h *opsHarness) check() {
 		if s.phase != phaseLive {
 			continue
 		}
+		in := &t.info[i]
 		g, ok := h.mir.Lookup(uint32(i))
-		if !ok || g.Entity != s.entity {
+		if !ok || g.Entity != in.entity {
 			h.t.Fatalf("ghost %d live on the server (create delivered) but not on the client", i)
 		}
 		var inFlight uint64
 		for _, m := range c {
-			inFlight |= m[[2]uint32{uint32(i), s.gen}]
+			inFlight |= m[[2]uint32{uint32(i), in.gen}]
 		}
 		cls := s.class
 		want := &t.states[i]
@@ -435,7 +436,7 @@ func (h *opsHarness) check() {
 			grp := &cls.Groups[gi]
 			var differs bool
 			if grp.pos {
-				differs = g.q != s.qpos
+				differs = g.q != in.qpos
 				for a := range 3 {
 					if math.Abs(g.State.Pos[a]-want.Pos[a]) > tol && !differs {
 						h.t.Fatalf("ghost %d: same code, different position", i)

@@ -449,10 +449,10 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseKilling && !s.created && s.inflight == 0 {
 			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
 		}
-		id, ok := t.byEntity[s.entity]
+		id, ok := t.byEntity[t.info[i].entity]
 		switch {
 		case s.phase != phaseKilling && (!ok || id != uint32(i)):
-			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, s.entity, s.phase)
+			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.info[i].entity, s.phase)
 		case s.killInFlight && ok && id == uint32(i):
 			return fmt.Errorf("id %d: kill in flight but still mapped", i)
 		}
@@ -461,7 +461,7 @@ func checkInvariants(t *Table) error {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
 	for e, id := range t.byEntity {
-		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree || t.slots[id].entity != e {
+		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree || t.info[id].entity != e {
 			return fmt.Errorf("entity %d maps to id %d which does not hold it", e, id)
 		}
 	}
@@ -475,21 +475,21 @@ func checkInvariants(t *Table) error {
 		if k > 0 && p.seq <= t.pkts[(t.pktHead+k-1)&(len(t.pkts)-1)].seq {
 			return fmt.Errorf("transmission records out of order")
 		}
-		ents += p.n
+		ents += int(p.n)
 		if p.resolved {
 			continue
 		}
-		for j := 0; j < p.n; j++ {
-			e := t.ents[(p.start+j)&(len(t.ents)-1)]
-			kk := key{e.id, e.gen}
+		for j := 0; j < int(p.n); j++ {
+			e := t.ents[(int(p.start)+j)&(len(t.ents)-1)]
+			kk := key{e.id(), e.gen}
 			inflight[kk]++
-			switch e.kind {
+			switch e.kind() {
 			case recCreate:
 				creates[kk]++
 			case recKill:
 				kills[kk]++
 			}
-			if s := &t.slots[e.id]; s.gen == e.gen && s.phase != phaseFree && e.mask&s.class.posBit != 0 {
+			if s := &t.slots[e.id()]; t.info[e.id()].gen == e.gen && s.phase != phaseFree && e.mask&s.class.posBit != 0 {
 				poss[kk]++
 			}
 		}
@@ -502,7 +502,7 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseFree {
 			continue
 		}
-		kk := key{uint32(i), s.gen}
+		kk := key{uint32(i), t.info[i].gen}
 		if inflight[kk] != s.inflight {
 			return fmt.Errorf("id %d: inflight %d, records say %d", i, s.inflight, inflight[kk])
 		}
@@ -512,12 +512,43 @@ func checkInvariants(t *Table) error {
 		if (kills[kk] > 0) != s.killInFlight || kills[kk] > 1 {
 			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.killInFlight, kills[kk])
 		}
-		if int(t.pos[i].n) != poss[kk] {
-			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.pos[i].n, poss[kk])
+		if int(t.info[i].pos.n) != poss[kk] {
+			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.info[i].pos.n, poss[kk])
 		}
 		if s.killInFlight && s.inflight != 1 {
 			return fmt.Errorf("id %d: kill in flight alongside %d other records", i, s.inflight-1)
 		}
+	}
+	// Pooled positions: each in-flight position one node of its ghost's
+	// list, every other node free.
+	seen := map[int32]int{}
+	for i := range t.info {
+		tr := &t.info[i].pos
+		if t.slots[i].phase == phaseFree && tr.n != 0 {
+			return fmt.Errorf("free id %d tracks %d positions in flight", i, tr.n)
+		}
+		last := int32(-1)
+		for j, k := tr.head, 0; k < int(tr.n); j, k = t.pp.nodes[j].next, k+1 {
+			if o, dup := seen[j]; dup {
+				return fmt.Errorf("pool node %d in the lists of ids %d and %d", j, o, i)
+			}
+			seen[j] = i
+			last = j
+		}
+		if tr.n > 0 && last != tr.tail {
+			return fmt.Errorf("id %d: list ends at node %d, tail says %d", i, last, tr.tail)
+		}
+	}
+	if len(t.pp.nodes) > 0 {
+		for j := t.pp.free; j >= 0; j = t.pp.nodes[j].next {
+			if o, dup := seen[j]; dup {
+				return fmt.Errorf("pool node %d free and held by id %d", j, o)
+			}
+			seen[j] = -1
+		}
+	}
+	if len(seen) != len(t.pp.nodes) {
+		return fmt.Errorf("pool: %d nodes, %d held or free", len(t.pp.nodes), len(seen))
 	}
 	return nil
 }

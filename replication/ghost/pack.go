@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -95,42 +96,66 @@ func (p *packer) waited(owtB int8, age time.Duration) int {
 // bucketOne is bucketOf(1).
 const bucketOne = 127<<2 - bucketBase
 
+// owtBTable is overdueWeight by priority bucket (SetView looks it up).
+var owtBTable = func() (a [tierBuckets]int8) {
+	for b := range a {
+		a[b] = overdueWeight(b)
+	}
+	return a
+}()
+
 // overdueWeight orders overdue ghosts by waiting time × a factor in [1, 4]
 // that grows with priority: under overload, when every ghost is overdue,
 // nearer ghosts still go more often, yet none waits more than 4× the
 // longest wait of the highest-priority ones (SC-7: bounded and prioritised).
 // It returns 4·log2 of that factor, in [0, 8], the bucket offset, for a
-// priority in bucket prioB (tabled per Table: SetView looks it up).
+// priority in bucket prioB (tabled in owtBTable).
 func overdueWeight(prioB int) int8 {
 	w := 1 + 3*float64(prioB)/(tierBuckets-1)
 	return int8(math.Round(4 * math.Log2(w)))
 }
 
-// packer is the per-table scratch state of Write, preallocated so packing
-// allocates nothing.
+// packer is a table's packing state: its constants, and for the length of
+// one Write a scratch borrowed from scratchPool (≈ 5.5 KB that every table
+// would otherwise keep for the few microseconds a Write takes).
 type packer struct {
+	*packScratch
+	logUnit int             // ilog4(StaleUnit in ns)
+	unit    uint64          // StaleUnit in ns
+	trace   func(id uint32) // tests: called for every record written
+}
+
+// packScratch is Write's working memory. Between Writes every bucket head is
+// -1 and nonEmpty is zero (fill and clear leave it so), whichever table used
+// it last.
+type packScratch struct {
 	head     [numBuckets]int32
 	next     []int32
 	nonEmpty [bucketWords]uint64
 	scratch  bitstream.Writer
-	rd       bitstream.Reader
 	sbuf     [MaxPacketBytes + 8]byte
-	logUnit  int               // ilog4(StaleUnit in ns)
-	unit     uint64            // StaleUnit in ns
-	pressed  []uint64          // bitset by id: in the overdue tier only because ConfirmDeadline presses it
-	owtB     [tierBuckets]int8 // overdueWeight by priority bucket
-	trace    func(id uint32)   // tests: called for every record written
+	pressed  []uint64 // bitset by id: in the overdue tier only because ConfirmDeadline presses it
 }
 
-func (p *packer) init(t *Table) {
+var scratchPool = sync.Pool{New: func() any {
+	p := new(packScratch)
 	for i := range p.head {
 		p.head[i] = -1
 	}
+	return p
+}}
+
+func (p *packer) init(t *Table) {
 	p.unit = uint64(t.cfg.StaleUnit)
 	p.logUnit = ilog4(p.unit)
-	for b := range p.owtB {
-		p.owtB[b] = overdueWeight(b)
-	}
+}
+
+// borrow takes a scratch for one Write; release gives it back.
+func (p *packer) borrow() { p.packScratch = scratchPool.Get().(*packScratch) }
+
+func (p *packer) release() {
+	scratchPool.Put(p.packScratch)
+	p.packScratch = nil
 }
 
 // Write fills the rest of w — at most w.Remaining() bits, and never beyond
@@ -153,10 +178,12 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	t.lastNow = max(t.lastNow, now)
-	if t.pktLen == len(t.pkts) || (t.entLen == len(t.ents) && !t.growEnts()) {
+	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) {
 		t.stats.Stalls++
 		return 0, w.WriteGamma(1)
 	}
+	t.pk.borrow()
+	defer t.pk.release()
 	width := t.IDWidth()
 	minRec := int(width) + kindDefaultLen + 1
 	n := t.pk.collect(t, now)
@@ -175,12 +202,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	w.WriteBits(uint64(uint16(t.viewMS))|uint64(width)<<stampBits, sectionFixed)
 	p := &t.pk
-	p.rd.ResetBits(p.sbuf[:], p.scratch.BitLen())
-	for p.rd.Remaining() > 0 {
-		k := uint(min(p.rd.Remaining(), 56))
-		v, _ := p.rd.ReadBits(k, "")
-		w.WriteBits(v, k)
-	}
+	w.WriteBitsFrom(p.sbuf[:], p.scratch.BitLen())
 	t.stats.Packets++
 	return recs, w.Err()
 }
@@ -219,7 +241,7 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 			}
 			b = tierCreate*tierBuckets + p.grown(s.prioB, now-s.since)
 		case phaseLive:
-			if now-s.sentAt < s.minIvl {
+			if now-s.sentAt < s.class.MinInterval {
 				continue
 			}
 			// late: how long the client may have lacked a change, once past
@@ -245,7 +267,7 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 				b = tierResend*tierBuckets + int(s.prioB)
 				break
 			}
-			if s.dirty == s.posBit && !t.posWritable(uint32(i)) {
+			if s.dirty == s.class.posBit && !t.posWritable(uint32(i)) {
 				continue // only position is dirty and it cannot go now
 			}
 			age := now - s.since
@@ -397,7 +419,8 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 		return recMiss
 	}
 	// Commit.
-	t.addEntry(entry{id: id, gen: s.gen, mask: mask, kind: kind})
+	in := &t.info[id]
+	t.addEntry(entry{idk: id | uint32(kind)<<kindShift, gen: in.gen, mask: mask})
 	s.inflight++
 	s.lastSeq = uint32(seq)
 	s.sentAt, s.since = now, now
@@ -406,7 +429,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 		lf[bits.TrailingZeros64(m)] = uint32(seq)
 	}
 	if pushPos {
-		t.pos[id].push(seq, stamp(t.viewMS), &s.qpos)
+		in.pos.push(&t.pp, seq, stamp(t.viewMS), &in.qpos)
 		if s.restCopies > 0 {
 			s.restCopies--
 		}
@@ -415,8 +438,8 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 	switch kind {
 	case recKill:
 		s.killInFlight = true
-		if cur, ok := t.byEntity[s.entity]; ok && cur == id {
-			delete(t.byEntity, s.entity) // a re-entry from now on gets a new id
+		if cur, ok := t.byEntity[in.entity]; ok && cur == id {
+			delete(t.byEntity, in.entity) // a re-entry from now on gets a new id
 		}
 		t.stats.Kills++
 	case recCreate:
@@ -469,11 +492,11 @@ const (
 // (the prediction needs every value the client may hold to be older than
 // the one it codes).
 func (t *Table) posWritable(id uint32) bool {
-	tr := &t.pos[id]
+	tr := &t.info[id].pos
 	if tr.full() {
 		return false
 	}
-	ts, ok := tr.newestStamp()
+	ts, ok := tr.newestStamp(&t.pp)
 	return !ok || ts.sub(stamp(t.viewMS)) < 0
 }
 
@@ -485,15 +508,16 @@ func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
 		pf.kind = posLater
 		return
 	}
-	tr := &t.pos[id]
+	in := &t.info[id]
+	tr := &in.pos
 	if tr.dn == 0 {
 		return // absolute (kind posSend, k 0)
 	}
-	if !s.rest && tr.clientHas(&s.qpos) {
+	if !s.rest && tr.clientHas(&t.pp, &in.qpos) {
 		pf.kind = posSame
 		return
 	}
-	tr.predSpread(&s.qpos, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+	tr.predSpread(&t.pp, &in.qpos, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
 	if m > 0 {
@@ -532,7 +556,8 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint)
 	if err := w.WriteGamma(uint64(c.ID) + 1); err != nil {
 		return err
 	}
-	if err := writeEntity(w, s.entity); err != nil {
+	in := &t.info[id]
+	if err := writeEntity(w, in.entity); err != nil {
 		return err
 	}
 	st := &t.states[id]
@@ -540,7 +565,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint)
 		g := &c.Groups[i]
 		var err error
 		if g.pos {
-			err = writePosAbs(w, &t.reg.q, &s.qpos)
+			err = writePosAbs(w, &t.reg.q, &in.qpos)
 		} else {
 			err = g.Encode(w, st)
 		}
@@ -586,7 +611,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64
 		i := bits.TrailingZeros64(m)
 		g := &c.Groups[i]
 		if g.pos {
-			err = t.writePosUpdate(w, &s.qpos, pf)
+			err = t.writePosUpdate(w, &t.info[id].qpos, pf)
 		} else {
 			err = g.Encode(w, st)
 		}
@@ -625,7 +650,7 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: seq, start: (t.entHead + t.entLen) & (len(t.ents) - 1)}
+	t.pkts[i] = pktRec{seq: seq, start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1))}
 	return i
 }
 

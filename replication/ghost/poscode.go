@@ -30,9 +30,7 @@ import (
 // posRingLen bounds the positions of one ghost in flight at once; a ghost
 // with this many waits (Stats.PosDeferred) before its position is sent again.
 // It also bounds how far back a late packet's reference can lie, which sets
-// the client's history length (HistoryLen ≥ posRingLen + 2). 11 makes a
-// posTrack exactly 256 bytes: four whole cache lines, the first holding
-// everything the common case (at most one position in flight) touches.
+// the client's history length (HistoryLen ≥ posRingLen + 2).
 const posRingLen = 11
 
 // predictMaxMS caps linear extrapolation: a pair more than this apart, or an
@@ -62,36 +60,87 @@ type posEntry struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). Laid out so the common case — at most one in flight —
-// stays within the first 64 bytes.
+// subset of them). The in-flight ones are a list, in send order, of nodes
+// in the table's posPool: a ghost holds memory for the positions it
+// actually has in flight (one or two at a short fate delay), not for the
+// posRingLen it may have.
 type posTrack struct {
-	n  uint8
-	dn uint8
-	d  [2]posVal            // d[1] newest delivered, d[0] the one before it (if dn == 2)
-	e  [posRingLen]posEntry // in flight, in send order
+	n          uint8
+	dn         uint8
+	head, tail int32     // pool nodes of the oldest and newest in flight (-1: none)
+	d          [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
 }
 
-func (p *posTrack) reset() { p.dn, p.n = 0, 0 }
+// posNode is one in-flight position in a posPool list.
+type posNode struct {
+	e    posEntry
+	next int32 // next newer in flight of the same ghost, or the next free node (-1: none)
+}
+
+// posPool holds the in-flight positions of one table's ghosts, reused
+// through a free list: it grows to the most positions the table ever had in
+// flight at once.
+type posPool struct {
+	nodes []posNode
+	free  int32 // first free node (-1: none); the zero pool has none
+}
+
+func (x *posPool) get() int32 {
+	if len(x.nodes) == 0 {
+		x.free = -1
+	}
+	if i := x.free; i >= 0 {
+		x.free = x.nodes[i].next
+		return i
+	}
+	x.nodes = append(x.nodes, posNode{})
+	return int32(len(x.nodes) - 1)
+}
+
+func (x *posPool) put(i int32) {
+	x.nodes[i].next = x.free
+	x.free = i
+}
+
+func (p *posTrack) reset(x *posPool) {
+	for i := p.head; p.n > 0; p.n-- {
+		nx := x.nodes[i].next
+		x.put(i)
+		i = nx
+	}
+	p.dn, p.head, p.tail = 0, -1, -1
+}
 
 func (p *posTrack) full() bool { return p.n == posRingLen }
 
 // push records the position q stamped t, written in packet seq. Fields are
 // stored one by one: building the entry as a value first costs a
 // store-forwarding stall on every record.
-func (p *posTrack) push(seq uint64, t stamp, q *[3]uint32) {
+func (p *posTrack) push(x *posPool, seq uint64, t stamp, q *[3]uint32) {
 	if p.n == posRingLen { // callers check full(); never lose the newest
-		p.n = uint8(copy(p.e[:], p.e[1:]))
+		old := p.head
+		p.head = x.nodes[old].next
+		x.put(old)
+		p.n--
 	}
-	e := &p.e[p.n]
-	e.seq, e.v.t = uint32(seq), t
-	e.v.q[0], e.v.q[1], e.v.q[2] = q[0], q[1], q[2]
+	i := x.get()
+	nd := &x.nodes[i]
+	nd.next = -1
+	nd.e.seq, nd.e.v.t = uint32(seq), t
+	nd.e.v.q[0], nd.e.v.q[1], nd.e.v.q[2] = q[0], q[1], q[2]
+	if p.n == 0 {
+		p.head = i
+	} else {
+		x.nodes[p.tail].next = i
+	}
+	p.tail = i
 	p.n++
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
-func (p *posTrack) newestStamp() (stamp, bool) {
+func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := p.e[p.n-1].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].e.v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
 			return t, true
 		}
 	}
@@ -99,16 +148,29 @@ func (p *posTrack) newestStamp() (stamp, bool) {
 }
 
 // resolve applies the fate of the position written in packet seq.
-func (p *posTrack) resolve(seq uint64, delivered bool) {
-	for i := 0; i < int(p.n); i++ {
-		if p.e[i].seq == uint32(seq) {
-			v := p.e[i].v
-			p.n = uint8(i + copy(p.e[i:], p.e[i+1:p.n]))
-			if delivered {
-				p.insert(v)
-			}
-			return
+func (p *posTrack) resolve(x *posPool, seq uint64, delivered bool) {
+	prev := int32(-1)
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		nd := &x.nodes[i]
+		if nd.e.seq != uint32(seq) {
+			prev = i
+			continue
 		}
+		v := nd.e.v
+		if prev < 0 {
+			p.head = nd.next
+		} else {
+			x.nodes[prev].next = nd.next
+		}
+		if p.tail == i {
+			p.tail = prev
+		}
+		x.put(i)
+		p.n--
+		if delivered {
+			p.insert(v)
+		}
+		return
 	}
 }
 
@@ -127,12 +189,12 @@ func (p *posTrack) insert(v posVal) {
 
 // clientHas reports whether every position the client may currently show
 // (its newest received) equals q, so there is nothing to send.
-func (p *posTrack) clientHas(q *[3]uint32) bool {
+func (p *posTrack) clientHas(x *posPool, q *[3]uint32) bool {
 	if p.dn == 0 || p.d[1].q != *q {
 		return false
 	}
-	for i := 0; i < int(p.n); i++ {
-		if p.e[i].v.t.sub(p.d[1].t) > 0 && p.e[i].v.q != *q {
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		if v := &x.nodes[i].e.v; v.t.sub(p.d[1].t) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -144,7 +206,7 @@ func (p *posTrack) clientHas(q *[3]uint32) bool {
 // if the client holds no position for sure (then only an absolute value is
 // safe). Every in-flight and delivered value is older than t (the table
 // writes a ghost's position at most once per view).
-func (p *posTrack) predSpread(q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
 	if p.dn == 0 {
 		return false
 	}
@@ -160,12 +222,14 @@ func (p *posTrack) predSpread(q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint6
 		widenPred(d, q, d0, d1, t, lim)
 		return true
 	}
-	p.pairs(d1, d0, q, t, lim, d)
-	for i := 0; i < int(p.n); i++ {
-		n1 := &p.e[i].v
-		if n1.t.sub(d1.t) > 0 && (i == 0 || n1.t != p.e[i-1].v.t) {
-			p.pairs(n1, d1, q, t, lim, d)
+	p.pairs(x, d1, d0, q, t, lim, d)
+	var prev *posVal
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		n1 := &x.nodes[i].e.v
+		if n1.t.sub(d1.t) > 0 && (prev == nil || n1.t != prev.t) {
+			p.pairs(x, n1, d1, q, t, lim, d)
 		}
+		prev = n1
 	}
 	return true
 }
@@ -173,13 +237,15 @@ func (p *posTrack) predSpread(q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint6
 // pairs widens d by the residuals of every pair whose newer value is n1 and
 // whose older value is c (the newest certain value below n1; nil if none) or
 // an in-flight value between c and n1.
-func (p *posTrack) pairs(n1, c *posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
+func (p *posTrack) pairs(x *posPool, n1, c *posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	widenPred(d, q, c, n1, t, lim)
-	for i := 0; i < int(p.n); i++ {
-		m := &p.e[i].v
-		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (i == 0 || m.t != p.e[i-1].v.t) {
+	var prev *posVal
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		m := &x.nodes[i].e.v
+		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (prev == nil || m.t != prev.t) {
 			widenPred(d, q, m, n1, t, lim)
 		}
+		prev = m
 	}
 }
 

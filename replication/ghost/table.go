@@ -43,9 +43,11 @@ const (
 	phaseKilling
 )
 
-// slot is the server's record of one ghost id.
+// slot is the hot half of the server's record of one ghost id: the 64 bytes
+// packing scans for every ghost each packet (one cache line). Class data
+// (MinInterval, the position bit) is read through class, which every ghost
+// of the class shares. The rest of the record is the id's info.
 type slot struct {
-	// The first 64 bytes are what packing scans for every ghost each packet.
 	phase          phase
 	created        bool // a create was delivered: the client holds this ghost
 	createInFlight bool
@@ -54,30 +56,8 @@ type slot struct {
 	// A kill waits until it is 0, so no older record of the ghost can reach
 	// the client after its kill (and none of a reused id's old incarnation).
 	inflight int32
-	prioB    int16         // bucketOf(zone priority × class weight), once per view
-	owtB     int8          // overdueWeight of that priority, once per view
-	dirty    uint64        // groups the client may lack (RL-5)
-	since    time.Duration // staleness counts from here: last send, or when it became dirty
-	sentAt   time.Duration // last time a record of this ghost was written
-	// pendChg is when the client's copy became outdated as far as the table
-	// knows for sure: the first change not yet confirmed delivered (0: the
-	// client is known current). Used by ConfirmDeadline.
-	pendChg time.Duration
-	minIvl  time.Duration // class MinInterval (copied: no pointer chase while scanning)
-	posBit  uint64        // class position-group bit (copied, likewise)
-
-	// lastSeq and ackSeq are the newest packet that carried a record of this
-	// ghost and the newest such packet known delivered; low 32 bits, compared
-	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
-	lastSeq uint32
-	ackSeq  uint32
-	class   *Class
-	entity  uint64
-	lastChg time.Duration // last view that changed a group
-	ackAt   time.Duration // SentAt of the newest delivered packet that carried this ghost
-	gen     uint32        // incarnation; transmission records of older ones are ignored
-	viewGen uint32        // last SetView that included the entity
-	qpos    [3]uint32     // quantized State.Pos
+	prioB    int16 // bucketOf(zone priority × class weight), once per view
+	owtB     int8  // overdueWeight of that priority, once per view
 	// moving: the position changed in the latest view. rest: it stopped
 	// changing and the client has not been told yet; the next update sends a
 	// rest marker (a position update stamped with the new view, same value)
@@ -86,6 +66,31 @@ type slot struct {
 	// consecutive views: a lost marker means a visible overshoot).
 	moving, rest bool
 	restCopies   uint8
+	dirty        uint64        // groups the client may lack (RL-5)
+	since        time.Duration // staleness counts from here: last send, or when it became dirty
+	sentAt       time.Duration // last time a record of this ghost was written
+	// pendChg is when the client's copy became outdated as far as the table
+	// knows for sure: the first change not yet confirmed delivered (0: the
+	// client is known current). Used by ConfirmDeadline.
+	pendChg time.Duration
+	// lastSeq and ackSeq are the newest packet that carried a record of this
+	// ghost and the newest such packet known delivered; low 32 bits, compared
+	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
+	lastSeq uint32
+	ackSeq  uint32
+	class   *Class
+}
+
+// info is the cold half of a ghost id's record (88 bytes): what only
+// SetView, writing a record and its fate touch.
+type info struct {
+	entity  uint64
+	lastChg time.Duration // last view that changed a group
+	ackAt   time.Duration // SentAt of the newest delivered packet that carried this ghost
+	gen     uint32        // incarnation; transmission records of older ones are ignored
+	viewGen uint32        // last SetView that included the entity
+	qpos    [3]uint32     // quantized State.Pos
+	pos     posTrack      // what the client may hold of the position
 }
 
 // Stats counts what a Table did (pure packages count instead of logging).
@@ -124,8 +129,9 @@ type Table struct {
 	cfg Config
 
 	slots     []slot
+	info      []info
 	states    []State
-	pos       []posTrack
+	pp        posPool  // in-flight positions of ghosts with more than posInline
 	lastField []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
 	stride    int
 	byEntity  map[uint64]uint32
@@ -162,11 +168,12 @@ type Table struct {
 	stats Stats
 }
 
-// pktRec lists the records one packet carried: ents[start : start+n] (mod len).
+// pktRec lists the records one packet carried: ents[start : start+n] (mod
+// len). 16 bytes: a packet carries at most MaxPacketBytes·8 bits of records.
 type pktRec struct {
 	seq      uint64
-	start    int
-	n        int
+	start    uint32
+	n        uint16
 	resolved bool
 }
 
@@ -177,13 +184,17 @@ const (
 	recKill
 )
 
-// entry is one record of an in-flight packet.
+// entry is one record of an in-flight packet: 16 bytes.
 type entry struct {
-	id   uint32
+	idk  uint32 // ghost id (< MaxMaxGhosts = 2^20) | kind<<kindShift
 	gen  uint32
 	mask uint64 // groups written (all groups for a create)
-	kind uint8
 }
+
+const kindShift = 30
+
+func (e *entry) id() uint32  { return e.idk &^ (3 << kindShift) }
+func (e *entry) kind() uint8 { return uint8(e.idk >> kindShift) }
 
 // NewTable returns an empty table for one connection. It freezes reg.
 func NewTable(reg *Registry, cfg Config) (*Table, error) {
@@ -199,11 +210,12 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		cfg:      cfg,
 		stride:   max(reg.maxGroups, 1),
 		byEntity: make(map[uint64]uint32),
-		pkts:     make([]pktRec, cfg.MaxPacketsInFlight),
-		// The record ring starts small and doubles on demand up to
-		// MaxRecordsInFlight (rounded up to a power of two: mask, not
-		// divide): a connection that sees a few ghosts must not pay for the
-		// worst case (8192 records × 24 B) up front.
+		// Both rings start small and double on demand up to
+		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
+		// two: mask, not divide): a connection that sees a few ghosts must
+		// not pay for the worst case (256 packets × 16 B, 8192 records ×
+		// 16 B) up front.
+		pkts: make([]pktRec, min(initialPackets, cfg.MaxPacketsInFlight)),
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	t.pk.init(t)
@@ -310,13 +322,13 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 			t.refresh(id, e, &t.vq[i], now)
 		}
 		s := &t.slots[id]
-		s.viewGen = t.viewGen
+		t.info[id].viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
-		s.prioB, s.owtB = int16(b), t.pk.owtB[b]
+		s.prioB, s.owtB = int16(b), owtBTable[b]
 	}
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !s.class.AlwaysInScope {
+		if (s.phase == phaseCreating || s.phase == phaseLive) && t.info[i].viewGen != t.viewGen && !s.class.AlwaysInScope {
 			t.leave(uint32(i))
 		}
 	}
@@ -355,7 +367,7 @@ func (t *Table) Remove(entity uint64) {
 
 // refresh applies a view entry to an existing ghost: diff and store.
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration) {
-	s := &t.slots[id]
+	s, in := &t.slots[id], &t.info[id]
 	if s.phase == phaseKilling { // re-entered before the kill went out: cancel it
 		if s.created {
 			s.phase = phaseLive
@@ -367,7 +379,7 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 	old := &t.states[id]
 	var changed uint64
 	if c.posIdx >= 0 {
-		if *q != s.qpos {
+		if *q != in.qpos {
 			changed |= c.posBit
 			s.moving = true
 		} else if s.moving {
@@ -389,11 +401,11 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 		if s.pendChg == 0 {
 			s.pendChg = now
 		}
-		s.lastChg = now
+		in.lastChg = now
 	}
 	s.dirty |= changed
 	if c.posIdx >= 0 {
-		s.qpos = *q
+		in.qpos = *q
 	}
 	*old = e.State
 }
@@ -408,38 +420,34 @@ func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bo
 	if id >= len(t.slots) {
 		t.grow(id + 1)
 	}
-	s := &t.slots[id]
-	gen := s.gen + 1
+	s, in := &t.slots[id], &t.info[id]
 	*s = slot{
-		entity:  e.Entity,
 		class:   e.Class,
-		minIvl:  e.Class.MinInterval,
-		posBit:  e.Class.posBit,
 		dirty:   e.Class.all,
 		since:   now,
 		pendChg: now,
-		lastChg: now,
-		gen:     gen,
 		phase:   phaseCreating,
 	}
+	in.pos.reset(&t.pp)
+	*in = info{entity: e.Entity, lastChg: now, gen: in.gen + 1, viewGen: in.viewGen}
 	if e.Class.posIdx >= 0 {
-		s.qpos = *q
+		in.qpos = *q
 	}
 	t.states[id] = e.State
-	t.pos[id].reset()
 	t.byEntity[e.Entity] = uint32(id)
 	t.stats.GhostsAssigned++
 	return uint32(id), false
 }
 
-// grow extends the per-id arrays to at least n ids (amortized doubling, so a
-// scope that settles stops allocating).
+// grow extends the per-id arrays to at least n ids, by a quarter at a time
+// in multiples of 8 (ids stay compact, so the arrays stay near the largest
+// scope; a scope that settles stops allocating).
 func (t *Table) grow(n int) {
-	c := max(n, min(2*len(t.slots), t.cfg.MaxGhosts), 64)
+	c := (max(n, len(t.slots)+len(t.slots)/4, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
 	t.slots = append(t.slots, make([]slot, c-len(t.slots))...)
+	t.info = append(t.info, make([]info, c-len(t.info))...)
 	t.states = append(t.states, make([]State, c-len(t.states))...)
-	t.pos = append(t.pos, make([]posTrack, c-len(t.pos))...)
 	t.lastField = append(t.lastField, make([]uint32, c*t.stride-len(t.lastField))...)
 }
 
@@ -467,12 +475,12 @@ func (t *Table) allocID() int {
 
 // free releases id for reuse.
 func (t *Table) free(id uint32) {
-	s := &t.slots[id]
-	if cur, ok := t.byEntity[s.entity]; ok && cur == id {
-		delete(t.byEntity, s.entity)
+	s, in := &t.slots[id], &t.info[id]
+	if cur, ok := t.byEntity[in.entity]; ok && cur == id {
+		delete(t.byEntity, in.entity)
 	}
 	s.phase = phaseFree
-	s.gen++
+	in.gen++
 	s.class = nil
 	s.dirty = 0
 	w := int(id / 64)
@@ -507,9 +515,12 @@ func (t *Table) settle(id uint32) {
 	}
 }
 
-// initialRecords is the record ring's first size: a packet's worth of small
-// records, so a quiet connection never grows it.
-const initialRecords = 256
+// initialRecords and initialPackets are the rings' first sizes: a few
+// packets of a small scope, so a quiet connection never grows them.
+const (
+	initialRecords = 64
+	initialPackets = 16
+)
 
 // entCap is the record ring's final size.
 func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1)) }
@@ -529,16 +540,31 @@ func (t *Table) growEnts() bool {
 	}
 	for i := range t.pktLen { // recorded packets: each holds ≥ 1 live record
 		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
-		p.start = (p.start - t.entHead) & mask
+		p.start = uint32((int(p.start) - t.entHead) & mask)
 	}
 	if t.pktLen < len(t.pkts) {
 		// The packet being written (beginPacket … endPacket) owns the
 		// newest n records; with none yet and a full ring its masked start
 		// would alias the oldest record, so place it from the end.
 		p := &t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
-		p.start = t.entLen - p.n
+		p.start = uint32(t.entLen - int(p.n))
 	}
 	t.ents, t.entHead = ents, 0
 	t.stats.RecordGrowths++
+	return true
+}
+
+// growPkts doubles the packet ring up to MaxPacketsInFlight, unwrapping the
+// FIFO to index 0. It reports false when the ring is at its maximum.
+func (t *Table) growPkts() bool {
+	old := t.pkts
+	if len(old) >= t.cfg.MaxPacketsInFlight {
+		return false
+	}
+	pkts := make([]pktRec, 2*len(old))
+	for i := range t.pktLen {
+		pkts[i] = old[(t.pktHead+i)&(len(old)-1)]
+	}
+	t.pkts, t.pktHead = pkts, 0
 	return true
 }

@@ -1,0 +1,102 @@
+package ghost
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// scopeRun drives one table the way a connection on a busy server does: a
+// 20 Hz view of n entities (a quarter players, the rest NPCs, most of them
+// walking), a 20 Hz packet of 800 bytes (the default 16 kB/s), every fate
+// delivered three packets later. It returns the table after warm.
+func scopeRun(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int) *Table {
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	view := make([]ViewEntry, n)
+	vel := make([][2]float64, n)
+	for i := range view {
+		c := nc
+		if i%4 == 0 {
+			c = pc
+		}
+		view[i] = ViewEntry{Entity: uint64(i + 1), Class: c, Priority: float32(rng.Float64() + 0.01)}
+		view[i].State.Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
+		view[i].State.Health = 100
+		view[i].State.Name = MustName("wolf")
+		if rng.IntN(5) > 0 {
+			vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+		}
+	}
+	var buf [800]byte
+	var w bitstream.Writer
+	now := time.Second
+	seq := uint64(0)
+	var inflight []uint64
+	for range warm {
+		now += 50 * time.Millisecond
+		for i := range view {
+			s := &view[i].State
+			s.Pos[0] += vel[i][0] / 20
+			s.Pos[2] += vel[i][1] / 20
+			s.Yaw = float64(i) + now.Seconds()
+		}
+		if err := tab.SetView(now, view); err != nil {
+			tb.Fatal(err)
+		}
+		seq++
+		w.Reset(buf[:])
+		if _, err := tab.Write(&w, seq, now); err != nil {
+			tb.Fatal(err)
+		}
+		inflight = append(inflight, seq)
+		if len(inflight) > 3 {
+			tab.OnFate(notify.Fate{Seq: inflight[0], Delivered: true, SentAt: now - 150*time.Millisecond})
+			inflight = inflight[1:]
+		}
+	}
+	return tab
+}
+
+// TestTableFootprint bounds what one connection's ghost table keeps with a
+// typical scope in steady state (the server's memory per player is mostly
+// this, times the players). It fails when the per-ghost record or a ring
+// goes back to being preallocated at its maximum.
+func TestTableFootprint(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	for _, tc := range []struct {
+		ghosts int
+		max    uint64 // bytes per table
+	}{
+		{0, 3 << 10},   // measured ≈ 1.5–2 KB (was ≈ 20 KB)
+		{32, 24 << 10}, // measured ≈ 18 KB (was ≈ 58 KB)
+		{64, 52 << 10}, // measured ≈ 43 KB (was ≈ 60 KB)
+	} {
+		const tables = 64
+		keep := make([]*Table, tables)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range keep {
+			keep[i] = scopeRun(t, reg, pc, nc, tc.ghosts, uint64(i), 100)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per := uint64(0)
+		if after.HeapAlloc > before.HeapAlloc {
+			per = (after.HeapAlloc - before.HeapAlloc) / tables
+		}
+		runtime.KeepAlive(keep)
+		t.Logf("%d ghosts in scope: %d B per table (%d B per ghost)", tc.ghosts, per, per/uint64(max(tc.ghosts, 1)))
+		if per > tc.max {
+			t.Errorf("%d ghosts in scope: table keeps %d B, want ≤ %d", tc.ghosts, per, tc.max)
+		}
+	}
+}
