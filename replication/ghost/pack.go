@@ -116,7 +116,7 @@ func overdueWeight(prioB int) int8 {
 }
 
 // packer is a table's packing state: its constants, and for the length of
-// one Write a scratch borrowed from scratchPool (≈ 5.5 KB that every table
+// one Write a scratch borrowed from scratches (≈ 5.5 KB that every table
 // would otherwise keep for the few microseconds a Write takes).
 type packer struct {
 	*packScratch
@@ -137,13 +137,14 @@ type packScratch struct {
 	pressed  []uint64 // bitset by id: in the overdue tier only because ConfirmDeadline presses it
 }
 
-var scratchPool = sync.Pool{New: func() any {
-	p := new(packScratch)
-	for i := range p.head {
-		p.head[i] = -1
-	}
-	return p
-}}
+// scratches is the free list of packScratch: there are as many as Writes
+// ever ran at once (a handful: a Write never blocks), and unlike a
+// sync.Pool the list is never emptied by a collection, so a steady state
+// allocates nothing.
+var scratches struct {
+	sync.Mutex
+	free []*packScratch
+}
 
 func (p *packer) init(t *Table) {
 	p.unit = uint64(t.cfg.StaleUnit)
@@ -151,10 +152,25 @@ func (p *packer) init(t *Table) {
 }
 
 // borrow takes a scratch for one Write; release gives it back.
-func (p *packer) borrow() { p.packScratch = scratchPool.Get().(*packScratch) }
+func (p *packer) borrow() {
+	scratches.Lock()
+	if n := len(scratches.free); n > 0 {
+		p.packScratch = scratches.free[n-1]
+		scratches.free = scratches.free[:n-1]
+		scratches.Unlock()
+		return
+	}
+	scratches.Unlock()
+	p.packScratch = new(packScratch)
+	for i := range p.head {
+		p.head[i] = -1
+	}
+}
 
 func (p *packer) release() {
-	scratchPool.Put(p.packScratch)
+	scratches.Lock()
+	scratches.free = append(scratches.free, p.packScratch)
+	scratches.Unlock()
 	p.packScratch = nil
 }
 
