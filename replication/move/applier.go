@@ -1,6 +1,10 @@
 package move
 
-import "github.com/ghostwire/ghostwire/replication/bitstream"
+import (
+	"sync"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+)
 
 // Applier is the server half of a move stream, one per connection: it decodes
 // move sections and hands each move to the game exactly once, in sequence
@@ -19,8 +23,33 @@ import "github.com/ghostwire/ghostwire/replication/bitstream"
 // sequence 1). Not safe for concurrent use; the connection actor owns it.
 type Applier struct {
 	last  uint64
-	buf   [MaxWindow]Move
 	stats ApplierStats
+}
+
+// decodeBufs is the free list of Read's decode buffers (2 KB each): as many
+// as Reads ever ran at once, instead of one per connection. Never emptied
+// by a collection, so a steady state allocates nothing.
+var decodeBufs struct {
+	sync.Mutex
+	free []*[MaxWindow]Move
+}
+
+func borrowDecodeBuf() *[MaxWindow]Move {
+	decodeBufs.Lock()
+	if n := len(decodeBufs.free); n > 0 {
+		b := decodeBufs.free[n-1]
+		decodeBufs.free = decodeBufs.free[:n-1]
+		decodeBufs.Unlock()
+		return b
+	}
+	decodeBufs.Unlock()
+	return new([MaxWindow]Move)
+}
+
+func releaseDecodeBuf(b *[MaxWindow]Move) {
+	decodeBufs.Lock()
+	decodeBufs.free = append(decodeBufs.free, b)
+	decodeBufs.Unlock()
 }
 
 // Reset restarts the Applier as if moves up to lastApplied had been applied,
@@ -49,7 +78,9 @@ func (a *Applier) Stats() ApplierStats { return a.stats }
 // changes no state except Stats.Malformed; the rest of the packet is then
 // unreadable. Read never panics and never allocates.
 func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
-	n, first, err := readSection(r, &a.buf, a.last+1)
+	buf := borrowDecodeBuf()
+	defer releaseDecodeBuf(buf)
+	n, first, err := readSection(r, buf, a.last+1)
 	if err != nil {
 		a.stats.Malformed++
 		return err
@@ -66,9 +97,9 @@ func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
 		}
 		a.last = seq
 		a.stats.Applied++
-		a.stats.Ticks += uint64(a.buf[i].Dt)
+		a.stats.Ticks += uint64(buf[i].Dt)
 		if apply != nil {
-			apply(a.buf[i])
+			apply(buf[i])
 		}
 	}
 	return nil

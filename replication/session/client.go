@@ -59,6 +59,7 @@ type GhostView struct {
 // The zero Client is not usable; call NewClient. Not safe for concurrent use.
 type Client struct {
 	e   endpoint
+	pt  [MaxPacketSize]byte // opened payload
 	cfg ClientConfig
 	h   ClientHandler
 	hc  *handshake.Client
@@ -349,7 +350,7 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 	if e.sess == nil {
 		return ErrNotConnected
 	}
-	h, pt, _, err := e.open(now, pkt, netip.AddrPort{})
+	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt)
 	if err != nil {
 		return err
 	}

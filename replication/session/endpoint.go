@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -25,8 +26,7 @@ type endpoint struct {
 
 	hw, w bitstream.Writer // header and payload of the packet being built
 	r     bitstream.Reader
-	pt    [MaxPacketSize]byte // opened payload
-	fates []notify.Fate       // scratch of PopFates
+	fates []notify.Fate // scratch of PopFates
 
 	deliver func(event.Event) // built once: a method value per call would allocate
 	// delivered is notify's early delivery report for the event sender
@@ -103,8 +103,9 @@ func (e *endpoint) grow(dst []byte, n int) []byte {
 // open authenticates and accepts one short-form packet: notify decodes the
 // header without changing state, the session checks the replay window and
 // opens the AEAD (nonce = the reconstructed sequence), and only then does
-// notify commit. The payload is returned in e.pt.
-func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort) (notify.Header, []byte, bool, error) {
+// notify commit. The payload is opened into buf (MaxPacketSize bytes: a
+// Client's own, a Server's borrowed for the call) and returned.
+func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte) (notify.Header, []byte, bool, error) {
 	e.r.Reset(pkt)
 	h, err := e.nc.ReadHeader(&e.r)
 	if err != nil {
@@ -118,7 +119,7 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort) (not
 	if pad := pos & 7; pad != 0 && pkt[hl-1]>>pad != 0 {
 		return h, nil, false, handshake.ErrGarbage // the header's padding bits are zero
 	}
-	pt, moved, err := e.sess.Open(e.pt[:0], pkt[:hl], pkt[hl:], h.Seq, from)
+	pt, moved, err := e.sess.Open(buf[:0], pkt[:hl], pkt[hl:], h.Seq, from)
 	if err != nil {
 		return h, nil, false, err
 	}
@@ -279,4 +280,32 @@ func nextSlot(next, interval, now time.Duration) time.Duration {
 		next += interval
 	}
 	return next
+}
+
+// payloads is the free list of the buffers Server.Receive opens packets
+// into: as many as Receives ever ran at once (one per busy goroutine), where
+// a buffer per connection would cost every idle connection 1.2 KB. Unlike a
+// sync.Pool it is never emptied by a collection: a steady state allocates
+// nothing.
+var payloads struct {
+	sync.Mutex
+	free []*[MaxPacketSize]byte
+}
+
+func borrowPayload() *[MaxPacketSize]byte {
+	payloads.Lock()
+	if n := len(payloads.free); n > 0 {
+		b := payloads.free[n-1]
+		payloads.free = payloads.free[:n-1]
+		payloads.Unlock()
+		return b
+	}
+	payloads.Unlock()
+	return new([MaxPacketSize]byte)
+}
+
+func releasePayload(b *[MaxPacketSize]byte) {
+	payloads.Lock()
+	payloads.free = append(payloads.free, b)
+	payloads.Unlock()
 }

@@ -91,7 +91,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			if out[0] == 0x23 {
 				short = out[RoutedPrefixSize:]
 			}
-			_, pt, _, err := srv.e.open(now, short, fzClient)
+			_, pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte))
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}
@@ -114,7 +114,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			tab.OnFate(f)
 		}
 		if len(sout) > 0 {
-			_, pt, _, err := cli.e.open(now, sout, fzServer)
+			_, pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt)
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}

@@ -40,6 +40,13 @@ type ServerHandler interface {
 // SetControl: more than a zone tick's worth at any sane input rate.
 const crcRingSize = 64
 
+// moveCRC is what SetControl needs of a CRC-carrying move: its sequence
+// (low 32 bits: the ring spans 64 moves) and the client's CRC.
+type moveCRC struct {
+	seq uint32
+	crc uint32
+}
+
 // Server is the server end of one connection, above an established
 // handshake session: it opens the client's packets (replay window, AEAD,
 // notify), applies the client's moves exactly once in order and delivers its
@@ -62,7 +69,7 @@ type Server struct {
 	ap      move.Applier
 	cw      *move.ControlWriter
 	applyFn func(move.Move)
-	crcs    [crcRingSize]move.Move // CRC-carrying moves by seq % crcRingSize
+	crcs    [crcRingSize]moveCRC // CRC-carrying moves by seq % crcRingSize
 
 	hasControl bool
 	ctlState   move.ControlState
@@ -133,7 +140,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 
 func (s *Server) apply(m move.Move) {
 	if m.HasCRC {
-		s.crcs[m.Seq%crcRingSize] = m
+		s.crcs[m.Seq%crcRingSize] = moveCRC{seq: uint32(m.Seq), crc: m.CRC}
 	}
 	if s.h != nil {
 		s.h.Move(m)
@@ -208,8 +215,8 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 		return
 	}
 	s.ctlApplied = applied
-	if m := s.crcs[applied%crcRingSize]; m.Seq == applied && m.HasCRC {
-		s.cw.Check(m, &s.ctlState)
+	if m := s.crcs[applied%crcRingSize]; m.seq == uint32(applied) {
+		s.cw.Check(move.Move{Seq: applied, CRC: m.crc, HasCRC: true}, &s.ctlState)
 	}
 }
 
@@ -294,7 +301,9 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	default:
 		return false, handshake.ErrUnexpected
 	}
-	h, pt, moved, err := e.open(now, short, from)
+	buf := borrowPayload()
+	defer releasePayload(buf)
+	h, pt, moved, err := e.open(now, short, from, buf)
 	if err != nil {
 		return false, err
 	}
