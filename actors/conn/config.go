@@ -19,7 +19,7 @@ const (
 	MaxMaxInbound = 4096
 )
 
-// Config tunes every connection actor of a gateway. The zero Config is
+// Config tunes every connection of a gateway. The zero Config is
 // invalid; start from DefaultConfig.
 type Config struct {
 	// Session configures the protocol end (send rate, bandwidth, keepalive 1 s,

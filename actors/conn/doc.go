@@ -1,46 +1,63 @@
-// Package conn is the connection actor: one per client, the owner of that
-// client's replication/session.Server (notify, events, the move stream, the
-// control object, keepalive, timeout, graceful close). The gateway spawns it
-// for each granted handshake and routes the client's datagrams to it; it
-// decrypts them, forwards the player's moves and events to the zone, and
-// seals the packets its session says are due, handing them to the gateway's
-// writer. Its child, the ghost manager (actors/ghostmgr), supplies the ghost
-// section of each packet.
+// Package conn runs a gateway's client connections: one Conn per client, the
+// owner of that client's replication/session.Server (notify, events, the
+// move stream, the control object, keepalive, timeout, graceful close) and of
+// its ghost manager (actors/ghostmgr), which packs the ghost section of every
+// data packet at the moment the packet is built. The gateway opens a Conn for
+// each granted handshake and routes the client's datagrams to it; the Conn
+// decrypts them, forwards the player's moves and events to its zone, and
+// seals the packets its session says are due.
+//
+// # Shards, not an actor per connection
+//
+// A Pool spreads its connections over a few shards (GOMAXPROCS by default),
+// each one goroutine that owns its connections outright. A shard's round
+//
+//  1. takes every event posted to it since the last round in one swap under
+//     a mutex: the gateway's datagrams (a whole recvmmsg batch per shard in
+//     one post), the zones' Control, Output, Redirect, Kick and ViewReady;
+//  2. handles them, one connection at a time;
+//  3. pumps every connection that had an event or whose deadline (a min-heap
+//     of Server.NextDeadlineFor) is due: the session seals all of that
+//     connection's due datagrams at once, straight into the round's send
+//     buffers;
+//  4. sends the round's datagrams with one sendmmsg per WriteBatch.
+//
+// Then it sleeps until something is posted or the next deadline, but never
+// wakes for a deadline sooner than Quantum (1 ms) after the previous round
+// began, so send slots that fall close together are served by one round and
+// leave in one system call. There is no mailbox, goroutine or time.Timer per
+// connection and no actor message per packet: an actor per connection cost
+// a goroutine start (and a stack grown by copying) for almost every message,
+// a timer goroutine per wake-up, a second actor for the ghost manager and
+// two messages per packet between them — more than half of the server's CPU
+// per player. Zones still address a connection by its PID: it is a small
+// actor.Process that posts to the connection's shard.
 //
 // # Why decryption runs here
 //
 // The gateway is one actor on one core: it only classifies a datagram by its
 // first byte and length and looks up the connection (≈ 20 ns,
-// BenchmarkRejectGarbage). The AEAD open and seal — the bulk of the ≈ 0.75 µs
-// a packet costs (BenchmarkServerPacketPath) — run in the connection actors,
-// which protoactor spreads over every core, and they touch state only the
-// connection owns (replay window, notify window, keys): doing them in the
-// gateway would make one core the ceiling of the whole node and would need
-// the keys shared between actors.
-//
-// # Time
-//
-// protoactor has no per-actor timers, and a fan-out tick to every connection
-// would wake 10,000 actors 100 times a second to send nothing. Each
-// connection arms one time.Timer (reused, never reallocated) for
-// Server.NextDeadline — the next send slot, ack delay, keepalive, timeout or
-// disconnect copy — and the timer sends the actor a wake message. Nothing in
-// Receive ever blocks or waits for a reply.
+// BenchmarkRejectGarbage). The AEAD open and seal run on the shards, which
+// use every core, and touch state only the connection owns (replay window,
+// notify window, keys).
 //
 // # Queues and their policies
 //
 //	datagrams in     ≤ Config.MaxInbound queued per connection; the gateway drops newer ones (drop-newest, counted)
-//	datagrams out    the gateway writer's bounded queue; full → drop and count (the notify layer treats it as loss)
+//	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
-//	ghost sections   one credit: at most one section in flight from the ghost manager
 //	views            msg.ViewSlot: the newest view supersedes
 //	input to zone    one *msg.Input per datagram that carried new moves or events
 //
 // # Lifecycle
 //
-//	started (pending: address unproven, sends nothing)
+//	opened (pending: address unproven, sends nothing)
 //	  → first authenticated packet: Verified to the gateway, Join to the zone
 //	  → connected: packets both ways
 //	  → Close / Kick / Shutdown / peer Disconnect / timeout: draining (Disconnect copies)
-//	  → done: Leave to the zone, Closed to the gateway, which stops the actor
+//	  → done: Leave to the zone, Closed to the gateway, which stops the connection
+//
+// A connection whose handling panics is stopped, never restarted (a
+// restarted session would reuse its keys from a fresh state); the gateway
+// learns it as an actor.Terminated.
 package conn

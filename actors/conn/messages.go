@@ -54,7 +54,3 @@ type Shutdown struct {
 // responds with a *session.ServerStats (RequestFuture from tests or a
 // non-actor goroutine).
 type StatsRequest struct{}
-
-// wake is the timer's message: the session may have work (a send slot, an
-// ack owed, a keepalive, a timeout). One value per connection, reused.
-type wake struct{}

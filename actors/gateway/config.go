@@ -72,9 +72,15 @@ type Config struct {
 	// NoConnection) and the handshake work they cost, per /24 (/48) prefix.
 	// Loopback tests with many clients on 127.0.0.1 need a larger Burst.
 	RateLimit handshake.RateLimitConfig
-	// Conn configures every connection actor (session timers, ghosts,
-	// inbound queue bound).
+	// Conn configures every connection (session timers, ghosts, inbound
+	// queue bound).
 	Conn conn.Config
+	// Shards is the number of goroutines the connections are spread over
+	// (0: GOMAXPROCS); Quantum the shortest time between two timer-driven
+	// rounds of one (0: conn.DefaultQuantum, 1 ms): deadlines within a
+	// quantum are served together and their datagrams share a sendmmsg.
+	Shards  int
+	Quantum time.Duration
 	// DrainTimeout bounds how long Close waits for connections to send their
 	// Disconnect copies (default 2 s).
 	DrainTimeout time.Duration
@@ -135,6 +141,10 @@ func (c Config) Validate() error {
 		return bad("SocketBuffer %d < 0", c.SocketBuffer)
 	case c.DrainTimeout < 0:
 		return bad("DrainTimeout %v < 0", c.DrainTimeout)
+	case c.Shards < 0 || c.Shards > 1024:
+		return bad("Shards %d outside [0, 1024]", c.Shards)
+	case c.Quantum < 0 || c.Quantum > 100*time.Millisecond:
+		return bad("Quantum %v outside [0, 100ms]", c.Quantum)
 	}
 	if err := c.RateLimit.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)

@@ -1,22 +1,26 @@
 // Package gateway is the node's UDP front door: it owns the one socket,
 // reads and writes it in batches (actors/udp: recvmmsg/sendmmsg), answers
 // handshakes (replication/handshake: stateless cookies, one session per
-// token, replies never larger than requests), spawns a connection actor
+// token, replies never larger than requests), opens a connection
 // (actors/conn) per granted session and routes each datagram to its
 // connection, and rejects everything else cheaply and countably.
 //
 // # Shape
 //
-//	reader goroutine ──*batch (≤ ReadBatch datagrams)──▶ gateway actor ──*msg.Datagram──▶ conn actors
-//	conn actors ──sealed *msg.Datagram──▶ writer (bounded queue) ──▶ writer goroutine ──sendmmsg──▶ socket
-//	conn actors ──Verified / Moved / Closed──▶ gateway actor
+//	reader goroutine ──*batch (≤ ReadBatch datagrams)──▶ gateway actor ──one post per shard per batch──▶ conn shards
+//	conn shards ──sendmmsg of each round's sealed datagrams──▶ socket
+//	gateway actor ──handshake replies, NoConnection──▶ writer (bounded queue) ──▶ writer goroutine ──sendmmsg──▶ socket
+//	connections ──Verified / Moved / Closed──▶ gateway actor
 //
 // The reader blocks in recvmmsg, so it is a plain goroutine; everything it
 // reads goes to the gateway actor one batch per message. The actor alone
 // owns the routing tables, the handshake server and the rate limiter, so
-// none of them needs a lock. Replies and sealed packets go through one
-// writer goroutine with a bounded queue (full: drop and count — to the
-// protocol that is packet loss, which it already handles).
+// none of them needs a lock; it stages each routed datagram with its
+// connection's shard and posts each shard its share of the batch at once.
+// The shards send their own datagrams (each with its own udp.Writer);
+// handshake replies go through one writer goroutine with a bounded queue
+// (full: drop and count — to the protocol that is packet loss, which it
+// already handles).
 //
 // # The per-datagram decision (0 allocations)
 //
@@ -27,7 +31,7 @@
 //	anything else a server never takes → count, drop
 //	unroutable data      → NoConnection (9 bytes, smaller than any data packet), rate limited
 //
-// Decryption runs in the connection actors, not here (actors/conn explains
+// Decryption runs on the connection shards, not here (actors/conn explains
 // why). A datagram is handed over without copying: the batch slot gets a
 // fresh pooled buffer instead.
 //

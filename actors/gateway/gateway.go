@@ -19,7 +19,7 @@ import (
 )
 
 // Gateway is a running gateway: the socket, the reader and writer
-// goroutines, and the gateway actor with its connection actors as children.
+// goroutines, the gateway actor, and the connections (actors/conn shards).
 // Create it with New and stop it with Close. Its methods are safe for
 // concurrent use.
 type Gateway struct {
@@ -27,7 +27,8 @@ type Gateway struct {
 	sys    *actor.ActorSystem
 	sock   *udp.Socket
 	pid    *actor.PID
-	w      *writer
+	w      *writer    // handshake replies and NoConnection
+	pool   *conn.Pool // the connections (they send their own datagrams)
 	st     *counters
 	cc     *conn.Counters
 	public netip.AddrPort
@@ -118,17 +119,30 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 	core := newRouter(cfg, srv, lim, g.w, g.st, g.cc, func() time.Duration { return time.Since(mono) }, log)
 	core.queueFree = func() int { return len(g.free) }
 	core.drained = g.drained
-	props := actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{r: core} },
-		actor.WithSupervisor(conn.StopOnFailure()))
+	props := actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{r: core} })
 	pid, err := sys.Root.SpawnNamed(props, "gateway-"+public.String())
 	if err != nil {
 		sock.Close()
 		return nil, fmt.Errorf("gateway: spawn: %w", err)
 	}
 	g.pid = pid
+	pool, err := conn.NewPool(conn.PoolConfig{
+		Config: cfg.Conn, Shards: cfg.Shards, Quantum: cfg.Quantum, WriteBatch: cfg.WriteBatch,
+		Sys: sys, Gateway: pid, Now: core.now,
+		NewWriter: func() conn.Writer { return sock.NewWriter(cfg.WriteBatch) },
+		Counters:  g.cc, Log: log,
+	})
+	if err != nil {
+		sys.Root.Stop(pid)
+		sock.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.pool = pool
+	core.pool = pool // before the reader starts: nothing has reached the actor yet
 	if cfg.Registerer != nil {
 		if err := g.registerMetrics(cfg.Registerer); err != nil {
 			sys.Root.Stop(pid)
+			pool.Close()
 			sock.Close()
 			return nil, err
 		}
@@ -214,6 +228,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 			err = fmt.Errorf("gateway: drain: %w", ctx.Err())
 		}
 		t.Stop()
+		g.pool.Close()
 		g.w.close()
 		close(g.closing)
 		g.sock.Close()
@@ -230,7 +245,7 @@ func (g *Gateway) Stats() Stats {
 	c := g.st
 	s := Stats{
 		DatagramsIn: c.datagramsIn.Load(), BytesIn: c.bytesIn.Load(),
-		DatagramsOut: g.w.sent.Load(), BytesOut: g.w.bytes.Load(),
+		DatagramsOut: g.w.sent.Load() + g.pool.Sent(), BytesOut: g.w.bytes.Load() + g.pool.Bytes(),
 		Garbage: c.garbage.Load(), Unexpected: c.unexpected.Load(), UnknownConn: c.unknownConn.Load(),
 		HandshakeLimited: c.handshakeLimited.Load(), NoConnSuppressed: c.noConnSuppressed.Load(), InboundDropped: c.inboundDropped.Load(),
 		Routed: c.routed.Load(), Handshakes: c.handshakes.Load(), Replies: c.handshakeReplies.Load(),
@@ -243,7 +258,7 @@ func (g *Gateway) Stats() Stats {
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),
 		ConnUnexpected: g.cc.Unexpected.Load(), ProtocolErrors: g.cc.ProtocolErrors.Load(),
 		EventsDropped: g.cc.EventsDropped.Load(), InputsDropped: g.cc.InputsDropped.Load(),
-		WriteDropped: g.w.dropped.Load(), WriteErrors: g.w.errors.Load(),
+		WriteDropped: g.w.dropped.Load() + g.pool.Dropped(), WriteErrors: g.w.errors.Load() + g.pool.Errors(),
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),
 	}
 	for r := range c.denied {
@@ -279,5 +294,3 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		r.stopping()
 	}
 }
-
-var _ conn.Outbox = (*writer)(nil)

@@ -18,6 +18,7 @@ import (
 // route is one connection as the gateway knows it.
 type route struct {
 	pid      *actor.PID
+	conn     *conn.Conn // nil in router tests and benchmarks (no pool)
 	id       handshake.ConnID
 	addr     netip.AddrPort // where short-form packets come from
 	token    handshake.TokenID
@@ -26,11 +27,10 @@ type route struct {
 	inflight *atomic.Int32 // datagrams queued to the actor, shared with it
 }
 
-// sender is what the router needs of an actor context: sending and
-// spawning children. actor.Context satisfies it; benchmarks pass a stub.
+// sender is what the router needs of an actor context. actor.Context
+// satisfies it; benchmarks pass a stub.
 type sender interface {
 	Send(pid *actor.PID, message any)
-	Spawn(props *actor.Props) *actor.PID
 	Stop(pid *actor.PID)
 }
 
@@ -46,6 +46,7 @@ type router struct {
 	srv  *handshake.Server
 	lim  *handshake.RateLimiter
 	out  outbox
+	pool *conn.Pool // nil in router tests and benchmarks
 	st   *counters
 	cc   *conn.Counters
 	now  func() time.Duration // node monotonic clock
@@ -85,6 +86,9 @@ func (r *router) handleBatch(ctx sender, b *batch) {
 			b.ds[i] = d
 			b.ms[i].Buf = d.Buf[:]
 		}
+	}
+	if r.pool != nil {
+		r.pool.Flush() // one post per connection shard for the whole batch
 	}
 	b.n = 0
 	b.back <- b // never blocks: the channel holds every batch
@@ -146,7 +150,11 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
 	}
 	rt.inflight.Add(1)
 	r.st.routed.Add(1)
-	ctx.Send(rt.pid, d)
+	if rt.conn != nil {
+		r.pool.Stage(rt.conn, d) // posted with the rest of the batch (handleBatch)
+	} else {
+		ctx.Send(rt.pid, d)
+	}
 	return true
 }
 
@@ -241,16 +249,22 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	if r.cfg.Zone != nil {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
 	}
-	var gw *actor.PID
-	if c, ok := ctx.(actor.Context); ok {
-		gw = c.Self()
-	}
 	p := conn.Params{
-		Config: r.cfg.Conn, Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
-		Timeout: g.Claims.Timeout, UserData: ud, Now: r.now, Out: r.out, Gateway: gw, Zone: zone,
-		Inflight: rt.inflight, Counters: r.cc, Log: r.log,
+		Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
+		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: rt.inflight,
 	}
-	rt.pid = ctx.Spawn(conn.Props(p))
+	if r.pool != nil {
+		c, err := r.pool.Open(p)
+		if err != nil {
+			r.st.spawnFailed.Add(1)
+			r.srv.Consume(g.Claims.ID)
+			r.log.Error("connection not opened", "err", err)
+			return
+		}
+		rt.conn, rt.pid = c, c.PID()
+	} else {
+		rt.pid = actor.NewPID("local", "conn-"+g.ID.String()) // router tests: no connections run
+	}
 	r.byID[rt.id] = rt
 	r.byAddr[rt.addr] = rt
 	r.byPID[rt.pid.Id] = rt

@@ -51,7 +51,7 @@ type Stats struct {
 	// InboundDropped: the connection already had Conn.MaxInbound datagrams queued.
 	InboundDropped uint64
 
-	Routed     uint64 // handed to a connection actor
+	Routed     uint64 // handed to a connection
 	Handshakes uint64 // connect requests and challenge responses handled
 	Replies    uint64 // handshake replies sent (Challenge, Accepted, Denied)
 	NoConnSent uint64
@@ -63,7 +63,7 @@ type Stats struct {
 	HandshakeDrop    uint64                      // handshake packets dropped without reply (malformed, not ours)
 	SpawnFailed      uint64
 
-	Conns    int64 // connection actors alive (pending ones included)
+	Conns    int64 // connections open (pending ones included)
 	Pending  int64 // of which not yet verified
 	Verified uint64
 	Moved    uint64 // NAT rebindings followed
@@ -73,7 +73,7 @@ type Stats struct {
 	Closed     map[handshake.Reason]uint64 // connections ended, by reason
 
 	// Per-connection rejections (after routing; the AEAD and windows run in
-	// the connection actors).
+	// the connections).
 	AuthFailed, Replayed, WrongConn, BadHeader, AfterClose, ConnGarbage, ConnUnexpected uint64
 	ProtocolErrors                                                                      uint64
 	EventsDropped, InputsDropped                                                        uint64

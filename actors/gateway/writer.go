@@ -11,7 +11,8 @@ import (
 
 // writer sends datagrams from a bounded queue in batches. Send never blocks
 // (policy when full: drop and count); one goroutine drains the queue with
-// sendmmsg. Safe for concurrent Send from every connection actor.
+// sendmmsg. Safe for concurrent Send. It carries the gateway's own replies;
+// connections send through their shards.
 type writer struct {
 	q     chan *msg.Datagram
 	sock  udp.Conn

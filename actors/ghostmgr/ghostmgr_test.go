@@ -1,74 +1,45 @@
 package ghostmgr
 
 import (
-	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
-
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// sink is a stand-in connection actor: it forwards every section it gets.
-type sink struct{ out chan *msg.GhostSection }
-
-func (s *sink) Receive(ctx actor.Context) {
-	if sec, ok := ctx.Message().(*msg.GhostSection); ok {
-		s.out <- sec
-	}
-}
-
 type fixture struct {
-	sys      *actor.ActorSystem
-	mgr      *actor.PID
-	views    *msg.ViewSlot
-	sections chan *msg.GhostSection
-	now      atomic.Int64
-	player   *ghost.Class
+	m      *Manager
+	views  *msg.ViewSlot
+	now    time.Duration
+	player *ghost.Class
+	seq    uint64
+	buf    [1200]byte
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{
-		sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.DiscardHandler)
-		})),
-		views:    new(msg.ViewSlot),
-		sections: make(chan *msg.GhostSection, 16),
-	}
 	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.player = ghost.PlayerClass(nil)
+	f := &fixture{views: new(msg.ViewSlot), now: time.Second, player: ghost.PlayerClass(nil)}
 	if err := reg.Register(f.player, ghost.NPCClass(nil)); err != nil {
 		t.Fatal(err)
 	}
-	conn := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &sink{out: f.sections} }))
-	f.now.Store(int64(time.Second))
-	f.mgr = f.sys.Root.Spawn(Props(Params{
-		Registry: reg, Table: ghost.DefaultConfig(), Conn: conn, Views: f.views,
-		Now: func() time.Duration { return time.Duration(f.now.Load()) }, Player: 1,
-	}))
+	if f.m, err = New(reg, ghost.DefaultConfig(), f.views); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
-func (f *fixture) close() {
-	_ = f.sys.Root.StopFuture(f.mgr).Wait()
-	f.sys.Shutdown()
-}
-
-func (f *fixture) advance(d time.Duration) { f.now.Add(int64(d)) }
-
-// publish puts a view of n players at x into the slot and nudges when told.
-func (f *fixture) publish(tick uint64, n int, x float64, nudge bool) bool {
+// publish puts a view of n players at x into the slot and, when the slot
+// asks for a nudge and nudge is set, hands it to the manager (the zone's
+// ViewReady).
+func (f *fixture) publish(n int, x float64, nudge bool) bool {
 	v := msg.NewView()
-	v.Tick = tick
 	for i := range n {
 		var s ghost.State
 		s.Pos = [3]float64{x + float64(i), 0, 0}
@@ -76,135 +47,104 @@ func (f *fixture) publish(tick uint64, n int, x float64, nudge bool) bool {
 	}
 	ok := f.views.Publish(v)
 	if nudge && ok {
-		f.sys.Root.Send(f.mgr, msg.ViewReadyMsg)
+		f.m.TakeView(f.now)
 	}
 	return ok
 }
 
-func (f *fixture) fates(want bool, budget int, fs ...notify.Fate) {
-	m := msg.NewGhostFates()
-	m.Fates = append(m.Fates, fs...)
-	m.Want, m.Budget = want, budget
-	f.sys.Root.Send(f.mgr, m)
-}
-
-// stats asks the manager for its counters; the answer also proves every
-// message sent before it was handled (one mailbox, in order).
-func (f *fixture) stats(t *testing.T) Stats {
+// write packs a section of at most bits into a fresh packet.
+func (f *fixture) write(t *testing.T, bits int) (uint64, int) {
 	t.Helper()
-	res, err := f.sys.Root.RequestFuture(f.mgr, &StatsRequest{}, 5*time.Second).Result()
+	var w bitstream.Writer
+	w.Reset(f.buf[:(bits+7)/8])
+	f.seq++
+	n, err := f.m.Write(&w, f.seq, f.now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return *res.(*Stats)
+	return f.seq, n
 }
 
-func (f *fixture) section(t *testing.T) *msg.GhostSection {
-	t.Helper()
-	select {
-	case s := <-f.sections:
-		return s
-	case <-time.After(5 * time.Second):
-		t.Fatal("no ghost section")
-		return nil
-	}
-}
-
-func TestSectionsOnlyWithCredit(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+func TestSectionsFollowViewsAndFates(t *testing.T) {
 	f := newFixture(t)
-	defer f.close()
-
-	f.publish(1, 3, 10, true)
-	if s := f.stats(t); s.Views != 1 || s.Sections != 0 {
-		t.Fatalf("view without credit: %+v, want 1 view applied, no section", s)
+	if f.m.Pending() {
+		t.Fatal("pending before any view")
 	}
-	f.fates(true, 8*1000)
-	sec := f.section(t)
-	if sec.Seq != 1 || sec.Records != 3 || sec.Bits == 0 {
-		t.Fatalf("first section: seq %d records %d bits %d, want seq 1 with 3 creates", sec.Seq, sec.Records, sec.Bits)
+	f.publish(3, 10, true)
+	if s := f.m.Stats(); s.Views != 1 || !f.m.Pending() {
+		t.Fatalf("view: %+v pending %v, want 1 view applied and creates pending", s, f.m.Pending())
 	}
-	sec.Release()
-
-	// A new view without a new credit sends nothing.
-	f.advance(50 * time.Millisecond)
-	f.publish(2, 3, 20, true)
-	if s := f.stats(t); s.Sections != 1 || s.Views != 2 {
-		t.Fatalf("second view, no credit: %+v", s)
+	seq, n := f.write(t, 8*1000)
+	if n != 3 {
+		t.Fatalf("first section: %d records, want 3 creates", n)
 	}
-	// The fate of section 1 and a credit: the update goes out as section 2.
-	f.fates(true, 8*1000, notify.Fate{Seq: 1, Delivered: true})
-	sec = f.section(t)
-	if sec.Seq != 2 || sec.Records == 0 {
-		t.Fatalf("second section: seq %d records %d", sec.Seq, sec.Records)
+	if f.m.Pending() {
+		t.Fatal("still pending with every create in flight")
 	}
-	sec.Release()
-	if s := f.stats(t); s.Fates != 1 {
-		t.Fatalf("fates applied %d, want 1", s.Fates)
+	f.now += 50 * time.Millisecond
+	f.publish(3, 20, true)
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	if _, n := f.write(t, 8*1000); n == 0 {
+		t.Fatal("no update after the creates were delivered and everyone moved")
+	}
+	if s := f.m.Stats(); s.Fates != 1 || s.Sections != 2 {
+		t.Fatalf("stats %+v, want 1 fate and 2 sections", s)
 	}
 }
 
-func TestSmallBudgetKeepsTheCredit(t *testing.T) {
+func TestSmallRoomWritesNothing(t *testing.T) {
 	f := newFixture(t)
-	defer f.close()
-	f.publish(1, 3, 10, true)
-	f.fates(true, 4) // 4 bits: not even one record
-	if s := f.stats(t); s.Sections != 0 || s.Empty != 1 {
-		t.Fatalf("tiny budget: %+v, want no section, one empty attempt", s)
+	f.publish(3, 10, true)
+	if _, n := f.write(t, 8); n != 0 {
+		t.Fatalf("1 byte: %d records", n)
 	}
-	f.fates(false, 8*1000) // a later message brings the real budget; the credit still stands
-	sec := f.section(t)
-	if sec.Records != 3 {
-		t.Fatalf("records %d, want 3", sec.Records)
+	if s := f.m.Stats(); s.Sections != 0 || s.Empty != 1 {
+		t.Fatalf("tiny room: %+v, want no section, one empty", s)
 	}
-	sec.Release()
+	if _, n := f.write(t, 8*1000); n != 3 {
+		t.Fatalf("records %d, want 3", n)
+	}
 }
 
 func TestNewestViewSupersedes(t *testing.T) {
 	f := newFixture(t)
-	defer f.close()
-	if !f.publish(1, 1, 10, false) {
+	if !f.publish(1, 10, false) {
 		t.Fatal("first publish must ask for a nudge")
 	}
-	f.publish(2, 2, 10, false)
-	f.publish(3, 3, 10, false)
-	f.sys.Root.Send(f.mgr, msg.ViewReadyMsg)
-	f.fates(true, 8*1000)
-	sec := f.section(t)
-	if sec.Records != 3 || f.views.Superseded() != 2 {
-		t.Fatalf("records %d superseded %d, want the newest view (3 entities) after 2 superseded", sec.Records, f.views.Superseded())
+	f.publish(2, 10, false)
+	f.publish(3, 10, false)
+	f.m.TakeView(f.now)
+	if _, n := f.write(t, 8*1000); n != 3 || f.views.Superseded() != 2 {
+		t.Fatalf("records %d superseded %d, want the newest view (3 entities) after 2 superseded", n, f.views.Superseded())
 	}
-	sec.Release()
-	if s := f.stats(t); s.Views != 1 {
+	if s := f.m.Stats(); s.Views != 1 {
 		t.Fatalf("views applied %d, want 1", s.Views)
 	}
 }
 
 // Two views within a millisecond: the table takes one per millisecond, so
-// the second waits for the clock (and the next message) instead of failing.
+// the second waits for the clock (and the next call) instead of failing.
 func TestViewsWaitForTheClock(t *testing.T) {
 	f := newFixture(t)
-	defer f.close()
-	f.publish(1, 1, 10, true)
-	if s := f.stats(t); s.Views != 1 {
-		t.Fatalf("first view not applied: %+v", s)
-	}
-	f.publish(2, 2, 10, true)
-	if s := f.stats(t); s.Views != 1 || s.ViewErrors != 0 {
+	f.publish(1, 10, true)
+	f.publish(2, 10, true)
+	if s := f.m.Stats(); s.Views != 1 || s.ViewErrors != 0 {
 		t.Fatalf("same instant: %+v, want the second view held", s)
 	}
-	f.advance(time.Millisecond)
-	f.fates(false, 0)
-	if s := f.stats(t); s.Views != 2 || s.ViewErrors != 0 {
+	f.now += time.Millisecond
+	if _, n := f.write(t, 8*1000); n != 2 {
+		t.Fatalf("a millisecond later the held view goes first: %d records, want 2 creates", n)
+	}
+	if s := f.m.Stats(); s.Views != 2 || s.ViewErrors != 0 {
 		t.Fatalf("after a millisecond: %+v, want both applied", s)
 	}
 }
 
-func TestStoppingClosesTheSlot(t *testing.T) {
+func TestCloseClosesTheSlot(t *testing.T) {
 	f := newFixture(t)
-	f.close()
-	if f.publish(1, 1, 10, false) {
-		t.Fatal("a stopped ghost manager's slot still takes views")
+	f.publish(1, 10, false) // held in the slot
+	f.m.Close()
+	if f.publish(1, 10, false) {
+		t.Fatal("a closed manager's slot still takes views")
 	}
 }

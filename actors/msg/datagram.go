@@ -9,10 +9,9 @@ import (
 )
 
 // Datagram is one UDP datagram in a reusable buffer: read by the gateway and
-// handed to a connection actor, or sealed by a connection actor and handed to
-// the gateway's writer. Pooled: NewDatagram / Release. Whoever holds it last
-// (the connection actor after reading it, the writer after sending it)
-// releases it.
+// handed to a connection, or a handshake reply handed to the gateway's
+// writer. Pooled: NewDatagram / Release. Whoever holds it last (the
+// connection after reading it, the writer after sending it) releases it.
 type Datagram struct {
 	Buf  [udp.MaxDatagram]byte
 	N    int

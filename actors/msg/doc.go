@@ -1,7 +1,7 @@
 // Package msg holds the in-process messages ghostwire's actors exchange:
 // connection → zone (a player's input), zone → connection (control state,
-// events, redirects), zone → ghost manager (one view per tick), and the
-// datagrams the gateway hands to connection actors. Cross-process forms of
+// events, redirects), zone → a connection's ghost manager (one view per
+// tick), and the datagrams the gateway hands to connections. Cross-process forms of
 // the same messages are protobuf in proto/; these are their in-memory twins,
 // built for the hot path: every per-tick or per-packet message is a pointer to
 // a pooled struct, so sending one allocates nothing in the steady state.
@@ -9,7 +9,7 @@
 // # Ownership
 //
 // A pooled message (Input, Output, Control, View, Datagram) belongs to
-// exactly one actor at a time. The sender fills it, sends the pointer and
+// exactly one owner at a time. The sender fills it, sends the pointer and
 // never touches it again; the receiver reads it and calls Release when done,
 // after which nobody may use it (nor any slice it handed out). Forgetting
 // Release is safe — the garbage collector takes the message — it only costs
@@ -23,12 +23,6 @@
 //	zone ──*Control────────────────▶ conn        one per tick: last applied move, state
 //	zone ──*Output (events)────────▶ conn        when the zone has events for the client
 //	zone ──Redirect / Kick─────────▶ conn        handoff to another zone; removal
-//	zone ──ViewSlot.Publish + ViewReady──▶ ghost manager   newest view supersedes
-//	gateway ──*Datagram────────────▶ conn        one per datagram routed by connection id
-//	conn ──*GhostFates (fates, credit)──▶ ghost manager ──*GhostSection──▶ conn
-//
-// A connection and its ghost manager exchange at most one GhostFates per
-// datagram in or out and one GhostSection per credit; a connection grants a
-// new credit only when the previous section was used or dropped, so at most
-// one section is in flight.
+//	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it)
+//	gateway ──*Datagram────────────▶ conn        routed by source address or connection id, a read batch per shard at once
 package msg

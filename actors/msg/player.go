@@ -16,8 +16,8 @@ import (
 // new zone's side by whoever runs a handoff).
 type Join struct {
 	Player uint64
-	Conn   *actor.PID // the connection actor: Control, Output, Redirect, Kick go here
-	Ghosts *actor.PID // the ghost manager: ViewReady goes here
+	Conn   *actor.PID // the connection: Control, Output, Redirect, Kick go here
+	Ghosts *actor.PID // ViewReady goes here (the connection: its ghost manager lives in it)
 	Views  *ViewSlot  // where the zone publishes this player's views
 	// LastApplied is the newest move already applied for this player (0 on a
 	// fresh connection): a zone taking over continues after it.

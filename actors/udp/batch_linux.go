@@ -18,8 +18,25 @@ type Socket struct {
 	read  func([]ipv4.Message, int) (int, error)
 	write func([]ipv4.Message, int) (int, error)
 	rmsgs []ipv4.Message
+	w     *Writer // WriteBatch's
+}
+
+// Writer sends batches on its Socket with its own scratch: every goroutine
+// that sends at the same time as others uses its own Writer (sendmmsg
+// itself is safe to call concurrently on one socket).
+type Writer struct {
+	write func([]ipv4.Message, int) (int, error)
 	wmsgs []ipv4.Message
 	waddr []net.UDPAddr
+}
+
+// NewWriter returns a Writer moving up to maxBatch datagrams per sendmmsg.
+func (s *Socket) NewWriter(maxBatch int) *Writer {
+	w := &Writer{write: s.write, wmsgs: make([]ipv4.Message, max(maxBatch, 1)), waddr: make([]net.UDPAddr, max(maxBatch, 1))}
+	for i := range w.wmsgs {
+		w.wmsgs[i].Buffers = make([][]byte, 1)
+	}
+	return w
 }
 
 func newSocket(uc *net.UDPConn, maxBatch int) *Socket {
@@ -32,12 +49,10 @@ func newSocket(uc *net.UDPConn, maxBatch int) *Socket {
 		s.read, s.write = pc.ReadBatch, pc.WriteBatch
 	}
 	s.rmsgs = make([]ipv4.Message, maxBatch)
-	s.wmsgs = make([]ipv4.Message, maxBatch)
-	s.waddr = make([]net.UDPAddr, maxBatch)
 	for i := range s.rmsgs {
 		s.rmsgs[i].Buffers = make([][]byte, 1)
-		s.wmsgs[i].Buffers = make([][]byte, 1)
 	}
+	s.w = s.NewWriter(maxBatch)
 	return s
 }
 
@@ -57,8 +72,12 @@ func (s *Socket) ReadBatch(ms []Message) (int, error) {
 	return got, err
 }
 
+// WriteBatch sends ms with as few sendmmsg calls as it takes. Not safe to
+// call concurrently with itself (use a Writer per goroutine).
+func (s *Socket) WriteBatch(ms []Message) (int, error) { return s.w.WriteBatch(ms) }
+
 // WriteBatch sends ms with as few sendmmsg calls as it takes.
-func (s *Socket) WriteBatch(ms []Message) (int, error) {
+func (s *Writer) WriteBatch(ms []Message) (int, error) {
 	sent := 0
 	for sent < len(ms) {
 		n := min(len(ms)-sent, len(s.wmsgs))

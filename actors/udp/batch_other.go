@@ -37,3 +37,12 @@ func (s *Socket) WriteBatch(ms []Message) (int, error) {
 	}
 	return len(ms), nil
 }
+
+// Writer sends on its Socket; outside Linux, one datagram per system call.
+type Writer struct{ s *Socket }
+
+// NewWriter returns a Writer for s.
+func (s *Socket) NewWriter(int) *Writer { return &Writer{s: s} }
+
+// WriteBatch sends each message with its own system call.
+func (w *Writer) WriteBatch(ms []Message) (int, error) { return w.s.WriteBatch(ms) }

@@ -91,6 +91,7 @@ type Step struct {
 	TickMax   float64 `json:"tick_max_ms"`
 	Missed    uint64  `json:"missed_ticks"`
 
+	CPUUsPerPacket    float64 `json:"server_cpu_us_per_packet"` // CPU ÷ datagrams in and out
 	PktsInPerPlayerS  float64 `json:"packets_in_per_player_s"`
 	PktsOutPerPlayerS float64 `json:"packets_out_per_player_s"`
 	InboundDropped    uint64  `json:"inbound_dropped"`
@@ -196,8 +197,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func oneLine(s Step) string {
-	return fmt.Sprintf("%d players (%d connected): CPU %.3f ms/player-s (%.2f cores), heap %.1f KB/player, tick p99 %.1f ms, RTT p99 %.1f ms, lost moves %.0f",
-		s.Players, s.Connected, s.CPUMsPerPlayer, s.CPUCores, s.HeapPerPlayerB/1024, s.TickP99Ms, s.RTTP99Ms, s.LostMoves)
+	return fmt.Sprintf("%d players (%d connected): CPU %.3f ms/player-s (%.2f cores, %.2f µs/packet, %.1f/%.1f packets in/out per player-s), heap %.1f KB/player, tick p99 %.1f ms, RTT p99 %.1f ms, lost moves %.0f",
+		s.Players, s.Connected, s.CPUMsPerPlayer, s.CPUCores, s.CPUUsPerPacket, s.PktsInPerPlayerS, s.PktsOutPerPlayerS,
+		s.HeapPerPlayerB/1024, s.TickP99Ms, s.RTTP99Ms, s.LostMoves)
 }
 
 // measure runs one fresh node with n bots.
@@ -302,6 +304,9 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		st.CPUMsPerPlayer = 1000 * st.CPUCores / float64(st.Connected)
 		st.PktsInPerPlayerS = float64(g1.DatagramsIn-g0.DatagramsIn) / w / float64(st.Connected)
 		st.PktsOutPerPlayerS = float64(g1.DatagramsOut-g0.DatagramsOut) / w / float64(st.Connected)
+	}
+	if pk := float64(g1.DatagramsIn - g0.DatagramsIn + g1.DatagramsOut - g0.DatagramsOut); pk > 0 {
+		st.CPUUsPerPacket = 1e6 * (cpu1 - cpu0).Seconds() / pk
 	}
 	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
 	st.WriteDropped = g1.WriteDropped - g0.WriteDropped

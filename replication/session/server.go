@@ -440,6 +440,17 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	return d
 }
 
+// NextDeadlineFor is NextDeadline for a connection that passes ghosts to
+// Poll: while ghosts has something to send, the next send slot is a
+// deadline too (Poll then builds a data packet for the ghosts alone).
+func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Duration {
+	d := s.NextDeadline(now)
+	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && ghosts.Pending() {
+		d = min(d, max(now, s.nextData))
+	}
+	return d
+}
+
 // outstanding reports whether something guaranteed waits for its fate:
 // events, or ghost records.
 func (s *Server) outstanding() bool {

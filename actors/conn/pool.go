@@ -1,0 +1,437 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// DefaultQuantum is the shortest time between two timer-driven rounds of a
+// shard (PoolConfig.Quantum).
+const DefaultQuantum = time.Millisecond
+
+// Writer sends sealed datagrams: one per shard (udp.Socket.NewWriter), so
+// the shards send in parallel.
+type Writer interface {
+	WriteBatch(ms []udp.Message) (int, error)
+}
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	Config // every connection's
+	// Shards is the number of goroutines the connections are spread over
+	// (0: GOMAXPROCS).
+	Shards int
+	// Quantum is the shortest time between two timer-driven rounds of one
+	// shard: deadlines that fall within a quantum of each other are served
+	// together and their datagrams leave in one sendmmsg (0:
+	// DefaultQuantum). A datagram arriving wakes its shard at once.
+	Quantum time.Duration
+	// WriteBatch is the most datagrams one sendmmsg moves (default 64).
+	WriteBatch int
+	Sys        *actor.ActorSystem
+	// Gateway receives Verified, Moved, Closed and, for a connection that
+	// failed, actor.Terminated (nil: nobody; a closed connection stops
+	// itself).
+	Gateway *actor.PID
+	// Now is the node's monotonic clock.
+	Now func() time.Duration
+	// NewWriter returns a shard's datagram writer.
+	NewWriter func() Writer
+	Counters  *Counters    // nil: a fresh one
+	Log       *slog.Logger // nil: discard
+}
+
+// Pool runs a gateway's connections: a fixed set of shards, each one
+// goroutine that owns its connections outright. A shard's round takes every
+// event posted to it (datagrams from the gateway, messages from zones) in
+// one swap, handles them, pumps every connection that had an event or a
+// deadline due — sealing all of a connection's due datagrams at once — and
+// sends the round's datagrams with one sendmmsg per WriteBatch. No actor
+// mailbox, goroutine or timer per connection, and no message per packet
+// where a batch will do: the gateway posts each read batch to a shard in
+// one step.
+type Pool struct {
+	cfg      PoolConfig
+	sys      *actor.ActorSystem
+	counters *Counters
+	log      *slog.Logger
+	shards   []*shard
+	next     int // round robin for Open (gateway goroutine only)
+	ids      atomic.Uint64
+	wg       sync.WaitGroup
+
+	sent, bytes, dropped, errors atomic.Uint64
+}
+
+// NewPool starts the shards.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if err := cfg.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Sys == nil || cfg.Now == nil || cfg.NewWriter == nil {
+		return nil, errors.New("conn: pool needs Sys, Now and NewWriter")
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = runtime.GOMAXPROCS(0)
+	}
+	if cfg.Quantum <= 0 {
+		cfg.Quantum = DefaultQuantum
+	}
+	if cfg.WriteBatch <= 0 {
+		cfg.WriteBatch = 64
+	}
+	p := &Pool{cfg: cfg, sys: cfg.Sys, counters: cfg.Counters, log: cfg.Log}
+	if p.counters == nil {
+		p.counters = new(Counters)
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	for i := range cfg.Shards {
+		s := &shard{pool: p, id: i, w: cfg.NewWriter(), wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		s.out = make([]byte, cfg.WriteBatch*udp.MaxDatagram)
+		s.ms = make([]udp.Message, 0, cfg.WriteBatch)
+		p.shards = append(p.shards, s)
+	}
+	for _, s := range p.shards {
+		p.wg.Add(1)
+		go s.run()
+	}
+	return p, nil
+}
+
+// Counters are the connections' shared counters.
+func (p *Pool) Counters() *Counters { return p.counters }
+
+// Sent, Bytes, Dropped and Errors count the datagrams the shards wrote.
+func (p *Pool) Sent() uint64    { return p.sent.Load() }
+func (p *Pool) Bytes() uint64   { return p.bytes.Load() }
+func (p *Pool) Dropped() uint64 { return p.dropped.Load() }
+func (p *Pool) Errors() uint64  { return p.errors.Load() }
+
+// Open creates a connection on the next shard and returns it; it starts
+// (session, ghost table) on its shard. Call from one goroutine (the
+// gateway's).
+func (p *Pool) Open(prm Params) (*Conn, error) {
+	if prm.Handshake == nil {
+		return nil, errors.New("conn: Handshake is required")
+	}
+	s := p.shards[p.next%len(p.shards)]
+	p.next++
+	c := &Conn{p: prm, pool: p, sh: s, zone: prm.Zone, hidx: -1}
+	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))
+	if !ok {
+		return nil, fmt.Errorf("conn: process id taken")
+	}
+	c.pid = pid
+	s.post(c, startEvent{})
+	return c, nil
+}
+
+// Stage queues d for c in the caller's staging area; Flush posts what was
+// staged, one step per shard. For the gateway, which stages a whole read
+// batch (one goroutine only).
+func (p *Pool) Stage(c *Conn, d *msg.Datagram) {
+	s := c.sh
+	s.staged = append(s.staged, envelope{c: c, m: d})
+}
+
+// Flush posts every staged datagram to its shard.
+func (p *Pool) Flush() {
+	for _, s := range p.shards {
+		if len(s.staged) > 0 {
+			s.postAll(s.staged)
+			clear(s.staged)
+			s.staged = s.staged[:0]
+		}
+	}
+}
+
+// Close stops the shards after their current round; connections still open
+// are dropped without a word (drain them first).
+func (p *Pool) Close() {
+	for _, s := range p.shards {
+		close(s.quit)
+	}
+	p.wg.Wait()
+}
+
+// proc is a connection as an actor.Process: what zones and the gateway send
+// its PID is posted to its shard (no mailbox, no goroutine).
+type proc struct{ c *Conn }
+
+func (p *proc) SendUserMessage(_ *actor.PID, m any) { p.c.sh.post(p.c, m) }
+
+func (p *proc) SendSystemMessage(_ *actor.PID, m any) {
+	if _, ok := m.(*actor.Stop); ok {
+		p.c.sh.post(p.c, stopEvent{})
+	}
+}
+
+func (p *proc) Stop(*actor.PID) { p.c.sh.post(p.c, stopEvent{}) }
+
+type (
+	startEvent struct{}
+	stopEvent  struct{}
+)
+
+// envelope is one message for one connection.
+type envelope struct {
+	c *Conn
+	m any
+}
+
+// shard is one goroutine and the connections it owns.
+type shard struct {
+	pool *Pool
+	id   int
+
+	mu       sync.Mutex
+	inbox    []envelope
+	stopping bool // quit closed: posts are released
+	wake     chan struct{}
+	quit     chan struct{}
+
+	staged []envelope // gateway goroutine only (Stage/Flush)
+
+	// Owned by the shard goroutine.
+	work  []envelope
+	heap  deadlines
+	dirty []*Conn
+	w     Writer
+	out   []byte // WriteBatch datagram buffers back to back
+	ms    []udp.Message
+}
+
+// post queues one event and wakes the shard if it may be asleep.
+func (s *shard) post(c *Conn, m any) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		release(m)
+		return
+	}
+	first := len(s.inbox) == 0
+	s.inbox = append(s.inbox, envelope{c: c, m: m})
+	s.mu.Unlock()
+	if first {
+		s.signal()
+	}
+}
+
+func (s *shard) postAll(evs []envelope) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		for _, ev := range evs {
+			release(ev.m)
+		}
+		return
+	}
+	first := len(s.inbox) == 0
+	s.inbox = append(s.inbox, evs...)
+	s.mu.Unlock()
+	if first {
+		s.signal()
+	}
+}
+
+func (s *shard) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *shard) run() {
+	defer s.pool.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	q := s.pool.cfg.Quantum
+	now := s.pool.cfg.Now
+	for {
+		start := now()
+		s.round(start)
+		// Sleep until a post, the next deadline (not sooner than a quantum
+		// after this round started: deadlines close together are one
+		// round), or the end.
+		var fire <-chan time.Time
+		if c := s.heap.min(); c != nil {
+			wait := max(c.deadline, start+q) - now()
+			if wait <= 0 { // the round took a quantum and more is due
+				select {
+				case <-s.quit:
+					s.shutdown()
+					return
+				default:
+				}
+				continue
+			}
+			timer.Reset(wait)
+			fire = timer.C
+		}
+		select {
+		case <-s.wake:
+		case <-fire:
+		case <-s.quit:
+			timer.Stop()
+			s.shutdown()
+			return
+		}
+		timer.Stop() // Go ≥ 1.23: no stale fire after Stop or Reset
+	}
+}
+
+// round handles every posted event, pumps every connection that had one or
+// whose deadline is due, and sends what they sealed.
+func (s *shard) round(now time.Duration) {
+	s.mu.Lock()
+	s.work, s.inbox = s.inbox, s.work[:0]
+	s.mu.Unlock()
+	for i := range s.work {
+		ev := &s.work[i]
+		s.handle(ev.c, ev.m, now)
+	}
+	clear(s.work)
+	for c := s.heap.min(); c != nil && c.deadline <= now; c = s.heap.min() {
+		s.heap.remove(c)
+		s.markDirty(c)
+	}
+	for i, c := range s.dirty {
+		s.dirty[i] = nil
+		c.dirty = false
+		if c.stopped {
+			continue
+		}
+		s.pumpOne(c, now)
+	}
+	s.dirty = s.dirty[:0]
+	s.flush()
+}
+
+func (s *shard) markDirty(c *Conn) {
+	if !c.dirty {
+		c.dirty = true
+		s.dirty = append(s.dirty, c)
+	}
+}
+
+// handle runs one event for c, a panic ending only c.
+func (s *shard) handle(c *Conn, m any, now time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.fail(v)
+		}
+	}()
+	switch m.(type) {
+	case startEvent:
+		if err := c.start(now); err != nil {
+			c.logger().Error("connection not started", "err", err)
+			c.p.Handshake.Close(handshake.ReasonServerShutdown)
+			c.finish(handshake.ReasonServerShutdown)
+			return
+		}
+	case stopEvent:
+		s.stop(c)
+		return
+	default:
+		c.handle(m, now)
+	}
+	if !c.stopped {
+		s.markDirty(c)
+	}
+}
+
+func (s *shard) pumpOne(c *Conn, now time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.fail(v)
+		}
+	}()
+	next := c.pump(now)
+	if c.stopped || next == maxDeadline {
+		s.heap.remove(c)
+		return
+	}
+	c.deadline = next
+	s.heap.set(c)
+}
+
+// stop forgets c: out of the heap, its PID unregistered, its views closed.
+func (s *shard) stop(c *Conn) {
+	s.heap.remove(c)
+	c.onStop()
+}
+
+// outSlot is the next free datagram buffer of the round's batch (empty,
+// MaxDatagram of capacity); commit takes the n bytes written to it as a
+// datagram to addr. A full batch is sent at once.
+func (s *shard) outSlot() []byte {
+	i := len(s.ms)
+	return s.out[i*udp.MaxDatagram : i*udp.MaxDatagram : (i+1)*udp.MaxDatagram]
+}
+
+func (s *shard) commit(n int, addr netip.AddrPort) {
+	i := len(s.ms)
+	s.ms = append(s.ms, udp.Message{Buf: s.out[i*udp.MaxDatagram : (i+1)*udp.MaxDatagram], N: n, Addr: addr})
+	if len(s.ms) == cap(s.ms) {
+		s.flush()
+	}
+}
+
+// flush sends the batch; one bad destination does not sink the rest.
+func (s *shard) flush() {
+	done := 0
+	for done < len(s.ms) {
+		n, err := s.w.WriteBatch(s.ms[done:])
+		for _, m := range s.ms[done : done+n] {
+			s.pool.bytes.Add(uint64(m.N))
+		}
+		s.pool.sent.Add(uint64(n))
+		done += n
+		if err != nil {
+			if errors.Is(err, udp.ErrClosed) {
+				s.pool.dropped.Add(uint64(len(s.ms) - done))
+				break
+			}
+			s.pool.errors.Add(1)
+			done++ // skip the datagram the kernel refused
+			continue
+		}
+		if n == 0 {
+			s.pool.dropped.Add(uint64(len(s.ms) - done))
+			break
+		}
+	}
+	s.ms = s.ms[:0]
+}
+
+// shutdown ends the shard: what is posted from now on is released, and the
+// connections it still owns are forgotten.
+func (s *shard) shutdown() {
+	s.mu.Lock()
+	s.stopping = true
+	evs := s.inbox
+	s.inbox = nil
+	s.mu.Unlock()
+	for _, ev := range evs {
+		release(ev.m)
+	}
+	s.flush()
+	for c := s.heap.min(); c != nil; c = s.heap.min() {
+		s.stop(c)
+	}
+}
