@@ -626,9 +626,12 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		g := &c.Groups[i]
-		if g.pos {
+		switch {
+		case g.pos:
 			err = t.writePosUpdate(w, &t.info[id].qpos, pf)
-		} else {
+		case g.yaw:
+			err = w.WriteBits(g.yc.code(st.Yaw), g.yc.bits) // YawGroup's Encode, without the call
+		default:
 			err = g.Encode(w, st)
 		}
 		if err != nil {

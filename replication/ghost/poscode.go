@@ -1,7 +1,6 @@
 package ghost
 
 import (
-	"math"
 	"math/bits"
 )
 
@@ -278,9 +277,10 @@ func predFactor(a, b *posVal, t stamp) (float64, bool) {
 // predictAxis is b + round((b − a)·f), clamped to [0, lim]. Integer inputs
 // and IEEE-754 binary64 operations in this order make it bit-identical on
 // every platform (the explicit float64 conversion forbids fusing the
-// multiply into anything); round is half away from zero.
+// multiply into anything); round is half away from zero (roundHalfAway is
+// math.Round exactly: |x| < 2^42 here).
 func predictAxis(a, b uint32, f float64, lim uint32) uint32 {
-	v := int64(b) + int64(math.Round(float64(float64(int64(b)-int64(a))*f)))
+	v := int64(b) + roundHalfAway(float64(float64(int64(b)-int64(a))*f))
 	return uint32(max(0, min(v, int64(lim))))
 }
 

@@ -119,15 +119,37 @@ func newQuant(b Bounds) quant {
 }
 
 // quantize sets c to p's codes and reports whether p lies in the box (and
-// is not NaN); c is meaningless when it does not.
+// is not NaN); c is meaningless when it does not. round(x) ∈ [0, lim]
+// exactly when x ∈ (−0.5, lim + 0.5): the test runs on x, before rounding.
 func (q *quant) quantize(p *[3]float64, c *[3]uint32) bool {
 	ok := true
 	for a := range 3 {
-		v := math.Round((p[a] - q.min[a]) * q.inv)
-		ok = ok && v >= 0 && v <= float64(q.lim[a])
-		c[a] = uint32(v)
+		x := (p[a] - q.min[a]) * q.inv
+		if !(x > -0.5 && x < float64(q.lim[a])+0.5) {
+			ok = false
+			continue
+		}
+		c[a] = uint32(roundHalfAway(x))
 	}
 	return ok
+}
+
+// roundHalfAway is int64(math.Round(x)) for |x| < 2^62: truncate, then step
+// away from zero when the dropped fraction is at least a half (x − trunc(x)
+// is exact). math.Round twiddles bits instead; GOAMD64=v1 has no rounding
+// instruction, and the quantizers and the position predictor call this for
+// every ghost of every view and packet.
+func roundHalfAway(x float64) int64 {
+	i := int64(x)
+	f := x - float64(i)
+	d := int64(0)
+	if f >= 0.5 {
+		d = 1
+	}
+	if f <= -0.5 {
+		d = -1
+	}
+	return i + d
 }
 
 // code quantizes p, which must be inside (SetView checked it).
@@ -164,8 +186,9 @@ type Group struct {
 	// Check, if set, rejects a state Encode cannot carry (SetView calls it).
 	Check func(s *State) error
 
-	pos bool // the built-in position group: coded by the table against the world bounds
-	yaw bool // YawGroup: interpolated by the client
+	pos bool     // the built-in position group: coded by the table against the world bounds
+	yaw bool     // YawGroup: interpolated by the client
+	yc  yawCoder // YawGroup's coder: the table writes yaw without the Encode call
 }
 
 // PositionGroup replicates State.Pos quantized to the Registry's Bounds. In a
@@ -189,13 +212,15 @@ func newYawCoder(nbits uint) yawCoder {
 
 func (c *yawCoder) code(y float64) uint64 {
 	if !(math.Abs(y) < 1e9) { // keep the int64 conversion exact (Check rejects NaN, ±Inf)
-		y = wrapAngle(y)
+		return c.wideCode(y)
 	}
-	return uint64(int64(math.Round(y*c.scale))) & c.mask
+	return uint64(roundHalfAway(y*c.scale)) & c.mask
 }
 
-// wrapAngle is the rare path of yawCoder.code, kept out of line.
-func wrapAngle(y float64) float64 { return math.Remainder(y, 2*math.Pi) }
+// wideCode is the rare path of code, kept out of line so code inlines.
+func (c *yawCoder) wideCode(y float64) uint64 {
+	return uint64(roundHalfAway(math.Remainder(y, 2*math.Pi)*c.scale)) & c.mask
+}
 
 func (c *yawCoder) value(v uint64) float64 {
 	y := float64(v) / c.scale
@@ -215,6 +240,7 @@ func YawGroup(nbits uint) Group {
 	return Group{
 		Name: "yaw",
 		yaw:  true,
+		yc:   yc,
 		Encode: func(w *bitstream.Writer, s *State) error {
 			return w.WriteBits(yc.code(s.Yaw), yc.bits)
 		},
@@ -226,7 +252,7 @@ func YawGroup(nbits uint) Group {
 			s.Yaw = yc.value(c)
 			return nil
 		},
-		Changed: func(old, cur *State) bool { return yc.code(old.Yaw) != yc.code(cur.Yaw) },
+		Changed: func(old, cur *State) bool { return old.Yaw != cur.Yaw && yc.code(old.Yaw) != yc.code(cur.Yaw) },
 		Check: func(s *State) error {
 			if math.IsNaN(s.Yaw) || math.IsInf(s.Yaw, 0) {
 				return fmt.Errorf("%w: yaw %v", ErrBadState, s.Yaw)
@@ -236,9 +262,15 @@ func YawGroup(nbits uint) Group {
 	}
 }
 
+// velCode is round((clamp(v, −max, max) + max) ÷ (2·max) × l), each
+// operation rounded as docs/protocol.md writes it (Check rejects NaN).
 func velCode(v, max float64, l uint64) uint64 {
-	v = math.Max(-max, math.Min(max, v))
-	return uint64(math.Round((v + max) / (2 * max) * float64(l)))
+	if v < -max {
+		v = -max
+	} else if v > max {
+		v = max
+	}
+	return uint64(roundHalfAway((v + max) / (2 * max) * float64(l)))
 }
 
 // VelGroup replicates State.Vel, each component clamped to [−max, max] m/s
@@ -268,6 +300,9 @@ func VelGroup(max float64, nbits uint) Group {
 			return nil
 		},
 		Changed: func(old, cur *State) bool {
+			if old.Vel == cur.Vel {
+				return false
+			}
 			for a := range 3 {
 				if velCode(old.Vel[a], max, l) != velCode(cur.Vel[a], max, l) {
 					return true

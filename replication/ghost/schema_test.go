@@ -3,6 +3,7 @@ package ghost
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -255,5 +256,29 @@ func TestRegistrySharedAcrossGoroutines(t *testing.T) {
 	}
 	if err := reg.Register(&Class{ID: 99, Name: "late"}); err == nil {
 		t.Error("Register after NewTable succeeded; the registry must be frozen")
+	}
+}
+
+// roundHalfAway is math.Round, bit for bit, wherever the package calls it.
+func TestRoundHalfAwayIsMathRound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	check := func(x float64) {
+		t.Helper()
+		if got, want := roundHalfAway(x), int64(math.Round(x)); got != want {
+			t.Fatalf("roundHalfAway(%v) = %d, math.Round says %d", x, got, want)
+		}
+	}
+	for _, x := range []float64{0, -0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+		1 << 52, -(1 << 52), 1<<52 + 1, 1<<53 - 1, 4503599627370495.5, -4503599627370495.5, math.Nextafter(0.5, 0),
+		math.Nextafter(1.5, 2), 1 << 61, -(1 << 61), 1e-300, -1e-300} {
+		check(x)
+	}
+	for range 2_000_000 {
+		scale := math.Pow(2, float64(rng.IntN(62)))
+		x := (rng.Float64()*2 - 1) * scale
+		check(x)
+		check(math.Floor(x) + 0.5) // exact halves
+		check(math.Nextafter(math.Floor(x)+0.5, math.Inf(1)))
+		check(math.Nextafter(math.Floor(x)+0.5, math.Inf(-1)))
 	}
 }

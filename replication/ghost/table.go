@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+	"unsafe"
 )
 
 // ViewEntry is one entity of a connection's interest set, as the zone sees it
@@ -136,6 +137,10 @@ type Table struct {
 	stride    int
 	byEntity  map[uint64]uint32
 	vq        [][3]uint32 // SetView scratch: the view's quantized positions
+	// order[i] is the id of the previous view's i-th entity: zones list a
+	// player's interest set in much the same order tick after tick, so it
+	// answers most lookups without the map.
+	order []uint32
 
 	used []uint64 // id allocation bitmap
 	hint int      // lowest word of used that may have a free id
@@ -305,9 +310,26 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	t.lastNow = max(t.lastNow, now)
 	t.viewGen++
 	exhausted := false
+	if cap(t.order) < len(view) {
+		t.order = make([]uint32, len(view), len(view)+len(view)/4)
+	}
+	prev := t.order[:min(len(t.order), len(view))]
+	t.order = t.order[:len(view)]
 	for i := range view {
 		e := &view[i]
-		id, ok := t.byEntity[e.Entity]
+		var id uint32
+		var ok bool
+		if i < len(prev) {
+			// A creating or live slot holding the entity is the one the map
+			// names: there is never a second one for the same entity.
+			if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
+				t.info[h].entity == e.Entity {
+				id, ok = h, true
+			}
+		}
+		if !ok {
+			id, ok = t.byEntity[e.Entity]
+		}
 		if ok && t.slots[id].class != e.Class {
 			t.leave(id) // an entity that changes class is a new ghost
 			ok = false
@@ -321,6 +343,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		} else {
 			t.refresh(id, e, &t.vq[i], now)
 		}
+		t.order[i] = id
 		s := &t.slots[id]
 		t.info[id].viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
@@ -387,10 +410,12 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 			changed |= c.posBit
 		}
 	}
-	for i := range c.Groups {
-		g := &c.Groups[i]
-		if !g.pos && g.Changed(old, &e.State) {
-			changed |= 1 << uint(i)
+	if !sameBeyondPos(old, &e.State) { // most views change a ghost's position at most
+		for i := range c.Groups {
+			g := &c.Groups[i]
+			if !g.pos && g.Changed(old, &e.State) {
+				changed |= 1 << uint(i)
+			}
 		}
 	}
 	changed |= e.ChangedMask & c.all
@@ -408,6 +433,14 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 		in.qpos = *q
 	}
 	*old = e.State
+}
+
+// sameBeyondPos reports whether a and b are byte for byte equal past Pos (a
+// position group is the table's, never a group's Changed): then no group
+// can have changed.
+func sameBeyondPos(a, b *State) bool {
+	const off, n = unsafe.Offsetof(State{}.Vel), unsafe.Sizeof(State{}) - unsafe.Offsetof(State{}.Vel)
+	return *(*[n]byte)(unsafe.Add(unsafe.Pointer(a), off)) == *(*[n]byte)(unsafe.Add(unsafe.Pointer(b), off))
 }
 
 // alloc gives entity e the lowest free ghost id; true means none is left.
