@@ -264,38 +264,19 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	kept := 0
 	xz, metas := g.Positions(), g.SlotAuxes()
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
-	enter2, leave2 := t.enter2, t.leave2
-	w, far, falloff, inv := &t.cfg.KindWeight, t.cfg.FarPriority, t.falloff, t.invStale
+	sc := scan{
+		marks: marks, want: tok << 8, self: self, x: x, z: z,
+		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff, inv: t.invStale,
+		w: &t.cfg.KindWeight,
+	}
 	for _, run := range t.runs {
 		pos := xz[run.A:run.B]
-		sa := metas[run.A:run.B]
-		sa = sa[:len(pos)] // same length: lets the compiler drop the bounds check below
-		// Room for every candidate, so the loop writes by index with no
+		// Room for every candidate, so the scan writes by index with no
 		// capacity check (a run is a few dozen entries).
 		next = slices.Grow(next, len(pos))
-		out := next[len(next):cap(next)]
-		o := 0
-		for k := range pos {
-			dx, dz := pos[k][0]-x, pos[k][1]-z
-			d2 := dx*dx + dz*dz
-			if d2 > leave2 {
-				continue
-			}
-			m := sa[k]
-			was := marks[m.Slot] == tok<<8|uint16(AuxGen(m.Aux))
-			if d2 > enter2 && !was || m.Slot == self {
-				continue
-			}
-			if was {
-				kept++
-			}
-			// Priority, inlined: kind weight × distance falloff × staleness.
-			f := max(1-d2*falloff, far)
-			kind := AuxKind(m.Aux) & (MaxKinds - 1)
-			out[o] = Entry{key: entryKey(m.Slot, m.Aux), Priority: w[kind] * f * (1 + float32(AuxStale(m.Aux))*inv)}
-			o++
-		}
+		o, k := sc.run(next[len(next):cap(next)], pos, metas[run.A:run.B])
 		next = next[:len(next)+o]
+		kept += k
 	}
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
@@ -342,6 +323,60 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	s.cur = append(s.cur[:0], next...)
 	t.scratch = next
 	return entered, left
+}
+
+// scan is what one Update's candidate scan needs, held by value so the
+// run loop keeps it in registers (inlined into Update, the loop spilled
+// its counters to the stack on every candidate).
+type scan struct {
+	marks          []uint16
+	want           uint16 // the update's token << 8; a member's mark is want | generation
+	self           int32
+	x, z           float32
+	enter2, leave2 float32
+	far, falloff   float32
+	inv            float32
+	w              *[MaxKinds]float32
+}
+
+// run filters one run of candidates (positions and slots/aux words, in
+// grid order) into out: those within the enter radius, and the members
+// still within the leave radius, each with its priority. It returns how
+// many it wrote and how many of them were members.
+//
+//go:noinline
+func (sc *scan) run(out []Entry, pos [][2]float32, sa []grid.SlotAux) (o, kept int) {
+	sa = sa[:len(pos)]   // same length: no bounds check on sa[k]
+	out = out[:len(pos)] // room for every candidate
+	marks, want, self := sc.marks, sc.want, sc.self
+	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
+	far, falloff, inv, w := sc.far, sc.falloff, sc.inv, sc.w
+	for k := range pos {
+		dx, dz := pos[k][0]-x, pos[k][1]-z
+		d2 := dx*dx + dz*dz
+		if d2 > leave2 {
+			continue
+		}
+		m := sa[k]
+		was := marks[m.Slot] == want|uint16(AuxGen(m.Aux))
+		if d2 > enter2 && !was || m.Slot == self {
+			continue
+		}
+		if was {
+			kept++
+		}
+		// Priority: kind weight × distance falloff × staleness. (A
+		// compare, not the max builtin: max's NaN and signed-zero rules
+		// cost a dozen instructions, and d2 is never NaN.)
+		f := 1 - d2*falloff
+		if f < far {
+			f = far
+		}
+		kind := AuxKind(m.Aux) & (MaxKinds - 1)
+		out[o] = Entry{key: entryKey(m.Slot, m.Aux), Priority: w[kind] * f * (1 + float32(AuxStale(m.Aux))*inv)}
+		o++
+	}
+	return o, kept
 }
 
 // keepTop partially orders e so its first k entries have the highest
