@@ -97,6 +97,9 @@ func TestEndToEndAgainstZoned(t *testing.T) {
 	if nl := float64(r.Metrics["net_loss"]); nl < 0.07 || nl > 0.13 {
 		t.Errorf("simulated loss %.3f, want ≈ 10%%", nl)
 	}
+	for _, inv := range r.Invariants {
+		t.Log(inv.Name, ": ", inv.Detail)
+	}
 	t.Logf("rtt p99 %.1f ms, view error p99 %.3f m (%d samples: %d exact, %d by time), %d handoffs, hitch max %.0f ms, %d echoes",
 		1000*float64(r.Metrics["rtt_p99"]), float64(r.Metrics["view_err_p99"]), r.Totals.ViewSamples, r.Totals.ViewBySeq,
 		r.Totals.ViewByTime, r.Totals.Handoffs, 1000*float64(r.Metrics["hitch_max"]), r.Totals.EventsEchoed)

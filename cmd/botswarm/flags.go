@@ -61,6 +61,9 @@ type options struct {
 	transport    string
 	quantum      time.Duration
 
+	tick       time.Duration
+	hitchLimit time.Duration
+
 	report, html, slo string
 	quiet             bool
 	allowViolations   bool
@@ -84,7 +87,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.SortFlags = false
 	def := swarm.DefaultConfig()
 
-	fs.StringVar(&o.server, "server", "127.0.0.1:7777", "zone server UDP `ADDR` (host:port), as the server lists itself in tokens")
+	fs.StringVar(&o.server, "server", "127.0.0.1:7777", "zone server UDP `ADDR` (host:port), as the server lists itself in tokens; a comma-separated list of gateways spreads the bots over them round-robin (bot i plays on the i-th mod n)")
 	fs.IntVar(&o.bots, "bots", def.Bots, "number of bots `N`")
 	fs.DurationVar(&o.duration, "duration", def.Duration, "how long the bots play, `D` (e.g. 30s, 5m); then they drain and quit")
 	fs.Float64Var(&o.ramp, "ramp", def.Ramp, "start `R` bots per second (0: all at once)")
@@ -121,6 +124,9 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.IntVar(&o.workers, "workers", 0, "worker goroutines `N` (0: one per CPU, at most one per 250 bots)")
 	fs.StringVar(&o.transport, "transport", "auto", "socket layer `NAME`: auto, epoll (Linux) or goroutines")
 	fs.DurationVar(&o.quantum, "quantum", def.Quantum, "workers take datagrams in batches every `D` (0: wake per datagram; costs more CPU, adds less latency)")
+
+	fs.DurationVar(&o.tick, "tick", metrics.DefaultTick, "the server's tick period `D` (zoned's default: 50ms, 20 Hz); the handoff-hitch limit is two of them plus the RTT")
+	fs.DurationVar(&o.hitchLimit, "hitch-limit", 0, "the handoff-hitch invariant fails when the hitch p99 exceeds `D` (0: two --tick periods + the run's RTT p99 + what the simulated loss and jitter explain)")
 
 	fs.StringVar(&o.report, "report", "", "write the JSON report (every metric and histogram) to `FILE`")
 	fs.StringVar(&o.html, "html", "", "write the self-contained HTML report (plots; opens offline) to `FILE`")
@@ -190,11 +196,17 @@ type plan struct {
 func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, error) {
 	cfg := swarm.DefaultConfig()
 	p := plan{opts: o}
-	addr, err := resolve(o.server)
-	if err != nil {
-		return p, usagef("--server %q: %v", o.server, err)
+	for _, s := range strings.Split(o.server, ",") {
+		s = strings.TrimSpace(s)
+		addr, err := resolve(s)
+		if err != nil {
+			return p, usagef("--server %q: %v", s, err)
+		}
+		if slices.Contains(cfg.Servers, addr) {
+			return p, usagef("--server: %v listed twice", addr)
+		}
+		cfg.Servers = append(cfg.Servers, addr)
 	}
-	cfg.Server = addr
 	if o.bots < 1 {
 		return p, usagef("--bots %d: need at least one bot", o.bots)
 	}
@@ -273,6 +285,12 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	cfg.EchoInterval, cfg.EchoExpected = o.echoInterval, o.expectEcho && o.echoInterval > 0
 	cfg.ViewPeers, cfg.Drain, cfg.Workers, cfg.Transport, cfg.Quantum = o.viewPeers, o.drain, o.workers, o.transport, o.quantum
 
+	if o.tick <= 0 || o.tick > 10*time.Second {
+		return p, usagef("--tick %v: want a period in (0, 10s]", o.tick)
+	}
+	if o.hitchLimit < 0 {
+		return p, usagef("--hitch-limit %v: must not be negative", o.hitchLimit)
+	}
 	if p.spec, err = slo.Parse(o.slo, metrics.Known); err != nil {
 		return p, usageError{err}
 	}
@@ -281,6 +299,17 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	}
 	p.cfg = cfg
 	return p, nil
+}
+
+// metricsOptions tells metrics.Build how to judge the invariants.
+func (p plan) metricsOptions() metrics.Options {
+	return metrics.Options{
+		EchoExpected:        p.cfg.EchoExpected,
+		CorrectionsExpected: p.cfg.Scenario.Kind == scenario.Crowd || p.cfg.Scenario.Kind == scenario.Teleport,
+		Tick:                p.opts.tick,
+		HitchLimit:          p.opts.hitchLimit,
+		HitchSlack:          impair.MixHitchSlack(p.cfg.Mix, p.opts.tick, p.cfg.HitchWindow) + p.cfg.Quantum,
+	}
 }
 
 // resolve turns host:port into an address (a name resolves once, IPv4 first).
@@ -304,12 +333,22 @@ func (p plan) config(transport string, workers int) map[string]any {
 		mix = append(mix, map[string]any{"name": m.Name, "weight": m.Weight, "impairment": m.String()})
 	}
 	return map[string]any{
-		"server": p.cfg.Server.String(), "bots": o.bots, "duration": o.duration.String(), "ramp_per_s": o.ramp,
+		"server": serverList(p.cfg.Servers), "bots": o.bots, "duration": o.duration.String(), "ramp_per_s": o.ramp,
 		"seed": o.seed, "scenario": o.scenario, "world": p.cfg.Scenario.World.Name(), "input_rate_hz": o.inputRate,
 		"send_rate_hz": o.sendRate, "impairment": mix, "echo_interval": o.echoInterval.String(),
 		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo,
 		"transport": transport, "workers": workers, "drain": o.drain.String(),
+		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(),
 	}
+}
+
+// serverList is the gateways as --server takes them.
+func serverList(as []netip.AddrPort) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
 }
 
 var errHelp = errors.New("help requested")

@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	if !o.quiet {
 		fmt.Fprintf(stderr, "botswarm: %d bots → %v, %s scenario, %v, %d worker(s), %s sockets, key from %s\n",
-			p.cfg.Bots, p.cfg.Server, o.scenario, o.duration, sw.Workers(), sw.Transport(), p.keyFrom)
+			p.cfg.Bots, serverList(p.cfg.Servers), o.scenario, o.duration, sw.Workers(), sw.Transport(), p.keyFrom)
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -96,10 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}()
 	}
 	col := sw.Run(ctx)
-	r := metrics.Build(col, p.config(sw.Transport(), sw.Workers()), metrics.Options{
-		EchoExpected:        p.cfg.EchoExpected,
-		CorrectionsExpected: p.cfg.Scenario.Kind == scenario.Crowd || p.cfg.Scenario.Kind == scenario.Teleport,
-	})
+	r := metrics.Build(col, p.config(sw.Transport(), sw.Workers()), p.metricsOptions())
 	r.Notes = append(r.Notes, notes(r, p)...)
 	passed := r.Gate(o.slo, p.spec)
 

@@ -228,3 +228,87 @@ func TestInvariantViolationExits1(t *testing.T) {
 		t.Fatalf("--allow-violations: exit %d", code)
 	}
 }
+
+// TestStalledHandoffFailsTheHitchInvariant: a server that acknowledges no
+// move for 600 ms after each zone-border crossing (a stalled handoff) must
+// fail the handoff-hitch invariant and exit 1; the same run without the
+// stall holds it.
+func TestStalledHandoffFailsTheHitchInvariant(t *testing.T) {
+	for _, stall := range []time.Duration{0, 600 * time.Millisecond} {
+		t.Run(stall.String(), func(t *testing.T) {
+			z, err := fakezone.Start(fakezone.Options{StallCrossings: stall})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer z.Close()
+			dir := t.TempDir()
+			key := writeKey(t, dir, z.Key)
+			jsonPath := filepath.Join(dir, "r.json")
+			code, stdout, _ := runCmd(t, noEnv, "--server", z.Addr.String(), "--key-file", key,
+				"--protocol-id", strconv.FormatUint(fakezone.ProtocolID, 10), "--scenario", "border", "--border-swing", "12",
+				"--bots", "6", "--duration", "6s", "--drain", "1s", "--quiet", "--report", jsonPath)
+			var r metrics.Report
+			raw, err := os.ReadFile(jsonPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &r); err != nil {
+				t.Fatal(err)
+			}
+			var hitch *metrics.Invariant
+			for i := range r.Invariants {
+				if strings.HasPrefix(r.Invariants[i].Name, "handoff hitch") {
+					hitch = &r.Invariants[i]
+				}
+			}
+			if hitch == nil || !hitch.Checked {
+				t.Fatalf("hitch invariant not checked: %+v\n%s", hitch, stdout)
+			}
+			t.Logf("stall %v: %s; %d ordinary windows", stall, hitch.Detail, hitch.Counts["ordinary_windows"])
+			if stall == 0 {
+				if !hitch.OK {
+					t.Fatalf("healthy handoffs fail the hitch invariant: %s\n%s", hitch.Detail, stdout)
+				}
+				return
+			}
+			if hitch.OK || code != exitGate || !strings.Contains(stdout, "INVARIANT VIOLATED") || !strings.Contains(stdout, "handoff hitch") {
+				t.Fatalf("stalled handoffs (%v) pass: exit %d, %s\n%s", stall, code, hitch.Detail, stdout)
+			}
+		})
+	}
+}
+
+// TestServerListSpreadsBotsRoundRobin: --server A,B puts every other bot
+// on each gateway.
+func TestServerListSpreadsBotsRoundRobin(t *testing.T) {
+	var key [32]byte
+	for i := range key {
+		key[i] = byte(i + 3)
+	}
+	var zs []*fakezone.Zone
+	var addrs []string
+	for range 3 {
+		z, err := fakezone.Start(fakezone.Options{Key: &key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer z.Close()
+		zs = append(zs, z)
+		addrs = append(addrs, z.Addr.String())
+	}
+	kf := writeKey(t, t.TempDir(), key)
+	code, stdout, stderr := runCmd(t, noEnv, "--server", strings.Join(addrs, ", "), "--key-file", kf,
+		"--protocol-id", strconv.FormatUint(fakezone.ProtocolID, 10),
+		"--bots", "7", "--duration", "1500ms", "--drain", "1s", "--quiet", "--slo", "connected>=100%,disconnects=0")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for i, want := range []int{3, 2, 2} {
+		if got, _ := zs[i].Stats(); got != want {
+			t.Errorf("gateway %d held %d bots, want %d (round-robin over 3)", i, got, want)
+		}
+	}
+	if code, _, stderr := runCmd(t, noEnv, "--server", addrs[0]+","+addrs[0], "--key-file", kf); code != exitUsage || !strings.Contains(stderr, "twice") {
+		t.Fatalf("duplicate gateway: exit %d %q", code, stderr)
+	}
+}

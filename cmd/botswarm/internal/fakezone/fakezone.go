@@ -27,6 +27,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
+	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // Options switch faults on and tune the server.
@@ -42,6 +43,11 @@ type Options struct {
 	CorruptEvery int  // flip a byte in every n-th echo
 	DupEvery     int  // echo every n-th event twice
 	DoubleMoveAt int  // apply the n-th move of each player twice (a broken applier)
+	// StallCrossings: when a player's position crosses a zone border of
+	// World (default world.Default()), acknowledge none of its moves for
+	// this long — a stalled handoff.
+	StallCrossings time.Duration
+	World          *world.World
 }
 
 // ProtocolID is the fake server's default protocol id.
@@ -99,6 +105,8 @@ type conn struct {
 	wake    time.Duration
 	hi      int
 	gone    bool
+	zone    *world.Zone   // StallCrossings: the zone the player was in
+	stall   time.Duration // StallCrossings: no acknowledgement before this
 }
 
 // Start listens and serves until Close.
@@ -108,6 +116,9 @@ func Start(opts Options) (*Zone, error) {
 	}
 	if opts.Tick == 0 {
 		opts.Tick = 50 * time.Millisecond
+	}
+	if opts.StallCrossings > 0 && opts.World == nil {
+		opts.World = world.Default()
 	}
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
@@ -417,7 +428,18 @@ func (z *Zone) tick(now time.Duration) {
 		if c.srv.State() != handshake.StateConnected {
 			continue
 		}
-		if c.applied > 0 {
+		if z.opts.StallCrossings > 0 {
+			x, y := float64(c.state.Pos[0]), float64(c.state.Pos[2])
+			if c.zone == nil || !c.zone.Contains(x, y) {
+				if nz, ok := z.opts.World.ZoneAt(x, y); ok {
+					if c.zone != nil && c.applied > 0 {
+						c.stall = now + z.opts.StallCrossings
+					}
+					c.zone = nz
+				}
+			}
+		}
+		if c.applied > 0 && now >= c.stall {
 			c.srv.SetControl(c.applied, c.state)
 		}
 		z.mine = z.mine[:0]

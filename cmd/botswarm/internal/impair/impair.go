@@ -295,3 +295,57 @@ func Assign(mix []Profile, n int, seed uint64) []int {
 	r.Shuffle(len(out), func(a, b int) { out[a], out[b] = out[b], out[a] })
 	return out
 }
+
+// HitchSlack is how much longer than normal the longest gap between a
+// bot's control updates may be, in 99 % of hitch windows, from this
+// profile's network alone: the longest run of lost server ticks (either
+// direction losing a tick's packet; bursts follow the Gilbert model) plus
+// the spread of the jitter. window is the hitch window, tick the server's
+// period. The handoff-hitch invariant adds it to its limit, so a lossy
+// link is not mistaken for a stalled handoff (and a stall still is not).
+func (p Profile) HitchSlack(tick, window time.Duration) time.Duration {
+	if tick <= 0 || window <= 0 {
+		return 0
+	}
+	slack := 2 * p.Jitter
+	if p.Loss <= 0 {
+		return slack
+	}
+	if p.Loss >= 1 {
+		return slack + window
+	}
+	n := math.Max(1, float64(window)/float64(tick)) // ticks per window
+	const tail = 0.01                               // 99 % of windows
+	k := 0.0
+	if p.Burst <= 1 {
+		// A tick is missed when either direction loses its packet; k
+		// missed in a row somewhere in the window: ≈ n·q^k.
+		q := 1 - (1-p.Loss)*(1-p.Loss)
+		k = math.Ceil(math.Log(tail/n) / math.Log(q))
+	} else {
+		// Bursts start ≈ n·loss/burst times per window and direction and
+		// last ≥ k packets with probability (1 − 1/burst)^(k−1).
+		starts := 2 * n * p.Loss / p.Burst
+		stay := 1 - 1/p.Burst
+		k = 1 + math.Ceil(math.Log(tail/starts)/math.Log(stay))
+	}
+	k = math.Max(0, math.Min(k, n))
+	return slack + time.Duration(k)*tick
+}
+
+// MixHitchSlack is the largest HitchSlack of the profiles that hold at
+// least 1 % of the bots (a smaller share cannot move the p99 on its own).
+func MixHitchSlack(mix []Profile, tick, window time.Duration) time.Duration {
+	var total float64
+	for _, p := range mix {
+		total += p.Weight
+	}
+	var s time.Duration
+	for _, p := range mix {
+		if total > 0 && p.Weight/total < 0.01 {
+			continue
+		}
+		s = max(s, p.HitchSlack(tick, window))
+	}
+	return s
+}

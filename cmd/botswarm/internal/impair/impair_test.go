@@ -195,3 +195,40 @@ func FuzzParseMix(f *testing.F) {
 		}
 	})
 }
+
+func TestHitchSlack(t *testing.T) {
+	tick, win := 50*time.Millisecond, 2*time.Second
+	if s := (Profile{}).HitchSlack(tick, win); s != 0 {
+		t.Fatalf("perfect link: slack %v", s)
+	}
+	if s := (Profile{Jitter: 10 * time.Millisecond}).HitchSlack(tick, win); s != 20*time.Millisecond {
+		t.Fatalf("jitter only: slack %v", s)
+	}
+	var prev time.Duration
+	for _, loss := range []float64{0.001, 0.02, 0.05, 0.2, 0.5} {
+		s := Profile{Loss: loss}.HitchSlack(tick, win)
+		if s < prev || s%tick != 0 || s > win {
+			t.Fatalf("loss %v: slack %v (previous %v)", loss, s, prev)
+		}
+		prev = s
+	}
+	// 5 % each way: a tick is missed with q ≈ 9.75 %; four in a row happen
+	// in fewer than 1 % of 40-tick windows, three in more.
+	if s := (Profile{Loss: 0.05}).HitchSlack(tick, win); s != 4*tick {
+		t.Fatalf("5%% loss: slack %v, want 4 ticks", s)
+	}
+	if b, i := (Profile{Loss: 0.05, Burst: 4}).HitchSlack(tick, win), (Profile{Loss: 0.05}).HitchSlack(tick, win); b <= i {
+		t.Fatalf("bursts of 4 (%v) must allow longer gaps than independent loss (%v)", b, i)
+	}
+	if s := (Profile{Loss: 1}).HitchSlack(tick, win); s != win {
+		t.Fatalf("total loss: slack %v", s)
+	}
+	mix := []Profile{{Name: "good", Weight: 0.995}, {Name: "tiny bad tail", Weight: 0.005, Loss: 0.5}}
+	if s := MixHitchSlack(mix, tick, win); s != 0 {
+		t.Fatalf("a 0.5 %% tail cannot move the p99: slack %v", s)
+	}
+	mix[1].Weight = 0.3
+	if s := MixHitchSlack(mix, tick, win); s != (Profile{Loss: 0.5}).HitchSlack(tick, win) {
+		t.Fatalf("a 30 %% bad share sets the slack: %v", s)
+	}
+}

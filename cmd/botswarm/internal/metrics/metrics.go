@@ -138,6 +138,10 @@ type Hists struct {
 	Echo    *Hist // event sent → echo received
 	ViewErr *Hist // |ghost position − that bot's true position at the ghost's server tick|
 	Hitch   *Hist // longest gap between control updates around a handoff
+	// Gap is the same measure away from handoffs: the longest gap between
+	// control updates in each hitch-window-long stretch of ordinary play,
+	// the baseline a hitch is judged against.
+	Gap     *Hist
 	Connect *Hist // session start → connected
 }
 
@@ -145,7 +149,7 @@ type Hists struct {
 func NewHists() Hists {
 	ms := func() *Hist { return NewHist(maxMicros, 1000, "ms") }
 	return Hists{
-		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Connect: ms(),
+		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Gap: ms(), Connect: ms(),
 		ViewErr: NewHist(maxMicrometre, 1e6, "m"),
 	}
 }
@@ -156,6 +160,7 @@ func (h Hists) each(f func(name string, x *Hist)) {
 	f("echo", h.Echo)
 	f("view_err", h.ViewErr)
 	f("handoff_hitch", h.Hitch)
+	f("control_gap", h.Gap)
 	f("connect", h.Connect)
 }
 
@@ -166,6 +171,7 @@ func (h Hists) Merge(o Hists) {
 	h.Echo.Merge(o.Echo)
 	h.ViewErr.Merge(o.ViewErr)
 	h.Hitch.Merge(o.Hitch)
+	h.Gap.Merge(o.Gap)
 	h.Connect.Merge(o.Connect)
 }
 

@@ -285,3 +285,53 @@ func TestGateAndJSONRoundTrip(t *testing.T) {
 		t.Error("NaN metric not written as null")
 	}
 }
+
+// TestHandoffHitchHasALimit: a stalled handoff (hitch p50 16.5 s, as seen
+// at 1,000 bots) must fail the invariant; a hitch within two ticks plus the
+// RTT holds; --hitch-limit and the network's slack move the bound.
+func TestHandoffHitchHasALimit(t *testing.T) {
+	const hitch = 3
+	tests := []struct {
+		name   string
+		sample int64 // µs
+		gap    int64 // µs, ordinary play's longest gap per window (0: none)
+		o      Options
+		ok     bool
+	}{
+		{"stalled 16.5 s", 16_500_000, 0, Options{}, false},
+		{"stalled 1 s", 1_000_000, 0, Options{}, false},
+		{"stalled 600 ms, ordinary gaps one tick", 600_000, 50_000, Options{}, false},
+		{"three ticks, no slack", 150_000 + 25_000, 0, Options{}, false},
+		{"one skipped update", 100_000, 0, Options{}, true},
+		{"two ticks + RTT", 118_000, 0, Options{}, true},
+		{"slower server tick", 210_000, 0, Options{Tick: 100 * time.Millisecond}, true},
+		{"slack for simulated loss", 300_000, 0, Options{HitchSlack: 200 * time.Millisecond}, true},
+		{"busy host: ordinary gaps of 170 ms", 160_000, 170_000, Options{}, true},
+		{"busy host cannot hide a 16.5 s stall", 16_500_000, 5_000_000, Options{}, false},
+		{"explicit limit tighter", 100_000, 0, Options{HitchLimit: 60 * time.Millisecond}, false},
+		{"explicit limit looser", 16_500_000, 0, Options{HitchLimit: 20 * time.Second}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := buildReport(t, func(s *Shard) {
+				s.H.Hitch.Reset()
+				for range 50 {
+					s.H.Hitch.Record(tc.sample)
+					if tc.gap > 0 {
+						s.H.Gap.Record(tc.gap)
+					}
+				}
+			}, tc.o)
+			inv := r.Invariants[hitch]
+			if !strings.HasPrefix(inv.Name, "handoff hitch") {
+				t.Fatalf("invariant %d is %q", hitch, inv.Name)
+			}
+			if inv.OK != tc.ok || !inv.Checked {
+				t.Fatalf("hitch %v µs: ok %v checked %v, want ok %v (%s)", tc.sample, inv.OK, inv.Checked, tc.ok, inv.Detail)
+			}
+			if !strings.Contains(inv.Detail, "limit") || inv.Counts["limit_us"] == 0 {
+				t.Errorf("detail does not state the limit: %q %v", inv.Detail, inv.Counts)
+			}
+		})
+	}
+}

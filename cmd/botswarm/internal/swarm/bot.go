@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
@@ -42,6 +43,8 @@ type bot struct {
 	mover *scenario.Mover
 	prof  int // impairment profile index
 	tr    *truth
+	// server is the gateway this bot plays on (Servers round-robin).
+	server netip.AddrPort
 
 	state   botState
 	client  *session.Client
@@ -81,6 +84,8 @@ type bot struct {
 	hitchOpen bool
 	hitchEnd  time.Duration
 	hitchMax  time.Duration
+	gapStart  time.Duration // ordinary play: the current baseline window began
+	gapMax    time.Duration // ordinary play: its longest control gap so far
 
 	nextSample time.Duration
 	viewCursor int
@@ -108,18 +113,18 @@ func (b *bot) startSession(now time.Duration) {
 	b.pid = sw.cfg.PlayerBase + uint64(b.idx)<<pidSessionBits | b.session&(1<<pidSessionBits-1)
 	tok, err := handshake.IssueToken(sw.cfg.Key, handshake.TokenParams{
 		PlayerID: b.pid, ProtocolID: sw.cfg.ProtocolID, Expiry: tokenExpiry,
-		Timeout: sw.cfg.TokenTimeout, ServerAddrs: []netip.AddrPort{sw.cfg.Server},
+		Timeout: sw.cfg.TokenTimeout, ServerAddrs: b.tokenServers(),
 	}, time.Now(), crand.Reader)
 	if err != nil {
 		b.fail(now, c, err)
 		return
 	}
-	cl, err := session.NewClient(tok, sw.cfg.Server, sw.clientCfg, b, time.Now(), now)
+	cl, err := session.NewClient(tok, b.server, sw.clientCfg, b, time.Now(), now)
 	if err != nil {
 		b.fail(now, c, err)
 		return
 	}
-	s, err := b.w.tr.open(sw.cfg.Server, b.slot)
+	s, err := b.w.tr.open(b.server, b.slot)
 	if err != nil {
 		c.SocketErrors++
 		b.fail(now, c, err)
@@ -147,6 +152,23 @@ func (b *bot) startSession(now time.Duration) {
 	if life := b.mover.Lifetime(); life > 0 && now+life < b.endAt {
 		b.endAt = now + life
 	}
+}
+
+// tokenServers lists the bot's own gateway first, then the others (a
+// token holds at most handshake.MaxServerAddrs).
+func (b *bot) tokenServers() []netip.AddrPort {
+	all := b.sw().cfg.Servers
+	out := make([]netip.AddrPort, 0, min(len(all), handshake.MaxServerAddrs))
+	out = append(out, b.server)
+	for _, a := range all {
+		if len(out) == handshake.MaxServerAddrs {
+			break
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // fail counts a session that could not even start and retries later.
@@ -178,6 +200,7 @@ func (b *bot) onConnected(now time.Duration) {
 		b.beginDrain(now)
 	}
 	b.lastCtl = now
+	b.gapStart, b.gapMax = now, 0
 	if sw.cfg.EchoInterval > 0 {
 		b.nextEcho = now + time.Duration(b.w.rng.Int64N(int64(sw.cfg.EchoInterval)))
 	}
@@ -266,8 +289,17 @@ func (b *bot) onAck(now time.Duration, ack uint64) {
 	if b.inputs-ack < uint64(len(b.inputTimes)) {
 		b.w.shard.H.Ack.Record(int64((now - b.inputTimes[ack%uint64(len(b.inputTimes))]) / time.Microsecond))
 	}
-	if gap := now - b.lastCtl; b.hitchOpen && gap > b.hitchMax {
-		b.hitchMax = gap
+	gap := now - b.lastCtl
+	if b.hitchOpen {
+		b.hitchMax = max(b.hitchMax, gap)
+	} else if b.state == botRunning && b.lastAck > 0 { // not the wait for the spawn
+		// The same measure away from handoffs: the baseline the hitch is
+		// judged against (a busy host or a lossy link widens both).
+		b.gapMax = max(b.gapMax, gap)
+		if now-b.gapStart >= b.sw().cfg.HitchWindow {
+			b.w.shard.H.Gap.Record(int64(b.gapMax / time.Microsecond))
+			b.gapStart, b.gapMax = now, 0
+		}
 	}
 	b.lastCtl, b.lastAck = now, ack
 	if st, ok := b.serverTime(now); ok {
@@ -338,6 +370,7 @@ func (b *bot) checkZone(now time.Duration, x, z float64) {
 		if !b.hitchOpen {
 			b.hitchOpen, b.hitchMax = true, now-b.lastCtl
 		}
+		b.gapMax = 0 // the baseline window in progress is spoilt
 		b.hitchEnd = now + b.sw().cfg.HitchWindow
 	}
 	b.zone = nz
@@ -345,6 +378,14 @@ func (b *bot) checkZone(now time.Duration, x, z float64) {
 
 func (b *bot) closeHitch(now time.Duration) {
 	b.hitchOpen = false
+	b.gapStart, b.gapMax = now, 0
+	// A gap still open counts too when moves are waiting for their
+	// acknowledgement: a handoff that stalls for the whole window must not
+	// be recorded as the short gap seen when it began. (With every move
+	// acknowledged — the bot stopped moving — the silence is no stall.)
+	if b.lastAck < b.inputs {
+		b.hitchMax = max(b.hitchMax, now-b.lastCtl)
+	}
 	b.w.shard.H.Hitch.Record(int64(b.hitchMax / time.Microsecond))
 }
 

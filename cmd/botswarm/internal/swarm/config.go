@@ -15,11 +15,13 @@ import (
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
-// Config is one swarm run. Build it with DefaultConfig and fill in Server
+// Config is one swarm run. Build it with DefaultConfig and fill in Servers
 // and Key; cmd/botswarm maps its flags onto it.
 type Config struct {
-	Server netip.AddrPort // the zone server's public address, as tokens list it
-	Bots   int            // how many bots
+	// Servers are the gateways' public addresses, as tokens list them; bot
+	// i plays on Servers[i % len(Servers)] (round-robin).
+	Servers []netip.AddrPort
+	Bots    int // how many bots
 	// Duration is the measured run from the first bot's start; the bots then
 	// stop moving and drain (Drain) before they disconnect.
 	Duration time.Duration
@@ -113,8 +115,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
 	}
 	switch {
-	case !c.Server.IsValid() || c.Server.Port() == 0:
-		return bad("server address %v", c.Server)
+	case len(c.Servers) == 0:
+		return bad("no server address")
 	case c.Bots < 1 || c.Bots > 1<<20:
 		return bad("bots %d not in [1, %d]", c.Bots, 1<<20)
 	case c.Duration <= 0:
@@ -137,6 +139,11 @@ func (c *Config) Validate() error {
 		return bad("workers %d", c.Workers)
 	case c.Quantum < 0 || c.Quantum > 100*time.Millisecond:
 		return bad("quantum %v not in [0, 100ms]", c.Quantum)
+	}
+	for _, a := range c.Servers {
+		if !a.IsValid() || a.Port() == 0 {
+			return bad("server address %v", a)
+		}
 	}
 	for _, p := range c.Mix {
 		if err := p.Validate(); err != nil {

@@ -78,7 +78,8 @@ func New(cfg Config) (*Swarm, error) {
 	for i := range cfg.Bots {
 		w := sw.workers[i%nw]
 		b := &bot{w: w, idx: i, slot: int32(len(w.bots)), prof: assign[i], tr: &sw.truths[i],
-			mover: scenario.NewMover(cfg.Scenario, i), heapIdx: -1}
+			mover: scenario.NewMover(cfg.Scenario, i), heapIdx: -1,
+			server: cfg.Servers[i%len(cfg.Servers)]}
 		b.netIn = func(p []byte) { b.receive(b.rxNow, p) }
 		b.netOut = b.send
 		if cfg.Ramp > 0 {

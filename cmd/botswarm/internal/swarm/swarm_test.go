@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func newFakeZone(t *testing.T, o fakezone.Options) *fakezone.Zone {
 
 func testConfig(z *fakezone.Zone, bots int, d time.Duration) Config {
 	cfg := DefaultConfig()
-	cfg.Server = z.Addr
+	cfg.Servers = []netip.AddrPort{z.Addr}
 	cfg.Key = z.Key
 	cfg.ProtocolID = fakezone.ProtocolID
 	cfg.Bots = bots
@@ -42,7 +43,11 @@ func runSwarm(t *testing.T, cfg Config) (*metrics.Report, *Swarm) {
 		t.Fatal(err)
 	}
 	col := sw.Run(context.Background())
-	r := metrics.Build(col, nil, metrics.Options{EchoExpected: cfg.EchoExpected})
+	// The in-process fake zone makes no real handoff, so its hitches are the
+	// host's scheduling noise: two cores shared by server and bots (and,
+	// under -race, a 5–10× dearer build) skip a tick or two now and then.
+	// The limit's own tests are in metrics and cmd/botswarm.
+	r := metrics.Build(col, nil, metrics.Options{EchoExpected: cfg.EchoExpected, HitchSlack: 2 * metrics.DefaultTick})
 	return r, sw
 }
 
