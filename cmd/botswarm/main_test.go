@@ -312,3 +312,45 @@ func TestServerListSpreadsBotsRoundRobin(t *testing.T) {
 		t.Fatalf("duplicate gateway: exit %d %q", code, stderr)
 	}
 }
+
+// TestServerGoneFailsTheRun: the server stops mid-run (as zoned did on
+// SIGTERM with no other node: every session dropped, every reconnect
+// failed). botswarm must count it — disconnects, failed reconnects — fail
+// the sessions invariant and exit 1, and an SLO of disconnects=0 misses.
+func TestServerGoneFailsTheRun(t *testing.T) {
+	z, err := fakezone.Start(fakezone.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	dir := t.TempDir()
+	key := writeKey(t, dir, z.Key)
+	jsonPath := filepath.Join(dir, "r.json")
+	time.AfterFunc(1500*time.Millisecond, z.Close)
+	code, stdout, _ := runCmd(t, noEnv, "--server", z.Addr.String(), "--key-file", key,
+		"--protocol-id", strconv.FormatUint(fakezone.ProtocolID, 10), "--token-timeout", "1500ms",
+		"--bots", "10", "--duration", "5s", "--drain", "500ms", "--quiet", "--report", jsonPath,
+		"--slo", "disconnects=0")
+	if code != exitGate {
+		t.Fatalf("server gone mid-run: exit %d\n%s", code, stdout)
+	}
+	for _, want := range []string{"SLO FAILED: disconnects = 10", "INVARIANT VIOLATED", "sessions stay up"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r metrics.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Totals.Disconnects != 10 || r.Totals.ReconnectFails == 0 || r.Totals.ReconnectFails != r.Totals.ConnectFails ||
+		float64(r.Metrics["reconnect_failures"]) != float64(r.Totals.ReconnectFails) {
+		t.Fatalf("totals: %d disconnects, %d connect fails, %d reconnect fails; metric %v",
+			r.Totals.Disconnects, r.Totals.ConnectFails, r.Totals.ReconnectFails, r.Metrics["reconnect_failures"])
+	}
+	t.Logf("%s", r.Invariants[len(r.Invariants)-1].Detail)
+}

@@ -14,8 +14,11 @@ type Counters struct {
 	Connects     uint64 `json:"connects"`      // handshakes completed
 	ConnectFails uint64 `json:"connect_fails"` // handshakes that failed (timeout, denied)
 	Disconnects  uint64 `json:"disconnects"`   // sessions the server or a timeout ended
-	Quits        uint64 `json:"quits"`         // sessions the bot ended itself (churn, end of run)
-	Connected    int64  `json:"connected"`     // gauge: sessions up right now
+	// ReconnectFails: ConnectFails of bots whose earlier session was up
+	// (the server went away, or would not take them back).
+	ReconnectFails uint64 `json:"reconnect_fails"`
+	Quits          uint64 `json:"quits"`     // sessions the bot ended itself (churn, end of run)
+	Connected      int64  `json:"connected"` // gauge: sessions up right now
 
 	// Traffic on the bots' sockets.
 	PacketsIn  uint64 `json:"packets_in"`
@@ -81,6 +84,7 @@ func (c *Counters) Add(o *Counters) {
 	c.Connects += o.Connects
 	c.ConnectFails += o.ConnectFails
 	c.Disconnects += o.Disconnects
+	c.ReconnectFails += o.ReconnectFails
 	c.Quits += o.Quits
 	c.Connected += o.Connected
 	c.PacketsIn += o.PacketsIn

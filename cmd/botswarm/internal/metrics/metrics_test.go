@@ -176,6 +176,7 @@ func buildReport(t *testing.T, mutate func(s *Shard), o Options) *Report {
 	s := NewShard()
 	c, start := newTestCollector([]*Shard{s}, 4)
 	s.C.Connected = 4
+	s.C.Sessions, s.C.Connects = 4, 4
 	s.C.MovesSent, s.C.MovesAcked = 100, 100
 	s.C.EventsSent, s.C.EventsEchoed = 10, 10
 	s.C.BytesIn, s.C.BytesOut = 8000, 4000
@@ -238,6 +239,10 @@ func TestInvariantViolations(t *testing.T) {
 		{"lost event", func(s *Shard) { s.C.EventsLost = 1 }, Options{}, 1, false},
 		{"foreign event", func(s *Shard) { s.C.EventsForeign = 1 }, Options{}, 1, false},
 		{"no echo at all, expected", func(s *Shard) { s.C.EventsEchoed = 0 }, Options{EchoExpected: true}, 1, false},
+		{"disconnected by the server", func(s *Shard) { s.C.Disconnects = 1 }, Options{}, 4, false},
+		{"failed reconnects", func(s *Shard) { s.C.ConnectFails, s.C.ReconnectFails = 20, 20 }, Options{}, 4, false},
+		{"failed first connect", func(s *Shard) { s.C.ConnectFails = 1 }, Options{}, 4, false},
+		{"bots quit themselves (churn)", func(s *Shard) { s.C.Sessions, s.C.Quits = 40, 36 }, Options{}, 4, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,6 +258,27 @@ func TestInvariantViolations(t *testing.T) {
 	}
 	if !strings.Contains(r.Invariants[1].Detail, "echo") {
 		t.Errorf("detail %q", r.Invariants[1].Detail)
+	}
+}
+
+// TestDisconnectsCanFailTheSLO: "disconnects=0" and "reconnect_failures=0"
+// are SLO targets that a run whose server went away misses.
+func TestDisconnectsCanFailTheSLO(t *testing.T) {
+	spec, err := slo.Parse("disconnects=0,reconnect_failures=0,connect_failures=0", Known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := buildReport(t, nil, Options{}); !r.Gate("s", spec) {
+		t.Fatalf("clean run misses: %+v", r.SLO.Results)
+	}
+	r := buildReport(t, func(s *Shard) { s.C.Disconnects, s.C.ConnectFails, s.C.ReconnectFails = 10, 20, 20 }, Options{})
+	if r.Gate("s", spec) {
+		t.Fatal("10 disconnects and 20 failed reconnects pass disconnects=0")
+	}
+	for _, v := range r.SLO.Results {
+		if v.OK {
+			t.Errorf("%s passed", v.Text)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ var Known = map[string]slo.Kind{
 	"net_loss":   slo.Ratio, // what the simulated network dropped
 	"lost_moves": slo.Count, "unacked_moves": slo.Count, "stale_acks": slo.Count, "corrections": slo.Count,
 	"lost_events": slo.Count, "corrupt_events": slo.Count, "reordered_events": slo.Count, "duplicate_events": slo.Count,
-	"connect_failures": slo.Count, "disconnects": slo.Count, "errors": slo.Count,
+	"connect_failures": slo.Count, "disconnects": slo.Count, "reconnect_failures": slo.Count, "errors": slo.Count,
 	"connected":         slo.Ratio, // bots connected at the end / target
 	"peak_connected":    slo.Count,
 	"handoffs":          slo.Count,
@@ -191,6 +191,7 @@ func (r *Report) values(c *Collector) map[string]Num {
 	m["duplicate_events"] = Num(t.EventsDuplicate)
 	m["connect_failures"] = Num(t.ConnectFails)
 	m["disconnects"] = Num(t.Disconnects)
+	m["reconnect_failures"] = Num(t.ReconnectFails)
 	m["errors"] = Num(t.Errors)
 	m["handoffs"] = Num(t.Handoffs)
 	m["view_samples"] = Num(t.ViewSamples)
@@ -320,7 +321,22 @@ func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
 	if !hitch.Checked {
 		hitch.Detail = "not checked: no bot crossed a zone border"
 	}
-	return []Invariant{moves, events, view, hitch}
+	// Sessions end only when the bot ends them (churn, end of the run): a
+	// session the server or a timeout ended, a handshake that failed or a
+	// reconnect that did not take is a player who lost the game.
+	sess := Invariant{
+		Name:    "sessions stay up (no unexpected disconnect, no failed connect or reconnect)",
+		Checked: t.Sessions > 0 || t.ConnectFails > 0,
+		Counts: map[string]uint64{"sessions": t.Sessions, "connects": t.Connects, "quits": t.Quits,
+			"disconnects": t.Disconnects, "connect_fails": t.ConnectFails, "reconnect_fails": t.ReconnectFails},
+	}
+	sess.OK = sess.Checked && t.Disconnects == 0 && t.ConnectFails == 0
+	sess.Detail = fmt.Sprintf("%d sessions, %d connected, %d ended by the bots; %d disconnected by the server or a timeout, %d failed to connect (%d of them reconnects)",
+		t.Sessions, t.Connects, t.Quits, t.Disconnects, t.ConnectFails, t.ReconnectFails)
+	if !sess.Checked {
+		sess.Detail = "not checked: no session was started"
+	}
+	return []Invariant{moves, events, view, hitch, sess}
 }
 
 // Gate evaluates spec against the report's metrics and records the verdict.

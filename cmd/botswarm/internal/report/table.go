@@ -71,7 +71,7 @@ func Summary(r *metrics.Report) []Row {
 	rows := []Row{
 		{"duration", (time.Duration(r.Duration * float64(time.Second))).Round(100 * time.Millisecond).String()},
 		{"bots (target / peak / at end)", fmt.Sprintf("%d / %d / %s", target, r.PeakBots, fmtNum(100*m("connected"), "%"))},
-		{"sessions (connects / failed / dropped by server)", fmt.Sprintf("%d (%d / %d / %d)", t.Sessions, t.Connects, t.ConnectFails, t.Disconnects)},
+		{"sessions (connects / failed (reconnects) / dropped by server)", fmt.Sprintf("%d (%d / %d (%d) / %d)", t.Sessions, t.Connects, t.ConnectFails, t.ReconnectFails, t.Disconnects)},
 		{"connect time", pcts(h["connect"], fmtMs)},
 		{"bandwidth per bot (in / out)", fmt.Sprintf("%s/s / %s/s", fmtBytes(m("bytes_in_per_bot")), fmtBytes(m("bytes_out_per_bot")))},
 		{"packets (in / out)", fmt.Sprintf("%d / %d", t.PacketsIn, t.PacketsOut)},

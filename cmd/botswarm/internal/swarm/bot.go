@@ -65,6 +65,9 @@ type bot struct {
 	drainUntil time.Duration
 	sessStart  time.Duration
 	connected  bool
+	wasUp      bool // a session of this bot was up before (the next connect is a reconnect)
+	lost       bool // the bot's last session ended unexpectedly (disconnected or failed)
+	refused    bool // this session's socket reported an error (ICMP: nobody listens)
 
 	inputEpoch time.Duration
 	inputStart bool
@@ -141,7 +144,7 @@ func (b *bot) startSession(now time.Duration) {
 	}
 	c.Sessions++
 	b.client, b.sock, b.hasSock = cl, s, true
-	b.state, b.sessStart, b.connected = botConnecting, now, false
+	b.state, b.sessStart, b.connected, b.refused = botConnecting, now, false, false
 	b.rep = reported{}
 	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
 	b.echoSent, b.echoNext = 0, 1
@@ -175,8 +178,19 @@ func (b *bot) tokenServers() []netip.AddrPort {
 func (b *bot) fail(now time.Duration, c *metrics.Counters, err error) {
 	c.Errors++
 	c.SessionErrors++
+	b.connectFailed(c)
 	b.sw().logErr("session start", err)
 	b.idle(now, b.sw().cfg.Reconnect)
+}
+
+// connectFailed counts a session that never came up: a failed connect,
+// and a failed reconnect when an earlier session of the bot was up.
+func (b *bot) connectFailed(c *metrics.Counters) {
+	c.ConnectFails++
+	if b.wasUp {
+		c.ReconnectFails++
+	}
+	b.lost = true
 }
 
 // idle waits pause before the next session, or ends the bot when the run is over.
@@ -191,7 +205,7 @@ func (b *bot) idle(now, pause time.Duration) {
 func (b *bot) onConnected(now time.Duration) {
 	sw := b.sw()
 	c := &b.w.shard.C
-	b.connected = true
+	b.connected, b.wasUp, b.lost = true, true, false
 	c.Connects++
 	c.Connected++
 	b.w.shard.H.Connect.Record(int64((now - b.sessStart) / time.Microsecond))
@@ -436,7 +450,14 @@ func (b *bot) service(now time.Duration) {
 		b.beginDrain(now)
 	}
 	if b.state == botConnecting && now >= b.endAt {
-		b.client.Close(now) // the run is over before the handshake: give up
+		// The run (or this churn session) is over before the handshake. A
+		// handshake that just began is given up — a quit; one that has
+		// hung for connectGrace, or a reconnect after a lost session, has
+		// failed.
+		b.client.Close(now)
+		if now-b.sessStart < connectGrace && !b.lost && !b.refused {
+			b.state = botClosing
+		}
 	}
 	if b.state == botDraining && (b.drained() || now >= b.drainUntil) {
 		b.finish(now)
@@ -528,8 +549,9 @@ func (b *bot) endSession(now time.Duration) {
 	switch {
 	case b.state == botClosing && err == nil:
 		c.Quits++
+		b.lost = false
 	case !b.connected:
-		c.ConnectFails++
+		b.connectFailed(c)
 		c.Errors++
 		if err == nil {
 			err = errors.New("still connecting when the session's time was up")
@@ -538,6 +560,7 @@ func (b *bot) endSession(now time.Duration) {
 	default:
 		c.Disconnects++
 		c.Errors++
+		b.lost = true
 		b.sw().logErr("disconnected", err)
 	}
 	if b.connected {
@@ -712,3 +735,8 @@ const never = time.Duration(math.MaxInt64)
 const pidSessionBits = 20
 
 const tokenExpiry = time.Minute
+
+// connectGrace: a handshake still running at the end of the bot's session
+// time is given up without blame when it began less than this ago (the
+// server answers in milliseconds); past it, the connect has failed.
+const connectGrace = time.Second

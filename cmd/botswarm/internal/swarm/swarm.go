@@ -46,6 +46,9 @@ func New(cfg Config) (*Swarm, error) {
 	if err := cc.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	if cc.KeepAlive >= cfg.TokenTimeout {
+		return nil, fmt.Errorf("%w: token timeout %v must exceed the session's keep-alive interval %v", ErrConfig, cfg.TokenTimeout, cc.KeepAlive)
+	}
 	sw := &Swarm{
 		cfg: cfg, clientCfg: cc, log: cfg.Log,
 		inputInterval: time.Second / time.Duration(cfg.InputRate),

@@ -44,10 +44,11 @@ func runSwarm(t *testing.T, cfg Config) (*metrics.Report, *Swarm) {
 	}
 	col := sw.Run(context.Background())
 	// The in-process fake zone makes no real handoff, so its hitches are the
-	// host's scheduling noise: two cores shared by server and bots (and,
-	// under -race, a 5–10× dearer build) skip a tick or two now and then.
-	// The limit's own tests are in metrics and cmd/botswarm.
-	r := metrics.Build(col, nil, metrics.Options{EchoExpected: cfg.EchoExpected, HitchSlack: 2 * metrics.DefaultTick})
+	// host's scheduling noise: two cores shared by server, bots and other
+	// packages' tests (under -race, a 5–10× dearer build; measured: hitch
+	// p50 254 ms). These tests check that hitches are measured; the limit's
+	// own tests are in metrics and cmd/botswarm.
+	r := metrics.Build(col, nil, metrics.Options{EchoExpected: cfg.EchoExpected, HitchSlack: time.Second})
 	return r, sw
 }
 
@@ -188,11 +189,17 @@ func TestSwarmChurn(t *testing.T) {
 	if tot.Sessions < 25 {
 		t.Fatalf("only %d sessions for 10 churning bots in 4 s", tot.Sessions)
 	}
-	if tot.Quits != tot.Connects || tot.Disconnects != 0 || tot.Connected != 0 {
-		t.Errorf("connects %d quits %d disconnects %d gauge %d", tot.Connects, tot.Quits, tot.Disconnects, tot.Connected)
+	// A session whose handshake is still running when its time is up is
+	// given up: a quit without a connect.
+	if tot.Quits < tot.Connects || tot.Quits != tot.Sessions || tot.Disconnects != 0 || tot.ConnectFails != 0 || tot.Connected != 0 {
+		t.Errorf("sessions %d connects %d quits %d disconnects %d connect fails %d gauge %d",
+			tot.Sessions, tot.Connects, tot.Quits, tot.Disconnects, tot.ConnectFails, tot.Connected)
 	}
 	if x := inv(r, 0); !x.OK {
 		t.Errorf("moves: %s", x.Detail)
+	}
+	if x := inv(r, 4); !x.Checked || !x.OK {
+		t.Errorf("churn's own session ends broke %q: %s", x.Name, x.Detail)
 	}
 }
 
@@ -205,6 +212,9 @@ func TestSwarmServerDown(t *testing.T) {
 	r, _ := runSwarm(t, cfg)
 	if r.Totals.Connects != 0 || r.Totals.Errors == 0 {
 		t.Fatalf("connects %d errors %d", r.Totals.Connects, r.Totals.Errors)
+	}
+	if x := inv(r, 4); !x.Checked || x.OK || r.Totals.ConnectFails != 3 {
+		t.Fatalf("nobody listening, yet %q: checked %v ok %v: %s", x.Name, x.Checked, x.OK, x.Detail)
 	}
 }
 

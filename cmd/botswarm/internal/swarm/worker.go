@@ -129,6 +129,7 @@ func (w *worker) onDatagram(tag int32, p []byte, err error) {
 		c.Errors++
 		c.SocketErrors++
 		w.sw.logErr("receive", err)
+		b.refused = true
 		return
 	}
 	if b.client == nil {
