@@ -56,6 +56,7 @@ type options struct {
 	echoInterval time.Duration
 	expectEcho   bool
 	viewPeers    int
+	observers    string
 	drain        time.Duration
 	workers      int
 	transport    string
@@ -120,9 +121,10 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.DurationVar(&o.echoInterval, "echo-interval", def.EchoInterval, "each bot sends a guaranteed echo event every `D` on lane 0 (0: off)")
 	fs.BoolVar(&o.expectEcho, "expect-echo", true, "the server echoes lane-0 events: a run without echoes violates the event invariant")
 	fs.IntVar(&o.viewPeers, "view-peers", def.ViewPeers, "peer ghosts each bot compares with the truth per sample, `N`")
+	fs.StringVar(&o.observers, "observers", "100%", "`FRACTION` of the bots (spread evenly; 10% or 0.1) that decode ghosts and check their view; the others skip the ghost section, a large share of a bot's CPU (moves, events, handoffs and sessions are checked for every bot)")
 	fs.DurationVar(&o.drain, "drain", def.Drain, "at the end, wait up to `D` for the last moves to be acknowledged and events echoed")
 	fs.IntVar(&o.workers, "workers", 0, "worker goroutines `N` (0: one per CPU, at most one per 250 bots)")
-	fs.StringVar(&o.transport, "transport", "auto", "socket layer `NAME`: auto, epoll (Linux) or goroutines")
+	fs.StringVar(&o.transport, "transport", "auto", "socket layer `NAME`: shared (Linux: each worker's bots share one UDP socket, send the long form with the connection id and move datagrams in recvmmsg/sendmmsg batches), epoll (Linux) or goroutines (a socket per bot, short form); auto: shared where it exists")
 	fs.DurationVar(&o.quantum, "quantum", def.Quantum, "workers take datagrams in batches every `D` (0: wake per datagram; costs more CPU, adds less latency)")
 
 	fs.DurationVar(&o.tick, "tick", metrics.DefaultTick, "the server's tick period `D` (zoned's default: 50ms, 20 Hz); the handoff-hitch limit is two of them plus the RTT")
@@ -282,6 +284,9 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	}
 	cfg.ProtocolID, cfg.TokenTimeout = pid, o.tokenTimeout
 
+	if cfg.Observers, err = impair.ParseRatio(o.observers); err != nil {
+		return p, usagef("--observers: %v", err)
+	}
 	cfg.EchoInterval, cfg.EchoExpected = o.echoInterval, o.expectEcho && o.echoInterval > 0
 	cfg.ViewPeers, cfg.Drain, cfg.Workers, cfg.Transport, cfg.Quantum = o.viewPeers, o.drain, o.workers, o.transport, o.quantum
 
@@ -338,7 +343,7 @@ func (p plan) config(transport string, workers int) map[string]any {
 		"send_rate_hz": o.sendRate, "impairment": mix, "echo_interval": o.echoInterval.String(),
 		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo,
 		"transport": transport, "workers": workers, "drain": o.drain.String(),
-		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(),
+		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(), "observers": p.cfg.Observers,
 	}
 }
 

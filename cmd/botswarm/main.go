@@ -77,8 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return exitUsage
 	}
 	if !o.quiet {
-		fmt.Fprintf(stderr, "botswarm: %d bots → %v, %s scenario, %v, %d worker(s), %s sockets, key from %s\n",
-			p.cfg.Bots, serverList(p.cfg.Servers), o.scenario, o.duration, sw.Workers(), sw.Transport(), p.keyFrom)
+		fmt.Fprintf(stderr, "botswarm: %d bots (%d observing ghosts) → %v, %s scenario, %v, %d worker(s), %s sockets, key from %s\n",
+			p.cfg.Bots, sw.Observers(), serverList(p.cfg.Servers), o.scenario, o.duration, sw.Workers(), sw.Transport(), p.keyFrom)
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	col := sw.Run(ctx)
 	r := metrics.Build(col, p.config(sw.Transport(), sw.Workers()), p.metricsOptions())
+	r.Self.Transport, r.Self.Workers, r.Self.Observers = sw.Transport(), sw.Workers(), sw.Observers()
 	r.Notes = append(r.Notes, notes(r, p)...)
 	passed := r.Gate(o.slo, p.spec)
 

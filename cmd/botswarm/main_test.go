@@ -180,6 +180,14 @@ func TestRunAgainstFakeZone(t *testing.T) {
 	if r.Totals.Connects != 8 || r.SLO == nil || !r.SLO.Passed || len(r.Series) < 2 || r.Histograms["rtt"].Count == 0 {
 		t.Fatalf("report: connects %d slo %+v series %d", r.Totals.Connects, r.SLO, len(r.Series))
 	}
+	// botswarm's own cost per bot, in its own section.
+	if s := r.Self; s == nil || s.CPUSeconds <= 0 || !(float64(s.CPUPerBotMs) > 0) || !(float64(s.BotsPerCore) > 0) ||
+		s.Transport == "" || s.Workers < 1 || s.Observers != 8 {
+		t.Fatalf("botswarm section: %+v", r.Self)
+	}
+	if !strings.Contains(string(raw), `"cpu_ms_per_bot_second"`) {
+		t.Error("JSON lacks botswarm.cpu_ms_per_bot_second")
+	}
 	for i, inv := range r.Invariants {
 		if (i < 3 && !inv.Checked) || (inv.Checked && !inv.OK) {
 			t.Errorf("invariant %q: checked %v: %s", inv.Name, inv.Checked, inv.Detail)
@@ -230,11 +238,13 @@ func TestInvariantViolationExits1(t *testing.T) {
 }
 
 // TestStalledHandoffFailsTheHitchInvariant: a server that acknowledges no
-// move for 600 ms after each zone-border crossing (a stalled handoff) must
-// fail the handoff-hitch invariant and exit 1; the same run without the
-// stall holds it.
+// move for 1.8 s after each zone-border crossing (a stalled handoff) must
+// fail the handoff-hitch invariant and exit 1 — however busy the host, the
+// limit cannot grow past 2 ticks + RTT p99 + 1 s; the same run without the
+// stall holds it (checked without -race: under the race detector on a
+// shared two-core host, ordinary gaps of half a second are no signal).
 func TestStalledHandoffFailsTheHitchInvariant(t *testing.T) {
-	for _, stall := range []time.Duration{0, 600 * time.Millisecond} {
+	for _, stall := range []time.Duration{0, 1800 * time.Millisecond} {
 		t.Run(stall.String(), func(t *testing.T) {
 			z, err := fakezone.Start(fakezone.Options{StallCrossings: stall})
 			if err != nil {
@@ -266,7 +276,7 @@ func TestStalledHandoffFailsTheHitchInvariant(t *testing.T) {
 			}
 			t.Logf("stall %v: %s; %d ordinary windows", stall, hitch.Detail, hitch.Counts["ordinary_windows"])
 			if stall == 0 {
-				if !hitch.OK {
+				if !hitch.OK && !raceEnabled {
 					t.Fatalf("healthy handoffs fail the hitch invariant: %s\n%s", hitch.Detail, stdout)
 				}
 				return

@@ -136,6 +136,17 @@ func (c *Client) HandleReply(pkt []byte) error {
 	return ErrUnexpected
 }
 
+// OpenAccepted verifies an Accepted packet under tok's key for server and
+// returns the connection id it grants, changing nothing. Many clients
+// sharing one socket (a bot swarm) use it to find which of them an
+// Accepted — the one reply that names neither connection nor token — is
+// for, before handing it over (docs/protocol.md § 7.18.6).
+func OpenAccepted(pkt []byte, tok *Token, server netip.AddrPort) (ConnID, error) {
+	k := acceptKey(&tok.ServerToClientKey, server)
+	defer clear(k[:])
+	return openAccepted(pkt, &k, &tok.ID)
+}
+
 // Session returns the client end of the session once connected. It may be
 // called once: a second sending Protector under the same key would reuse
 // nonces.

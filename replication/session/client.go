@@ -389,6 +389,9 @@ func (c *Client) readSections(now time.Duration, pt []byte) error {
 	if err := c.e.evr.Read(r, c.e.deliver); err != nil {
 		return fmt.Errorf("event section: %w", err)
 	}
+	if c.cfg.SkipGhosts {
+		return nil
+	}
 	if err := c.mirror.Read(r, now); err != nil {
 		return fmt.Errorf("ghost section: %w", err)
 	}

@@ -192,6 +192,12 @@ type ClientConfig struct {
 	// by connection id (docs/protocol.md §7.18, Many clients on one
 	// socket).
 	AlwaysLongForm bool
+	// SkipGhosts leaves the ghost section of the server's packets undecoded
+	// (it is last in a packet): the Mirror stays empty. For load generators
+	// whose bots need not all look at the world — decoding ghosts is most of
+	// a receiving client's CPU. Acknowledgement is per packet, so the server
+	// cannot tell.
+	SkipGhosts bool
 	// DisconnectCopies, DisconnectInterval: the redundant Disconnect of Close.
 	DisconnectCopies   int
 	DisconnectInterval time.Duration

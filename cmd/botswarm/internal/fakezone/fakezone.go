@@ -301,7 +301,9 @@ func (z *Zone) flush() {
 func (z *Zone) drop(c *conn) {
 	c.gone = true
 	z.remove(c.hi)
-	delete(z.byAdr, c.srv.Addr())
+	if z.byAdr[c.srv.Addr()] == c {
+		delete(z.byAdr, c.srv.Addr())
+	}
 	delete(z.byID, c.srv.ID())
 	for i, x := range z.conns {
 		if x == c {
@@ -321,18 +323,30 @@ func (z *Zone) receive(now time.Duration, p []byte, from netip.AddrPort) {
 		z.handshake(now, p, from)
 		return
 	}
-	c := z.byAdr[from]
-	if c == nil && len(p) > session.RoutedPrefixSize && kind == handshake.KindData && p[0] == 0x23 {
-		var id handshake.ConnID
-		copy(id[:], p[1:session.RoutedPrefixSize])
-		c = z.byID[id]
+	// The long form and Disconnect name their connection (bots sharing a
+	// socket share an address); the short form is routed by address.
+	var c *conn
+	switch kind {
+	case handshake.KindRouted:
+		if id, _, err := handshake.ParseRouted(p); err == nil {
+			c = z.byID[id]
+		}
+	case handshake.KindDisconnect:
+		if id, err := handshake.ParseDisconnectID(p); err == nil {
+			c = z.byID[id]
+		}
+	default:
+		c = z.byAdr[from]
 	}
 	if c == nil {
 		return
 	}
+	old := c.srv.Addr()
 	moved, _ := c.srv.Receive(now, p, from)
 	if moved {
-		delete(z.byAdr, from)
+		if z.byAdr[old] == c {
+			delete(z.byAdr, old)
+		}
 		z.byAdr[c.srv.Addr()] = c
 	}
 	if w := c.srv.NextDeadline(now); w < c.wake {

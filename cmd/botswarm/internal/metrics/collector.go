@@ -59,17 +59,18 @@ type Point struct {
 // Collector turns the shards' counters into a per-second time series and
 // keeps the whole run's histograms. Sample is called from one goroutine.
 type Collector struct {
-	shards  []*Shard
-	target  int
-	start   time.Time
-	last    time.Time
-	prev    Counters
-	prevCPU time.Duration
-	cur     Counters
-	total   Hists // whole run
-	second  Hists // scratch: one second
-	series  []Point
-	cpu     func() time.Duration
+	shards   []*Shard
+	target   int
+	start    time.Time
+	last     time.Time
+	prev     Counters
+	prevCPU  time.Duration
+	startCPU time.Duration
+	cur      Counters
+	total    Hists // whole run
+	second   Hists // scratch: one second
+	series   []Point
+	cpu      func() time.Duration
 }
 
 // NewCollector returns a collector over shards for a run of target bots
@@ -78,6 +79,7 @@ func NewCollector(shards []*Shard, target int, start time.Time) *Collector {
 	c := &Collector{shards: shards, target: target, start: start, last: start,
 		total: NewHists(), second: NewHists(), cpu: ProcessCPU}
 	c.prevCPU = c.cpu()
+	c.startCPU = c.prevCPU
 	return c
 }
 

@@ -16,3 +16,12 @@ func ProcessCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// ProcessMaxRSS returns the process's peak resident set in bytes, or −1.
+func ProcessMaxRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return int64(ru.Maxrss) * 1024 // kilobytes on Linux
+}

@@ -78,8 +78,26 @@ type Report struct {
 	Histograms map[string]Summary `json:"histograms"`
 	Invariants []Invariant        `json:"invariants"`
 	SLO        *SLOResult         `json:"slo,omitempty"`
-	Series     []Point            `json:"series"`
-	Notes      []string           `json:"notes,omitempty"`
+	// Self is what botswarm itself cost (its process, not the server's).
+	Self   *SelfCost `json:"botswarm,omitempty"`
+	Series []Point   `json:"series"`
+	Notes  []string  `json:"notes,omitempty"`
+}
+
+// SelfCost is botswarm's own cost: CPU per bot (the swarm's price), the
+// socket layer and how many bots decoded ghosts.
+type SelfCost struct {
+	CPUSeconds float64 `json:"cpu_seconds"` // process CPU over the run (user + system)
+	// CoresMean: mean cores used over the seconds with bots connected.
+	CoresMean Num `json:"cpu_cores_mean"`
+	// CPUPerBotMs: milliseconds of CPU per connected bot-second (= 1000 ×
+	// the cpu_per_bot metric); BotsPerCore is its inverse.
+	CPUPerBotMs Num    `json:"cpu_ms_per_bot_second"`
+	BotsPerCore Num    `json:"bots_per_core"`
+	MaxRSS      int64  `json:"max_rss_bytes"` // peak resident set (−1: unknown)
+	Transport   string `json:"transport"`
+	Workers     int    `json:"workers"`
+	Observers   int    `json:"observers"` // bots that decoded ghosts
 }
 
 // ReportVersion is bumped when the JSON layout changes incompatibly.
@@ -157,7 +175,30 @@ func Build(c *Collector, config any, o Options) *Report {
 	}
 	r.Metrics = r.values(c)
 	r.Invariants = invariants(t, r.Histograms, o)
+	r.Self = r.selfCost(c)
 	return r
+}
+
+func (r *Report) selfCost(c *Collector) *SelfCost {
+	s := &SelfCost{CoresMean: Num(math.NaN()), CPUPerBotMs: Num(math.NaN()), BotsPerCore: Num(math.NaN()), MaxRSS: ProcessMaxRSS()}
+	if c.prevCPU >= 0 && c.startCPU >= 0 {
+		s.CPUSeconds = (c.prevCPU - c.startCPU).Seconds()
+	}
+	var cores float64
+	n := 0
+	for _, p := range r.Series {
+		if p.Connected > 0 && !math.IsNaN(float64(p.CPU)) {
+			cores += float64(p.CPU)
+			n++
+		}
+	}
+	if n > 0 {
+		s.CoresMean = Num(cores / float64(n))
+	}
+	if v := float64(r.Metrics["cpu_per_bot"]); v > 0 {
+		s.CPUPerBotMs, s.BotsPerCore = Num(1000*v), Num(1/v)
+	}
+	return s
 }
 
 func (r *Report) values(c *Collector) map[string]Num {

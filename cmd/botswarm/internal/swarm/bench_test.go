@@ -75,6 +75,22 @@ func BenchmarkHeapReschedule(b *testing.B) {
 // that reads everything. On a VM this kernel path, not botswarm, bounds
 // how many bots a core drives (docs/parts/botswarm-bench.md).
 func BenchmarkLoopbackSend(b *testing.B) {
+	if _, err := newEpollTransport(); err != nil {
+		b.Skip(err)
+	}
+	benchLoopbackSend(b, "epoll")
+}
+
+// BenchmarkLoopbackSendShared: the same through a shared socket, whose
+// datagrams leave in sendmmsg batches of 64.
+func BenchmarkLoopbackSendShared(b *testing.B) {
+	if _, err := newSharedTransport(false); err != nil {
+		b.Skip(err)
+	}
+	benchLoopbackSend(b, "shared")
+}
+
+func benchLoopbackSend(b *testing.B, kind string) {
 	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +106,7 @@ func BenchmarkLoopbackSend(b *testing.B) {
 			}
 		}
 	}()
-	tr, err := newTransport("auto")
+	tr, err := newTransport(kind, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,6 +119,7 @@ func BenchmarkLoopbackSend(b *testing.B) {
 	for b.Loop() {
 		_ = tr.send(s, pkt)
 	}
+	tr.wait(0, func(int32, []byte, error) {}) // a shared socket: send the last batch
 	b.StopTimer()
 	tr.shutdown()
 	peer.Close()

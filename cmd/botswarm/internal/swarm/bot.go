@@ -45,6 +45,8 @@ type bot struct {
 	tr    *truth
 	// server is the gateway this bot plays on (Servers round-robin).
 	server netip.AddrPort
+	// observer: the bot decodes ghosts and checks its view (Observers).
+	observer bool
 
 	state   botState
 	client  *session.Client
@@ -122,7 +124,11 @@ func (b *bot) startSession(now time.Duration) {
 		b.fail(now, c, err)
 		return
 	}
-	cl, err := session.NewClient(tok, b.server, sw.clientCfg, b, time.Now(), now)
+	cc := &sw.clientCfg
+	if !b.observer {
+		cc = &sw.blindCfg
+	}
+	cl, err := session.NewClient(tok, b.server, *cc, b, time.Now(), now)
 	if err != nil {
 		b.fail(now, c, err)
 		return
@@ -133,6 +139,7 @@ func (b *bot) startSession(now time.Duration) {
 		b.fail(now, c, err)
 		return
 	}
+	b.w.tr.bind(s, cl.Token())
 	if p := sw.cfg.Mix[b.prof]; !p.Perfect() {
 		seed := sw.cfg.Seed ^ uint64(b.idx)<<24 ^ b.session
 		b.pipe, err = netsim.NewPipe(p.Link(seed), p.Link(seed+1))
@@ -619,6 +626,9 @@ func (b *bot) sample(now time.Duration) {
 	h := &b.w.shard.H
 	if rtt := b.client.RTT(); rtt > 0 {
 		h.RTT.Record(int64(rtt / time.Microsecond))
+	}
+	if !b.observer {
+		return // no ghosts decoded: nothing to look at
 	}
 	mir := b.client.Mirror()
 	c.GhostsHeld += uint64(mir.Len())

@@ -51,6 +51,11 @@ type Config struct {
 	EchoExpected bool
 	// ViewPeers is how many peer ghosts a bot compares per sample.
 	ViewPeers int
+	// Observers is the fraction of the bots (spread evenly) that decode the
+	// ghost section and check their view; the others skip it
+	// (session.ClientConfig.SkipGhosts) — the invariants on moves, events,
+	// handoffs and sessions still hold for every bot. 1: all.
+	Observers float64
 	// SampleInterval: each bot folds its stats into the metrics and samples
 	// RTT and its view this often.
 	SampleInterval time.Duration
@@ -67,7 +72,8 @@ type Config struct {
 	// bots, their sockets and a timer heap). 0: one per CPU, at most one
 	// per 250 bots.
 	Workers int
-	// Transport: "auto", "epoll" (Linux) or "goroutines".
+	// Transport: "auto", "shared" (Linux: one socket per worker, long form,
+	// recvmmsg/sendmmsg), "epoll" (Linux) or "goroutines" (a socket per bot).
 	Transport string
 	// Quantum: a worker sleeps this long between turns so that datagrams
 	// are taken in batches; 0 wakes per datagram (most precise timing,
@@ -100,7 +106,7 @@ func DefaultConfig() Config {
 		InputRate: move.DefaultInputRate, SendRate: move.DefaultInputRate,
 		Scenario:     scenario.Params{Kind: scenario.Wander, World: world.Default()},
 		Mix:          []impair.Profile{{Name: "all", Weight: 1}},
-		EchoInterval: DefaultEchoInterval, EchoExpected: true, ViewPeers: DefaultViewPeers,
+		EchoInterval: DefaultEchoInterval, EchoExpected: true, ViewPeers: DefaultViewPeers, Observers: 1,
 		SampleInterval: DefaultSampleInterval, HitchWindow: DefaultHitchWindow,
 		Drain: DefaultDrain, Reconnect: DefaultReconnect, Transport: "auto",
 	}
@@ -135,6 +141,8 @@ func (c *Config) Validate() error {
 		return bad("intervals must be positive")
 	case c.ViewPeers < 0:
 		return bad("view peers %d", c.ViewPeers)
+	case !(c.Observers >= 0 && c.Observers <= 1):
+		return bad("observers %v not a fraction in [0, 1]", c.Observers)
 	case c.Workers < 0:
 		return bad("workers %d", c.Workers)
 	case c.Quantum < 0 || c.Quantum > 100*time.Millisecond:

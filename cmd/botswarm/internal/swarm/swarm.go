@@ -2,9 +2,12 @@ package swarm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -20,7 +23,8 @@ import (
 // Swarm is one run: the bots, their workers and the metrics.
 type Swarm struct {
 	cfg           Config
-	clientCfg     session.ClientConfig
+	clientCfg     session.ClientConfig // observers
+	blindCfg      session.ClientConfig // the other bots: no ghost decoding
 	inputInterval time.Duration
 	epoch         time.Time     // the run's clock starts here
 	runEnd        time.Duration // bots stop moving (then drain)
@@ -64,8 +68,21 @@ func New(cfg Config) (*Swarm, error) {
 	}
 	nw = min(nw, cfg.Bots)
 	assign := impair.Assign(cfg.Mix, cfg.Bots, cfg.Seed)
+	kind := cfg.Transport
+	v6, mixed := families(cfg.Servers)
+	if mixed {
+		switch kind {
+		case "shared":
+			return nil, fmt.Errorf("%w: a shared socket serves one address family; the servers mix IPv4 and IPv6", ErrConfig)
+		case "", "auto":
+			kind = "epoll" // a socket per bot, each of its server's family
+			if _, err := newEpollTransport(); errors.Is(err, errUnsupported) {
+				kind = "goroutines"
+			}
+		}
+	}
 	for i := range nw {
-		tr, err := newTransport(cfg.Transport)
+		tr, err := newTransport(kind, v6)
 		if err != nil {
 			for _, w := range sw.workers {
 				w.tr.shutdown()
@@ -78,9 +95,14 @@ func New(cfg Config) (*Swarm, error) {
 		sw.workers = append(sw.workers, w)
 		sw.shards = append(sw.shards, w.shard)
 	}
+	// Bots that share a socket send the long form: the server routes them
+	// by connection id, not by their (common) address.
+	sw.clientCfg.AlwaysLongForm = sw.workers[0].tr.shared()
+	sw.blindCfg = sw.clientCfg
+	sw.blindCfg.SkipGhosts = true
 	for i := range cfg.Bots {
 		w := sw.workers[i%nw]
-		b := &bot{w: w, idx: i, slot: int32(len(w.bots)), prof: assign[i], tr: &sw.truths[i],
+		b := &bot{w: w, idx: i, slot: int32(len(w.bots)), prof: assign[i], tr: &sw.truths[i], observer: isObserver(i, cfg.Observers),
 			mover: scenario.NewMover(cfg.Scenario, i), heapIdx: -1,
 			server: cfg.Servers[i%len(cfg.Servers)]}
 		b.netIn = func(p []byte) { b.receive(b.rxNow, p) }
@@ -95,6 +117,38 @@ func New(cfg Config) (*Swarm, error) {
 		w.bots = append(w.bots, b)
 	}
 	return sw, nil
+}
+
+// isObserver spreads a fraction of the bots evenly over the indexes: bot i
+// observes when ⌊(i+1)·f⌋ > ⌊i·f⌋ (f = 1: all, 0: none).
+func isObserver(i int, f float64) bool {
+	return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
+}
+
+// Observers is how many bots decode and check ghosts.
+func (sw *Swarm) Observers() int {
+	n := 0
+	for _, w := range sw.workers {
+		for _, b := range w.bots {
+			if b.observer {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// families tells whether the servers are IPv6 and whether they mix families.
+func families(servers []netip.AddrPort) (v6, mixed bool) {
+	for i, s := range servers {
+		is6 := !s.Addr().Unmap().Is4()
+		if i == 0 {
+			v6 = is6
+		} else if is6 != v6 {
+			mixed = true
+		}
+	}
+	return v6, mixed
 }
 
 // Transport names the socket layer in use.

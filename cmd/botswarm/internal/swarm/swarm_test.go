@@ -253,3 +253,104 @@ func checkNoLeaks(t *testing.T) {
 		}
 	})
 }
+
+// TestSwarmTransports: the same lossy run over a socket per bot (epoll,
+// goroutines: short form) and over shared sockets (long form, batches,
+// replies routed by connection and token id), two workers and two fake
+// zones: every bot connects once, every invariant holds, and the shared
+// socket carries the long form (9 bytes more per packet each way).
+func TestSwarmTransports(t *testing.T) {
+	kinds := []string{"shared", "goroutines"}
+	if _, err := newEpollTransport(); err == nil {
+		kinds = append(kinds, "epoll")
+	}
+	if _, err := newSharedTransport(false); err != nil {
+		kinds = kinds[1:]
+	}
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			checkNoLeaks(t)
+			key := &[32]byte{1, 2, 3}
+			z1 := newFakeZone(t, fakezone.Options{Key: key})
+			z2 := newFakeZone(t, fakezone.Options{Key: key})
+			cfg := testConfig(z1, 12, 2500*time.Millisecond)
+			cfg.Servers = append(cfg.Servers, z2.Addr)
+			cfg.Transport, cfg.Workers = kind, 2
+			cfg.Mix = []impair.Profile{{Name: "lossy", Weight: 1, Loss: 0.05, Latency: 5 * time.Millisecond}}
+			r, sw := runSwarm(t, cfg)
+			if sw.Transport() != kind {
+				t.Fatalf("transport %s, want %s", sw.Transport(), kind)
+			}
+			tot := r.Totals
+			if tot.Connects != 12 || tot.Sessions != 12 || tot.Quits != 12 {
+				t.Fatalf("%d sessions, %d connects, %d quits: %+v", tot.Sessions, tot.Connects, tot.Quits, tot)
+			}
+			for _, z := range []*fakezone.Zone{z1, z2} {
+				if n, _ := z.Stats(); n != 6 {
+					t.Errorf("a gateway held %d bots, want 6", n)
+				}
+			}
+			for i := range 5 {
+				if x := inv(r, i); i != 3 && (!x.Checked || !x.OK) {
+					t.Errorf("invariant %q: checked %v ok %v: %s", x.Name, x.Checked, x.OK, x.Detail)
+				}
+			}
+			if tot.Errors != 0 {
+				t.Errorf("%d errors", tot.Errors)
+			}
+			t.Logf("%s: %.1f B in, %.1f B out per packet", kind,
+				float64(tot.BytesIn)/float64(tot.PacketsIn), float64(tot.BytesOut)/float64(tot.PacketsOut))
+		})
+	}
+}
+
+// TestSwarmObservers: with --observers 0.25 only every fourth bot decodes
+// ghosts and samples its view; every bot's moves and events are still
+// checked.
+func TestSwarmObservers(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{})
+	cfg := testConfig(z, 8, 2*time.Second)
+	cfg.Observers = 0.25
+	r, sw := runSwarm(t, cfg)
+	if n := sw.Observers(); n != 2 {
+		t.Fatalf("%d observers of 8 at 0.25", n)
+	}
+	tot := r.Totals
+	for i := range 3 {
+		if x := inv(r, i); !x.Checked || !x.OK {
+			t.Errorf("invariant %q: checked %v ok %v: %s", x.Name, x.Checked, x.OK, x.Detail)
+		}
+	}
+	if tot.MovesSent < 8*40 || tot.EventsEchoed < 8 {
+		t.Errorf("moves and events not checked for every bot: %d moves, %d echoes", tot.MovesSent, tot.EventsEchoed)
+	}
+	// Samples: about 2 a second per connected bot in this test; ghost
+	// samples only from the two observers.
+	if tot.GhostSamples == 0 || tot.ViewSamples == 0 {
+		t.Fatalf("observers saw nothing: %d ghost samples, %d view samples", tot.GhostSamples, tot.ViewSamples)
+	}
+	perObserver := float64(tot.GhostsHeld) / float64(tot.GhostSamples)
+	if perObserver < 5 { // 7 peers each
+		t.Errorf("an observer holds %.1f ghosts, want ≈ 7", perObserver)
+	}
+	all := cfg
+	all.Observers = 1
+	z2 := newFakeZone(t, fakezone.Options{})
+	all.Servers = []netip.AddrPort{z2.Addr}
+	r1, _ := runSwarm(t, all)
+	if r1.Totals.GhostSamples < 3*tot.GhostSamples {
+		t.Errorf("ghost samples: %d with every bot observing, %d with a quarter", r1.Totals.GhostSamples, tot.GhostSamples)
+	}
+	for _, o := range []float64{0, 0.1, 0.5, 1} {
+		n := 0
+		for i := range 1000 {
+			if isObserver(i, o) {
+				n++
+			}
+		}
+		if n != int(o*1000) {
+			t.Errorf("observers %v: %d of 1000", o, n)
+		}
+	}
+}

@@ -7,29 +7,44 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
-// transport is one worker's sockets: one UDP socket per bot session,
-// connected to the server. A socket per bot is forced by the protocol:
-// the server's short-form datagrams carry no connection id and it routes a
-// client by source address, so bots cannot share a source port.
+// transport is one worker's sockets. Two kinds:
+//
+//   - one UDP socket per bot session, connected to the server (epoll,
+//     goroutines): the bots send the short form, which the server routes
+//     by source address;
+//   - one socket shared by all of the worker's bots (shared): the bots send
+//     the long form with the connection id (docs/protocol.md § 7.18.6), the
+//     transport sorts the server's replies by connection or token id, and
+//     datagrams move in recvmmsg/sendmmsg batches.
 //
 // A worker goroutine owns its transport; only wait blocks. Sockets are
 // named by a tag, the bot's slot in the worker.
 type transport interface {
-	// open creates a socket connected to server for the bot with tag.
+	// open creates the bot's socket to server (a shared transport: its
+	// place on the shared socket).
 	open(server netip.AddrPort, tag int32) (sock, error)
+	// bind tells the transport the token the bot's session connects with,
+	// so that a shared socket can route the handshake's replies to it.
+	bind(s sock, tok *handshake.Token)
 	// close closes a socket; datagrams still queued for it are dropped.
 	close(s sock)
-	// send writes one datagram. A full socket buffer drops it (errWouldBlock).
+	// send writes one datagram (a shared transport queues it until the
+	// next wait). A full socket buffer drops it (errWouldBlock).
 	send(s sock, p []byte) error
-	// wait blocks until a datagram arrives or timeout passes and calls fn
-	// for every datagram it read (p valid only during fn; err set for a
-	// socket error, p nil then). It returns how many callbacks it made.
+	// wait sends what is queued, then blocks until a datagram arrives or
+	// timeout passes and calls fn for every datagram it read (p valid only
+	// during fn; err set for a socket error, p nil then). It returns how
+	// many callbacks it made.
 	wait(timeout time.Duration, fn func(tag int32, p []byte, err error)) int
 	// shutdown closes every socket and frees the transport.
 	shutdown()
 	name() string
+	// shared: the bots share sockets and must send the long form.
+	shared() bool
 }
 
 type sock = int
@@ -40,22 +55,31 @@ var errWouldBlock = errors.New("socket buffer full")
 // longer one is garbage and is truncated (then rejected by the session).
 const maxDatagram = 1500
 
-// newTransport returns the named transport ("auto": the best this platform has).
-func newTransport(kind string) (transport, error) {
+// newTransport returns the named transport ("auto": the cheapest this
+// platform has — shared sockets with batches, else a socket per bot). v6:
+// the servers are IPv6 (a shared socket serves one address family).
+func newTransport(kind string, v6 bool) (transport, error) {
 	switch kind {
 	case "", "auto":
+		if t, err := newSharedTransport(v6); err == nil {
+			return t, nil
+		} else if !errors.Is(err, errUnsupported) {
+			return nil, err
+		}
 		if t, err := newEpollTransport(); err == nil {
 			return t, nil
 		} else if !errors.Is(err, errUnsupported) {
 			return nil, err
 		}
 		return newChanTransport(), nil
+	case "shared":
+		return newSharedTransport(v6)
 	case "epoll":
 		return newEpollTransport()
 	case "goroutines":
 		return newChanTransport(), nil
 	}
-	return nil, fmt.Errorf("unknown transport %q (auto, epoll, goroutines)", kind)
+	return nil, fmt.Errorf("unknown transport %q (auto, shared, epoll, goroutines)", kind)
 }
 
 var errUnsupported = errors.New("transport not supported on this platform")
@@ -90,7 +114,9 @@ func newChanTransport() *chanTransport {
 	return t
 }
 
-func (t *chanTransport) name() string { return "goroutines" }
+func (t *chanTransport) name() string                { return "goroutines" }
+func (t *chanTransport) shared() bool                { return false }
+func (t *chanTransport) bind(sock, *handshake.Token) {}
 
 func (t *chanTransport) open(server netip.AddrPort, tag int32) (sock, error) {
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(server))

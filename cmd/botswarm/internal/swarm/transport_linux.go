@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
 // epollTransport is the Linux transport: non-blocking connected UDP sockets
@@ -62,7 +64,9 @@ func newEpollTransport() (*epollTransport, error) {
 	return t, nil
 }
 
-func (t *epollTransport) name() string { return "epoll" }
+func (t *epollTransport) name() string                { return "epoll" }
+func (t *epollTransport) shared() bool                { return false }
+func (t *epollTransport) bind(sock, *handshake.Token) {}
 
 func (t *epollTransport) open(server netip.AddrPort, tag int32) (sock, error) {
 	var sa unix.Sockaddr

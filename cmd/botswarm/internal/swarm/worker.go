@@ -61,6 +61,14 @@ func (w *worker) run() {
 		wait := w.heap[0].wake - w.now()
 		wait = min(max(wait, 0), maxWait)
 		w.tr.wait(wait, w.onDatagram)
+		if se, ok := w.tr.(interface{ takeSendErrors() uint64 }); ok {
+			if n := se.takeSendErrors(); n > 0 {
+				w.shard.Mu.Lock()
+				w.shard.C.Errors += n
+				w.shard.C.SocketErrors += n
+				w.shard.Mu.Unlock()
+			}
+		}
 	}
 }
 

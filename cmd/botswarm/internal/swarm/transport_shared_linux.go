@@ -1,0 +1,359 @@
+//go:build linux
+
+package swarm
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// sharedTransport puts all of a worker's bots on one unconnected UDP
+// socket (docs/protocol.md § 7.18.6): every bot's session sends the long
+// form (connection id in the clear), so the server routes by connection id,
+// and the transport sorts the server's datagrams without trial decryption —
+// long form, Disconnect and NoConnection by connection id, Challenge and
+// Denied by the token id they echo, an Accepted (which names neither) by
+// verifying its tag under the key of each bot of that server still
+// connecting. Datagrams move in batches: one recvmmsg reads up to
+// sharedBatch, and the datagrams the bots send during a turn go out with
+// one sendmmsg per sharedBatch when the worker next waits. The worker
+// blocks in recvmmsg itself (the runtime's poller, a read deadline for the
+// timeout): no goroutine, channel or timer per socket or bot.
+type sharedTransport struct {
+	uc    *net.UDPConn
+	v6    bool
+	read  func([]ipv4.Message, int) (int, error)
+	write func([]ipv4.Message, int) (int, error)
+
+	rmsgs    []ipv4.Message
+	rbufs    [][maxDatagram]byte
+	deadline time.Time // read deadline in force (zero: none)
+
+	wmsgs []ipv4.Message
+	wbufs [][maxDatagram]byte
+	nout  int
+	// sendErrs counts datagrams a failed sendmmsg dropped (the worker
+	// takes them as socket errors).
+	sendErrs uint64
+
+	socks   []sharedSock // by tag (a bot has one session at a time)
+	byConn  map[handshake.ConnID]int32
+	byToken map[handshake.TokenID]int32
+	pending []int32 // tags still handshaking, for Accepted
+	nopen   int
+	// unrouted counts datagrams that named no bot of this socket (late
+	// ones for ended sessions, short forms): dropped.
+	unrouted uint64
+}
+
+type sharedSock struct {
+	open   bool
+	server netip.AddrPort
+	addr   *net.UDPAddr // server, as sendmmsg wants it (allocated once per session)
+	tok    *handshake.Token
+	conn   handshake.ConnID
+}
+
+// sharedBatch is how many datagrams one recvmmsg or sendmmsg moves.
+const sharedBatch = 64
+
+// sharedBuffer is the socket buffer size asked for: one socket carries
+// thousands of bots (≈ 20 datagrams a second each), so it must absorb a
+// worker's turn of them.
+const sharedBuffer = 8 << 20
+
+func newSharedTransport(v6 bool) (*sharedTransport, error) {
+	network := "udp4"
+	if v6 {
+		network = "udp6"
+	}
+	// Any local address: the kernel picks the source per destination.
+	uc, err := net.ListenUDP(network, nil)
+	if err != nil {
+		return nil, fmt.Errorf("shared socket: %w", err)
+	}
+	t := &sharedTransport{uc: uc, v6: v6,
+		byConn: map[handshake.ConnID]int32{}, byToken: map[handshake.TokenID]int32{}}
+	if v6 {
+		pc := ipv6.NewPacketConn(uc)
+		t.read, t.write = pc.ReadBatch, pc.WriteBatch
+	} else {
+		pc := ipv4.NewPacketConn(uc)
+		t.read, t.write = pc.ReadBatch, pc.WriteBatch
+	}
+	_ = uc.SetReadBuffer(sharedBuffer)
+	_ = uc.SetWriteBuffer(sharedBuffer)
+	if rc, err := uc.SyscallConn(); err == nil {
+		// As root, past net.core.rmem_max (ignored when not permitted).
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, sharedBuffer)
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sharedBuffer)
+		})
+	}
+	t.rmsgs, t.rbufs = make([]ipv4.Message, sharedBatch), make([][maxDatagram]byte, sharedBatch)
+	t.wmsgs, t.wbufs = make([]ipv4.Message, sharedBatch), make([][maxDatagram]byte, sharedBatch)
+	for i := range t.rmsgs {
+		t.rmsgs[i].Buffers = [][]byte{t.rbufs[i][:]}
+		t.wmsgs[i].Buffers = make([][]byte, 1)
+	}
+	return t, nil
+}
+
+func (t *sharedTransport) name() string { return "shared" }
+func (t *sharedTransport) shared() bool { return true }
+
+func (t *sharedTransport) open(server netip.AddrPort, tag int32) (sock, error) {
+	a := server.Addr().Unmap()
+	if a.Is4() == t.v6 {
+		return -1, fmt.Errorf("shared socket: server %v is not of the socket's address family (one --server family per run)", server)
+	}
+	for int(tag) >= len(t.socks) {
+		t.socks = append(t.socks, sharedSock{})
+	}
+	s := &t.socks[tag]
+	if s.open {
+		t.close(int(tag))
+	}
+	*s = sharedSock{open: true, server: netip.AddrPortFrom(a, server.Port()),
+		addr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, server.Port()))}
+	t.pending = append(t.pending, tag)
+	t.nopen++
+	return int(tag), nil
+}
+
+func (t *sharedTransport) bind(s sock, tok *handshake.Token) {
+	if s < 0 || s >= len(t.socks) || !t.socks[s].open {
+		return
+	}
+	t.socks[s].tok = tok
+	t.byToken[tok.ID] = int32(s)
+}
+
+func (t *sharedTransport) close(s sock) {
+	if s < 0 || s >= len(t.socks) || !t.socks[s].open {
+		return
+	}
+	ss := &t.socks[s]
+	if ss.tok != nil && t.byToken[ss.tok.ID] == int32(s) {
+		delete(t.byToken, ss.tok.ID)
+	}
+	if !ss.conn.IsZero() && t.byConn[ss.conn] == int32(s) {
+		delete(t.byConn, ss.conn)
+	}
+	t.unpend(int32(s))
+	*ss = sharedSock{}
+	t.nopen--
+}
+
+func (t *sharedTransport) unpend(tag int32) {
+	for i, p := range t.pending {
+		if p == tag {
+			last := len(t.pending) - 1
+			t.pending[i] = t.pending[last]
+			t.pending = t.pending[:last]
+			return
+		}
+	}
+}
+
+// send queues one datagram for the next sendmmsg (when the worker waits,
+// or when the batch is full).
+func (t *sharedTransport) send(s sock, p []byte) error {
+	if s < 0 || s >= len(t.socks) || !t.socks[s].open {
+		return net.ErrClosed
+	}
+	if len(p) > maxDatagram {
+		return fmt.Errorf("datagram of %d bytes", len(p))
+	}
+	m := &t.wmsgs[t.nout]
+	m.Buffers[0] = t.wbufs[t.nout][:copy(t.wbufs[t.nout][:], p)]
+	m.Addr = t.socks[s].addr
+	t.nout++
+	if t.nout == len(t.wmsgs) {
+		t.flush()
+	}
+	return nil
+}
+
+// flush sends every queued datagram (sendmmsg; it waits for buffer space
+// rather than drop).
+func (t *sharedTransport) flush() {
+	sent := 0
+	for sent < t.nout {
+		n, err := t.write(t.wmsgs[sent:t.nout], 0)
+		sent += max(n, 0)
+		if err != nil {
+			// The datagram at sent failed (ENOBUFS, EPERM, …): skip it.
+			if sent < t.nout {
+				sent++
+				t.sendErrs++
+			}
+			continue
+		}
+		if n == 0 {
+			t.sendErrs += uint64(t.nout - sent)
+			break
+		}
+	}
+	for i := range t.nout {
+		t.wmsgs[i].Buffers[0], t.wmsgs[i].Addr = nil, nil
+	}
+	t.nout = 0
+}
+
+// takeSendErrors returns and resets the count of datagrams sendmmsg lost.
+func (t *sharedTransport) takeSendErrors() uint64 {
+	n := t.sendErrs
+	t.sendErrs = 0
+	return n
+}
+
+func (t *sharedTransport) wait(timeout time.Duration, fn func(int32, []byte, error)) int {
+	t.flush()
+	n := t.readNow()
+	if n == 0 && timeout > 0 {
+		t.deadline = time.Now().Add(timeout)
+		_ = t.uc.SetReadDeadline(t.deadline)
+		var err error
+		n, err = t.read(t.rmsgs, 0)
+		if err != nil {
+			n = 0 // the deadline passed, or the socket is closed
+		}
+	}
+	calls := t.dispatch(n, fn)
+	// A full batch: more may be queued. Take a few more batches now
+	// (bounded, so the bots' timers are not starved).
+	for i := 0; n == len(t.rmsgs) && i < 4; i++ {
+		n = t.readNow()
+		calls += t.dispatch(n, fn)
+	}
+	return calls
+}
+
+// readNow reads what is queued without blocking.
+func (t *sharedTransport) readNow() int {
+	if !t.deadline.IsZero() && !time.Now().Before(t.deadline) {
+		// An expired deadline fails every read before it is tried.
+		t.deadline = time.Time{}
+		_ = t.uc.SetReadDeadline(t.deadline)
+	}
+	n, err := t.read(t.rmsgs, unix.MSG_DONTWAIT)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+func (t *sharedTransport) dispatch(n int, fn func(int32, []byte, error)) int {
+	calls := 0
+	for i := range n {
+		m := &t.rmsgs[i]
+		p := t.rbufs[i][:min(m.N, maxDatagram)]
+		tag := t.route(p, m.Addr)
+		m.Addr = nil
+		if tag < 0 {
+			t.unrouted++
+			continue
+		}
+		fn(tag, p, nil)
+		calls++
+	}
+	return calls
+}
+
+// route names the bot a datagram from the server is for, or -1.
+func (t *sharedTransport) route(p []byte, from net.Addr) int32 {
+	kind, err := handshake.Classify(p)
+	if err != nil {
+		return -1
+	}
+	byConn := func(id handshake.ConnID, err error) int32 {
+		if err != nil {
+			return -1
+		}
+		if tag, ok := t.byConn[id]; ok {
+			return tag
+		}
+		return -1
+	}
+	byToken := func(id handshake.TokenID, err error) int32 {
+		if err != nil {
+			return -1
+		}
+		if tag, ok := t.byToken[id]; ok {
+			return tag
+		}
+		return -1
+	}
+	switch kind {
+	case handshake.KindRouted:
+		id, _, err := handshake.ParseRouted(p)
+		return byConn(id, err)
+	case handshake.KindDisconnect:
+		return byConn(handshake.ParseDisconnectID(p))
+	case handshake.KindNoConnection:
+		return byConn(handshake.ParseNoConnection(p))
+	case handshake.KindChallenge:
+		id, _, err := handshake.ParseChallenge(p)
+		return byToken(id, err)
+	case handshake.KindDenied:
+		_, id, err := handshake.ParseDenied(p)
+		return byToken(id, err)
+	case handshake.KindAccepted:
+		return t.routeAccepted(p, from)
+	}
+	return -1 // a short form names no one on a shared socket
+}
+
+// routeAccepted finds the bot an Accepted is for: a retry by the
+// connection id it names (known after the first), the first one by its tag
+// under the keys of that server's bots still connecting.
+func (t *sharedTransport) routeAccepted(p []byte, from net.Addr) int32 {
+	if len(p) < 1+handshake.ConnIDSize {
+		return -1
+	}
+	var id handshake.ConnID
+	copy(id[:], p[1:1+handshake.ConnIDSize])
+	if tag, ok := t.byConn[id]; ok {
+		return tag
+	}
+	var src netip.AddrPort
+	if ua, ok := from.(*net.UDPAddr); ok {
+		ap := ua.AddrPort()
+		src = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	for _, tag := range t.pending {
+		s := &t.socks[tag]
+		if s.tok == nil || (src.IsValid() && s.server != src) {
+			continue
+		}
+		got, err := handshake.OpenAccepted(p, s.tok, s.server)
+		if err != nil || got != id {
+			continue
+		}
+		s.conn = id
+		t.byConn[id] = tag
+		t.unpend(tag)
+		return tag
+	}
+	return -1
+}
+
+func (t *sharedTransport) shutdown() {
+	t.flush()
+	for i := range t.socks {
+		t.socks[i] = sharedSock{}
+	}
+	clear(t.byConn)
+	clear(t.byToken)
+	t.pending, t.nopen = t.pending[:0], 0
+	_ = t.uc.Close()
+}
