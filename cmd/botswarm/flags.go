@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -64,6 +65,8 @@ type options struct {
 
 	tick       time.Duration
 	hitchLimit time.Duration
+
+	metricsURL string
 
 	report, html, slo string
 	quiet             bool
@@ -130,6 +133,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.DurationVar(&o.tick, "tick", metrics.DefaultTick, "the server's tick period `D` (zoned's default: 50ms, 20 Hz); the handoff-hitch limit is two of them plus the RTT")
 	fs.DurationVar(&o.hitchLimit, "hitch-limit", 0, "the handoff-hitch invariant fails when the hitch p99 exceeds `D` (0: two --tick periods + the run's RTT p99 + what the simulated loss and jitter explain)")
 
+	fs.StringVar(&o.metricsURL, "metrics-url", "", "scrape the server's Prometheus `URL` (zoned: http://HOST:PORT/metrics on its --http address) once a second during the run: zone tick cost, server CPU and heap are plotted beside the bots' view and reported (server_tick_p99, server_cpu, server_heap)")
 	fs.StringVar(&o.report, "report", "", "write the JSON report (every metric and histogram) to `FILE`")
 	fs.StringVar(&o.html, "html", "", "write the self-contained HTML report (plots; opens offline) to `FILE`")
 	fs.StringVar(&o.slo, "slo", "", "SLO gate `SPEC`, e.g. 'rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m': exit status 1 when a target is missed")
@@ -293,6 +297,12 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	if o.tick <= 0 || o.tick > 10*time.Second {
 		return p, usagef("--tick %v: want a period in (0, 10s]", o.tick)
 	}
+	if o.metricsURL != "" {
+		u, err := url.Parse(o.metricsURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return p, usagef("--metrics-url %q: want http://HOST:PORT/metrics", o.metricsURL)
+		}
+	}
 	if o.hitchLimit < 0 {
 		return p, usagef("--hitch-limit %v: must not be negative", o.hitchLimit)
 	}
@@ -343,7 +353,7 @@ func (p plan) config(transport string, workers int) map[string]any {
 		"send_rate_hz": o.sendRate, "impairment": mix, "echo_interval": o.echoInterval.String(),
 		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo,
 		"transport": transport, "workers": workers, "drain": o.drain.String(),
-		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(), "observers": p.cfg.Observers,
+		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(), "observers": p.cfg.Observers, "metrics_url": o.metricsURL,
 	}
 }
 

@@ -25,10 +25,12 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/report"
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/scenario"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/scrape"
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/swarm"
 )
 
@@ -95,9 +97,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			f.Close()
 		}()
 	}
+	var scr *scrape.Scraper
+	scrDone := make(chan struct{})
+	scrCtx, stopScrape := context.WithCancel(context.Background())
+	if o.metricsURL != "" {
+		scr = scrape.New(o.metricsURL, time.Now())
+		go func() {
+			defer close(scrDone)
+			scr.Run(scrCtx, time.Second)
+		}()
+	} else {
+		close(scrDone)
+	}
 	col := sw.Run(ctx)
+	stopScrape()
+	<-scrDone
 	r := metrics.Build(col, p.config(sw.Transport(), sw.Workers()), p.metricsOptions())
 	r.Self.Transport, r.Self.Workers, r.Self.Observers = sw.Transport(), sw.Workers(), sw.Observers()
+	if scr != nil {
+		ps, fails, err := scr.Series()
+		r.SetServer(ps)
+		if fails > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("--metrics-url: %d of %d scrapes failed (last: %v)", fails, fails+len(ps), err))
+		}
+	}
 	r.Notes = append(r.Notes, notes(r, p)...)
 	passed := r.Gate(o.slo, p.spec)
 

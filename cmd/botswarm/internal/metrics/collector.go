@@ -56,6 +56,17 @@ type Point struct {
 	CPU           Num     `json:"cpu_cores"` // CPU this process used, in cores
 }
 
+// ServerPoint is one scrape of the server's own metrics (--metrics-url):
+// the zones' tick cost, the process's CPU and heap, zone input drops.
+type ServerPoint struct {
+	T               float64 `json:"t"`                 // seconds since the start
+	TickP50         Num     `json:"tick_p50_ms"`       // ghostwire_zone_tick_cost_seconds{quantile="0.5"}
+	TickP99         Num     `json:"tick_p99_ms"`       // … quantile="0.99"
+	CPU             Num     `json:"cpu_cores"`         // process_cpu_seconds_total, rate
+	HeapBytes       Num     `json:"heap_bytes"`        // go_memstats_heap_alloc_bytes
+	InputsDroppedPS Num     `json:"inputs_dropped_ps"` // ghostwire_zone_inputs_dropped_total, rate
+}
+
 // Collector turns the shards' counters into a per-second time series and
 // keeps the whole run's histograms. Sample is called from one goroutine.
 type Collector struct {

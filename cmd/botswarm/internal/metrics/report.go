@@ -36,6 +36,10 @@ var Known = map[string]slo.Kind{
 	"bytes_in_per_bot":  slo.Count, // bytes per second per connected bot, run mean
 	"bytes_out_per_bot": slo.Count,
 	"cpu_per_bot":       slo.Ratio, // cores per connected bot, run mean (botswarm's own CPU)
+	// The server's own figures, scraped with --metrics-url (no data without).
+	"server_tick_p99": slo.Duration, // worst scraped zone tick cost p99
+	"server_cpu":      slo.Ratio,    // mean server CPU in cores while bots were connected
+	"server_heap":     slo.Count,    // largest scraped heap, bytes
 }
 
 // Invariant is one correctness property the bots checked, with its counts.
@@ -81,7 +85,10 @@ type Report struct {
 	// Self is what botswarm itself cost (its process, not the server's).
 	Self   *SelfCost `json:"botswarm,omitempty"`
 	Series []Point   `json:"series"`
-	Notes  []string  `json:"notes,omitempty"`
+	// Server is the server's own view, scraped once a second from
+	// --metrics-url (absent without it).
+	Server []ServerPoint `json:"server_series,omitempty"`
+	Notes  []string      `json:"notes,omitempty"`
 }
 
 // SelfCost is botswarm's own cost: CPU per bot (the swarm's price), the
@@ -272,7 +279,42 @@ func (r *Report) values(c *Collector) map[string]Num {
 	if cpuSeconds > 0 {
 		m["cpu_per_bot"] = Num(cpu / cpuSeconds)
 	}
+	m["server_tick_p99"], m["server_cpu"], m["server_heap"] = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
 	return m
+}
+
+// SetServer adds the server's scraped series and its summary metrics.
+func (r *Report) SetServer(ps []ServerPoint) {
+	r.Server = ps
+	tick, heap, cpu, n := math.NaN(), math.NaN(), 0.0, 0
+	for _, p := range ps {
+		if v := float64(p.TickP99); !math.IsNaN(v) && !(v <= tick) {
+			tick = v
+		}
+		if v := float64(p.HeapBytes); !math.IsNaN(v) && !(v <= heap) {
+			heap = v
+		}
+		if v := float64(p.CPU); !math.IsNaN(v) && r.connectedAt(p.T) {
+			cpu += v
+			n++
+		}
+	}
+	r.Metrics["server_tick_p99"] = Num(tick / 1e3)
+	r.Metrics["server_heap"] = Num(heap)
+	r.Metrics["server_cpu"] = Num(math.NaN())
+	if n > 0 {
+		r.Metrics["server_cpu"] = Num(cpu / float64(n))
+	}
+}
+
+// connectedAt reports whether bots were connected in the second around t.
+func (r *Report) connectedAt(t float64) bool {
+	for _, p := range r.Series {
+		if math.Abs(p.T-t) <= 0.5 {
+			return p.Connected > 0
+		}
+	}
+	return false
 }
 
 func pctName(q float64) string {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"os"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
@@ -23,12 +22,18 @@ type Figure struct {
 
 // Figures draws every plot of the report.
 func Figures(r *metrics.Report) ([]Figure, error) {
-	nan := math.NaN()
 	f := func(v metrics.Num) float64 { return float64(v) }
 	type spec struct {
 		title string
 		draw  func() (string, error)
 	}
+	cpu := spec{"CPU", func() (string, error) {
+		ss := []series{{name: "botswarm", y: func(p metrics.Point) float64 { return f(p.CPU) }}}
+		if len(r.Server) > 0 {
+			ss = append(ss, series{name: "server (--metrics-url)", dash: true, server: func(p metrics.ServerPoint) float64 { return f(p.CPU) }})
+		}
+		return timePlot(r, "CPU used", "cores", ss...)
+	}}
 	specs := []spec{
 		{"Bots connected", func() (string, error) {
 			return timePlot(r, "Bots connected", "bots",
@@ -55,16 +60,11 @@ func Figures(r *metrics.Report) ([]Figure, error) {
 				series{name: "protocol (notify fates)", y: func(p metrics.Point) float64 { return 100 * f(p.Loss) }},
 				series{name: "simulated network", y: func(p metrics.Point) float64 { return 100 * f(p.NetLoss) }, dash: true})
 		}},
-		{"Ghosts and CPU", func() (string, error) {
-			return timePlot(r, "Ghosts per bot, botswarm CPU", "ghosts / cores×100",
-				series{name: "ghosts per bot", y: func(p metrics.Point) float64 { return f(p.Ghosts) }},
-				series{name: "CPU (cores × 100)", y: func(p metrics.Point) float64 {
-					if math.IsNaN(f(p.CPU)) {
-						return nan
-					}
-					return 100 * f(p.CPU)
-				}, dash: true})
+		{"Ghosts per bot", func() (string, error) {
+			return timePlot(r, "Ghosts held per observing bot", "ghosts",
+				series{name: "ghosts per bot", y: func(p metrics.Point) float64 { return f(p.Ghosts) }})
 		}},
+		cpu,
 		{"View error CDF", func() (string, error) {
 			return cdfPlot(r.Histograms["view_err"], "View error (peer ghost vs true position)", "error (m)")
 		}},
@@ -74,6 +74,33 @@ func Figures(r *metrics.Report) ([]Figure, error) {
 		{"Handoff hitch CDF", func() (string, error) {
 			return cdfPlot(r.Histograms["handoff_hitch"], "Handoff hitch (longest control gap)", "gap (ms)")
 		}},
+	}
+	if len(r.Server) > 0 {
+		// The server's view beside the bots': after "bots connected" and
+		// "RTT", its tick cost next to the CPU panel, then heap and drops.
+		srv := []spec{
+			{"Server tick cost", func() (string, error) {
+				return timePlot(r, "Server: zone tick cost", "ms",
+					series{name: "p50", server: func(p metrics.ServerPoint) float64 { return f(p.TickP50) }},
+					series{name: "p99", server: func(p metrics.ServerPoint) float64 { return f(p.TickP99) }})
+			}},
+			cpu,
+			{"Server heap", func() (string, error) {
+				return timePlot(r, "Server: Go heap allocated (heap_alloc)", "MB",
+					series{name: "heap", server: func(p metrics.ServerPoint) float64 { return f(p.HeapBytes) / 1e6 }})
+			}},
+			{"Server inputs dropped", func() (string, error) {
+				return timePlot(r, "Server: inputs dropped by the zones", "per second",
+					series{name: "inputs dropped", server: func(p metrics.ServerPoint) float64 { return f(p.InputsDroppedPS) }})
+			}},
+		}
+		var rest []spec
+		for _, sp := range specs[2:] {
+			if sp.title != "CPU" {
+				rest = append(rest, sp)
+			}
+		}
+		specs = append(append(specs[:2:2], srv...), rest...)
 	}
 	out := make([]Figure, 0, len(specs))
 	for _, s := range specs {
@@ -109,11 +136,12 @@ pre{background:#f7f7f7;padding:.7em;overflow:auto;font-size:.85em}
 </style></head><body>
 <h1>botswarm report</h1>
 <p>Started {{.R.Started.Format "2006-01-02 15:04:05 MST"}}, ran {{printf "%.1f" .R.Duration}} s; peak {{.R.PeakBots}} bots connected.</p>
-{{with .R.SLO}}<h2>SLO gate: {{if .Passed}}<span class="ok">passed</span>{{else}}<span class="bad">FAILED</span>{{end}}</h2>
+{{if and .R.SLO .R.SLO.Results}}{{with .R.SLO}}<h2>SLO gate: {{if .Passed}}<span class="ok">passed</span>{{else}}<span class="bad">FAILED</span>{{end}}</h2>
 <p><code>{{.Spec}}</code></p>
 <table><tr><th>target</th><th>verdict</th></tr>
 {{range .Results}}<tr><td>{{.Text}}</td><td>{{if .OK}}<span class="ok">ok</span>{{else}}<span class="bad">missed</span>{{end}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table>{{end}}{{else}}<h2>SLO gate: <span class="muted">none</span></h2>
+<p class="muted">No targets were given (<code>--slo</code>): nothing was gated; the invariants below still decide the exit status.</p>{{end}}
 <h2>Invariants</h2>
 <table><tr><th>invariant</th><th>verdict</th><th>detail</th></tr>
 {{range .R.Invariants}}<tr><td>{{.Name}}</td><td>{{if not .Checked}}<span class="muted">not checked</span>{{else if .OK}}<span class="ok">holds</span>{{else}}<span class="bad">violated</span>{{end}}</td><td>{{.Detail}}</td></tr>

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -23,24 +24,51 @@ const (
 	plotH = 9 * vg.Centimeter
 )
 
-// series is one line of a plot: y over the report's time axis.
+// series is one line of a plot: y over the report's time axis, from the
+// bots' series (y) or the server's scraped one (server).
 type series struct {
-	name string
-	y    func(p metrics.Point) float64
-	dash bool
+	name   string
+	y      func(p metrics.Point) float64
+	server func(p metrics.ServerPoint) float64
+	dash   bool
+}
+
+// points returns the series' (t, y) samples; NaN marks a gap.
+func (s series) points(r *metrics.Report) plotter.XYs {
+	var xy plotter.XYs
+	if s.server != nil {
+		for _, p := range r.Server {
+			xy = append(xy, plotter.XY{X: p.T, Y: s.server(p)})
+		}
+		return xy
+	}
+	for _, p := range r.Series {
+		xy = append(xy, plotter.XY{X: p.T, Y: s.y(p)})
+	}
+	return xy
 }
 
 // timePlot draws lines over the run's seconds. NaN samples (a second with
-// no data) break the line instead of plotting as zero.
+// no data) break the line instead of plotting as zero. The y axis starts
+// at 0 for data that never goes negative, and leaves the top of the plot
+// to the legend, so the legend never sits on a line.
 func timePlot(r *metrics.Report, title, ylabel string, ss ...series) (string, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = ylabel
+	p.X.Tick.Marker = niceTicks{n: 8}
+	p.Y.Tick.Marker = niceTicks{n: 5}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(4)
 	drawn := false
+	ymin, ymax := math.Inf(1), math.Inf(-1)
+	tmax := 0.0
+	for _, pt := range r.Series {
+		tmax = math.Max(tmax, pt.T)
+	}
 	for i, s := range ss {
 		var lines []*plotter.Line
 		var seg plotter.XYs
@@ -61,15 +89,16 @@ func timePlot(r *metrics.Report, title, ylabel string, ss ...series) (string, er
 			seg = nil
 			return nil
 		}
-		for _, pt := range r.Series {
-			v := s.y(pt)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
+		for _, xy := range s.points(r) {
+			if math.IsNaN(xy.Y) || math.IsInf(xy.Y, 0) {
 				if err := flush(); err != nil {
 					return "", err
 				}
 				continue
 			}
-			seg = append(seg, plotter.XY{X: pt.T, Y: v})
+			ymin, ymax = math.Min(ymin, xy.Y), math.Max(ymax, xy.Y)
+			tmax = math.Max(tmax, xy.X)
+			seg = append(seg, xy)
 		}
 		if err := flush(); err != nil {
 			return "", err
@@ -85,8 +114,62 @@ func timePlot(r *metrics.Report, title, ylabel string, ss ...series) (string, er
 	if !drawn {
 		return noData(title), nil
 	}
-	p.Y.Min = math.Min(p.Y.Min, 0)
+	p.X.Min, p.X.Max = 0, math.Max(tmax, 1)
+	p.Y.Min, p.Y.Max = yRange(ymin, ymax, len(ss))
 	return render(p)
+}
+
+// yRange is the y axis for data in [lo, hi] under a legend of n entries:
+// from 0 (or below, for negative data), and tall enough that the data stay
+// below the legend's band at the top. All-zero data (no loss, no drops)
+// get the axis 0…1 rather than −1…1.
+func yRange(lo, hi float64, n int) (float64, float64) {
+	ymin := math.Min(lo, 0)
+	top := hi
+	if top <= ymin {
+		top = ymin + 1
+	}
+	// The legend takes ≈ 16 pt per entry (and its margin) of a ≈ 180 pt
+	// tall data area.
+	band := math.Min(0.5, (10+16*float64(n))/180)
+	return ymin, ymin + (top-ymin)/(1-band)
+}
+
+// niceTicks labels about n round values (1, 2, 2.5 or 5 × 10^k) with
+// unlabelled minor ticks between them: time axes read in seconds, not in
+// three coarse steps.
+type niceTicks struct{ n int }
+
+func (t niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	raw := (hi - lo) / float64(max(t.n, 2))
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	minor := step / 5
+	var ticks []plot.Tick
+	prec := max(0, -int(math.Floor(math.Log10(step)+1e-9)))
+	if step/mag == 2.5 {
+		prec++
+	}
+	for i := math.Ceil(lo / minor); i*minor <= hi+minor*1e-6; i++ {
+		v := i * minor
+		k := math.Round(v / step)
+		if math.Abs(v-k*step) < minor*1e-3 {
+			vv := k * step
+			ticks = append(ticks, plot.Tick{Value: vv, Label: strconv.FormatFloat(vv, 'f', prec, 64)})
+		} else {
+			ticks = append(ticks, plot.Tick{Value: v})
+		}
+	}
+	return ticks
 }
 
 // cdfPlot draws a histogram summary as an empirical CDF.
@@ -155,7 +238,10 @@ func cdfPlot(s metrics.Summary, title, xlabel string) (string, error) {
 		p.Add(m)
 		p.Legend.Add(fmt.Sprintf("%s = %.3g %s", q.name, q.v, s.Unit), m)
 	}
-	p.Legend.Top = false
+	// A CDF climbs from the bottom left to the top right: its top left is
+	// empty, so the legend goes there.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(4), -vg.Points(4)
 	return render(p)
 }
 

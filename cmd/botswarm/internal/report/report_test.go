@@ -64,8 +64,8 @@ func TestHTMLIsSelfContained(t *testing.T) {
 		t.Fatalf("the page references network resources: %q", refs)
 	}
 	s := string(page)
-	if n := strings.Count(s, "<svg"); n != 9 {
-		t.Errorf("%d inline SVG plots, want 9", n)
+	if n := strings.Count(s, "<svg"); n != 10 {
+		t.Errorf("%d inline SVG plots, want 10", n)
 	}
 	for _, want := range []string{"Bots connected", "Round-trip time", "Bandwidth per bot", "Handoffs", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
 		if !strings.Contains(s, want) {
@@ -156,4 +156,65 @@ func mustRefs(t *testing.T, page []byte) []string {
 		t.Fatal(err)
 	}
 	return refs
+}
+
+// TestHTMLReadsRight: what a QA lead saw wrong. No --slo: the gate reads
+// "none", not a green "passed" over an empty table. With the server's
+// series: its panels are there. Time axes carry more than three labels;
+// an all-zero series gets the axis 0…1, never −1…1; the legend's band
+// stays clear of the data.
+func TestHTMLReadsRight(t *testing.T) {
+	r := sampleReport(t)
+	r.Gate("", slo.Spec{})
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if strings.Contains(s, `SLO gate: <span class="ok">passed`) || !strings.Contains(s, "SLO gate: <span class=\"muted\">none") {
+		t.Error("no --slo, yet the gate does not read 'none'")
+	}
+	if strings.Contains(s, "Server: zone tick cost") {
+		t.Error("server panels without --metrics-url")
+	}
+	nan := metrics.Num(math.NaN())
+	var ps []metrics.ServerPoint
+	for sec := 1; sec <= 20; sec++ {
+		ps = append(ps, metrics.ServerPoint{T: float64(sec), TickP50: 0.1, TickP99: metrics.Num(2 + sec%3), CPU: 0.4, HeapBytes: metrics.Num(50e6 + 1e6*sec), InputsDroppedPS: 0})
+	}
+	ps[0].CPU = nan
+	r.SetServer(ps)
+	b.Reset()
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	s = b.String()
+	for _, want := range []string{"Server: zone tick cost", "Server: Go heap allocated", "server (--metrics-url)", "Server: inputs dropped"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if v := float64(r.Metrics["server_tick_p99"]); v != 0.004 {
+		t.Errorf("server_tick_p99 = %v s, want 0.004", v)
+	}
+	if v := float64(r.Metrics["server_heap"]); v != 70e6 {
+		t.Errorf("server_heap = %v", v)
+	}
+
+	labels := 0
+	for _, tk := range (niceTicks{n: 8}).Ticks(0, 60) {
+		if tk.Label != "" {
+			labels++
+		}
+	}
+	if labels < 5 || labels > 10 {
+		t.Errorf("time axis 0…60 s: %d labelled ticks", labels)
+	}
+	if lo, hi := yRange(0, 0, 2); lo != 0 || hi < 1 {
+		t.Errorf("all-zero axis %v…%v, want 0…≥1", lo, hi)
+	}
+	lo, hi := yRange(0, 100, 3)
+	if lo != 0 || (hi-100)/(hi-lo) < 0.2 {
+		t.Errorf("axis %v…%v leaves no band for a 3-entry legend", lo, hi)
+	}
 }

@@ -91,6 +91,14 @@ func Summary(r *metrics.Report) []Row {
 		{"errors (socket / protocol / session)", fmt.Sprintf("%d (%d / %d / %d)", t.Errors, t.SocketErrors, t.ProtocolErrors, t.SessionErrors)},
 		{"botswarm CPU per bot", fmtNum(1000*m("cpu_per_bot"), "millicores")},
 	}
+	if sc := r.Self; sc != nil && sc.Transport != "" {
+		rows = append(rows, Row{"botswarm (sockets / workers / observing bots)",
+			fmt.Sprintf("%s / %d / %d of %d", sc.Transport, sc.Workers, sc.Observers, target)})
+	}
+	if len(r.Server) > 0 {
+		rows = append(rows, Row{"server (tick cost p99, worst / CPU / heap, largest)",
+			fmt.Sprintf("%s / %s / %s", fmtMs(1000*m("server_tick_p99")), fmtNum(m("server_cpu"), "cores"), fmtBytes(m("server_heap")))})
+	}
 	return rows
 }
 
