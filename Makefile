@@ -58,7 +58,7 @@ LOADTEST_SLO ?= rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m
 LOADTEST_DIR ?= loadtest-out
 LOADTEST_UDP ?= 127.0.0.1:7777
 
-loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_DURATION, LOADTEST_SLO)
+loadtest: ## headline load test: zoned + botswarm here, zoned's /metrics scraped into the report (LOADTEST_BOTS, LOADTEST_DURATION, LOADTEST_SLO)
 	@mkdir -p $(LOADTEST_DIR)
 	$(GO) build -o $(LOADTEST_DIR)/zoned ./cmd/zoned
 	$(GO) build -o $(LOADTEST_DIR)/botswarm ./cmd/botswarm
@@ -67,7 +67,9 @@ loadtest: ## headline load test: zoned + botswarm here (LOADTEST_BOTS, LOADTEST_
 	    > $(LOADTEST_DIR)/zoned.log 2>&1 & zpid=$$!; \
 	  trap 'kill -TERM $$zpid 2>/dev/null; wait $$zpid 2>/dev/null || true' EXIT; \
 	  for i in $$(seq 100); do grep -q 'zoned ready' $(LOADTEST_DIR)/zoned.log && break; sleep 0.1; done; \
+	  http=$$(sed -n 's/.*zoned ready.* http=\([^ ]*\).*/\1/p' $(LOADTEST_DIR)/zoned.log | head -n 1); \
 	  $(LOADTEST_DIR)/botswarm --server $(LOADTEST_UDP) --key-file $(LOADTEST_DIR)/data/token.key \
+	    $${http:+--metrics-url http://$$http/metrics} \
 	    --bots $(LOADTEST_BOTS) --ramp 100 --duration $(LOADTEST_DURATION) --scenario $(LOADTEST_SCENARIO) \
 	    --report $(LOADTEST_DIR)/report.json --html $(LOADTEST_DIR)/report.html \
 	    --slo '$(LOADTEST_SLO)' $(LOADTEST_FLAGS)
