@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
 )
@@ -122,6 +123,18 @@ type pageData struct {
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct": func(v metrics.Num) string { return fmtNum(float64(v)*100, "%") },
+	// sloParts splits "rtt_p99 = 19ms, target < 150ms: ok" into the
+	// measured value and the target (the verdict has its own column).
+	"sloParts": func(text string) [2]string {
+		if i := strings.LastIndex(text, ": "); i > 0 {
+			text = text[:i]
+		}
+		measured, target, ok := strings.Cut(text, ", target ")
+		if !ok {
+			return [2]string{text, ""}
+		}
+		return [2]string{measured, target}
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -138,8 +151,8 @@ pre{background:#f7f7f7;padding:.7em;overflow:auto;font-size:.85em}
 <p>Started {{.R.Started.Format "2006-01-02 15:04:05 MST"}}, ran {{printf "%.1f" .R.Duration}} s; peak {{.R.PeakBots}} bots connected.</p>
 {{if and .R.SLO .R.SLO.Results}}{{with .R.SLO}}<h2>SLO gate: {{if .Passed}}<span class="ok">passed</span>{{else}}<span class="bad">FAILED</span>{{end}}</h2>
 <p><code>{{.Spec}}</code></p>
-<table><tr><th>target</th><th>verdict</th></tr>
-{{range .Results}}<tr><td>{{.Text}}</td><td>{{if .OK}}<span class="ok">ok</span>{{else}}<span class="bad">missed</span>{{end}}</td></tr>
+<table><tr><th>measured</th><th>target</th><th>verdict</th></tr>
+{{range .Results}}{{$p := sloParts .Text}}<tr><td>{{index $p 0}}</td><td>{{index $p 1}}</td><td>{{if .OK}}<span class="ok">ok</span>{{else}}<span class="bad">missed</span>{{end}}</td></tr>
 {{end}}</table>{{end}}{{else}}<h2>SLO gate: <span class="muted">none</span></h2>
 <p class="muted">No targets were given (<code>--slo</code>): nothing was gated; the invariants below still decide the exit status.</p>{{end}}
 <h2>Invariants</h2>

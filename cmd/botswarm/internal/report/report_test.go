@@ -218,3 +218,15 @@ func TestHTMLReadsRight(t *testing.T) {
 		t.Errorf("axis %v…%v leaves no band for a 3-entry legend", lo, hi)
 	}
 }
+
+func TestSLOTableSplitsTheVerdict(t *testing.T) {
+	r := sampleReport(t)
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if !strings.Contains(s, "<td>lost_moves = 0</td><td>= 0</td>") || strings.Contains(s, ": ok</td>") {
+		t.Errorf("SLO rows not split into measured / target / verdict")
+	}
+}
