@@ -107,6 +107,7 @@ func TestLeaseFencing(t *testing.T) {
 	}
 	// a pauses: its renewals stop, nothing is released.
 	close(a.stop)
+	a.kill()
 	a.wg.Wait()
 	var e2 uint64
 	waitFor(t, 5*ttl, "the paused node's lease to expire and b to claim", func() bool {
@@ -311,4 +312,41 @@ func fuzzBridge(t *testing.T) (*Bridge, *probe) {
 
 func quietSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard() }))
+}
+
+// A node restarted under the same id (a crash, a pod restart) takes its
+// own unexpired leases over at a new epoch at once; another node's it
+// cannot.
+func TestLeaseTakeoverBySameNode(t *testing.T) {
+	nc := natsServer(t)
+	kv := zonesBucket(t, nc, 3*time.Second)
+	old, err := NewLeases(context.Background(), kv, "n", 3*time.Second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, err := old.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Abandon() // the old run dies without releasing
+	again, err := NewLeases(context.Background(), kv, "n", 3*time.Second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background())
+	e2, err := again.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatalf("restarted node could not take its own lease: %v", err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("epoch %d after takeover, was %d", e2, e1)
+	}
+	other, err := NewLeases(context.Background(), kv, "m", 3*time.Second, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	if _, err := other.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("another node claimed a live lease: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,6 +52,10 @@ type Leases struct {
 	changed chan struct{} // closed and replaced whenever owners changes
 	load    func(zone string) (players, npcs int)
 
+	relists atomic.Uint64
+	life    context.Context // the watcher's: canceled by Close/Abandon
+	kill    context.CancelFunc
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -80,22 +85,60 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 	}
 	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 3, log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), stop: make(chan struct{})}
-	w, err := kv.WatchAll(ctx)
+	// The watcher lives as long as the Leases, not as long as ctx (a
+	// start-up deadline: a watcher bound to it stopped right after start).
+	l.life, l.kill = context.WithCancel(context.Background())
+	w, err := l.relist(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("leases: watch %s: %w", kv.Bucket(), err)
-	}
-	// The initial values end with a nil entry: the directory is complete.
-	for e := range w.Updates() {
-		if e == nil {
-			break
-		}
-		l.apply(e)
+		l.kill()
+		return nil, err
 	}
 	l.wg.Add(2)
 	go l.watch(w)
 	go l.renewLoop()
 	return l, nil
 }
+
+// relist starts a watcher on the bucket (for the Leases' lifetime) and
+// replaces the directory with its initial values (the complete list ends
+// with a nil entry); ctx bounds the wait for them.
+func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
+	w, err := l.kv.WatchAll(l.life)
+	if err != nil {
+		return nil, fmt.Errorf("leases: watch %s: %w", l.kv.Bucket(), err)
+	}
+	fresh := map[string]Owner{}
+	for done := false; !done; {
+		select {
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("leases: watch %s: closed while listing", l.kv.Bucket())
+			case e == nil:
+				done = true
+			case e.Operation() == jetstream.KeyValuePut:
+				if o, ok := decodeOwner(e); ok {
+					fresh[e.Key()] = o
+				}
+			}
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, fmt.Errorf("leases: listing %s: %w", l.kv.Bucket(), ctx.Err())
+		}
+	}
+	l.mu.Lock()
+	l.owners = fresh
+	for z, h := range l.held { // what this node holds it knows best
+		l.owners[z] = Owner{Zone: z, Node: l.node, Epoch: h.epoch}
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return w, nil
+}
+
+// Relists counts how often the watcher had to be started again.
+func (l *Leases) Relists() uint64 { return l.relists.Load() }
 
 // TTL is the lease lifetime.
 func (l *Leases) TTL() time.Duration { return l.ttl }
@@ -139,19 +182,45 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 	l.changed = make(chan struct{})
 }
 
+// watch applies the bucket's changes. A watcher whose updates stop (its
+// channel closed: a NATS reconnect, a consumer reset) is started again and
+// the directory re-listed, with backoff: a directory that silently stops
+// changing would let this node act on owners long gone.
 func (l *Leases) watch(w jetstream.KeyWatcher) {
 	defer l.wg.Done()
-	defer func() { _ = w.Stop() }()
+	backoff := 100 * time.Millisecond
 	for {
-		select {
-		case <-l.stop:
-			return
-		case e, ok := <-w.Updates():
-			if !ok {
+		closed := false
+		for !closed {
+			select {
+			case <-l.stop:
+				_ = w.Stop()
 				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					closed = true
+				} else if e != nil {
+					l.apply(e)
+					backoff = 100 * time.Millisecond
+				}
 			}
-			if e != nil {
-				l.apply(e)
+		}
+		_ = w.Stop()
+		for {
+			l.relists.Add(1)
+			l.log.Warn("zone directory watcher stopped; re-listing", "bucket", l.kv.Bucket(), "backoff", backoff)
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), l.ttl)
+			nw, err := l.relist(ctx)
+			cancel()
+			if err == nil {
+				w = nw
+				break
 			}
 		}
 	}
@@ -225,7 +294,22 @@ func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 	now := l.now()
 	rev, err := l.kv.Create(ctx, zone, l.value(zone, 0, now))
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
+		// A lease in this node's own name is a previous run of this node
+		// (restarted before the lease expired: a crash, a pod restart with
+		// a stable name). Take it over at a new epoch instead of waiting out
+		// the TTL; compare-and-set, so a lease that changed hands meanwhile
+		// is not touched.
+		e, gerr := l.kv.Get(ctx, zone)
+		if gerr != nil {
+			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
+		}
+		if o, ok := decodeOwner(e); !ok || o.Node != l.node {
+			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
+		}
+		if rev, err = l.kv.Update(ctx, zone, l.value(zone, 0, now), e.Revision()); err != nil {
+			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
+		}
+		l.log.Info("zone lease taken over from this node's previous run", "zone", zone, "old_revision", e.Revision())
 	}
 	if err != nil {
 		return 0, fmt.Errorf("claim %s: %w", zone, err)
@@ -329,6 +413,23 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
+// Abandon stops renewing and watching and forgets the held leases without
+// releasing them: what a crash looks like to the other nodes (the leases
+// expire after their TTL). For tests and fault drills.
+func (l *Leases) Abandon() {
+	select {
+	case <-l.stop:
+		return
+	default:
+	}
+	close(l.stop)
+	l.kill()
+	l.wg.Wait()
+	l.mu.Lock()
+	clear(l.held)
+	l.mu.Unlock()
+}
+
 // Close stops renewing and watching and releases every lease this node
 // holds (within ctx).
 func (l *Leases) Close(ctx context.Context) {
@@ -338,6 +439,7 @@ func (l *Leases) Close(ctx context.Context) {
 	default:
 	}
 	close(l.stop)
+	l.kill()
 	l.wg.Wait()
 	l.mu.Lock()
 	zones := make([]string, 0, len(l.held))

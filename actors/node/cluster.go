@@ -17,11 +17,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
-	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
@@ -77,39 +75,30 @@ type membership struct {
 	mu      sync.Mutex
 	proxies map[string]*actor.PID
 	closed  bool
+	orphan  map[string]time.Time // loop only: zones seen unowned, since when
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
-// liveNodes counts the nodes whose record is fresh (this one included).
-func liveNodes(ctx context.Context, kv jetstream.KeyValue, self string) int {
-	n := 1
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		return n
+// liveNodes counts the nodes that hold a zone lease, this one included. A
+// dead node drops out when its leases expire; a node that holds nothing yet
+// is not counted (it claims unowned zones; taking zones from busy nodes is
+// migration, the resilience work). Node records are not used: they expire
+// three heartbeats after a crash, and listing a bucket that holds expiry
+// markers could block.
+func liveNodes(leases *cluster.Leases, self string) int {
+	seen := map[string]bool{self: true}
+	for _, o := range leases.Owners() {
+		seen[o.Node] = true
 	}
-	cutoff := time.Now().Add(-3 * heartbeat).UnixMilli()
-	for k := range keys.Keys() {
-		if k == self {
-			continue
-		}
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var rec pb.NodeRecord
-		if proto.Unmarshal(e.Value(), &rec) == nil && rec.GetHeartbeatUnixMs() >= cutoff && !rec.GetDraining() {
-			n++
-		}
-	}
-	return n
+	return len(seen)
 }
 
 // claimInitial claims this node's zones before anything runs: the listed
 // ones (each must be free: a clear error names its owner), or in auto mode
 // unowned zones in map order up to a fair share of the live nodes.
-func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string) ([]string, error) {
+func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, log *slog.Logger) ([]string, error) {
 	want, err := cfg.zoneList()
 	if err != nil {
 		return nil, err
@@ -135,12 +124,12 @@ func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *clus
 		}
 		return got, nil
 	}
-	return claimFair(ctx, wm, leases, kvNodes, node, 0), nil
+	return claimFair(ctx, wm, leases, kvNodes, node, 0, log), nil
 }
 
 // claimFair claims unowned zones until this node holds its fair share.
-func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, holding int) []string {
-	live := liveNodes(ctx, kvNodes, node)
+func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, holding int, log *slog.Logger) []string {
+	live := liveNodes(leases, node)
 	fair := (wm.Len() + live - 1) / live
 	var got []string
 	owners := leases.Owners()
@@ -148,11 +137,13 @@ func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvN
 		if holding+len(got) >= fair {
 			break
 		}
-		if _, ok := owners[zn.ID]; ok {
-			continue
+		if o, ok := owners[zn.ID]; ok && o.Node != node {
+			continue // another node's (a lease in this node's name is a previous run's: Claim takes it over)
 		}
 		if _, err := leases.Claim(ctx, zn.ID); err == nil {
 			got = append(got, zn.ID)
+		} else if !errors.Is(err, cluster.ErrOwned) && log != nil {
+			log.Warn("zone not claimed", "zone", zn.ID, "err", err)
 		}
 	}
 	return got
@@ -176,6 +167,7 @@ func (m *membership) start(owned []string) error {
 		}
 	}
 	m.stop = make(chan struct{})
+	m.orphan = map[string]time.Time{}
 	if m.auto {
 		m.wg.Add(1)
 		go m.loop()
@@ -234,7 +226,7 @@ func (m *membership) take(id string) {
 // this node's fair share.
 func (m *membership) loop() {
 	defer m.wg.Done()
-	t := time.NewTicker(m.leases.TTL())
+	t := time.NewTicker(m.leases.TTL() / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -246,8 +238,33 @@ func (m *membership) loop() {
 		m.mu.Lock()
 		holding := len(m.zones.IDs())
 		m.mu.Unlock()
-		for _, id := range claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding) {
+		for _, id := range claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding, m.log) {
 			m.take(id)
+		}
+		// A zone nobody claimed for half a lease lifetime after its lease
+		// expired (every live node already at its fair share, or running a
+		// fixed --zones list) is taken whatever the share: an orphaned zone
+		// is an outage.
+		owners := m.leases.Owners()
+		now := time.Now()
+		for _, zn := range m.wm.Zones() {
+			if _, ok := owners[zn.ID]; ok {
+				delete(m.orphan, zn.ID)
+				continue
+			}
+			since, seen := m.orphan[zn.ID]
+			if !seen {
+				m.orphan[zn.ID] = now
+				continue
+			}
+			if now.Sub(since) >= m.leases.TTL()/2 {
+				if _, err := m.leases.Claim(ctx, zn.ID); err == nil {
+					delete(m.orphan, zn.ID)
+					m.take(zn.ID)
+				} else {
+					m.log.Warn("orphaned zone not claimed", "zone", zn.ID, "err", err)
+				}
+			}
 		}
 		cancel()
 	}

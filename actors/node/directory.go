@@ -15,8 +15,9 @@ import (
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
-// heartbeat is how often the node record is refreshed in the directory.
-const heartbeat = 5 * time.Second
+// heartbeat is how often the node record is refreshed in the directory; a
+// record three heartbeats old has expired (its node is not counted live).
+const heartbeat = time.Second
 
 // directory keeps this node's record in the JetStream KV world directory:
 // one NodeRecord (refreshed every heartbeat with its load), which other

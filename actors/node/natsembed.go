@@ -13,13 +13,13 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
 )
 
-// Key-value buckets of the world directory (DESIGN §5). Today a node writes
-// its NodeRecord (heartbeat) and one ZoneOwner per zone (directory.go) so
-// operators can inspect them with any NATS tool; the players bucket is
-// created but not written yet, and leases and watchers come with the
-// cluster work.
+// Key-value buckets of the world directory (DESIGN §5, docs/cluster.md):
+// zone leases (actors/cluster.Leases), node records (directory.go) and
+// player records (created, not written yet: the resilience work).
 const (
 	BucketZones   = "ghostwire_zones"
 	BucketPlayers = "ghostwire_players"
@@ -89,13 +89,20 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	l.js = js
-	for _, b := range []string{BucketZones, BucketPlayers, BucketNodes} {
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1, Storage: jetstream.FileStorage})
+	// Zone leases expire LeaseTTL after their owner's last renewal, node
+	// records three heartbeats after the last one; both leave a marker, so
+	// watchers hear of it. Player records do not expire.
+	for _, kc := range []jetstream.KeyValueConfig{
+		cluster.LeaseBucketConfig(BucketZones, cfg.LeaseTTL.D()),
+		{Bucket: BucketPlayers, History: 1, Storage: jetstream.FileStorage},
+		{Bucket: BucketNodes, History: 1, Storage: jetstream.FileStorage, TTL: 3 * heartbeat, LimitMarkerTTL: 3 * heartbeat},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {
 			l.close()
-			return nil, fmt.Errorf("jetstream kv %s: %w", b, err)
+			return nil, fmt.Errorf("jetstream kv %s: %w", kc.Bucket, err)
 		}
-		l.kv[b] = kv
+		l.kv[kc.Bucket] = kv
 	}
 	return l, nil
 }

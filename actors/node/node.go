@@ -102,7 +102,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err != nil {
 		return nil, err
 	}
-	owned, err := claimInitial(ctx, cfg, wm, n.leases, nl.kv[BucketNodes], n.node)
+	owned, err := claimInitial(ctx, cfg, wm, n.leases, nl.kv[BucketNodes], n.node, log)
 	if err != nil {
 		return nil, err
 	}
