@@ -130,6 +130,8 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	    --report "$$d/report.json" --html "$$d/report.html" \
 	    --slo '$(CLUSTER_SLO)' $(CLUSTER_FLAGS) || rc=$$?; \
 	  t1=$$(date +%s.%N); scrape after; \
+	  for i in 0 1 2; do if ! kill -0 "$${pids[$$i]}" 2>/dev/null; then wait "$${pids[$$i]}"; \
+	    echo "make cluster: node n$$((i+1)) exited during the run, status $$? (137: SIGKILL); see $$d/n$$((i+1)).log"; pids[$$i]=; fi; done; \
 	  { sed 's/^/B /' "$$d"/metrics-n?-before.txt; cat "$$d"/metrics-n?-after.txt; } | \
 	  awk -v t0=$$t0 -v t1=$$t1 -v bots=$(CLUSTER_BOTS) ' \
 	    /^#/ || /^B #/ { next } \
