@@ -194,6 +194,7 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
 			State: pbconv.ControlToProto(m.State), Force: m.Force}
 		m.Release()
+		c.Epoch = m.Epoch
 		a.batch.Controls = append(a.batch.Controls, c)
 		a.add(proto.Size(c))
 	case *msg.ViewReady:
@@ -237,7 +238,7 @@ func (a *linkActor) flush() {
 		for player, r := range a.l.slots {
 			if v := r.slot.Take(); v != nil {
 				r.used = now
-				views = append(views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, 0, v.Entries))
+				views = append(views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, handoff.Epoch(v.Epoch), v.Entries))
 				v.Release()
 			}
 		}
@@ -366,7 +367,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			return err
 		}
 		m := msg.NewControl()
-		m.Player, m.LastApplied, m.State, m.Force, m.Tick = c.GetPlayer(), c.GetLastApplied(), st, c.GetForce(), c.GetTick()
+		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.Epoch = c.GetPlayer(), c.GetLastApplied(), st, c.GetForce(), c.GetTick(), c.GetEpoch()
 		root.Send(j.Conn, m)
 	}
 	for _, pv := range cb.GetViews() {
@@ -381,7 +382,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			v.Release()
 			return err
 		}
-		v.Player, v.Tick, v.ServerTime, v.Entries = pv.GetPlayer(), pv.GetTick(), time.Duration(pv.GetServerTimeNs()), entries
+		v.Player, v.Tick, v.ServerTime, v.Entries, v.Epoch = pv.GetPlayer(), pv.GetTick(), time.Duration(pv.GetServerTimeNs()), entries, pv.GetEpoch()
 		if j.Views.Publish(v) && j.Ghosts != nil {
 			root.Send(j.Ghosts, msg.ViewReadyMsg)
 		}

@@ -55,6 +55,7 @@ type Conn struct {
 	stopped   bool // removed from its shard: every further event is dropped
 	zone      *actor.PID
 	zoneEpoch uint64
+	ctlEpoch  uint64 // the newest Control epoch taken
 	lastMove  uint64 // the newest move handed to an Input
 
 	// Shard bookkeeping.
@@ -102,6 +103,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 			c.gm.TakeView(now)
 		}
 	case *msg.Control:
+		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
+			m.Release() // the previous owner's, arriving after the new owner's
+			return
+		}
+		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
 		if c.srv != nil {
 			c.srv.SetControl(m.LastApplied, m.State)
 			if m.Force {

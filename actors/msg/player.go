@@ -115,6 +115,10 @@ type Control struct {
 	// connection how many ticks passed between two states even when they
 	// came from different zones (a handoff).
 	At time.Duration
+	// Epoch is the player's handoff epoch at the zone that sent this: a
+	// Control from an older epoch (the previous owner's, arriving late over
+	// another path) is stale and ignored.
+	Epoch uint64
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}

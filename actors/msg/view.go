@@ -19,7 +19,13 @@ type View struct {
 	// ServerTime is the zone's clock at the tick (node monotonic time); the
 	// ghost manager stamps states with its own clock, so this is informative.
 	ServerTime time.Duration
-	Entries    []ghost.ViewEntry
+	// Epoch is the player's handoff epoch at the zone that built the view
+	// (0: unknown). The slot drops a view from an older epoch than one it
+	// already had: the previous owner's last view, arriving late over
+	// another path, would otherwise undo the new owner's and make ghosts
+	// leave and come back.
+	Epoch   uint64
+	Entries []ghost.ViewEntry
 }
 
 var viewPool = sync.Pool{New: func() any { return new(View) }}
@@ -31,7 +37,7 @@ func NewView() *View { return viewPool.Get().(*View) }
 func (v *View) Release() {
 	clear(v.Entries) // drop *Class references
 	v.Entries = v.Entries[:0]
-	v.Player, v.Tick, v.ServerTime = 0, 0, 0
+	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
 	viewPool.Put(v)
 }
 
@@ -62,7 +68,12 @@ type ViewSlot struct {
 	v          atomic.Pointer[View]
 	closed     atomic.Bool
 	superseded atomic.Uint64
+	epoch      atomic.Uint64 // the newest epoch published
+	stale      atomic.Uint64
 }
+
+// Stale counts views dropped for an older epoch than one already published.
+func (s *ViewSlot) Stale() uint64 { return s.stale.Load() }
 
 // Publish hands v to the slot and reports whether the taker must be nudged.
 // The caller gives up v. On a closed slot v is released and false returned.
@@ -70,6 +81,19 @@ func (s *ViewSlot) Publish(v *View) (nudge bool) {
 	if s.closed.Load() {
 		v.Release()
 		return false
+	}
+	if v.Epoch != 0 {
+		for {
+			cur := s.epoch.Load()
+			if v.Epoch < cur {
+				s.stale.Add(1)
+				v.Release()
+				return false
+			}
+			if v.Epoch == cur || s.epoch.CompareAndSwap(cur, v.Epoch) {
+				break
+			}
+		}
 	}
 	old := s.v.Swap(v)
 	if old != nil {

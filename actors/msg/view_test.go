@@ -85,3 +85,37 @@ func TestViewSlotConcurrentPublishTake(t *testing.T) {
 		t.Fatalf("last tick seen = %d, want %d", last, n)
 	}
 }
+
+// A view from an older handoff epoch than one already published (the
+// previous owner's last view, late over another path) is dropped; views of
+// the same or a newer epoch, and views without one, go through.
+func TestViewSlotDropsOlderEpochs(t *testing.T) {
+	var s ViewSlot
+	pub := func(epoch uint64, tick uint64) bool {
+		v := NewView()
+		v.Epoch, v.Tick = epoch, tick
+		s.Publish(v)
+		got := s.Take()
+		if got == nil {
+			return false
+		}
+		ok := got.Tick == tick
+		got.Release()
+		return ok
+	}
+	if !pub(2, 1) || !pub(2, 2) {
+		t.Fatal("views of one epoch refused")
+	}
+	if !pub(3, 3) {
+		t.Fatal("a newer epoch refused")
+	}
+	if pub(2, 4) {
+		t.Fatal("a view of an older epoch went through")
+	}
+	if s.Stale() != 1 {
+		t.Fatalf("Stale = %d", s.Stale())
+	}
+	if !pub(0, 5) {
+		t.Fatal("a view without an epoch refused")
+	}
+}

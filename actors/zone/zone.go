@@ -305,7 +305,7 @@ func (a *zoneActor) onTick() {
 			continue
 		}
 		m := msg.NewControl()
-		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at
+		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
 		a.ctx.Send(j.Conn, m)
 	}
 	a.m.Controls.Add(uint64(len(out.Controls)))
@@ -315,7 +315,7 @@ func (a *zoneActor) onTick() {
 			continue
 		}
 		v := msg.NewView()
-		v.Player, v.Tick, v.ServerTime = ref.Entity, a.z.Tick(), at
+		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
 		v.Entries = a.z.AppendView(v.Entries[:0], ref)
 		if j.Views.Publish(v) && j.Ghosts != nil {
 			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)

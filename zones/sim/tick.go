@@ -16,13 +16,18 @@ import (
 type ViewRef struct {
 	Entity uint64
 	Conn   string
-	slot   int32
+	// Epoch is the player's handoff epoch here: it grows with every
+	// handoff, so a connection can tell a late view from the previous
+	// owner (another process, say) from the new owner's.
+	Epoch handoff.Epoch
+	slot  int32
 }
 
 // Control is a player's control-object result for one tick, for its
 // connection: the newest move applied and the state after it.
 type Control struct {
 	Entity      uint64
+	Epoch       handoff.Epoch // as ViewRef.Epoch
 	Conn        string
 	LastApplied uint64
 	State       move.ControlState
@@ -255,7 +260,7 @@ func (z *Zone) emitControls() {
 			continue
 		}
 		z.out.Controls = append(z.out.Controls, Control{
-			Entity: e.id, Conn: e.conn, LastApplied: e.queue.LastApplied(), State: e.state, Correct: e.correct,
+			Entity: e.id, Conn: e.conn, Epoch: e.epoch, LastApplied: e.queue.LastApplied(), State: e.state, Correct: e.correct,
 		})
 		e.correct = false
 	}
@@ -268,7 +273,7 @@ func (z *Zone) emitViews() {
 		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.conn == "" {
 			continue
 		}
-		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.conn, slot: int32(s)})
+		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.conn, Epoch: e.epoch, slot: int32(s)})
 	}
 }
 
