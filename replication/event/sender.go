@@ -721,7 +721,7 @@ func (s *Sender) pushPacket(seq uint64) {
 	// Entries of this packet are s.cur; append them to the entry ring.
 	need := s.eTail - s.eHead + uint64(len(s.cur))
 	if need > uint64(len(s.entries)) {
-		n := uint64(max(256, len(s.entries)))
+		n := uint64(max(32, len(s.entries))) // a connection sending few events never needs more
 		for n < need {
 			n *= 2
 		}
@@ -738,7 +738,7 @@ func (s *Sender) pushPacket(seq uint64) {
 		s.eTail++
 	}
 	if s.pN == uint64(len(s.pkts)) {
-		n := uint64(max(64, 2*len(s.pkts)))
+		n := uint64(max(16, 2*len(s.pkts)))
 		p := make([]txPacket, n)
 		for i := uint64(0); i < s.pN; i++ {
 			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]

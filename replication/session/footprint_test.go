@@ -66,7 +66,7 @@ func serverSession(t *testing.T) *handshake.Session {
 // its maximum (the smallest of those was ~14 KB). Generous on purpose: a size
 // check, not a timing one.
 const (
-	maxServerBytes = 12 << 10 // measured ~9.8 KB with notify and event (was ~129 KB, then ~14.6 KB)
+	maxServerBytes = 10 << 10 // measured ~7.9 KB with notify and event (was ~129 KB, then ~14.6 KB)
 	maxRelayBytes  = 4 << 10  // measured ~1.3 KB: the section buffer (was ~75 KB)
 )
 
