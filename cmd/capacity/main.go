@@ -97,13 +97,14 @@ type Step struct {
 	InboundDropped    uint64  `json:"inbound_dropped"`
 	WriteDropped      uint64  `json:"write_dropped"`
 
-	RTTP50Ms    float64 `json:"rtt_p50_ms"`
-	RTTP99Ms    float64 `json:"rtt_p99_ms"`
-	LostMoves   float64 `json:"lost_moves"`
-	LostEvents  float64 `json:"lost_events"`
-	SwarmCPUMs  float64 `json:"botswarm_cpu_ms_per_bot_s"`
-	SwarmExit   int     `json:"botswarm_exit"`
-	SwarmReport string  `json:"botswarm_report,omitempty"`
+	RTTP50Ms     float64 `json:"rtt_p50_ms"`
+	RTTP99Ms     float64 `json:"rtt_p99_ms"`
+	LostMoves    float64 `json:"lost_moves"`
+	LostEvents   float64 `json:"lost_events"`
+	SwarmCPUMs   float64 `json:"botswarm_cpu_ms_per_bot_s"`
+	GhostsPerBot float64 `json:"ghosts_per_bot"` // botswarm's series, mean of its last 10 seconds
+	SwarmExit    int     `json:"botswarm_exit"`
+	SwarmReport  string  `json:"botswarm_report,omitempty"`
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -230,7 +231,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	st.HeapIdleB = heapAfterGC(nil)
 
 	ramp := time.Duration(float64(n)/o.ramp*float64(time.Second)) + time.Second
-	total := ramp + o.warmup + o.window + 20*time.Second // margin: the ramp may run late
+	total := ramp + o.warmup + o.window + 8*time.Second // margin: the ramp may run late
 	report := filepath.Join(tmp, fmt.Sprintf("swarm-%d.json", n))
 	args := []string{
 		"--server", nd.PublicAddr().String(), "--key-file", cfg.KeyPath(),
@@ -354,6 +355,9 @@ func readSwarm(path string, st *Step) error {
 	}
 	var r struct {
 		Metrics map[string]*float64 `json:"metrics"`
+		Series  []struct {
+			Ghosts *float64 `json:"ghosts_per_bot"`
+		} `json:"series"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return err
@@ -367,6 +371,15 @@ func readSwarm(path string, st *Step) error {
 	st.RTTP50Ms, st.RTTP99Ms = 1000*get("rtt_p50"), 1000*get("rtt_p99")
 	st.LostMoves, st.LostEvents = get("lost_moves"), get("lost_events")
 	st.SwarmCPUMs = 1000 * get("cpu_per_bot")
+	sum, n := 0.0, 0
+	for i := max(0, len(r.Series)-10); i < len(r.Series); i++ {
+		if g := r.Series[i].Ghosts; g != nil {
+			sum, n = sum+*g, n+1
+		}
+	}
+	if n > 0 {
+		st.GhostsPerBot = sum / float64(n)
+	}
 	return nil
 }
 
@@ -402,11 +415,11 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func writeTable(w io.Writer, steps []Step) {
-	fmt.Fprintln(w, "| players | connected | server CPU (cores) | CPU per player-second | heap per player | tick p50 / p99 | RTT p50 / p99 | pkts in / out per player-s | lost moves |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| players | connected | server CPU (cores) | CPU per player-second | CPU per datagram | heap per player | ghosts per player | tick p50 / p99 | RTT p50 / p99 | datagrams in / out per player-s | lost moves |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range steps {
-		fmt.Fprintf(w, "| %d | %d | %.2f | %.3f ms | %.1f KB | %.2f / %.1f ms | %.1f / %.1f ms | %.1f / %.1f | %.0f |\n",
-			s.Players, s.Connected, s.CPUCores, s.CPUMsPerPlayer, s.HeapPerPlayerB/1024,
+		fmt.Fprintf(w, "| %d | %d | %.2f | %.3f ms | %.1f µs | %.1f KB | %.1f | %.2f / %.1f ms | %.1f / %.1f ms | %.1f / %.1f | %.0f |\n",
+			s.Players, s.Connected, s.CPUCores, s.CPUMsPerPlayer, s.CPUUsPerPacket, s.HeapPerPlayerB/1024, s.GhostsPerBot,
 			s.TickP50Ms, s.TickP99Ms, s.RTTP50Ms, s.RTTP99Ms, s.PktsInPerPlayerS, s.PktsOutPerPlayerS, s.LostMoves)
 	}
 }
