@@ -42,7 +42,16 @@ type Config struct {
 	Registry *ghost.Registry
 	// Now is the node clock (stamps inputs that arrive from other nodes).
 	Now func() time.Duration
-	Log *slog.Logger
+	// Origin is the wall time at which Now read zero. Handoff messages are
+	// stamped with the sender's node clock and aged by the receiver's
+	// (handoff.Config.MaxAge); between processes the stamp travels as wall
+	// time and is translated with Origin. Zero: stamps pass unchanged
+	// (one clock for every node: tests).
+	Origin time.Time
+	// Zones tells whether a zone id is in the world map (a Redirect to
+	// anything else is refused). Nil: any well-formed id.
+	Zones func(id string) bool
+	Log   *slog.Logger
 	// Metrics collects counters; nil gets a private set.
 	Metrics *Metrics
 	// MaxBatch bounds the messages one proxy or link batches before it
@@ -339,9 +348,6 @@ type Metrics struct {
 	// clocks differ: an estimate, exact on one machine).
 	RemoteInputNanos atomic.Uint64
 	RemoteInputs     atomic.Uint64
-	// Handoffs counts cross-process handoffs committed here (an acquired
-	// entity from a zone on another node).
-	Handoffs atomic.Uint64
 }
 
 func (m *Metrics) count(k Kind, dir, n int, err error) {
@@ -358,3 +364,19 @@ func (m *Metrics) count(k Kind, dir, n int, err error) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// wallStamp turns a node-clock time into wall nanoseconds for the wire.
+func (b *Bridge) wallStamp(d time.Duration) int64 {
+	if b.cfg.Origin.IsZero() {
+		return int64(d)
+	}
+	return b.cfg.Origin.Add(d).UnixNano()
+}
+
+// localStamp turns wall nanoseconds from the wire into this node's clock.
+func (b *Bridge) localStamp(ns int64) time.Duration {
+	if b.cfg.Origin.IsZero() {
+		return time.Duration(ns)
+	}
+	return time.Unix(0, ns).Sub(b.cfg.Origin)
+}

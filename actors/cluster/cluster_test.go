@@ -350,3 +350,21 @@ func TestLeaseTakeoverBySameNode(t *testing.T) {
 		t.Fatalf("another node claimed a live lease: %v", err)
 	}
 }
+
+// Handoff messages are aged by the receiver (handoff.Config.MaxAge): a
+// stamp from another process's node clock must arrive as the same instant
+// on the receiver's. Two nodes whose clocks started 12 s apart (the second
+// started later) agree on a message's age.
+func TestHandoffStampsCrossClocks(t *testing.T) {
+	start := time.Now()
+	early := &Bridge{cfg: Config{Origin: start.Add(-12 * time.Second)}} // its clock reads 12 s more
+	late := &Bridge{cfg: Config{Origin: start}}
+	sentEarly := 20 * time.Second // "now" on the early node
+	got := late.localStamp(early.wallStamp(sentEarly))
+	if want := 8 * time.Second; got < want-time.Millisecond || got > want+time.Millisecond {
+		t.Fatalf("stamp %v on the early node reads %v on the late one, want %v", sentEarly, got, want)
+	}
+	if back := early.localStamp(late.wallStamp(got)); back < sentEarly-time.Millisecond || back > sentEarly+time.Millisecond {
+		t.Fatalf("round trip %v, want %v", back, sentEarly)
+	}
+}

@@ -357,7 +357,9 @@ func (l *Leases) renewLoop() {
 	}
 }
 
-// renewAll renews every held lease; it reports the ones lost.
+// renewAll renews every held lease at once (one at a time, a node with
+// many zones would renew its last one, or notice it cannot, only after the
+// others' timeouts: past its expiry); it reports the ones lost.
 func (l *Leases) renewAll() {
 	l.mu.Lock()
 	zones := make([]string, 0, len(l.held))
@@ -365,12 +367,25 @@ func (l *Leases) renewAll() {
 		zones = append(zones, z)
 	}
 	l.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, z := range zones {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.renewOne(z)
+		}()
+	}
+	wg.Wait()
+}
+
+// renewOne renews one held lease, or gives it up (lost).
+func (l *Leases) renewOne(z string) {
+	{
 		l.mu.Lock()
 		h, ok := l.held[z]
 		if !ok {
 			l.mu.Unlock()
-			continue
+			return
 		}
 		rev, epoch, since := h.rev, h.epoch, h.since
 		l.mu.Unlock()
@@ -382,7 +397,7 @@ func (l *Leases) renewAll() {
 		h, ok = l.held[z]
 		if !ok || h.epoch != epoch {
 			l.mu.Unlock()
-			continue // released meanwhile
+			return // released meanwhile
 		}
 		var why string
 		switch {

@@ -46,6 +46,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.HandoffEnvelope:
 		p.b.rememberLocal(m.Join)
 		h := &pb.HandoffItem{Msg: pbconv.HandoffToProto(&m.Msg), GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
+		h.Msg.SentNs = p.b.wallStamp(m.Msg.Sent)
 		if ep, ok := p.b.cfg.Leases.Held(m.Msg.From); ok {
 			h.FromEpoch = ep
 		}
@@ -287,16 +288,22 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		env := &zone.HandoffEnvelope{Msg: hm, Force: x.Handoff.GetForce()}
+		hm.Sent = b.localStamp(x.Handoff.GetMsg().GetSentNs())
+		// The sending zone's epoch must not be older than the one this
+		// node's directory knows: a fenced owner's late messages are dropped.
+		if o, ok := b.cfg.Leases.Owner(hm.From); ok && x.Handoff.GetFromEpoch() < o.Epoch {
+			b.m.StaleEpoch.Add(1)
+			b.warnOnce(fmt.Sprintf("stale-from:%s:%d", hm.From, x.Handoff.GetFromEpoch()), "cluster: handoff from a zone at a stale epoch dropped",
+				"from", hm.From, "epoch", x.Handoff.GetFromEpoch(), "known_epoch", o.Epoch)
+			return nil, nil
+		}
+		env := &zone.HandoffEnvelope{Msg: hm, Force: x.Handoff.GetForce(), Remote: true}
 		if hm.Kind == handoff.KindOffer || hm.Kind == handoff.KindCommit {
 			var last uint64
 			if hm.State != nil {
 				last = hm.State.LastApplied
 			}
 			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), last, nil)
-		}
-		if hm.Kind == handoff.KindCommitAck {
-			b.m.Handoffs.Add(1) // the new owner, on another node, took it
 		}
 		return env, nil
 	case *pb.ZoneItem_Replicas:
@@ -393,7 +400,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			b.m.Unknown.Add(1)
 			continue
 		}
-		if !validToken(r.GetZone()) {
+		if !validToken(r.GetZone()) || b.cfg.Zones != nil && !b.cfg.Zones(r.GetZone()) {
 			return fmt.Errorf("redirect to zone %q", r.GetZone())
 		}
 		root.Send(j.Conn, &msg.Redirect{Player: r.GetPlayer(), Zone: b.zonePID(r.GetZone()), Epoch: r.GetEpoch()})

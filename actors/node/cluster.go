@@ -168,10 +168,8 @@ func (m *membership) start(owned []string) error {
 	}
 	m.stop = make(chan struct{})
 	m.orphan = map[string]time.Time{}
-	if m.auto {
-		m.wg.Add(1)
-		go m.loop()
-	}
+	m.wg.Add(1)
+	go m.loop()
 	return nil
 }
 
@@ -235,6 +233,25 @@ func (m *membership) loop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.leases.TTL())
+		if !m.auto {
+			// A fixed --zones list: take back a listed zone this node lost
+			// (its lease expired while NATS was unreachable, say) once
+			// nobody owns it.
+			owners := m.leases.Owners()
+			for _, id := range m.want {
+				if _, held := m.leases.Held(id); held {
+					continue
+				}
+				if _, owned := owners[id]; owned {
+					continue
+				}
+				if _, err := m.leases.Claim(ctx, id); err == nil {
+					m.take(id)
+				}
+			}
+			cancel()
+			continue
+		}
 		m.mu.Lock()
 		holding := len(m.zones.IDs())
 		m.mu.Unlock()

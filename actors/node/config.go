@@ -69,6 +69,9 @@ type Config struct {
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32
+	// clockOffset shifts the node clock (tests: nodes of one process whose
+	// clocks read as differently as separately started processes').
+	clockOffset time.Duration
 }
 
 // DefaultConfig is a whole world on one machine.

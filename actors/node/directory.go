@@ -146,7 +146,7 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 }
 
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
-func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics) error {
+func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics) error {
 	for k := cluster.KindZone; k <= cluster.KindConn; k++ {
 		for dir, name := range []string{"in", "out"} {
 			k, dir := k, dir
@@ -167,7 +167,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics) error
 		name, help string
 		v          func() uint64
 	}{
-		{"handoffs_total", "cross-process handoffs committed (an entity of a zone here taken by a zone on another node)", m.Handoffs.Load},
+		{"handoffs_total", "cross-process handoffs committed: entities a zone here acquired from a zone in another process", zm.HandoffsInRemote.Load},
 		{"stale_epoch_dropped_total", "cluster messages dropped: a zone epoch this node does not own", m.StaleEpoch.Load},
 		{"misrouted_dropped_total", "cluster messages dropped: addressed to another zone than their subject", m.Misrouted.Load},
 		{"malformed_dropped_total", "cluster messages or items dropped: undecodable or out of range", m.Malformed.Load},

@@ -109,7 +109,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	world := worldToken(wm.Name())
 	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, func(g *game) error {
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
-			Registry: g.classes, Now: g.now, Log: log.With("component", "cluster")})
+			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"),
+			Zones: func(id string) bool { _, ok := wm.Zone(id); return ok }})
 		if err != nil {
 			return err
 		}
@@ -118,7 +119,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			p, npcs, _ := g.zones.Load(z)
 			return p, npcs
 		})
-		mem = &membership{node: n.node, auto: cfg.Zones == "" || cfg.Zones == "auto", wm: wm, sys: g.sys, zones: g.zones,
+		want, _ := cfg.zoneList()
+		mem = &membership{node: n.node, auto: want == nil, want: want, wm: wm, sys: g.sys, zones: g.zones,
 			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster")}
 		n.member = mem
 		return mem.start(owned)
@@ -130,7 +132,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
 		return nil, err
 	}
-	if err := registerClusterMetrics(n.reg, n.bridge.Metrics()); err != nil {
+	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics()); err != nil {
 		return nil, err
 	}
 	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {

@@ -30,6 +30,7 @@ type game struct {
 	src     tokenkey.Source
 	classes *ghost.Registry
 	now     func() time.Duration
+	origin  time.Time // the wall time at which now read zero
 }
 
 // loadWorld reads the world map (--world, or the built-in default).
@@ -69,9 +70,9 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 		return nil, err
 	}
 	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), key: key, src: src, classes: classes}
-	mono := time.Now()
+	mono := time.Now().Add(-cfg.clockOffset)
 	now := func() time.Duration { return time.Since(mono) }
-	g.now = now
+	g.now, g.origin = now, mono
 	// A neighbour may run in another process: its replicas and handoff
 	// answers come over NATS, milliseconds behind in-process ones and far
 	// more on a loaded host. So a handed-on replica is held for up to a

@@ -21,6 +21,8 @@ type HandoffEnvelope struct {
 	// Force (on a Commit) asks the new owner to send the player's control
 	// state in full: the source teleported it into the new zone.
 	Force bool
+	// Remote: it came from a zone in another process (the cluster bridge).
+	Remote bool
 }
 
 // ReplicaEnvelope carries one border replica batch between zone actors.

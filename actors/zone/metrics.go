@@ -29,6 +29,7 @@ type Metrics struct {
 	Teleports        atomic.Uint64 // teleports applied (admin and game)
 	TeleportsDropped atomic.Uint64 // teleports for an entity no zone here knows
 	HandoffsIn       atomic.Uint64 // entities acquired
+	HandoffsInRemote atomic.Uint64 // of those, from a zone in another process
 	Forwarded        atomic.Uint64 // Leave/Teleport passed on to a new owner
 	TickNanos        atomic.Uint64 // total measured tick cost
 	// Panics: zone actors that panicked (each restarted empty by its

@@ -533,6 +533,9 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 			_ = a.z.Correct(id) // owned: cannot fail
 		}
 		a.m.HandoffsIn.Add(1)
+		if env.Remote {
+			a.m.HandoffsInRemote.Add(1)
+		}
 		if env.Began != 0 {
 			a.m.HandoffLatency.Add(now - env.Began)
 		}
