@@ -208,6 +208,9 @@ func BenchmarkHandoffCrossProcess(b *testing.B) {
 	for _, n := range []*benchNode{n1, n2} {
 		if err := n.zones.Inspect(5*time.Second, func(z *sim.Zone) {
 			st := z.Stats()
+			if testing.Verbose() {
+				b.Logf("%s: %+v", z.ID(), z.Handoffs().Stats())
+			}
 			applied += st.MovesApplied
 			lost += st.MovesDropped + st.MovesLost
 		}); err != nil {

@@ -174,6 +174,12 @@ type linkActor struct {
 	size     int // encoded bytes batched
 	flushing bool
 	swept    time.Time
+	// pending: views taken from the slots, encoded and published a chunk
+	// at a time (one NATS message each), so a Redirect or Control that
+	// arrives meanwhile goes out between chunks instead of after a whole
+	// tick of views (a crowded zone's are megabytes).
+	pending []*msg.View
+	draining bool
 }
 
 // add accounts for one item of size n and publishes the batch once it is
@@ -186,16 +192,24 @@ func (a *linkActor) add(n int) {
 	}
 }
 
+// drainViews is sent to self while pending views remain.
+type drainViews struct{}
+
+var drainMsg = &drainViews{}
+
 func (a *linkActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *flush:
-		a.flush()
+		a.flush(ctx)
+		return
+	case *drainViews:
+		a.drain(ctx)
 		return
 	case *msg.Control:
 		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
 			State: pbconv.ControlToProto(m.State), Force: m.Force}
-		m.Release()
 		c.Epoch = m.Epoch
+		m.Release()
 		a.batch.Controls = append(a.batch.Controls, c)
 		a.add(proto.Size(c))
 	case *msg.ViewReady:
@@ -229,25 +243,22 @@ func (a *linkActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *linkActor) flush() {
+// flush publishes the small items at once, then takes every ready view
+// and starts publishing them a chunk at a time.
+func (a *linkActor) flush(ctx actor.Context) {
 	a.flushing = false
+	a.publish()
 	now := time.Now()
 	if a.views {
 		a.views = false
 		a.l.mu.Lock()
-		var views []*pb.ViewUpdate
-		for player, r := range a.l.slots {
+		for _, r := range a.l.slots {
 			if v := r.slot.Take(); v != nil {
 				r.used = now
-				views = append(views, pbconv.ViewToProto(player, "", v.Tick, v.ServerTime, handoff.Epoch(v.Epoch), v.Entries))
-				v.Release()
+				a.pending = append(a.pending, v)
 			}
 		}
 		a.l.mu.Unlock()
-		for _, v := range views {
-			a.batch.Views = append(a.batch.Views, v)
-			a.add(proto.Size(v))
-		}
 	}
 	if now.Sub(a.swept) > linkIdle/4 {
 		a.swept = now
@@ -259,7 +270,32 @@ func (a *linkActor) flush() {
 		}
 		a.l.mu.Unlock()
 	}
+	if len(a.pending) > 0 && !a.draining {
+		a.draining = true
+		a.drain(ctx)
+	}
+}
+
+// drain encodes and publishes one message's worth of pending views, and
+// comes back for the rest after whatever else reached the mailbox.
+func (a *linkActor) drain(ctx actor.Context) {
+	limit := a.b.maxBytes()
+	size, i := 0, 0
+	for ; i < len(a.pending) && size < limit; i++ {
+		v := a.pending[i]
+		pv := pbconv.ViewToProto(v.Player, "", v.Tick, v.ServerTime, handoff.Epoch(v.Epoch), v.Entries)
+		v.Release()
+		a.batch.Views = append(a.batch.Views, pv)
+		size += proto.Size(pv) + 4
+	}
+	clear(a.pending[:i])
+	a.pending = a.pending[i:]
 	a.publish()
+	if len(a.pending) == 0 {
+		a.pending, a.draining = a.pending[:0], false
+		return
+	}
+	ctx.Send(ctx.Self(), drainMsg)
 }
 
 // publish sends what is batched as one ConnBatch.
