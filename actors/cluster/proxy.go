@@ -178,7 +178,7 @@ type linkActor struct {
 	// at a time (one NATS message each), so a Redirect or Control that
 	// arrives meanwhile goes out between chunks instead of after a whole
 	// tick of views (a crowded zone's are megabytes).
-	pending []*msg.View
+	pending  []*msg.View
 	draining bool
 }
 
@@ -436,7 +436,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			b.m.Unknown.Add(1)
 			continue
 		}
-		if !validToken(r.GetZone()) || b.cfg.Zones != nil && !b.cfg.Zones(r.GetZone()) {
+		if !ValidID(r.GetZone()) || b.cfg.Zones != nil && !b.cfg.Zones(r.GetZone()) {
 			return fmt.Errorf("redirect to zone %q", r.GetZone())
 		}
 		root.Send(j.Conn, &msg.Redirect{Player: r.GetPlayer(), Zone: b.zonePID(r.GetZone()), Epoch: r.GetEpoch()})
@@ -469,9 +469,9 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 	return nil
 }
 
-// validToken reports whether s can be a zone or node id (a subject token,
-// an actor name part).
-func validToken(s string) bool {
+// ValidID reports whether s can name a zone or node: a NATS subject
+// token, a KV key and part of an actor name ([A-Za-z0-9_-], 1-64).
+func ValidID(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

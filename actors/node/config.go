@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
@@ -127,7 +128,7 @@ func (c Config) Validate() error {
 	if c.MaxConns < 1 {
 		errs = append(errs, fmt.Errorf("max conns %d: must be at least 1", c.MaxConns))
 	}
-	if c.NodeID != "" && !validID(c.NodeID) {
+	if c.NodeID != "" && !cluster.ValidID(c.NodeID) {
 		errs = append(errs, fmt.Errorf("node id %q: want 1-64 characters from [A-Za-z0-9_-]", c.NodeID))
 	}
 	if _, err := c.zoneList(); err != nil {
@@ -150,7 +151,7 @@ func (c Config) zoneList() ([]string, error) {
 	var ids []string
 	for _, id := range strings.Split(c.Zones, ",") {
 		id = strings.TrimSpace(id)
-		if !validID(id) {
+		if !cluster.ValidID(id) {
 			return nil, fmt.Errorf("zones %q: %q is not a zone id (want auto, or ids from [A-Za-z0-9_-] separated by commas)", c.Zones, id)
 		}
 		if slices.Contains(ids, id) {
@@ -159,20 +160,6 @@ func (c Config) zoneList() ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
-}
-
-// validID reports whether s can name a node or zone: a NATS subject token
-// and a KV key.
-func validID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseListenAddr accepts "host:port" and ":port".
