@@ -146,7 +146,7 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 }
 
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
-func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics) error {
+func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink) error {
 	for k := cluster.KindZone; k <= cluster.KindConn; k++ {
 		for dir, name := range []string{"in", "out"} {
 			k, dir := k, dir
@@ -175,6 +175,9 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"unknown_player_dropped_total", "connection updates for a player with no connection here, dropped", m.Unknown.Load},
 		{"errors_total", "cluster messages not sent: encode or publish errors", m.Errors.Load},
 		{"remote_inputs_total", "inputs that reached their zone from another node", m.RemoteInputs.Load},
+		{"nats_slow_consumer_total", "NATS slow-consumer events: messages dropped because a subscription fell behind", nl.slow.Load},
+		{"nats_disconnects_total", "NATS connection losses", nl.disconnects.Load},
+		{"nats_reconnects_total", "NATS reconnections", nl.reconnects.Load},
 	}
 	for _, c := range counters {
 		v := c.v

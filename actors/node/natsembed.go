@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -34,6 +35,11 @@ type natsLink struct {
 	js  jetstream.JetStream
 	kv  map[string]jetstream.KeyValue
 	url string
+
+	// What the connection went through: slow-consumer drops (a
+	// subscription's pending limit hit: messages lost), disconnects and
+	// reconnects. Counted and logged, never silent.
+	slow, disconnects, reconnects atomic.Uint64
 }
 
 func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, error) {
@@ -77,7 +83,28 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		url = srv.ClientURL()
 		log.Info("embedded NATS with JetStream", "client_url", url, "store", opts.StoreDir)
 	}
-	nc, err := nats.Connect(url, nats.Name("zoned"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, nats.Name("zoned"), nats.MaxReconnects(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				if l.slow.Add(1) == 1 || l.slow.Load()%1000 == 0 {
+					log.Warn("NATS slow consumer: messages dropped (cluster traffic lost)", "subject", subject, "total", l.slow.Load())
+				}
+				return
+			}
+			log.Warn("NATS error", "subject", subject, "err", err)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			l.disconnects.Add(1)
+			log.Warn("NATS disconnected; reconnecting (local play continues)", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			l.reconnects.Add(1)
+			log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
+		}))
 	if err != nil {
 		l.close()
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)

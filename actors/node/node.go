@@ -132,7 +132,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
 		return nil, err
 	}
-	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics()); err != nil {
+	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl); err != nil {
 		return nil, err
 	}
 	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {
