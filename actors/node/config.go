@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("udp address %q: %w", c.UDPAddr, err))
 	}
 	if c.PublicAddr != "" {
-		if ap, err := netip.ParseAddrPort(c.PublicAddr); err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
+		if ap, err := ParsePublicAddr(c.PublicAddr); err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
 			errs = append(errs, fmt.Errorf("public address %q: want a concrete host:port that clients can dial", c.PublicAddr))
 		}
 	}
@@ -160,6 +160,27 @@ func (c Config) zoneList() ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// ParsePublicAddr parses a public address: host:port, [v6]:port, or an
+// IPv6 address and port joined by a colon without brackets (fd00::1:7777,
+// what "$(POD_IP):7777" gives in a Kubernetes manifest on an IPv6 pod: the
+// port is what follows the last colon).
+func ParsePublicAddr(s string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(s)
+	if err == nil {
+		return ap, nil
+	}
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 || strings.ContainsAny(s, "[]") || strings.Count(s, ":") < 3 {
+		return netip.AddrPort{}, err
+	}
+	addr, aerr := netip.ParseAddr(s[:i])
+	port, perr := strconv.ParseUint(s[i+1:], 10, 16)
+	if aerr != nil || perr != nil || !addr.Is6() {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(addr, uint16(port)), nil
 }
 
 // parseListenAddr accepts "host:port" and ":port".

@@ -137,3 +137,29 @@ func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
 		t.Errorf("error %q does not say what failed", err)
 	}
 }
+
+// --public-addr takes what a Kubernetes manifest builds from the pod IP,
+// "$(POD_IP):7777", for IPv4 and IPv6 pods alike.
+func TestParsePublicAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.1.2.3:7777":      "10.1.2.3:7777",
+		"[fd00::1]:7777":     "[fd00::1]:7777",
+		"fd00::1:7777":       "[fd00::1]:7777",
+		"2001:db8::a:b:7777": "[2001:db8::a:b]:7777",
+	} {
+		got, err := ParsePublicAddr(in)
+		if err != nil || got.String() != want {
+			t.Errorf("ParsePublicAddr(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "host:7777", "10.1.2.3", "fd00::1", "[fd00::1]", "10.1.2.3:99999", "fd00::1:x"} {
+		if got, err := ParsePublicAddr(bad); err == nil {
+			t.Errorf("ParsePublicAddr(%q) = %v, want an error", bad, got)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.PublicAddr = "fd00::1:7777"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("an IPv6 pod address without brackets refused: %v", err)
+	}
+}

@@ -105,7 +105,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 		gc.ChallengeAt = gc.MaxConns / 2
 	}
 	if cfg.PublicAddr != "" {
-		if gc.PublicAddr, err = netip.ParseAddrPort(cfg.PublicAddr); err != nil {
+		if gc.PublicAddr, err = ParsePublicAddr(cfg.PublicAddr); err != nil {
 			g.stop(ctx)
 			return nil, fmt.Errorf("public address %q: %w", cfg.PublicAddr, err)
 		}
