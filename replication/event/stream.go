@@ -52,7 +52,7 @@ type sendStream struct {
 	held int // events queued or with unfreed units (≤ MaxInFlightPerLane)
 
 	base, next uint64
-	units      []unit   // ring over [base, next); len is a power of two ≥ 64
+	units      []unit   // ring over [base, next); len is a power of two ≥ 16
 	resend     []uint64 // bitmap over ring positions: unit needs a (re)transmission
 	resendN    int
 	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
@@ -91,9 +91,9 @@ func (st *sendStream) room(limit int) bool {
 	if span >= limit {
 		return false
 	}
-	n := max(64, 2*len(st.units))
+	n := max(16, 2*len(st.units)) // 16 units (900 B): most lanes never hold more in flight
 	u := make([]unit, n)
-	rs := make([]uint64, n/64)
+	rs := make([]uint64, (n+63)/64)
 	for id := st.base; id < st.next; id++ {
 		p := id & uint64(n-1)
 		u[p] = *st.unit(id)
@@ -129,7 +129,8 @@ func (st *sendStream) firstResend(from uint64) (uint64, bool) {
 	if st.resendN == 0 {
 		return 0, false
 	}
-	mask := uint64(len(st.units) - 1)
+	n := uint64(len(st.units))
+	mask := n - 1
 	for id := max(from, st.base); id < st.next; {
 		p := id & mask
 		if w := st.resend[p>>6] >> (p & 63); w != 0 {
@@ -139,7 +140,8 @@ func (st *sendStream) firstResend(from uint64) (uint64, bool) {
 			}
 			return 0, false
 		}
-		id += 64 - p&63
+		// To the next word, or, in a ring smaller than a word, to its wrap.
+		id += min(64-p&63, n-p)
 	}
 	return 0, false
 }
