@@ -29,6 +29,7 @@ type Gateway struct {
 	pid    *actor.PID
 	w      *writer    // handshake replies and NoConnection
 	pool   *conn.Pool // the connections (they send their own datagrams)
+	disp   *pinned    // the gateway actor's mailbox goroutine
 	st     *counters
 	cc     *conn.Counters
 	public netip.AddrPort
@@ -119,13 +120,15 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 	core := newRouter(cfg, srv, lim, g.w, g.st, g.cc, func() time.Duration { return time.Since(mono) }, log)
 	core.queueFree = func() int { return len(g.free) }
 	core.drained = g.drained
-	props := actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{r: core} })
+	disp := newPinned()
+	props := actor.PropsFromProducer(func() actor.Actor { return &gatewayActor{r: core} }, actor.WithDispatcher(disp))
 	pid, err := sys.Root.SpawnNamed(props, "gateway-"+public.String())
 	if err != nil {
+		disp.close()
 		sock.Close()
 		return nil, fmt.Errorf("gateway: spawn: %w", err)
 	}
-	g.pid = pid
+	g.pid, g.disp = pid, disp
 	pool, err := conn.NewPool(conn.PoolConfig{
 		Config: cfg.Conn, Shards: cfg.Shards, Quantum: cfg.Quantum, WriteBatch: cfg.WriteBatch,
 		Sys: sys, Gateway: pid, Now: core.now,
@@ -133,7 +136,8 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 		Counters:  g.cc, Log: log,
 	})
 	if err != nil {
-		sys.Root.Stop(pid)
+		_ = sys.Root.StopFuture(pid).Wait()
+		disp.close()
 		sock.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -141,7 +145,8 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 	core.pool = pool // before the reader starts: nothing has reached the actor yet
 	if cfg.Registerer != nil {
 		if err := g.registerMetrics(cfg.Registerer); err != nil {
-			sys.Root.Stop(pid)
+			_ = sys.Root.StopFuture(pid).Wait()
+			disp.close()
 			pool.Close()
 			sock.Close()
 			return nil, err
@@ -236,6 +241,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 		if e := g.sys.Root.StopFuture(g.pid).Wait(); e != nil && err == nil {
 			err = fmt.Errorf("gateway: stop: %w", e)
 		}
+		g.disp.close()
 	})
 	return err
 }
