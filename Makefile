@@ -167,7 +167,7 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 # $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count.
 CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000
 CAPACITY_WINDOW ?= 20s
-CAPACITY_FLAGS ?=
+CAPACITY_FLAGS ?= --swarm-flags '--observers 10%'
 CAPACITY_DIR ?= capacity-out
 
 capacity: ## capacity curve: players vs tick p99, RTT p99, server CPU and heap (CAPACITY_PLAYERS, CAPACITY_WINDOW)
