@@ -13,7 +13,7 @@ import (
 const (
 	// DefaultMaxInbound is how many datagrams may wait in one connection's
 	// mailbox before the gateway drops newer ones: 64 is over three seconds of
-	// a 20 Hz client, far beyond anything but a stalled actor or a flood.
+	// a 20 Hz client, far beyond anything but a stalled shard or a flood.
 	DefaultMaxInbound = 64
 	// MaxMaxInbound bounds MaxInbound (each waiting datagram holds 1.2 KB).
 	MaxMaxInbound = 4096

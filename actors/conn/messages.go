@@ -30,7 +30,7 @@ type Moved struct {
 
 // Closed: the session is done (Disconnect copies sent, or closed by the
 // peer or a timeout). The gateway forgets the routes, consumes the token and
-// stops the actor.
+// stops the connection.
 type Closed struct {
 	PID      *actor.PID
 	ID       handshake.ConnID

@@ -124,7 +124,7 @@ type Stats struct {
 // Listings 7.10–7.13; checklist RL-5, RL-6, RP-12, SC-7..SC-9).
 //
 // Create with NewTable; the zero Table is not usable. Not safe for concurrent
-// use; the connection's ghost manager actor owns it.
+// use; the connection that owns its ghost manager owns it.
 type Table struct {
 	reg *Registry
 	cfg Config

@@ -1,5 +1,5 @@
 // Package session is one ghostwire connection end to end, as pure code: the
-// server end a connection actor drives and the client end the client library
+// server end a connection (actors/conn) drives and the client end the client library
 // and the bot swarm drive. It puts the replication layers — packet notify,
 // events, the move stream and control object, ghosts — inside the protected
 // packets of an established handshake session, and adds what a connection
@@ -32,7 +32,7 @@
 //	timer.Reset(srv.NextDeadline(now) - now)
 //
 // The ghost section comes from a GhostWriter: a *ghost.Table in the same
-// owner, or a GhostRelay carrying sections a ghost manager actor packed
+// owner, or a GhostRelay carrying sections a ghost manager elsewhere packed
 // (docs/protocol.md §7.18, Ghost sections across actors).
 //
 // # Client

@@ -60,7 +60,7 @@ type moveCRC struct {
 // draining (sending its Disconnect copies) → closed.
 //
 // The zero Server is not usable; call NewServer. Not safe for concurrent use;
-// the connection actor owns it.
+// the connection (actors/conn) owns it.
 type Server struct {
 	e   endpoint
 	cfg ServerConfig
