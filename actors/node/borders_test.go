@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -191,6 +193,11 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 					for _, g := range view {
 						if id, ok := ids[g.Entity]; ok && id != g.GhostID {
 							w.popped++
+							if os.Getenv("GW_POPDEBUG") != "" {
+								me := w.s.Control().Pos
+								fmt.Printf("POP player %d at (%.1f, %.1f): entity %#x ghost %d -> %d at (%.1f, %.1f), t=%v\n",
+									w.id, me[0], me[2], g.Entity, id, g.GhostID, g.State.Pos[0], g.State.Pos[2], time.Now().Format("15:04:05.000"))
+							}
 						}
 						next[g.Entity] = g.GhostID
 					}

@@ -1,8 +1,13 @@
 package sim
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -37,5 +42,56 @@ func TestHandoffCostsNoUpdate(t *testing.T) {
 	}
 	if crossings < 40 {
 		t.Fatalf("only %d crossings: the test did not exercise handoffs", crossings)
+	}
+}
+
+// A player frozen by a handoff that takes several ticks (across processes
+// it does) keeps the interest set its snapshot took to the new owner: a
+// player walking into view meanwhile is not added here, or the new owner's
+// first view, seeded from the snapshot, would kill that ghost and a later
+// one re-create it under a new ghost id.
+func TestFrozenPlayerKeepsItsSnapshotInterest(t *testing.T) {
+	// The offer is never answered; it must not time out (and unfreeze the
+	// player) before player 2 is in range.
+	h := newHarness(t, world.Default(), 0, func(c *Config) { c.Handoff.OfferTimeout = 10 * time.Second })
+	still := func(p *player, tick int) (int8, uint16) { return 0, 0 }
+	h.join(1, -20, -20, still)
+	h.join(2, -20, -125, func(p *player, tick int) (int8, uint16) { return 127, 0 }) // walks +z towards player 1
+	h.tick(1)
+	src := h.zones["x0z0"]
+	if err := src.Teleport(h.now, 1, [3]float32{20, 0, -20}); err != nil { // into x1z0: offered, frozen
+		t.Fatal(err)
+	}
+	offer := src.Pending() // held back: the handoff does not settle
+	if len(offer) == 0 {
+		t.Fatal("no offer")
+	}
+	var snap []uint64
+	if offer[0].State != nil {
+		snap = offer[0].State.Interest
+	}
+	for range 60 { // 3 s, frozen throughout: player 2, 112 m from where player 1 is frozen, walks within 100 m
+		h.now += h.period
+		out := src.Step(h.now)
+		if ph, _, _ := src.Handoffs().Status(1); ph != handoff.PhaseOffering {
+			t.Fatalf("player 1 is %v, want still offering", ph)
+		}
+		for _, v := range out.Views {
+			if v.Entity != 1 {
+				continue
+			}
+			for _, e := range src.AppendView(nil, v) {
+				if !slices.Contains(snap, e.Entity) {
+					t.Fatalf("frozen player's view gained entity %d, not in the snapshot %v", e.Entity, snap)
+				}
+			}
+		}
+		// Keep player 2 walking (its moves go to x0z0 directly).
+		p2 := h.players[2]
+		p2.sent++
+		src.Input(h.now, 2, []move.Move{{Seq: p2.sent, Dt: 48, Forward: 127}})
+	}
+	if e, _ := src.Entity(2); math.Hypot(float64(e.State.Pos[0]-20), float64(e.State.Pos[2]+20)) > 95 {
+		t.Fatalf("player 2 at %v never came within 100 m: the test proves nothing", e.State.Pos)
 	}
 }

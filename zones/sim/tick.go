@@ -229,7 +229,14 @@ func (z *Zone) updateInterest() {
 		}
 		s := sa.Slot
 		e := &z.ents[s]
-		if e.role != roleOwned && e.role != roleFrozen {
+		if e.role != roleOwned {
+			// A frozen player's set is what its handoff snapshot took to the
+			// new owner, which seeds the player's set there from it. Changed
+			// here meanwhile, this zone's views would show the player
+			// entities the new owner's set lacks: killed by its first view,
+			// re-created later under a new ghost id. In one process a
+			// handoff settles within the tick; across processes it spans
+			// ticks, and this was the pop at process borders.
 			continue
 		}
 		if e.seedIDs != nil {
