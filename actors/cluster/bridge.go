@@ -17,6 +17,8 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // Subjects. <world> and <zone>/<node> are single tokens (zone ids and node
@@ -51,7 +53,10 @@ type Config struct {
 	// Zones tells whether a zone id is in the world map (a Redirect to
 	// anything else is refused). Nil: any well-formed id.
 	Zones func(id string) bool
-	Log   *slog.Logger
+	// Players, when set, commits every cross-process handoff of a player
+	// to the player records before the zone takes it (see Players).
+	Players *Players
+	Log     *slog.Logger
 	// Metrics collects counters; nil gets a private set.
 	Metrics *Metrics
 	// MaxBatch bounds the messages one proxy or link batches before it
@@ -281,6 +286,20 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 	root := b.cfg.Sys.Root
 	for _, it := range zb.GetItems() {
 		m, err := b.decodeItem(it, zb.GetFromNode())
+		if env, ok := m.(*zone.HandoffEnvelope); ok && err == nil && b.cfg.Players != nil &&
+			env.Msg.Kind == handoff.KindCommit && !sim.IsNPC(env.Msg.Entity) {
+			// Commit the player record first; the zone takes the player
+			// only if that worked (a late or duplicated Commit never makes
+			// a second owner). The old owner resends the Commit meanwhile.
+			b.cfg.Players.Commit(env.Msg.Entity, zoneID, uint64(env.Msg.Epoch)+1, func(ok bool) {
+				if ok {
+					root.Send(pid, env)
+				} else {
+					b.m.RecordRefused.Add(1)
+				}
+			})
+			continue
+		}
 		if err != nil {
 			b.m.Malformed.Add(1)
 			b.warnOnce("malformed:"+zb.GetFromNode(), "cluster: malformed item dropped", "zone", zoneID, "from", zb.GetFromNode(), "err", err)
@@ -343,6 +362,9 @@ type Metrics struct {
 	Errors     atomic.Uint64 // encode or publish failures
 	NoOwner    atomic.Uint64 // messages for a zone nobody owns (dropped)
 	Unknown    atomic.Uint64 // connection updates for a player with no connection here
+	// RecordRefused: cross-process Commits not delivered because the
+	// player record could not be written (a newer owner recorded, KV down).
+	RecordRefused atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).

@@ -368,3 +368,51 @@ func TestHandoffStampsCrossClocks(t *testing.T) {
 		t.Fatalf("round trip %v, want %v", back, sentEarly)
 	}
 }
+
+// A cross-process Commit reaches the zone only once the player record says
+// the zone owns the player at the new epoch: a Commit older than the record
+// (a duplicate from a stale owner, a split brain) is refused and counted.
+func TestCommitNeedsThePlayerRecord(t *testing.T) {
+	f := newBridgeFixture(t)
+	js, _ := jetstream.New(f.nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	players := NewPlayers(kv, "n1", nil)
+	defer players.Close()
+	f.b.cfg.Players = players
+	newer, _ := proto.Marshal(&pb.PlayerRecord{Player: 7, Zone: "elsewhere", Epoch: 10})
+	if _, err := kv.Put(context.Background(), PlayerKey(7), newer); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(player uint64, epoch uint64) []byte {
+		b, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: f.epoch, FromNode: "n2", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{
+			Msg: &pb.HandoffMessage{Kind: pb.HandoffKind_HANDOFF_KIND_COMMIT, Entity: player, Epoch: epoch, From: "y", To: "z",
+				State: &pb.EntitySnapshot{Entity: player, Control: &pb.ControlState{Pos: &pb.Vec3{}, Vel: &pb.Vec3{}}, Name: "p"}},
+			GatewayNode: "n2"}}}}})
+		return b
+	}
+	if err := f.nc.Publish(zoneSubject("w", "z"), commit(7, 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "the stale Commit to be refused", func() bool { return f.b.m.RecordRefused.Load() == 1 })
+	if err := f.nc.Publish(zoneSubject("w", "z"), commit(8, 3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "the good Commit to reach the zone", func() bool { return f.p.count() == 1 })
+	f.p.mu.Lock()
+	env, ok := f.p.got[0].(*zone.HandoffEnvelope)
+	f.p.mu.Unlock()
+	if !ok || env.Msg.Entity != 8 {
+		t.Fatalf("zone got %#v, want player 8's Commit", f.p.got[0])
+	}
+	e, err := kv.Get(context.Background(), PlayerKey(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec pb.PlayerRecord
+	if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != "z" || rec.GetEpoch() != 4 || rec.GetNode() != "n1" {
+		t.Fatalf("record %v, want zone z, epoch 4, node n1", &rec)
+	}
+}

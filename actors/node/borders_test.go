@@ -3,9 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"

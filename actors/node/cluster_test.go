@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/client"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -109,6 +112,7 @@ func TestClusterThreeNodesAcrossBorders(t *testing.T) {
 	if handoffs == 0 {
 		t.Fatal("no cross-process handoff committed: the walk did not cross a process border")
 	}
+	checkPlayerRecords(t, nodes)
 	t.Logf("%d cross-process handoffs", handoffs)
 }
 
@@ -285,5 +289,52 @@ func TestClusterOrphanedZoneTakenOver(t *testing.T) {
 	after, _ := nodes[2].Leases().Owner("x1z0")
 	if after.Node != "n3" || after.Epoch <= before.Epoch {
 		t.Fatalf("x1z0 owner %+v after the takeover, %+v before", after, before)
+	}
+}
+
+// checkPlayerRecords: every player's record in the players bucket names
+// the zone that owns it, at the owner's handoff epoch (records are written
+// asynchronously after in-process handoffs, so wait for them to settle).
+func checkPlayerRecords(t *testing.T, nodes []*Node) {
+	t.Helper()
+	type own struct {
+		zone  string
+		epoch uint64
+	}
+	owners := map[uint64]own{}
+	for _, n := range nodes {
+		if err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			z.Entities(func(e sim.EntityInfo) {
+				if e.Owned && e.Kind == sim.KindPlayer {
+					owners[e.ID] = own{z.ID(), uint64(e.Epoch)}
+				}
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv := nodes[0].nats.kv[BucketPlayers]
+	var bad string
+	match := func() bool {
+		bad = ""
+		for id, o := range owners {
+			e, err := kv.Get(context.Background(), cluster.PlayerKey(id))
+			if err != nil {
+				bad = fmt.Sprintf("player %d: %v", id, err)
+				return false
+			}
+			var rec pb.PlayerRecord
+			if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != o.zone || rec.GetEpoch() != o.epoch {
+				bad = fmt.Sprintf("player %d: record %v, owned by %s at epoch %d", id, &rec, o.zone, o.epoch)
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !match() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if bad != "" {
+		t.Fatalf("player records do not match the owners: %s", bad)
 	}
 }

@@ -146,7 +146,7 @@ func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
 }
 
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
-func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink) error {
+func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink, pl *cluster.Players) error {
 	for k := cluster.KindZone; k <= cluster.KindConn; k++ {
 		for dir, name := range []string{"in", "out"} {
 			k, dir := k, dir
@@ -178,6 +178,11 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"nats_slow_consumer_total", "NATS slow-consumer events: messages dropped because a subscription fell behind", nl.slow.Load},
 		{"nats_disconnects_total", "NATS connection losses", nl.disconnects.Load},
 		{"nats_reconnects_total", "NATS reconnections", nl.reconnects.Load},
+		{"player_records_written_total", "player records written (join, handoff)", pl.Written.Load},
+		{"player_record_conflicts_total", "player record writes refused: the record already had a newer epoch", pl.Conflicts.Load},
+		{"player_record_dropped_total", "player record writes dropped: the writers' queue was full", pl.Dropped.Load},
+		{"player_record_errors_total", "player record writes that failed (KV errors)", pl.Errors.Load},
+		{"commits_refused_total", "cross-process handoff Commits not delivered: the player record could not be written", m.RecordRefused.Load},
 	}
 	for _, c := range counters {
 		v := c.v

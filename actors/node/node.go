@@ -25,16 +25,17 @@ import (
 
 // Node is one running zoned process. Start makes one; Stop ends it.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	nats   *natsLink
-	game   *game
-	dir    *directory
-	node   string
-	leases *cluster.Leases
-	bridge *cluster.Bridge
-	member *membership
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	nats    *natsLink
+	game    *game
+	dir     *directory
+	node    string
+	leases  *cluster.Leases
+	bridge  *cluster.Bridge
+	member  *membership
+	players *cluster.Players
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -107,9 +108,17 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	world := worldToken(wm.Name())
-	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, func(g *game) error {
+	n.players = cluster.NewPlayers(nl.kv[BucketPlayers], n.node, log.With("component", "players"))
+	placed := func(player uint64, zone string, epoch uint64, join bool) {
+		if join {
+			n.players.Joined(player, zone, epoch)
+		} else {
+			n.players.Acquired(player, zone, epoch)
+		}
+	}
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, func(g *game) error {
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
-			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"),
+			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,
 			Zones: func(id string) bool { _, ok := wm.Zone(id); return ok }})
 		if err != nil {
 			return err
@@ -132,7 +141,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
 		return nil, err
 	}
-	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl); err != nil {
+	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl, n.players); err != nil {
 		return nil, err
 	}
 	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {
@@ -251,6 +260,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	if n.bridge != nil {
 		n.bridge.Close()
+	}
+	if n.players != nil {
+		n.players.Close()
 	}
 	if n.leases != nil {
 		n.leases.Close(ctx) // releases only the zones this node still holds

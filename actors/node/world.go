@@ -48,7 +48,7 @@ func loadWorld(cfg Config) (*world.World, error) {
 // startGame starts the zone actors of the zones in owned, then runs
 // beforeGateway (the cluster bridge puts its proxies under the other
 // zones' names there), then opens the gateway.
-func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, beforeGateway func(*game) error) (*game, error) {
+func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool), beforeGateway func(*game) error) (*game, error) {
 	key, src, err := resolveKey(cfg, getenv, log)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
-	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn}
+	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}

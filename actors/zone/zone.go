@@ -40,6 +40,11 @@ type Params struct {
 	// Load, when set, is told the zone's player and NPC counts about once
 	// a second (the cluster directory shows them).
 	Load func(zone string, players, npcs int)
+	// Placed, when set, is told each player that joined this zone (join
+	// true) or was acquired by it from another zone, with its handoff
+	// epoch here (the cluster keeps player records with it). It must not
+	// block.
+	Placed func(player uint64, zone string, epoch uint64, join bool)
 	// MaxEventBytesPerTick bounds the event payload bytes the zone sends
 	// each player per tick; beyond it events are dropped and counted
 	// (Metrics.EventsOutDropped). Default DefaultMaxEventBytesPerTick.
@@ -467,6 +472,10 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	}
 	a.joins[j.Player] = j
 	a.m.Joins.Add(1)
+	if a.p.Placed != nil {
+		_, ep, _ := a.z.Handoffs().Status(j.Player)
+		a.p.Placed(j.Player, a.p.Sim.Zone, uint64(ep), true)
+	}
 }
 
 // passOn forwards a message about an entity this zone handed away to the
@@ -533,6 +542,10 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 			_ = a.z.Correct(id) // owned: cannot fail
 		}
 		a.m.HandoffsIn.Add(1)
+		if a.p.Placed != nil && !sim.IsNPC(id) {
+			_, ep, _ := a.z.Handoffs().Status(id)
+			a.p.Placed(id, a.p.Sim.Zone, uint64(ep), false)
+		}
 		if env.Remote {
 			a.m.HandoffsInRemote.Add(1)
 		}

@@ -95,3 +95,49 @@ func TestFrozenPlayerKeepsItsSnapshotInterest(t *testing.T) {
 		t.Fatalf("player 2 at %v never came within 100 m: the test proves nothing", e.State.Pos)
 	}
 }
+
+// The target of a handoff keeps its replica of the entity while it waits
+// for the Commit, even when the old owner's next batch (no longer listing
+// it) comes first — across processes it can. Dropping it there took it out
+// of every view in the target zone until the Commit made it owned again:
+// a kill and a re-create for everyone watching.
+func TestTargetKeepsReplicaUntilCommit(t *testing.T) {
+	h := newHarness(t, world.Default(), 0, nil)
+	still := func(p *player, tick int) (int8, uint16) { return 0, 0 }
+	h.join(1, -5, -300, still) // in x0z0, 5 m from x1z0
+	h.join(2, 30, -300, still) // in x1z0, watching it
+	h.tick(2)
+	src, dst := h.zones["x0z0"], h.zones["x1z0"]
+	if e, ok := dst.Entity(1); !ok || !e.Replica {
+		t.Fatalf("x1z0 has no replica of player 1: %+v", e)
+	}
+	if err := src.Teleport(h.now, 1, [3]float32{20, 0, -300}); err != nil { // into x1z0
+		t.Fatal(err)
+	}
+	offer := src.Pending()
+	dst.Handoff(h.now, offer[0]) // accepted: a reservation
+	accept := dst.Pending()
+	src.Handoff(h.now, accept[0]) // released at the source; its Commit is held back
+	commit := src.Pending()
+	h.now += h.period
+	out := src.Step(h.now) // the source's batch, without player 1
+	for i := range out.Replicas {
+		if out.Replicas[i].To == "x1z0" {
+			dst.Replicas(h.now, &out.Replicas[i])
+		}
+	}
+	if e, ok := dst.Entity(1); !ok || !e.Replica {
+		t.Fatalf("x1z0 dropped its replica of player 1 before the Commit: %+v, %v", e, ok)
+	}
+	for _, m := range commit {
+		if m.Kind == handoff.KindCommit {
+			dst.Handoff(h.now, m)
+		}
+	}
+	if e, ok := dst.Entity(1); !ok || !e.Owned {
+		t.Fatalf("player 1 not owned by x1z0 after the Commit: %+v", e)
+	}
+	if st := dst.Stats(); st.ReplicasHeldDropped != 0 {
+		t.Fatalf("replicas dropped: %+v", st)
+	}
+}

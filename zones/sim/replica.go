@@ -79,6 +79,13 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 	for s := range z.ents {
 		e := &z.ents[s]
 		if e.role == roleReplica && e.owner == b.From && e.seenBatch != seq {
+			if _, reserved := z.hand.Reserved(e.id); reserved {
+				// Its owner is handing it to this zone (the offer is
+				// accepted, the Commit on its way): keep it in its slot for
+				// the acquisition. Across processes the owner's next batch,
+				// without it, can come before the Commit.
+				continue
+			}
 			if e.hold == 0 && z.handedOn(e, b.From) {
 				e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 				z.stats.ReplicasHeld++
