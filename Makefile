@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest cluster capacity fuzz-seeds bench-smoke verify bench fuzz generate
+.PHONY: help test vet race scale loadtest cluster capacity fuzz-seeds bench-smoke verify bench fuzz generate peers
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -178,3 +178,18 @@ capacity: ## capacity curve: players vs tick p99, RTT p99, server CPU and heap (
 	    --window $(CAPACITY_WINDOW) --json $(CAPACITY_DIR)/capacity.json --png docs/capacity.png \
 	    --cpuprofile $(CAPACITY_DIR)/cpu.pprof --memprofile $(CAPACITY_DIR)/heap.pprof $(CAPACITY_FLAGS) \
 	    | tee $(CAPACITY_DIR)/capacity.md
+
+# Side by side with the peers (docs/benchmarks.md, "Peers"): the same game workload through
+# ghostwire, kcp-go and ENet on this machine, printed with the ratios peer ÷ ghostwire.
+# bench/peers is a module of its own (the product's go.mod stays free of kcp-go), so this is
+# not part of `make test`. ENet needs cgo and Debian's libenet-dev (apt-get install -y
+# libenet-dev); without it the ENet rows say so. PEERS_FLAGS=-short: a smoke run (~1 min);
+# the default (1,000 clients, then 100 impaired clients) takes about 4 minutes.
+PEERS_FLAGS ?=
+PEERS_BIN ?= $(or $(TMPDIR),/tmp)/ghostwire-peers
+
+peers: ## side by side with kcp-go and ENet, ratios peer ÷ ghostwire (PEERS_FLAGS=-short: smoke run); not in make test
+	@cd bench/peers && tags=; \
+	  if pkg-config --exists libenet 2>/dev/null; then tags=enet; \
+	  else echo "peers: libenet-dev not found (apt-get install -y libenet-dev): ENet is not built"; fi; \
+	  $(GO) build -tags "$$tags" -o $(PEERS_BIN) . && $(PEERS_BIN) $(PEERS_FLAGS)
