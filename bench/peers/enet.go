@@ -129,11 +129,16 @@ func (c *enetClients) dial(ctx context.Context, n int, server, via netip.AddrPor
 	if C.eb_clients_open(C.int(n), C.int(via.Port()), C.int(c.opts.inputSize), C.int(c.opts.inputHz)) != 0 {
 		return fmt.Errorf("enet: client hosts not created")
 	}
-	go func() {
-		runtime.LockOSThread()
-		C.eb_clients_run()
-		close(c.done)
-	}()
+	var wg sync.WaitGroup
+	for k := range int(C.eb_client_threads()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			C.eb_clients_run(C.int(k))
+		}()
+	}
+	go func() { wg.Wait(); close(c.done) }()
 	for int(C.eb_clients_connected()) < n {
 		select {
 		case <-ctx.Done():
@@ -156,8 +161,11 @@ func (c *enetClients) finish() {
 	c.once.Do(func() {
 		C.eb_clients_stop()
 		<-c.done
+		C.eb_clients_debug()
 		C.eb_clients_stats(&c.st)
 		c.dn, _ = statsFromC(&c.st)
+		C.free(unsafe.Pointer(c.st.lat_us))
+		c.st.lat_us, c.st.lat_n = nil, 0
 	})
 }
 

@@ -185,11 +185,15 @@ void eb_server_stats(eb_stats *out) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Clients: one host (socket) and one peer each, all driven by one thread:
- * epoll tells which sockets have datagrams, inputs go out at their time,
- * and a host whose peer has a reliable command past its retransmission
- * timeout is serviced at once (enet_host_flush does not retransmit: only
- * enet_host_service checks timeouts). */
+/* Clients: one host (socket) and one peer each, driven by EB_CLIENT_THREADS
+ * C threads, each owning every k-th client: epoll tells which sockets have
+ * datagrams, inputs go out at their time, and a host whose peer has a
+ * reliable command past its retransmission timeout is serviced at once
+ * (enet_host_flush does not retransmit: only enet_host_service checks
+ * timeouts). ENet hosts are independent, so hosts on different threads need
+ * no locking. */
+
+#define EB_CLIENT_THREADS 2
 
 typedef struct {
 	ENetHost *h;
@@ -199,13 +203,20 @@ typedef struct {
 	int64_t next_input;
 } cli_t;
 
+typedef struct {
+	int epfd;
+	rec_t rec;
+	uint64_t snap[2][4];
+	int snapped[2];
+} worker_t;
+
 static cli_t *clis;
-static int ncli, cli_input_size, cli_input_hz, epfd = -1;
+static int ncli, cli_input_size, cli_input_hz;
 static volatile int cli_stop;
-static rec_t cli_rec;
 static uint64_t cli_connected;
-static uint64_t cli_snap[2][4];
-static int cli_snapped[2];
+static worker_t workers[EB_CLIENT_THREADS];
+
+int eb_client_threads(void) { return EB_CLIENT_THREADS; }
 
 int eb_clients_open(int n, int port, int input_size, int input_hz) {
 	ENetAddress local, remote;
@@ -217,17 +228,18 @@ int eb_clients_open(int n, int port, int input_size, int input_hz) {
 	/* a fresh client set: reset what a previous one left */
 	cli_stop = 0;
 	eb_set_window(0, 0);
-	free(cli_rec.lat);
-	memset(&cli_rec, 0, sizeof cli_rec);
-	memset(cli_snapped, 0, sizeof cli_snapped);
 	__atomic_store_n(&cli_connected, 0, __ATOMIC_SEQ_CST);
+	for (int w = 0; w < EB_CLIENT_THREADS; w++) {
+		free(workers[w].rec.lat);
+		memset(&workers[w], 0, sizeof workers[w]);
+		workers[w].epfd = epoll_create1(0);
+		if (workers[w].epfd < 0) return -1;
+	}
 	clis = calloc((size_t)n, sizeof(cli_t));
 	if (clis == NULL) return -1;
 	ncli = n;
 	cli_input_size = input_size;
 	cli_input_hz = input_hz;
-	epfd = epoll_create1(0);
-	if (epfd < 0) return -1;
 	for (int i = 0; i < n; i++) {
 		cli_t *c = &clis[i];
 		c->h = enet_host_create(&local, 1, 1, 0, 0);
@@ -239,13 +251,13 @@ int eb_clients_open(int n, int port, int input_size, int input_hz) {
 		memset(&ee, 0, sizeof ee);
 		ee.events = EPOLLIN;
 		ee.data.u32 = (uint32_t)i;
-		if (epoll_ctl(epfd, EPOLL_CTL_ADD, c->h->socket, &ee) != 0) return -1;
+		if (epoll_ctl(workers[i % EB_CLIENT_THREADS].epfd, EPOLL_CTL_ADD, c->h->socket, &ee) != 0) return -1;
 		enet_host_flush(c->h); /* the connect command goes out now */
 	}
 	return 0;
 }
 
-static void cli_service(cli_t *c, int idx) {
+static void cli_service(worker_t *w, cli_t *c, int idx) {
 	ENetEvent ev;
 	int r = enet_host_service(c->h, &ev, 0);
 	while (r > 0) {
@@ -260,7 +272,7 @@ static void cli_service(cli_t *c, int idx) {
 			break;
 		}
 		case ENET_EVENT_TYPE_RECEIVE:
-			rec_recv(&cli_rec, ev.packet->data, ev.packet->dataLength, &c->last_down, at);
+			rec_recv(&w->rec, ev.packet->data, ev.packet->dataLength, &c->last_down, at);
 			enet_packet_destroy(ev.packet);
 			break;
 		case ENET_EVENT_TYPE_DISCONNECT:
@@ -274,37 +286,38 @@ static void cli_service(cli_t *c, int idx) {
 	}
 }
 
-static void cli_snapshot(int k) {
+static void cli_snapshot(worker_t *w, int self, int k) {
 	uint64_t t[4] = {0, 0, 0, 0};
-	for (int i = 0; i < ncli; i++) {
+	for (int i = self; i < ncli; i += EB_CLIENT_THREADS) {
 		ENetHost *h = clis[i].h;
 		t[0] += h->totalSentData;
 		t[1] += h->totalSentPackets;
 		t[2] += h->totalReceivedData;
 		t[3] += h->totalReceivedPackets;
 	}
-	memcpy(cli_snap[k], t, sizeof t);
-	cli_snapped[k] = 1;
+	memcpy(w->snap[k], t, sizeof t);
+	w->snapped[k] = 1;
 }
 
-void eb_clients_run(void) {
+void eb_clients_run(int self) {
+	worker_t *w = &workers[self];
 	int64_t period = 1000000000LL / cli_input_hz;
 	uint8_t *buf = calloc(1, (size_t)cli_input_size);
 	struct epoll_event evs[256];
 	while (!cli_stop) {
 		int64_t now = now_ns();
 		int64_t ws = __atomic_load_n(&win_start, __ATOMIC_SEQ_CST), we = __atomic_load_n(&win_end, __ATOMIC_SEQ_CST);
-		if (we != 0 && !cli_snapped[0] && now >= ws) cli_snapshot(0);
-		if (we != 0 && !cli_snapped[1] && now >= we) cli_snapshot(1);
+		if (we != 0 && !w->snapped[0] && now >= ws) cli_snapshot(w, self, 0);
+		if (we != 0 && !w->snapped[1] && now >= we) cli_snapshot(w, self, 1);
 		enet_uint32 ms = enet_time_get();
-		for (int i = 0; i < ncli; i++) {
+		for (int i = self; i < ncli; i += EB_CLIENT_THREADS) {
 			cli_t *c = &clis[i];
 			if (c->connected && now >= c->next_input) {
 				int64_t ts = now_ns();
 				put_stamp(buf, ts, (uint32_t)i, ++c->up_seq);
 				ENetPacket *pk = enet_packet_create(buf, (size_t)cli_input_size, EB_FLAGS);
 				if (enet_peer_send(c->p, EB_CHANNEL, pk) == 0) {
-					if (in_window(ts)) cli_rec.sent_win++;
+					if (in_window(ts)) __atomic_add_fetch(&w->rec.sent_win, 1, __ATOMIC_RELAXED);
 				} else {
 					enet_packet_destroy(pk);
 				}
@@ -313,13 +326,13 @@ void eb_clients_run(void) {
 				if (c->next_input <= now) c->next_input = now + period;
 			} else if (!enet_list_empty(&c->p->sentReliableCommands) &&
 			           ENET_TIME_GREATER_EQUAL(ms, c->p->nextTimeout)) {
-				cli_service(c, i); /* retransmission due */
+				cli_service(w, c, i); /* retransmission due */
 			}
 		}
-		int n = epoll_wait(epfd, evs, 256, 1);
+		int n = epoll_wait(w->epfd, evs, 256, 1);
 		for (int k = 0; k < n; k++) {
 			int i = (int)evs[k].data.u32;
-			cli_service(&clis[i], i);
+			cli_service(w, &clis[i], i);
 		}
 	}
 	free(buf);
@@ -327,26 +340,52 @@ void eb_clients_run(void) {
 
 void eb_clients_stop(void) {
 	cli_stop = 1;
-	if (getenv("EB_DEBUG") != NULL) {
-		for (int i = 0; i < ncli && i < 5; i++) {
-			ENetPeer *p = clis[i].p;
-			fprintf(stderr, "enet client %d: rtt %u var %u lost %u throttle %u window %u intransit %u\n", i, p->roundTripTime, p->roundTripTimeVariance, p->packetsLost, p->packetThrottle, p->windowSize, p->reliableDataInTransit);
-		}
+}
+
+void eb_clients_debug(void) {
+	if (getenv("EB_DEBUG") == NULL) return;
+	for (int i = 0; i < ncli && i < 5; i++) {
+		ENetPeer *p = clis[i].p;
+		fprintf(stderr, "enet client %d: rtt %u var %u lost %u throttle %u window %u intransit %u\n", i, p->roundTripTime,
+		        p->roundTripTimeVariance, p->packetsLost, p->packetThrottle, p->windowSize, p->reliableDataInTransit);
 	}
 }
 
 void eb_clients_counts(uint64_t *recv_win, uint64_t *sent_win) {
-	*recv_win = __atomic_load_n(&cli_rec.recv_win, __ATOMIC_RELAXED);
-	*sent_win = __atomic_load_n(&cli_rec.sent_win, __ATOMIC_RELAXED);
+	uint64_t r = 0, s = 0;
+	for (int w = 0; w < EB_CLIENT_THREADS; w++) {
+		r += __atomic_load_n(&workers[w].rec.recv_win, __ATOMIC_RELAXED);
+		s += __atomic_load_n(&workers[w].rec.sent_win, __ATOMIC_RELAXED);
+	}
+	*recv_win = r;
+	*sent_win = s;
 }
 
 uint64_t eb_clients_connected(void) { return __atomic_load_n(&cli_connected, __ATOMIC_SEQ_CST); }
 
+/* After every worker stopped: the workers' results merged (the latency
+ * samples copied into one array the caller frees with free). */
 void eb_clients_stats(eb_stats *out) {
 	memset(out, 0, sizeof *out);
-	rec_out(&cli_rec, out);
-	if (cli_snapped[0] && cli_snapped[1])
-		for (int k = 0; k < 4; k++) out->traffic[k] = cli_snap[1][k] - cli_snap[0][k];
+	size_t total = 0;
+	for (int w = 0; w < EB_CLIENT_THREADS; w++) total += workers[w].rec.lat_n;
+	out->lat_us = total > 0 ? malloc(sizeof(int32_t) * total) : NULL;
+	int whole = 1;
+	for (int w = 0; w < EB_CLIENT_THREADS; w++) {
+		rec_t *r = &workers[w].rec;
+		out->recv_win += r->recv_win;
+		out->recv_all += r->recv_all;
+		out->order_err += r->order_err;
+		out->sent_win += r->sent_win;
+		if (out->lat_us != NULL && r->lat_n > 0) {
+			memcpy(out->lat_us + out->lat_n, r->lat, sizeof(int32_t) * r->lat_n);
+			out->lat_n += r->lat_n;
+		}
+		whole = whole && workers[w].snapped[0] && workers[w].snapped[1];
+	}
+	if (whole)
+		for (int w = 0; w < EB_CLIENT_THREADS; w++)
+			for (int k = 0; k < 4; k++) out->traffic[k] += workers[w].snap[1][k] - workers[w].snap[0][k];
 	out->connected = eb_clients_connected();
 }
 
@@ -359,6 +398,8 @@ void eb_clients_close(void) {
 	free(clis);
 	clis = NULL;
 	ncli = 0;
-	if (epfd >= 0) close(epfd);
-	epfd = -1;
+	for (int w = 0; w < EB_CLIENT_THREADS; w++) {
+		if (workers[w].epfd >= 0) close(workers[w].epfd);
+		workers[w].epfd = -1;
+	}
 }

@@ -31,12 +31,15 @@ void eb_server_stats(eb_stats *out);
 void eb_server_counts(uint64_t *recv_win, uint64_t *sent_win);
 
 // Clients: n hosts, one socket and one peer each, connecting to port on
-// 127.0.0.1 (or the relay). Returns 0 or -1.
+// 127.0.0.1 (or the relay). Returns 0 or -1. eb_clients_run(k) runs worker
+// k of eb_client_threads(), each on its own thread, until eb_clients_stop.
+int  eb_client_threads(void);
 int  eb_clients_open(int n, int port, int input_size, int input_hz);
-void eb_clients_run(void);  // until eb_clients_stop; call on its own thread
+void eb_clients_run(int self);
+void eb_clients_debug(void);
 void eb_clients_stop(void);
 uint64_t eb_clients_connected(void);
-void eb_clients_stats(eb_stats *out);
+void eb_clients_stats(eb_stats *out); // lat_us: the caller frees it
 void eb_clients_counts(uint64_t *recv_win, uint64_t *sent_win);
 void eb_clients_close(void);
 

@@ -72,8 +72,12 @@ func writeReport(w io.Writer, cfg config, res []result) {
 			return "not run: " + r.Err
 		}
 		if !r.complete() {
-			return fmt.Sprintf("**incomplete**: up %d/%d, down %d/%d delivered, %d+%d out of order",
+			s := fmt.Sprintf("**incomplete**: up %d/%d, down %d/%d delivered, %d+%d out of order",
 				r.Up.Recv, r.Up.Sent, r.Down.Recv, r.Down.Sent, r.Up.OrderErr, r.Down.OrderErr)
+			if c, ok := r.Extra["connected"].(float64); ok && int(c) < r.Clients {
+				s += fmt.Sprintf("; %d of %d clients disconnected by the library", r.Clients-int(c), r.Clients)
+			}
+			return s
 		}
 		return "all delivered, in order"
 	}

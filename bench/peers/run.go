@@ -56,8 +56,8 @@ func defaultConfig() config {
 	return config{
 		libs:      []string{libGhostwire, libKCP, libKCPAES, libENet},
 		lossyLibs: []string{libGhostwire, libKCP, libENet},
-		clients:   1000, warmup: 3 * time.Second, duration: 15 * time.Second, drain: 2 * time.Second,
-		lossyClients: 100, lossyWarmup: 5 * time.Second, lossyDuration: 20 * time.Second, lossyDrain: 4 * time.Second,
+		clients:   1000, warmup: 3 * time.Second, duration: 15 * time.Second, drain: 10 * time.Second,
+		lossyClients: 100, lossyWarmup: 5 * time.Second, lossyDuration: 20 * time.Second, lossyDrain: 10 * time.Second,
 		loss: 0.10, rtt: 100 * time.Millisecond,
 		inputSize: 40, inputHz: 30, stateSize: 300, stateHz: 20,
 		connectTimeout: 60 * time.Second,
@@ -277,6 +277,9 @@ func runOne(lib string, cfg config, keyFile string, impaired bool) (res result) 
 		}
 		downRecv, upSent := cs.counts()
 		now := [4]uint64{c[0], upSent, downRecv, c[1]}
+		if os.Getenv("PEERS_DEBUG") != "" {
+			fmt.Fprintf(cfg.log, "  drain %v: up %d/%d down %d/%d\n", time.Since(end).Round(time.Millisecond), now[0], now[1], now[2], now[3])
+		}
 		if now[0] == now[1] && now[2] == now[3] && now == prev {
 			break
 		}
