@@ -184,7 +184,7 @@ capacity: ## capacity curve: players vs tick p99, RTT p99, server CPU and heap (
 # bench/peers is a module of its own (the product's go.mod stays free of kcp-go), so this is
 # not part of `make test`. ENet needs cgo and Debian's libenet-dev (apt-get install -y
 # libenet-dev); without it the ENet rows say so. PEERS_FLAGS=-short: a smoke run (~1 min);
-# the default (1,000 clients, then 100 impaired clients) takes about 4 minutes.
+# the default (1,000 clients, then 100 impaired clients) takes about 3 minutes.
 PEERS_FLAGS ?=
 PEERS_BIN ?= $(or $(TMPDIR),/tmp)/ghostwire-peers
 

@@ -52,6 +52,7 @@ func cliMain(args []string, stdout io.Writer) int {
 	lossyDuration := fs.Duration("lossy-duration", d.lossyDuration, "latency phase: measurement window")
 	loss := fs.Float64("loss", d.loss, "latency phase: loss probability each way")
 	rtt := fs.Duration("rtt", d.rtt, "latency phase: round-trip time added by the relay")
+	drain := fs.Duration("drain", d.drain, "both phases: most time to wait after the window for its last messages")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -75,6 +76,9 @@ func cliMain(args []string, stdout io.Writer) int {
 	}
 	if set["lossy-duration"] {
 		cfg.lossyDuration = *lossyDuration
+	}
+	if set["drain"] {
+		cfg.drain, cfg.lossyDrain = *drain, *drain
 	}
 	cfg.loss, cfg.rtt = *loss, *rtt
 	var err error
