@@ -428,40 +428,41 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// Abandon stops renewing and watching and forgets the held leases without
-// releasing them: what a crash looks like to the other nodes (the leases
-// expire after their TTL). For tests and fault drills.
-func (l *Leases) Abandon() {
+// halt stops renewing and watching (once) and returns the zones still
+// held; false if it was already halted.
+func (l *Leases) halt() ([]string, bool) {
 	select {
 	case <-l.stop:
-		return
+		return nil, false
 	default:
 	}
 	close(l.stop)
 	l.kill()
 	l.wg.Wait()
 	l.mu.Lock()
-	clear(l.held)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	zones := make([]string, 0, len(l.held))
+	for z := range l.held {
+		zones = append(zones, z)
+	}
+	return zones, true
+}
+
+// Abandon stops renewing and watching and forgets the held leases without
+// releasing them: what a crash looks like to the other nodes (the leases
+// expire after their TTL). For tests and fault drills.
+func (l *Leases) Abandon() {
+	if _, ok := l.halt(); ok {
+		l.mu.Lock()
+		clear(l.held)
+		l.mu.Unlock()
+	}
 }
 
 // Close stops renewing and watching and releases every lease this node
 // holds (within ctx).
 func (l *Leases) Close(ctx context.Context) {
-	select {
-	case <-l.stop:
-		return
-	default:
-	}
-	close(l.stop)
-	l.kill()
-	l.wg.Wait()
-	l.mu.Lock()
-	zones := make([]string, 0, len(l.held))
-	for z := range l.held {
-		zones = append(zones, z)
-	}
-	l.mu.Unlock()
+	zones, _ := l.halt()
 	for _, z := range zones {
 		if err := l.Release(ctx, z); err != nil {
 			l.log.Warn("zone lease not released (it expires by itself)", "zone", z, "err", err)
