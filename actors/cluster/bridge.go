@@ -78,6 +78,7 @@ type Bridge struct {
 	served map[string]*nats.Subscription // zones owned here: their inbound subscriptions
 	links  map[string]*link              // other gateway nodes: the actor standing for their connections
 	locals map[uint64]*msg.Join          // connections held here, by player
+	added  int                           // rememberLocal calls since the last sweep of locals
 	warned map[string]bool               // log-once keys for hostile or broken input
 }
 
@@ -202,7 +203,30 @@ func (b *Bridge) rememberLocal(j *msg.Join) {
 	}
 	b.mu.Lock()
 	b.locals[j.Player] = j
+	if b.added++; b.added >= localsSweep {
+		// A connection that ended while its player was in a zone of this
+		// node sent its Leave there, not through a proxy: its entry is only
+		// found closed here. Swept every localsSweep additions, so the map
+		// stays bounded by the live connections plus that many.
+		b.added = 0
+		for p, l := range b.locals {
+			if l.Views != nil && l.Views.Closed() {
+				delete(b.locals, p)
+			}
+		}
+	}
 	b.mu.Unlock()
+}
+
+// localsSweep is how many connections are remembered between two sweeps of
+// the ended ones.
+const localsSweep = 1024
+
+// Locals returns how many local connections the bridge remembers.
+func (b *Bridge) Locals() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.locals)
 }
 
 func (b *Bridge) forgetLocal(player uint64, conn *actor.PID) {

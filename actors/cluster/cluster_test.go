@@ -416,3 +416,20 @@ func TestCommitNeedsThePlayerRecord(t *testing.T) {
 		t.Fatalf("record %v, want zone z, epoch 4, node n1", &rec)
 	}
 }
+
+// The bridge's map of local connections stays bounded: connections that
+// ended (their view slot closed) are swept, whichever zone heard their
+// Leave.
+func TestBridgeForgetsEndedConnections(t *testing.T) {
+	b, _ := fuzzBridge(t)
+	before := b.Locals()
+	sys := b.cfg.Sys
+	for i := range 3 * localsSweep {
+		j := &msg.Join{Player: 1<<40 + uint64(i), Conn: actor.NewPID(sys.Address(), "conn"), Views: new(msg.ViewSlot)}
+		b.rememberLocal(j)
+		j.Views.Close() // the connection ends without a Leave through this bridge
+	}
+	if n := b.Locals() - before; n > localsSweep {
+		t.Fatalf("%d ended connections still remembered after %d joins, want at most %d", n, 3*localsSweep, localsSweep)
+	}
+}

@@ -72,6 +72,9 @@ type ViewSlot struct {
 	stale      atomic.Uint64
 }
 
+// Closed reports whether the taker closed the slot (its connection ended).
+func (s *ViewSlot) Closed() bool { return s.closed.Load() }
+
 // Stale counts views dropped for an older epoch than one already published.
 func (s *ViewSlot) Stale() uint64 { return s.stale.Load() }
 

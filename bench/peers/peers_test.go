@@ -140,9 +140,6 @@ func TestRelay(t *testing.T) {
 // relay's one-way delay and the loss near its rate. Run it with -tags enet
 // to include ENet. About 30 s.
 func TestSmoke(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts server processes and runs for ~30 s")
-	}
 	cfg := shortConfig()
 	cfg.clients, cfg.warmup, cfg.duration, cfg.drain = 8, 500*time.Millisecond, 1500*time.Millisecond, 5*time.Second
 	cfg.lossyClients, cfg.lossyWarmup, cfg.lossyDuration, cfg.lossyDrain = 4, time.Second, 3*time.Second, 8*time.Second
