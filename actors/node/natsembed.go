@@ -98,6 +98,9 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 			log.Warn("NATS error", "subject", subject, "err", err)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				return // our own Close or Drain at shutdown
+			}
 			l.disconnects.Add(1)
 			log.Warn("NATS disconnected; reconnecting (local play continues)", "err", err)
 		}),
