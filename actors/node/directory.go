@@ -97,54 +97,6 @@ func (d *directory) close(ctx context.Context) {
 	_ = d.kvN.Delete(ctx, d.node)
 }
 
-// registerZoneMetrics exports the zone actors' shared counters on /metrics.
-func registerZoneMetrics(reg prometheus.Registerer, m *zone.Metrics) error {
-	counters := []struct {
-		name, help string
-		v          func() uint64
-	}{
-		{"ticks_total", "zone ticks run", m.Ticks.Load},
-		{"missed_ticks_total", "zone ticks skipped because the actor fell a whole period behind", m.MissedTicks.Load},
-		{"views_total", "view updates sent to ghost managers", m.Views.Load},
-		{"controls_total", "control-object updates sent to connections", m.Controls.Load},
-		{"joins_total", "players joined", m.Joins.Load},
-		{"joins_rejected_total", "player joins a zone refused (the connection is kicked)", m.JoinsRejected.Load},
-		{"leaves_total", "players left", m.Leaves.Load},
-		{"inputs_total", "input batches received from connections", m.Inputs.Load},
-		{"inputs_dropped_total", "input batches for a player the zone does not know", m.InputsDropped.Load},
-		{"events_total", "client events received", m.Events.Load},
-		{"events_out_total", "events sent to clients", m.EventsOut.Load},
-		{"events_out_dropped_total", "events to clients dropped by the per-tick budget", m.EventsOutDropped.Load},
-		{"events_malformed_total", "client events with a malformed payload", m.EventsMalformed.Load},
-		{"handoffs_in_total", "entities acquired from a neighbouring zone", m.HandoffsIn.Load},
-		{"redirects_total", "connections redirected to a new owning zone", m.Redirects.Load},
-		{"panics_total", "zone actors that panicked and were restarted empty (a bug: see the error log)", m.Panics.Load},
-		{"tick_seconds_total", "measured zone tick cost", func() uint64 { return m.TickNanos.Load() }},
-	}
-	for _, q := range []float64{0.5, 0.99} {
-		if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "ghostwire", Subsystem: "zone", Name: "tick_cost_seconds",
-			Help:        "measured zone tick cost over the most recent ticks of all zones, by quantile",
-			ConstLabels: prometheus.Labels{"quantile": fmt.Sprint(q)},
-		}, func() float64 { return m.TickCost.Quantiles(q)[0].Seconds() })); err != nil {
-			return fmt.Errorf("zone metrics: %w", err)
-		}
-	}
-	for _, c := range counters {
-		v := c.v
-		f := func() float64 { return float64(v()) }
-		if c.name == "tick_seconds_total" {
-			f = func() float64 { return float64(v()) / 1e9 }
-		}
-		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Namespace: "ghostwire", Subsystem: "zone", Name: c.name, Help: c.help,
-		}, f)); err != nil {
-			return fmt.Errorf("zone metrics: %w", err)
-		}
-	}
-	return nil
-}
-
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
 func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink, pl *cluster.Players) error {
 	for k := cluster.KindZone; k <= cluster.KindConn; k++ {

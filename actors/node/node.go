@@ -65,6 +65,9 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	}
 	n := &Node{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := registerBuildInfo(n.reg); err != nil {
+		return nil, err
+	}
 
 	ok := false
 	defer func() {
@@ -138,7 +141,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	n.game = gm
-	if err := registerZoneMetrics(n.reg, gm.zones.Metrics()); err != nil {
+	if err := registerZoneMetrics(n.reg, gm.zones); err != nil {
 		return nil, err
 	}
 	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl, n.players); err != nil {

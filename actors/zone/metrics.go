@@ -38,6 +38,8 @@ type Metrics struct {
 	// TickCost samples every tick's measured cost (the overload signal;
 	// the node exports its p50/p99).
 	TickCost Latency
+	// ZoneTicks is the tick cost per zone (the node exports it labelled).
+	ZoneTicks ZoneTicks
 
 	// HandoffLatency samples, per acquired entity, the time from the
 	// source's Offer to the target's acquisition (node clock).

@@ -350,6 +350,7 @@ func (a *zoneActor) onTick() {
 	a.m.Ticks.Add(1)
 	a.m.TickNanos.Add(uint64(cost))
 	a.m.TickCost.Add(cost)
+	a.m.ZoneTicks.Observe(a.p.Sim.Zone, cost)
 }
 
 // sweepJoins forgets the connections of players that are no longer here.

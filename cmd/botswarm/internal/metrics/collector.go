@@ -60,8 +60,8 @@ type Point struct {
 // the zones' tick cost, the process's CPU and heap, zone input drops.
 type ServerPoint struct {
 	T               float64 `json:"t"`                 // seconds since the start
-	TickP50         Num     `json:"tick_p50_ms"`       // ghostwire_zone_tick_cost_seconds{quantile="0.5"}
-	TickP99         Num     `json:"tick_p99_ms"`       // … quantile="0.99"
+	TickP50         Num     `json:"tick_p50_ms"`       // ghostwire_zone_tick_cost_seconds histogram, between scrapes
+	TickP99         Num     `json:"tick_p99_ms"`       // … p99
 	CPU             Num     `json:"cpu_cores"`         // process_cpu_seconds_total, rate
 	HeapBytes       Num     `json:"heap_bytes"`        // go_memstats_heap_alloc_bytes
 	InputsDroppedPS Num     `json:"inputs_dropped_ps"` // ghostwire_zone_inputs_dropped_total, rate

@@ -4,7 +4,10 @@
 // (ghostwire_zone_tick_cost_seconds), its CPU (process_cpu_seconds_total)
 // and heap (go_memstats_heap_alloc_bytes), and the inputs its zones dropped
 // (ghostwire_zone_inputs_dropped_total). The text format is parsed by hand:
-// only a few unlabelled or quantile-labelled samples are needed.
+// only a few samples are needed. The tick cost is a histogram per zone; its
+// buckets are summed over the zones and the p50/p99 are taken, as
+// Prometheus' histogram_quantile does, over the ticks between two scrapes.
+// (A server exporting the older quantile-labelled gauge is read as is.)
 package scrape
 
 import (
@@ -14,6 +17,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +32,9 @@ type Sample struct {
 	CPUSeconds       float64 // process_cpu_seconds_total
 	HeapBytes        float64 // go_memstats_heap_alloc_bytes
 	InputsDropped    float64 // ghostwire_zone_inputs_dropped_total
+	// TickBuckets are the tick cost histogram's cumulative counts by upper
+	// bound (seconds; +Inf included), summed over zones; nil: absent.
+	TickBuckets map[float64]float64
 }
 
 // Parse reads the Prometheus text exposition format and returns the
@@ -35,7 +42,7 @@ type Sample struct {
 // an error.
 func Parse(r io.Reader) (Sample, error) {
 	nan := math.NaN()
-	s := Sample{nan, nan, nan, nan, nan}
+	s := Sample{nan, nan, nan, nan, nan, nil}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -49,6 +56,20 @@ func Parse(r io.Reader) (Sample, error) {
 		}
 		var dst *float64
 		switch name {
+		case "ghostwire_zone_tick_cost_seconds_bucket":
+			le, err := strconv.ParseFloat(labelValue(labels, "le"), 64)
+			if err != nil {
+				return s, fmt.Errorf("metrics: %s: le: %w", name, err)
+			}
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return s, fmt.Errorf("metrics: %s: %w", name, err)
+			}
+			if s.TickBuckets == nil {
+				s.TickBuckets = map[float64]float64{}
+			}
+			s.TickBuckets[le] += v
+			continue
 		case "ghostwire_zone_tick_cost_seconds":
 			switch labelValue(labels, "quantile") {
 			case "0.5":
@@ -72,7 +93,67 @@ func Parse(r io.Reader) (Sample, error) {
 		}
 		*dst = v
 	}
+	if s.TickBuckets != nil {
+		s.TickP50, s.TickP99 = Quantile(0.5, s.TickBuckets), Quantile(0.99, s.TickBuckets)
+	}
 	return s, sc.Err()
+}
+
+// Quantile estimates the q-quantile (0..1) of a histogram given as
+// cumulative counts by upper bound, as Prometheus' histogram_quantile does:
+// linear within the bucket it falls in, the highest finite bound if it
+// falls in +Inf. NaN without observations.
+func Quantile(q float64, cumulative map[float64]float64) float64 {
+	les := make([]float64, 0, len(cumulative))
+	for le := range cumulative {
+		les = append(les, le)
+	}
+	slices.Sort(les)
+	if len(les) == 0 {
+		return math.NaN()
+	}
+	total := cumulative[les[len(les)-1]]
+	if !(total > 0) {
+		return math.NaN()
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for _, le := range les {
+		c := cumulative[le]
+		if c >= rank {
+			if math.IsInf(le, 1) {
+				return lower
+			}
+			if c == below {
+				return le
+			}
+			return lower + (le-lower)*(rank-below)/(c-below)
+		}
+		lower, below = le, c
+	}
+	return lower
+}
+
+// window returns the histogram of the observations between prev and cur
+// (nil if there were none, or the server restarted).
+func window(prev, cur map[float64]float64) map[float64]float64 {
+	if prev == nil || cur == nil {
+		return nil
+	}
+	d := make(map[float64]float64, len(cur))
+	grew := false
+	for le, c := range cur {
+		v := c - prev[le]
+		if v < 0 {
+			return nil
+		}
+		d[le] = v
+		grew = grew || v > 0
+	}
+	if !grew {
+		return nil
+	}
+	return d
 }
 
 // splitSample splits `name{labels} value [timestamp]`.
@@ -128,7 +209,7 @@ type Scraper struct {
 func New(url string, start time.Time) *Scraper {
 	nan := math.NaN()
 	return &Scraper{url: url, start: start, client: &http.Client{Timeout: 900 * time.Millisecond},
-		prev: Sample{nan, nan, nan, nan, nan}}
+		prev: Sample{nan, nan, nan, nan, nan, nil}}
 }
 
 // Run scrapes every interval until ctx ends, then once more.
@@ -156,6 +237,9 @@ func (s *Scraper) Scrape(ctx context.Context) {
 		s.fails++
 		s.lastErr = err
 		return
+	}
+	if w := window(s.prev.TickBuckets, smp.TickBuckets); w != nil {
+		smp.TickP50, smp.TickP99 = Quantile(0.5, w), Quantile(0.99, w)
 	}
 	nan := metrics.Num(math.NaN())
 	p := metrics.ServerPoint{T: now.Sub(s.start).Seconds(), TickP50: nan, TickP99: nan, CPU: nan, HeapBytes: nan, InputsDroppedPS: nan}

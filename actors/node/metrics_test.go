@@ -1,0 +1,173 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// lint runs what `promtool check metrics` runs (the promlint library) over
+// a Prometheus text exposition and returns its complaints, one a line.
+func lint(exposition string) ([]string, error) {
+	problems, err := promlint.New(strings.NewReader(exposition)).Lint()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range problems {
+		out = append(out, fmt.Sprintf("%s: %s", p.Metric, p.Text))
+	}
+	return out, nil
+}
+
+// scrape fetches a node's /metrics as text and parsed.
+func scrape(t *testing.T, n *Node) (string, map[string]*dto.MetricFamily) {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s %v", resp.Status, err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return string(b), mfs
+}
+
+// startScraped starts a node and waits (bounded) until every zone has
+// ticked and reported its load, so its per-zone series are on /metrics.
+func startScraped(t *testing.T) *Node {
+	t.Helper()
+	n, err := Start(context.Background(), testConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Stop(context.Background()) })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, mfs := scrape(t, n)
+		if mf := mfs["ghostwire_zone_npcs"]; mf != nil && len(mf.GetMetric()) == 4 {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 4 zones' load did not reach /metrics within 5 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Every metric a running node exports passes `promtool check metrics`
+// (its promlint library): names, help, types, units, label use.
+func TestMetricsPassPromtoolLint(t *testing.T) {
+	n := startScraped(t)
+	text, _ := scrape(t, n)
+	problems, err := lint(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s", p)
+	}
+}
+
+// The lint above fails on a bad metric: the gauge carrying a quantile label
+// this node used to export, and a counter without _total.
+func TestLintCatchesBadMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ghostwire_zone_tick_cost_seconds",
+		Help: "old", ConstLabels: prometheus.Labels{"quantile": "0.99"}}, func() float64 { return 0 }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ghostwire_things",
+		Help: "things"}, func() float64 { return 0 }))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	problems, err := lint(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(problems, "\n")
+	if !strings.Contains(joined, `ghostwire_zone_tick_cost_seconds: non-summary metrics should not have "quantile" label`) ||
+		!strings.Contains(joined, "ghostwire_things: counter metrics should have \"_total\" suffix") {
+		t.Fatalf("promlint missed a bad metric; it said:\n%s", joined)
+	}
+}
+
+// The series an operator needs to find a hot zone: tick cost as a
+// histogram, players and NPCs per zone, and the build.
+func TestZoneMetricsPerZone(t *testing.T) {
+	n := startScraped(t)
+	_, mfs := scrape(t, n)
+	zones := map[string]bool{}
+	for _, z := range n.Zones().Map().Zones() {
+		zones[z.ID] = true
+	}
+	for _, c := range []struct {
+		name string
+		typ  dto.MetricType
+	}{
+		{"ghostwire_zone_tick_cost_seconds", dto.MetricType_HISTOGRAM},
+		{"ghostwire_zone_players", dto.MetricType_GAUGE},
+		{"ghostwire_zone_npcs", dto.MetricType_GAUGE},
+	} {
+		mf := mfs[c.name]
+		if mf == nil || mf.GetType() != c.typ {
+			t.Errorf("%s: missing or not a %v", c.name, c.typ)
+			continue
+		}
+		seen := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "zone" {
+					seen[l.GetValue()] = true
+				}
+			}
+			if c.typ == dto.MetricType_HISTOGRAM && m.GetHistogram().GetSampleCount() == 0 {
+				t.Errorf("%s %v: no ticks counted", c.name, m.GetLabel())
+			}
+		}
+		if len(seen) != len(zones) {
+			t.Errorf("%s: zone labels %v, want one per zone %v", c.name, seen, zones)
+		}
+	}
+	var npcs float64
+	for _, m := range mfs["ghostwire_zone_npcs"].GetMetric() {
+		npcs += m.GetGauge().GetValue()
+	}
+	if npcs != float64(n.cfg.NPCs) {
+		t.Errorf("ghostwire_zone_npcs sums to %v, want the world's %d", npcs, n.cfg.NPCs)
+	}
+	bi := mfs["ghostwire_build_info"]
+	if bi == nil || len(bi.GetMetric()) != 1 || bi.GetMetric()[0].GetGauge().GetValue() != 1 {
+		t.Fatalf("ghostwire_build_info = %v, want one series of value 1", bi)
+	}
+	labels := map[string]string{}
+	for _, l := range bi.GetMetric()[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["goversion"] == "" || labels["version"] == "" || labels["revision"] == "" {
+		t.Errorf("ghostwire_build_info labels = %v, want version, goversion, revision", labels)
+	}
+}
