@@ -80,6 +80,14 @@ type Bridge struct {
 	locals map[uint64]*msg.Join          // connections held here, by player
 	added  int                           // rememberLocal calls since the last sweep of locals
 	warned map[string]bool               // log-once keys for hostile or broken input
+
+	// streams numbers the per-player view streams this node's links send.
+	streams atomic.Uint64
+	// bases: per local player, the last view applied from another node's
+	// packed stream (only the connection subscription's goroutine decodes;
+	// vmu also lets the sweeps of ended connections drop theirs).
+	vmu   sync.Mutex
+	bases map[uint64]*viewBase
 }
 
 // NewBridge subscribes to this node's connection subject.
@@ -94,7 +102,8 @@ func NewBridge(cfg Config) (*Bridge, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	b := &Bridge{cfg: cfg, m: cfg.Metrics, log: cfg.Log, served: map[string]*nats.Subscription{},
-		links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}}
+		links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}, bases: map[uint64]*viewBase{}}
+	b.streams.Store(uint64(time.Now().UnixNano()))
 	if b.m == nil {
 		b.m = new(Metrics)
 	}
@@ -214,6 +223,13 @@ func (b *Bridge) rememberLocal(j *msg.Join) {
 				delete(b.locals, p)
 			}
 		}
+		b.vmu.Lock()
+		for p := range b.bases {
+			if b.locals[p] == nil {
+				delete(b.bases, p)
+			}
+		}
+		b.vmu.Unlock()
 	}
 	b.mu.Unlock()
 }
@@ -233,6 +249,9 @@ func (b *Bridge) forgetLocal(player uint64, conn *actor.PID) {
 	b.mu.Lock()
 	if j := b.locals[player]; j != nil && (conn == nil || j.Conn.Equal(conn)) {
 		delete(b.locals, player)
+		b.vmu.Lock()
+		delete(b.bases, player)
+		b.vmu.Unlock()
 	}
 	b.mu.Unlock()
 }
@@ -386,6 +405,10 @@ type Metrics struct {
 	Errors     atomic.Uint64 // encode or publish failures
 	NoOwner    atomic.Uint64 // messages for a zone nobody owns (dropped)
 	Unknown    atomic.Uint64 // connection updates for a player with no connection here
+	// ViewGaps: packed views dropped because the view they are relative to
+	// never arrived (a lost message, a restarted peer); the stream
+	// recovers at its next keyframe.
+	ViewGaps atomic.Uint64
 	// RecordRefused: cross-process Commits not delivered because the
 	// player record could not be written (a newer owner recorded, KV down).
 	RecordRefused atomic.Uint64

@@ -305,7 +305,7 @@ func fuzzBridge(t *testing.T) (*Bridge, *probe) {
 		_, _ = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return fuzzP }), zone.ActorName("z"))
 		fuzzB = &Bridge{cfg: Config{World: "w", Node: "n1", Sys: sys, Leases: l, Registry: reg, MaxBatch: 512,
 			Now: func() time.Duration { return 0 }}, m: new(Metrics), log: discard(), served: map[string]*nats.Subscription{},
-			links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}}
+			links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}, bases: map[uint64]*viewBase{}}
 	})
 	return fuzzB, fuzzP
 }

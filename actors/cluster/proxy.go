@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,6 +15,7 @@ import (
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
 	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
@@ -121,11 +123,16 @@ type link struct {
 
 	mu    sync.Mutex
 	slots map[uint64]*slotRec
+	// streams numbers the players' view streams; it starts at the wall
+	// clock's nanoseconds, so a restarted node does not reuse a stream a
+	// receiver still holds a base for.
+	streams *atomic.Uint64
 }
 
 type slotRec struct {
 	slot *msg.ViewSlot
 	used time.Time
+	enc  viewEnc // the link actor's alone
 }
 
 // linkIdle drops a player's view slot that saw no view this long (its
@@ -138,6 +145,7 @@ func (l *link) slot(player uint64) *msg.ViewSlot {
 	r, ok := l.slots[player]
 	if !ok {
 		r = &slotRec{slot: new(msg.ViewSlot), used: time.Now()}
+		r.enc.stream = l.streams.Add(1)
 		l.slots[player] = r
 	}
 	return r.slot
@@ -155,7 +163,7 @@ func (b *Bridge) link(node string) *link {
 	if l, ok := b.links[node]; ok {
 		return l
 	}
-	l := &link{node: node, slots: map[uint64]*slotRec{}}
+	l := &link{node: node, slots: map[uint64]*slotRec{}, streams: &b.streams}
 	pid, err := b.cfg.Sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &linkActor{b: b, l: l} }), linkPrefix+node)
 	if err != nil { // the name is taken: an earlier link that was stopped
 		pid = actor.NewPID(b.cfg.Sys.Address(), linkPrefix+node)
@@ -178,7 +186,7 @@ type linkActor struct {
 	// at a time (one NATS message each), so a Redirect or Control that
 	// arrives meanwhile goes out between chunks instead of after a whole
 	// tick of views (a crowded zone's are megabytes).
-	pending  []*msg.View
+	pending  []pendingView
 	draining bool
 }
 
@@ -190,6 +198,11 @@ func (a *linkActor) add(n int) {
 	if a.n >= a.b.cfg.MaxBatch || a.size >= a.b.maxBytes() {
 		a.publish()
 	}
+}
+
+type pendingView struct {
+	v   *msg.View
+	rec *slotRec
 }
 
 // drainViews is sent to self while pending views remain.
@@ -255,7 +268,7 @@ func (a *linkActor) flush(ctx actor.Context) {
 		for _, r := range a.l.slots {
 			if v := r.slot.Take(); v != nil {
 				r.used = now
-				a.pending = append(a.pending, v)
+				a.pending = append(a.pending, pendingView{v, r})
 			}
 		}
 		a.l.mu.Unlock()
@@ -280,13 +293,11 @@ func (a *linkActor) flush(ctx actor.Context) {
 // comes back for the rest after whatever else reached the mailbox.
 func (a *linkActor) drain(ctx actor.Context) {
 	limit := a.b.maxBytes()
-	size, i := 0, 0
-	for ; i < len(a.pending) && size < limit; i++ {
-		v := a.pending[i]
-		pv := pbconv.ViewToProto(v.Player, "", v.Tick, v.ServerTime, handoff.Epoch(v.Epoch), v.Entries)
-		v.Release()
-		a.batch.Views = append(a.batch.Views, pv)
-		size += proto.Size(pv) + 4
+	i := 0
+	for ; i < len(a.pending) && len(a.batch.PackedViews) < limit; i++ {
+		p := a.pending[i]
+		a.batch.PackedViews = p.rec.enc.appendView(a.batch.PackedViews, p.v.Player, p.v.Tick, int64(p.v.ServerTime), p.v.Epoch, p.v.Entries)
+		p.v.Release()
 	}
 	clear(a.pending[:i])
 	a.pending = a.pending[i:]
@@ -302,7 +313,7 @@ func (a *linkActor) drain(ctx actor.Context) {
 func (a *linkActor) publish() {
 	a.n, a.size = 0, 0
 	cb := &a.batch
-	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs) == 0 {
+	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs)+len(cb.PackedViews) == 0 {
 		return
 	}
 	cb.FromNode = a.b.cfg.Node
@@ -313,6 +324,7 @@ func (a *linkActor) publish() {
 	clear(cb.Kicks)
 	clear(cb.Outputs)
 	cb.Controls, cb.Views, cb.Redirects, cb.Kicks, cb.Outputs = cb.Controls[:0], cb.Views[:0], cb.Redirects[:0], cb.Kicks[:0], cb.Outputs[:0]
+	cb.PackedViews = cb.PackedViews[:0]
 }
 
 // decodeItem turns one item of a batch from node from into the zone
@@ -430,6 +442,9 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			root.Send(j.Ghosts, msg.ViewReadyMsg)
 		}
 	}
+	if err := b.deliverPacked(cb.GetFromNode(), cb.GetPackedViews()); err != nil {
+		return err
+	}
 	for _, r := range cb.GetRedirects() {
 		j := b.local(r.GetPlayer())
 		if j == nil {
@@ -467,6 +482,60 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		root.Send(j.Conn, out)
 	}
 	return nil
+}
+
+// deliverPacked applies a batch's packed views to their players' bases and
+// hands each result to the player's ghost manager.
+func (b *Bridge) deliverPacked(from string, blob []byte) error {
+	r := packReader{b: blob}
+	for r.off < len(blob) && r.err == nil {
+		h := r.header()
+		if r.err != nil {
+			break
+		}
+		body := packReader{b: r.b[:r.off+h.body], off: r.off}
+		r.off += h.body
+		j := b.local(h.player)
+		if j == nil || j.Views == nil {
+			b.m.Unknown.Add(1)
+			continue
+		}
+		b.vmu.Lock()
+		vb := b.bases[h.player]
+		var base []ghost.ViewEntry
+		switch {
+		case h.baseSeq == 0:
+			if vb == nil {
+				vb = &viewBase{}
+				b.bases[h.player] = vb
+			}
+		case vb != nil && vb.from == from && vb.stream == h.stream && vb.seq == h.baseSeq:
+			base = vb.cur
+		default:
+			b.vmu.Unlock()
+			b.m.ViewGaps.Add(1)
+			continue
+		}
+		vb.next = body.entries(vb.next, base, h.count, b.cfg.Registry)
+		if body.err == nil && body.off != len(body.b) {
+			body.fail(fmt.Errorf("%w: %d bytes after the entries", errPackRange, len(body.b)-body.off))
+		}
+		if body.err != nil {
+			delete(b.bases, h.player)
+			b.vmu.Unlock()
+			return body.err
+		}
+		vb.cur, vb.next = vb.next, vb.cur
+		vb.from, vb.stream, vb.seq = from, h.stream, h.seq
+		v := msg.NewView()
+		v.Entries = append(v.Entries[:0], vb.cur...)
+		b.vmu.Unlock()
+		v.Player, v.Tick, v.ServerTime, v.Epoch = h.player, h.tick, time.Duration(h.serverNs), h.epoch
+		if j.Views.Publish(v) && j.Ghosts != nil {
+			b.cfg.Sys.Root.Send(j.Ghosts, msg.ViewReadyMsg)
+		}
+	}
+	return r.err
 }
 
 // ValidID reports whether s can name a zone or node: a NATS subject

@@ -41,6 +41,19 @@ func MustName(s string) Name {
 	return n
 }
 
+// NameFromBytes is MakeName for a byte slice (no allocation).
+func NameFromBytes(b []byte) (Name, error) {
+	var n Name
+	if len(b) > MaxNameLen {
+		return n, ErrNameTooLong
+	}
+	n.n = uint8(copy(n.b[:], b))
+	return n, nil
+}
+
+// AppendTo appends the name's bytes to dst.
+func (n *Name) AppendTo(dst []byte) []byte { return append(dst, n.b[:n.n]...) }
+
 // String returns the name as a string (allocates).
 func (n Name) String() string { return string(n.b[:n.n]) }
 

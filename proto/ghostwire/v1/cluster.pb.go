@@ -387,13 +387,17 @@ func (x *TeleportItem) GetPos() *Vec3 {
 // from_node produced for connections held by <node>, since the previous
 // batch.
 type ConnBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromNode      string                 `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
-	Controls      []*ControlUpdate       `protobuf:"bytes,2,rep,name=controls,proto3" json:"controls,omitempty"`
-	Views         []*ViewUpdate          `protobuf:"bytes,3,rep,name=views,proto3" json:"views,omitempty"`
-	Redirects     []*Redirect            `protobuf:"bytes,4,rep,name=redirects,proto3" json:"redirects,omitempty"`
-	Kicks         []*ConnKick            `protobuf:"bytes,5,rep,name=kicks,proto3" json:"kicks,omitempty"`
-	Outputs       []*EventsOut           `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FromNode  string                 `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	Controls  []*ControlUpdate       `protobuf:"bytes,2,rep,name=controls,proto3" json:"controls,omitempty"`
+	Views     []*ViewUpdate          `protobuf:"bytes,3,rep,name=views,proto3" json:"views,omitempty"`
+	Redirects []*Redirect            `protobuf:"bytes,4,rep,name=redirects,proto3" json:"redirects,omitempty"`
+	Kicks     []*ConnKick            `protobuf:"bytes,5,rep,name=kicks,proto3" json:"kicks,omitempty"`
+	Outputs   []*EventsOut           `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// Every view of the batch, packed: per player a delta against the
+	// previous view on its stream, or a keyframe (docs/cluster.md, "Packed
+	// views"). Senders use this instead of views.
+	PackedViews   []byte `protobuf:"bytes,7,opt,name=packed_views,json=packedViews,proto3" json:"packed_views,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -466,6 +470,13 @@ func (x *ConnBatch) GetKicks() []*ConnKick {
 func (x *ConnBatch) GetOutputs() []*EventsOut {
 	if x != nil {
 		return x.Outputs
+	}
+	return nil
+}
+
+func (x *ConnBatch) GetPackedViews() []byte {
+	if x != nil {
+		return x.PackedViews
 	}
 	return nil
 }
@@ -602,14 +613,15 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\"L\n" +
 	"\fTeleportItem\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12$\n" +
-	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xa8\x02\n" +
+	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xcb\x02\n" +
 	"\tConnBatch\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x127\n" +
 	"\bcontrols\x18\x02 \x03(\v2\x1b.ghostwire.v1.ControlUpdateR\bcontrols\x12.\n" +
 	"\x05views\x18\x03 \x03(\v2\x18.ghostwire.v1.ViewUpdateR\x05views\x124\n" +
 	"\tredirects\x18\x04 \x03(\v2\x16.ghostwire.v1.RedirectR\tredirects\x12,\n" +
 	"\x05kicks\x18\x05 \x03(\v2\x16.ghostwire.v1.ConnKickR\x05kicks\x121\n" +
-	"\aoutputs\x18\x06 \x03(\v2\x17.ghostwire.v1.EventsOutR\aoutputs\":\n" +
+	"\aoutputs\x18\x06 \x03(\v2\x17.ghostwire.v1.EventsOutR\aoutputs\x12!\n" +
+	"\fpacked_views\x18\a \x01(\fR\vpackedViews\":\n" +
 	"\bConnKick\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\rR\x06reason\"T\n" +
