@@ -162,6 +162,9 @@ func symParams(bits uint) (int64, bool) {
 // encode(−v) = −encode(v), so mirrored values stay mirrored on the wire.
 // |x| must be well inside the int64 range.
 func roundSym(x float64, m int64) int64 {
+	// Callers pass products (v·m): round x first, or Go fuses the product
+	// into the sum below (an FMA on arm64, ppc64, s390x, GOAMD64=v3).
+	x = float64(x)
 	return max(-m, min(int64(x+math.Copysign(0.5, x)), m))
 }
 

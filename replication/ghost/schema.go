@@ -153,6 +153,10 @@ func (q *quant) quantize(p *[3]float64, c *[3]uint32) bool {
 // instruction, and the quantizers and the position predictor call this for
 // every ghost of every view and packet.
 func roundHalfAway(x float64) int64 {
+	// Callers pass products: round x first, or Go fuses the product into
+	// x − i below (an FMA on arm64, ppc64, s390x) and the tie test sees
+	// the unrounded product while the truncation saw the rounded one.
+	x = float64(x)
 	i := int64(x)
 	f := x - float64(i)
 	d := int64(0)
@@ -175,7 +179,7 @@ func (q *quant) code(p *[3]float64) [3]uint32 {
 func (q *quant) value(c [3]uint32) [3]float64 {
 	var p [3]float64
 	for a := range 3 {
-		p[a] = q.min[a] + float64(c[a])*q.prec
+		p[a] = q.min[a] + float64(float64(c[a])*q.prec) // no FMA: § 6.4 rounds the product
 	}
 	return p
 }
@@ -308,7 +312,7 @@ func VelGroup(max float64, nbits uint) Group {
 				return err
 			}
 			for a := range 3 {
-				s.Vel[a] = float64(v>>(uint(a)*nbits)&l)/float64(l)*(2*max) - max
+				s.Vel[a] = float64(float64(v>>(uint(a)*nbits)&l)/float64(l)*(2*max)) - max // no FMA
 			}
 			return nil
 		},

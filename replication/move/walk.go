@@ -77,15 +77,25 @@ func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
 // polynomials of degree 13/14 evaluated in float64 (every product rounded
 // explicitly) are accurate to ~1e-15, far below float32's resolution.
 func sincos(yaw uint16) (sin, cos float32) {
+	s, c := sincos64(yaw)
+	return float32(s), float32(c)
+}
+
+// sincos64 is sincos before the rounding to float32 (docs/protocol.md § 5.8;
+// its float64 results are pinned by TestSincosPolynomialsRoundEveryOperation).
+func sincos64(yaw uint16) (sin, cos float64) {
 	const unit = 2 * math.Pi / 65536
 	q := yaw >> 14    // quadrant
 	i := yaw & 0x3FFF // angle within the quadrant, 0..16383 units
 	var s, c float64  // sin and cos of the angle within the quadrant
 	if i <= 0x2000 {
-		x := float64(i) * unit
+		// Rounded explicitly: sinPoly ends with x + x·p, and without the
+		// conversion Go fuses this product into that sum (an FMA on arm64 and
+		// GOAMD64=v3), which changes the float64 result's last bit.
+		x := float64(float64(i) * unit)
 		s, c = sinPoly(x), cosPoly(x)
 	} else { // sin(π/2 − y) = cos y
-		y := float64(0x4000-i) * unit
+		y := float64(float64(0x4000-i) * unit)
 		s, c = cosPoly(y), sinPoly(y)
 	}
 	switch q { // rotate by q quarter turns: (sin, cos)(θ + π/2) = (cos θ, −sin θ)
@@ -96,7 +106,7 @@ func sincos(yaw uint16) (sin, cos float32) {
 	case 3:
 		s, c = -c, s
 	}
-	return float32(s), float32(c)
+	return s, c
 }
 
 // sinPoly is sin x for |x| ≤ π/4: x − x³/3! + … − x¹³/13!… in Horner form.
