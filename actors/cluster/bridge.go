@@ -273,6 +273,18 @@ func (b *Bridge) gatewayOf(j *msg.Join) string {
 	return b.cfg.Node
 }
 
+// GatewayOfConn names the node holding the connection whose address (a
+// PID's String, as zones keep it) is conn.
+func (b *Bridge) GatewayOfConn(conn string) string {
+	if i := strings.LastIndexByte(conn, '/'); i >= 0 {
+		conn = conn[i+1:]
+	}
+	if n, ok := strings.CutPrefix(conn, linkPrefix); ok {
+		return n
+	}
+	return b.cfg.Node
+}
+
 // joinFor rebuilds a Join here for a player whose connection is on node gw.
 func (b *Bridge) joinFor(player uint64, gw string, lastApplied uint64, userData []byte) *msg.Join {
 	switch gw {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Players keeps the player records in the players bucket (key p.<id>): the
@@ -38,7 +41,29 @@ type Players struct {
 	// record had a newer epoch; Dropped: bookkeeping writes dropped (queue
 	// full); Errors: KV errors.
 	Written, Conflicts, Dropped, Errors atomic.Uint64
+	// Checkpoints: checkpoints written (part of Written);
+	// CheckpointsRefused: checkpoints from a zone or epoch the record no
+	// longer names (the player moved on: a late write never takes it back).
+	Checkpoints, CheckpointsRefused atomic.Uint64
+
+	// revs caches the revision of each record this node wrote last, with
+	// the zone and epoch it named, so a checkpoint is one compare-and-set
+	// round trip, not a read and a write. Entries idle for revIdle go.
+	revMu sync.Mutex
+	revs  map[uint64]recRev
+	swept time.Time
 }
+
+type recRev struct {
+	rev   uint64
+	zone  string
+	epoch uint64
+	used  time.Time
+}
+
+// revIdle: a cached revision unused this long belongs to a player who
+// left this node's zones.
+const revIdle = 30 * time.Second
 
 type playerJob struct {
 	player uint64
@@ -46,6 +71,11 @@ type playerJob struct {
 	epoch  uint64
 	fresh  bool // a join: the record starts again (epochs restart with a new session)
 	done   func(ok bool)
+	// cp, when set, makes the job a checkpoint: written only while the
+	// record names zone at epoch.
+	cp      *handoff.Checkpoint
+	leaving bool // the player's last checkpoint: the record goes offline
+	gateway string
 }
 
 // playerWorkers bounds the concurrent KV writes.
@@ -56,7 +86,7 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{})}
+	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}}
 	for i := range p.jobs {
 		p.jobs[i] = make(chan playerJob, 2048)
 		p.wg.Add(1)
@@ -91,6 +121,19 @@ func (p *Players) Commit(player uint64, zone string, epoch uint64, done func(ok 
 	}
 }
 
+// Checkpoint queues the checkpoints of zone's players (asynchronously;
+// bounded: a full queue drops them, counted, and the next second's
+// replace them). gateway names the node holding each one's connection
+// (from handoff.Checkpoint.Conn), so whoever restores the player knows
+// where to send its views. leaving marks players who left: their record
+// goes offline with the final state.
+func (p *Players) Checkpoint(zone string, cps []handoff.Checkpoint, leaving bool, gateway func(conn string) string) {
+	for i := range cps {
+		cp := cps[i]
+		p.enqueue(playerJob{player: cp.Entity, zone: zone, epoch: uint64(cp.Epoch), cp: &cp, leaving: leaving, gateway: gateway(cp.Conn)})
+	}
+}
+
 func (p *Players) enqueue(j playerJob) {
 	select {
 	case p.jobs[j.player%playerWorkers] <- j:
@@ -120,22 +163,29 @@ func (p *Players) write(j playerJob) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	key := PlayerKey(j.player)
-	val, _ := proto.Marshal(&pb.PlayerRecord{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
-		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli()})
+	rec := &pb.PlayerRecord{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
+		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli()}
+	if j.cp != nil {
+		return p.writeCheckpoint(ctx, key, rec, j)
+	}
+	val, _ := proto.Marshal(rec)
 	if j.fresh {
-		if _, err := p.kv.Put(ctx, key, val); err != nil {
+		rev, err := p.kv.Put(ctx, key, val)
+		if err != nil {
 			p.Errors.Add(1)
 			return false
 		}
 		p.Written.Add(1)
+		p.remember(j, rev)
 		return true
 	}
 	for range 4 {
 		e, err := p.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if _, err := p.kv.Create(ctx, key, val); err == nil {
+			if rev, err := p.kv.Create(ctx, key, val); err == nil {
 				p.Written.Add(1)
+				p.remember(j, rev)
 				return true
 			} else if !errors.Is(err, jetstream.ErrKeyExists) {
 				p.Errors.Add(1)
@@ -155,11 +205,13 @@ func (p *Players) write(j playerJob) bool {
 				return false
 			}
 			if rec.GetEpoch() == j.epoch {
+				p.remember(j, e.Revision())
 				return true // this very write, again (a resent Commit)
 			}
 		}
-		if _, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
+		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
 			p.Written.Add(1)
+			p.remember(j, rev)
 			return true
 		} else if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			p.Errors.Add(1)
@@ -168,6 +220,102 @@ func (p *Players) write(j playerJob) bool {
 	}
 	p.Errors.Add(1)
 	return false
+}
+
+// writeCheckpoint stores a checkpoint in the record, by compare-and-set,
+// only while the record names the checkpoint's zone and epoch: a zone
+// that lost the player (handed on, or its node fenced and another took
+// over) can never write an older state over the newer owner's.
+func (p *Players) writeCheckpoint(ctx context.Context, key string, rec *pb.PlayerRecord, j playerJob) bool {
+	cp := j.cp
+	rec.Checkpoint = pbconv.CheckpointToProto(cp)
+	rec.Gateway = j.gateway
+	if j.leaving {
+		rec.State = pb.PlayerState_PLAYER_STATE_OFFLINE
+	}
+	val, _ := proto.Marshal(rec)
+	p.revMu.Lock()
+	c, ok := p.revs[j.player]
+	p.revMu.Unlock()
+	rev := c.rev
+	if !ok || c.zone != j.zone || c.epoch != j.epoch {
+		rev = 0
+	}
+	for range 3 {
+		if rev == 0 {
+			e, err := p.kv.Get(ctx, key)
+			if err != nil {
+				if errors.Is(err, jetstream.ErrKeyNotFound) {
+					p.CheckpointsRefused.Add(1) // no record: the join's write is still queued or failed
+					return false
+				}
+				p.Errors.Add(1)
+				return false
+			}
+			var cur pb.PlayerRecord
+			if proto.Unmarshal(e.Value(), &cur) != nil || cur.GetZone() != j.zone || cur.GetEpoch() != j.epoch {
+				p.CheckpointsRefused.Add(1)
+				p.forget(j.player)
+				return false
+			}
+			rev = e.Revision()
+		}
+		nrev, err := p.kv.Update(ctx, key, val, rev)
+		if err == nil {
+			p.Written.Add(1)
+			p.Checkpoints.Add(1)
+			if j.leaving {
+				p.forget(j.player)
+			} else {
+				p.remember(j, nrev)
+			}
+			return true
+		}
+		if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			p.Errors.Add(1)
+			return false
+		}
+		rev = 0 // someone else wrote it: look again
+	}
+	p.Errors.Add(1)
+	return false
+}
+
+func (p *Players) remember(j playerJob, rev uint64) {
+	now := time.Now()
+	p.revMu.Lock()
+	defer p.revMu.Unlock()
+	p.revs[j.player] = recRev{rev: rev, zone: j.zone, epoch: j.epoch, used: now}
+	if now.Sub(p.swept) > revIdle {
+		p.swept = now
+		for id, r := range p.revs {
+			if now.Sub(r.used) > revIdle {
+				delete(p.revs, id)
+			}
+		}
+	}
+}
+
+func (p *Players) forget(player uint64) {
+	p.revMu.Lock()
+	delete(p.revs, player)
+	p.revMu.Unlock()
+}
+
+// Record reads a player's record (nil, nil if there is none).
+func (p *Players) Record(ctx context.Context, player uint64) (*pb.PlayerRecord, error) {
+	e, err := p.kv.Get(ctx, PlayerKey(player))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec pb.PlayerRecord
+	if err := proto.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("player record %d: %w", player, err)
+	}
+	return &rec, nil
 }
 
 // Close stops the writers (queued writes are dropped).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Join tells a zone that a player's connection is up (conn → zone). The zone
@@ -25,6 +26,9 @@ type Join struct {
 	// UserData is the opaque user data of the player's connect token. The
 	// message owns it (a copy); the zone may keep it.
 	UserData []byte
+	// Restore, when set, is the player's last checkpoint (from its record):
+	// the zone puts the player back as it was instead of at a spawn point.
+	Restore *handoff.Checkpoint
 }
 
 // Leave tells a zone that a player's connection ended (conn → zone): the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/client"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -300,13 +302,15 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	type own struct {
 		zone  string
 		epoch uint64
+		pos   [3]float32
+		reach float64 // how far the player can walk in two checkpoint periods
 	}
 	owners := map[uint64]own{}
 	for _, n := range nodes {
 		if err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
 			z.Entities(func(e sim.EntityInfo) {
 				if e.Owned && e.Kind == sim.KindPlayer {
-					owners[e.ID] = own{z.ID(), uint64(e.Epoch)}
+					owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
 				}
 			})
 		}); err != nil {
@@ -328,10 +332,38 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 				bad = fmt.Sprintf("player %d: record %v, owned by %s at epoch %d", id, &rec, o.zone, o.epoch)
 				return false
 			}
+			// Checkpointed about once a second: the record is never more
+			// than that behind where the player is (the RPO).
+			p := rec.GetCheckpoint().GetControl().GetPos()
+			if dx, dz := float64(p.GetX()-o.pos[0]), float64(p.GetZ()-o.pos[2]); rec.GetCheckpoint() == nil || dx*dx+dz*dz > o.reach*o.reach || rec.GetGateway() == "" {
+				bad = fmt.Sprintf("player %d: checkpoint %v (gateway %q), player at %v", id, rec.GetCheckpoint(), rec.GetGateway(), o.pos)
+				return false
+			}
 		}
 		return true
 	}
-	for deadline := time.Now().Add(10 * time.Second); !match() && time.Now().Before(deadline); {
+	// Players whose clients closed left: their records went offline with
+	// their last state.
+	keys, err := kv.Keys(context.Background())
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no player records (%v)", err)
+	}
+	left := func() bool {
+		for _, k := range keys {
+			id, _ := strconv.ParseUint(strings.TrimPrefix(k, "p."), 10, 64)
+			if _, online := owners[id]; online {
+				continue
+			}
+			e, err := kv.Get(context.Background(), k)
+			var rec pb.PlayerRecord
+			if err != nil || proto.Unmarshal(e.Value(), &rec) != nil || rec.GetState() != pb.PlayerState_PLAYER_STATE_OFFLINE || rec.GetCheckpoint() == nil {
+				bad = fmt.Sprintf("player %d left: record %v (%v)", id, &rec, err)
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !(match() && left()) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if bad != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/zone"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Node is one running zoned process. Start makes one; Stop ends it.
@@ -36,6 +37,9 @@ type Node struct {
 	bridge  *cluster.Bridge
 	member  *membership
 	players *cluster.Players
+	// bridgeRef: the bridge, for zone callbacks that may run before
+	// startGame returns.
+	bridgeRef atomic.Pointer[cluster.Bridge]
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -119,7 +123,12 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			n.players.Acquired(player, zone, epoch)
 		}
 	}
-	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, func(g *game) error {
+	checkpoint := func(zone string, cps []handoff.Checkpoint, leaving bool) {
+		if b := n.bridgeRef.Load(); b != nil {
+			n.players.Checkpoint(zone, cps, leaving, b.GatewayOfConn)
+		}
+	}
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, checkpoint, func(g *game) error {
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
 			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,
 			Zones: func(id string) bool { _, ok := wm.Zone(id); return ok }})
@@ -127,6 +136,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			return err
 		}
 		n.bridge = b
+		n.bridgeRef.Store(b)
 		n.leases.SetLoad(func(z string) (int, int) {
 			p, npcs, _ := g.zones.Load(z)
 			return p, npcs

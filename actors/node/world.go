@@ -16,6 +16,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -48,7 +49,7 @@ func loadWorld(cfg Config) (*world.World, error) {
 // startGame starts the zone actors of the zones in owned, then runs
 // beforeGateway (the cluster bridge puts its proxies under the other
 // zones' names there), then opens the gateway.
-func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool), beforeGateway func(*game) error) (*game, error) {
+func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool), checkpoint func(string, []handoff.Checkpoint, bool), beforeGateway func(*game) error) (*game, error) {
 	key, src, err := resolveKey(cfg, getenv, log)
 	if err != nil {
 		return nil, err
@@ -81,7 +82,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
-	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed}
+	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Checkpoint: checkpoint}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}

@@ -45,6 +45,15 @@ type Params struct {
 	// epoch here (the cluster keeps player records with it). It must not
 	// block.
 	Placed func(player uint64, zone string, epoch uint64, join bool)
+	// Checkpoint, when set, gets the checkpoints of the players whose turn
+	// it is this tick (each owned player's once every CheckpointEvery,
+	// spread over the ticks) and, with leaving true, a player's last one as
+	// it leaves. It runs on the zone's goroutine: it must copy what it
+	// keeps and never block.
+	Checkpoint func(zone string, cps []handoff.Checkpoint, leaving bool)
+	// CheckpointEvery is how often each player is checkpointed (default
+	// DefaultCheckpointEvery: a crash loses at most that much progress).
+	CheckpointEvery time.Duration
 	// MaxEventBytesPerTick bounds the event payload bytes the zone sends
 	// each player per tick; beyond it events are dropped and counted
 	// (Metrics.EventsOutDropped). Default DefaultMaxEventBytesPerTick.
@@ -78,6 +87,7 @@ type zoneActor struct {
 	log  *slog.Logger
 	z    *sim.Zone
 	self *actor.PID
+	cps  []handoff.Checkpoint // this tick's, handed to Params.Checkpoint
 	root *actor.RootContext
 	addr string
 
@@ -298,6 +308,16 @@ func (a *zoneActor) onTick() {
 	}
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
+	if a.p.Checkpoint != nil {
+		every := a.p.CheckpointEvery
+		if every <= 0 {
+			every = DefaultCheckpointEvery
+		}
+		a.cps = a.z.AppendCheckpoints(a.cps[:0], uint64(max(1, every/period)))
+		if len(a.cps) > 0 {
+			a.p.Checkpoint(a.p.Sim.Zone, a.cps, false)
+		}
+	}
 	for id := range a.forced { // usually empty
 		if ph, _, _ := a.z.Handoffs().Status(id); ph != handoff.PhaseOffering && ph != handoff.PhaseCommitting {
 			delete(a.forced, id) // committed and acknowledged, or aborted (the zone corrects it itself)
@@ -331,7 +351,11 @@ func (a *zoneActor) onTick() {
 		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
 	}
 	for id := range a.pendingLeave {
+		cp, hadCP := a.z.CheckpointOf(id)
 		if err := a.z.Leave(id); !errors.Is(err, sim.ErrBusy) {
+			if err == nil && hadCP {
+				a.lastCheckpoint(cp)
+			}
 			delete(a.pendingLeave, id)
 			a.forget(id)
 		}
@@ -455,11 +479,25 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	if len(name) > 31 {
 		name = name[:31]
 	}
-	err := a.z.Join(now, j.Player, conn, name, pos, j.LastApplied)
+	join := func() error { return a.z.Join(now, j.Player, conn, name, pos, j.LastApplied) }
+	if r := j.Restore; r != nil && r.Entity == j.Player {
+		// Put back from the player's record (a reconnect, or its zone's
+		// node died): where it was, unless that is no longer this zone's
+		// ground (the world map changed), then at a fresh spawn point.
+		join = func() error {
+			err := a.z.Restore(now, *r, conn, j.LastApplied)
+			if errors.Is(err, sim.ErrOutside) || errors.Is(err, sim.ErrBadState) {
+				a.log.Warn("player record not restorable here; spawning afresh", "zone", a.p.Sim.Zone, "player", j.Player, "err", err)
+				err = a.z.Join(now, j.Player, conn, name, pos, j.LastApplied)
+			}
+			return err
+		}
+	}
+	err := join()
 	if errors.Is(err, sim.ErrExists) {
 		// A reconnect while the old entity is still here: replace it.
 		if a.z.Leave(j.Player) == nil {
-			err = a.z.Join(now, j.Player, conn, name, pos, j.LastApplied)
+			err = join()
 		}
 	}
 	if err != nil {
@@ -491,9 +529,24 @@ func (a *zoneActor) passOn(id uint64, m any) bool {
 	return true
 }
 
+// DefaultCheckpointEvery is how often a player's record is checkpointed
+// by default: the recovery point objective of a crash.
+const DefaultCheckpointEvery = time.Second
+
+// lastCheckpoint hands on a leaving player's final state.
+func (a *zoneActor) lastCheckpoint(cp handoff.Checkpoint) {
+	if a.p.Checkpoint != nil {
+		a.p.Checkpoint(a.p.Sim.Zone, []handoff.Checkpoint{cp}, true)
+	}
+}
+
 func (a *zoneActor) onLeave(l *msg.Leave) {
+	cp, hadCP := a.z.CheckpointOf(l.Player)
 	switch err := a.z.Leave(l.Player); {
 	case err == nil:
+		if hadCP {
+			a.lastCheckpoint(cp)
+		}
 		a.forget(l.Player)
 		a.m.Leaves.Add(1)
 	case errors.Is(err, sim.ErrBusy):

@@ -399,3 +399,20 @@ func ViewEntriesFromProto(dst []ghost.ViewEntry, p *pb.ViewUpdate, reg *ghost.Re
 	}
 	return dst, nil
 }
+
+// CheckpointToProto converts a player's checkpoint for its record.
+func CheckpointToProto(c *handoff.Checkpoint) *pb.EntitySnapshot {
+	return &pb.EntitySnapshot{Entity: c.Entity, Control: ControlToProto(c.Control), LastApplied: c.LastApplied,
+		Health: c.Health, Flags: c.Flags, Name: c.Name, Extra: c.Extra[:], Conn: c.Conn}
+}
+
+// CheckpointFromProto converts and validates a record's checkpoint; epoch
+// is the record's.
+func CheckpointFromProto(p *pb.EntitySnapshot, epoch uint64) (*handoff.Checkpoint, error) {
+	s, err := SnapshotFromProto(p)
+	if err != nil {
+		return nil, err
+	}
+	return &handoff.Checkpoint{Entity: s.Entity, Epoch: handoff.Epoch(epoch), Control: s.Control, LastApplied: s.LastApplied,
+		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra, Conn: s.Conn}, nil
+}

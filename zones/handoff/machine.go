@@ -278,6 +278,21 @@ func (m *Machine) Spawn(entity uint64, now time.Duration) (Epoch, error) {
 	return epoch, nil
 }
 
+// SpawnAbove is Spawn for an entity put back from a checkpoint taken at
+// epoch above: its new epoch is above that one, so whoever saw the old
+// epoch (a connection, a player record) takes this owner as the newer.
+func (m *Machine) SpawnAbove(entity uint64, now time.Duration, above Epoch) (Epoch, error) {
+	epoch, err := m.Spawn(entity, now)
+	if err != nil {
+		return 0, err
+	}
+	if epoch <= above {
+		epoch = above + 1
+		m.ents[entity].epoch = epoch
+	}
+	return epoch, nil
+}
+
 // SetConn records the connection address of an owned player, so Route
 // messages can be repeated to it (acquired entities get it from their
 // snapshot).

@@ -7,6 +7,7 @@ type Stats struct {
 	Level                           int
 
 	Joins, Leaves     uint64
+	Restores          uint64 // players put back from a checkpoint (Restore)
 	MovesApplied      uint64
 	MovesThrottled    uint64 // ticks a player's moves waited for time credit
 	MovesInvalid      uint64

@@ -190,12 +190,16 @@ type PlayerRecord struct {
 	State  PlayerState            `protobuf:"varint,3,opt,name=state,proto3,enum=ghostwire.v1.PlayerState" json:"state,omitempty"`
 	// The owning zone's handoff epoch.
 	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	// The node holding the player's connection, and its address there.
+	// The node that wrote the record (the owning zone's node).
 	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	Conn string `protobuf:"bytes,6,opt,name=conn,proto3" json:"conn,omitempty"`
-	// The last checkpoint of the player's entity.
+	// The last checkpoint of the player's entity (at least once a second
+	// while online, and as it leaves). Its epoch is the record's.
 	Checkpoint    *EntitySnapshot `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	UpdatedUnixMs int64           `protobuf:"varint,8,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	// The node holding the player's connection when the checkpoint was
+	// written: whoever restores the player sends its views there.
+	Gateway       string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,6 +288,13 @@ func (x *PlayerRecord) GetUpdatedUnixMs() int64 {
 		return x.UpdatedUnixMs
 	}
 	return 0
+}
+
+func (x *PlayerRecord) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
 }
 
 // Key nodes.<id>: a running zoned.
@@ -416,7 +427,7 @@ const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\x0fexpires_unix_ms\x18\x04 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aplayers\x18\x06 \x01(\rR\aplayers\x12\x12\n" +
-	"\x04npcs\x18\a \x01(\rR\x04npcs\"\x8f\x02\n" +
+	"\x04npcs\x18\a \x01(\rR\x04npcs\"\xa9\x02\n" +
 	"\fPlayerRecord\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12/\n" +
@@ -427,7 +438,8 @@ const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18\a \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\n" +
 	"checkpoint\x12&\n" +
-	"\x0fupdated_unix_ms\x18\b \x01(\x03R\rupdatedUnixMs\"\xa6\x02\n" +
+	"\x0fupdated_unix_ms\x18\b \x01(\x03R\rupdatedUnixMs\x12\x18\n" +
+	"\agateway\x18\t \x01(\tR\agateway\"\xa6\x02\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+func playersFixture(t *testing.T) (*Players, jetstream.KeyValue) {
+	t.Helper()
+	nc := natsServer(t)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(kv, "n1", nil)
+	t.Cleanup(p.Close)
+	return p, kv
+}
+
+func record(t *testing.T, p *Players, player uint64) *pb.PlayerRecord {
+	t.Helper()
+	rec, err := p.Record(context.Background(), player)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Checkpoints land in the player's record while it names the zone and
+// epoch that wrote them; once the player moved on (a newer owner
+// recorded), the old zone's late checkpoints are refused and the record
+// keeps the newer state; the last checkpoint takes the record offline.
+func TestCheckpointsAreFencedByTheRecord(t *testing.T) {
+	p, _ := playersFixture(t)
+	gw := func(string) string { return "gw1" }
+	p.Joined(5, "a", 1)
+	cp := handoff.Checkpoint{Entity: 5, Epoch: 1, Control: move.ControlState{Pos: [3]float32{10, 0, 20}}, LastApplied: 40, Health: 900, Name: "p5"}
+	waitFor(t, 3*time.Second, "the join record", func() bool { return record(t, p, 5) != nil })
+	for i := range 3 {
+		cp.Control.Pos[0], cp.LastApplied = float32(10+i), uint64(40+i)
+		p.Checkpoint("a", []handoff.Checkpoint{cp}, false, gw)
+	}
+	waitFor(t, 3*time.Second, "three checkpoints", func() bool { return p.Checkpoints.Load() == 3 })
+	rec := record(t, p, 5)
+	got, err := pbconvCheckpoint(rec)
+	if err != nil || got.Control.Pos[0] != 12 || got.LastApplied != 42 || rec.GetGateway() != "gw1" || rec.GetState() != pb.PlayerState_PLAYER_STATE_ONLINE {
+		t.Fatalf("record %v (%v)", rec, err)
+	}
+
+	// Zone b takes the player at epoch 2; zone a's checkpoint, late, is refused.
+	p.Acquired(5, "b", 2)
+	waitFor(t, 3*time.Second, "the handoff record", func() bool { return record(t, p, 5).GetZone() == "b" })
+	cp.Control.Pos[0] = -99
+	p.Checkpoint("a", []handoff.Checkpoint{cp}, false, gw)
+	waitFor(t, 3*time.Second, "the stale checkpoint to be refused", func() bool { return p.CheckpointsRefused.Load() == 1 })
+	if rec := record(t, p, 5); rec.GetZone() != "b" || rec.GetCheckpoint().GetControl().GetPos().GetX() == -99 {
+		t.Fatalf("a stale checkpoint overwrote the record: %v", rec)
+	}
+
+	// Zone b's own checkpoints go in; its last one takes the record offline.
+	cp.Epoch, cp.Control.Pos[0] = 2, 77
+	p.Checkpoint("b", []handoff.Checkpoint{cp}, true, gw)
+	waitFor(t, 3*time.Second, "the leaving checkpoint", func() bool { return p.Checkpoints.Load() == 4 })
+	if rec := record(t, p, 5); rec.GetState() != pb.PlayerState_PLAYER_STATE_OFFLINE || rec.GetCheckpoint().GetControl().GetPos().GetX() != 77 {
+		t.Fatalf("record after leaving: %v", rec)
+	}
+}
+
+func pbconvCheckpoint(rec *pb.PlayerRecord) (*handoff.Checkpoint, error) {
+	return pbconv.CheckpointFromProto(rec.GetCheckpoint(), rec.GetEpoch())
+}

@@ -1,0 +1,89 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// Checkpoint is handoff.Checkpoint: a player's state for its record.
+type Checkpoint = handoff.Checkpoint
+
+// AppendCheckpoints appends a checkpoint of every owned player whose turn
+// it is: each player's comes once every `every` ticks, spread over the
+// ticks by slot, so a zone of 1,000 players writes 1,000/every records a
+// tick rather than 1,000 at once. every ≤ 1 checkpoints everyone.
+func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
+	if every == 0 {
+		every = 1
+	}
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned || e.kind != KindPlayer || uint64(s)%every != z.tick%every {
+			continue
+		}
+		dst = append(dst, z.checkpoint(e))
+	}
+	return dst
+}
+
+// CheckpointOf returns an owned player's checkpoint now (a player leaving).
+func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
+	s, ok := z.byID[entity]
+	if !ok || z.ents[s].role != roleOwned || z.ents[s].kind != KindPlayer {
+		return Checkpoint{}, false
+	}
+	return z.checkpoint(&z.ents[s]), true
+}
+
+func (z *Zone) checkpoint(e *entity) Checkpoint {
+	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: e.queue.LastApplied(),
+		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: e.conn}
+}
+
+// Restore adds a player owned by this zone from its checkpoint: where it
+// was, as it was, at a handoff epoch above the checkpoint's (the
+// connection drops controls older than the newest epoch it saw). Moves
+// start after lastApplied: the connection's, which is never older than
+// the checkpoint's for the same session, or 0 for a new session.
+func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplied uint64) error {
+	if IsNPC(cp.Entity) {
+		return fmt.Errorf("%w: %#x", ErrBadID, cp.Entity)
+	}
+	if s, ok := z.byID[cp.Entity]; ok && z.ents[s].role != roleReplica {
+		return fmt.Errorf("%w: %d", ErrExists, cp.Entity)
+	}
+	pos := cp.Control.Pos
+	if !z.w.Owns(z.self, float64(pos[0]), float64(pos[2])) {
+		return fmt.Errorf("%w: [%g, %g] is outside zone %s %v", ErrOutside, pos[0], pos[2], z.cfg.Zone, z.self.Rect)
+	}
+	if err := cp.Control.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	nm, err := ghost.MakeName(cp.Name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	epoch, err := z.hand.SpawnAbove(cp.Entity, now, cp.Epoch)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	s, ok := z.byID[cp.Entity]
+	if !ok {
+		s = z.slotAlloc(cp.Entity)
+	}
+	e := &z.ents[s]
+	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
+	e.state = cp.Control
+	e.health, e.flags, e.name, e.extra, e.conn = cp.Health, cp.Flags, nm, cp.Extra, conn
+	e.queue.Reset(lastApplied)
+	z.seqExtra(e)
+	e.credit = z.cfg.MaxCredit
+	e.correct = true // the client learns where it is now
+	z.hand.SetConn(cp.Entity, conn)
+	z.stats.Joins++
+	z.stats.Restores++
+	return nil
+}

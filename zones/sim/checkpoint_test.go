@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// Every owned player is checkpointed exactly once per `every` ticks, spread
+// over the ticks, with the state the zone holds.
+func TestCheckpointsSpreadOverTicks(t *testing.T) {
+	z := oneZone(t, nil)
+	const players, every = 50, 20
+	for i := range players {
+		if err := z.Join(0, uint64(i+1), "c", "p", [3]float32{-500 + float32(i), 0, -500}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint64]int{}
+	var buf []Checkpoint
+	perTick := 0
+	for tick := range every {
+		z.Input(0, 1, []move.Move{fwd(uint64(tick+1), 0)})
+		z.Step(time.Duration(tick+1) * 50 * time.Millisecond)
+		buf = z.AppendCheckpoints(buf[:0], every)
+		perTick = max(perTick, len(buf))
+		for _, cp := range buf {
+			seen[cp.Entity]++
+			info, _ := z.Entity(cp.Entity)
+			if cp.Control != info.State || cp.Epoch != 1 {
+				t.Fatalf("checkpoint of %d: %+v, zone holds %+v", cp.Entity, cp.Control, info.State)
+			}
+			if cp.Entity == 1 && cp.LastApplied != uint64(tick+1) {
+				t.Fatalf("player 1 checkpointed at move %d after %d applied", cp.LastApplied, tick+1)
+			}
+		}
+	}
+	if len(seen) != players {
+		t.Fatalf("%d of %d players checkpointed in %d ticks", len(seen), players, every)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("player %d checkpointed %d times in %d ticks", id, n, every)
+		}
+	}
+	if perTick > players/every+2 {
+		t.Fatalf("%d checkpoints in one tick: not spread", perTick)
+	}
+}
+
+// A player restored from its checkpoint is where and as it was, at an
+// epoch above the checkpoint's, and its moves continue after the fence.
+func TestRestoreFromCheckpoint(t *testing.T) {
+	z := oneZone(t, nil)
+	if err := z.Join(0, 7, "c", "alice", [3]float32{-400, 0, -400}, 0); err != nil {
+		t.Fatal(err)
+	}
+	z.Input(0, 7, []move.Move{fwd(1, 0), fwd(2, 0)})
+	z.Step(50 * time.Millisecond)
+	cp, ok := z.CheckpointOf(7)
+	if !ok || cp.LastApplied != 2 {
+		t.Fatalf("checkpoint %+v %v", cp, ok)
+	}
+	cp.Epoch, cp.Health = 5, 321
+
+	other := oneZone(t, nil) // the zone's new owner, after a crash
+	if err := other.Restore(0, cp, "c2", 2); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := other.Entity(7)
+	if info.State != cp.Control {
+		t.Fatalf("restored at %+v, checkpoint %+v", info.State, cp.Control)
+	}
+	if _, ep, _ := other.Handoffs().Status(7); ep <= handoff.Epoch(5) {
+		t.Fatalf("restored at epoch %d, not above the checkpoint's 5", ep)
+	}
+	// A move at or below the fence is never applied again; the next is.
+	other.Input(0, 7, []move.Move{fwd(2, 0), fwd(3, 0)})
+	out := other.Step(50 * time.Millisecond)
+	if len(out.Controls) != 1 || out.Controls[0].LastApplied != 3 || other.Stats().MovesApplied != 1 {
+		t.Fatalf("controls %+v, applied %d: want move 3 only", out.Controls, other.Stats().MovesApplied)
+	}
+	if err := other.Restore(0, cp, "c2", 0); !errors.Is(err, ErrExists) {
+		t.Fatalf("second restore: %v", err)
+	}
+	cp.Control.Pos[0] = 400 // another zone's ground
+	cp.Entity = 8
+	if err := other.Restore(0, cp, "c", 0); !errors.Is(err, ErrOutside) {
+		t.Fatalf("restore outside the zone: %v", err)
+	}
+}
