@@ -296,6 +296,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		r.onTerminated(m.Who)
 	case *drainRequest:
 		r.drain(ctx, m.reason)
+	case *sessionsRequest:
+		ctx.Respond(r.sessions())
 	case *actor.Stopping:
 		r.stopping()
 	}

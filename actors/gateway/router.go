@@ -24,6 +24,7 @@ type route struct {
 	token    handshake.TokenID
 	player   uint64
 	verified bool
+	since    time.Time     // verified at (wall clock; admin session age)
 	inflight *atomic.Int32 // datagrams queued to the actor, shared with it
 }
 
@@ -279,7 +280,7 @@ func (r *router) onVerified(ctx sender, m *conn.Verified) {
 	if rt == nil || rt.verified {
 		return
 	}
-	rt.verified = true
+	rt.verified, rt.since = true, time.Now()
 	r.srv.Consume(rt.token) // the token has opened its one session
 	r.st.verified.Add(1)
 	r.st.pending.Add(-1)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ghostwire/ghostwire/actors/admin"
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/zone"
@@ -40,6 +41,7 @@ type Node struct {
 	// bridgeRef: the bridge, for zone callbacks that may run before
 	// startGame returns.
 	bridgeRef atomic.Pointer[cluster.Bridge]
+	admin     *admin.Service
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -47,6 +49,7 @@ type Node struct {
 
 	ready   atomic.Bool
 	stopped atomic.Bool
+	done    chan struct{} // closed when Stop has finished
 }
 
 // Start brings up a whole node and returns once it is ready to accept
@@ -67,7 +70,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	n := &Node{cfg: cfg, log: log, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := registerBuildInfo(n.reg); err != nil {
 		return nil, err
@@ -158,6 +161,9 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {
+		return nil, err
+	}
+	if n.admin, err = n.startAdmin(ctx, wm); err != nil {
 		return nil, err
 	}
 	n.ready.Store(true)
@@ -253,16 +259,25 @@ func (n *Node) startHTTP() error {
 // or ctx, whichever ends first. It is safe to call more than once.
 func (n *Node) Stop(ctx context.Context) error {
 	if n.stopped.Swap(true) {
+		<-n.done
 		return nil
 	}
+	defer close(n.done)
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout.D())
 	defer cancel()
 	return n.shutdown(ctx)
 }
 
+// Done is closed once the node has stopped (Stop, or a drain through the
+// admin API): zoned exits then.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	if n.admin != nil {
+		n.admin.Stop()
+	}
 	if n.member != nil {
 		n.member.close()
 	}

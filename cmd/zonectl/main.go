@@ -1,6 +1,9 @@
-// Command zonectl is ghostwire's admin CLI. This build has the token
-// backend's commands and a read-only view of the cluster directory:
+// Command zonectl is ghostwire's admin CLI: the admin API of a running
+// cluster (actors/admin, over NATS) and the token backend's commands:
 //
+//	zonectl nodes | zones | players [--zone Z] [--node N] | player ID
+//	zonectl move ID --to ZONE [--pos X,Z] | kick ID [--reason R]
+//	zonectl drain NODE | stats | watch | completion bash
 //	zonectl keygen [--out FILE] [--force]
 //	zonectl token --player ID [--key FILE | GHOSTWIRE_TOKEN_KEY | --data DIR]
 //	              [--server ADDR]... [--ttl D] [--timeout D] [--protocol N]
@@ -19,7 +22,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"sort"
 	"strconv"
 	"time"
 
@@ -61,42 +63,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 }
 
 func runEnv(args []string, e env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
-		usage(e.stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(e.stderr, "zonectl: unknown command %q (see zonectl help)\n", args[0])
-		return 2
-	}
-	err := cmd.run(e, args[1:])
-	switch {
-	case err == nil, errors.Is(err, pflag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(e.stderr, "zonectl", args[0]+":", err)
-		return 2
-	default:
-		fmt.Fprintln(e.stderr, "zonectl", args[0]+":", err)
-		return 1
-	}
-}
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, "zonectl — ghostwire admin CLI.\n\nUsage: zonectl COMMAND [flags]\n\nCommands:\n")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprint(w, "\nRun 'zonectl COMMAND --help' for a command's flags.\n")
+	return runCobra(args, e)
 }
 
 func newFlags(e env, name, head string) *pflag.FlagSet {

@@ -16,7 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ghostwire/ghostwire/actors/admin/adminclient"
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -34,13 +36,15 @@ const defaultNATS = "nats://127.0.0.1:4222"
 
 const zonesHead = `zonectl zones — list the world's zones and who runs them.
 
-Reads the cluster directory in NATS JetStream KV (read-only): for each zone,
+Asks the admin API (every zone of the world, with its owner's tick p99);
+where no zoned serves it, reads the cluster directory in NATS JetStream KV
+(read-only) instead: for each zone,
 the node owning its lease, the lease's epoch, and the players and NPCs the
 zone had at the owner's last lease renewal. Zones are those with a lease in
 the directory, sorted by id; with --world, also the map's zones nobody owns
 (shown as "-", null in JSON).
 
-Usage: zonectl zones [--nats URL] [--timeout D] [-o table|json] [--world FILE]
+Usage: zonectl zones [--nats URL] [--creds FILE] [--timeout D] [-o table|json|yaml] [--world FILE]
 
 Example:
 
@@ -63,25 +67,33 @@ Flags:
 // scripts depend on them. Pointers are null for a zone nobody owns (and
 // node_udp_addr for an owner without a node record).
 type zoneRow struct {
-	Zone        string  `json:"zone"`
-	Node        *string `json:"node"`
-	Epoch       *uint64 `json:"epoch"`
-	Players     *uint32 `json:"players"`
-	NPCs        *uint32 `json:"npcs"`
-	NodeUDPAddr *string `json:"node_udp_addr"`
+	Zone        string  `json:"zone" yaml:"zone"`
+	Node        *string `json:"node" yaml:"node"`
+	Epoch       *uint64 `json:"epoch" yaml:"epoch"`
+	Players     *uint32 `json:"players" yaml:"players"`
+	NPCs        *uint32 `json:"npcs" yaml:"npcs"`
+	NodeUDPAddr *string `json:"node_udp_addr" yaml:"node_udp_addr"`
+	// From the admin API only (null when read from the directory):
+	// the owning node's zone tick p99 and the zone's overload level.
+	TickP99Ms *float64 `json:"tick_p99_ms" yaml:"tick_p99_ms"`
+	Level     *int32   `json:"level" yaml:"level"`
 }
 
-func runZones(e env, args []string) error {
+func runZones(e env, args []string) error { return runZonesWith(e, &globals{}, args) }
+
+func runZonesWith(e env, g *globals, args []string) error {
 	fs := newFlags(e, "zones", zonesHead)
 	natsURL := fs.String("nats", defaultNATS, "NATS `URL` of the cluster (the directory's JetStream KV); user:password@ in the URL authenticates")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up connecting and reading the directory after this long")
-	output := fs.StringP("output", "o", "table", "output format: table or json")
+	output := fs.StringP("output", "o", "table", "output format: table, json or yaml")
+	fs.StringVar(&g.creds, "creds", "", "credentials `FILE` (as for the admin commands); default $GHOSTWIRE_CREDS, else DATA/admin.creds")
+	fs.StringVar(&g.data, "data", tokenkey.DefaultDataDir, "zoned data `DIR` whose admin.creds is used when neither --creds nor $GHOSTWIRE_CREDS is set")
 	worldFile := fs.String("world", "", "world map `FILE` (JSON, as zoned --world reads): also list its zones nobody owns")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *output != "table" && *output != "json" {
-		return fmt.Errorf("%w: -o %q: want table or json", errUsage, *output)
+	if *output != "table" && *output != "json" && *output != "yaml" {
+		return fmt.Errorf("%w: -o %q: want table, json or yaml", errUsage, *output)
 	}
 	if *timeout <= 0 {
 		return fmt.Errorf("%w: --timeout %s: want a positive duration", errUsage, *timeout)
@@ -95,17 +107,68 @@ func runZones(e env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	rows, err := readZones(ctx, *natsURL, *timeout, e.stderr)
+	g.nats, g.timeout = *natsURL, *timeout
+	creds := credsPath(e, g)
+	rows, err := adminZones(ctx, e, g)
+	if errors.Is(err, adminclient.ErrNoService) {
+		// No zoned serves the admin API here (an older one, or a bare
+		// NATS): read the directory itself.
+		rows, err = readZones(ctx, *natsURL, creds, *timeout, e.stderr)
+	}
 	if err != nil {
 		return err
 	}
 	if w != nil {
 		rows = addUnowned(rows, w)
 	}
-	if *output == "json" {
+	switch *output {
+	case "json":
 		return writeZonesJSON(e.stdout, rows)
+	case "yaml":
+		o := outputFormat{format: "yaml"}
+		if rows == nil {
+			rows = []zoneRow{}
+		}
+		return o.write(e.stdout, rows, nil)
 	}
 	return writeZonesTable(e.stdout, rows)
+}
+
+// adminZones lists the zones through the admin API: every zone of the
+// world, unowned ones with a null node.
+func adminZones(ctx context.Context, e env, g *globals) ([]zoneRow, error) {
+	c, err := connect(ctx, e, g)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var zs pb.ListZonesResponse
+	if err := c.Call(ctx, adminclient.Subject(adminclient.OpZones), &pb.ListZonesRequest{}, &zs); err != nil {
+		return nil, err
+	}
+	var ns pb.ListNodesResponse
+	if err := c.Call(ctx, adminclient.Subject(adminclient.OpNodes), &pb.ListNodesRequest{}, &ns); err != nil {
+		return nil, err
+	}
+	warnNodes(e, zs.Errors)
+	udp := map[string]string{}
+	for _, n := range ns.Nodes {
+		udp[n.Node] = n.UdpAddr
+	}
+	rows := make([]zoneRow, 0, len(zs.Zones))
+	for _, z := range zs.Zones {
+		r := zoneRow{Zone: z.Zone}
+		if z.Node != "" {
+			node, epoch, players, npcs, p99, level := z.Node, z.Epoch, z.Players, z.Npcs, round3(z.TickP99Ms), z.Level
+			r.Node, r.Epoch, r.Players, r.NPCs, r.TickP99Ms, r.Level = &node, &epoch, &players, &npcs, &p99, &level
+			if a, ok := udp[node]; ok {
+				r.NodeUDPAddr = &a
+			}
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b zoneRow) int { return cmp.Compare(a.Zone, b.Zone) })
+	return rows, nil
 }
 
 // redact hides a password in a NATS URL for messages.
@@ -119,9 +182,17 @@ func redact(raw string) string {
 
 // readZones lists the zones with a lease, joined with their owners' node
 // records, sorted by zone id.
-func readZones(ctx context.Context, natsURL string, timeout time.Duration, warn io.Writer) ([]zoneRow, error) {
+func readZones(ctx context.Context, natsURL, creds string, timeout time.Duration, warn io.Writer) ([]zoneRow, error) {
 	where := redact(natsURL)
-	nc, err := nats.Connect(natsURL, nats.Name("zonectl"), nats.Timeout(timeout), nats.NoReconnect())
+	opts := []nats.Option{nats.Name("zonectl"), nats.Timeout(timeout), nats.NoReconnect()}
+	if creds != "" {
+		o, err := adminclient.CredsOption(creds)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
+	}
+	nc, err := nats.Connect(natsURL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach NATS at %s: %w (is zoned running there? point --nats at its NATS)", where, err)
 	}
@@ -233,9 +304,9 @@ func writeZonesJSON(out io.Writer, rows []zoneRow) error {
 
 func writeZonesTable(out io.Writer, rows []zoneRow) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ZONE\tNODE\tEPOCH\tPLAYERS\tNPCS\tUDP_ADDR")
+	fmt.Fprintln(tw, "ZONE\tNODE\tEPOCH\tPLAYERS\tNPCS\tTICK_P99_MS\tUDP_ADDR")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Zone, orDash(r.Node), orDash(r.Epoch), orDash(r.Players), orDash(r.NPCs), orDash(r.NodeUDPAddr))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Zone, orDash(r.Node), orDash(r.Epoch), orDash(r.Players), orDash(r.NPCs), orDash(r.TickP99Ms), orDash(r.NodeUDPAddr))
 	}
 	return tw.Flush()
 }

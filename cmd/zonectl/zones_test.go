@@ -151,15 +151,15 @@ func TestZonesListsDirectory(t *testing.T) {
 		want string
 	}{
 		{name: "leased zones only, sorted", args: []string{"--nats", url}, want: "" +
-			"ZONE  NODE    EPOCH  PLAYERS  NPCS  UDP_ADDR\n" +
-			"x0z0  node-a  1      41       50    10.0.0.5:7777\n" +
-			"x1z1  node-b  3      0        7     -\n"},
+			"ZONE  NODE    EPOCH  PLAYERS  NPCS  TICK_P99_MS  UDP_ADDR\n" +
+			"x0z0  node-a  1      41       50    -            10.0.0.5:7777\n" +
+			"x1z1  node-b  3      0        7     -            -\n"},
 		{name: "world adds unowned zones", args: []string{"--nats", url, "--world", worldPath, "-o", "table"}, want: "" +
-			"ZONE  NODE    EPOCH  PLAYERS  NPCS  UDP_ADDR\n" +
-			"x0z0  node-a  1      41       50    10.0.0.5:7777\n" +
-			"x0z1  -       -      -        -     -\n" +
-			"x1z0  -       -      -        -     -\n" +
-			"x1z1  node-b  3      0        7     -\n"},
+			"ZONE  NODE    EPOCH  PLAYERS  NPCS  TICK_P99_MS  UDP_ADDR\n" +
+			"x0z0  node-a  1      41       50    -            10.0.0.5:7777\n" +
+			"x0z1  -       -      -        -     -            -\n" +
+			"x1z0  -       -      -        -     -            -\n" +
+			"x1z1  node-b  3      0        7     -            -\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,13 +184,13 @@ func TestZonesListsDirectory(t *testing.T) {
 		}
 		// The field names are an interface: scripts use them.
 		unowned := func(z string) map[string]any {
-			return map[string]any{"zone": z, "node": nil, "epoch": nil, "players": nil, "npcs": nil, "node_udp_addr": nil}
+			return map[string]any{"zone": z, "node": nil, "epoch": nil, "players": nil, "npcs": nil, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil}
 		}
 		want := []map[string]any{
-			{"zone": "x0z0", "node": "node-a", "epoch": 1.0, "players": 41.0, "npcs": 50.0, "node_udp_addr": "10.0.0.5:7777"},
+			{"zone": "x0z0", "node": "node-a", "epoch": 1.0, "players": 41.0, "npcs": 50.0, "node_udp_addr": "10.0.0.5:7777", "tick_p99_ms": nil, "level": nil},
 			unowned("x0z1"),
 			unowned("x1z0"),
-			{"zone": "x1z1", "node": "node-b", "epoch": 3.0, "players": 0.0, "npcs": 7.0, "node_udp_addr": nil},
+			{"zone": "x1z1", "node": "node-b", "epoch": 3.0, "players": 0.0, "npcs": 7.0, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got  %v\nwant %v", got, want)
@@ -209,7 +209,7 @@ func TestZonesEmptyDirectory(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	r = zones(t, "--nats", srv.ClientURL())
-	if r.code != 0 || r.stdout != "ZONE  NODE  EPOCH  PLAYERS  NPCS  UDP_ADDR\n" {
+	if r.code != 0 || r.stdout != "ZONE  NODE  EPOCH  PLAYERS  NPCS  TICK_P99_MS  UDP_ADDR\n" {
 		t.Fatalf("%+v", r)
 	}
 }
@@ -251,7 +251,7 @@ func TestZonesUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{name: "bad output format", args: []string{"-o", "yaml"}, msg: `-o "yaml": want table or json`},
+		{name: "bad output format", args: []string{"-o", "xml"}, msg: `-o "xml": want table, json or yaml`},
 		{name: "unknown flag", args: []string{"--bogus"}, msg: "unknown flag"},
 		{name: "stray argument", args: []string{"x0z0"}, msg: `unexpected argument "x0z0"`},
 		{name: "zero timeout", args: []string{"--timeout", "0s"}, msg: "--timeout"},

@@ -51,7 +51,12 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		log.Error("start failed", "err", err)
 		return 1
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-n.Done():
+		log.Info("stopped (drained through the admin API)")
+		return 0
+	}
 	log.Info("shutting down (signal received; a second signal exits immediately)")
 	stop() // restore default signal behaviour: a second ^C kills
 	if err := n.Stop(context.Background()); err != nil {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ghostwire/ghostwire/actors/node"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+var ignoreThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
+func nodeConfig(t *testing.T, id, zones string) node.Config {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen = "127.0.0.1:0", "", "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cfg.NPCs = 8
+	cfg.NodeID, cfg.Zones = id, zones
+	return cfg
+}
+
+func startNode(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	n, err := node.Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
+	t.Helper()
+	tok, err := handshake.IssueToken(n.TokenKey(), handshake.TokenParams{
+		PlayerID: player, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Minute,
+		Timeout: 10 * time.Second, ServerAddrs: []netip.AddrPort{n.PublicAddr()},
+	}, time.Now(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, n.PublicAddr().String(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetInput(move.Move{Forward: 20, Dt: 32}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ctl runs zonectl against n's NATS with the dev credentials of dataDir.
+func ctl(t *testing.T, url, dataDir string, args ...string) result {
+	t.Helper()
+	return runWith(t, noEnv, time.Now(), append([]string{"--nats", url, "--data", dataDir, "--timeout", "8s"}, args...)...)
+}
+
+func ctlJSON(t *testing.T, v any, url, dataDir string, args ...string) {
+	t.Helper()
+	r := ctl(t, url, dataDir, append(args, "-o", "json")...)
+	if r.code != 0 {
+		t.Fatalf("zonectl %v: %+v", args, r)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("zonectl %v: %v in\n%s", args, err, r.stdout)
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Every admin command against a one-node world, output parsed: the node
+// runs the whole world, two clients play; move teleports one into another
+// zone while it stays connected; kick ends the other's session with the
+// reason; drain stops the node.
+func TestAdminOneNode(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	cfg := nodeConfig(t, "solo", "auto")
+	n := startNode(t, cfg)
+	defer n.Stop(context.Background())
+	url, dir := n.NATSURL(), cfg.DataDir
+	a, b := dial(t, n, 4), dial(t, n, 5)
+	defer a.Close(context.Background())
+	defer b.Close(context.Background())
+
+	var players []playerRow
+	waitUntil(t, 5*time.Second, "both players listed with their connections", func() bool {
+		players = nil
+		ctlJSON(t, &players, url, dir, "players")
+		return len(players) == 2 && players[0].Zone != "" && players[1].Zone != "" && players[0].GatewayNode == "solo"
+	})
+	if players[0].Player != 4 || players[1].Player != 5 || players[0].Node != "solo" || players[0].SessionAgeS < 0 {
+		t.Fatalf("players: %+v", players)
+	}
+
+	var nodes []nodeRow
+	ctlJSON(t, &nodes, url, dir, "nodes")
+	if len(nodes) != 1 || nodes[0].Node != "solo" || len(nodes[0].Zones) != 4 || nodes[0].Connections != 2 || nodes[0].Players != 2 || nodes[0].UDPAddr == "" {
+		t.Fatalf("nodes: %+v", nodes)
+	}
+	var zones []map[string]any
+	ctlJSON(t, &zones, url, dir, "zones")
+	if len(zones) != 4 {
+		t.Fatalf("zones: %v", zones)
+	}
+	for _, z := range zones {
+		if z["node"] != "solo" || z["epoch"] == nil || z["tick_p99_ms"] == nil || z["node_udp_addr"] == nil {
+			t.Fatalf("zone: %v", z)
+		}
+	}
+	var one []playerRow
+	ctlJSON(t, &one, url, dir, "players", "--zone", players[0].Zone)
+	if len(one) != 1 || one[0].Player != 4 {
+		t.Fatalf("players --zone %s: %+v", players[0].Zone, one)
+	}
+	r := ctl(t, url, dir, "player", "4", "-o", "yaml")
+	var p playerRow
+	if err := yaml.Unmarshal([]byte(r.stdout), &p); r.code != 0 || err != nil || p.Player != 4 || p.Zone != players[0].Zone {
+		t.Fatalf("player 4 -o yaml: %+v, %v", r, err)
+	}
+	if r := ctl(t, url, dir, "player", "4"); r.code != 0 || !strings.Contains(r.stdout, "PLAYER") {
+		t.Fatalf("player 4: %+v", r)
+	}
+
+	// move: into another zone, at a given position.
+	target := "x1z1"
+	if players[0].Zone == target {
+		target = "x0z0"
+	}
+	var moved playerRow
+	ctlJSON(t, &moved, url, dir, "move", "4", "--to", target)
+	if moved.Zone != target || moved.Player != 4 {
+		t.Fatalf("move 4 --to %s: %+v", target, moved)
+	}
+	if a.Err() != nil {
+		t.Fatalf("the moved client lost its session: %v", a.Err())
+	}
+	acked := a.Stats().Moves.Acked
+	waitUntil(t, 3*time.Second, "the moved client's moves acknowledged again", func() bool { return a.Stats().Moves.Acked > acked+5 })
+
+	var st statsRow
+	ctlJSON(t, &st, url, dir, "stats")
+	if st.Nodes != 1 || st.Zones != 4 || st.ZonesUnowned != 0 || st.Players != 2 || st.Teleports == 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if r := ctl(t, url, dir, "watch", "--count", "1"); r.code != 0 || !strings.Contains(r.stdout, "solo") {
+		t.Fatalf("watch: %+v", r)
+	}
+
+	// kick: the client hears the reason.
+	if r := ctl(t, url, dir, "kick", "5", "--reason", "server shutdown"); r.code != 0 || !strings.Contains(r.stdout, "server shutdown") {
+		t.Fatalf("kick: %+v", r)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the kicked client's session did not end")
+	}
+	var de *session.DisconnectError
+	if !errors.As(b.Err(), &de) || de.Reason != handshake.ReasonServerShutdown {
+		t.Fatalf("kicked client ended with %v, want a Disconnect with reason server shutdown", b.Err())
+	}
+
+	// Clear errors for what does not exist.
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown player", []string{"player", "999"}, 1, "player 999 is not connected"},
+		{"move unknown player", []string{"move", "999", "--to", "x0z0"}, 1, "player 999"},
+		{"zone not in world", []string{"move", "4", "--to", "nowhere"}, 1, `zone "nowhere" is not in world`},
+		{"position outside world", []string{"move", "4", "--pos", "99999,0"}, 1, "outside world"},
+		{"kick unknown player", []string{"kick", "999"}, 1, "player 999"},
+		{"drain unknown node", []string{"drain", "ghost"}, 1, `node "ghost" is not in the directory`},
+		{"player id not a number", []string{"player", "x"}, 2, "want a player id"},
+		{"move without target", []string{"move", "4"}, 2, "--to ZONE"},
+		{"bad output", []string{"nodes", "-o", "xml"}, 2, "want table, json or yaml"},
+		{"bad pos", []string{"move", "4", "--pos", "1"}, 2, "want X,Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ctl(t, url, dir, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("zonectl %v: want exit %d and %q on stderr, got %+v", tc.args, tc.code, tc.want, r)
+			}
+		})
+	}
+
+	if r := ctl(t, url, dir, "drain", "solo"); r.code != 0 || !strings.Contains(r.stdout, "draining") {
+		t.Fatalf("drain: %+v", r)
+	}
+	select {
+	case <-n.Done():
+	case <-time.After(8 * time.Second):
+		t.Fatal("the drained node did not stop")
+	}
+}
