@@ -28,12 +28,13 @@ fuzz-seeds: ## run every fuzz target over its committed seed corpus only
 bench-smoke: ## every benchmark once (-benchtime=1x), to keep them compiling and running
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m $(PKGS)
 
-verify: ## gofmt, vet, staticcheck, go mod tidy -diff, generated code up to date
+verify: ## gofmt, vet, staticcheck, go mod tidy -diff, generated code (protobuf, docs/vectors) up to date
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 	$(GO) mod tidy -diff
-	$(GO) generate ./... && git diff --exit-code -- '*.pb.go'
+	$(GO) generate ./... && git diff --exit-code -- '*.pb.go' docs/vectors
+	@out=$$(git status --porcelain -- docs/vectors); if [ -n "$$out" ]; then echo "docs/vectors: files go generate made that are not committed:"; echo "$$out"; exit 1; fi
 
 bench: ## benchmarks with memory stats (BENCHTIME, COUNT)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS)
@@ -44,7 +45,7 @@ fuzz: ## fuzz every target for FUZZTIME each (default 30s)
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-generate: ## regenerate *.pb.go and other generated code
+generate: ## regenerate *.pb.go and the conformance vectors (docs/vectors) and other generated code
 	$(GO) generate ./...
 
 # The headline load test: a local zoned and botswarm on the same machine. Reports land in
