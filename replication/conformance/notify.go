@@ -38,7 +38,7 @@ type nScenario struct {
 var notifySchema = []Field{
 	{"vectors[]", "scenarios; each starts with two fresh peers a and b (W = 256, K = 4, MinReorderTime 25 ms, InitialRTT 100 ms), both at sequence 0"},
 	{"steps[].step", "send: side writes a packet header (type: 0 data, 1 ack-only) at now_ms; deliver: side reads packet number `packet` (0-based index into this scenario's sends) at now_ms and, if acceptable, accepts it; tick: side runs its receiver's time threshold at now_ms. A packet that no deliver step names was lost"},
-	{"steps[].seq, bits, hex", "send: the packet's 64-bit sequence number and its header alone (no payload), padded to a byte"},
+	{"steps[].seq, bits, hex", "send: the packet's 64-bit sequence number and its header alone (no payload), padded to a byte. The ack delay code is the reference encoder's dithered choice (§ 3.7 gives it exactly); a reader only needs the table"},
 	{"steps[].result", "deliver: accepted, or the rejection (duplicate, stale, too_far, bad_ack), which changes nothing"},
 	{"steps[].fates", "deliver and tick: the fates of side's own packets that became known, in send order (pop them after every step)"},
 }
