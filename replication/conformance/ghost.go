@@ -84,12 +84,16 @@ func ghostDoc() (doc, error) {
 	far := vel
 	far.State.Pos = [3]f64{-1999.99, 255.5, 1999.99}
 	far.State.Yaw = -3.1
+	// NPC 5 turns, gets a name and flags at 1200 ms: non-default groups of
+	// the NPC class in an explicit mask; its yaw is far outside ±π.
+	npcNamed := npc(5, -10.2, 30.4)
+	npcNamed.State.Yaw, npcNamed.State.Name, npcNamed.State.Flags = 2e9, "wolf", 0xa5
 	steps := []gStep{
 		view(1000, player(1, 2, 0.5, 1000, "p42", 1), npc(5, -10, 30)), write(0, 1000), read(0, 1010), fate(0, true),
 		view(1050, player(1.25, 2, 0.5, 1000, "p42", 2), npc(5, -10.05, 30.1)), write(1, 1050), read(1, 1060), fate(1, true),
 		view(1100, moved, npc(5, -10.1, 30.2)), write(2, 1100), read(2, 1110), fate(2, true),
 		view(1150, vel, npc(5, -10.15, 30.3)), write(3, 1150), fate(3, false),
-		view(1200, vel, npc(5, -10.2, 30.4)), write(4, 1200), read(4, 1210), fate(4, true),
+		view(1200, vel, npcNamed), write(4, 1200), read(4, 1210), fate(4, true),
 		view(1250, far, npc(5, -10.25, 30.5)), write(5, 1250), read(5, 1260), fate(5, true),
 		view(1300, far), write(6, 1300), read(6, 1310), fate(6, true),
 		view(1350, far, npc(6, 100, -100)), write(7, 1350), read(7, 1360), fate(7, true),

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -173,6 +176,7 @@ func TestSessionTranscript(t *testing.T) {
 	toServer, _ := event.NewReceiver(event.DefaultConfig())
 	var ap move.Applier
 	var echoed, spawned, firstLong bool
+	fullStates := 0
 	var moves uint64
 	sawAccepted := false
 	for i, d := range v.Datagrams {
@@ -237,6 +241,9 @@ func TestSessionTranscript(t *testing.T) {
 				t.Fatalf("datagram %d: control section: %v", i, err)
 			}
 			spawned = spawned || (u.HasState && u.State.Pos[2] > 600)
+			if u.HasState {
+				fullStates++
+			}
 		}
 		if err := toClient.Read(r, func(e event.Event) { echoed = echoed || string(e.Payload) == "hello" }); err != nil {
 			t.Fatalf("datagram %d: event section: %v", i, err)
@@ -247,6 +254,12 @@ func TestSessionTranscript(t *testing.T) {
 		if r.Remaining() > 7 {
 			t.Fatalf("datagram %d: %d bits after the ghost section", i, r.Remaining())
 		}
+	}
+	// The client predicted from the zero state until its spawn state came
+	// (§ 5.2): its mismatching CRCs were held, so the only full states are
+	// the initial one and the 1 s periodic refresh.
+	if fullStates != 2 {
+		t.Errorf("%d full control states in the transcript, want 2 (initial, periodic)", fullStates)
 	}
 	if !firstLong || !spawned || !echoed || mir.Len() != 1 || moves < 30 {
 		t.Fatalf("transcript: first client packet long form %v, spawn state %v, echo %v, ghosts %d, moves %d", firstLong, spawned, echoed, mir.Len(), moves)
@@ -274,6 +287,31 @@ func TestStockVectors(t *testing.T) {
 		k, _ := parseU64(n["n"])
 		if u64(sim.NPCID(int(zi), k)) != n["entity"] {
 			t.Errorf("NPC id %v: sim.NPCID gives %d", n, sim.NPCID(int(zi), k))
+		}
+	}
+}
+
+// TestSpecLinksEveryFile keeps docs/protocol.md and the files in step: every
+// file is linked from the spec, and every linked file exists.
+func TestSpecLinksEveryFile(t *testing.T) {
+	spec, err := os.ReadFile(filepath.Join("..", "..", "docs", "protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range files {
+		names[f.Name] = true
+		if !strings.Contains(string(spec), "](vectors/"+f.Name+")") {
+			t.Errorf("docs/protocol.md does not link vectors/%s", f.Name)
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\(vectors/([a-z0-9_]+\.json)\)`).FindAllStringSubmatch(string(spec), -1) {
+		if !names[m[1]] {
+			t.Errorf("docs/protocol.md links vectors/%s, which is not generated", m[1])
 		}
 	}
 }
