@@ -78,7 +78,7 @@ func walkDoc() (doc, error) {
 		}
 		return mv{Dt: 32, Forward: 90, Yaw: 20000, Buttons: b}
 	})
-	run("half sticks and every dt from 1 to 255", 50, func(i int) mv {
+	run("half sticks and varied dt from 1 to 255", 50, func(i int) mv {
 		return mv{Dt: 1 + (i*53)%255, Forward: -64 + i, Strafe: 63 - 2*i, Yaw: (i * 4099) % 65536, Pitch: i * 100}
 	})
 	x = 42
