@@ -114,7 +114,7 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	  servers=""; \
 	  for i in 0 1 2; do n=n$$((i+1)); \
 	    join=(--nats-listen "$$h:$(CLUSTER_NATS_PORT)"); \
-	    if [ $$i -gt 0 ]; then join=(--nats "nats://$$h:$(CLUSTER_NATS_PORT)" --key-file "$$d/data-n1/token.key"); fi; \
+	    if [ $$i -gt 0 ]; then join=(--nats "nats://$$h:$(CLUSTER_NATS_PORT)" --nats-creds "$$d/data-n1/node.creds" --key-file "$$d/data-n1/token.key"); fi; \
 	    "$$d/zoned" --node-id $$n --zones "$${zones[$$i]}" --data "$$d/data-$$n" --udp "$$h:$${udp[$$i]}" \
 	      --http "$$h:$${http[$$i]}" --lease-ttl $(CLUSTER_LEASE_TTL) "$${join[@]}" > "$$d/$$n.log" 2>&1 & pids[$$i]=$$!; \
 	    ok=0; for t in $$(seq $$(( $(CLUSTER_READY_SECONDS) * 10 ))); do \

@@ -39,6 +39,12 @@ type Config struct {
 	NPCs int `json:"npcs"`
 	// NATSURL points at an external NATS cluster; empty embeds a server.
 	NATSURL string `json:"nats"`
+	// NATSCreds is a credentials file for an external NATS (--nats): a
+	// user/password file (the node.creds a dev zoned writes into its data
+	// dir) or a NATS .creds file. Empty: connect without credentials.
+	// The embedded server always wants credentials: it writes and uses
+	// DataDir/node.creds and DataDir/admin.creds.
+	NATSCreds string `json:"nats_creds"`
 	// NATSListen is the embedded server's client address (port 0: random).
 	NATSListen string `json:"nats_listen"`
 	// NodeID names this node in the cluster directory and in NATS subjects

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ghostwire/ghostwire/actors/admin/adminclient"
 	"github.com/ghostwire/ghostwire/actors/cluster"
 )
 
@@ -45,6 +46,14 @@ type natsLink struct {
 func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, error) {
 	l := &natsLink{kv: make(map[string]jetstream.KeyValue, 3)}
 	url := cfg.NATSURL
+	var auth []nats.Option
+	if cfg.NATSCreds != "" {
+		o, err := adminclient.CredsOption(cfg.NATSCreds)
+		if err != nil {
+			return nil, fmt.Errorf("--nats-creds: %w", err)
+		}
+		auth = append(auth, o)
+	}
 	if url == "" {
 		host, portStr, err := net.SplitHostPort(cfg.NATSListen)
 		if err != nil {
@@ -57,7 +66,12 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		if port == 0 {
 			port = natsserver.RANDOM_PORT
 		}
+		admin, node, err := devCreds(cfg.DataDir, cfg.NATSListen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS credentials: %w", err)
+		}
 		opts := &natsserver.Options{
+			Users:      authUsers(admin, node),
 			ServerName: "zoned-embedded",
 			Host:       host,
 			Port:       port,
@@ -80,10 +94,11 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 			return nil, errors.New("embedded nats-server: not ready within 10s (is the port in use? see --nats-listen)")
 		}
 		l.srv = srv
-		url = srv.ClientURL()
-		log.Info("embedded NATS with JetStream", "client_url", url, "store", opts.StoreDir)
+		url = withUser(srv.ClientURL(), node)
+		log.Info("embedded NATS with JetStream", "client_url", srv.ClientURL(), "store", opts.StoreDir,
+			"admin_creds", filepath.Join(cfg.DataDir, AdminCredsFile), "node_creds", filepath.Join(cfg.DataDir, NodeCredsFile))
 	}
-	nc, err := nats.Connect(url, nats.Name("zoned"), nats.MaxReconnects(-1),
+	nc, err := nats.Connect(url, append(auth, nats.Name("zoned"), nats.MaxReconnects(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
 			if sub != nil {
@@ -107,10 +122,10 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			l.reconnects.Add(1)
 			log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
-		}))
+		}))...)
 	if err != nil {
 		l.close()
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", adminclient.Redact(url), err)
 	}
 	l.nc, l.url = nc, url
 	js, err := jetstream.New(nc)

@@ -170,7 +170,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	ok = true
 	log.Info("zoned ready", "node", n.node, "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
 		"owned", strings.Join(gm.zones.IDs(), ","), "world_zones", wm.Len(),
-		"http", n.HTTPAddr(), "nats", nl.url, "token_key", string(gm.src), "data", cfg.DataDir)
+		"http", n.HTTPAddr(), "nats", nl.safeURL(), "token_key", string(gm.src), "data", cfg.DataDir)
 	return n, nil
 }
 
@@ -178,7 +178,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 func (n *Node) Ready() bool { return n.ready.Load() && !n.stopped.Load() }
 
 // NATSURL is the NATS client URL this node uses (the embedded server's when
-// embedded) — the cluster tooling and zonectl connect there.
+// embedded, carrying the node user's credentials: whoever connects with it
+// acts as a node; zonectl wants DATA/admin.creds instead).
 func (n *Node) NATSURL() string {
 	if n.nats == nil {
 		return ""

@@ -58,8 +58,8 @@ func TestStartStop(t *testing.T) {
 	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics = %d, want go collector output", code)
 	}
-	if !strings.HasPrefix(n.NATSURL(), "nats://127.0.0.1:") {
-		t.Errorf("NATSURL = %q, want the embedded server's loopback URL", n.NATSURL())
+	if !strings.HasPrefix(n.NATSURL(), "nats://node:") || !strings.Contains(n.NATSURL(), "@127.0.0.1:") {
+		t.Errorf("NATSURL = %q, want the embedded server's loopback URL with the node credentials", n.NATSURL())
 	}
 	for _, b := range []string{BucketZones, BucketPlayers, BucketNodes} {
 		if _, ok := n.nats.kv[b]; !ok {

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/netip"
+	neturl "net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +66,17 @@ func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
 	return s
 }
 
+// bareURL is the node's NATS URL without the node credentials it carries.
+func bareURL(t *testing.T, n *node.Node) string {
+	t.Helper()
+	u, err := neturl.Parse(n.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = nil
+	return u.String()
+}
+
 // ctl runs zonectl against n's NATS with the dev credentials of dataDir.
 func ctl(t *testing.T, url, dataDir string, args ...string) result {
 	t.Helper()
@@ -100,7 +114,7 @@ func TestAdminOneNode(t *testing.T) {
 	cfg := nodeConfig(t, "solo", "auto")
 	n := startNode(t, cfg)
 	defer n.Stop(context.Background())
-	url, dir := n.NATSURL(), cfg.DataDir
+	url, dir := bareURL(t, n), cfg.DataDir
 	a, b := dial(t, n, 4), dial(t, n, 5)
 	defer a.Close(context.Background())
 	defer b.Close(context.Background())
@@ -207,6 +221,34 @@ func TestAdminOneNode(t *testing.T) {
 				t.Fatalf("zonectl %v: want exit %d and %q on stderr, got %+v", tc.args, tc.code, tc.want, r)
 			}
 		})
+	}
+
+	// Without credentials, with a wrong password, with node credentials:
+	// refused, with a message that says what to do.
+	empty := t.TempDir()
+	wrong := filepath.Join(empty, "wrong.creds")
+	if err := os.WriteFile(wrong, []byte("user: admin\npassword: guessed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no credentials", []string{"--nats", url, "--data", empty, "nodes"}, "wants credentials"},
+		{"wrong password", []string{"--nats", url, "--creds", wrong, "kick", "4"}, "refused the credentials"},
+		{"node credentials", []string{"--nats", url, "--creds", filepath.Join(dir, node.NodeCredsFile), "--timeout", "1s", "move", "4", "--to", "x0z0"}, "may not call the admin API"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runWith(t, noEnv, time.Now(), tc.args...)
+			if r.code != 1 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("zonectl %v: want exit 1 and %q, got %+v", tc.args, tc.want, r)
+			}
+		})
+	}
+	if r := runWith(t, map[string]string{"GHOSTWIRE_CREDS": filepath.Join(dir, node.AdminCredsFile)}, time.Now(),
+		"--nats", url, "--data", empty, "stats"); r.code != 0 {
+		t.Fatalf("credentials from GHOSTWIRE_CREDS: %+v", r)
 	}
 
 	if r := ctl(t, url, dir, "drain", "solo"); r.code != 0 || !strings.Contains(r.stdout, "draining") {

@@ -89,7 +89,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_listen, node_id, zones, lease_ttl, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
@@ -98,6 +98,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	tick := fs.Duration("tick", def.Tick.D(), "zone simulation tick period (20 Hz = 50ms)")
 	npcs := fs.Int("npcs", def.NPCs, "number of wandering NPCs spread over the world")
 	natsURL := fs.String("nats", "", "external NATS `URL` (cluster mode); empty embeds a NATS server")
+	natsCreds := fs.String("nats-creds", "", "credentials `FILE` for the external --nats: user/password (a dev zoned's DATA/node.creds) or a NATS .creds file; empty connects without credentials (the embedded NATS always uses DATA/node.creds)")
 	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
 	nodeID := fs.String("node-id", "", "`NAME` of this node in the cluster directory and NATS subjects ([A-Za-z0-9_-]); default hostname-udpport")
 	zones := fs.String("zones", def.Zones, "zones this node owns: comma-separated zone `IDS`, or auto = claim unowned zones up to a fair share of the live nodes (and take over zones whose owner died)")
@@ -156,7 +157,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	settings := []setting{
 		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
-		{"nats", str(&cfg.NATSURL)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
+		{"nats", str(&cfg.NATSURL)}, {"nats-creds", str(&cfg.NATSCreds)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
 		{"node-id", str(&cfg.NodeID)}, {"zones", str(&cfg.Zones)}, {"lease-ttl", dur(&cfg.LeaseTTL)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
 		{"dev-game", boolean(&cfg.DevGame)}, {"pprof", boolean(&cfg.Pprof)},
@@ -174,7 +175,8 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		"data": func() { cfg.DataDir = *data }, "world": func() { cfg.WorldFile = *world },
 		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs },
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
-		"node-id": func() { cfg.NodeID = *nodeID }, "zones": func() { cfg.Zones = *zones },
+		"nats-creds": func() { cfg.NATSCreds = *natsCreds },
+		"node-id":    func() { cfg.NodeID = *nodeID }, "zones": func() { cfg.Zones = *zones },
 		"lease-ttl": func() { cfg.LeaseTTL = node.Duration(*leaseTTL) },
 		"key-file":  func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
 		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
