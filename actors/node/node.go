@@ -21,6 +21,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/admin"
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/actors/worldmap"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
@@ -46,6 +47,7 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	httpErr chan error
+	wmap    atomic.Pointer[worldmap.Map]
 
 	ready   atomic.Bool
 	stopped atomic.Bool
@@ -160,6 +162,9 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl, n.players); err != nil {
 		return nil, err
 	}
+	if err := n.startMap(); err != nil {
+		return nil, err
+	}
 	if err := n.dir.running(ctx, gm, n.HTTPAddr()); err != nil {
 		return nil, err
 	}
@@ -242,6 +247,7 @@ func (n *Node) startHTTP() error {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	n.routeMap(mux)
 	if n.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -276,6 +282,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	n.stopMap()
 	if n.admin != nil {
 		n.admin.Stop()
 	}

@@ -1,0 +1,166 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+var updateMapShot = flag.Bool("worldmap.readme", false, "write the world map screenshot to docs/img/worldmap.png")
+
+// findChromium returns Debian's chromium (or another Chrome on PATH).
+func findChromium() (string, error) {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no chromium on PATH: install Debian's chromium (apt-get install chromium; .ci/run does) — this test opens the world map in a real browser")
+}
+
+// The live world map as a person sees it: zoned runs with a few walking
+// UDP clients; headless Chromium opens http://HTTP/ (redirected to /map),
+// and the page draws the 4 zones with their owner and the players and NPCs
+// as dots, which move; a click on a player's dot shows its details. The
+// screenshots are kept (the path is logged); -worldmap.readme refreshes
+// docs/img/worldmap.png.
+//
+// chromedp drives the browser over the DevTools protocol: the page keeps an
+// event stream open, so `chromium --headless --screenshot/--dump-dom` never
+// sees it settle, and a click needs a live page.
+func TestWorldMapInBrowser(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	chrome, err := findChromium()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.NPCs = 400
+	n, err := Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const players = 6
+	for i := range players {
+		s, err := client.Dial(ctx, n.PublicAddr().String(), mint(t, n, uint64(100+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		if err := s.SetInput(move.Move{Forward: 127, Yaw: uint16(i * 65536 / players)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1100, 700))...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	// attr reads the page's state, which it keeps in data attributes of
+	// <body> (data-players → dataset.players).
+	attr := func(name string) string {
+		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf("document.body.getAttribute(%q) || ''", name)))
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		return v
+	}
+	// waitAttr polls the page's DOM state (bounded) until cond holds.
+	waitAttr := func(what string, within time.Duration, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v (state %s, zones %s, players %s, npcs %s, frames %s)", what, within,
+					attr("data-state"), attr("data-zones"), attr("data-players"), attr("data-npcs"), attr("data-frames"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	num := func(name string) int { v, _ := strconv.Atoi(attr(name)); return v }
+
+	t0 := time.Now()
+	if _, err := chromedp.Run(bctx, chromedp.Navigate("http://"+n.HTTPAddr()+"/")); err != nil {
+		t.Fatalf("open the map: %v", err)
+	}
+	if url, err := chromedp.Run(bctx, chromedp.Location()); err != nil || !strings.HasSuffix(url, "/map") {
+		t.Errorf("/ led to %q (%v), want /map", url, err)
+	}
+	waitAttr("4 zones, every player and NPC drawn", 10*time.Second, func() bool {
+		return attr("data-state") == "live" && num("data-zones") == 4 && num("data-players") == players && num("data-npcs") == cfg.NPCs
+	})
+	shot := func() []byte {
+		b, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first, hash := shot(), attr("data-player-hash")
+	waitAttr("the players' dots move", 5*time.Second, func() bool { return attr("data-player-hash") != hash })
+	second := shot()
+	if bytes.Equal(first, second) {
+		t.Error("two screenshots a few frames apart are identical: nothing moved on screen")
+	}
+
+	// Click one player's dot: its details appear beside the map.
+	xy := strings.Split(attr("data-first-player"), ",")
+	if len(xy) != 2 {
+		t.Fatalf("no player dot position on the page (%q)", attr("data-first-player"))
+	}
+	x, _ := strconv.ParseFloat(xy[0], 64)
+	z, _ := strconv.ParseFloat(xy[1], 64)
+	if _, err := chromedp.Run(bctx, chromedp.MouseClickXY(x, z)); err != nil {
+		t.Fatal(err)
+	}
+	waitAttr("a clicked player's details", 5*time.Second, func() bool { return attr("data-details-kind") == "player" })
+	details, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.getElementById("details").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := attr("data-selected")
+	if id, err := strconv.ParseUint(sel, 10, 64); err != nil || id < 100 || id >= 100+players ||
+		!strings.Contains(details, sel) || !strings.Contains(details, "zone") || !strings.Contains(details, "RTT") {
+		t.Errorf("details of %q: %q", sel, details)
+	}
+	final := shot()
+	t.Logf("world map live after %v", time.Since(t0).Round(time.Millisecond))
+
+	dir := filepath.Join(os.TempDir(), "ghostwire-artifacts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"worldmap-1.png": first, "worldmap-2.png": second, "worldmap-clicked.png": final} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", p)
+	}
+	if *updateMapShot {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", "worldmap.png"), final, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
