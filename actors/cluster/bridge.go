@@ -273,14 +273,17 @@ func (b *Bridge) gatewayOf(j *msg.Join) string {
 	return b.cfg.Node
 }
 
-// GatewayOfConn names the node holding the connection whose address (a
-// PID's String, as zones keep it) is conn.
+// GatewayOfConn names the node holding the connection whose address is
+// conn (a PID's String, as zones keep it: `Address:"…" Id:"link-n2"`): a
+// link's node, else this node.
 func (b *Bridge) GatewayOfConn(conn string) string {
-	if i := strings.LastIndexByte(conn, '/'); i >= 0 {
-		conn = conn[i+1:]
+	i := strings.Index(conn, "Id:\""+linkPrefix)
+	if i < 0 {
+		return b.cfg.Node
 	}
-	if n, ok := strings.CutPrefix(conn, linkPrefix); ok {
-		return n
+	rest := conn[i+len("Id:\"")+len(linkPrefix):]
+	if j := strings.IndexByte(rest, '"'); j >= 0 && ValidID(rest[:j]) {
+		return rest[:j]
 	}
 	return b.cfg.Node
 }
@@ -421,6 +424,8 @@ type Metrics struct {
 	// never arrived (a lost message, a restarted peer); the stream
 	// recovers at its next keyframe.
 	ViewGaps atomic.Uint64
+	// Rejoins: players of a restarted zone asked to join it again here.
+	Rejoins atomic.Uint64
 	// RecordRefused: cross-process Commits not delivered because the
 	// player record could not be written (a newer owner recorded, KV down).
 	RecordRefused atomic.Uint64

@@ -318,6 +318,39 @@ func (p *Players) Record(ctx context.Context, player uint64) (*pb.PlayerRecord, 
 	return &rec, nil
 }
 
+// InZone returns the online records that name zone and carry a
+// checkpoint: the players to put back when a node takes the zone over. It
+// reads the whole bucket (one watcher, every key's last value): O(players),
+// once per takeover.
+func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, error) {
+	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var out []*pb.PlayerRecord
+	for {
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return out, errors.New("players: watcher stopped")
+			}
+			if e == nil {
+				return out, nil // every current value seen
+			}
+			var rec pb.PlayerRecord
+			if proto.Unmarshal(e.Value(), &rec) != nil {
+				continue
+			}
+			if rec.GetZone() == zone && rec.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE && rec.GetCheckpoint() != nil {
+				out = append(out, &rec)
+			}
+		}
+	}
+}
+
 // Close stops the writers (queued writes are dropped).
 func (p *Players) Close() {
 	select {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
@@ -77,4 +78,20 @@ func TestCheckpointsAreFencedByTheRecord(t *testing.T) {
 
 func pbconvCheckpoint(rec *pb.PlayerRecord) (*handoff.Checkpoint, error) {
 	return pbconv.CheckpointFromProto(rec.GetCheckpoint(), rec.GetEpoch())
+}
+
+// A zone keeps its players' connection addresses as PID strings; the
+// gateway a checkpoint names is parsed from them.
+func TestGatewayOfConn(t *testing.T) {
+	b, _ := fuzzBridge(t)
+	for conn, want := range map[string]string{
+		actor.NewPID("nonhost", "link-n2").String():       "n2",
+		actor.NewPID("nonhost", "conn-77").String():       "n1",
+		actor.NewPID("nonhost", "link-bad node").String(): "n1",
+		"": "n1",
+	} {
+		if got := b.GatewayOfConn(conn); got != want {
+			t.Errorf("GatewayOfConn(%q) = %q, want %q", conn, got, want)
+		}
+	}
 }

@@ -65,7 +65,11 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
 	case *msg.Join:
 		p.b.rememberLocal(m)
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: m.Player, LastApplied: m.LastApplied, UserData: m.UserData}}}
+		pj := &pb.PlayerJoin{Player: m.Player, LastApplied: m.LastApplied, UserData: m.UserData}
+		if m.Restore != nil {
+			pj.Restore, pj.RestoreEpoch = pbconv.CheckpointToProto(m.Restore), uint64(m.Restore.Epoch)
+		}
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Join{Join: pj}}
 	case *msg.Leave:
 		p.b.forgetLocal(m.Player, m.Conn)
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Reason: uint32(m.Reason)}}}
@@ -238,6 +242,10 @@ func (a *linkActor) Receive(ctx actor.Context) {
 	case *msg.Kick:
 		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason)})
 		a.add(8)
+	case *rejoin:
+		r := &pb.Rejoin{Player: m.cp.Entity, Zone: m.zone, Epoch: uint64(m.cp.Epoch), Checkpoint: pbconv.CheckpointToProto(m.cp)}
+		a.batch.Rejoins = append(a.batch.Rejoins, r)
+		a.add(proto.Size(r))
 	case *msg.Output:
 		o := &pb.EventsOut{Player: m.Player}
 		for _, e := range m.Events {
@@ -313,7 +321,7 @@ func (a *linkActor) drain(ctx actor.Context) {
 func (a *linkActor) publish() {
 	a.n, a.size = 0, 0
 	cb := &a.batch
-	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs)+len(cb.PackedViews) == 0 {
+	if len(cb.Controls)+len(cb.Views)+len(cb.Redirects)+len(cb.Kicks)+len(cb.Outputs)+len(cb.PackedViews)+len(cb.Rejoins) == 0 {
 		return
 	}
 	cb.FromNode = a.b.cfg.Node
@@ -325,6 +333,8 @@ func (a *linkActor) publish() {
 	clear(cb.Outputs)
 	cb.Controls, cb.Views, cb.Redirects, cb.Kicks, cb.Outputs = cb.Controls[:0], cb.Views[:0], cb.Redirects[:0], cb.Kicks[:0], cb.Outputs[:0]
 	cb.PackedViews = cb.PackedViews[:0]
+	clear(cb.Rejoins)
+	cb.Rejoins = cb.Rejoins[:0]
 }
 
 // decodeItem turns one item of a batch from node from into the zone
@@ -388,7 +398,22 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		return in, nil
 	case *pb.ZoneItem_Join:
 		j := x.Join
-		return b.joinFor(j.GetPlayer(), from, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...)), nil
+		var restore *handoff.Checkpoint
+		if j.GetRestore() != nil {
+			cp, err := pbconv.CheckpointFromProto(j.GetRestore(), j.GetRestoreEpoch())
+			if err != nil {
+				return nil, err
+			}
+			if cp.Entity != j.GetPlayer() {
+				return nil, fmt.Errorf("join of player %d restores entity %d", j.GetPlayer(), cp.Entity)
+			}
+			restore = cp
+		}
+		join := b.joinFor(j.GetPlayer(), from, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...))
+		if join != nil {
+			join.Restore = restore
+		}
+		return join, nil
 	case *pb.ZoneItem_Leave:
 		l := x.Leave
 		if from != b.cfg.Node {
@@ -455,6 +480,16 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			return fmt.Errorf("redirect to zone %q", r.GetZone())
 		}
 		root.Send(j.Conn, &msg.Redirect{Player: r.GetPlayer(), Zone: b.zonePID(r.GetZone()), Epoch: r.GetEpoch()})
+	}
+	for _, r := range cb.GetRejoins() {
+		cp, err := pbconv.CheckpointFromProto(r.GetCheckpoint(), r.GetEpoch())
+		if err != nil {
+			return err
+		}
+		if cp.Entity != r.GetPlayer() || !ValidID(r.GetZone()) {
+			return fmt.Errorf("rejoin of player %d to zone %q restores entity %d", r.GetPlayer(), r.GetZone(), cp.Entity)
+		}
+		b.rejoinLocal(cp)
 	}
 	for _, k := range cb.GetKicks() {
 		j := b.local(k.GetPlayer())
@@ -536,6 +571,38 @@ func (b *Bridge) deliverPacked(from string, blob []byte) error {
 		}
 	}
 	return r.err
+}
+
+// rejoin is a Rejoin on its way to another node's connection.
+type rejoin struct {
+	zone string
+	cp   *handoff.Checkpoint
+}
+
+// Rejoin asks the node holding a player's connection (gateway, from its
+// record) to join the player again to zone, restored from cp. A gateway
+// that no longer holds the connection drops it (counted as unknown): a
+// record names whoever held the player last, not who holds it now.
+func (b *Bridge) Rejoin(gateway, zoneID string, cp *handoff.Checkpoint) {
+	if gateway == b.cfg.Node {
+		b.rejoinLocal(cp)
+		return
+	}
+	if !ValidID(gateway) {
+		b.m.Unknown.Add(1)
+		return
+	}
+	b.cfg.Sys.Root.Send(b.link(gateway).pid, &rejoin{zone: zoneID, cp: cp})
+}
+
+func (b *Bridge) rejoinLocal(cp *handoff.Checkpoint) {
+	j := b.local(cp.Entity)
+	if j == nil || j.Conn == nil || j.Views != nil && j.Views.Closed() {
+		b.m.Unknown.Add(1)
+		return
+	}
+	b.m.Rejoins.Add(1)
+	b.cfg.Sys.Root.Send(j.Conn, &msg.Rejoin{Player: cp.Entity, Restore: cp})
 }
 
 // ValidID reports whether s can name a zone or node: a NATS subject

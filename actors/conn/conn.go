@@ -56,6 +56,7 @@ type Conn struct {
 	zone      *actor.PID
 	zoneEpoch uint64
 	ctlEpoch  uint64 // the newest Control epoch taken
+	applied   uint64 // the newest applied move a zone reported
 	lastMove  uint64 // the newest move handed to an Input
 
 	// Shard bookkeeping.
@@ -108,6 +109,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			return
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
+		c.applied = max(c.applied, m.LastApplied)
 		if c.srv != nil {
 			c.srv.SetControl(m.LastApplied, m.State)
 			if m.Force {
@@ -117,6 +119,18 @@ func (c *Conn) handle(m any, now time.Duration) {
 		m.Release()
 	case *msg.Output:
 		c.onOutput(m)
+	case *msg.Rejoin:
+		// The player's zone restarted elsewhere without it: join it again
+		// where its record left it. Moves the old owner applied after that
+		// checkpoint are lost (at most a checkpoint period), never applied
+		// twice: the fence is the newest this connection was told of.
+		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil {
+			c.pool.sys.Root.Send(c.zone, &msg.Join{
+				Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+				LastApplied: max(c.applied, m.Restore.LastApplied), UserData: c.p.UserData, Restore: m.Restore,
+			})
+			c.pool.counters.Rejoins.Add(1)
+		}
 	case *msg.Redirect:
 		if m.Epoch > c.zoneEpoch {
 			c.zone, c.zoneEpoch = m.Zone, m.Epoch

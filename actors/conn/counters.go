@@ -28,6 +28,9 @@ type Counters struct {
 
 	// Moved counts NAT rebindings (an authenticated packet from a new address).
 	Moved atomic.Uint64
+	// Rejoins counts players joined again to a zone restarted on another
+	// node after a crash (restored from their records).
+	Rejoins atomic.Uint64
 	// EventsDropped counts zone events the session could not queue for the
 	// client (lane or queue full, too large, staggered class not offered).
 	EventsDropped atomic.Uint64

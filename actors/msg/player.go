@@ -31,6 +31,15 @@ type Join struct {
 	Restore *handoff.Checkpoint
 }
 
+// Rejoin asks a connection to join its player again to its zone, restored
+// from Restore (cluster → conn): the zone's node died and another node
+// took the zone over without the player in it. The connection sends a
+// Join with Restore and its own newest applied move as the fence.
+type Rejoin struct {
+	Player  uint64
+	Restore *handoff.Checkpoint
+}
+
 // Leave tells a zone that a player's connection ended (conn → zone): the
 // player quit, timed out, or was kicked. Nothing more arrives from Conn.
 type Leave struct {

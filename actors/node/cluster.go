@@ -20,6 +20,9 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
@@ -71,6 +74,9 @@ type membership struct {
 	leases  *cluster.Leases
 	kvNodes jetstream.KeyValue
 	log     *slog.Logger
+	// players, when set, puts a claimed zone's players back from their
+	// records (restore).
+	players *cluster.Players
 
 	mu      sync.Mutex
 	proxies map[string]*actor.PID
@@ -218,6 +224,74 @@ func (m *membership) take(id string) {
 	}
 	ep, _ := m.leases.Held(id)
 	m.log.Info("zone claimed", "zone", id, "epoch", ep)
+	if m.players != nil && m.stop != nil {
+		m.wg.Add(1)
+		go m.restore(id)
+	}
+}
+
+// restore puts the players of a zone just claimed back from their records:
+// those its previous owner had when it died (or stopped without a drain).
+// The nodes holding their connections join them again (Rejoin); a rejoin
+// can beat the news of the new owner to a gateway, so it is resent to the
+// players not back yet, a few times.
+func (m *membership) restore(id string) {
+	defer m.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	recs, err := m.players.InZone(ctx, id)
+	if err != nil {
+		m.log.Warn("zone claimed; its players' records not read", "zone", id, "err", err)
+		return
+	}
+	pending := map[uint64]*pb.PlayerRecord{}
+	for _, r := range recs {
+		if r.GetGateway() != "" {
+			pending[r.GetPlayer()] = r
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	total := len(pending)
+	pid := actor.NewPID(m.sys.Address(), zone.ActorName(id))
+	for try := 0; try < 5 && len(pending) > 0; try++ {
+		for _, r := range pending {
+			cp, err := pbconv.CheckpointFromProto(r.GetCheckpoint(), r.GetEpoch())
+			if err != nil || cp.Entity != r.GetPlayer() {
+				delete(pending, r.GetPlayer())
+				continue
+			}
+			m.bridge.Rejoin(r.GetGateway(), id, cp)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		var back []uint64
+		f := m.sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) {
+			for p := range pending {
+				if e, ok := z.Entity(p); ok && e.Owned {
+					back = append(back, p)
+				}
+			}
+		}}, time.Second)
+		if _, err := f.Result(); err != nil {
+			return // the zone is gone again
+		}
+		for _, p := range back {
+			delete(pending, p)
+		}
+	}
+	m.log.Info("zone restored from player records", "zone", id, "players", total-len(pending), "not_back", len(pending))
 }
 
 // loop claims zones nobody owns (a node died and its leases expired) up to

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -369,4 +371,103 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	if bad != "" {
 		t.Fatalf("player records do not match the owners: %s", bad)
 	}
+}
+
+// A node dies while a player connected to another node plays in one of
+// its zones: the node that takes the zone over puts the player back from
+// its record (within a checkpoint period of where it was), the player's
+// connection stays up and its moves are applied again, none twice.
+func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
+	var nodes []*Node
+	defer func() { stopAll(nodes) }()
+	for i, zones := range []string{"x0z0", "x1z0", "auto"} {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	// A player whose join zone is x1z0 (n2), connected to n1.
+	var player uint64 = 1
+	for nodes[0].Zones().ZoneFor(player).Id != zone.ActorName("x1z0") {
+		player++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mint(t, nodes[0], player), client.WithManualInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	walk := func(d time.Duration) {
+		t.Helper()
+		tick := time.NewTicker(time.Second / 30)
+		defer tick.Stop()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			<-tick.C
+			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
+				t.Fatalf("session ended: %v", err)
+			}
+		}
+	}
+	walk(2500 * time.Millisecond) // a checkpoint or two
+	var before sim.EntityInfo
+	var maxSpeed float64
+	if err := nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		if e, ok := z.Entity(player); ok && e.Owned {
+			before, maxSpeed = e, float64(z.Config().MaxSpeed)
+		}
+	}); err != nil || before.ID != player {
+		t.Fatalf("player %d not in n2's zone before the crash (%v)", player, err)
+	}
+	// n2 crashes: its leases are left to expire, its process goes away.
+	nodes[1].leases.Abandon()
+	_ = nodes[1].Stop(context.Background())
+	reconciled := s.Stats().Predictor.Reconciled
+	var after sim.EntityInfo
+	deadline := time.Now().Add(20 * time.Second)
+	for after.ID != player {
+		if time.Now().After(deadline) {
+			t.Fatalf("player %d not restored after its zone's node died (rejoins on n1: %d, unknown %d; n3 unknown %d, malformed %d)", player, nodes[0].Bridge().Metrics().Rejoins.Load(), nodes[0].Bridge().Metrics().Unknown.Load(), nodes[2].Bridge().Metrics().Unknown.Load(), nodes[0].Bridge().Metrics().Malformed.Load())
+		}
+		walk(200 * time.Millisecond) // the client keeps playing through the outage
+		for _, n := range []*Node{nodes[0], nodes[2]} {
+			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+				if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
+					after = e
+				}
+			})
+		}
+	}
+	// Restored where its last checkpoint had it: at most a checkpoint
+	// period of walking (plus the one in flight) from where it was.
+	reach := 2 * zone.DefaultCheckpointEvery.Seconds() * maxSpeed
+	if dx, dz := float64(after.State.Pos[0]-before.State.Pos[0]), float64(after.State.Pos[2]-before.State.Pos[2]); dx*dx+dz*dz > reach*reach {
+		t.Fatalf("restored at %v, was at %v before the crash: further than %.1f m", after.State.Pos, before.State.Pos, reach)
+	}
+	if after.Epoch <= before.Epoch {
+		t.Fatalf("restored at epoch %d, not above %d", after.Epoch, before.Epoch)
+	}
+	// It plays on: the server's states reach the client again.
+	walk(time.Second)
+	if s.Stats().Predictor.Reconciled <= reconciled {
+		t.Fatal("no authoritative state reached the client after the restore")
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session ended: %v", err)
+	}
+}
+
+func testLog(t *testing.T, on bool) *slog.Logger {
+	if !on {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

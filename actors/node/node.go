@@ -148,7 +148,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		})
 		want, _ := cfg.zoneList()
 		mem = &membership{node: n.node, auto: want == nil, want: want, wm: wm, sys: g.sys, zones: g.zones,
-			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster")}
+			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players}
 		n.member = mem
 		return mem.start(owned)
 	})

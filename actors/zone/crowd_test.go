@@ -170,11 +170,14 @@ func TestCrowdCrossesAtOnce(t *testing.T) {
 		inZone, hitches[len(hitches)/2], hitches[len(hitches)*99/100], worst, m.MissedTicks.Load(), m.TickCost.Quantiles(0.99)[0])
 	// How long a handoff keeps a player without an update is scheduling:
 	// one tick when the zones keep up (TestHandoffCostsNoUpdate in
-	// zones/sim pins the logic, tick for tick), more on a loaded machine.
-	// What must never happen is a stall: a handoff slower than an offer
-	// timeout was aborted and retried, or never happened.
-	if limit := handoff.DefaultConfig().OfferTimeout; worst > limit {
-		t.Fatalf("handoff hitch %v > %v: a handoff stalled", worst, limit)
+	// zones/sim pins the logic, tick for tick), far more on a loaded
+	// machine (the race detector, other jobs), so the wall-clock hitch is
+	// reported, not asserted. What must never happen is a stall: a
+	// handoff whose offer timed out was aborted (and retried later).
+	var aborted uint64
+	f.world.Inspect(time.Second, func(z *sim.Zone) { aborted += z.Stats().HandoffsAborted })
+	if aborted > 0 {
+		t.Fatalf("%d handoffs aborted: an offer went unanswered for %v", aborted, handoff.DefaultConfig().OfferTimeout)
 	}
 	if bad := f.drv.problems(); len(bad) > 0 {
 		t.Fatal(bad)

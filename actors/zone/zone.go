@@ -481,6 +481,12 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	}
 	join := func() error { return a.z.Join(now, j.Player, conn, name, pos, j.LastApplied) }
 	if r := j.Restore; r != nil && r.Entity == j.Player {
+		if e, ok := a.z.Entity(j.Player); ok && e.Owned {
+			// Restored already (a rejoin is resent until the player is
+			// back): keep the live state, only the route may be new.
+			a.joins[j.Player] = j
+			return
+		}
 		// Put back from the player's record (a reconnect, or its zone's
 		// node died): where it was, unless that is no longer this zone's
 		// ground (the world map changed), then at a fresh spawn point.

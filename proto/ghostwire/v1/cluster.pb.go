@@ -397,7 +397,8 @@ type ConnBatch struct {
 	// Every view of the batch, packed: per player a delta against the
 	// previous view on its stream, or a keyframe (docs/cluster.md, "Packed
 	// views"). Senders use this instead of views.
-	PackedViews   []byte `protobuf:"bytes,7,opt,name=packed_views,json=packedViews,proto3" json:"packed_views,omitempty"`
+	PackedViews   []byte    `protobuf:"bytes,7,opt,name=packed_views,json=packedViews,proto3" json:"packed_views,omitempty"`
+	Rejoins       []*Rejoin `protobuf:"bytes,8,rep,name=rejoins,proto3" json:"rejoins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,6 +482,85 @@ func (x *ConnBatch) GetPackedViews() []byte {
 	return nil
 }
 
+func (x *ConnBatch) GetRejoins() []*Rejoin {
+	if x != nil {
+		return x.Rejoins
+	}
+	return nil
+}
+
+// Rejoin asks the node holding a player's connection to join the player
+// again to zone, restored from checkpoint: the zone's new owner sends it
+// after taking over a zone whose node died (docs/cluster.md, "Crash").
+type Rejoin struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
+	Zone   string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The record's epoch; the restored player's is above it.
+	Epoch         uint64          `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Checkpoint    *EntitySnapshot `protobuf:"bytes,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rejoin) Reset() {
+	*x = Rejoin{}
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rejoin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rejoin) ProtoMessage() {}
+
+func (x *Rejoin) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rejoin.ProtoReflect.Descriptor instead.
+func (*Rejoin) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Rejoin) GetPlayer() uint64 {
+	if x != nil {
+		return x.Player
+	}
+	return 0
+}
+
+func (x *Rejoin) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *Rejoin) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Rejoin) GetCheckpoint() *EntitySnapshot {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
 type ConnKick struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Player        uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
@@ -491,7 +571,7 @@ type ConnKick struct {
 
 func (x *ConnKick) Reset() {
 	*x = ConnKick{}
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +583,7 @@ func (x *ConnKick) String() string {
 func (*ConnKick) ProtoMessage() {}
 
 func (x *ConnKick) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +596,7 @@ func (x *ConnKick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnKick.ProtoReflect.Descriptor instead.
 func (*ConnKick) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConnKick) GetPlayer() uint64 {
@@ -543,7 +623,7 @@ type EventsOut struct {
 
 func (x *EventsOut) Reset() {
 	*x = EventsOut{}
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +635,7 @@ func (x *EventsOut) String() string {
 func (*EventsOut) ProtoMessage() {}
 
 func (x *EventsOut) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +648,7 @@ func (x *EventsOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsOut.ProtoReflect.Descriptor instead.
 func (*EventsOut) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EventsOut) GetPlayer() uint64 {
@@ -613,7 +693,7 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\"L\n" +
 	"\fTeleportItem\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12$\n" +
-	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xcb\x02\n" +
+	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xfb\x02\n" +
 	"\tConnBatch\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x127\n" +
 	"\bcontrols\x18\x02 \x03(\v2\x1b.ghostwire.v1.ControlUpdateR\bcontrols\x12.\n" +
@@ -621,7 +701,15 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\tredirects\x18\x04 \x03(\v2\x16.ghostwire.v1.RedirectR\tredirects\x12,\n" +
 	"\x05kicks\x18\x05 \x03(\v2\x16.ghostwire.v1.ConnKickR\x05kicks\x121\n" +
 	"\aoutputs\x18\x06 \x03(\v2\x17.ghostwire.v1.EventsOutR\aoutputs\x12!\n" +
-	"\fpacked_views\x18\a \x01(\fR\vpackedViews\":\n" +
+	"\fpacked_views\x18\a \x01(\fR\vpackedViews\x12.\n" +
+	"\arejoins\x18\b \x03(\v2\x14.ghostwire.v1.RejoinR\arejoins\"\x88\x01\n" +
+	"\x06Rejoin\x12\x16\n" +
+	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
+	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12<\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\n" +
+	"checkpoint\":\n" +
 	"\bConnKick\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\rR\x06reason\"T\n" +
@@ -641,47 +729,51 @@ func file_ghostwire_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_ghostwire_v1_cluster_proto_rawDescData
 }
 
-var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*ZoneBatch)(nil),      // 0: ghostwire.v1.ZoneBatch
 	(*ZoneItem)(nil),       // 1: ghostwire.v1.ZoneItem
 	(*HandoffItem)(nil),    // 2: ghostwire.v1.HandoffItem
 	(*TeleportItem)(nil),   // 3: ghostwire.v1.TeleportItem
 	(*ConnBatch)(nil),      // 4: ghostwire.v1.ConnBatch
-	(*ConnKick)(nil),       // 5: ghostwire.v1.ConnKick
-	(*EventsOut)(nil),      // 6: ghostwire.v1.EventsOut
-	(*ReplicaBatch)(nil),   // 7: ghostwire.v1.ReplicaBatch
-	(*PlayerInput)(nil),    // 8: ghostwire.v1.PlayerInput
-	(*PlayerJoin)(nil),     // 9: ghostwire.v1.PlayerJoin
-	(*PlayerLeave)(nil),    // 10: ghostwire.v1.PlayerLeave
-	(*HandoffMessage)(nil), // 11: ghostwire.v1.HandoffMessage
-	(*Vec3)(nil),           // 12: ghostwire.v1.Vec3
-	(*ControlUpdate)(nil),  // 13: ghostwire.v1.ControlUpdate
-	(*ViewUpdate)(nil),     // 14: ghostwire.v1.ViewUpdate
-	(*Redirect)(nil),       // 15: ghostwire.v1.Redirect
-	(*GameEvent)(nil),      // 16: ghostwire.v1.GameEvent
+	(*Rejoin)(nil),         // 5: ghostwire.v1.Rejoin
+	(*ConnKick)(nil),       // 6: ghostwire.v1.ConnKick
+	(*EventsOut)(nil),      // 7: ghostwire.v1.EventsOut
+	(*ReplicaBatch)(nil),   // 8: ghostwire.v1.ReplicaBatch
+	(*PlayerInput)(nil),    // 9: ghostwire.v1.PlayerInput
+	(*PlayerJoin)(nil),     // 10: ghostwire.v1.PlayerJoin
+	(*PlayerLeave)(nil),    // 11: ghostwire.v1.PlayerLeave
+	(*HandoffMessage)(nil), // 12: ghostwire.v1.HandoffMessage
+	(*Vec3)(nil),           // 13: ghostwire.v1.Vec3
+	(*ControlUpdate)(nil),  // 14: ghostwire.v1.ControlUpdate
+	(*ViewUpdate)(nil),     // 15: ghostwire.v1.ViewUpdate
+	(*Redirect)(nil),       // 16: ghostwire.v1.Redirect
+	(*EntitySnapshot)(nil), // 17: ghostwire.v1.EntitySnapshot
+	(*GameEvent)(nil),      // 18: ghostwire.v1.GameEvent
 }
 var file_ghostwire_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: ghostwire.v1.ZoneBatch.items:type_name -> ghostwire.v1.ZoneItem
 	2,  // 1: ghostwire.v1.ZoneItem.handoff:type_name -> ghostwire.v1.HandoffItem
-	7,  // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
-	8,  // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
-	9,  // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
-	10, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
+	8,  // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
+	9,  // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
+	10, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
+	11, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
 	3,  // 6: ghostwire.v1.ZoneItem.teleport:type_name -> ghostwire.v1.TeleportItem
-	11, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
-	12, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
-	13, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
-	14, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
-	15, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
-	5,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
-	6,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
-	16, // 14: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
+	13, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
+	14, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
+	15, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
+	16, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
+	6,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
+	7,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
+	5,  // 14: ghostwire.v1.ConnBatch.rejoins:type_name -> ghostwire.v1.Rejoin
+	17, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
+	18, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_ghostwire_v1_cluster_proto_init() }
@@ -708,7 +800,7 @@ func file_ghostwire_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_cluster_proto_rawDesc), len(file_ghostwire_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -197,7 +197,12 @@ type PlayerJoin struct {
 	// The newest move already applied (0 on a fresh connection).
 	LastApplied uint64 `protobuf:"varint,4,opt,name=last_applied,json=lastApplied,proto3" json:"last_applied,omitempty"`
 	// The connect token's opaque user data.
-	UserData      []byte `protobuf:"bytes,5,opt,name=user_data,json=userData,proto3" json:"user_data,omitempty"`
+	UserData []byte `protobuf:"bytes,5,opt,name=user_data,json=userData,proto3" json:"user_data,omitempty"`
+	// Put the player back from this checkpoint (its record's) instead of at
+	// a spawn point: a rejoin after its zone's node died. restore_epoch is
+	// the record's epoch; the zone spawns the player above it.
+	Restore       *EntitySnapshot `protobuf:"bytes,6,opt,name=restore,proto3" json:"restore,omitempty"`
+	RestoreEpoch  uint64          `protobuf:"varint,7,opt,name=restore_epoch,json=restoreEpoch,proto3" json:"restore_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +270,20 @@ func (x *PlayerJoin) GetUserData() []byte {
 		return x.UserData
 	}
 	return nil
+}
+
+func (x *PlayerJoin) GetRestore() *EntitySnapshot {
+	if x != nil {
+		return x.Restore
+	}
+	return nil
+}
+
+func (x *PlayerJoin) GetRestoreEpoch() uint64 {
+	if x != nil {
+		return x.RestoreEpoch
+	}
+	return 0
 }
 
 // A player's connection ended.
@@ -394,7 +413,7 @@ var File_ghostwire_v1_input_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\n" +
-	"\x18ghostwire/v1/input.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\"a\n" +
+	"\x18ghostwire/v1/input.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\x1a\x1aghostwire/v1/handoff.proto\"a\n" +
 	"\tGameEvent\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\rR\x05class\x12\x12\n" +
 	"\x04lane\x18\x02 \x01(\rR\x04lane\x12\x10\n" +
@@ -408,14 +427,16 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"receivedNs\x12\x12\n" +
 	"\x04conn\x18\x05 \x01(\tR\x04conn\x12\x1f\n" +
 	"\vlost_before\x18\x06 \x01(\x04R\n" +
-	"lostBefore\"\x90\x01\n" +
+	"lostBefore\"\xed\x01\n" +
 	"\n" +
 	"PlayerJoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04conn\x18\x02 \x01(\tR\x04conn\x12\x16\n" +
 	"\x06ghosts\x18\x03 \x01(\tR\x06ghosts\x12!\n" +
 	"\flast_applied\x18\x04 \x01(\x04R\vlastApplied\x12\x1b\n" +
-	"\tuser_data\x18\x05 \x01(\fR\buserData\"Q\n" +
+	"\tuser_data\x18\x05 \x01(\fR\buserData\x126\n" +
+	"\arestore\x18\x06 \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\arestore\x12#\n" +
+	"\rrestore_epoch\x18\a \x01(\x04R\frestoreEpoch\"Q\n" +
 	"\vPlayerLeave\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04conn\x18\x02 \x01(\tR\x04conn\x12\x16\n" +
@@ -439,21 +460,23 @@ func file_ghostwire_v1_input_proto_rawDescGZIP() []byte {
 
 var file_ghostwire_v1_input_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_ghostwire_v1_input_proto_goTypes = []any{
-	(*GameEvent)(nil),   // 0: ghostwire.v1.GameEvent
-	(*PlayerInput)(nil), // 1: ghostwire.v1.PlayerInput
-	(*PlayerJoin)(nil),  // 2: ghostwire.v1.PlayerJoin
-	(*PlayerLeave)(nil), // 3: ghostwire.v1.PlayerLeave
-	(*Redirect)(nil),    // 4: ghostwire.v1.Redirect
-	(*Move)(nil),        // 5: ghostwire.v1.Move
+	(*GameEvent)(nil),      // 0: ghostwire.v1.GameEvent
+	(*PlayerInput)(nil),    // 1: ghostwire.v1.PlayerInput
+	(*PlayerJoin)(nil),     // 2: ghostwire.v1.PlayerJoin
+	(*PlayerLeave)(nil),    // 3: ghostwire.v1.PlayerLeave
+	(*Redirect)(nil),       // 4: ghostwire.v1.Redirect
+	(*Move)(nil),           // 5: ghostwire.v1.Move
+	(*EntitySnapshot)(nil), // 6: ghostwire.v1.EntitySnapshot
 }
 var file_ghostwire_v1_input_proto_depIdxs = []int32{
 	5, // 0: ghostwire.v1.PlayerInput.moves:type_name -> ghostwire.v1.Move
 	0, // 1: ghostwire.v1.PlayerInput.events:type_name -> ghostwire.v1.GameEvent
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	6, // 2: ghostwire.v1.PlayerJoin.restore:type_name -> ghostwire.v1.EntitySnapshot
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_ghostwire_v1_input_proto_init() }
@@ -462,6 +485,7 @@ func file_ghostwire_v1_input_proto_init() {
 		return
 	}
 	file_ghostwire_v1_common_proto_init()
+	file_ghostwire_v1_handoff_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
