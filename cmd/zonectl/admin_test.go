@@ -45,7 +45,7 @@ func startNode(t *testing.T, cfg node.Config) *node.Node {
 	return n
 }
 
-func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
+func mintFor(t *testing.T, n *node.Node, player uint64) []byte {
 	t.Helper()
 	tok, err := handshake.IssueToken(n.TokenKey(), handshake.TokenParams{
 		PlayerID: player, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Minute,
@@ -54,6 +54,12 @@ func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tok
+}
+
+func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
+	t.Helper()
+	tok := mintFor(t, n, player)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := client.Dial(ctx, n.PublicAddr().String(), tok)

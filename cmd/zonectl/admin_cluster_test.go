@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/actors/node"
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// The admin commands against three nodes: the list calls merge every
+// node's answer, and move takes a connected, walking client's player into
+// a zone of another process and back (the cluster handoff) while it keeps
+// playing: every move it sent is applied exactly once, one zone owns it,
+// its session never ends.
+func TestAdminThreeNodes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	split := []struct{ id, zones string }{{"n1", "x0z0"}, {"n2", "x1z0"}, {"n3", "x0z1,x1z1"}}
+	var nodes []*node.Node
+	defer func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			_ = nodes[i].Stop(context.Background())
+		}
+	}()
+	var dir string
+	for i, s := range split {
+		cfg := nodeConfig(t, s.id, s.zones)
+		if i == 0 {
+			dir = cfg.DataDir
+		} else {
+			cfg.NATSURL = bareURL(t, nodes[0])
+			cfg.NATSCreds = filepath.Join(dir, node.NodeCredsFile)
+			cfg.KeyFile = filepath.Join(dir, "token.key")
+		}
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	url := bareURL(t, nodes[0])
+
+	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
+	tok := mintFor(t, nodes[0], 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), tok, client.WithManualInput())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var sent atomic.Uint64
+	var sendErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := s.SendMove(move.Move{Dt: 48, Forward: 60, Yaw: 1000}); err != nil {
+				sendErr.Store(err.Error())
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+
+	var nodeRows []nodeRow
+	waitUntil(t, 5*time.Second, "three nodes listed", func() bool {
+		nodeRows = nil
+		ctlJSON(t, &nodeRows, url, dir, "nodes")
+		return len(nodeRows) == 3
+	})
+	for i, r := range nodeRows {
+		if r.Node != split[i].id || len(r.Zones) == 0 || r.UDPAddr == "" {
+			t.Fatalf("nodes: %+v", nodeRows)
+		}
+	}
+	var zones []map[string]any
+	ctlJSON(t, &zones, url, dir, "zones")
+	owner := map[string]any{"x0z0": "n1", "x1z0": "n2", "x0z1": "n3", "x1z1": "n3"}
+	if len(zones) != 4 {
+		t.Fatalf("zones: %v", zones)
+	}
+	for _, z := range zones {
+		if z["node"] != owner[z["zone"].(string)] {
+			t.Fatalf("zone %v: want node %v", z, owner[z["zone"].(string)])
+		}
+	}
+	var p playerRow
+	waitUntil(t, 5*time.Second, "player 4 in x0z0 on n1", func() bool {
+		ctlJSON(t, &p, url, dir, "player", "4")
+		return p.Zone == "x0z0" && p.Node == "n1" && p.GatewayNode == "n1"
+	})
+
+	// Into n3's x1z1 (a process border), then back to n1's x0z0 at a
+	// given position: the gateway stays on n1, the entity moves.
+	// The client keeps walking before, between and after the moves.
+	walk := func(moves uint64) {
+		t.Helper()
+		from := sent.Load()
+		waitUntil(t, 5*time.Second, "the client to walk on", func() bool { return sent.Load() >= from+moves })
+	}
+	walk(10)
+	for _, step := range []struct {
+		args       []string
+		zone, node string
+	}{
+		{[]string{"move", "4", "--to", "x1z1"}, "x1z1", "n3"},
+		{[]string{"move", "4", "--to", "x1z0", "--pos", "300,-300"}, "x1z0", "n2"},
+	} {
+		var moved playerRow
+		ctlJSON(t, &moved, url, dir, step.args...)
+		if moved.Zone != step.zone || moved.Node != step.node || moved.GatewayNode != "n1" || moved.Frozen {
+			t.Fatalf("zonectl %v: %+v, want zone %s on node %s, gateway n1", step.args, moved, step.zone, step.node)
+		}
+		var listed []playerRow
+		ctlJSON(t, &listed, url, dir, "players", "--node", step.node)
+		if len(listed) != 1 || listed[0].Player != 4 || listed[0].Zone != step.zone {
+			t.Fatalf("players --node %s: %+v", step.node, listed)
+		}
+		if err := s.Err(); err != nil {
+			t.Fatalf("the client's session ended during the move: %v", err)
+		}
+		walk(10)
+	}
+	close(stop)
+	wg.Wait()
+
+	// Exactly once: every move acknowledged, applied once by the zones in
+	// all, the newest by the one zone that owns the player.
+	n := sent.Load()
+	waitUntil(t, 5*time.Second, "every move acknowledged", func() bool { return s.Stats().Moves.Acked == n })
+	if st := s.Stats().Moves; st.Dropped != 0 {
+		t.Fatalf("client dropped %d moves", st.Dropped)
+	}
+	var applied, lost uint64
+	var owners []string
+	for _, nd := range nodes {
+		if err := nd.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			st := z.Stats()
+			applied += st.MovesApplied
+			lost += st.MovesLost
+			if e, ok := z.Entity(4); ok && e.Owned {
+				owners = append(owners, z.ID())
+				if e.LastApplied != n {
+					t.Errorf("zone %s applied up to move %d, the client sent %d", z.ID(), e.LastApplied, n)
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied != n || lost != 0 {
+		t.Fatalf("zones applied %d moves (lost %d); the client sent %d: want each exactly once", applied, lost, n)
+	}
+	if len(owners) != 1 || owners[0] != "x1z0" {
+		t.Fatalf("player 4 owned by %v, want x1z0 only", owners)
+	}
+	if e := sendErr.Load(); e != nil {
+		t.Fatalf("SendMove: %v", e)
+	}
+	t.Logf("%d moves sent across two cross-process moves, each applied once", n)
+	var st statsRow
+	ctlJSON(t, &st, url, dir, "stats")
+	if st.Nodes != 3 || st.Zones != 4 || st.RemoteHandoffs < 2 || st.Players != 1 || st.Connections != 1 {
+		t.Fatalf("stats: %+v (want 2 remote handoffs at least)", st)
+	}
+}
