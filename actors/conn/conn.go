@@ -58,6 +58,7 @@ type Conn struct {
 	ctlEpoch  uint64 // the newest Control epoch taken
 	applied   uint64 // the newest applied move a zone reported
 	lastMove  uint64 // the newest move handed to an Input
+	fates     folded // packet fates already added to the pool's counters
 
 	// Shard bookkeeping.
 	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
@@ -306,6 +307,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	for _, f := range c.gfates {
 		c.gm.OnFate(f)
 	}
+	c.foldFates(now, false)
 	if c.srv.Done() {
 		c.finish(c.srv.Reason())
 		return maxDeadline
@@ -328,6 +330,7 @@ func (c *Conn) finish(r handshake.Reason) {
 	var st session.ServerStats
 	var id handshake.ConnID
 	if c.srv != nil {
+		c.foldFates(0, true)
 		st = c.srv.Stats()
 		id = c.srv.ID()
 	} else if c.p.Handshake != nil {

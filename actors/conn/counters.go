@@ -38,6 +38,12 @@ type Counters struct {
 	OutDropped atomic.Uint64
 	// InputsDropped counts player input with no zone to go to.
 	InputsDropped atomic.Uint64
+
+	// PacketsDelivered and PacketsLost are the fates of the packets sent to
+	// clients (notify: acknowledged, or declared dropped): the packet loss
+	// the clients see. Each connection folds its own in about once a second
+	// and when it ends (see foldFates).
+	PacketsDelivered, PacketsLost atomic.Uint64
 }
 
 // count files a Receive error under its counter, as session.Counters does.

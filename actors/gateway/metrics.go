@@ -13,6 +13,7 @@ type collector struct {
 
 	datagrams, bytes, rejected, handshakes, denied, closed, conns, drops *prometheus.Desc
 	events                                                               *prometheus.Desc
+	packets                                                              *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -27,6 +28,8 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 		conns:      prometheus.NewDesc("ghostwire_gateway_conns", "Connection actors alive, by state.", []string{"state"}, nil),
 		drops:      prometheus.NewDesc("ghostwire_gateway_queue_drops_total", "Datagrams dropped by a full bounded queue.", []string{"queue"}, nil),
 		events:     prometheus.NewDesc("ghostwire_gateway_conn_events_total", "Connection-level events.", []string{"event"}, nil),
+		packets: prometheus.NewDesc("ghostwire_gateway_packets_total",
+			"Packets sent to clients whose fate is known: delivered (acknowledged) or lost (declared dropped); the packet loss clients see.", []string{"fate"}, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("gateway: register metrics: %w", err)
@@ -35,7 +38,7 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets} {
 		ch <- d
 	}
 }
@@ -72,6 +75,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")
+	counter(c.packets, s.PacketsDelivered, "delivered")
+	counter(c.packets, s.PacketsLost, "lost")
 	counter(c.drops, s.InboundDropped, "inbound")
 	counter(c.drops, s.WriteDropped, "write")
 	counter(c.drops, s.ReadBackpressure, "read_backpressure")

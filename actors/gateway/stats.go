@@ -77,6 +77,9 @@ type Stats struct {
 	AuthFailed, Replayed, WrongConn, BadHeader, AfterClose, ConnGarbage, ConnUnexpected uint64
 	ProtocolErrors                                                                      uint64
 	EventsDropped, InputsDropped                                                        uint64
+	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
+	// (folded in about once a second per connection).
+	PacketsDelivered, PacketsLost uint64
 
 	// Writer.
 	WriteDropped, WriteErrors uint64

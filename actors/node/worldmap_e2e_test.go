@@ -145,6 +145,10 @@ func TestWorldMapInBrowser(t *testing.T) {
 		t.Errorf("details of %q: %q", sel, details)
 	}
 	final := shot()
+
+	// The clients' packets have fates by now (folded once a second): the
+	// packet-loss metric the Grafana dashboard charts is fed.
+	waitAttr("packet fates counted", 5*time.Second, func() bool { return n.Gateway().Stats().PacketsDelivered > 0 })
 	t.Logf("world map live after %v", time.Since(t0).Round(time.Millisecond))
 
 	dir := filepath.Join(os.TempDir(), "ghostwire-artifacts")
