@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -130,5 +131,102 @@ func TestEndToEndAgainstZoned(t *testing.T) {
 	}
 	if err := n.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestZonedStoppedMidRunFailsTheRun is the tester's run against a real
+// in-process zoned: 10 bots, and the node stopped mid-run with no other node
+// to take its players — every session dropped with ServerShutdown, every
+// reconnect failed. botswarm must count it by cause, fail the
+// no-unexpected-disconnects invariant and the disconnects=0 and
+// failed_reconnects=0 targets, and exit 1. A short run on the same node
+// before it stops passes with every count 0 and its end-of-run quits
+// counted as planned.
+func TestZonedStoppedMidRunFailsTheRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	cfg := node.DefaultConfig()
+	cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen = "127.0.0.1:0", "", "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	cfg.NPCs = 0
+	n, err := node.Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	dir := t.TempDir()
+	base := []string{"--server", n.PublicAddr().String(), "--key-file", tokenkey.DevPath(cfg.DataDir), "--quiet",
+		"--bots", "10", "--drain", "500ms", "--slo", "disconnects=0,failed_reconnects=0"}
+	readReport := func(path string) metrics.Report {
+		t.Helper()
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r metrics.Report
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	sessions := func(r metrics.Report) metrics.Invariant {
+		for _, inv := range r.Invariants {
+			if inv.Name == metrics.SessionsInvariant {
+				return inv
+			}
+		}
+		t.Fatalf("no invariant %q in the report", metrics.SessionsInvariant)
+		return metrics.Invariant{}
+	}
+
+	healthy := filepath.Join(dir, "healthy.json")
+	code, stdout, stderr := runCmd(t, noEnv, append(base, "--duration", "1500ms", "--report", healthy)...)
+	if code != exitOK {
+		t.Fatalf("healthy run: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	r := readReport(healthy)
+	if tt := r.Totals; tt.Disconnects != 0 || tt.ReconnectAttempts != 0 || tt.ReconnectFails != 0 || tt.Redirects != 0 ||
+		tt.Quits != 10 || tt.QuitsChurn != 0 || !sessions(r).Checked || !sessions(r).OK {
+		t.Fatalf("healthy run: totals %+v\n%s", tt, sessions(r).Detail)
+	}
+
+	// Stop the node 1.5 s into a 4 s run: the bots are dropped, wait the
+	// 1 s reconnect pause, and try again until the run ends.
+	stopped := make(chan error, 1)
+	time.AfterFunc(1500*time.Millisecond, func() { stopped <- n.Stop(context.Background()) })
+	dropped := filepath.Join(dir, "dropped.json")
+	code, stdout, stderr = runCmd(t, noEnv, append(base, "--duration", "4s", "--report", dropped)...)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("node stop: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop within 10 s")
+	}
+	if code != exitGate {
+		t.Fatalf("server stopped mid-run: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitGate, stdout, stderr)
+	}
+	if !violated(stdout, metrics.SessionsInvariant) {
+		t.Errorf("stdout does not name the violated invariant %q:\n%s", metrics.SessionsInvariant, stdout)
+	}
+	for _, want := range []string{"SLO FAILED: disconnects = 10, target = 0: MISSED", "failed_reconnects = "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	r = readReport(dropped)
+	tt := r.Totals
+	t.Logf("%s", sessions(r).Detail)
+	if tt.Connects != 10 || tt.Disconnects != 10 || tt.DisconnectsShutdown != 10 || tt.Quits != 0 || tt.Redirects != 0 {
+		t.Fatalf("want 10 sessions up, all 10 dropped with ServerShutdown, none quit: %+v", tt)
+	}
+	if tt.ReconnectAttempts < 10 || tt.ReconnectFails != tt.ReconnectAttempts ||
+		float64(r.Metrics["failed_reconnects"]) != float64(tt.ReconnectFails) || float64(r.Metrics["disconnects_shutdown"]) != 10 {
+		t.Fatalf("every bot tries again and fails: %d attempts, %d failed; metrics %v / %v",
+			tt.ReconnectAttempts, tt.ReconnectFails, r.Metrics["failed_reconnects"], r.Metrics["disconnects_shutdown"])
+	}
+	if inv := sessions(r); !inv.Checked || inv.OK || inv.Counts["disconnects_shutdown"] != 10 {
+		t.Fatalf("sessions invariant: %+v", inv)
 	}
 }

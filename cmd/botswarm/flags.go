@@ -71,6 +71,7 @@ type options struct {
 	report, html, slo string
 	quiet             bool
 	allowViolations   bool
+	expectDisconnects bool
 	verbose           bool
 	cpuProfile        string
 }
@@ -139,6 +140,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.slo, "slo", "", "SLO gate `SPEC`, e.g. 'rtt_p99<150ms,loss<2%,lost_moves=0,view_err_p99<0.5m': exit status 1 when a target is missed")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no live progress line (for CI)")
 	fs.BoolVar(&o.allowViolations, "allow-violations", false, "exit 0 even when an invariant is violated (the SLO gate still counts)")
+	fs.BoolVar(&o.expectDisconnects, "expect-disconnects", false, "the run drops sessions on purpose (chaos: nodes killed or stopped): the no-unexpected-disconnects invariant reports its counts without judging them (default false: any unexpected disconnect or failed (re)connect fails the run); gate the causes that must not happen with --slo, e.g. disconnects_shutdown=0")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log bot errors to stderr")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the run to `FILE` (go tool pprof)")
 
@@ -152,6 +154,17 @@ Flags:
 %s
 SLO metrics (durations: ns us ms s; ratios: 2%% or 0.02; distances: mm cm m):
   %s
+
+Invariants (judged after every run; a violated one exits 1 unless
+--allow-violations): moves acknowledged exactly once and in order; guaranteed
+events echoed intact and in order; view accuracy; handoff hitch; and no
+unexpected disconnects. The last is on by default: a session that was up and
+ended without its bot asking (server shutdown, kicked, timeout/silence, other)
+or a failed connect or reconnect fails the run, so a server stopped mid-run
+fails it. What the bots plan is no disconnect: the end of the run, Ctrl-C and
+the churn scenario's session ends (planned_disconnects), nor is a server's
+Redirect the session follows (redirects; 0 until the session layer follows
+them). Runs that kill nodes on purpose pass --expect-disconnects.
 
 Exit status: 0 all good; 1 an SLO target was missed or an invariant violated
 (both named on stdout); 2 bad flags or setup.
@@ -324,6 +337,7 @@ func (p plan) metricsOptions() metrics.Options {
 		Tick:                p.opts.tick,
 		HitchLimit:          p.opts.hitchLimit,
 		HitchSlack:          impair.MixHitchSlack(p.cfg.Mix, p.opts.tick, p.cfg.HitchWindow) + p.cfg.Quantum,
+		DisconnectsExpected: p.opts.expectDisconnects,
 	}
 }
 
@@ -351,7 +365,7 @@ func (p plan) config(transport string, workers int) map[string]any {
 		"server": serverList(p.cfg.Servers), "bots": o.bots, "duration": o.duration.String(), "ramp_per_s": o.ramp,
 		"seed": o.seed, "scenario": o.scenario, "world": p.cfg.Scenario.World.Name(), "input_rate_hz": o.inputRate,
 		"send_rate_hz": o.sendRate, "impairment": mix, "echo_interval": o.echoInterval.String(),
-		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo,
+		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo, "expect_disconnects": o.expectDisconnects,
 		"transport": transport, "workers": workers, "drain": o.drain.String(),
 		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(), "observers": p.cfg.Observers, "metrics_url": o.metricsURL,
 	}

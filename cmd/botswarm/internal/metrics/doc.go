@@ -2,7 +2,7 @@
 // HDR histograms (github.com/HdrHistogram/hdrhistogram-go, 3 significant
 // digits) kept per worker in a Shard, a Collector that sums the shards once
 // a second into a time series, and the Report built at the end — every
-// metric an SLO may name (Known), the four invariants judged from the
+// metric an SLO may name (Known), the five invariants judged from the
 // counts, the SLO verdicts — written as JSON.
 //
 // Workers record under their shard's mutex, taken once per loop turn; the

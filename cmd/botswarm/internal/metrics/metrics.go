@@ -13,12 +13,40 @@ type Counters struct {
 	Sessions     uint64 `json:"sessions"`      // connection attempts (a churning bot makes many)
 	Connects     uint64 `json:"connects"`      // handshakes completed
 	ConnectFails uint64 `json:"connect_fails"` // handshakes that failed (timeout, denied)
-	Disconnects  uint64 `json:"disconnects"`   // sessions the server or a timeout ended
-	// ReconnectFails: ConnectFails of bots whose earlier session was up
-	// (the server went away, or would not take them back).
+	// Disconnects: sessions that were up and ended without the bot asking —
+	// unexpected disconnects. They split by cause into the four below.
+	Disconnects uint64 `json:"disconnects"`
+	// DisconnectsShutdown: the server said ServerShutdown (it stopped, and
+	// its drain failed or was skipped).
+	DisconnectsShutdown uint64 `json:"disconnects_shutdown"`
+	// DisconnectsKicked: the server said Kicked (an operator or the game).
+	DisconnectsKicked uint64 `json:"disconnects_kicked"`
+	// DisconnectsTimeout: silence — the bot heard nothing for the token's
+	// timeout (a dead or paused server), or the server said Timeout.
+	DisconnectsTimeout uint64 `json:"disconnects_timeout"`
+	// DisconnectsOther: any other reason (a protocol error, a duplicate
+	// session, a reason this botswarm does not know).
+	DisconnectsOther uint64 `json:"disconnects_other"`
+	// ReconnectAttempts: sessions started by a bot that had been connected
+	// before — after a disconnect, or churn's planned return.
+	ReconnectAttempts uint64 `json:"reconnect_attempts"`
+	// ReconnectFails: ConnectFails of those reconnects (the server went
+	// away, or would not take the bot back); the SLO calls them
+	// failed_reconnects.
 	ReconnectFails uint64 `json:"reconnect_fails"`
-	Quits          uint64 `json:"quits"`     // sessions the bot ended itself (churn, end of run)
-	Connected      int64  `json:"connected"` // gauge: sessions up right now
+	// Redirects: sessions a server moved to another gateway with a
+	// Redirect that the session followed — a drain working as designed, so
+	// no disconnect. The session layer does not follow redirects yet
+	// (drain with redirect is being built): until then this stays 0, and
+	// a node that stops drops its players as ServerShutdown disconnects.
+	Redirects uint64 `json:"redirects"`
+	// Quits: sessions the bot ended itself — planned disconnects, never
+	// counted as unexpected: the end of the run (or Ctrl-C), and QuitsChurn.
+	Quits uint64 `json:"quits"`
+	// QuitsChurn: the part of Quits that the churn scenario's session
+	// lifetimes ended before the run did.
+	QuitsChurn uint64 `json:"quits_churn"`
+	Connected  int64  `json:"connected"` // gauge: sessions up right now
 
 	// Traffic on the bots' sockets.
 	PacketsIn  uint64 `json:"packets_in"`
@@ -84,8 +112,15 @@ func (c *Counters) Add(o *Counters) {
 	c.Connects += o.Connects
 	c.ConnectFails += o.ConnectFails
 	c.Disconnects += o.Disconnects
+	c.DisconnectsShutdown += o.DisconnectsShutdown
+	c.DisconnectsKicked += o.DisconnectsKicked
+	c.DisconnectsTimeout += o.DisconnectsTimeout
+	c.DisconnectsOther += o.DisconnectsOther
+	c.ReconnectAttempts += o.ReconnectAttempts
 	c.ReconnectFails += o.ReconnectFails
+	c.Redirects += o.Redirects
 	c.Quits += o.Quits
+	c.QuitsChurn += o.QuitsChurn
 	c.Connected += o.Connected
 	c.PacketsIn += o.PacketsIn
 	c.PacketsOut += o.PacketsOut

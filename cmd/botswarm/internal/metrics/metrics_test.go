@@ -239,10 +239,13 @@ func TestInvariantViolations(t *testing.T) {
 		{"lost event", func(s *Shard) { s.C.EventsLost = 1 }, Options{}, 1, false},
 		{"foreign event", func(s *Shard) { s.C.EventsForeign = 1 }, Options{}, 1, false},
 		{"no echo at all, expected", func(s *Shard) { s.C.EventsEchoed = 0 }, Options{EchoExpected: true}, 1, false},
-		{"disconnected by the server", func(s *Shard) { s.C.Disconnects = 1 }, Options{}, 4, false},
+		{"disconnected by the server", func(s *Shard) { s.C.Disconnected(CauseShutdown) }, Options{}, 4, false},
+		{"kicked", func(s *Shard) { s.C.Disconnected(CauseKicked) }, Options{}, 4, false},
+		{"timed out", func(s *Shard) { s.C.Disconnected(CauseTimeout) }, Options{}, 4, false},
+		{"redirected, not disconnected", func(s *Shard) { s.C.Redirects = 4 }, Options{}, 4, true},
 		{"failed reconnects", func(s *Shard) { s.C.ConnectFails, s.C.ReconnectFails = 20, 20 }, Options{}, 4, false},
 		{"failed first connect", func(s *Shard) { s.C.ConnectFails = 1 }, Options{}, 4, false},
-		{"bots quit themselves (churn)", func(s *Shard) { s.C.Sessions, s.C.Quits = 40, 36 }, Options{}, 4, true},
+		{"bots quit themselves (churn)", func(s *Shard) { s.C.Sessions, s.C.Quits, s.C.QuitsChurn, s.C.ReconnectAttempts = 40, 36, 32, 36 }, Options{}, 4, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,17 +264,23 @@ func TestInvariantViolations(t *testing.T) {
 	}
 }
 
-// TestDisconnectsCanFailTheSLO: "disconnects=0" and "reconnect_failures=0"
-// are SLO targets that a run whose server went away misses.
+// TestDisconnectsCanFailTheSLO: "disconnects=0" and "failed_reconnects=0"
+// are SLO targets that a run whose server went away misses (the tester's
+// run: 10 bots dropped, 20 reconnect attempts failed).
 func TestDisconnectsCanFailTheSLO(t *testing.T) {
-	spec, err := slo.Parse("disconnects=0,reconnect_failures=0,connect_failures=0", Known)
+	spec, err := slo.Parse("disconnects=0,failed_reconnects=0,reconnect_failures=0,connect_failures=0,disconnects_shutdown=0", Known)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := buildReport(t, nil, Options{}); !r.Gate("s", spec) {
 		t.Fatalf("clean run misses: %+v", r.SLO.Results)
 	}
-	r := buildReport(t, func(s *Shard) { s.C.Disconnects, s.C.ConnectFails, s.C.ReconnectFails = 10, 20, 20 }, Options{})
+	r := buildReport(t, func(s *Shard) {
+		for range 10 {
+			s.C.Disconnected(CauseShutdown)
+		}
+		s.C.ConnectFails, s.C.ReconnectAttempts, s.C.ReconnectFails = 20, 20, 20
+	}, Options{})
 	if r.Gate("s", spec) {
 		t.Fatal("10 disconnects and 20 failed reconnects pass disconnects=0")
 	}
@@ -359,5 +368,72 @@ func TestHandoffHitchHasALimit(t *testing.T) {
 				t.Errorf("detail does not state the limit: %q %v", inv.Detail, inv.Counts)
 			}
 		})
+	}
+}
+
+// TestDisconnectCauses: every unexpected disconnect lands in Disconnects and
+// in exactly one cause, and the report's metrics, invariant counts and
+// detail carry each cause apart; redirects and planned quits are not
+// disconnects.
+func TestDisconnectCauses(t *testing.T) {
+	r := buildReport(t, func(s *Shard) {
+		for cause, n := range map[Cause]int{CauseShutdown: 5, CauseKicked: 1, CauseTimeout: 3, CauseOther: 2} {
+			for range n {
+				s.C.Disconnected(cause)
+			}
+		}
+		s.C.ReconnectAttempts, s.C.ReconnectFails, s.C.ConnectFails = 11, 7, 7
+		s.C.Redirects, s.C.Quits, s.C.QuitsChurn = 6, 9, 4
+	}, Options{})
+	want := map[string]float64{"disconnects": 11, "disconnects_shutdown": 5, "disconnects_kicked": 1,
+		"disconnects_timeout": 3, "disconnects_other": 2, "reconnect_attempts": 11, "failed_reconnects": 7,
+		"reconnect_failures": 7, "redirects": 6, "planned_disconnects": 9}
+	for k, v := range want {
+		if got := float64(r.Metrics[k]); got != v {
+			t.Errorf("metric %s = %v, want %v", k, got, v)
+		}
+	}
+	inv := r.Invariants[4]
+	if inv.Name != SessionsInvariant || !inv.Checked || inv.OK {
+		t.Fatalf("%q: checked %v ok %v", inv.Name, inv.Checked, inv.OK)
+	}
+	for k, v := range map[string]uint64{"disconnects_shutdown": 5, "disconnects_kicked": 1, "disconnects_timeout": 3,
+		"disconnects_other": 2, "failed_reconnects": 7, "reconnect_attempts": 11, "redirects": 6, "planned_disconnects": 9, "planned_churn": 4} {
+		if inv.Counts[k] != v {
+			t.Errorf("invariant count %s = %d, want %d", k, inv.Counts[k], v)
+		}
+	}
+	for _, w := range []string{"11 disconnected unexpectedly (server shutdown 5, kicked 1, timeout 3, other 2)", "11 reconnect attempts, 7 failed", "6 redirected"} {
+		if !strings.Contains(inv.Detail, w) {
+			t.Errorf("detail lacks %q: %s", w, inv.Detail)
+		}
+	}
+	raw, err := json.Marshal(r.Totals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"disconnects", "disconnects_shutdown", "disconnects_kicked", "disconnects_timeout",
+		"disconnects_other", "reconnect_attempts", "reconnect_fails", "redirects", "quits", "quits_churn"} {
+		if !strings.Contains(string(raw), `"`+k+`":`) {
+			t.Errorf("totals JSON lacks %q", k)
+		}
+	}
+}
+
+// TestExpectedDisconnectsAreNotJudged: with --expect-disconnects (chaos
+// runs) the sessions invariant reports its counts but fails nothing; the
+// SLO still can.
+func TestExpectedDisconnectsAreNotJudged(t *testing.T) {
+	mutate := func(s *Shard) { s.C.Disconnected(CauseTimeout) }
+	inv := buildReport(t, mutate, Options{DisconnectsExpected: true}).Invariants[4]
+	if inv.Checked || inv.Counts["disconnects_timeout"] != 1 || !strings.Contains(inv.Detail, "--expect-disconnects") {
+		t.Fatalf("%+v", inv)
+	}
+	spec, err := slo.Parse("disconnects_timeout=0", Known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buildReport(t, mutate, Options{DisconnectsExpected: true}).Gate("s", spec) {
+		t.Fatal("disconnects_timeout=0 passes with a timeout")
 	}
 }

@@ -27,15 +27,23 @@ var Known = map[string]slo.Kind{
 	"net_loss":   slo.Ratio, // what the simulated network dropped
 	"lost_moves": slo.Count, "unacked_moves": slo.Count, "stale_acks": slo.Count, "corrections": slo.Count,
 	"lost_events": slo.Count, "corrupt_events": slo.Count, "reordered_events": slo.Count, "duplicate_events": slo.Count,
-	"connect_failures": slo.Count, "disconnects": slo.Count, "reconnect_failures": slo.Count, "errors": slo.Count,
-	"connected":         slo.Ratio, // bots connected at the end / target
-	"peak_connected":    slo.Count,
-	"handoffs":          slo.Count,
-	"view_samples":      slo.Count,
-	"echoes":            slo.Count,
-	"bytes_in_per_bot":  slo.Count, // bytes per second per connected bot, run mean
-	"bytes_out_per_bot": slo.Count,
-	"cpu_per_bot":       slo.Ratio, // cores per connected bot, run mean (botswarm's own CPU)
+	"connect_failures": slo.Count, "errors": slo.Count,
+	// Sessions: unexpected disconnects (all causes, then each), reconnects,
+	// redirects and the bots' own planned disconnects.
+	"disconnects": slo.Count, "disconnects_shutdown": slo.Count, "disconnects_kicked": slo.Count,
+	"disconnects_timeout": slo.Count, "disconnects_other": slo.Count,
+	"reconnect_attempts": slo.Count, "failed_reconnects": slo.Count,
+	"reconnect_failures":  slo.Count, // the same count as failed_reconnects (its first name)
+	"redirects":           slo.Count, // 0 until the session layer follows a server's Redirect
+	"planned_disconnects": slo.Count, // sessions the bots ended themselves (end of run, churn)
+	"connected":           slo.Ratio, // bots connected at the end / target
+	"peak_connected":      slo.Count,
+	"handoffs":            slo.Count,
+	"view_samples":        slo.Count,
+	"echoes":              slo.Count,
+	"bytes_in_per_bot":    slo.Count, // bytes per second per connected bot, run mean
+	"bytes_out_per_bot":   slo.Count,
+	"cpu_per_bot":         slo.Ratio, // cores per connected bot, run mean (botswarm's own CPU)
 	// The server's own figures, scraped with --metrics-url (no data without).
 	"server_tick_p99": slo.Duration, // worst scraped zone tick cost p99
 	"server_cpu":      slo.Ratio,    // mean server CPU in cores while bots were connected
@@ -127,6 +135,10 @@ type Options struct {
 	// HitchSlack widens the derived limit by what the simulated network
 	// alone explains (runs of lost packets, jitter); see HitchSlack().
 	HitchSlack time.Duration
+	// DisconnectsExpected: the run drops sessions on purpose (chaos: nodes
+	// killed), so the sessions invariant reports its counts without judging
+	// them; an SLO (disconnects_shutdown=0, …) gates what must not happen.
+	DisconnectsExpected bool
 }
 
 // DefaultTick is zoned's default tick period (20 Hz).
@@ -239,7 +251,15 @@ func (r *Report) values(c *Collector) map[string]Num {
 	m["duplicate_events"] = Num(t.EventsDuplicate)
 	m["connect_failures"] = Num(t.ConnectFails)
 	m["disconnects"] = Num(t.Disconnects)
+	m["disconnects_shutdown"] = Num(t.DisconnectsShutdown)
+	m["disconnects_kicked"] = Num(t.DisconnectsKicked)
+	m["disconnects_timeout"] = Num(t.DisconnectsTimeout)
+	m["disconnects_other"] = Num(t.DisconnectsOther)
+	m["reconnect_attempts"] = Num(t.ReconnectAttempts)
+	m["failed_reconnects"] = Num(t.ReconnectFails)
 	m["reconnect_failures"] = Num(t.ReconnectFails)
+	m["redirects"] = Num(t.Redirects)
+	m["planned_disconnects"] = Num(t.Quits)
 	m["errors"] = Num(t.Errors)
 	m["handoffs"] = Num(t.Handoffs)
 	m["view_samples"] = Num(t.ViewSamples)
@@ -404,21 +424,7 @@ func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
 	if !hitch.Checked {
 		hitch.Detail = "not checked: no bot crossed a zone border"
 	}
-	// Sessions end only when the bot ends them (churn, end of the run): a
-	// session the server or a timeout ended, a handshake that failed or a
-	// reconnect that did not take is a player who lost the game.
-	sess := Invariant{
-		Name:    "sessions stay up (no unexpected disconnect, no failed connect or reconnect)",
-		Checked: t.Sessions > 0 || t.ConnectFails > 0,
-		Counts: map[string]uint64{"sessions": t.Sessions, "connects": t.Connects, "quits": t.Quits,
-			"disconnects": t.Disconnects, "connect_fails": t.ConnectFails, "reconnect_fails": t.ReconnectFails},
-	}
-	sess.OK = sess.Checked && t.Disconnects == 0 && t.ConnectFails == 0
-	sess.Detail = fmt.Sprintf("%d sessions, %d connected, %d ended by the bots; %d disconnected by the server or a timeout, %d failed to connect (%d of them reconnects)",
-		t.Sessions, t.Connects, t.Quits, t.Disconnects, t.ConnectFails, t.ReconnectFails)
-	if !sess.Checked {
-		sess.Detail = "not checked: no session was started"
-	}
+	sess := sessions(t, o)
 	return []Invariant{moves, events, view, hitch, sess}
 }
 
@@ -471,4 +477,41 @@ func (r *Report) WriteJSONFile(path string) error {
 		return fmt.Errorf("report %s: %w", path, err)
 	}
 	return nil
+}
+
+// SessionsInvariant names the sessions invariant (stdout and the reports
+// print it; tests find it by this name).
+const SessionsInvariant = "no unexpected disconnects (sessions stay up, no failed connect or reconnect)"
+
+// sessions judges the sessions invariant. Sessions end only when the bot
+// ends them (churn, the end of the run): a session the server or a silence
+// ended, a handshake that failed or a reconnect that did not take is a
+// player who lost the game. A followed redirect is no disconnect.
+func sessions(t Counters, o Options) Invariant {
+	inv := Invariant{
+		Name:    SessionsInvariant,
+		Checked: t.Sessions > 0 || t.ConnectFails > 0,
+		Counts: map[string]uint64{"sessions": t.Sessions, "connects": t.Connects,
+			"planned_disconnects": t.Quits, "planned_churn": t.QuitsChurn,
+			"disconnects": t.Disconnects, "disconnects_shutdown": t.DisconnectsShutdown,
+			"disconnects_kicked": t.DisconnectsKicked, "disconnects_timeout": t.DisconnectsTimeout,
+			"disconnects_other": t.DisconnectsOther, "connect_fails": t.ConnectFails,
+			"reconnect_attempts": t.ReconnectAttempts, "failed_reconnects": t.ReconnectFails,
+			"redirects": t.Redirects},
+	}
+	inv.OK = inv.Checked && t.Disconnects == 0 && t.ConnectFails == 0
+	inv.Detail = fmt.Sprintf("%d sessions, %d connected, %d ended by the bots (planned; %d by churn), %d redirected; "+
+		"%d disconnected unexpectedly (server shutdown %d, kicked %d, timeout %d, other %d); "+
+		"%d failed to connect; %d reconnect attempts, %d failed",
+		t.Sessions, t.Connects, t.Quits, t.QuitsChurn, t.Redirects,
+		t.Disconnects, t.DisconnectsShutdown, t.DisconnectsKicked, t.DisconnectsTimeout, t.DisconnectsOther,
+		t.ConnectFails, t.ReconnectAttempts, t.ReconnectFails)
+	switch {
+	case !inv.Checked:
+		inv.Detail = "not checked: no session was started"
+	case o.DisconnectsExpected:
+		inv.Checked, inv.OK = false, false
+		inv.Detail = "not judged (--expect-disconnects): " + inv.Detail
+	}
+	return inv
 }

@@ -124,7 +124,9 @@ func TestSummaryTable(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"RTT", "p99", "view error", "handoff hitch", "moves acknowledged exactly once, in order", "HOLDS",
-		"SLO rtt_p99<150ms,lost_moves=0,view_err_p99<1mm: FAILED", "view_err_p99 = ", "target < 0.001m: MISSED", "bots (target / peak / at end)", "50 / 50"} {
+		"SLO rtt_p99<150ms,lost_moves=0,view_err_p99<1mm: FAILED", "view_err_p99 = ", "target < 0.001m: MISSED", "bots (target / peak / at end)", "50 / 50",
+		"unexpected disconnects (server shutdown / kicked / timeout / other)", "reconnects (attempts / failed)",
+		"redirects followed", "planned disconnects (end of run / churn)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -134,8 +136,8 @@ func TestSummaryTable(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	p := metrics.Point{T: 12, Connected: 4980, Target: 5000, PacketsInPS: 20.4, PacketsOutPS: 30, BytesInPS: 1900, BytesOutPS: 1100,
 		RTTP50: 1.2, RTTP99: 8.4, Loss: 0.001, HandoffsTotal: 12}
-	line := Progress(p, metrics.Counters{Errors: 3})
-	for _, want := range []string{"12s", "bots 4980/5000", "in 20.4 pkt/s 1.9 kB/s", "out 30 pkt/s 1.1 kB/s", "rtt p50 1.2 ms p99 8.4 ms", "loss 0.1%", "handoffs 12", "errors 3"} {
+	line := Progress(p, metrics.Counters{Errors: 3, Disconnects: 2})
+	for _, want := range []string{"12s", "bots 4980/5000", "in 20.4 pkt/s 1.9 kB/s", "out 30 pkt/s 1.1 kB/s", "rtt p50 1.2 ms p99 8.4 ms", "loss 0.1%", "handoffs 12", "disconnects 2", "errors 3"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("progress line %q lacks %q", line, want)
 		}

@@ -71,7 +71,12 @@ func Summary(r *metrics.Report) []Row {
 	rows := []Row{
 		{"duration", (time.Duration(r.Duration * float64(time.Second))).Round(100 * time.Millisecond).String()},
 		{"bots (target / peak / at end)", fmt.Sprintf("%d / %d / %s", target, r.PeakBots, fmtNum(100*m("connected"), "%"))},
-		{"sessions (connects / failed (reconnects) / dropped by server)", fmt.Sprintf("%d (%d / %d (%d) / %d)", t.Sessions, t.Connects, t.ConnectFails, t.ReconnectFails, t.Disconnects)},
+		{"sessions (connects / failed to connect)", fmt.Sprintf("%d (%d / %d)", t.Sessions, t.Connects, t.ConnectFails)},
+		{"unexpected disconnects (server shutdown / kicked / timeout / other)", fmt.Sprintf("%d (%d / %d / %d / %d)",
+			t.Disconnects, t.DisconnectsShutdown, t.DisconnectsKicked, t.DisconnectsTimeout, t.DisconnectsOther)},
+		{"reconnects (attempts / failed)", fmt.Sprintf("%d / %d", t.ReconnectAttempts, t.ReconnectFails)},
+		{"redirects followed", strconv.FormatUint(t.Redirects, 10)},
+		{"planned disconnects (end of run / churn)", fmt.Sprintf("%d (%d / %d)", t.Quits, t.Quits-t.QuitsChurn, t.QuitsChurn)},
 		{"connect time", pcts(h["connect"], fmtMs)},
 		{"bandwidth per bot (in / out)", fmt.Sprintf("%s/s / %s/s", fmtBytes(m("bytes_in_per_bot")), fmtBytes(m("bytes_out_per_bot")))},
 		{"packets (in / out)", fmt.Sprintf("%d / %d", t.PacketsIn, t.PacketsOut)},
@@ -148,10 +153,10 @@ func WriteSummary(w io.Writer, r *metrics.Report) error {
 
 // Progress formats the live line printed once a second.
 func Progress(p metrics.Point, c metrics.Counters) string {
-	return fmt.Sprintf("%5.0fs  bots %d/%d  in %s pkt/s %s/s  out %s pkt/s %s/s per bot  rtt p50 %s p99 %s  loss %s  handoffs %d  errors %d",
+	return fmt.Sprintf("%5.0fs  bots %d/%d  in %s pkt/s %s/s  out %s pkt/s %s/s per bot  rtt p50 %s p99 %s  loss %s  handoffs %d  disconnects %d  errors %d",
 		p.T, p.Connected, p.Target,
 		fmtNum(float64(p.PacketsInPS), ""), fmtBytes(float64(p.BytesInPS)),
 		fmtNum(float64(p.PacketsOutPS), ""), fmtBytes(float64(p.BytesOutPS)),
 		fmtMs(float64(p.RTTP50)), fmtMs(float64(p.RTTP99)),
-		fmtNum(100*float64(p.Loss), "%"), p.HandoffsTotal, c.Errors)
+		fmtNum(100*float64(p.Loss), "%"), p.HandoffsTotal, c.Disconnects, c.Errors)
 }

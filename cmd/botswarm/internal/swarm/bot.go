@@ -115,6 +115,9 @@ func (b *bot) startSession(now time.Duration) {
 	sw := b.sw()
 	c := &b.w.shard.C
 	b.session++
+	if b.wasUp {
+		c.ReconnectAttempts++ // counted before anything can fail, so failed ≤ attempts
+	}
 	b.pid = sw.cfg.PlayerBase + uint64(b.idx)<<pidSessionBits | b.session&(1<<pidSessionBits-1)
 	tok, err := handshake.IssueToken(sw.cfg.Key, handshake.TokenParams{
 		PlayerID: b.pid, ProtocolID: sw.cfg.ProtocolID, Expiry: tokenExpiry,
@@ -556,6 +559,9 @@ func (b *bot) endSession(now time.Duration) {
 	switch {
 	case b.state == botClosing && err == nil:
 		c.Quits++
+		if b.endAt < b.sw().runEnd && !b.sw().stopping.Load() {
+			c.QuitsChurn++ // the session's lifetime, not the run, ended it
+		}
 		b.lost = false
 	case !b.connected:
 		b.connectFailed(c)
@@ -565,7 +571,7 @@ func (b *bot) endSession(now time.Duration) {
 		}
 		b.sw().logErr("connect", err)
 	default:
-		c.Disconnects++
+		c.Disconnected(causeOf(err))
 		c.Errors++
 		b.lost = true
 		b.sw().logErr("disconnected", err)
@@ -587,6 +593,27 @@ func (b *bot) endSession(now time.Duration) {
 		pause = b.mover.Pause()
 	}
 	b.idle(now, pause)
+}
+
+// causeOf sorts the error a session that was up ended with into the
+// report's causes: the server's Disconnect reason, or the session's own
+// timeout (nothing heard: a dead, stopped or paused server).
+func causeOf(err error) metrics.Cause {
+	var de *session.DisconnectError
+	switch {
+	case errors.As(err, &de):
+		switch de.Reason {
+		case handshake.ReasonServerShutdown:
+			return metrics.CauseShutdown
+		case handshake.ReasonKicked:
+			return metrics.CauseKicked
+		case handshake.ReasonTimeout:
+			return metrics.CauseTimeout
+		}
+	case errors.Is(err, session.ErrTimeout):
+		return metrics.CauseTimeout
+	}
+	return metrics.CauseOther
 }
 
 // fold adds the session's counters since the last fold to the shard.

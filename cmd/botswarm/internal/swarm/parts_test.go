@@ -3,11 +3,16 @@ package swarm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 func TestTruthPositions(t *testing.T) {
@@ -334,5 +339,31 @@ func TestTransports(t *testing.T) {
 	}
 	if _, err := newTransport("carrier-pigeon", false); err == nil {
 		t.Error("unknown transport accepted")
+	}
+}
+
+// TestCauseOf: a session that was up ends with the server's Disconnect
+// reason or its own timeout; the report splits disconnects by it.
+func TestCauseOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want metrics.Cause
+	}{
+		{"server shutdown", &session.DisconnectError{Reason: handshake.ReasonServerShutdown}, metrics.CauseShutdown},
+		{"kicked", &session.DisconnectError{Reason: handshake.ReasonKicked}, metrics.CauseKicked},
+		{"server timed us out", &session.DisconnectError{Reason: handshake.ReasonTimeout}, metrics.CauseTimeout},
+		{"silence", session.ErrTimeout, metrics.CauseTimeout},
+		{"silence, wrapped", fmt.Errorf("bot: %w", session.ErrTimeout), metrics.CauseTimeout},
+		{"duplicate session", &session.DisconnectError{Reason: handshake.ReasonDuplicate}, metrics.CauseOther},
+		{"protocol error", fmt.Errorf("%w: bad section", session.ErrProtocol), metrics.CauseOther},
+		{"no error", nil, metrics.CauseOther},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := causeOf(tc.err); got != tc.want {
+				t.Fatalf("causeOf(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

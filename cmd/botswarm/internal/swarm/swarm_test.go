@@ -195,6 +195,12 @@ func TestSwarmChurn(t *testing.T) {
 		t.Errorf("sessions %d connects %d quits %d disconnects %d connect fails %d gauge %d",
 			tot.Sessions, tot.Connects, tot.Quits, tot.Disconnects, tot.ConnectFails, tot.Connected)
 	}
+	// Churn's returns are reconnects (every session but each bot's first),
+	// and its leaves planned disconnects; the sessions still up at the end
+	// of the run end with it (a bot pausing then has none).
+	if tot.ReconnectAttempts == 0 || tot.ReconnectAttempts > tot.Sessions-10 || tot.ReconnectFails != 0 || tot.QuitsChurn == 0 || tot.QuitsChurn >= tot.Quits {
+		t.Errorf("%d reconnect attempts (%d failed), %d of %d quits by churn", tot.ReconnectAttempts, tot.ReconnectFails, tot.QuitsChurn, tot.Quits)
+	}
 	if x := inv(r, 0); !x.OK {
 		t.Errorf("moves: %s", x.Detail)
 	}

@@ -1,0 +1,42 @@
+package metrics
+
+// Cause is why a session the bot meant to keep ended: the report splits
+// unexpected disconnects by it.
+type Cause uint8
+
+// Causes, as the server's Disconnect reason or the session's own timeout
+// tells them.
+const (
+	CauseOther    Cause = iota // a protocol error, a duplicate session, an unknown reason
+	CauseShutdown              // the server said ServerShutdown
+	CauseKicked                // the server said Kicked
+	CauseTimeout               // silence for the token's timeout, or the server said Timeout
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseShutdown:
+		return "server shutdown"
+	case CauseKicked:
+		return "kicked"
+	case CauseTimeout:
+		return "timeout"
+	}
+	return "other"
+}
+
+// Disconnected counts one unexpected disconnect with its cause: the four
+// causes always sum to Disconnects.
+func (c *Counters) Disconnected(cause Cause) {
+	c.Disconnects++
+	switch cause {
+	case CauseShutdown:
+		c.DisconnectsShutdown++
+	case CauseKicked:
+		c.DisconnectsKicked++
+	case CauseTimeout:
+		c.DisconnectsTimeout++
+	default:
+		c.DisconnectsOther++
+	}
+}
