@@ -220,7 +220,23 @@ func noArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
+// exitStatus ends every admin command's help.
+const exitStatus = `
+
+Exit status: 0 done; 1 error, on standard error (NATS unreachable, credentials
+refused, player/zone/node not found, a node did not answer in time); 2 usage
+error.`
+
 func addAdminCommands(root *cobra.Command, e env, g *globals) {
+	defer func() {
+		for _, c := range root.Commands() {
+			switch c.Name() {
+			case "keygen", "token", "zones", "help", "completion":
+				continue
+			}
+			c.Long = cmp.Or(c.Long, c.Short+".") + exitStatus
+		}
+	}()
 	{
 		var o outputFormat
 		c := &cobra.Command{
