@@ -36,24 +36,29 @@ func (n *Num) UnmarshalJSON(b []byte) error {
 // Point is one second of the run's time series. Rates are per connected
 // bot per second; percentiles cover the samples of that second.
 type Point struct {
-	T             float64 `json:"t"` // seconds since the start
-	Target        int     `json:"target"`
-	Connected     int64   `json:"connected"`
-	PacketsInPS   Num     `json:"packets_in_per_bot_s"`
-	PacketsOutPS  Num     `json:"packets_out_per_bot_s"`
-	BytesInPS     Num     `json:"bytes_in_per_bot_s"`
-	BytesOutPS    Num     `json:"bytes_out_per_bot_s"`
-	RTTP50        Num     `json:"rtt_p50_ms"`
-	RTTP90        Num     `json:"rtt_p90_ms"`
-	RTTP99        Num     `json:"rtt_p99_ms"`
-	Loss          Num     `json:"loss"`     // protocol, both directions, this second
-	NetLoss       Num     `json:"net_loss"` // simulated network drops / offered, this second
-	Handoffs      uint64  `json:"handoffs"` // this second
-	HandoffsTotal uint64  `json:"handoffs_total"`
-	Errors        uint64  `json:"errors_total"`
-	ViewErrP99    Num     `json:"view_err_p99_m"`
-	Ghosts        Num     `json:"ghosts_per_bot"`
-	CPU           Num     `json:"cpu_cores"` // CPU this process used, in cores
+	T            float64 `json:"t"` // seconds since the start
+	Target       int     `json:"target"`
+	Connected    int64   `json:"connected"`
+	PacketsInPS  Num     `json:"packets_in_per_bot_s"`
+	PacketsOutPS Num     `json:"packets_out_per_bot_s"`
+	BytesInPS    Num     `json:"bytes_in_per_bot_s"`
+	BytesOutPS   Num     `json:"bytes_out_per_bot_s"`
+	RTTP50       Num     `json:"rtt_p50_ms"`
+	RTTP90       Num     `json:"rtt_p90_ms"`
+	RTTP99       Num     `json:"rtt_p99_ms"`
+	Loss         Num     `json:"loss"`     // protocol, both directions, this second
+	NetLoss      Num     `json:"net_loss"` // simulated network drops / offered, this second
+	Handoffs     uint64  `json:"handoffs"` // this second
+	// Sessions this second: unexpected disconnects, failed reconnects and
+	// followed redirects (when a server stopped, and whether a drain held).
+	Disconnects    uint64 `json:"disconnects"`
+	ReconnectFails uint64 `json:"failed_reconnects"`
+	Redirects      uint64 `json:"redirects"`
+	HandoffsTotal  uint64 `json:"handoffs_total"`
+	Errors         uint64 `json:"errors_total"`
+	ViewErrP99     Num    `json:"view_err_p99_m"`
+	Ghosts         Num    `json:"ghosts_per_bot"`
+	CPU            Num    `json:"cpu_cores"` // CPU this process used, in cores
 }
 
 // ServerPoint is one scrape of the server's own metrics (--metrics-url):
@@ -117,24 +122,27 @@ func (c *Collector) Sample(now time.Time) Point {
 		return Num(float64(v) / dt / float64(cur.Connected))
 	}
 	p := Point{
-		T:             now.Sub(c.start).Seconds(),
-		Target:        c.target,
-		Connected:     cur.Connected,
-		PacketsInPS:   per(d.PacketsIn),
-		PacketsOutPS:  per(d.PacketsOut),
-		BytesInPS:     per(d.BytesIn),
-		BytesOutPS:    per(d.BytesOut),
-		RTTP50:        Num(c.second.RTT.Quantile(0.50)),
-		RTTP90:        Num(c.second.RTT.Quantile(0.90)),
-		RTTP99:        Num(c.second.RTT.Quantile(0.99)),
-		Loss:          lossOf(&d),
-		NetLoss:       ratio(d.NetDropped, d.NetSent),
-		Handoffs:      d.Handoffs,
-		HandoffsTotal: cur.Handoffs,
-		Errors:        cur.Errors,
-		ViewErrP99:    Num(c.second.ViewErr.Quantile(0.99)),
-		Ghosts:        ratio(d.GhostsHeld, d.GhostSamples),
-		CPU:           Num(math.NaN()),
+		T:              now.Sub(c.start).Seconds(),
+		Target:         c.target,
+		Connected:      cur.Connected,
+		PacketsInPS:    per(d.PacketsIn),
+		PacketsOutPS:   per(d.PacketsOut),
+		BytesInPS:      per(d.BytesIn),
+		BytesOutPS:     per(d.BytesOut),
+		RTTP50:         Num(c.second.RTT.Quantile(0.50)),
+		RTTP90:         Num(c.second.RTT.Quantile(0.90)),
+		RTTP99:         Num(c.second.RTT.Quantile(0.99)),
+		Loss:           lossOf(&d),
+		NetLoss:        ratio(d.NetDropped, d.NetSent),
+		Handoffs:       d.Handoffs,
+		Disconnects:    d.Disconnects,
+		ReconnectFails: d.ReconnectFails,
+		Redirects:      d.Redirects,
+		HandoffsTotal:  cur.Handoffs,
+		Errors:         cur.Errors,
+		ViewErrP99:     Num(c.second.ViewErr.Quantile(0.99)),
+		Ghosts:         ratio(d.GhostsHeld, d.GhostSamples),
+		CPU:            Num(math.NaN()),
 	}
 	if cpuNow >= 0 && c.prevCPU >= 0 && dt > 0 {
 		p.CPU = Num((cpuNow - c.prevCPU).Seconds() / dt)
@@ -181,7 +189,9 @@ func delta(cur, prev *Counters) Counters {
 		FatesDropped: cur.FatesDropped - prev.FatesDropped, FatesDelivered: cur.FatesDelivered - prev.FatesDelivered,
 		InReceived: cur.InReceived - prev.InReceived, InAbandoned: cur.InAbandoned - prev.InAbandoned,
 		NetDropped: cur.NetDropped - prev.NetDropped, NetSent: cur.NetSent - prev.NetSent,
-		Handoffs:   cur.Handoffs - prev.Handoffs,
+		Handoffs:    cur.Handoffs - prev.Handoffs,
+		Disconnects: cur.Disconnects - prev.Disconnects, ReconnectFails: cur.ReconnectFails - prev.ReconnectFails,
+		Redirects:  cur.Redirects - prev.Redirects,
 		GhostsHeld: cur.GhostsHeld - prev.GhostsHeld, GhostSamples: cur.GhostSamples - prev.GhostSamples,
 	}
 }

@@ -127,6 +127,7 @@ func TestCollectorRatesAndIntervals(t *testing.T) {
 	a.C.InReceived, a.C.InAbandoned = 100, 0
 	a.C.NetSent, a.C.NetDropped = 200, 20
 	a.C.Handoffs = 4
+	a.C.Disconnects, b.C.Disconnects, a.C.ReconnectFails, b.C.Redirects = 2, 1, 4, 6
 	a.C.GhostsHeld, a.C.GhostSamples = 50, 5
 	a.H.RTT.Record(10_000) // 10 ms
 	b.H.RTT.Record(30_000) // 30 ms
@@ -140,6 +141,9 @@ func TestCollectorRatesAndIntervals(t *testing.T) {
 	if !near(float64(p.RTTP99), 30, 0.002) || !near(float64(p.RTTP50), 10, 0.002) {
 		t.Fatalf("rtt %v %v", p.RTTP50, p.RTTP99)
 	}
+	if p.Disconnects != 3 || p.ReconnectFails != 4 || p.Redirects != 6 {
+		t.Fatalf("sessions this second: %d disconnects, %d failed reconnects, %d redirects", p.Disconnects, p.ReconnectFails, p.Redirects)
+	}
 	if !near(float64(p.CPU), 0.5, 1e-9) {
 		t.Fatalf("cpu %v", p.CPU)
 	}
@@ -150,7 +154,7 @@ func TestCollectorRatesAndIntervals(t *testing.T) {
 
 	// Second 2: nothing new; rates are zero, percentiles unknown, totals kept.
 	p = c.Sample(start.Add(2 * time.Second))
-	if p.PacketsInPS != 0 || p.Handoffs != 0 || p.HandoffsTotal != 4 || !math.IsNaN(float64(p.RTTP50)) || !math.IsNaN(float64(p.Loss)) {
+	if p.PacketsInPS != 0 || p.Handoffs != 0 || p.HandoffsTotal != 4 || p.Disconnects != 0 || p.ReconnectFails != 0 || p.Redirects != 0 || !math.IsNaN(float64(p.RTTP50)) || !math.IsNaN(float64(p.Loss)) {
 		t.Fatalf("idle point %+v", p)
 	}
 	if c.Hists().RTT.Count() != 2 {

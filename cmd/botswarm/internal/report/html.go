@@ -52,6 +52,12 @@ func Figures(r *metrics.Report) ([]Figure, error) {
 				series{name: "in (server → bot)", y: func(p metrics.Point) float64 { return f(p.BytesInPS) }},
 				series{name: "out (bot → server)", y: func(p metrics.Point) float64 { return f(p.BytesOutPS) }})
 		}},
+		{"Sessions lost", func() (string, error) {
+			return timePlot(r, "Unexpected disconnects, failed reconnects, redirects", "per second",
+				series{name: "disconnects", y: func(p metrics.Point) float64 { return float64(p.Disconnects) }},
+				series{name: "failed reconnects", y: func(p metrics.Point) float64 { return float64(p.ReconnectFails) }},
+				series{name: "redirects (followed)", y: func(p metrics.Point) float64 { return float64(p.Redirects) }, dash: true})
+		}},
 		{"Handoffs", func() (string, error) {
 			return timePlot(r, "Handoffs (zone-border crossings)", "per second",
 				series{name: "this second", y: func(p metrics.Point) float64 { return float64(p.Handoffs) }})

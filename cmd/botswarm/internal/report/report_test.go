@@ -64,10 +64,11 @@ func TestHTMLIsSelfContained(t *testing.T) {
 		t.Fatalf("the page references network resources: %q", refs)
 	}
 	s := string(page)
-	if n := strings.Count(s, "<svg"); n != 10 {
-		t.Errorf("%d inline SVG plots, want 10", n)
+	if n := strings.Count(s, "<svg"); n != 11 {
+		t.Errorf("%d inline SVG plots, want 11", n)
 	}
-	for _, want := range []string{"Bots connected", "Round-trip time", "Bandwidth per bot", "Handoffs", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
+	for _, want := range []string{"Bots connected", "Round-trip time", "Bandwidth per bot", "Handoffs",
+		"Unexpected disconnects, failed reconnects, redirects", "unexpected disconnects (server shutdown / kicked / timeout / other)", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)
 		}
