@@ -27,7 +27,9 @@ type Config struct {
 	// dial). Empty: the UDP address, with a wildcard host taken as
 	// 127.0.0.1 — right for one machine, wrong behind NAT or in Kubernetes.
 	PublicAddr string `json:"public_addr"`
-	// HTTPAddr serves /healthz, /readyz and /metrics. Empty disables HTTP.
+	// HTTPAddr serves /healthz, /readyz, /metrics and the world map (/map).
+	// Empty disables HTTP. The default binds loopback only; a pod or a
+	// container passes a reachable address (--http :8080).
 	HTTPAddr string `json:"http"`
 	// DataDir holds the embedded NATS store and the dev token key.
 	DataDir string `json:"data"`
@@ -85,7 +87,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		UDPAddr:         ":7777",
-		HTTPAddr:        ":8080",
+		HTTPAddr:        "127.0.0.1:8080", // loopback: the map shows every player; expose it on purpose
 		DataDir:         "ghostwire-data",
 		Tick:            Duration(50 * time.Millisecond),
 		NPCs:            200,

@@ -1,7 +1,7 @@
 // Command zoned runs a ghostwire zone server: with no flags, a whole world on
 // this machine (embedded NATS with JetStream, the UDP gateway on :7777, HTTP
-// health and metrics on :8080, the built-in 2×2 world, a dev token key in the
-// data dir). See `zoned --help`.
+// health, metrics and the world map on 127.0.0.1:8080, the built-in 2×2
+// world, a dev token key in the data dir). See `zoned --help`.
 package main
 
 import (
@@ -71,9 +71,12 @@ const usageHead = `zoned — the ghostwire zone server.
 
 With no flags it runs a whole world on this machine: an embedded NATS server
 with JetStream (its client URL is logged), the UDP gateway on :7777, HTTP on
-:8080 (/healthz, /readyz, /metrics), the built-in 2x2 world of 1 km zones and
-a dev connect-token key in the data dir, so botswarm and the client examples
-started from the same directory find it.
+127.0.0.1:8080 (/healthz, /readyz, /metrics, and the live world map at /),
+the built-in 2x2 world of 1 km zones and a dev connect-token key in the data
+dir, so botswarm and the client examples started from the same directory find
+it. HTTP listens on loopback only unless --http names another address (the
+map shows where every player is: put a reverse proxy with authentication in
+front of it rather than exposing it).
 
 Settings come from, highest first: flags, environment variables
 (GHOSTWIRE_<FLAG>, e.g. GHOSTWIRE_UDP=:9000, GHOSTWIRE_TICK=33ms), the JSON
@@ -92,7 +95,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
-	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz and /metrics (empty disables)")
+	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz, /metrics and the world map /map; the default is loopback only, use :8080 to listen on every interface (pods, containers); empty disables")
 	data := fs.String("data", def.DataDir, "data `DIR`: embedded NATS store and the dev token key")
 	world := fs.String("world", "", "world map `FILE` (JSON, see docs/zones.md); empty uses the built-in 2x2 world of 1 km zones")
 	tick := fs.Duration("tick", def.Tick.D(), "zone simulation tick period (20 Hz = 50ms)")

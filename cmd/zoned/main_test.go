@@ -34,8 +34,8 @@ func TestPrecedenceFlagsOverEnvOverFile(t *testing.T) {
 	if cfg.NPCs != 7 || cfg.DataDir != "from-file" {
 		t.Errorf("npcs=%d data=%q, want the file's 7 and from-file", cfg.NPCs, cfg.DataDir)
 	}
-	if cfg.HTTPAddr != ":8080" {
-		t.Errorf("http = %q, want the default :8080", cfg.HTTPAddr)
+	if cfg.HTTPAddr != "127.0.0.1:8080" {
+		t.Errorf("http = %q, want the default 127.0.0.1:8080 (loopback: safe by default)", cfg.HTTPAddr)
 	}
 }
 
