@@ -73,8 +73,8 @@ type Service struct {
 }
 
 // Start registers the service's endpoints on cfg.NC and starts following
-// the node directory.
-func Start(ctx context.Context, cfg Config) (*Service, error) {
+// the node directory. ctx bounds the start only.
+func Start(_ context.Context, cfg Config) (*Service, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
@@ -89,10 +89,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Log, nodes: map[string]bool{cfg.Node: true},
 		loc: &local{p: cfg.Parts, node: cfg.Node, timeout: cfg.Timeout}}
+	// The watcher lives as long as the service, not as long as ctx (a
+	// start timeout, cancelled once the node is up).
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if cfg.Nodes != nil {
-		w, err := cfg.Nodes.WatchAll(ctx)
+		w, err := cfg.Nodes.WatchAll(wctx)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("admin: watch nodes: %w", err)

@@ -38,7 +38,11 @@ func nodeConfig(t *testing.T, id, zones string) node.Config {
 
 func startNode(t *testing.T, cfg node.Config) *node.Node {
 	t.Helper()
-	n, err := node.Start(context.Background(), cfg, nil)
+	// As zoned does: the start context ends once the node is up, and
+	// nothing the node keeps running may depend on it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	n, err := node.Start(ctx, cfg, nil)
+	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
