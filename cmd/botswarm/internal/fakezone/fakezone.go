@@ -48,6 +48,10 @@ type Options struct {
 	// this long — a stalled handoff.
 	StallCrossings time.Duration
 	World          *world.World
+	// KickAt: once this long after Start, close every connected session
+	// with a Disconnect saying Kicked (as an operator's kick would); the
+	// players may connect again.
+	KickAt time.Duration
 }
 
 // ProtocolID is the fake server's default protocol id.
@@ -79,6 +83,8 @@ type Zone struct {
 	done chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	kicked bool // KickAt has passed
 
 	mu       sync.Mutex
 	maxConns int
@@ -429,6 +435,14 @@ func (c *conn) Event(e event.Event) {
 // tick acknowledges moves and shows players to each other; every connection
 // then has a packet due.
 func (z *Zone) tick(now time.Duration) {
+	if z.opts.KickAt > 0 && !z.kicked && now >= z.opts.KickAt {
+		z.kicked = true
+		for _, c := range z.conns {
+			if c.srv.State() == handshake.StateConnected {
+				c.srv.Close(now, handshake.ReasonKicked) // Poll sends the Disconnect copies
+			}
+		}
+	}
 	z.view = z.view[:0]
 	for _, c := range z.conns {
 		st := ghost.State{Pos: [3]float64{float64(c.state.Pos[0]), float64(c.state.Pos[1]), float64(c.state.Pos[2])}}

@@ -209,6 +209,27 @@ func TestSwarmChurn(t *testing.T) {
 	}
 }
 
+// TestSwarmKickedBotsReconnect: a server that kicks every player (a
+// Disconnect saying Kicked) drops sessions the bots meant to keep — counted
+// as unexpected disconnects of cause kicked, failing the sessions
+// invariant — and the bots' reconnects, which the server takes, are
+// counted as attempts that did not fail.
+func TestSwarmKickedBotsReconnect(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{KickAt: time.Second})
+	cfg := testConfig(z, 5, 3*time.Second)
+	cfg.Drain = 500 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.Disconnects != 5 || tot.DisconnectsKicked != 5 || tot.ReconnectAttempts != 5 || tot.ReconnectFails != 0 ||
+		tot.Connects != 10 || tot.Quits != 5 || tot.QuitsChurn != 0 {
+		t.Fatalf("want 5 kicked, 5 reconnected, 5 quit at the end: %+v", tot)
+	}
+	if x := inv(r, 4); !x.Checked || x.OK || x.Counts["disconnects_kicked"] != 5 {
+		t.Errorf("kicks pass %q: %s", x.Name, x.Detail)
+	}
+}
+
 func TestSwarmServerDown(t *testing.T) {
 	checkNoLeaks(t)
 	z := newFakeZone(t, fakezone.Options{})
