@@ -11,7 +11,7 @@
 //	go run ./cmd/botswarm --bots 500 --duration 1m --loss 2% --html report.html \
 //	    --slo 'rtt_p99<150ms,loss<5%,lost_moves=0,view_err_p99<0.5m'
 //
-// See docs/parts/botswarm.md.
+// See docs/operations.md, "Load testing with botswarm".
 package main
 
 import (
