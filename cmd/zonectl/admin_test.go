@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/netip"
 	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,10 +41,15 @@ func nodeConfig(t *testing.T, id, zones string) node.Config {
 
 func startNode(t *testing.T, cfg node.Config) *node.Node {
 	t.Helper()
+	return startNodeLog(t, cfg, nil)
+}
+
+func startNodeLog(t *testing.T, cfg node.Config, log *slog.Logger) *node.Node {
+	t.Helper()
 	// As zoned does: the start context ends once the node is up, and
 	// nothing the node keeps running may depend on it.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	n, err := node.Start(ctx, cfg, nil)
+	n, err := node.Start(ctx, cfg, log)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +82,24 @@ func dial(t *testing.T, n *node.Node, player uint64) *client.Session {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// syncBuffer is a bytes.Buffer safe for the node's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // bareURL is the node's NATS URL without the node credentials it carries.
@@ -122,7 +148,8 @@ func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
 func TestAdminOneNode(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := nodeConfig(t, "solo", "auto")
-	n := startNode(t, cfg)
+	var logs syncBuffer
+	n := startNodeLog(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	defer n.Stop(context.Background())
 	url, dir := bareURL(t, n), cfg.DataDir
 	a, b := dial(t, n, 4), dial(t, n, 5)
@@ -205,6 +232,16 @@ func TestAdminOneNode(t *testing.T) {
 	var de *session.DisconnectError
 	if !errors.As(b.Err(), &de) || de.Reason != handshake.ReasonServerShutdown {
 		t.Fatalf("kicked client ended with %v, want a Disconnect with reason server shutdown", b.Err())
+	}
+
+	// Every mutating call is in the node's log with who asked.
+	for _, want := range []string{
+		`msg="admin: player teleported" component=admin player=4`,
+		`msg="admin: player kicked" component=admin player=5 reason="server shutdown"`,
+	} {
+		if got := logs.String(); !strings.Contains(got, want) || !strings.Contains(got, "caller=") || !strings.Contains(got, "nats_user=admin") {
+			t.Fatalf("node log lacks %s with caller and nats_user:\n%s", want, got)
+		}
 	}
 
 	// Clear errors for what does not exist.

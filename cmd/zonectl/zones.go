@@ -151,6 +151,10 @@ func adminZones(ctx context.Context, e env, g *globals) ([]zoneRow, error) {
 		return nil, err
 	}
 	warnNodes(e, zs.Errors)
+	silent := map[string]bool{} // owners that did not answer: their counts are unknown
+	for _, ne := range zs.Errors {
+		silent[ne.Node] = true
+	}
 	udp := map[string]string{}
 	for _, n := range ns.Nodes {
 		udp[n.Node] = n.UdpAddr
@@ -159,8 +163,12 @@ func adminZones(ctx context.Context, e env, g *globals) ([]zoneRow, error) {
 	for _, z := range zs.Zones {
 		r := zoneRow{Zone: z.Zone}
 		if z.Node != "" {
-			node, epoch, players, npcs, p99, level := z.Node, z.Epoch, z.Players, z.Npcs, round3(z.TickP99Ms), z.Level
-			r.Node, r.Epoch, r.Players, r.NPCs, r.TickP99Ms, r.Level = &node, &epoch, &players, &npcs, &p99, &level
+			node, epoch := z.Node, z.Epoch
+			r.Node, r.Epoch = &node, &epoch
+			if !silent[node] {
+				players, npcs, p99, level := z.Players, z.Npcs, round3(z.TickP99Ms), z.Level
+				r.Players, r.NPCs, r.TickP99Ms, r.Level = &players, &npcs, &p99, &level
+			}
 			if a, ok := udp[node]; ok {
 				r.NodeUDPAddr = &a
 			}
