@@ -323,9 +323,7 @@ func (m *Map) serveEvents(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
-		if _, ok := m.viewers[v]; ok {
-			delete(m.viewers, v)
-		}
+		delete(m.viewers, v) // already gone if dropped or closed
 		m.mu.Unlock()
 	}()
 	h := w.Header()

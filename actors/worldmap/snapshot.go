@@ -2,6 +2,8 @@ package worldmap
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -112,4 +114,79 @@ func scale(v, lo, hi float64) uint16 {
 		return 65535
 	}
 	return uint16(math.Round(f))
+}
+
+// Frame is a decoded frame: positions stay on the 16-bit grid (0 … 65535
+// over the world's bounds), as the page draws them.
+type Frame struct {
+	Seq      uint64
+	Loads    []ZoneLoad
+	Entities []Entity
+}
+
+// ErrFrame is returned by Decode for bytes that are not a frame.
+var ErrFrame = errors.New("worldmap: malformed frame")
+
+// Decode reads a frame as the page does (tests and tools read the stream
+// with it). It accepts only what Encode writes — canonical uvarints,
+// strictly increasing ids, zones that exist, flags 0 or 1 — so decoding
+// and encoding again gives the same bytes; it never allocates more than the
+// input's length allows.
+func Decode(b []byte) (Frame, error) {
+	var f Frame
+	p := 0
+	fail := func(field string) (Frame, error) {
+		return Frame{}, fmt.Errorf("%w: %s at byte %d", ErrFrame, field, p)
+	}
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b[p:])
+		if n <= 0 || n != len(binary.AppendUvarint(nil, v)) {
+			return 0, false
+		}
+		p += n
+		return v, true
+	}
+	if len(b) == 0 || b[0] != frameVersion {
+		return fail("version")
+	}
+	p = 1
+	var ok bool
+	if f.Seq, ok = uv(); !ok {
+		return fail("seq")
+	}
+	nz, ok := uv()
+	if !ok || nz > uint64(len(b)-p)/3 || nz > world.MaxZones {
+		return fail("zone count")
+	}
+	f.Loads = make([]ZoneLoad, 0, nz)
+	for range nz {
+		pl, ok1 := uv()
+		np, ok2 := uv()
+		if !ok1 || !ok2 || pl > math.MaxInt32 || np > math.MaxInt32 || p >= len(b) || b[p] > 1 {
+			return fail("zone load")
+		}
+		f.Loads = append(f.Loads, ZoneLoad{Players: int(pl), NPCs: int(np), Here: b[p] == 1})
+		p++
+	}
+	n, ok := uv()
+	if !ok || n > uint64(len(b)-p)/6 {
+		return fail("entity count")
+	}
+	f.Entities = make([]Entity, 0, n)
+	var id uint64
+	for i := range n {
+		delta, ok1 := uv()
+		zk, ok2 := uv()
+		if !ok1 || !ok2 || (i > 0 && delta == 0) || id+delta < id || zk/8 >= nz || p+4 > len(b) {
+			return fail("entity")
+		}
+		id += delta
+		f.Entities = append(f.Entities, Entity{ID: id, Zone: uint16(zk / 8), Kind: uint8(zk % 8),
+			X: float32(binary.LittleEndian.Uint16(b[p:])), Z: float32(binary.LittleEndian.Uint16(b[p+2:]))})
+		p += 4
+	}
+	if p != len(b) {
+		return fail("trailing bytes")
+	}
+	return f, nil
 }

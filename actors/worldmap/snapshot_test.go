@@ -1,77 +1,13 @@
 package worldmap
 
 import (
-	"encoding/binary"
-	"errors"
+	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ghostwire/ghostwire/zones/world"
 )
-
-// decoded is a frame read back the way the page reads it.
-type decoded struct {
-	seq   uint64
-	loads []ZoneLoad
-	ents  []Entity // X, Z are the 16-bit grid values
-}
-
-var errShort = errors.New("short frame")
-
-// decodeFrame mirrors the page's decode (map.html) for tests.
-func decodeFrame(b []byte) (decoded, error) {
-	var d decoded
-	p := 0
-	uv := func() (uint64, error) {
-		v, n := binary.Uvarint(b[p:])
-		if n <= 0 {
-			return 0, errShort
-		}
-		p += n
-		return v, nil
-	}
-	if len(b) == 0 || b[0] != frameVersion {
-		return d, errors.New("bad version")
-	}
-	p = 1
-	var err error
-	if d.seq, err = uv(); err != nil {
-		return d, err
-	}
-	nz, err := uv()
-	if err != nil {
-		return d, err
-	}
-	for range nz {
-		pl, err1 := uv()
-		np, err2 := uv()
-		if err1 != nil || err2 != nil || p >= len(b) {
-			return d, errShort
-		}
-		d.loads = append(d.loads, ZoneLoad{Players: int(pl), NPCs: int(np), Here: b[p] == 1})
-		p++
-	}
-	n, err := uv()
-	if err != nil {
-		return d, err
-	}
-	var id uint64
-	for range n {
-		delta, err1 := uv()
-		zk, err2 := uv()
-		if err1 != nil || err2 != nil || p+4 > len(b) {
-			return d, errShort
-		}
-		id += delta
-		d.ents = append(d.ents, Entity{ID: id, Zone: uint16(zk / 8), Kind: uint8(zk % 8),
-			X: float32(binary.LittleEndian.Uint16(b[p:])), Z: float32(binary.LittleEndian.Uint16(b[p+2:]))})
-		p += 4
-	}
-	if p != len(b) {
-		return d, errors.New("trailing bytes")
-	}
-	return d, nil
-}
 
 func TestEncodeRoundTrip(t *testing.T) {
 	w := world.Default()
@@ -85,11 +21,11 @@ func TestEncodeRoundTrip(t *testing.T) {
 		{ID: 8, Kind: 1, Zone: 1, X: 0, Z: 0},
 	}
 	loads := []ZoneLoad{{Players: 0, NPCs: 1, Here: true}, {NPCs: 1, Here: true}, {}, {Players: 1, Here: true}}
-	d, err := decodeFrame(enc.Encode(42, loads, ents))
+	d, err := Decode(enc.Encode(42, loads, ents))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.seq != 42 || len(d.loads) != 4 || d.loads[3] != loads[3] || d.loads[2].Here {
+	if d.Seq != 42 || len(d.Loads) != 4 || d.Loads[3] != loads[3] || d.Loads[2].Here {
 		t.Fatalf("header %+v", d)
 	}
 	want := []Entity{
@@ -98,12 +34,12 @@ func TestEncodeRoundTrip(t *testing.T) {
 		{ID: 0x4757_0000_0000 + 5<<20, Kind: 0, Zone: 3, X: 65535, Z: 65535},
 		{ID: 1<<64 - 1, Kind: maxKind, Zone: 2, X: 65535, Z: 0}, // clamped to the world and kind 7
 	}
-	if len(d.ents) != len(want) {
-		t.Fatalf("entities %+v, want %+v", d.ents, want)
+	if len(d.Entities) != len(want) {
+		t.Fatalf("entities %+v, want %+v", d.Entities, want)
 	}
 	for i := range want {
 		// The centre of a symmetric world is 32767.5: either neighbour.
-		if g := d.ents[i]; g.ID != want[i].ID || g.Kind != want[i].Kind || g.Zone != want[i].Zone ||
+		if g := d.Entities[i]; g.ID != want[i].ID || g.Kind != want[i].Kind || g.Zone != want[i].Zone ||
 			abs(g.X-want[i].X) > 1 || abs(g.Z-want[i].Z) > 1 {
 			t.Errorf("entity %d = %+v, want %+v", i, g, want[i])
 		}
@@ -148,4 +84,32 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "B/frame")
 	b.ReportMetric(float64(size)/float64(len(src)), "B/entity")
+}
+
+// Garbage never panics, and whatever decodes re-encodes to the same bytes
+// (ids, zones, kinds and the 16-bit positions survive exactly).
+func FuzzDecode(f *testing.F) {
+	w := world.Default()
+	enc := NewEncoder(w)
+	f.Add(append([]byte(nil), enc.Encode(1, make([]ZoneLoad, 4), crowd(w, 20))...))
+	f.Add(append([]byte(nil), enc.Encode(7, []ZoneLoad{{Players: 1, Here: true}}, nil)...))
+	f.Add([]byte{1, 0, 0, 0})
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	// An encoder whose world spans 0 … 65535 m maps the grid onto itself.
+	grid, err := world.New("grid", []world.Zone{{ID: "a", Rect: world.Rect{Max: [2]float64{65535, 65535}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	identity := NewEncoder(grid)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// Re-encode with positions already on the grid: an identity world.
+		again := identity.Encode(fr.Seq, fr.Loads, slices.Clone(fr.Entities))
+		if !bytes.Equal(again, b) {
+			t.Fatalf("decode → encode changed the frame:\n%x\n%x", b, again)
+		}
+	})
 }
