@@ -6,12 +6,12 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest cluster capacity fuzz-seeds bench-smoke verify bench fuzz generate peers
+.PHONY: help test vet race scale loadtest cluster capacity fuzz-seeds bench-smoke deploy-check verify bench fuzz generate peers
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: vet race scale fuzz-seeds bench-smoke ## the README's test command: vet, race tests, full-scale load tests, fuzz seed corpora, every benchmark once
+test: vet race scale fuzz-seeds bench-smoke deploy-check ## the README's test command: vet, race tests, full-scale load tests, fuzz seed corpora, every benchmark once, the deployment's contract
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
@@ -28,11 +28,19 @@ fuzz-seeds: ## run every fuzz target over its committed seed corpus only
 bench-smoke: ## every benchmark once (-benchtime=1x), to keep them compiling and running
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m $(PKGS)
 
+# The Kubernetes manifests' contract (deploy/README.md, "Local stand-in and proof"): renders every
+# kustomization under deploy/k8s, decodes it strictly into the API types, and runs the real zoned
+# and nats-server with the manifests' arguments and config. deploy/ is a module of its own, so the
+# product's go.mod stays free of Kubernetes; a few seconds once its modules are downloaded.
+deploy-check: ## the deployment's contract: render deploy/k8s, decode strictly, run zoned and NATS as the manifests configure them
+	cd deploy && $(GO) test -count=1 ./...
+
 verify: ## gofmt, vet, staticcheck, go mod tidy -diff, generated code (protobuf, docs/vectors) up to date
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 	$(GO) mod tidy -diff
+	cd deploy && $(GO) vet ./... && $(GO) mod tidy -diff
 	$(GO) generate ./... && git diff --exit-code -- '*.pb.go' docs/vectors
 	@out=$$(git status --porcelain -- docs/vectors); if [ -n "$$out" ]; then echo "docs/vectors: files go generate made that are not committed:"; echo "$$out"; exit 1; fi
 
@@ -81,6 +89,15 @@ loadtest: ## headline load test: zoned + botswarm here, zoned's /metrics scraped
 # fresh NATS store: no leases left over from an earlier run). Reports, node logs and each node's
 # /metrics (before and after the bots) land in $(CLUSTER_DIR); the exit status is botswarm's.
 # Ports differ from `make loadtest`, so both can run on one machine.
+#
+# One source of truth with Kubernetes: every node gets ZONED_CONFIG, the file the manifests mount
+# as the ConfigMap zoned-config (tick, NPCs, lease TTL, shutdown timeout), and the dev overlay's
+# flags (--dev-game=true: botswarm needs the lane-0 echo). What differs is what must differ on one
+# machine: node ids, ports, data dirs, node 1 embedding NATS, and a planned --zones split instead
+# of auto (nodes started one after another in auto mode leave node 1 the whole world).
+# deploy/zoned_test.go checks this recipe passes that file.
+ZONED_CONFIG ?= deploy/k8s/base/zoned.json
+CLUSTER_ZONED_FLAGS ?= --config $(ZONED_CONFIG) --dev-game=true
 CLUSTER_BOTS ?= 600
 CLUSTER_DURATION ?= 60s
 CLUSTER_SCENARIO ?= wander
@@ -92,7 +109,7 @@ CLUSTER_UDP_PORTS ?= 7811 7812 7813
 CLUSTER_HTTP_PORTS ?= 7821 7822 7823
 CLUSTER_NATS_PORT ?= 14811
 CLUSTER_ZONES ?= x0z0 x1z0 x0z1,x1z1
-CLUSTER_LEASE_TTL ?= 3s
+CLUSTER_LEASE_TTL ?=
 CLUSTER_READY_SECONDS ?= 60
 
 cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUSTER_BOTS, CLUSTER_DURATION, CLUSTER_SLO)
@@ -115,8 +132,8 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	  for i in 0 1 2; do n=n$$((i+1)); \
 	    join=(--nats-listen "$$h:$(CLUSTER_NATS_PORT)"); \
 	    if [ $$i -gt 0 ]; then join=(--nats "nats://$$h:$(CLUSTER_NATS_PORT)" --nats-creds "$$d/data-n1/node.creds" --key-file "$$d/data-n1/token.key"); fi; \
-	    "$$d/zoned" --node-id $$n --zones "$${zones[$$i]}" --data "$$d/data-$$n" --udp "$$h:$${udp[$$i]}" \
-	      --http "$$h:$${http[$$i]}" --lease-ttl $(CLUSTER_LEASE_TTL) "$${join[@]}" > "$$d/$$n.log" 2>&1 & pids[$$i]=$$!; \
+	    "$$d/zoned" $(CLUSTER_ZONED_FLAGS) --node-id $$n --zones "$${zones[$$i]}" --data "$$d/data-$$n" --udp "$$h:$${udp[$$i]}" \
+	      --http "$$h:$${http[$$i]}" $(if $(CLUSTER_LEASE_TTL),--lease-ttl $(CLUSTER_LEASE_TTL)) "$${join[@]}" > "$$d/$$n.log" 2>&1 & pids[$$i]=$$!; \
 	    ok=0; for t in $$(seq $$(( $(CLUSTER_READY_SECONDS) * 10 ))); do \
 	      if grep -q 'zoned ready' "$$d/$$n.log"; then ok=1; break; fi; \
 	      kill -0 "$${pids[$$i]}" 2>/dev/null || break; sleep 0.1; done; \
