@@ -19,7 +19,7 @@ import (
 // only if the render holds it or it is listed here.
 var externalSecrets = map[string][]string{
 	"ghostwire-token-key": {"key"},
-	"ghostwire-nats-auth": {"zoned-password", "admin-password", "sys-password"},
+	"ghostwire-nats-auth": {"node-password", "admin-password"},
 }
 
 // TestContract checks, in every render, what the objects promise each other:

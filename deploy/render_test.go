@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/kustomize/api/krusty"
+	kustomizetypes "sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
@@ -185,3 +188,39 @@ func containerNamed(st *appsv1.StatefulSet, name string) *corev1.Container {
 }
 
 func (b *bundle) String() string { return fmt.Sprintf("render of %s", b.dir) }
+
+// TestGrafanaDashboardConfigMap: k8s/monitoring turns deploy/grafana's
+// dashboard into a ConfigMap the Grafana sidecar loads, unchanged.
+func TestGrafanaDashboardConfigMap(t *testing.T) {
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
+	abs, err := filepath.Abs("k8s/monitoring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), abs)
+	if err != nil {
+		t.Fatalf("kustomize build --load-restrictor LoadRestrictionsNone k8s/monitoring: %v", err)
+	}
+	want, err := os.ReadFile("grafana/ghostwire.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Resources()) != 1 {
+		t.Fatalf("%d objects, want the one ConfigMap", len(m.Resources()))
+	}
+	y, err := m.Resources()[0].AsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(y, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["grafana_dashboard"] != "1" || cm.Data["ghostwire.json"] != string(want) {
+		t.Fatalf("ConfigMap %s: labels %v, dashboard carried unchanged: %v", cm.Name, cm.Labels, cm.Data["ghostwire.json"] == string(want))
+	}
+	if !json.Valid(want) {
+		t.Fatal("grafana/ghostwire.json is not JSON")
+	}
+}

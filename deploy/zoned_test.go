@@ -151,7 +151,7 @@ func testSecrets(t *testing.T) map[string]map[string]string {
 	}
 	return map[string]map[string]string{
 		"ghostwire-token-key": {"key": hexOf(32)},
-		"ghostwire-nats-auth": {"zoned-password": "gw" + hexOf(24), "admin-password": "gw" + hexOf(24), "sys-password": "gw" + hexOf(24)},
+		"ghostwire-nats-auth": {"node-password": "gw" + hexOf(24), "admin-password": "gw" + hexOf(24)},
 	}
 }
 
