@@ -2,8 +2,11 @@ package node
 
 import (
 	"net/http"
+	"time"
 
+	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/worldmap"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // routeMap serves the live world map on the HTTP mux: /map and its event
@@ -32,7 +35,7 @@ func (n *Node) startMap() error {
 	}
 	m, err := worldmap.New(worldmap.Config{
 		Sys: n.game.sys, World: n.game.zones.Map(), Node: n.node, Registerer: n.reg,
-		Log: n.log.With("component", "worldmap"),
+		Log: n.log.With("component", "worldmap"), RTT: n.playerRTT,
 		Owners: func() map[string]string {
 			out := map[string]string{}
 			for z, o := range n.leases.Owners() {
@@ -46,6 +49,26 @@ func (n *Node) startMap() error {
 	}
 	n.wmap.Store(m)
 	return nil
+}
+
+// playerRTT asks the connection of player (if it is connected here) for
+// its smoothed round-trip time.
+func (n *Node) playerRTT(player uint64) (time.Duration, bool) {
+	ss, err := n.game.gw.Sessions(time.Second)
+	if err != nil {
+		return 0, false
+	}
+	for _, s := range ss {
+		if s.Player != player {
+			continue
+		}
+		res, err := n.game.sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, time.Second).Result()
+		if st, ok := res.(*session.ServerStats); err == nil && ok {
+			return st.RTT, true
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // stopMap ends the map's event streams first, so the HTTP server's

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func TestWorldMapInBrowser(t *testing.T) {
 	}
 	sel := attr("data-selected")
 	if id, err := strconv.ParseUint(sel, 10, 64); err != nil || id < 100 || id >= 100+players ||
-		!strings.Contains(details, sel) || !strings.Contains(details, "zone") || !strings.Contains(details, "RTT") {
+		!strings.Contains(details, sel) || !strings.Contains(details, "zone") || !regexp.MustCompile(`RTT\s+[0-9.]+ ms`).MatchString(details) {
 		t.Errorf("details of %q: %q", sel, details)
 	}
 	final := shot()

@@ -52,6 +52,10 @@ type Config struct {
 	Buffer int
 	// Timeout bounds each zone's answer (default 1 s).
 	Timeout time.Duration
+	// RTT, when set, returns a connected player's round-trip time (asked
+	// only when someone clicks the player: it may cost a look over every
+	// session of the node). No address or other identity is shown.
+	RTT func(player uint64) (time.Duration, bool)
 	// Registerer, when set, gets the map's metrics (ghostwire_worldmap_*).
 	Registerer prometheus.Registerer
 	// Log receives the rare events; nil discards them.
@@ -372,8 +376,8 @@ type entityInfo struct {
 	Conn        string     `json:"conn,omitempty"`
 	View        int        `json:"view"`
 	LastApplied uint64     `json:"last_applied"`
-	// RTTMs is null: a connection's round-trip time is not visible to the
-	// zones yet.
+	// RTTMs is the player's smoothed round-trip time (null: not a player
+	// connected to this node, or not measured yet).
 	RTTMs *float64 `json:"rtt_ms"`
 }
 
@@ -415,6 +419,12 @@ func (m *Map) serveEntity(w http.ResponseWriter, r *http.Request) {
 	if info == nil {
 		http.Error(w, fmt.Sprintf("entity %d left zone %s", id, m.names[zi]), http.StatusNotFound)
 		return
+	}
+	if info.Kind == "player" && m.cfg.RTT != nil {
+		if rtt, ok := m.cfg.RTT(id); ok && rtt > 0 {
+			ms := float64(rtt) / float64(time.Millisecond)
+			info.RTTMs = &ms
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(info)
