@@ -552,7 +552,14 @@ func TestMakeClusterUsesTheManifestConfig(t *testing.T) {
 	if err != nil || string(onDisk) != string(rendered) {
 		t.Fatalf("the ConfigMap behind --config is not generated from %s (%v)", source, err)
 	}
-	out, err := exec.Command("make", "-n", "-C", "..", "cluster").CombinedOutput()
+	mk := exec.Command("make", "-n", "-C", "..", "cluster")
+	// Under `make test` the parent make's flags and jobserver would leak in.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAKEFLAGS=") && !strings.HasPrefix(kv, "MFLAGS=") && !strings.HasPrefix(kv, "MAKELEVEL=") {
+			mk.Env = append(mk.Env, kv)
+		}
+	}
+	out, err := mk.CombinedOutput()
 	if err != nil {
 		t.Fatalf("make -n cluster: %v\n%s", err, out)
 	}
