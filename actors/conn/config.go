@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/session"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Defaults of Config.
@@ -33,6 +36,11 @@ type Config struct {
 	Ghosts ghost.Config
 	// MaxInbound bounds the datagrams queued per connection, [1, MaxMaxInbound].
 	MaxInbound int
+	// Resume, when set, is asked for a player's saved state before its
+	// first Join: it calls done (from any goroutine, once, within about a
+	// second) with the zone to join (nil: the gateway's choice) and the
+	// checkpoint to restore (nil: a fresh spawn). Input waits meanwhile.
+	Resume func(player uint64, done func(zone *actor.PID, cp *handoff.Checkpoint))
 }
 
 // DefaultConfig returns the defaults documented on each field.

@@ -16,6 +16,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Params are what the gateway gives one connection.
@@ -55,10 +56,12 @@ type Conn struct {
 	stopped   bool // removed from its shard: every further event is dropped
 	zone      *actor.PID
 	zoneEpoch uint64
-	ctlEpoch  uint64 // the newest Control epoch taken
-	applied   uint64 // the newest applied move a zone reported
-	lastMove  uint64 // the newest move handed to an Input
-	fates     folded // packet fates already added to the pool's counters
+	ctlEpoch  uint64       // the newest Control epoch taken
+	applied   uint64       // the newest applied move a zone reported
+	resuming  bool         // Config.Resume asked, not answered yet
+	held      []*msg.Input // input that arrived meanwhile
+	lastMove  uint64       // the newest move handed to an Input
+	fates     folded       // packet fates already added to the pool's counters
 
 	// Shard bookkeeping.
 	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
@@ -120,6 +123,13 @@ func (c *Conn) handle(m any, now time.Duration) {
 		m.Release()
 	case *msg.Output:
 		c.onOutput(m)
+	case *resumed:
+		if c.resuming && !c.closed {
+			if m.zone != nil {
+				c.zone = m.zone
+			}
+			c.join(m.cp)
+		}
 	case *msg.Rejoin:
 		// The player's zone restarted elsewhere without it: join it again
 		// where its record left it. Moves the old owner applied after that
@@ -192,14 +202,45 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		c.verified = true
 		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Token: c.p.Token, Player: c.p.Player})
 		if c.zone != nil {
-			c.pool.sys.Root.Send(c.zone, &msg.Join{
-				Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
-				UserData: c.p.UserData,
-			})
-			c.joined = true
+			if resume := c.pool.cfg.Resume; resume != nil {
+				// Look the player's record up first (off the shard): it
+				// resumes where it was, in the zone it was in. Input waits.
+				c.resuming = true
+				pid, root := c.pid, c.pool.sys.Root
+				resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+					root.Send(pid, &resumed{zone: zone, cp: cp})
+				})
+			} else {
+				c.join(nil)
+			}
 		}
 	}
 	c.flushInput(now)
+}
+
+// resumed is the answer of Config.Resume, back on the connection's shard.
+type resumed struct {
+	zone *actor.PID
+	cp   *handoff.Checkpoint
+}
+
+// maxHeld bounds the inputs a connection holds while its player's record
+// is looked up (Config.Resume answers within a second: at 30 Hz, 30).
+const maxHeld = 64
+
+// join sends the player's Join (restored from cp when set), then whatever
+// input arrived while the record was looked up.
+func (c *Conn) join(cp *handoff.Checkpoint) {
+	c.pool.sys.Root.Send(c.zone, &msg.Join{
+		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		UserData: c.p.UserData, Restore: cp,
+	})
+	c.joined, c.resuming = true, false
+	for _, in := range c.held {
+		c.pool.sys.Root.Send(c.zone, in)
+	}
+	clear(c.held)
+	c.held = c.held[:0]
 }
 
 func (c *Conn) tellGateway(m any) {
@@ -242,13 +283,17 @@ func (c *Conn) flushInput(now time.Duration) {
 		in.Release()
 		return
 	}
+	in.Player = c.p.Player
+	in.Received = now
+	if c.resuming && len(c.held) < maxHeld {
+		c.held = append(c.held, in)
+		return
+	}
 	if c.zone == nil || !c.joined {
 		c.pool.counters.InputsDropped.Add(1)
 		in.Release()
 		return
 	}
-	in.Player = c.p.Player
-	in.Received = now
 	c.pool.sys.Root.Send(c.zone, in)
 }
 
@@ -369,6 +414,10 @@ func (c *Conn) onStop() {
 		return
 	}
 	c.stopped = true
+	for _, in := range c.held {
+		in.Release()
+	}
+	c.held, c.resuming = nil, false
 	if c.gm != nil {
 		c.gm.Close()
 	} else {

@@ -471,3 +471,69 @@ func testLog(t *testing.T, on bool) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// A player who comes back resumes from its record: in the zone it was in,
+// where it left, not at a spawn point — also on another node than the one
+// it played on.
+func TestPlayerResumesFromRecord(t *testing.T) {
+	var nodes []*Node
+	defer func() { stopAll(nodes) }()
+	for i, zones := range []string{"x0z0,x1z0", "x0z1,x1z1"} {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, nil)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	const player = 42
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	play := func(n *Node, d time.Duration) [3]float32 {
+		t.Helper()
+		s, err := client.Dial(ctx, n.PublicAddr().String(), mint(t, n, player), client.WithManualInput())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s.Control().Pos == [3]float32{} {
+			if ctx.Err() != nil {
+				t.Fatal("no control state")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		start := s.Control().Pos
+		tick := time.NewTicker(time.Second / 30)
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			<-tick.C
+			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 80, Yaw: move.YawFromRadians(2)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tick.Stop()
+		time.Sleep(300 * time.Millisecond) // the last moves' acks
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return start
+	}
+	play(nodes[0], 1500*time.Millisecond)
+	// The zone checkpoints the player as it leaves: the record goes offline.
+	kv := nodes[0].nats.kv[BucketPlayers]
+	var rec pb.PlayerRecord
+	waitFor(t, 10*time.Second, "the record to go offline", func() bool {
+		e, err := kv.Get(context.Background(), cluster.PlayerKey(player))
+		return err == nil && proto.Unmarshal(e.Value(), &rec) == nil && rec.GetState() == pb.PlayerState_PLAYER_STATE_OFFLINE
+	})
+	left := rec.GetCheckpoint().GetControl().GetPos()
+	// Back, through the other node's gateway: it starts where it left.
+	start := play(nodes[1], 200*time.Millisecond)
+	if start[0] != left.GetX() || start[2] != left.GetZ() {
+		t.Fatalf("resumed at %v, left at (%g, %g)", start, left.GetX(), left.GetZ())
+	}
+}

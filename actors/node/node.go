@@ -18,11 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/ghostwire/ghostwire/actors/admin"
+
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/worldmap"
 	"github.com/ghostwire/ghostwire/actors/zone"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
@@ -133,7 +136,34 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			n.players.Checkpoint(zone, cps, leaving, b.GatewayOfConn)
 		}
 	}
-	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, checkpoint, func(g *game) error {
+	// A player who connects resumes from its record: in the zone it was
+	// in, where it was (a reconnect after a crash, a drain, a break).
+	var sys atomic.Pointer[actor.ActorSystem]
+	resume := func(player uint64, done func(*actor.PID, *handoff.Checkpoint)) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			rec, err := n.players.Record(ctx, player)
+			s := sys.Load()
+			if err != nil || rec == nil || rec.GetCheckpoint() == nil || s == nil {
+				done(nil, nil)
+				return
+			}
+			if _, ok := wm.Zone(rec.GetZone()); !ok {
+				done(nil, nil) // the world map changed
+				return
+			}
+			cp, err := pbconv.CheckpointFromProto(rec.GetCheckpoint(), rec.GetEpoch())
+			if err != nil || cp.Entity != player {
+				log.Warn("player record not restorable", "player", player, "err", err)
+				done(nil, nil)
+				return
+			}
+			done(actor.NewPID(s.Address(), zone.ActorName(rec.GetZone())), cp)
+		}()
+	}
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, checkpoint, resume, func(g *game) error {
+		sys.Store(g.sys)
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
 			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,
 			Zones: func(id string) bool { _, ok := wm.Zone(id); return ok }})

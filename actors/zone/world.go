@@ -2,8 +2,10 @@ package zone
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,13 +21,20 @@ type World struct {
 	w    *world.World
 	base sim.Config
 	p    Params
-	pids map[string]*actor.PID // zones running here
-	ids  []string              // zones running here, in map order
-	all  []*actor.PID          // every zone of the map, by name (local zone or proxy)
-	m    *Metrics
+	// run: the zones running here. Spawn and Remove (one caller at a
+	// time: the node's membership) replace it; readers (metrics, the
+	// directory, admin, tests) on other goroutines load it.
+	run atomic.Pointer[running]
+	all []*actor.PID // every zone of the map, by name (local zone or proxy)
+	m   *Metrics
 
 	loadMu sync.Mutex
 	load   map[string][2]int // players, NPCs per running zone, about once a second
+}
+
+type running struct {
+	pids map[string]*actor.PID
+	ids  []string // in map order
 }
 
 // Start spawns one zone actor per zone of w, each configured from base
@@ -48,7 +57,8 @@ func StartZones(sys *actor.ActorSystem, w *world.World, base sim.Config, p Param
 	if p.Metrics == nil {
 		p.Metrics = new(Metrics)
 	}
-	out := &World{sys: sys, w: w, base: base, p: p, pids: map[string]*actor.PID{}, m: p.Metrics, load: map[string][2]int{}}
+	out := &World{sys: sys, w: w, base: base, p: p, m: p.Metrics, load: map[string][2]int{}}
+	out.run.Store(&running{pids: map[string]*actor.PID{}})
 	next := p.Load
 	out.p.Load = func(zone string, players, npcs int) {
 		out.loadMu.Lock()
@@ -85,7 +95,8 @@ func (w *World) Spawn(id string) error {
 	if i < 0 {
 		return fmt.Errorf("zone %q is not in world %q", id, w.w.Name())
 	}
-	if _, ok := w.pids[id]; ok {
+	cur := w.run.Load()
+	if _, ok := cur.pids[id]; ok {
 		return nil
 	}
 	n := w.w.Len()
@@ -104,13 +115,14 @@ func (w *World) Spawn(id string) error {
 	if err != nil {
 		return fmt.Errorf("zone %s: %w", id, err)
 	}
-	w.pids[id] = pid
-	w.ids = w.ids[:0]
+	next := &running{pids: maps.Clone(cur.pids)}
+	next.pids[id] = pid
 	for _, zn := range w.w.Zones() {
-		if _, ok := w.pids[zn.ID]; ok {
-			w.ids = append(w.ids, zn.ID)
+		if _, ok := next.pids[zn.ID]; ok {
+			next.ids = append(next.ids, zn.ID)
 		}
 	}
+	w.run.Store(next)
 	return nil
 }
 
@@ -126,16 +138,18 @@ func (w *World) Load(id string) (players, npcs int, ok bool) {
 // Remove stops the actor of zone id and waits for it (the node lost or
 // gave up the zone). Not safe for concurrent use with Spawn.
 func (w *World) Remove(id string) {
-	pid, ok := w.pids[id]
+	cur := w.run.Load()
+	pid, ok := cur.pids[id]
 	if !ok {
 		return
 	}
 	_ = w.sys.Root.StopFuture(pid).Wait()
-	delete(w.pids, id)
+	next := &running{pids: maps.Clone(cur.pids), ids: slices.DeleteFunc(slices.Clone(cur.ids), func(s string) bool { return s == id })}
+	delete(next.pids, id)
+	w.run.Store(next)
 	w.loadMu.Lock()
 	delete(w.load, id)
 	w.loadMu.Unlock()
-	w.ids = slices.DeleteFunc(w.ids, func(s string) bool { return s == id })
 }
 
 // Map returns the world map.
@@ -145,10 +159,10 @@ func (w *World) Map() *world.World { return w.w }
 func (w *World) Metrics() *Metrics { return w.m }
 
 // PID returns the actor of zone id (nil if there is none).
-func (w *World) PID(id string) *actor.PID { return w.pids[id] }
+func (w *World) PID(id string) *actor.PID { return w.run.Load().pids[id] }
 
 // IDs returns the ids of the zones running here, in map order.
-func (w *World) IDs() []string { return w.ids }
+func (w *World) IDs() []string { return w.run.Load().ids }
 
 // ZoneFor picks the zone a new player joins: spread by id over the map's
 // zones, deterministically (the same on every node of a cluster). The PID
@@ -160,8 +174,9 @@ func (w *World) ZoneFor(player uint64) *actor.PID {
 // Inspect runs fn inside every zone actor, one after another, and waits for
 // each (read-only use; tests and admin).
 func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
-	for _, id := range w.ids {
-		f := w.sys.Root.RequestFuture(w.pids[id], &Inspect{Fn: fn}, timeout)
+	run := w.run.Load()
+	for _, id := range run.ids {
+		f := w.sys.Root.RequestFuture(run.pids[id], &Inspect{Fn: fn}, timeout)
 		if _, err := f.Result(); err != nil {
 			return fmt.Errorf("inspect zone %s: %w", id, err)
 		}
@@ -171,15 +186,16 @@ func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 
 // Pause stops (true) or restarts (false) every zone's ticks.
 func (w *World) Pause(paused bool) {
-	for _, id := range w.ids {
-		w.sys.Root.Send(w.pids[id], &Pause{Paused: paused})
+	run := w.run.Load()
+	for _, id := range run.ids {
+		w.sys.Root.Send(run.pids[id], &Pause{Paused: paused})
 	}
 }
 
 // Stop stops every zone actor and waits until they have stopped.
 func (w *World) Stop() {
 	var fs []*actor.Future
-	for _, pid := range w.pids {
+	for _, pid := range w.run.Load().pids {
 		fs = append(fs, w.sys.Root.StopFuture(pid))
 	}
 	for _, f := range fs {
