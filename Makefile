@@ -135,7 +135,7 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	    "$$d/zoned" $(CLUSTER_ZONED_FLAGS) --node-id $$n --zones "$${zones[$$i]}" --data "$$d/data-$$n" --udp "$$h:$${udp[$$i]}" \
 	      --http "$$h:$${http[$$i]}" $(if $(CLUSTER_LEASE_TTL),--lease-ttl $(CLUSTER_LEASE_TTL)) "$${join[@]}" > "$$d/$$n.log" 2>&1 & pids[$$i]=$$!; \
 	    ok=0; for t in $$(seq $$(( $(CLUSTER_READY_SECONDS) * 10 ))); do \
-	      if grep -q 'zoned ready' "$$d/$$n.log"; then ok=1; break; fi; \
+	      if grep -qs 'zoned ready' "$$d/$$n.log"; then ok=1; break; fi; \
 	      kill -0 "$${pids[$$i]}" 2>/dev/null || break; sleep 0.1; done; \
 	    if [ $$ok -ne 1 ]; then echo "make cluster: node $$n not ready within $(CLUSTER_READY_SECONDS)s; $$d/$$n.log:"; tail -n 20 "$$d/$$n.log"; exit 1; fi; \
 	    grep -o 'msg="zoned ready".*owned=[^ ]*' "$$d/$$n.log" | sed "s/^/$$n: /"; \
