@@ -44,6 +44,9 @@ type Counters struct {
 	// the clients see. Each connection folds its own in about once a second
 	// and when it ends (see foldFates).
 	PacketsDelivered, PacketsLost atomic.Uint64
+	// RTT samples every connection's smoothed round-trip time about once
+	// a second (see foldFates).
+	RTT RTTHistogram
 }
 
 // count files a Receive error under its counter, as session.Counters does.

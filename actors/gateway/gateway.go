@@ -246,6 +246,10 @@ func (g *Gateway) Close(ctx context.Context) error {
 	return err
 }
 
+// RTT returns the connections' round-trip-time histogram (sampled once a
+// second per connection; see conn.RTTHistogram).
+func (g *Gateway) RTT() *conn.RTTHistogram { return &g.cc.RTT }
+
 // Stats returns a snapshot of the counters.
 func (g *Gateway) Stats() Stats {
 	c := g.st

@@ -13,7 +13,7 @@ type collector struct {
 
 	datagrams, bytes, rejected, handshakes, denied, closed, conns, drops *prometheus.Desc
 	events                                                               *prometheus.Desc
-	packets                                                              *prometheus.Desc
+	packets, rtt                                                         *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -30,6 +30,8 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 		events:     prometheus.NewDesc("ghostwire_gateway_conn_events_total", "Connection-level events.", []string{"event"}, nil),
 		packets: prometheus.NewDesc("ghostwire_gateway_packets_total",
 			"Packets sent to clients whose fate is known: delivered (acknowledged) or lost (declared dropped); the packet loss clients see.", []string{"fate"}, nil),
+		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
+			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
 	if err := reg.Register(c); err != nil {
 		return fmt.Errorf("gateway: register metrics: %w", err)
@@ -38,7 +40,7 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt} {
 		ch <- d
 	}
 }
@@ -75,6 +77,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")
+	b, n, sum := c.g.RTT().Snapshot()
+	ch <- prometheus.MustNewConstHistogram(c.rtt, n, sum, b)
 	counter(c.packets, s.PacketsDelivered, "delivered")
 	counter(c.packets, s.PacketsLost, "lost")
 	counter(c.drops, s.InboundDropped, "inbound")

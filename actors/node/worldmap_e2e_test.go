@@ -147,9 +147,13 @@ func TestWorldMapInBrowser(t *testing.T) {
 	}
 	final := shot()
 
-	// The clients' packets have fates by now (folded once a second): the
-	// packet-loss metric the Grafana dashboard charts is fed.
-	waitAttr("packet fates counted", 5*time.Second, func() bool { return n.Gateway().Stats().PacketsDelivered > 0 })
+	// The clients' packets have fates and RTTs by now (folded once a
+	// second): the packet-loss and RTT metrics the Grafana dashboard charts
+	// are fed.
+	waitAttr("packet fates and RTTs counted", 5*time.Second, func() bool {
+		_, rtts, _ := n.Gateway().RTT().Snapshot()
+		return n.Gateway().Stats().PacketsDelivered > 0 && rtts > 0
+	})
 	t.Logf("world map live after %v", time.Since(t0).Round(time.Millisecond))
 
 	dir := filepath.Join(os.TempDir(), "ghostwire-artifacts")
