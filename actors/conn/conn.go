@@ -61,6 +61,7 @@ type Conn struct {
 	resuming  bool         // Config.Resume asked, not answered yet
 	held      []*msg.Input // input that arrived meanwhile
 	lastMove  uint64       // the newest move handed to an Input
+	unacked   []move.Move  // moves handed on, not yet reported applied (resent on a Rejoin)
 	fates     folded       // packet fates already added to the pool's counters
 
 	// Shard bookkeeping.
@@ -114,6 +115,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
 		c.applied = max(c.applied, m.LastApplied)
+		c.ackMoves(c.applied)
 		if c.srv != nil {
 			c.srv.SetControl(m.LastApplied, m.State)
 			if m.Force {
@@ -136,10 +138,28 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// checkpoint are lost (at most a checkpoint period), never applied
 		// twice: the fence is the newest this connection was told of.
 		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil {
+			fence := max(c.applied, m.Restore.LastApplied)
 			c.pool.sys.Root.Send(c.zone, &msg.Join{
 				Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
-				LastApplied: max(c.applied, m.Restore.LastApplied), UserData: c.p.UserData, Restore: m.Restore,
+				LastApplied: fence, UserData: c.p.UserData, Restore: m.Restore,
 			})
+			// The moves the old owner never reported applied go again:
+			// the client will not resend what this connection already took.
+			in := msg.NewInput()
+			in.Player, in.Received = c.p.Player, now
+			for _, mv := range c.unacked {
+				if mv.Seq > fence {
+					in.Moves = append(in.Moves, mv)
+				}
+			}
+			if len(in.Moves) > 0 && in.Moves[0].Seq > fence+1 {
+				in.LostBefore = in.Moves[0].Seq - fence - 1 // older than the connection kept
+			}
+			if len(in.Moves) > 0 {
+				c.pool.sys.Root.Send(c.zone, in)
+			} else {
+				in.Release()
+			}
 			c.pool.counters.Rejoins.Add(1)
 		}
 	case *msg.Redirect:
@@ -258,6 +278,26 @@ func (c *Conn) Move(m move.Move) {
 	}
 	c.lastMove = m.Seq
 	in.Moves = append(in.Moves, m)
+	if len(c.unacked) == maxUnacked {
+		copy(c.unacked, c.unacked[1:]) // an outage longer than that: the oldest cannot be resent
+		c.unacked = c.unacked[:maxUnacked-1]
+	}
+	c.unacked = append(c.unacked, m)
+}
+
+// maxUnacked bounds the moves a connection keeps until a zone reports them
+// applied: about 8 s of 30 Hz input, longer than a zone's failover.
+const maxUnacked = 256
+
+// ackMoves forgets the moves a zone reported applied.
+func (c *Conn) ackMoves(applied uint64) {
+	i := 0
+	for i < len(c.unacked) && c.unacked[i].Seq <= applied {
+		i++
+	}
+	if i > 0 {
+		c.unacked = c.unacked[:copy(c.unacked, c.unacked[i:])]
+	}
 }
 
 // Event implements session.ServerHandler: e.Payload is valid during the call

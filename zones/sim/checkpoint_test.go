@@ -92,3 +92,33 @@ func TestRestoreFromCheckpoint(t *testing.T) {
 		t.Fatalf("restore outside the zone: %v", err)
 	}
 }
+
+// A restored player's first input replays the moves its dead owner never
+// applied at once (they are owed the time they took); later inputs are
+// held to real time again.
+func TestRestoredPlayerReplaysItsBacklog(t *testing.T) {
+	z := oneZone(t, nil)
+	cp := Checkpoint{Entity: 9, Epoch: 1, Control: move.ControlState{Pos: [3]float32{-400, 0, -400}}, LastApplied: 10}
+	if err := z.Restore(0, cp, "c", 10); err != nil {
+		t.Fatal(err)
+	}
+	var backlog []move.Move
+	for seq := uint64(11); seq <= 110; seq++ { // 100 moves: 5 s of input
+		backlog = append(backlog, fwd(seq, 0))
+	}
+	z.Input(0, 9, backlog)
+	z.Step(50 * time.Millisecond)
+	if info, _ := z.Entity(9); info.LastApplied != 110 {
+		t.Fatalf("applied up to %d of 110 in the first tick", info.LastApplied)
+	}
+	// A second burst is ordinary input: held to the time credit.
+	var more []move.Move
+	for seq := uint64(111); seq <= 160; seq++ {
+		more = append(more, fwd(seq, 0))
+	}
+	z.Input(0, 9, more)
+	z.Step(100 * time.Millisecond)
+	if info, _ := z.Entity(9); info.LastApplied >= 130 {
+		t.Fatalf("a later burst applied up to %d in one tick: faster than real time", info.LastApplied)
+	}
+}

@@ -110,7 +110,8 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		e.applied = false
 		// Credit follows the scheduled clock, not the number of ticks: a
 		// zone that skipped ticks owes its players that time too.
-		e.credit = min(e.credit+elapsed, z.cfg.MaxCredit)
+		// A restored player's replay burst (InputBatch) is spent, not capped.
+		e.credit = max(e.credit, min(e.credit+elapsed, z.cfg.MaxCredit))
 		lostBefore := e.queue.Stats().Lost
 		start := e.state.Pos
 		var spent time.Duration

@@ -55,6 +55,7 @@ type entity struct {
 	since  time.Duration // arrived here (dwell)
 
 	// Players.
+	burst   bool // restored: the next input's moves are owed their time (InputBatch)
 	conn    string
 	queue   handoff.MoveQueue
 	credit  time.Duration
@@ -284,7 +285,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.health, e.name, e.conn = 1000, nm, conn
 	e.queue.Reset(lastApplied)
 	z.seqExtra(e)
-	e.credit = z.cfg.MaxCredit
+	e.credit, e.burst = z.cfg.MaxCredit, false
 	e.correct = true // the client learns its spawn state
 	z.hand.SetConn(entity, conn)
 	z.stats.Joins++
@@ -328,6 +329,20 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 		if s, ok := z.byID[entity]; ok {
 			e := &z.ents[s]
 			before := e.queue.Stats().Dropped
+			if e.burst {
+				// The first input after a restore carries the moves the
+				// dead owner never applied: they get the time they took,
+				// or the player would lag that far behind its input for
+				// as long as it keeps moving.
+				e.burst = false
+				var d time.Duration
+				for _, m := range moves {
+					if m.Seq > e.queue.LastApplied() {
+						d += time.Duration(m.Dt) * time.Second / move.DtHz
+					}
+				}
+				e.credit += min(d, maxRestoreBurst)
+			}
 			e.queue.PushBatch(lostBefore, moves)
 			z.stats.MovesDropped += e.queue.Stats().Dropped - before
 		}
@@ -335,6 +350,10 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 	z.applyHandoff(now)
 	return act
 }
+
+// maxRestoreBurst bounds the input time a restored player's first input
+// may replay at once (a failover takes a few seconds).
+const maxRestoreBurst = 10 * time.Second
 
 // Handoff takes a handoff message from another zone.
 func (z *Zone) Handoff(now time.Duration, m handoff.Msg) {
@@ -475,7 +494,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 		e.queue.Reset(st.LastApplied)
 		z.seqExtra(e)
 		z.push(e, a.Moves)
-		e.credit = z.cfg.MaxCredit
+		e.credit, e.burst = z.cfg.MaxCredit, false
 		e.set.Reset()
 		e.seedIDs = append(e.seedIDs[:0], st.Interest...)
 	}
@@ -554,6 +573,7 @@ type EntityInfo struct {
 	LastApplied uint64
 	Conn        string
 	View        int // players: interest set size
+	Queued      int // players: moves waiting (for time credit or a missing move)
 }
 
 // Entity returns what the zone knows about an entity.
@@ -566,7 +586,7 @@ func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
 	return EntityInfo{
 		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
 		Replica: e.role == roleReplica, Owner: e.owner, Epoch: e.epoch, State: e.state,
-		LastApplied: e.queue.LastApplied(), Conn: e.conn, View: e.set.Len(),
+		LastApplied: e.queue.LastApplied(), Conn: e.conn, View: e.set.Len(), Queued: e.queue.Len(),
 	}, true
 }
 
