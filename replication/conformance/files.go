@@ -55,6 +55,7 @@ var builders = []builder{
 	{"ghost.json", ghostDoc},
 	{"handshake.json", handshakeDoc},
 	{"session.json", sessionDoc},
+	{"redirect.json", redirectDoc},
 	{"stock.json", stockDoc},
 }
 

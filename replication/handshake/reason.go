@@ -31,9 +31,14 @@ const (
 	ReasonKicked         Reason = 35 // an operator or the game removed the player
 	ReasonProtocolError  Reason = 36 // the peer broke the protocol
 	ReasonDuplicate      Reason = 37 // the player connected again elsewhere; this session is superseded
+	// ReasonRedirected: the client follows the server's Redirect (its
+	// Disconnect is the Redirect's acknowledgement). Only a client sends
+	// it, and only to a server that sent a Redirect, so no older peer
+	// ever receives it.
+	ReasonRedirected Reason = 38
 )
 
-const numReasons = 38
+const numReasons = 39
 
 // reasonInfo is read-only: names and denial errors, indexed by Reason.
 var reasonInfo = [numReasons]struct {
@@ -56,6 +61,7 @@ var reasonInfo = [numReasons]struct {
 	ReasonKicked:         {"kicked", nil},
 	ReasonProtocolError:  {"protocol error", nil},
 	ReasonDuplicate:      {"duplicate session", nil},
+	ReasonRedirected:     {"redirected", nil},
 }
 
 func (r Reason) String() string {
@@ -72,7 +78,7 @@ func (r Reason) Valid() bool { return r < numReasons && reasonInfo[r].name != ""
 func (r Reason) IsDenial() bool { return r >= ReasonServerFull && r <= ReasonBusy }
 
 // IsDisconnect reports whether r is sent in Disconnect.
-func (r Reason) IsDisconnect() bool { return r >= ReasonClientQuit && r <= ReasonDuplicate }
+func (r Reason) IsDisconnect() bool { return r >= ReasonClientQuit && r <= ReasonRedirected }
 
 // Err returns the sentinel error a denial reason stands for (nil for
 // disconnect reasons and invalid values).

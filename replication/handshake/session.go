@@ -247,3 +247,114 @@ func (s *Session) Close(r Reason) {
 	}
 	s.state = StateClosed
 }
+
+// redirectPlainSize is a Redirect's encrypted part: the new server's
+// address and the connect token for it.
+const redirectPlainSize = addrSize + TokenSize
+
+// AppendRedirect appends one Redirect packet telling the client to
+// reconnect to server with token (a whole connect token, TokenSize bytes,
+// that lists server). It leaves the session connected: the client's
+// Disconnect (ReasonRedirected) is its acknowledgement, and until it arrives
+// the server sends copies, each with a fresh sequence number like the
+// Disconnect's. Only a server session sends it.
+//
+// Layout: kind, connection id, sequence number (8, little-endian), then
+// address (19) ‖ token (619) encrypted, tag; associated data = connection id
+// ‖ kind ‖ sequence number (docs/protocol.md §7.19).
+func (s *Session) AppendRedirect(dst []byte, server netip.AddrPort, token []byte) ([]byte, error) {
+	switch {
+	case s.role != RoleServer:
+		return dst, fmt.Errorf("%w: only a server redirects", ErrConfig)
+	case len(token) != TokenSize:
+		return dst, fmt.Errorf("%w: redirect token of %d bytes, want %d", ErrConfig, len(token), TokenSize)
+	case !server.IsValid() || server.Port() == 0 || server.Addr().IsUnspecified():
+		return dst, fmt.Errorf("%w: redirect address %v", ErrConfig, server)
+	case s.state >= StateDraining:
+		return dst, ErrClosed
+	case s.state == StatePending:
+		return dst, ErrUnverified
+	}
+	seq := s.send.NextSeq()
+	var hdr [1 + 8]byte
+	hdr[0] = KindRedirect.ControlByte()
+	binary.LittleEndian.PutUint64(hdr[1:], seq)
+	var pt [redirectPlainSize]byte
+	putAddr(pt[:], canonAddr(server))
+	copy(pt[addrSize:], token)
+	n := len(dst)
+	dst = append(dst, hdr[0])
+	dst = append(dst, s.id[:]...)
+	dst = append(dst, hdr[1:]...)
+	out, err := s.send.Seal(dst, hdr[:], pt[:], seq)
+	clear(pt[:])
+	if err != nil {
+		return dst[:n], err
+	}
+	return out, nil
+}
+
+// ParseRedirectID returns the connection id a Redirect packet names, for
+// routing; Session.OpenRedirect authenticates it.
+func ParseRedirectID(pkt []byte) (ConnID, error) {
+	var id ConnID
+	if k, err := Classify(pkt); err != nil {
+		return id, err
+	} else if k != KindRedirect {
+		return id, ErrUnexpected
+	}
+	copy(id[:], pkt[1:1+ConnIDSize])
+	return id, nil
+}
+
+var (
+	errRedirectAddr  = &FieldError{"redirect", "address", ErrMalformed}
+	errRedirectToken = &FieldError{"redirect", "token", ErrMalformed}
+)
+
+// OpenRedirect authenticates a Redirect packet (a client session only) and
+// returns the server to reconnect to and its connect token (a new slice).
+// The token's header must be canonical and list that server. It changes
+// nothing but the replay window: the caller closes the session with a
+// Disconnect (ReasonRedirected). Later copies fail with ErrDuplicate (the
+// same packet again) or succeed again (another copy): take the first.
+func (s *Session) OpenRedirect(pkt []byte) (netip.AddrPort, []byte, error) {
+	id, err := ParseRedirectID(pkt)
+	if err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	switch {
+	case s.role != RoleClient:
+		return netip.AddrPort{}, nil, ErrUnexpected
+	case id != s.id:
+		return netip.AddrPort{}, nil, ErrWrongConn
+	case s.state == StateClosed:
+		return netip.AddrPort{}, nil, ErrClosed
+	}
+	seq := binary.LittleEndian.Uint64(pkt[1+ConnIDSize:])
+	if err := s.window.Check(seq); err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	var hdr [1 + 8]byte
+	hdr[0] = pkt[0]
+	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
+	var pt [redirectPlainSize]byte
+	if _, err := s.recv.Open(pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	// Authenticated, so the server sent it; still refuse what a client
+	// could not follow.
+	server, ok := getAddr(pt[:addrSize])
+	if !ok {
+		return netip.AddrPort{}, nil, errRedirectAddr
+	}
+	tok, err := ParseToken(pt[addrSize:])
+	if err != nil || !tok.Lists(server) {
+		return netip.AddrPort{}, nil, errRedirectToken
+	}
+	if err := s.window.Commit(seq); err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	s.opened = true
+	return server, tok.Bytes(), nil
+}

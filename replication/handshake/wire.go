@@ -32,6 +32,9 @@ const (
 	DeniedSize       = 1 + 1 + TokenIDSize                 // 26
 	DisconnectSize   = 1 + ConnIDSize + 8 + 1 + TagSize    // 34
 	NoConnectionSize = 1 + ConnIDSize                      // 9
+	// RedirectSize: kind, connection id, sequence, then the new server's
+	// address and a whole connect token, encrypted, and the tag (671).
+	RedirectSize = 1 + ConnIDSize + 8 + addrSize + TokenSize + TagSize
 )
 
 // Kind is the type of a datagram, read from its first byte.
@@ -54,11 +57,12 @@ const (
 	KindDisconnect        Kind = 6 // either way, protected, a Reason
 	KindNoConnection      Kind = 7 // server → client: that connection does not exist here
 	KindRouted            Kind = 8 // long-form protected packet: connection id, then as KindData
-	numKinds                   = 9
+	KindRedirect          Kind = 9 // server → client, protected: reconnect there with this token
+	numKinds                   = 10
 )
 
 var kindNames = [numKinds]string{"data", "connect request", "challenge", "challenge response",
-	"accepted", "denied", "disconnect", "no connection", "routed"}
+	"accepted", "denied", "disconnect", "no connection", "routed", "redirect"}
 
 func (k Kind) String() string {
 	if k < numKinds {
@@ -72,7 +76,7 @@ func (k Kind) ControlByte() byte { return byte(k)<<2 | 3 }
 
 // sizes[k] is the exact size of kind k, or 0 when it is variable (data, routed).
 var sizes = [numKinds]int{0, RequestSize, ChallengeSize, RequestSize, AcceptedSize, DeniedSize,
-	DisconnectSize, NoConnectionSize, 0}
+	DisconnectSize, NoConnectionSize, 0, RedirectSize}
 
 // Classify names the kind of a datagram from its first byte and length alone:
 // no crypto, no allocation, a few nanoseconds. It is the gateway's first filter;

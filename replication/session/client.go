@@ -85,6 +85,8 @@ type Client struct {
 	lastHeard time.Duration // newest authenticated packet (long-form decision)
 	noConn    bool          // a NoConnection hint since the server was last heard
 	noConnN   uint64
+
+	redirect *RedirectError // the server's Redirect, once taken
 }
 
 // NewClient parses token (handshake.IssueToken's bytes) and prepares to
@@ -198,6 +200,13 @@ func (c *Client) Control() move.ControlState { return c.pred.Current() }
 // (old − new): a renderer may blend it out instead of snapping.
 func (c *Client) ControlOffset() [3]float32 { return c.pred.Offset() }
 
+// Redirect returns the server's Redirect once one was taken: the server to
+// connect to next and a connect token for it (a new Client with them
+// continues as the same player). The client then acknowledges it with its
+// Disconnect copies (ReasonRedirected): keep Polling it until it is closed,
+// while the new Client connects. Its Err is the same *RedirectError.
+func (c *Client) Redirect() (*RedirectError, bool) { return c.redirect, c.redirect != nil }
+
 // LastAck is the newest move the server acknowledged applying.
 func (c *Client) LastAck() uint64 { return c.stream.Acked() }
 
@@ -266,6 +275,7 @@ func (c *Client) Stats() ClientStats {
 		Challenges:   c.challenges,
 		NoConnection: c.noConnN,
 		ConnectTime:  c.connectTime,
+		Redirected:   b2u(c.redirect != nil),
 		Notify:       c.e.nc.Stats(),
 		EventsSent:   c.e.evs.Stats(),
 		EventsRecv:   c.e.evr.Stats(),
@@ -334,6 +344,8 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 			c.close(&DisconnectError{Reason: r})
 		}
 		return nil
+	case handshake.KindRedirect:
+		return c.takeRedirect(now, pkt)
 	case handshake.KindData:
 	case handshake.KindRouted:
 		id, short, err := handshake.ParseRouted(pkt)
@@ -368,6 +380,31 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 		return c.protocolError(now, errPacketType)
 	}
 	c.processFates()
+	return nil
+}
+
+// takeRedirect authenticates a Redirect and, the first time, starts the
+// Disconnect copies that acknowledge it (docs/protocol.md §7.19).
+func (c *Client) takeRedirect(now time.Duration, pkt []byte) error {
+	e := &c.e
+	if e.sess == nil {
+		return handshake.ErrUnexpected
+	}
+	to, tok, err := e.sess.OpenRedirect(pkt)
+	if err != nil {
+		return err
+	}
+	e.c.Accepted++
+	e.lastRecv = now
+	if c.redirect != nil || c.state != handshake.StateConnected {
+		return nil // another copy, or we are closing anyway
+	}
+	c.redirect = &RedirectError{Server: to, Token: tok}
+	if e.startDisconnect(now, handshake.ReasonRedirected) {
+		c.state, c.err = handshake.StateDraining, c.redirect
+	} else {
+		c.close(c.redirect)
+	}
 	return nil
 }
 
@@ -624,4 +661,11 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 	e.lastHdr = hl
 	e.sentData(now, probe)
 	return out, nil
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -40,6 +40,14 @@ const (
 	// own packet: at 20 % loss all five are lost with probability 0.03 %).
 	DefaultDisconnectCopies   = 5
 	DefaultDisconnectInterval = 25 * time.Millisecond
+	// DefaultRedirectInterval and DefaultRedirectTimeout: a redirecting
+	// server resends its Redirect this often until the client's Disconnect
+	// acknowledges it, for at most this long, then falls back to a
+	// Disconnect(ServerShutdown) — which is also all an older client, that
+	// drops the unknown packet, ever sees. Twenty copies: at 50 % loss all
+	// are lost with probability 1e-6; 671 bytes each, 13 KB/s while it lasts.
+	DefaultRedirectInterval = 50 * time.Millisecond
+	DefaultRedirectTimeout  = time.Second
 	// DefaultRetryInterval, DefaultRetryBackoff and DefaultMaxRetryInterval
 	// pace the client's connect requests: 100 ms, then ×1.5 per retry up to
 	// 1 s, so a lossy path connects fast and a dead one is not hammered.
@@ -93,6 +101,12 @@ type ServerConfig struct {
 	// graceful close. Copies [1, 32], interval [0, 1 s].
 	DisconnectCopies   int
 	DisconnectInterval time.Duration
+	// RedirectInterval, RedirectTimeout: how often Redirect copies go and
+	// how long the server waits for the client to acknowledge one before it
+	// disconnects it instead (Server.Redirect). Zero means the default;
+	// interval [0, 1 s], timeout [0, 1 min].
+	RedirectInterval time.Duration
+	RedirectTimeout  time.Duration
 }
 
 // DefaultServerConfig returns the defaults above.
@@ -109,6 +123,8 @@ func DefaultServerConfig() ServerConfig {
 		Timeout:            DefaultTimeout,
 		DisconnectCopies:   DefaultDisconnectCopies,
 		DisconnectInterval: DefaultDisconnectInterval,
+		RedirectInterval:   DefaultRedirectInterval,
+		RedirectTimeout:    DefaultRedirectTimeout,
 	}
 }
 
@@ -132,6 +148,10 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("%w: MinPacketSize %d outside [64, MaxPacketSize]", ErrConfig, c.MinPacketSize)
 	case c.Bandwidth < c.MinPacketSize || c.Bandwidth > 1<<30:
 		return fmt.Errorf("%w: Bandwidth %d outside [MinPacketSize, 1<<30]", ErrConfig, c.Bandwidth)
+	case c.RedirectInterval < 0 || c.RedirectInterval > time.Second:
+		return fmt.Errorf("%w: RedirectInterval %v outside [0, 1s]", ErrConfig, c.RedirectInterval)
+	case c.RedirectTimeout < 0 || c.RedirectTimeout > time.Minute:
+		return fmt.Errorf("%w: RedirectTimeout %v outside [0, 1m]", ErrConfig, c.RedirectTimeout)
 	}
 	return validateTimers(c.KeepAlive, c.Timeout, c.DisconnectCopies, c.DisconnectInterval)
 }

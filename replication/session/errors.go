@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
@@ -47,4 +48,17 @@ type DisconnectError struct {
 
 func (e *DisconnectError) Error() string {
 	return fmt.Sprintf("session: disconnected by peer: %v", e.Reason)
+}
+
+// RedirectError is Err when the server moved the client to another server
+// (a Redirect, docs/protocol.md §7.19): connect a new Client to Server with
+// Token to continue as the same player. Token is a whole connect token,
+// short-lived and good for one session.
+type RedirectError struct {
+	Server netip.AddrPort
+	Token  []byte
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("session: redirected to %v", e.Server)
 }

@@ -92,6 +92,9 @@ type world struct {
 	buf       []byte
 	noConnOut int // NoConnection replies the "gateway" sent
 	capture   func(dir string, p []byte)
+	// ignoreS2C, when set, makes the client ignore a server datagram as a
+	// client of an older version would (it is dropped unseen).
+	ignoreS2C func(p []byte) bool
 }
 
 type worldOpt func(*worldCfg)
@@ -199,7 +202,11 @@ func (w *world) step(dt time.Duration) {
 			w.pipe.BtoA.Send(w.now, out)
 		}
 	}
-	w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
+	w.pipe.BtoA.Deliver(w.now, func(p []byte) {
+		if w.ignoreS2C == nil || !w.ignoreS2C(p) {
+			w.cli.Receive(w.now, p)
+		}
+	})
 	w.checkDeadlines()
 }
 

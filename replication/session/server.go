@@ -100,6 +100,14 @@ type Server struct {
 	replyLong bool
 	heardAny  bool
 	newestIn  uint64
+
+	// Redirect in progress (Redirect): copies until the client's Disconnect
+	// acknowledges one or redirUntil passes.
+	redirecting bool
+	redirTo     netip.AddrPort
+	redirTok    []byte
+	redirNext   time.Duration
+	redirUntil  time.Duration
 }
 
 // NewServer returns the server end of the connection sess (from
@@ -112,6 +120,12 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	}
 	if sess == nil || sess.Role() != handshake.RoleServer {
 		return nil, fmt.Errorf("%w: NewServer needs a server session", ErrConfig)
+	}
+	if cfg.RedirectInterval == 0 {
+		cfg.RedirectInterval = DefaultRedirectInterval
+	}
+	if cfg.RedirectTimeout == 0 {
+		cfg.RedirectTimeout = DefaultRedirectTimeout
 	}
 	s := &Server{cfg: cfg, h: h}
 	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
@@ -232,6 +246,70 @@ func (s *Server) Close(now time.Duration, r handshake.Reason) {
 		r = handshake.ReasonServerShutdown
 	}
 	s.e.startDisconnect(now, r)
+}
+
+// Redirect moves the client to another server: the next Polls send a
+// Redirect naming server with token (a connect token for the same player
+// that lists server, handshake.IssueToken) every RedirectInterval, and
+// nothing else, until the client's Disconnect (ReasonRedirected)
+// acknowledges it — the session then closes with that reason — or
+// RedirectTimeout passes, when the server disconnects it with
+// ReasonServerShutdown instead (an older client drops the Redirect unread
+// and sees only that). Packets from the client are still taken meanwhile.
+// A session whose client never proved its address closes at once; one that
+// is already closing keeps closing. docs/protocol.md §7.19.
+func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte) error {
+	if len(token) != handshake.TokenSize || !server.IsValid() {
+		return fmt.Errorf("%w: redirect to %v with a %d-byte token", ErrConfig, server, len(token))
+	}
+	switch s.e.sess.State() {
+	case handshake.StatePending:
+		s.e.sess.Close(handshake.ReasonServerShutdown)
+		return nil
+	case handshake.StateConnected:
+	default:
+		return ErrClosed
+	}
+	if s.e.discLeft > 0 || s.redirecting {
+		return ErrClosed
+	}
+	s.redirecting = true
+	s.redirTo, s.redirTok = server, append([]byte(nil), token...)
+	s.redirNext, s.redirUntil = now, now+s.cfg.RedirectTimeout
+	return nil
+}
+
+// Redirecting reports whether a Redirect waits for the client's
+// acknowledgement.
+func (s *Server) Redirecting() bool {
+	return s.redirecting && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0
+}
+
+// pollRedirect sends the next Redirect copy when due, or gives up on the
+// acknowledgement and starts the Disconnect.
+func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
+	e := &s.e
+	if now >= s.redirUntil {
+		s.redirecting = false
+		e.startDisconnect(now, handshake.ReasonServerShutdown)
+		return e.pollDisconnect(now, dst)
+	}
+	if now < s.redirNext {
+		return dst, nil
+	}
+	n := len(dst)
+	out, err := e.sess.AppendRedirect(dst, s.redirTo, s.redirTok)
+	if err != nil {
+		s.redirecting = false
+		e.startDisconnect(now, handshake.ReasonServerShutdown)
+		return dst[:n], fmt.Errorf("session: redirect: %w", err)
+	}
+	s.redirNext = now + s.cfg.RedirectInterval
+	e.lastSend, e.sentAny = now, true
+	e.c.PacketsOut++
+	e.c.RedirectOut++
+	e.c.BytesOut += uint64(len(out) - n)
+	return out, nil
 }
 
 // PopGhostFates appends the fates of the packets whose ghost section carried
@@ -430,6 +508,9 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	if e.sess.State() == handshake.StatePending {
 		return d
 	}
+	if s.redirecting {
+		return min(d, s.redirNext, s.redirUntil)
+	}
 	d = min(d, e.lastSend+e.keepAlive)
 	slot := max(now, s.nextData)
 	if !e.sentAny || e.owed || e.peerStreaming(slot) || s.hasContent(slot) {
@@ -445,7 +526,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // deadline too (Poll then builds a data packet for the ghosts alone).
 func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Duration {
 	d := s.NextDeadline(now)
-	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && ghosts.Pending() {
+	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && !s.redirecting && ghosts.Pending() {
 		d = min(d, max(now, s.nextData))
 	}
 	return d
@@ -550,6 +631,9 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 	}
 	if e.discLeft > 0 {
 		return e.pollDisconnect(now, dst)
+	}
+	if s.redirecting {
+		return s.pollRedirect(now, dst)
 	}
 	if now >= s.nextData {
 		content := s.hasContent(now) || (ghosts != nil && ghosts.Pending())

@@ -21,6 +21,7 @@ type Counters struct {
 	DataOut              uint64 // data packets (notify TypeData)
 	AckOut               uint64 // ack-only packets: keepalives and bare acks
 	DisconnectOut        uint64 // Disconnect copies
+	RedirectOut          uint64 // Redirect copies (server)
 	// HeaderBytesOut sums, over the protected packets sent, the bytes that are
 	// not payload: the cleartext notify header, the 16-byte tag and the
 	// long-form prefix when present. HeaderBytesOut / (DataOut + AckOut) is the
@@ -100,6 +101,8 @@ type ClientStats struct {
 	// ConnectTime is how long the handshake took, from the first connect
 	// request to the Accepted (0 until connected).
 	ConnectTime time.Duration
+	// Redirected is 1 once the server's Redirect was taken (Client.Redirect).
+	Redirected uint64
 
 	Notify     notify.Stats
 	EventsSent event.SenderStats
