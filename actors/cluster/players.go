@@ -139,7 +139,43 @@ func (p *Players) enqueue(j playerJob) {
 	case p.jobs[j.player%playerWorkers] <- j:
 	default:
 		p.Dropped.Add(1)
+		if j.done != nil {
+			j.done(false)
+		}
 	}
+}
+
+// CheckpointSync writes the checkpoints of zone's players and waits for
+// every write (a zone handed over: its new owner restores from them). The
+// writes go through the players' ordered queues, after any checkpoint
+// still queued, so an older one never lands last.
+func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff.Checkpoint, gateway func(conn string) string) error {
+	results := make(chan bool, len(cps))
+	for i := range cps {
+		cp := cps[i]
+		j := playerJob{player: cp.Entity, zone: zone, epoch: uint64(cp.Epoch), cp: &cp, gateway: gateway(cp.Conn),
+			done: func(ok bool) { results <- ok }}
+		select {
+		case p.jobs[j.player%playerWorkers] <- j:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	failed := 0
+	for range cps {
+		select {
+		case ok := <-results:
+			if !ok {
+				failed++
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checkpoints not written", failed, len(cps))
+	}
+	return nil
 }
 
 func (p *Players) work(jobs <-chan playerJob) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
@@ -77,11 +78,15 @@ type membership struct {
 	// players, when set, puts a claimed zone's players back from their
 	// records (restore).
 	players *cluster.Players
+	nc      *nats.Conn
+	world   string
+	takeSub *nats.Subscription
 
-	mu      sync.Mutex
-	proxies map[string]*actor.PID
-	closed  bool
-	orphan  map[string]time.Time // loop only: zones seen unowned, since when
+	mu       sync.Mutex
+	proxies  map[string]*actor.PID
+	closed   bool
+	draining bool                 // handing its zones over: claims nothing more
+	orphan   map[string]time.Time // loop only: zones seen unowned, since when
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -169,6 +174,11 @@ func (m *membership) start(owned []string) error {
 			continue
 		}
 		if err := m.spawnProxy(zn.ID); err != nil {
+			return err
+		}
+	}
+	if m.nc != nil {
+		if err := m.serveTakes(); err != nil {
 			return err
 		}
 	}
@@ -306,6 +316,12 @@ func (m *membership) loop() {
 			return
 		case <-t.C:
 		}
+		m.mu.Lock()
+		draining := m.draining
+		m.mu.Unlock()
+		if draining {
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.leases.TTL())
 		if !m.auto {
 			// A fixed --zones list: take back a listed zone this node lost
@@ -366,6 +382,9 @@ func (m *membership) close() {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	if m.takeSub != nil {
+		_ = m.takeSub.Unsubscribe()
+	}
 	if m.stop != nil {
 		close(m.stop)
 	}

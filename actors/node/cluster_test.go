@@ -122,8 +122,8 @@ func TestClusterThreeNodesAcrossBorders(t *testing.T) {
 
 // Ownership is never taken, only claimed: a second node asking for a zone
 // the first one holds is refused with the owner's name; in auto mode it
-// takes only unowned zones (its fair share); stopping it leaves the first
-// node's leases alone.
+// takes only unowned zones (its fair share); stopping it hands its zones
+// to the first node (drain) and leaves the first node's own leases alone.
 func TestClusterOwnership(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
@@ -155,11 +155,9 @@ func TestClusterOwnership(t *testing.T) {
 	if err := n2.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the stopped node's leases to go", func() bool {
+	waitFor(t, 5*time.Second, "the stopped node's zones handed to the first", func() bool {
 		o := n1.Leases().Owners()
-		_, a := o["x0z1"]
-		_, b := o["x1z1"]
-		return !a && !b
+		return o["x0z1"].Node == "first" && o["x1z1"].Node == "first"
 	})
 	after := n1.Leases().Owners()
 	for _, z := range []string{"x0z0", "x1z0"} {
@@ -548,4 +546,83 @@ func TestPlayerResumesFromRecord(t *testing.T) {
 	if start[0] != left.GetX() || start[2] != left.GetZ() {
 		t.Fatalf("resumed at %v, left at (%g, %g)", start, left.GetX(), left.GetZ())
 	}
+}
+
+// Drain: a node stopped gracefully hands its zones to the other live
+// nodes at once (no waiting for a lease to expire): a player connected
+// elsewhere, playing in one of them, is frozen for a moment and plays on,
+// every move applied exactly once, none lost, from its exact final state.
+func TestClusterDrainHandsZonesOver(t *testing.T) {
+	var nodes []*Node
+	defer func() { stopAll(nodes) }()
+	for i, zones := range []string{"x0z0", "x1z0", "auto"} {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	var player uint64 = 1
+	for nodes[0].Zones().ZoneFor(player).Id != zone.ActorName("x1z0") {
+		player++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mint(t, nodes[0], player), client.WithManualInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var sent uint64
+	walk := func(d time.Duration) {
+		t.Helper()
+		tick := time.NewTicker(time.Second / 30)
+		defer tick.Stop()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			<-tick.C
+			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
+				t.Fatalf("session ended: %v", err)
+			}
+			sent++
+		}
+	}
+	walk(time.Second)
+	// n2 drains (zoned's SIGTERM) while the player keeps walking.
+	done := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		_ = nodes[1].Stop(context.Background())
+		done <- time.Since(start)
+	}()
+	walk(2 * time.Second)
+	took := <-done
+	owner, ok := nodes[0].Leases().Owner("x1z0")
+	if !ok || owner.Node == "n2" {
+		t.Fatalf("x1z0 owned by %+v (%v) after n2 drained", owner, ok)
+	}
+	var last, lost, restores uint64
+	waitFor(t, 5*time.Second, "every move applied by the new owner", func() bool {
+		for _, n := range []*Node{nodes[0], nodes[2]} {
+			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+				if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
+					last, lost, restores = e.LastApplied, z.Stats().MovesLost, z.Stats().Restores
+				}
+			})
+		}
+		return last == sent
+	})
+	if lost != 0 || restores != 1 {
+		t.Fatalf("%d moves skipped as lost, %d restores after the handover", lost, restores)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session ended: %v", err)
+	}
+	t.Logf("n2 drained in %v; x1z0 now on %s at epoch %d", took, owner.Node, owner.Epoch)
 }

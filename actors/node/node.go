@@ -178,7 +178,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		})
 		want, _ := cfg.zoneList()
 		mem = &membership{node: n.node, auto: want == nil, want: want, wm: wm, sys: g.sys, zones: g.zones,
-			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players}
+			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players, nc: nl.nc, world: world}
 		n.member = mem
 		return mem.start(owned)
 	})
@@ -317,6 +317,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.admin.Stop()
 	}
 	if n.member != nil {
+		// Drain: hand the zones to the other live nodes first, while this
+		// node's bridge and gateway still carry their players' traffic.
+		n.member.drain(ctx)
 		n.member.close()
 	}
 	if n.game != nil {

@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// Zone handover: the primitive under drain (and `zonectl move-zone`). The
+// owner freezes the zone (no tick applies another move), writes every
+// player's final checkpoint to its record and waits for the writes, stops
+// the zone and puts a proxy in its place, releases the lease, and asks the
+// target node to claim it. The target claims it at a new epoch and puts the
+// players back from their records (restore): their connections join again
+// and resend every move the old owner never reported applied, so nothing
+// is lost or applied twice. Players are frozen from the freeze until the
+// target's restore: a few NATS round trips and KV writes.
+
+// takeSubject is where a node takes requests to claim a zone now.
+func takeSubject(world, node string) string { return "gw." + world + ".node." + node + ".take" }
+
+// serveTakes answers other nodes' handover requests: claim the zone named
+// in the request (it must be in the world map and unowned) and run it.
+func (m *membership) serveTakes() error {
+	sub, err := m.nc.Subscribe(takeSubject(m.world, m.node), func(r *nats.Msg) {
+		id := string(r.Data)
+		reply := func(err error) {
+			if err != nil {
+				_ = r.Respond([]byte("error: " + err.Error()))
+				return
+			}
+			_ = r.Respond([]byte("ok"))
+		}
+		if _, ok := m.wm.Zone(id); !ok {
+			reply(fmt.Errorf("zone %q is not in world %q", id, m.wm.Name()))
+			return
+		}
+		m.mu.Lock()
+		closed := m.closed || m.draining
+		m.mu.Unlock()
+		if closed {
+			reply(errors.New("this node is stopping"))
+			return
+		}
+		if _, held := m.leases.Held(id); held {
+			reply(nil)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.leases.TTL())
+		defer cancel()
+		if _, err := m.leases.Claim(ctx, id); err != nil {
+			reply(err)
+			return
+		}
+		m.take(id)
+		reply(nil)
+	})
+	if err != nil {
+		return fmt.Errorf("handover subscription: %w", err)
+	}
+	m.takeSub = sub
+	return nil
+}
+
+// liveOthers lists the other nodes with a fresh directory record.
+func (m *membership) liveOthers(ctx context.Context) []string {
+	keys, err := m.kvNodes.Keys(ctx)
+	if err != nil {
+		m.log.Warn("live nodes not listed", "err", err)
+		return nil
+	}
+	var out []string
+	for _, k := range keys {
+		if k == m.node {
+			continue
+		}
+		e, err := m.kvNodes.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var rec pb.NodeRecord
+		if proto.Unmarshal(e.Value(), &rec) != nil || time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat {
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// drain hands every zone this node runs to the other live nodes, round
+// robin, and stops claiming. With no other live node it does nothing (the
+// zones stop with the node, as before). It returns how many zones were
+// handed over.
+func (m *membership) drain(ctx context.Context) int {
+	m.mu.Lock()
+	if m.closed || m.draining {
+		m.mu.Unlock()
+		return 0
+	}
+	m.draining = true
+	m.mu.Unlock()
+	targets := m.liveOthers(ctx)
+	if len(targets) == 0 {
+		m.log.Info("no other live node: the zones stop with this one")
+		return 0
+	}
+	start := time.Now()
+	n := 0
+	for i, id := range slices.Clone(m.zones.IDs()) {
+		target := targets[i%len(targets)]
+		if err := m.handOver(ctx, id, target); err != nil {
+			m.log.Warn("zone not handed over; it stops with this node and its players are restored from their checkpoints", "zone", id, "to", target, "err", err)
+			continue
+		}
+		n++
+	}
+	m.log.Info("drained", "zones", n, "to", strings.Join(targets, ","), "took", time.Since(start).Round(time.Millisecond))
+	return n
+}
+
+// handOver moves zone id to node target (see the top of the file).
+func (m *membership) handOver(ctx context.Context, id, target string) error {
+	pid := m.zones.PID(id)
+	if pid == nil {
+		return fmt.Errorf("zone %s does not run here", id)
+	}
+	// Freeze, then take every owned player's state: nothing changes after.
+	m.sys.Root.Send(pid, &zone.Pause{Paused: true})
+	var cps []handoff.Checkpoint
+	f := m.sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) {
+		cps = z.AppendCheckpoints(nil, 1)
+	}}, 5*time.Second)
+	if _, err := f.Result(); err != nil {
+		m.sys.Root.Send(pid, &zone.Pause{Paused: false})
+		return fmt.Errorf("freeze: %w", err)
+	}
+	if m.players != nil && len(cps) > 0 {
+		if err := m.players.CheckpointSync(ctx, id, cps, m.bridge.GatewayOfConn); err != nil {
+			// Those players come back from their last periodic checkpoint
+			// (at most a second old; their connections resend the moves).
+			m.log.Warn("final checkpoints not all written", "zone", id, "err", err)
+		}
+	}
+	// Stop it here; what arrives meanwhile waits in the connections
+	// (unacknowledged moves are resent after the restore).
+	m.mu.Lock()
+	m.bridge.Unserve(id)
+	m.zones.Remove(id)
+	if err := m.spawnProxy(id); err != nil {
+		m.log.Error("zone handed over, and no proxy for it", "zone", id, "err", err)
+	}
+	m.mu.Unlock()
+	if err := m.leases.Release(ctx, id); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
+	if err != nil {
+		return fmt.Errorf("ask %s to take it: %w (another node claims it as an orphan)", target, err)
+	}
+	if s := string(r.Data); s != "ok" {
+		return fmt.Errorf("%s refused it: %s (another node claims it as an orphan)", target, strings.TrimPrefix(s, "error: "))
+	}
+	m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps))
+	return nil
+}
+
+// MoveZone hands zone id, which this node runs, to node target (a live
+// node of the world): the `zonectl move-zone` primitive.
+func (n *Node) MoveZone(ctx context.Context, id, target string) error {
+	if n.member == nil {
+		return errors.New("not clustered")
+	}
+	if target == n.node || !cluster.ValidID(target) {
+		return fmt.Errorf("target node %q: not another node's id", target)
+	}
+	if !slices.Contains(n.member.liveOthers(ctx), target) {
+		return fmt.Errorf("target node %q is not alive", target)
+	}
+	return n.member.handOver(ctx, id, target)
+}
