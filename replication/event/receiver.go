@@ -93,7 +93,6 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
 		m:        uint64(cfg.MaxInFlightPerLane),
 		lanes:    make([]laneRx, cfg.Lanes),
-		partials: make([]partial, cfg.MaxPartial),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
 	}
@@ -535,6 +534,12 @@ func (r *Receiver) reassemble(rec *record, id uint64, p []byte, deliver func(Eve
 		}
 	}
 	if pt == nil {
+		if free == nil && len(r.partials) < r.cfg.MaxPartial {
+			// Made on use, up to MaxPartial: most connections never
+			// fragment an unordered event (≈ 1 KB per connection otherwise).
+			r.partials = append(r.partials, partial{})
+			free = &r.partials[len(r.partials)-1]
+		}
 		if free == nil {
 			return fmt.Errorf("%w: %d fragmented events in reassembly", ErrReceiverFull, len(r.partials))
 		}

@@ -75,9 +75,9 @@ func TestTableFootprint(t *testing.T) {
 		ghosts int
 		max    uint64 // bytes per table
 	}{
-		{0, 3 << 10},   // measured ≈ 1.5–2 KB (was ≈ 20 KB)
-		{32, 24 << 10}, // measured ≈ 18 KB (was ≈ 58 KB)
-		{64, 52 << 10}, // measured ≈ 43 KB (was ≈ 60 KB)
+		{0, 3 << 10},   // measured ≈ 1.5 KB (was ≈ 20 KB)
+		{32, 21 << 10}, // measured ≈ 17 KB (was ≈ 58, then 18 KB)
+		{64, 40 << 10}, // measured ≈ 34 KB (was ≈ 60, then 43 KB: append's doubling)
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)

@@ -449,7 +449,7 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseKilling && !s.created && s.inflight == 0 {
 			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
 		}
-		id, ok := t.byEntity[t.info[i].entity]
+		id, ok := t.idxGet(t.info[i].entity)
 		switch {
 		case s.phase != phaseKilling && (!ok || id != uint32(i)):
 			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.info[i].entity, s.phase)
@@ -460,10 +460,22 @@ func checkInvariants(t *Table) error {
 	if live != t.live || top != t.top {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
-	for e, id := range t.byEntity {
-		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree || t.info[id].entity != e {
-			return fmt.Errorf("entity %d maps to id %d which does not hold it", e, id)
+	mapped := 0
+	for _, v := range t.idx.b {
+		if v == 0 {
+			continue
 		}
+		id := v - 1
+		mapped++
+		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree {
+			return fmt.Errorf("entity index holds id %d which is free", id)
+		}
+		if got, ok := t.idxGet(t.info[id].entity); !ok || got != id {
+			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.info[id].entity, got, ok)
+		}
+	}
+	if mapped != t.idx.n {
+		return fmt.Errorf("entity index counts %d, holds %d", t.idx.n, mapped)
 	}
 	// In-flight bookkeeping against the transmission records.
 	type key struct{ id, gen uint32 }

@@ -454,9 +454,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 	switch kind {
 	case recKill:
 		s.killInFlight = true
-		if cur, ok := t.byEntity[in.entity]; ok && cur == id {
-			delete(t.byEntity, in.entity) // a re-entry from now on gets a new id
-		}
+		t.idxDel(in.entity, id) // a re-entry from now on gets a new id
 		t.stats.Kills++
 	case recCreate:
 		s.createInFlight = true

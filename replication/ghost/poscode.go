@@ -92,7 +92,17 @@ func (x *posPool) get() int32 {
 		x.free = x.nodes[i].next
 		return i
 	}
-	x.nodes = append(x.nodes, posNode{})
+	if len(x.nodes) == cap(x.nodes) {
+		// By a quarter, not append's doubling: the pool keeps its
+		// high-water mark for the table's life, so doubling would hold up
+		// to twice the positions ever in flight at once.
+		n := len(x.nodes)
+		ns := make([]posNode, n, n+max(n/4, 16))
+		copy(ns, x.nodes)
+		x.nodes = ns
+	}
+	x.nodes = x.nodes[:len(x.nodes)+1]
+	x.nodes[len(x.nodes)-1] = posNode{}
 	return int32(len(x.nodes) - 1)
 }
 

@@ -135,7 +135,7 @@ type Table struct {
 	pp        posPool  // in-flight positions of ghosts with more than posInline
 	lastField []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
 	stride    int
-	byEntity  map[uint64]uint32
+	idx       entityIndex // entity → id of ghosts in scope
 	vq        [][3]uint32 // SetView scratch: the view's quantized positions
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
@@ -211,10 +211,9 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	}
 	reg.frozen.Store(true)
 	t := &Table{
-		reg:      reg,
-		cfg:      cfg,
-		stride:   max(reg.maxGroups, 1),
-		byEntity: make(map[uint64]uint32),
+		reg:    reg,
+		cfg:    cfg,
+		stride: max(reg.maxGroups, 1),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
@@ -245,8 +244,7 @@ func (t *Table) IDWidth() uint {
 // GhostID returns the ghost id the entity has on this connection, if it is
 // in scope (creating or live; false once its kill is on its way).
 func (t *Table) GhostID(entity uint64) (uint32, bool) {
-	id, ok := t.byEntity[entity]
-	return id, ok
+	return t.idxGet(entity)
 }
 
 // InFlight is the number of packets with ghost records whose fate is unknown.
@@ -328,7 +326,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 			}
 		}
 		if !ok {
-			id, ok = t.byEntity[e.Entity]
+			id, ok = t.idxGet(e.Entity)
 		}
 		if ok && t.slots[id].class != e.Class {
 			t.leave(id) // an entity that changes class is a new ghost
@@ -383,7 +381,7 @@ func basePriority(p float32) float32 {
 // Remove takes entity out of scope now, whatever its class (the way an
 // AlwaysInScope ghost leaves, or an entity destroyed between views).
 func (t *Table) Remove(entity uint64) {
-	if id, ok := t.byEntity[entity]; ok {
+	if id, ok := t.idxGet(entity); ok {
 		t.leave(id)
 	}
 }
@@ -467,7 +465,7 @@ func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bo
 		in.qpos = *q
 	}
 	t.states[id] = e.State
-	t.byEntity[e.Entity] = uint32(id)
+	t.idxSet(e.Entity, uint32(id))
 	t.stats.GhostsAssigned++
 	return uint32(id), false
 }
@@ -478,10 +476,20 @@ func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bo
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/4, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
-	t.slots = append(t.slots, make([]slot, c-len(t.slots))...)
-	t.info = append(t.info, make([]info, c-len(t.info))...)
-	t.states = append(t.states, make([]State, c-len(t.states))...)
-	t.lastField = append(t.lastField, make([]uint32, c*t.stride-len(t.lastField))...)
+	t.slots = resize(t.slots, c)
+	t.info = resize(t.info, c)
+	t.states = resize(t.states, c)
+	t.lastField = resize(t.lastField, c*t.stride)
+}
+
+// resize returns s with length and capacity n, its first min(len(s), n)
+// elements kept. Not append: append rounds a small slice's capacity up to
+// double, so a table's per-id arrays would hold up to twice the ids they
+// ever use (measured at 1,000 players: ≈ 70 ids of room for 44 ghosts).
+func resize[T any](s []T, n int) []T {
+	ns := make([]T, n)
+	copy(ns, s)
+	return ns
 }
 
 // allocID returns the lowest free id (ids stay compact, so the id width
@@ -509,9 +517,7 @@ func (t *Table) allocID() int {
 // free releases id for reuse.
 func (t *Table) free(id uint32) {
 	s, in := &t.slots[id], &t.info[id]
-	if cur, ok := t.byEntity[in.entity]; ok && cur == id {
-		delete(t.byEntity, in.entity)
-	}
+	t.idxDel(in.entity, id)
 	s.phase = phaseFree
 	in.gen++
 	s.class = nil
