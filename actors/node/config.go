@@ -58,6 +58,12 @@ type Config struct {
 	// LeaseTTL is how long a zone lease lives without renewal (renewed
 	// every third of it): how soon survivors may claim a dead node's zones.
 	LeaseTTL Duration `json:"lease_ttl"`
+	// KVReplicas is how many servers of a NATS cluster keep each of
+	// zoned's KV buckets (leases, player records, node records): 1 (the
+	// default) for the embedded server; 3 for a three-server cluster, so
+	// losing one server loses no lease or record. The buckets are created
+	// by the first node; a later node with another value updates them.
+	KVReplicas int `json:"kv_replicas"`
 	// KeyFile is the connect-token key. Empty: DataDir/token.key, generated
 	// on first start (the single-machine default). In production point it
 	// at a mounted secret, or set GHOSTWIRE_TOKEN_KEY.
@@ -94,6 +100,7 @@ func DefaultConfig() Config {
 		NATSListen:      "127.0.0.1:4222",
 		Zones:           "auto",
 		LeaseTTL:        Duration(3 * time.Second),
+		KVReplicas:      1,
 		MaxConns:        10000,
 		ShutdownTimeout: Duration(5 * time.Second),
 		DevGame:         true,
@@ -144,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.LeaseTTL.D(); t < 300*time.Millisecond || t > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("lease ttl %v: must be between 300ms and 5m", t))
+	}
+	if c.KVReplicas < 1 || c.KVReplicas > 5 {
+		errs = append(errs, fmt.Errorf("kv replicas %d: must be 1-5 (JetStream's limit)", c.KVReplicas))
 	}
 	if c.ShutdownTimeout.D() <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout %v: must be positive", c.ShutdownTimeout.D()))

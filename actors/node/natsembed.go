@@ -142,7 +142,16 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		{Bucket: BucketPlayers, History: 1, Storage: jetstream.FileStorage},
 		{Bucket: BucketNodes, History: 1, Storage: jetstream.FileStorage, TTL: 3 * heartbeat, LimitMarkerTTL: 3 * heartbeat},
 	} {
+		kc.Replicas = max(cfg.KVReplicas, 1)
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		var apiErr *jetstream.APIError
+		if kc.Replicas > 1 && errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrReplicasNotSupported {
+			// A single NATS server (a dev setup of the production
+			// manifests): one copy is all it can keep.
+			log.Warn("NATS is not clustered: KV buckets kept on its one server (--kv-replicas ignored)", "bucket", kc.Bucket, "kv_replicas", kc.Replicas)
+			kc.Replicas = 1
+			kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+		}
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("jetstream kv %s: %w", kc.Bucket, err)
@@ -167,3 +176,8 @@ func (l *natsLink) close() {
 		l.srv.WaitForShutdown()
 	}
 }
+
+// jsErrReplicasNotSupported is JetStream's error code for a replicated
+// stream asked of a server that is not clustered (nats.go has no name for
+// it).
+const jsErrReplicasNotSupported jetstream.ErrorCode = 10074

@@ -209,8 +209,13 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	return n, nil
 }
 
-// Ready reports whether the node accepts clients (what /readyz serves).
-func (n *Node) Ready() bool { return n.ready.Load() && !n.stopped.Load() }
+// Ready reports whether the node accepts clients and can reach the world
+// (what /readyz serves): started, not stopping, and connected to NATS (cut
+// off, its players' zones on other nodes are unreachable and its own zones
+// fence themselves). A node holding no zone is ready: it is a gateway.
+func (n *Node) Ready() bool {
+	return n.ready.Load() && !n.stopped.Load() && (n.nats == nil || n.nats.nc == nil || n.nats.nc.IsConnected())
+}
 
 // NATSURL is the NATS client URL this node uses (the embedded server's when
 // embedded, carrying the node user's credentials: whoever connects with it

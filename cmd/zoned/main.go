@@ -92,7 +92,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, kv_replicas, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz, /metrics and the world map /map; the default is loopback only, use :8080 to listen on every interface (pods, containers); empty disables")
@@ -106,6 +106,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	nodeID := fs.String("node-id", "", "`NAME` of this node in the cluster directory and NATS subjects ([A-Za-z0-9_-]); default hostname-udpport")
 	zones := fs.String("zones", def.Zones, "zones this node owns: comma-separated zone `IDS`, or auto = claim unowned zones up to a fair share of the live nodes (and take over zones whose owner died)")
 	leaseTTL := fs.Duration("lease-ttl", def.LeaseTTL.D(), "zone lease lifetime without renewal (renewed every third of it): how soon other nodes take over a dead node's zones")
+	kvReplicas := fs.Int("kv-replicas", def.KVReplicas, "`N` servers of the NATS cluster keep each KV bucket (zone leases, player and node records): 1 for the embedded server, 3 for a three-server NATS cluster (losing one server then loses nothing)")
 	keyFile := fs.String("key-file", "", "connect-token key `FILE` (64 hex digits); when empty, GHOSTWIRE_TOKEN_KEY (64 hex digits) is used if set, else the dev key DATA/token.key, generated on first start")
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
 	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
@@ -161,7 +162,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
 		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-creds", str(&cfg.NATSCreds)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
-		{"node-id", str(&cfg.NodeID)}, {"zones", str(&cfg.Zones)}, {"lease-ttl", dur(&cfg.LeaseTTL)},
+		{"node-id", str(&cfg.NodeID)}, {"zones", str(&cfg.Zones)}, {"lease-ttl", dur(&cfg.LeaseTTL)}, {"kv-replicas", num(&cfg.KVReplicas)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
 		{"dev-game", boolean(&cfg.DevGame)}, {"pprof", boolean(&cfg.Pprof)},
 	}
@@ -180,8 +181,8 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
 		"nats-creds": func() { cfg.NATSCreds = *natsCreds },
 		"node-id":    func() { cfg.NodeID = *nodeID }, "zones": func() { cfg.Zones = *zones },
-		"lease-ttl": func() { cfg.LeaseTTL = node.Duration(*leaseTTL) },
-		"key-file":  func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
+		"lease-ttl": func() { cfg.LeaseTTL = node.Duration(*leaseTTL) }, "kv-replicas": func() { cfg.KVReplicas = *kvReplicas },
+		"key-file": func() { cfg.KeyFile = *keyFile }, "max-conns": func() { cfg.MaxConns = *maxConns },
 		"shutdown-timeout": func() { cfg.ShutdownTimeout = node.Duration(*shutdown) },
 		"dev-game":         func() { cfg.DevGame = *devGame },
 		"pprof":            func() { cfg.Pprof = *pprofOn },
