@@ -129,11 +129,13 @@ func TestDialEventsControlClose(t *testing.T) {
 	checkNoLeak(t, base)
 }
 
+// waitFor polls cond for up to 15 s: generous, because the race detector on
+// a loaded 2-core host stretches 60 clients' closing handshakes to seconds.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(15 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5 s")
+			t.Fatal("condition not reached in 15 s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
