@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAudit(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	lease := func(rev uint64, ms int, node string, epoch uint64) Write {
+		return Write{Bucket: bucketZones, Key: "z", Zone: "z", Rev: rev, Created: at(ms), Node: node, Epoch: epoch}
+	}
+	expiry := func(rev uint64, ms int) Write {
+		return Write{Bucket: bucketZones, Key: "z", Zone: "z", Rev: rev, Created: at(ms), Deleted: true}
+	}
+	rec := func(rev uint64, ms int, node string, la uint64) Write {
+		return Write{Bucket: bucketPlayers, Key: "p.7", Player: 7, Zone: "z", Rev: rev, Created: at(ms), Node: node, Checkpoint: true, LastApplied: la}
+	}
+	kill := []Event{{N: 1, Action: ActKill, Node: "a", At: at(1000), Held: map[string]uint64{"z": 1}}}
+	// A clean failover: a holds z at epoch 1, is killed at 1 s, its lease
+	// expires, b claims at 2.5 s, and b's checkpoint shows a new move.
+	clean := []Write{lease(1, 0, "a", 1), lease(2, 500, "a", 1), rec(1, 900, "a", 10), expiry(3, 2000),
+		lease(4, 2500, "b", 4), rec(2, 3100, "b", 30)}
+	for _, tc := range []struct {
+		name   string
+		writes []Write
+		events []Event
+		want   string // a substring of the first violation; "" none
+	}{
+		{name: "clean failover", writes: clean, events: kill},
+		{name: "two owners at one epoch", writes: []Write{lease(1, 0, "a", 1), lease(2, 100, "b", 1)}, want: "two owners"},
+		{name: "lease write at an old epoch after a new claim", writes: []Write{lease(1, 0, "a", 1), lease(4, 100, "b", 4), lease(5, 200, "a", 1)}, want: "fenced lease write"},
+		{name: "record by the old owner after the new claim", writes: append(clean[:len(clean):len(clean)], rec(3, 3200, "a", 11)), events: kill, want: "record by a non-owner"},
+		{name: "zone never owned again", writes: clean[:4], events: kill, want: "not owned again"},
+		{name: "slow failover", writes: []Write{lease(1, 0, "a", 1), expiry(3, 2000), lease(4, 7000, "b", 4)}, events: kill, want: "slow failover"},
+		{name: "stale record at the end", writes: []Write{lease(1, 0, "a", 1), rec(1, 100, "a", 1), lease(4, 200, "b", 4)}, want: "stale record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := audit(tc.writes, tc.events, 5*time.Second, true)
+			if tc.want == "" {
+				if len(a.Violations) > 0 {
+					t.Fatalf("violations: %v", a.Violations)
+				}
+				return
+			}
+			if len(a.Violations) == 0 || !strings.Contains(a.Violations[0], tc.want) {
+				t.Fatalf("violations %v, want one with %q", a.Violations, tc.want)
+			}
+		})
+	}
+	a := audit(clean, kill, 5*time.Second, true)
+	if len(a.Failovers) != 1 {
+		t.Fatalf("failovers %+v", a.Failovers)
+	}
+	f := a.Failovers[0]
+	if f.Owned != 1500*time.Millisecond || f.Moving != 2100*time.Millisecond || f.NewNode != "b" || f.Players != 1 || f.Moved != 1 {
+		t.Fatalf("failover %+v: want owned 1.5s by b, moving 2.1s, 1 of 1 player moved", f)
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// BotReport is the part of botswarm's JSON report the driver judges
+// (cmd/botswarm/internal/metrics.Report; decoded here because that
+// package is internal to botswarm).
+type BotReport struct {
+	Started    time.Time          `json:"started"`
+	Duration   float64            `json:"duration_s"`
+	Totals     map[string]float64 `json:"totals"`
+	Invariants []struct {
+		Name    string `json:"name"`
+		OK      bool   `json:"ok"`
+		Checked bool   `json:"checked"`
+		Detail  string `json:"detail"`
+	} `json:"invariants"`
+	Series []struct {
+		T           float64  `json:"t"`
+		Connected   int64    `json:"connected"`
+		RTTP50      *float64 `json:"rtt_p50_ms"`
+		Disconnects uint64   `json:"disconnects"`
+	} `json:"series"`
+}
+
+func readBotReport(path string) (*BotReport, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r BotReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// total is a counter from the report's totals (0 when absent).
+func (r *BotReport) total(k string) uint64 { return uint64(r.Totals[k]) }
+
+// failures: botswarm's invariants other than the disconnect one (nodes
+// die on purpose here), and — with a drain that redirects — any session a
+// drain ended (disconnects_shutdown).
+func (r *BotReport) failures(expectRedirects bool) []string {
+	var out []string
+	for _, inv := range r.Invariants {
+		if inv.Checked && !inv.OK && !isDisconnectInvariant(inv.Name) {
+			out = append(out, "botswarm invariant "+inv.Name+": "+inv.Detail)
+		}
+	}
+	if expectRedirects && r.total("disconnects_shutdown") > 0 {
+		out = append(out, fmt.Sprintf("drains disconnected %d sessions (disconnects_shutdown; want 0 with --expect-redirects)", r.total("disconnects_shutdown")))
+	}
+	return out
+}
+
+func isDisconnectInvariant(name string) bool { return strings.Contains(name, "disconnect") }
+
+// MovesCut: moves sent that were never acknowledged, other than those
+// still in flight when the run ended: the moves of sessions a dead or
+// paused gateway cut off (the bot reconnects as a new player).
+func (r *BotReport) MovesCut() uint64 {
+	s, a, u := r.total("moves_sent"), r.total("moves_acked"), r.total("moves_unacked")
+	if a+u >= s {
+		return 0
+	}
+	return s - a - u
+}
+
+// natsRestart judges one restart of the standalone NATS: which leases
+// were renewed at their old epoch after it came back, which were lost,
+// and whether the bots kept getting acknowledgements during the outage.
+func natsRestart(ev Event, writes []Write, br *BotReport) NATSRestart {
+	nr := NATSRestart{Event: ev.N}
+	// The owners just before the outage.
+	before := map[string]Write{}
+	for _, w := range writes {
+		if w.Bucket != bucketZones || w.Created.After(ev.At) {
+			continue
+		}
+		if w.Deleted {
+			delete(before, w.Zone)
+		} else {
+			before[w.Zone] = w
+		}
+	}
+	zones := make([]string, 0, len(before))
+	for z := range before {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		b := before[z]
+		renewed, lost := false, ""
+		for _, w := range writes {
+			if w.Bucket != bucketZones || w.Zone != z || w.Created.Before(ev.Back) {
+				continue
+			}
+			if !w.Deleted && w.Node == b.Node && w.Epoch == b.Epoch {
+				renewed = true
+			} else if lost == "" && (w.Deleted || w.Epoch != b.Epoch) {
+				lost = fmt.Sprintf("%s (%s epoch %d → %s)", z, b.Node, b.Epoch, describe(w))
+			}
+			if renewed || lost != "" {
+				break
+			}
+		}
+		switch {
+		case renewed:
+			nr.Renewed = append(nr.Renewed, fmt.Sprintf("%s (%s epoch %d)", z, b.Node, b.Epoch))
+		case lost != "":
+			nr.Lost = append(nr.Lost, lost)
+		default:
+			nr.Lost = append(nr.Lost, z+" (no write after the restart)")
+		}
+	}
+	// Seconds of the outage in which bots still measured round trips.
+	from, to := ev.At.Sub(br.Started).Seconds(), ev.Back.Sub(br.Started).Seconds()
+	nr.OutageSeconds = to - from
+	for _, p := range br.Series {
+		if p.T > from && p.T <= math.Ceil(to) && p.RTTP50 != nil {
+			nr.PlaySeconds++
+		}
+	}
+	return nr
+}
+
+func describe(w Write) string {
+	if w.Deleted {
+		return "expired/deleted"
+	}
+	return fmt.Sprintf("%s epoch %d", w.Node, w.Epoch)
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChaosShort is the short chaos run of `make test`: three real zoned
+// processes, botswarm on node 1's gateway (n1 hosts NATS and is never a
+// victim, so no session is cut and every player it has lives in zones of
+// the other nodes), one SIGKILL and one SIGSTOP past a 1 s lease. It
+// fails when two nodes owned a zone at one epoch, a paused or dead node
+// wrote a lease or a player record after another had claimed its zone, a
+// zone of the victim was not owned again within 5 s, a player record
+// disagrees with the owners at the end, or a session dropped.
+//
+// botswarm's move and event invariants are logged, not judged
+// (JudgeBots false): a failover longer than the client's 32-move window
+// still loses moves (docs/benchmarks.md#resilience).
+func TestChaosShort(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.Out, cfg.Log = dir, &log
+	cfg.Plan, cfg.Events, cfg.Every, cfg.Warmup, cfg.Tail = []string{ActKill, ActStop}, 2, 8*time.Second, 4*time.Second, 3*time.Second
+	cfg.LeaseTTL, cfg.RestartAfter = time.Second, 3*time.Second
+	cfg.Bots, cfg.NPCs, cfg.Gateways = 20, 20, []string{"n1"}
+	cfg.JudgeBots = false
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	defer func() {
+		if t.Failed() {
+			t.Logf("driver log:\n%s", log.String())
+			for _, f := range []string{"n1.log", "n2.log", "n3.log", "botswarm.log"} {
+				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+					t.Logf("%s (last 3000 bytes):\n%s", f, tail(b, 3000))
+				}
+			}
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum bytes.Buffer
+	summary(&sum, res, cfg)
+	t.Log(sum.String())
+	for _, f := range res.Failures {
+		t.Error(f)
+	}
+	if len(res.Events) != 2 {
+		t.Fatalf("%d events, want 2", len(res.Events))
+	}
+	// Both victims held zones, so both events are failovers.
+	for _, ev := range res.Events {
+		if len(ev.Held) == 0 {
+			t.Errorf("event %d (%s %s): the victim held no zone", ev.N, ev.Action, ev.Node)
+		}
+	}
+	if len(res.Audit.Failovers) < 2 {
+		t.Errorf("%d failovers audited, want one per zone of both victims", len(res.Audit.Failovers))
+	}
+	if res.Audit.LeaseWrites == 0 || res.Audit.RecordWrites == 0 {
+		t.Errorf("the recorder saw %d lease and %d record writes", res.Audit.LeaseWrites, res.Audit.RecordWrites)
+	}
+	if res.Bots == nil {
+		t.Fatal("no botswarm report")
+	}
+	if d := res.Bots.total("disconnects") + res.Bots.total("connect_fails"); d > 0 {
+		t.Errorf("%d sessions dropped or failed on n1, which no event touches", d)
+	}
+	if res.Bots.total("moves_acked") == 0 {
+		t.Error("no move acknowledged")
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func TestHelpNamesEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, f := range []string{"--out", "--events", "--every", "--actions", "--plan", "--lease-ttl", "--stop-for", "--restart-after",
+		"--external-nats", "--expect-redirects", "--judge-bots", "--failover-limit", "--gateways", "--nats-outage", "nats-restart"} {
+		if !strings.Contains(errb.String(), f) {
+			t.Errorf("--help does not mention %s", f)
+		}
+	}
+	if code := run([]string{"--plan", "nats-restart"}, &out, &errb); code != 2 {
+		t.Errorf("nats-restart without --external-nats: exit %d, want 2", code)
+	}
+	if code := run([]string{"--stop-for", "1s", "--lease-ttl", "3s"}, &out, &errb); code != 2 {
+		t.Errorf("--stop-for shorter than the TTL: exit %d, want 2", code)
+	}
+}
