@@ -17,6 +17,7 @@ type options struct {
 	eventBuffer int
 	manual      bool
 	log         *slog.Logger
+	onRedirect  func(Redirected)
 }
 
 func defaultOptions() options {
@@ -74,3 +75,9 @@ func WithLogger(l *slog.Logger) Option {
 		}
 	}
 }
+
+// OnRedirect calls f each time the session follows a server's Redirect to
+// another gateway (Stats.Redirects counts them too). f runs on the
+// session's goroutine with its lock held: it must not block or call the
+// Session; hand the value on (a counter, a buffered channel).
+func OnRedirect(f func(Redirected)) Option { return func(o *options) { o.onRedirect = f } }

@@ -46,6 +46,9 @@ type testServer struct {
 	npc    *ghost.Class
 	view   []ghost.ViewEntry
 	fates  []notify.Fate
+	// ghostDelay holds a new connection's first ghosts back this long (a
+	// zone that takes a while to place a reconnecting player).
+	ghostDelay time.Duration
 }
 
 // npcs is how many NPCs every player sees.
@@ -89,7 +92,11 @@ func (c *tconn) Event(e event.Event) {
 	}
 }
 
-func startServer(t testing.TB) *testServer {
+func startServer(t testing.TB) *testServer { return startServerKey(t, nil) }
+
+// startServerKey starts a server sharing key (nil: a fresh one), as the
+// gateways of one cluster share the token key.
+func startServerKey(t testing.TB, key *[handshake.KeySize]byte) *testServer {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -101,6 +108,9 @@ func startServer(t testing.TB) *testServer {
 		kick: map[uint64]bool{}, reg: session.DefaultRegistry()}
 	ts.npc, _ = ts.reg.Lookup(ghost.NPCClassID)
 	crand.Read(ts.key[:])
+	if key != nil {
+		ts.key = *key
+	}
 	cfg := handshake.DefaultServerConfig()
 	cfg.ProtocolID, cfg.Addr = protoID, ts.addr
 	if ts.hs, err = handshake.NewServer(cfg, ts.key, time.Now().Add(-time.Second), crand.Reader); err != nil {
@@ -203,6 +213,9 @@ func (ts *testServer) handle(p []byte, from netip.AddrPort, out []byte) {
 				return
 			}
 			c = &tconn{ts: ts, grant: grant, player: grant.Claims.PlayerID, viewAt: -time.Hour}
+			if ts.ghostDelay > 0 {
+				c.viewAt = now + ts.ghostDelay
+			}
 			if c.tab, err = ghost.NewTable(ts.reg, ghost.DefaultConfig()); err != nil {
 				ts.t.Error(err)
 				return
@@ -273,3 +286,18 @@ func (ts *testServer) kickPlayer(id uint64) {
 
 // echoOf is what the server sends back for payload.
 func echoOf(p []byte) []byte { return append([]byte("echo:"), p...) }
+
+// redirectAll sends every connection to other with a token other accepts
+// (what gateway.RedirectAll does for a node's gateway).
+func (ts *testServer) redirectAll(other *testServer) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, c := range ts.byID {
+		tok := other.token(c.player, func(p *handshake.TokenParams) { p.Expiry = 30 * time.Second })
+		if c.srv.Redirect(ts.now(), other.addr, tok) == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -37,6 +37,19 @@ type Stats struct {
 	// SocketErrors counts failed reads and writes on the socket (other than
 	// deadlines).
 	SocketErrors uint64
+	// Redirects counts the server Redirects the session followed: it moved
+	// to another gateway (a node draining) and continued there.
+	Redirects uint64
+	// GhostsCarried counts, per followed Redirect, the entities View kept
+	// drawing from the previous connection until the new one showed them
+	// (see Session): each is a pop avoided.
+	GhostsCarried uint64
+}
+
+// Redirected describes a Redirect the session followed (OnRedirect).
+type Redirected struct {
+	From, To netip.AddrPort
+	At       time.Time
 }
 
 // ErrClosed is returned by calls on a session that has ended.
@@ -73,6 +86,17 @@ type Session struct {
 	sbuf    []byte
 	rbuf    []byte
 	inputIv time.Duration
+
+	// A followed Redirect: the previous connection sends its Disconnect
+	// copies (the acknowledgement) to its server, and its ghost view
+	// bridges the gap until the new connection's has caught up.
+	old       *session.Client
+	oldUDP    *net.UDPAddr
+	bridgeEnd time.Duration // View merges old's ghosts until then
+	newSeen   time.Duration // when the new connection first held ghosts (0: not yet)
+	redirects uint64
+	carried   map[uint64]bool // entities View drew from old during this bridge
+	carriedN  uint64
 }
 
 // Dial connects to the server at addr ("host:port", one of the addresses
@@ -234,6 +258,10 @@ func (s *Session) turn() (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
+	if r, ok := s.c.Redirect(); ok && !s.closed && s.err == nil {
+		s.follow(now, r)
+	}
+	s.pollOld(now)
 	connected := s.c.State() == handshake.StateConnected
 	if connected && !s.opts.manual && !s.closed {
 		for s.c.InputDue(now) {
@@ -268,6 +296,9 @@ func (s *Session) turn() (time.Duration, bool) {
 		return 0, false
 	}
 	wait := s.c.NextDeadline(now) - now
+	if s.old != nil {
+		wait = min(wait, s.old.NextDeadline(now)-now)
+	}
 	if connected && !s.opts.manual {
 		wait = min(wait, s.inputIv)
 	}
@@ -275,6 +306,71 @@ func (s *Session) turn() (time.Duration, bool) {
 		wait = min(wait, 10*time.Millisecond) // the reader is behind: retry soon
 	}
 	return max(min(wait, maxWait), 0), true
+}
+
+// follow switches to the server a Redirect names (docs/protocol.md §7.19):
+// a new protocol client with the Redirect's token on the same socket,
+// predicting on from the old one's state; the old one keeps sending its
+// Disconnect copies to its server. The application's calls go to the new
+// one from here on; moves the old server did not acknowledge are not resent
+// (a new session numbers its moves afresh) — the player's record carries
+// it over, and the first state from the new server corrects the
+// prediction (ControlOffset).
+func (s *Session) follow(now time.Duration, r *session.RedirectError) {
+	cfg := s.opts.cfg
+	cfg.InitialControl = s.c.Control()
+	nc, err := session.NewClient(r.Token, r.Server, cfg, (*handler)(s), time.Now(), now)
+	if err != nil {
+		// A token that does not parse was refused by OpenRedirect already;
+		// this is an expired one (a clock far off): end as redirected.
+		s.err = fmt.Errorf("client: following a redirect to %v: %w", r.Server, err)
+		return
+	}
+	from := s.server
+	s.old, s.oldUDP = s.c, s.udp
+	s.c, s.server, s.udp = nc, r.Server, net.UDPAddrFromAddrPort(r.Server)
+	s.redirects++
+	s.bridgeEnd, s.newSeen = now+bridgeMax, 0
+	s.carried = map[uint64]bool{}
+	s.opts.log.Info("ghostwire redirected", "from", from, "to", r.Server)
+	if f := s.opts.onRedirect; f != nil {
+		f(Redirected{From: from, To: r.Server, At: time.Now()})
+	}
+}
+
+// bridgeMax bounds how long View draws the previous connection's ghosts
+// after a Redirect; bridgeHold is how long after the new connection's first
+// ghosts it still fills in (they come over a few packets: the interest
+// scope is sent in priority order, and the mirror draws 100 ms behind).
+const (
+	bridgeMax  = 2 * time.Second
+	bridgeHold = 300 * time.Millisecond
+)
+
+// pollOld sends the previous connection's Disconnect copies, and ends the
+// ghost bridge when it is due.
+func (s *Session) pollOld(now time.Duration) {
+	if s.old == nil {
+		return
+	}
+	for s.old.State() != handshake.StateClosed {
+		out, err := s.old.Poll(now, s.sbuf[:0])
+		if err != nil || len(out) == 0 {
+			break
+		}
+		if _, err := s.conn.WriteTo(out, s.oldUDP); err != nil {
+			s.sockEr++
+			break
+		}
+	}
+	if s.newSeen == 0 && s.c.Mirror().Len() > 0 {
+		s.newSeen = now
+		s.bridgeEnd = min(s.bridgeEnd, now+bridgeHold)
+	}
+	if now >= s.bridgeEnd && s.old.State() == handshake.StateClosed {
+		s.carriedN += uint64(len(s.carried))
+		s.old, s.oldUDP, s.carried = nil, nil, nil
+	}
 }
 
 // deliver moves queued events into the channel without blocking; it reports
@@ -382,10 +478,32 @@ func (s *Session) ControlOffset() [3]float32 {
 
 // View appends every remote entity, drawn at (now − interpolation delay),
 // and returns the slice. Reuse the slice between frames.
+//
+// After a Redirect the new connection's view starts empty; until it has
+// caught up (300 ms after its first ghosts, at most 2 s) View adds the
+// entities only the previous connection still shows, drawn from its last
+// states (ghost ids are per connection: match entities by GhostView.Entity),
+// so nothing blinks out and back in (Stats.GhostsCarried).
 func (s *Session) View(dst []GhostView) []GhostView {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c.View(s.now(), dst)
+	now := s.now()
+	n := len(dst)
+	dst = s.c.View(now, dst)
+	if s.old == nil || now >= s.bridgeEnd {
+		return dst
+	}
+	have := make(map[uint64]bool, len(dst)-n)
+	for _, g := range dst[n:] {
+		have[g.Entity] = true
+	}
+	for _, g := range s.old.View(now, nil) {
+		if !have[g.Entity] {
+			dst = append(dst, g)
+			s.carried[g.Entity] = true
+		}
+	}
+	return dst
 }
 
 // RTT is the smoothed round-trip time to the server.
@@ -399,14 +517,24 @@ func (s *Session) RTT() time.Duration {
 func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{ClientStats: s.c.Stats(), EventsDropped: s.drops, SocketErrors: s.sockEr}
+	return Stats{ClientStats: s.c.Stats(), EventsDropped: s.drops, SocketErrors: s.sockEr,
+		Redirects: s.redirects, GhostsCarried: s.carriedN + uint64(len(s.carried))}
 }
 
-// ID is the connection id the server assigned.
-func (s *Session) ID() handshake.ConnID { return s.c.ID() }
+// ID is the connection id the server assigned (a new one after a
+// Redirect).
+func (s *Session) ID() handshake.ConnID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.ID()
+}
 
-// Server is the server's address.
-func (s *Session) Server() netip.AddrPort { return s.server }
+// Server is the server's address (another one after a Redirect).
+func (s *Session) Server() netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.server
+}
 
 // LocalAddr is the socket's local address.
 func (s *Session) LocalAddr() net.Addr { return s.conn.LocalAddr() }

@@ -174,6 +174,14 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.close(now, reason)
 	case *Shutdown:
 		c.close(now, m.Reason)
+	case *Redirect:
+		if c.srv != nil {
+			if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
+				c.close(now, handshake.ReasonServerShutdown)
+			} else {
+				c.pool.counters.Redirects.Add(1)
+			}
+		}
 	case *StatsRequest:
 		if sender != nil {
 			var s session.ServerStats

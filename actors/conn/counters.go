@@ -31,6 +31,10 @@ type Counters struct {
 	// Rejoins counts players joined again to a zone restarted on another
 	// node after a crash (restored from their records).
 	Rejoins atomic.Uint64
+	// Redirects counts connections told to move to another gateway
+	// (Redirect); how they ended is in the gateway's Closed by reason
+	// (Redirected when the client followed).
+	Redirects atomic.Uint64
 	// EventsDropped counts zone events the session could not queue for the
 	// client (lane or queue full, too large, staggered class not offered).
 	EventsDropped atomic.Uint64

@@ -50,6 +50,17 @@ type Shutdown struct {
 	Reason handshake.Reason
 }
 
+// Redirect moves the client to another gateway (a node draining): the
+// session sends a Redirect naming To with Token (a fresh connect token for
+// the same player, listing To) until the client acknowledges it, then
+// closes with handshake.ReasonRedirected; an older client, or one that does
+// not answer within the session's RedirectTimeout, is closed with
+// ServerShutdown. docs/protocol.md §7.19.
+type Redirect struct {
+	To    netip.AddrPort
+	Token []byte
+}
+
 // StatsRequest asks a connection for a snapshot of its session's stats; it
 // responds with a *session.ServerStats (RequestFuture from tests or a
 // non-actor goroutine).

@@ -262,7 +262,7 @@ func (g *Gateway) Stats() Stats {
 		NoConnSent: c.noConnSent.Load(), Granted: c.granted.Load(), HandshakeDrop: c.handshakeDropped.Load(),
 		SpawnFailed: c.spawnFailed.Load(),
 		Conns:       c.conns.Load(), Pending: c.pending.Load(), Verified: c.verified.Load(),
-		Moved: c.moved.Load(), Superseded: c.superseded.Load(),
+		Moved: c.moved.Load(), Superseded: c.superseded.Load(), Redirects: c.redirects.Load(),
 		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{},
 		AuthFailed: g.cc.AuthFailed.Load(), Replayed: g.cc.Replayed.Load(), WrongConn: g.cc.WrongConn.Load(),
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),
@@ -301,6 +301,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		r.onTerminated(m.Who)
 	case *drainRequest:
 		r.drain(ctx, m.reason)
+	case *redirectRequest:
+		ctx.Respond(r.redirectAll(ctx, m.targets))
 	case *sessionsRequest:
 		ctx.Respond(r.sessions())
 	case *actor.Stopping:

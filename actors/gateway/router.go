@@ -26,6 +26,10 @@ type route struct {
 	verified bool
 	since    time.Time     // verified at (wall clock; admin session age)
 	inflight *atomic.Int32 // datagrams queued to the actor, shared with it
+	// userData and timeout are the token's, for the token a Redirect
+	// carries (RedirectAll): the player continues with the same claims.
+	userData []byte
+	timeout  time.Duration
 }
 
 // sender is what the router needs of an actor context. actor.Context
@@ -244,9 +248,10 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 		r.log.Error("grant without session", "err", err)
 		return
 	}
-	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID, inflight: new(atomic.Int32)}
-	var zone *actor.PID
 	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
+	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID, inflight: new(atomic.Int32),
+		userData: ud, timeout: g.Claims.Timeout}
+	var zone *actor.PID
 	if r.cfg.Zone != nil {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
 	}

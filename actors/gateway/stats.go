@@ -28,6 +28,7 @@ type counters struct {
 	verified             atomic.Uint64
 	moved                atomic.Uint64
 	superseded           atomic.Uint64
+	redirects            atomic.Uint64
 	closed               [256]atomic.Uint64 // by handshake.Reason
 	conns, pending       atomic.Int64
 	readErrors           atomic.Uint64
@@ -71,6 +72,9 @@ type Stats struct {
 	// connected again (ReasonDuplicate).
 	Superseded uint64
 	Closed     map[handshake.Reason]uint64 // connections ended, by reason
+	// Redirects: connections sent to another gateway (RedirectAll); the
+	// ones whose client followed end as Closed[ReasonRedirected].
+	Redirects uint64
 
 	// Per-connection rejections (after routing; the AEAD and windows run in
 	// the connections).

@@ -317,6 +317,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	n.redirectClients(ctx) // clients move to other live nodes' gateways (drain); the zones' handover goes before this
 	n.stopMap()
 	if n.admin != nil {
 		n.admin.Stop()

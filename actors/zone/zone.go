@@ -547,6 +547,9 @@ func (a *zoneActor) lastCheckpoint(cp handoff.Checkpoint) {
 }
 
 func (a *zoneActor) onLeave(l *msg.Leave) {
+	if j := a.joins[l.Player]; j != nil && j.Conn != nil && l.Conn != nil && !j.Conn.Equal(l.Conn) {
+		return // an older connection's, ending after the player reconnected (a redirect's): not this one's leave
+	}
 	cp, hadCP := a.z.CheckpointOf(l.Player)
 	switch err := a.z.Leave(l.Player); {
 	case err == nil:

@@ -130,7 +130,7 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 	if c.stream, err = move.NewStream(cfg.Moves); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.pred, err = move.NewPredictor(c.stream, cfg.Step, move.ControlState{}); err != nil {
+	if c.pred, err = move.NewPredictor(c.stream, cfg.Step, cfg.InitialControl); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if c.mirror, err = ghost.NewMirror(cfg.Registry, cfg.Mirror); err != nil {

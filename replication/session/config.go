@@ -221,6 +221,12 @@ type ClientConfig struct {
 	// DisconnectCopies, DisconnectInterval: the redundant Disconnect of Close.
 	DisconnectCopies   int
 	DisconnectInterval time.Duration
+	// InitialControl is what the client predicts from until the server's
+	// first control state arrives (the zero state by default, §5.2). A
+	// client following a Redirect passes its last predicted state, so its
+	// own player does not jump to the origin while it reconnects; the
+	// server's state then corrects it like any other (ControlOffset).
+	InitialControl move.ControlState
 }
 
 // DefaultClientConfig returns the defaults above.

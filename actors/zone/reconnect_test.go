@@ -1,0 +1,40 @@
+package zone
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// A player who reconnected through another connection (a client following
+// a Redirect) stays when its old connection's Leave arrives late: only the
+// connection the player joined through last can take it out.
+func TestLateLeaveOfAnOldConnectionIsIgnored(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	w, _ := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
+	f := startFixture(t, w, sim.Config{TickRate: 50}, nil, nil)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	// The new connection (another PID) joins the same player.
+	newConn := actor.NewPID(f.sys.Address(), "new-conn")
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: newConn})
+	waitFor(t, 2*time.Second, "rejoin", func() bool { return f.world.Metrics().Joins.Load() == 2 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid}) // the old one's, late
+	f.sync()
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("the player left on its old connection's Leave: %+v", c.players)
+	}
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: newConn})
+	waitFor(t, 2*time.Second, "leave", func() bool { return f.world.Metrics().Leaves.Load() == 1 })
+	if c := f.census(); len(c.players) != 0 {
+		t.Fatalf("still there after its connection's Leave: %+v", c.players)
+	}
+}
