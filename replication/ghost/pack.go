@@ -134,7 +134,8 @@ type packScratch struct {
 	nonEmpty [bucketWords]uint64
 	scratch  bitstream.Writer
 	sbuf     [MaxPacketBytes + 8]byte
-	pressed  []uint64 // bitset by id: in the overdue tier only because ConfirmDeadline presses it
+	pressed  []uint64    // bitset by id: in the overdue tier only because ConfirmDeadline presses it
+	vq       [][3]uint32 // SetView: the view's quantized positions
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -151,7 +152,7 @@ func (p *packer) init(t *Table) {
 	p.logUnit = ilog4(p.unit)
 }
 
-// borrow takes a scratch for one Write; release gives it back.
+// borrow takes a scratch for one Write or SetView; release gives it back.
 func (p *packer) borrow() {
 	scratches.Lock()
 	if n := len(scratches.free); n > 0 {

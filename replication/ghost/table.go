@@ -136,7 +136,6 @@ type Table struct {
 	lastField []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
 	stride    int
 	idx       entityIndex // entity → id of ghosts in scope
-	vq        [][3]uint32 // SetView scratch: the view's quantized positions
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
 	// answers most lookups without the map.
@@ -287,10 +286,14 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	if t.haveView && ms <= t.viewMS {
 		return fmt.Errorf("%w: %v after %dms", ErrViewTime, now, t.viewMS)
 	}
-	if cap(t.vq) < len(view) {
-		t.vq = make([][3]uint32, len(view))
+	// The quantized positions live in a borrowed scratch (12 B per entry
+	// that every table would otherwise keep between views).
+	t.pk.borrow()
+	defer t.pk.release()
+	if cap(t.pk.vq) < len(view) {
+		t.pk.vq = make([][3]uint32, len(view))
 	}
-	t.vq = t.vq[:len(view)]
+	vq := t.pk.vq[:len(view)]
 	var known *Class // views hold few classes: check each once per run of equal ones
 	for i := range view {
 		e := &view[i]
@@ -300,7 +303,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 			}
 			known = e.Class
 		}
-		if err := t.reg.check(e.Class, &e.State, &t.vq[i]); err != nil {
+		if err := t.reg.check(e.Class, &e.State, &vq[i]); err != nil {
 			return fmt.Errorf("entity %d: %w", e.Entity, err)
 		}
 	}
@@ -334,12 +337,12 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		}
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e, &t.vq[i], now); err {
+			if id, err = t.alloc(e, &vq[i], now); err {
 				exhausted = true
 				continue
 			}
 		} else {
-			t.refresh(id, e, &t.vq[i], now)
+			t.refresh(id, e, &vq[i], now)
 		}
 		t.order[i] = id
 		s := &t.slots[id]
