@@ -76,8 +76,8 @@ func TestTableFootprint(t *testing.T) {
 		max    uint64 // bytes per table
 	}{
 		{0, 3 << 10},   // measured ≈ 1.5 KB (was ≈ 20 KB)
-		{32, 21 << 10}, // measured ≈ 17 KB (was ≈ 58, then 18 KB)
-		{64, 40 << 10}, // measured ≈ 34 KB (was ≈ 60, then 43 KB: append's doubling)
+		{32, 20 << 10}, // measured ≈ 16.5 KB (was ≈ 58, then 18 KB)
+		{64, 38 << 10}, // measured ≈ 33 KB (was ≈ 60, then 43 KB: append's doubling)
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)

@@ -473,11 +473,12 @@ func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bo
 	return uint32(id), false
 }
 
-// grow extends the per-id arrays to at least n ids, by a quarter at a time
+// grow extends the per-id arrays to at least n ids, by an eighth at a time
 // in multiples of 8 (ids stay compact, so the arrays stay near the largest
-// scope; a scope that settles stops allocating).
+// scope; a scope that settles stops allocating). An eighth, not more: the
+// room is kept for the table's life, ≈ 290 B an id.
 func (t *Table) grow(n int) {
-	c := (max(n, len(t.slots)+len(t.slots)/4, 8) + 7) &^ 7
+	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
 	t.slots = resize(t.slots, c)
 	t.info = resize(t.info, c)
