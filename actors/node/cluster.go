@@ -81,11 +81,13 @@ type membership struct {
 	nc      *nats.Conn
 	world   string
 	takeSub *nats.Subscription
+	giveSub *nats.Subscription
 
 	mu       sync.Mutex
 	proxies  map[string]*actor.PID
 	closed   bool
 	draining bool                 // handing its zones over: claims nothing more
+	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
 
 	stop chan struct{}
@@ -147,6 +149,9 @@ func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvN
 	for _, zn := range wm.Zones() {
 		if holding+len(got) >= fair {
 			break
+		}
+		if _, held := leases.Held(zn.ID); held {
+			continue // this node's already (claiming it again would take it over at a new epoch)
 		}
 		if o, ok := owners[zn.ID]; ok && o.Node != node {
 			continue // another node's (a lease in this node's name is a previous run's: Claim takes it over)
@@ -345,8 +350,12 @@ func (m *membership) loop() {
 		m.mu.Lock()
 		holding := len(m.zones.IDs())
 		m.mu.Unlock()
-		for _, id := range claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding, m.log) {
+		claimed := claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding, m.log)
+		for _, id := range claimed {
 			m.take(id)
+		}
+		if len(claimed) == 0 && m.nc != nil {
+			m.rebalance(ctx, holding)
 		}
 		// A zone nobody claimed for half a lease lifetime after its lease
 		// expired (every live node already at its fair share, or running a
@@ -384,6 +393,9 @@ func (m *membership) close() {
 	m.mu.Unlock()
 	if m.takeSub != nil {
 		_ = m.takeSub.Unsubscribe()
+	}
+	if m.giveSub != nil {
+		_ = m.giveSub.Unsubscribe()
 	}
 	if m.stop != nil {
 		close(m.stop)

@@ -626,3 +626,85 @@ func TestClusterDrainHandsZonesOver(t *testing.T) {
 	}
 	t.Logf("n2 drained in %v; x1z0 now on %s at epoch %d", took, owner.Node, owner.Epoch)
 }
+
+// A node that joins a running world takes its share of zones from the
+// busiest node by migration (handover), one zone at a time, while a
+// player plays on: 4 zones over 1, then 2, then 3 auto nodes.
+func TestClusterRebalancesOnJoin(t *testing.T) {
+	var nodes []*Node
+	defer func() { stopAll(nodes) }()
+	start := func(i int) {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), "auto"
+		cfg.LeaseTTL = Duration(time.Second) // the loop asks every TTL/3
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	start(0)
+	if got := len(nodes[0].Zones().IDs()); got != 4 {
+		t.Fatalf("the first node runs %d zones, want all 4", got)
+	}
+	const player = 7
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mint(t, nodes[0], player), client.WithManualInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var sent uint64
+	stop := make(chan struct{})
+	walked := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(time.Second / 30)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				walked <- nil
+				return
+			case <-tick.C:
+			}
+			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 20, Yaw: move.YawFromRadians(1)}); err != nil {
+				walked <- err
+				return
+			}
+			sent++
+		}
+	}()
+	shares := func() []int {
+		var c []int
+		for _, n := range nodes {
+			c = append(c, len(n.Zones().IDs()))
+		}
+		slices.Sort(c)
+		return c
+	}
+	start(1)
+	waitFor(t, 15*time.Second, "2 zones each over 2 nodes", func() bool { return slices.Equal(shares(), []int{2, 2}) })
+	start(2)
+	waitFor(t, 15*time.Second, "shares 1, 1, 2 over 3 nodes", func() bool { return slices.Equal(shares(), []int{1, 1, 2}) })
+	close(stop)
+	if err := <-walked; err != nil {
+		t.Fatalf("the session ended during the rebalancing: %v", err)
+	}
+	var last uint64
+	waitFor(t, 5*time.Second, "every move applied", func() bool {
+		for _, n := range nodes {
+			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+				if e, ok := z.Entity(player); ok && e.Owned && !e.Frozen {
+					last = e.LastApplied
+				}
+			})
+		}
+		return last == sent
+	})
+}

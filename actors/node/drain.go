@@ -31,6 +31,10 @@ import (
 // takeSubject is where a node takes requests to claim a zone now.
 func takeSubject(world, node string) string { return "gw." + world + ".node." + node + ".take" }
 
+// giveSubject is where a node takes requests to hand one of its zones to
+// the asking node (rebalancing when a node joins).
+func giveSubject(world, node string) string { return "gw." + world + ".node." + node + ".give" }
+
 // serveTakes answers other nodes' handover requests: claim the zone named
 // in the request (it must be in the world map and unowned) and run it.
 func (m *membership) serveTakes() error {
@@ -71,7 +75,101 @@ func (m *membership) serveTakes() error {
 		return fmt.Errorf("handover subscription: %w", err)
 	}
 	m.takeSub = sub
+	give, err := m.nc.Subscribe(giveSubject(m.world, m.node), m.onGive)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("rebalance subscription: %w", err)
+	}
+	m.giveSub = give
 	return nil
+}
+
+// onGive hands one zone to the asking node if this node holds more than its
+// fair share (an auto node only: an explicit --zones list is the
+// operator's). The zone with the fewest players goes: the cheapest move.
+func (m *membership) onGive(r *nats.Msg) {
+	to := string(r.Data)
+	m.mu.Lock()
+	busy := m.closed || m.draining || m.giving
+	if !busy {
+		m.giving = true
+	}
+	m.mu.Unlock()
+	if busy || !m.auto || !cluster.ValidID(to) || to == m.node {
+		_ = r.Respond([]byte("error: not giving"))
+		if !busy {
+			m.mu.Lock()
+			m.giving = false
+			m.mu.Unlock()
+		}
+		return
+	}
+	defer func() {
+		m.mu.Lock()
+		m.giving = false
+		m.mu.Unlock()
+	}()
+	// Give while this node holds at least two more than the asker: the
+	// shares then differ by at most one (4 zones on 3 nodes: 2, 1, 1).
+	ids := m.zones.IDs()
+	theirs := 0
+	for _, o := range m.leases.Owners() {
+		if o.Node == to {
+			theirs++
+		}
+	}
+	if len(ids) < theirs+2 {
+		_ = r.Respond([]byte("error: at fair share"))
+		return
+	}
+	pick, fewest := "", -1
+	for _, id := range ids {
+		p, _, _ := m.zones.Load(id)
+		if fewest < 0 || p < fewest {
+			pick, fewest = id, p
+		}
+	}
+	_ = r.Respond([]byte("ok " + pick))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
+	defer cancel()
+	if err := m.handOver(ctx, pick, to); err != nil {
+		m.log.Warn("rebalance: zone not handed over", "zone", pick, "to", to, "err", err)
+		return
+	}
+	m.log.Info("rebalance: zone handed to a node below its share", "zone", pick, "to", to)
+}
+
+// rebalance asks the busiest node for a zone when this auto node holds
+// less than its share and nothing is unowned (a node joined a running
+// world): one zone per call, so shares even out over a few loops.
+func (m *membership) rebalance(ctx context.Context, holding int) {
+	live := liveNodes(m.leases, m.node)
+	total := m.wm.Len()
+	if holding >= total/live {
+		return
+	}
+	counts := map[string]int{}
+	for _, o := range m.leases.Owners() {
+		counts[o.Node]++
+	}
+	busiest, most := "", 0
+	for node, c := range counts {
+		if node != m.node && (c > most || c == most && node < busiest) {
+			busiest, most = node, c
+		}
+	}
+	if busiest == "" || most <= holding+1 {
+		return
+	}
+	r, err := m.nc.RequestWithContext(ctx, giveSubject(m.world, busiest), []byte(m.node))
+	switch {
+	case err != nil:
+		m.log.Debug("rebalance: no answer", "from", busiest, "err", err)
+	case strings.HasPrefix(string(r.Data), "ok "):
+		m.log.Info("rebalance: a zone is coming", "from", busiest, "zone", strings.TrimPrefix(string(r.Data), "ok "))
+	default: // a fixed --zones node, or the shares changed meanwhile
+		m.log.Debug("rebalance: refused", "from", busiest, "answer", string(r.Data))
+	}
 }
 
 // liveOthers lists the other nodes with a fresh directory record.
