@@ -218,7 +218,7 @@ capacity: ## capacity curve: players vs tick p99, RTT p99, server CPU and heap (
 	$(GO) build -o $(CAPACITY_DIR)/capacity ./cmd/capacity
 	$(CAPACITY_DIR)/capacity --botswarm $(CAPACITY_DIR)/botswarm --players $(CAPACITY_PLAYERS) \
 	    --window $(CAPACITY_WINDOW) --json $(CAPACITY_DIR)/capacity.json --png docs/capacity.png \
-	    --cpuprofile $(CAPACITY_DIR)/cpu.pprof --memprofile $(CAPACITY_DIR)/heap.pprof $(CAPACITY_FLAGS) \
+	    --cpuprofile $(CAPACITY_DIR)/cpu.pprof --memprofile $(CAPACITY_DIR)/heap.pprof --breakdown $(CAPACITY_FLAGS) \
 	    | tee $(CAPACITY_DIR)/capacity.md
 
 # Side by side with the peers (docs/benchmarks.md, "Peers"): the same game workload through

@@ -68,6 +68,7 @@ type options struct {
 	keep       bool
 	gcPercent  int
 	memRate    int
+	breakdown  bool
 }
 
 // Step is one player count's measurement.
@@ -104,7 +105,11 @@ type Step struct {
 	SwarmCPUMs   float64 `json:"botswarm_cpu_ms_per_bot_s"`
 	GhostsPerBot float64 `json:"ghosts_per_bot"` // botswarm's series, mean of its last 10 seconds
 	SwarmExit    int     `json:"botswarm_exit"`
-	SwarmReport  string  `json:"botswarm_report,omitempty"`
+
+	// HeapParts is the live heap per player by part (--breakdown): the
+	// heap profile after the window minus the same at idle, divided.
+	HeapParts   map[string]float64 `json:"heap_per_player_by_part_bytes,omitempty"`
+	SwarmReport string             `json:"botswarm_report,omitempty"`
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -125,7 +130,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.npcs, "npcs", node.DefaultConfig().NPCs, "NPCs in the world (the default world's)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the botswarm reports (paths in the JSON)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "GOGC for the server (0: the runtime's default)")
-	fs.IntVar(&o.memRate, "mem-profile-rate", 4096, "runtime.MemProfileRate when --memprofile is set (bytes per sample)")
+	fs.IntVar(&o.memRate, "mem-profile-rate", 4096, "runtime.MemProfileRate when --memprofile or --breakdown is set (bytes per sample)")
+	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -149,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.memProfile != "" {
+	if o.memProfile != "" || o.breakdown {
 		runtime.MemProfileRate = o.memRate
 	}
 	if o.gcPercent > 0 {
@@ -183,6 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "capacity: %s\n", oneLine(st))
 	}
 	writeTable(stdout, steps)
+	writeBreakdown(stdout, steps)
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(steps, "", "  ")
 		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
@@ -229,6 +236,10 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	// Idle baseline: the world with its NPCs ticking, no player.
 	sleep(ctx, 3*time.Second)
 	st.HeapIdleB = heapAfterGC(nil)
+	var idleParts map[string]float64
+	if o.breakdown {
+		idleParts = heapParts()
+	}
 
 	ramp := time.Duration(float64(n)/o.ramp*float64(time.Second)) + time.Second
 	total := ramp + o.warmup + o.window + 8*time.Second // margin: the ramp may run late
@@ -318,6 +329,9 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	st.Goroutines = runtime.NumGoroutine()
 	if st.Connected > 0 && st.HeapB > st.HeapIdleB {
 		st.HeapPerPlayerB = float64(st.HeapB-st.HeapIdleB) / float64(st.Connected)
+		if o.breakdown {
+			st.HeapParts = perPlayer(idleParts, heapParts(), st.Connected)
+		}
 	}
 	if o.memProfile != "" && n == o.profileAt {
 		f, err := os.Create(o.memProfile)

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// A part is one line of the heap breakdown: the live bytes whose
+// allocating stack (first frame outside the runtime, then its callers)
+// names one of match first.
+type part struct {
+	name  string
+	match []string
+}
+
+// parts are checked in order; the first whose pattern occurs in a frame of
+// the stack, from the allocation site outwards, gets the bytes.
+var parts = []part{
+	{"ghost table: per-id records (slot, info, last State, per-group sequences)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow"}},
+	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts"}},
+	{"ghost table: the rest (struct, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
+	{"session: notify, events, moves, control", []string{"replication/session.", "replication/notify.", "replication/event.", "replication/move."}},
+	{"views from the zone (zones/sim AppendView)", []string{"zones/sim.(*Zone).AppendView"}},
+	{"connection, gateway, queued datagrams", []string{"actors/conn.", "actors/gateway.", "actors/msg.", "actors/udp."}},
+	{"zones (slots, interest, grid, move queues)", []string{"zones/", "actors/zone."}},
+	{"protoactor (PIDs, process registry)", []string{"protoactor-go", "concurrent-map"}},
+}
+
+const otherPart = "other (handshake, NATS, runtime, …)"
+
+// heapParts returns the live heap as of the last completed collection,
+// by part, from the runtime's heap profile (sampled at
+// runtime.MemProfileRate and scaled up the way pprof does).
+func heapParts() map[string]float64 {
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, false)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, false); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	rate := float64(runtime.MemProfileRate)
+	out := make(map[string]float64, len(parts)+1)
+	for i := range recs {
+		r := &recs[i]
+		b := float64(r.InUseBytes())
+		if b <= 0 {
+			continue
+		}
+		if objs := r.InUseObjects(); rate > 1 && objs > 0 {
+			b /= 1 - math.Exp(-b/float64(objs)/rate)
+		}
+		out[classify(r.Stack())] += b
+	}
+	return out
+}
+
+// classify names the part a stack's bytes belong to.
+func classify(stk []uintptr) string {
+	var fns []string
+	frames := runtime.CallersFrames(stk)
+	for {
+		f, more := frames.Next()
+		fns = append(fns, f.Function)
+		if !more {
+			break
+		}
+	}
+	return classifyNames(fns)
+}
+
+// classifyNames is classify over function names, allocation site first.
+func classifyNames(fns []string) string {
+	for _, fn := range fns {
+		if strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "sync.") {
+			continue
+		}
+		for _, p := range parts {
+			for _, m := range p.match {
+				if strings.Contains(fn, m) {
+					return p.name
+				}
+			}
+		}
+	}
+	return otherPart
+}
+
+// perPlayer is (after − idle) ÷ players, part by part.
+func perPlayer(idle, after map[string]float64, players int) map[string]float64 {
+	out := make(map[string]float64, len(after))
+	for k, v := range after {
+		out[k] = max(v-idle[k], 0) / float64(players)
+	}
+	return out
+}
+
+// writeBreakdown prints the heap per player by part, one column per step.
+func writeBreakdown(w io.Writer, steps []Step) {
+	var cols []Step
+	for _, s := range steps {
+		if s.HeapParts != nil {
+			cols = append(cols, s)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	names := make([]string, 0, len(parts)+1)
+	for _, p := range parts {
+		names = append(names, p.name)
+	}
+	names = append(names, otherPart)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| live heap per player, by part |")
+	for _, s := range cols {
+		fmt.Fprintf(w, " %d players |", s.Players)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range cols {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, n := range names {
+		fmt.Fprintf(w, "| %s |", n)
+		for _, s := range cols {
+			fmt.Fprintf(w, " %.1f KB |", s.HeapParts[n]/1024)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, "| **sum** (sampled; the heap per player above is exact) |")
+	for _, s := range cols {
+		sum := 0.0
+		keys := make([]string, 0, len(s.HeapParts))
+		for k := range s.HeapParts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // a fixed order: float sums differ by order
+		for _, k := range keys {
+			sum += s.HeapParts[k]
+		}
+		fmt.Fprintf(w, " %.1f KB |", sum/1024)
+	}
+	fmt.Fprintln(w)
+}
