@@ -43,6 +43,8 @@ func newRequest(op string) proto.Message {
 		return &pb.DrainRequest{}
 	case adminclient.OpStats:
 		return &pb.ClusterStatsRequest{}
+	case adminclient.OpMoveZone:
+		return &pb.MoveZoneRequest{}
 	}
 	return nil
 }
@@ -113,6 +115,11 @@ func check(m proto.Message) error {
 			return errors.New("player: want a player id (not 0)")
 		}
 		return errors.Join(checkText("reason", m.Reason), checkText("caller", m.Caller))
+	case *pb.MoveZoneRequest:
+		if m.Zone == "" || m.ToNode == "" {
+			return errors.New("zone, to_node: want a zone id and a node id")
+		}
+		return errors.Join(checkID("zone", m.Zone), checkID("to_node", m.ToNode), checkText("caller", m.Caller))
 	case *pb.DrainRequest:
 		if m.Node == "" {
 			return errors.New("node: want a node id")

@@ -29,6 +29,9 @@ type Drainer interface {
 	Drain(ctx context.Context) error
 }
 
+// ZoneMover hands a zone this node runs to another node.
+type ZoneMover func(ctx context.Context, zone, toNode string) error
+
 // DrainFunc adapts a function to Drainer.
 type DrainFunc func(ctx context.Context) error
 
@@ -46,6 +49,7 @@ type Parts struct {
 	// Held is the epoch of a zone lease this node holds.
 	Held     func(zone string) (uint64, bool)
 	Drainer  Drainer
+	MoveZone ZoneMover
 	UDPAddr  string
 	HTTPAddr func() string
 }

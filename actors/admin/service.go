@@ -113,7 +113,7 @@ func Start(_ context.Context, cfg Config) (*Service, error) {
 	}
 	s.svc = svc
 	for _, op := range []string{adminclient.OpNodes, adminclient.OpZones, adminclient.OpPlayers, adminclient.OpPlayer,
-		adminclient.OpMove, adminclient.OpKick, adminclient.OpDrain, adminclient.OpStats} {
+		adminclient.OpMove, adminclient.OpKick, adminclient.OpDrain, adminclient.OpStats, adminclient.OpMoveZone} {
 		op := op
 		if err := svc.AddEndpoint(op, s.handler(op, s.cluster), micro.WithEndpointSubject(adminclient.Subject(op))); err != nil {
 			s.Stop()
@@ -269,6 +269,29 @@ func (s *Service) nodeOp(ctx context.Context, c call) (proto.Message, error) {
 		}
 		s.log.Info("admin: player kicked", append([]any{"player", req.Player, "reason", reason.String(), "note", note}, c.who(req.Caller)...)...)
 		return &pb.KickPlayerResponse{Node: s.cfg.Node, Reason: reason.String(), Note: note}, nil
+	case *pb.MoveZoneRequest:
+		if s.loc.p.Held == nil {
+			return nil, errors.New("admin: this node holds no zones")
+		}
+		if _, held := s.loc.p.Held(req.Zone); !held {
+			return nil, fmt.Errorf("%w: zone %q does not run on node %q", ErrNotFound, req.Zone, s.cfg.Node)
+		}
+		if s.loc.p.MoveZone == nil {
+			return nil, errors.New("admin: this node cannot move zones")
+		}
+		s.log.Warn("admin: zone moving", append([]any{"zone", req.Zone, "to", req.ToNode}, c.who(req.Caller)...)...)
+		if err := s.loc.p.MoveZone(ctx, req.Zone, req.ToNode); err != nil {
+			return nil, fmt.Errorf("zone %s to %s: %w", req.Zone, req.ToNode, err)
+		}
+		resp := &pb.MoveZoneResponse{Zone: req.Zone, FromNode: s.cfg.Node, ToNode: req.ToNode}
+		// The target's claim reaches this node's directory a moment later.
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if o, ok := s.owners()[req.Zone]; ok && o.Node == req.ToNode {
+				resp.Owner, resp.Epoch = o.Node, o.Epoch
+				break
+			}
+		}
+		return resp, nil
 	case *pb.DrainRequest:
 		if req.Node != s.cfg.Node {
 			return nil, fmt.Errorf("%w: drain of node %q sent to node %q", ErrBadRequest, req.Node, s.cfg.Node)
@@ -430,6 +453,27 @@ func (s *Service) cluster(ctx context.Context, c call) (proto.Message, error) {
 		}
 		resp := new(pb.DrainResponse)
 		if err := s.callNode(ctx, req.Node, call{op: c.op, req: req, caller: c.caller}, resp); err != nil {
+			return nil, err
+		}
+		return resp, nil
+	case *pb.MoveZoneRequest:
+		if s.cfg.World != nil {
+			if _, ok := s.cfg.World.Zone(req.Zone); !ok {
+				return nil, fmt.Errorf("%w: zone %q is not in world %q", ErrNotFound, req.Zone, s.worldName())
+			}
+		}
+		if !slices.Contains(s.nodeIDs(), req.ToNode) {
+			return nil, fmt.Errorf("%w: node %q is not in the directory (zonectl nodes lists them)", ErrNotFound, req.ToNode)
+		}
+		o, ok := s.owners()[req.Zone]
+		if !ok {
+			return nil, fmt.Errorf("%w: zone %q has no owner right now (a node claims it within a few seconds)", ErrNotFound, req.Zone)
+		}
+		if o.Node == req.ToNode {
+			return &pb.MoveZoneResponse{Zone: req.Zone, FromNode: o.Node, ToNode: req.ToNode, Owner: o.Node, Epoch: o.Epoch}, nil
+		}
+		resp := new(pb.MoveZoneResponse)
+		if err := s.callNode(ctx, o.Node, call{op: c.op, req: req, caller: c.caller}, resp); err != nil {
 			return nil, err
 		}
 		return resp, nil

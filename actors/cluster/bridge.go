@@ -57,6 +57,9 @@ type Config struct {
 	// to the player records before the zone takes it (see Players).
 	Players *Players
 	Log     *slog.Logger
+	// Gateway, when set, is asked to pass a Rejoin on to the connection of
+	// a player the bridge does not know (one whose zone was on this node).
+	Gateway func() *actor.PID
 	// Metrics collects counters; nil gets a private set.
 	Metrics *Metrics
 	// MaxBatch bounds the messages one proxy or link batches before it

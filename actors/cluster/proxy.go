@@ -598,6 +598,13 @@ func (b *Bridge) Rejoin(gateway, zoneID string, cp *handoff.Checkpoint) {
 func (b *Bridge) rejoinLocal(cp *handoff.Checkpoint) {
 	j := b.local(cp.Entity)
 	if j == nil || j.Conn == nil || j.Views != nil && j.Views.Closed() {
+		if b.cfg.Gateway != nil {
+			if g := b.cfg.Gateway(); g != nil {
+				b.m.Rejoins.Add(1)
+				b.cfg.Sys.Root.Send(g, &msg.Rejoin{Player: cp.Entity, Restore: cp})
+				return
+			}
+		}
 		b.m.Unknown.Add(1)
 		return
 	}

@@ -305,6 +305,13 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		ctx.Respond(r.redirectAll(ctx, m.targets))
 	case *sessionsRequest:
 		ctx.Respond(r.sessions())
+	case *msg.Rejoin:
+		// The player's zone restarted on another node: its connection
+		// joins again (the cluster bridge cannot tell which connection
+		// holds a player whose zone was local).
+		if rt := r.byPlayer[m.Player]; rt != nil {
+			ctx.Send(rt.pid, m)
+		}
 	case *actor.Stopping:
 		r.stopping()
 	}

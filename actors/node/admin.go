@@ -19,9 +19,10 @@ func (n *Node) startAdmin(ctx context.Context, wm *world.World) (*admin.Service,
 		Parts: admin.Parts{
 			Sys: g.sys, Gateway: g.gw, Zones: g.zones, ZonesMu: &n.member.mu, Held: n.leases.Held,
 			UDPAddr: g.gw.PublicAddr().String(), HTTPAddr: n.HTTPAddr,
-			// Today a drain is the graceful shutdown: the zone leases are
-			// released and the other nodes claim the zones.
-			Drainer: admin.DrainFunc(n.Stop),
+			// A drain is the graceful shutdown: the zones are handed to the
+			// other live nodes first (drain.go).
+			Drainer:  admin.DrainFunc(n.Stop),
+			MoveZone: n.MoveZone,
 		},
 	})
 }

@@ -45,7 +45,10 @@ type Node struct {
 	// bridgeRef: the bridge, for zone callbacks that may run before
 	// startGame returns.
 	bridgeRef atomic.Pointer[cluster.Bridge]
-	admin     *admin.Service
+	// gatewayPID: the gateway actor, once it runs (the bridge passes it
+	// Rejoins for connections it does not know).
+	gatewayPID atomic.Pointer[actor.PID]
+	admin      *admin.Service
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -166,7 +169,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		sys.Store(g.sys)
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
 			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,
-			Zones: func(id string) bool { _, ok := wm.Zone(id); return ok }})
+			Zones:   func(id string) bool { _, ok := wm.Zone(id); return ok },
+			Gateway: n.gatewayPID.Load})
 		if err != nil {
 			return err
 		}
@@ -186,6 +190,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		return nil, err
 	}
 	n.game = gm
+	n.gatewayPID.Store(gm.gw.PID())
 	if err := registerZoneMetrics(n.reg, gm.zones); err != nil {
 		return nil, err
 	}

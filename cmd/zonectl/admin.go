@@ -401,10 +401,12 @@ client quit), or is free text that is logged while the client is told
 		c := &cobra.Command{
 			Use:   "drain NODE",
 			Short: "take a node out of service (its zones go to the other nodes)",
-			Long: `Drain a node. Today this is the node's graceful shutdown: its players are
-disconnected (reason "server shutdown"), its zone leases are released and
-the other nodes claim its zones; the zoned process exits. The answer comes
-before the drain runs.`,
+			Long: `Drain a node: its graceful shutdown. Each of its zones is handed to another
+live node (frozen, its players' final state written, claimed by the
+target at a new epoch, its players restored there: players connected to
+other nodes play on, nothing lost); then its own connections end (reason
+"server shutdown") and the zoned process exits. The answer comes before
+the drain runs.`,
 			Args:    oneArg("node id"),
 			Example: "  zonectl drain zoned-b-7777",
 			RunE: func(_ *cobra.Command, args []string) error {
@@ -417,6 +419,33 @@ before the drain runs.`,
 			},
 		}
 		c.Flags().DurationVar(&deadline, "deadline", 0, "bound the drain to this long (0: the node's shutdown timeout)")
+		root.AddCommand(c)
+	}
+	{
+		var to string
+		c := &cobra.Command{
+			Use:   "move-zone ZONE --to NODE",
+			Short: "hand a zone to another node (zone migration, nobody disconnected)",
+			Long: `Move a zone, with every entity in it, to another live node: the owner
+freezes it, writes its players' final state to their records, releases
+its lease, and the target claims it at a new epoch and restores the
+players there. Players keep their connections; no move is lost or
+applied twice. The answer names the new owner and epoch.`,
+			Args:    oneArg("zone id"),
+			Example: "  zonectl move-zone x1z0 --to zoned-c-7777",
+			RunE: func(_ *cobra.Command, args []string) error {
+				if to == "" {
+					return fmt.Errorf("%w: move-zone needs --to NODE", errUsage)
+				}
+				var resp pb.MoveZoneResponse
+				if err := call(e, g, adminclient.OpMoveZone, &pb.MoveZoneRequest{Zone: args[0], ToNode: to, Caller: caller(e)}, &resp); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "zone %s moved from %s to %s (owner %s, epoch %d)\n", resp.Zone, resp.FromNode, resp.ToNode, resp.Owner, resp.Epoch)
+				return nil
+			},
+		}
+		c.Flags().StringVar(&to, "to", "", "target `NODE` id (zonectl nodes lists them)")
 		root.AddCommand(c)
 	}
 	{

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,5 +186,97 @@ func TestAdminThreeNodes(t *testing.T) {
 	ctlJSON(t, &st, url, dir, "stats")
 	if st.Nodes != 3 || st.Zones != 4 || st.RemoteHandoffs < 2 || st.Players != 1 || st.Connections != 1 {
 		t.Fatalf("stats: %+v (want 2 remote handoffs at least)", st)
+	}
+}
+
+// zonectl move-zone hands a zone to another node while a player plays in
+// it through the first node's gateway: the player stays connected and
+// every move is applied exactly once; a zone or node that does not exist
+// is refused.
+func TestAdminMoveZone(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	var nodes []*node.Node
+	defer func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			_ = nodes[i].Stop(context.Background())
+		}
+	}()
+	var dir string
+	for i, s := range []struct{ id, zones string }{{"n1", "x0z0,x1z0"}, {"n2", "x0z1,x1z1"}} {
+		cfg := nodeConfig(t, s.id, s.zones)
+		if i == 0 {
+			dir = cfg.DataDir
+		} else {
+			cfg.NATSURL = bareURL(t, nodes[0])
+			cfg.NATSCreds = filepath.Join(dir, node.NodeCredsFile)
+			cfg.KeyFile = filepath.Join(dir, "token.key")
+		}
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	url := bareURL(t, nodes[0])
+	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mintFor(t, nodes[0], 4), client.WithManualInput())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var sent atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := s.SendMove(move.Move{Dt: 48, Forward: 30, Yaw: 1000}); err != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	waitUntil(t, 5*time.Second, "the client to walk", func() bool { return sent.Load() >= 10 })
+	for _, bad := range [][]string{{"move-zone", "x9z9", "--to", "n2"}, {"move-zone", "x0z0", "--to", "nobody"}, {"move-zone", "x0z0"}} {
+		if r := ctl(t, url, dir, bad...); r.code == 0 {
+			t.Fatalf("zonectl %v succeeded: %+v", bad, r)
+		}
+	}
+	r := ctl(t, url, dir, "move-zone", "x0z0", "--to", "n2")
+	if r.code != 0 || !strings.Contains(r.stdout, "zone x0z0 moved from n1 to n2 (owner n2") {
+		t.Fatalf("move-zone: %+v", r)
+	}
+	from := sent.Load()
+	waitUntil(t, 5*time.Second, "the client to walk on", func() bool { return sent.Load() >= from+10 })
+	close(stop)
+	wg.Wait()
+	n := sent.Load()
+	var last, lost uint64
+	waitUntil(t, 5*time.Second, "every move applied by the new owner", func() bool {
+		_ = nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			if e, ok := z.Entity(4); ok && e.Owned && z.ID() == "x0z0" {
+				last, lost = e.LastApplied, z.Stats().MovesLost
+			}
+		})
+		return last == n
+	})
+	if lost != 0 {
+		t.Fatalf("%d moves skipped as lost", lost)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session ended: %v", err)
+	}
+	var zones []map[string]any
+	ctlJSON(t, &zones, url, dir, "zones")
+	for _, z := range zones {
+		if z["zone"] == "x0z0" && z["node"] != "n2" {
+			t.Fatalf("zones: x0z0 on %v after the move", z["node"])
+		}
 	}
 }

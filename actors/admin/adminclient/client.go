@@ -34,6 +34,8 @@ const (
 	OpKick    = "kick"
 	OpDrain   = "drain"
 	OpStats   = "stats"
+	// OpMoveZone hands a zone to another node (zone migration).
+	OpMoveZone = "move_zone"
 )
 
 // Subject is the cluster-wide subject of op.

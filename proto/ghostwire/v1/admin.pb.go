@@ -1235,6 +1235,146 @@ func (x *DrainResponse) GetState() string {
 	return ""
 }
 
+// Hand a zone to another node (zone migration: the zone freezes, its
+// players' final state is written, the target claims it at a new epoch
+// and restores them; nobody is disconnected). Answered by the zone's owner.
+type MoveZoneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Zone          string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	ToNode        string                 `protobuf:"bytes,2,opt,name=to_node,json=toNode,proto3" json:"to_node,omitempty"`
+	Caller        string                 `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveZoneRequest) Reset() {
+	*x = MoveZoneRequest{}
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveZoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveZoneRequest) ProtoMessage() {}
+
+func (x *MoveZoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveZoneRequest.ProtoReflect.Descriptor instead.
+func (*MoveZoneRequest) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MoveZoneRequest) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *MoveZoneRequest) GetToNode() string {
+	if x != nil {
+		return x.ToNode
+	}
+	return ""
+}
+
+func (x *MoveZoneRequest) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+type MoveZoneResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Zone     string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	FromNode string                 `protobuf:"bytes,2,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	ToNode   string                 `protobuf:"bytes,3,opt,name=to_node,json=toNode,proto3" json:"to_node,omitempty"`
+	// The zone's owner and epoch after the move, from the directory.
+	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveZoneResponse) Reset() {
+	*x = MoveZoneResponse{}
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveZoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveZoneResponse) ProtoMessage() {}
+
+func (x *MoveZoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveZoneResponse.ProtoReflect.Descriptor instead.
+func (*MoveZoneResponse) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MoveZoneResponse) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *MoveZoneResponse) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *MoveZoneResponse) GetToNode() string {
+	if x != nil {
+		return x.ToNode
+	}
+	return ""
+}
+
+func (x *MoveZoneResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *MoveZoneResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ClusterStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1243,7 +1383,7 @@ type ClusterStatsRequest struct {
 
 func (x *ClusterStatsRequest) Reset() {
 	*x = ClusterStatsRequest{}
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[18]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1395,7 @@ func (x *ClusterStatsRequest) String() string {
 func (*ClusterStatsRequest) ProtoMessage() {}
 
 func (x *ClusterStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[18]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1408,7 @@ func (x *ClusterStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatsRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatsRequest) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 type ClusterStatsResponse struct {
@@ -1291,7 +1431,7 @@ type ClusterStatsResponse struct {
 
 func (x *ClusterStatsResponse) Reset() {
 	*x = ClusterStatsResponse{}
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[19]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1443,7 @@ func (x *ClusterStatsResponse) String() string {
 func (*ClusterStatsResponse) ProtoMessage() {}
 
 func (x *ClusterStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[19]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1456,7 @@ func (x *ClusterStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatsResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatsResponse) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatsResponse) GetNodes() uint32 {
@@ -1416,7 +1556,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[20]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1568,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_admin_proto_msgTypes[20]
+	mi := &file_ghostwire_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1581,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_ghostwire_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeStats) GetInfo() *NodeInfo {
@@ -1565,7 +1705,17 @@ const file_ghostwire_v1_admin_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05zones\x18\x02 \x01(\rR\x05zones\x12\x18\n" +
 	"\aplayers\x18\x03 \x01(\rR\aplayers\x12\x14\n" +
-	"\x05state\x18\x04 \x01(\tR\x05state\"\x15\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\"V\n" +
+	"\x0fMoveZoneRequest\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x17\n" +
+	"\ato_node\x18\x02 \x01(\tR\x06toNode\x12\x16\n" +
+	"\x06caller\x18\x03 \x01(\tR\x06caller\"\x88\x01\n" +
+	"\x10MoveZoneResponse\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x1b\n" +
+	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\x12\x17\n" +
+	"\ato_node\x18\x03 \x01(\tR\x06toNode\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x15\n" +
 	"\x13ClusterStatsRequest\"\x88\x03\n" +
 	"\x14ClusterStatsResponse\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x14\n" +
@@ -1610,7 +1760,7 @@ func file_ghostwire_v1_admin_proto_rawDescGZIP() []byte {
 	return file_ghostwire_v1_admin_proto_rawDescData
 }
 
-var file_ghostwire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_ghostwire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_ghostwire_v1_admin_proto_goTypes = []any{
 	(*NodeError)(nil),            // 0: ghostwire.v1.NodeError
 	(*ListNodesRequest)(nil),     // 1: ghostwire.v1.ListNodesRequest
@@ -1630,21 +1780,23 @@ var file_ghostwire_v1_admin_proto_goTypes = []any{
 	(*KickPlayerResponse)(nil),   // 15: ghostwire.v1.KickPlayerResponse
 	(*DrainRequest)(nil),         // 16: ghostwire.v1.DrainRequest
 	(*DrainResponse)(nil),        // 17: ghostwire.v1.DrainResponse
-	(*ClusterStatsRequest)(nil),  // 18: ghostwire.v1.ClusterStatsRequest
-	(*ClusterStatsResponse)(nil), // 19: ghostwire.v1.ClusterStatsResponse
-	(*NodeStats)(nil),            // 20: ghostwire.v1.NodeStats
-	(*Vec3)(nil),                 // 21: ghostwire.v1.Vec3
+	(*MoveZoneRequest)(nil),      // 18: ghostwire.v1.MoveZoneRequest
+	(*MoveZoneResponse)(nil),     // 19: ghostwire.v1.MoveZoneResponse
+	(*ClusterStatsRequest)(nil),  // 20: ghostwire.v1.ClusterStatsRequest
+	(*ClusterStatsResponse)(nil), // 21: ghostwire.v1.ClusterStatsResponse
+	(*NodeStats)(nil),            // 22: ghostwire.v1.NodeStats
+	(*Vec3)(nil),                 // 23: ghostwire.v1.Vec3
 }
 var file_ghostwire_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: ghostwire.v1.ListNodesResponse.nodes:type_name -> ghostwire.v1.NodeInfo
 	0,  // 1: ghostwire.v1.ListNodesResponse.errors:type_name -> ghostwire.v1.NodeError
 	5,  // 2: ghostwire.v1.ListZonesResponse.zones:type_name -> ghostwire.v1.ZoneInfo
 	0,  // 3: ghostwire.v1.ListZonesResponse.errors:type_name -> ghostwire.v1.NodeError
-	21, // 4: ghostwire.v1.PlayerInfo.position:type_name -> ghostwire.v1.Vec3
+	23, // 4: ghostwire.v1.PlayerInfo.position:type_name -> ghostwire.v1.Vec3
 	8,  // 5: ghostwire.v1.ListPlayersResponse.players:type_name -> ghostwire.v1.PlayerInfo
 	0,  // 6: ghostwire.v1.ListPlayersResponse.errors:type_name -> ghostwire.v1.NodeError
 	8,  // 7: ghostwire.v1.GetPlayerResponse.player:type_name -> ghostwire.v1.PlayerInfo
-	21, // 8: ghostwire.v1.MovePlayerRequest.position:type_name -> ghostwire.v1.Vec3
+	23, // 8: ghostwire.v1.MovePlayerRequest.position:type_name -> ghostwire.v1.Vec3
 	8,  // 9: ghostwire.v1.MovePlayerResponse.player:type_name -> ghostwire.v1.PlayerInfo
 	0,  // 10: ghostwire.v1.ClusterStatsResponse.errors:type_name -> ghostwire.v1.NodeError
 	2,  // 11: ghostwire.v1.NodeStats.info:type_name -> ghostwire.v1.NodeInfo
@@ -1655,7 +1807,7 @@ var file_ghostwire_v1_admin_proto_depIdxs = []int32{
 	12, // 16: ghostwire.v1.Admin.MovePlayer:input_type -> ghostwire.v1.MovePlayerRequest
 	14, // 17: ghostwire.v1.Admin.KickPlayer:input_type -> ghostwire.v1.KickPlayerRequest
 	16, // 18: ghostwire.v1.Admin.Drain:input_type -> ghostwire.v1.DrainRequest
-	18, // 19: ghostwire.v1.Admin.ClusterStats:input_type -> ghostwire.v1.ClusterStatsRequest
+	20, // 19: ghostwire.v1.Admin.ClusterStats:input_type -> ghostwire.v1.ClusterStatsRequest
 	3,  // 20: ghostwire.v1.Admin.ListNodes:output_type -> ghostwire.v1.ListNodesResponse
 	6,  // 21: ghostwire.v1.Admin.ListZones:output_type -> ghostwire.v1.ListZonesResponse
 	9,  // 22: ghostwire.v1.Admin.ListPlayers:output_type -> ghostwire.v1.ListPlayersResponse
@@ -1663,7 +1815,7 @@ var file_ghostwire_v1_admin_proto_depIdxs = []int32{
 	13, // 24: ghostwire.v1.Admin.MovePlayer:output_type -> ghostwire.v1.MovePlayerResponse
 	15, // 25: ghostwire.v1.Admin.KickPlayer:output_type -> ghostwire.v1.KickPlayerResponse
 	17, // 26: ghostwire.v1.Admin.Drain:output_type -> ghostwire.v1.DrainResponse
-	19, // 27: ghostwire.v1.Admin.ClusterStats:output_type -> ghostwire.v1.ClusterStatsResponse
+	21, // 27: ghostwire.v1.Admin.ClusterStats:output_type -> ghostwire.v1.ClusterStatsResponse
 	20, // [20:28] is the sub-list for method output_type
 	12, // [12:20] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1683,7 +1835,7 @@ func file_ghostwire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_admin_proto_rawDesc), len(file_ghostwire_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
