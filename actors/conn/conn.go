@@ -56,13 +56,17 @@ type Conn struct {
 	stopped   bool // removed from its shard: every further event is dropped
 	zone      *actor.PID
 	zoneEpoch uint64
-	ctlEpoch  uint64       // the newest Control epoch taken
-	applied   uint64       // the newest applied move a zone reported
-	resuming  bool         // Config.Resume asked, not answered yet
-	held      []*msg.Input // input that arrived meanwhile
-	lastMove  uint64       // the newest move handed to an Input
-	unacked   []move.Move  // moves handed on, not yet reported applied (resent on a Rejoin)
-	fates     folded       // packet fates already added to the pool's counters
+	ctlEpoch  uint64        // the newest Control epoch taken
+	applied   uint64        // the newest applied move a zone reported
+	resuming  bool          // Config.Resume asked, not answered yet
+	redirect  bool          // a Redirect was sent: the client may be back elsewhere
+	joinAt    time.Duration // when the newest Join went
+	ctlSeen   bool          // a zone's Control arrived: the Join took
+	lookups   int           // Config.Resume asked again for a Join that did not take
+	held      []*msg.Input  // input that arrived meanwhile
+	lastMove  uint64        // the newest move handed to an Input
+	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
+	fates     folded        // packet fates already added to the pool's counters
 
 	// Shard bookkeeping.
 	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
@@ -114,6 +118,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			return
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
+		c.ctlSeen = true
 		c.applied = max(c.applied, m.LastApplied)
 		c.ackMoves(c.applied)
 		if c.srv != nil {
@@ -130,7 +135,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			if m.zone != nil {
 				c.zone = m.zone
 			}
-			c.join(m.cp)
+			c.join(m.cp, now)
 		}
 	case *msg.Rejoin:
 		// The player's zone restarted elsewhere without it: join it again
@@ -179,6 +184,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
 				c.close(now, handshake.ReasonServerShutdown)
 			} else {
+				c.redirect = true
 				c.pool.counters.Redirects.Add(1)
 			}
 		}
@@ -230,20 +236,41 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		c.verified = true
 		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Token: c.p.Token, Player: c.p.Player})
 		if c.zone != nil {
-			if resume := c.pool.cfg.Resume; resume != nil {
-				// Look the player's record up first (off the shard): it
-				// resumes where it was, in the zone it was in. Input waits.
-				c.resuming = true
-				pid, root := c.pid, c.pool.sys.Root
-				resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
-					root.Send(pid, &resumed{zone: zone, cp: cp})
-				})
+			if c.pool.cfg.Resume != nil {
+				c.lookup()
 			} else {
-				c.join(nil)
+				c.join(nil, now)
 			}
 		}
 	}
+	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.pool.cfg.Resume != nil &&
+		c.lookups < maxLookups && now-c.joinAt >= lookupAgainAfter {
+		// The Join went to a zone that never answered: its node was
+		// stopping (the client followed a drain's Redirect here while the
+		// player's zone moved on). Look the record up again: it names the
+		// zone's new owner once there is one.
+		c.lookups++
+		c.lookup()
+	}
 	c.flushInput(now)
+}
+
+// lookupAgainAfter and maxLookups: a Join that brought no Control within
+// this time (a zone answers within a tick or two) is sent again after a
+// fresh record lookup, at most this many times.
+const (
+	lookupAgainAfter = time.Second
+	maxLookups       = 10
+)
+
+// lookup asks Config.Resume for the player's record (off the shard): it
+// resumes where it was, in the zone it was in. Input waits meanwhile.
+func (c *Conn) lookup() {
+	c.resuming = true
+	pid, root := c.pid, c.pool.sys.Root
+	c.pool.cfg.Resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+		root.Send(pid, &resumed{zone: zone, cp: cp})
+	})
 }
 
 // resumed is the answer of Config.Resume, back on the connection's shard.
@@ -258,7 +285,8 @@ const maxHeld = 64
 
 // join sends the player's Join (restored from cp when set), then whatever
 // input arrived while the record was looked up.
-func (c *Conn) join(cp *handoff.Checkpoint) {
+func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
+	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
 		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
 		UserData: c.p.UserData, Restore: cp,
@@ -418,7 +446,15 @@ func (c *Conn) finish(r handshake.Reason) {
 	}
 	c.closed = true
 	if c.joined && c.zone != nil {
-		c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.p.Player, Conn: c.pid, Reason: r})
+		lr := r
+		if c.redirect {
+			// Whether or not its acknowledgement came, the client may
+			// already play through another gateway: the zone must not
+			// take that connection's player for this one's (it ignores
+			// a Redirected Leave of a player another connection took over).
+			lr = handshake.ReasonRedirected
+		}
+		c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.p.Player, Conn: c.pid, Reason: lr})
 	}
 	var st session.ServerStats
 	var id handshake.ConnID

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -95,6 +96,10 @@ type zoneActor struct {
 	joins        map[uint64]*msg.Join
 	began        map[uint64]time.Duration // handoffs this zone started, for latency
 	pendingLeave map[uint64]bool
+	// superseded: players a new connection took over while the old one was
+	// still joined (a client following a Redirect reconnected first); the
+	// old connection's Leave (reason Redirected) is then not theirs.
+	superseded map[uint64]bool
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -219,6 +224,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.joins = map[uint64]*msg.Join{}
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]bool{}
+	a.superseded = map[uint64]bool{}
 	a.pendingTP = map[uint64][3]float32{}
 	a.forced = map[uint64]bool{}
 	a.budget = map[uint64]outBudget{}
@@ -400,6 +406,7 @@ func (a *zoneActor) sweepJoins() {
 
 func (a *zoneActor) forget(id uint64) {
 	delete(a.joins, id)
+	delete(a.superseded, id)
 	delete(a.began, id)
 	delete(a.budget, id)
 	delete(a.forced, id)
@@ -480,13 +487,25 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		name = name[:31]
 	}
 	join := func() error { return a.z.Join(now, j.Player, conn, name, pos, j.LastApplied) }
-	if r := j.Restore; r != nil && r.Entity == j.Player {
-		if e, ok := a.z.Entity(j.Player); ok && e.Owned {
+	r := j.Restore
+	if e, ok := a.z.Entity(j.Player); ok && e.Owned {
+		if old := a.joins[j.Player]; old != nil && old.Conn != nil && j.Conn != nil && !old.Conn.Equal(j.Conn) {
+			// Another connection for a player still here: its client
+			// followed a Redirect and reconnected before the old
+			// connection's Leave came. Go on from the live state, not
+			// the older record; the new session numbers its moves afresh.
+			if cp, ok := a.z.CheckpointOf(j.Player); ok {
+				r = &cp
+			}
+			a.superseded[j.Player] = true
+		} else if r != nil && r.Entity == j.Player {
 			// Restored already (a rejoin is resent until the player is
 			// back): keep the live state, only the route may be new.
 			a.joins[j.Player] = j
 			return
 		}
+	}
+	if r != nil && r.Entity == j.Player {
 		// Put back from the player's record (a reconnect, or its zone's
 		// node died): where it was, unless that is no longer this zone's
 		// ground (the world map changed), then at a fresh spawn point.
@@ -549,6 +568,12 @@ func (a *zoneActor) lastCheckpoint(cp handoff.Checkpoint) {
 func (a *zoneActor) onLeave(l *msg.Leave) {
 	if j := a.joins[l.Player]; j != nil && j.Conn != nil && l.Conn != nil && !j.Conn.Equal(l.Conn) {
 		return // an older connection's, ending after the player reconnected (a redirect's): not this one's leave
+	}
+	if l.Reason == handshake.ReasonRedirected && a.superseded[l.Player] {
+		// The superseded connection's (a remote Leave names no
+		// connection): its player plays on through the new one.
+		delete(a.superseded, l.Player)
+		return
 	}
 	cp, hadCP := a.z.CheckpointOf(l.Player)
 	switch err := a.z.Leave(l.Player); {

@@ -163,8 +163,8 @@ ended without its bot asking (server shutdown, kicked, timeout/silence, other)
 or a failed connect or reconnect fails the run, so a server stopped mid-run
 fails it. What the bots plan is no disconnect: the end of the run, Ctrl-C and
 the churn scenario's session ends (planned_disconnects), nor is a server's
-Redirect the session follows (redirects; 0 until the session layer follows
-them). Runs that kill nodes on purpose pass --expect-disconnects.
+Redirect the bot follows to another gateway (redirects: a draining node moves
+its players). Runs that kill nodes on purpose pass --expect-disconnects.
 
 Exit status: 0 all good; 1 an SLO target was missed or an invariant violated
 (both named on stdout); 2 bad flags or setup.

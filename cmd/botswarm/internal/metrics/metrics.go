@@ -35,10 +35,9 @@ type Counters struct {
 	// failed_reconnects.
 	ReconnectFails uint64 `json:"reconnect_fails"`
 	// Redirects: sessions a server moved to another gateway with a
-	// Redirect that the session followed — a drain working as designed, so
-	// no disconnect. The session layer does not follow redirects yet
-	// (drain with redirect is being built): until then this stays 0, and
-	// a node that stops drops its players as ServerShutdown disconnects.
+	// Redirect that the bot followed (reconnecting there as the same
+	// player) — a drain working as designed, so no disconnect; a follow
+	// whose reconnect then fails counts as a failed reconnect.
 	Redirects uint64 `json:"redirects"`
 	// Quits: sessions the bot ended itself — planned disconnects, never
 	// counted as unexpected: the end of the run (or Ctrl-C), and QuitsChurn.

@@ -34,7 +34,7 @@ var Known = map[string]slo.Kind{
 	"disconnects_timeout": slo.Count, "disconnects_other": slo.Count,
 	"reconnect_attempts": slo.Count, "failed_reconnects": slo.Count,
 	"reconnect_failures":  slo.Count, // the same count as failed_reconnects (its first name)
-	"redirects":           slo.Count, // 0 until the session layer follows a server's Redirect
+	"redirects":           slo.Count, // server Redirects followed (a draining node): no disconnect
 	"planned_disconnects": slo.Count, // sessions the bots ended themselves (end of run, churn)
 	"connected":           slo.Ratio, // bots connected at the end / target
 	"peak_connected":      slo.Count,

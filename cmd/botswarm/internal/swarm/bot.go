@@ -23,6 +23,7 @@ import (
 //
 //	idle ──start──▶ connecting ──accepted──▶ running ──end of life──▶ draining ──acked/echoed or timeout──▶ closing ──▶ idle / done
 //	   any state but idle ──session closed by the server, a timeout or a denial──▶ idle (reconnect) / done
+//	   running, draining ──the server's Redirect──▶ connecting (same player, to the gateway it names)
 type botState uint8
 
 const (
@@ -272,6 +273,10 @@ func (b *bot) receive(now time.Duration, p []byte) {
 	c := &b.w.shard.C
 	b.rxNow = now
 	err := b.client.Receive(now, p)
+	if r, ok := b.client.Redirect(); ok {
+		b.follow(now, r)
+		return
+	}
 	if err != nil {
 		var de *session.DeniedError
 		switch {
@@ -305,6 +310,68 @@ func (b *bot) receive(now time.Duration, p []byte) {
 			b.mover.Reset() // plan again from where the server put us
 		}
 	}
+}
+
+// follow moves the bot to the gateway a Redirect names (a node draining,
+// docs/protocol.md §7.19): the same player continues there with the
+// Redirect's token — a redirect, not a disconnect. The old session's
+// acknowledgement (its Disconnect copies) goes at once, all copies
+// together, since the bot keeps one socket; if all are lost the old
+// server gives up on them after a second and closes that session anyway.
+// Moves the old server had not acknowledged are not resent (a new
+// session numbers its moves afresh): they are neither acked nor counted
+// unacked.
+func (b *bot) follow(now time.Duration, r *session.RedirectError) {
+	sw := b.sw()
+	c := &b.w.shard.C
+	c.Redirects++
+	old := b.client
+	cfg := sw.clientCfg
+	if !b.observer {
+		cfg = sw.blindCfg
+	}
+	for i := range cfg.DisconnectCopies {
+		out, err := old.Poll(now+time.Duration(i)*cfg.DisconnectInterval, b.w.buf[:0])
+		if err != nil || len(out) == 0 {
+			break
+		}
+		b.send(out)
+	}
+	b.fold()
+	if b.hitchOpen {
+		b.closeHitch(now)
+	}
+	if b.hasSock {
+		b.w.tr.close(b.sock)
+		b.hasSock = false
+	}
+	if b.connected {
+		c.Connected--
+	}
+	b.client, b.connected = nil, false
+	cl, err := session.NewClient(r.Token, r.Server, cfg, b, time.Now(), now)
+	if err != nil {
+		b.lost = true
+		b.fail(now, c, err)
+		return
+	}
+	sk, err := b.w.tr.open(r.Server, b.slot)
+	if err != nil {
+		c.SocketErrors++
+		b.lost = true
+		b.fail(now, c, err)
+		return
+	}
+	b.w.tr.bind(sk, cl.Token())
+	b.server = r.Server
+	b.client, b.sock, b.hasSock = cl, sk, true
+	b.state, b.sessStart, b.refused = botConnecting, now, false
+	b.rep = reported{}
+	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
+	b.echoSent, b.echoNext = 0, 1
+	b.zone, b.hitchOpen, b.haveShift = nil, false, false
+	b.tr.reset(b.pid)
+	b.mover.Reset()
 }
 
 func (b *bot) onAck(now time.Duration, ack uint64) {

@@ -413,6 +413,8 @@ func (t *sharedTransport) route(p []byte, from net.Addr) int32 {
 		return byConn(id, err)
 	case handshake.KindDisconnect:
 		return byConn(handshake.ParseDisconnectID(p))
+	case handshake.KindRedirect:
+		return byConn(handshake.ParseRedirectID(p))
 	case handshake.KindNoConnection:
 		return byConn(handshake.ParseNoConnection(p))
 	case handshake.KindChallenge:

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/client"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// Drain without disconnects (issue 11): a node that stops while another
+// lives moves every client to the live nodes' gateways. Clients of the
+// stopping node n2 — players in zones of every node, n2's own included —
+// follow the Redirect in the client library and keep playing: their moves
+// are acknowledged again on the new node, and a botswarm-style count shows
+// as many redirects as clients and no disconnect.
+func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	var nodes []*Node
+	defer func() { stopAll(nodes) }()
+	// n3 runs in auto mode: it takes n2's zone over once n2 lets it go.
+	for i, zones := range []string{"x0z0,x1z0", "x0z1", "auto"} {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, nil)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	const clients = 8
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var redirects, disconnects atomic.Int64
+	zonesOf := map[string]int{}
+	var ss []*client.Session
+	defer func() {
+		for _, s := range ss {
+			_ = s.Close(context.Background())
+		}
+	}()
+	for p := uint64(1); p <= clients; p++ {
+		zonesOf[n2.Zones().ZoneFor(p).Id]++
+		s, err := client.Dial(ctx, n2.PublicAddr().String(), mint(t, n2, p),
+			client.OnRedirect(func(client.Redirected) { redirects.Add(1) }))
+		if err != nil {
+			t.Fatalf("player %d: %v", p, err)
+		}
+		ss = append(ss, s)
+		if err := s.SetInput(move.Move{Forward: 40, Yaw: uint16(p * 8000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(zonesOf) != 4 {
+		t.Fatalf("players in zones %v, want every zone", zonesOf)
+	}
+	acked := func(s *client.Session, n uint64) bool { return s.Err() == nil && s.Stats().Moves.LastAck >= n }
+	waitFor(t, 15*time.Second, "every client playing on n2", func() bool {
+		return !slices.ContainsFunc(ss, func(s *client.Session) bool { return !acked(s, 30) })
+	})
+
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 20*time.Second)
+	began := time.Now()
+	err := n2.Stop(stopCtx)
+	stopped := time.Since(began)
+	stopCancel()
+	if err != nil {
+		t.Fatalf("n2 stop: %v", err)
+	}
+	t.Logf("n2 stopped in %v", stopped)
+	live := []string{n1.PublicAddr().String(), n3.PublicAddr().String()}
+	for i, s := range ss {
+		if !slices.Contains(live, s.Server().String()) || s.Stats().Redirects != 1 {
+			t.Fatalf("client %d: on %v after %d redirects (err %v), want one of %v", i+1, s.Server(), s.Stats().Redirects, s.Err(), live)
+		}
+	}
+	// They play on: a second of moves acknowledged on the new node.
+	deadline := time.Now().Add(20 * time.Second)
+	for slices.ContainsFunc(ss, func(s *client.Session) bool { return !acked(s, 30) && s.Err() == nil }) {
+		if time.Now().After(deadline) {
+			for i, s := range ss {
+				st := s.Stats()
+				t.Logf("client %d (zone %s): on %v, acked %d, connected %v, err %v", i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, s.Server(), st.Moves.LastAck, st.ConnectTime, s.Err())
+			}
+			t.Fatal("not every client plays after the drain")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i, s := range ss {
+		if err := s.Err(); err != nil {
+			disconnects.Add(1)
+			t.Errorf("client %d disconnected: %v", i+1, err)
+		}
+	}
+	if redirects.Load() != clients || disconnects.Load() != 0 {
+		t.Fatalf("redirects=%d disconnects=%d, want %d and 0", redirects.Load(), disconnects.Load(), clients)
+	}
+	var verified uint64
+	for _, n := range []*Node{n1, n3} {
+		verified += n.Gateway().Stats().Verified
+	}
+	if verified != clients {
+		t.Fatalf("%d sessions verified on the live nodes, want %d", verified, clients)
+	}
+	// Each player is in exactly one zone, once.
+	owners := map[uint64]int{}
+	for _, n := range []*Node{n1, n3} {
+		_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			z.Entities(func(e sim.EntityInfo) {
+				if e.Owned && e.ID <= clients {
+					owners[e.ID]++
+				}
+			})
+		})
+	}
+	for p := uint64(1); p <= clients; p++ {
+		if owners[p] != 1 {
+			t.Fatalf("player %d owned %d times after the drain (%v)", p, owners[p], owners)
+		}
+	}
+}

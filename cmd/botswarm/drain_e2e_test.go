@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/actors/node"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
+)
+
+// TestZonedDrainedMidRunRedirectsTheBots: the node the bots play on stops
+// mid-run while other nodes live; it redirects every bot to them and the
+// bots follow — counted as redirects, not disconnects — so the run passes
+// its disconnects=0 and failed_reconnects=0 targets and the sessions
+// invariant.
+func TestZonedDrainedMidRunRedirectsTheBots(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	var nodes []*node.Node
+	defer func() {
+		for i := len(nodes) - 1; i >= 0; i-- {
+			_ = nodes[i].Stop(context.Background())
+		}
+	}()
+	var keyFile string
+	// n3 runs in auto mode: it takes the drained node's zone over.
+	for i, zones := range []string{"x0z0,x1z0", "x0z1", "auto"} {
+		cfg := node.DefaultConfig()
+		cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen = "127.0.0.1:0", "", "127.0.0.1:0"
+		cfg.DataDir = t.TempDir()
+		cfg.NPCs = 0
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
+		if i == 0 {
+			keyFile = tokenkey.DevPath(cfg.DataDir)
+		} else {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), keyFile
+		}
+		n, err := node.Start(context.Background(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	stopped := make(chan error, 1)
+	time.AfterFunc(1500*time.Millisecond, func() { stopped <- nodes[1].Stop(context.Background()) })
+	path := filepath.Join(t.TempDir(), "drained.json")
+	code, stdout, stderr := runCmd(t, noEnv, "--server", nodes[1].PublicAddr().String(), "--key-file", keyFile, "--quiet",
+		"--bots", "10", "--duration", "4s", "--drain", "1s", "--report", path,
+		"--slo", "disconnects=0,failed_reconnects=0,redirects>=10")
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("node stop: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not stop within 10 s")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	var r metrics.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatal(err)
+	}
+	tt := r.Totals
+	if tt.Redirects != 10 || tt.Disconnects != 0 || tt.ConnectFails != 0 || tt.ReconnectFails != 0 || tt.Quits != 10 {
+		t.Fatalf("want 10 redirects followed, no disconnect or failed (re)connect, 10 quits at the end: %+v\nstdout:\n%s", tt, stdout)
+	}
+	if code != exitOK {
+		t.Fatalf("drained mid-run: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
+	}
+}
