@@ -322,7 +322,6 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
-	n.redirectClients(ctx) // clients move to other live nodes' gateways (drain); the zones' handover goes before this
 	n.stopMap()
 	if n.admin != nil {
 		n.admin.Stop()
@@ -333,6 +332,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.member.drain(ctx)
 		n.member.close()
 	}
+	n.redirectClients(ctx) // then the clients move to other live nodes' gateways (drain)
 	if n.game != nil {
 		if err := n.game.stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway: %w", err))
