@@ -39,6 +39,13 @@
 //     moment anyway. Events() delivers what the server sent.
 //   - Stats. Round-trip time, jitter, loss and byte counts, for a network
 //     indicator or your telemetry.
+//   - Redirects. When the node you play on drains (a rolling deploy), the
+//     server sends a Redirect to another node's gateway with a fresh token;
+//     the Session follows it by itself and stays the same Session: input,
+//     Control and View go on (View keeps drawing what the old connection
+//     showed until the new one has it). Moves the old node had not confirmed
+//     are not resent — the new node continues from the player's saved state.
+//     Stats.Redirects counts them; OnRedirect reports each one.
 //
 // Everything on the wire is encrypted and authenticated with the keys in
 // your token; a token opens one session only (dial again with a new token).
