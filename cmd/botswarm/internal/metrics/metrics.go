@@ -65,13 +65,18 @@ type Counters struct {
 	InAbandoned    uint64 `json:"in_abandoned"`
 
 	// Moves (invariant: every move acknowledged exactly once and in order).
-	MovesSent      uint64 `json:"moves_sent"`
-	MovesAcked     uint64 `json:"moves_acked"`
-	MovesLost      uint64 `json:"moves_lost"`      // dropped from a full window: the server never got them
-	MovesUnacked   uint64 `json:"moves_unacked"`   // still unacknowledged when the session ended while connected
-	StaleAcks      uint64 `json:"stale_acks"`      // control sections older than one already applied (reordering; not an error)
-	ControlUpdates uint64 `json:"control_updates"` // packets whose ack advanced
-	Corrections    uint64 `json:"corrections"`     // authoritative states that moved the prediction
+	MovesSent    uint64 `json:"moves_sent"`
+	MovesAcked   uint64 `json:"moves_acked"`
+	MovesLost    uint64 `json:"moves_lost"`    // dropped from a full window: the server never got them
+	MovesUnacked uint64 `json:"moves_unacked"` // still unacknowledged when the session ended while connected
+	// MovesRedirected: moves still unacknowledged when a Redirect moved the
+	// session to another gateway. A new session numbers its moves afresh,
+	// so they are not resent; the old node may or may not have applied
+	// them (the player continues from its saved or live state). Not judged.
+	MovesRedirected uint64 `json:"moves_redirected"`
+	StaleAcks       uint64 `json:"stale_acks"`      // control sections older than one already applied (reordering; not an error)
+	ControlUpdates  uint64 `json:"control_updates"` // packets whose ack advanced
+	Corrections     uint64 `json:"corrections"`     // authoritative states that moved the prediction
 
 	// Guaranteed events echoed by the zone (invariant: intact, in order).
 	EventsSent       uint64 `json:"events_sent"`
@@ -135,6 +140,7 @@ func (c *Counters) Add(o *Counters) {
 	c.MovesAcked += o.MovesAcked
 	c.MovesLost += o.MovesLost
 	c.MovesUnacked += o.MovesUnacked
+	c.MovesRedirected += o.MovesRedirected
 	c.StaleAcks += o.StaleAcks
 	c.ControlUpdates += o.ControlUpdates
 	c.Corrections += o.Corrections

@@ -25,7 +25,7 @@ var Known = map[string]slo.Kind{
 	"loss_out":   slo.Ratio, // bot → server packets declared dropped
 	"loss_in":    slo.Ratio, // server → bot packets given up
 	"net_loss":   slo.Ratio, // what the simulated network dropped
-	"lost_moves": slo.Count, "unacked_moves": slo.Count, "stale_acks": slo.Count, "corrections": slo.Count,
+	"lost_moves": slo.Count, "unacked_moves": slo.Count, "redirected_moves": slo.Count, "stale_acks": slo.Count, "corrections": slo.Count,
 	"lost_events": slo.Count, "corrupt_events": slo.Count, "reordered_events": slo.Count, "duplicate_events": slo.Count,
 	"connect_failures": slo.Count, "errors": slo.Count,
 	// Sessions: unexpected disconnects (all causes, then each), reconnects,
@@ -243,6 +243,7 @@ func (r *Report) values(c *Collector) map[string]Num {
 	m["net_loss"] = ratio(t.NetDropped, t.NetSent)
 	m["lost_moves"] = Num(t.MovesLost)
 	m["unacked_moves"] = Num(t.MovesUnacked)
+	m["redirected_moves"] = Num(t.MovesRedirected)
 	m["stale_acks"] = Num(t.StaleAcks)
 	m["corrections"] = Num(t.Corrections)
 	m["lost_events"] = Num(t.EventsLost)
@@ -356,7 +357,7 @@ func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
 		Name:    "moves acknowledged exactly once, in order",
 		Checked: t.MovesSent > 0,
 		Counts: map[string]uint64{"sent": t.MovesSent, "acked": t.MovesAcked, "lost": t.MovesLost,
-			"unacked_at_end": t.MovesUnacked, "corrections": t.Corrections, "stale_acks": t.StaleAcks},
+			"unacked_at_end": t.MovesUnacked, "unacked_at_redirect": t.MovesRedirected, "corrections": t.Corrections, "stale_acks": t.StaleAcks},
 	}
 	// A move applied twice, skipped or applied out of order leaves the
 	// server's state off the client's bit-exact prediction: the server

@@ -319,12 +319,15 @@ func (b *bot) receive(now time.Duration, p []byte) {
 // together, since the bot keeps one socket; if all are lost the old
 // server gives up on them after a second and closes that session anyway.
 // Moves the old server had not acknowledged are not resent (a new
-// session numbers its moves afresh): they are neither acked nor counted
-// unacked.
+// session numbers its moves afresh): they are counted apart
+// (MovesRedirected), not as unacknowledged.
 func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	sw := b.sw()
 	c := &b.w.shard.C
 	c.Redirects++
+	if b.lastAck < b.inputs {
+		c.MovesRedirected += b.inputs - b.lastAck
+	}
 	old := b.client
 	cfg := sw.clientCfg
 	if !b.observer {
