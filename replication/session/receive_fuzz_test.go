@@ -96,6 +96,17 @@ func TestGenerateReceiveSeeds(t *testing.T) {
 	p3 := newPairN(t, fuzzWarm)
 	p3.srv.Close(p3.now, handshake.ReasonKicked)
 	sdisc, _ := p3.srv.Poll(p3.now, nil, nil)
+	p4 := newPairN(t, fuzzWarm)
+	if err := p4.srv.Redirect(p4.now, targetAddr, redirectToken(t, 9)); err != nil {
+		t.Fatal(err)
+	}
+	sredir, _ := p4.srv.Poll(p4.now, nil, nil)
+	if err := p4.cli.Receive(p4.now, sredir); err != nil {
+		t.Fatalf("genuine redirect refused: %v", err)
+	}
+	if _, ok := p4.cli.Redirect(); !ok {
+		t.Fatal("genuine redirect not taken")
+	}
 	if !session.GenSeeds() {
 		return
 	}
@@ -103,7 +114,8 @@ func TestGenerateReceiveSeeds(t *testing.T) {
 	for _, seed := range [][]byte{c, long, disc, flip(c, 5), c[:len(c)-1], {0x1F, 0, 0, 0, 0, 0, 0, 0, 0}} {
 		session.WriteSeed(t, "FuzzServerReceive", seed)
 	}
-	for _, seed := range [][]byte{s, sdisc, flip(s, 7), s[:3], {0x1F, 0, 0, 0, 0, 0, 0, 0, 0}, append([]byte{0x13}, make([]byte, 24)...)} {
+	for _, seed := range [][]byte{s, sdisc, flip(s, 7), s[:3], {0x1F, 0, 0, 0, 0, 0, 0, 0, 0}, append([]byte{0x13}, make([]byte, 24)...),
+		sredir, flip(sredir, 40)} {
 		session.WriteSeed(t, "FuzzClientReceive", seed)
 	}
 }
