@@ -125,6 +125,16 @@ func audit(writes []Write, events []Event, limit time.Duration, final bool) Audi
 		}
 	}
 
+	// claimed: when each zone's epoch was first written (its claim).
+	claimed := map[string]map[uint64]time.Time{}
+	for zone, ws := range byZone {
+		claimed[zone] = map[uint64]time.Time{}
+		for _, w := range ws {
+			if _, ok := claimed[zone][w.Epoch]; !ok && !w.Deleted {
+				claimed[zone][w.Epoch] = w.Created
+			}
+		}
+	}
 	// ownerAt: the lease of zone at server time t (ok false: no owner).
 	ownerAt := func(zone string, t time.Time) (Write, bool) {
 		ws := byZone[zone]
@@ -146,9 +156,9 @@ func audit(writes []Write, events []Event, limit time.Duration, final bool) Audi
 			a.RecordsWhileUnowned++
 		case o.Node != r.Node:
 			a.FencedWrites++
-			violate("record by a non-owner", "player %d zone %s written by %s at %s (rev %d, checkpoint %v, last applied %d) while %s owned the zone at epoch %d (since %s)",
+			violate("record by a non-owner", "player %d zone %s written by %s at %s (rev %d, checkpoint %v, last applied %d) while %s owned the zone at epoch %d (claimed %s)",
 				r.Player, r.Zone, r.Node, r.Created.Format(time.StampMilli), r.Rev, r.Checkpoint, r.LastApplied,
-				o.Node, o.Epoch, o.Created.Format(time.StampMilli))
+				o.Node, o.Epoch, claimed[r.Zone][o.Epoch].Format(time.StampMilli))
 		}
 	}
 
