@@ -86,6 +86,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.drops, s.ReadBackpressure, "read_backpressure")
 	for ev, v := range map[string]uint64{
 		"moved": s.Moved, "no_connection_suppressed": s.NoConnSuppressed, "superseded": s.Superseded, "no_connection_sent": s.NoConnSent,
+		"redirected":      s.Redirects,
 		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
 		"inputs_dropped": s.InputsDropped, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
 	} {
