@@ -142,7 +142,10 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// where its record left it. Moves the old owner applied after that
 		// checkpoint are lost (at most a checkpoint period), never applied
 		// twice: the fence is the newest this connection was told of.
-		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil {
+		// A connection that redirected its client (drain) or is closing
+		// no longer plays: its client resumes on another gateway, and a
+		// Join from here would take the player back from that session.
+		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil && !c.redirect && !c.closed {
 			fence := max(c.applied, m.Restore.LastApplied)
 			c.pool.sys.Root.Send(c.zone, &msg.Join{
 				Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,

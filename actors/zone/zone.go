@@ -540,6 +540,11 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		_, ep, _ := a.z.Handoffs().Status(j.Player)
 		a.p.Placed(j.Player, a.p.Sim.Zone, uint64(ep), true)
 	}
+	// The record a join writes (Placed) starts afresh: checkpoint the
+	// player at once, so a reconnect right after finds where it is.
+	if cp, ok := a.z.CheckpointOf(j.Player); ok && a.p.Checkpoint != nil {
+		a.p.Checkpoint(a.p.Sim.Zone, []handoff.Checkpoint{cp}, false)
+	}
 }
 
 // passOn forwards a message about an entity this zone handed away to the
