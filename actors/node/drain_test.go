@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -99,6 +100,17 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 			t.Fatal("not every client plays after the drain")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// No pop of the player's own position: the new node goes on from the
+	// live state (a Redirected Leave keeps the player for its new
+	// connection), so the correction is at most the few moves the old
+	// node had not applied — not the second of walking a checkpoint-old
+	// record would undo (1.7–2.3 m at this speed, measured before).
+	for i, s := range ss {
+		o := s.ControlOffset()
+		if d := math.Hypot(float64(o[0]), float64(o[2])); d > 1 {
+			t.Errorf("client %d (zone %s): corrected by %.2f m after the redirect", i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, d)
+		}
 	}
 	for i, s := range ss {
 		if err := s.Err(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -36,5 +37,36 @@ func TestLateLeaveOfAnOldConnectionIsIgnored(t *testing.T) {
 	waitFor(t, 2*time.Second, "leave", func() bool { return f.world.Metrics().Leaves.Load() == 1 })
 	if c := f.census(); len(c.players) != 0 {
 		t.Fatalf("still there after its connection's Leave: %+v", c.players)
+	}
+}
+
+// A player whose client left to follow a Redirect stays (live) for its new
+// connection's Join; one whose client never comes back leaves after the
+// grace period, with its final checkpoint.
+func TestRedirectedPlayerWaitsForItsNewConnection(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer func(g time.Duration) { redirectGrace = g }(redirectGrace)
+	redirectGrace = 300 * time.Millisecond
+	w, _ := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
+	f := startFixture(t, w, sim.Config{TickRate: 50}, nil, nil)
+	defer f.stop()
+	f.join(1, "x0z0")
+	f.join(2, "x0z0")
+	waitFor(t, 2*time.Second, "joins", func() bool { return f.world.Metrics().Joins.Load() == 2 })
+	for _, p := range []uint64{1, 2} {
+		f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: p, Conn: f.dpid, Reason: handshake.ReasonRedirected})
+	}
+	f.sync()
+	if c := f.census(); len(c.players) != 2 {
+		t.Fatalf("redirected players taken out at once: %+v", c.players)
+	}
+	// Player 1 comes back through another connection; player 2 never does.
+	newConn := actor.NewPID(f.sys.Address(), "new-conn")
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: newConn})
+	waitFor(t, 2*time.Second, "player 2 to leave after the grace", func() bool { return f.world.Metrics().Leaves.Load() == 1 })
+	time.Sleep(2 * redirectGrace)
+	c := f.census()
+	if _, ok := c.players[1]; !ok || len(c.players) != 1 {
+		t.Fatalf("after the grace: %+v, want player 1 only", c.players)
 	}
 }

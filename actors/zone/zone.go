@@ -100,6 +100,9 @@ type zoneActor struct {
 	// still joined (a client following a Redirect reconnected first); the
 	// old connection's Leave (reason Redirected) is then not theirs.
 	superseded map[uint64]bool
+	// awaiting: players whose connection left to follow a Redirect, kept
+	// (live) until their new connection's Join or the deadline.
+	awaiting map[uint64]time.Duration
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -225,6 +228,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]bool{}
 	a.superseded = map[uint64]bool{}
+	a.awaiting = map[uint64]time.Duration{}
 	a.pendingTP = map[uint64][3]float32{}
 	a.forced = map[uint64]bool{}
 	a.budget = map[uint64]outBudget{}
@@ -356,6 +360,12 @@ func (a *zoneActor) onTick() {
 	for i := range out.Replicas {
 		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
 	}
+	for id, until := range a.awaiting {
+		if a.p.Now() >= until { // the client did not come back: leave as usual
+			delete(a.awaiting, id)
+			a.leave(id, nil)
+		}
+	}
 	for id := range a.pendingLeave {
 		cp, hadCP := a.z.CheckpointOf(id)
 		if err := a.z.Leave(id); !errors.Is(err, sim.ErrBusy) {
@@ -407,6 +417,7 @@ func (a *zoneActor) sweepJoins() {
 func (a *zoneActor) forget(id uint64) {
 	delete(a.joins, id)
 	delete(a.superseded, id)
+	delete(a.awaiting, id)
 	delete(a.began, id)
 	delete(a.budget, id)
 	delete(a.forced, id)
@@ -488,6 +499,8 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	}
 	join := func() error { return a.z.Join(now, j.Player, conn, name, pos, j.LastApplied) }
 	r := j.Restore
+	_, awaited := a.awaiting[j.Player]
+	delete(a.awaiting, j.Player)
 	if e, ok := a.z.Entity(j.Player); ok && e.Owned {
 		if old := a.joins[j.Player]; old != nil && old.Conn != nil && j.Conn != nil && !old.Conn.Equal(j.Conn) {
 			// Another connection for a player still here: its client
@@ -497,7 +510,9 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 			if cp, ok := a.z.CheckpointOf(j.Player); ok {
 				r = &cp
 			}
-			a.superseded[j.Player] = true
+			if !awaited {
+				a.superseded[j.Player] = true
+			}
 		} else if r != nil && r.Entity == j.Player {
 			// Restored already (a rejoin is resent until the player is
 			// back): keep the live state, only the route may be new.
@@ -580,18 +595,40 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 		delete(a.superseded, l.Player)
 		return
 	}
-	cp, hadCP := a.z.CheckpointOf(l.Player)
-	switch err := a.z.Leave(l.Player); {
+	if l.Reason == handshake.ReasonRedirected {
+		if e, ok := a.z.Entity(l.Player); ok && e.Owned {
+			// Its client follows a Redirect to another gateway: keep the
+			// player as it is for the new connection's Join, which goes
+			// on from the live state (the record may be a second old).
+			a.awaiting[l.Player] = a.p.Now() + redirectGrace
+			return
+		}
+	}
+	a.leave(l.Player, l)
+}
+
+// redirectGrace is how long a player whose client follows a Redirect is
+// kept for its new connection: a reconnect takes a round trip or two and
+// a record lookup; a client that has not come back by then has left.
+var redirectGrace = 10 * time.Second // a var: tests shorten it
+
+// leave takes the player out with its final checkpoint; l (may be nil) is
+// passed on when the player was handed away.
+func (a *zoneActor) leave(id uint64, l *msg.Leave) {
+	cp, hadCP := a.z.CheckpointOf(id)
+	switch err := a.z.Leave(id); {
 	case err == nil:
 		if hadCP {
 			a.lastCheckpoint(cp)
 		}
-		a.forget(l.Player)
+		a.forget(id)
 		a.m.Leaves.Add(1)
 	case errors.Is(err, sim.ErrBusy):
-		a.pendingLeave[l.Player] = true // retried every tick until the handoff settles
+		a.pendingLeave[id] = true // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
-		a.passOn(l.Player, l)
+		if l != nil {
+			a.passOn(id, l)
+		}
 	}
 }
 
