@@ -65,10 +65,12 @@ func (r *BotReport) failures(expectRedirects bool) []string {
 func isDisconnectInvariant(name string) bool { return strings.Contains(name, "disconnect") }
 
 // MovesCut: moves sent that were never acknowledged, other than those
-// still in flight when the run ended: the moves of sessions a dead or
-// paused gateway cut off (the bot reconnects as a new player).
+// still in flight when the run ended or when a Redirect moved the session
+// (botswarm's moves_redirected): the moves of sessions a dead or paused
+// gateway cut off (the bot reconnects as a new player) and of windows that
+// overflowed while a zone was down.
 func (r *BotReport) MovesCut() uint64 {
-	s, a, u := r.total("moves_sent"), r.total("moves_acked"), r.total("moves_unacked")
+	s, a, u := r.total("moves_sent"), r.total("moves_acked"), r.total("moves_unacked")+r.total("moves_redirected")
 	if a+u >= s {
 		return 0
 	}

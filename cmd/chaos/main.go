@@ -163,8 +163,8 @@ func summary(w io.Writer, res *Result, cfg Config) {
 		if disrupt > 0 {
 			per = fmt.Sprintf("%.0f", float64(b.MovesCut())/float64(disrupt))
 		}
-		fmt.Fprintf(w, "  botswarm (exit %d): moves sent %d, acked %d, unacked at end %d, lost from a full window %d, corrections %d; moves of cut sessions %d (%s per kill/stop/term)\n",
-			res.BotsExit, b.total("moves_sent"), b.total("moves_acked"), b.total("moves_unacked"), b.total("moves_lost"), b.total("corrections"), b.MovesCut(), per)
+		fmt.Fprintf(w, "  botswarm (exit %d): moves sent %d, acked %d, unacked at end %d, unacked at a redirect %d, lost from a full window %d, corrections %d; never acknowledged otherwise %d (%s per kill/stop/term)\n",
+			res.BotsExit, b.total("moves_sent"), b.total("moves_acked"), b.total("moves_unacked"), b.total("moves_redirected"), b.total("moves_lost"), b.total("corrections"), b.MovesCut(), per)
 		fmt.Fprintf(w, "  sessions: disconnects %d (shutdown %d, timeout %d, kicked %d, other %d), reconnects %d attempted / %d failed, redirects %d\n",
 			b.total("disconnects"), b.total("disconnects_shutdown"), b.total("disconnects_timeout"), b.total("disconnects_kicked"), b.total("disconnects_other"),
 			b.total("reconnect_attempts"), b.total("reconnect_fails"), b.total("redirects"))
