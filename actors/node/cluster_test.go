@@ -66,6 +66,73 @@ func startCluster(t *testing.T, npcs int) []*Node {
 }
 
 // stopAll stops the nodes, the NATS-embedding first one last.
+// startNodes starts one node per zone list, named n1, n2, …: n1 embeds
+// NATS, the others join it with its token key. Each start context ends
+// when Start returns, as zoned's does. The caller stops them (stopAll).
+func startNodes(t *testing.T, tweak func(*Config), zones ...string) []*Node {
+	t.Helper()
+	var nodes []*Node
+	for i, z := range zones {
+		cfg := testConfig(t)
+		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), z
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		if i > 0 {
+			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
+		cancel()
+		if err != nil {
+			stopAll(nodes)
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// stroller is a client whose player walks, 30 moves a second.
+type stroller struct {
+	t      *testing.T
+	s      *client.Session
+	player uint64
+	sent   uint64
+}
+
+// strollIn connects a client through gw whose player joins zone (the
+// first player id that zone gets).
+func strollIn(t *testing.T, gw *Node, zoneID string) *stroller {
+	t.Helper()
+	w := &stroller{t: t, player: 1}
+	for gw.Zones().ZoneFor(w.player).Id != zone.ActorName(zoneID) {
+		w.player++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, gw.PublicAddr().String(), mint(t, gw, w.player), client.WithManualInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.s = s
+	return w
+}
+
+// walk sends moves for d, counting them in sent.
+func (w *stroller) walk(d time.Duration) {
+	w.t.Helper()
+	tick := time.NewTicker(time.Second / 30)
+	defer tick.Stop()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		<-tick.C
+		if _, err := w.s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
+			w.t.Fatalf("session ended: %v", err)
+		}
+		w.sent++
+	}
+}
+
 func stopAll(nodes []*Node) {
 	for i := len(nodes) - 1; i >= 0; i-- {
 		_ = nodes[i].Stop(context.Background())
@@ -261,25 +328,11 @@ func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
 func TestClusterOrphanedZoneTakenOver(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-	var nodes []*Node
-	defer func() { stopAll(nodes) }()
-	for i, zones := range []string{"x0z0", "x1z0", "auto"} {
-		cfg := testConfig(t)
-		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
-		if i > 0 {
-			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
-		}
-		// As zoned does: the start context ends when Start returns. The
-		// directory watcher must outlive it (it once did not, and a node
-		// never heard that a zone's lease expired).
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := Start(ctx, cfg, nil)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	// startNodes ends each start context when Start returns, as zoned
+	// does: the directory watcher must outlive it (it once did not, and a
+	// node never heard that a zone's lease expired).
+	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+	defer stopAll(nodes)
 	if got := strings.Join(nodes[2].Zones().IDs(), ","); got != "x0z1,x1z1" {
 		t.Fatalf("auto node runs %q", got)
 	}
@@ -376,47 +429,12 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 // its record, the player's connection stays up, and every move it sent —
 // through the outage too — is applied, none twice, none skipped.
 func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
-	var nodes []*Node
-	defer func() { stopAll(nodes) }()
-	for i, zones := range []string{"x0z0", "x1z0", "auto"} {
-		cfg := testConfig(t)
-		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
-		if i > 0 {
-			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+	defer stopAll(nodes)
 	// A player whose join zone is x1z0 (n2), connected to n1.
-	var player uint64 = 1
-	for nodes[0].Zones().ZoneFor(player).Id != zone.ActorName("x1z0") {
-		player++
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mint(t, nodes[0], player), client.WithManualInput())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	var sent uint64
-	walk := func(d time.Duration) {
-		t.Helper()
-		tick := time.NewTicker(time.Second / 30)
-		defer tick.Stop()
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			<-tick.C
-			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
-				t.Fatalf("session ended: %v", err)
-			}
-			sent++
-		}
-	}
+	w := strollIn(t, nodes[0], "x1z0")
+	defer w.s.Close(context.Background())
+	s, player, walk := w.s, w.player, w.walk
 	walk(2500 * time.Millisecond) // a checkpoint or two
 	// (Where it is put back is TestRestoreFromCheckpoint's; here the
 	// moves sent through the outage are replayed on top of it at once.)
@@ -468,7 +486,7 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 				last, lost = e.LastApplied, z.Stats().MovesLost
 			}
 		})
-		return last == sent
+		return last == w.sent
 	})
 	if lost != 0 {
 		t.Fatalf("%d moves skipped as lost after the restore", lost)
@@ -486,22 +504,8 @@ func testLog(t *testing.T, on bool) *slog.Logger {
 // where it left, not at a spawn point — also on another node than the one
 // it played on.
 func TestPlayerResumesFromRecord(t *testing.T) {
-	var nodes []*Node
-	defer func() { stopAll(nodes) }()
-	for i, zones := range []string{"x0z0,x1z0", "x0z1,x1z1"} {
-		cfg := testConfig(t)
-		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
-		if i > 0 {
-			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := Start(ctx, cfg, nil)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
+	nodes := startNodes(t, nil, "x0z0,x1z0", "x0z1,x1z1")
+	defer stopAll(nodes)
 	const player = 42
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -553,46 +557,11 @@ func TestPlayerResumesFromRecord(t *testing.T) {
 // elsewhere, playing in one of them, is frozen for a moment and plays on,
 // every move applied exactly once, none lost, from its exact final state.
 func TestClusterDrainHandsZonesOver(t *testing.T) {
-	var nodes []*Node
-	defer func() { stopAll(nodes) }()
-	for i, zones := range []string{"x0z0", "x1z0", "auto"} {
-		cfg := testConfig(t)
-		cfg.NodeID, cfg.Zones = "n"+string(rune('1'+i)), zones
-		if i > 0 {
-			cfg.NATSURL, cfg.KeyFile = nodes[0].NATSURL(), filepath.Join(nodes[0].cfg.DataDir, "token.key")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := Start(ctx, cfg, testLog(t, os.Getenv("GW_CRASHDEBUG") != ""))
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
-	var player uint64 = 1
-	for nodes[0].Zones().ZoneFor(player).Id != zone.ActorName("x1z0") {
-		player++
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mint(t, nodes[0], player), client.WithManualInput())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	var sent uint64
-	walk := func(d time.Duration) {
-		t.Helper()
-		tick := time.NewTicker(time.Second / 30)
-		defer tick.Stop()
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			<-tick.C
-			if _, err := s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
-				t.Fatalf("session ended: %v", err)
-			}
-			sent++
-		}
-	}
+	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+	defer stopAll(nodes)
+	w := strollIn(t, nodes[0], "x1z0")
+	defer w.s.Close(context.Background())
+	s, player, walk := w.s, w.player, w.walk
 	walk(time.Second)
 	// n2 drains (zoned's SIGTERM) while the player keeps walking.
 	done := make(chan time.Duration, 1)
@@ -616,7 +585,7 @@ func TestClusterDrainHandsZonesOver(t *testing.T) {
 				}
 			})
 		}
-		return last == sent
+		return last == w.sent
 	})
 	if lost != 0 || restores != 1 {
 		t.Fatalf("%d moves skipped as lost, %d restores after the handover", lost, restores)
