@@ -357,10 +357,11 @@ func (m *membership) loop() {
 		if len(claimed) == 0 && m.nc != nil {
 			m.rebalance(ctx, holding)
 		}
-		// A zone nobody claimed for half a lease lifetime after its lease
-		// expired (every live node already at its fair share, or running a
+		// A zone still unowned on the next loop (TTL/3) after this node first
+		// saw it so (every live node already at its fair share, or running a
 		// fixed --zones list) is taken whatever the share: an orphaned zone
-		// is an outage.
+		// is an outage. (Waiting half a TTL, as before, put a dead node's
+		// second zone back after 5-6 s at the default 3 s TTL.)
 		owners := m.leases.Owners()
 		now := time.Now()
 		for _, zn := range m.wm.Zones() {
@@ -373,7 +374,7 @@ func (m *membership) loop() {
 				m.orphan[zn.ID] = now
 				continue
 			}
-			if now.Sub(since) >= m.leases.TTL()/2 {
+			if now.Sub(since) >= m.leases.TTL()/4 {
 				if _, err := m.leases.Claim(ctx, zn.ID); err == nil {
 					delete(m.orphan, zn.ID)
 					m.take(zn.ID)
