@@ -183,7 +183,7 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 # SIGKILLed or SIGSTOPped (SIGCONT after twice the lease TTL + 1 s) and brought back. A recorder
 # keeps every write to the zones and players KV buckets; the audit afterwards checks one owner per
 # zone and epoch, no write past the fence, every zone owned again within 5 s, the player records,
-# and botswarm's invariants. Its short version (one SIGKILL, one SIGSTOP, 1 s leases, ~35 s) is
+# and botswarm's invariants. Its short version (a drain, a SIGKILL, a SIGSTOP, 1 s leases, ~40 s) is
 # TestChaosShort in cmd/chaos, run by `make race`. The exit status is the driver's (1: a failure,
 # named on stdout). chaos-nats runs every node against a standalone nats-server and restarts it.
 CHAOS_DIR ?= chaos-out

@@ -19,6 +19,6 @@
 // report.
 //
 // Everything is bounded: the number of events, every wait, the run's
-// length. `make chaos` runs the long version; TestChaosShort (one SIGKILL,
-// one SIGSTOP) runs in `make test`.
+// length. `make chaos` runs the long version; TestChaosShort (a drain, a
+// SIGKILL, a SIGSTOP) runs in `make test`.
 package main
