@@ -416,13 +416,19 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		return join, nil
 	case *pb.ZoneItem_Leave:
 		l := x.Leave
-		if from != b.cfg.Node {
-			b.link(from).drop(l.GetPlayer())
-		}
 		if l.GetReason() > 255 {
 			return nil, fmt.Errorf("leave reason %d out of range", l.GetReason())
 		}
-		return &msg.Leave{Player: l.GetPlayer(), Reason: handshake.Reason(l.GetReason())}, nil
+		lv := &msg.Leave{Player: l.GetPlayer(), Reason: handshake.Reason(l.GetReason())}
+		if from != b.cfg.Node {
+			// The connection that left is the one behind from's link: a
+			// zone ignores its Leave if the player plays through another
+			// connection by now (reconnected elsewhere, redirected).
+			lk := b.link(from)
+			lk.drop(l.GetPlayer())
+			lv.Conn = lk.pid
+		}
+		return lv, nil
 	case *pb.ZoneItem_Teleport:
 		pos, err := pbconv.ControlFromProto(&pb.ControlState{Pos: x.Teleport.GetPos()})
 		if err != nil {
