@@ -263,6 +263,18 @@ func (l *Leases) Held(zone string) (uint64, bool) {
 	return h.epoch, true
 }
 
+// Valid reports whether this node holds zone and may still act as its
+// owner: its last successful renewal is recent enough that the lease
+// cannot have expired (the self-fence bound). A node that was paused past
+// its lease (SIGSTOP) is not valid from the moment it wakes, before its
+// renewal loop notices.
+func (l *Leases) Valid(zone string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[zone]
+	return ok && l.now().Sub(h.lastOK) <= l.ttl-l.renew
+}
+
 // SetLoad makes renewals write each zone's player and NPC counts into its
 // lease (what zonectl zones shows). Call it before the first renewal.
 func (l *Leases) SetLoad(fn func(zone string) (players, npcs int)) {

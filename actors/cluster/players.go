@@ -52,7 +52,17 @@ type Players struct {
 	revMu sync.Mutex
 	revs  map[uint64]recRev
 	swept time.Time
+
+	// valid, when set, tells whether this node may still write for a zone
+	// (Leases.Valid): a node paused past its lease writes nothing when it
+	// wakes. Fenced counts the writes it stopped.
+	valid  func(zone string) bool
+	Fenced atomic.Uint64
 }
+
+// SetFence makes every write for a zone wait on valid(zone) (set before
+// the first write; Leases.Valid).
+func (p *Players) SetFence(valid func(zone string) bool) { p.valid = valid }
 
 type recRev struct {
 	rev   uint64
@@ -198,6 +208,10 @@ func (p *Players) work(jobs <-chan playerJob) {
 func (p *Players) write(j playerJob) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if p.valid != nil && !p.valid(j.zone) {
+		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
+		return false
+	}
 	key := PlayerKey(j.player)
 	rec := &pb.PlayerRecord{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
 		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli()}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,5 +136,28 @@ func BenchmarkPlayerCheckpoints(b *testing.B) {
 	b.ReportMetric(float64(b.N*players)/time.Since(start).Seconds(), "writes/s")
 	if r := p.CheckpointsRefused.Load(); r != 0 {
 		b.Fatalf("%d checkpoints refused", r)
+	}
+}
+
+// A node that may no longer act for a zone (its lease lapsed while it was
+// paused or cut off) writes no record for it: not a join, not a
+// checkpoint.
+func TestPlayersWriteNothingForAFencedZone(t *testing.T) {
+	p, _ := playersFixture(t)
+	var fenced atomic.Bool
+	p.SetFence(func(zone string) bool { return zone != "lost" || !fenced.Load() })
+	p.Joined(9, "lost", 1)
+	waitFor(t, 3*time.Second, "the join record", func() bool { return record(t, p, 9) != nil })
+	fenced.Store(true)
+	cp := handoff.Checkpoint{Entity: 9, Epoch: 1, Name: "p9", Control: move.ControlState{Pos: [3]float32{5, 0, 5}}}
+	if err := p.CheckpointSync(context.Background(), "lost", []handoff.Checkpoint{cp}, func(string) string { return "gw" }); err == nil {
+		t.Fatal("a checkpoint for a fenced zone was written")
+	}
+	p.Joined(10, "lost", 1)
+	p.Joined(11, "kept", 1)
+	waitFor(t, 3*time.Second, "the other zone's join", func() bool { return record(t, p, 11) != nil })
+	waitFor(t, 3*time.Second, "both writes fenced", func() bool { return p.Fenced.Load() == 2 })
+	if record(t, p, 10) != nil || record(t, p, 9).GetCheckpoint() != nil {
+		t.Fatalf("writes for the fenced zone: record 10 %v, record 9 %v, fenced %d", record(t, p, 10), record(t, p, 9), p.Fenced.Load())
 	}
 }

@@ -136,6 +136,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"player_record_dropped_total", "player record writes dropped: the writers' queue was full", pl.Dropped.Load},
 		{"player_record_errors_total", "player record writes that failed (KV errors)", pl.Errors.Load},
 		{"checkpoints_total", "player checkpoints written to the player records (each online player about once a second, and as it leaves)", pl.Checkpoints.Load},
+		{"player_record_fenced_total", "player record writes not made: this node no longer held the zone's lease in time (paused, cut off)", pl.Fenced.Load},
 		{"checkpoints_refused_total", "player checkpoints not written: the record names another zone or epoch (the player moved on)", pl.CheckpointsRefused.Load},
 		{"commits_refused_total", "cross-process handoff Commits not delivered: the player record could not be written", m.RecordRefused.Load},
 	}

@@ -127,6 +127,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	}
 	world := worldToken(wm.Name())
 	n.players = cluster.NewPlayers(nl.kv[BucketPlayers], n.node, log.With("component", "players"))
+	n.players.SetFence(n.leases.Valid)
 	placed := func(player uint64, zone string, epoch uint64, join bool) {
 		if join {
 			n.players.Joined(player, zone, epoch)
