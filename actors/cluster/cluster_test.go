@@ -117,6 +117,14 @@ func TestLeaseFencing(t *testing.T) {
 	if e2 <= e1 {
 		t.Fatalf("new epoch %d not above the old %d", e2, e1)
 	}
+	// Waking, before its renewal loop runs, a already knows it may no
+	// longer act for the zone (what its record writes check).
+	if _, held := a.Held("z"); !held || a.Valid("z") {
+		t.Fatalf("paused past its lease: held %v, valid %v; want held but not valid", held, a.Valid("z"))
+	}
+	if !b.Valid("z") {
+		t.Fatal("the new owner is not valid")
+	}
 	a.renewAll() // a wakes up
 	if _, held := a.Held("z"); held {
 		t.Fatal("the paused node still holds the zone after another claimed it")
