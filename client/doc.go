@@ -46,6 +46,13 @@
 //     showed until the new one has it). Moves the old node had not confirmed
 //     are not resent — the new node continues from the player's saved state.
 //     Stats.Redirects counts them; OnRedirect reports each one.
+//   - Failover. When the node you play on dies (no Redirect comes: the
+//     server just goes silent), a Session made with WithFailover asks your
+//     token source (your login backend) for a fresh token listing the
+//     cluster's gateways, connects to another one and goes on as the same
+//     Session, the player resuming from its saved state. Moves sent
+//     meanwhile are dropped; SendEvent returns ErrFailingOver until it is
+//     connected again. Stats.Failovers counts them.
 //
 // Everything on the wire is encrypted and authenticated with the keys in
 // your token; a token opens one session only (dial again with a new token).

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"log/slog"
 	"net"
 
@@ -18,6 +19,7 @@ type options struct {
 	manual      bool
 	log         *slog.Logger
 	onRedirect  func(Redirected)
+	failover    func(ctx context.Context) ([]byte, error)
 }
 
 func defaultOptions() options {
@@ -81,3 +83,22 @@ func WithLogger(l *slog.Logger) Option {
 // session's goroutine with its lock held: it must not block or call the
 // Session; hand the value on (a counter, a buffered channel).
 func OnRedirect(f func(Redirected)) Option { return func(o *options) { o.onRedirect = f } }
+
+// WithFailover makes the session survive the loss of its server: when the
+// server goes silent (the session times out: its node crashed or was cut
+// off), the session asks tokens for a fresh connect token (the login
+// backend's, listing the cluster's gateways) and connects to the first
+// gateway it lists other than the dead one, then the next, up to
+// MaxFailovers times in a row. The Session stays the same: the player
+// resumes from its record on the new node (a new session numbers its moves
+// afresh; what the dead node never acknowledged is counted in
+// Stats.Moves, not resent). tokens is called from the session's goroutine
+// without its lock and must return within a few seconds (ctx says how
+// long). Stats().Failovers counts the switches.
+func WithFailover(tokens func(ctx context.Context) ([]byte, error)) Option {
+	return func(o *options) { o.failover = tokens }
+}
+
+// MaxFailovers bounds the failovers a session tries in a row without
+// getting connected again.
+const MaxFailovers = 3

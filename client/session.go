@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,9 @@ type Stats struct {
 	// Redirects counts the server Redirects the session followed: it moved
 	// to another gateway (a node draining) and continued there.
 	Redirects uint64
+	// Failovers counts the gateways the session switched to after its
+	// server went silent (WithFailover).
+	Failovers uint64
 	// GhostsCarried counts, per followed Redirect, the entities View kept
 	// drawing from the previous connection until the new one showed them
 	// (see Session): each is a pop avoided.
@@ -54,6 +58,11 @@ type Redirected struct {
 
 // ErrClosed is returned by calls on a session that has ended.
 var ErrClosed = errors.New("client: session closed")
+
+// ErrFailingOver is returned by SendEvent and its kin while the session
+// switches to another server (WithFailover): the event was not taken; send
+// it again once connected (Stats().Failovers grows).
+var ErrFailingOver = errors.New("client: switching to another server")
 
 // maxWait bounds one sleep of the session goroutine, so a missed wake-up
 // costs at most this much.
@@ -97,6 +106,13 @@ type Session struct {
 	redirects uint64
 	carried   map[uint64]bool // entities View drew from old during this bridge
 	carriedN  uint64
+
+	// Failover (WithFailover): a token is being fetched; tries in a row
+	// without a connection; failovers done.
+	failing   bool
+	tries     int
+	tried     []netip.AddrPort // servers lost or failed since the last connection
+	failovers uint64
 }
 
 // Dial connects to the server at addr ("host:port", one of the addresses
@@ -284,6 +300,16 @@ func (s *Session) turn() (time.Duration, bool) {
 		s.upOnce.Do(func() { close(s.up) })
 	}
 	blocked := s.deliver()
+	if s.c.State() == handshake.StateConnected {
+		s.tries, s.tried = 0, s.tried[:0]
+	}
+	if s.c.State() == handshake.StateClosed && s.canFailover() {
+		if !s.failing {
+			s.failing, s.tries = true, s.tries+1
+			go s.failover(s.server, s.c.Control())
+		}
+		return 20 * time.Millisecond, true
+	}
 	if s.c.State() == handshake.StateClosed {
 		if s.err == nil {
 			s.err = s.c.Err()
@@ -306,6 +332,63 @@ func (s *Session) turn() (time.Duration, bool) {
 		wait = min(wait, 10*time.Millisecond) // the reader is behind: retry soon
 	}
 	return max(min(wait, maxWait), 0), true
+}
+
+// canFailover: the server went silent (or the connect to a failover
+// target failed) and WithFailover may try another gateway.
+func (s *Session) canFailover() bool {
+	if s.opts.failover == nil || s.closed || s.err != nil || s.tries >= MaxFailovers && !s.failing {
+		return false
+	}
+	err := s.c.Err()
+	return s.failing || errors.Is(err, session.ErrTimeout) || errors.Is(err, session.ErrConnectTimeout)
+}
+
+// failover fetches a fresh token (without the lock) and switches to the
+// first gateway it lists other than dead, predicting on from control.
+func (s *Session) failover(dead netip.AddrPort, control move.ControlState) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	tok, err := s.opts.failover(ctx)
+	cancel()
+	s.mu.Lock()
+	defer s.wake()
+	defer s.mu.Unlock()
+	s.failing = false
+	if s.closed {
+		return
+	}
+	s.tried = append(s.tried, dead)
+	var target netip.AddrPort
+	if err == nil {
+		var t handshake.Token
+		if t, err = handshake.ParseToken(tok); err == nil {
+			for _, a := range t.Servers[:t.NumServers] {
+				if !slices.ContainsFunc(s.tried, func(b netip.AddrPort) bool { return sameAddr(a, b) }) {
+					target = a
+					break
+				}
+			}
+			if !target.IsValid() && t.NumServers > 0 {
+				target = t.Servers[0] // every listed one failed already: try again
+			}
+		}
+	}
+	var nc *session.Client
+	if err == nil {
+		cfg := s.opts.cfg
+		cfg.InitialControl = control
+		nc, err = session.NewClient(tok, target, cfg, (*handler)(s), time.Now(), s.now())
+	}
+	if err != nil {
+		s.opts.log.Warn("ghostwire failover: no new server", "try", s.tries, "err", err)
+		if s.tries >= MaxFailovers {
+			s.err = fmt.Errorf("client: failover after losing %v: %w", dead, err)
+		}
+		return
+	}
+	s.c, s.server, s.udp = nc, target, net.UDPAddrFromAddrPort(target)
+	s.failovers++
+	s.opts.log.Info("ghostwire failed over", "from", dead, "to", target)
 }
 
 // follow switches to the server a Redirect names (docs/protocol.md §7.19):
@@ -425,6 +508,12 @@ func (s *Session) SendMove(m move.Move) (move.ControlState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c.State() >= handshake.StateDraining {
+		if s.canFailover() {
+			// Switching servers (WithFailover): the move is not sent (as
+			// on a link that went silent); prediction waits for the new
+			// server's state.
+			return s.c.Control(), nil
+		}
 		return s.c.Control(), ErrClosed
 	}
 	return s.c.Input(m)
@@ -450,8 +539,12 @@ func (s *Session) SendUnguaranteed(payload []byte) error {
 func (s *Session) send(f func(*session.Client) error) error {
 	s.mu.Lock()
 	err := f(s.c)
+	failing := err != nil && s.canFailover()
 	s.mu.Unlock()
 	if err != nil {
+		if failing {
+			return ErrFailingOver
+		}
 		if errors.Is(err, session.ErrClosed) {
 			return ErrClosed
 		}
@@ -518,7 +611,7 @@ func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Stats{ClientStats: s.c.Stats(), EventsDropped: s.drops, SocketErrors: s.sockEr,
-		Redirects: s.redirects, GhostsCarried: s.carriedN + uint64(len(s.carried))}
+		Redirects: s.redirects, GhostsCarried: s.carriedN + uint64(len(s.carried)), Failovers: s.failovers}
 }
 
 // ID is the connection id the server assigned (a new one after a
