@@ -11,12 +11,15 @@ const (
 	// input at 30 FPS (003_28a462e3d9fd091c.txt ch1, checklist CTL-1).
 	DefaultInputRate = 30
 	// DefaultWindow is how many unacknowledged moves a Stream keeps (and
-	// resends in every packet). At 30 Hz that is 1.07 s of input: a move is
-	// lost for good only if it is still unacknowledged 32 samples after it was
-	// taken, i.e. every one of the ~20 packets that carried it, or every ack
-	// coming back, was lost. At 20 % random loss that is below 10⁻¹², far
-	// under the 0.05 % the issue allows (docs/protocol.md §5).
-	DefaultWindow = 32
+	// resends in every packet): the most a section carries. At 30 Hz that
+	// is 2.1 s of input: a move is lost for good only if it is still
+	// unacknowledged 64 samples after it was taken — every packet that
+	// carried it, or every ack coming back, lost — or the server could not
+	// apply it for that long (a zone failing over to another node takes
+	// 1–2 s with short leases; with 32, 1.07 s, those moves were lost).
+	// In steady state only one round trip's moves are unacknowledged
+	// (docs/protocol.md §5).
+	DefaultWindow = 64
 	// MaxWindow is the largest window and the most moves one section carries.
 	// It is a wire constant: the count field is 6 bits (count − 1).
 	MaxWindow = 64

@@ -55,9 +55,13 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	if s, ok := z.byID[cp.Entity]; ok && z.ents[s].role != roleReplica {
 		return fmt.Errorf("%w: %d", ErrExists, cp.Entity)
 	}
+	// A checkpoint taken mid-crossing may stand in a neighbour zone (the
+	// player had crossed, its handoff not committed when the owner died):
+	// it is put back here anyway, where it stood, and handed on by the
+	// next ticks' crossings. Only a position outside the world is refused.
 	pos := cp.Control.Pos
-	if !z.w.Owns(z.self, float64(pos[0]), float64(pos[2])) {
-		return fmt.Errorf("%w: [%g, %g] is outside zone %s %v", ErrOutside, pos[0], pos[2], z.cfg.Zone, z.self.Rect)
+	if _, ok := z.w.ZoneAt(float64(pos[0]), float64(pos[2])); !ok {
+		return fmt.Errorf("%w: [%g, %g] is outside world %s", ErrOutside, pos[0], pos[2], z.w.Name())
 	}
 	if err := cp.Control.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadState, err)

@@ -86,10 +86,34 @@ func TestRestoreFromCheckpoint(t *testing.T) {
 	if err := other.Restore(0, cp, "c2", 0); !errors.Is(err, ErrExists) {
 		t.Fatalf("second restore: %v", err)
 	}
-	cp.Control.Pos[0] = 400 // another zone's ground
+	cp.Control.Pos[0] = 5000 // outside the world
 	cp.Entity = 8
 	if err := other.Restore(0, cp, "c", 0); !errors.Is(err, ErrOutside) {
-		t.Fatalf("restore outside the zone: %v", err)
+		t.Fatalf("restore outside the world: %v", err)
+	}
+}
+
+// A checkpoint taken mid-crossing stands in the neighbour zone: the player
+// is put back where it stood (not at a spawn point), and the crossing goes
+// on from there: the zone offers it to the neighbour.
+func TestRestoreMidCrossing(t *testing.T) {
+	z := oneZone(t, nil)
+	cp := Checkpoint{Entity: 9, Epoch: 2, Control: move.ControlState{Pos: [3]float32{-400, 0, 20}}, Name: "p9"} // in x0z1
+	if err := z.Restore(0, cp, "c", 0); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := z.Entity(9); !ok || info.State.Pos != cp.Control.Pos {
+		t.Fatalf("restored at %+v, checkpoint at %v", info.State.Pos, cp.Control.Pos)
+	}
+	offered := false
+	for i := range 40 { // past the minimum dwell
+		out := z.Step(time.Duration(i+1) * 50 * time.Millisecond)
+		for _, m := range out.Send {
+			offered = offered || m.Kind == handoff.KindOffer && m.Entity == 9 && m.To == "x0z1"
+		}
+	}
+	if !offered {
+		t.Fatal("the restored player standing in x0z1 was not offered to x0z1")
 	}
 }
 
