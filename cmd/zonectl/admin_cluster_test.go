@@ -25,57 +25,13 @@ import (
 func TestAdminThreeNodes(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	split := []struct{ id, zones string }{{"n1", "x0z0"}, {"n2", "x1z0"}, {"n3", "x0z1,x1z1"}}
-	var nodes []*node.Node
-	defer func() {
-		for i := len(nodes) - 1; i >= 0; i-- {
-			_ = nodes[i].Stop(context.Background())
-		}
-	}()
-	var dir string
-	for i, s := range split {
-		cfg := nodeConfig(t, s.id, s.zones)
-		if i == 0 {
-			dir = cfg.DataDir
-		} else {
-			cfg.NATSURL = bareURL(t, nodes[0])
-			cfg.NATSCreds = filepath.Join(dir, node.NodeCredsFile)
-			cfg.KeyFile = filepath.Join(dir, "token.key")
-		}
-		nodes = append(nodes, startNode(t, cfg))
-	}
-	url := bareURL(t, nodes[0])
+	nodes, dir, url := startWorld(t, split)
+	defer stopWorld(nodes)
 
 	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
-	tok := mintFor(t, nodes[0], 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), tok, client.WithManualInput())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	var sent atomic.Uint64
-	var sendErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if _, err := s.SendMove(move.Move{Dt: 48, Forward: 60, Yaw: 1000}); err != nil {
-				sendErr.Store(err.Error())
-				return
-			}
-			sent.Add(1)
-		}
-	}()
+	w := walkIn(t, nodes[0], 4, 60)
+	defer w.s.Close(context.Background())
+	s, sent, sendErr := w.s, &w.sent, &w.sendErr
 
 	var nodeRows []nodeRow
 	waitUntil(t, 5*time.Second, "three nodes listed", func() bool {
@@ -145,8 +101,7 @@ func TestAdminThreeNodes(t *testing.T) {
 		}
 		walk(10)
 	}
-	close(stop)
-	wg.Wait()
+	w.stop()
 
 	// Exactly once: every move acknowledged, applied once by the zones in
 	// all, the newest by the one zone that owns the player.
@@ -195,53 +150,12 @@ func TestAdminThreeNodes(t *testing.T) {
 // is refused.
 func TestAdminMoveZone(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
-	var nodes []*node.Node
-	defer func() {
-		for i := len(nodes) - 1; i >= 0; i-- {
-			_ = nodes[i].Stop(context.Background())
-		}
-	}()
-	var dir string
-	for i, s := range []struct{ id, zones string }{{"n1", "x0z0,x1z0"}, {"n2", "x0z1,x1z1"}} {
-		cfg := nodeConfig(t, s.id, s.zones)
-		if i == 0 {
-			dir = cfg.DataDir
-		} else {
-			cfg.NATSURL = bareURL(t, nodes[0])
-			cfg.NATSCreds = filepath.Join(dir, node.NodeCredsFile)
-			cfg.KeyFile = filepath.Join(dir, "token.key")
-		}
-		nodes = append(nodes, startNode(t, cfg))
-	}
-	url := bareURL(t, nodes[0])
+	nodes, dir, url := startWorld(t, []struct{ id, zones string }{{"n1", "x0z0,x1z0"}, {"n2", "x0z1,x1z1"}})
+	defer stopWorld(nodes)
 	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s, err := client.Dial(ctx, nodes[0].PublicAddr().String(), mintFor(t, nodes[0], 4), client.WithManualInput())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	var sent atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			if _, err := s.SendMove(move.Move{Dt: 48, Forward: 30, Yaw: 1000}); err != nil {
-				return
-			}
-			sent.Add(1)
-		}
-	}()
+	w := walkIn(t, nodes[0], 4, 30)
+	defer w.s.Close(context.Background())
+	s, sent := w.s, &w.sent
 	waitUntil(t, 5*time.Second, "the client to walk", func() bool { return sent.Load() >= 10 })
 	for _, bad := range [][]string{{"move-zone", "x9z9", "--to", "n2"}, {"move-zone", "x0z0", "--to", "nobody"}, {"move-zone", "x0z0"}} {
 		if r := ctl(t, url, dir, bad...); r.code == 0 {
@@ -254,8 +168,7 @@ func TestAdminMoveZone(t *testing.T) {
 	}
 	from := sent.Load()
 	waitUntil(t, 5*time.Second, "the client to walk on", func() bool { return sent.Load() >= from+10 })
-	close(stop)
-	wg.Wait()
+	w.stop()
 	n := sent.Load()
 	var last, lost uint64
 	waitUntil(t, 5*time.Second, "every move applied by the new owner", func() bool {
@@ -279,4 +192,77 @@ func TestAdminMoveZone(t *testing.T) {
 			t.Fatalf("zones: x0z0 on %v after the move", z["node"])
 		}
 	}
+}
+
+// startWorld starts one node per split entry: the first embeds NATS, the
+// others join it with its node credentials and token key. It returns the
+// nodes, the first node's data directory (zonectl's dev credentials) and
+// its NATS URL without credentials.
+func startWorld(t *testing.T, split []struct{ id, zones string }) ([]*node.Node, string, string) {
+	t.Helper()
+	var nodes []*node.Node
+	var dir string
+	for i, s := range split {
+		cfg := nodeConfig(t, s.id, s.zones)
+		if i == 0 {
+			dir = cfg.DataDir
+		} else {
+			cfg.NATSURL = bareURL(t, nodes[0])
+			cfg.NATSCreds = filepath.Join(dir, node.NodeCredsFile)
+			cfg.KeyFile = filepath.Join(dir, "token.key")
+		}
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	return nodes, dir, bareURL(t, nodes[0])
+}
+
+func stopWorld(nodes []*node.Node) {
+	for i := len(nodes) - 1; i >= 0; i-- {
+		_ = nodes[i].Stop(context.Background())
+	}
+}
+
+// walker is a client walking at 20 moves a second until stop.
+type walker struct {
+	s       *client.Session
+	sent    atomic.Uint64
+	sendErr atomic.Value
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// walkIn connects player through gw and starts it walking.
+func walkIn(t *testing.T, gw *node.Node, player uint64, forward int8) *walker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s, err := client.Dial(ctx, gw.PublicAddr().String(), mintFor(t, gw, player), client.WithManualInput())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &walker{s: s, done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+			if _, err := s.SendMove(move.Move{Dt: 48, Forward: forward, Yaw: 1000}); err != nil {
+				w.sendErr.Store(err.Error())
+				return
+			}
+			w.sent.Add(1)
+		}
+	}()
+	return w
+}
+
+func (w *walker) stop() {
+	close(w.done)
+	w.wg.Wait()
 }
