@@ -1,9 +1,8 @@
 package move
 
 import (
-	"sync"
-
 	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
 )
 
 // Applier is the server half of a move stream, one per connection: it decodes
@@ -26,31 +25,9 @@ type Applier struct {
 	stats ApplierStats
 }
 
-// decodeBufs is the free list of Read's decode buffers (2 KB each): as many
-// as Reads ever ran at once, instead of one per connection. Never emptied
-// by a collection, so a steady state allocates nothing.
-var decodeBufs struct {
-	sync.Mutex
-	free []*[MaxWindow]Move
-}
-
-func borrowDecodeBuf() *[MaxWindow]Move {
-	decodeBufs.Lock()
-	if n := len(decodeBufs.free); n > 0 {
-		b := decodeBufs.free[n-1]
-		decodeBufs.free = decodeBufs.free[:n-1]
-		decodeBufs.Unlock()
-		return b
-	}
-	decodeBufs.Unlock()
-	return new([MaxWindow]Move)
-}
-
-func releaseDecodeBuf(b *[MaxWindow]Move) {
-	decodeBufs.Lock()
-	decodeBufs.free = append(decodeBufs.free, b)
-	decodeBufs.Unlock()
-}
+// decodeBufs: Read's decode buffers (2 KB each), as many as Reads ever ran
+// at once instead of one per connection.
+var decodeBufs freelist.List[[MaxWindow]Move]
 
 // Reset restarts the Applier as if moves up to lastApplied had been applied,
 // e.g. when another server takes over a connection's moves (zone handoff)
@@ -78,8 +55,8 @@ func (a *Applier) Stats() ApplierStats { return a.stats }
 // changes no state except Stats.Malformed; the rest of the packet is then
 // unreadable. Read never panics and never allocates.
 func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
-	buf := borrowDecodeBuf()
-	defer releaseDecodeBuf(buf)
+	buf := decodeBufs.Get()
+	defer decodeBufs.Put(buf)
 	n, first, err := readSection(r, buf, a.last+1)
 	if err != nil {
 		a.stats.Malformed++

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
@@ -282,30 +282,7 @@ func nextSlot(next, interval, now time.Duration) time.Duration {
 	return next
 }
 
-// payloads is the free list of the buffers Server.Receive opens packets
-// into: as many as Receives ever ran at once (one per busy goroutine), where
-// a buffer per connection would cost every idle connection 1.2 KB. Unlike a
-// sync.Pool it is never emptied by a collection: a steady state allocates
-// nothing.
-var payloads struct {
-	sync.Mutex
-	free []*[MaxPacketSize]byte
-}
-
-func borrowPayload() *[MaxPacketSize]byte {
-	payloads.Lock()
-	if n := len(payloads.free); n > 0 {
-		b := payloads.free[n-1]
-		payloads.free = payloads.free[:n-1]
-		payloads.Unlock()
-		return b
-	}
-	payloads.Unlock()
-	return new([MaxPacketSize]byte)
-}
-
-func releasePayload(b *[MaxPacketSize]byte) {
-	payloads.Lock()
-	payloads.free = append(payloads.free, b)
-	payloads.Unlock()
-}
+// payloads: the buffers Server.Receive opens packets into, as many as
+// Receives ever ran at once (a buffer per connection would cost every idle
+// connection 1.2 KB).
+var payloads freelist.List[[MaxPacketSize]byte]

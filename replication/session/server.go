@@ -379,8 +379,8 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	default:
 		return false, handshake.ErrUnexpected
 	}
-	buf := borrowPayload()
-	defer releasePayload(buf)
+	buf := payloads.Get()
+	defer payloads.Put(buf)
 	h, pt, moved, err := e.open(now, short, from, buf)
 	if err != nil {
 		return false, err
