@@ -85,6 +85,9 @@ type Grid struct {
 	sid   []uint64
 	n     int // live slots in the last Build
 	runs  []Run
+	// builds counts Builds, so a consumer that derives per-index tables
+	// from the filed order knows when to redo them.
+	builds uint64
 }
 
 // New returns an empty grid for cfg.
@@ -215,7 +218,12 @@ func (g *Grid) Build() {
 		g.sid[i] = r.m.ID
 	}
 	g.n = n
+	g.builds++
 }
+
+// Builds returns how many times Build has run: the filed order (Positions,
+// SlotAuxes, IDs, Runs) changes only when it does.
+func (g *Grid) Builds() uint64 { return g.builds }
 
 // Built returns the number of slots filed by the last Build.
 func (g *Grid) Built() int { return g.n }

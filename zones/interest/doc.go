@@ -40,7 +40,11 @@
 // scans the grid cells the leave radius touches once, and builds the new
 // set in a scratch buffer it then copies over the old one. An entry is 8
 // bytes (slot, generation, priority); ids and states stay in the zone's
-// per-slot tables.
+// per-slot tables. The viewer-independent part of each priority (kind
+// weight × staleness) and the entry key are computed once per grid Build,
+// in the grid's cell order, so a candidate costs its position and one
+// 8-byte word; the candidate loop is branch-free (a quarter of the
+// candidates lie beyond the leave radius in no predictable order).
 // BenchmarkInterest: 1,000 players and 20,000 NPCs in 2 km × 2 km.
 //
 //	tr := interest.NewTracker(cfg)

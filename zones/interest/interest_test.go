@@ -351,3 +351,102 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("default leave radius for enter 200: %g, want 220", c.LeaveRadius)
 	}
 }
+
+// TestUpdateMatchesReference checks Update against a naive reference for
+// many players sharing one tracker and grid, as a zone uses them: every
+// set must hold exactly {d ≤ enter} ∪ {previous set ∩ d ≤ leave} minus
+// self, each member with Tracker.Priority of its kind, distance and
+// staleness as of the last Build, over random walks with kinds of
+// different weights, states going stale and fresh, despawns and slot
+// reuse. The scan reads per-Build tables; this also pins that they follow
+// every Build.
+func TestUpdateMatchesReference(t *testing.T) {
+	var w [MaxKinds]float32
+	w[0], w[1], w[2] = 3, 1, 0.5
+	for seed := range uint64(6) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		const n, players = 400, 12
+		sc := newScene(t, n, 250)
+		stale := make([]uint16, n)
+		tr := mustTracker(t, Config{EnterRadius: 50, LeaveRadius: 50 + float32(1+rng.IntN(20)), KindWeight: w, StaleTicks: 5, MaxView: 1 << 20})
+		tr.Resize(n)
+		nextID := uint64(1)
+		spawn := func(s int) {
+			sc.kind[s] = uint8(rng.IntN(4)) // kind 3 has the default weight
+			stale[s] = 0                    // put files a fresh state
+			sc.put(s, nextID, float32(rng.Float64()*400-200), float32(rng.Float64()*400-200))
+			nextID++
+		}
+		for s := range n {
+			spawn(s)
+		}
+		sets := make([]Set, players)
+		models := make([]map[uint64]bool, players)
+		for p := range models {
+			models[p] = map[uint64]bool{}
+		}
+		enter2, leave2 := tr.enter2, tr.leave2
+		for tick := range 120 {
+			for s := range n {
+				switch r := rng.IntN(100); {
+				case r < 2 && s >= players: // despawn and maybe reuse the slot at once
+					sc.remove(s)
+					if rng.IntN(2) == 0 {
+						spawn(s)
+					}
+				case sc.id[s] == 0 && r < 10:
+					spawn(s)
+				case sc.id[s] != 0:
+					sc.x[s] += float32(rng.NormFloat64() * 3)
+					sc.z[s] += float32(rng.NormFloat64() * 3)
+					stale[s] = uint16(rng.IntN(12))
+					sc.g.Set(int32(s), sc.x[s], sc.z[s], sc.id[s], Aux(sc.kind[s], sc.gen[s], stale[s]))
+				}
+			}
+			sc.g.Build()
+			for p := range players {
+				self := int32(p)
+				px, pz := sc.x[p], sc.z[p]
+				want := map[uint64]float32{}
+				for s := range n {
+					if sc.id[s] == 0 || int32(s) == self {
+						continue
+					}
+					dx, dz := sc.x[s]-px, sc.z[s]-pz
+					d2 := dx*dx + dz*dz
+					if d2 <= enter2 || models[p][sc.id[s]] && d2 <= leave2 {
+						want[sc.id[s]] = tr.Priority(sc.kind[s], d2, stale[s])
+					}
+				}
+				entered, left := tr.Update(&sets[p], self, px, pz, sc.g, nil)
+				got := map[uint64]float32{}
+				for _, e := range sets[p].Entries() {
+					got[sc.id[e.Slot()]] = e.Priority
+				}
+				if len(got) != len(want) || len(got) != sets[p].Len() {
+					t.Fatalf("seed %d tick %d player %d: %d members (%d distinct), want %d", seed, tick, p, sets[p].Len(), len(got), len(want))
+				}
+				wEnter := 0
+				for id, wp := range want {
+					gp, ok := got[id]
+					if !ok {
+						t.Fatalf("seed %d tick %d player %d: entity %d missing", seed, tick, p, id)
+					}
+					if math.Abs(float64(gp-wp)) > 1e-6*float64(wp) {
+						t.Fatalf("seed %d tick %d player %d: entity %d priority %g, want %g", seed, tick, p, id, gp, wp)
+					}
+					if !models[p][id] {
+						wEnter++
+					}
+				}
+				if wLeave := len(models[p]) + wEnter - len(want); entered != wEnter || left != wLeave {
+					t.Fatalf("seed %d tick %d player %d: entered/left %d/%d, want %d/%d", seed, tick, p, entered, left, wEnter, wLeave)
+				}
+				models[p] = map[uint64]bool{}
+				for id := range want {
+					models[p][id] = true
+				}
+			}
+		}
+	}
+}
