@@ -1,8 +1,10 @@
 package ghost
 
 import (
+	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -110,13 +112,67 @@ func FuzzGhostDecode(f *testing.F) {
 //
 // and at the end, after a lossless quiet period, that the client holds
 // exactly the view.
+var opsSeeds = [][]byte{
+	{0, 7, 1, 0, 2, 1, 3, 2, 0, 1, 200, 2, 0, 4, 5, 10},
+	{0, 3, 5, 0, 1, 1, 2, 0, 1, 100, 3, 0, 1, 100, 2, 0, 4, 0, 2, 0, 0, 4, 4, 0, 1, 1, 4},
+	{1, 255, 2, 0, 4, 0, 200, 1, 2, 3, 4, 1, 30, 2, 1, 2, 0, 3, 0, 4, 6, 1, 9, 7},
+	[]byte("\x00\x07\x01\x00\x11\x02\x22\x03\x33\x01\x05\x44\x01\xff\x02\x00\x02\x00\x04\x00\x09\x08\x01\xff\x03\x00\x02\x00\x04"),
+	// Leave and come back before the kill went out, with changes between.
+	{0, 2, 4, 0, 5, 2, 1, 200, 7, 0, 2, 4, 0, 5, 2, 1, 30, 0, 3, 4, 0, 5, 17, 5, 5, 4, 1, 200, 7, 0, 1, 4, 0, 1, 200, 3, 0, 7},
+}
+
+// randomScripts are longer ops scripts for the snapshot targets' seed
+// runs: the hand-written seeds are short, and a missed stamp shows only
+// once a ghost that is already held changes a group.
+func randomScripts() [][]byte {
+	rng := rand.New(rand.NewPCG(13, 1))
+	out := make([][]byte, 12)
+	for i := range out {
+		out[i] = make([]byte, 600)
+		for j := range out[i] {
+			out[i][j] = byte(rng.Uint32())
+		}
+	}
+	return out
+}
+
 func FuzzGhostOps(f *testing.F) {
-	f.Add([]byte{0, 7, 1, 0, 2, 1, 3, 2, 0, 1, 200, 2, 0, 4, 5, 10})
-	f.Add([]byte{0, 3, 5, 0, 1, 1, 2, 0, 1, 100, 3, 0, 1, 100, 2, 0, 4, 0, 2, 0, 0, 4, 4, 0, 1, 1, 4})
-	f.Add([]byte{1, 255, 2, 0, 4, 0, 200, 1, 2, 3, 4, 1, 30, 2, 1, 2, 0, 3, 0, 4, 6, 1, 9, 7})
-	f.Add([]byte("\x00\x07\x01\x00\x11\x02\x22\x03\x33\x01\x05\x44\x01\xff\x02\x00\x02\x00\x04\x00\x09\x08\x01\xff\x03\x00\x02\x00\x04"))
+	for _, s := range opsSeeds {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, script []byte) {
 		h := newOpsHarness(t)
+		h.run(script)
+		h.quiesce()
+	})
+}
+
+// FuzzGhostOpsSnapshot is FuzzGhostOps with the views given as snapshots
+// (SetSnapshotView), some of them skipped: the table must keep every
+// invariant, and converge, from stamps alone.
+func FuzzGhostOpsSnapshot(f *testing.F) {
+	for _, s := range append(opsSeeds, randomScripts()...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newOpsHarness(t)
+		h.snapMode(false)
+		h.run(script)
+		h.quiesce()
+	})
+}
+
+// FuzzSnapshotViewsWriteWhatEntryViewsWrite runs the ops scripts with a
+// second table taking every view as a snapshot, in lockstep: with no view
+// skipped, stamps and diffs must find the same groups, so every packet of
+// the two tables must be the same bytes.
+func FuzzSnapshotViewsWriteWhatEntryViewsWrite(f *testing.F) {
+	for _, s := range append(opsSeeds, randomScripts()...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newOpsHarness(t)
+		h.snapMode(true)
 		h.run(script)
 		h.quiesce()
 	})
@@ -153,6 +209,49 @@ type opsHarness struct {
 	w      bitstream.Writer
 	r      bitstream.Reader
 	before map[uint32]uint64 // dirty masks before the fate being checked
+
+	// Snapshot views (snapMode): sw seals a snapshot of the whole universe
+	// (entry i is entity i) per view. twin, if set, is a second table
+	// taking those snapshots while tab takes ViewEntries, checked to write
+	// the same bytes; otherwise tab itself takes the snapshots and op 0
+	// skips some.
+	sw    *SnapshotWriter
+	twin  *Table
+	skips int
+	tbuf  [MaxPacketBytes]byte
+	tw    bitstream.Writer
+}
+
+// snapMode switches the harness to snapshot views (see opsHarness.sw).
+func (h *opsHarness) snapMode(twin bool) {
+	var err error
+	if h.sw, err = NewSnapshotWriter(h.reg); err != nil {
+		h.t.Fatal(err)
+	}
+	if twin {
+		cfg := DefaultConfig()
+		cfg.MaxPacketsInFlight = 16
+		cfg.MaxRecordsInFlight = 256
+		if h.twin, err = NewTable(h.reg, cfg); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// snapshot seals the universe as it is now and returns it with the refs of
+// the entities in view.
+func (h *opsHarness) snapshot() (*Snapshot, []ViewRef) {
+	s := h.sw.Next(opsUniverse)
+	var refs []ViewRef
+	for i := range h.ents {
+		e := &h.ents[i]
+		s.Set(i, e.Entity, e.Class, &e.State)
+		if h.in[i] {
+			refs = append(refs, ViewRef{Index: uint32(i), Priority: e.Priority})
+		}
+	}
+	h.sw.Seal(s)
+	return s, refs
 }
 
 func newOpsHarness(t *testing.T) *opsHarness {
@@ -203,8 +302,25 @@ func (h *opsHarness) view() []ViewEntry {
 
 func (h *opsHarness) setView() {
 	h.now += time.Millisecond + time.Duration(h.arg())*time.Millisecond
-	if err := h.tab.SetView(h.now, h.view()); err != nil {
-		h.t.Fatalf("SetView: %v", err)
+	h.applyView()
+}
+
+func (h *opsHarness) applyView() {
+	if h.sw == nil || h.twin != nil {
+		if err := h.tab.SetView(h.now, h.view()); err != nil {
+			h.t.Fatalf("SetView: %v", err)
+		}
+	}
+	if h.sw == nil {
+		return
+	}
+	s, refs := h.snapshot()
+	tab := h.twin
+	if tab == nil {
+		tab = h.tab
+	}
+	if err := tab.SetSnapshotView(h.now, s, refs); err != nil {
+		h.t.Fatalf("SetSnapshotView: %v", err)
 	}
 }
 
@@ -241,6 +357,11 @@ func (h *opsHarness) run(script []byte) {
 					s.Pos[2] = float64(d) / 100
 					h.ents[i].Priority = float32(d) / 50
 				}
+			}
+			if h.sw != nil && h.twin == nil && h.arg()%3 == 0 {
+				h.snapshot() // a view the table never takes: its stamps must still count
+				h.skips++
+				break
 			}
 			h.setView()
 		case 1: // write a packet
@@ -290,6 +411,15 @@ func (h *opsHarness) write(budget int, quiet bool) {
 	if h.w.BitLen() > budget*8 {
 		h.t.Fatalf("section of %d bits in a %d-byte budget", h.w.BitLen(), budget)
 	}
+	if h.twin != nil {
+		h.tw.Reset(h.tbuf[:budget])
+		if _, err := h.twin.Write(&h.tw, h.seq, h.now); err != nil {
+			h.t.Fatalf("twin Write: %v", err)
+		}
+		if !bytes.Equal(h.tw.Bytes(), h.w.Bytes()) {
+			h.t.Fatalf("after op %d: packet %d: snapshot views wrote %x, entry views %x", h.pos, h.seq, h.tw.Bytes(), h.w.Bytes())
+		}
+	}
 	h.pkts = append(h.pkts, opsPkt{seq: h.seq, data: slices.Clone(h.w.Bytes()), sentAt: h.now})
 }
 
@@ -316,6 +446,9 @@ func (h *opsHarness) fates() {
 			want = h.expectRedirty(f.Seq)
 		}
 		h.tab.OnFate(f)
+		if h.twin != nil {
+			h.twin.OnFate(f)
+		}
 		p.fated = true
 		h.next++
 		for id, m := range want {
@@ -404,6 +537,11 @@ func (h *opsHarness) check() {
 	if err := checkInvariants(t); err != nil {
 		h.t.Fatalf("after op %d: %v", h.pos, err)
 	}
+	if h.twin != nil {
+		if err := checkInvariants(h.twin); err != nil {
+			h.t.Fatalf("after op %d: snapshot twin: %v", h.pos, err)
+		}
+	}
 	// No id collision: every client ghost is, on the server, that entity.
 	for g := range h.mir.All() {
 		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.info[g.ID].entity != g.Entity {
@@ -431,7 +569,7 @@ func (h *opsHarness) check() {
 			inFlight |= m[[2]uint32{uint32(i), in.gen}]
 		}
 		cls := s.class
-		want := &t.states[i]
+		want := t.stateOf(uint32(i))
 		for gi := range cls.Groups {
 			grp := &cls.Groups[gi]
 			var differs bool
@@ -462,9 +600,7 @@ func (h *opsHarness) quiesce() {
 	h.fates()
 	for round := 0; round < 200; round++ {
 		h.now += 50 * time.Millisecond
-		if err := h.tab.SetView(h.now, h.view()); err != nil {
-			h.t.Fatal(err)
-		}
+		h.applyView()
 		if !h.tab.Pending() && h.tab.InFlight() == 0 {
 			break
 		}

@@ -575,7 +575,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint)
 	if err := writeEntity(w, in.entity); err != nil {
 		return err
 	}
-	st := &t.states[id]
+	st := t.stateOf(id)
 	for i := range c.Groups {
 		g := &c.Groups[i]
 		var err error
@@ -621,7 +621,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64
 	if err != nil {
 		return err
 	}
-	st := &t.states[id]
+	st := t.stateOf(id)
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		g := &c.Groups[i]

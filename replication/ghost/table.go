@@ -91,8 +91,18 @@ type info struct {
 	gen     uint32        // incarnation; transmission records of older ones are ignored
 	viewGen uint32        // last SetView that included the entity
 	qpos    [3]uint32     // quantized State.Pos
-	pos     posTrack      // what the client may hold of the position
+	// si is the ghost's entry in the table's snapshot (SetSnapshotView), or
+	// carryBit|i for an AlwaysInScope ghost its latest view left out,
+	// whose state the table keeps in carry[i].
+	si uint32
+	// taken is the seq of the snapshot si is of: the ghost's groups
+	// stamped later than it changed since.
+	taken uint32
+	pos   posTrack // what the client may hold of the position
 }
+
+// carryBit marks info.si as an index into Table.carry.
+const carryBit = 1 << 31
 
 // Stats counts what a Table did (pure packages count instead of logging).
 type Stats struct {
@@ -129,13 +139,22 @@ type Table struct {
 	reg *Registry
 	cfg Config
 
-	slots     []slot
-	info      []info
-	states    []State
-	pp        posPool  // in-flight positions of ghosts with more than posInline
-	lastField []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
-	stride    int
-	idx       entityIndex // entity → id of ghosts in scope
+	slots []slot
+	info  []info
+	// states holds each ghost's latest State for views given as
+	// ViewEntries (SetView), diffed against the next; nil while the views
+	// come as snapshots (SetSnapshotView), which hold the states instead.
+	states []State
+	snap   *Snapshot // the latest view's snapshot (nil: SetView)
+	// snapSrc and snapSeq name the snapshot the latest view came from:
+	// its entries' stamps newer than snapSeq are changes since.
+	snapSrc       uint64
+	snapSeq       uint32
+	carry, carry2 []State  // AlwaysInScope states outside the view (rare)
+	pp            posPool  // in-flight positions of ghosts with more than posInline
+	lastField     []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
+	stride        int
+	idx           entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
 	// answers most lookups without the map.
@@ -307,6 +326,9 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 			return fmt.Errorf("entity %d: %w", e.Entity, err)
 		}
 	}
+	if t.snap != nil {
+		t.leaveSnapshots()
+	}
 	t.viewMS, t.haveView = ms, true
 	t.lastNow = max(t.lastNow, now)
 	t.viewGen++
@@ -337,10 +359,11 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		}
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e, &vq[i], now); err {
+			if id, err = t.alloc(e.Entity, e.Class, &vq[i], now); err {
 				exhausted = true
 				continue
 			}
+			t.states[id] = e.State
 		} else {
 			t.refresh(id, e, &vq[i], now)
 		}
@@ -391,26 +414,9 @@ func (t *Table) Remove(entity uint64) {
 
 // refresh applies a view entry to an existing ghost: diff and store.
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration) {
-	s, in := &t.slots[id], &t.info[id]
-	if s.phase == phaseKilling { // re-entered before the kill went out: cancel it
-		if s.created {
-			s.phase = phaseLive
-		} else {
-			s.phase = phaseCreating
-		}
-	}
 	c := e.Class
 	old := &t.states[id]
-	var changed uint64
-	if c.posIdx >= 0 {
-		if *q != in.qpos {
-			changed |= c.posBit
-			s.moving = true
-		} else if s.moving {
-			s.moving, s.rest, s.restCopies = false, true, restMarkerCopies
-			changed |= c.posBit
-		}
-	}
+	changed := t.reenter(id, c, q)
 	if !sameBeyondPos(old, &e.State) { // most views change a ghost's position at most
 		for i := range c.Groups {
 			g := &c.Groups[i]
@@ -420,20 +426,50 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 		}
 	}
 	changed |= e.ChangedMask & c.all
-	if changed != 0 {
-		if s.dirty == 0 {
-			s.since = now // staleness counts from the first change not yet sent
+	t.markChanged(id, changed, now)
+	*old = e.State
+}
+
+// reenter cancels a pending kill of ghost id (in view again before the kill
+// went out), takes q as its position and returns the position group's bit
+// if the position changed or just stopped changing.
+func (t *Table) reenter(id uint32, c *Class, q *[3]uint32) uint64 {
+	s, in := &t.slots[id], &t.info[id]
+	if s.phase == phaseKilling {
+		if s.created {
+			s.phase = phaseLive
+		} else {
+			s.phase = phaseCreating
 		}
-		if s.pendChg == 0 {
-			s.pendChg = now
-		}
-		in.lastChg = now
 	}
-	s.dirty |= changed
+	var changed uint64
 	if c.posIdx >= 0 {
+		if *q != in.qpos {
+			changed |= c.posBit
+			s.moving = true
+		} else if s.moving {
+			s.moving, s.rest, s.restCopies = false, true, restMarkerCopies
+			changed |= c.posBit
+		}
 		in.qpos = *q
 	}
-	*old = e.State
+	return changed
+}
+
+// markChanged marks groups of ghost id dirty as of now.
+func (t *Table) markChanged(id uint32, changed uint64, now time.Duration) {
+	if changed == 0 {
+		return
+	}
+	s := &t.slots[id]
+	if s.dirty == 0 {
+		s.since = now // staleness counts from the first change not yet sent
+	}
+	if s.pendChg == 0 {
+		s.pendChg = now
+	}
+	t.info[id].lastChg = now
+	s.dirty |= changed
 }
 
 // sameBeyondPos reports whether a and b are byte for byte equal past Pos (a
@@ -444,8 +480,9 @@ func sameBeyondPos(a, b *State) bool {
 	return *(*[n]byte)(unsafe.Add(unsafe.Pointer(a), off)) == *(*[n]byte)(unsafe.Add(unsafe.Pointer(b), off))
 }
 
-// alloc gives entity e the lowest free ghost id; true means none is left.
-func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bool) {
+// alloc gives entity the lowest free ghost id; true means none is left.
+// The caller stores its state.
+func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now time.Duration) (uint32, bool) {
 	if t.live >= t.cfg.MaxGhosts {
 		t.stats.IDsExhausted++
 		return 0, true
@@ -456,19 +493,18 @@ func (t *Table) alloc(e *ViewEntry, q *[3]uint32, now time.Duration) (uint32, bo
 	}
 	s, in := &t.slots[id], &t.info[id]
 	*s = slot{
-		class:   e.Class,
-		dirty:   e.Class.all,
+		class:   c,
+		dirty:   c.all,
 		since:   now,
 		pendChg: now,
 		phase:   phaseCreating,
 	}
 	in.pos.reset(&t.pp)
-	*in = info{entity: e.Entity, lastChg: now, gen: in.gen + 1, viewGen: in.viewGen}
-	if e.Class.posIdx >= 0 {
+	*in = info{entity: entity, lastChg: now, gen: in.gen + 1, viewGen: in.viewGen}
+	if c.posIdx >= 0 {
 		in.qpos = *q
 	}
-	t.states[id] = e.State
-	t.idxSet(e.Entity, uint32(id))
+	t.idxSet(entity, uint32(id))
 	t.stats.GhostsAssigned++
 	return uint32(id), false
 }
@@ -482,7 +518,9 @@ func (t *Table) grow(n int) {
 	c = min(c, t.cfg.MaxGhosts)
 	t.slots = resize(t.slots, c)
 	t.info = resize(t.info, c)
-	t.states = resize(t.states, c)
+	if t.snap == nil {
+		t.states = resize(t.states, c)
+	}
 	t.lastField = resize(t.lastField, c*t.stride)
 }
 

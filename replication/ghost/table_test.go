@@ -792,7 +792,7 @@ func TestRecordSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"slot", unsafe.Sizeof(slot{}), 64},
-		{"info", unsafe.Sizeof(info{}), 88},
+		{"info", unsafe.Sizeof(info{}), 96},
 		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
 		{"posNode", unsafe.Sizeof(posNode{}), 24},
 		{"entry (in-flight record)", unsafe.Sizeof(entry{}), 16},

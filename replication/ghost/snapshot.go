@@ -1,0 +1,335 @@
+package ghost
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is one producer's entity states at one tick (a zone's), built
+// once and shared read-only by every table whose view refers to it
+// (SetSnapshotView). A view is then a list of ViewRefs — 8 bytes an entity
+// instead of a 144-byte ViewEntry copy per connection — and a table keeps
+// no copy of the states either: it packs from the snapshot of its latest
+// view and finds changed groups by the stamps the snapshot carries, not by
+// diffing against a State of its own.
+//
+// Build one with a SnapshotWriter: Next, Set every entry, Seal. Sealed, it
+// never changes; a table holds it until its next view, the garbage
+// collector frees it after.
+type Snapshot struct {
+	reg    *Registry
+	source uint64 // the writer: stamps compare only within one series
+	seq    uint32 // this snapshot's number in the series (from 1)
+	stride int
+	ents   []snapEnt
+	// chg[i*stride+g] is the seq of the first snapshot of the series that
+	// held entry i's current group-g value (the position group's is
+	// unused: tables diff quantized positions). A table that took seq p
+	// finds group g changed exactly when chg > p, however many snapshots
+	// it skipped.
+	chg    []uint32
+	sealed bool
+}
+
+// snapEnt is one entry: the entity, its class, state and quantized
+// position (quantized and checked once at Seal for every table).
+type snapEnt struct {
+	entity uint64
+	class  *Class // nil: an empty entry
+	bad    uint8  // snapOK, or why a view naming it is refused
+	qpos   [3]uint32
+	state  State
+}
+
+// Why a snapshot entry is refused.
+const (
+	snapOK uint8 = iota
+	snapBadState
+	snapBadClass
+)
+
+// Len is the number of entries.
+func (s *Snapshot) Len() int { return len(s.ents) }
+
+// Seq is the snapshot's number in its writer's series.
+func (s *Snapshot) Seq() uint32 { return s.seq }
+
+// Set fills entry i (before Seal). c nil leaves it empty.
+func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
+	if s.sealed {
+		panic("ghost: Snapshot.Set after Seal")
+	}
+	e := &s.ents[i]
+	e.entity, e.class, e.state = entity, c, *st
+}
+
+// Entry returns entry i's entity, class and state (nil class: empty). The
+// state must not be modified.
+func (s *Snapshot) Entry(i int) (entity uint64, c *Class, st *State) {
+	e := &s.ents[i]
+	return e.entity, e.class, &e.state
+}
+
+// AppendEntries appends view as ViewEntries (states copied): for consumers
+// that need a view of their own, such as a view bound for another process.
+func (s *Snapshot) AppendEntries(dst []ViewEntry, view []ViewRef) []ViewEntry {
+	for _, r := range view {
+		if int(r.Index) >= len(s.ents) {
+			continue
+		}
+		e := &s.ents[r.Index]
+		if e.class == nil {
+			continue
+		}
+		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority, State: e.state})
+	}
+	return dst
+}
+
+// ViewRef is one entity of a connection's interest set as an index into the
+// view's Snapshot: 8 bytes.
+type ViewRef struct {
+	Index    uint32 // the snapshot entry
+	Priority float32
+}
+
+// sources numbers snapshot writers process-wide, from 1: a table that
+// switches to a snapshot of another writer (a handoff to another zone)
+// cannot compare stamps and takes every group as changed.
+var sources atomic.Uint64
+
+// SnapshotWriter makes one producer's series of snapshots and their change
+// stamps. Not safe for concurrent use; the snapshots it seals are.
+type SnapshotWriter struct {
+	reg    *Registry
+	source uint64
+	seq    uint32
+	last   *Snapshot
+}
+
+// NewSnapshotWriter returns a writer of snapshots of reg's classes. It
+// freezes reg.
+func NewSnapshotWriter(reg *Registry) (*SnapshotWriter, error) {
+	if reg == nil {
+		return nil, fmt.Errorf("%w: nil registry", ErrConfig)
+	}
+	reg.frozen.Store(true)
+	return &SnapshotWriter{reg: reg, source: sources.Add(1)}, nil
+}
+
+// Next returns an empty snapshot of n entries to fill with Set and Seal.
+func (w *SnapshotWriter) Next(n int) *Snapshot {
+	stride := max(w.reg.maxGroups, 1)
+	return &Snapshot{
+		reg:    w.reg,
+		source: w.source,
+		stride: stride,
+		ents:   make([]snapEnt, n),
+		chg:    make([]uint32, n*stride),
+	}
+}
+
+// Seal checks and quantizes every entry once, stamps the groups that
+// changed since the writer's previous snapshot (an entry whose entity or
+// class differs from the previous one at its index is new: every group
+// stamped), and makes s immutable. s must come from w.Next.
+func (w *SnapshotWriter) Seal(s *Snapshot) {
+	if s.sealed || s.source != w.source {
+		panic("ghost: SnapshotWriter.Seal of a snapshot not its own or sealed twice")
+	}
+	w.seq++
+	if w.seq == 0 { // after 2^32 snapshots; 0 would look older than every stamp
+		w.source = sources.Add(1)
+		s.source = w.source
+		w.seq = 1
+		w.last = nil
+	}
+	s.seq = w.seq
+	var prev []snapEnt
+	var prevChg []uint32
+	if w.last != nil && w.last.stride == s.stride {
+		prev, prevChg = w.last.ents, w.last.chg
+	}
+	st := s.stride
+	var known *Class // entries hold few classes: look each up once per run of equal ones
+	for i := range s.ents {
+		e := &s.ents[i]
+		c := e.class
+		if c == nil {
+			continue
+		}
+		if c != known {
+			if w.reg.byID[c.ID] != c {
+				e.bad = snapBadClass
+				continue
+			}
+			known = c
+		}
+		if w.reg.check(c, &e.state, &e.qpos) != nil {
+			e.bad = snapBadState
+		}
+		chg := s.chg[i*st : i*st+st]
+		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
+			copy(chg, prevChg[i*st:i*st+st])
+			if !sameBeyondPos(&prev[i].state, &e.state) {
+				for g := range c.Groups {
+					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
+						chg[g] = s.seq
+					}
+				}
+			}
+			continue
+		}
+		for g := range chg {
+			chg[g] = s.seq
+		}
+	}
+	s.sealed = true
+	w.last = s
+}
+
+// SetSnapshotView is SetView for a view given as references into snap: the
+// same merge (creates, kills, dirty groups, the same errors), but the table
+// keeps snap, not a copy of each state, until the next view, and finds a
+// ghost's changed groups by snap's stamps: those newer than the snapshot
+// the ghost last took (one from another writer, or another entry of it,
+// takes every group as changed). Views it skipped lose nothing. snap must be
+// sealed and of the table's registry; it and view are only read.
+func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRef) error {
+	ms := int64(now / time.Millisecond)
+	if t.haveView && ms <= t.viewMS {
+		return fmt.Errorf("%w: %v after %dms", ErrViewTime, now, t.viewMS)
+	}
+	if snap == nil || !snap.sealed || snap.reg != t.reg {
+		return fmt.Errorf("%w: snapshot not sealed or of another registry", ErrConfig)
+	}
+	for _, r := range view {
+		if int(r.Index) >= len(snap.ents) {
+			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
+		}
+		switch e := &snap.ents[r.Index]; {
+		case e.class == nil:
+			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
+		case e.bad == snapBadClass:
+			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
+		case e.bad == snapBadState:
+			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
+		}
+	}
+	oldStates := t.states
+	t.states = nil // the snapshots hold the states from now on
+	same := t.snap != nil && t.snapSrc == snap.source
+	oldSnap := t.snap
+	t.viewMS, t.haveView = ms, true
+	t.lastNow = max(t.lastNow, now)
+	t.viewGen++
+	exhausted := false
+	if cap(t.order) < len(view) {
+		t.order = make([]uint32, len(view), len(view)+len(view)/4)
+	}
+	prev := t.order[:min(len(t.order), len(view))]
+	t.order = t.order[:len(view)]
+	for i := range view {
+		r := &view[i]
+		e := &snap.ents[r.Index]
+		var id uint32
+		var ok bool
+		if i < len(prev) {
+			if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
+				t.info[h].entity == e.entity {
+				id, ok = h, true
+			}
+		}
+		if !ok {
+			id, ok = t.idxGet(e.entity)
+		}
+		if ok && t.slots[id].class != e.class {
+			t.leave(id) // an entity that changes class is a new ghost
+			ok = false
+		}
+		if !ok {
+			var err bool
+			if id, err = t.alloc(e.entity, e.class, &e.qpos, now); err {
+				exhausted = true
+				continue
+			}
+		} else {
+			in := &t.info[id]
+			c := e.class
+			changed := t.reenter(id, c, &e.qpos)
+			if same && in.si == r.Index {
+				chg := snap.chg[int(r.Index)*snap.stride:]
+				for g := range c.Groups {
+					if int32(chg[g]-in.taken) > 0 && g != c.posIdx {
+						changed |= 1 << uint(g)
+					}
+				}
+			} else {
+				changed |= c.all &^ c.posBit
+			}
+			t.markChanged(id, changed, now)
+		}
+		t.order[i] = id
+		in := &t.info[id]
+		in.si, in.taken, in.viewGen = r.Index, snap.seq, t.viewGen
+		s := &t.slots[id]
+		b := bucketOf(basePriority(r.Priority) * e.class.weight)
+		s.prioB, s.owtB = int16(b), owtBTable[b]
+	}
+	t.carry2 = t.carry2[:0]
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		in := &t.info[i]
+		if (s.phase == phaseCreating || s.phase == phaseLive) && in.viewGen != t.viewGen {
+			if !s.class.AlwaysInScope {
+				t.leave(uint32(i))
+				continue
+			}
+			// Kept on the client without a view entry: keep its state.
+			if oldSnap == nil {
+				t.carry2 = append(t.carry2, oldStates[i])
+			} else {
+				t.carry2 = append(t.carry2, *t.stateIn(oldSnap, t.carry, in.si))
+			}
+			in.si = carryBit | uint32(len(t.carry2)-1)
+		}
+	}
+	t.carry, t.carry2 = t.carry2, t.carry
+	t.snap, t.snapSrc, t.snapSeq = snap, snap.source, snap.seq
+	if exhausted {
+		return ErrTooManyGhosts
+	}
+	return nil
+}
+
+// stateOf is ghost id's latest state: what its records encode.
+func (t *Table) stateOf(id uint32) *State {
+	if t.snap == nil {
+		return &t.states[id]
+	}
+	return t.stateIn(t.snap, t.carry, t.info[id].si)
+}
+
+func (t *Table) stateIn(snap *Snapshot, carry []State, si uint32) *State {
+	if si&carryBit != 0 {
+		return &carry[si&^carryBit]
+	}
+	return &snap.ents[si].state
+}
+
+// leaveSnapshots turns a table whose views came as snapshots back to
+// keeping states of its own (SetView after SetSnapshotView): every ghost's
+// latest state is copied out, so the diff of the next view stays exact.
+func (t *Table) leaveSnapshots() {
+	states := make([]State, len(t.slots))
+	for i := 0; i < t.top; i++ {
+		// A killing ghost's entry may be of an older snapshot: its state
+		// is never written again, and a re-entry takes all groups anyway.
+		if ph := t.slots[i].phase; ph == phaseCreating || ph == phaseLive {
+			states[i] = *t.stateOf(uint32(i))
+		}
+	}
+	t.states, t.snap, t.snapSrc, t.snapSeq = states, nil, 0, 0
+	t.carry, t.carry2 = nil, nil
+}

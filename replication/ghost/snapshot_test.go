@@ -1,0 +1,227 @@
+package ghost
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// groupBit is the dirty-mask bit of c's group called name.
+func groupBit(c *Class, name string) uint64 {
+	for i := range c.Groups {
+		if c.Groups[i].Name == name {
+			return 1 << uint(i)
+		}
+	}
+	panic("no group " + name)
+}
+
+// snapView seals ents as one snapshot (entry i is ents[i]) and applies the
+// entries named by in to d's table.
+func (d *duo) snapView(sw *SnapshotWriter, ents []ViewEntry, in ...int) *Snapshot {
+	d.t.Helper()
+	s := sw.Next(len(ents))
+	for i := range ents {
+		s.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
+	}
+	sw.Seal(s)
+	refs := make([]ViewRef, len(in))
+	for k, i := range in {
+		refs[k] = ViewRef{Index: uint32(i), Priority: ents[i].Priority}
+	}
+	d.now += 50_000_000
+	if err := d.tab.SetSnapshotView(d.now, s, refs); err != nil {
+		d.t.Fatal(err)
+	}
+	return s
+}
+
+func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, err := NewSnapshotWriter(d.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw, ents, 0, 1)
+	bad := ents[1]
+	bad.State.Pos[0] = math.NaN()
+	s := sw.Next(3)
+	s.Set(0, 1, d.nc, &ents[0].State)
+	s.Set(1, 2, d.nc, &bad.State)
+	other := NPCClass(nil) // not registered
+	s.Set(2, 3, other, &ents[0].State)
+	sw.Seal(s)
+	otherReg, _, _ := newTestRegistry(t)
+	osw, _ := NewSnapshotWriter(otherReg)
+	os := osw.Next(1)
+	osw.Seal(os)
+	for _, c := range []struct {
+		name string
+		snap *Snapshot
+		refs []ViewRef
+		want error
+	}{
+		{"index out of range", s, []ViewRef{{Index: 0}, {Index: 3}}, ErrBadState},
+		{"bad state", s, []ViewRef{{Index: 0}, {Index: 1}}, ErrBadState},
+		{"unregistered class", s, []ViewRef{{Index: 2}}, ErrUnknownClass},
+		{"unsealed", sw.Next(1), nil, ErrConfig},
+		{"another registry", os, nil, ErrConfig},
+	} {
+		d.now += 50_000_000
+		if err := d.tab.SetSnapshotView(d.now, c.snap, c.refs); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
+		}
+		if d.tab.Len() != 2 || d.tab.snap.Seq() != 1 {
+			t.Fatalf("%s: the refused view changed the table (%d ghosts, snapshot %d)", c.name, d.tab.Len(), d.tab.snap.Seq())
+		}
+	}
+}
+
+// A table moves between entry views and snapshot views (a player handed
+// between a remote zone and a local one) without losing a change: from
+// snapshots to entries the states are copied out and diffed exactly; from
+// entries to snapshots (or to another writer's) every group is resent.
+func TestSnapshotAndEntryViewsMix(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.view(ents...)
+	d.settle(ents...)
+	d.snapView(sw, ents, 0, 1)
+	if s := &d.tab.slots[0]; s.dirty != d.nc.all&^d.nc.posBit {
+		t.Fatalf("first snapshot view after entry views: dirty %b, want every group but the position", s.dirty)
+	}
+	for range 10 {
+		d.trip()
+		d.snapView(sw, ents, 0, 1)
+	}
+	if d.tab.Pending() {
+		t.Fatal("unchanged snapshots left something pending")
+	}
+	ents[1].State.Health = 7
+	d.snapView(sw, ents, 0, 1)
+	if s := &d.tab.slots[1]; s.dirty != groupBit(d.nc, "health") {
+		t.Fatalf("health change: dirty %b", s.dirty)
+	}
+	d.trip()
+	ents[0].State.Health = 9
+	d.view(ents...) // back to entries: diffed against the snapshot's states
+	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != groupBit(d.nc, "health") || b != 0 {
+		t.Fatalf("entry view after snapshots: dirty %b and %b, want only ghost 0's health", a, b)
+	}
+	d.settle(ents...)
+	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+		t.Fatal(diff)
+	}
+	sw2, _ := NewSnapshotWriter(d.reg) // another zone's series
+	d.snapView(sw, ents, 0, 1)
+	d.settle()
+	d.snapView(sw2, ents, 0, 1)
+	if d.tab.slots[0].dirty != d.nc.all&^d.nc.posBit {
+		t.Fatal("a snapshot of another writer was trusted to stamp against this one's")
+	}
+}
+
+// A change in a snapshot the table skipped still counts; a value changed
+// and changed back between two taken views may be resent, never lost.
+func TestSnapshotSkippedViewsLoseNoChange(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0)}
+	d.snapView(sw, ents, 0)
+	for range 5 {
+		d.trip()
+		d.snapView(sw, ents, 0)
+	}
+	ents[0].State.Health = 3
+	s := sw.Next(1) // sealed, never given to the table
+	s.Set(0, 1, d.nc, &ents[0].State)
+	sw.Seal(s)
+	d.snapView(sw, ents, 0)
+	if d.tab.slots[0].dirty&groupBit(d.nc, "health") == 0 {
+		t.Fatal("a health change in a skipped snapshot was lost")
+	}
+	d.settle()
+	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// An AlwaysInScope ghost a snapshot view leaves out keeps its state (the
+// table copies it out of the old snapshot) and is written from it.
+func TestSnapshotAlwaysInScopeCarried(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
+	npc := NPCClass(nil)
+	if err := reg.Register(flag, npc); err != nil {
+		t.Fatal(err)
+	}
+	d := newDuo(t, DefaultConfig())
+	d.reg, d.nc = reg, npc
+	d.tab, _ = NewTable(reg, DefaultConfig())
+	d.mir, _ = NewMirror(reg, DefaultMirrorConfig())
+	sw, _ := NewSnapshotWriter(reg)
+	f := ViewEntry{Entity: 1, Class: flag, Priority: 1}
+	f.State.Pos[0], f.State.Health = 3, 4
+	ents := []ViewEntry{f, d.npc(2, 1)}
+	d.snapView(sw, ents, 0, 1)
+	// Left out before its create was delivered: written from the carry.
+	d.snapView(sw, []ViewEntry{d.npc(5, 1), d.npc(6, 1), d.npc(7, 1)}, 2)
+	d.snapView(sw, []ViewEntry{d.npc(5, 1)}, 0)
+	d.settle()
+	g, ok := d.mir.ByEntity(1)
+	if !ok || g.State.Health != 4 {
+		t.Fatalf("carried ghost: %v %+v", ok, g.State)
+	}
+	if _, ok := d.mir.ByEntity(2); ok {
+		t.Fatal("ordinary ghost stayed")
+	}
+}
+
+func TestSnapshotViewAllocatesNothing(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := make([]ViewEntry, 40)
+	refs := make([]ViewRef, len(ents))
+	for i := range ents {
+		ents[i] = d.npc(uint64(i+1), float64(i))
+		refs[i] = ViewRef{Index: uint32(i), Priority: 1}
+	}
+	snaps := make([]*Snapshot, 2)
+	for k := range snaps {
+		snaps[k] = sw.Next(len(ents))
+		for i := range ents {
+			ents[i].State.Pos[1] = float64(k)
+			snaps[k].Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
+		}
+		sw.Seal(snaps[k])
+	}
+	d.now += 50_000_000
+	if err := d.tab.SetSnapshotView(d.now, snaps[0], refs); err != nil {
+		t.Fatal(err)
+	}
+	d.settle()
+	k := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		k ^= 1
+		d.now += 50_000_000
+		if err := d.tab.SetSnapshotView(d.now, snaps[k], refs); err != nil {
+			t.Fatal(err)
+		}
+		d.seq++
+		d.w.Reset(d.buf[:])
+		if _, err := d.tab.Write(&d.w, d.seq, d.now); err != nil {
+			t.Fatal(err)
+		}
+		d.tab.OnFate(notify.Fate{Seq: d.seq, Delivered: true, SentAt: d.now})
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per snapshot view and packet", allocs)
+	}
+}
