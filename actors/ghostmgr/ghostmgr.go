@@ -64,6 +64,7 @@ func New(reg *ghost.Registry, cfg ghost.Config, views *msg.ViewSlot) (*Manager, 
 	if err != nil {
 		return nil, fmt.Errorf("ghostmgr: %w", err)
 	}
+	views.AcceptRefs()
 	return &Manager{table: t, views: views}, nil
 }
 
@@ -101,7 +102,13 @@ func (m *Manager) apply(now time.Duration) {
 	}
 	v := m.pending
 	m.pending = nil
-	if err := m.table.SetView(now, v.Entries); err != nil && !errors.Is(err, ghost.ErrTooManyGhosts) {
+	var err error
+	if v.Snap != nil {
+		err = m.table.SetSnapshotView(now, v.Snap, v.Refs)
+	} else {
+		err = m.table.SetView(now, v.Entries)
+	}
+	if err != nil && !errors.Is(err, ghost.ErrTooManyGhosts) {
 		m.stats.ViewErrors++
 	} else {
 		m.stats.Views++

@@ -26,6 +26,12 @@ type View struct {
 	// leave and come back.
 	Epoch   uint64
 	Entries []ghost.ViewEntry
+	// Snap and Refs carry the view instead of Entries when the taker asked
+	// for references (ViewSlot.AcceptRefs) and the zone has snapshots: the
+	// entities as indices into the zone's snapshot of the tick, which every
+	// view of the tick shares. A taker handles both forms.
+	Snap *ghost.Snapshot
+	Refs []ghost.ViewRef
 }
 
 var viewPool = sync.Pool{New: func() any { return new(View) }}
@@ -37,6 +43,7 @@ func NewView() *View { return viewPool.Get().(*View) }
 func (v *View) Release() {
 	clear(v.Entries) // drop *Class references
 	v.Entries = v.Entries[:0]
+	v.Snap, v.Refs = nil, v.Refs[:0]
 	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
 	viewPool.Put(v)
 }
@@ -70,7 +77,16 @@ type ViewSlot struct {
 	superseded atomic.Uint64
 	epoch      atomic.Uint64 // the newest epoch published
 	stale      atomic.Uint64
+	refs       atomic.Bool // the taker reads View.Snap and View.Refs
 }
+
+// AcceptRefs tells publishers the taker reads views given as references
+// into a snapshot (View.Snap, View.Refs). Takers that pass views on (to
+// another process) do not call it and get Entries.
+func (s *ViewSlot) AcceptRefs() { s.refs.Store(true) }
+
+// AcceptsRefs reports whether AcceptRefs was called.
+func (s *ViewSlot) AcceptsRefs() bool { return s.refs.Load() }
 
 // Closed reports whether the taker closed the slot (its connection ended).
 func (s *ViewSlot) Closed() bool { return s.closed.Load() }

@@ -351,7 +351,11 @@ func (a *zoneActor) onTick() {
 		}
 		v := msg.NewView()
 		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
-		v.Entries = a.z.AppendView(v.Entries[:0], ref)
+		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
+			v.Snap, v.Refs = a.z.Snapshot(), a.z.AppendViewRefs(v.Refs[:0], ref)
+		} else {
+			v.Entries = a.z.AppendView(v.Entries[:0], ref)
+		}
 		if j.Views.Publish(v) && j.Ghosts != nil {
 			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
 		}

@@ -20,11 +20,12 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (slot, info, last State, per-group sequences)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow"}},
+	{"ghost table: per-id records (slot, info, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow"}},
 	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts"}},
+	// Before the table's rest: the snapshots are made in replication/ghost.
+	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot"}},
 	{"ghost table: the rest (struct, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
 	{"session: notify, events, moves, control", []string{"replication/session.", "replication/notify.", "replication/event.", "replication/move."}},
-	{"views from the zone (zones/sim AppendView)", []string{"zones/sim.(*Zone).AppendView"}},
 	{"connection, gateway, queued datagrams", []string{"actors/conn.", "actors/gateway.", "actors/msg.", "actors/udp."}},
 	{"zones (slots, interest, grid, move queues)", []string{"zones/", "actors/zone."}},
 	{"protoactor (PIDs, process registry)", []string{"protoactor-go", "concurrent-map"}},

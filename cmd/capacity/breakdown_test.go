@@ -14,9 +14,11 @@ func TestClassifyNames(t *testing.T) {
 	}{
 		{"per-id arrays through the generic resize", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.resize[...]", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).grow"}, parts[0].name},
 		{"in-flight positions", []string{"runtime.growslice", "github.com/ghostwire/ghostwire/replication/ghost.(*posPool).get", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
-		{"an event ring reached from the session", []string{"github.com/ghostwire/ghostwire/replication/event.(*sendStream).room", "github.com/ghostwire/ghostwire/replication/session.(*Server).Poll"}, parts[3].name},
+		{"an event ring reached from the session", []string{"github.com/ghostwire/ghostwire/replication/event.(*sendStream).room", "github.com/ghostwire/ghostwire/replication/session.(*Server).Poll"}, parts[4].name},
 		{"a pooled message", []string{"runtime.newobject", "github.com/ghostwire/ghostwire/actors/msg.init.func1", "sync.(*Pool).Get", "github.com/ghostwire/ghostwire/actors/msg.NewDatagram"}, parts[5].name},
-		{"the allocation site wins over its callers", []string{"github.com/ghostwire/ghostwire/zones/sim.(*Zone).AppendView", "github.com/ghostwire/ghostwire/actors/zone.(*zoneActor).onTick"}, parts[4].name},
+		{"the allocation site wins over its callers", []string{"github.com/ghostwire/ghostwire/zones/sim.(*Zone).AppendView", "github.com/ghostwire/ghostwire/actors/zone.(*zoneActor).onTick"}, parts[2].name},
+		{"a zone's snapshot, made in replication/ghost", []string{"github.com/ghostwire/ghostwire/replication/ghost.(*SnapshotWriter).Next", "github.com/ghostwire/ghostwire/zones/sim.(*Zone).Snapshot"}, parts[2].name},
+		{"references into it", []string{"runtime.growslice", "github.com/ghostwire/ghostwire/zones/sim.(*Zone).AppendViewRefs"}, parts[2].name},
 		{"unknown", []string{"runtime.malg", "github.com/nats-io/nats-server/v2/server.init"}, otherPart},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

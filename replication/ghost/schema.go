@@ -480,7 +480,12 @@ type Class struct {
 	posIdx int    // its index, -1 if none
 	yawIdx int    // index of the first YawGroup, -1 if none
 	weight float32
+	reg    *Registry // the first registry c was registered in
 }
+
+// Registry is the first registry c was registered in (nil: none). A zone
+// that is handed classes makes its snapshots of their registry.
+func (c *Class) Registry() *Registry { return c.reg }
 
 // NumGroups is len(c.Groups).
 func (c *Class) NumGroups() int { return len(c.Groups) }
@@ -582,6 +587,9 @@ func (r *Registry) Register(cs ...*Class) error {
 			return err
 		}
 		r.byID[c.ID] = c
+		if c.reg == nil {
+			c.reg = r
+		}
 		r.maxGroups = max(r.maxGroups, len(c.Groups))
 	}
 	return nil

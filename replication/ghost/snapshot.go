@@ -201,20 +201,29 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if t.haveView && ms <= t.viewMS {
 		return fmt.Errorf("%w: %v after %dms", ErrViewTime, now, t.viewMS)
 	}
-	if snap == nil || !snap.sealed || snap.reg != t.reg {
-		return fmt.Errorf("%w: snapshot not sealed or of another registry", ErrConfig)
+	// Another registry of the same bounds quantizes alike (a class object
+	// may be registered in several): its classes are checked against ours.
+	if snap == nil || !snap.sealed || snap.reg != t.reg && snap.reg.bounds != t.reg.bounds {
+		return fmt.Errorf("%w: snapshot not sealed or of a registry with other bounds", ErrConfig)
 	}
+	var known *Class
 	for _, r := range view {
 		if int(r.Index) >= len(snap.ents) {
 			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
 		}
-		switch e := &snap.ents[r.Index]; {
+		e := &snap.ents[r.Index]
+		switch {
 		case e.class == nil:
 			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
 		case e.bad == snapBadClass:
 			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
 		case e.bad == snapBadState:
 			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
+		case e.class != known:
+			if t.reg.byID[e.class.ID] != e.class {
+				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
+			}
+			known = e.class
 		}
 	}
 	oldStates := t.states

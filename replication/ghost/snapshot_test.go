@@ -54,7 +54,12 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 	other := NPCClass(nil) // not registered
 	s.Set(2, 3, other, &ents[0].State)
 	sw.Seal(s)
-	otherReg, _, _ := newTestRegistry(t)
+	b := DefaultBounds()
+	b.Precision = 0.02
+	otherReg, _ := NewRegistry(b)
+	if err := otherReg.Register(PlayerClass(nil)); err != nil {
+		t.Fatal(err)
+	}
 	osw, _ := NewSnapshotWriter(otherReg)
 	os := osw.Next(1)
 	osw.Seal(os)
@@ -68,7 +73,7 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 		{"bad state", s, []ViewRef{{Index: 0}, {Index: 1}}, ErrBadState},
 		{"unregistered class", s, []ViewRef{{Index: 2}}, ErrUnknownClass},
 		{"unsealed", sw.Next(1), nil, ErrConfig},
-		{"another registry", os, nil, ErrConfig},
+		{"a registry of other bounds", os, nil, ErrConfig},
 	} {
 		d.now += 50_000_000
 		if err := d.tab.SetSnapshotView(d.now, c.snap, c.refs); !errors.Is(err, c.want) {

@@ -73,6 +73,7 @@ type Output struct {
 func (z *Zone) Step(now time.Duration) *Output {
 	z.now = now
 	z.tick++
+	z.snap = nil
 	z.ov.account(z)
 	out := &z.out
 	out.Send, out.Views, out.Controls, out.Replicas = out.Send[:0], out.Views[:0], out.Controls[:0], out.Replicas[:0]
@@ -312,6 +313,84 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 			}
 		}
 		dst = append(dst, ghost.ViewEntry{Entity: z.ents[sl].id, Class: cls, Priority: en.Priority, State: *st})
+	}
+	return dst
+}
+
+// Snapshot returns this tick's snapshot for views as references
+// (AppendViewRefs): entry s is slot s's replicated state and, while
+// overload serves far viewers held states, entry len(slots)+s is slot s's
+// held one. Built once per tick, on first use after Step, and shared by
+// every view of the tick; nil if the zone's classes were never registered
+// in a ghost.Registry (then only AppendView works).
+func (z *Zone) Snapshot() *ghost.Snapshot {
+	if z.snap != nil {
+		return z.snap
+	}
+	if z.snapW == nil {
+		var reg *ghost.Registry
+		for _, c := range z.cfg.Classes {
+			if c != nil && c.Registry() != nil {
+				reg = c.Registry()
+				break
+			}
+		}
+		if reg == nil {
+			return nil
+		}
+		w, err := ghost.NewSnapshotWriter(reg)
+		if err != nil {
+			return nil
+		}
+		z.snapW = w
+	}
+	n := len(z.ents)
+	size := n
+	if z.ov.heldEvery > 1 {
+		size = 2 * n
+	}
+	s := z.snapW.Next(size)
+	// The same entries AppendView would copy: every slot with a class.
+	for sl := range z.ents {
+		cls := z.cfg.Classes[z.kinds[sl]]
+		if cls == nil {
+			continue
+		}
+		s.Set(sl, z.ents[sl].id, cls, &z.gs[sl])
+		if size > n {
+			s.Set(n+sl, z.ents[sl].id, cls, &z.held[sl])
+		}
+	}
+	z.snapW.Seal(s)
+	z.snap, z.snapN = s, n
+	return s
+}
+
+// AppendViewRefs is AppendView as references into Snapshot (which it
+// builds if this tick has none yet): 8 bytes an entity instead of a copy
+// of its state. It returns dst unchanged if the zone has no snapshots.
+func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef {
+	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity || z.Snapshot() == nil {
+		return dst
+	}
+	e := &z.ents[ref.slot]
+	px, pz := e.state.Pos[0], e.state.Pos[2]
+	held := z.ov.heldEvery > 1 && z.snap.Len() > z.snapN
+	for _, en := range e.set.Entries() {
+		sl := en.Slot()
+		if z.cfg.Classes[z.kinds[sl]] == nil {
+			continue
+		}
+		idx := uint32(sl)
+		if held {
+			o := &z.ents[sl]
+			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
+			if dx*dx+dz*dz > z.far2 {
+				idx += uint32(z.snapN)
+				z.stats.HeldEntries++
+			}
+		}
+		dst = append(dst, ghost.ViewRef{Index: idx, Priority: en.Priority})
 	}
 	return dst
 }

@@ -115,6 +115,12 @@ type Zone struct {
 	gs    []ghost.State // per slot: this tick's replicated state
 	kinds []uint8
 
+	// snap is this tick's snapshot of gs (and held), built on the first
+	// AppendViewRefs after Step and shared by every view of the tick.
+	snapW *ghost.SnapshotWriter
+	snap  *ghost.Snapshot
+	snapN int // entries before the held states (len(ents) when built)
+
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
 	stats Stats

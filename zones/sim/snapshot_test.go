@@ -1,0 +1,63 @@
+package sim
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+// Views as references into the tick's snapshot resolve to exactly the
+// entries AppendView copies, held states under overload included, and the
+// snapshot is built once per tick.
+func TestViewRefsResolveToViewEntries(t *testing.T) {
+	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
+	if err := reg.Register(pc, nc); err != nil {
+		t.Fatal(err)
+	}
+	z := oneZone(t, func(c *Config) {
+		c.NPCs = 30
+		c.Classes[KindPlayer], c.Classes[KindNPC] = pc, nc
+	})
+	for i := range 6 {
+		z.Join(0, uint64(i+1), "c", "p", [3]float32{-500 + 15*float32(i), 0, -500}, 0)
+	}
+	now := time.Duration(0)
+	compared, held := 0, 0
+	for tick := range 24 {
+		if tick == 12 {
+			z.SetLevel(2) // far members get held states from here
+		}
+		now += 50 * time.Millisecond
+		for i := range 6 {
+			z.Input(now, uint64(i+1), []move.Move{fwd(uint64(tick+1), uint16(i*9000))})
+		}
+		out := z.Step(now)
+		var snap *ghost.Snapshot
+		for _, v := range out.Views {
+			want := z.AppendView(nil, v)
+			before := z.Stats().HeldEntries
+			refs := z.AppendViewRefs(nil, v)
+			held += int(z.Stats().HeldEntries - before)
+			if snap == nil {
+				snap = z.Snapshot()
+			} else if z.Snapshot() != snap {
+				t.Fatal("a second snapshot in one tick")
+			}
+			got := snap.AppendEntries(nil, refs)
+			if len(got) != len(refs) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("tick %d player %d: refs resolve to %d entries, want %d (equal: %v)", tick, v.Entity, len(got), len(want), reflect.DeepEqual(got, want))
+			}
+			compared += len(got)
+		}
+	}
+	if compared < 100 || held == 0 {
+		t.Fatalf("compared %d entries, %d held: the test did not exercise the views", compared, held)
+	}
+}
