@@ -11,7 +11,8 @@ import (
 
 // A part is one line of the heap breakdown: the live bytes whose
 // allocating stack (first frame outside the runtime, then its callers)
-// names one of match first.
+// names one of match first. A pattern ending in $ must end the name
+// ("(*Table).grow$" is not "(*Table).growEnts").
 type part struct {
 	name  string
 	match []string
@@ -20,7 +21,7 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (slot, info, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow"}},
+	{"ghost table: per-id records (slot, info, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
 	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts"}},
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot"}},
@@ -85,7 +86,7 @@ func classifyNames(fns []string) string {
 		}
 		for _, p := range parts {
 			for _, m := range p.match {
-				if strings.Contains(fn, m) {
+				if a, ok := strings.CutSuffix(m, "$"); ok && strings.HasSuffix(fn, a) || !ok && strings.Contains(fn, m) {
 					return p.name
 				}
 			}

@@ -13,6 +13,8 @@ func TestClassifyNames(t *testing.T) {
 		want string
 	}{
 		{"per-id arrays through the generic resize", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.resize[...]", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).grow"}, parts[0].name},
+		{"the record ring is in flight, not per id", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).growEnts", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
+		{"per-id arrays grown in place", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).grow", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).alloc"}, parts[0].name},
 		{"in-flight positions", []string{"runtime.growslice", "github.com/ghostwire/ghostwire/replication/ghost.(*posPool).get", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
 		{"an event ring reached from the session", []string{"github.com/ghostwire/ghostwire/replication/event.(*sendStream).room", "github.com/ghostwire/ghostwire/replication/session.(*Server).Poll"}, parts[4].name},
 		{"a pooled message", []string{"runtime.newobject", "github.com/ghostwire/ghostwire/actors/msg.init.func1", "sync.(*Pool).Get", "github.com/ghostwire/ghostwire/actors/msg.NewDatagram"}, parts[5].name},
