@@ -68,6 +68,14 @@ type Conn struct {
 	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
 	fates     folded        // packet fates already added to the pool's counters
 
+	// A tick's Control waits here for the same tick's view (heldCtl, at
+	// most viewWait): the session sends the tick's packet as soon as it
+	// has the control state, and that packet should carry the tick's
+	// ghosts too, not the previous tick's.
+	heldCtl   *msg.Control
+	heldUntil time.Duration
+	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
+
 	// Shard bookkeeping.
 	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
 	hidx     int           // index in the shard's deadline heap, -1: not in it
@@ -111,6 +119,12 @@ func (c *Conn) handle(m any, now time.Duration) {
 	case *msg.ViewReady:
 		if c.gm != nil {
 			c.gm.TakeView(now)
+			c.viewsFlow = true
+			if c.heldCtl != nil {
+				// A zone sends a tick's view after its control, so this
+				// is the held tick's view (or a newer one).
+				c.setControl(c.heldCtl)
+			}
 		}
 	case *msg.Control:
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
@@ -121,13 +135,14 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.ctlSeen = true
 		c.applied = max(c.applied, m.LastApplied)
 		c.ackMoves(c.applied)
-		if c.srv != nil {
-			c.srv.SetControl(m.LastApplied, m.State)
-			if m.Force {
-				c.srv.ForceControl()
-			}
+		if c.heldCtl != nil {
+			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
-		m.Release()
+		if c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
+			c.heldCtl, c.heldUntil = m, now+viewWait
+			return
+		}
+		c.setControl(m)
 	case *msg.Output:
 		c.onOutput(m)
 	case *resumed:
@@ -200,6 +215,27 @@ func (c *Conn) handle(m any, now time.Duration) {
 			c.pool.sys.Root.Send(sender, &s)
 		}
 	}
+}
+
+// viewWait bounds how long a tick's Control waits for the same tick's
+// view: a zone sends a tick's controls, then its views, so the view is
+// usually there within a millisecond; a tenth of a 20 Hz tick when it is
+// not (a zone late with its views, or one that sends none).
+const viewWait = 5 * time.Millisecond
+
+// setControl hands a tick's control state to the session, which sends it
+// at once (session.Server.SetControl).
+func (c *Conn) setControl(m *msg.Control) {
+	if c.heldCtl == m {
+		c.heldCtl = nil
+	}
+	if c.srv != nil {
+		c.srv.SetControl(m.LastApplied, m.State)
+		if m.Force {
+			c.srv.ForceControl()
+		}
+	}
+	m.Release()
 }
 
 // release returns a pooled message an ended connection will not handle.
@@ -414,6 +450,10 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	if c.srv == nil || c.closed {
 		return maxDeadline
 	}
+	if c.heldCtl != nil && now >= c.heldUntil {
+		c.viewsFlow = false // no view came: stop waiting until views show up again
+		c.setControl(c.heldCtl)
+	}
 	for {
 		buf := c.sh.outSlot()
 		pkt, err := c.srv.Poll(now, buf, c.gm)
@@ -436,7 +476,11 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.finish(c.srv.Reason())
 		return maxDeadline
 	}
-	return max(c.srv.NextDeadlineFor(now, c.gm), now+time.Microsecond)
+	next := c.srv.NextDeadlineFor(now, c.gm)
+	if c.heldCtl != nil {
+		next = min(next, c.heldUntil)
+	}
+	return max(next, now+time.Microsecond)
 }
 
 const maxDeadline = time.Duration(1<<63 - 1)
@@ -505,6 +549,10 @@ func (c *Conn) onStop() {
 		in.Release()
 	}
 	c.held, c.resuming = nil, false
+	if c.heldCtl != nil {
+		c.heldCtl.Release()
+		c.heldCtl = nil
+	}
 	if c.gm != nil {
 		c.gm.Close()
 	} else {

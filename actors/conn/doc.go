@@ -19,7 +19,11 @@
 //  3. pumps every connection that had an event or whose deadline (a min-heap
 //     of Server.NextDeadlineFor) is due: the session seals all of that
 //     connection's due datagrams at once, straight into the round's send
-//     buffers;
+//     buffers. A zone tick's Control opens the session's send slot
+//     (session.Server.SetControl), so each tick's update leaves in the
+//     round it arrived in; the connection holds the Control until the
+//     same tick's view is there too (ViewReady, at most 5 ms), so that
+//     packet carries the tick's ghosts as well;
 //  4. sends the round's datagrams with one sendmmsg per WriteBatch.
 //
 // Then it sleeps until something is posted or the next deadline, but never

@@ -42,6 +42,7 @@ type Manager struct {
 	views *msg.ViewSlot
 
 	pending  *msg.View // newest view not yet applied (clock did not advance 1 ms)
+	tick     uint64    // the zone tick of the newest view taken
 	lastView time.Duration
 	applied  bool // a view was applied (lastView is meaningful)
 
@@ -82,6 +83,7 @@ func (m *Manager) Stats() Stats {
 // nudge) and applies it if the clock allows.
 func (m *Manager) TakeView(now time.Duration) {
 	if v := m.views.Take(); v != nil {
+		m.tick = v.Tick
 		if m.pending != nil {
 			m.stats.Deferred++ // superseded while waiting for the clock
 			m.pending.Release()
@@ -90,6 +92,10 @@ func (m *Manager) TakeView(now time.Duration) {
 	}
 	m.apply(now)
 }
+
+// ViewTick is the zone tick of the newest view TakeView took (0: none
+// yet): the connection sends a tick's control state with that tick's view.
+func (m *Manager) ViewTick() uint64 { return m.tick }
 
 // apply applies a pending view unless the previous one was applied less
 // than a millisecond ago: the wire stamps states in milliseconds and the

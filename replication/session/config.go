@@ -79,8 +79,11 @@ type ServerConfig struct {
 	Events event.Config
 	// Control tunes the control-object corrections (move.ControlWriter).
 	Control move.ControlConfig
-	// SendRate is the most data packets per second, [1, 1000]. Ack-only
-	// packets (keepalives) are not counted.
+	// SendRate is the data packets per second, [1, 1000]: the send slot.
+	// Ack-only packets (keepalives) are not counted. A zone tick's state
+	// (Server.SetControl) opens the slot early, no sooner than half a slot
+	// after the previous data packet, so with ticks at SendRate the server
+	// sends one data packet per tick, and never more than 2 × SendRate.
 	SendRate int
 	// Bandwidth is the byte budget per second, a token bucket holding at most
 	// one MaxPacketSize of credit, [MinPacketSize, 1<<30]. Ghosts fill what the

@@ -83,8 +83,19 @@ type Server struct {
 	// for as long as the server has nothing else to send.
 	ackOwed bool
 
-	interval   time.Duration // 1/SendRate
-	nextData   time.Duration
+	interval time.Duration // 1/SendRate
+	nextData time.Duration
+	// tickDue: a zone tick's control state arrived (SetControl) and no data
+	// packet left since. It opens the send slot at once (no sooner than
+	// tickGap after the previous data packet): each tick's update leaves in
+	// its own packet as soon as it exists, instead of waiting for a slot
+	// timer whose phase has nothing to do with the ticks.
+	tickDue  bool
+	lastData time.Duration // when the newest data packet left
+	// holdUntil: events and ghosts that arrive between ticks wait for the
+	// next tick's packet until then (tickGrace), so a connection sends one
+	// datagram per tick.
+	holdUntil  time.Duration
 	credit     float64 // bytes
 	creditAt   time.Duration
 	ghostPkts  seqRing // packets whose ghost section had records, fate pending
@@ -145,6 +156,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	}
 	s.applyFn = s.apply
 	s.interval = time.Second / time.Duration(cfg.SendRate)
+	s.lastData = now - s.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
@@ -218,11 +230,25 @@ func (s *Server) SendUnordered(payload []byte) error { return s.e.evs.SendUnorde
 func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUnguaranteed(payload) }
 
 // SetControl gives the zone's authoritative control-object state after it
-// applied every move up to applied (the server's ack). If move applied carried
-// the client's CRC, the two are compared (move.ControlWriter.Check): a
-// mismatch sends a correction. The first call turns the control section on.
+// applied every move up to applied (the server's ack): call it once per zone
+// tick, when that tick's state arrives. If move applied carried the client's
+// CRC, the two are compared (move.ControlWriter.Check): a mismatch sends a
+// correction. The first call turns the control section on.
+//
+// It opens the send slot: the next Poll sends a data packet with this
+// tick's update at once if there is anything to say (a new ack, a
+// correction, events, ghosts), no sooner than half a slot after the
+// previous data packet (tickGap). So every tick's state leaves in its own
+// packet as soon as it arrived, and none is superseded by the next tick's
+// while it waits for a send slot: a slot timer running at the tick rate
+// with a phase of its own sat, for some connections, right where the
+// ticks' arrival jitter put them, so some slots saw no new tick and the
+// next one two — an update skipped, a 100 ms gap at 20 Hz. Between ticks,
+// events and ghosts wait for the next tick's packet, or for the slot timer
+// when ticks stop (tickGrace).
 func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.hasControl = true
+	s.tickDue = true
 	s.ctlState = state
 	if applied == 0 || applied == s.ctlApplied {
 		s.ctlApplied = applied
@@ -513,12 +539,40 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	}
 	d = min(d, e.lastSend+e.keepAlive)
 	slot := max(now, s.nextData)
-	if !e.sentAny || e.owed || e.peerStreaming(slot) || s.hasContent(slot) {
+	if s.hasContent(slot) {
+		d = min(d, s.dataSlot(now))
+	} else if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
 	} else if s.outstanding() {
 		d = min(d, max(slot, e.probeAt(s.interval)))
 	}
 	return d
+}
+
+// tickGrace: after a packet that carried a tick, events and ghosts wait
+// this much longer than 1/SendRate, so those that arrive between ticks ride
+// with the next tick's packet (one datagram per tick) and go on their own
+// only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
+func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
+
+// tickGap is the least time between a data packet and the next tick's: half
+// a slot. A tick whose state reached the connection late (its zone's tick
+// or the path here was slow) and the next one, on time, both get their
+// packet — that next tick must not wait for a slot timer, or the jitter
+// returns as a gap — while two ticks bunched together on their way here
+// (a batch from another process) are not sent as two packets at once.
+// While the zone ticks at SendRate (both default to 20 Hz) the connection
+// sends one data packet per tick; it never sends more than 2 × SendRate.
+func (s *Server) tickGap() time.Duration { return s.interval / 2 }
+
+// dataSlot is the earliest time a data packet may leave: when a tick's
+// state is due, at once (tickGap after the previous data packet); else at
+// the send slot, and after tickGrace while ticks come.
+func (s *Server) dataSlot(now time.Duration) time.Duration {
+	if s.tickDue {
+		return max(now, s.lastData+s.tickGap())
+	}
+	return max(now, s.nextData, s.holdUntil)
 }
 
 // NextDeadlineFor is NextDeadline for a connection that passes ghosts to
@@ -527,7 +581,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Duration {
 	d := s.NextDeadline(now)
 	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && !s.redirecting && ghosts.Pending() {
-		d = min(d, max(now, s.nextData))
+		d = min(d, s.dataSlot(now))
 	}
 	return d
 }
@@ -635,15 +689,21 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 	if s.redirecting {
 		return s.pollRedirect(now, dst)
 	}
-	if now >= s.nextData {
-		content := s.hasContent(now) || (ghosts != nil && ghosts.Pending())
-		if content {
+	if s.tickDue && now >= s.lastData+s.tickGap() {
+		if s.hasContent(now) || (ghosts != nil && ghosts.Pending()) {
 			return s.buildData(now, dst, ghosts, false)
 		}
-		if s.outstanding() && now >= e.probeAt(s.interval) {
+		s.tickDue = false // nothing new this tick: the slot timer paces what follows
+	}
+	if now >= s.nextData {
+		content := s.hasContent(now) || (ghosts != nil && ghosts.Pending())
+		if content && now >= s.holdUntil {
+			return s.buildData(now, dst, ghosts, false)
+		}
+		if !content && s.outstanding() && now >= e.probeAt(s.interval) {
 			return s.buildData(now, dst, ghosts, true)
 		}
-		if e.owed || e.peerStreaming(now) {
+		if !content && (e.owed || e.peerStreaming(now)) {
 			s.nextData = nextSlot(s.nextData, s.interval, now)
 			return s.sendAck(now, dst)
 		}
@@ -685,7 +745,13 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	if err != nil {
 		return dst[:n], err
 	}
-	s.nextData = nextSlot(s.nextData, s.interval, now)
+	if s.tickDue {
+		s.nextData = now + s.interval
+		s.holdUntil = s.nextData + s.tickGrace()
+	} else {
+		s.nextData = nextSlot(s.nextData, s.interval, now)
+	}
+	s.tickDue, s.lastData = false, now
 	w := &e.w
 	payload := size - tagSize - hl
 
