@@ -33,8 +33,8 @@ const (
 
 	DefaultRedundancy      = 2    // extra copies of an unacknowledged unit in the following packets (the floor)
 	MaxRedundancy          = 8    //
-	DefaultRedundancyBytes = 256  // per-packet budget for those copies
-	DefaultResidualLoss    = 1e-3 // adaptive redundancy: P(every copy of a unit lost) aimed for
+	DefaultRedundancyBytes = 512  // per-packet budget for those copies
+	DefaultResidualLoss    = 2e-5 // adaptive redundancy: P(every copy of a unit lost) aimed for
 	MaxResidualLoss        = 0.5  //
 
 	DefaultStaggerKeys  = 256
@@ -85,15 +85,23 @@ type Config struct {
 	// [0, MaxRedundancy].
 	Redundancy int
 	// RedundancyBytes caps the bytes of redundant copies per packet, so they
-	// never crowd out ghost updates. [0, 65536].
+	// never crowd out ghost updates. Copies use it only while units are
+	// unacknowledged (about 140 bytes a packet at 10 % loss and 20 events
+	// a second); the default 512 holds the bursts after consecutive losses,
+	// which 256 did not. [0, 65536].
 	RedundancyBytes int
 	// ResidualLoss makes the redundancy adaptive: the sender estimates the
 	// packet loss rate p from the fates and writes r extra copies, the
 	// smallest r ≥ Redundancy (at most MaxRedundancy) with p^(r+1) ≤
 	// ResidualLoss, so that a unit's whole first round is lost — and the unit
 	// waits for a loss verdict, an ack's trip and a resend — with about that
-	// probability whatever the loss rate: 2 copies at 10 % loss, 4 at 20 %
-	// with the default 1e-3. 0 keeps Redundancy fixed. [0, MaxResidualLoss].
+	// probability whatever the loss rate: 4 copies at 10 % loss, 6 at 20 %
+	// with the default 2e-5. Copies end at the unit's first ack, so r only
+	// bounds how long a unit rides while its acks are late. A lost round
+	// costs the unit 200–300 ms and holds up its lane: at 10⁻³ that was
+	// enough to lift the p99 of ordered events above what the packet rate
+	// allows (docs/benchmarks.md, replication/event). 0 keeps Redundancy
+	// fixed. [0, MaxResidualLoss].
 	// Sender policy only: the receiver does not depend on it.
 	ResidualLoss float64
 	// StaggerKeys is the number of staggered keys, [1, MaxStaggerKeys]; keys

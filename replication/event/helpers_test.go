@@ -133,6 +133,9 @@ type endpoint struct {
 	readErr error
 	// delivered is notify's early delivery report (Sender.AckDelivered).
 	delivered func(seq uint64) bool
+	// onSend and onRecv, when set, see every data packet's seq as it is
+	// sent and as it is read (the oracle of orderedFloor).
+	onSend, onRecv func(seq uint64, now time.Duration)
 }
 
 func newEndpoint(t testing.TB, name string, ncfg notify.Config, cfg Config, mtu int) *endpoint {
@@ -167,6 +170,9 @@ func (e *endpoint) send(now time.Duration, l *netsim.Link) error {
 	if _, err := e.s.Write(&e.w, seq, now); err != nil {
 		return fmt.Errorf("%s Write: %w", e.name, err)
 	}
+	if e.onSend != nil {
+		e.onSend(seq, now)
+	}
 	l.Send(now, e.w.Bytes())
 	return nil
 }
@@ -189,6 +195,9 @@ func (e *endpoint) recv(now time.Duration, p []byte) {
 	}
 	if h.Type != notify.TypeData {
 		return
+	}
+	if e.onRecv != nil {
+		e.onRecv(h.Seq, now)
 	}
 	if err := e.r.Read(&e.rd, e.deliver); err != nil && e.readErr == nil {
 		e.readErr = fmt.Errorf("%s Read seq %d: %w", e.name, h.Seq, err)

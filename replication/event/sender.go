@@ -89,7 +89,9 @@ type Sender struct {
 	entries           []txEntry // ring over absolute positions [eHead, eTail)
 	eHead, eTail      uint64
 	prev, cur         []txEntry // units of the previous / current packet (redundancy)
-	ug                [][]byte  // unguaranteed queue (ring)
+	carry             []txEntry // units the copy budget left out of the previous packet, still due a copy
+	cand              []redundCand
+	ug                [][]byte // unguaranteed queue (ring)
 	ugHead, ugN       int
 	keys              []staggerKey
 	active            []uint16 // keys with a schedule running
@@ -294,9 +296,22 @@ func (s *Sender) Redundancy() int { return s.redund }
 // LossEstimate is the packet loss rate the adaptive redundancy works from.
 func (s *Sender) LossEstimate() float64 { return s.loss }
 
+// redundCand is a unit due a copy, with what orders it (writeRedundant).
+type redundCand struct {
+	e      txEntry
+	copies uint8
+	first  uint64
+}
+
+// maxCarry bounds the units that wait for room in the copy budget: beyond
+// it a unit's copies end early and a loss verdict repairs it (as every unit
+// once did). A burst larger than this with its copies unacknowledged is a
+// link that has stopped working, where copies do not help anyway.
+const maxCarry = 64
+
 // HasRedundant reports whether a Write would carry redundant copies: a unit
-// of the previous packet whose fate is unknown and whose copies are not used
-// up. A connection that would otherwise send nothing (or an ack-only packet)
+// of the previous packet (or one the copy budget left out of it) whose fate
+// is unknown and whose copies are not used up. A connection that would otherwise send nothing (or an ack-only packet)
 // in its next send slot should send a data packet then, or the copies — the
 // repair of a lost packet one interval later — never go out.
 func (s *Sender) HasRedundant() bool {
@@ -304,13 +319,15 @@ func (s *Sender) HasRedundant() bool {
 		return false
 	}
 	limit := uint8(1 + s.redund)
-	for _, e := range s.prev {
-		st := &s.streams[e.stream]
-		if e.id < st.base || e.id >= st.next {
-			continue
-		}
-		if u := st.unit(e.id); !u.acked && u.copies < limit && !st.needsResend(e.id) {
-			return true
+	for _, l := range [2][]txEntry{s.carry, s.prev} {
+		for _, e := range l {
+			st := &s.streams[e.stream]
+			if e.id < st.base || e.id >= st.next {
+				continue
+			}
+			if u := st.unit(e.id); !u.acked && u.copies < limit && !st.needsResend(e.id) {
+				return true
+			}
 		}
 	}
 	return false
@@ -690,25 +707,52 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 // instead of after notify's loss detection (a receiver-side reorder threshold
 // plus the ack's trip back). The lost-packet rule still applies: a unit is
 // requeued when a packet of its round is reported dropped and none delivered.
+//
+// When the budget does not hold every due copy, the units with the fewest
+// copies so far go first (a unit sent once is lost with probability p, one
+// sent three times with p³), oldest first among equals, and the units left
+// out stay due for the next packet instead of dropping out of the chain —
+// which left a burst's units with fewer copies than the loss rate asks for.
 func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	n := 0
 	limit := uint8(1 + s.redund)
-	for _, e := range s.prev {
-		si := int(e.stream)
-		st := &s.streams[si]
-		if e.id < st.base || e.id >= st.next {
-			continue
+	cand := s.cand[:0]
+	for _, l := range [2][]txEntry{s.carry, s.prev} {
+		for _, e := range l {
+			st := &s.streams[e.stream]
+			if e.id < st.base || e.id >= st.next {
+				continue
+			}
+			u := st.unit(e.id)
+			if u.acked || u.copies >= limit || u.lastSeq == s.seq || st.needsResend(e.id) {
+				continue
+			}
+			cand = append(cand, redundCand{e: e, copies: u.copies, first: u.first})
 		}
-		u := st.unit(e.id)
-		if u.acked || u.copies >= limit || u.lastSeq == s.seq || st.needsResend(e.id) {
-			continue
+	}
+	// Insertion sort: a handful of units (at most maxCarry + one packet's).
+	for i := 1; i < len(cand); i++ {
+		c := cand[i]
+		j := i
+		for ; j > 0 && (cand[j-1].copies > c.copies || cand[j-1].copies == c.copies && cand[j-1].first > c.first); j-- {
+			cand[j] = cand[j-1]
 		}
-		b := s.unitBits(si, e.id, u)
+		cand[j] = c
+	}
+	s.cand = cand
+	s.carry = s.carry[:0]
+	for _, c := range cand {
+		si := int(c.e.stream)
+		u := s.streams[si].unit(c.e.id)
+		b := s.unitBits(si, c.e.id, u)
 		if b > s.redundBits || !s.fits(b) {
+			if len(s.carry) < maxCarry {
+				s.carry = append(s.carry, c.e)
+			}
 			continue
 		}
 		s.redundBits -= b
-		if err := s.writeUnit(w, si, e.id, u); err != nil {
+		if err := s.writeUnit(w, si, c.e.id, u); err != nil {
 			return n, err
 		}
 		s.stats.Redundant++

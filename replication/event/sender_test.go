@@ -498,3 +498,44 @@ func TestClassString(t *testing.T) {
 	}
 	_ = fmt.Sprint(got{})
 }
+
+// TestCopiesOutlastTheBudget: when the copy budget holds one copy a packet
+// and three units are due, each still gets its Redundancy copies, one packet
+// after another, units sent once before any unit's second copy — a unit the
+// budget leaves out stays due instead of dropping out of the chain of
+// copies (which left a burst's units with fewer copies than the loss rate
+// asks for, then a loss verdict and a resend: 200–300 ms late on a 100 ms
+// path).
+func TestCopiesOutlastTheBudget(t *testing.T) {
+	c := DefaultConfig()
+	c.ResidualLoss = 0 // two copies each, fixed
+	c.RedundancyBytes = 12
+	p := newPair(t, c)
+	for _, x := range []string{"aaaaaaaa", "bbbbbbbb", "cccccccc"} {
+		must(t, p.s.SendOrdered(1, []byte(x)))
+	}
+	p.write(0, 200)
+	if st := p.s.Stats(); st.Units != 3 || st.Redundant != 0 {
+		t.Fatalf("first packet: %+v, want the three units", st)
+	}
+	var order []uint64 // the unit copied by each later packet
+	for i := 1; i <= 8; i++ {
+		p.write(time.Duration(i)*50*ms, 200)
+		switch len(p.s.prev) {
+		case 0:
+		case 1:
+			order = append(order, p.s.prev[0].id)
+		default:
+			t.Fatalf("packet %d carried %d copies; the budget holds one", i, len(p.s.prev))
+		}
+	}
+	if len(order) != 6 || p.s.Stats().Redundant != 6 {
+		t.Fatalf("copies of units %v (%d), want two for each of the three", order, p.s.Stats().Redundant)
+	}
+	if first := slices.Sorted(slices.Values(order[:3])); !slices.Equal(first, []uint64{0, 1, 2}) {
+		t.Fatalf("copies in order %v: every unit's first copy must come before any second one", order)
+	}
+	if p.s.HasRedundant() {
+		t.Fatal("copies still due after every unit had its two")
+	}
+}

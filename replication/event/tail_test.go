@@ -67,14 +67,17 @@ func TestAdaptiveRedundancy(t *testing.T) {
 		floor    int
 		want     int
 	}{
-		{name: "no loss keeps the floor", every: 0, residual: DefaultResidualLoss, floor: 2, want: 2},
-		{name: "5 % loss: 0.05³ ≤ 1e-3", every: 20, residual: DefaultResidualLoss, floor: 2, want: 2},
-		{name: "12.5 % loss: 0.125⁴ ≤ 1e-3 < 0.125³", every: 8, residual: DefaultResidualLoss, floor: 2, want: 3},
-		{name: "20 % loss: 0.2⁵ ≤ 1e-3 < 0.2⁴", every: 5, residual: DefaultResidualLoss, floor: 2, want: 4},
-		{name: "50 % loss: capped", every: 2, residual: DefaultResidualLoss, floor: 2, want: MaxRedundancy},
+		{name: "no loss keeps the floor", every: 0, residual: 1e-3, floor: 2, want: 2},
+		{name: "5 % loss: 0.05³ ≤ 1e-3", every: 20, residual: 1e-3, floor: 2, want: 2},
+		{name: "12.5 % loss: 0.125⁴ ≤ 1e-3 < 0.125³", every: 8, residual: 1e-3, floor: 2, want: 3},
+		{name: "20 % loss: 0.2⁵ ≤ 1e-3 < 0.2⁴", every: 5, residual: 1e-3, floor: 2, want: 4},
+		{name: "50 % loss: capped", every: 2, residual: 1e-3, floor: 2, want: MaxRedundancy},
 		{name: "20 % loss, adaptation off", every: 5, residual: 0, floor: 2, want: 2},
-		{name: "20 % loss, copies off", every: 5, residual: DefaultResidualLoss, floor: 0, want: 0},
-		{name: "20 % loss, floor above the need", every: 5, residual: DefaultResidualLoss, floor: 6, want: 6},
+		{name: "20 % loss, copies off", every: 5, residual: 1e-3, floor: 0, want: 0},
+		{name: "20 % loss, floor above the need", every: 5, residual: 1e-3, floor: 6, want: 6},
+		{name: "default, no loss keeps the floor", every: 0, residual: DefaultResidualLoss, floor: DefaultRedundancy, want: 2},
+		{name: "default, 10 % loss: 0.1⁵ ≤ 2e-5 < 0.1⁴", every: 10, residual: DefaultResidualLoss, floor: DefaultRedundancy, want: 4},
+		{name: "default, 20 % loss: 0.2⁷ ≤ 2e-5 < 0.2⁶", every: 5, residual: DefaultResidualLoss, floor: DefaultRedundancy, want: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
