@@ -100,8 +100,9 @@ func TestAdaptiveRedundancy(t *testing.T) {
 // each way (50 ms one way, 20 packets/s): with the fixed two copies about
 // loss³ = 0.8 % of the events lose their whole first round and wait for a
 // loss verdict, an ack's trip and a resend — more than 300 ms, which no
-// event delivered within its first round of up to five packets takes. The
-// adaptive copies (four at 20 %) make that about loss⁵.
+// event delivered by one of its first five packets takes. The adaptive
+// copies (six at 20 % with the default ResidualLoss) make a lost round
+// about loss⁷, and an event needing a sixth packet about loss⁵.
 func TestAdaptiveRedundancyBoundsRounds(t *testing.T) {
 	run := func(residual float64) (slow float64, copies float64) {
 		c := DefaultConfig()
