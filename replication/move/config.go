@@ -13,10 +13,10 @@ const (
 	// DefaultWindow is how many unacknowledged moves a Stream keeps (and
 	// resends in every packet): the most a section carries. At 30 Hz that
 	// is 2.1 s of input: a move is lost for good only if it is still
-	// unacknowledged 64 samples after it was taken — every packet that
-	// carried it, or every ack coming back, lost — or the server could not
-	// apply it for that long (a zone failing over to another node takes
-	// 1–2 s with short leases; with 32, 1.07 s, those moves were lost).
+	// unacknowledged 64 samples after it was taken, and only by a caller
+	// that Adds past a full window: sampling through Due holds input
+	// instead (a zone failing over to another node takes 3–5 s with the
+	// default lease; the player stands still for what exceeds the window).
 	// In steady state only one round trip's moves are unacknowledged
 	// (docs/protocol.md §5).
 	DefaultWindow = 64
@@ -36,12 +36,13 @@ type Config struct {
 	// 160, 192, 240, 320, 480, 960. Default 30.
 	InputRate int
 	// Window is how many unacknowledged moves the Stream keeps, 1..MaxWindow;
-	// when it is full the oldest is dropped and counted (Stats.Dropped): the
-	// server will see a gap there. Default 32.
+	// while it is full Due holds input (Stats.Held); a move Added anyway
+	// drops the oldest (Stats.Dropped): the server will see a gap there.
+	// Default 64.
 	Window int
 }
 
-// DefaultConfig returns 30 Hz input and a 32-move window.
+// DefaultConfig returns 30 Hz input and a 64-move window.
 func DefaultConfig() Config {
 	return Config{InputRate: DefaultInputRate, Window: DefaultWindow}
 }

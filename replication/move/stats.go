@@ -8,6 +8,7 @@ type StreamStats struct {
 	Dropped      uint64 // moves dropped from a full window before any ack covered them
 	LastAck      uint64 // highest ack received
 	Skipped      uint64 // samples Due skipped after a stall
+	Held         uint64 // samples Due held back because the window was full
 	Sections     uint64 // sections written
 	Truncated    uint64 // sections that left kept moves out for lack of budget
 	MovesWritten uint64 // moves written, redundant copies included

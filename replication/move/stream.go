@@ -16,8 +16,9 @@ import (
 // CTL-2/D-14; without the E-5 off-by-one: the count field covers every move
 // sent).
 //
-// Moves leave the stream when Ack reports the server applied them, or when
-// the window is full and a new move arrives (drop-oldest, counted in
+// Moves leave the stream when Ack reports the server applied them. A caller
+// that samples through Due never overflows the window (Due holds input while
+// it is full); one that Adds regardless drops the oldest (counted in
 // Stats.Dropped: the server will see a gap and count the move lost).
 //
 // The zero Stream is ready to use with DefaultConfig. Not safe for concurrent
@@ -85,6 +86,13 @@ func (s *Stream) Stats() StreamStats { return s.stats }
 // samples beyond the last Window are skipped and counted (Stats.Skipped): a
 // client frozen for seconds must not flood the server with stale input it
 // would only drop from the window anyway.
+//
+// While the window is full (the server has acknowledged nothing for Window
+// samples: a zone failing over, an outage), Due holds input: the due samples
+// pass unsampled and are counted (Stats.Held), so the player stands still
+// rather than losing the oldest moves it already predicted. This is Torque's
+// rule (the client makes no new move while its move list is full). Input
+// resumes as soon as an ack frees room.
 func (s *Stream) Due(now time.Duration) bool {
 	cfg := s.cfg.withDefaults()
 	if !s.clockOn {
@@ -94,6 +102,12 @@ func (s *Stream) Due(now time.Duration) bool {
 		return false
 	}
 	period := time.Second / time.Duration(cfg.InputRate) // floor; exact enough to bound a burst
+	if s.Len() >= cfg.Window {
+		n := uint64((now-s.next)/period) + 1
+		s.advance(n, cfg.InputRate)
+		s.stats.Held += n
+		return false
+	}
 	if behind := uint64((now - s.next) / period); behind >= uint64(cfg.Window) {
 		skip := behind + 1 - uint64(cfg.Window)
 		s.advance(skip, cfg.InputRate)

@@ -191,6 +191,33 @@ func TestStreamDue(t *testing.T) {
 			t.Fatal("no sample at the next period")
 		}
 	})
+	t.Run("a full window holds input, never drops a move, and resumes on an ack", func(t *testing.T) {
+		s, _ := NewStream(Config{InputRate: 20, Window: 8})
+		now := time.Duration(0)
+		// The server acknowledges nothing for 3 s: 60 samples are due.
+		for ; now < 3*time.Second; now += 10 * ms {
+			for s.Due(now) {
+				if err := s.Add(Move{Seq: s.NextSeq(), Dt: 48}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		st := s.Stats()
+		if st.Added != 8 || s.Len() != 8 || st.Dropped != 0 {
+			t.Fatalf("added %d, kept %d, dropped %d; want 8, 8, 0", st.Added, s.Len(), st.Dropped)
+		}
+		if st.Held != 60-8 {
+			t.Fatalf("held %d samples, want %d", st.Held, 60-8)
+		}
+		s.Ack(3)
+		n := 0
+		for s.Due(now) {
+			n++
+		}
+		if n != 1 {
+			t.Fatalf("%d samples at once after the ack, want 1 (held samples are not replayed)", n)
+		}
+	})
 }
 
 func TestConfigValidate(t *testing.T) {

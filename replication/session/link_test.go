@@ -135,10 +135,16 @@ func TestSurvives95PercentLossAndRecovers(t *testing.T) {
 	w.run(2*time.Second, 5*time.Millisecond)
 	checkOrdered(t, "server", w.srvH.events, "c2s", 1, 40)
 	checkOrdered(t, "client", w.cliH.events, "s2c", 1, 40)
-	// At 95 % loss some moves fall out of the client's 32-move window before
-	// any copy arrives (by design: input older than a second is worthless);
-	// the Applier counts them, and the rest are applied once, in order.
-	checkMoves(t, w.srvH.moves, 1000, w.srv.Stats().Moves.Lost)
+	// At 95 % loss the client's move window fills before any copy arrives:
+	// the client then holds input (the player stands still) rather than
+	// dropping moves, so every move it sampled is applied once, in order.
+	if held, dropped := w.cli.Stats().Moves.Held, w.cli.Stats().Moves.Dropped; held == 0 || dropped != 0 {
+		t.Fatalf("client held %d samples and dropped %d moves: at 95 %% loss the window must fill and hold", held, dropped)
+	}
+	if lost := w.srv.Stats().Moves.Lost; lost != 0 {
+		t.Fatalf("server counted %d moves lost", lost)
+	}
+	checkMoves(t, w.srvH.moves, 300, 0)
 	last := w.srvH.moves[len(w.srvH.moves)-1].Seq
 	if w.cli.LastAck() != last || last != w.cli.Stats().Moves.Added || w.cli.Control() != w.z.state {
 		t.Fatalf("not recovered: client acked %d, server applied up to %d, client sampled %d",

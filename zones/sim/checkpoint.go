@@ -84,7 +84,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	e.health, e.flags, e.name, e.extra, e.conn = cp.Health, cp.Flags, nm, cp.Extra, conn
 	e.queue.Reset(lastApplied)
 	z.seqExtra(e)
-	e.credit, e.burst = z.cfg.MaxCredit, true
+	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, true
 	e.correct = true // the client learns where it is now
 	z.hand.SetConn(cp.Entity, conn)
 	z.stats.Joins++

@@ -132,6 +132,54 @@ func TestSpeedLimitByTimeCredit(t *testing.T) {
 	}
 }
 
+// A player whose input stalls (an outage: nothing arrives for 1.5 s, then
+// all of it at once) catches up with its input instead of staying behind
+// it for good, never faster than twice real time, and never gains input
+// time beyond real time plus the credit.
+func TestLateInputCatchesUp(t *testing.T) {
+	z := oneZone(t, nil)
+	z.Join(0, 1, "c1", "late", [3]float32{-500, 0, -500}, 0)
+	const tick = 50 * time.Millisecond
+	seq := uint64(0)
+	send := func(n int) {
+		var ms []move.Move
+		for range n {
+			seq++
+			ms = append(ms, fwd(seq, 0))
+		}
+		z.Input(0, 1, ms)
+	}
+	var last Control
+	step := 0
+	stepTo := func(until int, input bool) {
+		for ; step < until; step++ {
+			if input {
+				send(1)
+			}
+			last = z.Step(time.Duration(step+1) * tick).Controls[0]
+		}
+	}
+	stepTo(20, true)  // 1 s of steady input
+	stepTo(50, false) // 1.5 s of nothing
+	send(30)          // the stalled input arrives at once
+	stepTo(51, true)  // and input goes on
+	behind := seq - last.LastApplied
+	if behind < 20 {
+		t.Fatalf("%d moves behind right after the stall: the backlog was applied faster than twice real time", behind)
+	}
+	stepTo(90, true) // 1.95 s later
+	if last.LastApplied != seq {
+		t.Fatalf("still %d moves behind 1.95 s after a 1.5 s stall: late input is not caught up", seq-last.LastApplied)
+	}
+	if z.Stats().MovesCaughtUp == 0 {
+		t.Fatal("catching up not counted")
+	}
+	elapsed := time.Duration(step) * tick
+	if applied := time.Duration(last.LastApplied) * tick; applied > elapsed+z.Config().MaxCredit {
+		t.Fatalf("applied %v of input in %v of real time (credit %v)", applied, elapsed, z.Config().MaxCredit)
+	}
+}
+
 func TestTeleportDetected(t *testing.T) {
 	cheat := func(s move.ControlState, m move.Move, dt float32) move.ControlState {
 		s = move.Walk(s, m, dt)

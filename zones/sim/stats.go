@@ -10,6 +10,7 @@ type Stats struct {
 	Restores          uint64 // players put back from a checkpoint (Restore)
 	MovesApplied      uint64
 	MovesThrottled    uint64 // ticks a player's moves waited for time credit
+	MovesCaughtUp     uint64 // moves applied on owed time: late input catching up
 	MovesInvalid      uint64
 	MovesDropped      uint64 // a player's move queue was full (MaxQueuedMoves)
 	MovesLost         uint64 // skipped after waiting GapTimeout for a missing move

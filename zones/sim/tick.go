@@ -95,6 +95,12 @@ func (z *Zone) Step(now time.Duration) *Output {
 	return out
 }
 
+// maxOwed bounds the input time a player may be owed (stepPlayers): more
+// than the client's move window (64 moves, 2.1 s at 30 Hz) plus a round
+// trip. A client that sends slower than real time to bank it gains at
+// most this much at double speed, never more ground than real time allows.
+const maxOwed = 3 * time.Second
+
 // stepPlayers applies each owned player's queued moves within its time
 // credit.
 func (z *Zone) stepPlayers(now time.Duration) {
@@ -112,16 +118,39 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		// Credit follows the scheduled clock, not the number of ticks: a
 		// zone that skipped ticks owes its players that time too.
 		// A restored player's replay burst (InputBatch) is spent, not capped.
-		e.credit = max(e.credit, min(e.credit+elapsed, z.cfg.MaxCredit))
+		// Time beyond the credit's cap while no move was ready is owed, not
+		// forfeited: the player's input was late (an outage, a NATS
+		// reconnect, a stalled link), and the backlog that follows is
+		// repaid at up to one extra tick period per tick. Without it a late
+		// player stays behind its input for good, and a second stall pushes
+		// it past the client's window. A client that runs fast has moves
+		// ready, so it forfeits what exceeds the cap; either way the input
+		// time applied never exceeds real time plus MaxCredit.
+		var over time.Duration
+		switch room := z.cfg.MaxCredit - e.credit; {
+		case room < 0: // a restored player's replay burst: above the cap, owed nothing
+		case elapsed > room:
+			e.credit += room
+			over = elapsed - room
+		default:
+			e.credit += elapsed
+		}
 		lostBefore := e.queue.Stats().Lost
 		start := e.state.Pos
-		var spent time.Duration
+		var spent, repaid time.Duration
 		for {
 			m, ok := e.queue.Peek(now)
 			if !ok {
+				e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
 				break
 			}
 			dt := time.Duration(m.Dt) * time.Second / move.DtHz
+			if need := dt - e.credit; need > 0 && need <= e.owed && repaid+need <= z.period {
+				e.owed -= need
+				e.credit += need
+				repaid += need
+				z.stats.MovesCaughtUp++
+			}
 			if dt > e.credit {
 				// Faster than real time: the rest waits for later ticks
 				// (the client will mispredict and get a correction).

@@ -59,6 +59,7 @@ type entity struct {
 	conn    string
 	queue   handoff.MoveQueue
 	credit  time.Duration
+	owed    time.Duration // input time the player had no move to spend on (late input), repaid by catching up
 	set     interest.Set
 	seedIDs []uint64 // interest handed over, seeded after the next grid build
 	applied bool     // moves applied this tick
@@ -291,7 +292,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.health, e.name, e.conn = 1000, nm, conn
 	e.queue.Reset(lastApplied)
 	z.seqExtra(e)
-	e.credit, e.burst = z.cfg.MaxCredit, false
+	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, false
 	e.correct = true // the client learns its spawn state
 	z.hand.SetConn(entity, conn)
 	z.stats.Joins++
@@ -500,7 +501,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 		e.queue.Reset(st.LastApplied)
 		z.seqExtra(e)
 		z.push(e, a.Moves)
-		e.credit, e.burst = z.cfg.MaxCredit, false
+		e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, false
 		e.set.Reset()
 		e.seedIDs = append(e.seedIDs[:0], st.Interest...)
 	}

@@ -65,9 +65,13 @@ type Counters struct {
 	InAbandoned    uint64 `json:"in_abandoned"`
 
 	// Moves (invariant: every move acknowledged exactly once and in order).
-	MovesSent    uint64 `json:"moves_sent"`
-	MovesAcked   uint64 `json:"moves_acked"`
-	MovesLost    uint64 `json:"moves_lost"`    // dropped from a full window: the server never got them
+	MovesSent  uint64 `json:"moves_sent"`
+	MovesAcked uint64 `json:"moves_acked"`
+	MovesLost  uint64 `json:"moves_lost"` // dropped from a full window: the server never got them
+	// InputHeld: input samples not taken because the move window was full
+	// (nothing acknowledged for 2.1 s: a zone failing over, an outage). The
+	// player stood still for them; no move was lost. Reported, not judged.
+	InputHeld    uint64 `json:"input_held"`
 	MovesUnacked uint64 `json:"moves_unacked"` // still unacknowledged when the session ended while connected
 	// MovesRedirected: moves still unacknowledged when a Redirect moved the
 	// session to another gateway. A new session numbers its moves afresh,
@@ -139,6 +143,7 @@ func (c *Counters) Add(o *Counters) {
 	c.MovesSent += o.MovesSent
 	c.MovesAcked += o.MovesAcked
 	c.MovesLost += o.MovesLost
+	c.InputHeld += o.InputHeld
 	c.MovesUnacked += o.MovesUnacked
 	c.MovesRedirected += o.MovesRedirected
 	c.StaleAcks += o.StaleAcks

@@ -357,15 +357,16 @@ func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
 		Name:    "moves acknowledged exactly once, in order",
 		Checked: t.MovesSent > 0,
 		Counts: map[string]uint64{"sent": t.MovesSent, "acked": t.MovesAcked, "lost": t.MovesLost,
-			"unacked_at_end": t.MovesUnacked, "unacked_at_redirect": t.MovesRedirected, "corrections": t.Corrections, "stale_acks": t.StaleAcks},
+			"unacked_at_end": t.MovesUnacked, "unacked_at_redirect": t.MovesRedirected, "corrections": t.Corrections, "stale_acks": t.StaleAcks,
+			"input_held": t.InputHeld},
 	}
 	// A move applied twice, skipped or applied out of order leaves the
 	// server's state off the client's bit-exact prediction: the server
 	// corrects it. So with a deterministic step and nothing else moving the
 	// bots (no collisions, no teleports), a correction is a violation.
 	moves.OK = moves.Checked && t.MovesLost == 0 && t.MovesUnacked == 0 && (o.CorrectionsExpected || t.Corrections == 0)
-	moves.Detail = fmt.Sprintf("%d sent, %d acked, %d lost, %d unacked at end; %d corrections (server state ≠ prediction%s)",
-		t.MovesSent, t.MovesAcked, t.MovesLost, t.MovesUnacked, t.Corrections, map[bool]string{true: ", expected in this scenario", false: ""}[o.CorrectionsExpected])
+	moves.Detail = fmt.Sprintf("%d sent, %d acked, %d lost, %d unacked at end; %d corrections (server state ≠ prediction%s); %d input samples held by a full window",
+		t.MovesSent, t.MovesAcked, t.MovesLost, t.MovesUnacked, t.Corrections, map[bool]string{true: ", expected in this scenario", false: ""}[o.CorrectionsExpected], t.InputHeld)
 
 	events := Invariant{
 		Name:    "guaranteed events echoed intact, in order",

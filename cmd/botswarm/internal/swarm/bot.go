@@ -105,7 +105,7 @@ type bot struct {
 // shard, so each fold adds only the difference.
 type reported struct {
 	delivered, dropped, received, abandoned uint64
-	added, acked, lost, stale               uint64
+	added, acked, lost, stale, held         uint64
 	netSent, netDropped                     uint64
 }
 
@@ -707,6 +707,7 @@ func (b *bot) fold() {
 	add(&c.MovesSent, s.Moves.Added, &r.added)
 	add(&c.MovesAcked, s.Moves.Acked, &r.acked)
 	add(&c.MovesLost, s.Moves.Dropped, &r.lost)
+	add(&c.InputHeld, s.Moves.Held, &r.held)
 	add(&c.StaleAcks, s.Predictor.Stale, &r.stale)
 	if b.pipe != nil {
 		a, z := b.pipe.AtoB.Stats(), b.pipe.BtoA.Stats()
