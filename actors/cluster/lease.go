@@ -32,14 +32,25 @@ const DefaultLeaseTTL = 3 * time.Second
 // Fencing: a lease's epoch is the revision of the Create that claimed it;
 // renewals are compare-and-set at the last revision this node wrote, so a
 // node whose lease expired and was claimed by another can never renew it
-// (it learns it lost the zone instead). A node that cannot reach the
-// bucket stops treating a lease as its own one renewal interval before the
-// lease would expire (Lost), so two nodes never both act as owner.
+// (it learns it lost the zone instead).
+//
+// Renewals come every TTL/6. A node that cannot reach the bucket (NATS
+// restarting, a partition) is fenced a third of the TTL before the lease
+// could expire (Valid turns false: no record or lease is written as owner)
+// but keeps the zone and keeps trying: if a renewal lands before the
+// lease expires, it owns the zone at the same epoch, nothing moved. It
+// gives the zone up (lost) when a renewal finds the lease changed hands or
+// gone, or when TTL − TTL/12 passed since the last renewal it saw succeed
+// (another node may claim it at TTL). At the default 3 s TTL a NATS
+// outage of about 2.2 s or less costs nothing.
 type Leases struct {
 	kv    jetstream.KeyValue
 	node  string
 	ttl   time.Duration
-	renew time.Duration
+	renew time.Duration // renewal interval
+	fence time.Duration // Valid: how long after the last renewal the node may act as owner
+	give  time.Duration // how long without a renewal before the lease is given up
+	kick  chan struct{} // RenewNow
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -65,6 +76,9 @@ type held struct {
 	epoch  uint64
 	since  time.Time
 	lastOK time.Time
+	// suspended: past the fence without a renewal (logged once); the
+	// zone is kept until a renewal lands or the lease is given up.
+	suspended bool
 }
 
 // LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
@@ -83,7 +97,8 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 3, log: log, now: time.Now,
+	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 6, fence: ttl - ttl/3, give: ttl - ttl/12,
+		kick: make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
 	// start-up deadline: a watcher bound to it stopped right after start).
@@ -272,7 +287,17 @@ func (l *Leases) Valid(zone string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.held[zone]
-	return ok && l.now().Sub(h.lastOK) <= l.ttl-l.renew
+	return ok && l.now().Sub(h.lastOK) <= l.fence
+}
+
+// RenewNow renews every held lease at once instead of at the next
+// interval: after a NATS reconnect, a lease close to its expiry is renewed
+// before it lapses.
+func (l *Leases) RenewNow() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 }
 
 // SetLoad makes renewals write each zone's player and NPC counts into its
@@ -365,6 +390,8 @@ func (l *Leases) renewLoop() {
 			return
 		case <-t.C:
 			l.renewAll()
+		case <-l.kick:
+			l.renewAll()
 		}
 	}
 }
@@ -405,6 +432,14 @@ func (l *Leases) renewOne(z string) {
 		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
 		cancel()
 		now := l.now()
+		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+			// The revision moved. If the lease still names this node at
+			// this epoch, the move was this node's own renewal, applied
+			// by the server but its reply lost (NATS went away mid-way):
+			// adopt the revision and renew again.
+			nrev, err = l.renewAfterLostReply(z, epoch, since)
+			now = l.now()
+		}
 		l.mu.Lock()
 		h, ok = l.held[z]
 		if !ok || h.epoch != epoch {
@@ -414,13 +449,20 @@ func (l *Leases) renewOne(z string) {
 		var why string
 		switch {
 		case err == nil:
-			h.rev, h.lastOK = nrev, now
-		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
+			if h.suspended {
+				l.log.Info("zone lease renewed after an outage: still the owner, same epoch", "zone", z, "epoch", epoch,
+					"unrenewed", now.Sub(h.lastOK).Round(time.Millisecond))
+			}
+			h.rev, h.lastOK, h.suspended = nrev, now, false
+		case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
 			why = "lease taken or expired: " + err.Error()
-		case now.Sub(h.lastOK) > l.ttl-l.renew:
-			// Cannot reach the bucket: stop acting as owner one renewal
-			// before the lease can expire and another node claim it.
+		case now.Sub(h.lastOK) > l.give:
+			// Cannot reach the bucket: give the zone up before the lease
+			// can expire and another node claim it.
 			why = "lease not renewed in time (" + err.Error() + ")"
+		case now.Sub(h.lastOK) > l.fence && !h.suspended:
+			h.suspended = true
+			l.log.Warn("zone lease not renewed: fenced (no writes as owner) until a renewal lands", "zone", z, "epoch", epoch, "err", err)
 		}
 		if why != "" {
 			delete(l.held, z)
@@ -433,6 +475,27 @@ func (l *Leases) renewOne(z string) {
 			}
 		}
 	}
+}
+
+// renewAfterLostReply re-reads zone's lease after a renewal was refused for
+// a moved revision: when it still names this node at epoch, the revision
+// is adopted and the lease renewed at it; otherwise the refusal stands.
+func (l *Leases) renewAfterLostReply(z string, epoch uint64, since time.Time) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.renew)
+	defer cancel()
+	e, err := l.kv.Get(ctx, z)
+	if err != nil {
+		return 0, err
+	}
+	if o, ok := decodeOwner(e); !ok || o.Node != l.node || o.Epoch != epoch {
+		return 0, fmt.Errorf("%w: now %s epoch %d", ErrOwned, o.Node, o.Epoch)
+	}
+	l.mu.Lock()
+	if h, ok := l.held[z]; ok && h.epoch == epoch {
+		h.rev = e.Revision()
+	}
+	l.mu.Unlock()
+	return l.kv.Update(ctx, z, l.value(z, epoch, since), e.Revision())
 }
 
 func isWrongSequence(err error) bool {

@@ -337,7 +337,9 @@ func (m *membership) loop() {
 				if _, held := m.leases.Held(id); held {
 					continue
 				}
-				if _, owned := owners[id]; owned {
+				// The directory naming this node is a lease it lost (NATS
+				// was away past its expiry): Claim takes it over.
+				if o, owned := owners[id]; owned && o.Node != m.node {
 					continue
 				}
 				if _, err := m.leases.Claim(ctx, id); err == nil {

@@ -41,6 +41,9 @@ type natsLink struct {
 	// subscription's pending limit hit: messages lost), disconnects and
 	// reconnects. Counted and logged, never silent.
 	slow, disconnects, reconnects atomic.Uint64
+	// onReconnect runs after each reconnect (set once the leases exist):
+	// leases close to their expiry are renewed at once.
+	onReconnect atomic.Pointer[func()]
 }
 
 func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, error) {
@@ -126,6 +129,9 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			l.reconnects.Add(1)
 			log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted())
+			if fn := l.onReconnect.Load(); fn != nil {
+				(*fn)()
+			}
 		}))...)
 	if err != nil {
 		l.close()

@@ -121,6 +121,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err != nil {
 		return nil, err
 	}
+	renew := n.leases.RenewNow
+	nl.onReconnect.Store(&renew)
 	owned, err := claimInitial(ctx, cfg, wm, n.leases, nl.kv[BucketNodes], n.node, log)
 	if err != nil {
 		return nil, err
