@@ -66,6 +66,10 @@ type Conn struct {
 	held      []*msg.Input  // input that arrived meanwhile
 	lastMove  uint64        // the newest move handed to an Input
 	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
+	oldestAt  time.Duration // when the oldest of unacked was handed on (no earlier than)
+	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
+	resentAt  time.Duration // when unacked moves were last sent again
+	resends   int           // resends since the last progress (backoff)
 	fates     folded        // packet fates already added to the pool's counters
 
 	// A tick's Control waits here for the same tick's view (heldCtl, at
@@ -133,8 +137,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
 		c.ctlSeen = true
+		if m.LastApplied > c.applied {
+			c.resends = 0
+		}
 		c.applied = max(c.applied, m.LastApplied)
-		c.ackMoves(c.applied)
+		c.ackMoves(c.applied, now)
 		if c.heldCtl != nil {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
@@ -259,6 +266,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		return
 	}
 	from := c.srv.Addr()
+	c.rxAt = now
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	d.Release()
 	if err != nil {
@@ -353,6 +361,9 @@ func (c *Conn) Move(m move.Move) {
 	}
 	c.lastMove = m.Seq
 	in.Moves = append(in.Moves, m)
+	if len(c.unacked) == 0 {
+		c.oldestAt = c.rxAt
+	}
 	if len(c.unacked) == maxUnacked {
 		copy(c.unacked, c.unacked[1:]) // an outage longer than that: the oldest cannot be resent
 		c.unacked = c.unacked[:maxUnacked-1]
@@ -365,13 +376,14 @@ func (c *Conn) Move(m move.Move) {
 const maxUnacked = 256
 
 // ackMoves forgets the moves a zone reported applied.
-func (c *Conn) ackMoves(applied uint64) {
+func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	i := 0
 	for i < len(c.unacked) && c.unacked[i].Seq <= applied {
 		i++
 	}
 	if i > 0 {
 		c.unacked = c.unacked[:copy(c.unacked, c.unacked[i:])]
+		c.oldestAt = now // the new oldest went no earlier
 	}
 }
 
@@ -409,8 +421,38 @@ func (c *Conn) flushInput(now time.Duration) {
 		in.Release()
 		return
 	}
+	c.resendStalled(in, now)
 	c.pool.sys.Root.Send(c.zone, in)
 }
+
+// resendStalled puts every move the zone has not reported applied into in
+// when the oldest of them went a while ago: an Input lost on the way
+// (NATS is at most once: a batch in flight when the server restarts is
+// gone) would otherwise leave a gap the zone skips after its gap timeout,
+// a move never applied. The zone drops what it already has. Backs off
+// while the zone stays silent (a failover: the Rejoin resends then).
+func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
+	if len(c.unacked) == 0 || c.unacked[0].Seq <= c.applied {
+		return
+	}
+	wait := moveResendAfter << min(c.resends, 3)
+	if now-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
+		return
+	}
+	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unacked[0].Seq {
+		return // nothing older to add
+	}
+	in.Moves = append(in.Moves[:0], c.unacked...)
+	in.LostBefore = 0 // the zone heard of those gaps with the moves' first copies
+	c.resentAt = now
+	c.resends++
+	c.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
+}
+
+// moveResendAfter is how long a zone may go without reporting progress
+// before a connection sends its unacknowledged moves again: a few ticks,
+// well inside the zone's gap timeout (handoff.DefaultGapTimeout, 1 s).
+const moveResendAfter = 250 * time.Millisecond
 
 func (c *Conn) onOutput(o *msg.Output) {
 	if c.srv != nil {

@@ -42,6 +42,9 @@ type Counters struct {
 	OutDropped atomic.Uint64
 	// InputsDropped counts player input with no zone to go to.
 	InputsDropped atomic.Uint64
+	// MovesResent counts moves sent to a zone again because its reports
+	// of applied moves stopped advancing (resendStalled).
+	MovesResent atomic.Uint64
 
 	// PacketsDelivered and PacketsLost are the fates of the packets sent to
 	// clients (notify: acknowledged, or declared dropped): the packet loss

@@ -52,6 +52,11 @@ type zoneStats struct {
 	events   map[uint64][]string // per player, in arrival order
 	moves    map[uint64]uint64   // per player: newest move seq applied
 	badOrder int                 // a move out of sequence
+	// loseNth > 0: the zone loses each player's loseNth Input that carries
+	// moves (a batch lost on the way, as NATS may) and applies moves
+	// strictly in sequence, waiting at a gap for the missing ones.
+	loseNth    int
+	inputsLost int
 }
 
 type testZone struct {
@@ -67,9 +72,10 @@ type testZone struct {
 }
 
 type zplayer struct {
-	join  *msg.Join
-	state move.ControlState
-	last  uint64
+	join   *msg.Join
+	state  move.ControlState
+	last   uint64
+	inputs int // Inputs with moves seen
 }
 
 type zoneTick struct{}
@@ -106,7 +112,22 @@ func (z *testZone) Receive(ctx actor.Context) {
 			return
 		}
 		z.st.mu.Lock()
+		if len(m.Moves) > 0 {
+			p.inputs++
+		}
+		if z.st.loseNth > 0 && p.inputs == z.st.loseNth && len(m.Moves) > 0 {
+			z.st.inputsLost++
+			z.st.mu.Unlock()
+			m.Release()
+			return
+		}
 		for _, mv := range m.Moves {
+			if z.st.loseNth > 0 && mv.Seq <= p.last {
+				continue // already applied
+			}
+			if z.st.loseNth > 0 && mv.Seq != p.last+1 {
+				break // wait for the missing ones
+			}
 			if mv.Seq != p.last+1 {
 				z.st.badOrder++
 			}

@@ -92,6 +92,74 @@ func runClients(t *testing.T, r *rig, n, events int, link *netsim.Config, timeou
 	return clients
 }
 
+// An Input lost between a connection and its zone (NATS is at most once:
+// a batch in flight when the server restarts is gone) leaves the zone
+// waiting at a gap. The connection notices that the zone stopped reporting
+// its moves applied and sends them again, so every move is applied, once,
+// in order, and the client's window never fills.
+func TestConnResendsMovesTheZoneNeverGot(t *testing.T) {
+	defer verifyNoLeaks(t)
+	r := newRig(t, nil)
+	r.zst.mu.Lock()
+	r.zst.loseNth = 5
+	r.zst.mu.Unlock()
+	const n = 4
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clients := make([]*tclient, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range clients {
+		id := uint64(2000 + i)
+		clients[i] = newClient(t, id, r.token(t, id), r.gw.PublicAddr(), r.start, nil, id)
+		tc := clients[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var caughtUp time.Duration
+			errs[i] = tc.run(ctx, func(tc *tclient, now time.Duration) {
+				at := time.Duration(tc.connectedAt.Load())
+				if tc.c.State() != handshake.StateConnected || at == 0 || now < at+1500*time.Millisecond {
+					return
+				}
+				// Play on until the zone acknowledged everything sent
+				// before the last 100 ms, then leave.
+				if tc.c.LastAck()+3 >= tc.c.Stats().Moves.Added && caughtUp == 0 {
+					caughtUp = now
+				}
+				if caughtUp != 0 && now >= caughtUp+100*time.Millisecond {
+					tc.c.Close(now)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("client %d: %v (acked %d of %d moves)", clients[i].id, err, clients[i].c.LastAck(), clients[i].c.Stats().Moves.Added)
+		}
+	}
+	r.zst.mu.Lock()
+	lost, bad := r.zst.inputsLost, r.zst.badOrder
+	r.zst.mu.Unlock()
+	if lost != n {
+		t.Fatalf("the zone lost %d inputs, want one per client (%d): the test did not lose anything", lost, n)
+	}
+	if bad != 0 {
+		t.Fatalf("%d moves applied out of sequence", bad)
+	}
+	for _, tc := range clients {
+		if st := tc.c.Stats().Moves; st.Dropped != 0 || st.Held != 0 {
+			t.Errorf("client %d: %d moves dropped, %d samples held: the gap was not filled in time", tc.id, st.Dropped, st.Held)
+		}
+	}
+	if s := r.gw.Stats(); s.MovesResent == 0 {
+		t.Fatal("no move resent")
+	}
+	eventually(t, 10*time.Second, "every connection closed", func() bool { return r.gw.Stats().Conns == 0 })
+	r.close(t)
+}
+
 // 200 clients (the client library, client.Dial) connect over real UDP,
 // exchange events both ways and disconnect cleanly; every event arrives
 // exactly once, in order, at the zone and back at the client, and every

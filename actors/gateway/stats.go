@@ -81,6 +81,9 @@ type Stats struct {
 	AuthFailed, Replayed, WrongConn, BadHeader, AfterClose, ConnGarbage, ConnUnexpected uint64
 	ProtocolErrors                                                                      uint64
 	EventsDropped, InputsDropped                                                        uint64
+	// MovesResent: moves a connection sent its zone again after the
+	// zone's reports of applied moves stalled (an input lost across NATS).
+	MovesResent uint64
 	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
 	// (folded in about once a second per connection).
 	PacketsDelivered, PacketsLost uint64
