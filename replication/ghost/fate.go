@@ -110,6 +110,7 @@ func (t *Table) OnFate(f notify.Fate) {
 		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
 		t.pktLen--
 	}
+	t.trim()
 }
 
 // sampleFateDelay folds one delivered packet's fate delay into the estimate.

@@ -683,5 +683,6 @@ func (t *Table) addEntry(e entry) {
 func (t *Table) endPacket(i int) {
 	if t.pkts[i].n > 0 {
 		t.pktLen++
+		t.entHW = max(t.entHW, t.entLen)
 	}
 }

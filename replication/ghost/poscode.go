@@ -82,12 +82,16 @@ type posNode struct {
 type posPool struct {
 	nodes []posNode
 	free  int32 // first free node (-1: none); the zero pool has none
+	used  int   // nodes in lists (not free)
+	hw    int   // most nodes used at once since the last trim
 }
 
 func (x *posPool) get() int32 {
 	if len(x.nodes) == 0 {
 		x.free = -1
 	}
+	x.used++
+	x.hw = max(x.hw, x.used)
 	if i := x.free; i >= 0 {
 		x.free = x.nodes[i].next
 		return i
@@ -109,6 +113,7 @@ func (x *posPool) get() int32 {
 func (x *posPool) put(i int32) {
 	x.nodes[i].next = x.free
 	x.free = i
+	x.used--
 }
 
 func (p *posTrack) reset(x *posPool) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
@@ -229,4 +230,8 @@ func TestSnapshotViewAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per snapshot view and packet", allocs)
 	}
+}
+
+func notifyDelivered(seq uint64, at time.Duration) notify.Fate {
+	return notify.Fate{Seq: seq, Delivered: true, SentAt: at}
 }

@@ -185,6 +185,8 @@ type Table struct {
 	entLen  int
 	lastSeq uint64
 	wrote   bool
+	entHW   int           // most records in flight at once since the last trim
+	trimAt  time.Duration // last trim (lastNow)
 
 	pk packer
 
@@ -648,4 +650,75 @@ func (t *Table) growPkts() bool {
 	}
 	t.pkts, t.pktHead = pkts, 0
 	return true
+}
+
+// trimEvery is how often OnFate checks the in-flight stores against their
+// use since the previous check.
+const trimEvery = time.Second
+
+// trim gives back in-flight room a burst left behind: the record ring and
+// the position pool keep their high-water mark (a fate delay of a few
+// hundred milliseconds once, on a loaded host, held 2-4 times the room of
+// the usual one for the connection's life). A store that used at most a
+// quarter of its room over the last trimEvery shrinks to twice that use,
+// so a store at its steady use never moves and allocates nothing; one
+// burst of growth costs at most one shrink a second.
+func (t *Table) trim() {
+	if t.lastNow-t.trimAt < trimEvery {
+		return
+	}
+	t.trimAt = t.lastNow
+	if n := len(t.ents); n > initialRecords && t.entHW*4 <= n {
+		t.resizeEnts(max(1<<bits.Len(uint(2*t.entHW-1)), initialRecords))
+	}
+	if x := &t.pp; cap(x.nodes) > 64 && x.hw*4 <= cap(x.nodes) {
+		t.compactPositions(max(2*x.hw, 32))
+	}
+	t.entHW, t.pp.hw = t.entLen, t.pp.used
+}
+
+// resizeEnts moves the live records, in FIFO order, into a ring of n
+// (a power of two ≥ entLen) and every in-flight packet's start with them.
+// Not while a packet is being written.
+func (t *Table) resizeEnts(n int) {
+	old := t.ents
+	mask := len(old) - 1
+	ents := make([]entry, n)
+	for i := range t.entLen {
+		ents[i] = old[(t.entHead+i)&mask]
+	}
+	for i := range t.pktLen {
+		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
+		p.start = uint32((int(p.start) - t.entHead) & mask)
+	}
+	t.ents, t.entHead = ents, 0
+}
+
+// compactPositions copies every ghost's in-flight positions, list by
+// list, into a pool of room n (≥ used): node indices change, so every
+// track's head, tail and links are rewritten. Free ids keep theirs too
+// (alloc releases them).
+func (t *Table) compactPositions(n int) {
+	x := &t.pp
+	ns := make([]posNode, 0, max(n, x.used))
+	for id := range t.info {
+		p := &t.info[id].pos
+		if p.n == 0 {
+			continue
+		}
+		prev := int32(-1)
+		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+			ns = append(ns, x.nodes[i])
+			j := int32(len(ns) - 1)
+			if prev < 0 {
+				p.head = j
+			} else {
+				ns[prev].next = j
+			}
+			prev = j
+		}
+		ns[prev].next = -1
+		p.tail = prev
+	}
+	x.nodes, x.free = ns, -1
 }

@@ -1,0 +1,71 @@
+package ghost
+
+import (
+	"testing"
+	"time"
+)
+
+// A burst of packets in flight (a fate delay of a second once) grows the
+// record ring and the position pool; once the fates are back to one packet
+// in flight, both shrink to about twice their use within a couple of
+// seconds, the ghosts stay exact, and a table at its steady use allocates
+// nothing.
+func TestInFlightStoresShrinkAfterBurst(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	view := make([]ViewEntry, 60)
+	for i := range view {
+		view[i] = d.npc(uint64(i+1), float64(i))
+	}
+	move := func() {
+		for i := range view {
+			view[i].State.Pos[2] += 0.5
+		}
+		d.view(view...)
+	}
+	d.view(view...)
+	d.settle(view...)
+	var burst []uint64
+	var pkts [][]byte
+	for range 24 { // ≈ 1.2 s without a fate
+		move()
+		seq, pkt, _ := d.send(MaxPacketBytes)
+		burst, pkts = append(burst, seq), append(pkts, pkt)
+	}
+	ring, pool := len(d.tab.ents), cap(d.tab.pp.nodes)
+	if ring < 1024 || pool < 600 {
+		t.Fatalf("the burst did not grow the stores: ring %d, pool %d", ring, pool)
+	}
+	for i, seq := range burst {
+		d.recv(pkts[i])
+		d.fate(seq, true)
+	}
+	for range 60 { // 3 s of one packet in flight
+		move()
+		d.trip()
+	}
+	if r, p := len(d.tab.ents), cap(d.tab.pp.nodes); r > 256 || p > 256 {
+		t.Fatalf("after the burst: ring %d (was %d), pool %d (was %d)", r, ring, p, pool)
+	}
+	d.settle(view...)
+	if diff := mismatch(d.reg, d.mir, view); diff != "" {
+		t.Fatal(diff)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range view {
+			view[i].State.Pos[2] += 0.5
+		}
+		d.now += 50 * time.Millisecond
+		if err := d.tab.SetView(d.now, view); err != nil {
+			t.Fatal(err)
+		}
+		d.seq++
+		d.w.Reset(d.buf[:])
+		if _, err := d.tab.Write(&d.w, d.seq, d.now); err != nil {
+			t.Fatal(err)
+		}
+		d.tab.OnFate(notifyDelivered(d.seq, d.now))
+	})
+	if allocs != 0 {
+		t.Fatalf("%.2f allocations per steady view and packet after trimming", allocs)
+	}
+}
