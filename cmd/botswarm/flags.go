@@ -129,7 +129,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.DurationVar(&o.drain, "drain", def.Drain, "at the end, wait up to `D` for the last moves to be acknowledged and events echoed")
 	fs.IntVar(&o.workers, "workers", 0, "worker goroutines `N` (0: one per CPU, at most one per 250 bots)")
 	fs.StringVar(&o.transport, "transport", "auto", "socket layer `NAME`: shared (Linux: each worker's bots share one UDP socket, send the long form with the connection id and move datagrams in recvmmsg/sendmmsg batches), epoll (Linux) or goroutines (a socket per bot, short form); auto: shared where it exists")
-	fs.DurationVar(&o.quantum, "quantum", def.Quantum, "workers take datagrams in batches every `D` (0: wake per datagram; costs more CPU, adds less latency)")
+	fs.DurationVar(&o.quantum, "quantum", def.Quantum, "workers begin their turns at least `D` apart, taking the datagrams that arrived and the bots' sends in batches; adds up to D to measured latencies (0: wake per datagram, ≈ 10 % more CPU)")
 
 	fs.DurationVar(&o.tick, "tick", metrics.DefaultTick, "the server's tick period `D` (zoned's default: 50ms, 20 Hz); the handoff-hitch limit is two of them plus the RTT")
 	fs.DurationVar(&o.hitchLimit, "hitch-limit", 0, "the handoff-hitch invariant fails when the hitch p99 exceeds `D` (0: two --tick periods + the run's RTT p99 + what the simulated loss and jitter explain)")

@@ -53,10 +53,14 @@ func (w *worker) run() {
 			return
 		}
 		if q := w.sw.cfg.Quantum; q > 0 {
-			// Let datagrams pile up for a quantum, then take them all in
-			// one turn: a wake-up per datagram costs more than the
-			// datagram (futex and epoll round trips, very dear in a VM).
-			time.Sleep(q)
+			// Let datagrams pile up until a quantum after the turn began,
+			// then take them all in one turn: a wake-up per datagram costs
+			// more than the datagram (futex and epoll round trips, very
+			// dear in a VM). A turn that took the quantum already sleeps
+			// not at all.
+			if d := now + q - w.now(); d > 0 {
+				time.Sleep(d)
+			}
 		}
 		wait := w.heap[0].wake - w.now()
 		wait = min(max(wait, 0), maxWait)
