@@ -628,8 +628,10 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64
 		switch {
 		case g.pos:
 			err = t.writePosUpdate(w, &t.info[id].qpos, pf)
+		case g.yaw && i == c.yawIdx:
+			err = w.WriteBits(uint64(s.yawQ), g.yc.bits) // YawGroup's Encode, quantized at the view
 		case g.yaw:
-			err = w.WriteBits(g.yc.code(st.Yaw), g.yc.bits) // YawGroup's Encode, without the call
+			err = w.WriteBits(g.yc.code(st.Yaw), g.yc.bits)
 		default:
 			err = g.Encode(w, st)
 		}

@@ -38,6 +38,7 @@ type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
 	bad    uint8  // snapOK, or why a view naming it is refused
+	yawQ   uint16 // the yaw code (Table's slot.yawQ), quantized once for every table
 	qpos   [3]uint32
 	state  State
 }
@@ -168,7 +169,9 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		}
 		if w.reg.check(c, &e.state, &e.qpos) != nil {
 			e.bad = snapBadState
+			continue
 		}
+		e.yawQ = yawCode(c, &e.state)
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			copy(chg, prevChg[i*st:i*st+st])
@@ -263,6 +266,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				exhausted = true
 				continue
 			}
+			t.slots[id].yawQ = e.yawQ
 		} else {
 			in := &t.info[id]
 			c := e.class
@@ -278,6 +282,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				changed |= c.all &^ c.posBit
 			}
 			t.markChanged(id, changed, now)
+			t.slots[id].yawQ = e.yawQ
 		}
 		t.order[i] = id
 		in := &t.info[id]

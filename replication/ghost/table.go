@@ -67,9 +67,13 @@ type slot struct {
 	// consecutive views: a lost marker means a visible overshoot).
 	moving, rest bool
 	restCopies   uint8
-	dirty        uint64        // groups the client may lack (RL-5)
-	since        time.Duration // staleness counts from here: last send, or when it became dirty
-	sentAt       time.Duration // last time a record of this ghost was written
+	// yawQ is the latest state's yaw code of the class's first yaw group,
+	// quantized once per view (for a snapshot, once for every table)
+	// instead of once per update written.
+	yawQ   uint16
+	dirty  uint64        // groups the client may lack (RL-5)
+	since  time.Duration // staleness counts from here: last send, or when it became dirty
+	sentAt time.Duration // last time a record of this ghost was written
 	// pendChg is when the client's copy became outdated as far as the table
 	// knows for sure: the first change not yet confirmed delivered (0: the
 	// client is known current). Used by ConfirmDeadline.
@@ -366,6 +370,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				continue
 			}
 			t.states[id] = e.State
+			t.slots[id].yawQ = yawCode(e.Class, &e.State)
 		} else {
 			t.refresh(id, e, &vq[i], now)
 		}
@@ -429,7 +434,18 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration
 	}
 	changed |= e.ChangedMask & c.all
 	t.markChanged(id, changed, now)
+	if old.Yaw != e.State.Yaw {
+		t.slots[id].yawQ = yawCode(c, &e.State)
+	}
 	*old = e.State
+}
+
+// yawCode is st's code of c's first yaw group (0 if c has none).
+func yawCode(c *Class, st *State) uint16 {
+	if c.yawIdx < 0 {
+		return 0
+	}
+	return uint16(c.Groups[c.yawIdx].yc.code(st.Yaw))
 }
 
 // reenter cancels a pending kill of ghost id (in view again before the kill
