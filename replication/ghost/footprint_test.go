@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/notify"
@@ -15,9 +16,24 @@ import (
 // walking), a 20 Hz packet of 800 bytes (the default 16 kB/s), every fate
 // delivered three packets later. It returns the table after warm.
 func scopeRun(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int) *Table {
+	return scopeRunViews(tb, reg, pc, nc, n, seed, warm, false)
+}
+
+// scopeRunViews is scopeRun with the views as snapshots if snaps is set
+// (a zone's: the table keeps no state of its own, only the latest
+// snapshot, which the zone shares with every other table).
+func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int, snaps bool) *Table {
 	tab, err := NewTable(reg, DefaultConfig())
 	if err != nil {
 		tb.Fatal(err)
+	}
+	var sw *SnapshotWriter
+	var refs []ViewRef
+	if snaps {
+		if sw, err = NewSnapshotWriter(reg); err != nil {
+			tb.Fatal(err)
+		}
+		refs = make([]ViewRef, n)
 	}
 	rng := rand.New(rand.NewPCG(seed, 1))
 	view := make([]ViewEntry, n)
@@ -48,7 +64,18 @@ func scopeRun(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, w
 			s.Pos[2] += vel[i][1] / 20
 			s.Yaw = float64(i) + now.Seconds()
 		}
-		if err := tab.SetView(now, view); err != nil {
+		if sw != nil {
+			sn := sw.Next(n)
+			for i := range view {
+				sn.Set(i, view[i].Entity, view[i].Class, &view[i].State)
+				refs[i] = ViewRef{Index: uint32(i), Priority: view[i].Priority}
+			}
+			sw.Seal(sn)
+			err = tab.SetSnapshotView(now, sn, refs)
+		} else {
+			err = tab.SetView(now, view)
+		}
+		if err != nil {
 			tb.Fatal(err)
 		}
 		seq++
@@ -73,11 +100,16 @@ func TestTableFootprint(t *testing.T) {
 	reg, pc, nc := newTestRegistry(t)
 	for _, tc := range []struct {
 		ghosts int
+		snaps  bool
 		max    uint64 // bytes per table
 	}{
-		{0, 3 << 10},   // measured ≈ 1.5 KB (was ≈ 20 KB)
-		{32, 20 << 10}, // measured ≈ 16.5 KB (was ≈ 58, then 18 KB)
-		{64, 38 << 10}, // measured ≈ 33 KB (was ≈ 60, then 43 KB: append's doubling)
+		{0, false, 3 << 10},   // measured ≈ 1.5 KB (was ≈ 20 KB)
+		{32, false, 20 << 10}, // measured ≈ 16.5 KB (was ≈ 58, then 18 KB)
+		{64, false, 38 << 10}, // measured ≈ 33 KB (was ≈ 60, then 43 KB: append's doubling)
+		// Snapshot views: no State per id (the snapshot is the zone's,
+		// shared by every table, and not counted).
+		{32, true, 15 << 10}, // measured ≈ 13 KB
+		{64, true, 28 << 10}, // measured ≈ 25 KB
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)
@@ -85,7 +117,7 @@ func TestTableFootprint(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for i := range keep {
-			keep[i] = scopeRun(t, reg, pc, nc, tc.ghosts, uint64(i), 100)
+			keep[i] = scopeRunViews(t, reg, pc, nc, tc.ghosts, uint64(i), 100, tc.snaps)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -93,10 +125,14 @@ func TestTableFootprint(t *testing.T) {
 		if after.HeapAlloc > before.HeapAlloc {
 			per = (after.HeapAlloc - before.HeapAlloc) / tables
 		}
+		if tc.snaps { // each table here holds a snapshot of its own (the writer's last too)
+			sn := keep[0].snap
+			per -= uint64(len(sn.ents))*uint64(unsafe.Sizeof(snapEnt{})) + uint64(len(sn.chg))*4
+		}
 		runtime.KeepAlive(keep)
-		t.Logf("%d ghosts in scope: %d B per table (%d B per ghost)", tc.ghosts, per, per/uint64(max(tc.ghosts, 1)))
+		t.Logf("%d ghosts in scope, snapshot views %v: %d B per table (%d B per ghost)", tc.ghosts, tc.snaps, per, per/uint64(max(tc.ghosts, 1)))
 		if per > tc.max {
-			t.Errorf("%d ghosts in scope: table keeps %d B, want ≤ %d", tc.ghosts, per, tc.max)
+			t.Errorf("%d ghosts in scope, snapshot views %v: table keeps %d B, want ≤ %d", tc.ghosts, tc.snaps, per, tc.max)
 		}
 	}
 }

@@ -148,8 +148,9 @@ func FuzzGhostOps(f *testing.F) {
 }
 
 // FuzzGhostOpsSnapshot is FuzzGhostOps with the views given as snapshots
-// (SetSnapshotView), some of them skipped: the table must keep every
-// invariant, and converge, from stamps alone.
+// (SetSnapshotView), some of them skipped, from two writers in turn (a
+// handoff between zones): the table must keep every invariant, and
+// converge, from stamps and diffs alone.
 func FuzzGhostOpsSnapshot(f *testing.F) {
 	for _, s := range append(opsSeeds, randomScripts()...) {
 		f.Add(s)
@@ -216,6 +217,7 @@ type opsHarness struct {
 	// the same bytes; otherwise tab itself takes the snapshots and op 0
 	// skips some.
 	sw    *SnapshotWriter
+	alt   *SnapshotWriter // the other zone's writer (FuzzGhostOpsSnapshot switches)
 	twin  *Table
 	skips int
 	tbuf  [MaxPacketBytes]byte
@@ -226,6 +228,9 @@ type opsHarness struct {
 func (h *opsHarness) snapMode(twin bool) {
 	var err error
 	if h.sw, err = NewSnapshotWriter(h.reg); err != nil {
+		h.t.Fatal(err)
+	}
+	if h.alt, err = NewSnapshotWriter(h.reg); err != nil {
 		h.t.Fatal(err)
 	}
 	if twin {
@@ -357,6 +362,9 @@ func (h *opsHarness) run(script []byte) {
 					s.Pos[2] = float64(d) / 100
 					h.ents[i].Priority = float32(d) / 50
 				}
+			}
+			if h.sw != nil && h.twin == nil && h.arg()%4 == 0 {
+				h.sw, h.alt = h.alt, h.sw // a handoff: another zone's series, its own seqs
 			}
 			if h.sw != nil && h.twin == nil && h.arg()%3 == 0 {
 				h.snapshot() // a view the table never takes: its stamps must still count

@@ -271,14 +271,22 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			in := &t.info[id]
 			c := e.class
 			changed := t.reenter(id, c, &e.qpos)
-			if same && in.si == r.Index {
+			switch prevView := in.viewGen == t.viewGen-1; {
+			case same && in.si == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
 				for g := range c.Groups {
 					if int32(chg[g]-in.taken) > 0 && g != c.posIdx {
 						changed |= 1 << uint(g)
 					}
 				}
-			} else {
+			// Another writer (a handoff to another zone) or another entry
+			// (a held state under overload): diff against the state of
+			// the previous view, which the table still has.
+			case prevView && oldSnap != nil:
+				changed |= diffGroups(c, &oldSnap.ents[in.si].state, &e.state)
+			case prevView && oldStates != nil:
+				changed |= diffGroups(c, &oldStates[id], &e.state)
+			default:
 				changed |= c.all &^ c.posBit
 			}
 			t.markChanged(id, changed, now)
@@ -295,18 +303,26 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		in := &t.info[i]
-		if (s.phase == phaseCreating || s.phase == phaseLive) && in.viewGen != t.viewGen {
-			if !s.class.AlwaysInScope {
-				t.leave(uint32(i))
+		if in.viewGen == t.viewGen {
+			continue
+		}
+		if s.phase == phaseCreating || s.phase == phaseLive {
+			if s.class.AlwaysInScope {
+				// Kept on the client without a view entry: keep its state.
+				if oldSnap == nil {
+					t.carry2 = append(t.carry2, oldStates[i])
+				} else {
+					t.carry2 = append(t.carry2, *t.stateIn(oldSnap, t.carry, in.si))
+				}
+				in.si = carryBit | uint32(len(t.carry2)-1)
 				continue
 			}
-			// Kept on the client without a view entry: keep its state.
-			if oldSnap == nil {
-				t.carry2 = append(t.carry2, oldStates[i])
-			} else {
-				t.carry2 = append(t.carry2, *t.stateIn(oldSnap, t.carry, in.si))
-			}
-			in.si = carryBit | uint32(len(t.carry2)-1)
+			t.leave(uint32(i))
+		}
+		if !same && in.si&carryBit == 0 {
+			// Of another writer's series: must not match an entry of
+			// this one by chance on a re-entry.
+			in.si = staleEntry
 		}
 	}
 	t.carry, t.carry2 = t.carry2, t.carry
@@ -315,6 +331,23 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		return ErrTooManyGhosts
 	}
 	return nil
+}
+
+// staleEntry is an info.si that names no snapshot entry.
+const staleEntry = carryBit - 1
+
+// diffGroups is the groups other than the position whose wire value
+// differs between old and cur.
+func diffGroups(c *Class, old, cur *State) uint64 {
+	var m uint64
+	if !sameBeyondPos(old, cur) {
+		for i := range c.Groups {
+			if g := &c.Groups[i]; !g.pos && g.Changed(old, cur) {
+				m |= 1 << uint(i)
+			}
+		}
+	}
+	return m
 }
 
 // stateOf is ghost id's latest state: what its records encode.

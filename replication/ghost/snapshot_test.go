@@ -87,19 +87,22 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 }
 
 // A table moves between entry views and snapshot views (a player handed
-// between a remote zone and a local one) without losing a change: from
-// snapshots to entries the states are copied out and diffed exactly; from
-// entries to snapshots (or to another writer's) every group is resent.
+// between a remote zone and a local one) and between two writers' series
+// (a handoff between two zones) without losing a change and without
+// resending what did not change: across a switch, the new states are
+// diffed against the previous view's.
 func TestSnapshotAndEntryViewsMix(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
 	sw, _ := NewSnapshotWriter(d.reg)
 	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
 	d.view(ents...)
 	d.settle(ents...)
+	ents[1].State.Health = 11
 	d.snapView(sw, ents, 0, 1)
-	if s := &d.tab.slots[0]; s.dirty != d.nc.all&^d.nc.posBit {
-		t.Fatalf("first snapshot view after entry views: dirty %b, want every group but the position", s.dirty)
+	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != 0 || b != groupBit(d.nc, "health") {
+		t.Fatalf("first snapshot view after entry views: dirty %b and %b, want only ghost 1's health", a, b)
 	}
+	d.trip()
 	for range 10 {
 		d.trip()
 		d.snapView(sw, ents, 0, 1)
@@ -124,11 +127,58 @@ func TestSnapshotAndEntryViewsMix(t *testing.T) {
 	}
 	sw2, _ := NewSnapshotWriter(d.reg) // another zone's series
 	d.snapView(sw, ents, 0, 1)
-	d.settle()
-	d.snapView(sw2, ents, 0, 1)
-	if d.tab.slots[0].dirty != d.nc.all&^d.nc.posBit {
-		t.Fatal("a snapshot of another writer was trusted to stamp against this one's")
+	d.settleSnap(sw, ents, 0, 1)
+	// The other writer's entries sit elsewhere, its stamps count from 1:
+	// only a diff finds ghost 0's flags change.
+	ents[0].State.Flags = 2
+	other := []ViewEntry{d.npc(9, 9), ents[1], ents[0]}
+	d.snapView(sw2, other, 2, 1)
+	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != groupBit(d.nc, "flags") || b != 0 {
+		t.Fatalf("first view of another writer: dirty %b and %b, want only ghost 0's flags", a, b)
 	}
+	d.settleSnap(sw2, other, 2, 1)
+	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// A ghost that leaves and comes back after views of another writer is
+// not matched to the new writer's entry of the same index by chance: its
+// stamps count in the old series.
+func TestSnapshotReentryAfterWriterSwitch(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	sw2, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw2, ents, 0, 1)
+	for range 10 { // sw runs ahead: the ghosts take seqs past sw2's
+		d.snapView(sw, ents, 0, 1)
+		d.trip()
+	}
+	d.snapView(sw, ents, 1) // ghost 0 leaves; its kill waits to go out
+	ents[0].State.Health = 44
+	d.snapView(sw2, ents, 1)    // sw2 stamps the change with its seq 2
+	d.snapView(sw2, ents, 0, 1) // back, same index, before the kill went out
+	if id, ok := d.tab.GhostID(1); !ok || d.tab.slots[id].dirty&groupBit(d.nc, "health") == 0 {
+		t.Fatal("the health change of a ghost back from another writer's series was lost")
+	}
+	d.settleSnap(sw2, ents, 0, 1)
+	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// settleSnap is settle with snapshot views of ents (entries in).
+func (d *duo) settleSnap(sw *SnapshotWriter, ents []ViewEntry, in ...int) {
+	d.t.Helper()
+	for range 50 {
+		d.trip()
+		if !d.tab.Pending() && d.tab.InFlight() == 0 {
+			return
+		}
+		d.snapView(sw, ents, in...)
+	}
+	d.t.Fatal("table did not settle")
 }
 
 // A change in a snapshot the table skipped still counts; a value changed
@@ -150,7 +200,7 @@ func TestSnapshotSkippedViewsLoseNoChange(t *testing.T) {
 	if d.tab.slots[0].dirty&groupBit(d.nc, "health") == 0 {
 		t.Fatal("a health change in a skipped snapshot was lost")
 	}
-	d.settle()
+	d.settleSnap(sw, ents, 0)
 	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
 		t.Fatal(diff)
 	}
@@ -180,7 +230,7 @@ func TestSnapshotAlwaysInScopeCarried(t *testing.T) {
 	// Left out before its create was delivered: written from the carry.
 	d.snapView(sw, []ViewEntry{d.npc(5, 1), d.npc(6, 1), d.npc(7, 1)}, 2)
 	d.snapView(sw, []ViewEntry{d.npc(5, 1)}, 0)
-	d.settle()
+	d.settleSnap(sw, []ViewEntry{d.npc(5, 1)}, 0)
 	g, ok := d.mir.ByEntity(1)
 	if !ok || g.State.Health != 4 {
 		t.Fatalf("carried ghost: %v %+v", ok, g.State)
@@ -212,7 +262,7 @@ func TestSnapshotViewAllocatesNothing(t *testing.T) {
 	if err := d.tab.SetSnapshotView(d.now, snaps[0], refs); err != nil {
 		t.Fatal(err)
 	}
-	d.settle()
+	d.trip()
 	k := 0
 	allocs := testing.AllocsPerRun(100, func() {
 		k ^= 1
