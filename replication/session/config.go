@@ -81,9 +81,10 @@ type ServerConfig struct {
 	Control move.ControlConfig
 	// SendRate is the data packets per second, [1, 1000]: the send slot.
 	// Ack-only packets (keepalives) are not counted. A zone tick's state
-	// (Server.SetControl) opens the slot early, no sooner than half a slot
-	// after the previous data packet, so with ticks at SendRate the server
-	// sends one data packet per tick, and never more than 2 × SendRate.
+	// (Server.SetControl) opens the slot at once, no sooner than half a slot
+	// after the previous tick's packet, so with ticks at SendRate the server
+	// sends one data packet per tick (and one between two ticks only when
+	// the second is more than half a slot late).
 	SendRate int
 	// Bandwidth is the byte budget per second, a token bucket holding at most
 	// one MaxPacketSize of credit, [MinPacketSize, 1<<30]. Ghosts fill what the

@@ -87,11 +87,11 @@ type Server struct {
 	nextData time.Duration
 	// tickDue: a zone tick's control state arrived (SetControl) and no data
 	// packet left since. It opens the send slot at once (no sooner than
-	// tickGap after the previous data packet): each tick's update leaves in
-	// its own packet as soon as it exists, instead of waiting for a slot
+	// tickGap after the previous tick's packet): each tick's update leaves
+	// in its own packet as soon as it exists, instead of waiting for a slot
 	// timer whose phase has nothing to do with the ticks.
 	tickDue  bool
-	lastData time.Duration // when the newest data packet left
+	lastTick time.Duration // when the newest packet that carried a tick left
 	// holdUntil: events and ghosts that arrive between ticks wait for the
 	// next tick's packet until then (tickGrace), so a connection sends one
 	// datagram per tick.
@@ -156,7 +156,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	}
 	s.applyFn = s.apply
 	s.interval = time.Second / time.Duration(cfg.SendRate)
-	s.lastData = now - s.interval
+	s.lastTick = now - s.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
@@ -238,7 +238,7 @@ func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUng
 // It opens the send slot: the next Poll sends a data packet with this
 // tick's update at once if there is anything to say (a new ack, a
 // correction, events, ghosts), no sooner than half a slot after the
-// previous data packet (tickGap). So every tick's state leaves in its own
+// previous tick's packet (tickGap). So every tick's state leaves in its own
 // packet as soon as it arrived, and none is superseded by the next tick's
 // while it waits for a send slot: a slot timer running at the tick rate
 // with a phase of its own sat, for some connections, right where the
@@ -555,14 +555,18 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
 func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
 
-// tickGap is the least time between a data packet and the next tick's: half
-// a slot. A tick whose state reached the connection late (its zone's tick
-// or the path here was slow) and the next one, on time, both get their
-// packet — that next tick must not wait for a slot timer, or the jitter
-// returns as a gap — while two ticks bunched together on their way here
-// (a batch from another process) are not sent as two packets at once.
-// While the zone ticks at SendRate (both default to 20 Hz) the connection
-// sends one data packet per tick; it never sends more than 2 × SendRate.
+// tickGap is the least time between two ticks' packets: half a slot. A
+// tick whose state reached the connection late (its zone's tick or the path
+// here was slow) and the next one, on time, both get their packet — that
+// next tick must not wait for a slot timer, or the jitter returns as a gap
+// — while two ticks bunched together on their way here (a batch from
+// another process) are not sent as two packets at once. It counts from the
+// previous tick's packet, not from a packet that went without a tick
+// (events or ghosts after tickGrace, a probe): a tick arriving just after
+// one of those goes at once; held back, it could be superseded by the
+// next. While the zone ticks at SendRate (both default to 20 Hz) the
+// connection sends one data packet per tick, and one more only when a tick
+// is over half a slot late.
 func (s *Server) tickGap() time.Duration { return s.interval / 2 }
 
 // dataSlot is the earliest time a data packet may leave: when a tick's
@@ -570,7 +574,7 @@ func (s *Server) tickGap() time.Duration { return s.interval / 2 }
 // the send slot, and after tickGrace while ticks come.
 func (s *Server) dataSlot(now time.Duration) time.Duration {
 	if s.tickDue {
-		return max(now, s.lastData+s.tickGap())
+		return max(now, s.lastTick+s.tickGap())
 	}
 	return max(now, s.nextData, s.holdUntil)
 }
@@ -689,7 +693,7 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 	if s.redirecting {
 		return s.pollRedirect(now, dst)
 	}
-	if s.tickDue && now >= s.lastData+s.tickGap() {
+	if s.tickDue && now >= s.lastTick+s.tickGap() {
 		if s.hasContent(now) || (ghosts != nil && ghosts.Pending()) {
 			return s.buildData(now, dst, ghosts, false)
 		}
@@ -748,10 +752,11 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	if s.tickDue {
 		s.nextData = now + s.interval
 		s.holdUntil = s.nextData + s.tickGrace()
+		s.lastTick = now
 	} else {
 		s.nextData = nextSlot(s.nextData, s.interval, now)
 	}
-	s.tickDue, s.lastData = false, now
+	s.tickDue = false
 	w := &e.w
 	payload := size - tagSize - hl
 

@@ -21,114 +21,148 @@ import (
 // botswarm's handoff-hitch p99 of 100 ms in ordinary play. The server still
 // sends at most SendRate data packets a second, one per tick.
 func TestEveryTickLeavesInItsOwnPacket(t *testing.T) {
-	const (
-		tick    = 50 * time.Millisecond
-		spread  = 20 * time.Millisecond // how late a tick's state may reach the connection
-		runFor  = 10 * time.Second
-		latency = 5 * time.Millisecond
-	)
 	for _, phase := range []time.Duration{0, 7, 13, 21, 29, 37, 44} {
 		phase *= time.Millisecond
-		link := netsim.Config{Latency: latency}
-		w := newWorld(t, withLink(link, link), withSeed(uint64(phase)+1))
-		w.connect(time.Second)
 		rng := rand.New(seeded(uint64(phase) + 99))
+		r := runTicks(t, phase, func(int) time.Duration { return time.Duration(rng.Int64N(int64(20 * time.Millisecond))) })
+		r.check(t, phase, 0)
+		if limit := uint64(r.runFor/(time.Second/20)) + 2; r.data > limit {
+			t.Errorf("phase %v: %d data packets in %v: more than SendRate allows (%d)", phase, r.data, r.runFor, limit)
+		}
+	}
+}
 
-		var (
-			z        zone
-			seen     int // moves of w.srvH.moves applied by z
-			nextTick = w.now - w.now%tick + tick + phase
-			arrive   []pendingTick // ticks computed, not yet at the connection
-			sent     []uint64      // each tick's new ack, in order
-			got      = map[uint64]time.Duration{}
-			setAt    = map[uint64]time.Duration{}
-			lastAck  uint64
-		)
-		start := w.srv.Stats().Counters.DataOut
-		begin := w.now
-		end := begin + runFor
-		for w.now < end {
-			w.now += time.Millisecond
-			for w.cli.InputDue(w.now) {
-				if _, err := w.cli.Input(move.Move{Forward: 100, Yaw: uint16(w.now / time.Millisecond)}); err != nil {
-					t.Fatal(err)
-				}
+// TestLateTickIsNotSuperseded: a tick more than half a slot late lets the
+// events queued meanwhile go on their own (tickGrace); the late tick, when
+// it comes, goes at once — counting the half-slot gap from that events-only
+// packet would hold it until the next tick arrived and superseded it.
+func TestLateTickIsNotSuperseded(t *testing.T) {
+	for _, phase := range []time.Duration{0, 11, 23, 36} {
+		phase *= time.Millisecond
+		r := runTicks(t, phase, func(k int) time.Duration {
+			if k%5 == 0 {
+				return 40 * time.Millisecond // past tickGrace: the events went alone
 			}
-			for out, _ := w.cli.Poll(w.now, w.buf[:0]); len(out) > 0; out, _ = w.cli.Poll(w.now, w.buf[:0]) {
-				w.pipe.AtoB.Send(w.now, out)
-			}
-			w.pipe.AtoB.Deliver(w.now, w.serverRecv)
-			if w.now >= nextTick {
-				// The zone applies every move that reached it before the tick.
-				for _, m := range w.srvH.moves[seen:] {
-					z.apply(m)
-				}
-				seen = len(w.srvH.moves)
-				at := nextTick + time.Duration(rng.Int64N(int64(spread)))
-				arrive = append(arrive, pendingTick{at: at, applied: z.applied, state: z.state})
-				nextTick += tick
-			}
-			if w.now%(70*time.Millisecond) == 0 {
-				// Events between ticks (echoes the zone sends as inputs
-				// arrive) ride with the next tick's packet; they must not
-				// take its place or delay it.
-				if err := w.srv.SendEvent(0, []byte("echo")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for len(arrive) > 0 && arrive[0].at <= w.now {
-				p := arrive[0]
-				arrive = arrive[1:]
-				if p.applied != 0 && (len(sent) == 0 || p.applied != sent[len(sent)-1]) {
-					sent = append(sent, p.applied)
-					setAt[p.applied] = w.now
-				}
-				w.srv.SetControl(p.applied, p.state)
-			}
-			for {
-				out, err := w.srv.Poll(w.now, w.buf[:0], nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(out) == 0 {
-					break
-				}
-				w.pipe.BtoA.Send(w.now, out)
-			}
-			w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
-			if a := w.cli.LastAck(); a != lastAck {
-				got[a], lastAck = w.now, a
-			}
-			if d := w.srv.NextDeadline(w.now); d <= w.now {
-				t.Fatalf("phase %v: server idle at %v with NextDeadline %v", phase, w.now, d)
+			return 0
+		})
+		// The tick after a late one arrives 10 ms after it: it waits for
+		// the rest of the half slot (tickGap), no longer.
+		r.check(t, phase, 25*time.Millisecond)
+	}
+}
+
+type tickRun struct {
+	sent    []uint64 // each tick's new ack, in order
+	got     map[uint64]time.Duration
+	setAt   map[uint64]time.Duration
+	begin   time.Duration
+	runFor  time.Duration
+	latency time.Duration
+	data    uint64 // data packets the server sent
+}
+
+// runTicks drives one connection for 10 s of virtual time: the client
+// samples a move at 30 Hz, a zone ticks every 50 ms from phase, applying
+// every move that reached it, and its control state reaches the server
+// late(k) after tick k; an event is queued every 70 ms, out of step with
+// the ticks (the echoes a zone sends as inputs arrive).
+func runTicks(t *testing.T, phase time.Duration, late func(k int) time.Duration) *tickRun {
+	t.Helper()
+	const tick = 50 * time.Millisecond
+	r := &tickRun{got: map[uint64]time.Duration{}, setAt: map[uint64]time.Duration{}, runFor: 10 * time.Second, latency: 5 * time.Millisecond}
+	link := netsim.Config{Latency: r.latency}
+	w := newWorld(t, withLink(link, link), withSeed(uint64(phase)+1))
+	w.connect(time.Second)
+	var (
+		z        zone
+		seen     int // moves of w.srvH.moves applied by z
+		k        int
+		nextTick = w.now - w.now%tick + tick + phase
+		arrive   []pendingTick // ticks computed, not yet at the connection
+		lastAck  uint64
+	)
+	start := w.srv.Stats().Counters.DataOut
+	r.begin = w.now
+	for end := r.begin + r.runFor; w.now < end; {
+		w.now += time.Millisecond
+		for w.cli.InputDue(w.now) {
+			if _, err := w.cli.Input(move.Move{Forward: 100, Yaw: uint16(w.now / time.Millisecond)}); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if len(sent) < int(runFor/tick)*9/10 {
-			t.Fatalf("phase %v: only %d ticks acknowledged new moves", phase, len(sent))
+		for out, _ := w.cli.Poll(w.now, w.buf[:0]); len(out) > 0; out, _ = w.cli.Poll(w.now, w.buf[:0]) {
+			w.pipe.AtoB.Send(w.now, out)
 		}
-		skipped, slowest := 0, time.Duration(0)
-		for _, a := range sent[:len(sent)-1] { // the newest may still be on its way
-			at, ok := got[a]
-			if !ok {
-				skipped++
-				continue
+		w.pipe.AtoB.Deliver(w.now, w.serverRecv)
+		if w.now >= nextTick {
+			for _, m := range w.srvH.moves[seen:] {
+				z.apply(m)
 			}
-			if setAt[a] >= begin+time.Second/2 { // the connection's first packets aside
-				slowest = max(slowest, at-setAt[a])
+			seen = len(w.srvH.moves)
+			arrive = append(arrive, pendingTick{at: nextTick + late(k), applied: z.applied, state: z.state})
+			nextTick += tick
+			k++
+		}
+		if w.now%(70*time.Millisecond) == 0 {
+			if err := w.srv.SendEvent(0, []byte("echo")); err != nil {
+				t.Fatal(err)
 			}
 		}
-		// At once: the link's latency, and a millisecond step of this loop.
-		if slowest > latency+time.Millisecond {
-			t.Errorf("phase %v: a tick's ack took %v from the connection to the client (link %v)", phase, slowest, latency)
+		for len(arrive) > 0 && arrive[0].at <= w.now {
+			p := arrive[0]
+			arrive = arrive[1:]
+			if p.applied != 0 && (len(r.sent) == 0 || p.applied != r.sent[len(r.sent)-1]) {
+				r.sent = append(r.sent, p.applied)
+				r.setAt[p.applied] = w.now
+			}
+			w.srv.SetControl(p.applied, p.state)
 		}
-		if skipped > 0 {
-			t.Errorf("phase %v: %d of %d ticks' acks never reached the client (superseded by the next tick's while waiting for a send slot)",
-				phase, skipped, len(sent))
+		for {
+			out, err := w.srv.Poll(w.now, w.buf[:0], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) == 0 {
+				break
+			}
+			w.pipe.BtoA.Send(w.now, out)
 		}
-		data := w.srv.Stats().Counters.DataOut - start
-		if limit := uint64(runFor/(time.Second/20)) + 2; data > limit {
-			t.Errorf("phase %v: %d data packets in %v: more than SendRate allows (%d)", phase, data, runFor, limit)
+		w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
+		if a := w.cli.LastAck(); a != lastAck {
+			r.got[a], lastAck = w.now, a
 		}
+		if d := w.srv.NextDeadline(w.now); d <= w.now {
+			t.Fatalf("phase %v: server idle at %v with NextDeadline %v", phase, w.now, d)
+		}
+	}
+	r.data = w.srv.Stats().Counters.DataOut - start
+	if len(r.sent) < int(r.runFor/tick)*9/10 {
+		t.Fatalf("phase %v: only %d ticks acknowledged new moves", phase, len(r.sent))
+	}
+	return r
+}
+
+// check fails the test if a tick's ack never reached the client, or took
+// longer than the link, a millisecond step of the loop and wait.
+func (r *tickRun) check(t *testing.T, phase, wait time.Duration) {
+	t.Helper()
+	skipped, slowest := 0, time.Duration(0)
+	for _, a := range r.sent[:len(r.sent)-1] { // the newest may still be on its way
+		at, ok := r.got[a]
+		if !ok {
+			skipped++
+			continue
+		}
+		if r.setAt[a] >= r.begin+time.Second/2 { // the connection's first packets aside
+			slowest = max(slowest, at-r.setAt[a])
+		}
+	}
+	if skipped > 0 {
+		t.Errorf("phase %v: %d of %d ticks' acks never reached the client (superseded by the next tick's while waiting for a send slot)",
+			phase, skipped, len(r.sent))
+	}
+	if slowest > r.latency+time.Millisecond+wait {
+		t.Errorf("phase %v: a tick's ack took %v from the connection to the client (link %v)", phase, slowest, r.latency)
 	}
 }
 

@@ -421,8 +421,13 @@ func invariants(t Counters, h map[string]Summary, o Options) []Invariant {
 	if p99 > limit {
 		verdict = "OVER"
 	}
-	hitch.Detail = fmt.Sprintf("%d handoffs, hitch p50 %.3g ms, p99 %.3g ms, max %.3g ms; p99 %s the limit %.3g ms (%s)",
-		t.Handoffs, hi.P50, hi.P99, hi.Max, verdict, float64(limit)/float64(time.Millisecond), how)
+	tick := o.Tick
+	if tick <= 0 {
+		tick = DefaultTick
+	}
+	tickMs := float64(tick) / float64(time.Millisecond)
+	hitch.Detail = fmt.Sprintf("%d handoffs, hitch p50 %.3g ms, p99 %.3g ms (%.2g ticks), max %.3g ms; p99 %s the limit %.3g ms (%s)",
+		t.Handoffs, hi.P50, hi.P99, hi.P99/tickMs, hi.Max, verdict, float64(limit)/float64(time.Millisecond), how)
 	if !hitch.Checked {
 		hitch.Detail = "not checked: no bot crossed a zone border"
 	}
