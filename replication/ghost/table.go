@@ -678,7 +678,9 @@ const trimEvery = time.Second
 // the usual one for the connection's life). A store that used at most a
 // quarter of its room over the last trimEvery shrinks to twice that use,
 // so a store at its steady use never moves and allocates nothing; one
-// burst of growth costs at most one shrink a second.
+// burst of growth costs at most one shrink a second. (The position pool,
+// which grows by a quarter, shrinks at half its room to a quarter above
+// its use.)
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -687,8 +689,10 @@ func (t *Table) trim() {
 	if n := len(t.ents); n > initialRecords && t.entHW*4 <= n {
 		t.resizeEnts(max(1<<bits.Len(uint(2*t.entHW-1)), initialRecords))
 	}
-	if x := &t.pp; cap(x.nodes) > 64 && x.hw*4 <= cap(x.nodes) {
-		t.compactPositions(max(2*x.hw, 32))
+	// The pool grows by a quarter, not by doubling: it may come down to
+	// a quarter above its use once it uses at most half.
+	if x := &t.pp; cap(x.nodes) > 64 && x.hw*2 <= cap(x.nodes) {
+		t.compactPositions(max(x.hw+x.hw/4, 32))
 	}
 	t.entHW, t.pp.hw = t.entLen, t.pp.used
 }
