@@ -61,6 +61,7 @@ type Leases struct {
 	// zone this node stopped owning without releasing it.
 	lost    func(zone string)
 	changed chan struct{} // closed and replaced whenever owners changes
+	vacated chan struct{} // closed and replaced whenever a zone loses its owner
 	load    func(zone string) (players, npcs int)
 
 	relists atomic.Uint64
@@ -99,7 +100,8 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 	}
 	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 6, fence: ttl - ttl/3, give: ttl - ttl/12,
 		kick: make(chan struct{}, 1), log: log, now: time.Now,
-		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), stop: make(chan struct{})}
+		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
+		stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
 	// start-up deadline: a watcher bound to it stopped right after start).
 	l.life, l.kill = context.WithCancel(context.Background())
@@ -148,6 +150,8 @@ func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
+	close(l.vacated) // some may have expired while the watcher was away
+	l.vacated = make(chan struct{})
 	l.mu.Unlock()
 	return w, nil
 }
@@ -192,6 +196,8 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 		}
 	default: // deleted, purged, expired
 		delete(l.owners, e.Key())
+		close(l.vacated)
+		l.vacated = make(chan struct{})
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
@@ -265,6 +271,15 @@ func (l *Leases) Changed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.changed
+}
+
+// Vacated returns a channel closed the next time a zone loses its owner
+// (a lease released, or expired: the server's marker): claimers act at
+// once instead of at their next look.
+func (l *Leases) Vacated() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.vacated
 }
 
 // Held returns the epoch of a zone this node holds.

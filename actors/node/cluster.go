@@ -309,6 +309,11 @@ func (m *membership) restore(id string) {
 	m.log.Info("zone restored from player records", "zone", id, "players", total-len(pending), "not_back", len(pending))
 }
 
+// handoverGrace is how long a node that saw a lease vacated waits before
+// claiming: a zone handed over (MoveZone, drain) is claimed by its target
+// within milliseconds of the release; an expired lease is an outage.
+const handoverGrace = 200 * time.Millisecond
+
 // loop claims zones nobody owns (a node died and its leases expired) up to
 // this node's fair share.
 func (m *membership) loop() {
@@ -316,10 +321,21 @@ func (m *membership) loop() {
 	t := time.NewTicker(m.leases.TTL() / 3)
 	defer t.Stop()
 	for {
+		// A lease expiring (its marker) wakes the loop at once: a dead
+		// node's zones are claimed when their leases lapse, not up to a
+		// loop later.
+		// (After a short grace: a zone released for a handover is the
+		// target's to claim, which it does at once.)
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
+		case <-m.leases.Vacated():
+			select {
+			case <-m.stop:
+				return
+			case <-time.After(handoverGrace):
+			}
 		}
 		m.mu.Lock()
 		draining := m.draining
