@@ -63,6 +63,8 @@ type Conn struct {
 	joinAt    time.Duration // when the newest Join went
 	ctlSeen   bool          // a zone's Control arrived: the Join took
 	lookups   int           // Config.Resume asked again for a Join that did not take
+	ctlAt     time.Duration // when the newest Control arrived
+	relookAt  time.Duration // when the newest lookup for a silent zone went
 	held      []*msg.Input  // input that arrived meanwhile
 	lastMove  uint64        // the newest move handed to an Input
 	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
@@ -136,7 +138,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			return
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
-		c.ctlSeen = true
+		c.ctlSeen, c.ctlAt = true, now
 		if m.LastApplied > c.applied {
 			c.resends = 0
 		}
@@ -153,7 +155,16 @@ func (c *Conn) handle(m any, now time.Duration) {
 	case *msg.Output:
 		c.onOutput(m)
 	case *resumed:
-		if c.resuming && !c.closed {
+		switch {
+		case m.relook:
+			// The player's zone went silent: join again where the record
+			// says it is now, if it says anything (else look again later).
+			// (Not if the zone spoke meanwhile.)
+			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming && c.ctlAt < c.relookAt {
+				c.zone = m.zone
+				c.rejoin(m.cp, now)
+			}
+		case c.resuming && !c.closed:
 			if m.zone != nil {
 				c.zone = m.zone
 			}
@@ -168,29 +179,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// no longer plays: its client resumes on another gateway, and a
 		// Join from here would take the player back from that session.
 		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil && !c.redirect && !c.closed {
-			fence := max(c.applied, m.Restore.LastApplied)
-			c.pool.sys.Root.Send(c.zone, &msg.Join{
-				Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
-				LastApplied: fence, UserData: c.p.UserData, Restore: m.Restore,
-			})
-			// The moves the old owner never reported applied go again:
-			// the client will not resend what this connection already took.
-			in := msg.NewInput()
-			in.Player, in.Received = c.p.Player, now
-			for _, mv := range c.unacked {
-				if mv.Seq > fence {
-					in.Moves = append(in.Moves, mv)
-				}
-			}
-			if len(in.Moves) > 0 && in.Moves[0].Seq > fence+1 {
-				in.LostBefore = in.Moves[0].Seq - fence - 1 // older than the connection kept
-			}
-			if len(in.Moves) > 0 {
-				c.pool.sys.Root.Send(c.zone, in)
-			} else {
-				in.Release()
-			}
-			c.pool.counters.Rejoins.Add(1)
+			c.rejoin(m.Restore, now)
 		}
 	case *msg.Redirect:
 		if m.Epoch > c.zoneEpoch {
@@ -298,9 +287,28 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		// zone's new owner once there is one.
 		c.lookups++
 		c.lookup()
+	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.pool.cfg.Resume != nil &&
+		now-max(c.ctlAt, c.joinAt, c.relookAt) >= zoneSilentAfter {
+		// The zone answered before and has been silent since: its node
+		// died or was paused, and the Rejoin of whoever restored the zone
+		// did not reach this connection (this node was paused, or busy).
+		// The record names the zone's new owner: join it there, or the
+		// player stands still for good while its client stays connected.
+		c.relookAt = now
+		c.pool.counters.Relooks.Add(1)
+		pid, root := c.pid, c.pool.sys.Root
+		c.pool.cfg.Resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+			root.Send(pid, &resumed{zone: zone, cp: cp, relook: true})
+		})
 	}
 	c.flushInput(now)
 }
+
+// zoneSilentAfter is how long a playing connection's zone may send no
+// Control (one comes every tick) before the connection looks the player's
+// record up again: longer than a NATS outage the leases ride out and a
+// cross-process handoff, shorter than a failover's restore window.
+const zoneSilentAfter = 3 * time.Second
 
 // lookupAgainAfter and maxLookups: a Join that brought no Control within
 // this time (a zone answers within a tick or two) is sent again after a
@@ -309,6 +317,37 @@ const (
 	lookupAgainAfter = time.Second
 	maxLookups       = 10
 )
+
+// rejoin joins the player again in c.zone from cp, a checkpoint of its
+// record: the zone restarted elsewhere without it. Moves the old owner
+// applied after that checkpoint are lost (at most a checkpoint period),
+// never applied twice: the fence is the newest this connection was told of.
+func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
+	fence := max(c.applied, cp.LastApplied)
+	c.joinAt = now
+	c.pool.sys.Root.Send(c.zone, &msg.Join{
+		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		LastApplied: fence, UserData: c.p.UserData, Restore: cp,
+	})
+	// The moves the old owner never reported applied go again: the client
+	// will not resend what this connection already took.
+	in := msg.NewInput()
+	in.Player, in.Received = c.p.Player, now
+	for _, mv := range c.unacked {
+		if mv.Seq > fence {
+			in.Moves = append(in.Moves, mv)
+		}
+	}
+	if len(in.Moves) > 0 && in.Moves[0].Seq > fence+1 {
+		in.LostBefore = in.Moves[0].Seq - fence - 1 // older than the connection kept
+	}
+	if len(in.Moves) > 0 {
+		c.pool.sys.Root.Send(c.zone, in)
+	} else {
+		in.Release()
+	}
+	c.pool.counters.Rejoins.Add(1)
+}
 
 // lookup asks Config.Resume for the player's record (off the shard): it
 // resumes where it was, in the zone it was in. Input waits meanwhile.
@@ -322,8 +361,9 @@ func (c *Conn) lookup() {
 
 // resumed is the answer of Config.Resume, back on the connection's shard.
 type resumed struct {
-	zone *actor.PID
-	cp   *handoff.Checkpoint
+	zone   *actor.PID
+	cp     *handoff.Checkpoint
+	relook bool // for a playing connection whose zone went silent
 }
 
 // maxHeld bounds the inputs a connection holds while its player's record

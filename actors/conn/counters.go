@@ -45,6 +45,9 @@ type Counters struct {
 	// MovesResent counts moves sent to a zone again because its reports
 	// of applied moves stopped advancing (resendStalled).
 	MovesResent atomic.Uint64
+	// Relooks counts record lookups of connections whose zone went silent
+	// (zoneSilentAfter).
+	Relooks atomic.Uint64
 
 	// PacketsDelivered and PacketsLost are the fates of the packets sent to
 	// clients (notify: acknowledged, or declared dropped): the packet loss

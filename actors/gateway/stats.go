@@ -84,6 +84,8 @@ type Stats struct {
 	// MovesResent: moves a connection sent its zone again after the
 	// zone's reports of applied moves stalled (an input lost across NATS).
 	MovesResent uint64
+	// Relooks: record lookups of connections whose zone went silent.
+	Relooks uint64
 	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
 	// (folded in about once a second per connection).
 	PacketsDelivered, PacketsLost uint64

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,6 +24,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -89,6 +91,10 @@ type membership struct {
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
+
+	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
+	// the players' gateways were paused while it tried.
+	dropRejoins atomic.Bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -284,7 +290,9 @@ func (m *membership) restore(id string) {
 				delete(pending, r.GetPlayer())
 				continue
 			}
-			m.bridge.Rejoin(r.GetGateway(), id, cp)
+			if !m.dropRejoins.Load() {
+				m.bridge.Rejoin(r.GetGateway(), id, cp)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -307,6 +315,20 @@ func (m *membership) restore(id string) {
 		}
 	}
 	m.log.Info("zone restored from player records", "zone", id, "players", total-len(pending), "not_back", len(pending))
+	// The players not back have no connection where their records say
+	// (it died with its node, or its client left as another player): their
+	// records go offline, keeping zone and checkpoint for a reconnect
+	// (Resume) and for a connection that was only slow (it looks its
+	// record up when its zone stays silent, and joins again).
+	var gone []handoff.Checkpoint
+	for _, r := range pending {
+		if cp, err := pbconv.CheckpointFromProto(r.GetCheckpoint(), r.GetEpoch()); err == nil && cp.Entity == r.GetPlayer() {
+			gone = append(gone, *cp)
+		}
+	}
+	if len(gone) > 0 {
+		m.players.Checkpoint(id, gone, true, func(string) string { return "" })
+	}
 }
 
 // handoverGrace is how long a node that saw a lease vacated waits before

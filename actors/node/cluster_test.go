@@ -493,6 +493,56 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 	}
 }
 
+// The same crash, but the new owner's Rejoin never reaches the player's
+// connection (its gateway was paused, or busy, while the restore tried):
+// the connection notices its zone has been silent, looks the player's
+// record up and joins where it now is. The player plays on, no move
+// applied twice or skipped; without it the player stood still for good
+// while its client stayed connected.
+func TestClusterSilentZoneRejoinedFromRecord(t *testing.T) {
+	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+	defer stopAll(nodes)
+	w := strollIn(t, nodes[0], "x1z0")
+	defer w.s.Close(context.Background())
+	s, player, walk := w.s, w.player, w.walk
+	walk(2500 * time.Millisecond)
+	nodes[2].member.dropRejoins.Store(true)
+	nodes[1].leases.Abandon()
+	_ = nodes[1].Stop(context.Background())
+	var after sim.EntityInfo
+	deadline := time.Now().Add(20 * time.Second)
+	for after.ID != player {
+		if time.Now().After(deadline) {
+			t.Fatalf("player %d never back after its zone's node died and the restore's Rejoin was lost (relooks %d)", player, nodes[0].game.gw.Stats().Relooks)
+		}
+		walk(200 * time.Millisecond)
+		_ = nodes[2].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
+				after = e
+			}
+		})
+	}
+	if nodes[0].game.gw.Stats().Relooks == 0 {
+		t.Fatal("the player came back without its connection looking the record up: the test did not test that")
+	}
+	walk(time.Second)
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session ended: %v", err)
+	}
+	var last, lost uint64
+	waitFor(t, 5*time.Second, "every move applied", func() bool {
+		_ = nodes[2].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			if e, ok := z.Entity(player); ok && e.Owned {
+				last, lost = e.LastApplied, z.Stats().MovesLost
+			}
+		})
+		return last == w.sent
+	})
+	if lost != 0 {
+		t.Fatalf("%d moves skipped as lost after the rejoin", lost)
+	}
+}
+
 func testLog(t *testing.T, on bool) *slog.Logger {
 	if !on {
 		return nil
