@@ -12,6 +12,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -365,5 +366,32 @@ func TestCauseOf(t *testing.T) {
 				t.Fatalf("causeOf(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestInputPointsAreTheStreamsClock: the bot asks its session for an input
+// only at inputPoint(k), so those must be exactly the times the move
+// stream's own clock makes a sample due — not a nanosecond later (a sample
+// would wait a whole period) nor earlier (a wasted InputDue).
+func TestInputPointsAreTheStreamsClock(t *testing.T) {
+	for _, rate := range []int{30, 60, 64, 20} {
+		st, err := move.NewStream(move.Config{InputRate: rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := 1234567 * time.Nanosecond
+		b := &bot{w: &worker{sw: &Swarm{cfg: Config{InputRate: rate}}}, inputEpoch: t0}
+		if !st.Due(t0) { // starts the stream's clock, as the bot's first service does
+			t.Fatal("first sample not due at the start")
+		}
+		for k := int64(1); k <= 10*int64(rate)*60; k++ { // ten minutes of samples
+			p := b.inputPoint(k)
+			if st.Due(p - 1) {
+				t.Fatalf("rate %d: sample %d due before inputPoint %v", rate, k, p)
+			}
+			if !st.Due(p) {
+				t.Fatalf("rate %d: sample %d not due at inputPoint %v", rate, k, p)
+			}
+		}
 	}
 }

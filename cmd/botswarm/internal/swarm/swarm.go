@@ -25,9 +25,8 @@ type Swarm struct {
 	cfg           Config
 	clientCfg     session.ClientConfig // observers
 	blindCfg      session.ClientConfig // the other bots: no ghost decoding
-	inputInterval time.Duration
-	epoch         time.Time     // the run's clock starts here
-	runEnd        time.Duration // bots stop moving (then drain)
+	epoch         time.Time            // the run's clock starts here
+	runEnd        time.Duration        // bots stop moving (then drain)
 	clock         serverClock
 	echoSeen      atomic.Bool // the server echoes: drains wait for echoes
 	stopping      atomic.Bool
@@ -55,9 +54,8 @@ func New(cfg Config) (*Swarm, error) {
 	}
 	sw := &Swarm{
 		cfg: cfg, clientCfg: cc, log: cfg.Log,
-		inputInterval: time.Second / time.Duration(cfg.InputRate),
-		runEnd:        cfg.Duration,
-		truths:        make([]truth, cfg.Bots),
+		runEnd: cfg.Duration,
+		truths: make([]truth, cfg.Bots),
 	}
 	if sw.log == nil {
 		sw.log = slog.New(slog.DiscardHandler)
