@@ -64,6 +64,28 @@ func (r *BotReport) failures(expectRedirects bool) []string {
 
 func isDisconnectInvariant(name string) bool { return strings.Contains(name, "disconnect") }
 
+// moveFailures: the move invariants under chaos, judged whatever
+// JudgeBots says. No client drops a move from a full window (a client
+// holds input while its zone fails over); every move of a session that
+// lived to the end is acknowledged; and the only moves never acknowledged
+// are those of sessions a killed or paused gateway cut off (players of a
+// killed node), at most a window each: what their client sent while
+// nothing answered.
+func (r *BotReport) moveFailures(window uint64) []string {
+	var out []string
+	if n := r.total("moves_lost"); n > 0 {
+		out = append(out, fmt.Sprintf("%d moves dropped from full client windows", n))
+	}
+	if n := r.total("moves_unacked"); n > 0 {
+		out = append(out, fmt.Sprintf("%d moves unacknowledged at the end of sessions that lived", n))
+	}
+	if cut, bound := r.MovesCut(), window*r.total("disconnects_timeout"); cut > bound {
+		out = append(out, fmt.Sprintf("%d moves never acknowledged, more than a %d-move window for each of the %d sessions cut off by a dead or paused gateway",
+			cut, window, r.total("disconnects_timeout")))
+	}
+	return out
+}
+
 // MovesCut: moves sent that were never acknowledged, other than those
 // still in flight when the run ended or when a Redirect moved the session
 // (botswarm's moves_redirected): the moves of sessions a dead or paused

@@ -28,8 +28,12 @@ went backwards, a node wrote a lease or a player record for a zone another
 node had claimed since (a paused node must fence itself), a zone of a
 killed, stopped or drained node was not owned again within
 --failover-limit, a player record names a node that does not own its zone
-at the end, or a botswarm invariant other than the disconnect one failed
-(moves acknowledged exactly once, events, views, hitch). Disconnects are
+at the end, a client dropped a move from a full window, a session that lived
+to the end left moves unacknowledged, or more moves went unacknowledged than
+one window (64) per session a dead or paused gateway cut off. botswarm's own
+invariants (no correction at all, events, views, hitch) fail it only with
+--judge-bots: a player restored from a checkpoint is corrected by design
+(RPO about a second). Disconnects are
 counted per cause and reported; with --expect-redirects, sessions a drain
 (SIGTERM) ended fail the run.
 
@@ -77,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	gateways := fs.String("gateways", "", "comma-separated node `LIST` whose gateways the bots use (default all three; n1 alone keeps every session up, so botswarm's invariants judge the zone failovers alone)")
 	fs.BoolVar(&cfg.ExternalNATS, "external-nats", false, "run a standalone nats-server (JetStream, loopback) for every node, so the nats-restart action can restart it and n1 can be a victim too")
 	fs.BoolVar(&cfg.ExpectRedirects, "expect-redirects", false, "a drain (SIGTERM) redirects its sessions: fail the run when one was disconnected by a drain (botswarm's disconnects_shutdown > 0)")
-	fs.BoolVar(&cfg.JudgeBots, "judge-bots", cfg.JudgeBots, "botswarm's invariants other than the disconnect one (moves acknowledged exactly once, events, views, hitch) fail the run; false: reported only")
+	fs.BoolVar(&cfg.JudgeBots, "judge-bots", cfg.JudgeBots, "botswarm's invariants other than the disconnect one (moves acknowledged exactly once with no correction, events, views, hitch) fail the run; false: reported only (moves dropped from full windows, left unacknowledged by live sessions, or cut off beyond a window per dead session fail it either way)")
 	fs.DurationVar(&cfg.FailoverLimit, "failover-limit", cfg.FailoverLimit, "a zone of a killed, stopped or drained node must be owned again within `D` of the signal")
 	fs.DurationVar(&cfg.Ready, "ready", cfg.Ready, "a node must log 'zoned ready' within `D` of its start")
 	if err := fs.Parse(args); err != nil {
