@@ -117,6 +117,39 @@ func BenchmarkSetView1000(b *testing.B) {
 	}
 }
 
+// BenchmarkSetSnapshotView1000 is BenchmarkSetView1000 with the view as
+// references into a zone's snapshot (informative): two sealed snapshots,
+// every entity moved between them, applied in turn. The snapshot is built
+// once per zone tick for every connection, so its Seal is not in the loop.
+func BenchmarkSetSnapshotView1000(b *testing.B) {
+	tab, now, _ := pack1000(b)
+	sw, err := NewSnapshotWriter(tab.reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	refs := make([]ViewRef, 1000)
+	var snaps [2]*Snapshot
+	for k := range snaps {
+		snaps[k] = sw.Next(1000)
+		for i := range 1000 {
+			st := tab.states[i]
+			st.Pos[0] += 0.1 * float64(k)
+			snaps[k].Set(i, tab.info[i].entity, tab.slots[i].class, &st)
+			refs[i] = ViewRef{Index: uint32(i), Priority: 0.5}
+		}
+		sw.Seal(snaps[k])
+	}
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		now += 50 * time.Millisecond
+		k ^= 1
+		if err := tab.SetSnapshotView(now, snaps[k], refs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // crowd is the CrowdScene world: one client at the origin, 1,000 NPCs in a
 // disc, half walking between random waypoints at 1.5–7 m/s, half idle.
 type crowd struct {

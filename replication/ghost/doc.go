@@ -35,6 +35,15 @@
 //	// Every fate notify reports:
 //	for _, f := range conn.PopFates(fates[:0]) { tab.OnFate(f) }
 //
+// A zone that serves many connections seals one Snapshot of its entities
+// per tick (SnapshotWriter: each entry checked and quantized once, each
+// group stamped with the snapshot its value first appeared in) and hands
+// every connection its view as 8-byte ViewRefs into it:
+// tab.SetSnapshotView(now, snap, refs). The table then keeps the snapshot
+// instead of a State per ghost and finds changed groups by stamps, so a
+// skipped view loses nothing; the packets are the same bytes SetView would
+// write for the same views.
+//
 // Ghost ids are compact per connection (lowest free id first), sent in
 // ⌈log2(highest id in use + 1)⌉ bits, and reused only after the client
 // acknowledged the kill. A ghost goes creating → live → killing → free; a

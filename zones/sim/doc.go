@@ -21,6 +21,11 @@
 //  7. one ReplicaBatch per neighbour: owned entities within BorderRange of it
 //  8. one Control and one View per player with a connection
 //
+// Views come two ways: AppendView copies each entity's state into a
+// player's view (for views bound for another process), AppendViewRefs
+// lists references into the tick's Snapshot, built once on first use and
+// shared by every view of the tick.
+//
 // Between ticks the actor feeds Input (moves from connections), Handoff
 // (messages from other zones) and Replicas (neighbours' batches), and sends
 // what Pending returns.
