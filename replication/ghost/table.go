@@ -675,19 +675,21 @@ const trimEvery = time.Second
 // trim gives back in-flight room a burst left behind: the record ring and
 // the position pool keep their high-water mark (a fate delay of a few
 // hundred milliseconds once, on a loaded host, held 2-4 times the room of
-// the usual one for the connection's life). A store that used at most a
-// quarter of its room over the last trimEvery shrinks to twice that use,
-// so a store at its steady use never moves and allocates nothing; one
-// burst of growth costs at most one shrink a second. (The position pool,
-// which grows by a quarter, shrinks at half its room to a quarter above
-// its use.)
+// the usual one for the connection's life). Once every trimEvery, the
+// ring (a power of two, doubled on demand) shrinks to the smallest power
+// of two a quarter above its most use since the last check, and the pool
+// (grown by a quarter) shrinks to a quarter above its use once it used at
+// most half its room. A store at its steady use never moves and allocates
+// nothing; a burst costs at most one shrink a second.
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
 	}
 	t.trimAt = t.lastNow
-	if n := len(t.ents); n > initialRecords && t.entHW*4 <= n {
-		t.resizeEnts(max(1<<bits.Len(uint(2*t.entHW-1)), initialRecords))
+	// The ring is a power of two: the smallest one with a quarter of room
+	// above the use, if that is smaller.
+	if n, want := len(t.ents), max(1<<bits.Len(uint(t.entHW+t.entHW/4)), initialRecords); want < n {
+		t.resizeEnts(want)
 	}
 	// The pool grows by a quarter, not by doubling: it may come down to
 	// a quarter above its use once it uses at most half.
