@@ -49,6 +49,12 @@ type Counters struct {
 	// (zoneSilentAfter).
 	Relooks atomic.Uint64
 
+	// ControlsSuperseded counts zone ticks' control states a connection
+	// replaced with the next tick's before sending them (session
+	// ServerStats.ControlsSuperseded): updates its client never got.
+	// Folded in with the packet fates.
+	ControlsSuperseded atomic.Uint64
+
 	// PacketsDelivered and PacketsLost are the fates of the packets sent to
 	// clients (notify: acknowledged, or declared dropped): the packet loss
 	// the clients see. Each connection folds its own in about once a second

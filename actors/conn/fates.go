@@ -15,11 +15,13 @@ const foldEvery = time.Second
 type folded struct {
 	at                 time.Duration
 	delivered, dropped uint64
+	superseded         uint64
 }
 
-// foldFates adds the fates of this connection's sent packets since the last
-// fold to the pool's counters, and samples its RTT: about once a second,
-// and (fates only) once more at the end (final).
+// foldFates adds the fates of this connection's sent packets (and its
+// superseded control states) since the last fold to the pool's counters,
+// and samples its RTT: about once a second, and (counts only) once more at
+// the end (final).
 func (c *Conn) foldFates(now time.Duration, final bool) {
 	if c.srv == nil || (!final && now-c.fates.at < foldEvery) {
 		return
@@ -31,7 +33,8 @@ func (c *Conn) foldFates(now time.Duration, final bool) {
 	}
 	c.pool.counters.PacketsDelivered.Add(n.Delivered - c.fates.delivered)
 	c.pool.counters.PacketsLost.Add(n.Dropped - c.fates.dropped)
-	c.fates = folded{at: now, delivered: n.Delivered, dropped: n.Dropped}
+	c.pool.counters.ControlsSuperseded.Add(st.ControlsSuperseded - c.fates.superseded)
+	c.fates = folded{at: now, delivered: n.Delivered, dropped: n.Dropped, superseded: st.ControlsSuperseded}
 }
 
 // RTTBuckets are the upper bounds, in seconds, of the connections' RTT

@@ -89,6 +89,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		"redirected":      s.Redirects,
 		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
 		"inputs_dropped": s.InputsDropped, "moves_resent": s.MovesResent, "relooks": s.Relooks, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
+		"controls_superseded": s.ControlsSuperseded,
 	} {
 		counter(c.events, v, ev)
 	}

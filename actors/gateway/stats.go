@@ -86,6 +86,9 @@ type Stats struct {
 	MovesResent uint64
 	// Relooks: record lookups of connections whose zone went silent.
 	Relooks uint64
+	// ControlsSuperseded: zone ticks' control states a connection replaced
+	// with the next tick's before sending them (updates never sent).
+	ControlsSuperseded uint64
 	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
 	// (folded in about once a second per connection).
 	PacketsDelivered, PacketsLost uint64

@@ -76,6 +76,7 @@ type Server struct {
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	ctlSent    uint64 // the ack of the newest data packet
 	ctlSentAny bool
+	superseded uint64 // Stats.ControlsSuperseded
 	// ackOwed: a client packet repeated only moves already applied, so the
 	// client lacks our ack — the data packet carrying it was lost. Answer
 	// with a control section even when nothing changed: an ack-only packet
@@ -202,18 +203,19 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{
-		Counters:    s.e.c,
-		RTT:         s.e.nc.RTT(),
-		Jitter:      s.e.nc.Jitter(),
-		Loss:        s.e.nc.LossRate(),
-		Moved:       s.moved,
-		GhostErrors: s.ghostErrs,
-		GhostStalls: s.ghostStall,
-		Notify:      s.e.nc.Stats(),
-		EventsSent:  s.e.evs.Stats(),
-		EventsRecv:  s.e.evr.Stats(),
-		Moves:       s.ap.Stats(),
-		Control:     s.cw.Stats(),
+		Counters:           s.e.c,
+		RTT:                s.e.nc.RTT(),
+		Jitter:             s.e.nc.Jitter(),
+		Loss:               s.e.nc.LossRate(),
+		Moved:              s.moved,
+		GhostErrors:        s.ghostErrs,
+		GhostStalls:        s.ghostStall,
+		ControlsSuperseded: s.superseded,
+		Notify:             s.e.nc.Stats(),
+		EventsSent:         s.e.evs.Stats(),
+		EventsRecv:         s.e.evr.Stats(),
+		Moves:              s.ap.Stats(),
+		Control:            s.cw.Stats(),
 	}
 }
 
@@ -250,6 +252,9 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.hasControl = true
 	s.tickDue = true
 	s.ctlState = state
+	if applied != s.ctlApplied && s.ctlApplied != s.ctlSent && s.ctlSentAny {
+		s.superseded++ // the previous tick's ack never left
+	}
 	if applied == 0 || applied == s.ctlApplied {
 		s.ctlApplied = applied
 		return

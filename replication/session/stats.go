@@ -79,6 +79,12 @@ type ServerStats struct {
 	Moved       uint64  // times the client's address changed (NAT rebinding)
 	GhostErrors uint64  // GhostWriter.Write errors (an empty ghost section went instead)
 	GhostStalls uint64  // packets sent without ghosts because unpopped ghost fates filled the queue
+	// ControlsSuperseded counts control states (one per zone tick,
+	// SetControl) with a new ack that the next one replaced before any
+	// packet carried them: updates the client never got. A tick's state
+	// opens the send slot, so this stays near 0 unless the connection's
+	// owner handled two ticks' states at once (a stalled shard).
+	ControlsSuperseded uint64
 
 	Notify     notify.Stats
 	EventsSent event.SenderStats
