@@ -395,14 +395,18 @@ func (s *Session) failover(dead netip.AddrPort, control move.ControlState) {
 // a new protocol client with the Redirect's token on the same socket,
 // predicting on from the old one's state; the old one keeps sending its
 // Disconnect copies to its server. The application's calls go to the new
-// one from here on; moves the old server did not acknowledge are not resent
-// (a new session numbers its moves afresh) — the player's record carries
-// it over, and the first state from the new server corrects the
-// prediction (ControlOffset).
+// one from here on. The new one continues the old one's move stream: the
+// moves the old server did not acknowledge go again, under the same
+// numbers, and the player's zone drops those it already applied (it keeps
+// the player's move sequence across the switch), so none is lost or
+// applied twice.
 func (s *Session) follow(now time.Duration, r *session.RedirectError) {
 	cfg := s.opts.cfg
 	cfg.InitialControl = s.c.Control()
 	nc, err := session.NewClient(r.Token, r.Server, cfg, (*handler)(s), time.Now(), now)
+	if err == nil {
+		nc.ContinueMoves(s.c)
+	}
 	if err != nil {
 		// A token that does not parse was refused by OpenRedirect already;
 		// this is an expired one (a clock far off): end as redirected.

@@ -74,6 +74,10 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 		return !slices.ContainsFunc(ss, func(s *client.Session) bool { return !acked(s, 30) })
 	})
 
+	before := make([]uint64, len(ss))
+	for i, s := range ss {
+		before[i] = s.Stats().Moves.LastAck
+	}
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 20*time.Second)
 	began := time.Now()
 	err := n2.Stop(stopCtx)
@@ -89,9 +93,13 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 			t.Fatalf("client %d: on %v after %d redirects (err %v), want one of %v", i+1, s.Server(), s.Stats().Redirects, s.Err(), live)
 		}
 	}
-	// They play on: a second of moves acknowledged on the new node.
+	// They play on: a second of moves acknowledged on the new node, in the
+	// numbering the client had (it continues its move stream).
 	deadline := time.Now().Add(20 * time.Second)
-	for slices.ContainsFunc(ss, func(s *client.Session) bool { return !acked(s, 30) && s.Err() == nil }) {
+	for slices.ContainsFunc(ss, func(s *client.Session) bool {
+		i := slices.Index(ss, s)
+		return !acked(s, before[i]+30) && s.Err() == nil
+	}) {
 		if time.Now().After(deadline) {
 			for i, s := range ss {
 				st := s.Stats()
@@ -108,7 +116,11 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 	// record would undo (1.7–2.3 m at this speed, measured before).
 	for i, s := range ss {
 		o := s.ControlOffset()
-		if d := math.Hypot(float64(o[0]), float64(o[2])); d > 1 {
+		// The client continues its move stream: the moves the old node
+		// had not acknowledged go again and the zone drops what it had
+		// applied, so the prediction stands (was up to 0.1 m, with fresh
+		// numbering: the moves in flight at the redirect were dropped).
+		if d := math.Hypot(float64(o[0]), float64(o[2])); d > 0.01 {
 			t.Errorf("client %d (zone %s): corrected by %.2f m after the redirect", i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, d)
 		}
 	}

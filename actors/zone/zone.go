@@ -503,6 +503,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	}
 	join := func() error { return a.z.Join(now, j.Player, conn, name, pos, j.LastApplied) }
 	r := j.Restore
+	takeover := false
 	_, awaited := a.awaiting[j.Player]
 	delete(a.awaiting, j.Player)
 	if e, ok := a.z.Entity(j.Player); ok && e.Owned {
@@ -510,9 +511,11 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 			// Another connection for a player still here: its client
 			// followed a Redirect and reconnected before the old
 			// connection's Leave came. Go on from the live state, not
-			// the older record; the new session numbers its moves afresh.
+			// the older record, and from its move sequence: a client that
+			// follows a Redirect continues its numbering (sim.TakeOver).
 			if cp, ok := a.z.CheckpointOf(j.Player); ok {
 				r = &cp
+				takeover = true
 			}
 			if !awaited {
 				a.superseded[j.Player] = true
@@ -537,12 +540,18 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 			return err
 		}
 	}
+	if takeover {
+		join = func() error { return a.z.Restore(now, *r, conn, r.LastApplied) }
+	}
 	err := join()
 	if errors.Is(err, sim.ErrExists) {
 		// A reconnect while the old entity is still here: replace it.
 		if a.z.Leave(j.Player) == nil {
 			err = join()
 		}
+	}
+	if err == nil && takeover {
+		a.z.TakeOver(now, j.Player)
 	}
 	if err != nil {
 		a.m.JoinsRejected.Add(1)

@@ -119,3 +119,11 @@ func (p *Predictor) Apply(u ControlUpdate) bool {
 	p.stats.Reconciled++
 	return true
 }
+
+// Continue makes p go on from prev: its stream must have been continued
+// from prev's (Stream.Continue). p takes prev's predicted state and the
+// predicted state after each kept move, so an ack from the next server,
+// in the same numbering, reconciles as one from the old would have.
+func (p *Predictor) Continue(prev *Predictor) {
+	p.cur, p.states, p.acked, p.offset = prev.cur, prev.states, prev.acked, [3]float32{}
+}

@@ -206,3 +206,20 @@ func (s *Stream) Write(w *bitstream.Writer) (int, error) {
 	s.stats.Bits += uint64(bits)
 	return int(k), nil
 }
+
+// Continue makes s go on from prev's numbering: the moves prev still keeps
+// (unacknowledged), its newest sequence and its sampling clock. A client
+// that follows a Redirect to another server continues its move stream so
+// the moves the old server never acknowledged go again and the server
+// drops the ones it already applied: none lost, none applied twice. The
+// counters start afresh (LastAck excepted); the Config stays s's. Call it
+// before s takes any move.
+func (s *Stream) Continue(prev *Stream) {
+	cfg := s.cfg
+	*s = *prev
+	s.cfg = cfg
+	s.stats = StreamStats{LastAck: prev.stats.LastAck}
+	if win := uint64(cfg.withDefaults().Window); s.last-s.lo > win {
+		s.lo = s.last - win // a smaller window keeps the newest
+	}
+}

@@ -1,6 +1,7 @@
 package move
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -265,5 +266,58 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+// A stream continued from another (a client following a Redirect) writes
+// the same unacknowledged moves under the same numbers, samples on the
+// same clock, and its predictor reconciles an ack in that numbering.
+func TestContinueCarriesUnackedMoves(t *testing.T) {
+	old, _ := NewStream(Config{})
+	pold, err := NewPredictor(old, Walk, ControlState{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Duration(0)
+	for ; old.Newest() < 10; now += time.Millisecond {
+		for old.Due(now) {
+			if _, err := pold.Predict(Move{Dt: 32, Forward: 100, Yaw: 300}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pold.Apply(ControlUpdate{Ack: 4})
+	s, _ := NewStream(Config{})
+	p, _ := NewPredictor(s, Walk, ControlState{})
+	s.Continue(old)
+	p.Continue(pold)
+	if s.Oldest() != 5 || s.Newest() != 10 || s.Len() != 6 || s.Acked() != 4 {
+		t.Fatalf("continued stream keeps %d..%d (len %d, acked %d), want 5..10 (6, 4)", s.Oldest(), s.Newest(), s.Len(), s.Acked())
+	}
+	if st := s.Stats(); st.Added != 0 || st.Acked != 0 {
+		t.Fatalf("counters carried over: %+v", st)
+	}
+	var a, b [256]byte
+	wa, wb := bitstream.NewWriter(a[:]), bitstream.NewWriter(b[:])
+	if _, err := old.Write(wa); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(wb); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(wa.Bytes(), wb.Bytes()) {
+		t.Fatal("the continued stream writes another section than the old one")
+	}
+	if p.Current() != pold.Current() {
+		t.Fatal("the continued predictor starts elsewhere")
+	}
+	// The next server acknowledges move 7 with the state the client
+	// predicted after it: nothing to correct.
+	want, _ := p.StateAt(7)
+	if !p.Apply(ControlUpdate{Ack: 7, HasState: true, State: want}) || p.Offset() != [3]float32{} || p.Current() != pold.Current() {
+		t.Fatalf("reconciling an ack in the old numbering moved the prediction by %v", p.Offset())
+	}
+	if s.NextSeq() != 11 {
+		t.Fatalf("next sequence %d, want 11", s.NextSeq())
 	}
 }

@@ -207,6 +207,17 @@ func (c *Client) ControlOffset() [3]float32 { return c.pred.Offset() }
 // while the new Client connects. Its Err is the same *RedirectError.
 func (c *Client) Redirect() (*RedirectError, bool) { return c.redirect, c.redirect != nil }
 
+// ContinueMoves makes c go on with prev's move stream: prev's numbering,
+// its unacknowledged moves (sent again to c's server, which drops the ones
+// the player's zone already applied) and its predictions. A client that
+// follows a Redirect calls it on the new Client before its first Poll; the
+// zone keeps the player's move sequence across the switch (docs/protocol.md
+// §7.19). prev goes on working (its Disconnect copies).
+func (c *Client) ContinueMoves(prev *Client) {
+	c.stream.Continue(prev.stream)
+	c.pred.Continue(prev.pred)
+}
+
 // LastAck is the newest move the server acknowledged applying.
 func (c *Client) LastAck() uint64 { return c.stream.Acked() }
 

@@ -180,6 +180,77 @@ func TestLateInputCatchesUp(t *testing.T) {
 	}
 }
 
+// A player taken over by a new connection (TakeOver: a client followed a
+// Redirect, or reconnected while its entity was still here) keeps its move
+// sequence when the new connection continues the numbering — the moves the
+// old connection left unacknowledged come again and are applied once — and
+// starts afresh when the new connection's first move is 1. Its Control is
+// held back until that first input shows which: an ack in the old
+// numbering would acknowledge moves a fresh session never sent.
+func TestTakeOverKeepsOrRestartsTheMoveSequence(t *testing.T) {
+	const tick = 50 * time.Millisecond
+	setup := func(t *testing.T) (*Zone, time.Duration) {
+		z := oneZone(t, nil)
+		if err := z.Join(0, 1, "c1", "p", [3]float32{-500, 0, -500}, 0); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Duration(0)
+		for seq := uint64(1); seq <= 10; seq++ {
+			z.Input(now, 1, []move.Move{fwd(seq, 0)})
+			now += tick
+			z.Step(now)
+		}
+		cp, ok := z.CheckpointOf(1)
+		if !ok || cp.LastApplied != 10 {
+			t.Fatalf("checkpoint %+v", cp)
+		}
+		if err := z.Leave(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Restore(now, cp, "c2", cp.LastApplied); err != nil {
+			t.Fatal(err)
+		}
+		z.TakeOver(now, 1)
+		now += tick
+		if out := z.Step(now); len(out.Controls) != 0 {
+			t.Fatalf("a control (ack %d) before the new connection's first input", out.Controls[0].LastApplied)
+		}
+		return z, now
+	}
+	t.Run("continued numbering", func(t *testing.T) {
+		z, now := setup(t)
+		applied := z.Stats().MovesApplied
+		// The old connection's unacknowledged 8..10 come again with 11, 12.
+		z.Input(now, 1, []move.Move{fwd(8, 0), fwd(9, 0), fwd(10, 0), fwd(11, 0), fwd(12, 0)})
+		out := z.Step(now + tick)
+		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 12 {
+			t.Fatalf("controls %+v, want one acknowledging 12", out.Controls)
+		}
+		if n := z.Stats().MovesApplied - applied; n != 2 {
+			t.Fatalf("%d moves applied, want 2 (8..10 were applied before the switch)", n)
+		}
+	})
+	t.Run("fresh numbering", func(t *testing.T) {
+		z, now := setup(t)
+		z.Input(now, 1, []move.Move{fwd(1, 0), fwd(2, 0)})
+		out := z.Step(now + tick)
+		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 2 {
+			t.Fatalf("controls %+v, want one acknowledging 2", out.Controls)
+		}
+	})
+	t.Run("no input", func(t *testing.T) {
+		z, now := setup(t)
+		var out *Output
+		for i := 0; i < 25; i++ {
+			now += tick
+			out = z.Step(now)
+		}
+		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 0 {
+			t.Fatalf("controls %+v after a second without input, want one acknowledging nothing (a fresh session)", out.Controls)
+		}
+	})
+}
+
 func TestTeleportDetected(t *testing.T) {
 	cheat := func(s move.ControlState, m move.Move, dt float32) move.ControlState {
 		s = move.Walk(s, m, dt)

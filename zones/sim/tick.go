@@ -115,6 +115,10 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			continue
 		}
 		e.applied = false
+		if e.renumber && now-e.renumberAt >= renumberWait {
+			e.renumber = false
+			e.queue.Reset(0)
+		}
 		// Credit follows the scheduled clock, not the number of ticks: a
 		// zone that skipped ticks owes its players that time too.
 		// A restored player's replay burst (InputBatch) is spent, not capped.
@@ -294,7 +298,7 @@ func (z *Zone) updateInterest() {
 func (z *Zone) emitControls() {
 	for s := range z.ents {
 		e := &z.ents[s]
-		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.conn == "" {
+		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.conn == "" || e.renumber {
 			continue
 		}
 		z.out.Controls = append(z.out.Controls, Control{

@@ -56,6 +56,10 @@ type entity struct {
 
 	// Players.
 	burst   bool // restored: the next input's moves are owed their time (InputBatch)
+	// renumber: taken over by a new connection (TakeOver); its first input
+	// tells whether it continues the player's move numbering or restarts it.
+	renumber   bool
+	renumberAt time.Duration
 	conn    string
 	queue   handoff.MoveQueue
 	credit  time.Duration
@@ -299,6 +303,26 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	return nil
 }
 
+// TakeOver marks an owned player just restored from its own live state for
+// a new connection (a client that followed a Redirect, or reconnected while
+// the old entity was still here): its move sequence is kept, unless the new
+// connection's first input starts again at move 1 (a new session that
+// numbers its moves afresh). A continuing client resends what the old
+// connection left unacknowledged and the queue drops what was applied.
+// Until that first input the player's Control is held back: an ack in the
+// old numbering would acknowledge moves a new session never sent.
+func (z *Zone) TakeOver(now time.Duration, entity uint64) {
+	if s, ok := z.byID[entity]; ok && z.ents[s].role == roleOwned && z.ents[s].kind == KindPlayer {
+		z.ents[s].renumber, z.ents[s].renumberAt = true, now
+	}
+}
+
+// renumberWait bounds how long a taken-over player's Control waits for the
+// new connection's first input; a session that sends no move that long
+// numbers afresh (a continuing one resends its unacknowledged moves in
+// every packet).
+const renumberWait = time.Second
+
 // Leave removes an owned player. ErrNotHere if another zone owns it (ask
 // the zone its route points to), ErrBusy while it is being handed off
 // (retry next tick).
@@ -349,6 +373,15 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 					}
 				}
 				e.credit += min(d, maxRestoreBurst)
+			}
+			if e.renumber && len(moves) > 0 {
+				// A new connection's first moves: a client that followed a
+				// Redirect continues the numbering (the queue drops what
+				// was applied already), one that reconnected starts at 1.
+				e.renumber = false
+				if moves[0].Seq == 1 && lostBefore == 0 {
+					e.queue.Reset(0)
+				}
 			}
 			e.queue.PushBatch(lostBefore, moves)
 			z.stats.MovesDropped += e.queue.Stats().Dropped - before
