@@ -148,3 +148,42 @@ func TestCloseClosesTheSlot(t *testing.T) {
 		t.Fatal("a closed manager's slot still takes views")
 	}
 }
+
+// The manager asks its slot for views as snapshot references (what keeps a
+// zone from copying every entity per player) and applies them like
+// entries; a snapshot view and an entry view of the same states leave the
+// table with nothing new to send.
+func TestSnapshotViews(t *testing.T) {
+	f := newFixture(t)
+	if !f.views.AcceptsRefs() {
+		t.Fatal("the manager's slot does not ask for snapshot references")
+	}
+	f.publish(3, 10, true)
+	seq, _ := f.write(t, 8*1000)
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	sw, err := ghost.NewSnapshotWriter(f.player.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := sw.Next(4)
+	v := msg.NewView()
+	for i := range 3 {
+		var s ghost.State
+		s.Pos = [3]float64{10 + float64(i), 0, 0}
+		snap.Set(i+1, uint64(100+i), f.player, &s)
+		v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i + 1), Priority: 1})
+	}
+	sw.Seal(snap)
+	v.Snap = snap
+	f.now += 50 * time.Millisecond
+	if !f.views.Publish(v) {
+		t.Fatal("slot not empty")
+	}
+	f.m.TakeView(f.now)
+	if s := f.m.Stats(); s.Views != 2 || s.ViewErrors != 0 {
+		t.Fatalf("stats %+v, want 2 views applied", s)
+	}
+	if f.m.Table().Len() != 3 || f.m.Pending() {
+		t.Fatalf("after the same states as a snapshot: %d ghosts, pending %v", f.m.Table().Len(), f.m.Pending())
+	}
+}

@@ -54,6 +54,7 @@ type dplayer struct {
 	redirects   int
 	views       msg.ViewSlot
 	viewsTaken  int
+	snapViews   int // views that came as snapshot references
 	viewEntries int
 	teleportAt  time.Time
 	latency     []time.Duration
@@ -151,8 +152,13 @@ func (d *driver) Receive(ctx actor.Context) {
 		for _, p := range d.players {
 			if v := p.views.Take(); v != nil {
 				p.viewsTaken++
-				p.viewEntries = len(v.Entries)
-				p.lastView = append(p.lastView[:0], v.Entries...)
+				if v.Snap != nil { // the slot asked for references (AcceptRefs)
+					p.snapViews++
+					p.lastView = v.Snap.AppendEntries(p.lastView[:0], v.Refs)
+				} else {
+					p.lastView = append(p.lastView[:0], v.Entries...)
+				}
+				p.viewEntries = len(p.lastView)
 				v.Release()
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -277,6 +278,45 @@ func TestLeaveFollowsTheEntity(t *testing.T) {
 	c := f.census()
 	if len(c.players) != 0 {
 		t.Fatalf("player still owned after leaving: %+v", c.players)
+	}
+}
+
+// A player whose slot asks for references gets its views as references
+// into the zone's snapshot of the tick, one that only takes entries gets
+// entries (a view bound for another process), and both resolve to the
+// same entities.
+func TestViewsAsSnapshotReferences(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := sim.Config{TickRate: 50, NPCs: 60}
+	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = ghost.PlayerClass(nil), ghost.NPCClass(nil)
+	if err := reg.Register(base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC]); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := world.Grid("one", 1, 1, 300, [2]float64{-150, -150})
+	f := startFixture(t, w, base, nil, nil)
+	defer f.stop()
+	refs := f.drv.add(1, f.world.PID("x0z0"))
+	refs.views.AcceptRefs()
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &refs.views})
+	f.join(2, "x0z0")
+	waitFor(t, 5*time.Second, "views with entities", func() bool {
+		f.drv.mu.Lock()
+		defer f.drv.mu.Unlock()
+		return refs.snapViews > 3 && refs.viewEntries > 10 && f.drv.players[2].viewEntries > 10
+	})
+	f.drv.mu.Lock()
+	defer f.drv.mu.Unlock()
+	if p := f.drv.players[2]; p.snapViews != 0 {
+		t.Fatalf("a slot that did not ask got %d views as references", p.snapViews)
+	}
+	for _, e := range refs.lastView {
+		if e.Class == nil || e.Entity == 0 || e.Entity == 1 {
+			t.Fatalf("bad entry resolved from a reference: %+v", e)
+		}
 	}
 }
 
