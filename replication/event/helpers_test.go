@@ -62,6 +62,9 @@ func (p *pair) write(now time.Duration, size int) uint64 {
 	if _, err := p.s.Write(&w, p.seq, now); err != nil {
 		p.t.Fatalf("Write seq %d: %v", p.seq, err)
 	}
+	if err := checkWork(p.s); err != nil {
+		p.t.Fatalf("after Write seq %d: %v", p.seq, err)
+	}
 	p.pkts[p.seq] = append([]byte(nil), w.Bytes()...)
 	return p.seq
 }
@@ -82,6 +85,9 @@ func (p *pair) collect(e Event) {
 
 func (p *pair) fate(seq uint64, delivered bool) {
 	p.s.OnFate(notify.Fate{Seq: seq, Delivered: delivered})
+	if err := checkWork(p.s); err != nil {
+		p.t.Fatalf("after the fate of seq %d: %v", seq, err)
+	}
 }
 
 // through writes a packet, delivers it and reports it delivered.
@@ -169,6 +175,9 @@ func (e *endpoint) send(now time.Duration, l *netsim.Link) error {
 	}
 	if _, err := e.s.Write(&e.w, seq, now); err != nil {
 		return fmt.Errorf("%s Write: %w", e.name, err)
+	}
+	if err := checkWork(e.s); err != nil {
+		return fmt.Errorf("%s after Write seq %d: %w", e.name, seq, err)
 	}
 	if e.onSend != nil {
 		e.onSend(seq, now)
@@ -354,3 +363,17 @@ func (l *lossyPair) tick() {
 }
 
 func fate(seq uint64, delivered bool) notify.Fate { return notify.Fate{Seq: seq, Delivered: delivered} }
+
+// checkWork: the Sender's work count, which lets Write skip the guaranteed
+// streams, is exactly the events queued plus the units awaiting a resend
+// (a count too low would leave events unsent).
+func checkWork(s *Sender) error {
+	sum := 0
+	for i := range s.streams {
+		sum += s.streams[i].pendN + s.streams[i].resendN
+	}
+	if s.work != sum {
+		return fmt.Errorf("Sender.work = %d, streams hold %d queued events and resends", s.work, sum)
+	}
+	return nil
+}

@@ -110,7 +110,9 @@ func (st *sendStream) needsResend(id uint64) bool {
 	return st.resend[p>>6]&(1<<(p&63)) != 0
 }
 
-func (st *sendStream) setResend(id uint64, on bool) {
+// setResend returns how it changed resendN (the Sender keeps the sum in
+// work).
+func (st *sendStream) setResend(id uint64, on bool) int {
 	p := id & uint64(len(st.units)-1)
 	bit := uint64(1) << (p & 63)
 	was := st.resend[p>>6]&bit != 0
@@ -118,10 +120,13 @@ func (st *sendStream) setResend(id uint64, on bool) {
 	case on && !was:
 		st.resend[p>>6] |= bit
 		st.resendN++
+		return 1
 	case !on && was:
 		st.resend[p>>6] &^= bit
 		st.resendN--
+		return -1
 	}
+	return 0
 }
 
 // firstResend returns the lowest id ≥ from that needs a transmission.
