@@ -80,11 +80,6 @@ type Sender struct {
 	keyBits           uint
 	arena             arena
 	streams           []sendStream // ordered lanes 0..Lanes-1, then the unordered stream
-	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
-	// guaranteed streams without touching them (a client sends a section
-	// per packet and almost never has an event: the scan of cold streams
-	// was ≈ 10 % of a bot's CPU in botswarm).
-	work int
 	queuedBytes       int
 	rr                int // round-robin start for fairness between streams
 	lastSeq           uint64
@@ -108,6 +103,11 @@ type Sender struct {
 	loss              float64 // estimated packet loss rate (adaptive redundancy)
 	lossN             int     // fates in the estimate, up to lossWindow
 	redund            int     // extra copies per unit, from loss (see Config.ResidualLoss)
+	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
+	// guaranteed streams without touching them (a client sends a section
+	// per packet and almost never has an event: the scan of cold streams
+	// was ≈ 10 % of a bot's CPU in botswarm).
+	work int
 }
 
 // lossWindow is the estimator's memory in fates: a running mean over the
