@@ -671,18 +671,19 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 func (t *Table) beginPacket(seq uint64) int {
 	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
 	t.pkts[i] = pktRec{seq: seq, start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1))}
+	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
 func (t *Table) addEntry(e entry) {
 	t.ents[(t.entHead+t.entLen)&(len(t.ents)-1)] = e
-	t.entLen++
-	t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)].n++
+	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }
 
 // endPacket keeps the record if the packet carried anything.
 func (t *Table) endPacket(i int) {
+	t.pkts[i].n = uint16(t.entLen - t.pkEnt0)
 	if t.pkts[i].n > 0 {
 		t.pktLen++
 		t.entHW = max(t.entHW, t.entLen)

@@ -189,6 +189,7 @@ type Table struct {
 	entLen  int
 	lastSeq uint64
 	wrote   bool
+	pkEnt0  int           // entLen when the packet being written began
 	entHW   int           // most records in flight at once since the last trim
 	trimAt  time.Duration // last trim (lastNow)
 
@@ -643,10 +644,10 @@ func (t *Table) growEnts() bool {
 	}
 	if t.pktLen < len(t.pkts) {
 		// The packet being written (beginPacket … endPacket) owns the
-		// newest n records; with none yet and a full ring its masked start
-		// would alias the oldest record, so place it from the end.
+		// records from pkEnt0 on; with none yet and a full ring its masked
+		// start would alias the oldest record, so place it from the end.
 		p := &t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
-		p.start = uint32(t.entLen - int(p.n))
+		p.start = uint32(t.pkEnt0)
 	}
 	t.ents, t.entHead = ents, 0
 	t.stats.RecordGrowths++
