@@ -120,7 +120,7 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	  udp=($(CLUSTER_UDP_PORTS)); http=($(CLUSTER_HTTP_PORTS)); zones=($(CLUSTER_ZONES)); \
 	  if [ $${#udp[@]} -ne 3 ] || [ $${#http[@]} -ne 3 ] || [ $${#zones[@]} -ne 3 ]; then \
 	    echo "make cluster: CLUSTER_UDP_PORTS, CLUSTER_HTTP_PORTS and CLUSTER_ZONES need three entries each"; exit 2; fi; \
-	  if ! "$$d/botswarm" --help 2>&1 | grep -q 'comma-separated list'; then \
+	  if ! "$$d/botswarm" --help 2>&1 | grep 'comma-separated list' >/dev/null; then \
 	    echo "make cluster: this botswarm takes one --server only; the cluster run needs --server with a list of gateways"; exit 2; fi; \
 	  pids=(); \
 	  stop() { for i in 2 1; do [ -n "$${pids[$$i]:-}" ] && kill -TERM "$${pids[$$i]}" 2>/dev/null; done; \

@@ -34,7 +34,7 @@ const DefaultLeaseTTL = 3 * time.Second
 // node whose lease expired and was claimed by another can never renew it
 // (it learns it lost the zone instead).
 //
-// Renewals come every TTL/6. A node that cannot reach the bucket (NATS
+// Renewals come every TTL/6 (each may take up to TTL/3). A node that cannot reach the bucket (NATS
 // restarting, a partition) is fenced a third of the TTL before the lease
 // could expire (Valid turns false: no record or lease is written as owner)
 // but keeps the zone and keeps trying: if a renewal lands before the
@@ -443,7 +443,9 @@ func (l *Leases) renewOne(z string) {
 		}
 		rev, epoch, since := h.rev, h.epoch, h.since
 		l.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), l.renew)
+		// A renewal may take longer than the interval (a busy host, a busy
+		// server): ticks meanwhile are skipped, not piled up.
+		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
 		cancel()
 		now := l.now()
@@ -496,7 +498,7 @@ func (l *Leases) renewOne(z string) {
 // a moved revision: when it still names this node at epoch, the revision
 // is adopted and the lease renewed at it; otherwise the refusal stands.
 func (l *Leases) renewAfterLostReply(z string, epoch uint64, since time.Time) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.renew)
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 	defer cancel()
 	e, err := l.kv.Get(ctx, z)
 	if err != nil {

@@ -183,7 +183,7 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 				// Yaw 0 faces +Z and grows towards +X.
 				m := move.Move{Dt: uint8(960 / moveHz), Forward: 127, Yaw: move.YawFromRadians(math.Atan2(dx, dz))}
 				if _, err := w.s.SendMove(m); err != nil {
-					w.err = err
+					w.err = fmt.Errorf("%w (the session ended: %v)", err, w.s.Err())
 					return
 				}
 				w.sent++

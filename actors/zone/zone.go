@@ -557,7 +557,10 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		a.m.JoinsRejected.Add(1)
 		// sim.ErrBadID: the token's PlayerID is in the NPC id range.
 		a.log.Warn("join refused", "zone", a.p.Sim.Zone, "player", j.Player, "err", err)
-		if j.Conn != nil {
+		// A fresh join refused ends the session. A restore (a rejoin, a
+		// resume) does not: the connection looks the record up again
+		// when no Control comes, and the player may be back elsewhere.
+		if j.Conn != nil && j.Restore == nil {
 			a.ctx.Send(j.Conn, &msg.Kick{Player: j.Player})
 		}
 		return
