@@ -26,8 +26,8 @@ type Snapshot struct {
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
 	// held entry i's current group-g value (the position group's is
 	// unused: tables diff quantized positions). A table that took seq p
-	// finds group g changed exactly when chg > p, however many snapshots
-	// it skipped.
+	// sees every change of group g since as chg > p (a value changed and
+	// changed back counts too), however many snapshots it skipped.
 	chg    []uint32
 	sealed bool
 }
