@@ -473,11 +473,7 @@ func TestLeaseSurvivesNATSRestart(t *testing.T) {
 	// and the lease's expiry, also under the race detector on a busy host.
 	const ttl = 6 * time.Second
 	kv := zonesBucket(t, nc, ttl)
-	var lost atomic.Int32
-	l, err := NewLeases(context.Background(), kv, "a", ttl, nil, func(string) { lost.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost := countingLeases(t, kv, "a", ttl)
 	defer l.Close(context.Background())
 	nc.SetReconnectHandler(func(*nats.Conn) { l.RenewNow() })
 	epoch, err := l.Claim(context.Background(), "z")
@@ -502,6 +498,18 @@ func TestLeaseSurvivesNATSRestart(t *testing.T) {
 	l.Close(context.Background()) // while the server is up (the deferred shutdown runs first)
 }
 
+// countingLeases starts a node's Leases that counts the zones it is told
+// it lost.
+func countingLeases(t *testing.T, kv jetstream.KeyValue, node string, ttl time.Duration) (*Leases, *atomic.Int32) {
+	t.Helper()
+	lost := new(atomic.Int32)
+	l, err := NewLeases(context.Background(), kv, node, ttl, nil, func(string) { lost.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, lost
+}
+
 // A renewal the server applied but whose reply was lost (NATS went away
 // between the two) leaves the owner with a stale revision: its next
 // renewal is refused for a moved revision. The lease still names the
@@ -511,11 +519,7 @@ func TestLeaseRenewalReplyLost(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 3 * time.Second
 	kv := zonesBucket(t, nc, ttl)
-	var lost atomic.Int32
-	l, err := NewLeases(context.Background(), kv, "a", ttl, nil, func(string) { lost.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost := countingLeases(t, kv, "a", ttl)
 	defer l.Close(context.Background())
 	epoch, err := l.Claim(context.Background(), "z")
 	if err != nil {

@@ -478,18 +478,24 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 	}
 	// Every move the client sent is applied, none skipped as lost: the
 	// connection resent what the dead owner never reported applied.
-	var last uint64
-	var lost uint64
+	checkEveryMoveApplied(t, nodes[2], player, w.sent)
+}
+
+// checkEveryMoveApplied waits (bounded) until n's zone holding player has
+// applied its move sent, and fails if that zone skipped any move as lost.
+func checkEveryMoveApplied(t *testing.T, n *Node, player, sent uint64) {
+	t.Helper()
+	var last, lost uint64
 	waitFor(t, 5*time.Second, "every move applied", func() bool {
-		_ = nodes[2].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
 			if e, ok := z.Entity(player); ok && e.Owned {
 				last, lost = e.LastApplied, z.Stats().MovesLost
 			}
 		})
-		return last == w.sent
+		return last == sent
 	})
 	if lost != 0 {
-		t.Fatalf("%d moves skipped as lost after the restore", lost)
+		t.Fatalf("%d moves skipped as lost", lost)
 	}
 }
 
@@ -529,18 +535,7 @@ func TestClusterSilentZoneRejoinedFromRecord(t *testing.T) {
 	if err := s.Err(); err != nil {
 		t.Fatalf("the session ended: %v", err)
 	}
-	var last, lost uint64
-	waitFor(t, 5*time.Second, "every move applied", func() bool {
-		_ = nodes[2].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
-			if e, ok := z.Entity(player); ok && e.Owned {
-				last, lost = e.LastApplied, z.Stats().MovesLost
-			}
-		})
-		return last == w.sent
-	})
-	if lost != 0 {
-		t.Fatalf("%d moves skipped as lost after the rejoin", lost)
-	}
+	checkEveryMoveApplied(t, nodes[2], player, w.sent)
 }
 
 func testLog(t *testing.T, on bool) *slog.Logger {
