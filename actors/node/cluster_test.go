@@ -428,57 +428,76 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 // its zones: the node that takes the zone over puts the player back from
 // its record, the player's connection stays up, and every move it sent —
 // through the outage too — is applied, none twice, none skipped.
+//
+// "rejoin lost": the new owner's Rejoin never reaches the player's
+// connection (its gateway was paused, or busy, while the restore tried).
+// The connection notices its zone has been silent, looks the player's
+// record up and joins where it now is; without that the player stood
+// still for good while its client stayed connected.
 func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
-	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
-	defer stopAll(nodes)
-	// A player whose join zone is x1z0 (n2), connected to n1.
-	w := strollIn(t, nodes[0], "x1z0")
-	defer w.s.Close(context.Background())
-	s, player, walk := w.s, w.player, w.walk
-	walk(2500 * time.Millisecond) // a checkpoint or two
-	// (Where it is put back is TestRestoreFromCheckpoint's; here the
-	// moves sent through the outage are replayed on top of it at once.)
-	var before sim.EntityInfo
-	if err := nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
-		if e, ok := z.Entity(player); ok && e.Owned {
-			before = e
-		}
-	}); err != nil || before.ID != player {
-		t.Fatalf("player %d not in n2's zone before the crash (%v)", player, err)
-	}
-	// n2 crashes: its leases are left to expire, its process goes away.
-	nodes[1].leases.Abandon()
-	_ = nodes[1].Stop(context.Background())
-	reconciled := s.Stats().Predictor.Reconciled
-	var after sim.EntityInfo
-	deadline := time.Now().Add(20 * time.Second)
-	for after.ID != player {
-		if time.Now().After(deadline) {
-			t.Fatalf("player %d not restored after its zone's node died (rejoins on n1: %d, unknown %d; n3 unknown %d, malformed %d)", player, nodes[0].Bridge().Metrics().Rejoins.Load(), nodes[0].Bridge().Metrics().Unknown.Load(), nodes[2].Bridge().Metrics().Unknown.Load(), nodes[0].Bridge().Metrics().Malformed.Load())
-		}
-		walk(200 * time.Millisecond) // the client keeps playing through the outage
-		for _, n := range []*Node{nodes[0], nodes[2]} {
-			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
-				if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
-					after = e
+	for _, tc := range []struct {
+		name        string
+		dropRejoins bool
+	}{{"rejoin", false}, {"rejoin lost", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+			defer stopAll(nodes)
+			// A player whose join zone is x1z0 (n2), connected to n1.
+			w := strollIn(t, nodes[0], "x1z0")
+			defer w.s.Close(context.Background())
+			s, player, walk := w.s, w.player, w.walk
+			walk(2500 * time.Millisecond) // a checkpoint or two
+			// (Where it is put back is TestRestoreFromCheckpoint's; here the
+			// moves sent through the outage are replayed on top of it at once.)
+			var before sim.EntityInfo
+			if err := nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+				if e, ok := z.Entity(player); ok && e.Owned {
+					before = e
 				}
-			})
-		}
+			}); err != nil || before.ID != player {
+				t.Fatalf("player %d not in n2's zone before the crash (%v)", player, err)
+			}
+			nodes[2].member.dropRejoins.Store(tc.dropRejoins)
+			// n2 crashes: its leases are left to expire, its process goes away.
+			nodes[1].leases.Abandon()
+			_ = nodes[1].Stop(context.Background())
+			reconciled := s.Stats().Predictor.Reconciled
+			var after sim.EntityInfo
+			deadline := time.Now().Add(20 * time.Second)
+			for after.ID != player {
+				if time.Now().After(deadline) {
+					t.Fatalf("player %d not restored after its zone's node died (rejoins on n1: %d, unknown %d; n3 unknown %d; relooks %d)", player,
+						nodes[0].Bridge().Metrics().Rejoins.Load(), nodes[0].Bridge().Metrics().Unknown.Load(), nodes[2].Bridge().Metrics().Unknown.Load(),
+						nodes[0].game.gw.Stats().Relooks)
+				}
+				walk(200 * time.Millisecond) // the client keeps playing through the outage
+				for _, n := range []*Node{nodes[0], nodes[2]} {
+					_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+						if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
+							after = e
+						}
+					})
+				}
+			}
+			if after.Epoch <= before.Epoch {
+				t.Fatalf("restored at epoch %d, not above %d", after.Epoch, before.Epoch)
+			}
+			if tc.dropRejoins && nodes[0].game.gw.Stats().Relooks == 0 {
+				t.Fatal("the player came back without its connection looking the record up: the test did not test that")
+			}
+			// It plays on: the server's states reach the client again.
+			walk(time.Second)
+			if s.Stats().Predictor.Reconciled <= reconciled {
+				t.Fatal("no authoritative state reached the client after the restore")
+			}
+			if err := s.Err(); err != nil {
+				t.Fatalf("the session ended: %v", err)
+			}
+			// Every move the client sent is applied, none skipped as lost: the
+			// connection resent what the dead owner never reported applied.
+			checkEveryMoveApplied(t, nodes[2], player, w.sent)
+		})
 	}
-	if after.Epoch <= before.Epoch {
-		t.Fatalf("restored at epoch %d, not above %d", after.Epoch, before.Epoch)
-	}
-	// It plays on: the server's states reach the client again.
-	walk(time.Second)
-	if s.Stats().Predictor.Reconciled <= reconciled {
-		t.Fatal("no authoritative state reached the client after the restore")
-	}
-	if err := s.Err(); err != nil {
-		t.Fatalf("the session ended: %v", err)
-	}
-	// Every move the client sent is applied, none skipped as lost: the
-	// connection resent what the dead owner never reported applied.
-	checkEveryMoveApplied(t, nodes[2], player, w.sent)
 }
 
 // checkEveryMoveApplied waits (bounded) until n's zone holding player has
@@ -497,45 +516,6 @@ func checkEveryMoveApplied(t *testing.T, n *Node, player, sent uint64) {
 	if lost != 0 {
 		t.Fatalf("%d moves skipped as lost", lost)
 	}
-}
-
-// The same crash, but the new owner's Rejoin never reaches the player's
-// connection (its gateway was paused, or busy, while the restore tried):
-// the connection notices its zone has been silent, looks the player's
-// record up and joins where it now is. The player plays on, no move
-// applied twice or skipped; without it the player stood still for good
-// while its client stayed connected.
-func TestClusterSilentZoneRejoinedFromRecord(t *testing.T) {
-	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
-	defer stopAll(nodes)
-	w := strollIn(t, nodes[0], "x1z0")
-	defer w.s.Close(context.Background())
-	s, player, walk := w.s, w.player, w.walk
-	walk(2500 * time.Millisecond)
-	nodes[2].member.dropRejoins.Store(true)
-	nodes[1].leases.Abandon()
-	_ = nodes[1].Stop(context.Background())
-	var after sim.EntityInfo
-	deadline := time.Now().Add(20 * time.Second)
-	for after.ID != player {
-		if time.Now().After(deadline) {
-			t.Fatalf("player %d never back after its zone's node died and the restore's Rejoin was lost (relooks %d)", player, nodes[0].game.gw.Stats().Relooks)
-		}
-		walk(200 * time.Millisecond)
-		_ = nodes[2].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
-			if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
-				after = e
-			}
-		})
-	}
-	if nodes[0].game.gw.Stats().Relooks == 0 {
-		t.Fatal("the player came back without its connection looking the record up: the test did not test that")
-	}
-	walk(time.Second)
-	if err := s.Err(); err != nil {
-		t.Fatalf("the session ended: %v", err)
-	}
-	checkEveryMoveApplied(t, nodes[2], player, w.sent)
 }
 
 func testLog(t *testing.T, on bool) *slog.Logger {
