@@ -245,21 +245,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	for i := range view {
 		r := &view[i]
 		e := &snap.ents[r.Index]
-		var id uint32
-		var ok bool
-		if i < len(prev) {
-			if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
-				t.info[h].entity == e.entity {
-				id, ok = h, true
-			}
-		}
-		if !ok {
-			id, ok = t.idxGet(e.entity)
-		}
-		if ok && t.slots[id].class != e.class {
-			t.leave(id) // an entity that changes class is a new ghost
-			ok = false
-		}
+		id, ok := t.viewGhost(prev, i, e.entity, e.class)
 		if !ok {
 			var err bool
 			if id, err = t.alloc(e.entity, e.class, &e.qpos, now); err {

@@ -298,6 +298,29 @@ func (t *Table) Pending() bool {
 	return false
 }
 
+// viewGhost finds the ghost of entity, at position i of a view: the id at
+// the same position of the previous view when it still holds entity (views
+// keep their order from tick to tick), else the index's. An entity whose
+// class changed is a new ghost: its old one leaves, and ok is false.
+func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (id uint32, ok bool) {
+	if i < len(prev) {
+		// A creating or live slot holding the entity is the one the map
+		// names: there is never a second one for the same entity.
+		if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
+			t.info[h].entity == entity {
+			id, ok = h, true
+		}
+	}
+	if !ok {
+		id, ok = t.idxGet(entity)
+	}
+	if ok && t.slots[id].class != class {
+		t.leave(id) // an entity that changes class is a new ghost
+		return 0, false
+	}
+	return id, ok
+}
+
 // SetView merges the zone's interest set for this connection at virtual time
 // now (DESIGN §4 step 5). Entities new to the set are created, entities
 // missing from it are killed (unless their class is AlwaysInScope), and the
@@ -347,23 +370,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	t.order = t.order[:len(view)]
 	for i := range view {
 		e := &view[i]
-		var id uint32
-		var ok bool
-		if i < len(prev) {
-			// A creating or live slot holding the entity is the one the map
-			// names: there is never a second one for the same entity.
-			if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
-				t.info[h].entity == e.Entity {
-				id, ok = h, true
-			}
-		}
-		if !ok {
-			id, ok = t.idxGet(e.Entity)
-		}
-		if ok && t.slots[id].class != e.Class {
-			t.leave(id) // an entity that changes class is a new ghost
-			ok = false
-		}
+		id, ok := t.viewGhost(prev, i, e.Entity, e.Class)
 		if !ok {
 			var err bool
 			if id, err = t.alloc(e.Entity, e.Class, &vq[i], now); err {
