@@ -180,6 +180,40 @@ func TestLateInputCatchesUp(t *testing.T) {
 	}
 }
 
+// A zone whose own tick stalls (a host stall: 1 s without a tick) while a
+// player's input keeps arriving owes the player that time: the backlog is
+// caught up, not carried for the rest of the session.
+func TestStalledZoneCatchesUp(t *testing.T) {
+	z := oneZone(t, nil)
+	z.Join(0, 1, "c1", "stalled", [3]float32{-500, 0, -500}, 0)
+	const tick = 50 * time.Millisecond
+	seq := uint64(0)
+	now := time.Duration(0)
+	var last Control
+	step := func() {
+		seq++
+		z.Input(now, 1, []move.Move{fwd(seq, 0)})
+		now += tick
+		last = z.Step(now).Controls[0]
+	}
+	for range 20 {
+		step()
+	}
+	// One second without a tick; the 50 ms moves of that second arrive.
+	for range 20 {
+		seq++
+		z.Input(now, 1, []move.Move{fwd(seq, 0)})
+		now += tick
+	}
+	last = z.Step(now).Controls[0]
+	for range 40 {
+		step()
+	}
+	if last.LastApplied+1 < seq {
+		t.Fatalf("%d moves still queued 2 s after a 1 s stall of the zone: the stall's time was not owed", seq-last.LastApplied)
+	}
+}
+
 // A player taken over by a new connection (TakeOver: a client followed a
 // Redirect, or reconnected while its entity was still here) keeps its move
 // sequence when the new connection continues the numbering — the moves the

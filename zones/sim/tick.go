@@ -129,7 +129,9 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		// player stays behind its input for good, and a second stall pushes
 		// it past the client's window. A client that runs fast has moves
 		// ready, so it forfeits what exceeds the cap; either way the input
-		// time applied never exceeds real time plus MaxCredit.
+		// time applied never exceeds real time plus MaxCredit. Time this
+		// zone's own tick came late (a stalled host: the moves waited
+		// here) is owed whether moves were ready or not.
 		var over time.Duration
 		switch room := z.cfg.MaxCredit - e.credit; {
 		case room < 0: // a restored player's replay burst: above the cap, owed nothing
@@ -138,6 +140,10 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			over = elapsed - room
 		default:
 			e.credit += elapsed
+		}
+		if late := min(over, elapsed-z.period); late > 0 {
+			e.owed = min(e.owed+late, maxOwed)
+			over -= late
 		}
 		lostBefore := e.queue.Stats().Lost
 		start := e.state.Pos
