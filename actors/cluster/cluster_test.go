@@ -286,9 +286,17 @@ func FuzzZoneBatch(f *testing.F) {
 		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "y", To: "z"}}},
 	}})
 	f.Add(join)
+	// On a reliable stream: the first of it, one after a gap, a duplicate.
+	for _, seq := range []uint64{1, 5, 1} {
+		s, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Stream: 77, Seq: seq, Floor: 1,
+			Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 4}}}}})
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, p := fuzzBridge(t)
 		b.onZoneBatch("z", &nats.Msg{Subject: zoneSubject("w", "z"), Data: data})
+		b.onConnBatch(&nats.Msg{Subject: connSubject("w", "n1"), Data: data})
+		b.onAck(&nats.Msg{Subject: ackSubject("w", "n1"), Data: data})
 		var cb pb.ConnBatch
 		if proto.Unmarshal(data, &cb) == nil {
 			_ = b.deliverConn(&cb)

@@ -37,11 +37,21 @@ type zoneProxy struct {
 	batch    pb.ZoneBatch
 	size     int // encoded bytes batched
 	flushing bool
+	arq      arqOut
 }
 
 func (p *zoneProxy) Receive(ctx actor.Context) {
 	var it *pb.ZoneItem
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.arq.stream = p.b.newStream(ctx.Self())
+		return
+	case *actor.Stopping:
+		p.b.dropStream(p.arq.stream)
+		return
+	case *arqAck:
+		p.b.takeAck(&p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone, m)
+		return
 	case *flush:
 		p.flush()
 		return
@@ -114,7 +124,9 @@ func (p *zoneProxy) flush() {
 		return
 	}
 	p.batch.Zone, p.batch.ZoneEpoch, p.batch.FromNode = p.zone, o.Epoch, p.b.cfg.Node
-	p.b.publish(zoneSubject(p.b.cfg.World, p.zone), KindZone, &p.batch)
+	p.b.sendReliable(&p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone, &p.batch, func(stream, seq, floor uint64) {
+		p.batch.Stream, p.batch.Seq, p.batch.Floor = stream, seq, floor
+	})
 }
 
 // link stands, on a zone's node, for the connections another node holds:
@@ -192,6 +204,7 @@ type linkActor struct {
 	// tick of views (a crowded zone's are megabytes).
 	pending  []pendingView
 	draining bool
+	arq      arqOut
 }
 
 // add accounts for one item of size n and publishes the batch once it is
@@ -216,6 +229,15 @@ var drainMsg = &drainViews{}
 
 func (a *linkActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.arq.stream = a.b.newStream(ctx.Self())
+		return
+	case *actor.Stopping:
+		a.b.dropStream(a.arq.stream)
+		return
+	case *arqAck:
+		a.b.takeAck(&a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn, m)
+		return
 	case *flush:
 		a.flush(ctx)
 		return
@@ -325,7 +347,9 @@ func (a *linkActor) publish() {
 		return
 	}
 	cb.FromNode = a.b.cfg.Node
-	a.b.publish(connSubject(a.b.cfg.World, a.l.node), KindConn, cb)
+	a.b.sendReliable(&a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn, cb, func(stream, seq, floor uint64) {
+		cb.Stream, cb.Seq, cb.Floor = stream, seq, floor
+	})
 	clear(cb.Controls)
 	clear(cb.Views)
 	clear(cb.Redirects)

@@ -99,12 +99,12 @@ func (d *directory) close(ctx context.Context) {
 
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
 func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink, pl *cluster.Players) error {
-	for k := cluster.KindZone; k <= cluster.KindConn; k++ {
+	for k := cluster.KindZone; k <= cluster.KindAck; k++ {
 		for dir, name := range []string{"in", "out"} {
 			k, dir := k, dir
 			labels := prometheus.Labels{"kind": k.String(), "dir": name}
 			if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ghostwire", Subsystem: "cluster",
-				Name: "nats_messages_total", Help: "cluster bridge NATS messages by kind (zone: to zones; conn: to connections) and direction",
+				Name: "nats_messages_total", Help: "cluster bridge NATS messages by kind (zone: to zones; conn: to connections; ack: reliable-stream acknowledgements) and direction",
 				ConstLabels: labels}, func() float64 { return float64(m.Msgs[k][dir].Load()) })); err != nil {
 				return fmt.Errorf("cluster metrics: %w", err)
 			}
@@ -127,6 +127,10 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"unknown_player_dropped_total", "connection updates for a player with no connection here, dropped", m.Unknown.Load},
 		{"view_gaps_total", "packed views from another node dropped: the view they are relative to never arrived (healed at the next keyframe)", m.ViewGaps.Load},
 		{"errors_total", "cluster messages not sent: encode or publish errors", m.Errors.Load},
+		{"batch_gaps_total", "cluster batches that came after one missing on their reliable stream (a resend was asked for)", m.BatchGaps.Load},
+		{"batch_duplicates_total", "cluster batches received again (a resend of one already delivered), dropped", m.BatchDuplicates.Load},
+		{"batches_resent_total", "cluster batches sent again: asked for by the receiver, or unacknowledged for 300 ms", m.BatchesResent.Load},
+		{"batches_skipped_total", "cluster batches lost for good: missing, and no longer held by their sender", m.BatchesSkipped.Load},
 		{"remote_inputs_total", "inputs that reached their zone from another node", m.RemoteInputs.Load},
 		{"nats_slow_consumer_total", "NATS slow-consumer events: messages dropped because a subscription fell behind", nl.slow.Load},
 		{"nats_disconnects_total", "NATS connection losses", nl.disconnects.Load},

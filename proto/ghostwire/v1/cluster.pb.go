@@ -37,8 +37,14 @@ type ZoneBatch struct {
 	ZoneEpoch uint64 `protobuf:"varint,2,opt,name=zone_epoch,json=zoneEpoch,proto3" json:"zone_epoch,omitempty"`
 	// from_node sends it; connections named in items live there unless an
 	// item says otherwise.
-	FromNode      string      `protobuf:"bytes,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
-	Items         []*ZoneItem `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	FromNode string      `protobuf:"bytes,3,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	Items    []*ZoneItem `protobuf:"bytes,4,rep,name=items,proto3" json:"items,omitempty"`
+	// The sender's reliable stream (docs/cluster.md, "Reliable batches"):
+	// stream is random per sender and destination, seq numbers its batches
+	// from 1, floor is the oldest it still holds for a resend. 0: none.
+	Stream        uint64 `protobuf:"varint,5,opt,name=stream,proto3" json:"stream,omitempty"`
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	Floor         uint64 `protobuf:"varint,7,opt,name=floor,proto3" json:"floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -99,6 +105,27 @@ func (x *ZoneBatch) GetItems() []*ZoneItem {
 		return x.Items
 	}
 	return nil
+}
+
+func (x *ZoneBatch) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *ZoneBatch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ZoneBatch) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
 }
 
 type ZoneItem struct {
@@ -397,8 +424,12 @@ type ConnBatch struct {
 	// Every view of the batch, packed: per player a delta against the
 	// previous view on its stream, or a keyframe (docs/cluster.md, "Packed
 	// views"). Senders use this instead of views.
-	PackedViews   []byte    `protobuf:"bytes,7,opt,name=packed_views,json=packedViews,proto3" json:"packed_views,omitempty"`
-	Rejoins       []*Rejoin `protobuf:"bytes,8,rep,name=rejoins,proto3" json:"rejoins,omitempty"`
+	PackedViews []byte    `protobuf:"bytes,7,opt,name=packed_views,json=packedViews,proto3" json:"packed_views,omitempty"`
+	Rejoins     []*Rejoin `protobuf:"bytes,8,rep,name=rejoins,proto3" json:"rejoins,omitempty"`
+	// As in ZoneBatch.
+	Stream        uint64 `protobuf:"varint,9,opt,name=stream,proto3" json:"stream,omitempty"`
+	Seq           uint64 `protobuf:"varint,10,opt,name=seq,proto3" json:"seq,omitempty"`
+	Floor         uint64 `protobuf:"varint,11,opt,name=floor,proto3" json:"floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +520,98 @@ func (x *ConnBatch) GetRejoins() []*Rejoin {
 	return nil
 }
 
+func (x *ConnBatch) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *ConnBatch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ConnBatch) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+// LinkAck goes to gw.<world>.node.<sender>.ack: the receiver of a reliable
+// stream has every batch up to seq (cumulative). nak: it is missing seq+1
+// (a later one came): resend from there.
+type LinkAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromNode      string                 `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	Stream        uint64                 `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Nak           bool                   `protobuf:"varint,4,opt,name=nak,proto3" json:"nak,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LinkAck) Reset() {
+	*x = LinkAck{}
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkAck) ProtoMessage() {}
+
+func (x *LinkAck) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkAck.ProtoReflect.Descriptor instead.
+func (*LinkAck) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LinkAck) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *LinkAck) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *LinkAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LinkAck) GetNak() bool {
+	if x != nil {
+		return x.Nak
+	}
+	return false
+}
+
 // Rejoin asks the node holding a player's connection to join the player
 // again to zone, restored from checkpoint: the zone's new owner sends it
 // after taking over a zone whose node died (docs/cluster.md, "Crash").
@@ -505,7 +628,7 @@ type Rejoin struct {
 
 func (x *Rejoin) Reset() {
 	*x = Rejoin{}
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +640,7 @@ func (x *Rejoin) String() string {
 func (*Rejoin) ProtoMessage() {}
 
 func (x *Rejoin) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[5]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +653,7 @@ func (x *Rejoin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejoin.ProtoReflect.Descriptor instead.
 func (*Rejoin) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Rejoin) GetPlayer() uint64 {
@@ -571,7 +694,7 @@ type ConnKick struct {
 
 func (x *ConnKick) Reset() {
 	*x = ConnKick{}
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +706,7 @@ func (x *ConnKick) String() string {
 func (*ConnKick) ProtoMessage() {}
 
 func (x *ConnKick) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[6]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +719,7 @@ func (x *ConnKick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnKick.ProtoReflect.Descriptor instead.
 func (*ConnKick) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConnKick) GetPlayer() uint64 {
@@ -623,7 +746,7 @@ type EventsOut struct {
 
 func (x *EventsOut) Reset() {
 	*x = EventsOut{}
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +758,7 @@ func (x *EventsOut) String() string {
 func (*EventsOut) ProtoMessage() {}
 
 func (x *EventsOut) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_cluster_proto_msgTypes[7]
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +771,7 @@ func (x *EventsOut) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsOut.ProtoReflect.Descriptor instead.
 func (*EventsOut) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EventsOut) GetPlayer() uint64 {
@@ -669,13 +792,16 @@ var File_ghostwire_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	"\x1aghostwire/v1/cluster.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\x1a\x18ghostwire/v1/input.proto\x1a\x1aghostwire/v1/replica.proto\x1a\x17ghostwire/v1/view.proto\x1a\x19ghostwire/v1/common.proto\"\x89\x01\n" +
+	"\x1aghostwire/v1/cluster.proto\x12\fghostwire.v1\x1a\x1aghostwire/v1/handoff.proto\x1a\x18ghostwire/v1/input.proto\x1a\x1aghostwire/v1/replica.proto\x1a\x17ghostwire/v1/view.proto\x1a\x19ghostwire/v1/common.proto\"\xc9\x01\n" +
 	"\tZoneBatch\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x1d\n" +
 	"\n" +
 	"zone_epoch\x18\x02 \x01(\x04R\tzoneEpoch\x12\x1b\n" +
 	"\tfrom_node\x18\x03 \x01(\tR\bfromNode\x12,\n" +
-	"\x05items\x18\x04 \x03(\v2\x16.ghostwire.v1.ZoneItemR\x05items\"\xd3\x02\n" +
+	"\x05items\x18\x04 \x03(\v2\x16.ghostwire.v1.ZoneItemR\x05items\x12\x16\n" +
+	"\x06stream\x18\x05 \x01(\x04R\x06stream\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05floor\x18\a \x01(\x04R\x05floor\"\xd3\x02\n" +
 	"\bZoneItem\x125\n" +
 	"\ahandoff\x18\x01 \x01(\v2\x19.ghostwire.v1.HandoffItemH\x00R\ahandoff\x128\n" +
 	"\breplicas\x18\x02 \x01(\v2\x1a.ghostwire.v1.ReplicaBatchH\x00R\breplicas\x121\n" +
@@ -693,7 +819,7 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\"L\n" +
 	"\fTeleportItem\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12$\n" +
-	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xfb\x02\n" +
+	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xbb\x03\n" +
 	"\tConnBatch\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x127\n" +
 	"\bcontrols\x18\x02 \x03(\v2\x1b.ghostwire.v1.ControlUpdateR\bcontrols\x12.\n" +
@@ -702,7 +828,16 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\x05kicks\x18\x05 \x03(\v2\x16.ghostwire.v1.ConnKickR\x05kicks\x121\n" +
 	"\aoutputs\x18\x06 \x03(\v2\x17.ghostwire.v1.EventsOutR\aoutputs\x12!\n" +
 	"\fpacked_views\x18\a \x01(\fR\vpackedViews\x12.\n" +
-	"\arejoins\x18\b \x03(\v2\x14.ghostwire.v1.RejoinR\arejoins\"\x88\x01\n" +
+	"\arejoins\x18\b \x03(\v2\x14.ghostwire.v1.RejoinR\arejoins\x12\x16\n" +
+	"\x06stream\x18\t \x01(\x04R\x06stream\x12\x10\n" +
+	"\x03seq\x18\n" +
+	" \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05floor\x18\v \x01(\x04R\x05floor\"b\n" +
+	"\aLinkAck\x12\x1b\n" +
+	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\x04R\x06stream\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03nak\x18\x04 \x01(\bR\x03nak\"\x88\x01\n" +
 	"\x06Rejoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
@@ -729,46 +864,47 @@ func file_ghostwire_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_ghostwire_v1_cluster_proto_rawDescData
 }
 
-var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*ZoneBatch)(nil),      // 0: ghostwire.v1.ZoneBatch
 	(*ZoneItem)(nil),       // 1: ghostwire.v1.ZoneItem
 	(*HandoffItem)(nil),    // 2: ghostwire.v1.HandoffItem
 	(*TeleportItem)(nil),   // 3: ghostwire.v1.TeleportItem
 	(*ConnBatch)(nil),      // 4: ghostwire.v1.ConnBatch
-	(*Rejoin)(nil),         // 5: ghostwire.v1.Rejoin
-	(*ConnKick)(nil),       // 6: ghostwire.v1.ConnKick
-	(*EventsOut)(nil),      // 7: ghostwire.v1.EventsOut
-	(*ReplicaBatch)(nil),   // 8: ghostwire.v1.ReplicaBatch
-	(*PlayerInput)(nil),    // 9: ghostwire.v1.PlayerInput
-	(*PlayerJoin)(nil),     // 10: ghostwire.v1.PlayerJoin
-	(*PlayerLeave)(nil),    // 11: ghostwire.v1.PlayerLeave
-	(*HandoffMessage)(nil), // 12: ghostwire.v1.HandoffMessage
-	(*Vec3)(nil),           // 13: ghostwire.v1.Vec3
-	(*ControlUpdate)(nil),  // 14: ghostwire.v1.ControlUpdate
-	(*ViewUpdate)(nil),     // 15: ghostwire.v1.ViewUpdate
-	(*Redirect)(nil),       // 16: ghostwire.v1.Redirect
-	(*EntitySnapshot)(nil), // 17: ghostwire.v1.EntitySnapshot
-	(*GameEvent)(nil),      // 18: ghostwire.v1.GameEvent
+	(*LinkAck)(nil),        // 5: ghostwire.v1.LinkAck
+	(*Rejoin)(nil),         // 6: ghostwire.v1.Rejoin
+	(*ConnKick)(nil),       // 7: ghostwire.v1.ConnKick
+	(*EventsOut)(nil),      // 8: ghostwire.v1.EventsOut
+	(*ReplicaBatch)(nil),   // 9: ghostwire.v1.ReplicaBatch
+	(*PlayerInput)(nil),    // 10: ghostwire.v1.PlayerInput
+	(*PlayerJoin)(nil),     // 11: ghostwire.v1.PlayerJoin
+	(*PlayerLeave)(nil),    // 12: ghostwire.v1.PlayerLeave
+	(*HandoffMessage)(nil), // 13: ghostwire.v1.HandoffMessage
+	(*Vec3)(nil),           // 14: ghostwire.v1.Vec3
+	(*ControlUpdate)(nil),  // 15: ghostwire.v1.ControlUpdate
+	(*ViewUpdate)(nil),     // 16: ghostwire.v1.ViewUpdate
+	(*Redirect)(nil),       // 17: ghostwire.v1.Redirect
+	(*EntitySnapshot)(nil), // 18: ghostwire.v1.EntitySnapshot
+	(*GameEvent)(nil),      // 19: ghostwire.v1.GameEvent
 }
 var file_ghostwire_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: ghostwire.v1.ZoneBatch.items:type_name -> ghostwire.v1.ZoneItem
 	2,  // 1: ghostwire.v1.ZoneItem.handoff:type_name -> ghostwire.v1.HandoffItem
-	8,  // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
-	9,  // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
-	10, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
-	11, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
+	9,  // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
+	10, // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
+	11, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
+	12, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
 	3,  // 6: ghostwire.v1.ZoneItem.teleport:type_name -> ghostwire.v1.TeleportItem
-	12, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
-	13, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
-	14, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
-	15, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
-	16, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
-	6,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
-	7,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
-	5,  // 14: ghostwire.v1.ConnBatch.rejoins:type_name -> ghostwire.v1.Rejoin
-	17, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
-	18, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
+	13, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
+	14, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
+	15, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
+	16, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
+	17, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
+	7,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
+	8,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
+	6,  // 14: ghostwire.v1.ConnBatch.rejoins:type_name -> ghostwire.v1.Rejoin
+	18, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
+	19, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -800,7 +936,7 @@ func file_ghostwire_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_cluster_proto_rawDesc), len(file_ghostwire_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

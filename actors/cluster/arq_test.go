@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// A stream over a lossy, in-order hop (what core NATS is across a restart:
+// messages lost, never reordered): every batch is delivered once, in
+// order, whatever is lost — single batches, runs, the tail, acks.
+func TestReliableStreamDeliversEveryBatchOnceInOrder(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var out arqOut
+		var in arqIn
+		var got []uint64
+		floors := map[uint64]uint64{} // the floor each batch carries, stamped when first sent
+		now := time.Duration(0)
+		lossy := func() bool { return rng.Float64() < 0.2 }
+		toReceiver := func(seq, floor uint64) {
+			if lossy() {
+				return
+			}
+			switch v, _ := in.admit(seq, floor, now); v {
+			case deliver:
+				got = append(got, seq)
+				if !lossy() {
+					out.ack(in.acked(), now)
+				}
+			case duplicate:
+				if !lossy() {
+					out.ack(in.acked(), now)
+				}
+			case early:
+				if !lossy() {
+					out.ack(in.acked(), now)
+					for _, h := range out.resend(in.acked()+1, now) {
+						toReceiverOnce(&in, &got, h.seq, floors[h.seq], now)
+					}
+				}
+			}
+		}
+		const batches = 500
+		for k := 0; k < batches; k++ {
+			seq, floor := out.stamp()
+			floors[seq] = floor
+			out.hold(seq, make([]byte, 100), now)
+			toReceiver(seq, floor)
+			now += 10 * time.Millisecond
+			if out.due(now) {
+				for _, h := range out.resend(0, now) {
+					toReceiver(h.seq, floors[h.seq])
+				}
+			}
+		}
+		// The sender keeps going after the last batch until everything is
+		// acknowledged (its flushes keep coming: controls every tick).
+		for i := 0; len(out.held) > 0; i++ {
+			if i > 10000 {
+				t.Fatalf("seed %d: %d batches never acknowledged", seed, len(out.held))
+			}
+			now += 10 * time.Millisecond
+			if out.due(now) {
+				for _, h := range out.resend(0, now) {
+					toReceiver(h.seq, floors[h.seq])
+				}
+			}
+		}
+		want := make([]uint64, batches)
+		for i := range want {
+			want[i] = uint64(i + 1)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d: delivered %d batches, not 1..%d once each in order", seed, len(got), batches)
+		}
+	}
+}
+
+// toReceiverOnce delivers a resent batch without loss (the test's nak path).
+func toReceiverOnce(in *arqIn, got *[]uint64, seq, floor uint64, now time.Duration) {
+	if v, _ := in.admit(seq, floor, now); v == deliver {
+		*got = append(*got, seq)
+	}
+}
+
+// A receiver that first hears of a stream mid-way starts there; one that
+// asks for batches its sender no longer holds jumps to the sender's floor
+// and counts what it skipped; a resend request is not repeated at once.
+func TestReliableStreamEdges(t *testing.T) {
+	var in arqIn
+	if v, _ := in.admit(40, 40, 0); v != deliver || in.next != 41 {
+		t.Fatalf("first batch of a stream heard mid-way: %v, want deliver", v)
+	}
+	if v, _ := in.admit(42, 41, time.Millisecond); v != early {
+		t.Fatalf("a gap: %v, want early (ask for a resend)", v)
+	}
+	if v, _ := in.admit(43, 41, 2*time.Millisecond); v != earlyQuiet {
+		t.Fatalf("a gap again right after asking: %v, want earlyQuiet", v)
+	}
+	v, jumped := in.admit(50, 45, time.Second)
+	if v != early || jumped != 4 || in.next != 45 {
+		t.Fatalf("sender floor 45 past the receiver's 41: %v, jumped %d, next %d; want early, 4, 45", v, jumped, in.next)
+	}
+	if v, _ := in.admit(44, 44, time.Second); v != duplicate {
+		t.Fatalf("a batch below the floor: %v, want duplicate", v)
+	}
+	var out arqOut
+	for range 3 {
+		s, _ := out.stamp()
+		out.hold(s, make([]byte, arqMaxHeld/2), 0)
+	}
+	if len(out.held) != 2 || out.held[0].seq != 2 {
+		t.Fatalf("holding %d batches from %d, want the newest 2 within arqMaxHeld", len(out.held), out.held[0].seq)
+	}
+	if _, floor := out.stamp(); floor != 2 {
+		t.Fatalf("floor %d, want 2 (the oldest held)", floor)
+	}
+}
