@@ -224,6 +224,23 @@ func (b *Bridge) LoseBatches(lose func(subject string) bool) {
 	b.loseOut.Store(&lose)
 }
 
+// streamEvent runs a sending actor's side of its stream: it registers the
+// stream when the actor starts, drops it when it stops, and applies acks.
+// It reports whether it handled the message.
+func (b *Bridge) streamEvent(ctx actor.Context, o *arqOut, subject string, kind Kind) bool {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		o.stream = b.newStream(ctx.Self())
+	case *actor.Stopping:
+		b.dropStream(o.stream)
+	case *arqAck:
+		b.takeAck(o, subject, kind, m)
+	default:
+		return false
+	}
+	return true
+}
+
 // takeAck applies a receiver's acknowledgement to o, resending from the
 // missing batch on a nak.
 func (b *Bridge) takeAck(o *arqOut, subject string, kind Kind, a *arqAck) {
@@ -289,12 +306,9 @@ func (b *Bridge) sendAck(to string, stream, seq uint64, nak bool) {
 // onAck routes a LinkAck to the actor sending that stream (NATS goroutine).
 func (b *Bridge) onAck(nm *nats.Msg) {
 	var a pb.LinkAck
-	if err := proto.Unmarshal(nm.Data, &a); err != nil {
-		b.m.count(KindAck, dirIn, len(nm.Data), errDecode)
-		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable ack dropped", "subject", nm.Subject, "err", err)
+	if !b.decode(KindAck, nm, &a) {
 		return
 	}
-	b.m.count(KindAck, dirIn, len(nm.Data), nil)
 	b.arqMu.Lock()
 	pid := b.outs[a.GetStream()]
 	b.arqMu.Unlock()

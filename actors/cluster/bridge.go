@@ -337,12 +337,9 @@ func (b *Bridge) publishRaw(subject string, kind Kind, data []byte) {
 // onZoneBatch handles a batch for a zone this node serves (NATS goroutine).
 func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 	var zb pb.ZoneBatch
-	if err := proto.Unmarshal(nm.Data, &zb); err != nil {
-		b.m.count(KindZone, dirIn, len(nm.Data), errDecode)
-		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable batch dropped", "subject", nm.Subject, "err", err)
+	if !b.decode(KindZone, nm, &zb) {
 		return
 	}
-	b.m.count(KindZone, dirIn, len(nm.Data), nil)
 	if !b.admitBatch(zb.GetFromNode(), zb.GetStream(), zb.GetSeq(), zb.GetFloor()) {
 		return // had it, or one before it is missing (asked for again)
 	}
@@ -387,16 +384,25 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 	}
 }
 
+// decode unmarshals a message from another node into m, counting it by
+// kind; an undecodable one is counted, logged once and dropped.
+func (b *Bridge) decode(kind Kind, nm *nats.Msg, m proto.Message) bool {
+	if err := proto.Unmarshal(nm.Data, m); err != nil {
+		b.m.count(kind, dirIn, len(nm.Data), errDecode)
+		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable message dropped", "subject", nm.Subject, "err", err)
+		return false
+	}
+	b.m.count(kind, dirIn, len(nm.Data), nil)
+	return true
+}
+
 // onConnBatch delivers what another node's zones sent this node's
 // connections (NATS goroutine).
 func (b *Bridge) onConnBatch(nm *nats.Msg) {
 	var cb pb.ConnBatch
-	if err := proto.Unmarshal(nm.Data, &cb); err != nil {
-		b.m.count(KindConn, dirIn, len(nm.Data), errDecode)
-		b.warnOnce("garbage:"+nm.Subject, "cluster: undecodable batch dropped", "subject", nm.Subject, "err", err)
+	if !b.decode(KindConn, nm, &cb) {
 		return
 	}
-	b.m.count(KindConn, dirIn, len(nm.Data), nil)
 	if !b.admitBatch(cb.GetFromNode(), cb.GetStream(), cb.GetSeq(), cb.GetFloor()) {
 		return
 	}

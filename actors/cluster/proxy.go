@@ -41,17 +41,11 @@ type zoneProxy struct {
 }
 
 func (p *zoneProxy) Receive(ctx actor.Context) {
+	if p.b.streamEvent(ctx, &p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone) {
+		return
+	}
 	var it *pb.ZoneItem
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		p.arq.stream = p.b.newStream(ctx.Self())
-		return
-	case *actor.Stopping:
-		p.b.dropStream(p.arq.stream)
-		return
-	case *arqAck:
-		p.b.takeAck(&p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone, m)
-		return
 	case *flush:
 		p.flush()
 		return
@@ -228,16 +222,10 @@ type drainViews struct{}
 var drainMsg = &drainViews{}
 
 func (a *linkActor) Receive(ctx actor.Context) {
+	if a.b.streamEvent(ctx, &a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn) {
+		return
+	}
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		a.arq.stream = a.b.newStream(ctx.Self())
-		return
-	case *actor.Stopping:
-		a.b.dropStream(a.arq.stream)
-		return
-	case *arqAck:
-		a.b.takeAck(&a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn, m)
-		return
 	case *flush:
 		a.flush(ctx)
 		return
