@@ -233,15 +233,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	t.states = nil // the snapshots hold the states from now on
 	same := t.snap != nil && t.snapSrc == snap.source
 	oldSnap := t.snap
-	t.viewMS, t.haveView = ms, true
-	t.lastNow = max(t.lastNow, now)
-	t.viewGen++
+	prev := t.beginView(ms, now, len(view))
 	exhausted := false
-	if cap(t.order) < len(view) {
-		t.order = make([]uint32, len(view), len(view)+len(view)/4)
-	}
-	prev := t.order[:min(len(t.order), len(view))]
-	t.order = t.order[:len(view)]
 	for i := range view {
 		r := &view[i]
 		e := &snap.ents[r.Index]

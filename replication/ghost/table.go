@@ -298,6 +298,21 @@ func (t *Table) Pending() bool {
 	return false
 }
 
+// beginView starts taking a view of n entries at virtual time now: it
+// returns the previous view's id order (the position hints for viewGhost)
+// and makes room for the new one in t.order.
+func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32) {
+	t.viewMS, t.haveView = ms, true
+	t.lastNow = max(t.lastNow, now)
+	t.viewGen++
+	if cap(t.order) < n {
+		t.order = make([]uint32, n, n+n/4)
+	}
+	prev = t.order[:min(len(t.order), n)]
+	t.order = t.order[:n]
+	return prev
+}
+
 // viewGhost finds the ghost of entity, at position i of a view: the id at
 // the same position of the previous view when it still holds entity (views
 // keep their order from tick to tick), else the index's. An entity whose
@@ -359,15 +374,8 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	if t.snap != nil {
 		t.leaveSnapshots()
 	}
-	t.viewMS, t.haveView = ms, true
-	t.lastNow = max(t.lastNow, now)
-	t.viewGen++
+	prev := t.beginView(ms, now, len(view))
 	exhausted := false
-	if cap(t.order) < len(view) {
-		t.order = make([]uint32, len(view), len(view)+len(view)/4)
-	}
-	prev := t.order[:min(len(t.order), len(view))]
-	t.order = t.order[:len(view)]
 	for i := range view {
 		e := &view[i]
 		id, ok := t.viewGhost(prev, i, e.Entity, e.Class)
