@@ -55,19 +55,19 @@ type entity struct {
 	since  time.Duration // arrived here (dwell)
 
 	// Players.
-	burst   bool // restored: the next input's moves are owed their time (InputBatch)
+	burst bool // restored: the next input's moves are owed their time (InputBatch)
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
 	renumber   bool
 	renumberAt time.Duration
-	conn    string
-	queue   handoff.MoveQueue
-	credit  time.Duration
-	owed    time.Duration // input time the player had no move to spend on (late input), repaid by catching up
-	set     interest.Set
-	seedIDs []uint64 // interest handed over, seeded after the next grid build
-	applied bool     // moves applied this tick
-	correct bool
+	conn       string
+	queue      handoff.MoveQueue
+	credit     time.Duration
+	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
+	set        interest.Set
+	seedIDs    []uint64 // interest handed over, seeded after the next grid build
+	applied    bool     // moves applied this tick
+	correct    bool
 
 	// NPCs.
 	rng     uint64
