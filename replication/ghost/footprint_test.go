@@ -11,15 +11,11 @@ import (
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// scopeRun drives one table the way a connection on a busy server does: a
-// 20 Hz view of n entities (a quarter players, the rest NPCs, most of them
-// walking), a 20 Hz packet of 800 bytes (the default 16 kB/s), every fate
-// delivered three packets later. It returns the table after warm.
-func scopeRun(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int) *Table {
-	return scopeRunViews(tb, reg, pc, nc, n, seed, warm, false)
-}
-
-// scopeRunViews is scopeRun with the views as snapshots if snaps is set
+// scopeRunViews drives one table the way a connection on a busy server
+// does: a 20 Hz view of n entities (a quarter players, the rest NPCs, most
+// of them walking), a 20 Hz packet of 800 bytes (the default 16 kB/s), every
+// fate delivered three packets later. It returns the table after warm. The
+// views are snapshots if snaps is set
 // (a zone's: the table keeps no state of its own, only the latest
 // snapshot, which the zone shares with every other table).
 func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int, snaps bool) *Table {
