@@ -39,6 +39,10 @@ const (
 	arqNakEvery = 20 * time.Millisecond
 	// arqIdle: a receiver forgets a stream it has not heard from this long.
 	arqIdle = time.Minute
+	// arqMaxStreams bounds the streams a receiver tracks (a sender has one
+	// per zone proxy and one link: a world of a few hundred zones and nodes
+	// stays far below it).
+	arqMaxStreams = 4096
 )
 
 // arqOut is a sender's end of one stream.
@@ -274,6 +278,20 @@ func (b *Bridge) admitBatch(from string, stream, seq, floor uint64) bool {
 					delete(b.ins, s)
 				}
 			}
+		}
+		if len(b.ins) >= arqMaxStreams {
+			// A peer (buggy or hostile) opening stream after stream: the
+			// least recently heard goes (its sender, if alive, is asked to
+			// start over from its floor when it is heard again).
+			var old uint64
+			oldest := time.Duration(1<<63 - 1)
+			for s, x := range b.ins {
+				if x.seen < oldest {
+					old, oldest = s, x.seen
+				}
+			}
+			delete(b.ins, old)
+			b.m.StreamsEvicted.Add(1)
 		}
 		in = &arqIn{}
 		b.ins[stream] = in

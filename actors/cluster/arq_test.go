@@ -118,3 +118,26 @@ func TestReliableStreamEdges(t *testing.T) {
 		t.Fatalf("floor %d, want 2 (the oldest held)", floor)
 	}
 }
+
+// A peer that opens stream after stream cannot grow a receiver's memory
+// without bound: past arqMaxStreams the least recently heard is forgotten.
+func TestReliableStreamsBounded(t *testing.T) {
+	b := &Bridge{m: new(Metrics), warned: map[string]bool{}, cfg: Config{Now: func() time.Duration { return 0 }}}
+	now := time.Duration(0)
+	b.cfg.Now = func() time.Duration { return now }
+	for s := uint64(1); s <= arqMaxStreams+100; s++ {
+		now += time.Millisecond
+		if !b.admitBatch("n2", s, 1, 1) {
+			t.Fatalf("stream %d: its first batch was not delivered", s)
+		}
+	}
+	if len(b.ins) > arqMaxStreams {
+		t.Fatalf("%d streams tracked, bound %d", len(b.ins), arqMaxStreams)
+	}
+	if _, kept := b.ins[1]; kept {
+		t.Fatal("the least recently heard stream was kept")
+	}
+	if b.m.StreamsEvicted.Load() == 0 {
+		t.Fatal("evictions not counted")
+	}
+}

@@ -458,6 +458,9 @@ type Metrics struct {
 	// BatchesSkipped: batches found missing that their sender no longer
 	// held (lost for good).
 	BatchGaps, BatchDuplicates, BatchesResent, BatchesSkipped atomic.Uint64
+	// StreamsEvicted: receiving streams forgotten to stay within
+	// arqMaxStreams (a peer opening stream after stream).
+	StreamsEvicted atomic.Uint64
 	// Rejoins: players of a restarted zone asked to join it again here.
 	Rejoins atomic.Uint64
 	// RecordRefused: cross-process Commits not delivered because the

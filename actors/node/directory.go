@@ -130,6 +130,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"batch_gaps_total", "cluster batches that came after one missing on their reliable stream (a resend was asked for)", m.BatchGaps.Load},
 		{"batch_duplicates_total", "cluster batches received again (a resend of one already delivered), dropped", m.BatchDuplicates.Load},
 		{"batches_resent_total", "cluster batches sent again: asked for by the receiver, or unacknowledged for 300 ms", m.BatchesResent.Load},
+		{"streams_evicted_total", "reliable receiving streams forgotten to stay within the bound (a peer opening stream after stream)", m.StreamsEvicted.Load},
 		{"batches_skipped_total", "cluster batches lost for good: missing, and no longer held by their sender", m.BatchesSkipped.Load},
 		{"remote_inputs_total", "inputs that reached their zone from another node", m.RemoteInputs.Load},
 		{"nats_slow_consumer_total", "NATS slow-consumer events: messages dropped because a subscription fell behind", nl.slow.Load},
