@@ -130,6 +130,13 @@ func Start(_ context.Context, cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("admin: endpoint node_%s: %w", op, err)
 		}
 	}
+	// The endpoints' subscriptions reach the server asynchronously: a
+	// zonectl call right after the node said ready found no responder.
+	// The round trip of a flush makes "started" mean "answering".
+	if err := cfg.NC.Flush(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("admin: flush: %w", err)
+	}
 	return s, nil
 }
 
