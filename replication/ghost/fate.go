@@ -27,12 +27,14 @@ func (t *Table) OnFate(f notify.Fate) {
 	}
 	p := &t.pkts[i]
 	for j := 0; j < int(p.n); j++ {
-		e := &t.ents[(int(p.start)+j)&(len(t.ents)-1)]
+		k := (int(p.start) + j) & (len(t.ents) - 1)
+		e := t.ents[k]
 		id := e.id()
 		s, in := &t.slots[id], &t.info[id]
-		if in.gen != e.gen || s.phase == phaseFree {
-			continue // a record of an incarnation that is gone
+		if s.phase == phaseFree {
+			continue // cannot happen: ids are freed with nothing in flight
 		}
+		mask := t.entMask(k, e)
 		s.inflight--
 		if f.Delivered && f.SentAt >= in.ackAt {
 			in.ackAt = f.SentAt
@@ -49,9 +51,8 @@ func (t *Table) OnFate(f notify.Fate) {
 				s.pendChg = max(s.pendChg, f.SentAt)
 			}
 		}
-		hasPos := e.mask&s.class.posBit != 0
-		if hasPos {
-			in.pos.resolve(&t.pp, f.Seq, f.Delivered)
+		if mask&s.class.posBit != 0 {
+			in.pos.resolve(&t.pp, p.t, f.Delivered)
 		}
 		switch e.kind() {
 		case recCreate:
@@ -72,14 +73,14 @@ func (t *Table) OnFate(f notify.Fate) {
 			t.stats.UpdatesLost++
 			lf := t.lastField[int(id)*t.stride:]
 			var lost uint64
-			for m := e.mask; m != 0; m &= m - 1 {
+			for m := mask; m != 0; m &= m - 1 {
 				g := bits.TrailingZeros64(m)
 				if lf[g] == uint32(f.Seq) {
 					lost |= 1 << uint(g)
 				}
 			}
 			t.stats.Redirtied += uint64(bits.OnesCount64(lost))
-			t.stats.Suppressed += uint64(bits.OnesCount64(e.mask &^ lost))
+			t.stats.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {

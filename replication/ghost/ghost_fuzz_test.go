@@ -471,19 +471,20 @@ func (h *opsHarness) fates() {
 }
 
 // carried lists, from the table's transmission records, the groups each
-// unresolved packet carries per (ghost, incarnation).
-func (h *opsHarness) carried() map[uint64]map[[2]uint32]uint64 {
+// unresolved packet carries per ghost (records of a freed id are never in
+// flight: checkInvariants).
+func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 	t := h.tab
-	out := map[uint64]map[[2]uint32]uint64{}
+	out := map[uint64]map[uint32]uint64{}
 	for k := 0; k < t.pktLen; k++ {
 		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
 		if p.resolved {
 			continue
 		}
-		m := map[[2]uint32]uint64{}
+		m := map[uint32]uint64{}
 		for j := 0; j < int(p.n); j++ {
-			e := t.ents[(int(p.start)+j)&(len(t.ents)-1)]
-			m[[2]uint32{e.id(), e.gen}] = e.mask
+			k := (int(p.start) + j) & (len(t.ents) - 1)
+			m[t.ents[k].id()] = t.entMask(k, t.ents[k])
 		}
 		out[p.seq] = m
 	}
@@ -498,9 +499,9 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 	want := map[uint32]uint64{}
 	h.before = map[uint32]uint64{}
 	for k, mask := range c[seq] {
-		s := &t.slots[k[0]]
-		h.before[k[0]] = s.dirty
-		if t.info[k[0]].gen != k[1] || s.phase == phaseFree {
+		s := &t.slots[k]
+		h.before[k] = s.dirty
+		if s.phase == phaseFree {
 			continue
 		}
 		isUpdate := false
@@ -508,7 +509,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 			p := &t.pkts[(t.pktHead+j)&(len(t.pkts)-1)]
 			if p.seq == seq {
 				for i := 0; i < int(p.n); i++ {
-					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k[0] && e.kind() == recUpdate {
+					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k && e.kind() == recUpdate {
 						isUpdate = true
 					}
 				}
@@ -522,7 +523,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 				mask &^= m[k]
 			}
 		}
-		want[k[0]] = mask
+		want[k] = mask
 	}
 	return want
 }
@@ -574,7 +575,7 @@ func (h *opsHarness) check() {
 		}
 		var inFlight uint64
 		for _, m := range c {
-			inFlight |= m[[2]uint32{uint32(i), in.gen}]
+			inFlight |= m[uint32(i)]
 		}
 		cls := s.class
 		want := t.stateOf(uint32(i))

@@ -478,7 +478,9 @@ func checkInvariants(t *Table) error {
 		return fmt.Errorf("entity index counts %d, holds %d", t.idx.n, mapped)
 	}
 	// In-flight bookkeeping against the transmission records.
-	type key struct{ id, gen uint32 }
+	// Records carry no incarnation: every record in flight must be of a
+	// ghost that is not free (ids are freed only with nothing in flight).
+	type key struct{ id uint32 }
 	inflight := map[key]int32{}
 	creates, kills, poss := map[key]int{}, map[key]int{}, map[key]int{}
 	ents := 0
@@ -492,8 +494,12 @@ func checkInvariants(t *Table) error {
 			continue
 		}
 		for j := 0; j < int(p.n); j++ {
-			e := t.ents[(int(p.start)+j)&(len(t.ents)-1)]
-			kk := key{e.id(), e.gen}
+			ei := (int(p.start) + j) & (len(t.ents) - 1)
+			e := t.ents[ei]
+			kk := key{e.id()}
+			if int(e.id()) >= len(t.slots) || t.slots[e.id()].phase == phaseFree {
+				return fmt.Errorf("packet %d carries a record of id %d, which is free", p.seq, e.id())
+			}
 			inflight[kk]++
 			switch e.kind() {
 			case recCreate:
@@ -501,7 +507,7 @@ func checkInvariants(t *Table) error {
 			case recKill:
 				kills[kk]++
 			}
-			if s := &t.slots[e.id()]; t.info[e.id()].gen == e.gen && s.phase != phaseFree && e.mask&s.class.posBit != 0 {
+			if s := &t.slots[e.id()]; t.entMask(ei, e)&s.class.posBit != 0 {
 				poss[kk]++
 			}
 		}
@@ -514,7 +520,7 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseFree {
 			continue
 		}
-		kk := key{uint32(i), t.info[i].gen}
+		kk := key{uint32(i)}
 		if inflight[kk] != s.inflight {
 			return fmt.Errorf("id %d: inflight %d, records say %d", i, s.inflight, inflight[kk])
 		}
@@ -547,8 +553,8 @@ func checkInvariants(t *Table) error {
 			seen[j] = i
 			last = j
 		}
-		if tr.n > 0 && last != tr.tail {
-			return fmt.Errorf("id %d: list ends at node %d, tail says %d", i, last, tr.tail)
+		if tr.n > 0 && t.pp.nodes[last].next != -1 {
+			return fmt.Errorf("id %d: list of %d does not end at its last node", i, tr.n)
 		}
 	}
 	if len(t.pp.nodes) > 0 {

@@ -437,7 +437,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 	}
 	// Commit.
 	in := &t.info[id]
-	t.addEntry(entry{idk: id | uint32(kind)<<kindShift, gen: in.gen, mask: mask})
+	t.addEntry(id, kind, mask)
 	s.inflight++
 	s.lastSeq = uint32(seq)
 	s.sentAt, s.since = now, now
@@ -446,7 +446,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 		lf[bits.TrailingZeros64(m)] = uint32(seq)
 	}
 	if pushPos {
-		in.pos.push(&t.pp, seq, stamp(t.viewMS), &in.qpos)
+		in.pos.push(&t.pp, stamp(t.viewMS), &in.qpos)
 		if s.restCopies > 0 {
 			s.restCopies--
 		}
@@ -670,14 +670,18 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: seq, start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1))}
+	t.pkts[i] = pktRec{seq: seq, start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
 	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
-func (t *Table) addEntry(e entry) {
-	t.ents[(t.entHead+t.entLen)&(len(t.ents)-1)] = e
+func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
+	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
+	t.ents[i] = mkEntry(id, kind, mask)
+	if t.entHi != nil {
+		t.entHi[i] = uint32(mask >> entMaskBits)
+	}
 	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }
 

@@ -49,31 +49,26 @@ type posVal struct {
 	q [3]uint32
 }
 
-// posEntry is a position written in packet seq whose fate is unknown (seq
-// kept to its low 32 bits: far more than the packets ever in flight).
-type posEntry struct {
-	seq uint32
-	v   posVal
-}
-
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The in-flight ones are a list, in send order, of nodes
+// subset of them). The in-flight ones are a list, newest first, of nodes
 // in the table's posPool: a ghost holds memory for the positions it
 // actually has in flight (one or two at a short fate delay), not for the
-// posRingLen it may have.
+// posRingLen it may have. A node is named by its stamp, not by the packet
+// that carried it: a ghost's position goes out at most once per view, so
+// its stamps in flight are distinct, and each packet keeps its view stamp.
 type posTrack struct {
-	n          uint8
-	dn         uint8
-	head, tail int32     // pool nodes of the oldest and newest in flight (-1: none)
-	d          [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
+	n    uint8
+	dn   uint8
+	head int32     // pool node of the newest in flight (-1: none)
+	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
 }
 
-// posNode is one in-flight position in a posPool list.
+// posNode is one in-flight position in a posPool list: 20 bytes.
 type posNode struct {
-	e    posEntry
-	next int32 // next newer in flight of the same ghost, or the next free node (-1: none)
+	v    posVal
+	next int32 // next older in flight of the same ghost, or the next free node (-1: none)
 }
 
 // posPool holds the in-flight positions of one table's ghosts, reused
@@ -122,62 +117,71 @@ func (p *posTrack) reset(x *posPool) {
 		x.put(i)
 		i = nx
 	}
-	p.dn, p.head, p.tail = 0, -1, -1
+	p.dn, p.head = 0, -1
 }
 
 func (p *posTrack) full() bool { return p.n == posRingLen }
 
-// push records the position q stamped t, written in packet seq. Fields are
-// stored one by one: building the entry as a value first costs a
+// push records the position q stamped t (newer than every one in flight).
+// Fields are stored one by one: building the node as a value first costs a
 // store-forwarding stall on every record.
-func (p *posTrack) push(x *posPool, seq uint64, t stamp, q *[3]uint32) {
+func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	if p.n == posRingLen { // callers check full(); never lose the newest
-		old := p.head
-		p.head = x.nodes[old].next
-		x.put(old)
-		p.n--
+		p.dropOldest(x)
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.next = -1
-	nd.e.seq, nd.e.v.t = uint32(seq), t
-	nd.e.v.q[0], nd.e.v.q[1], nd.e.v.q[2] = q[0], q[1], q[2]
+	nd.v.t = t
+	nd.v.q[0], nd.v.q[1], nd.v.q[2] = q[0], q[1], q[2]
 	if p.n == 0 {
-		p.head = i
+		nd.next = -1
 	} else {
-		x.nodes[p.tail].next = i
+		nd.next = p.head
 	}
-	p.tail = i
+	p.head = i
 	p.n++
+}
+
+// dropOldest forgets the oldest position in flight (p.n > 0).
+func (p *posTrack) dropOldest(x *posPool) {
+	if p.n == 1 {
+		x.put(p.head)
+		p.head, p.n = -1, 0
+		return
+	}
+	i := p.head
+	for k := uint8(2); k < p.n; k++ {
+		i = x.nodes[i].next
+	}
+	x.put(x.nodes[i].next)
+	p.n--
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.tail].e.v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.head].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
 			return t, true
 		}
 	}
 	return p.d[1].t, p.dn > 0
 }
 
-// resolve applies the fate of the position written in packet seq.
-func (p *posTrack) resolve(x *posPool, seq uint64, delivered bool) {
+// resolve applies the fate of the position stamped t in flight (the one
+// the packet of that view carried; none: nothing to do).
+func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 	prev := int32(-1)
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 		nd := &x.nodes[i]
-		if nd.e.seq != uint32(seq) {
+		if nd.v.t != t {
 			prev = i
 			continue
 		}
-		v := nd.e.v
+		v := nd.v
 		if prev < 0 {
 			p.head = nd.next
 		} else {
 			x.nodes[prev].next = nd.next
-		}
-		if p.tail == i {
-			p.tail = prev
 		}
 		x.put(i)
 		p.n--
@@ -208,7 +212,7 @@ func (p *posTrack) clientHas(x *posPool, q *[3]uint32) bool {
 		return false
 	}
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		if v := &x.nodes[i].e.v; v.t.sub(p.d[1].t) > 0 && v.q != *q {
+		if v := &x.nodes[i].v; v.t.sub(p.d[1].t) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -239,7 +243,7 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 	p.pairs(x, d1, d0, q, t, lim, d)
 	var prev *posVal
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		n1 := &x.nodes[i].e.v
+		n1 := &x.nodes[i].v
 		if n1.t.sub(d1.t) > 0 && (prev == nil || n1.t != prev.t) {
 			p.pairs(x, n1, d1, q, t, lim, d)
 		}
@@ -255,7 +259,7 @@ func (p *posTrack) pairs(x *posPool, n1, c *posVal, q *[3]uint32, t stamp, lim *
 	widenPred(d, q, c, n1, t, lim)
 	var prev *posVal
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		m := &x.nodes[i].e.v
+		m := &x.nodes[i].v
 		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (prev == nil || m.t != prev.t) {
 			widenPred(d, q, m, n1, t, lim)
 		}

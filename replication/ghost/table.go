@@ -87,12 +87,15 @@ type slot struct {
 }
 
 // info is the cold half of a ghost id's record (88 bytes): what only
-// SetView, writing a record and its fate touch.
+// SetView, writing a record and its fate touch. It holds no incarnation
+// number: an id is freed only once nothing of it is in flight (a kill goes
+// out when no other record is, and a ghost the client never held is freed
+// when its last record resolves), so every record in flight is of its id's
+// current incarnation.
 type info struct {
 	entity  uint64
 	lastChg time.Duration // last view that changed a group
 	ackAt   time.Duration // SentAt of the newest delivered packet that carried this ghost
-	gen     uint32        // incarnation; transmission records of older ones are ignored
 	viewGen uint32        // last SetView that included the entity
 	qpos    [3]uint32     // quantized State.Pos
 	// si is the ghost's entry in the table's snapshot (SetSnapshotView), or
@@ -185,6 +188,9 @@ type Table struct {
 	pktHead int
 	pktLen  int
 	ents    []entry
+	// entHi holds the mask bits above entMaskBits of each record in ents
+	// (same index): nil unless the registry has a class with more groups.
+	entHi   []uint32
 	entHead int
 	entLen  int
 	lastSeq uint64
@@ -199,10 +205,14 @@ type Table struct {
 }
 
 // pktRec lists the records one packet carried: ents[start : start+n] (mod
-// len). 16 bytes: a packet carries at most MaxPacketBytes·8 bits of records.
+// len); a packet carries at most MaxPacketBytes·8 bits of records. t is the
+// view stamp of every position the packet carried: it names them in their
+// ghosts' in-flight lists (a ghost's position goes out at most once per
+// view), so the positions need not hold the packet's sequence.
 type pktRec struct {
 	seq      uint64
 	start    uint32
+	t        stamp
 	n        uint16
 	resolved bool
 }
@@ -214,17 +224,33 @@ const (
 	recKill
 )
 
-// entry is one record of an in-flight packet: 16 bytes.
-type entry struct {
-	idk  uint32 // ghost id (< MaxMaxGhosts = 2^20) | kind<<kindShift
-	gen  uint32
-	mask uint64 // groups written (all groups for a create)
+// entry is one record of an in-flight packet, 8 bytes: the ghost id
+// (< MaxMaxGhosts = 2^20), the record kind and the groups written (all
+// groups for a create) up to entMaskBits; the mask bits above those, of
+// classes with more groups, are in Table.entHi.
+type entry uint64
+
+const (
+	kindShift   = 20 // MaxMaxGhosts = 1<<20
+	maskShift   = kindShift + 2
+	entMaskBits = 64 - maskShift
+)
+
+func mkEntry(id uint32, kind uint8, mask uint64) entry {
+	return entry(uint64(id) | uint64(kind)<<kindShift | mask<<maskShift)
 }
 
-const kindShift = 30
+func (e entry) id() uint32  { return uint32(e) & (1<<kindShift - 1) }
+func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 
-func (e *entry) id() uint32  { return e.idk &^ (3 << kindShift) }
-func (e *entry) kind() uint8 { return uint8(e.idk >> kindShift) }
+// entMask is the mask of record i of the ring, e = ents[i].
+func (t *Table) entMask(i int, e entry) uint64 {
+	m := uint64(e) >> maskShift
+	if t.entHi != nil {
+		m |= uint64(t.entHi[i]) << entMaskBits
+	}
+	return m
+}
 
 // NewTable returns an empty table for one connection. It freezes reg.
 func NewTable(reg *Registry, cfg Config) (*Table, error) {
@@ -246,6 +272,9 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		// 16 B) up front.
 		pkts: make([]pktRec, min(initialPackets, cfg.MaxPacketsInFlight)),
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
+	}
+	if reg.maxGroups > entMaskBits {
+		t.entHi = make([]uint32, len(t.ents))
 	}
 	t.pk.init(t)
 	return t, nil
@@ -534,7 +563,7 @@ func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now time.Duration) 
 		phase:   phaseCreating,
 	}
 	in.pos.reset(&t.pp)
-	*in = info{entity: entity, lastChg: now, gen: in.gen + 1, viewGen: in.viewGen}
+	*in = info{entity: entity, lastChg: now, viewGen: in.viewGen}
 	if c.posIdx >= 0 {
 		in.qpos = *q
 	}
@@ -595,7 +624,6 @@ func (t *Table) free(id uint32) {
 	s, in := &t.slots[id], &t.info[id]
 	t.idxDel(in.entity, id)
 	s.phase = phaseFree
-	in.gen++
 	s.class = nil
 	s.dirty = 0
 	w := int(id / 64)
@@ -649,10 +677,7 @@ func (t *Table) growEnts() bool {
 		return false
 	}
 	mask := len(old) - 1
-	ents := make([]entry, 2*len(old))
-	for i := range t.entLen {
-		ents[i] = old[(t.entHead+i)&mask]
-	}
+	t.moveEnts(2 * len(old))
 	for i := range t.pktLen { // recorded packets: each holds ≥ 1 live record
 		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
 		p.start = uint32((int(p.start) - t.entHead) & mask)
@@ -664,7 +689,7 @@ func (t *Table) growEnts() bool {
 		p := &t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
 		p.start = uint32(t.pkEnt0)
 	}
-	t.ents, t.entHead = ents, 0
+	t.entHead = 0
 	t.stats.RecordGrowths++
 	return true
 }
@@ -719,22 +744,37 @@ func (t *Table) trim() {
 // (a power of two ≥ entLen) and every in-flight packet's start with them.
 // Not while a packet is being written.
 func (t *Table) resizeEnts(n int) {
-	old := t.ents
-	mask := len(old) - 1
-	ents := make([]entry, n)
-	for i := range t.entLen {
-		ents[i] = old[(t.entHead+i)&mask]
-	}
+	mask := len(t.ents) - 1
+	t.moveEnts(n)
 	for i := range t.pktLen {
 		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
 		p.start = uint32((int(p.start) - t.entHead) & mask)
 	}
-	t.ents, t.entHead = ents, 0
+	t.entHead = 0
+}
+
+// moveEnts copies the live records, in FIFO order from index 0, into a new
+// ring of n (their entHi too); the caller moves the packets' starts and
+// entHead.
+func (t *Table) moveEnts(n int) {
+	mask := len(t.ents) - 1
+	ents := make([]entry, n)
+	for i := range t.entLen {
+		ents[i] = t.ents[(t.entHead+i)&mask]
+	}
+	if t.entHi != nil {
+		hi := make([]uint32, n)
+		for i := range t.entLen {
+			hi[i] = t.entHi[(t.entHead+i)&mask]
+		}
+		t.entHi = hi
+	}
+	t.ents = ents
 }
 
 // compactPositions copies every ghost's in-flight positions, list by
 // list, into a pool of room n (≥ used): node indices change, so every
-// track's head, tail and links are rewritten. Free ids keep theirs too
+// track's head and links are rewritten. Free ids keep theirs too
 // (alloc releases them).
 func (t *Table) compactPositions(n int) {
 	x := &t.pp
@@ -756,7 +796,6 @@ func (t *Table) compactPositions(n int) {
 			prev = j
 		}
 		ns[prev].next = -1
-		p.tail = prev
 	}
 	x.nodes, x.free = ns, -1
 }

@@ -792,11 +792,11 @@ func TestRecordSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"slot", unsafe.Sizeof(slot{}), 64},
-		{"info", unsafe.Sizeof(info{}), 96},
-		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
-		{"posNode", unsafe.Sizeof(posNode{}), 24},
-		{"entry (in-flight record)", unsafe.Sizeof(entry{}), 16},
-		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
+		{"info", unsafe.Sizeof(info{}), 88},
+		{"posTrack", unsafe.Sizeof(posTrack{}), 40},
+		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
+		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
+		{"pktRec", unsafe.Sizeof(pktRec{}), 24},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
