@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -40,6 +41,7 @@ func run(args []string) int {
 	peers := fset.Int("peers", 8, "other players each player sees, `N` (0: none)")
 	tick := fset.Duration("tick", 50*time.Millisecond, "simulation period `D`")
 	noEcho := fset.Bool("no-echo", false, "do not echo lane-0 events")
+	cpuProfile := fset.String("cpuprofile", "", "write a Go CPU profile of the whole run to `FILE` (go tool pprof); default: none")
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -61,6 +63,21 @@ func run(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeserver: --protocol-id:", err)
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakeserver:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeserver:", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho})
 	if err != nil {

@@ -4,8 +4,9 @@
 // session.Server and ghost.Table per player, and a 20 Hz tick that applies
 // moves with move.Walk, echoes lane-0 events and shows each player other
 // players (entity id = player id; the move sequence each state reflects in
-// Extra[0..1]). It reads and writes in batches (actors/udp) and keeps its
-// connections in a deadline heap, so one core serves thousands of bots.
+// Extra[0..1]). It reads and writes in batches (batchudp: recvmmsg with
+// UDP_GRO, sendmmsg with UDP_SEGMENT) and keeps its connections in a
+// deadline heap, so one core serves thousands of bots.
 // Faults can be switched on to prove the bots notice them.
 //
 // It is not a game server: no zones, no interest management, no NPCs.
@@ -13,14 +14,13 @@ package fakezone
 
 import (
 	"bytes"
-	"context"
 	crand "crypto/rand"
 	"errors"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/batchudp"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -62,7 +62,8 @@ type Zone struct {
 	Addr netip.AddrPort
 	Key  [handshake.KeySize]byte
 
-	sock  *udp.Socket
+	sock  *batchudp.Conn
+	w     *batchudp.Writer
 	hs    *handshake.Server
 	reg   *ghost.Registry
 	class *ghost.Class
@@ -73,13 +74,13 @@ type Zone struct {
 	byAdr map[netip.AddrPort]*conn
 	byID  map[handshake.ConnID]*conn
 	heap  []*conn
-	out   []udp.Message
-	outN  int
 	view  []ghost.ViewEntry
 	mine  []ghost.ViewEntry
 
-	in   chan *batch
-	free chan *batch
+	in   chan *batchudp.Batch
+	free chan *batchudp.Batch
+	rnow time.Duration                // receive's now, for each
+	each func([]byte, netip.AddrPort) // receive bound once (no closure per batch)
 	done chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -91,12 +92,15 @@ type Zone struct {
 	echoes   int
 }
 
-type batch struct {
-	ms []udp.Message
-	n  int
-}
-
-const batchSize = 64
+// batchMsgs is how many super-datagrams one recvmmsg takes (each up to 64
+// KiB: a bot worker's turn of equal datagrams), batches how many such
+// reads may wait for the loop, and writeQueue how many datagrams a flush
+// groups (a tick's burst: the more, the larger the groups of one size).
+const (
+	batchMsgs  = 16
+	batches    = 16
+	writeQueue = 1024
+)
 
 type conn struct {
 	z       *Zone
@@ -129,18 +133,15 @@ func Start(opts Options) (*Zone, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}
-	s, err := udp.Listen(context.Background(), opts.Listen, batchSize)
+	s, err := batchudp.Listen(opts.Listen)
 	if err != nil {
 		return nil, err
 	}
-	_ = s.SetBuffers(8<<20, 8<<20)
-	z := &Zone{Addr: s.LocalAddr(), sock: s, opts: opts, start: time.Now(),
+	s.SetBuffers(8<<20, 8<<20)
+	z := &Zone{Addr: s.LocalAddr(), sock: s, w: s.NewWriter(writeQueue), opts: opts, start: time.Now(),
 		byAdr: map[netip.AddrPort]*conn{}, byID: map[handshake.ConnID]*conn{},
-		in: make(chan *batch, 64), free: make(chan *batch, 64), done: make(chan struct{}),
-		out: make([]udp.Message, batchSize)}
-	for i := range z.out {
-		z.out[i].Buf = make([]byte, udp.MaxDatagram)
-	}
+		in: make(chan *batchudp.Batch, batches), free: make(chan *batchudp.Batch, batches), done: make(chan struct{})}
+	z.each = func(p []byte, from netip.AddrPort) { z.receive(z.rnow, p, from) }
 	if opts.Key != nil {
 		z.Key = *opts.Key
 	} else {
@@ -157,11 +158,7 @@ func Start(opts Options) (*Zone, error) {
 	z.reg = session.DefaultRegistry()
 	z.class, _ = z.reg.Lookup(ghost.PlayerClassID)
 	for range cap(z.free) {
-		b := &batch{ms: make([]udp.Message, batchSize)}
-		for i := range b.ms {
-			b.ms[i].Buf = make([]byte, udp.MaxDatagram)
-		}
-		z.free <- b
+		z.free <- batchudp.NewBatch(batchMsgs)
 	}
 	z.wg.Add(2)
 	go z.read()
@@ -190,21 +187,19 @@ func (z *Zone) now() time.Duration { return time.Since(z.start) }
 func (z *Zone) read() {
 	defer z.wg.Done()
 	for {
-		var b *batch
+		var b *batchudp.Batch
 		select {
 		case b = <-z.free:
 		case <-z.done:
 			return
 		}
-		n, err := z.sock.ReadBatch(b.ms)
-		if err != nil {
-			if errors.Is(err, udp.ErrClosed) {
+		if err := z.sock.ReadBatch(b); err != nil {
+			if errors.Is(err, batchudp.ErrClosed) {
 				return
 			}
 			z.free <- b
 			continue
 		}
-		b.n = n
 		select {
 		case z.in <- b:
 		case <-z.done:
@@ -230,18 +225,14 @@ func (z *Zone) loop() {
 		case <-z.done:
 			return
 		case b := <-z.in:
-			now = z.now()
-			for i := range b.n {
-				z.receive(now, b.ms[i].Buf[:b.ms[i].N], b.ms[i].Addr)
-			}
+			z.rnow = z.now()
+			b.Each(z.each)
 			z.free <- b
 		drain:
 			for {
 				select {
 				case b := <-z.in:
-					for i := range b.n {
-						z.receive(now, b.ms[i].Buf[:b.ms[i].N], b.ms[i].Addr)
-					}
+					b.Each(z.each)
 					z.free <- b
 				default:
 					break drain
@@ -276,8 +267,7 @@ func (z *Zone) loop() {
 // poll sends what c has due and drops it when it is done.
 func (z *Zone) poll(c *conn, now time.Duration) {
 	for {
-		m := &z.out[z.outN]
-		p, err := c.srv.Poll(now, m.Buf[:0], c.tab)
+		p, err := c.srv.Poll(now, z.w.Slot(), c.tab)
 		c.fates = c.srv.PopGhostFates(c.fates[:0])
 		for _, f := range c.fates {
 			c.tab.OnFate(f)
@@ -285,24 +275,14 @@ func (z *Zone) poll(c *conn, now time.Duration) {
 		if err != nil || len(p) == 0 {
 			break
 		}
-		m.N, m.Addr = len(p), c.srv.Addr()
-		z.outN++
-		if z.outN == len(z.out) {
-			z.flush()
-		}
+		z.w.Commit(p, c.srv.Addr())
 	}
 	if c.srv.Done() {
 		z.drop(c)
 	}
 }
 
-func (z *Zone) flush() {
-	if z.outN == 0 {
-		return
-	}
-	_, _ = z.sock.WriteBatch(z.out[:z.outN])
-	z.outN = 0
-}
+func (z *Zone) flush() { z.w.Flush() }
 
 func (z *Zone) drop(c *conn) {
 	c.gone = true
@@ -362,14 +342,9 @@ func (z *Zone) receive(now time.Duration, p []byte, from netip.AddrPort) {
 }
 
 func (z *Zone) handshake(now time.Duration, p []byte, from netip.AddrPort) {
-	m := &z.out[z.outN]
-	reply, grant, _ := z.hs.Handle(m.Buf[:0], p, from, time.Now(), handshake.LoadNormal)
+	reply, grant, _ := z.hs.Handle(z.w.Slot(), p, from, time.Now(), handshake.LoadNormal)
 	if len(reply) > 0 {
-		m.N, m.Addr = len(reply), from
-		z.outN++
-		if z.outN == len(z.out) {
-			z.flush()
-		}
+		z.w.Commit(reply, from)
 	}
 	if grant == nil {
 		return

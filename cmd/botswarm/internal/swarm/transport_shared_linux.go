@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/batchudp"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
@@ -35,8 +36,14 @@ type sharedTransport struct {
 	read  func([]ipv4.Message, int) (int, error)
 	write func([]ipv4.Message, int) (int, error)
 
-	rmsgs    []ipv4.Message
-	rbufs    [][maxDatagram]byte
+	rmsgs []ipv4.Message
+	rbufs [][]byte
+	// With gro (UDP_GRO on), a read may return a super-datagram: equal
+	// datagrams the server sent as one UDP_SEGMENT message, which the
+	// kernel then hands over whole — on loopback that spares the server's
+	// CPU the cutting up and queueing of each — and dispatch cuts it up.
+	gro      bool
+	roob     [][]byte
 	deadline time.Time // read deadline in force (zero: none)
 
 	// Datagrams the bots sent this turn, sent at the next wait.
@@ -115,13 +122,23 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sharedBuffer)
 		})
 	}
-	t.rmsgs, t.rbufs = make([]ipv4.Message, sharedBatch), make([][maxDatagram]byte, sharedBatch)
+	t.gro = groDefault && batchudp.EnableGRO(uc)
+	rsize := maxDatagram
+	if t.gro {
+		rsize = 1 << 16
+	}
+	t.rmsgs, t.rbufs, t.roob = make([]ipv4.Message, sharedBatch), make([][]byte, sharedBatch), make([][]byte, sharedBatch)
 	t.wbufs, t.wlen = make([][maxDatagram]byte, sharedBatch), make([]int, sharedBatch)
 	t.wdst, t.waddr = make([]netip.AddrPort, sharedBatch), make([]*net.UDPAddr, sharedBatch)
 	t.wmsgs, t.gsize, t.gmax = make([]ipv4.Message, sharedBatch), make([]int, sharedBatch), make([]int, sharedBatch)
 	t.oob, t.first = make([][]byte, sharedBatch), make([]int, sharedBatch)
 	for i := range t.rmsgs {
-		t.rmsgs[i].Buffers = [][]byte{t.rbufs[i][:]}
+		t.rbufs[i] = make([]byte, rsize)
+		t.rmsgs[i].Buffers = [][]byte{t.rbufs[i]}
+		if t.gro {
+			t.roob[i] = make([]byte, unix.CmsgSpace(4)*2)
+			t.rmsgs[i].OOB = t.roob[i]
+		}
 		t.wmsgs[i].Buffers = make([][]byte, 0, sharedBatch)
 		t.oob[i] = segmentCmsg()
 	}
@@ -204,6 +221,10 @@ func (t *sharedTransport) send(s sock, p []byte) error {
 	}
 	return nil
 }
+
+// groDefault: UDP_GRO (Linux ≥ 5.0) is asked for on every shared socket;
+// tests turn it off to cover the kernel that cuts up for us.
+var groDefault = true
 
 // gsoDefault: UDP_SEGMENT (Linux ≥ 4.18) is tried first; a kernel that
 // refuses it turns it off for the transport.
@@ -370,17 +391,34 @@ func (t *sharedTransport) dispatch(n int, fn func(int32, []byte, error)) int {
 	calls := 0
 	for i := range n {
 		m := &t.rmsgs[i]
-		p := t.rbufs[i][:min(m.N, maxDatagram)]
-		tag := t.route(p, m.Addr)
-		m.Addr = nil
-		if tag < 0 {
-			t.unrouted++
-			continue
+		p := t.rbufs[i][:min(m.N, len(t.rbufs[i]))]
+		seg := 0
+		if t.gro {
+			seg = batchudp.GROSize(t.roob[i][:m.NN])
 		}
-		fn(tag, p, nil)
-		calls++
+		if seg <= 0 || seg >= len(p) {
+			calls += t.deliver(p[:min(len(p), maxDatagram)], m.Addr, fn)
+		} else {
+			for len(p) > 0 {
+				k := min(seg, len(p))
+				calls += t.deliver(p[:k], m.Addr, fn)
+				p = p[k:]
+			}
+		}
+		m.Addr = nil
 	}
 	return calls
+}
+
+// deliver routes one datagram to its bot: 1 when it had one.
+func (t *sharedTransport) deliver(p []byte, from net.Addr, fn func(int32, []byte, error)) int {
+	tag := t.route(p, from)
+	if tag < 0 {
+		t.unrouted++
+		return 0
+	}
+	fn(tag, p, nil)
+	return 1
 }
 
 // route names the bot a datagram from the server is for, or -1.

@@ -1,0 +1,305 @@
+//go:build linux
+
+package batchudp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+)
+
+// Conn is a UDP socket moving batches. One goroutine may read while
+// another writes.
+type Conn struct {
+	uc    *net.UDPConn
+	read  func([]ipv4.Message, int) (int, error)
+	write func([]ipv4.Message, int) (int, error)
+	gro   bool
+	gso   bool
+}
+
+// Listen opens a UDP socket on addr with UDP_GRO on where the kernel has it.
+func Listen(addr string) (*Conn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("batchudp: %w", err)
+	}
+	uc, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("batchudp: %w", err)
+	}
+	c := &Conn{uc: uc, gso: true}
+	if uc.LocalAddr().(*net.UDPAddr).IP.To4() != nil {
+		pc := ipv4.NewPacketConn(uc)
+		c.read, c.write = pc.ReadBatch, pc.WriteBatch
+	} else {
+		pc := ipv6.NewPacketConn(uc)
+		c.read, c.write = pc.ReadBatch, pc.WriteBatch
+	}
+	c.gro = EnableGRO(uc)
+	return c, nil
+}
+
+// EnableGRO turns UDP_GRO on for uc; false when the kernel refuses.
+func EnableGRO(uc *net.UDPConn) bool {
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		ok = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	})
+	return ok
+}
+
+// GRO reports whether reads may return super-datagrams.
+func (c *Conn) GRO() bool { return c.gro }
+
+// SetBuffers sizes the kernel's socket buffers (past the sysctl limits
+// when the process may).
+func (c *Conn) SetBuffers(readBytes, writeBytes int) {
+	_ = c.uc.SetReadBuffer(readBytes)
+	_ = c.uc.SetWriteBuffer(writeBytes)
+	if rc, err := c.uc.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBytes)
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, writeBytes)
+		})
+	}
+}
+
+// LocalAddr is the bound address.
+func (c *Conn) LocalAddr() netip.AddrPort { return addrPortOf(c.uc.LocalAddr()) }
+
+// Close closes the socket; a blocked ReadBatch returns an error.
+func (c *Conn) Close() error { return c.uc.Close() }
+
+// Batch is a recvmmsg's worth of storage: each message holds a whole
+// super-datagram (64 KiB).
+type Batch struct {
+	msgs []ipv4.Message
+	bufs [][]byte
+	oob  [][]byte
+	lens []int
+	seg  []int
+	from []netip.AddrPort
+	n    int
+}
+
+// NewBatch makes room for n messages.
+func NewBatch(n int) *Batch {
+	b := &Batch{msgs: make([]ipv4.Message, n), bufs: make([][]byte, n), oob: make([][]byte, n),
+		lens: make([]int, n), seg: make([]int, n), from: make([]netip.AddrPort, n)}
+	for i := range b.msgs {
+		b.bufs[i] = make([]byte, 1<<16)
+		b.oob[i] = make([]byte, unix.CmsgSpace(4)*2)
+		b.msgs[i].Buffers = [][]byte{b.bufs[i]}
+		b.msgs[i].OOB = b.oob[i]
+	}
+	return b
+}
+
+// ReadBatch blocks until at least one datagram arrives and fills b.
+func (c *Conn) ReadBatch(b *Batch) error {
+	for i := range b.msgs {
+		b.msgs[i].OOB = b.oob[i]
+		b.msgs[i].N, b.msgs[i].NN = 0, 0
+	}
+	n, err := c.read(b.msgs, 0)
+	if err != nil {
+		b.n = 0
+		return err
+	}
+	for i := range n {
+		m := &b.msgs[i]
+		b.lens[i] = m.N
+		b.seg[i] = groSize(b.oob[i][:m.NN])
+		b.from[i] = addrPortOf(m.Addr)
+		m.Addr = nil
+	}
+	b.n = n
+	return nil
+}
+
+// groSize is the segment size of a UDP_GRO control message, 0 when there
+// is none (a plain datagram).
+func groSize(oob []byte) int {
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			return 0
+		}
+		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO && l >= unix.CmsgLen(2) {
+			d := oob[unix.CmsgLen(0):l]
+			if len(d) >= 4 {
+				return int(binary.NativeEndian.Uint32(d))
+			}
+			return int(binary.NativeEndian.Uint16(d))
+		}
+		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
+	}
+	return 0
+}
+
+// GROSize is groSize for other batch readers of this module (the swarm's
+// shared sockets).
+func GROSize(oob []byte) int { return groSize(oob) }
+
+type writerPlat struct {
+	msgs  []ipv4.Message
+	oob   [][]byte
+	gsize []int
+	gleft []int
+	gkey  map[groupKey]int
+	addrs map[netip.AddrPort]*net.UDPAddr
+}
+
+type groupKey struct {
+	to   netip.AddrPort
+	size int
+}
+
+// NewWriter queues up to n datagrams between flushes (more queued, larger
+// super-datagrams).
+func (c *Conn) NewWriter(n int) *Writer {
+	n = max(n, 1)
+	w := &Writer{c: c, bufs: make([][MaxDatagram]byte, n), lens: make([]int, n), to: make([]netip.AddrPort, n)}
+	p := &w.plat
+	p.msgs, p.oob = make([]ipv4.Message, n), make([][]byte, n)
+	p.gsize, p.gleft = make([]int, n), make([]int, n)
+	p.gkey, p.addrs = map[groupKey]int{}, map[netip.AddrPort]*net.UDPAddr{}
+	for i := range p.msgs {
+		p.oob[i] = make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&p.oob[i][0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+	}
+	return w
+}
+
+func (w *Writer) udpAddr(to netip.AddrPort) *net.UDPAddr {
+	p := &w.plat
+	if a, ok := p.addrs[to]; ok {
+		return a
+	}
+	if len(p.addrs) >= 1<<16 {
+		clear(p.addrs) // bound it: a server with a socket per client sees many
+	}
+	a := net.UDPAddrFromAddrPort(to)
+	p.addrs[to] = a
+	return a
+}
+
+// Flush sends every queued datagram: with UDP_SEGMENT, those of one size
+// to one address share a message (in the order their groups first
+// appear); it waits for buffer space rather than drop.
+func (w *Writer) Flush() {
+	if w.n == 0 {
+		return
+	}
+	p := &w.plat
+	n := w.pack(w.c.gso)
+	sent := 0
+	for sent < n {
+		got, err := w.c.write(p.msgs[sent:n], 0)
+		got = max(got, 0)
+		sent += got
+		if err == nil && got > 0 {
+			continue
+		}
+		if w.c.gso && sent < n && p.gsize[sent] > 0 {
+			// The kernel refused UDP_SEGMENT: send everything plain
+			// from now on (the whole flush again would repeat the sent
+			// ones, so only the rest).
+			w.c.gso = false
+			rest := w.unpack(sent, n)
+			n = sent + rest
+			continue
+		}
+		if sent < n {
+			w.Errs += uint64(max(len(p.msgs[sent].Buffers), 1))
+			sent++
+		}
+	}
+	for i := range n {
+		m := &p.msgs[i]
+		clear(m.Buffers)
+		m.Buffers, m.Addr, m.OOB = m.Buffers[:0], nil, nil
+	}
+	w.n = 0
+}
+
+func (w *Writer) pack(gso bool) int {
+	p := &w.plat
+	clear(p.gkey)
+	n := 0
+	for i := range w.n {
+		b := w.bufs[i][:w.lens[i]]
+		g, ok := -1, false
+		k := groupKey{w.to[i], w.lens[i]}
+		if gso {
+			g, ok = p.gkey[k]
+			if ok && (p.gleft[g] == 0) {
+				ok = false
+			}
+		}
+		if !ok {
+			g = n
+			n++
+			p.msgs[g].Addr = w.udpAddr(w.to[i])
+			p.gsize[g] = w.lens[i]
+			p.gleft[g] = min(maxSegments, maxSuper/max(w.lens[i], 1))
+			if gso {
+				p.gkey[k] = g
+			}
+		}
+		p.msgs[g].Buffers = append(p.msgs[g].Buffers, b)
+		p.gleft[g]--
+	}
+	for j := range n {
+		m := &p.msgs[j]
+		m.OOB = nil
+		if len(m.Buffers) > 1 {
+			binary.NativeEndian.PutUint16(p.oob[j][unix.CmsgLen(0):], uint16(p.gsize[j]))
+			m.OOB = p.oob[j]
+			w.Super++
+		} else {
+			p.gsize[j] = 0
+		}
+	}
+	return n
+}
+
+// unpack lays the datagrams of messages [from, n) out one per message from
+// index from; it returns how many messages that makes.
+func (w *Writer) unpack(from, n int) int {
+	p := &w.plat
+	type one struct {
+		b    []byte
+		addr net.Addr
+	}
+	var all []one
+	for j := from; j < n; j++ {
+		for _, b := range p.msgs[j].Buffers {
+			all = append(all, one{b, p.msgs[j].Addr})
+		}
+		m := &p.msgs[j]
+		clear(m.Buffers)
+		m.Buffers, m.Addr, m.OOB = m.Buffers[:0], nil, nil
+	}
+	for k, o := range all {
+		m := &p.msgs[from+k]
+		m.Buffers = append(m.Buffers[:0], o.b)
+		m.Addr, m.OOB = o.addr, nil
+		p.gsize[from+k] = 0
+	}
+	return len(all)
+}
