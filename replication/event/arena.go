@@ -11,8 +11,10 @@ const (
 	numSlabClass = 17 - minSlabShift // 16 B .. 64 KiB
 )
 
+// The free lists are made on the first put and dropped by release: a
+// connection that never queues an event keeps 8 bytes here, not 312.
 type arena struct {
-	free     [numSlabClass][][]byte
+	free     *[numSlabClass][][]byte
 	freeSize int // bytes held by the free lists
 	maxFree  int
 }
@@ -30,6 +32,9 @@ func (a *arena) get(n int) []byte {
 		return nil
 	}
 	c := slabClass(n)
+	if a.free == nil {
+		return make([]byte, n, 1<<(c+minSlabShift))
+	}
 	if l := a.free[c]; len(l) > 0 {
 		b := l[len(l)-1]
 		l[len(l)-1] = nil
@@ -49,6 +54,14 @@ func (a *arena) put(b []byte) {
 	if cap(b) != 1<<(c+minSlabShift) {
 		return // not one of ours
 	}
+	if a.free == nil {
+		a.free = new([numSlabClass][][]byte)
+	}
 	a.free[c] = append(a.free[c], b[:0])
 	a.freeSize += cap(b)
+}
+
+// release drops the free lists and the slabs on them (to the collector).
+func (a *arena) release() {
+	a.free, a.freeSize = nil, 0
 }

@@ -10,12 +10,12 @@ import (
 )
 
 // Bounds on what a fresh Sender and Receiver keep with DefaultConfig.
-// Measured ~2.1 KB and ~4.4 KB with the growable stagger keys, unguaranteed
-// ring and lazy scratch (were ~22 KB and ~6.5 KB). Generous on purpose: a size
-// check, not a timing one.
+// Measured ~690 B and ~670 B with per-stream and per-lane state made on use
+// and lazy arena free lists (were ~22 KB and ~6.5 KB, then ~2.3 KB and
+// ~1.5 KB). Generous on purpose: a size check, not a timing one.
 const (
-	maxSenderBytes   = 6 << 10
-	maxReceiverBytes = 8 << 10
+	maxSenderBytes   = 1536
+	maxReceiverBytes = 1536
 )
 
 func perInstance(t *testing.T, mk func() any) int64 {

@@ -369,8 +369,10 @@ func fate(seq uint64, delivered bool) notify.Fate { return notify.Fate{Seq: seq,
 // (a count too low would leave events unsent).
 func checkWork(s *Sender) error {
 	sum := 0
-	for i := range s.streams {
-		sum += s.streams[i].pendN + s.streams[i].resendN
+	for _, st := range s.streams {
+		if st != nil {
+			sum += st.pendN + st.resendN
+		}
 	}
 	if s.work != sum {
 		return fmt.Errorf("Sender.work = %d, streams hold %d queued events and resends", s.work, sum)

@@ -31,10 +31,13 @@ type rxSlot struct {
 // delivered; slots buffers units in [next, next+len(slots)).
 type laneRx struct {
 	next       uint64
-	slots      []rxSlot // ring, len a power of two, grown on demand up to MaxInFlightPerLane
+	slots      []rxSlot // ring, len a power of two, grown on demand up to MaxInFlightPerLane; nil while idle
 	asm        []byte   // the fragmented event being reassembled (a slab of its size)
 	asmTotal   int
 	assembling bool
+	ahead      int   // slots present
+	used       bool  // a record of the lane arrived since the last trim
+	idle       uint8 // trims in a row without one
 }
 
 // partial is an unordered fragmented event being reassembled.
@@ -63,9 +66,10 @@ type Receiver struct {
 	idBits, laneBits, keyBits uint
 	m                         uint64
 	arena                     arena
-	lanes                     []laneRx
-	unBase                    uint64   // all unordered ids below were received
-	unSeen                    []uint64 // bitmap over ids [unBase, unBase+m), position id mod m
+	lanes                     []*laneRx // nil until the lane's first record
+	unBase                    uint64    // all unordered ids below were received
+	unSeen                    []uint64  // bitmap over ids [unBase, unBase+m), position id mod m
+	unAhead                   int       // bits set in unSeen (ids received above unBase)
 	partials                  []partial
 	keys                      []staggerRx
 	bytes                     int // payload buffered (slots, reassemblies)
@@ -73,7 +77,28 @@ type Receiver struct {
 	pktHas                    []bool
 	pktLast                   []uint64
 	stats                     ReceiverStats
+
+	// Idle release (trim), counted in sections: there is no clock here.
+	sinceTrim int
+	trimEvery int   // trimSections; tests change it
+	used      bool  // a payload was read since the last trim
+	quiet     uint8 // trims in a row without one
 }
+
+// The receiver's buffers are made on use and sized by it: the reorder slots
+// of a lane start at minSlots and double as units arrive further ahead, the
+// payload scratch starts at minScratch and doubles up to MaxFragment. Once
+// every trimSections sections, a lane with no record for idleTrims trims in a
+// row and nothing buffered drops its slots, and a Receiver with no payload
+// for as long drops its scratch, the unordered bitmap (when no id above
+// unBase is marked), idle reassembly slots and the arena's free slabs. At 20
+// to 30 packets a second that is 3–5 s of silence; traffic, even an event
+// every second or two, keeps them, so the steady state allocates nothing.
+const (
+	minSlots     = 8  // 256 B
+	minScratch   = 64 //
+	trimSections = 32
+)
 
 type staggerRx struct {
 	version uint16
@@ -92,9 +117,11 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
 		m:        uint64(cfg.MaxInFlightPerLane),
-		lanes:    make([]laneRx, cfg.Lanes),
+		lanes:    make([]*laneRx, cfg.Lanes),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
+
+		trimEvery: trimSections,
 	}
 	r.arena.maxFree = cfg.MaxQueuedBytes
 	return r, nil
@@ -141,7 +168,53 @@ func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
 		return err
 	}
 	r.stats.Sections++
+	if r.sinceTrim++; r.sinceTrim >= r.trimEvery {
+		r.sinceTrim = 0
+		r.trim()
+	}
 	return nil
+}
+
+// trim releases what idle lanes and an idle Receiver hold (see
+// trimSections). Nothing it drops holds state: the lanes' next ids, the
+// unordered window's base and the stagger versions stay.
+func (r *Receiver) trim() {
+	for _, ln := range r.lanes {
+		if ln == nil {
+			continue
+		}
+		if ln.used || ln.ahead > 0 || ln.assembling {
+			ln.used, ln.idle = false, 0
+			continue
+		}
+		if ln.idle < idleTrims {
+			ln.idle++
+			continue
+		}
+		ln.slots = nil
+	}
+	if r.used {
+		r.used, r.quiet = false, 0
+		return
+	}
+	if r.quiet < idleTrims {
+		r.quiet++
+		return
+	}
+	r.scratch = nil
+	if r.unAhead == 0 {
+		r.unSeen = nil
+	}
+	busy := false
+	for i := range r.partials {
+		busy = busy || r.partials[i].used
+	}
+	if !busy {
+		r.partials = nil
+	}
+	if r.bytes == 0 {
+		r.arena.release()
+	}
 }
 
 // parse walks the section; with deliver == nil it only checks the structure
@@ -166,10 +239,9 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
 			}
 			continue
 		}
-		if r.scratch == nil {
-			// Lazily: a connection that never receives an event keeps no
-			// MaxFragment buffer.
-			r.scratch = make([]byte, r.cfg.MaxFragment)
+		r.used = true
+		if rec.n > len(r.scratch) {
+			r.growScratch(rec.n)
 		}
 		p := r.scratch[:rec.n]
 		if rec.n > 0 {
@@ -181,6 +253,28 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
 			return err
 		}
 	}
+}
+
+// growScratch makes the scratch hold n bytes (n ≤ MaxFragment, checked by
+// the parser): a power of two from minScratch, capped at MaxFragment. Events
+// are mostly a few dozen bytes; a MaxFragment buffer per connection was 1 KB
+// of every player's memory.
+func (r *Receiver) growScratch(n int) {
+	c := max(minScratch, 2*len(r.scratch))
+	for c < n {
+		c *= 2
+	}
+	r.scratch = make([]byte, min(c, r.cfg.MaxFragment))
+}
+
+// lane returns lane i's receiver state, made on its first record.
+func (r *Receiver) lane(i int) *laneRx {
+	ln := r.lanes[i]
+	if ln == nil {
+		ln = new(laneRx)
+		r.lanes[i] = ln
+	}
+	return ln
 }
 
 // readHeader reads and checks a record's fields up to its payload.
@@ -353,7 +447,9 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 	}
 	ref := r.unBase
 	if rec.class == Ordered {
-		ref = r.lanes[rec.stream].next
+		ln := r.lane(rec.stream)
+		ln.used = true
+		ref = ln.next
 	}
 	id := rec.idLow
 	if rec.next {
@@ -376,7 +472,7 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 }
 
 func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(Event)) error {
-	ln := &r.lanes[rec.stream]
+	ln := r.lanes[rec.stream]
 	if id > ln.next {
 		if err := r.ensureSlots(ln, id-ln.next); err != nil {
 			return err
@@ -392,6 +488,7 @@ func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(E
 		s.present, s.kind, s.total = true, rec.kind, int32(rec.total)
 		s.buf = r.arena.get(len(p))
 		copy(s.buf, p)
+		ln.ahead++
 		r.bytes += len(p)
 		r.stats.Buffered++
 		return nil
@@ -407,6 +504,7 @@ func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(E
 		}
 		buf, kind, total := s.buf, s.kind, int(s.total)
 		*s = rxSlot{}
+		ln.ahead--
 		r.bytes -= len(buf)
 		err := r.deliverOrdered(ln, rec.stream, kind, total, buf, deliver)
 		r.arena.put(buf)
@@ -423,7 +521,7 @@ func (r *Receiver) ensureSlots(ln *laneRx, ahead uint64) error {
 	if ahead < uint64(len(ln.slots)) {
 		return nil
 	}
-	n := max(64, len(ln.slots))
+	n := max(minSlots, len(ln.slots))
 	for uint64(n) <= ahead {
 		n *= 2
 	}
@@ -508,9 +606,11 @@ func (r *Receiver) applyUnordered(rec *record, id uint64, p []byte, deliver func
 	}
 	pos := id & (r.m - 1)
 	r.unSeen[pos>>6] |= 1 << (pos & 63)
+	r.unAhead++
 	for r.seen(r.unBase) {
 		pos := r.unBase & (r.m - 1)
 		r.unSeen[pos>>6] &^= 1 << (pos & 63)
+		r.unAhead--
 		r.unBase++
 	}
 	return nil

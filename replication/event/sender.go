@@ -79,7 +79,7 @@ type Sender struct {
 	idBits, laneBits  uint
 	keyBits           uint
 	arena             arena
-	streams           []sendStream // ordered lanes 0..Lanes-1, then the unordered stream
+	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used
 	queuedBytes       int
 	rr                int // round-robin start for fairness between streams
 	lastSeq           uint64
@@ -100,9 +100,12 @@ type Sender struct {
 	redundBits, avail int
 	seq               uint64
 	stats             SenderStats
-	loss              float64 // estimated packet loss rate (adaptive redundancy)
-	lossN             int     // fates in the estimate, up to lossWindow
-	redund            int     // extra copies per unit, from loss (see Config.ResidualLoss)
+	loss              float64       // estimated packet loss rate (adaptive redundancy)
+	lossN             int           // fates in the estimate, up to lossWindow
+	redund            int           // extra copies per unit, from loss (see Config.ResidualLoss)
+	trimAt            time.Duration // next trim (Write)
+	trimEvery         time.Duration // trimEvery; tests change it
+	quiet             uint8         // trims in a row with nothing in flight or queued
 	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
@@ -126,10 +129,12 @@ func NewSender(cfg Config) (*Sender, error) {
 		idBits:   idWidth(cfg.MaxInFlightPerLane),
 		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
-		streams:  make([]sendStream, cfg.Lanes+1),
+		streams:  make([]*sendStream, cfg.Lanes+1),
 		pktHas:   make([]bool, cfg.Lanes+1),
 		pktLast:  make([]uint64, cfg.Lanes+1),
 		redund:   cfg.Redundancy,
+
+		trimEvery: trimEvery,
 	}
 	s.arena.maxFree = cfg.MaxQueuedBytes
 	return s, nil
@@ -150,7 +155,10 @@ func (s *Sender) InFlight(lane int) int {
 	if lane < 0 || lane > s.cfg.Lanes {
 		return 0
 	}
-	return s.streams[lane].held
+	if st := s.streams[lane]; st != nil {
+		return st.held
+	}
+	return 0
 }
 
 // SendOrdered queues payload (copied) on an ordered lane. It fails with
@@ -170,7 +178,13 @@ func (s *Sender) SendUnordered(payload []byte) error {
 }
 
 func (s *Sender) sendGuaranteed(si int, payload []byte) error {
-	st := &s.streams[si]
+	st := s.streams[si]
+	if st == nil {
+		// Per-stream state only for the streams a connection uses: most
+		// use one or two of the nine.
+		st = new(sendStream)
+		s.streams[si] = st
+	}
 	switch {
 	case len(payload) > s.cfg.MaxEventSize:
 		return ErrTooLarge
@@ -281,8 +295,8 @@ func (s *Sender) HasPending(now time.Duration) bool {
 	if s.ugN > 0 {
 		return true
 	}
-	for i := range s.streams {
-		if s.streams[i].pendN > 0 || s.streams[i].resendN > 0 {
+	for _, st := range s.streams {
+		if st != nil && (st.pendN > 0 || st.resendN > 0) {
 			return true
 		}
 	}
@@ -327,7 +341,7 @@ func (s *Sender) HasRedundant() bool {
 	limit := uint8(1 + s.redund)
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := &s.streams[e.stream]
+			st := s.streams[e.stream]
 			if e.id < st.base || e.id >= st.next {
 				continue
 			}
@@ -354,6 +368,10 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		return 0, ErrNoRoom
 	}
 	s.wrote, s.lastSeq, s.seq = true, seq, seq
+	if now >= s.trimAt {
+		s.trim()
+		s.trimAt = now + s.trimEvery
+	}
 	start := w.BitLen()
 	s.avail = w.Remaining() - 1 // keep the end bit
 	s.redundBits = 8 * s.cfg.RedundancyBytes
@@ -499,17 +517,19 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	n := 0
 	var blocked [MaxLanes + 1]bool
 	var from [MaxLanes + 1]uint64 // resend search cursor per stream
-	for si := range s.streams {
-		from[si] = s.streams[si].base
+	for si, st := range s.streams {
+		if st != nil {
+			from[si] = st.base
+		}
 	}
 	for progress := true; progress; {
 		progress = false
 		for k := range s.streams {
 			si := (s.rr + k) % len(s.streams)
-			if blocked[si] {
+			st := s.streams[si]
+			if blocked[si] || st == nil {
 				continue
 			}
-			st := &s.streams[si]
 			if id, ok := st.firstResend(from[si]); ok {
 				u := st.unit(id)
 				if !s.fits(s.unitBits(si, id, u)) {
@@ -544,7 +564,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 // cutUnit cuts the next unit of stream si's front event to fit the packet and
 // writes it; false when nothing (more) can go.
 func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
-	st := &s.streams[si]
+	st := s.streams[si]
 	if st.pendN == 0 || !st.room(s.cfg.MaxInFlightPerLane) {
 		return false, nil
 	}
@@ -563,6 +583,7 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 	*p = u
 	ev.off += int(u.n)
 	ev.index++
+	st.used = true
 	if ev.off == total {
 		st.popPend()
 		s.work--
@@ -726,7 +747,7 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	cand := s.cand[:0]
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := &s.streams[e.stream]
+			st := s.streams[e.stream]
 			if e.id < st.base || e.id >= st.next {
 				continue
 			}
@@ -768,11 +789,73 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	return n, nil
 }
 
+// The transmission rings start small and double on use: a connection that
+// sends an event or two a second has a handful of packets with units in
+// flight (one per packet until the unit's ack). trim gives them back.
+const (
+	minEntries = 8 // 128 B
+	minPkts    = 4 // 128 B
+)
+
+// Idle release: once per trimEvery (of Write's now), a stream that neither
+// held nor cut anything for idleTrims trims in a row drops its rings, and a
+// Sender with nothing in flight or queued for as long drops its
+// transmission rings, scratch lists and the arena's free slabs. A burst
+// grows them (allocating); steady traffic, even an event every second or
+// two, keeps them, so the steady state still allocates nothing.
+const (
+	trimEvery = time.Second
+	idleTrims = 3
+)
+
+// trim releases what idle streams and an idle Sender hold (see idleTrims).
+// Nothing it drops holds state: ids, stagger schedules and the loss
+// estimate stay.
+func (s *Sender) trim() {
+	busy := s.pN > 0 || s.ugN > 0 || len(s.active) > 0 || s.work > 0
+	for _, st := range s.streams {
+		if st == nil {
+			continue
+		}
+		if st.used || !st.empty() {
+			st.used, st.idle = false, 0
+			busy = true
+			continue
+		}
+		if st.idle < idleTrims {
+			st.idle++
+			continue
+		}
+		if st.units != nil || st.pend != nil {
+			st.release()
+		}
+	}
+	if busy {
+		s.quiet = 0
+		return
+	}
+	if s.quiet < idleTrims {
+		s.quiet++
+		return
+	}
+	if s.entries != nil || s.pkts != nil || s.arena.free != nil {
+		// pN == 0: every record resolved, so eHead == eTail and no unit
+		// is carried by a packet in flight; prev and carry name only
+		// units that are acknowledged or due a resend, which copies skip.
+		s.entries, s.eHead, s.eTail = nil, 0, 0
+		s.pkts, s.pHead = nil, 0
+		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
+		s.ug, s.ugHead = nil, 0
+		s.active = nil
+		s.arena.release()
+	}
+}
+
 func (s *Sender) pushPacket(seq uint64) {
 	// Entries of this packet are s.cur; append them to the entry ring.
 	need := s.eTail - s.eHead + uint64(len(s.cur))
 	if need > uint64(len(s.entries)) {
-		n := uint64(max(32, len(s.entries))) // a connection sending few events never needs more
+		n := uint64(max(minEntries, len(s.entries)))
 		for n < need {
 			n *= 2
 		}
@@ -789,7 +872,7 @@ func (s *Sender) pushPacket(seq uint64) {
 		s.eTail++
 	}
 	if s.pN == uint64(len(s.pkts)) {
-		n := uint64(max(16, 2*len(s.pkts)))
+		n := uint64(max(minPkts, 2*len(s.pkts)))
 		p := make([]txPacket, n)
 		for i := uint64(0); i < s.pN; i++ {
 			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]
@@ -849,7 +932,7 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 		p.acked = true
 		for j := p.first; j < p.first+p.n; j++ {
 			e := s.entries[j&emask]
-			st := &s.streams[e.stream]
+			st := s.streams[e.stream]
 			if e.id < st.base || e.id >= st.next {
 				continue
 			}
@@ -899,7 +982,7 @@ func (s *Sender) resolve(p txPacket, delivered bool) {
 
 // settle applies the fate of packet seq to one unit it carried.
 func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
-	st := &s.streams[e.stream]
+	st := s.streams[e.stream]
 	if e.id < st.base || e.id >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
 	}
@@ -919,8 +1002,10 @@ func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 }
 
 func (s *Sender) advanceAll() {
-	for si := range s.streams {
-		s.advance(&s.streams[si], si)
+	for si, st := range s.streams {
+		if st != nil {
+			s.advance(st, si)
+		}
 	}
 }
 

@@ -28,14 +28,14 @@ type pendEvent struct {
 // their references.
 type unit struct {
 	buf     []byte // the event's payload, shared by all its fragments
-	off, n  int32  // this unit's bytes: buf[off : off+n]
-	kind    unitKind
-	index   uint16 // fragment index (unordered records carry it)
-	acked   bool   // a packet carrying it was delivered
-	refs    uint16 // packets carrying it whose fate is unknown
-	copies  uint8  // packets it was written in since its (re)transmission began
 	lastSeq uint64 // newest packet it was written in
 	first   uint64 // first packet of its current round
+	off, n  int32  // this unit's bytes: buf[off : off+n]
+	kind    unitKind
+	acked   bool   // a packet carrying it was delivered
+	copies  uint8  // packets it was written in since its (re)transmission began
+	index   uint16 // fragment index (unordered records carry it)
+	refs    uint16 // packets carrying it whose fate is unknown
 }
 
 // sendStream is the sender half of one ordered lane or of the unordered
@@ -52,17 +52,42 @@ type sendStream struct {
 	held int // events queued or with unfreed units (≤ MaxInFlightPerLane)
 
 	base, next uint64
-	units      []unit   // ring over [base, next); len is a power of two ≥ 16
+	units      []unit   // ring over [base, next); len a power of two ≥ minUnits, or nil while idle
 	resend     []uint64 // bitmap over ring positions: unit needs a (re)transmission
 	resendN    int
 	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
+
+	// Idle release (Sender.trim): used is set when a unit is cut, idle
+	// counts the trims since the stream last held or cut anything.
+	used bool
+	idle uint8
+}
+
+// The rings of a stream start small and double on use (a lane that carries
+// a few events a second has one or two in flight); a stream that has been
+// idle for idleTrims trims gives them back, so a burst does not keep its
+// room for the connection's life. The ids (base, next) stay.
+const (
+	minUnits = 4 // 224 B
+	minPend  = 4 // 160 B
+)
+
+// release drops the rings of a stream that holds nothing.
+func (st *sendStream) release() {
+	st.pend, st.pendHead = nil, 0
+	st.units, st.resend = nil, nil
+}
+
+// empty reports that the stream holds no event and no unit.
+func (st *sendStream) empty() bool {
+	return st.held == 0 && st.pendN == 0 && st.base == st.next && st.resendN == 0
 }
 
 func (st *sendStream) unit(id uint64) *unit { return &st.units[id&uint64(len(st.units)-1)] }
 
 func (st *sendStream) pushPend(buf []byte) {
 	if st.pendN == len(st.pend) {
-		n := max(16, 2*len(st.pend))
+		n := max(minPend, 2*len(st.pend))
 		p := make([]pendEvent, n)
 		for i := 0; i < st.pendN; i++ {
 			p[i] = st.pend[(st.pendHead+i)%len(st.pend)]
@@ -91,7 +116,7 @@ func (st *sendStream) room(limit int) bool {
 	if span >= limit {
 		return false
 	}
-	n := max(16, 2*len(st.units)) // 16 units (900 B): most lanes never hold more in flight
+	n := max(minUnits, 2*len(st.units))
 	u := make([]unit, n)
 	rs := make([]uint64, (n+63)/64)
 	for id := st.base; id < st.next; id++ {

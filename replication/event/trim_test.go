@@ -1,0 +1,295 @@
+package event
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// trimPairs returns two identical pairs: g trims at every Write and every
+// section (its rings are dropped after idleTrims idle packets and grown
+// again on the next burst), f never trims.
+func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
+	g, f = newPair(t, cfg), newPair(t, cfg)
+	g.s.trimEvery, g.r.trimEvery = time.Nanosecond, 1
+	f.s.trimEvery, f.r.trimEvery = math.MaxInt64, math.MaxInt
+	return g, f
+}
+
+// released reports what g still holds that an idle pair should have given
+// back ("" when everything was).
+func released(p *pair) string {
+	for i, st := range p.s.streams {
+		if st != nil && (st.units != nil || st.pend != nil) {
+			return fmt.Sprintf("sender stream %d keeps %d units, %d pending slots", i, len(st.units), len(st.pend))
+		}
+	}
+	switch {
+	case p.s.entries != nil || p.s.pkts != nil:
+		return fmt.Sprintf("sender keeps %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
+	case p.s.arena.free != nil:
+		return "sender keeps its free slabs"
+	case p.r.scratch != nil:
+		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
+	case p.r.unSeen != nil:
+		return "receiver keeps its unordered bitmap"
+	case p.r.arena.free != nil:
+		return "receiver keeps its free slabs"
+	}
+	for i, ln := range p.r.lanes {
+		if ln != nil && ln.slots != nil {
+			return fmt.Sprintf("receiver lane %d keeps %d slots", i, len(ln.slots))
+		}
+	}
+	return ""
+}
+
+// idle reports that p's sender holds nothing queued or in flight.
+func idle(p *pair) bool {
+	for _, st := range p.s.streams {
+		if st != nil && !st.empty() {
+			return false
+		}
+	}
+	return p.s.pN == 0 && p.s.ugN == 0 && len(p.s.active) == 0 && p.r.bytes == 0
+}
+
+// TestTrimIsInvisible drives a pair that drops its rings whenever it is idle
+// and one that never does through bursts that fill lanes (ordered, unordered,
+// fragmented, unguaranteed, staggered) under loss and reordering, separated
+// by idle stretches, so rings are released and grown again many times: same
+// packets, same deliveries, same counters. And after each idle stretch the
+// trimming pair holds none of its rings.
+func TestTrimIsInvisible(t *testing.T) {
+	cfg := DefaultConfig()
+	g, f := trimPairs(t, cfg)
+	rng := rand.New(rand.NewPCG(13, 14))
+	now := time.Duration(0)
+	type flight struct {
+		seq       uint64
+		delivered bool
+		arriveAt  int // packet count at which it arrives (reordering)
+	}
+	var inflight []flight
+	var arriving []flight
+	pkt := 0
+	send := func(both func(p *pair) error) {
+		t.Helper()
+		eg, ef := both(g), both(f)
+		if fmt.Sprint(eg) != fmt.Sprint(ef) {
+			t.Fatalf("packet %d: %v with trimming, %v without", pkt, eg, ef)
+		}
+	}
+	step := func() {
+		t.Helper()
+		now += 50 * ms
+		pkt++
+		sg, sf := g.write(now, 1200), f.write(now, 1200)
+		if !bytes.Equal(g.pkts[sg], f.pkts[sf]) {
+			t.Fatalf("packet %d differs with trimming", pkt)
+		}
+		fl := flight{seq: sg, delivered: rng.Float64() < 0.85, arriveAt: pkt + rng.IntN(4)}
+		inflight = append(inflight, fl)
+		if fl.delivered {
+			arriving = append(arriving, fl)
+		}
+		for i := 0; i < len(arriving); {
+			if a := arriving[i]; a.arriveAt <= pkt {
+				g.deliver(a.seq)
+				f.deliver(a.seq)
+				arriving = append(arriving[:i], arriving[i+1:]...)
+				continue
+			}
+			i++
+		}
+		for len(inflight) > 0 && inflight[0].arriveAt+1 <= pkt-4 {
+			fl := inflight[0]
+			inflight = inflight[1:]
+			g.fate(fl.seq, fl.delivered)
+			f.fate(fl.seq, fl.delivered)
+		}
+		if rng.IntN(3) == 0 {
+			arrived := func(seq uint64) bool {
+				for _, a := range arriving {
+					if a.seq == seq {
+						return false
+					}
+				}
+				for _, fl := range inflight {
+					if fl.seq == seq {
+						return fl.delivered
+					}
+				}
+				return false
+			}
+			g.s.AckDelivered(arrived)
+			f.s.AckDelivered(arrived)
+		}
+	}
+	burst := func(round int) {
+		t.Helper()
+		for i, n := 0, 1+rng.IntN(40); i < n; i++ {
+			size := 1 + rng.IntN(60)
+			if rng.IntN(8) == 0 {
+				size = 1 + rng.IntN(3000) // fragments
+			}
+			pl := payload(round, i, size)
+			switch c := rng.IntN(10); {
+			case c < 6:
+				lane := rng.IntN(3)
+				send(func(p *pair) error { return p.s.SendOrdered(lane, pl) })
+			case c < 8:
+				send(func(p *pair) error { return p.s.SendUnordered(pl) })
+			case c < 9:
+				send(func(p *pair) error { return p.s.SendUnguaranteed(pl[:min(len(pl), cfg.MaxFragment)]) })
+			default:
+				key := uint16(rng.IntN(4))
+				send(func(p *pair) error { return p.s.SendStaggered(key, pl[:min(len(pl), cfg.MaxFragment)], now) })
+			}
+		}
+	}
+	for cycle := range 6 {
+		for round := range 15 {
+			if rng.IntN(3) != 0 {
+				burst(100*cycle + round)
+			}
+			step()
+		}
+		// Idle: the backlog drains, every fate resolves, then the trims
+		// release.
+		for i := 0; i < 12 || !idle(f); i++ {
+			step()
+			if i > 2000 {
+				t.Fatalf("cycle %d: the backlog never drained", cycle)
+			}
+		}
+		for range idleTrims + 2 {
+			step()
+		}
+		if msg := released(g); msg != "" {
+			t.Fatalf("cycle %d, after an idle stretch: %s", cycle, msg)
+		}
+		if msg := released(f); msg == "" {
+			t.Fatalf("cycle %d: the pair that never trims holds nothing: the bursts did not exercise the rings", cycle)
+		}
+	}
+	gg, ff := g.take(), f.take()
+	if len(gg) < 500 {
+		t.Fatalf("only %d events delivered: the load is too light to mean anything", len(gg))
+	}
+	if fmt.Sprint(gg) != fmt.Sprint(ff) {
+		t.Fatalf("deliveries differ:\n%v\n%v", gg, ff)
+	}
+	if g.s.stats != f.s.stats || g.r.stats != f.r.stats {
+		t.Fatalf("stats differ:\n%+v %+v\n%+v %+v", g.s.stats, g.r.stats, f.s.stats, f.r.stats)
+	}
+}
+
+// TestIdleLaneGivesItsRingsBack fills one lane with a burst (its rings grow
+// to hold it), lets it go idle with the default trim period, and checks the
+// rings are released after idleTrims trims and not before; then uses the
+// lane again: ids continue and delivery stays in order.
+func TestIdleLaneGivesItsRingsBack(t *testing.T) {
+	p := newPair(t, DefaultConfig())
+	now := time.Duration(0)
+	for i := range 200 {
+		must(t, p.s.SendOrdered(2, payload(2, i, 20)))
+	}
+	for p.s.InFlight(2) > 0 {
+		now += 50 * ms
+		p.through(now, 1200)
+	}
+	st := p.s.streams[2]
+	if len(st.units) < 64 {
+		t.Fatalf("a 200-event burst grew the ring to %d units only", len(st.units))
+	}
+	nextID := st.next
+	// Trims run once a second; the stream was busy at the last one. It is
+	// released at the (idleTrims+1)th idle trim, within idleTrims+2 s.
+	for now0 := now; now < now0+time.Duration(idleTrims)*trimEvery-trimEvery/2; {
+		now += 50 * ms
+		p.through(now, 1200)
+		if p.s.streams[2].units == nil {
+			t.Fatalf("released %v after the burst, before %d idle trims", now-now0, idleTrims)
+		}
+	}
+	for now0 := now; p.s.streams[2].units != nil; {
+		now += 50 * ms
+		p.through(now, 1200)
+		if now-now0 > 3*trimEvery {
+			t.Fatal("an idle lane kept its rings")
+		}
+	}
+	if ln := p.r.lanes[2]; ln == nil || ln.slots != nil && ln.ahead == 0 && ln.idle > idleTrims {
+		t.Fatalf("receiver lane 2: %+v", ln)
+	}
+	p.take()
+	for i := range 5 {
+		must(t, p.s.SendOrdered(2, payload(2, 1000+i, 20)))
+	}
+	now += 50 * ms
+	p.through(now, 1200)
+	if st := p.s.streams[2]; st.base != nextID+5 || len(st.units) != 8 {
+		t.Fatalf("after reuse: base %d (want %d), ring %d (want 8: grown from %d for 5 units)", st.base, nextID+5, len(st.units), minUnits)
+	}
+	g := p.take()
+	if len(g) != 5 {
+		t.Fatalf("delivered %d of 5 after reuse: %v", len(g), g)
+	}
+	for i, e := range g {
+		if s, ix, ok := parsePayload([]byte(e.Payload)); !ok || s != 2 || ix != 1000+i {
+			t.Fatalf("event %d after reuse: %v", i, e)
+		}
+	}
+}
+
+// TestHostileAheadReleasedAfterGapFills: a peer that sends units far ahead
+// of a lane's next id grows that lane's slots (bounded by
+// MaxInFlightPerLane and MaxQueuedBytes, as before); once the gap is filled
+// and the lane goes quiet, the slots are given back.
+func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
+	cfg := DefaultConfig()
+	p := newPair(t, cfg)
+	p.r.trimEvery = 1
+	for i := range 3000 {
+		must(t, p.s.SendOrdered(0, payload(0, i, 8)))
+	}
+	// The first packet is lost; the rest arrive, far ahead of next.
+	now := 50 * ms
+	lost := p.write(now, 1200)
+	var later []uint64
+	for p.s.streams[0].pendN > 0 {
+		now += 50 * ms
+		later = append(later, p.write(now, 1200))
+	}
+	for _, seq := range later {
+		p.deliver(seq)
+	}
+	ln := p.r.lanes[0]
+	if ln.ahead == 0 || len(ln.slots) < ln.ahead || len(ln.slots) > cfg.MaxInFlightPerLane {
+		t.Fatalf("lane 0: %d units ahead in %d slots", ln.ahead, len(ln.slots))
+	}
+	if p.r.BufferedBytes() > cfg.MaxQueuedBytes {
+		t.Fatalf("buffered %d B > MaxQueuedBytes", p.r.BufferedBytes())
+	}
+	// Held while the gap is open, however long the lane is quiet.
+	for range 10 * idleTrims {
+		p.r.trim()
+	}
+	if ln.slots == nil {
+		t.Fatal("slots released with units still buffered")
+	}
+	p.deliver(lost)
+	if got := len(p.take()); got != 3000 {
+		t.Fatalf("delivered %d of 3000 once the gap filled", got)
+	}
+	for range idleTrims + 2 {
+		p.r.trim()
+	}
+	if ln.slots != nil || ln.ahead != 0 || p.r.BufferedBytes() != 0 {
+		t.Fatalf("after the gap filled and the lane idled: %d slots, %d ahead, %d B", len(ln.slots), ln.ahead, p.r.BufferedBytes())
+	}
+}
