@@ -14,7 +14,6 @@ import (
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
-	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
@@ -47,8 +46,7 @@ type Conn struct {
 	gm    *ghostmgr.Manager
 	views msg.ViewSlot
 
-	in     *msg.Input // input collected during one datagram
-	gfates []notify.Fate
+	in *msg.Input // input collected during one datagram
 
 	verified  bool
 	joined    bool
@@ -403,6 +401,9 @@ func (c *Conn) Move(m move.Move) {
 	in.Moves = append(in.Moves, m)
 	if len(c.unacked) == 0 {
 		c.oldestAt = c.rxAt
+		if c.unacked == nil {
+			c.unacked = make([]move.Move, 0, minUnackedRoom)
+		}
 	}
 	if len(c.unacked) == maxUnacked {
 		copy(c.unacked, c.unacked[1:]) // an outage longer than that: the oldest cannot be resent
@@ -424,8 +425,19 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	if i > 0 {
 		c.unacked = c.unacked[:copy(c.unacked, c.unacked[i:])]
 		c.oldestAt = now // the new oldest went no earlier
+		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
+			// A backlog (a slow zone, a failover, the join's lookup) is
+			// over: give its room back instead of keeping up to
+			// maxUnacked moves (8 KB) per connection for good. A zone
+			// keeping up leaves two or three moves here.
+			c.unacked = append(make([]move.Move, 0, max(minUnackedRoom, 2*n)), c.unacked...)
+		}
 	}
 }
+
+// minUnackedRoom is the room unacked keeps (512 B): a zone that keeps up
+// reports each tick's moves applied the next tick.
+const minUnackedRoom = 16
 
 // Event implements session.ServerHandler: e.Payload is valid during the call
 // only, so it is copied into the Input's arena.
@@ -549,8 +561,8 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		c.sh.commit(len(pkt), c.srv.Addr())
 	}
-	c.gfates = c.srv.PopGhostFates(c.gfates[:0])
-	for _, f := range c.gfates {
+	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
+	for _, f := range c.sh.gfates {
 		c.gm.OnFate(f)
 	}
 	c.foldFates(now, false)

@@ -16,6 +16,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // DefaultQuantum is the shortest time between two timer-driven rounds of a
@@ -214,6 +215,9 @@ type shard struct {
 	w     Writer
 	out   []byte // WriteBatch datagram buffers back to back
 	ms    []udp.Message
+	// gfates is the pump's scratch for a connection's ghost fates: one
+	// per shard, not per connection (a connection's pump runs alone).
+	gfates []notify.Fate
 }
 
 // post queues one event and wakes the shard if it may be asleep.
