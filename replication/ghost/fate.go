@@ -75,7 +75,7 @@ func (t *Table) OnFate(f notify.Fate) {
 			var lost uint64
 			for m := mask; m != 0; m &= m - 1 {
 				g := bits.TrailingZeros64(m)
-				if lf[g] == uint32(f.Seq) {
+				if lf[g] == uint16(f.Seq) {
 					lost |= 1 << uint(g)
 				}
 			}

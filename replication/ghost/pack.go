@@ -180,7 +180,8 @@ func (p *packer) release() {
 // for packet seq sent at now: kills, creates and the highest-priority dirty
 // ghosts. It returns the number of records written. seq must increase from
 // call to call (the notify sequence of the packet); every fate of a packet
-// must then reach OnFate.
+// must then reach OnFate. While a packet 2^15 sequences before seq awaits
+// its fate, Write records nothing (notify keeps far fewer in flight).
 //
 // The section is always well formed: with no room for any record it is the
 // single bit of an empty count. With no room for even that bit, Write returns
@@ -195,7 +196,8 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	t.lastNow = max(t.lastNow, now)
-	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) {
+	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
+		(t.pktLen > 0 && seq-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
 		t.stats.Stalls++
 		return 0, w.WriteGamma(1)
 	}
@@ -439,11 +441,13 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 	in := &t.info[id]
 	t.addEntry(id, kind, mask)
 	s.inflight++
-	s.lastSeq = uint32(seq)
 	s.sentAt, s.since = now, now
 	lf := t.lastField[int(id)*t.stride:]
 	for m := mask; m != 0; m &= m - 1 {
-		lf[bits.TrailingZeros64(m)] = uint32(seq)
+		lf[bits.TrailingZeros64(m)] = uint16(seq)
+	}
+	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
+		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
 		in.pos.push(&t.pp, stamp(t.viewMS), &in.qpos)
@@ -452,6 +456,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 		}
 		s.rest = s.restCopies > 0
 	}
+	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
 		s.killInFlight = true
@@ -479,13 +484,54 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time
 // known delivered (newer than the newest delivered packet of the ghost).
 func (t *Table) unconfirmed(id uint32, s *slot) uint64 {
 	lf := t.lastField[int(id)*t.stride:]
+	// Distances back from the ghost's newest record: a group is
+	// unconfirmed if its newest carrier is nearer than the newest delivered
+	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
+	ack := min(s.lastSeq-s.ackSeq, fieldOld)
 	var m uint64
 	for i := range s.class.Groups {
-		if seqAfter(lf[i], s.ackSeq) {
+		if uint32(uint16(s.lastSeq)-lf[i]) < ack {
 			m |= 1 << uint(i)
 		}
 	}
 	return m
+}
+
+// Per-group sequences: lastField keeps 16 bits of each. The
+// full number is the ghost's newest record's (slot.lastSeq, 32 bits) minus
+// a distance below 2^16, which holds as follows.
+//
+//   - Write records nothing while its oldest packet in flight is
+//     fieldOld or more sequences back (maxSeqSpan), so a packet's records
+//     are never older than that, and a drop's equality test (lf == the
+//     packet's low 16 bits) cannot match a later carrier 2^16 on.
+//   - A group fieldOld or more back is in no packet in flight, and was
+//     delivered, or dropped and dirty again (unconfirmed is asked only of a
+//     ghost with nothing dirty): it counts as confirmed.
+//   - When a record's seq moves lastSeq into another block of
+//     2^fieldBlock, ageFields pins every group fieldOld or more back at
+//     exactly fieldOld back. Until the next block, lastSeq moves less than
+//     2^fieldBlock, so every distance stays below fieldOld + 2^fieldBlock
+//     < 2^16 and no group a long time unsent reads as recent.
+const (
+	fieldOld   = 1 << 15
+	fieldBlock = 14
+	maxSeqSpan = fieldOld
+)
+
+// ageFields pins the groups of a ghost fieldOld or more back at fieldOld
+// back, as its newest record moves from last to seq (the groups in mask
+// were just set to seq).
+func ageFields(lf []uint16, last, seq uint32, mask uint64) {
+	gap := seq - last
+	for g := range lf {
+		if mask&(1<<uint(g)) != 0 {
+			continue
+		}
+		if d := uint32(uint16(last)-lf[g]) + gap; d >= fieldOld || d < gap { // d < gap: gap ≥ 2^32 − 2^16
+			lf[g] = uint16(seq - fieldOld)
+		}
+	}
 }
 
 // posForm is how an update sends the position.

@@ -125,7 +125,7 @@ type Stats struct {
 	AbsolutePos    uint64 // update positions sent absolute (window too wide)
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
-	Stalls         uint64 // Write calls that could not record a packet (in-flight limits)
+	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^15 seqs back still in flight)
 	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
@@ -157,11 +157,13 @@ type Table struct {
 	// its entries' stamps newer than snapSeq are changes since.
 	snapSrc       uint64
 	snapSeq       uint32
-	carry, carry2 []State  // AlwaysInScope states outside the view (rare)
-	pp            posPool  // in-flight positions of ghosts with more than posInline
-	lastField     []uint32 // [id*stride+group]: newest seq that carried the group (low 32 bits)
-	stride        int
-	idx           entityIndex // entity → id of ghosts in scope
+	carry, carry2 []State // AlwaysInScope states outside the view (rare)
+	pp            posPool // in-flight positions of ghosts with more than posInline
+	// lastField[id*stride+group] is the low 16 bits of the newest seq that
+	// carried the group (why 16 are enough: fieldOld, pack.go).
+	lastField []uint16
+	stride    int
+	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
 	// answers most lookups without the map.
