@@ -1,22 +1,32 @@
 package event
 
-import "math/bits"
-
-// Payload storage: power-of-two slabs from 16 B to 64 KiB, recycled through
-// free lists, so the steady state allocates nothing (every size has been seen
-// before). A slab holds at most twice its payload, and the free lists keep at
-// most maxFree bytes; the rest is left to the garbage collector.
-const (
-	minSlabShift = 4
-	numSlabClass = 17 - minSlabShift // 16 B .. 64 KiB
+import (
+	"math/bits"
+	"sync"
 )
 
-// The free lists are made on the first put and dropped by release: a
-// connection that never queues an event keeps 8 bytes here, not 312.
-type arena struct {
-	free     *[numSlabClass][][]byte
-	freeSize int // bytes held by the free lists
-	maxFree  int
+// Payload storage: power-of-two slabs from 16 B to 64 KiB, recycled through
+// free lists shared by every Sender and Receiver of the process, so the
+// steady state allocates nothing (every size has been seen before) and a
+// connection keeps no free slabs of its own: per connection they were the
+// lists' 312 bytes and the slabs of its last burst, and most connections
+// hold one or two events at a time. A slab holds at most twice its payload,
+// and the free lists keep at most maxSharedFree bytes; the rest is left to
+// the garbage collector.
+const (
+	minSlabShift  = 4
+	numSlabClass  = 17 - minSlabShift // 16 B .. 64 KiB
+	maxSharedFree = 4 << 20
+)
+
+// arena is a Sender's or Receiver's handle on the shared slabs (it holds
+// nothing itself). Safe for concurrent use.
+type arena struct{}
+
+var slabs struct {
+	mu   sync.Mutex
+	free [numSlabClass][][]byte
+	size int // bytes on the free lists
 }
 
 func slabClass(n int) int {
@@ -27,41 +37,38 @@ func slabClass(n int) int {
 }
 
 // get returns a slice of length n (n ≤ MaxEventSizeLimit); nil for n = 0.
-func (a *arena) get(n int) []byte {
+func (arena) get(n int) []byte {
 	if n == 0 {
 		return nil
 	}
 	c := slabClass(n)
-	if a.free == nil {
-		return make([]byte, n, 1<<(c+minSlabShift))
-	}
-	if l := a.free[c]; len(l) > 0 {
+	slabs.mu.Lock()
+	if l := slabs.free[c]; len(l) > 0 {
 		b := l[len(l)-1]
 		l[len(l)-1] = nil
-		a.free[c] = l[:len(l)-1]
-		a.freeSize -= cap(b)
+		slabs.free[c] = l[:len(l)-1]
+		slabs.size -= cap(b)
+		slabs.mu.Unlock()
 		return b[:n]
 	}
+	slabs.mu.Unlock()
 	return make([]byte, n, 1<<(c+minSlabShift))
 }
 
-// put recycles a slice that get returned.
-func (a *arena) put(b []byte) {
-	if cap(b) == 0 || a.freeSize+cap(b) > a.maxFree {
+// put recycles a slice that get returned; the caller may not use it
+// afterwards.
+func (arena) put(b []byte) {
+	if cap(b) == 0 {
 		return
 	}
 	c := slabClass(cap(b))
 	if cap(b) != 1<<(c+minSlabShift) {
 		return // not one of ours
 	}
-	if a.free == nil {
-		a.free = new([numSlabClass][][]byte)
+	slabs.mu.Lock()
+	if slabs.size+cap(b) <= maxSharedFree {
+		slabs.free[c] = append(slabs.free[c], b[:0])
+		slabs.size += cap(b)
 	}
-	a.free[c] = append(a.free[c], b[:0])
-	a.freeSize += cap(b)
-}
-
-// release drops the free lists and the slabs on them (to the collector).
-func (a *arena) release() {
-	a.free, a.freeSize = nil, 0
+	slabs.mu.Unlock()
 }

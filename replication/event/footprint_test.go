@@ -11,7 +11,7 @@ import (
 
 // Bounds on what a fresh Sender and Receiver keep with DefaultConfig.
 // Measured ~690 B and ~670 B with per-stream and per-lane state made on use
-// and lazy arena free lists (were ~22 KB and ~6.5 KB, then ~2.3 KB and
+// and the payload slabs' free lists shared (were ~22 KB and ~6.5 KB, then ~2.3 KB and
 // ~1.5 KB). Generous on purpose: a size check, not a timing one.
 const (
 	maxSenderBytes   = 1536

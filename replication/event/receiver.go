@@ -91,7 +91,7 @@ type Receiver struct {
 // every trimSections sections, a lane with no record for idleTrims trims in a
 // row and nothing buffered drops its slots, and a Receiver with no payload
 // for as long drops its scratch, the unordered bitmap (when no id above
-// unBase is marked), idle reassembly slots and the arena's free slabs. At 20
+// unBase is marked) and idle reassembly slots. At 20
 // to 30 packets a second that is 3–5 s of silence; traffic, even an event
 // every second or two, keeps them, so the steady state allocates nothing.
 const (
@@ -123,7 +123,6 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 
 		trimEvery: trimSections,
 	}
-	r.arena.maxFree = cfg.MaxQueuedBytes
 	return r, nil
 }
 
@@ -211,9 +210,6 @@ func (r *Receiver) trim() {
 	}
 	if !busy {
 		r.partials = nil
-	}
-	if r.bytes == 0 {
-		r.arena.release()
 	}
 }
 

@@ -136,7 +136,6 @@ func NewSender(cfg Config) (*Sender, error) {
 
 		trimEvery: trimEvery,
 	}
-	s.arena.maxFree = cfg.MaxQueuedBytes
 	return s, nil
 }
 
@@ -800,7 +799,7 @@ const (
 // Idle release: once per trimEvery (of Write's now), a stream that neither
 // held nor cut anything for idleTrims trims in a row drops its rings, and a
 // Sender with nothing in flight or queued for as long drops its
-// transmission rings, scratch lists and the arena's free slabs. A burst
+// transmission rings and scratch lists. A burst
 // grows them (allocating); steady traffic, even an event every second or
 // two, keeps them, so the steady state still allocates nothing.
 const (
@@ -838,7 +837,7 @@ func (s *Sender) trim() {
 		s.quiet++
 		return
 	}
-	if s.entries != nil || s.pkts != nil || s.arena.free != nil {
+	if s.entries != nil || s.pkts != nil {
 		// pN == 0: every record resolved, so eHead == eTail and no unit
 		// is carried by a packet in flight; prev and carry name only
 		// units that are acknowledged or due a resend, which copies skip.
@@ -847,7 +846,6 @@ func (s *Sender) trim() {
 		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
 		s.ug, s.ugHead = nil, 0
 		s.active = nil
-		s.arena.release()
 	}
 }
 

@@ -30,14 +30,10 @@ func released(p *pair) string {
 	switch {
 	case p.s.entries != nil || p.s.pkts != nil:
 		return fmt.Sprintf("sender keeps %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
-	case p.s.arena.free != nil:
-		return "sender keeps its free slabs"
 	case p.r.scratch != nil:
 		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
 	case p.r.unSeen != nil:
 		return "receiver keeps its unordered bitmap"
-	case p.r.arena.free != nil:
-		return "receiver keeps its free slabs"
 	}
 	for i, ln := range p.r.lanes {
 		if ln != nil && ln.slots != nil {
