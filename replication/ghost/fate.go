@@ -136,13 +136,20 @@ func (t *Table) restale(s *slot, in *info, f notify.Fate) {
 	s.since = min(s.since, since)
 }
 
-// findPacket returns the index of seq's transmission record.
+// findPacket returns the index of seq's transmission record. Records keep
+// 32 bits of their seq: every one lies less than 2^32 before the newest
+// Write's (t.lastSeq), so its distance back from that names it.
 func (t *Table) findPacket(seq uint64) (int, bool) {
+	if !t.wrote || seq > t.lastSeq || t.lastSeq-seq >= 1<<32 {
+		return 0, false
+	}
+	last := uint32(t.lastSeq)
+	back := last - uint32(seq)
 	lo, hi := 0, t.pktLen
 	mask := len(t.pkts) - 1
-	for lo < hi { // records are in increasing seq order
+	for lo < hi { // records are in increasing seq order: decreasing distance back
 		mid := int(uint(lo+hi) >> 1)
-		if t.pkts[(t.pktHead+mid)&mask].seq < seq {
+		if last-t.pkts[(t.pktHead+mid)&mask].seq > back {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -152,7 +159,7 @@ func (t *Table) findPacket(seq uint64) (int, bool) {
 		return 0, false
 	}
 	i := (t.pktHead + lo) & mask
-	if t.pkts[i].seq != seq || t.pkts[i].resolved {
+	if t.pkts[i].seq != uint32(seq) || t.pkts[i].resolved {
 		return 0, false
 	}
 	return i, true

@@ -486,7 +486,7 @@ func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 			k := (int(p.start) + j) & (len(t.ents) - 1)
 			m[t.ents[k].id()] = t.entMask(k, t.ents[k])
 		}
-		out[p.seq] = m
+		out[t.lastSeq-uint64(uint32(t.lastSeq)-p.seq)] = m
 	}
 	return out
 }
@@ -507,7 +507,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 		isUpdate := false
 		for j := 0; j < t.pktLen; j++ {
 			p := &t.pkts[(t.pktHead+j)&(len(t.pkts)-1)]
-			if p.seq == seq {
+			if p.seq == uint32(seq) {
 				for i := 0; i < int(p.n); i++ {
 					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k && e.kind() == recUpdate {
 						isUpdate = true

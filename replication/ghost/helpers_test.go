@@ -486,7 +486,7 @@ func checkInvariants(t *Table) error {
 	ents := 0
 	for k := 0; k < t.pktLen; k++ {
 		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
-		if k > 0 && p.seq <= t.pkts[(t.pktHead+k-1)&(len(t.pkts)-1)].seq {
+		if k > 0 && !seqAfter(p.seq, t.pkts[(t.pktHead+k-1)&(len(t.pkts)-1)].seq) {
 			return fmt.Errorf("transmission records out of order")
 		}
 		ents += int(p.n)

@@ -197,7 +197,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	t.lastSeq, t.wrote = seq, true
 	t.lastNow = max(t.lastNow, now)
 	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
-		(t.pktLen > 0 && seq-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
+		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
 		t.stats.Stalls++
 		return 0, w.WriteGamma(1)
 	}
@@ -716,7 +716,7 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: seq, start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
+	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
 	t.pkEnt0 = t.entLen
 	return i
 }

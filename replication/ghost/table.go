@@ -212,7 +212,7 @@ type Table struct {
 // ghosts' in-flight lists (a ghost's position goes out at most once per
 // view), so the positions need not hold the packet's sequence.
 type pktRec struct {
-	seq      uint64
+	seq      uint32 // low 32 bits (findPacket)
 	start    uint32
 	t        stamp
 	n        uint16

@@ -796,7 +796,7 @@ func TestRecordSizes(t *testing.T) {
 		{"posTrack", unsafe.Sizeof(posTrack{}), 40},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
-		{"pktRec", unsafe.Sizeof(pktRec{}), 24},
+		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
