@@ -34,6 +34,14 @@ func Listen(addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("batchudp: %w", err)
 	}
+	c := NewConn(uc)
+	c.gro = EnableGRO(uc)
+	return c, nil
+}
+
+// NewConn batches on uc as it is (UDP_GRO as the caller set it; a read
+// cuts up super-datagrams only when the kernel says it sent one).
+func NewConn(uc *net.UDPConn) *Conn {
 	c := &Conn{uc: uc, gso: true}
 	if uc.LocalAddr().(*net.UDPAddr).IP.To4() != nil {
 		pc := ipv4.NewPacketConn(uc)
@@ -42,9 +50,15 @@ func Listen(addr string) (*Conn, error) {
 		pc := ipv6.NewPacketConn(uc)
 		c.read, c.write = pc.ReadBatch, pc.WriteBatch
 	}
-	c.gro = EnableGRO(uc)
-	return c, nil
+	return c
 }
+
+// SetGSO turns UDP_SEGMENT groups on or off (on by default; off for good
+// once the kernel refuses one).
+func (c *Conn) SetGSO(on bool) { c.gso = on }
+
+// GSO reports whether flushes still group datagrams.
+func (c *Conn) GSO() bool { return c.gso }
 
 // EnableGRO turns UDP_GRO on for uc; false when the kernel refuses.
 func EnableGRO(uc *net.UDPConn) bool {
@@ -177,6 +191,7 @@ func (c *Conn) NewWriter(n int) *Writer {
 	p.gsize, p.gleft = make([]int, n), make([]int, n)
 	p.gkey, p.addrs = map[groupKey]int{}, map[netip.AddrPort]*net.UDPAddr{}
 	for i := range p.msgs {
+		p.msgs[i].Buffers = make([][]byte, 0, maxSegments)
 		p.oob[i] = make([]byte, unix.CmsgSpace(2))
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&p.oob[i][0]))
 		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT

@@ -24,6 +24,15 @@ func Listen(addr string) (*Conn, error) {
 	return &Conn{uc: uc}, nil
 }
 
+// NewConn wraps uc.
+func NewConn(uc *net.UDPConn) *Conn { return &Conn{uc: uc} }
+
+// SetGSO does nothing here.
+func (c *Conn) SetGSO(bool) {}
+
+// GSO is false here.
+func (c *Conn) GSO() bool { return false }
+
 // EnableGRO is not available here.
 func EnableGRO(*net.UDPConn) bool { return false }
 

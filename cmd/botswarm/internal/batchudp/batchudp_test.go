@@ -122,7 +122,11 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		w.Flush()
 	}
 	burst()
-	if a := testing.AllocsPerRun(20, burst); a > 0 {
-		t.Fatalf("%.1f allocations per burst of 64", a)
+	limit := 0.0
+	if raceEnabled {
+		limit = 4 // x/net refills its pooled message headers and syscaller (race_on_test.go)
+	}
+	if a := testing.AllocsPerRun(20, burst); a > limit {
+		t.Fatalf("%.1f allocations per burst of 64, want ≤ %v", a, limit)
 	}
 }

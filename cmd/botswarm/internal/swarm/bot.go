@@ -60,8 +60,7 @@ type bot struct {
 	pid     uint64 // player id of the current session
 	rxNow   time.Duration
 
-	wake    time.Duration
-	heapIdx int
+	wake time.Duration // when it is due (its worker's heap holds a copy)
 
 	startAt    time.Duration
 	endAt      time.Duration

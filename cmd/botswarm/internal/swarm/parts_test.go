@@ -189,20 +189,21 @@ func TestServerClockEpochs(t *testing.T) {
 func TestHeapOrder(t *testing.T) {
 	w := &worker{}
 	r := rand.New(rand.NewPCG(3, 4))
-	bots := make([]*bot, 200)
-	for i := range bots {
-		bots[i] = &bot{heapIdx: -1, wake: time.Duration(r.Int64N(1e9))}
-		b := bots[i]
-		b.heapIdx = len(w.heap)
-		w.heap = append(w.heap, b)
-		w.up(b.heapIdx)
+	for i := range 200 {
+		b := &bot{slot: int32(i), wake: time.Duration(r.Int64N(1e9))}
+		w.bots = append(w.bots, b)
+		w.insert(b)
 	}
 	check := func() {
-		for i, b := range w.heap {
-			if b.heapIdx != i {
-				t.Fatalf("heapIdx %d at %d", b.heapIdx, i)
+		for i, e := range w.heap {
+			b := w.bots[e.slot]
+			if w.heapIdx(b) != i {
+				t.Fatalf("heapIdx %d at %d", w.heapIdx(b), i)
 			}
-			if i > 0 && w.heap[(i-1)/2].wake > b.wake {
+			if e.wake != b.wake {
+				t.Fatalf("heap has wake %v for a bot due at %v", e.wake, b.wake)
+			}
+			if i > 0 && w.heap[(i-1)/2].wake > e.wake {
 				t.Fatal("heap property broken")
 			}
 		}
@@ -210,20 +211,22 @@ func TestHeapOrder(t *testing.T) {
 	check()
 	// Move some, remove some.
 	for i := range 100 {
-		b := bots[r.IntN(len(bots))]
-		if b.heapIdx < 0 {
+		b := w.bots[r.IntN(len(w.bots))]
+		at := w.heapIdx(b)
+		if at < 0 {
 			continue
 		}
 		if i%3 == 0 {
-			w.remove(b.heapIdx)
-			b.heapIdx = -1
+			w.remove(at)
+			w.pos[b.slot] = -1
 		} else {
 			old := b.wake
 			b.wake = time.Duration(r.Int64N(1e9))
+			w.heap[at].wake = b.wake
 			if b.wake < old {
-				w.up(b.heapIdx)
+				w.up(at)
 			} else {
-				w.down(b.heapIdx)
+				w.down(at)
 			}
 		}
 		check()
@@ -233,6 +236,9 @@ func TestHeapOrder(t *testing.T) {
 		b := w.pop()
 		if b.wake < last {
 			t.Fatal("pop out of order")
+		}
+		if w.heapIdx(b) != -1 {
+			t.Fatal("a popped bot still has a heap index")
 		}
 		last = b.wake
 	}

@@ -101,7 +101,7 @@ func New(cfg Config) (*Swarm, error) {
 	for i := range cfg.Bots {
 		w := sw.workers[i%nw]
 		b := &bot{w: w, idx: i, slot: int32(len(w.bots)), prof: assign[i], tr: &sw.truths[i], observer: isObserver(i, cfg.Observers),
-			mover: scenario.NewMover(cfg.Scenario, i), heapIdx: -1,
+			mover:  scenario.NewMover(cfg.Scenario, i),
 			server: cfg.Servers[i%len(cfg.Servers)]}
 		b.netIn = func(p []byte) { b.receive(b.rxNow, p) }
 		b.netOut = b.send

@@ -3,12 +3,10 @@
 package swarm
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"time"
-	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -26,15 +24,14 @@ import (
 // Denied by the token id they echo, an Accepted (which names neither) by
 // verifying its tag under the key of each bot of that server still
 // connecting. Datagrams move in batches: one recvmmsg reads up to
-// sharedBatch, and the datagrams the bots send during a turn go out with
-// one sendmmsg per sharedBatch when the worker next waits. The worker
+// sharedBatch messages, and the datagrams the bots send during a turn go
+// out with one sendmmsg when the worker next waits (batchudp.Writer). The worker
 // blocks in recvmmsg itself (the runtime's poller, a read deadline for the
 // timeout): no goroutine, channel or timer per socket or bot.
 type sharedTransport struct {
-	uc    *net.UDPConn
-	v6    bool
-	read  func([]ipv4.Message, int) (int, error)
-	write func([]ipv4.Message, int) (int, error)
+	uc   *net.UDPConn
+	v6   bool
+	read func([]ipv4.Message, int) (int, error)
 
 	rmsgs []ipv4.Message
 	rbufs [][]byte
@@ -46,27 +43,14 @@ type sharedTransport struct {
 	roob     [][]byte
 	deadline time.Time // read deadline in force (zero: none)
 
-	// Datagrams the bots sent this turn, sent at the next wait.
-	wbufs [][maxDatagram]byte
-	wlen  []int
-	wdst  []netip.AddrPort
-	waddr []*net.UDPAddr
-	nout  int
-	// wmsgs are sendmmsg's messages: one per datagram, or with gso one per
-	// group of equal-size datagrams to one server, sent as a single
-	// UDP_SEGMENT super-datagram that the kernel cuts up again — one trip
-	// through the send path for the group (≈ 3.5× cheaper per datagram on
-	// loopback here) and the same datagrams on the wire.
-	wmsgs []ipv4.Message
-	gsize []int    // by message: the group's segment size (0: no GSO)
-	gmax  []int    // by message: segments the group may still take
-	oob   [][]byte // by message: its UDP_SEGMENT control message
-	gso   bool
-	first []int     // by message: the queued datagram that opened it
-	spill []spilled // scratch for a fallback from GSO
-	// sendErrs counts datagrams a failed sendmmsg dropped (the worker
-	// takes them as socket errors).
-	sendErrs uint64
+	// Datagrams the bots sent this turn, sent at the next wait (or when
+	// sendQueue are queued) with one sendmmsg; those of one size to one
+	// server as one UDP_SEGMENT super-datagram that the kernel cuts up
+	// again — one trip through the send path for the group (≈ 3.5×
+	// cheaper per datagram on loopback here) and the same datagrams on the
+	// wire. The longer the queue, the larger the groups.
+	bc *batchudp.Conn
+	w  *batchudp.Writer
 
 	socks   []sharedSock // by tag (a bot has one session at a time)
 	byConn  map[handshake.ConnID]int32
@@ -81,13 +65,16 @@ type sharedTransport struct {
 type sharedSock struct {
 	open   bool
 	server netip.AddrPort
-	addr   *net.UDPAddr // server, as sendmmsg wants it (allocated once per session)
 	tok    *handshake.Token
 	conn   handshake.ConnID
 }
 
-// sharedBatch is how many datagrams one recvmmsg or sendmmsg moves.
-const sharedBatch = 64
+// sharedBatch is how many messages one recvmmsg takes, sendQueue how many
+// datagrams wait for one flush.
+const (
+	sharedBatch = 64
+	sendQueue   = 1024
+)
 
 // sharedBuffer is the socket buffer size asked for: one socket carries
 // thousands of bots (≈ 20 datagrams a second each), so it must absorb a
@@ -108,10 +95,10 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 		byConn: map[handshake.ConnID]int32{}, byToken: map[handshake.TokenID]int32{}}
 	if v6 {
 		pc := ipv6.NewPacketConn(uc)
-		t.read, t.write = pc.ReadBatch, pc.WriteBatch
+		t.read = pc.ReadBatch
 	} else {
 		pc := ipv4.NewPacketConn(uc)
-		t.read, t.write = pc.ReadBatch, pc.WriteBatch
+		t.read = pc.ReadBatch
 	}
 	_ = uc.SetReadBuffer(sharedBuffer)
 	_ = uc.SetWriteBuffer(sharedBuffer)
@@ -128,10 +115,9 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 		rsize = 1 << 16
 	}
 	t.rmsgs, t.rbufs, t.roob = make([]ipv4.Message, sharedBatch), make([][]byte, sharedBatch), make([][]byte, sharedBatch)
-	t.wbufs, t.wlen = make([][maxDatagram]byte, sharedBatch), make([]int, sharedBatch)
-	t.wdst, t.waddr = make([]netip.AddrPort, sharedBatch), make([]*net.UDPAddr, sharedBatch)
-	t.wmsgs, t.gsize, t.gmax = make([]ipv4.Message, sharedBatch), make([]int, sharedBatch), make([]int, sharedBatch)
-	t.oob, t.first = make([][]byte, sharedBatch), make([]int, sharedBatch)
+	t.bc = batchudp.NewConn(uc)
+	t.bc.SetGSO(gsoDefault)
+	t.w = t.bc.NewWriter(sendQueue)
 	for i := range t.rmsgs {
 		t.rbufs[i] = make([]byte, rsize)
 		t.rmsgs[i].Buffers = [][]byte{t.rbufs[i]}
@@ -139,10 +125,7 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 			t.roob[i] = make([]byte, unix.CmsgSpace(4)*2)
 			t.rmsgs[i].OOB = t.roob[i]
 		}
-		t.wmsgs[i].Buffers = make([][]byte, 0, sharedBatch)
-		t.oob[i] = segmentCmsg()
 	}
-	t.gso = gsoDefault
 	return t, nil
 }
 
@@ -161,8 +144,7 @@ func (t *sharedTransport) open(server netip.AddrPort, tag int32) (sock, error) {
 	if s.open {
 		t.close(int(tag))
 	}
-	*s = sharedSock{open: true, server: netip.AddrPortFrom(a, server.Port()),
-		addr: net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, server.Port()))}
+	*s = sharedSock{open: true, server: netip.AddrPortFrom(a, server.Port())}
 	t.pending = append(t.pending, tag)
 	t.nopen++
 	return int(tag), nil
@@ -204,7 +186,7 @@ func (t *sharedTransport) unpend(tag int32) {
 }
 
 // send queues one datagram for the next sendmmsg (when the worker waits,
-// or when the batch is full).
+// or when the queue is full).
 func (t *sharedTransport) send(s sock, p []byte) error {
 	if s < 0 || s >= len(t.socks) || !t.socks[s].open {
 		return net.ErrClosed
@@ -212,13 +194,7 @@ func (t *sharedTransport) send(s sock, p []byte) error {
 	if len(p) > maxDatagram {
 		return fmt.Errorf("datagram of %d bytes", len(p))
 	}
-	i := t.nout
-	t.wlen[i] = copy(t.wbufs[i][:], p)
-	t.wdst[i], t.waddr[i] = t.socks[s].server, t.socks[s].addr
-	t.nout++
-	if t.nout == len(t.wbufs) {
-		t.flush()
-	}
+	t.w.Commit(p, t.socks[s].server)
 	return nil
 }
 
@@ -230,124 +206,14 @@ var groDefault = true
 // refuses it turns it off for the transport.
 var gsoDefault = true
 
-// maxGSOBytes bounds one super-datagram (a UDP payload is < 64 KiB).
-const maxGSOBytes = 60000
-
-// flush sends every queued datagram (sendmmsg; it waits for buffer space
-// rather than drop).
-func (t *sharedTransport) flush() {
-	if t.nout == 0 {
-		return
-	}
-	n := t.pack(t.gso)
-	sent := 0
-	for sent < n {
-		got, err := t.write(t.wmsgs[sent:n], 0)
-		got = max(got, 0)
-		sent += got
-		if err == nil && got > 0 {
-			continue
-		}
-		if t.gso && sent < n && t.gsize[sent] > 0 {
-			// The kernel refused a super-datagram (no UDP_SEGMENT here):
-			// send the rest one by one, from now on always.
-			t.gso = false
-			t.repackPlain(sent, n)
-			n = sent + t.plainFrom(sent)
-			continue
-		}
-		if sent < n {
-			t.sendErrs += uint64(max(len(t.wmsgs[sent].Buffers), 1))
-			sent++ // skip the datagram that failed (ENOBUFS, EPERM, …)
-		}
-	}
-	for i := range n {
-		m := &t.wmsgs[i]
-		clear(m.Buffers)
-		m.Buffers, m.Addr, m.OOB = m.Buffers[:0], nil, nil
-	}
-	t.nout = 0
-}
-
-// pack builds sendmmsg's messages from the queued datagrams: with gso,
-// datagrams of one size to one server share a message (in the order their
-// groups first appear); a group of one goes without the control message.
-func (t *sharedTransport) pack(gso bool) int {
-	n := 0
-	for i := range t.nout {
-		b := t.wbufs[i][:t.wlen[i]]
-		g := -1
-		if gso {
-			for j := range n {
-				if t.gsize[j] == t.wlen[i] && t.gmax[j] > 0 && t.wdst[t.first[j]] == t.wdst[i] {
-					g = j
-					break
-				}
-			}
-		}
-		if g < 0 {
-			g = n
-			n++
-			t.wmsgs[g].Addr = t.waddr[i]
-			t.gsize[g] = 0
-			if gso {
-				t.gsize[g] = t.wlen[i]
-				t.gmax[g] = min(sharedBatch, maxGSOBytes/max(t.wlen[i], 1))
-			}
-			t.first[g] = i
-		}
-		t.wmsgs[g].Buffers = append(t.wmsgs[g].Buffers, b)
-		t.gmax[g]--
-	}
-	for j := range n {
-		m := &t.wmsgs[j]
-		m.OOB = nil
-		if len(m.Buffers) > 1 {
-			setSegmentSize(t.oob[j], t.gsize[j])
-			m.OOB = t.oob[j]
-		} else {
-			t.gsize[j] = 0
-		}
-	}
-	return n
-}
-
-// repackPlain takes the datagrams of messages [from, n) out of their
-// groups …
-func (t *sharedTransport) repackPlain(from, n int) {
-	t.spill = t.spill[:0]
-	for j := from; j < n; j++ {
-		for _, b := range t.wmsgs[j].Buffers {
-			t.spill = append(t.spill, spilled{b: b, addr: t.wmsgs[j].Addr})
-		}
-		m := &t.wmsgs[j]
-		clear(m.Buffers)
-		m.Buffers, m.Addr, m.OOB = m.Buffers[:0], nil, nil
-	}
-}
-
-// … and plainFrom lays them out again one per message from index from.
-func (t *sharedTransport) plainFrom(from int) int {
-	k := 0
-	for _, sp := range t.spill {
-		m := &t.wmsgs[from+k]
-		m.Buffers = append(m.Buffers[:0], sp.b)
-		m.Addr, m.OOB = sp.addr, nil
-		t.gsize[from+k] = 0
-		k++
-	}
-	return k
-}
-
-type spilled struct {
-	b    []byte
-	addr net.Addr
-}
+// flush sends every queued datagram (it waits for buffer space rather
+// than drop).
+func (t *sharedTransport) flush() { t.w.Flush() }
 
 // takeSendErrors returns and resets the count of datagrams sendmmsg lost.
 func (t *sharedTransport) takeSendErrors() uint64 {
-	n := t.sendErrs
-	t.sendErrs = 0
+	n := t.w.Errs
+	t.w.Errs = 0
 	return n
 }
 
@@ -510,18 +376,4 @@ func (t *sharedTransport) shutdown() {
 	clear(t.byToken)
 	t.pending, t.nopen = t.pending[:0], 0
 	_ = t.uc.Close()
-}
-
-// segmentCmsg returns a UDP_SEGMENT control message (its size set by
-// setSegmentSize).
-func segmentCmsg() []byte {
-	b := make([]byte, unix.CmsgSpace(2))
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
-	h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
-	h.SetLen(unix.CmsgLen(2))
-	return b
-}
-
-func setSegmentSize(cmsg []byte, size int) {
-	binary.NativeEndian.PutUint16(cmsg[unix.CmsgLen(0):], uint16(size))
 }

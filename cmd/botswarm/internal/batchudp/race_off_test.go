@@ -1,0 +1,5 @@
+//go:build !race
+
+package batchudp
+
+const raceEnabled = false
