@@ -128,12 +128,12 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	return c, nil
 }
 
-// minRecs is the sender ring's first size (512 B). It doubles up to
+// minRecs is the sender ring's first size (256 B). It doubles up to
 // nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
 // connection was the largest part of a server's memory per client, and most
 // links never have more than a few dozen packets unresolved. Once grown it
 // stays, so steady state allocates nothing.
-const minRecs = 16
+const minRecs = 8
 
 // growRecs doubles the sender ring, keeping every live record [headSeq,
 // nextSeq) at its sequence's slot under the new mask.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -66,8 +67,9 @@ func serverSession(t *testing.T) *handshake.Session {
 // its maximum (the smallest of those was ~14 KB). Generous on purpose: a size
 // check, not a timing one.
 const (
-	maxServerBytes = 6 << 10 // measured ~4.5 KB with notify and event (was ~129 KB, then ~14.6 KB, ~6.9 KB)
-	maxRelayBytes  = 4 << 10 // measured ~1.3 KB: the section buffer (was ~75 KB)
+	maxServerBytes      = 6 << 10 // measured ~4.0 KB with notify and event (was ~129 KB, then ~14.6 KB, ~6.9 KB)
+	maxServerInUseBytes = 8 << 10 // measured ~5.6 KB (was ~11.5 KB before the event rings were sized by use)
+	maxRelayBytes       = 4 << 10 // measured ~1.3 KB: the section buffer (was ~75 KB)
 )
 
 func TestServerFootprint(t *testing.T) {
@@ -97,5 +99,36 @@ func TestGhostRelayFootprint(t *testing.T) {
 	t.Logf("session.NewGhostRelay: %d B per connection", per)
 	if per > maxRelayBytes {
 		t.Fatalf("session.NewGhostRelay keeps %d B per connection, want ≤ %d", per, maxRelayBytes)
+	}
+}
+
+// TestServerInUseFootprint measures what a Server keeps while in use: a
+// client sending moves at 30 Hz and an event every third of a second each
+// way, after ten seconds of that (rings at their working size, trims done).
+// It counts what dropping the Servers frees, so the clients are not in it.
+func TestServerInUseFootprint(t *testing.T) {
+	const n = 50
+	pairs := make([]*pair, n)
+	for i := range pairs {
+		p := newPairN(t, 0)
+		p.h.moves = make([]move.Move, 0, 64) // the server hands over a few moves per round
+		for range 300 {
+			p.step(t)
+		}
+		pairs[i] = p
+	}
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	for _, p := range pairs {
+		p.srv = nil
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	runtime.KeepAlive(pairs)
+	per := int64(with.HeapAlloc-without.HeapAlloc) / n
+	t.Logf("session.Server in use: %d B per connection", per)
+	if per > maxServerInUseBytes {
+		t.Fatalf("a Server in use keeps %d B per connection, want ≤ %d", per, maxServerInUseBytes)
 	}
 }
