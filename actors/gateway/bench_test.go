@@ -287,7 +287,9 @@ func (rp *replay) step() {
 		d := msg.NewDatagram()
 		d.N = copy(d.Buf[:], p)
 		d.Addr = benchClient
-		rp.r.handle(rp.ctx, d)
+		if !rp.r.handle(rp.ctx, d) {
+			d.Release() // a small datagram went as a copy
+		}
 		rp.in++
 	}
 	rp.st.Pos[0] += 0.2

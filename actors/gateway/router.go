@@ -100,8 +100,9 @@ func (r *router) handleBatch(ctx sender, b *batch) {
 }
 
 // handle decides the fate of one datagram and reports whether it was handed
-// to a connection (true: d now belongs to it). Every path counts exactly
-// once; the rejection paths allocate nothing.
+// to a connection (true: d now belongs to it; false: the caller keeps d,
+// also when a small copy of it went to a connection, see deliver). Every
+// path counts exactly once; the rejection paths allocate nothing.
 func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	r.st.datagramsIn.Add(1)
 	r.st.bytesIn.Add(uint64(d.N))
@@ -147,7 +148,10 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 }
 
 // deliver queues d to its connection unless that connection already has
-// MaxInbound datagrams waiting (policy: drop the newest, count it).
+// MaxInbound datagrams waiting (policy: drop the newest, count it). A small
+// datagram (most of a client's) goes as a compact copy, and d stays with the
+// caller (false): what waits in a busy shard's queue is 256 bytes a
+// datagram, not a full-size buffer.
 func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
 	if int(rt.inflight.Load()) >= r.cfg.Conn.MaxInbound {
 		r.st.inboundDropped.Add(1)
@@ -155,12 +159,16 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
 	}
 	rt.inflight.Add(1)
 	r.st.routed.Add(1)
-	if rt.conn != nil {
-		r.pool.Stage(rt.conn, d) // posted with the rest of the batch (handleBatch)
-	} else {
-		ctx.Send(rt.pid, d)
+	q, handed := d.Compact(), false
+	if q == nil {
+		q, handed = d, true
 	}
-	return true
+	if rt.conn != nil {
+		r.pool.Stage(rt.conn, q) // posted with the rest of the batch (handleBatch)
+	} else {
+		ctx.Send(rt.pid, q)
+	}
+	return handed
 }
 
 // noConnection answers data for no connection with a NoConnection packet

@@ -13,23 +13,54 @@ import (
 // writer. Pooled: NewDatagram / Release. Whoever holds it last (the
 // connection after reading it, the writer after sending it) releases it.
 type Datagram struct {
-	Buf  [udp.MaxDatagram]byte
+	// Buf is udp.MaxDatagram bytes (NewDatagram), or SmallDatagram bytes
+	// for a copy of a small received datagram (Compact).
+	Buf  []byte
 	N    int
 	Addr netip.AddrPort // source (received) or destination (to send)
 	At   time.Duration  // when it was read (node monotonic clock)
 }
 
-var datagramPool = sync.Pool{New: func() any { return new(Datagram) }}
+// SmallDatagram is the buffer of a compacted datagram. A client's packets
+// (moves, acks, the odd event) are mostly under 200 bytes, and a datagram
+// waits in its connection's queue while the shard is busy: a full-size
+// buffer per waiting datagram made the queues of a server behind on its
+// work 1.2 KB a datagram (up to MaxInbound per connection).
+const SmallDatagram = 256
 
-// NewDatagram returns a datagram from the pool (N = 0; Buf holds garbage).
+var (
+	datagramPool = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, udp.MaxDatagram)} }}
+	smallPool    = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, SmallDatagram)} }}
+)
+
+// NewDatagram returns a full-size datagram from the pool (N = 0; Buf holds
+// garbage).
 func NewDatagram() *Datagram {
 	d := datagramPool.Get().(*Datagram)
 	d.N = 0
 	return d
 }
 
+// Compact returns a copy of d in a SmallDatagram buffer, or nil when d does
+// not fit one. d is unchanged.
+func (d *Datagram) Compact() *Datagram {
+	if d.N > SmallDatagram {
+		return nil
+	}
+	s := smallPool.Get().(*Datagram)
+	s.N = copy(s.Buf, d.Buf[:d.N])
+	s.Addr, s.At = d.Addr, d.At
+	return s
+}
+
 // Bytes is the datagram's content, Buf[:N].
 func (d *Datagram) Bytes() []byte { return d.Buf[:d.N] }
 
-// Release returns d to the pool; d may not be used afterwards.
-func (d *Datagram) Release() { datagramPool.Put(d) }
+// Release returns d to its pool; d may not be used afterwards.
+func (d *Datagram) Release() {
+	if len(d.Buf) == SmallDatagram {
+		smallPool.Put(d)
+		return
+	}
+	datagramPool.Put(d)
+}
