@@ -26,6 +26,8 @@ func (t *Table) OnFate(f notify.Fate) {
 		t.sampleFateDelay(max(t.lastNow-f.SentAt, 0))
 	}
 	p := &t.pkts[i]
+	sent := t.msOf(f.SentAt)
+	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
 	for j := 0; j < int(p.n); j++ {
 		k := (int(p.start) + j) & (len(t.ents) - 1)
 		e := t.ents[k]
@@ -36,19 +38,19 @@ func (t *Table) OnFate(f notify.Fate) {
 		}
 		mask := t.entMask(k, e)
 		s.inflight--
-		if f.Delivered && f.SentAt >= in.ackAt {
-			in.ackAt = f.SentAt
+		if f.Delivered && (s.ackAt == 0 || sent.sub(s.ackAt) >= 0) {
+			s.ackAt = sent
 			if seqAfter(uint32(f.Seq), s.ackSeq) {
 				s.ackSeq = uint32(f.Seq)
 			}
-			// The client holds the state as of SentAt (a view at SentAt
-			// precedes the write); anything changed later is still
+			// The client holds the state of the view the packet was
+			// written from (p.t); anything changed in a later view is still
 			// unconfirmed (counted from SentAt: pessimistic by less than one
 			// view).
-			if in.lastChg <= f.SentAt {
+			if p.t.sub(s.lastChg) >= 0 {
 				s.pendChg = 0
-			} else if s.pendChg != 0 {
-				s.pendChg = max(s.pendChg, f.SentAt)
+			} else if s.pendChg != 0 && sent.sub(s.pendChg) > 0 {
+				s.pendChg = sent
 			}
 		}
 		if mask&s.class.posBit != 0 {
@@ -64,7 +66,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				}
 			} else {
 				t.stats.CreatesLost++
-				t.restale(s, in, f)
+				t.restale(s, f, from)
 			}
 		case recUpdate:
 			if f.Delivered {
@@ -89,7 +91,7 @@ func (t *Table) OnFate(f notify.Fate) {
 					s.rest = true // resend the position even if the client has it: the stamp matters
 					s.restCopies = max(s.restCopies, 1)
 				}
-				t.restale(s, in, f)
+				t.restale(s, f, from)
 			}
 		case recKill:
 			s.killInFlight = false
@@ -128,12 +130,16 @@ func (t *Table) sampleFateDelay(d time.Duration) {
 // copy really is: from the newest delivered send, but no more than
 // MaxStaleness before the lost one (so one lost packet of a ghost idle for an
 // hour does not jump it ahead of everything).
-func (t *Table) restale(s *slot, in *info, f notify.Fate) {
+func (t *Table) restale(s *slot, f notify.Fate, since msTime) {
 	if s.lastSeq != uint32(f.Seq) {
 		return // a later packet carries this ghost; its staleness is current
 	}
-	since := max(in.ackAt, f.SentAt-t.cfg.MaxStaleness)
-	s.since = min(s.since, since)
+	if s.ackAt != 0 && s.ackAt.sub(since) > 0 {
+		since = s.ackAt
+	}
+	if since.sub(s.since) < 0 {
+		s.since = since
+	}
 }
 
 // findPacket returns the index of seq's transmission record. Records keep

@@ -99,13 +99,13 @@ func TestTableFootprint(t *testing.T) {
 		snaps  bool
 		max    uint64 // bytes per table
 	}{
-		{0, false, 3 << 10},   // measured ≈ 1.5 KB (was ≈ 20 KB)
-		{32, false, 20 << 10}, // measured ≈ 16.5 KB (was ≈ 58, then 18 KB)
-		{64, false, 38 << 10}, // measured ≈ 33 KB (was ≈ 60, then 43 KB: append's doubling)
+		{0, false, 2 << 10},   // measured ≈ 1.2 KB (was ≈ 20 KB, then 1.7)
+		{32, false, 16 << 10}, // measured ≈ 13.8 KB (was ≈ 58, then 18, then 16.5 KB)
+		{64, false, 31 << 10}, // measured ≈ 27 KB (was ≈ 60, then 43 KB: append's doubling; then 33)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted).
-		{32, true, 15 << 10}, // measured ≈ 13 KB
-		{64, true, 28 << 10}, // measured ≈ 25 KB
+		{32, true, 12 << 10}, // measured ≈ 10.2 KB (was 13)
+		{64, true, 22 << 10}, // measured ≈ 19.3 KB (was 25)
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)

@@ -79,17 +79,19 @@ func ilog4(x uint64) int {
 }
 
 // grown is the bucket of prio × (1 + age/StaleUnit) — priority grown by
-// waiting — as log(prio) + log(StaleUnit + age) − log(StaleUnit), with
-// log(prio) precomputed per view (prioB = bucketOf(prio)).
-func (p *packer) grown(prioB int16, age time.Duration) int {
-	b := int(prioB) + ilog4(uint64(max(age, 0))+p.unit) - p.logUnit
+// waiting (age in ms) — as log(prio) + log(StaleUnit + age) −
+// log(StaleUnit), with log(prio) precomputed per view (prioB =
+// bucketOf(prio)).
+func (p *packer) grown(prioB int16, age int32) int {
+	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+p.unit) - p.logUnit
 	return max(0, min(b, tierBuckets-1))
 }
 
-// waited is the bucket of age/StaleUnit × overdueWeight: overdue ghosts go
-// by waiting time, weighted by owtB = 4·log2(overdueWeight).
-func (p *packer) waited(owtB int8, age time.Duration) int {
-	b := bucketOne + ilog4(uint64(max(age, 1))) - p.logUnit + int(owtB)
+// waited is the bucket of age/StaleUnit × overdueWeight (age in ms):
+// overdue ghosts go by waiting time, weighted by owtB =
+// 4·log2(overdueWeight).
+func (p *packer) waited(owtB int8, age int32) int {
+	b := bucketOne + ilog4(max(uint64(max(age, 0))*uint64(time.Millisecond), 1)) - p.logUnit + int(owtB)
 	return max(0, min(b, tierBuckets-1))
 }
 
@@ -195,7 +197,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 		return 0, fmt.Errorf("%w: %d after %d", ErrSeqOrder, seq, t.lastSeq)
 	}
 	t.lastSeq, t.wrote = seq, true
-	t.lastNow = max(t.lastNow, now)
+	nowMS := t.clock(now)
 	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
 		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
 		t.stats.Stalls++
@@ -205,14 +207,14 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	defer t.pk.release()
 	width := t.IDWidth()
 	minRec := int(width) + kindDefaultLen + 1
-	n := t.pk.collect(t, now)
+	n := t.pk.collect(t, nowMS)
 	if n == 0 || avail < 1+sectionFixed+minRec+bitstream.GammaBits(2) {
 		t.pk.clear()
 		return 0, w.WriteGamma(1)
 	}
 	maxN := min(n, avail/minRec)
 	budget := avail - sectionFixed - bitstream.GammaBits(uint64(maxN)+1)
-	recs := t.pk.fill(t, seq, now, width, budget)
+	recs := t.pk.fill(t, seq, nowMS, width, budget)
 	if recs == 0 {
 		return 0, w.WriteGamma(1)
 	}
@@ -228,7 +230,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 
 // collect buckets every ghost that has something to send; it returns how
 // many.
-func (p *packer) collect(t *Table, now time.Duration) int {
+func (p *packer) collect(t *Table, now msTime) int {
 	if len(p.next) < t.top {
 		p.next = append(p.next, make([]int32, t.top-len(p.next))...)
 	}
@@ -236,12 +238,14 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 		p.pressed = append(p.pressed, make([]uint64, w-len(p.pressed))...)
 	}
 	clear(p.pressed)
-	maxStale := t.cfg.MaxStaleness
-	resend := t.cfg.ResendInterval
-	deadline := t.cfg.ConfirmDeadline
+	// Times in whole ms (msCeil keeps every comparison exact), so the
+	// loop takes differences of the slots' 32-bit times, nothing else.
+	maxStale := msCeil(t.cfg.MaxStaleness)
+	resend := msCeil(t.cfg.ResendInterval)
+	deadline := msCeil(t.cfg.ConfirmDeadline)
 	// Pressing copies go no faster than ResendInterval, and not before the
 	// previous copy had the usual time to be confirmed.
-	gap := max(resend, t.fateDelay)
+	gap := max(resend, msCeil(t.fateDelay))
 	n := 0
 	for i := t.top - 1; i >= 0; i-- {
 		s := &t.slots[i]
@@ -258,18 +262,21 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 			if s.createInFlight {
 				continue
 			}
-			b = tierCreate*tierBuckets + p.grown(s.prioB, now-s.since)
+			b = tierCreate*tierBuckets + p.grown(s.prioB, int32(now-s.since))
 		case phaseLive:
-			if now-s.sentAt < s.class.MinInterval {
+			sent := int32(now - s.sentAt)
+			if sent < s.class.minMS {
 				continue
 			}
 			// late: how long the client may have lacked a change, once past
 			// the confirm deadline (and the last copy has gone unconfirmed
 			// for the usual fate delay): such a ghost is pressed into
 			// every packet it fits until a delivery is confirmed.
-			late := time.Duration(0)
-			if deadline > 0 && s.pendChg != 0 && now-s.pendChg >= deadline && now-s.sentAt >= gap {
-				late = now - s.pendChg
+			late := int32(0)
+			if deadline > 0 && s.pendChg != 0 && sent >= gap {
+				if l := int32(now - s.pendChg); l >= deadline {
+					late = l
+				}
 			}
 			if s.dirty == 0 {
 				if !seqAfter(s.lastSeq, s.ackSeq) {
@@ -280,7 +287,7 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 					break
 				}
-				if resend == 0 || now-s.sentAt < resend {
+				if resend == 0 || sent < resend {
 					continue
 				}
 				b = tierResend*tierBuckets + int(s.prioB)
@@ -289,7 +296,7 @@ func (p *packer) collect(t *Table, now time.Duration) int {
 			if s.dirty == s.class.posBit && !t.posWritable(uint32(i)) {
 				continue // only position is dirty and it cannot go now
 			}
-			age := now - s.since
+			age := int32(now - s.since)
 			if age >= maxStale || late > 0 {
 				b = tierOverdue*tierBuckets + p.waited(s.owtB, max(age, late))
 				if age < maxStale {
@@ -321,7 +328,7 @@ func (p *packer) clear() {
 // fill writes records into the scratch writer, highest bucket first, until
 // budget bits are used or MaxMisses records in a row did not fit. It
 // returns the number of records.
-func (p *packer) fill(t *Table, seq uint64, now time.Duration, width uint, budget int) int {
+func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget int) int {
 	sw := &p.scratch
 	sw.Reset(p.sbuf[:min((budget+7)/8, len(p.sbuf))])
 	minRec := int(width) + kindDefaultLen + 1
@@ -383,7 +390,7 @@ const (
 
 // writeRecord writes ghost id's record into w within budget and, if it fit,
 // commits it to the table and the packet's transmission record.
-func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now time.Duration, width uint, budget int) int {
+func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
 	c := s.class
 	var kind uint8

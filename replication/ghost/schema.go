@@ -480,6 +480,7 @@ type Class struct {
 	posIdx int    // its index, -1 if none
 	yawIdx int    // index of the first YawGroup, -1 if none
 	weight float32
+	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
 	reg    *Registry // the first registry c was registered in
 }
 
@@ -546,6 +547,7 @@ func (c *Class) prepare() error {
 	if c.weight == 0 {
 		c.weight = 1
 	}
+	c.minMS = msCeil(c.MinInterval)
 	return nil
 }
 

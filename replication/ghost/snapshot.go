@@ -233,7 +233,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	t.states = nil // the snapshots hold the states from now on
 	same := t.snap != nil && t.snapSrc == snap.source
 	oldSnap := t.snap
-	prev := t.beginView(ms, now, len(view))
+	prev, nowMS := t.beginView(ms, now, len(view))
 	exhausted := false
 	for i := range view {
 		r := &view[i]
@@ -241,7 +241,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		id, ok := t.viewGhost(prev, i, e.entity, e.class)
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.entity, e.class, &e.qpos, now); err {
+			if id, err = t.alloc(e.entity, e.class, &e.qpos, nowMS); err {
 				exhausted = true
 				continue
 			}
@@ -268,7 +268,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			default:
 				changed |= c.all &^ c.posBit
 			}
-			t.markChanged(id, changed, now)
+			t.markChanged(id, changed, nowMS)
 			t.slots[id].yawQ = e.yawQ
 		}
 		t.order[i] = id

@@ -71,13 +71,15 @@ type slot struct {
 	// quantized once per view (for a snapshot, once for every table)
 	// instead of once per update written.
 	yawQ   uint16
-	dirty  uint64        // groups the client may lack (RL-5)
-	since  time.Duration // staleness counts from here: last send, or when it became dirty
-	sentAt time.Duration // last time a record of this ghost was written
+	dirty  uint64 // groups the client may lack (RL-5)
+	since  msTime // staleness counts from here: last send, or when it became dirty
+	sentAt msTime // last time a record of this ghost was written
 	// pendChg is when the client's copy became outdated as far as the table
 	// knows for sure: the first change not yet confirmed delivered (0: the
 	// client is known current). Used by ConfirmDeadline.
-	pendChg time.Duration
+	pendChg msTime
+	ackAt   msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
+	lastChg stamp  // the last view that changed a group
 	// lastSeq and ackSeq are the newest packet that carried a record of this
 	// ghost and the newest such packet known delivered; low 32 bits, compared
 	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
@@ -86,7 +88,69 @@ type slot struct {
 	class   *Class
 }
 
-// info is the cold half of a ghost id's record (88 bytes): what only
+// msTime is a time the table was given, in whole milliseconds since its
+// epoch plus one (0 stands for none): 4 bytes a field instead of 8. The
+// epoch moves on before the values reach 2^30 (rebase), so differences of
+// two of them as int32 are exact.
+type msTime uint32
+
+// sub is a − b.
+func (a msTime) sub(b msTime) time.Duration { return time.Duration(int32(a-b)) * time.Millisecond }
+
+// msCeil is d in whole ms rounded up, at most 2^31−1 (0 for d ≤ 0): for a
+// whole number of ms m, m·ms < d exactly when m < msCeil(d).
+func msCeil(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	return int32(min((d+time.Millisecond-1)/time.Millisecond, 1<<31-1))
+}
+
+// msOf is d in the table's milliseconds (times before the epoch as the
+// epoch).
+func (t *Table) msOf(d time.Duration) msTime {
+	m := (d - t.epoch) / time.Millisecond
+	return msTime(min(max(m, 0), rebaseAt) + 1)
+}
+
+// clock takes now as the latest time the table was given (lastNow) and
+// returns it in milliseconds. The first call sets the epoch.
+func (t *Table) clock(now time.Duration) msTime {
+	if !t.clockSet {
+		t.epoch, t.clockSet = now/time.Millisecond*time.Millisecond, true
+	}
+	t.lastNow = max(t.lastNow, now)
+	if t.lastNow-t.epoch >= rebaseAt*time.Millisecond {
+		t.rebase()
+	}
+	return t.msOf(now)
+}
+
+// rebaseAt and rebaseBy, in ms: once 2^30 ms (12 days) from its epoch, a
+// table moves the epoch 2^29 ms on; times older than the new epoch become
+// the epoch (waits that long all count the same).
+const (
+	rebaseAt = 1 << 30
+	rebaseBy = 1 << 29
+)
+
+func (t *Table) rebase() {
+	t.epoch += rebaseBy * time.Millisecond
+	back := func(x *msTime) {
+		if *x != 0 {
+			*x = msTime(max(int64(*x)-rebaseBy, 1))
+		}
+	}
+	for i := range t.slots {
+		s := &t.slots[i]
+		back(&s.since)
+		back(&s.sentAt)
+		back(&s.pendChg)
+		back(&s.ackAt)
+	}
+}
+
+// info is the cold half of a ghost id's record (72 bytes): what only
 // SetView, writing a record and its fate touch. It holds no incarnation
 // number: an id is freed only once nothing of it is in flight (a kill goes
 // out when no other record is, and a ghost the client never held is freed
@@ -94,10 +158,8 @@ type slot struct {
 // current incarnation.
 type info struct {
 	entity  uint64
-	lastChg time.Duration // last view that changed a group
-	ackAt   time.Duration // SentAt of the newest delivered packet that carried this ghost
-	viewGen uint32        // last SetView that included the entity
-	qpos    [3]uint32     // quantized State.Pos
+	viewGen uint32    // last SetView that included the entity
+	qpos    [3]uint32 // quantized State.Pos
 	// si is the ghost's entry in the table's snapshot (SetSnapshotView), or
 	// carryBit|i for an AlwaysInScope ghost its latest view left out,
 	// whose state the table keeps in carry[i].
@@ -178,6 +240,8 @@ type Table struct {
 	viewMS   int64
 	haveView bool
 	lastNow  time.Duration // latest now seen (SetView, Write): OnFate's clock
+	epoch    time.Duration // msTime 1
+	clockSet bool
 
 	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
 	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
@@ -331,17 +395,18 @@ func (t *Table) Pending() bool {
 
 // beginView starts taking a view of n entries at virtual time now: it
 // returns the previous view's id order (the position hints for viewGhost)
-// and makes room for the new one in t.order.
-func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32) {
+// and now in the table's milliseconds, and makes room for the new view in
+// t.order.
+func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, nowMS msTime) {
 	t.viewMS, t.haveView = ms, true
-	t.lastNow = max(t.lastNow, now)
+	nowMS = t.clock(now)
 	t.viewGen++
 	if cap(t.order) < n {
 		t.order = make([]uint32, n, n+n/4)
 	}
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
-	return prev
+	return prev, nowMS
 }
 
 // viewGhost finds the ghost of entity, at position i of a view: the id at
@@ -405,21 +470,21 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	if t.snap != nil {
 		t.leaveSnapshots()
 	}
-	prev := t.beginView(ms, now, len(view))
+	prev, nowMS := t.beginView(ms, now, len(view))
 	exhausted := false
 	for i := range view {
 		e := &view[i]
 		id, ok := t.viewGhost(prev, i, e.Entity, e.Class)
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.Entity, e.Class, &vq[i], now); err {
+			if id, err = t.alloc(e.Entity, e.Class, &vq[i], nowMS); err {
 				exhausted = true
 				continue
 			}
 			t.states[id] = e.State
 			t.slots[id].yawQ = yawCode(e.Class, &e.State)
 		} else {
-			t.refresh(id, e, &vq[i], now)
+			t.refresh(id, e, &vq[i], nowMS)
 		}
 		t.order[i] = id
 		s := &t.slots[id]
@@ -467,7 +532,7 @@ func (t *Table) Remove(entity uint64) {
 }
 
 // refresh applies a view entry to an existing ghost: diff and store.
-func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now time.Duration) {
+func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
 	old := &t.states[id]
 	changed := t.reenter(id, c, q)
@@ -521,8 +586,8 @@ func (t *Table) reenter(id uint32, c *Class, q *[3]uint32) uint64 {
 	return changed
 }
 
-// markChanged marks groups of ghost id dirty as of now.
-func (t *Table) markChanged(id uint32, changed uint64, now time.Duration) {
+// markChanged marks groups of ghost id dirty as of now (the view's time).
+func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 	if changed == 0 {
 		return
 	}
@@ -533,7 +598,7 @@ func (t *Table) markChanged(id uint32, changed uint64, now time.Duration) {
 	if s.pendChg == 0 {
 		s.pendChg = now
 	}
-	t.info[id].lastChg = now
+	s.lastChg = stamp(t.viewMS)
 	s.dirty |= changed
 }
 
@@ -547,7 +612,7 @@ func sameBeyondPos(a, b *State) bool {
 
 // alloc gives entity the lowest free ghost id; true means none is left.
 // The caller stores its state.
-func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now time.Duration) (uint32, bool) {
+func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now msTime) (uint32, bool) {
 	if t.live >= t.cfg.MaxGhosts {
 		t.stats.IDsExhausted++
 		return 0, true
@@ -562,10 +627,11 @@ func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now time.Duration) 
 		dirty:   c.all,
 		since:   now,
 		pendChg: now,
+		lastChg: stamp(t.viewMS),
 		phase:   phaseCreating,
 	}
 	in.pos.reset(&t.pp)
-	*in = info{entity: entity, lastChg: now, viewGen: in.viewGen}
+	*in = info{entity: entity, viewGen: in.viewGen}
 	if c.posIdx >= 0 {
 		in.qpos = *q
 	}

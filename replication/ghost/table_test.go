@@ -792,7 +792,7 @@ func TestRecordSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"slot", unsafe.Sizeof(slot{}), 64},
-		{"info", unsafe.Sizeof(info{}), 88},
+		{"info", unsafe.Sizeof(info{}), 72},
 		{"posTrack", unsafe.Sizeof(posTrack{}), 40},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
