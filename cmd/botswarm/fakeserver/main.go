@@ -27,6 +27,8 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/fakezone"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/impair"
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/swarm"
 )
 
 func main() {
@@ -41,6 +43,7 @@ func run(args []string) int {
 	peers := fset.Int("peers", 8, "other players each player sees, `N` (0: none)")
 	tick := fset.Duration("tick", 50*time.Millisecond, "simulation period `D`")
 	noEcho := fset.Bool("no-echo", false, "do not echo lane-0 events")
+	ghostsTo := fset.String("ghosts-to-observers", "100%", "show others only to the bots that botswarm --observers `FRACTION` makes observers (10% or 0.1; the others skip the ghost section, so this spares the server their ghosts, not the bots any work); default 100%: every player")
 	cpuProfile := fset.String("cpuprofile", "", "write a Go CPU profile of the whole run to `FILE` (go tool pprof); default: none")
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -79,7 +82,16 @@ func run(args []string) int {
 			f.Close()
 		}()
 	}
-	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho})
+	frac, err := impair.ParseRatio(*ghostsTo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeserver: --ghosts-to-observers:", err)
+		return 2
+	}
+	var watch func(uint64) bool
+	if frac < 1 {
+		watch = func(pid uint64) bool { return swarm.ObserverPlayer(pid, frac) }
+	}
+	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho, Watch: watch})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeserver:", err)
 		return 2

@@ -32,13 +32,17 @@ import (
 
 // Options switch faults on and tune the server.
 type Options struct {
-	Listen       string // UDP address; default 127.0.0.1:0
-	Key          *[handshake.KeySize]byte
-	ProtocolID   uint64
-	Tick         time.Duration
-	Bandwidth    int // per-connection bytes/s; 0: session default
-	Peers        int // players each player sees; 0: all (quadratic: tests only); < 0: none
-	NoEcho       bool
+	Listen     string // UDP address; default 127.0.0.1:0
+	Key        *[handshake.KeySize]byte
+	ProtocolID uint64
+	Tick       time.Duration
+	Bandwidth  int // per-connection bytes/s; 0: session default
+	Peers      int // players each player sees; 0: all (quadratic: tests only); < 0: none
+	NoEcho     bool
+	// Watch picks the players shown others (nil: all). botswarm's bots
+	// that are no observers skip the ghost section: sending them none
+	// spares the server the ghosts' encoding, not the bots any work.
+	Watch        func(pid uint64) bool
 	NoSeq        bool // leave Extra empty: the bots fall back to server time
 	CorruptEvery int  // flip a byte in every n-th echo
 	DupEvery     int  // echo every n-th event twice
@@ -75,6 +79,7 @@ type Zone struct {
 	byID  map[handshake.ConnID]*conn
 	heap  []*conn
 	view  []ghost.ViewEntry
+	due   []*conn // tick's scratch
 	mine  []ghost.ViewEntry
 
 	in   chan *batchudp.Batch
@@ -107,6 +112,7 @@ type conn struct {
 	srv     *session.Server
 	tab     *ghost.Table
 	pid     uint64
+	blind   bool // not Watched: shown no one
 	state   move.ControlState
 	applied uint64
 	moves   int
@@ -359,6 +365,7 @@ func (z *Zone) handshake(now time.Duration, p []byte, from netip.AddrPort) {
 		cfg.Bandwidth = z.opts.Bandwidth
 	}
 	c := &conn{z: z, pid: grant.Claims.PlayerID}
+	c.blind = z.opts.Watch != nil && !z.opts.Watch(c.pid)
 	if c.srv, err = session.NewServer(sess, cfg, c, now); err != nil {
 		return
 	}
@@ -408,7 +415,11 @@ func (c *conn) Event(e event.Event) {
 }
 
 // tick acknowledges moves and shows players to each other; every connection
-// then has a packet due.
+// then has a packet due, which it sends at once. The deadline heap is
+// rebuilt once afterwards rather than each connection moved to its top
+// and back (two sifts through the heap per connection and tick touched a
+// cold connection at every level: ≈ 10 % of the server's CPU at 2,000
+// players).
 func (z *Zone) tick(now time.Duration) {
 	if z.opts.KickAt > 0 && !z.kicked && now >= z.opts.KickAt {
 		z.kicked = true
@@ -450,6 +461,9 @@ func (z *Zone) tick(now time.Duration) {
 		if z.opts.Peers != 0 {
 			k = max(min(k, z.opts.Peers), 0)
 		}
+		if c.blind {
+			k = 0
+		}
 		for j := 1; j <= k; j++ {
 			e := z.view[(i+j)%n]
 			if z.conns[(i+j)%n].applied > 0 {
@@ -457,8 +471,22 @@ func (z *Zone) tick(now time.Duration) {
 			}
 		}
 		_ = c.tab.SetView(now, z.mine)
-		c.wake = now
-		z.up(c.hi)
+		z.due = append(z.due, c)
+	}
+	// Poll after the loop: a poll may drop its connection from z.conns.
+	for _, c := range z.due {
+		z.poll(c, now)
+		if !c.gone {
+			c.wake = c.srv.NextDeadline(now)
+			if c.wake <= now {
+				c.wake = now + time.Millisecond
+			}
+		}
+	}
+	clear(z.due)
+	z.due = z.due[:0]
+	for i := len(z.heap)/2 - 1; i >= 0; i-- {
+		z.down(i)
 	}
 }
 

@@ -123,6 +123,17 @@ func isObserver(i int, f float64) bool {
 	return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
 }
 
+// ObserverPlayer reports whether the player id is that of a bot which,
+// with Observers f and the default PlayerBase, decodes ghosts: so the fake
+// server can send ghosts to those bots only (the others skip the section).
+func ObserverPlayer(pid uint64, f float64) bool {
+	if pid < DefaultPlayerBase {
+		return false
+	}
+	i := (pid - DefaultPlayerBase) >> pidSessionBits
+	return i < 1<<31 && isObserver(int(i), f)
+}
+
 // Observers is how many bots decode and check ghosts.
 func (sw *Swarm) Observers() int {
 	n := 0

@@ -385,9 +385,33 @@ func TestSwarmObservers(t *testing.T) {
 			if isObserver(i, o) {
 				n++
 			}
+			pid := DefaultPlayerBase + uint64(i)<<pidSessionBits | 3
+			if ObserverPlayer(pid, o) != isObserver(i, o) {
+				t.Fatalf("observers %v: the fake server's pick for player %#x (bot %d) differs from the swarm's", o, pid, i)
+			}
 		}
 		if n != int(o*1000) {
 			t.Errorf("observers %v: %d of 1000", o, n)
 		}
+	}
+	// A server that shows others to the observers only (fakeserver
+	// --ghosts-to-observers): the observers' view is unchanged, every
+	// invariant holds, and the others' packets are smaller.
+	z3 := newFakeZone(t, fakezone.Options{Watch: func(pid uint64) bool { return ObserverPlayer(pid, 0.25) }})
+	only := cfg
+	only.Servers = []netip.AddrPort{z3.Addr}
+	r3, _ := runSwarm(t, only)
+	for i := range 3 {
+		if x := inv(r3, i); !x.Checked || !x.OK {
+			t.Errorf("ghosts to observers only: invariant %q: checked %v ok %v: %s", x.Name, x.Checked, x.OK, x.Detail)
+		}
+	}
+	t3 := r3.Totals
+	if t3.GhostSamples == 0 || float64(t3.GhostsHeld)/float64(t3.GhostSamples) < 5 {
+		t.Errorf("ghosts to observers only: an observer holds %d ghosts in %d samples, want ≈ 7 each", t3.GhostsHeld, t3.GhostSamples)
+	}
+	full, blind := float64(tot.BytesIn)/float64(tot.PacketsIn), float64(t3.BytesIn)/float64(t3.PacketsIn)
+	if blind >= full {
+		t.Errorf("ghosts to observers only: %.1f B per packet in, %.1f with ghosts to all", blind, full)
 	}
 }
