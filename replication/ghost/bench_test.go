@@ -418,3 +418,99 @@ func BenchmarkCrowdScene(b *testing.B) {
 	b.ReportMetric(p50, "p50-err-cm")
 	b.ReportMetric(hdr, "hdr-B/pkt")
 }
+
+// BenchmarkTables1000 is the ghost work of a server's 1,000 connections
+// (informative): 1,000 tables of 48 ghosts each (a quarter players, all
+// walking) take one zone snapshot per tick and write one 800-byte packet
+// each; fates come three packets later, one in seven dropped. Unlike
+// BenchmarkPack1000 and BenchmarkSetSnapshotView1000, whose one table stays
+// in the caches, every table here is cold when its turn comes, as on the
+// server. Reported as the benchmarking thread's CPU time per ghost in view
+// (Linux; 0 elsewhere): view-cpu-ns/ghost for SetSnapshotView, and
+// write-cpu-ns/ghost for Write and OnFate. The allocations are the
+// snapshot's (the zone's, once per tick).
+func BenchmarkTables1000(b *testing.B) {
+	reg, pc, nc := newTestRegistry(b)
+	const tables, per, ents = 1000, 48, 1000
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	states := make([]State, ents)
+	classes := make([]*Class, ents)
+	vel := make([][2]float64, ents)
+	for i := range states {
+		classes[i] = nc
+		if i%4 == 0 {
+			classes[i] = pc
+		}
+		states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
+		states[i].Health = 100
+		states[i].Name = MustName("wolf")
+		vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+	}
+	tabs := make([]*Table, tables)
+	refs := make([][]ViewRef, tables)
+	for k := range tabs {
+		if tabs[k], err = NewTable(reg, DefaultConfig()); err != nil {
+			b.Fatal(err)
+		}
+		base := rng.IntN(ents - per)
+		for j := range per {
+			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
+		}
+	}
+	now, seq := time.Second, uint64(0)
+	var buf [800]byte
+	var w bitstream.Writer
+	var ticks int
+	var viewCPU, writeCPU time.Duration
+	tick := func(measure bool) {
+		now += 50 * time.Millisecond
+		for i := range states {
+			states[i].Pos[0] += vel[i][0] / 20
+			states[i].Pos[2] += vel[i][1] / 20
+			states[i].Yaw = float64(i) + now.Seconds()
+		}
+		sn := sw.Next(ents)
+		for i := range states {
+			sn.Set(i, uint64(i+1), classes[i], &states[i])
+		}
+		sw.Seal(sn)
+		seq++
+		t0, _ := threadCPU()
+		for k, tab := range tabs {
+			if err := tab.SetSnapshotView(now, sn, refs[k]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t1, _ := threadCPU()
+		for _, tab := range tabs {
+			w.Reset(buf[:])
+			if _, err := tab.Write(&w, seq, now); err != nil {
+				b.Fatal(err)
+			}
+			if seq > 3 {
+				tab.OnFate(notify.Fate{Seq: seq - 3, Delivered: seq%7 != 0, SentAt: now - 150*time.Millisecond})
+			}
+		}
+		t2, _ := threadCPU()
+		if measure {
+			ticks++
+			viewCPU += t1 - t0
+			writeCPU += t2 - t1
+		}
+	}
+	defer lockThread()()
+	for range 40 { // every ghost created, the in-flight stores at their steady size
+		tick(false)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tick(true)
+	}
+	g := float64(ticks * tables * per)
+	b.ReportMetric(float64(viewCPU)/g, "view-cpu-ns/ghost")
+	b.ReportMetric(float64(writeCPU)/g, "write-cpu-ns/ghost")
+}

@@ -272,8 +272,11 @@ func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32
 	f, ok := predFactor(a, b, t)
 	for x := range 3 {
 		r := b.q[x]
-		if ok {
-			r = predictAxis(a.q[x], b.q[x], f, lim[x])
+		// An axis on which the pair did not move predicts b exactly
+		// (b + round(0·f), b ≤ lim): no float work (the height of a
+		// walker on flat ground, every axis of a ghost at rest).
+		if ok && a.q[x] != r {
+			r = predictAxis(a.q[x], r, f, lim[x])
 		}
 		d[x] = max(d[x], uint64(absDiff(q[x], r)))
 	}
