@@ -34,9 +34,9 @@ type transcript struct {
 }
 
 var sessionSchema = []Field{
-	{"vectors", "one whole connection between the reference client (session.Client, default config, Walk) and server (session.Server behind handshake.Server, 20 packets/s), over a link with one_way_latency_ms each way: the token (player 42), the handshake, 30 Hz moves running forward, a lane-0 event echoed back by the server, an NPC in the client's view, one lost packet each way, and the client's Close"},
+	{"vectors", "one whole connection between the reference client (session.Client, default config, Walk) and server (session.Server behind handshake.Server, 20 packets/s), over a link with one_way_latency_ms each way: the token (player 42), the handshake, 30 Hz moves running forward, a lane-0 event echoed back by the server and reported applied (§ 7.20), an NPC in the client's view, one lost packet each way, and the client's Close"},
 	{"datagrams[]", "every datagram in send order: sent_ms, from (client/server), kind (connect_request, accepted, data, ack_only — short or long form — and disconnect), the bytes; lost: never delivered"},
-	{"datagrams[].seq, header, plaintext", "protected packets: the notify sequence number, the cleartext header bytes and the decrypted payload (key session_keys.client_to_server for the client's, server_to_client for the server's; nonce and AD per § 7.9). The plaintext is § 7.18.2's body: the client's move section and event section; the server's control flag, control section, event section and ghost section"},
+	{"datagrams[].seq, header, plaintext", "protected packets: the notify sequence number, the cleartext header bytes and the decrypted payload (key session_keys.client_to_server for the client's, server_to_client for the server's; nonce and AD per § 7.9). The plaintext is § 7.18.2's body: the client's move section, event base section and event section; the server's control flag, control section, events-applied section, event section and ghost section"},
 }
 
 type sessHandler struct {
@@ -52,6 +52,7 @@ func (h *sessHandler) Move(m move.Move) {
 func (h *sessHandler) Event(e event.Event) {
 	if e.Class == event.Ordered && e.Lane == 0 {
 		_ = h.srv.SendEvent(0, e.Payload) // the dev game's echo
+		h.srv.SetEventsApplied(0, e.Seq)  // and the zone's report (§ 7.20)
 	}
 }
 

@@ -175,7 +175,7 @@ func TestSessionTranscript(t *testing.T) {
 	toClient, _ := event.NewReceiver(event.DefaultConfig())
 	toServer, _ := event.NewReceiver(event.DefaultConfig())
 	var ap move.Applier
-	var echoed, spawned, firstLong bool
+	var echoed, reported, spawned, firstLong bool
 	fullStates := 0
 	var moves uint64
 	sawAccepted := false
@@ -226,6 +226,10 @@ func TestSessionTranscript(t *testing.T) {
 			if err := ap.Read(r, func(m move.Move) { moves = m.Seq }); err != nil {
 				t.Fatalf("datagram %d: move section: %v", i, err)
 			}
+			// § 7.20: a new connection's numbering: the base section is absent.
+			if present, err := r.ReadFlag("events.base.present"); err != nil || present {
+				t.Fatalf("datagram %d: event base section present %v (%v) on a new numbering", i, present, err)
+			}
 			if err := toServer.Read(r, func(event.Event) {}); err != nil {
 				t.Fatalf("datagram %d: event section: %v", i, err)
 			}
@@ -245,6 +249,26 @@ func TestSessionTranscript(t *testing.T) {
 				fullStates++
 			}
 		}
+		// § 7.20: { more:1 lane:3 γ(seq) } 0 after a present bit.
+		if present, err := r.ReadFlag("events.applied.present"); err != nil {
+			t.Fatal(err)
+		} else if present {
+			for {
+				more, err := r.ReadFlag("more")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !more {
+					break
+				}
+				lane, _ := r.ReadBits(3, "lane")
+				seq, err := r.ReadGamma("seq")
+				if err != nil || lane != 0 || seq != 1 {
+					t.Fatalf("datagram %d: events applied: lane %d seq %d (%v), want lane 0 event 1", i, lane, seq, err)
+				}
+				reported = true
+			}
+		}
 		if err := toClient.Read(r, func(e event.Event) { echoed = echoed || string(e.Payload) == "hello" }); err != nil {
 			t.Fatalf("datagram %d: event section: %v", i, err)
 		}
@@ -261,8 +285,8 @@ func TestSessionTranscript(t *testing.T) {
 	if fullStates != 2 {
 		t.Errorf("%d full control states in the transcript, want 2 (initial, periodic)", fullStates)
 	}
-	if !firstLong || !spawned || !echoed || mir.Len() != 1 || moves < 30 {
-		t.Fatalf("transcript: first client packet long form %v, spawn state %v, echo %v, ghosts %d, moves %d", firstLong, spawned, echoed, mir.Len(), moves)
+	if !firstLong || !spawned || !echoed || !reported || mir.Len() != 1 || moves < 30 {
+		t.Fatalf("transcript: first client packet long form %v, spawn state %v, echo %v reported %v, ghosts %d, moves %d", firstLong, spawned, echoed, reported, mir.Len(), moves)
 	}
 }
 

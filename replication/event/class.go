@@ -42,4 +42,9 @@ type Event struct {
 	Lane    int    // Ordered: the lane, [0, Lanes)
 	Key     uint16 // Staggered: the key, [0, StaggerKeys)
 	Payload []byte
+	// Seq is the event's number in its lane's per-player numbering, which
+	// outlives a connection (Ordered only; 0 when the layer above does not
+	// number events). The event layer neither sets nor reads it: the
+	// session does (docs/protocol.md §7.20).
+	Seq uint64
 }

@@ -87,6 +87,8 @@ type Client struct {
 	noConnN   uint64
 
 	redirect *RedirectError // the server's Redirect, once taken
+
+	ev clientNumbering // per-player numbers of ordered events (§7.20)
 }
 
 // NewClient parses token (handshake.IssueToken's bytes) and prepares to
@@ -127,6 +129,7 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 			c.h.Event(ev)
 		}
 	}
+	c.ev.init(c.e.lanes)
 	if c.stream, err = move.NewStream(cfg.Moves); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -218,6 +221,41 @@ func (c *Client) ContinueMoves(prev *Client) {
 	c.pred.Continue(prev.pred)
 }
 
+// ContinueEvents makes c go on with prev's ordered-event numbering
+// (docs/protocol.md §7.20): the events prev's server had not reported
+// applied are queued again on c, in order and under their numbers (the
+// player's zone drops the ones it applied already), and new events are
+// numbered on from prev's. A client that follows a Redirect or fails over
+// calls it on the new Client before its first Poll, with ContinueMoves.
+// prev's events are c's from then on.
+func (c *Client) ContinueEvents(prev *Client) {
+	for l, k := range c.ev.continueFrom(&prev.ev) {
+		for _, ke := range k {
+			if c.e.evs.SendOrdered(l, ke.payload) == nil {
+				c.ev.resent++
+			}
+		}
+	}
+}
+
+// EventsApplied is the newest ordered event of lane the server reported
+// its zone applied, in the per-player numbering (0: none).
+func (c *Client) EventsApplied(lane int) uint64 {
+	if lane < 0 || lane >= len(c.ev.applied) {
+		return 0
+	}
+	return c.ev.applied[lane]
+}
+
+// EventsSentOn is the number of the newest ordered event queued on lane
+// (the per-player numbering: it goes on across ContinueEvents).
+func (c *Client) EventsSentOn(lane int) uint64 {
+	if lane < 0 || lane >= len(c.ev.next) {
+		return 0
+	}
+	return c.ev.next[lane]
+}
+
 // LastAck is the newest move the server acknowledged applying.
 func (c *Client) LastAck() uint64 { return c.stream.Acked() }
 
@@ -229,7 +267,11 @@ func (c *Client) SendEvent(lane int, payload []byte) error {
 	if c.state >= handshake.StateDraining {
 		return ErrClosed
 	}
-	return c.e.evs.SendOrdered(lane, payload)
+	if err := c.e.evs.SendOrdered(lane, payload); err != nil {
+		return err
+	}
+	c.ev.sent(lane, payload)
+	return nil
 }
 
 // SendUnordered queues payload as a guaranteed event delivered in arrival order.
@@ -287,6 +329,8 @@ func (c *Client) Stats() ClientStats {
 		NoConnection: c.noConnN,
 		ConnectTime:  c.connectTime,
 		Redirected:   b2u(c.redirect != nil),
+		EventsResent: c.ev.resent,
+		EventsUnkept: c.ev.unkept,
 		Notify:       c.e.nc.Stats(),
 		EventsSent:   c.e.evs.Stats(),
 		EventsRecv:   c.e.evr.Stats(),
@@ -434,6 +478,9 @@ func (c *Client) readSections(now time.Duration, pt []byte) error {
 		}
 		c.pred.Apply(u)
 	}
+	if err := c.ev.readReport(r); err != nil {
+		return fmt.Errorf("events applied section: %w", err)
+	}
 	if err := c.e.evr.Read(r, c.e.deliver); err != nil {
 		return fmt.Errorf("event section: %w", err)
 	}
@@ -460,6 +507,7 @@ func (c *Client) processFates() {
 	e.fates = e.nc.PopFates(e.fates[:0])
 	for _, f := range e.fates {
 		e.evs.OnFate(f)
+		c.ev.onFate(f.Seq, f.Delivered)
 	}
 	e.evs.AckDelivered(e.delivered)
 }
@@ -500,6 +548,9 @@ func (c *Client) handshakeReply(now time.Duration, pkt []byte, kind handshake.Ki
 		}
 		c.e.sess = sess
 		c.state = handshake.StateConnected
+		if c.ev.gen == 0 {
+			c.ev.gen = connID64(c.hc.ConnID()) // a new numbering: the server takes the same
+		}
 		c.connectTime = now - c.started
 		c.e.lastRecv = now
 		c.nextData = now
@@ -660,6 +711,9 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 	// the server needs first. Events get the rest.
 	if _, err := c.stream.Write(w); err != nil {
 		return dst[:n], fmt.Errorf("session: move section: %w", err)
+	}
+	if err := c.ev.writeBase(w, seq); err != nil {
+		return dst[:n], fmt.Errorf("session: event base section: %w", err)
 	}
 	if _, err := e.evs.Write(w, seq, now); err != nil {
 		return dst[:n], fmt.Errorf("session: event section: %w", err)

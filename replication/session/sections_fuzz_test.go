@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -65,6 +66,17 @@ func (s *fzSink) Event(e event.Event) { s.events += len(e.Payload) }
 func FuzzServerSections(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0})
+	// No moves, an event base section (generation 7, lane 2 at 40), no events.
+	w := bitstream.NewWriter(make([]byte, 32))
+	w.WriteFlag(false)
+	w.WriteFlag(true)
+	w.WriteBits(7, 64)
+	w.WriteFlag(true)
+	w.WriteBits(2, 3)
+	w.WriteGamma(41)
+	w.WriteFlag(false)
+	w.WriteFlag(false)
+	f.Add(append([]byte(nil), w.Bytes()...))
 	_, grant, _ := fzGrant(f)
 	sess, err := grant.Session()
 	if err != nil {
@@ -86,6 +98,21 @@ func FuzzServerSections(f *testing.F) {
 func FuzzClientSections(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0})
+	// No control, events applied (lane 0 up to 5, lane 3 up to 1), no
+	// events, no ghosts.
+	w := bitstream.NewWriter(make([]byte, 32))
+	w.WriteFlag(false)
+	w.WriteFlag(true)
+	w.WriteFlag(true)
+	w.WriteBits(0, 3)
+	w.WriteGamma(5)
+	w.WriteFlag(true)
+	w.WriteBits(3, 3)
+	w.WriteGamma(1)
+	w.WriteFlag(false)
+	w.WriteFlag(false)
+	w.WriteGamma(1)
+	f.Add(append([]byte(nil), w.Bytes()...))
 	tok, _, _ := fzGrant(f)
 	c, err := NewClient(tok, fzServer, DefaultClientConfig(), nil, fzT0, 0)
 	if err != nil {

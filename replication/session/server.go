@@ -120,6 +120,8 @@ type Server struct {
 	redirTok    []byte
 	redirNext   time.Duration
 	redirUntil  time.Duration
+
+	ev serverNumbering // per-player numbers of ordered events (§7.20)
 }
 
 // serverLimits is what a Server reads of its ServerConfig after NewServer
@@ -161,7 +163,11 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.cw = cw
 	s.e.sess = sess
 	s.e.lastRecv = now
+	s.ev.init(s.e.lanes)
 	s.e.deliver = func(ev event.Event) {
+		if ev.Class == event.Ordered {
+			ev.Seq = s.ev.number(ev.Lane)
+		}
 		if s.h != nil {
 			s.h.Event(ev)
 		}
@@ -275,6 +281,20 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 		s.cw.Check(move.Move{Seq: applied, CRC: m.crc, HasCRC: true}, &s.ctlState)
 	}
 }
+
+// EventGen is the generation of the connection's ordered-event numbering
+// (docs/protocol.md §7.20): the client's, when it continues a numbering
+// from an earlier connection, else this connection's id. 0 until the
+// client's first data packet fixed it. Events of one generation are
+// numbered 1, 2, 3, … per lane across the client's connections
+// (event.Event.Seq): a zone keeps the newest it applied per lane and
+// drops the ones at or below it.
+func (s *Server) EventGen() uint64 { return s.ev.gen }
+
+// SetEventsApplied reports that the player's zone applied lane's ordered
+// events up to seq (of this connection's generation): the client stops
+// keeping them for a resend. Older reports are ignored.
+func (s *Server) SetEventsApplied(lane int, seq uint64) { s.ev.setApplied(lane, seq) }
 
 // ForceControl makes the next data packet carry the full control state, for
 // changes the client cannot predict (teleport, respawn).
@@ -466,6 +486,9 @@ func (s *Server) readSections(pt []byte) error {
 	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {
 		s.ackOwed = true
 	}
+	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
+		return fmt.Errorf("event base section: %w", err)
+	}
 	if err := s.e.evr.Read(r, s.e.deliver); err != nil {
 		return fmt.Errorf("event section: %w", err)
 	}
@@ -487,6 +510,7 @@ func (s *Server) processFates() {
 	for _, f := range e.fates {
 		e.evs.OnFate(f)
 		s.cw.OnFate(f)
+		s.ev.onFate(f.Seq, f.Delivered)
 		for s.ghostPkts.len() > 0 && s.ghostPkts.front()&^earlyFate < f.Seq {
 			s.ghostPkts.pop() // unreachable: notify reports every packet once, in order
 		}
@@ -619,7 +643,7 @@ const maxDuration = time.Duration(1<<63 - 1)
 // ack-only packet in their slot would skip the repair they stand for), a
 // changed or owed control ack, a correction.
 func (s *Server) hasContent(now time.Duration) bool {
-	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() ||
+	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() || s.ev.reportNew() ||
 		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent || s.ackOwed))
 }
 
@@ -787,6 +811,11 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			s.ctlSent, s.ctlSentAny, s.ackOwed = s.ctlApplied, true, false
 		}
 	} else {
+		w.WriteFlag(false)
+	}
+	mark := w.BitLen()
+	if s.ev.writeReport(w, seq) != nil {
+		w.Truncate(mark) // no room: a later packet reports it
 		w.WriteFlag(false)
 	}
 

@@ -109,6 +109,11 @@ type ClientStats struct {
 	ConnectTime time.Duration
 	// Redirected is 1 once the server's Redirect was taken (Client.Redirect).
 	Redirected uint64
+	// EventsResent counts ordered events queued again by ContinueEvents
+	// (their zone had not reported them applied); EventsUnkept those
+	// forgotten for resending because more than 256 KiB waited for the
+	// zone's report (docs/protocol.md §7.20).
+	EventsResent, EventsUnkept uint64
 
 	Notify     notify.Stats
 	EventsSent event.SenderStats

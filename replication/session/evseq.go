@@ -1,0 +1,371 @@
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+)
+
+// Per-player event numbering (docs/protocol.md §7.20). The event layer's
+// ids belong to one connection; a client that follows a Redirect or fails
+// over must send the ordered events its old connection left unconfirmed
+// once more, and the player's zone must drop the ones it applied already.
+// So every ordered event also has a number in its lane's per-player
+// sequence (1, 2, 3, …), which a continuing client carries from
+// connection to connection. Nothing per event goes on the wire: a
+// connection's k-th ordered event on lane L is number base_L + k, and a
+// continuing client sends the bases (and the numbering's generation) in
+// an event base section until the server has them. The server reports
+// back, per lane, the newest number the zone applied; the client keeps
+// each event until then.
+
+// maxKeptBytes bounds the payload a client keeps for resending after a
+// Redirect (events the zone has not reported applied): far more than a
+// failover's worth of chat-rate events. Beyond it the oldest are
+// forgotten (counted: ClientStats.EventsUnkept); they still arrive on the
+// connection they were sent on.
+const maxKeptBytes = 256 << 10
+
+// errBadBase: an event base or report section listing a lane twice or out
+// of order (the writer lists them in increasing lane order).
+var errBadBase = errors.New("session: event numbering section: lanes not increasing")
+
+type keptEvent struct {
+	seq     uint64
+	payload []byte
+}
+
+// clientNumbering is the client's side: the numbers it gave, the events
+// not yet reported applied, and this connection's bases.
+type clientNumbering struct {
+	gen      uint64
+	next     []uint64 // per lane: the newest number given
+	base     []uint64 // per lane: this connection's base
+	applied  []uint64 // per lane: the newest the server reported applied
+	kept     [][]keptEvent
+	keptSize int
+	unkept   uint64
+	// sendBase: this connection continues a numbering, so its data
+	// packets carry the event base section until one of them is
+	// delivered (baseFrom: the first that carried it).
+	sendBase bool
+	baseFrom uint64
+	resent   uint64
+	ll       laneList
+}
+
+func (n *clientNumbering) init(lanes int) {
+	n.next = make([]uint64, lanes)
+	n.base = make([]uint64, lanes)
+	n.applied = make([]uint64, lanes)
+	n.kept = make([][]keptEvent, lanes)
+	n.ll.init(lanes)
+}
+
+// sent numbers an ordered event the sender took and keeps it.
+func (n *clientNumbering) sent(lane int, payload []byte) {
+	n.next[lane]++
+	n.kept[lane] = append(n.kept[lane], keptEvent{seq: n.next[lane], payload: append([]byte(nil), payload...)})
+	n.keptSize += len(payload)
+	for n.keptSize > maxKeptBytes {
+		// Forget the oldest of the fullest lane.
+		l := 0
+		for i := range n.kept {
+			if len(n.kept[i]) > len(n.kept[l]) {
+				l = i
+			}
+		}
+		n.keptSize -= len(n.kept[l][0].payload)
+		n.kept[l] = n.kept[l][1:]
+		n.unkept++
+	}
+}
+
+// report takes the server's report that lane's events up to seq were
+// applied.
+func (n *clientNumbering) report(lane int, seq uint64) {
+	if lane >= len(n.applied) || seq <= n.applied[lane] {
+		return
+	}
+	n.applied[lane] = seq
+	k := n.kept[lane]
+	i := 0
+	for i < len(k) && k[i].seq <= seq {
+		n.keptSize -= len(k[i].payload)
+		k[i] = keptEvent{}
+		i++
+	}
+	n.kept[lane] = k[i:]
+}
+
+// onFate stops the base section once a packet that carried it arrived.
+func (n *clientNumbering) onFate(seq uint64, delivered bool) {
+	if n.sendBase && delivered && n.baseFrom != 0 && seq >= n.baseFrom {
+		n.sendBase = false
+	}
+}
+
+// writeBase writes the event base section (§7.20): present, then the
+// generation and every lane with a nonzero base.
+func (n *clientNumbering) writeBase(w *bitstream.Writer, pktSeq uint64) error {
+	if !n.sendBase {
+		return w.WriteFlag(false)
+	}
+	w.WriteFlag(true)
+	w.WriteBits(n.gen, 64)
+	lb := bitstream.RangeBits(0, int64(len(n.base)-1))
+	for l, b := range n.base {
+		if b == 0 {
+			continue
+		}
+		w.WriteFlag(true)
+		w.WriteBits(uint64(l), lb)
+		w.WriteGamma(b + 1)
+	}
+	err := w.WriteFlag(false)
+	if err == nil && n.baseFrom == 0 {
+		n.baseFrom = pktSeq
+	}
+	return err
+}
+
+// baseBits is the size of the section writeBase would write.
+func (n *clientNumbering) baseBits() int {
+	if !n.sendBase {
+		return 1
+	}
+	bits := 1 + 64 + 1
+	lb := int(bitstream.RangeBits(0, int64(len(n.base)-1)))
+	for _, b := range n.base {
+		if b != 0 {
+			bits += 1 + lb + bitstream.GammaBits(b+1)
+		}
+	}
+	return bits
+}
+
+// readReport reads the server's events-applied section (§7.20).
+func (n *clientNumbering) readReport(r *bitstream.Reader) error {
+	has, err := r.ReadFlag("events.applied.present")
+	if err != nil || !has {
+		return err
+	}
+	if err := n.ll.read(r, "events.applied", 0); err != nil {
+		return err
+	}
+	for i, l := range n.ll.lanes {
+		n.report(l, n.ll.vals[i])
+	}
+	return nil
+}
+
+// continueFrom takes prev's numbering: the same generation and numbers,
+// its kept events (to be sent again, in order: the returned list), and
+// bases just below them.
+func (n *clientNumbering) continueFrom(prev *clientNumbering) [][]keptEvent {
+	if prev.gen == 0 {
+		// prev never connected: nothing it sent was numbered by a server,
+		// so this connection starts the numbering (its events are resent
+		// as the first ones of a fresh numbering).
+		n.kept, n.keptSize = prev.kept, prev.keptSize
+		for l, k := range n.kept {
+			for i := range k {
+				k[i].seq = uint64(i + 1)
+			}
+			n.next[l] = uint64(len(k))
+		}
+		prev.kept, prev.keptSize = nil, 0
+		return n.kept
+	}
+	n.gen = prev.gen
+	copy(n.next, prev.next)
+	copy(n.applied, prev.applied)
+	for l := range n.base {
+		n.base[l] = prev.next[l]
+		if k := prev.kept[l]; len(k) > 0 {
+			n.base[l] = k[0].seq - 1
+		}
+	}
+	n.kept, n.keptSize, n.unkept = prev.kept, prev.keptSize, prev.unkept
+	prev.kept, prev.keptSize = nil, 0
+	n.sendBase = true
+	return n.kept
+}
+
+// connID64 is a connection id as a numbering generation.
+func connID64(id handshake.ConnID) uint64 { return binary.LittleEndian.Uint64(id[:]) }
+
+// serverNumbering is the server's side: the connection's numbering
+// (learned from the client's first data packet) and the zone's reports.
+type serverNumbering struct {
+	known bool
+	gen   uint64
+	base  []uint64 // per lane
+	count []uint64 // per lane: ordered events delivered on this connection
+	// applied: per lane, the newest the zone reported; acked: the newest
+	// a delivered packet carried to the client; rptPkt/rptVals: the newest
+	// packet that carried a report, and what it said.
+	applied []uint64
+	acked   []uint64
+	rptPkt  uint64
+	rptVals []uint64
+	rptAny  bool
+	ll      laneList
+}
+
+func (n *serverNumbering) init(lanes int) {
+	n.base = make([]uint64, lanes)
+	n.count = make([]uint64, lanes)
+	n.applied = make([]uint64, lanes)
+	n.acked = make([]uint64, lanes)
+	n.rptVals = make([]uint64, lanes)
+	n.ll.init(lanes)
+}
+
+// readBase reads the client's event base section; the first data packet
+// fixes the connection's numbering: continued (the section is present)
+// or new (absent: generation = the connection id, bases 0).
+func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) error {
+	has, err := r.ReadFlag("events.base.present")
+	if err != nil {
+		return err
+	}
+	if !has {
+		if !n.known {
+			n.known, n.gen = true, connID64(id)
+		}
+		return nil
+	}
+	gen, err := r.ReadBits(64, "events.base.gen")
+	if err != nil {
+		return err
+	}
+	if err := n.ll.read(r, "events.base", 1); err != nil {
+		return err
+	}
+	if n.known {
+		return nil // fixed by an earlier packet (the copies say the same)
+	}
+	n.known, n.gen = true, gen
+	for i, l := range n.ll.lanes {
+		n.base[l] = n.ll.vals[i]
+	}
+	return nil
+}
+
+// number gives an ordered event delivered on lane its per-player number.
+func (n *serverNumbering) number(lane int) uint64 {
+	if lane >= len(n.count) {
+		return 0
+	}
+	n.count[lane]++
+	return n.base[lane] + n.count[lane]
+}
+
+// setApplied takes the zone's report for lane.
+func (n *serverNumbering) setApplied(lane int, seq uint64) {
+	if lane < len(n.applied) && seq > n.applied[lane] {
+		n.applied[lane] = seq
+	}
+}
+
+// reportDue: the zone applied events the client has not been told of.
+func (n *serverNumbering) reportDue() bool {
+	for l, a := range n.applied {
+		if a > n.acked[l] {
+			return true
+		}
+	}
+	return false
+}
+
+// reportNew: the zone applied events no report in flight or delivered
+// covers yet (worth a data packet of its own).
+func (n *serverNumbering) reportNew() bool {
+	for l, a := range n.applied {
+		if a > n.acked[l] && (!n.rptAny || a > n.rptVals[l]) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeReport writes the events-applied section: every lane whose
+// report the client may lack.
+func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error {
+	if !n.reportDue() {
+		return w.WriteFlag(false)
+	}
+	w.WriteFlag(true)
+	lb := bitstream.RangeBits(0, int64(len(n.applied)-1))
+	for l, a := range n.applied {
+		if a <= n.acked[l] {
+			continue
+		}
+		w.WriteFlag(true)
+		w.WriteBits(uint64(l), lb)
+		w.WriteGamma(a)
+	}
+	err := w.WriteFlag(false)
+	if err == nil {
+		n.rptPkt, n.rptAny = pktSeq, true
+		copy(n.rptVals, n.applied)
+	}
+	return err
+}
+
+// onFate: a delivered packet that carried the newest report tells the
+// client what it said.
+func (n *serverNumbering) onFate(seq uint64, delivered bool) {
+	if !n.rptAny || seq != n.rptPkt {
+		return
+	}
+	n.rptAny = false
+	if delivered {
+		for l, v := range n.rptVals {
+			n.acked[l] = max(n.acked[l], v)
+		}
+	}
+}
+
+// laneList is the scratch of readLaneList: at most one entry per lane.
+type laneList struct {
+	lanes []int
+	vals  []uint64
+}
+
+func (ll *laneList) init(lanes int) {
+	ll.lanes, ll.vals = make([]int, 0, lanes), make([]uint64, 0, lanes)
+}
+
+// read reads { more:1 lane value:γ(v+off) } 0 into ll, lanes strictly
+// increasing, so a list holds each lane at most once.
+func (ll *laneList) read(r *bitstream.Reader, field string, off uint64) error {
+	ll.lanes, ll.vals = ll.lanes[:0], ll.vals[:0]
+	lanes := cap(ll.lanes)
+	lb := bitstream.RangeBits(0, int64(lanes-1))
+	for {
+		more, err := r.ReadFlag(field + ".more")
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+		l, err := r.ReadBits(lb, field+".lane")
+		if err != nil {
+			return err
+		}
+		if int(l) >= lanes || len(ll.lanes) > 0 && int(l) <= ll.lanes[len(ll.lanes)-1] {
+			return fmt.Errorf("%w: lane %d", errBadBase, l)
+		}
+		v, err := r.ReadGamma(field + ".seq")
+		if err != nil {
+			return err
+		}
+		ll.lanes, ll.vals = append(ll.lanes, int(l)), append(ll.vals, v-off)
+	}
+}
