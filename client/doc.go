@@ -43,16 +43,21 @@
 //     server sends a Redirect to another node's gateway with a fresh token;
 //     the Session follows it by itself and stays the same Session: input,
 //     Control and View go on (View keeps drawing what the old connection
-//     showed until the new one has it). Moves the old node had not confirmed
-//     are not resent — the new node continues from the player's saved state.
-//     Stats.Redirects counts them; OnRedirect reports each one.
+//     showed until the new one has it). Moves and ordered events (SendEvent)
+//     the old node had not confirmed are sent again, and the player's zone
+//     drops the ones it had applied: each is applied exactly once, in order
+//     (docs/protocol.md §7.19, §7.20). Events the server sent while the
+//     session switched can be lost. Stats.Redirects counts redirects;
+//     OnRedirect reports each one.
 //   - Failover. When the node you play on dies (no Redirect comes: the
 //     server just goes silent), a Session made with WithFailover asks your
 //     token source (your login backend) for a fresh token listing the
 //     cluster's gateways, connects to another one and goes on as the same
 //     Session, the player resuming from its saved state. Moves sent
 //     meanwhile are dropped; SendEvent returns ErrFailingOver until it is
-//     connected again. Stats.Failovers counts them.
+//     connected again. Ordered events the dead node had not reported
+//     applied are sent again, and the zone that restored the player drops
+//     the ones its saved state covers. Stats.Failovers counts them.
 //
 // Everything on the wire is encrypted and authenticated with the keys in
 // your token; a token opens one session only (dial again with a new token).

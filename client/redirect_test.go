@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,76 @@ func TestSessionFollowsRedirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEnded(b, handshake.ReasonClientQuit)
+	stopA()
+	stopB()
+	checkNoLeak(t, base)
+}
+
+// A Redirect while the application streams ordered events: the events the
+// old server had not reported applied go again on the new connection, and
+// the zone (shared by both servers, as a cluster's is) drops those it
+// applied already: every event is applied exactly once, in order. Before
+// event numbering the ones in flight at the switch were lost.
+func TestRedirectMidStreamAppliesEventsOnce(t *testing.T) {
+	base := runtime.NumGoroutine()
+	z := newSharedZone()
+	a := startServer(t)
+	stopA := sync.OnceFunc(a.Stop)
+	defer stopA()
+	b := startServerKey(t, &a.key)
+	stopB := sync.OnceFunc(b.Stop)
+	defer stopB()
+	for _, ts := range []*testServer{a, b} {
+		ts.mu.Lock()
+		ts.zone = z
+		ts.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, a.addr.String(), a.token(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	send := func(n int, gap time.Duration) {
+		for range n {
+			if err := s.SendEvent(2, fmt.Appendf(nil, "%05d", sent)); err != nil {
+				t.Fatalf("event %d: %v", sent, err)
+			}
+			sent++
+			time.Sleep(gap)
+		}
+	}
+	send(60, 2*time.Millisecond)
+	send(10, 0) // a burst still in flight at the Redirect
+	if n := a.redirectAll(b); n != 1 {
+		t.Fatalf("redirected %d", n)
+	}
+	send(120, time.Millisecond) // through the switch
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got = z.log(7)
+		if len(got) >= sent && s.Server() == b.addr {
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if s.Stats().Redirects != 1 {
+		t.Fatalf("redirects %d", s.Stats().Redirects)
+	}
+	for i, p := range got {
+		if want := fmt.Sprintf("%05d", i); p != want {
+			t.Fatalf("applied event %d is %s, want %s (lost, reordered or applied twice)", i, p, want)
+		}
+	}
+	if len(got) != sent {
+		t.Fatalf("%d of %d events applied", len(got), sent)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	stopA()
 	stopB()
 	checkNoLeak(t, base)

@@ -18,6 +18,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 const protoID = 77
@@ -49,6 +50,45 @@ type testServer struct {
 	// ghostDelay holds a new connection's first ghosts back this long (a
 	// zone that takes a while to place a reconnecting player).
 	ghostDelay time.Duration
+	// zone, when set, fences ordered events per player as a zone does
+	// (docs/protocol.md §7.20): a server echoes only the events it
+	// applies. Servers of one cluster share it.
+	zone *sharedZone
+}
+
+// sharedZone is the players' zone behind several test servers: per player
+// the event fence and the lane events applied, in order.
+type sharedZone struct {
+	mu      sync.Mutex
+	fence   map[uint64]*handoff.EventFence
+	applied map[uint64][]string
+}
+
+func newSharedZone() *sharedZone {
+	return &sharedZone{fence: map[uint64]*handoff.EventFence{}, applied: map[uint64][]string{}}
+}
+
+// take applies e unless the player's fence covers it, and returns the
+// fence's value for e's lane (0: not applied, not numbered).
+func (z *sharedZone) take(player, gen uint64, e event.Event) (bool, uint64) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	f := z.fence[player]
+	if f == nil {
+		f = new(handoff.EventFence)
+		z.fence[player] = f
+	}
+	if !f.Take(gen, e.Lane, e.Seq) {
+		return false, f.Last[e.Lane]
+	}
+	z.applied[player] = append(z.applied[player], string(e.Payload))
+	return true, f.Last[e.Lane]
+}
+
+func (z *sharedZone) log(player uint64) []string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return append([]string(nil), z.applied[player]...)
 }
 
 // npcs is how many NPCs every player sees.
@@ -83,6 +123,15 @@ func (c *tconn) Move(m move.Move) {
 }
 
 func (c *tconn) Event(e event.Event) {
+	if z := c.ts.zone; z != nil && e.Class == event.Ordered {
+		ok, fence := z.take(c.player, c.srv.EventGen(), e)
+		if fence > 0 {
+			c.srv.SetEventsApplied(e.Lane, fence)
+		}
+		if !ok {
+			return // applied before (resent after a redirect): no echo
+		}
+	}
 	c.ts.echoed++
 	p := append([]byte("echo:"), e.Payload...)
 	if e.Class == event.Ordered {

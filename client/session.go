@@ -379,6 +379,12 @@ func (s *Session) failover(dead netip.AddrPort, control move.ControlState) {
 		cfg.InitialControl = control
 		nc, err = session.NewClient(tok, target, cfg, (*handler)(s), time.Now(), s.now())
 	}
+	if err == nil {
+		// The ordered events the dead server's zone had not reported
+		// applied go again; the zone that restored the player drops the
+		// ones its record's fence covers (docs/protocol.md §7.20).
+		nc.ContinueEvents(s.c)
+	}
 	if err != nil {
 		s.opts.log.Warn("ghostwire failover: no new server", "try", s.tries, "err", err)
 		if s.tries >= MaxFailovers {
@@ -399,13 +405,17 @@ func (s *Session) failover(dead netip.AddrPort, control move.ControlState) {
 // moves the old server did not acknowledge go again, under the same
 // numbers, and the player's zone drops those it already applied (it keeps
 // the player's move sequence across the switch), so none is lost or
-// applied twice.
+// applied twice. Its ordered events continue likewise
+// (session.Client.ContinueEvents): those the zone had not reported applied
+// go again under their per-player numbers, and the zone drops the ones it
+// applied already.
 func (s *Session) follow(now time.Duration, r *session.RedirectError) {
 	cfg := s.opts.cfg
 	cfg.InitialControl = s.c.Control()
 	nc, err := session.NewClient(r.Token, r.Server, cfg, (*handler)(s), time.Now(), now)
 	if err == nil {
 		nc.ContinueMoves(s.c)
+		nc.ContinueEvents(s.c)
 	}
 	if err != nil {
 		// A token that does not parse was refused by OpenRedirect already;

@@ -60,10 +60,11 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.ReplicaEnvelope:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
 	case *msg.Input:
-		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano()}
+		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano(),
+			EventGen: m.EventGen}
 		for _, e := range m.Events {
 			in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
-				Payload: append([]byte(nil), e.Payload...)})
+				Payload: append([]byte(nil), e.Payload...), Seq: e.Seq})
 		}
 		m.Release()
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
@@ -236,6 +237,9 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
 			State: pbconv.ControlToProto(m.State), Force: m.Force}
 		c.Epoch = m.Epoch
+		if m.Events.Gen != 0 {
+			c.EventGen, c.EventLast = pbconv.FenceToProto(&m.Events)
+		}
 		m.Release()
 		a.batch.Controls = append(a.batch.Controls, c)
 		a.add(proto.Size(c))
@@ -393,12 +397,13 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		}
 		in.Moves = append(in.Moves[:0], ms...)
 		in.LostBefore = p.GetLostBefore()
+		in.EventGen = p.GetEventGen()
 		for _, e := range p.GetEvents() {
 			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
 				in.Release()
 				return nil, fmt.Errorf("event class %d lane %d key %d out of range", e.GetClass(), e.GetLane(), e.GetKey())
 			}
-			in.Add(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload())
+			in.AddSeq(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload(), e.GetSeq())
 		}
 		in.Received = b.cfg.Now()
 		if sent := p.GetReceivedNs(); sent > 0 {
@@ -466,6 +471,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		}
 		m := msg.NewControl()
 		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.Epoch = c.GetPlayer(), c.GetLastApplied(), st, c.GetForce(), c.GetTick(), c.GetEpoch()
+		m.Events = pbconv.FenceFromProto(c.GetEventGen(), c.GetEventLast())
 		root.Send(j.Conn, m)
 	}
 	for _, pv := range cb.GetViews() {

@@ -70,6 +70,7 @@ type Conn struct {
 	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
 	resentAt  time.Duration // when unacked moves were last sent again
 	resends   int           // resends since the last progress (backoff)
+	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
 	fates     folded        // packet fates already added to the pool's counters
 
 	// A tick's Control waits here for the same tick's view (heldCtl, at
@@ -142,6 +143,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.applied = max(c.applied, m.LastApplied)
 		c.ackMoves(c.applied, now)
+		c.ackEvents(&m.Events)
 		if c.heldCtl != nil {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
@@ -339,7 +341,10 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	if len(in.Moves) > 0 && in.Moves[0].Seq > fence+1 {
 		in.LostBefore = in.Moves[0].Seq - fence - 1 // older than the connection kept
 	}
-	if len(in.Moves) > 0 {
+	// So do the ordered events it never reported applied: the restored
+	// fence (the checkpoint's) drops those the old owner had checkpointed.
+	c.resendEvents(in)
+	if len(in.Moves) > 0 || len(in.Events) > 0 {
 		c.pool.sys.Root.Send(c.zone, in)
 	} else {
 		in.Release()
@@ -442,7 +447,10 @@ const minUnackedRoom = 16
 // Event implements session.ServerHandler: e.Payload is valid during the call
 // only, so it is copied into the Input's arena.
 func (c *Conn) Event(e event.Event) {
-	c.input().Add(e.Class, uint8(e.Lane), e.Key, e.Payload)
+	c.input().AddSeq(e.Class, uint8(e.Lane), e.Key, e.Payload, e.Seq)
+	if e.Seq != 0 {
+		c.keepEvent(e)
+	}
 }
 
 func (c *Conn) input() *msg.Input {
@@ -464,6 +472,9 @@ func (c *Conn) flushInput(now time.Duration) {
 	}
 	in.Player = c.p.Player
 	in.Received = now
+	if c.srv != nil {
+		in.EventGen = c.srv.EventGen()
+	}
 	if c.resuming && len(c.held) < maxHeld {
 		c.held = append(c.held, in)
 		return

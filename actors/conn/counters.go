@@ -45,6 +45,10 @@ type Counters struct {
 	// MovesResent counts moves sent to a zone again because its reports
 	// of applied moves stopped advancing (resendStalled).
 	MovesResent atomic.Uint64
+	// EventsResent counts ordered events sent again to a zone that
+	// restored the player (a Rejoin): the dead owner had not reported
+	// them applied (docs/protocol.md §7.20).
+	EventsResent atomic.Uint64
 	// Relooks counts record lookups of connections whose zone went silent
 	// (zoneSilentAfter).
 	Relooks atomic.Uint64

@@ -84,6 +84,9 @@ type Stats struct {
 	// MovesResent: moves a connection sent its zone again after the
 	// zone's reports of applied moves stalled (an input lost across NATS).
 	MovesResent uint64
+	// EventsResent: ordered events a connection sent again to the zone
+	// that restored its player (the dead owner had not reported them).
+	EventsResent uint64
 	// Relooks: record lookups of connections whose zone went silent.
 	Relooks uint64
 	// ControlsSuperseded: zone ticks' control states a connection replaced

@@ -10,6 +10,9 @@ type Event struct {
 	Lane    uint8       // Ordered: the lane
 	Key     uint16      // Staggered: the key
 	Payload []byte
+	// Seq is an ordered event's per-player number (docs/protocol.md
+	// §7.20; 0: not numbered). Client → zone only.
+	Seq uint64
 }
 
 // EventList is a list of events whose payloads share one arena, so a batch of
@@ -31,6 +34,12 @@ func (l *EventList) Add(class event.Class, lane uint8, key uint16, payload []byt
 		l.rebase()
 	}
 	l.Events = append(l.Events, Event{Class: class, Lane: lane, Key: key, Payload: l.arena[off:len(l.arena):len(l.arena)]})
+}
+
+// AddSeq is Add for a numbered ordered event (Event.Seq).
+func (l *EventList) AddSeq(class event.Class, lane uint8, key uint16, payload []byte, seq uint64) {
+	l.Add(class, lane, key, payload)
+	l.Events[len(l.Events)-1].Seq = seq
 }
 
 // rebase repoints every payload into the current arena. Payloads were

@@ -84,6 +84,10 @@ type Input struct {
 	// for them (handoff.MoveQueue.PushBatch). 0 when nothing is known lost.
 	LostBefore uint64
 	EventList
+	// EventGen is the generation of the events' numbering (Event.Seq;
+	// session.Server.EventGen): the zone fences numbered events per
+	// player and lane (sim.Zone.TakeEvent). 0: not numbered.
+	EventGen uint64
 	// Received is when the connection decoded the newest of these (node
 	// monotonic clock), for lag compensation and metrics.
 	Received time.Duration
@@ -100,6 +104,7 @@ func (in *Input) Release() {
 	in.Player = 0
 	in.Moves = in.Moves[:0]
 	in.LostBefore = 0
+	in.EventGen = 0
 	in.EventList.Reset()
 	in.Received = 0
 	inputPool.Put(in)
@@ -132,6 +137,10 @@ type Control struct {
 	// Control from an older epoch (the previous owner's, arriving late over
 	// another path) is stale and ignored.
 	Epoch uint64
+	// Events is the player's ordered-event fence: the connection reports
+	// it to the client (of its own numbering generation only), which then
+	// forgets those events (docs/protocol.md §7.20).
+	Events handoff.EventFence
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}

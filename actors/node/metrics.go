@@ -34,6 +34,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 		{"events_out_total", "Events sent to clients.", m.EventsOut.Load},
 		{"events_out_dropped_total", "Events to clients dropped by the per-tick budget.", m.EventsOutDropped.Load},
 		{"events_malformed_total", "Client events with a malformed payload.", m.EventsMalformed.Load},
+		{"events_duplicate_total", "Client ordered events dropped at the player's event fence: applied before, resent after a redirect or a restore.", m.EventsDuplicate.Load},
 		{"handoffs_in_total", "Entities acquired from a neighbouring zone.", m.HandoffsIn.Load},
 		{"redirects_total", "Connections redirected to a new owning zone.", m.Redirects.Load},
 		{"panics_total", "Zone actors that panicked and were restarted empty (a bug: see the error log).", m.Panics.Load},

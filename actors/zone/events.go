@@ -182,9 +182,18 @@ type pendingOut struct {
 // handleEvents runs the game's handler over an Input's events. It must run
 // before the Input is released (the payloads alias it); what the handler
 // sends is queued in a.outs.
+//
+// A numbered ordered event the player's fence already covers was applied
+// before (a client resending after a Redirect, a connection after a
+// restore): it is dropped and counted (Metrics.EventsDuplicate).
 func (a *zoneActor) handleEvents(in *msg.Input) {
 	for i := range in.Events {
-		a.events.HandleEvent(&a.ectx, in.Player, &in.Events[i])
+		e := &in.Events[i]
+		if e.Class == event.Ordered && e.Seq != 0 && !a.z.TakeEvent(in.Player, in.EventGen, int(e.Lane), e.Seq) {
+			a.m.EventsDuplicate.Add(1)
+			continue
+		}
+		a.events.HandleEvent(&a.ectx, in.Player, e)
 	}
 }
 

@@ -26,6 +26,9 @@ type Metrics struct {
 	// budget for the tick, or to a player without a connection here.
 	EventsOutDropped atomic.Uint64
 	EventsMalformed  atomic.Uint64 // events the game could not parse (ignored)
+	// EventsDuplicate: numbered ordered events the player's fence already
+	// covered (resent after a Redirect or a restore; docs/protocol.md §7.20).
+	EventsDuplicate  atomic.Uint64
 	Teleports        atomic.Uint64 // teleports applied (admin and game)
 	TeleportsDropped atomic.Uint64 // teleports for an entity no zone here knows
 	HandoffsIn       atomic.Uint64 // entities acquired

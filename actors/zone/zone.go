@@ -341,6 +341,7 @@ func (a *zoneActor) onTick() {
 		}
 		m := msg.NewControl()
 		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
+		m.Events, _ = a.z.EventFence(c.Entity)
 		a.ctx.Send(j.Conn, m)
 	}
 	a.m.Controls.Add(uint64(len(out.Controls)))

@@ -168,6 +168,7 @@ func SnapshotToProto(s *handoff.Snapshot) *pb.EntitySnapshot {
 		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra[:],
 		Heading: s.Heading, Speed: s.Speed, TurnIn: s.TurnIn, Conn: s.Conn,
 	}
+	p.EventGen, p.EventLast = FenceToProto(&s.Events)
 	if s.Rng != [2]uint64{} {
 		p.Rng = s.Rng[:]
 	}
@@ -189,6 +190,8 @@ func SnapshotFromProto(p *pb.EntitySnapshot) (*handoff.Snapshot, error) {
 		return nil, bad("state.rng", ErrTooMany)
 	case len(p.Interest) > MaxInterest:
 		return nil, bad("state.interest", ErrTooMany)
+	case len(p.EventLast) > handoff.EventLanes:
+		return nil, bad("state.event_last", ErrTooMany)
 	case len(p.Name) > ghost.MaxNameLen:
 		return nil, bad("state.name", ErrRange)
 	case !finite32(p.Heading) || !finite32(p.Speed):
@@ -208,6 +211,7 @@ func SnapshotFromProto(p *pb.EntitySnapshot) (*handoff.Snapshot, error) {
 		Heading: p.Heading, Speed: p.Speed, TurnIn: p.TurnIn, Conn: p.Conn,
 	}
 	copy(s.Rng[:], p.Rng)
+	s.Events = FenceFromProto(p.EventGen, p.EventLast)
 	if len(p.Interest) > 0 {
 		s.Interest = append([]uint64(nil), p.Interest...)
 	}
@@ -402,8 +406,31 @@ func ViewEntriesFromProto(dst []ghost.ViewEntry, p *pb.ViewUpdate, reg *ghost.Re
 
 // CheckpointToProto converts a player's checkpoint for its record.
 func CheckpointToProto(c *handoff.Checkpoint) *pb.EntitySnapshot {
-	return &pb.EntitySnapshot{Entity: c.Entity, Control: ControlToProto(c.Control), LastApplied: c.LastApplied,
+	p := &pb.EntitySnapshot{Entity: c.Entity, Control: ControlToProto(c.Control), LastApplied: c.LastApplied,
 		Health: c.Health, Flags: c.Flags, Name: c.Name, Extra: c.Extra[:], Conn: c.Conn}
+	p.EventGen, p.EventLast = FenceToProto(&c.Events)
+	return p
+}
+
+// FenceToProto converts a player's event fence: its generation and the
+// lanes up to the last one with an event applied (none: nothing applied).
+func FenceToProto(f *handoff.EventFence) (uint64, []uint64) {
+	n := len(f.Last)
+	for n > 0 && f.Last[n-1] == 0 {
+		n--
+	}
+	if n == 0 {
+		return f.Gen, nil
+	}
+	return f.Gen, append([]uint64(nil), f.Last[:n]...)
+}
+
+// FenceFromProto converts an event fence; lanes beyond handoff.EventLanes
+// are ignored (SnapshotFromProto refuses them).
+func FenceFromProto(gen uint64, last []uint64) handoff.EventFence {
+	f := handoff.EventFence{Gen: gen}
+	copy(f.Last[:], last)
+	return f
 }
 
 // CheckpointFromProto converts and validates a record's checkpoint; epoch
@@ -414,5 +441,5 @@ func CheckpointFromProto(p *pb.EntitySnapshot, epoch uint64) (*handoff.Checkpoin
 		return nil, err
 	}
 	return &handoff.Checkpoint{Entity: s.Entity, Epoch: handoff.Epoch(epoch), Control: s.Control, LastApplied: s.LastApplied,
-		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra, Conn: s.Conn}, nil
+		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra, Conn: s.Conn, Events: s.Events}, nil
 }

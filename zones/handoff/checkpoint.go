@@ -20,4 +20,38 @@ type Checkpoint struct {
 	// Conn is the player's connection address in the zone (which node
 	// holds it).
 	Conn string
+	// The player's ordered-event fence (docs/protocol.md §7.20): a zone
+	// that restores the player drops events at or below it.
+	Events EventFence
+}
+
+// EventLanes is how many ordered lanes a player's event fence covers: the
+// protocol's 8 (events on higher lanes of a custom configuration are not
+// fenced).
+const EventLanes = 8
+
+// EventFence is a player's ordered-event fence (docs/protocol.md §7.20):
+// the numbering's generation and, per lane, the newest event number
+// applied. The zero EventFence has applied nothing.
+type EventFence struct {
+	Gen  uint64
+	Last [EventLanes]uint64
+}
+
+// Take reports whether event seq of lane (numbering gen) is new, and makes
+// it the lane's fence if so. Another generation starts the lanes again (a
+// new session); seq 0 (not numbered) and lanes beyond EventLanes are
+// always new.
+func (f *EventFence) Take(gen uint64, lane int, seq uint64) bool {
+	if seq == 0 || gen == 0 || lane < 0 || lane >= EventLanes {
+		return true
+	}
+	if gen != f.Gen {
+		*f = EventFence{Gen: gen}
+	}
+	if seq <= f.Last[lane] {
+		return false
+	}
+	f.Last[lane] = seq
+	return true
 }

@@ -104,6 +104,9 @@ type Snapshot struct {
 	// hysteresis continues at the new owner instead of dropping what is
 	// between the radii (which would pop ghosts on the client).
 	Interest []uint64
+	// Events is the player's ordered-event fence: the new owner drops
+	// events the old one applied.
+	Events EventFence
 }
 
 // clone returns a deep copy.

@@ -40,7 +40,7 @@ func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
 
 func (z *Zone) checkpoint(e *entity) Checkpoint {
 	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: e.queue.LastApplied(),
-		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: e.conn}
+		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: e.conn, Events: e.events}
 }
 
 // Restore adds a player owned by this zone from its checkpoint: where it
@@ -82,6 +82,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra, e.conn = cp.Health, cp.Flags, nm, cp.Extra, conn
+	e.events = cp.Events
 	e.queue.Reset(lastApplied)
 	z.seqExtra(e)
 	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, true

@@ -61,6 +61,7 @@ type entity struct {
 	renumber   bool
 	renumberAt time.Duration
 	conn       string
+	events     handoff.EventFence // ordered events applied (TakeEvent)
 	queue      handoff.MoveQueue
 	credit     time.Duration
 	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
@@ -294,6 +295,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name, e.conn = 1000, nm, conn
+	e.events = handoff.EventFence{}
 	e.queue.Reset(lastApplied)
 	z.seqExtra(e)
 	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, false
@@ -490,7 +492,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// leave and re-enter) until the new owner's batches take over.
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
 			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
-			e.conn, e.seedIDs = "", nil
+			e.conn, e.seedIDs, e.events = "", nil, handoff.EventFence{}
 			e.queue.Reset(0)
 			e.set.Reset()
 			z.stats.HandoffsOut++
@@ -528,7 +530,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.kind, e.role, e.epoch, e.since = st.Kind, roleOwned, a.Epoch, now
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
-	e.conn, e.owner = st.Conn, ""
+	e.conn, e.owner, e.events = st.Conn, "", st.Events
 	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
 		e.queue.Reset(st.LastApplied)
@@ -548,7 +550,7 @@ func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: e.queue.LastApplied(),
 		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
 		Rng: [2]uint64{e.rng}, Heading: e.heading, Speed: e.speed, TurnIn: e.turnIn,
-		Conn: e.conn,
+		Conn: e.conn, Events: e.events,
 	}
 	if e.kind == KindPlayer {
 		for _, en := range e.set.Entries() {

@@ -188,7 +188,12 @@ type EntitySnapshot struct {
 	// The player's connection address (empty for NPCs).
 	Conn string `protobuf:"bytes,13,opt,name=conn,proto3" json:"conn,omitempty"`
 	// Entity ids in the player's interest set (hysteresis continues).
-	Interest      []uint64 `protobuf:"varint,14,rep,packed,name=interest,proto3" json:"interest,omitempty"`
+	Interest []uint64 `protobuf:"varint,14,rep,packed,name=interest,proto3" json:"interest,omitempty"`
+	// The player's ordered-event fence (docs/protocol.md §7.20): the
+	// numbering's generation and, per lane (at most 8), the newest event
+	// number applied. Omitted when nothing was applied.
+	EventGen      uint64   `protobuf:"varint,15,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	EventLast     []uint64 `protobuf:"varint,16,rep,packed,name=event_last,json=eventLast,proto3" json:"event_last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -321,6 +326,20 @@ func (x *EntitySnapshot) GetInterest() []uint64 {
 	return nil
 }
 
+func (x *EntitySnapshot) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
+	}
+	return 0
+}
+
+func (x *EntitySnapshot) GetEventLast() []uint64 {
+	if x != nil {
+		return x.EventLast
+	}
+	return nil
+}
+
 // One handoff message. Which fields matter depends on kind.
 type HandoffMessage struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -439,7 +458,7 @@ var File_ghostwire_v1_handoff_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_handoff_proto_rawDesc = "" +
 	"\n" +
-	"\x1aghostwire/v1/handoff.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\"\xf8\x02\n" +
+	"\x1aghostwire/v1/handoff.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\"\xb4\x03\n" +
 	"\x0eEntitySnapshot\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\rR\x04kind\x124\n" +
@@ -455,7 +474,10 @@ const file_ghostwire_v1_handoff_proto_rawDesc = "" +
 	"\x05speed\x18\v \x01(\x02R\x05speed\x12\x17\n" +
 	"\aturn_in\x18\f \x01(\rR\x06turnIn\x12\x12\n" +
 	"\x04conn\x18\r \x01(\tR\x04conn\x12\x1a\n" +
-	"\binterest\x18\x0e \x03(\x04R\binterest\"\xbc\x02\n" +
+	"\binterest\x18\x0e \x03(\x04R\binterest\x12\x1b\n" +
+	"\tevent_gen\x18\x0f \x01(\x04R\beventGen\x12\x1d\n" +
+	"\n" +
+	"event_last\x18\x10 \x03(\x04R\teventLast\"\xbc\x02\n" +
 	"\x0eHandoffMessage\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.ghostwire.v1.HandoffKindR\x04kind\x12\x16\n" +
 	"\x06entity\x18\x02 \x01(\x04R\x06entity\x12\x14\n" +

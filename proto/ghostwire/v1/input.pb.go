@@ -32,8 +32,11 @@ type GameEvent struct {
 	// Ordered lane.
 	Lane uint32 `protobuf:"varint,2,opt,name=lane,proto3" json:"lane,omitempty"`
 	// Staggered key.
-	Key           uint32 `protobuf:"varint,3,opt,name=key,proto3" json:"key,omitempty"`
-	Payload       []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	Key     uint32 `protobuf:"varint,3,opt,name=key,proto3" json:"key,omitempty"`
+	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Ordered: the event's per-player number (docs/protocol.md §7.20; 0: not
+	// numbered).
+	Seq           uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +99,13 @@ func (x *GameEvent) GetPayload() []byte {
 	return nil
 }
 
+func (x *GameEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 // New moves (each once, in sequence order) and events since the previous
 // PlayerInput.
 type PlayerInput struct {
@@ -109,7 +119,9 @@ type PlayerInput struct {
 	Conn string `protobuf:"bytes,5,opt,name=conn,proto3" json:"conn,omitempty"`
 	// lost_before: moves right before the first that the client lost
 	// (actors/msg.Input.LostBefore).
-	LostBefore    uint64 `protobuf:"varint,6,opt,name=lost_before,json=lostBefore,proto3" json:"lost_before,omitempty"`
+	LostBefore uint64 `protobuf:"varint,6,opt,name=lost_before,json=lostBefore,proto3" json:"lost_before,omitempty"`
+	// The generation of the events' numbering (GameEvent.seq).
+	EventGen      uint64 `protobuf:"varint,7,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,6 +194,13 @@ func (x *PlayerInput) GetConn() string {
 func (x *PlayerInput) GetLostBefore() uint64 {
 	if x != nil {
 		return x.LostBefore
+	}
+	return 0
+}
+
+func (x *PlayerInput) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
 	}
 	return 0
 }
@@ -413,12 +432,13 @@ var File_ghostwire_v1_input_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\n" +
-	"\x18ghostwire/v1/input.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\x1a\x1aghostwire/v1/handoff.proto\"a\n" +
+	"\x18ghostwire/v1/input.proto\x12\fghostwire.v1\x1a\x19ghostwire/v1/common.proto\x1a\x1aghostwire/v1/handoff.proto\"s\n" +
 	"\tGameEvent\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\rR\x05class\x12\x12\n" +
 	"\x04lane\x18\x02 \x01(\rR\x04lane\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\rR\x03key\x12\x18\n" +
-	"\apayload\x18\x04 \x01(\fR\apayload\"\xd6\x01\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\xf3\x01\n" +
 	"\vPlayerInput\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12(\n" +
 	"\x05moves\x18\x02 \x03(\v2\x12.ghostwire.v1.MoveR\x05moves\x12/\n" +
@@ -427,7 +447,8 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"receivedNs\x12\x12\n" +
 	"\x04conn\x18\x05 \x01(\tR\x04conn\x12\x1f\n" +
 	"\vlost_before\x18\x06 \x01(\x04R\n" +
-	"lostBefore\"\xed\x01\n" +
+	"lostBefore\x12\x1b\n" +
+	"\tevent_gen\x18\a \x01(\x04R\beventGen\"\xed\x01\n" +
 	"\n" +
 	"PlayerJoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +

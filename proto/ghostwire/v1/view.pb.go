@@ -293,8 +293,12 @@ type ControlUpdate struct {
 	LastApplied uint64                 `protobuf:"varint,4,opt,name=last_applied,json=lastApplied,proto3" json:"last_applied,omitempty"`
 	State       *ControlState          `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
 	// Send the state in full now (teleport, respawn).
-	Force         bool   `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
-	Epoch         uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Force bool   `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	Epoch uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The player's ordered-event fence (EntitySnapshot.event_gen,
+	// event_last): the connection reports it to the client.
+	EventGen      uint64   `protobuf:"varint,8,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	EventLast     []uint64 `protobuf:"varint,9,rep,packed,name=event_last,json=eventLast,proto3" json:"event_last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +382,20 @@ func (x *ControlUpdate) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *ControlUpdate) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
+	}
+	return 0
+}
+
+func (x *ControlUpdate) GetEventLast() []uint64 {
+	if x != nil {
+		return x.EventLast
+	}
+	return nil
+}
+
 var File_ghostwire_v1_view_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_view_proto_rawDesc = "" +
@@ -405,7 +423,7 @@ const file_ghostwire_v1_view_proto_rawDesc = "" +
 	"\x04tick\x18\x03 \x01(\x04R\x04tick\x12$\n" +
 	"\x0eserver_time_ns\x18\x04 \x01(\x03R\fserverTimeNs\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x121\n" +
-	"\aentries\x18\x06 \x03(\v2\x17.ghostwire.v1.ViewEntryR\aentries\"\xd0\x01\n" +
+	"\aentries\x18\x06 \x03(\v2\x17.ghostwire.v1.ViewEntryR\aentries\"\x8c\x02\n" +
 	"\rControlUpdate\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x12\n" +
@@ -413,7 +431,10 @@ const file_ghostwire_v1_view_proto_rawDesc = "" +
 	"\flast_applied\x18\x04 \x01(\x04R\vlastApplied\x120\n" +
 	"\x05state\x18\x05 \x01(\v2\x1a.ghostwire.v1.ControlStateR\x05state\x12\x14\n" +
 	"\x05force\x18\x06 \x01(\bR\x05force\x12\x14\n" +
-	"\x05epoch\x18\a \x01(\x04R\x05epochB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tevent_gen\x18\b \x01(\x04R\beventGen\x12\x1d\n" +
+	"\n" +
+	"event_last\x18\t \x03(\x04R\teventLastB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_view_proto_rawDescOnce sync.Once

@@ -1,0 +1,160 @@
+package zone
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// laneLog records the lane-0 events a zone applied and passes the rest
+// to the dev game (teleports).
+type laneLog struct {
+	mu  sync.Mutex
+	got []string
+	dev DevGame
+}
+
+func (l *laneLog) HandleEvent(c *EventContext, player uint64, e *msg.Event) {
+	if e.Class == event.Ordered && e.Lane == 0 {
+		l.mu.Lock()
+		l.got = append(l.got, string(e.Payload))
+		l.mu.Unlock()
+		return
+	}
+	l.dev.HandleEvent(c, player, e)
+}
+
+func (l *laneLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got := l.got
+	l.got = nil
+	return got
+}
+
+// sendNumbered hands zone one Input of player's with lane-0 events
+// numbered from..to of numbering gen, as a connection does.
+func (f *fixture) sendNumbered(zone string, player, gen, from, to uint64) {
+	in := msg.NewInput()
+	in.Player, in.EventGen = player, gen
+	for s := from; s <= to; s++ {
+		in.AddSeq(event.Ordered, 0, 0, fmt.Appendf(nil, "e%d", s), s)
+	}
+	f.sys.Root.Send(f.world.PID(zone), in)
+}
+
+func names(from, to uint64) []string {
+	var s []string
+	for i := from; i <= to; i++ {
+		s = append(s, fmt.Sprintf("e%d", i))
+	}
+	return s
+}
+
+// A zone's node dies after its last checkpoint of a player; another zone
+// restores the player from the record (through the record's protobuf, as
+// from the KV store), and the player's connection sends again the events
+// the dead zone had not reported applied. The restored fence drops the
+// ones the checkpoint covers; the rest are applied once, in order; a
+// second resend changes nothing; a new session (another numbering) starts
+// the fence again. docs/protocol.md §7.20.
+func TestEventFenceSurvivesARestore(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const gen = 0xfeed
+	logA := &laneLog{}
+	a := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logA})
+	a.join(1, "x0z0")
+	a.sendNumbered("x0z0", 1, gen, 1, 6)
+	a.sync()
+	var cp handoff.Checkpoint
+	if err := a.world.Inspect(5*time.Second, func(z *sim.Zone) {
+		if c, ok := z.CheckpointOf(1); ok {
+			cp = c
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Events.Gen != gen || cp.Events.Last[0] != 6 {
+		t.Fatalf("checkpoint's event fence %+v, want generation %#x lane 0 at 6", cp.Events, gen)
+	}
+	a.sendNumbered("x0z0", 1, gen, 7, 9) // applied after the checkpoint, never reported
+	a.sync()
+	if got := logA.take(); !slices.Equal(got, names(1, 9)) {
+		t.Fatalf("first owner applied %q", got)
+	}
+	a.stop() // the crash
+
+	rec, err := pbconv.CheckpointFromProto(pbconv.CheckpointToProto(&cp), uint64(cp.Epoch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logB := &laneLog{}
+	b := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logB})
+	defer b.stop()
+	p := b.drv.add(1, b.world.PID("x0z0"))
+	b.sys.Root.Send(b.world.PID("x0z0"), &msg.Join{Player: 1, Conn: b.dpid, Ghosts: b.dpid, Views: &p.views,
+		LastApplied: rec.LastApplied, Restore: rec})
+	// The connection's unreported events (it heard of 1..3), then new ones.
+	b.sendNumbered("x0z0", 1, gen, 4, 12)
+	b.sync()
+	if got := logB.take(); !slices.Equal(got, names(7, 12)) {
+		t.Fatalf("restored zone applied %q, want e7..e12 (e4..e6 are behind the checkpoint's fence)", got)
+	}
+	b.sendNumbered("x0z0", 1, gen, 10, 12)
+	b.sync()
+	if got := logB.take(); len(got) != 0 {
+		t.Fatalf("a second resend applied %q", got)
+	}
+	if got := b.world.Metrics().EventsDuplicate.Load(); got != 6 {
+		t.Fatalf("%d duplicates counted, want 6", got)
+	}
+	b.sendNumbered("x0z0", 1, gen+1, 1, 2) // a new session numbers from 1
+	b.sync()
+	if got := logB.take(); !slices.Equal(got, names(1, 2)) {
+		t.Fatalf("a new numbering: applied %q", got)
+	}
+}
+
+// A handoff carries the fence: events the old owner applied, sent again
+// to the new owner, are dropped there.
+func TestEventFenceTravelsWithAHandoff(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const gen = 77
+	log := &laneLog{dev: DevGame{Teleport: true}}
+	f := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: log})
+	defer f.stop()
+	f.join(1, "x0z0")
+	f.sendNumbered("x0z0", 1, gen, 1, 5)
+	f.send("x0z0", 1, ordered(TeleportLane, AppendTeleport(nil, 300, 50)))
+	select {
+	case <-f.drv.events:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no redirect after a teleport into the other zone")
+	}
+	f.sendNumbered("x1z0", 1, gen, 3, 8)
+	f.sync()
+	if got := log.take(); !slices.Equal(got, names(1, 8)) {
+		t.Fatalf("applied %q, want e1..e8 once each", got)
+	}
+	var fence handoff.EventFence
+	if err := f.world.Inspect(5*time.Second, func(z *sim.Zone) {
+		if fc, ok := z.EventFence(1); ok {
+			fence = fc
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fence.Gen != gen || fence.Last[0] != 8 {
+		t.Fatalf("new owner's fence %+v", fence)
+	}
+}

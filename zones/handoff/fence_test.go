@@ -1,0 +1,32 @@
+package handoff
+
+import "testing"
+
+func TestEventFenceTake(t *testing.T) {
+	var f EventFence
+	for _, tc := range []struct {
+		name string
+		gen  uint64
+		lane int
+		seq  uint64
+		want bool
+	}{
+		{"first of a numbering", 5, 0, 1, true},
+		{"next", 5, 0, 2, true},
+		{"a resend of an applied one", 5, 0, 2, false},
+		{"an older one", 5, 0, 1, false},
+		{"a gap is not waited for", 5, 0, 7, true},
+		{"behind the gap's fence", 5, 0, 6, false},
+		{"lanes are independent", 5, 3, 1, true},
+		{"not numbered", 5, 0, 0, true},
+		{"no generation", 0, 0, 1, true},
+		{"a lane beyond the fence", 5, EventLanes, 1, true},
+		{"a new numbering starts again", 6, 0, 1, true},
+		{"lane 3 started again too", 6, 3, 1, true},
+		{"and fences anew", 6, 0, 1, false},
+	} {
+		if got := f.Take(tc.gen, tc.lane, tc.seq); got != tc.want {
+			t.Fatalf("%s: Take(%d, %d, %d) = %v, fence %+v", tc.name, tc.gen, tc.lane, tc.seq, got, f)
+		}
+	}
+}

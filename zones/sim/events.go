@@ -1,0 +1,37 @@
+package sim
+
+import "github.com/ghostwire/ghostwire/zones/handoff"
+
+// TakeEvent reports whether a player's ordered event (lane, per-player
+// number seq, numbering gen; docs/protocol.md §7.20) is new and should be
+// applied, and records it in the player's fence if so. An event the
+// player's fence already covers — a client resending after a Redirect
+// what the zone applied before, a connection resending after a restore —
+// is not. The fence travels with the player (handoffs, checkpoints).
+// Events of a player this zone does not own pass: their owner fences them.
+func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
+	s, ok := z.byID[entity]
+	if !ok {
+		return true
+	}
+	e := &z.ents[s]
+	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
+		return true
+	}
+	return e.events.Take(gen, lane, seq)
+}
+
+// EventFence is an owned player's ordered-event fence (false if the zone
+// does not own it): its connection reports it to the client, which stops
+// keeping those events for a resend.
+func (z *Zone) EventFence(entity uint64) (handoff.EventFence, bool) {
+	s, ok := z.byID[entity]
+	if !ok {
+		return handoff.EventFence{}, false
+	}
+	e := &z.ents[s]
+	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
+		return handoff.EventFence{}, false
+	}
+	return e.events, true
+}
