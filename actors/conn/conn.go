@@ -71,7 +71,15 @@ type Conn struct {
 	resentAt  time.Duration // when unacked moves were last sent again
 	resends   int           // resends since the last progress (backoff)
 	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	fates     folded        // packet fates already added to the pool's counters
+	// A Redirect waits (redirWait, since redirAt) until the zone holds
+	// the player's events and every event sent to the client arrived
+	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
+	// told already.
+	redirWait *Redirect
+	redirAt   time.Duration
+	outAt     time.Duration
+	leaveSent bool
+	fates     folded // packet fates already added to the pool's counters
 
 	// A tick's Control waits here for the same tick's view (heldCtl, at
 	// most viewWait): the session sends the tick's packet as soon as it
@@ -153,6 +161,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.setControl(m)
 	case *msg.Output:
+		c.outAt = now
 		c.onOutput(m)
 	case *resumed:
 		switch {
@@ -194,14 +203,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 	case *Shutdown:
 		c.close(now, m.Reason)
 	case *Redirect:
-		if c.srv != nil {
-			if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
-				c.close(now, handshake.ReasonServerShutdown)
-			} else {
-				c.redirect = true
-				c.pool.counters.Redirects.Add(1)
-			}
-		}
+		c.onRedirect(m, now)
 	case *StatsRequest:
 		if sender != nil {
 			var s session.ServerStats
@@ -349,6 +351,11 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	} else {
 		in.Release()
 	}
+	if c.redirWait != nil {
+		// A Redirect waits for the zone's hold: the zone that restored
+		// the player must hold its events too (onRedirect).
+		c.holdEvents(now)
+	}
 	c.pool.counters.Rejoins.Add(1)
 }
 
@@ -387,6 +394,9 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	}
 	clear(c.held)
 	c.held = c.held[:0]
+	if c.redirWait != nil && !c.leaveSent {
+		c.holdEvents(now) // a Redirect came during the lookup
+	}
 }
 
 func (c *Conn) tellGateway(m any) {
@@ -577,11 +587,12 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.gm.OnFate(f)
 	}
 	c.foldFates(now, false)
+	redirNext := c.redirectDue(now)
 	if c.srv.Done() {
 		c.finish(c.srv.Reason())
 		return maxDeadline
 	}
-	next := c.srv.NextDeadlineFor(now, c.gm)
+	next := min(c.srv.NextDeadlineFor(now, c.gm), redirNext)
 	if c.heldCtl != nil {
 		next = min(next, c.heldUntil)
 	}
@@ -597,7 +608,7 @@ func (c *Conn) finish(r handshake.Reason) {
 		return
 	}
 	c.closed = true
-	if c.joined && c.zone != nil {
+	if c.joined && c.zone != nil && !c.leaveSent {
 		lr := r
 		if c.redirect {
 			// Whether or not its acknowledgement came, the client may

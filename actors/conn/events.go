@@ -1,8 +1,11 @@
 package conn
 
 import (
+	"time"
+
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
@@ -64,4 +67,71 @@ func (c *Conn) resendEvents(in *msg.Input) {
 		in.AddSeq(event.Ordered, k.lane, 0, k.payload, k.seq)
 	}
 	c.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
+}
+
+// A drain's Redirect would cut off the events the player's zone is sending
+// the client: the ones the session has not had acknowledged (a
+// redirecting session sends nothing more) and the ones still on their way
+// from the zone. So the connection first tells the zone (the Leave a
+// followed Redirect sends, ReasonRedirected, only sooner): the zone keeps
+// the player for its client's new connection and holds the player's
+// events for it from then on. The connection redirects once every event
+// it sent arrived and no Output came for outputQuiet (the last ones sent
+// before the zone's hold), or after maxRedirectHold at most.
+const (
+	outputQuiet     = 50 * time.Millisecond
+	maxRedirectHold = time.Second
+)
+
+func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
+	if c.srv == nil || c.redirect || c.redirWait != nil {
+		return
+	}
+	if (c.joined || c.resuming) && c.zone != nil && !c.closed && c.srv.State() == handshake.StateConnected {
+		c.redirWait, c.redirAt, c.outAt = m, now, now
+		if !c.resuming {
+			c.holdEvents(now)
+		} // else once the lookup joined the player (join)
+		return
+	}
+	c.startRedirect(m, now)
+}
+
+// holdEvents tells the player's zone to hold its events for the client's
+// next connection (the Leave a followed Redirect sends).
+func (c *Conn) holdEvents(now time.Duration) {
+	c.leaveSent, c.outAt = true, now
+	c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.p.Player, Conn: c.pid, Reason: handshake.ReasonRedirected})
+}
+
+func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
+	c.redirWait = nil
+	if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
+		c.close(now, handshake.ReasonServerShutdown)
+		return
+	}
+	c.redirect = true
+	c.pool.counters.Redirects.Add(1)
+}
+
+// redirectDue starts a waiting Redirect when its events are settled and
+// returns when to look again (maxDeadline: nothing waits).
+func (c *Conn) redirectDue(now time.Duration) time.Duration {
+	if c.redirWait == nil {
+		return maxDeadline
+	}
+	if c.srv.State() != handshake.StateConnected {
+		c.redirWait = nil // closing anyway (a timeout, the client quit)
+		return maxDeadline
+	}
+	settled := c.leaveSent && !c.srv.EventsInFlight() && now-c.outAt >= outputQuiet
+	if settled || now-c.redirAt >= maxRedirectHold {
+		c.startRedirect(c.redirWait, now)
+		return maxDeadline
+	}
+	next := c.redirAt + maxRedirectHold
+	if !c.srv.EventsInFlight() {
+		next = min(next, c.outAt+outputQuiet)
+	}
+	return next
 }

@@ -215,6 +215,9 @@ func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key 
 	}
 	b.bytes += cost
 	a.budget[player] = b
+	if _, ok := a.awaiting[player]; ok {
+		return a.holdEvent(player, class, lane, key, payload)
+	}
 	var o *msg.Output
 	for i := range a.outs {
 		if a.outs[i].o.Player == player {
@@ -240,4 +243,52 @@ func (a *zoneActor) flushOutputs() {
 		a.outs[i] = pendingOut{}
 	}
 	a.outs = a.outs[:0]
+}
+
+// maxHeldBytes bounds the events held for one player whose client follows
+// a Redirect: seconds of chat-rate events; beyond it they are dropped and
+// counted (EventsOutDropped).
+const maxHeldBytes = 64 << 10
+
+// holdEvent keeps an event for a player whose connection is redirecting
+// its client (it told the zone with its Leave, ReasonRedirected, before it
+// sent the Redirect): the old connection would never deliver it, so it
+// goes to the new connection when that joins (flushHeld), ahead of
+// anything newer. Events the old connection took before are delivered by
+// it: it redirects only once they arrived.
+func (a *zoneActor) holdEvent(player uint64, class event.Class, lane uint8, key uint16, payload []byte) bool {
+	o := a.held[player]
+	if o == nil {
+		o = msg.NewOutput()
+		o.Player = player
+		a.held[player] = o
+	}
+	if o.Bytes()+len(payload) > maxHeldBytes {
+		a.m.EventsOutDropped.Add(1)
+		return false
+	}
+	o.Add(class, lane, key, payload)
+	a.m.EventsOut.Add(1)
+	return true
+}
+
+// flushHeld sends the events held for a player to its new connection.
+func (a *zoneActor) flushHeld(j *msg.Join) {
+	o := a.held[j.Player]
+	if o == nil {
+		return
+	}
+	delete(a.held, j.Player)
+	if j.Conn == nil {
+		o.Release()
+		return
+	}
+	a.ctx.Send(j.Conn, o)
+}
+
+func (a *zoneActor) dropHeld(id uint64) {
+	if o := a.held[id]; o != nil {
+		delete(a.held, id)
+		o.Release()
+	}
 }

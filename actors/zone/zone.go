@@ -103,6 +103,9 @@ type zoneActor struct {
 	// awaiting: players whose connection left to follow a Redirect, kept
 	// (live) until their new connection's Join or the deadline.
 	awaiting map[uint64]time.Duration
+	// held: events for awaiting players, sent to their new connection
+	// when it joins (holdEvent).
+	held map[uint64]*msg.Output
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -229,6 +232,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.pendingLeave = map[uint64]bool{}
 	a.superseded = map[uint64]bool{}
 	a.awaiting = map[uint64]time.Duration{}
+	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
 	a.forced = map[uint64]bool{}
 	a.budget = map[uint64]outBudget{}
@@ -423,6 +427,7 @@ func (a *zoneActor) forget(id uint64) {
 	delete(a.joins, id)
 	delete(a.superseded, id)
 	delete(a.awaiting, id)
+	a.dropHeld(id)
 	delete(a.began, id)
 	delete(a.budget, id)
 	delete(a.forced, id)
@@ -567,6 +572,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		return
 	}
 	a.joins[j.Player] = j
+	a.flushHeld(j)
 	a.m.Joins.Add(1)
 	if a.p.Placed != nil {
 		_, ep, _ := a.z.Handoffs().Status(j.Player)

@@ -282,6 +282,10 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	}
 }
 
+// EventsInFlight reports whether guaranteed events sent to the client are
+// still queued or unacknowledged.
+func (s *Server) EventsInFlight() bool { return s.e.eventsOutstanding() }
+
 // EventGen is the generation of the connection's ordered-event numbering
 // (docs/protocol.md §7.20): the client's, when it continues a numbering
 // from an earlier connection, else this connection's id. 0 until the
