@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -18,7 +19,7 @@ import (
 // another writes.
 type Conn struct {
 	uc    *net.UDPConn
-	read  func([]ipv4.Message, int) (int, error)
+	rc    syscall.RawConn
 	write func([]ipv4.Message, int) (int, error)
 	gro   bool
 	gso   bool
@@ -43,12 +44,11 @@ func Listen(addr string) (*Conn, error) {
 // cuts up super-datagrams only when the kernel says it sent one).
 func NewConn(uc *net.UDPConn) *Conn {
 	c := &Conn{uc: uc, gso: true}
+	c.rc, _ = uc.SyscallConn()
 	if uc.LocalAddr().(*net.UDPAddr).IP.To4() != nil {
-		pc := ipv4.NewPacketConn(uc)
-		c.read, c.write = pc.ReadBatch, pc.WriteBatch
+		c.write = ipv4.NewPacketConn(uc).WriteBatch
 	} else {
-		pc := ipv6.NewPacketConn(uc)
-		c.read, c.write = pc.ReadBatch, pc.WriteBatch
+		c.write = ipv6.NewPacketConn(uc).WriteBatch
 	}
 	return c
 }
@@ -95,51 +95,124 @@ func (c *Conn) LocalAddr() netip.AddrPort { return addrPortOf(c.uc.LocalAddr()) 
 // Close closes the socket; a blocked ReadBatch returns an error.
 func (c *Conn) Close() error { return c.uc.Close() }
 
-// Batch is a recvmmsg's worth of storage: each message holds a whole
-// super-datagram (64 KiB).
+// Batch is a recvmmsg's worth of storage, read with recvmmsg(2) directly:
+// x/net's ReadBatch allocates a source address per message and an error
+// for every read that finds nothing, garbage at every turn of a busy
+// reader. Not safe for concurrent use.
 type Batch struct {
-	msgs []ipv4.Message
-	bufs [][]byte
-	oob  [][]byte
-	lens []int
-	seg  []int
-	from []netip.AddrPort
-	n    int
+	hdrs  []mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // room for either family
+	bufs  [][]byte
+	oob   [][]byte
+	lens  []int
+	seg   []int
+	from  []netip.AddrPort
+	n     int
+	// The read in progress, for fn (bound once: a closure made per read
+	// would be garbage too).
+	flags int
+	got   int
+	errno unix.Errno
+	fn    func(fd uintptr) bool
 }
 
-// NewBatch makes room for n messages.
-func NewBatch(n int) *Batch {
-	b := &Batch{msgs: make([]ipv4.Message, n), bufs: make([][]byte, n), oob: make([][]byte, n),
+// mmsghdr is struct mmsghdr: Go's rounding of the size to the alignment
+// gives the C layout on 32- and 64-bit alike.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+}
+
+// NewBatch makes room for n messages of up to size bytes each (a
+// super-datagram needs 64 KiB; 0 means that).
+func NewBatch(n, size int) *Batch {
+	if size <= 0 {
+		size = 1 << 16
+	}
+	b := &Batch{hdrs: make([]mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n),
+		bufs: make([][]byte, n), oob: make([][]byte, n),
 		lens: make([]int, n), seg: make([]int, n), from: make([]netip.AddrPort, n)}
-	for i := range b.msgs {
-		b.bufs[i] = make([]byte, 1<<16)
+	for i := range n {
+		b.bufs[i] = make([]byte, size)
 		b.oob[i] = make([]byte, unix.CmsgSpace(4)*2)
-		b.msgs[i].Buffers = [][]byte{b.bufs[i]}
-		b.msgs[i].OOB = b.oob[i]
+		b.iovs[i].Base = &b.bufs[i][0]
+		b.iovs[i].SetLen(size)
+		h := &b.hdrs[i].hdr
+		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		h.Iov = &b.iovs[i]
+		h.SetIovlen(1)
+		h.Control = &b.oob[i][0]
+	}
+	b.fn = func(fd uintptr) bool {
+		for i := range b.hdrs {
+			b.hdrs[i].hdr.Namelen = unix.SizeofSockaddrInet6
+			b.hdrs[i].hdr.SetControllen(len(b.oob[i]))
+			b.hdrs[i].hdr.Flags = 0
+			b.hdrs[i].len = 0
+		}
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(len(b.hdrs)), uintptr(b.flags), 0, 0)
+		if e == unix.EAGAIN && b.flags&unix.MSG_DONTWAIT == 0 {
+			return false // nothing yet: wait in the runtime's poller
+		}
+		b.got, b.errno = int(r), e
+		if e != 0 {
+			b.got = 0
+		}
+		return true
 	}
 	return b
 }
 
-// ReadBatch blocks until at least one datagram arrives and fills b.
-func (c *Conn) ReadBatch(b *Batch) error {
-	for i := range b.msgs {
-		b.msgs[i].OOB = b.oob[i]
-		b.msgs[i].N, b.msgs[i].NN = 0, 0
-	}
-	n, err := c.read(b.msgs, 0)
-	if err != nil {
-		b.n = 0
+// ReadBatch blocks until at least one datagram arrives (or the read
+// deadline passes) and fills b.
+func (c *Conn) ReadBatch(b *Batch) error { return c.readBatch(b, 0) }
+
+// TryReadBatch fills b with what is queued, without waiting: b.Len() is 0
+// when nothing was.
+func (c *Conn) TryReadBatch(b *Batch) error { return c.readBatch(b, unix.MSG_DONTWAIT) }
+
+func (c *Conn) readBatch(b *Batch, flags int) error {
+	b.n, b.flags = 0, flags
+	if err := c.rc.Read(b.fn); err != nil {
 		return err
 	}
-	for i := range n {
-		m := &b.msgs[i]
-		b.lens[i] = m.N
-		b.seg[i] = groSize(b.oob[i][:m.NN])
-		b.from[i] = addrPortOf(m.Addr)
-		m.Addr = nil
+	if b.errno != 0 {
+		if b.errno == unix.EAGAIN || b.errno == unix.EINTR {
+			return nil
+		}
+		return b.errno
 	}
-	b.n = n
+	for i := range b.got {
+		h := &b.hdrs[i]
+		b.lens[i] = min(int(h.len), len(b.bufs[i]))
+		b.seg[i] = groSize(b.oob[i][:h.hdr.Controllen])
+		b.from[i] = sockaddrAddrPort(&b.names[i])
+	}
+	b.n = b.got
 	return nil
+}
+
+// Len is how many messages the last read filled b with.
+func (b *Batch) Len() int { return b.n }
+
+// Msg returns message i: its bytes, the segment size when it is a
+// super-datagram to cut up (0: one datagram) and its source.
+func (b *Batch) Msg(i int) (p []byte, seg int, from netip.AddrPort) {
+	return b.bufs[i][:b.lens[i]], b.seg[i], b.from[i]
+}
+
+func sockaddrAddrPort(sa *unix.RawSockaddrInet6) netip.AddrPort {
+	pb := (*[2]byte)(unsafe.Pointer(&sa.Port)) // network order
+	port := uint16(pb[0])<<8 | uint16(pb[1])
+	switch sa.Family {
+	case unix.AF_INET:
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port)
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
+	}
+	return netip.AddrPort{}
 }
 
 // groSize is the segment size of a UDP_GRO control message, 0 when there

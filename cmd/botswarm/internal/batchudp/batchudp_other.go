@@ -3,9 +3,12 @@
 package batchudp
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"time"
 )
 
 // Conn is a UDP socket; here, one datagram per system call.
@@ -63,13 +66,37 @@ type Batch struct {
 	n    int
 }
 
-// NewBatch makes room for one datagram (n is ignored here).
-func NewBatch(int) *Batch {
-	return &Batch{bufs: [][]byte{make([]byte, 1<<16)}, lens: make([]int, 1), seg: make([]int, 1), from: make([]netip.AddrPort, 1)}
+// NewBatch makes room for one datagram of up to size bytes (n is ignored
+// here).
+func NewBatch(_, size int) *Batch {
+	if size <= 0 {
+		size = 1 << 16
+	}
+	return &Batch{bufs: [][]byte{make([]byte, size)}, lens: make([]int, 1), seg: make([]int, 1), from: make([]netip.AddrPort, 1)}
+}
+
+// TryReadBatch reads one datagram if one is queued.
+func (c *Conn) TryReadBatch(b *Batch) error {
+	_ = c.uc.SetReadDeadline(time.Now())
+	err := c.ReadBatch(b)
+	_ = c.uc.SetReadDeadline(time.Time{})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// Len is how many datagrams the last read filled b with.
+func (b *Batch) Len() int { return b.n }
+
+// Msg returns datagram i and its source (never cut up here).
+func (b *Batch) Msg(i int) (p []byte, seg int, from netip.AddrPort) {
+	return b.bufs[i][:b.lens[i]], 0, b.from[i]
 }
 
 // ReadBatch blocks for one datagram.
 func (c *Conn) ReadBatch(b *Batch) error {
+	b.n = 0
 	n, from, err := c.uc.ReadFromUDPAddrPort(b.bufs[0])
 	if err != nil {
 		b.n = 0

@@ -60,7 +60,7 @@ func TestEveryDatagramArrivesIntact(t *testing.T) {
 			for r := range rx {
 				got := map[string]int{}
 				cut := 0 // datagrams that came inside a super-datagram, beyond its first
-				b := NewBatch(8)
+				b := NewBatch(8, 0)
 				deadline := time.Now().Add(5 * time.Second)
 				total := 0
 				for total < n/2 && time.Now().Before(deadline) {
@@ -97,7 +97,8 @@ func TestEveryDatagramArrivesIntact(t *testing.T) {
 }
 
 // TestSteadyStateAllocatesNothing: queueing and flushing a burst to the
-// addresses already seen allocates nothing.
+// addresses already seen allocates nothing, nor does reading it, nor a
+// read that finds nothing.
 func TestSteadyStateAllocatesNothing(t *testing.T) {
 	tx, err := Listen("127.0.0.1:0")
 	if err != nil {
@@ -111,6 +112,8 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	defer rx.Close()
 	to := rx.LocalAddr()
 	w := tx.NewWriter(64)
+	b := NewBatch(8, 0)
+	_ = rx.uc.SetReadDeadline(time.Now().Add(10 * time.Second)) // bounds every read below
 	burst := func() {
 		for i := range 64 {
 			p := append(w.Slot(), byte(i), 1, 2, 3, 4, 5, 6, 7)
@@ -120,6 +123,15 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 			w.Commit(p, to)
 		}
 		w.Flush()
+		for got := 0; got < 64; {
+			if err := rx.ReadBatch(b); err != nil {
+				t.Fatal(err)
+			}
+			got += b.Datagrams()
+		}
+		if err := rx.TryReadBatch(b); err != nil || b.Len() != 0 {
+			t.Fatalf("a read of nothing: %d messages, %v", b.Len(), err)
+		}
 	}
 	burst()
 	limit := 0.0

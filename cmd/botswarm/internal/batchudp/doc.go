@@ -11,7 +11,7 @@
 // UDP_GRO gets them one by one.
 //
 //	c, _ := batchudp.Listen("127.0.0.1:0")
-//	b := batchudp.NewBatch(16)
+//	b := batchudp.NewBatch(16, 0)
 //	_ = c.ReadBatch(b)              // blocks for at least one
 //	b.Each(func(p []byte, from netip.AddrPort) { … })
 //	w := c.NewWriter(1024)

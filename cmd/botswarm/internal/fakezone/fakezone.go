@@ -164,7 +164,7 @@ func Start(opts Options) (*Zone, error) {
 	z.reg = session.DefaultRegistry()
 	z.class, _ = z.reg.Lookup(ghost.PlayerClassID)
 	for range cap(z.free) {
-		z.free <- batchudp.NewBatch(batchMsgs)
+		z.free <- batchudp.NewBatch(batchMsgs, 0)
 	}
 	z.wg.Add(2)
 	go z.read()

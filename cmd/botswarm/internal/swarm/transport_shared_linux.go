@@ -8,8 +8,6 @@ import (
 	"net/netip"
 	"time"
 
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/batchudp"
@@ -29,18 +27,16 @@ import (
 // blocks in recvmmsg itself (the runtime's poller, a read deadline for the
 // timeout): no goroutine, channel or timer per socket or bot.
 type sharedTransport struct {
-	uc   *net.UDPConn
-	v6   bool
-	read func([]ipv4.Message, int) (int, error)
+	uc *net.UDPConn
+	v6 bool
 
-	rmsgs []ipv4.Message
-	rbufs [][]byte
+	// rb takes what one recvmmsg reads (batchudp: no garbage per read).
+	rb *batchudp.Batch
 	// With gro (UDP_GRO on), a read may return a super-datagram: equal
 	// datagrams the server sent as one UDP_SEGMENT message, which the
 	// kernel then hands over whole — on loopback that spares the server's
 	// CPU the cutting up and queueing of each — and dispatch cuts it up.
 	gro      bool
-	roob     [][]byte
 	deadline time.Time // read deadline in force (zero: none)
 
 	// Datagrams the bots sent this turn, sent at the next wait (or when
@@ -93,13 +89,6 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 	}
 	t := &sharedTransport{uc: uc, v6: v6,
 		byConn: map[handshake.ConnID]int32{}, byToken: map[handshake.TokenID]int32{}}
-	if v6 {
-		pc := ipv6.NewPacketConn(uc)
-		t.read = pc.ReadBatch
-	} else {
-		pc := ipv4.NewPacketConn(uc)
-		t.read = pc.ReadBatch
-	}
 	_ = uc.SetReadBuffer(sharedBuffer)
 	_ = uc.SetWriteBuffer(sharedBuffer)
 	if rc, err := uc.SyscallConn(); err == nil {
@@ -114,18 +103,10 @@ func newSharedTransport(v6 bool) (*sharedTransport, error) {
 	if t.gro {
 		rsize = 1 << 16
 	}
-	t.rmsgs, t.rbufs, t.roob = make([]ipv4.Message, sharedBatch), make([][]byte, sharedBatch), make([][]byte, sharedBatch)
 	t.bc = batchudp.NewConn(uc)
 	t.bc.SetGSO(gsoDefault)
 	t.w = t.bc.NewWriter(sendQueue)
-	for i := range t.rmsgs {
-		t.rbufs[i] = make([]byte, rsize)
-		t.rmsgs[i].Buffers = [][]byte{t.rbufs[i]}
-		if t.gro {
-			t.roob[i] = make([]byte, unix.CmsgSpace(4)*2)
-			t.rmsgs[i].OOB = t.roob[i]
-		}
-	}
+	t.rb = batchudp.NewBatch(sharedBatch, rsize)
 	return t, nil
 }
 
@@ -223,16 +204,15 @@ func (t *sharedTransport) wait(timeout time.Duration, fn func(int32, []byte, err
 	if n == 0 && timeout > 0 {
 		t.deadline = time.Now().Add(timeout)
 		_ = t.uc.SetReadDeadline(t.deadline)
-		var err error
-		n, err = t.read(t.rmsgs, 0)
-		if err != nil {
-			n = 0 // the deadline passed, or the socket is closed
+		n = 0 // the deadline passed, or the socket is closed
+		if err := t.bc.ReadBatch(t.rb); err == nil {
+			n = t.rb.Len()
 		}
 	}
 	calls := t.dispatch(n, fn)
 	// A full batch: more may be queued. Take a few more batches now
 	// (bounded, so the bots' timers are not starved).
-	for i := 0; n == len(t.rmsgs) && i < 4; i++ {
+	for i := 0; n == sharedBatch && i < 4; i++ {
 		n = t.readNow()
 		calls += t.dispatch(n, fn)
 	}
@@ -246,38 +226,31 @@ func (t *sharedTransport) readNow() int {
 		t.deadline = time.Time{}
 		_ = t.uc.SetReadDeadline(t.deadline)
 	}
-	n, err := t.read(t.rmsgs, unix.MSG_DONTWAIT)
-	if err != nil || n < 0 {
+	if err := t.bc.TryReadBatch(t.rb); err != nil {
 		return 0
 	}
-	return n
+	return t.rb.Len()
 }
 
 func (t *sharedTransport) dispatch(n int, fn func(int32, []byte, error)) int {
 	calls := 0
 	for i := range n {
-		m := &t.rmsgs[i]
-		p := t.rbufs[i][:min(m.N, len(t.rbufs[i]))]
-		seg := 0
-		if t.gro {
-			seg = batchudp.GROSize(t.roob[i][:m.NN])
-		}
+		p, seg, from := t.rb.Msg(i)
 		if seg <= 0 || seg >= len(p) {
-			calls += t.deliver(p[:min(len(p), maxDatagram)], m.Addr, fn)
-		} else {
-			for len(p) > 0 {
-				k := min(seg, len(p))
-				calls += t.deliver(p[:k], m.Addr, fn)
-				p = p[k:]
-			}
+			calls += t.deliver(p[:min(len(p), maxDatagram)], from, fn)
+			continue
 		}
-		m.Addr = nil
+		for len(p) > 0 {
+			k := min(seg, len(p))
+			calls += t.deliver(p[:k], from, fn)
+			p = p[k:]
+		}
 	}
 	return calls
 }
 
 // deliver routes one datagram to its bot: 1 when it had one.
-func (t *sharedTransport) deliver(p []byte, from net.Addr, fn func(int32, []byte, error)) int {
+func (t *sharedTransport) deliver(p []byte, from netip.AddrPort, fn func(int32, []byte, error)) int {
 	tag := t.route(p, from)
 	if tag < 0 {
 		t.unrouted++
@@ -288,7 +261,7 @@ func (t *sharedTransport) deliver(p []byte, from net.Addr, fn func(int32, []byte
 }
 
 // route names the bot a datagram from the server is for, or -1.
-func (t *sharedTransport) route(p []byte, from net.Addr) int32 {
+func (t *sharedTransport) route(p []byte, from netip.AddrPort) int32 {
 	kind, err := handshake.Classify(p)
 	if err != nil {
 		return -1
@@ -336,7 +309,7 @@ func (t *sharedTransport) route(p []byte, from net.Addr) int32 {
 // routeAccepted finds the bot an Accepted is for: a retry by the
 // connection id it names (known after the first), the first one by its tag
 // under the keys of that server's bots still connecting.
-func (t *sharedTransport) routeAccepted(p []byte, from net.Addr) int32 {
+func (t *sharedTransport) routeAccepted(p []byte, src netip.AddrPort) int32 {
 	if len(p) < 1+handshake.ConnIDSize {
 		return -1
 	}
@@ -344,11 +317,6 @@ func (t *sharedTransport) routeAccepted(p []byte, from net.Addr) int32 {
 	copy(id[:], p[1:1+handshake.ConnIDSize])
 	if tag, ok := t.byConn[id]; ok {
 		return tag
-	}
-	var src netip.AddrPort
-	if ua, ok := from.(*net.UDPAddr); ok {
-		ap := ua.AddrPort()
-		src = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	for _, tag := range t.pending {
 		s := &t.socks[tag]

@@ -21,9 +21,10 @@ type worker struct {
 	id    int
 	tr    transport
 	bots  []*bot
-	heap  []wakeup // min-heap on wake
-	pos   []int32  // by slot: the bot's index in heap, -1 when not in it
-	held  bool     // onDatagram took shard.Mu for the rest of this wait
+	heap  []wakeup                   // min-heap on wake
+	pos   []int32                    // by slot: the bot's index in heap, -1 when not in it
+	held  bool                       // onDatagram took shard.Mu for the rest of this wait
+	onDgm func(int32, []byte, error) // onDatagram, bound once (a method value per wait is garbage)
 	shard *metrics.Shard
 	rng   *rand.Rand
 	buf   []byte        // Poll's destination
@@ -48,6 +49,7 @@ func (w *worker) now() time.Duration { return time.Since(w.sw.epoch) }
 func (w *worker) run() {
 	defer w.tr.shutdown()
 	hardStop := w.sw.runEnd + w.sw.cfg.Drain + 2*time.Second
+	w.onDgm = w.onDatagram
 	for {
 		now := w.now()
 		if w.sw.stopping.Load() && !w.stop {
@@ -77,7 +79,7 @@ func (w *worker) run() {
 		}
 		wait := w.heap[0].wake - w.now()
 		wait = min(max(wait, 0), maxWait)
-		w.tr.wait(wait, w.onDatagram)
+		w.tr.wait(wait, w.onDgm)
 		if w.held {
 			// One lock for all the datagrams of this wait, not one each.
 			w.held = false
