@@ -22,7 +22,10 @@ type part struct {
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
 	{"ghost table: per-id records (slot, info, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
-	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts"}},
+	// The rings move by moveEnts (grown or trimmed) and the pool by
+	// compactPositions (trimmed): before the table's rest.
+	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
+		"replication/ghost.(*Table).moveEnts", "replication/ghost.(*Table).resizeEnts", "replication/ghost.(*Table).compactPositions"}},
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot"}},
 	{"ghost table: the rest (struct, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
