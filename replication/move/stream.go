@@ -117,6 +117,13 @@ func (s *Stream) Due(now time.Duration) bool {
 	return true
 }
 
+// NextSample is the time of the next input sample Due will hand out; ok is
+// false until Due first ran. The client's send slot follows it (session: a
+// packet leaves with each new move).
+func (s *Stream) NextSample() (next time.Duration, ok bool) {
+	return s.next, s.clockOn
+}
+
 // advance moves the sampling clock n samples on, carrying the fraction of a
 // nanosecond so that sample k is at exactly start + ⌊k·10⁹/InputRate⌋ ns.
 func (s *Stream) advance(n uint64, rate int) {

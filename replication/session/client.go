@@ -79,12 +79,17 @@ type Client struct {
 	pred   *move.Predictor
 	mirror *ghost.Mirror
 
-	interval  time.Duration
-	nextData  time.Duration
-	heard     bool          // an authenticated packet arrived since connecting
-	lastHeard time.Duration // newest authenticated packet (long-form decision)
-	noConn    bool          // a NoConnection hint since the server was last heard
-	noConnN   uint64
+	interval time.Duration
+	nextData time.Duration
+	// The send slot follows the input clock (dataSlot, waitForSample):
+	// when and with which newest move the last data packet left.
+	lastData    time.Duration
+	sentNewest  uint64
+	followInput bool          // moves come no faster than packets: a new move opens the slot
+	heard       bool          // an authenticated packet arrived since connecting
+	lastHeard   time.Duration // newest authenticated packet (long-form decision)
+	noConn      bool          // a NoConnection hint since the server was last heard
+	noConnN     uint64
 
 	redirect *RedirectError // the server's Redirect, once taken
 
@@ -143,6 +148,7 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 	c.nextRetry = now
 	c.retryInterval = cfg.RetryInterval
 	c.interval = time.Second / time.Duration(cfg.SendRate)
+	c.followInput = c.stream.Config().InputRate <= cfg.SendRate
 	return c, nil
 }
 
@@ -193,6 +199,60 @@ func (c *Client) Input(m move.Move) (move.ControlState, error) {
 		m.Dt = c.stream.Config().Dt()
 	}
 	return c.pred.Predict(m)
+}
+
+// The send slot follows the input clock: Torque's rule that a packet leaves
+// with each new move. With both at 30 Hz on clocks started apart, a slot
+// falling just before the sample's frame sent the previous moves again and
+// the new one a whole slot later, two at once; the zone then met a tick with
+// no new move, an acknowledgement skipped (the 100 ms handoff hitch and
+// control gaps botswarm measured), wherever a busy host put the frame on the
+// other side of the slot. So when moves come no faster than packets
+// (followInput):
+//   - a new move opens the slot at once, half a slot after the previous data
+//     packet at the soonest (dataSlot);
+//   - a slot with no new move waits for the sample due within half a slot,
+//     or for an overdue sample's late frame, at most half a slot and never
+//     past 1.5 slots after the previous data packet (waitForSample).
+// So the send rate stays SendRate. A client that does not sample through
+// InputDue, or whose move window is full, sends on its plain slots.
+
+// dataSlot is when the next data packet may go. (A move the previous
+// session sent and this one got acknowledged, after a Redirect, is no new
+// move: Len counts the moves a data packet would carry, so a pulled slot
+// always sends one and moves on.)
+func (c *Client) dataSlot() time.Duration {
+	if c.followInput && c.stream.Newest() != c.sentNewest && c.stream.Len() > 0 {
+		return min(c.nextData, c.lastData+c.interval/2)
+	}
+	return c.nextData
+}
+
+// waitForSample holds a due slot that has no new move to carry for the
+// input sample due about now, and reports whether it did.
+func (c *Client) waitForSample(now time.Duration) bool {
+	if c.stream.Newest() != c.sentNewest || c.e.evs.HasPending(now) {
+		return false
+	}
+	next, on := c.stream.NextSample()
+	if !on {
+		return false
+	}
+	half, latest := c.interval/2, c.lastData+c.interval*3/2
+	var until time.Duration
+	switch {
+	case next > now && next-now <= half:
+		until = next
+	case next <= now && now-next < half: // its frame is late
+		until = next + half
+	default:
+		return false
+	}
+	if until = min(until, latest); until <= now {
+		return false
+	}
+	c.nextData = until
+	return true
 }
 
 // Control is the predicted state of the control object after the newest
@@ -576,7 +636,7 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 		return e.discNext
 	}
 	d := min(e.lastRecv+e.timeout, e.lastSend+e.keepAlive)
-	slot := max(now, c.nextData)
+	slot := max(now, c.dataSlot())
 	if !e.sentAny || e.owed || e.peerStreaming(slot) || c.hasContent(slot) {
 		d = min(d, slot)
 	} else if e.eventsOutstanding() {
@@ -634,8 +694,11 @@ func (c *Client) Poll(now time.Duration, dst []byte) ([]byte, error) {
 		c.close(ErrTimeout)
 		return dst, nil
 	}
-	if now >= c.nextData {
+	if now >= c.dataSlot() {
 		if c.hasContent(now) {
+			if c.waitForSample(now) {
+				return dst, nil
+			}
 			return c.buildData(now, dst, false)
 		}
 		if e.eventsOutstanding() && now >= e.probeAt(c.interval) {
@@ -705,7 +768,12 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 	if err != nil {
 		return dst[:n], err
 	}
-	c.nextData = nextSlot(c.nextData, c.interval, now)
+	if now < c.nextData { // a new move opened the slot early
+		c.nextData = now + c.interval
+	} else {
+		c.nextData = nextSlot(c.nextData, c.interval, now)
+	}
+	c.lastData, c.sentNewest = now, c.stream.Newest()
 	w := &e.w
 	// Moves first: without room for every one Write sends the oldest, which
 	// the server needs first. Events get the rest.
