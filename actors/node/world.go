@@ -82,7 +82,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
-	zp := zone.Params{Now: now, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Checkpoint: checkpoint}
+	zp := zone.Params{Now: now, Origin: mono, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Checkpoint: checkpoint}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}

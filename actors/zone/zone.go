@@ -27,6 +27,12 @@ type Params struct {
 	// Now is the node's monotonic clock (the one connections use).
 	// Required.
 	Now func() time.Duration
+	// Origin is the wall time at which Now read zero. Zones tick on the
+	// multiples of their period in wall time, so zones on different
+	// nodes tick together (to the hosts' clock sync): a player handed to
+	// another process gets its next update one period after its last, not
+	// up to two. Zero: on multiples of Now.
+	Origin time.Time
 	// Metrics collects counters; nil gets a private set.
 	Metrics *Metrics
 	// Log receives the actor's rare events; nil discards them.
@@ -212,7 +218,7 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
 	a.timer = time.AfterFunc(time.Hour, a.fire)
-	a.nextAt = nextSlot(now, z.Period())
+	a.nextAt = nextSlot(now, z.Period(), a.p.Origin)
 	a.arm()
 	return nil
 }
@@ -270,17 +276,26 @@ func (a *zoneActor) setPaused(p bool) {
 		a.timer.Stop()
 		return
 	}
-	a.nextAt = nextSlot(a.p.Now(), a.z.Period())
+	a.nextAt = nextSlot(a.p.Now(), a.z.Period(), a.p.Origin)
 	a.arm()
 }
 
-// nextSlot is the first multiple of period after now. Every zone of a node
-// ticks on these slots, so a player handed from one zone to another gets
-// its next update exactly one period after its last one: with phases
-// chosen at each zone's start, the new owner's next tick could come up to a
-// whole period late (one update skipped at every crossing).
-func nextSlot(now, period time.Duration) time.Duration {
-	return (now/period + 1) * period
+// nextSlot is the first slot after now: a multiple of period in wall time
+// (origin is the wall time of now = 0; zero origin: multiples of now).
+// Every zone ticks on these slots, so a player handed from one zone to
+// another gets its next update exactly one period after its last one: with
+// phases chosen at each zone's start (or each process's), the new owner's
+// next tick could come up to a whole period late (one update skipped at
+// every crossing).
+func nextSlot(now, period time.Duration, origin time.Time) time.Duration {
+	var off time.Duration
+	if !origin.IsZero() {
+		off = time.Duration(origin.UnixNano() % int64(period))
+		if off < 0 {
+			off += period
+		}
+	}
+	return ((now+off)/period+1)*period - off
 }
 
 func (a *zoneActor) peer(id string) *actor.PID {

@@ -332,3 +332,32 @@ func TestStartRejectsBadConfig(t *testing.T) {
 	}
 	_ = fmt.Sprint()
 }
+
+// TestZonesOfTwoProcessesTickTogether: two nodes started 17 ms apart (their
+// Now clocks read zero at different wall times) put their zones' ticks on
+// the same wall-clock instants, so a player handed across processes hears
+// from its new zone one period after its old one. On each process's own
+// multiples of the period the two would tick 17 ms apart: a crossing from
+// the earlier to the later one costs a period plus those 17 ms.
+func TestZonesOfTwoProcessesTickTogether(t *testing.T) {
+	const period = 50 * time.Millisecond
+	wall := time.Date(2026, 11, 25, 12, 0, 0, 3_000_000, time.UTC)
+	originA, originB := wall, wall.Add(17*time.Millisecond)
+	for _, at := range []time.Duration{0, time.Millisecond, 49 * time.Millisecond, 50 * time.Millisecond, 7*time.Second + 333*time.Millisecond} {
+		a := originA.Add(nextSlot(at, period, originA))
+		b := originB.Add(nextSlot(at-17*time.Millisecond, period, originB)) // the same wall instant on B's clock
+		if !a.Equal(b) {
+			t.Fatalf("at %v: A ticks at %v, B at %v", at, a.Format("15:04:05.000"), b.Format("15:04:05.000"))
+		}
+		if a.UnixNano()%int64(period) != 0 {
+			t.Fatalf("at %v: slot %v is not on the wall clock's multiples of %v", at, a.Format("15:04:05.000"), period)
+		}
+		if s := nextSlot(at, period, originA); s <= at || s > at+period {
+			t.Fatalf("at %v: next slot %v is not within the next period", at, s)
+		}
+	}
+	// No origin: the clock's own multiples.
+	if s := nextSlot(70*time.Millisecond, period, time.Time{}); s != 100*time.Millisecond {
+		t.Fatalf("no origin: next slot after 70 ms is %v", s)
+	}
+}
