@@ -3,6 +3,7 @@ package event
 import (
 	"fmt"
 	"math/bits"
+	"sync"
 	"time"
 )
 
@@ -177,4 +178,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxUnguaranteed %d outside [1, %d]", ErrConfig, c.MaxUnguaranteed, MaxMaxUnguaranteed)
 	}
 	return nil
+}
+
+// configs interns the Configs of Senders and Receivers: both ends of a
+// connection and every connection of a server share one read-only copy
+// instead of 112 bytes each. Bounded: past maxConfigs distinct values (a
+// server has a handful) a Config gets its own copy.
+var configs struct {
+	mu sync.Mutex
+	m  map[Config]*Config
+}
+
+const maxConfigs = 64
+
+// intern returns the shared copy of c (valid: no NaN, so == finds it).
+func intern(c Config) *Config {
+	configs.mu.Lock()
+	defer configs.mu.Unlock()
+	if p := configs.m[c]; p != nil {
+		return p
+	}
+	p := new(Config)
+	*p = c
+	if len(configs.m) < maxConfigs {
+		if configs.m == nil {
+			configs.m = make(map[Config]*Config)
+		}
+		configs.m[c] = p
+	}
+	return p
 }

@@ -67,3 +67,30 @@ func TestIDWidth(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigsAreShared: Senders and Receivers built from equal Configs share
+// one read-only copy; a different Config gets its own; what Config returns is
+// a copy the caller may change without touching anyone else's.
+func TestConfigsAreShared(t *testing.T) {
+	cfg := DefaultConfig()
+	s1, err := NewSender(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := NewSender(cfg)
+	r, _ := NewReceiver(cfg)
+	if s1.cfg != s2.cfg || s1.cfg != r.cfg {
+		t.Fatal("equal Configs not shared")
+	}
+	other := cfg
+	other.Redundancy = 3
+	s3, _ := NewSender(other)
+	if s3.cfg == s1.cfg || s3.Config().Redundancy != 3 || s1.Config().Redundancy != cfg.Redundancy {
+		t.Fatal("a different Config shared or changed another's")
+	}
+	c := s1.Config()
+	c.Lanes = MaxLanes
+	if s2.Config().Lanes != cfg.Lanes {
+		t.Fatal("changing the Config a Sender returned changed the shared copy")
+	}
+}

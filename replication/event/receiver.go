@@ -62,7 +62,7 @@ type partial struct {
 // The zero Receiver is not usable; use NewReceiver. Not safe for concurrent
 // use; the connection actor owns it.
 type Receiver struct {
-	cfg                       Config
+	cfg                       *Config // shared (interned), never written
 	idBits, laneBits, keyBits uint
 	m                         uint64
 	arena                     arena
@@ -112,7 +112,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:      cfg,
+		cfg:      intern(cfg),
 		idBits:   idWidth(cfg.MaxInFlightPerLane),
 		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),

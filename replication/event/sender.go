@@ -75,7 +75,7 @@ type SenderStats struct {
 // allocates nothing. The zero Sender is not usable; use NewSender. Not safe for
 // concurrent use; the connection actor owns it.
 type Sender struct {
-	cfg               Config
+	cfg               *Config // shared (interned), never written
 	idBits, laneBits  uint
 	keyBits           uint
 	arena             arena
@@ -125,7 +125,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, err
 	}
 	s := &Sender{
-		cfg:      cfg,
+		cfg:      intern(cfg),
 		idBits:   idWidth(cfg.MaxInFlightPerLane),
 		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
 		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
@@ -140,7 +140,7 @@ func NewSender(cfg Config) (*Sender, error) {
 }
 
 // Config returns the configuration the Sender was built with.
-func (s *Sender) Config() Config { return s.cfg }
+func (s *Sender) Config() Config { return *s.cfg }
 
 // Stats returns the counters so far.
 func (s *Sender) Stats() SenderStats { return s.stats }
