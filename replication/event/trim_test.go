@@ -15,7 +15,7 @@ import (
 func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 	g, f = newPair(t, cfg), newPair(t, cfg)
 	g.s.trimEvery, g.r.trimEvery = time.Nanosecond, 1
-	f.s.trimEvery, f.r.trimEvery = math.MaxInt64, math.MaxInt
+	f.s.trimEvery, f.r.trimEvery = 1<<50, math.MaxInt // ≈ 13 days: never here (MaxInt64 would overflow now+period)
 	return g, f
 }
 

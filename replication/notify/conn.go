@@ -59,8 +59,13 @@ type Conn struct {
 	recs         []record // ring indexed by seq & recMask
 	recMask      uint64
 	maxRecs      int // recs grows on demand up to this (nextPow2(MaxInFlight))
-	hasPeerL     bool
-	peerL        uint64 // newest L processed: our largest sequence the peer acknowledged
+	// Sizing by use (trimRecs): the most records in flight in this and
+	// the previous period, and when the period ends.
+	recPeak, recPeakPrev uint64
+	recTrimAt            time.Duration
+	recTrimEvery         time.Duration // recTrimEvery; tests change it
+	hasPeerL             bool
+	peerL                uint64 // newest L processed: our largest sequence the peer acknowledged
 
 	// Receiver half: the peer's sequence numbers.
 	peerStart  uint64
@@ -115,6 +120,7 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 		recs:         make([]record, min(nrec, minRecs)),
 		recMask:      uint64(min(nrec, minRecs) - 1),
 		maxRecs:      nrec,
+		recTrimEvery: recTrimEvery,
 		peerStart:    peerStart,
 		rxH:          peerStart,
 		rxBits:       make([]uint64, nbit/64),
@@ -144,6 +150,30 @@ func (c *Conn) growRecs() {
 	}
 	nr := make([]record, n)
 	mask := uint64(n - 1)
+	for s := c.headSeq; s < c.nextSeq; s++ {
+		nr[s&mask] = c.recs[s&c.recMask]
+	}
+	c.recs, c.recMask = nr, mask
+}
+
+// recTrimEvery is the sender ring's sizing period: once per period, a ring
+// twice as large as a quarter above the most records it held in this and
+// the previous period shrinks to that (not below minRecs). A backlog (fates
+// late for a while: a slow peer, a stalled server) no longer keeps its room
+// for the connection's life; two periods of hysteresis keep a link whose
+// fate delay wavers from growing and shrinking every second.
+const recTrimEvery = time.Second
+
+// trimRecs applies recTrimEvery's rule and starts a new period.
+func (c *Conn) trimRecs() {
+	peak := max(c.recPeak, c.recPeakPrev)
+	c.recPeakPrev, c.recPeak = c.recPeak, c.nextSeq-c.headSeq
+	want := max(minRecs, nextPow2(int(peak+peak/4+1)))
+	if 2*want > len(c.recs) || uint64(want) <= c.nextSeq-c.headSeq {
+		return
+	}
+	nr := make([]record, want)
+	mask := uint64(want - 1)
 	for s := c.headSeq; s < c.nextSeq; s++ {
 		nr[s&mask] = c.recs[s&c.recMask]
 	}
@@ -201,6 +231,11 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	}
 	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, carriedF: ackF, acked: acked}
 	c.nextSeq++
+	c.recPeak = max(c.recPeak, c.nextSeq-c.headSeq)
+	if now >= c.recTrimAt {
+		c.trimRecs()
+		c.recTrimAt = now + c.recTrimEvery
+	}
 	c.pending++
 	c.stats.Sent++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)

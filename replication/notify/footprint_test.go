@@ -46,9 +46,11 @@ func preGrow(c *Conn) {
 
 // TestSenderRingGrowthIsInvisible drives two identical pairs through bursts
 // that keep up to MaxInFlight packets unresolved (so the ring must grow all
-// the way, wrapping on the way) under loss, one pair with growable rings and
-// one with rings preallocated at their maximum. Every packet's bytes and
-// every fate must be the same.
+// the way, wrapping on the way) under loss, one pair with growable rings that
+// are also sized down at every packet (trimRecs), and one with rings
+// preallocated at their maximum that never change. Every packet's bytes and
+// every fate must be the same; after the bursts, steady traffic leaves the
+// growable ring small again.
 func TestSenderRingGrowthIsInvisible(t *testing.T) {
 	cfg := DefaultConfig()
 	mk := func(full bool) (a, b *endpoint) {
@@ -57,6 +59,9 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		if full {
 			preGrow(a.c)
 			preGrow(b.c)
+			a.c.recTrimEvery, b.c.recTrimEvery = 1<<50, 1<<50 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+		} else {
+			a.c.recTrimEvery, b.c.recTrimEvery = time.Nanosecond, time.Nanosecond
 		}
 		return a, b
 	}
@@ -68,6 +73,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := time.Duration(0)
 	var fates [2][]Fate
+	most := 0 // the growable ring's largest size
 	for round := 0; round < 12; round++ {
 		burst := 1 + rng.IntN(cfg.MaxInFlight+200) // beyond the bound: forced drops too
 		for i := 0; i < burst; i++ {
@@ -79,6 +85,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 			}
 			_, pg := ga.send(t, now, TypeData)
 			_, pf := fa.send(t, now, TypeData)
+			most = max(most, len(ga.c.recs))
 			if !bytes.Equal(pg, pf) {
 				t.Fatalf("round %d packet %d: growable ring wrote %x, full ring %x", round, i, pg, pf)
 			}
@@ -107,8 +114,29 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		fates[0] = append(fates[0], ga.pop(t)...)
 		fates[1] = append(fates[1], fa.pop(t)...)
 	}
-	if len(ga.c.recs) != ga.c.maxRecs {
-		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", len(ga.c.recs), ga.c.maxRecs)
+	if most != ga.c.maxRecs {
+		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", most, ga.c.maxRecs)
+	}
+	// Steady traffic: each packet answered at once. The sized ring goes
+	// back to its first size (two periods of hysteresis); bytes still agree.
+	for i := 0; i < 20; i++ {
+		now += 50 * time.Millisecond
+		for _, p := range [][2]*endpoint{{ga, gb}, {gb, ga}} {
+			_, pg := p[0].send(t, now, TypeData)
+			p[1].recv(t, now, pg)
+		}
+		for _, p := range [][2]*endpoint{{fa, fb}, {fb, fa}} {
+			_, pf := p[0].send(t, now, TypeData)
+			p[1].recv(t, now, pf)
+		}
+		fates[0] = append(fates[0], ga.pop(t)...)
+		fates[1] = append(fates[1], fa.pop(t)...)
+		gb.pop(t)
+		fb.pop(t)
+	}
+	if len(ga.c.recs) != minRecs || len(fa.c.recs) != fa.c.maxRecs {
+		t.Fatalf("after steady traffic: sized ring %d slots (want %d), full ring %d (want %d)",
+			len(ga.c.recs), minRecs, len(fa.c.recs), fa.c.maxRecs)
 	}
 	if len(fates[0]) != len(fates[1]) || len(fates[0]) < cfg.MaxInFlight {
 		t.Fatalf("popped %d fates with growth, %d without (want equal, ≥ %d)", len(fates[0]), len(fates[1]), cfg.MaxInFlight)
