@@ -100,3 +100,28 @@ func TestClockRebaseChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A jump of the clock by far more than the epoch's reach (100 days between
+// two views) leaves no ghost waiting: every time older than the epoch
+// counts as the epoch, long past any MinInterval or deadline.
+func TestClockJumpSendsAtOnce(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	wolf := d.npc(1, 0)
+	d.view(wolf)
+	d.settle(wolf)
+	id, _ := d.tab.GhostID(1)
+	for _, jump := range []time.Duration{100 * 24 * time.Hour, 30 * 24 * time.Hour, time.Second} {
+		d.now += jump
+		wolf.State.Pos[0] += 1
+		d.view(wolf)
+		st := d.tab.Stats()
+		seq, _, _ := d.send(MaxPacketBytes)
+		if d.tab.Stats().Updates != st.Updates+1 {
+			t.Fatalf("after a jump of %v: the moved ghost was not written (dirty %b)", jump, d.tab.slots[id].dirty)
+		}
+		if got := d.tab.lastNow - d.tab.epoch; got >= rebaseAt*time.Millisecond {
+			t.Fatalf("after a jump of %v: %v past the epoch", jump, got)
+		}
+		d.fate(seq, true)
+	}
+}

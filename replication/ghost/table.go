@@ -120,7 +120,7 @@ func (t *Table) clock(now time.Duration) msTime {
 		t.epoch, t.clockSet = now/time.Millisecond*time.Millisecond, true
 	}
 	t.lastNow = max(t.lastNow, now)
-	if t.lastNow-t.epoch >= rebaseAt*time.Millisecond {
+	for t.lastNow-t.epoch >= rebaseAt*time.Millisecond { // more than once only after a jump of weeks
 		t.rebase()
 	}
 	return t.msOf(now)
@@ -147,6 +147,24 @@ func (t *Table) rebase() {
 		back(&s.sentAt)
 		back(&s.pendChg)
 		back(&s.ackAt)
+	}
+	// Position stamps are view times in 32 bits, compared as int32
+	// differences: a delivered position older than rebaseBy is made
+	// rebaseBy old, so none ever reaches 2^31 ms (24.8 days: a resting
+	// ghost's newest delivered position would then look newer than the
+	// view and hold its next position back). Any pair that old predicts no
+	// motion on both ends (predictMaxMS), so the window stays exact. The
+	// age is read unsigned: a delivered position is never newer than the
+	// view, and after a jump of the clock its int32 difference may
+	// already have wrapped.
+	now := stamp(t.viewMS)
+	for i := range t.info {
+		p := &t.info[i].pos
+		for k := 2 - int(p.dn); k < 2; k++ {
+			if uint32(now-p.d[k].t) > rebaseBy {
+				p.d[k].t = now - rebaseBy
+			}
+		}
 	}
 }
 
