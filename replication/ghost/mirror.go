@@ -232,7 +232,7 @@ func (m *Mirror) Read(r *bitstream.Reader, now time.Duration) error {
 	if width > m.maxWidth {
 		return readErr("ghost.width", r, ErrIDWidth)
 	}
-	ms := m.reconstructStamp(uint16(hdr))
+	ms := m.reconstructStamp(uint16(hdr), now)
 	ts := time.Duration(ms) * time.Millisecond
 	m.observeClock(ts, now)
 	m.stats.Sections++
@@ -244,14 +244,23 @@ func (m *Mirror) Read(r *bitstream.Reader, now time.Duration) error {
 	return nil
 }
 
-// reconstructStamp extends a 16-bit millisecond stamp to the value nearest
-// the newest stamp seen (±32.8 s), in the mirror's own epoch.
-func (m *Mirror) reconstructStamp(raw uint16) int64 {
+// reconstructStamp extends a 16-bit millisecond stamp received at local
+// time now to the value nearest the server's clock as the mirror estimates
+// it (ServerTime: ±32.8 s), in the mirror's own epoch; never nearer the
+// past than the newest stamp seen. The newest stamp alone is not enough:
+// a server with nothing to send for 40 s (a static scene) sends no stamp,
+// and its next section would read as 25 s older than the values the mirror
+// holds, which then ignores it.
+func (m *Mirror) reconstructStamp(raw uint16, now time.Duration) int64 {
 	if !m.hasStamp {
 		m.newest, m.hasStamp = int64(raw), true
 		return m.newest
 	}
-	s := m.newest + int64(int16(raw-uint16(m.newest)))
+	ref := m.newest
+	if m.hasClock {
+		ref = max(ref, int64(m.ServerTime(now)/time.Millisecond))
+	}
+	s := ref + int64(int16(raw-uint16(ref)))
 	m.newest = max(m.newest, s)
 	return s
 }

@@ -192,7 +192,7 @@ func TestStampReconstructionAcrossWrap(t *testing.T) {
 		{62000, 127536},
 		{1000, 132072},
 	} {
-		if got := m.reconstructStamp(tc.raw); got != tc.want {
+		if got := m.reconstructStamp(tc.raw, 0); got != tc.want {
 			t.Fatalf("stamp %d reconstructed as %d, want %d", tc.raw, got, tc.want)
 		}
 	}
@@ -218,5 +218,28 @@ func TestMirrorConfigValidate(t *testing.T) {
 	}
 	if err := DefaultMirrorConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A server with nothing to send for longer than the 16-bit stamp's half
+// range (a static scene for 40 s, 100 s) still gets its next update
+// applied: the mirror reads the stamp near its estimate of the server's
+// clock, not near the newest stamp it saw, which would make it 25 s older
+// than the value it holds.
+func TestUpdateAfterLongSilenceApplies(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	e := d.npc(1, 10)
+	d.view(e)
+	d.settle(e)
+	id, _ := d.tab.GhostID(1)
+	for _, quiet := range []time.Duration{40 * time.Second, 100 * time.Second, 20 * time.Second} {
+		d.now += quiet
+		e.State.Health += 7
+		d.view(e)
+		d.trip()
+		g, ok := d.mir.Lookup(id)
+		if !ok || g.State.Health != e.State.Health {
+			t.Fatalf("after %v with nothing sent: client health %d, want %d", quiet, g.State.Health, e.State.Health)
+		}
 	}
 }
