@@ -261,7 +261,7 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		a.batch.Rejoins = append(a.batch.Rejoins, r)
 		a.add(proto.Size(r))
 	case *msg.Output:
-		o := &pb.EventsOut{Player: m.Player}
+		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch}
 		for _, e := range m.Events {
 			o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 				Payload: append([]byte(nil), e.Payload...)})
@@ -530,7 +530,7 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 			continue
 		}
 		out := msg.NewOutput()
-		out.Player = o.GetPlayer()
+		out.Player, out.Epoch = o.GetPlayer(), o.GetEpoch()
 		for _, e := range o.GetEvents() {
 			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
 				out.Release()

@@ -79,7 +79,11 @@ type Conn struct {
 	redirAt   time.Duration
 	outAt     time.Duration
 	leaveSent bool
-	fates     folded // packet fates already added to the pool's counters
+	// outFloor: Outputs at or below this epoch come from an owner the
+	// player was restored away from (dropped); floorAt: a rejoin's
+	// checkpoint epoch, the floor once a Control above it arrives.
+	outFloor, floorAt uint64
+	fates             folded // packet fates already added to the pool's counters
 
 	// A tick's Control waits here for the same tick's view (heldCtl, at
 	// most viewWait): the session sends the tick's packet as soon as it
@@ -145,6 +149,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 			return
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
+		if c.floorAt != 0 && m.Epoch > c.floorAt {
+			// A zone restored the player (above the checkpoint's epoch):
+			// the old owner's late Outputs are stale from now on.
+			c.outFloor, c.floorAt = max(c.outFloor, c.floorAt), 0
+		}
 		c.ctlSeen, c.ctlAt = true, now
 		if m.LastApplied > c.applied {
 			c.resends = 0
@@ -161,6 +170,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.setControl(m)
 	case *msg.Output:
+		if m.Epoch != 0 && m.Epoch <= c.outFloor {
+			c.pool.counters.EventsStale.Add(uint64(len(m.Events)))
+			m.Release() // the previous owner's, woken up after the player was restored elsewhere
+			return
+		}
 		c.outAt = now
 		c.onOutput(m)
 	case *resumed:
@@ -326,6 +340,7 @@ const (
 // never applied twice: the fence is the newest this connection was told of.
 func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	fence := max(c.applied, cp.LastApplied)
+	c.floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
 		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,

@@ -49,6 +49,10 @@ type Counters struct {
 	// restored the player (a Rejoin): the dead owner had not reported
 	// them applied (docs/protocol.md §7.20).
 	EventsResent atomic.Uint64
+	// EventsStale counts events from a zone that no longer owned the
+	// player (a paused node that woke up after the player was restored
+	// elsewhere), dropped: the restored zone applies and answers them.
+	EventsStale atomic.Uint64
 	// Relooks counts record lookups of connections whose zone went silent
 	// (zoneSilentAfter).
 	Relooks atomic.Uint64

@@ -267,7 +267,7 @@ func (g *Gateway) Stats() Stats {
 		AuthFailed: g.cc.AuthFailed.Load(), Replayed: g.cc.Replayed.Load(), WrongConn: g.cc.WrongConn.Load(),
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),
 		ConnUnexpected: g.cc.Unexpected.Load(), ProtocolErrors: g.cc.ProtocolErrors.Load(),
-		EventsDropped: g.cc.EventsDropped.Load(), InputsDropped: g.cc.InputsDropped.Load(), MovesResent: g.cc.MovesResent.Load(), EventsResent: g.cc.EventsResent.Load(), Relooks: g.cc.Relooks.Load(),
+		EventsDropped: g.cc.EventsDropped.Load(), InputsDropped: g.cc.InputsDropped.Load(), MovesResent: g.cc.MovesResent.Load(), EventsResent: g.cc.EventsResent.Load(), EventsStale: g.cc.EventsStale.Load(), Relooks: g.cc.Relooks.Load(),
 		PacketsDelivered: g.cc.PacketsDelivered.Load(), PacketsLost: g.cc.PacketsLost.Load(), ControlsSuperseded: g.cc.ControlsSuperseded.Load(),
 		WriteDropped: g.w.dropped.Load() + g.pool.Dropped(), WriteErrors: g.w.errors.Load() + g.pool.Errors(),
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),

@@ -88,7 +88,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		"moved": s.Moved, "no_connection_suppressed": s.NoConnSuppressed, "superseded": s.Superseded, "no_connection_sent": s.NoConnSent,
 		"redirected":      s.Redirects,
 		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
-		"inputs_dropped": s.InputsDropped, "moves_resent": s.MovesResent, "events_resent": s.EventsResent, "relooks": s.Relooks, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
+		"inputs_dropped": s.InputsDropped, "moves_resent": s.MovesResent, "events_resent": s.EventsResent, "events_stale": s.EventsStale, "relooks": s.Relooks, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
 		"controls_superseded": s.ControlsSuperseded,
 	} {
 		counter(c.events, v, ev)

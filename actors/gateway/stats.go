@@ -87,6 +87,9 @@ type Stats struct {
 	// EventsResent: ordered events a connection sent again to the zone
 	// that restored its player (the dead owner had not reported them).
 	EventsResent uint64
+	// EventsStale: events from a zone that no longer owned the player (a
+	// paused node woken after its players were restored elsewhere), dropped.
+	EventsStale uint64
 	// Relooks: record lookups of connections whose zone went silent.
 	Relooks uint64
 	// ControlsSuperseded: zone ticks' control states a connection replaced

@@ -159,6 +159,11 @@ func (c *Control) Release() {
 // are dropped and counted there. Pooled: NewOutput / Release.
 type Output struct {
 	Player uint64
+	// Epoch is the player's handoff epoch at the zone that sent them (0:
+	// unknown). After its zone was restored elsewhere, a connection drops
+	// the Outputs of the old owner (a paused node that woke up), which
+	// carry an epoch at or below the restored checkpoint's.
+	Epoch uint64
 	EventList
 }
 
@@ -169,7 +174,7 @@ func NewOutput() *Output { return outputPool.Get().(*Output) }
 
 // Release returns o to the pool; neither o nor its payloads may be used afterwards.
 func (o *Output) Release() {
-	o.Player = 0
+	o.Player, o.Epoch = 0, 0
 	o.EventList.Reset()
 	outputPool.Put(o)
 }

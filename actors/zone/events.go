@@ -228,6 +228,8 @@ func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key 
 	if o == nil {
 		o = msg.NewOutput()
 		o.Player = player
+		_, ep, _ := a.z.Handoffs().Status(player)
+		o.Epoch = uint64(ep)
 		a.outs = append(a.outs, pendingOut{conn: j.Conn, o: o})
 	}
 	o.Add(class, lane, key, payload)
@@ -283,6 +285,8 @@ func (a *zoneActor) flushHeld(j *msg.Join) {
 		o.Release()
 		return
 	}
+	_, ep, _ := a.z.Handoffs().Status(j.Player)
+	o.Epoch = uint64(ep)
 	a.ctx.Send(j.Conn, o)
 }
 

@@ -737,9 +737,11 @@ func (x *ConnKick) GetReason() uint32 {
 }
 
 type EventsOut struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Player        uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
-	Events        []*GameEvent           `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
+	Events []*GameEvent           `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// The player's handoff epoch at the zone that sent them (actors/msg.Output.Epoch).
+	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -786,6 +788,13 @@ func (x *EventsOut) GetEvents() []*GameEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *EventsOut) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 var File_ghostwire_v1_cluster_proto protoreflect.FileDescriptor
@@ -847,10 +856,11 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"checkpoint\":\n" +
 	"\bConnKick\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\rR\x06reason\"T\n" +
+	"\x06reason\x18\x02 \x01(\rR\x06reason\"j\n" +
 	"\tEventsOut\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12/\n" +
-	"\x06events\x18\x02 \x03(\v2\x17.ghostwire.v1.GameEventR\x06eventsB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"\x06events\x18\x02 \x03(\v2\x17.ghostwire.v1.GameEventR\x06events\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epochB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_cluster_proto_rawDescOnce sync.Once
