@@ -132,21 +132,6 @@ func (n *clientNumbering) writeBase(w *bitstream.Writer, pktSeq uint64) error {
 	return err
 }
 
-// baseBits is the size of the section writeBase would write.
-func (n *clientNumbering) baseBits() int {
-	if !n.sendBase {
-		return 1
-	}
-	bits := 1 + 64 + 1
-	lb := int(bitstream.RangeBits(0, int64(len(n.base)-1)))
-	for _, b := range n.base {
-		if b != 0 {
-			bits += 1 + lb + bitstream.GammaBits(b+1)
-		}
-	}
-	return bits
-}
-
 // readReport reads the server's events-applied section (§7.20).
 func (n *clientNumbering) readReport(r *bitstream.Reader) error {
 	has, err := r.ReadFlag("events.applied.present")
