@@ -431,8 +431,18 @@ func (h *opsHarness) write(budget int, quiet bool) {
 	h.pkts = append(h.pkts, opsPkt{seq: h.seq, data: slices.Clone(h.w.Bytes()), sentAt: h.now})
 }
 
+// maxNetDelay is the longest a packet may take to arrive: the 16-bit
+// section stamps are read within ±32.7 s of the client's estimate of the
+// server's clock (protocol.md § 6.2), which a packet later than that would
+// throw off. The network loses a packet held longer instead.
+const maxNetDelay = 30 * time.Second
+
 func (h *opsHarness) deliver(i int) {
 	p := &h.pkts[i]
+	if h.now-p.sentAt > maxNetDelay {
+		p.lost = true
+		return
+	}
 	p.delivered = true
 	h.r.Reset(p.data)
 	if err := h.mir.Read(&h.r, h.now); err != nil {
