@@ -349,3 +349,20 @@ func checkOrdered(t *testing.T, who string, got []event.Event, dir string, lanes
 		}
 	}
 }
+
+// serverToClient sends every datagram the server has due now (no ghosts)
+// and delivers what the link lets arrive to the client.
+func (w *world) serverToClient() {
+	w.t.Helper()
+	for {
+		out, err := w.srv.Poll(w.now, w.buf[:0], nil)
+		if err != nil {
+			w.t.Fatalf("server poll at %v: %v", w.now, err)
+		}
+		if len(out) == 0 {
+			break
+		}
+		w.pipe.BtoA.Send(w.now, out)
+	}
+	w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
+}

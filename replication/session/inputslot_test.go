@@ -87,17 +87,7 @@ func TestEveryMoveLeavesInItsOwnPacket(t *testing.T) {
 				w.srv.SetControl(z.applied, z.state)
 				nextTick += 50 * time.Millisecond
 			}
-			for {
-				out, err := w.srv.Poll(w.now, w.buf[:0], nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(out) == 0 {
-					break
-				}
-				w.pipe.BtoA.Send(w.now, out)
-			}
-			w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
+			w.serverToClient()
 			if d := w.cli.NextDeadline(w.now); d <= w.now {
 				t.Fatalf("phase %v: client idle at %v with NextDeadline %v", phase, w.now, d)
 			}

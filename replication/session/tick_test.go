@@ -120,17 +120,7 @@ func runTicks(t *testing.T, phase time.Duration, late func(k int) time.Duration)
 			}
 			w.srv.SetControl(p.applied, p.state)
 		}
-		for {
-			out, err := w.srv.Poll(w.now, w.buf[:0], nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(out) == 0 {
-				break
-			}
-			w.pipe.BtoA.Send(w.now, out)
-		}
-		w.pipe.BtoA.Deliver(w.now, func(p []byte) { w.cli.Receive(w.now, p) })
+		w.serverToClient()
 		if a := w.cli.LastAck(); a != lastAck {
 			r.got[a], lastAck = w.now, a
 		}
