@@ -57,6 +57,7 @@ type zoneStats struct {
 	// strictly in sequence, waiting at a gap for the missing ones.
 	loseNth    int
 	inputsLost int
+	conns      map[uint64]*actor.PID // per player: the connection of its newest Join
 }
 
 type testZone struct {
@@ -99,6 +100,7 @@ func (z *testZone) Receive(ctx actor.Context) {
 		z.players[m.Player] = &zplayer{join: m, last: m.LastApplied}
 		z.st.mu.Lock()
 		z.st.joins++
+		z.st.conns[m.Player] = m.Conn
 		z.st.mu.Unlock()
 	case *msg.Leave:
 		delete(z.players, m.Player)
@@ -188,7 +190,8 @@ func (z *testZone) Receive(ctx actor.Context) {
 }
 
 func newZoneStats() *zoneStats {
-	return &zoneStats{leaves: map[handshake.Reason]int{}, events: map[uint64][]string{}, moves: map[uint64]uint64{}}
+	return &zoneStats{leaves: map[handshake.Reason]int{}, events: map[uint64][]string{}, moves: map[uint64]uint64{},
+		conns: map[uint64]*actor.PID{}}
 }
 
 // ---------------------------------------------------------------------------
