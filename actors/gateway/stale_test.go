@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,9 +24,17 @@ func TestConnDropsEventsOfAnOwnerItWasRestoredAwayFrom(t *testing.T) {
 	r := newRig(t, nil)
 	const id = 4100
 	tc := newClient(t, id, r.token(t, id), r.gw.PublicAddr(), r.start, nil, id)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var quit atomic.Bool
 	done := make(chan error, 1)
-	go func() { done <- tc.run(ctx, nil) }()
+	go func() {
+		done <- tc.run(ctx, func(tc *tclient, now time.Duration) {
+			if quit.Load() && tc.c.State() == handshake.StateConnected {
+				tc.c.Close(now) // on the client's goroutine
+			}
+		})
+	}()
 	eventually(t, 5*time.Second, "the join", func() bool {
 		r.zst.mu.Lock()
 		defer r.zst.mu.Unlock()
@@ -59,9 +68,9 @@ func TestConnDropsEventsOfAnOwnerItWasRestoredAwayFrom(t *testing.T) {
 	if s := r.gw.Stats(); s.EventsStale != 1 {
 		t.Fatalf("%d stale events counted, want 1", s.EventsStale)
 	}
-	tc.c.Close(time.Since(r.start))
-	eventually(t, 5*time.Second, "the close", func() bool { return tc.c.State() == handshake.StateClosed })
-	cancel()
-	<-done
+	quit.Store(true)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	r.close(t)
 }
