@@ -10,13 +10,14 @@ import (
 )
 
 func TestBatchRoundTripLoopback(t *testing.T) {
-	for _, tc := range []struct{ name, listen string }{
-		{name: "ipv4 socket", listen: "127.0.0.1:0"},
-		{name: "dual-stack socket", listen: ":0"},
+	for _, tc := range []struct{ name, send, listen string }{
+		{name: "ipv4 socket", send: "127.0.0.1:0", listen: "127.0.0.1:0"},
+		{name: "dual-stack socket", send: "127.0.0.1:0", listen: ":0"},
+		{name: "dual-stack sender", send: ":0", listen: "127.0.0.1:0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			a, err := Listen(ctx, "127.0.0.1:0", 8)
+			a, err := Listen(ctx, tc.send, 8)
 			if err != nil {
 				t.Fatal(err)
 			}
