@@ -33,6 +33,8 @@ func TestSealOpenRoundTrip(t *testing.T) {
 		{"small packet", 3, 37, 1},
 		{"full-size packet", 3, MaxPacketSize - 3 - TagSize, 2},
 		{"large header", 200, 100, 1 << 40},
+		{"header filling the inline associated data", adInline, 20, 5},
+		{"header one byte past it", adInline + 1, 20, 6},
 		{"last sequence number", 3, 10, math.MaxUint64},
 	}
 	for _, tc := range tests {
@@ -126,6 +128,7 @@ func TestBitFlipsNeverAccepted(t *testing.T) {
 		{"40-byte packet", 3, 21},
 		{"typical 120-byte packet", 4, 100},
 		{"disconnect-sized", 9, 1},
+		{"header past the inline associated data", adInline + 3, 10},
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	send, recv := testProtectors(t)

@@ -75,8 +75,8 @@ type Session struct {
 	id      ConnID
 	role    Role
 	state   State
-	send    *Protector
-	recv    *Protector
+	send    Protector // by value: next to the state and window every packet reads
+	recv    Protector
 	window  ReplayWindow
 	opened  bool // a packet was authenticated
 	addr    netip.AddrPort
@@ -94,15 +94,14 @@ func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*S
 		sendKey, sendDir, recvKey, recvDir = recvKey, recvDir, sendKey, sendDir
 		state = StatePending
 	}
-	send, err := NewProtector(sendKey, id, sendDir)
-	if err != nil {
+	s := &Session{id: id, role: role, state: state, addr: canonAddr(addr)}
+	if err := s.send.init(sendKey, id, sendDir); err != nil {
 		return nil, err
 	}
-	recv, err := NewProtector(recvKey, id, recvDir)
-	if err != nil {
+	if err := s.recv.init(recvKey, id, recvDir); err != nil {
 		return nil, err
 	}
-	return &Session{id: id, role: role, state: state, send: send, recv: recv, addr: canonAddr(addr)}, nil
+	return s, nil
 }
 
 func (s *Session) ID() ConnID           { return s.id }
