@@ -84,7 +84,7 @@ func TestZonedDrainedMidRunRedirectsTheBots(t *testing.T) {
 		t.Fatal(err)
 	}
 	tt := r.Totals
-	t.Logf("redirects %d, disconnects %d, moves unacknowledged at the redirect %d (resent), at the end %d, corrections %d", tt.Redirects, tt.Disconnects, tt.MovesRedirected, tt.MovesUnacked, tt.Corrections)
+	t.Logf("redirects %d, disconnects %d, moves unacknowledged at the redirect %d, at the end %d, corrections %d", tt.Redirects, tt.Disconnects, tt.MovesRedirected, tt.MovesUnacked, tt.Corrections)
 	t.Logf("events sent %d, echoed %d, out of order %d, duplicate %d, lost %d", tt.EventsSent, tt.EventsEchoed, tt.EventsOutOfOrder, tt.EventsDuplicate, tt.EventsLost)
 	if tt.Redirects != uint64(bots) || tt.Disconnects != 0 || tt.ConnectFails != 0 || tt.ReconnectFails != 0 || tt.Quits != uint64(bots) {
 		t.Fatalf("want every bot's redirect followed, no disconnect or failed (re)connect, 10 quits at the end: %+v\nstdout:\n%s", tt, stdout)
