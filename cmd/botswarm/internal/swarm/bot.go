@@ -318,16 +318,9 @@ func (b *bot) receive(now time.Duration, p []byte) {
 // acknowledgement (its Disconnect copies) goes at once, all copies
 // together, since the bot keeps one socket; if all are lost the old
 // server gives up on them after a second and closes that session anyway.
-// The new session continues the old one's event stream, as the client
-// library does (session.Client.ContinueEvents): the ordered events the old
-// server's zone had not reported applied go again under their numbers and
-// the zone drops the ones it applied, so every echo comes back once and in
-// order across the switch. Its moves are numbered afresh (the zone
-// restarts the player's move sequence): continuing them too, as the client
-// library does, left players stranded in make chaos — a takeover followed
-// by a failover stopped acknowledging their moves (3 of 4 runs; not
-// diagnosed yet). Moves the old server had not acknowledged are counted
-// apart (MovesRedirected), not as unacknowledged.
+// Moves the old server had not acknowledged are not resent (a new
+// session numbers its moves afresh): they are counted apart
+// (MovesRedirected), not as unacknowledged.
 func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	sw := b.sw()
 	c := &b.w.shard.C
@@ -365,7 +358,6 @@ func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 		b.fail(now, c, err)
 		return
 	}
-	cl.ContinueEvents(old)
 	sk, err := b.w.tr.open(r.Server, b.slot)
 	if err != nil {
 		c.SocketErrors++
@@ -379,7 +371,7 @@ func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	b.state, b.sessStart, b.refused = botConnecting, now, false
 	b.rep = reported{}
 	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
-	// The echo counters go on: the same event stream.
+	b.echoSent, b.echoNext = 0, 1
 	b.zone, b.hitchOpen, b.haveShift = nil, false, false
 	b.tr.reset(b.pid)
 	b.mover.Reset()
