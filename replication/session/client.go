@@ -223,7 +223,12 @@ func (c *Client) Input(m move.Move) (move.ControlState, error) {
 // always sends one and moves on.)
 func (c *Client) dataSlot() time.Duration {
 	if c.followInput && c.stream.Newest() != c.sentNewest && c.stream.Len() > 0 {
-		return min(c.nextData, c.lastData+c.interval/2)
+		// Only moves sampled through InputDue, which paces them at
+		// InputRate ≤ SendRate: a game that calls Input at its own rate
+		// (faster, say, every frame) keeps the plain slots.
+		if _, on := c.stream.NextSample(); on {
+			return min(c.nextData, c.lastData+c.interval/2)
+		}
 	}
 	return c.nextData
 }

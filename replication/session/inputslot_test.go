@@ -107,3 +107,25 @@ func TestEveryMoveLeavesInItsOwnPacket(t *testing.T) {
 		}
 	}
 }
+
+// TestInputOutsideTheClockKeepsTheSendRate: a game that calls Input every
+// 60 Hz frame without InputDue (its own pacing) keeps the plain send slots:
+// a new move opens the slot only when the input clock paces the moves, or
+// such a client would send up to twice SendRate.
+func TestInputOutsideTheClockKeepsTheSendRate(t *testing.T) {
+	w := newWorld(t, withZone())
+	w.connect(time.Second)
+	start := w.cli.Stats().Counters.DataOut
+	const runFor = 5 * time.Second
+	for end := w.now + runFor; w.now < end; {
+		if w.now%(50*time.Millisecond/3) < time.Millisecond { // every 16.7 ms
+			if _, err := w.cli.Input(move.Move{Forward: 50, Dt: 8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.step(time.Millisecond)
+	}
+	if sent, limit := w.cli.Stats().Counters.DataOut-start, uint64(runFor/(time.Second/30))+2; sent > limit {
+		t.Fatalf("%d data packets in %v with moves at 60 Hz: more than SendRate allows (%d)", sent, runFor, limit)
+	}
+}
