@@ -713,6 +713,15 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 		if a.p.Placed != nil && !sim.IsNPC(id) {
 			_, ep, _ := a.z.Handoffs().Status(id)
 			a.p.Placed(id, a.p.Sim.Zone, uint64(ep), false)
+			// The record the acquisition writes holds no checkpoint: a
+			// node that died before its first periodic one (up to a
+			// second) left a record nobody could restore, and the
+			// player's live connection looked it up in vain for good
+			// (make chaos: a stranded player, a stale record). So
+			// checkpoint at once, as a join does.
+			if cp, ok := a.z.CheckpointOf(id); ok && a.p.Checkpoint != nil {
+				a.p.Checkpoint(a.p.Sim.Zone, []handoff.Checkpoint{cp}, false)
+			}
 		}
 		if env.Remote {
 			a.m.HandoffsInRemote.Add(1)

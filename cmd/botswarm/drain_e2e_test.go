@@ -20,7 +20,8 @@ import (
 // mid-run while other nodes live; it redirects every bot to them and the
 // bots follow — counted as redirects, not disconnects — so the run passes
 // its disconnects=0 and failed_reconnects=0 targets and the sessions
-// invariant. GW_DRAIN_BOTS sets the bot count (default 10; docs/benchmarks.md
+// invariant, and every echo event comes back exactly once, in order (an
+// echo every 50 ms: some are in flight at every redirect). GW_DRAIN_BOTS sets the bot count (default 10; docs/benchmarks.md
 // has the drain time at 200: a node with 2 zones and 200 players).
 func TestZonedDrainedMidRunRedirectsTheBots(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
@@ -64,7 +65,7 @@ func TestZonedDrainedMidRunRedirectsTheBots(t *testing.T) {
 	})
 	path := filepath.Join(t.TempDir(), "drained.json")
 	code, stdout, stderr := runCmd(t, noEnv, "--server", nodes[1].PublicAddr().String(), "--key-file", keyFile, "--quiet",
-		"--bots", strconv.Itoa(bots), "--duration", "4s", "--drain", "1s", "--report", path,
+		"--bots", strconv.Itoa(bots), "--duration", "4s", "--drain", "1s", "--report", path, "--echo-interval", "50ms",
 		"--slo", "disconnects=0,failed_reconnects=0,redirects>="+strconv.Itoa(bots))
 	select {
 	case err := <-stopped:
@@ -83,9 +84,17 @@ func TestZonedDrainedMidRunRedirectsTheBots(t *testing.T) {
 		t.Fatal(err)
 	}
 	tt := r.Totals
-	t.Logf("redirects %d, disconnects %d, moves unacknowledged at the redirect %d, corrections %d", tt.Redirects, tt.Disconnects, tt.MovesRedirected, tt.Corrections)
+	t.Logf("redirects %d, disconnects %d, moves unacknowledged at the redirect %d (resent), at the end %d, corrections %d", tt.Redirects, tt.Disconnects, tt.MovesRedirected, tt.MovesUnacked, tt.Corrections)
+	t.Logf("events sent %d, echoed %d, out of order %d, duplicate %d, lost %d", tt.EventsSent, tt.EventsEchoed, tt.EventsOutOfOrder, tt.EventsDuplicate, tt.EventsLost)
 	if tt.Redirects != uint64(bots) || tt.Disconnects != 0 || tt.ConnectFails != 0 || tt.ReconnectFails != 0 || tt.Quits != uint64(bots) {
 		t.Fatalf("want every bot's redirect followed, no disconnect or failed (re)connect, 10 quits at the end: %+v\nstdout:\n%s", tt, stdout)
+	}
+	// Every echo comes back once and in order across the switch: the bots
+	// continue their event streams, the zone drops what it applied before
+	// and holds the echoes for the new connection (docs/protocol.md §7.20).
+	if tt.EventsEchoed != tt.EventsSent || tt.EventsOutOfOrder != 0 || tt.EventsDuplicate != 0 || tt.EventsLost != 0 || tt.MovesUnacked != 0 {
+		t.Fatalf("events sent %d, echoed %d, out of order %d, twice %d, lost %d; moves unacknowledged at the end %d: want every echo once, in order, every move acknowledged",
+			tt.EventsSent, tt.EventsEchoed, tt.EventsOutOfOrder, tt.EventsDuplicate, tt.EventsLost, tt.MovesUnacked)
 	}
 	if code != exitOK {
 		t.Fatalf("drained mid-run: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)

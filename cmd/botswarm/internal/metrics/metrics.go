@@ -74,9 +74,10 @@ type Counters struct {
 	InputHeld    uint64 `json:"input_held"`
 	MovesUnacked uint64 `json:"moves_unacked"` // still unacknowledged when the session ended while connected
 	// MovesRedirected: moves still unacknowledged when a Redirect moved the
-	// session to another gateway. A new session numbers its moves afresh,
-	// so they are not resent; the old node may or may not have applied
-	// them (the player continues from its saved or live state). Not judged.
+	// session to another gateway. The new session continues the move
+	// stream: they go again and the player's zone drops the ones it had
+	// applied (docs/protocol.md §7.19); their acknowledgement is judged
+	// like any other move's. Informative.
 	MovesRedirected uint64 `json:"moves_redirected"`
 	StaleAcks       uint64 `json:"stale_acks"`      // control sections older than one already applied (reordering; not an error)
 	ControlUpdates  uint64 `json:"control_updates"` // packets whose ack advanced

@@ -318,9 +318,13 @@ func (b *bot) receive(now time.Duration, p []byte) {
 // acknowledgement (its Disconnect copies) goes at once, all copies
 // together, since the bot keeps one socket; if all are lost the old
 // server gives up on them after a second and closes that session anyway.
-// Moves the old server had not acknowledged are not resent (a new
-// session numbers its moves afresh): they are counted apart
-// (MovesRedirected), not as unacknowledged.
+// The new session continues the old one's move and event streams, as the
+// client library does (session.Client.ContinueMoves, ContinueEvents):
+// the moves and ordered events the old server had not confirmed go again
+// under their numbers and the player's zone drops the ones it applied, so
+// the bot's invariants (every move acknowledged, every echo once and in
+// order) hold across the switch. MovesRedirected counts the moves still
+// unacknowledged at the switch (resent, not lost).
 func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	sw := b.sw()
 	c := &b.w.shard.C
@@ -352,12 +356,15 @@ func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 		c.Connected--
 	}
 	b.client, b.connected = nil, false
+	cfg.InitialControl = old.Control()
 	cl, err := session.NewClient(r.Token, r.Server, cfg, b, time.Now(), now)
 	if err != nil {
 		b.lost = true
 		b.fail(now, c, err)
 		return
 	}
+	cl.ContinueMoves(old)
+	cl.ContinueEvents(old)
 	sk, err := b.w.tr.open(r.Server, b.slot)
 	if err != nil {
 		c.SocketErrors++
@@ -370,8 +377,7 @@ func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	b.client, b.sock, b.hasSock = cl, sk, true
 	b.state, b.sessStart, b.refused = botConnecting, now, false
 	b.rep = reported{}
-	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
-	b.echoSent, b.echoNext = 0, 1
+	// inputs, lastAck and the echo counters go on: same streams.
 	b.zone, b.hitchOpen, b.haveShift = nil, false, false
 	b.tr.reset(b.pid)
 	b.mover.Reset()
