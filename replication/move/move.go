@@ -25,6 +25,7 @@ const (
 const (
 	countBits  = 6  // count − 1: 1..64 moves
 	seqBits    = 16 // low bits of the first move's sequence
+	longBits   = 64 // the first move's whole sequence (a continued stream's first sections)
 	crcBits    = 32 // CRC-32 of the predicted state after the last move
 	dtBits     = 8
 	axisBits   = 8  // RangeBits(−127, 127)
@@ -33,14 +34,16 @@ const (
 	buttonBits = 16
 	nFields    = 6 // dt, forward, strafe, yaw, pitch, buttons
 
-	// sectionHeaderBits is the fixed part of a non-empty section.
-	sectionHeaderBits = 1 + countBits + seqBits + crcBits
+	// sectionHeaderBits is the fixed part of a non-empty section in its
+	// short form (present, count, long = 0, seq, crc).
+	sectionHeaderBits = 1 + countBits + 1 + seqBits + crcBits
 	// fullMoveBits is the first move of a section, every field in full.
 	fullMoveBits = dtBits + 2*axisBits + yawBits + pitchBits + buttonBits
 	// maxDeltaBits is a delta-coded move with every field changed.
 	maxDeltaBits = 1 + nFields + fullMoveBits
 	// MaxSectionBits is the largest move section: 64 moves, all fields changing.
-	MaxSectionBits = sectionHeaderBits + fullMoveBits + (MaxWindow-1)*maxDeltaBits
+	// (The long form's whole sequence adds longBits − seqBits.)
+	MaxSectionBits = sectionHeaderBits + longBits - seqBits + fullMoveBits + (MaxWindow-1)*maxDeltaBits
 )
 
 // Move is one input sample: what the player asked for during Dt. Its fields
@@ -193,11 +196,16 @@ func writeDelta(w *bitstream.Writer, p, m *Move) {
 
 // writeSection writes n ≥ 1 moves of ring, starting at sequence first (ring
 // is indexed by seq mod MaxWindow). The caller has checked the size.
-func writeSection(w *bitstream.Writer, ring *[MaxWindow]Move, first uint64, n int) {
+func writeSection(w *bitstream.Writer, ring *[MaxWindow]Move, first uint64, n int, long bool) {
 	const mask = MaxWindow - 1
 	w.WriteFlag(true)
 	w.WriteBits(uint64(n-1), countBits)
-	w.WriteBits(first&(1<<seqBits-1), seqBits)
+	w.WriteFlag(long)
+	if long {
+		w.WriteBits(first, longBits)
+	} else {
+		w.WriteBits(first&(1<<seqBits-1), seqBits)
+	}
 	w.WriteBits(uint64(ring[(first+uint64(n)-1)&mask].CRC), crcBits)
 	prev := &ring[first&mask]
 	writeFull(w, prev)
@@ -369,6 +377,10 @@ func nearestSeq(low, ref uint64) (uint64, bool) {
 	return ref + uint64(d), true
 }
 
+// maxLongSeq bounds a long-form sequence: far beyond any stream (2^62
+// moves), and no overflow adding a section's moves.
+const maxLongSeq = 1 << 62
+
 // readSection decodes one move section into buf. It returns the number of
 // moves (0 for an empty section) and the first one's sequence, reconstructed
 // around next (the sequence the receiver expects next). Nothing is applied.
@@ -382,12 +394,28 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 		return 0, 0, err
 	}
 	n = int(c) + 1
-	at := r.Pos()
-	low, err := r.ReadBits(seqBits, "move.seq")
+	long, err := r.ReadFlag("move.long")
 	if err != nil {
 		return 0, 0, err
 	}
-	first, ok := nearestSeq(low, next)
+	at := r.Pos()
+	var ok bool
+	if long {
+		// A continued stream on a new connection: the whole sequence,
+		// taken as it is by a reader that has applied nothing yet (next
+		// 1), held to the short form's window by one that has.
+		first, err = r.ReadBits(longBits, "move.seq")
+		if err != nil {
+			return 0, 0, err
+		}
+		ok = first <= maxLongSeq && (next == 1 || first+32768 >= next && first <= next+32767)
+	} else {
+		var low uint64
+		if low, err = r.ReadBits(seqBits, "move.seq"); err != nil {
+			return 0, 0, err
+		}
+		first, ok = nearestSeq(low, next)
+	}
 	if !ok || first == 0 {
 		return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
 	}

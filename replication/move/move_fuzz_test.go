@@ -26,7 +26,7 @@ func sectionBytes(first uint64, moves ...Move) []byte {
 }
 
 // reencode writes decoded moves back as a section.
-func reencode(buf *[MaxWindow]Move, n int, first uint64) (*bitstream.Writer, error) {
+func reencode(buf *[MaxWindow]Move, n int, first uint64, long bool) (*bitstream.Writer, error) {
 	w := bitstream.NewWriter(make([]byte, (MaxSectionBits+7)/8))
 	if n == 0 {
 		return w, w.WriteFlag(false)
@@ -36,7 +36,7 @@ func reencode(buf *[MaxWindow]Move, n int, first uint64) (*bitstream.Writer, err
 		ring[(first+uint64(i))%MaxWindow] = buf[i]
 	}
 	ring[(first+uint64(n)-1)%MaxWindow].CRC = buf[n-1].CRC
-	writeSection(w, &ring, first, n)
+	writeSection(w, &ring, first, n, long)
 	return w, w.Err()
 }
 
@@ -96,7 +96,7 @@ func FuzzMoveSection(f *testing.F) {
 		if err != nil {
 			t.Fatalf("readSection failed where Read succeeded: %v", err)
 		}
-		w, err := reencode(&buf, n, first)
+		w, err := reencode(&buf, n, first, n > 0 && data[0]&1 != 0 && data[(1+countBits)/8]>>((1+countBits)%8)&1 != 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func FuzzMoveRoundTrip(f *testing.F) {
 		}
 		var dec [MaxWindow]Move
 		copy(dec[:], got)
-		w2, err := reencode(&dec, n, s.Oldest())
+		w2, err := reencode(&dec, n, s.Oldest(), s.LongSeq())
 		if err != nil {
 			t.Fatal(err)
 		}

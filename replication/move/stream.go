@@ -34,6 +34,10 @@ type Stream struct {
 	next    time.Duration // time of the next sample
 	rem     uint64        // fractional nanoseconds of next, in 1/InputRate ns
 
+	// long: the sections carry their first move's whole sequence (a
+	// continued stream, until the new server has one: UseShortSeq).
+	long bool
+
 	stats StreamStats
 }
 
@@ -186,6 +190,9 @@ func (s *Stream) Write(w *bitstream.Writer) (int, error) {
 	budget := w.Remaining()
 	n := s.last - s.lo
 	bits := sectionHeaderBits + fullMoveBits
+	if s.long {
+		bits += longBits - seqBits
+	}
 	if n == 0 || bits > budget {
 		if err := w.WriteFlag(false); err != nil {
 			return 0, err
@@ -207,7 +214,7 @@ func (s *Stream) Write(w *bitstream.Writer) (int, error) {
 		}
 		bits += d
 	}
-	writeSection(w, &s.ring, first, int(k))
+	writeSection(w, &s.ring, first, int(k), s.long)
 	s.stats.Sections++
 	s.stats.MovesWritten += k
 	s.stats.Bits += uint64(bits)
@@ -226,7 +233,19 @@ func (s *Stream) Continue(prev *Stream) {
 	*s = *prev
 	s.cfg = cfg
 	s.stats = StreamStats{LastAck: prev.stats.LastAck}
+	// The new server reconstructs a short sequence around what it has
+	// applied, nothing yet: past 32,767 moves (18 minutes at 30 Hz) it
+	// could not. So the sections carry the whole sequence until it has one.
+	s.long = s.last > 0
 	if win := uint64(cfg.withDefaults().Window); s.last-s.lo > win {
 		s.lo = s.last - win // a smaller window keeps the newest
 	}
 }
+
+// LongSeq reports whether the sections carry their first move's whole
+// sequence (a continued stream whose new server has not had one yet).
+func (s *Stream) LongSeq() bool { return s.long }
+
+// UseShortSeq goes back to the short sequence: a packet with a long-form
+// section reached the server, which reconstructs later ones around it.
+func (s *Stream) UseShortSeq() { s.long = false }

@@ -305,6 +305,16 @@ func TestContinueCarriesUnackedMoves(t *testing.T) {
 	if _, err := s.Write(wb); err != nil {
 		t.Fatal(err)
 	}
+	// The same moves, with the whole first sequence (the new server has
+	// applied nothing to reconstruct a short one around) until told.
+	if !s.LongSeq() || wb.BitLen() != wa.BitLen()+longBits-seqBits {
+		t.Fatalf("continued stream: long %v, %d bits against the old one's %d", s.LongSeq(), wb.BitLen(), wa.BitLen())
+	}
+	s.UseShortSeq()
+	wb = bitstream.NewWriter(b[:])
+	if _, err := s.Write(wb); err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(wa.Bytes(), wb.Bytes()) {
 		t.Fatal("the continued stream writes another section than the old one")
 	}
@@ -319,5 +329,50 @@ func TestContinueCarriesUnackedMoves(t *testing.T) {
 	}
 	if s.NextSeq() != 11 {
 		t.Fatalf("next sequence %d, want 11", s.NextSeq())
+	}
+}
+
+// TestContinuedStreamPast32768ReachesAFreshServer: a client that played for
+// more than 18 minutes (32,768 moves at 30 Hz) follows a Redirect and
+// continues its stream on a new connection, whose server has applied
+// nothing. The short sequence (16 low bits, reconstructed around the next
+// expected move, 1) cannot reach 40,000: before the long form every section
+// was rejected (ErrBadSeq) and the player stood still. The whole sequence
+// goes until the new server has one; then the short form follows on.
+func TestContinuedStreamPast32768ReachesAFreshServer(t *testing.T) {
+	old, _ := NewStream(Config{})
+	for old.Newest() < 40000 {
+		if err := old.Add(Move{Seq: old.NextSeq(), Dt: 32, Forward: 100}); err != nil {
+			t.Fatal(err)
+		}
+		old.Ack(old.Newest() - 3)
+	}
+	s, _ := NewStream(Config{})
+	s.Continue(old)
+	var ap Applier // the new connection's: nothing applied
+	var got []uint64
+	send := func() error {
+		var b [1200]byte
+		w := bitstream.NewWriter(b[:])
+		if _, err := s.Write(w); err != nil {
+			t.Fatal(err)
+		}
+		return ap.Read(bitstream.NewReader(w.Bytes()), func(m Move) { got = append(got, m.Seq) })
+	}
+	if err := send(); err != nil {
+		t.Fatalf("the new server rejects the continued stream: %v", err)
+	}
+	if len(got) != 3 || got[0] != 39998 || got[2] != 40000 {
+		t.Fatalf("the new server applied %v, want 39998..40000", got)
+	}
+	s.UseShortSeq() // that packet was delivered
+	if err := s.Add(Move{Seq: s.NextSeq(), Dt: 32, Forward: 90}); err != nil {
+		t.Fatal(err)
+	}
+	if err := send(); err != nil {
+		t.Fatalf("short form after the long one: %v", err)
+	}
+	if got[len(got)-1] != 40001 || len(got) != 4 {
+		t.Fatalf("applied %v, want 40001 last and nothing twice", got)
 	}
 }

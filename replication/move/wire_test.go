@@ -81,13 +81,13 @@ func TestSectionBitExact(t *testing.T) {
 	}{
 		{name: "empty section is one zero bit", first: 1, want: new(spec).flag(false)},
 		{name: "one move: header and full move", first: 1, moves: []Move{c},
-			want: new(spec).flag(true).field(0, 6).field(1, 16).field(0xDEADBEEF, 32).fullMove(c)},
+			want: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0xDEADBEEF, 32).fullMove(c)},
 		{name: "same input costs one bit; changes cost 7 bits plus fields", first: 70000, moves: []Move{a, b, c},
-			want: new(spec).flag(true).field(2, 6).field(70000&0xFFFF, 16).field(0xDEADBEEF, 32).fullMove(a).
+			want: new(spec).flag(true).field(2, 6).flag(false).field(70000&0xFFFF, 16).field(0xDEADBEEF, 32).fullMove(a).
 				flag(true).
 				flag(false).flag(false).flag(false).flag(false).flag(true).field(0x1234, 16).flag(false).flag(true).field(0, 16)},
 		{name: "dt, forward and pitch change", first: 5, moves: []Move{c, d},
-			want: new(spec).flag(true).field(1, 6).field(5, 16).field(0xCAFEF00D, 32).fullMove(c).
+			want: new(spec).flag(true).field(1, 6).flag(false).field(5, 16).field(0xCAFEF00D, 32).fullMove(c).
 				flag(false).flag(true).field(33, 8).flag(true).field(127, 8).flag(false).flag(false).
 				flag(true).field(16383+16383, 15).flag(false)},
 	}
@@ -163,7 +163,7 @@ func TestDeltaCost(t *testing.T) {
 
 func TestReadSectionRejects(t *testing.T) {
 	valid := func() *spec {
-		return new(spec).flag(true).field(1, 6).field(1, 16).field(0, 32).fullMove(Move{Dt: 32})
+		return new(spec).flag(true).field(1, 6).flag(false).field(1, 16).field(0, 32).fullMove(Move{Dt: 32})
 	}
 	tests := []struct {
 		name  string
@@ -173,18 +173,24 @@ func TestReadSectionRejects(t *testing.T) {
 		err   error
 	}{
 		{name: "empty input", bits: new(spec), field: "move.present", err: io.ErrUnexpectedEOF},
-		{name: "truncated header", bits: new(spec).flag(true).field(3, 6).field(1, 10), field: "move.seq", err: io.ErrUnexpectedEOF},
-		{name: "forward code 255", bits: new(spec).flag(true).field(0, 6).field(1, 16).field(0, 32).field(0, 8).field(255, 8),
+		{name: "truncated header", bits: new(spec).flag(true).field(3, 6).flag(false).field(1, 10), field: "move.seq", err: io.ErrUnexpectedEOF},
+		{name: "forward code 255", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(255, 8),
 			field: "move.forward", err: bitstream.ErrOutOfRange},
-		{name: "pitch code 32767", bits: new(spec).flag(true).field(0, 6).field(1, 16).field(0, 32).field(0, 8).field(127, 8).field(127, 8).field(0, 16).field(32767, 15),
+		{name: "pitch code 32767", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(127, 8).field(127, 8).field(0, 16).field(32767, 15),
 			field: "move.pitch", err: bitstream.ErrOutOfRange},
 		{name: "same flag clear but nothing changed", bits: valid().flag(false).field(0, 6), field: "move.same", err: ErrNonCanonical},
 		{name: "dt flagged changed to its old value", bits: valid().flag(false).flag(true).field(32, 8), field: "move.dt.changed", err: ErrNonCanonical},
 		{name: "buttons flagged changed to their old value", bits: valid().flag(false).field(0, 5).flag(true).field(0, 16), field: "move.buttons.changed", err: ErrNonCanonical},
 		{name: "second move missing", bits: valid(), field: "move.same", err: io.ErrUnexpectedEOF},
-		{name: "sequence reconstructs to 0", bits: new(spec).flag(true).field(0, 6).field(0, 16).field(0, 32).fullMove(Move{}),
+		{name: "sequence reconstructs to 0", bits: new(spec).flag(true).field(0, 6).flag(false).field(0, 16).field(0, 32).fullMove(Move{}),
 			field: "move.seq", err: ErrBadSeq},
-		{name: "sequence would be negative", bits: new(spec).flag(true).field(0, 6).field(0xFFF0, 16).field(0, 32).fullMove(Move{}),
+		{name: "sequence would be negative", bits: new(spec).flag(true).field(0, 6).flag(false).field(0xFFF0, 16).field(0, 32).fullMove(Move{}),
+			last: 5, field: "move.seq", err: ErrBadSeq},
+		{name: "long sequence 0", bits: new(spec).flag(true).field(0, 6).flag(true).field(0, 64).field(0, 32).fullMove(Move{}),
+			field: "move.seq", err: ErrBadSeq},
+		{name: "long sequence beyond 2^62", bits: new(spec).flag(true).field(0, 6).flag(true).field(1<<62+1, 64).field(0, 32).fullMove(Move{}),
+			field: "move.seq", err: ErrBadSeq},
+		{name: "long sequence far from what was applied", bits: new(spec).flag(true).field(0, 6).flag(true).field(40000, 64).field(0, 32).fullMove(Move{}),
 			last: 5, field: "move.seq", err: ErrBadSeq},
 	}
 	for _, tc := range tests {

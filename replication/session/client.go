@@ -86,6 +86,7 @@ type Client struct {
 	lastData    time.Duration
 	sentNewest  uint64
 	followInput bool          // moves come no faster than packets: a new move opens the slot
+	longFrom    uint64        // the first packet whose move section carried the whole sequence (0: none yet)
 	heard       bool          // an authenticated packet arrived since connecting
 	lastHeard   time.Duration // newest authenticated packet (long-form decision)
 	noConn      bool          // a NoConnection hint since the server was last heard
@@ -573,6 +574,10 @@ func (c *Client) processFates() {
 	for _, f := range e.fates {
 		e.evs.OnFate(f)
 		c.ev.onFate(f.Seq, f.Delivered)
+		if c.longFrom != 0 && f.Delivered && f.Seq >= c.longFrom {
+			c.stream.UseShortSeq() // the server has a whole sequence to go on from
+			c.longFrom = 0
+		}
 	}
 	e.evs.AckDelivered(e.delivered)
 }
@@ -782,8 +787,10 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 	w := &e.w
 	// Moves first: without room for every one Write sends the oldest, which
 	// the server needs first. Events get the rest.
-	if _, err := c.stream.Write(w); err != nil {
+	if k, err := c.stream.Write(w); err != nil {
 		return dst[:n], fmt.Errorf("session: move section: %w", err)
+	} else if k > 0 && c.stream.LongSeq() && c.longFrom == 0 {
+		c.longFrom = seq
 	}
 	if err := c.ev.writeBase(w, seq); err != nil {
 		return dst[:n], fmt.Errorf("session: event base section: %w", err)

@@ -1,6 +1,10 @@
 package session
 
-import "flag"
+import (
+	"flag"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+)
 
 // genSeeds regenerates the committed fuzz seed corpora:
 //
@@ -9,3 +13,14 @@ var genSeeds = flag.Bool("gen-seeds", false, "rewrite testdata/fuzz seed corpora
 
 // GenSeeds reports whether -gen-seeds was given (for the external tests).
 func GenSeeds() bool { return *genSeeds }
+
+// ContinueMovesFrom makes c continue the move stream s with its predictor
+// p, as ContinueMoves does from another Client's (tests build a long
+// stream without a connection).
+func ContinueMovesFrom(c *Client, s *move.Stream, p *move.Predictor) {
+	c.stream.Continue(s)
+	c.pred.Continue(p)
+}
+
+// MovesLong reports whether c's move sections carry whole sequences.
+func MovesLong(c *Client) bool { return c.stream.LongSeq() }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // TestEveryMoveLeavesInItsOwnPacket: the client samples moves at 30 Hz and
@@ -127,5 +128,56 @@ func TestInputOutsideTheClockKeepsTheSendRate(t *testing.T) {
 	}
 	if sent, limit := w.cli.Stats().Counters.DataOut-start, uint64(runFor/(time.Second/30))+2; sent > limit {
 		t.Fatalf("%d data packets in %v with moves at 60 Hz: more than SendRate allows (%d)", sent, runFor, limit)
+	}
+}
+
+// TestContinuedStreamPast32768OnANewConnection: a client that played for
+// over 18 minutes (40,000 moves) continues its move stream on a new
+// connection (a Redirect or a failover). The new server has applied
+// nothing, so a 16-bit sequence could not reach 40,000: every move section
+// was rejected and the player stood still after the switch. The sections
+// carry the whole sequence until a packet with one is delivered, then the
+// short form follows, and every move arrives once, in order.
+func TestContinuedStreamPast32768OnANewConnection(t *testing.T) {
+	s, err := move.NewStream(move.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := move.NewPredictor(s, move.Walk, move.ControlState{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Newest() < 40000 {
+		if _, err := p.Predict(move.Move{Dt: 32, Forward: 60}); err != nil {
+			t.Fatal(err)
+		}
+		s.Ack(max(s.Newest(), 5) - 5) // the old server acknowledged all but the newest 5
+	}
+	link := netsim.Config{Latency: 5 * time.Millisecond}
+	w := newWorld(t, withLink(link, link), withZone())
+	session.ContinueMovesFrom(w.cli, s, p)
+	w.connect(time.Second)
+	for end := w.now + 2*time.Second; w.now < end; {
+		for w.cli.InputDue(w.now) {
+			if _, err := w.cli.Input(move.Move{Forward: 60}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.step(time.Millisecond)
+	}
+	got := w.srvH.moves
+	if len(got) < 50 || got[0].Seq != 39996 {
+		t.Fatalf("the new server took %d moves, the first %v: want from 39996 on", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].Seq != got[i-1].Seq+1 {
+			t.Fatalf("moves %d then %d", got[i-1].Seq, got[i].Seq)
+		}
+	}
+	if session.MovesLong(w.cli) {
+		t.Fatal("still sending whole sequences after 2 s of delivered packets")
+	}
+	if st := w.srv.Stats(); st.Counters.ProtocolErrors != 0 {
+		t.Fatalf("%d packets the server could not read", st.Counters.ProtocolErrors)
 	}
 }
