@@ -230,7 +230,7 @@ func TestHostileTraffic(t *testing.T) {
 	if s := r.gw.Stats(); s.Closed[handshake.ReasonClientQuit] != n {
 		t.Errorf("closed %v, want %d by ClientQuit", s.Closed, n)
 	}
-	checkAccounting(t, r.gw.Stats())
+	checkAccounting(t, r.gw.Stats)
 	r.close(t)
 }
 
