@@ -3,6 +3,7 @@
 package udp
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -86,17 +87,17 @@ func (s *Socket) NewWriter(maxBatch int) *Writer {
 	return &Writer{s: s, m: newMmsgs(max(maxBatch, 1), unix.SYS_SENDMMSG)}
 }
 
-func newSocket(uc *net.UDPConn, maxBatch int) *Socket {
+func newSocket(uc *net.UDPConn, maxBatch int) (*Socket, error) {
 	s := &Socket{uc: uc, local: uc.LocalAddr()}
 	s.v6 = uc.LocalAddr().(*net.UDPAddr).IP.To4() == nil
 	rc, err := uc.SyscallConn()
 	if err != nil {
-		panic("udp: a *net.UDPConn without a RawConn: " + err.Error()) // net never does this
+		return nil, fmt.Errorf("udp: raw socket access: %w", err)
 	}
 	s.rc = rc
 	s.r = newMmsgs(max(maxBatch, 1), unix.SYS_RECVMMSG)
 	s.w = s.NewWriter(maxBatch)
-	return s
+	return s, nil
 }
 
 // ReadBatch reads up to min(len(ms), maxBatch) datagrams with one recvmmsg,

@@ -12,7 +12,7 @@ type Socket struct {
 	uc *net.UDPConn
 }
 
-func newSocket(uc *net.UDPConn, _ int) *Socket { return &Socket{uc: uc} }
+func newSocket(uc *net.UDPConn, _ int) (*Socket, error) { return &Socket{uc: uc}, nil }
 
 // ReadBatch reads one datagram (blocking) into ms[0].
 func (s *Socket) ReadBatch(ms []Message) (int, error) {

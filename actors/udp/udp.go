@@ -53,7 +53,12 @@ func Listen(ctx context.Context, addr string, maxBatch int) (*Socket, error) {
 		pc.Close()
 		return nil, errors.New("udp: listener is not a *net.UDPConn")
 	}
-	return newSocket(uc, maxBatch), nil
+	s, err := newSocket(uc, maxBatch)
+	if err != nil {
+		uc.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // LocalAddr is the bound address (with the port the kernel chose for ":0").
