@@ -204,7 +204,8 @@ chaos-nats: ## 3 zoned on a standalone nats-server, which is restarted twice mid
 
 # The capacity curve: a whole node in one process (cmd/capacity) driven by botswarm in another,
 # one fresh node per player count; server CPU per player-second, live heap per player (after
-# GC), zone tick p99 and the bots' RTT p99. Writes the table to stdout and to
+# GC), zone tick p99 and the bots' RTT p99, and the limit: the largest count whose tick p99 ≤ 25 ms
+# and RTT p99 ≤ 50 ms with every bot connected and no move lost. Writes the table to stdout and to
 # $(CAPACITY_DIR)/capacity.md, the plot to docs/capacity.png, the raw numbers to
 # $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count.
 CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000

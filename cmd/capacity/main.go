@@ -189,6 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "capacity: %s\n", oneLine(st))
 	}
 	writeTable(stdout, steps)
+	writeLimit(stdout, steps)
 	writeBreakdown(stdout, steps)
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(steps, "", "  ")
@@ -353,6 +354,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		return st, fmt.Errorf("botswarm: %w", werr)
 	}
 	if err := readSwarm(report, &st); err != nil {
+		st.RTTP50Ms, st.RTTP99Ms, st.LostMoves, st.LostEvents = -1, -1, -1, -1 // not measured: no limit claimed
 		fmt.Fprintf(stderr, "capacity: %d players: botswarm report: %v (log %s)\n", n, err, swarmLog.Name())
 	}
 	if o.keep {

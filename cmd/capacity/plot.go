@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -28,10 +29,10 @@ func writePlot(path string, steps []Step) error {
 		return fmt.Errorf("no steps to plot")
 	}
 	panels := []panel{
-		{"zone tick p99", "ms", func(s Step) float64 { return s.TickP99Ms }, 25, "target 25 ms"},
-		{"RTT p99 (botswarm, loopback)", "ms", func(s Step) float64 { return s.RTTP99Ms }, 50, "target 50 ms"},
-		{"server CPU per player-second", "ms", func(s Step) float64 { return s.CPUMsPerPlayer }, 0.25, "target 0.25 ms"},
-		{"live heap per player (after GC)", "KB", func(s Step) float64 { return s.HeapPerPlayerB / 1024 }, 16, "target 16 KB"},
+		{"zone tick p99", "ms", func(s Step) float64 { return s.TickP99Ms }, limitTickP99Ms, "target ≤ 25 ms"},
+		{"RTT p99 (botswarm, loopback)", "ms", func(s Step) float64 { return s.RTTP99Ms }, limitRTTP99Ms, "target ≤ 50 ms"},
+		{"server CPU per player-second", "ms", func(s Step) float64 { return s.CPUMsPerPlayer }, 0.25, "target ≤ 0.25 ms"},
+		{"live heap per player (after GC)", "KB", func(s Step) float64 { return s.HeapPerPlayerB / 1024 }, 16, "target ≤ 16 KB"},
 	}
 	const rows, cols = 2, 2
 	plots := make([][]*plot.Plot, rows)
@@ -39,17 +40,25 @@ func writePlot(path string, steps []Step) error {
 	for _, s := range steps {
 		maxX = max(maxX, float64(s.Players))
 	}
+	lim, hasLim := limit(steps)
 	for i, pn := range panels {
 		r, c := i/cols, i%cols
 		if plots[r] == nil {
 			plots[r] = make([]*plot.Plot, cols)
 		}
 		p := plot.New()
-		p.Title.Text = pn.title
+		// The title carries what a legend would: a legend inside the panel
+		// sits on the data, and there is one series per panel.
+		p.Title.Text = pn.title + "\ndashed: " + pn.targetLabel
+		if hasLim {
+			p.Title.Text += fmt.Sprintf(", dotted: the limit (%d players)", lim)
+		}
 		p.X.Label.Text = "players"
 		p.Y.Label.Text = pn.ylabel
 		p.X.Min, p.X.Max = 0, maxX*1.05
 		p.Y.Min = 0
+		p.X.Tick.Marker = plainTicks{}
+		p.Y.Tick.Marker = plainTicks{}
 		p.Add(plotter.NewGrid())
 		var xy plotter.XYs
 		top := pn.target * 1.2
@@ -62,15 +71,16 @@ func writePlot(path string, steps []Step) error {
 			top = max(top, v*1.1)
 		}
 		p.Y.Max = top
-		l, pts, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			return err
+		if len(xy) > 0 {
+			l, pts, err := plotter.NewLinePoints(xy)
+			if err != nil {
+				return err
+			}
+			l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+			l.Width = vg.Points(1.5)
+			pts.Shape = draw.CircleGlyph{}
+			p.Add(l, pts)
 		}
-		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-		l.Width = vg.Points(1.5)
-		pts.Shape = draw.CircleGlyph{}
-		p.Add(l, pts)
-		p.Legend.Add("measured", l, pts)
 		if pn.target > 0 {
 			t, err := plotter.NewLine(plotter.XYs{{X: 0, Y: pn.target}, {X: maxX * 1.05, Y: pn.target}})
 			if err != nil {
@@ -79,9 +89,16 @@ func writePlot(path string, steps []Step) error {
 			t.Color = color.Gray{Y: 96}
 			t.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			p.Add(t)
-			p.Legend.Add(pn.targetLabel, t)
 		}
-		p.Legend.Top, p.Legend.Left = true, true
+		if hasLim {
+			v, err := plotter.NewLine(plotter.XYs{{X: float64(lim), Y: 0}, {X: float64(lim), Y: top}})
+			if err != nil {
+				return err
+			}
+			v.Color = color.Gray{Y: 64}
+			v.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2)}
+			p.Add(v)
+		}
 		plots[r][c] = p
 	}
 	img := vgimg.NewWith(vgimg.UseWH(24*vg.Centimeter, 16*vg.Centimeter), vgimg.UseBackgroundColor(color.White))
@@ -95,4 +112,19 @@ func writePlot(path string, steps []Step) error {
 		}
 	}
 	return savePNG(path, img)
+}
+
+// plainTicks labels the default tick positions with the fewest digits that
+// tell them apart ("750", "0.25"), not the fixed precision of the default
+// ("750.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		}
+	}
+	return ts
 }
