@@ -239,8 +239,19 @@ func ghostState(e *entity) ghost.State {
 }
 
 // buildGrid files every entity, owned or replica, and refreshes the
-// per-slot replicated states.
+// kinds and, under overload, the held states. (The tick's replicated
+// states are not copied here: Snapshot and AppendView convert each
+// entity's own state, which nothing changes between Step and the views.)
 func (z *Zone) buildGrid() {
+	held := z.ov.heldEvery > 1
+	switch {
+	case held && z.held == nil:
+		// Taken afresh, each on its first tick at the level (heldT 0).
+		z.held = make([]ghost.State, len(z.ents), cap(z.ents))
+		z.heldT = make([]uint64, len(z.ents), cap(z.ents))
+	case !held && z.held != nil:
+		z.held, z.heldT = nil, nil
+	}
 	for s := range z.ents {
 		e := &z.ents[s]
 		if e.role == roleFree {
@@ -251,10 +262,9 @@ func (z *Zone) buildGrid() {
 			stale = uint16(min(uint64((z.now-e.seen)/z.period), math.MaxUint16))
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
-		z.gs[s] = ghostState(e)
 		z.kinds[s] = e.kind
-		if z.ov.heldEvery <= 1 || (z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0 {
-			z.held[s], z.heldT[s] = z.gs[s], z.tick
+		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0) {
+			z.held[s], z.heldT[s] = ghostState(e), z.tick
 		}
 	}
 	z.grid.Build()
@@ -342,16 +352,16 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 		if cls == nil {
 			continue
 		}
-		st := &z.gs[sl]
-		if z.ov.heldEvery > 1 {
-			o := &z.ents[sl]
+		o := &z.ents[sl]
+		if z.held != nil && z.ov.heldEvery > 1 {
 			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
 			if dx*dx+dz*dz > z.far2 {
-				st = &z.held[sl]
+				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl]})
 				z.stats.HeldEntries++
+				continue
 			}
 		}
-		dst = append(dst, ghost.ViewEntry{Entity: z.ents[sl].id, Class: cls, Priority: en.Priority, State: *st})
+		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: ghostState(o)})
 	}
 	return dst
 }
@@ -385,7 +395,7 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	}
 	n := len(z.ents)
 	size := n
-	if z.ov.heldEvery > 1 {
+	if z.held != nil && z.ov.heldEvery > 1 {
 		size = 2 * n
 	}
 	s := z.snapW.Next(size)
@@ -395,9 +405,11 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		if cls == nil {
 			continue
 		}
-		s.Set(sl, z.ents[sl].id, cls, &z.gs[sl])
+		e := &z.ents[sl]
+		st := ghostState(e)
+		s.Set(sl, e.id, cls, &st)
 		if size > n {
-			s.Set(n+sl, z.ents[sl].id, cls, &z.held[sl])
+			s.Set(n+sl, e.id, cls, &z.held[sl])
 		}
 	}
 	z.snapW.Seal(s)
@@ -414,7 +426,7 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 	}
 	e := &z.ents[ref.slot]
 	px, pz := e.state.Pos[0], e.state.Pos[2]
-	held := z.ov.heldEvery > 1 && z.snap.Len() > z.snapN
+	held := z.snap.Len() > z.snapN // held states in this snapshot
 	for _, en := range e.set.Entries() {
 		sl := en.Slot()
 		if z.cfg.Classes[z.kinds[sl]] == nil {

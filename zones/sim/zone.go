@@ -115,14 +115,17 @@ type Zone struct {
 	batchSeq uint64
 	npcNext  uint64
 
-	ov    overload
-	held  []ghost.State // per slot: the state far viewers get under overload
-	heldT []uint64      // tick each held state was taken
-	gs    []ghost.State // per slot: this tick's replicated state
-	kinds []uint8
+	ov overload
+	// held, heldT: per slot, the state far viewers get under overload and
+	// the tick it was taken; made when a level above 0 first needs them
+	// and dropped at level 0, where nobody reads them (112 B a slot).
+	held  []ghost.State
+	heldT []uint64
+	kinds []uint8 // per slot: the entity's kind as of the last Step
 
-	// snap is this tick's snapshot of gs (and held), built on the first
-	// AppendViewRefs after Step and shared by every view of the tick.
+	// snap is this tick's snapshot of the entities' states (and held),
+	// built on the first AppendViewRefs after Step and shared by every
+	// view of the tick.
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
@@ -238,13 +241,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 		z.free = z.free[:n-1]
 	} else {
 		s = int32(len(z.ents))
-		z.ents = append(z.ents, entity{})
-		z.grid.Resize(len(z.ents))
-		z.track.Resize(len(z.ents))
-		z.gs = append(z.gs, ghost.State{})
-		z.held = append(z.held, ghost.State{})
-		z.heldT = append(z.heldT, 0)
-		z.kinds = append(z.kinds, 0)
+		z.growSlots(len(z.ents) + 1)
 	}
 	gen := z.ents[s].gen + 1
 	queue, set := z.ents[s].queue, z.ents[s].set // keep their buffers
@@ -255,6 +252,40 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 	z.ents[s].queue.GapTimeout = z.cfg.GapTimeout
 	z.byID[id] = s
 	return s
+}
+
+// growSlots makes n slots. Every per-slot slice gets one capacity, grown
+// by an eighth (in multiples of 8) rather than doubled by append: the
+// table only grows, one slot at a time, so doubling left up to half of
+// each slice's room (≈ 530 B a slot) unused for the zone's life.
+func (z *Zone) growSlots(n int) {
+	if n > cap(z.ents) {
+		c := slotRoom(cap(z.ents), n)
+		z.ents = grown(z.ents, c)
+		z.kinds = grown(z.kinds, c)
+		if z.held != nil {
+			z.held, z.heldT = grown(z.held, c), grown(z.heldT, c)
+		}
+	}
+	z.ents, z.kinds = z.ents[:n], z.kinds[:n]
+	if z.held != nil {
+		z.held, z.heldT = z.held[:n], z.heldT[:n]
+	}
+	z.grid.Resize(n)
+	z.track.Resize(n)
+}
+
+// slotRoom is the capacity for n slots when c is too small: an eighth
+// more than c, rounded up to a multiple of 8.
+func slotRoom(c, n int) int {
+	return (max(n, c+c/8) + 7) &^ 7
+}
+
+// grown returns s's elements in a new slice of capacity c.
+func grown[T any](s []T, c int) []T {
+	out := make([]T, len(s), c)
+	copy(out, s)
+	return out
 }
 
 func (z *Zone) slotFree(s int32) {
