@@ -82,8 +82,10 @@ type playerJob struct {
 	fresh  bool // a join: the record starts again (epochs restart with a new session)
 	done   func(ok bool)
 	// cp, when set, makes the job a checkpoint: written only while the
-	// record names zone at epoch.
+	// record names zone at epoch. With place, the checkpoint goes in the
+	// placement's write instead (Placed).
 	cp      *handoff.Checkpoint
+	place   bool
 	leaving bool // the player's last checkpoint: the record goes offline
 	gateway string
 }
@@ -110,13 +112,26 @@ func PlayerKey(player uint64) string { return "p." + strconv.FormatUint(player, 
 
 // Joined records a player who joined zone at epoch (asynchronously).
 func (p *Players) Joined(player uint64, zone string, epoch uint64) {
-	p.enqueue(playerJob{player: player, zone: zone, epoch: epoch, fresh: true})
+	p.Placed(player, zone, epoch, true, nil, "")
 }
 
 // Acquired records that zone took player at epoch (asynchronously; a write
 // older than the record is refused).
 func (p *Players) Acquired(player uint64, zone string, epoch uint64) {
-	p.enqueue(playerJob{player: player, zone: zone, epoch: epoch})
+	p.Placed(player, zone, epoch, false, nil, "")
+}
+
+// Placed records that zone holds player at epoch, as Joined (join) or
+// Acquired do, with cp (when not nil) as the record's checkpoint in the
+// same write, gateway naming the node of the player's connection: a join
+// or a handoff then costs the record one write, not a placement and a
+// checkpoint after it. An acquisition is written with the revision this
+// node wrote last when it has one (a handoff between two of its zones:
+// one compare-and-set round trip, not a read and a write); a record that
+// already names zone at epoch (a cross-process Commit wrote it) gets the
+// checkpoint. Asynchronous, as the others.
+func (p *Players) Placed(player uint64, zone string, epoch uint64, join bool, cp *handoff.Checkpoint, gateway string) {
+	p.enqueue(playerJob{player: player, zone: zone, epoch: epoch, fresh: join, cp: cp, place: true, gateway: gateway})
 }
 
 // Commit writes the record of a cross-process handoff and calls done with
@@ -215,28 +230,53 @@ func (p *Players) write(j playerJob) bool {
 	key := PlayerKey(j.player)
 	rec := &pb.PlayerRecord{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
 		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli()}
-	if j.cp != nil {
+	if j.cp != nil && !j.place {
 		return p.writeCheckpoint(ctx, key, rec, j)
 	}
+	if j.cp != nil {
+		rec.Checkpoint = pbconv.CheckpointToProto(j.cp)
+		rec.Gateway = j.gateway
+	}
 	val, _ := proto.Marshal(rec)
+	written := func(rev uint64) bool {
+		p.Written.Add(1)
+		if j.cp != nil {
+			p.Checkpoints.Add(1)
+		}
+		p.remember(j, rev)
+		return true
+	}
 	if j.fresh {
 		rev, err := p.kv.Put(ctx, key, val)
 		if err != nil {
 			p.Errors.Add(1)
 			return false
 		}
-		p.Written.Add(1)
-		p.remember(j, rev)
-		return true
+		return written(rev)
+	}
+	p.revMu.Lock()
+	c, cached := p.revs[j.player]
+	p.revMu.Unlock()
+	if cached && (c.epoch < j.epoch || j.cp != nil && c.epoch == j.epoch && c.zone == j.zone) {
+		// This node wrote the record last, naming an older epoch (or this
+		// very placement, which the checkpoint now joins): if nobody wrote
+		// it since, the compare-and-set goes through; if somebody did, it
+		// fails and the record is read below like any other.
+		rev, err := p.kv.Update(ctx, key, val, c.rev)
+		if err == nil {
+			return written(rev)
+		}
+		if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			p.Errors.Add(1)
+			return false
+		}
 	}
 	for range 4 {
 		e, err := p.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			if rev, err := p.kv.Create(ctx, key, val); err == nil {
-				p.Written.Add(1)
-				p.remember(j, rev)
-				return true
+				return written(rev)
 			} else if !errors.Is(err, jetstream.ErrKeyExists) {
 				p.Errors.Add(1)
 				return false
@@ -254,15 +294,13 @@ func (p *Players) write(j playerJob) bool {
 					"epoch", j.epoch, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())
 				return false
 			}
-			if rec.GetEpoch() == j.epoch {
+			if rec.GetEpoch() == j.epoch && j.cp == nil {
 				p.remember(j, e.Revision())
 				return true // this very write, again (a resent Commit)
 			}
 		}
 		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
-			p.Written.Add(1)
-			p.remember(j, rev)
-			return true
+			return written(rev)
 		} else if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			p.Errors.Add(1)
 			return false

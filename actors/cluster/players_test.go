@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
@@ -159,5 +160,91 @@ func TestPlayersWriteNothingForAFencedZone(t *testing.T) {
 	waitFor(t, 3*time.Second, "both writes fenced", func() bool { return p.Fenced.Load() == 2 })
 	if record(t, p, 10) != nil || record(t, p, 9).GetCheckpoint() != nil {
 		t.Fatalf("writes for the fenced zone: record 10 %v, record 9 %v, fenced %d", record(t, p, 10), record(t, p, 9), p.Fenced.Load())
+	}
+}
+
+// countingKV counts the reads of the record writers.
+type countingKV struct {
+	jetstream.KeyValue
+	gets atomic.Int64
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	c.gets.Add(1)
+	return c.KeyValue.Get(ctx, key)
+}
+
+// A join and a handoff each cost the record one write, the checkpoint in
+// it; a handoff between two zones of this node is one compare-and-set
+// with the revision the node wrote last (no read); the write stays
+// fenced: a placement older than the record is refused, one after
+// another node's write reads the record and goes on, and a record a
+// cross-process Commit already wrote at the epoch gets the checkpoint.
+func TestPlacementCarriesTheCheckpoint(t *testing.T) {
+	nc := natsServer(t)
+	js, _ := jetstream.New(nc)
+	raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &countingKV{KeyValue: raw}
+	p := NewPlayers(kv, "n1", nil)
+	t.Cleanup(p.Close)
+	cp := func(epoch uint64, x float32) *handoff.Checkpoint {
+		return &handoff.Checkpoint{Entity: 5, Epoch: handoff.Epoch(epoch), Name: "p5", Control: move.ControlState{Pos: [3]float32{x, 0, 1}}}
+	}
+	check := func(what, zone string, epoch uint64, x float32) {
+		t.Helper()
+		rec := record(t, p, 5)
+		got, err := pbconvCheckpoint(rec)
+		if rec.GetZone() != zone || rec.GetEpoch() != epoch || err != nil || got.Control.Pos[0] != x || rec.GetGateway() != "gw1" {
+			t.Fatalf("%s: record %v (%v), want zone %s epoch %d x %g", what, rec, err, zone, epoch, x)
+		}
+	}
+	written := func(n uint64) func() bool {
+		return func() bool { return p.Written.Load() == n && p.Checkpoints.Load() == n }
+	}
+
+	p.Placed(5, "a", 1, true, cp(1, 10), "gw1")
+	waitFor(t, 3*time.Second, "the join with its checkpoint", written(1))
+	check("join", "a", 1, 10)
+
+	gets := kv.gets.Load()
+	p.Placed(5, "b", 2, false, cp(2, 20), "gw1") // a handoff from a to b, both here
+	waitFor(t, 3*time.Second, "the handoff with its checkpoint", written(2))
+	if n := kv.gets.Load() - gets; n != 0 {
+		t.Fatalf("a handoff between this node's zones read the record %d times", n)
+	}
+	check("handoff", "b", 2, 20)
+
+	// Another node takes the player (epoch 3): this node's late placement
+	// at epoch 2 is refused; a newer one (epoch 4) reads the record, whose
+	// revision it no longer knows, and goes on.
+	other := &pb.PlayerRecord{Player: 5, Zone: "c", Epoch: 3, Node: "n2", State: pb.PlayerState_PLAYER_STATE_ONLINE}
+	val, _ := proto.Marshal(other)
+	if _, err := raw.Put(context.Background(), PlayerKey(5), val); err != nil {
+		t.Fatal(err)
+	}
+	p.Placed(5, "b", 2, false, cp(2, 21), "gw1")
+	waitFor(t, 3*time.Second, "the late placement refused", func() bool { return p.Conflicts.Load() == 1 })
+	if rec := record(t, p, 5); rec.GetZone() != "c" || rec.GetCheckpoint() != nil {
+		t.Fatalf("a late placement overwrote the record: %v", rec)
+	}
+	p.Placed(5, "d", 4, false, cp(4, 40), "gw1")
+	waitFor(t, 3*time.Second, "the placement after another node's write", written(3))
+	check("after another node's write", "d", 4, 40)
+
+	// A cross-process Commit writes the record first (no checkpoint); the
+	// acquisition's placement adds it.
+	done := make(chan bool, 1)
+	p.Commit(5, "e", 5, func(ok bool) { done <- ok })
+	if !<-done {
+		t.Fatal("commit not written")
+	}
+	p.Placed(5, "e", 5, false, cp(5, 50), "gw1")
+	waitFor(t, 3*time.Second, "the checkpoint after a commit", func() bool { return p.Checkpoints.Load() == 4 })
+	check("after a commit", "e", 5, 50)
+	if c := p.Conflicts.Load(); c != 1 {
+		t.Fatalf("%d conflicts, want 1", c)
 	}
 }

@@ -53,6 +53,7 @@ type entity struct {
 	name   ghost.Name
 	extra  [4]uint32
 	since  time.Duration // arrived here (dwell)
+	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
 
 	// Players.
 	burst bool // restored: the next input's moves are owed their time (InputBatch)
@@ -323,7 +324,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 		s = z.slotAlloc(entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
+	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name, e.conn = 1000, nm, conn
 	e.events = handoff.EventFence{}
@@ -558,7 +559,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	}
 	e := &z.ents[s]
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
-	e.kind, e.role, e.epoch, e.since = st.Kind, roleOwned, a.Epoch, now
+	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
 	e.conn, e.owner, e.events = st.Conn, "", st.Events
