@@ -368,13 +368,15 @@ func (a *zoneActor) onTick() {
 		if j == nil || j.Views == nil {
 			continue
 		}
-		v := msg.NewView()
-		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
+		var v *msg.View
 		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
+			v = msg.NewViewRefs(a.z.ViewLen(ref))
 			v.Snap, v.Refs = a.z.Snapshot(), a.z.AppendViewRefs(v.Refs[:0], ref)
 		} else {
+			v = msg.NewView()
 			v.Entries = a.z.AppendView(v.Entries[:0], ref)
 		}
+		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
 		if j.Views.Publish(v) && j.Ghosts != nil {
 			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
 		}

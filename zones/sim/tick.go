@@ -417,6 +417,15 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	return s
 }
 
+// ViewLen is the most entries the view of ref (from this tick's Output)
+// can have: the player's interest set's size.
+func (z *Zone) ViewLen(ref ViewRef) int {
+	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
+		return 0
+	}
+	return z.ents[ref.slot].set.Len()
+}
+
 // AppendViewRefs is AppendView as references into Snapshot (which it
 // builds if this tick has none yet): 8 bytes an entity instead of a copy
 // of its state. It returns dst unchanged if the zone has no snapshots.
