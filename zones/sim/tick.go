@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
@@ -400,9 +401,11 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	}
 	s := z.snapW.Next(size)
 	// The same entries AppendView would copy: every slot with a class.
+	z.snapAll = true
 	for sl := range z.ents {
 		cls := z.cfg.Classes[z.kinds[sl]]
 		if cls == nil {
+			z.snapAll = false
 			continue
 		}
 		e := &z.ents[sl]
@@ -434,9 +437,22 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		return dst
 	}
 	e := &z.ents[ref.slot]
-	px, pz := e.state.Pos[0], e.state.Pos[2]
 	held := z.snap.Len() > z.snapN // held states in this snapshot
-	for _, en := range e.set.Entries() {
+	set := e.set.Entries()
+	if !held && z.snapAll {
+		// Every slot's kind has a class and no entry is held: each member
+		// is its slot's entry, as is (a view is 8 bytes × members, written
+		// for every player every tick).
+		n := len(dst)
+		dst = slices.Grow(dst, len(set))[:n+len(set)]
+		out := dst[n:]
+		for i, en := range set {
+			out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+		}
+		return dst
+	}
+	px, pz := e.state.Pos[0], e.state.Pos[2]
+	for _, en := range set {
 		sl := en.Slot()
 		if z.cfg.Classes[z.kinds[sl]] == nil {
 			continue

@@ -130,6 +130,8 @@ type Zone struct {
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
+	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
+	snapAll bool
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
