@@ -36,8 +36,36 @@ type View struct {
 
 var viewPool = sync.Pool{New: func() any { return new(View) }}
 
+// refsRoom are the rooms of the Refs of pooled reference views
+// (NewViewRefs): each about 1.5× the one before, so a view's Refs hold
+// at most 1.5× the references it was got for.
+var refsRoom = [...]int{8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024}
+
+// refsPools pools reference views by the room of their Refs (refsRoom).
+var refsPools [len(refsRoom)]sync.Pool
+
 // NewView returns an empty View from the pool.
 func NewView() *View { return viewPool.Get().(*View) }
+
+// NewViewRefs returns an empty View whose Refs take n references without
+// growing. Reference views are pooled by the room of their Refs: from one
+// pool, every view's Refs grew to the most any player had in view (a
+// crowd's), and the views in flight and in the pool held ≈ 2.5× the
+// references they carried (1 KB per player at 1,000 players).
+func NewViewRefs(n int) *View {
+	k := 0
+	for k < len(refsRoom)-1 && refsRoom[k] < n {
+		k++
+	}
+	v, _ := refsPools[k].Get().(*View)
+	if v == nil {
+		v = new(View)
+	}
+	if cap(v.Refs) < n {
+		v.Refs = make([]ghost.ViewRef, 0, max(n, refsRoom[k]))
+	}
+	return v
+}
 
 // Release returns v to the pool; v may not be used afterwards.
 func (v *View) Release() {
@@ -45,6 +73,16 @@ func (v *View) Release() {
 	v.Entries = v.Entries[:0]
 	v.Snap, v.Refs = nil, v.Refs[:0]
 	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
+	if c := cap(v.Refs); c >= refsRoom[0] {
+		// The pool of the largest room it holds: a view got from pool k
+		// always has at least refsRoom[k].
+		k := len(refsRoom) - 1
+		for refsRoom[k] > c {
+			k--
+		}
+		refsPools[k].Put(v)
+		return
+	}
 	viewPool.Put(v)
 }
 

@@ -119,3 +119,34 @@ func TestViewSlotDropsOlderEpochs(t *testing.T) {
 		t.Fatal("a view without an epoch refused")
 	}
 }
+
+// A reference view's Refs take the references it was got for without
+// growing and hold at most 1.5× as many, whatever views of other sizes
+// went through the pool before it (from one pool every view's room grew
+// to the most crowded player's).
+func TestViewRefsRoomFollowsTheView(t *testing.T) {
+	bound := func(n int) int { return max(8, n+n/2) }
+	for round := range 3 {
+		var vs []*View
+		for _, n := range []int{1000, 700, 300, 120, 40} { // crowded views first
+			for range 20 {
+				v := NewViewRefs(n)
+				v.Refs = append(v.Refs, make([]ghost.ViewRef, n)...)
+				vs = append(vs, v)
+			}
+		}
+		for _, v := range vs {
+			v.Release()
+		}
+		for n := 1; n <= 1024; n += 7 {
+			v := NewViewRefs(n)
+			if c := cap(v.Refs); c < n || c > bound(n) || len(v.Refs) != 0 {
+				t.Fatalf("round %d: NewViewRefs(%d): len %d room %d, want 0 and %d…%d", round, n, len(v.Refs), c, n, bound(n))
+			}
+			defer v.Release()
+		}
+	}
+	if v := NewViewRefs(5000); cap(v.Refs) < 5000 {
+		t.Fatalf("NewViewRefs(5000): room %d", cap(v.Refs))
+	}
+}

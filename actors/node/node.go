@@ -130,12 +130,20 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	world := worldToken(wm.Name())
 	n.players = cluster.NewPlayers(nl.kv[BucketPlayers], n.node, log.With("component", "players"))
 	n.players.SetFence(n.leases.Valid)
-	placed := func(player uint64, zone string, epoch uint64, join bool) {
-		if join {
-			n.players.Joined(player, zone, epoch)
+	if err := n.players.Pipeline(ctx, nl.nc); err != nil {
+		log.Warn("player checkpoints written one request at a time", "err", err)
+	}
+	placed := func(player uint64, zone string, epoch uint64, join bool, cp *handoff.Checkpoint) {
+		// The checkpoint goes in the placement's write (one write per
+		// join or handoff); like the periodic ones, only once the bridge
+		// can name the player's gateway.
+		gw := ""
+		if b := n.bridgeRef.Load(); b != nil && cp != nil {
+			gw = b.GatewayOfConn(cp.Conn)
 		} else {
-			n.players.Acquired(player, zone, epoch)
+			cp = nil
 		}
+		n.players.Placed(player, zone, epoch, join, cp, gw)
 	}
 	checkpoint := func(zone string, cps []handoff.Checkpoint, leaving bool) {
 		if b := n.bridgeRef.Load(); b != nil {

@@ -49,14 +49,17 @@ type Params struct {
 	Load func(zone string, players, npcs int)
 	// Placed, when set, is told each player that joined this zone (join
 	// true) or was acquired by it from another zone, with its handoff
-	// epoch here (the cluster keeps player records with it). It must not
-	// block.
-	Placed func(player uint64, zone string, epoch uint64, join bool)
+	// epoch here and its checkpoint at that moment (the cluster keeps
+	// player records with them, the checkpoint in the placement's own
+	// write). It counts as one of the player's periodic checkpoints (see
+	// Checkpoint), which then does not get it again. It must not block.
+	Placed func(player uint64, zone string, epoch uint64, join bool, cp *handoff.Checkpoint)
 	// Checkpoint, when set, gets the checkpoints of the players whose turn
-	// it is this tick (each owned player's once every CheckpointEvery,
-	// spread over the ticks) and, with leaving true, a player's last one as
-	// it leaves. It runs on the zone's goroutine: it must copy what it
-	// keeps and never block.
+	// it is this tick (each owned player's CheckpointEvery after its
+	// previous one, spread over the ticks) and, with leaving true, a
+	// player's last one as it leaves. Without Placed it also gets the one
+	// a join or an acquisition takes at once. It runs on the zone's
+	// goroutine: it must copy what it keeps and never block.
 	Checkpoint func(zone string, cps []handoff.Checkpoint, leaving bool)
 	// CheckpointEvery is how often each player is checkpointed (default
 	// DefaultCheckpointEvery: a crash loses at most that much progress).
@@ -338,11 +341,7 @@ func (a *zoneActor) onTick() {
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
 	if a.p.Checkpoint != nil {
-		every := a.p.CheckpointEvery
-		if every <= 0 {
-			every = DefaultCheckpointEvery
-		}
-		a.cps = a.z.AppendCheckpoints(a.cps[:0], uint64(max(1, every/period)))
+		a.cps = a.z.AppendCheckpoints(a.cps[:0], a.checkpointTicks())
 		if len(a.cps) > 0 {
 			a.p.Checkpoint(a.p.Sim.Zone, a.cps, false)
 		}
@@ -369,13 +368,15 @@ func (a *zoneActor) onTick() {
 		if j == nil || j.Views == nil {
 			continue
 		}
-		v := msg.NewView()
-		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
+		var v *msg.View
 		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
+			v = msg.NewViewRefs(a.z.ViewLen(ref))
 			v.Snap, v.Refs = a.z.Snapshot(), a.z.AppendViewRefs(v.Refs[:0], ref)
 		} else {
+			v = msg.NewView()
 			v.Entries = a.z.AppendView(v.Entries[:0], ref)
 		}
+		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
 		if j.Views.Publish(v) && j.Ghosts != nil {
 			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
 		}
@@ -589,13 +590,40 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	a.joins[j.Player] = j
 	a.flushHeld(j)
 	a.m.Joins.Add(1)
-	if a.p.Placed != nil {
-		_, ep, _ := a.z.Handoffs().Status(j.Player)
-		a.p.Placed(j.Player, a.p.Sim.Zone, uint64(ep), true)
+	// The record a join writes (Placed) starts afresh: it carries the
+	// player's checkpoint at once, so a reconnect right after finds where
+	// it is.
+	a.placed(j.Player, true)
+}
+
+// checkpointTicks is CheckpointEvery in ticks.
+func (a *zoneActor) checkpointTicks() uint64 {
+	every := a.p.CheckpointEvery
+	if every <= 0 {
+		every = DefaultCheckpointEvery
 	}
-	// The record a join writes (Placed) starts afresh: checkpoint the
-	// player at once, so a reconnect right after finds where it is.
-	if cp, ok := a.z.CheckpointOf(j.Player); ok && a.p.Checkpoint != nil {
+	return uint64(max(1, every/a.z.Period()))
+}
+
+// placed tells Params.Placed of a player that joined (join) or was
+// acquired, with its checkpoint now, or, without Placed, hands that
+// checkpoint to Params.Checkpoint. Either way it is one of the player's
+// periodic checkpoints (sim.CheckpointNow).
+func (a *zoneActor) placed(id uint64, join bool) {
+	if a.p.Placed == nil && a.p.Checkpoint == nil {
+		return
+	}
+	cp, ok := a.z.CheckpointNow(id, a.checkpointTicks())
+	if a.p.Placed != nil {
+		_, ep, _ := a.z.Handoffs().Status(id)
+		var c *handoff.Checkpoint
+		if ok {
+			c = &cp
+		}
+		a.p.Placed(id, a.p.Sim.Zone, uint64(ep), join, c)
+		return
+	}
+	if ok {
 		a.p.Checkpoint(a.p.Sim.Zone, []handoff.Checkpoint{cp}, false)
 	}
 }
@@ -711,17 +739,13 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 		}
 		a.m.HandoffsIn.Add(1)
 		if a.p.Placed != nil && !sim.IsNPC(id) {
-			_, ep, _ := a.z.Handoffs().Status(id)
-			a.p.Placed(id, a.p.Sim.Zone, uint64(ep), false)
-			// The record the acquisition writes holds no checkpoint: a
-			// node that died before its first periodic one (up to a
-			// second) left a record nobody could restore, and the
-			// player's live connection looked it up in vain for good
-			// (make chaos: a stranded player, a stale record). So
-			// checkpoint at once, as a join does.
-			if cp, ok := a.z.CheckpointOf(id); ok && a.p.Checkpoint != nil {
-				a.p.Checkpoint(a.p.Sim.Zone, []handoff.Checkpoint{cp}, false)
-			}
+			// The record the acquisition writes carries the checkpoint:
+			// without one, a node that died before its first periodic
+			// one (up to a second) left a record nobody could restore,
+			// and the player's live connection looked it up in vain for
+			// good (make chaos: a stranded player, a stale record). As a
+			// join does.
+			a.placed(id, false)
 		}
 		if env.Remote {
 			a.m.HandoffsInRemote.Add(1)

@@ -27,7 +27,8 @@ var parts = []part{
 	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
 		"replication/ghost.(*Table).moveEnts", "replication/ghost.(*Table).resizeEnts", "replication/ghost.(*Table).compactPositions"}},
 	// Before the table's rest: the snapshots are made in replication/ghost.
-	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot"}},
+	// Before the connection: a reference view's Refs are made in actors/msg.
+	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot", "actors/msg.NewViewRefs"}},
 	{"ghost table: the rest (struct, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
 	{"session: notify, events, moves, control", []string{"replication/session.", "replication/notify.", "replication/event.", "replication/move."}},
 	{"connection, gateway, queued datagrams", []string{"actors/conn.", "actors/gateway.", "actors/msg.", "actors/udp."}},

@@ -23,6 +23,7 @@ func TestClassifyNames(t *testing.T) {
 		{"the allocation site wins over its callers", []string{"github.com/ghostwire/ghostwire/zones/sim.(*Zone).AppendView", "github.com/ghostwire/ghostwire/actors/zone.(*zoneActor).onTick"}, parts[2].name},
 		{"a zone's snapshot, made in replication/ghost", []string{"github.com/ghostwire/ghostwire/replication/ghost.(*SnapshotWriter).Next", "github.com/ghostwire/ghostwire/zones/sim.(*Zone).Snapshot"}, parts[2].name},
 		{"references into it", []string{"runtime.growslice", "github.com/ghostwire/ghostwire/zones/sim.(*Zone).AppendViewRefs"}, parts[2].name},
+		{"references made for a pooled view", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/actors/msg.NewViewRefs", "github.com/ghostwire/ghostwire/actors/zone.(*zoneActor).onTick"}, parts[2].name},
 		{"unknown", []string{"runtime.malg", "github.com/nats-io/nats-server/v2/server.init"}, otherPart},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

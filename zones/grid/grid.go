@@ -119,8 +119,10 @@ func (g *Grid) Resize(n int) {
 		// Every per-slot slice gets the same capacity, chosen here: append
 		// would round each to its own size class (a rec and an int32 grow
 		// differently), and a later n between the two capacities would then
-		// overrun the smaller one.
-		c := max(n, 2*cap(g.recs))
+		// overrun the smaller one. By an eighth, not doubled: a zone's
+		// table grows one slot at a time and never shrinks, so doubling
+		// left up to half of it unused for good.
+		c := (max(n, cap(g.recs)+cap(g.recs)/8) + 7) &^ 7
 		recs := make([]rec, n, c)
 		copy(recs, g.recs[:old])
 		cellOf := make([]int32, n, c)

@@ -115,6 +115,23 @@ type QueueStats struct {
 // LastApplied), dropping anything queued.
 func (q *MoveQueue) Reset(last uint64) {
 	q.last, q.q, q.gapOpen, q.lost = last, q.q[:0], false, q.lost[:0]
+	q.trim()
+}
+
+// keepRoom is the room (in moves, 512 B) a queue keeps however little it
+// holds: a player's queue usually holds a move or two between ticks.
+const keepRoom = 16
+
+// trim gives a backlog's room back once the queue has drained to an
+// eighth of it: a burst (a stalled zone, a client resending its window)
+// grows the queue towards Max (256 moves, 8 KB), and without this the
+// room stayed with the player for good — 1.5 KB a player at 1,000
+// players on a loaded host. Only above 2 × keepRoom, so a queue that
+// swings by a few moves never reallocates.
+func (q *MoveQueue) trim() {
+	if c := cap(q.q); c > 2*keepRoom && len(q.q) <= c/8 {
+		q.q = append(make([]move.Move, 0, max(2*len(q.q), keepRoom)), q.q...)
+	}
 }
 
 // LastApplied returns the newest sequence handed out (or Reset to).
@@ -223,4 +240,5 @@ func (q *MoveQueue) Pop() {
 	copy(q.q, q.q[1:])
 	q.q = q.q[:len(q.q)-1]
 	q.gapOpen = false
+	q.trim()
 }

@@ -67,3 +67,59 @@ func TestMoveQueueSkipsOnlyDeclaredLosses(t *testing.T) {
 		t.Fatal("gap never skipped")
 	}
 }
+
+// A backlog's room goes back once the queue drains (a burst grows it
+// towards Max; a queue swinging by a few moves keeps its room), and the
+// moves come out the same either way.
+func TestMoveQueueGivesBacklogRoomBack(t *testing.T) {
+	var q MoveQueue
+	seq := uint64(0)
+	push := func(n int) {
+		for range n {
+			seq++
+			q.Push(move.Move{Seq: seq, Dt: 16})
+		}
+	}
+	popped := uint64(0)
+	pop := func(n int) {
+		for range n {
+			m, ok := q.Peek(0)
+			if !ok {
+				t.Fatalf("move %d not ready", popped+1)
+			}
+			if m.Seq != popped+1 {
+				t.Fatalf("popped %d, want %d", m.Seq, popped+1)
+			}
+			q.Pop()
+			popped++
+		}
+	}
+	push(200) // a burst
+	if cap(q.q) < 200 {
+		t.Fatalf("room %d for 200 moves", cap(q.q))
+	}
+	pop(198)
+	if c := cap(q.q); c > keepRoom {
+		t.Fatalf("room %d after the backlog drained to %d moves, want ≤ %d", c, q.Len(), keepRoom)
+	}
+	// Swinging between 1 and 20 queued moves: the room stays, no reallocation.
+	pop(1)
+	push(19)
+	room := cap(q.q)
+	for range 50 {
+		pop(19)
+		push(19)
+		if cap(q.q) != room {
+			t.Fatalf("room changed %d → %d while the queue swung by 19 moves", room, cap(q.q))
+		}
+	}
+	pop(q.Len())
+	if q.LastApplied() != seq {
+		t.Fatalf("last applied %d, want %d", q.LastApplied(), seq)
+	}
+	push(100)
+	q.Reset(seq)
+	if c := cap(q.q); c > keepRoom {
+		t.Fatalf("room %d after Reset, want ≤ %d", c, keepRoom)
+	}
+}

@@ -12,17 +12,29 @@ import (
 type Checkpoint = handoff.Checkpoint
 
 // AppendCheckpoints appends a checkpoint of every owned player whose turn
-// it is: each player's comes once every `every` ticks, spread over the
-// ticks by slot, so a zone of 1,000 players writes 1,000/every records a
-// tick rather than 1,000 at once. every ≤ 1 checkpoints everyone.
+// it is: each player's comes `every` ticks after its previous one (the
+// previous periodic one, or the one CheckpointNow took when it joined or
+// was acquired), so no two of a player's checkpoints are more than
+// `every` ticks apart, and a player handed on often is not written more
+// than that on top of its handoffs. Spread over the ticks (by slot, and
+// CheckpointNow's offset), so a zone of 1,000 players writes about
+// 1,000/every records a tick rather than 1,000 at once. every ≤ 1
+// checkpoints everyone (and changes nobody's turn).
 func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
-	if every == 0 {
-		every = 1
-	}
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role != roleOwned || e.kind != KindPlayer || uint64(s)%every != z.tick%every {
+		if e.role != roleOwned || e.kind != KindPlayer {
 			continue
+		}
+		if every > 1 {
+			if e.cpDue == 0 { // never checkpointed here: its slot's turn
+				if uint64(s)%every != z.tick%every {
+					continue
+				}
+			} else if e.cpDue > z.tick {
+				continue
+			}
+			e.cpDue = z.tick + every
 		}
 		dst = append(dst, z.checkpoint(e))
 	}
@@ -36,6 +48,23 @@ func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
 		return Checkpoint{}, false
 	}
 	return z.checkpoint(&z.ents[s]), true
+}
+
+// CheckpointNow is CheckpointOf for a checkpoint that is written as one
+// of the player's periodic ones (the one its join or acquisition writes
+// with the record): AppendCheckpoints (with the same every) takes the
+// player's next one between every/2 and every ticks later, by slot, not at
+// its slot's next turn. So a handoff costs the record one write, not that
+// and an extra checkpoint, while the checkpoints stay at most every ticks
+// apart; and players restored or acquired in one tick do not all come
+// due in one tick after.
+func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
+	cp, ok := z.CheckpointOf(entity)
+	if ok && every > 1 {
+		s := z.byID[entity]
+		z.ents[s].cpDue = z.tick + every - uint64(s)%(every/2+1)
+	}
+	return cp, ok
 }
 
 func (z *Zone) checkpoint(e *entity) Checkpoint {
@@ -79,7 +108,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 		s = z.slotAlloc(cp.Entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
+	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra, e.conn = cp.Health, cp.Flags, nm, cp.Extra, conn
 	e.events = cp.Events

@@ -146,3 +146,70 @@ func TestRestoredPlayerReplaysItsBacklog(t *testing.T) {
 		t.Fatalf("a later burst applied up to %d in one tick: faster than real time", info.LastApplied)
 	}
 }
+
+// A checkpoint taken with CheckpointNow (a join's or an acquisition's,
+// written with the record) is one of the player's periodic ones: the next
+// comes between every/2 and every ticks after it, never later, and no
+// two of a player's checkpoints are ever more than every ticks apart.
+func TestCheckpointNowIsAPeriodicOne(t *testing.T) {
+	z := oneZone(t, nil)
+	const players, every = 40, 20
+	for i := range players {
+		if err := z.Join(0, uint64(i+1), "c", "p", [3]float32{-500 + float32(i), 0, -500}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := map[uint64]uint64{} // player → tick of its last checkpoint
+	nows := map[uint64]uint64{} // player → tick of its CheckpointNow
+	var buf []Checkpoint
+	for tick := uint64(1); tick <= 6*every; tick++ {
+		z.Step(time.Duration(tick) * 50 * time.Millisecond)
+		buf = z.AppendCheckpoints(buf[:0], every)
+		for _, cp := range buf {
+			if prev, ok := last[cp.Entity]; ok && tick-prev > every {
+				t.Fatalf("player %d: checkpoints at ticks %d and %d, more than %d apart", cp.Entity, prev, tick, every)
+			}
+			if at, ok := nows[cp.Entity]; ok {
+				if tick-at < every/2 {
+					t.Fatalf("player %d: a periodic checkpoint %d ticks after its CheckpointNow", cp.Entity, tick-at)
+				}
+				delete(nows, cp.Entity)
+			}
+			last[cp.Entity] = tick
+		}
+		// A few players a tick are "acquired" again (a handoff's checkpoint).
+		if tick > every && tick < 5*every {
+			for _, id := range []uint64{tick%players + 1, (tick*7)%players + 1} {
+				if _, ok := z.CheckpointNow(id, every); !ok {
+					t.Fatalf("no checkpoint of player %d", id)
+				}
+				nows[id], last[id] = tick, tick
+			}
+		}
+	}
+	for id := uint64(1); id <= players; id++ {
+		if 6*every-last[id] > every {
+			t.Fatalf("player %d: last checkpointed at tick %d of %d", id, last[id], 6*every)
+		}
+	}
+	// Everyone taken at once (a restore): the next ones spread over half
+	// a period, not all in one tick a period later.
+	tick := uint64(6 * every)
+	for id := uint64(1); id <= players; id++ {
+		z.CheckpointNow(id, every)
+	}
+	perTick, taken := 0, 0
+	for range every {
+		tick++
+		z.Step(time.Duration(tick) * 50 * time.Millisecond)
+		buf = z.AppendCheckpoints(buf[:0], every)
+		perTick, taken = max(perTick, len(buf)), taken+len(buf)
+	}
+	if taken != players || perTick > players/(every/2)+1 {
+		t.Fatalf("after a CheckpointNow of all %d players: %d checkpoints in the next period, up to %d in one tick", players, taken, perTick)
+	}
+	// every ≤ 1 takes everyone at once (a drain), whatever their turns.
+	if n := len(z.AppendCheckpoints(nil, 1)); n != players {
+		t.Fatalf("AppendCheckpoints(every 1) = %d checkpoints, want %d", n, players)
+	}
+}

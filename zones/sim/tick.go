@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
@@ -239,8 +240,19 @@ func ghostState(e *entity) ghost.State {
 }
 
 // buildGrid files every entity, owned or replica, and refreshes the
-// per-slot replicated states.
+// kinds and, under overload, the held states. (The tick's replicated
+// states are not copied here: Snapshot and AppendView convert each
+// entity's own state, which nothing changes between Step and the views.)
 func (z *Zone) buildGrid() {
+	held := z.ov.heldEvery > 1
+	switch {
+	case held && z.held == nil:
+		// Taken afresh, each on its first tick at the level (heldT 0).
+		z.held = make([]ghost.State, len(z.ents), cap(z.ents))
+		z.heldT = make([]uint64, len(z.ents), cap(z.ents))
+	case !held && z.held != nil:
+		z.held, z.heldT = nil, nil
+	}
 	for s := range z.ents {
 		e := &z.ents[s]
 		if e.role == roleFree {
@@ -251,10 +263,9 @@ func (z *Zone) buildGrid() {
 			stale = uint16(min(uint64((z.now-e.seen)/z.period), math.MaxUint16))
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
-		z.gs[s] = ghostState(e)
 		z.kinds[s] = e.kind
-		if z.ov.heldEvery <= 1 || (z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0 {
-			z.held[s], z.heldT[s] = z.gs[s], z.tick
+		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0) {
+			z.held[s], z.heldT[s] = ghostState(e), z.tick
 		}
 	}
 	z.grid.Build()
@@ -342,16 +353,16 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 		if cls == nil {
 			continue
 		}
-		st := &z.gs[sl]
-		if z.ov.heldEvery > 1 {
-			o := &z.ents[sl]
+		o := &z.ents[sl]
+		if z.held != nil && z.ov.heldEvery > 1 {
 			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
 			if dx*dx+dz*dz > z.far2 {
-				st = &z.held[sl]
+				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl]})
 				z.stats.HeldEntries++
+				continue
 			}
 		}
-		dst = append(dst, ghost.ViewEntry{Entity: z.ents[sl].id, Class: cls, Priority: en.Priority, State: *st})
+		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: ghostState(o)})
 	}
 	return dst
 }
@@ -385,24 +396,37 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	}
 	n := len(z.ents)
 	size := n
-	if z.ov.heldEvery > 1 {
+	if z.held != nil && z.ov.heldEvery > 1 {
 		size = 2 * n
 	}
 	s := z.snapW.Next(size)
 	// The same entries AppendView would copy: every slot with a class.
+	z.snapAll = true
 	for sl := range z.ents {
 		cls := z.cfg.Classes[z.kinds[sl]]
 		if cls == nil {
+			z.snapAll = false
 			continue
 		}
-		s.Set(sl, z.ents[sl].id, cls, &z.gs[sl])
+		e := &z.ents[sl]
+		st := ghostState(e)
+		s.Set(sl, e.id, cls, &st)
 		if size > n {
-			s.Set(n+sl, z.ents[sl].id, cls, &z.held[sl])
+			s.Set(n+sl, e.id, cls, &z.held[sl])
 		}
 	}
 	z.snapW.Seal(s)
 	z.snap, z.snapN = s, n
 	return s
+}
+
+// ViewLen is the most entries the view of ref (from this tick's Output)
+// can have: the player's interest set's size.
+func (z *Zone) ViewLen(ref ViewRef) int {
+	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
+		return 0
+	}
+	return z.ents[ref.slot].set.Len()
 }
 
 // AppendViewRefs is AppendView as references into Snapshot (which it
@@ -413,9 +437,22 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		return dst
 	}
 	e := &z.ents[ref.slot]
+	held := z.snap.Len() > z.snapN // held states in this snapshot
+	set := e.set.Entries()
+	if !held && z.snapAll {
+		// Every slot's kind has a class and no entry is held: each member
+		// is its slot's entry, as is (a view is 8 bytes × members, written
+		// for every player every tick).
+		n := len(dst)
+		dst = slices.Grow(dst, len(set))[:n+len(set)]
+		out := dst[n:]
+		for i, en := range set {
+			out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+		}
+		return dst
+	}
 	px, pz := e.state.Pos[0], e.state.Pos[2]
-	held := z.ov.heldEvery > 1 && z.snap.Len() > z.snapN
-	for _, en := range e.set.Entries() {
+	for _, en := range set {
 		sl := en.Slot()
 		if z.cfg.Classes[z.kinds[sl]] == nil {
 			continue

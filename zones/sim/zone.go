@@ -53,6 +53,7 @@ type entity struct {
 	name   ghost.Name
 	extra  [4]uint32
 	since  time.Duration // arrived here (dwell)
+	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
 
 	// Players.
 	burst bool // restored: the next input's moves are owed their time (InputBatch)
@@ -115,17 +116,22 @@ type Zone struct {
 	batchSeq uint64
 	npcNext  uint64
 
-	ov    overload
-	held  []ghost.State // per slot: the state far viewers get under overload
-	heldT []uint64      // tick each held state was taken
-	gs    []ghost.State // per slot: this tick's replicated state
-	kinds []uint8
+	ov overload
+	// held, heldT: per slot, the state far viewers get under overload and
+	// the tick it was taken; made when a level above 0 first needs them
+	// and dropped at level 0, where nobody reads them (112 B a slot).
+	held  []ghost.State
+	heldT []uint64
+	kinds []uint8 // per slot: the entity's kind as of the last Step
 
-	// snap is this tick's snapshot of gs (and held), built on the first
-	// AppendViewRefs after Step and shared by every view of the tick.
+	// snap is this tick's snapshot of the entities' states (and held),
+	// built on the first AppendViewRefs after Step and shared by every
+	// view of the tick.
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
+	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
+	snapAll bool
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
@@ -238,13 +244,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 		z.free = z.free[:n-1]
 	} else {
 		s = int32(len(z.ents))
-		z.ents = append(z.ents, entity{})
-		z.grid.Resize(len(z.ents))
-		z.track.Resize(len(z.ents))
-		z.gs = append(z.gs, ghost.State{})
-		z.held = append(z.held, ghost.State{})
-		z.heldT = append(z.heldT, 0)
-		z.kinds = append(z.kinds, 0)
+		z.growSlots(len(z.ents) + 1)
 	}
 	gen := z.ents[s].gen + 1
 	queue, set := z.ents[s].queue, z.ents[s].set // keep their buffers
@@ -255,6 +255,40 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 	z.ents[s].queue.GapTimeout = z.cfg.GapTimeout
 	z.byID[id] = s
 	return s
+}
+
+// growSlots makes n slots. Every per-slot slice gets one capacity, grown
+// by an eighth (in multiples of 8) rather than doubled by append: the
+// table only grows, one slot at a time, so doubling left up to half of
+// each slice's room (≈ 530 B a slot) unused for the zone's life.
+func (z *Zone) growSlots(n int) {
+	if n > cap(z.ents) {
+		c := slotRoom(cap(z.ents), n)
+		z.ents = grown(z.ents, c)
+		z.kinds = grown(z.kinds, c)
+		if z.held != nil {
+			z.held, z.heldT = grown(z.held, c), grown(z.heldT, c)
+		}
+	}
+	z.ents, z.kinds = z.ents[:n], z.kinds[:n]
+	if z.held != nil {
+		z.held, z.heldT = z.held[:n], z.heldT[:n]
+	}
+	z.grid.Resize(n)
+	z.track.Resize(n)
+}
+
+// slotRoom is the capacity for n slots when c is too small: an eighth
+// more than c, rounded up to a multiple of 8.
+func slotRoom(c, n int) int {
+	return (max(n, c+c/8) + 7) &^ 7
+}
+
+// grown returns s's elements in a new slice of capacity c.
+func grown[T any](s []T, c int) []T {
+	out := make([]T, len(s), c)
+	copy(out, s)
+	return out
 }
 
 func (z *Zone) slotFree(s int32) {
@@ -292,7 +326,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 		s = z.slotAlloc(entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since = KindPlayer, roleOwned, epoch, now
+	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name, e.conn = 1000, nm, conn
 	e.events = handoff.EventFence{}
@@ -527,7 +561,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	}
 	e := &z.ents[s]
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
-	e.kind, e.role, e.epoch, e.since = st.Kind, roleOwned, a.Epoch, now
+	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
 	e.conn, e.owner, e.events = st.Conn, "", st.Events
