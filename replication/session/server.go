@@ -36,17 +36,6 @@ type ServerHandler interface {
 	Event(e event.Event)
 }
 
-// crcRingSize is how many CRC-carrying moves the server remembers for
-// SetControl: more than a zone tick's worth at any sane input rate.
-const crcRingSize = 64
-
-// moveCRC is what SetControl needs of a CRC-carrying move: its sequence
-// (low 32 bits: the ring spans 64 moves) and the client's CRC.
-type moveCRC struct {
-	seq uint32
-	crc uint32
-}
-
 // Server is the server end of one connection, above an established
 // handshake session: it opens the client's packets (replay window, AEAD,
 // notify), applies the client's moves exactly once in order and delivers its
@@ -69,7 +58,7 @@ type Server struct {
 	ap      move.Applier
 	cw      *move.ControlWriter
 	applyFn func(move.Move)
-	crcs    [crcRingSize]moveCRC // CRC-carrying moves by seq % crcRingSize
+	crcs    crcFIFO // CRC-carrying moves SetControl may ask for
 
 	hasControl bool
 	ctlState   move.ControlState
@@ -116,12 +105,16 @@ type Server struct {
 	// Redirect in progress (Redirect): copies until the client's Disconnect
 	// acknowledges one or redirUntil passes.
 	redirecting bool
-	redirTo     netip.AddrPort
-	redirTok    []byte
-	redirNext   time.Duration
-	redirUntil  time.Duration
+	redir       *redirect // made by Redirect: most connections never redirect
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
+}
+
+// redirect is where a Redirect sends the client and when its copies go.
+type redirect struct {
+	to          netip.AddrPort
+	tok         []byte
+	next, until time.Duration
 }
 
 // serverLimits is what a Server reads of its ServerConfig after NewServer
@@ -184,7 +177,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 
 func (s *Server) apply(m move.Move) {
 	if m.HasCRC {
-		s.crcs[m.Seq%crcRingSize] = moveCRC{seq: uint32(m.Seq), crc: m.CRC}
+		s.crcs.push(m.Seq, m.CRC)
 	}
 	if s.h != nil {
 		s.h.Move(m)
@@ -277,8 +270,8 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 		return
 	}
 	s.ctlApplied = applied
-	if m := s.crcs[applied%crcRingSize]; m.seq == uint32(applied) {
-		s.cw.Check(move.Move{Seq: applied, CRC: m.crc, HasCRC: true}, &s.ctlState)
+	if crc, ok := s.crcs.find(applied); ok {
+		s.cw.Check(move.Move{Seq: applied, CRC: crc, HasCRC: true}, &s.ctlState)
 	}
 }
 
@@ -340,8 +333,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 		return ErrClosed
 	}
 	s.redirecting = true
-	s.redirTo, s.redirTok = server, append([]byte(nil), token...)
-	s.redirNext, s.redirUntil = now, now+s.cfg.RedirectTimeout
+	s.redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.cfg.RedirectTimeout}
 	return nil
 }
 
@@ -355,22 +347,22 @@ func (s *Server) Redirecting() bool {
 // acknowledgement and starts the Disconnect.
 func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 	e := &s.e
-	if now >= s.redirUntil {
+	if now >= s.redir.until {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return e.pollDisconnect(now, dst)
 	}
-	if now < s.redirNext {
+	if now < s.redir.next {
 		return dst, nil
 	}
 	n := len(dst)
-	out, err := e.sess.AppendRedirect(dst, s.redirTo, s.redirTok)
+	out, err := e.sess.AppendRedirect(dst, s.redir.to, s.redir.tok)
 	if err != nil {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return dst[:n], fmt.Errorf("session: redirect: %w", err)
 	}
-	s.redirNext = now + s.cfg.RedirectInterval
+	s.redir.next = now + s.cfg.RedirectInterval
 	e.lastSend, e.sentAny = now, true
 	e.c.PacketsOut++
 	e.c.RedirectOut++
@@ -579,7 +571,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 		return d
 	}
 	if s.redirecting {
-		return min(d, s.redirNext, s.redirUntil)
+		return min(d, s.redir.next, s.redir.until)
 	}
 	d = min(d, e.lastSend+e.keepAlive)
 	slot := max(now, s.nextData)
