@@ -35,9 +35,10 @@ type laneRx struct {
 	asm        []byte   // the fragmented event being reassembled (a slab of its size)
 	asmTotal   int
 	assembling bool
-	ahead      int   // slots present
-	used       bool  // a record of the lane arrived since the last trim
-	idle       uint8 // trims in a row without one
+	ahead      int    // slots present
+	pktLast    uint64 // id of the lane's latest record in the packet being read
+	used       bool   // a record of the lane arrived since the last trim
+	idle       uint8  // trims in a row without one
 }
 
 // partial is an unordered fragmented event being reassembled.
@@ -62,21 +63,21 @@ type partial struct {
 // The zero Receiver is not usable; use NewReceiver. Not safe for concurrent
 // use; the connection actor owns it.
 type Receiver struct {
-	cfg                       *Config // shared (interned), never written
-	idBits, laneBits, keyBits uint
-	m                         uint64
-	arena                     arena
-	lanes                     []*laneRx // nil until the lane's first record
-	unBase                    uint64    // all unordered ids below were received
-	unSeen                    []uint64  // bitmap over ids [unBase, unBase+m), position id mod m
-	unAhead                   int       // bits set in unSeen (ids received above unBase)
-	partials                  []partial
-	keys                      []staggerRx
-	bytes                     int // payload buffered (slots, reassemblies)
-	scratch                   []byte
-	pktHas                    []bool
-	pktLast                   []uint64
-	stats                     ReceiverStats
+	cfg             *Config // shared (interned), never written
+	idBits, keyBits uint8
+	m               uint64
+	arena           arena
+	lanes           []*laneRx // nil until the lane's first record
+	unBase          uint64    // all unordered ids below were received
+	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m
+	unAhead         int       // bits set in unSeen (ids received above unBase)
+	partials        []partial
+	keys            []staggerRx
+	bytes           int // payload buffered (slots, reassemblies)
+	scratch         []byte
+	pktHas          [2]uint64 // bit per stream: a record of it is already in this packet
+	unLast          uint64    // the unordered stream's pktLast (laneRx.pktLast)
+	stats           ReceiverStats
 
 	// Idle release (trim), counted in sections: there is no clock here.
 	sinceTrim int
@@ -112,14 +113,11 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:      intern(cfg),
-		idBits:   idWidth(cfg.MaxInFlightPerLane),
-		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
-		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
-		m:        uint64(cfg.MaxInFlightPerLane),
-		lanes:    make([]*laneRx, cfg.Lanes),
-		pktHas:   make([]bool, cfg.Lanes+1),
-		pktLast:  make([]uint64, cfg.Lanes+1),
+		cfg:     intern(cfg),
+		idBits:  uint8(idWidth(cfg.MaxInFlightPerLane)),
+		keyBits: uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
+		m:       uint64(cfg.MaxInFlightPerLane),
+		lanes:   make([]*laneRx, cfg.Lanes),
 
 		trimEvery: trimSections,
 	}
@@ -216,7 +214,7 @@ func (r *Receiver) trim() {
 // parse walks the section; with deliver == nil it only checks the structure
 // and skips payloads.
 func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
-	clear(r.pktHas)
+	r.pktHas = [2]uint64{}
 	for {
 		more, err := rd.ReadFlag("event.more")
 		if err != nil {
@@ -328,16 +326,17 @@ func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record) error {
 		}
 		rec.stream = int(l)
 	}
-	if r.pktHas[rec.stream] {
+	if bit := uint64(1) << (rec.stream & 63); r.pktHas[rec.stream>>6]&bit != 0 {
 		next, err := rd.ReadFlag("event.next")
 		if err != nil {
 			return err
 		}
 		rec.next = next
+	} else {
+		r.pktHas[rec.stream>>6] |= bit
 	}
-	r.pktHas[rec.stream] = true
 	if !rec.next {
-		id, err := rd.ReadBits(r.idBits, "event.id")
+		id, err := rd.ReadBits(uint(r.idBits), "event.id")
 		if err != nil {
 			return err
 		}
@@ -441,19 +440,21 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
 		return nil
 	}
-	ref := r.unBase
+	ref, last := r.unBase, &r.unLast
 	if rec.class == Ordered {
 		ln := r.lane(rec.stream)
 		ln.used = true
-		ref = ln.next
+		ref, last = ln.next, &ln.pktLast
 	}
 	id := rec.idLow
 	if rec.next {
-		id = r.pktLast[rec.stream] + 1
+		// A record of the stream came before it in this packet: apply set
+		// *last (the lane exists since).
+		id = *last + 1
 	} else {
-		id = reconstruct(ref, id, r.idBits)
+		id = reconstruct(ref, id, uint(r.idBits))
 	}
-	r.pktLast[rec.stream] = id
+	*last = id
 	if id < ref {
 		r.stats.Duplicates++
 		return nil

@@ -14,18 +14,24 @@ import (
 // Write then stops sending guaranteed units until OnFate catches up.
 const maxTxPackets = 1 << 16
 
-// txEntry names one unit written into a packet.
-type txEntry struct {
-	stream int32
-	id     uint64
-}
+// txEntry names one unit written into a packet: its stream in the top
+// bits, its id below (8 bytes instead of 16: a stream's ids count its
+// units from 0 and stay far below 2^57).
+type txEntry uint64
+
+const txIDBits = 57 // streams ≤ MaxLanes+1 = 65 fit the 7 bits above
+
+func newTxEntry(si int, id uint64) txEntry { return txEntry(uint64(si)<<txIDBits | id) }
+func (e txEntry) stream() int              { return int(e >> txIDBits) }
+func (e txEntry) id() uint64               { return uint64(e) & (1<<txIDBits - 1) }
 
 // txPacket is the transmission record of one packet: its entries are
 // entries[first : first+n] (absolute positions in the entry ring).
 type txPacket struct {
-	seq      uint64
-	first, n uint64
-	acked    bool // AckDelivered acknowledged its units ahead of its fate
+	seq   uint64
+	first uint64
+	n     uint32 // ≤ the records of one packet
+	acked bool   // AckDelivered acknowledged its units ahead of its fate
 }
 
 // staggerKey is the seed-001 schedule of one staggered key.
@@ -76,8 +82,8 @@ type SenderStats struct {
 // concurrent use; the connection actor owns it.
 type Sender struct {
 	cfg               *Config // shared (interned), never written
-	idBits, laneBits  uint
-	keyBits           uint
+	idBits, laneBits  uint8
+	keyBits           uint8
 	arena             arena
 	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used
 	queuedBytes       int
@@ -94,11 +100,9 @@ type Sender struct {
 	ug                [][]byte // unguaranteed queue (ring)
 	ugHead, ugN       int
 	keys              []staggerKey
-	active            []uint16 // keys with a schedule running
-	pktHas            []bool   // per stream: a record of it is already in this packet
-	pktLast           []uint64 // per stream: id of its latest record in this packet
+	active            []uint16  // keys with a schedule running
+	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int
-	seq               uint64
 	stats             SenderStats
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	lossN             int           // fates in the estimate, up to lossWindow
@@ -126,12 +130,10 @@ func NewSender(cfg Config) (*Sender, error) {
 	}
 	s := &Sender{
 		cfg:      intern(cfg),
-		idBits:   idWidth(cfg.MaxInFlightPerLane),
-		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
-		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
+		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
+		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
+		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
 		streams:  make([]*sendStream, cfg.Lanes+1),
-		pktHas:   make([]bool, cfg.Lanes+1),
-		pktLast:  make([]uint64, cfg.Lanes+1),
 		redund:   cfg.Redundancy,
 
 		trimEvery: trimEvery,
@@ -338,11 +340,11 @@ func (s *Sender) HasRedundant() bool {
 	limit := uint8(1 + s.redund)
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			if u := st.unit(e.id); !u.acked && u.copies < limit && !st.needsResend(e.id) {
+			if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
 				return true
 			}
 		}
@@ -364,7 +366,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	if w.Remaining() < 1 {
 		return 0, ErrNoRoom
 	}
-	s.wrote, s.lastSeq, s.seq = true, seq, seq
+	s.wrote, s.lastSeq = true, seq
 	if now >= s.trimAt {
 		s.trim()
 		s.trimAt = now + s.trimEvery
@@ -372,7 +374,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	start := w.BitLen()
 	s.avail = w.Remaining() - 1 // keep the end bit
 	s.redundBits = 8 * s.cfg.RedundancyBytes
-	clear(s.pktHas)
+	s.pktHas = [2]uint64{}
 	s.cur = s.cur[:0]
 	records := 0
 	guaranteed := s.pN < maxTxPackets
@@ -417,6 +419,9 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	return records, err
 }
 
+// inPkt reports whether this packet has a record of stream si already.
+func (s *Sender) inPkt(si int) bool { return s.pktHas[si>>6]&(1<<(si&63)) != 0 }
+
 // fits reserves b bits of the section budget.
 func (s *Sender) fits(b int) bool {
 	if b > s.avail {
@@ -432,9 +437,9 @@ func (s *Sender) unitBits(si int, id uint64, u *unit) int {
 	if si < s.cfg.Lanes {
 		b += int(s.laneBits)
 	}
-	if s.pktHas[si] {
+	if s.inPkt(si) {
 		b++
-		if id != s.pktLast[si]+1 {
+		if id != s.streams[si].pktLast+1 {
 			b += int(s.idBits)
 		}
 	} else {
@@ -464,14 +469,15 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	e.flag(true)
 	e.bits(uint64(class), classBits)
 	if class == Ordered {
-		e.bits(uint64(si), s.laneBits)
+		e.bits(uint64(si), uint(s.laneBits))
 	}
-	next := s.pktHas[si] && id == s.pktLast[si]+1
-	if s.pktHas[si] {
+	st := s.streams[si]
+	next := s.inPkt(si) && id == st.pktLast+1
+	if s.inPkt(si) {
 		e.flag(next)
 	}
 	if !next {
-		e.bits(id&(1<<s.idBits-1), s.idBits)
+		e.bits(id&(1<<s.idBits-1), uint(s.idBits))
 	}
 	e.flag(u.kind != kindWhole)
 	if u.kind != kindWhole {
@@ -491,14 +497,15 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	if e.err != nil {
 		return e.err
 	}
-	s.pktHas[si], s.pktLast[si] = true, id
+	s.pktHas[si>>6] |= 1 << (si & 63)
+	st.pktLast = id
 	u.refs++
 	if u.copies == 0 {
-		u.first = s.seq
+		u.first = s.lastSeq
 	}
 	u.copies++
-	u.lastSeq = s.seq
-	s.cur = append(s.cur, txEntry{stream: int32(si), id: id})
+	u.lastSeq = s.lastSeq
+	s.cur = append(s.cur, newTxEntry(si, id))
 	return nil
 }
 
@@ -645,7 +652,7 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 		e := fieldWriter{w: w}
 		e.flag(true)
 		e.bits(uint64(Staggered), classBits)
-		e.bits(uint64(key), s.keyBits)
+		e.bits(uint64(key), uint(s.keyBits))
 		e.bits(uint64(k.version), versionBits)
 		e.payload(k.buf)
 		if e.err != nil {
@@ -744,12 +751,12 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	cand := s.cand[:0]
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			u := st.unit(e.id)
-			if u.acked || u.copies >= limit || u.lastSeq == s.seq || st.needsResend(e.id) {
+			u := st.unit(e.id())
+			if u.acked || u.copies >= limit || u.lastSeq == s.lastSeq || st.needsResend(e.id()) {
 				continue
 			}
 			cand = append(cand, redundCand{e: e, copies: u.copies, first: u.first})
@@ -767,9 +774,9 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	s.cand = cand
 	s.carry = s.carry[:0]
 	for _, c := range cand {
-		si := int(c.e.stream)
-		u := s.streams[si].unit(c.e.id)
-		b := s.unitBits(si, c.e.id, u)
+		si := c.e.stream()
+		u := s.streams[si].unit(c.e.id())
+		b := s.unitBits(si, c.e.id(), u)
 		if b > s.redundBits || !s.fits(b) {
 			if len(s.carry) < maxCarry {
 				s.carry = append(s.carry, c.e)
@@ -777,7 +784,7 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 			continue
 		}
 		s.redundBits -= b
-		if err := s.writeUnit(w, si, c.e.id, u); err != nil {
+		if err := s.writeUnit(w, si, c.e.id(), u); err != nil {
 			return n, err
 		}
 		s.stats.Redundant++
@@ -790,8 +797,8 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 // sends an event or two a second has a handful of packets with units in
 // flight (one per packet until the unit's ack). trim gives them back.
 const (
-	minEntries = 8 // 128 B
-	minPkts    = 4 // 128 B
+	minEntries = 8 // 64 B
+	minPkts    = 4 // 96 B
 )
 
 // Idle release: once per trimEvery (of Write's now), a stream that neither
@@ -875,7 +882,7 @@ func (s *Sender) pushPacket(seq uint64) {
 		}
 		s.pkts = p
 	}
-	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint64(len(s.cur))}
+	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint32(len(s.cur))}
 	s.pN++
 }
 
@@ -926,14 +933,14 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 			continue
 		}
 		p.acked = true
-		for j := p.first; j < p.first+p.n; j++ {
+		for j := p.first; j < p.first+uint64(p.n); j++ {
 			e := s.entries[j&emask]
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			st.unit(e.id).acked = true
-			s.work += st.setResend(e.id, false)
+			st.unit(e.id()).acked = true
+			s.work += st.setResend(e.id(), false)
 		}
 	}
 }
@@ -969,29 +976,29 @@ func (s *Sender) observe(delivered bool) {
 
 func (s *Sender) resolve(p txPacket, delivered bool) {
 	mask := uint64(len(s.entries) - 1)
-	for i := p.first; i < p.first+p.n; i++ {
+	for i := p.first; i < p.first+uint64(p.n); i++ {
 		s.settle(s.entries[i&mask], p.seq, delivered)
 	}
-	s.eHead = p.first + p.n
+	s.eHead = p.first + uint64(p.n)
 	s.advanceAll()
 }
 
 // settle applies the fate of packet seq to one unit it carried.
 func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
-	st := s.streams[e.stream]
-	if e.id < st.base || e.id >= st.next {
+	st := s.streams[e.stream()]
+	if e.id() < st.base || e.id() >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
 	}
-	u := st.unit(e.id)
+	u := st.unit(e.id())
 	if u.refs > 0 {
 		u.refs--
 	}
 	switch {
 	case delivered:
 		u.acked = true
-		s.work += st.setResend(e.id, false)
-	case !u.acked && !st.needsResend(e.id) && (u.refs == 0 || seq >= u.first):
-		s.work += st.setResend(e.id, true)
+		s.work += st.setResend(e.id(), false)
+	case !u.acked && !st.needsResend(e.id()) && (u.refs == 0 || seq >= u.first):
+		s.work += st.setResend(e.id(), true)
 		u.copies = 0
 		s.stats.Requeued++
 	}

@@ -57,6 +57,8 @@ type sendStream struct {
 	resendN    int
 	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
 
+	pktLast uint64 // id of its latest record in the packet being written (Sender.inPkt)
+
 	// Idle release (Sender.trim): used is set when a unit is cut, idle
 	// counts the trims since the stream last held or cut anything.
 	used bool
@@ -64,12 +66,13 @@ type sendStream struct {
 }
 
 // The rings of a stream start small and double on use (a lane that carries
-// a few events a second has one or two in flight); a stream that has been
-// idle for idleTrims trims gives them back, so a burst does not keep its
-// room for the connection's life. The ids (base, next) stay.
+// a few events a second has one or two in flight, and an event waits to be
+// cut only until the next packet); a stream that has been idle for
+// idleTrims trims gives them back, so a burst does not keep its room for
+// the connection's life. The ids (base, next) stay.
 const (
-	minUnits = 4 // 224 B
-	minPend  = 4 // 160 B
+	minUnits = 2 // 112 B
+	minPend  = 2 // 80 B
 )
 
 // release drops the rings of a stream that holds nothing.
