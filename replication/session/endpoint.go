@@ -37,16 +37,11 @@ type endpoint struct {
 	timeout   time.Duration
 	lastRecv  time.Duration // newest authenticated packet
 	lastSend  time.Duration // newest protected packet sent
-	sentAny   bool
-	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
-	// packets elicit nothing, so two idle ends never ping-pong acks.
-	owed bool
 	// lastData is when the peer's newest data packet arrived. While the peer
 	// streams data (one within KeepAlive), we answer every send slot, with an
 	// ack-only packet if nothing else: under heavy loss the peer must hear
 	// from us at our rate, not at the rate its few surviving packets arrive.
 	lastData time.Duration
-	dataAny  bool
 	lastHdr  int // header bytes of the newest data packet (budget estimates)
 
 	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
@@ -63,9 +58,16 @@ type endpoint struct {
 	discInterval time.Duration
 	discLeft     int
 	discNext     time.Duration
-	discReason   handshake.Reason
 
 	c Counters
+
+	// Flags together in one word.
+	sentAny bool
+	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
+	// packets elicit nothing, so two idle ends never ping-pong acks.
+	owed       bool
+	dataAny    bool // lastData is set
+	discReason handshake.Reason
 }
 
 func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -52,7 +53,7 @@ type ServerHandler interface {
 // the connection (actors/conn) owns it.
 type Server struct {
 	e   endpoint
-	cfg serverLimits
+	cfg *serverLimits // shared by every Server of the same config
 	h   ServerHandler
 
 	ap      move.Applier
@@ -60,52 +61,53 @@ type Server struct {
 	applyFn func(move.Move)
 	crcs    crcFIFO // CRC-carrying moves SetControl may ask for
 
-	hasControl bool
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	ctlSent    uint64 // the ack of the newest data packet
-	ctlSentAny bool
 	superseded uint64 // Stats.ControlsSuperseded
+
+	nextData time.Duration
+	lastTick time.Duration // when the newest packet that carried a tick left
+	// holdUntil: events and ghosts that arrive between ticks wait for the
+	// next tick's packet until then (tickGrace), so a connection sends one
+	// datagram per tick.
+	holdUntil time.Duration
+	credit    float64 // bytes
+	creditAt  time.Duration
+	// ghostPkts: packets whose ghost section had records, fate pending. Its
+	// bound (MaxInFlight) also bounds ghostFates, a slice that grows on
+	// demand so an idle connection does not hold MaxInFlight fates.
+	ghostPkts  seqRing
+	ghostFates []notify.Fate
+	moved      uint64
+	ghostErrs  uint64
+	ghostStall uint64
+	newestIn   uint64
+	redir      *redirect // made by Redirect: most connections never redirect
+
+	// The flags sit together: one word, where each between wider fields
+	// took one of its own.
+	hasControl bool
+	ctlSentAny bool
 	// ackOwed: a client packet repeated only moves already applied, so the
 	// client lacks our ack — the data packet carrying it was lost. Answer
 	// with a control section even when nothing changed: an ack-only packet
 	// carries none, and the client would repeat its moves unacknowledged
 	// for as long as the server has nothing else to send.
 	ackOwed bool
-
-	interval time.Duration // 1/SendRate
-	nextData time.Duration
 	// tickDue: a zone tick's control state arrived (SetControl) and no data
 	// packet left since. It opens the send slot at once (no sooner than
 	// tickGap after the previous tick's packet): each tick's update leaves
 	// in its own packet as soon as it exists, instead of waiting for a slot
 	// timer whose phase has nothing to do with the ticks.
-	tickDue  bool
-	lastTick time.Duration // when the newest packet that carried a tick left
-	// holdUntil: events and ghosts that arrive between ticks wait for the
-	// next tick's packet until then (tickGrace), so a connection sends one
-	// datagram per tick.
-	holdUntil  time.Duration
-	credit     float64 // bytes
-	creditAt   time.Duration
-	ghostPkts  seqRing // packets whose ghost section had records, fate pending
-	ghostFates []notify.Fate
-	// maxGhostFates bounds ghostFates; the slice itself grows on demand so
-	// an idle connection does not hold MaxInFlight fates.
-	maxGhostFates int
-	moved         uint64
-	ghostErrs     uint64
-	ghostStall    uint64
+	tickDue bool
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
 	heardAny  bool
-	newestIn  uint64
-
-	// Redirect in progress (Redirect): copies until the client's Disconnect
-	// acknowledges one or redirUntil passes.
+	// redirecting: a Redirect is in progress: copies until the client's
+	// Disconnect acknowledges one or redir.until passes.
 	redirecting bool
-	redir       *redirect // made by Redirect: most connections never redirect
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
 }
@@ -118,11 +120,42 @@ type redirect struct {
 }
 
 // serverLimits is what a Server reads of its ServerConfig after NewServer
-// (the rest went to notify, event and move): 40 bytes per connection instead
-// of a 248-byte copy of the whole config.
+// (the rest went to notify, event and move), and the send interval. It is
+// the same for every connection of a config, so they share one read-only
+// copy (internLimits): 8 bytes per connection instead of 48 (and of a
+// 248-byte copy of the whole config before that).
 type serverLimits struct {
 	Bandwidth, MaxPacketSize, MinPacketSize int
 	RedirectInterval, RedirectTimeout       time.Duration
+	interval                                time.Duration // 1/SendRate
+}
+
+// limits interns the serverLimits of the Servers of a process. Bounded:
+// past maxLimits distinct values (a server has one or two) a Server gets
+// its own copy.
+var limits struct {
+	mu sync.Mutex
+	m  map[serverLimits]*serverLimits
+}
+
+const maxLimits = 64
+
+// internLimits returns the shared copy of l.
+func internLimits(l serverLimits) *serverLimits {
+	limits.mu.Lock()
+	defer limits.mu.Unlock()
+	if p := limits.m[l]; p != nil {
+		return p
+	}
+	p := new(serverLimits)
+	*p = l
+	if len(limits.m) < maxLimits {
+		if limits.m == nil {
+			limits.m = make(map[serverLimits]*serverLimits)
+		}
+		limits.m[l] = p
+	}
+	return p
 }
 
 // NewServer returns the server end of the connection sess (from
@@ -142,10 +175,11 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	if cfg.RedirectTimeout == 0 {
 		cfg.RedirectTimeout = DefaultRedirectTimeout
 	}
-	s := &Server{h: h, cfg: serverLimits{
+	s := &Server{h: h, cfg: internLimits(serverLimits{
 		Bandwidth: cfg.Bandwidth, MaxPacketSize: cfg.MaxPacketSize, MinPacketSize: cfg.MinPacketSize,
 		RedirectInterval: cfg.RedirectInterval, RedirectTimeout: cfg.RedirectTimeout,
-	}}
+		interval: time.Second / time.Duration(cfg.SendRate),
+	})}
 	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -166,12 +200,10 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 		}
 	}
 	s.applyFn = s.apply
-	s.interval = time.Second / time.Duration(cfg.SendRate)
-	s.lastTick = now - s.interval
+	s.lastTick = now - s.cfg.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
-	s.maxGhostFates = cfg.Notify.MaxInFlight
 	return s, nil
 }
 
@@ -580,7 +612,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	} else if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
 	} else if s.outstanding() {
-		d = min(d, max(slot, e.probeAt(s.interval)))
+		d = min(d, max(slot, e.probeAt(s.cfg.interval)))
 	}
 	return d
 }
@@ -589,7 +621,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // this much longer than 1/SendRate, so those that arrive between ticks ride
 // with the next tick's packet (one datagram per tick) and go on their own
 // only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
-func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
+func (s *Server) tickGrace() time.Duration { return s.cfg.interval / 2 }
 
 // tickGap is the least time between two ticks' packets: half a slot. A
 // tick whose state reached the connection late (its zone's tick or the path
@@ -603,7 +635,7 @@ func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
 // next. While the zone ticks at SendRate (both default to 20 Hz) the
 // connection sends one data packet per tick, and one more only when a tick
 // is over half a slot late.
-func (s *Server) tickGap() time.Duration { return s.interval / 2 }
+func (s *Server) tickGap() time.Duration { return s.cfg.interval / 2 }
 
 // dataSlot is the earliest time a data packet may leave: when a tick's
 // state is due, at once (tickGap after the previous data packet); else at
@@ -740,11 +772,11 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 		if content && now >= s.holdUntil {
 			return s.buildData(now, dst, ghosts, false)
 		}
-		if !content && s.outstanding() && now >= e.probeAt(s.interval) {
+		if !content && s.outstanding() && now >= e.probeAt(s.cfg.interval) {
 			return s.buildData(now, dst, ghosts, true)
 		}
 		if !content && (e.owed || e.peerStreaming(now)) {
-			s.nextData = nextSlot(s.nextData, s.interval, now)
+			s.nextData = nextSlot(s.nextData, s.cfg.interval, now)
 			return s.sendAck(now, dst)
 		}
 	}
@@ -786,11 +818,11 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	if s.tickDue {
-		s.nextData = now + s.interval
+		s.nextData = now + s.cfg.interval
 		s.holdUntil = s.nextData + s.tickGrace()
 		s.lastTick = now
 	} else {
-		s.nextData = nextSlot(s.nextData, s.interval, now)
+		s.nextData = nextSlot(s.nextData, s.cfg.interval, now)
 	}
 	s.tickDue = false
 	w := &e.w
@@ -851,8 +883,8 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		w.WriteGamma(1)
 		return
 	}
-	if s.ghostPkts.full() || len(s.ghostFates) == s.maxGhostFates ||
-		s.ghostPkts.len()+len(s.ghostFates) >= s.maxGhostFates {
+	if max := s.ghostPkts.limit(); s.ghostPkts.full() || len(s.ghostFates) == max ||
+		s.ghostPkts.len()+len(s.ghostFates) >= max {
 		s.ghostStall++
 		w.WriteGamma(1)
 		return
@@ -876,34 +908,34 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 // connection dominated the server's memory per client. Once grown it stays,
 // so steady state allocates nothing.
 type seqRing struct {
-	buf        []uint64
-	head, size int
-	max        int
+	buf             []uint64
+	head, size, max uint32
 }
 
 // seqRingMin is the first buffer size: 128 bytes.
 const seqRingMin = 16
 
-func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, n }
-func (r *seqRing) len() int            { return r.size }
+func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, uint32(n) }
+func (r *seqRing) len() int            { return int(r.size) }
+func (r *seqRing) limit() int          { return int(r.max) }
 func (r *seqRing) full() bool          { return r.size == r.max }
 func (r *seqRing) front() uint64       { return r.buf[r.head] }
-func (r *seqRing) pop()                { r.head = (r.head + 1) % len(r.buf); r.size-- }
-func (r *seqRing) at(i int) uint64     { return r.buf[(r.head+i)%len(r.buf)] }
-func (r *seqRing) set(i int, v uint64) { r.buf[(r.head+i)%len(r.buf)] = v }
+func (r *seqRing) pop()                { r.head = (r.head + 1) % uint32(len(r.buf)); r.size-- }
+func (r *seqRing) at(i int) uint64     { return r.buf[(int(r.head)+i)%len(r.buf)] }
+func (r *seqRing) set(i int, v uint64) { r.buf[(int(r.head)+i)%len(r.buf)] = v }
 
 // push appends v; the caller checks full first.
 func (r *seqRing) push(v uint64) {
-	if r.size == len(r.buf) {
+	if int(r.size) == len(r.buf) {
 		r.grow()
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.buf[(r.head+r.size)%uint32(len(r.buf))] = v
 	r.size++
 }
 
 // grow doubles the buffer (capped at max), unwrapping the FIFO to index 0.
 func (r *seqRing) grow() {
-	n := max(min(2*len(r.buf), r.max), min(seqRingMin, r.max))
+	n := max(min(2*len(r.buf), int(r.max)), min(seqRingMin, int(r.max)))
 	if n <= len(r.buf) {
 		panic("session: seqRing push when full") // callers check full first
 	}
