@@ -3,6 +3,7 @@ package notify
 import (
 	"fmt"
 	"math/bits"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -17,12 +18,16 @@ const (
 )
 
 // record is the sender's memory of one packet until its fate is popped.
+// 24 bytes: F as its distance below L+1, which firstMissing keeps within
+// [0, L+1−H] (H ≥ L+1−K: at most MaxReorderThreshold).
 type record struct {
 	sentAt   time.Duration
 	carriedL uint64 // ack L its header carried (valid when acked)
-	carriedF uint64 // first peer sequence not yet resolved at the peer once that header is processed
-	state    recState
-	acked    bool // the header carried an ack section
+	// fBack is carriedL+1 − F, F the first peer sequence not yet resolved
+	// at the peer once that header is processed (valid when acked).
+	fBack uint32
+	state recState
+	acked bool // the header carried an ack section
 }
 
 // Conn is the packet-notify state of one peer pair (checklist PN-11): a sender
@@ -45,36 +50,32 @@ type record struct {
 // The zero Conn is not usable; use New. Memory is fixed at New and nothing
 // allocates afterwards. Not safe for concurrent use; the connection actor owns it.
 type Conn struct {
-	cfg Config
-	k   uint64 // ReorderThreshold
-	win uint64 // AckWindow
+	cfg *Config // shared (interned), never written
+	k   uint64  // ReorderThreshold
+	win uint64  // AckWindow
 
 	// Sender half: our sequence numbers.
 	localStart   uint64
 	nextSeq      uint64
-	headSeq      uint64 // oldest record not yet popped
-	firstPending uint64 // oldest unresolved record, or nextSeq
-	pending      uint64 // unresolved records
-	maxInFlight  uint64
+	headSeq      uint64   // oldest record not yet popped
+	firstPending uint64   // oldest unresolved record, or nextSeq
+	pending      uint64   // unresolved records
 	recs         []record // ring indexed by seq & recMask
 	recMask      uint64
 	maxRecs      int // recs grows on demand up to this (nextPow2(MaxInFlight))
 	// Sizing by use (trimRecs): the most records in flight in this and
 	// the previous period, and when the period ends.
-	recPeak, recPeakPrev uint64
+	recPeak, recPeakPrev uint32 // ≤ MaxInFlight
 	recTrimAt            time.Duration
 	recTrimEvery         time.Duration // recTrimEvery; tests change it
-	hasPeerL             bool
-	peerL                uint64 // newest L processed: our largest sequence the peer acknowledged
+	peerL                uint64        // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
 
 	// Receiver half: the peer's sequence numbers.
 	peerStart  uint64
-	hasRx      bool
-	rxL        uint64          // newest accepted
+	rxL        uint64          // newest accepted (when hasRx)
 	rxH        uint64          // horizon: lowest acceptable
 	rxLAt      time.Duration   // arrival time of rxL (ack delay)
-	interval   time.Duration   // smoothed inter-arrival time per sequence number
-	hasIv      bool            // interval has a sample: the time threshold is armed
+	interval   time.Duration   // smoothed inter-arrival time per sequence number (when hasIv)
 	rxBits     []uint64        // accepted bits, ring indexed by seq & rxMask
 	rxMask     uint64          // ring size − 1 (size: AckWindow rounded up to a power of two)
 	gapAt      []time.Duration // for missing s in [H, L): when the first later packet arrived
@@ -85,6 +86,38 @@ type Conn struct {
 	rtt      rttEstimator
 	lossRate float64
 	stats    Stats
+
+	// The flags together: one word, where each took one of its own.
+	hasPeerL bool // peerL is set
+	hasRx    bool // rxL, rxLAt are set: a packet was accepted
+	hasIv    bool // interval has a sample: the time threshold is armed
+}
+
+// configs interns the Configs of Conns: every connection of a process
+// shares one read-only copy instead of 40 bytes each. Bounded: past
+// maxConfigs distinct values (a server has one or two) a Conn gets its own.
+var configs struct {
+	mu sync.Mutex
+	m  map[Config]*Config
+}
+
+const maxConfigs = 64
+
+func internConfig(c Config) *Config {
+	configs.mu.Lock()
+	defer configs.mu.Unlock()
+	if p := configs.m[c]; p != nil {
+		return p
+	}
+	p := new(Config)
+	*p = c
+	if len(configs.m) < maxConfigs {
+		if configs.m == nil {
+			configs.m = make(map[Config]*Config)
+		}
+		configs.m[c] = p
+	}
+	return p
 }
 
 // maxStartSeq keeps every sum of a sequence number and a window far from overflow.
@@ -109,14 +142,13 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	nbit := nextPow2(cfg.AckWindow)
 	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
-		cfg:          cfg,
+		cfg:          internConfig(cfg),
 		k:            uint64(cfg.ReorderThreshold),
 		win:          uint64(cfg.AckWindow),
 		localStart:   localStart,
 		nextSeq:      localStart,
 		headSeq:      localStart,
 		firstPending: localStart,
-		maxInFlight:  uint64(cfg.MaxInFlight),
 		recs:         make([]record, min(nrec, minRecs)),
 		recMask:      uint64(min(nrec, minRecs) - 1),
 		maxRecs:      nrec,
@@ -167,7 +199,7 @@ const recTrimEvery = time.Second
 // trimRecs applies recTrimEvery's rule and starts a new period.
 func (c *Conn) trimRecs() {
 	peak := max(c.recPeak, c.recPeakPrev)
-	c.recPeakPrev, c.recPeak = c.recPeak, c.nextSeq-c.headSeq
+	c.recPeakPrev, c.recPeak = c.recPeak, uint32(c.nextSeq-c.headSeq)
 	want := max(minRecs, nextPow2(int(peak+peak/4+1)))
 	if 2*want > len(c.recs) || uint64(want) <= c.nextSeq-c.headSeq {
 		return
@@ -204,7 +236,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if t >= typeReserved {
 		return 0, ErrBadType
 	}
-	if c.nextSeq-c.headSeq >= c.maxInFlight {
+	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
 		return 0, ErrFatesPending
 	}
 	seq = c.nextSeq
@@ -229,9 +261,9 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
 		c.growRecs()
 	}
-	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, carriedF: ackF, acked: acked}
+	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
-	c.recPeak = max(c.recPeak, c.nextSeq-c.headSeq)
+	c.recPeak = max(c.recPeak, uint32(c.nextSeq-c.headSeq))
 	if now >= c.recTrimAt {
 		c.trimRecs()
 		c.recTrimAt = now + c.recTrimEvery
@@ -239,7 +271,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	c.pending++
 	c.stats.Sent++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
-	if c.nextSeq-c.headSeq >= c.maxInFlight {
+	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
 		if r := &c.recs[c.headSeq&c.recMask]; r.state == recPending {
 			// Bound the sender's memory: a peer that never answers must not pin
 			// records forever. This may be a false drop (see docs, "forced drops").
@@ -658,7 +690,7 @@ func (c *Conn) resolve(r *record, delivered bool) {
 		c.lossRate -= c.lossRate / 32
 		if r.acked {
 			c.confirmedL = max(c.confirmedL, r.carriedL)
-			c.confirmedF = max(c.confirmedF, r.carriedF)
+			c.confirmedF = max(c.confirmedF, r.carriedL+1-uint64(r.fBack))
 		}
 		return
 	}

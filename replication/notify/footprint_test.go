@@ -78,7 +78,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		burst := 1 + rng.IntN(cfg.MaxInFlight+200) // beyond the bound: forced drops too
 		for i := 0; i < burst; i++ {
 			now += time.Millisecond
-			if ga.c.nextSeq-ga.c.headSeq >= ga.c.maxInFlight {
+			if ga.c.nextSeq-ga.c.headSeq >= uint64(ga.c.cfg.MaxInFlight) {
 				// Full: the forced drop resolved the oldest; pop to make room.
 				fates[0] = append(fates[0], ga.pop(t)...)
 				fates[1] = append(fates[1], fa.pop(t)...)

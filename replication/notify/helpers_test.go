@@ -21,8 +21,8 @@ func checkInvariants(c *Conn) error {
 	if c.nextSeq-c.localStart != st.Sent {
 		return fmt.Errorf("next seq %d - start %d != sent %d", c.nextSeq, c.localStart, st.Sent)
 	}
-	if c.headSeq > c.nextSeq || c.nextSeq-c.headSeq > c.maxInFlight {
-		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", c.headSeq, c.nextSeq, c.maxInFlight)
+	if c.headSeq > c.nextSeq || c.nextSeq-c.headSeq > uint64(c.cfg.MaxInFlight) {
+		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", c.headSeq, c.nextSeq, c.cfg.MaxInFlight)
 	}
 	var pending uint64
 	first := c.nextSeq
