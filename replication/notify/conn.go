@@ -721,6 +721,21 @@ func (c *Conn) PopFates(dst []Fate) []Fate {
 	return dst
 }
 
+// PopFate pops the oldest resolved fate, as PopFates does one at a time:
+// a caller that handles each at once needs no slice to collect them in.
+func (c *Conn) PopFate() (Fate, bool) {
+	if c.headSeq == c.nextSeq {
+		return Fate{}, false
+	}
+	r := &c.recs[c.headSeq&c.recMask]
+	if r.state == recPending {
+		return Fate{}, false
+	}
+	f := Fate{Seq: c.headSeq, Delivered: r.state == recDelivered, SentAt: r.sentAt}
+	c.headSeq++
+	return f, true
+}
+
 // ---- accessors ----
 
 // Delivered reports whether our packet seq is known delivered though its

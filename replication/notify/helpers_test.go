@@ -99,6 +99,7 @@ type endpoint struct {
 	fateOf   map[uint64]bool // our sequence → delivered
 	peer     *endpoint       // when set, every fate and accept is checked against it at once
 	arrived  map[uint64]bool // peer sequences that reached us at least once (accepted or not)
+	pops     int
 }
 
 // link makes a and b check each other incrementally (property tests).
@@ -164,11 +165,20 @@ func (e *endpoint) recv(t testing.TB, now time.Duration, p []byte) (uint64, erro
 	return h.Seq, nil
 }
 
-// pop collects fates and checks order and uniqueness.
+// pop collects fates and checks order and uniqueness. It takes them with
+// PopFates or, every other call, one at a time with PopFate: the property
+// tests hold both to the same rules.
 func (e *endpoint) pop(t testing.TB) []Fate {
 	t.Helper()
 	n := len(e.fates)
-	e.fates = e.c.PopFates(e.fates)
+	e.pops++
+	if e.pops%2 == 0 {
+		e.fates = e.c.PopFates(e.fates)
+	} else {
+		for f, ok := e.c.PopFate(); ok; f, ok = e.c.PopFate() {
+			e.fates = append(e.fates, f)
+		}
+	}
 	for _, f := range e.fates[n:] {
 		if f.Seq != e.nextFate {
 			t.Fatalf("%s: fate for seq %d, want %d (send order, exactly once)", e.name, f.Seq, e.nextFate)

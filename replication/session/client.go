@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -60,6 +61,7 @@ type GhostView struct {
 type Client struct {
 	e   endpoint
 	pt  [MaxPacketSize]byte // opened payload
+	r   bitstream.Reader    // reads the packet being received
 	cfg ClientConfig
 	h   ClientHandler
 	hc  *handshake.Client
@@ -483,7 +485,7 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 	if e.sess == nil {
 		return ErrNotConnected
 	}
-	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt)
+	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r)
 	if err != nil {
 		return err
 	}
@@ -531,7 +533,7 @@ func (c *Client) takeRedirect(now time.Duration, pkt []byte) error {
 
 // readSections decodes control | events | ghosts.
 func (c *Client) readSections(now time.Duration, pt []byte) error {
-	r := &c.e.r
+	r := &c.r
 	r.Reset(pt)
 	has, err := r.ReadFlag("control.present")
 	if err != nil {
@@ -570,8 +572,11 @@ func (c *Client) protocolError(now time.Duration, err error) error {
 
 func (c *Client) processFates() {
 	e := &c.e
-	e.fates = e.nc.PopFates(e.fates[:0])
-	for _, f := range e.fates {
+	for {
+		f, ok := e.nc.PopFate()
+		if !ok {
+			break
+		}
 		e.evs.OnFate(f)
 		c.ev.onFate(f.Seq, f.Delivered)
 		if c.longFrom != 0 && f.Delivered && f.Seq >= c.longFrom {

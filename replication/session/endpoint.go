@@ -24,9 +24,11 @@ type endpoint struct {
 	evs  *event.Sender
 	evr  *event.Receiver
 
-	hw, w bitstream.Writer // header and payload of the packet being built
-	r     bitstream.Reader
-	fates []notify.Fate // scratch of PopFates
+	// w writes the packet being built, header then payload: it reaches
+	// the ghost writer through an interface, so it lives here rather than
+	// on the stack. The reader is the caller's (a Client's own, a Server's
+	// borrowed with the payload buffer for the call).
+	w bitstream.Writer
 
 	deliver func(event.Event) // built once: a method value per call would allocate
 	// delivered is notify's early delivery report for the event sender
@@ -81,7 +83,6 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.fates = nil // PopFates grows it on demand; an idle link needs no room for MaxInFlight fates
 	e.delivered = func(seq uint64) bool {
 		_, ok := e.nc.Delivered(seq)
 		return ok
@@ -106,14 +107,15 @@ func (e *endpoint) grow(dst []byte, n int) []byte {
 // header without changing state, the session checks the replay window and
 // opens the AEAD (nonce = the reconstructed sequence), and only then does
 // notify commit. The payload is opened into buf (MaxPacketSize bytes: a
-// Client's own, a Server's borrowed for the call) and returned.
-func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte) (notify.Header, []byte, bool, error) {
-	e.r.Reset(pkt)
-	h, err := e.nc.ReadHeader(&e.r)
+// Client's own, a Server's borrowed for the call) and returned; r reads the
+// header.
+func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte, r *bitstream.Reader) (notify.Header, []byte, bool, error) {
+	r.Reset(pkt)
+	h, err := e.nc.ReadHeader(r)
 	if err != nil {
 		return h, nil, false, err
 	}
-	pos := e.r.Pos()
+	pos := r.Pos()
 	hl := (pos + 7) >> 3
 	if len(pkt)-hl < tagSize {
 		return h, nil, false, handshake.ErrGarbage
@@ -148,12 +150,14 @@ func (e *endpoint) beginPacket(dst []byte, t notify.PacketType, now time.Duratio
 	dst = e.grow(dst, size)
 	start := len(dst)
 	buf := dst[start : start+size]
-	e.hw.Reset(buf[:size-tagSize])
-	seq, err := e.nc.WriteHeader(&e.hw, t, now)
+	// The header goes through e.w too (one writer per endpoint, not two),
+	// which then moves on to the payload area.
+	e.w.Reset(buf[:size-tagSize])
+	seq, err := e.nc.WriteHeader(&e.w, t, now)
 	if err != nil {
 		return dst, start, 0, 0, err
 	}
-	hl := e.hw.Len()
+	hl := e.w.Len()
 	e.w.Reset(buf[hl : size-tagSize])
 	return dst, start, hl, seq, nil
 }
@@ -284,7 +288,14 @@ func nextSlot(next, interval, now time.Duration) time.Duration {
 	return next
 }
 
-// payloads: the buffers Server.Receive opens packets into, as many as
-// Receives ever ran at once (a buffer per connection would cost every idle
-// connection 1.2 KB).
-var payloads freelist.List[[MaxPacketSize]byte]
+// rxScratch is what Server.Receive borrows for the call: the buffer it
+// opens a packet into and the reader that decodes it.
+type rxScratch struct {
+	buf [MaxPacketSize]byte
+	r   bitstream.Reader
+}
+
+// payloads: the scratch of Server.Receive, as many as Receives ever ran at
+// once (a buffer per connection would cost every idle connection 1.2 KB,
+// the reader 40 bytes more).
+var payloads freelist.List[rxScratch]

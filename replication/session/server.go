@@ -56,10 +56,9 @@ type Server struct {
 	cfg *serverLimits // shared by every Server of the same config
 	h   ServerHandler
 
-	ap      move.Applier
-	cw      *move.ControlWriter
-	applyFn func(move.Move)
-	crcs    crcFIFO // CRC-carrying moves SetControl may ask for
+	ap   move.Applier
+	cw   *move.ControlWriter
+	crcs crcFIFO // CRC-carrying moves SetControl may ask for
 
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
@@ -199,7 +198,6 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 			s.h.Event(ev)
 		}
 	}
-	s.applyFn = s.apply
 	s.lastTick = now - s.cfg.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
@@ -469,9 +467,10 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	default:
 		return false, handshake.ErrUnexpected
 	}
-	buf := payloads.Get()
-	defer payloads.Put(buf)
-	h, pt, moved, err := e.open(now, short, from, buf)
+	sc := payloads.Get()
+	defer payloads.Put(sc)
+	r := &sc.r
+	h, pt, moved, err := e.open(now, short, from, &sc.buf, r)
 	if err != nil {
 		return false, err
 	}
@@ -483,7 +482,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	}
 	switch h.Type {
 	case notify.TypeData:
-		if err := s.readSections(pt); err != nil {
+		if err := s.readSections(r, pt); err != nil {
 			return moved, s.protocolError(now, err)
 		}
 	case notify.TypeAck:
@@ -504,11 +503,12 @@ var (
 
 // readSections decodes a client payload: moves | events. Each decoder
 // validates its whole section before it changes anything.
-func (s *Server) readSections(pt []byte) error {
-	r := &s.e.r
+func (s *Server) readSections(r *bitstream.Reader, pt []byte) error {
 	r.Reset(pt)
 	before := s.ap.Stats()
-	if err := s.ap.Read(r, s.applyFn); err != nil {
+	// Read keeps no reference to its callback: the method value stays on
+	// the stack, no field needed.
+	if err := s.ap.Read(r, s.apply); err != nil {
 		return fmt.Errorf("move section: %w", err)
 	}
 	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {
@@ -534,8 +534,11 @@ func (s *Server) protocolError(now time.Duration, err error) error {
 // ghost packets (earlyGhostFates).
 func (s *Server) processFates() {
 	e := &s.e
-	e.fates = e.nc.PopFates(e.fates[:0])
-	for _, f := range e.fates {
+	for {
+		f, ok := e.nc.PopFate()
+		if !ok {
+			break
+		}
 		e.evs.OnFate(f)
 		s.cw.OnFate(f)
 		s.ev.onFate(f.Seq, f.Delivered)
