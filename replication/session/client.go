@@ -132,11 +132,6 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	c.e.deliver = func(ev event.Event) {
-		if c.h != nil {
-			c.h.Event(ev)
-		}
-	}
 	c.ev.init(c.e.lanes)
 	if c.stream, err = move.NewStream(cfg.Moves); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -549,7 +544,7 @@ func (c *Client) readSections(now time.Duration, pt []byte) error {
 	if err := c.ev.readReport(r); err != nil {
 		return fmt.Errorf("events applied section: %w", err)
 	}
-	if err := c.e.evr.Read(r, c.e.deliver); err != nil {
+	if err := c.e.evr.Read(r, c.deliver); err != nil { // a method value on the stack: Read keeps no reference
 		return fmt.Errorf("event section: %w", err)
 	}
 	if c.cfg.SkipGhosts {
@@ -568,6 +563,13 @@ func (c *Client) protocolError(now time.Duration, err error) error {
 		c.err = fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
 	return fmt.Errorf("%w: %w", ErrProtocol, err)
+}
+
+// deliver hands the server's event to the handler.
+func (c *Client) deliver(ev event.Event) {
+	if c.h != nil {
+		c.h.Event(ev)
+	}
 }
 
 func (c *Client) processFates() {

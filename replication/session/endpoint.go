@@ -30,11 +30,6 @@ type endpoint struct {
 	// borrowed with the payload buffer for the call).
 	w bitstream.Writer
 
-	deliver func(event.Event) // built once: a method value per call would allocate
-	// delivered is notify's early delivery report for the event sender
-	// (event.Sender.AckDelivered), built once for the same reason.
-	delivered func(seq uint64) bool
-
 	keepAlive time.Duration
 	timeout   time.Duration
 	lastRecv  time.Duration // newest authenticated packet
@@ -83,15 +78,19 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.delivered = func(seq uint64) bool {
-		_, ok := e.nc.Delivered(seq)
-		return ok
-	}
 	e.lanes = ec.Lanes
 	e.keepAlive, e.timeout = keepAlive, timeout
 	e.discCopies, e.discInterval = copies, interval
 	e.lastHdr = 3
 	return nil
+}
+
+// delivered is notify's early delivery report for the event sender
+// (event.Sender.AckDelivered). AckDelivered keeps no reference to it, so
+// the method value passed per call stays on the stack.
+func (e *endpoint) delivered(seq uint64) bool {
+	_, ok := e.nc.Delivered(seq)
+	return ok
 }
 
 // grow makes room for one datagram of n bytes after dst's contents.

@@ -190,19 +190,22 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.e.sess = sess
 	s.e.lastRecv = now
 	s.ev.init(s.e.lanes)
-	s.e.deliver = func(ev event.Event) {
-		if ev.Class == event.Ordered {
-			ev.Seq = s.ev.number(ev.Lane)
-		}
-		if s.h != nil {
-			s.h.Event(ev)
-		}
-	}
 	s.lastTick = now - s.cfg.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
 	return s, nil
+}
+
+// deliver hands the client's event to the handler, an ordered one with its
+// per-player number (§7.20).
+func (s *Server) deliver(ev event.Event) {
+	if ev.Class == event.Ordered {
+		ev.Seq = s.ev.number(ev.Lane)
+	}
+	if s.h != nil {
+		s.h.Event(ev)
+	}
 }
 
 func (s *Server) apply(m move.Move) {
@@ -517,7 +520,7 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte) error {
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
-	if err := s.e.evr.Read(r, s.e.deliver); err != nil {
+	if err := s.e.evr.Read(r, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
 		return fmt.Errorf("event section: %w", err)
 	}
 	return nil
