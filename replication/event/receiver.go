@@ -65,12 +65,13 @@ type partial struct {
 type Receiver struct {
 	cfg             *Config // shared (interned), never written
 	idBits, keyBits uint8
-	m               uint64
+	used            bool  // a payload was read since the last trim
+	quiet           uint8 // trims in a row without one
+	unAhead         int32 // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
 	arena           arena
-	lanes           []*laneRx // nil until the lane's first record
+	lanes           []*laneRx // nil until the lane's first record; as long as the highest lane heard from
 	unBase          uint64    // all unordered ids below were received
-	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m
-	unAhead         int       // bits set in unSeen (ids received above unBase)
+	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
 	partials        []partial
 	keys            []staggerRx
 	bytes           int // payload buffered (slots, reassemblies)
@@ -80,10 +81,8 @@ type Receiver struct {
 	stats           ReceiverStats
 
 	// Idle release (trim), counted in sections: there is no clock here.
-	sinceTrim int
-	trimEvery int   // trimSections; tests change it
-	used      bool  // a payload was read since the last trim
-	quiet     uint8 // trims in a row without one
+	sinceTrim int32
+	trimEvery int32 // trimSections; tests change it
 }
 
 // The receiver's buffers are made on use and sized by it: the reorder slots
@@ -116,8 +115,6 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		cfg:     intern(cfg),
 		idBits:  uint8(idWidth(cfg.MaxInFlightPerLane)),
 		keyBits: uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
-		m:       uint64(cfg.MaxInFlightPerLane),
-		lanes:   make([]*laneRx, cfg.Lanes),
 
 		trimEvery: trimSections,
 	}
@@ -261,8 +258,15 @@ func (r *Receiver) growScratch(n int) {
 	r.scratch = make([]byte, min(c, r.cfg.MaxFragment))
 }
 
-// lane returns lane i's receiver state, made on its first record.
+// lane returns lane i's receiver state, made on its first record (i <
+// Lanes: the parser checked it). The slice reaches only as far as the
+// highest lane heard from.
 func (r *Receiver) lane(i int) *laneRx {
+	if i >= len(r.lanes) {
+		nl := make([]*laneRx, i+1)
+		copy(nl, r.lanes)
+		r.lanes = nl
+	}
 	ln := r.lanes[i]
 	if ln == nil {
 		ln = new(laneRx)
@@ -459,7 +463,7 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		r.stats.Duplicates++
 		return nil
 	}
-	if id-ref >= r.m {
+	if id-ref >= uint64(r.cfg.MaxInFlightPerLane) {
 		return fmt.Errorf("%w: id %d beyond the window at %d", ErrMalformed, id, ref)
 	}
 	if rec.class == Ordered {
@@ -581,7 +585,7 @@ func (r *Receiver) seen(id uint64) bool {
 	if r.unSeen == nil {
 		return false
 	}
-	p := id & (r.m - 1)
+	p := id & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 	return r.unSeen[p>>6]&(1<<(p&63)) != 0
 }
 
@@ -601,11 +605,11 @@ func (r *Receiver) applyUnordered(rec *record, id uint64, p []byte, deliver func
 	if r.unSeen == nil { // most connections never see an unordered event: 2 KB saved
 		r.unSeen = make([]uint64, r.cfg.MaxInFlightPerLane/64)
 	}
-	pos := id & (r.m - 1)
+	pos := id & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 	r.unSeen[pos>>6] |= 1 << (pos & 63)
 	r.unAhead++
 	for r.seen(r.unBase) {
-		pos := r.unBase & (r.m - 1)
+		pos := r.unBase & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 		r.unSeen[pos>>6] &^= 1 << (pos & 63)
 		r.unAhead--
 		r.unBase++

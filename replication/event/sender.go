@@ -84,12 +84,13 @@ type Sender struct {
 	cfg               *Config // shared (interned), never written
 	idBits, laneBits  uint8
 	keyBits           uint8
+	wrote             bool  // lastSeq is set
+	quiet             uint8 // trims in a row with nothing in flight or queued
 	arena             arena
-	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used
+	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
 	queuedBytes       int
 	rr                int // round-robin start for fairness between streams
 	lastSeq           uint64
-	wrote             bool
 	pkts              []txPacket // ring
 	pHead, pN         uint64
 	entries           []txEntry // ring over absolute positions [eHead, eTail)
@@ -97,10 +98,7 @@ type Sender struct {
 	prev, cur         []txEntry // units of the previous / current packet (redundancy)
 	carry             []txEntry // units the copy budget left out of the previous packet, still due a copy
 	cand              []redundCand
-	ug                [][]byte // unguaranteed queue (ring)
-	ugHead, ugN       int
-	keys              []staggerKey
-	active            []uint16  // keys with a schedule running
+	x                 *senderX  // unguaranteed and staggered events: made on the first
 	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int
 	stats             SenderStats
@@ -109,12 +107,29 @@ type Sender struct {
 	redund            int           // extra copies per unit, from loss (see Config.ResidualLoss)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
-	quiet             uint8         // trims in a row with nothing in flight or queued
 	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
 	work int
+}
+
+// senderX is what a Sender keeps for unguaranteed and staggered events,
+// made on the first one (most connections send only guaranteed events):
+// 88 bytes of every Sender otherwise.
+type senderX struct {
+	ug          [][]byte // unguaranteed queue (ring)
+	ugHead, ugN int
+	keys        []staggerKey
+	active      []uint16 // keys with a schedule running
+}
+
+// ext returns the unguaranteed and staggered state, made on first use.
+func (s *Sender) ext() *senderX {
+	if s.x == nil {
+		s.x = new(senderX)
+	}
+	return s.x
 }
 
 // lossWindow is the estimator's memory in fates: a running mean over the
@@ -133,7 +148,6 @@ func NewSender(cfg Config) (*Sender, error) {
 		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
-		streams:  make([]*sendStream, cfg.Lanes+1),
 		redund:   cfg.Redundancy,
 
 		trimEvery: trimEvery,
@@ -156,8 +170,11 @@ func (s *Sender) InFlight(lane int) int {
 	if lane < 0 || lane > s.cfg.Lanes {
 		return 0
 	}
+	if lane >= len(s.streams) {
+		return 0
+	}
 	if st := s.streams[lane]; st != nil {
-		return st.held
+		return int(st.held)
 	}
 	return 0
 }
@@ -179,6 +196,13 @@ func (s *Sender) SendUnordered(payload []byte) error {
 }
 
 func (s *Sender) sendGuaranteed(si int, payload []byte) error {
+	if si >= len(s.streams) {
+		// The slice reaches only as far as the highest stream used: lane 0
+		// alone needs one slot of the nine.
+		ns := make([]*sendStream, si+1)
+		copy(ns, s.streams)
+		s.streams = ns
+	}
 	st := s.streams[si]
 	if st == nil {
 		// Per-stream state only for the streams a connection uses: most
@@ -189,7 +213,7 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 	switch {
 	case len(payload) > s.cfg.MaxEventSize:
 		return ErrTooLarge
-	case st.held >= s.cfg.MaxInFlightPerLane:
+	case int(st.held) >= s.cfg.MaxInFlightPerLane:
 		return ErrLaneFull
 	case s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
@@ -208,19 +232,20 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 // and counted (RL-4). It keeps no transmission record. Errors: ErrTooLarge
 // (> MaxFragment), ErrQueueFull.
 func (s *Sender) SendUnguaranteed(payload []byte) error {
+	s.ext()
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
-	case s.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+	case s.x.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
 	}
-	if s.ugN == len(s.ug) {
+	if s.x.ugN == len(s.x.ug) {
 		s.growUG()
 	}
 	buf := s.arena.get(len(payload))
 	copy(buf, payload)
-	s.ug[(s.ugHead+s.ugN)%len(s.ug)] = buf
-	s.ugN++
+	s.x.ug[(s.x.ugHead+s.x.ugN)%len(s.x.ug)] = buf
+	s.x.ugN++
 	s.queuedBytes += len(payload)
 	return nil
 }
@@ -242,10 +267,10 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 	if int(key) >= s.cfg.StaggerKeys {
 		return fmt.Errorf("%w: %d (StaggerKeys %d)", ErrBadKey, key, s.cfg.StaggerKeys)
 	}
-	if int(key) >= len(s.keys) {
+	if int(key) >= len(s.ext().keys) {
 		s.growKeys(int(key))
 	}
-	k := &s.keys[key]
+	k := &s.x.keys[key]
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
@@ -270,7 +295,7 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 	k.used = true
 	if !k.active {
 		k.active = true
-		s.active = append(s.active, key)
+		s.x.active = append(s.x.active, key)
 	}
 	return nil
 }
@@ -296,11 +321,17 @@ func (s *Sender) HasPending(now time.Duration) bool {
 	// work counts the streams' queued and requeued units: no stream is
 	// touched (a connection's streams are cold by the time its next
 	// packet is due; their scan was 2 % of the server's CPU).
-	if s.ugN > 0 || s.work > 0 {
+	if s.work > 0 {
 		return true
 	}
-	for _, key := range s.active {
-		if k := &s.keys[key]; k.next <= now {
+	if s.x == nil {
+		return false
+	}
+	if s.x.ugN > 0 {
+		return true
+	}
+	for _, key := range s.x.active {
+		if k := &s.x.keys[key]; k.next <= now {
 			return true
 		}
 	}
@@ -414,7 +445,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.pushPacket(seq)
 	}
 	s.prev, s.cur = s.cur, s.prev
-	s.rr = (s.rr + 1) % len(s.streams)
+	s.rr = (s.rr + 1) % (s.cfg.Lanes + 1) // over every stream, made or not: the order is the wire's
 	s.stats.Sections++
 	return records, err
 }
@@ -528,8 +559,11 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	}
 	for progress := true; progress; {
 		progress = false
-		for k := range s.streams {
-			si := (s.rr + k) % len(s.streams)
+		for k := range s.cfg.Lanes + 1 {
+			si := (s.rr + k) % (s.cfg.Lanes + 1)
+			if si >= len(s.streams) {
+				continue
+			}
 			st := s.streams[si]
 			if blocked[si] || st == nil {
 				continue
@@ -609,7 +643,7 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 	rest := total - off
 	n := min(rest, s.cfg.MaxFragment)
 	if off == 0 {
-		if si == s.cfg.Lanes && s.streams[si].partials >= s.cfg.MaxPartial {
+		if si == s.cfg.Lanes && int(s.streams[si].partials) >= s.cfg.MaxPartial {
 			return false // the receiver reassembles at most MaxPartial at once
 		}
 		u.kind = kindFirst
@@ -637,9 +671,12 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 // sendStaggerTime *= 2; nextSendTime = now + sendStaggerTime).
 func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, error) {
 	n := 0
-	for i := 0; i < len(s.active); {
-		key := s.active[i]
-		k := &s.keys[key]
+	if s.x == nil {
+		return 0, nil
+	}
+	for i := 0; i < len(s.x.active); {
+		key := s.x.active[i]
+		k := &s.x.keys[key]
 		if k.next > now {
 			i++
 			continue
@@ -670,8 +707,8 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 			s.arena.put(k.buf)
 			k.buf = nil
 			k.active = false
-			s.active[i] = s.active[len(s.active)-1]
-			s.active = s.active[:len(s.active)-1]
+			s.x.active[i] = s.x.active[len(s.x.active)-1]
+			s.x.active = s.x.active[:len(s.x.active)-1]
 			continue
 		}
 		i++
@@ -687,35 +724,38 @@ const minGrow = 16
 
 // growUG doubles the unguaranteed ring, unwrapping it to index 0.
 func (s *Sender) growUG() {
-	n := min(max(minGrow, 2*len(s.ug)), s.cfg.MaxUnguaranteed)
+	n := min(max(minGrow, 2*len(s.x.ug)), s.cfg.MaxUnguaranteed)
 	ug := make([][]byte, n)
-	for i := 0; i < s.ugN; i++ {
-		ug[i] = s.ug[(s.ugHead+i)%len(s.ug)]
+	for i := 0; i < s.x.ugN; i++ {
+		ug[i] = s.x.ug[(s.x.ugHead+i)%len(s.x.ug)]
 	}
-	s.ug, s.ugHead = ug, 0
+	s.x.ug, s.x.ugHead = ug, 0
 }
 
-// growKeys makes s.keys cover key (< StaggerKeys). Keys are indexed by their
+// growKeys makes s.x.keys cover key (< StaggerKeys). Keys are indexed by their
 // number, so the slice grows to a prefix; no pointer into it outlives a call.
 func (s *Sender) growKeys(key int) {
-	n := max(minGrow, 2*len(s.keys))
+	n := max(minGrow, 2*len(s.x.keys))
 	for n <= key {
 		n *= 2
 	}
 	keys := make([]staggerKey, min(n, s.cfg.StaggerKeys))
-	copy(keys, s.keys)
-	s.keys = keys
+	copy(keys, s.x.keys)
+	s.x.keys = keys
 }
 
 // writeUnguaranteed writes queued unguaranteed events that fit, in order, and
 // drops the rest: they had their packet (RL-4).
 func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 	n := 0
+	if s.x == nil {
+		return 0, nil
+	}
 	var err error
-	for ; s.ugN > 0; s.ugN-- {
-		buf := s.ug[s.ugHead]
-		s.ug[s.ugHead] = nil
-		s.ugHead = (s.ugHead + 1) % len(s.ug)
+	for ; s.x.ugN > 0; s.x.ugN-- {
+		buf := s.x.ug[s.x.ugHead]
+		s.x.ug[s.x.ugHead] = nil
+		s.x.ugHead = (s.x.ugHead + 1) % len(s.x.ug)
 		if err == nil && s.fits(1+classBits+gammaLen(len(buf))+8*len(buf)) {
 			e := fieldWriter{w: w}
 			e.flag(true)
@@ -816,7 +856,7 @@ const (
 // Nothing it drops holds state: ids, stagger schedules and the loss
 // estimate stay.
 func (s *Sender) trim() {
-	busy := s.pN > 0 || s.ugN > 0 || len(s.active) > 0 || s.work > 0
+	busy := s.pN > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
 	for _, st := range s.streams {
 		if st == nil {
 			continue
@@ -849,8 +889,10 @@ func (s *Sender) trim() {
 		s.entries, s.eHead, s.eTail = nil, 0, 0
 		s.pkts, s.pHead = nil, 0
 		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
-		s.ug, s.ugHead = nil, 0
-		s.active = nil
+		if s.x != nil { // the keys stay: they hold the stagger versions
+			s.x.ug, s.x.ugHead = nil, 0
+			s.x.active = nil
+		}
 	}
 }
 

@@ -46,16 +46,16 @@ type unit struct {
 // (docs: "Id encoding and reconstruction").
 type sendStream struct {
 	pend     []pendEvent // ring
-	pendHead int
-	pendN    int
+	pendHead int32
+	pendN    int32
 
-	held int // events queued or with unfreed units (≤ MaxInFlightPerLane)
+	held int32 // events queued or with unfreed units (≤ MaxInFlightPerLane)
 
 	base, next uint64
 	units      []unit   // ring over [base, next); len a power of two ≥ minUnits, or nil while idle
 	resend     []uint64 // bitmap over ring positions: unit needs a (re)transmission
-	resendN    int
-	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
+	resendN    int32
+	partials   int32 // unordered: fragmented events with unfreed units (≤ MaxPartial)
 
 	pktLast uint64 // id of its latest record in the packet being written (Sender.inPkt)
 
@@ -89,15 +89,15 @@ func (st *sendStream) empty() bool {
 func (st *sendStream) unit(id uint64) *unit { return &st.units[id&uint64(len(st.units)-1)] }
 
 func (st *sendStream) pushPend(buf []byte) {
-	if st.pendN == len(st.pend) {
+	if int(st.pendN) == len(st.pend) {
 		n := max(minPend, 2*len(st.pend))
 		p := make([]pendEvent, n)
-		for i := 0; i < st.pendN; i++ {
-			p[i] = st.pend[(st.pendHead+i)%len(st.pend)]
+		for i := range int(st.pendN) {
+			p[i] = st.pend[(int(st.pendHead)+i)%len(st.pend)]
 		}
 		st.pend, st.pendHead = p, 0
 	}
-	st.pend[(st.pendHead+st.pendN)%len(st.pend)] = pendEvent{buf: buf}
+	st.pend[(int(st.pendHead)+int(st.pendN))%len(st.pend)] = pendEvent{buf: buf}
 	st.pendN++
 }
 
@@ -105,7 +105,7 @@ func (st *sendStream) front() *pendEvent { return &st.pend[st.pendHead] }
 
 func (st *sendStream) popPend() {
 	st.pend[st.pendHead] = pendEvent{}
-	st.pendHead = (st.pendHead + 1) % len(st.pend)
+	st.pendHead = (st.pendHead + 1) % int32(len(st.pend))
 	st.pendN--
 }
 

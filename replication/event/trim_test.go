@@ -15,7 +15,7 @@ import (
 func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 	g, f = newPair(t, cfg), newPair(t, cfg)
 	g.s.trimEvery, g.r.trimEvery = time.Nanosecond, 1
-	f.s.trimEvery, f.r.trimEvery = 1<<50, math.MaxInt // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+	f.s.trimEvery, f.r.trimEvery = 1<<50, math.MaxInt32 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
 	return g, f
 }
 
@@ -50,7 +50,7 @@ func idle(p *pair) bool {
 			return false
 		}
 	}
-	return p.s.pN == 0 && p.s.ugN == 0 && len(p.s.active) == 0 && p.r.bytes == 0
+	return p.s.pN == 0 && (p.s.x == nil || p.s.x.ugN == 0 && len(p.s.x.active) == 0) && p.r.bytes == 0
 }
 
 // TestTrimIsInvisible drives a pair that drops its rings whenever it is idle
