@@ -383,7 +383,7 @@ func (c *Client) close(err error) {
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{
-		Counters:     c.e.c,
+		Counters:     c.e.c.snapshot(),
 		RTT:          c.e.nc.RTT(),
 		Jitter:       c.e.nc.Jitter(),
 		Loss:         c.e.nc.LossRate(),

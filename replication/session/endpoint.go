@@ -56,7 +56,7 @@ type endpoint struct {
 	discLeft     int
 	discNext     time.Duration
 
-	c Counters
+	c counters
 
 	// Flags together in one word.
 	sentAny bool
@@ -96,7 +96,7 @@ func (e *endpoint) delivered(seq uint64) bool {
 // grow makes room for one datagram of n bytes after dst's contents.
 func (e *endpoint) grow(dst []byte, n int) []byte {
 	if cap(dst)-len(dst) < n {
-		e.c.Grown++
+		e.c.rareCounters().Grown++
 		dst = slices.Grow(dst, n)
 	}
 	return dst

@@ -246,7 +246,7 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
 	return ServerStats{
-		Counters:           s.e.c,
+		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
 		Jitter:             s.e.nc.Jitter(),
 		Loss:               s.e.nc.LossRate(),

@@ -48,6 +48,45 @@ func (c *Counters) Rejected() uint64 {
 	return c.Garbage + c.Unexpected + c.Replayed + c.AuthFailed + c.WrongConn + c.BadHeader + c.AfterClose
 }
 
+// counters is what an endpoint counts: the traffic counters of Counters
+// in place, the rejections and Grown apart, made on the first one (a
+// healthy connection has none: 72 bytes of every connection otherwise; a
+// peer that sends garbage makes them once, no more).
+type counters struct {
+	PacketsIn, BytesIn   uint64
+	Accepted             uint64
+	PacketsOut, BytesOut uint64
+	DataOut              uint64
+	AckOut               uint64
+	DisconnectOut        uint64
+	RedirectOut          uint64
+	HeaderBytesOut       uint64
+	rare                 *Counters // only its rejection counters and Grown are used
+}
+
+// snapshot returns the counters as Counters.
+func (c *counters) snapshot() Counters {
+	var out Counters
+	if c.rare != nil {
+		out = *c.rare
+	}
+	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
+	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
+	out.DisconnectOut, out.RedirectOut, out.HeaderBytesOut = c.DisconnectOut, c.RedirectOut, c.HeaderBytesOut
+	return out
+}
+
+// rareCounters returns the rejection counters, made on first use.
+func (c *counters) rareCounters() *Counters {
+	if c.rare == nil {
+		c.rare = new(Counters)
+	}
+	return c.rare
+}
+
+// count files a rejection under its counter.
+func (c *counters) count(err error) { c.rareCounters().count(err) }
+
 // count files a rejection under its counter.
 func (c *Counters) count(err error) {
 	switch {
