@@ -60,9 +60,7 @@ type Conn struct {
 	headSeq      uint64   // oldest record not yet popped
 	firstPending uint64   // oldest unresolved record, or nextSeq
 	pending      uint64   // unresolved records
-	recs         []record // ring indexed by seq & recMask
-	recMask      uint64
-	maxRecs      int // recs grows on demand up to this (nextPow2(MaxInFlight))
+	recs         []record // ring indexed by seq mod len (a power of two)
 	// Sizing by use (trimRecs): the most records in flight in this and
 	// the previous period, and when the period ends.
 	recPeak, recPeakPrev uint32 // ≤ MaxInFlight
@@ -76,12 +74,10 @@ type Conn struct {
 	rxH        uint64          // horizon: lowest acceptable
 	rxLAt      time.Duration   // arrival time of rxL (ack delay)
 	interval   time.Duration   // smoothed inter-arrival time per sequence number (when hasIv)
-	rxBits     []uint64        // accepted bits, ring indexed by seq & rxMask
-	rxMask     uint64          // ring size − 1 (size: AckWindow rounded up to a power of two)
+	rxBits     []uint64        // accepted bits, ring indexed by seq mod 64·len (AckWindow rounded up to a power of two)
 	gapAt      []time.Duration // for missing s in [H, L): when the first later packet arrived
-	gapMask    uint64
-	confirmedL uint64 // largest L carried by one of our headers known delivered
-	confirmedF uint64 // every peer sequence below it is resolved at the peer
+	confirmedL uint64          // largest L carried by one of our headers known delivered
+	confirmedF uint64          // every peer sequence below it is resolved at the peer
 
 	rtt      rttEstimator
 	lossRate float64
@@ -150,21 +146,26 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 		headSeq:      localStart,
 		firstPending: localStart,
 		recs:         make([]record, min(nrec, minRecs)),
-		recMask:      uint64(min(nrec, minRecs) - 1),
-		maxRecs:      nrec,
 		recTrimEvery: recTrimEvery,
 		peerStart:    peerStart,
 		rxH:          peerStart,
 		rxBits:       make([]uint64, nbit/64),
-		rxMask:       uint64(nbit - 1),
 		gapAt:        make([]time.Duration, ngap),
-		gapMask:      uint64(ngap - 1),
 		confirmedL:   peerStart,
 		confirmedF:   peerStart,
 	}
 	c.rtt.init(cfg.InitialRTT)
 	return c, nil
 }
+
+// The rings' index masks, from their lengths (powers of two): three
+// fields fewer per connection.
+func (c *Conn) recMask() uint64 { return uint64(len(c.recs) - 1) }
+func (c *Conn) rxMask() uint64  { return uint64(len(c.rxBits)*64 - 1) }
+func (c *Conn) gapMask() uint64 { return uint64(len(c.gapAt) - 1) }
+
+// maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
+func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
 
 // minRecs is the sender ring's first size (256 B). It doubles up to
 // nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
@@ -177,15 +178,15 @@ const minRecs = 8
 // nextSeq) at its sequence's slot under the new mask.
 func (c *Conn) growRecs() {
 	n := 2 * len(c.recs)
-	if n > c.maxRecs {
+	if n > c.maxRecs() {
 		panic("notify: sender ring beyond MaxInFlight") // Send checks the bound first
 	}
 	nr := make([]record, n)
 	mask := uint64(n - 1)
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		nr[s&mask] = c.recs[s&c.recMask]
+		nr[s&mask] = c.recs[s&c.recMask()]
 	}
-	c.recs, c.recMask = nr, mask
+	c.recs = nr
 }
 
 // recTrimEvery is the sender ring's sizing period: once per period, a ring
@@ -207,9 +208,9 @@ func (c *Conn) trimRecs() {
 	nr := make([]record, want)
 	mask := uint64(want - 1)
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		nr[s&mask] = c.recs[s&c.recMask]
+		nr[s&mask] = c.recs[s&c.recMask()]
 	}
-	c.recs, c.recMask = nr, mask
+	c.recs = nr
 }
 
 func nextPow2(n int) int {
@@ -261,7 +262,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
 		c.growRecs()
 	}
-	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
+	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
 	c.recPeak = max(c.recPeak, uint32(c.nextSeq-c.headSeq))
 	if now >= c.recTrimAt {
@@ -272,7 +273,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	c.stats.Sent++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
 	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
-		if r := &c.recs[c.headSeq&c.recMask]; r.state == recPending {
+		if r := &c.recs[c.headSeq&c.recMask()]; r.state == recPending {
 			// Bound the sender's memory: a peer that never answers must not pin
 			// records forever. This may be a false drop (see docs, "forced drops").
 			c.stats.ForcedDrops++
@@ -527,15 +528,15 @@ func (c *Conn) countRejection(err error) {
 }
 
 func (c *Conn) accepted(s uint64) bool {
-	return c.rxBits[(s&c.rxMask)>>6]>>(s&63)&1 == 1
+	return c.rxBits[(s&c.rxMask())>>6]>>(s&63)&1 == 1
 }
 
 func (c *Conn) setAccepted(s uint64) {
-	c.rxBits[(s&c.rxMask)>>6] |= 1 << (s & 63)
+	c.rxBits[(s&c.rxMask())>>6] |= 1 << (s & 63)
 }
 
 func (c *Conn) clearAccepted(s uint64) {
-	c.rxBits[(s&c.rxMask)>>6] &^= 1 << (s & 63)
+	c.rxBits[(s&c.rxMask())>>6] &^= 1 << (s & 63)
 }
 
 // missing counts the sequences in [lo, hi) not accepted; hi ≤ rxL+1.
@@ -597,7 +598,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		c.stats.Abandoned += newH - gapFrom
 	}
 	for x := max(newH, gapFrom); x < s; x++ {
-		c.gapAt[x&c.gapMask] = now
+		c.gapAt[x&c.gapMask()] = now
 	}
 	c.setAccepted(s)
 	c.hasRx = true
@@ -622,7 +623,7 @@ func (c *Conn) Tick(now time.Duration) {
 		if c.accepted(s) {
 			continue
 		}
-		if now-c.gapAt[s&c.gapMask] < tau {
+		if now-c.gapAt[s&c.gapMask()] < tau {
 			break // gap times rise with s: nothing later is due either
 		}
 		newH = s + 1
@@ -648,7 +649,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 	l := h.ackL
 	if !c.hasPeerL || l > c.peerL {
 		if h.delay != delayNone && l >= c.headSeq {
-			if raw := now - c.recs[l&c.recMask].sentAt; raw > 0 {
+			if raw := now - c.recs[l&c.recMask()].sentAt; raw > 0 {
 				c.rtt.sample(raw, delayValue(h.delay))
 				c.stats.RTTSamples++
 			}
@@ -658,7 +659,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 	lowWin := windowLow(l, c.win, c.localStart)
 	r := l - uint64(h.nbits)
 	for s := c.firstPending; s <= l; s++ {
-		rec := &c.recs[s&c.recMask]
+		rec := &c.recs[s&c.recMask()]
 		if rec.state != recPending {
 			continue
 		}
@@ -700,7 +701,7 @@ func (c *Conn) resolve(r *record, delivered bool) {
 }
 
 func (c *Conn) skipResolved() {
-	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask].state != recPending {
+	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask()].state != recPending {
 		c.firstPending++
 	}
 }
@@ -711,7 +712,7 @@ func (c *Conn) skipResolved() {
 // slice with spare capacity does not allocate.
 func (c *Conn) PopFates(dst []Fate) []Fate {
 	for c.headSeq < c.nextSeq {
-		r := &c.recs[c.headSeq&c.recMask]
+		r := &c.recs[c.headSeq&c.recMask()]
 		if r.state == recPending {
 			break
 		}
@@ -727,7 +728,7 @@ func (c *Conn) PopFate() (Fate, bool) {
 	if c.headSeq == c.nextSeq {
 		return Fate{}, false
 	}
-	r := &c.recs[c.headSeq&c.recMask]
+	r := &c.recs[c.headSeq&c.recMask()]
 	if r.state == recPending {
 		return Fate{}, false
 	}
@@ -749,7 +750,7 @@ func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
 	if seq < c.headSeq || seq >= c.nextSeq {
 		return 0, false
 	}
-	r := &c.recs[seq&c.recMask]
+	r := &c.recs[seq&c.recMask()]
 	return r.sentAt, r.state == recDelivered
 }
 

@@ -39,7 +39,7 @@ func TestConnFootprint(t *testing.T) {
 // preGrow gives c the sender ring at its maximum size up front: the layout
 // before the ring became growable, the reference the growing one must match.
 func preGrow(c *Conn) {
-	for len(c.recs) < c.maxRecs {
+	for len(c.recs) < c.maxRecs() {
 		c.growRecs()
 	}
 }
@@ -114,8 +114,8 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		fates[0] = append(fates[0], ga.pop(t)...)
 		fates[1] = append(fates[1], fa.pop(t)...)
 	}
-	if most != ga.c.maxRecs {
-		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", most, ga.c.maxRecs)
+	if most != ga.c.maxRecs() {
+		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", most, ga.c.maxRecs())
 	}
 	// Steady traffic: each packet answered at once. The sized ring goes
 	// back to its first size (two periods of hysteresis); bytes still agree.
@@ -134,9 +134,9 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		gb.pop(t)
 		fb.pop(t)
 	}
-	if len(ga.c.recs) != minRecs || len(fa.c.recs) != fa.c.maxRecs {
+	if len(ga.c.recs) != minRecs || len(fa.c.recs) != fa.c.maxRecs() {
 		t.Fatalf("after steady traffic: sized ring %d slots (want %d), full ring %d (want %d)",
-			len(ga.c.recs), minRecs, len(fa.c.recs), fa.c.maxRecs)
+			len(ga.c.recs), minRecs, len(fa.c.recs), fa.c.maxRecs())
 	}
 	if len(fates[0]) != len(fates[1]) || len(fates[0]) < cfg.MaxInFlight {
 		t.Fatalf("popped %d fates with growth, %d without (want equal, ≥ %d)", len(fates[0]), len(fates[1]), cfg.MaxInFlight)

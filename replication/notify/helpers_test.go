@@ -27,7 +27,7 @@ func checkInvariants(c *Conn) error {
 	var pending uint64
 	first := c.nextSeq
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		if c.recs[s&c.recMask].state == recPending {
+		if c.recs[s&c.recMask()].state == recPending {
 			pending++
 			first = min(first, s)
 		}
@@ -38,7 +38,7 @@ func checkInvariants(c *Conn) error {
 	if first != c.firstPending {
 		return fmt.Errorf("firstPending %d, records say %d", c.firstPending, first)
 	}
-	if c.headSeq < c.nextSeq && c.recs[c.headSeq&c.recMask].state != recPending && c.headSeq == c.firstPending {
+	if c.headSeq < c.nextSeq && c.recs[c.headSeq&c.recMask()].state != recPending && c.headSeq == c.firstPending {
 		return fmt.Errorf("head %d resolved but equals firstPending", c.headSeq)
 	}
 	if c.hasPeerL && c.peerL >= c.nextSeq {
