@@ -132,7 +132,7 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	c.ev.init(c.e.lanes)
+	c.ev.init(c.e.lim.lanes)
 	if c.stream, err = move.NewStream(cfg.Moves); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -652,7 +652,7 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StateDraining:
 		return e.discNext
 	}
-	d := min(e.lastRecv+e.timeout, e.lastSend+e.keepAlive)
+	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
 	slot := max(now, c.dataSlot())
 	if !e.sentAny || e.owed || e.peerStreaming(slot) || c.hasContent(slot) {
 		d = min(d, slot)
@@ -810,7 +810,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = hl
+	e.lastHdr = int32(hl)
 	e.sentData(now, probe)
 	return out, nil
 }

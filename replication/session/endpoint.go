@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -30,16 +31,15 @@ type endpoint struct {
 	// borrowed with the payload buffer for the call).
 	w bitstream.Writer
 
-	keepAlive time.Duration
-	timeout   time.Duration
-	lastRecv  time.Duration // newest authenticated packet
-	lastSend  time.Duration // newest protected packet sent
+	lim *endpointLimits // shared by the endpoints of one config
+
+	lastRecv time.Duration // newest authenticated packet
+	lastSend time.Duration // newest protected packet sent
 	// lastData is when the peer's newest data packet arrived. While the peer
 	// streams data (one within KeepAlive), we answer every send slot, with an
 	// ack-only packet if nothing else: under heavy loss the peer must hear
 	// from us at our rate, not at the rate its few surviving packets arrive.
 	lastData time.Duration
-	lastHdr  int // header bytes of the newest data packet (budget estimates)
 
 	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
 	// flight and no data packet sent for a probe timeout, the next slot sends
@@ -48,13 +48,9 @@ type endpoint struct {
 	// and reports the loss: an idle connection repairs a lost last packet in a
 	// few round trips instead of a few keepalive periods.
 	lastDataSent time.Duration
-	probes       int // probes sent since the peer was last heard (backoff)
-	lanes        int
 
-	discCopies   int
-	discInterval time.Duration
-	discLeft     int
-	discNext     time.Duration
+	discLeft int
+	discNext time.Duration
 
 	c counters
 
@@ -65,6 +61,41 @@ type endpoint struct {
 	owed       bool
 	dataAny    bool // lastData is set
 	discReason handshake.Reason
+	probes     int32 // probes sent since the peer was last heard (backoff)
+	lastHdr    int32 // header bytes of the newest data packet (budget estimates)
+}
+
+// endpointLimits is what an endpoint reads of its config: the same for
+// every connection of a config (the timeout comes from the connect token:
+// a handful of values), so they share one read-only copy.
+type endpointLimits struct {
+	keepAlive, timeout time.Duration
+	discInterval       time.Duration
+	discCopies, lanes  int
+}
+
+// limits interns the endpointLimits of a process. Bounded: past maxLimits
+// distinct values an endpoint gets its own copy.
+var epLimits struct {
+	mu sync.Mutex
+	m  map[endpointLimits]*endpointLimits
+}
+
+func internEndpointLimits(l endpointLimits) *endpointLimits {
+	epLimits.mu.Lock()
+	defer epLimits.mu.Unlock()
+	if p := epLimits.m[l]; p != nil {
+		return p
+	}
+	p := new(endpointLimits)
+	*p = l
+	if len(epLimits.m) < maxLimits {
+		if epLimits.m == nil {
+			epLimits.m = make(map[endpointLimits]*endpointLimits)
+		}
+		epLimits.m[l] = p
+	}
+	return p
 }
 
 func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration) error {
@@ -78,9 +109,7 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.lanes = ec.Lanes
-	e.keepAlive, e.timeout = keepAlive, timeout
-	e.discCopies, e.discInterval = copies, interval
+	e.lim = internEndpointLimits(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes})
 	e.lastHdr = 3
 	return nil
 }
@@ -201,7 +230,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 	}
 	switch e.sess.State() {
 	case handshake.StateConnected:
-		e.discLeft, e.discNext, e.discReason = e.discCopies, now, r
+		e.discLeft, e.discNext, e.discReason = e.lim.discCopies, now, r
 		return true
 	case handshake.StatePending:
 		e.sess.Close(r)
@@ -222,7 +251,7 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
 	}
 	e.discLeft--
-	e.discNext = now + e.discInterval
+	e.discNext = now + e.lim.discInterval
 	e.c.PacketsOut++
 	e.c.DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)
@@ -234,13 +263,13 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 
 // keepAliveDue reports whether an ack-only packet should go out at now.
 func (e *endpoint) keepAliveDue(now time.Duration) bool {
-	return !e.sentAny || now-e.lastSend >= e.keepAlive
+	return !e.sentAny || now-e.lastSend >= e.lim.keepAlive
 }
 
 // eventsOutstanding reports whether a guaranteed event is queued or not yet
 // acknowledged.
 func (e *endpoint) eventsOutstanding() bool {
-	for l := 0; l <= e.lanes; l++ { // lane == Lanes is the unordered stream
+	for l := 0; l <= e.lim.lanes; l++ { // lane == Lanes is the unordered stream
 		if e.evs.InFlight(l) > 0 {
 			return true
 		}
@@ -254,7 +283,7 @@ func (e *endpoint) eventsOutstanding() bool {
 // without an answer, at most KeepAlive.
 func (e *endpoint) probeAt(interval time.Duration) time.Duration {
 	pto := max(e.nc.RTT()+4*e.nc.RTTVar(), 2*interval)
-	pto = min(pto<<min(e.probes, 8), e.keepAlive)
+	pto = min(pto<<min(e.probes, 8), e.lim.keepAlive)
 	return e.lastDataSent + pto
 }
 
@@ -268,12 +297,12 @@ func (e *endpoint) sentData(now time.Duration, probe bool) {
 
 // peerStreaming reports whether the peer sent data within KeepAlive.
 func (e *endpoint) peerStreaming(now time.Duration) bool {
-	return e.dataAny && now-e.lastData < e.keepAlive
+	return e.dataAny && now-e.lastData < e.lim.keepAlive
 }
 
 // timedOut reports whether the peer was silent for the timeout.
 func (e *endpoint) timedOut(now time.Duration) bool {
-	return now-e.lastRecv >= e.timeout
+	return now-e.lastRecv >= e.lim.timeout
 }
 
 // nextSlot is the send slot after the one that just went at now: one

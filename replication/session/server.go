@@ -78,9 +78,6 @@ type Server struct {
 	// demand so an idle connection does not hold MaxInFlight fates.
 	ghostPkts  seqRing
 	ghostFates []notify.Fate
-	moved      uint64
-	ghostErrs  uint64
-	ghostStall uint64
 	newestIn   uint64
 	redir      *redirect // made by Redirect: most connections never redirect
 
@@ -189,7 +186,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.cw = cw
 	s.e.sess = sess
 	s.e.lastRecv = now
-	s.ev.init(s.e.lanes)
+	s.ev.init(s.e.lim.lanes)
 	s.lastTick = now - s.cfg.interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
@@ -245,14 +242,15 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
+	rare := s.e.c.rareValue()
 	return ServerStats{
 		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
 		Jitter:             s.e.nc.Jitter(),
 		Loss:               s.e.nc.LossRate(),
-		Moved:              s.moved,
-		GhostErrors:        s.ghostErrs,
-		GhostStalls:        s.ghostStall,
+		Moved:              rare.moved,
+		GhostErrors:        rare.ghostErrs,
+		GhostStalls:        rare.ghostStall,
 		ControlsSuperseded: s.superseded,
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
@@ -478,7 +476,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 		return false, err
 	}
 	if moved {
-		s.moved++
+		s.e.c.rareCounters().moved++
 	}
 	if !s.heardAny || h.Seq > s.newestIn {
 		s.heardAny, s.newestIn, s.replyLong = true, h.Seq, long
@@ -601,7 +599,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StateDraining:
 		return e.discNext
 	}
-	d := e.lastRecv + e.timeout
+	d := e.lastRecv + e.lim.timeout
 	if e.discLeft > 0 {
 		return min(d, e.discNext)
 	}
@@ -611,7 +609,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	if s.redirecting {
 		return min(d, s.redir.next, s.redir.until)
 	}
-	d = min(d, e.lastSend+e.keepAlive)
+	d = min(d, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)
 	if s.hasContent(slot) {
 		d = min(d, s.dataSlot(now))
@@ -705,7 +703,7 @@ func (s *Server) GhostBudget(now time.Duration) int {
 	}
 	credit := min(s.credit+float64(now-s.creditAt)*float64(s.cfg.Bandwidth)/float64(time.Second), float64(s.cfg.MaxPacketSize))
 	size := max(s.cfg.MinPacketSize, min(int(credit), s.cfg.MaxPacketSize))
-	bits := (size - tagSize - s.e.lastHdr) * 8
+	bits := (size - tagSize - int(s.e.lastHdr)) * 8
 	ctl := 1
 	if s.hasControl {
 		ctl += controlAckBits
@@ -876,7 +874,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = hl
+	e.lastHdr = int32(hl)
 	e.sentData(now, probe)
 	s.spend(len(out) - n)
 	return out, nil
@@ -891,14 +889,14 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 	}
 	if max := s.ghostPkts.limit(); s.ghostPkts.full() || len(s.ghostFates) == max ||
 		s.ghostPkts.len()+len(s.ghostFates) >= max {
-		s.ghostStall++
+		s.e.c.rareCounters().ghostStall++
 		w.WriteGamma(1)
 		return
 	}
 	mark := w.BitLen()
 	recs, err := ghosts.Write(w, seq, now)
 	if err != nil {
-		s.ghostErrs++
+		s.e.c.rareCounters().ghostErrs++
 		w.Truncate(mark)
 		w.WriteGamma(1)
 		return

@@ -61,14 +61,22 @@ type counters struct {
 	DisconnectOut        uint64
 	RedirectOut          uint64
 	HeaderBytesOut       uint64
-	rare                 *Counters // only its rejection counters and Grown are used
+	rare                 *rareCounters
+}
+
+// rareCounters are the counters that stay 0 on a healthy connection.
+type rareCounters struct {
+	Counters // only its rejection counters and Grown are used
+	// A Server's: NAT rebindings, ghost writer errors, ghost stalls
+	// (ServerStats.Moved, GhostErrors, GhostStalls).
+	moved, ghostErrs, ghostStall uint64
 }
 
 // snapshot returns the counters as Counters.
 func (c *counters) snapshot() Counters {
 	var out Counters
 	if c.rare != nil {
-		out = *c.rare
+		out = c.rare.Counters
 	}
 	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
 	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
@@ -76,12 +84,20 @@ func (c *counters) snapshot() Counters {
 	return out
 }
 
-// rareCounters returns the rejection counters, made on first use.
-func (c *counters) rareCounters() *Counters {
+// rareCounters returns the rare counters, made on first use.
+func (c *counters) rareCounters() *rareCounters {
 	if c.rare == nil {
-		c.rare = new(Counters)
+		c.rare = new(rareCounters)
 	}
 	return c.rare
+}
+
+// rareValue returns the rare counters, zero when none was ever counted.
+func (c *counters) rareValue() rareCounters {
+	if c.rare == nil {
+		return rareCounters{}
+	}
+	return *c.rare
 }
 
 // count files a rejection under its counter.
