@@ -33,12 +33,12 @@ type laneRx struct {
 	next       uint64
 	slots      []rxSlot // ring, len a power of two, grown on demand up to MaxInFlightPerLane; nil while idle
 	asm        []byte   // the fragmented event being reassembled (a slab of its size)
-	asmTotal   int
+	pktLast    uint64   // id of the lane's latest record in the packet being read
+	asmTotal   int32    // ≤ MaxEventSize
+	ahead      int32    // slots present (≤ MaxInFlightPerLane)
 	assembling bool
-	ahead      int    // slots present
-	pktLast    uint64 // id of the lane's latest record in the packet being read
-	used       bool   // a record of the lane arrived since the last trim
-	idle       uint8  // trims in a row without one
+	used       bool  // a record of the lane arrived since the last trim
+	idle       uint8 // trims in a row without one
 }
 
 // partial is an unordered fragmented event being reassembled.
@@ -555,7 +555,7 @@ func (r *Receiver) deliverOrdered(ln *laneRx, lane int, kind unitKind, total int
 			return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
 		}
 		ln.asm = append(r.arena.get(total)[:0], p...)
-		ln.asmTotal, ln.assembling = total, true
+		ln.asmTotal, ln.assembling = int32(total), true
 		r.bytes += len(p)
 		return nil
 	}
@@ -563,7 +563,7 @@ func (r *Receiver) deliverOrdered(ln *laneRx, lane int, kind unitKind, total int
 		return fmt.Errorf("%w: lane %d: fragment without a first one", ErrMalformed, lane)
 	}
 	got := len(ln.asm) + len(p)
-	if got > ln.asmTotal || (kind == kindMiddle) == (got == ln.asmTotal) {
+	if got > int(ln.asmTotal) || (kind == kindMiddle) == (got == int(ln.asmTotal)) {
 		return fmt.Errorf("%w: lane %d: fragments make %d of %d bytes", ErrMalformed, lane, got, ln.asmTotal)
 	}
 	if r.bytes+len(p) > r.cfg.MaxQueuedBytes {

@@ -86,10 +86,12 @@ type Sender struct {
 	keyBits           uint8
 	wrote             bool  // lastSeq is set
 	quiet             uint8 // trims in a row with nothing in flight or queued
+	rr                uint8 // round-robin start for fairness between streams (< MaxLanes+1)
+	lossN             uint8 // fates in the loss estimate, up to lossWindow
+	redund            uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena             arena
 	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
 	queuedBytes       int
-	rr                int // round-robin start for fairness between streams
 	lastSeq           uint64
 	pkts              []txPacket // ring
 	pHead, pN         uint64
@@ -103,8 +105,6 @@ type Sender struct {
 	redundBits, avail int
 	stats             SenderStats
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
-	lossN             int           // fates in the estimate, up to lossWindow
-	redund            int           // extra copies per unit, from loss (see Config.ResidualLoss)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
 	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
@@ -148,7 +148,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
-		redund:   cfg.Redundancy,
+		redund:   uint8(cfg.Redundancy),
 
 		trimEvery: trimEvery,
 	}
@@ -341,7 +341,7 @@ func (s *Sender) HasPending(now time.Duration) bool {
 // Redundancy is the number of extra copies the next Write gives a unit:
 // Config.Redundancy, raised by the loss estimate when Config.ResidualLoss is
 // set.
-func (s *Sender) Redundancy() int { return s.redund }
+func (s *Sender) Redundancy() int { return int(s.redund) }
 
 // LossEstimate is the packet loss rate the adaptive redundancy works from.
 func (s *Sender) LossEstimate() float64 { return s.loss }
@@ -445,7 +445,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.pushPacket(seq)
 	}
 	s.prev, s.cur = s.cur, s.prev
-	s.rr = (s.rr + 1) % (s.cfg.Lanes + 1) // over every stream, made or not: the order is the wire's
+	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1)) // over every stream, made or not: the order is the wire's
 	s.stats.Sections++
 	return records, err
 }
@@ -560,7 +560,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	for progress := true; progress; {
 		progress = false
 		for k := range s.cfg.Lanes + 1 {
-			si := (s.rr + k) % (s.cfg.Lanes + 1)
+			si := (int(s.rr) + k) % (s.cfg.Lanes + 1)
 			if si >= len(s.streams) {
 				continue
 			}
@@ -1013,7 +1013,7 @@ func (s *Sender) observe(delivered bool) {
 		all *= s.loss
 		r++
 	}
-	s.redund = r
+	s.redund = uint8(r)
 }
 
 func (s *Sender) resolve(p txPacket, delivered bool) {

@@ -265,7 +265,7 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 		p.deliver(seq)
 	}
 	ln := p.r.lanes[0]
-	if ln.ahead == 0 || len(ln.slots) < ln.ahead || len(ln.slots) > cfg.MaxInFlightPerLane {
+	if ln.ahead == 0 || len(ln.slots) < int(ln.ahead) || len(ln.slots) > cfg.MaxInFlightPerLane {
 		t.Fatalf("lane 0: %d units ahead in %d slots", ln.ahead, len(ln.slots))
 	}
 	if p.r.BufferedBytes() > cfg.MaxQueuedBytes {
