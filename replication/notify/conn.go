@@ -81,7 +81,8 @@ type Conn struct {
 
 	rtt      rttEstimator
 	lossRate float64
-	stats    Stats
+	stats    connStats // all but the rare ones
+	rare     *Stats    // ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted: made on the first
 
 	// The flags together: one word, where each took one of its own.
 	hasPeerL bool // peerL is set
@@ -276,7 +277,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 		if r := &c.recs[c.headSeq&c.recMask()]; r.state == recPending {
 			// Bound the sender's memory: a peer that never answers must not pin
 			// records forever. This may be a false drop (see docs, "forced drops").
-			c.stats.ForcedDrops++
+			c.rareStats().ForcedDrops++
 			c.resolve(r, false)
 			c.skipResolved()
 		}
@@ -356,7 +357,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	br := bitReader{r: r}
 	t := PacketType(br.bits(2, "notify.type"))
 	if br.err == nil && t == typeReserved {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, ErrBadType
 	}
 	w := uint(seqBits0)
@@ -368,7 +369,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	}
 	trunc := br.bits(w, "notify.seq")
 	if br.err != nil {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, br.err
 	}
 	h.Type = t
@@ -378,7 +379,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 		return h, err
 	}
 	if err := c.readAck(&br, &h, !c.hasRx || h.Seq > c.rxL); err != nil {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, err
 	}
 	h.valid = true
@@ -466,7 +467,7 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 // twice, or headers in any order, is safe.
 func (c *Conn) Accept(h Header, now time.Duration) error {
 	if !h.valid {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return ErrNotDecoded
 	}
 	if err := c.classify(h.Seq); err != nil {
@@ -519,11 +520,11 @@ func (c *Conn) classify(s uint64) error {
 func (c *Conn) countRejection(err error) {
 	switch err {
 	case ErrDuplicate:
-		c.stats.Duplicates++
+		c.rareStats().Duplicates++
 	case ErrStale:
-		c.stats.Stale++
+		c.rareStats().Stale++
 	case ErrTooFar:
-		c.stats.TooFar++
+		c.rareStats().TooFar++
 	}
 }
 
@@ -581,7 +582,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		evictHi := windowLow(s, c.win, c.peerStart)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
-				c.stats.WindowEvicted++
+				c.rareStats().WindowEvicted++
 			}
 		}
 		c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
@@ -774,4 +775,29 @@ func (c *Conn) Jitter() time.Duration { return c.rtt.jitter }
 func (c *Conn) LossRate() float64 { return c.lossRate }
 
 // Stats returns the counters so far.
-func (c *Conn) Stats() Stats { return c.stats }
+func (c *Conn) Stats() Stats {
+	var st Stats
+	if r := c.rare; r != nil {
+		st = *r
+	}
+	cs := &c.stats
+	st.Sent, st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Sent, cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
+	st.Received, st.Abandoned = cs.Received, cs.Abandoned
+	return st
+}
+
+// connStats are the counters of Stats that count every packet.
+type connStats struct {
+	Sent, Delivered, Dropped, HeaderBits, RTTSamples uint64
+	Received, Abandoned                              uint64
+}
+
+// rareStats holds the counters that stay 0 on a healthy link (rejections,
+// forced drops, window evictions), made on the first: 48 bytes of every
+// Conn otherwise. A peer's garbage makes it once, no more.
+func (c *Conn) rareStats() *Stats {
+	if c.rare == nil {
+		c.rare = new(Stats)
+	}
+	return c.rare
+}

@@ -146,7 +146,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 			t.Fatalf("fate %d: %+v with growth, %+v without", i, fates[0][i], fates[1][i])
 		}
 	}
-	if ga.c.stats != fa.c.stats || gb.c.stats != fb.c.stats {
-		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.stats, fa.c.stats)
+	if ga.c.Stats() != fa.c.Stats() || gb.c.Stats() != fb.c.Stats() {
+		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.Stats(), fa.c.Stats())
 	}
 }

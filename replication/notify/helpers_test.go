@@ -73,7 +73,7 @@ type snapshot struct {
 
 func takeSnapshot(c *Conn) snapshot {
 	s := snapshot{scalars: *c}
-	s.scalars.stats = Stats{}
+	s.scalars.stats, s.scalars.rare = connStats{}, nil
 	s.scalars.recs, s.scalars.rxBits, s.scalars.gapAt = nil, nil, nil
 	s.recs = append([]record(nil), c.recs...)
 	s.bits = append([]uint64(nil), c.rxBits...)
@@ -108,7 +108,7 @@ func link(a, b *endpoint) { a.peer, b.peer = b, a }
 // exempt reports whether a documented corner (WindowEvicted at the receiver,
 // a forced drop at the sender) allows a false drop of a's packets.
 func exempt(a, b *endpoint) bool {
-	return b.c.stats.WindowEvicted > 0 || a.c.stats.ForcedDrops > 0
+	return b.c.Stats().WindowEvicted > 0 || a.c.Stats().ForcedDrops > 0
 }
 
 func newEndpoint(t testing.TB, name string, cfg Config, localStart, peerStart uint64) *endpoint {
