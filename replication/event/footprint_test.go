@@ -126,7 +126,7 @@ func TestGrowthIsInvisible(t *testing.T) {
 		t.Fatalf("grew to ug %d, keys %d/%d; want %d, %d: the load did not exercise growth",
 			len(g.s.x.ug), len(g.s.x.keys), len(g.r.keys), cfg.MaxUnguaranteed, cfg.StaggerKeys)
 	}
-	if g.s.stats != f.s.stats || g.r.stats != f.r.stats {
-		t.Fatalf("stats differ:\n%+v\n%+v", g.s.stats, f.s.stats)
+	if g.s.Stats() != f.s.Stats() || g.r.Stats() != f.r.Stats() {
+		t.Fatalf("stats differ:\n%+v\n%+v", g.s.Stats(), f.s.Stats())
 	}
 }

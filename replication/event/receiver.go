@@ -78,7 +78,8 @@ type Receiver struct {
 	scratch         []byte
 	pktHas          [2]uint64 // bit per stream: a record of it is already in this packet
 	unLast          uint64    // the unordered stream's pktLast (laneRx.pktLast)
-	stats           ReceiverStats
+	stats           rxStats
+	rare            *ReceiverStats // the counters of what most connections never see: made on the first
 
 	// Idle release (trim), counted in sections: there is no clock here.
 	sinceTrim int32
@@ -122,7 +123,27 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 }
 
 // Stats returns the counters so far.
-func (r *Receiver) Stats() ReceiverStats { return r.stats }
+func (r *Receiver) Stats() ReceiverStats {
+	var st ReceiverStats
+	if r.rare != nil {
+		st = *r.rare
+	}
+	st.Ordered, st.Duplicates, st.Sections = r.stats.Ordered, r.stats.Duplicates, r.stats.Sections
+	return st
+}
+
+// rxStats are the counters of ReceiverStats that a connection with ordered
+// events (and their redundant copies) counts all the time.
+type rxStats struct{ Ordered, Duplicates, Sections uint64 }
+
+// rareStats returns the other counters (rejections, the other classes,
+// reordering), made on first use: 48 bytes of every Receiver otherwise.
+func (r *Receiver) rareStats() *ReceiverStats {
+	if r.rare == nil {
+		r.rare = new(ReceiverStats)
+	}
+	return r.rare
+}
 
 // BufferedBytes is the payload held for reordering and reassembly.
 func (r *Receiver) BufferedBytes() int { return r.bytes }
@@ -154,11 +175,11 @@ func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
 	}
 	probe := *rd
 	if err := r.parse(&probe, nil); err != nil {
-		r.stats.Rejected++
+		r.rareStats().Rejected++
 		return err
 	}
 	if err := r.parse(rd, deliver); err != nil {
-		r.stats.Rejected++
+		r.rareStats().Rejected++
 		return err
 	}
 	r.stats.Sections++
@@ -425,7 +446,7 @@ func (r *Receiver) growKeys(key int) {
 func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 	switch rec.class {
 	case Unguaranteed:
-		r.stats.Unguaranteed++
+		r.rareStats().Unguaranteed++
 		deliver(Event{Class: Unguaranteed, Payload: p})
 		return nil
 	case Staggered:
@@ -435,12 +456,12 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		k := &r.keys[rec.key]
 		if k.has {
 			if d := rec.version - k.version; d == 0 || d > 1<<versionBits-1-staggerStale {
-				r.stats.StaleStagger++
+				r.rareStats().StaleStagger++
 				return nil
 			}
 		}
 		k.has, k.version = true, rec.version
-		r.stats.Staggered++
+		r.rareStats().Staggered++
 		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
 		return nil
 	}
@@ -491,7 +512,7 @@ func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(E
 		copy(s.buf, p)
 		ln.ahead++
 		r.bytes += len(p)
-		r.stats.Buffered++
+		r.rareStats().Buffered++
 		return nil
 	}
 	if err := r.deliverOrdered(ln, rec.stream, rec.kind, rec.total, p, deliver); err != nil {
@@ -599,7 +620,7 @@ func (r *Receiver) applyUnordered(rec *record, id uint64, p []byte, deliver func
 			return err
 		}
 	} else {
-		r.stats.Unordered++
+		r.rareStats().Unordered++
 		deliver(Event{Class: Unordered, Payload: p})
 	}
 	if r.unSeen == nil { // most connections never see an unordered event: 2 KB saved
@@ -663,7 +684,7 @@ func (r *Receiver) reassemble(rec *record, id uint64, p []byte, deliver func(Eve
 	pt.got += len(p)
 	r.bytes += len(p)
 	if pt.got >= pt.total {
-		r.stats.Unordered++
+		r.rareStats().Unordered++
 		deliver(Event{Class: Unordered, Payload: pt.buf})
 		r.bytes -= pt.got
 		r.arena.put(pt.buf)

@@ -103,7 +103,8 @@ type Sender struct {
 	x                 *senderX  // unguaranteed and staggered events: made on the first
 	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int
-	stats             SenderStats
+	stats             txStats
+	rare              *SenderStats  // the counters of what most connections never see: made on the first
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
@@ -159,7 +160,28 @@ func NewSender(cfg Config) (*Sender, error) {
 func (s *Sender) Config() Config { return *s.cfg }
 
 // Stats returns the counters so far.
-func (s *Sender) Stats() SenderStats { return s.stats }
+func (s *Sender) Stats() SenderStats {
+	var st SenderStats
+	if s.rare != nil {
+		st = *s.rare
+	}
+	st.Units, st.Redundant, st.Sections = s.stats.Units, s.stats.Redundant, s.stats.Sections
+	return st
+}
+
+// txStats are the counters of SenderStats that a connection sending
+// guaranteed events counts all the time.
+type txStats struct{ Units, Redundant, Sections uint64 }
+
+// rareStats returns the other counters (fragments, resends, the other
+// classes, missed fates), made on first use: 56 bytes of every Sender
+// otherwise.
+func (s *Sender) rareStats() *SenderStats {
+	if s.rare == nil {
+		s.rare = new(SenderStats)
+	}
+	return s.rare
+}
 
 // QueuedBytes is the payload the Sender holds (every class), ≤ MaxQueuedBytes.
 func (s *Sender) QueuedBytes() int { return s.queuedBytes }
@@ -578,7 +600,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 					return n, err
 				}
 				s.work += st.setResend(id, false)
-				s.stats.Resent++
+				s.rareStats().Resent++
 				from[si] = id + 1
 				n++
 				progress = true
@@ -631,7 +653,7 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 	}
 	s.stats.Units++
 	if u.kind != kindWhole {
-		s.stats.Fragments++
+		s.rareStats().Fragments++
 	}
 	return true, s.writeUnit(w, si, id, p)
 }
@@ -696,7 +718,7 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 			return n, e.err
 		}
 		n++
-		s.stats.Staggered++
+		s.rareStats().Staggered++
 		k.sent = true
 		k.lastSend = now
 		k.stagger *= 2
@@ -763,9 +785,9 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 			e.payload(buf)
 			err = e.err
 			n++
-			s.stats.Unguaranteed++
+			s.rareStats().Unguaranteed++
 		} else {
-			s.stats.UnguarDrops++
+			s.rareStats().UnguarDrops++
 		}
 		s.queuedBytes -= len(buf)
 		s.arena.put(buf)
@@ -947,7 +969,7 @@ func (s *Sender) OnFate(f notify.Fate) {
 			return
 		}
 		if p.seq < f.Seq {
-			s.stats.MissedFates++
+			s.rareStats().MissedFates++
 		}
 		s.resolve(p, p.seq == f.Seq && f.Delivered)
 		s.pHead++
@@ -1042,7 +1064,7 @@ func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 	case !u.acked && !st.needsResend(e.id()) && (u.refs == 0 || seq >= u.first):
 		s.work += st.setResend(e.id(), true)
 		u.copies = 0
-		s.stats.Requeued++
+		s.rareStats().Requeued++
 	}
 }
 

@@ -179,8 +179,8 @@ func TestTrimIsInvisible(t *testing.T) {
 	if fmt.Sprint(gg) != fmt.Sprint(ff) {
 		t.Fatalf("deliveries differ:\n%v\n%v", gg, ff)
 	}
-	if g.s.stats != f.s.stats || g.r.stats != f.r.stats {
-		t.Fatalf("stats differ:\n%+v %+v\n%+v %+v", g.s.stats, g.r.stats, f.s.stats, f.r.stats)
+	if g.s.Stats() != f.s.Stats() || g.r.Stats() != f.r.Stats() {
+		t.Fatalf("stats differ:\n%+v %+v\n%+v %+v", g.s.Stats(), g.r.Stats(), f.s.Stats(), f.r.Stats())
 	}
 }
 
