@@ -758,6 +758,9 @@ func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
 // NextSeq is the sequence number the next WriteHeader will use.
 func (c *Conn) NextSeq() uint64 { return c.nextSeq }
 
+// Newest is the newest peer sequence number accepted, and whether one was.
+func (c *Conn) Newest() (uint64, bool) { return c.rxL, c.hasRx }
+
 // InFlight is the number of our packets whose fate is unresolved.
 func (c *Conn) InFlight() int { return int(c.pending) }
 

@@ -49,7 +49,6 @@ type endpoint struct {
 	// few round trips instead of a few keepalive periods.
 	lastDataSent time.Duration
 
-	discLeft int
 	discNext time.Duration
 
 	c counters
@@ -63,6 +62,7 @@ type endpoint struct {
 	discReason handshake.Reason
 	probes     int32 // probes sent since the peer was last heard (backoff)
 	lastHdr    int32 // header bytes of the newest data packet (budget estimates)
+	discLeft   int32 // Disconnect copies still to send (≤ 32)
 }
 
 // endpointLimits is what an endpoint reads of its config: the same for
@@ -72,14 +72,18 @@ type endpointLimits struct {
 	keepAlive, timeout time.Duration
 	discInterval       time.Duration
 	discCopies, lanes  int
+	srv                serverLimits // a Server's; zero on a Client
 }
 
-// limits interns the endpointLimits of a process. Bounded: past maxLimits
-// distinct values an endpoint gets its own copy.
+// epLimits interns the endpointLimits of a process. Bounded: past
+// maxLimits distinct values (a server has one or two) an endpoint gets its
+// own copy.
 var epLimits struct {
 	mu sync.Mutex
 	m  map[endpointLimits]*endpointLimits
 }
+
+const maxLimits = 64
 
 func internEndpointLimits(l endpointLimits) *endpointLimits {
 	epLimits.mu.Lock()
@@ -98,7 +102,7 @@ func internEndpointLimits(l endpointLimits) *endpointLimits {
 	return p
 }
 
-func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration) error {
+func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits) error {
 	var err error
 	if e.nc, err = notify.New(nc); err != nil {
 		return err
@@ -109,7 +113,7 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.lim = internEndpointLimits(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes})
+	e.lim = internEndpointLimits(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
 	e.lastHdr = 3
 	return nil
 }
@@ -230,7 +234,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 	}
 	switch e.sess.State() {
 	case handshake.StateConnected:
-		e.discLeft, e.discNext, e.discReason = e.lim.discCopies, now, r
+		e.discLeft, e.discNext, e.discReason = int32(e.lim.discCopies), now, r
 		return true
 	case handshake.StatePending:
 		e.sess.Close(r)
@@ -253,7 +257,7 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 	e.discLeft--
 	e.discNext = now + e.lim.discInterval
 	e.c.PacketsOut++
-	e.c.DisconnectOut++
+	e.c.rareCounters().DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	if e.discLeft == 0 {
 		e.sess.Close(e.discReason) // draining done

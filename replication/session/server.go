@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -52,9 +51,8 @@ type ServerHandler interface {
 // The zero Server is not usable; call NewServer. Not safe for concurrent use;
 // the connection (actors/conn) owns it.
 type Server struct {
-	e   endpoint
-	cfg *serverLimits // shared by every Server of the same config
-	h   ServerHandler
+	e endpoint
+	h ServerHandler
 
 	ap   move.Applier
 	cw   *move.ControlWriter
@@ -63,7 +61,6 @@ type Server struct {
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	ctlSent    uint64 // the ack of the newest data packet
-	superseded uint64 // Stats.ControlsSuperseded
 
 	nextData time.Duration
 	lastTick time.Duration // when the newest packet that carried a tick left
@@ -78,7 +75,6 @@ type Server struct {
 	// demand so an idle connection does not hold MaxInFlight fates.
 	ghostPkts  seqRing
 	ghostFates []notify.Fate
-	newestIn   uint64
 	redir      *redirect // made by Redirect: most connections never redirect
 
 	// The flags sit together: one word, where each between wider fields
@@ -100,13 +96,15 @@ type Server struct {
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
-	heardAny  bool
 	// redirecting: a Redirect is in progress: copies until the client's
 	// Disconnect acknowledges one or redir.until passes.
 	redirecting bool
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
 }
+
+// lim is the Server's limits (shared: endpointLimits).
+func (s *Server) lim() *serverLimits { return &s.e.lim.srv }
 
 // redirect is where a Redirect sends the client and when its copies go.
 type redirect struct {
@@ -117,41 +115,14 @@ type redirect struct {
 
 // serverLimits is what a Server reads of its ServerConfig after NewServer
 // (the rest went to notify, event and move), and the send interval. It is
-// the same for every connection of a config, so they share one read-only
-// copy (internLimits): 8 bytes per connection instead of 48 (and of a
-// 248-byte copy of the whole config before that).
+// the same for every connection of a config: it lives in the endpoint's
+// shared endpointLimits (8 bytes of pointer per connection, shared with the
+// endpoint's own limits, instead of 48; and of a 248-byte copy of the whole
+// config before that).
 type serverLimits struct {
 	Bandwidth, MaxPacketSize, MinPacketSize int
 	RedirectInterval, RedirectTimeout       time.Duration
 	interval                                time.Duration // 1/SendRate
-}
-
-// limits interns the serverLimits of the Servers of a process. Bounded:
-// past maxLimits distinct values (a server has one or two) a Server gets
-// its own copy.
-var limits struct {
-	mu sync.Mutex
-	m  map[serverLimits]*serverLimits
-}
-
-const maxLimits = 64
-
-// internLimits returns the shared copy of l.
-func internLimits(l serverLimits) *serverLimits {
-	limits.mu.Lock()
-	defer limits.mu.Unlock()
-	if p := limits.m[l]; p != nil {
-		return p
-	}
-	p := new(serverLimits)
-	*p = l
-	if len(limits.m) < maxLimits {
-		if limits.m == nil {
-			limits.m = make(map[serverLimits]*serverLimits)
-		}
-		limits.m[l] = p
-	}
-	return p
 }
 
 // NewServer returns the server end of the connection sess (from
@@ -171,12 +142,13 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	if cfg.RedirectTimeout == 0 {
 		cfg.RedirectTimeout = DefaultRedirectTimeout
 	}
-	s := &Server{h: h, cfg: internLimits(serverLimits{
+	s := &Server{h: h}
+	srv := serverLimits{
 		Bandwidth: cfg.Bandwidth, MaxPacketSize: cfg.MaxPacketSize, MinPacketSize: cfg.MinPacketSize,
 		RedirectInterval: cfg.RedirectInterval, RedirectTimeout: cfg.RedirectTimeout,
 		interval: time.Second / time.Duration(cfg.SendRate),
-	})}
-	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
+	}
+	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, srv); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	cw, err := move.NewControlWriter(cfg.Control)
@@ -187,7 +159,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.e.sess = sess
 	s.e.lastRecv = now
 	s.ev.init(s.e.lim.lanes)
-	s.lastTick = now - s.cfg.interval
+	s.lastTick = now - s.lim().interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
@@ -251,7 +223,7 @@ func (s *Server) Stats() ServerStats {
 		Moved:              rare.moved,
 		GhostErrors:        rare.ghostErrs,
 		GhostStalls:        rare.ghostStall,
-		ControlsSuperseded: s.superseded,
+		ControlsSuperseded: rare.superseded,
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
 		EventsRecv:         s.e.evr.Stats(),
@@ -294,7 +266,7 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.tickDue = true
 	s.ctlState = state
 	if applied != s.ctlApplied && s.ctlApplied != s.ctlSent && s.ctlSentAny {
-		s.superseded++ // the previous tick's ack never left
+		s.e.c.rareCounters().superseded++ // the previous tick's ack never left
 	}
 	if applied == 0 || applied == s.ctlApplied {
 		s.ctlApplied = applied
@@ -364,7 +336,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 		return ErrClosed
 	}
 	s.redirecting = true
-	s.redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.cfg.RedirectTimeout}
+	s.redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.lim().RedirectTimeout}
 	return nil
 }
 
@@ -393,10 +365,10 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return dst[:n], fmt.Errorf("session: redirect: %w", err)
 	}
-	s.redir.next = now + s.cfg.RedirectInterval
+	s.redir.next = now + s.lim().RedirectInterval
 	e.lastSend, e.sentAny = now, true
 	e.c.PacketsOut++
-	e.c.RedirectOut++
+	e.c.rareCounters().RedirectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	return out, nil
 }
@@ -478,8 +450,10 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	if moved {
 		s.e.c.rareCounters().moved++
 	}
-	if !s.heardAny || h.Seq > s.newestIn {
-		s.heardAny, s.newestIn, s.replyLong = true, h.Seq, long
+	if newest, _ := e.nc.Newest(); h.Seq == newest {
+		// The newest packet yet (notify accepted it just now and keeps the
+		// newest: sequence numbers never repeat) sets the reply form.
+		s.replyLong = long
 	}
 	switch h.Type {
 	case notify.TypeData:
@@ -616,7 +590,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	} else if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
 	} else if s.outstanding() {
-		d = min(d, max(slot, e.probeAt(s.cfg.interval)))
+		d = min(d, max(slot, e.probeAt(s.lim().interval)))
 	}
 	return d
 }
@@ -625,7 +599,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // this much longer than 1/SendRate, so those that arrive between ticks ride
 // with the next tick's packet (one datagram per tick) and go on their own
 // only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
-func (s *Server) tickGrace() time.Duration { return s.cfg.interval / 2 }
+func (s *Server) tickGrace() time.Duration { return s.lim().interval / 2 }
 
 // tickGap is the least time between two ticks' packets: half a slot. A
 // tick whose state reached the connection late (its zone's tick or the path
@@ -639,7 +613,7 @@ func (s *Server) tickGrace() time.Duration { return s.cfg.interval / 2 }
 // next. While the zone ticks at SendRate (both default to 20 Hz) the
 // connection sends one data packet per tick, and one more only when a tick
 // is over half a slot late.
-func (s *Server) tickGap() time.Duration { return s.cfg.interval / 2 }
+func (s *Server) tickGap() time.Duration { return s.lim().interval / 2 }
 
 // dataSlot is the earliest time a data packet may leave: when a tick's
 // state is due, at once (tickGap after the previous data packet); else at
@@ -682,15 +656,15 @@ func (s *Server) hasContent(now time.Duration) bool {
 // budget refills the credit and returns this packet's size limit.
 func (s *Server) budget(now time.Duration) int {
 	if now > s.creditAt {
-		s.credit += float64(now-s.creditAt) * float64(s.cfg.Bandwidth) / float64(time.Second)
+		s.credit += float64(now-s.creditAt) * float64(s.lim().Bandwidth) / float64(time.Second)
 		s.creditAt = now
 	}
-	s.credit = min(s.credit, float64(s.cfg.MaxPacketSize))
-	return max(s.cfg.MinPacketSize, min(int(s.credit), s.cfg.MaxPacketSize))
+	s.credit = min(s.credit, float64(s.lim().MaxPacketSize))
+	return max(s.lim().MinPacketSize, min(int(s.credit), s.lim().MaxPacketSize))
 }
 
 func (s *Server) spend(n int) {
-	s.credit = max(s.credit-float64(n), -float64(s.cfg.MaxPacketSize))
+	s.credit = max(s.credit-float64(n), -float64(s.lim().MaxPacketSize))
 }
 
 // GhostBudget estimates the bits a ghost section may use in the next data
@@ -701,8 +675,8 @@ func (s *Server) GhostBudget(now time.Duration) int {
 	if now < s.creditAt {
 		now = s.creditAt
 	}
-	credit := min(s.credit+float64(now-s.creditAt)*float64(s.cfg.Bandwidth)/float64(time.Second), float64(s.cfg.MaxPacketSize))
-	size := max(s.cfg.MinPacketSize, min(int(credit), s.cfg.MaxPacketSize))
+	credit := min(s.credit+float64(now-s.creditAt)*float64(s.lim().Bandwidth)/float64(time.Second), float64(s.lim().MaxPacketSize))
+	size := max(s.lim().MinPacketSize, min(int(credit), s.lim().MaxPacketSize))
 	bits := (size - tagSize - int(s.e.lastHdr)) * 8
 	ctl := 1
 	if s.hasControl {
@@ -776,11 +750,11 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 		if content && now >= s.holdUntil {
 			return s.buildData(now, dst, ghosts, false)
 		}
-		if !content && s.outstanding() && now >= e.probeAt(s.cfg.interval) {
+		if !content && s.outstanding() && now >= e.probeAt(s.lim().interval) {
 			return s.buildData(now, dst, ghosts, true)
 		}
 		if !content && (e.owed || e.peerStreaming(now)) {
-			s.nextData = nextSlot(s.nextData, s.cfg.interval, now)
+			s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 			return s.sendAck(now, dst)
 		}
 	}
@@ -807,7 +781,7 @@ func (s *Server) prefix(dst []byte) ([]byte, int) {
 	if !s.replyLong {
 		return dst, 0
 	}
-	dst = s.e.grow(dst, s.cfg.MaxPacketSize)
+	dst = s.e.grow(dst, s.lim().MaxPacketSize)
 	return handshake.AppendRouted(dst, s.e.sess.ID()), RoutedPrefixSize
 }
 
@@ -822,11 +796,11 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	if s.tickDue {
-		s.nextData = now + s.cfg.interval
+		s.nextData = now + s.lim().interval
 		s.holdUntil = s.nextData + s.tickGrace()
 		s.lastTick = now
 	} else {
-		s.nextData = nextSlot(s.nextData, s.cfg.interval, now)
+		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
 	s.tickDue = false
 	w := &e.w

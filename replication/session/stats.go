@@ -49,27 +49,27 @@ func (c *Counters) Rejected() uint64 {
 }
 
 // counters is what an endpoint counts: the traffic counters of Counters
-// in place, the rejections and Grown apart, made on the first one (a
-// healthy connection has none: 72 bytes of every connection otherwise; a
-// peer that sends garbage makes them once, no more).
+// in place, the rare ones apart (rejections, Grown, the Disconnect and
+// Redirect copies of a connection's end, and a Server's own), made on the
+// first (a healthy connection has none until it ends: 120 bytes of every
+// connection otherwise; a peer that sends garbage makes them once, no
+// more).
 type counters struct {
 	PacketsIn, BytesIn   uint64
 	Accepted             uint64
 	PacketsOut, BytesOut uint64
 	DataOut              uint64
 	AckOut               uint64
-	DisconnectOut        uint64
-	RedirectOut          uint64
 	HeaderBytesOut       uint64
 	rare                 *rareCounters
 }
 
 // rareCounters are the counters that stay 0 on a healthy connection.
 type rareCounters struct {
-	Counters // only its rejection counters and Grown are used
+	Counters // only its rejection counters, Grown, DisconnectOut and RedirectOut are used
 	// A Server's: NAT rebindings, ghost writer errors, ghost stalls
 	// (ServerStats.Moved, GhostErrors, GhostStalls).
-	moved, ghostErrs, ghostStall uint64
+	moved, ghostErrs, ghostStall, superseded uint64 // ServerStats.ControlsSuperseded too
 }
 
 // snapshot returns the counters as Counters.
@@ -80,7 +80,7 @@ func (c *counters) snapshot() Counters {
 	}
 	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
 	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
-	out.DisconnectOut, out.RedirectOut, out.HeaderBytesOut = c.DisconnectOut, c.RedirectOut, c.HeaderBytesOut
+	out.HeaderBytesOut = c.HeaderBytesOut
 	return out
 }
 
