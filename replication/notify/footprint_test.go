@@ -9,9 +9,11 @@ import (
 )
 
 // maxConnBytes bounds what one fresh Conn keeps with DefaultConfig. Measured
-// ~1.2 KB with the growable sender ring (was ~34 KB with the ring preallocated
-// at MaxInFlight). Generous on purpose: a size check, not a timing one.
-const maxConnBytes = 4 << 10
+// ~420 B: the Conn (Config shared, rare counters on use), a sender ring of
+// 8 records, the ack bits and gap times (was ~34 KB with the ring
+// preallocated at MaxInFlight, then ~1.2 KB, ~610 B). Generous on purpose:
+// a size check, not a timing one.
+const maxConnBytes = 1 << 10
 
 func TestConnFootprint(t *testing.T) {
 	const n = 200
