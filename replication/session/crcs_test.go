@@ -58,8 +58,9 @@ func TestCRCFIFOMatchesRing(t *testing.T) {
 }
 
 // TestCRCFIFOBounded: a client that puts a CRC on every move of a zone
-// that never reports makes the ring hold crcWindow moves, no more; one
-// whose zone keeps up keeps it at its first size.
+// that never reports makes the ring hold crcWindow moves, no more, and
+// gives the room back once the zone keeps up again; a connection whose
+// zone keeps up keeps it at its first size.
 func TestCRCFIFOBounded(t *testing.T) {
 	var q crcFIFO
 	for s := uint64(1); s <= 100000; s++ {
@@ -70,6 +71,19 @@ func TestCRCFIFOBounded(t *testing.T) {
 	}
 	if crc, ok := q.find(100000 - crcWindow + 1); !ok || crc != 100000-crcWindow+1 {
 		t.Fatalf("the oldest CRC in the window: %v %d", ok, crc)
+	}
+	// The zone catches up and keeps up: two sizing periods later the
+	// ring is back at its first size, with the CRCs still found.
+	s := uint64(100000)
+	for i := 0; i < 3*crcTrimEvery; i++ {
+		s++
+		q.push(s, uint32(s))
+		if crc, ok := q.find(s); !ok || crc != uint32(s) {
+			t.Fatalf("move %d after the lag: %v %d", s, ok, crc)
+		}
+	}
+	if len(q.buf) != crcMin {
+		t.Fatalf("ring %d after the lag ended, want %d", len(q.buf), crcMin)
 	}
 	var k crcFIFO
 	for s := uint64(1); s <= 100000; s++ {
