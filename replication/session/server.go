@@ -99,6 +99,7 @@ type Server struct {
 	// redirecting: a Redirect is in progress: copies until the client's
 	// Disconnect acknowledges one or redir.until passes.
 	redirecting bool
+	fatesSmall  uint8 // PopGhostFates calls in a row that used little of ghostFates' room
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
 }
@@ -383,9 +384,29 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 // is full (Stats.GhostStalls).
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	dst = append(dst, s.ghostFates...)
+	// A backlog (fates waiting while the owner was busy) grows the slice;
+	// its room goes back after ghostFatesIdle pops in a row that used at
+	// most an eighth of it, so neither a backlog keeps it for the
+	// connection's life nor a wavering fate count reallocates it often.
+	if c := cap(s.ghostFates); c > ghostFatesKeep && len(s.ghostFates) <= c/8 {
+		if s.fatesSmall++; s.fatesSmall >= ghostFatesIdle {
+			s.ghostFates, s.fatesSmall = nil, 0
+			return dst
+		}
+	} else {
+		s.fatesSmall = 0
+	}
 	s.ghostFates = s.ghostFates[:0]
 	return dst
 }
+
+// ghostFatesKeep is the room of ghostFates that PopGhostFates never gives
+// back (384 bytes); ghostFatesIdle the pops in a row (about 3 s at 20 Hz)
+// that used at most an eighth of a larger one before it goes.
+const (
+	ghostFatesKeep = 16
+	ghostFatesIdle = 64
+)
 
 // Receive handles one datagram routed to this connection: a short-form or
 // long-form protected packet, or a Disconnect. The checks run cheapest first

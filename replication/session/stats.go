@@ -64,19 +64,27 @@ type counters struct {
 	rare                 *rareCounters
 }
 
-// rareCounters are the counters that stay 0 on a healthy connection.
+// rareCounters are the counters that stay 0 on a healthy connection (the
+// fields of Counters that counters does not keep, and a Server's own):
+// 120 bytes, made by the first of them (an overloaded host makes some of
+// them count: a stalled shard supersedes control states).
 type rareCounters struct {
-	Counters // only its rejection counters, Grown, DisconnectOut and RedirectOut are used
-	// A Server's: NAT rebindings, ghost writer errors, ghost stalls
-	// (ServerStats.Moved, GhostErrors, GhostStalls).
-	moved, ghostErrs, ghostStall, superseded uint64 // ServerStats.ControlsSuperseded too
+	Garbage, Unexpected, Replayed, AuthFailed uint64
+	WrongConn, BadHeader, AfterClose          uint64
+	ProtocolErrors, Grown                     uint64
+	DisconnectOut, RedirectOut                uint64
+	// A Server's: ServerStats.Moved, GhostErrors, GhostStalls,
+	// ControlsSuperseded.
+	moved, ghostErrs, ghostStall, superseded uint64
 }
 
 // snapshot returns the counters as Counters.
 func (c *counters) snapshot() Counters {
 	var out Counters
-	if c.rare != nil {
-		out = c.rare.Counters
+	if r := c.rare; r != nil {
+		out.Garbage, out.Unexpected, out.Replayed, out.AuthFailed = r.Garbage, r.Unexpected, r.Replayed, r.AuthFailed
+		out.WrongConn, out.BadHeader, out.AfterClose = r.WrongConn, r.BadHeader, r.AfterClose
+		out.ProtocolErrors, out.Grown, out.DisconnectOut, out.RedirectOut = r.ProtocolErrors, r.Grown, r.DisconnectOut, r.RedirectOut
 	}
 	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
 	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
@@ -104,7 +112,7 @@ func (c *counters) rareValue() rareCounters {
 func (c *counters) count(err error) { c.rareCounters().count(err) }
 
 // count files a rejection under its counter.
-func (c *Counters) count(err error) {
+func (c *rareCounters) count(err error) {
 	switch {
 	case errors.Is(err, ErrProtocol):
 		c.ProtocolErrors++
