@@ -47,8 +47,10 @@ type record struct {
 //	... ────────────────┼───────────────────────────┼─ L ─── L+AckWindow: too far
 //	                    H (≥ L−K+1)
 //
-// The zero Conn is not usable; use New. Memory is fixed at New and nothing
-// allocates afterwards. Not safe for concurrent use; the connection actor owns it.
+// The zero Conn is not usable; use New. The sender ring is sized by use
+// (growRecs, trimRecs) and the rare counters are made on the first; the
+// steady state allocates nothing. Not safe for concurrent use; the connection
+// actor owns it.
 type Conn struct {
 	cfg *Config // shared (interned), never written
 	k   uint64  // ReorderThreshold
