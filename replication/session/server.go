@@ -75,7 +75,10 @@ type Server struct {
 	// demand so an idle connection does not hold MaxInFlight fates.
 	ghostPkts  seqRing
 	ghostFates []notify.Fate
-	redir      *redirect // made by Redirect: most connections never redirect
+	// superseded counts ServerStats.ControlsSuperseded here, not with the
+	// rare counters: a loaded host (a shard that handles two ticks' states
+	// at once) makes it count on most connections.
+	superseded uint64
 
 	// The flags sit together: one word, where each between wider fields
 	// took one of its own.
@@ -106,6 +109,10 @@ type Server struct {
 
 // lim is the Server's limits (shared: endpointLimits).
 func (s *Server) lim() *serverLimits { return &s.e.lim.srv }
+
+// redirect returns the Redirect in progress (redirecting is set): it
+// lives with the rare counters, made by Redirect.
+func (s *Server) redirect() *redirect { return s.e.c.rare.redir }
 
 // redirect is where a Redirect sends the client and when its copies go.
 type redirect struct {
@@ -224,7 +231,7 @@ func (s *Server) Stats() ServerStats {
 		Moved:              rare.moved,
 		GhostErrors:        rare.ghostErrs,
 		GhostStalls:        rare.ghostStall,
-		ControlsSuperseded: rare.superseded,
+		ControlsSuperseded: s.superseded,
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
 		EventsRecv:         s.e.evr.Stats(),
@@ -267,7 +274,7 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.tickDue = true
 	s.ctlState = state
 	if applied != s.ctlApplied && s.ctlApplied != s.ctlSent && s.ctlSentAny {
-		s.e.c.rareCounters().superseded++ // the previous tick's ack never left
+		s.superseded++ // the previous tick's ack never left
 	}
 	if applied == 0 || applied == s.ctlApplied {
 		s.ctlApplied = applied
@@ -337,7 +344,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 		return ErrClosed
 	}
 	s.redirecting = true
-	s.redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.lim().RedirectTimeout}
+	s.e.c.rareCounters().redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.lim().RedirectTimeout}
 	return nil
 }
 
@@ -351,22 +358,22 @@ func (s *Server) Redirecting() bool {
 // acknowledgement and starts the Disconnect.
 func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 	e := &s.e
-	if now >= s.redir.until {
+	if now >= s.redirect().until {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return e.pollDisconnect(now, dst)
 	}
-	if now < s.redir.next {
+	if now < s.redirect().next {
 		return dst, nil
 	}
 	n := len(dst)
-	out, err := e.sess.AppendRedirect(dst, s.redir.to, s.redir.tok)
+	out, err := e.sess.AppendRedirect(dst, s.redirect().to, s.redirect().tok)
 	if err != nil {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return dst[:n], fmt.Errorf("session: redirect: %w", err)
 	}
-	s.redir.next = now + s.lim().RedirectInterval
+	s.redirect().next = now + s.lim().RedirectInterval
 	e.lastSend, e.sentAny = now, true
 	e.c.PacketsOut++
 	e.c.rareCounters().RedirectOut++
@@ -602,7 +609,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 		return d
 	}
 	if s.redirecting {
-		return min(d, s.redir.next, s.redir.until)
+		return min(d, s.redirect().next, s.redirect().until)
 	}
 	d = min(d, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)

@@ -65,17 +65,18 @@ type counters struct {
 }
 
 // rareCounters are the counters that stay 0 on a healthy connection (the
-// fields of Counters that counters does not keep, and a Server's own):
-// 120 bytes, made by the first of them (an overloaded host makes some of
-// them count: a stalled shard supersedes control states).
+// fields of Counters that counters does not keep, and a Server's own) and
+// a Server's Redirect: 120 bytes, made by the first of them.
 type rareCounters struct {
 	Garbage, Unexpected, Replayed, AuthFailed uint64
 	WrongConn, BadHeader, AfterClose          uint64
 	ProtocolErrors, Grown                     uint64
 	DisconnectOut, RedirectOut                uint64
-	// A Server's: ServerStats.Moved, GhostErrors, GhostStalls,
-	// ControlsSuperseded.
-	moved, ghostErrs, ghostStall, superseded uint64
+	// A Server's: ServerStats.Moved, GhostErrors, GhostStalls.
+	moved, ghostErrs, ghostStall uint64
+
+	// redir is a Server's Redirect in progress: as rare as these counters.
+	redir *redirect
 }
 
 // snapshot returns the counters as Counters.
