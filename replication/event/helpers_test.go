@@ -371,7 +371,7 @@ func checkWork(s *Sender) error {
 	sum := 0
 	for _, st := range s.streams {
 		if st != nil {
-			sum += st.pendN + st.resendN
+			sum += int(st.pendN + st.resendN)
 		}
 	}
 	if s.work != sum {

@@ -33,9 +33,10 @@ type laneRx struct {
 	next       uint64
 	slots      []rxSlot // ring, len a power of two, grown on demand up to MaxInFlightPerLane; nil while idle
 	asm        []byte   // the fragmented event being reassembled (a slab of its size)
-	asmTotal   int
+	pktLast    uint64   // id of the lane's latest record in the packet being read
+	asmTotal   int32    // ≤ MaxEventSize
+	ahead      int32    // slots present (≤ MaxInFlightPerLane)
 	assembling bool
-	ahead      int   // slots present
 	used       bool  // a record of the lane arrived since the last trim
 	idle       uint8 // trims in a row without one
 }
@@ -62,27 +63,27 @@ type partial struct {
 // The zero Receiver is not usable; use NewReceiver. Not safe for concurrent
 // use; the connection actor owns it.
 type Receiver struct {
-	cfg                       *Config // shared (interned), never written
-	idBits, laneBits, keyBits uint
-	m                         uint64
-	arena                     arena
-	lanes                     []*laneRx // nil until the lane's first record
-	unBase                    uint64    // all unordered ids below were received
-	unSeen                    []uint64  // bitmap over ids [unBase, unBase+m), position id mod m
-	unAhead                   int       // bits set in unSeen (ids received above unBase)
-	partials                  []partial
-	keys                      []staggerRx
-	bytes                     int // payload buffered (slots, reassemblies)
-	scratch                   []byte
-	pktHas                    []bool
-	pktLast                   []uint64
-	stats                     ReceiverStats
+	cfg             *Config // shared (interned), never written
+	idBits, keyBits uint8
+	used            bool  // a payload was read since the last trim
+	quiet           uint8 // trims in a row without one
+	unAhead         int32 // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
+	arena           arena
+	lanes           []*laneRx // nil until the lane's first record; as long as the highest lane heard from
+	unBase          uint64    // all unordered ids below were received
+	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
+	partials        []partial
+	keys            []staggerRx
+	bytes           int // payload buffered (slots, reassemblies)
+	scratch         []byte
+	pktHas          [2]uint64 // bit per stream: a record of it is already in this packet
+	unLast          uint64    // the unordered stream's pktLast (laneRx.pktLast)
+	stats           rxStats
+	rare            *ReceiverStats // the counters of what most connections never see: made on the first
 
 	// Idle release (trim), counted in sections: there is no clock here.
-	sinceTrim int
-	trimEvery int   // trimSections; tests change it
-	used      bool  // a payload was read since the last trim
-	quiet     uint8 // trims in a row without one
+	sinceTrim int32
+	trimEvery int32 // trimSections; tests change it
 }
 
 // The receiver's buffers are made on use and sized by it: the reorder slots
@@ -112,14 +113,9 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:      intern(cfg),
-		idBits:   idWidth(cfg.MaxInFlightPerLane),
-		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
-		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
-		m:        uint64(cfg.MaxInFlightPerLane),
-		lanes:    make([]*laneRx, cfg.Lanes),
-		pktHas:   make([]bool, cfg.Lanes+1),
-		pktLast:  make([]uint64, cfg.Lanes+1),
+		cfg:     intern(cfg),
+		idBits:  uint8(idWidth(cfg.MaxInFlightPerLane)),
+		keyBits: uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
 
 		trimEvery: trimSections,
 	}
@@ -127,7 +123,27 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 }
 
 // Stats returns the counters so far.
-func (r *Receiver) Stats() ReceiverStats { return r.stats }
+func (r *Receiver) Stats() ReceiverStats {
+	var st ReceiverStats
+	if r.rare != nil {
+		st = *r.rare
+	}
+	st.Ordered, st.Duplicates, st.Sections = r.stats.Ordered, r.stats.Duplicates, r.stats.Sections
+	return st
+}
+
+// rxStats are the counters of ReceiverStats that a connection with ordered
+// events (and their redundant copies) counts all the time.
+type rxStats struct{ Ordered, Duplicates, Sections uint64 }
+
+// rareStats returns the other counters (rejections, the other classes,
+// reordering), made on first use: 48 bytes of every Receiver otherwise.
+func (r *Receiver) rareStats() *ReceiverStats {
+	if r.rare == nil {
+		r.rare = new(ReceiverStats)
+	}
+	return r.rare
+}
 
 // BufferedBytes is the payload held for reordering and reassembly.
 func (r *Receiver) BufferedBytes() int { return r.bytes }
@@ -159,11 +175,11 @@ func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
 	}
 	probe := *rd
 	if err := r.parse(&probe, nil); err != nil {
-		r.stats.Rejected++
+		r.rareStats().Rejected++
 		return err
 	}
 	if err := r.parse(rd, deliver); err != nil {
-		r.stats.Rejected++
+		r.rareStats().Rejected++
 		return err
 	}
 	r.stats.Sections++
@@ -216,7 +232,7 @@ func (r *Receiver) trim() {
 // parse walks the section; with deliver == nil it only checks the structure
 // and skips payloads.
 func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
-	clear(r.pktHas)
+	r.pktHas = [2]uint64{}
 	for {
 		more, err := rd.ReadFlag("event.more")
 		if err != nil {
@@ -263,8 +279,15 @@ func (r *Receiver) growScratch(n int) {
 	r.scratch = make([]byte, min(c, r.cfg.MaxFragment))
 }
 
-// lane returns lane i's receiver state, made on its first record.
+// lane returns lane i's receiver state, made on its first record (i <
+// Lanes: the parser checked it). The slice reaches only as far as the
+// highest lane heard from.
 func (r *Receiver) lane(i int) *laneRx {
+	if i >= len(r.lanes) {
+		nl := make([]*laneRx, i+1)
+		copy(nl, r.lanes)
+		r.lanes = nl
+	}
 	ln := r.lanes[i]
 	if ln == nil {
 		ln = new(laneRx)
@@ -328,16 +351,17 @@ func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record) error {
 		}
 		rec.stream = int(l)
 	}
-	if r.pktHas[rec.stream] {
+	if bit := uint64(1) << (rec.stream & 63); r.pktHas[rec.stream>>6]&bit != 0 {
 		next, err := rd.ReadFlag("event.next")
 		if err != nil {
 			return err
 		}
 		rec.next = next
+	} else {
+		r.pktHas[rec.stream>>6] |= bit
 	}
-	r.pktHas[rec.stream] = true
 	if !rec.next {
-		id, err := rd.ReadBits(r.idBits, "event.id")
+		id, err := rd.ReadBits(uint(r.idBits), "event.id")
 		if err != nil {
 			return err
 		}
@@ -422,7 +446,7 @@ func (r *Receiver) growKeys(key int) {
 func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 	switch rec.class {
 	case Unguaranteed:
-		r.stats.Unguaranteed++
+		r.rareStats().Unguaranteed++
 		deliver(Event{Class: Unguaranteed, Payload: p})
 		return nil
 	case Staggered:
@@ -432,33 +456,35 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		k := &r.keys[rec.key]
 		if k.has {
 			if d := rec.version - k.version; d == 0 || d > 1<<versionBits-1-staggerStale {
-				r.stats.StaleStagger++
+				r.rareStats().StaleStagger++
 				return nil
 			}
 		}
 		k.has, k.version = true, rec.version
-		r.stats.Staggered++
+		r.rareStats().Staggered++
 		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
 		return nil
 	}
-	ref := r.unBase
+	ref, last := r.unBase, &r.unLast
 	if rec.class == Ordered {
 		ln := r.lane(rec.stream)
 		ln.used = true
-		ref = ln.next
+		ref, last = ln.next, &ln.pktLast
 	}
 	id := rec.idLow
 	if rec.next {
-		id = r.pktLast[rec.stream] + 1
+		// A record of the stream came before it in this packet: apply set
+		// *last (the lane exists since).
+		id = *last + 1
 	} else {
-		id = reconstruct(ref, id, r.idBits)
+		id = reconstruct(ref, id, uint(r.idBits))
 	}
-	r.pktLast[rec.stream] = id
+	*last = id
 	if id < ref {
 		r.stats.Duplicates++
 		return nil
 	}
-	if id-ref >= r.m {
+	if id-ref >= uint64(r.cfg.MaxInFlightPerLane) {
 		return fmt.Errorf("%w: id %d beyond the window at %d", ErrMalformed, id, ref)
 	}
 	if rec.class == Ordered {
@@ -486,7 +512,7 @@ func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(E
 		copy(s.buf, p)
 		ln.ahead++
 		r.bytes += len(p)
-		r.stats.Buffered++
+		r.rareStats().Buffered++
 		return nil
 	}
 	if err := r.deliverOrdered(ln, rec.stream, rec.kind, rec.total, p, deliver); err != nil {
@@ -550,7 +576,7 @@ func (r *Receiver) deliverOrdered(ln *laneRx, lane int, kind unitKind, total int
 			return fmt.Errorf("%w: %d bytes buffered", ErrReceiverFull, r.bytes)
 		}
 		ln.asm = append(r.arena.get(total)[:0], p...)
-		ln.asmTotal, ln.assembling = total, true
+		ln.asmTotal, ln.assembling = int32(total), true
 		r.bytes += len(p)
 		return nil
 	}
@@ -558,7 +584,7 @@ func (r *Receiver) deliverOrdered(ln *laneRx, lane int, kind unitKind, total int
 		return fmt.Errorf("%w: lane %d: fragment without a first one", ErrMalformed, lane)
 	}
 	got := len(ln.asm) + len(p)
-	if got > ln.asmTotal || (kind == kindMiddle) == (got == ln.asmTotal) {
+	if got > int(ln.asmTotal) || (kind == kindMiddle) == (got == int(ln.asmTotal)) {
 		return fmt.Errorf("%w: lane %d: fragments make %d of %d bytes", ErrMalformed, lane, got, ln.asmTotal)
 	}
 	if r.bytes+len(p) > r.cfg.MaxQueuedBytes {
@@ -580,7 +606,7 @@ func (r *Receiver) seen(id uint64) bool {
 	if r.unSeen == nil {
 		return false
 	}
-	p := id & (r.m - 1)
+	p := id & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 	return r.unSeen[p>>6]&(1<<(p&63)) != 0
 }
 
@@ -594,17 +620,17 @@ func (r *Receiver) applyUnordered(rec *record, id uint64, p []byte, deliver func
 			return err
 		}
 	} else {
-		r.stats.Unordered++
+		r.rareStats().Unordered++
 		deliver(Event{Class: Unordered, Payload: p})
 	}
 	if r.unSeen == nil { // most connections never see an unordered event: 2 KB saved
 		r.unSeen = make([]uint64, r.cfg.MaxInFlightPerLane/64)
 	}
-	pos := id & (r.m - 1)
+	pos := id & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 	r.unSeen[pos>>6] |= 1 << (pos & 63)
 	r.unAhead++
 	for r.seen(r.unBase) {
-		pos := r.unBase & (r.m - 1)
+		pos := r.unBase & (uint64(r.cfg.MaxInFlightPerLane) - 1)
 		r.unSeen[pos>>6] &^= 1 << (pos & 63)
 		r.unAhead--
 		r.unBase++
@@ -658,7 +684,7 @@ func (r *Receiver) reassemble(rec *record, id uint64, p []byte, deliver func(Eve
 	pt.got += len(p)
 	r.bytes += len(p)
 	if pt.got >= pt.total {
-		r.stats.Unordered++
+		r.rareStats().Unordered++
 		deliver(Event{Class: Unordered, Payload: pt.buf})
 		r.bytes -= pt.got
 		r.arena.put(pt.buf)

@@ -14,18 +14,24 @@ import (
 // Write then stops sending guaranteed units until OnFate catches up.
 const maxTxPackets = 1 << 16
 
-// txEntry names one unit written into a packet.
-type txEntry struct {
-	stream int32
-	id     uint64
-}
+// txEntry names one unit written into a packet: its stream in the top
+// bits, its id below (8 bytes instead of 16: a stream's ids count its
+// units from 0 and stay far below 2^57).
+type txEntry uint64
+
+const txIDBits = 57 // streams ≤ MaxLanes+1 = 65 fit the 7 bits above
+
+func newTxEntry(si int, id uint64) txEntry { return txEntry(uint64(si)<<txIDBits | id) }
+func (e txEntry) stream() int              { return int(e >> txIDBits) }
+func (e txEntry) id() uint64               { return uint64(e) & (1<<txIDBits - 1) }
 
 // txPacket is the transmission record of one packet: its entries are
 // entries[first : first+n] (absolute positions in the entry ring).
 type txPacket struct {
-	seq      uint64
-	first, n uint64
-	acked    bool // AckDelivered acknowledged its units ahead of its fate
+	seq   uint64
+	first uint64
+	n     uint32 // ≤ the records of one packet
+	acked bool   // AckDelivered acknowledged its units ahead of its fate
 }
 
 // staggerKey is the seed-001 schedule of one staggered key.
@@ -76,14 +82,17 @@ type SenderStats struct {
 // concurrent use; the connection actor owns it.
 type Sender struct {
 	cfg               *Config // shared (interned), never written
-	idBits, laneBits  uint
-	keyBits           uint
+	idBits, laneBits  uint8
+	keyBits           uint8
+	wrote             bool  // lastSeq is set
+	quiet             uint8 // trims in a row with nothing in flight or queued
+	rr                uint8 // round-robin start for fairness between streams (< MaxLanes+1)
+	lossN             uint8 // fates in the loss estimate, up to lossWindow
+	redund            uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena             arena
-	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used
+	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
 	queuedBytes       int
-	rr                int // round-robin start for fairness between streams
 	lastSeq           uint64
-	wrote             bool
 	pkts              []txPacket // ring
 	pHead, pN         uint64
 	entries           []txEntry // ring over absolute positions [eHead, eTail)
@@ -91,26 +100,37 @@ type Sender struct {
 	prev, cur         []txEntry // units of the previous / current packet (redundancy)
 	carry             []txEntry // units the copy budget left out of the previous packet, still due a copy
 	cand              []redundCand
-	ug                [][]byte // unguaranteed queue (ring)
-	ugHead, ugN       int
-	keys              []staggerKey
-	active            []uint16 // keys with a schedule running
-	pktHas            []bool   // per stream: a record of it is already in this packet
-	pktLast           []uint64 // per stream: id of its latest record in this packet
+	x                 *senderX  // unguaranteed and staggered events: made on the first
+	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int
-	seq               uint64
-	stats             SenderStats
+	stats             txStats
+	rare              *SenderStats  // the counters of what most connections never see: made on the first
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
-	lossN             int           // fates in the estimate, up to lossWindow
-	redund            int           // extra copies per unit, from loss (see Config.ResidualLoss)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
-	quiet             uint8         // trims in a row with nothing in flight or queued
 	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
 	work int
+}
+
+// senderX is what a Sender keeps for unguaranteed and staggered events,
+// made on the first one (most connections send only guaranteed events):
+// 88 bytes of every Sender otherwise.
+type senderX struct {
+	ug          [][]byte // unguaranteed queue (ring)
+	ugHead, ugN int
+	keys        []staggerKey
+	active      []uint16 // keys with a schedule running
+}
+
+// ext returns the unguaranteed and staggered state, made on first use.
+func (s *Sender) ext() *senderX {
+	if s.x == nil {
+		s.x = new(senderX)
+	}
+	return s.x
 }
 
 // lossWindow is the estimator's memory in fates: a running mean over the
@@ -126,13 +146,10 @@ func NewSender(cfg Config) (*Sender, error) {
 	}
 	s := &Sender{
 		cfg:      intern(cfg),
-		idBits:   idWidth(cfg.MaxInFlightPerLane),
-		laneBits: bitstream.RangeBits(0, int64(cfg.Lanes-1)),
-		keyBits:  bitstream.RangeBits(0, int64(cfg.StaggerKeys-1)),
-		streams:  make([]*sendStream, cfg.Lanes+1),
-		pktHas:   make([]bool, cfg.Lanes+1),
-		pktLast:  make([]uint64, cfg.Lanes+1),
-		redund:   cfg.Redundancy,
+		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
+		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
+		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
+		redund:   uint8(cfg.Redundancy),
 
 		trimEvery: trimEvery,
 	}
@@ -143,7 +160,28 @@ func NewSender(cfg Config) (*Sender, error) {
 func (s *Sender) Config() Config { return *s.cfg }
 
 // Stats returns the counters so far.
-func (s *Sender) Stats() SenderStats { return s.stats }
+func (s *Sender) Stats() SenderStats {
+	var st SenderStats
+	if s.rare != nil {
+		st = *s.rare
+	}
+	st.Units, st.Redundant, st.Sections = s.stats.Units, s.stats.Redundant, s.stats.Sections
+	return st
+}
+
+// txStats are the counters of SenderStats that a connection sending
+// guaranteed events counts all the time.
+type txStats struct{ Units, Redundant, Sections uint64 }
+
+// rareStats returns the other counters (fragments, resends, the other
+// classes, missed fates), made on first use: 56 bytes of every Sender
+// otherwise.
+func (s *Sender) rareStats() *SenderStats {
+	if s.rare == nil {
+		s.rare = new(SenderStats)
+	}
+	return s.rare
+}
 
 // QueuedBytes is the payload the Sender holds (every class), ≤ MaxQueuedBytes.
 func (s *Sender) QueuedBytes() int { return s.queuedBytes }
@@ -154,8 +192,11 @@ func (s *Sender) InFlight(lane int) int {
 	if lane < 0 || lane > s.cfg.Lanes {
 		return 0
 	}
+	if lane >= len(s.streams) {
+		return 0
+	}
 	if st := s.streams[lane]; st != nil {
-		return st.held
+		return int(st.held)
 	}
 	return 0
 }
@@ -177,6 +218,13 @@ func (s *Sender) SendUnordered(payload []byte) error {
 }
 
 func (s *Sender) sendGuaranteed(si int, payload []byte) error {
+	if si >= len(s.streams) {
+		// The slice reaches only as far as the highest stream used: lane 0
+		// alone needs one slot of the nine.
+		ns := make([]*sendStream, si+1)
+		copy(ns, s.streams)
+		s.streams = ns
+	}
 	st := s.streams[si]
 	if st == nil {
 		// Per-stream state only for the streams a connection uses: most
@@ -187,7 +235,7 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 	switch {
 	case len(payload) > s.cfg.MaxEventSize:
 		return ErrTooLarge
-	case st.held >= s.cfg.MaxInFlightPerLane:
+	case int(st.held) >= s.cfg.MaxInFlightPerLane:
 		return ErrLaneFull
 	case s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
@@ -206,19 +254,20 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 // and counted (RL-4). It keeps no transmission record. Errors: ErrTooLarge
 // (> MaxFragment), ErrQueueFull.
 func (s *Sender) SendUnguaranteed(payload []byte) error {
+	s.ext()
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
-	case s.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+	case s.x.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
 	}
-	if s.ugN == len(s.ug) {
+	if s.x.ugN == len(s.x.ug) {
 		s.growUG()
 	}
 	buf := s.arena.get(len(payload))
 	copy(buf, payload)
-	s.ug[(s.ugHead+s.ugN)%len(s.ug)] = buf
-	s.ugN++
+	s.x.ug[(s.x.ugHead+s.x.ugN)%len(s.x.ug)] = buf
+	s.x.ugN++
 	s.queuedBytes += len(payload)
 	return nil
 }
@@ -240,10 +289,10 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 	if int(key) >= s.cfg.StaggerKeys {
 		return fmt.Errorf("%w: %d (StaggerKeys %d)", ErrBadKey, key, s.cfg.StaggerKeys)
 	}
-	if int(key) >= len(s.keys) {
+	if int(key) >= len(s.ext().keys) {
 		s.growKeys(int(key))
 	}
-	k := &s.keys[key]
+	k := &s.x.keys[key]
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
@@ -268,7 +317,7 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 	k.used = true
 	if !k.active {
 		k.active = true
-		s.active = append(s.active, key)
+		s.x.active = append(s.x.active, key)
 	}
 	return nil
 }
@@ -294,11 +343,17 @@ func (s *Sender) HasPending(now time.Duration) bool {
 	// work counts the streams' queued and requeued units: no stream is
 	// touched (a connection's streams are cold by the time its next
 	// packet is due; their scan was 2 % of the server's CPU).
-	if s.ugN > 0 || s.work > 0 {
+	if s.work > 0 {
 		return true
 	}
-	for _, key := range s.active {
-		if k := &s.keys[key]; k.next <= now {
+	if s.x == nil {
+		return false
+	}
+	if s.x.ugN > 0 {
+		return true
+	}
+	for _, key := range s.x.active {
+		if k := &s.x.keys[key]; k.next <= now {
 			return true
 		}
 	}
@@ -308,7 +363,7 @@ func (s *Sender) HasPending(now time.Duration) bool {
 // Redundancy is the number of extra copies the next Write gives a unit:
 // Config.Redundancy, raised by the loss estimate when Config.ResidualLoss is
 // set.
-func (s *Sender) Redundancy() int { return s.redund }
+func (s *Sender) Redundancy() int { return int(s.redund) }
 
 // LossEstimate is the packet loss rate the adaptive redundancy works from.
 func (s *Sender) LossEstimate() float64 { return s.loss }
@@ -338,11 +393,11 @@ func (s *Sender) HasRedundant() bool {
 	limit := uint8(1 + s.redund)
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			if u := st.unit(e.id); !u.acked && u.copies < limit && !st.needsResend(e.id) {
+			if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
 				return true
 			}
 		}
@@ -364,7 +419,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	if w.Remaining() < 1 {
 		return 0, ErrNoRoom
 	}
-	s.wrote, s.lastSeq, s.seq = true, seq, seq
+	s.wrote, s.lastSeq = true, seq
 	if now >= s.trimAt {
 		s.trim()
 		s.trimAt = now + s.trimEvery
@@ -372,7 +427,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	start := w.BitLen()
 	s.avail = w.Remaining() - 1 // keep the end bit
 	s.redundBits = 8 * s.cfg.RedundancyBytes
-	clear(s.pktHas)
+	s.pktHas = [2]uint64{}
 	s.cur = s.cur[:0]
 	records := 0
 	guaranteed := s.pN < maxTxPackets
@@ -412,10 +467,13 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.pushPacket(seq)
 	}
 	s.prev, s.cur = s.cur, s.prev
-	s.rr = (s.rr + 1) % len(s.streams)
+	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1)) // over every stream, made or not: the order is the wire's
 	s.stats.Sections++
 	return records, err
 }
+
+// inPkt reports whether this packet has a record of stream si already.
+func (s *Sender) inPkt(si int) bool { return s.pktHas[si>>6]&(1<<(si&63)) != 0 }
 
 // fits reserves b bits of the section budget.
 func (s *Sender) fits(b int) bool {
@@ -432,9 +490,9 @@ func (s *Sender) unitBits(si int, id uint64, u *unit) int {
 	if si < s.cfg.Lanes {
 		b += int(s.laneBits)
 	}
-	if s.pktHas[si] {
+	if s.inPkt(si) {
 		b++
-		if id != s.pktLast[si]+1 {
+		if id != s.streams[si].pktLast+1 {
 			b += int(s.idBits)
 		}
 	} else {
@@ -464,14 +522,15 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	e.flag(true)
 	e.bits(uint64(class), classBits)
 	if class == Ordered {
-		e.bits(uint64(si), s.laneBits)
+		e.bits(uint64(si), uint(s.laneBits))
 	}
-	next := s.pktHas[si] && id == s.pktLast[si]+1
-	if s.pktHas[si] {
+	st := s.streams[si]
+	next := s.inPkt(si) && id == st.pktLast+1
+	if s.inPkt(si) {
 		e.flag(next)
 	}
 	if !next {
-		e.bits(id&(1<<s.idBits-1), s.idBits)
+		e.bits(id&(1<<s.idBits-1), uint(s.idBits))
 	}
 	e.flag(u.kind != kindWhole)
 	if u.kind != kindWhole {
@@ -491,14 +550,15 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	if e.err != nil {
 		return e.err
 	}
-	s.pktHas[si], s.pktLast[si] = true, id
+	s.pktHas[si>>6] |= 1 << (si & 63)
+	st.pktLast = id
 	u.refs++
 	if u.copies == 0 {
-		u.first = s.seq
+		u.first = s.lastSeq
 	}
 	u.copies++
-	u.lastSeq = s.seq
-	s.cur = append(s.cur, txEntry{stream: int32(si), id: id})
+	u.lastSeq = s.lastSeq
+	s.cur = append(s.cur, newTxEntry(si, id))
 	return nil
 }
 
@@ -521,8 +581,11 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	}
 	for progress := true; progress; {
 		progress = false
-		for k := range s.streams {
-			si := (s.rr + k) % len(s.streams)
+		for k := range s.cfg.Lanes + 1 {
+			si := (int(s.rr) + k) % (s.cfg.Lanes + 1)
+			if si >= len(s.streams) {
+				continue
+			}
 			st := s.streams[si]
 			if blocked[si] || st == nil {
 				continue
@@ -537,7 +600,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 					return n, err
 				}
 				s.work += st.setResend(id, false)
-				s.stats.Resent++
+				s.rareStats().Resent++
 				from[si] = id + 1
 				n++
 				progress = true
@@ -590,7 +653,7 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 	}
 	s.stats.Units++
 	if u.kind != kindWhole {
-		s.stats.Fragments++
+		s.rareStats().Fragments++
 	}
 	return true, s.writeUnit(w, si, id, p)
 }
@@ -602,7 +665,7 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 	rest := total - off
 	n := min(rest, s.cfg.MaxFragment)
 	if off == 0 {
-		if si == s.cfg.Lanes && s.streams[si].partials >= s.cfg.MaxPartial {
+		if si == s.cfg.Lanes && int(s.streams[si].partials) >= s.cfg.MaxPartial {
 			return false // the receiver reassembles at most MaxPartial at once
 		}
 		u.kind = kindFirst
@@ -630,9 +693,12 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 // sendStaggerTime *= 2; nextSendTime = now + sendStaggerTime).
 func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, error) {
 	n := 0
-	for i := 0; i < len(s.active); {
-		key := s.active[i]
-		k := &s.keys[key]
+	if s.x == nil {
+		return 0, nil
+	}
+	for i := 0; i < len(s.x.active); {
+		key := s.x.active[i]
+		k := &s.x.keys[key]
 		if k.next > now {
 			i++
 			continue
@@ -645,14 +711,14 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 		e := fieldWriter{w: w}
 		e.flag(true)
 		e.bits(uint64(Staggered), classBits)
-		e.bits(uint64(key), s.keyBits)
+		e.bits(uint64(key), uint(s.keyBits))
 		e.bits(uint64(k.version), versionBits)
 		e.payload(k.buf)
 		if e.err != nil {
 			return n, e.err
 		}
 		n++
-		s.stats.Staggered++
+		s.rareStats().Staggered++
 		k.sent = true
 		k.lastSend = now
 		k.stagger *= 2
@@ -663,8 +729,8 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 			s.arena.put(k.buf)
 			k.buf = nil
 			k.active = false
-			s.active[i] = s.active[len(s.active)-1]
-			s.active = s.active[:len(s.active)-1]
+			s.x.active[i] = s.x.active[len(s.x.active)-1]
+			s.x.active = s.x.active[:len(s.x.active)-1]
 			continue
 		}
 		i++
@@ -680,35 +746,38 @@ const minGrow = 16
 
 // growUG doubles the unguaranteed ring, unwrapping it to index 0.
 func (s *Sender) growUG() {
-	n := min(max(minGrow, 2*len(s.ug)), s.cfg.MaxUnguaranteed)
+	n := min(max(minGrow, 2*len(s.x.ug)), s.cfg.MaxUnguaranteed)
 	ug := make([][]byte, n)
-	for i := 0; i < s.ugN; i++ {
-		ug[i] = s.ug[(s.ugHead+i)%len(s.ug)]
+	for i := 0; i < s.x.ugN; i++ {
+		ug[i] = s.x.ug[(s.x.ugHead+i)%len(s.x.ug)]
 	}
-	s.ug, s.ugHead = ug, 0
+	s.x.ug, s.x.ugHead = ug, 0
 }
 
-// growKeys makes s.keys cover key (< StaggerKeys). Keys are indexed by their
+// growKeys makes s.x.keys cover key (< StaggerKeys). Keys are indexed by their
 // number, so the slice grows to a prefix; no pointer into it outlives a call.
 func (s *Sender) growKeys(key int) {
-	n := max(minGrow, 2*len(s.keys))
+	n := max(minGrow, 2*len(s.x.keys))
 	for n <= key {
 		n *= 2
 	}
 	keys := make([]staggerKey, min(n, s.cfg.StaggerKeys))
-	copy(keys, s.keys)
-	s.keys = keys
+	copy(keys, s.x.keys)
+	s.x.keys = keys
 }
 
 // writeUnguaranteed writes queued unguaranteed events that fit, in order, and
 // drops the rest: they had their packet (RL-4).
 func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 	n := 0
+	if s.x == nil {
+		return 0, nil
+	}
 	var err error
-	for ; s.ugN > 0; s.ugN-- {
-		buf := s.ug[s.ugHead]
-		s.ug[s.ugHead] = nil
-		s.ugHead = (s.ugHead + 1) % len(s.ug)
+	for ; s.x.ugN > 0; s.x.ugN-- {
+		buf := s.x.ug[s.x.ugHead]
+		s.x.ug[s.x.ugHead] = nil
+		s.x.ugHead = (s.x.ugHead + 1) % len(s.x.ug)
 		if err == nil && s.fits(1+classBits+gammaLen(len(buf))+8*len(buf)) {
 			e := fieldWriter{w: w}
 			e.flag(true)
@@ -716,9 +785,9 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 			e.payload(buf)
 			err = e.err
 			n++
-			s.stats.Unguaranteed++
+			s.rareStats().Unguaranteed++
 		} else {
-			s.stats.UnguarDrops++
+			s.rareStats().UnguarDrops++
 		}
 		s.queuedBytes -= len(buf)
 		s.arena.put(buf)
@@ -744,12 +813,12 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	cand := s.cand[:0]
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			u := st.unit(e.id)
-			if u.acked || u.copies >= limit || u.lastSeq == s.seq || st.needsResend(e.id) {
+			u := st.unit(e.id())
+			if u.acked || u.copies >= limit || u.lastSeq == s.lastSeq || st.needsResend(e.id()) {
 				continue
 			}
 			cand = append(cand, redundCand{e: e, copies: u.copies, first: u.first})
@@ -767,9 +836,9 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	s.cand = cand
 	s.carry = s.carry[:0]
 	for _, c := range cand {
-		si := int(c.e.stream)
-		u := s.streams[si].unit(c.e.id)
-		b := s.unitBits(si, c.e.id, u)
+		si := c.e.stream()
+		u := s.streams[si].unit(c.e.id())
+		b := s.unitBits(si, c.e.id(), u)
 		if b > s.redundBits || !s.fits(b) {
 			if len(s.carry) < maxCarry {
 				s.carry = append(s.carry, c.e)
@@ -777,7 +846,7 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 			continue
 		}
 		s.redundBits -= b
-		if err := s.writeUnit(w, si, c.e.id, u); err != nil {
+		if err := s.writeUnit(w, si, c.e.id(), u); err != nil {
 			return n, err
 		}
 		s.stats.Redundant++
@@ -790,8 +859,8 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 // sends an event or two a second has a handful of packets with units in
 // flight (one per packet until the unit's ack). trim gives them back.
 const (
-	minEntries = 8 // 128 B
-	minPkts    = 4 // 128 B
+	minEntries = 8 // 64 B
+	minPkts    = 4 // 96 B
 )
 
 // Idle release: once per trimEvery (of Write's now), a stream that neither
@@ -809,7 +878,7 @@ const (
 // Nothing it drops holds state: ids, stagger schedules and the loss
 // estimate stay.
 func (s *Sender) trim() {
-	busy := s.pN > 0 || s.ugN > 0 || len(s.active) > 0 || s.work > 0
+	busy := s.pN > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
 	for _, st := range s.streams {
 		if st == nil {
 			continue
@@ -842,8 +911,10 @@ func (s *Sender) trim() {
 		s.entries, s.eHead, s.eTail = nil, 0, 0
 		s.pkts, s.pHead = nil, 0
 		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
-		s.ug, s.ugHead = nil, 0
-		s.active = nil
+		if s.x != nil { // the keys stay: they hold the stagger versions
+			s.x.ug, s.x.ugHead = nil, 0
+			s.x.active = nil
+		}
 	}
 }
 
@@ -875,7 +946,7 @@ func (s *Sender) pushPacket(seq uint64) {
 		}
 		s.pkts = p
 	}
-	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint64(len(s.cur))}
+	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint32(len(s.cur))}
 	s.pN++
 }
 
@@ -898,7 +969,7 @@ func (s *Sender) OnFate(f notify.Fate) {
 			return
 		}
 		if p.seq < f.Seq {
-			s.stats.MissedFates++
+			s.rareStats().MissedFates++
 		}
 		s.resolve(p, p.seq == f.Seq && f.Delivered)
 		s.pHead++
@@ -926,14 +997,14 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 			continue
 		}
 		p.acked = true
-		for j := p.first; j < p.first+p.n; j++ {
+		for j := p.first; j < p.first+uint64(p.n); j++ {
 			e := s.entries[j&emask]
-			st := s.streams[e.stream]
-			if e.id < st.base || e.id >= st.next {
+			st := s.streams[e.stream()]
+			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
-			st.unit(e.id).acked = true
-			s.work += st.setResend(e.id, false)
+			st.unit(e.id()).acked = true
+			s.work += st.setResend(e.id(), false)
 		}
 	}
 }
@@ -964,36 +1035,36 @@ func (s *Sender) observe(delivered bool) {
 		all *= s.loss
 		r++
 	}
-	s.redund = r
+	s.redund = uint8(r)
 }
 
 func (s *Sender) resolve(p txPacket, delivered bool) {
 	mask := uint64(len(s.entries) - 1)
-	for i := p.first; i < p.first+p.n; i++ {
+	for i := p.first; i < p.first+uint64(p.n); i++ {
 		s.settle(s.entries[i&mask], p.seq, delivered)
 	}
-	s.eHead = p.first + p.n
+	s.eHead = p.first + uint64(p.n)
 	s.advanceAll()
 }
 
 // settle applies the fate of packet seq to one unit it carried.
 func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
-	st := s.streams[e.stream]
-	if e.id < st.base || e.id >= st.next {
+	st := s.streams[e.stream()]
+	if e.id() < st.base || e.id() >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
 	}
-	u := st.unit(e.id)
+	u := st.unit(e.id())
 	if u.refs > 0 {
 		u.refs--
 	}
 	switch {
 	case delivered:
 		u.acked = true
-		s.work += st.setResend(e.id, false)
-	case !u.acked && !st.needsResend(e.id) && (u.refs == 0 || seq >= u.first):
-		s.work += st.setResend(e.id, true)
+		s.work += st.setResend(e.id(), false)
+	case !u.acked && !st.needsResend(e.id()) && (u.refs == 0 || seq >= u.first):
+		s.work += st.setResend(e.id(), true)
 		u.copies = 0
-		s.stats.Requeued++
+		s.rareStats().Requeued++
 	}
 }
 

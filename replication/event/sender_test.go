@@ -524,7 +524,7 @@ func TestCopiesOutlastTheBudget(t *testing.T) {
 		switch len(p.s.prev) {
 		case 0:
 		case 1:
-			order = append(order, p.s.prev[0].id)
+			order = append(order, p.s.prev[0].id())
 		default:
 			t.Fatalf("packet %d carried %d copies; the budget holds one", i, len(p.s.prev))
 		}

@@ -46,16 +46,18 @@ type unit struct {
 // (docs: "Id encoding and reconstruction").
 type sendStream struct {
 	pend     []pendEvent // ring
-	pendHead int
-	pendN    int
+	pendHead int32
+	pendN    int32
 
-	held int // events queued or with unfreed units (≤ MaxInFlightPerLane)
+	held int32 // events queued or with unfreed units (≤ MaxInFlightPerLane)
 
 	base, next uint64
 	units      []unit   // ring over [base, next); len a power of two ≥ minUnits, or nil while idle
 	resend     []uint64 // bitmap over ring positions: unit needs a (re)transmission
-	resendN    int
-	partials   int // unordered: fragmented events with unfreed units (≤ MaxPartial)
+	resendN    int32
+	partials   int32 // unordered: fragmented events with unfreed units (≤ MaxPartial)
+
+	pktLast uint64 // id of its latest record in the packet being written (Sender.inPkt)
 
 	// Idle release (Sender.trim): used is set when a unit is cut, idle
 	// counts the trims since the stream last held or cut anything.
@@ -64,12 +66,13 @@ type sendStream struct {
 }
 
 // The rings of a stream start small and double on use (a lane that carries
-// a few events a second has one or two in flight); a stream that has been
-// idle for idleTrims trims gives them back, so a burst does not keep its
-// room for the connection's life. The ids (base, next) stay.
+// a few events a second has one or two in flight, and an event waits to be
+// cut only until the next packet); a stream that has been idle for
+// idleTrims trims gives them back, so a burst does not keep its room for
+// the connection's life. The ids (base, next) stay.
 const (
-	minUnits = 4 // 224 B
-	minPend  = 4 // 160 B
+	minUnits = 2 // 112 B
+	minPend  = 2 // 80 B
 )
 
 // release drops the rings of a stream that holds nothing.
@@ -86,15 +89,15 @@ func (st *sendStream) empty() bool {
 func (st *sendStream) unit(id uint64) *unit { return &st.units[id&uint64(len(st.units)-1)] }
 
 func (st *sendStream) pushPend(buf []byte) {
-	if st.pendN == len(st.pend) {
+	if int(st.pendN) == len(st.pend) {
 		n := max(minPend, 2*len(st.pend))
 		p := make([]pendEvent, n)
-		for i := 0; i < st.pendN; i++ {
-			p[i] = st.pend[(st.pendHead+i)%len(st.pend)]
+		for i := range int(st.pendN) {
+			p[i] = st.pend[(int(st.pendHead)+i)%len(st.pend)]
 		}
 		st.pend, st.pendHead = p, 0
 	}
-	st.pend[(st.pendHead+st.pendN)%len(st.pend)] = pendEvent{buf: buf}
+	st.pend[(int(st.pendHead)+int(st.pendN))%len(st.pend)] = pendEvent{buf: buf}
 	st.pendN++
 }
 
@@ -102,7 +105,7 @@ func (st *sendStream) front() *pendEvent { return &st.pend[st.pendHead] }
 
 func (st *sendStream) popPend() {
 	st.pend[st.pendHead] = pendEvent{}
-	st.pendHead = (st.pendHead + 1) % len(st.pend)
+	st.pendHead = (st.pendHead + 1) % int32(len(st.pend))
 	st.pendN--
 }
 

@@ -61,13 +61,11 @@ const MaxHeaderSize = MaxPacketSize - TagSize
 // comes.)
 type Protector struct {
 	aead   cipher.AEAD
-	id     ConnID
-	dir    Direction
-	sealed bool   // a sequence number was sealed
 	last   uint64 // the last sealed sequence number
 	nonce  [chacha20poly1305.NonceSize]byte
-	adBuf  [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline
-	adBig  []byte                      // id ‖ header for a longer header (none in this protocol's packets)
+	adBuf  [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline; the id stays in front (ID)
+	dir    Direction
+	sealed bool // a sequence number was sealed
 }
 
 // adInline is the longest header whose associated data is built in adBuf:
@@ -92,7 +90,7 @@ func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction) error {
 	if dir > ServerToClient {
 		return fmt.Errorf("%w: direction %d", ErrConfig, dir)
 	}
-	*p = Protector{aead: aead, id: id, dir: dir}
+	*p = Protector{aead: aead, dir: dir}
 	copy(p.adBuf[:], id[:])
 	p.nonce[0] = byte(dir)
 	p.nonce[1] = domainPacket
@@ -100,7 +98,7 @@ func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction) error {
 }
 
 // ID is the connection id the Protector authenticates.
-func (p *Protector) ID() ConnID { return p.id }
+func (p *Protector) ID() ConnID { return ConnID(p.adBuf[:ConnIDSize]) }
 
 // NextSeq is the lowest sequence number Seal accepts.
 func (p *Protector) NextSeq() uint64 {
@@ -119,8 +117,9 @@ func (p *Protector) setup(header []byte, seq uint64) ([]byte, error) {
 	if len(header) <= adInline {
 		return p.adBuf[:ConnIDSize+copy(p.adBuf[ConnIDSize:], header)], nil
 	}
-	p.adBig = append(append(p.adBig[:0], p.id[:]...), header...)
-	return p.adBig, nil
+	// A longer header (none in this protocol's packets) gets its own
+	// buffer: a spare slice kept for it was 24 bytes of every Protector.
+	return append(append(make([]byte, 0, ConnIDSize+len(header)), p.adBuf[:ConnIDSize]...), header...), nil
 }
 
 // Seal appends payload encrypted and the 16-byte tag to dst and returns the

@@ -72,19 +72,20 @@ func (s State) String() string {
 // The zero Session is not usable; Grant.Session and Client.Session make one.
 // Not safe for concurrent use; the connection actor owns it.
 type Session struct {
-	id      ConnID
-	role    Role
-	state   State
-	send    Protector // by value: next to the state and window every packet reads
-	recv    Protector
-	window  ReplayWindow
-	opened  bool // a packet was authenticated
-	addr    netip.AddrPort
-	reason  Reason
-	discHdr [1 + 8]byte // scratch of AppendDisconnect
-	discPT  [1]byte
-	rxHdr   [1 + 8]byte // scratch of OpenDisconnect
-	rxPT    [1]byte
+	id     ConnID
+	role   Role
+	state  State
+	opened bool // a packet was authenticated
+	reason Reason
+	// The Disconnect's one-byte payload, sealed and opened in place: it
+	// reaches the AEAD through an interface, so it lives here (the
+	// headers are copied into the associated data: the call's own).
+	discPT [1]byte
+	rxPT   [1]byte
+	send   Protector // by value: next to the state and window every packet reads
+	recv   Protector
+	window ReplayWindow
+	addr   netip.AddrPort
 }
 
 func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*Session, error) {
@@ -186,14 +187,15 @@ func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
 		return dst, ErrUnverified
 	}
 	seq := s.send.NextSeq()
-	s.discHdr[0] = KindDisconnect.ControlByte()
-	binary.LittleEndian.PutUint64(s.discHdr[1:], seq)
+	var hdr [1 + 8]byte
+	hdr[0] = KindDisconnect.ControlByte()
+	binary.LittleEndian.PutUint64(hdr[1:], seq)
 	s.discPT[0] = byte(r)
 	n := len(dst)
-	dst = append(dst, s.discHdr[0])
+	dst = append(dst, hdr[0])
 	dst = append(dst, s.id[:]...)
-	dst = append(dst, s.discHdr[1:]...)
-	out, err := s.send.Seal(dst, s.discHdr[:], s.discPT[:], seq)
+	dst = append(dst, hdr[1:]...)
+	out, err := s.send.Seal(dst, hdr[:], s.discPT[:], seq)
 	if err != nil {
 		return dst[:n], err
 	}
@@ -221,9 +223,10 @@ func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
 	if err := s.window.Check(seq); err != nil {
 		return 0, err
 	}
-	s.rxHdr[0] = pkt[0]
-	copy(s.rxHdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
-	if _, err := s.recv.Open(s.rxPT[:0], s.rxHdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+	var hdr [1 + 8]byte
+	hdr[0] = pkt[0]
+	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
+	if _, err := s.recv.Open(s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
 		return 0, err
 	}
 	r := Reason(s.rxPT[0])

@@ -38,17 +38,19 @@ import (
 // connection actor owns it.
 type ControlWriter struct {
 	cfg      ControlConfig
-	initial  bool // nothing sent yet
-	need     bool // a correction is due (mismatch or dropped full state)
-	forced   bool
 	lastFull time.Duration
-	anyFull  bool
+	holdPkt  uint64
+	holdAt   time.Duration
 
+	stats ctlStats
+	rare  *ControlStats // mismatches, holds, deferrals, forced and corrective full states: made on the first
+
+	// The flags together: 128 bytes in all, where one word each took 144.
+	initial bool // nothing sent yet
+	need    bool // a correction is due (mismatch or dropped full state)
+	forced  bool
+	anyFull bool
 	holding bool
-	holdPkt uint64
-	holdAt  time.Duration
-
-	stats ControlStats
 }
 
 // NewControlWriter returns a ControlWriter whose first section carries the
@@ -61,7 +63,26 @@ func NewControlWriter(cfg ControlConfig) (*ControlWriter, error) {
 }
 
 // Stats returns the counters.
-func (c *ControlWriter) Stats() ControlStats { return c.stats }
+func (c *ControlWriter) Stats() ControlStats {
+	var st ControlStats
+	if c.rare != nil {
+		st = *c.rare
+	}
+	st.Sections, st.Full, st.Initial, st.Periodic, st.Checks = c.stats.Sections, c.stats.Full, c.stats.Initial, c.stats.Periodic, c.stats.Checks
+	return st
+}
+
+// ctlStats are the counters of ControlStats every connection counts.
+type ctlStats struct{ Sections, Full, Initial, Periodic, Checks uint64 }
+
+// rareStats returns the counters of corrections and their causes, made on
+// first use: 40 bytes of every connection's ControlWriter otherwise.
+func (c *ControlWriter) rareStats() *ControlStats {
+	if c.rare == nil {
+		c.rare = new(ControlStats)
+	}
+	return c.rare
+}
 
 // Pending reports whether the next Write will carry the full state for a
 // reason other than the periodic refresh.
@@ -80,9 +101,9 @@ func (c *ControlWriter) Check(m Move, after *ControlState) bool {
 	if m.CRC == after.CRC() {
 		return true
 	}
-	c.stats.Mismatches++
+	c.rareStats().Mismatches++
 	if c.holding {
-		c.stats.Held++
+		c.rareStats().Held++
 	} else {
 		c.need = true
 	}
@@ -148,7 +169,7 @@ func (c *ControlWriter) Write(w *bitstream.Writer, pkt uint64, now time.Duration
 		}
 		c.stats.Sections++
 		if deferred {
-			c.stats.Deferred++
+			c.rareStats().Deferred++
 		}
 		return false, nil
 	}
@@ -158,9 +179,9 @@ func (c *ControlWriter) Write(w *bitstream.Writer, pkt uint64, now time.Duration
 	case c.initial:
 		c.stats.Initial++
 	case c.forced:
-		c.stats.Forced++
+		c.rareStats().Forced++
 	case c.need:
-		c.stats.Corrections++
+		c.rareStats().Corrections++
 	default:
 		c.stats.Periodic++
 	}

@@ -3,6 +3,7 @@ package notify
 import (
 	"fmt"
 	"math/bits"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -17,12 +18,16 @@ const (
 )
 
 // record is the sender's memory of one packet until its fate is popped.
+// 24 bytes: F as its distance below L+1, which firstMissing keeps within
+// [0, L+1−H] (H ≥ L+1−K: at most MaxReorderThreshold).
 type record struct {
 	sentAt   time.Duration
 	carriedL uint64 // ack L its header carried (valid when acked)
-	carriedF uint64 // first peer sequence not yet resolved at the peer once that header is processed
-	state    recState
-	acked    bool // the header carried an ack section
+	// fBack is carriedL+1 − F, F the first peer sequence not yet resolved
+	// at the peer once that header is processed (valid when acked).
+	fBack uint32
+	state recState
+	acked bool // the header carried an ack section
 }
 
 // Conn is the packet-notify state of one peer pair (checklist PN-11): a sender
@@ -42,49 +47,76 @@ type record struct {
 //	... ────────────────┼───────────────────────────┼─ L ─── L+AckWindow: too far
 //	                    H (≥ L−K+1)
 //
-// The zero Conn is not usable; use New. Memory is fixed at New and nothing
-// allocates afterwards. Not safe for concurrent use; the connection actor owns it.
+// The zero Conn is not usable; use New. The sender ring is sized by use
+// (growRecs, trimRecs) and the rare counters are made on the first; the
+// steady state allocates nothing. Not safe for concurrent use; the connection
+// actor owns it.
 type Conn struct {
-	cfg Config
-	k   uint64 // ReorderThreshold
-	win uint64 // AckWindow
+	cfg *Config // shared (interned), never written
+	k   uint64  // ReorderThreshold
+	win uint64  // AckWindow
 
 	// Sender half: our sequence numbers.
 	localStart   uint64
 	nextSeq      uint64
-	headSeq      uint64 // oldest record not yet popped
-	firstPending uint64 // oldest unresolved record, or nextSeq
-	pending      uint64 // unresolved records
-	maxInFlight  uint64
-	recs         []record // ring indexed by seq & recMask
-	recMask      uint64
-	maxRecs      int // recs grows on demand up to this (nextPow2(MaxInFlight))
+	headSeq      uint64   // oldest record not yet popped
+	firstPending uint64   // oldest unresolved record, or nextSeq
+	pending      uint64   // unresolved records
+	recs         []record // ring indexed by seq mod len (a power of two)
 	// Sizing by use (trimRecs): the most records in flight in this and
 	// the previous period, and when the period ends.
-	recPeak, recPeakPrev uint64
+	recPeak, recPeakPrev uint32 // ≤ MaxInFlight
 	recTrimAt            time.Duration
 	recTrimEvery         time.Duration // recTrimEvery; tests change it
-	hasPeerL             bool
-	peerL                uint64 // newest L processed: our largest sequence the peer acknowledged
+	peerL                uint64        // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
 
 	// Receiver half: the peer's sequence numbers.
 	peerStart  uint64
-	hasRx      bool
-	rxL        uint64          // newest accepted
+	rxL        uint64          // newest accepted (when hasRx)
 	rxH        uint64          // horizon: lowest acceptable
 	rxLAt      time.Duration   // arrival time of rxL (ack delay)
-	interval   time.Duration   // smoothed inter-arrival time per sequence number
-	hasIv      bool            // interval has a sample: the time threshold is armed
-	rxBits     []uint64        // accepted bits, ring indexed by seq & rxMask
-	rxMask     uint64          // ring size − 1 (size: AckWindow rounded up to a power of two)
+	interval   time.Duration   // smoothed inter-arrival time per sequence number (when hasIv)
+	rxBits     []uint64        // accepted bits, ring indexed by seq mod 64·len (AckWindow rounded up to a power of two)
 	gapAt      []time.Duration // for missing s in [H, L): when the first later packet arrived
-	gapMask    uint64
-	confirmedL uint64 // largest L carried by one of our headers known delivered
-	confirmedF uint64 // every peer sequence below it is resolved at the peer
+	confirmedL uint64          // largest L carried by one of our headers known delivered
+	confirmedF uint64          // every peer sequence below it is resolved at the peer
 
 	rtt      rttEstimator
 	lossRate float64
-	stats    Stats
+	stats    connStats // all but the rare ones
+	rare     *Stats    // ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted: made on the first
+
+	// The flags together: one word, where each took one of its own.
+	hasPeerL bool // peerL is set
+	hasRx    bool // rxL, rxLAt are set: a packet was accepted
+	hasIv    bool // interval has a sample: the time threshold is armed
+}
+
+// configs interns the Configs of Conns: every connection of a process
+// shares one read-only copy instead of 40 bytes each. Bounded: past
+// maxConfigs distinct values (a server has one or two) a Conn gets its own.
+var configs struct {
+	mu sync.Mutex
+	m  map[Config]*Config
+}
+
+const maxConfigs = 64
+
+func internConfig(c Config) *Config {
+	configs.mu.Lock()
+	defer configs.mu.Unlock()
+	if p := configs.m[c]; p != nil {
+		return p
+	}
+	p := new(Config)
+	*p = c
+	if len(configs.m) < maxConfigs {
+		if configs.m == nil {
+			configs.m = make(map[Config]*Config)
+		}
+		configs.m[c] = p
+	}
+	return p
 }
 
 // maxStartSeq keeps every sum of a sequence number and a window far from overflow.
@@ -109,30 +141,34 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	nbit := nextPow2(cfg.AckWindow)
 	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
-		cfg:          cfg,
+		cfg:          internConfig(cfg),
 		k:            uint64(cfg.ReorderThreshold),
 		win:          uint64(cfg.AckWindow),
 		localStart:   localStart,
 		nextSeq:      localStart,
 		headSeq:      localStart,
 		firstPending: localStart,
-		maxInFlight:  uint64(cfg.MaxInFlight),
 		recs:         make([]record, min(nrec, minRecs)),
-		recMask:      uint64(min(nrec, minRecs) - 1),
-		maxRecs:      nrec,
 		recTrimEvery: recTrimEvery,
 		peerStart:    peerStart,
 		rxH:          peerStart,
 		rxBits:       make([]uint64, nbit/64),
-		rxMask:       uint64(nbit - 1),
 		gapAt:        make([]time.Duration, ngap),
-		gapMask:      uint64(ngap - 1),
 		confirmedL:   peerStart,
 		confirmedF:   peerStart,
 	}
 	c.rtt.init(cfg.InitialRTT)
 	return c, nil
 }
+
+// The rings' index masks, from their lengths (powers of two): three
+// fields fewer per connection.
+func (c *Conn) recMask() uint64 { return uint64(len(c.recs) - 1) }
+func (c *Conn) rxMask() uint64  { return uint64(len(c.rxBits)*64 - 1) }
+func (c *Conn) gapMask() uint64 { return uint64(len(c.gapAt) - 1) }
+
+// maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
+func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
 
 // minRecs is the sender ring's first size (256 B). It doubles up to
 // nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
@@ -145,15 +181,15 @@ const minRecs = 8
 // nextSeq) at its sequence's slot under the new mask.
 func (c *Conn) growRecs() {
 	n := 2 * len(c.recs)
-	if n > c.maxRecs {
+	if n > c.maxRecs() {
 		panic("notify: sender ring beyond MaxInFlight") // Send checks the bound first
 	}
 	nr := make([]record, n)
 	mask := uint64(n - 1)
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		nr[s&mask] = c.recs[s&c.recMask]
+		nr[s&mask] = c.recs[s&c.recMask()]
 	}
-	c.recs, c.recMask = nr, mask
+	c.recs = nr
 }
 
 // recTrimEvery is the sender ring's sizing period: once per period, a ring
@@ -167,7 +203,7 @@ const recTrimEvery = time.Second
 // trimRecs applies recTrimEvery's rule and starts a new period.
 func (c *Conn) trimRecs() {
 	peak := max(c.recPeak, c.recPeakPrev)
-	c.recPeakPrev, c.recPeak = c.recPeak, c.nextSeq-c.headSeq
+	c.recPeakPrev, c.recPeak = c.recPeak, uint32(c.nextSeq-c.headSeq)
 	want := max(minRecs, nextPow2(int(peak+peak/4+1)))
 	if 2*want > len(c.recs) || uint64(want) <= c.nextSeq-c.headSeq {
 		return
@@ -175,9 +211,9 @@ func (c *Conn) trimRecs() {
 	nr := make([]record, want)
 	mask := uint64(want - 1)
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		nr[s&mask] = c.recs[s&c.recMask]
+		nr[s&mask] = c.recs[s&c.recMask()]
 	}
-	c.recs, c.recMask = nr, mask
+	c.recs = nr
 }
 
 func nextPow2(n int) int {
@@ -204,7 +240,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if t >= typeReserved {
 		return 0, ErrBadType
 	}
-	if c.nextSeq-c.headSeq >= c.maxInFlight {
+	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
 		return 0, ErrFatesPending
 	}
 	seq = c.nextSeq
@@ -229,9 +265,9 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
 		c.growRecs()
 	}
-	c.recs[seq&c.recMask] = record{sentAt: now, carriedL: ackL, carriedF: ackF, acked: acked}
+	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
-	c.recPeak = max(c.recPeak, c.nextSeq-c.headSeq)
+	c.recPeak = max(c.recPeak, uint32(c.nextSeq-c.headSeq))
 	if now >= c.recTrimAt {
 		c.trimRecs()
 		c.recTrimAt = now + c.recTrimEvery
@@ -239,11 +275,11 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	c.pending++
 	c.stats.Sent++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
-	if c.nextSeq-c.headSeq >= c.maxInFlight {
-		if r := &c.recs[c.headSeq&c.recMask]; r.state == recPending {
+	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
+		if r := &c.recs[c.headSeq&c.recMask()]; r.state == recPending {
 			// Bound the sender's memory: a peer that never answers must not pin
 			// records forever. This may be a false drop (see docs, "forced drops").
-			c.stats.ForcedDrops++
+			c.rareStats().ForcedDrops++
 			c.resolve(r, false)
 			c.skipResolved()
 		}
@@ -323,7 +359,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	br := bitReader{r: r}
 	t := PacketType(br.bits(2, "notify.type"))
 	if br.err == nil && t == typeReserved {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, ErrBadType
 	}
 	w := uint(seqBits0)
@@ -335,7 +371,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	}
 	trunc := br.bits(w, "notify.seq")
 	if br.err != nil {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, br.err
 	}
 	h.Type = t
@@ -345,7 +381,7 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 		return h, err
 	}
 	if err := c.readAck(&br, &h, !c.hasRx || h.Seq > c.rxL); err != nil {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return h, err
 	}
 	h.valid = true
@@ -433,7 +469,7 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 // twice, or headers in any order, is safe.
 func (c *Conn) Accept(h Header, now time.Duration) error {
 	if !h.valid {
-		c.stats.BadHeader++
+		c.rareStats().BadHeader++
 		return ErrNotDecoded
 	}
 	if err := c.classify(h.Seq); err != nil {
@@ -486,24 +522,24 @@ func (c *Conn) classify(s uint64) error {
 func (c *Conn) countRejection(err error) {
 	switch err {
 	case ErrDuplicate:
-		c.stats.Duplicates++
+		c.rareStats().Duplicates++
 	case ErrStale:
-		c.stats.Stale++
+		c.rareStats().Stale++
 	case ErrTooFar:
-		c.stats.TooFar++
+		c.rareStats().TooFar++
 	}
 }
 
 func (c *Conn) accepted(s uint64) bool {
-	return c.rxBits[(s&c.rxMask)>>6]>>(s&63)&1 == 1
+	return c.rxBits[(s&c.rxMask())>>6]>>(s&63)&1 == 1
 }
 
 func (c *Conn) setAccepted(s uint64) {
-	c.rxBits[(s&c.rxMask)>>6] |= 1 << (s & 63)
+	c.rxBits[(s&c.rxMask())>>6] |= 1 << (s & 63)
 }
 
 func (c *Conn) clearAccepted(s uint64) {
-	c.rxBits[(s&c.rxMask)>>6] &^= 1 << (s & 63)
+	c.rxBits[(s&c.rxMask())>>6] &^= 1 << (s & 63)
 }
 
 // missing counts the sequences in [lo, hi) not accepted; hi ≤ rxL+1.
@@ -548,7 +584,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		evictHi := windowLow(s, c.win, c.peerStart)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
-				c.stats.WindowEvicted++
+				c.rareStats().WindowEvicted++
 			}
 		}
 		c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
@@ -565,7 +601,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		c.stats.Abandoned += newH - gapFrom
 	}
 	for x := max(newH, gapFrom); x < s; x++ {
-		c.gapAt[x&c.gapMask] = now
+		c.gapAt[x&c.gapMask()] = now
 	}
 	c.setAccepted(s)
 	c.hasRx = true
@@ -590,7 +626,7 @@ func (c *Conn) Tick(now time.Duration) {
 		if c.accepted(s) {
 			continue
 		}
-		if now-c.gapAt[s&c.gapMask] < tau {
+		if now-c.gapAt[s&c.gapMask()] < tau {
 			break // gap times rise with s: nothing later is due either
 		}
 		newH = s + 1
@@ -616,7 +652,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 	l := h.ackL
 	if !c.hasPeerL || l > c.peerL {
 		if h.delay != delayNone && l >= c.headSeq {
-			if raw := now - c.recs[l&c.recMask].sentAt; raw > 0 {
+			if raw := now - c.recs[l&c.recMask()].sentAt; raw > 0 {
 				c.rtt.sample(raw, delayValue(h.delay))
 				c.stats.RTTSamples++
 			}
@@ -626,7 +662,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 	lowWin := windowLow(l, c.win, c.localStart)
 	r := l - uint64(h.nbits)
 	for s := c.firstPending; s <= l; s++ {
-		rec := &c.recs[s&c.recMask]
+		rec := &c.recs[s&c.recMask()]
 		if rec.state != recPending {
 			continue
 		}
@@ -658,7 +694,7 @@ func (c *Conn) resolve(r *record, delivered bool) {
 		c.lossRate -= c.lossRate / 32
 		if r.acked {
 			c.confirmedL = max(c.confirmedL, r.carriedL)
-			c.confirmedF = max(c.confirmedF, r.carriedF)
+			c.confirmedF = max(c.confirmedF, r.carriedL+1-uint64(r.fBack))
 		}
 		return
 	}
@@ -668,7 +704,7 @@ func (c *Conn) resolve(r *record, delivered bool) {
 }
 
 func (c *Conn) skipResolved() {
-	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask].state != recPending {
+	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask()].state != recPending {
 		c.firstPending++
 	}
 }
@@ -679,7 +715,7 @@ func (c *Conn) skipResolved() {
 // slice with spare capacity does not allocate.
 func (c *Conn) PopFates(dst []Fate) []Fate {
 	for c.headSeq < c.nextSeq {
-		r := &c.recs[c.headSeq&c.recMask]
+		r := &c.recs[c.headSeq&c.recMask()]
 		if r.state == recPending {
 			break
 		}
@@ -687,6 +723,21 @@ func (c *Conn) PopFates(dst []Fate) []Fate {
 		c.headSeq++
 	}
 	return dst
+}
+
+// PopFate pops the oldest resolved fate, as PopFates does one at a time:
+// a caller that handles each at once needs no slice to collect them in.
+func (c *Conn) PopFate() (Fate, bool) {
+	if c.headSeq == c.nextSeq {
+		return Fate{}, false
+	}
+	r := &c.recs[c.headSeq&c.recMask()]
+	if r.state == recPending {
+		return Fate{}, false
+	}
+	f := Fate{Seq: c.headSeq, Delivered: r.state == recDelivered, SentAt: r.sentAt}
+	c.headSeq++
+	return f, true
 }
 
 // ---- accessors ----
@@ -702,12 +753,15 @@ func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
 	if seq < c.headSeq || seq >= c.nextSeq {
 		return 0, false
 	}
-	r := &c.recs[seq&c.recMask]
+	r := &c.recs[seq&c.recMask()]
 	return r.sentAt, r.state == recDelivered
 }
 
 // NextSeq is the sequence number the next WriteHeader will use.
 func (c *Conn) NextSeq() uint64 { return c.nextSeq }
+
+// Newest is the newest peer sequence number accepted, and whether one was.
+func (c *Conn) Newest() (uint64, bool) { return c.rxL, c.hasRx }
 
 // InFlight is the number of our packets whose fate is unresolved.
 func (c *Conn) InFlight() int { return int(c.pending) }
@@ -726,4 +780,29 @@ func (c *Conn) Jitter() time.Duration { return c.rtt.jitter }
 func (c *Conn) LossRate() float64 { return c.lossRate }
 
 // Stats returns the counters so far.
-func (c *Conn) Stats() Stats { return c.stats }
+func (c *Conn) Stats() Stats {
+	var st Stats
+	if r := c.rare; r != nil {
+		st = *r
+	}
+	cs := &c.stats
+	st.Sent, st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Sent, cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
+	st.Received, st.Abandoned = cs.Received, cs.Abandoned
+	return st
+}
+
+// connStats are the counters of Stats that count every packet.
+type connStats struct {
+	Sent, Delivered, Dropped, HeaderBits, RTTSamples uint64
+	Received, Abandoned                              uint64
+}
+
+// rareStats holds the counters that stay 0 on a healthy link (rejections,
+// forced drops, window evictions), made on the first: 48 bytes of every
+// Conn otherwise. A peer's garbage makes it once, no more.
+func (c *Conn) rareStats() *Stats {
+	if c.rare == nil {
+		c.rare = new(Stats)
+	}
+	return c.rare
+}

@@ -128,7 +128,7 @@ func TestWraparound(t *testing.T) {
 						t.Fatalf("seq %d reported dropped on a lossless path", s)
 					}
 				}
-			} else if b.c.stats.WindowEvicted == 0 {
+			} else if b.c.Stats().WindowEvicted == 0 {
 				t.Fatal("acks withheld beyond the window but B counted no WindowEvicted")
 			}
 		})

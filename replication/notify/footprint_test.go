@@ -9,9 +9,11 @@ import (
 )
 
 // maxConnBytes bounds what one fresh Conn keeps with DefaultConfig. Measured
-// ~1.2 KB with the growable sender ring (was ~34 KB with the ring preallocated
-// at MaxInFlight). Generous on purpose: a size check, not a timing one.
-const maxConnBytes = 4 << 10
+// ~420 B: the Conn (Config shared, rare counters on use), a sender ring of
+// 8 records, the ack bits and gap times (was ~34 KB with the ring
+// preallocated at MaxInFlight, then ~1.2 KB, ~610 B). Generous on purpose:
+// a size check, not a timing one.
+const maxConnBytes = 1 << 10
 
 func TestConnFootprint(t *testing.T) {
 	const n = 200
@@ -39,7 +41,7 @@ func TestConnFootprint(t *testing.T) {
 // preGrow gives c the sender ring at its maximum size up front: the layout
 // before the ring became growable, the reference the growing one must match.
 func preGrow(c *Conn) {
-	for len(c.recs) < c.maxRecs {
+	for len(c.recs) < c.maxRecs() {
 		c.growRecs()
 	}
 }
@@ -78,7 +80,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		burst := 1 + rng.IntN(cfg.MaxInFlight+200) // beyond the bound: forced drops too
 		for i := 0; i < burst; i++ {
 			now += time.Millisecond
-			if ga.c.nextSeq-ga.c.headSeq >= ga.c.maxInFlight {
+			if ga.c.nextSeq-ga.c.headSeq >= uint64(ga.c.cfg.MaxInFlight) {
 				// Full: the forced drop resolved the oldest; pop to make room.
 				fates[0] = append(fates[0], ga.pop(t)...)
 				fates[1] = append(fates[1], fa.pop(t)...)
@@ -114,8 +116,8 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		fates[0] = append(fates[0], ga.pop(t)...)
 		fates[1] = append(fates[1], fa.pop(t)...)
 	}
-	if most != ga.c.maxRecs {
-		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", most, ga.c.maxRecs)
+	if most != ga.c.maxRecs() {
+		t.Fatalf("ring grew to %d slots, want %d: the bursts did not exercise growth", most, ga.c.maxRecs())
 	}
 	// Steady traffic: each packet answered at once. The sized ring goes
 	// back to its first size (two periods of hysteresis); bytes still agree.
@@ -134,9 +136,9 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		gb.pop(t)
 		fb.pop(t)
 	}
-	if len(ga.c.recs) != minRecs || len(fa.c.recs) != fa.c.maxRecs {
+	if len(ga.c.recs) != minRecs || len(fa.c.recs) != fa.c.maxRecs() {
 		t.Fatalf("after steady traffic: sized ring %d slots (want %d), full ring %d (want %d)",
-			len(ga.c.recs), minRecs, len(fa.c.recs), fa.c.maxRecs)
+			len(ga.c.recs), minRecs, len(fa.c.recs), fa.c.maxRecs())
 	}
 	if len(fates[0]) != len(fates[1]) || len(fates[0]) < cfg.MaxInFlight {
 		t.Fatalf("popped %d fates with growth, %d without (want equal, ≥ %d)", len(fates[0]), len(fates[1]), cfg.MaxInFlight)
@@ -146,7 +148,7 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 			t.Fatalf("fate %d: %+v with growth, %+v without", i, fates[0][i], fates[1][i])
 		}
 	}
-	if ga.c.stats != fa.c.stats || gb.c.stats != fb.c.stats {
-		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.stats, fa.c.stats)
+	if ga.c.Stats() != fa.c.Stats() || gb.c.Stats() != fb.c.Stats() {
+		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.Stats(), fa.c.Stats())
 	}
 }

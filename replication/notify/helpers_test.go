@@ -21,13 +21,13 @@ func checkInvariants(c *Conn) error {
 	if c.nextSeq-c.localStart != st.Sent {
 		return fmt.Errorf("next seq %d - start %d != sent %d", c.nextSeq, c.localStart, st.Sent)
 	}
-	if c.headSeq > c.nextSeq || c.nextSeq-c.headSeq > c.maxInFlight {
-		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", c.headSeq, c.nextSeq, c.maxInFlight)
+	if c.headSeq > c.nextSeq || c.nextSeq-c.headSeq > uint64(c.cfg.MaxInFlight) {
+		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", c.headSeq, c.nextSeq, c.cfg.MaxInFlight)
 	}
 	var pending uint64
 	first := c.nextSeq
 	for s := c.headSeq; s < c.nextSeq; s++ {
-		if c.recs[s&c.recMask].state == recPending {
+		if c.recs[s&c.recMask()].state == recPending {
 			pending++
 			first = min(first, s)
 		}
@@ -38,7 +38,7 @@ func checkInvariants(c *Conn) error {
 	if first != c.firstPending {
 		return fmt.Errorf("firstPending %d, records say %d", c.firstPending, first)
 	}
-	if c.headSeq < c.nextSeq && c.recs[c.headSeq&c.recMask].state != recPending && c.headSeq == c.firstPending {
+	if c.headSeq < c.nextSeq && c.recs[c.headSeq&c.recMask()].state != recPending && c.headSeq == c.firstPending {
 		return fmt.Errorf("head %d resolved but equals firstPending", c.headSeq)
 	}
 	if c.hasPeerL && c.peerL >= c.nextSeq {
@@ -73,7 +73,7 @@ type snapshot struct {
 
 func takeSnapshot(c *Conn) snapshot {
 	s := snapshot{scalars: *c}
-	s.scalars.stats = Stats{}
+	s.scalars.stats, s.scalars.rare = connStats{}, nil
 	s.scalars.recs, s.scalars.rxBits, s.scalars.gapAt = nil, nil, nil
 	s.recs = append([]record(nil), c.recs...)
 	s.bits = append([]uint64(nil), c.rxBits...)
@@ -99,6 +99,7 @@ type endpoint struct {
 	fateOf   map[uint64]bool // our sequence → delivered
 	peer     *endpoint       // when set, every fate and accept is checked against it at once
 	arrived  map[uint64]bool // peer sequences that reached us at least once (accepted or not)
+	pops     int
 }
 
 // link makes a and b check each other incrementally (property tests).
@@ -107,7 +108,7 @@ func link(a, b *endpoint) { a.peer, b.peer = b, a }
 // exempt reports whether a documented corner (WindowEvicted at the receiver,
 // a forced drop at the sender) allows a false drop of a's packets.
 func exempt(a, b *endpoint) bool {
-	return b.c.stats.WindowEvicted > 0 || a.c.stats.ForcedDrops > 0
+	return b.c.Stats().WindowEvicted > 0 || a.c.Stats().ForcedDrops > 0
 }
 
 func newEndpoint(t testing.TB, name string, cfg Config, localStart, peerStart uint64) *endpoint {
@@ -164,11 +165,20 @@ func (e *endpoint) recv(t testing.TB, now time.Duration, p []byte) (uint64, erro
 	return h.Seq, nil
 }
 
-// pop collects fates and checks order and uniqueness.
+// pop collects fates and checks order and uniqueness. It takes them with
+// PopFates or, every other call, one at a time with PopFate: the property
+// tests hold both to the same rules.
 func (e *endpoint) pop(t testing.TB) []Fate {
 	t.Helper()
 	n := len(e.fates)
-	e.fates = e.c.PopFates(e.fates)
+	e.pops++
+	if e.pops%2 == 0 {
+		e.fates = e.c.PopFates(e.fates)
+	} else {
+		for f, ok := e.c.PopFate(); ok; f, ok = e.c.PopFate() {
+			e.fates = append(e.fates, f)
+		}
+	}
 	for _, f := range e.fates[n:] {
 		if f.Seq != e.nextFate {
 			t.Fatalf("%s: fate for seq %d, want %d (send order, exactly once)", e.name, f.Seq, e.nextFate)

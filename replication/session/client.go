@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -60,6 +61,7 @@ type GhostView struct {
 type Client struct {
 	e   endpoint
 	pt  [MaxPacketSize]byte // opened payload
+	r   bitstream.Reader    // reads the packet being received
 	cfg ClientConfig
 	h   ClientHandler
 	hc  *handshake.Client
@@ -127,15 +129,10 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 		cfg.Registry = DefaultRegistry()
 	}
 	c := &Client{cfg: cfg, h: h, hc: hc, state: handshake.StatePending, started: now}
-	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
+	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, serverLimits{}); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	c.e.deliver = func(ev event.Event) {
-		if c.h != nil {
-			c.h.Event(ev)
-		}
-	}
-	c.ev.init(c.e.lanes)
+	c.ev.init(c.e.lim.lanes)
 	if c.stream, err = move.NewStream(cfg.Moves); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -386,7 +383,7 @@ func (c *Client) close(err error) {
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() ClientStats {
 	return ClientStats{
-		Counters:     c.e.c,
+		Counters:     c.e.c.snapshot(),
 		RTT:          c.e.nc.RTT(),
 		Jitter:       c.e.nc.Jitter(),
 		Loss:         c.e.nc.LossRate(),
@@ -483,7 +480,7 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 	if e.sess == nil {
 		return ErrNotConnected
 	}
-	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt)
+	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r)
 	if err != nil {
 		return err
 	}
@@ -531,7 +528,7 @@ func (c *Client) takeRedirect(now time.Duration, pkt []byte) error {
 
 // readSections decodes control | events | ghosts.
 func (c *Client) readSections(now time.Duration, pt []byte) error {
-	r := &c.e.r
+	r := &c.r
 	r.Reset(pt)
 	has, err := r.ReadFlag("control.present")
 	if err != nil {
@@ -547,7 +544,7 @@ func (c *Client) readSections(now time.Duration, pt []byte) error {
 	if err := c.ev.readReport(r); err != nil {
 		return fmt.Errorf("events applied section: %w", err)
 	}
-	if err := c.e.evr.Read(r, c.e.deliver); err != nil {
+	if err := c.e.evr.Read(r, c.deliver); err != nil { // a method value on the stack: Read keeps no reference
 		return fmt.Errorf("event section: %w", err)
 	}
 	if c.cfg.SkipGhosts {
@@ -568,10 +565,20 @@ func (c *Client) protocolError(now time.Duration, err error) error {
 	return fmt.Errorf("%w: %w", ErrProtocol, err)
 }
 
+// deliver hands the server's event to the handler.
+func (c *Client) deliver(ev event.Event) {
+	if c.h != nil {
+		c.h.Event(ev)
+	}
+}
+
 func (c *Client) processFates() {
 	e := &c.e
-	e.fates = e.nc.PopFates(e.fates[:0])
-	for _, f := range e.fates {
+	for {
+		f, ok := e.nc.PopFate()
+		if !ok {
+			break
+		}
 		e.evs.OnFate(f)
 		c.ev.onFate(f.Seq, f.Delivered)
 		if c.longFrom != 0 && f.Delivered && f.Seq >= c.longFrom {
@@ -645,7 +652,7 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StateDraining:
 		return e.discNext
 	}
-	d := min(e.lastRecv+e.timeout, e.lastSend+e.keepAlive)
+	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
 	slot := max(now, c.dataSlot())
 	if !e.sentAny || e.owed || e.peerStreaming(slot) || c.hasContent(slot) {
 		d = min(d, slot)
@@ -803,7 +810,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = hl
+	e.lastHdr = int32(hl)
 	e.sentData(now, probe)
 	return out, nil
 }

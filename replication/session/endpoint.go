@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -24,30 +25,21 @@ type endpoint struct {
 	evs  *event.Sender
 	evr  *event.Receiver
 
-	hw, w bitstream.Writer // header and payload of the packet being built
-	r     bitstream.Reader
-	fates []notify.Fate // scratch of PopFates
+	// w writes the packet being built, header then payload: it reaches
+	// the ghost writer through an interface, so it lives here rather than
+	// on the stack. The reader is the caller's (a Client's own, a Server's
+	// borrowed with the payload buffer for the call).
+	w bitstream.Writer
 
-	deliver func(event.Event) // built once: a method value per call would allocate
-	// delivered is notify's early delivery report for the event sender
-	// (event.Sender.AckDelivered), built once for the same reason.
-	delivered func(seq uint64) bool
+	lim *endpointLimits // shared by the endpoints of one config
 
-	keepAlive time.Duration
-	timeout   time.Duration
-	lastRecv  time.Duration // newest authenticated packet
-	lastSend  time.Duration // newest protected packet sent
-	sentAny   bool
-	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
-	// packets elicit nothing, so two idle ends never ping-pong acks.
-	owed bool
+	lastRecv time.Duration // newest authenticated packet
+	lastSend time.Duration // newest protected packet sent
 	// lastData is when the peer's newest data packet arrived. While the peer
 	// streams data (one within KeepAlive), we answer every send slot, with an
 	// ack-only packet if nothing else: under heavy loss the peer must hear
 	// from us at our rate, not at the rate its few surviving packets arrive.
 	lastData time.Duration
-	dataAny  bool
-	lastHdr  int // header bytes of the newest data packet (budget estimates)
 
 	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
 	// flight and no data packet sent for a probe timeout, the next slot sends
@@ -56,19 +48,61 @@ type endpoint struct {
 	// and reports the loss: an idle connection repairs a lost last packet in a
 	// few round trips instead of a few keepalive periods.
 	lastDataSent time.Duration
-	probes       int // probes sent since the peer was last heard (backoff)
-	lanes        int
 
-	discCopies   int
-	discInterval time.Duration
-	discLeft     int
-	discNext     time.Duration
-	discReason   handshake.Reason
+	discNext time.Duration
 
-	c Counters
+	c counters
+
+	// Flags together in one word.
+	sentAny bool
+	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
+	// packets elicit nothing, so two idle ends never ping-pong acks.
+	owed       bool
+	dataAny    bool // lastData is set
+	discReason handshake.Reason
+	probes     int32 // probes sent since the peer was last heard (backoff)
+	lastHdr    int32 // header bytes of the newest data packet (budget estimates)
+	discLeft   int32 // Disconnect copies still to send (≤ 32)
 }
 
-func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration) error {
+// endpointLimits is what an endpoint reads of its config: the same for
+// every connection of a config (the timeout comes from the connect token:
+// a handful of values), so they share one read-only copy.
+type endpointLimits struct {
+	keepAlive, timeout time.Duration
+	discInterval       time.Duration
+	discCopies, lanes  int
+	srv                serverLimits // a Server's; zero on a Client
+}
+
+// epLimits interns the endpointLimits of a process. Bounded: past
+// maxLimits distinct values (a server has one or two) an endpoint gets its
+// own copy.
+var epLimits struct {
+	mu sync.Mutex
+	m  map[endpointLimits]*endpointLimits
+}
+
+const maxLimits = 64
+
+func internEndpointLimits(l endpointLimits) *endpointLimits {
+	epLimits.mu.Lock()
+	defer epLimits.mu.Unlock()
+	if p := epLimits.m[l]; p != nil {
+		return p
+	}
+	p := new(endpointLimits)
+	*p = l
+	if len(epLimits.m) < maxLimits {
+		if epLimits.m == nil {
+			epLimits.m = make(map[endpointLimits]*endpointLimits)
+		}
+		epLimits.m[l] = p
+	}
+	return p
+}
+
+func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits) error {
 	var err error
 	if e.nc, err = notify.New(nc); err != nil {
 		return err
@@ -79,22 +113,23 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.fates = nil // PopFates grows it on demand; an idle link needs no room for MaxInFlight fates
-	e.delivered = func(seq uint64) bool {
-		_, ok := e.nc.Delivered(seq)
-		return ok
-	}
-	e.lanes = ec.Lanes
-	e.keepAlive, e.timeout = keepAlive, timeout
-	e.discCopies, e.discInterval = copies, interval
+	e.lim = internEndpointLimits(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
 	e.lastHdr = 3
 	return nil
+}
+
+// delivered is notify's early delivery report for the event sender
+// (event.Sender.AckDelivered). AckDelivered keeps no reference to it, so
+// the method value passed per call stays on the stack.
+func (e *endpoint) delivered(seq uint64) bool {
+	_, ok := e.nc.Delivered(seq)
+	return ok
 }
 
 // grow makes room for one datagram of n bytes after dst's contents.
 func (e *endpoint) grow(dst []byte, n int) []byte {
 	if cap(dst)-len(dst) < n {
-		e.c.Grown++
+		e.c.rareCounters().Grown++
 		dst = slices.Grow(dst, n)
 	}
 	return dst
@@ -104,14 +139,15 @@ func (e *endpoint) grow(dst []byte, n int) []byte {
 // header without changing state, the session checks the replay window and
 // opens the AEAD (nonce = the reconstructed sequence), and only then does
 // notify commit. The payload is opened into buf (MaxPacketSize bytes: a
-// Client's own, a Server's borrowed for the call) and returned.
-func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte) (notify.Header, []byte, bool, error) {
-	e.r.Reset(pkt)
-	h, err := e.nc.ReadHeader(&e.r)
+// Client's own, a Server's borrowed for the call) and returned; r reads the
+// header.
+func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte, r *bitstream.Reader) (notify.Header, []byte, bool, error) {
+	r.Reset(pkt)
+	h, err := e.nc.ReadHeader(r)
 	if err != nil {
 		return h, nil, false, err
 	}
-	pos := e.r.Pos()
+	pos := r.Pos()
 	hl := (pos + 7) >> 3
 	if len(pkt)-hl < tagSize {
 		return h, nil, false, handshake.ErrGarbage
@@ -146,12 +182,14 @@ func (e *endpoint) beginPacket(dst []byte, t notify.PacketType, now time.Duratio
 	dst = e.grow(dst, size)
 	start := len(dst)
 	buf := dst[start : start+size]
-	e.hw.Reset(buf[:size-tagSize])
-	seq, err := e.nc.WriteHeader(&e.hw, t, now)
+	// The header goes through e.w too (one writer per endpoint, not two),
+	// which then moves on to the payload area.
+	e.w.Reset(buf[:size-tagSize])
+	seq, err := e.nc.WriteHeader(&e.w, t, now)
 	if err != nil {
 		return dst, start, 0, 0, err
 	}
-	hl := e.hw.Len()
+	hl := e.w.Len()
 	e.w.Reset(buf[hl : size-tagSize])
 	return dst, start, hl, seq, nil
 }
@@ -196,7 +234,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 	}
 	switch e.sess.State() {
 	case handshake.StateConnected:
-		e.discLeft, e.discNext, e.discReason = e.discCopies, now, r
+		e.discLeft, e.discNext, e.discReason = int32(e.lim.discCopies), now, r
 		return true
 	case handshake.StatePending:
 		e.sess.Close(r)
@@ -217,9 +255,9 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
 	}
 	e.discLeft--
-	e.discNext = now + e.discInterval
+	e.discNext = now + e.lim.discInterval
 	e.c.PacketsOut++
-	e.c.DisconnectOut++
+	e.c.rareCounters().DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	if e.discLeft == 0 {
 		e.sess.Close(e.discReason) // draining done
@@ -229,13 +267,13 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 
 // keepAliveDue reports whether an ack-only packet should go out at now.
 func (e *endpoint) keepAliveDue(now time.Duration) bool {
-	return !e.sentAny || now-e.lastSend >= e.keepAlive
+	return !e.sentAny || now-e.lastSend >= e.lim.keepAlive
 }
 
 // eventsOutstanding reports whether a guaranteed event is queued or not yet
 // acknowledged.
 func (e *endpoint) eventsOutstanding() bool {
-	for l := 0; l <= e.lanes; l++ { // lane == Lanes is the unordered stream
+	for l := 0; l <= e.lim.lanes; l++ { // lane == Lanes is the unordered stream
 		if e.evs.InFlight(l) > 0 {
 			return true
 		}
@@ -249,7 +287,7 @@ func (e *endpoint) eventsOutstanding() bool {
 // without an answer, at most KeepAlive.
 func (e *endpoint) probeAt(interval time.Duration) time.Duration {
 	pto := max(e.nc.RTT()+4*e.nc.RTTVar(), 2*interval)
-	pto = min(pto<<min(e.probes, 8), e.keepAlive)
+	pto = min(pto<<min(e.probes, 8), e.lim.keepAlive)
 	return e.lastDataSent + pto
 }
 
@@ -263,12 +301,12 @@ func (e *endpoint) sentData(now time.Duration, probe bool) {
 
 // peerStreaming reports whether the peer sent data within KeepAlive.
 func (e *endpoint) peerStreaming(now time.Duration) bool {
-	return e.dataAny && now-e.lastData < e.keepAlive
+	return e.dataAny && now-e.lastData < e.lim.keepAlive
 }
 
 // timedOut reports whether the peer was silent for the timeout.
 func (e *endpoint) timedOut(now time.Duration) bool {
-	return now-e.lastRecv >= e.timeout
+	return now-e.lastRecv >= e.lim.timeout
 }
 
 // nextSlot is the send slot after the one that just went at now: one
@@ -282,7 +320,14 @@ func nextSlot(next, interval, now time.Duration) time.Duration {
 	return next
 }
 
-// payloads: the buffers Server.Receive opens packets into, as many as
-// Receives ever ran at once (a buffer per connection would cost every idle
-// connection 1.2 KB).
-var payloads freelist.List[[MaxPacketSize]byte]
+// rxScratch is what Server.Receive borrows for the call: the buffer it
+// opens a packet into and the reader that decodes it.
+type rxScratch struct {
+	buf [MaxPacketSize]byte
+	r   bitstream.Reader
+}
+
+// payloads: the scratch of Server.Receive, as many as Receives ever ran at
+// once (a buffer per connection would cost every idle connection 1.2 KB,
+// the reader 40 bytes more).
+var payloads freelist.List[rxScratch]

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
@@ -54,7 +56,6 @@ type clientNumbering struct {
 	sendBase bool
 	baseFrom uint64
 	resent   uint64
-	ll       laneList
 }
 
 func (n *clientNumbering) init(lanes int) {
@@ -62,7 +63,6 @@ func (n *clientNumbering) init(lanes int) {
 	n.base = make([]uint64, lanes)
 	n.applied = make([]uint64, lanes)
 	n.kept = make([][]keptEvent, lanes)
-	n.ll.init(lanes)
 }
 
 // sent numbers an ordered event the sender took and keeps it.
@@ -138,11 +138,12 @@ func (n *clientNumbering) readReport(r *bitstream.Reader) error {
 	if err != nil || !has {
 		return err
 	}
-	if err := n.ll.read(r, "events.applied", 0); err != nil {
+	var ll laneList
+	if err := ll.read(r, len(n.applied), "events.applied", 0); err != nil {
 		return err
 	}
-	for i, l := range n.ll.lanes {
-		n.report(l, n.ll.vals[i])
+	for i := range ll.n {
+		n.report(int(ll.lanes[i]), ll.vals[i])
 	}
 	return nil
 }
@@ -185,29 +186,42 @@ func connID64(id handshake.ConnID) uint64 { return binary.LittleEndian.Uint64(id
 
 // serverNumbering is the server's side: the connection's numbering
 // (learned from the client's first data packet) and the zone's reports.
+// Per-lane state is kept only for the lanes that have a base, an event or
+// a report (most connections use one or two of the eight), in lane order:
+// five per-lane arrays made up front were ~0.45 KB per connection.
 type serverNumbering struct {
-	known bool
-	gen   uint64
-	base  []uint64 // per lane
-	count []uint64 // per lane: ordered events delivered on this connection
-	// applied: per lane, the newest the zone reported; acked: the newest
-	// a delivered packet carried to the client; rptPkt/rptVals: the newest
-	// packet that carried a report, and what it said.
-	applied []uint64
-	acked   []uint64
-	rptPkt  uint64
-	rptVals []uint64
-	rptAny  bool
-	ll      laneList
+	gen    uint64
+	rptPkt uint64 // the newest packet that carried a report
+	lanes  []laneNumbers
+	nlanes int32 // Config.Lanes: the lane field's range
+	known  bool
+	rptAny bool
 }
 
-func (n *serverNumbering) init(lanes int) {
-	n.base = make([]uint64, lanes)
-	n.count = make([]uint64, lanes)
-	n.applied = make([]uint64, lanes)
-	n.acked = make([]uint64, lanes)
-	n.rptVals = make([]uint64, lanes)
-	n.ll.init(lanes)
+// laneNumbers is one lane's numbering on the server.
+type laneNumbers struct {
+	base  uint64
+	count uint64 // ordered events delivered on this connection
+	// applied: the newest the zone reported; acked: the newest a delivered
+	// packet carried to the client; rpt: what the newest packet that carried
+	// a report said.
+	applied, acked, rpt uint64
+	lane                int
+}
+
+func (n *serverNumbering) init(lanes int) { n.nlanes = int32(lanes) }
+
+// lane returns lane's state, made on first use (lane < nlanes: a lane
+// number from the wire was range-checked, so at most nlanes are made).
+func (n *serverNumbering) lane(lane int) *laneNumbers {
+	i := 0
+	for i < len(n.lanes) && n.lanes[i].lane < lane {
+		i++
+	}
+	if i == len(n.lanes) || n.lanes[i].lane != lane {
+		n.lanes = slices.Insert(n.lanes, i, laneNumbers{lane: lane})
+	}
+	return &n.lanes[i]
 }
 
 // readBase reads the client's event base section; the first data packet
@@ -228,39 +242,44 @@ func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) err
 	if err != nil {
 		return err
 	}
-	if err := n.ll.read(r, "events.base", 1); err != nil {
+	var ll laneList // on the stack: read only for this packet
+	if err := ll.read(r, int(n.nlanes), "events.base", 1); err != nil {
 		return err
 	}
 	if n.known {
 		return nil // fixed by an earlier packet (the copies say the same)
 	}
 	n.known, n.gen = true, gen
-	for i, l := range n.ll.lanes {
-		n.base[l] = n.ll.vals[i]
+	for i := range ll.n {
+		n.lane(int(ll.lanes[i])).base = ll.vals[i]
 	}
 	return nil
 }
 
 // number gives an ordered event delivered on lane its per-player number.
 func (n *serverNumbering) number(lane int) uint64 {
-	if lane >= len(n.count) {
+	if lane < 0 || lane >= int(n.nlanes) {
 		return 0
 	}
-	n.count[lane]++
-	return n.base[lane] + n.count[lane]
+	l := n.lane(lane)
+	l.count++
+	return l.base + l.count
 }
 
 // setApplied takes the zone's report for lane.
 func (n *serverNumbering) setApplied(lane int, seq uint64) {
-	if lane < len(n.applied) && seq > n.applied[lane] {
-		n.applied[lane] = seq
+	if lane < 0 || lane >= int(n.nlanes) || seq == 0 {
+		return
+	}
+	if l := n.lane(lane); seq > l.applied {
+		l.applied = seq
 	}
 }
 
 // reportDue: the zone applied events the client has not been told of.
 func (n *serverNumbering) reportDue() bool {
-	for l, a := range n.applied {
-		if a > n.acked[l] {
+	for i := range n.lanes {
+		if l := &n.lanes[i]; l.applied > l.acked {
 			return true
 		}
 	}
@@ -270,8 +289,8 @@ func (n *serverNumbering) reportDue() bool {
 // reportNew: the zone applied events no report in flight or delivered
 // covers yet (worth a data packet of its own).
 func (n *serverNumbering) reportNew() bool {
-	for l, a := range n.applied {
-		if a > n.acked[l] && (!n.rptAny || a > n.rptVals[l]) {
+	for i := range n.lanes {
+		if l := &n.lanes[i]; l.applied > l.acked && (!n.rptAny || l.applied > l.rpt) {
 			return true
 		}
 	}
@@ -279,25 +298,28 @@ func (n *serverNumbering) reportNew() bool {
 }
 
 // writeReport writes the events-applied section: every lane whose
-// report the client may lack.
+// report the client may lack, in lane order.
 func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error {
 	if !n.reportDue() {
 		return w.WriteFlag(false)
 	}
 	w.WriteFlag(true)
-	lb := bitstream.RangeBits(0, int64(len(n.applied)-1))
-	for l, a := range n.applied {
-		if a <= n.acked[l] {
+	lb := bitstream.RangeBits(0, int64(n.nlanes-1))
+	for i := range n.lanes {
+		l := &n.lanes[i]
+		if l.applied <= l.acked {
 			continue
 		}
 		w.WriteFlag(true)
-		w.WriteBits(uint64(l), lb)
-		w.WriteGamma(a)
+		w.WriteBits(uint64(l.lane), lb)
+		w.WriteGamma(l.applied)
 	}
 	err := w.WriteFlag(false)
 	if err == nil {
 		n.rptPkt, n.rptAny = pktSeq, true
-		copy(n.rptVals, n.applied)
+		for i := range n.lanes {
+			n.lanes[i].rpt = n.lanes[i].applied
+		}
 	}
 	return err
 }
@@ -310,27 +332,25 @@ func (n *serverNumbering) onFate(seq uint64, delivered bool) {
 	}
 	n.rptAny = false
 	if delivered {
-		for l, v := range n.rptVals {
-			n.acked[l] = max(n.acked[l], v)
+		for i := range n.lanes {
+			l := &n.lanes[i]
+			l.acked = max(l.acked, l.rpt)
 		}
 	}
 }
 
-// laneList is the scratch of readLaneList: at most one entry per lane.
+// laneList is what one event base or report section lists: at most one
+// entry per lane. A value read per packet, on the caller's stack.
 type laneList struct {
-	lanes []int
-	vals  []uint64
-}
-
-func (ll *laneList) init(lanes int) {
-	ll.lanes, ll.vals = make([]int, 0, lanes), make([]uint64, 0, lanes)
+	n     int
+	lanes [event.MaxLanes]uint8
+	vals  [event.MaxLanes]uint64
 }
 
 // read reads { more:1 lane value:γ(v+off) } 0 into ll, lanes strictly
-// increasing, so a list holds each lane at most once.
-func (ll *laneList) read(r *bitstream.Reader, field string, off uint64) error {
-	ll.lanes, ll.vals = ll.lanes[:0], ll.vals[:0]
-	lanes := cap(ll.lanes)
+// increasing and below lanes, so a list holds each lane at most once.
+func (ll *laneList) read(r *bitstream.Reader, lanes int, field string, off uint64) error {
+	ll.n = 0
 	lb := bitstream.RangeBits(0, int64(lanes-1))
 	for {
 		more, err := r.ReadFlag(field + ".more")
@@ -344,13 +364,14 @@ func (ll *laneList) read(r *bitstream.Reader, field string, off uint64) error {
 		if err != nil {
 			return err
 		}
-		if int(l) >= lanes || len(ll.lanes) > 0 && int(l) <= ll.lanes[len(ll.lanes)-1] {
+		if int(l) >= lanes || ll.n > 0 && int(l) <= int(ll.lanes[ll.n-1]) {
 			return fmt.Errorf("%w: lane %d", errBadBase, l)
 		}
 		v, err := r.ReadGamma(field + ".seq")
 		if err != nil {
 			return err
 		}
-		ll.lanes, ll.vals = append(ll.lanes, int(l)), append(ll.vals, v-off)
+		ll.lanes[ll.n], ll.vals[ll.n] = uint8(l), v-off
+		ll.n++
 	}
 }

@@ -67,8 +67,8 @@ func serverSession(t *testing.T) *handshake.Session {
 // its maximum (the smallest of those was ~14 KB). Generous on purpose: a size
 // check, not a timing one.
 const (
-	maxServerBytes      = 6 << 10 // measured ~4.5 KB with notify, event and the §7.20 numbering (was ~129 KB, then ~14.6 KB, ~6.9 KB)
-	maxServerInUseBytes = 8 << 10 // measured ~6.1 KB (~11.5 KB before the event rings were sized by use; ~0.7 KB of it the §7.20 numbering)
+	maxServerBytes      = 2 << 10 // measured ~1.86 KB (was ~129 KB, then ~14.6 KB, ~6.9 KB, ~4.5 KB before the sixth pass)
+	maxServerInUseBytes = 3 << 10 // measured ~2.95 KB (3,016 B; ~11.5 KB before the event rings were sized by use, ~6.0 KB before the sixth pass)
 	maxRelayBytes       = 4 << 10 // measured ~1.3 KB: the section buffer (was ~75 KB)
 )
 

@@ -89,7 +89,8 @@ func FuzzServerSections(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, pt []byte) {
 		last := srv.LastApplied()
-		if err := srv.readSections(pt); err == nil && srv.LastApplied() < last {
+		var r bitstream.Reader
+		if err := srv.readSections(&r, pt); err == nil && srv.LastApplied() < last {
 			t.Fatalf("moves went back from %d to %d", last, srv.LastApplied())
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -91,12 +92,13 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			if out[0] == 0x23 {
 				short = out[RoutedPrefixSize:]
 			}
-			_, pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte))
+			var r bitstream.Reader
+			_, pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte), &r)
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}
 			c2s = append(c2s, bytes.Clone(pt))
-			if err := srv.readSections(pt); err != nil {
+			if err := srv.readSections(&r, pt); err != nil {
 				t.Fatal(err)
 			}
 			srv.processFates()
@@ -114,7 +116,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			tab.OnFate(f)
 		}
 		if len(sout) > 0 {
-			_, pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt)
+			_, pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt, &cli.r)
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}

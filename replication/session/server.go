@@ -36,17 +36,6 @@ type ServerHandler interface {
 	Event(e event.Event)
 }
 
-// crcRingSize is how many CRC-carrying moves the server remembers for
-// SetControl: more than a zone tick's worth at any sane input rate.
-const crcRingSize = 64
-
-// moveCRC is what SetControl needs of a CRC-carrying move: its sequence
-// (low 32 bits: the ring spans 64 moves) and the client's CRC.
-type moveCRC struct {
-	seq uint32
-	crc uint32
-}
-
 // Server is the server end of one connection, above an established
 // handshake session: it opens the client's packets (replay window, AEAD,
 // notify), applies the client's moves exactly once in order and delivers its
@@ -62,74 +51,86 @@ type moveCRC struct {
 // The zero Server is not usable; call NewServer. Not safe for concurrent use;
 // the connection (actors/conn) owns it.
 type Server struct {
-	e   endpoint
-	cfg serverLimits
-	h   ServerHandler
+	e endpoint
+	h ServerHandler
 
-	ap      move.Applier
-	cw      *move.ControlWriter
-	applyFn func(move.Move)
-	crcs    [crcRingSize]moveCRC // CRC-carrying moves by seq % crcRingSize
+	ap   move.Applier
+	cw   *move.ControlWriter
+	crcs crcFIFO // CRC-carrying moves SetControl may ask for
 
-	hasControl bool
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	ctlSent    uint64 // the ack of the newest data packet
+
+	nextData time.Duration
+	lastTick time.Duration // when the newest packet that carried a tick left
+	// holdUntil: events and ghosts that arrive between ticks wait for the
+	// next tick's packet until then (tickGrace), so a connection sends one
+	// datagram per tick.
+	holdUntil time.Duration
+	credit    float64 // bytes
+	creditAt  time.Duration
+	// ghostPkts: packets whose ghost section had records, fate pending. Its
+	// bound (MaxInFlight) also bounds ghostFates, a slice that grows on
+	// demand so an idle connection does not hold MaxInFlight fates.
+	ghostPkts  seqRing
+	ghostFates []notify.Fate
+	// superseded counts ServerStats.ControlsSuperseded here, not with the
+	// rare counters: a loaded host (a shard that handles two ticks' states
+	// at once) makes it count on most connections.
+	superseded uint64
+
+	// The flags sit together: one word, where each between wider fields
+	// took one of its own.
+	hasControl bool
 	ctlSentAny bool
-	superseded uint64 // Stats.ControlsSuperseded
 	// ackOwed: a client packet repeated only moves already applied, so the
 	// client lacks our ack — the data packet carrying it was lost. Answer
 	// with a control section even when nothing changed: an ack-only packet
 	// carries none, and the client would repeat its moves unacknowledged
 	// for as long as the server has nothing else to send.
 	ackOwed bool
-
-	interval time.Duration // 1/SendRate
-	nextData time.Duration
 	// tickDue: a zone tick's control state arrived (SetControl) and no data
 	// packet left since. It opens the send slot at once (no sooner than
 	// tickGap after the previous tick's packet): each tick's update leaves
 	// in its own packet as soon as it exists, instead of waiting for a slot
 	// timer whose phase has nothing to do with the ticks.
-	tickDue  bool
-	lastTick time.Duration // when the newest packet that carried a tick left
-	// holdUntil: events and ghosts that arrive between ticks wait for the
-	// next tick's packet until then (tickGrace), so a connection sends one
-	// datagram per tick.
-	holdUntil  time.Duration
-	credit     float64 // bytes
-	creditAt   time.Duration
-	ghostPkts  seqRing // packets whose ghost section had records, fate pending
-	ghostFates []notify.Fate
-	// maxGhostFates bounds ghostFates; the slice itself grows on demand so
-	// an idle connection does not hold MaxInFlight fates.
-	maxGhostFates int
-	moved         uint64
-	ghostErrs     uint64
-	ghostStall    uint64
+	tickDue bool
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
-	heardAny  bool
-	newestIn  uint64
-
-	// Redirect in progress (Redirect): copies until the client's Disconnect
-	// acknowledges one or redirUntil passes.
+	// redirecting: a Redirect is in progress: copies until the client's
+	// Disconnect acknowledges one or redir.until passes.
 	redirecting bool
-	redirTo     netip.AddrPort
-	redirTok    []byte
-	redirNext   time.Duration
-	redirUntil  time.Duration
+	fatesSmall  uint8 // PopGhostFates calls in a row that used little of ghostFates' room
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
 }
 
+// lim is the Server's limits (shared: endpointLimits).
+func (s *Server) lim() *serverLimits { return &s.e.lim.srv }
+
+// redirect returns the Redirect in progress (redirecting is set): it
+// lives with the rare counters, made by Redirect.
+func (s *Server) redirect() *redirect { return s.e.c.rare.redir }
+
+// redirect is where a Redirect sends the client and when its copies go.
+type redirect struct {
+	to          netip.AddrPort
+	tok         []byte
+	next, until time.Duration
+}
+
 // serverLimits is what a Server reads of its ServerConfig after NewServer
-// (the rest went to notify, event and move): 40 bytes per connection instead
-// of a 248-byte copy of the whole config.
+// (the rest went to notify, event and move), and the send interval. It is
+// the same for every connection of a config: it lives in the endpoint's
+// shared endpointLimits (8 bytes of pointer per connection, shared with the
+// endpoint's own limits, instead of 48; and of a 248-byte copy of the whole
+// config before that).
 type serverLimits struct {
 	Bandwidth, MaxPacketSize, MinPacketSize int
 	RedirectInterval, RedirectTimeout       time.Duration
+	interval                                time.Duration // 1/SendRate
 }
 
 // NewServer returns the server end of the connection sess (from
@@ -149,11 +150,13 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	if cfg.RedirectTimeout == 0 {
 		cfg.RedirectTimeout = DefaultRedirectTimeout
 	}
-	s := &Server{h: h, cfg: serverLimits{
+	s := &Server{h: h}
+	srv := serverLimits{
 		Bandwidth: cfg.Bandwidth, MaxPacketSize: cfg.MaxPacketSize, MinPacketSize: cfg.MinPacketSize,
 		RedirectInterval: cfg.RedirectInterval, RedirectTimeout: cfg.RedirectTimeout,
-	}}
-	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval); err != nil {
+		interval: time.Second / time.Duration(cfg.SendRate),
+	}
+	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, srv); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	cw, err := move.NewControlWriter(cfg.Control)
@@ -163,28 +166,28 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.cw = cw
 	s.e.sess = sess
 	s.e.lastRecv = now
-	s.ev.init(s.e.lanes)
-	s.e.deliver = func(ev event.Event) {
-		if ev.Class == event.Ordered {
-			ev.Seq = s.ev.number(ev.Lane)
-		}
-		if s.h != nil {
-			s.h.Event(ev)
-		}
-	}
-	s.applyFn = s.apply
-	s.interval = time.Second / time.Duration(cfg.SendRate)
-	s.lastTick = now - s.interval
+	s.ev.init(s.e.lim.lanes)
+	s.lastTick = now - s.lim().interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
 	s.ghostPkts.init(cfg.Notify.MaxInFlight)
-	s.maxGhostFates = cfg.Notify.MaxInFlight
 	return s, nil
+}
+
+// deliver hands the client's event to the handler, an ordered one with its
+// per-player number (§7.20).
+func (s *Server) deliver(ev event.Event) {
+	if ev.Class == event.Ordered {
+		ev.Seq = s.ev.number(ev.Lane)
+	}
+	if s.h != nil {
+		s.h.Event(ev)
+	}
 }
 
 func (s *Server) apply(m move.Move) {
 	if m.HasCRC {
-		s.crcs[m.Seq%crcRingSize] = moveCRC{seq: uint32(m.Seq), crc: m.CRC}
+		s.crcs.push(m.Seq, m.CRC)
 	}
 	if s.h != nil {
 		s.h.Move(m)
@@ -219,14 +222,15 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
+	rare := s.e.c.rareValue()
 	return ServerStats{
-		Counters:           s.e.c,
+		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
 		Jitter:             s.e.nc.Jitter(),
 		Loss:               s.e.nc.LossRate(),
-		Moved:              s.moved,
-		GhostErrors:        s.ghostErrs,
-		GhostStalls:        s.ghostStall,
+		Moved:              rare.moved,
+		GhostErrors:        rare.ghostErrs,
+		GhostStalls:        rare.ghostStall,
 		ControlsSuperseded: s.superseded,
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
@@ -277,8 +281,8 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 		return
 	}
 	s.ctlApplied = applied
-	if m := s.crcs[applied%crcRingSize]; m.seq == uint32(applied) {
-		s.cw.Check(move.Move{Seq: applied, CRC: m.crc, HasCRC: true}, &s.ctlState)
+	if crc, ok := s.crcs.find(applied); ok {
+		s.cw.Check(move.Move{Seq: applied, CRC: crc, HasCRC: true}, &s.ctlState)
 	}
 }
 
@@ -340,8 +344,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 		return ErrClosed
 	}
 	s.redirecting = true
-	s.redirTo, s.redirTok = server, append([]byte(nil), token...)
-	s.redirNext, s.redirUntil = now, now+s.cfg.RedirectTimeout
+	s.e.c.rareCounters().redir = &redirect{to: server, tok: append([]byte(nil), token...), next: now, until: now + s.lim().RedirectTimeout}
 	return nil
 }
 
@@ -355,25 +358,25 @@ func (s *Server) Redirecting() bool {
 // acknowledgement and starts the Disconnect.
 func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 	e := &s.e
-	if now >= s.redirUntil {
+	if now >= s.redirect().until {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return e.pollDisconnect(now, dst)
 	}
-	if now < s.redirNext {
+	if now < s.redirect().next {
 		return dst, nil
 	}
 	n := len(dst)
-	out, err := e.sess.AppendRedirect(dst, s.redirTo, s.redirTok)
+	out, err := e.sess.AppendRedirect(dst, s.redirect().to, s.redirect().tok)
 	if err != nil {
 		s.redirecting = false
 		e.startDisconnect(now, handshake.ReasonServerShutdown)
 		return dst[:n], fmt.Errorf("session: redirect: %w", err)
 	}
-	s.redirNext = now + s.cfg.RedirectInterval
+	s.redirect().next = now + s.lim().RedirectInterval
 	e.lastSend, e.sentAny = now, true
 	e.c.PacketsOut++
-	e.c.RedirectOut++
+	e.c.rareCounters().RedirectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	return out, nil
 }
@@ -388,9 +391,29 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 // is full (Stats.GhostStalls).
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	dst = append(dst, s.ghostFates...)
+	// A backlog (fates waiting while the owner was busy) grows the slice;
+	// its room goes back after ghostFatesIdle pops in a row that used at
+	// most an eighth of it, so neither a backlog keeps it for the
+	// connection's life nor a wavering fate count reallocates it often.
+	if c := cap(s.ghostFates); c > ghostFatesKeep && len(s.ghostFates) <= c/8 {
+		if s.fatesSmall++; s.fatesSmall >= ghostFatesIdle {
+			s.ghostFates, s.fatesSmall = nil, 0
+			return dst
+		}
+	} else {
+		s.fatesSmall = 0
+	}
 	s.ghostFates = s.ghostFates[:0]
 	return dst
 }
+
+// ghostFatesKeep is the room of ghostFates that PopGhostFates never gives
+// back (384 bytes); ghostFatesIdle the pops in a row (about 3 s at 20 Hz)
+// that used at most an eighth of a larger one before it goes.
+const (
+	ghostFatesKeep = 16
+	ghostFatesIdle = 64
+)
 
 // Receive handles one datagram routed to this connection: a short-form or
 // long-form protected packet, or a Disconnect. The checks run cheapest first
@@ -445,21 +468,24 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	default:
 		return false, handshake.ErrUnexpected
 	}
-	buf := payloads.Get()
-	defer payloads.Put(buf)
-	h, pt, moved, err := e.open(now, short, from, buf)
+	sc := payloads.Get()
+	defer payloads.Put(sc)
+	r := &sc.r
+	h, pt, moved, err := e.open(now, short, from, &sc.buf, r)
 	if err != nil {
 		return false, err
 	}
 	if moved {
-		s.moved++
+		s.e.c.rareCounters().moved++
 	}
-	if !s.heardAny || h.Seq > s.newestIn {
-		s.heardAny, s.newestIn, s.replyLong = true, h.Seq, long
+	if newest, _ := e.nc.Newest(); h.Seq == newest {
+		// The newest packet yet (notify accepted it just now and keeps the
+		// newest: sequence numbers never repeat) sets the reply form.
+		s.replyLong = long
 	}
 	switch h.Type {
 	case notify.TypeData:
-		if err := s.readSections(pt); err != nil {
+		if err := s.readSections(r, pt); err != nil {
 			return moved, s.protocolError(now, err)
 		}
 	case notify.TypeAck:
@@ -480,11 +506,12 @@ var (
 
 // readSections decodes a client payload: moves | events. Each decoder
 // validates its whole section before it changes anything.
-func (s *Server) readSections(pt []byte) error {
-	r := &s.e.r
+func (s *Server) readSections(r *bitstream.Reader, pt []byte) error {
 	r.Reset(pt)
 	before := s.ap.Stats()
-	if err := s.ap.Read(r, s.applyFn); err != nil {
+	// Read keeps no reference to its callback: the method value stays on
+	// the stack, no field needed.
+	if err := s.ap.Read(r, s.apply); err != nil {
 		return fmt.Errorf("move section: %w", err)
 	}
 	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {
@@ -493,7 +520,7 @@ func (s *Server) readSections(pt []byte) error {
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
-	if err := s.e.evr.Read(r, s.e.deliver); err != nil {
+	if err := s.e.evr.Read(r, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
 		return fmt.Errorf("event section: %w", err)
 	}
 	return nil
@@ -510,8 +537,11 @@ func (s *Server) protocolError(now time.Duration, err error) error {
 // ghost packets (earlyGhostFates).
 func (s *Server) processFates() {
 	e := &s.e
-	e.fates = e.nc.PopFates(e.fates[:0])
-	for _, f := range e.fates {
+	for {
+		f, ok := e.nc.PopFate()
+		if !ok {
+			break
+		}
 		e.evs.OnFate(f)
 		s.cw.OnFate(f)
 		s.ev.onFate(f.Seq, f.Delivered)
@@ -571,7 +601,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StateDraining:
 		return e.discNext
 	}
-	d := e.lastRecv + e.timeout
+	d := e.lastRecv + e.lim.timeout
 	if e.discLeft > 0 {
 		return min(d, e.discNext)
 	}
@@ -579,16 +609,16 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 		return d
 	}
 	if s.redirecting {
-		return min(d, s.redirNext, s.redirUntil)
+		return min(d, s.redirect().next, s.redirect().until)
 	}
-	d = min(d, e.lastSend+e.keepAlive)
+	d = min(d, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)
 	if s.hasContent(slot) {
 		d = min(d, s.dataSlot(now))
 	} else if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
 	} else if s.outstanding() {
-		d = min(d, max(slot, e.probeAt(s.interval)))
+		d = min(d, max(slot, e.probeAt(s.lim().interval)))
 	}
 	return d
 }
@@ -597,7 +627,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // this much longer than 1/SendRate, so those that arrive between ticks ride
 // with the next tick's packet (one datagram per tick) and go on their own
 // only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
-func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
+func (s *Server) tickGrace() time.Duration { return s.lim().interval / 2 }
 
 // tickGap is the least time between two ticks' packets: half a slot. A
 // tick whose state reached the connection late (its zone's tick or the path
@@ -611,7 +641,7 @@ func (s *Server) tickGrace() time.Duration { return s.interval / 2 }
 // next. While the zone ticks at SendRate (both default to 20 Hz) the
 // connection sends one data packet per tick, and one more only when a tick
 // is over half a slot late.
-func (s *Server) tickGap() time.Duration { return s.interval / 2 }
+func (s *Server) tickGap() time.Duration { return s.lim().interval / 2 }
 
 // dataSlot is the earliest time a data packet may leave: when a tick's
 // state is due, at once (tickGap after the previous data packet); else at
@@ -654,15 +684,15 @@ func (s *Server) hasContent(now time.Duration) bool {
 // budget refills the credit and returns this packet's size limit.
 func (s *Server) budget(now time.Duration) int {
 	if now > s.creditAt {
-		s.credit += float64(now-s.creditAt) * float64(s.cfg.Bandwidth) / float64(time.Second)
+		s.credit += float64(now-s.creditAt) * float64(s.lim().Bandwidth) / float64(time.Second)
 		s.creditAt = now
 	}
-	s.credit = min(s.credit, float64(s.cfg.MaxPacketSize))
-	return max(s.cfg.MinPacketSize, min(int(s.credit), s.cfg.MaxPacketSize))
+	s.credit = min(s.credit, float64(s.lim().MaxPacketSize))
+	return max(s.lim().MinPacketSize, min(int(s.credit), s.lim().MaxPacketSize))
 }
 
 func (s *Server) spend(n int) {
-	s.credit = max(s.credit-float64(n), -float64(s.cfg.MaxPacketSize))
+	s.credit = max(s.credit-float64(n), -float64(s.lim().MaxPacketSize))
 }
 
 // GhostBudget estimates the bits a ghost section may use in the next data
@@ -673,9 +703,9 @@ func (s *Server) GhostBudget(now time.Duration) int {
 	if now < s.creditAt {
 		now = s.creditAt
 	}
-	credit := min(s.credit+float64(now-s.creditAt)*float64(s.cfg.Bandwidth)/float64(time.Second), float64(s.cfg.MaxPacketSize))
-	size := max(s.cfg.MinPacketSize, min(int(credit), s.cfg.MaxPacketSize))
-	bits := (size - tagSize - s.e.lastHdr) * 8
+	credit := min(s.credit+float64(now-s.creditAt)*float64(s.lim().Bandwidth)/float64(time.Second), float64(s.lim().MaxPacketSize))
+	size := max(s.lim().MinPacketSize, min(int(credit), s.lim().MaxPacketSize))
+	bits := (size - tagSize - int(s.e.lastHdr)) * 8
 	ctl := 1
 	if s.hasControl {
 		ctl += controlAckBits
@@ -748,11 +778,11 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 		if content && now >= s.holdUntil {
 			return s.buildData(now, dst, ghosts, false)
 		}
-		if !content && s.outstanding() && now >= e.probeAt(s.interval) {
+		if !content && s.outstanding() && now >= e.probeAt(s.lim().interval) {
 			return s.buildData(now, dst, ghosts, true)
 		}
 		if !content && (e.owed || e.peerStreaming(now)) {
-			s.nextData = nextSlot(s.nextData, s.interval, now)
+			s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 			return s.sendAck(now, dst)
 		}
 	}
@@ -779,7 +809,7 @@ func (s *Server) prefix(dst []byte) ([]byte, int) {
 	if !s.replyLong {
 		return dst, 0
 	}
-	dst = s.e.grow(dst, s.cfg.MaxPacketSize)
+	dst = s.e.grow(dst, s.lim().MaxPacketSize)
 	return handshake.AppendRouted(dst, s.e.sess.ID()), RoutedPrefixSize
 }
 
@@ -794,11 +824,11 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	if s.tickDue {
-		s.nextData = now + s.interval
+		s.nextData = now + s.lim().interval
 		s.holdUntil = s.nextData + s.tickGrace()
 		s.lastTick = now
 	} else {
-		s.nextData = nextSlot(s.nextData, s.interval, now)
+		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
 	s.tickDue = false
 	w := &e.w
@@ -846,7 +876,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = hl
+	e.lastHdr = int32(hl)
 	e.sentData(now, probe)
 	s.spend(len(out) - n)
 	return out, nil
@@ -859,16 +889,16 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		w.WriteGamma(1)
 		return
 	}
-	if s.ghostPkts.full() || len(s.ghostFates) == s.maxGhostFates ||
-		s.ghostPkts.len()+len(s.ghostFates) >= s.maxGhostFates {
-		s.ghostStall++
+	if max := s.ghostPkts.limit(); s.ghostPkts.full() || len(s.ghostFates) == max ||
+		s.ghostPkts.len()+len(s.ghostFates) >= max {
+		s.e.c.rareCounters().ghostStall++
 		w.WriteGamma(1)
 		return
 	}
 	mark := w.BitLen()
 	recs, err := ghosts.Write(w, seq, now)
 	if err != nil {
-		s.ghostErrs++
+		s.e.c.rareCounters().ghostErrs++
 		w.Truncate(mark)
 		w.WriteGamma(1)
 		return
@@ -884,34 +914,34 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 // connection dominated the server's memory per client. Once grown it stays,
 // so steady state allocates nothing.
 type seqRing struct {
-	buf        []uint64
-	head, size int
-	max        int
+	buf             []uint64
+	head, size, max uint32
 }
 
 // seqRingMin is the first buffer size: 128 bytes.
 const seqRingMin = 16
 
-func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, n }
-func (r *seqRing) len() int            { return r.size }
+func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, uint32(n) }
+func (r *seqRing) len() int            { return int(r.size) }
+func (r *seqRing) limit() int          { return int(r.max) }
 func (r *seqRing) full() bool          { return r.size == r.max }
 func (r *seqRing) front() uint64       { return r.buf[r.head] }
-func (r *seqRing) pop()                { r.head = (r.head + 1) % len(r.buf); r.size-- }
-func (r *seqRing) at(i int) uint64     { return r.buf[(r.head+i)%len(r.buf)] }
-func (r *seqRing) set(i int, v uint64) { r.buf[(r.head+i)%len(r.buf)] = v }
+func (r *seqRing) pop()                { r.head = (r.head + 1) % uint32(len(r.buf)); r.size-- }
+func (r *seqRing) at(i int) uint64     { return r.buf[(int(r.head)+i)%len(r.buf)] }
+func (r *seqRing) set(i int, v uint64) { r.buf[(int(r.head)+i)%len(r.buf)] = v }
 
 // push appends v; the caller checks full first.
 func (r *seqRing) push(v uint64) {
-	if r.size == len(r.buf) {
+	if int(r.size) == len(r.buf) {
 		r.grow()
 	}
-	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.buf[(r.head+r.size)%uint32(len(r.buf))] = v
 	r.size++
 }
 
 // grow doubles the buffer (capped at max), unwrapping the FIFO to index 0.
 func (r *seqRing) grow() {
-	n := max(min(2*len(r.buf), r.max), min(seqRingMin, r.max))
+	n := max(min(2*len(r.buf), int(r.max)), min(seqRingMin, int(r.max)))
 	if n <= len(r.buf) {
 		panic("session: seqRing push when full") // callers check full first
 	}

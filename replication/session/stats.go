@@ -48,8 +48,72 @@ func (c *Counters) Rejected() uint64 {
 	return c.Garbage + c.Unexpected + c.Replayed + c.AuthFailed + c.WrongConn + c.BadHeader + c.AfterClose
 }
 
+// counters is what an endpoint counts: the traffic counters of Counters
+// in place, the rare ones apart (rejections, Grown, the Disconnect and
+// Redirect copies of a connection's end, and a Server's own), made on the
+// first (a healthy connection has none until it ends: 120 bytes of every
+// connection otherwise; a peer that sends garbage makes them once, no
+// more).
+type counters struct {
+	PacketsIn, BytesIn   uint64
+	Accepted             uint64
+	PacketsOut, BytesOut uint64
+	DataOut              uint64
+	AckOut               uint64
+	HeaderBytesOut       uint64
+	rare                 *rareCounters
+}
+
+// rareCounters are the counters that stay 0 on a healthy connection (the
+// fields of Counters that counters does not keep, and a Server's own) and
+// a Server's Redirect: 120 bytes, made by the first of them.
+type rareCounters struct {
+	Garbage, Unexpected, Replayed, AuthFailed uint64
+	WrongConn, BadHeader, AfterClose          uint64
+	ProtocolErrors, Grown                     uint64
+	DisconnectOut, RedirectOut                uint64
+	// A Server's: ServerStats.Moved, GhostErrors, GhostStalls.
+	moved, ghostErrs, ghostStall uint64
+
+	// redir is a Server's Redirect in progress: as rare as these counters.
+	redir *redirect
+}
+
+// snapshot returns the counters as Counters.
+func (c *counters) snapshot() Counters {
+	var out Counters
+	if r := c.rare; r != nil {
+		out.Garbage, out.Unexpected, out.Replayed, out.AuthFailed = r.Garbage, r.Unexpected, r.Replayed, r.AuthFailed
+		out.WrongConn, out.BadHeader, out.AfterClose = r.WrongConn, r.BadHeader, r.AfterClose
+		out.ProtocolErrors, out.Grown, out.DisconnectOut, out.RedirectOut = r.ProtocolErrors, r.Grown, r.DisconnectOut, r.RedirectOut
+	}
+	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
+	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
+	out.HeaderBytesOut = c.HeaderBytesOut
+	return out
+}
+
+// rareCounters returns the rare counters, made on first use.
+func (c *counters) rareCounters() *rareCounters {
+	if c.rare == nil {
+		c.rare = new(rareCounters)
+	}
+	return c.rare
+}
+
+// rareValue returns the rare counters, zero when none was ever counted.
+func (c *counters) rareValue() rareCounters {
+	if c.rare == nil {
+		return rareCounters{}
+	}
+	return *c.rare
+}
+
 // count files a rejection under its counter.
-func (c *Counters) count(err error) {
+func (c *counters) count(err error) { c.rareCounters().count(err) }
+
+// count files a rejection under its counter.
+func (c *rareCounters) count(err error) {
 	switch {
 	case errors.Is(err, ErrProtocol):
 		c.ProtocolErrors++

@@ -1,0 +1,100 @@
+package session
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCRCFIFOMatchesRing drives the CRC FIFO and the 64-slot array it
+// replaced (slot seq % 64, kept until a later CRC move takes the slot)
+// with the same moves — a random share carrying a CRC — and the same zone
+// reports, lagging 0–80 moves behind: within the window (newest − applied
+// < 64) both find exactly the same CRCs; beyond it the FIFO finds none and
+// the array only what a later move did not overwrite.
+func TestCRCFIFOMatchesRing(t *testing.T) {
+	for _, share := range []float64{1, 0.5, 0.1} {
+		rng := rand.New(rand.NewPCG(7, uint64(share*100)))
+		var q crcFIFO
+		var ring [crcWindow]moveCRC
+		var seq, applied uint64
+		within, found := 0, 0
+		for range 20000 {
+			for range rng.IntN(4) {
+				seq++
+				if rng.Float64() < share {
+					crc := rng.Uint32()
+					q.push(seq, crc)
+					ring[seq%crcWindow] = moveCRC{seq: uint32(seq), crc: crc}
+				}
+			}
+			lag := uint64(rng.IntN(81))
+			if seq < lag || seq-lag <= applied {
+				continue
+			}
+			applied = seq - lag // the zone's reports only go forward
+			got, ok := q.find(applied)
+			m := ring[applied%crcWindow]
+			want, wok := m.crc, m.seq == uint32(applied)
+			switch {
+			case lag < crcWindow:
+				within++
+				if ok != wok || ok && got != want {
+					t.Fatalf("share %v: move %d, %d behind: FIFO %v %x, array %v %x", share, applied, lag, ok, got, wok, want)
+				}
+				if ok {
+					found++
+				}
+			case ok:
+				t.Fatalf("share %v: move %d, %d behind the newest, found beyond the window", share, applied, lag)
+			}
+			if len(q.buf) > crcWindow || q.n > crcWindow {
+				t.Fatalf("ring of %d holding %d: beyond %d", len(q.buf), q.n, crcWindow)
+			}
+		}
+		if within < 1000 || found == 0 {
+			t.Fatalf("share %v: %d checks within the window, %d found: the test checked nothing", share, within, found)
+		}
+	}
+}
+
+// TestCRCFIFOBounded: a client that puts a CRC on every move of a zone
+// that never reports makes the ring hold crcWindow moves, no more, and
+// gives the room back once the zone keeps up again; a connection whose
+// zone keeps up keeps it at its first size.
+func TestCRCFIFOBounded(t *testing.T) {
+	var q crcFIFO
+	for s := uint64(1); s <= 100000; s++ {
+		q.push(s, uint32(s))
+	}
+	if len(q.buf) != crcWindow || q.n != crcWindow {
+		t.Fatalf("ring %d holding %d after 100,000 CRCs, want %d holding %d", len(q.buf), q.n, crcWindow, crcWindow)
+	}
+	if crc, ok := q.find(100000 - crcWindow + 1); !ok || crc != 100000-crcWindow+1 {
+		t.Fatalf("the oldest CRC in the window: %v %d", ok, crc)
+	}
+	// The zone catches up and keeps up: two sizing periods later the
+	// ring is back at its first size, with the CRCs still found.
+	s := uint64(100000)
+	for i := 0; i < 3*crcTrimEvery; i++ {
+		s++
+		q.push(s, uint32(s))
+		if crc, ok := q.find(s); !ok || crc != uint32(s) {
+			t.Fatalf("move %d after the lag: %v %d", s, ok, crc)
+		}
+	}
+	if len(q.buf) != crcMin {
+		t.Fatalf("ring %d after the lag ended, want %d", len(q.buf), crcMin)
+	}
+	var k crcFIFO
+	for s := uint64(1); s <= 100000; s++ {
+		k.push(s, uint32(s))
+		if s%2 == 0 { // a zone at 15 Hz against moves at 30 Hz
+			if _, ok := k.find(s - 1); !ok {
+				t.Fatalf("move %d not found", s-1)
+			}
+		}
+	}
+	if len(k.buf) != crcMin {
+		t.Fatalf("a zone keeping up grew the ring to %d", len(k.buf))
+	}
+}
