@@ -52,23 +52,28 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The in-flight ones are a list, newest first, of nodes
+// subset of them). The in-flight ones are a list, oldest first, of nodes
 // in the table's posPool: a ghost holds memory for the positions it
 // actually has in flight (one or two at a short fate delay), not for the
-// posRingLen it may have. A node is named by its stamp, not by the packet
-// that carried it: a ghost's position goes out at most once per view, so
-// its stamps in flight are distinct, and each packet keeps its view stamp.
+// posRingLen it may have. Oldest first, because fates come mostly in send
+// order: the one a fate resolves is then the head, one node touched, not
+// a walk down the list (each node a cache line of its own: the nodes of
+// one ghost are written a packet apart). A node is named by its stamp, not
+// by the packet that carried it: a ghost's position goes out at most once
+// per view, so its stamps in flight are distinct, and each packet keeps
+// its view stamp.
 type posTrack struct {
 	n    uint8
 	dn   uint8
-	head int32     // pool node of the newest in flight (-1: none)
+	head int32     // pool node of the oldest in flight (-1: none)
+	tail int32     // pool node of the newest in flight (when n > 0)
 	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
 }
 
 // posNode is one in-flight position in a posPool list: 20 bytes.
 type posNode struct {
 	v    posVal
-	next int32 // next older in flight of the same ghost, or the next free node (-1: none)
+	next int32 // next newer in flight of the same ghost, or the next free node (-1: none)
 }
 
 // posPool holds the in-flight positions of one table's ghosts, reused
@@ -133,34 +138,30 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	nd := &x.nodes[i]
 	nd.v.t = t
 	nd.v.q[0], nd.v.q[1], nd.v.q[2] = q[0], q[1], q[2]
+	nd.next = -1
 	if p.n == 0 {
-		nd.next = -1
+		p.head = i
 	} else {
-		nd.next = p.head
+		x.nodes[p.tail].next = i
 	}
-	p.head = i
+	p.tail = i
 	p.n++
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool) {
-	if p.n == 1 {
-		x.put(p.head)
-		p.head, p.n = -1, 0
-		return
-	}
 	i := p.head
-	for k := uint8(2); k < p.n; k++ {
-		i = x.nodes[i].next
+	p.head = x.nodes[i].next
+	x.put(i)
+	if p.n--; p.n == 0 {
+		p.head = -1
 	}
-	x.put(x.nodes[i].next)
-	p.n--
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.head].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
 			return t, true
 		}
 	}
@@ -183,8 +184,13 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 		} else {
 			x.nodes[prev].next = nd.next
 		}
+		if i == p.tail {
+			p.tail = prev
+		}
 		x.put(i)
-		p.n--
+		if p.n--; p.n == 0 {
+			p.head = -1
+		}
 		if delivered {
 			p.insert(v)
 		}

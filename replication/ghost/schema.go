@@ -482,6 +482,7 @@ type Class struct {
 	weight float32
 	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
 	reg    *Registry // the first registry c was registered in
+	ri     uint16    // c's index in reg.classes
 }
 
 // Registry is the first registry c was registered in (nil: none). A zone
@@ -556,9 +557,14 @@ func (c *Class) prepare() error {
 // from then on it is read-only and safe to share between goroutines (every
 // connection's Table and Mirror may use one Registry).
 type Registry struct {
-	bounds    Bounds
-	q         quant
-	byID      map[uint16]*Class
+	bounds Bounds
+	q      quant
+	byID   map[uint16]*Class
+	// classes lists the classes in registration order: a table's ghost
+	// record names its class by this index (2 bytes, not an 8-byte
+	// pointer), and ri is that index for each class.
+	classes   []*Class
+	ri        map[*Class]uint16
 	maxGroups int
 	frozen    atomic.Bool // set by NewTable/NewMirror, which may run on many goroutines at once
 }
@@ -568,7 +574,7 @@ func NewRegistry(b Bounds) (*Registry, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class)}, nil
+	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class), ri: make(map[*Class]uint16)}, nil
 }
 
 // Register adds classes. A duplicate wire id is ErrDuplicateClass (RP-2:
@@ -589,12 +595,24 @@ func (r *Registry) Register(cs ...*Class) error {
 			return err
 		}
 		r.byID[c.ID] = c
+		// Wire ids are unique within a registry, so its classes number
+		// at most 2^16: the index fits 16 bits.
+		r.ri[c] = uint16(len(r.classes))
 		if c.reg == nil {
-			c.reg = r
+			c.reg, c.ri = r, uint16(len(r.classes))
 		}
+		r.classes = append(r.classes, c)
 		r.maxGroups = max(r.maxGroups, len(c.Groups))
 	}
 	return nil
+}
+
+// index is c's index in r.classes (c must be registered in r).
+func (r *Registry) index(c *Class) uint16 {
+	if c.reg == r {
+		return c.ri
+	}
+	return r.ri[c]
 }
 
 // Lookup returns the class with wire id id.

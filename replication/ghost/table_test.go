@@ -611,7 +611,7 @@ func TestStarvationFreedomUnderTinyBudget(t *testing.T) {
 		}
 		w.Reset(buf[:])
 		tab.pk.trace = func(id uint32) {
-			i := int(tab.info[id].entity - 1)
+			i := int(tab.slots[id].entity - 1)
 			if k > 200 { // after the creates
 				worst = max(worst, now-last[i])
 				count[i]++
@@ -791,9 +791,9 @@ func TestRecordSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"slot", unsafe.Sizeof(slot{}), 64},
-		{"info", unsafe.Sizeof(info{}), 72},
-		{"posTrack", unsafe.Sizeof(posTrack{}), 40},
+		{"slot (the hot record: one cache line)", unsafe.Sizeof(slot{}), 64},
+		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
+		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
