@@ -584,11 +584,13 @@ func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
 		return // absolute (kind posSend, k 0)
 	}
 	q := t.qposOf(id, s)
-	if s.restCopies == 0 && tr.clientHas(&t.pp, q) {
+	var buf [posRingLen]posVal
+	fl := tr.inflight(&t.pp, &buf)
+	if s.restCopies == 0 && tr.clientHasIn(fl, q) {
 		pf.kind = posSame
 		return
 	}
-	tr.predSpread(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+	tr.spread(fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
 	if m > 0 {

@@ -214,11 +214,17 @@ func (p *posTrack) insert(v posVal) {
 // clientHas reports whether every position the client may currently show
 // (its newest received) equals q, so there is nothing to send.
 func (p *posTrack) clientHas(x *posPool, q *[3]uint32) bool {
+	var buf [posRingLen]posVal
+	return p.clientHasIn(p.inflight(x, &buf), q)
+}
+
+// clientHasIn is clientHas with the positions in flight copied out (fl).
+func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
 	if p.dn == 0 || p.d[1].q != *q {
 		return false
 	}
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		if v := &x.nodes[i].v; v.t.sub(p.d[1].t) > 0 && v.q != *q {
+	for k := range fl {
+		if v := &fl[k]; v.t.sub(p.d[1].t) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -234,43 +240,61 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 	if p.dn == 0 {
 		return false
 	}
-	// Newest of the pair (n1): the newest delivered value, or an in-flight
-	// value newer than it. Older of the pair: the newest certain value below
-	// n1, or any in-flight value between that one and n1.
+	var buf [posRingLen]posVal
+	p.spread(p.inflight(x, &buf), q, t, lim, d)
+	return true
+}
+
+// inflight copies the positions in flight, oldest first, into buf: the
+// pairs below visit each several times, and a copy on the stack is one
+// walk of the pool's links instead of one per newer value.
+func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
+	n := int(p.n)
+	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
+		buf[k] = x.nodes[i].v
+	}
+	return buf[:n]
+}
+
+// spread is predSpread over fl, the positions in flight oldest first (p.dn
+// > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
+// flight newer than it. Older of the pair: the newest certain value below
+// n1 (d0 for d1, d1 for the others; d0 may be missing), or any value in
+// flight between that one and n1. The stamps in flight strictly increase
+// (a ghost's position goes out at most once per view, each newer than the
+// ones before it: checkInvariants), so each set is a run of fl.
+func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	d1 := &p.d[1]
 	var d0 *posVal
 	if p.dn == 2 {
 		d0 = &p.d[0]
 	}
-	if p.n == 0 { // nothing in flight: the client's pair is known exactly
-		widenPred(d, q, d0, d1, t, lim)
-		return true
+	qq, ll := *q, *lim
+	w := *d
+	widenPred(&w, &qq, d0, d1, t, &ll)
+	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
+	// which is never in flight too; skipped all the same).
+	j0 := 0
+	for j0 < len(fl) && fl[j0].t.sub(d1.t) < 0 {
+		j0++
 	}
-	p.pairs(x, d1, d0, q, t, lim, d)
-	var prev *posVal
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		n1 := &x.nodes[i].v
-		if n1.t.sub(d1.t) > 0 && (prev == nil || n1.t != prev.t) {
-			p.pairs(x, n1, d1, q, t, lim, d)
+	for k := range j0 { // delivered out of order: between d0 and d1
+		if d0 == nil || fl[k].t.sub(d0.t) > 0 {
+			widenPred(&w, &qq, &fl[k], d1, t, &ll)
 		}
-		prev = n1
 	}
-	return true
-}
-
-// pairs widens d by the residuals of every pair whose newer value is n1 and
-// whose older value is c (the newest certain value below n1; nil if none) or
-// an in-flight value between c and n1.
-func (p *posTrack) pairs(x *posPool, n1, c *posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
-	widenPred(d, q, c, n1, t, lim)
-	var prev *posVal
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		m := &x.nodes[i].v
-		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (prev == nil || m.t != prev.t) {
-			widenPred(d, q, m, n1, t, lim)
+	j1 := j0
+	for j1 < len(fl) && fl[j1].t.sub(d1.t) <= 0 {
+		j1++
+	}
+	for j := j1; j < len(fl); j++ {
+		n1 := &fl[j]
+		widenPred(&w, &qq, d1, n1, t, &ll)
+		for k := j1; k < j; k++ {
+			widenPred(&w, &qq, &fl[k], n1, t, &ll)
 		}
-		prev = m
 	}
+	*d = w
 }
 
 // widenPred widens d by |q − predict(a, b, t)| per axis.

@@ -1,0 +1,116 @@
+package ghost
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// predSpreadList is predSpread as it was before the in-flight positions
+// were copied out (every pair by walking the pool's list): the reference
+// the faster one must match exactly.
+func predSpreadList(p *posTrack, x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+	if p.dn == 0 {
+		return false
+	}
+	d1 := &p.d[1]
+	var d0 *posVal
+	if p.dn == 2 {
+		d0 = &p.d[0]
+	}
+	pairs := func(n1, c *posVal) {
+		widenPred(d, q, c, n1, t, lim)
+		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+			if m := &x.nodes[i].v; m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
+				widenPred(d, q, m, n1, t, lim)
+			}
+		}
+	}
+	if p.n == 0 {
+		widenPred(d, q, d0, d1, t, lim)
+		return true
+	}
+	pairs(d1, d0)
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		if n1 := &x.nodes[i].v; n1.t.sub(d1.t) > 0 {
+			pairs(n1, d1)
+		}
+	}
+	return true
+}
+
+// The pairs predSpread takes from runs of the in-flight positions are the
+// pairs of the list walk: random tracks with up to posRingLen in flight,
+// some delivered out of order (in flight older than the newest delivered),
+// stamps near the 32-bit wrap, spans around predictMaxMS, jumps and values
+// at the bounds.
+func TestPredSpreadMatchesListWalk(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 3))
+	lim := [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}
+	pos := func() [3]uint32 {
+		var q [3]uint32
+		for a := range q {
+			switch r.IntN(8) {
+			case 0:
+				q[a] = 0
+			case 1:
+				q[a] = lim[a]
+			default:
+				q[a] = uint32(r.IntN(int(lim[a]) + 1))
+			}
+		}
+		return q
+	}
+	near := func(q [3]uint32) [3]uint32 {
+		for a := range q {
+			q[a] = uint32(min(max(int64(q[a])+int64(r.IntN(401)-200), 0), int64(lim[a])))
+		}
+		return q
+	}
+	for it := range 20000 {
+		var x posPool
+		var p posTrack
+		p.reset(&x)
+		base := stamp(r.Uint32())
+		now := base
+		step := func() stamp {
+			now += stamp(1 + r.IntN([]int{60, 600, 1500}[r.IntN(3)]))
+			return now
+		}
+		cur := pos()
+		var sent []posVal
+		for range r.IntN(16) {
+			if r.IntN(4) == 0 {
+				cur = pos()
+			} else {
+				cur = near(cur)
+			}
+			v := posVal{t: step(), q: cur}
+			if p.n == posRingLen {
+				sent = sent[1:]
+			}
+			p.push(&x, v.t, &v.q)
+			sent = append(sent, v)
+			// Resolve some, in any order: early deliveries leave older
+			// values in flight behind a newer delivered one.
+			for len(sent) > 0 && r.IntN(3) == 0 {
+				k := r.IntN(len(sent))
+				p.resolve(&x, sent[k].t, r.IntN(4) != 0)
+				sent = append(sent[:k], sent[k+1:]...)
+			}
+		}
+		q := near(cur)
+		if r.IntN(5) == 0 {
+			q = pos()
+		}
+		at := step()
+		var got, want [3]uint64
+		if it%3 == 0 {
+			got, want = [3]uint64{5, 0, 9}, [3]uint64{5, 0, 9} // widens what is there
+		}
+		okG := p.predSpread(&x, &q, at, &lim, &got)
+		okW := predSpreadList(&p, &x, &q, at, &lim, &want)
+		if okG != okW || got != want {
+			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n, p.dn, got, okG, want, okW)
+		}
+	}
+}
