@@ -393,6 +393,7 @@ func (t *Table) enterSnapshots() {
 	t.carry, t.carry2, t.gone = t.carry[:0], t.carry2[:0], t.gone[:0]
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
+		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			t.carry = append(t.carry, t.states[i])
@@ -416,14 +417,17 @@ func (t *Table) enterSnapshots() {
 func (t *Table) leaveSnapshots() {
 	states := make([]carried, len(t.slots))
 	for i := 0; i < t.top; i++ {
-		// A killing ghost's state is not kept (it is never written again,
-		// and a re-entry takes all groups anyway); its position is.
+		// A leaving ghost's state was not kept (it is never written
+		// again); its position was. Its re-entry takes every group
+		// (flNoState), not a diff against a zero State, which would miss
+		// a change to a zero value.
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			states[i] = carried{st: *t.stateOf(uint32(i)), q: *t.qposOf(uint32(i), s)}
 		case phaseKilling:
 			states[i].q = t.gone[s.si&siIndex].q
+			s.fl |= flNoState
 		}
 		s.si = 0
 	}

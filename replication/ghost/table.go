@@ -106,6 +106,10 @@ const (
 	// its prediction needs every value the client may hold to be older).
 	flPosNow
 	flPosFull // posRingLen positions in flight: the next waits
+	// flNoState: the table kept no state of this leaving ghost (it left
+	// under snapshot views, which keep only its position); a re-entry in
+	// an entry view takes every group instead of diffing against none.
+	flNoState
 )
 
 func (s *slot) has(f uint8) bool { return s.fl&f != 0 }
@@ -607,6 +611,10 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	changed := t.reenter(id, c, &cs.q, q)
 	if c.posIdx >= 0 {
 		cs.q = *q
+	}
+	if s := &t.slots[id]; s.has(flNoState) {
+		s.fl &^= flNoState
+		changed |= c.all &^ c.posBit
 	}
 	if !sameBeyondPos(old, &e.State) { // most views change a ghost's position at most
 		for i := range c.Groups {
