@@ -563,10 +563,13 @@ func checkInvariants(t *Table) error {
 		}
 		// Oldest first: stamps increase along the list.
 		for j, k := tr.head, 1; k < int(tr.n); j, k = t.pp.nodes[j].next, k+1 {
-			if nx := t.pp.nodes[j].next; t.pp.nodes[nx].v.t.sub(t.pp.nodes[j].v.t) <= 0 {
+			if nx := t.pp.nodes[j].next; t.pp.nodes[nx].t.sub(t.pp.nodes[j].t) <= 0 {
 				return fmt.Errorf("id %d: in-flight positions not oldest first", i)
 			}
 		}
+	}
+	if t.pp.wide != (len(t.pp.hi) == len(t.pp.nodes) && t.pp.hi != nil) && len(t.pp.nodes) > 0 {
+		return fmt.Errorf("pool: wide %v, %d nodes, %d high words", t.pp.wide, len(t.pp.nodes), len(t.pp.hi))
 	}
 	if len(t.pp.nodes) > 0 {
 		for j := t.pp.free; j >= 0; j = t.pp.nodes[j].next {

@@ -70,10 +70,15 @@ type posTrack struct {
 	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
 }
 
-// posNode is one in-flight position in a posPool list: 20 bytes.
+// posNode is one in-flight position in a posPool list: 16 bytes, four to a
+// cache line and never across two. The position is packed (posPool.pack):
+// the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
+// default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
+// the rest in posPool.hi.
 type posNode struct {
-	v    posVal
-	next int32 // next newer in flight of the same ghost, or the next free node (-1: none)
+	t    stamp
+	next int32  // next newer in flight of the same ghost, or the next free node (-1: none)
+	q    uint64 // the position, packed: its low 64 bits
 }
 
 // posPool holds the in-flight positions of one table's ghosts, reused
@@ -81,9 +86,44 @@ type posNode struct {
 // flight at once.
 type posPool struct {
 	nodes []posNode
-	free  int32 // first free node (-1: none); the zero pool has none
-	used  int   // nodes in lists (not free)
-	hw    int   // most nodes used at once since the last trim
+	// hi holds bits 64 and up of each node's packed position (same index):
+	// nil unless the bounds' codes take more than 64 bits.
+	hi   []uint32
+	free int32 // first free node (-1: none); the zero pool has none
+	used int   // nodes in lists (not free)
+	hw   int   // most nodes used at once since the last trim
+	// The packing: axis a at bit sh[a], n[a] bits wide; wide: more than 64
+	// bits (set by init).
+	sh, n [3]uint8
+	wide  bool
+}
+
+// init sets the packing for q's codes.
+func (x *posPool) init(q *quant) {
+	x.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
+	x.n = [3]uint8{uint8(q.bits[0]), uint8(q.bits[1]), uint8(q.bits[2])}
+	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
+}
+
+// pack returns c packed: the low 64 bits and the rest (0 unless wide). An
+// axis's code is at most 31 bits, so sh[2] ≤ 62 and only z can cross bit 64.
+func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
+	lo := uint64(c[0]) | uint64(c[1])<<x.sh[1] | uint64(c[2])<<x.sh[2]
+	return lo, uint32(uint64(c[2]) >> (64 - x.sh[2])) // a shift by 64 (sh[2] = 0) is 0 in Go
+}
+
+// value is node i's position and stamp.
+func (x *posPool) value(i int32) posVal {
+	nd := &x.nodes[i]
+	v := posVal{t: nd.t}
+	z := nd.q >> x.sh[2]
+	if x.wide {
+		z |= uint64(x.hi[i]) << (64 - x.sh[2])
+	}
+	v.q[0] = uint32(nd.q & (1<<x.n[0] - 1))
+	v.q[1] = uint32(nd.q >> x.sh[1] & (1<<x.n[1] - 1))
+	v.q[2] = uint32(z & (1<<x.n[2] - 1))
+	return v
 }
 
 func (x *posPool) get() int32 {
@@ -104,9 +144,17 @@ func (x *posPool) get() int32 {
 		ns := make([]posNode, n, n+max(n/4, 16))
 		copy(ns, x.nodes)
 		x.nodes = ns
+		if x.wide {
+			hi := make([]uint32, n, cap(ns))
+			copy(hi, x.hi)
+			x.hi = hi
+		}
 	}
 	x.nodes = x.nodes[:len(x.nodes)+1]
 	x.nodes[len(x.nodes)-1] = posNode{}
+	if x.wide {
+		x.hi = x.hi[:len(x.nodes)]
+	}
 	return int32(len(x.nodes) - 1)
 }
 
@@ -136,9 +184,11 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.v.t = t
-	nd.v.q[0], nd.v.q[1], nd.v.q[2] = q[0], q[1], q[2]
-	nd.next = -1
+	lo, hi := x.pack(q)
+	nd.t, nd.q, nd.next = t, lo, -1
+	if x.wide {
+		x.hi[i] = hi
+	}
 	if p.n == 0 {
 		p.head = i
 	} else {
@@ -161,7 +211,7 @@ func (p *posTrack) dropOldest(x *posPool) {
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.tail].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
 			return t, true
 		}
 	}
@@ -174,11 +224,10 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 	prev := int32(-1)
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 		nd := &x.nodes[i]
-		if nd.v.t != t {
+		if nd.t != t {
 			prev = i
 			continue
 		}
-		v := nd.v
 		if prev < 0 {
 			p.head = nd.next
 		} else {
@@ -187,12 +236,12 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 		if i == p.tail {
 			p.tail = prev
 		}
+		if delivered {
+			p.insert(x.value(i))
+		}
 		x.put(i)
 		if p.n--; p.n == 0 {
 			p.head = -1
-		}
-		if delivered {
-			p.insert(v)
 		}
 		return
 	}
@@ -251,7 +300,7 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 	n := int(p.n)
 	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
-		buf[k] = x.nodes[i].v
+		buf[k] = x.value(i)
 	}
 	return buf[:n]
 }

@@ -277,12 +277,12 @@ type Table struct {
 	// snapMode: the views come as snapshots; snap is the latest view's
 	// (while one is being taken, the one it is taking: prevSnap is the one
 	// before, which the ghosts not yet taken still refer to).
-	snapMode       bool
 	snap, prevSnap *Snapshot
 	// snapSrc and snapSeq name the snapshot the latest view came from:
 	// its entries' stamps newer than snapSeq are changes since.
 	snapSrc       uint64
 	snapSeq       uint32
+	snapMode      bool
 	carry, carry2 []carried // AlwaysInScope states outside the view (rare)
 	gone          []goneRec // ghosts that left scope (snapshot views)
 	pp            posPool   // in-flight positions
@@ -301,18 +301,21 @@ type Table struct {
 	top  int      // highest id in use + 1
 	live int      // ids in use
 
+	// The bools share viewGen's word (the Table fits the 896-byte size
+	// class: one more word costs 128 bytes a connection).
 	viewGen  uint32
-	viewMS   int64
 	haveView bool
+	clockSet bool
+	fateSeen bool
+	wrote    bool
+	viewMS   int64
 	lastNow  time.Duration // latest now seen (SetView, Write): OnFate's clock
 	epoch    time.Duration // msTime 1
-	clockSet bool
 
 	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
 	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
 	// ghost again before its last copy had fateDelay to be confirmed.
 	fateDelay, fateVar time.Duration
-	fateSeen           bool
 
 	// transmission records, FIFO in send order
 	pkts    []pktRec
@@ -325,7 +328,6 @@ type Table struct {
 	entHead int
 	entLen  int
 	lastSeq uint64
-	wrote   bool
 	pkEnt0  int           // entLen when the packet being written began
 	entHW   int           // most records in flight at once since the last trim
 	trimAt  time.Duration // last trim (lastNow)
@@ -409,6 +411,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		t.entHi = make([]uint32, len(t.ents))
 	}
 	t.pk.init(t)
+	t.pp.init(&reg.q)
 	return t, nil
 }
 
@@ -966,6 +969,10 @@ func (t *Table) moveEnts(n int) {
 func (t *Table) compactPositions(n int) {
 	x := &t.pp
 	ns := make([]posNode, 0, max(n, x.used))
+	var hi []uint32
+	if x.wide {
+		hi = make([]uint32, 0, cap(ns))
+	}
 	for id := range t.pos {
 		p := &t.pos[id]
 		if p.n == 0 {
@@ -974,6 +981,9 @@ func (t *Table) compactPositions(n int) {
 		prev := int32(-1)
 		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 			ns = append(ns, x.nodes[i])
+			if x.wide {
+				hi = append(hi, x.hi[i])
+			}
 			j := int32(len(ns) - 1)
 			if prev < 0 {
 				p.head = j
@@ -985,5 +995,5 @@ func (t *Table) compactPositions(n int) {
 		ns[prev].next = -1
 		p.tail = prev
 	}
-	x.nodes, x.free = ns, -1
+	x.nodes, x.hi, x.free = ns, hi, -1
 }

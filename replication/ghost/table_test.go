@@ -794,9 +794,12 @@ func TestRecordSizes(t *testing.T) {
 		{"slot (the hot record: one cache line)", unsafe.Sizeof(slot{}), 64},
 		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
 		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
-		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
+		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
+		// A connection's Table is one allocation: past 896 bytes it takes
+		// the 1,024-byte size class.
+		{"Table", unsafe.Sizeof(Table{}), 872},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
