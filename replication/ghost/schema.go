@@ -415,14 +415,22 @@ func ExtraGroup(n int) Group {
 	return Group{
 		Name: "extra",
 		Encode: func(w *bitstream.Writer, s *State) error {
-			at := w.BitLen()
+			// The n codes as one field when they fit the writer's 56-bit
+			// fast path (a player's move sequence and small counters do):
+			// the same bits as a WriteGamma each, one write instead of n
+			// (every update of a player ghost carries its move sequence).
+			var c uint64
+			l := uint(0)
 			for i := range n {
-				if err := w.WriteGamma(uint64(s.Extra[i]) + 1); err != nil {
-					w.Truncate(at) // keep the group atomic
-					return err
+				v := uint64(s.Extra[i]) + 1
+				z := uint(bits.Len64(v)) - 1
+				if l+2*z+1 > 56 {
+					return writeGammas(w, s.Extra[:n])
 				}
+				c |= (1<<z | (v&^(1<<z))<<(z+1)) << l
+				l += 2*z + 1
 			}
-			return nil
+			return w.WriteBits(c, l)
 		},
 		Decode: func(r *bitstream.Reader, s *State) error {
 			for i := range n {
@@ -439,6 +447,18 @@ func ExtraGroup(n int) Group {
 		},
 		Changed: func(old, cur *State) bool { return old.Extra != cur.Extra },
 	}
+}
+
+// writeGammas writes each of vs + 1 as a gamma code, all or nothing.
+func writeGammas(w *bitstream.Writer, vs []uint32) error {
+	at := w.BitLen()
+	for _, x := range vs {
+		if err := w.WriteGamma(uint64(x) + 1); err != nil {
+			w.Truncate(at) // keep the group atomic
+			return err
+		}
+	}
+	return nil
 }
 
 // MaxGroups is the most field groups a class may have (one uint64 dirty mask).
