@@ -24,10 +24,12 @@ type Snapshot struct {
 	stride int
 	ents   []snapEnt
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
-	// held entry i's current group-g value (the position group's is
-	// unused: tables diff quantized positions). A table that took seq p
-	// sees every change of group g since as chg > p (a value changed and
-	// changed back counts too), however many snapshots it skipped.
+	// held entry i's current group-g value (for the position group: the
+	// quantized position). A table that took seq p sees every change of
+	// group g since as chg > p (a value changed and changed back counts
+	// too), however many snapshots it skipped. Tables diff positions, not
+	// stamps (a stop is a change back to no motion); the stamp spares a
+	// table that took the previous snapshot reading that one's entry.
 	chg    []uint32
 	sealed bool
 }
@@ -175,6 +177,9 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			copy(chg, prevChg[i*st:i*st+st])
+			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
+				chg[c.posIdx] = s.seq
+			}
 			if !sameBeyondPos(&prev[i].state, &e.state) {
 				for g := range c.Groups {
 					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
@@ -258,19 +263,21 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
 			psi, ptaken := s.si, t.snapSeq
-			var pq *[3]uint32
-			var gq [3]uint32
+			var moved bool
 			switch {
 			case psi&siGone != 0:
 				g := &t.gone[psi&siIndex]
-				psi, ptaken, gq = g.si, g.taken, g.q // reenter drops the record
-				pq = &gq
+				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // reenter drops the record
 			case psi&siCarry != 0:
-				pq = &oldCarry[psi&siIndex].q
+				moved = oldCarry[psi&siIndex].q != e.qpos
+			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
+				// The entry of the snapshot just before this one: its
+				// stamp says whether the position differs from that one's.
+				moved = snap.chg[int(r.Index)*snap.stride+c.posIdx] == snap.seq
 			default:
-				pq = &oldSnap.ents[psi].qpos
+				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
-			changed := t.reenter(id, c, pq, &e.qpos)
+			changed := t.reenter(id, c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]

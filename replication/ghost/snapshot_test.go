@@ -312,3 +312,31 @@ func TestEntryViewReentryAfterSnapshotViewsTakesEveryGroup(t *testing.T) {
 		t.Fatal(diff)
 	}
 }
+
+// A table that skipped a snapshot in which a ghost moved away and back
+// compares positions, not the position's stamp: the ghost did not move
+// (no position update, no rest marker). One that took every snapshot
+// reads the stamp, and a move it took is one.
+func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw, ents, 0, 1)
+	d.settleSnap(sw, ents, 0, 1)
+	pos := groupBit(d.nc, "pos")
+	// Skipped: entity 2 one metre away.
+	moved := ents[1]
+	moved.State.Pos[0] += 1
+	s := sw.Next(2)
+	s.Set(0, ents[0].Entity, ents[0].Class, &ents[0].State)
+	s.Set(1, moved.Entity, moved.Class, &moved.State)
+	sw.Seal(s)
+	d.snapView(sw, ents, 0, 1) // back where the table last saw it
+	if sl := &d.tab.slots[1]; sl.dirty&pos != 0 || sl.has(flMoving) {
+		t.Fatalf("moved and back in a skipped snapshot: dirty %b, moving %v; want neither", sl.dirty, sl.has(flMoving))
+	}
+	d.snapView(sw, []ViewEntry{ents[0], moved}, 0, 1) // taken: a move
+	if sl := &d.tab.slots[1]; sl.dirty&pos == 0 || !sl.has(flMoving) {
+		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", sl.dirty, sl.has(flMoving))
+	}
+}

@@ -611,7 +611,7 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
 	cs := &t.states[id]
 	old := &cs.st
-	changed := t.reenter(id, c, &cs.q, q)
+	changed := t.reenter(id, c, cs.q != *q)
 	if c.posIdx >= 0 {
 		cs.q = *q
 	}
@@ -644,9 +644,9 @@ func yawCode(c *Class, st *State) uint16 {
 }
 
 // reenter cancels a pending kill of ghost id (in view again before the kill
-// went out) and returns the position group's bit if its position changed
-// from old to q or just stopped changing. The caller keeps q.
-func (t *Table) reenter(id uint32, c *Class, old, q *[3]uint32) uint64 {
+// went out) and returns the position group's bit if its position moved
+// since the previous view or just stopped moving.
+func (t *Table) reenter(id uint32, c *Class, moved bool) uint64 {
 	s := &t.slots[id]
 	if s.phase == phaseKilling {
 		if s.si&siGone != 0 {
@@ -660,7 +660,7 @@ func (t *Table) reenter(id uint32, c *Class, old, q *[3]uint32) uint64 {
 	}
 	var changed uint64
 	if c.posIdx >= 0 {
-		if *q != *old {
+		if moved {
 			changed |= c.posBit
 			s.fl |= flMoving
 		} else if s.has(flMoving) {
