@@ -92,16 +92,19 @@ type posPool struct {
 	free int32 // first free node (-1: none); the zero pool has none
 	used int   // nodes in lists (not free)
 	hw   int   // most nodes used at once since the last trim
-	// The packing: axis a at bit sh[a], n[a] bits wide; wide: more than 64
+	// The packing: axis a at bit sh[a], m[a] its mask; wide: more than 64
 	// bits (set by init).
-	sh, n [3]uint8
-	wide  bool
+	m    [3]uint32
+	sh   [3]uint8
+	wide bool
 }
 
 // init sets the packing for q's codes.
 func (x *posPool) init(q *quant) {
 	x.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
-	x.n = [3]uint8{uint8(q.bits[0]), uint8(q.bits[1]), uint8(q.bits[2])}
+	for a := range 3 {
+		x.m[a] = uint32(1<<q.bits[a] - 1)
+	}
 	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
 }
 
@@ -112,17 +115,24 @@ func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
 	return lo, uint32(uint64(c[2]) >> (64 - x.sh[2])) // a shift by 64 (sh[2] = 0) is 0 in Go
 }
 
+// unpack sets v to node i's position and stamp.
+func (x *posPool) unpack(i int32, v *posVal) {
+	nd := &x.nodes[i]
+	q := nd.q
+	z := uint32(q >> x.sh[2])
+	if x.wide {
+		z |= x.hi[i] << (64 - x.sh[2])
+	}
+	v.t = nd.t
+	v.q[0] = uint32(q) & x.m[0]
+	v.q[1] = uint32(q>>x.sh[1]) & x.m[1]
+	v.q[2] = z & x.m[2]
+}
+
 // value is node i's position and stamp.
 func (x *posPool) value(i int32) posVal {
-	nd := &x.nodes[i]
-	v := posVal{t: nd.t}
-	z := nd.q >> x.sh[2]
-	if x.wide {
-		z |= uint64(x.hi[i]) << (64 - x.sh[2])
-	}
-	v.q[0] = uint32(nd.q & (1<<x.n[0] - 1))
-	v.q[1] = uint32(nd.q >> x.sh[1] & (1<<x.n[1] - 1))
-	v.q[2] = uint32(z & (1<<x.n[2] - 1))
+	var v posVal
+	x.unpack(i, &v)
 	return v
 }
 
@@ -300,7 +310,7 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 	n := int(p.n)
 	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
-		buf[k] = x.value(i)
+		x.unpack(i, &buf[k])
 	}
 	return buf[:n]
 }
@@ -318,9 +328,8 @@ func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d 
 	if p.dn == 2 {
 		d0 = &p.d[0]
 	}
-	qq, ll := *q, *lim
-	w := *d
-	widenPred(&w, &qq, d0, d1, t, &ll)
+	w := spreader{q: *q, lim: *lim, t: t, w: *d}
+	w.pair(d0, d1)
 	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
 	// which is never in flight too; skipped all the same).
 	j0 := 0
@@ -329,7 +338,7 @@ func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d 
 	}
 	for k := range j0 { // delivered out of order: between d0 and d1
 		if d0 == nil || fl[k].t.sub(d0.t) > 0 {
-			widenPred(&w, &qq, &fl[k], d1, t, &ll)
+			w.pair(&fl[k], d1)
 		}
 	}
 	j1 := j0
@@ -338,27 +347,46 @@ func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d 
 	}
 	for j := j1; j < len(fl); j++ {
 		n1 := &fl[j]
-		widenPred(&w, &qq, d1, n1, t, &ll)
+		w.pair(d1, n1)
 		for k := j1; k < j; k++ {
-			widenPred(&w, &qq, &fl[k], n1, t, &ll)
+			w.pair(&fl[k], n1)
 		}
 	}
-	*d = w
+	*d = w.w
 }
 
-// widenPred widens d by |q − predict(a, b, t)| per axis.
-func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32) {
-	f, ok := predFactor(a, b, t)
-	for x := range 3 {
-		r := b.q[x]
-		// An axis on which the pair did not move predicts b exactly
-		// (b + round(0·f), b ≤ lim): no float work (the height of a
-		// walker on flat ground, every axis of a ghost at rest).
-		if ok && a.q[x] != r {
-			r = predictAxis(a.q[x], r, f, lim[x])
+// spreader accumulates, per axis, the largest |q − prediction| of the
+// pairs one spread visits (w), for a value q stamped t.
+type spreader struct {
+	q, lim [3]uint32
+	t      stamp
+	w      [3]uint64
+}
+
+// pair widens w by |q − predict(a, b, t)| per axis (a nil: no older
+// value). The axes written out, the division only for a pair that moved:
+// a pair with the same value on an axis predicts b on it exactly (b +
+// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
+// of a ghost at rest — and so does a pair that predicts no motion
+// (predFactor).
+func (s *spreader) pair(a, b *posVal) {
+	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
+	if a != nil && a.q != b.q {
+		if f, ok := predFactor(a, b, s.t); ok {
+			if a.q[0] != r0 {
+				r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+			}
+			if a.q[1] != r1 {
+				r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+			}
+			if a.q[2] != r2 {
+				r2 = predictAxis(a.q[2], r2, f, s.lim[2])
+			}
 		}
-		d[x] = max(d[x], uint64(absDiff(q[x], r)))
 	}
+	s.w[0] = max(s.w[0], uint64(absDiff(s.q[0], r0)))
+	s.w[1] = max(s.w[1], uint64(absDiff(s.q[1], r1)))
+	s.w[2] = max(s.w[2], uint64(absDiff(s.q[2], r2)))
 }
 
 // predFactor returns (t − b.t)/(b.t − a.t), or false when the pair predicts
@@ -386,7 +414,7 @@ func predictAxis(a, b uint32, f float64, lim uint32) uint32 {
 }
 
 // predict extrapolates the pair (a, b) (a may be nil: no motion known) to
-// stamp t (the client's side of widenPred).
+// stamp t (the client's side of spreader.pair).
 func predict(a, b *posVal, t stamp, lim [3]uint32) [3]uint32 {
 	f, ok := predFactor(a, b, t)
 	if !ok {
