@@ -100,7 +100,7 @@ func BenchmarkSetView1000(b *testing.B) {
 	tab, now, _ := pack1000(b)
 	view := make([]ViewEntry, 1000)
 	for i := range view {
-		s := &tab.states[i].st
+		s := &tab.states[i]
 		view[i] = ViewEntry{Entity: tab.slots[i].entity, Class: tab.cls[tab.slots[i].ci], Priority: 0.5, State: *s}
 	}
 	b.ReportAllocs()
@@ -132,7 +132,7 @@ func BenchmarkSetSnapshotView1000(b *testing.B) {
 	for k := range snaps {
 		snaps[k] = sw.Next(1000)
 		for i := range 1000 {
-			st := tab.states[i].st
+			st := tab.states[i]
 			st.Pos[0] += 0.1 * float64(k)
 			snaps[k].Set(i, tab.slots[i].entity, tab.cls[tab.slots[i].ci], &st)
 			refs[i] = ViewRef{Index: uint32(i), Priority: 0.5}

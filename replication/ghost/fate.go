@@ -79,7 +79,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				break
 			}
 			t.stats.UpdatesLost++
-			lf := t.lastField[int(id)*t.stride:]
+			lf := t.lastField[int(id)*int(t.stride):]
 			var lost uint64
 			for m := mask; m != 0; m &= m - 1 {
 				g := bits.TrailingZeros64(m)

@@ -474,7 +474,7 @@ func checkInvariants(t *Table) error {
 			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.slots[id].entity, got, ok)
 		}
 	}
-	if mapped != t.idx.n {
+	if mapped != int(t.idx.n) {
 		return fmt.Errorf("entity index counts %d, holds %d", t.idx.n, mapped)
 	}
 	// In-flight bookkeeping against the transmission records.

@@ -13,8 +13,8 @@ package ghost
 // entityIndex is empty and ready to use.
 type entityIndex struct {
 	b     []uint32 // id+1, 0: empty; len a power of two (or 0)
-	n     int
-	shift uint8 // 64 − log2(len(b))
+	n     int32    // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
+	shift uint8    // 64 − log2(len(b))
 }
 
 // fibHash is Knuth's multiplicative hash: entity ids are often
@@ -45,7 +45,7 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 // replacing the id it mapped to before, if any.
 func (t *Table) idxSet(e uint64, id uint32) {
 	x := &t.idx
-	if (x.n+1)*4 > len(x.b)*3 {
+	if (int(x.n)+1)*4 > len(x.b)*3 {
 		t.idxGrow()
 	}
 	mask := len(x.b) - 1

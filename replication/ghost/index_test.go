@@ -54,7 +54,7 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 						tab.idxDel(e, id+1)
 					}
 				}
-				if tab.idx.n != len(model) {
+				if int(tab.idx.n) != len(model) {
 					t.Fatalf("step %d: index holds %d, model %d", step, tab.idx.n, len(model))
 				}
 				for ent, id := range model {

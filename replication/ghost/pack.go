@@ -449,7 +449,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	t.addEntry(id, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	lf := t.lastField[int(id)*t.stride:]
+	lf := t.lastField[int(id)*int(t.stride):]
 	for m := mask; m != 0; m &= m - 1 {
 		lf[bits.TrailingZeros64(m)] = uint16(seq)
 	}
@@ -492,7 +492,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 // unconfirmed returns the groups whose newest sent value is in a packet not
 // known delivered (newer than the newest delivered packet of the ghost).
 func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
-	lf := t.lastField[int(id)*t.stride:]
+	lf := t.lastField[int(id)*int(t.stride):]
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).

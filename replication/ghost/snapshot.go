@@ -364,7 +364,7 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 // scope: creating or live).
 func (t *Table) stateOf(id uint32) *State {
 	if !t.snapMode {
-		return &t.states[id].st
+		return &t.states[id]
 	}
 	s := &t.slots[id]
 	if s.si&siCarry != 0 {
@@ -376,7 +376,7 @@ func (t *Table) stateOf(id uint32) *State {
 // qposOf is ghost s's (id's) latest quantized position (in scope).
 func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	if !t.snapMode {
-		return &t.states[id].q
+		return &t.qs[id]
 	}
 	if s.si&siCarry != 0 {
 		return &t.carry[s.si&siIndex].q
@@ -403,26 +403,26 @@ func (t *Table) enterSnapshots() {
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			t.carry = append(t.carry, t.states[i])
+			t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
 			s.si = siCarry | uint32(len(t.carry)-1)
 		case phaseKilling:
-			g := goneRec{id: uint32(i), si: staleEntry, q: t.states[i].q}
+			g := goneRec{id: uint32(i), si: staleEntry, q: t.qs[i]}
 			if s.viewGen == t.viewGen {
-				t.carry = append(t.carry, t.states[i])
+				t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
 				g.si = siCarry | uint32(len(t.carry)-1)
 			}
 			s.si = siGone | uint32(len(t.gone))
 			t.gone = append(t.gone, g)
 		}
 	}
-	t.states, t.snapMode = nil, true // the snapshots hold the states from now on
+	t.states, t.qs, t.snapMode = nil, nil, true // the snapshots hold the states from now on
 }
 
 // leaveSnapshots turns a table whose views came as snapshots back to
 // keeping states of its own (SetView after SetSnapshotView): every ghost's
 // latest state is copied out, so the diff of the next view stays exact.
 func (t *Table) leaveSnapshots() {
-	states := make([]carried, len(t.slots))
+	states, qs := make([]State, len(t.slots)), make([][3]uint32, len(t.slots))
 	for i := 0; i < t.top; i++ {
 		// A leaving ghost's state was not kept (it is never written
 		// again); its position was. Its re-entry takes every group
@@ -431,13 +431,13 @@ func (t *Table) leaveSnapshots() {
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			states[i] = carried{st: *t.stateOf(uint32(i)), q: *t.qposOf(uint32(i), s)}
+			states[i], qs[i] = *t.stateOf(uint32(i)), *t.qposOf(uint32(i), s)
 		case phaseKilling:
-			states[i].q = t.gone[s.si&siIndex].q
+			qs[i] = t.gone[s.si&siIndex].q
 			s.fl |= flNoState
 		}
 		s.si = 0
 	}
-	t.states, t.snap, t.snapSrc, t.snapSeq, t.snapMode = states, nil, 0, 0, false
+	t.states, t.qs, t.snap, t.snapSrc, t.snapSeq, t.snapMode = states, qs, nil, 0, 0, false
 	t.carry, t.carry2, t.gone = nil, nil, nil
 }

@@ -270,10 +270,13 @@ type Table struct {
 	cls   []*Class // the registry's classes (slot.ci)
 	slots []slot
 	pos   []posTrack // what the client may hold of each ghost's position
-	// states holds each ghost's latest state for views given as
-	// ViewEntries (SetView), diffed against the next; nil while the views
-	// come as snapshots (SetSnapshotView), which hold the states instead.
-	states []carried
+	// states and qs hold each ghost's latest state and quantized position
+	// for views given as ViewEntries (SetView), diffed against the next;
+	// nil while the views come as snapshots (SetSnapshotView), which hold
+	// them instead. The positions apart: every record written reads one,
+	// and 12 bytes an id stay in the cache where 160 would not.
+	states []State
+	qs     [][3]uint32
 	// snapMode: the views come as snapshots; snap is the latest view's
 	// (while one is being taken, the one it is taking: prevSnap is the one
 	// before, which the ghosts not yet taken still refer to).
@@ -283,13 +286,13 @@ type Table struct {
 	snapSrc       uint64
 	snapSeq       uint32
 	snapMode      bool
+	stride        uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
 	carry, carry2 []carried // AlwaysInScope states outside the view (rare)
 	gone          []goneRec // ghosts that left scope (snapshot views)
 	pp            posPool   // in-flight positions
 	// lastField[id*stride+group] is the low 16 bits of the newest seq that
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
-	stride    int
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
@@ -301,8 +304,9 @@ type Table struct {
 	top  int      // highest id in use + 1
 	live int      // ids in use
 
-	// The bools share viewGen's word (the Table fits the 896-byte size
-	// class: one more word costs 128 bytes a connection).
+	// The bools share viewGen's word: the Table (with the 8-byte header
+	// the runtime adds to an object this size) fits the 896-byte size
+	// class, and one more word costs 128 bytes a connection.
 	viewGen  uint32
 	haveView bool
 	clockSet bool
@@ -398,7 +402,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		reg:    reg,
 		cfg:    cfg,
 		cls:    reg.classes,
-		stride: max(reg.maxGroups, 1),
+		stride: uint16(max(reg.maxGroups, 1)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
@@ -551,10 +555,9 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				exhausted = true
 				continue
 			}
-			cs := &t.states[id]
-			cs.st = e.State
-			if cs.q = [3]uint32{}; e.Class.posIdx >= 0 {
-				cs.q = vq[i]
+			t.states[id] = e.State
+			if t.qs[id] = [3]uint32{}; e.Class.posIdx >= 0 {
+				t.qs[id] = vq[i]
 			}
 			t.slots[id].yawQ = yawCode(e.Class, &e.State)
 		} else {
@@ -609,11 +612,10 @@ func (t *Table) Remove(entity uint64) {
 // refresh applies a view entry to an existing ghost: diff and store.
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
-	cs := &t.states[id]
-	old := &cs.st
-	changed := t.reenter(id, c, cs.q != *q)
+	old := &t.states[id]
+	changed := t.reenter(id, c, t.qs[id] != *q)
 	if c.posIdx >= 0 {
-		cs.q = *q
+		t.qs[id] = *q
 	}
 	if s := &t.slots[id]; s.has(flNoState) {
 		s.fl &^= flNoState
@@ -736,8 +738,9 @@ func (t *Table) grow(n int) {
 	t.pos = resize(t.pos, c)
 	if !t.snapMode {
 		t.states = resize(t.states, c)
+		t.qs = resize(t.qs, c)
 	}
-	t.lastField = resize(t.lastField, c*t.stride)
+	t.lastField = resize(t.lastField, c*int(t.stride))
 }
 
 // resize returns s with length and capacity n, its first min(len(s), n)
