@@ -32,7 +32,7 @@ func (t *Table) OnFate(f notify.Fate) {
 		k := (int(p.start) + j) & (len(t.ents) - 1)
 		e := t.ents[k]
 		id := e.id()
-		s, in := &t.slots[id], &t.info[id]
+		s := &t.slots[id]
 		if s.phase == phaseFree {
 			continue // cannot happen: ids are freed with nothing in flight
 		}
@@ -53,14 +53,20 @@ func (t *Table) OnFate(f notify.Fate) {
 				s.pendChg = sent
 			}
 		}
-		if mask&s.class.posBit != 0 {
-			in.pos.resolve(&t.pp, p.t, f.Delivered)
+		c := t.cls[s.ci]
+		if mask&c.posBit != 0 {
+			tr := &t.pos[id]
+			tr.resolve(&t.pp, p.t, f.Delivered)
+			s.set(flPosFull, tr.full())
+			if !f.Delivered && p.t == stamp(t.viewMS) {
+				s.fl &^= flPosNow // this view's position was lost: it may go again
+			}
 		}
 		switch e.kind() {
 		case recCreate:
-			s.createInFlight = false
+			s.fl &^= flCreateInFlight
 			if f.Delivered {
-				s.created = true
+				s.fl |= flCreated
 				if s.phase == phaseCreating {
 					s.phase = phaseLive
 				}
@@ -73,7 +79,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				break
 			}
 			t.stats.UpdatesLost++
-			lf := t.lastField[int(id)*t.stride:]
+			lf := t.lastField[int(id)*int(t.stride):]
 			var lost uint64
 			for m := mask; m != 0; m &= m - 1 {
 				g := bits.TrailingZeros64(m)
@@ -87,14 +93,15 @@ func (t *Table) OnFate(f notify.Fate) {
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
 				s.dirty |= lost
-				if lost&s.class.posBit != 0 {
-					s.rest = true // resend the position even if the client has it: the stamp matters
+				if lost&c.posBit != 0 {
+					// Resend the position even if the client has it: the
+					// stamp matters (a rest marker).
 					s.restCopies = max(s.restCopies, 1)
 				}
 				t.restale(s, f, from)
 			}
 		case recKill:
-			s.killInFlight = false
+			s.fl &^= flKillInFlight
 			if f.Delivered {
 				t.free(id)
 				continue

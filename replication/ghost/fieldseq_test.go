@@ -109,13 +109,14 @@ func (r *fieldRig) check() {
 		return
 	}
 	var want uint64
-	for g := range s.class.Groups {
+	c := r.tab.cls[s.ci]
+	for g := range c.Groups {
 		if r.newest[g] > r.ack {
 			want |= 1 << uint(g)
 		}
 	}
-	if got := r.tab.unconfirmed(r.id, s); got != want {
-		r.t.Fatalf("seq %d ack %d: unconfirmed %b, want %b (newest %v)", r.seq, r.ack, got, want, r.newest[:len(s.class.Groups)])
+	if got := r.tab.unconfirmed(r.id, s, c); got != want {
+		r.t.Fatalf("seq %d ack %d: unconfirmed %b, want %b (newest %v)", r.seq, r.ack, got, want, r.newest[:len(c.Groups)])
 	}
 }
 

@@ -440,20 +440,20 @@ func checkInvariants(t *Table) error {
 		}
 		live++
 		top = i + 1
-		if s.phase == phaseLive && !s.created {
+		if s.phase == phaseLive && !s.has(flCreated) {
 			return fmt.Errorf("id %d live but not created", i)
 		}
-		if s.phase == phaseCreating && s.created {
+		if s.phase == phaseCreating && s.has(flCreated) {
 			return fmt.Errorf("id %d creating but created", i)
 		}
-		if s.phase == phaseKilling && !s.created && s.inflight == 0 {
+		if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
 			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
 		}
-		id, ok := t.idxGet(t.info[i].entity)
+		id, ok := t.idxGet(t.slots[i].entity)
 		switch {
 		case s.phase != phaseKilling && (!ok || id != uint32(i)):
-			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.info[i].entity, s.phase)
-		case s.killInFlight && ok && id == uint32(i):
+			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.slots[i].entity, s.phase)
+		case s.has(flKillInFlight) && ok && id == uint32(i):
 			return fmt.Errorf("id %d: kill in flight but still mapped", i)
 		}
 	}
@@ -470,18 +470,18 @@ func checkInvariants(t *Table) error {
 		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree {
 			return fmt.Errorf("entity index holds id %d which is free", id)
 		}
-		if got, ok := t.idxGet(t.info[id].entity); !ok || got != id {
-			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.info[id].entity, got, ok)
+		if got, ok := t.idxGet(t.slots[id].entity); !ok || got != id {
+			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.slots[id].entity, got, ok)
 		}
 	}
-	if mapped != t.idx.n {
+	if mapped != int(t.idx.n) {
 		return fmt.Errorf("entity index counts %d, holds %d", t.idx.n, mapped)
 	}
 	// In-flight bookkeeping against the transmission records.
 	// Records carry no incarnation: every record in flight must be of a
 	// ghost that is not free (ids are freed only with nothing in flight).
 	type key struct{ id uint32 }
-	inflight := map[key]int32{}
+	inflight := map[key]uint16{}
 	creates, kills, poss := map[key]int{}, map[key]int{}, map[key]int{}
 	ents := 0
 	for k := 0; k < t.pktLen; k++ {
@@ -507,7 +507,7 @@ func checkInvariants(t *Table) error {
 			case recKill:
 				kills[kk]++
 			}
-			if s := &t.slots[e.id()]; t.entMask(ei, e)&s.class.posBit != 0 {
+			if s := &t.slots[e.id()]; t.entMask(ei, e)&t.cls[s.ci].posBit != 0 {
 				poss[kk]++
 			}
 		}
@@ -524,24 +524,29 @@ func checkInvariants(t *Table) error {
 		if inflight[kk] != s.inflight {
 			return fmt.Errorf("id %d: inflight %d, records say %d", i, s.inflight, inflight[kk])
 		}
-		if (creates[kk] > 0) != s.createInFlight || creates[kk] > 1 {
-			return fmt.Errorf("id %d: createInFlight %v, records hold %d creates", i, s.createInFlight, creates[kk])
+		if (creates[kk] > 0) != s.has(flCreateInFlight) || creates[kk] > 1 {
+			return fmt.Errorf("id %d: createInFlight %v, records hold %d creates", i, s.has(flCreateInFlight), creates[kk])
 		}
-		if (kills[kk] > 0) != s.killInFlight || kills[kk] > 1 {
-			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.killInFlight, kills[kk])
+		if (kills[kk] > 0) != s.has(flKillInFlight) || kills[kk] > 1 {
+			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.has(flKillInFlight), kills[kk])
 		}
-		if int(t.info[i].pos.n) != poss[kk] {
-			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.info[i].pos.n, poss[kk])
+		if int(t.pos[i].n) != poss[kk] {
+			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.pos[i].n, poss[kk])
 		}
-		if s.killInFlight && s.inflight != 1 {
+		// The slot's position flags answer what the track would (collect
+		// and posForm read only the flags).
+		if s.posBlocked() == t.posWritable(uint32(i)) {
+			return fmt.Errorf("id %d: position blocked %v (flags %b), the track says writable %v", i, s.posBlocked(), s.fl, t.posWritable(uint32(i)))
+		}
+		if s.has(flKillInFlight) && s.inflight != 1 {
 			return fmt.Errorf("id %d: kill in flight alongside %d other records", i, s.inflight-1)
 		}
 	}
 	// Pooled positions: each in-flight position one node of its ghost's
 	// list, every other node free.
 	seen := map[int32]int{}
-	for i := range t.info {
-		tr := &t.info[i].pos
+	for i := range t.pos {
+		tr := &t.pos[i]
 		if t.slots[i].phase == phaseFree && tr.n != 0 {
 			return fmt.Errorf("free id %d tracks %d positions in flight", i, tr.n)
 		}
@@ -553,9 +558,18 @@ func checkInvariants(t *Table) error {
 			seen[j] = i
 			last = j
 		}
-		if tr.n > 0 && t.pp.nodes[last].next != -1 {
+		if tr.n > 0 && (t.pp.nodes[last].next != -1 || tr.tail != last) {
 			return fmt.Errorf("id %d: list of %d does not end at its last node", i, tr.n)
 		}
+		// Oldest first: stamps increase along the list.
+		for j, k := tr.head, 1; k < int(tr.n); j, k = t.pp.nodes[j].next, k+1 {
+			if nx := t.pp.nodes[j].next; t.pp.nodes[nx].t.sub(t.pp.nodes[j].t) <= 0 {
+				return fmt.Errorf("id %d: in-flight positions not oldest first", i)
+			}
+		}
+	}
+	if t.pp.wide != (len(t.pp.hi) == len(t.pp.nodes) && t.pp.hi != nil) && len(t.pp.nodes) > 0 {
+		return fmt.Errorf("pool: wide %v, %d nodes, %d high words", t.pp.wide, len(t.pp.nodes), len(t.pp.hi))
 	}
 	if len(t.pp.nodes) > 0 {
 		for j := t.pp.free; j >= 0; j = t.pp.nodes[j].next {
@@ -567,6 +581,48 @@ func checkInvariants(t *Table) error {
 	}
 	if len(seen) != len(t.pp.nodes) {
 		return fmt.Errorf("pool: %d nodes, %d held or free", len(t.pp.nodes), len(seen))
+	}
+	return checkViewRefs(t)
+}
+
+// checkViewRefs verifies where each ghost's state is: for snapshot views,
+// a ghost in scope names an entry of the latest snapshot (in the latest
+// view) or a carried state, and one that left names its goneRec, which
+// names it back; every goneRec is a leaving ghost's.
+func checkViewRefs(t *Table) error {
+	if !t.snapMode {
+		if len(t.gone) != 0 || t.snap != nil {
+			return fmt.Errorf("entry views with %d gone records, snapshot %v", len(t.gone), t.snap != nil)
+		}
+		return nil
+	}
+	if t.prevSnap != nil {
+		return fmt.Errorf("prevSnap held between views")
+	}
+	gone := 0
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		switch {
+		case s.phase == phaseFree:
+		case s.phase == phaseKilling:
+			if s.si&siGone == 0 || int(s.si&siIndex) >= len(t.gone) || t.gone[s.si&siIndex].id != uint32(i) {
+				return fmt.Errorf("id %d left scope, si %#x does not name its gone record", i, s.si)
+			}
+			gone++
+		case s.si&siCarry != 0:
+			if int(s.si&siIndex) >= len(t.carry) {
+				return fmt.Errorf("id %d: carried state %d of %d", i, s.si&siIndex, len(t.carry))
+			}
+		case s.si&siGone != 0:
+			return fmt.Errorf("id %d in scope (phase %d) names a gone record", i, s.phase)
+		default:
+			if s.viewGen != t.viewGen || t.snap == nil || int(s.si) >= len(t.snap.ents) || t.snap.ents[s.si].entity != s.entity {
+				return fmt.Errorf("id %d (entity %d): entry %d is not its entry in the latest view", i, s.entity, s.si)
+			}
+		}
+	}
+	if gone != len(t.gone) {
+		return fmt.Errorf("%d gone records, %d ghosts leaving", len(t.gone), gone)
 	}
 	return nil
 }

@@ -3,18 +3,18 @@ package ghost
 // entityIndex maps an entity id to the ghost id that holds it on one
 // connection. It is an open-addressing hash set of ghost ids (linear
 // probing, backward-shift deletion) whose keys are not stored: a bucket
-// holds id+1 and the key is read from the table's info[id].entity. 4 bytes
+// holds id+1 and the key is read from the table's slots[id].entity. 4 bytes
 // a bucket at most 3/4 full, against ≈ 25 bytes an entry for a
 // map[uint64]uint32 (measured 1.6 KB per player at 1,000 players).
 //
-// An id is only ever in the index under its own info[id].entity, and a
+// An id is only ever in the index under its own slots[id].entity, and a
 // table removes it before the id is freed or reused, so the key read
 // through the id is always the one it was inserted under. The zero
 // entityIndex is empty and ready to use.
 type entityIndex struct {
 	b     []uint32 // id+1, 0: empty; len a power of two (or 0)
-	n     int
-	shift uint8 // 64 − log2(len(b))
+	n     int32    // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
+	shift uint8    // 64 − log2(len(b))
 }
 
 // fibHash is Knuth's multiplicative hash: entity ids are often
@@ -35,17 +35,17 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 		if v == 0 {
 			return 0, false
 		}
-		if t.info[v-1].entity == e {
+		if t.slots[v-1].entity == e {
 			return v - 1, true
 		}
 	}
 }
 
-// idxSet maps entity e to id (info[id].entity must already be e),
+// idxSet maps entity e to id (slots[id].entity must already be e),
 // replacing the id it mapped to before, if any.
 func (t *Table) idxSet(e uint64, id uint32) {
 	x := &t.idx
-	if (x.n+1)*4 > len(x.b)*3 {
+	if (int(x.n)+1)*4 > len(x.b)*3 {
 		t.idxGrow()
 	}
 	mask := len(x.b) - 1
@@ -56,7 +56,7 @@ func (t *Table) idxSet(e uint64, id uint32) {
 			x.n++
 			return
 		}
-		if v-1 == id || t.info[v-1].entity == e {
+		if v-1 == id || t.slots[v-1].entity == e {
 			x.b[i] = id + 1
 			return
 		}
@@ -76,7 +76,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 		if v == 0 {
 			return
 		}
-		if t.info[v-1].entity == e {
+		if t.slots[v-1].entity == e {
 			if v-1 != id {
 				return
 			}
@@ -94,7 +94,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 			if v == 0 {
 				return
 			}
-			k := x.home(t.info[v-1].entity)
+			k := x.home(t.slots[v-1].entity)
 			if (i <= j && (i < k && k <= j)) || (i > j && (i < k || k <= j)) {
 				continue // still reachable from its home
 			}
@@ -117,7 +117,7 @@ func (t *Table) idxGrow() {
 		if v == 0 {
 			continue
 		}
-		i := x.home(t.info[v-1].entity)
+		i := x.home(t.slots[v-1].entity)
 		for x.b[i] != 0 {
 			i = (i + 1) & mask
 		}

@@ -21,7 +21,7 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, 1))
 			tab := &Table{}
 			const ids = 512
-			tab.info = make([]info, ids)
+			tab.slots = make([]slot, ids)
 			model := map[uint64]uint32{}
 			var free []uint32
 			for i := ids - 1; i >= 0; i-- {
@@ -34,13 +34,13 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 				case op < 5 && len(free) > 0: // alloc a fresh id for e (may replace)
 					id := free[len(free)-1]
 					free = free[:len(free)-1]
-					tab.info[id].entity = e
+					tab.slots[id].entity = e
 					held[id] = true
 					tab.idxSet(e, id)
 					model[e] = id
 				case op < 9: // free some held id: remove it if mapped
 					for id := range held {
-						ent := tab.info[id].entity
+						ent := tab.slots[id].entity
 						tab.idxDel(ent, id)
 						if model[ent] == id {
 							delete(model, ent)
@@ -54,7 +54,7 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 						tab.idxDel(e, id+1)
 					}
 				}
-				if tab.idx.n != len(model) {
+				if int(tab.idx.n) != len(model) {
 					t.Fatalf("step %d: index holds %d, model %d", step, tab.idx.n, len(model))
 				}
 				for ent, id := range model {

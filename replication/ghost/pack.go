@@ -82,7 +82,7 @@ func ilog4(x uint64) int {
 // waiting (age in ms) — as log(prio) + log(StaleUnit + age) −
 // log(StaleUnit), with log(prio) precomputed per view (prioB =
 // bucketOf(prio)).
-func (p *packer) grown(prioB int16, age int32) int {
+func (p *packer) grown(prioB uint8, age int32) int {
 	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+p.unit) - p.logUnit
 	return max(0, min(b, tierBuckets-1))
 }
@@ -254,18 +254,19 @@ func (p *packer) collect(t *Table, now msTime) int {
 		case phaseFree:
 			continue
 		case phaseKilling:
-			if !s.created || s.inflight != 0 || s.killInFlight {
+			if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
 				continue
 			}
 			b = killBucket
 		case phaseCreating:
-			if s.createInFlight {
+			if s.has(flCreateInFlight) {
 				continue
 			}
 			b = tierCreate*tierBuckets + p.grown(s.prioB, int32(now-s.since))
 		case phaseLive:
+			c := t.cls[s.ci]
 			sent := int32(now - s.sentAt)
-			if sent < s.class.minMS {
+			if sent < c.minMS {
 				continue
 			}
 			// late: how long the client may have lacked a change, once past
@@ -293,7 +294,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 				b = tierResend*tierBuckets + int(s.prioB)
 				break
 			}
-			if s.dirty == s.class.posBit && !t.posWritable(uint32(i)) {
+			if s.dirty == c.posBit && s.posBlocked() {
 				continue // only position is dirty and it cannot go now
 			}
 			age := int32(now - s.since)
@@ -392,7 +393,7 @@ const (
 // commits it to the table and the packet's transmission record.
 func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
-	c := s.class
+	c := t.cls[s.ci]
 	var kind uint8
 	var mask uint64
 	var err error
@@ -403,14 +404,14 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		err = w.WriteBits(uint64(id)|kindKill<<width, width+kindKillLen)
 	case phaseCreating:
 		kind, mask = recCreate, c.all
-		err = t.writeCreate(w, id, s, width)
+		err = t.writeCreate(w, id, s, c, width)
 		pushPos = c.posIdx >= 0
 	default:
 		kind = recUpdate
 		mask = s.dirty & c.all
 		resend := mask == 0
 		if resend {
-			mask = t.unconfirmed(id, s)
+			mask = t.unconfirmed(id, s, c)
 		}
 		var pf posForm
 		if mask&c.posBit != 0 {
@@ -426,7 +427,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if mask == 0 {
 			return recNothing
 		}
-		err = t.writeUpdate(w, id, s, mask, width, &pf)
+		err = t.writeUpdate(w, id, s, c, mask, width, &pf)
 		pushPos = mask&c.posBit != 0
 		if err == nil && pushPos && pf.k == 0 {
 			t.stats.AbsolutePos++
@@ -445,11 +446,10 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		return recMiss
 	}
 	// Commit.
-	in := &t.info[id]
 	t.addEntry(id, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	lf := t.lastField[int(id)*t.stride:]
+	lf := t.lastField[int(id)*int(t.stride):]
 	for m := mask; m != 0; m &= m - 1 {
 		lf[bits.TrailingZeros64(m)] = uint16(seq)
 	}
@@ -457,20 +457,22 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
-		in.pos.push(&t.pp, stamp(t.viewMS), &in.qpos)
+		tr := &t.pos[id]
+		tr.push(&t.pp, stamp(t.viewMS), t.qposOf(id, s))
+		s.fl |= flPosNow
+		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {
 			s.restCopies--
 		}
-		s.rest = s.restCopies > 0
 	}
 	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
-		s.killInFlight = true
-		t.idxDel(in.entity, id) // a re-entry from now on gets a new id
+		s.fl |= flKillInFlight
+		t.idxDel(s.entity, id) // a re-entry from now on gets a new id
 		t.stats.Kills++
 	case recCreate:
-		s.createInFlight = true
+		s.fl |= flCreateInFlight
 		s.ackSeq = uint32(seq) - 1 // nothing of this incarnation is confirmed yet
 		s.dirty = 0
 		t.stats.Creates++
@@ -479,7 +481,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.stats.PosDeferred++
 		}
 		s.dirty &^= mask
-		if s.rest {
+		if s.restCopies > 0 {
 			s.dirty |= c.posBit // the second rest marker goes with the next view
 		}
 		t.stats.Updates++
@@ -489,14 +491,14 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 
 // unconfirmed returns the groups whose newest sent value is in a packet not
 // known delivered (newer than the newest delivered packet of the ghost).
-func (t *Table) unconfirmed(id uint32, s *slot) uint64 {
-	lf := t.lastField[int(id)*t.stride:]
+func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
+	lf := t.lastField[int(id)*int(t.stride):]
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
 	ack := min(s.lastSeq-s.ackSeq, fieldOld)
 	var m uint64
-	for i := range s.class.Groups {
+	for i := range c.Groups {
 		if uint32(uint16(s.lastSeq)-lf[i]) < ack {
 			m |= 1 << uint(i)
 		}
@@ -558,9 +560,10 @@ const (
 // posWritable reports whether ghost id's position may be written now: fewer
 // than posRingLen positions in flight and none yet from the current view
 // (the prediction needs every value the client may hold to be older than
-// the one it codes).
+// the one it codes). The slot's flags say so (posBlocked); this is the
+// track's own answer, which they must agree with (tests).
 func (t *Table) posWritable(id uint32) bool {
-	tr := &t.info[id].pos
+	tr := &t.pos[id]
 	if tr.full() {
 		return false
 	}
@@ -572,20 +575,22 @@ func (t *Table) posWritable(id uint32) bool {
 // of each changed axis (k from the spread of the client's possible
 // predictions), absolute, or not at all.
 func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
-	if !t.posWritable(id) {
+	if s.posBlocked() {
 		pf.kind = posLater
 		return
 	}
-	in := &t.info[id]
-	tr := &in.pos
+	tr := &t.pos[id]
 	if tr.dn == 0 {
 		return // absolute (kind posSend, k 0)
 	}
-	if !s.rest && tr.clientHas(&t.pp, &in.qpos) {
+	q := t.qposOf(id, s)
+	var buf [posRingLen]posVal
+	fl := tr.inflight(&t.pp, &buf)
+	if s.restCopies == 0 && tr.clientHasIn(fl, q) {
 		pf.kind = posSame
 		return
 	}
-	tr.predSpread(&t.pp, &in.qpos, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+	tr.spread(fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
 	if m > 0 {
@@ -616,16 +621,14 @@ func writePosAbs(w *bitstream.Writer, q *quant, c *[3]uint32) error {
 }
 
 // writeCreate writes a create record: id, kind, class, entity, every group.
-func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint) error {
-	c := s.class
+func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, width uint) error {
 	if err := w.WriteBits(uint64(id)|kindCreate<<width, width+kindCreateLen); err != nil {
 		return err
 	}
 	if err := w.WriteGamma(uint64(c.ID) + 1); err != nil {
 		return err
 	}
-	in := &t.info[id]
-	if err := writeEntity(w, in.entity); err != nil {
+	if err := writeEntity(w, s.entity); err != nil {
 		return err
 	}
 	st := t.stateOf(id)
@@ -633,7 +636,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, width uint)
 		g := &c.Groups[i]
 		var err error
 		if g.pos {
-			err = writePosAbs(w, &t.reg.q, &in.qpos)
+			err = writePosAbs(w, &t.reg.q, t.qposOf(id, s))
 		} else {
 			err = g.Encode(w, st)
 		}
@@ -658,8 +661,7 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 }
 
 // writeUpdate writes an update record with the given mask.
-func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64, width uint, pf *posForm) error {
-	c := s.class
+func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm) error {
 	var err error
 	if mask == c.DefaultMask {
 		err = w.WriteBits(uint64(id)|kindDefault<<width, width+kindDefaultLen)
@@ -680,7 +682,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, mask uint64
 		g := &c.Groups[i]
 		switch {
 		case g.pos:
-			err = t.writePosUpdate(w, &t.info[id].qpos, pf)
+			err = t.writePosUpdate(w, t.qposOf(id, s), pf)
 		case g.yaw && i == c.yawIdx:
 			err = w.WriteBits(uint64(s.yawQ), g.yc.bits) // YawGroup's Encode, quantized at the view
 		case g.yaw:

@@ -52,23 +52,33 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The in-flight ones are a list, newest first, of nodes
+// subset of them). The in-flight ones are a list, oldest first, of nodes
 // in the table's posPool: a ghost holds memory for the positions it
 // actually has in flight (one or two at a short fate delay), not for the
-// posRingLen it may have. A node is named by its stamp, not by the packet
-// that carried it: a ghost's position goes out at most once per view, so
-// its stamps in flight are distinct, and each packet keeps its view stamp.
+// posRingLen it may have. Oldest first, because fates come mostly in send
+// order: the one a fate resolves is then the head, one node touched, not
+// a walk down the list (each node a cache line of its own: the nodes of
+// one ghost are written a packet apart). A node is named by its stamp, not
+// by the packet that carried it: a ghost's position goes out at most once
+// per view, so its stamps in flight are distinct, and each packet keeps
+// its view stamp.
 type posTrack struct {
 	n    uint8
 	dn   uint8
-	head int32     // pool node of the newest in flight (-1: none)
+	head int32     // pool node of the oldest in flight (-1: none)
+	tail int32     // pool node of the newest in flight (when n > 0)
 	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
 }
 
-// posNode is one in-flight position in a posPool list: 20 bytes.
+// posNode is one in-flight position in a posPool list: 16 bytes, four to a
+// cache line and never across two. The position is packed (posPool.pack):
+// the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
+// default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
+// the rest in posPool.hi.
 type posNode struct {
-	v    posVal
-	next int32 // next older in flight of the same ghost, or the next free node (-1: none)
+	t    stamp
+	next int32  // next newer in flight of the same ghost, or the next free node (-1: none)
+	q    uint64 // the position, packed: its low 64 bits
 }
 
 // posPool holds the in-flight positions of one table's ghosts, reused
@@ -76,9 +86,54 @@ type posNode struct {
 // flight at once.
 type posPool struct {
 	nodes []posNode
-	free  int32 // first free node (-1: none); the zero pool has none
-	used  int   // nodes in lists (not free)
-	hw    int   // most nodes used at once since the last trim
+	// hi holds bits 64 and up of each node's packed position (same index):
+	// nil unless the bounds' codes take more than 64 bits.
+	hi   []uint32
+	free int32 // first free node (-1: none); the zero pool has none
+	used int   // nodes in lists (not free)
+	hw   int   // most nodes used at once since the last trim
+	// The packing: axis a at bit sh[a], m[a] its mask; wide: more than 64
+	// bits (set by init).
+	m    [3]uint32
+	sh   [3]uint8
+	wide bool
+}
+
+// init sets the packing for q's codes.
+func (x *posPool) init(q *quant) {
+	x.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
+	for a := range 3 {
+		x.m[a] = uint32(1<<q.bits[a] - 1)
+	}
+	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
+}
+
+// pack returns c packed: the low 64 bits and the rest (0 unless wide). An
+// axis's code is at most 31 bits, so sh[2] ≤ 62 and only z can cross bit 64.
+func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
+	lo := uint64(c[0]) | uint64(c[1])<<x.sh[1] | uint64(c[2])<<x.sh[2]
+	return lo, uint32(uint64(c[2]) >> (64 - x.sh[2])) // a shift by 64 (sh[2] = 0) is 0 in Go
+}
+
+// unpack sets v to node i's position and stamp.
+func (x *posPool) unpack(i int32, v *posVal) {
+	nd := &x.nodes[i]
+	q := nd.q
+	z := uint32(q >> x.sh[2])
+	if x.wide {
+		z |= x.hi[i] << (64 - x.sh[2])
+	}
+	v.t = nd.t
+	v.q[0] = uint32(q) & x.m[0]
+	v.q[1] = uint32(q>>x.sh[1]) & x.m[1]
+	v.q[2] = z & x.m[2]
+}
+
+// value is node i's position and stamp.
+func (x *posPool) value(i int32) posVal {
+	var v posVal
+	x.unpack(i, &v)
+	return v
 }
 
 func (x *posPool) get() int32 {
@@ -99,9 +154,17 @@ func (x *posPool) get() int32 {
 		ns := make([]posNode, n, n+max(n/4, 16))
 		copy(ns, x.nodes)
 		x.nodes = ns
+		if x.wide {
+			hi := make([]uint32, n, cap(ns))
+			copy(hi, x.hi)
+			x.hi = hi
+		}
 	}
 	x.nodes = x.nodes[:len(x.nodes)+1]
 	x.nodes[len(x.nodes)-1] = posNode{}
+	if x.wide {
+		x.hi = x.hi[:len(x.nodes)]
+	}
 	return int32(len(x.nodes) - 1)
 }
 
@@ -131,36 +194,34 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.v.t = t
-	nd.v.q[0], nd.v.q[1], nd.v.q[2] = q[0], q[1], q[2]
-	if p.n == 0 {
-		nd.next = -1
-	} else {
-		nd.next = p.head
+	lo, hi := x.pack(q)
+	nd.t, nd.q, nd.next = t, lo, -1
+	if x.wide {
+		x.hi[i] = hi
 	}
-	p.head = i
+	if p.n == 0 {
+		p.head = i
+	} else {
+		x.nodes[p.tail].next = i
+	}
+	p.tail = i
 	p.n++
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool) {
-	if p.n == 1 {
-		x.put(p.head)
-		p.head, p.n = -1, 0
-		return
-	}
 	i := p.head
-	for k := uint8(2); k < p.n; k++ {
-		i = x.nodes[i].next
+	p.head = x.nodes[i].next
+	x.put(i)
+	if p.n--; p.n == 0 {
+		p.head = -1
 	}
-	x.put(x.nodes[i].next)
-	p.n--
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.head].v.t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
 			return t, true
 		}
 	}
@@ -173,20 +234,24 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 	prev := int32(-1)
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 		nd := &x.nodes[i]
-		if nd.v.t != t {
+		if nd.t != t {
 			prev = i
 			continue
 		}
-		v := nd.v
 		if prev < 0 {
 			p.head = nd.next
 		} else {
 			x.nodes[prev].next = nd.next
 		}
-		x.put(i)
-		p.n--
+		if i == p.tail {
+			p.tail = prev
+		}
 		if delivered {
-			p.insert(v)
+			p.insert(x.value(i))
+		}
+		x.put(i)
+		if p.n--; p.n == 0 {
+			p.head = -1
 		}
 		return
 	}
@@ -208,11 +273,17 @@ func (p *posTrack) insert(v posVal) {
 // clientHas reports whether every position the client may currently show
 // (its newest received) equals q, so there is nothing to send.
 func (p *posTrack) clientHas(x *posPool, q *[3]uint32) bool {
+	var buf [posRingLen]posVal
+	return p.clientHasIn(p.inflight(x, &buf), q)
+}
+
+// clientHasIn is clientHas with the positions in flight copied out (fl).
+func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
 	if p.dn == 0 || p.d[1].q != *q {
 		return false
 	}
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		if v := &x.nodes[i].v; v.t.sub(p.d[1].t) > 0 && v.q != *q {
+	for k := range fl {
+		if v := &fl[k]; v.t.sub(p.d[1].t) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -228,58 +299,94 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 	if p.dn == 0 {
 		return false
 	}
-	// Newest of the pair (n1): the newest delivered value, or an in-flight
-	// value newer than it. Older of the pair: the newest certain value below
-	// n1, or any in-flight value between that one and n1.
+	var buf [posRingLen]posVal
+	p.spread(p.inflight(x, &buf), q, t, lim, d)
+	return true
+}
+
+// inflight copies the positions in flight, oldest first, into buf: the
+// pairs below visit each several times, and a copy on the stack is one
+// walk of the pool's links instead of one per newer value.
+func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
+	n := int(p.n)
+	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
+		x.unpack(i, &buf[k])
+	}
+	return buf[:n]
+}
+
+// spread is predSpread over fl, the positions in flight oldest first (p.dn
+// > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
+// flight newer than it. Older of the pair: the newest certain value below
+// n1 (d0 for d1, d1 for the others; d0 may be missing), or any value in
+// flight between that one and n1. The stamps in flight strictly increase
+// (a ghost's position goes out at most once per view, each newer than the
+// ones before it: checkInvariants), so each set is a run of fl.
+func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	d1 := &p.d[1]
 	var d0 *posVal
 	if p.dn == 2 {
 		d0 = &p.d[0]
 	}
-	if p.n == 0 { // nothing in flight: the client's pair is known exactly
-		widenPred(d, q, d0, d1, t, lim)
-		return true
+	w := spreader{q: *q, lim: *lim, t: t, w: *d}
+	w.pair(d0, d1)
+	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
+	// which is never in flight too; skipped all the same).
+	j0 := 0
+	for j0 < len(fl) && fl[j0].t.sub(d1.t) < 0 {
+		j0++
 	}
-	p.pairs(x, d1, d0, q, t, lim, d)
-	var prev *posVal
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		n1 := &x.nodes[i].v
-		if n1.t.sub(d1.t) > 0 && (prev == nil || n1.t != prev.t) {
-			p.pairs(x, n1, d1, q, t, lim, d)
+	for k := range j0 { // delivered out of order: between d0 and d1
+		if d0 == nil || fl[k].t.sub(d0.t) > 0 {
+			w.pair(&fl[k], d1)
 		}
-		prev = n1
 	}
-	return true
+	j1 := j0
+	for j1 < len(fl) && fl[j1].t.sub(d1.t) <= 0 {
+		j1++
+	}
+	for j := j1; j < len(fl); j++ {
+		n1 := &fl[j]
+		w.pair(d1, n1)
+		for k := j1; k < j; k++ {
+			w.pair(&fl[k], n1)
+		}
+	}
+	*d = w.w
 }
 
-// pairs widens d by the residuals of every pair whose newer value is n1 and
-// whose older value is c (the newest certain value below n1; nil if none) or
-// an in-flight value between c and n1.
-func (p *posTrack) pairs(x *posPool, n1, c *posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
-	widenPred(d, q, c, n1, t, lim)
-	var prev *posVal
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		m := &x.nodes[i].v
-		if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) && (prev == nil || m.t != prev.t) {
-			widenPred(d, q, m, n1, t, lim)
-		}
-		prev = m
-	}
+// spreader accumulates, per axis, the largest |q − prediction| of the
+// pairs one spread visits (w), for a value q stamped t.
+type spreader struct {
+	q, lim [3]uint32
+	t      stamp
+	w      [3]uint64
 }
 
-// widenPred widens d by |q − predict(a, b, t)| per axis.
-func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32) {
-	f, ok := predFactor(a, b, t)
-	for x := range 3 {
-		r := b.q[x]
-		// An axis on which the pair did not move predicts b exactly
-		// (b + round(0·f), b ≤ lim): no float work (the height of a
-		// walker on flat ground, every axis of a ghost at rest).
-		if ok && a.q[x] != r {
-			r = predictAxis(a.q[x], r, f, lim[x])
+// pair widens w by |q − predict(a, b, t)| per axis (a nil: no older
+// value). The axes written out, the division only for a pair that moved:
+// a pair with the same value on an axis predicts b on it exactly (b +
+// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
+// of a ghost at rest — and so does a pair that predicts no motion
+// (predFactor).
+func (s *spreader) pair(a, b *posVal) {
+	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
+	if a != nil && a.q != b.q {
+		if f, ok := predFactor(a, b, s.t); ok {
+			if a.q[0] != r0 {
+				r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+			}
+			if a.q[1] != r1 {
+				r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+			}
+			if a.q[2] != r2 {
+				r2 = predictAxis(a.q[2], r2, f, s.lim[2])
+			}
 		}
-		d[x] = max(d[x], uint64(absDiff(q[x], r)))
 	}
+	s.w[0] = max(s.w[0], uint64(absDiff(s.q[0], r0)))
+	s.w[1] = max(s.w[1], uint64(absDiff(s.q[1], r1)))
+	s.w[2] = max(s.w[2], uint64(absDiff(s.q[2], r2)))
 }
 
 // predFactor returns (t − b.t)/(b.t − a.t), or false when the pair predicts
@@ -307,7 +414,7 @@ func predictAxis(a, b uint32, f float64, lim uint32) uint32 {
 }
 
 // predict extrapolates the pair (a, b) (a may be nil: no motion known) to
-// stamp t (the client's side of widenPred).
+// stamp t (the client's side of spreader.pair).
 func predict(a, b *posVal, t stamp, lim [3]uint32) [3]uint32 {
 	f, ok := predFactor(a, b, t)
 	if !ok {

@@ -415,14 +415,22 @@ func ExtraGroup(n int) Group {
 	return Group{
 		Name: "extra",
 		Encode: func(w *bitstream.Writer, s *State) error {
-			at := w.BitLen()
+			// The n codes as one field when they fit the writer's 56-bit
+			// fast path (a player's move sequence and small counters do):
+			// the same bits as a WriteGamma each, one write instead of n
+			// (every update of a player ghost carries its move sequence).
+			var c uint64
+			l := uint(0)
 			for i := range n {
-				if err := w.WriteGamma(uint64(s.Extra[i]) + 1); err != nil {
-					w.Truncate(at) // keep the group atomic
-					return err
+				v := uint64(s.Extra[i]) + 1
+				z := uint(bits.Len64(v)) - 1
+				if l+2*z+1 > 56 {
+					return writeGammas(w, s.Extra[:n])
 				}
+				c |= (1<<z | (v&^(1<<z))<<(z+1)) << l
+				l += 2*z + 1
 			}
-			return nil
+			return w.WriteBits(c, l)
 		},
 		Decode: func(r *bitstream.Reader, s *State) error {
 			for i := range n {
@@ -439,6 +447,18 @@ func ExtraGroup(n int) Group {
 		},
 		Changed: func(old, cur *State) bool { return old.Extra != cur.Extra },
 	}
+}
+
+// writeGammas writes each of vs + 1 as a gamma code, all or nothing.
+func writeGammas(w *bitstream.Writer, vs []uint32) error {
+	at := w.BitLen()
+	for _, x := range vs {
+		if err := w.WriteGamma(uint64(x) + 1); err != nil {
+			w.Truncate(at) // keep the group atomic
+			return err
+		}
+	}
+	return nil
 }
 
 // MaxGroups is the most field groups a class may have (one uint64 dirty mask).
@@ -482,6 +502,7 @@ type Class struct {
 	weight float32
 	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
 	reg    *Registry // the first registry c was registered in
+	ri     uint16    // c's index in reg.classes
 }
 
 // Registry is the first registry c was registered in (nil: none). A zone
@@ -556,9 +577,14 @@ func (c *Class) prepare() error {
 // from then on it is read-only and safe to share between goroutines (every
 // connection's Table and Mirror may use one Registry).
 type Registry struct {
-	bounds    Bounds
-	q         quant
-	byID      map[uint16]*Class
+	bounds Bounds
+	q      quant
+	byID   map[uint16]*Class
+	// classes lists the classes in registration order: a table's ghost
+	// record names its class by this index (2 bytes, not an 8-byte
+	// pointer), and ri is that index for each class.
+	classes   []*Class
+	ri        map[*Class]uint16
 	maxGroups int
 	frozen    atomic.Bool // set by NewTable/NewMirror, which may run on many goroutines at once
 }
@@ -568,7 +594,7 @@ func NewRegistry(b Bounds) (*Registry, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class)}, nil
+	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class), ri: make(map[*Class]uint16)}, nil
 }
 
 // Register adds classes. A duplicate wire id is ErrDuplicateClass (RP-2:
@@ -589,12 +615,24 @@ func (r *Registry) Register(cs ...*Class) error {
 			return err
 		}
 		r.byID[c.ID] = c
+		// Wire ids are unique within a registry, so its classes number
+		// at most 2^16: the index fits 16 bits.
+		r.ri[c] = uint16(len(r.classes))
 		if c.reg == nil {
-			c.reg = r
+			c.reg, c.ri = r, uint16(len(r.classes))
 		}
+		r.classes = append(r.classes, c)
 		r.maxGroups = max(r.maxGroups, len(c.Groups))
 	}
 	return nil
+}
+
+// index is c's index in r.classes (c must be registered in r).
+func (r *Registry) index(c *Class) uint16 {
+	if c.reg == r {
+		return c.ri
+	}
+	return r.ri[c]
 }
 
 // Lookup returns the class with wire id id.

@@ -1,6 +1,7 @@
 package ghost
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -280,5 +281,45 @@ func TestRoundHalfAwayIsMathRound(t *testing.T) {
 		check(math.Floor(x) + 0.5) // exact halves
 		check(math.Nextafter(math.Floor(x)+0.5, math.Inf(1)))
 		check(math.Nextafter(math.Floor(x)+0.5, math.Inf(-1)))
+	}
+}
+
+// ExtraGroup's one-write encoding is the bits of a gamma code per value,
+// for every count of values and sizes up to 2^32 − 1 (those take the code
+// by code path), and like it writes nothing when the group does not fit.
+func TestExtraGroupEncodesGammaCodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	for it := range 20000 {
+		n := 1 + it%4
+		g := ExtraGroup(n)
+		var s State
+		for i := range s.Extra {
+			switch r.IntN(4) {
+			case 0:
+				s.Extra[i] = 0
+			case 1:
+				s.Extra[i] = uint32(r.IntN(1 << 10))
+			case 2:
+				s.Extra[i] = uint32(r.IntN(1 << 20))
+			default:
+				s.Extra[i] = r.Uint32()
+			}
+		}
+		size := r.IntN(24)
+		var a, b [32]byte
+		var wa, wb bitstream.Writer
+		wa.Reset(a[:size])
+		wb.Reset(b[:size])
+		wa.WriteBits(1, 3) // not byte-aligned
+		wb.WriteBits(1, 3)
+		errA, errB := g.Encode(&wa, &s), writeGammas(&wb, s.Extra[:n])
+		// The bits written (a failed write may leave bits past the
+		// position: nothing reads them).
+		nb := wa.BitLen()
+		last := byte(1)<<(nb%8) - 1
+		if (errA == nil) != (errB == nil) || nb != wb.BitLen() || !bytes.Equal(a[:nb/8], b[:nb/8]) || a[nb/8]&last != b[nb/8]&last {
+			t.Fatalf("extra %v (n %d, %d bytes): wrote %d bits %x (%v), codes one by one %d bits %x (%v)",
+				s.Extra[:n], n, size, nb, a[:size], errA, wb.BitLen(), b[:size], errB)
+		}
 	}
 }

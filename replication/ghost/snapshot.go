@@ -24,10 +24,12 @@ type Snapshot struct {
 	stride int
 	ents   []snapEnt
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
-	// held entry i's current group-g value (the position group's is
-	// unused: tables diff quantized positions). A table that took seq p
-	// sees every change of group g since as chg > p (a value changed and
-	// changed back counts too), however many snapshots it skipped.
+	// held entry i's current group-g value (for the position group: the
+	// quantized position). A table that took seq p sees every change of
+	// group g since as chg > p (a value changed and changed back counts
+	// too), however many snapshots it skipped. Tables diff positions, not
+	// stamps (a stop is a change back to no motion); the stamp spares a
+	// table that took the previous snapshot reading that one's entry.
 	chg    []uint32
 	sealed bool
 }
@@ -175,6 +177,9 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			copy(chg, prevChg[i*st:i*st+st])
+			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
+				chg[c.posIdx] = s.seq
+			}
 			if !sameBeyondPos(&prev[i].state, &e.state) {
 				for g := range c.Groups {
 					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
@@ -209,6 +214,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if snap == nil || !snap.sealed || snap.reg != t.reg && snap.reg.bounds != t.reg.bounds {
 		return fmt.Errorf("%w: snapshot not sealed or of a registry with other bounds", ErrConfig)
 	}
+	if len(snap.ents) >= staleEntry {
+		return fmt.Errorf("%w: a snapshot of %d entries (at most %d)", ErrConfig, len(snap.ents), staleEntry-1)
+	}
 	var known *Class
 	for _, r := range view {
 		if int(r.Index) >= len(snap.ents) {
@@ -229,11 +237,15 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			known = e.class
 		}
 	}
-	oldStates := t.states
-	t.states = nil // the snapshots hold the states from now on
+	if !t.snapMode {
+		t.enterSnapshots()
+	}
 	same := t.snap != nil && t.snapSrc == snap.source
-	oldSnap := t.snap
+	oldSnap, oldCarry := t.snap, t.carry
 	prev, nowMS := t.beginView(ms, now, len(view))
+	// From here the ghosts already taken refer to snap, the others still
+	// to oldSnap (snapOf).
+	t.snap, t.prevSnap = snap, oldSnap
 	exhausted := false
 	for i := range view {
 		r := &view[i]
@@ -241,79 +253,98 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		id, ok := t.viewGhost(prev, i, e.entity, e.class)
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.entity, e.class, &e.qpos, nowMS); err {
+			if id, err = t.alloc(e.entity, e.class, nowMS); err {
 				exhausted = true
 				continue
 			}
-			t.slots[id].yawQ = e.yawQ
 		} else {
-			in := &t.info[id]
+			s := &t.slots[id]
 			c := e.class
-			changed := t.reenter(id, c, &e.qpos)
-			switch prevView := in.viewGen == t.viewGen-1; {
-			case same && in.si == r.Index:
+			// What the ghost's previous view left: its entry (or a state
+			// of the table's own), that snapshot's seq and the position.
+			psi, ptaken := s.si, t.snapSeq
+			var moved bool
+			switch {
+			case psi&siGone != 0:
+				g := &t.gone[psi&siIndex]
+				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // reenter drops the record
+			case psi&siCarry != 0:
+				moved = oldCarry[psi&siIndex].q != e.qpos
+			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
+				// The entry of the snapshot just before this one: its
+				// stamp says whether the position differs from that one's.
+				moved = snap.chg[int(r.Index)*snap.stride+c.posIdx] == snap.seq
+			default:
+				moved = oldSnap.ents[psi].qpos != e.qpos
+			}
+			changed := t.reenter(id, c, moved)
+			switch prevView := s.viewGen == t.viewGen-1; {
+			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
 				for g := range c.Groups {
-					if int32(chg[g]-in.taken) > 0 && g != c.posIdx {
+					if int32(chg[g]-ptaken) > 0 && g != c.posIdx {
 						changed |= 1 << uint(g)
 					}
 				}
-			// Another writer (a handoff to another zone) or another entry
-			// (a held state under overload): diff against the state of
-			// the previous view, which the table still has.
-			case prevView && oldSnap != nil:
-				changed |= diffGroups(c, &oldSnap.ents[in.si].state, &e.state)
-			case prevView && oldStates != nil:
-				changed |= diffGroups(c, &oldStates[id], &e.state)
+			// Another writer (a handoff to another zone), another entry
+			// (a held state under overload), or the table's own state (the
+			// views came as entries before): diff against the state of the
+			// previous view, which the table still has.
+			case prevView && psi != staleEntry:
+				changed |= diffGroups(c, t.stateIn(oldSnap, oldCarry, psi), &e.state)
 			default:
 				changed |= c.all &^ c.posBit
 			}
 			t.markChanged(id, changed, nowMS)
-			t.slots[id].yawQ = e.yawQ
 		}
 		t.order[i] = id
-		in := &t.info[id]
-		in.si, in.taken, in.viewGen = r.Index, snap.seq, t.viewGen
 		s := &t.slots[id]
+		s.yawQ, s.si, s.viewGen = e.yawQ, r.Index, t.viewGen
 		b := bucketOf(basePriority(r.Priority) * e.class.weight)
-		s.prioB, s.owtB = int16(b), owtBTable[b]
+		s.prioB, s.owtB = uint8(b), owtBTable[b]
 	}
 	t.carry2 = t.carry2[:0]
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		in := &t.info[i]
-		if in.viewGen == t.viewGen {
+		s.fl &^= flPosNow // a new view: every ghost's position may go again
+		if s.viewGen == t.viewGen {
 			continue
 		}
-		if s.phase == phaseCreating || s.phase == phaseLive {
-			if s.class.AlwaysInScope {
+		switch s.phase {
+		case phaseCreating, phaseLive:
+			if t.cls[s.ci].AlwaysInScope {
 				// Kept on the client without a view entry: keep its state.
-				if oldSnap == nil {
-					t.carry2 = append(t.carry2, oldStates[i])
+				if s.si&siCarry != 0 {
+					t.carry2 = append(t.carry2, oldCarry[s.si&siIndex])
 				} else {
-					t.carry2 = append(t.carry2, *t.stateIn(oldSnap, t.carry, in.si))
+					oe := &oldSnap.ents[s.si]
+					t.carry2 = append(t.carry2, carried{st: oe.state, q: oe.qpos})
 				}
-				in.si = carryBit | uint32(len(t.carry2)-1)
+				s.si = siCarry | uint32(len(t.carry2)-1)
 				continue
 			}
 			t.leave(uint32(i))
+			if s.phase == phaseFree {
+				continue
+			}
 		}
-		if !same && in.si&carryBit == 0 {
+		if s.si&siGone != 0 && !same {
 			// Of another writer's series: must not match an entry of
 			// this one by chance on a re-entry.
-			in.si = staleEntry
+			t.gone[s.si&siIndex].si = staleEntry
 		}
 	}
 	t.carry, t.carry2 = t.carry2, t.carry
-	t.snap, t.snapSrc, t.snapSeq = snap, snap.source, snap.seq
+	t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 	if exhausted {
 		return ErrTooManyGhosts
 	}
 	return nil
 }
 
-// staleEntry is an info.si that names no snapshot entry.
-const staleEntry = carryBit - 1
+// staleEntry is a slot.si or goneRec.si that names no snapshot entry
+// (SetSnapshotView refuses snapshots that large).
+const staleEntry = siIndex
 
 // diffGroups is the groups other than the position whose wire value
 // differs between old and cur.
@@ -329,33 +360,84 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 	return m
 }
 
-// stateOf is ghost id's latest state: what its records encode.
+// stateOf is ghost id's latest state: what its records encode (a ghost in
+// scope: creating or live).
 func (t *Table) stateOf(id uint32) *State {
-	if t.snap == nil {
+	if !t.snapMode {
 		return &t.states[id]
 	}
-	return t.stateIn(t.snap, t.carry, t.info[id].si)
+	s := &t.slots[id]
+	if s.si&siCarry != 0 {
+		return &t.carry[s.si&siIndex].st
+	}
+	return &t.snapOf(s).ents[s.si].state
 }
 
-func (t *Table) stateIn(snap *Snapshot, carry []State, si uint32) *State {
-	if si&carryBit != 0 {
-		return &carry[si&^carryBit]
+// qposOf is ghost s's (id's) latest quantized position (in scope).
+func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
+	if !t.snapMode {
+		return &t.qs[id]
+	}
+	if s.si&siCarry != 0 {
+		return &t.carry[s.si&siIndex].q
+	}
+	return &t.snapOf(s).ents[s.si].qpos
+}
+
+// stateIn is the state si names in snap or carry (si an entry or siCarry|i).
+func (t *Table) stateIn(snap *Snapshot, carry []carried, si uint32) *State {
+	if si&siCarry != 0 {
+		return &carry[si&siIndex].st
 	}
 	return &snap.ents[si].state
+}
+
+// enterSnapshots turns a table whose views came as entries (or none yet)
+// to snapshot views: a ghost in scope keeps its state as carried (siCarry),
+// one that left keeps a goneRec — and its state too if it left after the
+// latest view (Remove), which the next view diffs against.
+func (t *Table) enterSnapshots() {
+	t.carry, t.carry2, t.gone = t.carry[:0], t.carry2[:0], t.gone[:0]
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
+		switch s.phase {
+		case phaseCreating, phaseLive:
+			t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
+			s.si = siCarry | uint32(len(t.carry)-1)
+		case phaseKilling:
+			g := goneRec{id: uint32(i), si: staleEntry, q: t.qs[i]}
+			if s.viewGen == t.viewGen {
+				t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
+				g.si = siCarry | uint32(len(t.carry)-1)
+			}
+			s.si = siGone | uint32(len(t.gone))
+			t.gone = append(t.gone, g)
+		}
+	}
+	t.states, t.qs, t.snapMode = nil, nil, true // the snapshots hold the states from now on
 }
 
 // leaveSnapshots turns a table whose views came as snapshots back to
 // keeping states of its own (SetView after SetSnapshotView): every ghost's
 // latest state is copied out, so the diff of the next view stays exact.
 func (t *Table) leaveSnapshots() {
-	states := make([]State, len(t.slots))
+	states, qs := make([]State, len(t.slots)), make([][3]uint32, len(t.slots))
 	for i := 0; i < t.top; i++ {
-		// A killing ghost's entry may be of an older snapshot: its state
-		// is never written again, and a re-entry takes all groups anyway.
-		if ph := t.slots[i].phase; ph == phaseCreating || ph == phaseLive {
-			states[i] = *t.stateOf(uint32(i))
+		// A leaving ghost's state was not kept (it is never written
+		// again); its position was. Its re-entry takes every group
+		// (flNoState), not a diff against a zero State, which would miss
+		// a change to a zero value.
+		s := &t.slots[i]
+		switch s.phase {
+		case phaseCreating, phaseLive:
+			states[i], qs[i] = *t.stateOf(uint32(i)), *t.qposOf(uint32(i), s)
+		case phaseKilling:
+			qs[i] = t.gone[s.si&siIndex].q
+			s.fl |= flNoState
 		}
+		s.si = 0
 	}
-	t.states, t.snap, t.snapSrc, t.snapSeq = states, nil, 0, 0
-	t.carry, t.carry2 = nil, nil
+	t.states, t.qs, t.snap, t.snapSrc, t.snapSeq, t.snapMode = states, qs, nil, 0, 0, false
+	t.carry, t.carry2, t.gone = nil, nil, nil
 }

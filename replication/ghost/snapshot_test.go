@@ -285,3 +285,58 @@ func TestSnapshotViewAllocatesNothing(t *testing.T) {
 func notifyDelivered(seq uint64, at time.Duration) notify.Fate {
 	return notify.Fate{Seq: seq, Delivered: true, SentAt: at}
 }
+
+// A ghost that left scope under snapshot views, its kill not yet sent,
+// comes back in an entry view: the table kept none of its state (a leaving
+// ghost keeps only its position), so the re-entry must take every group —
+// a diff against no state (zero) missed a change to a zero value, and the
+// client kept health 50.
+func TestEntryViewReentryAfterSnapshotViewsTakesEveryGroup(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw, ents, 0, 1)
+	d.settleSnap(sw, ents, 0, 1)
+	d.snapView(sw, ents, 0) // entity 2 leaves; no packet yet: its kill is not sent
+	id, ok := d.tab.GhostID(2)
+	if !ok || d.tab.slots[id].phase != phaseKilling {
+		t.Fatal("entity 2 is not leaving with its kill pending")
+	}
+	ents[1].State.Health = 0
+	d.view(ents...) // back, as entries, at health 0
+	if d.tab.slots[id].dirty&groupBit(d.nc, "health") == 0 {
+		t.Fatalf("re-entry after snapshot views: dirty %b, health not among them", d.tab.slots[id].dirty)
+	}
+	d.settle(ents...)
+	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// A table that skipped a snapshot in which a ghost moved away and back
+// compares positions, not the position's stamp: the ghost did not move
+// (no position update, no rest marker). One that took every snapshot
+// reads the stamp, and a move it took is one.
+func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw, ents, 0, 1)
+	d.settleSnap(sw, ents, 0, 1)
+	pos := groupBit(d.nc, "pos")
+	// Skipped: entity 2 one metre away.
+	moved := ents[1]
+	moved.State.Pos[0] += 1
+	s := sw.Next(2)
+	s.Set(0, ents[0].Entity, ents[0].Class, &ents[0].State)
+	s.Set(1, moved.Entity, moved.Class, &moved.State)
+	sw.Seal(s)
+	d.snapView(sw, ents, 0, 1) // back where the table last saw it
+	if sl := &d.tab.slots[1]; sl.dirty&pos != 0 || sl.has(flMoving) {
+		t.Fatalf("moved and back in a skipped snapshot: dirty %b, moving %v; want neither", sl.dirty, sl.has(flMoving))
+	}
+	d.snapView(sw, []ViewEntry{ents[0], moved}, 0, 1) // taken: a move
+	if sl := &d.tab.slots[1]; sl.dirty&pos == 0 || !sl.has(flMoving) {
+		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", sl.dirty, sl.has(flMoving))
+	}
+}

@@ -44,33 +44,13 @@ const (
 	phaseKilling
 )
 
-// slot is the hot half of the server's record of one ghost id: the 64 bytes
-// packing scans for every ghost each packet (one cache line). Class data
-// (MinInterval, the position bit) is read through class, which every ghost
-// of the class shares. The rest of the record is the id's info.
+// slot is a ghost id's record: the 64 bytes (one cache line) that taking a
+// view, packing and a fate touch for every ghost. What only writing a
+// position and its fate need is the id's posTrack (Table.pos); the
+// quantized position and the state are the view's (the snapshot entry si,
+// or the table's own copy), not the slot's.
 type slot struct {
-	phase          phase
-	created        bool // a create was delivered: the client holds this ghost
-	createInFlight bool
-	killInFlight   bool
-	// inflight counts this ghost's records in packets whose fate is unknown.
-	// A kill waits until it is 0, so no older record of the ghost can reach
-	// the client after its kill (and none of a reused id's old incarnation).
-	inflight int32
-	prioB    int16 // bucketOf(zone priority × class weight), once per view
-	owtB     int8  // overdueWeight of that priority, once per view
-	// moving: the position changed in the latest view. rest: it stopped
-	// changing and the client has not been told yet; the next update sends a
-	// rest marker (a position update stamped with the new view, same value)
-	// so the client's interpolation stops there instead of extrapolating
-	// past it. restCopies: rest markers still to send (two per stop, in
-	// consecutive views: a lost marker means a visible overshoot).
-	moving, rest bool
-	restCopies   uint8
-	// yawQ is the latest state's yaw code of the class's first yaw group,
-	// quantized once per view (for a snapshot, once for every table)
-	// instead of once per update written.
-	yawQ   uint16
+	entity uint64
 	dirty  uint64 // groups the client may lack (RL-5)
 	since  msTime // staleness counts from here: last send, or when it became dirty
 	sentAt msTime // last time a record of this ghost was written
@@ -85,7 +65,84 @@ type slot struct {
 	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
 	lastSeq uint32
 	ackSeq  uint32
-	class   *Class
+	viewGen uint32 // last view that included the entity
+	// si is where the ghost's latest state is, for views given as
+	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
+	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
+	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// re-entry compares against in Table.gone[i]). Unused for SetView.
+	si uint32
+	// inflight counts this ghost's records in packets whose fate is unknown.
+	// A kill waits until it is 0, so no older record of the ghost can reach
+	// the client after its kill (and none of a reused id's old incarnation).
+	// At most one record a packet, and Write keeps fewer than maxSeqSpan
+	// (2^15) packets in flight: 16 bits.
+	inflight uint16
+	ci       uint16 // class: index in the registry's classes
+	// yawQ is the latest state's yaw code of the class's first yaw group,
+	// quantized once per view (for a snapshot, once for every table)
+	// instead of once per update written.
+	yawQ  uint16
+	prioB uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets)
+	owtB  int8  // overdueWeight of that priority, once per view
+	phase phase
+	fl    uint8 // flag bits below
+	// restCopies: rest markers still to send (two per stop, in consecutive
+	// views: a lost marker means a visible overshoot). While it is not 0
+	// the next update sends a rest marker (a position update stamped with
+	// the new view, same value) so the client's interpolation stops there
+	// instead of extrapolating past it.
+	restCopies uint8
+}
+
+// Flag bits of slot.fl.
+const (
+	flCreated        = 1 << iota // a create was delivered: the client holds this ghost
+	flCreateInFlight             // a create record is in flight
+	flKillInFlight               // a kill record is in flight
+	flMoving                     // the position changed in the latest view
+	// flPosNow: a position from the current view was written and not
+	// reported lost (a ghost's position goes out at most once per view:
+	// its prediction needs every value the client may hold to be older).
+	flPosNow
+	flPosFull // posRingLen positions in flight: the next waits
+	// flNoState: the table kept no state of this leaving ghost (it left
+	// under snapshot views, which keep only its position); a re-entry in
+	// an entry view takes every group instead of diffing against none.
+	flNoState
+)
+
+func (s *slot) has(f uint8) bool { return s.fl&f != 0 }
+
+func (s *slot) set(f uint8, on bool) {
+	if on {
+		s.fl |= f
+	} else {
+		s.fl &^= f
+	}
+}
+
+// posBlocked reports whether the position cannot be written now (one from
+// this view already went, or posRingLen are in flight): the hot-line
+// answer of what the track holds.
+func (s *slot) posBlocked() bool { return s.fl&(flPosNow|flPosFull) != 0 }
+
+// carried is a state the table keeps itself: every ghost's latest for
+// SetView, and for snapshot views an AlwaysInScope ghost's outside its view.
+type carried struct {
+	st State
+	q  [3]uint32 // st.Pos quantized (0 for a class without a position)
+}
+
+// goneRec is what a ghost that left scope (phaseKilling) keeps of its last
+// view while views come as snapshots: what a re-entry before its kill went
+// out compares against. Only leaving ghosts have one, so a ghost in view
+// pays for none of it.
+type goneRec struct {
+	id    uint32
+	si    uint32 // its entry in the snapshot of seq taken (staleEntry, or siCarry|i for a state in carry: none)
+	taken uint32
+	q     [3]uint32
 }
 
 // msTime is a time the table was given, in whole milliseconds since its
@@ -158,8 +215,8 @@ func (t *Table) rebase() {
 	// view, and after a jump of the clock its int32 difference may
 	// already have wrapped.
 	now := stamp(t.viewMS)
-	for i := range t.info {
-		p := &t.info[i].pos
+	for i := range t.pos {
+		p := &t.pos[i]
 		for k := 2 - int(p.dn); k < 2; k++ {
 			if uint32(now-p.d[k].t) > rebaseBy {
 				p.d[k].t = now - rebaseBy
@@ -168,28 +225,12 @@ func (t *Table) rebase() {
 	}
 }
 
-// info is the cold half of a ghost id's record (72 bytes): what only
-// SetView, writing a record and its fate touch. It holds no incarnation
-// number: an id is freed only once nothing of it is in flight (a kill goes
-// out when no other record is, and a ghost the client never held is freed
-// when its last record resolves), so every record in flight is of its id's
-// current incarnation.
-type info struct {
-	entity  uint64
-	viewGen uint32    // last SetView that included the entity
-	qpos    [3]uint32 // quantized State.Pos
-	// si is the ghost's entry in the table's snapshot (SetSnapshotView), or
-	// carryBit|i for an AlwaysInScope ghost its latest view left out,
-	// whose state the table keeps in carry[i].
-	si uint32
-	// taken is the seq of the snapshot si is of: the ghost's groups
-	// stamped later than it changed since.
-	taken uint32
-	pos   posTrack // what the client may hold of the position
-}
-
-// carryBit marks info.si as an index into Table.carry.
-const carryBit = 1 << 31
+// Tags of slot.si.
+const (
+	siCarry = 1 << 31
+	siGone  = 1 << 30
+	siIndex = siGone - 1
+)
 
 // Stats counts what a Table did (pure packages count instead of logging).
 type Stats struct {
@@ -226,23 +267,32 @@ type Table struct {
 	reg *Registry
 	cfg Config
 
+	cls   []*Class // the registry's classes (slot.ci)
 	slots []slot
-	info  []info
-	// states holds each ghost's latest State for views given as
-	// ViewEntries (SetView), diffed against the next; nil while the views
-	// come as snapshots (SetSnapshotView), which hold the states instead.
+	pos   []posTrack // what the client may hold of each ghost's position
+	// states and qs hold each ghost's latest state and quantized position
+	// for views given as ViewEntries (SetView), diffed against the next;
+	// nil while the views come as snapshots (SetSnapshotView), which hold
+	// them instead. The positions apart: every record written reads one,
+	// and 12 bytes an id stay in the cache where 160 would not.
 	states []State
-	snap   *Snapshot // the latest view's snapshot (nil: SetView)
+	qs     [][3]uint32
+	// snapMode: the views come as snapshots; snap is the latest view's
+	// (while one is being taken, the one it is taking: prevSnap is the one
+	// before, which the ghosts not yet taken still refer to).
+	snap, prevSnap *Snapshot
 	// snapSrc and snapSeq name the snapshot the latest view came from:
 	// its entries' stamps newer than snapSeq are changes since.
 	snapSrc       uint64
 	snapSeq       uint32
-	carry, carry2 []State // AlwaysInScope states outside the view (rare)
-	pp            posPool // in-flight positions of ghosts with more than posInline
+	snapMode      bool
+	stride        uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
+	carry, carry2 []carried // AlwaysInScope states outside the view (rare)
+	gone          []goneRec // ghosts that left scope (snapshot views)
+	pp            posPool   // in-flight positions
 	// lastField[id*stride+group] is the low 16 bits of the newest seq that
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
-	stride    int
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity: zones list a
 	// player's interest set in much the same order tick after tick, so it
@@ -254,18 +304,22 @@ type Table struct {
 	top  int      // highest id in use + 1
 	live int      // ids in use
 
+	// The bools share viewGen's word: the Table (with the 8-byte header
+	// the runtime adds to an object this size) fits the 896-byte size
+	// class, and one more word costs 128 bytes a connection.
 	viewGen  uint32
-	viewMS   int64
 	haveView bool
+	clockSet bool
+	fateSeen bool
+	wrote    bool
+	viewMS   int64
 	lastNow  time.Duration // latest now seen (SetView, Write): OnFate's clock
 	epoch    time.Duration // msTime 1
-	clockSet bool
 
 	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
 	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
 	// ghost again before its last copy had fateDelay to be confirmed.
 	fateDelay, fateVar time.Duration
-	fateSeen           bool
 
 	// transmission records, FIFO in send order
 	pkts    []pktRec
@@ -278,7 +332,6 @@ type Table struct {
 	entHead int
 	entLen  int
 	lastSeq uint64
-	wrote   bool
 	pkEnt0  int           // entLen when the packet being written began
 	entHW   int           // most records in flight at once since the last trim
 	trimAt  time.Duration // last trim (lastNow)
@@ -348,7 +401,8 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	t := &Table{
 		reg:    reg,
 		cfg:    cfg,
-		stride: max(reg.maxGroups, 1),
+		cls:    reg.classes,
+		stride: uint16(max(reg.maxGroups, 1)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
@@ -361,6 +415,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		t.entHi = make([]uint32, len(t.ents))
 	}
 	t.pk.init(t)
+	t.pp.init(&reg.q)
 	return t, nil
 }
 
@@ -395,7 +450,7 @@ func (t *Table) Pending() bool {
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating:
-			if !s.createInFlight {
+			if !s.has(flCreateInFlight) {
 				return true
 			}
 		case phaseLive:
@@ -403,7 +458,7 @@ func (t *Table) Pending() bool {
 				return true
 			}
 		case phaseKilling:
-			if !s.killInFlight {
+			if !s.has(flKillInFlight) {
 				return true
 			}
 		}
@@ -435,15 +490,16 @@ func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (id
 	if i < len(prev) {
 		// A creating or live slot holding the entity is the one the map
 		// names: there is never a second one for the same entity.
-		if h := prev[i]; int(h) < t.top && (t.slots[h].phase == phaseCreating || t.slots[h].phase == phaseLive) &&
-			t.info[h].entity == entity {
-			id, ok = h, true
+		if h := prev[i]; int(h) < t.top {
+			if s := &t.slots[h]; (s.phase == phaseCreating || s.phase == phaseLive) && s.entity == entity {
+				id, ok = h, true
+			}
 		}
 	}
 	if !ok {
 		id, ok = t.idxGet(entity)
 	}
-	if ok && t.slots[id].class != class {
+	if ok && t.cls[t.slots[id].ci] != class {
 		t.leave(id) // an entity that changes class is a new ghost
 		return 0, false
 	}
@@ -485,7 +541,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 			return fmt.Errorf("entity %d: %w", e.Entity, err)
 		}
 	}
-	if t.snap != nil {
+	if t.snapMode {
 		t.leaveSnapshots()
 	}
 	prev, nowMS := t.beginView(ms, now, len(view))
@@ -495,24 +551,28 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		id, ok := t.viewGhost(prev, i, e.Entity, e.Class)
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.Entity, e.Class, &vq[i], nowMS); err {
+			if id, err = t.alloc(e.Entity, e.Class, nowMS); err {
 				exhausted = true
 				continue
 			}
 			t.states[id] = e.State
+			if t.qs[id] = [3]uint32{}; e.Class.posIdx >= 0 {
+				t.qs[id] = vq[i]
+			}
 			t.slots[id].yawQ = yawCode(e.Class, &e.State)
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
 		}
 		t.order[i] = id
 		s := &t.slots[id]
-		t.info[id].viewGen = t.viewGen
+		s.viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
-		s.prioB, s.owtB = int16(b), owtBTable[b]
+		s.prioB, s.owtB = uint8(b), owtBTable[b]
 	}
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		if (s.phase == phaseCreating || s.phase == phaseLive) && t.info[i].viewGen != t.viewGen && !s.class.AlwaysInScope {
+		s.fl &^= flPosNow // a new view: every ghost's position may go again
+		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.cls[s.ci].AlwaysInScope {
 			t.leave(uint32(i))
 		}
 	}
@@ -553,7 +613,14 @@ func (t *Table) Remove(entity uint64) {
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
 	old := &t.states[id]
-	changed := t.reenter(id, c, q)
+	changed := t.reenter(id, c, t.qs[id] != *q)
+	if c.posIdx >= 0 {
+		t.qs[id] = *q
+	}
+	if s := &t.slots[id]; s.has(flNoState) {
+		s.fl &^= flNoState
+		changed |= c.all &^ c.posBit
+	}
 	if !sameBeyondPos(old, &e.State) { // most views change a ghost's position at most
 		for i := range c.Groups {
 			g := &c.Groups[i]
@@ -579,12 +646,15 @@ func yawCode(c *Class, st *State) uint16 {
 }
 
 // reenter cancels a pending kill of ghost id (in view again before the kill
-// went out), takes q as its position and returns the position group's bit
-// if the position changed or just stopped changing.
-func (t *Table) reenter(id uint32, c *Class, q *[3]uint32) uint64 {
-	s, in := &t.slots[id], &t.info[id]
+// went out) and returns the position group's bit if its position moved
+// since the previous view or just stopped moving.
+func (t *Table) reenter(id uint32, c *Class, moved bool) uint64 {
+	s := &t.slots[id]
 	if s.phase == phaseKilling {
-		if s.created {
+		if s.si&siGone != 0 {
+			t.dropGone(s.si &^ siGone)
+		}
+		if s.has(flCreated) {
 			s.phase = phaseLive
 		} else {
 			s.phase = phaseCreating
@@ -592,14 +662,14 @@ func (t *Table) reenter(id uint32, c *Class, q *[3]uint32) uint64 {
 	}
 	var changed uint64
 	if c.posIdx >= 0 {
-		if *q != in.qpos {
+		if moved {
 			changed |= c.posBit
-			s.moving = true
-		} else if s.moving {
-			s.moving, s.rest, s.restCopies = false, true, restMarkerCopies
+			s.fl |= flMoving
+		} else if s.has(flMoving) {
+			s.fl &^= flMoving
+			s.restCopies = restMarkerCopies
 			changed |= c.posBit
 		}
-		in.qpos = *q
 	}
 	return changed
 }
@@ -629,8 +699,8 @@ func sameBeyondPos(a, b *State) bool {
 }
 
 // alloc gives entity the lowest free ghost id; true means none is left.
-// The caller stores its state.
-func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now msTime) (uint32, bool) {
+// The caller stores its state (and for a snapshot view, si).
+func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	if t.live >= t.cfg.MaxGhosts {
 		t.stats.IDsExhausted++
 		return 0, true
@@ -639,20 +709,19 @@ func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now msTime) (uint32
 	if id >= len(t.slots) {
 		t.grow(id + 1)
 	}
-	s, in := &t.slots[id], &t.info[id]
+	s := &t.slots[id]
+	// viewGen is kept: the id's previous ghost's, never the current view.
 	*s = slot{
-		class:   c,
+		entity:  entity,
+		viewGen: s.viewGen,
+		ci:      t.reg.index(c),
 		dirty:   c.all,
 		since:   now,
 		pendChg: now,
 		lastChg: stamp(t.viewMS),
 		phase:   phaseCreating,
 	}
-	in.pos.reset(&t.pp)
-	*in = info{entity: entity, viewGen: in.viewGen}
-	if c.posIdx >= 0 {
-		in.qpos = *q
-	}
+	t.pos[id].reset(&t.pp)
 	t.idxSet(entity, uint32(id))
 	t.stats.GhostsAssigned++
 	return uint32(id), false
@@ -661,16 +730,17 @@ func (t *Table) alloc(entity uint64, c *Class, q *[3]uint32, now msTime) (uint32
 // grow extends the per-id arrays to at least n ids, by an eighth at a time
 // in multiples of 8 (ids stay compact, so the arrays stay near the largest
 // scope; a scope that settles stops allocating). An eighth, not more: the
-// room is kept for the table's life, ≈ 290 B an id.
+// room is kept for the table's life, ≈ 120 B an id (snapshot views).
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
 	t.slots = resize(t.slots, c)
-	t.info = resize(t.info, c)
-	if t.snap == nil {
+	t.pos = resize(t.pos, c)
+	if !t.snapMode {
 		t.states = resize(t.states, c)
+		t.qs = resize(t.qs, c)
 	}
-	t.lastField = resize(t.lastField, c*t.stride)
+	t.lastField = resize(t.lastField, c*int(t.stride))
 }
 
 // resize returns s with length and capacity n, its first min(len(s), n)
@@ -707,10 +777,13 @@ func (t *Table) allocID() int {
 
 // free releases id for reuse.
 func (t *Table) free(id uint32) {
-	s, in := &t.slots[id], &t.info[id]
-	t.idxDel(in.entity, id)
+	s := &t.slots[id]
+	t.idxDel(s.entity, id)
+	if s.si&siGone != 0 {
+		t.dropGone(s.si &^ siGone)
+	}
 	s.phase = phaseFree
-	s.class = nil
+	s.si = 0
 	s.dirty = 0
 	w := int(id / 64)
 	t.used[w] &^= 1 << (id % 64)
@@ -730,15 +803,49 @@ func (t *Table) leave(id uint32) {
 	case phaseFree, phaseKilling:
 		return
 	}
+	if t.snapMode {
+		// What a re-entry before the kill goes out compares against: the
+		// view's entry is not kept past the view.
+		g := goneRec{id: id, si: staleEntry}
+		switch {
+		case s.si&siCarry != 0:
+			g.q = t.carry[s.si&siIndex].q
+		default:
+			sn := t.snapOf(s)
+			g.si, g.taken, g.q = s.si, sn.seq, sn.ents[s.si].qpos
+		}
+		s.si = siGone | uint32(len(t.gone))
+		t.gone = append(t.gone, g)
+	}
 	s.phase = phaseKilling
 	t.settle(id)
+}
+
+// snapOf is the snapshot s.si (an entry, in view) refers to: the latest,
+// or while a view is being taken, the one before for a ghost not yet in it.
+func (t *Table) snapOf(s *slot) *Snapshot {
+	if s.viewGen != t.viewGen && t.prevSnap != nil {
+		return t.prevSnap
+	}
+	return t.snap
+}
+
+// dropGone removes gone[i] (its ghost re-entered or was freed), moving the
+// last record into its place.
+func (t *Table) dropGone(i uint32) {
+	last := len(t.gone) - 1
+	if int(i) != last {
+		t.gone[i] = t.gone[last]
+		t.slots[t.gone[i].id].si = siGone | i
+	}
+	t.gone = t.gone[:last]
 }
 
 // settle frees a killing ghost the client never held once nothing of it is
 // in flight: there is nothing to kill.
 func (t *Table) settle(id uint32) {
 	s := &t.slots[id]
-	if s.phase == phaseKilling && !s.created && s.inflight == 0 {
+	if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
 		t.stats.FreedUnacked++
 		t.free(id)
 	}
@@ -865,14 +972,21 @@ func (t *Table) moveEnts(n int) {
 func (t *Table) compactPositions(n int) {
 	x := &t.pp
 	ns := make([]posNode, 0, max(n, x.used))
-	for id := range t.info {
-		p := &t.info[id].pos
+	var hi []uint32
+	if x.wide {
+		hi = make([]uint32, 0, cap(ns))
+	}
+	for id := range t.pos {
+		p := &t.pos[id]
 		if p.n == 0 {
 			continue
 		}
 		prev := int32(-1)
 		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 			ns = append(ns, x.nodes[i])
+			if x.wide {
+				hi = append(hi, x.hi[i])
+			}
 			j := int32(len(ns) - 1)
 			if prev < 0 {
 				p.head = j
@@ -882,6 +996,7 @@ func (t *Table) compactPositions(n int) {
 			prev = j
 		}
 		ns[prev].next = -1
+		p.tail = prev
 	}
-	x.nodes, x.free = ns, -1
+	x.nodes, x.hi, x.free = ns, hi, -1
 }

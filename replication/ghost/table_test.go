@@ -611,7 +611,7 @@ func TestStarvationFreedomUnderTinyBudget(t *testing.T) {
 		}
 		w.Reset(buf[:])
 		tab.pk.trace = func(id uint32) {
-			i := int(tab.info[id].entity - 1)
+			i := int(tab.slots[id].entity - 1)
 			if k > 200 { // after the creates
 				worst = max(worst, now-last[i])
 				count[i]++
@@ -791,12 +791,16 @@ func TestRecordSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"slot", unsafe.Sizeof(slot{}), 64},
-		{"info", unsafe.Sizeof(info{}), 72},
-		{"posTrack", unsafe.Sizeof(posTrack{}), 40},
-		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 20},
+		{"slot (the hot record: one cache line)", unsafe.Sizeof(slot{}), 64},
+		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
+		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
+		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
+		// A connection's Table is one allocation: past 888 bytes (896
+		// with the runtime's 8-byte header) it takes the 1,024-byte
+		// size class.
+		{"Table", unsafe.Sizeof(Table{}), 888},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)

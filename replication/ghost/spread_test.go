@@ -1,0 +1,204 @@
+package ghost
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// widenPred is spreader.pair as it was (the reference's).
+func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32) {
+	f, ok := predFactor(a, b, t)
+	for x := range 3 {
+		r := b.q[x]
+		// An axis on which the pair did not move predicts b exactly
+		// (b + round(0·f), b ≤ lim): no float work (the height of a
+		// walker on flat ground, every axis of a ghost at rest).
+		if ok && a.q[x] != r {
+			r = predictAxis(a.q[x], r, f, lim[x])
+		}
+		d[x] = max(d[x], uint64(absDiff(q[x], r)))
+	}
+}
+
+// predSpreadList is predSpread as it was before the in-flight positions
+// were copied out (every pair by walking the pool's list): the reference
+// the faster one must match exactly.
+func predSpreadList(p *posTrack, x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+	if p.dn == 0 {
+		return false
+	}
+	d1 := &p.d[1]
+	var d0 *posVal
+	if p.dn == 2 {
+		d0 = &p.d[0]
+	}
+	pairs := func(n1, c *posVal) {
+		widenPred(d, q, c, n1, t, lim)
+		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+			if m := x.value(i); m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
+				widenPred(d, q, &m, n1, t, lim)
+			}
+		}
+	}
+	if p.n == 0 {
+		widenPred(d, q, d0, d1, t, lim)
+		return true
+	}
+	pairs(d1, d0)
+	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		if n1 := x.value(i); n1.t.sub(d1.t) > 0 {
+			pairs(&n1, d1)
+		}
+	}
+	return true
+}
+
+// The pairs predSpread takes from runs of the in-flight positions are the
+// pairs of the list walk: random tracks with up to posRingLen in flight,
+// some delivered out of order (in flight older than the newest delivered),
+// stamps near the 32-bit wrap, spans around predictMaxMS, jumps and values
+// at the bounds; positions packed in one word (the default bounds) and in
+// two (31-bit axes). The pool gives back exactly the positions pushed.
+func TestPredSpreadMatchesListWalk(t *testing.T) {
+	t.Run("54-bit positions", func(t *testing.T) {
+		testPredSpread(t, [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, [3]uint{19, 16, 19})
+	})
+	t.Run("93-bit positions", func(t *testing.T) {
+		testPredSpread(t, [3]uint32{1<<31 - 1, 1<<31 - 2, 1<<31 - 1}, [3]uint{31, 31, 31})
+	})
+}
+
+func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
+	r := rand.New(rand.NewPCG(11, 3))
+	qt := quant{lim: lim, bits: bits}
+	pos := func() [3]uint32 {
+		var q [3]uint32
+		for a := range q {
+			switch r.IntN(8) {
+			case 0:
+				q[a] = 0
+			case 1:
+				q[a] = lim[a]
+			default:
+				q[a] = uint32(r.IntN(int(lim[a]) + 1))
+			}
+		}
+		return q
+	}
+	near := func(q [3]uint32) [3]uint32 {
+		if r.IntN(4) == 0 {
+			return q // at rest
+		}
+		for a := range q {
+			if r.IntN(3) > 0 { // some axes still (a walker's height)
+				q[a] = uint32(min(max(int64(q[a])+int64(r.IntN(401)-200), 0), int64(lim[a])))
+			}
+		}
+		return q
+	}
+	for it := range 20000 {
+		var x posPool
+		x.init(&qt)
+		var p posTrack
+		p.reset(&x)
+		base := stamp(r.Uint32())
+		now := base
+		step := func() stamp {
+			now += stamp(1 + r.IntN([]int{60, 600, 1500}[r.IntN(3)]))
+			return now
+		}
+		cur := pos()
+		var sent []posVal
+		for range r.IntN(16) {
+			if r.IntN(4) == 0 {
+				cur = pos()
+			} else {
+				cur = near(cur)
+			}
+			v := posVal{t: step(), q: cur}
+			if p.n == posRingLen {
+				sent = sent[1:]
+			}
+			p.push(&x, v.t, &v.q)
+			sent = append(sent, v)
+			// Resolve some, in any order: early deliveries leave older
+			// values in flight behind a newer delivered one.
+			for len(sent) > 0 && r.IntN(3) == 0 {
+				k := r.IntN(len(sent))
+				p.resolve(&x, sent[k].t, r.IntN(4) != 0)
+				sent = append(sent[:k], sent[k+1:]...)
+			}
+		}
+		var buf [posRingLen]posVal
+		if fl := p.inflight(&x, &buf); !slices.Equal(fl, sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.hi != nil) && len(sent) > 0 {
+			t.Fatalf("iteration %d: in flight %v, pushed %v", it, fl, sent)
+		}
+		q := near(cur)
+		if r.IntN(5) == 0 {
+			q = pos()
+		}
+		at := step()
+		var got, want [3]uint64
+		if it%3 == 0 {
+			got, want = [3]uint64{5, 0, 9}, [3]uint64{5, 0, 9} // widens what is there
+		}
+		okG := p.predSpread(&x, &q, at, &lim, &got)
+		okW := predSpreadList(&p, &x, &q, at, &lim, &want)
+		if okG != okW || got != want {
+			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n, p.dn, got, okG, want, okW)
+		}
+	}
+}
+
+// Compacting the pool (trim) moves every in-flight position with its high
+// word when the bounds need more than 64 bits: each ghost's positions in
+// flight are the same after, and the pool keeps its invariants.
+func TestCompactPositionsKeepsWidePositions(t *testing.T) {
+	reg, err := NewRegistry(Bounds{Max: [3]float64{2e9, 2e9, 2e9}, Precision: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(NPCClass(nil)); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tab.pp.wide {
+		t.Fatal("31-bit axes: the pool packs positions in one word")
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	tab.grow(40)
+	want := make([][]posVal, 40)
+	for round := range 8 {
+		for id := range tab.pos {
+			if r.IntN(3) == 0 {
+				continue
+			}
+			p := &tab.pos[id]
+			if round == 0 {
+				p.reset(&tab.pp)
+			}
+			v := posVal{t: stamp(1000 + 50*round), q: [3]uint32{r.Uint32() >> 1, r.Uint32() >> 1, r.Uint32() >> 1}}
+			p.push(&tab.pp, v.t, &v.q)
+			want[id] = append(want[id], v)
+			if len(want[id]) > 2 && r.IntN(2) == 0 { // a fate out of order leaves a hole in the pool
+				k := r.IntN(len(want[id]))
+				p.resolve(&tab.pp, want[id][k].t, false)
+				want[id] = append(want[id][:k], want[id][k+1:]...)
+			}
+		}
+	}
+	tab.compactPositions(tab.pp.used)
+	if len(tab.pp.hi) != len(tab.pp.nodes) {
+		t.Fatalf("%d nodes, %d high words", len(tab.pp.nodes), len(tab.pp.hi))
+	}
+	for id := range tab.pos {
+		var buf [posRingLen]posVal
+		if got := tab.pos[id].inflight(&tab.pp, &buf); !slices.Equal(got, want[id]) {
+			t.Fatalf("id %d after compaction: %v, want %v", id, got, want[id])
+		}
+	}
+}
