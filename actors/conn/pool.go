@@ -132,13 +132,16 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	}
 	s := p.shards[p.next%len(p.shards)]
 	p.next++
-	c := &Conn{p: prm, pool: p, sh: s, zone: prm.Zone, hidx: -1}
+	c := &Conn{
+		pool: p, sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
+		player: prm.Player, token: prm.Token, userData: prm.UserData, hidx: -1,
+	}
 	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))
 	if !ok {
 		return nil, fmt.Errorf("conn: process id taken")
 	}
 	c.pid = pid
-	s.post(c, startEvent{})
+	s.post(c, startEvent{timeout: prm.Timeout})
 	return c, nil
 }
 
@@ -185,7 +188,7 @@ func (p *proc) SendSystemMessage(_ *actor.PID, m any) {
 func (p *proc) Stop(*actor.PID) { p.c.sh.post(p.c, stopEvent{}) }
 
 type (
-	startEvent struct{}
+	startEvent struct{ timeout time.Duration } // the token's (Params.Timeout)
 	stopEvent  struct{}
 )
 
@@ -209,12 +212,14 @@ type shard struct {
 	staged []envelope // gateway goroutine only (Stage/Flush)
 
 	// Owned by the shard goroutine.
-	work  []envelope
-	heap  deadlines
-	dirty []*Conn
-	w     Writer
-	out   []byte // WriteBatch datagram buffers back to back
-	ms    []udp.Message
+	work     []envelope
+	workPeak int           // the most events a round took since trimAt
+	trimAt   time.Duration // when trimWork last looked
+	heap     deadlines
+	dirty    []*Conn
+	w        Writer
+	out      []byte // WriteBatch datagram buffers back to back
+	ms       []udp.Message
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
@@ -310,6 +315,7 @@ func (s *shard) round(now time.Duration) {
 		s.handle(ev.c, ev.m, now)
 	}
 	clear(s.work)
+	s.trimWork(len(s.work), now)
 	for c := s.heap.min(); c != nil && c.deadline <= now; c = s.heap.min() {
 		s.heap.remove(c)
 		s.markDirty(c)
@@ -326,6 +332,26 @@ func (s *shard) round(now time.Duration) {
 	s.flush()
 }
 
+// trimWork gives a backlog's room back. The inbox and the round's work
+// list trade places every round, so both keep the capacity of the largest
+// round since the shard started — tens of thousands of events after a
+// stall, 24 bytes each, for good. Once a second, the one in hand shrinks
+// to twice the largest round of that second when that is under a quarter
+// of its room; a shard that keeps up does not allocate.
+func (s *shard) trimWork(n int, now time.Duration) {
+	s.workPeak = max(s.workPeak, n)
+	if now-s.trimAt < time.Second {
+		return
+	}
+	if c := cap(s.work); c > minWork && s.workPeak < c/4 {
+		s.work = make([]envelope, 0, max(minWork, 2*s.workPeak))
+	}
+	s.trimAt, s.workPeak = now, 0
+}
+
+// minWork is the least room trimWork leaves.
+const minWork = 256
+
 func (s *shard) markDirty(c *Conn) {
 	if !c.dirty {
 		c.dirty = true
@@ -340,11 +366,11 @@ func (s *shard) handle(c *Conn, m any, now time.Duration) {
 			c.fail(v)
 		}
 	}()
-	switch m.(type) {
+	switch m := m.(type) {
 	case startEvent:
-		if err := c.start(now); err != nil {
+		if err := c.start(now, m.timeout); err != nil {
 			c.logger().Error("connection not started", "err", err)
-			c.p.Handshake.Close(handshake.ReasonServerShutdown)
+			c.hs.Close(handshake.ReasonServerShutdown)
 			c.finish(handshake.ReasonServerShutdown)
 			return
 		}
