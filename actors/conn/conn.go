@@ -36,7 +36,7 @@ type Params struct {
 // graceful close) and its ghost manager. It lives on one shard of its
 // Pool: every method runs on that shard's goroutine, one event at a time,
 // so nothing here needs a lock. Everyone else addresses it by its PID
-// (zones) or through Pool.Stage (the gateway).
+// (zones) or through a Stager (the gateway).
 type Conn struct {
 	pool     *Pool
 	sh       *shard

@@ -145,21 +145,33 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	return c, nil
 }
 
-// Stage queues d for c in the caller's staging area; Flush posts what was
-// staged, one step per shard. For the gateway, which stages a whole read
-// batch (one goroutine only).
-func (p *Pool) Stage(c *Conn, d *msg.Datagram) {
-	s := c.sh
-	s.staged = append(s.staged, envelope{c: c, m: d})
+// Stager collects datagrams for connections and posts them to their shards
+// in one step per shard (Flush): a whole read batch costs each shard one
+// lock and at most one wake-up, not one per datagram. A Stager belongs to
+// one goroutine; the gateway has one for its reader and one for its actor.
+type Stager struct {
+	p      *Pool
+	staged [][]envelope // by shard
+}
+
+// NewStager returns a Stager for one goroutine.
+func (p *Pool) NewStager() *Stager {
+	return &Stager{p: p, staged: make([][]envelope, len(p.shards))}
+}
+
+// Stage queues d for c until Flush.
+func (st *Stager) Stage(c *Conn, d *msg.Datagram) {
+	i := c.sh.id
+	st.staged[i] = append(st.staged[i], envelope{c: c, m: d})
 }
 
 // Flush posts every staged datagram to its shard.
-func (p *Pool) Flush() {
-	for _, s := range p.shards {
-		if len(s.staged) > 0 {
-			s.postAll(s.staged)
-			clear(s.staged)
-			s.staged = s.staged[:0]
+func (st *Stager) Flush() {
+	for i, evs := range st.staged {
+		if len(evs) > 0 {
+			st.p.shards[i].postAll(evs)
+			clear(evs)
+			st.staged[i] = evs[:0]
 		}
 	}
 }
@@ -208,8 +220,6 @@ type shard struct {
 	stopping bool // quit closed: posts are released
 	wake     chan struct{}
 	quit     chan struct{}
-
-	staged []envelope // gateway goroutine only (Stage/Flush)
 
 	// Owned by the shard goroutine.
 	work     []envelope
@@ -427,9 +437,13 @@ func (s *shard) flush() {
 	done := 0
 	for done < len(s.ms) {
 		n, err := s.w.WriteBatch(s.ms[done:])
+		var bytes uint64
 		for _, m := range s.ms[done : done+n] {
-			s.pool.bytes.Add(uint64(m.N))
+			bytes += uint64(m.N)
 		}
+		// One add per system call: the counters are the pool's, shared by
+		// every shard.
+		s.pool.bytes.Add(bytes)
 		s.pool.sent.Add(uint64(n))
 		done += n
 		if err != nil {
