@@ -37,63 +37,42 @@ type Params struct {
 // Pool: every method runs on that shard's goroutine, one event at a time,
 // so nothing here needs a lock. Everyone else addresses it by its PID
 // (zones) or through a Stager (the gateway).
+//
+// The fields every datagram and every pump touch come first, in the first
+// four cache lines (a 448-byte object is 64-byte aligned in its span): by
+// the time a player's next packet comes, its connection has left the
+// cache, and each line read is a miss. The rest — per zone tick, per
+// event, per lifecycle step — follows.
 type Conn struct {
-	pool     *Pool
-	sh       *shard
-	pid      *actor.PID
-	srv      *session.Server
-	gm       *ghostmgr.Manager
-	hs       *handshake.Session // Params.Handshake: the session's until it is built
-	inflight *atomic.Int32      // Params.Inflight
-	in       *msg.Input         // input collected during one datagram
-	zone     *actor.PID
-	player   uint64
-	token    handshake.TokenID
-	userData []byte
-	views    msg.ViewSlot
-
-	zoneEpoch uint64
-	ctlEpoch  uint64        // the newest Control epoch taken
-	applied   uint64        // the newest applied move a zone reported
+	// Per datagram or per pump.
+	pool      *Pool
+	sh        *shard
+	srv       *session.Server
+	gm        *ghostmgr.Manager
+	inflight  *atomic.Int32 // Params.Inflight
+	in        *msg.Input    // input collected during one datagram
+	zone      *actor.PID
+	heldCtl   *msg.Control  // see heldUntil
+	redirWait *Redirect     // see redirAt
+	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
 	joinAt    time.Duration // when the newest Join went
 	ctlAt     time.Duration // when the newest Control arrived
 	relookAt  time.Duration // when the newest lookup for a silent zone went
-	held      []*msg.Input  // input that arrived meanwhile
 	lastMove  uint64        // the newest move handed to an Input
-	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
 	oldestAt  time.Duration // when the oldest of unacked was handed on (no earlier than)
-	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
+	applied   uint64        // the newest applied move a zone reported
 	resentAt  time.Duration // when unacked moves were last sent again
-	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	// A Redirect waits (redirWait, since redirAt) until the zone holds
-	// the player's events and every event sent to the client arrived
-	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
-	// told already.
-	redirWait *Redirect
-	redirAt   time.Duration
-	outAt     time.Duration
-	// outFloor: Outputs at or below this epoch come from an owner the
-	// player was restored away from (dropped); floorAt: a rejoin's
-	// checkpoint epoch, the floor once a Control above it arrives.
-	outFloor, floorAt uint64
-	fates             folded // packet fates already added to the pool's counters
-
-	// A tick's Control waits here for the same tick's view (heldCtl, at
-	// most viewWait): the session sends the tick's packet as soon as it
-	// has the control state, and that packet should carry the tick's
-	// ghosts too, not the previous tick's.
-	heldCtl   *msg.Control
+	// A tick's Control waits in heldCtl for the same tick's view (at most
+	// viewWait, until heldUntil): the session sends the tick's packet as
+	// soon as it has the control state, and that packet should carry the
+	// tick's ghosts too, not the previous tick's.
 	heldUntil time.Duration
-
-	// Shard bookkeeping.
-	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
-	hidx     int32         // index in the shard's deadline heap, -1: not in it
-
-	lookups int32 // Config.Resume asked again for a Join that did not take
-	resends int32 // resends since the last progress (backoff)
-
-	// The flags together, not each padded to a word: the Conn is one per
-	// player (448 bytes, was 512).
+	foldAt    time.Duration // when fates were last folded into the pool's counters
+	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
+	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
+	hidx      int32         // index in the shard's deadline heap, -1: not in it
+	lookups   int32         // Config.Resume asked again for a Join that did not take
+	resends   int32         // resends since the last progress (backoff)
 	verified  bool
 	joined    bool
 	closed    bool // Closed sent (or the connection failed)
@@ -104,6 +83,32 @@ type Conn struct {
 	leaveSent bool
 	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
 	dirty     bool // in the shard's list of connections to pump this round
+
+	// Per Control or Output.
+	ctlEpoch uint64 // the newest Control epoch taken
+	// outFloor: Outputs at or below this epoch come from an owner the
+	// player was restored away from (dropped); floorAt: a rejoin's
+	// checkpoint epoch, the floor once a Control above it arrives.
+	outFloor, floorAt uint64
+	// A Redirect waits (redirWait, since redirAt) until the zone holds
+	// the player's events and every event sent to the client arrived
+	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
+	// told already.
+	outAt   time.Duration
+	redirAt time.Duration
+
+	// Cold: lifecycle, events, views (a zone's goroutine writes the view
+	// slot: away from the lines above).
+	pid       *actor.PID
+	hs        *handshake.Session // Params.Handshake: the session's until it is built
+	player    uint64
+	zoneEpoch uint64
+	token     handshake.TokenID
+	userData  []byte
+	held      []*msg.Input // input that arrived meanwhile
+	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
+	fates     folded       // packet fates already added to the pool's counters
+	views     msg.ViewSlot
 }
 
 // PID is the connection's address: zones send it Control, Output,
