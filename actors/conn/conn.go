@@ -36,67 +36,79 @@ type Params struct {
 // graceful close) and its ghost manager. It lives on one shard of its
 // Pool: every method runs on that shard's goroutine, one event at a time,
 // so nothing here needs a lock. Everyone else addresses it by its PID
-// (zones) or through Pool.Stage (the gateway).
+// (zones) or through a Stager (the gateway).
+//
+// The fields every datagram and every pump touch come first, in the first
+// four cache lines (a 448-byte object is 64-byte aligned in its span): by
+// the time a player's next packet comes, its connection has left the
+// cache, and each line read is a miss. The rest — per zone tick, per
+// event, per lifecycle step — follows.
 type Conn struct {
-	p     Params
-	pool  *Pool
-	sh    *shard
-	pid   *actor.PID
-	srv   *session.Server
-	gm    *ghostmgr.Manager
-	views msg.ViewSlot
-
-	in *msg.Input // input collected during one datagram
-
+	// Per datagram or per pump.
+	pool      *Pool
+	sh        *shard
+	srv       *session.Server
+	gm        *ghostmgr.Manager
+	inflight  *atomic.Int32 // Params.Inflight
+	in        *msg.Input    // input collected during one datagram
+	zone      *actor.PID
+	heldCtl   *msg.Control  // see heldUntil
+	redirWait *Redirect     // see redirAt
+	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
+	joinAt    time.Duration // when the newest Join went
+	ctlAt     time.Duration // when the newest Control arrived
+	relookAt  time.Duration // when the newest lookup for a silent zone went
+	lastMove  uint64        // the newest move handed to an Input
+	oldestAt  time.Duration // when the oldest of unacked was handed on (no earlier than)
+	applied   uint64        // the newest applied move a zone reported
+	resentAt  time.Duration // when unacked moves were last sent again
+	// A tick's Control waits in heldCtl for the same tick's view (at most
+	// viewWait, until heldUntil): the session sends the tick's packet as
+	// soon as it has the control state, and that packet should carry the
+	// tick's ghosts too, not the previous tick's.
+	heldUntil time.Duration
+	foldAt    time.Duration // when fates were last folded into the pool's counters
+	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
+	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
+	hidx      int32         // index in the shard's deadline heap, -1: not in it
+	lookups   int32         // Config.Resume asked again for a Join that did not take
+	resends   int32         // resends since the last progress (backoff)
 	verified  bool
 	joined    bool
 	closed    bool // Closed sent (or the connection failed)
 	stopped   bool // removed from its shard: every further event is dropped
-	zone      *actor.PID
-	zoneEpoch uint64
-	ctlEpoch  uint64        // the newest Control epoch taken
-	applied   uint64        // the newest applied move a zone reported
-	resuming  bool          // Config.Resume asked, not answered yet
-	redirect  bool          // a Redirect was sent: the client may be back elsewhere
-	joinAt    time.Duration // when the newest Join went
-	ctlSeen   bool          // a zone's Control arrived: the Join took
-	lookups   int           // Config.Resume asked again for a Join that did not take
-	ctlAt     time.Duration // when the newest Control arrived
-	relookAt  time.Duration // when the newest lookup for a silent zone went
-	held      []*msg.Input  // input that arrived meanwhile
-	lastMove  uint64        // the newest move handed to an Input
-	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
-	oldestAt  time.Duration // when the oldest of unacked was handed on (no earlier than)
-	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
-	resentAt  time.Duration // when unacked moves were last sent again
-	resends   int           // resends since the last progress (backoff)
-	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	// A Redirect waits (redirWait, since redirAt) until the zone holds
-	// the player's events and every event sent to the client arrived
-	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
-	// told already.
-	redirWait *Redirect
-	redirAt   time.Duration
-	outAt     time.Duration
+	resuming  bool // Config.Resume asked, not answered yet
+	redirect  bool // a Redirect was sent: the client may be back elsewhere
+	ctlSeen   bool // a zone's Control arrived: the Join took
 	leaveSent bool
+	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
+	dirty     bool // in the shard's list of connections to pump this round
+
+	// Per Control or Output.
+	ctlEpoch uint64 // the newest Control epoch taken
 	// outFloor: Outputs at or below this epoch come from an owner the
 	// player was restored away from (dropped); floorAt: a rejoin's
 	// checkpoint epoch, the floor once a Control above it arrives.
 	outFloor, floorAt uint64
-	fates             folded // packet fates already added to the pool's counters
+	// A Redirect waits (redirWait, since redirAt) until the zone holds
+	// the player's events and every event sent to the client arrived
+	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
+	// told already.
+	outAt   time.Duration
+	redirAt time.Duration
 
-	// A tick's Control waits here for the same tick's view (heldCtl, at
-	// most viewWait): the session sends the tick's packet as soon as it
-	// has the control state, and that packet should carry the tick's
-	// ghosts too, not the previous tick's.
-	heldCtl   *msg.Control
-	heldUntil time.Duration
-	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
-
-	// Shard bookkeeping.
-	deadline time.Duration // next NextDeadline (valid while hidx ≥ 0)
-	hidx     int           // index in the shard's deadline heap, -1: not in it
-	dirty    bool          // in the shard's list of connections to pump this round
+	// Cold: lifecycle, events, views (a zone's goroutine writes the view
+	// slot: away from the lines above).
+	pid       *actor.PID
+	hs        *handshake.Session // Params.Handshake: the session's until it is built
+	player    uint64
+	zoneEpoch uint64
+	token     handshake.TokenID
+	userData  []byte
+	held      []*msg.Input // input that arrived meanwhile
+	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
+	fates     folded       // packet fates already added to the pool's counters
+	views     msg.ViewSlot
 }
 
 // PID is the connection's address: zones send it Control, Output,
@@ -106,9 +118,9 @@ func (c *Conn) PID() *actor.PID { return c.pid }
 func (c *Conn) logger() *slog.Logger { return c.pool.log }
 
 // start builds the session and the ghost manager (on the shard).
-func (c *Conn) start(now time.Duration) error {
+func (c *Conn) start(now, timeout time.Duration) error {
 	cfg := &c.pool.cfg.Config
-	srv, err := session.NewServer(c.p.Handshake, cfg.sessionConfig(c.p.Timeout), c, now)
+	srv, err := session.NewServer(c.hs, cfg.sessionConfig(timeout), c, now)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
 	}
@@ -201,7 +213,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// A connection that redirected its client (drain) or is closing
 		// no longer plays: its client resumes on another gateway, and a
 		// Join from here would take the player back from that session.
-		if c.joined && c.zone != nil && m.Player == c.p.Player && m.Restore != nil && !c.redirect && !c.closed {
+		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed {
 			c.rejoin(m.Restore, now)
 		}
 	case *msg.Redirect:
@@ -263,8 +275,8 @@ func release(m any) {
 }
 
 func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
-	if c.p.Inflight != nil {
-		c.p.Inflight.Add(-1)
+	if c.inflight != nil {
+		c.inflight.Add(-1)
 	}
 	if c.srv == nil {
 		d.Release()
@@ -286,7 +298,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	}
 	if !c.verified && c.srv.State() >= handshake.StateConnected {
 		c.verified = true
-		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Token: c.p.Token, Player: c.p.Player})
+		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Token: c.token, Player: c.player})
 		if c.zone != nil {
 			if c.pool.cfg.Resume != nil {
 				c.lookup()
@@ -313,7 +325,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		c.relookAt = now
 		c.pool.counters.Relooks.Add(1)
 		pid, root := c.pid, c.pool.sys.Root
-		c.pool.cfg.Resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+		c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 			root.Send(pid, &resumed{zone: zone, cp: cp, relook: true})
 		})
 	}
@@ -343,13 +355,13 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	c.floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
-		LastApplied: fence, UserData: c.p.UserData, Restore: cp,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		LastApplied: fence, UserData: c.userData, Restore: cp,
 	})
 	// The moves the old owner never reported applied go again: the client
 	// will not resend what this connection already took.
 	in := msg.NewInput()
-	in.Player, in.Received = c.p.Player, now
+	in.Player, in.Received = c.player, now
 	for _, mv := range c.unacked {
 		if mv.Seq > fence {
 			in.Moves = append(in.Moves, mv)
@@ -379,7 +391,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 func (c *Conn) lookup() {
 	c.resuming = true
 	pid, root := c.pid, c.pool.sys.Root
-	c.pool.cfg.Resume(c.p.Player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+	c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 		root.Send(pid, &resumed{zone: zone, cp: cp})
 	})
 }
@@ -400,8 +412,8 @@ const maxHeld = 64
 func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.p.Player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
-		UserData: c.p.UserData, Restore: cp,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		UserData: c.userData, Restore: cp,
 	})
 	c.joined, c.resuming = true, false
 	for _, in := range c.held {
@@ -465,9 +477,10 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (512 B): a zone that keeps up
-// reports each tick's moves applied the next tick.
-const minUnackedRoom = 16
+// minUnackedRoom is the room unacked keeps (256 B): a zone that keeps up
+// reports each tick's moves applied the next tick, which leaves two to
+// five 30 Hz moves here at a 20 Hz tick.
+const minUnackedRoom = 8
 
 // Event implements session.ServerHandler: e.Payload is valid during the call
 // only, so it is copied into the Input's arena.
@@ -495,7 +508,7 @@ func (c *Conn) flushInput(now time.Duration) {
 		in.Release()
 		return
 	}
-	in.Player = c.p.Player
+	in.Player = c.player
 	in.Received = now
 	if c.srv != nil {
 		in.EventGen = c.srv.EventGen()
@@ -632,7 +645,7 @@ func (c *Conn) finish(r handshake.Reason) {
 			// a Redirected Leave of a player another connection took over).
 			lr = handshake.ReasonRedirected
 		}
-		c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.p.Player, Conn: c.pid, Reason: lr})
+		c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: lr})
 	}
 	var st session.ServerStats
 	var id handshake.ConnID
@@ -640,12 +653,12 @@ func (c *Conn) finish(r handshake.Reason) {
 		c.foldFates(0, true)
 		st = c.srv.Stats()
 		id = c.srv.ID()
-	} else if c.p.Handshake != nil {
-		id = c.p.Handshake.ID()
+	} else if c.hs != nil {
+		id = c.hs.ID()
 	}
 	if c.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
-			PID: c.pid, ID: id, Token: c.p.Token, Player: c.p.Player, Reason: r,
+			PID: c.pid, ID: id, Token: c.token, Player: c.player, Reason: r,
 			Verified: c.verified, Stats: st,
 		})
 	} else {
@@ -657,11 +670,11 @@ func (c *Conn) finish(r handshake.Reason) {
 // restarted (a restarted session would reuse its keys from a fresh state),
 // and the gateway learns it as a Terminated child.
 func (c *Conn) fail(v any) {
-	c.logger().Error("connection failed", "player", c.p.Player, "panic", fmt.Sprint(v))
+	c.logger().Error("connection failed", "player", c.player, "panic", fmt.Sprint(v))
 	if !c.closed {
 		c.closed = true
-		if c.p.Handshake != nil {
-			c.p.Handshake.Close(handshake.ReasonServerShutdown)
+		if c.hs != nil {
+			c.hs.Close(handshake.ReasonServerShutdown)
 		}
 		if g := c.pool.cfg.Gateway; g != nil {
 			c.pool.sys.Root.Send(g, &actor.Terminated{Who: c.pid})

@@ -101,7 +101,7 @@ func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 // next connection (the Leave a followed Redirect sends).
 func (c *Conn) holdEvents(now time.Duration) {
 	c.leaveSent, c.outAt = true, now
-	c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.p.Player, Conn: c.pid, Reason: handshake.ReasonRedirected})
+	c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonRedirected})
 }
 
 func (c *Conn) startRedirect(m *Redirect, now time.Duration) {

@@ -11,9 +11,8 @@ import (
 const foldEvery = time.Second
 
 // folded is what a connection already added to Counters.PacketsDelivered
-// and PacketsLost, and when.
+// and PacketsLost (when: Conn.foldAt).
 type folded struct {
-	at                 time.Duration
 	delivered, dropped uint64
 	superseded         uint64
 }
@@ -23,7 +22,7 @@ type folded struct {
 // and samples its RTT: about once a second, and (counts only) once more at
 // the end (final).
 func (c *Conn) foldFates(now time.Duration, final bool) {
-	if c.srv == nil || (!final && now-c.fates.at < foldEvery) {
+	if c.srv == nil || (!final && now-c.foldAt < foldEvery) {
 		return
 	}
 	st := c.srv.Stats()
@@ -34,7 +33,8 @@ func (c *Conn) foldFates(now time.Duration, final bool) {
 	c.pool.counters.PacketsDelivered.Add(n.Delivered - c.fates.delivered)
 	c.pool.counters.PacketsLost.Add(n.Dropped - c.fates.dropped)
 	c.pool.counters.ControlsSuperseded.Add(st.ControlsSuperseded - c.fates.superseded)
-	c.fates = folded{at: now, delivered: n.Delivered, dropped: n.Dropped, superseded: st.ControlsSuperseded}
+	c.fates = folded{delivered: n.Delivered, dropped: n.Dropped, superseded: st.ControlsSuperseded}
+	c.foldAt = now
 }
 
 // RTTBuckets are the upper bounds, in seconds, of the connections' RTT

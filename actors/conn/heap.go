@@ -15,19 +15,19 @@ func (d *deadlines) min() *Conn {
 // set inserts c or moves it to its new deadline.
 func (d *deadlines) set(c *Conn) {
 	if c.hidx < 0 {
-		c.hidx = len(d.h)
+		c.hidx = int32(len(d.h))
 		d.h = append(d.h, c)
-		d.up(c.hidx)
+		d.up(int(c.hidx))
 		return
 	}
-	if !d.up(c.hidx) {
-		d.down(c.hidx)
+	if i := int(c.hidx); !d.up(i) {
+		d.down(i)
 	}
 }
 
 // remove takes c out (a no-op if it is not in).
 func (d *deadlines) remove(c *Conn) {
-	i := c.hidx
+	i := int(c.hidx)
 	if i < 0 {
 		return
 	}
@@ -47,7 +47,7 @@ func (d *deadlines) remove(c *Conn) {
 
 func (d *deadlines) swap(i, j int) {
 	d.h[i], d.h[j] = d.h[j], d.h[i]
-	d.h[i].hidx, d.h[j].hidx = i, j
+	d.h[i].hidx, d.h[j].hidx = int32(i), int32(j)
 }
 
 // up sifts i towards the root; it reports whether it moved.

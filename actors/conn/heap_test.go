@@ -47,7 +47,7 @@ func TestDeadlinesAgainstReference(t *testing.T) {
 			t.Fatalf("step %d: min %v, want deadline %v", step, got, want)
 		}
 		for i, c := range h.h {
-			if c.hidx != i || !in[c] {
+			if int(c.hidx) != i || !in[c] {
 				t.Fatalf("step %d: slot %d holds a connection with hidx %d (in %v)", step, i, c.hidx, in[c])
 			}
 			if i > 0 && h.h[(i-1)/2].deadline > c.deadline {

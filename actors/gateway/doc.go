@@ -7,20 +7,25 @@
 //
 // # Shape
 //
-//	reader goroutine ──*batch (≤ ReadBatch datagrams)──▶ gateway actor ──one post per shard per batch──▶ conn shards
+//	reader goroutine ──datagrams of known connections, one post per shard per batch──▶ conn shards
+//	reader goroutine ──*batch with the rest (handshakes, unknown connections, garbage)──▶ gateway actor
 //	conn shards ──sendmmsg of each round's sealed datagrams──▶ socket
 //	gateway actor ──handshake replies, NoConnection──▶ writer (bounded queue) ──▶ writer goroutine ──sendmmsg──▶ socket
 //	connections ──Verified / Moved / Closed──▶ gateway actor
 //
-// The reader blocks in recvmmsg, so it is a plain goroutine; everything it
-// reads goes to the gateway actor one batch per message. The actor alone
-// owns the routing tables, the handshake server and the rate limiter, so
-// none of them needs a lock; it stages each routed datagram with its
-// connection's shard and posts each shard its share of the batch at once.
-// The shards send their own datagrams (each with its own udp.Writer);
-// handshake replies go through one writer goroutine with a bounded queue
-// (full: drop and count — to the protocol that is packet loss, which it
-// already handles).
+// The reader blocks in recvmmsg, so it is a plain goroutine. It routes the
+// datagrams of known connections itself: it looks each one up in the
+// routing tables (by source address, or by connection id in the long form)
+// under one read lock per batch, stages it with its connection's shard and
+// posts each shard its share of the batch at once. Only a batch with
+// something else in it — a handshake, a datagram for no known connection,
+// garbage — goes on to the gateway actor, which owns the handshake server
+// and the rate limiter and is the only writer of the routing tables; it
+// takes the datagrams the reader left. Before, every batch went through
+// the actor, one goroutine hop more per datagram. The shards send their
+// own datagrams (each with its own udp.Writer); handshake replies go
+// through one writer goroutine with a bounded queue (full: drop and count
+// — to the protocol that is packet loss, which it already handles).
 //
 // # The per-datagram decision (0 allocations)
 //

@@ -27,6 +27,7 @@ type Gateway struct {
 	sys    *actor.ActorSystem
 	sock   *udp.Socket
 	pid    *actor.PID
+	core   *router
 	w      *writer    // handshake replies and NoConnection
 	pool   *conn.Pool // the connections (they send their own datagrams)
 	disp   *pinned    // the gateway actor's mailbox goroutine
@@ -43,17 +44,19 @@ type Gateway struct {
 	log     *slog.Logger
 }
 
-// batch is one recvmmsg worth of datagrams, moving from the reader to the
-// gateway actor and back through Gateway.free.
+// batch is one recvmmsg worth of datagrams. The reader routes what it can
+// (router.readerRoute); a batch with datagrams left for the gateway actor
+// (rest: their indices) moves to it and comes back through Gateway.free.
 type batch struct {
 	n    int
 	ms   []udp.Message
 	ds   []*msg.Datagram
+	rest []uint16
 	back chan *batch // where the gateway actor returns it
 }
 
 func newBatch(size int, back chan *batch) *batch {
-	b := &batch{ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), back: back}
+	b := &batch{ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), rest: make([]uint16, 0, size), back: back}
 	for i := range b.ds {
 		b.ds[i] = msg.NewDatagram()
 		b.ms[i].Buf = b.ds[i].Buf[:]
@@ -141,8 +144,8 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 		sock.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.pool = pool
-	core.pool = pool // before the reader starts: nothing has reached the actor yet
+	g.pool, g.core = pool, core
+	core.setPool(pool) // before the reader starts: nothing has reached the actor yet
 	if cfg.Registerer != nil {
 		if err := g.registerMetrics(cfg.Registerer); err != nil {
 			_ = sys.Root.StopFuture(pid).Wait()
@@ -209,7 +212,12 @@ func (g *Gateway) readLoop() {
 			d.N, d.Addr, d.At = b.ms[i].N, b.ms[i].Addr, at
 		}
 		b.n = n
-		g.sys.Root.Send(g.pid, b)
+		if g.core.readerRoute(b) {
+			g.sys.Root.Send(g.pid, b) // handshakes, unknown connections, garbage
+		} else {
+			b.n = 0
+			g.free <- b // never blocks: the channel holds every batch
+		}
 	}
 }
 

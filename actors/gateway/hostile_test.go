@@ -24,7 +24,7 @@ import (
 // legitimate clients finish their exchange exactly as without the attack.
 // (The million bit-flips run against the pure path: TestBitFlipsNeverAuthenticate.)
 func TestHostileTraffic(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const n, events = 8, 60
 

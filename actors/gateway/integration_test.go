@@ -98,7 +98,7 @@ func runClients(t *testing.T, r *rig, n, events int, link *netsim.Config, timeou
 // its moves applied and sends them again, so every move is applied, once,
 // in order, and the client's window never fills.
 func TestConnResendsMovesTheZoneNeverGot(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	r.zst.mu.Lock()
 	r.zst.loseNth = 5
@@ -165,7 +165,7 @@ func TestConnResendsMovesTheZoneNeverGot(t *testing.T) {
 // exactly once, in order, at the zone and back at the client, and every
 // client sees its ghosts.
 func TestTwoHundredClients(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const n, events = 200, 10
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
@@ -259,13 +259,19 @@ func playOnce(ctx context.Context, addr string, tok []byte, id uint64, events in
 	return s.Close(ctx)
 }
 
-// verifyNoLeaks checks that the test left no goroutine behind. protoactor's
-// dead-letter log throttle is exempt: it is a library goroutine that ends by
-// itself one second after the last dead letter (a zone's tick message racing
-// a connection's stop is one).
-func verifyNoLeaks(t *testing.T) {
-	goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+// verifyNoLeaks notes the goroutines running when a test starts and
+// returns the check that the test left none behind: defer verifyNoLeaks(t)().
+// (The snapshot must be the start's: taken in the deferred call, it would
+// ignore every goroutine the test leaked.) protoactor's dead-letter log
+// throttle is exempt: it is a library goroutine that ends by itself one
+// second after the last dead letter (a zone's tick message racing a
+// connection's stop is one).
+func verifyNoLeaks(t *testing.T) func() {
+	before := goleak.IgnoreCurrent()
+	return func() {
+		goleak.VerifyNone(t, before,
+			goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	}
 }
 
 // checkAccounting: every datagram read has exactly one fate.
@@ -294,7 +300,7 @@ func checkAccounting(t *testing.T, stats func() gateway.Stats) {
 // loss, 100 ms ± 30 ms, 5% reordered, 1% duplicated) every guaranteed event
 // arrives exactly once and in order, both ways, and no connection times out.
 func TestImpairedLinkDeliversExactlyOnceInOrder(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	link := &netsim.Config{
 		Loss: 0.20, Latency: 100 * time.Millisecond, Jitter: 30 * time.Millisecond,

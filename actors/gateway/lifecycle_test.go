@@ -60,7 +60,7 @@ func closeWhenEchoed(n int) func(*tclient, time.Duration) {
 }
 
 func TestServerFullRefusesWithReason(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, func(c *gateway.Config) { c.MaxConns, c.ChallengeAt = 2, 2 })
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []<-chan error
@@ -88,7 +88,7 @@ func TestServerFullRefusesWithReason(t *testing.T) {
 // With ChallengeAt = 0 every client must first echo a stateless cookie; it
 // still connects and plays.
 func TestCookieChallengePath(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, func(c *gateway.Config) { c.ChallengeAt = 0 })
 	tc := newClient(t, 1, r.token(t, 1), r.gw.PublicAddr(), r.start, nil, 1)
 	events := []string{"a", "b", "c"}
@@ -109,7 +109,7 @@ func TestCookieChallengePath(t *testing.T) {
 // back to the long form, the connection authenticates it and the gateway
 // re-routes.
 func TestNATRebindingKeepsTheConnection(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	tc := newClient(t, 1, r.token(t, 1), r.gw.PublicAddr(), r.start, nil, 1)
 	first := []string{"one", "two"}
@@ -154,7 +154,7 @@ func TestNATRebindingKeepsTheConnection(t *testing.T) {
 // The same player connecting again with a new token supersedes the older
 // connection (ReasonDuplicate).
 func TestDuplicatePlayerSupersedesOlderConnection(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -178,7 +178,7 @@ func TestDuplicatePlayerSupersedesOlderConnection(t *testing.T) {
 
 // The zone kicks a player: the client is told why.
 func TestZoneKick(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	tc := newClient(t, 1, r.token(t, 1), r.gw.PublicAddr(), r.start, nil, 1)
 	err := wait(t, "client", start(context.Background(), tc, sendThen([]string{"kick-me"}, nil)))
@@ -196,7 +196,7 @@ func TestZoneKick(t *testing.T) {
 
 // A handoff redirects the connection: later input goes to the new zone.
 func TestRedirectMovesInputToTheNewZone(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	tc := newClient(t, 1, r.token(t, 1), r.gw.PublicAddr(), r.start, nil, 1)
 	before := []string{"a", "move-me"}
@@ -234,7 +234,7 @@ func TestRedirectMovesInputToTheNewZone(t *testing.T) {
 // A client that vanishes is timed out with the token's timeout, and its zone
 // is told.
 func TestSilentClientTimesOut(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	tc := newClient(t, 1, r.tokenTimeout(t, 1, 1500*time.Millisecond), r.gw.PublicAddr(), r.start, nil, 1)
@@ -254,7 +254,7 @@ func TestSilentClientTimesOut(t *testing.T) {
 // Closing the gateway tells every client why (ServerShutdown, sent
 // redundantly) before the socket closes.
 func TestCloseDisconnectsClients(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	var done []<-chan error
 	for i := range 3 {
@@ -275,7 +275,7 @@ func TestCloseDisconnectsClients(t *testing.T) {
 // flow within the connection's bandwidth (16 kB/s): every entity becomes a
 // ghost on the client, and keeps moving.
 func TestManyGhostsReachTheClient(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	const npcs = 300
 	r := newRigNPCs(t, npcs, nil)
 	tc := newClient(t, 1, r.token(t, 1), r.gw.PublicAddr(), r.start, nil, 1)

@@ -15,7 +15,7 @@ import (
 // RedirectAll sends every client to the other gateways, round-robin, with a
 // token that opens a session there for the same player — once.
 func TestRedirectAllMovesClientsToOtherGateways(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	a := newRig(t, nil)
 	b := newRig(t, func(c *gateway.Config) { c.Key = a.key })
 	c := newRig(t, func(c *gateway.Config) { c.Key = a.key })

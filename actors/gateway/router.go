@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +46,10 @@ type outbox interface {
 }
 
 // router is the gateway actor's state and its per-datagram logic. It is
-// owned by the gateway actor; nothing here is safe for concurrent use.
+// owned by the gateway actor, with one exception: the reader goroutine
+// routes the datagrams of known connections itself (readerRoute), reading
+// byID and byAddr under mu. Only the actor writes those two maps, under
+// mu; it reads them without it. Everything else is the actor's alone.
 type router struct {
 	cfg  Config
 	srv  *handshake.Server
@@ -56,12 +60,20 @@ type router struct {
 	cc   *conn.Counters
 	now  func() time.Duration // node monotonic clock
 	log  *slog.Logger
+
+	// mu orders the actor's writes of byID and byAddr against the
+	// reader's lookups (one read lock per read batch).
+	mu   sync.RWMutex
 	byID map[handshake.ConnID]*route
 	// byAddr routes short-form packets; a pending connection is entered too,
 	// so a client whose first packets are short form still reaches it.
 	byAddr   map[netip.AddrPort]*route
 	byPID    map[string]*route
 	byPlayer map[uint64]*route
+
+	// stage is the actor's Stager, reader the reader goroutine's (both
+	// nil without a pool).
+	stage, reader *conn.Stager
 
 	queueFree func() int // free reader batches (queue depth signal); nil: unknown
 	draining  bool
@@ -83,8 +95,81 @@ func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, ou
 	}
 }
 
-func (r *router) handleBatch(ctx sender, b *batch) {
+// setPool connects the router to its connections (before the reader
+// starts).
+func (r *router) setPool(p *conn.Pool) {
+	r.pool, r.stage, r.reader = p, p.NewStager(), p.NewStager()
+}
+
+// readerRoute is the reader goroutine's part of a read batch: every
+// datagram of a connection it finds in byID or byAddr goes to that
+// connection's shard from here, one post per shard for the batch, without
+// a hop through the gateway actor. The rest (handshakes, garbage,
+// unknown connections: what needs the handshake server, the rate limiter
+// or a reply) is left in b.rest for the actor; readerRoute reports whether
+// there is any.
+//
+// A datagram of a connection the actor is opening or re-addressing may
+// miss here and be routed by the actor a moment later than a datagram
+// after it that hit: the protocol takes that as reordering (the actor
+// enters a new connection before it sends the handshake reply, so a
+// client's first data packets already hit).
+func (r *router) readerRoute(b *batch) bool {
+	b.rest = b.rest[:0]
+	if r.pool == nil {
+		for i := range b.n {
+			b.rest = append(b.rest, uint16(i))
+		}
+		return b.n > 0
+	}
+	r.mu.RLock()
 	for i := range b.n {
+		d := b.ds[i]
+		rt := r.lookup(d.Bytes(), d.Addr)
+		if rt == nil {
+			b.rest = append(b.rest, uint16(i))
+			continue
+		}
+		r.st.datagramsIn.Add(1)
+		r.st.bytesIn.Add(uint64(d.N))
+		if r.deliver(nil, rt, d, r.reader) {
+			// Handed to a connection: the slot takes a fresh buffer.
+			d := msg.NewDatagram()
+			b.ds[i] = d
+			b.ms[i].Buf = d.Buf[:]
+		}
+	}
+	r.mu.RUnlock()
+	r.reader.Flush() // one post per connection shard for the whole batch
+	return len(b.rest) > 0
+}
+
+// lookup is the connection a data packet or Disconnect is for (nil for
+// every other kind, and for a connection not in the tables).
+func (r *router) lookup(pkt []byte, from netip.AddrPort) *route {
+	kind, err := handshake.Classify(pkt)
+	if err != nil {
+		return nil
+	}
+	switch kind {
+	case handshake.KindData:
+		return r.byAddr[from]
+	case handshake.KindRouted:
+		if id, _, err := handshake.ParseRouted(pkt); err == nil {
+			return r.byID[id]
+		}
+	case handshake.KindDisconnect:
+		if id, err := handshake.ParseDisconnectID(pkt); err == nil {
+			return r.byID[id]
+		}
+	}
+	return nil
+}
+
+// handleBatch is the gateway actor's part of a read batch: the datagrams
+// the reader left (b.rest).
+func (r *router) handleBatch(ctx sender, b *batch) {
+	for _, i := range b.rest {
 		if r.handle(ctx, b.ds[i]) {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
@@ -92,10 +177,10 @@ func (r *router) handleBatch(ctx sender, b *batch) {
 			b.ms[i].Buf = d.Buf[:]
 		}
 	}
-	if r.pool != nil {
-		r.pool.Flush() // one post per connection shard for the whole batch
+	if r.stage != nil {
+		r.stage.Flush() // one post per connection shard for the whole batch
 	}
-	b.n = 0
+	b.n, b.rest = 0, b.rest[:0]
 	b.back <- b // never blocks: the channel holds every batch
 }
 
@@ -115,7 +200,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	switch kind {
 	case handshake.KindData:
 		if rt := r.byAddr[d.Addr]; rt != nil {
-			return r.deliver(ctx, rt, d)
+			return r.deliver(ctx, rt, d, r.stage)
 		}
 		r.noConnection(d)
 	case handshake.KindRouted:
@@ -125,7 +210,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d)
+			return r.deliver(ctx, rt, d, r.stage)
 		}
 		r.noConnection(d)
 	case handshake.KindDisconnect:
@@ -135,7 +220,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d)
+			return r.deliver(ctx, rt, d, r.stage)
 		}
 		// Never answer a Disconnect: no ping-pong between two endpoints.
 		r.st.unknownConn.Add(1)
@@ -147,12 +232,13 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	return false
 }
 
-// deliver queues d to its connection unless that connection already has
-// MaxInbound datagrams waiting (policy: drop the newest, count it). A small
-// datagram (most of a client's) goes as a compact copy, and d stays with the
-// caller (false): what waits in a busy shard's queue is 256 bytes a
-// datagram, not a full-size buffer.
-func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
+// deliver queues d to its connection (staged in st, the calling
+// goroutine's Stager) unless that connection already has MaxInbound
+// datagrams waiting (policy: drop the newest, count it). A small datagram
+// (most of a client's) goes as a compact copy, and d stays with the caller
+// (false): what waits in a busy shard's queue is 256 bytes a datagram, not a
+// full-size buffer.
+func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager) bool {
 	if int(rt.inflight.Load()) >= r.cfg.Conn.MaxInbound {
 		r.st.inboundDropped.Add(1)
 		return false
@@ -164,7 +250,7 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram) bool {
 		q, handed = d, true
 	}
 	if rt.conn != nil {
-		r.pool.Stage(rt.conn, q) // posted with the rest of the batch (handleBatch)
+		st.Stage(rt.conn, q) // posted with the rest of the batch
 	} else {
 		ctx.Send(rt.pid, q)
 	}
@@ -229,15 +315,17 @@ func (r *router) handshake(ctx sender, d *msg.Datagram) {
 			r.st.handshakeDropped.Add(1)
 		}
 	}
+	if grant != nil {
+		// Before the reply: the client's first data packets answer it, and
+		// the reader routes them only once the connection is in the tables.
+		r.spawn(ctx, grant)
+	}
 	if len(out) > 0 {
 		reply.N, reply.Addr = len(out), d.Addr
 		r.st.handshakeReplies.Add(1)
 		r.out.Send(reply)
 	} else {
 		reply.Release()
-	}
-	if grant != nil {
-		r.spawn(ctx, grant)
 	}
 }
 
@@ -279,8 +367,10 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	} else {
 		rt.pid = actor.NewPID("local", "conn-"+g.ID.String()) // router tests: no connections run
 	}
+	r.mu.Lock()
 	r.byID[rt.id] = rt
 	r.byAddr[rt.addr] = rt
+	r.mu.Unlock()
 	r.byPID[rt.pid.Id] = rt
 	r.st.granted.Add(1)
 	r.st.conns.Add(1)
@@ -311,11 +401,13 @@ func (r *router) onMoved(m *conn.Moved) {
 	if rt == nil {
 		return
 	}
+	r.mu.Lock()
 	if r.byAddr[rt.addr] == rt {
 		delete(r.byAddr, rt.addr)
 	}
 	rt.addr = m.To
 	r.byAddr[m.To] = rt
+	r.mu.Unlock()
 	r.st.moved.Add(1)
 }
 
@@ -340,11 +432,13 @@ func (r *router) onTerminated(who *actor.PID) {
 }
 
 func (r *router) forget(rt *route) {
+	r.mu.Lock()
 	delete(r.byID, rt.id)
-	delete(r.byPID, rt.pid.Id)
 	if r.byAddr[rt.addr] == rt {
 		delete(r.byAddr, rt.addr)
 	}
+	r.mu.Unlock()
+	delete(r.byPID, rt.pid.Id)
 	if r.byPlayer[rt.player] == rt {
 		delete(r.byPlayer, rt.player)
 	}

@@ -20,7 +20,7 @@ import (
 // events (at or below the restored checkpoint's epoch, once the new owner
 // spoke) and passes the new owner's on.
 func TestConnDropsEventsOfAnOwnerItWasRestoredAwayFrom(t *testing.T) {
-	defer verifyNoLeaks(t)
+	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const id = 4100
 	tc := newClient(t, id, r.token(t, id), r.gw.PublicAddr(), r.start, nil, id)

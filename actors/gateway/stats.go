@@ -6,9 +6,10 @@ import (
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
-// counters are the gateway actor's own counts. Only the gateway actor writes
-// them (the writer and the reader keep theirs); atomics let Stats read them
-// from any goroutine.
+// counters are the gateway's counts. The gateway actor writes them, and so
+// does the reader for the datagrams it routes itself (datagramsIn, bytesIn,
+// routed, inboundDropped); the writer keeps its own. Atomics let Stats read
+// them from any goroutine.
 type counters struct {
 	datagramsIn, bytesIn atomic.Uint64
 	garbage              atomic.Uint64

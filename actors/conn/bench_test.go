@@ -1,0 +1,198 @@
+package conn
+
+import (
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
+	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/session"
+)
+
+var (
+	benchServer = netip.MustParseAddrPort("10.0.0.1:7777")
+	benchClient = netip.MustParseAddrPort("10.0.0.2:40000")
+	benchKey    = tokenkey.Key{1, 2, 3, 4, 5, 6, 7, 8}
+	benchWall   = time.Unix(1_700_000_000, 0)
+)
+
+const benchStep = time.Second / 30
+
+func seeded(seed uint64) io.Reader { return rand.NewChaCha8([32]byte{byte(seed)}) }
+
+func benchSessionConfig() session.ServerConfig {
+	c := session.DefaultServerConfig()
+	c.SendRate = 30 // one packet each way per step
+	return c
+}
+
+// grantFor replays the handshake of req from a seeded source: every call
+// gives a session with the same connection id and keys.
+func grantFor(tb testing.TB, req []byte) (*handshake.Session, []byte) {
+	tb.Helper()
+	hs := handshake.DefaultServerConfig()
+	hs.Addr, hs.ProtocolID = benchServer, tokenkey.DefaultProtocolID
+	hs.GuardCapacity = 64
+	srv, err := handshake.NewServer(hs, benchKey, benchWall.Add(-time.Minute), seeded(7))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reply, grant, err := srv.Handle(nil, req, benchClient, benchWall, handshake.LoadNormal)
+	if err != nil || grant == nil {
+		tb.Fatalf("handshake: %v", err)
+	}
+	sess, err := grant.Session()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sess, reply
+}
+
+// recording is what one client sent, step by step, to a server that
+// answered every step (moves at 30 Hz, acks both ways).
+type recording struct {
+	req   []byte
+	steps [][][]byte
+}
+
+func record(tb testing.TB, n int) *recording {
+	tb.Helper()
+	tok, err := handshake.IssueToken(benchKey, handshake.TokenParams{
+		PlayerID: 7, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Hour, Timeout: 10 * time.Second,
+		ServerAddrs: []netip.AddrPort{benchServer},
+	}, benchWall, seeded(5))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cli, err := session.NewClient(tok, benchServer, session.DefaultClientConfig(), nil, benchWall, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req, _ := cli.Poll(0, nil)
+	sess, reply := grantFor(tb, req)
+	if err := cli.Receive(0, reply); err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := session.NewServer(sess, benchSessionConfig(), nil, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	x := &recording{req: req, steps: make([][][]byte, n)}
+	buf := make([]byte, 0, udp.MaxDatagram)
+	var state move.ControlState
+	for i := range n {
+		now := time.Duration(i+1) * benchStep
+		for cli.InputDue(now) {
+			_, _ = cli.Input(move.Move{Dt: 32, Forward: 90, Yaw: uint16(i * 64)})
+		}
+		for {
+			p, _ := cli.Poll(now, buf[:0])
+			if len(p) == 0 {
+				break
+			}
+			x.steps[i] = append(x.steps[i], append([]byte(nil), p...))
+			_, _ = srv.Receive(now, p, benchClient)
+		}
+		state.Pos[0] += 0.2
+		srv.SetControl(srv.LastApplied(), state)
+		for {
+			p, _ := srv.Poll(now, buf[:0], nil)
+			if len(p) == 0 {
+				break
+			}
+			_ = cli.Receive(now, p)
+		}
+	}
+	return x
+}
+
+// nowhere is a shard writer that sends nothing.
+type nowhere struct{}
+
+func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
+
+// benchShard is one shard without its goroutine, and n connections on it
+// that replay the same recording (same keys: each accepts every packet).
+func benchShard(tb testing.TB, x *recording, n int) (*shard, []*Conn) {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Session = benchSessionConfig()
+	p := &Pool{cfg: PoolConfig{Config: cfg, WriteBatch: 64}, counters: new(Counters), log: slog.New(slog.DiscardHandler)}
+	s := &shard{pool: p, w: nowhere{}, out: make([]byte, 64*udp.MaxDatagram), ms: make([]udp.Message, 0, 64)}
+	p.shards = []*shard{s}
+	cs := make([]*Conn, n)
+	for i := range cs {
+		sess, _ := grantFor(tb, x.req)
+		c := &Conn{pool: p, sh: s, hs: sess, player: 7, hidx: -1}
+		if err := c.start(0, 0); err != nil {
+			tb.Fatal(err)
+		}
+		cs[i] = c
+	}
+	return s, cs
+}
+
+// step is one connection's 33 ms step as its shard runs it: the client's
+// datagrams, the zone's Control for the tick, the pump (seal, commit).
+func step(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
+	for _, p := range pkts {
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf, p)
+		d.Addr = benchClient
+		s.handle(c, d, now)
+	}
+	m := msg.NewControl()
+	m.LastApplied, m.State = c.srv.LastApplied(), ctl
+	s.handle(c, m, now)
+	s.pumpOne(c, now)
+}
+
+// BenchmarkShardColdPath: one connection's step on its shard — its
+// client's datagram in (route already done: onDatagram, Receive, the
+// input to the zone), the zone's Control, the pump (Poll without ghosts,
+// commit, the shard's sendmmsg to nowhere) — across 4,096 connections in
+// turn, so each one's state is cold when its turn comes, as on a server
+// with thousands of players. The ghost table is empty (the ghost
+// engineer's benchmarks cover it). ns/pkt is per datagram in or out.
+func BenchmarkShardColdPath(b *testing.B) {
+	const conns, steps = 4096, 256
+	x := record(b, steps)
+	s, cs := benchShard(b, x, conns)
+	var ctl move.ControlState
+	i, k, pkts := 0, 0, 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if k == len(cs) {
+			k, i = 0, i+1
+			ctl.Pos[0] += 0.2
+			if i == steps {
+				b.StopTimer()
+				s, cs = benchShard(b, x, conns)
+				i = 0
+				b.StartTimer()
+			}
+		}
+		now := time.Duration(i+1) * benchStep
+		step(s, cs[k], x.steps[i], now, ctl)
+		pkts += len(x.steps[i])
+		k++
+	}
+	s.flush()
+	b.StopTimer()
+	sent := s.pool.sent.Load()
+	if sent == 0 {
+		b.Fatal("nothing sent")
+	}
+	if st := cs[0].srv.Stats(); st.Rejected() != 0 {
+		b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+}

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/conn"
+	"github.com/ghostwire/ghostwire/actors/udp"
+)
+
+var benchStranger = netip.MustParseAddrPort("198.51.100.9:999")
+
+// nowhere is a shard writer that sends nothing.
+type nowhere struct{}
+
+func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
+
+// TestReaderRoutesKnownConnections: the reader hands a known connection's
+// datagrams to its shard itself and leaves only the rest — garbage, a
+// stranger's data, a handshake — for the gateway actor; between the two,
+// every datagram is counted once with one fate, and the connection's
+// datagram reaches its session.
+func TestReaderRoutesKnownConnections(t *testing.T) {
+	x := recordExchange(t, 4)
+	r := newBenchRouter(t, new(discard), seeded(1))
+	sys := actor.NewActorSystem()
+	pool, err := conn.NewPool(conn.PoolConfig{
+		Config: r.cfg.Conn, Shards: 2, Sys: sys,
+		Now:       func() time.Duration { return benchStep },
+		NewWriter: func() conn.Writer { return nowhere{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	r.setPool(pool)
+	_, grant, _ := handshakeServer(t, x.req)
+	sess, err := grant.Session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &route{id: grant.ID, addr: benchClient, inflight: new(atomic.Int32)}
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: rt.inflight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.conn, rt.pid = c, c.PID()
+	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
+
+	free := make(chan *batch, 1)
+	b := newBatch(8, free)
+	put := func(i int, p []byte, from bool) {
+		d := b.ds[i]
+		d.N = copy(d.Buf, p)
+		d.Addr = benchClient
+		if !from {
+			d.Addr = benchStranger
+		}
+	}
+	put(0, x.steps[0][0], true)      // the client's first data packet
+	put(1, []byte{0xFF, 1, 2}, true) // garbage
+	put(2, make([]byte, 40), false)  // short-form data from a stranger: no connection
+	put(3, x.req, true)              // a connect request
+	b.n = 4
+
+	if !r.readerRoute(b) {
+		t.Fatal("readerRoute left nothing for the actor")
+	}
+	if got := b.rest; len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("left for the actor: %v, want [1 2 3]", got)
+	}
+	if in, routed := r.st.datagramsIn.Load(), r.st.routed.Load(); in != 1 || routed != 1 {
+		t.Fatalf("reader counted %d in, %d routed; want 1, 1", in, routed)
+	}
+	// The shard takes it: the connection lets go of its in-flight count
+	// once its session has read the datagram.
+	for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection never took its datagram")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	r.handleBatch(&stubCtx{}, b)
+	st := r.st
+	if in := st.datagramsIn.Load(); in != 4 {
+		t.Fatalf("%d datagrams counted in, want 4", in)
+	}
+	fates := st.routed.Load() + st.garbage.Load() + st.unknownConn.Load() + st.handshakes.Load() + st.handshakeLimited.Load()
+	if fates != 4 || st.routed.Load() != 1 || st.garbage.Load() != 1 || st.unknownConn.Load() != 1 {
+		t.Fatalf("fates: %d (routed %d, garbage %d, no connection %d, handshakes %d); want 4 with 1 each",
+			fates, st.routed.Load(), st.garbage.Load(), st.unknownConn.Load(), st.handshakes.Load())
+	}
+	if got := <-free; got != b || len(b.rest) != 0 || b.n != 0 {
+		t.Fatal("the actor did not hand the batch back empty")
+	}
+}
