@@ -76,7 +76,20 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		}
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Join{Join: pj}}
 	case *msg.Leave:
-		p.b.forgetLocal(m.Player, m.Conn)
+		// A Leave(Redirected) does not end the connection: a connection
+		// about to redirect its client (a drain) sends it first, so that
+		// the zone holds the player's events for the next connection
+		// (actors/conn onRedirect), and goes on taking what the zone sent
+		// before it saw the Leave — its last Outputs, its Controls, a
+		// Rejoin — until it redirects. Forgetting it here dropped those
+		// (counted Unknown): the echo the zone sent just before the Leave
+		// was lost, the next one came through the new connection
+		// (TestZonedDrainedMidRunRedirectsTheBots, 1 run in 3). The entry
+		// goes when a newer Join replaces it or the connection ends (its
+		// view slot closes: rememberLocal's sweep).
+		if m.Reason != handshake.ReasonRedirected {
+			p.b.forgetLocal(m.Player, m.Conn)
+		}
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Reason: uint32(m.Reason)}}}
 	case *zone.Teleport:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: m.Entity,

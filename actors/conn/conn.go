@@ -81,6 +81,7 @@ type Conn struct {
 	redirect  bool // a Redirect was sent: the client may be back elsewhere
 	ctlSeen   bool // a zone's Control arrived: the Join took
 	leaveSent bool
+	zoneHolds bool // the zone answered the Leave(Redirected): it holds the player's events
 	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
 	dirty     bool // in the shard's list of connections to pump this round
 
@@ -91,10 +92,8 @@ type Conn struct {
 	// checkpoint epoch, the floor once a Control above it arrives.
 	outFloor, floorAt uint64
 	// A Redirect waits (redirWait, since redirAt) until the zone holds
-	// the player's events and every event sent to the client arrived
-	// (onRedirect); outAt: the newest Output; leaveSent: the zone was
-	// told already.
-	outAt   time.Duration
+	// the player's events (zoneHolds) and every event sent to the client
+	// arrived (onRedirect); leaveSent: the zone was told already.
 	redirAt time.Duration
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
@@ -187,7 +186,13 @@ func (c *Conn) handle(m any, now time.Duration) {
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
 		}
-		c.outAt = now
+		if len(m.Events) == 0 {
+			// The zone's answer to this connection's Leave(Redirected)
+			// (holdEvents): every Output it sent before has arrived.
+			c.zoneHolds = true
+			m.Release()
+			return
+		}
 		c.onOutput(m)
 	case *resumed:
 		switch {

@@ -74,21 +74,24 @@ func (c *Conn) resendEvents(in *msg.Input) {
 // redirecting session sends nothing more) and the ones still on their way
 // from the zone. So the connection first tells the zone (the Leave a
 // followed Redirect sends, ReasonRedirected, only sooner): the zone keeps
-// the player for its client's new connection and holds the player's
-// events for it from then on. The connection redirects once every event
-// it sent arrived and no Output came for outputQuiet (the last ones sent
-// before the zone's hold), or after maxRedirectHold at most.
-const (
-	outputQuiet     = 50 * time.Millisecond
-	maxRedirectHold = time.Second
-)
+// the player for its client's new connection, holds the player's events
+// for it from then on, and answers with an empty Output (msg.Output). That
+// answer comes the way the zone's Outputs come, after every one the zone
+// sent before it took the Leave. The connection redirects once it came and
+// every event it sent arrived, or after maxRedirectHold at most (a zone
+// that does not answer). It used to wait until no Output came for 50 ms
+// instead: when the Leave took longer than that to reach the zone (a zone
+// on another node, a loaded host), the zone's last Outputs came after the
+// Redirect and were lost (40 bots in TestZonedDrainedMidRunRedirectsTheBots:
+// the Leave 41 ms on its way, the echo it overtook 40 ms after the Redirect).
+const maxRedirectHold = time.Second
 
 func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 	if c.srv == nil || c.redirect || c.redirWait != nil {
 		return
 	}
 	if (c.joined || c.resuming) && c.zone != nil && !c.closed && c.srv.State() == handshake.StateConnected {
-		c.redirWait, c.redirAt, c.outAt = m, now, now
+		c.redirWait, c.redirAt = m, now
 		if !c.resuming {
 			c.holdEvents(now)
 		} // else once the lookup joined the player (join)
@@ -100,7 +103,8 @@ func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 // holdEvents tells the player's zone to hold its events for the client's
 // next connection (the Leave a followed Redirect sends).
 func (c *Conn) holdEvents(now time.Duration) {
-	c.leaveSent, c.outAt = true, now
+	// A zone that restored the player meanwhile (rejoin) must answer too.
+	c.leaveSent, c.zoneHolds = true, false
 	c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonRedirected})
 }
 
@@ -124,14 +128,12 @@ func (c *Conn) redirectDue(now time.Duration) time.Duration {
 		c.redirWait = nil // closing anyway (a timeout, the client quit)
 		return maxDeadline
 	}
-	settled := c.leaveSent && !c.srv.EventsInFlight() && now-c.outAt >= outputQuiet
+	// The zone's answer and the client's acks arrive as messages and
+	// datagrams, each followed by a pump: only the bound needs a deadline.
+	settled := c.leaveSent && c.zoneHolds && !c.srv.EventsInFlight()
 	if settled || now-c.redirAt >= maxRedirectHold {
 		c.startRedirect(c.redirWait, now)
 		return maxDeadline
 	}
-	next := c.redirAt + maxRedirectHold
-	if !c.srv.EventsInFlight() {
-		next = min(next, c.outAt+outputQuiet)
-	}
-	return next
+	return c.redirAt + maxRedirectHold
 }

@@ -156,7 +156,9 @@ func (c *Control) Release() {
 
 // Output carries events from a zone to its player's client (zone → conn).
 // Guaranteed events the connection cannot queue (its event sender is full)
-// are dropped and counted there. Pooled: NewOutput / Release.
+// are dropped and counted there. One without events is the zone's answer to
+// the connection's Leave(Redirected): it holds the player's events from
+// then on (actors/conn onRedirect). Pooled: NewOutput / Release.
 type Output struct {
 	Player uint64
 	// Epoch is the player's handoff epoch at the zone that sent them (0:

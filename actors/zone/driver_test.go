@@ -60,6 +60,7 @@ type dplayer struct {
 	latency     []time.Duration
 	kicked      bool
 	echoes      []msg.Event // copies of the events zones sent this player
+	holdsAt     []int       // len(echoes) at each empty Output (a zone's answer to a Leave(Redirected))
 	forced      [][3]float32
 	lastView    []ghost.ViewEntry
 	// advanced: the scheduled tick time of every Control that moved
@@ -164,6 +165,9 @@ func (d *driver) Receive(ctx actor.Context) {
 		}
 	case *msg.Output:
 		if p := d.players[m.Player]; p != nil {
+			if len(m.Events) == 0 {
+				p.holdsAt = append(p.holdsAt, len(p.echoes))
+			}
 			for _, e := range m.Events {
 				e.Payload = append([]byte(nil), e.Payload...) // valid until Release
 				p.echoes = append(p.echoes, e)
@@ -207,6 +211,7 @@ type pstat struct {
 	kicked                                       bool
 	latency                                      []time.Duration
 	echoes                                       []msg.Event
+	holdsAt                                      []int
 	forced                                       [][3]float32
 	lastView                                     []ghost.ViewEntry
 	advanced                                     []ctlMark
@@ -220,7 +225,7 @@ func (d *driver) snapshot() map[uint64]pstat {
 	for id, p := range d.players {
 		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, controls: p.controls,
 			redirects: p.redirects, viewsTaken: p.viewsTaken, viewEntries: p.viewEntries, kicked: p.kicked,
-			latency: append([]time.Duration(nil), p.latency...), echoes: append([]msg.Event(nil), p.echoes...),
+			latency: append([]time.Duration(nil), p.latency...), echoes: append([]msg.Event(nil), p.echoes...), holdsAt: append([]int(nil), p.holdsAt...),
 			forced: append([][3]float32(nil), p.forced...), lastView: append([]ghost.ViewEntry(nil), p.lastView...),
 			advanced: append([]ctlMark(nil), p.advanced...)}
 	}

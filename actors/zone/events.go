@@ -274,6 +274,24 @@ func (a *zoneActor) holdEvent(player uint64, class event.Class, lane uint8, key 
 	return true
 }
 
+// confirmHold answers the Leave(Redirected) of a player's connection with
+// an empty Output: from here on the zone holds the player's events, and
+// the answer reaches the connection after every Output sent to it before
+// (one sender, one route: the mailbox, or a link's ordered stream), so the
+// connection knows when nothing more will come for its client and
+// redirects it (actors/conn onRedirect).
+func (a *zoneActor) confirmHold(player uint64) {
+	j := a.joins[player]
+	if j == nil || j.Conn == nil {
+		return
+	}
+	o := msg.NewOutput()
+	o.Player = player
+	_, ep, _ := a.z.Handoffs().Status(player)
+	o.Epoch = uint64(ep)
+	a.ctx.Send(j.Conn, o)
+}
+
 // flushHeld sends the events held for a player to its new connection.
 func (a *zoneActor) flushHeld(j *msg.Join) {
 	o := a.held[j.Player]

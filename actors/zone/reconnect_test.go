@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -72,4 +73,50 @@ func TestRedirectedPlayerWaitsForItsNewConnection(t *testing.T) {
 	if _, ok := c.players[1]; !ok || len(c.players) != 1 {
 		t.Fatalf("after the grace: %+v, want player 1 only", c.players)
 	}
+}
+
+// A Leave(Redirected) is answered with an empty Output to the connection,
+// after every event the zone sent it before; events from then on are held
+// for the next connection, none goes to the old one. The connection
+// redirects its client on that answer (actors/conn onRedirect): an echo
+// sent before the Leave but still on its way when the connection went by a
+// time guess instead was lost.
+func TestRedirectedLeaveIsAnsweredAfterTheEventsSentBefore(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	w, _ := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
+	f := startFixture(t, w, sim.Config{TickRate: 50}, nil, nil)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	echo := func(s string) {
+		in := msg.NewInput()
+		in.Player = 1
+		in.Add(event.Ordered, EchoLane, 0, []byte(s))
+		f.sys.Root.Send(f.world.PID("x0z0"), in)
+	}
+	echo("before")
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonRedirected})
+	echo("after")
+	waitFor(t, 2*time.Second, "the answer", func() bool { return len(f.drv.snapshot()[1].holdsAt) == 1 })
+	f.sync()
+	p := f.drv.snapshot()[1]
+	if len(p.echoes) != 1 || string(p.echoes[0].Payload) != "before" || p.holdsAt[0] != 1 {
+		t.Fatalf("the old connection got echoes %q and the answer after %v of them, want [before], then the answer", payloads(p.echoes), p.holdsAt)
+	}
+	// The new connection gets what was held.
+	newConn := actor.NewPID(f.sys.Address(), "new-conn")
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: newConn})
+	waitFor(t, 2*time.Second, "rejoin", func() bool { return f.world.Metrics().Joins.Load() == 2 })
+	if p := f.drv.snapshot()[1]; len(p.echoes) != 1 || len(p.holdsAt) != 1 {
+		t.Fatalf("the old connection got %q after the answer", payloads(p.echoes))
+	}
+}
+
+func payloads(es []msg.Event) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = string(e.Payload)
+	}
+	return out
 }

@@ -667,6 +667,7 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 			// player as it is for the new connection's Join, which goes
 			// on from the live state (the record may be a second old).
 			a.awaiting[l.Player] = a.p.Now() + redirectGrace
+			a.confirmHold(l.Player)
 			return
 		}
 	}
