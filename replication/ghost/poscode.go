@@ -270,14 +270,9 @@ func (p *posTrack) insert(v posVal) {
 	}
 }
 
-// clientHas reports whether every position the client may currently show
-// (its newest received) equals q, so there is nothing to send.
-func (p *posTrack) clientHas(x *posPool, q *[3]uint32) bool {
-	var buf [posRingLen]posVal
-	return p.clientHasIn(p.inflight(x, &buf), q)
-}
-
-// clientHasIn is clientHas with the positions in flight copied out (fl).
+// clientHasIn reports whether every position the client may currently show
+// (its newest received, or one in flight, fl) equals q, so there is nothing to
+// send.
 func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
 	if p.dn == 0 || p.d[1].q != *q {
 		return false
