@@ -2,8 +2,8 @@ package event
 
 import (
 	"fmt"
+	"github.com/ghostwire/ghostwire/replication/internal/intern"
 	"math/bits"
-	"sync"
 	"time"
 )
 
@@ -182,29 +182,6 @@ func (c Config) Validate() error {
 
 // configs interns the Configs of Senders and Receivers: both ends of a
 // connection and every connection of a server share one read-only copy
-// instead of 112 bytes each. Bounded: past maxConfigs distinct values (a
+// instead of 112 bytes each. Bounded: past intern.Max distinct values (a
 // server has a handful) a Config gets its own copy.
-var configs struct {
-	mu sync.Mutex
-	m  map[Config]*Config
-}
-
-const maxConfigs = 64
-
-// intern returns the shared copy of c (valid: no NaN, so == finds it).
-func intern(c Config) *Config {
-	configs.mu.Lock()
-	defer configs.mu.Unlock()
-	if p := configs.m[c]; p != nil {
-		return p
-	}
-	p := new(Config)
-	*p = c
-	if len(configs.m) < maxConfigs {
-		if configs.m == nil {
-			configs.m = make(map[Config]*Config)
-		}
-		configs.m[c] = p
-	}
-	return p
-}
+var configs intern.Table[Config]

@@ -113,7 +113,7 @@ func NewReceiver(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:     intern(cfg),
+		cfg:     configs.Get(cfg),
 		idBits:  uint8(idWidth(cfg.MaxInFlightPerLane)),
 		keyBits: uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
 

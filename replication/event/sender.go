@@ -145,7 +145,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, err
 	}
 	s := &Sender{
-		cfg:      intern(cfg),
+		cfg:      configs.Get(cfg),
 		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),

@@ -3,10 +3,10 @@ package notify
 import (
 	"fmt"
 	"math/bits"
-	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/internal/intern"
 )
 
 type recState uint8
@@ -94,30 +94,8 @@ type Conn struct {
 
 // configs interns the Configs of Conns: every connection of a process
 // shares one read-only copy instead of 40 bytes each. Bounded: past
-// maxConfigs distinct values (a server has one or two) a Conn gets its own.
-var configs struct {
-	mu sync.Mutex
-	m  map[Config]*Config
-}
-
-const maxConfigs = 64
-
-func internConfig(c Config) *Config {
-	configs.mu.Lock()
-	defer configs.mu.Unlock()
-	if p := configs.m[c]; p != nil {
-		return p
-	}
-	p := new(Config)
-	*p = c
-	if len(configs.m) < maxConfigs {
-		if configs.m == nil {
-			configs.m = make(map[Config]*Config)
-		}
-		configs.m[c] = p
-	}
-	return p
-}
+// intern.Max distinct values (a server has one or two) a Conn gets its own.
+var configs intern.Table[Config]
 
 // maxStartSeq keeps every sum of a sequence number and a window far from overflow.
 const maxStartSeq = 1 << 62
@@ -141,7 +119,7 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	nbit := nextPow2(cfg.AckWindow)
 	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
-		cfg:          internConfig(cfg),
+		cfg:          configs.Get(cfg),
 		k:            uint64(cfg.ReorderThreshold),
 		win:          uint64(cfg.AckWindow),
 		localStart:   localStart,

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/internal/freelist"
+	"github.com/ghostwire/ghostwire/replication/internal/intern"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
@@ -76,31 +76,9 @@ type endpointLimits struct {
 }
 
 // epLimits interns the endpointLimits of a process. Bounded: past
-// maxLimits distinct values (a server has one or two) an endpoint gets its
+// intern.Max distinct values (a server has one or two) an endpoint gets its
 // own copy.
-var epLimits struct {
-	mu sync.Mutex
-	m  map[endpointLimits]*endpointLimits
-}
-
-const maxLimits = 64
-
-func internEndpointLimits(l endpointLimits) *endpointLimits {
-	epLimits.mu.Lock()
-	defer epLimits.mu.Unlock()
-	if p := epLimits.m[l]; p != nil {
-		return p
-	}
-	p := new(endpointLimits)
-	*p = l
-	if len(epLimits.m) < maxLimits {
-		if epLimits.m == nil {
-			epLimits.m = make(map[endpointLimits]*endpointLimits)
-		}
-		epLimits.m[l] = p
-	}
-	return p
-}
+var epLimits intern.Table[endpointLimits]
 
 func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits) error {
 	var err error
@@ -113,7 +91,7 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.lim = internEndpointLimits(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
+	e.lim = epLimits.Get(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
 	e.lastHdr = 3
 	return nil
 }

@@ -13,7 +13,7 @@ func TestLimitsShared(t *testing.T) {
 		srv: serverLimits{Bandwidth: 16000, MaxPacketSize: 1200, MinPacketSize: 200, interval: 50 * time.Millisecond}}
 	b := a
 	b.srv.interval = 20 * time.Millisecond
-	pa, pa2, pb := internEndpointLimits(a), internEndpointLimits(a), internEndpointLimits(b)
+	pa, pa2, pb := epLimits.Get(a), epLimits.Get(a), epLimits.Get(b)
 	if pa != pa2 {
 		t.Fatal("two endpoints of one config got separate copies")
 	}
