@@ -87,9 +87,9 @@ type Counters struct {
 	EventsSent       uint64 `json:"events_sent"`
 	EventsEchoed     uint64 `json:"events_echoed"`
 	EventsCorrupt    uint64 `json:"events_corrupt"`      // payload changed on the way
-	EventsOutOfOrder uint64 `json:"events_out_of_order"` // echo skipped ahead
+	EventsOutOfOrder uint64 `json:"events_out_of_order"` // times an echo skipped ahead (the skipped ones count as lost)
 	EventsDuplicate  uint64 `json:"events_duplicate"`    // echo of a counter already echoed
-	EventsLost       uint64 `json:"events_lost"`         // never echoed though the session stayed up
+	EventsLost       uint64 `json:"events_lost"`         // never echoed though the session stayed up: skipped mid-stream, or missing at the end
 	EventsForeign    uint64 `json:"events_foreign"`      // echoes of another bot's or session's events: misrouted
 	EventsOther      uint64 `json:"events_other"`        // lane-0 events that are no echo at all (the game's own)
 	EventsRefused    uint64 `json:"events_refused"`      // the session's queue was full (not sent, not counted as sent)

@@ -258,8 +258,14 @@ func (b *bot) Event(e event.Event) {
 		b.w.shard.H.Echo.Record(int64((b.rxNow - m.sent) / time.Microsecond))
 	case m.counter < b.echoNext:
 		c.EventsDuplicate++
-	default: // skipped ahead: the ones between are missing or late
+	default:
+		// Skipped ahead. The lane is ordered, so the echoes between can
+		// never come after this one (one that did would count as a
+		// duplicate): they are lost, and counted so here — counting only
+		// the tail missing at the end reported "lost 0" for an echo lost
+		// mid-stream, which sent an investigation looking for reordering.
 		c.EventsOutOfOrder++
+		c.EventsLost += m.counter - b.echoNext
 		c.EventsEchoed++
 		b.echoNext = m.counter + 1
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/metrics"
+	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
@@ -399,5 +400,28 @@ func TestInputPointsAreTheStreamsClock(t *testing.T) {
 				t.Fatalf("rate %d: sample %d not due at inputPoint %v", rate, k, p)
 			}
 		}
+	}
+}
+
+// TestEchoSkippedAheadCountsTheSkippedAsLost: on the ordered echo lane an
+// echo that skips ahead means the ones between will never come; they are
+// lost, not late, and a late copy of one is a duplicate.
+func TestEchoSkippedAheadCountsTheSkippedAsLost(t *testing.T) {
+	w := &worker{sw: &Swarm{}, shard: metrics.NewShard()}
+	b := &bot{w: w, idx: 7, pid: 0x4757_0000_0007, echoNext: 1, echoSent: 6}
+	echo := func(counter uint64) {
+		var buf [echoLen]byte
+		b.Event(event.Event{Class: event.Ordered, Lane: echoLane,
+			Payload: appendEcho(buf[:], echoMsg{bot: 7, session: b.pid, counter: counter})})
+	}
+	echo(1)
+	echo(2)
+	echo(5) // 3 and 4 skipped
+	echo(3) // can only be a duplicate now
+	echo(6)
+	c := w.shard.C
+	if c.EventsEchoed != 4 || c.EventsOutOfOrder != 1 || c.EventsLost != 2 || c.EventsDuplicate != 1 {
+		t.Fatalf("echoed %d, out of order %d, lost %d, duplicate %d; want 4, 1, 2, 1",
+			c.EventsEchoed, c.EventsOutOfOrder, c.EventsLost, c.EventsDuplicate)
 	}
 }
