@@ -126,7 +126,7 @@ func (r *router) readerRoute(b *batch) bool {
 	for i := range b.n {
 		d := b.ds[i]
 		rt := r.lookup(d.Bytes(), d.Addr)
-		if rt == nil {
+		if rt == nil || rt.conn == nil { // a route without a connection goes through the actor (deliver's ctx)
 			b.rest = append(b.rest, uint16(i))
 			continue
 		}
