@@ -55,23 +55,30 @@ type GuardEntry struct {
 // Time is the server's wall clock in Unix seconds, the clock token expiry is
 // written in. The zero ReplayGuard is not usable; call NewReplayGuard. Not safe
 // for concurrent use; the gateway owns it.
+//
+// Memory follows use, not capacity: the guard grows with the tokens it
+// holds and, once a burst of connects has expired, gives the room back (a Go
+// map never shrinks by itself). A node that admits a few players a second
+// holds a few hundred entries, not the 16,384 of the default capacity (about
+// 4 MB preallocated, which was 4 KB a player at 1,000 players).
 type ReplayGuard struct {
 	capacity int
 	m        map[TokenID]GuardEntry
 	exp      expiryHeap
+	peak     int // most entries held since the map was last rebuilt
 }
 
+// guardShrinkMin: below this many entries at its peak the guard keeps its
+// map (rebuilding a small one saves too little to be worth the copy).
+const guardShrinkMin = 256
+
 // NewReplayGuard returns a guard holding at most capacity unexpired tokens
-// ([MinGuardCapacity, MaxGuardCapacity]); memory is allocated up front.
+// ([MinGuardCapacity, MaxGuardCapacity]).
 func NewReplayGuard(capacity int) (*ReplayGuard, error) {
 	if capacity < MinGuardCapacity || capacity > MaxGuardCapacity {
 		return nil, fmt.Errorf("%w: guard capacity %d outside [%d, %d]", ErrConfig, capacity, MinGuardCapacity, MaxGuardCapacity)
 	}
-	return &ReplayGuard{
-		capacity: capacity,
-		m:        make(map[TokenID]GuardEntry, capacity),
-		exp:      make(expiryHeap, 0, capacity),
-	}, nil
+	return &ReplayGuard{capacity: capacity, m: make(map[TokenID]GuardEntry)}, nil
 }
 
 // Lookup returns the entry for id, GuardAbsent if there is none or it has
@@ -98,6 +105,7 @@ func (g *ReplayGuard) Insert(id TokenID, e GuardEntry, now time.Time) error {
 	e.State = GuardPending
 	g.m[id] = e
 	heap.Push(&g.exp, expiryItem{e.Expires, id})
+	g.peak = max(g.peak, len(g.m))
 	return nil
 }
 
@@ -122,6 +130,23 @@ func (g *ReplayGuard) expire(now time.Time) {
 		it := heap.Pop(&g.exp).(expiryItem)
 		delete(g.m, it.id)
 	}
+	if g.peak >= guardShrinkMin && len(g.m) <= g.peak/4 {
+		g.shrink()
+	}
+}
+
+// shrink copies the entries into a map and a heap sized for what is held
+// now, so the room a burst took is given back. Called when the guard holds a
+// quarter of its peak or less, so its cost (one copy of what is left) is
+// paid for by the three quarters expired since the last one.
+func (g *ReplayGuard) shrink() {
+	m := make(map[TokenID]GuardEntry, len(g.m))
+	for id, e := range g.m {
+		m[id] = e
+	}
+	g.m = m
+	g.exp = append(make(expiryHeap, 0, 2*len(g.exp)), g.exp...) // still a heap: same order
+	g.peak = len(g.m)
 }
 
 type expiryItem struct {
@@ -129,7 +154,8 @@ type expiryItem struct {
 	id      TokenID
 }
 
-// expiryHeap is a min-heap on expiry, preallocated to the guard's capacity.
+// expiryHeap is a min-heap on expiry; it grows with the guard (at most its
+// capacity) and shrinks with it.
 type expiryHeap []expiryItem
 
 func (h expiryHeap) Len() int           { return len(h) }

@@ -1,7 +1,9 @@
 package handshake
 
 import (
+	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -52,4 +54,74 @@ func TestReplayGuard(t *testing.T) {
 	if _, err := NewReplayGuard(0); !errors.Is(err, ErrConfig) {
 		t.Fatal(err)
 	}
+}
+
+// heapNow is the live heap after a collection.
+func heapNow() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// The guard's memory follows what it holds: an empty guard of the default
+// capacity is small (it preallocated 4 MB, 4 KB a player at 1,000 players),
+// and after a burst of connects has expired the room is given back while the
+// capacity bound still holds. A size check, not a timing one.
+func TestReplayGuardMemoryFollowsUse(t *testing.T) {
+	heapNow() // settle what earlier tests left to the collector
+	base := heapNow()
+	g, err := NewReplayGuard(DefaultGuardCapacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := int64(heapNow()) - int64(base)
+	t.Logf("empty guard of capacity %d: %d B", DefaultGuardCapacity, empty)
+	if empty > 64<<10 { // the heap moves by some KB between two reads
+		t.Fatalf("an empty guard keeps %d B, want ≤ 64 KiB", empty)
+	}
+
+	// A burst fills it to capacity; one more is refused.
+	now := time.Unix(1000, 0)
+	id := func(i int) TokenID {
+		var x TokenID
+		binary.LittleEndian.PutUint32(x[:], uint32(i))
+		return x
+	}
+	for i := range DefaultGuardCapacity {
+		if err := g.Insert(id(i), GuardEntry{Addr: testClient, Expires: 1010}, now); err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	if err := g.Insert(id(-1), GuardEntry{Addr: testClient, Expires: 1010}, now); !errors.Is(err, ErrGuardFull) {
+		t.Fatalf("past capacity: %v", err)
+	}
+	full := int64(heapNow()) - int64(base)
+
+	// The burst expires; the next connect finds a guard sized for what it
+	// holds, and the tokens it still holds are still bound.
+	later := time.Unix(1010, 0)
+	const kept = 100
+	for i := range kept {
+		if err := g.Insert(id(DefaultGuardCapacity+i), GuardEntry{Addr: testClient, Expires: 1100}, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := int64(heapNow()) - int64(base)
+	t.Logf("full: %d B; after the burst expired, %d held: %d B", full, g.Len(), after)
+	if g.Len() != kept {
+		t.Fatalf("holds %d, want %d", g.Len(), kept)
+	}
+	if after > full/8 {
+		t.Fatalf("after the burst expired the guard keeps %d B of the %d B it took", after, full)
+	}
+	for i := range kept {
+		if err := g.Insert(id(DefaultGuardCapacity+i), GuardEntry{Addr: testClient, Expires: 1100}, later); !errors.Is(err, ErrTokenUsed) {
+			t.Fatalf("token %d reopened after the shrink: %v", i, err)
+		}
+	}
+	if g.Lookup(id(0), later).State != GuardAbsent {
+		t.Fatal("an expired token is still held")
+	}
+	runtime.KeepAlive(g)
 }
