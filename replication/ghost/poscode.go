@@ -303,9 +303,25 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 // pairs below visit each several times, and a copy on the stack is one
 // walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
-	n := int(p.n)
-	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
-		x.unpack(i, &buf[k])
+	n := min(int(p.n), posRingLen)
+	if x.wide {
+		for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
+			x.unpack(i, &buf[k])
+		}
+		return buf[:n]
+	}
+	// unpack written out for one word: the shifts and masks loaded once.
+	s1, s2 := x.sh[1], x.sh[2]
+	m0, m1, m2 := x.m[0], x.m[1], x.m[2]
+	for i, k := p.head, 0; k < n; k++ {
+		nd := &x.nodes[i]
+		v := &buf[k]
+		q := nd.q
+		v.t = nd.t
+		v.q[0] = uint32(q) & m0
+		v.q[1] = uint32(q>>s1) & m1
+		v.q[2] = uint32(q>>s2) & m2
+		i = nd.next
 	}
 	return buf[:n]
 }
@@ -379,9 +395,16 @@ func (s *spreader) pair(a, b *posVal) {
 			}
 		}
 	}
-	s.w[0] = max(s.w[0], uint64(absDiff(s.q[0], r0)))
-	s.w[1] = max(s.w[1], uint64(absDiff(s.q[1], r1)))
-	s.w[2] = max(s.w[2], uint64(absDiff(s.q[2], r2)))
+	s.w[0] = max(s.w[0], absDiff64(s.q[0], r0))
+	s.w[1] = max(s.w[1], absDiff64(s.q[1], r1))
+	s.w[2] = max(s.w[2], absDiff64(s.q[2], r2))
+}
+
+// absDiff64 is |a − b|, without a branch.
+func absDiff64(a, b uint32) uint64 {
+	d := int64(a) - int64(b)
+	m := d >> 63
+	return uint64((d ^ m) - m)
 }
 
 // predFactor returns (t − b.t)/(b.t − a.t), or false when the pair predicts

@@ -202,3 +202,35 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPredSpread is the prediction window of a walker's track as on a
+// server writing every view (50 ms) with fates three packets late: two
+// delivered positions and three in flight, so seven pairs.
+func BenchmarkPredSpread(b *testing.B) {
+	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
+	var x posPool
+	x.init(&qt)
+	var p posTrack
+	p.reset(&x)
+	at := func(k int) (stamp, [3]uint32) {
+		return stamp(1000 + 50*k), [3]uint32{200000 + uint32(k*13), 3000, 150000 - uint32(k*7)}
+	}
+	for k := range 5 {
+		t, q := at(k)
+		p.push(&x, t, &q)
+		if k < 2 {
+			p.resolve(&x, t, true)
+		}
+	}
+	t, q := at(5)
+	q[0]++
+	var buf [posRingLen]posVal
+	b.ReportAllocs()
+	for b.Loop() {
+		var d [3]uint64
+		p.spread(p.inflight(&x, &buf), &q, t, &qt.lim, &d)
+		if d[1] != 0 || d[0] == 0 {
+			b.Fatal(d)
+		}
+	}
+}
