@@ -62,13 +62,28 @@ type posVal struct {
 // by the packet that carried it: a ghost's position goes out at most once
 // per view, so its stamps in flight are distinct, and each packet keeps
 // its view stamp.
+//
+// The delivered positions are packed as in the pool (posPool.pack; bits 64
+// and up, for bounds that need them, in posPool.dhi by id), and the older
+// one's stamp is its distance below the newer's, capped at gapFar: 32
+// bytes, two tracks to a cache line and never across two (was 44).
 type posTrack struct {
-	n    uint8
-	dn   uint8
+	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	t1   stamp     // dq[1]'s stamp
 	head int32     // pool node of the oldest in flight (-1: none)
 	tail int32     // pool node of the newest in flight (when n > 0)
-	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
+	gap  uint16    // dq[1]'s stamp minus dq[0]'s, in ms, at most gapFar
+	n    uint8
+	dn   uint8
 }
+
+// gapFar caps posTrack.gap: the older delivered value is more than
+// predictMaxMS below the newer. Its exact stamp does not matter then: the
+// pair predicts no motion, and so does every pair of the newer with a value
+// in flight older than predictMaxMS below it, so the window is the same
+// whichever of those the client holds as its older value (its rule keeps
+// the newer of two such; the track may keep the other).
+const gapFar = predictMaxMS + 1
 
 // posNode is one in-flight position in a posPool list: 16 bytes, four to a
 // cache line and never across two. The position is packed (posPool.pack):
@@ -87,24 +102,22 @@ type posNode struct {
 type posPool struct {
 	nodes []posNode
 	// hi holds bits 64 and up of each node's packed position (same index):
-	// nil unless the bounds' codes take more than 64 bits.
+	// nil unless the bounds' codes take more than 64 bits; dhi those of
+	// each id's delivered positions (posTrack.dq, by id), grown on use.
 	hi   []uint32
-	free int32 // first free node (-1: none); the zero pool has none
-	used int   // nodes in lists (not free)
-	hw   int   // most nodes used at once since the last trim
-	// The packing: axis a at bit sh[a], m[a] its mask; wide: more than 64
-	// bits (set by init).
-	m    [3]uint32
-	sh   [3]uint8
+	dhi  *[][2]uint32 // a pointer: the Table stays within its size class
+	free int32        // first free node (-1: none); the zero pool has none
+	used int          // nodes in lists (not free)
+	hw   int          // most nodes used at once since the last trim
+	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
+	// more than 64 bits (set by init).
+	sh   [4]uint8
 	wide bool
 }
 
 // init sets the packing for q's codes.
 func (x *posPool) init(q *quant) {
-	x.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
-	for a := range 3 {
-		x.m[a] = uint32(1<<q.bits[a] - 1)
-	}
+	x.sh = [4]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1]), uint8(q.bits[2])}
 	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
 }
 
@@ -118,15 +131,30 @@ func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
 // unpack sets v to node i's position and stamp.
 func (x *posPool) unpack(i int32, v *posVal) {
 	nd := &x.nodes[i]
-	q := nd.q
-	z := uint32(q >> x.sh[2])
+	var hi uint32
 	if x.wide {
-		z |= x.hi[i] << (64 - x.sh[2])
+		hi = x.hi[i]
 	}
 	v.t = nd.t
-	v.q[0] = uint32(q) & x.m[0]
-	v.q[1] = uint32(q>>x.sh[1]) & x.m[1]
-	v.q[2] = z & x.m[2]
+	x.unpackQ(nd.q, hi, &v.q)
+}
+
+// unpackQ sets c to the position packed as lo and hi (pack).
+func (x *posPool) unpackQ(lo uint64, hi uint32, c *[3]uint32) {
+	z := uint32(lo >> (x.sh[2] & 63))
+	if x.wide { // sh[2] > 32: the shift is < 32
+		z |= hi << ((64 - x.sh[2]) & 31)
+	}
+	m0, m1, m2 := x.masks()
+	c[0] = uint32(lo) & m0
+	c[1] = uint32(lo>>x.sh[1]) & m1
+	c[2] = z & m2
+}
+
+// masks are the three axes' code masks (an axis has 31 bits at most: the
+// &31 spares Go's test for a shift past the width).
+func (x *posPool) masks() (uint32, uint32, uint32) {
+	return 1<<(x.sh[1]&31) - 1, 1<<((x.sh[2]-x.sh[1])&31) - 1, 1<<(x.sh[3]&31) - 1
 }
 
 // value is node i's position and stamp.
@@ -183,6 +211,48 @@ func (p *posTrack) reset(x *posPool) {
 	p.dn, p.head = 0, -1
 }
 
+// delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
+// the one before it (k = 0, dn = 2; stamped gapFar below the newest when
+// it is farther).
+func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
+	v := posVal{t: p.t1}
+	if k == 0 {
+		v.t -= stamp(p.gap)
+	}
+	var hi uint32
+	if x.wide {
+		hi = (*x.dhi)[id][k]
+	}
+	x.unpackQ(p.dq[k], hi, &v.q)
+	return v
+}
+
+// unpackDelivered sets dv to ghost id's delivered values as delivered
+// does (dv[0] meaningless unless dn = 2; dn > 0), unpacking both at once.
+func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
+	if x.wide {
+		dv[1] = p.delivered(x, id, 1)
+		dv[0] = p.delivered(x, id, 0)
+		return
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
+	lo := p.dq[1]
+	dv[1].t = p.t1
+	dv[1].q = [3]uint32{uint32(lo) & m0, uint32(lo>>s1) & m1, uint32(lo>>s2) & m2}
+	lo = p.dq[0]
+	dv[0].t = p.t1 - stamp(p.gap)
+	dv[0].q = [3]uint32{uint32(lo) & m0, uint32(lo>>s1) & m1, uint32(lo>>s2) & m2}
+}
+
+// rebase ages the delivered values older than rebaseBy at now to
+// rebaseBy (Table.rebase): the older one is gapFar at most below.
+func (p *posTrack) rebase(now stamp) {
+	if p.dn > 0 && uint32(now-p.t1) > rebaseBy {
+		p.t1 = now - rebaseBy
+	}
+}
+
 func (p *posTrack) full() bool { return p.n == posRingLen }
 
 // push records the position q stamped t (newer than every one in flight).
@@ -221,16 +291,16 @@ func (p *posTrack) dropOldest(x *posPool) {
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.t1) > 0 {
 			return t, true
 		}
 	}
-	return p.d[1].t, p.dn > 0
+	return p.t1, p.dn > 0
 }
 
-// resolve applies the fate of the position stamped t in flight (the one
-// the packet of that view carried; none: nothing to do).
-func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
+// resolve applies the fate of ghost id's position stamped t in flight (the
+// one the packet of that view carried; none: nothing to do).
+func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	prev := int32(-1)
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 		nd := &x.nodes[i]
@@ -247,7 +317,11 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 			p.tail = prev
 		}
 		if delivered {
-			p.insert(x.value(i))
+			var hi uint32
+			if x.wide {
+				hi = x.hi[i]
+			}
+			p.insert(x, id, nd.t, nd.q, hi)
 		}
 		x.put(i)
 		if p.n--; p.n == 0 {
@@ -257,28 +331,64 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 	}
 }
 
-// insert adds a delivered value to the two newest, by stamp (the client's
-// rule; equal stamps are one view, so one value).
-func (p *posTrack) insert(v posVal) {
-	switch {
+// insert adds a delivered value stamped t, packed as lo and hi, to the two
+// newest of ghost id, by stamp (the client's rule; equal stamps are one
+// view, so one value; for an older value gapFar or more below the newest
+// see gapFar).
+func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) {
+	var k int
+	switch d := t.sub(p.t1); {
 	case p.dn == 0:
-		p.d[1], p.dn = v, 1
-	case v.t.sub(p.d[1].t) > 0:
-		p.d[0], p.d[1], p.dn = p.d[1], v, 2
-	case v.t.sub(p.d[1].t) < 0 && (p.dn == 1 || v.t.sub(p.d[0].t) > 0):
-		p.d[0], p.dn = v, 2
+		p.dq[1], p.t1, p.dn = lo, t, 1
+		k = 1
+	case d > 0:
+		p.dq[0], p.dq[1], p.t1, p.dn = p.dq[1], lo, t, 2
+		p.gap = uint16(min(d, gapFar))
+		if x.wide {
+			h := x.deliveredHi(id)
+			h[0] = h[1]
+		}
+		k = 1
+	case d < 0 && (p.dn == 1 || -d < int64(p.gap)):
+		p.dq[0], p.dn = lo, 2
+		p.gap = uint16(min(-d, gapFar))
+		k = 0
+	default:
+		return
+	}
+	if x.wide {
+		x.deliveredHi(id)[k] = hi
 	}
 }
 
+// deliveredHi is the high words of ghost id's delivered positions (wide
+// bounds only), the table grown by a quarter for an id past its end.
+func (x *posPool) deliveredHi(id uint32) *[2]uint32 {
+	if x.dhi == nil {
+		x.dhi = new([][2]uint32)
+	}
+	if d := *x.dhi; int(id) >= len(d) {
+		n := int(id) + 1
+		if n > cap(d) {
+			d = append(make([][2]uint32, 0, n+n/4), d...)
+		}
+		*x.dhi = d[:n]
+	}
+	return &(*x.dhi)[id]
+}
+
 // clientHasIn reports whether every position the client may currently show
-// (its newest received, or one in flight, fl) equals q, so there is nothing to
-// send.
-func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
-	if p.dn == 0 || p.d[1].q != *q {
+// of ghost id (its newest received, or one in flight, fl) equals q, so
+// there is nothing to send.
+func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32) bool {
+	if p.dn == 0 {
+		return false
+	}
+	if lo, hi := x.pack(q); p.dq[1] != lo || x.wide && (*x.dhi)[id][1] != hi {
 		return false
 	}
 	for k := range fl {
-		if v := &fl[k]; v.t.sub(p.d[1].t) > 0 && v.q != *q {
+		if v := &fl[k]; v.t.sub(p.t1) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -290,12 +400,12 @@ func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
 // if the client holds no position for sure (then only an absolute value is
 // safe). Every in-flight and delivered value is older than t (the table
 // writes a ghost's position at most once per view).
-func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
 	if p.dn == 0 {
 		return false
 	}
 	var buf [posRingLen]posVal
-	p.spread(p.inflight(x, &buf), q, t, lim, d)
+	p.spread(x, id, p.inflight(x, &buf), q, t, lim, d)
 	return true
 }
 
@@ -311,8 +421,8 @@ func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 		return buf[:n]
 	}
 	// unpack written out for one word: the shifts and masks loaded once.
-	s1, s2 := x.sh[1], x.sh[2]
-	m0, m1, m2 := x.m[0], x.m[1], x.m[2]
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
 	for i, k := p.head, 0; k < n; k++ {
 		nd := &x.nodes[i]
 		v := &buf[k]
@@ -326,18 +436,20 @@ func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 	return buf[:n]
 }
 
-// spread is predSpread over fl, the positions in flight oldest first (p.dn
-// > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
+// spread is predSpread over fl, ghost id's positions in flight oldest first
+// (p.dn > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
 // flight newer than it. Older of the pair: the newest certain value below
 // n1 (d0 for d1, d1 for the others; d0 may be missing), or any value in
 // flight between that one and n1. The stamps in flight strictly increase
 // (a ghost's position goes out at most once per view, each newer than the
 // ones before it: checkInvariants), so each set is a run of fl.
-func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
-	d1 := &p.d[1]
+func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
+	var dv [2]posVal
+	p.unpackDelivered(x, id, &dv)
+	d1 := &dv[1]
 	var d0 *posVal
 	if p.dn == 2 {
-		d0 = &p.d[0]
+		d0 = &dv[0]
 	}
 	w := spreader{q: *q, lim: *lim, t: t, w: *d}
 	w.pair(d0, d1)
