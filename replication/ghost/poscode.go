@@ -63,7 +63,7 @@ type posVal struct {
 // per view, so its stamps in flight are distinct, and each packet keeps
 // its view stamp.
 //
-// The delivered positions are packed as in the pool (posPool.pack; bits 64
+// The delivered positions are packed as in the pool (posPool.packLo; bits 64
 // and up, for bounds that need them, in posPool.dhi by id), and the older
 // one's stamp is its distance below the newer's, capped at gapFar: 32
 // bytes, two tracks to a cache line and never across two (was 44).
@@ -86,7 +86,7 @@ type posTrack struct {
 const gapFar = predictMaxMS + 1
 
 // posNode is one in-flight position in a posPool list: 16 bytes, four to a
-// cache line and never across two. The position is packed (posPool.pack):
+// cache line and never across two. The position is packed (posPool.packLo, packHi):
 // the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
 // default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
 // the rest in posPool.hi.
@@ -121,11 +121,19 @@ func (x *posPool) init(q *quant) {
 	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
 }
 
-// pack returns c packed: the low 64 bits and the rest (0 unless wide). An
-// axis's code is at most 31 bits, so sh[2] ≤ 62 and only z can cross bit 64.
-func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
-	lo := uint64(c[0]) | uint64(c[1])<<x.sh[1] | uint64(c[2])<<x.sh[2]
-	return lo, uint32(uint64(c[2]) >> (64 - x.sh[2])) // a shift by 64 (sh[2] = 0) is 0 in Go
+// packLo is the low 64 bits of c packed. An axis's code is at most 31
+// bits, so sh[2] ≤ 62 and only z can cross bit 64 (the &63 spares Go's
+// test for a shift past the width).
+func (x *posPool) packLo(c *[3]uint32) uint64 {
+	return uint64(c[0]) | uint64(c[1])<<(x.sh[1]&63) | uint64(c[2])<<(x.sh[2]&63)
+}
+
+// packHi is bits 64 and up of c packed: 0 unless wide.
+func (x *posPool) packHi(c *[3]uint32) uint32 {
+	if !x.wide {
+		return 0
+	}
+	return uint32(uint64(c[2]) >> ((64 - x.sh[2]) & 63)) // wide: sh[2] > 33
 }
 
 // unpack sets v to node i's position and stamp.
@@ -264,10 +272,9 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	lo, hi := x.pack(q)
-	nd.t, nd.q, nd.next = t, lo, -1
+	nd.t, nd.q, nd.next = t, x.packLo(q), -1
 	if x.wide {
-		x.hi[i] = hi
+		x.hi[i] = x.packHi(q)
 	}
 	if p.n == 0 {
 		p.head = i
@@ -384,7 +391,7 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 	if p.dn == 0 {
 		return false
 	}
-	if lo, hi := x.pack(q); p.dq[1] != lo || x.wide && (*x.dhi)[id][1] != hi {
+	if p.dq[1] != x.packLo(q) || x.wide && (*x.dhi)[id][1] != x.packHi(q) {
 		return false
 	}
 	for k := range fl {
