@@ -458,17 +458,23 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	if p.dn == 2 {
 		d0 = &dv[0]
 	}
-	w := spreader{q: *q, lim: *lim, t: t, w: *d}
-	w.pair(d0, d1)
+	w := spreader{q: *q, lim: *lim, w: *d}
 	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
 	// which is never in flight too; skipped all the same).
 	j0 := 0
 	for j0 < len(fl) && fl[j0].t.sub(d1.t) < 0 {
 		j0++
 	}
-	for k := range j0 { // delivered out of order: between d0 and d1
-		if d0 == nil || fl[k].t.sub(d0.t) > 0 {
-			w.pair(&fl[k], d1)
+	if w.from(d1, t) {
+		if d0 == nil {
+			w.rest(d1)
+		} else {
+			w.pair(d0, d1)
+		}
+		for k := range j0 { // delivered out of order: between d0 and d1
+			if d0 == nil || fl[k].t.sub(d0.t) > 0 {
+				w.pair(&fl[k], d1)
+			}
 		}
 	}
 	j1 := j0
@@ -477,6 +483,9 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	}
 	for j := j1; j < len(fl); j++ {
 		n1 := &fl[j]
+		if !w.from(n1, t) {
+			continue
+		}
 		w.pair(d1, n1)
 		for k := j1; k < j; k++ {
 			w.pair(&fl[k], n1)
@@ -486,32 +495,53 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 }
 
 // spreader accumulates, per axis, the largest |q − prediction| of the
-// pairs one spread visits (w), for a value q stamped t.
+// pairs one spread visits (w), for a value q; fdt is the time from the
+// newest value of the pairs at hand to q's (from).
 type spreader struct {
 	q, lim [3]uint32
-	t      stamp
+	fdt    float64
 	w      [3]uint64
 }
 
-// pair widens w by |q − predict(a, b, t)| per axis (a nil: no older
-// value). The axes written out, the division only for a pair that moved:
-// a pair with the same value on an axis predicts b on it exactly (b +
-// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
-// of a ghost at rest — and so does a pair that predicts no motion
-// (predFactor).
+// from starts the pairs whose newest value is b, for a value stamped t. It
+// returns false if each of them predicts b (b more than predictMaxMS
+// before t, or not before it: predFactor), having widened w by that
+// prediction once.
+func (s *spreader) from(b *posVal, t stamp) bool {
+	dt := t.sub(b.t)
+	if dt <= 0 || dt > predictMaxMS {
+		s.rest(b)
+		return false
+	}
+	s.fdt = float64(dt)
+	return true
+}
+
+// rest widens w by |q − b|: the pair of b with no older value.
+func (s *spreader) rest(b *posVal) {
+	s.w[0] = max(s.w[0], absDiff64(s.q[0], b.q[0]))
+	s.w[1] = max(s.w[1], absDiff64(s.q[1], b.q[1]))
+	s.w[2] = max(s.w[2], absDiff64(s.q[2], b.q[2]))
+}
+
+// pair widens w by |q − predict(a, b, t)| per axis, for b started by
+// from. The axes written out, the division only for a pair whose stamps
+// are at most predictMaxMS apart (else it predicts no motion: predFactor),
+// the float work only on an axis the pair moved on: one with the same
+// value predicts b on it exactly (b + round(0·f), b ≤ lim) — the height
+// of a walker on flat ground, every axis of a ghost at rest.
 func (s *spreader) pair(a, b *posVal) {
 	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
-	if a != nil && a.q != b.q {
-		if f, ok := predFactor(a, b, s.t); ok {
-			if a.q[0] != r0 {
-				r0 = predictAxis(a.q[0], r0, f, s.lim[0])
-			}
-			if a.q[1] != r1 {
-				r1 = predictAxis(a.q[1], r1, f, s.lim[1])
-			}
-			if a.q[2] != r2 {
-				r2 = predictAxis(a.q[2], r2, f, s.lim[2])
-			}
+	if span := b.t.sub(a.t); uint64(span-1) < predictMaxMS { // 0 < span ≤ predictMaxMS
+		f := s.fdt / float64(span)
+		if a.q[0] != r0 {
+			r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+		}
+		if a.q[1] != r1 {
+			r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+		}
+		if a.q[2] != r2 {
+			r2 = predictAxis(a.q[2], r2, f, s.lim[2])
 		}
 	}
 	s.w[0] = max(s.w[0], absDiff64(s.q[0], r0))
