@@ -240,17 +240,28 @@ func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	if x.wide {
 		dv[1] = p.delivered(x, id, 1)
-		dv[0] = p.delivered(x, id, 0)
+		if p.dn == 2 {
+			dv[0] = p.delivered(x, id, 0)
+		}
 		return
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
 	lo := p.dq[1]
-	dv[1].t = p.t1
-	dv[1].q = [3]uint32{uint32(lo) & m0, uint32(lo>>s1) & m1, uint32(lo>>s2) & m2}
+	v := &dv[1]
+	v.t = p.t1
+	v.q[0] = uint32(lo) & m0
+	v.q[1] = uint32(lo>>s1) & m1
+	v.q[2] = uint32(lo>>s2) & m2
+	if p.dn < 2 {
+		return
+	}
 	lo = p.dq[0]
-	dv[0].t = p.t1 - stamp(p.gap)
-	dv[0].q = [3]uint32{uint32(lo) & m0, uint32(lo>>s1) & m1, uint32(lo>>s2) & m2}
+	v = &dv[0]
+	v.t = p.t1 - stamp(p.gap)
+	v.q[0] = uint32(lo) & m0
+	v.q[1] = uint32(lo>>s1) & m1
+	v.q[2] = uint32(lo>>s2) & m2
 }
 
 // rebase ages the delivered values older than rebaseBy at now to
@@ -421,6 +432,9 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 // walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 	n := min(int(p.n), posRingLen)
+	if n == 0 {
+		return buf[:0]
+	}
 	if x.wide {
 		for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
 			x.unpack(i, &buf[k])
@@ -465,7 +479,9 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	for j0 < len(fl) && fl[j0].t.sub(d1.t) < 0 {
 		j0++
 	}
-	if w.from(d1, t) {
+	if !w.from(d1, t) {
+		w.rest(d1)
+	} else {
 		if d0 == nil {
 			w.rest(d1)
 		} else {
@@ -484,6 +500,7 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	for j := j1; j < len(fl); j++ {
 		n1 := &fl[j]
 		if !w.from(n1, t) {
+			w.rest(n1)
 			continue
 		}
 		w.pair(d1, n1)
@@ -505,16 +522,11 @@ type spreader struct {
 
 // from starts the pairs whose newest value is b, for a value stamped t. It
 // returns false if each of them predicts b (b more than predictMaxMS
-// before t, or not before it: predFactor), having widened w by that
-// prediction once.
+// before t, or not before it: predFactor): then rest(b) is their widening.
 func (s *spreader) from(b *posVal, t stamp) bool {
 	dt := t.sub(b.t)
-	if dt <= 0 || dt > predictMaxMS {
-		s.rest(b)
-		return false
-	}
 	s.fdt = float64(dt)
-	return true
+	return dt > 0 && dt <= predictMaxMS
 }
 
 // rest widens w by |q − b|: the pair of b with no older value.
