@@ -56,7 +56,7 @@ func (t *Table) OnFate(f notify.Fate) {
 		c := t.cls[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
-			tr.resolve(&t.pp, p.t, f.Delivered)
+			tr.resolve(&t.pp, id, p.t, f.Delivered)
 			s.set(flPosFull, tr.full())
 			if !f.Delivered && p.t == stamp(t.viewMS) {
 				s.fl &^= flPosNow // this view's position was lost: it may go again

@@ -586,11 +586,11 @@ func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
 	q := t.qposOf(id, s)
 	var buf [posRingLen]posVal
 	fl := tr.inflight(&t.pp, &buf)
-	if s.restCopies == 0 && tr.clientHasIn(fl, q) {
+	if s.restCopies == 0 && tr.clientHasIn(&t.pp, id, fl, q) {
 		pf.kind = posSame
 		return
 	}
-	tr.spread(fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+	tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
 	if m > 0 {

@@ -62,16 +62,31 @@ type posVal struct {
 // by the packet that carried it: a ghost's position goes out at most once
 // per view, so its stamps in flight are distinct, and each packet keeps
 // its view stamp.
+//
+// The delivered positions are packed as in the pool (posPool.packLo; bits 64
+// and up, for bounds that need them, in posPool.dhi by id), and the older
+// one's stamp is its distance below the newer's, capped at gapFar: 32
+// bytes, two tracks to a cache line and never across two (was 44).
 type posTrack struct {
-	n    uint8
-	dn   uint8
+	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	t1   stamp     // dq[1]'s stamp
 	head int32     // pool node of the oldest in flight (-1: none)
 	tail int32     // pool node of the newest in flight (when n > 0)
-	d    [2]posVal // d[1] newest delivered, d[0] the one before it (if dn == 2)
+	gap  uint16    // dq[1]'s stamp minus dq[0]'s, in ms, at most gapFar
+	n    uint8
+	dn   uint8
 }
 
+// gapFar caps posTrack.gap: the older delivered value is more than
+// predictMaxMS below the newer. Its exact stamp does not matter then: the
+// pair predicts no motion, and so does every pair of the newer with a value
+// in flight older than predictMaxMS below it, so the window is the same
+// whichever of those the client holds as its older value (its rule keeps
+// the newer of two such; the track may keep the other).
+const gapFar = predictMaxMS + 1
+
 // posNode is one in-flight position in a posPool list: 16 bytes, four to a
-// cache line and never across two. The position is packed (posPool.pack):
+// cache line and never across two. The position is packed (posPool.packLo, packHi):
 // the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
 // default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
 // the rest in posPool.hi.
@@ -87,46 +102,67 @@ type posNode struct {
 type posPool struct {
 	nodes []posNode
 	// hi holds bits 64 and up of each node's packed position (same index):
-	// nil unless the bounds' codes take more than 64 bits.
+	// nil unless the bounds' codes take more than 64 bits; dhi those of
+	// each id's delivered positions (posTrack.dq, by id), grown on use.
 	hi   []uint32
-	free int32 // first free node (-1: none); the zero pool has none
-	used int   // nodes in lists (not free)
-	hw   int   // most nodes used at once since the last trim
-	// The packing: axis a at bit sh[a], m[a] its mask; wide: more than 64
-	// bits (set by init).
-	m    [3]uint32
-	sh   [3]uint8
+	dhi  *[][2]uint32 // a pointer: the Table stays within its size class
+	free int32        // first free node (-1: none); the zero pool has none
+	used int          // nodes in lists (not free)
+	hw   int          // most nodes used at once since the last trim
+	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
+	// more than 64 bits (set by init).
+	sh   [4]uint8
 	wide bool
 }
 
 // init sets the packing for q's codes.
 func (x *posPool) init(q *quant) {
-	x.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
-	for a := range 3 {
-		x.m[a] = uint32(1<<q.bits[a] - 1)
-	}
+	x.sh = [4]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1]), uint8(q.bits[2])}
 	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
 }
 
-// pack returns c packed: the low 64 bits and the rest (0 unless wide). An
-// axis's code is at most 31 bits, so sh[2] ≤ 62 and only z can cross bit 64.
-func (x *posPool) pack(c *[3]uint32) (uint64, uint32) {
-	lo := uint64(c[0]) | uint64(c[1])<<x.sh[1] | uint64(c[2])<<x.sh[2]
-	return lo, uint32(uint64(c[2]) >> (64 - x.sh[2])) // a shift by 64 (sh[2] = 0) is 0 in Go
+// packLo is the low 64 bits of c packed. An axis's code is at most 31
+// bits, so sh[2] ≤ 62 and only z can cross bit 64 (the &63 spares Go's
+// test for a shift past the width).
+func (x *posPool) packLo(c *[3]uint32) uint64 {
+	return uint64(c[0]) | uint64(c[1])<<(x.sh[1]&63) | uint64(c[2])<<(x.sh[2]&63)
+}
+
+// packHi is bits 64 and up of c packed: 0 unless wide.
+func (x *posPool) packHi(c *[3]uint32) uint32 {
+	if !x.wide {
+		return 0
+	}
+	return uint32(uint64(c[2]) >> ((64 - x.sh[2]) & 63)) // wide: sh[2] > 33
 }
 
 // unpack sets v to node i's position and stamp.
 func (x *posPool) unpack(i int32, v *posVal) {
 	nd := &x.nodes[i]
-	q := nd.q
-	z := uint32(q >> x.sh[2])
+	var hi uint32
 	if x.wide {
-		z |= x.hi[i] << (64 - x.sh[2])
+		hi = x.hi[i]
 	}
 	v.t = nd.t
-	v.q[0] = uint32(q) & x.m[0]
-	v.q[1] = uint32(q>>x.sh[1]) & x.m[1]
-	v.q[2] = z & x.m[2]
+	x.unpackQ(nd.q, hi, &v.q)
+}
+
+// unpackQ sets c to the position packed as lo and hi (pack).
+func (x *posPool) unpackQ(lo uint64, hi uint32, c *[3]uint32) {
+	z := uint32(lo >> (x.sh[2] & 63))
+	if x.wide { // sh[2] > 32: the shift is < 32
+		z |= hi << ((64 - x.sh[2]) & 31)
+	}
+	m0, m1, m2 := x.masks()
+	c[0] = uint32(lo) & m0
+	c[1] = uint32(lo>>x.sh[1]) & m1
+	c[2] = z & m2
+}
+
+// masks are the three axes' code masks (an axis has 31 bits at most: the
+// &31 spares Go's test for a shift past the width).
+func (x *posPool) masks() (uint32, uint32, uint32) {
+	return 1<<(x.sh[1]&31) - 1, 1<<((x.sh[2]-x.sh[1])&31) - 1, 1<<(x.sh[3]&31) - 1
 }
 
 // value is node i's position and stamp.
@@ -183,6 +219,59 @@ func (p *posTrack) reset(x *posPool) {
 	p.dn, p.head = 0, -1
 }
 
+// delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
+// the one before it (k = 0, dn = 2; stamped gapFar below the newest when
+// it is farther).
+func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
+	v := posVal{t: p.t1}
+	if k == 0 {
+		v.t -= stamp(p.gap)
+	}
+	var hi uint32
+	if x.wide {
+		hi = (*x.dhi)[id][k]
+	}
+	x.unpackQ(p.dq[k], hi, &v.q)
+	return v
+}
+
+// unpackDelivered sets dv to ghost id's delivered values as delivered
+// does (dv[0] meaningless unless dn = 2; dn > 0), unpacking both at once.
+func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
+	if x.wide {
+		dv[1] = p.delivered(x, id, 1)
+		if p.dn == 2 {
+			dv[0] = p.delivered(x, id, 0)
+		}
+		return
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
+	lo := p.dq[1]
+	v := &dv[1]
+	v.t = p.t1
+	v.q[0] = uint32(lo) & m0
+	v.q[1] = uint32(lo>>s1) & m1
+	v.q[2] = uint32(lo>>s2) & m2
+	if p.dn < 2 {
+		return
+	}
+	lo = p.dq[0]
+	v = &dv[0]
+	v.t = p.t1 - stamp(p.gap)
+	v.q[0] = uint32(lo) & m0
+	v.q[1] = uint32(lo>>s1) & m1
+	v.q[2] = uint32(lo>>s2) & m2
+}
+
+// rebase ages the delivered values older than rebaseBy at now to
+// rebaseBy (Table.rebase): the older one is gapFar at most below.
+func (p *posTrack) rebase(now stamp) {
+	if p.dn > 0 && uint32(now-p.t1) > rebaseBy {
+		p.t1 = now - rebaseBy
+	}
+}
+
 func (p *posTrack) full() bool { return p.n == posRingLen }
 
 // push records the position q stamped t (newer than every one in flight).
@@ -194,10 +283,9 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	lo, hi := x.pack(q)
-	nd.t, nd.q, nd.next = t, lo, -1
+	nd.t, nd.q, nd.next = t, x.packLo(q), -1
 	if x.wide {
-		x.hi[i] = hi
+		x.hi[i] = x.packHi(q)
 	}
 	if p.n == 0 {
 		p.head = i
@@ -221,16 +309,16 @@ func (p *posTrack) dropOldest(x *posPool) {
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	if p.n > 0 {
-		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.d[1].t) > 0 {
+		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.t1) > 0 {
 			return t, true
 		}
 	}
-	return p.d[1].t, p.dn > 0
+	return p.t1, p.dn > 0
 }
 
-// resolve applies the fate of the position stamped t in flight (the one
-// the packet of that view carried; none: nothing to do).
-func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
+// resolve applies the fate of ghost id's position stamped t in flight (the
+// one the packet of that view carried; none: nothing to do).
+func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	prev := int32(-1)
 	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
 		nd := &x.nodes[i]
@@ -247,7 +335,11 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 			p.tail = prev
 		}
 		if delivered {
-			p.insert(x.value(i))
+			var hi uint32
+			if x.wide {
+				hi = x.hi[i]
+			}
+			p.insert(x, id, nd.t, nd.q, hi)
 		}
 		x.put(i)
 		if p.n--; p.n == 0 {
@@ -257,28 +349,64 @@ func (p *posTrack) resolve(x *posPool, t stamp, delivered bool) {
 	}
 }
 
-// insert adds a delivered value to the two newest, by stamp (the client's
-// rule; equal stamps are one view, so one value).
-func (p *posTrack) insert(v posVal) {
-	switch {
+// insert adds a delivered value stamped t, packed as lo and hi, to the two
+// newest of ghost id, by stamp (the client's rule; equal stamps are one
+// view, so one value; for an older value gapFar or more below the newest
+// see gapFar).
+func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) {
+	var k int
+	switch d := t.sub(p.t1); {
 	case p.dn == 0:
-		p.d[1], p.dn = v, 1
-	case v.t.sub(p.d[1].t) > 0:
-		p.d[0], p.d[1], p.dn = p.d[1], v, 2
-	case v.t.sub(p.d[1].t) < 0 && (p.dn == 1 || v.t.sub(p.d[0].t) > 0):
-		p.d[0], p.dn = v, 2
+		p.dq[1], p.t1, p.dn = lo, t, 1
+		k = 1
+	case d > 0:
+		p.dq[0], p.dq[1], p.t1, p.dn = p.dq[1], lo, t, 2
+		p.gap = uint16(min(d, gapFar))
+		if x.wide {
+			h := x.deliveredHi(id)
+			h[0] = h[1]
+		}
+		k = 1
+	case d < 0 && (p.dn == 1 || -d < int64(p.gap)):
+		p.dq[0], p.dn = lo, 2
+		p.gap = uint16(min(-d, gapFar))
+		k = 0
+	default:
+		return
+	}
+	if x.wide {
+		x.deliveredHi(id)[k] = hi
 	}
 }
 
+// deliveredHi is the high words of ghost id's delivered positions (wide
+// bounds only), the table grown by a quarter for an id past its end.
+func (x *posPool) deliveredHi(id uint32) *[2]uint32 {
+	if x.dhi == nil {
+		x.dhi = new([][2]uint32)
+	}
+	if d := *x.dhi; int(id) >= len(d) {
+		n := int(id) + 1
+		if n > cap(d) {
+			d = append(make([][2]uint32, 0, n+n/4), d...)
+		}
+		*x.dhi = d[:n]
+	}
+	return &(*x.dhi)[id]
+}
+
 // clientHasIn reports whether every position the client may currently show
-// (its newest received, or one in flight, fl) equals q, so there is nothing to
-// send.
-func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
-	if p.dn == 0 || p.d[1].q != *q {
+// of ghost id (its newest received, or one in flight, fl) equals q, so
+// there is nothing to send.
+func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32) bool {
+	if p.dn == 0 {
+		return false
+	}
+	if p.dq[1] != x.packLo(q) || x.wide && (*x.dhi)[id][1] != x.packHi(q) {
 		return false
 	}
 	for k := range fl {
-		if v := &fl[k]; v.t.sub(p.d[1].t) > 0 && v.q != *q {
+		if v := &fl[k]; v.t.sub(p.t1) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -290,12 +418,12 @@ func (p *posTrack) clientHasIn(fl []posVal, q *[3]uint32) bool {
 // if the client holds no position for sure (then only an absolute value is
 // safe). Every in-flight and delivered value is older than t (the table
 // writes a ghost's position at most once per view).
-func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
 	if p.dn == 0 {
 		return false
 	}
 	var buf [posRingLen]posVal
-	p.spread(p.inflight(x, &buf), q, t, lim, d)
+	p.spread(x, id, p.inflight(x, &buf), q, t, lim, d)
 	return true
 }
 
@@ -303,37 +431,66 @@ func (p *posTrack) predSpread(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32,
 // pairs below visit each several times, and a copy on the stack is one
 // walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
-	n := int(p.n)
-	for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
-		x.unpack(i, &buf[k])
+	n := min(int(p.n), posRingLen)
+	if n == 0 {
+		return buf[:0]
+	}
+	if x.wide {
+		for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
+			x.unpack(i, &buf[k])
+		}
+		return buf[:n]
+	}
+	// unpack written out for one word: the shifts and masks loaded once.
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
+	for i, k := p.head, 0; k < n; k++ {
+		nd := &x.nodes[i]
+		v := &buf[k]
+		q := nd.q
+		v.t = nd.t
+		v.q[0] = uint32(q) & m0
+		v.q[1] = uint32(q>>s1) & m1
+		v.q[2] = uint32(q>>s2) & m2
+		i = nd.next
 	}
 	return buf[:n]
 }
 
-// spread is predSpread over fl, the positions in flight oldest first (p.dn
-// > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
+// spread is predSpread over fl, ghost id's positions in flight oldest first
+// (p.dn > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
 // flight newer than it. Older of the pair: the newest certain value below
 // n1 (d0 for d1, d1 for the others; d0 may be missing), or any value in
 // flight between that one and n1. The stamps in flight strictly increase
 // (a ghost's position goes out at most once per view, each newer than the
 // ones before it: checkInvariants), so each set is a run of fl.
-func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
-	d1 := &p.d[1]
+func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
+	var dv [2]posVal
+	p.unpackDelivered(x, id, &dv)
+	d1 := &dv[1]
 	var d0 *posVal
 	if p.dn == 2 {
-		d0 = &p.d[0]
+		d0 = &dv[0]
 	}
-	w := spreader{q: *q, lim: *lim, t: t, w: *d}
-	w.pair(d0, d1)
+	w := spreader{q: *q, lim: *lim, w: *d}
 	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
 	// which is never in flight too; skipped all the same).
 	j0 := 0
 	for j0 < len(fl) && fl[j0].t.sub(d1.t) < 0 {
 		j0++
 	}
-	for k := range j0 { // delivered out of order: between d0 and d1
-		if d0 == nil || fl[k].t.sub(d0.t) > 0 {
-			w.pair(&fl[k], d1)
+	if !w.from(d1, t) {
+		w.rest(d1)
+	} else {
+		if d0 == nil {
+			w.rest(d1)
+		} else {
+			w.pair(d0, d1)
+		}
+		for k := range j0 { // delivered out of order: between d0 and d1
+			if d0 == nil || fl[k].t.sub(d0.t) > 0 {
+				w.pair(&fl[k], d1)
+			}
 		}
 	}
 	j1 := j0
@@ -342,6 +499,10 @@ func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d 
 	}
 	for j := j1; j < len(fl); j++ {
 		n1 := &fl[j]
+		if !w.from(n1, t) {
+			w.rest(n1)
+			continue
+		}
 		w.pair(d1, n1)
 		for k := j1; k < j; k++ {
 			w.pair(&fl[k], n1)
@@ -351,37 +512,60 @@ func (p *posTrack) spread(fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d 
 }
 
 // spreader accumulates, per axis, the largest |q − prediction| of the
-// pairs one spread visits (w), for a value q stamped t.
+// pairs one spread visits (w), for a value q; fdt is the time from the
+// newest value of the pairs at hand to q's (from).
 type spreader struct {
 	q, lim [3]uint32
-	t      stamp
+	fdt    float64
 	w      [3]uint64
 }
 
-// pair widens w by |q − predict(a, b, t)| per axis (a nil: no older
-// value). The axes written out, the division only for a pair that moved:
-// a pair with the same value on an axis predicts b on it exactly (b +
-// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
-// of a ghost at rest — and so does a pair that predicts no motion
-// (predFactor).
+// from starts the pairs whose newest value is b, for a value stamped t. It
+// returns false if each of them predicts b (b more than predictMaxMS
+// before t, or not before it: predFactor): then rest(b) is their widening.
+func (s *spreader) from(b *posVal, t stamp) bool {
+	dt := t.sub(b.t)
+	s.fdt = float64(dt)
+	return dt > 0 && dt <= predictMaxMS
+}
+
+// rest widens w by |q − b|: the pair of b with no older value.
+func (s *spreader) rest(b *posVal) {
+	s.w[0] = max(s.w[0], absDiff64(s.q[0], b.q[0]))
+	s.w[1] = max(s.w[1], absDiff64(s.q[1], b.q[1]))
+	s.w[2] = max(s.w[2], absDiff64(s.q[2], b.q[2]))
+}
+
+// pair widens w by |q − predict(a, b, t)| per axis, for b started by
+// from. The axes written out, the division only for a pair whose stamps
+// are at most predictMaxMS apart (else it predicts no motion: predFactor),
+// the float work only on an axis the pair moved on: one with the same
+// value predicts b on it exactly (b + round(0·f), b ≤ lim) — the height
+// of a walker on flat ground, every axis of a ghost at rest.
 func (s *spreader) pair(a, b *posVal) {
 	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
-	if a != nil && a.q != b.q {
-		if f, ok := predFactor(a, b, s.t); ok {
-			if a.q[0] != r0 {
-				r0 = predictAxis(a.q[0], r0, f, s.lim[0])
-			}
-			if a.q[1] != r1 {
-				r1 = predictAxis(a.q[1], r1, f, s.lim[1])
-			}
-			if a.q[2] != r2 {
-				r2 = predictAxis(a.q[2], r2, f, s.lim[2])
-			}
+	if span := b.t.sub(a.t); uint64(span-1) < predictMaxMS { // 0 < span ≤ predictMaxMS
+		f := s.fdt / float64(span)
+		if a.q[0] != r0 {
+			r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+		}
+		if a.q[1] != r1 {
+			r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+		}
+		if a.q[2] != r2 {
+			r2 = predictAxis(a.q[2], r2, f, s.lim[2])
 		}
 	}
-	s.w[0] = max(s.w[0], uint64(absDiff(s.q[0], r0)))
-	s.w[1] = max(s.w[1], uint64(absDiff(s.q[1], r1)))
-	s.w[2] = max(s.w[2], uint64(absDiff(s.q[2], r2)))
+	s.w[0] = max(s.w[0], absDiff64(s.q[0], r0))
+	s.w[1] = max(s.w[1], absDiff64(s.q[1], r1))
+	s.w[2] = max(s.w[2], absDiff64(s.q[2], r2))
+}
+
+// absDiff64 is |a − b|, without a branch.
+func absDiff64(a, b uint32) uint64 {
+	d := int64(a) - int64(b)
+	m := d >> 63
+	return uint64((d ^ m) - m)
 }
 
 // predFactor returns (t − b.t)/(b.t − a.t), or false when the pair predicts

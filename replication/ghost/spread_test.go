@@ -22,16 +22,18 @@ func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32
 }
 
 // predSpreadList is predSpread as it was before the in-flight positions
-// were copied out (every pair by walking the pool's list): the reference
-// the faster one must match exactly.
-func predSpreadList(p *posTrack, x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
-	if p.dn == 0 {
+// were copied out (every pair by walking the pool's list), and with the
+// client's two newest delivered values dl (newest last) exactly as the
+// client keeps them, not as the track packs them: the reference the
+// faster one must match exactly.
+func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+	if len(dl) == 0 {
 		return false
 	}
-	d1 := &p.d[1]
+	d1 := &dl[len(dl)-1]
 	var d0 *posVal
-	if p.dn == 2 {
-		d0 = &p.d[0]
+	if len(dl) == 2 {
+		d0 = &dl[0]
 	}
 	pairs := func(n1, c *posVal) {
 		widenPred(d, q, c, n1, t, lim)
@@ -102,6 +104,21 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		x.init(&qt)
 		var p posTrack
 		p.reset(&x)
+		id := uint32(it % 5)
+		var dl []posVal // the client's two newest delivered, by stamp
+		deliver := func(v posVal) {
+			switch {
+			case len(dl) == 0:
+				dl = append(dl, v)
+			case v.t.sub(dl[len(dl)-1].t) > 0:
+				dl = append(dl, v)
+			case v.t.sub(dl[len(dl)-1].t) < 0 && (len(dl) == 1 || v.t.sub(dl[0].t) > 0):
+				dl = append([]posVal{v}, dl[len(dl)-1])
+			}
+			if len(dl) > 2 {
+				dl = dl[len(dl)-2:]
+			}
+		}
 		base := stamp(r.Uint32())
 		now := base
 		step := func() stamp {
@@ -126,13 +143,30 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			// values in flight behind a newer delivered one.
 			for len(sent) > 0 && r.IntN(3) == 0 {
 				k := r.IntN(len(sent))
-				p.resolve(&x, sent[k].t, r.IntN(4) != 0)
+				ok := r.IntN(4) != 0
+				p.resolve(&x, id, sent[k].t, ok)
+				if ok {
+					deliver(sent[k])
+				}
 				sent = append(sent[:k], sent[k+1:]...)
 			}
 		}
 		var buf [posRingLen]posVal
 		if fl := p.inflight(&x, &buf); !slices.Equal(fl, sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.hi != nil) && len(sent) > 0 {
 			t.Fatalf("iteration %d: in flight %v, pushed %v", it, fl, sent)
+		}
+		// The packed delivered values: the newest exactly; the one
+		// before it exactly when the pair may predict motion.
+		if int(p.dn) != len(dl) {
+			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn, dl)
+		}
+		if n := len(dl); n > 0 {
+			if v := p.delivered(&x, id, 1); v != dl[n-1] {
+				t.Fatalf("iteration %d: newest delivered %v, want %v", it, v, dl[n-1])
+			}
+			if v := p.delivered(&x, id, 0); n == 2 && dl[1].t.sub(dl[0].t) <= predictMaxMS && v != dl[0] {
+				t.Fatalf("iteration %d: older delivered %v, want %v", it, v, dl[0])
+			}
 		}
 		q := near(cur)
 		if r.IntN(5) == 0 {
@@ -143,8 +177,8 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		if it%3 == 0 {
 			got, want = [3]uint64{5, 0, 9}, [3]uint64{5, 0, 9} // widens what is there
 		}
-		okG := p.predSpread(&x, &q, at, &lim, &got)
-		okW := predSpreadList(&p, &x, &q, at, &lim, &want)
+		okG := p.predSpread(&x, id, &q, at, &lim, &got)
+		okW := predSpreadList(&p, &x, dl, &q, at, &lim, &want)
 		if okG != okW || got != want {
 			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n, p.dn, got, okG, want, okW)
 		}
@@ -186,7 +220,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 			want[id] = append(want[id], v)
 			if len(want[id]) > 2 && r.IntN(2) == 0 { // a fate out of order leaves a hole in the pool
 				k := r.IntN(len(want[id]))
-				p.resolve(&tab.pp, want[id][k].t, false)
+				p.resolve(&tab.pp, uint32(id), want[id][k].t, false)
 				want[id] = append(want[id][:k], want[id][k+1:]...)
 			}
 		}
@@ -199,6 +233,38 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 		var buf [posRingLen]posVal
 		if got := tab.pos[id].inflight(&tab.pp, &buf); !slices.Equal(got, want[id]) {
 			t.Fatalf("id %d after compaction: %v, want %v", id, got, want[id])
+		}
+	}
+}
+
+// BenchmarkPredSpread is the prediction window of a walker's track as on a
+// server writing every view (50 ms) with fates three packets late: two
+// delivered positions and three in flight, so seven pairs.
+func BenchmarkPredSpread(b *testing.B) {
+	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
+	var x posPool
+	x.init(&qt)
+	var p posTrack
+	p.reset(&x)
+	at := func(k int) (stamp, [3]uint32) {
+		return stamp(1000 + 50*k), [3]uint32{200000 + uint32(k*13), 3000, 150000 - uint32(k*7)}
+	}
+	for k := range 5 {
+		t, q := at(k)
+		p.push(&x, t, &q)
+		if k < 2 {
+			p.resolve(&x, 0, t, true)
+		}
+	}
+	t, q := at(5)
+	q[0]++
+	var buf [posRingLen]posVal
+	b.ReportAllocs()
+	for b.Loop() {
+		var d [3]uint64
+		p.spread(&x, 0, p.inflight(&x, &buf), &q, t, &qt.lim, &d)
+		if d[1] != 0 || d[0] == 0 {
+			b.Fatal(d)
 		}
 	}
 }

@@ -216,12 +216,7 @@ func (t *Table) rebase() {
 	// already have wrapped.
 	now := stamp(t.viewMS)
 	for i := range t.pos {
-		p := &t.pos[i]
-		for k := 2 - int(p.dn); k < 2; k++ {
-			if uint32(now-p.d[k].t) > rebaseBy {
-				p.d[k].t = now - rebaseBy
-			}
-		}
+		t.pos[i].rebase(now)
 	}
 }
 

@@ -792,7 +792,7 @@ func TestRecordSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"slot (the hot record: one cache line)", unsafe.Sizeof(slot{}), 64},
-		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
+		{"posTrack (two to a cache line)", unsafe.Sizeof(posTrack{}), 32},
 		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
