@@ -155,6 +155,13 @@ func (c *Conn) handle(m any, now time.Duration) {
 			}
 		}
 	case *msg.Control:
+		if m.View && c.gm != nil {
+			// The tick's view came with its Control (Join.ViewWithControl):
+			// take it first, even from a Control dropped below, or the
+			// slot nudges no more. It is this tick's view or a newer one.
+			c.gm.TakeView(now)
+			c.viewsFlow = true
+		}
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
 			m.Release() // the previous owner's, arriving after the new owner's
 			return
@@ -175,7 +182,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		if c.heldCtl != nil {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
-		if c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
+		if !m.View && c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
 			c.heldCtl, c.heldUntil = m, now+viewWait
 			return
 		}
@@ -360,7 +367,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	c.floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
 		LastApplied: fence, UserData: c.userData, Restore: cp,
 	})
 	// The moves the old owner never reported applied go again: the client
@@ -417,7 +424,7 @@ const maxHeld = 64
 func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
 		UserData: c.userData, Restore: cp,
 	})
 	c.joined, c.resuming = true, false

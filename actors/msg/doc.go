@@ -20,9 +20,11 @@
 //
 //	conn ──Join/Leave──────────────▶ zone
 //	conn ──*Input (moves, events)──▶ zone        one per packet with new moves or events
-//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state
+//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state (and the view's nudge, Control.View)
 //	zone ──*Output (events)────────▶ conn        when the zone has events for the client
 //	zone ──Redirect / Kick─────────▶ conn        handoff to another zone; removal
-//	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it)
+//	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it); a
+//	                                             connection that joined with Join.ViewWithControl gets the
+//	                                             nudge in the tick's Control instead (one message a tick)
 //	gateway ──*Datagram────────────▶ conn        routed by source address or connection id, a read batch per shard at once
 package msg

@@ -20,6 +20,13 @@ type Join struct {
 	Conn   *actor.PID // the connection: Control, Output, Redirect, Kick go here
 	Ghosts *actor.PID // ViewReady goes here (the connection: its ghost manager lives in it)
 	Views  *ViewSlot  // where the zone publishes this player's views
+	// ViewWithControl: Ghosts is Conn, and it takes the view with the
+	// tick's Control (Control.View) — one message per player per tick
+	// instead of a Control and a ViewReady. A zone then publishes a tick's
+	// views before its controls and sends ViewReady only for a view that
+	// goes with no Control. Takers that do not set it (a cluster link)
+	// get a ViewReady for every nudge.
+	ViewWithControl bool
 	// LastApplied is the newest move already applied for this player (0 on a
 	// fresh connection): a zone taking over continues after it.
 	LastApplied uint64
@@ -141,6 +148,12 @@ type Control struct {
 	// it to the client (of its own numbering generation only), which then
 	// forgets those events (docs/protocol.md §7.20).
 	Events handoff.EventFence
+	// View is the nudge of a ViewReady carried by the Control (to a
+	// connection that joined with Join.ViewWithControl): the player's
+	// ViewSlot holds a view, published before this Control was sent. The
+	// connection must take it even when it drops the Control (a stale
+	// epoch): the slot sends no other nudge until it is taken.
+	View bool
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}

@@ -67,6 +67,9 @@ func NewViewRefs(n int) *View {
 	return v
 }
 
+// SetSnap makes v a view by references into snap (fill Refs after).
+func (v *View) SetSnap(snap *ghost.Snapshot) { v.Snap = snap }
+
 // Release returns v to the pool; v may not be used afterwards.
 func (v *View) Release() {
 	clear(v.Entries) // drop *Class references
