@@ -366,7 +366,7 @@ func (a *zoneActor) onTick() {
 		var v *msg.View
 		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
 			v = msg.NewViewRefs(a.z.ViewLen(ref))
-			v.SetSnap(a.z.Snapshot())
+			v.SetSnap(a.z.Snapshot()) // the view holds it: the writer reuses it after
 			v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
 		} else {
 			v = msg.NewView()
