@@ -117,6 +117,35 @@ func (in *Input) Release() {
 	inputPool.Put(in)
 }
 
+// Inputs are the inputs a connection shard collected for one zone in one
+// round (conn → zone): one message per zone and round instead of one per
+// datagram. The zone handles them as if each had come alone, in order: a
+// connection's in the order it made them, and each before anything the
+// connection sends the zone after it (a shard sends a zone's waiting
+// inputs before any other message to it). Pooled: NewInputs; the
+// receiver calls Release when done, which releases the Inputs still in
+// List (set an entry to nil to keep it).
+type Inputs struct {
+	List []*Input
+}
+
+var inputsPool = sync.Pool{New: func() any { return new(Inputs) }}
+
+// NewInputs returns an empty Inputs from the pool.
+func NewInputs() *Inputs { return inputsPool.Get().(*Inputs) }
+
+// Release releases every Input left in b.List and returns b to the pool.
+func (b *Inputs) Release() {
+	for _, in := range b.List {
+		if in != nil {
+			in.Release()
+		}
+	}
+	clear(b.List)
+	b.List = b.List[:0]
+	inputsPool.Put(b)
+}
+
 // Empty reports whether in carries neither moves nor events.
 func (in *Input) Empty() bool { return len(in.Moves) == 0 && len(in.Events) == 0 }
 

@@ -163,6 +163,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onTick()
 	case *msg.Input:
 		a.onInput(m)
+	case *msg.Inputs:
+		a.onInputs(m)
 	case *msg.Join:
 		a.onJoin(m)
 	case *msg.Leave:
@@ -507,7 +509,26 @@ func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
 func (a *zoneActor) flushPending() { a.sendHandoff(a.z.Pending()) }
 
 func (a *zoneActor) onInput(in *msg.Input) {
+	a.takeInput(in, a.p.Now())
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// onInputs takes a connection shard's round of inputs, each as onInput
+// would, and sends what they produced once.
+func (a *zoneActor) onInputs(b *msg.Inputs) {
 	now := a.p.Now()
+	for i, in := range b.List {
+		b.List[i] = nil
+		a.takeInput(in, now)
+	}
+	b.Release()
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// takeInput applies in's moves and events and releases it.
+func (a *zoneActor) takeInput(in *msg.Input, now time.Duration) {
 	a.m.Inputs.Add(1)
 	a.m.Events.Add(uint64(len(in.Events)))
 	if len(in.Moves) > 0 {
@@ -518,8 +539,6 @@ func (a *zoneActor) onInput(in *msg.Input) {
 	// After the moves: an event acts on the state its packet's moves led to.
 	a.handleEvents(in)
 	in.Release()
-	a.flushOutputs()
-	a.flushPending()
 }
 
 // spawnPos spreads players over the zone by id, 50 m clear of its borders
