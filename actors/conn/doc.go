@@ -55,7 +55,8 @@
 //	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
 //	views            msg.ViewSlot: the newest view supersedes
-//	input to zone    one *msg.Input per datagram that carried new moves or events
+//	input to zone    one *msg.Input per datagram that carried new moves or events, sent at the end
+//	                 of the round's events: a zone's inputs of one round in one *msg.Inputs
 //
 // # Lifecycle
 //
