@@ -122,7 +122,15 @@ func (m *Manager) apply(now time.Duration) {
 	} else {
 		m.stats.Views++
 	}
-	m.hold(m.table.HeldSnapshot()) // before v lets its reference go
+	if held := m.table.HeldSnapshot(); held != nil && held != m.snap && held == v.Snap {
+		// The view's reference becomes the manager's (no count change).
+		if m.snap != nil {
+			m.snap.Release()
+		}
+		m.snap, v.Snap = held, nil
+	} else {
+		m.hold(held) // before v lets its reference go
+	}
 	m.lastView, m.applied = now, true
 	m.pendValid = false
 	v.Release()
