@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,7 +25,7 @@ import (
 // that took it — holds a reference: Retain (while already holding one:
 // the writer's, or a view's), Release when done. Once any snapshot of a
 // writer's series was retained, the writer reuses each of its snapshots
-// that nobody holds any more for a later Next (one spare is kept), instead
+// that nobody holds any more for a later Next (spares wait in a pool), instead
 // of allocating a new one every tick: from then on every holder of the
 // series must hold a reference, or it reads a later tick's entries. A
 // series nobody retains is never reused (the garbage collector frees its
@@ -52,11 +53,13 @@ type Snapshot struct {
 	free *snapFree
 }
 
-// snapFree is a writer's spare snapshot and whether its series is reused:
-// shared with the goroutines that release the writer's snapshots.
+// snapFree is a writer's spare snapshots and whether its series is reused:
+// shared with the goroutines that release the writer's snapshots. A pool,
+// so the spares between two ticks are not live heap for good: a collection
+// frees those left over (a zone that stopped, or whose size changed).
 type snapFree struct {
-	spare atomic.Pointer[Snapshot]
-	reuse atomic.Bool // a snapshot of the series was retained
+	spares sync.Pool   // of *Snapshot
+	reuse  atomic.Bool // a snapshot of the series was retained
 }
 
 // Retain adds a holder of s; the caller must hold one already (the
@@ -80,9 +83,9 @@ func (s *Snapshot) Release() {
 		panic("ghost: Snapshot released more often than retained")
 	case n == 0 && s.free != nil && s.free.reuse.Load():
 		// Every holder's reads happened before its release: the writer
-		// that takes s from the spare (an atomic swap after this one)
+		// that takes s from the pool (synchronized with this Put)
 		// rewrites it after them.
-		s.free.spare.Store(s) // a spare there already goes to the collector
+		s.free.spares.Put(s)
 	}
 }
 
@@ -185,11 +188,11 @@ func NewSnapshotWriter(reg *Registry) (*SnapshotWriter, error) {
 }
 
 // Next returns an empty snapshot of n entries to fill with Set and Seal:
-// the spare one nobody holds any more if the series is reused (Snapshot)
+// a spare one nobody holds any more if the series is reused (Snapshot)
 // and it has the room, else a new one.
 func (w *SnapshotWriter) Next(n int) *Snapshot {
 	stride := max(w.reg.maxGroups, 1)
-	if s := w.free.spare.Swap(nil); s != nil {
+	if s, _ := w.free.spares.Get().(*Snapshot); s != nil {
 		if c := cap(s.ents); c >= n && c <= 2*n+64 && s.stride == stride {
 			ents := s.ents[:n]
 			for i := range ents { // as new: entries not Set are empty

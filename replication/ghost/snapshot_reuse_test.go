@@ -94,7 +94,7 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 			}
 		}
 	}
-	if reused < 30 {
+	if reused < 20 { // (under -race, sync.Pool drops a quarter of what it is given)
 		t.Fatalf("%d of 40 snapshots reused", reused)
 	}
 	// A series nobody retains is never reused: a snapshot kept without a
