@@ -60,14 +60,14 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.ReplicaEnvelope:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
 	case *msg.Input:
-		in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano(),
-			EventGen: m.EventGen}
-		for _, e := range m.Events {
-			in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
-				Payload: append([]byte(nil), e.Payload...), Seq: e.Seq})
+		it = inputItem(m)
+	case *msg.Inputs: // a connection shard's round of inputs: each as it came
+		for i, in := range m.List {
+			m.List[i] = nil
+			p.add(ctx, inputItem(in))
 		}
 		m.Release()
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
+		return
 	case *msg.Join:
 		p.b.rememberLocal(m)
 		pj := &pb.PlayerJoin{Player: m.Player, LastApplied: m.LastApplied, UserData: m.UserData}
@@ -103,6 +103,23 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	default:
 		return
 	}
+	p.add(ctx, it)
+}
+
+// inputItem is in as a zone item; it releases in.
+func inputItem(m *msg.Input) *pb.ZoneItem {
+	in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano(),
+		EventGen: m.EventGen}
+	for _, e := range m.Events {
+		in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
+			Payload: append([]byte(nil), e.Payload...), Seq: e.Seq})
+	}
+	m.Release()
+	return &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
+}
+
+// add queues it for the zone's next batch.
+func (p *zoneProxy) add(ctx actor.Context, it *pb.ZoneItem) {
 	p.batch.Items = append(p.batch.Items, it)
 	p.size += proto.Size(it) + 4
 	if len(p.batch.Items) >= p.b.cfg.MaxBatch || p.size >= p.b.maxBytes() {

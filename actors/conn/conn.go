@@ -155,6 +155,13 @@ func (c *Conn) handle(m any, now time.Duration) {
 			}
 		}
 	case *msg.Control:
+		if m.View && c.gm != nil {
+			// The tick's view came with its Control (Join.ViewWithControl):
+			// take it first, even from a Control dropped below, or the
+			// slot nudges no more. It is this tick's view or a newer one.
+			c.gm.TakeView(now)
+			c.viewsFlow = true
+		}
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
 			m.Release() // the previous owner's, arriving after the new owner's
 			return
@@ -175,7 +182,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		if c.heldCtl != nil {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
-		if c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
+		if !m.View && c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
 			c.heldCtl, c.heldUntil = m, now+viewWait
 			return
 		}
@@ -359,8 +366,8 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	fence := max(c.applied, cp.LastApplied)
 	c.floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
-	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+	c.sh.toZone(c.zone, &msg.Join{
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
 		LastApplied: fence, UserData: c.userData, Restore: cp,
 	})
 	// The moves the old owner never reported applied go again: the client
@@ -379,7 +386,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	// fence (the checkpoint's) drops those the old owner had checkpointed.
 	c.resendEvents(in)
 	if len(in.Moves) > 0 || len(in.Events) > 0 {
-		c.pool.sys.Root.Send(c.zone, in)
+		c.sh.toZone(c.zone, in)
 	} else {
 		in.Release()
 	}
@@ -416,13 +423,13 @@ const maxHeld = 64
 // input arrived while the record was looked up.
 func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
-	c.pool.sys.Root.Send(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views,
+	c.sh.toZone(c.zone, &msg.Join{
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
 		UserData: c.userData, Restore: cp,
 	})
 	c.joined, c.resuming = true, false
 	for _, in := range c.held {
-		c.pool.sys.Root.Send(c.zone, in)
+		c.sh.toZone(c.zone, in)
 	}
 	clear(c.held)
 	c.held = c.held[:0]
@@ -528,7 +535,7 @@ func (c *Conn) flushInput(now time.Duration) {
 		return
 	}
 	c.resendStalled(in, now)
-	c.pool.sys.Root.Send(c.zone, in)
+	c.sh.toZone(c.zone, in)
 }
 
 // resendStalled puts every move the zone has not reported applied into in
@@ -650,7 +657,7 @@ func (c *Conn) finish(r handshake.Reason) {
 			// a Redirected Leave of a player another connection took over).
 			lr = handshake.ReasonRedirected
 		}
-		c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: lr})
+		c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: lr})
 	}
 	var st session.ServerStats
 	var id handshake.ConnID

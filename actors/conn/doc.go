@@ -21,9 +21,13 @@
 //     connection's due datagrams at once, straight into the round's send
 //     buffers. A zone tick's Control opens the session's send slot
 //     (session.Server.SetControl), so each tick's update leaves in the
-//     round it arrived in; the connection holds the Control until the
-//     same tick's view is there too (ViewReady, at most 5 ms), so that
-//     packet carries the tick's ghosts as well;
+//     round it arrived in. A local zone publishes the tick's view first
+//     and sets Control.View (the connection joins with
+//     msg.Join.ViewWithControl): the Control takes the view and goes out
+//     with it, one message per player per tick. From a zone that nudges
+//     with a ViewReady instead (a cluster link), the connection holds the
+//     Control until the same tick's view is there too (at most 5 ms), so
+//     that packet carries the tick's ghosts as well;
 //  4. sends the round's datagrams with one sendmmsg per WriteBatch.
 //
 // Then it sleeps until something is posted or the next deadline, but never
@@ -51,7 +55,8 @@
 //	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
 //	views            msg.ViewSlot: the newest view supersedes
-//	input to zone    one *msg.Input per datagram that carried new moves or events
+//	input to zone    one *msg.Input per datagram that carried new moves or events, sent at the end
+//	                 of the round's events: a zone's inputs of one round in one *msg.Inputs
 //
 // # Lifecycle
 //

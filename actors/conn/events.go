@@ -105,7 +105,7 @@ func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 func (c *Conn) holdEvents(now time.Duration) {
 	// A zone that restored the player meanwhile (rejoin) must answer too.
 	c.leaveSent, c.zoneHolds = true, false
-	c.pool.sys.Root.Send(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonRedirected})
+	c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonRedirected})
 }
 
 func (c *Conn) startRedirect(m *Redirect, now time.Duration) {

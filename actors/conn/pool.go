@@ -233,6 +233,83 @@ type shard struct {
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
+	// zin: the round's inputs waiting for their zones (toZone), one
+	// entry per zone.
+	zin []zoneInputs
+}
+
+// zoneInputs are the inputs a round has for one zone so far: the first
+// alone, then (from the second) in a batch.
+type zoneInputs struct {
+	zone  *actor.PID
+	first *msg.Input
+	batch *msg.Inputs
+}
+
+// maxBatch bounds the inputs in one *msg.Inputs (a backlog after a stall
+// goes as several): the zone looks up each event's Output among those of
+// the batch so far.
+const maxBatch = 64
+
+// toZone sends m to zone. An Input waits for the end of the round's events
+// (sendInputs), which sends each zone its round's inputs in one message;
+// any other message first sends the inputs waiting for its zone, so a
+// zone sees each connection's messages in the order it made them.
+func (s *shard) toZone(zone *actor.PID, m any) {
+	if in, ok := m.(*msg.Input); ok {
+		for i := range s.zin {
+			z := &s.zin[i]
+			if z.zone != zone && !z.zone.Equal(zone) {
+				continue
+			}
+			if z.batch == nil {
+				z.batch = msg.NewInputs()
+				z.batch.List = append(z.batch.List, z.first)
+				z.first = nil
+			}
+			z.batch.List = append(z.batch.List, in)
+			if len(z.batch.List) == maxBatch {
+				s.pool.sys.Root.Send(z.zone, z.batch)
+				z.batch = nil
+				s.dropZone(i)
+			}
+			return
+		}
+		s.zin = append(s.zin, zoneInputs{zone: zone, first: in})
+		return
+	}
+	for i := range s.zin {
+		if z := &s.zin[i]; z.zone == zone || z.zone.Equal(zone) {
+			s.sendZone(i)
+			break
+		}
+	}
+	s.pool.sys.Root.Send(zone, m)
+}
+
+// sendInputs sends every zone its waiting inputs.
+func (s *shard) sendInputs() {
+	for len(s.zin) > 0 {
+		s.sendZone(len(s.zin) - 1)
+	}
+}
+
+// sendZone sends zin[i]'s inputs and forgets the entry.
+func (s *shard) sendZone(i int) {
+	z := &s.zin[i]
+	if z.batch != nil {
+		s.pool.sys.Root.Send(z.zone, z.batch)
+	} else if z.first != nil {
+		s.pool.sys.Root.Send(z.zone, z.first)
+	}
+	s.dropZone(i)
+}
+
+func (s *shard) dropZone(i int) {
+	last := len(s.zin) - 1
+	s.zin[i] = s.zin[last]
+	s.zin[last] = zoneInputs{}
+	s.zin = s.zin[:last]
 }
 
 // post queues one event and wakes the shard if it may be asleep.
@@ -324,6 +401,7 @@ func (s *shard) round(now time.Duration) {
 		ev := &s.work[i]
 		s.handle(ev.c, ev.m, now)
 	}
+	s.sendInputs() // the round's inputs, one message per zone, before the sends
 	clear(s.work)
 	s.trimWork(len(s.work), now)
 	for c := s.heap.min(); c != nil && c.deadline <= now; c = s.heap.min() {
@@ -339,6 +417,7 @@ func (s *shard) round(now time.Duration) {
 		s.pumpOne(c, now)
 	}
 	s.dirty = s.dirty[:0]
+	s.sendInputs() // none, unless a pump made some
 	s.flush()
 }
 
@@ -474,6 +553,15 @@ func (s *shard) shutdown() {
 	for _, ev := range evs {
 		release(ev.m)
 	}
+	for _, z := range s.zin {
+		if z.batch != nil {
+			z.batch.Release()
+		} else if z.first != nil {
+			z.first.Release()
+		}
+	}
+	clear(s.zin)
+	s.zin = s.zin[:0]
 	s.flush()
 	for c := s.heap.min(); c != nil; c = s.heap.min() {
 		s.stop(c)

@@ -90,8 +90,16 @@ func newTestZone(sys *actor.ActorSystem, st *zoneStats, reg *ghost.Registry, npc
 	return sys.Root.Spawn(props)
 }
 
-func (z *testZone) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+func (z *testZone) Receive(ctx actor.Context) { z.receive(ctx, ctx.Message()) }
+
+func (z *testZone) receive(ctx actor.Context, msgIn any) {
+	switch m := msgIn.(type) {
+	case *msg.Inputs: // a connection shard's round of inputs: each as it came
+		for i, in := range m.List {
+			m.List[i] = nil
+			z.receive(ctx, in)
+		}
+		m.Release()
 	case *actor.Started:
 		z.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(50*time.Millisecond, 50*time.Millisecond, ctx.Self(), &zoneTick{})
 	case *actor.Stopping:

@@ -41,8 +41,11 @@ type Manager struct {
 	table *ghost.Table
 	views *msg.ViewSlot
 
-	pending  *msg.View // newest view not yet applied (clock did not advance 1 ms)
-	tick     uint64    // the zone tick of the newest view taken
+	pending *msg.View // newest view not yet applied (clock did not advance 1 ms)
+	// snap is the snapshot the table reads (Table.HeldSnapshot), held
+	// (Snapshot.Retain) so that its zone does not reuse it meanwhile.
+	snap     *ghost.Snapshot
+	tick     uint64 // the zone tick of the newest view taken
 	lastView time.Duration
 	applied  bool // a view was applied (lastView is meaningful)
 
@@ -119,9 +122,33 @@ func (m *Manager) apply(now time.Duration) {
 	} else {
 		m.stats.Views++
 	}
+	if held := m.table.HeldSnapshot(); held != nil && held != m.snap && held == v.Snap {
+		// The view's reference becomes the manager's (no count change).
+		if m.snap != nil {
+			m.snap.Release()
+		}
+		m.snap, v.Snap = held, nil
+	} else {
+		m.hold(held) // before v lets its reference go
+	}
 	m.lastView, m.applied = now, true
 	m.pendValid = false
 	v.Release()
+}
+
+// hold keeps a reference to s, the snapshot the table reads now, and lets
+// the previous one go.
+func (m *Manager) hold(s *ghost.Snapshot) {
+	if s == m.snap {
+		return
+	}
+	if s != nil {
+		s.Retain()
+	}
+	if m.snap != nil {
+		m.snap.Release()
+	}
+	m.snap = s
 }
 
 // Pending reports whether the table has anything to send (session.GhostWriter).
@@ -157,12 +184,17 @@ func (m *Manager) OnFate(f notify.Fate) {
 }
 
 // Close refuses further views and frees the one held: the zone may keep
-// publishing until it learns the player left.
+// publishing until it learns the player left. It lets the table's snapshot
+// go too: the manager may not write after Close.
 func (m *Manager) Close() {
 	m.views.Close()
 	if m.pending != nil {
 		m.pending.Release()
 		m.pending = nil
+	}
+	if m.snap != nil {
+		m.snap.Release()
+		m.snap = nil
 	}
 }
 

@@ -174,7 +174,7 @@ func TestSnapshotViews(t *testing.T) {
 		v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i + 1), Priority: 1})
 	}
 	sw.Seal(snap)
-	v.Snap = snap
+	v.SetSnap(snap)
 	f.now += 50 * time.Millisecond
 	if !f.views.Publish(v) {
 		t.Fatal("slot not empty")

@@ -8,7 +8,7 @@
 //
 // # Ownership
 //
-// A pooled message (Input, Output, Control, View, Datagram) belongs to
+// A pooled message (Input, Inputs, Output, Control, View, Datagram) belongs to
 // exactly one owner at a time. The sender fills it, sends the pointer and
 // never touches it again; the receiver reads it and calls Release when done,
 // after which nobody may use it (nor any slice it handed out). Forgetting
@@ -19,10 +19,13 @@
 // # Flow
 //
 //	conn ──Join/Leave──────────────▶ zone
-//	conn ──*Input (moves, events)──▶ zone        one per packet with new moves or events
-//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state
+//	conn ──*Input (moves, events)──▶ zone        one per packet with new moves or events, or
+//	conn ──*Inputs─────────────────▶ zone        a connection shard's inputs for the zone from one round
+//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state (and the view's nudge, Control.View)
 //	zone ──*Output (events)────────▶ conn        when the zone has events for the client
 //	zone ──Redirect / Kick─────────▶ conn        handoff to another zone; removal
-//	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it)
+//	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it); a
+//	                                             connection that joined with Join.ViewWithControl gets the
+//	                                             nudge in the tick's Control instead (one message a tick)
 //	gateway ──*Datagram────────────▶ conn        routed by source address or connection id, a read batch per shard at once
 package msg

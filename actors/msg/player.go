@@ -20,6 +20,13 @@ type Join struct {
 	Conn   *actor.PID // the connection: Control, Output, Redirect, Kick go here
 	Ghosts *actor.PID // ViewReady goes here (the connection: its ghost manager lives in it)
 	Views  *ViewSlot  // where the zone publishes this player's views
+	// ViewWithControl: Ghosts is Conn, and it takes the view with the
+	// tick's Control (Control.View) — one message per player per tick
+	// instead of a Control and a ViewReady. A zone then publishes a tick's
+	// views before its controls and sends ViewReady only for a view that
+	// goes with no Control. Takers that do not set it (a cluster link)
+	// get a ViewReady for every nudge.
+	ViewWithControl bool
 	// LastApplied is the newest move already applied for this player (0 on a
 	// fresh connection): a zone taking over continues after it.
 	LastApplied uint64
@@ -110,6 +117,35 @@ func (in *Input) Release() {
 	inputPool.Put(in)
 }
 
+// Inputs are the inputs a connection shard collected for one zone in one
+// round (conn → zone): one message per zone and round instead of one per
+// datagram. The zone handles them as if each had come alone, in order: a
+// connection's in the order it made them, and each before anything the
+// connection sends the zone after it (a shard sends a zone's waiting
+// inputs before any other message to it). Pooled: NewInputs; the
+// receiver calls Release when done, which releases the Inputs still in
+// List (set an entry to nil to keep it).
+type Inputs struct {
+	List []*Input
+}
+
+var inputsPool = sync.Pool{New: func() any { return new(Inputs) }}
+
+// NewInputs returns an empty Inputs from the pool.
+func NewInputs() *Inputs { return inputsPool.Get().(*Inputs) }
+
+// Release releases every Input left in b.List and returns b to the pool.
+func (b *Inputs) Release() {
+	for _, in := range b.List {
+		if in != nil {
+			in.Release()
+		}
+	}
+	clear(b.List)
+	b.List = b.List[:0]
+	inputsPool.Put(b)
+}
+
 // Empty reports whether in carries neither moves nor events.
 func (in *Input) Empty() bool { return len(in.Moves) == 0 && len(in.Events) == 0 }
 
@@ -141,6 +177,12 @@ type Control struct {
 	// it to the client (of its own numbering generation only), which then
 	// forgets those events (docs/protocol.md §7.20).
 	Events handoff.EventFence
+	// View is the nudge of a ViewReady carried by the Control (to a
+	// connection that joined with Join.ViewWithControl): the player's
+	// ViewSlot holds a view, published before this Control was sent. The
+	// connection must take it even when it drops the Control (a stale
+	// epoch): the slot sends no other nudge until it is taken.
+	View bool
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}

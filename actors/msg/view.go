@@ -29,7 +29,9 @@ type View struct {
 	// Snap and Refs carry the view instead of Entries when the taker asked
 	// for references (ViewSlot.AcceptRefs) and the zone has snapshots: the
 	// entities as indices into the zone's snapshot of the tick, which every
-	// view of the tick shares. A taker handles both forms.
+	// view of the tick shares. A taker handles both forms. Set Snap with
+	// SetSnap: the view holds a reference to it (the zone reuses a
+	// snapshot nobody holds), which Release drops.
 	Snap *ghost.Snapshot
 	Refs []ghost.ViewRef
 }
@@ -67,10 +69,24 @@ func NewViewRefs(n int) *View {
 	return v
 }
 
+// SetSnap makes v a view by references into snap (fill Refs after): v
+// holds a reference to snap (Snapshot.Retain; the caller holds one
+// already, as the zone does this tick's) until Release, or until its
+// taker moves it on.
+func (v *View) SetSnap(snap *ghost.Snapshot) {
+	if snap != nil {
+		snap.Retain()
+	}
+	v.Snap = snap
+}
+
 // Release returns v to the pool; v may not be used afterwards.
 func (v *View) Release() {
 	clear(v.Entries) // drop *Class references
 	v.Entries = v.Entries[:0]
+	if v.Snap != nil {
+		v.Snap.Release() // SetSnap's reference
+	}
 	v.Snap, v.Refs = nil, v.Refs[:0]
 	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
 	if c := cap(v.Refs); c >= refsRoom[0] {

@@ -4,9 +4,19 @@
 // manager one view per tick, exchanges border replicas with the neighbouring
 // zone actors and runs handoffs with them through the pure handoff machine.
 //
-//	conn ──Join/Leave, *Input──────────▶ zone ──*Control, Redirect─▶ conn
+//	conn ──Join/Leave, *Input, *Inputs─▶ zone ──*Control, Redirect─▶ conn
 //	                                      zone ──ViewSlot.Publish + ViewReady─▶ ghost manager
 //	zone ◀──HandoffEnvelope / ReplicaEnvelope──▶ neighbouring zones
+//
+// A tick publishes its views first, then sends its controls: to a
+// connection that joined with msg.Join.ViewWithControl (actors/conn's) the
+// view's nudge rides in the Control (msg.Control.View), one message per
+// player per tick; ViewReady goes only to the others, and for a view with
+// no Control. The views refer to the tick's snapshot and hold a reference
+// to it (msg.View.SetSnap): the zone's snapshot writer reuses a snapshot
+// once no view and no ghost table holds it, instead of allocating one
+// every tick. A connection shard sends a zone the inputs of one round in
+// one *msg.Inputs, taken as each input alone.
 //
 // # Ticks without blocking
 //

@@ -22,21 +22,36 @@ import (
 type benchConn struct {
 	views    msg.ViewSlot
 	controls atomic.Uint64
+	nudged   atomic.Uint64 // Controls that carried the view's nudge
+	readies  atomic.Uint64 // ViewReady messages
+	taken    atomic.Uint64 // views taken
+	messages atomic.Uint64
 }
 
 func (c *benchConn) SendUserMessage(_ *actor.PID, m any) {
+	c.messages.Add(1)
 	switch m := m.(type) {
 	case *msg.Control:
 		c.controls.Add(1)
+		if m.View {
+			c.nudged.Add(1)
+			c.take()
+		}
 		m.Release()
 	case *msg.ViewReady:
-		if v := c.views.Take(); v != nil {
-			v.Release()
-		}
+		c.readies.Add(1)
+		c.take()
 	case *msg.Output:
 		m.Release()
 	}
 }
+func (c *benchConn) take() {
+	if v := c.views.Take(); v != nil {
+		c.taken.Add(1)
+		v.Release()
+	}
+}
+
 func (c *benchConn) SendSystemMessage(*actor.PID, any) {}
 func (c *benchConn) Stop(*actor.PID)                   {}
 
@@ -75,7 +90,7 @@ func BenchmarkZoneActor(b *testing.B) {
 		c.views.AcceptRefs()
 		pid, _ := sys.ProcessRegistry.Add(c, "bconn$"+strconv.Itoa(i))
 		conns[i] = c
-		sys.Root.Send(zpid, &msg.Join{Player: uint64(i + 1), Conn: pid, Ghosts: pid, Views: &c.views})
+		sys.Root.Send(zpid, &msg.Join{Player: uint64(i + 1), Conn: pid, Ghosts: pid, Views: &c.views, ViewWithControl: true})
 	}
 	waitFor(b, 5*time.Second, "joins", func() bool { return m.Joins.Load() == players })
 	seq := uint64(0)

@@ -127,6 +127,7 @@ type zoneActor struct {
 	maxOut int
 	budget map[uint64]outBudget // event bytes sent per player this tick
 	outs   []pendingOut
+	owed   []bool // onTick's scratch: the views whose nudge is still to send
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -162,6 +163,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onTick()
 	case *msg.Input:
 		a.onInput(m)
+	case *msg.Inputs:
+		a.onInputs(m)
 	case *msg.Join:
 		a.onJoin(m)
 	case *msg.Leave:
@@ -351,6 +354,31 @@ func (a *zoneActor) onTick() {
 			delete(a.forced, id) // committed and acknowledged, or aborted (the zone corrects it itself)
 		}
 	}
+	// Views first, then controls: a connection that joined with
+	// ViewWithControl takes its view's nudge in its Control (Control.View),
+	// one message a player a tick; the others get a ViewReady as before,
+	// after the controls.
+	owed := a.owed[:0] // owed[i]: out.Views[i]'s nudge is still to send
+	for _, ref := range out.Views {
+		j := a.joins[ref.Entity]
+		if j == nil || j.Views == nil {
+			owed = append(owed, false)
+			continue
+		}
+		var v *msg.View
+		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
+			v = msg.NewViewRefs(a.z.ViewLen(ref))
+			v.SetSnap(a.z.Snapshot()) // the view holds it: the writer reuses it after
+			v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
+		} else {
+			v = msg.NewView()
+			v.Entries = a.z.AppendView(v.Entries[:0], ref)
+		}
+		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
+		owed = append(owed, j.Views.Publish(v) && j.Ghosts != nil)
+		a.m.Views.Add(1)
+	}
+	vi := 0
 	for i := range out.Controls {
 		c := &out.Controls[i]
 		j := a.joins[c.Entity]
@@ -360,28 +388,28 @@ func (a *zoneActor) onTick() {
 		m := msg.NewControl()
 		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
 		m.Events, _ = a.z.EventFence(c.Entity)
+		if j.ViewWithControl {
+			// The zone lists views and controls in the same order, the
+			// controls' players among the views': the view of c is ahead.
+			// (Were it not, its nudge goes as a ViewReady below.)
+			for vi < len(out.Views) && out.Views[vi].Entity != c.Entity {
+				vi++
+			}
+			if vi < len(out.Views) {
+				m.View, owed[vi] = owed[vi], false
+				vi++
+			}
+		}
 		a.ctx.Send(j.Conn, m)
 	}
 	a.m.Controls.Add(uint64(len(out.Controls)))
-	for _, ref := range out.Views {
-		j := a.joins[ref.Entity]
-		if j == nil || j.Views == nil {
-			continue
+	for i, ref := range out.Views {
+		if owed[i] {
+			a.ctx.Send(a.joins[ref.Entity].Ghosts, msg.ViewReadyMsg)
 		}
-		var v *msg.View
-		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
-			v = msg.NewViewRefs(a.z.ViewLen(ref))
-			v.Snap, v.Refs = a.z.Snapshot(), a.z.AppendViewRefs(v.Refs[:0], ref)
-		} else {
-			v = msg.NewView()
-			v.Entries = a.z.AppendView(v.Entries[:0], ref)
-		}
-		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
-		if j.Views.Publish(v) && j.Ghosts != nil {
-			a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
-		}
-		a.m.Views.Add(1)
 	}
+	clear(owed)
+	a.owed = owed[:0]
 	for i := range out.Replicas {
 		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
 	}
@@ -481,7 +509,26 @@ func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
 func (a *zoneActor) flushPending() { a.sendHandoff(a.z.Pending()) }
 
 func (a *zoneActor) onInput(in *msg.Input) {
+	a.takeInput(in, a.p.Now())
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// onInputs takes a connection shard's round of inputs, each as onInput
+// would, and sends what they produced once.
+func (a *zoneActor) onInputs(b *msg.Inputs) {
 	now := a.p.Now()
+	for i, in := range b.List {
+		b.List[i] = nil
+		a.takeInput(in, now)
+	}
+	b.Release()
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// takeInput applies in's moves and events and releases it.
+func (a *zoneActor) takeInput(in *msg.Input, now time.Duration) {
 	a.m.Inputs.Add(1)
 	a.m.Events.Add(uint64(len(in.Events)))
 	if len(in.Moves) > 0 {
@@ -492,8 +539,6 @@ func (a *zoneActor) onInput(in *msg.Input) {
 	// After the moves: an event acts on the state its packet's moves led to.
 	a.handleEvents(in)
 	in.Release()
-	a.flushOutputs()
-	a.flushPending()
 }
 
 // spawnPos spreads players over the zone by id, 50 m clear of its borders

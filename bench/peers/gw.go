@@ -125,6 +125,16 @@ type benchZone struct {
 	buf     []byte
 }
 
+func (z *benchZone) input(m *msg.Input) {
+	if p := z.players[m.Player]; p != nil {
+		at := nowNS()
+		for _, e := range m.Events {
+			z.rec.recv(e.Payload, &p.lastUp, at)
+		}
+	}
+	m.Release()
+}
+
 func (z *benchZone) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *msg.Join:
@@ -132,11 +142,11 @@ func (z *benchZone) Receive(ctx actor.Context) {
 	case *msg.Leave:
 		delete(z.players, m.Player)
 	case *msg.Input:
-		if p := z.players[m.Player]; p != nil {
-			at := nowNS()
-			for _, e := range m.Events {
-				z.rec.recv(e.Payload, &p.lastUp, at)
-			}
+		z.input(m)
+	case *msg.Inputs: // a connection shard's round of inputs
+		for i, in := range m.List {
+			m.List[i] = nil
+			z.input(in)
 		}
 		m.Release()
 	case zoneTick:

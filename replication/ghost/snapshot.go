@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -15,8 +16,20 @@ import (
 // diffing against a State of its own.
 //
 // Build one with a SnapshotWriter: Next, Set every entry, Seal. Sealed, it
-// never changes; a table holds it until its next view, the garbage
-// collector frees it after.
+// never changes; a table holds it until its next view.
+//
+// # Reuse
+//
+// A snapshot is its writer's until the writer seals the next one. Whoever
+// keeps it longer — a view on its way to a table, the owner of a table
+// that took it — holds a reference: Retain (while already holding one:
+// the writer's, or a view's), Release when done. Once any snapshot of a
+// writer's series was retained, the writer reuses each of its snapshots
+// that nobody holds any more for a later Next (spares wait in a pool), instead
+// of allocating a new one every tick: from then on every holder of the
+// series must hold a reference, or it reads a later tick's entries. A
+// series nobody retains is never reused (the garbage collector frees its
+// snapshots, as before).
 type Snapshot struct {
 	reg    *Registry
 	source uint64 // the writer: stamps compare only within one series
@@ -32,7 +45,59 @@ type Snapshot struct {
 	// table that took the previous snapshot reading that one's entry.
 	chg    []uint32
 	sealed bool
+	// refs counts the holders: the writer (from Next until it seals the
+	// next snapshot) and every Retain not yet released. The release that
+	// drops it to zero hands the snapshot to free (when the series is
+	// reused).
+	refs atomic.Int32
+	free *snapFree
 }
+
+// snapFree is a writer's spare snapshots and whether its series is reused:
+// shared with the goroutines that release the writer's snapshots. A pool,
+// so the spares between two ticks are not live heap for good: a collection
+// frees those left over (a zone that stopped, or whose size changed).
+type snapFree struct {
+	spares sync.Pool   // of *Snapshot
+	reuse  atomic.Bool // a snapshot of the series was retained
+}
+
+// Retain adds a holder of s; the caller must hold one already (the
+// writer's until it seals the next snapshot, a view's, a table owner's),
+// so the count never comes back from zero. It makes the writer reuse the
+// snapshots of its series nobody holds (see Snapshot).
+func (s *Snapshot) Retain() {
+	if s.refs.Add(1) <= 1 {
+		panic("ghost: Snapshot.Retain of a snapshot nobody holds")
+	}
+	if s.free != nil && !s.free.reuse.Load() {
+		s.free.reuse.Store(true)
+	}
+}
+
+// Release drops a holder of s (one Retain); s may not be read after. The
+// last holder's release hands s back to its writer for reuse.
+func (s *Snapshot) Release() {
+	switch n := s.refs.Add(-1); {
+	case n < 0:
+		panic("ghost: Snapshot released more often than retained")
+	case n == 0 && s.free != nil && s.free.reuse.Load():
+		// Every holder's reads happened before its release: the writer
+		// that takes s from the pool (synchronized with this Put)
+		// rewrites it after them.
+		s.free.spares.Put(s)
+	}
+}
+
+// Held reports whether anyone holds s (tests: a snapshot a table reads is
+// held).
+func (s *Snapshot) Held() bool { return s.refs.Load() > 0 }
+
+// HeldSnapshot is the snapshot whose entries the table reads (the one of
+// its latest snapshot view; nil if it has none, or keeps states of its
+// own). Its owner holds a reference to it (Snapshot.Retain) while the
+// table does: the writer reuses it once nobody holds it.
+func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 
 // snapEnt is one entry: the entity, its class, state and quantized
 // position (quantized and checked once at Seal for every table).
@@ -64,7 +129,7 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.state = entity, c, *st
+	e.entity, e.class, e.state, e.bad = entity, c, *st, snapOK
 }
 
 // Entry returns entry i's entity, class and state (nil class: empty). The
@@ -108,7 +173,8 @@ type SnapshotWriter struct {
 	reg    *Registry
 	source uint64
 	seq    uint32
-	last   *Snapshot
+	last   *Snapshot // the writer holds a reference to it
+	free   snapFree
 }
 
 // NewSnapshotWriter returns a writer of snapshots of reg's classes. It
@@ -121,15 +187,42 @@ func NewSnapshotWriter(reg *Registry) (*SnapshotWriter, error) {
 	return &SnapshotWriter{reg: reg, source: sources.Add(1)}, nil
 }
 
-// Next returns an empty snapshot of n entries to fill with Set and Seal.
+// Next returns an empty snapshot of n entries to fill with Set and Seal:
+// a spare one nobody holds any more if the series is reused (Snapshot)
+// and it has the room, else a new one.
 func (w *SnapshotWriter) Next(n int) *Snapshot {
 	stride := max(w.reg.maxGroups, 1)
-	return &Snapshot{
+	if s, _ := w.free.spares.Get().(*Snapshot); s != nil {
+		if c := cap(s.ents); c >= n && c <= 2*n+64 && s.stride == stride {
+			ents := s.ents[:n]
+			for i := range ents { // as new: entries not Set are empty
+				e := &ents[i]
+				e.entity, e.class, e.bad = 0, nil, snapOK
+			}
+			s.ents, s.chg = ents, s.chg[:n*stride]
+			s.source, s.seq, s.sealed = w.source, 0, false
+			s.refs.Store(1)
+			return s
+		}
+		// The zone grew past it or shrank far below: a new one.
+	}
+	s := &Snapshot{
 		reg:    w.reg,
 		source: w.source,
 		stride: stride,
 		ents:   make([]snapEnt, n),
 		chg:    make([]uint32, n*stride),
+		free:   &w.free,
+	}
+	s.refs.Store(1)
+	return s
+}
+
+// release drops the writer's reference to its latest snapshot.
+func (w *SnapshotWriter) release() {
+	if w.last != nil {
+		w.last.Release()
+		w.last = nil
 	}
 }
 
@@ -146,7 +239,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		w.source = sources.Add(1)
 		s.source = w.source
 		w.seq = 1
-		w.last = nil
+		w.release()
 	}
 	s.seq = w.seq
 	var prev []snapEnt
@@ -160,17 +253,20 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		e := &s.ents[i]
 		c := e.class
 		if c == nil {
+			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
 			continue
 		}
 		if c != known {
 			if w.reg.byID[c.ID] != c {
 				e.bad = snapBadClass
+				clear(s.chg[i*st : i*st+st])
 				continue
 			}
 			known = c
 		}
 		if w.reg.check(c, &e.state, &e.qpos) != nil {
 			e.bad = snapBadState
+			clear(s.chg[i*st : i*st+st])
 			continue
 		}
 		e.yawQ = yawCode(c, &e.state)
@@ -194,6 +290,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		}
 	}
 	s.sealed = true
+	w.release() // the previous one: its stamps are read (prev above)
 	w.last = s
 }
 

@@ -1,0 +1,103 @@
+package zone
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// syncCtx is the one part of an actor.Context the zone's tick and input
+// paths use, Send, delivered at once on the caller's goroutine (to the
+// benchConns' processes).
+type syncCtx struct {
+	actor.Context
+	sys *actor.ActorSystem
+}
+
+func (c syncCtx) Send(pid *actor.PID, m any) { c.sys.Root.Send(pid, m) }
+
+// BenchmarkZoneTickSync (informative): BenchmarkZoneActor's load — 250
+// players walking in circles with inputs at 30 Hz, 50 NPCs, views as
+// references, connections that take what they are sent — with the zone
+// actor driven on one goroutine and a clock of its own: one iteration is
+// one 50 ms period (three inputs a player every two periods, one tick).
+// Deterministic: run it under callgrind or count instructions to compare
+// the actor layer's cost (sends, views, snapshots) between builds.
+func BenchmarkZoneTickSync(b *testing.B) {
+	const players = 250
+	sys := quietSystem()
+	defer sys.Shutdown()
+	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
+	if err := reg.Register(pc, nc); err != nil {
+		b.Fatal(err)
+	}
+	var classes [8]*ghost.Class
+	classes[sim.KindPlayer], classes[sim.KindNPC] = pc, nc
+	var now time.Duration
+	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
+		Sim: sim.Config{Zone: "x0z0", World: world.Default(), NPCs: 50, Classes: classes,
+			// Never degraded: the tick costs the zone measures (wall time,
+			// inflated under callgrind) must not change what it does.
+			Overload: sim.OverloadConfig{High: 1e9, Low: 1e8, Raise: 1 << 30, Lower: 1}}}
+	z, err := sim.New(p.Sim, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := &zoneActor{p: p, m: p.Metrics}
+	a.init(z)
+	a.log = slog.New(slog.DiscardHandler)
+	a.stopped.Store(true) // no timer: the benchmark runs the ticks
+	a.ctx = syncCtx{sys: sys}
+	a.nextAt = z.Period()
+	for i := range players {
+		c := &benchConn{}
+		c.views.AcceptRefs()
+		pid, _ := sys.ProcessRegistry.Add(c, "sconn$"+strconv.Itoa(i))
+		a.onJoin(benchJoin(uint64(i+1), pid, &c.views))
+	}
+	seq := uint64(0)
+	input := func() {
+		seq++
+		for i := range players {
+			in := msg.NewInput()
+			in.Player = uint64(i + 1)
+			in.Moves = append(in.Moves[:0], move.Move{Seq: seq, Dt: 32, Forward: 127, Yaw: uint16(seq * 500)})
+			a.onInput(in)
+		}
+	}
+	period := z.Period()
+	k := 0
+	run := func() {
+		input()
+		if k%2 == 1 {
+			now += 17 * time.Millisecond
+			input()
+			now += 33 * time.Millisecond
+		} else {
+			now += period
+		}
+		a.onTick()
+		k++
+	}
+	for range 40 { // interest sets, queues, pools at their steady size
+		run()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+}
