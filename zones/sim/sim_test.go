@@ -814,3 +814,54 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 		t.Fatalf("ReplicasHeldDropped = %d, want 1", st.ReplicasHeldDropped)
 	}
 }
+
+// TestReplicaBatchesAreTheirsAlone: each neighbour's batch lists exactly
+// the owned entities within BorderRange of it, and the batches of one
+// tick share one allocation without sharing room: appending to one batch
+// changes no other, and the next Step leaves a handed-off batch as it was.
+func TestReplicaBatchesAreTheirsAlone(t *testing.T) {
+	z := oneZone(t, func(c *Config) { c.NPCs = 0 })
+	for _, p := range []struct {
+		id   uint64
+		x, z float32
+	}{{1, -50, -50}, {2, -50, -500}, {3, -500, -500}} {
+		if err := z.Join(0, p.id, "c", "p", [3]float32{p.x, 0, p.z}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(b ReplicaBatch) []uint64 {
+		var out []uint64
+		for _, r := range b.Entities {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	out := z.Step(50 * time.Millisecond)
+	want := map[string][]uint64{"x1z0": {1, 2}, "x0z1": {1}, "x1z1": {1}}
+	batches := slices.Clone(out.Replicas)
+	if len(batches) != len(want) {
+		t.Fatalf("%d batches, want %d", len(batches), len(want))
+	}
+	got := map[string][]uint64{}
+	for _, b := range batches {
+		got[b.To] = ids(b)
+		if !slices.Equal(got[b.To], want[b.To]) {
+			t.Errorf("batch to %s lists %v, want %v", b.To, got[b.To], want[b.To])
+		}
+	}
+	for i := range batches {
+		batches[i].Entities = append(batches[i].Entities, Replica{ID: 99})
+		for j, b := range batches {
+			if n := len(got[b.To]); j != i && !slices.Equal(ids(b)[:n], got[b.To]) {
+				t.Fatalf("appending to the batch to %s changed the batch to %s: %v", batches[i].To, b.To, ids(b))
+			}
+		}
+		batches[i].Entities = batches[i].Entities[:len(batches[i].Entities)-1]
+	}
+	z.Step(100 * time.Millisecond)
+	for _, b := range batches {
+		if !slices.Equal(ids(b), got[b.To]) {
+			t.Errorf("the next Step changed the batch to %s: %v, want %v", b.To, ids(b), got[b.To])
+		}
+	}
+}

@@ -133,6 +133,11 @@ type Zone struct {
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
 
+	// replSlots, replEnds: sendReplicas' list of the slots each
+	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
+	replSlots []int32
+	replEnds  []int
+
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
 	stats Stats
