@@ -865,3 +865,34 @@ func TestReplicaBatchesAreTheirsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyPlayerSlotsCarryPlayerState: NPC slots, and replicas of
+// players, hold no player state (queue, interest set, fence): a fifth of
+// a zone's slots and more at borders. A replica that becomes a player
+// here (acquired) gets one, and a freed player slot reused by an NPC
+// keeps its buffers without reading as a player.
+func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
+	z := oneZone(t, func(c *Config) { c.NPCs = 5 })
+	if err := z.Join(0, 1, "c1", "p", [3]float32{-500, 0, -500}, 0); err != nil {
+		t.Fatal(err)
+	}
+	z.Input(0, 1, []move.Move{fwd(1, 0)})
+	z.Step(50 * time.Millisecond)
+	for s := range z.ents {
+		e := &z.ents[s]
+		if player := e.kind == KindPlayer; player != (e.pl != nil) {
+			t.Errorf("slot %d (kind %d) has player state %v", s, e.kind, e.pl != nil)
+		}
+	}
+	if err := z.Leave(1); err != nil {
+		t.Fatal(err)
+	}
+	s := z.slotAlloc(NPCID(0, 99))
+	e := &z.ents[s]
+	if e.pl == nil {
+		t.Fatal("a reused player slot dropped its player state (and its buffers)")
+	}
+	if p := e.p(); p.conn != "" || p.queue.LastApplied() != 0 || p.set.Len() != 0 {
+		t.Errorf("reused slot reads as a player: conn %q, applied %d, view %d", p.conn, p.queue.LastApplied(), p.set.Len())
+	}
+}
