@@ -896,3 +896,26 @@ func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
 		t.Errorf("reused slot reads as a player: conn %q, applied %d, view %d", p.conn, p.queue.LastApplied(), p.set.Len())
 	}
 }
+
+// TestZoneGridCoversItsZone: a zone's grid covers its rectangle and the
+// margin its replicas and views reach into, not the whole world (every
+// Build clears and sums every cell). In a 10 × 10 world of 1 km zones a
+// whole-world grid would be 364 cells a side.
+func TestZoneGridCoversItsZone(t *testing.T) {
+	w, err := world.Grid("big", 10, 10, 1000, [2]float64{0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := oneZone(t, func(c *Config) { c.World, c.Zone, c.NPCs = w, "x5z5", 0 })
+	nx, nz := z.grid.Cells()
+	margin := z.cfg.BorderRange + float64(z.cfg.Interest.LeaveRadius)
+	want := int(math.Ceil((1000 + 2*margin) / z.cfg.CellSize))
+	if nx != want || nz != want {
+		t.Fatalf("grid %d × %d cells, want %d × %d (the zone and %g m around it)", nx, nz, want, want, margin)
+	}
+	// A corner zone's grid stops at the world's edge.
+	c := oneZone(t, func(c *Config) { c.World, c.Zone, c.NPCs = w, "x0z0", 0 })
+	if nx, _ := c.grid.Cells(); nx != int(math.Ceil((1000+margin)/c.cfg.CellSize)) {
+		t.Fatalf("corner zone's grid %d cells wide, want %d", nx, int(math.Ceil((1000+margin)/c.cfg.CellSize)))
+	}
+}

@@ -196,7 +196,7 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		cfg.BorderRange = float64(ic.LeaveRadius)
 	}
 	self, _ := cfg.World.Zone(cfg.Zone)
-	g, err := grid.New(grid.Config{Bounds: cfg.World.Bounds(), CellSize: cfg.CellSize})
+	g, err := grid.New(grid.Config{Bounds: gridBounds(cfg.World.Bounds(), self.Rect, cfg.BorderRange+float64(ic.LeaveRadius)), CellSize: cfg.CellSize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -232,6 +232,20 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		z.spawnNPC(now)
 	}
 	return z, nil
+}
+
+// gridBounds is the area the zone's grid covers: its rectangle and margin
+// metres around it (replicas come from within BorderRange of it; its
+// players look LeaveRadius beyond it), within the world. Not the whole
+// world: every Build clears and sums the grid's cells, and a world of many
+// zones made every zone pay for all of them (2,000 m square, the default:
+// 5,329 cells a zone where 2,809 cover it). An entity beyond the bounds is
+// filed in an edge cell, which queries near the edge scan: still found.
+func gridBounds(w, zone world.Rect, margin float64) world.Rect {
+	return world.Rect{
+		Min: [2]float64{max(w.Min[0], zone.Min[0]-margin), max(w.Min[1], zone.Min[1]-margin)},
+		Max: [2]float64{min(w.Max[0], zone.Max[0]+margin), min(w.Max[1], zone.Max[1]+margin)},
+	}
 }
 
 // ID returns the zone id.
