@@ -919,3 +919,61 @@ func TestZoneGridCoversItsZone(t *testing.T) {
 		t.Fatalf("corner zone's grid %d cells wide, want %d", nx, int(math.Ceil((1000+margin)/c.cfg.CellSize)))
 	}
 }
+
+// TestGridCellFollowsCrowding: with CellSize left 0 a sparse zone's grid
+// takes cells of half the leave radius, a crowded one a quarter, and an
+// explicit CellSize stays; the players' views do not change with it.
+func TestGridCellFollowsCrowding(t *testing.T) {
+	step := func(z *Zone, ticks int) {
+		for range ticks {
+			z.Step(z.now + z.period)
+		}
+	}
+	r := 110.0
+	sparse := oneZone(t, func(c *Config) { c.NPCs = 50 })
+	// The same zone with the quarter cell fixed: same NPCs, same walks.
+	ref := oneZone(t, func(c *Config) { c.NPCs, c.CellSize = 50, r/4 })
+	if got := sparse.grid.CellSize(); got != r/4 {
+		t.Fatalf("new zone's cell %g m, want %g", got, r/4)
+	}
+	for _, z := range []*Zone{sparse, ref} {
+		for i := range 5 {
+			if err := z.Join(0, uint64(i+1), "c", "p", [3]float32{-500 + float32(i), 0, -500}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step(z, adaptEvery+1)
+	}
+	if got := sparse.grid.CellSize(); got != r/2 || sparse.Stats().CellChanges != 1 {
+		t.Fatalf("sparse zone's cell %g m after %d changes, want %g", got, sparse.Stats().CellChanges, r/2)
+	}
+	for id := uint64(1); id <= 5; id++ {
+		got, want := sparse.InterestIDs(id), ref.InterestIDs(id)
+		slices.Sort(got)
+		slices.Sort(want)
+		if len(got) < 4 || !slices.Equal(got, want) {
+			t.Fatalf("player %d sees %v with the larger cells, %v with the smaller", id, got, want)
+		}
+	}
+	// 2,000 NPCs in the zone's square kilometre: a crowd.
+	crowd := oneZone(t, func(c *Config) { c.NPCs = 2000 })
+	step(crowd, 2*adaptEvery+1)
+	if got := crowd.grid.CellSize(); got != r/4 || crowd.Stats().CellChanges != 0 {
+		t.Fatalf("crowded zone's cell %g m after %d changes, want %g unchanged", got, crowd.Stats().CellChanges, r/4)
+	}
+	// Crowded at once: the sparse zone goes back to the quarter.
+	for i := range 1500 {
+		if err := sparse.Join(sparse.now, uint64(100+i), "c", "p", [3]float32{-990 + float32(i%40)*24, 0, -990 + float32(i/40)*24}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(sparse, 2*adaptEvery)
+	if got := sparse.grid.CellSize(); got != r/4 || sparse.Stats().CellChanges != 2 {
+		t.Fatalf("crowded sparse zone's cell %g m after %d changes, want %g after 2", got, sparse.Stats().CellChanges, r/4)
+	}
+	fixed := oneZone(t, func(c *Config) { c.NPCs, c.CellSize = 50, 30 })
+	step(fixed, 2*adaptEvery+1)
+	if got := fixed.grid.CellSize(); got != 30 {
+		t.Fatalf("explicit cell size became %g m", got)
+	}
+}

@@ -155,6 +155,9 @@ type Zone struct {
 	npcNext  uint64
 
 	ov overload
+	// autoCell: the grid's cell size follows the zone's crowding
+	// (adaptCell); Config.CellSize was left 0.
+	autoCell bool
 	// held, heldT: per slot, the state far viewers get under overload and
 	// the tick it was taken; made when a level above 0 first needs them
 	// and dropped at level 0, where nobody reads them (112 B a slot).
@@ -189,7 +192,8 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 	cfg = cfg.withDefaults()
 	ic, _ := cfg.interestConfig()
 	cfg.Interest = ic
-	if cfg.CellSize == 0 {
+	autoCell := cfg.CellSize == 0
+	if autoCell {
 		cfg.CellSize = float64(ic.LeaveRadius) / 4
 	}
 	if cfg.BorderRange == 0 {
@@ -221,6 +225,8 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		track:  tr,
 		hand:   hm,
 		now:    now,
+
+		autoCell: autoCell,
 	}
 	ff := cfg.Overload.FarFraction * ic.EnterRadius
 	z.far2 = ff * ff
