@@ -16,7 +16,10 @@
 // are filed in the nearest edge cell, so they are still found; distances are
 // always exact. A query visits, per cell row the circle crosses, only the
 // cells its chord spans; the cell size trades cells visited against
-// candidates rejected (a quarter of the radius is a good start).
+// candidates rejected: a quarter of the radius in a crowd, half of it when
+// sparse (SetCellSize changes it between Builds; the zone picks it by its
+// crowding). Bounds need only cover where the queries and most entities
+// are: every Build clears and sums every cell.
 //
 // Not safe for concurrent use: the zone owns its grid.
 package grid

@@ -70,6 +70,7 @@ type Grid struct {
 	inv        float32 // 1 / cell size
 	cell       float32
 	nx, nz     int32
+	bounds     world.Rect
 
 	// Per slot, set by Set/Clear: one record, so a lookup by slot (Pos) is
 	// one cache line. rec.m.Slot < 0 marks an empty slot.
@@ -95,18 +96,35 @@ func New(cfg Config) (*Grid, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sx, sz := cfg.Bounds.Size()
-	g := &Grid{
-		minX: float32(cfg.Bounds.Min[0]),
-		minZ: float32(cfg.Bounds.Min[1]),
-		inv:  float32(1 / cfg.CellSize),
-		cell: float32(cfg.CellSize),
-		nx:   int32(math.Ceil(sx / cfg.CellSize)),
-		nz:   int32(math.Ceil(sz / cfg.CellSize)),
-	}
-	g.start = make([]int32, int(g.nx)*int(g.nz)+1)
+	g := &Grid{bounds: cfg.Bounds}
+	g.setCells(cfg.CellSize)
 	return g, nil
 }
+
+func (g *Grid) setCells(cell float64) {
+	sx, sz := g.bounds.Size()
+	g.minX, g.minZ = float32(g.bounds.Min[0]), float32(g.bounds.Min[1])
+	g.inv, g.cell = float32(1/cell), float32(cell)
+	g.nx, g.nz = int32(math.Ceil(sx/cell)), int32(math.Ceil(sz/cell))
+	g.start = make([]int32, int(g.nx)*int(g.nz)+1)
+}
+
+// SetCellSize changes the cell size (same bounds; ErrConfig as New for an
+// unusable one). Until the next Build the grid files nothing: queries find
+// nothing, Built is 0. The best size depends on how crowded the grid is: a
+// query pays per cell row it crosses and per candidate it reads.
+func (g *Grid) SetCellSize(cell float64) error {
+	if err := (Config{Bounds: g.bounds, CellSize: cell}).Validate(); err != nil {
+		return err
+	}
+	g.setCells(cell)
+	g.n = 0
+	g.builds++
+	return nil
+}
+
+// CellSize returns the cell size in metres.
+func (g *Grid) CellSize() float64 { return float64(g.cell) }
 
 // Cells returns the grid's size in cells along X and Z.
 func (g *Grid) Cells() (nx, nz int) { return int(g.nx), int(g.nz) }

@@ -170,3 +170,49 @@ func TestResizeOneSlotAtATime(t *testing.T) {
 		}
 	}
 }
+
+// TestSetCellSize: a grid whose cell size changes between Builds finds
+// what a grid made with that size finds, files nothing until its next
+// Build, and refuses a size New would refuse.
+func TestSetCellSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	b := bounds(-500, -300, 500, 300)
+	g, err := New(Config{Bounds: b, CellSize: 25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	g.Resize(n)
+	px, pz, live := make([]float32, n), make([]float32, n), make([]bool, n)
+	for s := range n {
+		live[s] = true
+		px[s], pz[s] = float32(rng.Float64()*1000-500), float32(rng.Float64()*600-300)
+		g.Set(int32(s), px[s], pz[s], uint64(s)+100, uint32(s)*3)
+	}
+	g.Build()
+	for _, cell := range []float64{55, 13.75, 25} {
+		builds := g.Builds()
+		if err := g.SetCellSize(cell); err != nil {
+			t.Fatal(err)
+		}
+		if g.Built() != 0 || len(g.Query(nil, 0, 0, 1000)) != 0 || g.Builds() == builds {
+			t.Fatalf("cell %g: before the next Build the grid still files %d", cell, g.Built())
+		}
+		g.Build()
+		f, _ := New(Config{Bounds: b, CellSize: cell})
+		gx, _ := g.Cells()
+		if fx, _ := f.Cells(); g.CellSize() != cell || gx != fx {
+			t.Fatalf("cell %g: grid has %g m and %d columns, a new one %d", cell, g.CellSize(), gx, fx)
+		}
+		for q := range 50 {
+			x, z, r := float32(rng.Float64()*1000-500), float32(rng.Float64()*600-300), float32(rng.Float64()*150)
+			got, want := sortHits(g.Query(nil, x, z, r)), brute(px, pz, live, x, z, r)
+			if !slices.Equal(got, want) {
+				t.Fatalf("cell %g query %d: %d hits, want %d", cell, q, len(got), len(want))
+			}
+		}
+	}
+	if err := g.SetCellSize(0); !errors.Is(err, ErrConfig) {
+		t.Fatalf("SetCellSize(0) = %v, want ErrConfig", err)
+	}
+}

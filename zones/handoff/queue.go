@@ -186,6 +186,11 @@ func (q *MoveQueue) Push(moves ...move.Move) int {
 			q.stats.Dropped++
 			continue
 		}
+		if i == len(q.q) { // in order: the usual case, no shift
+			q.q = append(q.q, m)
+			added++
+			continue
+		}
 		q.q = append(q.q, move.Move{})
 		copy(q.q[i+1:], q.q[i:])
 		q.q[i] = m

@@ -191,13 +191,21 @@ type Tracker struct {
 	mark    []uint16
 	token   uint16
 	scratch []Entry
-	// base[i] is the entry of the grid's i-th filed slot with its priority
-	// before the distance falloff (kind weight × staleness), computed once
-	// per Build for the tracker's grid: a candidate costs a position and
-	// this word, not a decode of its aux word per player that sees it.
-	base       []Entry
+	// base[i] is the grid's i-th filed slot as of its last Build: its
+	// position and its entry with the priority before the distance
+	// falloff (kind weight × staleness), computed once per Build for the
+	// tracker's grid. A candidate costs this one 16-byte record, not a
+	// position from the grid and a decode of its aux word per player that
+	// sees it; and one stream instead of two leaves the scan loop a
+	// register it spilled for.
+	base       []candidate
 	baseGrid   *grid.Grid
 	baseBuilds uint64
+	// index[slot] is the slot's index in base as of the last prepare (stale
+	// for a slot not filed then: check base[index[slot]]'s slot). Update
+	// leaves the player's own index out of its runs, so the scan loop needs
+	// no per-candidate test for it.
+	index []int32
 }
 
 // NewTracker returns a tracker for cfg (zero fields: defaults).
@@ -226,6 +234,9 @@ func (t *Tracker) Resize(n int) {
 	if n > len(t.mark) {
 		t.mark = append(t.mark, make([]uint16, n-len(t.mark))...)
 	}
+	if n > len(t.index) {
+		t.index = append(t.index, make([]int32, n-len(t.index))...)
+	}
 }
 
 // Priority is the base priority of an entity of kind at squared distance d2
@@ -248,16 +259,28 @@ func (t *Tracker) factor(kind uint8, stale uint16) float32 {
 	return w * (1 + float32(stale)*t.invStale)
 }
 
+// candidate is one filed slot of the grid's last Build, for the scan.
+type candidate struct {
+	x, z float32
+	e    Entry
+}
+
 // prepare fills base for g's last Build.
 func (t *Tracker) prepare(g *grid.Grid) {
-	sa := g.SlotAuxes()
+	sa, xz := g.SlotAuxes(), g.Positions()
 	if cap(t.base) < len(sa) {
-		t.base = make([]Entry, len(sa), len(sa)+len(sa)/4+16)
+		t.base = make([]candidate, len(sa), len(sa)+len(sa)/4+16)
 	}
 	t.base = t.base[:len(sa)]
 	base := t.base[:len(sa)]
+	xz = xz[:len(base)]
+	index := t.index
 	for i, m := range sa {
-		base[i] = Entry{key: entryKey(m.Slot, m.Aux), Priority: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+		base[i] = candidate{x: xz[i][0], z: xz[i][1],
+			e: Entry{key: entryKey(m.Slot, m.Aux), Priority: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}}
+		if uint(m.Slot) < uint(len(index)) {
+			index[m.Slot] = int32(i)
+		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
 }
@@ -284,29 +307,34 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	for _, e := range s.cur {
-		marks[e.key>>8] = tok<<8 | uint16(e.key&0xFF)
-	}
+	mark(marks, s.cur, tok<<8)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
 	// per player to miss on.
 	next := t.scratch[:0]
 	kept := 0
-	xz, base := g.Positions(), t.base
+	base := t.base
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	sc := scan{
-		marks: marks, want: tok << 8, self: self, x: x, z: z,
+		marks: marks, want: tok << 8, x: x, z: z,
 		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff,
 	}
+	// The player's own entry is left out of the runs (split around it)
+	// rather than tested for in the scan: one compare fewer per candidate.
+	selfAt := int32(-1)
+	if uint(self) < uint(len(t.index)) {
+		if i := t.index[self]; uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
+			selfAt = i
+		}
+	}
 	for _, run := range t.runs {
-		pos := xz[run.A:run.B]
-		// Room for every candidate, so the scan writes by index with no
-		// capacity check (a run is a few dozen entries).
-		next = slices.Grow(next, len(pos))
-		o, k := sc.run(next[len(next):cap(next)], pos, base[run.A:run.B])
-		next = next[:len(next)+o]
-		kept += k
+		if run.A <= selfAt && selfAt < run.B {
+			next, kept = sc.runs(next, kept, base, run.A, selfAt)
+			next, kept = sc.runs(next, kept, base, selfAt+1, run.B)
+			continue
+		}
+		next, kept = sc.runs(next, kept, base, run.A, run.B)
 	}
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
@@ -347,12 +375,27 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	s.stats.Leaves += uint64(left)
 	if cap(s.cur) < len(next) {
 		// Headroom: a crowd drifts, and each new largest set would
-		// otherwise cost an allocation.
-		s.cur = make([]Entry, 0, len(next)+len(next)/4+16)
+		// otherwise cost an allocation. A quarter and 4 entries, not 16:
+		// the fixed part was most of a small set's room (128 B a player),
+		// and the drifting crowd of BenchmarkInterest still reallocates
+		// only ≈ 0.5 B a player a tick.
+		s.cur = make([]Entry, 0, len(next)+len(next)/4+4)
 	}
 	s.cur = append(s.cur[:0], next...)
 	t.scratch = next
 	return entered, left
+}
+
+// mark marks every member of cur in marks (want | its generation).
+//
+// Apart from Update, like scan.run: inlined there, the loop reloaded the
+// token and each key from the stack (≈ 12 instructions a member, now 7).
+//
+//go:noinline
+func mark(marks []uint16, cur []Entry, want uint16) {
+	for _, e := range cur {
+		marks[e.key>>8] = want | uint16(e.key&0xFF)
+	}
 }
 
 // scan is what one Update's candidate scan needs, held by value so the
@@ -361,13 +404,23 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 type scan struct {
 	marks          []uint16
 	want           uint16 // the update's token << 8; a member's mark is want | generation
-	self           int32
 	x, z           float32
 	enter2, leave2 float32
 	far, falloff   float32
 }
 
-// run filters one run of candidates (positions and base entries, in grid
+// runs appends the scan of candidates [a, b) to next and adds its members
+// to kept.
+func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]Entry, int) {
+	c := base[a:b]
+	// Room for every candidate, so the scan writes by index with no
+	// capacity check (a run is a few dozen entries).
+	next = slices.Grow(next, len(c))
+	o, k := sc.run(next[len(next):cap(next)], c)
+	return next[:len(next)+o], kept + k
+}
+
+// run filters one run of candidates (in grid
 // order) into out: those within the enter radius, and the members still
 // within the leave radius, each with its priority. It returns how many it
 // wrote and how many of them were members.
@@ -382,25 +435,23 @@ type scan struct {
 // conditional move where a float compare would be a branch.
 //
 //go:noinline
-func (sc *scan) run(out []Entry, pos [][2]float32, base []Entry) (o, kept int) {
-	base = base[:len(pos)] // same length: no bounds check on base[k]
-	out = out[:len(pos)]   // room for every candidate
-	marks, want, self := sc.marks, sc.want, uint32(sc.self)
+func (sc *scan) run(out []Entry, cs []candidate) (o, kept int) {
+	out = out[:len(cs)] // room for every candidate
+	marks, want := sc.marks, sc.want
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
 	far, falloff := sc.far, sc.falloff
 	farb := int32(math.Float32bits(far))
-	for k := range pos {
-		dx, dz := pos[k][0]-x, pos[k][1]-z
+	for _, c := range cs {
+		dx, dz := c.x-x, c.z-z
 		d2 := dx*dx + dz*dz
-		b := base[k]
-		sl := b.key >> 8 // the slot
-		was := b2i(marks[sl] == want|uint16(b.key&0xFF))
-		keep := (b2i(d2 <= enter2) | was&b2i(d2 <= leave2)) & b2i(sl != self)
+		key := c.e.key
+		was := b2i(marks[key>>8] == want|uint16(key&0xFF))
+		keep := b2i(d2 <= enter2) | was&b2i(d2 <= leave2)
 		fb := int32(math.Float32bits(1 - d2*falloff))
 		if fb < farb {
 			fb = farb
 		}
-		out[o] = Entry{key: b.key, Priority: b.Priority * math.Float32frombits(uint32(fb))}
+		out[o] = Entry{key: key, Priority: c.e.Priority * math.Float32frombits(uint32(fb))}
 		o += keep
 		kept += keep & was
 	}

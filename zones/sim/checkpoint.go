@@ -68,8 +68,9 @@ func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
 }
 
 func (z *Zone) checkpoint(e *entity) Checkpoint {
-	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: e.queue.LastApplied(),
-		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: e.conn, Events: e.events}
+	p := e.p()
+	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: p.queue.LastApplied(),
+		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: p.conn, Events: p.events}
 }
 
 // Restore adds a player owned by this zone from its checkpoint: where it
@@ -110,11 +111,12 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
 	e.state = cp.Control
-	e.health, e.flags, e.name, e.extra, e.conn = cp.Health, cp.Flags, nm, cp.Extra, conn
-	e.events = cp.Events
-	e.queue.Reset(lastApplied)
+	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra
+	p := z.pl(e)
+	p.conn, p.events = conn, cp.Events
+	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
-	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, true
+	p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, true
 	e.correct = true // the client learns where it is now
 	z.hand.SetConn(cp.Entity, conn)
 	z.stats.Joins++

@@ -40,8 +40,10 @@ type Config struct {
 	NPCSpeed [2]float32
 	// Interest configures scope and priorities.
 	Interest interest.Config
-	// CellSize is the spatial grid's cell in metres. Default a quarter of
-	// the interest leave radius.
+	// CellSize is the spatial grid's cell in metres. Default: by the
+	// zone's crowding, a quarter of the interest leave radius, or half of
+	// it while the zone holds fewer than ≈ 12/LeaveRadius² entities per m²
+	// (Config reports the quarter).
 	CellSize float64
 	// Step is the movement function moves are applied with; it must be the
 	// clients' too (their prediction CRCs compare with its results).

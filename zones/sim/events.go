@@ -18,7 +18,7 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
 		return true
 	}
-	return e.events.Take(gen, lane, seq)
+	return z.pl(e).events.Take(gen, lane, seq)
 }
 
 // EventFence is an owned player's ordered-event fence (false if the zone
@@ -33,5 +33,5 @@ func (z *Zone) EventFence(entity uint64) (handoff.EventFence, bool) {
 	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
 		return handoff.EventFence{}, false
 	}
-	return e.events, true
+	return e.p().events, true
 }

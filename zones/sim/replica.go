@@ -23,10 +23,18 @@ const handoffGrace = 3 // the default of Config.HandoffGrace
 // within BorderRange of the neighbour's rectangle (DESIGN §5: players at a
 // border see across it). Batches are complete, not deltas: the receiver
 // replaces what it had, so a lost or late batch heals with the next one.
+//
+// The batches leave with the Output and are read by other actors after
+// Step returns, so their entities are allocated afresh each tick — but in
+// one allocation of exactly the tick's size for all neighbours: the slots
+// are listed first (in a buffer the zone keeps), then copied. Appending
+// Replica by Replica to each batch cost a doubling per batch and left up
+// to half of each batch's array unused (the zone's largest allocation
+// after its snapshot).
 func (z *Zone) sendReplicas(now time.Duration) {
 	r2 := z.border * z.border
+	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
-		b := ReplicaBatch{From: z.cfg.Zone, To: n.ID, Tick: z.tick, Sent: now}
 		for s := range z.ents {
 			e := &z.ents[s]
 			if e.role != roleOwned && e.role != roleFrozen {
@@ -35,10 +43,30 @@ func (z *Zone) sendReplicas(now time.Duration) {
 			if n.Dist2(float64(e.state.Pos[0]), float64(e.state.Pos[2])) > r2 {
 				continue
 			}
-			b.Entities = append(b.Entities, Replica{
-				ID: e.id, Kind: e.kind, Epoch: e.epoch, State: e.state,
-				Health: e.health, Flags: e.flags, Name: e.name, Extra: e.extra,
-			})
+			slots = append(slots, int32(s))
+		}
+		ends = append(ends, len(slots))
+	}
+	z.replSlots, z.replEnds = slots, ends
+	var all []Replica
+	if len(slots) > 0 {
+		all = make([]Replica, len(slots))
+	}
+	for i, s := range slots {
+		e := &z.ents[s]
+		all[i] = Replica{
+			ID: e.id, Kind: e.kind, Epoch: e.epoch, State: e.state,
+			Health: e.health, Flags: e.flags, Name: e.name, Extra: e.extra,
+		}
+	}
+	start := 0
+	for i, n := range z.nbrs {
+		b := ReplicaBatch{From: z.cfg.Zone, To: n.ID, Tick: z.tick, Sent: now}
+		if end := ends[i]; end > start {
+			// Capped: a receiver that appends to its batch cannot write
+			// into the next neighbour's.
+			b.Entities = all[start:end:end]
+			start = end
 		}
 		z.out.Replicas = append(z.out.Replicas, b)
 	}

@@ -814,3 +814,166 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 		t.Fatalf("ReplicasHeldDropped = %d, want 1", st.ReplicasHeldDropped)
 	}
 }
+
+// TestReplicaBatchesAreTheirsAlone: each neighbour's batch lists exactly
+// the owned entities within BorderRange of it, and the batches of one
+// tick share one allocation without sharing room: appending to one batch
+// changes no other, and the next Step leaves a handed-off batch as it was.
+func TestReplicaBatchesAreTheirsAlone(t *testing.T) {
+	z := oneZone(t, func(c *Config) { c.NPCs = 0 })
+	for _, p := range []struct {
+		id   uint64
+		x, z float32
+	}{{1, -50, -50}, {2, -50, -500}, {3, -500, -500}} {
+		if err := z.Join(0, p.id, "c", "p", [3]float32{p.x, 0, p.z}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(b ReplicaBatch) []uint64 {
+		var out []uint64
+		for _, r := range b.Entities {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	out := z.Step(50 * time.Millisecond)
+	want := map[string][]uint64{"x1z0": {1, 2}, "x0z1": {1}, "x1z1": {1}}
+	batches := slices.Clone(out.Replicas)
+	if len(batches) != len(want) {
+		t.Fatalf("%d batches, want %d", len(batches), len(want))
+	}
+	got := map[string][]uint64{}
+	for _, b := range batches {
+		got[b.To] = ids(b)
+		if !slices.Equal(got[b.To], want[b.To]) {
+			t.Errorf("batch to %s lists %v, want %v", b.To, got[b.To], want[b.To])
+		}
+	}
+	for i := range batches {
+		batches[i].Entities = append(batches[i].Entities, Replica{ID: 99})
+		for j, b := range batches {
+			if n := len(got[b.To]); j != i && !slices.Equal(ids(b)[:n], got[b.To]) {
+				t.Fatalf("appending to the batch to %s changed the batch to %s: %v", batches[i].To, b.To, ids(b))
+			}
+		}
+		batches[i].Entities = batches[i].Entities[:len(batches[i].Entities)-1]
+	}
+	z.Step(100 * time.Millisecond)
+	for _, b := range batches {
+		if !slices.Equal(ids(b), got[b.To]) {
+			t.Errorf("the next Step changed the batch to %s: %v, want %v", b.To, ids(b), got[b.To])
+		}
+	}
+}
+
+// TestOnlyPlayerSlotsCarryPlayerState: NPC slots, and replicas of
+// players, hold no player state (queue, interest set, fence): a fifth of
+// a zone's slots and more at borders. A replica that becomes a player
+// here (acquired) gets one, and a freed player slot reused by an NPC
+// keeps its buffers without reading as a player.
+func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
+	z := oneZone(t, func(c *Config) { c.NPCs = 5 })
+	if err := z.Join(0, 1, "c1", "p", [3]float32{-500, 0, -500}, 0); err != nil {
+		t.Fatal(err)
+	}
+	z.Input(0, 1, []move.Move{fwd(1, 0)})
+	z.Step(50 * time.Millisecond)
+	for s := range z.ents {
+		e := &z.ents[s]
+		if player := e.kind == KindPlayer; player != (e.pl != nil) {
+			t.Errorf("slot %d (kind %d) has player state %v", s, e.kind, e.pl != nil)
+		}
+	}
+	if err := z.Leave(1); err != nil {
+		t.Fatal(err)
+	}
+	s := z.slotAlloc(NPCID(0, 99))
+	e := &z.ents[s]
+	if e.pl == nil {
+		t.Fatal("a reused player slot dropped its player state (and its buffers)")
+	}
+	if p := e.p(); p.conn != "" || p.queue.LastApplied() != 0 || p.set.Len() != 0 {
+		t.Errorf("reused slot reads as a player: conn %q, applied %d, view %d", p.conn, p.queue.LastApplied(), p.set.Len())
+	}
+}
+
+// TestZoneGridCoversItsZone: a zone's grid covers its rectangle and the
+// margin its replicas and views reach into, not the whole world (every
+// Build clears and sums every cell). In a 10 × 10 world of 1 km zones a
+// whole-world grid would be 364 cells a side.
+func TestZoneGridCoversItsZone(t *testing.T) {
+	w, err := world.Grid("big", 10, 10, 1000, [2]float64{0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := oneZone(t, func(c *Config) { c.World, c.Zone, c.NPCs = w, "x5z5", 0 })
+	nx, nz := z.grid.Cells()
+	margin := z.cfg.BorderRange + float64(z.cfg.Interest.LeaveRadius)
+	want := int(math.Ceil((1000 + 2*margin) / z.cfg.CellSize))
+	if nx != want || nz != want {
+		t.Fatalf("grid %d × %d cells, want %d × %d (the zone and %g m around it)", nx, nz, want, want, margin)
+	}
+	// A corner zone's grid stops at the world's edge.
+	c := oneZone(t, func(c *Config) { c.World, c.Zone, c.NPCs = w, "x0z0", 0 })
+	if nx, _ := c.grid.Cells(); nx != int(math.Ceil((1000+margin)/c.cfg.CellSize)) {
+		t.Fatalf("corner zone's grid %d cells wide, want %d", nx, int(math.Ceil((1000+margin)/c.cfg.CellSize)))
+	}
+}
+
+// TestGridCellFollowsCrowding: with CellSize left 0 a sparse zone's grid
+// takes cells of half the leave radius, a crowded one a quarter, and an
+// explicit CellSize stays; the players' views do not change with it.
+func TestGridCellFollowsCrowding(t *testing.T) {
+	step := func(z *Zone, ticks int) {
+		for range ticks {
+			z.Step(z.now + z.period)
+		}
+	}
+	r := 110.0
+	sparse := oneZone(t, func(c *Config) { c.NPCs = 50 })
+	// The same zone with the quarter cell fixed: same NPCs, same walks.
+	ref := oneZone(t, func(c *Config) { c.NPCs, c.CellSize = 50, r/4 })
+	if got := sparse.grid.CellSize(); got != r/4 {
+		t.Fatalf("new zone's cell %g m, want %g", got, r/4)
+	}
+	for _, z := range []*Zone{sparse, ref} {
+		for i := range 5 {
+			if err := z.Join(0, uint64(i+1), "c", "p", [3]float32{-500 + float32(i), 0, -500}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step(z, adaptEvery+1)
+	}
+	if got := sparse.grid.CellSize(); got != r/2 || sparse.Stats().CellChanges != 1 {
+		t.Fatalf("sparse zone's cell %g m after %d changes, want %g", got, sparse.Stats().CellChanges, r/2)
+	}
+	for id := uint64(1); id <= 5; id++ {
+		got, want := sparse.InterestIDs(id), ref.InterestIDs(id)
+		slices.Sort(got)
+		slices.Sort(want)
+		if len(got) < 4 || !slices.Equal(got, want) {
+			t.Fatalf("player %d sees %v with the larger cells, %v with the smaller", id, got, want)
+		}
+	}
+	// 2,000 NPCs in the zone's square kilometre: a crowd.
+	crowd := oneZone(t, func(c *Config) { c.NPCs = 2000 })
+	step(crowd, 2*adaptEvery+1)
+	if got := crowd.grid.CellSize(); got != r/4 || crowd.Stats().CellChanges != 0 {
+		t.Fatalf("crowded zone's cell %g m after %d changes, want %g unchanged", got, crowd.Stats().CellChanges, r/4)
+	}
+	// Crowded at once: the sparse zone goes back to the quarter.
+	for i := range 1500 {
+		if err := sparse.Join(sparse.now, uint64(100+i), "c", "p", [3]float32{-990 + float32(i%40)*24, 0, -990 + float32(i/40)*24}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(sparse, 2*adaptEvery)
+	if got := sparse.grid.CellSize(); got != r/4 || sparse.Stats().CellChanges != 2 {
+		t.Fatalf("crowded sparse zone's cell %g m after %d changes, want %g after 2", got, sparse.Stats().CellChanges, r/4)
+	}
+	fixed := oneZone(t, func(c *Config) { c.NPCs, c.CellSize = 50, 30 })
+	step(fixed, 2*adaptEvery+1)
+	if got := fixed.grid.CellSize(); got != 30 {
+		t.Fatalf("explicit cell size became %g m", got)
+	}
+}

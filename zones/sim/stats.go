@@ -33,4 +33,7 @@ type Stats struct {
 	HeldEntries                                 uint64 // view entries served a held (older) state
 	InterestSkipped                             uint64 // player-ticks without an interest update
 	NPCStepsSkipped                             uint64
+	// CellChanges: grid cell size changes (a zone's crowding crossed
+	// the threshold; Config.CellSize left 0).
+	CellChanges uint64
 }

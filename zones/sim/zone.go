@@ -54,22 +54,13 @@ type entity struct {
 	extra  [4]uint32
 	since  time.Duration // arrived here (dwell)
 	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
+	// correct: the next Control carries a full-state correction (players;
+	// Teleport and Correct set it for any owned entity).
+	correct bool
 
-	// Players.
-	burst bool // restored: the next input's moves are owed their time (InputBatch)
-	// renumber: taken over by a new connection (TakeOver); its first input
-	// tells whether it continues the player's move numbering or restarts it.
-	renumber   bool
-	renumberAt time.Duration
-	conn       string
-	events     handoff.EventFence // ordered events applied (TakeEvent)
-	queue      handoff.MoveQueue
-	credit     time.Duration
-	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
-	set        interest.Set
-	seedIDs    []uint64 // interest handed over, seeded after the next grid build
-	applied    bool     // moves applied this tick
-	correct    bool
+	// pl is a player's own state: nil in a slot that never held a player
+	// (see playerSlot). Read it through p, write it through Zone.pl.
+	pl *playerSlot
 
 	// NPCs.
 	rng     uint64
@@ -84,6 +75,53 @@ type entity struct {
 	// hold: until then the replica's absence from its owner's batch does
 	// not drop it (it is mid-handoff; see Replicas). 0: no hold.
 	hold time.Duration
+}
+
+// playerSlot is what only a player slot needs (about 320 of a slot's 536
+// bytes): its move queue, interest set, event fence, connection and time
+// credit. NPC and replica slots — a fifth of a zone's slots, more at
+// borders — used to carry all of it, and every per-tick pass over the
+// slots streamed it through the cache. A slot keeps its player once made
+// (a slot freed and reused by a player again keeps its buffers).
+type playerSlot struct {
+	// The fields each tick reads for every player come first, in the
+	// struct's first two cache lines: the set (views), the connection
+	// and the queue's head (controls), the credit (stepPlayers).
+	set        interest.Set
+	conn       string
+	credit     time.Duration
+	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
+	renumberAt time.Duration
+	// renumber: taken over by a new connection (TakeOver); its first input
+	// tells whether it continues the player's move numbering or restarts it.
+	renumber bool
+	burst    bool // restored: the next input's moves are owed their time (InputBatch)
+	queue    handoff.MoveQueue
+	events   handoff.EventFence // ordered events applied (TakeEvent)
+	seedIDs  []uint64           // interest handed over, seeded after the next grid build
+}
+
+// noPlayer is what p returns for a slot without a player: read-only.
+var noPlayer playerSlot
+
+// p returns e's player state for reading: the zero player (no connection,
+// nothing queued, an empty set) if the slot has none. Never write through
+// it.
+func (e *entity) p() *playerSlot {
+	if e.pl == nil {
+		return &noPlayer
+	}
+	return e.pl
+}
+
+// pl returns e's player state for writing, made on first use.
+func (z *Zone) pl(e *entity) *playerSlot {
+	if e.pl == nil {
+		e.pl = &playerSlot{}
+		e.pl.queue.Max = z.cfg.MaxQueuedMoves
+		e.pl.queue.GapTimeout = z.cfg.GapTimeout
+	}
+	return e.pl
 }
 
 // Zone is one zone's simulation: the entities it owns, replicas of its
@@ -117,6 +155,9 @@ type Zone struct {
 	npcNext  uint64
 
 	ov overload
+	// autoCell: the grid's cell size follows the zone's crowding
+	// (adaptCell); Config.CellSize was left 0.
+	autoCell bool
 	// held, heldT: per slot, the state far viewers get under overload and
 	// the tick it was taken; made when a level above 0 first needs them
 	// and dropped at level 0, where nobody reads them (112 B a slot).
@@ -133,6 +174,11 @@ type Zone struct {
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
 
+	// replSlots, replEnds: sendReplicas' list of the slots each
+	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
+	replSlots []int32
+	replEnds  []int
+
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
 	stats Stats
@@ -146,14 +192,15 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 	cfg = cfg.withDefaults()
 	ic, _ := cfg.interestConfig()
 	cfg.Interest = ic
-	if cfg.CellSize == 0 {
+	autoCell := cfg.CellSize == 0
+	if autoCell {
 		cfg.CellSize = float64(ic.LeaveRadius) / 4
 	}
 	if cfg.BorderRange == 0 {
 		cfg.BorderRange = float64(ic.LeaveRadius)
 	}
 	self, _ := cfg.World.Zone(cfg.Zone)
-	g, err := grid.New(grid.Config{Bounds: cfg.World.Bounds(), CellSize: cfg.CellSize})
+	g, err := grid.New(grid.Config{Bounds: gridBounds(cfg.World.Bounds(), self.Rect, cfg.BorderRange+float64(ic.LeaveRadius)), CellSize: cfg.CellSize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -178,6 +225,8 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		track:  tr,
 		hand:   hm,
 		now:    now,
+
+		autoCell: autoCell,
 	}
 	ff := cfg.Overload.FarFraction * ic.EnterRadius
 	z.far2 = ff * ff
@@ -189,6 +238,20 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		z.spawnNPC(now)
 	}
 	return z, nil
+}
+
+// gridBounds is the area the zone's grid covers: its rectangle and margin
+// metres around it (replicas come from within BorderRange of it; its
+// players look LeaveRadius beyond it), within the world. Not the whole
+// world: every Build clears and sums the grid's cells, and a world of many
+// zones made every zone pay for all of them (2,000 m square, the default:
+// 5,329 cells a zone where 2,809 cover it). An entity beyond the bounds is
+// filed in an edge cell, which queries near the edge scan: still found.
+func gridBounds(w, zone world.Rect, margin float64) world.Rect {
+	return world.Rect{
+		Min: [2]float64{max(w.Min[0], zone.Min[0]-margin), max(w.Min[1], zone.Min[1]-margin)},
+		Max: [2]float64{min(w.Max[0], zone.Max[0]+margin), min(w.Max[1], zone.Max[1]+margin)},
+	}
 }
 
 // ID returns the zone id.
@@ -247,12 +310,14 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 		z.growSlots(len(z.ents) + 1)
 	}
 	gen := z.ents[s].gen + 1
-	queue, set := z.ents[s].queue, z.ents[s].set // keep their buffers
-	queue.Reset(0)
-	set.Reset()
-	z.ents[s] = entity{id: id, gen: gen, queue: queue, set: set}
-	z.ents[s].queue.Max = z.cfg.MaxQueuedMoves
-	z.ents[s].queue.GapTimeout = z.cfg.GapTimeout
+	pl := z.ents[s].pl // keep its buffers
+	if pl != nil {
+		q, set := pl.queue, pl.set
+		q.Reset(0)
+		set.Reset()
+		*pl = playerSlot{queue: q, set: set}
+	}
+	z.ents[s] = entity{id: id, gen: gen, pl: pl}
 	z.byID[id] = s
 	return s
 }
@@ -294,7 +359,10 @@ func grown[T any](s []T, c int) []T {
 func (z *Zone) slotFree(s int32) {
 	e := &z.ents[s]
 	delete(z.byID, e.id)
-	e.role, e.id, e.conn, e.seedIDs = roleFree, 0, "", nil
+	e.role, e.id = roleFree, 0
+	if e.pl != nil {
+		e.pl.conn, e.pl.seedIDs = "", nil
+	}
 	z.grid.Clear(s)
 	z.free = append(z.free, s)
 }
@@ -328,11 +396,13 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
 	e.state = move.ControlState{Pos: pos}
-	e.health, e.name, e.conn = 1000, nm, conn
-	e.events = handoff.EventFence{}
-	e.queue.Reset(lastApplied)
+	e.health, e.name = 1000, nm
+	p := z.pl(e)
+	p.conn = conn
+	p.events = handoff.EventFence{}
+	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
-	e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, false
+	p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, false
 	e.correct = true // the client learns its spawn state
 	z.hand.SetConn(entity, conn)
 	z.stats.Joins++
@@ -349,7 +419,8 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 // old numbering would acknowledge moves a new session never sent.
 func (z *Zone) TakeOver(now time.Duration, entity uint64) {
 	if s, ok := z.byID[entity]; ok && z.ents[s].role == roleOwned && z.ents[s].kind == KindPlayer {
-		z.ents[s].renumber, z.ents[s].renumberAt = true, now
+		p := z.pl(&z.ents[s])
+		p.renumber, p.renumberAt = true, now
 	}
 }
 
@@ -394,7 +465,7 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 	act := z.hand.Input(now, entity, moves, &z.hout)
 	if act == handoff.InputLocal {
 		if s, ok := z.byID[entity]; ok {
-			e := &z.ents[s]
+			e := z.pl(&z.ents[s])
 			before := e.queue.Stats().Dropped
 			if e.burst {
 				// The first input after a restore carries the moves the
@@ -485,7 +556,7 @@ func (z *Zone) seqExtra(e *entity) {
 	if z.cfg.NoSeqExtra || e.kind != KindPlayer {
 		return
 	}
-	la := e.queue.LastApplied()
+	la := e.p().queue.LastApplied()
 	e.extra[0], e.extra[1] = uint32(la), uint32(la>>32)
 }
 
@@ -502,9 +573,13 @@ func (z *Zone) Pending() []handoff.Msg {
 
 // push queues moves for a player, counting those the full queue drops.
 func (z *Zone) push(e *entity, moves []move.Move) {
-	before := e.queue.Stats().Dropped
-	e.queue.Push(moves...)
-	z.stats.MovesDropped += e.queue.Stats().Dropped - before
+	if len(moves) == 0 {
+		return
+	}
+	p := z.pl(e)
+	before := p.queue.Stats().Dropped
+	p.queue.Push(moves...)
+	z.stats.MovesDropped += p.queue.Stats().Dropped - before
 }
 
 // applyHandoff turns the machine's output into zone changes and pending
@@ -526,9 +601,11 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// leave and re-enter) until the new owner's batches take over.
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
 			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
-			e.conn, e.seedIDs, e.events = "", nil, handoff.EventFence{}
-			e.queue.Reset(0)
-			e.set.Reset()
+			if p := e.pl; p != nil {
+				p.conn, p.seedIDs, p.events = "", nil, handoff.EventFence{}
+				p.queue.Reset(0)
+				p.set.Reset()
+			}
 			z.stats.HandoffsOut++
 		}
 	}
@@ -564,15 +641,20 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
-	e.conn, e.owner, e.events = st.Conn, "", st.Events
+	e.owner = ""
+	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
+		p := z.pl(e)
+		p.conn, p.events = st.Conn, st.Events
+	}
 	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
-		e.queue.Reset(st.LastApplied)
+		p := z.pl(e)
+		p.queue.Reset(st.LastApplied)
 		z.seqExtra(e)
 		z.push(e, a.Moves)
-		e.credit, e.owed, e.burst = z.cfg.MaxCredit, 0, false
-		e.set.Reset()
-		e.seedIDs = append(e.seedIDs[:0], st.Interest...)
+		p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, false
+		p.set.Reset()
+		p.seedIDs = append(p.seedIDs[:0], st.Interest...)
 	}
 	z.stats.HandoffsIn++
 }
@@ -580,14 +662,15 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 // snapshot captures an owned entity for a handoff.
 func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 	e := &z.ents[s]
+	p := e.p()
 	snap := &handoff.Snapshot{
-		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: e.queue.LastApplied(),
+		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: p.queue.LastApplied(),
 		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
 		Rng: [2]uint64{e.rng}, Heading: e.heading, Speed: e.speed, TurnIn: e.turnIn,
-		Conn: e.conn, Events: e.events,
+		Conn: p.conn, Events: p.events,
 	}
 	if e.kind == KindPlayer {
-		for _, en := range e.set.Entries() {
+		for _, en := range p.set.Entries() {
 			snap.Interest = append(snap.Interest, z.ents[en.Slot()].id)
 		}
 	}
@@ -597,7 +680,7 @@ func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 // beginHandoff offers slot s to zone to and freezes it.
 func (z *Zone) beginHandoff(now time.Duration, s int32, to string) {
 	e := &z.ents[s]
-	offer, err := z.hand.Begin(now, z.snapshot(s), to, e.queue.Queued())
+	offer, err := z.hand.Begin(now, z.snapshot(s), to, e.p().queue.Queued())
 	if err != nil {
 		z.stats.HandoffErrors++
 		return
@@ -630,7 +713,7 @@ func (z *Zone) Checksum() uint32 {
 		e := &z.ents[z.byID[id]]
 		put(id)
 		put(uint64(e.state.CRC()))
-		put(e.queue.LastApplied())
+		put(e.p().queue.LastApplied())
 		put(uint64(math.Float32bits(e.heading)))
 	}
 	return h.Sum32()
@@ -662,7 +745,7 @@ func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
 	return EntityInfo{
 		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
 		Replica: e.role == roleReplica, Owner: e.owner, Epoch: e.epoch, State: e.state,
-		LastApplied: e.queue.LastApplied(), Conn: e.conn, View: e.set.Len(), Queued: e.queue.Len(),
+		LastApplied: e.p().queue.LastApplied(), Conn: e.p().conn, View: e.p().set.Len(), Queued: e.p().queue.Len(),
 	}, true
 }
 
@@ -683,7 +766,7 @@ func (z *Zone) InterestIDs(player uint64) []uint64 {
 		return nil
 	}
 	var ids []uint64
-	for _, en := range z.ents[s].set.Entries() {
+	for _, en := range z.ents[s].p().set.Entries() {
 		ids = append(ids, z.ents[en.Slot()].id)
 	}
 	return ids
