@@ -532,7 +532,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	for i := range view {
 		e := &view[i]
 		if e.Class != known {
-			if e.Class == nil || t.reg.byID[e.Class.ID] != e.Class {
+			if e.Class == nil || !t.knows(e.Class) {
 				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.Entity)
 			}
 			known = e.Class
@@ -580,6 +580,13 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		return ErrTooManyGhosts
 	}
 	return nil
+}
+
+// knows reports whether c is registered in the table's registry: a class
+// first registered there says so itself (no map lookup; views alternate
+// classes, so the check runs about every other entry).
+func (t *Table) knows(c *Class) bool {
+	return c.reg == t.reg || t.reg.byID[c.ID] == c
 }
 
 // seqAfter reports whether truncated sequence a is after b.
