@@ -735,7 +735,7 @@ func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
 	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.entHi != nil {
-		t.entHi[i] = uint32(mask >> entMaskBits)
+		t.entHi[i] = mask >> entMaskBits
 	}
 	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }

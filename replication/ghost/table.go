@@ -328,7 +328,7 @@ type Table struct {
 	ents    []entry
 	// entHi holds the mask bits above entMaskBits of each record in ents
 	// (same index): nil unless the registry has a class with more groups.
-	entHi   []uint32
+	entHi   []uint64
 	entHead int
 	entLen  int
 	lastSeq uint64
@@ -361,20 +361,23 @@ const (
 	recKill
 )
 
-// entry is one record of an in-flight packet, 8 bytes: the ghost id
+// entry is one record of an in-flight packet, 4 bytes: the ghost id
 // (< MaxMaxGhosts = 2^20), the record kind and the groups written (all
 // groups for a create) up to entMaskBits; the mask bits above those, of
-// classes with more groups, are in Table.entHi.
-type entry uint64
+// classes with more groups, are in Table.entHi. Ten bits hold every mask
+// of the shipped classes (7 groups at most): a connection keeps one entry
+// per ghost per packet in flight, ≈ 4 packets of 44 ghosts at 1,000
+// players, and the ring is a power of two.
+type entry uint32
 
 const (
 	kindShift   = 20 // MaxMaxGhosts = 1<<20
 	maskShift   = kindShift + 2
-	entMaskBits = 64 - maskShift
+	entMaskBits = 32 - maskShift
 )
 
 func mkEntry(id uint32, kind uint8, mask uint64) entry {
-	return entry(uint64(id) | uint64(kind)<<kindShift | mask<<maskShift)
+	return entry(id | uint32(kind)<<kindShift | uint32(mask)<<maskShift)
 }
 
 func (e entry) id() uint32  { return uint32(e) & (1<<kindShift - 1) }
@@ -382,9 +385,9 @@ func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 
 // entMask is the mask of record i of the ring, e = ents[i].
 func (t *Table) entMask(i int, e entry) uint64 {
-	m := uint64(e) >> maskShift
+	m := uint64(e >> maskShift)
 	if t.entHi != nil {
-		m |= uint64(t.entHi[i]) << entMaskBits
+		m |= t.entHi[i] << entMaskBits
 	}
 	return m
 }
@@ -407,12 +410,12 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
 		// not pay for the worst case (256 packets × 16 B, 8192 records ×
-		// 16 B) up front.
+		// 4 B) up front.
 		pkts: make([]pktRec, min(initialPackets, cfg.MaxPacketsInFlight)),
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	if reg.maxGroups > entMaskBits {
-		t.entHi = make([]uint32, len(t.ents))
+		t.entHi = make([]uint64, len(t.ents))
 	}
 	t.pk.init(t)
 	t.pp.init(&reg.q)
@@ -963,7 +966,7 @@ func (t *Table) moveEnts(n int) {
 		ents[i] = t.ents[(t.entHead+i)&mask]
 	}
 	if t.entHi != nil {
-		hi := make([]uint32, n)
+		hi := make([]uint64, n)
 		for i := range t.entLen {
 			hi[i] = t.entHi[(t.entHead+i)&mask]
 		}

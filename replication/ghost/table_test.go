@@ -795,7 +795,7 @@ func TestRecordSizes(t *testing.T) {
 		{"posTrack", unsafe.Sizeof(posTrack{}), 44},
 		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
-		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
+		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 4},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
 		// A connection's Table is one allocation: past 888 bytes (896
 		// with the runtime's 8-byte header) it takes the 1,024-byte
