@@ -660,56 +660,99 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 	return nil
 }
 
-// writeUpdate writes an update record with the given mask.
+// writeUpdate writes an update record with the given mask. The header and
+// the fields the table codes itself (a position window, yaw) are gathered,
+// first bit first, into runs of at most runMax bits, each one write (the
+// writer's fast path): the same bits, one call instead of three for a
+// usual update.
 func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm) error {
-	var err error
+	var rv uint64 // the run: rn bits gathered, not yet written
+	var rn uint
 	if mask == c.DefaultMask {
-		err = w.WriteBits(uint64(id)|kindDefault<<width, width+kindDefaultLen)
-	} else if n := width + kindMaskLen + uint(len(c.Groups)); n <= 64 {
-		err = w.WriteBits(uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), n)
+		rv, rn = uint64(id)|kindDefault<<width, width+kindDefaultLen
+	} else if n := width + kindMaskLen + uint(len(c.Groups)); n <= runMax {
+		rv, rn = uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), n
 	} else {
-		err = w.WriteBits(uint64(id)|kindMask<<width, width+kindMaskLen)
-		if err == nil {
-			err = w.WriteBits(mask, uint(len(c.Groups)))
+		if err := w.WriteBits(uint64(id)|kindMask<<width, width+kindMaskLen); err != nil {
+			return err
+		}
+		if err := w.WriteBits(mask, uint(len(c.Groups))); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
-	}
-	st := t.stateOf(id)
+	var st *State
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		g := &c.Groups[i]
+		var v uint64
+		var n uint
 		switch {
-		case g.pos:
-			err = t.writePosUpdate(w, t.qposOf(id, s), pf)
+		case g.pos && pf.k > 0:
+			v, n = posWindow(t.qposOf(id, s), pf)
 		case g.yaw && i == c.yawIdx:
-			err = w.WriteBits(uint64(s.yawQ), g.yc.bits) // YawGroup's Encode, quantized at the view
+			v, n = uint64(s.yawQ), g.yc.bits // YawGroup's Encode, quantized at the view
 		case g.yaw:
-			err = w.WriteBits(g.yc.code(st.Yaw), g.yc.bits)
-		default:
-			err = g.Encode(w, st)
+			if st == nil {
+				st = t.stateOf(id)
+			}
+			v, n = g.yc.code(st.Yaw), g.yc.bits
+		default: // written by the group's Encode, or absolute: the run goes first
+			if rn > 0 {
+				if err := w.WriteBits(rv, rn); err != nil {
+					return err
+				}
+				rv, rn = 0, 0
+			}
+			var err error
+			if g.pos {
+				err = t.writePosAbsUpdate(w, t.qposOf(id, s))
+			} else {
+				if st == nil {
+					st = t.stateOf(id)
+				}
+				err = g.Encode(w, st)
+			}
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
-			return err
+		if rn+n > runMax {
+			if err := w.WriteBits(rv, rn); err != nil {
+				return err
+			}
+			rv, rn = v, n
+		} else {
+			rv |= v << rn
+			rn += n
 		}
+	}
+	if rn > 0 {
+		return w.WriteBits(rv, rn)
 	}
 	return nil
 }
 
-// writePosUpdate writes the update form of a position: a 4-bit window code
-// k, then either the absolute position (k = 0) or, per axis, a flag (the
-// value differs from every possible prediction) and the k low bits of the
-// value.
-func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) error {
-	if pf.k == 0 {
-		if err := w.WriteBits(0, kcodeBits); err != nil {
-			return err
-		}
-		return writePosAbs(w, &t.reg.q, q)
+// runMax is the most bits writeUpdate gathers into one write: the
+// writer's fast path takes up to 56.
+const runMax = 56
+
+// writePosAbsUpdate writes the update form of a position sent absolute:
+// window code 0, then the position as a create has it.
+func (t *Table) writePosAbsUpdate(w *bitstream.Writer, q *[3]uint32) error {
+	if err := w.WriteBits(0, kcodeBits); err != nil {
+		return err
 	}
+	return writePosAbs(w, &t.reg.q, q)
+}
+
+// posWindow is the update form of a position sent in a window (pf.k > 0),
+// as n ≤ 4 + 3·16 = 52 bits: the 4-bit window code k, then per axis a flag
+// (the value differs from every possible prediction) and, if set, the k
+// low bits of the value.
+func posWindow(q *[3]uint32, pf *posForm) (v uint64, n uint) {
 	k := pf.k
-	v, n := uint64(k), uint(kcodeBits)
+	v, n = uint64(k), kcodeBits
 	lo := uint64(1)<<k - 1
 	for a := range 3 {
 		if pf.d[a] == 0 {
@@ -719,7 +762,7 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 		v |= (1 | (uint64(q[a])&lo)<<1) << n
 		n += 1 + k
 	}
-	return w.WriteBits(v, n) // ≤ 4 + 3·16 = 52 bits
+	return v, n
 }
 
 // beginPacket reserves the transmission record of packet seq.
