@@ -108,7 +108,9 @@ func (t *Table) OnFate(f notify.Fate) {
 			}
 			t.stats.KillsLost++
 		}
-		t.settle(id)
+		if s.phase == phaseKilling { // settle's own test, without the call for every record
+			t.settle(id)
+		}
 	}
 	p.resolved = true
 	// Release resolved packets from the old end, with their entries.

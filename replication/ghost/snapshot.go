@@ -280,13 +280,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			changed := t.reenter(id, c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index:
-				var m uint64
-				for g, v := range snap.chg[int(r.Index)*snap.stride:][:len(c.Groups)] {
-					if int32(v-ptaken) > 0 {
-						m |= 1 << uint(g)
+				chg := snap.chg[int(r.Index)*snap.stride:]
+				for g := range c.Groups {
+					if int32(chg[g]-ptaken) > 0 && g != c.posIdx {
+						changed |= 1 << uint(g)
 					}
 				}
-				changed |= m &^ c.posBit
 			// Another writer (a handoff to another zone), another entry
 			// (a held state under overload), or the table's own state (the
 			// views came as entries before): diff against the state of the
