@@ -267,7 +267,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			switch {
 			case psi&siGone != 0:
 				g := &t.gone[psi&siIndex]
-				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // reenter drops the record
+				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
 			case psi&siCarry != 0:
 				moved = oldCarry[psi&siIndex].q != e.qpos
 			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
@@ -277,7 +277,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			default:
 				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
-			changed := t.reenter(id, c, moved)
+			if s.phase == phaseKilling {
+				t.unkill(s) // drops the gone record
+			}
+			changed := s.moveBit(c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]

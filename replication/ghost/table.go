@@ -489,24 +489,31 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 // the same position of the previous view when it still holds entity (views
 // keep their order from tick to tick), else the index's. An entity whose
 // class changed is a new ghost: its old one leaves, and ok is false.
-func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (id uint32, ok bool) {
+func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (uint32, bool) {
+	// A creating or live slot holding the entity is the one the index
+	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		// A creating or live slot holding the entity is the one the map
-		// names: there is never a second one for the same entity.
 		if h := prev[i]; int(h) < t.top {
-			if s := &t.slots[h]; (s.phase == phaseCreating || s.phase == phaseLive) && s.entity == entity {
-				id, ok = h, true
+			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == entity {
+				return t.sameClass(h, s, class)
 			}
 		}
 	}
+	id, ok := t.idxGet(entity)
 	if !ok {
-		id, ok = t.idxGet(entity)
-	}
-	if ok && t.cls[t.slots[id].ci] != class {
-		t.leave(id) // an entity that changes class is a new ghost
 		return 0, false
 	}
-	return id, ok
+	return t.sameClass(id, &t.slots[id], class)
+}
+
+// sameClass returns id if its ghost s is of class; else the ghost leaves
+// (an entity that changes class is a new ghost) and ok is false.
+func (t *Table) sameClass(id uint32, s *slot, class *Class) (uint32, bool) {
+	if t.cls[s.ci] != class {
+		t.leave(id)
+		return 0, false
+	}
+	return id, true
 }
 
 // SetView merges the zone's interest set for this connection at virtual time
@@ -661,27 +668,40 @@ func yawCode(c *Class, st *State) uint16 {
 func (t *Table) reenter(id uint32, c *Class, moved bool) uint64 {
 	s := &t.slots[id]
 	if s.phase == phaseKilling {
-		if s.si&siGone != 0 {
-			t.dropGone(s.si &^ siGone)
-		}
-		if s.has(flCreated) {
-			s.phase = phaseLive
-		} else {
-			s.phase = phaseCreating
-		}
+		t.unkill(s)
 	}
-	var changed uint64
-	if c.posIdx >= 0 {
-		if moved {
-			changed |= c.posBit
-			s.fl |= flMoving
-		} else if s.has(flMoving) {
-			s.fl &^= flMoving
-			s.restCopies = restMarkerCopies
-			changed |= c.posBit
-		}
+	return s.moveBit(c, moved)
+}
+
+// moveBit returns c's position bit if the ghost's position moved since the
+// previous view (moved), or just stopped moving: then two rest markers go
+// out (restCopies). Small enough to inline into the view loops.
+func (s *slot) moveBit(c *Class, moved bool) uint64 {
+	switch {
+	case c.posBit == 0:
+		return 0
+	case moved:
+		s.fl |= flMoving
+		return c.posBit
+	case s.fl&flMoving != 0:
+		s.fl &^= flMoving
+		s.restCopies = restMarkerCopies
+		return c.posBit
 	}
-	return changed
+	return 0
+}
+
+// unkill cancels ghost s's pending kill: back to live, or to creating if
+// the client never held it.
+func (t *Table) unkill(s *slot) {
+	if s.si&siGone != 0 {
+		t.dropGone(s.si &^ siGone)
+	}
+	if s.has(flCreated) {
+		s.phase = phaseLive
+	} else {
+		s.phase = phaseCreating
+	}
 }
 
 // markChanged marks groups of ghost id dirty as of now (the view's time).
