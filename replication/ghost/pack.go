@@ -82,16 +82,16 @@ func ilog4(x uint64) int {
 // waiting (age in ms) — as log(prio) + log(StaleUnit + age) −
 // log(StaleUnit), with log(prio) precomputed per view (prioB =
 // bucketOf(prio)).
-func (p *packer) grown(prioB uint8, age int32) int {
-	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+p.unit) - p.logUnit
+func (k *tableConfig) grown(prioB uint8, age int32) int {
+	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
 	return max(0, min(b, tierBuckets-1))
 }
 
 // waited is the bucket of age/StaleUnit × overdueWeight (age in ms):
 // overdue ghosts go by waiting time, weighted by owtB =
 // 4·log2(overdueWeight).
-func (p *packer) waited(owtB int8, age int32) int {
-	b := bucketOne + ilog4(max(uint64(max(age, 0))*uint64(time.Millisecond), 1)) - p.logUnit + int(owtB)
+func (k *tableConfig) waited(owtB int8, age int32) int {
+	b := bucketOne + ilog4(max(uint64(max(age, 0))*uint64(time.Millisecond), 1)) - k.logUnit + int(owtB)
 	return max(0, min(b, tierBuckets-1))
 }
 
@@ -122,9 +122,7 @@ func overdueWeight(prioB int) int8 {
 // would otherwise keep for the few microseconds a Write takes).
 type packer struct {
 	*packScratch
-	logUnit int             // ilog4(StaleUnit in ns)
-	unit    uint64          // StaleUnit in ns
-	trace   func(id uint32) // tests: called for every record written
+	trace func(id uint32) // tests: called for every record written
 }
 
 // packScratch is Write's working memory. Between Writes every bucket head is
@@ -138,6 +136,7 @@ type packScratch struct {
 	sbuf     [MaxPacketBytes + 8]byte
 	pressed  []uint64    // bitset by id: in the overdue tier only because ConfirmDeadline presses it
 	vq       [][3]uint32 // SetView: the view's quantized positions
+	carry    []carried   // SetSnapshotView: the carried states being gathered
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -147,11 +146,6 @@ type packScratch struct {
 var scratches struct {
 	sync.Mutex
 	free []*packScratch
-}
-
-func (p *packer) init(t *Table) {
-	p.unit = uint64(t.cfg.StaleUnit)
-	p.logUnit = ilog4(p.unit)
 }
 
 // borrow takes a scratch for one Write or SetView; release gives it back.
@@ -231,6 +225,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 // collect buckets every ghost that has something to send; it returns how
 // many.
 func (p *packer) collect(t *Table, now msTime) int {
+	k, classes := t.cfg, t.reg.classes
 	if len(p.next) < t.top {
 		p.next = append(p.next, make([]int32, t.top-len(p.next))...)
 	}
@@ -262,9 +257,9 @@ func (p *packer) collect(t *Table, now msTime) int {
 			if s.has(flCreateInFlight) {
 				continue
 			}
-			b = tierCreate*tierBuckets + p.grown(s.prioB, int32(now-s.since))
+			b = tierCreate*tierBuckets + k.grown(s.prioB, int32(now-s.since))
 		case phaseLive:
-			c := t.cls[s.ci]
+			c := classes[s.ci]
 			sent := int32(now - s.sentAt)
 			if sent < c.minMS {
 				continue
@@ -284,7 +279,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 					continue // nothing unconfirmed
 				}
 				if late > 0 {
-					b = tierOverdue*tierBuckets + p.waited(s.owtB, late)
+					b = tierOverdue*tierBuckets + k.waited(s.owtB, late)
 					p.pressed[i>>6] |= 1 << uint(i&63)
 					break
 				}
@@ -299,12 +294,12 @@ func (p *packer) collect(t *Table, now msTime) int {
 			}
 			age := int32(now - s.since)
 			if age >= maxStale || late > 0 {
-				b = tierOverdue*tierBuckets + p.waited(s.owtB, max(age, late))
+				b = tierOverdue*tierBuckets + k.waited(s.owtB, max(age, late))
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
 			} else {
-				b = tierUpdate*tierBuckets + p.grown(s.prioB, age)
+				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
 		}
 		p.next[i] = p.head[b]
@@ -393,7 +388,7 @@ const (
 // commits it to the table and the packet's transmission record.
 func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
-	c := t.cls[s.ci]
+	c := t.classOf(s)
 	var kind uint8
 	var mask uint64
 	var err error

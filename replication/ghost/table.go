@@ -3,6 +3,7 @@ package ghost
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -113,6 +114,9 @@ const (
 )
 
 func (s *slot) has(f uint8) bool { return s.fl&f != 0 }
+
+// classOf is ghost s's class.
+func (t *Table) classOf(s *slot) *Class { return t.reg.classes[s.ci] }
 
 func (s *slot) set(f uint8, on bool) {
 	if on {
@@ -265,9 +269,8 @@ type Stats struct {
 // use; the connection that owns its ghost manager owns it.
 type Table struct {
 	reg *Registry
-	cfg Config
+	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
 
-	cls   []*Class // the registry's classes (slot.ci)
 	slots []slot
 	pos   []posTrack // what the client may hold of each ghost's position
 	// states and qs hold each ghost's latest state and quantized position
@@ -283,13 +286,13 @@ type Table struct {
 	snap, prevSnap *Snapshot
 	// snapSrc and snapSeq name the snapshot the latest view came from:
 	// its entries' stamps newer than snapSeq are changes since.
-	snapSrc       uint64
-	snapSeq       uint32
-	snapMode      bool
-	stride        uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
-	carry, carry2 []carried // AlwaysInScope states outside the view (rare)
-	gone          []goneRec // ghosts that left scope (snapshot views)
-	pp            posPool   // in-flight positions
+	snapSrc  uint64
+	snapSeq  uint32
+	snapMode bool
+	stride   uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
+	carry    []carried // AlwaysInScope states outside the view (rare)
+	gone     []goneRec // ghosts that left scope (snapshot views)
+	pp       posPool   // in-flight positions
 	// lastField[id*stride+group] is the low 16 bits of the newest seq that
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
@@ -305,8 +308,9 @@ type Table struct {
 	live int      // ids in use
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
-	// the runtime adds to an object this size) fits the 896-byte size
-	// class, and one more word costs 128 bytes a connection.
+	// the runtime adds to an object this size) fits the 768-byte size
+	// class exactly (the Config is shared, the class list is the
+	// registry's), and one more word costs 128 bytes a connection.
 	viewGen  uint32
 	haveView bool
 	clockSet bool
@@ -403,8 +407,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	reg.frozen.Store(true)
 	t := &Table{
 		reg:    reg,
-		cfg:    cfg,
-		cls:    reg.classes,
+		cfg:    sharedConfig(cfg),
 		stride: uint16(max(reg.maxGroups, 1)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
@@ -417,9 +420,33 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	if reg.maxGroups > entMaskBits {
 		t.entHi = make([]uint64, len(t.ents))
 	}
-	t.pk.init(t)
 	t.pp.init(&reg.q)
 	return t, nil
+}
+
+// tableConfig is a table's Config and what packing derives from it, read
+// only: the tables of a server share one (72 + 16 bytes a connection, and
+// the Table stays in the 768-byte size class).
+type tableConfig struct {
+	Config
+	unit    uint64 // StaleUnit in ns
+	logUnit int    // ilog4(unit)
+}
+
+// lastConfig is the tableConfig NewTable made last: the next table of an
+// equal Config shares it. One, not a map: a program that makes tables of
+// many Configs keeps one each, as before, and nothing more.
+var lastConfig atomic.Pointer[tableConfig]
+
+// sharedConfig returns a tableConfig of cfg (validated).
+func sharedConfig(cfg Config) *tableConfig {
+	if k := lastConfig.Load(); k != nil && k.Config == cfg {
+		return k
+	}
+	k := &tableConfig{Config: cfg, unit: uint64(cfg.StaleUnit)}
+	k.logUnit = ilog4(k.unit)
+	lastConfig.Store(k)
+	return k
 }
 
 // Stats returns the counters so far.
@@ -509,7 +536,7 @@ func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (ui
 // sameClass returns id if its ghost s is of class; else the ghost leaves
 // (an entity that changes class is a new ghost) and ok is false.
 func (t *Table) sameClass(id uint32, s *slot, class *Class) (uint32, bool) {
-	if t.cls[s.ci] != class {
+	if t.classOf(s) != class {
 		t.leave(id)
 		return 0, false
 	}
@@ -582,7 +609,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		s.fl &^= flPosNow // a new view: every ghost's position may go again
-		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.cls[s.ci].AlwaysInScope {
+		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.classOf(s).AlwaysInScope {
 			t.leave(uint32(i))
 		}
 	}
@@ -896,7 +923,7 @@ func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1
 // reports false when the ring is already at its configured maximum.
 func (t *Table) growEnts() bool {
 	old := t.ents
-	if len(old) >= entCap(t.cfg) {
+	if len(old) >= entCap(t.cfg.Config) {
 		return false
 	}
 	mask := len(old) - 1
