@@ -312,7 +312,6 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	borrowed := false
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		s.fl &^= flPosNow // a new view: every ghost's position may go again
 		if s.viewGen == t.viewGen {
 			continue
 		}

@@ -504,6 +504,14 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
+	// A new view: every ghost's position may go again. First, and in id
+	// order: on a cold table these are the slots' cache misses, each line
+	// independent of the others and in sequence, so they overlap; the
+	// view then takes its ghosts in view order, which would wait for
+	// each line in turn.
+	for i := range t.slots[:t.top] {
+		t.slots[i].fl &^= flPosNow
+	}
 	if cap(t.order) < n {
 		t.order = make([]uint32, n, n+n/4)
 	}
@@ -608,7 +616,6 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	}
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		s.fl &^= flPosNow // a new view: every ghost's position may go again
 		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.classOf(s).AlwaysInScope {
 			t.leave(uint32(i))
 		}
