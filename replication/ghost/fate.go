@@ -28,6 +28,7 @@ func (t *Table) OnFate(f notify.Fate) {
 	p := &t.pkts[i]
 	sent := t.msOf(f.SentAt)
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
+	classes := t.reg.classes
 	for j := 0; j < int(p.n); j++ {
 		k := (int(p.start) + j) & (len(t.ents) - 1)
 		e := t.ents[k]
@@ -53,7 +54,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				s.pendChg = sent
 			}
 		}
-		c := t.cls[s.ci]
+		c := classes[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
 			tr.resolve(&t.pp, id, p.t, f.Delivered)
@@ -108,7 +109,9 @@ func (t *Table) OnFate(f notify.Fate) {
 			}
 			t.stats.KillsLost++
 		}
-		t.settle(id)
+		if s.phase == phaseKilling { // settle's own test, without the call for every record
+			t.settle(id)
+		}
 	}
 	p.resolved = true
 	// Release resolved packets from the old end, with their entries.

@@ -109,7 +109,7 @@ func (r *fieldRig) check() {
 		return
 	}
 	var want uint64
-	c := r.tab.cls[s.ci]
+	c := r.tab.classOf(s)
 	for g := range c.Groups {
 		if r.newest[g] > r.ack {
 			want |= 1 << uint(g)

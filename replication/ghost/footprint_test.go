@@ -99,16 +99,17 @@ func TestTableFootprint(t *testing.T) {
 		snaps  bool
 		max    uint64 // bytes per table
 	}{
-		{0, false, 2 << 10},       // measured ≈ 1.2 KB (was ≈ 20 KB, then 1.7)
-		{32, false, 12.5 * 1024},  // measured 12.2 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6 KB)
-		{64, false, 23.75 * 1024}, // measured 23.5 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5)
+		{0, false, 1.5 * 1024},   // measured 660-1,140 B (was ≈ 20 KB, then 1.7, 1.2; 4-byte records, a 768-byte Table, 8 packet records)
+		{32, false, 12 * 1024},   // measured 11.5 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2 KB)
+		{64, false, 23 * 1024},   // measured 22.2 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either: the 64-byte slot, the 32-byte position
 		// track (was 44) and the per-group sequences are all an id keeps;
-		// a position in flight is 16 bytes (was 20).
-		{32, true, 8.5 * 1024},  // measured 8.2 KB, 262 B a ghost (was 13, then 10.4, 8.6 KB)
-		{64, true, 15.5 * 1024}, // measured 15.0 KB, 240 B a ghost (was 25, then 19.8, 16.0 KB)
+		// a position in flight is 16 bytes (was 20), a record in flight 4
+		// (was 8).
+		{32, true, 7.75 * 1024}, // measured 7.5 KB, 241 B a ghost (was 13, then 10.4, 8.6, 8.2 KB)
+		{64, true, 14.5 * 1024}, // measured 13.9 KB, 221 B a ghost (was 25, then 19.8, 16.0, 15.0 KB)
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)

@@ -648,7 +648,7 @@ func (h *opsHarness) check() {
 		for _, m := range c {
 			inFlight |= m[uint32(i)]
 		}
-		cls := t.cls[s.ci]
+		cls := t.classOf(s)
 		want := t.stateOf(uint32(i))
 		for gi := range cls.Groups {
 			grp := &cls.Groups[gi]

@@ -507,7 +507,7 @@ func checkInvariants(t *Table) error {
 			case recKill:
 				kills[kk]++
 			}
-			if s := &t.slots[e.id()]; t.entMask(ei, e)&t.cls[s.ci].posBit != 0 {
+			if s := &t.slots[e.id()]; t.entMask(ei, e)&t.classOf(s).posBit != 0 {
 				poss[kk]++
 			}
 		}

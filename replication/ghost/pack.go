@@ -82,16 +82,16 @@ func ilog4(x uint64) int {
 // waiting (age in ms) — as log(prio) + log(StaleUnit + age) −
 // log(StaleUnit), with log(prio) precomputed per view (prioB =
 // bucketOf(prio)).
-func (p *packer) grown(prioB uint8, age int32) int {
-	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+p.unit) - p.logUnit
+func (k *tableConfig) grown(prioB uint8, age int32) int {
+	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
 	return max(0, min(b, tierBuckets-1))
 }
 
 // waited is the bucket of age/StaleUnit × overdueWeight (age in ms):
 // overdue ghosts go by waiting time, weighted by owtB =
 // 4·log2(overdueWeight).
-func (p *packer) waited(owtB int8, age int32) int {
-	b := bucketOne + ilog4(max(uint64(max(age, 0))*uint64(time.Millisecond), 1)) - p.logUnit + int(owtB)
+func (k *tableConfig) waited(owtB int8, age int32) int {
+	b := bucketOne + ilog4(max(uint64(max(age, 0))*uint64(time.Millisecond), 1)) - k.logUnit + int(owtB)
 	return max(0, min(b, tierBuckets-1))
 }
 
@@ -122,9 +122,7 @@ func overdueWeight(prioB int) int8 {
 // would otherwise keep for the few microseconds a Write takes).
 type packer struct {
 	*packScratch
-	logUnit int             // ilog4(StaleUnit in ns)
-	unit    uint64          // StaleUnit in ns
-	trace   func(id uint32) // tests: called for every record written
+	trace func(id uint32) // tests: called for every record written
 }
 
 // packScratch is Write's working memory. Between Writes every bucket head is
@@ -138,6 +136,7 @@ type packScratch struct {
 	sbuf     [MaxPacketBytes + 8]byte
 	pressed  []uint64    // bitset by id: in the overdue tier only because ConfirmDeadline presses it
 	vq       [][3]uint32 // SetView: the view's quantized positions
+	carry    []carried   // SetSnapshotView: the carried states being gathered
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -147,11 +146,6 @@ type packScratch struct {
 var scratches struct {
 	sync.Mutex
 	free []*packScratch
-}
-
-func (p *packer) init(t *Table) {
-	p.unit = uint64(t.cfg.StaleUnit)
-	p.logUnit = ilog4(p.unit)
 }
 
 // borrow takes a scratch for one Write or SetView; release gives it back.
@@ -231,6 +225,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 // collect buckets every ghost that has something to send; it returns how
 // many.
 func (p *packer) collect(t *Table, now msTime) int {
+	k, classes := t.cfg, t.reg.classes
 	if len(p.next) < t.top {
 		p.next = append(p.next, make([]int32, t.top-len(p.next))...)
 	}
@@ -262,9 +257,9 @@ func (p *packer) collect(t *Table, now msTime) int {
 			if s.has(flCreateInFlight) {
 				continue
 			}
-			b = tierCreate*tierBuckets + p.grown(s.prioB, int32(now-s.since))
+			b = tierCreate*tierBuckets + k.grown(s.prioB, int32(now-s.since))
 		case phaseLive:
-			c := t.cls[s.ci]
+			c := classes[s.ci]
 			sent := int32(now - s.sentAt)
 			if sent < c.minMS {
 				continue
@@ -284,7 +279,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 					continue // nothing unconfirmed
 				}
 				if late > 0 {
-					b = tierOverdue*tierBuckets + p.waited(s.owtB, late)
+					b = tierOverdue*tierBuckets + k.waited(s.owtB, late)
 					p.pressed[i>>6] |= 1 << uint(i&63)
 					break
 				}
@@ -299,12 +294,12 @@ func (p *packer) collect(t *Table, now msTime) int {
 			}
 			age := int32(now - s.since)
 			if age >= maxStale || late > 0 {
-				b = tierOverdue*tierBuckets + p.waited(s.owtB, max(age, late))
+				b = tierOverdue*tierBuckets + k.waited(s.owtB, max(age, late))
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
 			} else {
-				b = tierUpdate*tierBuckets + p.grown(s.prioB, age)
+				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
 		}
 		p.next[i] = p.head[b]
@@ -393,7 +388,7 @@ const (
 // commits it to the table and the packet's transmission record.
 func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
-	c := t.cls[s.ci]
+	c := t.classOf(s)
 	var kind uint8
 	var mask uint64
 	var err error
@@ -660,56 +655,99 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 	return nil
 }
 
-// writeUpdate writes an update record with the given mask.
+// writeUpdate writes an update record with the given mask. The header and
+// the fields the table codes itself (a position window, yaw) are gathered,
+// first bit first, into runs of at most runMax bits, each one write (the
+// writer's fast path): the same bits, one call instead of three for a
+// usual update.
 func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm) error {
-	var err error
+	var rv uint64 // the run: rn bits gathered, not yet written
+	var rn uint
 	if mask == c.DefaultMask {
-		err = w.WriteBits(uint64(id)|kindDefault<<width, width+kindDefaultLen)
-	} else if n := width + kindMaskLen + uint(len(c.Groups)); n <= 64 {
-		err = w.WriteBits(uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), n)
+		rv, rn = uint64(id)|kindDefault<<width, width+kindDefaultLen
+	} else if n := width + kindMaskLen + uint(len(c.Groups)); n <= runMax {
+		rv, rn = uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), n
 	} else {
-		err = w.WriteBits(uint64(id)|kindMask<<width, width+kindMaskLen)
-		if err == nil {
-			err = w.WriteBits(mask, uint(len(c.Groups)))
+		if err := w.WriteBits(uint64(id)|kindMask<<width, width+kindMaskLen); err != nil {
+			return err
+		}
+		if err := w.WriteBits(mask, uint(len(c.Groups))); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return err
-	}
-	st := t.stateOf(id)
+	var st *State
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
 		g := &c.Groups[i]
+		var v uint64
+		var n uint
 		switch {
-		case g.pos:
-			err = t.writePosUpdate(w, t.qposOf(id, s), pf)
+		case g.pos && pf.k > 0:
+			v, n = posWindow(t.qposOf(id, s), pf)
 		case g.yaw && i == c.yawIdx:
-			err = w.WriteBits(uint64(s.yawQ), g.yc.bits) // YawGroup's Encode, quantized at the view
+			v, n = uint64(s.yawQ), g.yc.bits // YawGroup's Encode, quantized at the view
 		case g.yaw:
-			err = w.WriteBits(g.yc.code(st.Yaw), g.yc.bits)
-		default:
-			err = g.Encode(w, st)
+			if st == nil {
+				st = t.stateOf(id)
+			}
+			v, n = g.yc.code(st.Yaw), g.yc.bits
+		default: // written by the group's Encode, or absolute: the run goes first
+			if rn > 0 {
+				if err := w.WriteBits(rv, rn); err != nil {
+					return err
+				}
+				rv, rn = 0, 0
+			}
+			var err error
+			if g.pos {
+				err = t.writePosAbsUpdate(w, t.qposOf(id, s))
+			} else {
+				if st == nil {
+					st = t.stateOf(id)
+				}
+				err = g.Encode(w, st)
+			}
+			if err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
-			return err
+		if rn+n > runMax {
+			if err := w.WriteBits(rv, rn); err != nil {
+				return err
+			}
+			rv, rn = v, n
+		} else {
+			rv |= v << rn
+			rn += n
 		}
+	}
+	if rn > 0 {
+		return w.WriteBits(rv, rn)
 	}
 	return nil
 }
 
-// writePosUpdate writes the update form of a position: a 4-bit window code
-// k, then either the absolute position (k = 0) or, per axis, a flag (the
-// value differs from every possible prediction) and the k low bits of the
-// value.
-func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) error {
-	if pf.k == 0 {
-		if err := w.WriteBits(0, kcodeBits); err != nil {
-			return err
-		}
-		return writePosAbs(w, &t.reg.q, q)
+// runMax is the most bits writeUpdate gathers into one write: the
+// writer's fast path takes up to 56.
+const runMax = 56
+
+// writePosAbsUpdate writes the update form of a position sent absolute:
+// window code 0, then the position as a create has it.
+func (t *Table) writePosAbsUpdate(w *bitstream.Writer, q *[3]uint32) error {
+	if err := w.WriteBits(0, kcodeBits); err != nil {
+		return err
 	}
+	return writePosAbs(w, &t.reg.q, q)
+}
+
+// posWindow is the update form of a position sent in a window (pf.k > 0),
+// as n ≤ 4 + 3·16 = 52 bits: the 4-bit window code k, then per axis a flag
+// (the value differs from every possible prediction) and, if set, the k
+// low bits of the value.
+func posWindow(q *[3]uint32, pf *posForm) (v uint64, n uint) {
 	k := pf.k
-	v, n := uint64(k), uint(kcodeBits)
+	v, n = uint64(k), kcodeBits
 	lo := uint64(1)<<k - 1
 	for a := range 3 {
 		if pf.d[a] == 0 {
@@ -719,7 +757,7 @@ func (t *Table) writePosUpdate(w *bitstream.Writer, q *[3]uint32, pf *posForm) e
 		v |= (1 | (uint64(q[a])&lo)<<1) << n
 		n += 1 + k
 	}
-	return w.WriteBits(v, n) // ≤ 4 + 3·16 = 52 bits
+	return v, n
 }
 
 // beginPacket reserves the transmission record of packet seq.
@@ -735,7 +773,7 @@ func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
 	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.entHi != nil {
-		t.entHi[i] = uint32(mask >> entMaskBits)
+		t.entHi[i] = mask >> entMaskBits
 	}
 	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }

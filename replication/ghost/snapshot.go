@@ -328,7 +328,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		case e.bad == snapBadState:
 			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
 		case e.class != known:
-			if t.reg.byID[e.class.ID] != e.class {
+			if !t.knows(e.class) {
 				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
 			}
 			known = e.class
@@ -364,7 +364,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			switch {
 			case psi&siGone != 0:
 				g := &t.gone[psi&siIndex]
-				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // reenter drops the record
+				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
 			case psi&siCarry != 0:
 				moved = oldCarry[psi&siIndex].q != e.qpos
 			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
@@ -374,7 +374,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			default:
 				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
-			changed := t.reenter(id, c, moved)
+			if s.phase == phaseKilling {
+				t.unkill(s) // drops the gone record
+			}
+			changed := s.moveBit(c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
@@ -400,24 +403,30 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		b := bucketOf(basePriority(r.Priority) * e.class.weight)
 		s.prioB, s.owtB = uint8(b), owtBTable[b]
 	}
-	t.carry2 = t.carry2[:0]
+	// The states kept for AlwaysInScope ghosts outside this view gather in
+	// a borrowed scratch (rare: most views keep none), then replace carry.
+	var nc []carried
+	borrowed := false
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		s.fl &^= flPosNow // a new view: every ghost's position may go again
 		if s.viewGen == t.viewGen {
 			continue
 		}
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			if t.cls[s.ci].AlwaysInScope {
+			if t.classOf(s).AlwaysInScope {
 				// Kept on the client without a view entry: keep its state.
+				if !borrowed {
+					t.pk.borrow()
+					borrowed, nc = true, t.pk.carry[:0]
+				}
 				if s.si&siCarry != 0 {
-					t.carry2 = append(t.carry2, oldCarry[s.si&siIndex])
+					nc = append(nc, oldCarry[s.si&siIndex])
 				} else {
 					oe := &oldSnap.ents[s.si]
-					t.carry2 = append(t.carry2, carried{st: oe.state, q: oe.qpos})
+					nc = append(nc, carried{st: oe.state, q: oe.qpos})
 				}
-				s.si = siCarry | uint32(len(t.carry2)-1)
+				s.si = siCarry | uint32(len(nc)-1)
 				continue
 			}
 			t.leave(uint32(i))
@@ -431,7 +440,11 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			t.gone[s.si&siIndex].si = staleEntry
 		}
 	}
-	t.carry, t.carry2 = t.carry2, t.carry
+	t.carry = append(t.carry[:0], nc...) // oldCarry is not read past here
+	if borrowed {
+		t.pk.carry = nc[:0]
+		t.pk.release()
+	}
 	t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 	if exhausted {
 		return ErrTooManyGhosts
@@ -494,7 +507,7 @@ func (t *Table) stateIn(snap *Snapshot, carry []carried, si uint32) *State {
 // one that left keeps a goneRec — and its state too if it left after the
 // latest view (Remove), which the next view diffs against.
 func (t *Table) enterSnapshots() {
-	t.carry, t.carry2, t.gone = t.carry[:0], t.carry2[:0], t.gone[:0]
+	t.carry, t.gone = t.carry[:0], t.gone[:0]
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
@@ -536,5 +549,5 @@ func (t *Table) leaveSnapshots() {
 		s.si = 0
 	}
 	t.states, t.qs, t.snap, t.snapSrc, t.snapSeq, t.snapMode = states, qs, nil, 0, 0, false
-	t.carry, t.carry2, t.gone = nil, nil, nil
+	t.carry, t.gone = nil, nil
 }

@@ -3,6 +3,7 @@ package ghost
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -113,6 +114,9 @@ const (
 )
 
 func (s *slot) has(f uint8) bool { return s.fl&f != 0 }
+
+// classOf is ghost s's class.
+func (t *Table) classOf(s *slot) *Class { return t.reg.classes[s.ci] }
 
 func (s *slot) set(f uint8, on bool) {
 	if on {
@@ -260,9 +264,8 @@ type Stats struct {
 // use; the connection that owns its ghost manager owns it.
 type Table struct {
 	reg *Registry
-	cfg Config
+	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
 
-	cls   []*Class // the registry's classes (slot.ci)
 	slots []slot
 	pos   []posTrack // what the client may hold of each ghost's position
 	// states and qs hold each ghost's latest state and quantized position
@@ -278,13 +281,13 @@ type Table struct {
 	snap, prevSnap *Snapshot
 	// snapSrc and snapSeq name the snapshot the latest view came from:
 	// its entries' stamps newer than snapSeq are changes since.
-	snapSrc       uint64
-	snapSeq       uint32
-	snapMode      bool
-	stride        uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
-	carry, carry2 []carried // AlwaysInScope states outside the view (rare)
-	gone          []goneRec // ghosts that left scope (snapshot views)
-	pp            posPool   // in-flight positions
+	snapSrc  uint64
+	snapSeq  uint32
+	snapMode bool
+	stride   uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
+	carry    []carried // AlwaysInScope states outside the view (rare)
+	gone     []goneRec // ghosts that left scope (snapshot views)
+	pp       posPool   // in-flight positions
 	// lastField[id*stride+group] is the low 16 bits of the newest seq that
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
@@ -300,8 +303,9 @@ type Table struct {
 	live int      // ids in use
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
-	// the runtime adds to an object this size) fits the 896-byte size
-	// class, and one more word costs 128 bytes a connection.
+	// the runtime adds to an object this size) fits the 768-byte size
+	// class exactly (the Config is shared, the class list is the
+	// registry's), and one more word costs 128 bytes a connection.
 	viewGen  uint32
 	haveView bool
 	clockSet bool
@@ -323,7 +327,7 @@ type Table struct {
 	ents    []entry
 	// entHi holds the mask bits above entMaskBits of each record in ents
 	// (same index): nil unless the registry has a class with more groups.
-	entHi   []uint32
+	entHi   []uint64
 	entHead int
 	entLen  int
 	lastSeq uint64
@@ -356,20 +360,23 @@ const (
 	recKill
 )
 
-// entry is one record of an in-flight packet, 8 bytes: the ghost id
+// entry is one record of an in-flight packet, 4 bytes: the ghost id
 // (< MaxMaxGhosts = 2^20), the record kind and the groups written (all
 // groups for a create) up to entMaskBits; the mask bits above those, of
-// classes with more groups, are in Table.entHi.
-type entry uint64
+// classes with more groups, are in Table.entHi. Ten bits hold every mask
+// of the shipped classes (7 groups at most): a connection keeps one entry
+// per ghost per packet in flight, ≈ 4 packets of 44 ghosts at 1,000
+// players, and the ring is a power of two.
+type entry uint32
 
 const (
 	kindShift   = 20 // MaxMaxGhosts = 1<<20
 	maskShift   = kindShift + 2
-	entMaskBits = 64 - maskShift
+	entMaskBits = 32 - maskShift
 )
 
 func mkEntry(id uint32, kind uint8, mask uint64) entry {
-	return entry(uint64(id) | uint64(kind)<<kindShift | mask<<maskShift)
+	return entry(id | uint32(kind)<<kindShift | uint32(mask)<<maskShift)
 }
 
 func (e entry) id() uint32  { return uint32(e) & (1<<kindShift - 1) }
@@ -377,9 +384,9 @@ func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 
 // entMask is the mask of record i of the ring, e = ents[i].
 func (t *Table) entMask(i int, e entry) uint64 {
-	m := uint64(e) >> maskShift
+	m := uint64(e >> maskShift)
 	if t.entHi != nil {
-		m |= uint64(t.entHi[i]) << entMaskBits
+		m |= t.entHi[i] << entMaskBits
 	}
 	return m
 }
@@ -395,23 +402,46 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	reg.frozen.Store(true)
 	t := &Table{
 		reg:    reg,
-		cfg:    cfg,
-		cls:    reg.classes,
+		cfg:    sharedConfig(cfg),
 		stride: uint16(max(reg.maxGroups, 1)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
 		// not pay for the worst case (256 packets × 16 B, 8192 records ×
-		// 16 B) up front.
+		// 4 B) up front.
 		pkts: make([]pktRec, min(initialPackets, cfg.MaxPacketsInFlight)),
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	if reg.maxGroups > entMaskBits {
-		t.entHi = make([]uint32, len(t.ents))
+		t.entHi = make([]uint64, len(t.ents))
 	}
-	t.pk.init(t)
 	t.pp.init(&reg.q)
 	return t, nil
+}
+
+// tableConfig is a table's Config and what packing derives from it, read
+// only: the tables of a server share one (72 + 16 bytes a connection, and
+// the Table stays in the 768-byte size class).
+type tableConfig struct {
+	Config
+	unit    uint64 // StaleUnit in ns
+	logUnit int    // ilog4(unit)
+}
+
+// lastConfig is the tableConfig NewTable made last: the next table of an
+// equal Config shares it. One, not a map: a program that makes tables of
+// many Configs keeps one each, as before, and nothing more.
+var lastConfig atomic.Pointer[tableConfig]
+
+// sharedConfig returns a tableConfig of cfg (validated).
+func sharedConfig(cfg Config) *tableConfig {
+	if k := lastConfig.Load(); k != nil && k.Config == cfg {
+		return k
+	}
+	k := &tableConfig{Config: cfg, unit: uint64(cfg.StaleUnit)}
+	k.logUnit = ilog4(k.unit)
+	lastConfig.Store(k)
+	return k
 }
 
 // Stats returns the counters so far.
@@ -469,6 +499,14 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
+	// A new view: every ghost's position may go again. First, and in id
+	// order: on a cold table these are the slots' cache misses, each line
+	// independent of the others and in sequence, so they overlap; the
+	// view then takes its ghosts in view order, which would wait for
+	// each line in turn.
+	for i := range t.slots[:t.top] {
+		t.slots[i].fl &^= flPosNow
+	}
 	if cap(t.order) < n {
 		t.order = make([]uint32, n, n+n/4)
 	}
@@ -481,24 +519,31 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 // the same position of the previous view when it still holds entity (views
 // keep their order from tick to tick), else the index's. An entity whose
 // class changed is a new ghost: its old one leaves, and ok is false.
-func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (id uint32, ok bool) {
+func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (uint32, bool) {
+	// A creating or live slot holding the entity is the one the index
+	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		// A creating or live slot holding the entity is the one the map
-		// names: there is never a second one for the same entity.
 		if h := prev[i]; int(h) < t.top {
-			if s := &t.slots[h]; (s.phase == phaseCreating || s.phase == phaseLive) && s.entity == entity {
-				id, ok = h, true
+			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == entity {
+				return t.sameClass(h, s, class)
 			}
 		}
 	}
+	id, ok := t.idxGet(entity)
 	if !ok {
-		id, ok = t.idxGet(entity)
-	}
-	if ok && t.cls[t.slots[id].ci] != class {
-		t.leave(id) // an entity that changes class is a new ghost
 		return 0, false
 	}
-	return id, ok
+	return t.sameClass(id, &t.slots[id], class)
+}
+
+// sameClass returns id if its ghost s is of class; else the ghost leaves
+// (an entity that changes class is a new ghost) and ok is false.
+func (t *Table) sameClass(id uint32, s *slot, class *Class) (uint32, bool) {
+	if t.classOf(s) != class {
+		t.leave(id)
+		return 0, false
+	}
+	return id, true
 }
 
 // SetView merges the zone's interest set for this connection at virtual time
@@ -527,7 +572,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	for i := range view {
 		e := &view[i]
 		if e.Class != known {
-			if e.Class == nil || t.reg.byID[e.Class.ID] != e.Class {
+			if e.Class == nil || !t.knows(e.Class) {
 				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.Entity)
 			}
 			known = e.Class
@@ -566,8 +611,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	}
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
-		s.fl &^= flPosNow // a new view: every ghost's position may go again
-		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.cls[s.ci].AlwaysInScope {
+		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.classOf(s).AlwaysInScope {
 			t.leave(uint32(i))
 		}
 	}
@@ -575,6 +619,13 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		return ErrTooManyGhosts
 	}
 	return nil
+}
+
+// knows reports whether c is registered in the table's registry: a class
+// first registered there says so itself (no map lookup; views alternate
+// classes, so the check runs about every other entry).
+func (t *Table) knows(c *Class) bool {
+	return c.reg == t.reg || t.reg.byID[c.ID] == c
 }
 
 // seqAfter reports whether truncated sequence a is after b.
@@ -646,27 +697,40 @@ func yawCode(c *Class, st *State) uint16 {
 func (t *Table) reenter(id uint32, c *Class, moved bool) uint64 {
 	s := &t.slots[id]
 	if s.phase == phaseKilling {
-		if s.si&siGone != 0 {
-			t.dropGone(s.si &^ siGone)
-		}
-		if s.has(flCreated) {
-			s.phase = phaseLive
-		} else {
-			s.phase = phaseCreating
-		}
+		t.unkill(s)
 	}
-	var changed uint64
-	if c.posIdx >= 0 {
-		if moved {
-			changed |= c.posBit
-			s.fl |= flMoving
-		} else if s.has(flMoving) {
-			s.fl &^= flMoving
-			s.restCopies = restMarkerCopies
-			changed |= c.posBit
-		}
+	return s.moveBit(c, moved)
+}
+
+// moveBit returns c's position bit if the ghost's position moved since the
+// previous view (moved), or just stopped moving: then two rest markers go
+// out (restCopies). Small enough to inline into the view loops.
+func (s *slot) moveBit(c *Class, moved bool) uint64 {
+	switch {
+	case c.posBit == 0:
+		return 0
+	case moved:
+		s.fl |= flMoving
+		return c.posBit
+	case s.fl&flMoving != 0:
+		s.fl &^= flMoving
+		s.restCopies = restMarkerCopies
+		return c.posBit
 	}
-	return changed
+	return 0
+}
+
+// unkill cancels ghost s's pending kill: back to live, or to creating if
+// the client never held it.
+func (t *Table) unkill(s *slot) {
+	if s.si&siGone != 0 {
+		t.dropGone(s.si &^ siGone)
+	}
+	if s.has(flCreated) {
+		s.phase = phaseLive
+	} else {
+		s.phase = phaseCreating
+	}
 }
 
 // markChanged marks groups of ghost id dirty as of now (the view's time).
@@ -847,10 +911,13 @@ func (t *Table) settle(id uint32) {
 }
 
 // initialRecords and initialPackets are the rings' first sizes: a few
-// packets of a small scope, so a quiet connection never grows them.
+// packets of a small scope, so a quiet connection never grows them. Eight
+// packets: a client acknowledging at 10 Hz of 20 packets a second keeps
+// 3-6 in flight, and the one being written takes a record too (16 B
+// each; the ring doubles on demand).
 const (
 	initialRecords = 64
-	initialPackets = 16
+	initialPackets = 8
 )
 
 // entCap is the record ring's final size.
@@ -861,7 +928,7 @@ func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1
 // reports false when the ring is already at its configured maximum.
 func (t *Table) growEnts() bool {
 	old := t.ents
-	if len(old) >= entCap(t.cfg) {
+	if len(old) >= entCap(t.cfg.Config) {
 		return false
 	}
 	mask := len(old) - 1
@@ -951,7 +1018,7 @@ func (t *Table) moveEnts(n int) {
 		ents[i] = t.ents[(t.entHead+i)&mask]
 	}
 	if t.entHi != nil {
-		hi := make([]uint32, n)
+		hi := make([]uint64, n)
 		for i := range t.entLen {
 			hi[i] = t.entHi[(t.entHead+i)&mask]
 		}

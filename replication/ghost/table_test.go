@@ -795,16 +795,41 @@ func TestRecordSizes(t *testing.T) {
 		{"posTrack (two to a cache line)", unsafe.Sizeof(posTrack{}), 32},
 		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
-		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 8},
+		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 4},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
-		// A connection's Table is one allocation: past 888 bytes (896
-		// with the runtime's 8-byte header) it takes the 1,024-byte
-		// size class.
-		{"Table", unsafe.Sizeof(Table{}), 888},
+		// A connection's Table is one allocation: past 760 bytes (768
+		// with the runtime's 8-byte header) it takes the 896-byte size
+		// class.
+		{"Table", unsafe.Sizeof(Table{}), 760},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
 		}
+	}
+}
+
+// Tables of one Config share it (a server's do: 88 bytes a connection
+// otherwise); a table of another Config has its own, and neither changes
+// the other's.
+func TestTablesShareConfig(t *testing.T) {
+	reg, _, _ := newTestRegistry(t)
+	a, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewTable(reg, DefaultConfig())
+	if a.cfg != b.cfg {
+		t.Fatal("two tables of one Config keep a copy each")
+	}
+	cfg := DefaultConfig()
+	cfg.MaxMisses++
+	cfg.StaleUnit *= 2
+	c, _ := NewTable(reg, cfg)
+	if c.cfg == a.cfg || c.cfg.Config != cfg || a.cfg.Config != DefaultConfig() {
+		t.Fatalf("tables of two Configs: %+v and %+v", a.cfg.Config, c.cfg.Config)
+	}
+	if c.cfg.unit != uint64(cfg.StaleUnit) || c.cfg.logUnit != ilog4(uint64(cfg.StaleUnit)) || a.cfg.unit != uint64(DefaultStaleUnit) {
+		t.Fatal("the derived packing constants do not follow the Config")
 	}
 }
 
