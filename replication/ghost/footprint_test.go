@@ -99,9 +99,9 @@ func TestTableFootprint(t *testing.T) {
 		snaps  bool
 		max    uint64 // bytes per table
 	}{
-		{0, false, 1.5 * 1024},   // measured 660-1,140 B (was ≈ 20 KB, then 1.7, 1.2; 4-byte records, a 768-byte Table, 8 packet records)
-		{32, false, 12 * 1024},   // measured 11.5 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2 KB)
-		{64, false, 23 * 1024},   // measured 22.2 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5)
+		{0, false, 1.5 * 1024}, // measured 660-1,140 B (was ≈ 20 KB, then 1.7, 1.2; 4-byte records, a 768-byte Table, 8 packet records)
+		{32, false, 12 * 1024}, // measured 11.5 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2 KB)
+		{64, false, 23 * 1024}, // measured 22.2 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either: the 64-byte slot, the 32-byte position
