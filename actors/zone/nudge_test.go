@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
-	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -18,16 +17,7 @@ import (
 func TestViewNudgeRidesTheControl(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
-	if err := reg.Register(pc, nc); err != nil {
-		t.Fatal(err)
-	}
-	var classes [8]*ghost.Class
-	classes[sim.KindPlayer], classes[sim.KindNPC] = pc, nc
+	classes := ghostClasses(t)
 	m := new(Metrics)
 	clk := newClock()
 	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 20, Classes: classes}, Params{Now: clk.Now, Metrics: m})

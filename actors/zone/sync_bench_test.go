@@ -9,7 +9,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
-	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -36,16 +35,7 @@ func BenchmarkZoneTickSync(b *testing.B) {
 	const players = 250
 	sys := quietSystem()
 	defer sys.Shutdown()
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
-	if err := reg.Register(pc, nc); err != nil {
-		b.Fatal(err)
-	}
-	var classes [8]*ghost.Class
-	classes[sim.KindPlayer], classes[sim.KindNPC] = pc, nc
+	classes := ghostClasses(b)
 	var now time.Duration
 	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
 		Sim: sim.Config{Zone: "x0z0", World: world.Default(), NPCs: 50, Classes: classes,

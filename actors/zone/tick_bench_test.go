@@ -66,16 +66,7 @@ func BenchmarkZoneActor(b *testing.B) {
 	const players = 250
 	sys := quietSystem()
 	defer sys.Shutdown()
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
-	if err := reg.Register(pc, nc); err != nil {
-		b.Fatal(err)
-	}
-	var classes [8]*ghost.Class
-	classes[sim.KindPlayer], classes[sim.KindNPC] = pc, nc
+	classes := ghostClasses(b)
 	m := new(Metrics)
 	clk := newClock()
 	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 200, Classes: classes}, Params{Now: clk.Now, Metrics: m})
@@ -134,4 +125,21 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ghostClasses registers the player and NPC ghost classes in a fresh
+// registry and returns them by entity kind, as sim.Config.Classes wants.
+func ghostClasses(tb testing.TB) [8]*ghost.Class {
+	tb.Helper()
+	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
+	if err := reg.Register(pc, nc); err != nil {
+		tb.Fatal(err)
+	}
+	var classes [8]*ghost.Class
+	classes[sim.KindPlayer], classes[sim.KindNPC] = pc, nc
+	return classes
 }
