@@ -222,8 +222,13 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 		}
 		if st := w.s.Stats().Moves; st.Acked != w.sent || st.Dropped != 0 {
 			var zs []sim.Stats
-			_ = inspect(func(z *sim.Zone) { zs = append(zs, z.Stats()) })
-			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v", w.id, w.sent, st.Acked, st.Dropped, zs)
+			var hs []string
+			_ = inspect(func(z *sim.Zone) {
+				zs = append(zs, z.Stats())
+				ph, ep, peer := z.Handoffs().Status(w.id)
+				hs = append(hs, fmt.Sprintf("%s: player %s@%d peer %q; %+v", z.ID(), ph, ep, peer, z.Handoffs().Stats()))
+			})
+			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v; handoffs: %q", w.id, w.sent, st.Acked, st.Dropped, zs, hs)
 		}
 	}
 	// The census, with ticks paused (no handoff begins). It reads the
