@@ -100,6 +100,74 @@ type Bridge struct {
 	ins    map[uint64]*arqIn
 	// loseOut: LoseBatches.
 	loseOut atomic.Pointer[func(subject string) bool]
+
+	// commits: per player, the record write of the newest cross-process
+	// Commit this node took for it (recordCommit).
+	cmu     sync.Mutex
+	commits map[uint64]recordCommit
+}
+
+// recordCommit is the player record write a cross-process Commit needs
+// before its zone takes the player: one write per Commit, not one per
+// copy. The source resends its Commit every RetryInterval until it is
+// acknowledged; queued as a write each, the copies of one slow write (a
+// busy KV: a second a round trip under -race at load) made the writes
+// behind them slower still, until the source gave up (CommitGiveUp) with
+// the player owned nowhere.
+type recordCommit struct {
+	zone    string
+	epoch   uint64 // the player's epoch in zone once it takes it
+	written bool   // false: in flight
+	at      time.Time
+}
+
+// Commit states for a cross-process Commit (commitFor).
+const (
+	commitNew      = iota // write the record, then deliver
+	commitInFlight        // a copy's write is in flight: drop this one
+	commitWritten         // the record names zone at epoch: deliver
+)
+
+// commitFor reports what to do with a copy of a Commit of player to zone
+// at epoch, and marks a new one in flight.
+func (b *Bridge) commitFor(player uint64, zone string, epoch uint64) int {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	if c, ok := b.commits[player]; ok && c.zone == zone && c.epoch == epoch {
+		if c.written {
+			return commitWritten
+		}
+		return commitInFlight
+	}
+	if b.commits == nil {
+		b.commits = map[uint64]recordCommit{}
+	}
+	if len(b.commits) >= 4096 { // players long gone: their Commits are older than any resend
+		for id, c := range b.commits {
+			if time.Since(c.at) > time.Minute {
+				delete(b.commits, id)
+			}
+		}
+	}
+	b.commits[player] = recordCommit{zone: zone, epoch: epoch, at: time.Now()}
+	return commitNew
+}
+
+// commitDone records the outcome of a Commit's record write: written, or
+// forgotten (the next copy tries again).
+func (b *Bridge) commitDone(player uint64, zone string, epoch uint64, ok bool) {
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	c, have := b.commits[player]
+	if !have || c.zone != zone || c.epoch != epoch {
+		return // a newer Commit of the player took its place
+	}
+	if ok {
+		c.written = true
+		b.commits[player] = c
+	} else {
+		delete(b.commits, player)
+	}
 }
 
 // NewBridge subscribes to this node's connection subject.
@@ -363,14 +431,24 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 			env.Msg.Kind == handoff.KindCommit && !sim.IsNPC(env.Msg.Entity) {
 			// Commit the player record first; the zone takes the player
 			// only if that worked (a late or duplicated Commit never makes
-			// a second owner). The old owner resends the Commit meanwhile.
-			b.cfg.Players.Commit(env.Msg.Entity, zoneID, uint64(env.Msg.Epoch)+1, func(ok bool) {
-				if ok {
-					root.Send(pid, env)
-				} else {
-					b.m.RecordRefused.Add(1)
-				}
-			})
+			// a second owner). The old owner resends the Commit meanwhile:
+			// one write for all its copies.
+			player, epoch := env.Msg.Entity, uint64(env.Msg.Epoch)+1
+			switch b.commitFor(player, zoneID, epoch) {
+			case commitWritten:
+				root.Send(pid, env) // the zone acknowledges it again
+			case commitInFlight:
+				b.m.CommitsCoalesced.Add(1)
+			default:
+				b.cfg.Players.Commit(player, zoneID, epoch, func(ok bool) {
+					b.commitDone(player, zoneID, epoch, ok)
+					if ok {
+						root.Send(pid, env)
+					} else {
+						b.m.RecordRefused.Add(1)
+					}
+				})
+			}
 			continue
 		}
 		if err != nil {
@@ -466,6 +544,9 @@ type Metrics struct {
 	// RecordRefused: cross-process Commits not delivered because the
 	// player record could not be written (a newer owner recorded, KV down).
 	RecordRefused atomic.Uint64
+	// CommitsCoalesced: resent Commits that came while their record write
+	// was in flight, dropped (that write delivers the Commit).
+	CommitsCoalesced atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).

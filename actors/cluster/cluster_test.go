@@ -20,6 +20,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // natsServer runs a real nats-server with JetStream on a random loopback
@@ -557,5 +558,69 @@ func TestLeaseRenewalReplyLost(t *testing.T) {
 	l.renewAll()
 	if _, held := l.Held("z"); held || lost.Load() != 1 {
 		t.Fatalf("after another node took the lease: held %v, lost %d; want not held, lost once", held, lost.Load())
+	}
+}
+
+// slowKV is a players bucket whose every request takes delay (a busy KV:
+// a round trip took up to a second under -race at load).
+type slowKV struct {
+	countingKV
+	delay time.Duration
+}
+
+func (s *slowKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	time.Sleep(s.delay)
+	return s.countingKV.Update(ctx, key, value, revision)
+}
+
+func (s *slowKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	time.Sleep(s.delay)
+	return s.countingKV.Get(ctx, key)
+}
+
+// The copies of a Commit the source resends while its record write is in
+// flight cost no write of their own: the write delivers the Commit once;
+// a copy after it was written goes to the zone (which acknowledges it
+// again) without another write.
+func TestCommitCopiesShareTheRecordWrite(t *testing.T) {
+	f := newBridgeFixture(t)
+	js, _ := jetstream.New(f.nc)
+	bucket, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &slowKV{countingKV: countingKV{KeyValue: bucket}, delay: 300 * time.Millisecond}
+	players := NewPlayers(kv, "n1", nil)
+	defer players.Close()
+	f.b.cfg.Players = players
+	b, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: f.epoch, FromNode: "n2", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{
+		Msg: &pb.HandoffMessage{Kind: pb.HandoffKind_HANDOFF_KIND_COMMIT, Entity: 8, Epoch: 3, From: "y", To: "z",
+			State: &pb.EntitySnapshot{Entity: 8, Control: &pb.ControlState{Pos: &pb.Vec3{}, Vel: &pb.Vec3{}}, Name: "p"}},
+		GatewayNode: "n2"}}}}})
+	const copies = 10
+	for range copies { // resent every 50 ms, a write taking longer
+		if err := f.nc.Publish(zoneSubject("w", "z"), b); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, 5*time.Second, "the Commit to reach the zone", func() bool { return f.p.count() == 1 })
+	requests := kv.gets.Load() + kv.updates.Load()
+	if c := f.b.m.CommitsCoalesced.Load(); c == 0 || c >= copies {
+		t.Fatalf("%d of %d copies coalesced, want all but the first while its write was in flight", c, copies)
+	}
+	if err := f.nc.Publish(zoneSubject("w", "z"), b); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Second, "the copy after the write to reach the zone", func() bool { return f.p.count() == 2 })
+	if got := kv.gets.Load() + kv.updates.Load(); got != requests || requests > 3 {
+		t.Fatalf("KV requests: %d for %d copies in flight, %d after one more; want one write's (≤ 3) and none more", requests, copies, got)
+	}
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	for _, m := range f.p.got {
+		if env, ok := m.(*zone.HandoffEnvelope); !ok || env.Msg.Entity != 8 || env.Msg.Kind != handoff.KindCommit {
+			t.Fatalf("zone got %#v, want player 8's Commit", m)
+		}
 	}
 }

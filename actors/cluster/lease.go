@@ -34,7 +34,7 @@ const DefaultLeaseTTL = 3 * time.Second
 // node whose lease expired and was claimed by another can never renew it
 // (it learns it lost the zone instead).
 //
-// Renewals come every TTL/6 (each may take up to TTL/3). A node that cannot reach the bucket (NATS
+// Renewals come every TTL/6 (each may take until the lease is given up). A node that cannot reach the bucket (NATS
 // restarting, a partition) is fenced a third of the TTL before the lease
 // could expire (Valid turns false: no record or lease is written as owner)
 // but keeps the zone and keeps trying: if a renewal lands before the
@@ -441,22 +441,27 @@ func (l *Leases) renewOne(z string) {
 			l.mu.Unlock()
 			return
 		}
-		rev, epoch, since := h.rev, h.epoch, h.since
+		rev, epoch, since, lastOK := h.rev, h.epoch, h.since, h.lastOK
 		l.mu.Unlock()
 		// A renewal may take longer than the interval (a busy host, a busy
-		// server): ticks meanwhile are skipped, not piled up.
-		ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+		// server): ticks meanwhile are skipped, not piled up. It may take
+		// until the lease is given up: a reply that comes late still
+		// renews. (Cut off at TTL/3, a renewal whose round trip took a
+		// second, as under -race on a loaded host, was abandoned though
+		// the server still applied it; the next one then found the
+		// revision moved and needed two more round trips.)
+		sent := l.now()
+		ctx, cancel := context.WithTimeout(context.Background(), max(lastOK.Add(l.give).Sub(sent), l.renew))
 		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
-		cancel()
-		now := l.now()
 		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
 			// The revision moved. If the lease still names this node at
 			// this epoch, the move was this node's own renewal, applied
 			// by the server but its reply lost (NATS went away mid-way):
 			// adopt the revision and renew again.
-			nrev, err = l.renewAfterLostReply(z, epoch, since)
-			now = l.now()
+			nrev, err = l.renewAfterLostReply(ctx, z, epoch, since)
 		}
+		cancel()
+		now := l.now()
 		l.mu.Lock()
 		h, ok = l.held[z]
 		if !ok || h.epoch != epoch {
@@ -470,7 +475,12 @@ func (l *Leases) renewOne(z string) {
 				l.log.Info("zone lease renewed after an outage: still the owner, same epoch", "zone", z, "epoch", epoch,
 					"unrenewed", now.Sub(h.lastOK).Round(time.Millisecond))
 			}
-			h.rev, h.lastOK, h.suspended = nrev, now, false
+			// Renewed as of when it was sent, not when the reply came: the
+			// server wrote it in between, so the lease lives at least TTL
+			// from sent. (From the reply, a renewal whose reply took a
+			// second let this node act as owner up to a second past the
+			// lease's possible expiry: a second owner's window.)
+			h.rev, h.lastOK, h.suspended = nrev, sent, false
 		case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
 			why = "lease taken or expired: " + err.Error()
 		case now.Sub(h.lastOK) > l.give:
@@ -497,9 +507,7 @@ func (l *Leases) renewOne(z string) {
 // renewAfterLostReply re-reads zone's lease after a renewal was refused for
 // a moved revision: when it still names this node at epoch, the revision
 // is adopted and the lease renewed at it; otherwise the refusal stands.
-func (l *Leases) renewAfterLostReply(z string, epoch uint64, since time.Time) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
-	defer cancel()
+func (l *Leases) renewAfterLostReply(ctx context.Context, z string, epoch uint64, since time.Time) (uint64, error) {
 	e, err := l.kv.Get(ctx, z)
 	if err != nil {
 		return 0, err

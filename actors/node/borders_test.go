@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/client"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -220,42 +222,31 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 		}
 		if st := w.s.Stats().Moves; st.Acked != w.sent || st.Dropped != 0 {
 			var zs []sim.Stats
-			_ = inspect(func(z *sim.Zone) { zs = append(zs, z.Stats()) })
-			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v", w.id, w.sent, st.Acked, st.Dropped, zs)
+			var hs []string
+			_ = inspect(func(z *sim.Zone) {
+				zs = append(zs, z.Stats())
+				ph, ep, peer := z.Handoffs().Status(w.id)
+				hs = append(hs, fmt.Sprintf("%s: player %s@%d peer %q; %+v", z.ID(), ph, ep, peer, z.Handoffs().Stats()))
+			})
+			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v; handoffs: %q", w.id, w.sent, st.Acked, st.Dropped, zs, hs)
 		}
 	}
-	// Let in-flight handoffs finish, then take a census with ticks paused.
-	time.Sleep(500 * time.Millisecond)
+	// The census, with ticks paused (no handoff begins). It reads the
+	// zones one after another, so a handoff still in flight would show its
+	// player in two zones or in none, and its moves counted twice or not
+	// at all (ownership moves with Commit, which crosses the bridge and
+	// the player record's write after the pause). So it is taken once no
+	// zone has a handoff in flight, and kept only if a second reading of
+	// every zone finds nothing changed: then each zone stood still from
+	// its first reading to its second, and the first readings are one
+	// moment's.
 	pause(true)
-	owners := map[uint64][]string{}
-	lastApplied := map[uint64]uint64{}
-	var st sim.Stats
-	var ownedNPCs int
-	var truth []sim.EntityInfo // every owned entity at the census
-	err := inspect(func(z *sim.Zone) {
-		s := z.Stats()
-		st.MovesApplied += s.MovesApplied
-		st.MovesLost += s.MovesLost
-		st.MovesDropped += s.MovesDropped
-		st.HandoffsIn += s.HandoffsIn
-		st.HandoffsAborted += s.HandoffsAborted
-		z.Entities(func(e sim.EntityInfo) {
-			if !e.Owned {
-				return
-			}
-			truth = append(truth, e)
-			if e.Kind == sim.KindNPC {
-				ownedNPCs++
-				return
-			}
-			owners[e.ID] = append(owners[e.ID], z.ID())
-			lastApplied[e.ID] = e.LastApplied
-		})
-	})
+	c, err := settledCensus(nodes, 15*time.Second)
 	pause(false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	owners, lastApplied, st, ownedNPCs, truth := c.owners, c.lastApplied, c.st, c.ownedNPCs, c.truth
 	var totalSent uint64
 	for _, w := range ws {
 		totalSent += w.sent
@@ -287,15 +278,22 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 
 	// Players near a border see what is across it: every entity on the other
 	// side within 70 m (well inside the 100 m enter radius) at the census is
-	// a ghost on that player's client. Ticks are paused, so give the last
-	// packets a moment to land first.
-	time.Sleep(300 * time.Millisecond)
+	// a ghost on that player's client. Ticks run again and the last views
+	// may still be on their way (across a process border, behind the bridge:
+	// inputs took 0.2–0.8 s to cross under -race at load), so it waits until
+	// every client shows them, up to a bound; the 30 m of slack keeps an
+	// NPC that walks on meanwhile in range.
 	byID := map[uint64]sim.EntityInfo{}
 	for _, e := range truth {
 		byID[e.ID] = e
 	}
-	nearBorder, across, missing := 0, 0, 0
-	var view []client.GhostView
+	type pair struct {
+		w  *walker
+		me sim.EntityInfo
+		e  sim.EntityInfo
+	}
+	var want []pair
+	nearBorder := 0
 	for _, w := range ws {
 		me, ok := byID[w.id]
 		if !ok {
@@ -306,24 +304,42 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 			continue
 		}
 		nearBorder++
-		seen := map[uint64]bool{}
-		for _, g := range w.s.View(view[:0]) {
-			seen[g.Entity] = true
-		}
 		for _, e := range truth {
 			ex, ez := float64(e.State.Pos[0]), float64(e.State.Pos[2])
 			if e.ID == w.id || math.Hypot(ex-x, ez-z) > 70 || (sign(ex) == sign(x) && sign(ez) == sign(z)) {
 				continue
 			}
-			across++
-			if !seen[e.ID] {
-				missing++
-				if missing <= 5 {
-					t.Errorf("player %d at (%.0f, %.0f) has no ghost of entity %d at (%.0f, %.0f) across the border",
-						w.id, x, z, e.ID, ex, ez)
+			want = append(want, pair{w, me, e})
+		}
+	}
+	across := len(want)
+	var missed []pair
+	var view []client.GhostView
+	for seenBy := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		missed = missed[:0]
+		seen := map[*walker]map[uint64]bool{}
+		for _, p := range want {
+			if seen[p.w] == nil {
+				seen[p.w] = map[uint64]bool{}
+				for _, g := range p.w.s.View(view[:0]) {
+					seen[p.w][g.Entity] = true
 				}
 			}
+			if !seen[p.w][p.e.ID] {
+				missed = append(missed, p)
+			}
 		}
+		if len(missed) == 0 || time.Now().After(seenBy) {
+			break
+		}
+	}
+	missing := len(missed)
+	for i, p := range missed {
+		if i == 5 {
+			break
+		}
+		t.Errorf("player %d at (%.0f, %.0f) has no ghost of entity %d at (%.0f, %.0f) across the border",
+			p.w.id, p.me.State.Pos[0], p.me.State.Pos[2], p.e.ID, p.e.State.Pos[0], p.e.State.Pos[2])
 	}
 	if nearBorder == 0 || across == 0 {
 		t.Errorf("no player ended near a border with someone across it (%d near); the walk is broken", nearBorder)
@@ -336,3 +352,88 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 }
 
 func sign(v float64) bool { return v >= 0 }
+
+// census is what every zone of a world holds at one moment.
+type census struct {
+	owners      map[uint64][]string // player: the zones that own it
+	lastApplied map[uint64]uint64
+	st          sim.Stats // summed over the zones (totals only)
+	ownedNPCs   int
+	truth       []sim.EntityInfo // every owned entity
+	inFlight    map[string]int   // zone: handoffs it has in flight (handoff.Machine.InFlight)
+	marks       map[string]zoneMark
+}
+
+// zoneMark is what changes in a zone when an entity enters or leaves it
+// or a move is applied: equal marks, nothing moved.
+type zoneMark struct {
+	players, npcs, frozen                   int
+	joins, leaves, restores                 uint64
+	applied, lost, dropped                  uint64
+	handBegun, handOut, handIn, handAborted uint64
+	machine                                 handoff.Stats
+}
+
+// takeCensus reads every zone of nodes once (one after another).
+func takeCensus(nodes []*Node) (*census, error) {
+	c := &census{owners: map[uint64][]string{}, lastApplied: map[uint64]uint64{}, inFlight: map[string]int{}, marks: map[string]zoneMark{}}
+	for _, n := range nodes {
+		err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			s := z.Stats()
+			key := n.NodeID() + "/" + z.ID()
+			c.marks[key] = zoneMark{s.Players, s.NPCs, s.Frozen, s.Joins, s.Leaves, s.Restores,
+				s.MovesApplied, s.MovesLost, s.MovesDropped,
+				s.HandoffsBegun, s.HandoffsOut, s.HandoffsIn, s.HandoffsAborted, z.Handoffs().Stats()}
+			if f := z.Handoffs().InFlight(); f > 0 {
+				c.inFlight[key] = f
+			}
+			c.st.MovesApplied += s.MovesApplied
+			c.st.MovesLost += s.MovesLost
+			c.st.MovesDropped += s.MovesDropped
+			c.st.HandoffsIn += s.HandoffsIn
+			c.st.HandoffsAborted += s.HandoffsAborted
+			z.Entities(func(e sim.EntityInfo) {
+				if !e.Owned {
+					return
+				}
+				c.truth = append(c.truth, e)
+				if e.Kind == sim.KindNPC {
+					c.ownedNPCs++
+					return
+				}
+				c.owners[e.ID] = append(c.owners[e.ID], z.ID())
+				c.lastApplied[e.ID] = e.LastApplied
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// settledCensus takes a census of paused zones once no handoff is in
+// flight and two readings in a row agree (see walkAcrossBorders), or
+// reports the handoffs that did not settle within wait.
+func settledCensus(nodes []*Node, wait time.Duration) (*census, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		a, err := takeCensus(nodes)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.inFlight) == 0 {
+			b, err := takeCensus(nodes)
+			if err != nil {
+				return nil, err
+			}
+			if maps.Equal(a.marks, b.marks) {
+				return a, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("census: zones not settled %v after the walk (ticks paused): handoffs in flight %v", wait, a.inFlight)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // directory, and the entities of its own zones only: node 1 of three owns
 // x0z0, so its frames carry x0z0's NPCs and nothing of the other zones.
 func TestWorldMapCluster(t *testing.T) {
-	nodes := startCluster(t, 40)
+	nodes := startCluster(t, 40, nil)
 	defer stopAll(nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -337,6 +337,20 @@ func (m *Machine) Owns(entity uint64) bool {
 // Len returns how many entities the machine tracks in any phase.
 func (m *Machine) Len() int { return len(m.ents) }
 
+// InFlight counts the entities this zone is handing away and whose new
+// owner may not own them yet: offered (not yet committed or aborted) or
+// committed and not yet acknowledged. While it is not zero, another zone's
+// view of those entities may still change without this zone's changing.
+func (m *Machine) InFlight() int {
+	n := 0
+	for _, e := range m.ents {
+		if e.phase == PhaseOffering || e.phase == PhaseCommitting {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *Machine) msg(kind Kind, entity uint64, epoch Epoch, to string, now time.Duration) Msg {
 	return Msg{Kind: kind, Entity: entity, Epoch: epoch, From: m.zone, To: to, Sent: now}
 }
