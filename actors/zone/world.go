@@ -176,7 +176,7 @@ func (w *World) ZoneFor(player uint64) *actor.PID {
 func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 	run := w.run.Load()
 	for _, id := range run.ids {
-		f := w.sys.Root.RequestFuture(run.pids[id], &Inspect{Fn: fn}, timeout)
+		f := RequestInspect(w.sys.Root, run.pids[id], fn, timeout)
 		if _, err := f.Result(); err != nil {
 			return fmt.Errorf("inspect zone %s: %w", id, err)
 		}
