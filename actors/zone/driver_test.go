@@ -238,12 +238,16 @@ func (d *driver) problems() []string {
 	return append([]string(nil), d.bad...)
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds or the timeout passes; a why (at most
+// one) says, on a timeout, what was still wrong.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool, why ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if len(why) > 0 {
+				t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why[0]())
+			}
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(5 * time.Millisecond)
