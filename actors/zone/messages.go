@@ -44,11 +44,13 @@ type Teleport struct {
 type Pause struct{ Paused bool }
 
 // Inspect runs Fn on the zone's simulation inside the actor (read-only use)
-// and answers struct{}{} when done: for tests and admin views. Send it with
-// RequestInspect, which keeps its mailbox priority: RequestFuture (and
-// Context.Request) wrap a message in an *actor.MessageEnvelope, which the
-// priority mailbox files at the default priority, behind every input the
-// zone has queued (a crowded zone on a loaded host: seconds).
+// and answers struct{}{} when done: for tests and admin views. Sent with
+// RequestInspect it keeps its mailbox priority and runs before the inputs
+// the zone has queued (a crowded zone on a loaded host: seconds of them).
+// Sent with RequestFuture (or Context.Request) it travels in an
+// *actor.MessageEnvelope, which the priority mailbox files at the default
+// priority: it runs after everything sent before it (World.Inspect, the
+// tests' barrier).
 type Inspect struct {
 	Fn func(z *sim.Zone)
 	// Reply, when set, gets the answer (RequestInspect sets it to its
@@ -100,7 +102,8 @@ func (*ReplicaEnvelope) GetPriority() int8 { return zonePriority }
 func (*tickMsg) GetPriority() int8 { return zonePriority }
 
 // GetPriority implements actor.PriorityMessage: a look inside a busy zone
-// must not wait behind its inputs.
+// must not wait behind its inputs. It applies only to an Inspect sent
+// unwrapped (RequestInspect, Send), not to one in a request's envelope.
 func (*Inspect) GetPriority() int8 { return zonePriority }
 
 // GetPriority implements actor.PriorityMessage.
