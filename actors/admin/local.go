@@ -70,7 +70,7 @@ func (l *local) inspect(fn func(id string, z *sim.Zone)) error {
 		if pid == nil {
 			continue
 		}
-		f := l.p.Sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) { fn(id, z) }}, l.timeout)
+		f := zone.RequestInspect(l.p.Sys.Root, pid, func(z *sim.Zone) { fn(id, z) }, l.timeout)
 		if _, err := f.Result(); err != nil {
 			return fmt.Errorf("zone %s: %w", id, err)
 		}

@@ -94,8 +94,11 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.Teleport:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: m.Entity,
 			Pos: &pb.Vec3{X: m.Pos[0], Y: m.Pos[1], Z: m.Pos[2]}}}}
-	case *zone.Inspect, *zone.Pause:
+	case *zone.Inspect:
 		// Remote zones are inspected and paused by their own node.
+		m.Answer(ctx)
+		return
+	case *zone.Pause:
 		if ctx.Sender() != nil {
 			ctx.Respond(struct{}{})
 		}

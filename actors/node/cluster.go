@@ -300,13 +300,13 @@ func (m *membership) restore(id string) {
 		case <-time.After(500 * time.Millisecond):
 		}
 		var back []uint64
-		f := m.sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) {
+		f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
 			for p := range pending {
 				if e, ok := z.Entity(p); ok && e.Owned {
 					back = append(back, p)
 				}
 			}
-		}}, time.Second)
+		}, time.Second)
 		if _, err := f.Result(); err != nil {
 			return // the zone is gone again
 		}

@@ -238,9 +238,9 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	// Freeze, then take every owned player's state: nothing changes after.
 	m.sys.Root.Send(pid, &zone.Pause{Paused: true})
 	var cps []handoff.Checkpoint
-	f := m.sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) {
+	f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
 		cps = z.AppendCheckpoints(nil, 1)
-	}}, 5*time.Second)
+	}, 5*time.Second)
 	if _, err := f.Result(); err != nil {
 		m.sys.Root.Send(pid, &zone.Pause{Paused: false})
 		return fmt.Errorf("freeze: %w", err)

@@ -200,14 +200,14 @@ func (m *Map) collect(dst []Entity) ([]Entity, []ZoneLoad) {
 		g := &grab{}
 		grabs[i] = g
 		zi := uint16(i)
-		futures[i] = m.cfg.Sys.Root.RequestFuture(pid, &zone.Inspect{Fn: func(z *sim.Zone) {
+		futures[i] = zone.RequestInspect(m.cfg.Sys.Root, pid, func(z *sim.Zone) {
 			g.here = true
 			z.Entities(func(e sim.EntityInfo) {
 				if e.Owned {
 					g.ents = append(g.ents, Entity{ID: e.ID, Kind: e.Kind, Zone: zi, X: e.State.Pos[0], Z: e.State.Pos[2]})
 				}
 			})
-		}}, m.cfg.Timeout)
+		}, m.cfg.Timeout)
 	}
 	loads := make([]ZoneLoad, len(m.pids))
 	for i, f := range futures {
@@ -400,7 +400,7 @@ func (m *Map) serveEntity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var info *entityInfo
-	f := m.cfg.Sys.Root.RequestFuture(m.pids[zi], &zone.Inspect{Fn: func(z *sim.Zone) {
+	f := zone.RequestInspect(m.cfg.Sys.Root, m.pids[zi], func(z *sim.Zone) {
 		e, ok := z.Entity(id)
 		if !ok || !e.Owned {
 			return
@@ -411,7 +411,7 @@ func (m *Map) serveEntity(w http.ResponseWriter, r *http.Request) {
 		}
 		info = &entityInfo{ID: e.ID, Kind: kind, Zone: z.ID(), Node: m.cfg.Node, Pos: e.State.Pos, Vel: e.State.Vel,
 			Yaw: e.State.Yaw, Epoch: uint64(e.Epoch), Frozen: e.Frozen, Conn: connName(e.Conn), View: e.View, LastApplied: e.LastApplied}
-	}}, m.cfg.Timeout)
+	}, m.cfg.Timeout)
 	if _, err := f.Result(); err != nil {
 		http.Error(w, "zone did not answer: "+err.Error(), http.StatusGatewayTimeout)
 		return

@@ -43,6 +43,11 @@ type driver struct {
 	walk    func(id uint64, tick int) (fwd int8, yaw uint16)
 	ticks   int
 	bad     []string
+	// resendAfter, when set, makes each step resend a player's
+	// unacknowledged moves as actors/conn's resendStalled does: when the
+	// oldest went that long ago (doubling, up to 8×, while no progress
+	// is reported). Without it every move is sent once.
+	resendAfter time.Duration
 }
 
 type dplayer struct {
@@ -66,6 +71,13 @@ type dplayer struct {
 	// advanced: the scheduled tick time of every Control that moved
 	// LastApplied on, with how many Redirects the player had taken then.
 	advanced []ctlMark
+	// With driver.resendAfter: every move sent (Seq i+1 at i) and when,
+	// the last resend and how many since the last progress.
+	moves    []move.Move
+	sentAt   []time.Time
+	resentAt time.Time
+	resends  uint
+	resent   uint64 // moves sent again
 }
 
 // ctlMark is one Control that acknowledged new moves.
@@ -128,6 +140,7 @@ func (d *driver) Receive(ctx actor.Context) {
 			}
 			if m.LastApplied > p.applied {
 				p.advanced = append(p.advanced, ctlMark{at: m.At, redirects: p.redirects})
+				p.resends = 0
 			}
 			p.applied = m.LastApplied
 			p.controls++
@@ -191,7 +204,21 @@ func (d *driver) Receive(ctx actor.Context) {
 			if d.walk != nil {
 				fwd, yaw = d.walk(id, d.ticks)
 			}
-			in.Moves = append(in.Moves[:0], move.Move{Seq: p.sent, Dt: m.dt, Forward: fwd, Yaw: yaw})
+			mv := move.Move{Seq: p.sent, Dt: m.dt, Forward: fwd, Yaw: yaw}
+			in.Moves = append(in.Moves[:0], mv)
+			if d.resendAfter > 0 {
+				now := time.Now()
+				p.moves, p.sentAt = append(p.moves, mv), append(p.sentAt, now)
+				if p.applied+1 < p.sent && now.Sub(maxTime(p.sentAt[p.applied], p.resentAt)) >= d.resendAfter<<min(p.resends, 3) {
+					// Every unacknowledged move, in order: one contiguous
+					// batch (a gap inside a batch means moves lost at the
+					// client). The zone drops those it has.
+					in.Moves = append(in.Moves[:0], p.moves[p.applied:]...)
+					p.resentAt = now
+					p.resends++
+					p.resent += p.sent - p.applied - 1
+				}
+			}
 			ctx.Send(p.route, in)
 		}
 	case *driverSync:
@@ -203,10 +230,17 @@ func (d *driver) Receive(ctx actor.Context) {
 	}
 }
 
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // pstat is a copy of a player's counters.
 type pstat struct {
 	route                                        *actor.PID
-	epoch, sent, applied                         uint64
+	epoch, sent, applied, resent                 uint64
 	controls, redirects, viewsTaken, viewEntries int
 	kicked                                       bool
 	latency                                      []time.Duration
@@ -223,7 +257,7 @@ func (d *driver) snapshot() map[uint64]pstat {
 	defer d.mu.Unlock()
 	out := map[uint64]pstat{}
 	for id, p := range d.players {
-		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, controls: p.controls,
+		out[id] = pstat{route: p.route, epoch: p.epoch, sent: p.sent, applied: p.applied, resent: p.resent, controls: p.controls,
 			redirects: p.redirects, viewsTaken: p.viewsTaken, viewEntries: p.viewEntries, kicked: p.kicked,
 			latency: append([]time.Duration(nil), p.latency...), echoes: append([]msg.Event(nil), p.echoes...), holdsAt: append([]int(nil), p.holdsAt...),
 			forced: append([][3]float32(nil), p.forced...), lastView: append([]ghost.ViewEntry(nil), p.lastView...),
@@ -238,12 +272,16 @@ func (d *driver) problems() []string {
 	return append([]string(nil), d.bad...)
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds or the timeout passes; a why (at most
+// one) says, on a timeout, what was still wrong.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool, why ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if len(why) > 0 {
+				t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why[0]())
+			}
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(5 * time.Millisecond)

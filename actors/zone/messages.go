@@ -44,10 +44,38 @@ type Teleport struct {
 type Pause struct{ Paused bool }
 
 // Inspect runs Fn on the zone's simulation inside the actor (read-only use)
-// and responds with struct{}{} when done: for tests and admin views. Send it
-// with RequestFuture from outside an actor.
+// and answers struct{}{} when done: for tests and admin views. Sent with
+// RequestInspect it keeps its mailbox priority and runs before the inputs
+// the zone has queued (a crowded zone on a loaded host: seconds of them).
+// Sent with RequestFuture (or Context.Request) it travels in an
+// *actor.MessageEnvelope, which the priority mailbox files at the default
+// priority: it runs after everything sent before it (World.Inspect, the
+// tests' barrier).
 type Inspect struct {
 	Fn func(z *sim.Zone)
+	// Reply, when set, gets the answer (RequestInspect sets it to its
+	// future); otherwise the sender of a request does.
+	Reply *actor.PID
+}
+
+// Answer sends the Inspect's answer from inside the actor that took it: to
+// Reply, or to the request's sender; a plain Send without Reply gets none.
+func (m *Inspect) Answer(ctx actor.Context) {
+	switch {
+	case m.Reply != nil:
+		ctx.Send(m.Reply, struct{}{})
+	case ctx.Sender() != nil:
+		ctx.Respond(struct{}{})
+	}
+}
+
+// RequestInspect sends zone pid an Inspect running fn and returns the
+// future of its answer. The Inspect travels unwrapped, so it keeps its
+// priority (zonePriority) and runs before the zone's queued inputs.
+func RequestInspect(root *actor.RootContext, pid *actor.PID, fn func(z *sim.Zone), timeout time.Duration) *actor.Future {
+	f := actor.NewFuture(root.ActorSystem(), timeout)
+	root.Send(pid, &Inspect{Fn: fn, Reply: f.PID()})
+	return f
 }
 
 // tickMsg is the timer's nudge: run the tick due now.
@@ -74,7 +102,8 @@ func (*ReplicaEnvelope) GetPriority() int8 { return zonePriority }
 func (*tickMsg) GetPriority() int8 { return zonePriority }
 
 // GetPriority implements actor.PriorityMessage: a look inside a busy zone
-// must not wait behind its inputs.
+// must not wait behind its inputs. It applies only to an Inspect sent
+// unwrapped (RequestInspect, Send), not to one in a request's envelope.
 func (*Inspect) GetPriority() int8 { return zonePriority }
 
 // GetPriority implements actor.PriorityMessage.

@@ -172,7 +172,10 @@ func (w *World) ZoneFor(player uint64) *actor.PID {
 }
 
 // Inspect runs fn inside every zone actor, one after another, and waits for
-// each (read-only use; tests and admin).
+// each (read-only use; tests). It travels as a request (RequestFuture), at
+// the default priority: each zone runs fn after everything sent to it
+// before, so tests use it as a barrier (and it waits behind a zone's
+// backlog of inputs). RequestInspect does not wait behind them.
 func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 	run := w.run.Load()
 	for _, id := range run.ids {

@@ -179,7 +179,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.setPaused(m.Paused)
 	case *Inspect:
 		m.Fn(a.z)
-		ctx.Respond(struct{}{})
+		m.Answer(ctx)
 	}
 }
 
