@@ -41,8 +41,9 @@ const DefaultLeaseTTL = 3 * time.Second
 // lease expires, it owns the zone at the same epoch, nothing moved. It
 // gives the zone up (lost) when a renewal finds the lease changed hands or
 // gone, or when TTL − TTL/12 passed since the last renewal it saw succeed
-// (another node may claim it at TTL). At the default 3 s TTL a NATS
-// outage of about 2.2 s or less costs nothing.
+// (another node may claim it at TTL); a renewal counts from when it was
+// sent. At the default 3 s TTL a NATS outage of about 2.2 s (less one
+// round trip) or less costs nothing.
 type Leases struct {
 	kv    jetstream.KeyValue
 	node  string
