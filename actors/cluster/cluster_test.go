@@ -624,3 +624,54 @@ func TestCommitCopiesShareTheRecordWrite(t *testing.T) {
 		}
 	}
 }
+
+// replyLagKV is a zones bucket whose Update replies late: the clock moves
+// on by lag while the request is out (the server wrote the lease at some
+// moment in between).
+type replyLagKV struct {
+	jetstream.KeyValue
+	now *atomic.Int64 // the leases' clock, ns since an epoch
+	lag time.Duration
+}
+
+func (k *replyLagKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	rev, err := k.KeyValue.Update(ctx, key, value, revision)
+	k.now.Add(int64(k.lag))
+	return rev, err
+}
+
+// A renewal counts from when it was sent, not from its reply: the lease
+// may expire TTL after the send, so an owner whose reply came late must
+// fence itself as if it renewed at the send (counted from the reply, it
+// went on writing as owner up to a round trip past the lease's possible
+// expiry: a second owner's window).
+func TestLeaseRenewalCountsFromItsSend(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute // the renewal loop's first tick (TTL/6) comes after the test
+	bucket := zonesBucket(t, nc, ttl)
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	kv := &replyLagKV{KeyValue: bucket, now: clock, lag: 20 * time.Second}
+	l, lost := countingLeases(t, kv, "a", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	kv.lag = 0
+	if _, err := l.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Store(int64(10 * time.Second)) // renewed at t0+10s, its reply at t0+30s
+	kv.lag = 20 * time.Second
+	l.renewAll()
+	if _, held := l.Held("z"); !held || lost.Load() != 0 {
+		t.Fatalf("a late reply still renews: held %v, lost %d", held, lost.Load())
+	}
+	fence := ttl - ttl/3 // 40 s after the last renewal
+	clock.Store(int64(10*time.Second + fence - time.Second))
+	if !l.Valid("z") {
+		t.Fatal("not valid within the fence of the renewal's send")
+	}
+	clock.Store(int64(10*time.Second + fence + time.Second))
+	if l.Valid("z") {
+		t.Fatal("still valid a fence after the renewal was sent: it counted from the reply")
+	}
+}
