@@ -119,6 +119,10 @@ type recordCommit struct {
 	epoch   uint64 // the player's epoch in zone once it takes it
 	written bool   // false: in flight
 	at      time.Time
+	// newest is the newest copy of the Commit that came while the write was
+	// in flight: the write delivers it, not the first copy, which may be
+	// older than the zone's MaxAge by the time a slow write completes.
+	newest *zone.HandoffEnvelope
 }
 
 // Commit states for a cross-process Commit (commitFor).
@@ -130,12 +134,16 @@ const (
 
 // commitFor reports what to do with a copy of a Commit of player to zone
 // at epoch, and marks a new one in flight.
-func (b *Bridge) commitFor(player uint64, zone string, epoch uint64) int {
+func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone.HandoffEnvelope) int {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
-	if c, ok := b.commits[player]; ok && c.zone == zone && c.epoch == epoch {
+	if c, ok := b.commits[player]; ok && c.zone == zoneID && c.epoch == epoch {
 		if c.written {
 			return commitWritten
+		}
+		if c.newest == nil || env.Msg.Sent > c.newest.Msg.Sent {
+			c.newest = env
+			b.commits[player] = c
 		}
 		return commitInFlight
 	}
@@ -149,25 +157,29 @@ func (b *Bridge) commitFor(player uint64, zone string, epoch uint64) int {
 			}
 		}
 	}
-	b.commits[player] = recordCommit{zone: zone, epoch: epoch, at: time.Now()}
+	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env}
 	return commitNew
 }
 
 // commitDone records the outcome of a Commit's record write: written, or
-// forgotten (the next copy tries again).
-func (b *Bridge) commitDone(player uint64, zone string, epoch uint64, ok bool) {
+// forgotten (the next copy tries again). It returns the newest copy that
+// came while the write was in flight (nil: none, or a newer Commit of the
+// player took the entry's place).
+func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool) *zone.HandoffEnvelope {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	c, have := b.commits[player]
-	if !have || c.zone != zone || c.epoch != epoch {
-		return // a newer Commit of the player took its place
+	if !have || c.zone != zoneID || c.epoch != epoch {
+		return nil // a newer Commit of the player took its place
 	}
+	env := c.newest
 	if ok {
-		c.written = true
+		c.written, c.newest = true, nil
 		b.commits[player] = c
 	} else {
 		delete(b.commits, player)
 	}
+	return env
 }
 
 // NewBridge subscribes to this node's connection subject.
@@ -434,16 +446,19 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 			// a second owner). The old owner resends the Commit meanwhile:
 			// one write for all its copies.
 			player, epoch := env.Msg.Entity, uint64(env.Msg.Epoch)+1
-			switch b.commitFor(player, zoneID, epoch) {
+			switch b.commitFor(player, zoneID, epoch, env) {
 			case commitWritten:
 				root.Send(pid, env) // the zone acknowledges it again
 			case commitInFlight:
 				b.m.CommitsCoalesced.Add(1)
 			default:
 				b.cfg.Players.Commit(player, zoneID, epoch, func(ok bool) {
-					b.commitDone(player, zoneID, epoch, ok)
+					newest := b.commitDone(player, zoneID, epoch, ok)
 					if ok {
-						root.Send(pid, env)
+						if newest == nil {
+							newest = env
+						}
+						root.Send(pid, newest)
 					} else {
 						b.m.RecordRefused.Add(1)
 					}

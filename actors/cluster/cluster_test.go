@@ -579,9 +579,11 @@ func (s *slowKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 }
 
 // The copies of a Commit the source resends while its record write is in
-// flight cost no write of their own: the write delivers the Commit once;
-// a copy after it was written goes to the zone (which acknowledges it
-// again) without another write.
+// flight cost no write of their own: the write delivers the Commit once,
+// and the copy it delivers is the newest (the first may be older than the
+// zone's MaxAge by the time a slow write completes); a copy after it was
+// written goes to the zone (which acknowledges it again) without another
+// write.
 func TestCommitCopiesShareTheRecordWrite(t *testing.T) {
 	f := newBridgeFixture(t)
 	js, _ := jetstream.New(f.nc)
@@ -593,23 +595,34 @@ func TestCommitCopiesShareTheRecordWrite(t *testing.T) {
 	players := NewPlayers(kv, "n1", nil)
 	defer players.Close()
 	f.b.cfg.Players = players
-	b, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: f.epoch, FromNode: "n2", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{
-		Msg: &pb.HandoffMessage{Kind: pb.HandoffKind_HANDOFF_KIND_COMMIT, Entity: 8, Epoch: 3, From: "y", To: "z",
-			State: &pb.EntitySnapshot{Entity: 8, Control: &pb.ControlState{Pos: &pb.Vec3{}, Vel: &pb.Vec3{}}, Name: "p"}},
-		GatewayNode: "n2"}}}}})
+	commit := func(sent time.Duration) []byte {
+		b, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: f.epoch, FromNode: "n2", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{
+			Msg: &pb.HandoffMessage{Kind: pb.HandoffKind_HANDOFF_KIND_COMMIT, Entity: 8, Epoch: 3, From: "y", To: "z", SentNs: f.b.wallStamp(sent),
+				State: &pb.EntitySnapshot{Entity: 8, Control: &pb.ControlState{Pos: &pb.Vec3{}, Vel: &pb.Vec3{}}, Name: "p"}},
+			GatewayNode: "n2"}}}}})
+		return b
+	}
 	const copies = 10
-	for range copies { // resent every 50 ms, a write taking longer
-		if err := f.nc.Publish(zoneSubject("w", "z"), b); err != nil {
+	for i := range copies { // resent every 50 ms, a write taking longer
+		if err := f.nc.Publish(zoneSubject("w", "z"), commit(time.Duration(i+1)*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	waitFor(t, 5*time.Second, "the Commit to reach the zone", func() bool { return f.p.count() == 1 })
+	f.p.mu.Lock()
+	first, _ := f.p.got[0].(*zone.HandoffEnvelope)
+	f.p.mu.Unlock()
+	// Copies arrive in order, and each one coalesced while the write was in
+	// flight became the newest: the write delivers copy number coalesced+1.
+	if c := f.b.m.CommitsCoalesced.Load(); first == nil || first.Msg.Sent != time.Duration(c+1)*time.Second {
+		t.Fatalf("the write delivered %#v after %d copies coalesced, want the newest (sent at %v)", first, c, time.Duration(c+1)*time.Second)
+	}
 	requests := kv.gets.Load() + kv.updates.Load()
 	if c := f.b.m.CommitsCoalesced.Load(); c == 0 || c >= copies {
 		t.Fatalf("%d of %d copies coalesced, want all but the first while its write was in flight", c, copies)
 	}
-	if err := f.nc.Publish(zoneSubject("w", "z"), b); err != nil {
+	if err := f.nc.Publish(zoneSubject("w", "z"), commit(copies*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "the copy after the write to reach the zone", func() bool { return f.p.count() == 2 })
