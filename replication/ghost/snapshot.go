@@ -107,7 +107,12 @@ type snapEnt struct {
 	bad    uint8  // snapOK, or why a view naming it is refused
 	yawQ   uint16 // the yaw code (Table's slot.yawQ), quantized once for every table
 	qpos   [3]uint32
-	state  State
+	// now is the groups stamped with this snapshot's seq (chg): what
+	// changed since the series' previous snapshot (every group of a new
+	// entry). A table that took the previous snapshot reads its changes
+	// here, once, instead of comparing every group's stamp.
+	now   uint64
+	state State
 }
 
 // Why a snapshot entry is refused.
@@ -252,6 +257,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	for i := range s.ents {
 		e := &s.ents[i]
 		c := e.class
+		e.now = 0
 		if c == nil {
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
 			continue
@@ -275,11 +281,13 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			copy(chg, prevChg[i*st:i*st+st])
 			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
+				e.now |= c.posBit
 			}
 			if !sameBeyondPos(&prev[i].state, &e.state) {
 				for g := range c.Groups {
 					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
 						chg[g] = s.seq
+						e.now |= 1 << uint(g)
 					}
 				}
 			}
@@ -288,6 +296,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		for g := range chg {
 			chg[g] = s.seq
 		}
+		e.now = c.all
 	}
 	s.sealed = true
 	w.release() // the previous one: its stamps are read (prev above)
@@ -367,10 +376,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
 			case psi&siCarry != 0:
 				moved = oldCarry[psi&siIndex].q != e.qpos
-			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
+			case same && psi == r.Index && ptaken == snap.seq-1:
 				// The entry of the snapshot just before this one: its
 				// stamp says whether the position differs from that one's.
-				moved = snap.chg[int(r.Index)*snap.stride+c.posIdx] == snap.seq
+				moved = e.now&c.posBit != 0
 			default:
 				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
@@ -379,6 +388,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			}
 			changed := s.moveBit(c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
+			case same && psi == r.Index && ptaken == snap.seq-1:
+				changed |= e.now &^ c.posBit // the stamps that are snap.seq
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
 				for g := range c.Groups {
