@@ -1012,7 +1012,9 @@ const trimEvery = time.Second
 // of two a quarter above its most use since the last check, and the pool
 // (grown by a quarter) shrinks to a quarter above its use once it used at
 // most half its room. A store at its steady use never moves and allocates
-// nothing; a burst costs at most one shrink a second.
+// nothing; a burst costs at most one shrink a second. The per-id arrays
+// likewise: grown to the most ids a scope ever held, they come down to a
+// quarter above the ids in use once those fit in half of them (shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1029,6 +1031,30 @@ func (t *Table) trim() {
 		t.compactPositions(max(x.hw+x.hw/4, 32))
 	}
 	t.entHW, t.pp.hw = t.entLen, t.pp.used
+	if n := len(t.slots); n > minShrinkIDs && t.top <= n/2 {
+		t.shrinkIDs(max((t.top+t.top/4+7)&^7, minShrinkIDs))
+	}
+}
+
+// minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
+// (a few hundred bytes).
+const minShrinkIDs = 16
+
+// shrinkIDs cuts the per-id arrays to n ids (n ≥ top: the ids above are
+// free, with nothing in flight). A peak of ghosts in scope — a crowd the
+// player walked through — would otherwise cost its ≈ 100 bytes an id
+// (snapshot views; 260 with SetView's states) for the connection's life.
+func (t *Table) shrinkIDs(n int) {
+	for id := n; id < len(t.pos); id++ {
+		t.pos[id].reset(&t.pp) // free ids hold no position in flight; to be sure
+	}
+	t.slots = resize(t.slots, n)
+	t.pos = resize(t.pos, n)
+	if !t.snapMode {
+		t.states = resize(t.states, n)
+		t.qs = resize(t.qs, n)
+	}
+	t.lastField = resize(t.lastField, n*int(t.stride))
 }
 
 // resizeEnts moves the live records, in FIFO order, into a ring of n
