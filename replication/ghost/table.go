@@ -825,7 +825,8 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 // grow extends the per-id arrays to at least n ids, by an eighth at a time
 // in multiples of 8 (ids stay compact, so the arrays stay near the largest
 // scope; a scope that settles stops allocating). An eighth, not more: the
-// room is kept for the table's life, ≈ 120 B an id (snapshot views).
+// room is kept until the ids in use fit in half of it (trim), ≈ 100 B an
+// id (snapshot views).
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
