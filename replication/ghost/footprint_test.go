@@ -110,6 +110,7 @@ func TestTableFootprint(t *testing.T) {
 		// 16 bytes (was 20), a record in flight 4 (was 8). The 56-byte
 		// slots of 64 ids still take the 4,096-byte size class.
 		{32, true, 7.25 * 1024}, // measured 7.2 KB, 225 B a ghost (was 13, then 10.4, 8.6, 8.2, 7.5 KB)
+		{48, true, 10.5 * 1024}, // measured 10.4 KB, 216 B a ghost (the server's scope at 1,000 players; 10.8 KB with 64-byte slots)
 		{64, true, 14 * 1024},   // measured 13.9 KB, 217 B a ghost (was 25, then 19.8, 16.0, 15.0, 13.9 KB)
 	} {
 		const tables = 64
