@@ -41,8 +41,10 @@ func (t *Table) OnFate(f notify.Fate) {
 		s.inflight--
 		if f.Delivered && (s.ackAt == 0 || sent.sub(s.ackAt) >= 0) {
 			s.ackAt = sent
-			if seqAfter(uint32(f.Seq), s.ackSeq) {
-				s.ackSeq = uint32(f.Seq)
+			// The packet carried the ghost, so it is at most lastSeq, and
+			// in flight: less than maxSeqSpan back.
+			if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
+				s.ackBack = back
 			}
 			// The client holds the state of the view the packet was
 			// written from (p.t); anything changed in a later view is still

@@ -98,7 +98,7 @@ func (k *tableConfig) waited(owtB int8, age int32) int {
 // bucketOne is bucketOf(1).
 const bucketOne = 127<<2 - bucketBase
 
-// owtBTable is overdueWeight by priority bucket (SetView looks it up).
+// owtBTable is overdueWeight by priority bucket (collect looks it up).
 var owtBTable = func() (a [tierBuckets]int8) {
 	for b := range a {
 		a[b] = overdueWeight(b)
@@ -275,11 +275,11 @@ func (p *packer) collect(t *Table, now msTime) int {
 				}
 			}
 			if s.dirty == 0 {
-				if !seqAfter(s.lastSeq, s.ackSeq) {
+				if s.ackBack == 0 {
 					continue // nothing unconfirmed
 				}
 				if late > 0 {
-					b = tierOverdue*tierBuckets + k.waited(s.owtB, late)
+					b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], late)
 					p.pressed[i>>6] |= 1 << uint(i&63)
 					break
 				}
@@ -294,7 +294,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 			}
 			age := int32(now - s.since)
 			if age >= maxStale || late > 0 {
-				b = tierOverdue*tierBuckets + k.waited(s.owtB, max(age, late))
+				b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
@@ -393,6 +393,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	var mask uint64
 	var err error
 	pushPos := false
+	var q *[3]uint32 // the latest quantized position, if the record carries it
 	switch s.phase {
 	case phaseKilling:
 		kind = recKill
@@ -400,7 +401,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	case phaseCreating:
 		kind, mask = recCreate, c.all
 		err = t.writeCreate(w, id, s, c, width)
-		pushPos = c.posIdx >= 0
+		if pushPos = c.posIdx >= 0; pushPos {
+			q = t.qposOf(id, s)
+		}
 	default:
 		kind = recUpdate
 		mask = s.dirty & c.all
@@ -408,9 +411,13 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if resend {
 			mask = t.unconfirmed(id, s, c)
 		}
+		// Where the view left the position and yaw code: looked up once
+		// for the posForm, the update and the position's track.
+		var yaw uint16
+		q, yaw = t.latest(id, s)
 		var pf posForm
 		if mask&c.posBit != 0 {
-			t.posForm(id, s, &pf)
+			t.posForm(id, s, q, &pf)
 			switch pf.kind {
 			case posSame: // every value the client may show equals it
 				s.dirty &^= c.posBit
@@ -422,7 +429,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if mask == 0 {
 			return recNothing
 		}
-		err = t.writeUpdate(w, id, s, c, mask, width, &pf)
+		err = t.writeUpdate(w, id, s, c, mask, width, &pf, q, yaw)
 		pushPos = mask&c.posBit != 0
 		if err == nil && pushPos && pf.k == 0 {
 			t.stats.AbsolutePos++
@@ -453,13 +460,16 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		tr.push(&t.pp, stamp(t.viewMS), t.qposOf(id, s))
+		tr.push(&t.pp, stamp(t.viewMS), q)
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {
 			s.restCopies--
 		}
 	}
+	// The delivered carrier stays where it was: further back from the new
+	// lastSeq (pinned at fieldOld).
+	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
@@ -468,7 +478,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		t.stats.Kills++
 	case recCreate:
 		s.fl |= flCreateInFlight
-		s.ackSeq = uint32(seq) - 1 // nothing of this incarnation is confirmed yet
+		s.ackBack = 1 // nothing of this incarnation is confirmed yet (seq − 1)
 		s.dirty = 0
 		t.stats.Creates++
 	default:
@@ -491,7 +501,7 @@ func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
-	ack := min(s.lastSeq-s.ackSeq, fieldOld)
+	ack := uint32(s.ackBack) // at most fieldOld
 	var m uint64
 	for i := range c.Groups {
 		if uint32(uint16(s.lastSeq)-lf[i]) < ack {
@@ -566,10 +576,10 @@ func (t *Table) posWritable(id uint32) bool {
 	return !ok || ts.sub(stamp(t.viewMS)) < 0
 }
 
-// posForm fills pf with how an update sends the position: the low k bits
-// of each changed axis (k from the spread of the client's possible
-// predictions), absolute, or not at all.
-func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
+// posForm fills pf with how an update sends the position q (ghost id's
+// latest): the low k bits of each changed axis (k from the spread of the
+// client's possible predictions), absolute, or not at all.
+func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if s.posBlocked() {
 		pf.kind = posLater
 		return
@@ -578,7 +588,6 @@ func (t *Table) posForm(id uint32, s *slot, pf *posForm) {
 	if tr.dn == 0 {
 		return // absolute (kind posSend, k 0)
 	}
-	q := t.qposOf(id, s)
 	var buf [posRingLen]posVal
 	fl := tr.inflight(&t.pp, &buf)
 	if s.restCopies == 0 && tr.clientHasIn(&t.pp, id, fl, q) {
@@ -655,12 +664,13 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 	return nil
 }
 
-// writeUpdate writes an update record with the given mask. The header and
+// writeUpdate writes an update record with the given mask, of the ghost's
+// latest quantized position q and yaw code yaw (Table.latest). The header and
 // the fields the table codes itself (a position window, yaw) are gathered,
 // first bit first, into runs of at most runMax bits, each one write (the
 // writer's fast path): the same bits, one call instead of three for a
 // usual update.
-func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm) error {
+func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16) error {
 	var rv uint64 // the run: rn bits gathered, not yet written
 	var rn uint
 	if mask == c.DefaultMask {
@@ -683,9 +693,9 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, m
 		var n uint
 		switch {
 		case g.pos && pf.k > 0:
-			v, n = posWindow(t.qposOf(id, s), pf)
+			v, n = posWindow(q, pf)
 		case g.yaw && i == c.yawIdx:
-			v, n = uint64(s.yawQ), g.yc.bits // YawGroup's Encode, quantized at the view
+			v, n = uint64(yaw), g.yc.bits // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
 		case g.yaw:
 			if st == nil {
 				st = t.stateOf(id)
@@ -700,7 +710,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, m
 			}
 			var err error
 			if g.pos {
-				err = t.writePosAbsUpdate(w, t.qposOf(id, s))
+				err = t.writePosAbsUpdate(w, q)
 			} else {
 				if st == nil {
 					st = t.stateOf(id)

@@ -105,9 +105,14 @@ type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
 	bad    uint8  // snapOK, or why a view naming it is refused
-	yawQ   uint16 // the yaw code (Table's slot.yawQ), quantized once for every table
+	yawQ   uint16 // the yaw code (Table.latest), quantized once for every table
 	qpos   [3]uint32
-	state  State
+	// now is the groups stamped with this snapshot's seq (chg): what
+	// changed since the series' previous snapshot (every group of a new
+	// entry). A table that took the previous snapshot reads its changes
+	// here, once, instead of comparing every group's stamp.
+	now   uint64
+	state State
 }
 
 // Why a snapshot entry is refused.
@@ -252,6 +257,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	for i := range s.ents {
 		e := &s.ents[i]
 		c := e.class
+		e.now = 0
 		if c == nil {
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
 			continue
@@ -275,11 +281,13 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			copy(chg, prevChg[i*st:i*st+st])
 			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
+				e.now |= c.posBit
 			}
 			if !sameBeyondPos(&prev[i].state, &e.state) {
 				for g := range c.Groups {
 					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
 						chg[g] = s.seq
+						e.now |= 1 << uint(g)
 					}
 				}
 			}
@@ -288,6 +296,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		for g := range chg {
 			chg[g] = s.seq
 		}
+		e.now = c.all
 	}
 	s.sealed = true
 	w.release() // the previous one: its stamps are read (prev above)
@@ -367,10 +376,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
 			case psi&siCarry != 0:
 				moved = oldCarry[psi&siIndex].q != e.qpos
-			case same && psi == r.Index && ptaken == snap.seq-1 && c.posIdx >= 0:
+			case same && psi == r.Index && ptaken == snap.seq-1:
 				// The entry of the snapshot just before this one: its
 				// stamp says whether the position differs from that one's.
-				moved = snap.chg[int(r.Index)*snap.stride+c.posIdx] == snap.seq
+				moved = e.now&c.posBit != 0
 			default:
 				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
@@ -379,6 +388,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			}
 			changed := s.moveBit(c, moved)
 			switch prevView := s.viewGen == t.viewGen-1; {
+			case same && psi == r.Index && ptaken == snap.seq-1:
+				changed |= e.now &^ c.posBit // the stamps that are snap.seq
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
 				for g := range c.Groups {
@@ -399,9 +410,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		t.order[i] = id
 		s := &t.slots[id]
-		s.yawQ, s.si, s.viewGen = e.yawQ, r.Index, t.viewGen
-		b := bucketOf(basePriority(r.Priority) * e.class.weight)
-		s.prioB, s.owtB = uint8(b), owtBTable[b]
+		s.si, s.viewGen = r.Index, t.viewGen
+		s.prioB = uint8(bucketOf(basePriority(r.Priority) * e.class.weight))
 	}
 	// The states kept for AlwaysInScope ghosts outside this view gather in
 	// a borrowed scratch (rare: most views keep none), then replace carry.
@@ -424,7 +434,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 					nc = append(nc, oldCarry[s.si&siIndex])
 				} else {
 					oe := &oldSnap.ents[s.si]
-					nc = append(nc, carried{st: oe.state, q: oe.qpos})
+					nc = append(nc, carried{st: oe.state, q: oe.qpos, yaw: oe.yawQ})
 				}
 				s.si = siCarry | uint32(len(nc)-1)
 				continue
@@ -486,12 +496,29 @@ func (t *Table) stateOf(id uint32) *State {
 // qposOf is ghost s's (id's) latest quantized position (in scope).
 func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	if !t.snapMode {
-		return &t.qs[id]
+		return &t.qs[id].q
 	}
 	if s.si&siCarry != 0 {
 		return &t.carry[s.si&siIndex].q
 	}
 	return &t.snapOf(s).ents[s.si].qpos
+}
+
+// latest is ghost s's (id's, in scope) latest quantized position and yaw
+// code of its class's first yaw group: what an update writes of the two,
+// quantized once per view (a snapshot's once at Seal, for every table) and
+// kept where the view's state is — the slot keeps neither.
+func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
+	switch {
+	case !t.snapMode:
+		v := &t.qs[id]
+		return &v.q, v.yaw
+	case s.si&siCarry != 0:
+		v := &t.carry[s.si&siIndex]
+		return &v.q, v.yaw
+	}
+	e := &t.snapOf(s).ents[s.si]
+	return &e.qpos, e.yawQ
 }
 
 // stateIn is the state si names in snap or carry (si an entry or siCarry|i).
@@ -513,12 +540,12 @@ func (t *Table) enterSnapshots() {
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
+			t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i].q, yaw: t.qs[i].yaw})
 			s.si = siCarry | uint32(len(t.carry)-1)
 		case phaseKilling:
-			g := goneRec{id: uint32(i), si: staleEntry, q: t.qs[i]}
+			g := goneRec{id: uint32(i), si: staleEntry, q: t.qs[i].q}
 			if s.viewGen == t.viewGen {
-				t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i]})
+				t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i].q, yaw: t.qs[i].yaw})
 				g.si = siCarry | uint32(len(t.carry)-1)
 			}
 			s.si = siGone | uint32(len(t.gone))
@@ -532,7 +559,7 @@ func (t *Table) enterSnapshots() {
 // keeping states of its own (SetView after SetSnapshotView): every ghost's
 // latest state is copied out, so the diff of the next view stays exact.
 func (t *Table) leaveSnapshots() {
-	states, qs := make([]State, len(t.slots)), make([][3]uint32, len(t.slots))
+	states, qs := make([]State, len(t.slots)), make([]viewQ, len(t.slots))
 	for i := 0; i < t.top; i++ {
 		// A leaving ghost's state was not kept (it is never written
 		// again); its position was. Its re-entry takes every group
@@ -541,9 +568,10 @@ func (t *Table) leaveSnapshots() {
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			states[i], qs[i] = *t.stateOf(uint32(i)), *t.qposOf(uint32(i), s)
+			q, yaw := t.latest(uint32(i), s)
+			states[i], qs[i] = *t.stateOf(uint32(i)), viewQ{q: *q, yaw: yaw}
 		case phaseKilling:
-			qs[i] = t.gone[s.si&siIndex].q
+			qs[i].q = t.gone[s.si&siIndex].q
 			s.fl |= flNoState
 		}
 		s.si = 0

@@ -340,3 +340,52 @@ func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
 		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", sl.dirty, sl.has(flMoving))
 	}
 }
+
+// A ghost outside every view keeps the viewGen of its last one, 16 bits:
+// an AlwaysInScope ghost left out of 2^16 and more views in a row must not
+// read as in the current view when the counter comes round again (its
+// carried state would be dropped; pinViewGens prevents it).
+func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
+	npc := NPCClass(nil)
+	if err := reg.Register(flag, npc); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, _ := NewSnapshotWriter(reg)
+	st := State{Health: 4}
+	first := sw.Next(2)
+	first.Set(0, 1, flag, &st)
+	first.Set(1, 2, npc, &st)
+	sw.Seal(first)
+	now := time.Second
+	if err := tab.SetSnapshotView(now, first, []ViewRef{{Index: 0, Priority: 1}, {Index: 1, Priority: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var rest [2]*Snapshot // npc only, taken in turn
+	for k := range rest {
+		rest[k] = sw.Next(1)
+		rest[k].Set(0, 2, npc, &st)
+		sw.Seal(rest[k])
+	}
+	for v := range 3 << 15 {
+		now += time.Millisecond
+		if err := tab.SetSnapshotView(now, rest[v%2], []ViewRef{{Index: 0, Priority: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkInvariants(tab); err != nil {
+			t.Fatalf("view %d: %v", v+2, err)
+		}
+	}
+	id, ok := tab.GhostID(1)
+	if !ok || tab.stateOf(id).Health != 4 {
+		t.Fatalf("the carried ghost: in scope %v", ok)
+	}
+}

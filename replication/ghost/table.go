@@ -45,11 +45,13 @@ const (
 	phaseKilling
 )
 
-// slot is a ghost id's record: the 64 bytes (one cache line) that taking a
-// view, packing and a fate touch for every ghost. What only writing a
-// position and its fate need is the id's posTrack (Table.pos); the
-// quantized position and the state are the view's (the snapshot entry si,
-// or the table's own copy), not the slot's.
+// slot is a ghost id's record: the 56 bytes that taking a view, packing
+// and a fate touch for every ghost. What only writing a position and its
+// fate need is the id's posTrack (Table.pos); the quantized position, the
+// yaw code and the state are the view's (the snapshot entry si, or the
+// table's own copy), not the slot's. Every byte here is paid per id per
+// connection: what can be derived is (owtB from prioB), and what only
+// compares within a bounded window is 16 bits (ackBack, viewGen).
 type slot struct {
 	entity uint64
 	dirty  uint64 // groups the client may lack (RL-5)
@@ -61,12 +63,10 @@ type slot struct {
 	pendChg msTime
 	ackAt   msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
 	lastChg stamp  // the last view that changed a group
-	// lastSeq and ackSeq are the newest packet that carried a record of this
-	// ghost and the newest such packet known delivered; low 32 bits, compared
-	// wrap-safe (seqAfter): the packets in flight span far less than 2^31.
+	// lastSeq is the newest packet that carried a record of this ghost, low
+	// 32 bits, compared wrap-safe (seqAfter): the packets in flight span far
+	// less than 2^31.
 	lastSeq uint32
-	ackSeq  uint32
-	viewGen uint32 // last view that included the entity
 	// si is where the ghost's latest state is, for views given as
 	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
 	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
@@ -80,14 +80,21 @@ type slot struct {
 	// (2^15) packets in flight: 16 bits.
 	inflight uint16
 	ci       uint16 // class: index in the registry's classes
-	// yawQ is the latest state's yaw code of the class's first yaw group,
-	// quantized once per view (for a snapshot, once for every table)
-	// instead of once per update written.
-	yawQ  uint16
-	prioB uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets)
-	owtB  int8  // overdueWeight of that priority, once per view
-	phase phase
-	fl    uint8 // flag bits below
+	// ackBack is how far the newest packet known delivered that carried
+	// this ghost lies before lastSeq (ackSeq = lastSeq − ackBack), at most
+	// fieldOld: every use compares it below that (unconfirmed's window, a
+	// fate's packet, in flight, is less than maxSeqSpan back), so a
+	// distance further back reads the same pinned. 0: lastSeq itself was
+	// delivered (nothing unconfirmed).
+	ackBack uint16
+	// viewGen is the last view that included the entity (Table.viewGen),
+	// 16 bits: views ask only whether it is the current view or the one
+	// before, and beginView pins one older than 2^14 views at 2^14 back,
+	// so none wraps around to look recent.
+	viewGen uint16
+	prioB   uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets); its overdue weight is owtBTable[prioB]
+	phase   phase
+	fl      uint8 // flag bits below
 	// restCopies: rest markers still to send (two per stop, in consecutive
 	// views: a lost marker means a visible overshoot). While it is not 0
 	// the next update sends a rest marker (a position update stamped with
@@ -134,8 +141,17 @@ func (s *slot) posBlocked() bool { return s.fl&(flPosNow|flPosFull) != 0 }
 // carried is a state the table keeps itself: every ghost's latest for
 // SetView, and for snapshot views an AlwaysInScope ghost's outside its view.
 type carried struct {
-	st State
-	q  [3]uint32 // st.Pos quantized (0 for a class without a position)
+	st  State
+	q   [3]uint32 // st.Pos quantized (0 for a class without a position)
+	yaw uint16    // its yaw code (Table.latest)
+}
+
+// viewQ is a ghost's latest quantized position (0 for a class without
+// one) and yaw code (Table.latest), for views given as ViewEntries: the
+// table's own, kept apart from the States (every update reads them).
+type viewQ struct {
+	q   [3]uint32
+	yaw uint16
 }
 
 // goneRec is what a ghost that left scope (phaseKilling) keeps of its last
@@ -268,13 +284,13 @@ type Table struct {
 
 	slots []slot
 	pos   []posTrack // what the client may hold of each ghost's position
-	// states and qs hold each ghost's latest state and quantized position
-	// for views given as ViewEntries (SetView), diffed against the next;
-	// nil while the views come as snapshots (SetSnapshotView), which hold
-	// them instead. The positions apart: every record written reads one,
-	// and 12 bytes an id stay in the cache where 160 would not.
+	// states and qs hold each ghost's latest state, quantized position and
+	// yaw code for views given as ViewEntries (SetView), diffed against the
+	// next; nil while the views come as snapshots (SetSnapshotView), which
+	// hold them instead. The codes apart: every record written reads them,
+	// and 16 bytes an id stay in the cache where 160 would not.
 	states []State
-	qs     [][3]uint32
+	qs     []viewQ
 	// snapMode: the views come as snapshots; snap is the latest view's
 	// (while one is being taken, the one it is taking: prevSnap is the one
 	// before, which the ghosts not yet taken still refer to).
@@ -306,7 +322,7 @@ type Table struct {
 	// the runtime adds to an object this size) fits the 768-byte size
 	// class exactly (the Config is shared, the class list is the
 	// registry's), and one more word costs 128 bytes a connection.
-	viewGen  uint32
+	viewGen  uint16 // slot.viewGen's clock
 	haveView bool
 	clockSet bool
 	fateSeen bool
@@ -499,6 +515,9 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
+	if t.viewGen%viewGenPin == 0 {
+		t.pinViewGens()
+	}
 	// A new view: every ghost's position may go again. First, and in id
 	// order: on a cold table these are the slots' cache misses, each line
 	// independent of the others and in sequence, so they overlap; the
@@ -513,6 +532,22 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
 	return prev, nowMS
+}
+
+// viewGenPin: every viewGenPin views, a slot's viewGen older than that is
+// pinned at exactly viewGenPin back (pinViewGens), so none drifts 2^16
+// back and wraps to the current view or the one before.
+const viewGenPin = 1 << 14
+
+// pinViewGens pins every slot's viewGen more than viewGenPin views old
+// (free ids too: alloc keeps an id's viewGen) at viewGenPin back: still
+// neither this view nor the one before, which is all a view asks of it.
+func (t *Table) pinViewGens() {
+	for i := range t.slots {
+		if s := &t.slots[i]; t.viewGen-s.viewGen > viewGenPin {
+			s.viewGen = t.viewGen - viewGenPin
+		}
+	}
 }
 
 // viewGhost finds the ghost of entity, at position i of a view: the id at
@@ -596,10 +631,10 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				continue
 			}
 			t.states[id] = e.State
-			if t.qs[id] = [3]uint32{}; e.Class.posIdx >= 0 {
-				t.qs[id] = vq[i]
+			t.qs[id] = viewQ{yaw: yawCode(e.Class, &e.State)}
+			if e.Class.posIdx >= 0 {
+				t.qs[id].q = vq[i]
 			}
-			t.slots[id].yawQ = yawCode(e.Class, &e.State)
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
 		}
@@ -607,7 +642,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		s := &t.slots[id]
 		s.viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
-		s.prioB, s.owtB = uint8(b), owtBTable[b]
+		s.prioB = uint8(b)
 	}
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
@@ -659,9 +694,10 @@ func (t *Table) Remove(entity uint64) {
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
 	old := &t.states[id]
-	changed := t.reenter(id, c, t.qs[id] != *q)
+	v := &t.qs[id]
+	changed := t.reenter(id, c, v.q != *q)
 	if c.posIdx >= 0 {
-		t.qs[id] = *q
+		v.q = *q
 	}
 	if s := &t.slots[id]; s.has(flNoState) {
 		s.fl &^= flNoState
@@ -678,7 +714,7 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	changed |= e.ChangedMask & c.all
 	t.markChanged(id, changed, now)
 	if old.Yaw != e.State.Yaw {
-		t.slots[id].yawQ = yawCode(c, &e.State)
+		v.yaw = yawCode(c, &e.State)
 	}
 	*old = e.State
 }
@@ -789,7 +825,8 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 // grow extends the per-id arrays to at least n ids, by an eighth at a time
 // in multiples of 8 (ids stay compact, so the arrays stay near the largest
 // scope; a scope that settles stops allocating). An eighth, not more: the
-// room is kept for the table's life, ≈ 120 B an id (snapshot views).
+// room is kept until the ids in use fit in half of it (trim), ≈ 100 B an
+// id (snapshot views).
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
 	c = min(c, t.cfg.MaxGhosts)
@@ -976,7 +1013,9 @@ const trimEvery = time.Second
 // of two a quarter above its most use since the last check, and the pool
 // (grown by a quarter) shrinks to a quarter above its use once it used at
 // most half its room. A store at its steady use never moves and allocates
-// nothing; a burst costs at most one shrink a second.
+// nothing; a burst costs at most one shrink a second. The per-id arrays
+// likewise: grown to the most ids a scope ever held, they come down to a
+// quarter above the ids in use once those fit in half of them (shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -993,6 +1032,30 @@ func (t *Table) trim() {
 		t.compactPositions(max(x.hw+x.hw/4, 32))
 	}
 	t.entHW, t.pp.hw = t.entLen, t.pp.used
+	if n := len(t.slots); n > minShrinkIDs && t.top <= n/2 {
+		t.shrinkIDs(max((t.top+t.top/4+7)&^7, minShrinkIDs))
+	}
+}
+
+// minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
+// (a few hundred bytes).
+const minShrinkIDs = 16
+
+// shrinkIDs cuts the per-id arrays to n ids (n ≥ top: the ids above are
+// free, with nothing in flight). A peak of ghosts in scope — a crowd the
+// player walked through — would otherwise cost its ≈ 100 bytes an id
+// (snapshot views; 260 with SetView's states) for the connection's life.
+func (t *Table) shrinkIDs(n int) {
+	for id := n; id < len(t.pos); id++ {
+		t.pos[id].reset(&t.pp) // free ids hold no position in flight; to be sure
+	}
+	t.slots = resize(t.slots, n)
+	t.pos = resize(t.pos, n)
+	if !t.snapMode {
+		t.states = resize(t.states, n)
+		t.qs = resize(t.qs, n)
+	}
+	t.lastField = resize(t.lastField, n*int(t.stride))
 }
 
 // resizeEnts moves the live records, in FIFO order, into a ring of n

@@ -69,3 +69,46 @@ func TestInFlightStoresShrinkAfterBurst(t *testing.T) {
 		t.Fatalf("%.2f allocations per steady view and packet after trimming", allocs)
 	}
 }
+
+// A peak of ghosts in scope grows the per-id arrays; once the scope is
+// small again and its ids low, the next trims bring them down to a quarter
+// above the ids in use, and the ghosts stay exact through the shrink and
+// a regrowth.
+func TestIDArraysShrinkAfterPeak(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	crowd := make([]ViewEntry, 200)
+	for i := range crowd {
+		crowd[i] = d.npc(uint64(i+1), float64(i))
+	}
+	d.view(crowd...)
+	d.settle(crowd...)
+	if n := len(d.tab.slots); n < 200 {
+		t.Fatalf("200 ghosts in %d slots", n)
+	}
+	few := crowd[:12] // ids 0..11
+	for range 60 {    // 3 s: the kills go out and are delivered, trims run
+		for i := range few {
+			few[i].State.Pos[2] += 0.5
+		}
+		d.view(few...)
+		d.trip()
+	}
+	d.settle(few...)
+	if d.tab.top != len(few) {
+		t.Fatalf("top %d, want %d", d.tab.top, len(few))
+	}
+	if n, lf := len(d.tab.slots), len(d.tab.lastField); n > 24 || len(d.tab.pos) != n || len(d.tab.states) != n || len(d.tab.qs) != n || lf != n*int(d.tab.stride) {
+		t.Fatalf("after the peak: %d slots, %d tracks, %d states, %d qs, %d field seqs", n, len(d.tab.pos), len(d.tab.states), len(d.tab.qs), lf)
+	}
+	if diff := mismatch(d.reg, d.mir, few); diff != "" {
+		t.Fatal(diff)
+	}
+	d.view(crowd[:100]...) // grows again
+	d.settle(crowd[:100]...)
+	if diff := mismatch(d.reg, d.mir, crowd[:100]); diff != "" {
+		t.Fatal(diff)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}
