@@ -334,11 +334,27 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 // and Seq whenever they were decoded.
 func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	var h Header
+	err := c.ReadHeaderInto(r, &h)
+	return h, err
+}
+
+// ReadHeaderInto is ReadHeader decoding into h, for a caller that keeps a
+// Header for every packet: a Header is 176 bytes, most of them the ack
+// bitmap, and ReadHeader's zeroing, returning and Accept's copy of it
+// were four moves of that much a packet. Every field is set except the
+// bitmap past its first nbits bits, which nothing reads (readAck writes
+// each word of those whole).
+func (c *Conn) ReadHeaderInto(r *bitstream.Reader, h *Header) error {
+	// Every field but bitmap: TestReadHeaderIntoSetsEveryField fails when
+	// a new one is left out.
+	h.Type, h.Seq = 0, 0
+	h.valid, h.hasAck, h.allOK = false, false, false
+	h.delay, h.nbits, h.ackL, h.ackH = 0, 0, 0, 0
 	br := bitReader{r: r}
 	t := PacketType(br.bits(2, "notify.type"))
 	if br.err == nil && t == typeReserved {
 		c.rareStats().BadHeader++
-		return h, ErrBadType
+		return ErrBadType
 	}
 	w := uint(seqBits0)
 	if br.flag("notify.seqwidth") {
@@ -350,20 +366,20 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	trunc := br.bits(w, "notify.seq")
 	if br.err != nil {
 		c.rareStats().BadHeader++
-		return h, br.err
+		return br.err
 	}
 	h.Type = t
 	h.Seq = reconstructSeq(c.expected(), trunc, w)
 	if err := c.classify(h.Seq); err != nil {
 		c.countRejection(err)
-		return h, err
+		return err
 	}
-	if err := c.readAck(&br, &h, !c.hasRx || h.Seq > c.rxL); err != nil {
+	if err := c.readAck(&br, h, !c.hasRx || h.Seq > c.rxL); err != nil {
 		c.rareStats().BadHeader++
-		return h, err
+		return err
 	}
 	h.valid = true
-	return h, nil
+	return nil
 }
 
 // readAck parses the ack section. Only the header of a packet newer than every
@@ -445,7 +461,11 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 // processes the ack section (resolving our packets' fates) and takes an RTT
 // sample. It re-checks duplicates and staleness, so accepting the same header
 // twice, or headers in any order, is safe.
-func (c *Conn) Accept(h Header, now time.Duration) error {
+func (c *Conn) Accept(h Header, now time.Duration) error { return c.AcceptHeader(&h, now) }
+
+// AcceptHeader is Accept of a header ReadHeaderInto decoded, without a
+// copy of it.
+func (c *Conn) AcceptHeader(h *Header, now time.Duration) error {
 	if !h.valid {
 		c.rareStats().BadHeader++
 		return ErrNotDecoded
@@ -458,7 +478,7 @@ func (c *Conn) Accept(h Header, now time.Duration) error {
 	c.receive(h.Seq, now)
 	c.stats.Received++
 	if h.hasAck && newest && h.ackL < c.nextSeq {
-		c.onAck(&h, now)
+		c.onAck(h, now)
 	}
 	return nil
 }

@@ -471,7 +471,8 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	sc := payloads.Get()
 	defer payloads.Put(sc)
 	r := &sc.r
-	h, pt, moved, err := e.open(now, short, from, &sc.buf, r)
+	h := &sc.h
+	pt, moved, err := e.open(now, short, from, &sc.buf, r, h)
 	if err != nil {
 		return false, err
 	}
