@@ -298,13 +298,11 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
 		prev := r - 1
 		var lastAbandoned uint64 // highest hole below the horizon, +1
-		for x := r; x < l; x++ {
-			if !c.accepted(x) {
-				bw.gamma(x - prev)
-				prev = x
-				if x < c.rxH {
-					lastAbandoned = x + 1
-				}
+		for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
+			bw.gamma(x - prev)
+			prev = x
+			if x < c.rxH {
+				lastAbandoned = x + 1
 			}
 		}
 		// Horizon: any H' that separates the abandoned holes from the pending ones
@@ -541,25 +539,41 @@ func (c *Conn) clearAccepted(s uint64) {
 }
 
 // missing counts the sequences in [lo, hi) not accepted; hi ≤ rxL+1.
+// A word of the ring at a time (the ring is a whole number of words, so
+// seq mod 64 is the bit in its word): the range is up to AckWindow long
+// and every header written and packet received counts one.
 func (c *Conn) missing(lo, hi uint64) uint64 {
 	var n uint64
-	for s := lo; s < hi; s++ {
-		if !c.accepted(s) {
-			n++
+	mask := c.rxMask()
+	for s := lo; s < hi; {
+		off := s & 63
+		k := min(64-off, hi-s) // bits of [s, hi) in s's word
+		w := ^c.rxBits[(s&mask)>>6] >> off
+		if k < 64 {
+			w &= 1<<k - 1
 		}
+		n += uint64(bits.OnesCount64(w))
+		s += k
 	}
 	return n
+}
+
+// nextMissing is the lowest sequence in [lo, hi) not accepted, or hi; a
+// word at a time, as missing.
+func (c *Conn) nextMissing(lo, hi uint64) uint64 {
+	mask := c.rxMask()
+	for s := lo; s < hi; s += 64 - s&63 {
+		if w := ^c.rxBits[(s&mask)>>6] >> (s & 63); w != 0 {
+			return min(s+uint64(bits.TrailingZeros64(w)), hi)
+		}
+	}
+	return hi
 }
 
 // firstMissing is F: the lowest sequence ≥ H not accepted, or L+1. Once the
 // peer processes a header carrying F, every sequence below F is resolved there.
 func (c *Conn) firstMissing() uint64 {
-	for s := c.rxH; s <= c.rxL; s++ {
-		if !c.accepted(s) {
-			return s
-		}
-	}
-	return c.rxL + 1
+	return c.nextMissing(c.rxH, c.rxL+1)
 }
 
 // receive marks s (already classified acceptable) as accepted.
@@ -618,12 +632,13 @@ func (c *Conn) Tick(now time.Duration) {
 	if !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
 		return
 	}
+	s := c.nextMissing(c.rxH, c.rxL)
+	if s == c.rxL {
+		return // no gap: nothing to give up
+	}
 	tau := c.reorderTime()
 	newH := c.rxH
-	for s := c.rxH; s < c.rxL; s++ {
-		if c.accepted(s) {
-			continue
-		}
+	for ; s < c.rxL; s = c.nextMissing(s+1, c.rxL) {
 		if now-c.gapAt[s&c.gapMask()] < tau {
 			break // gap times rise with s: nothing later is due either
 		}
