@@ -75,6 +75,10 @@ type Pool struct {
 	wg       sync.WaitGroup
 
 	sent, bytes, dropped, errors atomic.Uint64
+	// batches counts the WriteBatch calls that sent at least one datagram
+	// (one sendmmsg each: a shard's batch is at most WriteBatch): sent ÷
+	// batches is how well the rounds batch.
+	batches atomic.Uint64
 }
 
 // NewPool starts the shards.
@@ -122,6 +126,9 @@ func (p *Pool) Sent() uint64    { return p.sent.Load() }
 func (p *Pool) Bytes() uint64   { return p.bytes.Load() }
 func (p *Pool) Dropped() uint64 { return p.dropped.Load() }
 func (p *Pool) Errors() uint64  { return p.errors.Load() }
+
+// Batches counts the shards' WriteBatch calls that sent a datagram or more.
+func (p *Pool) Batches() uint64 { return p.batches.Load() }
 
 // Open creates a connection on the next shard and returns it; it starts
 // (session, ghost table) on its shard. Call from one goroutine (the
@@ -524,6 +531,9 @@ func (s *shard) flush() {
 		// every shard.
 		s.pool.bytes.Add(bytes)
 		s.pool.sent.Add(uint64(n))
+		if n > 0 {
+			s.pool.batches.Add(1)
+		}
 		done += n
 		if err != nil {
 			if errors.Is(err, udp.ErrClosed) {

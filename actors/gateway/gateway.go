@@ -206,6 +206,9 @@ func (g *Gateway) readLoop() {
 			}
 			continue
 		}
+		if n > 0 {
+			g.st.readBatches.Add(1)
+		}
 		at := time.Since(mono)
 		for i := range n {
 			d := b.ds[i]
@@ -279,6 +282,7 @@ func (g *Gateway) Stats() Stats {
 		PacketsDelivered: g.cc.PacketsDelivered.Load(), PacketsLost: g.cc.PacketsLost.Load(), ControlsSuperseded: g.cc.ControlsSuperseded.Load(),
 		WriteDropped: g.w.dropped.Load() + g.pool.Dropped(), WriteErrors: g.w.errors.Load() + g.pool.Errors(),
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),
+		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(),
 	}
 	for r := range c.denied {
 		if n := c.denied[r].Load(); n > 0 {

@@ -294,6 +294,14 @@ func checkAccounting(t *testing.T, stats func() gateway.Stats) {
 	if fates != s.DatagramsIn {
 		t.Errorf("datagrams in %d, fates %d: %+v", s.DatagramsIn, fates, s)
 	}
+	// Every read and write went through a batched system call that
+	// carried at least one datagram.
+	if s.DatagramsIn > 0 && (s.ReadBatches == 0 || s.ReadBatches > s.DatagramsIn) {
+		t.Errorf("%d read batches for %d datagrams in", s.ReadBatches, s.DatagramsIn)
+	}
+	if s.DatagramsOut > 0 && (s.WriteBatches == 0 || s.WriteBatches > s.DatagramsOut) {
+		t.Errorf("%d write batches for %d datagrams out", s.WriteBatches, s.DatagramsOut)
+	}
 }
 
 // Through an impaired link (netsim on each client's socket, both ways: 20%

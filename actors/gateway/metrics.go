@@ -14,6 +14,7 @@ type collector struct {
 	datagrams, bytes, rejected, handshakes, denied, closed, conns, drops *prometheus.Desc
 	events                                                               *prometheus.Desc
 	packets, rtt                                                         *prometheus.Desc
+	syscalls                                                             *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -30,6 +31,8 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 		events:     prometheus.NewDesc("ghostwire_gateway_conn_events_total", "Connection-level events.", []string{"event"}, nil),
 		packets: prometheus.NewDesc("ghostwire_gateway_packets_total",
 			"Packets sent to clients whose fate is known: delivered (acknowledged) or lost (declared dropped); the packet loss clients see.", []string{"fate"}, nil),
+		syscalls: prometheus.NewDesc("ghostwire_gateway_batch_syscalls_total",
+			"Batched socket system calls that moved a datagram or more (recvmmsg, sendmmsg); datagrams_total ÷ this is the datagrams a call carried.", []string{"call"}, nil),
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
@@ -40,7 +43,7 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls} {
 		ch <- d
 	}
 }
@@ -52,6 +55,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.datagrams, s.DatagramsIn, "in")
 	counter(c.datagrams, s.DatagramsOut, "out")
+	counter(c.syscalls, s.ReadBatches, "recvmmsg")
+	counter(c.syscalls, s.WriteBatches, "sendmmsg")
 	counter(c.bytes, s.BytesIn, "in")
 	counter(c.bytes, s.BytesOut, "out")
 	for reason, v := range map[string]uint64{

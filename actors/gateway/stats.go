@@ -34,6 +34,7 @@ type counters struct {
 	conns, pending       atomic.Int64
 	readErrors           atomic.Uint64
 	readBackpressure     atomic.Uint64
+	readBatches          atomic.Uint64 // ReadBatch calls that returned datagrams
 }
 
 // Stats is a snapshot of a gateway's counters: every datagram read is
@@ -105,6 +106,12 @@ type Stats struct {
 	// Reader.
 	ReadErrors       uint64
 	ReadBackpressure uint64 // times the reader waited for a free batch (the gateway actor fell behind)
+
+	// ReadBatches and WriteBatches count the batched system calls
+	// (recvmmsg, sendmmsg) that moved a datagram or more: DatagramsIn ÷
+	// ReadBatches and DatagramsOut ÷ WriteBatches are the datagrams each
+	// call carried, over which its fixed cost spreads.
+	ReadBatches, WriteBatches uint64
 }
 
 // Rejected sums every rejection at the gateway and in the connections.

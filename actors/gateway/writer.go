@@ -21,6 +21,7 @@ type writer struct {
 	wg    sync.WaitGroup
 
 	sent, bytes, dropped, errors atomic.Uint64
+	batches                      atomic.Uint64 // WriteBatch calls that sent a datagram or more
 }
 
 func newWriter(sock udp.Conn, queue, batch int) *writer {
@@ -100,6 +101,9 @@ func (w *writer) flush(ds []*msg.Datagram, ms []udp.Message) {
 	done := 0
 	for done < len(ds) {
 		n, err := w.sock.WriteBatch(ms[done:len(ds)])
+		if n > 0 {
+			w.batches.Add(1)
+		}
 		for _, d := range ds[done : done+n] {
 			w.sent.Add(1)
 			w.bytes.Add(uint64(d.N))

@@ -391,15 +391,21 @@ func (s *Sender) HasRedundant() bool {
 		return false
 	}
 	limit := uint8(1 + s.redund)
-	for _, l := range [2][]txEntry{s.carry, s.prev} {
-		for _, e := range l {
-			st := s.streams[e.stream()]
-			if e.id() < st.base || e.id() >= st.next {
-				continue
-			}
-			if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
-				return true
-			}
+	// Two calls, not a range over [2][]txEntry{carry, prev}: that copied
+	// both slice headers into a fresh array on every call (Poll asks on
+	// every send slot).
+	return s.redundantIn(s.carry, limit) || s.redundantIn(s.prev, limit)
+}
+
+// redundantIn is HasRedundant for one list of entries.
+func (s *Sender) redundantIn(l []txEntry, limit uint8) bool {
+	for _, e := range l {
+		st := s.streams[e.stream()]
+		if e.id() < st.base || e.id() >= st.next {
+			continue
+		}
+		if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
+			return true
 		}
 	}
 	return false

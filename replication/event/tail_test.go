@@ -188,3 +188,25 @@ func TestAckDeliveredStopsASpuriousResend(t *testing.T) {
 		}
 	}
 }
+
+// TestHasRedundantSeesTheCarry: a unit the copy budget left out of the
+// last packet is still due a copy, also when every unit that packet
+// carried is acknowledged.
+func TestHasRedundantSeesTheCarry(t *testing.T) {
+	c := DefaultConfig()
+	c.ResidualLoss = 0
+	c.RedundancyBytes = 12 // one copy a packet
+	p := newPair(t, c)
+	for _, x := range []string{"aaaaaaaa", "bbbbbbbb", "cccccccc"} {
+		must(t, p.s.SendOrdered(1, []byte(x)))
+	}
+	p.write(0, 200)
+	p2 := p.write(50*ms, 200) // a copy of one unit; the other two wait in carry
+	if len(p.s.prev) != 1 || len(p.s.carry) != 2 {
+		t.Fatalf("prev %d, carry %d entries; want 1 and 2", len(p.s.prev), len(p.s.carry))
+	}
+	p.s.AckDelivered(func(seq uint64) bool { return seq == p2 }) // acknowledges prev's unit
+	if !p.s.HasRedundant() {
+		t.Fatal("no copy due with two units in carry")
+	}
+}

@@ -57,6 +57,14 @@ func (a *Applier) Stats() ApplierStats { return a.stats }
 func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
 	buf := decodeBufs.Get()
 	defer decodeBufs.Put(buf)
+	return a.ReadInto(r, buf, apply)
+}
+
+// ReadInto is Read decoding into buf, the caller's scratch (its contents
+// on entry do not matter; on return they are garbage): for a caller that
+// already borrowed scratch for the packet, so a datagram takes one trip
+// to a shared free list, not two.
+func (a *Applier) ReadInto(r *bitstream.Reader, buf *[MaxWindow]Move, apply func(Move)) error {
 	n, first, err := readSection(r, buf, a.last+1)
 	if err != nil {
 		a.stats.Malformed++

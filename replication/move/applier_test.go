@@ -140,3 +140,38 @@ func TestApplierCRCOnNewestOnly(t *testing.T) {
 		t.Fatalf("nil apply: %v, last %d", err, b.LastApplied())
 	}
 }
+
+// TestReadIntoMatchesRead: decoding into the caller's scratch, left full
+// of another section's moves, applies what Read applies and counts the
+// same.
+func TestReadIntoMatchesRead(t *testing.T) {
+	s := streamWith(t, Config{}, 1, Move{Forward: 1}, Move{Forward: 2}, Move{Forward: 3})
+	p1 := section(t, s)
+	s.Add(Move{Seq: 4, Forward: 4, Yaw: 9})
+	p2 := section(t, s)
+	var scratch [MaxWindow]Move
+	for i := range scratch {
+		scratch[i] = Move{Seq: 999, Forward: -7, Dt: 3}
+	}
+	var a, b Applier
+	for _, p := range [][]byte{p1, p2, p1} {
+		var want, got []Move
+		if err := a.Read(bitstream.NewReader(p), func(m Move) { want = append(want, m) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.ReadInto(bitstream.NewReader(p), &scratch, func(m Move) { got = append(got, m) }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("ReadInto applied %v, Read %v", got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("ReadInto applied %v, Read %v", got, want)
+			}
+		}
+	}
+	if a.Stats() != b.Stats() || a.LastApplied() != b.LastApplied() {
+		t.Fatalf("ReadInto: %+v last %d; Read: %+v last %d", b.Stats(), b.LastApplied(), a.Stats(), a.LastApplied())
+	}
+}

@@ -160,11 +160,11 @@ func (c *ControlWriter) Write(w *bitstream.Writer, pkt uint64, now time.Duration
 	}
 	deferred := full && controlBaseBits+stateBits(s) > w.Remaining()
 	if full && !deferred {
-		if err := WriteControl(w, ack, s); err != nil {
+		if err := writeControl(w, ack, s); err != nil { // validated above
 			return false, err
 		}
 	} else {
-		if err := WriteControl(w, ack, nil); err != nil {
+		if err := writeControl(w, ack, nil); err != nil {
 			return false, err
 		}
 		c.stats.Sections++

@@ -3,6 +3,7 @@ package move
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -192,6 +193,58 @@ func TestCRCIsCRC32IEEE(t *testing.T) {
 		b = append(b, s.Payload[:s.PayloadLen]...)
 		if got, want := s.CRC(), crc32.ChecksumIEEE(b); got != want {
 			t.Fatalf("CRC = %#08x, crc32.ChecksumIEEE of the canonical bytes = %#08x", got, want)
+		}
+	}
+}
+
+// validateRef is Validate as first written, a component and a byte at a
+// time: the reference the word-wise Validate must match.
+func validateRef(s *ControlState) error {
+	for _, f := range [7]float32{s.Pos[0], s.Pos[1], s.Pos[2], s.Vel[0], s.Vel[1], s.Vel[2], s.Yaw} {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return ErrInvalidState
+		}
+	}
+	if s.PayloadLen > MaxPayload {
+		return ErrInvalidState
+	}
+	for _, b := range s.Payload[s.PayloadLen:] {
+		if b != 0 {
+			return ErrInvalidState
+		}
+	}
+	return nil
+}
+
+// TestValidateMatchesReference: every payload length against a non-zero
+// byte at every position, and every float slot against the special and
+// the edge values (the largest finite, the smallest subnormal, -0).
+func TestValidateMatchesReference(t *testing.T) {
+	check := func(s ControlState, what string) {
+		t.Helper()
+		if got, want := s.Validate(), validateRef(&s); got != want {
+			t.Fatalf("%s: Validate = %v, reference %v (%+v)", what, got, want, s)
+		}
+	}
+	for n := 0; n <= MaxPayload+2; n++ {
+		for at := -1; at < MaxPayload; at++ {
+			var s ControlState
+			s.PayloadLen = uint8(n)
+			if at >= 0 {
+				s.Payload[at] = 0x80 >> (at % 8)
+			}
+			check(s, fmt.Sprintf("len %d, byte %d set", n, at))
+		}
+	}
+	edge := []float32{0, float32(math.Copysign(0, -1)), 1, -1, math.MaxFloat32, -math.MaxFloat32,
+		math.SmallestNonzeroFloat32, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00000), math.Float32frombits(0x7f7fffff)}
+	for slot := range 7 {
+		for _, f := range edge {
+			var s ControlState
+			p := [7]*float32{&s.Pos[0], &s.Pos[1], &s.Pos[2], &s.Vel[0], &s.Vel[1], &s.Vel[2], &s.Yaw}
+			*p[slot] = f
+			check(s, fmt.Sprintf("float %d = %#x", slot, math.Float32bits(f)))
 		}
 	}
 }

@@ -298,13 +298,11 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
 		prev := r - 1
 		var lastAbandoned uint64 // highest hole below the horizon, +1
-		for x := r; x < l; x++ {
-			if !c.accepted(x) {
-				bw.gamma(x - prev)
-				prev = x
-				if x < c.rxH {
-					lastAbandoned = x + 1
-				}
+		for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
+			bw.gamma(x - prev)
+			prev = x
+			if x < c.rxH {
+				lastAbandoned = x + 1
 			}
 		}
 		// Horizon: any H' that separates the abandoned holes from the pending ones
@@ -334,11 +332,27 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 // and Seq whenever they were decoded.
 func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	var h Header
+	err := c.ReadHeaderInto(r, &h)
+	return h, err
+}
+
+// ReadHeaderInto is ReadHeader decoding into h, for a caller that keeps a
+// Header for every packet: a Header is 176 bytes, most of them the ack
+// bitmap, and ReadHeader's zeroing, returning and Accept's copy of it
+// were four moves of that much a packet. Every field is set except the
+// bitmap past its first nbits bits, which nothing reads (readAck writes
+// each word of those whole).
+func (c *Conn) ReadHeaderInto(r *bitstream.Reader, h *Header) error {
+	// Every field but bitmap: TestReadHeaderIntoSetsEveryField fails when
+	// a new one is left out.
+	h.Type, h.Seq = 0, 0
+	h.valid, h.hasAck, h.allOK = false, false, false
+	h.delay, h.nbits, h.ackL, h.ackH = 0, 0, 0, 0
 	br := bitReader{r: r}
 	t := PacketType(br.bits(2, "notify.type"))
 	if br.err == nil && t == typeReserved {
 		c.rareStats().BadHeader++
-		return h, ErrBadType
+		return ErrBadType
 	}
 	w := uint(seqBits0)
 	if br.flag("notify.seqwidth") {
@@ -350,20 +364,20 @@ func (c *Conn) ReadHeader(r *bitstream.Reader) (Header, error) {
 	trunc := br.bits(w, "notify.seq")
 	if br.err != nil {
 		c.rareStats().BadHeader++
-		return h, br.err
+		return br.err
 	}
 	h.Type = t
 	h.Seq = reconstructSeq(c.expected(), trunc, w)
 	if err := c.classify(h.Seq); err != nil {
 		c.countRejection(err)
-		return h, err
+		return err
 	}
-	if err := c.readAck(&br, &h, !c.hasRx || h.Seq > c.rxL); err != nil {
+	if err := c.readAck(&br, h, !c.hasRx || h.Seq > c.rxL); err != nil {
 		c.rareStats().BadHeader++
-		return h, err
+		return err
 	}
 	h.valid = true
-	return h, nil
+	return nil
 }
 
 // readAck parses the ack section. Only the header of a packet newer than every
@@ -445,7 +459,11 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 // processes the ack section (resolving our packets' fates) and takes an RTT
 // sample. It re-checks duplicates and staleness, so accepting the same header
 // twice, or headers in any order, is safe.
-func (c *Conn) Accept(h Header, now time.Duration) error {
+func (c *Conn) Accept(h Header, now time.Duration) error { return c.AcceptHeader(&h, now) }
+
+// AcceptHeader is Accept of a header ReadHeaderInto decoded, without a
+// copy of it.
+func (c *Conn) AcceptHeader(h *Header, now time.Duration) error {
 	if !h.valid {
 		c.rareStats().BadHeader++
 		return ErrNotDecoded
@@ -458,7 +476,7 @@ func (c *Conn) Accept(h Header, now time.Duration) error {
 	c.receive(h.Seq, now)
 	c.stats.Received++
 	if h.hasAck && newest && h.ackL < c.nextSeq {
-		c.onAck(&h, now)
+		c.onAck(h, now)
 	}
 	return nil
 }
@@ -521,25 +539,41 @@ func (c *Conn) clearAccepted(s uint64) {
 }
 
 // missing counts the sequences in [lo, hi) not accepted; hi ≤ rxL+1.
+// A word of the ring at a time (the ring is a whole number of words, so
+// seq mod 64 is the bit in its word): the range is up to AckWindow long
+// and every header written and packet received counts one.
 func (c *Conn) missing(lo, hi uint64) uint64 {
 	var n uint64
-	for s := lo; s < hi; s++ {
-		if !c.accepted(s) {
-			n++
+	mask := c.rxMask()
+	for s := lo; s < hi; {
+		off := s & 63
+		k := min(64-off, hi-s) // bits of [s, hi) in s's word
+		w := ^c.rxBits[(s&mask)>>6] >> off
+		if k < 64 {
+			w &= 1<<k - 1
 		}
+		n += uint64(bits.OnesCount64(w))
+		s += k
 	}
 	return n
+}
+
+// nextMissing is the lowest sequence in [lo, hi) not accepted, or hi; a
+// word at a time, as missing.
+func (c *Conn) nextMissing(lo, hi uint64) uint64 {
+	mask := c.rxMask()
+	for s := lo; s < hi; s += 64 - s&63 {
+		if w := ^c.rxBits[(s&mask)>>6] >> (s & 63); w != 0 {
+			return min(s+uint64(bits.TrailingZeros64(w)), hi)
+		}
+	}
+	return hi
 }
 
 // firstMissing is F: the lowest sequence ≥ H not accepted, or L+1. Once the
 // peer processes a header carrying F, every sequence below F is resolved there.
 func (c *Conn) firstMissing() uint64 {
-	for s := c.rxH; s <= c.rxL; s++ {
-		if !c.accepted(s) {
-			return s
-		}
-	}
-	return c.rxL + 1
+	return c.nextMissing(c.rxH, c.rxL+1)
 }
 
 // receive marks s (already classified acceptable) as accepted.
@@ -598,12 +632,13 @@ func (c *Conn) Tick(now time.Duration) {
 	if !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
 		return
 	}
+	s := c.nextMissing(c.rxH, c.rxL)
+	if s == c.rxL {
+		return // no gap: nothing to give up
+	}
 	tau := c.reorderTime()
 	newH := c.rxH
-	for s := c.rxH; s < c.rxL; s++ {
-		if c.accepted(s) {
-			continue
-		}
+	for ; s < c.rxL; s = c.nextMissing(s+1, c.rxL) {
 		if now-c.gapAt[s&c.gapMask()] < tau {
 			break // gap times rise with s: nothing later is due either
 		}

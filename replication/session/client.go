@@ -480,7 +480,8 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 	if e.sess == nil {
 		return ErrNotConnected
 	}
-	h, pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r)
+	var h notify.Header
+	pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r, &h)
 	if err != nil {
 		return err
 	}

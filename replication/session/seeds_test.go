@@ -14,6 +14,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // WriteSeed writes one seed of a []byte fuzz target in the corpus format.
@@ -93,12 +94,12 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 				short = out[RoutedPrefixSize:]
 			}
 			var r bitstream.Reader
-			_, pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte), &r)
+			pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte), &r, new(notify.Header))
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}
 			c2s = append(c2s, bytes.Clone(pt))
-			if err := srv.readSections(&r, pt); err != nil {
+			if err := srv.readSections(&r, pt, new([move.MaxWindow]move.Move)); err != nil {
 				t.Fatal(err)
 			}
 			srv.processFates()
@@ -116,7 +117,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			tab.OnFate(f)
 		}
 		if len(sout) > 0 {
-			_, pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt, &cli.r)
+			pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt, &cli.r, new(notify.Header))
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}

@@ -471,7 +471,8 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	sc := payloads.Get()
 	defer payloads.Put(sc)
 	r := &sc.r
-	h, pt, moved, err := e.open(now, short, from, &sc.buf, r)
+	h := &sc.h
+	pt, moved, err := e.open(now, short, from, &sc.buf, r, h)
 	if err != nil {
 		return false, err
 	}
@@ -485,7 +486,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	}
 	switch h.Type {
 	case notify.TypeData:
-		if err := s.readSections(r, pt); err != nil {
+		if err := s.readSections(r, pt, &sc.moves); err != nil {
 			return moved, s.protocolError(now, err)
 		}
 	case notify.TypeAck:
@@ -506,12 +507,12 @@ var (
 
 // readSections decodes a client payload: moves | events. Each decoder
 // validates its whole section before it changes anything.
-func (s *Server) readSections(r *bitstream.Reader, pt []byte) error {
+func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWindow]move.Move) error {
 	r.Reset(pt)
 	before := s.ap.Stats()
-	// Read keeps no reference to its callback: the method value stays on
-	// the stack, no field needed.
-	if err := s.ap.Read(r, s.apply); err != nil {
+	// ReadInto keeps no reference to its callback: the method value stays
+	// on the stack, no field needed.
+	if err := s.ap.ReadInto(r, moves, s.apply); err != nil {
 		return fmt.Errorf("move section: %w", err)
 	}
 	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {

@@ -1,0 +1,47 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ghostwire/ghostwire/actors/gateway"
+)
+
+// TestBatchSyscallsExported: the batched system calls are on /metrics,
+// one series per call, and agree with Stats (a client's session moved
+// datagrams both ways, so both count).
+func TestBatchSyscallsExported(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	reg := prometheus.NewRegistry()
+	r := newRig(t, func(c *gateway.Config) { c.Registerer = reg })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := playOnce(ctx, r.gw.PublicAddr().String(), r.token(t, 1), 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	r.close(t)
+	s := r.gw.Stats()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "ghostwire_gateway_batch_syscalls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if got["recvmmsg"] != float64(s.ReadBatches) || got["sendmmsg"] != float64(s.WriteBatches) {
+		t.Fatalf("exported %v, Stats has %d reads, %d writes", got, s.ReadBatches, s.WriteBatches)
+	}
+	if s.ReadBatches == 0 || s.ReadBatches > s.DatagramsIn || s.WriteBatches == 0 || s.WriteBatches > s.DatagramsOut {
+		t.Fatalf("%d read batches for %d datagrams in, %d write batches for %d out",
+			s.ReadBatches, s.DatagramsIn, s.WriteBatches, s.DatagramsOut)
+	}
+}
