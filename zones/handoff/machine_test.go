@@ -334,7 +334,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestMoveQueue(t *testing.T) {
-	var q MoveQueue
+	q := MoveQueue{Shared: &QueueShared{}}
 	q.Reset(10)
 	q.Push(moves(12, 11, 11, 9, 13)...)
 	var got []uint64
@@ -378,9 +378,49 @@ func TestMoveQueue(t *testing.T) {
 		t.Fatalf("lost %d, want 3 (17, 18, 19)", q.Stats().Lost)
 	}
 	// Bounded.
-	q2 := MoveQueue{Max: 2}
+	q2 := MoveQueue{Shared: &QueueShared{Max: 2}}
 	q2.Push(moves(1, 2, 3)...)
 	if q2.Len() != 2 || q2.Stats().Dropped != 1 {
 		t.Fatalf("bound: len %d %+v", q2.Len(), q2.Stats())
+	}
+}
+
+// Queues that share a QueueShared take its bound and gap timeout and add
+// to its counters; a queue without one counts nothing and keeps the
+// defaults.
+func TestMoveQueuesShareBoundsAndCounters(t *testing.T) {
+	sh := &QueueShared{Max: 3, GapTimeout: time.Hour}
+	a, b := MoveQueue{Shared: sh}, MoveQueue{Shared: sh}
+	a.Push(moves(1, 2, 3, 4, 2)...) // 4 dropped (bound 3), 2 a duplicate
+	b.Push(moves(2)...)             // 1 missing: a gap
+	if _, ok := b.Peek(time.Second); ok {
+		t.Fatal("gap not held")
+	}
+	if _, ok := b.Peek(time.Second + DefaultGapTimeout); ok {
+		t.Fatal("gap skipped after the default timeout, not the shared one")
+	}
+	if m, ok := b.Peek(time.Second + time.Hour); !ok || m.Seq != 2 {
+		t.Fatal("gap never skipped")
+	}
+	b.Pop()
+	a.Pop()
+	want := QueueStats{Pushed: 6, Duplicates: 1, Dropped: 1, Lost: 1, Popped: 2}
+	if a.Stats() != want || b.Stats() != want || sh.Stats != want {
+		t.Fatalf("stats %+v %+v %+v, want %+v each", a.Stats(), b.Stats(), sh.Stats, want)
+	}
+	var z MoveQueue
+	z.Push(moves(2, 2)...)
+	if m, ok := z.Peek(0); ok {
+		t.Fatalf("a gap opened at time 0 released at once (move %d)", m.Seq)
+	}
+	if _, ok := z.Peek(DefaultGapTimeout - 2); ok {
+		t.Fatal("gap skipped before the default timeout")
+	}
+	if m, ok := z.Peek(DefaultGapTimeout + 1); !ok || m.Seq != 2 {
+		t.Fatal("gap never skipped")
+	}
+	z.Pop()
+	if z.Stats() != (QueueStats{}) || z.Len() != 0 {
+		t.Fatalf("a queue without Shared counted %+v", z.Stats())
 	}
 }

@@ -146,7 +146,6 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			e.owed = min(e.owed+late, maxOwed)
 			over -= late
 		}
-		lostBefore := e.queue.Stats().Lost
 		start := ent.state.Pos
 		var spent, repaid time.Duration
 		for {
@@ -179,7 +178,6 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			ent.state = z.cfg.Step(ent.state, m, m.Seconds())
 			z.stats.MovesApplied++
 		}
-		z.stats.MovesLost += e.queue.Stats().Lost - lostBefore
 		z.seqExtra(ent)
 		// The world's edge is a wall.
 		x, zz := z.w.Clamp(float64(ent.state.Pos[0]), float64(ent.state.Pos[2]))
@@ -307,6 +305,7 @@ func (z *Zone) adaptCell() {
 // grid order so the cells one scans are still in cache for the next.
 func (z *Zone) updateInterest() {
 	every := z.ov.interestEvery
+	seeding := len(z.seeds) > 0 // usually not: no lookup per player then
 	for _, sa := range z.grid.SlotAuxes() {
 		if interest.AuxKind(sa.Aux) != KindPlayer {
 			continue
@@ -324,15 +323,19 @@ func (z *Zone) updateInterest() {
 			continue
 		}
 		p := z.pl(e)
-		if p.seedIDs != nil {
-			slots := make([]int32, 0, len(p.seedIDs))
-			for _, id := range p.seedIDs {
+		var ids []uint64
+		if seeding {
+			ids = z.seeds[s]
+		}
+		if ids != nil {
+			slots := make([]int32, 0, len(ids))
+			for _, id := range ids {
 				if sl, ok := z.byID[id]; ok {
 					slots = append(slots, sl)
 				}
 			}
 			p.set.Seed(z.grid, slots)
-			p.seedIDs = nil
+			delete(z.seeds, s)
 		} else if every > 1 && (z.tick+uint64(s))%every != 0 {
 			z.stats.InterestSkipped++
 			continue

@@ -77,9 +77,11 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (about 320 of a slot's 536
-// bytes): its move queue, interest set, event fence, connection and time
-// credit. NPC and replica slots — a fifth of a zone's slots, more at
+// playerSlot is what only a player slot needs (240 bytes, the 240-byte
+// size class; 320 while every queue carried its bound, gap timeout and
+// counters and every player a slice for handed-over interest, now the
+// zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
+// fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot keeps its player once made
 // (a slot freed and reused by a player again keeps its buffers).
@@ -98,7 +100,6 @@ type playerSlot struct {
 	burst    bool // restored: the next input's moves are owed their time (InputBatch)
 	queue    handoff.MoveQueue
 	events   handoff.EventFence // ordered events applied (TakeEvent)
-	seedIDs  []uint64           // interest handed over, seeded after the next grid build
 }
 
 // noPlayer is what p returns for a slot without a player: read-only.
@@ -118,8 +119,7 @@ func (e *entity) p() *playerSlot {
 func (z *Zone) pl(e *entity) *playerSlot {
 	if e.pl == nil {
 		e.pl = &playerSlot{}
-		e.pl.queue.Max = z.cfg.MaxQueuedMoves
-		e.pl.queue.GapTimeout = z.cfg.GapTimeout
+		e.pl.queue.Shared = &z.queues
 	}
 	return e.pl
 }
@@ -147,6 +147,13 @@ type Zone struct {
 	track *interest.Tracker
 	hand  *handoff.Machine
 	hout  handoff.Output
+	// queues: every player's move queue's bound, gap timeout and counters
+	// (MovesDropped, MovesLost).
+	queues handoff.QueueShared
+	// seeds: by slot, the interest a player arriving by handoff brought
+	// (the previous owner's set, by id), seeded after the next grid build.
+	// Rare and short-lived: a map here, not 24 bytes in every player.
+	seeds map[int32][]uint64
 
 	tick     uint64
 	now      time.Duration
@@ -221,9 +228,11 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		leave:  float64(ic.LeaveRadius),
 		border: cfg.BorderRange,
 		byID:   map[uint64]int32{},
+		seeds:  map[int32][]uint64{},
 		grid:   g,
 		track:  tr,
 		hand:   hm,
+		queues: handoff.QueueShared{Max: cfg.MaxQueuedMoves, GapTimeout: cfg.GapTimeout},
 		now:    now,
 
 		autoCell: autoCell,
@@ -279,6 +288,7 @@ func (z *Zone) Handoffs() *handoff.Machine { return z.hand }
 func (z *Zone) Stats() Stats {
 	s := z.stats
 	s.Level = z.ov.level
+	s.MovesDropped, s.MovesLost = z.queues.Stats.Dropped, z.queues.Stats.Lost
 	for i := range z.ents {
 		e := &z.ents[i]
 		switch e.role {
@@ -361,8 +371,9 @@ func (z *Zone) slotFree(s int32) {
 	delete(z.byID, e.id)
 	e.role, e.id = roleFree, 0
 	if e.pl != nil {
-		e.pl.conn, e.pl.seedIDs = "", nil
+		e.pl.conn = ""
 	}
+	delete(z.seeds, s)
 	z.grid.Clear(s)
 	z.free = append(z.free, s)
 }
@@ -466,7 +477,6 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 	if act == handoff.InputLocal {
 		if s, ok := z.byID[entity]; ok {
 			e := z.pl(&z.ents[s])
-			before := e.queue.Stats().Dropped
 			if e.burst {
 				// The first input after a restore carries the moves the
 				// dead owner never applied: they get the time they took,
@@ -490,8 +500,7 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 					e.queue.Reset(0)
 				}
 			}
-			e.queue.PushBatch(lostBefore, moves)
-			z.stats.MovesDropped += e.queue.Stats().Dropped - before
+			e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
 		}
 	}
 	z.applyHandoff(now)
@@ -571,15 +580,13 @@ func (z *Zone) Pending() []handoff.Msg {
 	return msgs
 }
 
-// push queues moves for a player, counting those the full queue drops.
+// push queues moves for a player (those the full queue drops are counted
+// in z.queues).
 func (z *Zone) push(e *entity, moves []move.Move) {
 	if len(moves) == 0 {
 		return
 	}
-	p := z.pl(e)
-	before := p.queue.Stats().Dropped
-	p.queue.Push(moves...)
-	z.stats.MovesDropped += p.queue.Stats().Dropped - before
+	z.pl(e).queue.Push(moves...)
 }
 
 // applyHandoff turns the machine's output into zone changes and pending
@@ -601,8 +608,9 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// leave and re-enter) until the new owner's batches take over.
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
 			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+			delete(z.seeds, s)
 			if p := e.pl; p != nil {
-				p.conn, p.seedIDs, p.events = "", nil, handoff.EventFence{}
+				p.conn, p.events = "", handoff.EventFence{}
 				p.queue.Reset(0)
 				p.set.Reset()
 			}
@@ -654,7 +662,11 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 		z.push(e, a.Moves)
 		p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, false
 		p.set.Reset()
-		p.seedIDs = append(p.seedIDs[:0], st.Interest...)
+		if len(st.Interest) > 0 {
+			z.seeds[s] = slices.Clone(st.Interest)
+		} else {
+			delete(z.seeds, s)
+		}
 	}
 	z.stats.HandoffsIn++
 }
