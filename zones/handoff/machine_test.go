@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -423,4 +424,26 @@ func TestMoveQueuesShareBoundsAndCounters(t *testing.T) {
 	if z.Stats() != (QueueStats{}) || z.Len() != 0 {
 		t.Fatalf("a queue without Shared counted %+v", z.Stats())
 	}
+}
+
+// checkTimed reports an entry Tick would miss or time wrongly: timed must
+// hold exactly the entries that are not owned.
+func (m *Machine) checkTimed() error {
+	n := 0
+	for id, e := range m.ents {
+		t, ok := m.timed[id]
+		switch {
+		case e.phase == PhaseOwned && ok:
+			return fmt.Errorf("owned entity %d in timed", id)
+		case e.phase != PhaseOwned && t != e:
+			return fmt.Errorf("%s entity %d not in timed", e.phase, id)
+		}
+		if ok {
+			n++
+		}
+	}
+	if n != len(m.timed) {
+		return fmt.Errorf("timed holds %d entries, %d of them known", len(m.timed), n)
+	}
+	return nil
 }

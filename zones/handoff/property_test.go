@@ -172,6 +172,11 @@ func (md *model) checkOwners() {
 			md.fail("entity %d has %d owners: %v", id, len(owners), owners)
 		}
 	}
+	for _, n := range md.names {
+		if err := md.zones[n].m.checkTimed(); err != nil {
+			md.fail("zone %s: %v", n, err)
+		}
+	}
 }
 
 func (md *model) deliver(i int) {
