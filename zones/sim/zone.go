@@ -185,6 +185,11 @@ type Zone struct {
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
 	replSlots []int32
 	replEnds  []int
+	// replCand: sendReplicas' owned slots outside replInner, this zone's
+	// rectangle less BorderRange (empty if no point is that deep inside,
+	// or if a neighbour overlaps the zone: then every slot is one).
+	replCand  []int32
+	replInner world.Rect
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
@@ -243,10 +248,25 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		n, _ := cfg.World.Zone(id)
 		z.nbrs = append(z.nbrs, n)
 	}
+	z.replInner = innerRect(self.Rect, cfg.BorderRange, z.nbrs)
 	for range cfg.NPCs {
 		z.spawnNPC(now)
 	}
 	return z, nil
+}
+
+// innerRect is r less margin on every side: a point strictly inside it is
+// farther than margin from every rectangle that does not overlap r. Empty
+// (Min above Max) if r is too small, or if one of nbrs overlaps r (a world
+// that failed validation): then no point counts as inside.
+func innerRect(r world.Rect, margin float64, nbrs []*world.Zone) world.Rect {
+	in := world.Rect{Min: [2]float64{r.Min[0] + margin, r.Min[1] + margin}, Max: [2]float64{r.Max[0] - margin, r.Max[1] - margin}}
+	for _, n := range nbrs {
+		if n.Min[0] < r.Max[0] && r.Min[0] < n.Max[0] && n.Min[1] < r.Max[1] && r.Min[1] < n.Max[1] {
+			return world.Rect{Min: [2]float64{1, 1}, Max: [2]float64{-1, -1}}
+		}
+	}
+	return in
 }
 
 // gridBounds is the area the zone's grid covers: its rectangle and margin
