@@ -128,6 +128,9 @@ type zoneActor struct {
 	budget map[uint64]outBudget // event bytes sent per player this tick
 	outs   []pendingOut
 	owed   []bool // onTick's scratch: the views whose nudge is still to send
+	// vjoins: onTick's scratch, out.Views[i]'s Join (nil: none), so the
+	// controls, listed in the views' order, need no second lookup.
+	vjoins []*msg.Join
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -359,8 +362,10 @@ func (a *zoneActor) onTick() {
 	// one message a player a tick; the others get a ViewReady as before,
 	// after the controls.
 	owed := a.owed[:0] // owed[i]: out.Views[i]'s nudge is still to send
+	vjoins := a.vjoins[:0]
 	for _, ref := range out.Views {
 		j := a.joins[ref.Entity]
+		vjoins = append(vjoins, j)
 		if j == nil || j.Views == nil {
 			owed = append(owed, false)
 			continue
@@ -381,24 +386,28 @@ func (a *zoneActor) onTick() {
 	vi := 0
 	for i := range out.Controls {
 		c := &out.Controls[i]
-		j := a.joins[c.Entity]
+		// The zone lists views and controls in the same order, the
+		// controls' players among the views': the view of c is ahead.
+		// (Were it not, its Join is looked up, and its nudge goes as a
+		// ViewReady below.)
+		for vi < len(out.Views) && out.Views[vi].Entity != c.Entity {
+			vi++
+		}
+		var j *msg.Join
+		if vi < len(out.Views) {
+			j = vjoins[vi]
+		} else {
+			j = a.joins[c.Entity]
+		}
 		if j == nil || j.Conn == nil {
 			continue
 		}
 		m := msg.NewControl()
 		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
-		m.Events, _ = a.z.EventFence(c.Entity)
-		if j.ViewWithControl {
-			// The zone lists views and controls in the same order, the
-			// controls' players among the views': the view of c is ahead.
-			// (Were it not, its nudge goes as a ViewReady below.)
-			for vi < len(out.Views) && out.Views[vi].Entity != c.Entity {
-				vi++
-			}
-			if vi < len(out.Views) {
-				m.View, owed[vi] = owed[vi], false
-				vi++
-			}
+		m.Events, _ = a.z.ControlEvents(c)
+		if j.ViewWithControl && vi < len(out.Views) {
+			m.View, owed[vi] = owed[vi], false
+			vi++
 		}
 		a.ctx.Send(j.Conn, m)
 	}
@@ -410,6 +419,8 @@ func (a *zoneActor) onTick() {
 	}
 	clear(owed)
 	a.owed = owed[:0]
+	clear(vjoins)
+	a.vjoins = vjoins[:0]
 	for i := range out.Replicas {
 		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
 	}

@@ -35,6 +35,7 @@ type Control struct {
 	// Correct asks for a full-state correction now (ControlWriter.Force):
 	// spawn, teleport, world edge, moves held back by the speed limit.
 	Correct bool
+	slot    int32 // the player's (ControlEvents)
 }
 
 // Replica is one entity's state as a neighbour sees it.
@@ -356,6 +357,7 @@ func (z *Zone) emitControls() {
 		}
 		z.out.Controls = append(z.out.Controls, Control{
 			Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, LastApplied: e.pl.queue.LastApplied(), State: e.state, Correct: e.correct,
+			slot: int32(s),
 		})
 		e.correct = false
 	}
