@@ -134,7 +134,7 @@ func (h *harness) tick(n int) {
 			out := z.Step(h.now)
 			h.queue = append(h.queue, out.Send...)
 			batches = append(batches, out.Replicas...)
-			for _, c := range out.Controls {
+			for _, c := range out.Controls() {
 				p := h.byConn[c.Conn]
 				if c.LastApplied < p.acked {
 					h.t.Fatalf("player %d: LastApplied went back from %d to %d", p.id, p.acked, c.LastApplied)

@@ -22,6 +22,9 @@ type ViewRef struct {
 	// owner (another process, say) from the new owner's.
 	Epoch handoff.Epoch
 	slot  int32
+	// control: the player has a Control this tick (Zone.Control), with
+	// correct its Correct.
+	control, correct bool
 }
 
 // Control is a player's control-object result for one tick, for its
@@ -63,11 +66,30 @@ type ReplicaBatch struct {
 
 // Output is what one Step produced. Its slices are reused by the next Step;
 // ReplicaBatch.Entities are not.
+//
+// The tick's Controls are not listed: each is the state of a player that
+// has a view (Zone.Control of its ViewRef), and a list of them cost a
+// zone 96 bytes a player for good (Controls makes one on demand).
 type Output struct {
 	Send     []handoff.Msg // to zones (handoff) and to connections (Route)
 	Views    []ViewRef
-	Controls []Control
 	Replicas []ReplicaBatch
+
+	z        *Zone
+	controls []Control // Controls' buffer
+}
+
+// Controls lists the tick's Controls (Zone.Control of every view that has
+// one, in the views' order), in a buffer reused by the next call. Call it
+// before the zone changes (the next Step, Teleport, a handoff).
+func (o *Output) Controls() []Control {
+	o.controls = o.controls[:0]
+	for _, ref := range o.Views {
+		if c, ok := o.z.Control(ref); ok {
+			o.controls = append(o.controls, c)
+		}
+	}
+	return o.controls
 }
 
 // Step advances the zone by one tick at time now (the tick's scheduled
@@ -78,7 +100,7 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.snap = nil
 	z.ov.account(z)
 	out := &z.out
-	out.Send, out.Views, out.Controls, out.Replicas = out.Send[:0], out.Views[:0], out.Controls[:0], out.Replicas[:0]
+	out.Send, out.Views, out.Replicas, out.z = out.Send[:0], out.Views[:0], out.Replicas[:0], z
 
 	z.hand.Tick(now, &z.hout)
 	z.applyHandoff(now)
@@ -90,7 +112,6 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.buildGrid()
 	z.updateInterest()
 	z.sendReplicas(now)
-	z.emitControls()
 	z.emitViews()
 	out.Send = append(out.Send, z.pend...)
 	z.pend = nil
@@ -345,33 +366,38 @@ func (z *Zone) updateInterest() {
 	}
 }
 
-// emitControls reports every owned player's control state, frozen ones
-// included: a player frozen by crossings this tick had its moves applied
-// before it froze, and its connection must hear of them now, not a tick
-// later from the new owner (that skipped update was the handoff hitch).
-func (z *Zone) emitControls() {
-	for s := range z.ents {
-		e := &z.ents[s]
-		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" || e.pl.renumber {
-			continue
-		}
-		z.out.Controls = append(z.out.Controls, Control{
-			Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, LastApplied: e.pl.queue.LastApplied(), State: e.state, Correct: e.correct,
-			slot: int32(s),
-		})
-		e.correct = false
-	}
-}
-
-// emitViews lists one view per player with a connection.
+// emitViews lists one view per player with a connection, each with its
+// Control (Zone.Control) unless the player's new connection has not told
+// yet how it numbers its moves (renumber). Frozen players get theirs too:
+// a player frozen by crossings this tick had its moves applied before it
+// froze, and its connection must hear of them now, not a tick later from
+// the new owner (that skipped update was the handoff hitch).
 func (z *Zone) emitViews() {
 	for s := range z.ents {
 		e := &z.ents[s]
 		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
 			continue
 		}
-		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, slot: int32(s)})
+		ctl := !e.pl.renumber
+		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
+		if ctl {
+			e.correct = false
+		}
 	}
+}
+
+// Control is the Control of ref (from this tick's Output) if it has one:
+// the player's newest applied move and its state now. Call it before the
+// zone changes (the next Step, Teleport, a handoff).
+func (z *Zone) Control(ref ViewRef) (Control, bool) {
+	if !ref.control || int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
+		return Control{}, false
+	}
+	e := &z.ents[ref.slot]
+	return Control{
+		Entity: ref.Entity, Conn: ref.Conn, Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
+		slot: ref.slot,
+	}, true
 }
 
 // AppendView appends the view of ref (from this tick's Output) to dst and
