@@ -14,9 +14,11 @@ import (
 // ViewRef names a player whose view is due this tick: exactly one per
 // player with a connection per tick. AppendView materializes it (into the
 // caller's pooled buffer, so the tick allocates nothing for views).
+//
+// 24 bytes (a zone keeps a tick's worth, one a player): the player's
+// connection address is its Control's (Zone.Control).
 type ViewRef struct {
 	Entity uint64
-	Conn   string
 	// Epoch is the player's handoff epoch here: it grows with every
 	// handoff, so a connection can tell a late view from the previous
 	// owner (another process, say) from the new owner's.
@@ -379,7 +381,7 @@ func (z *Zone) emitViews() {
 			continue
 		}
 		ctl := !e.pl.renumber
-		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
+		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
 		if ctl {
 			e.correct = false
 		}
@@ -395,7 +397,7 @@ func (z *Zone) Control(ref ViewRef) (Control, bool) {
 	}
 	e := &z.ents[ref.slot]
 	return Control{
-		Entity: ref.Entity, Conn: ref.Conn, Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
+		Entity: ref.Entity, Conn: e.p().conn, Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
 		slot: ref.slot,
 	}, true
 }
