@@ -447,3 +447,61 @@ func (m *Machine) checkTimed() error {
 	}
 	return nil
 }
+
+// An owned entity that still gets its moves forwarded (its connection
+// sends to the old owner: the Route was lost or is late) repeats the Route
+// to its connection — set by SetConn, or taken from the snapshot on
+// acquiring it — at most every RetryInterval; an entity without a
+// connection gets none.
+func TestForwardToOwnerRepeatsRoute(t *testing.T) {
+	a, b := pair(t)
+	for _, id := range []uint64{7, 9} {
+		if _, err := a.Spawn(id, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.SetConn(9, "conn-9")
+	a.SetConn(12, "conn-12") // not known here: ignored
+	routes := func(m *Machine, at time.Duration, id uint64, ep Epoch) []Msg {
+		t.Helper()
+		var o Output
+		m.Step(at, Msg{Kind: KindForward, Entity: id, Epoch: ep, From: "c", To: m.Zone(), Sent: at, Moves: moves(1)}, &o)
+		if len(o.Deliver) != 1 {
+			t.Fatalf("forward to %d at %v not delivered: %+v", id, at, o)
+		}
+		var rs []Msg
+		for _, s := range o.Send {
+			if s.Kind == KindRoute {
+				rs = append(rs, s)
+			}
+		}
+		return rs
+	}
+	if rs := routes(a, 100*ms, 9, 1); len(rs) != 1 || rs[0].To != "conn-9" || rs[0].Epoch != 1 {
+		t.Fatalf("routes %+v, want one to conn-9", rs)
+	}
+	if rs := routes(a, 120*ms, 9, 1); len(rs) != 0 {
+		t.Fatalf("route repeated within RetryInterval: %+v", rs)
+	}
+	if rs := routes(a, 160*ms, 9, 1); len(rs) != 1 || rs[0].To != "conn-9" {
+		t.Fatalf("routes %+v, want one to conn-9 again", rs)
+	}
+	if rs := routes(a, 200*ms, 7, 1); len(rs) != 0 {
+		t.Fatalf("routes %+v for an entity without a connection", rs)
+	}
+	// Acquired: the connection comes with the snapshot.
+	var oa, ob Output
+	offer, err := a.Begin(300*ms, &Snapshot{Entity: 9, Conn: "conn-9b"}, "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Step(301*ms, offer, &ob)
+	a.Step(302*ms, only(t, &ob, KindAccept), &oa)
+	b.Step(303*ms, only(t, &oa, KindCommit), &ob)
+	if !b.Owns(9) {
+		t.Fatal("b must own 9")
+	}
+	if rs := routes(b, 400*ms, 9, 2); len(rs) != 1 || rs[0].To != "conn-9b" || rs[0].Epoch != 2 {
+		t.Fatalf("routes %+v, want one to conn-9b at epoch 2", rs)
+	}
+}
