@@ -101,3 +101,60 @@ func (o *outRec) SendUserMessage(_ *actor.PID, m any) {
 }
 func (o *outRec) SendSystemMessage(*actor.PID, any) {}
 func (o *outRec) Stop(*actor.PID)                   {}
+
+// TestControlCarriesTheEventFence: each player's Control carries its own
+// ordered-event fence (the zone finds it by the Control's slot), and a
+// player with a connection but no view still gets its Control.
+func TestControlCarriesTheEventFence(t *testing.T) {
+	sys := quietSystem()
+	defer sys.Shutdown()
+	var now time.Duration
+	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
+		Sim: sim.Config{Zone: "x0z0", World: world.Default()}}
+	z, err := sim.New(p.Sim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &zoneActor{p: p, m: p.Metrics}
+	a.init(z)
+	a.log = slog.New(slog.DiscardHandler)
+	a.ctx = syncCtx{sys: sys}
+	recs := make([]*ctlRec, 3)
+	for i := range recs {
+		recs[i] = &ctlRec{}
+		pid, _ := sys.ProcessRegistry.Add(recs[i], "fconn$"+strconv.Itoa(i))
+		j := &msg.Join{Player: uint64(i + 1), Conn: pid, ViewWithControl: true}
+		if i != 1 { // player 2 has no view slot: no view, a Control still
+			j.Views = &msg.ViewSlot{}
+		}
+		a.onJoin(j)
+	}
+	const gen = 0xfeed
+	for id, seq := range map[uint64]uint64{1: 7, 2: 4, 3: 9} {
+		if !z.TakeEvent(id, gen, 1, seq) {
+			t.Fatalf("player %d: event %d not new", id, seq)
+		}
+	}
+	now = z.Period()
+	a.nextAt = now
+	a.stopped.Store(true)
+	a.onTick()
+	for i, r := range recs {
+		want := map[int]uint64{0: 7, 1: 4, 2: 9}[i]
+		if len(r.got) != 1 || r.got[0].Player != uint64(i+1) || r.got[0].Events.Gen != gen || r.got[0].Events.Last[1] != want {
+			t.Fatalf("player %d: controls %+v, want one with lane 1's fence at %d", i+1, r.got, want)
+		}
+	}
+}
+
+// ctlRec is a connection that keeps copies of the Controls it is sent.
+type ctlRec struct{ got []msg.Control }
+
+func (c *ctlRec) SendUserMessage(_ *actor.PID, m any) {
+	if m, ok := m.(*msg.Control); ok {
+		c.got = append(c.got, *m)
+		m.Release()
+	}
+}
+func (c *ctlRec) SendSystemMessage(*actor.PID, any) {}
+func (c *ctlRec) Stop(*actor.PID)                   {}

@@ -127,7 +127,9 @@ type zoneActor struct {
 	maxOut int
 	budget map[uint64]outBudget // event bytes sent per player this tick
 	outs   []pendingOut
-	owed   []bool // onTick's scratch: the views whose nudge is still to send
+	// readies: onTick's scratch, the Joins whose view's nudge goes as a
+	// ViewReady (usually none: the nudge rides in the Control).
+	readies []*msg.Join
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -354,62 +356,51 @@ func (a *zoneActor) onTick() {
 			delete(a.forced, id) // committed and acknowledged, or aborted (the zone corrects it itself)
 		}
 	}
-	// Views first, then controls: a connection that joined with
+	// Each player's view, then its Control: a connection that joined with
 	// ViewWithControl takes its view's nudge in its Control (Control.View),
 	// one message a player a tick; the others get a ViewReady as before,
-	// after the controls.
-	owed := a.owed[:0] // owed[i]: out.Views[i]'s nudge is still to send
+	// after all the controls.
+	readies := a.readies[:0] // Joins whose view's nudge is still to send
+	controls := 0
 	for _, ref := range out.Views {
 		j := a.joins[ref.Entity]
-		if j == nil || j.Views == nil {
-			owed = append(owed, false)
-			continue
-		}
-		var v *msg.View
-		if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
-			v = msg.NewViewRefs(a.z.ViewLen(ref))
-			v.SetSnap(a.z.Snapshot()) // the view holds it: the writer reuses it after
-			v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
-		} else {
-			v = msg.NewView()
-			v.Entries = a.z.AppendView(v.Entries[:0], ref)
-		}
-		v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
-		owed = append(owed, j.Views.Publish(v) && j.Ghosts != nil)
-		a.m.Views.Add(1)
-	}
-	vi := 0
-	for i := range out.Controls {
-		c := &out.Controls[i]
-		j := a.joins[c.Entity]
-		if j == nil || j.Conn == nil {
-			continue
-		}
-		m := msg.NewControl()
-		m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
-		m.Events, _ = a.z.EventFence(c.Entity)
-		if j.ViewWithControl {
-			// The zone lists views and controls in the same order, the
-			// controls' players among the views': the view of c is ahead.
-			// (Were it not, its nudge goes as a ViewReady below.)
-			for vi < len(out.Views) && out.Views[vi].Entity != c.Entity {
-				vi++
+		nudge := false // the view's nudge is owed
+		if j != nil && j.Views != nil {
+			var v *msg.View
+			if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
+				v = msg.NewViewRefs(a.z.ViewLen(ref))
+				v.SetSnap(a.z.Snapshot()) // the view holds it: the writer reuses it after
+				v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
+			} else {
+				v = msg.NewView()
+				v.Entries = a.z.AppendView(v.Entries[:0], ref)
 			}
-			if vi < len(out.Views) {
-				m.View, owed[vi] = owed[vi], false
-				vi++
+			v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
+			nudge = j.Views.Publish(v) && j.Ghosts != nil
+			a.m.Views.Add(1)
+		}
+		if c, ok := a.z.Control(ref); ok {
+			controls++
+			if j != nil && j.Conn != nil {
+				m := msg.NewControl()
+				m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
+				m.Events, _ = a.z.ControlEvents(&c)
+				if j.ViewWithControl {
+					m.View, nudge = nudge, false
+				}
+				a.ctx.Send(j.Conn, m)
 			}
 		}
-		a.ctx.Send(j.Conn, m)
-	}
-	a.m.Controls.Add(uint64(len(out.Controls)))
-	for i, ref := range out.Views {
-		if owed[i] {
-			a.ctx.Send(a.joins[ref.Entity].Ghosts, msg.ViewReadyMsg)
+		if nudge {
+			readies = append(readies, j)
 		}
 	}
-	clear(owed)
-	a.owed = owed[:0]
+	a.m.Controls.Add(uint64(controls))
+	for _, j := range readies {
+		a.ctx.Send(j.Ghosts, msg.ViewReadyMsg)
+	}
+	clear(readies)
+	a.readies = readies[:0]
 	for i := range out.Replicas {
 		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
 	}

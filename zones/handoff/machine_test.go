@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -334,7 +335,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestMoveQueue(t *testing.T) {
-	var q MoveQueue
+	q := MoveQueue{Shared: &QueueShared{}}
 	q.Reset(10)
 	q.Push(moves(12, 11, 11, 9, 13)...)
 	var got []uint64
@@ -378,9 +379,129 @@ func TestMoveQueue(t *testing.T) {
 		t.Fatalf("lost %d, want 3 (17, 18, 19)", q.Stats().Lost)
 	}
 	// Bounded.
-	q2 := MoveQueue{Max: 2}
+	q2 := MoveQueue{Shared: &QueueShared{Max: 2}}
 	q2.Push(moves(1, 2, 3)...)
 	if q2.Len() != 2 || q2.Stats().Dropped != 1 {
 		t.Fatalf("bound: len %d %+v", q2.Len(), q2.Stats())
+	}
+}
+
+// Queues that share a QueueShared take its bound and gap timeout and add
+// to its counters; a queue without one counts nothing and keeps the
+// defaults.
+func TestMoveQueuesShareBoundsAndCounters(t *testing.T) {
+	sh := &QueueShared{Max: 3, GapTimeout: time.Hour}
+	a, b := MoveQueue{Shared: sh}, MoveQueue{Shared: sh}
+	a.Push(moves(1, 2, 3, 4, 2)...) // 4 dropped (bound 3), 2 a duplicate
+	b.Push(moves(2)...)             // 1 missing: a gap
+	if _, ok := b.Peek(time.Second); ok {
+		t.Fatal("gap not held")
+	}
+	if _, ok := b.Peek(time.Second + DefaultGapTimeout); ok {
+		t.Fatal("gap skipped after the default timeout, not the shared one")
+	}
+	if m, ok := b.Peek(time.Second + time.Hour); !ok || m.Seq != 2 {
+		t.Fatal("gap never skipped")
+	}
+	b.Pop()
+	a.Pop()
+	want := QueueStats{Pushed: 6, Duplicates: 1, Dropped: 1, Lost: 1, Popped: 2}
+	if a.Stats() != want || b.Stats() != want || sh.Stats != want {
+		t.Fatalf("stats %+v %+v %+v, want %+v each", a.Stats(), b.Stats(), sh.Stats, want)
+	}
+	var z MoveQueue
+	z.Push(moves(2, 2)...)
+	if m, ok := z.Peek(0); ok {
+		t.Fatalf("a gap opened at time 0 released at once (move %d)", m.Seq)
+	}
+	if _, ok := z.Peek(DefaultGapTimeout - 2); ok {
+		t.Fatal("gap skipped before the default timeout")
+	}
+	if m, ok := z.Peek(DefaultGapTimeout + 1); !ok || m.Seq != 2 {
+		t.Fatal("gap never skipped")
+	}
+	z.Pop()
+	if z.Stats() != (QueueStats{}) || z.Len() != 0 {
+		t.Fatalf("a queue without Shared counted %+v", z.Stats())
+	}
+}
+
+// checkTimed reports an entry Tick would miss or time wrongly: timed must
+// hold exactly the entries that are not owned.
+func (m *Machine) checkTimed() error {
+	n := 0
+	for id, e := range m.ents {
+		t, ok := m.timed[id]
+		switch {
+		case e.phase == PhaseOwned && ok:
+			return fmt.Errorf("owned entity %d in timed", id)
+		case e.phase != PhaseOwned && t != e:
+			return fmt.Errorf("%s entity %d not in timed", e.phase, id)
+		}
+		if ok {
+			n++
+		}
+	}
+	if n != len(m.timed) {
+		return fmt.Errorf("timed holds %d entries, %d of them known", len(m.timed), n)
+	}
+	return nil
+}
+
+// An owned entity that still gets its moves forwarded (its connection
+// sends to the old owner: the Route was lost or is late) repeats the Route
+// to its connection — set by SetConn, or taken from the snapshot on
+// acquiring it — at most every RetryInterval; an entity without a
+// connection gets none.
+func TestForwardToOwnerRepeatsRoute(t *testing.T) {
+	a, b := pair(t)
+	for _, id := range []uint64{7, 9} {
+		if _, err := a.Spawn(id, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.SetConn(9, "conn-9")
+	a.SetConn(12, "conn-12") // not known here: ignored
+	routes := func(m *Machine, at time.Duration, id uint64, ep Epoch) []Msg {
+		t.Helper()
+		var o Output
+		m.Step(at, Msg{Kind: KindForward, Entity: id, Epoch: ep, From: "c", To: m.Zone(), Sent: at, Moves: moves(1)}, &o)
+		if len(o.Deliver) != 1 {
+			t.Fatalf("forward to %d at %v not delivered: %+v", id, at, o)
+		}
+		var rs []Msg
+		for _, s := range o.Send {
+			if s.Kind == KindRoute {
+				rs = append(rs, s)
+			}
+		}
+		return rs
+	}
+	if rs := routes(a, 100*ms, 9, 1); len(rs) != 1 || rs[0].To != "conn-9" || rs[0].Epoch != 1 {
+		t.Fatalf("routes %+v, want one to conn-9", rs)
+	}
+	if rs := routes(a, 120*ms, 9, 1); len(rs) != 0 {
+		t.Fatalf("route repeated within RetryInterval: %+v", rs)
+	}
+	if rs := routes(a, 160*ms, 9, 1); len(rs) != 1 || rs[0].To != "conn-9" {
+		t.Fatalf("routes %+v, want one to conn-9 again", rs)
+	}
+	if rs := routes(a, 200*ms, 7, 1); len(rs) != 0 {
+		t.Fatalf("routes %+v for an entity without a connection", rs)
+	}
+	// Acquired: the connection comes with the snapshot.
+	var oa, ob Output
+	offer, err := a.Begin(300*ms, &Snapshot{Entity: 9, Conn: "conn-9b"}, "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Step(301*ms, offer, &ob)
+	a.Step(302*ms, only(t, &ob, KindAccept), &oa)
+	b.Step(303*ms, only(t, &oa, KindCommit), &ob)
+	if !b.Owns(9) {
+		t.Fatal("b must own 9")
+	}
+	if rs := routes(b, 400*ms, 9, 2); len(rs) != 1 || rs[0].To != "conn-9b" || rs[0].Epoch != 2 {
+		t.Fatalf("routes %+v, want one to conn-9b at epoch 2", rs)
 	}
 }

@@ -76,7 +76,7 @@ func newModel(t *testing.T, seed uint64, zones, players int, loss, dup float64) 
 		if pl.hasConn {
 			home.m.SetConn(id, connAddr(id))
 		}
-		home.queues[id] = &MoveQueue{GapTimeout: time.Hour}
+		home.queues[id] = &MoveQueue{Shared: &QueueShared{GapTimeout: time.Hour}}
 		md.players[id] = pl
 	}
 	return md
@@ -102,7 +102,7 @@ func (md *model) fail(format string, a ...any) {
 func (md *model) flush(z *modelZone) {
 	o := &z.out
 	for _, a := range o.Acquired {
-		q := &MoveQueue{GapTimeout: time.Hour}
+		q := &MoveQueue{Shared: &QueueShared{GapTimeout: time.Hour}}
 		q.Reset(a.State.LastApplied)
 		q.Push(a.Moves...)
 		z.queues[a.State.Entity] = q
@@ -170,6 +170,11 @@ func (md *model) checkOwners() {
 		}
 		if len(owners) > 1 {
 			md.fail("entity %d has %d owners: %v", id, len(owners), owners)
+		}
+	}
+	for _, n := range md.names {
+		if err := md.zones[n].m.checkTimed(); err != nil {
+			md.fail("zone %s: %v", n, err)
 		}
 	}
 }

@@ -23,25 +23,42 @@ const DefaultGapTimeout = time.Second
 // client never delivered those moves: MarkLost) is skipped at once, so
 // waiting is only ever for moves that are on their way.
 //
-// Bounded: at most Max moves are held (the newest beyond that are dropped
-// and counted; the client resends moves until they are acknowledged, and
-// the acknowledgement follows LastApplied).
+// Bounded: at most Shared.Max moves are held (the newest beyond that are
+// dropped and counted; the client resends moves until they are
+// acknowledged, and the acknowledgement follows LastApplied).
 //
 // The zero MoveQueue is ready (nothing applied; the first move is 1, the
-// bound 256 and the gap timeout DefaultGapTimeout). Not safe for concurrent
-// use.
+// bound 256, the gap timeout DefaultGapTimeout, nothing counted). Not safe
+// for concurrent use.
+//
+// 72 bytes: a zone keeps one per player, so the bound, the gap timeout and
+// the counters live in the zone's one QueueShared (they were 56 bytes of
+// every player's queue, and the counters' 40-byte copies were read around
+// every push and every tick's pops).
 type MoveQueue struct {
-	last       uint64
-	q          []move.Move // sorted by Seq, all > last, no duplicates
-	gapSince   time.Duration
-	gapOpen    bool
-	Max        int
-	GapTimeout time.Duration
-	stats      QueueStats
+	last uint64
+	q    []move.Move // sorted by Seq, all > last, no duplicates
 	// lost: ranges of moves the connection says will never come (lost at
 	// the client), sorted, all above last; a handful at most.
 	lost []seqRange
+	// gapSince: when the gap at the head opened, at least 1 ns (noGap, 0:
+	// none is open; a gap opened at time 0 counts from 1 ns).
+	gapSince time.Duration
+	// Shared holds the bound, the gap timeout and the counters, shared by
+	// a zone's queues; nil: the defaults, nothing counted.
+	Shared *QueueShared
 }
+
+// QueueShared is what a zone's move queues share: their bound and gap
+// timeout, and the counters they add to.
+type QueueShared struct {
+	Max        int           // moves held at most; 0: 256
+	GapTimeout time.Duration // 0: DefaultGapTimeout
+	Stats      QueueStats
+}
+
+// noGap is gapSince while no gap is open.
+const noGap = 0
 
 type seqRange struct{ from, to uint64 }
 
@@ -102,7 +119,7 @@ func (q *MoveQueue) declaredLost(from, to uint64) bool {
 	return false
 }
 
-// QueueStats counts a queue's moves.
+// QueueStats counts the moves of the queues that share it.
 type QueueStats struct {
 	Pushed     uint64 // moves offered
 	Duplicates uint64 // already applied or already queued
@@ -114,7 +131,7 @@ type QueueStats struct {
 // Reset restarts the queue after move last (e.g. from a handoff snapshot's
 // LastApplied), dropping anything queued.
 func (q *MoveQueue) Reset(last uint64) {
-	q.last, q.q, q.gapOpen, q.lost = last, q.q[:0], false, q.lost[:0]
+	q.last, q.q, q.gapSince, q.lost = last, q.q[:0], noGap, q.lost[:0]
 	q.trim()
 }
 
@@ -144,12 +161,18 @@ func (q *MoveQueue) Len() int { return len(q.q) }
 // modify), e.g. to carry them along in a handoff.
 func (q *MoveQueue) Queued() []move.Move { return q.q }
 
-// Stats returns the counters.
-func (q *MoveQueue) Stats() QueueStats { return q.stats }
+// Stats returns the counters of the queues sharing q's Shared (zero
+// without one).
+func (q *MoveQueue) Stats() QueueStats {
+	if q.Shared == nil {
+		return QueueStats{}
+	}
+	return q.Shared.Stats
+}
 
 func (q *MoveQueue) max() int {
-	if q.Max > 0 {
-		return q.Max
+	if q.Shared != nil && q.Shared.Max > 0 {
+		return q.Shared.Max
 	}
 	return 256
 }
@@ -157,11 +180,10 @@ func (q *MoveQueue) max() int {
 // Push adds moves (any order, duplicates allowed). It returns how many
 // were new.
 func (q *MoveQueue) Push(moves ...move.Move) int {
-	added := 0
+	added, dups, dropped := 0, 0, 0
 	for _, m := range moves {
-		q.stats.Pushed++
 		if m.Seq <= q.last {
-			q.stats.Duplicates++
+			dups++
 			continue
 		}
 		// Usually m goes at the end: binary search only when it does not.
@@ -178,12 +200,12 @@ func (q *MoveQueue) Push(moves ...move.Move) int {
 			}
 			i = lo
 			if q.q[i].Seq == m.Seq {
-				q.stats.Duplicates++
+				dups++
 				continue
 			}
 		}
 		if len(q.q) >= q.max() {
-			q.stats.Dropped++
+			dropped++
 			continue
 		}
 		if i == len(q.q) { // in order: the usual case, no shift
@@ -196,6 +218,11 @@ func (q *MoveQueue) Push(moves ...move.Move) int {
 		q.q[i] = m
 		added++
 	}
+	if sh := q.Shared; sh != nil {
+		sh.Stats.Pushed += uint64(len(moves))
+		sh.Stats.Duplicates += uint64(dups)
+		sh.Stats.Dropped += uint64(dropped)
+	}
 	return added
 }
 
@@ -204,21 +231,24 @@ func (q *MoveQueue) Push(moves ...move.Move) int {
 // It does not consume it.
 func (q *MoveQueue) Peek(now time.Duration) (move.Move, bool) {
 	if len(q.q) == 0 {
-		q.gapOpen = false
+		q.gapSince = noGap
 		return move.Move{}, false
 	}
 	m := q.q[0]
 	if m.Seq == q.last+1 {
-		q.gapOpen = false
+		q.gapSince = noGap
 		return m, true
 	}
 	if q.declaredLost(q.last+1, m.Seq-1) {
 		return m, true
 	}
-	if !q.gapOpen {
-		q.gapOpen, q.gapSince = true, now
+	if q.gapSince == noGap {
+		q.gapSince = max(now, 1)
 	}
-	timeout := q.GapTimeout
+	var timeout time.Duration
+	if q.Shared != nil {
+		timeout = q.Shared.GapTimeout
+	}
 	if timeout == 0 {
 		timeout = DefaultGapTimeout
 	}
@@ -234,16 +264,19 @@ func (q *MoveQueue) Pop() {
 		return
 	}
 	m := q.q[0]
-	if m.Seq > q.last+1 {
-		q.stats.Lost += m.Seq - q.last - 1
+	sh := q.Shared
+	if m.Seq > q.last+1 && sh != nil {
+		sh.Stats.Lost += m.Seq - q.last - 1
 	}
 	q.last = m.Seq
 	for len(q.lost) > 0 && q.lost[0].to <= q.last {
 		q.lost = q.lost[1:]
 	}
-	q.stats.Popped++
+	if sh != nil {
+		sh.Stats.Popped++
+	}
 	copy(q.q, q.q[1:])
 	q.q = q.q[:len(q.q)-1]
-	q.gapOpen = false
+	q.gapSince = noGap
 	q.trim()
 }

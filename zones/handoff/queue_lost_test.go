@@ -19,7 +19,7 @@ func mvs(ns ...uint64) []move.Move {
 // late (moves on their way, forwarded by a previous owner) is waited for up
 // to GapTimeout, and the late moves are applied, not lost.
 func TestMoveQueueSkipsOnlyDeclaredLosses(t *testing.T) {
-	var q MoveQueue
+	q := MoveQueue{Shared: &QueueShared{}}
 	q.PushBatch(0, mvs(1, 2))
 	for range 2 {
 		if _, ok := q.Peek(0); !ok {

@@ -80,8 +80,8 @@ func TestRestoreFromCheckpoint(t *testing.T) {
 	// A move at or below the fence is never applied again; the next is.
 	other.Input(0, 7, []move.Move{fwd(2, 0), fwd(3, 0)})
 	out := other.Step(50 * time.Millisecond)
-	if len(out.Controls) != 1 || out.Controls[0].LastApplied != 3 || other.Stats().MovesApplied != 1 {
-		t.Fatalf("controls %+v, applied %d: want move 3 only", out.Controls, other.Stats().MovesApplied)
+	if len(out.Controls()) != 1 || out.Controls()[0].LastApplied != 3 || other.Stats().MovesApplied != 1 {
+		t.Fatalf("controls %+v, applied %d: want move 3 only", out.Controls(), other.Stats().MovesApplied)
 	}
 	if err := other.Restore(0, cp, "c2", 0); !errors.Is(err, ErrExists) {
 		t.Fatalf("second restore: %v", err)

@@ -35,3 +35,16 @@ func (z *Zone) EventFence(entity uint64) (handoff.EventFence, bool) {
 	}
 	return e.p().events, true
 }
+
+// ControlEvents is EventFence for the player of c (from this tick's
+// Output, before the next Step), found by its slot: no lookup by id.
+func (z *Zone) ControlEvents(c *Control) (handoff.EventFence, bool) {
+	if int(c.slot) >= len(z.ents) || z.ents[c.slot].id != c.Entity {
+		return z.EventFence(c.Entity)
+	}
+	e := &z.ents[c.slot]
+	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
+		return handoff.EventFence{}, false
+	}
+	return e.p().events, true
+}

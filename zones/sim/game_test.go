@@ -79,7 +79,7 @@ func TestSeqExtraNamesTheAppliedMove(t *testing.T) {
 		}
 		za.Input(now, 1, ms)
 		oa := za.Step(now)
-		for _, c := range oa.Controls {
+		for _, c := range oa.Controls() {
 			if c.Entity == 1 {
 				lastA = c
 			}
@@ -158,16 +158,16 @@ func TestCorrect(t *testing.T) {
 	z := oneZone(t, func(c *Config) { c.NPCs = 0 })
 	z.Join(0, 1, "c1", "a", [3]float32{-500, 0, -500}, 0)
 	z.Step(50 * time.Millisecond) // the spawn correction
-	if c := z.Step(100 * time.Millisecond).Controls[0]; c.Correct {
+	if c := z.Step(100 * time.Millisecond).Controls()[0]; c.Correct {
 		t.Fatal("correction without cause")
 	}
 	if err := z.Correct(1); err != nil {
 		t.Fatal(err)
 	}
-	if c := z.Step(150 * time.Millisecond).Controls[0]; !c.Correct {
+	if c := z.Step(150 * time.Millisecond).Controls()[0]; !c.Correct {
 		t.Fatal("Correct did not force the next control")
 	}
-	if c := z.Step(200 * time.Millisecond).Controls[0]; c.Correct {
+	if c := z.Step(200 * time.Millisecond).Controls()[0]; c.Correct {
 		t.Fatal("correction repeated")
 	}
 	if err := z.Correct(99); !errors.Is(err, ErrNotHere) {

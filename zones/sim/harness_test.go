@@ -134,7 +134,7 @@ func (h *harness) tick(n int) {
 			out := z.Step(h.now)
 			h.queue = append(h.queue, out.Send...)
 			batches = append(batches, out.Replicas...)
-			for _, c := range out.Controls {
+			for _, c := range out.Controls() {
 				p := h.byConn[c.Conn]
 				if c.LastApplied < p.acked {
 					h.t.Fatalf("player %d: LastApplied went back from %d to %d", p.id, p.acked, c.LastApplied)
@@ -191,6 +191,9 @@ func (h *harness) checkOwnership() {
 	owners := map[uint64][]string{}
 	npcs := 0
 	for _, name := range h.names {
+		if err := h.zones[name].checkRolesAgree(); err != nil {
+			h.t.Fatalf("tick %v, zone %s: %v", h.now, name, err)
+		}
 		h.zones[name].Entities(func(e EntityInfo) {
 			if e.Owned {
 				owners[e.ID] = append(owners[e.ID], name)
@@ -252,4 +255,21 @@ func randomWalk(rng *rand.Rand) func(p *player, tick int) (int8, uint16) {
 func dist(a, b [3]float32) float64 {
 	dx, dz := float64(a[0]-b[0]), float64(a[2]-b[2])
 	return math.Sqrt(dx*dx + dz*dz)
+}
+
+// checkRolesAgree reports a slot whose role disagrees with the handoff
+// machine's phase for its entity: owned slots must be owned there (so
+// InputBatch may queue their moves without asking it), frozen ones
+// offered.
+func (z *Zone) checkRolesAgree() error {
+	for s := range z.ents {
+		e := &z.ents[s]
+		ph, _, _ := z.hand.Status(e.id)
+		switch {
+		case e.role == roleOwned && ph != handoff.PhaseOwned,
+			e.role == roleFrozen && ph != handoff.PhaseOffering:
+			return fmt.Errorf("slot %d (entity %d) is %d here but %s in the handoff machine", s, e.id, e.role, ph)
+		}
+	}
+	return nil
 }

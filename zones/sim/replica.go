@@ -31,19 +31,36 @@ const handoffGrace = 3 // the default of Config.HandoffGrace
 // Replica by Replica to each batch cost a doubling per batch and left up
 // to half of each batch's array unused (the zone's largest allocation
 // after its snapshot).
+//
+// An entity farther than BorderRange inside this zone's rectangle is
+// farther than that from every other zone (zones do not overlap): most of
+// a zone's entities. One pass lists the others, the candidates, and each
+// neighbour's test runs over those only (it ran over every slot for every
+// neighbour).
 func (z *Zone) sendReplicas(now time.Duration) {
 	r2 := z.border * z.border
+	cand := z.replCand[:0]
+	in := z.replInner
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.role != roleOwned && e.role != roleFrozen {
+			continue
+		}
+		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
+		if x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
+			continue
+		}
+		cand = append(cand, int32(s))
+	}
+	z.replCand = cand
 	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
-		for s := range z.ents {
+		for _, s := range cand {
 			e := &z.ents[s]
-			if e.role != roleOwned && e.role != roleFrozen {
-				continue
-			}
 			if n.Dist2(float64(e.state.Pos[0]), float64(e.state.Pos[2])) > r2 {
 				continue
 			}
-			slots = append(slots, int32(s))
+			slots = append(slots, s)
 		}
 		ends = append(ends, len(slots))
 	}

@@ -70,10 +70,10 @@ func TestJoinMovesAndControl(t *testing.T) {
 	}
 	z.Input(0, 1, ms)
 	out := z.Step(50 * time.Millisecond)
-	if len(out.Controls) != 1 {
-		t.Fatalf("controls %+v", out.Controls)
+	if len(out.Controls()) != 1 {
+		t.Fatalf("controls %+v", out.Controls())
 	}
-	c := out.Controls[0]
+	c := out.Controls()[0]
 	if c.LastApplied != 3 || c.Conn != "c1" || !c.Correct {
 		t.Fatalf("control %+v (the first one carries the spawn correction)", c)
 	}
@@ -89,7 +89,7 @@ func TestJoinMovesAndControl(t *testing.T) {
 		t.Fatalf("applied %d moves, want 3 (duplicates dropped)", z.Stats().MovesApplied)
 	}
 	out = z.Step(100 * time.Millisecond)
-	if out.Controls[0].Correct {
+	if out.Controls()[0].Correct {
 		t.Fatal("correction repeated without cause")
 	}
 	if err := z.Leave(1); err != nil {
@@ -113,7 +113,7 @@ func TestSpeedLimitByTimeCredit(t *testing.T) {
 	const ticks = 20
 	var last Control
 	for i := 1; i <= ticks; i++ {
-		last = z.Step(time.Duration(i) * 50 * time.Millisecond).Controls[0]
+		last = z.Step(time.Duration(i) * 50 * time.Millisecond).Controls()[0]
 	}
 	elapsed := ticks * 50 * time.Millisecond
 	applied := time.Duration(last.LastApplied) * 50 * time.Millisecond
@@ -156,7 +156,7 @@ func TestLateInputCatchesUp(t *testing.T) {
 			if input {
 				send(1)
 			}
-			last = z.Step(time.Duration(step+1) * tick).Controls[0]
+			last = z.Step(time.Duration(step+1) * tick).Controls()[0]
 		}
 	}
 	stepTo(20, true)  // 1 s of steady input
@@ -194,7 +194,7 @@ func TestStalledZoneCatchesUp(t *testing.T) {
 		seq++
 		z.Input(now, 1, []move.Move{fwd(seq, 0)})
 		now += tick
-		last = z.Step(now).Controls[0]
+		last = z.Step(now).Controls()[0]
 	}
 	for range 20 {
 		step()
@@ -205,7 +205,7 @@ func TestStalledZoneCatchesUp(t *testing.T) {
 		z.Input(now, 1, []move.Move{fwd(seq, 0)})
 		now += tick
 	}
-	last = z.Step(now).Controls[0]
+	last = z.Step(now).Controls()[0]
 	for range 40 {
 		step()
 	}
@@ -246,8 +246,8 @@ func TestTakeOverKeepsOrRestartsTheMoveSequence(t *testing.T) {
 		}
 		z.TakeOver(now, 1)
 		now += tick
-		if out := z.Step(now); len(out.Controls) != 0 {
-			t.Fatalf("a control (ack %d) before the new connection's first input", out.Controls[0].LastApplied)
+		if out := z.Step(now); len(out.Controls()) != 0 {
+			t.Fatalf("a control (ack %d) before the new connection's first input", out.Controls()[0].LastApplied)
 		}
 		return z, now
 	}
@@ -257,8 +257,8 @@ func TestTakeOverKeepsOrRestartsTheMoveSequence(t *testing.T) {
 		// The old connection's unacknowledged 8..10 come again with 11, 12.
 		z.Input(now, 1, []move.Move{fwd(8, 0), fwd(9, 0), fwd(10, 0), fwd(11, 0), fwd(12, 0)})
 		out := z.Step(now + tick)
-		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 12 {
-			t.Fatalf("controls %+v, want one acknowledging 12", out.Controls)
+		if len(out.Controls()) != 1 || out.Controls()[0].LastApplied != 12 {
+			t.Fatalf("controls %+v, want one acknowledging 12", out.Controls())
 		}
 		if n := z.Stats().MovesApplied - applied; n != 2 {
 			t.Fatalf("%d moves applied, want 2 (8..10 were applied before the switch)", n)
@@ -268,8 +268,8 @@ func TestTakeOverKeepsOrRestartsTheMoveSequence(t *testing.T) {
 		z, now := setup(t)
 		z.Input(now, 1, []move.Move{fwd(1, 0), fwd(2, 0)})
 		out := z.Step(now + tick)
-		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 2 {
-			t.Fatalf("controls %+v, want one acknowledging 2", out.Controls)
+		if len(out.Controls()) != 1 || out.Controls()[0].LastApplied != 2 {
+			t.Fatalf("controls %+v, want one acknowledging 2", out.Controls())
 		}
 	})
 	t.Run("no input", func(t *testing.T) {
@@ -279,8 +279,8 @@ func TestTakeOverKeepsOrRestartsTheMoveSequence(t *testing.T) {
 			now += tick
 			out = z.Step(now)
 		}
-		if len(out.Controls) != 1 || out.Controls[0].LastApplied != 0 {
-			t.Fatalf("controls %+v after a second without input, want one acknowledging nothing (a fresh session)", out.Controls)
+		if len(out.Controls()) != 1 || out.Controls()[0].LastApplied != 0 {
+			t.Fatalf("controls %+v after a second without input, want one acknowledging nothing (a fresh session)", out.Controls())
 		}
 	})
 }
@@ -295,7 +295,7 @@ func TestTeleportDetected(t *testing.T) {
 	z.Join(0, 1, "c1", "x", [3]float32{-500, 0, -500}, 0)
 	z.Step(50 * time.Millisecond)
 	z.Input(0, 1, []move.Move{fwd(1, 0)})
-	c := z.Step(100 * time.Millisecond).Controls[0]
+	c := z.Step(100 * time.Millisecond).Controls()[0]
 	if z.Stats().TeleportsDetected != 1 || !c.Correct {
 		t.Fatalf("teleport not flagged: %+v %+v", z.Stats(), c)
 	}
@@ -311,7 +311,7 @@ func TestWorldEdgeIsAWall(t *testing.T) {
 		ms = append(ms, fwd(i+1, west))
 	}
 	z.Input(0, 1, ms)
-	c := z.Step(100 * time.Millisecond).Controls[0]
+	c := z.Step(100 * time.Millisecond).Controls()[0]
 	if c.State.Pos[0] != -1000 || !c.Correct || z.Stats().EdgeClamps == 0 {
 		t.Fatalf("edge: %+v stats %+v", c, z.Stats())
 	}
@@ -708,7 +708,7 @@ func TestCreditFollowsScheduledTime(t *testing.T) {
 	z.Input(0, 1, ms)
 	// Credit after the first step: 250 ms (initial) … spent nothing yet, so
 	// the next step 400 ms later may apply everything up to the 1 s cap.
-	c := z.Step(450 * time.Millisecond).Controls[0]
+	c := z.Step(450 * time.Millisecond).Controls()[0]
 	if c.LastApplied != 10 {
 		t.Fatalf("after a 400 ms gap only %d of 10 moves applied", c.LastApplied)
 	}

@@ -14,14 +14,19 @@ import (
 // ViewRef names a player whose view is due this tick: exactly one per
 // player with a connection per tick. AppendView materializes it (into the
 // caller's pooled buffer, so the tick allocates nothing for views).
+//
+// 24 bytes (a zone keeps a tick's worth, one a player): the player's
+// connection address is its Control's (Zone.Control).
 type ViewRef struct {
 	Entity uint64
-	Conn   string
 	// Epoch is the player's handoff epoch here: it grows with every
 	// handoff, so a connection can tell a late view from the previous
 	// owner (another process, say) from the new owner's.
 	Epoch handoff.Epoch
 	slot  int32
+	// control: the player has a Control this tick (Zone.Control), with
+	// correct its Correct.
+	control, correct bool
 }
 
 // Control is a player's control-object result for one tick, for its
@@ -35,6 +40,7 @@ type Control struct {
 	// Correct asks for a full-state correction now (ControlWriter.Force):
 	// spawn, teleport, world edge, moves held back by the speed limit.
 	Correct bool
+	slot    int32 // the player's (ControlEvents)
 }
 
 // Replica is one entity's state as a neighbour sees it.
@@ -62,11 +68,30 @@ type ReplicaBatch struct {
 
 // Output is what one Step produced. Its slices are reused by the next Step;
 // ReplicaBatch.Entities are not.
+//
+// The tick's Controls are not listed: each is the state of a player that
+// has a view (Zone.Control of its ViewRef), and a list of them cost a
+// zone 96 bytes a player for good (Controls makes one on demand).
 type Output struct {
 	Send     []handoff.Msg // to zones (handoff) and to connections (Route)
 	Views    []ViewRef
-	Controls []Control
 	Replicas []ReplicaBatch
+
+	z        *Zone
+	controls []Control // Controls' buffer
+}
+
+// Controls lists the tick's Controls (Zone.Control of every view that has
+// one, in the views' order), in a buffer reused by the next call. Call it
+// before the zone changes (the next Step, Teleport, a handoff).
+func (o *Output) Controls() []Control {
+	o.controls = o.controls[:0]
+	for _, ref := range o.Views {
+		if c, ok := o.z.Control(ref); ok {
+			o.controls = append(o.controls, c)
+		}
+	}
+	return o.controls
 }
 
 // Step advances the zone by one tick at time now (the tick's scheduled
@@ -77,7 +102,7 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.snap = nil
 	z.ov.account(z)
 	out := &z.out
-	out.Send, out.Views, out.Controls, out.Replicas = out.Send[:0], out.Views[:0], out.Controls[:0], out.Replicas[:0]
+	out.Send, out.Views, out.Replicas, out.z = out.Send[:0], out.Views[:0], out.Replicas[:0], z
 
 	z.hand.Tick(now, &z.hout)
 	z.applyHandoff(now)
@@ -89,7 +114,6 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.buildGrid()
 	z.updateInterest()
 	z.sendReplicas(now)
-	z.emitControls()
 	z.emitViews()
 	out.Send = append(out.Send, z.pend...)
 	z.pend = nil
@@ -146,7 +170,6 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			e.owed = min(e.owed+late, maxOwed)
 			over -= late
 		}
-		lostBefore := e.queue.Stats().Lost
 		start := ent.state.Pos
 		var spent, repaid time.Duration
 		for {
@@ -179,7 +202,6 @@ func (z *Zone) stepPlayers(now time.Duration) {
 			ent.state = z.cfg.Step(ent.state, m, m.Seconds())
 			z.stats.MovesApplied++
 		}
-		z.stats.MovesLost += e.queue.Stats().Lost - lostBefore
 		z.seqExtra(ent)
 		// The world's edge is a wall.
 		x, zz := z.w.Clamp(float64(ent.state.Pos[0]), float64(ent.state.Pos[2]))
@@ -307,6 +329,7 @@ func (z *Zone) adaptCell() {
 // grid order so the cells one scans are still in cache for the next.
 func (z *Zone) updateInterest() {
 	every := z.ov.interestEvery
+	seeding := len(z.seeds) > 0 // usually not: no lookup per player then
 	for _, sa := range z.grid.SlotAuxes() {
 		if interest.AuxKind(sa.Aux) != KindPlayer {
 			continue
@@ -324,15 +347,19 @@ func (z *Zone) updateInterest() {
 			continue
 		}
 		p := z.pl(e)
-		if p.seedIDs != nil {
-			slots := make([]int32, 0, len(p.seedIDs))
-			for _, id := range p.seedIDs {
+		var ids []uint64
+		if seeding {
+			ids = z.seeds[s]
+		}
+		if ids != nil {
+			slots := make([]int32, 0, len(ids))
+			for _, id := range ids {
 				if sl, ok := z.byID[id]; ok {
 					slots = append(slots, sl)
 				}
 			}
 			p.set.Seed(z.grid, slots)
-			p.seedIDs = nil
+			delete(z.seeds, s)
 		} else if every > 1 && (z.tick+uint64(s))%every != 0 {
 			z.stats.InterestSkipped++
 			continue
@@ -341,32 +368,38 @@ func (z *Zone) updateInterest() {
 	}
 }
 
-// emitControls reports every owned player's control state, frozen ones
-// included: a player frozen by crossings this tick had its moves applied
-// before it froze, and its connection must hear of them now, not a tick
-// later from the new owner (that skipped update was the handoff hitch).
-func (z *Zone) emitControls() {
-	for s := range z.ents {
-		e := &z.ents[s]
-		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" || e.pl.renumber {
-			continue
-		}
-		z.out.Controls = append(z.out.Controls, Control{
-			Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, LastApplied: e.pl.queue.LastApplied(), State: e.state, Correct: e.correct,
-		})
-		e.correct = false
-	}
-}
-
-// emitViews lists one view per player with a connection.
+// emitViews lists one view per player with a connection, each with its
+// Control (Zone.Control) unless the player's new connection has not told
+// yet how it numbers its moves (renumber). Frozen players get theirs too:
+// a player frozen by crossings this tick had its moves applied before it
+// froze, and its connection must hear of them now, not a tick later from
+// the new owner (that skipped update was the handoff hitch).
 func (z *Zone) emitViews() {
 	for s := range z.ents {
 		e := &z.ents[s]
 		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
 			continue
 		}
-		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Conn: e.pl.conn, Epoch: e.epoch, slot: int32(s)})
+		ctl := !e.pl.renumber
+		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
+		if ctl {
+			e.correct = false
+		}
 	}
+}
+
+// Control is the Control of ref (from this tick's Output) if it has one:
+// the player's newest applied move and its state now. Call it before the
+// zone changes (the next Step, Teleport, a handoff).
+func (z *Zone) Control(ref ViewRef) (Control, bool) {
+	if !ref.control || int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
+		return Control{}, false
+	}
+	e := &z.ents[ref.slot]
+	return Control{
+		Entity: ref.Entity, Conn: e.p().conn, Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
+		slot: ref.slot,
+	}, true
 }
 
 // AppendView appends the view of ref (from this tick's Output) to dst and

@@ -77,9 +77,11 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (about 320 of a slot's 536
-// bytes): its move queue, interest set, event fence, connection and time
-// credit. NPC and replica slots — a fifth of a zone's slots, more at
+// playerSlot is what only a player slot needs (240 bytes, the 240-byte
+// size class; 320 while every queue carried its bound, gap timeout and
+// counters and every player a slice for handed-over interest, now the
+// zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
+// fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot keeps its player once made
 // (a slot freed and reused by a player again keeps its buffers).
@@ -98,7 +100,6 @@ type playerSlot struct {
 	burst    bool // restored: the next input's moves are owed their time (InputBatch)
 	queue    handoff.MoveQueue
 	events   handoff.EventFence // ordered events applied (TakeEvent)
-	seedIDs  []uint64           // interest handed over, seeded after the next grid build
 }
 
 // noPlayer is what p returns for a slot without a player: read-only.
@@ -118,8 +119,7 @@ func (e *entity) p() *playerSlot {
 func (z *Zone) pl(e *entity) *playerSlot {
 	if e.pl == nil {
 		e.pl = &playerSlot{}
-		e.pl.queue.Max = z.cfg.MaxQueuedMoves
-		e.pl.queue.GapTimeout = z.cfg.GapTimeout
+		e.pl.queue.Shared = &z.queues
 	}
 	return e.pl
 }
@@ -147,6 +147,13 @@ type Zone struct {
 	track *interest.Tracker
 	hand  *handoff.Machine
 	hout  handoff.Output
+	// queues: every player's move queue's bound, gap timeout and counters
+	// (MovesDropped, MovesLost).
+	queues handoff.QueueShared
+	// seeds: by slot, the interest a player arriving by handoff brought
+	// (the previous owner's set, by id), seeded after the next grid build.
+	// Rare and short-lived: a map here, not 24 bytes in every player.
+	seeds map[int32][]uint64
 
 	tick     uint64
 	now      time.Duration
@@ -178,6 +185,11 @@ type Zone struct {
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
 	replSlots []int32
 	replEnds  []int
+	// replCand: sendReplicas' owned slots outside replInner, this zone's
+	// rectangle less BorderRange (empty if no point is that deep inside,
+	// or if a neighbour overlaps the zone: then every slot is one).
+	replCand  []int32
+	replInner world.Rect
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
@@ -221,9 +233,11 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		leave:  float64(ic.LeaveRadius),
 		border: cfg.BorderRange,
 		byID:   map[uint64]int32{},
+		seeds:  map[int32][]uint64{},
 		grid:   g,
 		track:  tr,
 		hand:   hm,
+		queues: handoff.QueueShared{Max: cfg.MaxQueuedMoves, GapTimeout: cfg.GapTimeout},
 		now:    now,
 
 		autoCell: autoCell,
@@ -234,10 +248,25 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		n, _ := cfg.World.Zone(id)
 		z.nbrs = append(z.nbrs, n)
 	}
+	z.replInner = innerRect(self.Rect, cfg.BorderRange, z.nbrs)
 	for range cfg.NPCs {
 		z.spawnNPC(now)
 	}
 	return z, nil
+}
+
+// innerRect is r less margin on every side: a point strictly inside it is
+// farther than margin from every rectangle that does not overlap r. Empty
+// (Min above Max) if r is too small, or if one of nbrs overlaps r (a world
+// that failed validation): then no point counts as inside.
+func innerRect(r world.Rect, margin float64, nbrs []*world.Zone) world.Rect {
+	in := world.Rect{Min: [2]float64{r.Min[0] + margin, r.Min[1] + margin}, Max: [2]float64{r.Max[0] - margin, r.Max[1] - margin}}
+	for _, n := range nbrs {
+		if n.Min[0] < r.Max[0] && r.Min[0] < n.Max[0] && n.Min[1] < r.Max[1] && r.Min[1] < n.Max[1] {
+			return world.Rect{Min: [2]float64{1, 1}, Max: [2]float64{-1, -1}}
+		}
+	}
+	return in
 }
 
 // gridBounds is the area the zone's grid covers: its rectangle and margin
@@ -279,6 +308,7 @@ func (z *Zone) Handoffs() *handoff.Machine { return z.hand }
 func (z *Zone) Stats() Stats {
 	s := z.stats
 	s.Level = z.ov.level
+	s.MovesDropped, s.MovesLost = z.queues.Stats.Dropped, z.queues.Stats.Lost
 	for i := range z.ents {
 		e := &z.ents[i]
 		switch e.role {
@@ -361,8 +391,9 @@ func (z *Zone) slotFree(s int32) {
 	delete(z.byID, e.id)
 	e.role, e.id = roleFree, 0
 	if e.pl != nil {
-		e.pl.conn, e.pl.seedIDs = "", nil
+		e.pl.conn = ""
 	}
+	delete(z.seeds, s)
 	z.grid.Clear(s)
 	z.free = append(z.free, s)
 }
@@ -461,12 +492,20 @@ func (z *Zone) Input(now time.Duration, entity uint64, moves []move.Move) handof
 // lostBefore moves right before the first, and any missing between two of
 // them, were lost at the client, so the player's queue does not wait for
 // them (handoff.MoveQueue.PushBatch).
+//
+// A slot owned here is owned in the handoff machine too (applyHandoff
+// follows every machine call, so the two never disagree between calls:
+// checkRolesAgree in the tests), and the machine has nothing to do for
+// such input: it is not asked (one map lookup an input instead of two).
 func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []move.Move) handoff.InputAction {
-	act := z.hand.Input(now, entity, moves, &z.hout)
+	s, ok := z.byID[entity]
+	act := handoff.InputLocal
+	if !ok || z.ents[s].role != roleOwned {
+		act = z.hand.Input(now, entity, moves, &z.hout)
+	}
 	if act == handoff.InputLocal {
-		if s, ok := z.byID[entity]; ok {
+		if ok {
 			e := z.pl(&z.ents[s])
-			before := e.queue.Stats().Dropped
 			if e.burst {
 				// The first input after a restore carries the moves the
 				// dead owner never applied: they get the time they took,
@@ -490,8 +529,7 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 					e.queue.Reset(0)
 				}
 			}
-			e.queue.PushBatch(lostBefore, moves)
-			z.stats.MovesDropped += e.queue.Stats().Dropped - before
+			e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
 		}
 	}
 	z.applyHandoff(now)
@@ -571,15 +609,13 @@ func (z *Zone) Pending() []handoff.Msg {
 	return msgs
 }
 
-// push queues moves for a player, counting those the full queue drops.
+// push queues moves for a player (those the full queue drops are counted
+// in z.queues).
 func (z *Zone) push(e *entity, moves []move.Move) {
 	if len(moves) == 0 {
 		return
 	}
-	p := z.pl(e)
-	before := p.queue.Stats().Dropped
-	p.queue.Push(moves...)
-	z.stats.MovesDropped += p.queue.Stats().Dropped - before
+	z.pl(e).queue.Push(moves...)
 }
 
 // applyHandoff turns the machine's output into zone changes and pending
@@ -601,8 +637,9 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// leave and re-enter) until the new owner's batches take over.
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
 			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+			delete(z.seeds, s)
 			if p := e.pl; p != nil {
-				p.conn, p.seedIDs, p.events = "", nil, handoff.EventFence{}
+				p.conn, p.events = "", handoff.EventFence{}
 				p.queue.Reset(0)
 				p.set.Reset()
 			}
@@ -654,7 +691,11 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 		z.push(e, a.Moves)
 		p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, false
 		p.set.Reset()
-		p.seedIDs = append(p.seedIDs[:0], st.Interest...)
+		if len(st.Interest) > 0 {
+			z.seeds[s] = slices.Clone(st.Interest)
+		} else {
+			delete(z.seeds, s)
+		}
 	}
 	z.stats.HandoffsIn++
 }
