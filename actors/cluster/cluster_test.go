@@ -688,3 +688,55 @@ func TestLeaseRenewalCountsFromItsSend(t *testing.T) {
 		t.Fatal("still valid a fence after the renewal was sent: it counted from the reply")
 	}
 }
+
+// lostRequestKV is a zones bucket whose Updates, while lose is set, are
+// never answered (sent on a connection NATS lost): they return only when
+// their context ends.
+type lostRequestKV struct {
+	jetstream.KeyValue
+	lose    atomic.Bool
+	waiting atomic.Int32
+}
+
+func (k *lostRequestKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	if k.lose.Load() {
+		k.waiting.Add(1)
+		defer k.waiting.Add(-1)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return k.KeyValue.Update(ctx, key, value, revision)
+}
+
+// A renewal whose request went out on a connection NATS then lost waits
+// for a reply that never comes. RenewNow (NATS reconnected) abandons it and
+// renews at once; kept waiting, it held every renewal back until the lease
+// was given up (TestLeaseSurvivesNATSRestart failed 2 of 6 under load).
+func TestRenewNowAbandonsALostRenewal(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute // the renewal loop's own ticks (TTL/6) come after the test
+	kv := &lostRequestKV{KeyValue: zonesBucket(t, nc, ttl)}
+	l, lost := countingLeases(t, kv, "a", ttl)
+	defer l.Close(context.Background())
+	epoch, err := l.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	claimed := l.held["z"].lastOK
+	l.mu.Unlock()
+	kv.lose.Store(true)
+	l.RenewNow() // the renewal goes out and is lost
+	waitFor(t, 5*time.Second, "the renewal to be in flight", func() bool { return kv.waiting.Load() == 1 })
+	kv.lose.Store(false)
+	l.RenewNow() // NATS is back
+	waitFor(t, 5*time.Second, "a renewal after the reconnect", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		h, ok := l.held["z"]
+		return ok && h.lastOK.After(claimed)
+	})
+	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
+		t.Fatalf("held %v at epoch %d (want %d), lost %d", held, got, epoch, lost.Load())
+	}
+}

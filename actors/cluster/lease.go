@@ -65,6 +65,11 @@ type Leases struct {
 	vacated chan struct{} // closed and replaced whenever a zone loses its owner
 	load    func(zone string) (players, npcs int)
 
+	// abandon cancels the renewals in flight (RenewNow): a request sent on
+	// a connection that NATS lost is never answered, and a renewal waits
+	// for its reply until the lease is given up, holding back the next.
+	abandon map[*context.CancelFunc]struct{}
+
 	relists atomic.Uint64
 	life    context.Context // the watcher's: canceled by Close/Abandon
 	kill    context.CancelFunc
@@ -308,8 +313,14 @@ func (l *Leases) Valid(zone string) bool {
 
 // RenewNow renews every held lease at once instead of at the next
 // interval: after a NATS reconnect, a lease close to its expiry is renewed
-// before it lapses.
+// before it lapses. Renewals in flight are abandoned first: sent before the
+// reconnect, their replies may never come.
 func (l *Leases) RenewNow() {
+	l.mu.Lock()
+	for cancel := range l.abandon {
+		(*cancel)()
+	}
+	l.mu.Unlock()
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -421,20 +432,29 @@ func (l *Leases) renewAll() {
 	for z := range l.held {
 		zones = append(zones, z)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if l.abandon == nil {
+		l.abandon = map[*context.CancelFunc]struct{}{}
+	}
+	l.abandon[&cancel] = struct{}{}
 	l.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, z := range zones {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.renewOne(z)
+			l.renewOne(ctx, z)
 		}()
 	}
 	wg.Wait()
+	l.mu.Lock()
+	delete(l.abandon, &cancel)
+	l.mu.Unlock()
+	cancel()
 }
 
 // renewOne renews one held lease, or gives it up (lost).
-func (l *Leases) renewOne(z string) {
+func (l *Leases) renewOne(parent context.Context, z string) {
 	{
 		l.mu.Lock()
 		h, ok := l.held[z]
@@ -452,7 +472,7 @@ func (l *Leases) renewOne(z string) {
 		// the server still applied it; the next one then found the
 		// revision moved and needed two more round trips.)
 		sent := l.now()
-		ctx, cancel := context.WithTimeout(context.Background(), max(lastOK.Add(l.give).Sub(sent), l.renew))
+		ctx, cancel := context.WithTimeout(parent, max(lastOK.Add(l.give).Sub(sent), l.renew))
 		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
 		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
 			// The revision moved. If the lease still names this node at
