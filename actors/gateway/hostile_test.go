@@ -3,10 +3,13 @@ package gateway_test
 import (
 	"context"
 	crand "crypto/rand"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,7 +222,7 @@ func TestHostileTraffic(t *testing.T) {
 		{"Denied TokenUsed", after.Denied[handshake.ReasonTokenUsed] - before.Denied[handshake.ReasonTokenUsed], uint64(reused)},
 	} {
 		if c.got < c.min {
-			t.Errorf("%s: %d, want ≥ %d", c.name, c.got, c.min)
+			t.Errorf("%s: %d, want ≥ %d\nduring the attack:%s", c.name, c.got, c.min, statsDiff(before, after))
 		}
 	}
 	if after.Moved != 0 || after.Granted != n || after.ProtocolErrors != 0 || after.InboundDropped != 0 {
@@ -256,4 +259,31 @@ func request(t *testing.T, tok []byte, server netip.AddrPort) []byte {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// statsDiff lists the counters that changed from before to after, for a
+// failure message: which rejection the datagrams actually landed in.
+func statsDiff(before, after gateway.Stats) string {
+	var b strings.Builder
+	bv, av := reflect.ValueOf(before), reflect.ValueOf(after)
+	for i := range av.NumField() {
+		name := av.Type().Field(i).Name
+		switch f := av.Field(i); f.Kind() {
+		case reflect.Uint64:
+			if d := f.Uint() - bv.Field(i).Uint(); d != 0 {
+				fmt.Fprintf(&b, " %s+%d", name, d)
+			}
+		case reflect.Map:
+			for _, k := range f.MapKeys() {
+				old := uint64(0)
+				if v := bv.Field(i).MapIndex(k); v.IsValid() {
+					old = v.Uint()
+				}
+				if d := f.MapIndex(k).Uint() - old; d != 0 {
+					fmt.Fprintf(&b, " %s[%v]+%d", name, k, d)
+				}
+			}
+		}
+	}
+	return b.String()
 }
