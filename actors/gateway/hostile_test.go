@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,11 +31,14 @@ func TestHostileTraffic(t *testing.T) {
 	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const n, events = 8, 60
+	const replaySources = 4 // the newest datagrams of each client the attacker replays
 
 	// Legitimate clients, each recording its long-form packets (sent until
-	// the server's first authenticated packet) for the attacker to replay.
+	// the server's first authenticated packet) for the attacker to truncate
+	// and bit-flip, and its newest datagrams for the attacker to replay.
 	var capMu sync.Mutex
 	var captured [][]byte
+	recent := make([][][]byte, n) // a client's last datagrams, owned by its goroutine
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clients := make([]*tclient, n)
@@ -44,16 +48,33 @@ func TestHostileTraffic(t *testing.T) {
 		tokens[i] = r.token(t, id)
 		tc := newClient(t, id, tokens[i], r.gw.PublicAddr(), r.start, nil, id)
 		tc.onSend = func(p []byte) {
-			if k, err := handshake.Classify(p); err == nil && k == handshake.KindRouted {
+			k, err := handshake.Classify(p)
+			if err == nil && k == handshake.KindRouted {
 				capMu.Lock()
 				captured = append(captured, slices.Clone(p))
 				capMu.Unlock()
 			}
+			if err == nil && (k == handshake.KindRouted || k == handshake.KindData) {
+				if len(recent[i]) == replaySources {
+					recent[i] = recent[i][1:]
+				}
+				recent[i] = append(recent[i], slices.Clone(p))
+			}
 		}
 		clients[i] = tc
 	}
-	var attackDone sync.WaitGroup
-	attackDone.Add(1)
+	// Closed when the attack is over. A client checks it without waiting:
+	// blocked inside its run loop it would stop sending, reading and
+	// acknowledging, and the attack would meet a frozen connection.
+	attackOver := make(chan struct{})
+	// While still is set the clients send nothing, so the datagrams the
+	// attacker replays stay within reach of their connections' truncated
+	// sequence numbers (see the replay phase). Each client, once it has
+	// nothing in flight, leaves its newest datagrams in routed (long)
+	// form in fresh and says so on quiet.
+	var still atomic.Bool
+	var quiet sync.WaitGroup
+	fresh := make([][][]byte, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, tc := range clients {
@@ -62,9 +83,22 @@ func TestHostileTraffic(t *testing.T) {
 			defer wg.Done()
 			// Keep sending events through the attack, close only after it.
 			var next time.Duration
-			closing := false
+			closing, quietSaid := false, false
 			errs[i] = tc.run(ctx, func(tc *tclient, now time.Duration) {
 				if tc.c.State() != handshake.StateConnected {
+					return
+				}
+				if tc.hold = still.Load(); tc.hold {
+					if st := tc.c.Stats().Notify; !quietSaid && st.Sent == st.Delivered+st.Dropped {
+						quietSaid = true
+						for _, p := range recent[i] {
+							if k, _ := handshake.Classify(p); k == handshake.KindData {
+								p = append(handshake.AppendRouted(nil, tc.c.ID()), p...)
+							}
+							fresh[i] = append(fresh[i], p)
+						}
+						quiet.Done()
+					}
 					return
 				}
 				if tc.sentAt < events && now >= next {
@@ -74,9 +108,12 @@ func TestHostileTraffic(t *testing.T) {
 					}
 				}
 				if !closing && tc.sentAt == events && len(tc.received()) >= events {
-					closing = true
-					attackDone.Wait()
-					tc.c.Close(now)
+					select {
+					case <-attackOver:
+						closing = true
+						tc.c.Close(now)
+					default:
+					}
 				}
 			})
 		}()
@@ -135,8 +172,42 @@ func TestHostileTraffic(t *testing.T) {
 		b := append([]byte{handshake.KindRouted.ControlByte()}, randBytes(handshake.ConnIDSize+20+rng.IntN(200))...)
 		send(b)
 	}
+	// Replays: copies of the clients' newest datagrams, each in the long
+	// form (the routing prefix is not authenticated: anyone may add it).
+	// A connection reconstructs a datagram's sequence number from its low
+	// bits (7 while the peer acknowledges promptly), so a copy that
+	// arrives about 64 or more sequence numbers late is
+	// no longer recognisable as a replay: it opens under the wrong nonce
+	// and counts as AuthFailed (docs/protocol.md §3.6, maximum reorder
+	// depth). Replaying the handshake-time packets was therefore a replay
+	// only as long as the clients had sent fewer than about 60 packets by
+	// the time the gateway read the copies — not so under load. So the
+	// clients hold still (reading, not sending) from when their newest
+	// datagrams are taken until the gateway has read every copy: each
+	// copy is then exactly a duplicate, whatever the load.
+	eventually(t, 10*time.Second, "the gateway read the attack so far", func() bool {
+		return hostileFates(r.gw.Stats())-hostileFates(before) >= uint64(sent)
+	})
+	quiet.Add(n)
+	still.Store(true)
+	waitGroup(t, &quiet, 10*time.Second, "legitimate clients quiet with nothing in flight")
+	for i, f := range fresh {
+		if len(f) == 0 {
+			t.Fatalf("legitimate client %d sent nothing to replay", clients[i].id)
+		}
+	}
+	preReplay, replayFrom := r.gw.Stats(), sent
 	for range nReplay {
-		send(long[rng.IntN(len(long))])
+		f := fresh[rng.IntN(n)]
+		send(f[rng.IntN(len(f))])
+	}
+	eventually(t, 10*time.Second, "the gateway read the replays", func() bool {
+		return hostileFates(r.gw.Stats())-hostileFates(preReplay) >= uint64(sent-replayFrom)
+	})
+	postReplay := r.gw.Stats()
+	still.Store(false)
+	if got := postReplay.Replayed - preReplay.Replayed; got != nReplay || hostileFates(postReplay)-hostileFates(preReplay) != nReplay {
+		t.Errorf("replays: %d counted as Replayed, want all %d\nduring the replays:%s", got, nReplay, statsDiff(preReplay, postReplay))
 	}
 	for range nFlip {
 		p := slices.Clone(long[rng.IntN(len(long))])
@@ -180,7 +251,7 @@ func TestHostileTraffic(t *testing.T) {
 	// Snapshot before the legitimate clients leave (their redundant
 	// Disconnect copies are rejections too, by design).
 	after := r.gw.Stats()
-	attackDone.Done()
+	close(attackOver)
 	wg.Wait()
 
 	for i, err := range errs {
@@ -286,4 +357,16 @@ func statsDiff(before, after gateway.Stats) string {
 		}
 	}
 	return b.String()
+}
+
+// waitGroup waits for wg, failing the test after d.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
 }
