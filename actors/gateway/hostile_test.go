@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -32,6 +33,10 @@ func TestHostileTraffic(t *testing.T) {
 	r := newRig(t, nil)
 	const n, events = 8, 60
 	const replaySources = 4 // the newest datagrams of each client the attacker replays
+	// attackBurst bounds the attacker's datagrams not yet counted: half a
+	// connection's inbox (conn.DefaultMaxInbound), room for its own
+	// client's datagrams beside them.
+	const attackBurst = conn.DefaultMaxInbound / 2
 
 	// Legitimate clients, each recording its long-form packets (sent until
 	// the server's first authenticated packet) for the attacker to truncate
@@ -128,8 +133,12 @@ func TestHostileTraffic(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // every captured packet has reached the server
 	before := r.gw.Stats()
 
-	// The attacker: one socket on loopback, fixed counts, paced so the
-	// kernel drops nothing (the test counts every datagram).
+	// The attacker: one socket on loopback, fixed counts, paced by the
+	// gateway's own count so no queue drops anything (the test counts
+	// every datagram): every attackBurst datagrams it waits until the
+	// gateway has given each one its fate. A fixed rate (it was 50 per
+	// 2 ms) overflowed a connection's 64-datagram inbox when a loaded
+	// host ran the connection actors late (InboundDropped).
 	atk, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +151,10 @@ func TestHostileTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent++
-		if sent%50 == 0 {
-			time.Sleep(2 * time.Millisecond)
+		if sent%attackBurst == 0 {
+			caughtUp(t, 10*time.Second, func() bool {
+				return hostileFates(r.gw.Stats())-hostileFates(before) >= uint64(sent)
+			})
 		}
 	}
 	randBytes := func(n int) []byte {
@@ -368,5 +379,18 @@ func waitGroup(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
 	case <-done:
 	case <-time.After(d):
 		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// caughtUp waits for cond, polling often (the attacker's pacing calls it
+// every few dozen datagrams), failing the test after d.
+func caughtUp(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for the gateway to count the attack", d)
+		}
+		time.Sleep(200 * time.Microsecond)
 	}
 }
