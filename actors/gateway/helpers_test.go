@@ -223,6 +223,9 @@ type tclient struct {
 	maxGhosts   int // most ghosts the client's mirror held at once
 	// onSend, if set, sees every datagram the client sends (copy to keep).
 	onSend func(p []byte)
+	// hold, set by the script, keeps the client from sending (Poll) while
+	// it still reads and takes input: its sequence number stands still.
+	hold bool
 }
 
 func (tc *tclient) Event(e event.Event) {
@@ -293,7 +296,7 @@ func (tc *tclient) run(ctx context.Context, s script) error {
 				}
 			}
 		}
-		for {
+		for !tc.hold {
 			out, _ := tc.c.Poll(t, buf[:0])
 			if len(out) == 0 {
 				break

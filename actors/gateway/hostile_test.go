@@ -3,14 +3,19 @@ package gateway_test
 import (
 	"context"
 	crand "crypto/rand"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -27,11 +32,18 @@ func TestHostileTraffic(t *testing.T) {
 	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const n, events = 8, 60
+	const replaySources = 4 // the newest datagrams of each client the attacker replays
+	// attackBurst bounds the attacker's datagrams not yet counted: half a
+	// connection's inbox (conn.DefaultMaxInbound), room for its own
+	// client's datagrams beside them.
+	const attackBurst = conn.DefaultMaxInbound / 2
 
 	// Legitimate clients, each recording its long-form packets (sent until
-	// the server's first authenticated packet) for the attacker to replay.
+	// the server's first authenticated packet) for the attacker to truncate
+	// and bit-flip, and its newest datagrams for the attacker to replay.
 	var capMu sync.Mutex
 	var captured [][]byte
+	recent := make([][][]byte, n) // a client's last datagrams, owned by its goroutine
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	clients := make([]*tclient, n)
@@ -41,16 +53,33 @@ func TestHostileTraffic(t *testing.T) {
 		tokens[i] = r.token(t, id)
 		tc := newClient(t, id, tokens[i], r.gw.PublicAddr(), r.start, nil, id)
 		tc.onSend = func(p []byte) {
-			if k, err := handshake.Classify(p); err == nil && k == handshake.KindRouted {
+			k, err := handshake.Classify(p)
+			if err == nil && k == handshake.KindRouted {
 				capMu.Lock()
 				captured = append(captured, slices.Clone(p))
 				capMu.Unlock()
 			}
+			if err == nil && (k == handshake.KindRouted || k == handshake.KindData) {
+				if len(recent[i]) == replaySources {
+					recent[i] = recent[i][1:]
+				}
+				recent[i] = append(recent[i], slices.Clone(p))
+			}
 		}
 		clients[i] = tc
 	}
-	var attackDone sync.WaitGroup
-	attackDone.Add(1)
+	// Closed when the attack is over. A client checks it without waiting:
+	// blocked inside its run loop it would stop sending, reading and
+	// acknowledging, and the attack would meet a frozen connection.
+	attackOver := make(chan struct{})
+	// While still is set the clients send nothing, so the datagrams the
+	// attacker replays stay within reach of their connections' truncated
+	// sequence numbers (see the replay phase). Each client, once it has
+	// nothing in flight, leaves its newest datagrams in routed (long)
+	// form in fresh and says so on quiet.
+	var still atomic.Bool
+	var quiet sync.WaitGroup
+	fresh := make([][][]byte, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, tc := range clients {
@@ -59,9 +88,22 @@ func TestHostileTraffic(t *testing.T) {
 			defer wg.Done()
 			// Keep sending events through the attack, close only after it.
 			var next time.Duration
-			closing := false
+			closing, quietSaid := false, false
 			errs[i] = tc.run(ctx, func(tc *tclient, now time.Duration) {
 				if tc.c.State() != handshake.StateConnected {
+					return
+				}
+				if tc.hold = still.Load(); tc.hold {
+					if st := tc.c.Stats().Notify; !quietSaid && st.Sent == st.Delivered+st.Dropped {
+						quietSaid = true
+						for _, p := range recent[i] {
+							if k, _ := handshake.Classify(p); k == handshake.KindData {
+								p = append(handshake.AppendRouted(nil, tc.c.ID()), p...)
+							}
+							fresh[i] = append(fresh[i], p)
+						}
+						quiet.Done()
+					}
 					return
 				}
 				if tc.sentAt < events && now >= next {
@@ -71,9 +113,12 @@ func TestHostileTraffic(t *testing.T) {
 					}
 				}
 				if !closing && tc.sentAt == events && len(tc.received()) >= events {
-					closing = true
-					attackDone.Wait()
-					tc.c.Close(now)
+					select {
+					case <-attackOver:
+						closing = true
+						tc.c.Close(now)
+					default:
+					}
 				}
 			})
 		}()
@@ -88,8 +133,12 @@ func TestHostileTraffic(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // every captured packet has reached the server
 	before := r.gw.Stats()
 
-	// The attacker: one socket on loopback, fixed counts, paced so the
-	// kernel drops nothing (the test counts every datagram).
+	// The attacker: one socket on loopback, fixed counts, paced by the
+	// gateway's own count so no queue drops anything (the test counts
+	// every datagram): every attackBurst datagrams it waits until the
+	// gateway has given each one its fate. A fixed rate (it was 50 per
+	// 2 ms) overflowed a connection's 64-datagram inbox when a loaded
+	// host ran the connection actors late (InboundDropped).
 	atk, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +151,10 @@ func TestHostileTraffic(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent++
-		if sent%50 == 0 {
-			time.Sleep(2 * time.Millisecond)
+		if sent%attackBurst == 0 {
+			caughtUp(t, 10*time.Second, func() bool {
+				return hostileFates(r.gw.Stats())-hostileFates(before) >= uint64(sent)
+			})
 		}
 	}
 	randBytes := func(n int) []byte {
@@ -132,8 +183,42 @@ func TestHostileTraffic(t *testing.T) {
 		b := append([]byte{handshake.KindRouted.ControlByte()}, randBytes(handshake.ConnIDSize+20+rng.IntN(200))...)
 		send(b)
 	}
+	// Replays: copies of the clients' newest datagrams, each in the long
+	// form (the routing prefix is not authenticated: anyone may add it).
+	// A connection reconstructs a datagram's sequence number from its low
+	// bits (7 while the peer acknowledges promptly), so a copy that
+	// arrives about 64 or more sequence numbers late is
+	// no longer recognisable as a replay: it opens under the wrong nonce
+	// and counts as AuthFailed (docs/protocol.md §3.6, maximum reorder
+	// depth). Replaying the handshake-time packets was therefore a replay
+	// only as long as the clients had sent fewer than about 60 packets by
+	// the time the gateway read the copies — not so under load. So the
+	// clients hold still (reading, not sending) from when their newest
+	// datagrams are taken until the gateway has read every copy: each
+	// copy is then exactly a duplicate, whatever the load.
+	eventually(t, 10*time.Second, "the gateway read the attack so far", func() bool {
+		return hostileFates(r.gw.Stats())-hostileFates(before) >= uint64(sent)
+	})
+	quiet.Add(n)
+	still.Store(true)
+	waitGroup(t, &quiet, 10*time.Second, "legitimate clients quiet with nothing in flight")
+	for i, f := range fresh {
+		if len(f) == 0 {
+			t.Fatalf("legitimate client %d sent nothing to replay", clients[i].id)
+		}
+	}
+	preReplay, replayFrom := r.gw.Stats(), sent
 	for range nReplay {
-		send(long[rng.IntN(len(long))])
+		f := fresh[rng.IntN(n)]
+		send(f[rng.IntN(len(f))])
+	}
+	eventually(t, 10*time.Second, "the gateway read the replays", func() bool {
+		return hostileFates(r.gw.Stats())-hostileFates(preReplay) >= uint64(sent-replayFrom)
+	})
+	postReplay := r.gw.Stats()
+	still.Store(false)
+	if got := postReplay.Replayed - preReplay.Replayed; got != nReplay || hostileFates(postReplay)-hostileFates(preReplay) != nReplay {
+		t.Errorf("replays: %d counted as Replayed, want all %d\nduring the replays:%s", got, nReplay, statsDiff(preReplay, postReplay))
 	}
 	for range nFlip {
 		p := slices.Clone(long[rng.IntN(len(long))])
@@ -177,7 +262,7 @@ func TestHostileTraffic(t *testing.T) {
 	// Snapshot before the legitimate clients leave (their redundant
 	// Disconnect copies are rejections too, by design).
 	after := r.gw.Stats()
-	attackDone.Done()
+	close(attackOver)
 	wg.Wait()
 
 	for i, err := range errs {
@@ -219,7 +304,7 @@ func TestHostileTraffic(t *testing.T) {
 		{"Denied TokenUsed", after.Denied[handshake.ReasonTokenUsed] - before.Denied[handshake.ReasonTokenUsed], uint64(reused)},
 	} {
 		if c.got < c.min {
-			t.Errorf("%s: %d, want ≥ %d", c.name, c.got, c.min)
+			t.Errorf("%s: %d, want ≥ %d\nduring the attack:%s", c.name, c.got, c.min, statsDiff(before, after))
 		}
 	}
 	if after.Moved != 0 || after.Granted != n || after.ProtocolErrors != 0 || after.InboundDropped != 0 {
@@ -256,4 +341,56 @@ func request(t *testing.T, tok []byte, server netip.AddrPort) []byte {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// statsDiff lists the counters that changed from before to after, for a
+// failure message: which rejection the datagrams actually landed in.
+func statsDiff(before, after gateway.Stats) string {
+	var b strings.Builder
+	bv, av := reflect.ValueOf(before), reflect.ValueOf(after)
+	for i := range av.NumField() {
+		name := av.Type().Field(i).Name
+		switch f := av.Field(i); f.Kind() {
+		case reflect.Uint64:
+			if d := f.Uint() - bv.Field(i).Uint(); d != 0 {
+				fmt.Fprintf(&b, " %s+%d", name, d)
+			}
+		case reflect.Map:
+			for _, k := range f.MapKeys() {
+				old := uint64(0)
+				if v := bv.Field(i).MapIndex(k); v.IsValid() {
+					old = v.Uint()
+				}
+				if d := f.MapIndex(k).Uint() - old; d != 0 {
+					fmt.Fprintf(&b, " %s[%v]+%d", name, k, d)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// waitGroup waits for wg, failing the test after d.
+func waitGroup(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// caughtUp waits for cond, polling often (the attacker's pacing calls it
+// every few dozen datagrams), failing the test after d.
+func caughtUp(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for the gateway to count the attack", d)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
