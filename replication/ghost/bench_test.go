@@ -429,7 +429,11 @@ func BenchmarkCrowdScene(b *testing.B) {
 // (Linux; 0 elsewhere): view-cpu-ns/ghost for SetSnapshotView, and
 // write-cpu-ns/ghost for Write and OnFate. The allocations are the
 // snapshot's (the zone's, once per tick).
-func BenchmarkTables1000(b *testing.B) {
+func BenchmarkTables1000(b *testing.B) { benchTables(b, 3) }
+
+// benchTables is BenchmarkTables1000 with each packet's fate fateDelay
+// packets later.
+func benchTables(b *testing.B, fateDelay uint64) {
 	reg, pc, nc := newTestRegistry(b)
 	const tables, per, ents = 1000, 48, 1000
 	sw, err := NewSnapshotWriter(reg)
@@ -491,8 +495,8 @@ func BenchmarkTables1000(b *testing.B) {
 			if _, err := tab.Write(&w, seq, now); err != nil {
 				b.Fatal(err)
 			}
-			if seq > 3 {
-				tab.OnFate(notify.Fate{Seq: seq - 3, Delivered: seq%7 != 0, SentAt: now - 150*time.Millisecond})
+			if seq > fateDelay {
+				tab.OnFate(notify.Fate{Seq: seq - fateDelay, Delivered: seq%7 != 0, SentAt: now - time.Duration(fateDelay)*50*time.Millisecond})
 			}
 		}
 		t2, _ := threadCPU()

@@ -3,6 +3,7 @@ package ghost
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -568,16 +569,35 @@ func checkInvariants(t *Table) error {
 			}
 		}
 	}
-	if t.pp.wide != (len(t.pp.hi) == len(t.pp.nodes) && t.pp.hi != nil) && len(t.pp.nodes) > 0 {
-		return fmt.Errorf("pool: wide %v, %d nodes, %d high words", t.pp.wide, len(t.pp.nodes), len(t.pp.hi))
+	if x := &t.pp; x.wide && len(x.wx.hi) != len(x.nodes) || !x.wide && x.wx != nil {
+		return fmt.Errorf("pool: wide %v, %d nodes, high words %v", x.wide, len(x.nodes), x.wx)
 	}
-	if len(t.pp.nodes) > 0 {
-		for j := t.pp.free; j >= 0; j = t.pp.nodes[j].next {
+	if x := &t.pp; len(x.free)*64 < cap(x.nodes) {
+		return fmt.Errorf("pool: room %d, %d free words", cap(x.nodes), len(x.free))
+	}
+	for w, b := range t.pp.free {
+		if b != 0 && int32(w) < t.pp.scan {
+			return fmt.Errorf("pool: free nodes in word %d below the scan start %d", w, t.pp.scan)
+		}
+		for ; b != 0; b &= b - 1 {
+			j := int32(w*64 + bits.TrailingZeros64(b))
+			if int(j) >= len(t.pp.nodes) {
+				return fmt.Errorf("pool node %d free past the %d in use", j, len(t.pp.nodes))
+			}
 			if o, dup := seen[j]; dup {
 				return fmt.Errorf("pool node %d free and held by id %d", j, o)
 			}
 			seen[j] = -1
 		}
+	}
+	held := 0
+	for _, o := range seen {
+		if o >= 0 {
+			held++
+		}
+	}
+	if held != t.pp.used {
+		return fmt.Errorf("pool: %d used, %d held", t.pp.used, held)
 	}
 	if len(seen) != len(t.pp.nodes) {
 		return fmt.Errorf("pool: %d nodes, %d held or free", len(t.pp.nodes), len(seen))

@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"math/bits"
+	"slices"
 )
 
 // Position coding in updates (docs/protocol.md §6 § Position).
@@ -64,7 +65,7 @@ type posVal struct {
 // its view stamp.
 //
 // The delivered positions are packed as in the pool (posPool.packLo; bits 64
-// and up, for bounds that need them, in posPool.dhi by id), and the older
+// and up, for bounds that need them, in posWide.dhi by id), and the older
 // one's stamp is its distance below the newer's, capped at gapFar: 32
 // bytes, two tracks to a cache line and never across two (was 44).
 type posTrack struct {
@@ -92,33 +93,47 @@ const gapFar = predictMaxMS + 1
 // the rest in posPool.hi.
 type posNode struct {
 	t    stamp
-	next int32  // next newer in flight of the same ghost, or the next free node (-1: none)
+	next int32  // next newer in flight of the same ghost (-1: none)
 	q    uint64 // the position, packed: its low 64 bits
 }
 
 // posPool holds the in-flight positions of one table's ghosts, reused
-// through a free list: it grows to the most positions the table ever had in
-// flight at once.
+// through a bitmap of the free nodes: it grows to the most positions the
+// table ever had in flight at once.
+//
+// A bitmap, not a free list: taking a node from a list reads the node, a
+// cache miss on the server, where every table is cold when its turn comes
+// (2.7 % of its CPU was that one load); the bitmap is a word per 64 nodes,
+// and the node taken is only written (a store, which does not stall).
 type posPool struct {
 	nodes []posNode
-	// hi holds bits 64 and up of each node's packed position (same index):
-	// nil unless the bounds' codes take more than 64 bits; dhi those of
-	// each id's delivered positions (posTrack.dq, by id), grown on use.
-	hi   []uint32
-	dhi  *[][2]uint32 // a pointer: the Table stays within its size class
-	free int32        // first free node (-1: none); the zero pool has none
-	used int          // nodes in lists (not free)
-	hw   int          // most nodes used at once since the last trim
+	// free has bit i%64 of word i/64 set while node i < len(nodes) is free;
+	// its length covers cap(nodes).
+	free []uint64
+	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
+	used int      // nodes in lists (not free)
+	hw   int      // most nodes used at once since the last trim
+	scan int32    // every word of free below it is zero
 	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
 	// more than 64 bits (set by init).
 	sh   [4]uint8
 	wide bool
 }
 
+// posWide holds the bits 64 and up of packed positions, for bounds whose
+// codes take more than 64 bits.
+type posWide struct {
+	hi  []uint32    // each node's (same index as posPool.nodes)
+	dhi [][2]uint32 // each id's delivered positions (posTrack.dq), grown on use
+}
+
 // init sets the packing for q's codes.
 func (x *posPool) init(q *quant) {
 	x.sh = [4]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1]), uint8(q.bits[2])}
 	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
+	if x.wide && x.wx == nil {
+		x.wx = new(posWide)
+	}
 }
 
 // packLo is the low 64 bits of c packed. An axis's code is at most 31
@@ -141,7 +156,7 @@ func (x *posPool) unpack(i int32, v *posVal) {
 	nd := &x.nodes[i]
 	var hi uint32
 	if x.wide {
-		hi = x.hi[i]
+		hi = x.wx.hi[i]
 	}
 	v.t = nd.t
 	x.unpackQ(nd.q, hi, &v.q)
@@ -172,42 +187,98 @@ func (x *posPool) value(i int32) posVal {
 	return v
 }
 
+// get takes the lowest free node, else a new one. The lowest: the
+// positions one packet writes then sit side by side, in the nodes the
+// fates of an earlier packet freed, and those fates walk them in order.
 func (x *posPool) get() int32 {
-	if len(x.nodes) == 0 {
-		x.free = -1
-	}
 	x.used++
 	x.hw = max(x.hw, x.used)
-	if i := x.free; i >= 0 {
-		x.free = x.nodes[i].next
-		return i
+	for w := x.scan; int(w) < len(x.free); w++ {
+		if b := x.free[w]; b != 0 {
+			i := int32(bits.TrailingZeros64(b))
+			x.free[w] = b &^ (1 << i)
+			x.scan = w
+			return w<<6 | i
+		}
 	}
-	if len(x.nodes) == cap(x.nodes) {
+	x.scan = int32(len(x.free))
+	n := len(x.nodes)
+	if n == cap(x.nodes) {
 		// By a quarter, not append's doubling: the pool keeps its
 		// high-water mark for the table's life, so doubling would hold up
 		// to twice the positions ever in flight at once.
-		n := len(x.nodes)
-		ns := make([]posNode, n, n+max(n/4, 16))
-		copy(ns, x.nodes)
-		x.nodes = ns
-		if x.wide {
-			hi := make([]uint32, n, cap(ns))
-			copy(hi, x.hi)
-			x.hi = hi
-		}
+		x.resize(n + max(n/4, 16))
 	}
-	x.nodes = x.nodes[:len(x.nodes)+1]
-	x.nodes[len(x.nodes)-1] = posNode{}
+	x.nodes = x.nodes[:n+1]
+	x.nodes[n] = posNode{}
 	if x.wide {
-		x.hi = x.hi[:len(x.nodes)]
+		x.wx.hi = x.wx.hi[:n+1]
 	}
-	return int32(len(x.nodes) - 1)
+	return int32(n)
+}
+
+// resize moves the nodes (and their high words) into room for at least n
+// ≥ len(nodes), free bits too. The room is what the allocator's size class
+// holds (slices.Grow): the heap spends those bytes either way.
+func (x *posPool) resize(n int) {
+	ns := slices.Grow([]posNode(nil), n)[:len(x.nodes)]
+	copy(ns, x.nodes)
+	x.nodes = ns
+	if w := (cap(ns) + 63) / 64; w > len(x.free) {
+		f := make([]uint64, w)
+		copy(f, x.free)
+		x.free = f
+	}
+	if x.wide {
+		hi := make([]uint32, len(x.wx.hi), cap(ns))
+		copy(hi, x.wx.hi)
+		x.wx.hi = hi
+	}
 }
 
 func (x *posPool) put(i int32) {
-	x.nodes[i].next = x.free
-	x.free = i
+	x.free[i>>6] |= 1 << (i & 63)
+	x.scan = min(x.scan, i>>6)
 	x.used--
+}
+
+// compact moves every ghost's in-flight positions, list by list, into a
+// pool of room n (≥ used), no node free: node indices change, so every
+// track's head, tail and links are rewritten.
+func (x *posPool) compact(pos []posTrack, n int) {
+	ns := slices.Grow([]posNode(nil), max(n, x.used))
+	var hi []uint32
+	if x.wide {
+		hi = make([]uint32, 0, cap(ns))
+	}
+	for id := range pos {
+		p := &pos[id]
+		if p.n == 0 {
+			continue
+		}
+		prev := int32(-1)
+		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+			ns = append(ns, x.nodes[i])
+			if x.wide {
+				hi = append(hi, x.wx.hi[i])
+			}
+			j := int32(len(ns) - 1)
+			if prev < 0 {
+				p.head = j
+			} else {
+				ns[prev].next = j
+			}
+			prev = j
+		}
+		ns[prev].next = -1
+		p.tail = prev
+	}
+	x.nodes = ns
+	if x.wide {
+		x.wx.hi = hi
+	}
+	x.free = make([]uint64, (cap(ns)+63)/64)
+	x.scan = int32(len(x.free))
 }
 
 func (p *posTrack) reset(x *posPool) {
@@ -216,7 +287,7 @@ func (p *posTrack) reset(x *posPool) {
 		x.put(i)
 		i = nx
 	}
-	p.dn, p.head = 0, -1
+	p.dn, p.head, p.tail = 0, -1, -1
 }
 
 // delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
@@ -229,7 +300,7 @@ func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 	}
 	var hi uint32
 	if x.wide {
-		hi = (*x.dhi)[id][k]
+		hi = x.wx.dhi[id][k]
 	}
 	x.unpackQ(p.dq[k], hi, &v.q)
 	return v
@@ -285,7 +356,7 @@ func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
 	nd := &x.nodes[i]
 	nd.t, nd.q, nd.next = t, x.packLo(q), -1
 	if x.wide {
-		x.hi[i] = x.packHi(q)
+		x.wx.hi[i] = x.packHi(q)
 	}
 	if p.n == 0 {
 		p.head = i
@@ -337,7 +408,7 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 		if delivered {
 			var hi uint32
 			if x.wide {
-				hi = x.hi[i]
+				hi = x.wx.hi[i]
 			}
 			p.insert(x, id, nd.t, nd.q, hi)
 		}
@@ -382,17 +453,14 @@ func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) 
 // deliveredHi is the high words of ghost id's delivered positions (wide
 // bounds only), the table grown by a quarter for an id past its end.
 func (x *posPool) deliveredHi(id uint32) *[2]uint32 {
-	if x.dhi == nil {
-		x.dhi = new([][2]uint32)
-	}
-	if d := *x.dhi; int(id) >= len(d) {
+	if d := x.wx.dhi; int(id) >= len(d) {
 		n := int(id) + 1
 		if n > cap(d) {
 			d = append(make([][2]uint32, 0, n+n/4), d...)
 		}
-		*x.dhi = d[:n]
+		x.wx.dhi = d[:n]
 	}
-	return &(*x.dhi)[id]
+	return &x.wx.dhi[id]
 }
 
 // clientHasIn reports whether every position the client may currently show
@@ -402,7 +470,7 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 	if p.dn == 0 {
 		return false
 	}
-	if p.dq[1] != x.packLo(q) || x.wide && (*x.dhi)[id][1] != x.packHi(q) {
+	if p.dq[1] != x.packLo(q) || x.wide && x.wx.dhi[id][1] != x.packHi(q) {
 		return false
 	}
 	for k := range fl {

@@ -152,7 +152,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			}
 		}
 		var buf [posRingLen]posVal
-		if fl := p.inflight(&x, &buf); !slices.Equal(fl, sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.hi != nil) && len(sent) > 0 {
+		if fl := p.inflight(&x, &buf); !slices.Equal(fl, sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.wx != nil && x.wx.hi != nil) && len(sent) > 0 {
 			t.Fatalf("iteration %d: in flight %v, pushed %v", it, fl, sent)
 		}
 		// The packed delivered values: the newest exactly; the one
@@ -226,8 +226,8 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 		}
 	}
 	tab.compactPositions(tab.pp.used)
-	if len(tab.pp.hi) != len(tab.pp.nodes) {
-		t.Fatalf("%d nodes, %d high words", len(tab.pp.nodes), len(tab.pp.hi))
+	if len(tab.pp.wx.hi) != len(tab.pp.nodes) {
+		t.Fatalf("%d nodes, %d high words", len(tab.pp.nodes), len(tab.pp.wx.hi))
 	}
 	for id := range tab.pos {
 		var buf [posRingLen]posVal

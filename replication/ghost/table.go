@@ -1090,38 +1090,6 @@ func (t *Table) moveEnts(n int) {
 	t.ents = ents
 }
 
-// compactPositions copies every ghost's in-flight positions, list by
-// list, into a pool of room n (≥ used): node indices change, so every
-// track's head and links are rewritten. Free ids keep theirs too
-// (alloc releases them).
-func (t *Table) compactPositions(n int) {
-	x := &t.pp
-	ns := make([]posNode, 0, max(n, x.used))
-	var hi []uint32
-	if x.wide {
-		hi = make([]uint32, 0, cap(ns))
-	}
-	for id := range t.pos {
-		p := &t.pos[id]
-		if p.n == 0 {
-			continue
-		}
-		prev := int32(-1)
-		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-			ns = append(ns, x.nodes[i])
-			if x.wide {
-				hi = append(hi, x.hi[i])
-			}
-			j := int32(len(ns) - 1)
-			if prev < 0 {
-				p.head = j
-			} else {
-				ns[prev].next = j
-			}
-			prev = j
-		}
-		ns[prev].next = -1
-		p.tail = prev
-	}
-	x.nodes, x.hi, x.free = ns, hi, -1
-}
+// compactPositions moves every ghost's in-flight positions into a pool of
+// room n (≥ used): posPool.compact.
+func (t *Table) compactPositions(n int) { t.pp.compact(t.pos, n) }
