@@ -56,6 +56,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				s.pendChg = sent
 			}
 		}
+		was := s.wants()
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
@@ -106,11 +107,13 @@ func (t *Table) OnFate(f notify.Fate) {
 		case recKill:
 			s.fl &^= flKillInFlight
 			if f.Delivered {
+				t.repend(s, was)
 				t.free(id)
 				continue
 			}
 			t.stats.KillsLost++
 		}
+		t.repend(s, was)
 		if s.phase == phaseKilling { // settle's own test, without the call for every record
 			t.settle(id)
 		}

@@ -388,6 +388,7 @@ const (
 // commits it to the table and the packet's transmission record.
 func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
+	was := s.wants()
 	c := t.classOf(s)
 	var kind uint8
 	var mask uint64
@@ -427,6 +428,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			}
 		}
 		if mask == 0 {
+			t.repend(s, was) // the position may have been found the client's
 			return recNothing
 		}
 		err = t.writeUpdate(w, id, s, c, mask, width, &pf, q, yaw)
@@ -445,6 +447,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if !errors.Is(err, bitstream.ErrOverflow) {
 			t.stats.EncodeErrors++
 		}
+		t.repend(s, was) // a position found the client's stays so
 		return recMiss
 	}
 	// Commit.
@@ -491,6 +494,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		t.stats.Updates++
 	}
+	t.repend(s, was)
 	return recWritten
 }
 

@@ -314,9 +314,14 @@ type Table struct {
 	order []uint32
 
 	used []uint64 // id allocation bitmap
-	hint int      // lowest word of used that may have a free id
-	top  int      // highest id in use + 1
-	live int      // ids in use
+	hint int32    // lowest word of used that may have a free id (< MaxMaxGhosts/64)
+	// npend counts the ghosts that want to send (slot.wants): Pending
+	// without a walk of every slot. Every change of a slot's phase, dirty
+	// groups or create/kill in flight keeps it (repend); checkInvariants
+	// recounts it.
+	npend int32
+	top   int // highest id in use + 1
+	live  int // ids in use
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
 	// the runtime adds to an object this size) fits the 768-byte size
@@ -485,26 +490,34 @@ func (t *Table) GhostID(entity uint64) (uint32, bool) {
 func (t *Table) InFlight() int { return t.pktLen }
 
 // Pending reports whether the table has anything to send: a create, kill or
-// dirty group (ignoring rate limits and in-flight waits).
-func (t *Table) Pending() bool {
-	for i := 0; i < t.top; i++ {
-		s := &t.slots[i]
-		switch s.phase {
-		case phaseCreating:
-			if !s.has(flCreateInFlight) {
-				return true
-			}
-		case phaseLive:
-			if s.dirty != 0 {
-				return true
-			}
-		case phaseKilling:
-			if !s.has(flKillInFlight) {
-				return true
-			}
-		}
+// dirty group (ignoring rate limits and in-flight waits). A count the table
+// keeps (npend), not a walk of the slots.
+func (t *Table) Pending() bool { return t.npend != 0 }
+
+// wants reports whether ghost s has something to send (what Pending
+// counts): a create or kill not in flight, or dirty groups of a live ghost.
+func (s *slot) wants() bool {
+	switch s.phase {
+	case phaseCreating:
+		return s.fl&flCreateInFlight == 0
+	case phaseLive:
+		return s.dirty != 0
+	case phaseKilling:
+		return s.fl&flKillInFlight == 0
 	}
 	return false
+}
+
+// repend keeps npend after a change to ghost s, which wanted to send
+// (wants) before it when was.
+func (t *Table) repend(s *slot, was bool) {
+	if now := s.wants(); now != was {
+		if now {
+			t.npend++
+		} else {
+			t.npend--
+		}
+	}
 }
 
 // beginView starts taking a view of n entries at virtual time now: it
@@ -759,6 +772,7 @@ func (s *slot) moveBit(c *Class, moved bool) uint64 {
 // unkill cancels ghost s's pending kill: back to live, or to creating if
 // the client never held it.
 func (t *Table) unkill(s *slot) {
+	defer t.repend(s, s.wants())
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
@@ -782,7 +796,9 @@ func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 		s.pendChg = now
 	}
 	s.lastChg = stamp(t.viewMS)
+	was := s.wants()
 	s.dirty |= changed
+	t.repend(s, was)
 }
 
 // sameBeyondPos reports whether a and b are byte for byte equal past Pos (a
@@ -816,6 +832,7 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		lastChg: stamp(t.viewMS),
 		phase:   phaseCreating,
 	}
+	t.npend++ // a free id wanted nothing; a create does
 	t.pos[id].reset(&t.pp)
 	t.idxSet(entity, uint32(id))
 	t.stats.GhostsAssigned++
@@ -852,12 +869,12 @@ func resize[T any](s []T, n int) []T {
 // allocID returns the lowest free id (ids stay compact, so the id width
 // stays small) and marks it used.
 func (t *Table) allocID() int {
-	for w := t.hint; w < len(t.used); w++ {
+	for w := int(t.hint); w < len(t.used); w++ {
 		if t.used[w] != ^uint64(0) {
 			b := bits.TrailingZeros64(^t.used[w])
 			id := w*64 + b
 			t.used[w] |= 1 << uint(b)
-			t.hint = w
+			t.hint = int32(w)
 			t.live++
 			t.top = max(t.top, id+1)
 			return id
@@ -865,7 +882,7 @@ func (t *Table) allocID() int {
 	}
 	id := len(t.used) * 64
 	t.used = append(t.used, 1)
-	t.hint = len(t.used) - 1
+	t.hint = int32(len(t.used) - 1)
 	t.live++
 	t.top = max(t.top, id+1)
 	return id
@@ -878,12 +895,15 @@ func (t *Table) free(id uint32) {
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
+	if s.wants() {
+		t.npend--
+	}
 	s.phase = phaseFree
 	s.si = 0
 	s.dirty = 0
 	w := int(id / 64)
 	t.used[w] &^= 1 << (id % 64)
-	t.hint = min(t.hint, w)
+	t.hint = min(t.hint, int32(w))
 	t.live--
 	if int(id) == t.top-1 {
 		for t.top > 0 && t.used[(t.top-1)/64]&(1<<uint((t.top-1)%64)) == 0 {
@@ -913,7 +933,9 @@ func (t *Table) leave(id uint32) {
 		s.si = siGone | uint32(len(t.gone))
 		t.gone = append(t.gone, g)
 	}
+	was := s.wants()
 	s.phase = phaseKilling
+	t.repend(s, was)
 	t.settle(id)
 }
 
