@@ -809,6 +809,14 @@ func sameBeyondPos(a, b *State) bool {
 	return *(*[n]byte)(unsafe.Add(unsafe.Pointer(a), off)) == *(*[n]byte)(unsafe.Add(unsafe.Pointer(b), off))
 }
 
+// sameState reports whether a and b are byte for byte equal: stricter than
+// ==, so a state that compares equal but would quantize or diff otherwise
+// (−0 and +0) never passes for the same.
+func sameState(a, b *State) bool {
+	const n = unsafe.Sizeof(State{})
+	return *(*[n]byte)(unsafe.Pointer(a)) == *(*[n]byte)(unsafe.Pointer(b))
+}
+
 // alloc gives entity the lowest free ghost id; true means none is left.
 // The caller stores its state (and for a snapshot view, si).
 func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
