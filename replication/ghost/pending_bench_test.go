@@ -58,3 +58,46 @@ func BenchmarkPendingQuiet1000(b *testing.B) {
 		b.Fatalf("%d tables pending", n)
 	}
 }
+
+// BenchmarkSeal1000 fills and seals one zone snapshot of 1,000 entries a
+// tick (a quarter players), every other entry walking and the rest still
+// (idle players, NPCs between steps): Set and Seal as Zone.Snapshot calls
+// them (nobody retains them: the writer may reuse each).
+func BenchmarkSeal1000(b *testing.B) {
+	reg, pc, nc := newTestRegistry(b)
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const ents = 1000
+	states := make([]State, ents)
+	classes := make([]*Class, ents)
+	for i := range states {
+		classes[i] = nc
+		if i%4 == 0 {
+			classes[i] = pc
+		}
+		states[i].Pos = [3]float64{float64(i%100) - 50, 0, float64(i/100) - 5}
+		states[i].Yaw = float64(i) / 100
+		states[i].Health = 100
+		states[i].Name = MustName("wolf")
+	}
+	tick := func() {
+		for i := 0; i < ents; i += 2 {
+			states[i].Pos[0] += 0.05
+			states[i].Yaw += 0.01
+		}
+		sn := sw.Next(ents)
+		for i := range states {
+			sn.Set(i, uint64(i+1), classes[i], &states[i])
+		}
+		sw.Seal(sn)
+	}
+	for range 4 {
+		tick()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tick()
+	}
+}

@@ -73,7 +73,7 @@ func TestSealStillEntriesAsChecked(t *testing.T) {
 				continue
 			}
 			p := &prev.ents[i]
-			if p.entity != e.entity || p.bad != snapOK || !sameState(&p.state, &e.state) {
+			if p.entity != e.entity || p.bad != snapOK || !samePos(&p.state, &e.state) || !sameBeyondPos(&p.state, &e.state) {
 				if i == 6 && p.entity != e.entity && e.now != d.nc.all {
 					t.Fatalf("tick %d: a new entity in an unchanged state stamped %b, want every group", k, e.now)
 				}

@@ -791,14 +791,15 @@ func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 	s := &t.slots[id]
 	if s.dirty == 0 {
 		s.since = now // staleness counts from the first change not yet sent
+		if s.phase == phaseLive {
+			t.npend++ // wants: a live ghost's dirty groups are all it sends
+		}
 	}
 	if s.pendChg == 0 {
 		s.pendChg = now
 	}
 	s.lastChg = stamp(t.viewMS)
-	was := s.wants()
 	s.dirty |= changed
-	t.repend(s, was)
 }
 
 // sameBeyondPos reports whether a and b are byte for byte equal past Pos (a
@@ -809,12 +810,12 @@ func sameBeyondPos(a, b *State) bool {
 	return *(*[n]byte)(unsafe.Add(unsafe.Pointer(a), off)) == *(*[n]byte)(unsafe.Add(unsafe.Pointer(b), off))
 }
 
-// sameState reports whether a and b are byte for byte equal: stricter than
-// ==, so a state that compares equal but would quantize or diff otherwise
-// (−0 and +0) never passes for the same.
-func sameState(a, b *State) bool {
-	const n = unsafe.Sizeof(State{})
-	return *(*[n]byte)(unsafe.Pointer(a)) == *(*[n]byte)(unsafe.Pointer(b))
+// samePos reports whether a's and b's positions are bit for bit equal:
+// stricter than ==, so −0 and +0 (which may quantize alike, or not) never
+// pass for the same. With sameBeyondPos, the whole State byte for byte.
+func samePos(a, b *State) bool {
+	pa, pb := (*[3]uint64)(unsafe.Pointer(&a.Pos)), (*[3]uint64)(unsafe.Pointer(&b.Pos))
+	return pa[0] == pb[0] && pa[1] == pb[1] && pa[2] == pb[2]
 }
 
 // alloc gives entity the lowest free ghost id; true means none is left.
