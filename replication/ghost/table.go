@@ -508,6 +508,18 @@ func (s *slot) wants() bool {
 	return false
 }
 
+// redirty keeps npend after a live ghost's dirty groups went from d0 to d1
+// (a live ghost wants to send while it has dirty groups).
+func (t *Table) redirty(d0, d1 uint64) {
+	if (d0 == 0) != (d1 == 0) {
+		if d1 != 0 {
+			t.npend++
+		} else {
+			t.npend--
+		}
+	}
+}
+
 // repend keeps npend after a change to ghost s, which wanted to send
 // (wants) before it when was.
 func (t *Table) repend(s *slot, was bool) {
