@@ -49,10 +49,6 @@ type Manager struct {
 	lastView time.Duration
 	applied  bool // a view was applied (lastView is meaningful)
 
-	// pend caches table.Pending (a scan of every ghost) between changes.
-	pend      bool
-	pendValid bool
-
 	stats Stats
 }
 
@@ -132,7 +128,6 @@ func (m *Manager) apply(now time.Duration) {
 		m.hold(held) // before v lets its reference go
 	}
 	m.lastView, m.applied = now, true
-	m.pendValid = false
 	v.Release()
 }
 
@@ -151,21 +146,16 @@ func (m *Manager) hold(s *ghost.Snapshot) {
 	m.snap = s
 }
 
-// Pending reports whether the table has anything to send (session.GhostWriter).
-func (m *Manager) Pending() bool {
-	if !m.pendValid {
-		m.pend, m.pendValid = m.table.Pending(), true
-	}
-	return m.pend
-}
+// Pending reports whether the table has anything to send
+// (session.GhostWriter): a count the table keeps, no walk of its ghosts.
+func (m *Manager) Pending() bool { return m.table.Pending() }
 
 // Write packs the ghost section of packet seq into what is left of w
 // (session.GhostWriter): a view waiting for the clock goes in first.
 func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error) {
 	m.apply(now)
-	pend := m.Pending()
+	pend := m.table.Pending()
 	n, err := m.table.Write(w, seq, now)
-	m.pendValid = false
 	switch {
 	case n > 0:
 		m.stats.Sections++
@@ -180,7 +170,6 @@ func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int
 func (m *Manager) OnFate(f notify.Fate) {
 	m.table.OnFate(f)
 	m.stats.Fates++
-	m.pendValid = false
 }
 
 // Close refuses further views and frees the one held: the zone may keep

@@ -187,3 +187,61 @@ func TestSnapshotViews(t *testing.T) {
 		t.Fatalf("after the same states as a snapshot: %d ghosts, pending %v", f.m.Table().Len(), f.m.Pending())
 	}
 }
+
+// TestPendingFollowsFates: Pending is what the connection asks before it
+// builds a packet; a lost record must make it true again (else the ghost's
+// state would wait for the next view, or forever for a still one), and a
+// delivered one with nothing changed must leave it false.
+func TestPendingFollowsFates(t *testing.T) {
+	f := newFixture(t)
+	f.publish(3, 10, true)
+	seq, _ := f.write(t, 8*1000)
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	if f.m.Pending() {
+		t.Fatal("pending with every create delivered and nothing changed")
+	}
+	f.now += 50 * time.Millisecond
+	f.publish(3, 20, true) // everyone moved
+	if !f.m.Pending() {
+		t.Fatal("not pending after everyone moved")
+	}
+	seq, n := f.write(t, 8*1000)
+	if n != 3 || f.m.Pending() {
+		t.Fatalf("%d updates written, pending %v: want 3 and nothing left", n, f.m.Pending())
+	}
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: false, SentAt: f.now})
+	if !f.m.Pending() {
+		t.Fatal("not pending after the updates were lost")
+	}
+	seq, n = f.write(t, 8*1000)
+	if n != 3 {
+		t.Fatalf("%d records resent, want 3", n)
+	}
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	if f.m.Pending() {
+		t.Fatal("pending with the resent updates delivered")
+	}
+	f.now += 50 * time.Millisecond
+	f.publish(2, 20, true) // one left scope: its kill is pending
+	if !f.m.Pending() {
+		t.Fatal("not pending with a kill to send")
+	}
+	seq, _ = f.write(t, 8*1000)
+	f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	if f.m.Table().Len() != 2 {
+		t.Fatalf("after the kill was delivered: %d ghosts, want 2", f.m.Table().Len())
+	}
+	// The two that stopped owe rest markers (one with each of two views).
+	for i := 0; f.m.Pending(); i++ {
+		if i == 4 {
+			t.Fatal("still pending after 4 delivered sections of a still scene")
+		}
+		f.now += 50 * time.Millisecond
+		f.publish(2, 20, true)
+		seq, n := f.write(t, 8*1000)
+		if n == 0 {
+			t.Fatal("pending with a fresh view, but nothing written")
+		}
+		f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
+	}
+}

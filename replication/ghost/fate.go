@@ -67,6 +67,7 @@ func (t *Table) OnFate(f notify.Fate) {
 		}
 		switch e.kind() {
 		case recCreate:
+			was := s.wants()
 			s.fl &^= flCreateInFlight
 			if f.Delivered {
 				s.fl |= flCreated
@@ -77,6 +78,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				t.stats.CreatesLost++
 				t.restale(s, f, from)
 			}
+			t.repend(s, was)
 		case recUpdate:
 			if f.Delivered {
 				break
@@ -95,7 +97,9 @@ func (t *Table) OnFate(f notify.Fate) {
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
+				was := s.wants()
 				s.dirty |= lost
+				t.repend(s, was)
 				if lost&c.posBit != 0 {
 					// Resend the position even if the client has it: the
 					// stamp matters (a rest marker).
@@ -104,7 +108,9 @@ func (t *Table) OnFate(f notify.Fate) {
 				t.restale(s, f, from)
 			}
 		case recKill:
+			was := s.wants()
 			s.fl &^= flKillInFlight
+			t.repend(s, was)
 			if f.Delivered {
 				t.free(id)
 				continue

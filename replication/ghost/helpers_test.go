@@ -429,9 +429,12 @@ func (w *world) view() []ViewEntry { return slices.Clone(w.ents) }
 // the entity map, and the per-ghost in-flight bookkeeping against the
 // transmission records. It is the oracle of the property and fuzz tests.
 func checkInvariants(t *Table) error {
-	live, top := 0, 0
+	live, top, pend := 0, 0, 0
 	for i := range t.slots {
 		s := &t.slots[i]
+		if s.wants() {
+			pend++
+		}
 		used := i/64 < len(t.used) && t.used[i/64]&(1<<uint(i%64)) != 0
 		if used != (s.phase != phaseFree) {
 			return fmt.Errorf("id %d: used bit %v, phase %d", i, used, s.phase)
@@ -457,6 +460,11 @@ func checkInvariants(t *Table) error {
 		case s.has(flKillInFlight) && ok && id == uint32(i):
 			return fmt.Errorf("id %d: kill in flight but still mapped", i)
 		}
+	}
+	if pend != int(t.npend) {
+		// Pending answers from npend: a count below the truth stalls a
+		// connection's replication, one above sends empty packets.
+		return fmt.Errorf("%d ghosts want to send, npend says %d", pend, t.npend)
 	}
 	if live != t.live || top != t.top {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)

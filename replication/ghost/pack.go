@@ -388,6 +388,10 @@ const (
 // commits it to the table and the packet's transmission record.
 func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
 	s := &t.slots[id]
+	// What the ghost wants (npend) changes with the commit of a create or
+	// kill (now in flight), and with an update's dirty groups (its phase is
+	// live throughout): dirty0 is where they started.
+	dirty0 := s.dirty
 	c := t.classOf(s)
 	var kind uint8
 	var mask uint64
@@ -427,6 +431,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			}
 		}
 		if mask == 0 {
+			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
 		}
 		err = t.writeUpdate(w, id, s, c, mask, width, &pf, q, yaw)
@@ -444,6 +449,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	if err != nil {
 		if !errors.Is(err, bitstream.ErrOverflow) {
 			t.stats.EncodeErrors++
+		}
+		if kind == recUpdate {
+			t.redirty(dirty0, s.dirty) // a position found the client's stays so
 		}
 		return recMiss
 	}
@@ -473,10 +481,16 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
+		if s.fl&flKillInFlight == 0 {
+			t.npend-- // a killing ghost wants to send its kill until it is in flight
+		}
 		s.fl |= flKillInFlight
 		t.idxDel(s.entity, id) // a re-entry from now on gets a new id
 		t.stats.Kills++
 	case recCreate:
+		if s.fl&flCreateInFlight == 0 {
+			t.npend-- // a creating ghost wants to send its create until it is in flight
+		}
 		s.fl |= flCreateInFlight
 		s.ackBack = 1 // nothing of this incarnation is confirmed yet (seq − 1)
 		s.dirty = 0
@@ -489,6 +503,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if s.restCopies > 0 {
 			s.dirty |= c.posBit // the second rest marker goes with the next view
 		}
+		t.redirty(dirty0, s.dirty)
 		t.stats.Updates++
 	}
 	return recWritten

@@ -314,9 +314,14 @@ type Table struct {
 	order []uint32
 
 	used []uint64 // id allocation bitmap
-	hint int      // lowest word of used that may have a free id
-	top  int      // highest id in use + 1
-	live int      // ids in use
+	hint int32    // lowest word of used that may have a free id (< MaxMaxGhosts/64)
+	// npend counts the ghosts that want to send (slot.wants): Pending
+	// without a walk of every slot. Every change of a slot's phase, dirty
+	// groups or create/kill in flight keeps it (repend); checkInvariants
+	// recounts it.
+	npend int32
+	top   int // highest id in use + 1
+	live  int // ids in use
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
 	// the runtime adds to an object this size) fits the 768-byte size
@@ -485,26 +490,46 @@ func (t *Table) GhostID(entity uint64) (uint32, bool) {
 func (t *Table) InFlight() int { return t.pktLen }
 
 // Pending reports whether the table has anything to send: a create, kill or
-// dirty group (ignoring rate limits and in-flight waits).
-func (t *Table) Pending() bool {
-	for i := 0; i < t.top; i++ {
-		s := &t.slots[i]
-		switch s.phase {
-		case phaseCreating:
-			if !s.has(flCreateInFlight) {
-				return true
-			}
-		case phaseLive:
-			if s.dirty != 0 {
-				return true
-			}
-		case phaseKilling:
-			if !s.has(flKillInFlight) {
-				return true
-			}
-		}
+// dirty group (ignoring rate limits and in-flight waits). A count the table
+// keeps (npend), not a walk of the slots.
+func (t *Table) Pending() bool { return t.npend != 0 }
+
+// wants reports whether ghost s has something to send (what Pending
+// counts): a create or kill not in flight, or dirty groups of a live ghost.
+func (s *slot) wants() bool {
+	switch s.phase {
+	case phaseCreating:
+		return s.fl&flCreateInFlight == 0
+	case phaseLive:
+		return s.dirty != 0
+	case phaseKilling:
+		return s.fl&flKillInFlight == 0
 	}
 	return false
+}
+
+// redirty keeps npend after a live ghost's dirty groups went from d0 to d1
+// (a live ghost wants to send while it has dirty groups).
+func (t *Table) redirty(d0, d1 uint64) {
+	if (d0 == 0) != (d1 == 0) {
+		if d1 != 0 {
+			t.npend++
+		} else {
+			t.npend--
+		}
+	}
+}
+
+// repend keeps npend after a change to ghost s, which wanted to send
+// (wants) before it when was.
+func (t *Table) repend(s *slot, was bool) {
+	if now := s.wants(); now != was {
+		if now {
+			t.npend++
+		} else {
+			t.npend--
+		}
+	}
 }
 
 // beginView starts taking a view of n entries at virtual time now: it
@@ -759,6 +784,7 @@ func (s *slot) moveBit(c *Class, moved bool) uint64 {
 // unkill cancels ghost s's pending kill: back to live, or to creating if
 // the client never held it.
 func (t *Table) unkill(s *slot) {
+	defer t.repend(s, s.wants())
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
@@ -777,6 +803,9 @@ func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 	s := &t.slots[id]
 	if s.dirty == 0 {
 		s.since = now // staleness counts from the first change not yet sent
+		if s.phase == phaseLive {
+			t.npend++ // wants: a live ghost's dirty groups are all it sends
+		}
 	}
 	if s.pendChg == 0 {
 		s.pendChg = now
@@ -791,6 +820,14 @@ func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 func sameBeyondPos(a, b *State) bool {
 	const off, n = unsafe.Offsetof(State{}.Vel), unsafe.Sizeof(State{}) - unsafe.Offsetof(State{}.Vel)
 	return *(*[n]byte)(unsafe.Add(unsafe.Pointer(a), off)) == *(*[n]byte)(unsafe.Add(unsafe.Pointer(b), off))
+}
+
+// samePos reports whether a's and b's positions are bit for bit equal:
+// stricter than ==, so −0 and +0 (which may quantize alike, or not) never
+// pass for the same. With sameBeyondPos, the whole State byte for byte.
+func samePos(a, b *State) bool {
+	pa, pb := (*[3]uint64)(unsafe.Pointer(&a.Pos)), (*[3]uint64)(unsafe.Pointer(&b.Pos))
+	return pa[0] == pb[0] && pa[1] == pb[1] && pa[2] == pb[2]
 }
 
 // alloc gives entity the lowest free ghost id; true means none is left.
@@ -816,6 +853,7 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		lastChg: stamp(t.viewMS),
 		phase:   phaseCreating,
 	}
+	t.npend++ // a free id wanted nothing; a create does
 	t.pos[id].reset(&t.pp)
 	t.idxSet(entity, uint32(id))
 	t.stats.GhostsAssigned++
@@ -852,12 +890,12 @@ func resize[T any](s []T, n int) []T {
 // allocID returns the lowest free id (ids stay compact, so the id width
 // stays small) and marks it used.
 func (t *Table) allocID() int {
-	for w := t.hint; w < len(t.used); w++ {
+	for w := int(t.hint); w < len(t.used); w++ {
 		if t.used[w] != ^uint64(0) {
 			b := bits.TrailingZeros64(^t.used[w])
 			id := w*64 + b
 			t.used[w] |= 1 << uint(b)
-			t.hint = w
+			t.hint = int32(w)
 			t.live++
 			t.top = max(t.top, id+1)
 			return id
@@ -865,7 +903,7 @@ func (t *Table) allocID() int {
 	}
 	id := len(t.used) * 64
 	t.used = append(t.used, 1)
-	t.hint = len(t.used) - 1
+	t.hint = int32(len(t.used) - 1)
 	t.live++
 	t.top = max(t.top, id+1)
 	return id
@@ -878,12 +916,15 @@ func (t *Table) free(id uint32) {
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
+	if s.wants() {
+		t.npend--
+	}
 	s.phase = phaseFree
 	s.si = 0
 	s.dirty = 0
 	w := int(id / 64)
 	t.used[w] &^= 1 << (id % 64)
-	t.hint = min(t.hint, w)
+	t.hint = min(t.hint, int32(w))
 	t.live--
 	if int(id) == t.top-1 {
 		for t.top > 0 && t.used[(t.top-1)/64]&(1<<uint((t.top-1)%64)) == 0 {
@@ -913,7 +954,9 @@ func (t *Table) leave(id uint32) {
 		s.si = siGone | uint32(len(t.gone))
 		t.gone = append(t.gone, g)
 	}
+	was := s.wants()
 	s.phase = phaseKilling
+	t.repend(s, was)
 	t.settle(id)
 }
 

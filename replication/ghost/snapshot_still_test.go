@@ -1,0 +1,102 @@
+package ghost
+
+import (
+	"math"
+	"testing"
+)
+
+// TestSealStillEntriesAsChecked: Seal takes an entry whose entity, class
+// and state are the previous snapshot's, byte for byte, from that entry
+// (quantized position, yaw code, stamps) instead of checking it again. Every
+// entry must still read as if checked and quantized afresh, and a still one
+// carries no change (now 0, the previous stamps): entries still for a tick
+// between moves (so a reused snapshot's entry holds an older position), a
+// yaw that changes alone, an entry that was refused and then is still (it
+// is checked again), a new entity in an unchanged state, and −0 after +0.
+func TestSealStillEntriesAsChecked(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	w, err := NewSnapshotWriter(d.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var prev *Snapshot
+	stills := 0
+	for k := 1; k <= 40; k++ {
+		s := w.Next(n)
+		for i := range n {
+			var st State
+			st.Pos = [3]float64{float64(i), 1, 2}
+			st.Yaw = 0.5
+			st.Health = 100
+			switch i {
+			case 1, 2: // moves on odd ticks, still on even ones
+				st.Pos[0] += float64((k + 1) / 2)
+			case 3: // only the yaw changes, every third tick
+				st.Yaw += float64(k/3) * 0.25
+			case 4: // refused on ticks 5, 6, then still
+				if k == 5 || k == 6 {
+					st.Pos[0] = math.NaN()
+				}
+			case 5: // −0 after +0, every other tick
+				if k%2 == 0 {
+					st.Pos[2] = math.Copysign(0, -1)
+				} else {
+					st.Pos[2] = 0
+				}
+			}
+			id := uint64(100 + i)
+			if i == 6 {
+				id += uint64(k / 4) // a new entity, same state
+			}
+			s.Set(i, id, d.nc, &st)
+		}
+		w.Seal(s)
+		for i := range n {
+			e := &s.ents[i]
+			var q [3]uint32
+			st := e.state
+			bad := snapOK
+			if d.reg.check(d.nc, &st, &q) != nil {
+				bad = snapBadState
+			}
+			if e.bad != bad {
+				t.Fatalf("tick %d entry %d: bad %d, checked afresh %d", k, i, e.bad, bad)
+			}
+			if bad != snapOK {
+				continue
+			}
+			if e.qpos != q || e.yawQ != yawCode(d.nc, &st) {
+				t.Fatalf("tick %d entry %d: qpos %v yaw %d, quantized afresh %v %d", k, i, e.qpos, e.yawQ, q, yawCode(d.nc, &st))
+			}
+			if prev == nil {
+				continue
+			}
+			p := &prev.ents[i]
+			if p.entity != e.entity || p.bad != snapOK || !samePos(&p.state, &e.state) || !sameBeyondPos(&p.state, &e.state) {
+				if i == 6 && p.entity != e.entity && e.now != d.nc.all {
+					t.Fatalf("tick %d: a new entity in an unchanged state stamped %b, want every group", k, e.now)
+				}
+				continue
+			}
+			stills++
+			if e.now != 0 {
+				t.Fatalf("tick %d entry %d: still, but changes %b", k, i, e.now)
+			}
+			st0 := s.stride
+			for g := range st0 {
+				if s.chg[i*st0+g] != prev.chg[i*st0+g] {
+					t.Fatalf("tick %d entry %d: still, but group %d stamped %d (was %d)", k, i, g, s.chg[i*st0+g], prev.chg[i*st0+g])
+				}
+			}
+		}
+		if prev != nil {
+			prev.Release() // the test's: the writer may reuse it
+		}
+		s.Retain()
+		prev = s
+	}
+	if stills < 100 {
+		t.Fatalf("%d still entries seen, want the most of 8 × 40", stills)
+	}
+}
