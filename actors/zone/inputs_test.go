@@ -23,16 +23,7 @@ func TestInputsBatchTakenAsEach(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
 	var now time.Duration
-	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default()}}
-	z, err := sim.New(p.Sim, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &zoneActor{p: p, m: p.Metrics}
-	a.init(z)
-	a.log = slog.New(slog.DiscardHandler)
-	a.ctx = syncCtx{sys: sys}
+	a, z := syncZoneActor(t, sys, &now)
 	conns := make([]*benchConn, 2)
 	outs := make([]*outRec, 2)
 	for i := range conns {
@@ -109,16 +100,7 @@ func TestControlCarriesTheEventFence(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
 	var now time.Duration
-	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default()}}
-	z, err := sim.New(p.Sim, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &zoneActor{p: p, m: p.Metrics}
-	a.init(z)
-	a.log = slog.New(slog.DiscardHandler)
-	a.ctx = syncCtx{sys: sys}
+	a, z := syncZoneActor(t, sys, &now)
 	recs := make([]*ctlRec, 3)
 	for i := range recs {
 		recs[i] = &ctlRec{}
@@ -158,3 +140,20 @@ func (c *ctlRec) SendUserMessage(_ *actor.PID, m any) {
 }
 func (c *ctlRec) SendSystemMessage(*actor.PID, any) {}
 func (c *ctlRec) Stop(*actor.PID)                   {}
+
+// syncZoneActor is a zone actor on zone x0z0 of the default world whose
+// sends go straight to sys's processes (syncCtx), its clock *now.
+func syncZoneActor(t *testing.T, sys *actor.ActorSystem, now *time.Duration) (*zoneActor, *sim.Zone) {
+	t.Helper()
+	p := Params{Now: func() time.Duration { return *now }, Metrics: new(Metrics),
+		Sim: sim.Config{Zone: "x0z0", World: world.Default()}}
+	z, err := sim.New(p.Sim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &zoneActor{p: p, m: p.Metrics}
+	a.init(z)
+	a.log = slog.New(slog.DiscardHandler)
+	a.ctx = syncCtx{sys: sys}
+	return a, z
+}

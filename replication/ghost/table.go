@@ -867,14 +867,18 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 // id (snapshot views).
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
-	c = min(c, t.cfg.MaxGhosts)
-	t.slots = resize(t.slots, c)
-	t.pos = resize(t.pos, c)
+	t.resizeIDs(min(c, t.cfg.MaxGhosts))
+}
+
+// resizeIDs gives every per-id array length and capacity n.
+func (t *Table) resizeIDs(n int) {
+	t.slots = resize(t.slots, n)
+	t.pos = resize(t.pos, n)
 	if !t.snapMode {
-		t.states = resize(t.states, c)
-		t.qs = resize(t.qs, c)
+		t.states = resize(t.states, n)
+		t.qs = resize(t.qs, n)
 	}
-	t.lastField = resize(t.lastField, c*int(t.stride))
+	t.lastField = resize(t.lastField, n*int(t.stride))
 }
 
 // resize returns s with length and capacity n, its first min(len(s), n)
@@ -1092,13 +1096,7 @@ func (t *Table) shrinkIDs(n int) {
 	for id := n; id < len(t.pos); id++ {
 		t.pos[id].reset(&t.pp) // free ids hold no position in flight; to be sure
 	}
-	t.slots = resize(t.slots, n)
-	t.pos = resize(t.pos, n)
-	if !t.snapMode {
-		t.states = resize(t.states, n)
-		t.qs = resize(t.qs, n)
-	}
-	t.lastField = resize(t.lastField, n*int(t.stride))
+	t.resizeIDs(n)
 }
 
 // resizeEnts moves the live records, in FIFO order, into a ring of n
