@@ -209,15 +209,7 @@ func TestSnapshotSkippedViewsLoseNoChange(t *testing.T) {
 // An AlwaysInScope ghost a snapshot view leaves out keeps its state (the
 // table copies it out of the old snapshot) and is written from it.
 func TestSnapshotAlwaysInScopeCarried(t *testing.T) {
-	reg, err := NewRegistry(DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
-	npc := NPCClass(nil)
-	if err := reg.Register(flag, npc); err != nil {
-		t.Fatal(err)
-	}
+	reg, flag, npc := flagRegistry(t)
 	d := newDuo(t, DefaultConfig())
 	d.reg, d.nc = reg, npc
 	d.tab, _ = NewTable(reg, DefaultConfig())
@@ -346,15 +338,7 @@ func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
 // read as in the current view when the counter comes round again (its
 // carried state would be dropped; pinViewGens prevents it).
 func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
-	reg, err := NewRegistry(DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
-	npc := NPCClass(nil)
-	if err := reg.Register(flag, npc); err != nil {
-		t.Fatal(err)
-	}
+	reg, flag, npc := flagRegistry(t)
 	tab, err := NewTable(reg, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

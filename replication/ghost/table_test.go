@@ -686,15 +686,7 @@ func TestMinInterval(t *testing.T) {
 }
 
 func TestAlwaysInScope(t *testing.T) {
-	reg, err := NewRegistry(DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
-	npc := NPCClass(nil)
-	if err := reg.Register(flag, npc); err != nil {
-		t.Fatal(err)
-	}
+	reg, flag, npc := flagRegistry(t)
 	d := newDuo(t, DefaultConfig())
 	d.reg = reg
 	d.tab, _ = NewTable(reg, DefaultConfig())
@@ -841,4 +833,20 @@ func TestIlog4MatchesBucketScale(t *testing.T) {
 			t.Fatalf("ilog4(%d)/4 = %v, bucketOf says %v", x, got, want)
 		}
 	}
+}
+
+// flagRegistry registers an AlwaysInScope class "flag" (position, health)
+// beside the NPC class.
+func flagRegistry(t *testing.T) (*Registry, *Class, *Class) {
+	t.Helper()
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	flag := &Class{ID: 3, Name: "flag", Groups: []Group{PositionGroup(), HealthGroup(0, 10)}, AlwaysInScope: true}
+	npc := NPCClass(nil)
+	if err := reg.Register(flag, npc); err != nil {
+		t.Fatal(err)
+	}
+	return reg, flag, npc
 }
