@@ -495,29 +495,19 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 	return true
 }
 
-// form is the position coding of posForm for ghost id's value q stamped t
-// (p.dn > 0): it reports whether every value the client may show equals q
-// (clientHasIn; asked only if checkSame), else widens d as spread does.
-// The usual track, narrow with at most one position in flight, takes
-// form1, one pass with no copy of the list; the others the general walk.
-func (p *posTrack) form(x *posPool, id uint32, q *[3]uint32, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
-	if p.n <= 1 && !x.wide {
-		return p.form1(x, q, t, lim, checkSame, d)
-	}
-	var buf [posRingLen]posVal
-	fl := p.inflight(x, &buf)
-	if checkSame && p.clientHasIn(x, id, fl, q) {
-		return true
-	}
-	p.spread(x, id, fl, q, t, lim, d)
-	return false
-}
+// fast1 reports whether posForm codes ghost id's position by form1: a
+// narrow track (packed in one word) with at most one position in flight,
+// the usual one. Others take the general walk (inflight, clientHasIn,
+// spread).
+func (p *posTrack) fast1(x *posPool) bool { return p.n <= 1 && !x.wide }
 
-// form1 is form for a narrow track with at most one position in flight
-// (p.n ≤ 1, p.dn > 0): clientHasIn and spread written out for that list,
-// the same pairs in the same order, so the same d bit for bit
-// (TestFormMatchesGeneral). It saves the 176-byte list copy, its walk and
-// the older delivered value's unpacking when no pair needs it.
+// form1 is the position coding of posForm for a track with fast1 (p.dn >
+// 0) and ghost id's value q stamped t: it reports whether every value the
+// client may show equals q (clientHasIn; asked only if checkSame), else
+// widens d as spread does. clientHasIn and spread are written out for a
+// list of at most one: the same pairs in the same order, so the same d bit
+// for bit (TestFormMatchesGeneral). It saves the 176-byte list copy, its
+// walk, and the older delivered value's unpacking when no pair needs it.
 func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()

@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// form's fused path for a narrow track with at most one position in
+// posForm's fused path for a narrow track with at most one position in
 // flight (form1) answers as the general walk does (inflight, clientHasIn,
 // spread), bit for bit, over random tracks: stamps close together (equal,
 // older, newer, more than predictMaxMS apart), positions near each other
-// and the bounds, with and without an older delivered value; tracks with
-// more in flight check form's fallback.
+// and the bounds, with and without an older delivered value; fast1 takes
+// exactly the tracks with at most one in flight.
 func TestFormMatchesGeneral(t *testing.T) {
 	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
 	r := rand.New(rand.NewPCG(13, 1))
@@ -79,17 +79,21 @@ func TestFormMatchesGeneral(t *testing.T) {
 		if !wantSame {
 			p.spread(&x, 0, fl, &q, tq, &qt.lim, &want)
 		}
+		if p.fast1(&x) != (n <= 1) {
+			t.Fatalf("case %d: %d in flight, fast1 %v", it, n, p.fast1(&x))
+		}
+		if n > 1 {
+			slow++
+			p.reset(&x)
+			continue
+		}
 		got := d0
-		gotSame := p.form(&x, 0, &q, tq, &qt.lim, check, &got)
+		gotSame := p.form1(&x, &q, tq, &qt.lim, check, &got)
 		if gotSame != wantSame || got != want {
 			t.Fatalf("case %d: track %+v, in flight %v, q %v at %d (check %v): form %v %v, general %v %v",
 				it, p, fl, q, tq, check, gotSame, got, wantSame, want)
 		}
-		if n <= 1 {
-			fast++
-		} else {
-			slow++
-		}
+		fast++
 		p.reset(&x)
 	}
 	if fast == 0 || slow == 0 {
