@@ -603,13 +603,20 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if tr.dn == 0 {
 		return // absolute (kind posSend, k 0)
 	}
-	var buf [posRingLen]posVal
-	fl := tr.inflight(&t.pp, &buf)
-	if s.restCopies == 0 && tr.clientHasIn(&t.pp, id, fl, q) {
-		pf.kind = posSame
-		return
+	if tr.fast1(&t.pp) { // the usual track: one pass
+		if tr.form1(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d) {
+			pf.kind = posSame
+			return
+		}
+	} else {
+		var buf [posRingLen]posVal
+		fl := tr.inflight(&t.pp, &buf)
+		if s.restCopies == 0 && tr.clientHasIn(&t.pp, id, fl, q) {
+			pf.kind = posSame
+			return
+		}
+		tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	}
-	tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
 	if m > 0 {

@@ -495,6 +495,69 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 	return true
 }
 
+// fast1 reports whether posForm codes ghost id's position by form1: a
+// narrow track (packed in one word) with at most one position in flight,
+// the usual one. Others take the general walk (inflight, clientHasIn,
+// spread).
+func (p *posTrack) fast1(x *posPool) bool { return p.n <= 1 && !x.wide }
+
+// form1 is the position coding of posForm for a track with fast1 (p.dn >
+// 0) and ghost id's value q stamped t: it reports whether every value the
+// client may show equals q (clientHasIn; asked only if checkSame), else
+// widens d as spread does. clientHasIn and spread are written out for a
+// list of at most one: the same pairs in the same order, so the same d bit
+// for bit (TestFormMatchesGeneral). It saves the 176-byte list copy, its
+// walk, and the older delivered value's unpacking when no pair needs it.
+func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
+	lo := p.dq[1]
+	var d1, f posVal
+	d1.t = p.t1
+	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	hasF := p.n == 1
+	if hasF {
+		nd := &x.nodes[p.head]
+		f.t = nd.t
+		f.q[0], f.q[1], f.q[2] = uint32(nd.q)&m0, uint32(nd.q>>s1)&m1, uint32(nd.q>>s2)&m2
+	}
+	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in spread).
+	var fd int64
+	if hasF {
+		fd = f.t.sub(d1.t)
+	}
+	if checkSame && lo == x.packLo(q) && (fd <= 0 || f.q == *q) {
+		return true
+	}
+	w := spreader{q: *q, lim: *lim, w: *d}
+	if !w.from(&d1, t) {
+		w.rest(&d1)
+	} else if p.dn == 2 {
+		var d0 posVal
+		lo0 := p.dq[0]
+		d0.t = p.t1 - stamp(p.gap)
+		d0.q[0], d0.q[1], d0.q[2] = uint32(lo0)&m0, uint32(lo0>>s1)&m1, uint32(lo0>>s2)&m2
+		w.pair(&d0, &d1)
+		if fd < 0 && f.t.sub(d0.t) > 0 {
+			w.pair(&f, &d1)
+		}
+	} else {
+		w.rest(&d1)
+		if fd < 0 {
+			w.pair(&f, &d1)
+		}
+	}
+	if fd > 0 {
+		if !w.from(&f, t) {
+			w.rest(&f)
+		} else {
+			w.pair(&d1, &f)
+		}
+	}
+	*d = w.w
+	return false
+}
+
 // inflight copies the positions in flight, oldest first, into buf: the
 // pairs below visit each several times, and a copy on the stack is one
 // walk of the pool's links instead of one per newer value.
