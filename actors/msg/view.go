@@ -34,6 +34,10 @@ type View struct {
 	// snapshot nobody holds), which Release drops.
 	Snap *ghost.Snapshot
 	Refs []ghost.ViewRef
+
+	// home is the slot that made it (ViewSlot.NewViewRefs): Release gives
+	// it back there for the slot's next view.
+	home *ViewSlot
 }
 
 var viewPool = sync.Pool{New: func() any { return new(View) }}
@@ -89,6 +93,12 @@ func (v *View) Release() {
 	}
 	v.Snap, v.Refs = nil, v.Refs[:0]
 	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
+	if h := v.home; h != nil {
+		if !h.closed.Load() && h.spare.CompareAndSwap(nil, v) {
+			return
+		}
+		v.home = nil
+	}
 	if c := cap(v.Refs); c >= refsRoom[0] {
 		// The pool of the largest room it holds: a view got from pool k
 		// always has at least refsRoom[k].
@@ -132,6 +142,30 @@ type ViewSlot struct {
 	epoch      atomic.Uint64 // the newest epoch published
 	stale      atomic.Uint64
 	refs       atomic.Bool // the taker reads View.Snap and View.Refs
+	// spare is the view the taker released last (View.Release), for the
+	// publisher's next one (NewViewRefs).
+	spare atomic.Pointer[View]
+}
+
+// NewViewRefs returns an empty View whose Refs take n references without
+// growing, as msg.NewViewRefs: the slot's own view, released by the taker,
+// when its room fits n (not more than about twice n), else one from the
+// pools. Released, the view comes back to the slot. A view per player
+// kept this way is two atomic swaps a tick, where the pools cost a Get and
+// a Put across the publisher's and the taker's processors, and each
+// player's view keeps the room its own sets need; the pools, emptied by
+// every second collection, made the views again.
+func (s *ViewSlot) NewViewRefs(n int) *View {
+	if v := s.spare.Swap(nil); v != nil {
+		if c := cap(v.Refs); c >= n && c <= 2*n+refsRoom[0] {
+			return v
+		}
+		v.home = nil
+		v.Release()
+	}
+	v := NewViewRefs(n)
+	v.home = s
+	return v
 }
 
 // AcceptRefs tells publishers the taker reads views given as references
@@ -194,6 +228,7 @@ func (s *ViewSlot) Close() {
 	if v := s.v.Swap(nil); v != nil {
 		v.Release()
 	}
+	s.spare.Store(nil)
 }
 
 // Superseded is how many views were replaced before being taken.

@@ -150,3 +150,99 @@ func TestViewRefsRoomFollowsTheView(t *testing.T) {
 		t.Fatalf("NewViewRefs(5000): room %d", cap(v.Refs))
 	}
 }
+
+// A slot's views come back to it: the view its taker released is the
+// slot's next one while its room fits (not above about twice the
+// references asked for), a superseded view too, and a closed slot keeps
+// none. The round trip allocates nothing.
+func TestViewSlotReusesItsView(t *testing.T) {
+	var s ViewSlot
+	round := func(n int) *View {
+		v := s.NewViewRefs(n)
+		if cap(v.Refs) < n || len(v.Refs) != 0 || v.Snap != nil || v.Player != 0 || v.Tick != 0 {
+			t.Fatalf("NewViewRefs(%d): len %d room %d, snap %v, player %d tick %d", n, len(v.Refs), cap(v.Refs), v.Snap, v.Player, v.Tick)
+		}
+		v.Player, v.Tick = 7, 9
+		for i := range n {
+			v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i)})
+		}
+		s.Publish(v)
+		s.Take().Release()
+		return v
+	}
+	first := round(40)
+	if v := round(40); v != first {
+		t.Fatal("the released view did not come back to its slot")
+	}
+	if v := round(30); v != first {
+		t.Fatal("a view with room for 30 references was not reused for 30")
+	}
+	if v := round(4); v == first {
+		t.Fatalf("a view with room %d reused for 4 references", cap(v.Refs))
+	}
+	small := round(4)
+	if v := round(100); v == small || cap(v.Refs) < 100 {
+		t.Fatalf("a view with room %d handed out for 100 references", cap(v.Refs))
+	}
+	// Superseded: the older view comes back at once.
+	a := s.NewViewRefs(10)
+	s.Publish(a)
+	b := s.NewViewRefs(10)
+	s.Publish(b)
+	if c := s.NewViewRefs(10); c != a {
+		t.Fatal("the superseded view did not come back")
+	} else {
+		c.Release()
+	}
+	if n := testing.AllocsPerRun(100, func() { round(40) }); n != 0 {
+		t.Fatalf("%v allocations a view's round trip", n)
+	}
+	s.Close()
+	v := s.NewViewRefs(10)
+	v.Release()
+	if s.spare.Load() != nil {
+		t.Fatal("a closed slot kept a view")
+	}
+}
+
+// The slot's view goes back and forth between a publisher and a taker on
+// two goroutines (run with -race): every view the taker sees is whole.
+func TestViewSlotReuseConcurrent(t *testing.T) {
+	var s ViewSlot
+	nudges := make(chan struct{}, 1)
+	const n = 20000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range nudges {
+			for v := s.Take(); v != nil; v = s.Take() {
+				if len(v.Refs) != int(v.Tick%50) || v.Player != v.Tick {
+					t.Errorf("tick %d: player %d, %d refs", v.Tick, v.Player, len(v.Refs))
+				}
+				for _, r := range v.Refs {
+					if uint64(r.Index) != v.Tick {
+						t.Errorf("tick %d: a reference to %d", v.Tick, r.Index)
+						break
+					}
+				}
+				v.Release()
+			}
+		}
+	}()
+	for i := uint64(1); i <= n; i++ {
+		v := s.NewViewRefs(int(i % 50))
+		v.Player, v.Tick = i, i
+		for range i % 50 {
+			v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i)})
+		}
+		if s.Publish(v) {
+			select {
+			case nudges <- struct{}{}:
+			default:
+			}
+		}
+	}
+	nudges <- struct{}{}
+	close(nudges)
+	<-done
+}
