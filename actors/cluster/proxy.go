@@ -59,6 +59,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Handoff{Handoff: h}}
 	case *zone.ReplicaEnvelope:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
+		m.Batch.Release() // encoded: its zone reuses the array
 	case *msg.Input:
 		it = inputItem(m)
 	case *msg.Inputs: // a connection shard's round of inputs: each as it came

@@ -175,6 +175,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
 		a.z.Replicas(a.p.Now(), &m.Batch)
+		m.Batch.Release() // copied: its zone reuses the array
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:

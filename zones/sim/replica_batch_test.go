@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -74,5 +75,85 @@ func TestReplicaBatchesListEveryEntityNearANeighbour(t *testing.T) {
 	}
 	if listed < 30*players/2 {
 		t.Fatalf("only %d entities listed over 30 ticks: the test put too few near the borders", listed)
+	}
+}
+
+// A tick's replica array is reused once every receiver released its
+// batch, never before: a batch still held keeps its entities while the
+// zone ticks on (they are those of its tick), and the array comes back
+// when the last one goes. Released on another goroutine (run with -race),
+// as a neighbour's actor does.
+func TestReplicaArrayReusedAfterEveryRelease(t *testing.T) {
+	w, err := world.Grid("t", 3, 3, 600, [2]float64{-900, -900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := New(Config{Zone: "x1z1", World: w, Seed: 7}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := z.Rect()
+	// One player in each corner, near four neighbours each.
+	for i, pos := range [][3]float32{
+		{float32(r.Min[0] + 5), 0, float32(r.Min[1] + 5)}, {float32(r.Max[0] - 5), 0, float32(r.Min[1] + 5)},
+		{float32(r.Min[0] + 5), 0, float32(r.Max[1] - 5)}, {float32(r.Max[0] - 5), 0, float32(r.Max[1] - 5)},
+	} {
+		if err := z.Join(0, uint64(i+1), "c", "p", pos, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Duration(0)
+	step := func() []ReplicaBatch {
+		now += z.Period()
+		return slices.Clone(z.Step(now).Replicas)
+	}
+	array := func(bs []ReplicaBatch) *Replica {
+		for i := range bs {
+			if len(bs[i].Entities) > 0 {
+				return &bs[i].Entities[:1][0]
+			}
+		}
+		t.Fatal("no replicas in the tick's batches")
+		return nil
+	}
+	release := func(bs []ReplicaBatch) {
+		done := make(chan struct{})
+		go func() {
+			for i := range bs {
+				bs[i].Release()
+			}
+			close(done)
+		}()
+		<-done
+	}
+	first := step()
+	a := array(first)
+	held := slices.Clone(first[0].Entities)
+	if len(held) == 0 {
+		t.Fatal("the first batch is empty")
+	}
+	// All but one released: the next ticks make new arrays, and the held
+	// batch keeps its tick's entities.
+	release(first[1:])
+	for range 3 {
+		next := step()
+		if array(next) == a {
+			t.Fatal("the array was reused while a batch of it was held")
+		}
+		release(next)
+	}
+	if !reflect.DeepEqual(first[0].Entities, held) {
+		t.Fatalf("the held batch changed: %+v, want %+v", first[0].Entities, held)
+	}
+	release(first[:1])
+	// Every batch released each tick: one array, tick after tick.
+	prev := array(step())
+	release(z.out.Replicas) // Step's own copies: the same batches
+	for range 3 {
+		next := step()
+		if p := array(next); p != prev {
+			t.Fatal("a released array was not reused")
+		}
+		release(next)
 	}
 }

@@ -62,12 +62,17 @@ type ReplicaBatch struct {
 	From, To string
 	Tick     uint64
 	Sent     time.Duration
-	// Entities is freshly allocated each tick: hand it off.
+	// Entities is the tick's: the zone that built the batch reuses it
+	// after Release. Hand the batch off; its receiver copies what it
+	// needs and releases it.
 	Entities []Replica
+
+	buf *replicaBuf // Step's batches: the array Release gives back
 }
 
 // Output is what one Step produced. Its slices are reused by the next Step;
-// ReplicaBatch.Entities are not.
+// ReplicaBatch.Entities are not (until every batch of the tick is
+// released: ReplicaBatch.Release).
 //
 // The tick's Controls are not listed: each is the state of a player that
 // has a view (Zone.Control of its ViewRef), and a list of them cost a

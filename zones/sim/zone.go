@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
@@ -190,6 +191,9 @@ type Zone struct {
 	// or if a neighbour overlaps the zone: then every slot is one).
 	replCand  []int32
 	replInner world.Rect
+	// replSpare: the replica array every receiver of its batches released
+	// (ReplicaBatch.Release), for the next tick's.
+	replSpare atomic.Pointer[replicaBuf]
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
