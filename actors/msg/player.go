@@ -183,6 +183,10 @@ type Control struct {
 	// connection must take it even when it drops the Control (a stale
 	// epoch): the slot sends no other nudge until it is taken.
 	View bool
+
+	// home is the slot that made it (ViewSlot.NewControl): Release gives
+	// it back there for the player's next tick.
+	home *ViewSlot
 }
 
 var controlPool = sync.Pool{New: func() any { return new(Control) }}
@@ -190,9 +194,18 @@ var controlPool = sync.Pool{New: func() any { return new(Control) }}
 // NewControl returns a zeroed Control from the pool.
 func NewControl() *Control { return controlPool.Get().(*Control) }
 
-// Release returns c to the pool; c may not be used afterwards.
+// Release returns c to the pool (or to its slot, ViewSlot.NewControl); c
+// may not be used afterwards.
 func (c *Control) Release() {
+	h := c.home
 	*c = Control{}
+	if h != nil && !h.closed.Load() {
+		c.home = h
+		if h.ctl.CompareAndSwap(nil, c) {
+			return
+		}
+		c.home = nil
+	}
 	controlPool.Put(c)
 }
 

@@ -137,14 +137,31 @@ var ViewReadyMsg = &ViewReady{}
 // ViewSlot is empty and ready to use.
 type ViewSlot struct {
 	v          atomic.Pointer[View]
-	closed     atomic.Bool
 	superseded atomic.Uint64
 	epoch      atomic.Uint64 // the newest epoch published
 	stale      atomic.Uint64
-	refs       atomic.Bool // the taker reads View.Snap and View.Refs
 	// spare is the view the taker released last (View.Release), for the
 	// publisher's next one (NewViewRefs).
 	spare atomic.Pointer[View]
+	// ctl is the player's Control the connection released last
+	// (Control.Release), for the zone's next one (NewControl): the
+	// slot is the one object a zone and a connection share per player.
+	ctl    atomic.Pointer[Control]
+	closed atomic.Bool
+	refs   atomic.Bool // the taker reads View.Snap and View.Refs
+}
+
+// NewControl returns a zeroed Control, as msg.NewControl: the one the
+// connection released last, which comes back to the slot when released
+// again (one a player a tick; two atomic swaps instead of a pool's Get
+// and Put across processors).
+func (s *ViewSlot) NewControl() *Control {
+	if c := s.ctl.Swap(nil); c != nil {
+		return c
+	}
+	c := NewControl()
+	c.home = s
+	return c
 }
 
 // NewViewRefs returns an empty View whose Refs take n references without
@@ -229,6 +246,7 @@ func (s *ViewSlot) Close() {
 		v.Release()
 	}
 	s.spare.Store(nil)
+	s.ctl.Store(nil)
 }
 
 // Superseded is how many views were replaced before being taken.

@@ -3,6 +3,7 @@ package msg
 import (
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
 )
@@ -171,6 +172,9 @@ func TestViewSlotReusesItsView(t *testing.T) {
 		return v
 	}
 	first := round(40)
+	if s.spare.Load() != first {
+		t.Fatal("the released view did not go back to its slot")
+	}
 	if v := round(40); v != first {
 		t.Fatal("the released view did not come back to its slot")
 	}
@@ -245,4 +249,45 @@ func TestViewSlotReuseConcurrent(t *testing.T) {
 	nudges <- struct{}{}
 	close(nudges)
 	<-done
+}
+
+// A player's Control comes back to its slot: the one the connection
+// released is the zone's next, zeroed; a closed slot keeps none.
+func TestViewSlotReusesItsControl(t *testing.T) {
+	var s ViewSlot
+	c := s.NewControl()
+	c.Player, c.Tick, c.View, c.Events.Gen = 5, 9, true, 3
+	c.Release()
+	if s.ctl.Load() != c {
+		t.Fatal("the released Control did not go back to its slot")
+	}
+	d := s.NewControl()
+	if d != c {
+		t.Fatal("the released Control did not come back to its slot")
+	}
+	if d.Player != 0 || d.Tick != 0 || d.View || d.Events.Gen != 0 {
+		t.Fatalf("a reused Control not zeroed: %+v", d)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.NewControl().Release() }); n != 0 {
+		t.Fatalf("%v allocations a Control's round trip", n)
+	}
+	e := s.NewControl() // a second one in flight: released to the pool
+	d.Release()
+	e.Release()
+	if s.NewControl() != d {
+		t.Fatal("the slot did not keep the first Control released")
+	}
+	s.Close()
+	d.Release()
+	if s.ctl.Load() != nil {
+		t.Fatal("a closed slot kept a Control")
+	}
+}
+
+// A connection embeds its ViewSlot (actors/conn TestConnLayout keeps the
+// Conn in the 448-byte size class): the slot stays at 56 bytes.
+func TestViewSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(ViewSlot{}); n > 56 {
+		t.Fatalf("ViewSlot is %d bytes, want ≤ 56", n)
+	}
 }

@@ -383,7 +383,12 @@ func (a *zoneActor) onTick() {
 		if c, ok := a.z.Control(ref); ok {
 			controls++
 			if j != nil && j.Conn != nil {
-				m := msg.NewControl()
+				var m *msg.Control
+				if j.Views != nil {
+					m = j.Views.NewControl()
+				} else {
+					m = msg.NewControl()
+				}
 				m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
 				m.Events, _ = a.z.ControlEvents(&c)
 				if j.ViewWithControl {
