@@ -166,15 +166,15 @@ func (s *ViewSlot) NewControl() *Control {
 
 // NewViewRefs returns an empty View whose Refs take n references without
 // growing, as msg.NewViewRefs: the slot's own view, released by the taker,
-// when its room fits n (not more than about twice n), else one from the
-// pools. Released, the view comes back to the slot. A view per player
-// kept this way is two atomic swaps a tick, where the pools cost a Get and
-// a Put across the publisher's and the taker's processors, and each
-// player's view keeps the room its own sets need; the pools, emptied by
-// every second collection, made the views again.
+// when its room fits n and holds at most 1.5× n (as a view from the pools
+// does), else one from the pools. Released, the view comes back to the
+// slot. A view per player kept this way is two atomic swaps a tick, where
+// the pools cost a Get and a Put across the publisher's and the taker's
+// processors; and the pools, emptied by every second collection, made the
+// views again.
 func (s *ViewSlot) NewViewRefs(n int) *View {
 	if v := s.spare.Swap(nil); v != nil {
-		if c := cap(v.Refs); c >= n && c <= 2*n+refsRoom[0] {
+		if c := cap(v.Refs); c >= n && c <= max(refsRoom[0], n+n/2) {
 			return v
 		}
 		v.home = nil
