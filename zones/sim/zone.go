@@ -42,22 +42,25 @@ const (
 
 // entity is one slot of the zone's table.
 type entity struct {
-	id    uint64
-	kind  uint8
-	gen   uint8
-	role  role
-	epoch handoff.Epoch
+	id   uint64
+	kind uint8
+	gen  uint8
+	role role
+	// correct: the next Control carries a full-state correction (players;
+	// Teleport and Correct set it for any owned entity).
+	correct bool
+	health  int32
+	epoch   handoff.Epoch
 
-	state  move.ControlState
-	health int32
-	flags  uint32
+	state move.ControlState
+	flags uint32
+	// turnIn: NPCs (with rng, heading and speed below); here beside flags,
+	// where the two 4-byte fields fill one word (224 → 208 bytes a slot).
+	turnIn uint32
 	name   ghost.Name
 	extra  [4]uint32
 	since  time.Duration // arrived here (dwell)
 	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
-	// correct: the next Control carries a full-state correction (players;
-	// Teleport and Correct set it for any owned entity).
-	correct bool
 
 	// pl is a player's own state: nil in a slot that never held a player
 	// (see playerSlot). Read it through p, write it through Zone.pl.
@@ -67,7 +70,6 @@ type entity struct {
 	rng     uint64
 	heading float32
 	speed   float32
-	turnIn  uint32
 
 	// Replicas.
 	owner     string
