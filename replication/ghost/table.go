@@ -1073,12 +1073,19 @@ func (t *Table) trim() {
 	if n, want := len(t.ents), max(1<<bits.Len(uint(t.entHW+t.entHW/4)), initialRecords); want < n {
 		t.resizeEnts(want)
 	}
-	// The pool grows by a quarter, not by doubling: it may come down to
-	// a quarter above its use once it uses at most half.
-	if x := &t.pp; cap(x.nodes) > 64 && x.hw*2 <= cap(x.nodes) {
-		t.compactPositions(max(x.hw+x.hw/4, 32))
+	// The pool grows by an eighth (posPool.get): it comes down to a
+	// sixteenth above its most use once its room is more than a quarter
+	// above that. The room after a compaction (that, rounded up to its
+	// size class: at most 19 % more) is below the bound, so a pool at its
+	// steady use is never moved twice; a pool grown by one step past its
+	// peak is brought back.
+	if x := &t.pp; cap(x.nodes) > 64 {
+		hw := int(max(x.hw, x.hw1))
+		if want := max(hw+hw/16, 32); cap(x.nodes) > want+want/4 {
+			t.compactPositions(want)
+		}
 	}
-	t.entHW, t.pp.hw = t.entLen, t.pp.used
+	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, int32(t.pp.used)
 	if n := len(t.slots); n > minShrinkIDs && t.top <= n/2 {
 		t.shrinkIDs(max((t.top+t.top/4+7)&^7, minShrinkIDs))
 	}
