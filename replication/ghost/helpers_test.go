@@ -470,7 +470,8 @@ func checkInvariants(t *Table) error {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
 	mapped := 0
-	for _, v := range t.idx.b {
+	for i := range t.idx.buckets() {
+		v := t.idx.at(i)
 		if v == 0 {
 			continue
 		}
