@@ -605,7 +605,7 @@ func checkInvariants(t *Table) error {
 			held++
 		}
 	}
-	if held != t.pp.used {
+	if held != int(t.pp.used) {
 		return fmt.Errorf("pool: %d used, %d held", t.pp.used, held)
 	}
 	if len(seen) != len(t.pp.nodes) {

@@ -111,7 +111,7 @@ type posPool struct {
 	// its length covers cap(nodes).
 	free []uint64
 	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
-	used int      // nodes in lists (not free)
+	used int32    // nodes in lists (not free; fewer than MaxRecordsInFlight)
 	hw   int32    // most nodes used at once since the last trim
 	hw1  int32    // hw of the trim before (Table.trim)
 	scan int32    // every word of free below it is zero
@@ -193,7 +193,7 @@ func (x *posPool) value(i int32) posVal {
 // fates of an earlier packet freed, and those fates walk them in order.
 func (x *posPool) get() int32 {
 	x.used++
-	x.hw = max(x.hw, int32(x.used))
+	x.hw = max(x.hw, x.used)
 	for w := x.scan; int(w) < len(x.free); w++ {
 		if b := x.free[w]; b != 0 {
 			i := int32(bits.TrailingZeros64(b))
@@ -247,7 +247,7 @@ func (x *posPool) put(i int32) {
 // pool of room n (≥ used), no node free: node indices change, so every
 // track's head, tail and links are rewritten.
 func (x *posPool) compact(pos []posTrack, n int) {
-	ns := slices.Grow([]posNode(nil), max(n, x.used))
+	ns := slices.Grow([]posNode(nil), max(n, int(x.used)))
 	var hi []uint32
 	if x.wide {
 		hi = make([]uint32, 0, cap(ns))

@@ -322,6 +322,9 @@ type Table struct {
 	npend int32
 	top   int // highest id in use + 1
 	live  int // ids in use
+	// topHW is the highest top since the last trim, topHW1 the one
+	// before: shrinkIDs' measure of the ids a scope needs.
+	topHW, topHW1 int32
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
 	// the runtime adds to an object this size) fits the 768-byte size
@@ -902,6 +905,7 @@ func (t *Table) allocID() int {
 			t.hint = int32(w)
 			t.live++
 			t.top = max(t.top, id+1)
+			t.topHW = max(t.topHW, int32(t.top))
 			return id
 		}
 	}
@@ -910,6 +914,7 @@ func (t *Table) allocID() int {
 	t.hint = int32(len(t.used) - 1)
 	t.live++
 	t.top = max(t.top, id+1)
+	t.topHW = max(t.topHW, int32(t.top))
 	return id
 }
 
@@ -1058,11 +1063,12 @@ const trimEvery = time.Second
 // the usual one for the connection's life). Once every trimEvery, the
 // ring (a power of two, doubled on demand) shrinks to the smallest power
 // of two a quarter above its most use since the last check, and the pool
-// (grown by a quarter) shrinks to a quarter above its use once it used at
-// most half its room. A store at its steady use never moves and allocates
-// nothing; a burst costs at most one shrink a second. The per-id arrays
-// likewise: grown to the most ids a scope ever held, they come down to a
-// quarter above the ids in use once those fit in half of them (shrinkIDs).
+// (grown by an eighth) shrinks to a sixteenth above its most use in the
+// last two checks once its room is more than a quarter above that. A store
+// at its steady use never moves and allocates nothing; a burst costs at
+// most one shrink a second. The per-id arrays likewise: grown to the most
+// ids a scope held, they come down to an eighth above the most ids in use
+// in the last two checks (shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1085,11 +1091,22 @@ func (t *Table) trim() {
 			t.compactPositions(want)
 		}
 	}
-	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, int32(t.pp.used)
-	if n := len(t.slots); n > minShrinkIDs && t.top <= n/2 {
-		t.shrinkIDs(max((t.top+t.top/4+7)&^7, minShrinkIDs))
+	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
+	// The per-id arrays come down to what growing them anew would give
+	// the ids of the last two seconds (an eighth of room, whole 8s) once
+	// that is smaller: a scope that shrank, or the room of a peak, is
+	// given back, and a scope walking within its room never moves.
+	if n := len(t.slots); n > minShrinkIDs {
+		if want := max(idsFor(int(max(t.topHW, t.topHW1))), minShrinkIDs); want < n {
+			t.shrinkIDs(want)
+		}
 	}
+	t.topHW1, t.topHW = t.topHW, int32(t.top)
 }
+
+// idsFor is the per-id arrays' length grow gives for n ids in use: an
+// eighth of room, in whole 8s.
+func idsFor(n int) int { return (max(n+n/8, 8) + 7) &^ 7 }
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
 // (a few hundred bytes).
