@@ -308,10 +308,12 @@ type Table struct {
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
 	idx       entityIndex // entity → id of ghosts in scope
-	// order[i] is the id of the previous view's i-th entity: zones list a
-	// player's interest set in much the same order tick after tick, so it
-	// answers most lookups without the map.
-	order []uint32
+	// order[i] is the id of the previous view's i-th entity, low 16 bits:
+	// zones list a player's interest set in much the same order tick after
+	// tick, so it answers most lookups without the index. A hint only
+	// (viewGhost checks the slot it names), so an id past 2^16 — a scope
+	// of that many ghosts — costs a lookup, not a mistake.
+	order []uint16
 
 	used []uint64 // id allocation bitmap
 	hint int32    // lowest word of used that may have a free id (< MaxMaxGhosts/64)
@@ -539,7 +541,7 @@ func (t *Table) repend(s *slot, was bool) {
 // returns the previous view's id order (the position hints for viewGhost)
 // and now in the table's milliseconds, and makes room for the new view in
 // t.order.
-func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, nowMS msTime) {
+func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint16, nowMS msTime) {
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
@@ -555,7 +557,7 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 		t.slots[i].fl &^= flPosNow
 	}
 	if cap(t.order) < n {
-		t.order = make([]uint32, n, n+n/4)
+		t.order = make([]uint16, n, n+n/4)
 	}
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
@@ -582,11 +584,11 @@ func (t *Table) pinViewGens() {
 // the same position of the previous view when it still holds entity (views
 // keep their order from tick to tick), else the index's. An entity whose
 // class changed is a new ghost: its old one leaves, and ok is false.
-func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (uint32, bool) {
+func (t *Table) viewGhost(prev []uint16, i int, entity uint64, class *Class) (uint32, bool) {
 	// A creating or live slot holding the entity is the one the index
 	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		if h := prev[i]; int(h) < t.top {
+		if h := uint32(prev[i]); int(h) < t.top {
 			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == entity {
 				return t.sameClass(h, s, class)
 			}
@@ -666,7 +668,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
 		}
-		t.order[i] = id
+		t.order[i] = uint16(id)
 		s := &t.slots[id]
 		s.viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
