@@ -100,8 +100,8 @@ func TestTableFootprint(t *testing.T) {
 		max    uint64 // bytes per table
 	}{
 		{0, false, 1.5 * 1024},    // measured 660-1,140 B (was ≈ 20 KB, then 1.7, 1.2; 4-byte records, a 768-byte Table, 8 packet records)
-		{32, false, 11.75 * 1024}, // measured 11.4 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5 KB)
-		{64, false, 23 * 1024},    // measured 22.2 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5)
+		{32, false, 11.25 * 1024}, // measured 11.0 KB (was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5, 11.3, 11.2 KB)
+		{64, false, 21.75 * 1024}, // measured 21.6 KB (was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5, 22.4, 22.0)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either: the slot (56 bytes since the eighth
@@ -109,9 +109,9 @@ func TestTableFootprint(t *testing.T) {
 		// per-group sequences are all an id keeps; a position in flight is
 		// 16 bytes (was 20), a record in flight 4 (was 8). The 56-byte
 		// slots of 64 ids still take the 4,096-byte size class.
-		{32, true, 7.25 * 1024}, // measured 7.2 KB, 225 B a ghost (was 13, then 10.4, 8.6, 8.2, 7.5 KB)
-		{48, true, 10.5 * 1024}, // measured 10.4 KB, 216 B a ghost (the server's scope at 1,000 players; 10.8 KB with 64-byte slots)
-		{64, true, 14 * 1024},   // measured 13.9 KB, 217 B a ghost (was 25, then 19.8, 16.0, 15.0, 13.9 KB)
+		{32, true, 6.75 * 1024},   // measured 6.7 KB, 213 B a ghost (was 13, then 10.4, 8.6, 8.2, 7.5, 7.0, 6.9 KB)
+		{48, true, 9.75 * 1024},   // measured 9.7 KB, 207 B a ghost (the server's scope at 1,000 players; 10.2 KB with the pool grown by a quarter, 4-byte index buckets and view order, 10.6 KB with 64-byte slots too)
+		{64, true, 12.875 * 1024}, // measured 12.8 KB, 204 B a ghost (was 25, then 19.8, 16.0, 15.0, 13.9, 13.6, 13.2 KB)
 	} {
 		const tables = 64
 		keep := make([]*Table, tables)

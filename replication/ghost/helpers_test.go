@@ -470,7 +470,8 @@ func checkInvariants(t *Table) error {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
 	mapped := 0
-	for _, v := range t.idx.b {
+	for i := range t.idx.buckets() {
+		v := t.idx.at(i)
 		if v == 0 {
 			continue
 		}
@@ -604,7 +605,7 @@ func checkInvariants(t *Table) error {
 			held++
 		}
 	}
-	if held != t.pp.used {
+	if held != int(t.pp.used) {
 		return fmt.Errorf("pool: %d used, %d held", t.pp.used, held)
 	}
 	if len(seen) != len(t.pp.nodes) {

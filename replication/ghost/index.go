@@ -3,18 +3,26 @@ package ghost
 // entityIndex maps an entity id to the ghost id that holds it on one
 // connection. It is an open-addressing hash set of ghost ids (linear
 // probing, backward-shift deletion) whose keys are not stored: a bucket
-// holds id+1 and the key is read from the table's slots[id].entity. 4 bytes
-// a bucket at most 3/4 full, against ≈ 25 bytes an entry for a
-// map[uint64]uint32 (measured 1.6 KB per player at 1,000 players).
+// holds id+1 and the key is read from the table's slots[id].entity. 2 bytes
+// a bucket at most 3/4 full (4 once an id past 2^16−2 is held: wide),
+// against ≈ 25 bytes an entry for a map[uint64]uint32 (measured 1.6 KB per
+// player at 1,000 players).
 //
 // An id is only ever in the index under its own slots[id].entity, and a
 // table removes it before the id is freed or reused, so the key read
 // through the id is always the one it was inserted under. The zero
 // entityIndex is empty and ready to use.
 type entityIndex struct {
-	b     []uint32 // id+1, 0: empty; len a power of two (or 0)
-	n     int32    // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
-	shift uint8    // 64 − log2(len(b))
+	// b holds the buckets: id+1, 0 for empty; one uint16 each, or while
+	// wide two (low half first). Its bucket count is a power of two (or 0).
+	b     []uint16
+	n     int32 // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
+	shift uint8 // 64 − log2(buckets)
+	// wide: an id of 2^16−1 or more was held (ids are the lowest free
+	// ones, so only a scope of that many ghosts gets there), and the
+	// buckets have 32 bits since. A scope of the usual tens of ghosts
+	// keeps 2 bytes a bucket.
+	wide bool
 }
 
 // fibHash is Knuth's multiplicative hash: entity ids are often
@@ -23,15 +31,40 @@ const fibHash = 0x9E3779B97F4A7C15
 
 func (x *entityIndex) home(e uint64) int { return int((e * fibHash) >> x.shift) }
 
+// buckets is the bucket count.
+func (x *entityIndex) buckets() int {
+	if x.wide {
+		return len(x.b) / 2
+	}
+	return len(x.b)
+}
+
+// at is bucket i.
+func (x *entityIndex) at(i int) uint32 {
+	if x.wide {
+		return uint32(x.b[2*i]) | uint32(x.b[2*i+1])<<16
+	}
+	return uint32(x.b[i])
+}
+
+// put sets bucket i to v.
+func (x *entityIndex) put(i int, v uint32) {
+	if x.wide {
+		x.b[2*i], x.b[2*i+1] = uint16(v), uint16(v>>16)
+		return
+	}
+	x.b[i] = uint16(v)
+}
+
 // get returns the id holding entity e.
 func (t *Table) idxGet(e uint64) (uint32, bool) {
 	x := &t.idx
 	if x.n == 0 {
 		return 0, false
 	}
-	mask := len(x.b) - 1
+	mask := x.buckets() - 1
 	for i := x.home(e); ; i = (i + 1) & mask {
-		v := x.b[i]
+		v := x.at(i)
 		if v == 0 {
 			return 0, false
 		}
@@ -45,19 +78,22 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 // replacing the id it mapped to before, if any.
 func (t *Table) idxSet(e uint64, id uint32) {
 	x := &t.idx
-	if (int(x.n)+1)*4 > len(x.b)*3 {
-		t.idxGrow()
+	if id >= 1<<16-1 && !x.wide {
+		t.idxRebuild(x.buckets(), true)
 	}
-	mask := len(x.b) - 1
+	if (int(x.n)+1)*4 > x.buckets()*3 {
+		t.idxRebuild(max(16, 2*x.buckets()), x.wide)
+	}
+	mask := x.buckets() - 1
 	for i := x.home(e); ; i = (i + 1) & mask {
-		v := x.b[i]
+		v := x.at(i)
 		if v == 0 {
-			x.b[i] = id + 1
+			x.put(i, id+1)
 			x.n++
 			return
 		}
 		if v-1 == id || t.slots[v-1].entity == e {
-			x.b[i] = id + 1
+			x.put(i, id+1)
 			return
 		}
 	}
@@ -69,10 +105,10 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	if x.n == 0 {
 		return
 	}
-	mask := len(x.b) - 1
+	mask := x.buckets() - 1
 	i := x.home(e)
 	for ; ; i = (i + 1) & mask {
-		v := x.b[i]
+		v := x.at(i)
 		if v == 0 {
 			return
 		}
@@ -87,10 +123,10 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	// Backward shift: pull later members of the probe run into the hole
 	// unless their home lies cyclically in (hole, j].
 	for j := i; ; {
-		x.b[i] = 0
+		x.put(i, 0)
 		for {
 			j = (j + 1) & mask
-			v := x.b[j]
+			v := x.at(j)
 			if v == 0 {
 				return
 			}
@@ -98,30 +134,36 @@ func (t *Table) idxDel(e uint64, id uint32) {
 			if (i <= j && (i < k && k <= j)) || (i > j && (i < k || k <= j)) {
 				continue // still reachable from its home
 			}
-			x.b[i] = v
+			x.put(i, v)
 			i = j
 			break
 		}
 	}
 }
 
-// idxGrow doubles the buckets (16 at first) and reinserts every id.
-func (t *Table) idxGrow() {
+// idxRebuild gives the index n buckets (a power of two, more than it
+// holds), 32-bit ones if wide, and reinserts every id.
+func (t *Table) idxRebuild(n int, wide bool) {
+	old := t.idx
 	x := &t.idx
-	old := x.b
-	n := max(16, 2*len(old))
-	x.b = make([]uint32, n)
+	x.wide = wide
+	if wide {
+		x.b = make([]uint16, 2*n)
+	} else {
+		x.b = make([]uint16, n)
+	}
 	x.shift = uint8(64 - log2(n))
 	mask := n - 1
-	for _, v := range old {
+	for j := range old.buckets() {
+		v := old.at(j)
 		if v == 0 {
 			continue
 		}
 		i := x.home(t.slots[v-1].entity)
-		for x.b[i] != 0 {
+		for x.at(i) != 0 {
 			i = (i + 1) & mask
 		}
-		x.b[i] = v
+		x.put(i, v)
 	}
 }
 

@@ -111,8 +111,9 @@ type posPool struct {
 	// its length covers cap(nodes).
 	free []uint64
 	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
-	used int      // nodes in lists (not free)
-	hw   int      // most nodes used at once since the last trim
+	used int32    // nodes in lists (not free; fewer than MaxRecordsInFlight)
+	hw   int32    // most nodes used at once since the last trim
+	hw1  int32    // hw of the trim before (Table.trim)
 	scan int32    // every word of free below it is zero
 	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
 	// more than 64 bits (set by init).
@@ -204,10 +205,10 @@ func (x *posPool) get() int32 {
 	x.scan = int32(len(x.free))
 	n := len(x.nodes)
 	if n == cap(x.nodes) {
-		// By a quarter, not append's doubling: the pool keeps its
-		// high-water mark for the table's life, so doubling would hold up
-		// to twice the positions ever in flight at once.
-		x.resize(n + max(n/4, 16))
+		// By an eighth, not append's doubling: the room past the use is
+		// heap too (trim gives back what a burst left only once it is
+		// more than a quarter of the use).
+		x.resize(n + max(n/8, 16))
 	}
 	x.nodes = x.nodes[:n+1]
 	x.nodes[n] = posNode{}
@@ -246,7 +247,7 @@ func (x *posPool) put(i int32) {
 // pool of room n (≥ used), no node free: node indices change, so every
 // track's head, tail and links are rewritten.
 func (x *posPool) compact(pos []posTrack, n int) {
-	ns := slices.Grow([]posNode(nil), max(n, x.used))
+	ns := slices.Grow([]posNode(nil), max(n, int(x.used)))
 	var hi []uint32
 	if x.wide {
 		hi = make([]uint32, 0, cap(ns))

@@ -417,7 +417,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			}
 			t.markChanged(id, changed, nowMS)
 		}
-		t.order[i] = id
+		t.order[i] = uint16(id)
 		s := &t.slots[id]
 		s.si, s.viewGen = r.Index, t.viewGen
 		s.prioB = uint8(bucketOf(basePriority(r.Priority) * e.class.weight))

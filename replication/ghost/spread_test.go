@@ -225,7 +225,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 			}
 		}
 	}
-	tab.compactPositions(tab.pp.used)
+	tab.compactPositions(int(tab.pp.used))
 	if len(tab.pp.wx.hi) != len(tab.pp.nodes) {
 		t.Fatalf("%d nodes, %d high words", len(tab.pp.nodes), len(tab.pp.wx.hi))
 	}

@@ -308,10 +308,12 @@ type Table struct {
 	// carried the group (why 16 are enough: fieldOld, pack.go).
 	lastField []uint16
 	idx       entityIndex // entity → id of ghosts in scope
-	// order[i] is the id of the previous view's i-th entity: zones list a
-	// player's interest set in much the same order tick after tick, so it
-	// answers most lookups without the map.
-	order []uint32
+	// order[i] is the id of the previous view's i-th entity, low 16 bits:
+	// zones list a player's interest set in much the same order tick after
+	// tick, so it answers most lookups without the index. A hint only
+	// (viewGhost checks the slot it names), so an id past 2^16 — a scope
+	// of that many ghosts — costs a lookup, not a mistake.
+	order []uint16
 
 	used []uint64 // id allocation bitmap
 	hint int32    // lowest word of used that may have a free id (< MaxMaxGhosts/64)
@@ -322,6 +324,9 @@ type Table struct {
 	npend int32
 	top   int // highest id in use + 1
 	live  int // ids in use
+	// topHW is the highest top since the last trim, topHW1 the one
+	// before: shrinkIDs' measure of the ids a scope needs.
+	topHW, topHW1 int32
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
 	// the runtime adds to an object this size) fits the 768-byte size
@@ -536,7 +541,7 @@ func (t *Table) repend(s *slot, was bool) {
 // returns the previous view's id order (the position hints for viewGhost)
 // and now in the table's milliseconds, and makes room for the new view in
 // t.order.
-func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, nowMS msTime) {
+func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint16, nowMS msTime) {
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
@@ -552,7 +557,7 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint32, no
 		t.slots[i].fl &^= flPosNow
 	}
 	if cap(t.order) < n {
-		t.order = make([]uint32, n, n+n/4)
+		t.order = make([]uint16, n, n+n/4)
 	}
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
@@ -579,11 +584,11 @@ func (t *Table) pinViewGens() {
 // the same position of the previous view when it still holds entity (views
 // keep their order from tick to tick), else the index's. An entity whose
 // class changed is a new ghost: its old one leaves, and ok is false.
-func (t *Table) viewGhost(prev []uint32, i int, entity uint64, class *Class) (uint32, bool) {
+func (t *Table) viewGhost(prev []uint16, i int, entity uint64, class *Class) (uint32, bool) {
 	// A creating or live slot holding the entity is the one the index
 	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		if h := prev[i]; int(h) < t.top {
+		if h := uint32(prev[i]); int(h) < t.top {
 			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == entity {
 				return t.sameClass(h, s, class)
 			}
@@ -663,7 +668,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
 		}
-		t.order[i] = id
+		t.order[i] = uint16(id)
 		s := &t.slots[id]
 		s.viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
@@ -902,6 +907,7 @@ func (t *Table) allocID() int {
 			t.hint = int32(w)
 			t.live++
 			t.top = max(t.top, id+1)
+			t.topHW = max(t.topHW, int32(t.top))
 			return id
 		}
 	}
@@ -910,6 +916,7 @@ func (t *Table) allocID() int {
 	t.hint = int32(len(t.used) - 1)
 	t.live++
 	t.top = max(t.top, id+1)
+	t.topHW = max(t.topHW, int32(t.top))
 	return id
 }
 
@@ -1058,11 +1065,12 @@ const trimEvery = time.Second
 // the usual one for the connection's life). Once every trimEvery, the
 // ring (a power of two, doubled on demand) shrinks to the smallest power
 // of two a quarter above its most use since the last check, and the pool
-// (grown by a quarter) shrinks to a quarter above its use once it used at
-// most half its room. A store at its steady use never moves and allocates
-// nothing; a burst costs at most one shrink a second. The per-id arrays
-// likewise: grown to the most ids a scope ever held, they come down to a
-// quarter above the ids in use once those fit in half of them (shrinkIDs).
+// (grown by an eighth) shrinks to a sixteenth above its most use in the
+// last two checks once its room is more than a quarter above that. A store
+// at its steady use never moves and allocates nothing; a burst costs at
+// most one shrink a second. The per-id arrays likewise: grown to the most
+// ids a scope held, they come down to an eighth above the most ids in use
+// in the last two checks (shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1073,16 +1081,34 @@ func (t *Table) trim() {
 	if n, want := len(t.ents), max(1<<bits.Len(uint(t.entHW+t.entHW/4)), initialRecords); want < n {
 		t.resizeEnts(want)
 	}
-	// The pool grows by a quarter, not by doubling: it may come down to
-	// a quarter above its use once it uses at most half.
-	if x := &t.pp; cap(x.nodes) > 64 && x.hw*2 <= cap(x.nodes) {
-		t.compactPositions(max(x.hw+x.hw/4, 32))
+	// The pool grows by an eighth (posPool.get): it comes down to a
+	// sixteenth above its most use once its room is more than a quarter
+	// above that. The room after a compaction (that, rounded up to its
+	// size class: at most 19 % more) is below the bound, so a pool at its
+	// steady use is never moved twice; a pool grown by one step past its
+	// peak is brought back.
+	if x := &t.pp; cap(x.nodes) > 64 {
+		hw := int(max(x.hw, x.hw1))
+		if want := max(hw+hw/16, 32); cap(x.nodes) > want+want/4 {
+			t.compactPositions(want)
+		}
 	}
-	t.entHW, t.pp.hw = t.entLen, t.pp.used
-	if n := len(t.slots); n > minShrinkIDs && t.top <= n/2 {
-		t.shrinkIDs(max((t.top+t.top/4+7)&^7, minShrinkIDs))
+	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
+	// The per-id arrays come down to what growing them anew would give
+	// the ids of the last two seconds (an eighth of room, whole 8s) once
+	// that is smaller: a scope that shrank, or the room of a peak, is
+	// given back, and a scope walking within its room never moves.
+	if n := len(t.slots); n > minShrinkIDs {
+		if want := max(idsFor(int(max(t.topHW, t.topHW1))), minShrinkIDs); want < n {
+			t.shrinkIDs(want)
+		}
 	}
+	t.topHW1, t.topHW = t.topHW, int32(t.top)
 }
+
+// idsFor is the per-id arrays' length grow gives for n ids in use: an
+// eighth of room, in whole 8s.
+func idsFor(n int) int { return (max(n+n/8, 8) + 7) &^ 7 }
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
 // (a few hundred bytes).

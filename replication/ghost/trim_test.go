@@ -71,7 +71,7 @@ func TestInFlightStoresShrinkAfterBurst(t *testing.T) {
 }
 
 // A peak of ghosts in scope grows the per-id arrays; once the scope is
-// small again and its ids low, the next trims bring them down to a quarter
+// small again and its ids low, the next trims bring them down to an eighth
 // above the ids in use, and the ghosts stay exact through the shrink and
 // a regrowth.
 func TestIDArraysShrinkAfterPeak(t *testing.T) {
@@ -106,6 +106,52 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 	d.view(crowd[:100]...) // grows again
 	d.settle(crowd[:100]...)
 	if diff := mismatch(d.reg, d.mir, crowd[:100]); diff != "" {
+		t.Fatal(diff)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A scope that settles smaller than it was (70 ghosts, then 45) gives the
+// per-id arrays back down to an eighth above its ids within a few seconds
+// (they used to wait for the ids to fit in half), and a scope walking
+// within that room does not move them again.
+func TestIDArraysFollowScope(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	crowd := make([]ViewEntry, 70)
+	for i := range crowd {
+		crowd[i] = d.npc(uint64(i+1), float64(i))
+	}
+	d.view(crowd...)
+	d.settle(crowd...)
+	if n := len(d.tab.slots); n < 70 {
+		t.Fatalf("70 ghosts in %d slots", n)
+	}
+	scope := crowd[:45] // ids 0..44
+	step := func(views int) {
+		for range views {
+			for i := range scope {
+				scope[i].State.Pos[2] += 0.5
+			}
+			d.view(scope...)
+			d.trip()
+		}
+	}
+	step(80) // 4 s: the kills go out and are delivered, trims run
+	if n, want := len(d.tab.slots), idsFor(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
+		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
+	}
+	slots := &d.tab.slots[0]
+	for _, n := range []int{50, 46, 48} { // within the room: nothing moves
+		scope = crowd[:n]
+		step(40)
+	}
+	if &d.tab.slots[0] != slots {
+		t.Fatalf("a scope of 46-50 moved the per-id arrays (now %d)", len(d.tab.slots))
+	}
+	d.settle(scope...)
+	if diff := mismatch(d.reg, d.mir, scope); diff != "" {
 		t.Fatal(diff)
 	}
 	if err := checkInvariants(d.tab); err != nil {

@@ -1,0 +1,199 @@
+package ghost
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+	"testing"
+	"unsafe"
+)
+
+// tableParts is what each part of a table keeps on the heap, rounded up to
+// the allocator's size classes (the snapshot, the zone's, not counted).
+func tableParts(t *Table) map[string]uint64 {
+	sz := func(n int) uint64 {
+		if n == 0 {
+			return 0
+		}
+		return allocSize(n)
+	}
+	p := map[string]uint64{
+		"table":     sz(int(unsafe.Sizeof(*t))),
+		"slots":     sz(cap(t.slots) * int(unsafe.Sizeof(slot{}))),
+		"pos":       sz(cap(t.pos) * int(unsafe.Sizeof(posTrack{}))),
+		"lastField": sz(cap(t.lastField) * 2),
+		"states":    sz(cap(t.states) * int(unsafe.Sizeof(State{}))),
+		"qs":        sz(cap(t.qs) * int(unsafe.Sizeof(viewQ{}))),
+		"idx":       sz(cap(t.idx.b) * 2),
+		"order":     sz(cap(t.order) * 2),
+		"used":      sz(cap(t.used) * 8),
+		"pkts":      sz(cap(t.pkts) * int(unsafe.Sizeof(pktRec{}))),
+		"ents":      sz(cap(t.ents) * 4),
+		"posNodes":  sz(cap(t.pp.nodes) * int(unsafe.Sizeof(posNode{}))),
+		"posFree":   sz(cap(t.pp.free) * 8),
+		"gone":      sz(cap(t.gone) * int(unsafe.Sizeof(goneRec{}))),
+		"carry":     sz(cap(t.carry) * int(unsafe.Sizeof(carried{}))),
+	}
+	return p
+}
+
+// churnRun drives one table with snapshot views the way the server does at
+// 1,000 players: a 20 Hz view whose size walks between lo and hi entities,
+// a few entities a second leaving for new ones, an 800-byte packet a view,
+// every fate delivered three packets later. It returns the table after
+// views views.
+func churnRun(tb testing.TB, reg *Registry, pc, nc *Class, lo, hi int, seed uint64, views int, each func(*Table)) *Table {
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 2))
+	type ent struct {
+		id       uint64
+		c        *Class
+		st       State
+		vel      [2]float64
+		priority float32
+	}
+	nextID := uint64(1)
+	newEnt := func() ent {
+		e := ent{id: nextID, c: nc, priority: float32(rng.Float64() + 0.01)}
+		nextID++
+		if e.id%4 == 0 {
+			e.c = pc
+		}
+		e.st.Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
+		e.st.Health = 100
+		e.st.Name = MustName("wolf")
+		if rng.IntN(5) > 0 {
+			e.vel = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+		}
+		return e
+	}
+	n := (lo + hi) / 2
+	ents := make([]ent, 0, hi)
+	for range n {
+		ents = append(ents, newEnt())
+	}
+	var refs []ViewRef
+	var buf [800]byte
+	var w bitstream.Writer
+	now := time.Second
+	seq := uint64(0)
+	var inflight []uint64
+	for v := range views {
+		now += 50 * time.Millisecond
+		if v%20 == 0 { // once a second the scope size walks by one
+			switch {
+			case len(ents) < hi && (len(ents) == lo || rng.IntN(2) == 0):
+				ents = append(ents, newEnt())
+			case len(ents) > lo:
+				k := rng.IntN(len(ents))
+				ents = append(ents[:k], ents[k+1:]...)
+			}
+		}
+		if rng.IntN(20) < 3 { // three entities a second leave, three others enter
+			ents[rng.IntN(len(ents))] = newEnt()
+		}
+		for i := range ents {
+			e := &ents[i]
+			e.st.Pos[0] = min(max(e.st.Pos[0]+e.vel[0]/20, -1000), 1000)
+			e.st.Pos[2] = min(max(e.st.Pos[2]+e.vel[1]/20, -1000), 1000)
+			e.st.Yaw = float64(i) + now.Seconds()
+		}
+		sn := sw.Next(len(ents))
+		refs = refs[:0]
+		for i := range ents {
+			sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
+			refs = append(refs, ViewRef{Index: uint32(i), Priority: ents[i].priority})
+		}
+		sw.Seal(sn)
+		if err := tab.SetSnapshotView(now, sn, refs); err != nil {
+			tb.Fatal(err)
+		}
+		seq++
+		w.Reset(buf[:])
+		if _, err := tab.Write(&w, seq, now); err != nil {
+			tb.Fatal(err)
+		}
+		inflight = append(inflight, seq)
+		if len(inflight) > 3 {
+			tab.OnFate(notify.Fate{Seq: inflight[0], Delivered: true, SentAt: now - 150*time.Millisecond})
+			inflight = inflight[1:]
+		}
+		if each != nil {
+			each(tab)
+		}
+	}
+	return tab
+}
+
+// TestTableChurnFootprint bounds what a table keeps at the server's scope
+// at 1,000 players — 39 to 47 ghosts, a few leaving for others every
+// second, snapshot views — after two minutes, and how often its stores
+// move once warm: the growth room of every store is heap, and a store
+// that shrinks only to grow again allocates every time.
+func TestTableChurnFootprint(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	const (
+		tables = 16
+		views  = 2400 // two minutes
+		warm   = 200
+		// bytes per table, and store moves per table once warm (the
+		// pool follows the scope's walk up and down, a few times a minute)
+		maxBytes = 10900 // measured 10,861 B (10,963 with a 4-byte view order, 11,023 with the per-id arrays shrunk only at half use too, 11,279 with 4-byte index buckets too, 11,824 with the pool grown by a quarter and shrunk at half too)
+		maxMoves = 9     // measured 4.6 on average, at most 9 (4.2 and 7 with the per-id arrays shrunk only at half use, 1.3 and 2 with the pool shrunk at half too)
+	)
+	keep := make([]*Table, tables)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	moves, most := 0, 0
+	for i := range keep {
+		var pool, ids, ring, view, n int
+		keep[i] = churnRun(t, reg, pc, nc, 39, 47, uint64(i), views, func(tab *Table) {
+			view++
+			if p, id, r := cap(tab.pp.nodes), len(tab.slots), len(tab.ents); p != pool || id != ids || r != ring {
+				pool, ids, ring = p, id, r
+				if view > warm {
+					n++
+				}
+			}
+		})
+		moves += n
+		most = max(most, n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// The bound is on the parts (exact: their size classes); the heap's
+	// growth, less each table's snapshot, is logged beside them.
+	var sum uint64
+	total := map[string]uint64{}
+	for _, tab := range keep {
+		for k, v := range tableParts(tab) {
+			sum += v
+			total[k] += v / tables
+		}
+	}
+	per := sum / tables
+	heap := int64(after.HeapAlloc - before.HeapAlloc)
+	for _, tab := range keep {
+		heap -= int64(allocSize(len(tab.snap.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(len(tab.snap.chg)*4))
+	}
+	runtime.KeepAlive(keep)
+	t.Logf("%d B per table (heap %d B); stores moved %.1f times per table once warm (at most %d); parts: %v",
+		per, heap/tables, float64(moves)/tables, most, total)
+	if per > maxBytes {
+		t.Errorf("a table at 39-47 ghosts with churn keeps %d B, want ≤ %d", per, uint64(maxBytes))
+	}
+	if most > maxMoves {
+		t.Errorf("a table's stores moved %d times in %d views once warm, want ≤ %d", most, views-warm, maxMoves)
+	}
+}
