@@ -418,7 +418,8 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		// Where the view left the position and yaw code: looked up once
 		// for the posForm, the update and the position's track.
 		var yaw uint16
-		q, yaw = t.latest(id, s)
+		var gc *[snapCodes]uint64
+		q, yaw, gc = t.latest(id, s)
 		var pf posForm
 		if mask&c.posBit != 0 {
 			t.posForm(id, s, q, &pf)
@@ -434,7 +435,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
 		}
-		err = t.writeUpdate(w, id, s, c, mask, width, &pf, q, yaw)
+		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
 		if err == nil && pushPos && pf.k == 0 {
 			t.stats.AbsolutePos++
@@ -687,12 +688,14 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 }
 
 // writeUpdate writes an update record with the given mask, of the ghost's
-// latest quantized position q and yaw code yaw (Table.latest). The header and
-// the fields the table codes itself (a position window, yaw) are gathered,
-// first bit first, into runs of at most runMax bits, each one write (the
-// writer's fast path): the same bits, one call instead of three for a
-// usual update.
-func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16) error {
+// latest quantized position q, yaw code yaw and, if its state is a
+// snapshot's, codes gc of its coded groups (Table.latest). The header and
+// the fields the table codes itself or finds coded (a position window,
+// yaw, a snapshot's codes) are gathered, first bit first, into runs of at
+// most runMax bits, each one write (the writer's fast path): the same
+// bits, one call instead of three for a usual update, and no Encode call
+// nor read of the state for a coded group.
+func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) error {
 	var rv uint64 // the run: rn bits gathered, not yet written
 	var rn uint
 	if mask == c.DefaultMask {
@@ -718,6 +721,8 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, m
 			v, n = posWindow(q, pf)
 		case g.yaw && i == c.yawIdx:
 			v, n = uint64(yaw), g.yc.bits // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
+		case g.slot != 0 && gc != nil && gc[g.slot-1] != noCode:
+			v, n = gc[g.slot-1]&(1<<codeShift-1), uint(gc[g.slot-1]>>codeShift) // Encode's field, coded at Seal
 		case g.yaw:
 			if st == nil {
 				st = t.stateOf(id)

@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,15 +105,45 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
-	bad    uint8  // snapOK, or why a view naming it is refused
-	yawQ   uint16 // the yaw code (Table.latest), quantized once for every table
-	qpos   [3]uint32
 	// now is the groups stamped with this snapshot's seq (chg): what
 	// changed since the series' previous snapshot (every group of a new
 	// entry). A table that took the previous snapshot reads its changes
 	// here, once, instead of comparing every group's stamp.
-	now   uint64
+	now  uint64
+	qpos [3]uint32
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	bad  uint8  // snapOK, or why a view naming it is refused
+	// gc is the codes of the class's coded groups (Group.slot), coded
+	// once at Seal for every table: each its field's bits, and its
+	// length in the top byte (noCode: Encode writes it). Beside qpos and
+	// yawQ, which the update reads too: a usual update reads nothing of
+	// the state.
+	gc    [snapCodes]uint64
 	state State
+}
+
+// snapCodes is how many groups of a class a snapshot entry holds codes
+// of: the shipped player class's velocity, health, flags and extra (its
+// yaw has yawQ; its name and position are coded per table).
+const snapCodes = 4
+
+// noCode marks a snapEnt.gc slot whose group's field is not coded (too
+// wide, or a value Encode refuses): writeUpdate calls Encode.
+const noCode = ^uint64(0)
+
+// codeShift is where a snapEnt.gc code keeps its field's length.
+const codeShift = 56
+
+// codeGroups sets e.gc: the code of each of c's coded groups.
+func (e *snapEnt) codeGroups(c *Class) {
+	for m := c.coded; m != 0; m &= m - 1 {
+		g := &c.Groups[bits.TrailingZeros64(m)]
+		code := noCode
+		if v, n, ok := g.code(&e.state); ok {
+			code = v | uint64(n)<<codeShift
+		}
+		e.gc[g.slot-1] = code
+	}
 }
 
 // Why a snapshot entry is refused.
@@ -275,7 +306,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			// position first: a moving entry costs one compare): its check
 			// passed, and its quantized position and yaw code are these
 			// (both functions of the state alone); nothing to stamp.
-			e.qpos, e.yawQ = prev[i].qpos, prev[i].yawQ
+			e.qpos, e.yawQ, e.gc = prev[i].qpos, prev[i].yawQ, prev[i].gc
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
 			continue
 		}
@@ -285,6 +316,7 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			continue
 		}
 		e.yawQ = yawCode(c, &e.state)
+		e.codeGroups(c)
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			copy(chg, prevChg[i*st:i*st+st])
@@ -516,18 +548,20 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 // latest is ghost s's (id's, in scope) latest quantized position and yaw
 // code of its class's first yaw group: what an update writes of the two,
 // quantized once per view (a snapshot's once at Seal, for every table) and
-// kept where the view's state is — the slot keeps neither.
-func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
+// kept where the view's state is — the slot keeps neither. gc is the
+// codes of its coded groups if the state is a snapshot's (else nil:
+// their Encode writes them).
+func (t *Table) latest(id uint32, s *slot) (q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) {
 	switch {
 	case !t.snapMode:
 		v := &t.qs[id]
-		return &v.q, v.yaw
+		return &v.q, v.yaw, nil
 	case s.si&siCarry != 0:
 		v := &t.carry[s.si&siIndex]
-		return &v.q, v.yaw
+		return &v.q, v.yaw, nil
 	}
 	e := &t.snapOf(s).ents[s.si]
-	return &e.qpos, e.yawQ
+	return &e.qpos, e.yawQ, &e.gc
 }
 
 // stateIn is the state si names in snap or carry (si an entry or siCarry|i).
@@ -577,7 +611,7 @@ func (t *Table) leaveSnapshots() {
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			q, yaw := t.latest(uint32(i), s)
+			q, yaw, _ := t.latest(uint32(i), s)
 			states[i], qs[i] = *t.stateOf(uint32(i)), viewQ{q: *q, yaw: yaw}
 		case phaseKilling:
 			qs[i].q = t.gone[s.si&siIndex].q
