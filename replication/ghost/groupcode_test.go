@@ -198,7 +198,8 @@ func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 		for id := range uint32(tab.top) {
 			s := &tab.slots[id]
 			c := tab.classOf(s)
-			q, yaw, gc := tab.latest(id, s)
+			q, yaw := tab.latest(id, s)
+			gc := tab.codesOf(s)
 			if gc == nil {
 				t.Fatal("a snapshot's ghost without codes")
 			}

@@ -418,8 +418,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		// Where the view left the position and yaw code: looked up once
 		// for the posForm, the update and the position's track.
 		var yaw uint16
-		var gc *[snapCodes]uint64
-		q, yaw, gc = t.latest(id, s)
+		q, yaw = t.latest(id, s)
 		var pf posForm
 		if mask&c.posBit != 0 {
 			t.posForm(id, s, q, &pf)
@@ -434,6 +433,10 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if mask == 0 {
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
+		}
+		var gc *[snapCodes]uint64
+		if mask&c.coded != 0 {
+			gc = t.codesOf(s)
 		}
 		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
@@ -688,8 +691,9 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 }
 
 // writeUpdate writes an update record with the given mask, of the ghost's
-// latest quantized position q, yaw code yaw and, if its state is a
-// snapshot's, codes gc of its coded groups (Table.latest). The header and
+// latest quantized position q and yaw code yaw (Table.latest) and, if its
+// state is a snapshot's, the codes gc of its coded groups (codesOf; nil:
+// Encode writes them). The header and
 // the fields the table codes itself or finds coded (a position window,
 // yaw, a snapshot's codes) are gathered, first bit first, into runs of at
 // most runMax bits, each one write (the writer's fast path): the same

@@ -393,20 +393,40 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
 	t.snap, t.prevSnap = snap, oldSnap
+	// next: the table took the series' previous snapshot (the usual view).
+	next := same && t.snapSeq == snap.seq-1
 	exhausted := false
 	for i := range view {
 		r := &view[i]
 		e := &snap.ents[r.Index]
-		id, ok := t.viewGhost(prev, i, e.entity, e.class)
+		c := e.class
+		// viewGhost's first guess inline: the ghost at the same position
+		// of the previous view (views keep their order).
+		var id uint32
+		ok := false
+		if i < len(prev) {
+			if h := prev[i]; int(h) < t.top {
+				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == e.entity && t.classOf(s) == c {
+					id, ok = h, true
+				}
+			}
+		}
+		if !ok {
+			id, ok = t.viewGhost(prev, i, e.entity, c)
+		}
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.entity, e.class, nowMS); err {
+			if id, err = t.alloc(e.entity, c, nowMS); err {
 				exhausted = true
 				continue
 			}
+		} else if s := &t.slots[id]; next && s.si == r.Index {
+			// In the previous view at this entry (so in scope, not
+			// leaving): the entry's stamps of this snapshot are its
+			// changes, the position's included (the general case below
+			// in one step).
+			t.markChanged(id, s.moveBit(c, e.now&c.posBit != 0)|e.now&^c.posBit, nowMS)
 		} else {
-			s := &t.slots[id]
-			c := e.class
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
 			psi, ptaken := s.si, t.snapSeq
@@ -548,20 +568,28 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 // latest is ghost s's (id's, in scope) latest quantized position and yaw
 // code of its class's first yaw group: what an update writes of the two,
 // quantized once per view (a snapshot's once at Seal, for every table) and
-// kept where the view's state is — the slot keeps neither. gc is the
-// codes of its coded groups if the state is a snapshot's (else nil:
-// their Encode writes them).
-func (t *Table) latest(id uint32, s *slot) (q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) {
+// kept where the view's state is — the slot keeps neither.
+func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
 	switch {
 	case !t.snapMode:
 		v := &t.qs[id]
-		return &v.q, v.yaw, nil
+		return &v.q, v.yaw
 	case s.si&siCarry != 0:
 		v := &t.carry[s.si&siIndex]
-		return &v.q, v.yaw, nil
+		return &v.q, v.yaw
 	}
 	e := &t.snapOf(s).ents[s.si]
-	return &e.qpos, e.yawQ, &e.gc
+	return &e.qpos, e.yawQ
+}
+
+// codesOf is the codes of ghost s's (in scope) coded groups if its latest
+// state is a snapshot's, else nil (their Encode writes them): in the
+// entry's line that latest read.
+func (t *Table) codesOf(s *slot) *[snapCodes]uint64 {
+	if !t.snapMode || s.si&siCarry != 0 {
+		return nil
+	}
+	return &t.snapOf(s).ents[s.si].gc
 }
 
 // stateIn is the state si names in snap or carry (si an entry or siCarry|i).
@@ -611,7 +639,7 @@ func (t *Table) leaveSnapshots() {
 		s := &t.slots[i]
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			q, yaw, _ := t.latest(uint32(i), s)
+			q, yaw := t.latest(uint32(i), s)
 			states[i], qs[i] = *t.stateOf(uint32(i)), viewQ{q: *q, yaw: yaw}
 		case phaseKilling:
 			qs[i].q = t.gone[s.si&siIndex].q
