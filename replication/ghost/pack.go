@@ -788,17 +788,20 @@ func (t *Table) writePosAbsUpdate(w *bitstream.Writer, q *[3]uint32) error {
 // low bits of the value.
 func posWindow(q *[3]uint32, pf *posForm) (v uint64, n uint) {
 	k := pf.k
-	v, n = uint64(k), kcodeBits
 	lo := uint64(1)<<k - 1
-	for a := range 3 {
-		if pf.d[a] == 0 {
-			n++ // flag 0: the prediction is exact
-			continue
-		}
-		v |= (1 | (uint64(q[a])&lo)<<1) << n
-		n += 1 + k
+	// The three axes written out: every update with a position runs this.
+	v, n = posAxis(uint64(k), kcodeBits, pf.d[0], q[0], lo, k)
+	v, n = posAxis(v, n, pf.d[1], q[1], lo, k)
+	return posAxis(v, n, pf.d[2], q[2], lo, k)
+}
+
+// posAxis appends one axis of posWindow to the n bits of v: flag 0 (the
+// prediction is exact, d == 0), or flag 1 and the k low bits of q.
+func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, uint) {
+	if d == 0 {
+		return v, n + 1
 	}
-	return v, n
+	return v | (1|(uint64(q)&lo)<<1)<<n, n + 1 + k
 }
 
 // beginPacket reserves the transmission record of packet seq.
