@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -306,5 +307,61 @@ func TestSnapshotViewsPackLikeEntryViews(t *testing.T) {
 	}
 	if ta.Stats().Updates < 2000 {
 		t.Fatalf("only %d updates compared", ta.Stats().Updates)
+	}
+}
+
+// SetSnapshotView refuses an empty entry of a snapshot of its own
+// registry, and an entry of a class its registry lacks in a snapshot of
+// another registry (same bounds), changing nothing: the checks the
+// snapshot's own registry lets it skip (Seal refused its unknown classes)
+// still run where they are needed.
+func TestSnapshotViewRefusesEmptyAndForeignEntries(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw, err := NewSnapshotWriter(d.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 5)}
+	d.snapView(sw, ents, 0, 1)
+	holey := sw.Next(3)
+	holey.Set(0, 1, d.nc, &ents[0].State)
+	holey.Set(2, 2, d.nc, &ents[1].State) // entry 1 stays empty
+	sw.Seal(holey)
+	otherReg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := &Class{ID: 9, Name: "foreign", Groups: []Group{PositionGroup(), HealthGroup(0, 1000)}}
+	if err := otherReg.Register(foreign, d.nc); err != nil {
+		t.Fatal(err)
+	}
+	osw, err := NewSnapshotWriter(otherReg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os := osw.Next(2)
+	os.Set(0, 1, d.nc, &ents[0].State)
+	os.Set(1, 3, foreign, &ents[1].State)
+	osw.Seal(os)
+	for _, c := range []struct {
+		name string
+		snap *Snapshot
+		refs []ViewRef
+	}{
+		{"empty entry", holey, []ViewRef{{Index: 0}, {Index: 1}, {Index: 2}}},
+		{"class of another registry only", os, []ViewRef{{Index: 0}, {Index: 1}}},
+	} {
+		d.now += 50_000_000
+		if err := d.tab.SetSnapshotView(d.now, c.snap, c.refs); !errors.Is(err, ErrUnknownClass) {
+			t.Errorf("%s: got %v, want %v", c.name, err, ErrUnknownClass)
+		}
+		if d.tab.Len() != 2 || d.tab.snap.Seq() != 1 {
+			t.Fatalf("%s: the refused view changed the table (%d ghosts, snapshot %d)", c.name, d.tab.Len(), d.tab.snap.Seq())
+		}
+	}
+	// The same snapshots without the bad entries are taken.
+	d.now += 50_000_000
+	if err := d.tab.SetSnapshotView(d.now, os, []ViewRef{{Index: 0}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -304,8 +304,8 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		if i < len(prev) && samePos(&prev[i].state, &e.state) && prev[i].class == c && prev[i].entity == e.entity && prev[i].bad == snapOK && sameBeyondPos(&prev[i].state, &e.state) {
 			// Still since the previous snapshot, byte for byte (the
 			// position first: a moving entry costs one compare): its check
-			// passed, and its quantized position and yaw code are these
-			// (both functions of the state alone); nothing to stamp.
+			// passed, and its quantized position, yaw code and group codes
+			// are these (functions of the state alone); nothing to stamp.
 			e.qpos, e.yawQ, e.gc = prev[i].qpos, prev[i].yawQ, prev[i].gc
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
 			continue
@@ -364,12 +364,18 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if len(snap.ents) >= staleEntry {
 		return fmt.Errorf("%w: a snapshot of %d entries (at most %d)", ErrConfig, len(snap.ents), staleEntry-1)
 	}
+	// Seal refused the entries of classes its registry lacks (snapBadClass):
+	// a snapshot of the table's registry names only classes it knows.
+	ours := snap.reg == t.reg
 	var known *Class
 	for _, r := range view {
 		if int(r.Index) >= len(snap.ents) {
 			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
 		}
 		e := &snap.ents[r.Index]
+		if ours && e.class != nil && e.bad == snapOK {
+			continue
+		}
 		switch {
 		case e.class == nil:
 			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
