@@ -189,7 +189,10 @@ func (q *quant) value(c [3]uint32) [3]float64 {
 // states that will be dirty at the same time together"; checklist RP-7).
 // Encode and Decode must mirror each other exactly; Decode must return an
 // error, never panic, on any input, and must only touch its own fields of s.
-// Build groups with the constructors (PositionGroup, YawGroup, …) or by hand.
+// Build groups with the constructors (PositionGroup, YawGroup, …) or by hand;
+// do not replace a constructor's Encode: the table writes the yaw, and a
+// snapshot's codes of the constructors' other State-only groups, without
+// calling it.
 type Group struct {
 	Name string
 	// Encode writes the group's fields of s. It may assume Check(s) passed.
