@@ -365,3 +365,47 @@ func TestSnapshotViewRefusesEmptyAndForeignEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An entry whose previous snapshot's entry was refused (a bad state) is
+// coded afresh, not from that entry's codes (which Seal never set), and
+// one whose groups did not change keeps the previous entry's codes.
+func TestSealCodesAfterABadEntry(t *testing.T) {
+	reg, cs := codeTestClasses(t)
+	pc := cs[0]
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := State{Pos: [3]float64{1, 2, 3}, Vel: [3]float64{1, -2, 3}, Yaw: 1, Health: 700, Flags: 5, Extra: [4]uint32{9, 99, 999, 9999}}
+	bad := st
+	bad.Pos[0] = math.NaN()
+	now := time.Second
+	for k, s := range []State{st, bad, st, st} {
+		sn := sw.Next(1)
+		sn.Set(0, 1, pc, &s)
+		sw.Seal(sn)
+		if k == 1 {
+			continue // refused: no view names it
+		}
+		now += 50 * time.Millisecond
+		if err := tab.SetSnapshotView(now, sn, []ViewRef{{Index: 0, Priority: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		s0 := &tab.slots[0]
+		q, yaw := tab.latest(0, s0)
+		pf := posForm{}
+		var a, b [64]byte
+		var wa, wb bitstream.Writer
+		wa.Reset(a[:])
+		wb.Reset(b[:])
+		errA := tab.writeUpdate(&wa, 0, pc, pc.all, 1, &pf, q, yaw, tab.codesOf(s0))
+		errB := tab.writeUpdate(&wb, 0, pc, pc.all, 1, &pf, q, yaw, nil)
+		if errA != nil || errB != nil || wa.BitLen() != wb.BitLen() || a != b {
+			t.Fatalf("snapshot %d: from codes %d bits %x (%v), by Encode %d bits %x (%v)", k, wa.BitLen(), a, errA, wb.BitLen(), b, errB)
+		}
+	}
+}

@@ -134,9 +134,9 @@ const noCode = ^uint64(0)
 // codeShift is where a snapEnt.gc code keeps its field's length.
 const codeShift = 56
 
-// codeGroups sets e.gc: the code of each of c's coded groups.
-func (e *snapEnt) codeGroups(c *Class) {
-	for m := c.coded; m != 0; m &= m - 1 {
+// codeGroups sets e.gc's codes of c's coded groups in m.
+func (e *snapEnt) codeGroups(c *Class, m uint64) {
+	for ; m != 0; m &= m - 1 {
 		g := &c.Groups[bits.TrailingZeros64(m)]
 		code := noCode
 		if v, n, ok := g.code(&e.state); ok {
@@ -316,7 +316,6 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			continue
 		}
 		e.yawQ = yawCode(c, &e.state)
-		e.codeGroups(c)
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			copy(chg, prevChg[i*st:i*st+st])
@@ -332,12 +331,21 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 					}
 				}
 			}
+			if prev[i].bad == snapOK {
+				// A group Changed does not report has the previous
+				// entry's wire value (Changed compares those): its code.
+				e.gc = prev[i].gc
+				e.codeGroups(c, e.now&c.coded)
+			} else {
+				e.codeGroups(c, c.coded)
+			}
 			continue
 		}
 		for g := range chg {
 			chg[g] = s.seq
 		}
 		e.now = c.all
+		e.codeGroups(c, c.coded)
 	}
 	s.sealed = true
 	w.release() // the previous one: its stamps are read (prev above)
