@@ -433,7 +433,12 @@ func BenchmarkTables1000(b *testing.B) { benchTables(b, 3) }
 
 // benchTables is BenchmarkTables1000 with each packet's fate fateDelay
 // packets later.
-func benchTables(b *testing.B, fateDelay uint64) {
+func benchTables(b *testing.B, fateDelay uint64) { benchTablesWith(b, fateDelay, nil) }
+
+// benchTablesWith is benchTables with step, if not nil, called on every
+// entity's state each tick after it moved (i: its index; players are
+// those with i%4 == 0).
+func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State)) {
 	reg, pc, nc := newTestRegistry(b)
 	const tables, per, ents = 1000, 48, 1000
 	sw, err := NewSnapshotWriter(reg)
@@ -476,6 +481,9 @@ func benchTables(b *testing.B, fateDelay uint64) {
 			states[i].Pos[0] += vel[i][0] / 20
 			states[i].Pos[2] += vel[i][1] / 20
 			states[i].Yaw = float64(i) + now.Seconds()
+			if step != nil {
+				step(i, &states[i])
+			}
 		}
 		sn := sw.Next(ents)
 		for i := range states {

@@ -36,13 +36,16 @@
 //	for _, f := range conn.PopFates(fates[:0]) { tab.OnFate(f) }
 //
 // A zone that serves many connections seals one Snapshot of its entities
-// per tick (SnapshotWriter: each entry checked and quantized once, each
-// group stamped with the snapshot its value first appeared in) and hands
-// every connection its view as 8-byte ViewRefs into it:
-// tab.SetSnapshotView(now, snap, refs). The table then keeps the snapshot
-// instead of a State per ghost and finds changed groups by stamps, so a
-// skipped view loses nothing; the packets are the same bytes SetView would
-// write for the same views.
+// per tick (SnapshotWriter: each entry checked and quantized once, the
+// groups whose bits depend on the State alone — yaw, velocity, health,
+// flags, extra — coded once, each group stamped with the snapshot its
+// value first appeared in) and hands every connection its view as 8-byte
+// ViewRefs into it: tab.SetSnapshotView(now, snap, refs). The table then
+// keeps the snapshot instead of a State per ghost, finds changed groups by
+// stamps, so a skipped view loses nothing, and appends the entry's codes
+// to an update instead of encoding those groups per connection; the
+// packets are the same bytes SetView would write for the same views
+// (TestSnapshotViewsPackLikeEntryViews).
 //
 // Ghost ids are compact per connection (lowest free id first), sent in
 // ⌈log2(highest id in use + 1)⌉ bits, and reused only after the client

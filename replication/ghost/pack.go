@@ -434,7 +434,11 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
 		}
-		err = t.writeUpdate(w, id, s, c, mask, width, &pf, q, yaw)
+		var gc *[snapCodes]uint64
+		if mask&c.coded != 0 {
+			gc = t.codesOf(s)
+		}
+		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
 		if err == nil && pushPos && pf.k == 0 {
 			t.stats.AbsolutePos++
@@ -687,12 +691,15 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 }
 
 // writeUpdate writes an update record with the given mask, of the ghost's
-// latest quantized position q and yaw code yaw (Table.latest). The header and
-// the fields the table codes itself (a position window, yaw) are gathered,
-// first bit first, into runs of at most runMax bits, each one write (the
-// writer's fast path): the same bits, one call instead of three for a
-// usual update.
-func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16) error {
+// latest quantized position q and yaw code yaw (Table.latest) and, if its
+// state is a snapshot's, the codes gc of its coded groups (codesOf; nil:
+// Encode writes them). The header and
+// the fields the table codes itself or finds coded (a position window,
+// yaw, a snapshot's codes) are gathered, first bit first, into runs of at
+// most runMax bits, each one write (the writer's fast path): the same
+// bits, one call instead of three for a usual update, and no Encode call
+// nor read of the state for a coded group.
+func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) error {
 	var rv uint64 // the run: rn bits gathered, not yet written
 	var rn uint
 	if mask == c.DefaultMask {
@@ -718,6 +725,8 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, s *slot, c *Class, m
 			v, n = posWindow(q, pf)
 		case g.yaw && i == c.yawIdx:
 			v, n = uint64(yaw), g.yc.bits // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
+		case g.slot != 0 && gc != nil && gc[g.slot-1] != noCode:
+			v, n = gc[g.slot-1]&(1<<codeShift-1), uint(gc[g.slot-1]>>codeShift) // Encode's field, coded at Seal
 		case g.yaw:
 			if st == nil {
 				st = t.stateOf(id)
@@ -779,17 +788,20 @@ func (t *Table) writePosAbsUpdate(w *bitstream.Writer, q *[3]uint32) error {
 // low bits of the value.
 func posWindow(q *[3]uint32, pf *posForm) (v uint64, n uint) {
 	k := pf.k
-	v, n = uint64(k), kcodeBits
 	lo := uint64(1)<<k - 1
-	for a := range 3 {
-		if pf.d[a] == 0 {
-			n++ // flag 0: the prediction is exact
-			continue
-		}
-		v |= (1 | (uint64(q[a])&lo)<<1) << n
-		n += 1 + k
+	// The three axes written out: every update with a position runs this.
+	v, n = posAxis(uint64(k), kcodeBits, pf.d[0], q[0], lo, k)
+	v, n = posAxis(v, n, pf.d[1], q[1], lo, k)
+	return posAxis(v, n, pf.d[2], q[2], lo, k)
+}
+
+// posAxis appends one axis of posWindow to the n bits of v: flag 0 (the
+// prediction is exact, d == 0), or flag 1 and the k low bits of q.
+func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, uint) {
+	if d == 0 {
+		return v, n + 1
 	}
-	return v, n
+	return v | (1|(uint64(q)&lo)<<1)<<n, n + 1 + k
 }
 
 // beginPacket reserves the transmission record of packet seq.

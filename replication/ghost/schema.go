@@ -189,7 +189,10 @@ func (q *quant) value(c [3]uint32) [3]float64 {
 // states that will be dirty at the same time together"; checklist RP-7).
 // Encode and Decode must mirror each other exactly; Decode must return an
 // error, never panic, on any input, and must only touch its own fields of s.
-// Build groups with the constructors (PositionGroup, YawGroup, …) or by hand.
+// Build groups with the constructors (PositionGroup, YawGroup, …) or by hand;
+// do not replace a constructor's Encode: the table writes the yaw, and a
+// snapshot's codes of the constructors' other State-only groups, without
+// calling it.
 type Group struct {
 	Name string
 	// Encode writes the group's fields of s. It may assume Check(s) passed.
@@ -206,6 +209,34 @@ type Group struct {
 	pos bool     // the built-in position group: coded by the table against the world bounds
 	yaw bool     // YawGroup: interpolated by the client
 	yc  yawCoder // YawGroup's coder: the table writes yaw without the Encode call
+	// code, set by the constructors of groups whose bits are a function of
+	// the State alone (yaw, velocity, health, flags, extra), returns what
+	// Encode writes as one field of n ≤ runMax bits (ok false: wider, or a
+	// value Encode refuses). A snapshot codes such groups once per entity
+	// at Seal for every table (snapEnt.gc); updates then append the codes
+	// without calling Encode or reading the State. Encode of these groups
+	// writes code's field itself, so the two cannot disagree; a group
+	// built by hand has no code (replacing a constructor's Encode is not
+	// supported, as for YawGroup, which the table writes itself).
+	code func(s *State) (v uint64, n uint, ok bool)
+	// slot is 1 + the index in snapEnt.gc of the group's code (0: none):
+	// Class.prepare gives the first snapCodes coded groups of a class one
+	// each (its first yaw group has snapEnt.yawQ instead).
+	slot uint8
+}
+
+// fieldEncoder is the Encode of a group with a code: the field in one
+// write, or fallback (a wider field, a refused value).
+func fieldEncoder(code func(*State) (uint64, uint, bool), fallback func(*bitstream.Writer, *State) error) func(*bitstream.Writer, *State) error {
+	return func(w *bitstream.Writer, s *State) error {
+		if v, n, ok := code(s); ok {
+			if n == 0 {
+				return nil // a HealthGroup of one value
+			}
+			return w.WriteBits(v, n)
+		}
+		return fallback(w, s)
+	}
 }
 
 // PositionGroup replicates State.Pos quantized to the Registry's Bounds. In a
@@ -258,6 +289,7 @@ func YawGroup(nbits uint) Group {
 		Name: "yaw",
 		yaw:  true,
 		yc:   yc,
+		code: func(s *State) (uint64, uint, bool) { return yc.code(s.Yaw), yc.bits, true },
 		Encode: func(w *bitstream.Writer, s *State) error {
 			return w.WriteBits(yc.code(s.Yaw), yc.bits)
 		},
@@ -300,11 +332,13 @@ func VelGroup(max float64, nbits uint) Group {
 		max = 32
 	}
 	l := uint64(1)<<nbits - 1
-	return Group{
+	field := func(s *State) uint64 {
+		return velCode(s.Vel[0], max, l) | velCode(s.Vel[1], max, l)<<nbits | velCode(s.Vel[2], max, l)<<(2*nbits)
+	}
+	g := Group{
 		Name: "vel",
 		Encode: func(w *bitstream.Writer, s *State) error {
-			v := velCode(s.Vel[0], max, l) | velCode(s.Vel[1], max, l)<<nbits | velCode(s.Vel[2], max, l)<<(2*nbits)
-			return w.WriteBits(v, 3*nbits)
+			return w.WriteBits(field(s), 3*nbits)
 		},
 		Decode: func(r *bitstream.Reader, s *State) error {
 			v, err := r.ReadBits(3*nbits, "ghost.vel")
@@ -336,15 +370,25 @@ func VelGroup(max float64, nbits uint) Group {
 			return nil
 		},
 	}
+	if 3*nbits <= runMax { // 19 and 20 bits an axis go by Encode
+		g.code = func(s *State) (uint64, uint, bool) { return field(s), 3 * nbits, true }
+	}
+	return g
 }
 
 // HealthGroup replicates State.Health as a ranged int in [min, max].
 func HealthGroup(min, max int32) Group {
+	n := bitstream.RangeBits(int64(min), int64(max)) // ≤ 32
+	code := func(s *State) (uint64, uint, bool) {
+		// WriteRangedInt's field: v − min in n bits.
+		return uint64(int64(s.Health)) - uint64(int64(min)), n, s.Health >= min && s.Health <= max
+	}
 	return Group{
 		Name: "health",
-		Encode: func(w *bitstream.Writer, s *State) error {
-			return w.WriteRangedInt(int64(s.Health), int64(min), int64(max))
-		},
+		code: code,
+		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
+			return w.WriteRangedInt(int64(s.Health), int64(min), int64(max)) // refused: out of range
+		}),
 		Decode: func(r *bitstream.Reader, s *State) error {
 			v, err := r.ReadRangedInt(int64(min), int64(max), "ghost.health")
 			if err != nil {
@@ -390,9 +434,13 @@ func FlagsGroup(nbits uint) Group {
 	if nbits < 1 || nbits > 32 {
 		nbits = 32
 	}
+	code := func(s *State) (uint64, uint, bool) { return uint64(s.Flags), nbits, uint64(s.Flags)>>nbits == 0 }
 	return Group{
-		Name:   "flags",
-		Encode: func(w *bitstream.Writer, s *State) error { return w.WriteBits(uint64(s.Flags), nbits) },
+		Name: "flags",
+		code: code,
+		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
+			return w.WriteBits(uint64(s.Flags), nbits) // refused: wider than nbits
+		}),
 		Decode: func(r *bitstream.Reader, s *State) error {
 			v, err := r.ReadBits(nbits, "ghost.flags")
 			s.Flags = uint32(v)
@@ -412,26 +460,17 @@ func FlagsGroup(nbits uint) Group {
 // code of v+1, so small values are cheap (0 is one bit).
 func ExtraGroup(n int) Group {
 	n = max(1, min(n, len(State{}.Extra)))
+	// The n codes as one field when they fit the writer's 56-bit fast
+	// path (a player's move sequence and small counters do): the same
+	// bits as a WriteGamma each, one write instead of n (every update of
+	// a player ghost carries its move sequence).
+	code := func(s *State) (uint64, uint, bool) { return gammaField(s.Extra[:n]) }
 	return Group{
 		Name: "extra",
-		Encode: func(w *bitstream.Writer, s *State) error {
-			// The n codes as one field when they fit the writer's 56-bit
-			// fast path (a player's move sequence and small counters do):
-			// the same bits as a WriteGamma each, one write instead of n
-			// (every update of a player ghost carries its move sequence).
-			var c uint64
-			l := uint(0)
-			for i := range n {
-				v := uint64(s.Extra[i]) + 1
-				z := uint(bits.Len64(v)) - 1
-				if l+2*z+1 > 56 {
-					return writeGammas(w, s.Extra[:n])
-				}
-				c |= (1<<z | (v&^(1<<z))<<(z+1)) << l
-				l += 2*z + 1
-			}
-			return w.WriteBits(c, l)
-		},
+		code: code,
+		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
+			return writeGammas(w, s.Extra[:n])
+		}),
 		Decode: func(r *bitstream.Reader, s *State) error {
 			for i := range n {
 				v, err := r.ReadGamma("ghost.extra")
@@ -447,6 +486,21 @@ func ExtraGroup(n int) Group {
 		},
 		Changed: func(old, cur *State) bool { return old.Extra != cur.Extra },
 	}
+}
+
+// gammaField is the gamma codes of each of vs + 1 as one field of l ≤
+// runMax bits (ok false: wider).
+func gammaField(vs []uint32) (c uint64, l uint, ok bool) {
+	for _, x := range vs {
+		v := uint64(x) + 1
+		z := uint(bits.Len64(v)) - 1
+		if l+2*z+1 > runMax {
+			return 0, 0, false
+		}
+		c |= (1<<z | (v&^(1<<z))<<(z+1)) << l
+		l += 2*z + 1
+	}
+	return c, l, true
 }
 
 // writeGammas writes each of vs + 1 as a gamma code, all or nothing.
@@ -499,6 +553,7 @@ type Class struct {
 	posBit uint64 // the position group's bit, 0 if none
 	posIdx int    // its index, -1 if none
 	yawIdx int    // index of the first YawGroup, -1 if none
+	coded  uint64 // the groups with a slot in snapEnt.gc (Group.slot)
 	weight float32
 	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
 	reg    *Registry // the first registry c was registered in
@@ -538,11 +593,15 @@ func (c *Class) prepare() error {
 		return fmt.Errorf("%w: class %q negative MinInterval", ErrClass, c.Name)
 	}
 	c.all = ^uint64(0) >> (64 - uint(n))
-	c.posIdx, c.posBit, c.yawIdx = -1, 0, -1
+	c.posIdx, c.posBit, c.yawIdx, c.coded = -1, 0, -1, 0
 	for i := range c.Groups {
 		g := &c.Groups[i]
+		g.slot = 0
 		if g.yaw && c.yawIdx < 0 {
 			c.yawIdx = i
+		} else if n := bits.OnesCount64(c.coded); g.code != nil && n < snapCodes {
+			g.slot = uint8(n + 1)
+			c.coded |= 1 << uint(i)
 		}
 		if g.pos {
 			if c.posIdx >= 0 {

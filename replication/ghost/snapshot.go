@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,15 +105,45 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
-	bad    uint8  // snapOK, or why a view naming it is refused
-	yawQ   uint16 // the yaw code (Table.latest), quantized once for every table
-	qpos   [3]uint32
 	// now is the groups stamped with this snapshot's seq (chg): what
 	// changed since the series' previous snapshot (every group of a new
 	// entry). A table that took the previous snapshot reads its changes
 	// here, once, instead of comparing every group's stamp.
-	now   uint64
+	now  uint64
+	qpos [3]uint32
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	bad  uint8  // snapOK, or why a view naming it is refused
+	// gc is the codes of the class's coded groups (Group.slot), coded
+	// once at Seal for every table: each its field's bits, and its
+	// length in the top byte (noCode: Encode writes it). Beside qpos and
+	// yawQ, which the update reads too: a usual update reads nothing of
+	// the state.
+	gc    [snapCodes]uint64
 	state State
+}
+
+// snapCodes is how many groups of a class a snapshot entry holds codes
+// of: the shipped player class's velocity, health, flags and extra (its
+// yaw has yawQ; its name and position are coded per table).
+const snapCodes = 4
+
+// noCode marks a snapEnt.gc slot whose group's field is not coded (too
+// wide, or a value Encode refuses): writeUpdate calls Encode.
+const noCode = ^uint64(0)
+
+// codeShift is where a snapEnt.gc code keeps its field's length.
+const codeShift = 56
+
+// codeGroups sets e.gc's codes of c's coded groups in m.
+func (e *snapEnt) codeGroups(c *Class, m uint64) {
+	for ; m != 0; m &= m - 1 {
+		g := &c.Groups[bits.TrailingZeros64(m)]
+		code := noCode
+		if v, n, ok := g.code(&e.state); ok {
+			code = v | uint64(n)<<codeShift
+		}
+		e.gc[g.slot-1] = code
+	}
 }
 
 // Why a snapshot entry is refused.
@@ -273,9 +304,9 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		if i < len(prev) && samePos(&prev[i].state, &e.state) && prev[i].class == c && prev[i].entity == e.entity && prev[i].bad == snapOK && sameBeyondPos(&prev[i].state, &e.state) {
 			// Still since the previous snapshot, byte for byte (the
 			// position first: a moving entry costs one compare): its check
-			// passed, and its quantized position and yaw code are these
-			// (both functions of the state alone); nothing to stamp.
-			e.qpos, e.yawQ = prev[i].qpos, prev[i].yawQ
+			// passed, and its quantized position, yaw code and group codes
+			// are these (functions of the state alone); nothing to stamp.
+			e.qpos, e.yawQ, e.gc = prev[i].qpos, prev[i].yawQ, prev[i].gc
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
 			continue
 		}
@@ -300,12 +331,21 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 					}
 				}
 			}
+			if prev[i].bad == snapOK {
+				// A group Changed does not report has the previous
+				// entry's wire value (Changed compares those): its code.
+				e.gc = prev[i].gc
+				e.codeGroups(c, e.now&c.coded)
+			} else {
+				e.codeGroups(c, c.coded)
+			}
 			continue
 		}
 		for g := range chg {
 			chg[g] = s.seq
 		}
 		e.now = c.all
+		e.codeGroups(c, c.coded)
 	}
 	s.sealed = true
 	w.release() // the previous one: its stamps are read (prev above)
@@ -332,12 +372,18 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if len(snap.ents) >= staleEntry {
 		return fmt.Errorf("%w: a snapshot of %d entries (at most %d)", ErrConfig, len(snap.ents), staleEntry-1)
 	}
+	// Seal refused the entries of classes its registry lacks (snapBadClass):
+	// a snapshot of the table's registry names only classes it knows.
+	ours := snap.reg == t.reg
 	var known *Class
 	for _, r := range view {
 		if int(r.Index) >= len(snap.ents) {
 			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
 		}
 		e := &snap.ents[r.Index]
+		if ours && e.class != nil && e.bad == snapOK {
+			continue
+		}
 		switch {
 		case e.class == nil:
 			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
@@ -361,20 +407,40 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
 	t.snap, t.prevSnap = snap, oldSnap
+	// next: the table took the series' previous snapshot (the usual view).
+	next := same && t.snapSeq == snap.seq-1
 	exhausted := false
 	for i := range view {
 		r := &view[i]
 		e := &snap.ents[r.Index]
-		id, ok := t.viewGhost(prev, i, e.entity, e.class)
+		c := e.class
+		// viewGhost's first guess inline: the ghost at the same position
+		// of the previous view (views keep their order).
+		var id uint32
+		ok := false
+		if i < len(prev) {
+			if h := prev[i]; int(h) < t.top {
+				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == e.entity && t.classOf(s) == c {
+					id, ok = h, true
+				}
+			}
+		}
+		if !ok {
+			id, ok = t.viewGhost(prev, i, e.entity, c)
+		}
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.entity, e.class, nowMS); err {
+			if id, err = t.alloc(e.entity, c, nowMS); err {
 				exhausted = true
 				continue
 			}
+		} else if s := &t.slots[id]; next && s.si == r.Index {
+			// In the previous view at this entry (so in scope, not
+			// leaving): the entry's stamps of this snapshot are its
+			// changes, the position's included (the general case below
+			// in one step).
+			t.markChanged(id, s.moveBit(c, e.now&c.posBit != 0)|e.now&^c.posBit, nowMS)
 		} else {
-			s := &t.slots[id]
-			c := e.class
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
 			psi, ptaken := s.si, t.snapSeq
@@ -528,6 +594,16 @@ func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
 	}
 	e := &t.snapOf(s).ents[s.si]
 	return &e.qpos, e.yawQ
+}
+
+// codesOf is the codes of ghost s's (in scope) coded groups if its latest
+// state is a snapshot's, else nil (their Encode writes them): in the
+// entry's line that latest read.
+func (t *Table) codesOf(s *slot) *[snapCodes]uint64 {
+	if !t.snapMode || s.si&siCarry != 0 {
+		return nil
+	}
+	return &t.snapOf(s).ents[s.si].gc
 }
 
 // stateIn is the state si names in snap or carry (si an entry or siCarry|i).
