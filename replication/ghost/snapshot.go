@@ -421,7 +421,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		if i < len(prev) {
 			if h := prev[i]; int(h) < t.top {
 				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == e.entity && t.classOf(s) == c {
-					id, ok = h, true
+					id, ok = uint32(h), true
 				}
 			}
 		}
