@@ -128,7 +128,9 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 		// applied, so the prediction stands (was up to 0.1 m, with fresh
 		// numbering: the moves in flight at the redirect were dropped).
 		if d := math.Hypot(float64(o[0]), float64(o[2])); d > 0.01 {
-			t.Errorf("client %d (zone %s): corrected by %.2f m after the redirect", i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, d)
+			pl := n2.players
+			t.Errorf("client %d (zone %s): corrected by %.2f m after the redirect (n2's record writes: %d written, %d fenced, %d conflicts, %d errors, %d dropped)",
+				i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, d, pl.Written.Load(), pl.Fenced.Load(), pl.Conflicts.Load(), pl.Errors.Load(), pl.Dropped.Load())
 		}
 	}
 	for i, s := range ss {
