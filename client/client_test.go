@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,7 +192,15 @@ func TestManyClients(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	waitFor(t, func() bool { n, e, _ := ts.snapshot(); return n == 0 && e[handshake.ReasonClientQuit] == clients })
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, e, _ := ts.snapshot()
+		if n == 0 && e[handshake.ReasonClientQuit] == clients {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 15 s: %d connections open, ended by reason %v, want 0 open and %d ClientQuit (server socket drops %s)", n, e, clients, udpDrops(ts.addr.Port()))
+		}
+	}
 	ts.Stop()
 	checkNoLeak(t, base)
 }
@@ -344,4 +354,19 @@ func TestServerKickEndsSession(t *testing.T) {
 	}
 	ts.Stop()
 	checkNoLeak(t, base)
+}
+
+// udpDrops is the kernel's drop count for the UDP socket on port (Linux).
+func udpDrops(port uint16) string {
+	b, err := os.ReadFile("/proc/net/udp")
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 12 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
+			return f[len(f)-1]
+		}
+	}
+	return "?"
 }

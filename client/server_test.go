@@ -1,11 +1,9 @@
 package client_test
 
 import (
-	"errors"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +24,8 @@ const protoID = 77
 // testServer is the smallest real server: one UDP socket on 127.0.0.1, the
 // handshake, a session.Server per connection routed by address (short form)
 // and connection id (long form), a walker zone per player, and an echo of
-// every event on the lane it came on. One goroutine; Stop ends it.
+// every event on the lane it came on. Two goroutines (read, run); Stop ends
+// them.
 type testServer struct {
 	t     testing.TB
 	pc    net.PacketConn
@@ -36,6 +35,10 @@ type testServer struct {
 	start time.Time
 	stop  chan struct{}
 	done  chan struct{}
+	// in carries the datagrams read (by read, its own goroutine) to run;
+	// bounded: when full, read waits and the kernel's buffer fills.
+	in       chan datagram
+	readDone chan struct{}
 
 	mu     sync.Mutex // guards the maps and counters below, read by tests
 	byID   map[handshake.ConnID]*tconn
@@ -153,6 +156,7 @@ func startServerKey(t testing.TB, key *[handshake.KeySize]byte) *testServer {
 	}
 	ts := &testServer{t: t, pc: pc, addr: pc.LocalAddr().(*net.UDPAddr).AddrPort(), start: time.Now(),
 		stop: make(chan struct{}), done: make(chan struct{}),
+		in: make(chan datagram, 4096), readDone: make(chan struct{}),
 		byID: map[handshake.ConnID]*tconn{}, byAddr: map[netip.AddrPort]*tconn{}, ended: map[handshake.Reason]int{},
 		kick: map[uint64]bool{}, reg: session.DefaultRegistry()}
 	ts.npc, _ = ts.reg.Lookup(ghost.NPCClassID)
@@ -165,6 +169,7 @@ func startServerKey(t testing.TB, key *[handshake.KeySize]byte) *testServer {
 	if ts.hs, err = handshake.NewServer(cfg, ts.key, time.Now().Add(-time.Second), crand.Reader); err != nil {
 		t.Fatal(err)
 	}
+	go ts.read()
 	go ts.run()
 	return ts
 }
@@ -190,34 +195,58 @@ func (ts *testServer) Stop() {
 
 func (ts *testServer) now() time.Duration { return time.Since(ts.start) }
 
+// read moves datagrams from the socket to ts.in until the socket closes.
+// It does nothing else, so the kernel's receive buffer drains however long a
+// round over the connections takes: with reading and the round in one
+// goroutine, a starved host (load 14 on 2 cores under -race) let the buffer
+// overflow for longer than a client's five Disconnect copies take, the
+// kernel dropped all five (about 1,000 drops a run), and the server saw a
+// Timeout instead of ClientQuit (TestManyClients).
+func (ts *testServer) read() {
+	defer close(ts.readDone)
+	for {
+		buf := make([]byte, 2048)
+		n, from, err := ts.pc.ReadFrom(buf)
+		if err != nil {
+			return // closed by run
+		}
+		select {
+		case ts.in <- datagram{p: buf[:n], from: from.(*net.UDPAddr).AddrPort()}:
+		case <-ts.stop:
+			return
+		}
+	}
+}
+
+// datagram is one datagram read, with its sender.
+type datagram struct {
+	p    []byte
+	from netip.AddrPort
+}
+
 func (ts *testServer) run() {
 	defer close(ts.done)
+	defer func() { <-ts.readDone }()
 	defer ts.pc.Close()
-	buf := make([]byte, 2048)
 	out := make([]byte, 0, session.MaxPacketSize)
+	wait := time.NewTimer(0)
+	defer wait.Stop()
 	for {
+		// Handle what has been read before the round over every
+		// connection, waiting up to 2 ms for the first datagram.
+		wait.Reset(2 * time.Millisecond)
 		select {
 		case <-ts.stop:
 			return
-		default:
-		}
-		// Drain what the socket holds before the round over every
-		// connection: one datagram per round let 60 clients at 30 Hz
-		// overflow the socket under -race, and a client's five Disconnect
-		// copies could all be dropped there (the server then saw a Timeout,
-		// not ClientQuit: TestManyClients).
-		ts.pc.SetReadDeadline(time.Now().Add(2 * time.Millisecond))
-		for range 512 {
-			n, from, err := ts.pc.ReadFrom(buf)
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					return
-				}
-				break
-			}
+		case d := <-ts.in:
 			ts.mu.Lock()
-			ts.handle(buf[:n], from.(*net.UDPAddr).AddrPort(), out)
+			ts.handle(d.p, d.from, out)
+			for range len(ts.in) {
+				d := <-ts.in
+				ts.handle(d.p, d.from, out)
+			}
 			ts.mu.Unlock()
+		case <-wait.C:
 		}
 		ts.mu.Lock()
 		now := ts.now()

@@ -740,3 +740,59 @@ func TestRenewNowAbandonsALostRenewal(t *testing.T) {
 		t.Fatalf("held %v at epoch %d (want %d), lost %d", held, got, epoch, lost.Load())
 	}
 }
+
+// heldReplyKV is a zones bucket whose Update, once armed, is applied by the
+// server but its reply held back until release is closed (a renewal in
+// flight on a busy host).
+type heldReplyKV struct {
+	jetstream.KeyValue
+	armed   atomic.Bool
+	applied chan struct{}
+	release chan struct{}
+}
+
+func (k *heldReplyKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	rev, err := k.KeyValue.Update(ctx, key, value, revision)
+	if k.armed.CompareAndSwap(true, false) {
+		close(k.applied)
+		<-k.release
+	}
+	return rev, err
+}
+
+// A zone released while its lease's renewal is in flight (written by the
+// server, its reply not yet taken) is released all the same: the lease
+// still names this node at its epoch, at the renewal's revision. Deleting
+// at the revision held before the renewal failed ("wrong last sequence"),
+// and a draining node then kept the zone's lease until it expired, its
+// players owned by nobody (actors/node TestDrainRedirectsClientsWithoutDisconnects
+// under load: "player 2 owned 0 times after the drain").
+func TestLeaseReleaseDuringRenewal(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 3 * time.Second
+	kv := &heldReplyKV{KeyValue: zonesBucket(t, nc, ttl), applied: make(chan struct{}), release: make(chan struct{})}
+	l, lost := countingLeases(t, kv, "a", ttl)
+	defer l.Close(context.Background())
+	if _, err := l.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	kv.armed.Store(true)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		l.renewAll()
+	}()
+	<-kv.applied
+	err := l.Release(context.Background(), "z")
+	close(kv.release)
+	<-renewed
+	if err != nil {
+		t.Fatalf("release during a renewal: %v", err)
+	}
+	if _, err := kv.Get(context.Background(), "z"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lease is still in the bucket after its release (get: %v)", err)
+	}
+	if _, held := l.Held("z"); held || lost.Load() != 0 {
+		t.Fatalf("after the release: held %v, lost %d; want neither", held, lost.Load())
+	}
+}

@@ -391,8 +391,8 @@ func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 	return rev, nil
 }
 
-// Release gives zone up (only if this node still holds it at the
-// revision it wrote).
+// Release gives zone up (only if the lease still names this node at the
+// epoch it holds: at the revision it wrote, or a renewal's in flight).
 func (l *Leases) Release(ctx context.Context, zone string) error {
 	l.mu.Lock()
 	h, ok := l.held[zone]
@@ -401,7 +401,27 @@ func (l *Leases) Release(ctx context.Context, zone string) error {
 	if !ok {
 		return nil
 	}
-	if err := l.kv.Delete(ctx, zone, jetstream.LastRevision(h.rev)); err != nil {
+	err := l.kv.Delete(ctx, zone, jetstream.LastRevision(h.rev))
+	// A renewal in flight as the zone left held (the server wrote it, its
+	// reply not yet taken) moved the revision: the lease still names this
+	// node at this epoch, so it is deleted at its current revision. (At the
+	// old one the release failed, and a draining node kept the lease until
+	// it expired, its players owned by nobody meanwhile.) No renewal starts
+	// after the zone left held, so one more try suffices; two, to be sure.
+	for try := 0; try < 2 && err != nil && isWrongSequence(err); try++ {
+		e, gerr := l.kv.Get(ctx, zone)
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if gerr != nil {
+			break
+		}
+		if o, ok := decodeOwner(e); !ok || o.Node != l.node || o.Epoch != h.epoch {
+			break // another node's lease now: not this node's to delete
+		}
+		err = l.kv.Delete(ctx, zone, jetstream.LastRevision(e.Revision()))
+	}
+	if err != nil {
 		return fmt.Errorf("release %s: %w", zone, err)
 	}
 	return nil

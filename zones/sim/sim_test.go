@@ -977,3 +977,41 @@ func TestGridCellFollowsCrowding(t *testing.T) {
 		t.Fatalf("explicit cell size became %g m", got)
 	}
 }
+
+// A gap in a player's moves waits GapTimeout of the zone's ticks, not of
+// the wall clock: a zone whose tick came 1.5 s late (a starved host, the
+// missing move queued in its mailbox behind the tick) had no chance to take
+// the move, and skipped it as lost on that very tick (actors/zone
+// TestCrowdCrossesAtOnce under load: 51 of 80,000 moves lost, tick p99
+// 1.9 s). A gap nobody fills is still skipped after GapTimeout of ticks.
+func TestGapWaitsForTicksNotWallTime(t *testing.T) {
+	z := oneZone(t, func(c *Config) { c.MaxCredit = 5 * time.Second })
+	z.Join(0, 1, "c1", "p", [3]float32{-500, 0, -500}, 0)
+	now := 50 * time.Millisecond
+	z.Step(now)
+	z.Input(now, 1, []move.Move{fwd(1, 0), fwd(2, 0)})
+	z.Input(now, 1, []move.Move{fwd(4, 0), fwd(5, 0)}) // move 3 still on its way
+	now += 50 * time.Millisecond
+	if c := z.Step(now).Controls()[0]; c.LastApplied != 2 {
+		t.Fatalf("applied up to %d, want 2 (waiting for 3)", c.LastApplied)
+	}
+	now += 1500 * time.Millisecond // one late tick: the mailbox not taken meanwhile
+	if c := z.Step(now).Controls()[0]; c.LastApplied != 2 || z.Stats().MovesLost != 0 {
+		t.Fatalf("after one tick 1.5 s late: applied up to %d, %d lost; want 2, none (the gap waits)", c.LastApplied, z.Stats().MovesLost)
+	}
+	z.Input(now, 1, []move.Move{fwd(3, 0)})
+	now += 50 * time.Millisecond
+	if c := z.Step(now).Controls()[0]; c.LastApplied != 5 || z.Stats().MovesLost != 0 {
+		t.Fatalf("after move 3 came: applied up to %d, %d lost; want 5, none", c.LastApplied, z.Stats().MovesLost)
+	}
+	// The safety net: a gap nobody fills, ticks on time.
+	z.Input(now, 1, []move.Move{fwd(7, 0)})
+	ticks := 0
+	for ; z.Stats().MovesLost == 0 && ticks < 100; ticks++ {
+		now += 50 * time.Millisecond
+		z.Step(now)
+	}
+	if want := int(handoff.DefaultGapTimeout / (50 * time.Millisecond)); ticks < want-1 || ticks > want+1 || z.Stats().MovesLost != 1 {
+		t.Fatalf("an unfilled gap skipped after %d ticks (%d lost), want %d ticks, 1 lost", ticks, z.Stats().MovesLost, want)
+	}
+}

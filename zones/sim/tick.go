@@ -139,6 +139,13 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		elapsed = now - z.prevStep
 	}
 	z.prevStep = now
+	// The move queues' gap timeout runs on the ticks the zone ran, at most
+	// a period each, not on the scheduled clock: a missing move may be
+	// queued in this zone's mailbox behind the tick (ticks overtake
+	// inputs), and a tick that came late on a starved host gave it no
+	// chance to be taken. On the wall clock one tick 1.5 s late skipped
+	// the gap as lost at once; a zone that keeps up sees no difference.
+	z.gapClock += min(elapsed, z.period)
 	for s := range z.ents {
 		ent := &z.ents[s]
 		if ent.role != roleOwned || ent.kind != KindPlayer {
@@ -178,7 +185,7 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		start := ent.state.Pos
 		var spent, repaid time.Duration
 		for {
-			m, ok := e.queue.Peek(now)
+			m, ok := e.queue.Peek(z.gapClock)
 			if !ok {
 				e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
 				break

@@ -161,6 +161,9 @@ type Zone struct {
 	tick     uint64
 	now      time.Duration
 	prevStep time.Duration
+	// gapClock: the move queues' clock, advanced by each tick at most a
+	// period (stepPlayers).
+	gapClock time.Duration
 	batchSeq uint64
 	npcNext  uint64
 
