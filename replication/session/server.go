@@ -919,8 +919,12 @@ type seqRing struct {
 	head, size, max uint32
 }
 
-// seqRingMin is the first buffer size: 128 bytes.
-const seqRingMin = 16
+// seqRingMin is the first buffer size: 64 bytes. A ghost packet's fate
+// comes back with the client's ack of it, a round trip plus at most one
+// client packet interval later: at 20 packets/s that is 3 packets in flight
+// at 100 ms of RTT, 8 at 350 ms. (16, 128 bytes, was the room of most
+// connections.)
+const seqRingMin = 8
 
 func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, uint32(n) }
 func (r *seqRing) len() int            { return int(r.size) }
