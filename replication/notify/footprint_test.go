@@ -42,8 +42,12 @@ func TestConnFootprint(t *testing.T) {
 	runtime.KeepAlive(keep)
 	per := int64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("notify.New: %d B per connection", per)
-	if per > maxConnBytes {
-		t.Fatalf("notify.New keeps %d B per connection, want ≤ %d", per, maxConnBytes)
+	bound := int64(maxConnBytes)
+	if raceEnabled {
+		bound += 192 // measured 574 B: the race detector's instrumentation moves values to the heap
+	}
+	if per > bound {
+		t.Fatalf("notify.New keeps %d B per connection, want ≤ %d", per, bound)
 	}
 }
 

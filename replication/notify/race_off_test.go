@@ -1,0 +1,5 @@
+//go:build !race
+
+package notify
+
+const raceEnabled = false
