@@ -123,6 +123,7 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
 	}
+	srv.ShareWriter(&c.sh.pw) // start runs on the shard, as every Poll does
 	gm, err := ghostmgr.New(cfg.Registry, cfg.Ghosts, &c.views)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
@@ -240,6 +241,10 @@ type shard struct {
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
+	// pw is the packet writer every connection's session builds its
+	// packets in (session.Server.ShareWriter): a packet is built within
+	// one Poll, and a shard polls one connection at a time.
+	pw bitstream.Writer
 	// zin: the round's inputs waiting for their zones (toZone), one
 	// entry per zone.
 	zin []zoneInputs

@@ -27,10 +27,13 @@ type endpoint struct {
 	evr  *event.Receiver
 
 	// w writes the packet being built, header then payload: it reaches
-	// the ghost writer through an interface, so it lives here rather than
-	// on the stack. The reader is the caller's (a Client's own, a Server's
+	// the ghost writer through an interface, so it lives on the heap
+	// rather than on the stack. It is made on the first packet, or shared
+	// by the Servers of one goroutine (Server.ShareWriter): a packet is
+	// begun and sealed within one call, so nothing stays in it between
+	// calls. The reader is the caller's (a Client's own, a Server's
 	// borrowed with the payload buffer for the call).
-	w bitstream.Writer
+	w *bitstream.Writer
 
 	lim *endpointLimits // shared by the endpoints of one config
 
@@ -50,9 +53,7 @@ type endpoint struct {
 	// few round trips instead of a few keepalive periods.
 	lastDataSent time.Duration
 
-	discNext time.Duration
-
-	c counters
+	c counters // the next Disconnect copy's time (discNext) is with the rare ones
 
 	// Flags together in one word.
 	sentAny bool
@@ -163,8 +164,11 @@ func (e *endpoint) beginPacket(dst []byte, t notify.PacketType, now time.Duratio
 	buf := dst[start : start+size]
 	// The header goes through e.w too (one writer per endpoint, not two),
 	// which then moves on to the payload area.
+	if e.w == nil {
+		e.w = new(bitstream.Writer)
+	}
 	e.w.Reset(buf[:size-tagSize])
-	seq, err := e.nc.WriteHeader(&e.w, t, now)
+	seq, err := e.nc.WriteHeader(e.w, t, now)
 	if err != nil {
 		return dst, start, 0, 0, err
 	}
@@ -204,6 +208,17 @@ func (e *endpoint) ackOnly(dst []byte, now time.Duration, prefix int) ([]byte, e
 	return out, nil
 }
 
+// discNext is when the next Disconnect copy goes (0 before startDisconnect):
+// kept with the rare counters, which startDisconnect makes, since a
+// connection sends Disconnects once, at its end (8 bytes of every endpoint
+// otherwise).
+func (e *endpoint) discNext() time.Duration {
+	if r := e.c.rare; r != nil {
+		return r.discNext
+	}
+	return 0
+}
+
 // startDisconnect begins a graceful close: the next Polls send the
 // Disconnect copies. Returns false if the session cannot send (pending or
 // already closed).
@@ -213,7 +228,8 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 	}
 	switch e.sess.State() {
 	case handshake.StateConnected:
-		e.discLeft, e.discNext, e.discReason = int32(e.lim.discCopies), now, r
+		e.discLeft, e.discReason = int32(e.lim.discCopies), r
+		e.c.rareCounters().discNext = now
 		return true
 	case handshake.StatePending:
 		e.sess.Close(r)
@@ -223,7 +239,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 
 // pollDisconnect sends the next Disconnect copy if one is due.
 func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error) {
-	if e.discLeft == 0 || now < e.discNext {
+	if e.discLeft == 0 || now < e.discNext() {
 		return dst, nil
 	}
 	n := len(dst)
@@ -234,7 +250,7 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
 	}
 	e.discLeft--
-	e.discNext = now + e.lim.discInterval
+	e.c.rareCounters().discNext = now + e.lim.discInterval
 	e.c.PacketsOut++
 	e.c.rareCounters().DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)

@@ -217,6 +217,14 @@ func (s *Server) Done() bool {
 // LastApplied is the newest move handed to ServerHandler.Move.
 func (s *Server) LastApplied() uint64 { return s.ap.LastApplied() }
 
+// ShareWriter makes the Server build its packets in w instead of a writer
+// of its own (56 bytes a connection, and the Server leaves the 576-byte size
+// class for the 512-byte one). A packet is begun and sealed within one Poll,
+// so w holds nothing between calls; but every Server sharing w must be
+// called from one goroutine, as the connections of one shard are. Call it
+// before the first Poll, or between two.
+func (s *Server) ShareWriter(w *bitstream.Writer) { s.e.w = w }
+
 // RTT is notify's smoothed round-trip time.
 func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 
@@ -600,11 +608,11 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StateClosed:
 		return maxDuration
 	case handshake.StateDraining:
-		return e.discNext
+		return e.discNext()
 	}
 	d := e.lastRecv + e.lim.timeout
 	if e.discLeft > 0 {
-		return min(d, e.discNext)
+		return min(d, e.discNext())
 	}
 	if e.sess.State() == handshake.StatePending {
 		return d
@@ -832,7 +840,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
 	s.tickDue = false
-	w := &e.w
+	w := e.w
 	payload := size - tagSize - hl
 
 	// Control object: a flag, then the ack and (by the writer's policy) the
