@@ -1,5 +1,0 @@
-//go:build !race
-
-package session_test
-
-const raceEnabled = false
