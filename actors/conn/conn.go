@@ -123,7 +123,10 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
 	}
-	srv.ShareWriter(&c.sh.pw) // start runs on the shard, as every Poll does
+	if c.sh.sc == nil {
+		c.sh.sc = session.NewScratch()
+	}
+	srv.ShareScratch(c.sh.sc) // start runs on the shard, as every Poll and Receive does
 	gm, err := ghostmgr.New(cfg.Registry, cfg.Ghosts, &c.views)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)

@@ -15,9 +15,9 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/udp"
-	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // DefaultQuantum is the shortest time between two timer-driven rounds of a
@@ -241,10 +241,11 @@ type shard struct {
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
-	// pw is the packet writer every connection's session builds its
-	// packets in (session.Server.ShareWriter): a packet is built within
-	// one Poll, and a shard polls one connection at a time.
-	pw bitstream.Writer
+	// sc is the scratch every connection's session builds its packets
+	// and opens its datagrams in (session.Server.ShareScratch): each is
+	// used within one call, and a shard runs one connection at a time.
+	// Made by the first connection's start.
+	sc *session.Scratch
 	// zin: the round's inputs waiting for their zones (toZone), one
 	// entry per zone.
 	zin []zoneInputs

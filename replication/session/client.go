@@ -792,7 +792,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 		c.nextData = nextSlot(c.nextData, c.interval, now)
 	}
 	c.lastData, c.sentNewest = now, c.stream.Newest()
-	w := e.w
+	w := &e.sc.w
 	// Moves first: without room for every one Write sends the oldest, which
 	// the server needs first. Events get the rest.
 	if k, err := c.stream.Write(w); err != nil {

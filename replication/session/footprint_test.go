@@ -6,7 +6,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
@@ -76,7 +75,7 @@ const (
 
 // TestServerLayout: a Server stays in the 512-byte size class (576 while it
 // held its own 56-byte packet writer and the Disconnect time; see
-// ShareWriter).
+// ShareScratch).
 func TestServerLayout(t *testing.T) {
 	if n := unsafe.Sizeof(session.Server{}); n > 512 {
 		t.Errorf("Server is %d bytes, over the 512-byte size class", n)
@@ -120,10 +119,10 @@ func TestGhostRelayFootprint(t *testing.T) {
 func TestServerInUseFootprint(t *testing.T) {
 	const n = 50
 	pairs := make([]*pair, n)
-	var w bitstream.Writer // one per goroutine, as a connection shard shares it
+	sc := session.NewScratch() // one per goroutine, as a connection shard shares it
 	for i := range pairs {
 		p := newPairN(t, 0)
-		p.srv.ShareWriter(&w)
+		p.srv.ShareScratch(sc)
 		p.h.moves = make([]move.Move, 0, 64) // the server hands over a few moves per round
 		for range 300 {
 			p.step(t)
@@ -139,6 +138,7 @@ func TestServerInUseFootprint(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&without)
 	runtime.KeepAlive(pairs)
+	runtime.KeepAlive(sc) // the shard's, not the connections'
 	per := int64(with.HeapAlloc-without.HeapAlloc) / n
 	t.Logf("session.Server in use: %d B per connection", per)
 	if per > maxServerInUseBytes {

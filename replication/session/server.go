@@ -217,13 +217,14 @@ func (s *Server) Done() bool {
 // LastApplied is the newest move handed to ServerHandler.Move.
 func (s *Server) LastApplied() uint64 { return s.ap.LastApplied() }
 
-// ShareWriter makes the Server build its packets in w instead of a writer
-// of its own (56 bytes a connection, and the Server leaves the 576-byte size
-// class for the 512-byte one). A packet is begun and sealed within one Poll,
-// so w holds nothing between calls; but every Server sharing w must be
-// called from one goroutine, as the connections of one shard are. Call it
-// before the first Poll, or between two.
-func (s *Server) ShareWriter(w *bitstream.Writer) { s.e.w = w }
+// ShareScratch makes the Server build its packets and open its datagrams
+// in sc (see Scratch) instead of a writer of its own (56 bytes a
+// connection: the Server is in the 512-byte size class, not the 576) and
+// buffers borrowed from the shared free list for each datagram. sc holds
+// nothing between calls; but every Server sharing it must be called from
+// one goroutine, as the connections of one shard are. Call it before the
+// first Poll or Receive, or between two calls.
+func (s *Server) ShareScratch(sc *Scratch) { s.e.sc = sc }
 
 // RTT is notify's smoothed round-trip time.
 func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
@@ -476,8 +477,11 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	default:
 		return false, handshake.ErrUnexpected
 	}
-	sc := payloads.Get()
-	defer payloads.Put(sc)
+	sc := e.sharedRx()
+	if sc == nil {
+		sc = payloads.Get()
+		defer payloads.Put(sc)
+	}
 	r := &sc.r
 	h := &sc.h
 	pt, moved, err := e.open(now, short, from, &sc.buf, r, h)
@@ -840,7 +844,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
 	s.tickDue = false
-	w := e.w
+	w := &e.sc.w
 	payload := size - tagSize - hl
 
 	// Control object: a flag, then the ack and (by the writer's policy) the
