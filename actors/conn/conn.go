@@ -69,7 +69,7 @@ type Conn struct {
 	heldUntil time.Duration
 	foldAt    time.Duration // when fates were last folded into the pool's counters
 	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
-	unacked   []move.Move   // moves handed on, not yet reported applied (resent on a Rejoin)
+	unacked   []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 	hidx      int32         // index in the shard's deadline heap, -1: not in it
 	lookups   int32         // Config.Resume asked again for a Join that did not take
 	resends   int32         // resends since the last progress (backoff)
@@ -123,6 +123,10 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
 	}
+	if c.sh.sc == nil {
+		c.sh.sc = session.NewScratch()
+	}
+	srv.ShareScratch(c.sh.sc) // start runs on the shard, as every Poll and Receive does
 	gm, err := ghostmgr.New(cfg.Registry, cfg.Ghosts, &c.views)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
@@ -374,8 +378,8 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	// will not resend what this connection already took.
 	in := msg.NewInput()
 	in.Player, in.Received = c.player, now
-	for _, mv := range c.unacked {
-		if mv.Seq > fence {
+	for _, k := range c.unacked {
+		if mv := c.unkeep(k); mv.Seq > fence {
 			in.Moves = append(in.Moves, mv)
 		}
 	}
@@ -451,19 +455,56 @@ func (c *Conn) Move(m move.Move) {
 	if len(in.Moves) == 0 && c.lastMove > 0 && m.Seq > c.lastMove+1 {
 		in.LostBefore = m.Seq - c.lastMove - 1 // the client lost them: the zone must not wait
 	}
+	if len(c.unacked) > 0 && m.Seq-c.unackedSeq(0) >= 1<<31 {
+		// A jump no client makes (2^31 moves is 2 years of 30 Hz input):
+		// the moves kept are too far behind to be named by 32 bits of
+		// sequence (keptMove), and too old to be worth a resend.
+		c.unacked = c.unacked[:0]
+	}
 	c.lastMove = m.Seq
 	in.Moves = append(in.Moves, m)
 	if len(c.unacked) == 0 {
 		c.oldestAt = c.rxAt
 		if c.unacked == nil {
-			c.unacked = make([]move.Move, 0, minUnackedRoom)
+			c.unacked = make([]keptMove, 0, minUnackedRoom)
 		}
 	}
 	if len(c.unacked) == maxUnacked {
 		copy(c.unacked, c.unacked[1:]) // an outage longer than that: the oldest cannot be resent
 		c.unacked = c.unacked[:maxUnacked-1]
 	}
-	c.unacked = append(c.unacked, m)
+	c.unacked = append(c.unacked, keep(m))
+}
+
+// keptMove is a move kept in unacked until a zone reports it applied: 20
+// bytes instead of a move.Move's 32. It keeps the low 32 bits of the
+// sequence number; the connection's newest move (lastMove) gives the rest,
+// every kept move being less than 2^31 behind it (Move).
+type keptMove struct {
+	seq, crc        uint32
+	yaw             uint16
+	pitch           int16
+	buttons         uint16
+	dt              uint8
+	forward, strafe int8
+	hasCRC          bool
+}
+
+func keep(m move.Move) keptMove {
+	return keptMove{seq: uint32(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
+		dt: m.Dt, forward: m.Forward, strafe: m.Strafe, hasCRC: m.HasCRC}
+}
+
+// seqOf is k's whole sequence number: at most 2^31 behind lastMove.
+func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint32(c.lastMove)-k.seq) }
+
+// unackedSeq is the sequence number of unacked[i].
+func (c *Conn) unackedSeq(i int) uint64 { return c.seqOf(c.unacked[i]) }
+
+// unkeep is the move k keeps.
+func (c *Conn) unkeep(k keptMove) move.Move {
+	return move.Move{Seq: c.seqOf(k), CRC: k.crc, Yaw: k.yaw, Pitch: k.pitch, Buttons: k.buttons,
+		Dt: k.dt, Forward: k.forward, Strafe: k.strafe, HasCRC: k.hasCRC}
 }
 
 // maxUnacked bounds the moves a connection keeps until a zone reports them
@@ -472,9 +513,15 @@ const maxUnacked = 256
 
 // ackMoves forgets the moves a zone reported applied.
 func (c *Conn) ackMoves(applied uint64, now time.Duration) {
-	i := 0
-	for i < len(c.unacked) && c.unacked[i].Seq <= applied {
-		i++
+	// Kept moves at or below applied are d or more behind lastMove; each
+	// is less than 2^31 behind it, so 32 bits of distance tell.
+	i := len(c.unacked)
+	if applied < c.lastMove {
+		d, lo := c.lastMove-applied, uint32(c.lastMove)
+		i = 0
+		for i < len(c.unacked) && uint64(lo-c.unacked[i].seq) >= d {
+			i++
+		}
 	}
 	if i > 0 {
 		c.unacked = c.unacked[:copy(c.unacked, c.unacked[i:])]
@@ -482,14 +529,14 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
-			// maxUnacked moves (8 KB) per connection for good. A zone
+			// maxUnacked moves (5 KB) per connection for good. A zone
 			// keeping up leaves two or three moves here.
-			c.unacked = append(make([]move.Move, 0, max(minUnackedRoom, 2*n)), c.unacked...)
+			c.unacked = append(make([]keptMove, 0, max(minUnackedRoom, 2*n)), c.unacked...)
 		}
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (256 B): a zone that keeps up
+// minUnackedRoom is the room unacked keeps (160 B): a zone that keeps up
 // reports each tick's moves applied the next tick, which leaves two to
 // five 30 Hz moves here at a 20 Hz tick.
 const minUnackedRoom = 8
@@ -545,17 +592,20 @@ func (c *Conn) flushInput(now time.Duration) {
 // a move never applied. The zone drops what it already has. Backs off
 // while the zone stays silent (a failover: the Rejoin resends then).
 func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
-	if len(c.unacked) == 0 || c.unacked[0].Seq <= c.applied {
+	if len(c.unacked) == 0 || c.unackedSeq(0) <= c.applied {
 		return
 	}
 	wait := moveResendAfter << min(c.resends, 3)
 	if now-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
 		return
 	}
-	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unacked[0].Seq {
+	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unackedSeq(0) {
 		return // nothing older to add
 	}
-	in.Moves = append(in.Moves[:0], c.unacked...)
+	in.Moves = in.Moves[:0]
+	for _, k := range c.unacked {
+		in.Moves = append(in.Moves, c.unkeep(k))
+	}
 	in.LostBefore = 0 // the zone heard of those gaps with the moves' first copies
 	c.resentAt = now
 	c.resends++

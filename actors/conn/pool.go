@@ -17,6 +17,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // DefaultQuantum is the shortest time between two timer-driven rounds of a
@@ -240,6 +241,11 @@ type shard struct {
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
+	// sc is the scratch every connection's session builds its packets
+	// and opens its datagrams in (session.Server.ShareScratch): each is
+	// used within one call, and a shard runs one connection at a time.
+	// Made by the first connection's start.
+	sc *session.Scratch
 	// zin: the round's inputs waiting for their zones (toZone), one
 	// entry per zone.
 	zin []zoneInputs

@@ -3,6 +3,7 @@ package conn
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -22,13 +23,13 @@ func TestUnackedRoomGivenBackAfterBacklog(t *testing.T) {
 		c.Move(move.Move{Seq: seq})
 		c.in.Moves = c.in.Moves[:0]
 	}
-	if len(c.unacked) != maxUnacked || c.unacked[0].Seq != seq-maxUnacked+1 {
-		t.Fatalf("backlog: %d moves from %d, want %d from %d", len(c.unacked), c.unacked[0].Seq, maxUnacked, seq-maxUnacked+1)
+	if len(c.unacked) != maxUnacked || c.unackedSeq(0) != seq-maxUnacked+1 {
+		t.Fatalf("backlog: %d moves from %d, want %d from %d", len(c.unacked), c.unackedSeq(0), maxUnacked, seq-maxUnacked+1)
 	}
 	c.ackMoves(seq-2, time.Second)
-	if len(c.unacked) != 2 || c.unacked[0].Seq != seq-1 || cap(c.unacked) > minUnackedRoom {
+	if len(c.unacked) != 2 || c.unackedSeq(0) != seq-1 || cap(c.unacked) > minUnackedRoom {
 		t.Fatalf("after the zone caught up: %d moves from %d, room %d (want 2 from %d, room ≤ %d)",
-			len(c.unacked), c.unacked[0].Seq, cap(c.unacked), seq-1, minUnackedRoom)
+			len(c.unacked), c.unackedSeq(0), cap(c.unacked), seq-1, minUnackedRoom)
 	}
 	steady := func() {
 		for range 3 {
@@ -41,5 +42,45 @@ func TestUnackedRoomGivenBackAfterBacklog(t *testing.T) {
 	steady()
 	if a := testing.AllocsPerRun(100, steady); a != 0 {
 		t.Fatalf("%v allocations per tick with the zone keeping up", a)
+	}
+}
+
+// TestKeptMovesComeBackWhole: a move kept for a resend comes back as it went
+// in, every field, across the 32-bit wrap of its kept sequence number; the
+// kept form stays 20 bytes (8 of them: the 160-byte class); and a jump of
+// 2^31 moves or more drops what was kept (too far behind to be named).
+func TestKeptMovesComeBackWhole(t *testing.T) {
+	if n := unsafe.Sizeof(keptMove{}); n != 20 {
+		t.Fatalf("keptMove is %d bytes, want 20", n)
+	}
+	c := &Conn{in: &msg.Input{}}
+	base := uint64(1)<<32 - 3 // the low 32 bits wrap among the kept moves
+	var want []move.Move
+	for i := range uint64(6) {
+		m := move.Move{Seq: base + i, Dt: uint8(30 + i), Forward: int8(-127 + int(i)), Strafe: int8(127 - int(i)),
+			Yaw: uint16(65535 - i), Pitch: int16(-1000 + int(i)), Buttons: uint16(1 << i), CRC: 0xdeadbeef + uint32(i), HasCRC: i%2 == 1}
+		c.Move(m)
+		want = append(want, m)
+	}
+	c.in.Moves = c.in.Moves[:0]
+	for i, k := range c.unacked {
+		if got := c.unkeep(k); got != want[i] {
+			t.Fatalf("kept move %d came back as %+v, want %+v", i, got, want[i])
+		}
+	}
+	c.ackMoves(base+1, time.Second)
+	if len(c.unacked) != 4 || c.unackedSeq(0) != base+2 {
+		t.Fatalf("after the ack of %d: %d kept from %d", base+1, len(c.unacked), c.unackedSeq(0))
+	}
+	c.ackMoves(base+9, time.Second) // a zone ahead of this connection (a restore)
+	if len(c.unacked) != 0 {
+		t.Fatalf("after an ack past the newest move: %d kept", len(c.unacked))
+	}
+	for i := uint64(2); i < 6; i++ {
+		c.Move(move.Move{Seq: base + i})
+	}
+	c.Move(move.Move{Seq: base + 5 + 1<<31})
+	if len(c.unacked) != 1 || c.unackedSeq(0) != base+5+1<<31 {
+		t.Fatalf("after a 2^31 jump: %d kept from %d, want only the new move", len(c.unacked), c.unackedSeq(0))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,7 +267,7 @@ func newReplay(tb testing.TB, x *exchange) *replay {
 		tb.Fatal(err)
 	}
 	rp := &replay{r: r, srv: srv, out: out, x: x, buf: make([]byte, 0, 1500)}
-	rt := &route{pid: actor.NewPID("bench", "conn"), id: grant.ID, addr: benchClient, inflight: new(atomic.Int32)}
+	rt := &route{pid: actor.NewPID("bench", "conn"), id: grant.ID, addr: benchClient}
 	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
 	rp.ctx = &stubCtx{deliver: func(d *msg.Datagram) {
 		// What conn.onDatagram does, minus the mailbox hop.

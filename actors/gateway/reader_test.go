@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,8 +42,8 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &route{id: grant.ID, addr: benchClient, inflight: new(atomic.Int32)}
-	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: rt.inflight})
+	rt := &route{id: grant.ID, addr: benchClient}
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ type route struct {
 	token    handshake.TokenID
 	player   uint64
 	verified bool
-	since    time.Time     // verified at (wall clock; admin session age)
-	inflight *atomic.Int32 // datagrams queued to the actor, shared with it
+	inflight atomic.Int32 // datagrams queued to the connection, shared with it (Params.Inflight)
+	since    int64        // verified at, Unix nanoseconds (wall clock; admin session age)
 	// userData and timeout are the token's, for the token a Redirect
 	// carries (RedirectAll): the player continues with the same claims.
 	userData []byte
@@ -68,7 +68,6 @@ type router struct {
 	// byAddr routes short-form packets; a pending connection is entered too,
 	// so a client whose first packets are short form still reaches it.
 	byAddr   map[netip.AddrPort]*route
-	byPID    map[string]*route
 	byPlayer map[uint64]*route
 
 	// stage is the actor's Stager, reader the reader goroutine's (both
@@ -90,7 +89,6 @@ func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, ou
 		cfg: cfg, srv: srv, lim: lim, out: out, st: st, cc: cc, now: now, log: log,
 		byID:     make(map[handshake.ConnID]*route),
 		byAddr:   make(map[netip.AddrPort]*route),
-		byPID:    make(map[string]*route),
 		byPlayer: make(map[uint64]*route),
 	}
 }
@@ -345,7 +343,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 		return
 	}
 	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
-	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID, inflight: new(atomic.Int32),
+	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID,
 		userData: ud, timeout: g.Claims.Timeout}
 	var zone *actor.PID
 	if r.cfg.Zone != nil {
@@ -353,7 +351,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	}
 	p := conn.Params{
 		Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
-		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: rt.inflight,
+		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: &rt.inflight,
 	}
 	if r.pool != nil {
 		c, err := r.pool.Open(p)
@@ -371,7 +369,6 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	r.byID[rt.id] = rt
 	r.byAddr[rt.addr] = rt
 	r.mu.Unlock()
-	r.byPID[rt.pid.Id] = rt
 	r.st.granted.Add(1)
 	r.st.conns.Add(1)
 	r.st.pending.Add(1)
@@ -383,7 +380,7 @@ func (r *router) onVerified(ctx sender, m *conn.Verified) {
 	if rt == nil || rt.verified {
 		return
 	}
-	rt.verified, rt.since = true, time.Now()
+	rt.verified, rt.since = true, time.Now().UnixNano()
 	r.srv.Consume(rt.token) // the token has opened its one session
 	r.st.verified.Add(1)
 	r.st.pending.Add(-1)
@@ -423,11 +420,19 @@ func (r *router) onClosed(ctx sender, m *conn.Closed) {
 }
 
 // onTerminated cleans up after a connection that stopped without Closed (it
-// failed; the supervisor stopped it).
+// failed; the supervisor stopped it). That is rare enough to look for it
+// among all the connections: a map by PID was ≈ 50 B a connection, kept
+// for this alone.
 func (r *router) onTerminated(who *actor.PID) {
-	if rt := r.byPID[who.Id]; rt != nil {
-		r.st.closed[handshake.ReasonServerShutdown].Add(1)
-		r.forget(rt)
+	if who == nil {
+		return
+	}
+	for _, rt := range r.byID {
+		if rt.pid != nil && rt.pid.Id == who.Id {
+			r.st.closed[handshake.ReasonServerShutdown].Add(1)
+			r.forget(rt)
+			return
+		}
 	}
 }
 
@@ -438,7 +443,6 @@ func (r *router) forget(rt *route) {
 		delete(r.byAddr, rt.addr)
 	}
 	r.mu.Unlock()
-	delete(r.byPID, rt.pid.Id)
 	if r.byPlayer[rt.player] == rt {
 		delete(r.byPlayer, rt.player)
 	}

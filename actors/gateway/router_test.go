@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -18,7 +18,7 @@ func TestInboundQueueIsBounded(t *testing.T) {
 	out := new(discard)
 	r := newBenchRouter(t, out, seeded(1))
 	r.cfg.Conn.MaxInbound = 3
-	rt := &route{pid: actor.NewPID("t", "c"), id: handshake.ConnID{1}, addr: benchClient, inflight: new(atomic.Int32)}
+	rt := &route{pid: actor.NewPID("t", "c"), id: handshake.ConnID{1}, addr: benchClient}
 	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
 	held := 0
 	ctx := &stubCtx{deliver: func(d *msg.Datagram) { held++; d.Release() }} // the actor never catches up
@@ -109,5 +109,40 @@ func TestHandshakeRequestsAreRateLimited(t *testing.T) {
 	}
 	if r.st.handshakeReplies.Load() != 0 {
 		t.Fatalf("%d replies to requests without the protocol magic", r.st.handshakeReplies.Load())
+	}
+}
+
+// TestTerminatedConnectionIsForgotten: a connection that stops without
+// Closed (it failed) is found by its PID among the routes and forgotten;
+// a PID the gateway does not know changes nothing.
+func TestTerminatedConnectionIsForgotten(t *testing.T) {
+	r := newBenchRouter(t, new(discard), seeded(1))
+	a := &route{pid: actor.NewPID("t", "conn$1"), id: handshake.ConnID{1}, addr: benchClient, verified: true}
+	b := &route{pid: actor.NewPID("t", "conn$2"), id: handshake.ConnID{2}, addr: netip.AddrPortFrom(benchClient.Addr(), 9), verified: true}
+	for _, rt := range []*route{a, b} {
+		r.byID[rt.id], r.byAddr[rt.addr], r.byPlayer[rt.player] = rt, rt, rt
+		r.st.conns.Add(1)
+	}
+	r.onTerminated(actor.NewPID("t", "conn$3"))
+	if len(r.byID) != 2 {
+		t.Fatalf("an unknown PID removed a route: %d left", len(r.byID))
+	}
+	r.onTerminated(actor.NewPID("t", "conn$2"))
+	if _, ok := r.byID[b.id]; ok || len(r.byID) != 1 || r.byAddr[b.addr] != nil {
+		t.Fatalf("the terminated connection is still routed: byID %v", r.byID)
+	}
+	if r.byID[a.id] != a || r.byAddr[a.addr] != a {
+		t.Fatal("the other connection lost its route")
+	}
+	if got := r.st.closed[handshake.ReasonServerShutdown].Load(); got != 1 {
+		t.Fatalf("closed by ServerShutdown %d, want 1", got)
+	}
+}
+
+// TestRouteLayout: a route (one per connection) stays in the 144-byte size
+// class (160 with its own inflight counter allocation and a time.Time).
+func TestRouteLayout(t *testing.T) {
+	if n := unsafe.Sizeof(route{}); n > 144 {
+		t.Errorf("route is %d bytes, over the 144-byte size class", n)
 	}
 }

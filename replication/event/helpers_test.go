@@ -374,7 +374,7 @@ func checkWork(s *Sender) error {
 			sum += int(st.pendN + st.resendN)
 		}
 	}
-	if s.work != sum {
+	if int(s.work) != sum {
 		return fmt.Errorf("Sender.work = %d, streams hold %d queued events and resends", s.work, sum)
 	}
 	return nil

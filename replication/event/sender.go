@@ -81,17 +81,24 @@ type SenderStats struct {
 // allocates nothing. The zero Sender is not usable; use NewSender. Not safe for
 // concurrent use; the connection actor owns it.
 type Sender struct {
-	cfg               *Config // shared (interned), never written
-	idBits, laneBits  uint8
-	keyBits           uint8
-	wrote             bool  // lastSeq is set
-	quiet             uint8 // trims in a row with nothing in flight or queued
-	rr                uint8 // round-robin start for fairness between streams (< MaxLanes+1)
-	lossN             uint8 // fates in the loss estimate, up to lossWindow
-	redund            uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
-	arena             arena
-	streams           []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
-	queuedBytes       int
+	cfg              *Config // shared (interned), never written
+	idBits, laneBits uint8
+	keyBits          uint8
+	wrote            bool  // lastSeq is set
+	quiet            uint8 // trims in a row with nothing in flight or queued
+	rr               uint8 // round-robin start for fairness between streams (< MaxLanes+1)
+	lossN            uint8 // fates in the loss estimate, up to lossWindow
+	redund           uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
+	arena            arena
+	streams          []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
+	// queuedBytes ≤ MaxMaxQueuedBytes (2^30) and work (below) fit 32 bits:
+	// together one word.
+	queuedBytes int32
+	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
+	// guaranteed streams without touching them (a client sends a section
+	// per packet and almost never has an event: the scan of cold streams
+	// was ≈ 10 % of a bot's CPU in botswarm).
+	work              int32
 	lastSeq           uint64
 	pkts              []txPacket // ring
 	pHead, pN         uint64
@@ -102,17 +109,12 @@ type Sender struct {
 	cand              []redundCand
 	x                 *senderX  // unguaranteed and staggered events: made on the first
 	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
-	redundBits, avail int
+	redundBits, avail int32     // bits of one packet's section
 	stats             txStats
 	rare              *SenderStats  // the counters of what most connections never see: made on the first
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
-	// work is Σ pendN + resendN over the streams: 0 lets Write skip the
-	// guaranteed streams without touching them (a client sends a section
-	// per packet and almost never has an event: the scan of cold streams
-	// was ≈ 10 % of a bot's CPU in botswarm).
-	work int
 }
 
 // senderX is what a Sender keeps for unguaranteed and staggered events,
@@ -184,7 +186,7 @@ func (s *Sender) rareStats() *SenderStats {
 }
 
 // QueuedBytes is the payload the Sender holds (every class), ≤ MaxQueuedBytes.
-func (s *Sender) QueuedBytes() int { return s.queuedBytes }
+func (s *Sender) QueuedBytes() int { return int(s.queuedBytes) }
 
 // InFlight is the number of events lane holds (queued or not yet
 // acknowledged); lane = Lanes means the unordered stream.
@@ -237,7 +239,7 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 		return ErrTooLarge
 	case int(st.held) >= s.cfg.MaxInFlightPerLane:
 		return ErrLaneFull
-	case s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+	case int(s.queuedBytes)+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
 	}
 	buf := s.arena.get(len(payload))
@@ -245,7 +247,7 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 	st.pushPend(buf)
 	s.work++
 	st.held++
-	s.queuedBytes += len(payload)
+	s.queuedBytes += int32(len(payload))
 	return nil
 }
 
@@ -258,7 +260,7 @@ func (s *Sender) SendUnguaranteed(payload []byte) error {
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
-	case s.x.ugN >= s.cfg.MaxUnguaranteed || s.queuedBytes+len(payload) > s.cfg.MaxQueuedBytes:
+	case s.x.ugN >= s.cfg.MaxUnguaranteed || int(s.queuedBytes)+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
 	}
 	if s.x.ugN == len(s.x.ug) {
@@ -268,7 +270,7 @@ func (s *Sender) SendUnguaranteed(payload []byte) error {
 	copy(buf, payload)
 	s.x.ug[(s.x.ugHead+s.x.ugN)%len(s.x.ug)] = buf
 	s.x.ugN++
-	s.queuedBytes += len(payload)
+	s.queuedBytes += int32(len(payload))
 	return nil
 }
 
@@ -296,7 +298,7 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 	switch {
 	case len(payload) > s.cfg.MaxFragment:
 		return ErrTooLarge
-	case s.queuedBytes-len(k.buf)+len(payload) > s.cfg.MaxQueuedBytes:
+	case int(s.queuedBytes)-len(k.buf)+len(payload) > s.cfg.MaxQueuedBytes:
 		return ErrQueueFull
 	}
 	s.setStaggerBuf(k, payload)
@@ -324,16 +326,16 @@ func (s *Sender) SendStaggered(key uint16, payload []byte, now time.Duration) er
 
 func (s *Sender) setStaggerBuf(k *staggerKey, payload []byte) {
 	if k.buf != nil && cap(k.buf) >= len(payload) && slabClass(len(payload)) == slabClass(cap(k.buf)) {
-		s.queuedBytes += len(payload) - len(k.buf)
+		s.queuedBytes += int32(len(payload) - len(k.buf))
 		k.buf = k.buf[:len(payload)]
 		copy(k.buf, payload)
 		return
 	}
-	s.queuedBytes -= len(k.buf)
+	s.queuedBytes -= int32(len(k.buf))
 	s.arena.put(k.buf)
 	k.buf = s.arena.get(len(payload))
 	copy(k.buf, payload)
-	s.queuedBytes += len(payload)
+	s.queuedBytes += int32(len(payload))
 }
 
 // HasPending reports whether a Write at now would have something to send
@@ -431,8 +433,8 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.trimAt = now + s.trimEvery
 	}
 	start := w.BitLen()
-	s.avail = w.Remaining() - 1 // keep the end bit
-	s.redundBits = 8 * s.cfg.RedundancyBytes
+	s.avail = int32(w.Remaining() - 1) // keep the end bit
+	s.redundBits = int32(8 * s.cfg.RedundancyBytes)
 	s.pktHas = [2]uint64{}
 	s.cur = s.cur[:0]
 	records := 0
@@ -483,10 +485,10 @@ func (s *Sender) inPkt(si int) bool { return s.pktHas[si>>6]&(1<<(si&63)) != 0 }
 
 // fits reserves b bits of the section budget.
 func (s *Sender) fits(b int) bool {
-	if b > s.avail {
+	if b > int(s.avail) {
 		return false
 	}
-	s.avail -= b
+	s.avail -= int32(b)
 	return true
 }
 
@@ -605,7 +607,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 				if err := s.writeUnit(w, si, id, u); err != nil {
 					return n, err
 				}
-				s.work += st.setResend(id, false)
+				s.work += int32(st.setResend(id, false))
 				s.rareStats().Resent++
 				from[si] = id + 1
 				n++
@@ -638,12 +640,12 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 	id := st.next
 	total := len(ev.buf)
 	u := unit{buf: ev.buf, off: int32(ev.off), kind: kindWhole, n: int32(total), index: uint16(ev.index)}
-	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(si, id, &u) > s.avail {
+	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(si, id, &u) > int(s.avail) {
 		if !s.fragment(si, id, &u, ev.off, total) {
 			return false, nil
 		}
 	}
-	s.avail -= s.unitBits(si, id, &u)
+	s.avail -= int32(s.unitBits(si, id, &u))
 	st.next++
 	p := st.unit(id)
 	*p = u
@@ -686,10 +688,10 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 			}
 		}
 		b := s.unitBits(si, id, u)
-		if b <= s.avail {
+		if b <= int(s.avail) {
 			break
 		}
-		n -= (b - s.avail + 7) / 8 // γ(n+1) only shrinks with n
+		n -= (b - int(s.avail) + 7) / 8 // γ(n+1) only shrinks with n
 	}
 	return n > 0 && n >= min(s.cfg.MinFragment, rest)
 }
@@ -731,7 +733,7 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 		k.next = now + k.stagger
 		if k.stagger > s.cfg.StaggerLimit {
 			// Schedule done: drop the state (the receiver has it or gave up).
-			s.queuedBytes -= len(k.buf)
+			s.queuedBytes -= int32(len(k.buf))
 			s.arena.put(k.buf)
 			k.buf = nil
 			k.active = false
@@ -795,7 +797,7 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 		} else {
 			s.rareStats().UnguarDrops++
 		}
-		s.queuedBytes -= len(buf)
+		s.queuedBytes -= int32(len(buf))
 		s.arena.put(buf)
 	}
 	return n, err
@@ -845,13 +847,13 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 		si := c.e.stream()
 		u := s.streams[si].unit(c.e.id())
 		b := s.unitBits(si, c.e.id(), u)
-		if b > s.redundBits || !s.fits(b) {
+		if b > int(s.redundBits) || !s.fits(b) {
 			if len(s.carry) < maxCarry {
 				s.carry = append(s.carry, c.e)
 			}
 			continue
 		}
-		s.redundBits -= b
+		s.redundBits -= int32(b)
 		if err := s.writeUnit(w, si, c.e.id(), u); err != nil {
 			return n, err
 		}
@@ -1010,7 +1012,7 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 				continue
 			}
 			st.unit(e.id()).acked = true
-			s.work += st.setResend(e.id(), false)
+			s.work += int32(st.setResend(e.id(), false))
 		}
 	}
 }
@@ -1066,9 +1068,9 @@ func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 	switch {
 	case delivered:
 		u.acked = true
-		s.work += st.setResend(e.id(), false)
+		s.work += int32(st.setResend(e.id(), false))
 	case !u.acked && !st.needsResend(e.id()) && (u.refs == 0 || seq >= u.first):
-		s.work += st.setResend(e.id(), true)
+		s.work += int32(st.setResend(e.id(), true))
 		u.copies = 0
 		s.rareStats().Requeued++
 	}
@@ -1090,7 +1092,7 @@ func (s *Sender) advance(st *sendStream, si int) {
 			return
 		}
 		if u.kind == kindWhole || u.kind == kindLast {
-			s.queuedBytes -= len(u.buf)
+			s.queuedBytes -= int32(len(u.buf))
 			s.arena.put(u.buf)
 			st.held--
 			if u.kind == kindLast && si == s.cfg.Lanes {

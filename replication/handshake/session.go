@@ -163,6 +163,9 @@ func (s *Session) authenticated(from netip.AddrPort, newest bool) (moved bool) {
 	if s.state == StatePending {
 		s.state = StateConnected
 	}
+	if from == s.addr {
+		return false // the common case: s.addr is canonical, so from is too
+	}
 	if from = canonAddr(from); from.IsValid() && from != s.addr && newest {
 		s.addr = from
 		return true

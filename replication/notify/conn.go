@@ -52,9 +52,7 @@ type record struct {
 // steady state allocates nothing. Not safe for concurrent use; the connection
 // actor owns it.
 type Conn struct {
-	cfg *Config // shared (interned), never written
-	k   uint64  // ReorderThreshold
-	win uint64  // AckWindow
+	cfg *Config // shared (interned), never written: ReorderThreshold and AckWindow are read there (reorderK, ackWin)
 
 	// Sender half: our sequence numbers.
 	localStart   uint64
@@ -120,8 +118,6 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
 		cfg:          configs.Get(cfg),
-		k:            uint64(cfg.ReorderThreshold),
-		win:          uint64(cfg.AckWindow),
 		localStart:   localStart,
 		nextSeq:      localStart,
 		headSeq:      localStart,
@@ -138,6 +134,11 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	c.rtt.init(cfg.InitialRTT)
 	return c, nil
 }
+
+// reorderK and ackWin are the Config's ReorderThreshold and AckWindow, read
+// from the shared Config rather than copied into every Conn (16 bytes).
+func (c *Conn) reorderK() uint64 { return uint64(c.cfg.ReorderThreshold) }
+func (c *Conn) ackWin() uint64   { return uint64(c.cfg.AckWindow) }
 
 // The rings' index masks, from their lengths (powers of two): three
 // fields fewer per connection.
@@ -251,7 +252,6 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 		c.recTrimAt = now + c.recTrimEvery
 	}
 	c.pending++
-	c.stats.Sent++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
 	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
 		if r := &c.recs[c.headSeq&c.recMask()]; r.state == recPending {
@@ -284,7 +284,7 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 	bw.bits(code, codeLen)
 	bw.bits(l&(1<<w-1), w)
 	// Report range [r, l-1]: everything the peer may not have resolved yet.
-	r := max(c.confirmedF, windowLow(l, c.win, c.peerStart))
+	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.peerStart))
 	var m uint64
 	if r < l {
 		m = l - r
@@ -309,8 +309,8 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		// tells the sender the same; the smallest (L-K+1 unless a recent hole was
 		// abandoned by time) has the shortest code.
 		floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
-		if l+1 >= c.k+floor {
-			floor = l + 1 - c.k
+		if l+1 >= c.reorderK()+floor {
+			floor = l + 1 - c.reorderK()
 		}
 		h := max(floor, lastAbandoned)
 		bw.gamma(h - floor + 1)
@@ -404,7 +404,7 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 	var m, horizon uint64
 	if !allOK {
 		// Range [R, L-1] of m sequences, all accepted except the listed holes.
-		m = br.gamma(c.win-1, "notify.acklen")
+		m = br.gamma(c.ackWin()-1, "notify.acklen")
 		holes := br.gamma(max(m, 1), "notify.holes")
 		for i := uint64(0); i < m && br.err == nil; i += 64 {
 			n := min(64, m-i)
@@ -420,7 +420,7 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 			i := m - pos // bitmap index of x = R-1+pos: L-1-x
 			h.bitmap[i>>6] &^= 1 << (i & 63)
 		}
-		horizon = br.gamma(c.k, "notify.horizon") - 1
+		horizon = br.gamma(c.reorderK(), "notify.horizon") - 1
 	}
 	delay := uint8(br.bits(delayCodeBits, "notify.delay"))
 	if br.err != nil || !newest {
@@ -439,8 +439,8 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 		// H = max(R, L+1-K) + horizon, as the encoder computed it.
 		r := l - m
 		floor := r
-		if l+1 >= c.k+floor {
-			floor = l + 1 - c.k
+		if l+1 >= c.reorderK()+floor {
+			floor = l + 1 - c.reorderK()
 		}
 		if ackH = floor + horizon; ackH > l {
 			return ErrBadAck
@@ -496,18 +496,18 @@ func (c *Conn) classify(s uint64) error {
 		switch {
 		case s < c.peerStart:
 			return ErrStale
-		case s-c.peerStart >= c.win:
+		case s-c.peerStart >= c.ackWin():
 			return ErrTooFar
 		}
 		return nil
 	}
 	switch {
 	case s > c.rxL:
-		if s-c.rxL > c.win {
+		if s-c.rxL > c.ackWin() {
 			return ErrTooFar
 		}
 		return nil
-	case s+c.win > c.rxL && c.accepted(s):
+	case s+c.ackWin() > c.rxL && c.accepted(s):
 		return ErrDuplicate
 	case s < c.rxH:
 		return ErrStale
@@ -584,16 +584,16 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 	}
 	// s is the new newest. Packet threshold: everything below s−K+1 is given up.
 	newH := c.rxH
-	if s+1 >= c.peerStart+c.k {
-		newH = max(newH, s+1-c.k)
+	if s+1 >= c.peerStart+c.reorderK() {
+		newH = max(newH, s+1-c.reorderK())
 	}
 	gapFrom := c.peerStart // first sequence that becomes missing behind s
 	if c.hasRx {
 		oldL := c.rxL
 		gapFrom = oldL + 1
 		// Count before the ring slots are reused.
-		evictLo := max(windowLow(oldL, c.win, c.peerStart), c.confirmedF)
-		evictHi := windowLow(s, c.win, c.peerStart)
+		evictLo := max(windowLow(oldL, c.ackWin(), c.peerStart), c.confirmedF)
+		evictHi := windowLow(s, c.ackWin(), c.peerStart)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
 				c.rareStats().WindowEvicted++
@@ -653,7 +653,7 @@ func (c *Conn) Tick(now time.Duration) {
 // MinReorderTime, and at least srtt/8 (RFC 9002's 9/8·RTT time threshold is a
 // sender-side analogue; here only reordering, not the round trip, is waited for).
 func (c *Conn) reorderTime() time.Duration {
-	tau := max(c.cfg.MinReorderTime, c.interval*time.Duration(5*c.k)/4)
+	tau := max(c.cfg.MinReorderTime, c.interval*time.Duration(5*c.reorderK())/4)
 	return max(tau, c.rtt.srtt/8)
 }
 
@@ -672,7 +672,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 		}
 		c.peerL, c.hasPeerL = l, true
 	}
-	lowWin := windowLow(l, c.win, c.localStart)
+	lowWin := windowLow(l, c.ackWin(), c.localStart)
 	r := l - uint64(h.nbits)
 	for s := c.firstPending; s <= l; s++ {
 		rec := &c.recs[s&c.recMask()]
@@ -799,15 +799,17 @@ func (c *Conn) Stats() Stats {
 		st = *r
 	}
 	cs := &c.stats
-	st.Sent, st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Sent, cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
+	st.Sent = c.nextSeq - c.localStart // every header written took one sequence number
+	st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
 	st.Received, st.Abandoned = cs.Received, cs.Abandoned
 	return st
 }
 
-// connStats are the counters of Stats that count every packet.
+// connStats are the counters of Stats that count every packet (Sent is
+// the sequence numbers taken: nextSeq − localStart).
 type connStats struct {
-	Sent, Delivered, Dropped, HeaderBits, RTTSamples uint64
-	Received, Abandoned                              uint64
+	Delivered, Dropped, HeaderBits, RTTSamples uint64
+	Received, Abandoned                        uint64
 }
 
 // rareStats holds the counters that stay 0 on a healthy link (rejections,

@@ -651,7 +651,7 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 	case handshake.StatePending, handshake.StateChallenged:
 		return min(c.nextRetry, c.connectDeadline)
 	case handshake.StateDraining:
-		return e.discNext
+		return e.discNext()
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
 	slot := max(now, c.dataSlot())
@@ -792,7 +792,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 		c.nextData = nextSlot(c.nextData, c.interval, now)
 	}
 	c.lastData, c.sentNewest = now, c.stream.Newest()
-	w := &e.w
+	w := &e.sc.w
 	// Moves first: without room for every one Write sends the oldest, which
 	// the server needs first. Events get the rest.
 	if k, err := c.stream.Write(w); err != nil {

@@ -24,3 +24,7 @@ func ContinueMovesFrom(c *Client, s *move.Stream, p *move.Predictor) {
 
 // MovesLong reports whether c's move sections carry whole sequences.
 func MovesLong(c *Client) bool { return c.stream.LongSeq() }
+
+// ScratchSeq is the sequence number of the last header sc's receive
+// buffers decoded (0: they were never used).
+func ScratchSeq(sc *Scratch) uint64 { return sc.rx.h.Seq }

@@ -20,6 +20,15 @@ func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 	if cap(r.buf) != 0 {
 		t.Fatalf("fresh ring holds %d slots, want 0 (grown on demand)", cap(r.buf))
 	}
+	for range 3 { // a ghost packet or three in flight: 64 bytes of room
+		r.push(0)
+	}
+	if len(r.buf) != 8 {
+		t.Fatalf("three in flight take %d slots, want 8", len(r.buf))
+	}
+	r.pop()
+	r.pop()
+	r.pop()
 	var ref []uint64
 	rng := rand.New(rand.NewPCG(7, 8))
 	next := uint64(1)

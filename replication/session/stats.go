@@ -77,6 +77,8 @@ type rareCounters struct {
 
 	// redir is a Server's Redirect in progress: as rare as these counters.
 	redir *redirect
+	// discNext is when the next Disconnect copy goes (endpoint.discNext).
+	discNext time.Duration
 }
 
 // snapshot returns the counters as Counters.

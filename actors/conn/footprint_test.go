@@ -1,0 +1,59 @@
+package conn
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+// maxConnInUseBytes bounds what one connection keeps on its shard in use:
+// the Conn, its session (handshake keys and replay window, notify, events,
+// moves, control), its ghost manager with an empty table, and the moves
+// kept for a resend, after two seconds of a client's 30 Hz moves and the
+// zone's controls (no events, no ghosts). Measured 4,146–4,174 B (4,514 B
+// before the ninth pass: the ghost manager's copy of the table's Stats,
+// the 576-byte Server, the 352-byte notify.Conn and event.Sender, moves kept
+// in 32 bytes each). The shard's own buffers are not in it; the ghost
+// table's footprint is replication/ghost's TestTableFootprint. A size
+// check, not a timing one.
+const maxConnInUseBytes = 4224
+
+func TestConnInUseFootprint(t *testing.T) {
+	const n, steps = 200, 60
+	x := record(t, steps)
+	s, _ := benchShard(t, x, 0) // the shard's own buffers are not the connections'
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cs := make([]*Conn, n)
+	for i := range cs {
+		sess, _ := grantFor(t, x.req)
+		c := &Conn{pool: s.pool, sh: s, hs: sess, player: 7, hidx: -1}
+		if err := c.start(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	var ctl move.ControlState
+	for i := range steps {
+		now := time.Duration(i+1) * benchStep
+		ctl.Pos[0] += 0.2
+		for _, c := range cs {
+			step(s, c, x.steps[i], now, ctl)
+		}
+	}
+	s.flush()
+	runtime.GC()
+	runtime.GC() // the second empties the message pools (sync.Pool keeps a victim cache for one more)
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(cs)
+	runtime.KeepAlive(s)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("a connection in use: %d B", per)
+	if per > maxConnInUseBytes {
+		t.Fatalf("a connection in use keeps %d B, want ≤ %d", per, maxConnInUseBytes)
+	}
+}
