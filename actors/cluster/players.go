@@ -94,7 +94,6 @@ type playerJob struct {
 	// placement's write instead (Placed).
 	cp      *handoff.Checkpoint
 	place   bool
-	pooled  bool // cp is Checkpoint's copy, from cpPool: finish puts it back
 	leaving bool // the player's last checkpoint: the record goes offline
 	gateway string
 }
@@ -163,9 +162,8 @@ func (p *Players) Commit(player uint64, zone string, epoch uint64, done func(ok 
 // goes offline with the final state.
 func (p *Players) Checkpoint(zone string, cps []handoff.Checkpoint, leaving bool, gateway func(conn string) string) {
 	for i := range cps {
-		cp := cpPool.Get().(*handoff.Checkpoint)
-		*cp = cps[i]
-		p.enqueue(playerJob{player: cp.Entity, zone: zone, epoch: uint64(cp.Epoch), cp: cp, pooled: true, leaving: leaving, gateway: gateway(cp.Conn)})
+		cp := cps[i]
+		p.enqueue(playerJob{player: cp.Entity, zone: zone, epoch: uint64(cp.Epoch), cp: &cp, leaving: leaving, gateway: gateway(cp.Conn)})
 	}
 }
 
@@ -174,7 +172,9 @@ func (p *Players) enqueue(j playerJob) {
 	case p.jobs[j.player%playerWorkers] <- j:
 	default:
 		p.Dropped.Add(1)
-		finish(j, false)
+		if j.done != nil {
+			j.done(false)
+		}
 	}
 }
 
@@ -269,22 +269,11 @@ func batched(b []playerJob, player uint64) bool {
 	return false
 }
 
-// finish reports a job's outcome; the job's checkpoint copy, if Checkpoint
-// made it, goes back to the pool.
 func finish(j playerJob, ok bool) {
 	if j.done != nil {
 		j.done(ok)
 	}
-	if j.pooled {
-		*j.cp = handoff.Checkpoint{}
-		cpPool.Put(j.cp)
-	}
 }
-
-// cpPool holds the copies Checkpoint makes of a zone's checkpoints (200
-// bytes each, one a player a second: the RPO) while they wait for their
-// write.
-var cpPool = sync.Pool{New: func() any { return new(handoff.Checkpoint) }}
 
 // Pipeline makes checkpoints go out as pipelined asynchronous publishes
 // (with the same compare-and-set: the revision the node wrote last as the
