@@ -46,14 +46,8 @@ func tableParts(t *Table) map[string]uint64 {
 // every fate delivered three packets later. It returns the table after
 // views views.
 func churnRun(tb testing.TB, reg *Registry, pc, nc *Class, lo, hi int, seed uint64, views int, each func(*Table)) *Table {
-	tab, err := NewTable(reg, DefaultConfig())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	tab := tableFor(tb, reg)
+	sw := writerFor(tb, reg)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	type ent struct {
 		id       uint64

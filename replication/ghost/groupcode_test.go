@@ -163,14 +163,8 @@ func TestGroupCodeSlots(t *testing.T) {
 // states and masks, whole records compared.
 func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 	reg, cs := codeTestClasses(t)
-	tab, err := NewTable(reg, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := tableFor(t, reg)
+	sw := writerFor(t, reg)
 	r := rand.New(rand.NewPCG(11, 4))
 	const n = 64
 	classes := make([]*Class, n)
@@ -242,18 +236,9 @@ func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 // of random groups, resends after losses, over every class.
 func TestSnapshotViewsPackLikeEntryViews(t *testing.T) {
 	reg, cs := codeTestClasses(t)
-	ta, err := NewTable(reg, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := NewTable(reg, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ta := tableFor(t, reg)
+	tb := tableFor(t, reg)
+	sw := writerFor(t, reg)
 	r := rand.New(rand.NewPCG(2, 17))
 	const n = 48
 	ents := make([]ViewEntry, n)
@@ -372,14 +357,8 @@ func TestSnapshotViewRefusesEmptyAndForeignEntries(t *testing.T) {
 func TestSealCodesAfterABadEntry(t *testing.T) {
 	reg, cs := codeTestClasses(t)
 	pc := cs[0]
-	tab, err := NewTable(reg, DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := tableFor(t, reg)
+	sw := writerFor(t, reg)
 	st := State{Pos: [3]float64{1, 2, 3}, Vel: [3]float64{1, -2, 3}, Yaw: 1, Health: 700, Flags: 5, Extra: [4]uint32{9, 99, 999, 9999}}
 	bad := st
 	bad.Pos[0] = math.NaN()

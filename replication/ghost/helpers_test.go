@@ -655,3 +655,23 @@ func checkViewRefs(t *Table) error {
 	}
 	return nil
 }
+
+// tableFor returns a fresh table of reg with the default config.
+func tableFor(tb testing.TB, reg *Registry) *Table {
+	tb.Helper()
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tab
+}
+
+// writerFor returns a fresh snapshot writer of reg.
+func writerFor(tb testing.TB, reg *Registry) *SnapshotWriter {
+	tb.Helper()
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sw
+}
