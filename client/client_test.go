@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/client"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -198,7 +197,7 @@ func TestManyClients(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 15 s: %d connections open, ended by reason %v, want 0 open and %d ClientQuit (server socket drops %s)", n, e, clients, udpDrops(ts.addr.Port()))
+			t.Fatalf("after 15 s: %d connections open, ended by reason %v, want 0 open and %d ClientQuit (server socket drops %s)", n, e, clients, udp.KernelDrops(ts.addr.Port()))
 		}
 	}
 	ts.Stop()
@@ -354,19 +353,4 @@ func TestServerKickEndsSession(t *testing.T) {
 	}
 	ts.Stop()
 	checkNoLeak(t, base)
-}
-
-// udpDrops is the kernel's drop count for the UDP socket on port (Linux).
-func udpDrops(port uint16) string {
-	b, err := os.ReadFile("/proc/net/udp")
-	if err != nil {
-		return err.Error()
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 12 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
-			return f[len(f)-1]
-		}
-	}
-	return "?"
 }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/client"
 	"github.com/ghostwire/ghostwire/replication/move"
 
@@ -192,7 +191,7 @@ func TestTwoHundredClients(t *testing.T) {
 		t.Error(err)
 	}
 	if t.Failed() {
-		t.Fatalf("gateway: %+v; gateway socket drops %s", r.gw.Stats(), udpDrops(r.gw.PublicAddr().Port()))
+		t.Fatalf("gateway: %+v; gateway socket drops %s", r.gw.Stats(), udp.KernelDrops(r.gw.PublicAddr().Port()))
 	}
 	eventually(t, 5*time.Second, "every connection closed", func() bool { return r.gw.Stats().Conns == 0 })
 	eventually(t, 5*time.Second, "the zone saw every player leave", func() bool {
@@ -251,7 +250,7 @@ func playOnce(ctx context.Context, addr string, tok []byte, id uint64, events in
 			if !ok {
 				st := s.Stats()
 				return fmt.Errorf("session ended after %v (dial %v, %d/%d echoes, %d ghosts; socket drops %s; in %d accepted %d out %d, rtt %v): %w",
-					time.Since(start), dialed, len(got), events, len(view), udpDrops(uint16(s.LocalAddr().(*net.UDPAddr).Port)),
+					time.Since(start), dialed, len(got), events, len(view), udp.KernelDrops(uint16(s.LocalAddr().(*net.UDPAddr).Port)),
 					st.PacketsIn, st.Accepted, st.PacketsOut, st.RTT, s.Err())
 			}
 			got = append(got, string(e.Payload))
@@ -359,19 +358,4 @@ func TestImpairedLinkDeliversExactlyOnceInOrder(t *testing.T) {
 	r.zst.mu.Unlock()
 	checkAccounting(t, r.gw.Stats)
 	r.close(t)
-}
-
-// udpDrops is the kernel's drop count for the UDP socket on port (Linux).
-func udpDrops(port uint16) string {
-	b, err := os.ReadFile("/proc/net/udp")
-	if err != nil {
-		return err.Error()
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 12 && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", port)) {
-			return f[len(f)-1]
-		}
-	}
-	return "?"
 }
