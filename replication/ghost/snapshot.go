@@ -113,6 +113,10 @@ type snapEnt struct {
 	qpos [3]uint32
 	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
 	bad  uint8  // snapOK, or why a view naming it is refused
+	// held: the entry is a held state served again (SetHeld), not a new
+	// sample: a position equal to the one the table had says nothing of
+	// a stop (in the padding after bad: no byte more).
+	held bool
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
@@ -165,7 +169,20 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.state, e.bad = entity, c, *st, snapOK
+	e.entity, e.class, e.state, e.bad, e.held = entity, c, *st, snapOK, false
+}
+
+// SetHeld is Set for a held state served again: the entry's state is the
+// one an earlier snapshot already gave as a sample of the entity (a zone
+// that serves a far view member a state it refreshes only every few
+// ticks), not a new sample. A table takes it as Set's, except that a
+// position equal to the one it had is not taken as the entity stopping:
+// no rest markers go out for it, and a ghost the zone holds costs no
+// record on its held ticks. On the tick the held state is refreshed, the
+// zone gives it with Set: an unchanged position then is a stop.
+func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
+	s.Set(i, entity, c, st)
+	s.ents[i].held = true
 }
 
 // Entry returns entry i's entity, class and state (nil class: empty). The
@@ -233,7 +250,7 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 			ents := s.ents[:n]
 			for i := range ents { // as new: entries not Set are empty
 				e := &ents[i]
-				e.entity, e.class, e.bad = 0, nil, snapOK
+				e.entity, e.class, e.bad, e.held = 0, nil, snapOK, false
 			}
 			s.ents, s.chg = ents, s.chg[:n*stride]
 			s.source, s.seq, s.sealed = w.source, 0, false
@@ -439,7 +456,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// leaving): the entry's stamps of this snapshot are its
 			// changes, the position's included (the general case below
 			// in one step).
-			t.markChanged(id, s.moveBit(c, e.now&c.posBit != 0)|e.now&^c.posBit, nowMS)
+			moved := e.now&c.posBit != 0
+			if e.held && !moved {
+				t.markChanged(id, e.now, nowMS) // no news: neither a move nor a stop
+			} else {
+				t.markChanged(id, s.moveBit(c, moved)|e.now&^c.posBit, nowMS)
+			}
 		} else {
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
@@ -461,7 +483,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			if s.phase == phaseKilling {
 				t.unkill(s) // drops the gone record
 			}
-			changed := s.moveBit(c, moved)
+			var changed uint64
+			if moved || !e.held { // a held state the table had: no news, not a stop
+				changed = s.moveBit(c, moved)
+			}
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index && ptaken == snap.seq-1:
 				changed |= e.now &^ c.posBit // the stamps that are snap.seq

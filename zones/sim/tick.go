@@ -489,8 +489,10 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		e := &z.ents[sl]
 		st := ghostState(e)
 		s.Set(sl, e.id, cls, &st)
-		if size > n {
-			s.Set(n+sl, e.id, cls, &z.held[sl])
+		if size > n && z.heldT[sl] == z.tick {
+			s.Set(n+sl, e.id, cls, &z.held[sl]) // refreshed this tick: a new sample
+		} else if size > n {
+			s.SetHeld(n+sl, e.id, cls, &z.held[sl]) // served again: unchanged is no stop
 		}
 	}
 	z.snapW.Seal(s)
