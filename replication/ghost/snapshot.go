@@ -37,6 +37,11 @@ type Snapshot struct {
 	seq    uint32 // this snapshot's number in the series (from 1)
 	stride int
 	ents   []snapEnt
+	// vw[i] is what a view reads of entry i for a ghost it took there in
+	// the previous view (the usual case): the changes and two flags, 16
+	// bytes apart from the entries, so such a view reads a compact array
+	// (1,000 entries: 16 KB, shared by every table) and no entry.
+	vw []snapView
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
 	// held entry i's current group-g value (for the position group: the
 	// quantized position). A table that took seq p sees every change of
@@ -46,6 +51,10 @@ type Snapshot struct {
 	// table that took the previous snapshot reading that one's entry.
 	chg    []uint32
 	sealed bool
+	// valid: Seal found every entry set and accepted (no empty entry,
+	// none refused): a view of the snapshot's own registry then needs
+	// only its indices checked.
+	valid bool
 	// refs counts the holders: the writer (from Next until it seals the
 	// next snapshot) and every Retain not yet released. The release that
 	// drops it to zero hands the snapshot to free (when the series is
@@ -105,18 +114,9 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
-	// now is the groups stamped with this snapshot's seq (chg): what
-	// changed since the series' previous snapshot (every group of a new
-	// entry). A table that took the previous snapshot reads its changes
-	// here, once, instead of comparing every group's stamp.
-	now  uint64
-	qpos [3]uint32
-	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
-	bad  uint8  // snapOK, or why a view naming it is refused
-	// held: the entry is a held state served again (SetHeld), not a new
-	// sample: a position equal to the one the table had says nothing of
-	// a stop (in the padding after bad: no byte more).
-	held bool
+	qpos   [3]uint32
+	yawQ   uint16 // the yaw code (Table.latest), quantized once for every table
+	bad    uint8  // snapOK, or why a view naming it is refused
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
@@ -125,6 +125,29 @@ type snapEnt struct {
 	gc    [snapCodes]uint64
 	state State
 }
+
+// snapView is what a view reads of an entry before the entry itself
+// (Snapshot.vw).
+type snapView struct {
+	// now is the groups stamped with this snapshot's seq (chg): what
+	// changed since the series' previous snapshot (every group of a new
+	// entry). A table that took the previous snapshot reads its changes
+	// here, once, instead of comparing every group's stamp.
+	now uint64
+	fl  uint8 // vwHeld, vwKept
+}
+
+// Flags of snapView.fl.
+const (
+	// vwHeld: the entry is a held state served again (SetHeld), not a
+	// new sample: a position equal to the one the table had says nothing
+	// of a stop.
+	vwHeld = 1 << iota
+	// vwKept: the entry is accepted and of the entity and class of the
+	// series' previous snapshot's entry at its index (also accepted): a
+	// ghost a table took there from that snapshot is this entry's.
+	vwKept
+)
 
 // snapCodes is how many groups of a class a snapshot entry holds codes
 // of: the shipped player class's velocity, health, flags and extra (its
@@ -169,7 +192,8 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.state, e.bad, e.held = entity, c, *st, snapOK, false
+	e.entity, e.class, e.state, e.bad = entity, c, *st, snapOK
+	s.vw[i].fl = 0
 }
 
 // SetHeld is Set for a held state served again: the entry's state is the
@@ -182,7 +206,7 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 // zone gives it with Set: an unchanged position then is a stop.
 func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
 	s.Set(i, entity, c, st)
-	s.ents[i].held = true
+	s.vw[i].fl = vwHeld
 }
 
 // Entry returns entry i's entity, class and state (nil class: empty). The
@@ -250,9 +274,10 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 			ents := s.ents[:n]
 			for i := range ents { // as new: entries not Set are empty
 				e := &ents[i]
-				e.entity, e.class, e.bad, e.held = 0, nil, snapOK, false
+				e.entity, e.class, e.bad = 0, nil, snapOK
 			}
-			s.ents, s.chg = ents, s.chg[:n*stride]
+			s.ents, s.chg, s.vw = ents, s.chg[:n*stride], s.vw[:n]
+			clear(s.vw)
 			s.source, s.seq, s.sealed = w.source, 0, false
 			s.refs.Store(1)
 			return s
@@ -264,6 +289,7 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 		source: w.source,
 		stride: stride,
 		ents:   make([]snapEnt, n),
+		vw:     make([]snapView, n),
 		chg:    make([]uint32, n*stride),
 		free:   &w.free,
 	}
@@ -302,18 +328,22 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	}
 	st := s.stride
 	var known *Class // entries hold few classes: look each up once per run of equal ones
+	s.valid = false
+	invalid := 0 // entries empty or refused
 	for i := range s.ents {
-		e := &s.ents[i]
+		e, v := &s.ents[i], &s.vw[i]
 		c := e.class
-		e.now = 0
+		v.now, v.fl = 0, v.fl&vwHeld
 		if c == nil {
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
+			invalid++
 			continue
 		}
 		if c != known {
 			if w.reg.byID[c.ID] != c {
 				e.bad = snapBadClass
 				clear(s.chg[i*st : i*st+st])
+				invalid++
 				continue
 			}
 			known = c
@@ -325,11 +355,13 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			// are these (functions of the state alone); nothing to stamp.
 			e.qpos, e.yawQ, e.gc = prev[i].qpos, prev[i].yawQ, prev[i].gc
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
+			v.fl |= vwKept
 			continue
 		}
 		if w.reg.check(c, &e.state, &e.qpos) != nil {
 			e.bad = snapBadState
 			clear(s.chg[i*st : i*st+st])
+			invalid++
 			continue
 		}
 		e.yawQ = yawCode(c, &e.state)
@@ -338,13 +370,13 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			copy(chg, prevChg[i*st:i*st+st])
 			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
-				e.now |= c.posBit
+				v.now |= c.posBit
 			}
 			if !sameBeyondPos(&prev[i].state, &e.state) {
 				for g := range c.Groups {
 					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
 						chg[g] = s.seq
-						e.now |= 1 << uint(g)
+						v.now |= 1 << uint(g)
 					}
 				}
 			}
@@ -352,7 +384,8 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 				// A group Changed does not report has the previous
 				// entry's wire value (Changed compares those): its code.
 				e.gc = prev[i].gc
-				e.codeGroups(c, e.now&c.coded)
+				e.codeGroups(c, v.now&c.coded)
+				v.fl |= vwKept
 			} else {
 				e.codeGroups(c, c.coded)
 			}
@@ -361,10 +394,10 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 		for g := range chg {
 			chg[g] = s.seq
 		}
-		e.now = c.all
+		v.now = c.all
 		e.codeGroups(c, c.coded)
 	}
-	s.sealed = true
+	s.sealed, s.valid = true, invalid == 0
 	w.release() // the previous one: its stamps are read (prev above)
 	w.last = s
 }
@@ -391,44 +424,62 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	}
 	// Seal refused the entries of classes its registry lacks (snapBadClass):
 	// a snapshot of the table's registry names only classes it knows.
-	ours := snap.reg == t.reg
-	var known *Class
-	for _, r := range view {
-		if int(r.Index) >= len(snap.ents) {
-			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
-		}
-		e := &snap.ents[r.Index]
-		if ours && e.class != nil && e.bad == snapOK {
-			continue
-		}
-		switch {
-		case e.class == nil:
-			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
-		case e.bad == snapBadClass:
-			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
-		case e.bad == snapBadState:
-			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
-		case e.class != known:
-			if !t.knows(e.class) {
-				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
+	if ours := snap.reg == t.reg; ours && snap.valid {
+		// Every entry is set and accepted: only the indices can be wrong.
+		n := uint32(len(snap.ents))
+		for _, r := range view {
+			if r.Index >= n {
+				return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, n)
 			}
-			known = e.class
 		}
+	} else if err := t.checkRefs(snap, view, ours); err != nil {
+		return err
 	}
 	if !t.snapMode {
 		t.enterSnapshots()
 	}
 	same := t.snap != nil && t.snapSrc == snap.source
 	oldSnap, oldCarry := t.snap, t.carry
-	prev, nowMS := t.beginView(ms, now, len(view))
+	prev, nowMS := t.beginView(ms, now, len(view), false)
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
 	t.snap, t.prevSnap = snap, oldSnap
 	// next: the table took the series' previous snapshot (the usual view).
 	next := same && t.snapSeq == snap.seq-1
 	exhausted := false
+	// kept counts the ghosts taken as in the previous view at the same
+	// entry (the fast path below, each once): when that is every entry
+	// of the view and every ghost in scope, no ghost leaves or is
+	// carried, and the walk of every slot after the loop has nothing to
+	// do.
+	kept := 0
+	classes := t.reg.classes
 	for i := range view {
 		r := &view[i]
+		v := &snap.vw[r.Index]
+		// The usual ghost: taken in the previous view, from the series'
+		// previous snapshot, at this entry, which still holds its entity
+		// and class (vwKept). The slot, the view's ref and the entry's
+		// changes say all: the entry itself is not read.
+		if next && v.fl&vwKept != 0 && i < len(prev) {
+			if h := prev[i]; int(h) < t.top {
+				if s := &t.slots[h]; s.si == r.Index && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
+					c := classes[s.ci]
+					moved := v.now&c.posBit != 0
+					if v.fl&vwHeld != 0 && !moved {
+						t.markChanged(uint32(h), v.now, nowMS) // no news: neither a move nor a stop
+					} else {
+						t.markChanged(uint32(h), s.moveBit(c, moved)|v.now&^c.posBit, nowMS)
+					}
+					kept++
+					// t.order[i] is h already (prev is its start).
+					s.viewGen = t.viewGen
+					s.fl &^= flPosNow // a new view: its position may go again
+					s.prioB = uint8(bucketOf(basePriority(r.Priority) * c.weight))
+					continue
+				}
+			}
+		}
 		e := &snap.ents[r.Index]
 		c := e.class
 		// viewGhost's first guess inline: the ghost at the same position
@@ -451,20 +502,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				exhausted = true
 				continue
 			}
-		} else if s := &t.slots[id]; next && s.si == r.Index {
-			// In the previous view at this entry (so in scope, not
-			// leaving): the entry's stamps of this snapshot are its
-			// changes, the position's included (the general case below
-			// in one step).
-			moved := e.now&c.posBit != 0
-			if e.held && !moved {
-				t.markChanged(id, e.now, nowMS) // no news: neither a move nor a stop
-			} else {
-				t.markChanged(id, s.moveBit(c, moved)|e.now&^c.posBit, nowMS)
-			}
+		} else if t.slots[id].viewGen == t.viewGen {
+			// Named again (a view that names an entity twice): taken
+			// already, its changes merged. (Diffing it again would read
+			// the previous snapshot, which a first view has not.)
+			t.order[i] = uint16(id)
+			continue
 		} else {
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
+			s := &t.slots[id]
 			psi, ptaken := s.si, t.snapSeq
 			var moved bool
 			switch {
@@ -476,7 +523,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			case same && psi == r.Index && ptaken == snap.seq-1:
 				// The entry of the snapshot just before this one: its
 				// stamp says whether the position differs from that one's.
-				moved = e.now&c.posBit != 0
+				moved = v.now&c.posBit != 0
 			default:
 				moved = oldSnap.ents[psi].qpos != e.qpos
 			}
@@ -484,12 +531,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				t.unkill(s) // drops the gone record
 			}
 			var changed uint64
-			if moved || !e.held { // a held state the table had: no news, not a stop
+			if moved || v.fl&vwHeld == 0 { // a held state the table had: no news, not a stop
 				changed = s.moveBit(c, moved)
 			}
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index && ptaken == snap.seq-1:
-				changed |= e.now &^ c.posBit // the stamps that are snap.seq
+				changed |= v.now &^ c.posBit // the stamps that are snap.seq
 			case same && psi == r.Index:
 				chg := snap.chg[int(r.Index)*snap.stride:]
 				for g := range c.Groups {
@@ -511,7 +558,20 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		t.order[i] = uint16(id)
 		s := &t.slots[id]
 		s.si, s.viewGen = r.Index, t.viewGen
-		s.prioB = uint8(bucketOf(basePriority(r.Priority) * e.class.weight))
+		s.fl &^= flPosNow // a new view: its position may go again
+		s.prioB = uint8(bucketOf(basePriority(r.Priority) * c.weight))
+	}
+	if next && kept == len(view) && kept == t.live-len(t.gone) {
+		// Every ghost in scope (creating or live: those without a gone
+		// record) is in this view: none leaves, none is carried (a
+		// carried one is in scope and in no view entry, so carry is
+		// empty already), and every gone record is of this series. Only
+		// the leaving ghosts still need flPosNow cleared.
+		for i := range t.gone {
+			t.slots[t.gone[i].id].fl &^= flPosNow
+		}
+		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
+		return nil
 	}
 	// The states kept for AlwaysInScope ghosts outside this view gather in
 	// a borrowed scratch (rare: most views keep none), then replace carry.
@@ -522,6 +582,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		if s.viewGen == t.viewGen {
 			continue
 		}
+		s.fl &^= flPosNow // a new view (the ghosts taken: as they were)
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			if t.classOf(s).AlwaysInScope {
@@ -558,6 +619,36 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 	if exhausted {
 		return ErrTooManyGhosts
+	}
+	return nil
+}
+
+// checkRefs checks every entry view names in snap: SetSnapshotView's
+// check of a snapshot with entries empty or refused, or of another
+// registry (ours: snap's registry is the table's).
+func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
+	var known *Class
+	for _, r := range view {
+		if int(r.Index) >= len(snap.ents) {
+			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
+		}
+		e := &snap.ents[r.Index]
+		if ours && e.class != nil && e.bad == snapOK {
+			continue
+		}
+		switch {
+		case e.class == nil:
+			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
+		case e.bad == snapBadClass:
+			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
+		case e.bad == snapBadState:
+			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
+		case e.class != known:
+			if !t.knows(e.class) {
+				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
+			}
+			known = e.class
+		}
 	}
 	return nil
 }

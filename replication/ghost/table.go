@@ -540,8 +540,10 @@ func (t *Table) repend(s *slot, was bool) {
 // beginView starts taking a view of n entries at virtual time now: it
 // returns the previous view's id order (the position hints for viewGhost)
 // and now in the table's milliseconds, and makes room for the new view in
-// t.order.
-func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint16, nowMS msTime) {
+// t.order. clearPos: clear every ghost's flPosNow here (SetView);
+// SetSnapshotView clears it as it takes each ghost, and on the ghosts it
+// does not take after.
+func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (prev []uint16, nowMS msTime) {
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
@@ -553,8 +555,10 @@ func (t *Table) beginView(ms int64, now time.Duration, n int) (prev []uint16, no
 	// independent of the others and in sequence, so they overlap; the
 	// view then takes its ghosts in view order, which would wait for
 	// each line in turn.
-	for i := range t.slots[:t.top] {
-		t.slots[i].fl &^= flPosNow
+	if clearPos {
+		for i := range t.slots[:t.top] {
+			t.slots[i].fl &^= flPosNow
+		}
 	}
 	if cap(t.order) < n {
 		t.order = make([]uint16, n, n+n/4)
@@ -649,7 +653,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	if t.snapMode {
 		t.leaveSnapshots()
 	}
-	prev, nowMS := t.beginView(ms, now, len(view))
+	prev, nowMS := t.beginView(ms, now, len(view), true)
 	exhausted := false
 	for i := range view {
 		e := &view[i]
