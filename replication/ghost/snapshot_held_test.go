@@ -35,6 +35,7 @@ func TestSetHeldIsNoStop(t *testing.T) {
 			st.Pos = [3]float64{10, 0, 10}
 			st.Health = 100
 			var got []int
+			var held *Snapshot // the table's: held as a connection holds it, so the writer reuses snapshots
 			for k := 1; k <= 13; k++ {
 				refresh := k%2 == 0
 				if refresh && k < 10 {
@@ -56,6 +57,11 @@ func TestSetHeldIsNoStop(t *testing.T) {
 				if err := d.tab.SetSnapshotView(d.now, s, []ViewRef{{Index: idx, Priority: 1}}); err != nil {
 					t.Fatal(err)
 				}
+				s.Retain()
+				if held != nil {
+					held.Release()
+				}
+				held = s
 				if err := checkViewRefs(d.tab); err != nil {
 					t.Fatal(err)
 				}
@@ -76,5 +82,23 @@ func TestSetHeldIsNoStop(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSetOverridesSetHeld: an entry is what its last Set or SetHeld made
+// it, as for the state: Set after SetHeld is a new sample.
+func TestSetOverridesSetHeld(t *testing.T) {
+	_, _, nc := newTestRegistry(t)
+	w := writerFor(t, nc.Registry())
+	var st State
+	st.Health = 100
+	s := w.Next(2)
+	s.SetHeld(0, 1, nc, &st)
+	s.Set(0, 1, nc, &st)
+	s.Set(1, 2, nc, &st)
+	s.SetHeld(1, 2, nc, &st)
+	w.Seal(s)
+	if s.vw[0].fl&vwHeld != 0 || s.vw[1].fl&vwHeld == 0 {
+		t.Fatalf("held flags %b %b, want the last call's: Set, SetHeld", s.vw[0].fl, s.vw[1].fl)
 	}
 }
