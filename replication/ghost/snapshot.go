@@ -330,8 +330,10 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	var known *Class // entries hold few classes: look each up once per run of equal ones
 	s.valid = false
 	invalid := 0 // entries empty or refused
-	for i := range s.ents {
-		e, v := &s.ents[i], &s.vw[i]
+	ents := s.ents
+	vw := s.vw[:len(ents)] // one bounds check, not one an entry
+	for i := range ents {
+		e, v := &ents[i], &vw[i]
 		c := e.class
 		v.now, v.fl = 0, v.fl&vwHeld
 		if c == nil {
@@ -713,8 +715,7 @@ func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
 }
 
 // codesOf is the codes of ghost s's (in scope) coded groups if its latest
-// state is a snapshot's, else nil (their Encode writes them): in the
-// entry's line that latest read.
+// state is a snapshot's, else nil (their Encode writes them).
 func (t *Table) codesOf(s *slot) *[snapCodes]uint64 {
 	if !t.snapMode || s.si&siCarry != 0 {
 		return nil
