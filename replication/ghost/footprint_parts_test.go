@@ -179,7 +179,7 @@ func TestTableChurnFootprint(t *testing.T) {
 	per := sum / tables
 	heap := int64(after.HeapAlloc - before.HeapAlloc)
 	for _, tab := range keep {
-		heap -= int64(allocSize(len(tab.snap.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(len(tab.snap.chg)*4) + allocSize(len(tab.snap.vw)*int(unsafe.Sizeof(snapView{}))))
+		heap -= int64(allocSize(len(tab.snap.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(8*snapWords(len(tab.snap.vw), tab.snap.stride)))
 	}
 	runtime.KeepAlive(keep)
 	t.Logf("%d B per table (heap %d B); stores moved %.1f times per table once warm (at most %d); parts: %v",

@@ -131,7 +131,7 @@ func TestTableFootprint(t *testing.T) {
 			sn := keep[0].snap
 			// The entries hold pointers: the runtime adds an 8-byte
 			// header to such an object over 512 bytes.
-			per -= allocSize(len(sn.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(len(sn.chg)*4) + allocSize(len(sn.vw)*int(unsafe.Sizeof(snapView{})))
+			per -= allocSize(len(sn.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(8*snapWords(len(sn.vw), sn.stride))
 		}
 		runtime.KeepAlive(keep)
 		t.Logf("%d ghosts in scope, snapshot views %v: %d B per table (%d B per ghost)", tc.ghosts, tc.snaps, per, per/uint64(max(tc.ghosts, 1)))

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Snapshot is one producer's entity states at one tick (a zone's), built
@@ -289,13 +290,32 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 		source: w.source,
 		stride: stride,
 		ents:   make([]snapEnt, n),
-		vw:     make([]snapView, n),
-		chg:    make([]uint32, n*stride),
 		free:   &w.free,
 	}
+	s.vw, s.chg = snapArrays(n, stride)
 	s.refs.Store(1)
 	return s
 }
+
+// snapArrays returns a snapshot's vw and chg for n entries of stride
+// groups, in one allocation (neither holds a pointer): a snapshot costs
+// the allocations it did before vw (a zone's tick allocates nothing once
+// its snapshots are reused, and a pool that drops one costs no more).
+func snapArrays(n, stride int) ([]snapView, []uint32) {
+	if n == 0 {
+		return nil, nil
+	}
+	buf := make([]uint64, snapWords(n, stride))
+	vw := unsafe.Slice((*snapView)(unsafe.Pointer(&buf[0])), n)
+	chg := unsafe.Slice((*uint32)(unsafe.Pointer(&buf[n*snapViewWords])), n*stride)
+	return vw, chg
+}
+
+// snapViewWords is a snapView's size in uint64s.
+const snapViewWords = int(unsafe.Sizeof(snapView{}) / 8)
+
+// snapWords is the uint64s of snapArrays' allocation.
+func snapWords(n, stride int) int { return n*snapViewWords + (n*stride+1)/2 }
 
 // release drops the writer's reference to its latest snapshot.
 func (w *SnapshotWriter) release() {
