@@ -113,6 +113,9 @@ type snapEnt struct {
 	qpos [3]uint32
 	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
 	bad  uint8  // snapOK, or why a view naming it is refused
+	// held: an older state served again on purpose (SetHeld): an
+	// unchanged position is not a stop.
+	held bool
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
@@ -165,7 +168,18 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.state, e.bad = entity, c, *st, snapOK
+	e.entity, e.class, e.state, e.bad, e.held = entity, c, *st, snapOK, false
+}
+
+// SetHeld is Set for a state the producer holds back on purpose: an
+// older state of a moving entity served again, as a zone serves its far
+// view members a state refreshed only every few ticks (SC-8). A table
+// whose ghost takes it takes an unchanged position as nothing to send,
+// not as a stop (no rest marker, the ghost stays moving), so a held
+// ghost costs no record until its state is refreshed (Set again).
+func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
+	s.Set(i, entity, c, st)
+	s.ents[i].held = true
 }
 
 // Entry returns entry i's entity, class and state (nil class: empty). The
@@ -439,7 +453,11 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// leaving): the entry's stamps of this snapshot are its
 			// changes, the position's included (the general case below
 			// in one step).
-			t.markChanged(id, s.moveBit(c, e.now&c.posBit != 0)|e.now&^c.posBit, nowMS)
+			var mv uint64
+			if moved := e.now&c.posBit != 0; moved || !e.held {
+				mv = s.moveBit(c, moved)
+			}
+			t.markChanged(id, mv|e.now&^c.posBit, nowMS)
 		} else {
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
@@ -461,7 +479,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			if s.phase == phaseKilling {
 				t.unkill(s) // drops the gone record
 			}
-			changed := s.moveBit(c, moved)
+			var changed uint64
+			if moved || !e.held { // held and unchanged: not a stop
+				changed = s.moveBit(c, moved)
+			}
 			switch prevView := s.viewGen == t.viewGen-1; {
 			case same && psi == r.Index && ptaken == snap.seq-1:
 				changed |= e.now &^ c.posBit // the stamps that are snap.seq
