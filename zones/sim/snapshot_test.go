@@ -22,6 +22,7 @@ func TestViewRefsResolveToViewEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	z := oneZone(t, func(c *Config) {
+		c.FarEvery = 1 // AppendView holds far members only under overload
 		c.NPCs = 30
 		c.Classes[KindPlayer], c.Classes[KindNPC] = pc, nc
 	})

@@ -272,19 +272,49 @@ func ghostState(e *entity) ghost.State {
 	}
 }
 
+// heldState is what far viewers are served of a slot between its
+// refreshes (Config.FarEvery): its entity's replicated fields as of tick t
+// (the low 32 bits; 0: take it afresh), the name apart (a name change
+// shows at once). 56 bytes a slot, where a ghost.State is 112.
+type heldState struct {
+	pos, vel [3]float32
+	yaw      float32
+	health   int32
+	flags    uint32
+	extra    [4]uint32
+	t        uint32
+}
+
+// take sets h to e's fields of tick t.
+func (h *heldState) take(e *entity, t uint64) {
+	*h = heldState{pos: e.state.Pos, vel: e.state.Vel, yaw: e.state.Yaw, health: e.health, flags: e.flags, extra: e.extra, t: uint32(t)}
+}
+
+// state is h in e's replicated form (as ghostState converts it).
+func (h *heldState) state(e *entity) ghost.State {
+	return ghost.State{
+		Pos:    [3]float64{float64(h.pos[0]), float64(h.pos[1]), float64(h.pos[2])},
+		Vel:    [3]float64{float64(h.vel[0]), float64(h.vel[1]), float64(h.vel[2])},
+		Yaw:    float64(h.yaw),
+		Health: h.health,
+		Flags:  h.flags,
+		Name:   e.name,
+		Extra:  h.extra,
+	}
+}
+
 // buildGrid files every entity, owned or replica, and refreshes the
-// kinds and, under overload, the held states. (The tick's replicated
+// kinds and the held states due (Config.FarEvery). (The tick's replicated
 // states are not copied here: Snapshot and AppendView convert each
 // entity's own state, which nothing changes between Step and the views.)
 func (z *Zone) buildGrid() {
 	held := z.ov.heldEvery > 1
 	switch {
 	case held && z.held == nil:
-		// Taken afresh, each on its first tick at the level (heldT 0).
-		z.held = make([]ghost.State, len(z.ents), cap(z.ents))
-		z.heldT = make([]uint64, len(z.ents), cap(z.ents))
+		// Taken afresh, each on its first tick held (t 0).
+		z.held = make([]heldState, len(z.ents), cap(z.ents))
 	case !held && z.held != nil:
-		z.held, z.heldT = nil, nil
+		z.held = nil
 	}
 	for s := range z.ents {
 		e := &z.ents[s]
@@ -297,8 +327,8 @@ func (z *Zone) buildGrid() {
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind
-		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0) {
-			z.held[s], z.heldT[s] = ghostState(e), z.tick
+		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.held[s].t == 0) {
+			z.held[s].take(e, z.tick)
 		}
 	}
 	if z.autoCell && z.tick%adaptEvery == 0 {
@@ -416,9 +446,16 @@ func (z *Zone) Control(ref ViewRef) (Control, bool) {
 
 // AppendView appends the view of ref (from this tick's Output) to dst and
 // returns it: every member of the player's interest set with its class,
-// priority and state, the player itself excluded. Under overload, far
+// priority and state, the player itself excluded. Under overload far
 // members get their held state (refreshed every few ticks), so their
 // ghosts change less often. Call it before the next Step.
+//
+// Not at level 0, whatever Config.FarEvery: a ViewEntry cannot say that
+// its state is held, and a ghost table fed these views (SetView; a
+// connection in another process gets its views so) would take a held
+// moving member as stopped, send a rest marker and then the restart —
+// a record every tick as before, and a ghost that stutters. Only views by
+// reference (AppendViewRefs) hold far members at level 0.
 func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry {
 	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
 		return dst
@@ -432,10 +469,10 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 			continue
 		}
 		o := &z.ents[sl]
-		if z.held != nil && z.ov.heldEvery > 1 {
+		if z.held != nil && z.ov.level > 0 {
 			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
 			if dx*dx+dz*dz > z.far2 {
-				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl]})
+				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl].state(o)})
 				z.stats.HeldEntries++
 				continue
 			}
@@ -446,9 +483,11 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 }
 
 // Snapshot returns this tick's snapshot for views as references
-// (AppendViewRefs): entry s is slot s's replicated state and, while
-// overload serves far viewers held states, entry len(slots)+s is slot s's
-// held one. Built once per tick, on first use after Step, and shared by
+// (AppendViewRefs): entry s is slot s's replicated state and, while far
+// members are held (Config.FarEvery, overload), entry len(slots)+s is slot
+// s's held one, set with SetHeld on the ticks it is not refreshed (so the
+// ghost tables take its unchanged position as nothing to send, not as a
+// stop). Built once per tick, on first use after Step, and shared by
 // every view of the tick; nil if the zone's classes were never registered
 // in a ghost.Registry (then only AppendView works).
 func (z *Zone) Snapshot() *ghost.Snapshot {
@@ -489,8 +528,13 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		e := &z.ents[sl]
 		st := ghostState(e)
 		s.Set(sl, e.id, cls, &st)
-		if size > n {
-			s.Set(n+sl, e.id, cls, &z.held[sl])
+		switch {
+		case size == n:
+		case z.held[sl].t == uint32(z.tick): // refreshed: the state of the tick
+			s.Set(n+sl, e.id, cls, &st)
+		default:
+			hs := z.held[sl].state(e)
+			s.SetHeld(n+sl, e.id, cls, &hs)
 		}
 	}
 	z.snapW.Seal(s)
