@@ -275,8 +275,11 @@ func ghostState(e *entity) ghost.State {
 // heldState is what far viewers are served of a slot between its
 // refreshes (Config.FarEvery): its entity's replicated fields as of tick t
 // (the low 32 bits; 0: take it afresh), the name apart (a name change
-// shows at once). 56 bytes a slot, where a ghost.State is 112.
+// shows at once); and xz, the entity's position on the ground as of the
+// last Step, which tells its viewers whether it is far. 64 bytes a slot
+// (one cache line), where a ghost.State is 112.
 type heldState struct {
+	xz       [2]float32
 	pos, vel [3]float32
 	yaw      float32
 	health   int32
@@ -327,8 +330,12 @@ func (z *Zone) buildGrid() {
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind
-		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.held[s].t == 0) {
-			z.held[s].take(e, z.tick)
+		if held {
+			h := &z.held[s]
+			if (z.tick+uint64(s))%z.ov.heldEvery == 0 || h.t == 0 {
+				h.take(e, z.tick)
+			}
+			h.xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
 		}
 	}
 	if z.autoCell && z.tick%adaptEvery == 0 {
@@ -470,8 +477,8 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 		}
 		o := &z.ents[sl]
 		if z.held != nil && z.ov.level > 0 {
-			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
-			if dx*dx+dz*dz > z.far2 {
+			p := z.held[sl].xz
+			if dx, dz := p[0]-px, p[1]-pz; dx*dx+dz*dz > z.far2 {
 				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl].state(o)})
 				z.stats.HeldEntries++
 				continue
@@ -561,16 +568,20 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 	e := &z.ents[ref.slot]
 	held := z.snap.Len() > z.snapN // held states in this snapshot
 	set := e.p().set.Entries()
-	if !held && z.snapAll {
-		// Every slot's kind has a class and no entry is held: each member
-		// is its slot's entry, as is (a view is 8 bytes × members, written
-		// for every player every tick).
+	if z.snapAll {
+		// Every slot's kind has a class: each member is its slot's entry,
+		// or its held one if far (a view is 8 bytes × members, written for
+		// every player every tick).
 		n := len(dst)
 		dst = slices.Grow(dst, len(set))[:n+len(set)]
 		out := dst[n:]
-		for i, en := range set {
-			out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+		if !held {
+			for i, en := range set {
+				out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+			}
+			return dst
 		}
+		z.stats.HeldEntries += z.heldRefs(out, set, e.state.Pos[0], e.state.Pos[2])
 		return dst
 	}
 	px, pz := e.state.Pos[0], e.state.Pos[2]
@@ -581,9 +592,8 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		}
 		idx := uint32(sl)
 		if held {
-			o := &z.ents[sl]
-			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
-			if dx*dx+dz*dz > z.far2 {
+			p := z.held[sl].xz
+			if dx, dz := p[0]-px, p[1]-pz; dx*dx+dz*dz > z.far2 {
 				idx += uint32(z.snapN)
 				z.stats.HeldEntries++
 			}
@@ -591,4 +601,32 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		dst = append(dst, ghost.ViewRef{Index: idx, Priority: en.Priority})
 	}
 	return dst
+}
+
+// heldRefs writes set's references into out (as long) for a viewer at
+// [px, pz]: a far member's to its held entry. It returns how many are held.
+// The member's position comes from its held record (8 bytes among 64, in
+// a table a fourth of the slots'), not from its slot (≈ 200 bytes), and
+// the loop has no data-dependent branch: whether a member is far follows
+// no pattern a predictor could learn.
+func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
+	out = out[:len(set)]
+	held, far2, n := z.held, z.far2, uint32(z.snapN)
+	var nh uint32
+	for i, en := range set {
+		sl := en.Slot()
+		p := held[sl].xz
+		dx, dz := p[0]-px, p[1]-pz
+		f := uint32(b2u(dx*dx+dz*dz > far2))
+		out[i] = ghost.ViewRef{Index: uint32(sl) + n&-f, Priority: en.Priority}
+		nh += f
+	}
+	return uint64(nh)
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
