@@ -124,12 +124,12 @@ func BenchmarkZoneTick(b *testing.B) {
 // record (handoff.Machine) carried a handoff's state and the connection
 // sat in a map beside it; 1,177 B while a slot's fields left 16 bytes of
 // padding (224 B a slot); 1,144 B until far members were held by default
-// (Config.FarEvery 2), which costs a held state a slot (56 B) and a second
-// snapshot entry a slot (the held one): 1,538 B since. The reading varies
+// (Config.FarEvery 2), which costs a held record a slot (64 B) and a second
+// snapshot entry a slot (the held one): 1,538–1,547 B since. The reading varies
 // by ≈ 150 B from run to run (the runtime's per-P span caches count as
 // allocated): in a whole-package run 1,885 B, then 1,674–1,697 B,
 // 1,572–1,594 B, 1,443–1,466 B, 1,418–1,419 B, 1,326–1,347 B,
-// 1,293–1,315 B, now 1,688–1,689 B, with or without -race.
+// 1,293–1,315 B, now 1,675–1,696 B, with or without -race.
 func TestZoneFootprint(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
