@@ -63,8 +63,7 @@
 // carries each slot's held state as a second entry, marked held
 // (ghost.Snapshot.SetHeld) on the ticks it is not refreshed, so a ghost
 // table writes nothing for a held ghost until its next refresh. Views as
-// entries (AppendView) cannot mark a state held, so they hold far members
-// only under overload.
+// entries (AppendView) cannot mark a state held, so they never hold.
 //
 // # Overload
 //

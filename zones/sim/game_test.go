@@ -57,13 +57,11 @@ func seqOf(s ghost.State) uint64 { return uint64(s.Extra[0]) | uint64(s.Extra[1]
 // included, in the owner's views and in a neighbour's (through a replica).
 func TestSeqExtraNamesTheAppliedMove(t *testing.T) {
 	w, _ := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
-	// Every view member's state every tick (the walker is far from the
-	// neighbour's player): each tick's views are compared.
-	za, err := New(Config{Zone: "x0z0", World: w, FarEvery: 1}, 0)
+	za, err := New(Config{Zone: "x0z0", World: w}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zb, _ := New(Config{Zone: "x1z0", World: w, FarEvery: 1}, 0)
+	zb, _ := New(Config{Zone: "x1z0", World: w}, 0)
 	const base = 1<<32 + 100 // a resumed connection past 2^32 moves
 	za.Join(0, 1, "c1", "walker", [3]float32{-30, 0, 0}, base)
 	za.Join(0, 2, "c2", "near", [3]float32{-40, 0, 0}, 0)

@@ -9,8 +9,9 @@ const MaxLevel = 3
 // order they are applied (far-entity update rate first, as the issue asks),
 // with F = Config.FarEvery (default 2):
 //
-//	level 0: far members of a view (beyond FarFraction × enter radius) get
-//	         a state refreshed every F-th tick (1: every tick)
+//	level 0: far members of a view by reference (beyond FarFraction ×
+//	         enter radius) get a state refreshed every F-th tick (1: every
+//	         tick)
 //	level 1: … every 2F-th tick
 //	level 2: … every 4F-th tick; interest sets recomputed every 2nd tick
 //	level 3: … every 8F-th tick; interest every 4th tick; NPCs step every

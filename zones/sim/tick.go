@@ -453,22 +453,21 @@ func (z *Zone) Control(ref ViewRef) (Control, bool) {
 
 // AppendView appends the view of ref (from this tick's Output) to dst and
 // returns it: every member of the player's interest set with its class,
-// priority and state, the player itself excluded. Under overload far
-// members get their held state (refreshed every few ticks), so their
-// ghosts change less often. Call it before the next Step.
+// priority and its state of the tick, the player itself excluded. Call it
+// before the next Step.
 //
-// Not at level 0, whatever Config.FarEvery: a ViewEntry cannot say that
-// its state is held, and a ghost table fed these views (SetView; a
-// connection in another process gets its views so) would take a held
-// moving member as stopped, send a rest marker and then the restart —
-// a record every tick as before, and a ghost that stutters. Only views by
-// reference (AppendViewRefs) hold far members at level 0.
+// Far members are never held here, whatever Config.FarEvery or the
+// overload level: a ViewEntry cannot say that its state is held, and a
+// ghost table fed these views (SetView; a connection in another process
+// gets its views so) takes a held moving member as stopped, sends a rest
+// marker and then the restart — a record every tick as without holding,
+// and a ghost that stutters. Only views by reference (AppendViewRefs)
+// hold far members.
 func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry {
 	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
 		return dst
 	}
 	e := &z.ents[ref.slot]
-	px, pz := e.state.Pos[0], e.state.Pos[2]
 	for _, en := range e.p().set.Entries() {
 		sl := en.Slot()
 		cls := z.cfg.Classes[z.kinds[sl]]
@@ -476,14 +475,6 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 			continue
 		}
 		o := &z.ents[sl]
-		if z.held != nil && z.ov.level > 0 {
-			p := z.held[sl].xz
-			if dx, dz := p[0]-px, p[1]-pz; dx*dx+dz*dz > z.far2 {
-				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl].state(o)})
-				z.stats.HeldEntries++
-				continue
-			}
-		}
 		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: ghostState(o)})
 	}
 	return dst
