@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
@@ -39,6 +40,10 @@ type Config struct {
 	Tick Duration `json:"tick"`
 	// NPCs is the number of wandering NPCs spread over the world.
 	NPCs int `json:"npcs"`
+	// FarEvery is how often, in ticks, a player's far view members (beyond
+	// half the interest radius) get a fresh state: 1 every tick, 2 (the
+	// default) every 2nd tick. See sim.Config.FarEvery.
+	FarEvery int `json:"far_every"`
 	// NATSURL points at an external NATS cluster; empty embeds a server.
 	NATSURL string `json:"nats"`
 	// NATSCreds is a credentials file for an external NATS (--nats): a
@@ -97,6 +102,7 @@ func DefaultConfig() Config {
 		DataDir:         "ghostwire-data",
 		Tick:            Duration(50 * time.Millisecond),
 		NPCs:            200,
+		FarEvery:        sim.DefaultFarEvery,
 		NATSListen:      "127.0.0.1:4222",
 		Zones:           "auto",
 		LeaseTTL:        Duration(3 * time.Second),
@@ -139,6 +145,9 @@ func (c Config) Validate() error {
 	}
 	if c.NPCs < 0 || c.NPCs > 1_000_000 {
 		errs = append(errs, fmt.Errorf("npcs %d: must be between 0 and 1000000", c.NPCs))
+	}
+	if c.FarEvery < 1 || c.FarEvery > sim.MaxFarEvery {
+		errs = append(errs, fmt.Errorf("far every %d: must be between 1 (every tick) and %d ticks", c.FarEvery, sim.MaxFarEvery))
 	}
 	if c.MaxConns < 1 {
 		errs = append(errs, fmt.Errorf("max conns %d: must be at least 1", c.MaxConns))

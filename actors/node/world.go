@@ -79,7 +79,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	// more on a loaded host. So a handed-on replica is held for up to a
 	// second, a silent neighbour's replicas live 2 s, and an offer waits
 	// a second for its answer (in-process defaults: 3 ticks, 1 s, 500 ms).
-	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
+	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, FarEvery: cfg.FarEvery, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
 	zp := zone.Params{Now: now, Origin: mono, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Checkpoint: checkpoint}

@@ -43,8 +43,8 @@ func TestInputsBatchTakenAsEach(t *testing.T) {
 	}
 	now = 10 * time.Millisecond
 	a.onInputs(b)
-	if got := a.m.Inputs.Load(); got != 6 {
-		t.Fatalf("%d inputs taken, want 6", got)
+	if got, ev := a.m.Inputs.Load(), a.m.Events.Load(); got != 6 || ev != 6 {
+		t.Fatalf("%d inputs taken, %d events counted, want 6 and 6", got, ev)
 	}
 	for i, o := range outs {
 		var echoes [][]byte

@@ -92,7 +92,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, kv_replicas, key_file, max_conns, shutdown_timeout, dev_game, pprof)")
+	configFile := fs.String("config", "", "JSON config file (keys: udp, public_addr, http, data, world, tick, npcs, nats, nats_creds, nats_listen, node_id, zones, lease_ttl, kv_replicas, key_file, max_conns, shutdown_timeout, dev_game, pprof, far_every)")
 	udp := fs.String("udp", def.UDPAddr, "UDP `ADDR` the client gateway listens on")
 	public := fs.String("public-addr", "", "`HOST:PORT` clients dial, written into connect tokens; default the --udp address, a wildcard host becoming 127.0.0.1 (set this behind NAT or in Kubernetes)")
 	httpAddr := fs.String("http", def.HTTPAddr, "HTTP `ADDR` for /healthz, /readyz, /metrics and the world map /map; the default is loopback only, use :8080 to listen on every interface (pods, containers); empty disables")
@@ -100,6 +100,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	world := fs.String("world", "", "world map `FILE` (JSON, see docs/zones.md); empty uses the built-in 2x2 world of 1 km zones")
 	tick := fs.Duration("tick", def.Tick.D(), "zone simulation tick period (20 Hz = 50ms)")
 	npcs := fs.Int("npcs", def.NPCs, "number of wandering NPCs spread over the world")
+	farEvery := fs.Int("far-every", def.FarEvery, "`TICKS` between fresh states of a player's far view members (beyond half the interest radius): 1 = every tick, 2 = half the tick rate; between, their ghosts cost no update (overload lowers it further)")
 	natsURL := fs.String("nats", "", "external NATS `URL` (cluster mode); empty embeds a NATS server")
 	natsCreds := fs.String("nats-creds", "", "credentials `FILE` for the external --nats: user/password (a dev zoned's DATA/node.creds) or a NATS .creds file; empty connects without credentials (the embedded NATS always uses DATA/node.creds)")
 	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
@@ -160,7 +161,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	}
 	settings := []setting{
 		{"udp", str(&cfg.UDPAddr)}, {"public-addr", str(&cfg.PublicAddr)}, {"http", str(&cfg.HTTPAddr)}, {"data", str(&cfg.DataDir)},
-		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)},
+		{"world", str(&cfg.WorldFile)}, {"tick", dur(&cfg.Tick)}, {"npcs", num(&cfg.NPCs)}, {"far-every", num(&cfg.FarEvery)},
 		{"nats", str(&cfg.NATSURL)}, {"nats-creds", str(&cfg.NATSCreds)}, {"nats-listen", str(&cfg.NATSListen)}, {"key-file", str(&cfg.KeyFile)},
 		{"node-id", str(&cfg.NodeID)}, {"zones", str(&cfg.Zones)}, {"lease-ttl", dur(&cfg.LeaseTTL)}, {"kv-replicas", num(&cfg.KVReplicas)},
 		{"max-conns", num(&cfg.MaxConns)}, {"shutdown-timeout", dur(&cfg.ShutdownTimeout)},
@@ -177,7 +178,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	flagVals := map[string]func(){
 		"udp": func() { cfg.UDPAddr = *udp }, "public-addr": func() { cfg.PublicAddr = *public }, "http": func() { cfg.HTTPAddr = *httpAddr },
 		"data": func() { cfg.DataDir = *data }, "world": func() { cfg.WorldFile = *world },
-		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs },
+		"tick": func() { cfg.Tick = node.Duration(*tick) }, "npcs": func() { cfg.NPCs = *npcs }, "far-every": func() { cfg.FarEvery = *farEvery },
 		"nats": func() { cfg.NATSURL = *natsURL }, "nats-listen": func() { cfg.NATSListen = *natsListen },
 		"nats-creds": func() { cfg.NATSCreds = *natsCreds },
 		"node-id":    func() { cfg.NodeID = *nodeID }, "zones": func() { cfg.Zones = *zones },

@@ -42,12 +42,12 @@ func TestPrecedenceFlagsOverEnvOverFile(t *testing.T) {
 func TestIssueFlagNames(t *testing.T) {
 	var out, errb bytes.Buffer
 	cfg, _, err := parseConfig([]string{"--udp", "127.0.0.1:7001", "--http", "127.0.0.1:8001", "--data", "d",
-		"--world", "w.json", "--tick", "25ms", "--npcs", "3"}, &out, &errb, env(nil))
+		"--world", "w.json", "--tick", "25ms", "--npcs", "3", "--far-every", "4"}, &out, &errb, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.UDPAddr != "127.0.0.1:7001" || cfg.HTTPAddr != "127.0.0.1:8001" || cfg.DataDir != "d" ||
-		cfg.WorldFile != "w.json" || cfg.Tick.D() != 25*time.Millisecond || cfg.NPCs != 3 {
+		cfg.WorldFile != "w.json" || cfg.Tick.D() != 25*time.Millisecond || cfg.NPCs != 3 || cfg.FarEvery != 4 {
 		t.Errorf("flags not applied: %+v", cfg)
 	}
 }
@@ -60,6 +60,8 @@ func TestBadInputIsAClearError(t *testing.T) {
 		"GHOSTWIRE_NPCS":       {"--data", "x"}, // env below
 		"config file":          {"--config", "/nonexistent/zoned.json"},
 		"udp address \"nope\"": {"--udp", "nope"},
+		"far every 0":          {"--far-every", "0"},
+		"far every 65":         {"--far-every", "65"},
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
@@ -80,7 +82,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("err = %v, want ErrHelp", err)
 	}
-	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--nats", "--config", "--key-file", "--max-conns"} {
+	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--far-every", "--nats", "--config", "--key-file", "--max-conns"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}

@@ -88,6 +88,16 @@ type Config struct {
 	// Default: ghost.PlayerClass(nil) and ghost.NPCClass(nil). The ghost
 	// managers' registry must hold the same *Class values.
 	Classes [interest.MaxKinds]*ghost.Class
+	// FarEvery is how often, in ticks, a view's far members (farther from
+	// the viewer than Overload.FarFraction × the interest enter radius)
+	// get a fresh state (SC-8: less important objects are updated less
+	// often). Between, their view entries hold the state of their last
+	// refresh, which costs their ghosts no update (ghost.Snapshot.SetHeld).
+	// Each entity's refresh ticks are staggered by its slot, so a tick
+	// refreshes 1/FarEvery of them. 1 serves every member its state every
+	// tick. The overload levels multiply it (×2, ×4, ×8). Default 2 (far
+	// members at half the tick rate); at most MaxFarEvery.
+	FarEvery int
 	// Overload tunes degradation under load.
 	Overload OverloadConfig
 	// NoSeqExtra leaves players' State.Extra to the game. By default (the
@@ -113,12 +123,21 @@ type OverloadConfig struct {
 	// Lower: this many calm ticks in a row lower it. Default 40 (2 s at 20 Hz).
 	Lower int
 	// FarFraction: entities farther than FarFraction × the enter radius are
-	// "far" (the first to be degraded). Default 0.5.
+	// "far": refreshed every Config.FarEvery ticks, the first to be
+	// degraded further. Default 0.5.
 	FarFraction float32
 }
 
 // DefaultTickRate is the default simulation rate.
 const DefaultTickRate = 20
+
+// DefaultFarEvery is Config.FarEvery's default: far view members at half
+// the tick rate.
+const DefaultFarEvery = 2
+
+// MaxFarEvery bounds Config.FarEvery: a far member refreshed less often
+// than every 64 ticks (3.2 s at 20 Hz) would look frozen.
+const MaxFarEvery = 64
 
 func (c Config) withDefaults() Config {
 	if c.World == nil {
@@ -156,6 +175,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueuedMoves == 0 {
 		c.MaxQueuedMoves = 256
+	}
+	if c.FarEvery == 0 {
+		c.FarEvery = DefaultFarEvery
 	}
 	if c.Classes[KindPlayer] == nil && c.Classes[KindNPC] == nil {
 		c.Classes[KindPlayer] = ghost.PlayerClass(nil)
@@ -224,10 +246,14 @@ func (c Config) Validate() error {
 		return bad("BorderRange", c.BorderRange)
 	case c.MaxQueuedMoves < 1:
 		return bad("MaxQueuedMoves", c.MaxQueuedMoves)
+	case c.FarEvery < 1 || c.FarEvery > MaxFarEvery:
+		return bad(fmt.Sprintf("FarEvery (ticks between far members' refreshes: 1 to %d, 0 for the default %d)", MaxFarEvery, DefaultFarEvery), c.FarEvery)
 	case c.Classes[KindPlayer] == nil || c.Classes[KindNPC] == nil:
 		return bad("Classes (player and NPC classes required)", c.Classes)
 	case !(c.Overload.Low < c.Overload.High) || c.Overload.Raise < 1 || c.Overload.Lower < 1:
 		return bad("Overload", c.Overload)
+	case !(c.Overload.FarFraction > 0) || math.IsInf(float64(c.Overload.FarFraction), 0):
+		return bad("Overload.FarFraction (a fraction of the enter radius, > 0)", c.Overload.FarFraction)
 	}
 	// Replicas come only from neighbours: a zone narrower than the border
 	// range would let a non-neighbour's entities be in view unseen.

@@ -54,12 +54,23 @@
 // player's replicated State.Extra[0..1] hold its last applied move
 // sequence (low and high 32 bits) for the tick of the state.
 //
+// # Far members at a lower update rate
+//
+// A view's far members (beyond Overload.FarFraction × the enter radius,
+// 50 m by default) get a held state, refreshed every Config.FarEvery ticks
+// (default 2, staggered by slot; 1: every tick), near members the tick's
+// (SC-8: less important objects are updated less often). The snapshot
+// carries each slot's held state as a second entry, marked held
+// (ghost.Snapshot.SetHeld) on the ticks it is not refreshed, so a ghost
+// table writes nothing for a held ghost until its next refresh. Views as
+// entries (AppendView) cannot mark a state held, so they never hold.
+//
 // # Overload
 //
 // The actor reports each tick's cost (ReportTickCost). Overruns raise a
-// degradation level in a fixed order: far-entity update rate first, then
-// interest update rate, then NPC step rate (see overload.go); every step is
-// counted in Stats.
+// degradation level in a fixed order: far-entity update rate first (the
+// FarEvery interval doubled per level), then interest update rate, then NPC
+// step rate (see overload.go); every step is counted in Stats.
 //
 // Not safe for concurrent use.
 package sim

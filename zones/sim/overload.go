@@ -6,13 +6,15 @@ import "time"
 const MaxLevel = 3
 
 // overload tracks tick cost and the degradation level. The levels, in the
-// order they are applied (far-entity update rate first, as the issue asks):
+// order they are applied (far-entity update rate first, as the issue asks),
+// with F = Config.FarEvery (default 2):
 //
-//	level 0: nothing degraded
-//	level 1: far members of a view (beyond FarFraction × enter radius) get
-//	         a state refreshed every 2nd tick
-//	level 2: … every 4th tick; interest sets recomputed every 2nd tick
-//	level 3: … every 8th tick; interest every 4th tick; NPCs step every
+//	level 0: far members of a view by reference (beyond FarFraction ×
+//	         enter radius) get a state refreshed every F-th tick (1: every
+//	         tick)
+//	level 1: … every 2F-th tick
+//	level 2: … every 4F-th tick; interest sets recomputed every 2nd tick
+//	level 3: … every 8F-th tick; interest every 4th tick; NPCs step every
 //	         2nd tick (by two ticks' worth)
 //
 // Each level is entered after Raise overruns in a row and left after Lower
@@ -23,7 +25,8 @@ type overload struct {
 	over, calm    int
 	lastCost      time.Duration
 	reported      bool
-	heldEvery     uint64
+	farEvery      uint64 // Config.FarEvery
+	heldEvery     uint64 // farEvery << level
 	interestEvery uint64
 	npcEvery      uint64
 }
@@ -51,7 +54,7 @@ func (z *Zone) SetLevel(l int) {
 }
 
 func (o *overload) apply() {
-	o.heldEvery = 1 << o.level // 1, 2, 4, 8
+	o.heldEvery = o.farEvery << o.level // F × 1, 2, 4, 8
 	o.interestEvery = 1
 	o.npcEvery = 1
 	if o.level >= 2 {
@@ -60,16 +63,10 @@ func (o *overload) apply() {
 	if o.level >= 3 {
 		o.npcEvery = 2
 	}
-	if o.level == 0 {
-		o.heldEvery = 1
-	}
 }
 
 // account runs at the start of each Step with the cost of the previous one.
 func (o *overload) account(z *Zone) {
-	if o.heldEvery == 0 {
-		o.apply()
-	}
 	z.stats.TicksAtLevel[o.level]++
 	if !o.reported {
 		return

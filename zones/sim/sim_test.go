@@ -42,6 +42,9 @@ func TestConfigValidate(t *testing.T) {
 		{"credit below a tick", Config{Zone: "x0z0", MaxCredit: time.Millisecond}},
 		{"zones narrower than the border range", Config{Zone: "x0z0", World: small}},
 		{"bad interest", Config{Zone: "x0z0", Interest: interestBad()}},
+		{"negative FarEvery", Config{Zone: "x0z0", FarEvery: -1}},
+		{"FarEvery above MaxFarEvery", Config{Zone: "x0z0", FarEvery: MaxFarEvery + 1}},
+		{"negative FarFraction", Config{Zone: "x0z0", Overload: OverloadConfig{FarFraction: -0.5}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -538,7 +541,7 @@ func TestOverloadDegradesInOrder(t *testing.T) {
 }
 
 func TestHeldStateForFarEntities(t *testing.T) {
-	z := oneZone(t, nil)
+	z := snapZone(t, func(c *Config) { c.FarEvery = 1 }) // far members every tick at level 0, as before FarEvery
 	z.Join(0, 1, "c1", "viewer", [3]float32{-500, 0, -500}, 0)
 	z.Join(0, 2, "c2", "near", [3]float32{-490, 0, -500}, 0)
 	z.Join(0, 3, "c3", "far", [3]float32{-420, 0, -500}, 0)
@@ -554,7 +557,7 @@ func TestHeldStateForFarEntities(t *testing.T) {
 			if v.Entity != 1 {
 				continue
 			}
-			for _, e := range z.AppendView(nil, v) {
+			for _, e := range refView(z, v) {
 				switch e.Entity {
 				case 2:
 					nearStates = append(nearStates, e.State.Pos[2])

@@ -272,19 +272,52 @@ func ghostState(e *entity) ghost.State {
 	}
 }
 
+// heldState is what far viewers are served of a slot between its
+// refreshes (Config.FarEvery): its entity's replicated fields as of tick t
+// (the low 32 bits; 0: take it afresh), the name apart (a name change
+// shows at once); and xz, the entity's position on the ground as of the
+// last Step, which tells its viewers whether it is far. 64 bytes a slot
+// (one cache line), where a ghost.State is 112.
+type heldState struct {
+	xz       [2]float32
+	pos, vel [3]float32
+	yaw      float32
+	health   int32
+	flags    uint32
+	extra    [4]uint32
+	t        uint32
+}
+
+// take sets h to e's fields of tick t.
+func (h *heldState) take(e *entity, t uint64) {
+	*h = heldState{pos: e.state.Pos, vel: e.state.Vel, yaw: e.state.Yaw, health: e.health, flags: e.flags, extra: e.extra, t: uint32(t)}
+}
+
+// state is h in e's replicated form (as ghostState converts it).
+func (h *heldState) state(e *entity) ghost.State {
+	return ghost.State{
+		Pos:    [3]float64{float64(h.pos[0]), float64(h.pos[1]), float64(h.pos[2])},
+		Vel:    [3]float64{float64(h.vel[0]), float64(h.vel[1]), float64(h.vel[2])},
+		Yaw:    float64(h.yaw),
+		Health: h.health,
+		Flags:  h.flags,
+		Name:   e.name,
+		Extra:  h.extra,
+	}
+}
+
 // buildGrid files every entity, owned or replica, and refreshes the
-// kinds and, under overload, the held states. (The tick's replicated
+// kinds and the held states due (Config.FarEvery). (The tick's replicated
 // states are not copied here: Snapshot and AppendView convert each
 // entity's own state, which nothing changes between Step and the views.)
 func (z *Zone) buildGrid() {
 	held := z.ov.heldEvery > 1
 	switch {
 	case held && z.held == nil:
-		// Taken afresh, each on its first tick at the level (heldT 0).
-		z.held = make([]ghost.State, len(z.ents), cap(z.ents))
-		z.heldT = make([]uint64, len(z.ents), cap(z.ents))
+		// Taken afresh, each on its first tick held (t 0).
+		z.held = make([]heldState, len(z.ents), cap(z.ents))
 	case !held && z.held != nil:
-		z.held, z.heldT = nil, nil
+		z.held = nil
 	}
 	for s := range z.ents {
 		e := &z.ents[s]
@@ -297,8 +330,12 @@ func (z *Zone) buildGrid() {
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind
-		if held && ((z.tick+uint64(s))%z.ov.heldEvery == 0 || z.heldT[s] == 0) {
-			z.held[s], z.heldT[s] = ghostState(e), z.tick
+		if held {
+			h := &z.held[s]
+			if (z.tick+uint64(s))%z.ov.heldEvery == 0 || h.t == 0 {
+				h.take(e, z.tick)
+			}
+			h.xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
 		}
 	}
 	if z.autoCell && z.tick%adaptEvery == 0 {
@@ -416,15 +453,21 @@ func (z *Zone) Control(ref ViewRef) (Control, bool) {
 
 // AppendView appends the view of ref (from this tick's Output) to dst and
 // returns it: every member of the player's interest set with its class,
-// priority and state, the player itself excluded. Under overload, far
-// members get their held state (refreshed every few ticks), so their
-// ghosts change less often. Call it before the next Step.
+// priority and its state of the tick, the player itself excluded. Call it
+// before the next Step.
+//
+// Far members are never held here, whatever Config.FarEvery or the
+// overload level: a ViewEntry cannot say that its state is held, and a
+// ghost table fed these views (SetView; a connection in another process
+// gets its views so) takes a held moving member as stopped, sends a rest
+// marker and then the restart — a record every tick as without holding,
+// and a ghost that stutters. Only views by reference (AppendViewRefs)
+// hold far members.
 func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry {
 	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity {
 		return dst
 	}
 	e := &z.ents[ref.slot]
-	px, pz := e.state.Pos[0], e.state.Pos[2]
 	for _, en := range e.p().set.Entries() {
 		sl := en.Slot()
 		cls := z.cfg.Classes[z.kinds[sl]]
@@ -432,23 +475,17 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 			continue
 		}
 		o := &z.ents[sl]
-		if z.held != nil && z.ov.heldEvery > 1 {
-			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
-			if dx*dx+dz*dz > z.far2 {
-				dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: z.held[sl]})
-				z.stats.HeldEntries++
-				continue
-			}
-		}
 		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: ghostState(o)})
 	}
 	return dst
 }
 
 // Snapshot returns this tick's snapshot for views as references
-// (AppendViewRefs): entry s is slot s's replicated state and, while
-// overload serves far viewers held states, entry len(slots)+s is slot s's
-// held one. Built once per tick, on first use after Step, and shared by
+// (AppendViewRefs): entry s is slot s's replicated state and, while far
+// members are held (Config.FarEvery, overload), entry len(slots)+s is slot
+// s's held one, set with SetHeld on the ticks it is not refreshed (so the
+// ghost tables take its unchanged position as nothing to send, not as a
+// stop). Built once per tick, on first use after Step, and shared by
 // every view of the tick; nil if the zone's classes were never registered
 // in a ghost.Registry (then only AppendView works).
 func (z *Zone) Snapshot() *ghost.Snapshot {
@@ -489,10 +526,13 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		e := &z.ents[sl]
 		st := ghostState(e)
 		s.Set(sl, e.id, cls, &st)
-		if size > n && z.heldT[sl] == z.tick {
-			s.Set(n+sl, e.id, cls, &z.held[sl]) // refreshed this tick: a new sample
-		} else if size > n {
-			s.SetHeld(n+sl, e.id, cls, &z.held[sl]) // served again: unchanged is no stop
+		switch {
+		case size == n:
+		case z.held[sl].t == uint32(z.tick): // refreshed: the state of the tick
+			s.Set(n+sl, e.id, cls, &st)
+		default:
+			hs := z.held[sl].state(e)
+			s.SetHeld(n+sl, e.id, cls, &hs)
 		}
 	}
 	z.snapW.Seal(s)
@@ -519,16 +559,20 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 	e := &z.ents[ref.slot]
 	held := z.snap.Len() > z.snapN // held states in this snapshot
 	set := e.p().set.Entries()
-	if !held && z.snapAll {
-		// Every slot's kind has a class and no entry is held: each member
-		// is its slot's entry, as is (a view is 8 bytes × members, written
-		// for every player every tick).
+	if z.snapAll {
+		// Every slot's kind has a class: each member is its slot's entry,
+		// or its held one if far (a view is 8 bytes × members, written for
+		// every player every tick).
 		n := len(dst)
 		dst = slices.Grow(dst, len(set))[:n+len(set)]
 		out := dst[n:]
-		for i, en := range set {
-			out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+		if !held {
+			for i, en := range set {
+				out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+			}
+			return dst
 		}
+		z.stats.HeldEntries += z.heldRefs(out, set, e.state.Pos[0], e.state.Pos[2])
 		return dst
 	}
 	px, pz := e.state.Pos[0], e.state.Pos[2]
@@ -539,9 +583,8 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		}
 		idx := uint32(sl)
 		if held {
-			o := &z.ents[sl]
-			dx, dz := o.state.Pos[0]-px, o.state.Pos[2]-pz
-			if dx*dx+dz*dz > z.far2 {
+			p := z.held[sl].xz
+			if dx, dz := p[0]-px, p[1]-pz; dx*dx+dz*dz > z.far2 {
 				idx += uint32(z.snapN)
 				z.stats.HeldEntries++
 			}
@@ -549,4 +592,32 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		dst = append(dst, ghost.ViewRef{Index: idx, Priority: en.Priority})
 	}
 	return dst
+}
+
+// heldRefs writes set's references into out (as long) for a viewer at
+// [px, pz]: a far member's to its held entry. It returns how many are held.
+// The member's position comes from its held record (8 bytes among 64, in
+// a table a fourth of the slots'), not from its slot (≈ 200 bytes), and
+// the loop has no data-dependent branch: whether a member is far follows
+// no pattern a predictor could learn.
+func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
+	out = out[:len(set)]
+	held, far2, n := z.held, z.far2, uint32(z.snapN)
+	var nh uint32
+	for i, en := range set {
+		sl := en.Slot()
+		p := held[sl].xz
+		dx, dz := p[0]-px, p[1]-pz
+		f := uint32(b2u(dx*dx+dz*dz > far2))
+		out[i] = ghost.ViewRef{Index: uint32(sl) + n&-f, Priority: en.Priority}
+		nh += f
+	}
+	return uint64(nh)
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -171,11 +171,10 @@ type Zone struct {
 	// autoCell: the grid's cell size follows the zone's crowding
 	// (adaptCell); Config.CellSize was left 0.
 	autoCell bool
-	// held, heldT: per slot, the state far viewers get under overload and
-	// the tick it was taken; made when a level above 0 first needs them
-	// and dropped at level 0, where nobody reads them (112 B a slot).
-	held  []ghost.State
-	heldT []uint64
+	// held: per slot, the state far viewers get (Config.FarEvery,
+	// overload); made when far members are first held and dropped while
+	// nobody reads them (FarEvery 1 at level 0).
+	held  []heldState
 	kinds []uint8 // per slot: the entity's kind as of the last Step
 
 	// snap is this tick's snapshot of the entities' states (and held),
@@ -253,6 +252,8 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 	}
 	ff := cfg.Overload.FarFraction * ic.EnterRadius
 	z.far2 = ff * ff
+	z.ov.farEvery = uint64(cfg.FarEvery)
+	z.ov.apply()
 	for _, id := range self.Neighbours {
 		n, _ := cfg.World.Zone(id)
 		z.nbrs = append(z.nbrs, n)
@@ -371,12 +372,12 @@ func (z *Zone) growSlots(n int) {
 		z.ents = grown(z.ents, c)
 		z.kinds = grown(z.kinds, c)
 		if z.held != nil {
-			z.held, z.heldT = grown(z.held, c), grown(z.heldT, c)
+			z.held = grown(z.held, c)
 		}
 	}
 	z.ents, z.kinds = z.ents[:n], z.kinds[:n]
 	if z.held != nil {
-		z.held, z.heldT = z.held[:n], z.heldT[:n]
+		z.held = z.held[:n]
 	}
 	z.grid.Resize(n)
 	z.track.Resize(n)
@@ -404,6 +405,9 @@ func (z *Zone) slotFree(s int32) {
 	}
 	delete(z.seeds, s)
 	z.grid.Clear(s)
+	if z.held != nil {
+		z.held[s].t = 0 // the next occupant's is taken afresh, not this one's shown
+	}
 	z.free = append(z.free, s)
 }
 
