@@ -514,23 +514,38 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 	m0, m1, m2 := x.masks()
 	lo := p.dq[1]
 	var d1, f posVal
-	d1.t = p.t1
-	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in
+	// spread). A packed value equals q exactly when its codes do (an
+	// axis's code is within its mask): the test needs no unpacking.
+	var fd int64
+	var fq uint64
 	hasF := p.n == 1
 	if hasF {
 		nd := &x.nodes[p.head]
-		f.t = nd.t
-		f.q[0], f.q[1], f.q[2] = uint32(nd.q)&m0, uint32(nd.q>>s1)&m1, uint32(nd.q>>s2)&m2
+		f.t, fq = nd.t, nd.q
+		fd = f.t.sub(p.t1)
 	}
-	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in spread).
-	var fd int64
-	if hasF {
-		fd = f.t.sub(d1.t)
-	}
-	if checkSame && lo == x.packLo(q) && (fd <= 0 || f.q == *q) {
+	if checkSame && lo == x.packLo(q) && (fd <= 0 || fq == lo) {
 		return true
 	}
-	w := spreader{q: *q, lim: *lim, w: *d}
+	if p.dn == 2 && fd > 0 {
+		// The steady track: d0, d1 delivered, f newer in flight. When
+		// both its pairs, (d0, d1) and (d1, f), extrapolate (stamps in
+		// order, at most predictMaxMS apart and before t), those two
+		// are all spread visits: pair2 takes them axis by axis.
+		dtF, span0 := t.sub(f.t), int64(p.gap)
+		if uint64(dtF-1) < predictMaxMS && uint64(dtF+fd-1) < predictMaxMS &&
+			span0 <= predictMaxMS && fd <= predictMaxMS {
+			pair2(x, p.dq[0], lo, fq, span0, fd, dtF, q, lim, d)
+			return false
+		}
+	}
+	d1.t = p.t1
+	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	if hasF {
+		f.q[0], f.q[1], f.q[2] = uint32(fq)&m0, uint32(fq>>s1)&m1, uint32(fq>>s2)&m2
+	}
+	w := spreader{q: q, lim: lim, w: *d}
 	if !w.from(&d1, t) {
 		w.rest(&d1)
 	} else if p.dn == 2 {
@@ -557,6 +572,68 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 	}
 	*d = w.w
 	return false
+}
+
+// pair2 widens d, per axis, by the pairs (d0, d1) and (d1, f) for q, the
+// three packed as in the pool (narrow): d1 is span0 after d0, f is spanF
+// after d1 and dtF before q, each of the three spans in (0,
+// predictMaxMS], and so is q's distance from d1 (dtF + spanF). Each axis
+// is unpacked once for both pairs, in registers; the factors are whole
+// (predWhole) when the views came evenly spaced, as in the benchmarks,
+// else the float work (predictAxis), skipped on an axis a pair did not
+// move on (it predicts its newer value exactly). The same d as spread's
+// (TestFormMatchesGeneral): max is order-free.
+func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uint32, d *[3]uint64) {
+	dt1 := dtF + spanF // q's distance from d1
+	var m0, mF int64   // whole factors, 0: none
+	switch dt1 {
+	case span0:
+		m0 = 1
+	case 2 * span0:
+		m0 = 2
+	}
+	switch dtF {
+	case spanF:
+		mF = 1
+	case 2 * spanF:
+		mF = 2
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	k0, k1, k2 := x.masks()
+	q0, q1, q2 := q[0], q[1], q[2]
+	l0, l1, l2 := lim[0], lim[1], lim[2]
+	// Each axis's three codes, unpacked once for both pairs.
+	a0, b0, c0 := int64(uint32(d0)&k0), int64(uint32(d1)&k0), int64(uint32(f)&k0)
+	a1, b1, c1 := int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1), int64(uint32(f>>s1)&k1)
+	a2, b2, c2 := int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2), int64(uint32(f>>s2)&k2)
+	if m0 != 0 && mF != 0 { // predWhole, written out
+		d[0] = max(d[0], resid(q0, b0+(b0-a0)*m0, l0), resid(q0, c0+(c0-b0)*mF, l0))
+		d[1] = max(d[1], resid(q1, b1+(b1-a1)*m0, l1), resid(q1, c1+(c1-b1)*mF, l1))
+		d[2] = max(d[2], resid(q2, b2+(b2-a2)*m0, l2), resid(q2, c2+(c2-b2)*mF, l2))
+		return
+	}
+	f0, fF := float64(dt1)/float64(span0), float64(dtF)/float64(spanF)
+	d[0] = max(d[0], float2(a0, b0, c0, q0, f0, fF, l0))
+	d[1] = max(d[1], float2(a1, b1, c1, q1, f0, fF, l1))
+	d[2] = max(d[2], float2(a2, b2, c2, q2, f0, fF, l2))
+}
+
+// resid is |q − v| for v clamped to [0, lim].
+func resid(q uint32, v int64, lim uint32) uint64 {
+	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
+}
+
+// float2 is one axis of pair2 for factors f0 and fF (predictAxis): the
+// larger residual of q from the predictions of (a, b) and (b, c).
+func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
+	r0, rF := b, c
+	if a != b {
+		r0 = b + roundHalfAway(float64(float64(b-a)*f0))
+	}
+	if b != c {
+		rF = c + roundHalfAway(float64(float64(c-b)*fF))
+	}
+	return max(resid(q, r0, l), resid(q, rF, l))
 }
 
 // inflight copies the positions in flight, oldest first, into buf: the
@@ -604,7 +681,7 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	if p.dn == 2 {
 		d0 = &dv[0]
 	}
-	w := spreader{q: *q, lim: *lim, w: *d}
+	w := spreader{q: q, lim: lim, w: *d}
 	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
 	// which is never in flight too; skipped all the same).
 	j0 := 0
@@ -644,11 +721,12 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 }
 
 // spreader accumulates, per axis, the largest |q − prediction| of the
-// pairs one spread visits (w), for a value q; fdt is the time from the
-// newest value of the pairs at hand to q's (from).
+// pairs one spread visits (w), for a value q; dt is the time from the
+// newest value of the pairs at hand to q's (from). q and lim are the
+// caller's: a spreader is three stores to set up, not a 48-byte copy.
 type spreader struct {
-	q, lim [3]uint32
-	fdt    float64
+	q, lim *[3]uint32
+	dt     int64
 	w      [3]uint64
 }
 
@@ -657,7 +735,7 @@ type spreader struct {
 // before t, or not before it: predFactor): then rest(b) is their widening.
 func (s *spreader) from(b *posVal, t stamp) bool {
 	dt := t.sub(b.t)
-	s.fdt = float64(dt)
+	s.dt = dt
 	return dt > 0 && dt <= predictMaxMS
 }
 
@@ -669,28 +747,61 @@ func (s *spreader) rest(b *posVal) {
 }
 
 // pair widens w by |q − predict(a, b, t)| per axis, for b started by
-// from. The axes written out, the division only for a pair whose stamps
-// are at most predictMaxMS apart (else it predicts no motion: predFactor),
-// the float work only on an axis the pair moved on: one with the same
-// value predicts b on it exactly (b + round(0·f), b ≤ lim) — the height
-// of a walker on flat ground, every axis of a ghost at rest.
+// from. A pair more than predictMaxMS apart (or out of order) predicts b
+// (predFactor). The usual pair is a whole number of its spans before q —
+// updates every view, fates a view or two later: (t − b.t)/(b.t − a.t) is
+// 1 or 2 — and predicts in integers, every axis without a branch
+// (predWhole); any other factor takes the float work, only on an axis the
+// pair moved on: one with the same value predicts b on it exactly (b +
+// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
+// of a ghost at rest.
 func (s *spreader) pair(a, b *posVal) {
+	span := b.t.sub(a.t)
+	if uint64(span-1) >= predictMaxMS { // not 0 < span ≤ predictMaxMS: b
+		s.rest(b)
+		return
+	}
+	var m int64
+	switch s.dt {
+	case span:
+		m = 1
+	case 2 * span:
+		m = 2
+	default:
+		s.pairFloat(a, b, span)
+		return
+	}
+	q, lim := s.q, s.lim
+	s.w[0] = max(s.w[0], absDiff64(q[0], predWhole(a.q[0], b.q[0], m, lim[0])))
+	s.w[1] = max(s.w[1], absDiff64(q[1], predWhole(a.q[1], b.q[1], m, lim[1])))
+	s.w[2] = max(s.w[2], absDiff64(q[2], predWhole(a.q[2], b.q[2], m, lim[2])))
+}
+
+// pairFloat is pair for a factor dt/span that may not be whole.
+func (s *spreader) pairFloat(a, b *posVal, span int64) {
 	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
-	if span := b.t.sub(a.t); uint64(span-1) < predictMaxMS { // 0 < span ≤ predictMaxMS
-		f := s.fdt / float64(span)
-		if a.q[0] != r0 {
-			r0 = predictAxis(a.q[0], r0, f, s.lim[0])
-		}
-		if a.q[1] != r1 {
-			r1 = predictAxis(a.q[1], r1, f, s.lim[1])
-		}
-		if a.q[2] != r2 {
-			r2 = predictAxis(a.q[2], r2, f, s.lim[2])
-		}
+	f := float64(s.dt) / float64(span)
+	if a.q[0] != r0 {
+		r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+	}
+	if a.q[1] != r1 {
+		r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+	}
+	if a.q[2] != r2 {
+		r2 = predictAxis(a.q[2], r2, f, s.lim[2])
 	}
 	s.w[0] = max(s.w[0], absDiff64(s.q[0], r0))
 	s.w[1] = max(s.w[1], absDiff64(s.q[1], r1))
 	s.w[2] = max(s.w[2], absDiff64(s.q[2], r2))
+}
+
+// predWhole is predictAxis(a, b, float64(m), lim) for a whole factor m
+// (1 ≤ m ≤ predictMaxMS), in integers: (b − a)·m is exact in binary64
+// (|b − a| < 2^31, so below 2^41) and a whole number rounds to itself,
+// so both give b + (b − a)·m, clamped to [0, lim] (TestPredWholeIsFloat).
+func predWhole(a, b uint32, m int64, lim uint32) uint32 {
+	v := int64(b) + (int64(b)-int64(a))*m
+	return uint32(max(0, min(v, int64(lim))))
 }
 
 // absDiff64 is |a − b|, without a branch.

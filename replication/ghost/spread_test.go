@@ -268,3 +268,75 @@ func BenchmarkPredSpread(b *testing.B) {
 		}
 	}
 }
+
+// predWhole, the integer prediction of a pair a whole number of its spans
+// before the value, is predictAxis's float one bit for bit: random pairs
+// over the full 31-bit code range and near the bounds, every factor from 1
+// to predictMaxMS, and the clamp at 0 and lim.
+func TestPredWholeIsFloat(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	val := func(lim uint32) uint32 {
+		switch r.IntN(4) {
+		case 0:
+			return r.Uint32N(16)
+		case 1:
+			return lim - r.Uint32N(16)
+		default:
+			return r.Uint32N(lim + 1)
+		}
+	}
+	for it := range 500000 {
+		lim := uint32(1<<(1+r.IntN(31)) - 1)
+		a, b := val(lim), val(lim)
+		if r.IntN(2) == 0 { // near each other: a walker
+			b = uint32(min(max(int64(a)+int64(r.IntN(201))-100, 0), int64(lim)))
+		}
+		m := int64(1 + r.IntN(2))
+		if r.IntN(8) == 0 {
+			m = int64(1 + r.IntN(predictMaxMS))
+		}
+		span := int64(1 + r.IntN(int(predictMaxMS/m)))
+		f := float64(m*span) / float64(span)
+		if got, want := predWhole(a, b, m, lim), predictAxis(a, b, f, lim); got != want {
+			t.Fatalf("case %d: a %d b %d ×%d (span %d) lim %d: whole %d, float %d", it, a, b, m, span, lim, got, want)
+		}
+	}
+}
+
+// The spreader's whole-factor pairs widen as the reference's float pairs
+// do: tracks a view apart (50 ms) and fates one or two views late, the
+// server's usual case, which the random tracks above seldom hit.
+func TestSpreaderWholeFactorsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 2))
+	lim := [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}
+	for it := range 200000 {
+		span := stamp(1 + r.IntN(predictMaxMS))
+		m := stamp(1 + r.IntN(3))
+		tb := stamp(r.Uint32())
+		var a, b posVal
+		a.t, b.t = tb-span, tb
+		for x := range 3 {
+			a.q[x] = r.Uint32N(lim[x] + 1)
+			b.q[x] = uint32(min(max(int64(a.q[x])+int64(r.IntN(2001))-1000, 0), int64(lim[x])))
+			if r.IntN(3) == 0 {
+				b.q[x] = a.q[x]
+			}
+		}
+		var q [3]uint32
+		for x := range 3 {
+			q[x] = uint32(min(max(int64(b.q[x])+int64(r.IntN(4001))-2000, 0), int64(lim[x])))
+		}
+		t0 := tb + m*span
+		var want [3]uint64
+		widenPred(&want, &q, &a, &b, t0, &lim)
+		s := spreader{q: &q, lim: &lim}
+		if !s.from(&b, t0) {
+			s.rest(&b)
+		} else {
+			s.pair(&a, &b)
+		}
+		if s.w != want {
+			t.Fatalf("case %d: a %v b %v q %v at %d: spreader %v, reference %v", it, a, b, q, t0, s.w, want)
+		}
+	}
+}
