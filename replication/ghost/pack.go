@@ -604,7 +604,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		return
 	}
 	tr := &t.pos[id]
-	if tr.dn == 0 {
+	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)
 	}
 	if tr.fast1(&t.pp) { // the usual track: one pass

@@ -40,7 +40,6 @@ func TestFormMatchesGeneral(t *testing.T) {
 	var fast, slow int
 	for it := range 200000 {
 		var p posTrack
-		p.head, p.tail = -1, -1
 		t0 := stamp(r.Uint32())
 		base := [3]uint32{r.Uint32N(qt.lim[0] + 1), r.Uint32N(qt.lim[1] + 1), r.Uint32N(qt.lim[2] + 1)}
 		dn := 1 + r.IntN(2)
@@ -115,7 +114,6 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 	var whole, float, pairs2 int
 	for it := range 200000 {
 		var p posTrack
-		p.head, p.tail = -1, -1
 		var base, vel [3]float64
 		for a := range 3 {
 			base[a] = float64(r.Uint32N(qt.lim[a] + 1))

@@ -37,18 +37,18 @@ func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp,
 	}
 	pairs := func(n1, c *posVal) {
 		widenPred(d, q, c, n1, t, lim)
-		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
 			if m := x.value(i); m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
 				widenPred(d, q, &m, n1, t, lim)
 			}
 		}
 	}
-	if p.n == 0 {
+	if p.n() == 0 {
 		widenPred(d, q, d0, d1, t, lim)
 		return true
 	}
 	pairs(d1, d0)
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+	for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
 		if n1 := x.value(i); n1.t.sub(d1.t) > 0 {
 			pairs(&n1, d1)
 		}
@@ -134,7 +134,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 				cur = near(cur)
 			}
 			v := posVal{t: step(), q: cur}
-			if p.n == posRingLen {
+			if p.n() == posRingLen {
 				sent = sent[1:]
 			}
 			p.push(&x, v.t, &v.q)
@@ -157,8 +157,8 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		}
 		// The packed delivered values: the newest exactly; the one
 		// before it exactly when the pair may predict motion.
-		if int(p.dn) != len(dl) {
-			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn, dl)
+		if int(p.dn()) != len(dl) {
+			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn(), dl)
 		}
 		if n := len(dl); n > 0 {
 			if v := p.delivered(&x, id, 1); v != dl[n-1] {
@@ -180,7 +180,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		okG := p.predSpread(&x, id, &q, at, &lim, &got)
 		okW := predSpreadList(&p, &x, dl, &q, at, &lim, &want)
 		if okG != okW || got != want {
-			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n, p.dn, got, okG, want, okW)
+			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n(), p.dn(), got, okG, want, okW)
 		}
 	}
 }
