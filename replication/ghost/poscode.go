@@ -422,28 +422,32 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	if n == 0 {
 		return
 	}
-	prev := int32(p.tail) // the list is circular: the head's predecessor is the tail
-	for i, k := x.nodes[prev].next, uint8(0); k < n; i, k = x.nodes[i].next, k+1 {
-		nd := &x.nodes[i]
-		if nd.t != t {
-			prev = i
-			continue
+	// The list is circular: the head's predecessor is the tail. Fates
+	// come mostly in send order, so the head is the usual match.
+	nodes := x.nodes
+	prev := int32(p.tail)
+	i := nodes[prev].next
+	nd := &nodes[i]
+	for k := uint8(1); nd.t != t; k++ {
+		if k == n {
+			return
 		}
-		x.nodes[prev].next = nd.next // n = 1: prev is i itself, and the list goes
-		if i == int32(p.tail) {
-			p.tail = uint16(prev)
-		}
-		if delivered {
-			var hi uint32
-			if x.wide {
-				hi = x.wx.hi[i]
-			}
-			p.insert(x, id, nd.t, nd.q, hi)
-		}
-		x.put(i)
-		p.meta -= metaN1
-		return
+		prev, i = i, nd.next
+		nd = &nodes[i]
 	}
+	nodes[prev].next = nd.next // n = 1: prev is i itself, and the list goes
+	if i == int32(p.tail) {
+		p.tail = uint16(prev)
+	}
+	if delivered {
+		var hi uint32
+		if x.wide {
+			hi = x.wx.hi[i]
+		}
+		p.insert(x, id, nd.t, nd.q, hi)
+	}
+	x.put(i)
+	p.meta -= metaN1
 }
 
 // insert adds a delivered value stamped t, packed as lo and hi, to the two
