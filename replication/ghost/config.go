@@ -36,7 +36,8 @@ type Config struct {
 	// section until fates arrive. A power of two in [16, 1<<16].
 	MaxPacketsInFlight int
 	// MaxRecordsInFlight bounds the records those packets hold in total
-	// (16 bytes each). [256, 1<<22].
+	// (16 bytes each). [256, 1<<15]: a table's positions in flight, at
+	// most one a record, are named by 16-bit indices.
 	MaxRecordsInFlight int
 	// StaleUnit sets how fast waiting raises priority: a dirty ghost not sent
 	// for StaleUnit counts twice its base priority, for 2·StaleUnit three
@@ -96,8 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxPacketBytes %d not in [1, %d]", ErrConfig, c.MaxPacketBytes, MaxPacketBytes)
 	case c.MaxPacketsInFlight < 16 || c.MaxPacketsInFlight > 1<<16 || c.MaxPacketsInFlight&(c.MaxPacketsInFlight-1) != 0:
 		return fmt.Errorf("%w: MaxPacketsInFlight %d not a power of two in [16, 65536]", ErrConfig, c.MaxPacketsInFlight)
-	case c.MaxRecordsInFlight < 256 || c.MaxRecordsInFlight > 1<<22:
-		return fmt.Errorf("%w: MaxRecordsInFlight %d not in [256, 1<<22]", ErrConfig, c.MaxRecordsInFlight)
+	case c.MaxRecordsInFlight < 256 || c.MaxRecordsInFlight > maxPoolNodes:
+		return fmt.Errorf("%w: MaxRecordsInFlight %d not in [256, 1<<15]", ErrConfig, c.MaxRecordsInFlight)
 	case c.StaleUnit <= 0:
 		return fmt.Errorf("%w: StaleUnit %v must be positive", ErrConfig, c.StaleUnit)
 	case c.MaxStaleness <= 0:

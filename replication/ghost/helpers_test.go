@@ -540,8 +540,8 @@ func checkInvariants(t *Table) error {
 		if (kills[kk] > 0) != s.has(flKillInFlight) || kills[kk] > 1 {
 			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.has(flKillInFlight), kills[kk])
 		}
-		if int(t.pos[i].n) != poss[kk] {
-			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.pos[i].n, poss[kk])
+		if int(t.pos[i].n()) != poss[kk] {
+			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d", i, t.pos[i].n(), poss[kk])
 		}
 		// The slot's position flags answer what the track would (collect
 		// and posForm read only the flags).
@@ -557,22 +557,31 @@ func checkInvariants(t *Table) error {
 	seen := map[int32]int{}
 	for i := range t.pos {
 		tr := &t.pos[i]
-		if t.slots[i].phase == phaseFree && tr.n != 0 {
-			return fmt.Errorf("free id %d tracks %d positions in flight", i, tr.n)
+		n := int(tr.n())
+		if t.slots[i].phase == phaseFree && n != 0 {
+			return fmt.Errorf("free id %d tracks %d positions in flight", i, n)
 		}
+		if n > posRingLen || tr.dn() > 2 || tr.dn() < 2 && tr.gap() != 0 || tr.dn() == 2 && (tr.gap() < 1 || tr.gap() > gapFar) {
+			return fmt.Errorf("id %d: %d in flight, %d delivered %d ms apart", i, n, tr.dn(), tr.gap())
+		}
+		if n == 0 {
+			continue
+		}
+		// A circular list: n nodes from the head (the tail's next) back
+		// to the tail's next.
 		last := int32(-1)
-		for j, k := tr.head, 0; k < int(tr.n); j, k = t.pp.nodes[j].next, k+1 {
+		for j, k := tr.head(&t.pp), 0; k < n; j, k = t.pp.nodes[j].next, k+1 {
 			if o, dup := seen[j]; dup {
 				return fmt.Errorf("pool node %d in the lists of ids %d and %d", j, o, i)
 			}
 			seen[j] = i
 			last = j
 		}
-		if tr.n > 0 && (t.pp.nodes[last].next != -1 || tr.tail != last) {
-			return fmt.Errorf("id %d: list of %d does not end at its last node", i, tr.n)
+		if last != int32(tr.tail) {
+			return fmt.Errorf("id %d: list of %d does not end at its tail", i, n)
 		}
 		// Oldest first: stamps increase along the list.
-		for j, k := tr.head, 1; k < int(tr.n); j, k = t.pp.nodes[j].next, k+1 {
+		for j, k := tr.head(&t.pp), 1; k < n; j, k = t.pp.nodes[j].next, k+1 {
 			if nx := t.pp.nodes[j].next; t.pp.nodes[nx].t.sub(t.pp.nodes[j].t) <= 0 {
 				return fmt.Errorf("id %d: in-flight positions not oldest first", i)
 			}
@@ -580,6 +589,9 @@ func checkInvariants(t *Table) error {
 	}
 	if x := &t.pp; x.wide && len(x.wx.hi) != len(x.nodes) || !x.wide && x.wx != nil {
 		return fmt.Errorf("pool: wide %v, %d nodes, high words %v", x.wide, len(x.nodes), x.wx)
+	}
+	if x := &t.pp; len(x.nodes) > maxPoolNodes || int(x.used) > t.entLen {
+		return fmt.Errorf("pool: %d nodes, %d used, %d records in flight (16-bit indices: at most %d)", len(x.nodes), x.used, t.entLen, maxPoolNodes)
 	}
 	if x := &t.pp; len(x.free)*64 < cap(x.nodes) {
 		return fmt.Errorf("pool: room %d, %d free words", cap(x.nodes), len(x.free))

@@ -23,6 +23,9 @@ type entityIndex struct {
 	// buckets have 32 bits since. A scope of the usual tens of ghosts
 	// keeps 2 bytes a bucket.
 	wide bool
+	// hw is the most ids held since the last trim (idxTrim), at most
+	// 2^16−1: it sits in the struct's padding.
+	hw uint16
 }
 
 // fibHash is Knuth's multiplicative hash: entity ids are often
@@ -90,6 +93,7 @@ func (t *Table) idxSet(e uint64, id uint32) {
 		if v == 0 {
 			x.put(i, id+1)
 			x.n++
+			x.hw = max(x.hw, uint16(min(x.n, 1<<16-1)))
 			return
 		}
 		if v-1 == id || t.slots[v-1].entity == e {
@@ -165,6 +169,29 @@ func (t *Table) idxRebuild(n int, wide bool) {
 		}
 		x.put(i, v)
 	}
+}
+
+// idxBucketsFor is the bucket count idxSet grows to for n ids: the
+// smallest power of two, at least 16, that holds them three quarters full.
+func idxBucketsFor(n int) int {
+	b := 16
+	for n*4 > b*3 {
+		b *= 2
+	}
+	return b
+}
+
+// idxTrim gives the index the buckets idxSet would grow to for the most
+// ids it held since the last trim, once that is fewer than it has: the
+// buckets of a peak of ghosts in scope (a crowd the player walked through,
+// or a few entering before the leaving ones' kills went out) are given
+// back, not kept for the connection's life.
+func (t *Table) idxTrim() {
+	x := &t.idx
+	if b := idxBucketsFor(max(int(x.hw), int(x.n))); b < x.buckets() {
+		t.idxRebuild(b, x.wide)
+	}
+	x.hw = uint16(min(x.n, 1<<16-1))
 }
 
 // log2 of a power of two.

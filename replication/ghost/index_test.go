@@ -78,3 +78,49 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 		})
 	}
 }
+
+// The entity index gives back the buckets of a peak: 200 ghosts in scope
+// (512 buckets), then 30 for a few seconds: 64 buckets, what growing anew
+// would give 30 ids; lookups still find every ghost (the mirror matches,
+// the invariants hold), and the index grows again with the scope.
+func TestEntityIndexShrinksAfterPeak(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	crowd := make([]ViewEntry, 200)
+	for i := range crowd {
+		crowd[i] = d.npc(uint64(i+1), float64(i))
+	}
+	d.view(crowd...)
+	d.settle(crowd...)
+	if b := d.tab.idx.buckets(); b != 512 {
+		t.Fatalf("200 ghosts in %d buckets, want 512", b)
+	}
+	few := crowd[:30]
+	for range 60 { // 3 s: the kills go out and are delivered, trims run
+		for i := range few {
+			few[i].State.Pos[2] += 0.5
+		}
+		d.view(few...)
+		d.trip()
+	}
+	d.settle(few...)
+	if b := d.tab.idx.buckets(); b != idxBucketsFor(30) || b != 64 {
+		t.Fatalf("30 ghosts after the peak in %d buckets, want 64", b)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+	if diff := mismatch(d.reg, d.mir, few); diff != "" {
+		t.Fatal(diff)
+	}
+	d.view(crowd[:100]...) // grows again
+	d.settle(crowd[:100]...)
+	if b := d.tab.idx.buckets(); b != 256 {
+		t.Fatalf("100 ghosts in %d buckets, want 256", b)
+	}
+	if diff := mismatch(d.reg, d.mir, crowd[:100]); diff != "" {
+		t.Fatal(diff)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -604,22 +604,18 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		return
 	}
 	tr := &t.pos[id]
-	if tr.dn == 0 {
+	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)
 	}
+	var same bool
 	if tr.fast1(&t.pp) { // the usual track: one pass
-		if tr.form1(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d) {
-			pf.kind = posSame
-			return
-		}
+		same = tr.form1(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
-		var buf [posRingLen]posVal
-		fl := tr.inflight(&t.pp, &buf)
-		if s.restCopies == 0 && tr.clientHasIn(&t.pp, id, fl, q) {
-			pf.kind = posSame
-			return
-		}
-		tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, &pf.d)
+		same = t.formWalk(id, tr, q, s.restCopies == 0, &pf.d)
+	}
+	if same {
+		pf.kind = posSame
+		return
 	}
 	m := max(pf.d[0], pf.d[1], pf.d[2])
 	k := uint(1) // m == 0: a rest marker or an exact prediction; every axis flag is 0
@@ -629,6 +625,19 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if k <= maxWindow {
 		pf.k = k
 	}
+}
+
+// formWalk is posForm's coding of a track form1 does not take: the
+// general walk of the positions in flight (apart, so that posForm's own
+// frame holds no copy of them).
+func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, d *[3]uint64) bool {
+	var buf [posRingLen]posVal
+	fl := tr.inflight(&t.pp, &buf)
+	if checkSame && tr.clientHasIn(&t.pp, id, fl, q) {
+		return true
+	}
+	tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, d)
+	return false
 }
 
 // writePosAbs writes a quantized position absolute, axis by axis.

@@ -53,30 +53,60 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The in-flight ones are a list, oldest first, of nodes
-// in the table's posPool: a ghost holds memory for the positions it
-// actually has in flight (one or two at a short fate delay), not for the
-// posRingLen it may have. Oldest first, because fates come mostly in send
-// order: the one a fate resolves is then the head, one node touched, not
-// a walk down the list (each node a cache line of its own: the nodes of
-// one ghost are written a packet apart). A node is named by its stamp, not
-// by the packet that carried it: a ghost's position goes out at most once
-// per view, so its stamps in flight are distinct, and each packet keeps
-// its view stamp.
+// subset of them). The in-flight ones are a circular list of nodes in the
+// table's posPool, reached through the newest (tail), whose next is the
+// oldest: a ghost holds memory for the positions it actually has in flight
+// (one or two at a short fate delay), not for the posRingLen it may have.
+// Oldest first, because fates come mostly in send order: the one a fate
+// resolves is then the head, the node after the tail — the same node while
+// one is in flight, the usual case on a server whose fates come within a
+// view — not a walk down the list (each node a cache line of its own: the
+// nodes of one ghost are written a packet apart). A node is named by its
+// stamp, not by the packet that carried it: a ghost's position goes out at
+// most once per view, so its stamps in flight are distinct, and each packet
+// keeps its view stamp.
 //
 // The delivered positions are packed as in the pool (posPool.packLo; bits 64
 // and up, for bounds that need them, in posWide.dhi by id), and the older
-// one's stamp is its distance below the newer's, capped at gapFar: 32
-// bytes, two tracks to a cache line and never across two (was 44).
+// one's stamp is its distance below the newer's, capped at gapFar. A node
+// index takes 16 bits (a table has fewer than maxPoolNodes positions in
+// flight: MaxRecordsInFlight), and the counts and the gap share the meta
+// word: 24 bytes, eight tracks to three cache lines (was 32, and 44 before).
+// The zero posTrack is empty.
 type posTrack struct {
 	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
 	t1   stamp     // dq[1]'s stamp
-	head int32     // pool node of the oldest in flight (-1: none)
-	tail int32     // pool node of the newest in flight (when n > 0)
-	gap  uint16    // dq[1]'s stamp minus dq[0]'s, in ms, at most gapFar
-	n    uint8
-	dn   uint8
+	tail uint16    // pool node of the newest in flight (when n > 0); its next is the oldest
+	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
+	// dq[0]'s, in ms, at most gapFar), dn (2 bits: delivered values held)
+	// and n (4 bits: positions in flight, at most posRingLen).
+	meta uint16
 }
+
+// The fields of posTrack.meta.
+const (
+	metaGapBits = 10
+	metaDnShift = metaGapBits
+	metaNShift  = metaDnShift + 2
+	metaGap     = 1<<metaGapBits - 1
+	metaN1      = 1 << metaNShift // n's unit
+)
+
+// maxPoolNodes bounds a table's positions in flight (at most one a record
+// in flight: MaxRecordsInFlight ≤ maxPoolNodes), so a node index is 16 bits.
+const maxPoolNodes = 1 << 15
+
+func (p *posTrack) n() uint8   { return uint8(p.meta >> metaNShift) }
+func (p *posTrack) dn() uint8  { return uint8(p.meta>>metaDnShift) & 3 }
+func (p *posTrack) gap() int64 { return int64(p.meta & metaGap) }
+
+// setDelivered sets dn and the gap, n unchanged.
+func (p *posTrack) setDelivered(dn uint8, gap int64) {
+	p.meta = p.meta&^(1<<metaNShift-1) | uint16(dn)<<metaDnShift | uint16(gap)
+}
+
+// head is the pool node of the oldest in flight (n > 0).
+func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail].next }
 
 // gapFar caps posTrack.gap: the older delivered value is more than
 // predictMaxMS below the newer. Its exact stamp does not matter then: the
@@ -93,7 +123,7 @@ const gapFar = predictMaxMS + 1
 // the rest in posPool.hi.
 type posNode struct {
 	t    stamp
-	next int32  // next newer in flight of the same ghost (-1: none)
+	next int32  // next newer in flight of the same ghost; the newest's is the oldest
 	q    uint64 // the position, packed: its low 64 bits
 }
 
@@ -254,25 +284,20 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	}
 	for id := range pos {
 		p := &pos[id]
-		if p.n == 0 {
+		n := p.n()
+		if n == 0 {
 			continue
 		}
-		prev := int32(-1)
-		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		first := int32(len(ns))
+		for i, k := p.head(x), uint8(0); k < n; i, k = x.nodes[i].next, k+1 {
 			ns = append(ns, x.nodes[i])
 			if x.wide {
 				hi = append(hi, x.wx.hi[i])
 			}
-			j := int32(len(ns) - 1)
-			if prev < 0 {
-				p.head = j
-			} else {
-				ns[prev].next = j
-			}
-			prev = j
+			ns[len(ns)-1].next = int32(len(ns)) // the next copied
 		}
-		ns[prev].next = -1
-		p.tail = prev
+		ns[len(ns)-1].next = first
+		p.tail = uint16(len(ns) - 1)
 	}
 	x.nodes = ns
 	if x.wide {
@@ -283,12 +308,14 @@ func (x *posPool) compact(pos []posTrack, n int) {
 }
 
 func (p *posTrack) reset(x *posPool) {
-	for i := p.head; p.n > 0; p.n-- {
-		nx := x.nodes[i].next
-		x.put(i)
-		i = nx
+	if n := p.n(); n > 0 {
+		for i, k := p.head(x), uint8(0); k < n; k++ {
+			nx := x.nodes[i].next
+			x.put(i)
+			i = nx
+		}
 	}
-	p.dn, p.head, p.tail = 0, -1, -1
+	*p = posTrack{}
 }
 
 // delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
@@ -297,7 +324,7 @@ func (p *posTrack) reset(x *posPool) {
 func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 	v := posVal{t: p.t1}
 	if k == 0 {
-		v.t -= stamp(p.gap)
+		v.t -= stamp(p.gap())
 	}
 	var hi uint32
 	if x.wide {
@@ -312,7 +339,7 @@ func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	if x.wide {
 		dv[1] = p.delivered(x, id, 1)
-		if p.dn == 2 {
+		if p.dn() == 2 {
 			dv[0] = p.delivered(x, id, 0)
 		}
 		return
@@ -325,12 +352,12 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	v.q[0] = uint32(lo) & m0
 	v.q[1] = uint32(lo>>s1) & m1
 	v.q[2] = uint32(lo>>s2) & m2
-	if p.dn < 2 {
+	if p.dn() < 2 {
 		return
 	}
 	lo = p.dq[0]
 	v = &dv[0]
-	v.t = p.t1 - stamp(p.gap)
+	v.t = p.t1 - stamp(p.gap())
 	v.q[0] = uint32(lo) & m0
 	v.q[1] = uint32(lo>>s1) & m1
 	v.q[2] = uint32(lo>>s2) & m2
@@ -339,86 +366,88 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 // rebase ages the delivered values older than rebaseBy at now to
 // rebaseBy (Table.rebase): the older one is gapFar at most below.
 func (p *posTrack) rebase(now stamp) {
-	if p.dn > 0 && uint32(now-p.t1) > rebaseBy {
+	if p.dn() > 0 && uint32(now-p.t1) > rebaseBy {
 		p.t1 = now - rebaseBy
 	}
 }
 
-func (p *posTrack) full() bool { return p.n == posRingLen }
+func (p *posTrack) full() bool { return p.n() == posRingLen }
 
 // push records the position q stamped t (newer than every one in flight).
 // Fields are stored one by one: building the node as a value first costs a
 // store-forwarding stall on every record.
 func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
-	if p.n == posRingLen { // callers check full(); never lose the newest
+	if p.n() == posRingLen { // callers check full(); never lose the newest
 		p.dropOldest(x)
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.t, nd.q, nd.next = t, x.packLo(q), -1
+	nd.t, nd.q = t, x.packLo(q)
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
-	if p.n == 0 {
-		p.head = i
+	if p.n() == 0 {
+		nd.next = i
 	} else {
-		x.nodes[p.tail].next = i
+		tl := &x.nodes[p.tail]
+		nd.next, tl.next = tl.next, i
 	}
-	p.tail = i
-	p.n++
+	p.tail = uint16(i)
+	p.meta += metaN1
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool) {
-	i := p.head
-	p.head = x.nodes[i].next
+	tl := &x.nodes[p.tail]
+	i := tl.next
+	tl.next = x.nodes[i].next
 	x.put(i)
-	if p.n--; p.n == 0 {
-		p.head = -1
-	}
+	p.meta -= metaN1
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
-	if p.n > 0 {
-		if t := x.nodes[p.tail].t; p.dn == 0 || t.sub(p.t1) > 0 {
+	if p.n() > 0 {
+		if t := x.nodes[p.tail].t; p.dn() == 0 || t.sub(p.t1) > 0 {
 			return t, true
 		}
 	}
-	return p.t1, p.dn > 0
+	return p.t1, p.dn() > 0
 }
 
 // resolve applies the fate of ghost id's position stamped t in flight (the
 // one the packet of that view carried; none: nothing to do).
 func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
-	prev := int32(-1)
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
-		nd := &x.nodes[i]
-		if nd.t != t {
-			prev = i
-			continue
-		}
-		if prev < 0 {
-			p.head = nd.next
-		} else {
-			x.nodes[prev].next = nd.next
-		}
-		if i == p.tail {
-			p.tail = prev
-		}
-		if delivered {
-			var hi uint32
-			if x.wide {
-				hi = x.wx.hi[i]
-			}
-			p.insert(x, id, nd.t, nd.q, hi)
-		}
-		x.put(i)
-		if p.n--; p.n == 0 {
-			p.head = -1
-		}
+	n := p.n()
+	if n == 0 {
 		return
 	}
+	// The list is circular: the head's predecessor is the tail. Fates
+	// come mostly in send order, so the head is the usual match.
+	nodes := x.nodes
+	prev := int32(p.tail)
+	i := nodes[prev].next
+	nd := &nodes[i]
+	for k := uint8(1); nd.t != t; k++ {
+		if k == n {
+			return
+		}
+		prev, i = i, nd.next
+		nd = &nodes[i]
+	}
+	nodes[prev].next = nd.next // n = 1: prev is i itself, and the list goes
+	if i == int32(p.tail) {
+		p.tail = uint16(prev)
+	}
+	if delivered {
+		var hi uint32
+		if x.wide {
+			hi = x.wx.hi[i]
+		}
+		p.insert(x, id, nd.t, nd.q, hi)
+	}
+	x.put(i)
+	p.meta -= metaN1
 }
 
 // insert adds a delivered value stamped t, packed as lo and hi, to the two
@@ -427,21 +456,22 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 // see gapFar).
 func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) {
 	var k int
-	switch d := t.sub(p.t1); {
-	case p.dn == 0:
-		p.dq[1], p.t1, p.dn = lo, t, 1
+	switch d, dn := t.sub(p.t1), p.dn(); {
+	case dn == 0:
+		p.dq[1], p.t1 = lo, t
+		p.setDelivered(1, 0)
 		k = 1
 	case d > 0:
-		p.dq[0], p.dq[1], p.t1, p.dn = p.dq[1], lo, t, 2
-		p.gap = uint16(min(d, gapFar))
+		p.dq[0], p.dq[1], p.t1 = p.dq[1], lo, t
+		p.setDelivered(2, min(d, gapFar))
 		if x.wide {
 			h := x.deliveredHi(id)
 			h[0] = h[1]
 		}
 		k = 1
-	case d < 0 && (p.dn == 1 || -d < int64(p.gap)):
-		p.dq[0], p.dn = lo, 2
-		p.gap = uint16(min(-d, gapFar))
+	case d < 0 && (dn == 1 || -d < p.gap()):
+		p.dq[0] = lo
+		p.setDelivered(2, min(-d, gapFar))
 		k = 0
 	default:
 		return
@@ -468,7 +498,7 @@ func (x *posPool) deliveredHi(id uint32) *[2]uint32 {
 // of ghost id (its newest received, or one in flight, fl) equals q, so
 // there is nothing to send.
 func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32) bool {
-	if p.dn == 0 {
+	if p.dn() == 0 {
 		return false
 	}
 	if p.dq[1] != x.packLo(q) || x.wide && x.wx.dhi[id][1] != x.packHi(q) {
@@ -488,7 +518,7 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 // safe). Every in-flight and delivered value is older than t (the table
 // writes a ghost's position at most once per view).
 func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
-	if p.dn == 0 {
+	if p.dn() == 0 {
 		return false
 	}
 	var buf [posRingLen]posVal
@@ -500,7 +530,7 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 // narrow track (packed in one word) with at most one position in flight,
 // the usual one. Others take the general walk (inflight, clientHasIn,
 // spread).
-func (p *posTrack) fast1(x *posPool) bool { return p.n <= 1 && !x.wide }
+func (p *posTrack) fast1(x *posPool) bool { return p.n() <= 1 && !x.wide }
 
 // form1 is the position coding of posForm for a track with fast1 (p.dn >
 // 0) and ghost id's value q stamped t: it reports whether every value the
@@ -514,29 +544,45 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 	m0, m1, m2 := x.masks()
 	lo := p.dq[1]
 	var d1, f posVal
-	d1.t = p.t1
-	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
-	hasF := p.n == 1
-	if hasF {
-		nd := &x.nodes[p.head]
-		f.t = nd.t
-		f.q[0], f.q[1], f.q[2] = uint32(nd.q)&m0, uint32(nd.q>>s1)&m1, uint32(nd.q>>s2)&m2
-	}
-	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in spread).
+	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in
+	// spread). A packed value equals q exactly when its codes do (an
+	// axis's code is within its mask): the test needs no unpacking.
 	var fd int64
+	var fq uint64
+	hasF := p.n() == 1
 	if hasF {
-		fd = f.t.sub(d1.t)
+		nd := &x.nodes[p.tail] // the one in flight: head and tail
+		f.t, fq = nd.t, nd.q
+		fd = f.t.sub(p.t1)
 	}
-	if checkSame && lo == x.packLo(q) && (fd <= 0 || f.q == *q) {
+	if checkSame && lo == x.packLo(q) && (fd <= 0 || fq == lo) {
 		return true
 	}
-	w := spreader{q: *q, lim: *lim, w: *d}
+	dn := p.dn()
+	if dn == 2 && fd > 0 {
+		// The steady track: d0, d1 delivered, f newer in flight. When
+		// both its pairs, (d0, d1) and (d1, f), extrapolate (stamps in
+		// order, at most predictMaxMS apart and before t), those two
+		// are all spread visits: pair2 takes them axis by axis.
+		dtF, span0 := t.sub(f.t), p.gap()
+		if uint64(dtF-1) < predictMaxMS && uint64(dtF+fd-1) < predictMaxMS &&
+			span0 <= predictMaxMS && fd <= predictMaxMS {
+			pair2(x, p.dq[0], lo, fq, span0, fd, dtF, q, lim, d)
+			return false
+		}
+	}
+	d1.t = p.t1
+	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	if hasF {
+		f.q[0], f.q[1], f.q[2] = uint32(fq)&m0, uint32(fq>>s1)&m1, uint32(fq>>s2)&m2
+	}
+	w := spreader{q: q, lim: lim, w: *d}
 	if !w.from(&d1, t) {
 		w.rest(&d1)
-	} else if p.dn == 2 {
+	} else if dn == 2 {
 		var d0 posVal
 		lo0 := p.dq[0]
-		d0.t = p.t1 - stamp(p.gap)
+		d0.t = p.t1 - stamp(p.gap())
 		d0.q[0], d0.q[1], d0.q[2] = uint32(lo0)&m0, uint32(lo0>>s1)&m1, uint32(lo0>>s2)&m2
 		w.pair(&d0, &d1)
 		if fd < 0 && f.t.sub(d0.t) > 0 {
@@ -559,16 +605,78 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 	return false
 }
 
+// pair2 widens d, per axis, by the pairs (d0, d1) and (d1, f) for q, the
+// three packed as in the pool (narrow): d1 is span0 after d0, f is spanF
+// after d1 and dtF before q, each of the three spans in (0,
+// predictMaxMS], and so is q's distance from d1 (dtF + spanF). Each axis
+// is unpacked once for both pairs, in registers; the factors are whole
+// (predWhole) when the views came evenly spaced, as in the benchmarks,
+// else the float work (predictAxis), skipped on an axis a pair did not
+// move on (it predicts its newer value exactly). The same d as spread's
+// (TestFormMatchesGeneral): max is order-free.
+func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uint32, d *[3]uint64) {
+	dt1 := dtF + spanF // q's distance from d1
+	var m0, mF int64   // whole factors, 0: none
+	switch dt1 {
+	case span0:
+		m0 = 1
+	case 2 * span0:
+		m0 = 2
+	}
+	switch dtF {
+	case spanF:
+		mF = 1
+	case 2 * spanF:
+		mF = 2
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	k0, k1, k2 := x.masks()
+	q0, q1, q2 := q[0], q[1], q[2]
+	l0, l1, l2 := lim[0], lim[1], lim[2]
+	// Each axis's three codes, unpacked once for both pairs.
+	a0, b0, c0 := int64(uint32(d0)&k0), int64(uint32(d1)&k0), int64(uint32(f)&k0)
+	a1, b1, c1 := int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1), int64(uint32(f>>s1)&k1)
+	a2, b2, c2 := int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2), int64(uint32(f>>s2)&k2)
+	if m0 != 0 && mF != 0 { // predWhole, written out
+		d[0] = max(d[0], resid(q0, b0+(b0-a0)*m0, l0), resid(q0, c0+(c0-b0)*mF, l0))
+		d[1] = max(d[1], resid(q1, b1+(b1-a1)*m0, l1), resid(q1, c1+(c1-b1)*mF, l1))
+		d[2] = max(d[2], resid(q2, b2+(b2-a2)*m0, l2), resid(q2, c2+(c2-b2)*mF, l2))
+		return
+	}
+	f0, fF := float64(dt1)/float64(span0), float64(dtF)/float64(spanF)
+	d[0] = max(d[0], float2(a0, b0, c0, q0, f0, fF, l0))
+	d[1] = max(d[1], float2(a1, b1, c1, q1, f0, fF, l1))
+	d[2] = max(d[2], float2(a2, b2, c2, q2, f0, fF, l2))
+}
+
+// resid is |q − v| for v clamped to [0, lim].
+func resid(q uint32, v int64, lim uint32) uint64 {
+	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
+}
+
+// float2 is one axis of pair2 for factors f0 and fF (predictAxis): the
+// larger residual of q from the predictions of (a, b) and (b, c).
+func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
+	r0, rF := b, c
+	if a != b {
+		r0 = b + roundHalfAway(float64(float64(b-a)*f0))
+	}
+	if b != c {
+		rF = c + roundHalfAway(float64(float64(c-b)*fF))
+	}
+	return max(resid(q, r0, l), resid(q, rF, l))
+}
+
 // inflight copies the positions in flight, oldest first, into buf: the
 // pairs below visit each several times, and a copy on the stack is one
 // walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
-	n := min(int(p.n), posRingLen)
+	n := min(int(p.n()), posRingLen)
 	if n == 0 {
 		return buf[:0]
 	}
 	if x.wide {
-		for i, k := p.head, 0; k < n; i, k = x.nodes[i].next, k+1 {
+		for i, k := p.head(x), 0; k < n; i, k = x.nodes[i].next, k+1 {
 			x.unpack(i, &buf[k])
 		}
 		return buf[:n]
@@ -576,7 +684,7 @@ func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
 	// unpack written out for one word: the shifts and masks loaded once.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	for i, k := p.head, 0; k < n; k++ {
+	for i, k := p.head(x), 0; k < n; k++ {
 		nd := &x.nodes[i]
 		v := &buf[k]
 		q := nd.q
@@ -601,10 +709,10 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 	p.unpackDelivered(x, id, &dv)
 	d1 := &dv[1]
 	var d0 *posVal
-	if p.dn == 2 {
+	if p.dn() == 2 {
 		d0 = &dv[0]
 	}
-	w := spreader{q: *q, lim: *lim, w: *d}
+	w := spreader{q: q, lim: lim, w: *d}
 	// fl[:j0] are older than d1, fl[j1:] newer (between: d1's own stamp,
 	// which is never in flight too; skipped all the same).
 	j0 := 0
@@ -644,11 +752,12 @@ func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t st
 }
 
 // spreader accumulates, per axis, the largest |q − prediction| of the
-// pairs one spread visits (w), for a value q; fdt is the time from the
-// newest value of the pairs at hand to q's (from).
+// pairs one spread visits (w), for a value q; dt is the time from the
+// newest value of the pairs at hand to q's (from). q and lim are the
+// caller's: a spreader is three stores to set up, not a 48-byte copy.
 type spreader struct {
-	q, lim [3]uint32
-	fdt    float64
+	q, lim *[3]uint32
+	dt     int64
 	w      [3]uint64
 }
 
@@ -657,7 +766,7 @@ type spreader struct {
 // before t, or not before it: predFactor): then rest(b) is their widening.
 func (s *spreader) from(b *posVal, t stamp) bool {
 	dt := t.sub(b.t)
-	s.fdt = float64(dt)
+	s.dt = dt
 	return dt > 0 && dt <= predictMaxMS
 }
 
@@ -669,28 +778,61 @@ func (s *spreader) rest(b *posVal) {
 }
 
 // pair widens w by |q − predict(a, b, t)| per axis, for b started by
-// from. The axes written out, the division only for a pair whose stamps
-// are at most predictMaxMS apart (else it predicts no motion: predFactor),
-// the float work only on an axis the pair moved on: one with the same
-// value predicts b on it exactly (b + round(0·f), b ≤ lim) — the height
-// of a walker on flat ground, every axis of a ghost at rest.
+// from. A pair more than predictMaxMS apart (or out of order) predicts b
+// (predFactor). The usual pair is a whole number of its spans before q —
+// updates every view, fates a view or two later: (t − b.t)/(b.t − a.t) is
+// 1 or 2 — and predicts in integers, every axis without a branch
+// (predWhole); any other factor takes the float work, only on an axis the
+// pair moved on: one with the same value predicts b on it exactly (b +
+// round(0·f), b ≤ lim) — the height of a walker on flat ground, every axis
+// of a ghost at rest.
 func (s *spreader) pair(a, b *posVal) {
+	span := b.t.sub(a.t)
+	if uint64(span-1) >= predictMaxMS { // not 0 < span ≤ predictMaxMS: b
+		s.rest(b)
+		return
+	}
+	var m int64
+	switch s.dt {
+	case span:
+		m = 1
+	case 2 * span:
+		m = 2
+	default:
+		s.pairFloat(a, b, span)
+		return
+	}
+	q, lim := s.q, s.lim
+	s.w[0] = max(s.w[0], absDiff64(q[0], predWhole(a.q[0], b.q[0], m, lim[0])))
+	s.w[1] = max(s.w[1], absDiff64(q[1], predWhole(a.q[1], b.q[1], m, lim[1])))
+	s.w[2] = max(s.w[2], absDiff64(q[2], predWhole(a.q[2], b.q[2], m, lim[2])))
+}
+
+// pairFloat is pair for a factor dt/span that may not be whole.
+func (s *spreader) pairFloat(a, b *posVal, span int64) {
 	r0, r1, r2 := b.q[0], b.q[1], b.q[2]
-	if span := b.t.sub(a.t); uint64(span-1) < predictMaxMS { // 0 < span ≤ predictMaxMS
-		f := s.fdt / float64(span)
-		if a.q[0] != r0 {
-			r0 = predictAxis(a.q[0], r0, f, s.lim[0])
-		}
-		if a.q[1] != r1 {
-			r1 = predictAxis(a.q[1], r1, f, s.lim[1])
-		}
-		if a.q[2] != r2 {
-			r2 = predictAxis(a.q[2], r2, f, s.lim[2])
-		}
+	f := float64(s.dt) / float64(span)
+	if a.q[0] != r0 {
+		r0 = predictAxis(a.q[0], r0, f, s.lim[0])
+	}
+	if a.q[1] != r1 {
+		r1 = predictAxis(a.q[1], r1, f, s.lim[1])
+	}
+	if a.q[2] != r2 {
+		r2 = predictAxis(a.q[2], r2, f, s.lim[2])
 	}
 	s.w[0] = max(s.w[0], absDiff64(s.q[0], r0))
 	s.w[1] = max(s.w[1], absDiff64(s.q[1], r1))
 	s.w[2] = max(s.w[2], absDiff64(s.q[2], r2))
+}
+
+// predWhole is predictAxis(a, b, float64(m), lim) for a whole factor m
+// (1 ≤ m ≤ predictMaxMS), in integers: (b − a)·m is exact in binary64
+// (|b − a| < 2^31, so below 2^41) and a whole number rounds to itself,
+// so both give b + (b − a)·m, clamped to [0, lim] (TestPredWholeIsFloat).
+func predWhole(a, b uint32, m int64, lim uint32) uint32 {
+	v := int64(b) + (int64(b)-int64(a))*m
+	return uint32(max(0, min(v, int64(lim))))
 }
 
 // absDiff64 is |a − b|, without a branch.

@@ -40,7 +40,6 @@ func TestFormMatchesGeneral(t *testing.T) {
 	var fast, slow int
 	for it := range 200000 {
 		var p posTrack
-		p.head, p.tail = -1, -1
 		t0 := stamp(r.Uint32())
 		base := [3]uint32{r.Uint32N(qt.lim[0] + 1), r.Uint32N(qt.lim[1] + 1), r.Uint32N(qt.lim[2] + 1)}
 		dn := 1 + r.IntN(2)
@@ -98,5 +97,96 @@ func TestFormMatchesGeneral(t *testing.T) {
 	}
 	if fast == 0 || slow == 0 {
 		t.Fatalf("fast path %d cases, general %d", fast, slow)
+	}
+}
+
+// form1's steady track — two delivered positions and one in flight, a view
+// apart, as on a server whose fates come a view later (pair2) — answers as
+// the general walk does: walkers and runners at constant velocity (their
+// codes a view apart differ by rounding too), at the bounds, views evenly
+// spaced (whole factors) or a few ms off (float factors), some views
+// skipped.
+func TestFormSteadyMatchesGeneral(t *testing.T) {
+	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
+	r := rand.New(rand.NewPCG(21, 4))
+	var x posPool
+	x.init(&qt)
+	var whole, float, pairs2 int
+	for it := range 200000 {
+		var p posTrack
+		var base, vel [3]float64
+		for a := range 3 {
+			base[a] = float64(r.Uint32N(qt.lim[a] + 1))
+			vel[a] = float64(r.IntN(2001)-1000) / 100 // codes a ms
+			if r.IntN(3) == 0 {
+				vel[a] = 0 // height on flat ground, or at rest
+			}
+		}
+		at := func(ms int64) [3]uint32 {
+			var c [3]uint32
+			for a := range 3 {
+				v := int64(base[a] + vel[a]*float64(ms))
+				c[a] = uint32(max(0, min(v, int64(qt.lim[a]))))
+			}
+			return c
+		}
+		jit := int64(0)
+		if r.IntN(2) == 0 {
+			jit = 3
+		}
+		view := func(k int64) int64 {
+			if jit == 0 {
+				return 50 * k
+			}
+			return 50*k + r.Int64N(2*jit+1) - jit
+		}
+		t0 := stamp(r.Uint32())
+		ks := []int64{0, 1 + r.Int64N(2), 0, 0}
+		ks[2] = ks[1] + 1 + r.Int64N(2)
+		ks[3] = ks[2] + 1 + r.Int64N(2)
+		var ms [4]int64
+		for i, k := range ks {
+			ms[i] = view(k)
+		}
+		for i := range 2 {
+			c := at(ms[i])
+			p.insert(&x, 0, t0+stamp(ms[i]), x.packLo(&c), 0)
+		}
+		c := at(ms[2])
+		p.push(&x, t0+stamp(ms[2]), &c)
+		q := at(ms[3])
+		tq := t0 + stamp(ms[3])
+		var d0 [3]uint64
+		if r.IntN(8) == 0 {
+			d0 = [3]uint64{uint64(r.IntN(50)), uint64(r.IntN(50)), uint64(r.IntN(50))}
+		}
+		var buf [posRingLen]posVal
+		fl := p.inflight(&x, &buf)
+		want := d0
+		p.spread(&x, 0, fl, &q, tq, &qt.lim, &want)
+		got := d0
+		// The reference's float pairs (spread's own use predWhole).
+		ref := d0
+		vs := [3]posVal{p.delivered(&x, 0, 0), p.delivered(&x, 0, 1), fl[0]}
+		widenPred(&ref, &q, &vs[0], &vs[1], tq, &qt.lim)
+		widenPred(&ref, &q, &vs[1], &vs[2], tq, &qt.lim)
+		if ref != want {
+			t.Fatalf("case %d: spread %v, reference %v", it, want, ref)
+		}
+		if p.form1(&x, &q, tq, &qt.lim, false, &got) || got != want {
+			t.Fatalf("case %d: track %+v, in flight %v, q %v at %d: form %v, general %v", it, p, fl, q, tq, got, want)
+		}
+		if ms[1]-ms[0] <= predictMaxMS && ms[3]-ms[1] <= predictMaxMS {
+			pairs2++
+			if (ms[3]-ms[1])%(ms[1]-ms[0]) == 0 && (ms[3]-ms[2])%(ms[2]-ms[1]) == 0 {
+				whole++
+			} else {
+				float++
+			}
+		}
+		p.reset(&x)
+	}
+	if whole < 1000 || float < 1000 {
+		t.Fatalf("steady tracks: %d of %d with whole factors, %d float", whole, pairs2, float)
 	}
 }

@@ -208,6 +208,7 @@ func TestConfigValidate(t *testing.T) {
 		{"packet beyond 1200 bytes", func(c *Config) { c.MaxPacketBytes = 1201 }},
 		{"packets in flight not a power of two", func(c *Config) { c.MaxPacketsInFlight = 100 }},
 		{"too few records", func(c *Config) { c.MaxRecordsInFlight = 10 }},
+		{"records beyond 16-bit position indices", func(c *Config) { c.MaxRecordsInFlight = maxPoolNodes + 1 }},
 		{"zero StaleUnit", func(c *Config) { c.StaleUnit = 0 }},
 		{"zero MaxStaleness", func(c *Config) { c.MaxStaleness = 0 }},
 		{"zero MaxMisses", func(c *Config) { c.MaxMisses = 0 }},

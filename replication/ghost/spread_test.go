@@ -37,18 +37,18 @@ func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp,
 	}
 	pairs := func(n1, c *posVal) {
 		widenPred(d, q, c, n1, t, lim)
-		for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+		for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
 			if m := x.value(i); m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
 				widenPred(d, q, &m, n1, t, lim)
 			}
 		}
 	}
-	if p.n == 0 {
+	if p.n() == 0 {
 		widenPred(d, q, d0, d1, t, lim)
 		return true
 	}
 	pairs(d1, d0)
-	for i, k := p.head, uint8(0); k < p.n; i, k = x.nodes[i].next, k+1 {
+	for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
 		if n1 := x.value(i); n1.t.sub(d1.t) > 0 {
 			pairs(&n1, d1)
 		}
@@ -134,7 +134,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 				cur = near(cur)
 			}
 			v := posVal{t: step(), q: cur}
-			if p.n == posRingLen {
+			if p.n() == posRingLen {
 				sent = sent[1:]
 			}
 			p.push(&x, v.t, &v.q)
@@ -157,8 +157,8 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		}
 		// The packed delivered values: the newest exactly; the one
 		// before it exactly when the pair may predict motion.
-		if int(p.dn) != len(dl) {
-			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn, dl)
+		if int(p.dn()) != len(dl) {
+			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn(), dl)
 		}
 		if n := len(dl); n > 0 {
 			if v := p.delivered(&x, id, 1); v != dl[n-1] {
@@ -180,7 +180,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 		okG := p.predSpread(&x, id, &q, at, &lim, &got)
 		okW := predSpreadList(&p, &x, dl, &q, at, &lim, &want)
 		if okG != okW || got != want {
-			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n, p.dn, got, okG, want, okW)
+			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n(), p.dn(), got, okG, want, okW)
 		}
 	}
 }
@@ -265,6 +265,78 @@ func BenchmarkPredSpread(b *testing.B) {
 		p.spread(&x, 0, p.inflight(&x, &buf), &q, t, &qt.lim, &d)
 		if d[1] != 0 || d[0] == 0 {
 			b.Fatal(d)
+		}
+	}
+}
+
+// predWhole, the integer prediction of a pair a whole number of its spans
+// before the value, is predictAxis's float one bit for bit: random pairs
+// over the full 31-bit code range and near the bounds, every factor from 1
+// to predictMaxMS, and the clamp at 0 and lim.
+func TestPredWholeIsFloat(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	val := func(lim uint32) uint32 {
+		switch r.IntN(4) {
+		case 0:
+			return r.Uint32N(16)
+		case 1:
+			return lim - r.Uint32N(16)
+		default:
+			return r.Uint32N(lim + 1)
+		}
+	}
+	for it := range 500000 {
+		lim := uint32(1<<(1+r.IntN(31)) - 1)
+		a, b := val(lim), val(lim)
+		if r.IntN(2) == 0 { // near each other: a walker
+			b = uint32(min(max(int64(a)+int64(r.IntN(201))-100, 0), int64(lim)))
+		}
+		m := int64(1 + r.IntN(2))
+		if r.IntN(8) == 0 {
+			m = int64(1 + r.IntN(predictMaxMS))
+		}
+		span := int64(1 + r.IntN(int(predictMaxMS/m)))
+		f := float64(m*span) / float64(span)
+		if got, want := predWhole(a, b, m, lim), predictAxis(a, b, f, lim); got != want {
+			t.Fatalf("case %d: a %d b %d ×%d (span %d) lim %d: whole %d, float %d", it, a, b, m, span, lim, got, want)
+		}
+	}
+}
+
+// The spreader's whole-factor pairs widen as the reference's float pairs
+// do: tracks a view apart (50 ms) and fates one or two views late, the
+// server's usual case, which the random tracks above seldom hit.
+func TestSpreaderWholeFactorsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 2))
+	lim := [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}
+	for it := range 200000 {
+		span := stamp(1 + r.IntN(predictMaxMS))
+		m := stamp(1 + r.IntN(3))
+		tb := stamp(r.Uint32())
+		var a, b posVal
+		a.t, b.t = tb-span, tb
+		for x := range 3 {
+			a.q[x] = r.Uint32N(lim[x] + 1)
+			b.q[x] = uint32(min(max(int64(a.q[x])+int64(r.IntN(2001))-1000, 0), int64(lim[x])))
+			if r.IntN(3) == 0 {
+				b.q[x] = a.q[x]
+			}
+		}
+		var q [3]uint32
+		for x := range 3 {
+			q[x] = uint32(min(max(int64(b.q[x])+int64(r.IntN(4001))-2000, 0), int64(lim[x])))
+		}
+		t0 := tb + m*span
+		var want [3]uint64
+		widenPred(&want, &q, &a, &b, t0, &lim)
+		s := spreader{q: &q, lim: &lim}
+		if !s.from(&b, t0) {
+			s.rest(&b)
+		} else {
+			s.pair(&a, &b)
+		}
+		if s.w != want {
+			t.Fatalf("case %d: a %v b %v q %v at %d: spreader %v, reference %v", it, a, b, q, t0, s.w, want)
 		}
 	}
 }

@@ -1108,6 +1108,7 @@ func (t *Table) trim() {
 		}
 	}
 	t.topHW1, t.topHW = t.topHW, int32(t.top)
+	t.idxTrim()
 }
 
 // idsFor is the per-id arrays' length grow gives for n ids in use: an

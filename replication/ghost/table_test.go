@@ -784,7 +784,7 @@ func TestRecordSizes(t *testing.T) {
 		got, want uintptr
 	}{
 		{"slot (the hot record)", unsafe.Sizeof(slot{}), 56},
-		{"posTrack (two to a cache line)", unsafe.Sizeof(posTrack{}), 32},
+		{"posTrack (eight to three cache lines)", unsafe.Sizeof(posTrack{}), 24},
 		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 4},
