@@ -520,7 +520,7 @@ var (
 // readSections decodes a client payload: moves | events. Each decoder
 // validates its whole section before it changes anything.
 func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWindow]move.Move) error {
-	r.Reset(pt)
+	resetPayload(r, pt)
 	before := s.ap.Stats()
 	// ReadInto keeps no reference to its callback: the method value stays
 	// on the stack, no field needed.
