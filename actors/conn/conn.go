@@ -671,6 +671,9 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 			continue
 		}
 		c.sh.commit(len(pkt), c.srv.Addr())
+		if !c.srv.Due(now) {
+			break // a second Poll would find nothing: most pumps send one packet
+		}
 	}
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
 	for _, f := range c.sh.gfates {

@@ -45,9 +45,8 @@ type Manager struct {
 	// snap is the snapshot the table reads (Table.HeldSnapshot), held
 	// (Snapshot.Retain) so that its zone does not reuse it meanwhile.
 	snap     *ghost.Snapshot
-	tick     uint64 // the zone tick of the newest view taken
-	lastView time.Duration
-	applied  bool // a view was applied (lastView is meaningful)
+	tick     uint64        // the zone tick of the newest view taken
+	lastView time.Duration // when a view was last applied (meaningful once applied reports true)
 
 	stats counts
 }
@@ -112,7 +111,7 @@ func (m *Manager) ViewTick() uint64 { return m.tick }
 // millisecond; a view that comes sooner waits for the next call (the next
 // packet or nudge), superseded if a newer one arrives.
 func (m *Manager) apply(now time.Duration) {
-	if m.pending == nil || (m.applied && now < m.lastView+time.Millisecond) {
+	if m.pending == nil || (m.applied() && now < m.lastView+time.Millisecond) {
 		return
 	}
 	v := m.pending
@@ -137,9 +136,15 @@ func (m *Manager) apply(now time.Duration) {
 	} else {
 		m.hold(held) // before v lets its reference go
 	}
-	m.lastView, m.applied = now, true
+	m.lastView = now
 	v.Release()
 }
+
+// applied reports whether a view was applied (taken by the table or
+// refused by it): every one is counted, so the counts say it, and the
+// Manager keeps no flag for it (which took it from 104 bytes, the 112-byte
+// size class, to 96).
+func (m *Manager) applied() bool { return m.stats.Views+m.stats.ViewErrors != 0 }
 
 // hold keeps a reference to s, the snapshot the table reads now, and lets
 // the previous one go.

@@ -140,6 +140,32 @@ func TestViewsWaitForTheClock(t *testing.T) {
 	}
 }
 
+// A view the table refused counts as applied for the clock too: the next
+// view within the same millisecond waits, as after a view it took.
+func TestRefusedViewHoldsTheClock(t *testing.T) {
+	f := newFixture(t)
+	bad := msg.NewView()
+	bad.Entries = append(bad.Entries, ghost.ViewEntry{Entity: 100, Class: ghost.NPCClass(nil), Priority: 1}) // not in the registry
+	if !f.views.Publish(bad) {
+		t.Fatal("the slot refused the view")
+	}
+	f.m.TakeView(f.now)
+	if s := f.m.Stats(); s.ViewErrors != 1 || s.Views != 0 {
+		t.Fatalf("a view of an unregistered class: %+v, want it refused", s)
+	}
+	f.publish(2, 10, true)
+	if s := f.m.Stats(); s.Views != 0 {
+		t.Fatalf("same instant as the refused view: %+v, want the view held", s)
+	}
+	f.now += time.Millisecond
+	if _, n := f.write(t, 8*1000); n != 2 {
+		t.Fatalf("a millisecond later: %d records, want 2 creates", n)
+	}
+	if s := f.m.Stats(); s.Views != 1 || s.ViewErrors != 1 {
+		t.Fatalf("after a millisecond: %+v, want the held view applied", s)
+	}
+}
+
 func TestCloseClosesTheSlot(t *testing.T) {
 	f := newFixture(t)
 	f.publish(1, 10, false) // held in the slot

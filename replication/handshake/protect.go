@@ -54,35 +54,46 @@ const MaxHeaderSize = MaxPacketSize - TagSize
 // use; the connection actor owns it.
 //
 // The associated data is built in place: the connection id sits at the
-// front of adBuf from the start, so a packet copies only its header behind
-// it, into the Protector's own memory. (It was a separate buffer the id was
-// copied into for every packet: one more cold cache line per packet on a
-// server, where a connection's state is cold by the time its next packet
-// comes.)
+// front of the scratch's ad from the start, so a packet copies only its
+// header behind it. (It was a separate buffer the id was copied into for
+// every packet: one more cold cache line per packet on a server, where a
+// connection's state is cold by the time its next packet comes.) The
+// nonce and the associated data live in a protectScratch: a Protector's
+// own (NewProtector), or the one a Session's two directions share, as
+// they are never used at once and name the same connection id (the
+// Session then fits the 320-byte size class, was 352).
 type Protector struct {
 	aead   cipher.AEAD
 	last   uint64 // the last sealed sequence number
-	nonce  [chacha20poly1305.NonceSize]byte
-	adBuf  [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline; the id stays in front (ID)
+	sc     *protectScratch
 	dir    Direction
 	sealed bool // a sequence number was sealed
 }
 
-// adInline is the longest header whose associated data is built in adBuf:
-// the notify header of a data packet is 4–14 bytes, the control packets'
-// headers 9.
+// protectScratch is where a Protector builds a packet's nonce and
+// associated data. Only the id in front of ad stays between calls.
+type protectScratch struct {
+	nonce [chacha20poly1305.NonceSize]byte
+	ad    [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline; the id stays in front (ID)
+}
+
+// adInline is the longest header whose associated data is built in the
+// scratch: the notify header of a data packet is 4–14 bytes, the control
+// packets' headers 9.
 const adInline = 32
 
 // NewProtector returns the Protector of direction dir of session id under key.
 func NewProtector(key [KeySize]byte, id ConnID, dir Direction) (*Protector, error) {
 	p := new(Protector)
-	if err := p.init(key, id, dir); err != nil {
+	if err := p.init(key, id, dir, new(protectScratch)); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction) error {
+// init sets p up to build its nonces and associated data in sc, which
+// holds id from now on (a Session's two directions pass the same sc).
+func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protectScratch) error {
 	aead, err := chacha20poly1305.New(key[:])
 	if err != nil {
 		return err
@@ -90,15 +101,14 @@ func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction) error {
 	if dir > ServerToClient {
 		return fmt.Errorf("%w: direction %d", ErrConfig, dir)
 	}
-	*p = Protector{aead: aead, dir: dir}
-	copy(p.adBuf[:], id[:])
-	p.nonce[0] = byte(dir)
-	p.nonce[1] = domainPacket
+	*p = Protector{aead: aead, sc: sc, dir: dir}
+	copy(sc.ad[:], id[:])
+	sc.nonce[1] = domainPacket // bytes 2 and 3 stay zero
 	return nil
 }
 
 // ID is the connection id the Protector authenticates.
-func (p *Protector) ID() ConnID { return ConnID(p.adBuf[:ConnIDSize]) }
+func (p *Protector) ID() ConnID { return ConnID(p.sc.ad[:ConnIDSize]) }
 
 // NextSeq is the lowest sequence number Seal accepts.
 func (p *Protector) NextSeq() uint64 {
@@ -113,13 +123,15 @@ func (p *Protector) setup(header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	binary.LittleEndian.PutUint64(p.nonce[4:], seq)
+	sc := p.sc
+	sc.nonce[0] = byte(p.dir) // the scratch may be shared with the other direction
+	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
 	if len(header) <= adInline {
-		return p.adBuf[:ConnIDSize+copy(p.adBuf[ConnIDSize:], header)], nil
+		return sc.ad[:ConnIDSize+copy(sc.ad[ConnIDSize:], header)], nil
 	}
 	// A longer header (none in this protocol's packets) gets its own
 	// buffer: a spare slice kept for it was 24 bytes of every Protector.
-	return append(append(make([]byte, 0, ConnIDSize+len(header)), p.adBuf[:ConnIDSize]...), header...), nil
+	return append(append(make([]byte, 0, ConnIDSize+len(header)), sc.ad[:ConnIDSize]...), header...), nil
 }
 
 // Seal appends payload encrypted and the 16-byte tag to dst and returns the
@@ -141,7 +153,7 @@ func (p *Protector) Seal(dst, header, payload []byte, seq uint64) ([]byte, error
 		return dst, err
 	}
 	p.sealed, p.last = true, seq
-	return p.aead.Seal(dst, p.nonce[:], payload, ad), nil
+	return p.aead.Seal(dst, p.sc.nonce[:], payload, ad), nil
 }
 
 // Open authenticates header and ciphertext (payload ‖ tag) as packet seq of
@@ -157,7 +169,7 @@ func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, er
 	if err != nil {
 		return dst, err
 	}
-	out, err := p.aead.Open(dst, p.nonce[:], ciphertext, ad)
+	out, err := p.aead.Open(dst, p.sc.nonce[:], ciphertext, ad)
 	if err != nil {
 		return dst, ErrAuth
 	}

@@ -163,8 +163,8 @@ func TestBitFlipsNeverAccepted(t *testing.T) {
 				id := recv.ID()
 				i := b - 8*(len(hdr)+len(ct)) - 64
 				id[i/8] ^= 1 << (i % 8)
-				p = &Protector{aead: recv.aead, dir: recv.dir, nonce: recv.nonce}
-				copy(p.adBuf[:], id[:]) // the id the associated data starts with
+				p = &Protector{aead: recv.aead, dir: recv.dir, sc: new(protectScratch)}
+				copy(p.sc.ad[:], id[:]) // the id the associated data starts with
 			}
 			if _, err := p.Open(dst[:0], h, c, s); err == nil {
 				accepted++

@@ -72,7 +72,6 @@ func (s State) String() string {
 // The zero Session is not usable; Grant.Session and Client.Session make one.
 // Not safe for concurrent use; the connection actor owns it.
 type Session struct {
-	id     ConnID
 	role   Role
 	state  State
 	opened bool // a packet was authenticated
@@ -86,6 +85,7 @@ type Session struct {
 	recv   Protector
 	window ReplayWindow
 	addr   netip.AddrPort
+	sc     protectScratch // send's and recv's: the id ‖ header and the nonce of the packet at hand
 }
 
 func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*Session, error) {
@@ -95,17 +95,17 @@ func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*S
 		sendKey, sendDir, recvKey, recvDir = recvKey, recvDir, sendKey, sendDir
 		state = StatePending
 	}
-	s := &Session{id: id, role: role, state: state, addr: canonAddr(addr)}
-	if err := s.send.init(sendKey, id, sendDir); err != nil {
+	s := &Session{role: role, state: state, addr: canonAddr(addr)}
+	if err := s.send.init(sendKey, id, sendDir, &s.sc); err != nil {
 		return nil, err
 	}
-	if err := s.recv.init(recvKey, id, recvDir); err != nil {
+	if err := s.recv.init(recvKey, id, recvDir, &s.sc); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Session) ID() ConnID           { return s.id }
+func (s *Session) ID() ConnID           { return s.send.ID() }
 func (s *Session) Role() Role           { return s.role }
 func (s *Session) State() State         { return s.state }
 func (s *Session) Addr() netip.AddrPort { return s.addr }
@@ -196,7 +196,7 @@ func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
 	s.discPT[0] = byte(r)
 	n := len(dst)
 	dst = append(dst, hdr[0])
-	dst = append(dst, s.id[:]...)
+	dst = append(dst, s.sc.ad[:ConnIDSize]...)
 	dst = append(dst, hdr[1:]...)
 	out, err := s.send.Seal(dst, hdr[:], s.discPT[:], seq)
 	if err != nil {
@@ -216,7 +216,7 @@ func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
 	if err != nil {
 		return 0, err
 	}
-	if id != s.id {
+	if id != s.ID() {
 		return 0, ErrWrongConn
 	}
 	if s.state == StateClosed {
@@ -289,7 +289,7 @@ func (s *Session) AppendRedirect(dst []byte, server netip.AddrPort, token []byte
 	copy(pt[addrSize:], token)
 	n := len(dst)
 	dst = append(dst, hdr[0])
-	dst = append(dst, s.id[:]...)
+	dst = append(dst, s.sc.ad[:ConnIDSize]...)
 	dst = append(dst, hdr[1:]...)
 	out, err := s.send.Seal(dst, hdr[:], pt[:], seq)
 	clear(pt[:])
@@ -331,7 +331,7 @@ func (s *Session) OpenRedirect(pkt []byte) (netip.AddrPort, []byte, error) {
 	switch {
 	case s.role != RoleClient:
 		return netip.AddrPort{}, nil, ErrUnexpected
-	case id != s.id:
+	case id != s.ID():
 		return netip.AddrPort{}, nil, ErrWrongConn
 	case s.state == StateClosed:
 		return netip.AddrPort{}, nil, ErrClosed

@@ -230,6 +230,57 @@ func readPitch(r *bitstream.Reader, field string) (int16, error) {
 
 // readFull reads every input field into m.
 func readFull(r *bitstream.Reader, m *Move) error {
+	if r.Remaining() >= fullMoveBits {
+		return readFullAtOnce(r, m)
+	}
+	return readFullFields(r, m)
+}
+
+// Where the fields of a full move start, in bits from its first.
+const (
+	forwardAt = dtBits
+	strafeAt  = forwardAt + axisBits
+	yawAt     = strafeAt + axisBits
+	pitchAt   = yawAt + yawBits
+	buttonsAt = pitchAt + pitchBits
+)
+
+// readFullAtOnce is readFull for a move known to be in bounds: two reads
+// (dt, forward, strafe, yaw; pitch, buttons) instead of six, the same
+// checks. A field out of its range fails with the error readFullFields
+// gives (field, bit, ErrOutOfRange); the reader is then past the move
+// instead of at the field, which no caller reads on (a malformed section
+// leaves the rest of the packet unreadable).
+func readFullAtOnce(r *bitstream.Reader, m *Move) error {
+	at := r.Pos()
+	a, err := r.ReadBits(pitchAt, "move.dt")
+	if err != nil {
+		return err
+	}
+	b, err := r.ReadBits(fullMoveBits-pitchAt, "move.pitch")
+	if err != nil {
+		return err
+	}
+	fwd, str, pitch := a>>forwardAt&(1<<axisBits-1), a>>strafeAt&(1<<axisBits-1), b&(1<<pitchBits-1)
+	switch {
+	case fwd > 2*AxisMax:
+		return &bitstream.ReadError{Field: "move.forward", Bit: at + forwardAt, Err: bitstream.ErrOutOfRange}
+	case str > 2*AxisMax:
+		return &bitstream.ReadError{Field: "move.strafe", Bit: at + strafeAt, Err: bitstream.ErrOutOfRange}
+	case pitch > 2*PitchMax:
+		return &bitstream.ReadError{Field: "move.pitch", Bit: at + pitchAt, Err: bitstream.ErrOutOfRange}
+	}
+	m.Dt = uint8(a)
+	m.Forward, m.Strafe = int8(int64(fwd)-AxisMax), int8(int64(str)-AxisMax)
+	m.Yaw = uint16(a >> yawAt)
+	m.Pitch = int16(int64(pitch) - PitchMax)
+	m.Buttons = uint16(b >> pitchBits)
+	return nil
+}
+
+// readFullFields reads the fields one by one: near the end of the input,
+// where a field may be missing and the error names it.
+func readFullFields(r *bitstream.Reader, m *Move) error {
 	v, err := r.ReadBits(dtBits, "move.dt")
 	if err != nil {
 		return err
@@ -399,7 +450,23 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 		return 0, 0, err
 	}
 	at := r.Pos()
-	var ok bool
+	var (
+		ok  bool
+		crc uint64
+	)
+	if !long && r.Remaining() >= seqBits+crcBits {
+		// The short form's sequence and the CRC in one read.
+		v, err := r.ReadBits(seqBits+crcBits, "move.seq")
+		if err != nil {
+			return 0, 0, err
+		}
+		first, ok = nearestSeq(v&(1<<seqBits-1), next)
+		if !ok || first == 0 {
+			return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
+		}
+		crc = v >> seqBits
+		return readMoves(r, buf, n, first, crc)
+	}
 	if long {
 		// A continued stream on a new connection: the whole sequence,
 		// taken as it is by a reader that has applied nothing yet (next
@@ -419,10 +486,15 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 	if !ok || first == 0 {
 		return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
 	}
-	crc, err := r.ReadBits(crcBits, "move.crc")
-	if err != nil {
+	if crc, err = r.ReadBits(crcBits, "move.crc"); err != nil {
 		return 0, 0, err
 	}
+	return readMoves(r, buf, n, first, crc)
+}
+
+// readMoves reads a section's n moves, after its header (sequence first,
+// the newest move's CRC), into buf.
+func readMoves(r *bitstream.Reader, buf *[MaxWindow]Move, n int, first, crc uint64) (int, uint64, error) {
 	m := &buf[0]
 	if err := readFull(r, m); err != nil {
 		return 0, 0, err

@@ -178,6 +178,13 @@ func TestReadSectionRejects(t *testing.T) {
 			field: "move.forward", err: bitstream.ErrOutOfRange},
 		{name: "pitch code 32767", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(127, 8).field(127, 8).field(0, 16).field(32767, 15),
 			field: "move.pitch", err: bitstream.ErrOutOfRange},
+		// The same with the whole move there (the two-read path).
+		{name: "forward code 255, whole move", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(255, 8).field(0, 8+16+15+16),
+			field: "move.forward", err: bitstream.ErrOutOfRange},
+		{name: "strafe code 255, whole move", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(0, 8).field(255, 8).field(0, 16+15+16),
+			field: "move.strafe", err: bitstream.ErrOutOfRange},
+		{name: "pitch code 32767, whole move", bits: new(spec).flag(true).field(0, 6).flag(false).field(1, 16).field(0, 32).field(0, 8).field(127, 8).field(127, 8).field(0, 16).field(32767, 15).field(0, 16),
+			field: "move.pitch", err: bitstream.ErrOutOfRange},
 		{name: "same flag clear but nothing changed", bits: valid().flag(false).field(0, 6), field: "move.same", err: ErrNonCanonical},
 		{name: "dt flagged changed to its old value", bits: valid().flag(false).flag(true).field(32, 8), field: "move.dt.changed", err: ErrNonCanonical},
 		{name: "buttons flagged changed to their old value", bits: valid().flag(false).field(0, 5).flag(true).field(0, 16), field: "move.buttons.changed", err: ErrNonCanonical},

@@ -530,7 +530,7 @@ func (c *Client) takeRedirect(now time.Duration, pkt []byte) error {
 // readSections decodes control | events | ghosts.
 func (c *Client) readSections(now time.Duration, pt []byte) error {
 	r := &c.r
-	r.Reset(pt)
+	resetPayload(r, pt)
 	has, err := r.ReadFlag("control.present")
 	if err != nil {
 		return err

@@ -188,9 +188,13 @@ func (w *world) step(dt time.Duration) {
 			w.srv.SetControl(w.z.applied, w.z.state)
 		}
 		for {
+			due := w.srv.Due(w.now)
 			out, err := w.srv.Poll(w.now, w.buf[:0], w.ghosts)
 			if err != nil {
 				w.t.Fatalf("server poll at %v: %v", w.now, err)
+			}
+			if !due && len(out) > 0 {
+				w.t.Fatalf("server poll at %v sent %d bytes after Due said nothing was due", w.now, len(out))
 			}
 			w.popGhostFates()
 			if len(out) == 0 {
@@ -228,7 +232,11 @@ func (w *world) checkDeadlines() {
 		return
 	}
 	for {
+		due := w.srv.Due(w.now)
 		out, _ := w.srv.Poll(w.now, w.buf[:0], w.ghosts)
+		if !due && len(out) > 0 {
+			w.t.Fatalf("server poll at %v sent %d bytes after Due said nothing was due", w.now, len(out))
+		}
 		w.popGhostFates()
 		if len(out) == 0 {
 			break
@@ -355,9 +363,13 @@ func checkOrdered(t *testing.T, who string, got []event.Event, dir string, lanes
 func (w *world) serverToClient() {
 	w.t.Helper()
 	for {
+		due := w.srv.Due(w.now)
 		out, err := w.srv.Poll(w.now, w.buf[:0], nil)
 		if err != nil {
 			w.t.Fatalf("server poll at %v: %v", w.now, err)
+		}
+		if !due && len(out) > 0 {
+			w.t.Fatalf("server poll at %v sent %d bytes after Due said nothing was due", w.now, len(out))
 		}
 		if len(out) == 0 {
 			break
