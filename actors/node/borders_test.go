@@ -414,24 +414,24 @@ func takeCensus(nodes []*Node) (*census, error) {
 
 // settledCensus takes a census of paused zones once no handoff is in
 // flight and two readings in a row agree (see walkAcrossBorders), or
-// reports the handoffs that did not settle within wait.
+// reports the handoffs that did not settle within wait. A reading whose
+// Inspect timed out (a zone busy on a starved host) is taken again: it is
+// no answer, and its census — which the late Inspect may still write — is
+// dropped unread.
 func settledCensus(nodes []*Node, wait time.Duration) (*census, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		a, err := takeCensus(nodes)
-		if err != nil {
-			return nil, err
-		}
-		if len(a.inFlight) == 0 {
-			b, err := takeCensus(nodes)
-			if err != nil {
-				return nil, err
-			}
-			if maps.Equal(a.marks, b.marks) {
+		if err == nil && len(a.inFlight) == 0 {
+			var b *census
+			if b, err = takeCensus(nodes); err == nil && maps.Equal(a.marks, b.marks) {
 				return a, nil
 			}
 		}
 		if time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("census: no reading within %v: %w", wait, err)
+			}
 			return nil, fmt.Errorf("census: zones not settled %v after the walk (ticks paused): handoffs in flight %v", wait, a.inFlight)
 		}
 		time.Sleep(20 * time.Millisecond)
