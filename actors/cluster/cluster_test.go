@@ -796,3 +796,44 @@ func TestLeaseReleaseDuringRenewal(t *testing.T) {
 		t.Fatalf("after the release: held %v, lost %d; want neither", held, lost.Load())
 	}
 }
+
+// A lease whose renewal came late is fenced (Valid false) though this node
+// still holds it: WaitValid asks for a renewal at once and returns when it
+// lands, so a write that must not be lost to a slow renewal (a drained
+// zone's final checkpoints) goes ahead as owner. A lease gone is not
+// waited for.
+func TestLeaseWaitValidRenewsAFencedLease(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute // the renewal loop's own tick (TTL/6) comes after the test
+	bucket := zonesBucket(t, nc, ttl)
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, lost := countingLeases(t, bucket, "a", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	for _, z := range []string{"z", "gone"} {
+		if _, err := l.Claim(context.Background(), z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Store(int64(ttl - ttl/3 + time.Second)) // past the fence, before the give-up
+	if l.Valid("z") {
+		t.Fatal("valid past the fence without a renewal")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.WaitValid(ctx, "z"); err != nil {
+		t.Fatalf("WaitValid: %v", err)
+	}
+	if !l.Valid("z") || lost.Load() != 0 {
+		t.Fatalf("after WaitValid: valid %v, lost %d", l.Valid("z"), lost.Load())
+	}
+	// Deleted behind this node's back: the renewal finds it gone.
+	clock.Add(int64(ttl - ttl/3 + time.Second))
+	if err := bucket.Delete(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitValid(ctx, "gone"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("WaitValid of a lease gone: %v, want ErrNotHeld", err)
+	}
+}

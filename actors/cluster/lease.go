@@ -311,6 +311,35 @@ func (l *Leases) Valid(zone string) bool {
 	return ok && l.now().Sub(h.lastOK) <= l.fence
 }
 
+// ErrNotHeld: this node does not hold the zone's lease (any more).
+var ErrNotHeld = errors.New("cluster: zone lease not held")
+
+// WaitValid returns once this node may act as zone's owner (Valid): at
+// once if it may; else it asks for a renewal now and waits until one lands
+// (a renewal in flight is not abandoned: on a busy host it is only slow).
+// It fails when the lease is no longer held (lost, released) or ctx ends.
+// For a write that must not be fenced by a renewal that was merely late:
+// a drained zone's final checkpoints.
+func (l *Leases) WaitValid(ctx context.Context, zone string) error {
+	for {
+		if l.Valid(zone) {
+			return nil
+		}
+		if _, ok := l.Held(zone); !ok {
+			return fmt.Errorf("%w: %s", ErrNotHeld, zone)
+		}
+		select {
+		case l.kick <- struct{}{}:
+		default: // a renewal is asked for already
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("zone %s: lease not renewed: %w", zone, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // RenewNow renews every held lease at once instead of at the next
 // interval: after a NATS reconnect, a lease close to its expiry is renewed
 // before it lapses. Renewals in flight are abandoned first: sent before the

@@ -96,6 +96,12 @@ type playerJob struct {
 	place   bool
 	leaving bool // the player's last checkpoint: the record goes offline
 	gateway string
+	// restore (Restored): a join that put the player back from its record
+	// as it stood at epoch from; written only while the record still names
+	// this zone at that epoch, else refused is called.
+	restore bool
+	from    uint64
+	refused func()
 }
 
 // playerWorkers bounds the concurrent KV writes.
@@ -140,6 +146,19 @@ func (p *Players) Acquired(player uint64, zone string, epoch uint64) {
 // checkpoint. Asynchronous, as the others.
 func (p *Players) Placed(player uint64, zone string, epoch uint64, join bool, cp *handoff.Checkpoint, gateway string) {
 	p.enqueue(playerJob{player: player, zone: zone, epoch: epoch, fresh: join, cp: cp, place: true, gateway: gateway})
+}
+
+// Restored records that zone put player back at epoch from its record
+// (a rejoin, a resume: the checkpoint that record held, at epoch from), as
+// Joined does, but only while the record still names zone at from: if
+// another zone took the player since (a handoff whose Commit was written
+// after the connection read the record), the write is refused and refused
+// is called (on a writer goroutine), so the zone drops the player again —
+// a plain write here made a second owner (see TestRestoreAfterTheRecordMovedIsRefused).
+// Asynchronous, as the others; a write dropped or failed calls nothing.
+func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, gateway string, refused func()) {
+	p.enqueue(playerJob{player: player, zone: zone, epoch: epoch, cp: cp, place: true, gateway: gateway,
+		restore: true, from: from, refused: refused})
 }
 
 // Commit writes the record of a cross-process handoff and calls done with
@@ -475,6 +494,9 @@ func (p *Players) write(j playerJob) bool {
 		p.remember(j, rev)
 		return true
 	}
+	if j.restore {
+		return p.writeRestore(ctx, key, val, j, written)
+	}
 	if j.fresh {
 		rev, err := p.kv.Put(ctx, key, val)
 		if err != nil {
@@ -527,6 +549,45 @@ func (p *Players) write(j playerJob) bool {
 				p.remember(j, e.Revision())
 				return true // this very write, again (a resent Commit)
 			}
+		}
+		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
+			return written(rev)
+		} else if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
+			p.Errors.Add(1)
+			return false
+		}
+	}
+	p.Errors.Add(1)
+	return false
+}
+
+// writeRestore stores a restored player's record by compare-and-set, only
+// over a record that still names j.zone at j.from (or no record at all).
+func (p *Players) writeRestore(ctx context.Context, key string, val []byte, j playerJob, written func(uint64) bool) bool {
+	for range 4 {
+		e, err := p.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if rev, err := p.kv.Create(ctx, key, val); err == nil {
+				return written(rev)
+			} else if !errors.Is(err, jetstream.ErrKeyExists) {
+				p.Errors.Add(1)
+				return false
+			}
+			continue // created meanwhile: look again
+		case err != nil:
+			p.Errors.Add(1)
+			return false
+		}
+		var rec pb.PlayerRecord
+		if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != j.zone || rec.GetEpoch() != j.from {
+			p.Conflicts.Add(1)
+			p.log.Warn("player record moved on since the restore read it: refused", "player", j.player, "zone", j.zone,
+				"from_epoch", j.from, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())
+			if j.refused != nil {
+				j.refused()
+			}
+			return false
 		}
 		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
 			return written(rev)

@@ -266,6 +266,48 @@ func TestPlacementCarriesTheCheckpoint(t *testing.T) {
 	}
 }
 
+// Two owners (CLUSTER.md: never): a handoff from zone a to b strands (a
+// gave up on its Commit while b's record write was slow), the player's
+// connection reads its record — still a at epoch 3 — and joins a again,
+// which restores it; b's write lands in between and b takes the player too.
+// The restore's record write must then be refused (a plain Put took the
+// record back for a, and both zones owned the player) and say so, so a
+// drops the player again; over an unchanged record it goes through.
+func TestRestoreAfterTheRecordMovedIsRefused(t *testing.T) {
+	nc := natsServer(t)
+	js, _ := jetstream.New(nc)
+	raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(raw, "n1", nil)
+	t.Cleanup(p.Close)
+	put := func(zone string, epoch uint64) {
+		t.Helper()
+		val, _ := proto.Marshal(&pb.PlayerRecord{Player: 5, Zone: zone, Epoch: epoch, Node: "n2", State: pb.PlayerState_PLAYER_STATE_ONLINE})
+		if _, err := raw.Put(context.Background(), PlayerKey(5), val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := &handoff.Checkpoint{Entity: 5, Epoch: 5, Name: "p5", Control: move.ControlState{Pos: [3]float32{1, 0, 1}}}
+	var refused atomic.Int32
+	put("b", 4) // b's Commit: the record moved on after the connection read (a, 3)
+	p.Restored(5, "a", 5, 3, cp, "gw1", func() { refused.Add(1) })
+	waitFor(t, 3*time.Second, "the restore refused", func() bool { return refused.Load() == 1 })
+	if rec := record(t, p, 5); rec.GetZone() != "b" || rec.GetEpoch() != 4 {
+		t.Fatalf("a restore over a record that moved on wrote it: %v", rec)
+	}
+	if p.Conflicts.Load() != 1 || p.Written.Load() != 0 {
+		t.Fatalf("conflicts %d written %d, want 1 and 0", p.Conflicts.Load(), p.Written.Load())
+	}
+	put("a", 3) // unchanged since the read
+	p.Restored(5, "a", 5, 3, cp, "gw1", func() { refused.Add(1) })
+	waitFor(t, 3*time.Second, "the restore written", func() bool { return p.Written.Load() == 1 })
+	if rec := record(t, p, 5); rec.GetZone() != "a" || rec.GetEpoch() != 5 || rec.GetCheckpoint() == nil || refused.Load() != 1 {
+		t.Fatalf("restore over the record it came from: %v (refused %d)", rec, refused.Load())
+	}
+}
+
 // processCPU is the CPU time (user and system) this process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage

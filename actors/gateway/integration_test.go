@@ -18,6 +18,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // exchange is a client script: once connected, send n ordered events on
@@ -166,21 +167,37 @@ func TestConnResendsMovesTheZoneNeverGot(t *testing.T) {
 // exchange events both ways and disconnect cleanly; every event arrives
 // exactly once, in order, at the zone and back at the client, and every
 // client sees its ghosts.
+//
+// What it checks is correctness with many sessions at once (handshakes,
+// routing by connection, ordered events, moves handed to the zone, clean
+// closes, every datagram accounted for), not how fast: timeouts have their
+// own tests (lifecycle_test.go). The clients run in the test's process,
+// and at the default rates (30 moves and packets a second each, 6,000 a
+// second in all, each decoded under -race) they starved the gateway's two
+// shard goroutines on a loaded host, which fell more than the token's 10 s
+// timeout behind: sessions timed out at both ends, a liveness failure the
+// test does not mean to measure. So the clients send 10 moves a second
+// (as cheap as the property allows: every session still moves, sends its
+// events and gets echoes and ghosts), the tokens give sessions 60 s of
+// silence, and every wait is on its condition with a bound far above a
+// quiet run's (≈ 2 s).
 func TestTwoHundredClients(t *testing.T) {
 	defer verifyNoLeaks(t)()
 	r := newRig(t, nil)
 	const n, events = 200, 10
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	cheap := session.DefaultClientConfig()
+	cheap.Moves.InputRate, cheap.SendRate = 10, 10
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		id := uint64(1000 + i)
-		tok := r.token(t, id)
+		tok := r.tokenTimeout(t, id, time.Minute)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := playOnce(ctx, r.gw.PublicAddr().String(), tok, id, events); err != nil {
+			if err := playOnce(ctx, r.gw.PublicAddr().String(), tok, id, events, client.WithConfig(cheap)); err != nil {
 				errs <- fmt.Errorf("client %d: %w", id, err)
 			}
 		}()
@@ -193,16 +210,16 @@ func TestTwoHundredClients(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("gateway: %+v; gateway socket drops %s", r.gw.Stats(), udp.KernelDrops(r.gw.PublicAddr().Port()))
 	}
-	// Every client sent its goodbye: a connection still open after 5 s lost
-	// every copy of it (it would close by timeout, 10 s) — say so, with the
+	// Every client sent its goodbye: a connection still open after 30 s lost
+	// every copy of it (it would close by timeout) — say so, with the
 	// socket's drops (a starved host overflows the receive buffer).
-	for deadline := time.Now().Add(5 * time.Second); r.gw.Stats().Conns != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); r.gw.Stats().Conns != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("connections still open 5 s after every client quit: gateway %+v; gateway socket drops %s",
+			t.Fatalf("connections still open 30 s after every client quit: gateway %+v; gateway socket drops %s",
 				r.gw.Stats(), udp.KernelDrops(r.gw.PublicAddr().Port()))
 		}
 	}
-	eventually(t, 5*time.Second, "the zone saw every player leave", func() bool {
+	eventually(t, 30*time.Second, "the zone saw every player leave", func() bool {
 		r.zst.mu.Lock()
 		defer r.zst.mu.Unlock()
 		return r.zst.leaves[handshake.ReasonClientQuit] == n
@@ -231,9 +248,9 @@ func TestTwoHundredClients(t *testing.T) {
 
 // playOnce is one player's session through the client library: dial, walk,
 // send events on lane 1, wait for every echo and a ghost, close.
-func playOnce(ctx context.Context, addr string, tok []byte, id uint64, events int) error {
+func playOnce(ctx context.Context, addr string, tok []byte, id uint64, events int, opts ...client.Option) error {
 	start := time.Now()
-	s, err := client.Dial(ctx, addr, tok)
+	s, err := client.Dial(ctx, addr, tok, opts...)
 	if err != nil {
 		return err
 	}

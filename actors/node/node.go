@@ -145,6 +145,17 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		}
 		n.players.Placed(player, zone, epoch, join, cp, gw)
 	}
+	// A player put back from its record is recorded only over that record
+	// (cluster.Players.Restored): never a second owner.
+	restored := func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, refused func()) {
+		gw := ""
+		if b := n.bridgeRef.Load(); b != nil && cp != nil {
+			gw = b.GatewayOfConn(cp.Conn)
+		} else {
+			cp = nil
+		}
+		n.players.Restored(player, zone, epoch, from, cp, gw, refused)
+	}
 	checkpoint := func(zone string, cps []handoff.Checkpoint, leaving bool) {
 		if b := n.bridgeRef.Load(); b != nil {
 			n.players.Checkpoint(zone, cps, leaving, b.GatewayOfConn)
@@ -176,7 +187,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			done(actor.NewPID(s.Address(), zone.ActorName(rec.GetZone())), cp)
 		}()
 	}
-	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, checkpoint, resume, func(g *game) error {
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, restored, checkpoint, resume, func(g *game) error {
 		sys.Store(g.sys)
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
 			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,

@@ -17,6 +17,9 @@ type Metrics struct {
 	Redirects     atomic.Uint64
 	Joins         atomic.Uint64
 	JoinsRejected atomic.Uint64
+	// Unplaced: players restored from a record that had moved on to
+	// another owner meanwhile, dropped again (Params.Restored).
+	Unplaced      atomic.Uint64
 	Leaves        atomic.Uint64
 	Inputs        atomic.Uint64
 	InputsDropped atomic.Uint64 // input for a player this zone does not know

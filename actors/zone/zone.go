@@ -54,6 +54,14 @@ type Params struct {
 	// write). It counts as one of the player's periodic checkpoints (see
 	// Checkpoint), which then does not get it again. It must not block.
 	Placed func(player uint64, zone string, epoch uint64, join bool, cp *handoff.Checkpoint)
+	// Restored, when set, is told instead of Placed of a join that put a
+	// player back from its record (Join.Restore: a rejoin, a resume), with
+	// from, the record's epoch that checkpoint came from. The cluster
+	// writes the record only while it still names this zone at from; when
+	// another zone took the player since, it calls refused (from any
+	// goroutine) and this zone drops the player again: two owners
+	// otherwise. It must not block.
+	Restored func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, refused func())
 	// Checkpoint, when set, gets the checkpoints of the players whose turn
 	// it is this tick (each owned player's CheckpointEvery after its
 	// previous one, spread over the ticks) and, with leaving true, a
@@ -171,6 +179,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onJoin(m)
 	case *msg.Leave:
 		a.onLeave(m)
+	case *unplace:
+		a.onUnplace(m)
 	case *HandoffEnvelope:
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
@@ -657,8 +667,44 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	a.m.Joins.Add(1)
 	// The record a join writes (Placed) starts afresh: it carries the
 	// player's checkpoint at once, so a reconnect right after finds where
-	// it is.
+	// it is. One put back from its record is written only over that record.
+	if r != nil && r.Entity == j.Player && !takeover && a.p.Restored != nil {
+		a.restored(j.Player, uint64(r.Epoch))
+		return
+	}
 	a.placed(j.Player, true)
+}
+
+// restored tells Params.Restored of a player put back from its record as
+// it stood at epoch from; the zone drops the player if the record moved on
+// meanwhile (unplace).
+func (a *zoneActor) restored(id, from uint64) {
+	cp, ok := a.z.CheckpointNow(id, a.checkpointTicks())
+	_, ep, _ := a.z.Handoffs().Status(id)
+	var c *handoff.Checkpoint
+	if ok {
+		c = &cp
+	}
+	root, self := a.ctx.ActorSystem().Root, a.ctx.Self()
+	a.p.Restored(id, a.p.Sim.Zone, uint64(ep), from, c, func() {
+		root.Send(self, &unplace{player: id, epoch: uint64(ep)})
+	})
+}
+
+// unplace: the record of a player this zone restored at epoch had moved on
+// to another owner (Params.Restored): the player is dropped here, if it is
+// still here at that epoch. Its connection hears no Control from this zone
+// and looks the record up again (it names the owner).
+type unplace struct{ player, epoch uint64 }
+
+func (a *zoneActor) onUnplace(u *unplace) {
+	e, ok := a.z.Entity(u.player)
+	if _, ep, _ := a.z.Handoffs().Status(u.player); !ok || !e.Owned || uint64(ep) != u.epoch {
+		return
+	}
+	a.log.Warn("restored player dropped: its record names another owner", "zone", a.p.Sim.Zone, "player", u.player, "epoch", u.epoch)
+	a.m.Unplaced.Add(1)
+	a.leave(u.player, nil)
 }
 
 // checkpointTicks is CheckpointEvery in ticks.

@@ -154,6 +154,14 @@ func (m *Mirror) ServerTime(now time.Duration) time.Duration {
 	return now + m.offsetAt(now)
 }
 
+// Stamp is the newest ghost section's stamp — the server's clock when it
+// wrote that packet — on ServerTime's clock; false before the first section.
+// Unlike ServerTime(now) it does not grow with the time a datagram waited
+// to be read.
+func (m *Mirror) Stamp() (time.Duration, bool) {
+	return time.Duration(m.newest) * time.Millisecond, m.hasStamp
+}
+
 // RenderTime is ServerTime(now) − Interp.Delay: where Pose draws entities.
 func (m *Mirror) RenderTime(now time.Duration) time.Duration {
 	return m.ServerTime(now) - m.cfg.Interp.Delay

@@ -278,6 +278,7 @@ func (b *bot) receive(now time.Duration, p []byte) {
 	}
 	c := &b.w.shard.C
 	b.rxNow = now
+	sections := b.client.Mirror().Stats().Sections
 	err := b.client.Receive(now, p)
 	if r, ok := b.client.Redirect(); ok {
 		b.follow(now, r)
@@ -299,7 +300,7 @@ func (b *bot) receive(now time.Duration, p []byte) {
 		return
 	}
 	if ack := b.client.LastAck(); ack > b.lastAck {
-		b.onAck(now, ack)
+		b.onAck(now, ack, b.client.Mirror().Stats().Sections > sections)
 	}
 	if off := b.client.ControlOffset(); off != b.lastOff {
 		b.lastOff = off
@@ -389,7 +390,9 @@ func (b *bot) follow(now time.Duration, r *session.RedirectError) {
 	b.mover.Reset()
 }
 
-func (b *bot) onAck(now time.Duration, ack uint64) {
+// onAck takes a newer acknowledgement, received at now; stamped says the
+// datagram that carried it also carried a ghost section.
+func (b *bot) onAck(now time.Duration, ack uint64, stamped bool) {
 	c := &b.w.shard.C
 	c.ControlUpdates++
 	if b.inputs-ack < uint64(len(b.inputTimes)) {
@@ -409,6 +412,17 @@ func (b *bot) onAck(now time.Duration, ack uint64) {
 	}
 	b.lastCtl, b.lastAck = now, ack
 	if st, ok := b.serverTime(now); ok {
+		// Publish the time the server made the acknowledgement: the stamp
+		// of the ghost section that came with it. The server's clock at
+		// now is later by however long the datagram waited for this bot
+		// (a starved worker, the quantum), so a ghost stamped in between
+		// was judged against an older move than the server had applied.
+		// A datagram without ghosts has no stamp: now is all we know.
+		if stamped {
+			if ts, ok := b.client.Mirror().Stamp(); ok {
+				st = ts + b.shift
+			}
+		}
 		b.tr.putAck(st, ack)
 	}
 }

@@ -84,6 +84,25 @@ func TestTruthAckAt(t *testing.T) {
 	}
 }
 
+// TestTruthAckTimesNeverGoBack: an acknowledgement timed on arrival (no
+// section stamp) can be later than the next one's stamp; the ring keeps its
+// times ordered, so the search still finds the newest move by a time.
+func TestTruthAckTimesNeverGoBack(t *testing.T) {
+	var tr truth
+	tr.putAck(100*time.Millisecond, 1)
+	tr.putAck(300*time.Millisecond, 2) // on arrival, late
+	tr.putAck(250*time.Millisecond, 3) // stamped, before it
+	tr.putAck(400*time.Millisecond, 4)
+	for _, tc := range []struct {
+		at   time.Duration
+		want uint64
+	}{{299 * time.Millisecond, 1}, {300 * time.Millisecond, 3}, {399 * time.Millisecond, 3}, {time.Second, 4}} {
+		if got, ok := tr.ackAt(tc.at); !ok || got != tc.want {
+			t.Errorf("ackAt(%v) = %d, %v; want %d", tc.at, got, ok, tc.want)
+		}
+	}
+}
+
 // TestTruthConcurrentReaders: one writer, several readers, under -race;
 // a reader never sees a torn entry (x and z always written together).
 func TestTruthConcurrentReaders(t *testing.T) {

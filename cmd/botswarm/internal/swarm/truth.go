@@ -92,8 +92,14 @@ func (t *truth) posAt(seq uint64) (x, z float32, ok bool) {
 }
 
 // putAck publishes that by server time at the server had applied move ack.
+// Times never go back (ackAt searches them): one before the previous entry's
+// (a section stamp after an unstamped acknowledgement timed on arrival)
+// takes the previous entry's.
 func (t *truth) putAck(at time.Duration, ack uint64) {
 	n := t.ackHead.Load()
+	if n > 0 {
+		at = max(at, time.Duration(t.acks[(n-1)%truthLen].at.Load()))
+	}
 	e := &t.acks[n%truthLen]
 	e.n.Store(0)
 	e.at.Store(int64(at))
