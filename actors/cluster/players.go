@@ -522,6 +522,30 @@ func (p *Players) write(j playerJob) bool {
 			return false
 		}
 	}
+	return p.casWrite(ctx, key, val, written, func(e jetstream.KeyValueEntry) (bool, bool) {
+		var rec pb.PlayerRecord
+		if proto.Unmarshal(e.Value(), &rec) == nil {
+			if rec.GetEpoch() > j.epoch || rec.GetEpoch() == j.epoch && rec.GetZone() != j.zone {
+				p.Conflicts.Add(1)
+				p.log.Warn("player record newer than this write: refused", "player", j.player, "zone", j.zone,
+					"epoch", j.epoch, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())
+				return false, true
+			}
+			if rec.GetEpoch() == j.epoch && j.cp == nil {
+				p.remember(j, e.Revision())
+				return true, true // this very write, again (a resent Commit)
+			}
+		}
+		return false, false
+	})
+}
+
+// casWrite writes val at key by compare-and-set, up to four tries: a
+// missing record is created; an existing one is first shown to judge,
+// which stops the write with its result (stop true) or lets it go over
+// that revision. A revision that moved meanwhile is read again.
+func (p *Players) casWrite(ctx context.Context, key string, val []byte, written func(uint64) bool,
+	judge func(e jetstream.KeyValueEntry) (result, stop bool)) bool {
 	for range 4 {
 		e, err := p.kv.Get(ctx, key)
 		switch {
@@ -537,18 +561,8 @@ func (p *Players) write(j playerJob) bool {
 			p.Errors.Add(1)
 			return false
 		}
-		var rec pb.PlayerRecord
-		if proto.Unmarshal(e.Value(), &rec) == nil {
-			if rec.GetEpoch() > j.epoch || rec.GetEpoch() == j.epoch && rec.GetZone() != j.zone {
-				p.Conflicts.Add(1)
-				p.log.Warn("player record newer than this write: refused", "player", j.player, "zone", j.zone,
-					"epoch", j.epoch, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())
-				return false
-			}
-			if rec.GetEpoch() == j.epoch && j.cp == nil {
-				p.remember(j, e.Revision())
-				return true // this very write, again (a resent Commit)
-			}
+		if result, stop := judge(e); stop {
+			return result
 		}
 		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
 			return written(rev)
@@ -564,21 +578,7 @@ func (p *Players) write(j playerJob) bool {
 // writeRestore stores a restored player's record by compare-and-set, only
 // over a record that still names j.zone at j.from (or no record at all).
 func (p *Players) writeRestore(ctx context.Context, key string, val []byte, j playerJob, written func(uint64) bool) bool {
-	for range 4 {
-		e, err := p.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			if rev, err := p.kv.Create(ctx, key, val); err == nil {
-				return written(rev)
-			} else if !errors.Is(err, jetstream.ErrKeyExists) {
-				p.Errors.Add(1)
-				return false
-			}
-			continue // created meanwhile: look again
-		case err != nil:
-			p.Errors.Add(1)
-			return false
-		}
+	return p.casWrite(ctx, key, val, written, func(e jetstream.KeyValueEntry) (bool, bool) {
 		var rec pb.PlayerRecord
 		if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != j.zone || rec.GetEpoch() != j.from {
 			p.Conflicts.Add(1)
@@ -587,17 +587,10 @@ func (p *Players) writeRestore(ctx context.Context, key string, val []byte, j pl
 			if j.refused != nil {
 				j.refused()
 			}
-			return false
+			return false, true
 		}
-		if rev, err := p.kv.Update(ctx, key, val, e.Revision()); err == nil {
-			return written(rev)
-		} else if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
-			p.Errors.Add(1)
-			return false
-		}
-	}
-	p.Errors.Add(1)
-	return false
+		return false, false
+	})
 }
 
 // writeCheckpoint stores a checkpoint in the record, by compare-and-set,
