@@ -439,37 +439,8 @@ func benchTables(b *testing.B, fateDelay uint64) { benchTablesWith(b, fateDelay,
 // entity's state each tick after it moved (i: its index; players are
 // those with i%4 == 0).
 func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State)) {
-	reg, pc, nc := newTestRegistry(b)
 	const tables, per, ents = 1000, 48, 1000
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	states := make([]State, ents)
-	classes := make([]*Class, ents)
-	vel := make([][2]float64, ents)
-	for i := range states {
-		classes[i] = nc
-		if i%4 == 0 {
-			classes[i] = pc
-		}
-		states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
-		states[i].Health = 100
-		states[i].Name = MustName("wolf")
-		vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
-	}
-	tabs := make([]*Table, tables)
-	refs := make([][]ViewRef, tables)
-	for k := range tabs {
-		if tabs[k], err = NewTable(reg, DefaultConfig()); err != nil {
-			b.Fatal(err)
-		}
-		base := rng.IntN(ents - per)
-		for j := range per {
-			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
-		}
-	}
+	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, per, ents)
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
@@ -525,4 +496,41 @@ func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State))
 	g := float64(ticks * tables * per)
 	b.ReportMetric(float64(viewCPU)/g, "view-cpu-ns/ghost")
 	b.ReportMetric(float64(writeCPU)/g, "write-cpu-ns/ghost")
+}
+
+// tablesWorld builds the tables benchmarks' world: ents entities (a player
+// every fourth, the rest NPCs) spread over 200 m × 200 m with a random
+// velocity each, and tables tables, each viewing per consecutive entities.
+func tablesWorld(b *testing.B, tables, per, ents int) (sw *SnapshotWriter, states []State, classes []*Class, vel [][2]float64, tabs []*Table, refs [][]ViewRef) {
+	reg, pc, nc := newTestRegistry(b)
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	states = make([]State, ents)
+	classes = make([]*Class, ents)
+	vel = make([][2]float64, ents)
+	for i := range states {
+		classes[i] = nc
+		if i%4 == 0 {
+			classes[i] = pc
+		}
+		states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
+		states[i].Health = 100
+		states[i].Name = MustName("wolf")
+		vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+	}
+	tabs = make([]*Table, tables)
+	refs = make([][]ViewRef, tables)
+	for k := range tabs {
+		if tabs[k], err = NewTable(reg, DefaultConfig()); err != nil {
+			b.Fatal(err)
+		}
+		base := rng.IntN(ents - per)
+		for j := range per {
+			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
+		}
+	}
+	return sw, states, classes, vel, tabs, refs
 }

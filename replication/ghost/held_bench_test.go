@@ -1,7 +1,6 @@
 package ghost
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -28,37 +27,8 @@ func BenchmarkTables1000Still(b *testing.B) { benchHeld(b, false) }
 // entities; entities i%2 == 1 are far: they move only on even ticks
 // (moving) or never (!moving).
 func benchHeld(b *testing.B, moving bool) {
-	reg, pc, nc := newTestRegistry(b)
 	const tables, per, ents = 1000, 48, 1000
-	sw, err := NewSnapshotWriter(reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 1))
-	states := make([]State, ents)
-	classes := make([]*Class, ents)
-	vel := make([][2]float64, ents)
-	for i := range states {
-		classes[i] = nc
-		if i%4 == 0 {
-			classes[i] = pc
-		}
-		states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
-		states[i].Health = 100
-		states[i].Name = MustName("wolf")
-		vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
-	}
-	tabs := make([]*Table, tables)
-	refs := make([][]ViewRef, tables)
-	for k := range tabs {
-		if tabs[k], err = NewTable(reg, DefaultConfig()); err != nil {
-			b.Fatal(err)
-		}
-		base := rng.IntN(ents - per)
-		for j := range per {
-			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
-		}
-	}
+	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, per, ents)
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
