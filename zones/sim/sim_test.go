@@ -542,31 +542,9 @@ func TestOverloadDegradesInOrder(t *testing.T) {
 
 func TestHeldStateForFarEntities(t *testing.T) {
 	z := snapZone(t, func(c *Config) { c.FarEvery = 1 }) // far members every tick at level 0, as before FarEvery
-	z.Join(0, 1, "c1", "viewer", [3]float32{-500, 0, -500}, 0)
-	z.Join(0, 2, "c2", "near", [3]float32{-490, 0, -500}, 0)
-	z.Join(0, 3, "c3", "far", [3]float32{-420, 0, -500}, 0)
-	z.SetLevel(2) // far members refreshed every 4th tick
-	now := time.Duration(0)
-	var farStates, nearStates []float64
-	for i := range 8 {
-		now += 50 * time.Millisecond
-		z.Input(now, 2, []move.Move{fwd(uint64(i+1), 0)})
-		z.Input(now, 3, []move.Move{fwd(uint64(i+1), 0)})
-		out := z.Step(now)
-		for _, v := range out.Views {
-			if v.Entity != 1 {
-				continue
-			}
-			for _, e := range refView(z, v) {
-				switch e.Entity {
-				case 2:
-					nearStates = append(nearStates, e.State.Pos[2])
-				case 3:
-					farStates = append(farStates, e.State.Pos[2])
-				}
-			}
-		}
-	}
+	// Level 2: far members refreshed every 4th tick.
+	z.SetLevel(2)
+	nearStates, farStates := walkViews(t, z, 8)
 	if n := distinct(nearStates); n != len(nearStates) {
 		t.Fatalf("near entity must update every tick: %v", nearStates)
 	}
