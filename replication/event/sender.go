@@ -916,13 +916,40 @@ func (s *Sender) trim() {
 		// pN == 0: every record resolved, so eHead == eTail and no unit
 		// is carried by a packet in flight; prev and carry name only
 		// units that are acknowledged or due a resend, which copies skip.
-		s.entries, s.eHead, s.eTail = nil, 0, 0
-		s.pkts, s.pHead = nil, 0
+		s.releaseTx()
 		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
 		if s.x != nil { // the keys stay: they hold the stagger versions
 			s.x.ug, s.x.ugHead = nil, 0
 			s.x.active = nil
 		}
+	}
+}
+
+// releaseTx gives back the transmission rings (pN == 0: every record
+// resolved, so eHead == eTail and no unit is carried by a packet in
+// flight).
+func (s *Sender) releaseTx() {
+	entryRings.put(s.entries, minEntries)
+	pktRings.put(s.pkts, minPkts)
+	s.entries, s.eHead, s.eTail = nil, 0, 0
+	s.pkts, s.pHead = nil, 0
+}
+
+// releaseIdle gives back, once the last packet in flight is resolved, the
+// rings of every stream that holds nothing and, when nothing waits to be
+// sent either, the transmission rings, to the shared pools (ringPool), so
+// the next event takes them again without allocating: only rings still at
+// their first size. A ring a burst grew waits for the delayed trim
+// (idleTrims), so bursts that come back keep their room; the scratch lists
+// stay until the trim too.
+func (s *Sender) releaseIdle() {
+	for _, st := range s.streams {
+		if st != nil && (st.units != nil || st.pend != nil) && len(st.units) <= minUnits && len(st.pend) <= minPend && st.empty() {
+			st.release()
+		}
+	}
+	if s.work == 0 && s.entries != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
+		s.releaseTx()
 	}
 }
 
@@ -934,10 +961,16 @@ func (s *Sender) pushPacket(seq uint64) {
 		for n < need {
 			n *= 2
 		}
-		e := make([]txEntry, n)
+		var e []txEntry
+		if n == minEntries {
+			e = entryRings.get(minEntries)
+		} else {
+			e = make([]txEntry, n)
+		}
 		for i := s.eHead; i < s.eTail; i++ {
 			e[i&(n-1)] = s.entries[i&uint64(len(s.entries)-1)]
 		}
+		entryRings.put(s.entries, minEntries)
 		s.entries = e
 	}
 	first := s.eTail
@@ -948,10 +981,16 @@ func (s *Sender) pushPacket(seq uint64) {
 	}
 	if s.pN == uint64(len(s.pkts)) {
 		n := uint64(max(minPkts, 2*len(s.pkts)))
-		p := make([]txPacket, n)
+		var p []txPacket
+		if n == minPkts {
+			p = pktRings.get(minPkts)
+		} else {
+			p = make([]txPacket, n)
+		}
 		for i := uint64(0); i < s.pN; i++ {
 			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]
 		}
+		pktRings.put(s.pkts, minPkts)
 		s.pkts = p
 	}
 	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint32(len(s.cur))}
@@ -982,6 +1021,9 @@ func (s *Sender) OnFate(f notify.Fate) {
 		s.resolve(p, p.seq == f.Seq && f.Delivered)
 		s.pHead++
 		s.pN--
+		if s.pN == 0 {
+			s.releaseIdle()
+		}
 		if p.seq == f.Seq {
 			return
 		}

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // trimPairs returns two identical pairs: g trims at every Write and every
@@ -287,5 +290,59 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 	}
 	if ln.slots != nil || ln.ahead != 0 || p.r.BufferedBytes() != 0 {
 		t.Fatalf("after the gap filled and the lane idled: %d slots, %d ahead, %d B", len(ln.slots), ln.ahead, p.r.BufferedBytes())
+	}
+}
+
+// TestRareEventRingsPooled: a lane that carries an event now and then (one
+// in flight at a time) gives its rings and the Sender's transmission rings
+// back as soon as the event's last packet is resolved — not seconds later
+// at a trim — and the next event takes them from the pools without
+// allocating.
+func TestRareEventRingsPooled(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := NewSender(cfg)
+	must(t, err)
+	r, err := NewReceiver(cfg)
+	must(t, err)
+	buf := make([]byte, 1200)
+	ev := payload(0, 0, 20)
+	var w bitstream.Writer
+	var rd bitstream.Reader
+	seq, now, delivered := uint64(0), time.Duration(0), 0
+	deliver := func(Event) { delivered++ }
+	cycle := func() {
+		if err := s.SendOrdered(0, ev); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // the unit and its redundant copies, each packet's fate at once
+			seq++
+			now += 50 * ms
+			w.Reset(buf)
+			if _, err := s.Write(&w, seq, now); err != nil {
+				t.Fatal(err)
+			}
+			rd.Reset(buf)
+			if err := r.Read(&rd, deliver); err != nil {
+				t.Fatal(err)
+			}
+			s.OnFate(notify.Fate{Seq: seq, Delivered: true})
+		}
+	}
+	for range 3 {
+		cycle()
+	}
+	st := s.streams[0]
+	if st.units != nil || st.pend != nil || s.pkts != nil || s.entries != nil {
+		t.Fatalf("after the event was acknowledged: units %d, pend %d, pkts %d, entries %d; want every ring given back",
+			len(st.units), len(st.pend), len(s.pkts), len(s.entries))
+	}
+	if now >= trimEvery {
+		t.Fatalf("%v passed: a trim could have released them", now)
+	}
+	if a := testing.AllocsPerRun(20, cycle); a != 0 {
+		t.Fatalf("%.1f allocations per event, want 0: the rings come from the pools", a)
+	}
+	if delivered != 3+21 {
+		t.Fatalf("delivered %d of %d events", delivered, 3+21)
 	}
 }
