@@ -170,15 +170,25 @@ type record struct {
 // success rd is positioned after the section's end bit. A nil deliver
 // discards the events (their ids still count as received).
 func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
+	return r.ReadScratch(rd, nil, deliver)
+}
+
+// ReadScratch is Read with the caller's scratch for the payloads: a
+// record's payload is copied out of the packet into scratch (when it
+// fits) and lives there only during its deliver call, so the connections
+// of one goroutine can share one buffer instead of each keeping its own
+// (64 bytes and up a connection). Payloads that do not fit use the
+// Receiver's own scratch. A nil scratch is Read.
+func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver func(Event)) error {
 	if deliver == nil {
 		deliver = func(Event) {} // consume the events; parse(nil) would only check them
 	}
 	probe := *rd
-	if err := r.parse(&probe, nil); err != nil {
+	if err := r.parse(&probe, nil, nil); err != nil {
 		r.rareStats().Rejected++
 		return err
 	}
-	if err := r.parse(rd, deliver); err != nil {
+	if err := r.parse(rd, deliver, scratch); err != nil {
 		r.rareStats().Rejected++
 		return err
 	}
@@ -231,7 +241,7 @@ func (r *Receiver) trim() {
 
 // parse walks the section; with deliver == nil it only checks the structure
 // and skips payloads.
-func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
+func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event), scratch []byte) error {
 	r.pktHas = [2]uint64{}
 	for {
 		more, err := rd.ReadFlag("event.more")
@@ -252,10 +262,15 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
 			continue
 		}
 		r.used = true
-		if rec.n > len(r.scratch) {
-			r.growScratch(rec.n)
+		var p []byte
+		if rec.n <= len(scratch) {
+			p = scratch[:rec.n]
+		} else {
+			if rec.n > len(r.scratch) {
+				r.growScratch(rec.n)
+			}
+			p = r.scratch[:rec.n]
 		}
-		p := r.scratch[:rec.n]
 		if rec.n > 0 {
 			if err := rd.ReadBytes(p, "event.payload"); err != nil {
 				return err

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
@@ -291,5 +293,81 @@ func TestReceiverRejects(t *testing.T) {
 				t.Fatalf("Rejected = %d", r.Stats().Rejected)
 			}
 		})
+	}
+}
+
+// TestReadScratchSameAsRead: a Receiver reading payloads into the caller's
+// scratch (ReadScratch, as a connection shard's Servers share one) delivers
+// what one reading into its own does, event for event, with payloads that
+// fit the scratch and payloads that do not (its own scratch then), ordered
+// lanes buffering what arrives ahead, fragments and unordered events; and
+// it keeps no scratch of its own while every payload fits.
+func TestReadScratchSameAsRead(t *testing.T) {
+	cfg := DefaultConfig()
+	p := newPair(t, cfg)
+	r2, err := NewReceiver(cfg)
+	must(t, err)
+	var got2 []got
+	collect2 := func(e Event) { got2 = append(got2, got{e.Class, e.Lane, e.Key, string(e.Payload)}) }
+	scratch := make([]byte, 48)
+	rng := rand.New(rand.NewPCG(7, 7))
+	now := time.Duration(0)
+	for i := range 400 {
+		size := 8 + rng.IntN(40) // fits the scratch
+		if i%7 == 0 {
+			size = 100 + rng.IntN(3000) // does not; some fragmented
+		}
+		if i%3 == 0 {
+			must(t, p.s.SendUnordered(payload(cfg.Lanes, i, size)))
+		} else {
+			must(t, p.s.SendOrdered(i%4, payload(i%4, i, size)))
+		}
+		now += 50 * ms
+		seq := p.write(now, 600)
+		lost := rng.IntN(5) == 0
+		if !lost {
+			p.deliver(seq)
+			var rd bitstream.Reader
+			rd.Reset(p.pkts[seq])
+			if err := r2.ReadScratch(&rd, scratch, collect2); err != nil {
+				t.Fatalf("ReadScratch seq %d: %v", seq, err)
+			}
+		}
+		p.fate(seq, !lost)
+	}
+	for range 200 { // drain
+		now += 50 * ms
+		seq := p.write(now, 1200)
+		p.deliver(seq)
+		var rd bitstream.Reader
+		rd.Reset(p.pkts[seq])
+		must(t, r2.ReadScratch(&rd, scratch, collect2))
+		p.fate(seq, true)
+	}
+	g := p.take()
+	if len(g) != 400 {
+		t.Fatalf("Read delivered %d of 400", len(g))
+	}
+	if fmt.Sprint(g) != fmt.Sprint(got2) {
+		t.Fatalf("ReadScratch delivered differently:\n%v\n%v", g, got2)
+	}
+	if p.r.Stats() != r2.Stats() {
+		t.Fatalf("stats differ: %+v, %+v", p.r.Stats(), r2.Stats())
+	}
+
+	// Payloads that all fit: no scratch of the Receiver's own.
+	r3, err := NewReceiver(cfg)
+	must(t, err)
+	q := newPair(t, cfg)
+	for i := range 20 {
+		must(t, q.s.SendOrdered(0, payload(0, i, 30)))
+		seq := q.write(now, 600)
+		var rd bitstream.Reader
+		rd.Reset(q.pkts[seq])
+		must(t, r3.ReadScratch(&rd, scratch, func(Event) {}))
+		q.fate(seq, true)
+	}
+	if r3.scratch != nil || r3.stats.Ordered != 20 {
+		t.Fatalf("own scratch %d B, %d delivered: want none, 20", len(r3.scratch), r3.stats.Ordered)
 	}
 }
