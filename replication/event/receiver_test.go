@@ -283,7 +283,7 @@ func TestReceiverRejects(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
-			if tc.whole && (len(g) != 0 || r.Stats().Ordered != 0 || len(r.lanes) > 0 && r.lanes[0] != nil && r.lanes[0].next != 0) {
+			if tc.whole && (len(g) != 0 || r.Stats().Ordered != 0 || len(r.lanes) > 0 && (r.lanes[0].ln != nil || r.lanes[0].next != 0)) {
 				t.Fatalf("rejected section still delivered %v", g)
 			}
 			if r.BufferedBytes() > tc.cfg.MaxQueuedBytes {

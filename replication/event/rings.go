@@ -48,7 +48,43 @@ func (p *ringPool[T]) put(r []T, n int) {
 	p.mu.Unlock()
 }
 
+// structPool recycles the per-stream state of idle streams (sendStream,
+// laneRx) the way ringPool does their rings: a connection keeps it only
+// while the stream holds something. Bounded like ringPool.
+type structPool[T any] struct {
+	mu   sync.Mutex
+	free []*T
+}
+
+// get returns a *T as put left it (new: zero).
+func (p *structPool[T]) get() *T {
+	p.mu.Lock()
+	if k := len(p.free); k > 0 {
+		x := p.free[k-1]
+		p.free[k-1] = nil
+		p.free = p.free[:k-1]
+		p.mu.Unlock()
+		return x
+	}
+	p.mu.Unlock()
+	return new(T)
+}
+
+// put gives back x, cleared by the caller (what it keeps must hold no
+// payload: a sendStream keeps its zero resend word); the caller may not
+// use it afterwards.
+func (p *structPool[T]) put(x *T) {
+	p.mu.Lock()
+	if len(p.free) < maxPooledRings {
+		p.free = append(p.free, x)
+	}
+	p.mu.Unlock()
+}
+
 var (
+	streamStructs structPool[sendStream]
+	laneStructs   structPool[laneRx]
+
 	pendRings  ringPool[pendEvent]
 	unitRings  ringPool[unit]
 	pktRings   ringPool[txPacket]

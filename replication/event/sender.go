@@ -90,7 +90,7 @@ type Sender struct {
 	lossN            uint8 // fates in the loss estimate, up to lossWindow
 	redund           uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena            arena
-	streams          []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
+	streams          []streamRef // ordered lanes 0..Lanes-1, then the unordered stream; the slice as long as the highest used
 	// queuedBytes ≤ MaxMaxQueuedBytes (2^30) and work (below) fit 32 bits:
 	// together one word.
 	queuedBytes int32
@@ -197,7 +197,7 @@ func (s *Sender) InFlight(lane int) int {
 	if lane >= len(s.streams) {
 		return 0
 	}
-	if st := s.streams[lane]; st != nil {
+	if st := s.streams[lane].st; st != nil {
 		return int(st.held)
 	}
 	return 0
@@ -223,16 +223,18 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 	if si >= len(s.streams) {
 		// The slice reaches only as far as the highest stream used: lane 0
 		// alone needs one slot of the nine.
-		ns := make([]*sendStream, si+1)
+		ns := make([]streamRef, si+1)
 		copy(ns, s.streams)
 		s.streams = ns
 	}
-	st := s.streams[si]
+	st := s.streams[si].st
 	if st == nil {
-		// Per-stream state only for the streams a connection uses: most
-		// use one or two of the nine.
-		st = new(sendStream)
-		s.streams[si] = st
+		// Per-stream state only for the streams a connection uses (most
+		// use one or two of the nine), and only while they hold something
+		// (releaseIdle): the ids go on from the reference.
+		st = streamStructs.get()
+		st.base, st.next = s.streams[si].next, s.streams[si].next
+		s.streams[si].st = st
 	}
 	switch {
 	case len(payload) > s.cfg.MaxEventSize:
@@ -402,8 +404,8 @@ func (s *Sender) HasRedundant() bool {
 // redundantIn is HasRedundant for one list of entries.
 func (s *Sender) redundantIn(l []txEntry, limit uint8) bool {
 	for _, e := range l {
-		st := s.streams[e.stream()]
-		if e.id() < st.base || e.id() >= st.next {
+		st := s.streams[e.stream()].st
+		if st == nil || e.id() < st.base || e.id() >= st.next {
 			continue
 		}
 		if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
@@ -500,7 +502,7 @@ func (s *Sender) unitBits(si int, id uint64, u *unit) int {
 	}
 	if s.inPkt(si) {
 		b++
-		if id != s.streams[si].pktLast+1 {
+		if id != s.streams[si].st.pktLast+1 {
 			b += int(s.idBits)
 		}
 	} else {
@@ -532,7 +534,7 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	if class == Ordered {
 		e.bits(uint64(si), uint(s.laneBits))
 	}
-	st := s.streams[si]
+	st := s.streams[si].st
 	next := s.inPkt(si) && id == st.pktLast+1
 	if s.inPkt(si) {
 		e.flag(next)
@@ -582,8 +584,8 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	n := 0
 	var blocked [MaxLanes + 1]bool
 	var from [MaxLanes + 1]uint64 // resend search cursor per stream
-	for si, st := range s.streams {
-		if st != nil {
+	for si := range s.streams {
+		if st := s.streams[si].st; st != nil {
 			from[si] = st.base
 		}
 	}
@@ -594,7 +596,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 			if si >= len(s.streams) {
 				continue
 			}
-			st := s.streams[si]
+			st := s.streams[si].st
 			if blocked[si] || st == nil {
 				continue
 			}
@@ -632,7 +634,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 // cutUnit cuts the next unit of stream si's front event to fit the packet and
 // writes it; false when nothing (more) can go.
 func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
-	st := s.streams[si]
+	st := s.streams[si].st
 	if st.pendN == 0 || !st.room(s.cfg.MaxInFlightPerLane) {
 		return false, nil
 	}
@@ -673,7 +675,7 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 	rest := total - off
 	n := min(rest, s.cfg.MaxFragment)
 	if off == 0 {
-		if si == s.cfg.Lanes && int(s.streams[si].partials) >= s.cfg.MaxPartial {
+		if si == s.cfg.Lanes && int(s.streams[si].st.partials) >= s.cfg.MaxPartial {
 			return false // the receiver reassembles at most MaxPartial at once
 		}
 		u.kind = kindFirst
@@ -821,8 +823,8 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	cand := s.cand[:0]
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream()]
-			if e.id() < st.base || e.id() >= st.next {
+			st := s.streams[e.stream()].st
+			if st == nil || e.id() < st.base || e.id() >= st.next {
 				continue
 			}
 			u := st.unit(e.id())
@@ -845,7 +847,7 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	s.carry = s.carry[:0]
 	for _, c := range cand {
 		si := c.e.stream()
-		u := s.streams[si].unit(c.e.id())
+		u := s.streams[si].st.unit(c.e.id())
 		b := s.unitBits(si, c.e.id(), u)
 		if b > int(s.redundBits) || !s.fits(b) {
 			if len(s.carry) < maxCarry {
@@ -887,7 +889,8 @@ const (
 // estimate stay.
 func (s *Sender) trim() {
 	busy := s.pN > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
-	for _, st := range s.streams {
+	for i := range s.streams {
+		st := s.streams[i].st
 		if st == nil {
 			continue
 		}
@@ -902,6 +905,9 @@ func (s *Sender) trim() {
 		}
 		if st.units != nil || st.pend != nil {
 			st.release()
+		}
+		if s.pN == 0 && s.work == 0 {
+			s.dropStream(i)
 		}
 	}
 	if busy {
@@ -941,16 +947,42 @@ func (s *Sender) releaseTx() {
 // the next event takes them again without allocating: only rings still at
 // their first size. A ring a burst grew waits for the delayed trim
 // (idleTrims), so bursts that come back keep their room; the scratch lists
-// stay until the trim too.
+// stay until the trim too. With nothing to send or resend, a stream left
+// with no rings goes back to its pool as well, its next id kept in the
+// streamRef: prev and carry then name only acknowledged units (every
+// packet's fate is in, and none is due a resend), which copies skip, so
+// they are emptied with it.
 func (s *Sender) releaseIdle() {
-	for _, st := range s.streams {
-		if st != nil && (st.units != nil || st.pend != nil) && len(st.units) <= minUnits && len(st.pend) <= minPend && st.empty() {
+	idle := s.work == 0
+	for i := range s.streams {
+		st := s.streams[i].st
+		if st == nil || !st.empty() || len(st.units) > minUnits || len(st.pend) > minPend {
+			continue
+		}
+		if st.units != nil || st.pend != nil {
 			st.release()
 		}
+		if idle {
+			s.dropStream(i)
+		}
 	}
-	if s.work == 0 && s.entries != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
+	if idle && s.entries != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
 		s.releaseTx()
 	}
+}
+
+// dropStream gives stream i's state back to its pool, keeping its next id
+// in the streamRef: the stream holds nothing and has no rings, and the
+// Sender has no packet in flight and nothing to resend (see releaseIdle).
+func (s *Sender) dropStream(i int) {
+	st := s.streams[i].st
+	if st.partials != 0 || st.units != nil || st.pend != nil {
+		return
+	}
+	s.streams[i] = streamRef{next: st.next}
+	*st = sendStream{resend: st.resend} // a ring of ≤ 64 units' word, zero (resendN is 0), or nil
+	streamStructs.put(st)
+	s.prev, s.carry = s.prev[:0], s.carry[:0]
 }
 
 func (s *Sender) pushPacket(seq uint64) {
@@ -1049,7 +1081,7 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 		p.acked = true
 		for j := p.first; j < p.first+uint64(p.n); j++ {
 			e := s.entries[j&emask]
-			st := s.streams[e.stream()]
+			st := s.streams[e.stream()].st
 			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
@@ -1099,7 +1131,7 @@ func (s *Sender) resolve(p txPacket, delivered bool) {
 
 // settle applies the fate of packet seq to one unit it carried.
 func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
-	st := s.streams[e.stream()]
+	st := s.streams[e.stream()].st
 	if e.id() < st.base || e.id() >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
 	}
@@ -1119,8 +1151,8 @@ func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 }
 
 func (s *Sender) advanceAll() {
-	for si, st := range s.streams {
-		if st != nil {
+	for si := range s.streams {
+		if st := s.streams[si].st; st != nil {
 			s.advance(st, si)
 		}
 	}

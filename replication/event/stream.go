@@ -65,6 +65,15 @@ type sendStream struct {
 	idle uint8
 }
 
+// streamRef is a Sender's handle on one stream: the stream while it holds
+// something, or, while it is idle (Sender.releaseIdle), only its next id —
+// 16 bytes instead of the 128 of a sendStream for every lane a connection
+// ever used.
+type streamRef struct {
+	st   *sendStream // nil: idle or never used
+	next uint64      // the stream's next id while st is nil (base == next)
+}
+
 // The rings of a stream start small and double on use (a lane that carries
 // a few events a second has one or two in flight, and an event waits to be
 // cut only until the next packet); a stream that has been idle for

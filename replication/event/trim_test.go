@@ -25,8 +25,8 @@ func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 // released reports what g still holds that an idle pair should have given
 // back ("" when everything was).
 func released(p *pair) string {
-	for i, st := range p.s.streams {
-		if st != nil && (st.units != nil || st.pend != nil) {
+	for i, ref := range p.s.streams {
+		if st := ref.st; st != nil && (st.units != nil || st.pend != nil) {
 			return fmt.Sprintf("sender stream %d keeps %d units, %d pending slots", i, len(st.units), len(st.pend))
 		}
 	}
@@ -38,8 +38,8 @@ func released(p *pair) string {
 	case p.r.unSeen != nil:
 		return "receiver keeps its unordered bitmap"
 	}
-	for i, ln := range p.r.lanes {
-		if ln != nil && ln.slots != nil {
+	for i, ref := range p.r.lanes {
+		if ln := ref.ln; ln != nil && ln.slots != nil {
 			return fmt.Sprintf("receiver lane %d keeps %d slots", i, len(ln.slots))
 		}
 	}
@@ -48,8 +48,8 @@ func released(p *pair) string {
 
 // idle reports that p's sender holds nothing queued or in flight.
 func idle(p *pair) bool {
-	for _, st := range p.s.streams {
-		if st != nil && !st.empty() {
+	for _, ref := range p.s.streams {
+		if st := ref.st; st != nil && !st.empty() {
 			return false
 		}
 	}
@@ -201,7 +201,7 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 		now += 50 * ms
 		p.through(now, 1200)
 	}
-	st := p.s.streams[2]
+	st := p.s.streams[2].st
 	if len(st.units) < 64 {
 		t.Fatalf("a 200-event burst grew the ring to %d units only", len(st.units))
 	}
@@ -211,19 +211,19 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 	for now0 := now; now < now0+time.Duration(idleTrims)*trimEvery-trimEvery/2; {
 		now += 50 * ms
 		p.through(now, 1200)
-		if p.s.streams[2].units == nil {
+		if st := p.s.streams[2].st; st == nil || st.units == nil {
 			t.Fatalf("released %v after the burst, before %d idle trims", now-now0, idleTrims)
 		}
 	}
-	for now0 := now; p.s.streams[2].units != nil; {
+	for now0 := now; p.s.streams[2].st != nil; {
 		now += 50 * ms
 		p.through(now, 1200)
 		if now-now0 > 3*trimEvery {
 			t.Fatal("an idle lane kept its rings")
 		}
 	}
-	if ln := p.r.lanes[2]; ln == nil || ln.slots != nil && ln.ahead == 0 && ln.idle > idleTrims {
-		t.Fatalf("receiver lane 2: %+v", ln)
+	if ref := p.r.lanes[2]; ref.ln != nil || ref.next != nextID {
+		t.Fatalf("receiver lane 2: %+v, want no state, next id %d", ref, nextID)
 	}
 	p.take()
 	for i := range 5 {
@@ -231,7 +231,7 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 	}
 	now += 50 * ms
 	p.through(now, 1200)
-	if st := p.s.streams[2]; st.base != nextID+5 || len(st.units) != 8 {
+	if st := p.s.streams[2].st; st.base != nextID+5 || len(st.units) != 8 {
 		t.Fatalf("after reuse: base %d (want %d), ring %d (want 8: grown from %d for 5 units)", st.base, nextID+5, len(st.units), minUnits)
 	}
 	g := p.take()
@@ -260,14 +260,14 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 	now := 50 * ms
 	lost := p.write(now, 1200)
 	var later []uint64
-	for p.s.streams[0].pendN > 0 {
+	for p.s.streams[0].st.pendN > 0 {
 		now += 50 * ms
 		later = append(later, p.write(now, 1200))
 	}
 	for _, seq := range later {
 		p.deliver(seq)
 	}
-	ln := p.r.lanes[0]
+	ln := p.r.lanes[0].ln
 	if ln.ahead == 0 || len(ln.slots) < int(ln.ahead) || len(ln.slots) > cfg.MaxInFlightPerLane {
 		t.Fatalf("lane 0: %d units ahead in %d slots", ln.ahead, len(ln.slots))
 	}
@@ -294,10 +294,10 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 }
 
 // TestRareEventRingsPooled: a lane that carries an event now and then (one
-// in flight at a time) gives its rings and the Sender's transmission rings
-// back as soon as the event's last packet is resolved — not seconds later
-// at a trim — and the next event takes them from the pools without
-// allocating.
+// in flight at a time) gives its rings, its state and the Sender's
+// transmission rings back as soon as the event's last packet is resolved —
+// not seconds later at a trim —, the receiving lane its state after each
+// section, and the next event takes them from the pools without allocating.
 func TestRareEventRingsPooled(t *testing.T) {
 	cfg := DefaultConfig()
 	s, err := NewSender(cfg)
@@ -331,10 +331,12 @@ func TestRareEventRingsPooled(t *testing.T) {
 	for range 3 {
 		cycle()
 	}
-	st := s.streams[0]
-	if st.units != nil || st.pend != nil || s.pkts != nil || s.entries != nil {
-		t.Fatalf("after the event was acknowledged: units %d, pend %d, pkts %d, entries %d; want every ring given back",
-			len(st.units), len(st.pend), len(s.pkts), len(s.entries))
+	if st := s.streams[0]; st.st != nil || st.next != 3 || s.pkts != nil || s.entries != nil {
+		t.Fatalf("after the event was acknowledged: stream %+v, pkts %d, entries %d; want every ring and the stream given back, next id 3",
+			st, len(s.pkts), len(s.entries))
+	}
+	if ref := r.lanes[0]; ref.ln != nil || ref.next != 3 {
+		t.Fatalf("receiver lane 0: %+v; want no state between events, next id 3", ref)
 	}
 	if now >= trimEvery {
 		t.Fatalf("%v passed: a trim could have released them", now)
