@@ -98,15 +98,11 @@ type Sender struct {
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
-	work              int32
-	lastSeq           uint64
-	pkts              []txPacket // ring
-	pHead, pN         uint64
-	entries           []txEntry // ring over absolute positions [eHead, eTail)
-	eHead, eTail      uint64
-	prev, cur         []txEntry // units of the previous / current packet (redundancy)
-	carry             []txEntry // units the copy budget left out of the previous packet, still due a copy
-	cand              []redundCand
+	work    int32
+	lastSeq uint64
+	// *txState: the transmission records and lists, only while a
+	// guaranteed unit is queued or in flight (nil: pN = 0).
+	*txState
 	x                 *senderX  // unguaranteed and staggered events: made on the first
 	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int32     // bits of one packet's section
@@ -115,6 +111,32 @@ type Sender struct {
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
+}
+
+// txState is what a Sender keeps while guaranteed units are queued or in
+// flight: the transmission record of each packet that carried some, and
+// the units of the previous packet for the redundant copies. Taken from a
+// pool when a unit is queued (Write) and given back with the last fate
+// (releaseIdle): 176 bytes of every connection whose events are rare,
+// which is nearly every connection, otherwise.
+type txState struct {
+	pkts         []txPacket // ring
+	pHead, pN    uint64
+	entries      []txEntry // ring over absolute positions [eHead, eTail)
+	eHead, eTail uint64
+	prev, cur    []txEntry // units of the previous / current packet (redundancy)
+	carry        []txEntry // units the copy budget left out of the previous packet, still due a copy
+	cand         []redundCand
+}
+
+var txStates structPool[txState]
+
+// inFlight is pN, 0 without a txState.
+func (s *Sender) inFlight() uint64 {
+	if s.txState == nil {
+		return 0
+	}
+	return s.pN
 }
 
 // senderX is what a Sender keeps for unguaranteed and staggered events,
@@ -391,7 +413,7 @@ const maxCarry = 64
 // in its next send slot should send a data packet then, or the copies — the
 // repair of a lost packet one interval later — never go out.
 func (s *Sender) HasRedundant() bool {
-	if s.redund == 0 || s.pN >= maxTxPackets {
+	if s.redund == 0 || s.txState == nil || s.pN >= maxTxPackets {
 		return false
 	}
 	limit := uint8(1 + s.redund)
@@ -438,6 +460,12 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	s.avail = int32(w.Remaining() - 1) // keep the end bit
 	s.redundBits = int32(8 * s.cfg.RedundancyBytes)
 	s.pktHas = [2]uint64{}
+	if s.txState == nil && s.work > 0 {
+		s.txState = txStates.get()
+	}
+	if s.txState == nil {
+		return s.writeIdle(w, start, now)
+	}
 	s.cur = s.cur[:0]
 	records := 0
 	guaranteed := s.pN < maxTxPackets
@@ -478,6 +506,26 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	}
 	s.prev, s.cur = s.cur, s.prev
 	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1)) // over every stream, made or not: the order is the wire's
+	s.stats.Sections++
+	return records, err
+}
+
+// writeIdle is Write without a txState: nothing guaranteed is queued or in
+// flight, so only staggered and unguaranteed records can go.
+func (s *Sender) writeIdle(w *bitstream.Writer, start int, now time.Duration) (int, error) {
+	records, err := s.writeStaggered(w, now)
+	if err == nil {
+		var n int
+		n, err = s.writeUnguaranteed(w)
+		records += n
+	}
+	if err == nil {
+		err = w.WriteFlag(false)
+	}
+	if err != nil {
+		w.Truncate(start) // unreachable in practice, as in Write
+	}
+	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
 	s.stats.Sections++
 	return records, err
 }
@@ -888,7 +936,7 @@ const (
 // Nothing it drops holds state: ids, stagger schedules and the loss
 // estimate stay.
 func (s *Sender) trim() {
-	busy := s.pN > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
+	busy := s.inFlight() > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
 	for i := range s.streams {
 		st := s.streams[i].st
 		if st == nil {
@@ -906,7 +954,7 @@ func (s *Sender) trim() {
 		if st.units != nil || st.pend != nil {
 			st.release()
 		}
-		if s.pN == 0 && s.work == 0 {
+		if s.inFlight() == 0 && s.work == 0 {
 			s.dropStream(i)
 		}
 	}
@@ -918,17 +966,40 @@ func (s *Sender) trim() {
 		s.quiet++
 		return
 	}
-	if s.entries != nil || s.pkts != nil {
-		// pN == 0: every record resolved, so eHead == eTail and no unit
-		// is carried by a packet in flight; prev and carry name only
-		// units that are acknowledged or due a resend, which copies skip.
-		s.releaseTx()
-		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
-		if s.x != nil { // the keys stay: they hold the stagger versions
-			s.x.ug, s.x.ugHead = nil, 0
-			s.x.active = nil
-		}
+	s.dropTx()
+	if s.x != nil { // the keys stay: they hold the stagger versions
+		s.x.ug, s.x.ugHead = nil, 0
+		s.x.active = nil
 	}
+}
+
+// maxPooledList is the longest scratch list a pooled txState keeps (a
+// burst's longer lists go to the garbage collector with it).
+const maxPooledList = 16
+
+// dropTx gives the txState back (pN == 0 and nothing to resend: every
+// record resolved, so eHead == eTail and no unit is carried by a packet in
+// flight; prev and carry name only acknowledged units, which copies skip):
+// its smallest rings to their pools, short lists kept with it.
+func (s *Sender) dropTx() {
+	t := s.txState
+	if t == nil {
+		return
+	}
+	s.releaseTx()
+	keep := func(l []txEntry) []txEntry {
+		if cap(l) > maxPooledList {
+			return nil
+		}
+		return l[:0]
+	}
+	t.prev, t.cur, t.carry = keep(t.prev), keep(t.cur), keep(t.carry)
+	if cap(t.cand) > maxPooledList {
+		t.cand = nil
+	}
+	t.cand = t.cand[:0]
+	s.txState = nil
+	txStates.put(t)
 }
 
 // releaseTx gives back the transmission rings (pN == 0: every record
@@ -966,8 +1037,8 @@ func (s *Sender) releaseIdle() {
 			s.dropStream(i)
 		}
 	}
-	if idle && s.entries != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
-		s.releaseTx()
+	if idle && s.txState != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
+		s.dropTx()
 	}
 }
 
@@ -982,7 +1053,9 @@ func (s *Sender) dropStream(i int) {
 	s.streams[i] = streamRef{next: st.next}
 	*st = sendStream{resend: st.resend} // a ring of ≤ 64 units' word, zero (resendN is 0), or nil
 	streamStructs.put(st)
-	s.prev, s.carry = s.prev[:0], s.carry[:0]
+	if s.txState != nil {
+		s.prev, s.carry = s.prev[:0], s.carry[:0]
+	}
 }
 
 func (s *Sender) pushPacket(seq uint64) {
@@ -1042,7 +1115,7 @@ func (s *Sender) pushPacket(seq uint64) {
 // duplicates by id.
 func (s *Sender) OnFate(f notify.Fate) {
 	s.observe(f.Delivered)
-	for s.pN > 0 {
+	for s.inFlight() > 0 {
 		p := s.pkts[s.pHead&uint64(len(s.pkts)-1)]
 		if p.seq > f.Seq {
 			return
@@ -1054,7 +1127,8 @@ func (s *Sender) OnFate(f notify.Fate) {
 		s.pHead++
 		s.pN--
 		if s.pN == 0 {
-			s.releaseIdle()
+			s.releaseIdle() // may drop the txState
+			return
 		}
 		if p.seq == f.Seq {
 			return
@@ -1071,6 +1145,9 @@ func (s *Sender) OnFate(f notify.Fate) {
 // loss² of the units). Call it after feeding OnFate; the packets' own fates
 // still come later and release the units. It allocates nothing.
 func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
+	if s.txState == nil {
+		return
+	}
 	mask := uint64(len(s.pkts) - 1)
 	emask := uint64(len(s.entries) - 1)
 	for i := uint64(0); i < s.pN; i++ {

@@ -31,8 +31,8 @@ func released(p *pair) string {
 		}
 	}
 	switch {
-	case p.s.entries != nil || p.s.pkts != nil:
-		return fmt.Sprintf("sender keeps %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
+	case p.s.txState != nil:
+		return fmt.Sprintf("sender keeps its transmission state: %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
 	case p.r.scratch != nil:
 		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
 	case p.r.unSeen != nil:
@@ -53,7 +53,7 @@ func idle(p *pair) bool {
 			return false
 		}
 	}
-	return p.s.pN == 0 && (p.s.x == nil || p.s.x.ugN == 0 && len(p.s.x.active) == 0) && p.r.bytes == 0
+	return p.s.inFlight() == 0 && (p.s.x == nil || p.s.x.ugN == 0 && len(p.s.x.active) == 0) && p.r.bytes == 0
 }
 
 // TestTrimIsInvisible drives a pair that drops its rings whenever it is idle
@@ -331,9 +331,9 @@ func TestRareEventRingsPooled(t *testing.T) {
 	for range 3 {
 		cycle()
 	}
-	if st := s.streams[0]; st.st != nil || st.next != 3 || s.pkts != nil || s.entries != nil {
-		t.Fatalf("after the event was acknowledged: stream %+v, pkts %d, entries %d; want every ring and the stream given back, next id 3",
-			st, len(s.pkts), len(s.entries))
+	if st := s.streams[0]; st.st != nil || st.next != 3 || s.txState != nil {
+		t.Fatalf("after the event was acknowledged: stream %+v, transmission state %v; want the stream and its rings and the transmission state given back, next id 3",
+			st, s.txState != nil)
 	}
 	if ref := r.lanes[0]; ref.ln != nil || ref.next != 3 {
 		t.Fatalf("receiver lane 0: %+v; want no state between events, next id 3", ref)
