@@ -68,23 +68,40 @@ type Receiver struct {
 	idBits, keyBits uint8
 	used            bool  // a payload was read since the last trim
 	quiet           uint8 // trims in a row without one
-	unAhead         int32 // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
 	arena           arena
 	lanes           []laneRef // as long as the highest lane heard from
-	unBase          uint64    // all unordered ids below were received
-	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
-	partials        []partial
-	keys            []staggerRx
-	bytes           int // payload buffered (slots, reassemblies)
-	scratch         []byte
-	pktHas          [2]uint64 // bit per stream: a record of it is already in this packet
-	unLast          uint64    // the unordered stream's pktLast (laneRx.pktLast)
-	stats           rxStats
-	rare            *ReceiverStats // the counters of what most connections never see: made on the first
+	// *receiverX: the unordered stream's and the staggered keys' state,
+	// made on the first such record (nil: none yet).
+	*receiverX
+	bytes   int // payload buffered (slots, reassemblies)
+	scratch []byte
+	pktHas  [2]uint64 // bit per stream: a record of it is already in this packet
+	stats   rxStats
+	rare    *ReceiverStats // the counters of what most connections never see: made on the first
 
 	// Idle release (trim), counted in sections: there is no clock here.
 	sinceTrim int32
 	trimEvery int32 // trimSections; tests change it
+}
+
+// receiverX is what a Receiver keeps for the unordered stream and the
+// staggered keys, made on the first record of either: most connections
+// send only ordered events (88 bytes of every Receiver otherwise). It
+// holds state (the unordered window, the key versions), so it stays.
+type receiverX struct {
+	unBase   uint64   // all unordered ids below were received
+	unSeen   []uint64 // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
+	unAhead  int32    // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
+	partials []partial
+	keys     []staggerRx
+	unLast   uint64 // the unordered stream's pktLast (laneRx.pktLast)
+}
+
+// ext makes the receiverX on first use.
+func (r *Receiver) ext() {
+	if r.receiverX == nil {
+		r.receiverX = new(receiverX)
+	}
 }
 
 // The receiver's buffers are made on use and sized by it: the reorder slots
@@ -232,6 +249,9 @@ func (r *Receiver) trim() {
 		return
 	}
 	r.scratch = nil
+	if r.receiverX == nil {
+		return
+	}
 	if r.unAhead == 0 {
 		r.unSeen = nil
 	}
@@ -492,6 +512,7 @@ func skipBytes(rd *bitstream.Reader, n int) error {
 // growKeys makes r.keys cover key (< StaggerKeys, checked by the parser):
 // a prefix grown by doubling, so idle connections keep no per-key state.
 func (r *Receiver) growKeys(key int) {
+	r.ext()
 	n := max(minGrow, 2*len(r.keys))
 	for n <= key {
 		n *= 2
@@ -509,6 +530,7 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Unguaranteed, Payload: p})
 		return nil
 	case Staggered:
+		r.ext()
 		if int(rec.key) >= len(r.keys) {
 			r.growKeys(int(rec.key))
 		}
@@ -524,11 +546,15 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
 		return nil
 	}
-	ref, last := r.unBase, &r.unLast
+	var ref uint64
+	var last *uint64
 	if rec.class == Ordered {
 		ln := r.lane(rec.stream)
 		ln.used = true
 		ref, last = ln.next, &ln.pktLast
+	} else {
+		r.ext()
+		ref, last = r.unBase, &r.unLast
 	}
 	id := rec.idLow
 	if rec.next {

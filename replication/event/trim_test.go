@@ -35,7 +35,7 @@ func released(p *pair) string {
 		return fmt.Sprintf("sender keeps its transmission state: %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
 	case p.r.scratch != nil:
 		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
-	case p.r.unSeen != nil:
+	case p.r.receiverX != nil && p.r.unSeen != nil:
 		return "receiver keeps its unordered bitmap"
 	}
 	for i, ref := range p.r.lanes {
@@ -334,6 +334,9 @@ func TestRareEventRingsPooled(t *testing.T) {
 	if st := s.streams[0]; st.st != nil || st.next != 3 || s.txState != nil {
 		t.Fatalf("after the event was acknowledged: stream %+v, transmission state %v; want the stream and its rings and the transmission state given back, next id 3",
 			st, s.txState != nil)
+	}
+	if r.receiverX != nil {
+		t.Fatal("ordered events alone made the receiver's unordered and staggered state")
 	}
 	if ref := r.lanes[0]; ref.ln != nil || ref.next != 3 {
 		t.Fatalf("receiver lane 0: %+v; want no state between events, next id 3", ref)
