@@ -202,6 +202,14 @@ func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver fun
 		deliver = func(Event) {} // consume the events; parse(nil) would only check them
 	}
 	probe := *rd
+	if more, err := probe.ReadFlag("event.more"); err == nil && !more {
+		// An empty section, its end bit alone — most packets' (events are
+		// rare) —: nothing to check twice, nothing to deliver.
+		_, _ = rd.ReadFlag("event.more") // the bit probe just read
+		r.sectionDone()
+		return nil
+	}
+	probe = *rd
 	if err := r.parse(&probe, nil, nil); err != nil {
 		r.rareStats().Rejected++
 		return err
@@ -212,12 +220,17 @@ func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver fun
 		r.rareStats().Rejected++
 		return err
 	}
+	r.sectionDone()
+	return nil
+}
+
+// sectionDone counts a section read and runs the trim when it is due.
+func (r *Receiver) sectionDone() {
 	r.stats.Sections++
 	if r.sinceTrim++; r.sinceTrim >= r.trimEvery {
 		r.sinceTrim = 0
 		r.trim()
 	}
-	return nil
 }
 
 // trim releases what idle lanes and an idle Receiver hold (see

@@ -371,3 +371,24 @@ func TestReadScratchSameAsRead(t *testing.T) {
 		t.Fatalf("own scratch %d B, %d delivered: want none, 20", len(r3.scratch), r3.stats.Ordered)
 	}
 }
+
+// TestEmptySectionFastPath: a section that is its end bit alone (most
+// packets') is read without the probe pass: the reader ends after that one
+// bit, the section counts, and the bits after it are left alone; no bits at
+// all is still a truncated section.
+func TestEmptySectionFastPath(t *testing.T) {
+	r, err := NewReceiver(DefaultConfig())
+	must(t, err)
+	var rd bitstream.Reader
+	rd.ResetBits([]byte{0b1111_1110}, 8) // end bit, then seven bits of whatever follows
+	if err := r.Read(&rd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rd.Pos() != 1 || r.Stats().Sections != 1 {
+		t.Fatalf("reader at bit %d, %d sections; want 1 and 1", rd.Pos(), r.Stats().Sections)
+	}
+	rd.ResetBits([]byte{0}, 0)
+	if err := r.Read(&rd, nil); err == nil || r.Stats().Rejected != 1 || r.Stats().Sections != 1 {
+		t.Fatalf("empty input: %v, stats %+v; want a read error, counted as rejected", err, r.Stats())
+	}
+}
