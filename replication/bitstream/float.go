@@ -103,7 +103,7 @@ func (r *Reader) ReadQuantized(min, max float64, bits uint, field string) (float
 		return 0, r.errAt(field, r.bit, err)
 	}
 	l := uint64(1)<<bits - 1
-	q, ok := r.tryGet(bits)
+	q, ok := r.TryReadBits(bits)
 	if !ok {
 		var err error
 		if q, err = r.readBitsSlow(bits, field); err != nil {
@@ -195,7 +195,7 @@ func (r *Reader) ReadSignedFloat(bits uint, field string) (float64, error) {
 		return 0, r.errAt(field, r.bit, ErrWidth)
 	}
 	at := r.bit
-	c, ok := r.tryGet(bits)
+	c, ok := r.TryReadBits(bits)
 	if !ok {
 		var err error
 		if c, err = r.readBitsSlow(bits, field); err != nil {
@@ -293,7 +293,7 @@ func (r *Reader) ReadFixed(min, max, precision float64, field string) (float64, 
 		return min, nil
 	}
 	at := r.bit
-	q, ok := r.tryGet(n)
+	q, ok := r.TryReadBits(n)
 	if !ok {
 		var err error
 		if q, err = r.readBitsSlow(n, field); err != nil {
@@ -348,7 +348,7 @@ func (w *Writer) WriteFloat32(v float32) error {
 // are rejected with ErrOutOfRange.
 func (r *Reader) ReadFloat32(field string) (float32, error) {
 	at := r.bit
-	u, ok := r.tryGet(32)
+	u, ok := r.TryReadBits(32)
 	if !ok {
 		var err error
 		if u, err = r.readBitsSlow(32, field); err != nil {

@@ -48,7 +48,7 @@ func (w *Writer) WriteGamma(v uint64) error {
 // zeros (no uint64 has such a code) is rejected with ErrOutOfRange.
 func (r *Reader) ReadGamma(field string) (uint64, error) {
 	// Fast path: 56 readable bits hold every code with z < 28 (≤ 55 bits).
-	if p, ok := r.tryGet(56); ok {
+	if p, ok := r.TryReadBits(56); ok {
 		if z := uint(bits.TrailingZeros64(p)); z < 28 {
 			r.bit -= 56 - int(2*z+1)
 			return 1<<z | p>>(z+1)&(1<<z-1), nil

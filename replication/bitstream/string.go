@@ -96,7 +96,7 @@ func (r *Reader) readLen(maxLen int, field string, at int) (int, error) {
 	var l uint64
 	if n := RangeBits(0, int64(maxLen)); n > 0 {
 		var ok bool
-		if l, ok = r.tryGet(n); !ok {
+		if l, ok = r.TryReadBits(n); !ok {
 			var err error
 			if l, err = r.readBitsSlow(n, field); err != nil {
 				return 0, r.fail(field, at, io.ErrUnexpectedEOF)
@@ -292,7 +292,7 @@ func (r *Reader) readTableRef(t *StringTable, maxLen int, field string) (s strin
 	var slot uint64
 	if bits > 0 {
 		var ok bool
-		if slot, ok = r.tryGet(bits); !ok {
+		if slot, ok = r.TryReadBits(bits); !ok {
 			if slot, err = r.readBitsSlow(bits, field); err != nil {
 				return "", false, r.fail(field, at, io.ErrUnexpectedEOF)
 			}

@@ -47,7 +47,7 @@ func (r *Reader) ReadUnitVector(bits uint, field string) (x, y, z float64, err e
 		return 0, 0, 0, r.errAt(field, r.bit, ErrWidth)
 	}
 	at := r.bit
-	c, ok := r.tryGet(2 * bits)
+	c, ok := r.TryReadBits(2 * bits)
 	if !ok {
 		if c, err = r.readBitsSlow(2*bits, field); err != nil {
 			return 0, 0, 0, err
@@ -205,7 +205,7 @@ func (r *Reader) ReadQuatBits(bits uint, field string) ([4]float64, error) {
 	}
 	at := r.bit
 	n := 2 + 3*bits
-	c, ok := r.tryGet(n)
+	c, ok := r.TryReadBits(n)
 	if !ok {
 		var err error
 		if c, err = r.readBitsSlow(n, field); err != nil {

@@ -58,6 +58,14 @@
 // Memory is bounded on both sides by MaxQueuedBytes of payload, kept in
 // recycled power-of-two slabs, and by MaxInFlightPerLane units per stream;
 // nothing allocates per packet once those high-water marks were reached.
+// A connection keeps state for its events only while it has some: a
+// stream's rings and state, the Sender's transmission records and a
+// receiving lane's state go back to bounded process-wide pools as soon as
+// they hold nothing (a stream and the transmission records at the last
+// fate, a lane after the section), its ids kept in a 16-byte reference, and
+// the next event takes them again without allocating; the unordered and
+// staggered state is made on the first such event. A Server's payloads are
+// read into its shard's scratch (Receiver.ReadScratch).
 // Time is virtual (now is passed in); nothing reads a clock.
 //
 // docs/protocol.md (fragment docs/protocol.md §4) specifies the

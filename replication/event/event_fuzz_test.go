@@ -76,8 +76,8 @@ func FuzzEventSection(f *testing.F) {
 			if r.BufferedBytes() < 0 || r.BufferedBytes() > c.MaxQueuedBytes {
 				t.Fatalf("buffered %d bytes, bound %d", r.BufferedBytes(), c.MaxQueuedBytes)
 			}
-			for i, ln := range r.lanes {
-				if ln != nil && len(ln.slots) > c.MaxInFlightPerLane {
+			for i, ref := range r.lanes {
+				if ln := ref.ln; ln != nil && len(ln.slots) > c.MaxInFlightPerLane {
 					t.Fatalf("lane %d holds %d slots", i, len(ln.slots))
 				}
 			}

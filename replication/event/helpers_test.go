@@ -369,8 +369,8 @@ func fate(seq uint64, delivered bool) notify.Fate { return notify.Fate{Seq: seq,
 // (a count too low would leave events unsent).
 func checkWork(s *Sender) error {
 	sum := 0
-	for _, st := range s.streams {
-		if st != nil {
+	for _, ref := range s.streams {
+		if st := ref.st; st != nil {
 			sum += int(st.pendN + st.resendN)
 		}
 	}

@@ -2,6 +2,7 @@ package event
 
 import (
 	"fmt"
+	mbits "math/bits"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
@@ -67,23 +68,40 @@ type Receiver struct {
 	idBits, keyBits uint8
 	used            bool  // a payload was read since the last trim
 	quiet           uint8 // trims in a row without one
-	unAhead         int32 // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
 	arena           arena
-	lanes           []*laneRx // nil until the lane's first record; as long as the highest lane heard from
-	unBase          uint64    // all unordered ids below were received
-	unSeen          []uint64  // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
-	partials        []partial
-	keys            []staggerRx
-	bytes           int // payload buffered (slots, reassemblies)
-	scratch         []byte
-	pktHas          [2]uint64 // bit per stream: a record of it is already in this packet
-	unLast          uint64    // the unordered stream's pktLast (laneRx.pktLast)
-	stats           rxStats
-	rare            *ReceiverStats // the counters of what most connections never see: made on the first
+	lanes           []laneRef // as long as the highest lane heard from
+	// *receiverX: the unordered stream's and the staggered keys' state,
+	// made on the first such record (nil: none yet).
+	*receiverX
+	bytes   int // payload buffered (slots, reassemblies)
+	scratch []byte
+	pktHas  [2]uint64 // bit per stream: a record of it is already in this packet
+	stats   rxStats
+	rare    *ReceiverStats // the counters of what most connections never see: made on the first
 
 	// Idle release (trim), counted in sections: there is no clock here.
 	sinceTrim int32
 	trimEvery int32 // trimSections; tests change it
+}
+
+// receiverX is what a Receiver keeps for the unordered stream and the
+// staggered keys, made on the first record of either: most connections
+// send only ordered events (88 bytes of every Receiver otherwise). It
+// holds state (the unordered window, the key versions), so it stays.
+type receiverX struct {
+	unBase   uint64   // all unordered ids below were received
+	unSeen   []uint64 // bitmap over ids [unBase, unBase+m), position id mod m (m = MaxInFlightPerLane)
+	unAhead  int32    // bits set in unSeen (ids received above unBase; < MaxInFlightPerLane)
+	partials []partial
+	keys     []staggerRx
+	unLast   uint64 // the unordered stream's pktLast (laneRx.pktLast)
+}
+
+// ext makes the receiverX on first use.
+func (r *Receiver) ext() {
+	if r.receiverX == nil {
+		r.receiverX = new(receiverX)
+	}
 }
 
 // The receiver's buffers are made on use and sized by it: the reorder slots
@@ -170,31 +188,57 @@ type record struct {
 // success rd is positioned after the section's end bit. A nil deliver
 // discards the events (their ids still count as received).
 func (r *Receiver) Read(rd *bitstream.Reader, deliver func(Event)) error {
+	return r.ReadScratch(rd, nil, deliver)
+}
+
+// ReadScratch is Read with the caller's scratch for the payloads: a
+// record's payload is copied out of the packet into scratch (when it
+// fits) and lives there only during its deliver call, so the connections
+// of one goroutine can share one buffer instead of each keeping its own
+// (64 bytes and up a connection). Payloads that do not fit use the
+// Receiver's own scratch. A nil scratch is Read.
+func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver func(Event)) error {
 	if deliver == nil {
 		deliver = func(Event) {} // consume the events; parse(nil) would only check them
 	}
 	probe := *rd
-	if err := r.parse(&probe, nil); err != nil {
+	if more, err := probe.ReadFlag("event.more"); err == nil && !more {
+		// An empty section, its end bit alone — most packets' (events are
+		// rare) —: nothing to check twice, nothing to deliver.
+		_, _ = rd.ReadFlag("event.more") // the bit probe just read
+		r.sectionDone()
+		return nil
+	}
+	probe = *rd
+	if err := r.parse(&probe, nil, nil); err != nil {
 		r.rareStats().Rejected++
 		return err
 	}
-	if err := r.parse(rd, deliver); err != nil {
+	err := r.parse(rd, deliver, scratch)
+	r.dropLanes()
+	if err != nil {
 		r.rareStats().Rejected++
 		return err
 	}
+	r.sectionDone()
+	return nil
+}
+
+// sectionDone counts a section read and runs the trim when it is due.
+func (r *Receiver) sectionDone() {
 	r.stats.Sections++
 	if r.sinceTrim++; r.sinceTrim >= r.trimEvery {
 		r.sinceTrim = 0
 		r.trim()
 	}
-	return nil
 }
 
 // trim releases what idle lanes and an idle Receiver hold (see
 // trimSections). Nothing it drops holds state: the lanes' next ids, the
 // unordered window's base and the stagger versions stay.
 func (r *Receiver) trim() {
-	for _, ln := range r.lanes {
+	for i := range r.lanes {
+		ln := r.lanes[i].ln
 		if ln == nil {
 			continue
 		}
@@ -207,6 +251,7 @@ func (r *Receiver) trim() {
 			continue
 		}
 		ln.slots = nil
+		r.dropLane(i)
 	}
 	if r.used {
 		r.used, r.quiet = false, 0
@@ -217,6 +262,9 @@ func (r *Receiver) trim() {
 		return
 	}
 	r.scratch = nil
+	if r.receiverX == nil {
+		return
+	}
 	if r.unAhead == 0 {
 		r.unSeen = nil
 	}
@@ -231,7 +279,7 @@ func (r *Receiver) trim() {
 
 // parse walks the section; with deliver == nil it only checks the structure
 // and skips payloads.
-func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
+func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event), scratch []byte) error {
 	r.pktHas = [2]uint64{}
 	for {
 		more, err := rd.ReadFlag("event.more")
@@ -252,10 +300,15 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event)) error {
 			continue
 		}
 		r.used = true
-		if rec.n > len(r.scratch) {
-			r.growScratch(rec.n)
+		var p []byte
+		if rec.n <= len(scratch) {
+			p = scratch[:rec.n]
+		} else {
+			if rec.n > len(r.scratch) {
+				r.growScratch(rec.n)
+			}
+			p = r.scratch[:rec.n]
 		}
-		p := r.scratch[:rec.n]
 		if rec.n > 0 {
 			if err := rd.ReadBytes(p, "event.payload"); err != nil {
 				return err
@@ -284,16 +337,55 @@ func (r *Receiver) growScratch(n int) {
 // highest lane heard from.
 func (r *Receiver) lane(i int) *laneRx {
 	if i >= len(r.lanes) {
-		nl := make([]*laneRx, i+1)
+		nl := make([]laneRef, i+1)
 		copy(nl, r.lanes)
 		r.lanes = nl
 	}
-	ln := r.lanes[i]
+	ln := r.lanes[i].ln
 	if ln == nil {
-		ln = new(laneRx)
-		r.lanes[i] = ln
+		// Lane state only while the lane has a record in the packet at
+		// hand or holds something (dropLanes): the id goes on from the
+		// reference.
+		ln = laneStructs.get()
+		ln.next = r.lanes[i].next
+		r.lanes[i].ln = ln
 	}
 	return ln
+}
+
+// laneRef is a Receiver's handle on one ordered lane: its state while it
+// holds something, or only its next id while it is idle — 16 bytes instead
+// of the 80 of a laneRx for every lane a connection ever used.
+type laneRef struct {
+	ln   *laneRx // nil: idle or never heard from
+	next uint64  // the lane's next id while ln is nil
+}
+
+// dropLane gives lane i's state back to its pool if it holds nothing:
+// no unit waiting ahead, no reassembly, no slots.
+func (r *Receiver) dropLane(i int) {
+	ln := r.lanes[i].ln
+	if ln == nil || ln.ahead != 0 || ln.assembling || ln.slots != nil || ln.asm != nil {
+		return
+	}
+	r.lanes[i] = laneRef{next: ln.next}
+	*ln = laneRx{}
+	laneStructs.put(ln)
+}
+
+// dropLanes drops, after a section, the lanes it had records of that hold
+// nothing now (pktHas): a lane that receives an event a second keeps no
+// state between them.
+func (r *Receiver) dropLanes() {
+	for w, bits := range r.pktHas {
+		for bits != 0 {
+			i := w*64 + mbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			if i < len(r.lanes) {
+				r.dropLane(i)
+			}
+		}
+	}
 }
 
 // readHeader reads and checks a record's fields up to its payload.
@@ -433,6 +525,7 @@ func skipBytes(rd *bitstream.Reader, n int) error {
 // growKeys makes r.keys cover key (< StaggerKeys, checked by the parser):
 // a prefix grown by doubling, so idle connections keep no per-key state.
 func (r *Receiver) growKeys(key int) {
+	r.ext()
 	n := max(minGrow, 2*len(r.keys))
 	for n <= key {
 		n *= 2
@@ -450,6 +543,7 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Unguaranteed, Payload: p})
 		return nil
 	case Staggered:
+		r.ext()
 		if int(rec.key) >= len(r.keys) {
 			r.growKeys(int(rec.key))
 		}
@@ -465,11 +559,15 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 		deliver(Event{Class: Staggered, Key: rec.key, Payload: p})
 		return nil
 	}
-	ref, last := r.unBase, &r.unLast
+	var ref uint64
+	var last *uint64
 	if rec.class == Ordered {
 		ln := r.lane(rec.stream)
 		ln.used = true
 		ref, last = ln.next, &ln.pktLast
+	} else {
+		r.ext()
+		ref, last = r.unBase, &r.unLast
 	}
 	id := rec.idLow
 	if rec.next {
@@ -494,7 +592,7 @@ func (r *Receiver) apply(rec *record, p []byte, deliver func(Event)) error {
 }
 
 func (r *Receiver) applyOrdered(rec *record, id uint64, p []byte, deliver func(Event)) error {
-	ln := r.lanes[rec.stream]
+	ln := r.lanes[rec.stream].ln
 	if id > ln.next {
 		if err := r.ensureSlots(ln, id-ln.next); err != nil {
 			return err

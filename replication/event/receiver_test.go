@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
@@ -281,7 +283,7 @@ func TestReceiverRejects(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
-			if tc.whole && (len(g) != 0 || r.Stats().Ordered != 0 || len(r.lanes) > 0 && r.lanes[0] != nil && r.lanes[0].next != 0) {
+			if tc.whole && (len(g) != 0 || r.Stats().Ordered != 0 || len(r.lanes) > 0 && (r.lanes[0].ln != nil || r.lanes[0].next != 0)) {
 				t.Fatalf("rejected section still delivered %v", g)
 			}
 			if r.BufferedBytes() > tc.cfg.MaxQueuedBytes {
@@ -291,5 +293,102 @@ func TestReceiverRejects(t *testing.T) {
 				t.Fatalf("Rejected = %d", r.Stats().Rejected)
 			}
 		})
+	}
+}
+
+// TestReadScratchSameAsRead: a Receiver reading payloads into the caller's
+// scratch (ReadScratch, as a connection shard's Servers share one) delivers
+// what one reading into its own does, event for event, with payloads that
+// fit the scratch and payloads that do not (its own scratch then), ordered
+// lanes buffering what arrives ahead, fragments and unordered events; and
+// it keeps no scratch of its own while every payload fits.
+func TestReadScratchSameAsRead(t *testing.T) {
+	cfg := DefaultConfig()
+	p := newPair(t, cfg)
+	r2, err := NewReceiver(cfg)
+	must(t, err)
+	var got2 []got
+	collect2 := func(e Event) { got2 = append(got2, got{e.Class, e.Lane, e.Key, string(e.Payload)}) }
+	scratch := make([]byte, 48)
+	rng := rand.New(rand.NewPCG(7, 7))
+	now := time.Duration(0)
+	for i := range 400 {
+		size := 8 + rng.IntN(40) // fits the scratch
+		if i%7 == 0 {
+			size = 100 + rng.IntN(3000) // does not; some fragmented
+		}
+		if i%3 == 0 {
+			must(t, p.s.SendUnordered(payload(cfg.Lanes, i, size)))
+		} else {
+			must(t, p.s.SendOrdered(i%4, payload(i%4, i, size)))
+		}
+		now += 50 * ms
+		seq := p.write(now, 600)
+		lost := rng.IntN(5) == 0
+		if !lost {
+			p.deliver(seq)
+			var rd bitstream.Reader
+			rd.Reset(p.pkts[seq])
+			if err := r2.ReadScratch(&rd, scratch, collect2); err != nil {
+				t.Fatalf("ReadScratch seq %d: %v", seq, err)
+			}
+		}
+		p.fate(seq, !lost)
+	}
+	for range 200 { // drain
+		now += 50 * ms
+		seq := p.write(now, 1200)
+		p.deliver(seq)
+		var rd bitstream.Reader
+		rd.Reset(p.pkts[seq])
+		must(t, r2.ReadScratch(&rd, scratch, collect2))
+		p.fate(seq, true)
+	}
+	g := p.take()
+	if len(g) != 400 {
+		t.Fatalf("Read delivered %d of 400", len(g))
+	}
+	if fmt.Sprint(g) != fmt.Sprint(got2) {
+		t.Fatalf("ReadScratch delivered differently:\n%v\n%v", g, got2)
+	}
+	if p.r.Stats() != r2.Stats() {
+		t.Fatalf("stats differ: %+v, %+v", p.r.Stats(), r2.Stats())
+	}
+
+	// Payloads that all fit: no scratch of the Receiver's own.
+	r3, err := NewReceiver(cfg)
+	must(t, err)
+	q := newPair(t, cfg)
+	for i := range 20 {
+		must(t, q.s.SendOrdered(0, payload(0, i, 30)))
+		seq := q.write(now, 600)
+		var rd bitstream.Reader
+		rd.Reset(q.pkts[seq])
+		must(t, r3.ReadScratch(&rd, scratch, func(Event) {}))
+		q.fate(seq, true)
+	}
+	if r3.scratch != nil || r3.stats.Ordered != 20 {
+		t.Fatalf("own scratch %d B, %d delivered: want none, 20", len(r3.scratch), r3.stats.Ordered)
+	}
+}
+
+// TestEmptySectionFastPath: a section that is its end bit alone (most
+// packets') is read without the probe pass: the reader ends after that one
+// bit, the section counts, and the bits after it are left alone; no bits at
+// all is still a truncated section.
+func TestEmptySectionFastPath(t *testing.T) {
+	r, err := NewReceiver(DefaultConfig())
+	must(t, err)
+	var rd bitstream.Reader
+	rd.ResetBits([]byte{0b1111_1110}, 8) // end bit, then seven bits of whatever follows
+	if err := r.Read(&rd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rd.Pos() != 1 || r.Stats().Sections != 1 {
+		t.Fatalf("reader at bit %d, %d sections; want 1 and 1", rd.Pos(), r.Stats().Sections)
+	}
+	rd.ResetBits([]byte{0}, 0)
+	if err := r.Read(&rd, nil); err == nil || r.Stats().Rejected != 1 || r.Stats().Sections != 1 {
+		t.Fatalf("empty input: %v, stats %+v; want a read error, counted as rejected", err, r.Stats())
 	}
 }

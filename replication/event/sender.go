@@ -90,7 +90,7 @@ type Sender struct {
 	lossN            uint8 // fates in the loss estimate, up to lossWindow
 	redund           uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena            arena
-	streams          []*sendStream // ordered lanes 0..Lanes-1, then the unordered stream; nil until used, the slice as long as the highest used
+	streams          []streamRef // ordered lanes 0..Lanes-1, then the unordered stream; the slice as long as the highest used
 	// queuedBytes ≤ MaxMaxQueuedBytes (2^30) and work (below) fit 32 bits:
 	// together one word.
 	queuedBytes int32
@@ -98,15 +98,11 @@ type Sender struct {
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
-	work              int32
-	lastSeq           uint64
-	pkts              []txPacket // ring
-	pHead, pN         uint64
-	entries           []txEntry // ring over absolute positions [eHead, eTail)
-	eHead, eTail      uint64
-	prev, cur         []txEntry // units of the previous / current packet (redundancy)
-	carry             []txEntry // units the copy budget left out of the previous packet, still due a copy
-	cand              []redundCand
+	work    int32
+	lastSeq uint64
+	// *txState: the transmission records and lists, only while a
+	// guaranteed unit is queued or in flight (nil: pN = 0).
+	*txState
 	x                 *senderX  // unguaranteed and staggered events: made on the first
 	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
 	redundBits, avail int32     // bits of one packet's section
@@ -115,6 +111,32 @@ type Sender struct {
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	trimAt            time.Duration // next trim (Write)
 	trimEvery         time.Duration // trimEvery; tests change it
+}
+
+// txState is what a Sender keeps while guaranteed units are queued or in
+// flight: the transmission record of each packet that carried some, and
+// the units of the previous packet for the redundant copies. Taken from a
+// pool when a unit is queued (Write) and given back with the last fate
+// (releaseIdle): 176 bytes of every connection whose events are rare,
+// which is nearly every connection, otherwise.
+type txState struct {
+	pkts         []txPacket // ring
+	pHead, pN    uint64
+	entries      []txEntry // ring over absolute positions [eHead, eTail)
+	eHead, eTail uint64
+	prev, cur    []txEntry // units of the previous / current packet (redundancy)
+	carry        []txEntry // units the copy budget left out of the previous packet, still due a copy
+	cand         []redundCand
+}
+
+var txStates structPool[txState]
+
+// inFlight is pN, 0 without a txState.
+func (s *Sender) inFlight() uint64 {
+	if s.txState == nil {
+		return 0
+	}
+	return s.pN
 }
 
 // senderX is what a Sender keeps for unguaranteed and staggered events,
@@ -197,7 +219,7 @@ func (s *Sender) InFlight(lane int) int {
 	if lane >= len(s.streams) {
 		return 0
 	}
-	if st := s.streams[lane]; st != nil {
+	if st := s.streams[lane].st; st != nil {
 		return int(st.held)
 	}
 	return 0
@@ -223,16 +245,18 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 	if si >= len(s.streams) {
 		// The slice reaches only as far as the highest stream used: lane 0
 		// alone needs one slot of the nine.
-		ns := make([]*sendStream, si+1)
+		ns := make([]streamRef, si+1)
 		copy(ns, s.streams)
 		s.streams = ns
 	}
-	st := s.streams[si]
+	st := s.streams[si].st
 	if st == nil {
-		// Per-stream state only for the streams a connection uses: most
-		// use one or two of the nine.
-		st = new(sendStream)
-		s.streams[si] = st
+		// Per-stream state only for the streams a connection uses (most
+		// use one or two of the nine), and only while they hold something
+		// (releaseIdle): the ids go on from the reference.
+		st = streamStructs.get()
+		st.base, st.next = s.streams[si].next, s.streams[si].next
+		s.streams[si].st = st
 	}
 	switch {
 	case len(payload) > s.cfg.MaxEventSize:
@@ -389,7 +413,7 @@ const maxCarry = 64
 // in its next send slot should send a data packet then, or the copies — the
 // repair of a lost packet one interval later — never go out.
 func (s *Sender) HasRedundant() bool {
-	if s.redund == 0 || s.pN >= maxTxPackets {
+	if s.redund == 0 || s.txState == nil || s.pN >= maxTxPackets {
 		return false
 	}
 	limit := uint8(1 + s.redund)
@@ -402,8 +426,8 @@ func (s *Sender) HasRedundant() bool {
 // redundantIn is HasRedundant for one list of entries.
 func (s *Sender) redundantIn(l []txEntry, limit uint8) bool {
 	for _, e := range l {
-		st := s.streams[e.stream()]
-		if e.id() < st.base || e.id() >= st.next {
+		st := s.streams[e.stream()].st
+		if st == nil || e.id() < st.base || e.id() >= st.next {
 			continue
 		}
 		if u := st.unit(e.id()); !u.acked && u.copies < limit && !st.needsResend(e.id()) {
@@ -436,6 +460,12 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	s.avail = int32(w.Remaining() - 1) // keep the end bit
 	s.redundBits = int32(8 * s.cfg.RedundancyBytes)
 	s.pktHas = [2]uint64{}
+	if s.txState == nil && s.work > 0 {
+		s.txState = txStates.get()
+	}
+	if s.txState == nil {
+		return s.writeIdle(w, start, now)
+	}
 	s.cur = s.cur[:0]
 	records := 0
 	guaranteed := s.pN < maxTxPackets
@@ -480,6 +510,26 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	return records, err
 }
 
+// writeIdle is Write without a txState: nothing guaranteed is queued or in
+// flight, so only staggered and unguaranteed records can go.
+func (s *Sender) writeIdle(w *bitstream.Writer, start int, now time.Duration) (int, error) {
+	records, err := s.writeStaggered(w, now)
+	if err == nil {
+		var n int
+		n, err = s.writeUnguaranteed(w)
+		records += n
+	}
+	if err == nil {
+		err = w.WriteFlag(false)
+	}
+	if err != nil {
+		w.Truncate(start) // unreachable in practice, as in Write
+	}
+	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
+	s.stats.Sections++
+	return records, err
+}
+
 // inPkt reports whether this packet has a record of stream si already.
 func (s *Sender) inPkt(si int) bool { return s.pktHas[si>>6]&(1<<(si&63)) != 0 }
 
@@ -500,7 +550,7 @@ func (s *Sender) unitBits(si int, id uint64, u *unit) int {
 	}
 	if s.inPkt(si) {
 		b++
-		if id != s.streams[si].pktLast+1 {
+		if id != s.streams[si].st.pktLast+1 {
 			b += int(s.idBits)
 		}
 	} else {
@@ -532,7 +582,7 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	if class == Ordered {
 		e.bits(uint64(si), uint(s.laneBits))
 	}
-	st := s.streams[si]
+	st := s.streams[si].st
 	next := s.inPkt(si) && id == st.pktLast+1
 	if s.inPkt(si) {
 		e.flag(next)
@@ -582,8 +632,8 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 	n := 0
 	var blocked [MaxLanes + 1]bool
 	var from [MaxLanes + 1]uint64 // resend search cursor per stream
-	for si, st := range s.streams {
-		if st != nil {
+	for si := range s.streams {
+		if st := s.streams[si].st; st != nil {
 			from[si] = st.base
 		}
 	}
@@ -594,7 +644,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 			if si >= len(s.streams) {
 				continue
 			}
-			st := s.streams[si]
+			st := s.streams[si].st
 			if blocked[si] || st == nil {
 				continue
 			}
@@ -632,7 +682,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 // cutUnit cuts the next unit of stream si's front event to fit the packet and
 // writes it; false when nothing (more) can go.
 func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
-	st := s.streams[si]
+	st := s.streams[si].st
 	if st.pendN == 0 || !st.room(s.cfg.MaxInFlightPerLane) {
 		return false, nil
 	}
@@ -673,7 +723,7 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 	rest := total - off
 	n := min(rest, s.cfg.MaxFragment)
 	if off == 0 {
-		if si == s.cfg.Lanes && int(s.streams[si].partials) >= s.cfg.MaxPartial {
+		if si == s.cfg.Lanes && int(s.streams[si].st.partials) >= s.cfg.MaxPartial {
 			return false // the receiver reassembles at most MaxPartial at once
 		}
 		u.kind = kindFirst
@@ -821,8 +871,8 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	cand := s.cand[:0]
 	for _, l := range [2][]txEntry{s.carry, s.prev} {
 		for _, e := range l {
-			st := s.streams[e.stream()]
-			if e.id() < st.base || e.id() >= st.next {
+			st := s.streams[e.stream()].st
+			if st == nil || e.id() < st.base || e.id() >= st.next {
 				continue
 			}
 			u := st.unit(e.id())
@@ -845,7 +895,7 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	s.carry = s.carry[:0]
 	for _, c := range cand {
 		si := c.e.stream()
-		u := s.streams[si].unit(c.e.id())
+		u := s.streams[si].st.unit(c.e.id())
 		b := s.unitBits(si, c.e.id(), u)
 		if b > int(s.redundBits) || !s.fits(b) {
 			if len(s.carry) < maxCarry {
@@ -886,8 +936,9 @@ const (
 // Nothing it drops holds state: ids, stagger schedules and the loss
 // estimate stay.
 func (s *Sender) trim() {
-	busy := s.pN > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
-	for _, st := range s.streams {
+	busy := s.inFlight() > 0 || s.work > 0 || s.x != nil && (s.x.ugN > 0 || len(s.x.active) > 0)
+	for i := range s.streams {
+		st := s.streams[i].st
 		if st == nil {
 			continue
 		}
@@ -903,6 +954,9 @@ func (s *Sender) trim() {
 		if st.units != nil || st.pend != nil {
 			st.release()
 		}
+		if s.inFlight() == 0 && s.work == 0 {
+			s.dropStream(i)
+		}
 	}
 	if busy {
 		s.quiet = 0
@@ -912,17 +966,95 @@ func (s *Sender) trim() {
 		s.quiet++
 		return
 	}
-	if s.entries != nil || s.pkts != nil {
-		// pN == 0: every record resolved, so eHead == eTail and no unit
-		// is carried by a packet in flight; prev and carry name only
-		// units that are acknowledged or due a resend, which copies skip.
-		s.entries, s.eHead, s.eTail = nil, 0, 0
-		s.pkts, s.pHead = nil, 0
-		s.prev, s.cur, s.carry, s.cand = nil, nil, nil, nil
-		if s.x != nil { // the keys stay: they hold the stagger versions
-			s.x.ug, s.x.ugHead = nil, 0
-			s.x.active = nil
+	s.dropTx()
+	if s.x != nil { // the keys stay: they hold the stagger versions
+		s.x.ug, s.x.ugHead = nil, 0
+		s.x.active = nil
+	}
+}
+
+// maxPooledList is the longest scratch list a pooled txState keeps (a
+// burst's longer lists go to the garbage collector with it).
+const maxPooledList = 16
+
+// dropTx gives the txState back (pN == 0 and nothing to resend: every
+// record resolved, so eHead == eTail and no unit is carried by a packet in
+// flight; prev and carry name only acknowledged units, which copies skip):
+// its smallest rings to their pools, short lists kept with it.
+func (s *Sender) dropTx() {
+	t := s.txState
+	if t == nil {
+		return
+	}
+	s.releaseTx()
+	keep := func(l []txEntry) []txEntry {
+		if cap(l) > maxPooledList {
+			return nil
 		}
+		return l[:0]
+	}
+	t.prev, t.cur, t.carry = keep(t.prev), keep(t.cur), keep(t.carry)
+	if cap(t.cand) > maxPooledList {
+		t.cand = nil
+	}
+	t.cand = t.cand[:0]
+	s.txState = nil
+	txStates.put(t)
+}
+
+// releaseTx gives back the transmission rings (pN == 0: every record
+// resolved, so eHead == eTail and no unit is carried by a packet in
+// flight).
+func (s *Sender) releaseTx() {
+	entryRings.put(s.entries, minEntries)
+	pktRings.put(s.pkts, minPkts)
+	s.entries, s.eHead, s.eTail = nil, 0, 0
+	s.pkts, s.pHead = nil, 0
+}
+
+// releaseIdle gives back, once the last packet in flight is resolved, the
+// rings of every stream that holds nothing and, when nothing waits to be
+// sent either, the transmission rings, to the shared pools (ringPool), so
+// the next event takes them again without allocating: only rings still at
+// their first size. A ring a burst grew waits for the delayed trim
+// (idleTrims), so bursts that come back keep their room; the scratch lists
+// stay until the trim too. With nothing to send or resend, a stream left
+// with no rings goes back to its pool as well, its next id kept in the
+// streamRef: prev and carry then name only acknowledged units (every
+// packet's fate is in, and none is due a resend), which copies skip, so
+// they are emptied with it.
+func (s *Sender) releaseIdle() {
+	idle := s.work == 0
+	for i := range s.streams {
+		st := s.streams[i].st
+		if st == nil || !st.empty() || len(st.units) > minUnits || len(st.pend) > minPend {
+			continue
+		}
+		if st.units != nil || st.pend != nil {
+			st.release()
+		}
+		if idle {
+			s.dropStream(i)
+		}
+	}
+	if idle && s.txState != nil && len(s.entries) <= minEntries && len(s.pkts) <= minPkts {
+		s.dropTx()
+	}
+}
+
+// dropStream gives stream i's state back to its pool, keeping its next id
+// in the streamRef: the stream holds nothing and has no rings, and the
+// Sender has no packet in flight and nothing to resend (see releaseIdle).
+func (s *Sender) dropStream(i int) {
+	st := s.streams[i].st
+	if st.partials != 0 || st.units != nil || st.pend != nil {
+		return
+	}
+	s.streams[i] = streamRef{next: st.next}
+	*st = sendStream{resend: st.resend} // a ring of ≤ 64 units' word, zero (resendN is 0), or nil
+	streamStructs.put(st)
+	if s.txState != nil {
+		s.prev, s.carry = s.prev[:0], s.carry[:0]
 	}
 }
 
@@ -934,10 +1066,16 @@ func (s *Sender) pushPacket(seq uint64) {
 		for n < need {
 			n *= 2
 		}
-		e := make([]txEntry, n)
+		var e []txEntry
+		if n == minEntries {
+			e = entryRings.get(minEntries)
+		} else {
+			e = make([]txEntry, n)
+		}
 		for i := s.eHead; i < s.eTail; i++ {
 			e[i&(n-1)] = s.entries[i&uint64(len(s.entries)-1)]
 		}
+		entryRings.put(s.entries, minEntries)
 		s.entries = e
 	}
 	first := s.eTail
@@ -948,10 +1086,16 @@ func (s *Sender) pushPacket(seq uint64) {
 	}
 	if s.pN == uint64(len(s.pkts)) {
 		n := uint64(max(minPkts, 2*len(s.pkts)))
-		p := make([]txPacket, n)
+		var p []txPacket
+		if n == minPkts {
+			p = pktRings.get(minPkts)
+		} else {
+			p = make([]txPacket, n)
+		}
 		for i := uint64(0); i < s.pN; i++ {
 			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]
 		}
+		pktRings.put(s.pkts, minPkts)
 		s.pkts = p
 	}
 	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint32(len(s.cur))}
@@ -971,7 +1115,7 @@ func (s *Sender) pushPacket(seq uint64) {
 // duplicates by id.
 func (s *Sender) OnFate(f notify.Fate) {
 	s.observe(f.Delivered)
-	for s.pN > 0 {
+	for s.inFlight() > 0 {
 		p := s.pkts[s.pHead&uint64(len(s.pkts)-1)]
 		if p.seq > f.Seq {
 			return
@@ -982,6 +1126,10 @@ func (s *Sender) OnFate(f notify.Fate) {
 		s.resolve(p, p.seq == f.Seq && f.Delivered)
 		s.pHead++
 		s.pN--
+		if s.pN == 0 {
+			s.releaseIdle() // may drop the txState
+			return
+		}
 		if p.seq == f.Seq {
 			return
 		}
@@ -997,6 +1145,9 @@ func (s *Sender) OnFate(f notify.Fate) {
 // loss² of the units). Call it after feeding OnFate; the packets' own fates
 // still come later and release the units. It allocates nothing.
 func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
+	if s.txState == nil {
+		return
+	}
 	mask := uint64(len(s.pkts) - 1)
 	emask := uint64(len(s.entries) - 1)
 	for i := uint64(0); i < s.pN; i++ {
@@ -1007,7 +1158,7 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 		p.acked = true
 		for j := p.first; j < p.first+uint64(p.n); j++ {
 			e := s.entries[j&emask]
-			st := s.streams[e.stream()]
+			st := s.streams[e.stream()].st
 			if e.id() < st.base || e.id() >= st.next {
 				continue
 			}
@@ -1057,7 +1208,7 @@ func (s *Sender) resolve(p txPacket, delivered bool) {
 
 // settle applies the fate of packet seq to one unit it carried.
 func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
-	st := s.streams[e.stream()]
+	st := s.streams[e.stream()].st
 	if e.id() < st.base || e.id() >= st.next {
 		return // cannot happen: a unit with refs > 0 is never freed
 	}
@@ -1077,8 +1228,8 @@ func (s *Sender) settle(e txEntry, seq uint64, delivered bool) {
 }
 
 func (s *Sender) advanceAll() {
-	for si, st := range s.streams {
-		if st != nil {
+	for si := range s.streams {
+		if st := s.streams[si].st; st != nil {
 			s.advance(st, si)
 		}
 	}

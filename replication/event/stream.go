@@ -65,6 +65,15 @@ type sendStream struct {
 	idle uint8
 }
 
+// streamRef is a Sender's handle on one stream: the stream while it holds
+// something, or, while it is idle (Sender.releaseIdle), only its next id —
+// 16 bytes instead of the 128 of a sendStream for every lane a connection
+// ever used.
+type streamRef struct {
+	st   *sendStream // nil: idle or never used
+	next uint64      // the stream's next id while st is nil (base == next)
+}
+
 // The rings of a stream start small and double on use (a lane that carries
 // a few events a second has one or two in flight, and an event waits to be
 // cut only until the next packet); a stream that has been idle for
@@ -75,10 +84,17 @@ const (
 	minPend  = 2 // 80 B
 )
 
-// release drops the rings of a stream that holds nothing.
+// release gives back the rings of a stream that holds nothing (the
+// smallest to their pools). The resend bitmap of a ring of up to 64 units
+// (one word, zero: resendN is 0) stays for the next ring of that size.
 func (st *sendStream) release() {
+	pendRings.put(st.pend, minPend)
+	unitRings.put(st.units, minUnits)
 	st.pend, st.pendHead = nil, 0
-	st.units, st.resend = nil, nil
+	st.units = nil
+	if len(st.resend) != 1 {
+		st.resend = nil
+	}
 }
 
 // empty reports that the stream holds no event and no unit.
@@ -91,10 +107,16 @@ func (st *sendStream) unit(id uint64) *unit { return &st.units[id&uint64(len(st.
 func (st *sendStream) pushPend(buf []byte) {
 	if int(st.pendN) == len(st.pend) {
 		n := max(minPend, 2*len(st.pend))
-		p := make([]pendEvent, n)
+		var p []pendEvent
+		if n == minPend {
+			p = pendRings.get(n)
+		} else {
+			p = make([]pendEvent, n)
+		}
 		for i := range int(st.pendN) {
 			p[i] = st.pend[(int(st.pendHead)+i)%len(st.pend)]
 		}
+		pendRings.put(st.pend, minPend)
 		st.pend, st.pendHead = p, 0
 	}
 	st.pend[(int(st.pendHead)+int(st.pendN))%len(st.pend)] = pendEvent{buf: buf}
@@ -120,6 +142,13 @@ func (st *sendStream) room(limit int) bool {
 		return false
 	}
 	n := max(minUnits, 2*len(st.units))
+	if st.units == nil && st.base == st.next { // idle until now: nothing to copy (base == next)
+		st.units = unitRings.get(n)
+		if len(st.resend) != (n+63)/64 {
+			st.resend = make([]uint64, (n+63)/64)
+		}
+		return true
+	}
 	u := make([]unit, n)
 	rs := make([]uint64, (n+63)/64)
 	for id := st.base; id < st.next; id++ {
@@ -129,6 +158,7 @@ func (st *sendStream) room(limit int) bool {
 			rs[p>>6] |= 1 << (p & 63)
 		}
 	}
+	unitRings.put(st.units, minUnits)
 	st.units, st.resend = u, rs
 	return true
 }

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // trimPairs returns two identical pairs: g trims at every Write and every
@@ -22,21 +25,21 @@ func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 // released reports what g still holds that an idle pair should have given
 // back ("" when everything was).
 func released(p *pair) string {
-	for i, st := range p.s.streams {
-		if st != nil && (st.units != nil || st.pend != nil) {
+	for i, ref := range p.s.streams {
+		if st := ref.st; st != nil && (st.units != nil || st.pend != nil) {
 			return fmt.Sprintf("sender stream %d keeps %d units, %d pending slots", i, len(st.units), len(st.pend))
 		}
 	}
 	switch {
-	case p.s.entries != nil || p.s.pkts != nil:
-		return fmt.Sprintf("sender keeps %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
+	case p.s.txState != nil:
+		return fmt.Sprintf("sender keeps its transmission state: %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
 	case p.r.scratch != nil:
 		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
-	case p.r.unSeen != nil:
+	case p.r.receiverX != nil && p.r.unSeen != nil:
 		return "receiver keeps its unordered bitmap"
 	}
-	for i, ln := range p.r.lanes {
-		if ln != nil && ln.slots != nil {
+	for i, ref := range p.r.lanes {
+		if ln := ref.ln; ln != nil && ln.slots != nil {
 			return fmt.Sprintf("receiver lane %d keeps %d slots", i, len(ln.slots))
 		}
 	}
@@ -45,12 +48,12 @@ func released(p *pair) string {
 
 // idle reports that p's sender holds nothing queued or in flight.
 func idle(p *pair) bool {
-	for _, st := range p.s.streams {
-		if st != nil && !st.empty() {
+	for _, ref := range p.s.streams {
+		if st := ref.st; st != nil && !st.empty() {
 			return false
 		}
 	}
-	return p.s.pN == 0 && (p.s.x == nil || p.s.x.ugN == 0 && len(p.s.x.active) == 0) && p.r.bytes == 0
+	return p.s.inFlight() == 0 && (p.s.x == nil || p.s.x.ugN == 0 && len(p.s.x.active) == 0) && p.r.bytes == 0
 }
 
 // TestTrimIsInvisible drives a pair that drops its rings whenever it is idle
@@ -198,7 +201,7 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 		now += 50 * ms
 		p.through(now, 1200)
 	}
-	st := p.s.streams[2]
+	st := p.s.streams[2].st
 	if len(st.units) < 64 {
 		t.Fatalf("a 200-event burst grew the ring to %d units only", len(st.units))
 	}
@@ -208,19 +211,19 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 	for now0 := now; now < now0+time.Duration(idleTrims)*trimEvery-trimEvery/2; {
 		now += 50 * ms
 		p.through(now, 1200)
-		if p.s.streams[2].units == nil {
+		if st := p.s.streams[2].st; st == nil || st.units == nil {
 			t.Fatalf("released %v after the burst, before %d idle trims", now-now0, idleTrims)
 		}
 	}
-	for now0 := now; p.s.streams[2].units != nil; {
+	for now0 := now; p.s.streams[2].st != nil; {
 		now += 50 * ms
 		p.through(now, 1200)
 		if now-now0 > 3*trimEvery {
 			t.Fatal("an idle lane kept its rings")
 		}
 	}
-	if ln := p.r.lanes[2]; ln == nil || ln.slots != nil && ln.ahead == 0 && ln.idle > idleTrims {
-		t.Fatalf("receiver lane 2: %+v", ln)
+	if ref := p.r.lanes[2]; ref.ln != nil || ref.next != nextID {
+		t.Fatalf("receiver lane 2: %+v, want no state, next id %d", ref, nextID)
 	}
 	p.take()
 	for i := range 5 {
@@ -228,7 +231,7 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 	}
 	now += 50 * ms
 	p.through(now, 1200)
-	if st := p.s.streams[2]; st.base != nextID+5 || len(st.units) != 8 {
+	if st := p.s.streams[2].st; st.base != nextID+5 || len(st.units) != 8 {
 		t.Fatalf("after reuse: base %d (want %d), ring %d (want 8: grown from %d for 5 units)", st.base, nextID+5, len(st.units), minUnits)
 	}
 	g := p.take()
@@ -257,14 +260,14 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 	now := 50 * ms
 	lost := p.write(now, 1200)
 	var later []uint64
-	for p.s.streams[0].pendN > 0 {
+	for p.s.streams[0].st.pendN > 0 {
 		now += 50 * ms
 		later = append(later, p.write(now, 1200))
 	}
 	for _, seq := range later {
 		p.deliver(seq)
 	}
-	ln := p.r.lanes[0]
+	ln := p.r.lanes[0].ln
 	if ln.ahead == 0 || len(ln.slots) < int(ln.ahead) || len(ln.slots) > cfg.MaxInFlightPerLane {
 		t.Fatalf("lane 0: %d units ahead in %d slots", ln.ahead, len(ln.slots))
 	}
@@ -287,5 +290,64 @@ func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 	}
 	if ln.slots != nil || ln.ahead != 0 || p.r.BufferedBytes() != 0 {
 		t.Fatalf("after the gap filled and the lane idled: %d slots, %d ahead, %d B", len(ln.slots), ln.ahead, p.r.BufferedBytes())
+	}
+}
+
+// TestRareEventRingsPooled: a lane that carries an event now and then (one
+// in flight at a time) gives its rings, its state and the Sender's
+// transmission rings back as soon as the event's last packet is resolved —
+// not seconds later at a trim —, the receiving lane its state after each
+// section, and the next event takes them from the pools without allocating.
+func TestRareEventRingsPooled(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := NewSender(cfg)
+	must(t, err)
+	r, err := NewReceiver(cfg)
+	must(t, err)
+	buf := make([]byte, 1200)
+	ev := payload(0, 0, 20)
+	var w bitstream.Writer
+	var rd bitstream.Reader
+	seq, now, delivered := uint64(0), time.Duration(0), 0
+	deliver := func(Event) { delivered++ }
+	cycle := func() {
+		if err := s.SendOrdered(0, ev); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // the unit and its redundant copies, each packet's fate at once
+			seq++
+			now += 50 * ms
+			w.Reset(buf)
+			if _, err := s.Write(&w, seq, now); err != nil {
+				t.Fatal(err)
+			}
+			rd.Reset(buf)
+			if err := r.Read(&rd, deliver); err != nil {
+				t.Fatal(err)
+			}
+			s.OnFate(notify.Fate{Seq: seq, Delivered: true})
+		}
+	}
+	for range 3 {
+		cycle()
+	}
+	if st := s.streams[0]; st.st != nil || st.next != 3 || s.txState != nil {
+		t.Fatalf("after the event was acknowledged: stream %+v, transmission state %v; want the stream and its rings and the transmission state given back, next id 3",
+			st, s.txState != nil)
+	}
+	if r.receiverX != nil {
+		t.Fatal("ordered events alone made the receiver's unordered and staggered state")
+	}
+	if ref := r.lanes[0]; ref.ln != nil || ref.next != 3 {
+		t.Fatalf("receiver lane 0: %+v; want no state between events, next id 3", ref)
+	}
+	if now >= trimEvery {
+		t.Fatalf("%v passed: a trim could have released them", now)
+	}
+	if a := testing.AllocsPerRun(20, cycle); a != 0 {
+		t.Fatalf("%.1f allocations per event, want 0: the rings come from the pools", a)
+	}
+	if delivered != 3+21 {
+		t.Fatalf("delivered %d of %d events", delivered, 3+21)
 	}
 }

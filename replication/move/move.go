@@ -253,13 +253,21 @@ const (
 // leaves the rest of the packet unreadable).
 func readFullAtOnce(r *bitstream.Reader, m *Move) error {
 	at := r.Pos()
-	a, err := r.ReadBits(pitchAt, "move.dt")
-	if err != nil {
-		return err
+	// TryReadBits inlines (ReadBits does not); ReadBits reads or fails
+	// where it cannot.
+	a, ok := r.TryReadBits(pitchAt)
+	if !ok {
+		var err error
+		if a, err = r.ReadBits(pitchAt, "move.dt"); err != nil {
+			return err
+		}
 	}
-	b, err := r.ReadBits(fullMoveBits-pitchAt, "move.pitch")
-	if err != nil {
-		return err
+	b, ok := r.TryReadBits(fullMoveBits - pitchAt)
+	if !ok {
+		var err error
+		if b, err = r.ReadBits(fullMoveBits-pitchAt, "move.pitch"); err != nil {
+			return err
+		}
 	}
 	fwd, str, pitch := a>>forwardAt&(1<<axisBits-1), a>>strafeAt&(1<<axisBits-1), b&(1<<pitchBits-1)
 	switch {
@@ -440,9 +448,11 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 	if err != nil || !has {
 		return 0, 0, err
 	}
-	c, err := r.ReadBits(countBits, "move.count")
-	if err != nil {
-		return 0, 0, err
+	c, ok := r.TryReadBits(countBits)
+	if !ok {
+		if c, err = r.ReadBits(countBits, "move.count"); err != nil {
+			return 0, 0, err
+		}
 	}
 	n = int(c) + 1
 	long, err := r.ReadFlag("move.long")
@@ -450,15 +460,14 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 		return 0, 0, err
 	}
 	at := r.Pos()
-	var (
-		ok  bool
-		crc uint64
-	)
+	var crc uint64
 	if !long && r.Remaining() >= seqBits+crcBits {
 		// The short form's sequence and the CRC in one read.
-		v, err := r.ReadBits(seqBits+crcBits, "move.seq")
-		if err != nil {
-			return 0, 0, err
+		v, ok := r.TryReadBits(seqBits + crcBits)
+		if !ok {
+			if v, err = r.ReadBits(seqBits+crcBits, "move.seq"); err != nil {
+				return 0, 0, err
+			}
 		}
 		first, ok = nearestSeq(v&(1<<seqBits-1), next)
 		if !ok || first == 0 {

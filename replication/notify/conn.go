@@ -149,12 +149,14 @@ func (c *Conn) gapMask() uint64 { return uint64(len(c.gapAt) - 1) }
 // maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
 func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
 
-// minRecs is the sender ring's first size (256 B). It doubles up to
+// minRecs is the sender ring's first size (96 B). It doubles up to
 // nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
 // connection was the largest part of a server's memory per client, and most
-// links never have more than a few dozen packets unresolved. Once grown it
-// stays, so steady state allocates nothing.
-const minRecs = 8
+// links never have more than a few dozen packets unresolved — a server
+// sending 20 packets a second to a client that answers at 30 has one to
+// three (trimRecs keeps 4 up to a peak of 3; 8 records, 192 B, were the
+// first size before). trimRecs sizes it by use.
+const minRecs = 4
 
 // growRecs doubles the sender ring, keeping every live record [headSeq,
 // nextSeq) at its sequence's slot under the new mask.

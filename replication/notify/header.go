@@ -215,6 +215,9 @@ func (b *bitReader) bits(n uint, field string) uint64 {
 	if b.err != nil || n == 0 {
 		return 0
 	}
+	if v, ok := b.r.TryReadBits(n); ok {
+		return v // inlined: no call for the common case
+	}
 	v, err := b.r.ReadBits(n, field)
 	b.err = err
 	return v

@@ -90,7 +90,7 @@ func FuzzServerSections(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pt []byte) {
 		last := srv.LastApplied()
 		var r bitstream.Reader
-		if err := srv.readSections(&r, pt, new([move.MaxWindow]move.Move)); err == nil && srv.LastApplied() < last {
+		if err := srv.readSections(&r, pt, new([move.MaxWindow]move.Move), nil); err == nil && srv.LastApplied() < last {
 			t.Fatalf("moves went back from %d to %d", last, srv.LastApplied())
 		}
 	})

@@ -99,7 +99,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 				t.Fatalf("round %d: %v", i, err)
 			}
 			c2s = append(c2s, bytes.Clone(pt))
-			if err := srv.readSections(&r, pt, new([move.MaxWindow]move.Move)); err != nil {
+			if err := srv.readSections(&r, pt, new([move.MaxWindow]move.Move), nil); err != nil {
 				t.Fatal(err)
 			}
 			srv.processFates()

@@ -498,7 +498,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	}
 	switch h.Type {
 	case notify.TypeData:
-		if err := s.readSections(r, pt, &sc.moves); err != nil {
+		if err := s.readSections(r, pt, &sc.moves, sc.ev[:]); err != nil {
 			return moved, s.protocolError(now, err)
 		}
 	case notify.TypeAck:
@@ -518,8 +518,9 @@ var (
 )
 
 // readSections decodes a client payload: moves | events. Each decoder
-// validates its whole section before it changes anything.
-func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWindow]move.Move) error {
+// validates its whole section before it changes anything. Event payloads
+// are read into ev (the receive scratch's; nil: the Receiver's own).
+func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWindow]move.Move, ev []byte) error {
 	resetPayload(r, pt)
 	before := s.ap.Stats()
 	// ReadInto keeps no reference to its callback: the method value stays
@@ -533,7 +534,7 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWi
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
-	if err := s.e.evr.Read(r, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
+	if err := s.e.evr.ReadScratch(r, ev, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
 		return fmt.Errorf("event section: %w", err)
 	}
 	return nil
