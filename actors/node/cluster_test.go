@@ -283,6 +283,22 @@ func TestClusterOwnership(t *testing.T) {
 	}
 }
 
+// inspectWait bounds a test's look into a node's zones (World.Inspect,
+// which waits behind the inputs a zone has queued): far above what a
+// starved host's race build needs.
+const inspectWait = 20 * time.Second
+
+// inspect runs fn in every zone n runs and fails the test when a zone does
+// not answer in time. A look that timed out is no answer: read as one, a
+// zone that did not answer looks like one that owns nothing; and it still
+// runs later, writing what fn writes while the test reads it.
+func inspect(t testing.TB, n *Node, fn func(z *sim.Zone)) {
+	t.Helper()
+	if err := n.Zones().Inspect(inspectWait, fn); err != nil {
+		t.Fatalf("node %s: %v: the test cannot tell what its zones hold", n.NodeID(), err)
+	}
+}
+
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -353,13 +369,11 @@ func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
 	var owned bool
 	var aborted uint64
 	var pos [3]float32
-	if err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+	inspect(t, n, func(z *sim.Zone) {
 		e, ok := z.Entity(4)
 		owned, pos = ok && e.Owned, e.State.Pos
 		aborted = z.Stats().HandoffsAborted
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if !owned || pos[0] < 8 {
 		t.Fatalf("player owned here: %v at %v; want it still owned by x0z0, walked into x1z0's rectangle", owned, pos)
 	}
@@ -409,15 +423,13 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	}
 	owners := map[uint64]own{}
 	for _, n := range nodes {
-		if err := n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		inspect(t, n, func(z *sim.Zone) {
 			z.Entities(func(e sim.EntityInfo) {
 				if e.Owned && e.Kind == sim.KindPlayer {
 					owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
 				}
 			})
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	kv := nodes[0].nats.kv[BucketPlayers]
 	var bad string
@@ -499,12 +511,13 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 			// (Where it is put back is TestRestoreFromCheckpoint's; here the
 			// moves sent through the outage are replayed on top of it at once.)
 			var before sim.EntityInfo
-			if err := nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			inspect(t, nodes[1], func(z *sim.Zone) {
 				if e, ok := z.Entity(player); ok && e.Owned {
 					before = e
 				}
-			}); err != nil || before.ID != player {
-				t.Fatalf("player %d not in n2's zone before the crash (%v)", player, err)
+			})
+			if before.ID != player {
+				t.Fatalf("player %d not in n2's zone before the crash", player)
 			}
 			nodes[2].member.dropRejoins.Store(tc.dropRejoins)
 			// n2 crashes: its leases are left to expire, its process goes away.
@@ -521,7 +534,7 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 				}
 				walk(200 * time.Millisecond) // the client keeps playing through the outage
 				for _, n := range []*Node{nodes[0], nodes[2]} {
-					_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+					inspect(t, n, func(z *sim.Zone) {
 						if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
 							after = e
 						}
@@ -555,7 +568,7 @@ func checkEveryMoveApplied(t *testing.T, n *Node, player, sent uint64) {
 	t.Helper()
 	var last, lost uint64
 	waitFor(t, 5*time.Second, "every move applied", func() bool {
-		_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		inspect(t, n, func(z *sim.Zone) {
 			if e, ok := z.Entity(player); ok && e.Owned {
 				last, lost = e.LastApplied, z.Stats().MovesLost
 			}
@@ -662,7 +675,7 @@ func TestClusterDrainHandsZonesOver(t *testing.T) {
 	var last, lost, restores uint64
 	waitFor(t, 5*time.Second, "every move applied by the new owner", func() bool {
 		for _, n := range []*Node{nodes[0], nodes[2]} {
-			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			inspect(t, n, func(z *sim.Zone) {
 				if e, ok := z.Entity(player); ok && e.Owned && z.ID() == "x1z0" {
 					last, lost, restores = e.LastApplied, z.Stats().MovesLost, z.Stats().Restores
 				}
@@ -751,7 +764,7 @@ func TestClusterRebalancesOnJoin(t *testing.T) {
 	var last uint64
 	waitFor(t, 5*time.Second, "every move applied", func() bool {
 		for _, n := range nodes {
-			_ = n.Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+			inspect(t, n, func(z *sim.Zone) {
 				if e, ok := z.Entity(player); ok && e.Owned && !e.Frozen {
 					last = e.LastApplied
 				}
