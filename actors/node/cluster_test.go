@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -559,6 +561,58 @@ func TestClusterCrashedZoneRestoresItsPlayers(t *testing.T) {
 			// connection resent what the dead owner never reported applied.
 			checkEveryMoveApplied(t, nodes[2], player, w.sent)
 		})
+	}
+}
+
+// A zone too busy to say in time which restored players are back (its
+// look timed out) is not a zone gone: the restore goes on, and the players
+// who never come back — their gateway died with the zone's node — have
+// their records put offline, not left online naming a dead gateway. (The
+// restore stopped at the first look that timed out, as on a zone gone.)
+func TestRestoreGoesOnPastABusyZone(t *testing.T) {
+	nodes := startNodes(t, nil, "x0z0", "x1z0", "auto")
+	defer stopAll(nodes)
+	// A player connected to n2 and playing in n2's x1z0; its client goes
+	// silent (cut: it hears no redirect) and n2 dies.
+	w := &stroller{t: t, player: 1}
+	for nodes[1].Zones().ZoneFor(w.player).Id != zone.ActorName("x1z0") {
+		w.player++
+	}
+	var cut atomic.Bool
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := client.Dial(ctx, nodes[1].PublicAddr().String(), mint(t, nodes[1], w.player), client.WithManualInput(),
+		client.WithPacketConn(func(pc net.PacketConn) net.PacketConn {
+			return &cutConn{PacketConn: pc, dead: nodes[1].PublicAddr(), cut: &cut}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	w.s = s
+	w.walk(2500 * time.Millisecond) // a checkpoint or two, naming gateway n2
+	cut.Store(true)
+	record := func() *pb.PlayerRecord {
+		e, err := nodes[0].nats.kv[BucketPlayers].Get(context.Background(), cluster.PlayerKey(w.player))
+		var rec pb.PlayerRecord
+		if err != nil || proto.Unmarshal(e.Value(), &rec) != nil {
+			t.Fatalf("player %d: no record (%v)", w.player, err)
+		}
+		return &rec
+	}
+	for _, n := range []*Node{nodes[0], nodes[2]} {
+		n.member.restoreLook.Store(1) // every look times out
+	}
+	nodes[1].leases.Abandon() // n2 crashes: it writes nothing more
+	_ = nodes[1].Stop(context.Background())
+	if rec := record(); rec.GetState() != pb.PlayerState_PLAYER_STATE_ONLINE || rec.GetGateway() != "n2" {
+		t.Fatalf("after n2 died the record is %v, want online at gateway n2", rec)
+	}
+	waitFor(t, 30*time.Second, "the record put offline by the zone's new owner", func() bool {
+		return record().GetState() == pb.PlayerState_PLAYER_STATE_OFFLINE
+	})
+	if rec := record(); rec.GetZone() != "x1z0" || rec.GetCheckpoint() == nil {
+		t.Fatalf("offline record %v, want zone x1z0 with its checkpoint", rec)
 	}
 }
 
