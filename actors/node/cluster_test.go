@@ -196,11 +196,14 @@ func TestClusterThreeNodesAcrossBorders(t *testing.T) {
 			// exactly-once this test checks). Checked: no lease
 			// changed hands. 10 s was not enough at load 18-20: every
 			// renewal (a KV round trip through the instrumented server
-			// in this process) took 0.6-6.5 s, and renewals go one after
-			// another, so two slow ones in a row (≈ 9 s) passed the
-			// give-up point (TTL − TTL/12) and every node fenced itself
-			// and gave its zones up (3 of 3 runs failed, 2026-11-29). At
-			// 30 s two round trips may take 27 s.
+			// in this process) took 0.6-6.5 s, and a lease's renewals go
+			// one after another (each compares-and-sets at the revision
+			// the one before wrote), so two slow ones in a row (≈ 9 s)
+			// passed the give-up point (TTL − TTL/12) and every node
+			// fenced itself and gave its zones up (3 of 3 runs failed,
+			// 2026-11-29). At 30 s two round trips may take 27 s; with
+			// three busy loops beside the test they took up to 14 s
+			// each, and it failed so (2026-11-29 02:36).
 			c.LeaseTTL = Duration(30 * time.Second)
 		}
 	})
