@@ -837,3 +837,108 @@ func TestLeaseWaitValidRenewsAFencedLease(t *testing.T) {
 		t.Fatalf("WaitValid of a lease gone: %v, want ErrNotHeld", err)
 	}
 }
+
+// holdKV is a zones bucket whose Update of one key, once armed, is applied
+// by the server but its reply held back until release is closed or the
+// request's context ends (a renewal slow to come back on a busy host: the
+// server wrote it, the reply is on its way). ended records how the held
+// request's context ended.
+type holdKV struct {
+	jetstream.KeyValue
+	key     string
+	armed   atomic.Bool
+	applied chan struct{}
+	release chan struct{}
+	ended   chan error
+}
+
+func newHoldKV(kv jetstream.KeyValue, key string) *holdKV {
+	return &holdKV{KeyValue: kv, key: key, applied: make(chan struct{}), release: make(chan struct{}), ended: make(chan error, 1)}
+}
+
+func (k *holdKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	rev, err := k.KeyValue.Update(ctx, key, value, revision)
+	if key == k.key && k.armed.CompareAndSwap(true, false) {
+		close(k.applied)
+		select {
+		case <-k.release:
+			k.ended <- nil
+		case <-ctx.Done():
+			k.ended <- ctx.Err()
+			return 0, ctx.Err()
+		}
+	}
+	return rev, err
+}
+
+// lastOK is when zone's lease was last renewed (as of the renewal's send).
+func lastOK(l *Leases, zone string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.held[zone]; ok {
+		return h.lastOK
+	}
+	return time.Time{}
+}
+
+// A renewal slow to come back holds back no other lease's: each lease
+// renews on its own. (Renewed in rounds that waited for every renewal, one
+// lease's slow reply kept the node's other leases from renewing until it
+// came; on a starved host, where a round trip took seconds, a node's
+// leases lapsed together.) The slow one still renews when its reply comes.
+func TestLeaseRenewalsDoNotWaitForEachOther(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 12 * time.Second // renewals every 2 s; the held one is given up 11 s after its last
+	kv := newHoldKV(zonesBucket(t, nc, ttl), "slow")
+	l, lost := countingLeases(t, kv, "a", ttl)
+	defer l.Close(context.Background())
+	for _, z := range []string{"slow", "fast"} {
+		if _, err := l.Claim(context.Background(), z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv.armed.Store(true)
+	<-kv.applied // slow's renewal is written, its reply held
+	held := l.now()
+	waitFor(t, 8*time.Second, "the fast lease renewed while the slow one's reply is held", func() bool {
+		return lastOK(l, "fast").After(held)
+	})
+	before := lastOK(l, "slow")
+	close(kv.release)
+	waitFor(t, 5*time.Second, "the slow lease renewed by its late reply", func() bool { return lastOK(l, "slow").After(before) })
+	for _, z := range []string{"slow", "fast"} {
+		if _, ok := l.Held(z); !ok {
+			t.Fatalf("zone %s not held", z)
+		}
+	}
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d zones reported lost", n)
+	}
+}
+
+// Close ends a renewal in flight instead of waiting for it (it could take
+// until its lease is given up: 55 s here) and still releases the lease,
+// at the revision the renewal moved it to; nobody is told it was lost.
+func TestLeaseCloseEndsARenewalInFlight(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute
+	bucket := zonesBucket(t, nc, ttl)
+	kv := newHoldKV(bucket, "z")
+	l, lost := countingLeases(t, kv, "a", ttl)
+	if _, err := l.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	kv.armed.Store(true)
+	l.RenewNow()
+	<-kv.applied
+	l.Close(context.Background())
+	if err := <-kv.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the renewal in flight ended with %v, want it canceled by Close", err)
+	}
+	if _, err := bucket.Get(context.Background(), "z"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the lease is still in the bucket after Close (get: %v)", err)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d zones reported lost on Close", n)
+	}
+}

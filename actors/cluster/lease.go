@@ -34,7 +34,10 @@ const DefaultLeaseTTL = 3 * time.Second
 // node whose lease expired and was claimed by another can never renew it
 // (it learns it lost the zone instead).
 //
-// Renewals come every TTL/6 (each may take until the lease is given up). A node that cannot reach the bucket (NATS
+// Renewals come every TTL/6 (each may take until the lease is given up),
+// each lease's on a goroutine of its own: a renewal slow to come back
+// holds back no other lease's, and one that took longer than the interval
+// is followed by the next at once. A node that cannot reach the bucket (NATS
 // restarting, a partition) is fenced a third of the TTL before the lease
 // could expire (Valid turns false: no record or lease is written as owner)
 // but keeps the zone and keeps trying: if a renewal lands before the
@@ -65,10 +68,12 @@ type Leases struct {
 	vacated chan struct{} // closed and replaced whenever a zone loses its owner
 	load    func(zone string) (players, npcs int)
 
-	// abandon cancels the renewals in flight (RenewNow): a request sent on
-	// a connection that NATS lost is never answered, and a renewal waits
-	// for its reply until the lease is given up, holding back the next.
+	// abandon cancels the renewals in flight (RenewNow, halt): a request
+	// sent on a connection that NATS lost is never answered, and a renewal
+	// waits for its reply until the lease is given up, holding back the
+	// next.
 	abandon map[*context.CancelFunc]struct{}
+	halted  bool // halt ran: no renewal starts any more
 
 	relists atomic.Uint64
 	life    context.Context // the watcher's: canceled by Close/Abandon
@@ -86,6 +91,11 @@ type held struct {
 	// suspended: past the fence without a renewal (logged once); the
 	// zone is kept until a renewal lands or the lease is given up.
 	suspended bool
+	// renewing: a renewal of this lease is in flight (renewChain); the
+	// next one waits for it. (One sent beside it would expect the same
+	// revision and fail its compare-and-set once the first lands: the
+	// server applies them in order.)
+	renewing bool
 }
 
 // LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
@@ -465,113 +475,168 @@ func (l *Leases) renewLoop() {
 		case <-l.stop:
 			return
 		case <-t.C:
-			l.renewAll()
 		case <-l.kick:
-			l.renewAll()
+		}
+		l.startRenewals()
+	}
+}
+
+// startRenewals starts a renewal of every held lease that has none in
+// flight, each on a goroutine of its own (renewChain), and returns a
+// channel per renewal started, closed when it ends. Renewing them one at a
+// time, a node with many zones would renew its last one, or notice it
+// cannot, only after the others' timeouts: past its expiry; waiting for
+// all of them before the next round, one slow reply held back every other
+// lease's renewal.
+func (l *Leases) startRenewals() []chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var started []chan struct{}
+	for z, h := range l.held {
+		if h.renewing {
+			continue
+		}
+		h.renewing = true
+		done := make(chan struct{})
+		started = append(started, done)
+		l.wg.Add(1)
+		go l.renewChain(z, h, done)
+	}
+	return started
+}
+
+// renewAll renews every held lease (those with a renewal in flight: that
+// one) and returns when the renewals it started end.
+func (l *Leases) renewAll() {
+	for _, done := range l.startRenewals() {
+		<-done
+	}
+}
+
+// renewChain renews zone's lease h until a renewal ends within the
+// interval: one that took longer (a busy host, a busy server) is followed
+// by the next at once, not at the next tick, and one abandoned (RenewNow)
+// is sent again at once. It stops when the lease is no longer held, and
+// on halt.
+func (l *Leases) renewChain(z string, h *held, done chan struct{}) {
+	defer l.wg.Done()
+	defer close(done)
+	defer func() {
+		l.mu.Lock()
+		h.renewing = false
+		l.mu.Unlock()
+	}()
+	for {
+		// Real time, as the ticker's: the leases' clock (now) may be a
+		// test's.
+		start := time.Now()
+		again := l.renewOne(z, h)
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		if !again && time.Since(start) < l.renew {
+			return
+		}
+		l.mu.Lock()
+		held := l.held[z] == h
+		l.mu.Unlock()
+		if !held {
+			return
 		}
 	}
 }
 
-// renewAll renews every held lease at once (one at a time, a node with
-// many zones would renew its last one, or notice it cannot, only after the
-// others' timeouts: past its expiry); it reports the ones lost.
-func (l *Leases) renewAll() {
+// renewOne renews one held lease, or gives it up (lost). It reports
+// whether the renewal was abandoned (RenewNow) while the lease is still
+// held: then it is sent again at once.
+func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 	l.mu.Lock()
-	zones := make([]string, 0, len(l.held))
-	for z := range l.held {
-		zones = append(zones, z)
+	if l.held[z] != h || l.halted {
+		l.mu.Unlock()
+		return false
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	rev, epoch, since, lastOK := h.rev, h.epoch, h.since, h.lastOK
+	parent, abandon := context.WithCancel(context.Background())
 	if l.abandon == nil {
 		l.abandon = map[*context.CancelFunc]struct{}{}
 	}
-	l.abandon[&cancel] = struct{}{}
+	l.abandon[&abandon] = struct{}{}
 	l.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, z := range zones {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.renewOne(ctx, z)
-		}()
+	defer func() {
+		l.mu.Lock()
+		delete(l.abandon, &abandon)
+		l.mu.Unlock()
+		abandon()
+	}()
+	// A renewal may take longer than the interval (a busy host, a busy
+	// server): ticks meanwhile are skipped, not piled up. It may take
+	// until the lease is given up: a reply that comes late still
+	// renews. (Cut off at TTL/3, a renewal whose round trip took a
+	// second, as under -race on a loaded host, was abandoned though
+	// the server still applied it; the next one then found the
+	// revision moved and needed two more round trips.)
+	sent := l.now()
+	ctx, cancel := context.WithTimeout(parent, max(lastOK.Add(l.give).Sub(sent), l.renew))
+	nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
+	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+		// The revision moved. If the lease still names this node at
+		// this epoch, the move was this node's own renewal, applied
+		// by the server but its reply lost (NATS went away mid-way):
+		// adopt the revision and renew again.
+		nrev, err = l.renewAfterLostReply(ctx, z, epoch, since)
 	}
-	wg.Wait()
-	l.mu.Lock()
-	delete(l.abandon, &cancel)
-	l.mu.Unlock()
 	cancel()
-}
-
-// renewOne renews one held lease, or gives it up (lost).
-func (l *Leases) renewOne(parent context.Context, z string) {
-	{
-		l.mu.Lock()
-		h, ok := l.held[z]
-		if !ok {
-			l.mu.Unlock()
-			return
-		}
-		rev, epoch, since, lastOK := h.rev, h.epoch, h.since, h.lastOK
-		l.mu.Unlock()
-		// A renewal may take longer than the interval (a busy host, a busy
-		// server): ticks meanwhile are skipped, not piled up. It may take
-		// until the lease is given up: a reply that comes late still
-		// renews. (Cut off at TTL/3, a renewal whose round trip took a
-		// second, as under -race on a loaded host, was abandoned though
-		// the server still applied it; the next one then found the
-		// revision moved and needed two more round trips.)
-		sent := l.now()
-		ctx, cancel := context.WithTimeout(parent, max(lastOK.Add(l.give).Sub(sent), l.renew))
-		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
-		if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
-			// The revision moved. If the lease still names this node at
-			// this epoch, the move was this node's own renewal, applied
-			// by the server but its reply lost (NATS went away mid-way):
-			// adopt the revision and renew again.
-			nrev, err = l.renewAfterLostReply(ctx, z, epoch, since)
-		}
-		cancel()
-		now := l.now()
-		l.mu.Lock()
-		h, ok = l.held[z]
-		if !ok || h.epoch != epoch {
-			l.mu.Unlock()
-			return // released meanwhile
-		}
-		var why string
-		switch {
-		case err == nil:
-			if h.suspended {
-				l.log.Info("zone lease renewed after an outage: still the owner, same epoch", "zone", z, "epoch", epoch,
-					"unrenewed", now.Sub(h.lastOK).Round(time.Millisecond))
-			}
-			// Renewed as of when it was sent, not when the reply came: the
-			// server wrote it in between, so the lease lives at least TTL
-			// from sent. (From the reply, a renewal whose reply took a
-			// second let this node act as owner up to a second past the
-			// lease's possible expiry: a second owner's window.)
-			h.rev, h.lastOK, h.suspended = nrev, sent, false
-		case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
-			why = "lease taken or expired: " + err.Error()
-		case now.Sub(h.lastOK) > l.give:
-			// Cannot reach the bucket: give the zone up before the lease
-			// can expire and another node claim it.
-			why = "lease not renewed in time (" + err.Error() + ")"
-		case now.Sub(h.lastOK) > l.fence && !h.suspended:
-			h.suspended = true
-			l.log.Warn("zone lease not renewed: fenced (no writes as owner) until a renewal lands", "zone", z, "epoch", epoch, "err", err)
-		}
-		if why != "" {
-			delete(l.held, z)
-		}
-		l.mu.Unlock()
-		if why != "" {
-			l.log.Error("zone lease lost: this node no longer owns the zone", "zone", z, "epoch", epoch, "why", why)
-			if l.lost != nil {
-				l.lost(z)
-			}
+	abandoned = err != nil && parent.Err() != nil
+	if abandoned {
+		select {
+		case <-l.stop:
+			return false // halted: nothing is given up on the way out
+		default:
 		}
 	}
+	now := l.now()
+	l.mu.Lock()
+	if l.held[z] != h {
+		l.mu.Unlock()
+		return false // released meanwhile
+	}
+	var why string
+	switch {
+	case err == nil:
+		if h.suspended {
+			l.log.Info("zone lease renewed after an outage: still the owner, same epoch", "zone", z, "epoch", epoch,
+				"unrenewed", now.Sub(h.lastOK).Round(time.Millisecond))
+		}
+		// Renewed as of when it was sent, not when the reply came: the
+		// server wrote it in between, so the lease lives at least TTL
+		// from sent. (From the reply, a renewal whose reply took a
+		// second let this node act as owner up to a second past the
+		// lease's possible expiry: a second owner's window.)
+		h.rev, h.lastOK, h.suspended = nrev, sent, false
+	case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
+		why = "lease taken or expired: " + err.Error()
+	case now.Sub(h.lastOK) > l.give:
+		// Cannot reach the bucket: give the zone up before the lease
+		// can expire and another node claim it.
+		why = "lease not renewed in time (" + err.Error() + ")"
+	case now.Sub(h.lastOK) > l.fence && !h.suspended:
+		h.suspended = true
+		l.log.Warn("zone lease not renewed: fenced (no writes as owner) until a renewal lands", "zone", z, "epoch", epoch, "err", err)
+	}
+	if why != "" {
+		delete(l.held, z)
+	}
+	l.mu.Unlock()
+	if why != "" {
+		l.log.Error("zone lease lost: this node no longer owns the zone", "zone", z, "epoch", epoch, "why", why)
+		if l.lost != nil {
+			l.lost(z)
+		}
+		return false
+	}
+	return abandoned
 }
 
 // renewAfterLostReply re-reads zone's lease after a renewal was refused for
@@ -608,6 +673,15 @@ func (l *Leases) halt() ([]string, bool) {
 	}
 	close(l.stop)
 	l.kill()
+	// The renewals in flight end now: waited for, one could take until
+	// its lease is given up. A renewal the server applies all the same
+	// only moves the revision: Release deletes at the current one.
+	l.mu.Lock()
+	l.halted = true
+	for cancel := range l.abandon {
+		(*cancel)()
+	}
+	l.mu.Unlock()
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/msg"
@@ -64,7 +63,8 @@ type testZone struct {
 	st      *zoneStats
 	next    *actor.PID // "move-me" hands the player to this zone
 	players map[uint64]*zplayer
-	cancel  scheduler.CancelFunc
+	stop    chan struct{} // ends the ticker goroutine; done when it has
+	done    chan struct{}
 	tick    uint64
 	npcs    int
 	reg     *ghost.Registry
@@ -101,9 +101,26 @@ func (z *testZone) receive(ctx actor.Context, msgIn any) {
 		}
 		m.Release()
 	case *actor.Started:
-		z.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(50*time.Millisecond, 50*time.Millisecond, ctx.Self(), &zoneTick{})
+		// A ticker of its own, not protoactor's scheduler: its timer reads
+		// its state without a lock while the cancel writes it (a data race
+		// the race detector reported at shutdown, under load).
+		z.stop, z.done = make(chan struct{}), make(chan struct{})
+		go func(self *actor.PID, root *actor.RootContext, stop, done chan struct{}) {
+			defer close(done)
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					root.Send(self, &zoneTick{})
+				}
+			}
+		}(ctx.Self(), ctx.ActorSystem().Root, z.stop, z.done)
 	case *actor.Stopping:
-		z.cancel()
+		close(z.stop)
+		<-z.done
 	case *msg.Join:
 		z.players[m.Player] = &zplayer{join: m, last: m.LastApplied}
 		z.st.mu.Lock()

@@ -120,14 +120,6 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 			n.Zones().Pause(p)
 		}
 	}
-	inspect := func(fn func(z *sim.Zone)) error {
-		for _, n := range nodes {
-			if err := n.Zones().Inspect(5*time.Second, fn); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ws := make([]*walker, clients)
@@ -235,11 +227,13 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 		if st := w.s.Stats().Moves; st.Acked != w.sent || st.Dropped != 0 {
 			var zs []sim.Stats
 			var hs []string
-			_ = inspect(func(z *sim.Zone) {
-				zs = append(zs, z.Stats())
-				ph, ep, peer := z.Handoffs().Status(w.id)
-				hs = append(hs, fmt.Sprintf("%s: player %s@%d peer %q; %+v", z.ID(), ph, ep, peer, z.Handoffs().Stats()))
-			})
+			for _, n := range nodes {
+				inspect(t, n, func(z *sim.Zone) {
+					zs = append(zs, z.Stats())
+					ph, ep, peer := z.Handoffs().Status(w.id)
+					hs = append(hs, fmt.Sprintf("%s: player %s@%d peer %q; %+v", z.ID(), ph, ep, peer, z.Handoffs().Stats()))
+				})
+			}
 			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v; handoffs: %q", w.id, w.sent, st.Acked, st.Dropped, zs, hs)
 		}
 	}

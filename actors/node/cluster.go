@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -95,6 +96,9 @@ type membership struct {
 	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
 	// the players' gateways were paused while it tried.
 	dropRejoins atomic.Bool
+	// restoreLook (tests; 0: a second) bounds restore's wait for the zone
+	// to say which players are back.
+	restoreLook atomic.Int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -299,18 +303,37 @@ func (m *membership) restore(id string) {
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
-		var back []uint64
+		// Which players are back. The look reads its own copy of the ids
+		// and answers on its own channel: a look that outlives its wait
+		// (a busy zone) still runs, and must write nothing this loop
+		// reads.
+		ids := slices.Collect(maps.Keys(pending))
+		found := make(chan []uint64, 1)
+		look := time.Duration(m.restoreLook.Load())
+		if look <= 0 {
+			look = time.Second
+		}
 		f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
-			for p := range pending {
+			var back []uint64
+			for _, p := range ids {
 				if e, ok := z.Entity(p); ok && e.Owned {
 					back = append(back, p)
 				}
 			}
-		}, time.Second)
-		if _, err := f.Result(); err != nil {
-			return // the zone is gone again
+			found <- back
+		}, look)
+		_, err := f.Result()
+		if errors.Is(err, actor.ErrTimeout) {
+			// A busy zone, not a gone one: the players not known back get
+			// their Rejoin again and, at the end, their records go
+			// offline. (Stopping here, as on a zone gone, left them with
+			// neither: a record naming a dead gateway, online.)
+			continue
 		}
-		for _, p := range back {
+		if err != nil {
+			return // the zone is gone again: its next owner restores
+		}
+		for _, p := range <-found {
 			delete(pending, p)
 		}
 	}

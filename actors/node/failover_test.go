@@ -106,7 +106,7 @@ func TestClientFailsOverToAnotherGateway(t *testing.T) {
 	}
 	walk(time.Second)
 	var before sim.EntityInfo
-	_ = nodes[0].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+	inspect(t, nodes[0], func(z *sim.Zone) {
 		if e, ok := z.Entity(player); ok && e.Owned {
 			before = e
 		}
@@ -134,7 +134,7 @@ func TestClientFailsOverToAnotherGateway(t *testing.T) {
 	// The same player, in the same zone, from where it was (not a spawn
 	// point): it walked on from its live state.
 	var after sim.EntityInfo
-	_ = nodes[0].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+	inspect(t, nodes[0], func(z *sim.Zone) {
 		if e, ok := z.Entity(player); ok && e.Owned {
 			after = e
 		}

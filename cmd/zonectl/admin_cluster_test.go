@@ -172,11 +172,15 @@ func TestAdminMoveZone(t *testing.T) {
 	n := sent.Load()
 	var last, lost uint64
 	waitUntil(t, 5*time.Second, "every move applied by the new owner", func() bool {
-		_ = nodes[1].Zones().Inspect(5*time.Second, func(z *sim.Zone) {
+		// A look that timed out is no answer (and it still runs later,
+		// writing last and lost while this reads them): fail on it.
+		if err := nodes[1].Zones().Inspect(20*time.Second, func(z *sim.Zone) {
 			if e, ok := z.Entity(4); ok && e.Owned && z.ID() == "x0z0" {
 				last, lost = e.LastApplied, z.Stats().MovesLost
 			}
-		})
+		}); err != nil {
+			t.Fatalf("n2: %v", err)
+		}
 		return last == n
 	})
 	if lost != 0 {
