@@ -485,7 +485,8 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 // members are held (Config.FarEvery, overload), entry len(slots)+s is slot
 // s's held one, set with SetHeld on the ticks it is not refreshed (so the
 // ghost tables take its unchanged position as nothing to send, not as a
-// stop). Built once per tick, on first use after Step, and shared by
+// stop) and a copy of entry s on the ticks it is (ghost.SealCopies: the
+// state is checked and coded once for both). Built once per tick, on first use after Step, and shared by
 // every view of the tick; nil if the zone's classes were never registered
 // in a ghost.Registry (then only AppendView works).
 func (z *Zone) Snapshot() *ghost.Snapshot {
@@ -515,6 +516,7 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		size = 2 * n
 	}
 	s := z.snapW.Next(size)
+	copies := z.copies[:0]
 	// The same entries AppendView would copy: every slot with a class.
 	z.snapAll = true
 	for sl := range z.ents {
@@ -528,14 +530,17 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		s.Set(sl, e.id, cls, &st)
 		switch {
 		case size == n:
-		case z.held[sl].t == uint32(z.tick): // refreshed: the state of the tick
-			s.Set(n+sl, e.id, cls, &st)
+		case z.held[sl].t == uint32(z.tick):
+			// Refreshed: the state of the tick, entry sl again, which
+			// SealCopies checks and codes once for both.
+			copies = append(copies, ghost.EntryCopy{Dst: uint32(n + sl), Src: uint32(sl)})
 		default:
 			hs := z.held[sl].state(e)
 			s.SetHeld(n+sl, e.id, cls, &hs)
 		}
 	}
-	z.snapW.Seal(s)
+	z.snapW.SealCopies(s, copies)
+	z.copies = copies
 	z.snap, z.snapN = s, n
 	return s
 }

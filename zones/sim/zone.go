@@ -183,6 +183,9 @@ type Zone struct {
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
+	// copies: the held entries Snapshot gave as copies of the live ones
+	// (refreshed this tick), reused.
+	copies []ghost.EntryCopy
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
 
