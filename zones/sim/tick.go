@@ -609,12 +609,15 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 	out = out[:len(set)]
 	held, far2, n := z.held, z.far2, uint32(z.snapN)
 	var nh uint32
-	for i, en := range set {
-		sl := en.Slot()
-		p := held[sl].xz
-		dx, dz := p[0]-px, p[1]-pz
+	for i := range set {
+		en := set[i]
+		sl := uint32(en.Slot())
+		// The position's two floats read one by one: read as one [2]float32
+		// it went through the stack (37 instructions a member, now 33).
+		h := &held[sl]
+		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		f := uint32(b2u(dx*dx+dz*dz > far2))
-		out[i] = ghost.ViewRef{Index: uint32(sl) + n&-f, Priority: en.Priority}
+		out[i] = ghost.ViewRef{Index: sl + n&-f, Priority: en.Priority}
 		nh += f
 	}
 	return uint64(nh)
