@@ -80,7 +80,7 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (240 bytes, the 240-byte
+// playerSlot is what only a player slot needs (232 bytes, the 240-byte
 // size class; 320 while every queue carried its bound, gap timeout and
 // counters and every player a slice for handed-over interest, now the
 // zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
