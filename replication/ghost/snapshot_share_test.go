@@ -29,6 +29,11 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5ea1))
 	reg, pc, nc := newTestRegistry(t)
 	wa, wb := writerFor(t, reg), writerFor(t, reg)
+	if seed%3 == 0 {
+		// The series' numbers wrap at tick 70: the writers start a new
+		// series there, whose first snapshot takes every entry as new.
+		wa.seq, wb.seq = math.MaxUint32-70, math.MaxUint32-70
+	}
 	ta, err := NewTable(reg, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +47,9 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 		cls       *Class
 		st, held  State
 		heldValid bool
+		// carryable: B's previous entry n+i is the held state (a copy, a
+		// held or a carried one), as a zone's held entry always is.
+		carryable bool
 	}
 	const n = 24
 	slots := make([]slot, n)
@@ -50,7 +58,7 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 		slots[i] = slot{ent: nextID, cls: pc, st: State{Pos: [3]float64{float64(i), 0, 5}, Health: 100}}
 		nextID++
 	}
-	valid := 0                 // snapshots with every entry set and accepted
+	valid, carried := 0, 0     // snapshots with every entry set and accepted; carried entries
 	var holdA, holdB *Snapshot // the tables' snapshots, held as their owners do
 	now := time.Second
 	bufA, bufB := make([]byte, 1200), make([]byte, 1200)
@@ -132,18 +140,26 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 			}
 			switch {
 			case r < 4 || !s.heldValid: // refreshed: the live entry again
-				s.held, s.heldValid = s.st, true
+				s.held, s.heldValid, s.carryable = s.st, true, true
 				sa.Set(n+i, s.ent, s.cls, &s.st)
 				copies = append(copies, EntryCopy{Dst: uint32(n + i), Src: uint32(i)})
-			case r < 8: // held
+			case r < 8: // held: carried where the writer can, else SetHeld
 				sa.SetHeld(n+i, s.ent, s.cls, &s.held)
-				sb.SetHeld(n+i, s.ent, s.cls, &s.held)
+				if s.carryable && wb.CanCarry(n+i, s.ent, s.cls, s.st.Name) {
+					copies = append(copies, EntryCopy{Dst: uint32(n + i), Src: Carry})
+					carried++
+				} else {
+					sb.SetHeld(n+i, s.ent, s.cls, &s.held)
+					s.carryable = true
+				}
 			case r < 9: // another state, Set
 				st := s.held
 				st.Pos[1] += 1
 				sa.Set(n+i, s.ent, s.cls, &st)
 				sb.Set(n+i, s.ent, s.cls, &st)
+				s.carryable = false
 			default: // empty in both
+				s.carryable = false
 			}
 		}
 		wa.Seal(sa)
@@ -195,6 +211,9 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 	}
 	if valid == 0 {
 		t.Fatalf("seed %d: no valid snapshot: the test lost its clean ticks", seed)
+	}
+	if carried == 0 {
+		t.Fatalf("seed %d: nothing carried", seed)
 	}
 }
 
@@ -266,6 +285,7 @@ func TestSealCopiesRefusesBadCopies(t *testing.T) {
 		{name: "destination twice", set: []int{0}, copies: []EntryCopy{{Dst: 1, Src: 0}, {Dst: 1, Src: 0}}},
 		{name: "source a destination", set: []int{0}, copies: []EntryCopy{{Dst: 1, Src: 0}, {Dst: 2, Src: 1}}},
 		{name: "out of range", set: []int{0}, copies: []EntryCopy{{Dst: 3, Src: 0}}},
+		{name: "carry without a previous snapshot", set: []int{0}, copies: []EntryCopy{{Dst: 1, Src: Carry}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := writerFor(t, reg)
@@ -280,5 +300,45 @@ func TestSealCopiesRefusesBadCopies(t *testing.T) {
 			}()
 			w.SealCopies(s, tc.copies)
 		})
+	}
+}
+
+// TestCanCarry: an entry can be carried only while the latest snapshot
+// has it accepted, of the same entity, class and name.
+func TestCanCarry(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	w := writerFor(t, reg)
+	ann, _ := MakeName("ann")
+	bob, _ := MakeName("bob")
+	if w.CanCarry(0, 1, pc, ann) {
+		t.Fatal("carry with no snapshot yet")
+	}
+	s := w.Next(3)
+	st := State{Health: 1, Name: ann}
+	s.Set(0, 1, pc, &st)
+	bad := st
+	bad.Pos[1] = 1e6 // out of bounds: refused
+	s.Set(1, 2, pc, &bad)
+	w.Seal(s)
+	for _, tc := range []struct {
+		name   string
+		i      int
+		entity uint64
+		class  *Class
+		nm     Name
+		want   bool
+	}{
+		{name: "same", i: 0, entity: 1, class: pc, nm: ann, want: true},
+		{name: "another entity", i: 0, entity: 3, class: pc, nm: ann},
+		{name: "another class", i: 0, entity: 1, class: nc, nm: ann},
+		{name: "another name", i: 0, entity: 1, class: pc, nm: bob},
+		{name: "refused", i: 1, entity: 2, class: pc, nm: ann},
+		{name: "empty", i: 2, entity: 0, class: pc, nm: Name{}},
+		{name: "out of range", i: 3, entity: 1, class: pc, nm: ann},
+		{name: "nil class", i: 0, entity: 1, class: nil, nm: ann},
+	} {
+		if got := w.CanCarry(tc.i, tc.entity, tc.class, tc.nm); got != tc.want {
+			t.Errorf("%s: CanCarry %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
