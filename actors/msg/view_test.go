@@ -212,6 +212,32 @@ func TestViewSlotReusesItsView(t *testing.T) {
 	}
 }
 
+// A view published and not taken (the taker lags) is taken back for the
+// next one: a slot whose taker lags holds one view, not two, and the
+// round trip allocates nothing; the taker finds the newest view.
+func TestViewSlotTakesBackAnUntakenView(t *testing.T) {
+	var s ViewSlot
+	a := s.NewViewRefs(10)
+	a.Refs, a.Tick = append(a.Refs, ghost.ViewRef{Index: 1}), 1
+	if !s.Publish(a) {
+		t.Fatal("no nudge for the first view")
+	}
+	b := s.NewViewRefs(10)
+	if b != a || len(b.Refs) != 0 || b.Tick != 0 || s.Superseded() != 1 {
+		t.Fatalf("the untaken view not taken back: same %v, %d refs, tick %d, superseded %d", b == a, len(b.Refs), b.Tick, s.Superseded())
+	}
+	b.Refs, b.Tick = append(b.Refs, ghost.ViewRef{Index: 2}), 2
+	s.Publish(b)
+	if n := testing.AllocsPerRun(100, func() { s.Publish(s.NewViewRefs(10)) }); n != 0 {
+		t.Fatalf("%v allocations a tick while the taker lags", n)
+	}
+	v := s.Take()
+	if v != a || s.Take() != nil {
+		t.Fatal("the slot held more than its one view")
+	}
+	v.Release()
+}
+
 // The slot's view goes back and forth between a publisher and a taker on
 // two goroutines (run with -race): every view the taker sees is whole.
 func TestViewSlotReuseConcurrent(t *testing.T) {
