@@ -159,7 +159,7 @@ func TestViewRefsRoomFollowsTheView(t *testing.T) {
 func TestViewSlotReusesItsView(t *testing.T) {
 	var s ViewSlot
 	round := func(n int) *View {
-		v := s.NewViewRefs(n)
+		v := s.NewViewRefs(n, 0)
 		if cap(v.Refs) < n || len(v.Refs) != 0 || v.Snap != nil || v.Player != 0 || v.Tick != 0 {
 			t.Fatalf("NewViewRefs(%d): len %d room %d, snap %v, player %d tick %d", n, len(v.Refs), cap(v.Refs), v.Snap, v.Player, v.Tick)
 		}
@@ -192,11 +192,11 @@ func TestViewSlotReusesItsView(t *testing.T) {
 		t.Fatalf("a view with room %d handed out for 100 references", cap(v.Refs))
 	}
 	// Superseded: the older view comes back at once.
-	a := s.NewViewRefs(10)
+	a := s.NewViewRefs(10, 0)
 	s.Publish(a)
-	b := s.NewViewRefs(10)
+	b := s.NewViewRefs(10, 0)
 	s.Publish(b)
-	if c := s.NewViewRefs(10); c != a {
+	if c := s.NewViewRefs(10, 0); c != a {
 		t.Fatal("the superseded view did not come back")
 	} else {
 		c.Release()
@@ -205,10 +205,50 @@ func TestViewSlotReusesItsView(t *testing.T) {
 		t.Fatalf("%v allocations a view's round trip", n)
 	}
 	s.Close()
-	v := s.NewViewRefs(10)
+	v := s.NewViewRefs(10, 0)
 	v.Release()
 	if s.spare.Load() != nil {
 		t.Fatal("a closed slot kept a view")
+	}
+}
+
+// A view published and not taken (the taker lags) is taken back for the
+// next one: a slot whose taker lags holds one view, not two, and the
+// round trip allocates nothing; the taker finds the newest view.
+func TestViewSlotTakesBackAnUntakenView(t *testing.T) {
+	var s ViewSlot
+	a := s.NewViewRefs(10, 0)
+	a.Refs, a.Tick = append(a.Refs, ghost.ViewRef{Index: 1}), 1
+	if !s.Publish(a) {
+		t.Fatal("no nudge for the first view")
+	}
+	b := s.NewViewRefs(10, 0)
+	if b != a || len(b.Refs) != 0 || b.Tick != 0 || s.Superseded() != 1 {
+		t.Fatalf("the untaken view not taken back: same %v, %d refs, tick %d, superseded %d", b == a, len(b.Refs), b.Tick, s.Superseded())
+	}
+	b.Refs, b.Tick = append(b.Refs, ghost.ViewRef{Index: 2}), 2
+	s.Publish(b)
+	if n := testing.AllocsPerRun(100, func() { s.Publish(s.NewViewRefs(10, 0)) }); n != 0 {
+		t.Fatalf("%v allocations a tick while the taker lags", n)
+	}
+	v := s.Take()
+	if v != a || s.Take() != nil {
+		t.Fatal("the slot held more than its one view")
+	}
+	v.Release()
+	// A stale publisher (the previous owner, epoch 4, after the new
+	// owner's epoch 5) does not take the newer view back.
+	c := s.NewViewRefs(10, 5)
+	c.Epoch, c.Tick = 5, 10
+	s.Publish(c)
+	d := s.NewViewRefs(10, 4)
+	d.Epoch = 4
+	if d == c {
+		t.Fatal("a stale publisher took the newer view back")
+	}
+	s.Publish(d) // dropped: stale
+	if v := s.Take(); v != c || v.Tick != 10 {
+		t.Fatalf("the taker found %v, want the newer view", v)
 	}
 }
 
@@ -237,7 +277,7 @@ func TestViewSlotReuseConcurrent(t *testing.T) {
 		}
 	}()
 	for i := uint64(1); i <= n; i++ {
-		v := s.NewViewRefs(int(i % 50))
+		v := s.NewViewRefs(int(i%50), 0)
 		v.Player, v.Tick = i, i
 		for range i % 50 {
 			v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i)})

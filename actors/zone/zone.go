@@ -382,7 +382,7 @@ func (a *zoneActor) onTick() {
 		if j != nil && j.Views != nil {
 			var v *msg.View
 			if j.Views.AcceptsRefs() && a.z.Snapshot() != nil {
-				v = j.Views.NewViewRefs(a.z.ViewLen(ref))
+				v = j.Views.NewViewRefs(a.z.ViewLen(ref), uint64(ref.Epoch))
 				v.SetSnap(a.z.Snapshot()) // the view holds it: the writer reuses it after
 				v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
 			} else {

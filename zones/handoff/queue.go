@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -31,7 +32,7 @@ const DefaultGapTimeout = time.Second
 // bound 256, the gap timeout DefaultGapTimeout, nothing counted). Not safe
 // for concurrent use.
 //
-// 72 bytes: a zone keeps one per player, so the bound, the gap timeout and
+// 64 bytes: a zone keeps one per player, so the bound, the gap timeout and
 // the counters live in the zone's one QueueShared (they were 56 bytes of
 // every player's queue, and the counters' 40-byte copies were read around
 // every push and every tick's pops).
@@ -39,14 +40,19 @@ type MoveQueue struct {
 	last uint64
 	q    []move.Move // sorted by Seq, all > last, no duplicates
 	// lost: ranges of moves the connection says will never come (lost at
-	// the client), sorted, all above last; a handful at most.
-	lost []seqRange
+	// the client), sorted, all above last; a handful at most. Made on the
+	// first: a client that loses no move never needs it (16 bytes of
+	// every queue as a slice).
+	lost *[]seqRange
 	// gapSince: when the gap at the head opened, at least 1 ns (noGap, 0:
 	// none is open; a gap opened at time 0 counts from 1 ns).
 	gapSince time.Duration
 	// Shared holds the bound, the gap timeout and the counters, shared by
 	// a zone's queues; nil: the defaults, nothing counted.
 	Shared *QueueShared
+	// peak is the most moves held since the window began; pops counts the
+	// window's moves handed out (trim).
+	peak, pops uint16
 }
 
 // QueueShared is what a zone's move queues share: their bound and gap
@@ -74,14 +80,19 @@ func (q *MoveQueue) MarkLost(from, to uint64) {
 		return
 	}
 	from = max(from, q.last+1)
-	i := len(q.lost)
-	for i > 0 && q.lost[i-1].from > from {
+	if q.lost == nil {
+		q.lost = new([]seqRange)
+	}
+	l := *q.lost
+	i := len(l)
+	for i > 0 && l[i-1].from > from {
 		i--
 	}
-	q.lost = slices.Insert(q.lost, i, seqRange{from, to})
-	if len(q.lost) > maxLostRanges {
-		q.lost = q.lost[len(q.lost)-maxLostRanges:]
+	l = slices.Insert(l, i, seqRange{from, to})
+	if len(l) > maxLostRanges {
+		l = l[len(l)-maxLostRanges:]
 	}
+	*q.lost = l
 }
 
 // PushBatch adds a connection's batch of moves (in sequence order, as
@@ -104,7 +115,10 @@ func (q *MoveQueue) PushBatch(lostBefore uint64, moves []move.Move) int {
 
 // declaredLost reports whether every move from..to is in a lost range.
 func (q *MoveQueue) declaredLost(from, to uint64) bool {
-	for _, r := range q.lost {
+	if q.lost == nil {
+		return false
+	}
+	for _, r := range *q.lost {
 		if r.to < from {
 			continue
 		}
@@ -131,24 +145,36 @@ type QueueStats struct {
 // Reset restarts the queue after move last (e.g. from a handoff snapshot's
 // LastApplied), dropping anything queued.
 func (q *MoveQueue) Reset(last uint64) {
-	q.last, q.q, q.gapSince, q.lost = last, q.q[:0], noGap, q.lost[:0]
+	q.last, q.q, q.gapSince = last, q.q[:0], noGap
+	if q.lost != nil {
+		*q.lost = (*q.lost)[:0]
+	}
+	q.peak, q.pops = 0, 0
 	q.trim()
 }
 
-// keepRoom is the room (in moves, 512 B) a queue keeps however little it
+// keepRoom is the room (in moves, 128 B) a queue keeps however little it
 // holds: a player's queue usually holds a move or two between ticks.
-const keepRoom = 16
+const keepRoom = 4
 
-// trim gives a backlog's room back once the queue has drained to an
-// eighth of it: a burst (a stalled zone, a client resending its window)
-// grows the queue towards Max (256 moves, 8 KB), and without this the
-// room stayed with the player for good — 1.5 KB a player at 1,000
-// players on a loaded host. Only above 2 × keepRoom, so a queue that
-// swings by a few moves never reallocates.
+// trimEvery is the window, in moves handed out (about two seconds of a
+// client's input at 30 Hz), whose peak trim sizes the room by.
+const trimEvery = 64
+
+// trim sizes the room by use: to twice the window's peak (at least
+// keepRoom) once that peak used a quarter of it or less. A burst (a
+// stalled zone, a client resending its window) grows the queue towards
+// Max (256 moves, 8 KB), and appending doubles the room past every
+// backlog; without this the room stayed with the player for good — 1.5 KB
+// a player at 1,000 players on a loaded host with no trimming, and 0.5 KB
+// while a queue only gave back room above 32 moves (a backlog of 9 to 32
+// kept it). A queue that swings by many moves keeps its room: its peak
+// stays above a quarter of it (no reallocation every swing).
 func (q *MoveQueue) trim() {
-	if c := cap(q.q); c > 2*keepRoom && len(q.q) <= c/8 {
-		q.q = append(make([]move.Move, 0, max(2*len(q.q), keepRoom)), q.q...)
+	if c := cap(q.q); c > keepRoom && int(q.peak) <= c/4 {
+		q.q = append(make([]move.Move, 0, max(2*int(q.peak), keepRoom)), q.q...)
 	}
+	q.peak, q.pops = uint16(len(q.q)), 0
 }
 
 // LastApplied returns the newest sequence handed out (or Reset to).
@@ -218,6 +244,9 @@ func (q *MoveQueue) Push(moves ...move.Move) int {
 		q.q[i] = m
 		added++
 	}
+	if n := len(q.q); n > int(q.peak) {
+		q.peak = uint16(min(n, math.MaxUint16))
+	}
 	if sh := q.Shared; sh != nil {
 		sh.Stats.Pushed += uint64(len(moves))
 		sh.Stats.Duplicates += uint64(dups)
@@ -269,8 +298,12 @@ func (q *MoveQueue) Pop() {
 		sh.Stats.Lost += m.Seq - q.last - 1
 	}
 	q.last = m.Seq
-	for len(q.lost) > 0 && q.lost[0].to <= q.last {
-		q.lost = q.lost[1:]
+	if q.lost != nil {
+		l := *q.lost
+		for len(l) > 0 && l[0].to <= q.last {
+			l = l[1:]
+		}
+		*q.lost = l
 	}
 	if sh != nil {
 		sh.Stats.Popped++
@@ -278,5 +311,7 @@ func (q *MoveQueue) Pop() {
 	copy(q.q, q.q[1:])
 	q.q = q.q[:len(q.q)-1]
 	q.gapSince = noGap
-	q.trim()
+	if q.pops++; q.pops >= trimEvery {
+		q.trim()
+	}
 }

@@ -60,7 +60,17 @@ func crowdZoneWith(t testing.TB, players int, side float64, tweak func(*Config))
 // one or two moves (walking in circles), the zone steps, and every view is
 // built as references (what a zone actor does for local connections).
 func crowdTick(z *Zone, players int, now time.Duration, tick int, mv []move.Move, refs []ghost.ViewRef) []ghost.ViewRef {
-	// 30 Hz moves over 20 Hz ticks: 1, 2, 1, 2, … moves a tick.
+	crowdInput(z, players, now, tick, mv)
+	out := z.Step(now)
+	for _, v := range out.Views {
+		refs = z.AppendViewRefs(refs[:0], v)
+	}
+	return refs
+}
+
+// crowdInput gives every player of crowdZone the moves of tick: 30 Hz
+// moves over 20 Hz ticks, 1, 2, 1, 2, … moves a tick.
+func crowdInput(z *Zone, players int, now time.Duration, tick int, mv []move.Move) {
 	first := uint64(tick/2)*3 + uint64(tick%2) + 1
 	n := 1 + tick%2
 	for p := uint64(1); p <= uint64(players); p++ {
@@ -71,11 +81,6 @@ func crowdTick(z *Zone, players int, now time.Duration, tick int, mv []move.Move
 		}
 		z.Input(now, p, mv)
 	}
-	out := z.Step(now)
-	for _, v := range out.Views {
-		refs = z.AppendViewRefs(refs[:0], v)
-	}
-	return refs
 }
 
 // BenchmarkZoneTick (informative): one tick of a zone holding a quarter of
@@ -125,11 +130,14 @@ func BenchmarkZoneTick(b *testing.B) {
 // sat in a map beside it; 1,177 B while a slot's fields left 16 bytes of
 // padding (224 B a slot); 1,144 B until far members were held by default
 // (Config.FarEvery 2), which costs a held record a slot (64 B) and a second
-// snapshot entry a slot (the held one): 1,538–1,547 B since. The reading varies
-// by ≈ 150 B from run to run (the runtime's per-P span caches count as
-// allocated): in a whole-package run 1,885 B, then 1,674–1,697 B,
+// snapshot entry a slot (the held one): 1,538–1,547 B; 1,566 B until the
+// held record kept the held state itself (64 B a slot, now 12: the state
+// is carried in the snapshots, ghost.SealCopies): 1,480 B now. The reading
+// varies by ≈ 150 B from run to run (the runtime's per-P span caches count
+// as allocated): in a whole-package run 1,885 B, then 1,674–1,697 B,
 // 1,572–1,594 B, 1,443–1,466 B, 1,418–1,419 B, 1,326–1,347 B,
-// 1,293–1,315 B, now 1,675–1,696 B, with or without -race.
+// 1,293–1,315 B, 1,675–1,696 B, 1,716 B, now 1,628 B (1,480 B alone, with
+// or without -race).
 func TestZoneFootprint(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -144,8 +152,53 @@ func TestZoneFootprint(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / 250
 	t.Logf("zone footprint: %.0f B per player (250 players, 50 NPCs, %d slots)", per, len(z.ents))
-	if per > 1765 {
-		t.Errorf("zone holds %.0f B per player, want ≤ 1,765", per)
+	if per > 1690 {
+		t.Errorf("zone holds %.0f B per player, want ≤ 1,690", per)
+	}
+	runtime.KeepAlive(z)
+}
+
+// TestZoneFootprintAfterBacklog is TestZoneFootprint after a stall: the
+// zone's tick came 600 ms late once (18 moves queued a player), then ten
+// seconds of play drained the backlog. 2,506 B a player while a move
+// queue gave back its room only above 32 moves (a backlog of 9 to 32 kept
+// 16 to 32 moves' room, 512 B to 1 KB, for good); its room now follows
+// its peak over the last 64 moves: 1,610–1,633 B alone (with or without
+// -race), 1,760 B in a whole-package run (the runtime's per-P span caches
+// count as allocated, as in TestZoneFootprint); 1,545 B alone and 1,695 B
+// in a whole-package run with the held records at 12 B a slot.
+func TestZoneFootprintAfterBacklog(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	z, now := crowdZone(t, 250)
+	var refs []ghost.ViewRef
+	tick := 0
+	for range 40 {
+		now += 50 * time.Millisecond
+		refs = crowdTick(z, 250, now, tick, nil, refs)
+		tick++
+	}
+	for range 12 { // the stall: inputs, no tick
+		crowdInput(z, 250, now, tick, nil)
+		tick++
+	}
+	now += 12 * 50 * time.Millisecond
+	z.Step(now)
+	for range 200 {
+		now += 50 * time.Millisecond
+		refs = crowdTick(z, 250, now, tick, nil, refs)
+		tick++
+	}
+	if q := z.Stats(); q.MovesDropped != 0 || q.MovesLost != 0 {
+		t.Fatalf("moves dropped %d, lost %d", q.MovesDropped, q.MovesLost)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / 250
+	t.Logf("zone footprint after a backlog: %.0f B per player", per)
+	if per > 1780 {
+		t.Errorf("zone holds %.0f B per player after a backlog, want ≤ 1,780", per)
 	}
 	runtime.KeepAlive(z)
 }

@@ -60,10 +60,13 @@
 // 50 m by default) get a held state, refreshed every Config.FarEvery ticks
 // (default 2, staggered by slot; 1: every tick), near members the tick's
 // (SC-8: less important objects are updated less often). The snapshot
-// carries each slot's held state as a second entry, marked held
-// (ghost.Snapshot.SetHeld) on the ticks it is not refreshed, so a ghost
-// table writes nothing for a held ghost until its next refresh. Views as
-// entries (AppendView) cannot mark a state held, so they never hold.
+// carries each slot's held state as a second entry: on the tick it is
+// refreshed a copy of the live entry (checked and coded once,
+// ghost.SealCopies), between refreshes the previous snapshot's entry
+// carried over and marked held (as ghost.Snapshot.SetHeld marks it), so a
+// ghost table writes nothing for a held ghost until its next refresh. The
+// zone keeps no copy of the held state. Views as entries (AppendView)
+// cannot mark a state held, so they never hold.
 //
 // # Overload
 //

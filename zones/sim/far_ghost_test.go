@@ -348,3 +348,48 @@ func TestAppendViewNeverHolds(t *testing.T) {
 		}
 	}
 }
+
+// A far member's held entry lives in the snapshots: a refresh due on a
+// tick that built none (no view by reference that tick) happens in the
+// next one built, so the held state is never older than FarEvery-1 ticks
+// when shown.
+func TestFarMemberRefreshNotLostWithoutSnapshot(t *testing.T) {
+	const every = 4
+	for skip := range every { // the ticks without views start at 10 + skip
+		z := snapZone(t, func(c *Config) { c.FarEvery = every })
+		z.Join(0, 1, "c1", "viewer", [3]float32{-500, 0, -500}, 0)
+		z.Join(0, 3, "c3", "far", [3]float32{-420, 0, -500}, 0)
+		now := time.Duration(0)
+		var at []float64 // the far walker's true position, tick by tick
+		for i := range 24 {
+			now += 50 * time.Millisecond
+			z.Input(now, 3, []move.Move{fwd(uint64(i+1), 0)})
+			out := z.Step(now)
+			e, _ := z.Entity(3)
+			at = append(at, float64(e.State.Pos[2]))
+			if i >= 10+skip && i < 10+skip+every { // no views: no snapshot
+				continue
+			}
+			for _, v := range out.Views {
+				if v.Entity != 1 {
+					continue
+				}
+				for _, e := range refView(z, v) {
+					if e.Entity != 3 {
+						continue
+					}
+					age := -1
+					for k := i; k >= 0; k-- {
+						if at[k] == e.State.Pos[2] {
+							age = i - k
+							break
+						}
+					}
+					if age < 0 || age > every-1 {
+						t.Fatalf("skip %d, tick %d: far walker shown %d ticks old (at %v, positions %v)", skip, i, age, e.State.Pos[2], at)
+					}
+				}
+			}
+		}
+	}
+}

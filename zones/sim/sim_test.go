@@ -384,6 +384,9 @@ func TestTwoByTwoCrossings(t *testing.T) {
 	if st.HandoffsIn < 40 || st.HandoffsIn != st.HandoffsOut {
 		t.Fatalf("handoffs in %d out %d: the test did not exercise crossings", st.HandoffsIn, st.HandoffsOut)
 	}
+	for _, z := range h.zones {
+		checkPlayerStateOnlyOwned(t, z)
+	}
 	routes := 0
 	for _, p := range h.players {
 		routes += p.routes
@@ -850,8 +853,11 @@ func TestReplicaBatchesAreTheirsAlone(t *testing.T) {
 // TestOnlyPlayerSlotsCarryPlayerState: NPC slots, and replicas of
 // players, hold no player state (queue, interest set, fence): a fifth of
 // a zone's slots and more at borders. A replica that becomes a player
-// here (acquired) gets one, and a freed player slot reused by an NPC
-// keeps its buffers without reading as a player.
+// here (acquired) gets one, and a player's slot freed gives it back: an
+// NPC that takes the slot has none (kept for the slot's next player, the
+// states and their buffers stayed with slots NPCs and replicas took over,
+// a quarter more than players in a capacity run). TestTwoByTwoCrossings
+// checks the same after hundreds of handoffs.
 func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
 	z := oneZone(t, func(c *Config) { c.NPCs = 5 })
 	if err := z.Join(0, 1, "c1", "p", [3]float32{-500, 0, -500}, 0); err != nil {
@@ -865,16 +871,33 @@ func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
 			t.Errorf("slot %d (kind %d) has player state %v", s, e.kind, e.pl != nil)
 		}
 	}
+	ps := z.byID[1]
 	if err := z.Leave(1); err != nil {
 		t.Fatal(err)
 	}
+	if z.ents[ps].pl != nil {
+		t.Fatal("a freed player slot kept its player state")
+	}
 	s := z.slotAlloc(NPCID(0, 99))
 	e := &z.ents[s]
-	if e.pl == nil {
-		t.Fatal("a reused player slot dropped its player state (and its buffers)")
+	if s != ps || e.pl != nil {
+		t.Fatalf("the NPC in slot %d (the player's was %d) has player state %v", s, ps, e.pl != nil)
 	}
 	if p := e.p(); p.conn != "" || p.queue.LastApplied() != 0 || p.set.Len() != 0 {
 		t.Errorf("reused slot reads as a player: conn %q, applied %d, view %d", p.conn, p.queue.LastApplied(), p.set.Len())
+	}
+}
+
+// checkPlayerStateOnlyOwned fails unless exactly the slots of players
+// owned here (frozen included) hold player state.
+func checkPlayerStateOnlyOwned(t *testing.T, z *Zone) {
+	t.Helper()
+	for s := range z.ents {
+		e := &z.ents[s]
+		owned := (e.role == roleOwned || e.role == roleFrozen) && e.kind == KindPlayer
+		if owned != (e.pl != nil) {
+			t.Fatalf("zone %s slot %d (kind %d, role %d): player state %v", z.ID(), s, e.kind, e.role, e.pl != nil)
+		}
 	}
 }
 

@@ -272,42 +272,22 @@ func ghostState(e *entity) ghost.State {
 	}
 }
 
-// heldState is what far viewers are served of a slot between its
-// refreshes (Config.FarEvery): its entity's replicated fields as of tick t
-// (the low 32 bits; 0: take it afresh), the name apart (a name change
-// shows at once); and xz, the entity's position on the ground as of the
-// last Step, which tells its viewers whether it is far. 64 bytes a slot
-// (one cache line), where a ghost.State is 112.
+// heldState is what a slot's far viewers need besides its held snapshot
+// entry (Config.FarEvery): xz, the entity's position on the ground as of
+// the last Step, which tells its viewers whether it is far; and t, the tick
+// (its low 32 bits) of the snapshot that last refreshed the held entry (0:
+// refresh it in the next). The held state itself is the snapshots': a
+// copy of the live entry on a refresh, carried over from the previous
+// snapshot between refreshes (ghost.SealCopies). 12 bytes a slot; the zone
+// kept the state too (its replicated fields, 64 bytes a slot), converted
+// it, set it and had it compared every tick.
 type heldState struct {
-	xz       [2]float32
-	pos, vel [3]float32
-	yaw      float32
-	health   int32
-	flags    uint32
-	extra    [4]uint32
-	t        uint32
-}
-
-// take sets h to e's fields of tick t.
-func (h *heldState) take(e *entity, t uint64) {
-	*h = heldState{pos: e.state.Pos, vel: e.state.Vel, yaw: e.state.Yaw, health: e.health, flags: e.flags, extra: e.extra, t: uint32(t)}
-}
-
-// state is h in e's replicated form (as ghostState converts it).
-func (h *heldState) state(e *entity) ghost.State {
-	return ghost.State{
-		Pos:    [3]float64{float64(h.pos[0]), float64(h.pos[1]), float64(h.pos[2])},
-		Vel:    [3]float64{float64(h.vel[0]), float64(h.vel[1]), float64(h.vel[2])},
-		Yaw:    float64(h.yaw),
-		Health: h.health,
-		Flags:  h.flags,
-		Name:   e.name,
-		Extra:  h.extra,
-	}
+	xz [2]float32
+	t  uint32
 }
 
 // buildGrid files every entity, owned or replica, and refreshes the
-// kinds and the held states due (Config.FarEvery). (The tick's replicated
+// kinds and the held records' positions (Config.FarEvery). (The tick's replicated
 // states are not copied here: Snapshot and AppendView convert each
 // entity's own state, which nothing changes between Step and the views.)
 func (z *Zone) buildGrid() {
@@ -331,11 +311,7 @@ func (z *Zone) buildGrid() {
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind
 		if held {
-			h := &z.held[s]
-			if (z.tick+uint64(s))%z.ov.heldEvery == 0 || h.t == 0 {
-				h.take(e, z.tick)
-			}
-			h.xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
+			z.held[s].xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
 		}
 	}
 	if z.autoCell && z.tick%adaptEvery == 0 {
@@ -483,9 +459,11 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 // Snapshot returns this tick's snapshot for views as references
 // (AppendViewRefs): entry s is slot s's replicated state and, while far
 // members are held (Config.FarEvery, overload), entry len(slots)+s is slot
-// s's held one, set with SetHeld on the ticks it is not refreshed (so the
-// ghost tables take its unchanged position as nothing to send, not as a
-// stop). Built once per tick, on first use after Step, and shared by
+// s's held one: a copy of entry s on the ticks it is refreshed
+// (ghost.SealCopies: the state is checked and coded once for both), the
+// previous snapshot's held entry carried over on the others, served held
+// (so the ghost tables take its unchanged position as nothing to send, not
+// as a stop). Built once per tick, on first use after Step, and shared by
 // every view of the tick; nil if the zone's classes were never registered
 // in a ghost.Registry (then only AppendView works).
 func (z *Zone) Snapshot() *ghost.Snapshot {
@@ -515,6 +493,7 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		size = 2 * n
 	}
 	s := z.snapW.Next(size)
+	copies := z.copies[:0]
 	// The same entries AppendView would copy: every slot with a class.
 	z.snapAll = true
 	for sl := range z.ents {
@@ -526,16 +505,29 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		e := &z.ents[sl]
 		st := ghostState(e)
 		s.Set(sl, e.id, cls, &st)
-		switch {
-		case size == n:
-		case z.held[sl].t == uint32(z.tick): // refreshed: the state of the tick
-			s.Set(n+sl, e.id, cls, &st)
-		default:
-			hs := z.held[sl].state(e)
-			s.SetHeld(n+sl, e.id, cls, &hs)
+		if size == n {
+			continue
 		}
+		// Each slot's held entry is refreshed every heldEvery ticks,
+		// staggered by slot (and at once if a refresh was missed: a tick
+		// without views builds no snapshot).
+		h, every := &z.held[sl], z.ov.heldEvery
+		due := (z.tick+uint64(sl))%every == 0 || h.t == 0 || uint32(z.tick)-h.t >= uint32(every)
+		if !due && z.snapW.CanCarry(n+sl, e.id, cls, e.name) {
+			// Held: the previous snapshot's entry, served again (as
+			// SetHeld: the ghost tables take its unchanged position as
+			// nothing to send, not as a stop). A new entity in the slot,
+			// or a new name (shown at once), is refreshed instead.
+			copies = append(copies, ghost.EntryCopy{Dst: uint32(n + sl), Src: ghost.Carry})
+			continue
+		}
+		// Refreshed: the state of the tick, entry sl again, which
+		// SealCopies checks and codes once for both.
+		h.t = uint32(z.tick)
+		copies = append(copies, ghost.EntryCopy{Dst: uint32(n + sl), Src: uint32(sl)})
 	}
-	z.snapW.Seal(s)
+	z.snapW.SealCopies(s, copies)
+	z.copies = copies
 	z.snap, z.snapN = s, n
 	return s
 }
@@ -604,12 +596,15 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 	out = out[:len(set)]
 	held, far2, n := z.held, z.far2, uint32(z.snapN)
 	var nh uint32
-	for i, en := range set {
-		sl := en.Slot()
-		p := held[sl].xz
-		dx, dz := p[0]-px, p[1]-pz
+	for i := range set {
+		en := set[i]
+		sl := uint32(en.Slot())
+		// The position's two floats read one by one: read as one [2]float32
+		// it went through the stack (37 instructions a member, now 33).
+		h := &held[sl]
+		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		f := uint32(b2u(dx*dx+dz*dz > far2))
-		out[i] = ghost.ViewRef{Index: uint32(sl) + n&-f, Priority: en.Priority}
+		out[i] = ghost.ViewRef{Index: sl + n&-f, Priority: en.Priority}
 		nh += f
 	}
 	return uint64(nh)

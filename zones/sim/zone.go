@@ -80,14 +80,15 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (240 bytes, the 240-byte
+// playerSlot is what only a player slot needs (232 bytes, the 240-byte
 // size class; 320 while every queue carried its bound, gap timeout and
 // counters and every player a slice for handed-over interest, now the
 // zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
 // fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
-// slots streamed it through the cache. A slot keeps its player once made
-// (a slot freed and reused by a player again keeps its buffers).
+// slots streamed it through the cache. A slot's player state goes when
+// the player does (slotFree, a handoff out): a player arriving again gets
+// a new one.
 type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
 	// struct's first two cache lines: the set (views), the connection
@@ -183,6 +184,9 @@ type Zone struct {
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
+	// copies: the held entries Snapshot gave as copies of the live ones
+	// (refreshed this tick), reused.
+	copies []ghost.EntryCopy
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
 
@@ -350,14 +354,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 		z.growSlots(len(z.ents) + 1)
 	}
 	gen := z.ents[s].gen + 1
-	pl := z.ents[s].pl // keep its buffers
-	if pl != nil {
-		q, set := pl.queue, pl.set
-		q.Reset(0)
-		set.Reset()
-		*pl = playerSlot{queue: q, set: set}
-	}
-	z.ents[s] = entity{id: id, gen: gen, pl: pl}
+	z.ents[s] = entity{id: id, gen: gen} // a free slot has no player state (slotFree)
 	z.byID[id] = s
 	return s
 }
@@ -400,9 +397,11 @@ func (z *Zone) slotFree(s int32) {
 	e := &z.ents[s]
 	delete(z.byID, e.id)
 	e.role, e.id = roleFree, 0
-	if e.pl != nil {
-		e.pl.conn = ""
-	}
+	// Its player state goes with it: kept for the slot's next player, it
+	// stayed with slots that NPCs and replicas took over, or that stayed
+	// free (a quarter more player states than players in a capacity run,
+	// each ≈ 0.8 KB with its interest set and move queue).
+	e.pl = nil
 	delete(z.seeds, s)
 	z.grid.Clear(s)
 	if z.held != nil {
@@ -651,11 +650,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
 			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 			delete(z.seeds, s)
-			if p := e.pl; p != nil {
-				p.conn, p.events = "", handoff.EventFence{}
-				p.queue.Reset(0)
-				p.set.Reset()
-			}
+			e.pl = nil // a replica has no connection, moves, interest or events here
 			z.stats.HandoffsOut++
 		}
 	}

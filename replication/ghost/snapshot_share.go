@@ -1,0 +1,180 @@
+package ghost
+
+// EntryCopy says that a snapshot entry repeats another (SealCopies):
+// entry Dst gets entry Src's entity, class and state, or with Src Carry,
+// the writer's previous snapshot's entry Dst's, served again (SetHeld).
+type EntryCopy struct {
+	Dst, Src uint32
+}
+
+// Carry as an EntryCopy's Src: the entry is the one at its index in the
+// writer's latest snapshot, served again as SetHeld would serve its state
+// (CanCarry tells whether there is one to carry).
+const Carry = ^uint32(0)
+
+// CanCarry reports whether entry i of the writer's latest snapshot is
+// accepted and of entity, class c and name: whether the next snapshot's
+// entry i may be sealed as {Dst: i, Src: Carry}. A zone whose held entry
+// of a slot was that slot's state on its last refresh carries it between
+// refreshes, instead of keeping the state itself (64 bytes a slot) and
+// setting and comparing it again every tick; a new entity in the slot, or
+// a new name (shown at once), is refreshed instead.
+func (w *SnapshotWriter) CanCarry(i int, entity uint64, c *Class, name Name) bool {
+	p := w.last
+	if p == nil || uint(i) >= uint(len(p.ents)) || c == nil {
+		return false
+	}
+	e := &p.ents[i]
+	return e.class == c && e.entity == entity && e.bad == snapOK && e.state.Name == name
+}
+
+// SealCopies is Seal for a snapshot some of whose entries repeat others:
+// each copy's Dst entry, left empty (not Set), ends up as if it had been
+// Set with its Src entry's entity, class and state before Seal, or for a
+// Carry, SetHeld with those of the previous snapshot's entry Dst — the
+// same entry, stamps, flags and validity, which TestSealCopiesIsSeal
+// checks against Seal — but its state is checked, quantized and coded
+// once, for Src (a carried one not at all). A zone whose far viewers get
+// a held second entry of every slot gives it so: on the ticks it
+// refreshes it, a copy of the live one (the two are equal then), and
+// between refreshes, carried over.
+//
+// Src entries must be Set or SetHeld (or left empty: the copy is then
+// empty too). A Dst given twice or already Set, a Src that is a Dst, or a
+// Carry that CanCarry would refuse (for any entity), panics.
+func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
+	if len(copies) == 0 {
+		w.Seal(s)
+		return
+	}
+	ents := s.ents
+	prev := w.last
+	for _, c := range copies {
+		if int(c.Dst) >= len(ents) || ents[c.Dst].class != nil || s.vw[c.Dst].fl != 0 {
+			panic("ghost: SealCopies: a copy's destination is out of range or already set")
+		}
+		if c.Src == Carry {
+			if prev == nil || int(c.Dst) >= len(prev.ents) || prev.ents[c.Dst].class == nil || prev.ents[c.Dst].bad != snapOK {
+				panic("ghost: SealCopies: a carry of an entry the previous snapshot has not accepted")
+			}
+		} else if int(c.Src) >= len(ents) {
+			panic("ghost: SealCopies: a copy's source is out of range")
+		}
+		s.vw[c.Dst].fl = vwCopy // claimed: a second copy to it panics
+	}
+	for _, c := range copies {
+		if c.Src != Carry && s.vw[c.Src].fl&vwCopy != 0 {
+			panic("ghost: SealCopies: a copy's source is another copy's destination")
+		}
+	}
+	// Seal drops the writer's reference to the previous snapshot, whose
+	// entries the copies' stamps are diffed against (and the carried
+	// ones taken from): hold it until done (a count, not Retain: that
+	// would turn on reuse for a series nobody else holds).
+	if prev != nil {
+		prev.refs.Add(1)
+		defer prev.Release()
+	}
+	w.Seal(s) // clears the destinations' vwCopy (it keeps only vwHeld of an entry's flags)
+	var pents []snapEnt
+	var pchg []uint32
+	if prev != nil && prev.source == s.source && prev.stride == s.stride {
+		pents, pchg = prev.ents, prev.chg
+	}
+	st := s.stride
+	for _, c := range copies {
+		i := int(c.Dst)
+		if c.Src == Carry {
+			s.carry(i, prev, pchg)
+			continue
+		}
+		e, v, src := &ents[i], &s.vw[i], &ents[c.Src]
+		// Field by field: one pointer write, not the whole entry's copy
+		// under the write barrier.
+		e.entity, e.class, e.qpos, e.yawQ, e.bad, e.gc, e.state = src.entity, src.class, src.qpos, src.yawQ, src.bad, src.gc, src.state
+		chg := s.chg[i*st : i*st+st]
+		cl := e.class
+		if cl == nil || e.bad != snapOK {
+			continue // as Seal left it: empty, stamps cleared
+		}
+		if i >= len(pents) || pents[i].class != cl || pents[i].entity != e.entity {
+			// New at this index: every group stamped.
+			for g := range chg {
+				chg[g] = s.seq
+			}
+			v.now = cl.all
+			continue
+		}
+		p := &pents[i]
+		copy(chg, pchg[i*st:i*st+st])
+		if p.bad == snapOK {
+			v.fl |= vwKept
+			if samePos(&p.state, &e.state) && sameBeyondPos(&p.state, &e.state) {
+				continue // still: nothing to stamp
+			}
+		}
+		if cl.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
+			chg[cl.posIdx] = s.seq
+			v.now |= cl.posBit
+		}
+		if !sameBeyondPos(&p.state, &e.state) {
+			for g := range cl.Groups {
+				if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e) {
+					chg[g] = s.seq
+					v.now |= 1 << uint(g)
+				}
+			}
+		}
+	}
+	// Seal counted the copies' entries empty: valid only if nothing else
+	// was, which one pass over the entries tells.
+	valid := true
+	for i := range ents {
+		if ents[i].class == nil || ents[i].bad != snapOK {
+			valid = false
+			break
+		}
+	}
+	s.valid = valid
+}
+
+// carry makes entry i prev's entry i (accepted) served again, as Seal
+// seals a SetHeld of its entity, class and state: still since prev (its
+// stamps, nothing new), or new if prev is not of s's series (pchg nil:
+// the writer started a new one).
+func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
+	e, p, v := &s.ents[i], &prev.ents[i], &s.vw[i]
+	*e = *p
+	st := s.stride
+	chg := s.chg[i*st : i*st+st]
+	if pchg == nil {
+		for g := range chg {
+			chg[g] = s.seq
+		}
+		v.now, v.fl = e.class.all, vwHeld
+		return
+	}
+	copy(chg, pchg[i*st:i*st+st])
+	v.now, v.fl = 0, vwHeld|vwKept
+}
+
+// changed is gr.Changed(&p.state, &e.state) for entries p and e of gr's
+// class, e accepted: where both entries hold gr's wire value coded
+// (snapEnt.gc, or yawQ for the class's yaw group), a compare of the codes
+// — Changed compares wire values — instead of the call (≈ 80
+// instructions for velocity and yaw).
+func changed(gr *Group, yaw bool, p, e *snapEnt) bool {
+	if p.bad == snapOK {
+		if k := int(gr.slot) - 1; k >= 0 && p.gc[k] != noCode && e.gc[k] != noCode {
+			return p.gc[k] != e.gc[k]
+		}
+		if yaw && gr.yc.bits <= 16 {
+			return p.yawQ != e.yawQ
+		}
+	}
+	return gr.Changed(&p.state, &e.state)
+}
+
+// vwCopy marks a copy's destination between SealCopies' check and Seal
+// (never set in a sealed snapshot).
+const vwCopy = 1 << 7
