@@ -659,7 +659,10 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.viewsFlow = false // no view came: stop waiting until views show up again
 		c.setControl(c.heldCtl)
 	}
-	for {
+	// Most pumps (one after each datagram, 30 a second, besides the
+	// ticks') come before the send slot opens: Due tells without the
+	// Poll (notify's receive tick, the fate pass, the content checks).
+	for due := c.srv.Due(now); due; due = c.srv.Due(now) {
 		buf := c.sh.outSlot()
 		pkt, err := c.srv.Poll(now, buf, c.gm)
 		if err != nil || len(pkt) == 0 {
@@ -670,10 +673,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 			c.pool.counters.OutDropped.Add(1)
 			continue
 		}
-		c.sh.commit(len(pkt), c.srv.Addr())
-		if !c.srv.Due(now) {
-			break // a second Poll would find nothing: most pumps send one packet
-		}
+		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
 	}
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
 	for _, f := range c.sh.gfates {
