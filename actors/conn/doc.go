@@ -57,7 +57,7 @@
 //
 // # Queues and their policies
 //
-//	datagrams in     ≤ Config.MaxInbound queued per connection; the gateway drops newer ones (drop-newest, counted)
+//	datagrams in     ≤ Config.MaxInbound (8) queued per connection; the gateway drops newer ones (drop-newest, counted)
 //	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
 //	views            msg.ViewSlot: the newest view supersedes
