@@ -586,17 +586,27 @@ func (c *Conn) flushInput(now time.Duration) {
 }
 
 // resendStalled puts every move the zone has not reported applied into in
-// when the oldest of them went a while ago: an Input lost on the way
-// (NATS is at most once: a batch in flight when the server restarts is
-// gone) would otherwise leave a gap the zone skips after its gap timeout,
-// a move never applied. The zone drops what it already has. Backs off
-// while the zone stays silent (a failover: the Rejoin resends then).
+// when the zone's Controls have not reported the oldest of them for a
+// while: an Input lost on the way (NATS is at most once: a batch in
+// flight when the server restarts is gone) would otherwise leave a gap the
+// zone skips after its gap timeout, a move never applied. The zone drops
+// what it already has. Backs off while the zone reports no progress.
+//
+// The zone's word decides, not the shard's clock: the time runs from the
+// oldest move's handing on (or the last progress, or resend) to the
+// newest Control. A shard running behind takes a backlog's datagrams in
+// a round before the Controls queued with them, which report those moves
+// applied: judged by its clock, each such round resent every move kept,
+// in an Input that waited in the zone's mailbox — load and memory on a
+// node already overloaded (at 2,000 players, 1.6 KB a player). A zone
+// that says nothing (a failover) is not sent resends either: the Rejoin
+// resends then, and a zone silent for zoneSilentAfter is looked up again.
 func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	if len(c.unacked) == 0 || c.unackedSeq(0) <= c.applied {
 		return
 	}
 	wait := moveResendAfter << min(c.resends, 3)
-	if now-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
+	if c.ctlAt-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
 		return
 	}
 	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unackedSeq(0) {
@@ -612,9 +622,10 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	c.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
 }
 
-// moveResendAfter is how long a zone may go without reporting progress
-// before a connection sends its unacknowledged moves again: a few ticks,
-// well inside the zone's gap timeout (handoff.DefaultGapTimeout, 1 s).
+// moveResendAfter is how long a zone's Controls may go without reporting
+// progress before a connection sends its unacknowledged moves again: a
+// few ticks, well inside the zone's gap timeout (handoff.DefaultGapTimeout,
+// 1 s).
 const moveResendAfter = 250 * time.Millisecond
 
 func (c *Conn) onOutput(o *msg.Output) {
