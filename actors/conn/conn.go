@@ -107,7 +107,12 @@ type Conn struct {
 	held      []*msg.Input // input that arrived meanwhile
 	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
 	fates     folded       // packet fates already added to the pool's counters
-	views     msg.ViewSlot
+	// ctlPost is 1 + the index in its shard's inbox of the newest Control
+	// posted to this connection (0: none since another message): the
+	// next one is merged into it while it waits (shard.post). Guarded by
+	// the shard's mu, written by the posting goroutine.
+	ctlPost int32
+	views   msg.ViewSlot
 }
 
 // PID is the connection's address: zones send it Control, Output,

@@ -60,6 +60,7 @@
 //	datagrams in     ≤ Config.MaxInbound (8) queued per connection; the gateway drops newer ones (drop-newest, counted)
 //	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
+//	controls         one waiting per connection: a newer Control merges into it (coalesce, ControlsSuperseded)
 //	views            msg.ViewSlot: the newest view supersedes
 //	input to zone    one *msg.Input per datagram that carried new moves or events, sent at the end
 //	                 of the round's events: a zone's inputs of one round in one *msg.Inputs

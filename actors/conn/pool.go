@@ -325,7 +325,9 @@ func (s *shard) dropZone(i int) {
 	s.zin = s.zin[:last]
 }
 
-// post queues one event and wakes the shard if it may be asleep.
+// post queues one event and wakes the shard if it may be asleep. A
+// Control is merged into one of the same connection's still waiting
+// (mergeControl; policy: coalesce, counted as ControlsSuperseded).
 func (s *shard) post(c *Conn, m any) {
 	s.mu.Lock()
 	if s.stopping {
@@ -333,12 +335,55 @@ func (s *shard) post(c *Conn, m any) {
 		release(m)
 		return
 	}
+	switch m := m.(type) {
+	case *msg.Control:
+		if i := int(c.ctlPost) - 1; i >= 0 && i < len(s.inbox) && s.inbox[i].c == c {
+			if o, ok := s.inbox[i].m.(*msg.Control); ok {
+				mergeControl(o, m)
+				s.mu.Unlock()
+				s.pool.counters.ControlsSuperseded.Add(1)
+				return
+			}
+		}
+		c.ctlPost = int32(len(s.inbox) + 1)
+	case *msg.Datagram:
+	default:
+		// Anything else orders after the waiting Control: a Rejoin, an
+		// Output, a Redirect must see it handled before the next.
+		c.ctlPost = 0
+	}
 	first := len(s.inbox) == 0
 	s.inbox = append(s.inbox, envelope{c: c, m: m})
 	s.mu.Unlock()
 	if first {
 		s.signal()
 	}
+}
+
+// mergeControl folds n, a newer Control for the same connection, into o,
+// which still waits in the shard's inbox, and releases n: a shard that
+// falls behind (an overloaded node) then holds one Control per connection,
+// not one per zone tick it is behind, and handles one. The result is what
+// handling both in turn within one round would leave — no pump runs
+// between two events of a round, and only datagrams came between the two
+// (post): n's control state supersedes o's (the session would have
+// replaced it unsent: ControlsSuperseded); a view nudge is taken if
+// either carried one; a Control of an older epoch than o (the previous
+// owner's, late) is dropped, its nudge kept; the newest applied move,
+// epoch and Force are the larger or either.
+func mergeControl(o, n *msg.Control) {
+	o.View = o.View || n.View
+	if n.Epoch != 0 && n.Epoch < o.Epoch {
+		n.Release()
+		return
+	}
+	o.LastApplied = max(o.LastApplied, n.LastApplied)
+	o.State, o.Force = n.State, o.Force || n.Force
+	o.Tick, o.At, o.Epoch = n.Tick, n.At, max(o.Epoch, n.Epoch)
+	if n.Events.Gen != 0 {
+		o.Events = n.Events
+	}
+	n.Release()
 }
 
 func (s *shard) postAll(evs []envelope) {
