@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/udp"
 )
@@ -14,12 +15,15 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 		name  string
 		n     int
 		small bool
+		buf   int // the copy's buffer
 	}{
-		{"empty", 0, true},
-		{"a client packet", 90, true},
-		{"exactly SmallDatagram", SmallDatagram, true},
-		{"one byte more", SmallDatagram + 1, false},
-		{"full size", udp.MaxDatagram, false},
+		{"empty", 0, true, TinyDatagram},
+		{"moves and acks", 50, true, TinyDatagram},
+		{"exactly TinyDatagram", TinyDatagram, true, TinyDatagram},
+		{"a client packet with an event", 90, true, SmallDatagram},
+		{"exactly SmallDatagram", SmallDatagram, true, SmallDatagram},
+		{"one byte more", SmallDatagram + 1, false, 0},
+		{"full size", udp.MaxDatagram, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDatagram()
@@ -38,18 +42,37 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 				d.Release()
 				return
 			}
-			if len(c.Buf) != SmallDatagram || !bytes.Equal(c.Bytes(), d.Bytes()) || c.Addr != addr || c.At != 42 {
+			if len(c.Buf) != tc.buf || !bytes.Equal(c.Bytes(), d.Bytes()) || c.Addr != addr || c.At != 42 {
 				t.Fatalf("copy: %d-byte buffer, %d bytes, %v, %v", len(c.Buf), c.N, c.Addr, c.At)
 			}
 			c.Release()
 			d.Release()
 			// Each goes back to its own pool: a full-size datagram is
-			// never handed out with a small buffer.
+			// never handed out with a small buffer, nor a copy with
+			// less room than it needs.
 			for range 4 {
 				if x := NewDatagram(); len(x.Buf) != udp.MaxDatagram {
 					t.Fatalf("NewDatagram after a small Release: %d-byte buffer", len(x.Buf))
 				}
+				d.N = SmallDatagram
+				if x := d.Compact(); len(x.Buf) != SmallDatagram {
+					t.Fatalf("Compact of %d bytes after a tiny Release: %d-byte buffer", d.N, len(x.Buf))
+				}
 			}
 		})
+	}
+}
+
+// TestTinyDatagramIsOneSmallObject: a tiny copy and its buffer are one
+// object of the 160-byte size class, under half of a SmallDatagram copy's
+// two (an 80-byte Datagram and a 256-byte buffer).
+func TestTinyDatagramIsOneSmallObject(t *testing.T) {
+	if n := unsafe.Sizeof(tinyDatagram{}); n != 160 {
+		t.Fatalf("tinyDatagram is %d bytes, want 160 (a size class)", n)
+	}
+	d := tinyPool.Get().(*Datagram)
+	defer d.Release()
+	if len(d.Buf) != TinyDatagram || cap(d.Buf) != TinyDatagram {
+		t.Fatalf("a tiny datagram's buffer: len %d, cap %d", len(d.Buf), cap(d.Buf))
 	}
 }
