@@ -234,8 +234,8 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // goroutine's Stager) unless that connection already has MaxInbound
 // datagrams waiting (policy: drop the newest, count it). A small datagram
 // (most of a client's) goes as a compact copy, and d stays with the caller
-// (false): what waits in a busy shard's queue is 256 bytes a datagram, not a
-// full-size buffer.
+// (false): what waits in a busy shard's queue is 160 bytes a datagram
+// (msg.TinyDatagram: moves and acks) or 336, not a full-size buffer.
 func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager) bool {
 	if int(rt.inflight.Load()) >= r.cfg.Conn.MaxInbound {
 		r.st.inboundDropped.Add(1)
