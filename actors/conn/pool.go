@@ -142,7 +142,7 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	p.next++
 	c := &Conn{
 		pool: p, sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
-		player: prm.Player, token: prm.Token, userData: prm.UserData, hidx: -1,
+		player: prm.Player, userData: prm.UserData, hidx: -1,
 	}
 	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))
 	if !ok {

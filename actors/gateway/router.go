@@ -350,7 +350,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
 	}
 	p := conn.Params{
-		Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
+		Handshake: sess, Player: g.Claims.PlayerID,
 		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: &rt.inflight,
 	}
 	if r.pool != nil {
