@@ -13,9 +13,9 @@ import (
 // writer. Pooled: NewDatagram / Release. Whoever holds it last (the
 // connection after reading it, the writer after sending it) releases it.
 type Datagram struct {
-	// Buf is udp.MaxDatagram bytes (NewDatagram), or TinyDatagram or
-	// SmallDatagram bytes for a copy of a small received datagram
-	// (Compact).
+	// Buf is udp.MaxDatagram bytes (NewDatagram), or TinyDatagram,
+	// MidDatagram or SmallDatagram bytes for a copy of a small received
+	// datagram (Compact).
 	Buf  []byte
 	N    int
 	Addr netip.AddrPort // source (received) or destination (to send)
@@ -36,15 +36,26 @@ const SmallDatagram = 256
 // queues of a server behind on its work is mostly those.
 const TinyDatagram = 88
 
+// MidDatagram is the same for a datagram of up to 184 bytes (midDatagram:
+// 256 bytes in all): a client whose acks come late (a server behind on
+// its work) repeats more of its moves in each packet.
+const MidDatagram = 184
+
 type tinyDatagram struct {
 	d   Datagram
 	buf [TinyDatagram]byte
+}
+
+type midDatagram struct {
+	d   Datagram
+	buf [MidDatagram]byte
 }
 
 var (
 	datagramPool = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, udp.MaxDatagram)} }}
 	smallPool    = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, SmallDatagram)} }}
 	tinyPool     = sync.Pool{New: func() any { t := new(tinyDatagram); t.d.Buf = t.buf[:]; return &t.d }}
+	midPool      = sync.Pool{New: func() any { t := new(midDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 )
 
 // NewDatagram returns a full-size datagram from the pool (N = 0; Buf holds
@@ -55,13 +66,16 @@ func NewDatagram() *Datagram {
 	return d
 }
 
-// Compact returns a copy of d in a TinyDatagram or SmallDatagram buffer,
-// the smallest it fits, or nil when it fits neither. d is unchanged.
+// Compact returns a copy of d in a TinyDatagram, MidDatagram or
+// SmallDatagram buffer, the smallest it fits, or nil when it fits none. d
+// is unchanged.
 func (d *Datagram) Compact() *Datagram {
 	var s *Datagram
 	switch {
 	case d.N <= TinyDatagram:
 		s = tinyPool.Get().(*Datagram)
+	case d.N <= MidDatagram:
+		s = midPool.Get().(*Datagram)
 	case d.N <= SmallDatagram:
 		s = smallPool.Get().(*Datagram)
 	default:
@@ -80,6 +94,8 @@ func (d *Datagram) Release() {
 	switch len(d.Buf) {
 	case TinyDatagram:
 		tinyPool.Put(d)
+	case MidDatagram:
+		midPool.Put(d)
 	case SmallDatagram:
 		smallPool.Put(d)
 	default:

@@ -3,6 +3,7 @@ package msg
 import (
 	"bytes"
 	"net/netip"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -20,7 +21,9 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 		{"empty", 0, true, TinyDatagram},
 		{"moves and acks", 50, true, TinyDatagram},
 		{"exactly TinyDatagram", TinyDatagram, true, TinyDatagram},
-		{"a client packet with an event", 90, true, SmallDatagram},
+		{"one byte more than tiny", TinyDatagram + 1, true, MidDatagram},
+		{"exactly MidDatagram", MidDatagram, true, MidDatagram},
+		{"a client packet with an event", MidDatagram + 1, true, SmallDatagram},
 		{"exactly SmallDatagram", SmallDatagram, true, SmallDatagram},
 		{"one byte more", SmallDatagram + 1, false, 0},
 		{"full size", udp.MaxDatagram, false, 0},
@@ -63,16 +66,24 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 	}
 }
 
-// TestTinyDatagramIsOneSmallObject: a tiny copy and its buffer are one
-// object of the 160-byte size class, under half of a SmallDatagram copy's
-// two (an 80-byte Datagram and a 256-byte buffer).
+// TestTinyDatagramIsOneSmallObject: a tiny or mid copy and its buffer are
+// one object of the 160- or 256-byte size class, where a SmallDatagram
+// copy is two (an 80-byte Datagram and a 256-byte buffer).
 func TestTinyDatagramIsOneSmallObject(t *testing.T) {
 	if n := unsafe.Sizeof(tinyDatagram{}); n != 160 {
 		t.Fatalf("tinyDatagram is %d bytes, want 160 (a size class)", n)
 	}
-	d := tinyPool.Get().(*Datagram)
-	defer d.Release()
-	if len(d.Buf) != TinyDatagram || cap(d.Buf) != TinyDatagram {
-		t.Fatalf("a tiny datagram's buffer: len %d, cap %d", len(d.Buf), cap(d.Buf))
+	if n := unsafe.Sizeof(midDatagram{}); n != 256 {
+		t.Fatalf("midDatagram is %d bytes, want 256 (a size class)", n)
+	}
+	for _, p := range []struct {
+		pool *sync.Pool
+		n    int
+	}{{&tinyPool, TinyDatagram}, {&midPool, MidDatagram}} {
+		d := p.pool.Get().(*Datagram)
+		if len(d.Buf) != p.n || cap(d.Buf) != p.n {
+			t.Fatalf("a %d-byte datagram's buffer: len %d, cap %d", p.n, len(d.Buf), cap(d.Buf))
+		}
+		d.Release()
 	}
 }
