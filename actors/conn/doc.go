@@ -19,7 +19,9 @@
 //  3. pumps every connection that had an event or whose deadline (a min-heap
 //     of Server.NextDeadlineFor) is due: the session seals all of that
 //     connection's due datagrams at once, straight into the round's send
-//     buffers. A zone tick's Control opens the session's send slot
+//     buffers (a pump after a datagram, before the send slot opens, asks
+//     Server.Due and does not Poll: most of them). A zone tick's Control
+//     opens the session's send slot
 //     (session.Server.SetControl), so each tick's update leaves in the
 //     round it arrived in. A local zone publishes the tick's view first
 //     and sets Control.View (the connection joins with
