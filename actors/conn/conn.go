@@ -106,8 +106,9 @@ type Conn struct {
 
 // connRare is what a connection needs only in rare episodes — a drain's
 // Redirect, a failover's rejoin, the lookup for a silent zone — made at
-// the first: 40 bytes fewer in every Conn (the 384-byte size class, not
-// 448). The zero value is none of them.
+// the first: 32 bytes fewer in every Conn (with the token no longer
+// copied, the 384-byte size class, not 448). The zero value is none of
+// them.
 type connRare struct {
 	// A Redirect waits (redirWait, since redirAt) until the zone holds
 	// the player's events (zoneHolds) and every event sent to the client
