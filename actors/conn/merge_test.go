@@ -9,11 +9,12 @@ import (
 
 // TestControlsMergeWhileWaiting: a shard that is behind holds one Control
 // per connection, not one per zone tick: a Control posted while an older
-// one of the same connection waits, with only datagrams between them, is
-// merged into it (the newer state, the larger applied move and epoch, a
-// view nudge from either; one of an older epoch dropped), counted as
-// superseded. Any other message in between, or a round that took the
-// older one, keeps them apart.
+// one of the same connection and owner waits, with only datagrams between
+// them, is merged into it (the newer state, the larger applied move, a view nudge
+// from either; one of an older epoch dropped), counted as superseded; so
+// is one after the same owner's Outputs. Another owner's Control or
+// Output, any other message in between, or a round that took the older
+// one, keeps them apart.
 func TestControlsMergeWhileWaiting(t *testing.T) {
 	x := record(t, 1)
 	s, cs := benchShard(t, x, 2)
@@ -57,18 +58,38 @@ func TestControlsMergeWhileWaiting(t *testing.T) {
 		t.Fatal("the other connection's Control was merged")
 	}
 
-	s.post(a, &msg.Redirect{Epoch: 3}) // not a datagram: the next Control stays apart
+	output := func(epoch uint64) {
+		o := msg.NewOutput()
+		o.Epoch = epoch
+		s.post(a, o)
+	}
+	output(2) // the same owner's events between its ticks: merged across
 	ctl(a, 4, 13, 2, false)
-	if n, _ := controls(); n != 2 || superseded() != 2 {
-		t.Fatalf("a Control after a Redirect: %d waiting (%d superseded), want 2 (2)", n, superseded())
+	if n, m := controls(); n != 1 || m.Tick != 4 || superseded() != 3 {
+		t.Fatalf("a Control after the same owner's Output: %d waiting, tick %d (%d superseded), want 1, 4 (3)", n, m.Tick, superseded())
+	}
+	ctl(a, 5, 14, 3, false) // another owner's (a handoff): apart
+	if n, _ := controls(); n != 2 || superseded() != 3 {
+		t.Fatalf("a Control of a newer epoch: %d waiting (%d superseded), want 2 (3)", n, superseded())
+	}
+	output(2) // the previous owner's events after the new owner's Control
+	ctl(a, 6, 15, 3, false)
+	if n, _ := controls(); n != 3 || superseded() != 3 {
+		t.Fatalf("a Control after another owner's Output: %d waiting (%d superseded), want 3 (3)", n, superseded())
+	}
+
+	s.post(a, &msg.Redirect{Epoch: 3}) // not a datagram: the next Control stays apart
+	ctl(a, 7, 16, 3, false)
+	if n, _ := controls(); n != 4 || superseded() != 3 {
+		t.Fatalf("a Control after a Redirect: %d waiting (%d superseded), want 4 (3)", n, superseded())
 	}
 
 	s.round(time.Second) // takes them all
-	ctl(a, 5, 14, 2, false)
-	if n, _ := controls(); n != 1 || superseded() != 2 {
-		t.Fatalf("after a round: %d waiting (%d superseded), want 1 (2)", n, superseded())
+	ctl(a, 8, 17, 3, false)
+	if n, _ := controls(); n != 1 || superseded() != 3 {
+		t.Fatalf("after a round: %d waiting (%d superseded), want 1 (3)", n, superseded())
 	}
-	if a.ctlEpoch != 2 || a.applied != 13 {
-		t.Fatalf("the round handled epoch %d, applied %d; want 2, 13", a.ctlEpoch, a.applied)
+	if a.ctlEpoch != 3 || a.applied != 16 {
+		t.Fatalf("the round handled epoch %d, applied %d; want 3, 16", a.ctlEpoch, a.applied)
 	}
 }
