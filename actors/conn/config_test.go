@@ -16,12 +16,13 @@ func TestDefaultConfigValidates(t *testing.T) {
 }
 
 // TestDefaultInboundQueueIsShort: what the datagrams queued for one
-// connection may hold by default — compact copies, the common case —
-// stays a few kilobytes (DefaultMaxInbound): an overloaded node's queues
-// grow with its connections, not with how far behind it is.
+// connection may hold by default — compact copies of up to
+// msg.LargeDatagram bytes, the common case — stays a few kilobytes
+// (DefaultMaxInbound): an overloaded node's queues grow with its
+// connections, not with how far behind it is.
 func TestDefaultInboundQueueIsShort(t *testing.T) {
-	const most = 3 << 10
-	per := msg.SmallDatagram + int(unsafe.Sizeof(msg.Datagram{}))
+	const most = 4 << 10
+	per := msg.LargeDatagram + int(unsafe.Sizeof(msg.Datagram{}))
 	if q := DefaultMaxInbound * per; q > most {
 		t.Fatalf("%d datagrams of %d B queued per connection: %d B, want ≤ %d", DefaultMaxInbound, per, q, most)
 	}

@@ -234,11 +234,11 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // deliver queues d to its connection (staged in st, the calling
 // goroutine's Stager) unless that connection already has MaxInbound
 // datagrams waiting (policy: drop the newest, count it), or, for a
-// Disconnect (bye), disconnectRoom more. A small datagram
-// (most of a client's) goes as a compact copy, and d stays with the caller
-// (false): what waits in a busy shard's queue is 160, 256 or 336 bytes a
-// datagram (msg.TinyDatagram: moves and acks; MidDatagram), not a
-// full-size buffer.
+// Disconnect (bye), disconnectRoom more. A datagram of up to
+// msg.LargeDatagram bytes (a client's, all but a hostile one's) goes as a
+// compact copy, and d stays with the caller (false): what waits in a busy
+// shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
+// moves and acks), not a full-size buffer.
 func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) bool {
 	limit := r.cfg.Conn.MaxInbound
 	if bye {

@@ -14,8 +14,8 @@ import (
 // connection after reading it, the writer after sending it) releases it.
 type Datagram struct {
 	// Buf is udp.MaxDatagram bytes (NewDatagram), or TinyDatagram,
-	// MidDatagram or SmallDatagram bytes for a copy of a small received
-	// datagram (Compact).
+	// MidDatagram, SmallDatagram or LargeDatagram bytes for a copy of a
+	// received datagram that fits one (Compact).
 	Buf  []byte
 	N    int
 	Addr netip.AddrPort // source (received) or destination (to send)
@@ -41,6 +41,12 @@ const TinyDatagram = 88
 // its work) repeats more of its moves in each packet.
 const MidDatagram = 184
 
+// LargeDatagram is the same for a datagram of up to 440 bytes
+// (largeDatagram: 512 bytes in all, where a full-size buffer is 1.3 KB): a
+// client whose acks stop coming (a server far behind) repeats up to its
+// whole move window in each packet.
+const LargeDatagram = 440
+
 type tinyDatagram struct {
 	d   Datagram
 	buf [TinyDatagram]byte
@@ -51,11 +57,17 @@ type midDatagram struct {
 	buf [MidDatagram]byte
 }
 
+type largeDatagram struct {
+	d   Datagram
+	buf [LargeDatagram]byte
+}
+
 var (
 	datagramPool = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, udp.MaxDatagram)} }}
 	smallPool    = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, SmallDatagram)} }}
 	tinyPool     = sync.Pool{New: func() any { t := new(tinyDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 	midPool      = sync.Pool{New: func() any { t := new(midDatagram); t.d.Buf = t.buf[:]; return &t.d }}
+	largePool    = sync.Pool{New: func() any { t := new(largeDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 )
 
 // NewDatagram returns a full-size datagram from the pool (N = 0; Buf holds
@@ -66,9 +78,9 @@ func NewDatagram() *Datagram {
 	return d
 }
 
-// Compact returns a copy of d in a TinyDatagram, MidDatagram or
-// SmallDatagram buffer, the smallest it fits, or nil when it fits none. d
-// is unchanged.
+// Compact returns a copy of d in a TinyDatagram, MidDatagram,
+// SmallDatagram or LargeDatagram buffer, the smallest it fits, or nil when
+// it fits none. d is unchanged.
 func (d *Datagram) Compact() *Datagram {
 	var s *Datagram
 	switch {
@@ -78,6 +90,8 @@ func (d *Datagram) Compact() *Datagram {
 		s = midPool.Get().(*Datagram)
 	case d.N <= SmallDatagram:
 		s = smallPool.Get().(*Datagram)
+	case d.N <= LargeDatagram:
+		s = largePool.Get().(*Datagram)
 	default:
 		return nil
 	}
@@ -96,6 +110,8 @@ func (d *Datagram) Release() {
 		tinyPool.Put(d)
 	case MidDatagram:
 		midPool.Put(d)
+	case LargeDatagram:
+		largePool.Put(d)
 	case SmallDatagram:
 		smallPool.Put(d)
 	default:

@@ -25,7 +25,9 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 		{"exactly MidDatagram", MidDatagram, true, MidDatagram},
 		{"a client packet with an event", MidDatagram + 1, true, SmallDatagram},
 		{"exactly SmallDatagram", SmallDatagram, true, SmallDatagram},
-		{"one byte more", SmallDatagram + 1, false, 0},
+		{"a client repeating its move window", SmallDatagram + 1, true, LargeDatagram},
+		{"exactly LargeDatagram", LargeDatagram, true, LargeDatagram},
+		{"one byte more", LargeDatagram + 1, false, 0},
 		{"full size", udp.MaxDatagram, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,9 +68,9 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 	}
 }
 
-// TestTinyDatagramIsOneSmallObject: a tiny or mid copy and its buffer are
-// one object of the 160- or 256-byte size class, where a SmallDatagram
-// copy is two (an 80-byte Datagram and a 256-byte buffer).
+// TestTinyDatagramIsOneSmallObject: a tiny, mid or large copy and its
+// buffer are one object of the 160-, 256- or 512-byte size class, where a
+// SmallDatagram copy is two (an 80-byte Datagram and a 256-byte buffer).
 func TestTinyDatagramIsOneSmallObject(t *testing.T) {
 	if n := unsafe.Sizeof(tinyDatagram{}); n != 160 {
 		t.Fatalf("tinyDatagram is %d bytes, want 160 (a size class)", n)
@@ -76,10 +78,13 @@ func TestTinyDatagramIsOneSmallObject(t *testing.T) {
 	if n := unsafe.Sizeof(midDatagram{}); n != 256 {
 		t.Fatalf("midDatagram is %d bytes, want 256 (a size class)", n)
 	}
+	if n := unsafe.Sizeof(largeDatagram{}); n != 512 {
+		t.Fatalf("largeDatagram is %d bytes, want 512 (a size class)", n)
+	}
 	for _, p := range []struct {
 		pool *sync.Pool
 		n    int
-	}{{&tinyPool, TinyDatagram}, {&midPool, MidDatagram}} {
+	}{{&tinyPool, TinyDatagram}, {&midPool, MidDatagram}, {&largePool, LargeDatagram}} {
 		d := p.pool.Get().(*Datagram)
 		if len(d.Buf) != p.n || cap(d.Buf) != p.n {
 			t.Fatalf("a %d-byte datagram's buffer: len %d, cap %d", p.n, len(d.Buf), cap(d.Buf))
