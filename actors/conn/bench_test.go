@@ -196,3 +196,63 @@ func BenchmarkShardColdPath(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
 }
+
+// stepRounds is step as a server's shard meets it: each of the client's
+// datagrams in a round of its own (handled, then pumped: most such pumps
+// send nothing, the send slot not being open yet), then the zone's
+// Control in another (pumped: the tick's packet).
+func stepRounds(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
+	for _, p := range pkts {
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf, p)
+		d.Addr = benchClient
+		s.handle(c, d, now)
+		s.pumpOne(c, now)
+		now += benchStep / time.Duration(2*len(pkts)+1)
+	}
+	m := msg.NewControl()
+	m.LastApplied, m.State = c.srv.LastApplied(), ctl
+	s.handle(c, m, now)
+	s.pumpOne(c, now)
+}
+
+// BenchmarkShardColdRounds is BenchmarkShardColdPath with a round per
+// event (stepRounds), as on a server where a client's datagrams and its
+// zone's ticks come apart: a pump after each datagram as well as after
+// each Control. ns/pkt is per datagram in or out.
+func BenchmarkShardColdRounds(b *testing.B) {
+	const conns, steps = 4096, 256
+	x := record(b, steps)
+	s, cs := benchShard(b, x, conns)
+	var ctl move.ControlState
+	i, k, pkts := 0, 0, 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if k == len(cs) {
+			k, i = 0, i+1
+			ctl.Pos[0] += 0.2
+			if i == steps {
+				b.StopTimer()
+				s, cs = benchShard(b, x, conns)
+				i = 0
+				b.StartTimer()
+			}
+		}
+		now := time.Duration(i+1) * benchStep
+		stepRounds(s, cs[k], x.steps[i], now, ctl)
+		pkts += len(x.steps[i])
+		k++
+	}
+	s.flush()
+	b.StopTimer()
+	sent := s.pool.sent.Load()
+	if sent == 0 {
+		b.Fatal("nothing sent")
+	}
+	if st := cs[0].srv.Stats(); st.Rejected() != 0 {
+		b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+	b.ReportMetric(float64(sent)/float64(b.N), "sent/step")
+}

@@ -14,11 +14,19 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultMaxInbound is how many datagrams may wait in one connection's
-	// mailbox before the gateway drops newer ones: 64 is over three seconds of
-	// a 20 Hz client, far beyond anything but a stalled shard or a flood.
-	DefaultMaxInbound = 64
-	// MaxMaxInbound bounds MaxInbound (each waiting datagram holds 1.2 KB).
+	// DefaultMaxInbound is how many datagrams may wait for one connection
+	// on its shard before the gateway drops newer ones (counted,
+	// gateway.Stats.InboundDropped): 8 is a quarter second of a 30 Hz
+	// client. A shard that far behind is overloaded, and what it has not
+	// read yet only grows stale: the client sends each move in several
+	// datagrams (its move window) and notify takes a dropped datagram as
+	// loss, so a short queue loses nothing a long one would keep, while a
+	// long one holds memory for every connection of an overloaded node
+	// (at 64, a node falling behind at 2,000 players held 1.4 KB of
+	// queued datagrams per player, and up to 19 KB a connection).
+	DefaultMaxInbound = 8
+	// MaxMaxInbound bounds MaxInbound (each waiting datagram holds 0.3 to
+	// 1.3 KB: msg.Datagram.Compact).
 	MaxMaxInbound = 4096
 )
 

@@ -4,11 +4,30 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
 )
 
 func TestDefaultConfigValidates(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDefaultInboundQueueIsShort: what the datagrams queued for one
+// connection may hold by default — compact copies of up to
+// msg.LargeDatagram bytes, the common case — stays a few kilobytes
+// (DefaultMaxInbound): an overloaded node's queues grow with its
+// connections, not with how far behind it is.
+func TestDefaultInboundQueueIsShort(t *testing.T) {
+	const most = 4 << 10
+	per := msg.LargeDatagram + int(unsafe.Sizeof(msg.Datagram{}))
+	if q := DefaultMaxInbound * per; q > most {
+		t.Fatalf("%d datagrams of %d B queued per connection: %d B, want ≤ %d", DefaultMaxInbound, per, q, most)
+	}
+	if DefaultMaxInbound < 4 {
+		t.Fatalf("DefaultMaxInbound %d: a burst of a client's datagrams (a round's batch) must fit", DefaultMaxInbound)
 	}
 }
 

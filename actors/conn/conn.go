@@ -22,7 +22,6 @@ import (
 type Params struct {
 	Handshake *handshake.Session // the session Grant.Session returned; the connection owns it
 	Player    uint64
-	Token     handshake.TokenID
 	Timeout   time.Duration // the token's idle timeout (0: Config.Session.Timeout)
 	UserData  []byte        // the token's user data (owned by the connection)
 	Zone      *actor.PID    // receives Join, Input, Leave (nil: input is dropped and counted)
@@ -39,29 +38,28 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// four cache lines (a 448-byte object is 64-byte aligned in its span): by
+// four cache lines (a 384-byte object is 64-byte aligned in its span): by
 // the time a player's next packet comes, its connection has left the
 // cache, and each line read is a miss. The rest — per zone tick, per
 // event, per lifecycle step — follows.
 type Conn struct {
 	// Per datagram or per pump.
-	pool      *Pool
-	sh        *shard
-	srv       *session.Server
-	gm        *ghostmgr.Manager
-	inflight  *atomic.Int32 // Params.Inflight
-	in        *msg.Input    // input collected during one datagram
-	zone      *actor.PID
-	heldCtl   *msg.Control  // see heldUntil
-	redirWait *Redirect     // see redirAt
-	rxAt      time.Duration // the time of the datagram being received (Move runs inside it)
-	joinAt    time.Duration // when the newest Join went
-	ctlAt     time.Duration // when the newest Control arrived
-	relookAt  time.Duration // when the newest lookup for a silent zone went
-	lastMove  uint64        // the newest move handed to an Input
-	oldestAt  time.Duration // when the oldest of unacked was handed on (no earlier than)
-	applied   uint64        // the newest applied move a zone reported
-	resentAt  time.Duration // when unacked moves were last sent again
+	pool     *Pool
+	sh       *shard
+	srv      *session.Server
+	gm       *ghostmgr.Manager
+	inflight *atomic.Int32 // Params.Inflight
+	in       *msg.Input    // input collected during one datagram
+	zone     *actor.PID
+	heldCtl  *msg.Control  // see heldUntil
+	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
+	rxAt     time.Duration // the time of the datagram being received (Move runs inside it)
+	joinAt   time.Duration // when the newest Join went
+	ctlAt    time.Duration // when the newest Control arrived
+	lastMove uint64        // the newest move handed to an Input
+	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
+	applied  uint64        // the newest applied move a zone reported
+	resentAt time.Duration // when unacked moves were last sent again
 	// A tick's Control waits in heldCtl for the same tick's view (at most
 	// viewWait, until heldUntil): the session sends the tick's packet as
 	// soon as it has the control state, and that packet should carry the
@@ -85,16 +83,8 @@ type Conn struct {
 	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
 	dirty     bool // in the shard's list of connections to pump this round
 
-	// Per Control or Output.
+	// Per Control.
 	ctlEpoch uint64 // the newest Control epoch taken
-	// outFloor: Outputs at or below this epoch come from an owner the
-	// player was restored away from (dropped); floorAt: a rejoin's
-	// checkpoint epoch, the floor once a Control above it arrives.
-	outFloor, floorAt uint64
-	// A Redirect waits (redirWait, since redirAt) until the zone holds
-	// the player's events (zoneHolds) and every event sent to the client
-	// arrived (onRedirect); leaveSent: the zone was told already.
-	redirAt time.Duration
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot: away from the lines above).
@@ -102,12 +92,50 @@ type Conn struct {
 	hs        *handshake.Session // Params.Handshake: the session's until it is built
 	player    uint64
 	zoneEpoch uint64
-	token     handshake.TokenID
 	userData  []byte
 	held      []*msg.Input // input that arrived meanwhile
 	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
 	fates     folded       // packet fates already added to the pool's counters
-	views     msg.ViewSlot
+	// ctlPost is 1 + the index in its shard's inbox of the newest Control
+	// posted to this connection (0: none since another message): the
+	// next one is merged into it while it waits (shard.post). Guarded by
+	// the shard's mu, written by the posting goroutine.
+	ctlPost int32
+	views   msg.ViewSlot
+}
+
+// connRare is what a connection needs only in rare episodes — a drain's
+// Redirect, a failover's rejoin, the lookup for a silent zone — made at
+// the first: 32 bytes fewer in every Conn (with the token no longer
+// copied, the 384-byte size class, not 448). The zero value is none of
+// them.
+type connRare struct {
+	// A Redirect waits (redirWait, since redirAt) until the zone holds
+	// the player's events (zoneHolds) and every event sent to the client
+	// arrived (onRedirect); leaveSent: the zone was told already.
+	redirWait *Redirect
+	redirAt   time.Duration
+	relookAt  time.Duration // when the newest lookup for a silent zone went
+	// outFloor: Outputs at or below this epoch come from an owner the
+	// player was restored away from (dropped); floorAt: a rejoin's
+	// checkpoint epoch, the floor once a Control above it arrives.
+	outFloor, floorAt uint64
+}
+
+func (c *Conn) rareState() *connRare {
+	if c.rare == nil {
+		c.rare = new(connRare)
+	}
+	return c.rare
+}
+
+func (c *Conn) redirWaiting() bool { return c.rare != nil && c.rare.redirWait != nil }
+
+func (c *Conn) relookAt() time.Duration {
+	if c.rare == nil {
+		return 0
+	}
+	return c.rare.relookAt
 }
 
 // PID is the connection's address: zones send it Control, Output,
@@ -171,10 +199,10 @@ func (c *Conn) handle(m any, now time.Duration) {
 			return
 		}
 		c.ctlEpoch = max(c.ctlEpoch, m.Epoch)
-		if c.floorAt != 0 && m.Epoch > c.floorAt {
+		if r := c.rare; r != nil && r.floorAt != 0 && m.Epoch > r.floorAt {
 			// A zone restored the player (above the checkpoint's epoch):
 			// the old owner's late Outputs are stale from now on.
-			c.outFloor, c.floorAt = max(c.outFloor, c.floorAt), 0
+			r.outFloor, r.floorAt = max(r.outFloor, r.floorAt), 0
 		}
 		c.ctlSeen, c.ctlAt = true, now
 		if m.LastApplied > c.applied {
@@ -192,7 +220,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.setControl(m)
 	case *msg.Output:
-		if m.Epoch != 0 && m.Epoch <= c.outFloor {
+		if m.Epoch != 0 && c.rare != nil && m.Epoch <= c.rare.outFloor {
 			c.pool.counters.EventsStale.Add(uint64(len(m.Events)))
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
@@ -211,7 +239,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// The player's zone went silent: join again where the record
 			// says it is now, if it says anything (else look again later).
 			// (Not if the zone spoke meanwhile.)
-			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming && c.ctlAt < c.relookAt {
+			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming && c.ctlAt < c.relookAt() {
 				c.zone = m.zone
 				c.rejoin(m.cp, now)
 			}
@@ -314,7 +342,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	}
 	if !c.verified && c.srv.State() >= handshake.StateConnected {
 		c.verified = true
-		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Token: c.token, Player: c.player})
+		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Player: c.player})
 		if c.zone != nil {
 			if c.pool.cfg.Resume != nil {
 				c.lookup()
@@ -332,13 +360,13 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		c.lookups++
 		c.lookup()
 	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.pool.cfg.Resume != nil &&
-		now-max(c.ctlAt, c.joinAt, c.relookAt) >= zoneSilentAfter {
+		now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
 		// The zone answered before and has been silent since: its node
 		// died or was paused, and the Rejoin of whoever restored the zone
 		// did not reach this connection (this node was paused, or busy).
 		// The record names the zone's new owner: join it there, or the
 		// player stands still for good while its client stays connected.
-		c.relookAt = now
+		c.rareState().relookAt = now
 		c.pool.counters.Relooks.Add(1)
 		pid, root := c.pid, c.pool.sys.Root
 		c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
@@ -368,7 +396,7 @@ const (
 // never applied twice: the fence is the newest this connection was told of.
 func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	fence := max(c.applied, cp.LastApplied)
-	c.floorAt = max(uint64(cp.Epoch), 1)
+	c.rareState().floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
@@ -394,7 +422,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	} else {
 		in.Release()
 	}
-	if c.redirWait != nil {
+	if c.redirWaiting() {
 		// A Redirect waits for the zone's hold: the zone that restored
 		// the player must hold its events too (onRedirect).
 		c.holdEvents(now)
@@ -437,7 +465,7 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	}
 	clear(c.held)
 	c.held = c.held[:0]
-	if c.redirWait != nil && !c.leaveSent {
+	if c.redirWaiting() && !c.leaveSent {
 		c.holdEvents(now) // a Redirect came during the lookup
 	}
 }
@@ -586,17 +614,27 @@ func (c *Conn) flushInput(now time.Duration) {
 }
 
 // resendStalled puts every move the zone has not reported applied into in
-// when the oldest of them went a while ago: an Input lost on the way
-// (NATS is at most once: a batch in flight when the server restarts is
-// gone) would otherwise leave a gap the zone skips after its gap timeout,
-// a move never applied. The zone drops what it already has. Backs off
-// while the zone stays silent (a failover: the Rejoin resends then).
+// when the zone's Controls have not reported the oldest of them for a
+// while: an Input lost on the way (NATS is at most once: a batch in
+// flight when the server restarts is gone) would otherwise leave a gap the
+// zone skips after its gap timeout, a move never applied. The zone drops
+// what it already has. Backs off while the zone reports no progress.
+//
+// The zone's word decides, not the shard's clock: the time runs from the
+// oldest move's handing on (or the last progress, or resend) to the
+// newest Control. A shard running behind takes a backlog's datagrams in
+// a round before the Controls queued with them, which report those moves
+// applied: judged by its clock, each such round resent every move kept,
+// in an Input that waited in the zone's mailbox — load and memory on a
+// node already overloaded (at 2,000 players, 1.6 KB a player). A zone
+// that says nothing (a failover) is not sent resends either: the Rejoin
+// resends then, and a zone silent for zoneSilentAfter is looked up again.
 func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	if len(c.unacked) == 0 || c.unackedSeq(0) <= c.applied {
 		return
 	}
 	wait := moveResendAfter << min(c.resends, 3)
-	if now-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
+	if c.ctlAt-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
 		return
 	}
 	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unackedSeq(0) {
@@ -612,9 +650,10 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	c.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
 }
 
-// moveResendAfter is how long a zone may go without reporting progress
-// before a connection sends its unacknowledged moves again: a few ticks,
-// well inside the zone's gap timeout (handoff.DefaultGapTimeout, 1 s).
+// moveResendAfter is how long a zone's Controls may go without reporting
+// progress before a connection sends its unacknowledged moves again: a
+// few ticks, well inside the zone's gap timeout (handoff.DefaultGapTimeout,
+// 1 s).
 const moveResendAfter = 250 * time.Millisecond
 
 func (c *Conn) onOutput(o *msg.Output) {
@@ -659,7 +698,10 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.viewsFlow = false // no view came: stop waiting until views show up again
 		c.setControl(c.heldCtl)
 	}
-	for {
+	// Most pumps (one after each datagram, 30 a second, besides the
+	// ticks') come before the send slot opens: Due tells without the
+	// Poll (notify's receive tick, the fate pass, the content checks).
+	for due := c.srv.Due(now); due; due = c.srv.Due(now) {
 		buf := c.sh.outSlot()
 		pkt, err := c.srv.Poll(now, buf, c.gm)
 		if err != nil || len(pkt) == 0 {
@@ -670,10 +712,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 			c.pool.counters.OutDropped.Add(1)
 			continue
 		}
-		c.sh.commit(len(pkt), c.srv.Addr())
-		if !c.srv.Due(now) {
-			break // a second Poll would find nothing: most pumps send one packet
-		}
+		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
 	}
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
 	for _, f := range c.sh.gfates {
@@ -723,7 +762,7 @@ func (c *Conn) finish(r handshake.Reason) {
 	}
 	if c.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
-			PID: c.pid, ID: id, Token: c.token, Player: c.player, Reason: r,
+			PID: c.pid, ID: id, Player: c.player, Reason: r,
 			Verified: c.verified, Stats: st,
 		})
 	} else {

@@ -59,8 +59,9 @@ type Counters struct {
 
 	// ControlsSuperseded counts zone ticks' control states a connection
 	// replaced with the next tick's before sending them (session
-	// ServerStats.ControlsSuperseded): updates its client never got.
-	// Folded in with the packet fates.
+	// ServerStats.ControlsSuperseded, folded in with the packet fates) or
+	// that its shard merged into the next while both waited (a shard
+	// behind: mergeControl): updates its client never got.
 	ControlsSuperseded atomic.Uint64
 
 	// PacketsDelivered and PacketsLost are the fates of the packets sent to

@@ -19,7 +19,9 @@
 //  3. pumps every connection that had an event or whose deadline (a min-heap
 //     of Server.NextDeadlineFor) is due: the session seals all of that
 //     connection's due datagrams at once, straight into the round's send
-//     buffers. A zone tick's Control opens the session's send slot
+//     buffers (a pump after a datagram, before the send slot opens, asks
+//     Server.Due and does not Poll: most of them). A zone tick's Control
+//     opens the session's send slot
 //     (session.Server.SetControl), so each tick's update leaves in the
 //     round it arrived in. A local zone publishes the tick's view first
 //     and sets Control.View (the connection joins with
@@ -57,9 +59,10 @@
 //
 // # Queues and their policies
 //
-//	datagrams in     ≤ Config.MaxInbound queued per connection; the gateway drops newer ones (drop-newest, counted)
+//	datagrams in     ≤ Config.MaxInbound (8) queued per connection; the gateway drops newer ones (drop-newest, counted)
 //	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
+//	controls         one waiting per connection: a newer Control merges into it (coalesce, ControlsSuperseded)
 //	views            msg.ViewSlot: the newest view supersedes
 //	input to zone    one *msg.Input per datagram that carried new moves or events, sent at the end
 //	                 of the round's events: a zone's inputs of one round in one *msg.Inputs

@@ -87,11 +87,12 @@ func (c *Conn) resendEvents(in *msg.Input) {
 const maxRedirectHold = time.Second
 
 func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
-	if c.srv == nil || c.redirect || c.redirWait != nil {
+	if c.srv == nil || c.redirect || c.redirWaiting() {
 		return
 	}
 	if (c.joined || c.resuming) && c.zone != nil && !c.closed && c.srv.State() == handshake.StateConnected {
-		c.redirWait, c.redirAt = m, now
+		r := c.rareState()
+		r.redirWait, r.redirAt = m, now
 		if !c.resuming {
 			c.holdEvents(now)
 		} // else once the lookup joined the player (join)
@@ -109,7 +110,9 @@ func (c *Conn) holdEvents(now time.Duration) {
 }
 
 func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
-	c.redirWait = nil
+	if c.rare != nil {
+		c.rare.redirWait = nil
+	}
 	if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
 		c.close(now, handshake.ReasonServerShutdown)
 		return
@@ -121,19 +124,20 @@ func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
 // redirectDue starts a waiting Redirect when its events are settled and
 // returns when to look again (maxDeadline: nothing waits).
 func (c *Conn) redirectDue(now time.Duration) time.Duration {
-	if c.redirWait == nil {
+	r := c.rare
+	if r == nil || r.redirWait == nil {
 		return maxDeadline
 	}
 	if c.srv.State() != handshake.StateConnected {
-		c.redirWait = nil // closing anyway (a timeout, the client quit)
+		r.redirWait = nil // closing anyway (a timeout, the client quit)
 		return maxDeadline
 	}
 	// The zone's answer and the client's acks arrive as messages and
 	// datagrams, each followed by a pump: only the bound needs a deadline.
 	settled := c.leaveSent && c.zoneHolds && !c.srv.EventsInFlight()
-	if settled || now-c.redirAt >= maxRedirectHold {
-		c.startRedirect(c.redirWait, now)
+	if settled || now-r.redirAt >= maxRedirectHold {
+		c.startRedirect(r.redirWait, now)
 		return maxDeadline
 	}
-	return c.redirAt + maxRedirectHold
+	return r.redirAt + maxRedirectHold
 }

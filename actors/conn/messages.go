@@ -12,12 +12,12 @@ import (
 // Messages a connection sends its gateway (the parent that spawned it).
 
 // Verified: the client proved its address (first authenticated packet). The
-// gateway consumes the token (it admits nothing more) and supersedes an older
-// connection of the same player.
+// gateway consumes the connection's token (it admits nothing more; the
+// gateway's route keeps which) and supersedes an older connection of the
+// same player.
 type Verified struct {
 	PID    *actor.PID
 	ID     handshake.ConnID
-	Token  handshake.TokenID
 	Player uint64
 }
 
@@ -34,7 +34,6 @@ type Moved struct {
 type Closed struct {
 	PID      *actor.PID
 	ID       handshake.ConnID
-	Token    handshake.TokenID
 	Player   uint64
 	Reason   handshake.Reason
 	Verified bool

@@ -142,7 +142,7 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	p.next++
 	c := &Conn{
 		pool: p, sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
-		player: prm.Player, token: prm.Token, userData: prm.UserData, hidx: -1,
+		player: prm.Player, userData: prm.UserData, hidx: -1,
 	}
 	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))
 	if !ok {
@@ -325,7 +325,9 @@ func (s *shard) dropZone(i int) {
 	s.zin = s.zin[:last]
 }
 
-// post queues one event and wakes the shard if it may be asleep.
+// post queues one event and wakes the shard if it may be asleep. A
+// Control is merged into one of the same connection's still waiting
+// (mergeControl; policy: coalesce, counted as ControlsSuperseded).
 func (s *shard) post(c *Conn, m any) {
 	s.mu.Lock()
 	if s.stopping {
@@ -333,12 +335,72 @@ func (s *shard) post(c *Conn, m any) {
 		release(m)
 		return
 	}
+	switch m := m.(type) {
+	case *msg.Control:
+		if o := s.waitingControl(c); o != nil && (m.Epoch == o.Epoch || m.Epoch != 0 && m.Epoch < o.Epoch) {
+			mergeControl(o, m)
+			s.mu.Unlock()
+			s.pool.counters.ControlsSuperseded.Add(1)
+			return
+		}
+		c.ctlPost = int32(len(s.inbox) + 1)
+	case *msg.Datagram:
+	case *msg.Output:
+		// The same owner's events (its zone sends them between its
+		// ticks' Controls) may be handled after that owner's newer
+		// control state: only a restore's epoch floor orders the two,
+		// and it compares epochs, equal here.
+		if o := s.waitingControl(c); o == nil || m.Epoch != 0 && m.Epoch != o.Epoch {
+			c.ctlPost = 0
+		}
+	default:
+		// Anything else orders after the waiting Control: a Rejoin, a
+		// Redirect must see it handled before the next.
+		c.ctlPost = 0
+	}
 	first := len(s.inbox) == 0
 	s.inbox = append(s.inbox, envelope{c: c, m: m})
 	s.mu.Unlock()
 	if first {
 		s.signal()
 	}
+}
+
+// waitingControl is c's Control still in the inbox that a newer one may
+// be merged into (c.ctlPost), or nil. Under mu.
+func (s *shard) waitingControl(c *Conn) *msg.Control {
+	if i := int(c.ctlPost) - 1; i >= 0 && i < len(s.inbox) && s.inbox[i].c == c {
+		o, _ := s.inbox[i].m.(*msg.Control)
+		return o
+	}
+	return nil
+}
+
+// mergeControl folds n, a newer Control for the same connection and
+// owner (epoch), into o, which still waits in the shard's inbox, and
+// releases n: a shard that falls behind (an overloaded node) then holds
+// one Control per connection, not one per zone tick it is behind, and
+// handles one. The result is what handling both in turn within one round
+// would leave — no pump runs between two events of a round, and only
+// datagrams and the same owner's Outputs came between the two (post): n's
+// control state supersedes o's (the session would have replaced it
+// unsent: ControlsSuperseded); a view nudge is taken if either carried
+// one; a Control of an older epoch than o (the previous owner's, late) is
+// dropped, its nudge kept; the newest applied move and Force are the
+// larger or either.
+func mergeControl(o, n *msg.Control) {
+	o.View = o.View || n.View
+	if n.Epoch != 0 && n.Epoch < o.Epoch {
+		n.Release()
+		return
+	}
+	o.LastApplied = max(o.LastApplied, n.LastApplied)
+	o.State, o.Force = n.State, o.Force || n.Force
+	o.Tick, o.At, o.Epoch = n.Tick, n.At, max(o.Epoch, n.Epoch)
+	if n.Events.Gen != 0 {
+		o.Events = n.Events
+	}
+	n.Release()
 }
 
 func (s *shard) postAll(evs []envelope) {

@@ -84,3 +84,64 @@ func TestKeptMovesComeBackWhole(t *testing.T) {
 		t.Fatalf("after a 2^31 jump: %d kept from %d, want only the new move", len(c.unacked), c.unackedSeq(0))
 	}
 }
+
+// TestResendWaitsForTheZonesWord: unacknowledged moves go again only when
+// the zone's Controls have reported no progress on them for
+// moveResendAfter — not when the shard's clock says so: a shard running
+// behind takes a backlog's datagrams before the Controls queued with
+// them, and a zone that says nothing is failing over (the Rejoin resends).
+func TestResendWaitsForTheZonesWord(t *testing.T) {
+	x := record(t, 1)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	c.in = msg.NewInput()
+	ms := time.Millisecond
+	control := func(at time.Duration, applied uint64) {
+		m := msg.NewControl()
+		m.LastApplied = applied
+		s.handle(c, m, at)
+	}
+	resent := func(at time.Duration) bool {
+		in := msg.NewInput()
+		defer in.Release()
+		before := s.pool.counters.MovesResent.Load()
+		c.resendStalled(in, at)
+		return s.pool.counters.MovesResent.Load() != before && len(in.Moves) == len(c.unacked)
+	}
+	control(0, 0)
+	c.rxAt = 10 * ms
+	for seq := range uint64(3) {
+		c.Move(move.Move{Seq: seq + 1})
+	}
+	c.in.Moves = c.in.Moves[:0]
+
+	// The shard's round comes 400 ms late: no Control since the moves went.
+	if resent(410 * ms) {
+		t.Fatal("resent with no word from the zone since the moves went (a late round)")
+	}
+	// Its Controls queued meanwhile report progress: nothing to resend.
+	control(410*ms, 1)
+	if resent(420 * ms) {
+		t.Fatal("resent after the zone reported progress")
+	}
+	// The zone keeps ticking without applying move 2 (its Input was lost).
+	for at := 460 * ms; at < 660*ms; at += 50 * ms {
+		control(at, 1)
+		if resent(at) {
+			t.Fatalf("resent at %v, %v after the last progress", at, at-410*ms)
+		}
+	}
+	control(660*ms, 1)
+	if !resent(665 * ms) {
+		t.Fatal("not resent after 250 ms of the zone's Controls without progress")
+	}
+	// Backing off: the next resend waits twice as long, by the zone's word.
+	control(900*ms, 1)
+	if resent(1500 * ms) {
+		t.Fatal("resent again before the backoff, by the shard's clock")
+	}
+	control(1170*ms, 1)
+	if !resent(1170 * ms) {
+		t.Fatal("not resent after the backoff")
+	}
+}

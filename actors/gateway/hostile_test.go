@@ -137,7 +137,7 @@ func TestHostileTraffic(t *testing.T) {
 	// gateway's own count so no queue drops anything (the test counts
 	// every datagram): every attackBurst datagrams it waits until the
 	// gateway has given each one its fate. A fixed rate (it was 50 per
-	// 2 ms) overflowed a connection's 64-datagram inbox when a loaded
+	// 2 ms) overflowed a connection's inbox (then 64 datagrams) when a loaded
 	// host ran the connection actors late (InboundDropped).
 	atk, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
 	if err != nil {

@@ -123,14 +123,14 @@ func (r *router) readerRoute(b *batch) bool {
 	r.mu.RLock()
 	for i := range b.n {
 		d := b.ds[i]
-		rt := r.lookup(d.Bytes(), d.Addr)
+		rt, kind := r.lookup(d.Bytes(), d.Addr)
 		if rt == nil || rt.conn == nil { // a route without a connection goes through the actor (deliver's ctx)
 			b.rest = append(b.rest, uint16(i))
 			continue
 		}
 		r.st.datagramsIn.Add(1)
 		r.st.bytesIn.Add(uint64(d.N))
-		if r.deliver(nil, rt, d, r.reader) {
+		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect) {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
 			b.ds[i] = d
@@ -143,25 +143,26 @@ func (r *router) readerRoute(b *batch) bool {
 }
 
 // lookup is the connection a data packet or Disconnect is for (nil for
-// every other kind, and for a connection not in the tables).
-func (r *router) lookup(pkt []byte, from netip.AddrPort) *route {
+// every other kind, and for a connection not in the tables), and the
+// packet's kind.
+func (r *router) lookup(pkt []byte, from netip.AddrPort) (*route, handshake.Kind) {
 	kind, err := handshake.Classify(pkt)
 	if err != nil {
-		return nil
+		return nil, kind
 	}
 	switch kind {
 	case handshake.KindData:
-		return r.byAddr[from]
+		return r.byAddr[from], kind
 	case handshake.KindRouted:
 		if id, _, err := handshake.ParseRouted(pkt); err == nil {
-			return r.byID[id]
+			return r.byID[id], kind
 		}
 	case handshake.KindDisconnect:
 		if id, err := handshake.ParseDisconnectID(pkt); err == nil {
-			return r.byID[id]
+			return r.byID[id], kind
 		}
 	}
-	return nil
+	return nil, kind
 }
 
 // handleBatch is the gateway actor's part of a read batch: the datagrams
@@ -198,7 +199,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	switch kind {
 	case handshake.KindData:
 		if rt := r.byAddr[d.Addr]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage)
+			return r.deliver(ctx, rt, d, r.stage, false)
 		}
 		r.noConnection(d)
 	case handshake.KindRouted:
@@ -208,7 +209,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage)
+			return r.deliver(ctx, rt, d, r.stage, false)
 		}
 		r.noConnection(d)
 	case handshake.KindDisconnect:
@@ -218,7 +219,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage)
+			return r.deliver(ctx, rt, d, r.stage, true)
 		}
 		// Never answer a Disconnect: no ping-pong between two endpoints.
 		r.st.unknownConn.Add(1)
@@ -232,12 +233,18 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 
 // deliver queues d to its connection (staged in st, the calling
 // goroutine's Stager) unless that connection already has MaxInbound
-// datagrams waiting (policy: drop the newest, count it). A small datagram
-// (most of a client's) goes as a compact copy, and d stays with the caller
-// (false): what waits in a busy shard's queue is 256 bytes a datagram, not a
-// full-size buffer.
-func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager) bool {
-	if int(rt.inflight.Load()) >= r.cfg.Conn.MaxInbound {
+// datagrams waiting (policy: drop the newest, count it), or, for a
+// Disconnect (bye), disconnectRoom more. A datagram of up to
+// msg.LargeDatagram bytes (a client's, all but a hostile one's) goes as a
+// compact copy, and d stays with the caller (false): what waits in a busy
+// shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
+// moves and acks), not a full-size buffer.
+func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) bool {
+	limit := r.cfg.Conn.MaxInbound
+	if bye {
+		limit += disconnectRoom
+	}
+	if int(rt.inflight.Load()) >= limit {
 		r.st.inboundDropped.Add(1)
 		return false
 	}
@@ -254,6 +261,14 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 	}
 	return handed
 }
+
+// disconnectRoom is how many Disconnects may wait for a connection beyond
+// its MaxInbound datagrams: a client's goodbye (a few copies) must not be
+// dropped behind a backlog of its own data packets, or its connection
+// stays open until the timeout (200 clients quitting at once from a
+// starved race build: 24 of them, a minute's token timeout). Bounded: a
+// forged Disconnect takes a place too, until the connection rejects it.
+const disconnectRoom = 4
 
 // noConnection answers data for no connection with a NoConnection packet
 // (9 bytes, smaller than any data packet, never sent in answer to a
@@ -350,7 +365,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
 	}
 	p := conn.Params{
-		Handshake: sess, Player: g.Claims.PlayerID, Token: g.Claims.ID,
+		Handshake: sess, Player: g.Claims.PlayerID,
 		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: &rt.inflight,
 	}
 	if r.pool != nil {

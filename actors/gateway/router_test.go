@@ -13,7 +13,7 @@ import (
 
 // A connection with MaxInbound datagrams queued gets no more: the newest is
 // dropped and counted, so a flood aimed at one connection cannot grow its
-// mailbox.
+// queue; only its client's goodbye has a little room beyond.
 func TestInboundQueueIsBounded(t *testing.T) {
 	out := new(discard)
 	r := newBenchRouter(t, out, seeded(1))
@@ -32,6 +32,22 @@ func TestInboundQueueIsBounded(t *testing.T) {
 	}
 	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.inflight.Load() != 3 {
 		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.inflight.Load())
+	}
+	// The client's goodbye still gets through the full queue (its
+	// Disconnect copies have disconnectRoom more), and no more than that.
+	for range disconnectRoom + 2 {
+		d := msg.NewDatagram()
+		bye := make([]byte, handshake.DisconnectSize)
+		bye[0] = handshake.KindDisconnect.ControlByte()
+		copy(bye[1:], rt.id[:])
+		d.N = copy(d.Buf[:], bye)
+		d.Addr = benchClient
+		if !r.handle(ctx, d) {
+			d.Release()
+		}
+	}
+	if held != 3+disconnectRoom || r.st.inboundDropped.Load() != 9 {
+		t.Fatalf("Disconnects on a full queue: delivered %d, dropped %d; want %d, 9", held-3, r.st.inboundDropped.Load()-7, disconnectRoom)
 	}
 }
 

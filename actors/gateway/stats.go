@@ -95,7 +95,8 @@ type Stats struct {
 	// Relooks: record lookups of connections whose zone went silent.
 	Relooks uint64
 	// ControlsSuperseded: zone ticks' control states a connection replaced
-	// with the next tick's before sending them (updates never sent).
+	// with the next tick's before sending them, or merged into the next
+	// while both waited for a shard running behind (updates never sent).
 	ControlsSuperseded uint64
 	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
 	// (folded in about once a second per connection).

@@ -3,7 +3,9 @@ package msg
 import (
 	"bytes"
 	"net/netip"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/udp"
 )
@@ -14,12 +16,19 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 		name  string
 		n     int
 		small bool
+		buf   int // the copy's buffer
 	}{
-		{"empty", 0, true},
-		{"a client packet", 90, true},
-		{"exactly SmallDatagram", SmallDatagram, true},
-		{"one byte more", SmallDatagram + 1, false},
-		{"full size", udp.MaxDatagram, false},
+		{"empty", 0, true, TinyDatagram},
+		{"moves and acks", 50, true, TinyDatagram},
+		{"exactly TinyDatagram", TinyDatagram, true, TinyDatagram},
+		{"one byte more than tiny", TinyDatagram + 1, true, MidDatagram},
+		{"exactly MidDatagram", MidDatagram, true, MidDatagram},
+		{"a client packet with an event", MidDatagram + 1, true, SmallDatagram},
+		{"exactly SmallDatagram", SmallDatagram, true, SmallDatagram},
+		{"a client repeating its move window", SmallDatagram + 1, true, LargeDatagram},
+		{"exactly LargeDatagram", LargeDatagram, true, LargeDatagram},
+		{"one byte more", LargeDatagram + 1, false, 0},
+		{"full size", udp.MaxDatagram, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := NewDatagram()
@@ -38,18 +47,48 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 				d.Release()
 				return
 			}
-			if len(c.Buf) != SmallDatagram || !bytes.Equal(c.Bytes(), d.Bytes()) || c.Addr != addr || c.At != 42 {
+			if len(c.Buf) != tc.buf || !bytes.Equal(c.Bytes(), d.Bytes()) || c.Addr != addr || c.At != 42 {
 				t.Fatalf("copy: %d-byte buffer, %d bytes, %v, %v", len(c.Buf), c.N, c.Addr, c.At)
 			}
 			c.Release()
 			d.Release()
 			// Each goes back to its own pool: a full-size datagram is
-			// never handed out with a small buffer.
+			// never handed out with a small buffer, nor a copy with
+			// less room than it needs.
 			for range 4 {
 				if x := NewDatagram(); len(x.Buf) != udp.MaxDatagram {
 					t.Fatalf("NewDatagram after a small Release: %d-byte buffer", len(x.Buf))
 				}
+				d.N = SmallDatagram
+				if x := d.Compact(); len(x.Buf) != SmallDatagram {
+					t.Fatalf("Compact of %d bytes after a tiny Release: %d-byte buffer", d.N, len(x.Buf))
+				}
 			}
 		})
+	}
+}
+
+// TestTinyDatagramIsOneSmallObject: a tiny, mid or large copy and its
+// buffer are one object of the 160-, 256- or 512-byte size class, where a
+// SmallDatagram copy is two (an 80-byte Datagram and a 256-byte buffer).
+func TestTinyDatagramIsOneSmallObject(t *testing.T) {
+	if n := unsafe.Sizeof(tinyDatagram{}); n != 160 {
+		t.Fatalf("tinyDatagram is %d bytes, want 160 (a size class)", n)
+	}
+	if n := unsafe.Sizeof(midDatagram{}); n != 256 {
+		t.Fatalf("midDatagram is %d bytes, want 256 (a size class)", n)
+	}
+	if n := unsafe.Sizeof(largeDatagram{}); n != 512 {
+		t.Fatalf("largeDatagram is %d bytes, want 512 (a size class)", n)
+	}
+	for _, p := range []struct {
+		pool *sync.Pool
+		n    int
+	}{{&tinyPool, TinyDatagram}, {&midPool, MidDatagram}, {&largePool, LargeDatagram}} {
+		d := p.pool.Get().(*Datagram)
+		if len(d.Buf) != p.n || cap(d.Buf) != p.n {
+			t.Fatalf("a %d-byte datagram's buffer: len %d, cap %d", p.n, len(d.Buf), cap(d.Buf))
+		}
+		d.Release()
 	}
 }

@@ -102,6 +102,11 @@ type Input struct {
 
 var inputPool = sync.Pool{New: func() any { return new(Input) }}
 
+// pooledMoves is the most room for Moves a released Input keeps (512
+// bytes): a datagram's new moves are one to three, a connection's resend
+// of moves its zone did not report applied up to 256 (actors/conn).
+const pooledMoves = 16
+
 // NewInput returns an empty Input from the pool.
 func NewInput() *Input { return inputPool.Get().(*Input) }
 
@@ -110,6 +115,9 @@ func NewInput() *Input { return inputPool.Get().(*Input) }
 func (in *Input) Release() {
 	in.Player = 0
 	in.Moves = in.Moves[:0]
+	if cap(in.Moves) > pooledMoves {
+		in.Moves = nil // a resend's or a rejoin's: pooled, it would stay in circulation for good
+	}
 	in.LostBefore = 0
 	in.EventGen = 0
 	in.EventList.Reset()
