@@ -101,7 +101,7 @@ func BenchmarkSetView1000(b *testing.B) {
 	view := make([]ViewEntry, 1000)
 	for i := range view {
 		s := &tab.states[i]
-		view[i] = ViewEntry{Entity: tab.slots[i].entity, Class: tab.classOf(&tab.slots[i]), Priority: 0.5, State: *s}
+		view[i] = ViewEntry{Entity: tab.entityOf(uint32(i)), Class: tab.classOf(&tab.slots[i]), Priority: 0.5, State: *s}
 	}
 	b.ReportAllocs()
 	step := 0.1
@@ -134,7 +134,7 @@ func BenchmarkSetSnapshotView1000(b *testing.B) {
 		for i := range 1000 {
 			st := tab.states[i]
 			st.Pos[0] += 0.1 * float64(k)
-			snaps[k].Set(i, tab.slots[i].entity, tab.classOf(&tab.slots[i]), &st)
+			snaps[k].Set(i, tab.entityOf(uint32(i)), tab.classOf(&tab.slots[i]), &st)
 			refs[i] = ViewRef{Index: uint32(i), Priority: 0.5}
 		}
 		sw.Seal(snaps[k])
