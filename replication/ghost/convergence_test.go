@@ -123,7 +123,10 @@ func TestScopeChurn(t *testing.T) {
 				}
 				for gh := range g.mir.All() {
 					s := &g.tab.slots[gh.ID]
-					if e := g.tab.slots[gh.ID].entity; s.phase == phaseFree || e != gh.Entity {
+					if s.phase == phaseFree {
+						t.Fatalf("at %v: client ghost %d holds entity %d; on the server that id is free", now, gh.ID, gh.Entity)
+					}
+					if e := g.tab.entityOf(gh.ID); e != gh.Entity {
 						t.Fatalf("at %v: client ghost %d holds entity %d; on the server that id is phase %d entity %d",
 							now, gh.ID, gh.Entity, s.phase, e)
 					}

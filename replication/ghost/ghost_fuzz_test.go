@@ -211,7 +211,7 @@ func (h *opsHarness) leaving(t *Table) bool {
 		}
 	}
 	for i := 0; i < t.top; i++ {
-		if s := &t.slots[i]; s.phase == phaseKilling || s.phase != phaseFree && !in[s.entity] {
+		if s := &t.slots[i]; s.phase == phaseKilling || s.phase != phaseFree && !in[t.entityOf(uint32(i))] {
 			return true
 		}
 	}
@@ -625,7 +625,7 @@ func (h *opsHarness) check() {
 	}
 	// No id collision: every client ghost is, on the server, that entity.
 	for g := range h.mir.All() {
-		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.slots[g.ID].entity != g.Entity {
+		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.entityOf(g.ID) != g.Entity {
 			h.t.Fatalf("client ghost %d holds entity %d, the server's id %d does not", g.ID, g.Entity, g.ID)
 		}
 	}
@@ -641,7 +641,7 @@ func (h *opsHarness) check() {
 			continue
 		}
 		g, ok := h.mir.Lookup(uint32(i))
-		if !ok || g.Entity != s.entity {
+		if !ok || g.Entity != t.entityOf(uint32(i)) {
 			h.t.Fatalf("ghost %d live on the server (create delivered) but not on the client", i)
 		}
 		var inFlight uint64

@@ -13,5 +13,5 @@ func BenchmarkTables1000Players(b *testing.B) {
 			s.Extra[0]++
 			s.Vel = [3]float64{float64(i%7) - 3, 0, float64(i%5) - 2}
 		}
-	})
+	}, false)
 }

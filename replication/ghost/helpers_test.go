@@ -453,10 +453,10 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
 			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
 		}
-		id, ok := t.idxGet(t.slots[i].entity)
+		id, ok := t.idxGet(t.entityOf(uint32(i)))
 		switch {
 		case s.phase != phaseKilling && (!ok || id != uint32(i)):
-			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.slots[i].entity, s.phase)
+			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.entityOf(uint32(i)), s.phase)
 		case s.has(flKillInFlight) && ok && id == uint32(i):
 			return fmt.Errorf("id %d: kill in flight but still mapped", i)
 		}
@@ -480,8 +480,8 @@ func checkInvariants(t *Table) error {
 		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree {
 			return fmt.Errorf("entity index holds id %d which is free", id)
 		}
-		if got, ok := t.idxGet(t.slots[id].entity); !ok || got != id {
-			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.slots[id].entity, got, ok)
+		if got, ok := t.idxGet(t.entityOf(id)); !ok || got != id {
+			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.entityOf(id), got, ok)
 		}
 	}
 	if mapped != int(t.idx.n) {
@@ -657,8 +657,8 @@ func checkViewRefs(t *Table) error {
 		case s.si&siGone != 0:
 			return fmt.Errorf("id %d in scope (phase %d) names a gone record", i, s.phase)
 		default:
-			if s.viewGen != t.viewGen || t.snap == nil || int(s.si) >= len(t.snap.ents) || t.snap.ents[s.si].entity != s.entity {
-				return fmt.Errorf("id %d (entity %d): entry %d is not its entry in the latest view", i, s.entity, s.si)
+			if s.viewGen != t.viewGen || t.snap == nil || int(s.si) >= len(t.snap.ents) {
+				return fmt.Errorf("id %d: entry %d is not an entry of the latest view", i, s.si)
 			}
 		}
 	}

@@ -53,7 +53,7 @@ func TestViewOrderHintsPast16Bits(t *testing.T) {
 			t.Fatalf("%s: %d ghosts assigned, want %d (no new ones)", order, got, n)
 		}
 		for i, id := range tab.order {
-			if want := ids[view[i].Entity]; uint32(id) != want&(1<<16-1) || tab.slots[want].entity != view[i].Entity {
+			if want := ids[view[i].Entity]; uint32(id) != want&(1<<16-1) || tab.entityOf(want) != view[i].Entity {
 				t.Fatalf("%s: view entry %d (entity %d) hints %d, its ghost is %d", order, i, view[i].Entity, id, want)
 			}
 		}

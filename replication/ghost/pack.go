@@ -489,7 +489,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.npend-- // a killing ghost wants to send its kill until it is in flight
 		}
 		s.fl |= flKillInFlight
-		t.idxDel(s.entity, id) // a re-entry from now on gets a new id
+		t.idxDel(t.entityOf(id), id) // a re-entry from now on gets a new id
 		t.stats.Kills++
 	case recCreate:
 		if s.fl&flCreateInFlight == 0 {
@@ -667,7 +667,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 	if err := w.WriteGamma(uint64(c.ID) + 1); err != nil {
 		return err
 	}
-	if err := writeEntity(w, s.entity); err != nil {
+	if err := writeEntity(w, t.entityOf(id)); err != nil {
 		return err
 	}
 	st := t.stateOf(id)

@@ -510,7 +510,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		ok := false
 		if i < len(prev) {
 			if h := prev[i]; int(h) < t.top {
-				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == e.entity && t.classOf(s) == c {
+				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.classOf(s) == c && t.scopeEntity(s) == e.entity {
 					id, ok = uint32(h), true
 				}
 			}
@@ -595,10 +595,11 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 		return nil
 	}
-	// The states kept for AlwaysInScope ghosts outside this view gather in
-	// a borrowed scratch (rare: most views keep none), then replace carry.
-	var nc []carried
-	borrowed := false
+	// The ghosts this view left out: first those that leave, then the
+	// AlwaysInScope ones, whose states are kept (carried). In two walks: a
+	// ghost that leaves may be freed (settle), which asks the index, and
+	// the index reads every ghost's entity where its si names it — a
+	// carried one's in carry, which the second walk rebuilds.
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen {
@@ -608,19 +609,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			if t.classOf(s).AlwaysInScope {
-				// Kept on the client without a view entry: keep its state.
-				if !borrowed {
-					t.pk.borrow()
-					borrowed, nc = true, t.pk.carry[:0]
-				}
-				if s.si&siCarry != 0 {
-					nc = append(nc, oldCarry[s.si&siIndex])
-				} else {
-					oe := &oldSnap.ents[s.si]
-					nc = append(nc, carried{st: oe.state, q: oe.qpos, yaw: oe.yawQ})
-				}
-				s.si = siCarry | uint32(len(nc)-1)
-				continue
+				continue // carried, below
 			}
 			t.leave(uint32(i))
 			if s.phase == phaseFree {
@@ -632,6 +621,30 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// this one by chance on a re-entry.
 			t.gone[s.si&siIndex].si = staleEntry
 		}
+	}
+	// The states kept for AlwaysInScope ghosts outside this view gather in
+	// a borrowed scratch (rare: most views keep none), then replace carry.
+	// No ghost's entity is asked for until they do.
+	var nc []carried
+	borrowed := false
+	for i := 0; i < t.top; i++ {
+		s := &t.slots[i]
+		if s.viewGen == t.viewGen || s.phase != phaseCreating && s.phase != phaseLive {
+			continue
+		}
+		// Kept on the client without a view entry (AlwaysInScope: the
+		// walk above left every other one): keep its state.
+		if !borrowed {
+			t.pk.borrow()
+			borrowed, nc = true, t.pk.carry[:0]
+		}
+		if s.si&siCarry != 0 {
+			nc = append(nc, oldCarry[s.si&siIndex])
+		} else {
+			oe := &oldSnap.ents[s.si]
+			nc = append(nc, carried{st: oe.state, entity: oe.entity, q: oe.qpos, yaw: oe.yawQ})
+		}
+		s.si = siCarry | uint32(len(nc)-1)
 	}
 	t.carry = append(t.carry[:0], nc...) // oldCarry is not read past here
 	if borrowed {
@@ -762,12 +775,12 @@ func (t *Table) enterSnapshots() {
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i].q, yaw: t.qs[i].yaw})
+			t.carry = append(t.carry, carried{st: t.states[i], entity: t.qs[i].entity, q: t.qs[i].q, yaw: t.qs[i].yaw})
 			s.si = siCarry | uint32(len(t.carry)-1)
 		case phaseKilling:
-			g := goneRec{id: uint32(i), si: staleEntry, q: t.qs[i].q}
+			g := goneRec{entity: t.qs[i].entity, id: uint32(i), si: staleEntry, q: t.qs[i].q}
 			if s.viewGen == t.viewGen {
-				t.carry = append(t.carry, carried{st: t.states[i], q: t.qs[i].q, yaw: t.qs[i].yaw})
+				t.carry = append(t.carry, carried{st: t.states[i], entity: t.qs[i].entity, q: t.qs[i].q, yaw: t.qs[i].yaw})
 				g.si = siCarry | uint32(len(t.carry)-1)
 			}
 			s.si = siGone | uint32(len(t.gone))
@@ -791,9 +804,10 @@ func (t *Table) leaveSnapshots() {
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			q, yaw := t.latest(uint32(i), s)
-			states[i], qs[i] = *t.stateOf(uint32(i)), viewQ{q: *q, yaw: yaw}
+			states[i], qs[i] = *t.stateOf(uint32(i)), viewQ{entity: t.entityOf(uint32(i)), q: *q, yaw: yaw}
 		case phaseKilling:
-			qs[i].q = t.gone[s.si&siIndex].q
+			g := &t.gone[s.si&siIndex]
+			qs[i].entity, qs[i].q = g.entity, g.q
 			s.fl |= flNoState
 		}
 		s.si = 0

@@ -373,3 +373,54 @@ func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
 		t.Fatalf("the carried ghost: in scope %v", ok)
 	}
 }
+
+// TestSnapshotCarryAndFreeInOneView: a snapshot view that leaves out both
+// AlwaysInScope ghosts (carried: their si moves to the new carry) and
+// ordinary ghosts the client never held (freed at once, which asks the
+// entity index, and the index reads the entity of every ghost it probes
+// where that ghost's si names it) keeps the index whole and the carried
+// ghosts in it. Regression: in one walk, a carried ghost's new carry index
+// was read from the old carry.
+func TestSnapshotCarryAndFreeInOneView(t *testing.T) {
+	reg, flag, npc := flagRegistry(t)
+	tab := tableFor(t, reg)
+	sw := writerFor(t, reg)
+	view := func(now time.Duration, ents []ViewEntry) {
+		t.Helper()
+		sn := sw.Next(len(ents))
+		refs := make([]ViewRef, len(ents))
+		for i := range ents {
+			sn.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
+			refs[i] = ViewRef{Index: uint32(i), Priority: 1}
+		}
+		sw.Seal(sn)
+		if err := tab.SetSnapshotView(now, sn, refs); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkInvariants(tab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 48 // flags first: the lower ids, which the walk meets first
+	var all []ViewEntry
+	for i := range n {
+		e := ViewEntry{Entity: uint64(1000 + 7*i), Class: flag}
+		if i >= n/2 {
+			e.Class = npc
+		}
+		e.State.Pos[0] = float64(i)
+		all = append(all, e)
+	}
+	view(time.Second, all)
+	// Nothing written: the NPCs left out are freed at once, the flags carried.
+	view(time.Second+50*time.Millisecond, []ViewEntry{{Entity: 5, Class: npc}})
+	for i, e := range all {
+		_, ok := tab.GhostID(e.Entity)
+		if want := i < n/2; ok != want {
+			t.Errorf("entity %d (%s) in scope %v, want %v", e.Entity, e.Class.Name, ok, want)
+		}
+	}
+	if tab.Len() != n/2+1 {
+		t.Errorf("%d ghosts, want %d", tab.Len(), n/2+1)
+	}
+}

@@ -45,15 +45,15 @@ const (
 	phaseKilling
 )
 
-// slot is a ghost id's record: the 56 bytes that taking a view, packing
+// slot is a ghost id's record: the 48 bytes that taking a view, packing
 // and a fate touch for every ghost. What only writing a position and its
-// fate need is the id's posTrack (Table.pos); the quantized position, the
-// yaw code and the state are the view's (the snapshot entry si, or the
-// table's own copy), not the slot's. Every byte here is paid per id per
-// connection: what can be derived is (owtB from prioB), and what only
-// compares within a bounded window is 16 bits (ackBack, viewGen).
+// fate need is the id's posTrack (Table.pos); the entity, the quantized
+// position, the yaw code and the state are the view's (the snapshot entry
+// si, or the table's own copy: entityOf), not the slot's. Every byte here
+// is paid per id per connection: what can be derived is (owtB from prioB,
+// the entity from the view), and what only compares within a bounded
+// window is 16 bits (ackBack, viewGen).
 type slot struct {
-	entity uint64
 	dirty  uint64 // groups the client may lack (RL-5)
 	since  msTime // staleness counts from here: last send, or when it became dirty
 	sentAt msTime // last time a record of this ghost was written
@@ -141,17 +141,20 @@ func (s *slot) posBlocked() bool { return s.fl&(flPosNow|flPosFull) != 0 }
 // carried is a state the table keeps itself: every ghost's latest for
 // SetView, and for snapshot views an AlwaysInScope ghost's outside its view.
 type carried struct {
-	st  State
-	q   [3]uint32 // st.Pos quantized (0 for a class without a position)
-	yaw uint16    // its yaw code (Table.latest)
+	st     State
+	entity uint64    // the ghost's entity (entityOf)
+	q      [3]uint32 // st.Pos quantized (0 for a class without a position)
+	yaw    uint16    // its yaw code (Table.latest)
 }
 
-// viewQ is a ghost's latest quantized position (0 for a class without
-// one) and yaw code (Table.latest), for views given as ViewEntries: the
-// table's own, kept apart from the States (every update reads them).
+// viewQ is a ghost's entity (entityOf), latest quantized position (0 for
+// a class without one) and yaw code (Table.latest), for views given as
+// ViewEntries: the table's own, kept apart from the States (every update
+// reads them).
 type viewQ struct {
-	q   [3]uint32
-	yaw uint16
+	entity uint64
+	q      [3]uint32
+	yaw    uint16
 }
 
 // goneRec is what a ghost that left scope (phaseKilling) keeps of its last
@@ -159,10 +162,40 @@ type viewQ struct {
 // out compares against. Only leaving ghosts have one, so a ghost in view
 // pays for none of it.
 type goneRec struct {
-	id    uint32
-	si    uint32 // its entry in the snapshot of seq taken (staleEntry, or siCarry|i for a state in carry: none)
-	taken uint32
-	q     [3]uint32
+	entity uint64 // the ghost's (entityOf)
+	id     uint32
+	si     uint32 // its entry in the snapshot of seq taken (staleEntry, or siCarry|i for a state in carry: none)
+	taken  uint32
+	q      [3]uint32
+}
+
+// entityOf is the entity of ghost id (creating, live or killing: an id in
+// use), read where its view keeps it: the table's viewQ for views given as
+// ViewEntries; for snapshots, the entry it refers to (snapOf), its carried
+// state, or the gone record of a ghost that left. The slot does not keep
+// it: 8 bytes an id.
+func (t *Table) entityOf(id uint32) uint64 {
+	if !t.snapMode {
+		return t.qs[id].entity
+	}
+	s := &t.slots[id]
+	switch {
+	case s.si&siGone != 0:
+		return t.gone[s.si&siIndex].entity
+	case s.si&siCarry != 0:
+		return t.carry[s.si&siIndex].entity
+	}
+	return t.snapOf(s).ents[s.si].entity
+}
+
+// scopeEntity is entityOf for a ghost in scope (creating or live: no gone
+// record) while views come as snapshots: its entry's, or its carried
+// state's. Small enough to inline into the view loop.
+func (t *Table) scopeEntity(s *slot) uint64 {
+	if s.si&siCarry != 0 {
+		return t.carry[s.si&siIndex].entity
+	}
+	return t.snapOf(s).ents[s.si].entity
 }
 
 // msTime is a time the table was given, in whole milliseconds since its
@@ -593,7 +626,7 @@ func (t *Table) viewGhost(prev []uint16, i int, entity uint64, class *Class) (ui
 	// names: there is never a second one for the same entity.
 	if i < len(prev) {
 		if h := uint32(prev[i]); int(h) < t.top {
-			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && s.entity == entity {
+			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.entityOf(h) == entity {
 				return t.sameClass(h, s, class)
 			}
 		}
@@ -665,7 +698,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				continue
 			}
 			t.states[id] = e.State
-			t.qs[id] = viewQ{yaw: yawCode(e.Class, &e.State)}
+			t.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
 			if e.Class.posIdx >= 0 {
 				t.qs[id].q = vq[i]
 			}
@@ -840,7 +873,8 @@ func samePos(a, b *State) bool {
 }
 
 // alloc gives entity the lowest free ghost id; true means none is left.
-// The caller stores its state (and for a snapshot view, si).
+// The caller stores its state and entity (for a snapshot view, si and
+// viewGen: entityOf) before the index is asked of the id again.
 func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	if t.live >= t.cfg.MaxGhosts {
 		t.stats.IDsExhausted++
@@ -853,7 +887,6 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	s := &t.slots[id]
 	// viewGen is kept: the id's previous ghost's, never the current view.
 	*s = slot{
-		entity:  entity,
 		viewGen: s.viewGen,
 		ci:      t.reg.index(c),
 		dirty:   c.all,
@@ -864,7 +897,7 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	}
 	t.npend++ // a free id wanted nothing; a create does
 	t.pos[id].reset(&t.pp)
-	t.idxSet(entity, uint32(id))
+	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
 	t.stats.GhostsAssigned++
 	return uint32(id), false
 }
@@ -927,7 +960,7 @@ func (t *Table) allocID() int {
 // free releases id for reuse.
 func (t *Table) free(id uint32) {
 	s := &t.slots[id]
-	t.idxDel(s.entity, id)
+	t.idxDel(t.entityOf(id), id)
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
@@ -958,7 +991,7 @@ func (t *Table) leave(id uint32) {
 	if t.snapMode {
 		// What a re-entry before the kill goes out compares against: the
 		// view's entry is not kept past the view.
-		g := goneRec{id: id, si: staleEntry}
+		g := goneRec{entity: t.entityOf(id), id: id, si: staleEntry}
 		switch {
 		case s.si&siCarry != 0:
 			g.q = t.carry[s.si&siIndex].q

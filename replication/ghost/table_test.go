@@ -611,7 +611,7 @@ func TestStarvationFreedomUnderTinyBudget(t *testing.T) {
 		}
 		w.Reset(buf[:])
 		tab.pk.trace = func(id uint32) {
-			i := int(tab.slots[id].entity - 1)
+			i := int(tab.entityOf(id) - 1)
 			if k > 200 { // after the creates
 				worst = max(worst, now-last[i])
 				count[i]++
@@ -783,9 +783,9 @@ func TestRecordSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"slot (the hot record)", unsafe.Sizeof(slot{}), 56},
+		{"slot (the hot record)", unsafe.Sizeof(slot{}), 48},
 		{"posTrack (eight to three cache lines)", unsafe.Sizeof(posTrack{}), 24},
-		{"goneRec (a ghost leaving scope, snapshot views)", unsafe.Sizeof(goneRec{}), 24},
+		{"goneRec (a ghost leaving scope, snapshot views: its entity too)", unsafe.Sizeof(goneRec{}), 32},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
 		{"entry (in-flight record)", unsafe.Sizeof(entry(0)), 4},
 		{"pktRec", unsafe.Sizeof(pktRec{}), 16},
