@@ -80,10 +80,12 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (232 bytes, the 240-byte
-// size class; 320 while every queue carried its bound, gap timeout and
-// counters and every player a slice for handed-over interest, now the
-// zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
+// playerSlot is what only a player slot needs (208 bytes, the 208-byte
+// size class; 232 and the 240-byte class while its interest set carried
+// its own counters, now the tracker's; 320 while every queue carried its
+// bound, gap timeout and counters and every player a slice for
+// handed-over interest, now the zone's: Zone.queues, Zone.seeds;
+// TestPlayerSlotSize): its move queue, interest set, event
 // fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot's player state goes when
