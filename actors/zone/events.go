@@ -166,10 +166,16 @@ func ParseTeleport(p []byte) (x, z float32, err error) {
 
 func finite(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 
-// outBudget is one player's event bytes sent in one tick.
+// outBudget is one player's event bytes sent in one tick: 8 bytes, a
+// map slot of 16 (24 with a uint64 tick and an int count, ≈ 58 B a
+// player in the zone actors' budget map at 1,000 players; every player
+// sent an event keeps an entry while here). The tick's low 32 bits tell
+// this tick's entry from an older one (one 2³² ticks older, 6.8 years at
+// 20 Hz, would only start a tick with part of its budget spent); the
+// count never exceeds maxOut, at most MaxUint32 (TestOutBudgetSize).
 type outBudget struct {
-	tick  uint64
-	bytes int
+	tick  uint32
+	bytes uint32
 }
 
 // pendingOut is an Output being filled for one player while an Input is
@@ -203,17 +209,17 @@ func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key 
 		a.m.EventsOutDropped.Add(1)
 		return false
 	}
-	tick := a.z.Tick()
+	tick := uint32(a.z.Tick())
 	b := a.budget[player]
 	if b.tick != tick {
 		b = outBudget{tick: tick}
 	}
 	cost := max(len(payload), 1)
-	if b.bytes+cost > a.maxOut {
+	if int(b.bytes)+cost > a.maxOut {
 		a.m.EventsOutDropped.Add(1)
 		return false
 	}
-	b.bytes += cost
+	b.bytes += uint32(cost) // ≤ maxOut ≤ MaxUint32
 	a.budget[player] = b
 	if _, ok := a.awaiting[player]; ok {
 		return a.holdEvent(player, class, lane, key, payload)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -269,6 +270,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	if a.maxOut == 0 {
 		a.maxOut = DefaultMaxEventBytesPerTick
 	}
+	a.maxOut = min(a.maxOut, math.MaxUint32) // outBudget counts in 32 bits
 	a.ectx = EventContext{a: a}
 }
 

@@ -202,22 +202,32 @@ type Stats struct {
 	ForwardsForgotten                                                uint64 // forwarding records expired
 }
 
-// 56 bytes (the 64-byte size class; 88, and a map entry for the
-// connection, while every entry carried a handoff's state): nearly every
-// entity is owned, and what a handoff needs is made when one begins
-// (away).
+// 48 bytes, the 48-byte size class (56 and the 64-byte class while it
+// carried its phase, now its handoff's: an owned entry has none; 88, and
+// a map entry for the connection, while every entry carried a handoff's
+// state; TestEntrySize): nearly every entity is owned, and what a handoff
+// needs is made when one begins (away). One entry an entity, players and
+// NPCs: 16 bytes each.
 type entry struct {
 	epoch Epoch // owned/offering/committing: the owner's epoch e; forwarding: e+1 at Peer
 	since time.Duration
 	route time.Duration // owned: last Route sent
 	conn  string        // owned or offering players: the connection's address, for Route (SetConn)
 	away  *away         // offering, committing, forwarding: the handoff (nil while owned)
-	phase Phase
+}
+
+// phase is e's phase: owned without a handoff, else the handoff's.
+func (e *entry) phase() Phase {
+	if e.away == nil {
+		return PhaseOwned
+	}
+	return e.away.phase
 }
 
 // away is an entry's handoff: the peer zone, the last resend, the
 // snapshot offered and the moves that go with it.
 type away struct {
+	phase    Phase // offering, committing or forwarding
 	peer     string
 	lastSend time.Duration
 	snap     *Snapshot
@@ -291,14 +301,14 @@ func (m *Machine) SetAccepting(ok bool) { m.accept = ok }
 // Spawn records a new entity owned here at epoch 1 (a player joining, an
 // NPC created). ErrExists if the machine knows it in any phase.
 func (m *Machine) Spawn(entity uint64, now time.Duration) (Epoch, error) {
-	if e, ok := m.ents[entity]; ok && e.phase != PhaseForwarding {
-		return 0, fmt.Errorf("%w: entity %d is %s", ErrExists, entity, e.phase)
+	if e, ok := m.ents[entity]; ok && e.phase() != PhaseForwarding {
+		return 0, fmt.Errorf("%w: entity %d is %s", ErrExists, entity, e.phase())
 	}
 	var epoch Epoch = 1
 	if e, ok := m.ents[entity]; ok {
 		epoch = e.epoch + 1 // back here after leaving: stay above the forwarded epoch
 	}
-	m.put(entity, &entry{phase: PhaseOwned, epoch: epoch, since: now})
+	m.put(entity, &entry{epoch: epoch, since: now})
 	return epoch, nil
 }
 
@@ -311,7 +321,7 @@ func (m *Machine) put(entity uint64, e *entry) {
 // retime files entity's entry e in timed by its phase: call it after every
 // change of an entry's phase.
 func (m *Machine) retime(entity uint64, e *entry) {
-	if e.phase == PhaseOwned {
+	if e.phase() == PhaseOwned {
 		delete(m.timed, entity)
 	} else {
 		m.timed[entity] = e
@@ -343,7 +353,7 @@ func (m *Machine) SpawnAbove(entity uint64, now time.Duration, above Epoch) (Epo
 // first: an entity this zone does not own is ignored), so Route messages
 // can be repeated to it (acquired entities get it from their snapshot).
 func (m *Machine) SetConn(entity uint64, conn string) {
-	if e, ok := m.ents[entity]; ok && e.phase.Owner() {
+	if e, ok := m.ents[entity]; ok && e.phase().Owner() {
 		e.conn = conn
 	}
 }
@@ -353,9 +363,9 @@ func (m *Machine) SetConn(entity uint64, conn string) {
 func (m *Machine) Despawn(entity uint64) error {
 	e, ok := m.ents[entity]
 	switch {
-	case !ok || !e.phase.Owner():
+	case !ok || !e.phase().Owner():
 		return fmt.Errorf("%w: entity %d", ErrNotOwner, entity)
-	case e.phase != PhaseOwned:
+	case e.phase() != PhaseOwned:
 		return fmt.Errorf("%w: entity %d", ErrInProgress, entity)
 	}
 	m.drop(entity)
@@ -368,13 +378,13 @@ func (m *Machine) Status(entity uint64) (Phase, Epoch, string) {
 	if !ok {
 		return PhaseUnknown, 0, ""
 	}
-	return e.phase, e.epoch, e.peer()
+	return e.phase(), e.epoch, e.peer()
 }
 
 // Owns reports whether this zone owns entity (owned or offering).
 func (m *Machine) Owns(entity uint64) bool {
 	e, ok := m.ents[entity]
-	return ok && e.phase.Owner()
+	return ok && e.phase().Owner()
 }
 
 // Len returns how many entities the machine tracks in any phase.
@@ -387,7 +397,7 @@ func (m *Machine) Len() int { return len(m.ents) }
 func (m *Machine) InFlight() int {
 	n := 0
 	for _, e := range m.timed {
-		if e.phase == PhaseOffering || e.phase == PhaseCommitting {
+		if e.phase() == PhaseOffering || e.phase() == PhaseCommitting {
 			n++
 		}
 	}
@@ -409,13 +419,13 @@ func (m *Machine) Begin(now time.Duration, snap *Snapshot, to string, queued []m
 	switch {
 	case to == m.zone:
 		return Msg{}, ErrSelf
-	case !ok || !e.phase.Owner():
+	case !ok || !e.phase().Owner():
 		return Msg{}, fmt.Errorf("%w: entity %d", ErrNotOwner, snap.Entity)
-	case e.phase != PhaseOwned:
+	case e.phase() != PhaseOwned:
 		return Msg{}, fmt.Errorf("%w: entity %d to %s", ErrInProgress, snap.Entity, e.peer())
 	}
-	e.phase, e.since = PhaseOffering, now
-	e.away = &away{peer: to, lastSend: now, snap: snap.clone(), moves: append([]move.Move(nil), queued...)}
+	e.since = now
+	e.away = &away{phase: PhaseOffering, peer: to, lastSend: now, snap: snap.clone(), moves: append([]move.Move(nil), queued...)}
 	m.retime(snap.Entity, e)
 	m.stats.Begun++
 	m.stats.Offered++
@@ -443,7 +453,7 @@ func (m *Machine) Input(now time.Duration, entity uint64, moves []move.Move, out
 	if !ok {
 		return m.inputUnknown(now, entity, 0, moves)
 	}
-	switch e.phase {
+	switch e.phase() {
 	case PhaseOwned:
 		return InputLocal
 	case PhaseOffering:
@@ -453,7 +463,7 @@ func (m *Machine) Input(now time.Duration, entity uint64, moves []move.Move, out
 		return InputBuffered
 	case PhaseCommitting, PhaseForwarding:
 		fwdEpoch := e.epoch
-		if e.phase == PhaseCommitting {
+		if e.phase() == PhaseCommitting {
 			fwdEpoch++
 		}
 		f := m.msg(KindForward, entity, fwdEpoch, e.away.peer, now)
@@ -506,7 +516,7 @@ func (e *entry) known() Epoch {
 	if e == nil {
 		return 0
 	}
-	if e.phase == PhaseCommitting {
+	if e.phase() == PhaseCommitting {
 		return e.epoch + 1
 	}
 	return e.epoch
@@ -539,7 +549,7 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 	case KindAccept:
 		m.onAccept(now, msg, e, out)
 	case KindReject:
-		if e != nil && e.phase == PhaseOffering && e.away.peer == msg.From && e.epoch == msg.Epoch {
+		if e != nil && e.phase() == PhaseOffering && e.away.peer == msg.From && e.epoch == msg.Epoch {
 			m.resume(msg.Entity, e, msg.Reason, out)
 			m.stats.Rejected++
 		} else {
@@ -548,8 +558,8 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 	case KindCommit:
 		m.onCommit(now, msg, e, out)
 	case KindCommitAck:
-		if e != nil && e.phase == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch {
-			e.phase, e.epoch, e.since = PhaseForwarding, e.epoch+1, now
+		if e != nil && e.phase() == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch {
+			e.away.phase, e.epoch, e.since = PhaseForwarding, e.epoch+1, now
 			e.away.snap, e.away.moves = nil, nil
 			m.retime(msg.Entity, e)
 		} else {
@@ -581,7 +591,7 @@ func (m *Machine) onOffer(now time.Duration, msg Msg, e *entry, out *Output) {
 	switch {
 	case msg.State == nil || msg.State.Entity != msg.Entity:
 		reply(KindReject, ReasonWrongArg)
-	case e != nil && e.phase.Owner():
+	case e != nil && e.phase().Owner():
 		reply(KindReject, ReasonOwned)
 	case msg.Epoch < e.known() || r != nil && msg.Epoch < r.epoch:
 		// Someone owned it at a newer epoch than the offerer claims: the
@@ -605,9 +615,9 @@ func (m *Machine) onOffer(now time.Duration, msg Msg, e *entry, out *Output) {
 
 func (m *Machine) onAccept(now time.Duration, msg Msg, e *entry, out *Output) {
 	switch {
-	case e != nil && e.phase == PhaseOffering && e.away.peer == msg.From && e.epoch == msg.Epoch:
+	case e != nil && e.phase() == PhaseOffering && e.away.peer == msg.From && e.epoch == msg.Epoch:
 		// Phase two: give it away. From here this zone is not the owner.
-		e.phase, e.since, e.away.lastSend = PhaseCommitting, now, now
+		e.away.phase, e.since, e.away.lastSend = PhaseCommitting, now, now
 		m.retime(msg.Entity, e)
 		c := m.msg(KindCommit, msg.Entity, e.epoch, e.away.peer, now)
 		c.State, c.Moves = e.away.snap, e.away.moves
@@ -615,8 +625,8 @@ func (m *Machine) onAccept(now time.Duration, msg Msg, e *entry, out *Output) {
 		out.Released = append(out.Released, Released{Entity: msg.Entity, To: e.away.peer})
 		e.conn = ""
 		m.stats.Committed++
-	case e != nil && e.phase == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch,
-		e != nil && e.phase == PhaseForwarding && e.away.peer == msg.From && e.epoch == msg.Epoch+1:
+	case e != nil && e.phase() == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch,
+		e != nil && e.phase() == PhaseForwarding && e.away.peer == msg.From && e.epoch == msg.Epoch+1:
 		m.stats.Duplicates++ // Tick resends the Commit until acknowledged
 	default:
 		// We aborted (timeout) or moved on: make the target drop its
@@ -639,7 +649,7 @@ func (m *Machine) onCommit(now time.Duration, msg Msg, e *entry, out *Output) {
 		m.stats.Duplicates++
 		out.Send = append(out.Send, ack)
 		return
-	case e != nil && e.phase.Owner():
+	case e != nil && e.phase().Owner():
 		// We own it at an older epoch than the sender had: impossible with
 		// one owner per epoch. Refuse rather than make a second owner.
 		m.stats.Stale++
@@ -647,7 +657,7 @@ func (m *Machine) onCommit(now time.Duration, msg Msg, e *entry, out *Output) {
 	}
 	// A committing record here is older than this commit, so its Commit
 	// was received and the entity moved on: stop resending it.
-	m.put(msg.Entity, &entry{phase: PhaseOwned, epoch: newEpoch, since: now, route: now, conn: msg.State.Conn})
+	m.put(msg.Entity, &entry{epoch: newEpoch, since: now, route: now, conn: msg.State.Conn})
 	delete(m.res, msg.Entity)
 	moves := append([]move.Move(nil), msg.Moves...)
 	if s, ok := m.stash[msg.Entity]; ok {
@@ -670,7 +680,7 @@ func (m *Machine) onForward(now time.Duration, msg Msg, e *entry, out *Output) {
 		m.stashMoves(now, msg.Entity, msg.Epoch, msg.Moves)
 		return
 	}
-	switch e.phase {
+	switch e.phase() {
 	case PhaseOwned:
 		out.Deliver = append(out.Deliver, Deliver{Entity: msg.Entity, Moves: append([]move.Move(nil), msg.Moves...)})
 		m.stats.Delivered += uint64(len(msg.Moves))
@@ -698,7 +708,7 @@ func (m *Machine) onForward(now time.Duration, msg Msg, e *entry, out *Output) {
 
 func (m *Machine) resume(entity uint64, e *entry, r Reason, out *Output) {
 	out.Resumed = append(out.Resumed, Resumed{Entity: entity, Moves: e.away.moves, Reason: r})
-	e.phase, e.away = PhaseOwned, nil
+	e.away = nil
 	m.retime(entity, e)
 }
 
@@ -706,7 +716,7 @@ func (m *Machine) resume(entity uint64, e *entry, r Reason, out *Output) {
 func (m *Machine) Tick(now time.Duration, out *Output) {
 	for id, e := range m.timed { // owned entries have no timers
 
-		switch e.phase {
+		switch e.phase() {
 		case PhaseOffering:
 			switch {
 			case now-e.since >= m.cfg.OfferTimeout:
@@ -723,7 +733,7 @@ func (m *Machine) Tick(now time.Duration, out *Output) {
 		case PhaseCommitting:
 			switch {
 			case now-e.since >= m.cfg.CommitGiveUp:
-				e.phase, e.epoch, e.since, e.away.snap, e.away.moves = PhaseForwarding, e.epoch+1, now, nil, nil
+				e.away.phase, e.epoch, e.since, e.away.snap, e.away.moves = PhaseForwarding, e.epoch+1, now, nil, nil
 				m.retime(id, e)
 				m.stats.Stranded++
 			case now-e.away.lastSend >= m.cfg.RetryInterval:

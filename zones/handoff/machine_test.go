@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -433,10 +434,10 @@ func (m *Machine) checkTimed() error {
 	for id, e := range m.ents {
 		t, ok := m.timed[id]
 		switch {
-		case e.phase == PhaseOwned && ok:
+		case e.phase() == PhaseOwned && ok:
 			return fmt.Errorf("owned entity %d in timed", id)
-		case e.phase != PhaseOwned && t != e:
-			return fmt.Errorf("%s entity %d not in timed", e.phase, id)
+		case e.phase() != PhaseOwned && t != e:
+			return fmt.Errorf("%s entity %d not in timed", e.phase(), id)
 		}
 		if ok {
 			n++
@@ -503,5 +504,14 @@ func TestForwardToOwnerRepeatsRoute(t *testing.T) {
 	}
 	if rs := routes(b, 400*ms, 9, 2); len(rs) != 1 || rs[0].To != "conn-9b" || rs[0].Epoch != 2 {
 		t.Fatalf("routes %+v, want one to conn-9b at epoch 2", rs)
+	}
+}
+
+// TestEntrySize keeps an entity's record (one an entity, players and NPCs)
+// in the 48-byte size class: 56 bytes, the 64-byte class, while it carried
+// its phase (now its handoff's, away.phase: an owned entry has none).
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(entry{}); n > 48 {
+		t.Errorf("entry is %d bytes, want ≤ 48 (the 48-byte size class)", n)
 	}
 }

@@ -135,7 +135,7 @@ func (e Entry) Slot() int32 { return int32(e.key >> 8) }
 
 func entryKey(slot int32, aux uint32) uint32 { return uint32(slot)<<8 | uint32(AuxGen(aux)) }
 
-// Stats counts membership changes of one Set.
+// Stats counts membership changes of the sets a Tracker updates.
 type Stats struct {
 	Enters, Leaves uint64
 	Capped         uint64 // entities dropped by MaxView, summed over ticks
@@ -144,9 +144,14 @@ type Stats struct {
 // Set is one player's interest set. The zero Set is empty and ready; keep it
 // with the player (and hand its ids over with the player on a zone handoff,
 // Seed, so hysteresis survives the move).
+//
+// A Set is its members alone (24 bytes): its counters are its Tracker's,
+// summed over the sets it updates (Tracker.Stats). Nobody read them per
+// set, and 24 bytes of them in every player's set put the zone's player
+// record (sim.playerSlot, 232 bytes) in the 240-byte size class instead of
+// the 208-byte one.
 type Set struct {
-	cur   []Entry
-	stats Stats
+	cur []Entry
 }
 
 // Entries returns the current members. The slice is reused by the next
@@ -155,9 +160,6 @@ func (s *Set) Entries() []Entry { return s.cur }
 
 // Len returns the number of members.
 func (s *Set) Len() int { return len(s.cur) }
-
-// Stats returns the set's counters.
-func (s *Set) Stats() Stats { return s.stats }
 
 // Reset empties the set (counters kept).
 func (s *Set) Reset() { s.cur = s.cur[:0] }
@@ -206,7 +208,12 @@ type Tracker struct {
 	// leaves the player's own index out of its runs, so the scan loop needs
 	// no per-candidate test for it.
 	index []int32
+	// stats: the sets' membership changes, summed over every Update.
+	stats Stats
 }
+
+// Stats returns the membership changes of every set t updated.
+func (t *Tracker) Stats() Stats { return t.stats }
 
 // NewTracker returns a tracker for cfg (zero fields: defaults).
 func NewTracker(cfg Config) (*Tracker, error) {
@@ -359,7 +366,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		next = append(next, Entry{key: entryKey(sl, m.Aux), Priority: p})
 	}
 	if len(next) > t.cfg.MaxView {
-		s.stats.Capped += uint64(len(next) - t.cfg.MaxView)
+		t.stats.Capped += uint64(len(next) - t.cfg.MaxView)
 		keepTop(next, t.cfg.MaxView)
 		next = next[:t.cfg.MaxView]
 		kept = 0
@@ -371,8 +378,8 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	old := len(s.cur)
 	entered, left = len(next)-kept, old-kept
-	s.stats.Enters += uint64(entered)
-	s.stats.Leaves += uint64(left)
+	t.stats.Enters += uint64(entered)
+	t.stats.Leaves += uint64(left)
 	if cap(s.cur) < len(next) {
 		// Headroom: a crowd drifts, and each new largest set would
 		// otherwise cost an allocation. A quarter and 4 entries, not 16:

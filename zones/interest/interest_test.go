@@ -96,7 +96,7 @@ func TestEnterLeaveHysteresis(t *testing.T) {
 			t.Fatalf("%s (x=%g): member=%v, want %v", st.name, st.x, got, st.member)
 		}
 	}
-	if st := set.Stats(); st.Enters != 2 || st.Leaves != 1 {
+	if st := tr.Stats(); st.Enters != 2 || st.Leaves != 1 {
 		t.Fatalf("stats %+v, want 2 enters 1 leave", st)
 	}
 }
@@ -197,7 +197,7 @@ func TestNoFlickerAtTheEdge(t *testing.T) {
 		sc.g.Build()
 		tr.Update(&set, 0, 0, 0, sc.g, sc.always)
 	}
-	if st := set.Stats(); st.Enters != 1 || st.Leaves != 0 {
+	if st := tr.Stats(); st.Enters != 1 || st.Leaves != 0 {
 		t.Fatalf("pacing at the edge: %+v, want 1 enter and no leave", st)
 	}
 }
@@ -261,8 +261,8 @@ func TestMaxViewKeepsHighestPriorities(t *testing.T) {
 	if got := sc.ids(&set); !slices.Equal(got, want) {
 		t.Fatalf("capped set %v, want the 10 nearest %v", got, want)
 	}
-	if set.Stats().Capped != 90 {
-		t.Fatalf("Capped = %d", set.Stats().Capped)
+	if tr.Stats().Capped != 90 {
+		t.Fatalf("Capped = %d", tr.Stats().Capped)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -136,8 +137,12 @@ func BenchmarkZoneTick(b *testing.B) {
 // varies by ≈ 150 B from run to run (the runtime's per-P span caches count
 // as allocated): in a whole-package run 1,885 B, then 1,674–1,697 B,
 // 1,572–1,594 B, 1,443–1,466 B, 1,418–1,419 B, 1,326–1,347 B,
-// 1,293–1,315 B, 1,675–1,696 B, 1,716 B, now 1,628 B (1,480 B alone, with
-// or without -race).
+// 1,293–1,315 B, 1,675–1,696 B, 1,716 B, 1,628 B (1,480 B alone),
+// 1,597–1,619 B (1,448 B alone: a player's record 240 → 208 B, its
+// interest set's counters now the tracker's), 1,578–1,601 B (1,429 B
+// alone: an entity's handoff record 64 → 48 B), now 1,544–1,545 B (1,396 B
+// alone, with or without -race: a slot 208 → 176 B, its replica state
+// apart, TestEntitySize).
 func TestZoneFootprint(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -152,8 +157,8 @@ func TestZoneFootprint(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / 250
 	t.Logf("zone footprint: %.0f B per player (250 players, 50 NPCs, %d slots)", per, len(z.ents))
-	if per > 1690 {
-		t.Errorf("zone holds %.0f B per player, want ≤ 1,690", per)
+	if per > 1600 {
+		t.Errorf("zone holds %.0f B per player, want ≤ 1,600", per)
 	}
 	runtime.KeepAlive(z)
 }
@@ -166,7 +171,11 @@ func TestZoneFootprint(t *testing.T) {
 // its peak over the last 64 moves: 1,610–1,633 B alone (with or without
 // -race), 1,760 B in a whole-package run (the runtime's per-P span caches
 // count as allocated, as in TestZoneFootprint); 1,545 B alone and 1,695 B
-// in a whole-package run with the held records at 12 B a slot.
+// in a whole-package run with the held records at 12 B a slot; 1,513 B
+// alone and 1,660–1,665 B in a whole-package run with a player's record
+// in the 208-byte size class; 1,516 B alone and 1,643–1,644 B in a
+// whole-package run with the handoff records at 48 B; 1,482 B alone and
+// 1,610 B in a whole-package run with a slot at 176 B.
 func TestZoneFootprintAfterBacklog(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -197,8 +206,27 @@ func TestZoneFootprintAfterBacklog(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / 250
 	t.Logf("zone footprint after a backlog: %.0f B per player", per)
-	if per > 1780 {
-		t.Errorf("zone holds %.0f B per player after a backlog, want ≤ 1,780", per)
+	if per > 1665 {
+		t.Errorf("zone holds %.0f B per player after a backlog, want ≤ 1,665", per)
 	}
 	runtime.KeepAlive(z)
+}
+
+// TestPlayerSlotSize keeps a player's record (Zone.pl, one a player) in the
+// 208-byte size class: 232 bytes, the 240-byte class, while its interest
+// set carried its own counters (interest.Stats, now the tracker's).
+func TestPlayerSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(playerSlot{}); n > 208 {
+		t.Errorf("playerSlot is %d bytes, want ≤ 208 (the 208-byte size class)", n)
+	}
+}
+
+// TestEntitySize keeps a slot (every entity, players, NPCs and replicas,
+// each tick's passes stream them) at 176 bytes: 208 while every slot
+// carried a replica's owner, times and hold (now replicaSlot, made for
+// replicas only).
+func TestEntitySize(t *testing.T) {
+	if n := unsafe.Sizeof(entity{}); n > 176 {
+		t.Errorf("entity is %d bytes, want ≤ 176", n)
+	}
 }

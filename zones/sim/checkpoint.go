@@ -110,6 +110,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	}
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
+	e.rp = nil // a replica's slot taken over: no longer one
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra
 	p := z.pl(e)

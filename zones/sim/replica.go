@@ -154,8 +154,8 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 			e := &z.ents[s]
 			if e.role != roleReplica || r.Epoch < e.epoch {
 				z.stats.ReplicasIgnored++
-				if e.role == roleReplica && e.owner == b.From {
-					e.seenBatch = seq // still listed by its owner: not swept
+				if rp := e.rp; e.role == roleReplica && rp.owner == b.From {
+					rp.seenBatch = seq // still listed by its owner: not swept
 				}
 				continue
 			}
@@ -164,12 +164,16 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 			z.ents[s].role = roleReplica
 		}
 		e := &z.ents[s]
-		e.kind, e.epoch, e.owner, e.seen, e.seenBatch, e.hold = r.Kind, r.Epoch, b.From, now, seq, 0
+		rp := z.rep(e)
+		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.hold = r.Kind, r.Epoch, b.From, now, seq, 0
 		e.state, e.health, e.flags, e.name, e.extra = r.State, r.Health, r.Flags, r.Name, r.Extra
 	}
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role == roleReplica && e.owner == b.From && e.seenBatch != seq {
+		if e.role != roleReplica {
+			continue
+		}
+		if rp := e.rp; rp.owner == b.From && rp.seenBatch != seq {
 			if _, reserved := z.hand.Reserved(e.id); reserved {
 				// Its owner is handing it to this zone (the offer is
 				// accepted, the Commit on its way): keep it in its slot for
@@ -177,15 +181,15 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 				// without it, can come before the Commit.
 				continue
 			}
-			if e.hold == 0 && z.handedOn(e, b.From) {
-				e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+			if rp.hold == 0 && z.handedOn(e, b.From) {
+				rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 				z.stats.ReplicasHeld++
 			}
-			if now < e.hold {
+			if now < rp.hold {
 				// Mid-handoff: absence from this batch proves nothing yet.
 				continue
 			}
-			if e.hold != 0 {
+			if rp.hold != 0 {
 				z.stats.ReplicasHeldDropped++
 			}
 			z.slotFree(int32(s))
@@ -220,7 +224,7 @@ func (z *Zone) handedOn(e *entity, from string) bool {
 func (z *Zone) expireReplicas(now time.Duration) {
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role == roleReplica && now-e.seen > z.cfg.ReplicaTTL {
+		if e.role == roleReplica && now-e.rp.seen > z.cfg.ReplicaTTL {
 			z.slotFree(int32(s))
 			z.stats.ReplicasExpired++
 		}

@@ -306,7 +306,7 @@ func (z *Zone) buildGrid() {
 		}
 		var stale uint16
 		if e.role == roleReplica {
-			stale = uint16(min(uint64((z.now-e.seen)/z.period), math.MaxUint16))
+			stale = uint16(min(uint64((z.now-e.rp.seen)/z.period), math.MaxUint16))
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind

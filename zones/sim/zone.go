@@ -66,12 +66,23 @@ type entity struct {
 	// (see playerSlot). Read it through p, write it through Zone.pl.
 	pl *playerSlot
 
+	// rp is a replica's own state: non-nil exactly while the slot is a
+	// replica (see replicaSlot). Read it through r, write it through
+	// Zone.rep.
+	rp *replicaSlot
+
 	// NPCs.
 	rng     uint64
 	heading float32
 	speed   float32
+}
 
-	// Replicas.
+// replicaSlot is what only a replica slot needs (40 bytes, the 48-byte
+// size class). Every slot carried it while it sat in entity (208 → 176
+// bytes a slot): replicas are the slots near a border, a minority, and
+// every per-tick pass over the slots streamed it through the cache. A
+// slot's replica state goes when it stops being one (acquired, freed).
+type replicaSlot struct {
 	owner     string
 	seen      time.Duration
 	seenBatch uint64
@@ -80,10 +91,33 @@ type entity struct {
 	hold time.Duration
 }
 
-// playerSlot is what only a player slot needs (232 bytes, the 240-byte
-// size class; 320 while every queue carried its bound, gap timeout and
-// counters and every player a slice for handed-over interest, now the
-// zone's: Zone.queues, Zone.seeds): its move queue, interest set, event
+// noReplica is what r returns for a slot without replica state:
+// read-only.
+var noReplica replicaSlot
+
+// r returns e's replica state for reading: the zero one (no owner) if the
+// slot has none. Never write through it.
+func (e *entity) r() *replicaSlot {
+	if e.rp == nil {
+		return &noReplica
+	}
+	return e.rp
+}
+
+// rep returns e's replica state for writing, made on first use.
+func (z *Zone) rep(e *entity) *replicaSlot {
+	if e.rp == nil {
+		e.rp = new(replicaSlot)
+	}
+	return e.rp
+}
+
+// playerSlot is what only a player slot needs (208 bytes, the 208-byte
+// size class; 232 and the 240-byte class while its interest set carried
+// its own counters, now the tracker's; 320 while every queue carried its
+// bound, gap timeout and counters and every player a slice for
+// handed-over interest, now the zone's: Zone.queues, Zone.seeds;
+// TestPlayerSlotSize): its move queue, interest set, event
 // fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot's player state goes when
@@ -401,7 +435,7 @@ func (z *Zone) slotFree(s int32) {
 	// stayed with slots that NPCs and replicas took over, or that stayed
 	// free (a quarter more player states than players in a capacity run,
 	// each ≈ 0.8 KB with its interest set and move queue).
-	e.pl = nil
+	e.pl, e.rp = nil, nil
 	delete(z.seeds, s)
 	z.grid.Clear(s)
 	if z.held != nil {
@@ -438,6 +472,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	}
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
+	e.rp = nil // a replica's slot taken over: no longer one
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
 	p := z.pl(e)
@@ -647,8 +682,9 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// It stays here as a replica of the new owner, unchanged, so
 			// players here keep seeing it (same slot, same generation: no
 			// leave and re-enter) until the new owner's batches take over.
-			e.role, e.owner, e.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
-			e.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+			rp := z.rep(e)
+			e.role, rp.owner, rp.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
+			rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 			delete(z.seeds, s)
 			e.pl = nil // a replica has no connection, moves, interest or events here
 			z.stats.HandoffsOut++
@@ -686,7 +722,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
-	e.owner = ""
+	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
 		p.conn, p.events = st.Conn, st.Events
@@ -793,7 +829,7 @@ func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
 	e := &z.ents[s]
 	return EntityInfo{
 		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
-		Replica: e.role == roleReplica, Owner: e.owner, Epoch: e.epoch, State: e.state,
+		Replica: e.role == roleReplica, Owner: e.r().owner, Epoch: e.epoch, State: e.state,
 		LastApplied: e.p().queue.LastApplied(), Conn: e.p().conn, View: e.p().set.Len(), Queued: e.p().queue.Len(),
 	}, true
 }
