@@ -530,7 +530,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 
 // tableConfig is a table's Config and what packing derives from it, read
 // only: the tables of a server share one (72 + 16 bytes a connection, and
-// the Table stays in the 768-byte size class).
+// the Table stays in the 640-byte size class).
 type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
