@@ -21,7 +21,7 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (the 64-byte record, per-group sequences; positions and last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
+	{"ghost table: per-id records (the 48-byte slot, 24-byte position track, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
 	// The rings move by moveEnts (grown or trimmed) and the pool by
 	// compactPositions (trimmed): before the table's rest.
 	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
@@ -29,7 +29,7 @@ var parts = []part{
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	// Before the connection: a reference view's Refs are made in actors/msg.
 	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot", "actors/msg.NewViewRefs"}},
-	{"ghost table: the rest (struct, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
+	{"ghost table: the rest (640-byte struct, rare counters, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
 	{"session: notify, events, moves, control", []string{"replication/session.", "replication/notify.", "replication/event.", "replication/move."}},
 	{"connection, gateway, queued datagrams", []string{"actors/conn.", "actors/gateway.", "actors/msg.", "actors/udp."}},
 	{"zones (slots, interest, grid, move queues)", []string{"zones/", "actors/zone."}},

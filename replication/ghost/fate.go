@@ -75,7 +75,7 @@ func (t *Table) OnFate(f notify.Fate) {
 					s.phase = phaseLive
 				}
 			} else {
-				t.stats.CreatesLost++
+				t.rareOf().CreatesLost++
 				t.restale(s, f, from)
 			}
 			t.repend(s, was)
@@ -83,7 +83,8 @@ func (t *Table) OnFate(f notify.Fate) {
 			if f.Delivered {
 				break
 			}
-			t.stats.UpdatesLost++
+			r := t.rareOf()
+			r.UpdatesLost++
 			lf := t.lastField[int(id)*int(t.stride):]
 			var lost uint64
 			for m := mask; m != 0; m &= m - 1 {
@@ -92,8 +93,8 @@ func (t *Table) OnFate(f notify.Fate) {
 					lost |= 1 << uint(g)
 				}
 			}
-			t.stats.Redirtied += uint64(bits.OnesCount64(lost))
-			t.stats.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
+			r.Redirtied += uint64(bits.OnesCount64(lost))
+			r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
@@ -115,7 +116,7 @@ func (t *Table) OnFate(f notify.Fate) {
 				t.free(id)
 				continue
 			}
-			t.stats.KillsLost++
+			t.rareOf().KillsLost++
 		}
 		if s.phase == phaseKilling { // settle's own test, without the call for every record
 			t.settle(id)

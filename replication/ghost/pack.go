@@ -194,7 +194,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	nowMS := t.clock(now)
 	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
 		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
-		t.stats.Stalls++
+		t.rareOf().Stalls++
 		return 0, w.WriteGamma(1)
 	}
 	t.pk.borrow()
@@ -441,10 +441,10 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
 		if err == nil && pushPos && pf.k == 0 {
-			t.stats.AbsolutePos++
+			t.rareOf().AbsolutePos++
 		}
 		if err == nil && resend {
-			t.stats.Resends++
+			t.rareOf().Resends++
 		}
 	}
 	if err == nil && w.BitLen() > budget {
@@ -452,7 +452,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if err != nil {
 		if !errors.Is(err, bitstream.ErrOverflow) {
-			t.stats.EncodeErrors++
+			t.rareOf().EncodeErrors++
 		}
 		if kind == recUpdate {
 			t.redirty(dirty0, s.dirty) // a position found the client's stays so
@@ -501,7 +501,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		t.stats.Creates++
 	default:
 		if mask&c.posBit == 0 && s.dirty&c.posBit != 0 {
-			t.stats.PosDeferred++
+			t.rareOf().PosDeferred++
 		}
 		s.dirty &^= mask
 		if s.restCopies > 0 {
@@ -817,7 +817,7 @@ func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, u
 func (t *Table) beginPacket(seq uint64) int {
 	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
 	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
-	t.pkEnt0 = t.entLen
+	t.pkEnt0 = int32(t.entLen)
 	return i
 }
 
@@ -825,17 +825,17 @@ func (t *Table) beginPacket(seq uint64) int {
 func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
 	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
 	t.ents[i] = mkEntry(id, kind, mask)
-	if t.entHi != nil {
-		t.entHi[i] = mask >> entMaskBits
+	if t.wide {
+		t.rare.entHi[i] = mask >> entMaskBits
 	}
 	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }
 
 // endPacket keeps the record if the packet carried anything.
 func (t *Table) endPacket(i int) {
-	t.pkts[i].n = uint16(t.entLen - t.pkEnt0)
+	t.pkts[i].n = uint16(t.entLen - int(t.pkEnt0))
 	if t.pkts[i].n > 0 {
 		t.pktLen++
-		t.entHW = max(t.entHW, t.entLen)
+		t.entHW = max(t.entHW, int32(t.entLen))
 	}
 }

@@ -47,7 +47,7 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.entHi == nil {
+	if tab.entHi() == nil {
 		t.Fatalf("a class of %d groups, entMaskBits %d: no entHi ring", len(c.Groups), entMaskBits)
 	}
 	var buf [MaxPacketBytes]byte
@@ -85,7 +85,7 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 		sent = append(sent, write())
 		lastOf[g] = seq
 	}
-	if tab.stats.RecordGrowths == 0 {
+	if tab.recordGrowths == 0 {
 		t.Fatal("the record ring never grew")
 	}
 	id, _ := tab.GhostID(7)
@@ -116,8 +116,8 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 		s := write()
 		tab.OnFate(notify.Fate{Seq: s, Delivered: false, SentAt: now})
 	}
-	if len(tab.ents) >= 256 || len(tab.entHi) != len(tab.ents) {
-		t.Fatalf("after the burst: ring %d, entHi %d", len(tab.ents), len(tab.entHi))
+	if len(tab.ents) >= 256 || len(tab.entHi()) != len(tab.ents) {
+		t.Fatalf("after the burst: ring %d, entHi %d", len(tab.ents), len(tab.entHi()))
 	}
 	if got := tab.slots[id].dirty; got&want != want {
 		t.Fatalf("dirty %064b after dropped resends, want ⊇ %064b", got, want)

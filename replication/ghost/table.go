@@ -362,17 +362,22 @@ type Table struct {
 	topHW, topHW1 int32
 
 	// The bools share viewGen's word: the Table (with the 8-byte header
-	// the runtime adds to an object this size) fits the 768-byte size
+	// the runtime adds to an object this size) fits the 640-byte size
 	// class exactly (the Config is shared, the class list is the
-	// registry's), and one more word costs 128 bytes a connection.
+	// registry's, the rare counters apart), and one more word costs 64
+	// bytes a connection.
 	viewGen  uint16 // slot.viewGen's clock
 	haveView bool
 	clockSet bool
 	fateSeen bool
 	wrote    bool
-	viewMS   int64
-	lastNow  time.Duration // latest now seen (SetView, Write): OnFate's clock
-	epoch    time.Duration // msTime 1
+	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths):
+	// at most log2(MaxRecordsInFlight), in the word's spare bytes.
+	recordGrowths uint8
+	wide          bool // the registry has a class past entMaskBits groups: rare.entHi is the ring's
+	viewMS        int64
+	lastNow       time.Duration // latest now seen (SetView, Write): OnFate's clock
+	epoch         time.Duration // msTime 1
 
 	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
 	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
@@ -384,19 +389,63 @@ type Table struct {
 	pktHead int
 	pktLen  int
 	ents    []entry
-	// entHi holds the mask bits above entMaskBits of each record in ents
-	// (same index): nil unless the registry has a class with more groups.
-	entHi   []uint64
 	entHead int
 	entLen  int
 	lastSeq uint64
-	pkEnt0  int           // entLen when the packet being written began
-	entHW   int           // most records in flight at once since the last trim
+	pkEnt0  int32         // entLen when the packet being written began
+	entHW   int32         // most records in flight at once since the last trim
 	trimAt  time.Duration // last trim (lastNow)
 
 	pk packer
 
-	stats Stats
+	// The counters every connection moves stay here; the rest, with the
+	// wide classes' mask bits, wait in rare until one is needed. Stats
+	// folds them back: every count is kept exactly, only the place differs.
+	stats hotStats
+	rare  *tableRare
+}
+
+// hotStats are the Stats counters a healthy connection moves (packets,
+// records, ids and the fates of packets without ghost records).
+type hotStats struct {
+	Packets, Creates, Updates, Kills, UnknownFates, GhostsAssigned uint64
+}
+
+// tableRare holds what most connections never need: the counters of
+// losses, stalls, resends, deferred positions and errors, and entHi. Made
+// at its first use (rareOf); a Table without it is 640 bytes where with
+// those counters inline it was 768 (the size class above), and with it the
+// two objects (640 + 128) are no larger than that.
+type tableRare struct {
+	CreatesLost, UpdatesLost, KillsLost, Redirtied, Suppressed uint64
+	AbsolutePos, PosDeferred, Resends, Stalls, EncodeErrors    uint64
+	IDsExhausted, FreedUnacked                                 uint64
+	// entHi holds the mask bits above entMaskBits of each record in ents
+	// (same index): nil unless the registry has a class with more groups.
+	entHi []uint64
+}
+
+// rareOf returns t.rare, made on first use (a counter's increment
+// inlines the test, not the allocation).
+func (t *Table) rareOf() *tableRare {
+	if r := t.rare; r != nil {
+		return r
+	}
+	return t.makeRare()
+}
+
+//go:noinline
+func (t *Table) makeRare() *tableRare {
+	t.rare = new(tableRare)
+	return t.rare
+}
+
+// entHi is the ring of high mask bits (in rare), nil without a wide class.
+func (t *Table) entHi() []uint64 {
+	if !t.wide {
+		return nil
+	}
+	return t.rare.entHi
 }
 
 // pktRec lists the records one packet carried: ents[start : start+n] (mod
@@ -444,8 +493,8 @@ func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 // entMask is the mask of record i of the ring, e = ents[i].
 func (t *Table) entMask(i int, e entry) uint64 {
 	m := uint64(e >> maskShift)
-	if t.entHi != nil {
-		m |= t.entHi[i] << entMaskBits
+	if t.wide {
+		m |= t.rare.entHi[i] << entMaskBits
 	}
 	return m
 }
@@ -472,7 +521,8 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	if reg.maxGroups > entMaskBits {
-		t.entHi = make([]uint64, len(t.ents))
+		t.rareOf().entHi = make([]uint64, len(t.ents))
+		t.wide = true
 	}
 	t.pp.init(&reg.q)
 	return t, nil
@@ -480,7 +530,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 
 // tableConfig is a table's Config and what packing derives from it, read
 // only: the tables of a server share one (72 + 16 bytes a connection, and
-// the Table stays in the 768-byte size class).
+// the Table stays in the 640-byte size class).
 type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
@@ -504,7 +554,22 @@ func sharedConfig(cfg Config) *tableConfig {
 }
 
 // Stats returns the counters so far.
-func (t *Table) Stats() Stats { return t.stats }
+func (t *Table) Stats() Stats {
+	h := &t.stats
+	s := Stats{
+		Packets: h.Packets, Creates: h.Creates, Updates: h.Updates, Kills: h.Kills,
+		UnknownFates: h.UnknownFates, GhostsAssigned: h.GhostsAssigned,
+		RecordGrowths: uint64(t.recordGrowths),
+	}
+	if r := t.rare; r != nil {
+		s.CreatesLost, s.UpdatesLost, s.KillsLost = r.CreatesLost, r.UpdatesLost, r.KillsLost
+		s.Redirtied, s.Suppressed = r.Redirtied, r.Suppressed
+		s.AbsolutePos, s.PosDeferred, s.Resends = r.AbsolutePos, r.PosDeferred, r.Resends
+		s.Stalls, s.EncodeErrors = r.Stalls, r.EncodeErrors
+		s.IDsExhausted, s.FreedUnacked = r.IDsExhausted, r.FreedUnacked
+	}
+	return s
+}
 
 // Len is the number of ghost ids in use (creating, live or killing).
 func (t *Table) Len() int { return t.live }
@@ -877,7 +942,7 @@ func samePos(a, b *State) bool {
 // viewGen: entityOf) before the index is asked of the id again.
 func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	if t.live >= t.cfg.MaxGhosts {
-		t.stats.IDsExhausted++
+		t.rareOf().IDsExhausted++
 		return 0, true
 	}
 	id := t.allocID()
@@ -1033,7 +1098,7 @@ func (t *Table) dropGone(i uint32) {
 func (t *Table) settle(id uint32) {
 	s := &t.slots[id]
 	if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
-		t.stats.FreedUnacked++
+		t.rareOf().FreedUnacked++
 		t.free(id)
 	}
 }
@@ -1073,7 +1138,7 @@ func (t *Table) growEnts() bool {
 		p.start = uint32(t.pkEnt0)
 	}
 	t.entHead = 0
-	t.stats.RecordGrowths++
+	t.recordGrowths++
 	return true
 }
 
@@ -1130,7 +1195,7 @@ func (t *Table) trim() {
 			t.compactPositions(want)
 		}
 	}
-	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
+	t.entHW, t.pp.hw1, t.pp.hw = int32(t.entLen), t.pp.hw, t.pp.used
 	// The per-id arrays come down to what growing them anew would give
 	// the ids of the last two seconds (an eighth of room, whole 8s) once
 	// that is smaller: a scope that shrank, or the room of a peak, is
@@ -1185,12 +1250,12 @@ func (t *Table) moveEnts(n int) {
 	for i := range t.entLen {
 		ents[i] = t.ents[(t.entHead+i)&mask]
 	}
-	if t.entHi != nil {
+	if old := t.entHi(); old != nil {
 		hi := make([]uint64, n)
 		for i := range t.entLen {
-			hi[i] = t.entHi[(t.entHead+i)&mask]
+			hi[i] = old[(t.entHead+i)&mask]
 		}
-		t.entHi = hi
+		t.rare.entHi = hi
 	}
 	t.ents = ents
 }
