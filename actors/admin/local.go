@@ -71,7 +71,7 @@ func (l *local) inspect(fn func(id string, z *sim.Zone)) error {
 			continue
 		}
 		f := zone.RequestInspect(l.p.Sys.Root, pid, func(z *sim.Zone) { fn(id, z) }, l.timeout)
-		if _, err := f.Result(); err != nil {
+		if _, err := msg.Await(f); err != nil {
 			return fmt.Errorf("zone %s: %w", id, err)
 		}
 	}
@@ -166,7 +166,7 @@ func (l *local) players(player uint64) ([]*pb.PlayerInfo, error) {
 			ps = append(ps, pending{r, l.p.Sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, l.timeout)})
 		}
 		for _, p := range ps {
-			if res, err := p.f.Result(); err == nil {
+			if res, err := msg.Await(p.f); err == nil {
 				if st, ok := res.(*session.ServerStats); ok {
 					p.row.RttMs = float64(st.RTT) / 1e6
 				}

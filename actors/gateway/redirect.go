@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/conn"
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
@@ -45,7 +46,7 @@ func (g *Gateway) RedirectAll(ctx context.Context, targets []netip.AddrPort) (in
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	res, err := g.sys.Root.RequestFuture(g.pid, &redirectRequest{targets: slices.Clone(targets)}, timeout).Result()
+	res, err := msg.Await(g.sys.Root.RequestFuture(g.pid, &redirectRequest{targets: slices.Clone(targets)}, timeout))
 	if err != nil {
 		return 0, fmt.Errorf("gateway redirect: %w", err)
 	}

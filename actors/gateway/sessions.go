@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/ghostwire/ghostwire/actors/msg"
 )
 
 // Session is one verified connection as the gateway sees it: for the admin
@@ -25,7 +26,7 @@ type sessionsRequest struct{}
 // timeout for the gateway actor. Safe for concurrent use; not from inside
 // an actor.
 func (g *Gateway) Sessions(timeout time.Duration) ([]Session, error) {
-	res, err := g.sys.Root.RequestFuture(g.pid, &sessionsRequest{}, timeout).Result()
+	res, err := msg.Await(g.sys.Root.RequestFuture(g.pid, &sessionsRequest{}, timeout))
 	if err != nil {
 		return nil, fmt.Errorf("gateway sessions: %w", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
@@ -322,7 +323,7 @@ func (m *membership) restore(id string) {
 			}
 			found <- back
 		}, look)
-		_, err := f.Result()
+		_, err := msg.Await(f)
 		if errors.Is(err, actor.ErrTimeout) {
 			// A busy zone, not a gone one: the players not known back get
 			// their Rejoin again and, at the end, their records go

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/zones/handoff"
@@ -241,7 +242,7 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
 		cps = z.AppendCheckpoints(nil, 1)
 	}, 5*time.Second)
-	if _, err := f.Result(); err != nil {
+	if _, err := msg.Await(f); err != nil {
 		m.sys.Root.Send(pid, &zone.Pause{Paused: false})
 		return fmt.Errorf("freeze: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/conn"
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/worldmap"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
@@ -62,7 +63,7 @@ func (n *Node) playerRTT(player uint64) (time.Duration, bool) {
 		if s.Player != player {
 			continue
 		}
-		res, err := n.game.sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, time.Second).Result()
+		res, err := msg.Await(n.game.sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, time.Second))
 		if st, ok := res.(*session.ServerStats); err == nil && ok {
 			return st.RTT, true
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -211,7 +212,7 @@ func (m *Map) collect(dst []Entity) ([]Entity, []ZoneLoad) {
 	}
 	loads := make([]ZoneLoad, len(m.pids))
 	for i, f := range futures {
-		if _, err := f.Result(); err != nil {
+		if _, err := msg.Await(f); err != nil {
 			continue // timed out or gone: drawn empty this frame
 		}
 		g := grabs[i]
@@ -412,7 +413,7 @@ func (m *Map) serveEntity(w http.ResponseWriter, r *http.Request) {
 		info = &entityInfo{ID: e.ID, Kind: kind, Zone: z.ID(), Node: m.cfg.Node, Pos: e.State.Pos, Vel: e.State.Vel,
 			Yaw: e.State.Yaw, Epoch: uint64(e.Epoch), Frozen: e.Frozen, Conn: connName(e.Conn), View: e.View, LastApplied: e.LastApplied}
 	}, m.cfg.Timeout)
-	if _, err := f.Result(); err != nil {
+	if _, err := msg.Await(f); err != nil {
 		http.Error(w, "zone did not answer: "+err.Error(), http.StatusGatewayTimeout)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -180,7 +181,7 @@ func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 	run := w.run.Load()
 	for _, id := range run.ids {
 		f := w.sys.Root.RequestFuture(run.pids[id], &Inspect{Fn: fn}, timeout)
-		if _, err := f.Result(); err != nil {
+		if _, err := msg.Await(f); err != nil {
 			return fmt.Errorf("inspect zone %s: %w", id, err)
 		}
 	}
