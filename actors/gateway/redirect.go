@@ -87,12 +87,12 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 	})
 	n := 0
 	for _, rt := range rts {
-		if !rt.verified {
+		if !rt.verified() {
 			ctx.Send(rt.pid, &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
 			continue
 		}
 		to := targets[n%len(targets)]
-		timeout := rt.timeout
+		timeout := rt.timeout()
 		if timeout <= 0 {
 			timeout = handshake.MaxTimeout
 		}

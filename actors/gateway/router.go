@@ -24,14 +24,23 @@ type route struct {
 	addr     netip.AddrPort // where short-form packets come from
 	token    handshake.TokenID
 	player   uint64
-	verified bool
 	inflight atomic.Int32 // datagrams queued to the connection, shared with it (Params.Inflight)
-	since    int64        // verified at, Unix nanoseconds (wall clock; admin session age)
-	// userData and timeout are the token's, for the token a Redirect
-	// carries (RedirectAll): the player continues with the same claims.
-	userData []byte
-	timeout  time.Duration
+	// userData and timeoutMS (milliseconds, the token's unit: ≤
+	// handshake.MaxTimeout, an hour) are the token's, for the token a
+	// Redirect carries (RedirectAll): the player continues with the same
+	// claims. timeoutMS sits beside inflight, and verified is since ≠ 0:
+	// a bool and a time.Duration of their own put the route at 136
+	// bytes, the 144-byte size class (now 128).
+	timeoutMS uint32
+	since     int64 // verified at, Unix nanoseconds (wall clock; admin session age); 0 until verified
+	userData  []byte
 }
+
+// verified: the connection authenticated a packet (onVerified).
+func (rt *route) verified() bool { return rt.since != 0 }
+
+// timeout is the token's connection timeout.
+func (rt *route) timeout() time.Duration { return time.Duration(rt.timeoutMS) * time.Millisecond }
 
 // sender is what the router needs of an actor context. actor.Context
 // satisfies it; benchmarks pass a stub.
@@ -359,7 +368,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	}
 	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
 	rt := &route{id: g.ID, addr: g.Addr, token: g.Claims.ID, player: g.Claims.PlayerID,
-		userData: ud, timeout: g.Claims.Timeout}
+		userData: ud, timeoutMS: uint32(g.Claims.Timeout / time.Millisecond)}
 	var zone *actor.PID
 	if r.cfg.Zone != nil {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
@@ -392,11 +401,11 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 
 func (r *router) onVerified(ctx sender, m *conn.Verified) {
 	rt := r.byID[m.ID]
-	if rt == nil || rt.verified {
+	if rt == nil || rt.verified() {
 		return
 	}
-	rt.verified, rt.since = true, time.Now().UnixNano()
-	r.srv.Consume(rt.token) // the token has opened its one session
+	rt.since = max(time.Now().UnixNano(), 1) // ≠ 0: verified
+	r.srv.Consume(rt.token)                  // the token has opened its one session
 	r.st.verified.Add(1)
 	r.st.pending.Add(-1)
 	if old := r.byPlayer[rt.player]; old != nil && old != rt {
@@ -461,7 +470,7 @@ func (r *router) forget(rt *route) {
 	if r.byPlayer[rt.player] == rt {
 		delete(r.byPlayer, rt.player)
 	}
-	if !rt.verified {
+	if !rt.verified() {
 		r.srv.Consume(rt.token) // gone before verification: the token stays spent
 		r.st.pending.Add(-1)
 	}

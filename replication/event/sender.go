@@ -110,7 +110,6 @@ type Sender struct {
 	rare              *SenderStats  // the counters of what most connections never see: made on the first
 	loss              float64       // estimated packet loss rate (adaptive redundancy)
 	trimAt            time.Duration // next trim (Write)
-	trimEvery         time.Duration // trimEvery; tests change it
 }
 
 // txState is what a Sender keeps while guaranteed units are queued or in
@@ -174,8 +173,6 @@ func NewSender(cfg Config) (*Sender, error) {
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
 		redund:   uint8(cfg.Redundancy),
-
-		trimEvery: trimEvery,
 	}
 	return s, nil
 }
@@ -454,7 +451,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	s.wrote, s.lastSeq = true, seq
 	if now >= s.trimAt {
 		s.trim()
-		s.trimAt = now + s.trimEvery
+		s.trimAt = now + s.cfg.trimPeriod()
 	}
 	start := w.BitLen()
 	s.avail = int32(w.Remaining() - 1) // keep the end bit

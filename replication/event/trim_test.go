@@ -17,9 +17,17 @@ import (
 // again on the next burst), f never trims.
 func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 	g, f = newPair(t, cfg), newPair(t, cfg)
-	g.s.trimEvery, g.r.trimEvery = time.Nanosecond, 1
-	f.s.trimEvery, f.r.trimEvery = 1<<50, math.MaxInt32 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+	g.s.cfg, g.r.trimEvery = withSenderTrim(g.s.cfg, time.Nanosecond), 1
+	f.s.cfg, f.r.trimEvery = withSenderTrim(f.s.cfg, 1<<50), math.MaxInt32 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
 	return g, f
+}
+
+// withSenderTrim is a copy of cfg (not interned) whose Senders trim every
+// period.
+func withSenderTrim(cfg *Config, period time.Duration) *Config {
+	c := *cfg
+	c.senderTrim = period
+	return &c
 }
 
 // released reports what g still holds that an idle pair should have given

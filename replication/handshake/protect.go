@@ -59,13 +59,20 @@ const MaxHeaderSize = MaxPacketSize - TagSize
 // every packet: one more cold cache line per packet on a server, where a
 // connection's state is cold by the time its next packet comes.) The
 // nonce and the associated data live in a protectScratch: a Protector's
-// own (NewProtector), or the one a Session's two directions share, as
-// they are never used at once and name the same connection id (the
-// Session then fits the 320-byte size class, was 352).
+// own, or the one a Session's two directions share (they are never used
+// at once and name the same connection id), handed to each call — a
+// pointer to it in each direction was 16 bytes of every Session (which
+// fits the 288-byte size class without them; 352 with a scratch each).
 type Protector struct {
+	k  protector
+	sc protectScratch
+}
+
+// protector is a Protector without its scratch: a Session keeps two and
+// one scratch.
+type protector struct {
 	aead   cipher.AEAD
 	last   uint64 // the last sealed sequence number
-	sc     *protectScratch
 	dir    Direction
 	sealed bool // a sequence number was sealed
 }
@@ -79,13 +86,14 @@ type protectScratch struct {
 
 // adInline is the longest header whose associated data is built in the
 // scratch: the notify header of a data packet is 4–14 bytes, the control
-// packets' headers 9.
-const adInline = 32
+// packets' headers 9. (32 until the Session went to the 288-byte size
+// class: the 16 bytes no header used.)
+const adInline = 16
 
 // NewProtector returns the Protector of direction dir of session id under key.
 func NewProtector(key [KeySize]byte, id ConnID, dir Direction) (*Protector, error) {
 	p := new(Protector)
-	if err := p.init(key, id, dir, new(protectScratch)); err != nil {
+	if err := p.k.init(key, id, dir, &p.sc); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -93,7 +101,7 @@ func NewProtector(key [KeySize]byte, id ConnID, dir Direction) (*Protector, erro
 
 // init sets p up to build its nonces and associated data in sc, which
 // holds id from now on (a Session's two directions pass the same sc).
-func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protectScratch) error {
+func (p *protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protectScratch) error {
 	aead, err := chacha20poly1305.New(key[:])
 	if err != nil {
 		return err
@@ -101,7 +109,7 @@ func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protec
 	if dir > ServerToClient {
 		return fmt.Errorf("%w: direction %d", ErrConfig, dir)
 	}
-	*p = Protector{aead: aead, sc: sc, dir: dir}
+	*p = protector{aead: aead, dir: dir}
 	copy(sc.ad[:], id[:])
 	sc.nonce[1] = domainPacket // bytes 2 and 3 stay zero
 	return nil
@@ -111,7 +119,9 @@ func (p *Protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protec
 func (p *Protector) ID() ConnID { return ConnID(p.sc.ad[:ConnIDSize]) }
 
 // NextSeq is the lowest sequence number Seal accepts.
-func (p *Protector) NextSeq() uint64 {
+func (p *Protector) NextSeq() uint64 { return p.k.nextSeq() }
+
+func (p *protector) nextSeq() uint64 {
 	if !p.sealed {
 		return 0
 	}
@@ -119,11 +129,10 @@ func (p *Protector) NextSeq() uint64 {
 }
 
 // setup sets the nonce for seq and returns the associated data: id ‖ header.
-func (p *Protector) setup(header []byte, seq uint64) ([]byte, error) {
+func (p *protector) setup(sc *protectScratch, header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	sc := p.sc
 	sc.nonce[0] = byte(p.dir) // the scratch may be shared with the other direction
 	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
 	if len(header) <= adInline {
@@ -142,18 +151,22 @@ func (p *Protector) setup(header []byte, seq uint64) ([]byte, error) {
 // other overlap of the output with payload is a caller bug (as in
 // cipher.AEAD). 0 allocations when dst has room.
 func (p *Protector) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) {
+	return p.k.seal(&p.sc, dst, header, payload, seq)
+}
+
+func (p *protector) seal(sc *protectScratch, dst, header, payload []byte, seq uint64) ([]byte, error) {
 	if p.sealed && seq <= p.last {
 		return dst, ErrSeqReuse
 	}
 	if len(header)+len(payload)+TagSize > MaxPacketSize {
 		return dst, ErrTooLarge
 	}
-	ad, err := p.setup(header, seq)
+	ad, err := p.setup(sc, header, seq)
 	if err != nil {
 		return dst, err
 	}
 	p.sealed, p.last = true, seq
-	return p.aead.Seal(dst, p.sc.nonce[:], payload, ad), nil
+	return p.aead.Seal(dst, sc.nonce[:], payload, ad), nil
 }
 
 // Open authenticates header and ciphertext (payload ‖ tag) as packet seq of
@@ -162,14 +175,18 @@ func (p *Protector) Seal(dst, header, payload []byte, seq uint64) ([]byte, error
 // successful Open. Any bit changed anywhere in header, ciphertext, tag,
 // sequence number or connection id gives ErrAuth. dst may be ciphertext[:0].
 func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
+	return p.k.open(&p.sc, dst, header, ciphertext, seq)
+}
+
+func (p *protector) open(sc *protectScratch, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
 	if len(ciphertext) < TagSize {
 		return dst, ErrAuth
 	}
-	ad, err := p.setup(header, seq)
+	ad, err := p.setup(sc, header, seq)
 	if err != nil {
 		return dst, err
 	}
-	out, err := p.aead.Open(dst, p.sc.nonce[:], ciphertext, ad)
+	out, err := p.aead.Open(dst, sc.nonce[:], ciphertext, ad)
 	if err != nil {
 		return dst, ErrAuth
 	}

@@ -163,7 +163,7 @@ func TestBitFlipsNeverAccepted(t *testing.T) {
 				id := recv.ID()
 				i := b - 8*(len(hdr)+len(ct)) - 64
 				id[i/8] ^= 1 << (i % 8)
-				p = &Protector{aead: recv.aead, dir: recv.dir, sc: new(protectScratch)}
+				p = &Protector{k: protector{aead: recv.k.aead, dir: recv.k.dir}}
 				copy(p.sc.ad[:], id[:]) // the id the associated data starts with
 			}
 			if _, err := p.Open(dst[:0], h, c, s); err == nil {

@@ -81,8 +81,8 @@ type Session struct {
 	// headers are copied into the associated data: the call's own).
 	discPT [1]byte
 	rxPT   [1]byte
-	send   Protector // by value: next to the state and window every packet reads
-	recv   Protector
+	send   protector // by value: next to the state and window every packet reads
+	recv   protector
 	window ReplayWindow
 	addr   netip.AddrPort
 	sc     protectScratch // send's and recv's: the id ‖ header and the nonce of the packet at hand
@@ -105,7 +105,7 @@ func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*S
 	return s, nil
 }
 
-func (s *Session) ID() ConnID           { return s.send.ID() }
+func (s *Session) ID() ConnID           { return ConnID(s.sc.ad[:ConnIDSize]) }
 func (s *Session) Role() Role           { return s.role }
 func (s *Session) State() State         { return s.state }
 func (s *Session) Addr() netip.AddrPort { return s.addr }
@@ -115,7 +115,7 @@ func (s *Session) Addr() netip.AddrPort { return s.addr }
 func (s *Session) Reason() Reason { return s.reason }
 
 // NextSeq is the lowest sequence number Seal accepts.
-func (s *Session) NextSeq() uint64 { return s.send.NextSeq() }
+func (s *Session) NextSeq() uint64 { return s.send.nextSeq() }
 
 // Seal protects one outgoing packet (see Protector.Seal): header in the clear,
 // payload encrypted, tag appended to dst. A server session refuses while the
@@ -128,7 +128,7 @@ func (s *Session) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) 
 	case s.state == StatePending:
 		return dst, ErrUnverified
 	}
-	return s.send.Seal(dst, header, payload, seq)
+	return s.send.seal(&s.sc, dst, header, payload, seq)
 }
 
 // Open authenticates one incoming short-form packet (header, ciphertext ‖ tag,
@@ -144,7 +144,7 @@ func (s *Session) Open(dst, header, ciphertext []byte, seq uint64, from netip.Ad
 		return dst, false, err
 	}
 	newest := !s.opened || seq > s.window.Newest()
-	pt, err = s.recv.Open(dst, header, ciphertext, seq)
+	pt, err = s.recv.open(&s.sc, dst, header, ciphertext, seq)
 	if err != nil {
 		return dst, false, err
 	}
@@ -189,7 +189,7 @@ func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
 	case s.state == StatePending:
 		return dst, ErrUnverified
 	}
-	seq := s.send.NextSeq()
+	seq := s.send.nextSeq()
 	var hdr [1 + 8]byte
 	hdr[0] = KindDisconnect.ControlByte()
 	binary.LittleEndian.PutUint64(hdr[1:], seq)
@@ -198,7 +198,7 @@ func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
 	dst = append(dst, hdr[0])
 	dst = append(dst, s.sc.ad[:ConnIDSize]...)
 	dst = append(dst, hdr[1:]...)
-	out, err := s.send.Seal(dst, hdr[:], s.discPT[:], seq)
+	out, err := s.send.seal(&s.sc, dst, hdr[:], s.discPT[:], seq)
 	if err != nil {
 		return dst[:n], err
 	}
@@ -229,7 +229,7 @@ func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
 	var hdr [1 + 8]byte
 	hdr[0] = pkt[0]
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
-	if _, err := s.recv.Open(s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+	if _, err := s.recv.open(&s.sc, s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
 		return 0, err
 	}
 	r := Reason(s.rxPT[0])
@@ -280,7 +280,7 @@ func (s *Session) AppendRedirect(dst []byte, server netip.AddrPort, token []byte
 	case s.state == StatePending:
 		return dst, ErrUnverified
 	}
-	seq := s.send.NextSeq()
+	seq := s.send.nextSeq()
 	var hdr [1 + 8]byte
 	hdr[0] = KindRedirect.ControlByte()
 	binary.LittleEndian.PutUint64(hdr[1:], seq)
@@ -291,7 +291,7 @@ func (s *Session) AppendRedirect(dst []byte, server netip.AddrPort, token []byte
 	dst = append(dst, hdr[0])
 	dst = append(dst, s.sc.ad[:ConnIDSize]...)
 	dst = append(dst, hdr[1:]...)
-	out, err := s.send.Seal(dst, hdr[:], pt[:], seq)
+	out, err := s.send.seal(&s.sc, dst, hdr[:], pt[:], seq)
 	clear(pt[:])
 	if err != nil {
 		return dst[:n], err
@@ -344,7 +344,7 @@ func (s *Session) OpenRedirect(pkt []byte) (netip.AddrPort, []byte, error) {
 	hdr[0] = pkt[0]
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
 	var pt [redirectPlainSize]byte
-	if _, err := s.recv.Open(pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+	if _, err := s.recv.open(&s.sc, pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
 		return netip.AddrPort{}, nil, err
 	}
 	// Authenticated, so the server sent it; still refuse what a client

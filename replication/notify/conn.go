@@ -69,15 +69,20 @@ type Conn struct {
 	peerL                uint64        // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
 
 	// Receiver half: the peer's sequence numbers.
-	peerStart  uint64
-	rxL        uint64          // newest accepted (when hasRx)
-	rxH        uint64          // horizon: lowest acceptable
-	rxLAt      time.Duration   // arrival time of rxL (ack delay)
-	interval   time.Duration   // smoothed inter-arrival time per sequence number (when hasIv)
-	rxBits     []uint64        // accepted bits, ring indexed by seq mod 64·len (AckWindow rounded up to a power of two)
-	gapAt      []time.Duration // for missing s in [H, L): when the first later packet arrived
-	confirmedL uint64          // largest L carried by one of our headers known delivered
-	confirmedF uint64          // every peer sequence below it is resolved at the peer
+	peerStart uint64
+	rxL       uint64        // newest accepted (when hasRx)
+	rxH       uint64        // horizon: lowest acceptable
+	rxLAt     time.Duration // arrival time of rxL (ack delay)
+	interval  time.Duration // smoothed inter-arrival time per sequence number (when hasIv)
+	// rxBits: the accepted bits, a ring indexed by seq mod 64·len (AckWindow
+	// rounded up to a power of two). Its room past len holds the gap
+	// times (gaps): for missing s in [H, L), when the first later packet
+	// arrived, a ring of ReorderThreshold rounded up to a power of two.
+	// One slice for both: a second header was 24 bytes of every Conn (352
+	// bytes with it and the RTT estimator's flag, the 320 class; now 288).
+	rxBits     []uint64
+	confirmedL uint64 // largest L carried by one of our headers known delivered
+	confirmedF uint64 // every peer sequence below it is resolved at the peer
 
 	rtt      rttEstimator
 	lossRate float64
@@ -126,8 +131,7 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 		recTrimEvery: recTrimEvery,
 		peerStart:    peerStart,
 		rxH:          peerStart,
-		rxBits:       make([]uint64, nbit/64),
-		gapAt:        make([]time.Duration, ngap),
+		rxBits:       make([]uint64, nbit/64, nbit/64+ngap),
 		confirmedL:   peerStart,
 		confirmedF:   peerStart,
 	}
@@ -144,7 +148,10 @@ func (c *Conn) ackWin() uint64   { return uint64(c.cfg.AckWindow) }
 // fields fewer per connection.
 func (c *Conn) recMask() uint64 { return uint64(len(c.recs) - 1) }
 func (c *Conn) rxMask() uint64  { return uint64(len(c.rxBits)*64 - 1) }
-func (c *Conn) gapMask() uint64 { return uint64(len(c.gapAt) - 1) }
+func (c *Conn) gapMask() uint64 { return uint64(cap(c.rxBits) - len(c.rxBits) - 1) }
+
+// gaps is the gap-time ring, in rxBits' room past its length.
+func (c *Conn) gaps() []uint64 { return c.rxBits[len(c.rxBits):cap(c.rxBits)] }
 
 // maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
 func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
@@ -614,8 +621,11 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 	if newH > gapFrom {
 		c.stats.Abandoned += newH - gapFrom
 	}
-	for x := max(newH, gapFrom); x < s; x++ {
-		c.gapAt[x&c.gapMask()] = now
+	if x := max(newH, gapFrom); x < s { // a gap opened (most packets arrive in order: none)
+		gaps, mask := c.gaps(), c.gapMask()
+		for ; x < s; x++ {
+			gaps[x&mask] = uint64(now)
+		}
 	}
 	c.setAccepted(s)
 	c.hasRx = true
@@ -640,8 +650,9 @@ func (c *Conn) Tick(now time.Duration) {
 	}
 	tau := c.reorderTime()
 	newH := c.rxH
+	gaps, mask := c.gaps(), c.gapMask()
 	for ; s < c.rxL; s = c.nextMissing(s+1, c.rxL) {
-		if now-c.gapAt[s&c.gapMask()] < tau {
+		if now-time.Duration(gaps[s&mask]) < tau {
 			break // gap times rise with s: nothing later is due either
 		}
 		newH = s + 1

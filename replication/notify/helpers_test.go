@@ -65,16 +65,16 @@ type snapshot struct {
 	scalars Conn
 	recs    []record
 	bits    []uint64
-	gaps    []time.Duration
+	gaps    []uint64
 }
 
 func takeSnapshot(c *Conn) snapshot {
 	s := snapshot{scalars: *c}
 	s.scalars.stats, s.scalars.rare = connStats{}, nil
-	s.scalars.recs, s.scalars.rxBits, s.scalars.gapAt = nil, nil, nil
+	s.scalars.recs, s.scalars.rxBits = nil, nil
 	s.recs = append([]record(nil), c.recs...)
 	s.bits = append([]uint64(nil), c.rxBits...)
-	s.gaps = append([]time.Duration(nil), c.gapAt...)
+	s.gaps = append([]uint64(nil), c.gaps()...)
 	return s
 }
 

@@ -5,12 +5,14 @@ import "time"
 // rttEstimator is RFC 6298 / RFC 9002 §5 smoothing plus an RFC 3550-style
 // jitter on consecutive samples. The seeds give no estimator (checklist G-3,
 // D-5); RT-3's sample excludes nothing because packets are never resent here.
+//
+// prev > 0 once there is a sample (every sample is above 0: the caller takes
+// one only for raw > 0): a flag of its own was 8 bytes of every Conn.
 type rttEstimator struct {
-	has    bool
 	srtt   time.Duration
 	rttvar time.Duration
 	jitter time.Duration
-	prev   time.Duration // previous adjusted sample
+	prev   time.Duration // previous adjusted sample; 0: none yet
 }
 
 func (e *rttEstimator) init(initial time.Duration) {
@@ -31,8 +33,8 @@ func (e *rttEstimator) sample(raw, delay time.Duration) {
 	if delay < raw {
 		s = raw - delay
 	}
-	if !e.has {
-		e.has = true
+	s = max(s, 1) // > 0: prev marks a sample (raw > 0 at the caller, so this changes nothing there)
+	if e.prev == 0 {
 		e.srtt = s
 		e.rttvar = s / 2
 		e.prev = s

@@ -68,8 +68,8 @@ func serverSession(t *testing.T) *handshake.Session {
 // its maximum (the smallest of those was ~14 KB). Generous on purpose: a size
 // check, not a timing one.
 const (
-	maxServerBytes      = 1472    // measured 1,203 B alone, 1,385–1,387 B after the package's other tests or under -race, with the event Sender 152 B and Receiver 128 B (1,539 and 1,721–1,724 B before; 1,667 and 1,849 B before the ninth pass; was ~129 KB, then ~14.6 KB, ~6.9 KB, ~4.5 KB before the sixth pass)
-	maxServerInUseBytes = 1936    // measured 1,904 B, -race alike: event rings and stream/lane state pooled once idle, transmission state pooled, unordered/staggered state on use, payloads read into the shard's scratch, notify ring of 4 (2,856 B before; 2,888 B with the handshake Session at 352; 3,016 B before the ninth pass; ~11.5 KB before the event rings were sized by use, ~6.0 KB before the sixth pass)
+	maxServerBytes      = 1408    // measured 1,139–1,165 B alone, 1,323 B after the package's other tests, with the handshake Session and notify Conn at 288 B and the event Sender 144 B and Receiver 128 B (1,171 and 1,353–1,357 B with the notify Conn at 320; 1,203 and 1,385–1,387 B with the Session at 320, the Sender at 152 and the Receiver at 136; 1,539 and 1,721–1,724 B before; 1,667 and 1,849 B before the ninth pass; was ~129 KB, then ~14.6 KB, ~6.9 KB, ~4.5 KB before the sixth pass)
+	maxServerInUseBytes = 1840    // measured 1,805–1,808 B, -race alike: event rings and stream/lane state pooled once idle, transmission state pooled, unordered/staggered state on use, payloads read into the shard's scratch, notify ring of 4, the handshake Session and notify Conn at 288 B, the event Sender at 144 and Receiver at 128 (1,840 B with the notify Conn at 320; 1,904 B with the others at 320, 160 and 144 too; 2,856 B before; 2,888 B with the handshake Session at 352; 3,016 B before the ninth pass; ~11.5 KB before the event rings were sized by use, ~6.0 KB before the sixth pass)
 	maxRelayBytes       = 4 << 10 // measured ~1.3 KB: the section buffer (was ~75 KB)
 )
 
