@@ -162,6 +162,14 @@ func step(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlS
 // with thousands of players. The ghost table is empty (the ghost
 // engineer's benchmarks cover it). ns/pkt is per datagram in or out.
 func BenchmarkShardColdPath(b *testing.B) {
+	coldSteps(b, step)
+}
+
+// coldSteps runs one connection's step (step or stepRounds) per op across
+// 4,096 connections in turn, as BenchmarkShardColdPath describes, checks
+// the replay, and reports ns/pkt (per datagram in or out); it returns the
+// datagrams sent.
+func coldSteps(b *testing.B, run func(*shard, *Conn, [][]byte, time.Duration, move.ControlState)) (sent uint64) {
 	const conns, steps = 4096, 256
 	x := record(b, steps)
 	s, cs := benchShard(b, x, conns)
@@ -181,13 +189,13 @@ func BenchmarkShardColdPath(b *testing.B) {
 			}
 		}
 		now := time.Duration(i+1) * benchStep
-		step(s, cs[k], x.steps[i], now, ctl)
+		run(s, cs[k], x.steps[i], now, ctl)
 		pkts += len(x.steps[i])
 		k++
 	}
 	s.flush()
 	b.StopTimer()
-	sent := s.pool.sent.Load()
+	sent = s.pool.sent.Load()
 	if sent == 0 {
 		b.Fatal("nothing sent")
 	}
@@ -195,6 +203,7 @@ func BenchmarkShardColdPath(b *testing.B) {
 		b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+	return sent
 }
 
 // stepRounds is step as a server's shard meets it: each of the client's
@@ -221,38 +230,6 @@ func stepRounds(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.Co
 // zone's ticks come apart: a pump after each datagram as well as after
 // each Control. ns/pkt is per datagram in or out.
 func BenchmarkShardColdRounds(b *testing.B) {
-	const conns, steps = 4096, 256
-	x := record(b, steps)
-	s, cs := benchShard(b, x, conns)
-	var ctl move.ControlState
-	i, k, pkts := 0, 0, 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if k == len(cs) {
-			k, i = 0, i+1
-			ctl.Pos[0] += 0.2
-			if i == steps {
-				b.StopTimer()
-				s, cs = benchShard(b, x, conns)
-				i = 0
-				b.StartTimer()
-			}
-		}
-		now := time.Duration(i+1) * benchStep
-		stepRounds(s, cs[k], x.steps[i], now, ctl)
-		pkts += len(x.steps[i])
-		k++
-	}
-	s.flush()
-	b.StopTimer()
-	sent := s.pool.sent.Load()
-	if sent == 0 {
-		b.Fatal("nothing sent")
-	}
-	if st := cs[0].srv.Stats(); st.Rejected() != 0 {
-		b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+	sent := coldSteps(b, stepRounds)
 	b.ReportMetric(float64(sent)/float64(b.N), "sent/step")
 }

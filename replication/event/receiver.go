@@ -349,7 +349,7 @@ func (r *Receiver) lane(i int) *laneRx {
 		// Lane state only while the lane has a record in the packet at
 		// hand or holds something (dropLanes): the id goes on from the
 		// reference.
-		ln = laneStructs.get()
+		ln = laneStructs.Get()
 		ln.next = r.lanes[i].next
 		r.lanes[i].ln = ln
 	}
@@ -373,7 +373,7 @@ func (r *Receiver) dropLane(i int) {
 	}
 	r.lanes[i] = laneRef{next: ln.next}
 	*ln = laneRx{}
-	laneStructs.put(ln)
+	laneStructs.Put(ln)
 }
 
 // dropLanes drops, after a section, the lanes it had records of that hold

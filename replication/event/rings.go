@@ -1,6 +1,10 @@
 package event
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
+)
 
 // ringPool recycles the smallest rings of streams and Senders that went
 // idle: a connection sending an event a second or two holds a unit for a
@@ -48,42 +52,14 @@ func (p *ringPool[T]) put(r []T, n int) {
 	p.mu.Unlock()
 }
 
-// structPool recycles the per-stream state of idle streams (sendStream,
-// laneRx) the way ringPool does their rings: a connection keeps it only
-// while the stream holds something. Bounded like ringPool.
-type structPool[T any] struct {
-	mu   sync.Mutex
-	free []*T
-}
-
-// get returns a *T as put left it (new: zero).
-func (p *structPool[T]) get() *T {
-	p.mu.Lock()
-	if k := len(p.free); k > 0 {
-		x := p.free[k-1]
-		p.free[k-1] = nil
-		p.free = p.free[:k-1]
-		p.mu.Unlock()
-		return x
-	}
-	p.mu.Unlock()
-	return new(T)
-}
-
-// put gives back x, cleared by the caller (what it keeps must hold no
-// payload: a sendStream keeps its zero resend word); the caller may not
-// use it afterwards.
-func (p *structPool[T]) put(x *T) {
-	p.mu.Lock()
-	if len(p.free) < maxPooledRings {
-		p.free = append(p.free, x)
-	}
-	p.mu.Unlock()
-}
-
 var (
-	streamStructs structPool[sendStream]
-	laneStructs   structPool[laneRx]
+	// The per-stream state of idle streams (sendStream, laneRx), recycled
+	// the way ringPool does their rings: a connection keeps it only while
+	// the stream holds something. get returns one as put left it (new:
+	// zero); the caller clears what it gives back (it must hold no payload:
+	// a sendStream keeps its zero resend word).
+	streamStructs = freelist.List[sendStream]{Max: maxPooledRings}
+	laneStructs   = freelist.List[laneRx]{Max: maxPooledRings}
 
 	pendRings  ringPool[pendEvent]
 	unitRings  ringPool[unit]

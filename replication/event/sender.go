@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
@@ -128,7 +129,7 @@ type txState struct {
 	cand         []redundCand
 }
 
-var txStates structPool[txState]
+var txStates = freelist.List[txState]{Max: maxPooledRings}
 
 // inFlight is pN, 0 without a txState.
 func (s *Sender) inFlight() uint64 {
@@ -251,7 +252,7 @@ func (s *Sender) sendGuaranteed(si int, payload []byte) error {
 		// Per-stream state only for the streams a connection uses (most
 		// use one or two of the nine), and only while they hold something
 		// (releaseIdle): the ids go on from the reference.
-		st = streamStructs.get()
+		st = streamStructs.Get()
 		st.base, st.next = s.streams[si].next, s.streams[si].next
 		s.streams[si].st = st
 	}
@@ -458,7 +459,7 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	s.redundBits = int32(8 * s.cfg.RedundancyBytes)
 	s.pktHas = [2]uint64{}
 	if s.txState == nil && s.work > 0 {
-		s.txState = txStates.get()
+		s.txState = txStates.Get()
 	}
 	if s.txState == nil {
 		return s.writeIdle(w, start, now)
@@ -996,7 +997,7 @@ func (s *Sender) dropTx() {
 	}
 	t.cand = t.cand[:0]
 	s.txState = nil
-	txStates.put(t)
+	txStates.Put(t)
 }
 
 // releaseTx gives back the transmission rings (pN == 0: every record
@@ -1049,7 +1050,7 @@ func (s *Sender) dropStream(i int) {
 	}
 	s.streams[i] = streamRef{next: st.next}
 	*st = sendStream{resend: st.resend} // a ring of ≤ 64 units' word, zero (resendN is 0), or nil
-	streamStructs.put(st)
+	streamStructs.Put(st)
 	if s.txState != nil {
 		s.prev, s.carry = s.prev[:0], s.carry[:0]
 	}

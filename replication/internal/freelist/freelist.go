@@ -7,8 +7,11 @@ package freelist
 
 import "sync"
 
-// List holds free *T. The zero List is ready to use.
+// List holds free *T. The zero List is ready to use and keeps every
+// buffer given back; Max > 0 bounds it (past Max free buffers the rest go
+// to the garbage collector), for a list a peer's behaviour can grow.
 type List[T any] struct {
+	Max  int
 	mu   sync.Mutex
 	free []*T
 }
@@ -18,6 +21,7 @@ func (l *List[T]) Get() *T {
 	l.mu.Lock()
 	if n := len(l.free); n > 0 {
 		b := l.free[n-1]
+		l.free[n-1] = nil // the list's spare capacity keeps nothing reachable
 		l.free = l.free[:n-1]
 		l.mu.Unlock()
 		return b
@@ -29,6 +33,8 @@ func (l *List[T]) Get() *T {
 // Put gives b back; b must not be used afterwards.
 func (l *List[T]) Put(b *T) {
 	l.mu.Lock()
-	l.free = append(l.free, b)
+	if l.Max <= 0 || len(l.free) < l.Max {
+		l.free = append(l.free, b)
+	}
 	l.mu.Unlock()
 }

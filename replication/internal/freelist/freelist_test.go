@@ -20,3 +20,23 @@ func TestReuse(t *testing.T) {
 		t.Fatalf("%v allocations per Get/Put in steady state", n)
 	}
 }
+
+// A list with Max keeps at most Max free buffers: what a burst gave back
+// beyond them goes to the garbage collector.
+func TestMaxBoundsTheFreeBuffers(t *testing.T) {
+	l := List[int]{Max: 2}
+	bufs := []*int{l.Get(), l.Get(), l.Get()}
+	for _, b := range bufs {
+		l.Put(b)
+	}
+	if len(l.free) != 2 {
+		t.Fatalf("%d free buffers kept, want Max = 2", len(l.free))
+	}
+	var u List[int] // no Max: keeps every one
+	for _, b := range bufs {
+		u.Put(b)
+	}
+	if len(u.free) != 3 {
+		t.Fatalf("%d free buffers kept without Max, want 3", len(u.free))
+	}
+}
