@@ -143,11 +143,22 @@ func benchShard(tb testing.TB, x *recording, n int) (*shard, []*Conn) {
 // datagrams, the zone's Control for the tick, the pump (seal, commit).
 func step(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
 	for _, p := range pkts {
-		d := msg.NewDatagram()
-		d.N = copy(d.Buf, p)
-		d.Addr = benchClient
-		s.handle(c, d, now)
+		feed(s, c, p, now)
 	}
+	control(s, c, now, ctl)
+}
+
+// feed hands c the client's datagram p, as the gateway routes it.
+func feed(s *shard, c *Conn, p []byte, now time.Duration) {
+	d := msg.NewDatagram()
+	d.N = copy(d.Buf, p)
+	d.Addr = benchClient
+	s.handle(c, d, now)
+}
+
+// control hands c its zone's Control for the tick and pumps it (the
+// tick's packet).
+func control(s *shard, c *Conn, now time.Duration, ctl move.ControlState) {
 	m := msg.NewControl()
 	m.LastApplied, m.State = c.srv.LastApplied(), ctl
 	s.handle(c, m, now)
@@ -212,17 +223,11 @@ func coldSteps(b *testing.B, run func(*shard, *Conn, [][]byte, time.Duration, mo
 // Control in another (pumped: the tick's packet).
 func stepRounds(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
 	for _, p := range pkts {
-		d := msg.NewDatagram()
-		d.N = copy(d.Buf, p)
-		d.Addr = benchClient
-		s.handle(c, d, now)
+		feed(s, c, p, now)
 		s.pumpOne(c, now)
 		now += benchStep / time.Duration(2*len(pkts)+1)
 	}
-	m := msg.NewControl()
-	m.LastApplied, m.State = c.srv.LastApplied(), ctl
-	s.handle(c, m, now)
-	s.pumpOne(c, now)
+	control(s, c, now, ctl)
 }
 
 // BenchmarkShardColdRounds is BenchmarkShardColdPath with a round per
