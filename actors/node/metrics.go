@@ -30,6 +30,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 		{"leaves_total", "Players left.", m.Leaves.Load},
 		{"inputs_total", "Input batches received from connections.", m.Inputs.Load},
 		{"inputs_dropped_total", "Input batches for a player the zone does not know.", m.InputsDropped.Load},
+		{"inputs_shed_total", "Inputs without events a zone's full mailbox refused (their moves are sent again).", m.InputsShed.Load},
 		{"events_total", "Client events received.", m.Events.Load},
 		{"events_out_total", "Events sent to clients.", m.EventsOut.Load},
 		{"events_out_dropped_total", "Events to clients dropped by the per-tick budget.", m.EventsOutDropped.Load},

@@ -23,8 +23,13 @@ type Metrics struct {
 	Leaves        atomic.Uint64
 	Inputs        atomic.Uint64
 	InputsDropped atomic.Uint64 // input for a player this zone does not know
-	Events        atomic.Uint64 // client events received (each goes to Params.Events)
-	EventsOut     atomic.Uint64 // events the game sent to clients
+	// InputsShed: inputs the zone's mailbox refused, full (Params.
+	// MaxQueuedInputs; inputMailbox), and MovesShed the moves they
+	// carried, which their connections send again.
+	InputsShed atomic.Uint64
+	MovesShed  atomic.Uint64
+	Events     atomic.Uint64 // client events received (each goes to Params.Events)
+	EventsOut  atomic.Uint64 // events the game sent to clients
 	// EventsOutDropped: events the game sent beyond a player's byte
 	// budget for the tick, or to a player without a connection here.
 	EventsOutDropped atomic.Uint64

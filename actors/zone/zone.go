@@ -77,6 +77,12 @@ type Params struct {
 	// each player per tick; beyond it events are dropped and counted
 	// (Metrics.EventsOutDropped). Default DefaultMaxEventBytesPerTick.
 	MaxEventBytesPerTick int
+	// MaxQueuedInputs bounds the inputs waiting in the zone's mailbox, per
+	// player joined here (at least 1,024 in all); beyond it the newest
+	// inputs without events are dropped and counted (Metrics.InputsShed;
+	// see inputMailbox: their connections send the moves again). Default
+	// DefaultMaxQueuedInputs.
+	MaxQueuedInputs int
 }
 
 // Validate reports missing or unusable parameters.
@@ -87,6 +93,9 @@ func (p *Params) Validate() error {
 	if p.MaxEventBytesPerTick < 0 {
 		return fmt.Errorf("zone: Params.MaxEventBytesPerTick %d is negative", p.MaxEventBytesPerTick)
 	}
+	if p.MaxQueuedInputs < 0 {
+		return fmt.Errorf("zone: Params.MaxQueuedInputs %d is negative", p.MaxQueuedInputs)
+	}
 	if err := p.Sim.Validate(); err != nil {
 		return fmt.Errorf("zone %s: %w", p.Sim.Zone, err)
 	}
@@ -96,8 +105,13 @@ func (p *Params) Validate() error {
 // Props returns the props of a zone actor. Spawn it named ActorName(id)
 // (Start does), so neighbours can address it.
 func Props(p Params) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p} },
-		actor.WithMailbox(actor.UnboundedPriorityMpsc())) // see zonePriority
+	if p.Metrics == nil {
+		p.Metrics = new(Metrics) // shared by the actor and its mailbox
+	}
+	g := new(inputGauge)
+	g.max.Store(minQueuedInputs)
+	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g} },
+		actor.WithMailbox(newInputMailbox(g, p.Metrics)))
 }
 
 type zoneActor struct {
@@ -109,6 +123,9 @@ type zoneActor struct {
 	cps  []handoff.Checkpoint // this tick's, handed to Params.Checkpoint
 	root *actor.RootContext
 	addr string
+	// inputs counts the inputs waiting in the mailbox (inputMailbox); nil
+	// when the actor is driven without one (benchmarks).
+	inputs *inputGauge
 
 	peers        map[string]*actor.PID
 	joins        map[uint64]*msg.Join
@@ -356,6 +373,13 @@ func (a *zoneActor) onTick() {
 		}
 		a.retryTP = retry
 	}
+	if a.inputs != nil {
+		per := a.p.MaxQueuedInputs
+		if per == 0 {
+			per = DefaultMaxQueuedInputs
+		}
+		a.inputs.max.Store(int64(max(minQueuedInputs, per*len(a.joins))))
+	}
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
 	if a.p.Checkpoint != nil {
@@ -522,6 +546,9 @@ func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
 func (a *zoneActor) flushPending() { a.sendHandoff(a.z.Pending()) }
 
 func (a *zoneActor) onInput(in *msg.Input) {
+	if a.inputs != nil {
+		a.inputs.queued.Add(-1)
+	}
 	var c inputCounts
 	a.takeInput(in, a.p.Now(), &c)
 	c.add(a.m)
@@ -532,6 +559,9 @@ func (a *zoneActor) onInput(in *msg.Input) {
 // onInputs takes a connection shard's round of inputs, each as onInput
 // would, and sends what they produced once.
 func (a *zoneActor) onInputs(b *msg.Inputs) {
+	if a.inputs != nil {
+		a.inputs.queued.Add(-int64(len(b.List)))
+	}
 	now := a.p.Now()
 	var c inputCounts
 	for i, in := range b.List {
