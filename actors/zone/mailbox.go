@@ -63,6 +63,10 @@ func (b *inputMailbox) PostUserMessage(m any) {
 		b.g.queued.Add(1)
 	case *msg.Inputs:
 		room := b.g.max.Load() - b.g.queued.Load()
+		if room >= int64(len(v.List)) { // the usual case: room for all
+			b.g.queued.Add(int64(len(v.List)))
+			break
+		}
 		kept := v.List[:0]
 		for _, in := range v.List {
 			if in == nil {

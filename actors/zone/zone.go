@@ -102,6 +102,10 @@ func (p *Params) Validate() error {
 	return nil
 }
 
+// zoneThroughput is how many messages a zone's mailbox run takes before
+// it yields the processor (protoactor's default).
+const zoneThroughput = 300
+
 // Props returns the props of a zone actor. Spawn it named ActorName(id)
 // (Start does), so neighbours can address it.
 func Props(p Params) *actor.Props {
@@ -110,8 +114,9 @@ func Props(p Params) *actor.Props {
 	}
 	g := new(inputGauge)
 	g.max.Store(minQueuedInputs)
-	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g} },
-		actor.WithMailbox(newInputMailbox(g, p.Metrics)))
+	r := newRunner(zoneThroughput)
+	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g, runner: r} },
+		actor.WithMailbox(newInputMailbox(g, p.Metrics)), actor.WithDispatcher(r))
 }
 
 type zoneActor struct {
@@ -126,6 +131,7 @@ type zoneActor struct {
 	// inputs counts the inputs waiting in the mailbox (inputMailbox); nil
 	// when the actor is driven without one (benchmarks).
 	inputs *inputGauge
+	runner *runner // the mailbox's dispatcher (nil: as inputs)
 
 	peers        map[string]*actor.PID
 	joins        map[uint64]*msg.Join
@@ -180,6 +186,11 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.stopped.Store(true)
 		if a.timer != nil {
 			a.timer.Stop()
+		}
+		return
+	case *actor.Stopped:
+		if a.runner != nil {
+			a.runner.Stop() // its goroutine ends after this run
 		}
 		return
 	}

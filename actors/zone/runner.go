@@ -1,0 +1,103 @@
+package zone
+
+import (
+	"sync"
+	"time"
+)
+
+// runnerLinger is how long a zone's runner goroutine waits for the
+// mailbox's next run before it ends: longer than a tick period (zones
+// tick at 20 Hz by default), so a ticking zone keeps one goroutine, and
+// short enough that a zone stopped without its Stopped (an actor system
+// shut down under it) leaves none behind for long.
+const runnerLinger = 200 * time.Millisecond
+
+// runner is a zone actor's dispatcher (actor.Dispatcher): its mailbox's
+// runs go to one long-lived goroutine, where protoactor's default
+// dispatcher starts a goroutine for each. A zone's mailbox runs thousands
+// of times a second (every shard round's inputs, every tick), and each
+// new goroutine, started with the runtime's small initial stack, grew it
+// on the zone's first deep call (a tick, an input's move queue) and freed
+// it on exit: runtime.newstack was 1.3 % of the server's CPU at 1,000
+// players, all of it under zone actors (14 % of BenchmarkZoneInputMailbox's
+// instructions). The runner's goroutine keeps its grown stack between
+// runs.
+//
+// The mailbox schedules one run at a time (the next only after the last
+// has ended or is ending), so a run is either pending here or running.
+// Safe for concurrent use.
+type runner struct {
+	through int
+	mu      sync.Mutex
+	pending func() // the next run, for the goroutine to take
+	alive   bool   // a goroutine runs runs or waits for one
+	wake    chan struct{}
+	stop    chan struct{} // closed when the actor has stopped
+	stopped bool
+	starts  int // goroutines started (tests)
+}
+
+func newRunner(throughput int) *runner {
+	return &runner{through: throughput, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// Throughput implements actor.Dispatcher.
+func (r *runner) Throughput() int { return r.through }
+
+// Schedule implements actor.Dispatcher: fn runs on the runner's goroutine,
+// started if there is none.
+func (r *runner) Schedule(fn func()) {
+	r.mu.Lock()
+	if r.alive {
+		r.pending = fn
+		r.mu.Unlock()
+		select {
+		case r.wake <- struct{}{}:
+		default: // a wake is pending already
+		}
+		return
+	}
+	r.alive = true
+	r.starts++
+	r.mu.Unlock()
+	go r.work(fn)
+}
+
+// Stop ends the goroutine once it has nothing to run (the actor stopped:
+// its mailbox has nothing more to run but what was posted before).
+func (r *runner) Stop() {
+	r.mu.Lock()
+	if !r.stopped {
+		r.stopped = true
+		close(r.stop)
+	}
+	r.mu.Unlock()
+}
+
+func (r *runner) work(fn func()) {
+	linger := time.NewTimer(runnerLinger)
+	defer linger.Stop()
+	for {
+		fn()
+		fn = nil
+		linger.Reset(runnerLinger)
+		for fn == nil {
+			expired := false
+			select {
+			case <-r.wake:
+			case <-linger.C:
+				expired = true
+			case <-r.stop:
+				expired = true
+			}
+			r.mu.Lock()
+			fn, r.pending = r.pending, nil
+			if fn == nil && expired {
+				r.alive = false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+		}
+	}
+}
