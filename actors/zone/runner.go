@@ -23,14 +23,17 @@ const runnerLinger = 200 * time.Millisecond
 // instructions). The runner's goroutine keeps its grown stack between
 // runs.
 //
-// The mailbox schedules one run at a time (the next only after the last
-// has ended or is ending), so a run is either pending here or running.
-// Safe for concurrent use.
+// A mailbox schedules one run at a time (the next only after the last has
+// ended or is ending), so its run is either pending here or running; a
+// runner shared by the mailboxes of several actors (Props spawned more
+// than once) runs their runs one after another on its goroutine. Safe for
+// concurrent use.
 type runner struct {
 	through int
 	mu      sync.Mutex
-	pending func() // the next run, for the goroutine to take
-	alive   bool   // a goroutine runs runs or waits for one
+	pending []func() // the next runs, pending[head:], for the goroutine to take
+	head    int
+	alive   bool // a goroutine runs runs or waits for one
 	wake    chan struct{}
 	stop    chan struct{} // closed when the actor has stopped
 	stopped bool
@@ -49,7 +52,7 @@ func (r *runner) Throughput() int { return r.through }
 func (r *runner) Schedule(fn func()) {
 	r.mu.Lock()
 	if r.alive {
-		r.pending = fn
+		r.pending = append(r.pending, fn)
 		r.mu.Unlock()
 		select {
 		case r.wake <- struct{}{}:
@@ -75,12 +78,20 @@ func (r *runner) Stop() {
 }
 
 func (r *runner) work(fn func()) {
-	linger := time.NewTimer(runnerLinger)
-	defer linger.Stop()
+	var linger *time.Timer
 	for {
 		fn()
-		fn = nil
-		linger.Reset(runnerLinger)
+		r.mu.Lock()
+		fn = r.take()
+		r.mu.Unlock()
+		if fn != nil {
+			continue
+		}
+		if linger == nil {
+			linger = time.NewTimer(runnerLinger)
+		} else {
+			linger.Reset(runnerLinger)
+		}
 		for fn == nil {
 			expired := false
 			select {
@@ -91,13 +102,28 @@ func (r *runner) work(fn func()) {
 				expired = true
 			}
 			r.mu.Lock()
-			fn, r.pending = r.pending, nil
+			fn = r.take()
 			if fn == nil && expired {
 				r.alive = false
 				r.mu.Unlock()
+				linger.Stop()
 				return
 			}
 			r.mu.Unlock()
 		}
 	}
+}
+
+// take returns the next pending run, or nil; r.mu is held.
+func (r *runner) take() func() {
+	if r.head == len(r.pending) {
+		return nil
+	}
+	fn := r.pending[r.head]
+	r.pending[r.head] = nil
+	r.head++
+	if r.head == len(r.pending) {
+		r.pending, r.head = r.pending[:0], 0
+	}
+	return fn
 }

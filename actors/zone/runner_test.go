@@ -20,6 +20,7 @@ type mailboxLike struct {
 	running atomic.Int32 // 0 idle, 1 scheduled or running
 	inRun   atomic.Int32 // runs executing now (must stay ≤ 1)
 	overlap atomic.Bool
+	slow    time.Duration // each run takes this long at least
 }
 
 func (m *mailboxLike) post() {
@@ -35,6 +36,9 @@ func (m *mailboxLike) run() {
 			m.overlap.Store(true)
 		}
 		m.taken.Store(m.posted.Load())
+		if m.slow > 0 {
+			time.Sleep(m.slow)
+		}
 		m.inRun.Add(-1)
 		m.running.Store(0)
 		if m.taken.Load() == m.posted.Load() || !m.running.CompareAndSwap(0, 1) {
@@ -108,5 +112,30 @@ func TestRunnerLosesNoRun(t *testing.T) {
 	waitFor(t, 5*time.Second, "every post taken", func() bool { return m.taken.Load() == 16000 })
 	if m.overlap.Load() {
 		t.Fatal("two runs at once")
+	}
+}
+
+// TestRunnerSharedByMailboxes: one runner dispatching several mailboxes
+// (Props spawned more than once) runs every run of each, one at a time.
+func TestRunnerSharedByMailboxes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r := newRunner(zoneThroughput)
+	defer r.Stop()
+	ms := make([]*mailboxLike, 4)
+	var wg sync.WaitGroup
+	for i := range ms {
+		ms[i] = &mailboxLike{d: r, slow: 20 * time.Microsecond} // the others schedule meanwhile
+		wg.Go(func() {
+			for range 3000 {
+				ms[i].post()
+			}
+		})
+	}
+	wg.Wait()
+	for i, m := range ms {
+		waitFor(t, 5*time.Second, "every post taken", func() bool { return m.taken.Load() == 3000 })
+		if m.overlap.Load() {
+			t.Fatalf("mailbox %d: two runs at once", i)
+		}
 	}
 }
