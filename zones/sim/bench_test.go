@@ -89,9 +89,17 @@ func crowdInput(z *Zone, players int, now time.Duration, tick int, mv []move.Mov
 // the benchmarking thread's CPU time per tick (Linux; wall time
 // elsewhere): on a shared machine wall time counts whatever else holds
 // the core.
-func BenchmarkZoneTick(b *testing.B) {
+func BenchmarkZoneTick(b *testing.B) { benchZoneTick(b, 0) }
+
+// BenchmarkZoneTickCrowd (informative) is BenchmarkZoneTick with the
+// players crowded into 380 m × 380 m, as BenchmarkZoneGhosts: ≈ 46 in
+// view (cmd/capacity's bots see 43 at 1,000 players), ≈ 80 candidates a
+// player's interest scan reads.
+func BenchmarkZoneTickCrowd(b *testing.B) { benchZoneTick(b, 380) }
+
+func benchZoneTick(b *testing.B, side float64) {
 	defer lockThread()()
-	z, now := crowdZone(b, 250)
+	z, now := crowdZoneWith(b, 250, side, nil)
 	var mv []move.Move
 	var refs []ghost.ViewRef
 	tick := 0
