@@ -170,6 +170,14 @@ type Control struct {
 	State       move.ControlState
 	// Force sends State in full with no CRC round trip (teleport, respawn).
 	Force bool
+	// View is the nudge of a ViewReady carried by the Control (to a
+	// connection that joined with Join.ViewWithControl): the player's
+	// ViewSlot holds a view, published before this Control was sent. The
+	// connection must take it even when it drops the Control (a stale
+	// epoch): the slot sends no other nudge until it is taken. (Beside
+	// Force, in one word: after Events it padded a word of its own, 184
+	// bytes, the 192-byte size class; now 176.)
+	View bool
 	// Tick is the zone tick this state belongs to.
 	Tick uint64
 	// At is that tick's scheduled time on the node clock. The zones of a
@@ -185,12 +193,6 @@ type Control struct {
 	// it to the client (of its own numbering generation only), which then
 	// forgets those events (docs/protocol.md §7.20).
 	Events handoff.EventFence
-	// View is the nudge of a ViewReady carried by the Control (to a
-	// connection that joined with Join.ViewWithControl): the player's
-	// ViewSlot holds a view, published before this Control was sent. The
-	// connection must take it even when it drops the Control (a stale
-	// epoch): the slot sends no other nudge until it is taken.
-	View bool
 
 	// home is the slot that made it (ViewSlot.NewControl): Release gives
 	// it back there for the player's next tick.

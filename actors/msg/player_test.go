@@ -2,6 +2,7 @@ package msg
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -27,5 +28,14 @@ func TestReleasedInputKeepsLittleRoom(t *testing.T) {
 				t.Fatalf("after Release: len %d, room %d; want room kept %v", len(in.Moves), cap(in.Moves), tc.keep)
 			}
 		})
+	}
+}
+
+// TestControlSize keeps a Control (one a player, at its ViewSlot or on
+// its way to the connection) in the 176-byte size class: 184 bytes, the
+// 192-byte class, while View sat after Events in a word of its own.
+func TestControlSize(t *testing.T) {
+	if n := unsafe.Sizeof(Control{}); n > 176 {
+		t.Errorf("Control is %d bytes, want ≤ 176 (the 176-byte size class)", n)
 	}
 }
