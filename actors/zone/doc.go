@@ -29,6 +29,11 @@
 // cost (ReportTickCost) so the zone degrades under overload instead of
 // drifting.
 //
+// The mailbox runs on one goroutine per zone (runner, the actor's
+// dispatcher), kept between runs while the zone ticks, not on a new
+// goroutine per run: each of those grew its small initial stack on the
+// zone's first deep call and freed it on exit.
+//
 // # Handoff in process
 //
 // Zone actors are named "zone-<id>", so a zone addresses a neighbour by id
@@ -63,9 +68,12 @@
 //
 // # Queues
 //
-//	mailbox      protoactor's unbounded mailbox; bounded in practice by the
-//	             senders: one Input per client packet, one Control and view
-//	             per tick, one replica batch per neighbour per tick
+//	mailbox      protoactor's priority mailbox; its inputs ≤ MaxQueuedInputs
+//	             per joined player, at least 1,024 (inputMailbox: drop the
+//	             newest without events, counted in InputsShed; the
+//	             connections resend their moves); the rest bounded by the
+//	             senders: one Control and view per tick, one replica batch
+//	             per neighbour per tick
 //	moves        per player in the simulation, ≤ MaxQueuedMoves (drop newest, counted)
 //	views        msg.ViewSlot: newest supersedes
 //	ticks        one timer, one tick message in flight at most
