@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -35,7 +33,7 @@ import (
 // acknowledged moves around a handoff stays below the offer timeout; it is
 // one tick when the machine keeps up).
 func TestCrowdCrossesAtOnce(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	players := 1000
 	if testing.Short() {
 		players = 300

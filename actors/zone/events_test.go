@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/event"
@@ -61,7 +60,7 @@ func ordered(lane uint8, p []byte) msg.Event {
 // before it releases the pooled Input whose arena it lives in (a kept
 // alias would be overwritten by the next Input from the pool).
 func TestEchoComesBackByteForByte(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	f := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, MaxEventBytesPerTick: 1 << 20})
 	defer f.stop()
 	f.join(1, "x0z0")
@@ -120,7 +119,7 @@ func TestEchoComesBackByteForByte(t *testing.T) {
 // per tick; the rest are dropped and counted, and the budget is back the
 // next tick.
 func TestEchoBudgetPerTick(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	f := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, MaxEventBytesPerTick: 100})
 	defer f.stop()
 	f.join(1, "x0z0")
@@ -163,7 +162,7 @@ func gwtp(x, z float32) []byte {
 // normal handoff, where the new owner forces the send. Malformed requests
 // are counted and change nothing.
 func TestTeleportEvent(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	w := pairWorld(t)
 	f := startFixtureWith(t, w, sim.Config{TickRate: 50}, nil, Params{Spawn: at})
 	defer f.stop()
@@ -246,7 +245,7 @@ func (r *recorder) HandleEvent(c *EventContext, player uint64, e *msg.Event) {
 
 // The dev game can be switched off, and a game plugs in its own handler.
 func TestEventHandlerIsPluggable(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	w := pairWorld(t)
 	sys := quietSystem()
 	defer sys.Shutdown()
@@ -316,7 +315,7 @@ func TestEventHandlerIsPluggable(t *testing.T) {
 // Extra[0..1] is the move seq its state reflects; a token id in the NPC
 // range is refused with a Kick.
 func TestViewsNamePlayersByTokenID(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	a, b := uint64(0x4757_0000_0000+1<<20|1), uint64(0x4757_0000_0000+2<<20|7)
 	walk := func(id uint64, tick int) (int8, uint16) { return 0, uint16(id) } // turn on the spot
 	near := func(id uint64, r world.Rect) [3]float32 { return [3]float32{float32(-500 + float64(id%8)), 0, 0} }

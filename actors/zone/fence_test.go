@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
 	"github.com/ghostwire/ghostwire/replication/event"
@@ -69,7 +67,7 @@ func names(from, to uint64) []string {
 // second resend changes nothing; a new session (another numbering) starts
 // the fence again. docs/protocol.md §7.20.
 func TestEventFenceSurvivesARestore(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	const gen = 0xfeed
 	logA := &laneLog{}
 	a := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logA})
@@ -128,7 +126,7 @@ func TestEventFenceSurvivesARestore(t *testing.T) {
 // A handoff carries the fence: events the old owner applied, sent again
 // to the new owner, are dropped there.
 func TestEventFenceTravelsWithAHandoff(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	const gen = 77
 	log := &laneLog{dev: DevGame{Teleport: true}}
 	f := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: log})

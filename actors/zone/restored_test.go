@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
@@ -20,7 +18,7 @@ import (
 // otherwise. A refusal for an epoch the player is no longer at here
 // changes nothing.
 func TestRestoredPlayerDroppedWhenItsRecordMovedOn(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	type call struct {
 		player, epoch, from uint64
 		refused             func()

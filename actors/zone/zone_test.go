@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/ghost"
@@ -120,7 +119,7 @@ func zoneOf(pid *actor.PID) string { return strings.TrimPrefix(pid.Id, "zone-") 
 // applied exactly as many moves in total), each connection routed to its
 // player's owner.
 func TestWorldCrossings(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	const players, npcs = 24, 200
 	// Each player walks from its quadrant through the centre of the world
 	// towards the opposite one and back, 1.5 s each way, crossing both
@@ -212,7 +211,7 @@ func TestWorldCrossings(t *testing.T) {
 // Players walking back and forth across one border: handoffs per player
 // stay within the dwell bound, nothing is lost.
 func TestBorderOscillationInActors(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	const players = 8
 	const dwell = 1500 * time.Millisecond
 	walk := func(id uint64, tick int) (int8, uint16) {
@@ -257,7 +256,7 @@ func TestBorderOscillationInActors(t *testing.T) {
 // new owner; a Join for a position outside every zone cannot happen (the
 // zone places players itself), and a teleport across zones hands off.
 func TestLeaveFollowsTheEntity(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	w, _ := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
 	f := startFixture(t, w, sim.Config{TickRate: 50}, nil, nil)
 	defer f.stop()
@@ -286,7 +285,7 @@ func TestLeaveFollowsTheEntity(t *testing.T) {
 // entries (a view bound for another process), and both resolve to the
 // same entities.
 func TestViewsAsSnapshotReferences(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
 	if err != nil {
 		t.Fatal(err)
