@@ -415,10 +415,18 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if resend {
 			mask = t.unconfirmed(id, s, c)
 		}
-		// Where the view left the position and yaw code: looked up once
-		// for the posForm, the update and the position's track.
+		// Where the view left the position, yaw code and group codes:
+		// looked up once for the posForm, the update and the position's
+		// track. The usual ghost's are its snapshot entry's (latest and
+		// codesOf written out: one lookup of the entry, not two).
 		var yaw uint16
-		q, yaw = t.latest(id, s)
+		var gc *[snapCodes]uint64
+		if t.snapMode && s.si&siCarry == 0 {
+			e := &t.snapOf(s).ents[s.si]
+			q, yaw, gc = &e.qpos, e.yawQ, &e.gc
+		} else {
+			q, yaw = t.latest(id, s)
+		}
 		var pf posForm
 		if mask&c.posBit != 0 {
 			t.posForm(id, s, q, &pf)
@@ -433,10 +441,6 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if mask == 0 {
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
-		}
-		var gc *[snapCodes]uint64
-		if mask&c.coded != 0 {
-			gc = t.codesOf(s)
 		}
 		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
