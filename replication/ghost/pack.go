@@ -83,9 +83,20 @@ func ilog4(x uint64) int {
 // log(StaleUnit), with log(prio) precomputed per view (prioB =
 // bucketOf(prio)).
 func (k *tableConfig) grown(prioB uint8, age int32) int {
-	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
+	b := int(prioB) + grownOffset(k, age)
 	return max(0, min(b, tierBuckets-1))
 }
+
+// grownOffset is what grown adds to the priority's bucket for an age in
+// ms: log(StaleUnit + age) − log(StaleUnit), in quarter octaves (tabled
+// in grownB for the ages below MaxStaleness).
+func grownOffset(k *tableConfig, age int32) int {
+	return ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
+}
+
+// maxGrownB bounds tableConfig.grownB: ages past it (a MaxStaleness of
+// more than 4 s) are computed, as are creates (they wait any time).
+const maxGrownB = 4096
 
 // waited is the bucket of age/StaleUnit × overdueWeight (age in ms):
 // overdue ghosts go by waiting time, weighted by owtB =
@@ -298,6 +309,8 @@ func (p *packer) collect(t *Table, now msTime) int {
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
+			} else if uint32(age) < uint32(len(k.grownB)) { // the usual: grown, tabled
+				b = tierUpdate*tierBuckets + max(0, min(int(s.prioB)+int(k.grownB[age]), tierBuckets-1))
 			} else {
 				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
