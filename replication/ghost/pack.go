@@ -743,22 +743,26 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 	var st *State
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		g := &c.Groups[i]
 		var v uint64
 		var n uint
-		switch {
-		case g.pos && pf.k > 0:
+		switch k := c.wk[i]; {
+		case k >= wkCoded && gc != nil && gc[(k-wkCoded)&(snapCodes-1)] != noCode:
+			code := gc[(k-wkCoded)&(snapCodes-1)]
+			v, n = code&(1<<codeShift-1), uint(code>>codeShift) // Encode's field, coded at Seal
+		case k == wkPos && pf.k > 0:
 			v, n = posWindow(q, pf)
-		case g.yaw && i == c.yawIdx:
-			v, n = uint64(yaw), g.yc.bits // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
-		case g.slot != 0 && gc != nil && gc[g.slot-1] != noCode:
-			v, n = gc[g.slot-1]&(1<<codeShift-1), uint(gc[g.slot-1]>>codeShift) // Encode's field, coded at Seal
-		case g.yaw:
-			if st == nil {
-				st = t.stateOf(id)
+		case k == wkYaw:
+			v, n = uint64(yaw), uint(c.yawBits) // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
+		default:
+			g := &c.Groups[i]
+			if g.yaw { // a second yaw group
+				if st == nil {
+					st = t.stateOf(id)
+				}
+				v, n = g.yc.code(st.Yaw), g.yc.bits
+				break
 			}
-			v, n = g.yc.code(st.Yaw), g.yc.bits
-		default: // written by the group's Encode, or absolute: the run goes first
+			// Written by the group's Encode, or absolute: the run goes first.
 			if rn > 0 {
 				if err := w.WriteBits(rv, rn); err != nil {
 					return err
