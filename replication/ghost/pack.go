@@ -411,6 +411,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	var err error
 	pushPos := false
 	var q *[3]uint32 // the latest quantized position, if the record carries it
+	var ql uint64    // q packed (posPool.packLo), if it does
 	switch s.phase {
 	case phaseKilling:
 		kind = recKill
@@ -420,6 +421,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		err = t.writeCreate(w, id, s, c, width)
 		if pushPos = c.posIdx >= 0; pushPos {
 			q = t.qposOf(id, s)
+			ql = t.pp.packLo(q)
 		}
 	default:
 		kind = recUpdate
@@ -457,6 +459,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
+		ql = pf.ql // posForm's: it sends the position (posSend)
 		if err == nil && pushPos && pf.k == 0 {
 			t.rareOf().AbsolutePos++
 		}
@@ -489,7 +492,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		tr.push(&t.pp, stamp(t.viewMS), q)
+		tr.pushLo(&t.pp, stamp(t.viewMS), q, ql)
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {
@@ -589,6 +592,7 @@ type posForm struct {
 	kind int
 	k    uint      // window width 1..15; 0 means absolute
 	d    [3]uint64 // per axis, the largest residual over the client's possible predictions
+	ql   uint64    // the position packed (posPool.packLo), when kind is posSend or posSame
 }
 
 // Kinds of posForm.
@@ -621,12 +625,13 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		return
 	}
 	tr := &t.pos[id]
+	pf.ql = t.pp.packLo(q) // for form1 and the position's push
 	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)
 	}
 	var same bool
 	if tr.fast1(&t.pp) { // the usual track: one pass
-		same = tr.form1(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
+		same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
 		same = t.formWalk(id, tr, q, s.restCopies == 0, &pf.d)
 	}

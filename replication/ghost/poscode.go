@@ -376,13 +376,16 @@ func (p *posTrack) full() bool { return p.n() == posRingLen }
 // push records the position q stamped t (newer than every one in flight).
 // Fields are stored one by one: building the node as a value first costs a
 // store-forwarding stall on every record.
-func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
+func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) { p.pushLo(x, t, q, x.packLo(q)) }
+
+// pushLo is push for a caller that has q packed already (lo: packLo).
+func (p *posTrack) pushLo(x *posPool, t stamp, q *[3]uint32, lo uint64) {
 	if p.n() == posRingLen { // callers check full(); never lose the newest
 		p.dropOldest(x)
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.t, nd.q = t, x.packLo(q)
+	nd.t, nd.q = t, lo
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
@@ -533,13 +536,13 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 func (p *posTrack) fast1(x *posPool) bool { return p.n() <= 1 && !x.wide }
 
 // form1 is the position coding of posForm for a track with fast1 (p.dn >
-// 0) and ghost id's value q stamped t: it reports whether every value the
+// 0) and ghost id's value q stamped t (ql: q packed, packLo): it reports whether every value the
 // client may show equals q (clientHasIn; asked only if checkSame), else
 // widens d as spread does. clientHasIn and spread are written out for a
 // list of at most one: the same pairs in the same order, so the same d bit
 // for bit (TestFormMatchesGeneral). It saves the 176-byte list copy, its
 // walk, and the older delivered value's unpacking when no pair needs it.
-func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
+func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	lo := p.dq[1]
 	var d1, f posVal
 	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in
@@ -553,7 +556,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 		f.t, fq = nd.t, nd.q
 		fd = f.t.sub(p.t1)
 	}
-	if checkSame && lo == x.packLo(q) && (fd <= 0 || fq == lo) {
+	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
 		return true
 	}
 	dn := p.dn()
