@@ -83,9 +83,20 @@ func ilog4(x uint64) int {
 // log(StaleUnit), with log(prio) precomputed per view (prioB =
 // bucketOf(prio)).
 func (k *tableConfig) grown(prioB uint8, age int32) int {
-	b := int(prioB) + ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
+	b := int(prioB) + grownOffset(k, age)
 	return max(0, min(b, tierBuckets-1))
 }
+
+// grownOffset is what grown adds to the priority's bucket for an age in
+// ms: log(StaleUnit + age) − log(StaleUnit), in quarter octaves (tabled
+// in grownB for the ages below MaxStaleness).
+func grownOffset(k *tableConfig, age int32) int {
+	return ilog4(uint64(max(age, 0))*uint64(time.Millisecond)+k.unit) - k.logUnit
+}
+
+// maxGrownB bounds tableConfig.grownB: ages past it (a MaxStaleness of
+// more than 4 s) are computed, as are creates (they wait any time).
+const maxGrownB = 4096
 
 // waited is the bucket of age/StaleUnit × overdueWeight (age in ms):
 // overdue ghosts go by waiting time, weighted by owtB =
@@ -298,6 +309,8 @@ func (p *packer) collect(t *Table, now msTime) int {
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
+			} else if uint32(age) < uint32(len(k.grownB)) { // the usual: grown, tabled
+				b = tierUpdate*tierBuckets + max(0, min(int(s.prioB)+int(k.grownB[age]), tierBuckets-1))
 			} else {
 				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
@@ -398,6 +411,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	var err error
 	pushPos := false
 	var q *[3]uint32 // the latest quantized position, if the record carries it
+	var ql uint64    // q packed (posPool.packLo), if it does
 	switch s.phase {
 	case phaseKilling:
 		kind = recKill
@@ -407,6 +421,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		err = t.writeCreate(w, id, s, c, width)
 		if pushPos = c.posIdx >= 0; pushPos {
 			q = t.qposOf(id, s)
+			ql = t.pp.packLo(q)
 		}
 	default:
 		kind = recUpdate
@@ -415,10 +430,18 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if resend {
 			mask = t.unconfirmed(id, s, c)
 		}
-		// Where the view left the position and yaw code: looked up once
-		// for the posForm, the update and the position's track.
+		// Where the view left the position, yaw code and group codes:
+		// looked up once for the posForm, the update and the position's
+		// track. The usual ghost's are its snapshot entry's (latest and
+		// codesOf written out: one lookup of the entry, not two).
 		var yaw uint16
-		q, yaw = t.latest(id, s)
+		var gc *[snapCodes]uint64
+		if t.snapMode && s.si&siCarry == 0 {
+			e := &t.snapOf(s).ents[s.si]
+			q, yaw, gc = &e.qpos, e.yawQ, &e.gc
+		} else {
+			q, yaw = t.latest(id, s)
+		}
 		var pf posForm
 		if mask&c.posBit != 0 {
 			t.posForm(id, s, q, &pf)
@@ -434,12 +457,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
 		}
-		var gc *[snapCodes]uint64
-		if mask&c.coded != 0 {
-			gc = t.codesOf(s)
-		}
 		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
 		pushPos = mask&c.posBit != 0
+		ql = pf.ql // posForm's: it sends the position (posSend)
 		if err == nil && pushPos && pf.k == 0 {
 			t.rareOf().AbsolutePos++
 		}
@@ -472,7 +492,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		tr.push(&t.pp, stamp(t.viewMS), q)
+		tr.pushLo(&t.pp, stamp(t.viewMS), q, ql)
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {
@@ -572,6 +592,7 @@ type posForm struct {
 	kind int
 	k    uint      // window width 1..15; 0 means absolute
 	d    [3]uint64 // per axis, the largest residual over the client's possible predictions
+	ql   uint64    // the position packed (posPool.packLo), when kind is posSend or posSame
 }
 
 // Kinds of posForm.
@@ -604,12 +625,13 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		return
 	}
 	tr := &t.pos[id]
+	pf.ql = t.pp.packLo(q) // for form1 and the position's push
 	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)
 	}
 	var same bool
 	if tr.fast1(&t.pp) { // the usual track: one pass
-		same = tr.form1(&t.pp, q, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
+		same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
 		same = t.formWalk(id, tr, q, s.restCopies == 0, &pf.d)
 	}
@@ -726,22 +748,26 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 	var st *State
 	for m := mask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros64(m)
-		g := &c.Groups[i]
 		var v uint64
 		var n uint
-		switch {
-		case g.pos && pf.k > 0:
+		switch k := c.wk[i]; {
+		case k >= wkCoded && gc != nil && gc[(k-wkCoded)&(snapCodes-1)] != noCode:
+			code := gc[(k-wkCoded)&(snapCodes-1)]
+			v, n = code&(1<<codeShift-1), uint(code>>codeShift) // Encode's field, coded at Seal
+		case k == wkPos && pf.k > 0:
 			v, n = posWindow(q, pf)
-		case g.yaw && i == c.yawIdx:
-			v, n = uint64(yaw), g.yc.bits // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
-		case g.slot != 0 && gc != nil && gc[g.slot-1] != noCode:
-			v, n = gc[g.slot-1]&(1<<codeShift-1), uint(gc[g.slot-1]>>codeShift) // Encode's field, coded at Seal
-		case g.yaw:
-			if st == nil {
-				st = t.stateOf(id)
+		case k == wkYaw:
+			v, n = uint64(yaw), uint(c.yawBits) // YawGroup's Encode, quantized at the view (a snapshot's: at Seal)
+		default:
+			g := &c.Groups[i]
+			if g.yaw { // a second yaw group
+				if st == nil {
+					st = t.stateOf(id)
+				}
+				v, n = g.yc.code(st.Yaw), g.yc.bits
+				break
 			}
-			v, n = g.yc.code(st.Yaw), g.yc.bits
-		default: // written by the group's Encode, or absolute: the run goes first
+			// Written by the group's Encode, or absolute: the run goes first.
 			if rn > 0 {
 				if err := w.WriteBits(rv, rn); err != nil {
 					return err

@@ -376,13 +376,16 @@ func (p *posTrack) full() bool { return p.n() == posRingLen }
 // push records the position q stamped t (newer than every one in flight).
 // Fields are stored one by one: building the node as a value first costs a
 // store-forwarding stall on every record.
-func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) {
+func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) { p.pushLo(x, t, q, x.packLo(q)) }
+
+// pushLo is push for a caller that has q packed already (lo: packLo).
+func (p *posTrack) pushLo(x *posPool, t stamp, q *[3]uint32, lo uint64) {
 	if p.n() == posRingLen { // callers check full(); never lose the newest
 		p.dropOldest(x)
 	}
 	i := x.get()
 	nd := &x.nodes[i]
-	nd.t, nd.q = t, x.packLo(q)
+	nd.t, nd.q = t, lo
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
@@ -533,15 +536,13 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 func (p *posTrack) fast1(x *posPool) bool { return p.n() <= 1 && !x.wide }
 
 // form1 is the position coding of posForm for a track with fast1 (p.dn >
-// 0) and ghost id's value q stamped t: it reports whether every value the
+// 0) and ghost id's value q stamped t (ql: q packed, packLo): it reports whether every value the
 // client may show equals q (clientHasIn; asked only if checkSame), else
 // widens d as spread does. clientHasIn and spread are written out for a
 // list of at most one: the same pairs in the same order, so the same d bit
 // for bit (TestFormMatchesGeneral). It saves the 176-byte list copy, its
 // walk, and the older delivered value's unpacking when no pair needs it.
-func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
-	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	m0, m1, m2 := x.masks()
+func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	lo := p.dq[1]
 	var d1, f posVal
 	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in
@@ -555,7 +556,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 		f.t, fq = nd.t, nd.q
 		fd = f.t.sub(p.t1)
 	}
-	if checkSame && lo == x.packLo(q) && (fd <= 0 || fq == lo) {
+	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
 		return true
 	}
 	dn := p.dn()
@@ -571,6 +572,10 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 			return false
 		}
 	}
+	// The other tracks unpack: the shifts and masks only here (pair2
+	// takes its own), not on the steady track's way.
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
 	d1.t = p.t1
 	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	if hasF {
@@ -608,12 +613,13 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, t stamp, lim *[3]uint32, chec
 // pair2 widens d, per axis, by the pairs (d0, d1) and (d1, f) for q, the
 // three packed as in the pool (narrow): d1 is span0 after d0, f is spanF
 // after d1 and dtF before q, each of the three spans in (0,
-// predictMaxMS], and so is q's distance from d1 (dtF + spanF). Each axis
-// is unpacked once for both pairs, in registers; the factors are whole
-// (predWhole) when the views came evenly spaced, as in the benchmarks,
-// else the float work (predictAxis), skipped on an axis a pair did not
-// move on (it predicts its newer value exactly). The same d as spread's
-// (TestFormMatchesGeneral): max is order-free.
+// predictMaxMS], and so is q's distance from d1 (dtF + spanF). The
+// factors are whole (predWhole) when the views came evenly spaced, as in
+// the benchmarks, else the float work (predictAxis), skipped on an axis a
+// pair did not move on (it predicts its newer value exactly). Axis by
+// axis, each unpacked just before its two pairs: with
+// all nine codes unpacked first, most of them lived on the stack. The
+// same d as spread's (TestFormMatchesGeneral): max is order-free.
 func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uint32, d *[3]uint64) {
 	dt1 := dtF + spanF // q's distance from d1
 	var m0, mF int64   // whole factors, 0: none
@@ -630,23 +636,25 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 		mF = 2
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1, k2 := x.masks()
-	q0, q1, q2 := q[0], q[1], q[2]
-	l0, l1, l2 := lim[0], lim[1], lim[2]
-	// Each axis's three codes, unpacked once for both pairs.
-	a0, b0, c0 := int64(uint32(d0)&k0), int64(uint32(d1)&k0), int64(uint32(f)&k0)
-	a1, b1, c1 := int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1), int64(uint32(f>>s1)&k1)
-	a2, b2, c2 := int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2), int64(uint32(f>>s2)&k2)
 	if m0 != 0 && mF != 0 { // predWhole, written out
-		d[0] = max(d[0], resid(q0, b0+(b0-a0)*m0, l0), resid(q0, c0+(c0-b0)*mF, l0))
-		d[1] = max(d[1], resid(q1, b1+(b1-a1)*m0, l1), resid(q1, c1+(c1-b1)*mF, l1))
-		d[2] = max(d[2], resid(q2, b2+(b2-a2)*m0, l2), resid(q2, c2+(c2-b2)*mF, l2))
+		k := uint32(1)<<(s1&31) - 1
+		a, b, c := int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k)
+		d[0] = max(d[0], resid(q[0], b+(b-a)*m0, lim[0]), resid(q[0], c+(c-b)*mF, lim[0]))
+		k = uint32(1)<<((s2-s1)&31) - 1
+		a, b, c = int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k)
+		d[1] = max(d[1], resid(q[1], b+(b-a)*m0, lim[1]), resid(q[1], c+(c-b)*mF, lim[1]))
+		k = uint32(1)<<(x.sh[3]&31) - 1
+		a, b, c = int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k)
+		d[2] = max(d[2], resid(q[2], b+(b-a)*m0, lim[2]), resid(q[2], c+(c-b)*mF, lim[2]))
 		return
 	}
 	f0, fF := float64(dt1)/float64(span0), float64(dtF)/float64(spanF)
-	d[0] = max(d[0], float2(a0, b0, c0, q0, f0, fF, l0))
-	d[1] = max(d[1], float2(a1, b1, c1, q1, f0, fF, l1))
-	d[2] = max(d[2], float2(a2, b2, c2, q2, f0, fF, l2))
+	k := uint32(1)<<(s1&31) - 1
+	d[0] = max(d[0], float2(int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k), q[0], f0, fF, lim[0]))
+	k = uint32(1)<<((s2-s1)&31) - 1
+	d[1] = max(d[1], float2(int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k), q[1], f0, fF, lim[1]))
+	k = uint32(1)<<(x.sh[3]&31) - 1
+	d[2] = max(d[2], float2(int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k), q[2], f0, fF, lim[2]))
 }
 
 // resid is |q − v| for v clamped to [0, lim].

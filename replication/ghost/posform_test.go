@@ -87,7 +87,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 			continue
 		}
 		got := d0
-		gotSame := p.form1(&x, &q, tq, &qt.lim, check, &got)
+		gotSame := p.form1(&x, &q, x.packLo(&q), tq, &qt.lim, check, &got)
 		if gotSame != wantSame || got != want {
 			t.Fatalf("case %d: track %+v, in flight %v, q %v at %d (check %v): form %v %v, general %v %v",
 				it, p, fl, q, tq, check, gotSame, got, wantSame, want)
@@ -173,7 +173,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 		if ref != want {
 			t.Fatalf("case %d: spread %v, reference %v", it, want, ref)
 		}
-		if p.form1(&x, &q, tq, &qt.lim, false, &got) || got != want {
+		if p.form1(&x, &q, x.packLo(&q), tq, &qt.lim, false, &got) || got != want {
 			t.Fatalf("case %d: track %+v, in flight %v, q %v at %d: form %v, general %v", it, p, fl, q, tq, got, want)
 		}
 		if ms[1]-ms[0] <= predictMaxMS && ms[3]-ms[1] <= predictMaxMS {

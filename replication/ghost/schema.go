@@ -558,7 +558,21 @@ type Class struct {
 	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
 	reg    *Registry // the first registry c was registered in
 	ri     uint16    // c's index in reg.classes
+	// wk[i] is how an update writes group i from what the table has at
+	// hand (wkPos, wkYaw, wkCoded+slot index; wkOther: the group itself
+	// says), and yawBits the first yaw group's width: writeUpdate's
+	// dispatch reads a byte a group, not the 100-byte Group.
+	wk      [MaxGroups]uint8
+	yawBits uint8
 }
+
+// Kinds of Class.wk.
+const (
+	wkOther = iota // Encode, a second yaw group, or a position sent absolute
+	wkPos          // the position group: a window, or absolute (wkOther's way)
+	wkYaw          // the first yaw group: Table.latest's yaw code
+	wkCoded        // wkCoded+j: the group with snapEnt.gc[j] (Group.slot = j+1)
+)
 
 // Registry is the first registry c was registered in (nil: none). A zone
 // that is handed classes makes its snapshots of their registry.
@@ -594,16 +608,20 @@ func (c *Class) prepare() error {
 	}
 	c.all = ^uint64(0) >> (64 - uint(n))
 	c.posIdx, c.posBit, c.yawIdx, c.coded = -1, 0, -1, 0
+	c.wk, c.yawBits = [MaxGroups]uint8{}, 0
 	for i := range c.Groups {
 		g := &c.Groups[i]
 		g.slot = 0
 		if g.yaw && c.yawIdx < 0 {
 			c.yawIdx = i
+			c.wk[i], c.yawBits = wkYaw, uint8(g.yc.bits)
 		} else if n := bits.OnesCount64(c.coded); g.code != nil && n < snapCodes {
 			g.slot = uint8(n + 1)
 			c.coded |= 1 << uint(i)
+			c.wk[i] = wkCoded + uint8(n)
 		}
 		if g.pos {
+			c.wk[i] = wkPos
 			if c.posIdx >= 0 {
 				return fmt.Errorf("%w: class %q has two position groups", ErrClass, c.Name)
 			}

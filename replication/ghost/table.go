@@ -535,6 +535,10 @@ type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
 	logUnit int    // ilog4(unit)
+	// grownB[age] is grownOffset(age) for the ages in ms below
+	// MaxStaleness (at most maxGrownB): collect buckets every dirty ghost
+	// by it, a load instead of a log each packet.
+	grownB []int16
 }
 
 // lastConfig is the tableConfig NewTable made last: the next table of an
@@ -549,6 +553,10 @@ func sharedConfig(cfg Config) *tableConfig {
 	}
 	k := &tableConfig{Config: cfg, unit: uint64(cfg.StaleUnit)}
 	k.logUnit = ilog4(k.unit)
+	k.grownB = make([]int16, min(msCeil(cfg.MaxStaleness), maxGrownB))
+	for age := range k.grownB {
+		k.grownB[age] = int16(grownOffset(k, int32(age)))
+	}
 	lastConfig.Store(k)
 	return k
 }

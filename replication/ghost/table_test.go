@@ -841,6 +841,27 @@ func TestIlog4MatchesBucketScale(t *testing.T) {
 	}
 }
 
+// collect's table of grown (tableConfig.grownB) gives grown's own
+// bucket for every age it covers, and covers the ages below MaxStaleness
+// up to maxGrownB (a long MaxStaleness computes the rest).
+func TestGrownTableIsGrown(t *testing.T) {
+	for _, cfg := range []Config{DefaultConfig(), {StaleUnit: 7 * time.Millisecond, MaxStaleness: 2*time.Second + 300*time.Microsecond}, {StaleUnit: time.Hour, MaxStaleness: time.Minute}} {
+		def := DefaultConfig()
+		def.StaleUnit, def.MaxStaleness = cfg.StaleUnit, cfg.MaxStaleness
+		k := sharedConfig(def)
+		if want := min(int(msCeil(def.MaxStaleness)), maxGrownB); len(k.grownB) != want {
+			t.Fatalf("StaleUnit %v MaxStaleness %v: %d ages tabled, want %d", def.StaleUnit, def.MaxStaleness, len(k.grownB), want)
+		}
+		for age := range k.grownB {
+			for _, p := range []uint8{0, 1, 100, tierBuckets - 20, tierBuckets - 1} {
+				if got, want := max(0, min(int(p)+int(k.grownB[age]), tierBuckets-1)), k.grown(p, int32(age)); got != want {
+					t.Fatalf("StaleUnit %v, age %d ms, priority bucket %d: tabled %d, grown %d", def.StaleUnit, age, p, got, want)
+				}
+			}
+		}
+	}
+}
+
 // flagRegistry registers an AlwaysInScope class "flag" (position, health)
 // beside the NPC class.
 func flagRegistry(t *testing.T) (*Registry, *Class, *Class) {
