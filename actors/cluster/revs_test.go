@@ -11,12 +11,12 @@ import (
 func TestRevisionCacheSweepsIdle(t *testing.T) {
 	p := &Players{revs: map[uint64]recRev{}, born: time.Now()}
 	now := time.Duration(0)
-	p.rememberAt(playerJob{player: 1, zone: "a", epoch: 3}, 10, now)
-	p.rememberAt(playerJob{player: 2, zone: "b", epoch: 4}, 20, now)
+	p.rememberAt(&playerJob{player: 1, zone: "a", epoch: 3}, 10, now)
+	p.rememberAt(&playerJob{player: 2, zone: "b", epoch: 4}, 20, now)
 	now += revIdle / 2
-	p.rememberAt(playerJob{player: 2, zone: "c", epoch: 5}, 21, now)
+	p.rememberAt(&playerJob{player: 2, zone: "c", epoch: 5}, 21, now)
 	now += revIdle/2 + time.Second // player 1 idle past revIdle, player 2 not
-	p.rememberAt(playerJob{player: 3, zone: "d", epoch: 6}, 30, now)
+	p.rememberAt(&playerJob{player: 3, zone: "d", epoch: 6}, 30, now)
 	if _, ok := p.revs[1]; ok {
 		t.Error("player 1's idle revision is still cached")
 	}
