@@ -86,6 +86,14 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 			// bound its memory so a runaway publisher cannot take the node.
 			JetStreamMaxMemory: 64 << 20,
 			JetStreamMaxStore:  1 << 30,
+			// No subject → subscribers cache in the account's (and the
+			// node user's permission) sublists: every player's record has
+			// its own subject ($KV.ghostwire_players.p.<id>), so at 1,000+
+			// players the 1,024-entry caches hold player subjects that come
+			// back once a second and churn past 1,024 (≈ 130 KB at 1,000
+			// players, measured). A match without it walks a four-level
+			// trie; each client's own 512-entry results cache stays.
+			NoSublistCache: true,
 		}
 		srv, err := natsserver.NewServer(opts)
 		if err != nil {
