@@ -37,4 +37,14 @@ func TestEmbeddedNATSKeepsNoSubjectCache(t *testing.T) {
 		t.Fatalf("%d subjects cached after %d matches, want none", sz.NumCache, sz.NumMatches)
 	}
 
+	// What the node wrote, as cmd/capacity reads it.
+	w, err := (&Node{nats: l}).NATSWrites(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.Buckets[BucketPlayers]
+	t.Logf("NATS out: %d msgs, %d B; players bucket %+v", w.Msgs, w.Bytes, p)
+	if p.Stored != 300 || p.LiveMsgs != 300 || p.BytesEach < 30 || w.Msgs < 300 || w.Bytes < 300 || len(w.Buckets) != 3 {
+		t.Fatalf("NATS writes %+v", w)
+	}
 }

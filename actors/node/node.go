@@ -257,6 +257,51 @@ func (n *Node) NATSURL() string {
 // NodeID is this node's id in the cluster.
 func (n *Node) NodeID() string { return n.node }
 
+// NATSWrites is what a node has written to NATS so far: its connection's
+// messages and bytes out (headers and payloads; nats.go counts no
+// subjects) and, per KV bucket, the messages stored (the stream's last
+// sequence) and the bytes a stored message takes on average (subject,
+// headers, record and the file store's framing, over the live messages).
+type NATSWrites struct {
+	Msgs, Bytes uint64
+	Buckets     map[string]BucketWrites
+}
+
+// BucketWrites is one KV bucket's part of NATSWrites.
+type BucketWrites struct {
+	Stored     uint64  // messages ever stored (last sequence)
+	BytesEach  float64 // live bytes ÷ live messages
+	LiveMsgs   uint64
+	LiveBytesB uint64
+}
+
+// NATSWrites reads the node's NATS counters (cmd/capacity's accounting).
+func (n *Node) NATSWrites(ctx context.Context) (NATSWrites, error) {
+	var w NATSWrites
+	if n.nats == nil || n.nats.nc == nil {
+		return w, errors.New("node: no NATS")
+	}
+	st := n.nats.nc.Stats()
+	w.Msgs, w.Bytes = st.OutMsgs, st.OutBytes
+	w.Buckets = make(map[string]BucketWrites, len(n.nats.kv))
+	for name := range n.nats.kv {
+		s, err := n.nats.js.Stream(ctx, "KV_"+name)
+		if err != nil {
+			return w, fmt.Errorf("bucket %s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return w, fmt.Errorf("bucket %s: %w", name, err)
+		}
+		b := BucketWrites{Stored: info.State.LastSeq, LiveMsgs: info.State.Msgs, LiveBytesB: info.State.Bytes}
+		if b.LiveMsgs > 0 {
+			b.BytesEach = float64(b.LiveBytesB) / float64(b.LiveMsgs)
+		}
+		w.Buckets[name] = b
+	}
+	return w, nil
+}
+
 // Leases is the zone directory this node sees (tests, tools).
 func (n *Node) Leases() *cluster.Leases { return n.leases }
 

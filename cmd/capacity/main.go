@@ -106,6 +106,14 @@ type Step struct {
 	GhostsPerBot float64 `json:"ghosts_per_bot"` // botswarm's series, mean of its last 10 seconds
 	SwarmExit    int     `json:"botswarm_exit"`
 
+	// What the node wrote to NATS over the window: its connection's
+	// messages and bytes (headers and payloads) a second, and per KV
+	// bucket the messages stored a second and the bytes a stored message
+	// takes (subject, headers, record, the file store's framing).
+	NATSMsgsPerS  float64                `json:"nats_msgs_out_per_s"`
+	NATSBytesPerS float64                `json:"nats_bytes_out_per_s"`
+	NATSBuckets   map[string]BucketStats `json:"nats_buckets,omitempty"`
+
 	// HeapParts is the live heap per player by part (--breakdown): the
 	// heap profile after the window minus the same at idle, divided.
 	HeapParts   map[string]float64 `json:"heap_per_player_by_part_bytes,omitempty"`
@@ -187,6 +195,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		steps = append(steps, st)
 		fmt.Fprintf(stderr, "capacity: %s\n", oneLine(st))
+		if st.NATSBuckets != nil {
+			fmt.Fprintf(stderr, "capacity: %s\n", natsLine(st))
+		}
 	}
 	writeTable(stdout, steps)
 	writeLimit(stdout, steps)
@@ -283,6 +294,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	g0 := gw.Stats()
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	nw0, nerr := nd.NATSWrites(ctx)
 	cpu0, wall0 := cpuTime(), time.Now()
 	profiling := false
 	if o.cpuProfile != "" && n == o.profileAt {
@@ -301,6 +313,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		pprof.StopCPUProfile()
 	}
 	cpu1, wall1 := cpuTime(), time.Now()
+	nw1, nerr1 := nd.NATSWrites(ctx)
 	g1 := gw.Stats()
 	var ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms1)
@@ -312,6 +325,9 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 
 	w := wall1.Sub(wall0).Seconds()
 	st.WindowS = w
+	if nerr == nil && nerr1 == nil {
+		natsRates(&st, nw0, nw1, w)
+	}
 	st.CPUCores = (cpu1 - cpu0).Seconds() / w
 	if st.Connected > 0 {
 		st.CPUMsPerPlayer = 1000 * st.CPUCores / float64(st.Connected)
