@@ -34,6 +34,37 @@ func TestClassifyNames(t *testing.T) {
 	}
 }
 
+// NATS's share of "other" is the stacks no part claims that pass through
+// NATS or the record writers; a part's bytes stay the part's.
+func TestNATSShareOfOther(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fns  []string
+		want bool
+	}{
+		{"the block cache", []string{"github.com/nats-io/nats-server/v2/server.init.func8", "sync.(*Pool).Get", "github.com/nats-io/nats-server/v2/server.getMsgBlockBuf", "github.com/nats-io/nats-server/v2/server.(*stream).internalLoop"}, true},
+		{"the revision cache", []string{"runtime.mapassign", "github.com/ghostwire/ghostwire/actors/cluster.(*Players).rememberAt"}, true},
+		{"a client's publish", []string{"runtime.makeslice", "github.com/nats-io/nats.go/jetstream.(*jetStream).PublishMsgAsync"}, true},
+		{"the handshake", []string{"runtime.newobject", "github.com/ghostwire/ghostwire/replication/handshake.NewRateLimiter"}, false},
+		{"a zone's checkpoint, queued from the zone actor", []string{"runtime.newobject", "github.com/ghostwire/ghostwire/actors/cluster.newCheckpointJob", "github.com/ghostwire/ghostwire/actors/zone.(*zoneActor).onTick"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := classifyNames(tc.fns)
+			if got := name == otherPart && natsNames(tc.fns); got != tc.want {
+				t.Errorf("NATS's share: %v, want %v (part %q)", got, tc.want, name)
+			}
+		})
+	}
+	// The share is a line of its own, not added to the sum.
+	var b strings.Builder
+	writeBreakdown(&b, []Step{{Players: 1, HeapParts: map[string]float64{otherPart: 3072, otherNATS: 2048, parts[0].name: 1024}}})
+	for _, want := range []string{"| " + otherPart + " | 3.0 KB |", "| " + otherNATS + " | 2.0 KB |", " | 4.0 KB |\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("breakdown table without %q:\n%s", want, b.String())
+		}
+	}
+}
+
 // sink keeps the test's allocation live until the profile is read.
 var sink [][]byte
 
