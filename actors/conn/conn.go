@@ -483,10 +483,11 @@ func (c *Conn) Move(m move.Move) {
 	if len(in.Moves) == 0 && c.lastMove > 0 && m.Seq > c.lastMove+1 {
 		in.LostBefore = m.Seq - c.lastMove - 1 // the client lost them: the zone must not wait
 	}
-	if len(c.unacked) > 0 && m.Seq-c.unackedSeq(0) >= 1<<31 {
-		// A jump no client makes (2^31 moves is 2 years of 30 Hz input):
-		// the moves kept are too far behind to be named by 32 bits of
-		// sequence (keptMove), and too old to be worth a resend.
+	if len(c.unacked) > 0 && m.Seq-c.unackedSeq(0) >= 1<<16 {
+		// A jump no client makes (its moves are numbered one by one, and
+		// 2^16 moves is 36 minutes of 30 Hz input, against maxUnacked's
+		// 8 s): the moves kept are too far behind to be named by 16 bits
+		// of sequence (keptMove), and too old to be worth a resend.
 		c.unacked = c.unacked[:0]
 	}
 	c.lastMove = m.Seq
@@ -504,27 +505,30 @@ func (c *Conn) Move(m move.Move) {
 	c.unacked = append(c.unacked, keep(m))
 }
 
-// keptMove is a move kept in unacked until a zone reports it applied: 20
-// bytes instead of a move.Move's 32. It keeps the low 32 bits of the
-// sequence number; the connection's newest move (lastMove) gives the rest,
-// every kept move being less than 2^31 behind it (Move).
+// keptMove is a move kept in unacked until a zone reports it applied: 16
+// bytes instead of a move.Move's 32, so the eight a connection keeps room
+// for are the 128-byte size class (160 with a 32-bit sequence: 20 bytes
+// each). It keeps the low 16 bits of the sequence number; the
+// connection's newest move (lastMove) gives the rest, every kept move
+// being less than 2^16 behind it (Move).
 type keptMove struct {
-	seq, crc        uint32
+	seq             uint16
 	yaw             uint16
 	pitch           int16
 	buttons         uint16
+	crc             uint32
 	dt              uint8
 	forward, strafe int8
 	hasCRC          bool
 }
 
 func keep(m move.Move) keptMove {
-	return keptMove{seq: uint32(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
+	return keptMove{seq: uint16(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
 		dt: m.Dt, forward: m.Forward, strafe: m.Strafe, hasCRC: m.HasCRC}
 }
 
-// seqOf is k's whole sequence number: at most 2^31 behind lastMove.
-func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint32(c.lastMove)-k.seq) }
+// seqOf is k's whole sequence number: less than 2^16 behind lastMove.
+func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint16(c.lastMove)-k.seq) }
 
 // unackedSeq is the sequence number of unacked[i].
 func (c *Conn) unackedSeq(i int) uint64 { return c.seqOf(c.unacked[i]) }
@@ -542,10 +546,10 @@ const maxUnacked = 256
 // ackMoves forgets the moves a zone reported applied.
 func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	// Kept moves at or below applied are d or more behind lastMove; each
-	// is less than 2^31 behind it, so 32 bits of distance tell.
+	// is less than 2^16 behind it, so 16 bits of distance tell.
 	i := len(c.unacked)
 	if applied < c.lastMove {
-		d, lo := c.lastMove-applied, uint32(c.lastMove)
+		d, lo := c.lastMove-applied, uint16(c.lastMove)
 		i = 0
 		for i < len(c.unacked) && uint64(lo-c.unacked[i].seq) >= d {
 			i++
@@ -557,14 +561,14 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
-			// maxUnacked moves (5 KB) per connection for good. A zone
+			// maxUnacked moves (4 KB) per connection for good. A zone
 			// keeping up leaves two or three moves here.
 			c.unacked = append(make([]keptMove, 0, max(minUnackedRoom, 2*n)), c.unacked...)
 		}
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (160 B): a zone that keeps up
+// minUnackedRoom is the room unacked keeps (128 B): a zone that keeps up
 // reports each tick's moves applied the next tick, which leaves two to
 // five 30 Hz moves here at a 20 Hz tick.
 const minUnackedRoom = 8
