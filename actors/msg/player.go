@@ -168,8 +168,6 @@ type Control struct {
 	// everything the zone simulated since (a collision, a push).
 	LastApplied uint64
 	State       move.ControlState
-	// Force sends State in full with no CRC round trip (teleport, respawn).
-	Force bool
 	// Tick is the zone tick this state belongs to.
 	Tick uint64
 	// At is that tick's scheduled time on the node clock. The zones of a
@@ -185,6 +183,11 @@ type Control struct {
 	// it to the client (of its own numbering generation only), which then
 	// forgets those events (docs/protocol.md §7.20).
 	Events handoff.EventFence
+	// Force sends State in full with no CRC round trip (teleport, respawn).
+	// (Beside View: a bool between two words takes a word of its own, and
+	// the two together keep a Control at 176 bytes, the size class below
+	// 192. A player's ViewSlot keeps one for its next tick.)
+	Force bool
 	// View is the nudge of a ViewReady carried by the Control (to a
 	// connection that joined with Join.ViewWithControl): the player's
 	// ViewSlot holds a view, published before this Control was sent. The

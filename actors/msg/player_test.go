@@ -2,6 +2,7 @@ package msg
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -27,5 +28,14 @@ func TestReleasedInputKeepsLittleRoom(t *testing.T) {
 				t.Fatalf("after Release: len %d, room %d; want room kept %v", len(in.Moves), cap(in.Moves), tc.keep)
 			}
 		})
+	}
+}
+
+// TestControlSize: a Control is 176 bytes, the size class below 192 (a
+// player's ViewSlot keeps one for its next tick, and one is in flight):
+// Force beside View, not between two words.
+func TestControlSize(t *testing.T) {
+	if n := unsafe.Sizeof(Control{}); n > 176 {
+		t.Fatalf("Control is %d bytes, over the 176-byte size class", n)
 	}
 }
