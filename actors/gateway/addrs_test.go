@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+// TestAddrTableIsAMapByAddrPort: any sequence of sets, deletes and
+// lookups gives what a map keyed by netip.AddrPort gives — an IPv4
+// address and the same address mapped into IPv6, a zone, a port, a byte
+// of the address: each tells two keys apart, exactly as there.
+func TestAddrTableIsAMapByAddrPort(t *testing.T) {
+	var addrs []netip.AddrPort
+	for _, s := range []string{"10.0.0.2", "10.0.0.3", "10.0.1.2", "0.0.0.0", "255.255.255.255", "::ffff:10.0.0.2",
+		"::ffff:10.0.0.3", "2001:db8::2", "2001:db8::3", "fe80::1%eth0", "fe80::1%eth1", "fe80::1", "::"} {
+		for _, port := range []uint16{0, 1, 40000, 65535} {
+			addrs = append(addrs, netip.AddrPortFrom(netip.MustParseAddr(s), port))
+		}
+	}
+	routes := make([]*route, 8)
+	for i := range routes {
+		routes[i] = new(route)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	tab, ref := newAddrTable(), map[netip.AddrPort]*route{}
+	for range 20000 {
+		ap := addrs[rng.IntN(len(addrs))]
+		switch rng.IntN(3) {
+		case 0:
+			rt := routes[rng.IntN(len(routes))]
+			tab.set(ap, rt)
+			ref[ap] = rt
+		case 1:
+			tab.del(ap)
+			delete(ref, ap)
+		}
+		if got, want := tab.get(ap), ref[ap]; got != want {
+			t.Fatalf("get(%v) = %p, want %p", ap, got, want)
+		}
+		if tab.len() != len(ref) {
+			t.Fatalf("len %d, want %d", tab.len(), len(ref))
+		}
+	}
+	for _, ap := range addrs {
+		if got, want := tab.get(ap), ref[ap]; got != want {
+			t.Fatalf("at the end: get(%v) = %p, want %p", ap, got, want)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = tab.get(addrs[5]) }); a != 0 {
+		t.Fatalf("a lookup allocates %v times", a)
+	}
+}
