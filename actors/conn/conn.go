@@ -38,13 +38,13 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// four cache lines (a 384-byte object is 64-byte aligned in its span): by
+// three cache lines (a 352-byte object is 32-byte aligned in its span, so
+// they span three or four lines): by
 // the time a player's next packet comes, its connection has left the
 // cache, and each line read is a miss. The rest — per zone tick, per
 // event, per lifecycle step — follows.
 type Conn struct {
-	// Per datagram or per pump.
-	pool     *Pool
+	// Per datagram or per pump. (The pool is sh.pool.)
 	sh       *shard
 	srv      *session.Server
 	gm       *ghostmgr.Manager
@@ -69,8 +69,7 @@ type Conn struct {
 	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
 	unacked   []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 	hidx      int32         // index in the shard's deadline heap, -1: not in it
-	lookups   int32         // Config.Resume asked again for a Join that did not take
-	resends   int32         // resends since the last progress (backoff)
+	resends   uint8         // resends since the last progress (backoff), at most maxResendBackoff
 	verified  bool
 	joined    bool
 	closed    bool // Closed sent (or the connection failed)
@@ -93,9 +92,9 @@ type Conn struct {
 	player    uint64
 	zoneEpoch uint64
 	userData  []byte
-	held      []*msg.Input // input that arrived meanwhile
-	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	fates     folded       // packet fates already added to the pool's counters
+	held      *[]*msg.Input // input that arrived meanwhile (nil: none; made by the first)
+	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
+	fates     folded        // packet fates already added to the pool's counters
 	// ctlPost is 1 + the index in its shard's inbox of the newest Control
 	// posted to this connection (0: none since another message): the
 	// next one is merged into it while it waits (shard.post). Guarded by
@@ -105,9 +104,10 @@ type Conn struct {
 }
 
 // connRare is what a connection needs only in rare episodes — a drain's
-// Redirect, a failover's rejoin, the lookup for a silent zone — made at
-// the first: 32 bytes fewer in every Conn (with the token no longer
-// copied, the 384-byte size class, not 448). The zero value is none of
+// Redirect, a failover's rejoin, the lookup for a silent zone or for a
+// Join that did not take — made at the first: 36 bytes fewer in every
+// Conn (with the token no longer copied and the pool read through the
+// shard, the 352-byte size class, not 448). The zero value is none of
 // them.
 type connRare struct {
 	// A Redirect waits (redirWait, since redirAt) until the zone holds
@@ -120,6 +120,7 @@ type connRare struct {
 	// player was restored away from (dropped); floorAt: a rejoin's
 	// checkpoint epoch, the floor once a Control above it arrives.
 	outFloor, floorAt uint64
+	lookups           int32 // Config.Resume asked again for a Join that did not take
 }
 
 func (c *Conn) rareState() *connRare {
@@ -142,11 +143,11 @@ func (c *Conn) relookAt() time.Duration {
 // Redirect, Kick and ViewReady; the gateway Shutdown and Stop.
 func (c *Conn) PID() *actor.PID { return c.pid }
 
-func (c *Conn) logger() *slog.Logger { return c.pool.log }
+func (c *Conn) logger() *slog.Logger { return c.sh.pool.log }
 
 // start builds the session and the ghost manager (on the shard).
 func (c *Conn) start(now, timeout time.Duration) error {
-	cfg := &c.pool.cfg.Config
+	cfg := &c.sh.pool.cfg.Config
 	srv, err := session.NewServer(c.hs, cfg.sessionConfig(timeout), c, now)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
@@ -221,7 +222,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.setControl(m)
 	case *msg.Output:
 		if m.Epoch != 0 && c.rare != nil && m.Epoch <= c.rare.outFloor {
-			c.pool.counters.EventsStale.Add(uint64(len(m.Events)))
+			c.sh.pool.counters.EventsStale.Add(uint64(len(m.Events)))
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
 		}
@@ -280,7 +281,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			if c.srv != nil {
 				s = c.srv.Stats()
 			}
-			c.pool.sys.Root.Send(sender, &s)
+			c.sh.pool.sys.Root.Send(sender, &s)
 		}
 	}
 }
@@ -331,35 +332,35 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	d.Release()
 	if err != nil {
-		c.pool.counters.count(err)
+		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {
 			return
 		}
 	}
 	if moved {
-		c.pool.counters.Moved.Add(1)
+		c.sh.pool.counters.Moved.Add(1)
 		c.tellGateway(&Moved{ID: c.srv.ID(), From: from, To: c.srv.Addr()})
 	}
 	if !c.verified && c.srv.State() >= handshake.StateConnected {
 		c.verified = true
 		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Player: c.player})
 		if c.zone != nil {
-			if c.pool.cfg.Resume != nil {
+			if c.sh.pool.cfg.Resume != nil {
 				c.lookup()
 			} else {
 				c.join(nil, now)
 			}
 		}
 	}
-	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.pool.cfg.Resume != nil &&
-		c.lookups < maxLookups && now-c.joinAt >= lookupAgainAfter {
+	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.sh.pool.cfg.Resume != nil &&
+		now-c.joinAt >= lookupAgainAfter && (c.rare == nil || c.rare.lookups < maxLookups) {
 		// The Join went to a zone that never answered: its node was
 		// stopping (the client followed a drain's Redirect here while the
 		// player's zone moved on). Look the record up again: it names the
 		// zone's new owner once there is one.
-		c.lookups++
+		c.rareState().lookups++
 		c.lookup()
-	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.pool.cfg.Resume != nil &&
+	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.sh.pool.cfg.Resume != nil &&
 		now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
 		// The zone answered before and has been silent since: its node
 		// died or was paused, and the Rejoin of whoever restored the zone
@@ -367,9 +368,9 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		// The record names the zone's new owner: join it there, or the
 		// player stands still for good while its client stays connected.
 		c.rareState().relookAt = now
-		c.pool.counters.Relooks.Add(1)
-		pid, root := c.pid, c.pool.sys.Root
-		c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+		c.sh.pool.counters.Relooks.Add(1)
+		pid, root := c.pid, c.sh.pool.sys.Root
+		c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 			root.Send(pid, &resumed{zone: zone, cp: cp, relook: true})
 		})
 	}
@@ -427,15 +428,15 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 		// the player must hold its events too (onRedirect).
 		c.holdEvents(now)
 	}
-	c.pool.counters.Rejoins.Add(1)
+	c.sh.pool.counters.Rejoins.Add(1)
 }
 
 // lookup asks Config.Resume for the player's record (off the shard): it
 // resumes where it was, in the zone it was in. Input waits meanwhile.
 func (c *Conn) lookup() {
 	c.resuming = true
-	pid, root := c.pid, c.pool.sys.Root
-	c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+	pid, root := c.pid, c.sh.pool.sys.Root
+	c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 		root.Send(pid, &resumed{zone: zone, cp: cp})
 	})
 }
@@ -460,19 +461,20 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 		UserData: c.userData, Restore: cp,
 	})
 	c.joined, c.resuming = true, false
-	for _, in := range c.held {
-		c.sh.toZone(c.zone, in)
+	if c.held != nil {
+		for _, in := range *c.held {
+			c.sh.toZone(c.zone, in)
+		}
+		c.held = nil // the lookup is over: no room kept for the next
 	}
-	clear(c.held)
-	c.held = c.held[:0]
 	if c.redirWaiting() && !c.leaveSent {
 		c.holdEvents(now) // a Redirect came during the lookup
 	}
 }
 
 func (c *Conn) tellGateway(m any) {
-	if g := c.pool.cfg.Gateway; g != nil {
-		c.pool.sys.Root.Send(g, m)
+	if g := c.sh.pool.cfg.Gateway; g != nil {
+		c.sh.pool.sys.Root.Send(g, m)
 	}
 }
 
@@ -604,12 +606,15 @@ func (c *Conn) flushInput(now time.Duration) {
 	if c.srv != nil {
 		in.EventGen = c.srv.EventGen()
 	}
-	if c.resuming && len(c.held) < maxHeld {
-		c.held = append(c.held, in)
+	if c.resuming && (c.held == nil || len(*c.held) < maxHeld) {
+		if c.held == nil {
+			c.held = new([]*msg.Input)
+		}
+		*c.held = append(*c.held, in)
 		return
 	}
 	if c.zone == nil || !c.joined {
-		c.pool.counters.InputsDropped.Add(1)
+		c.sh.pool.counters.InputsDropped.Add(1)
 		in.Release()
 		return
 	}
@@ -637,7 +642,7 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	if len(c.unacked) == 0 || c.unackedSeq(0) <= c.applied {
 		return
 	}
-	wait := moveResendAfter << min(c.resends, 3)
+	wait := moveResendAfter << c.resends
 	if c.ctlAt-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
 		return
 	}
@@ -650,9 +655,13 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	}
 	in.LostBefore = 0 // the zone heard of those gaps with the moves' first copies
 	c.resentAt = now
-	c.resends++
-	c.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
+	c.resends = min(c.resends+1, maxResendBackoff)
+	c.sh.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
 }
+
+// maxResendBackoff bounds the backoff of resends without progress: the
+// wait doubles from moveResendAfter up to 2^3 times it (2 s).
+const maxResendBackoff = 3
 
 // moveResendAfter is how long a zone's Controls may go without reporting
 // progress before a connection sends its unacknowledged moves again: a
@@ -676,7 +685,7 @@ func (c *Conn) onOutput(o *msg.Output) {
 				err = errStaggered
 			}
 			if err != nil {
-				c.pool.counters.EventsDropped.Add(1)
+				c.sh.pool.counters.EventsDropped.Add(1)
 			}
 		}
 	}
@@ -713,7 +722,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		if &pkt[0] != &buf[:1][0] {
 			// Poll grew the buffer (cannot happen with a full-size one): drop.
-			c.pool.counters.OutDropped.Add(1)
+			c.sh.pool.counters.OutDropped.Add(1)
 			continue
 		}
 		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
@@ -764,7 +773,7 @@ func (c *Conn) finish(r handshake.Reason) {
 	} else if c.hs != nil {
 		id = c.hs.ID()
 	}
-	if c.pool.cfg.Gateway != nil {
+	if c.sh.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
 			PID: c.pid, ID: id, Player: c.player, Reason: r,
 			Verified: c.verified, Stats: st,
@@ -784,8 +793,8 @@ func (c *Conn) fail(v any) {
 		if c.hs != nil {
 			c.hs.Close(handshake.ReasonServerShutdown)
 		}
-		if g := c.pool.cfg.Gateway; g != nil {
-			c.pool.sys.Root.Send(g, &actor.Terminated{Who: c.pid})
+		if g := c.sh.pool.cfg.Gateway; g != nil {
+			c.sh.pool.sys.Root.Send(g, &actor.Terminated{Who: c.pid})
 		}
 	}
 	c.sh.stop(c)
@@ -797,8 +806,10 @@ func (c *Conn) onStop() {
 		return
 	}
 	c.stopped = true
-	for _, in := range c.held {
-		in.Release()
+	if c.held != nil {
+		for _, in := range *c.held {
+			in.Release()
+		}
 	}
 	c.held, c.resuming = nil, false
 	if c.heldCtl != nil {
@@ -814,5 +825,5 @@ func (c *Conn) onStop() {
 		c.in.Release()
 		c.in = nil
 	}
-	c.pool.sys.ProcessRegistry.Remove(c.pid)
+	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
 }

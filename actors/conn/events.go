@@ -66,7 +66,7 @@ func (c *Conn) resendEvents(in *msg.Input) {
 	for _, k := range c.evKept {
 		in.AddSeq(event.Ordered, k.lane, 0, k.payload, k.seq)
 	}
-	c.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
+	c.sh.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
 }
 
 // A drain's Redirect would cut off the events the player's zone is sending
@@ -118,7 +118,7 @@ func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
 		return
 	}
 	c.redirect = true
-	c.pool.counters.Redirects.Add(1)
+	c.sh.pool.counters.Redirects.Add(1)
 }
 
 // redirectDue starts a waiting Redirect when its events are settled and
