@@ -54,6 +54,12 @@ func (c *Conn) ackEvents(f *handoff.EventFence) {
 	}
 	clear(c.evKept[n:])
 	c.evKept = c.evKept[:n]
+	if n == 0 {
+		// All applied (the usual case a tick after an event): keep no
+		// room. A player sends an event now and then, and the room kept
+		// from the first was 48 bytes a connection for good.
+		c.evKept = nil
+	}
 }
 
 // resendEvents puts the kept events into in, ahead of any it carries
