@@ -130,7 +130,7 @@ func benchShard(tb testing.TB, x *recording, n int) (*shard, []*Conn) {
 	cs := make([]*Conn, n)
 	for i := range cs {
 		sess, _ := grantFor(tb, x.req)
-		c := &Conn{pool: p, sh: s, hs: sess, player: 7, hidx: -1}
+		c := &Conn{sh: s, hs: sess, player: 7, hidx: -1}
 		if err := c.start(0, 0); err != nil {
 			tb.Fatal(err)
 		}

@@ -38,13 +38,13 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// four cache lines (a 384-byte object is 64-byte aligned in its span): by
+// three cache lines (a 352-byte object is 32-byte aligned in its span, so
+// they span three or four lines): by
 // the time a player's next packet comes, its connection has left the
 // cache, and each line read is a miss. The rest — per zone tick, per
 // event, per lifecycle step — follows.
 type Conn struct {
-	// Per datagram or per pump.
-	pool     *Pool
+	// Per datagram or per pump. (The pool is sh.pool.)
 	sh       *shard
 	srv      *session.Server
 	gm       *ghostmgr.Manager
@@ -69,8 +69,7 @@ type Conn struct {
 	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
 	unacked   []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 	hidx      int32         // index in the shard's deadline heap, -1: not in it
-	lookups   int32         // Config.Resume asked again for a Join that did not take
-	resends   int32         // resends since the last progress (backoff)
+	resends   uint8         // resends since the last progress (backoff), at most maxResendBackoff
 	verified  bool
 	joined    bool
 	closed    bool // Closed sent (or the connection failed)
@@ -93,9 +92,9 @@ type Conn struct {
 	player    uint64
 	zoneEpoch uint64
 	userData  []byte
-	held      []*msg.Input // input that arrived meanwhile
-	evKept    []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	fates     folded       // packet fates already added to the pool's counters
+	held      *[]*msg.Input // input that arrived meanwhile (nil: none; made by the first)
+	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
+	fates     folded        // packet fates already added to the pool's counters
 	// ctlPost is 1 + the index in its shard's inbox of the newest Control
 	// posted to this connection (0: none since another message): the
 	// next one is merged into it while it waits (shard.post). Guarded by
@@ -105,9 +104,10 @@ type Conn struct {
 }
 
 // connRare is what a connection needs only in rare episodes — a drain's
-// Redirect, a failover's rejoin, the lookup for a silent zone — made at
-// the first: 32 bytes fewer in every Conn (with the token no longer
-// copied, the 384-byte size class, not 448). The zero value is none of
+// Redirect, a failover's rejoin, the lookup for a silent zone or for a
+// Join that did not take — made at the first: 36 bytes fewer in every
+// Conn (with the token no longer copied and the pool read through the
+// shard, the 352-byte size class, not 448). The zero value is none of
 // them.
 type connRare struct {
 	// A Redirect waits (redirWait, since redirAt) until the zone holds
@@ -120,6 +120,7 @@ type connRare struct {
 	// player was restored away from (dropped); floorAt: a rejoin's
 	// checkpoint epoch, the floor once a Control above it arrives.
 	outFloor, floorAt uint64
+	lookups           int32 // Config.Resume asked again for a Join that did not take
 }
 
 func (c *Conn) rareState() *connRare {
@@ -142,11 +143,11 @@ func (c *Conn) relookAt() time.Duration {
 // Redirect, Kick and ViewReady; the gateway Shutdown and Stop.
 func (c *Conn) PID() *actor.PID { return c.pid }
 
-func (c *Conn) logger() *slog.Logger { return c.pool.log }
+func (c *Conn) logger() *slog.Logger { return c.sh.pool.log }
 
 // start builds the session and the ghost manager (on the shard).
 func (c *Conn) start(now, timeout time.Duration) error {
-	cfg := &c.pool.cfg.Config
+	cfg := &c.sh.pool.cfg.Config
 	srv, err := session.NewServer(c.hs, cfg.sessionConfig(timeout), c, now)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
@@ -221,7 +222,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.setControl(m)
 	case *msg.Output:
 		if m.Epoch != 0 && c.rare != nil && m.Epoch <= c.rare.outFloor {
-			c.pool.counters.EventsStale.Add(uint64(len(m.Events)))
+			c.sh.pool.counters.EventsStale.Add(uint64(len(m.Events)))
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
 		}
@@ -280,7 +281,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			if c.srv != nil {
 				s = c.srv.Stats()
 			}
-			c.pool.sys.Root.Send(sender, &s)
+			c.sh.pool.sys.Root.Send(sender, &s)
 		}
 	}
 }
@@ -331,35 +332,35 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	d.Release()
 	if err != nil {
-		c.pool.counters.count(err)
+		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {
 			return
 		}
 	}
 	if moved {
-		c.pool.counters.Moved.Add(1)
+		c.sh.pool.counters.Moved.Add(1)
 		c.tellGateway(&Moved{ID: c.srv.ID(), From: from, To: c.srv.Addr()})
 	}
 	if !c.verified && c.srv.State() >= handshake.StateConnected {
 		c.verified = true
 		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Player: c.player})
 		if c.zone != nil {
-			if c.pool.cfg.Resume != nil {
+			if c.sh.pool.cfg.Resume != nil {
 				c.lookup()
 			} else {
 				c.join(nil, now)
 			}
 		}
 	}
-	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.pool.cfg.Resume != nil &&
-		c.lookups < maxLookups && now-c.joinAt >= lookupAgainAfter {
+	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.sh.pool.cfg.Resume != nil &&
+		now-c.joinAt >= lookupAgainAfter && (c.rare == nil || c.rare.lookups < maxLookups) {
 		// The Join went to a zone that never answered: its node was
 		// stopping (the client followed a drain's Redirect here while the
 		// player's zone moved on). Look the record up again: it names the
 		// zone's new owner once there is one.
-		c.lookups++
+		c.rareState().lookups++
 		c.lookup()
-	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.pool.cfg.Resume != nil &&
+	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.sh.pool.cfg.Resume != nil &&
 		now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
 		// The zone answered before and has been silent since: its node
 		// died or was paused, and the Rejoin of whoever restored the zone
@@ -367,9 +368,9 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		// The record names the zone's new owner: join it there, or the
 		// player stands still for good while its client stays connected.
 		c.rareState().relookAt = now
-		c.pool.counters.Relooks.Add(1)
-		pid, root := c.pid, c.pool.sys.Root
-		c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+		c.sh.pool.counters.Relooks.Add(1)
+		pid, root := c.pid, c.sh.pool.sys.Root
+		c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 			root.Send(pid, &resumed{zone: zone, cp: cp, relook: true})
 		})
 	}
@@ -427,15 +428,15 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 		// the player must hold its events too (onRedirect).
 		c.holdEvents(now)
 	}
-	c.pool.counters.Rejoins.Add(1)
+	c.sh.pool.counters.Rejoins.Add(1)
 }
 
 // lookup asks Config.Resume for the player's record (off the shard): it
 // resumes where it was, in the zone it was in. Input waits meanwhile.
 func (c *Conn) lookup() {
 	c.resuming = true
-	pid, root := c.pid, c.pool.sys.Root
-	c.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+	pid, root := c.pid, c.sh.pool.sys.Root
+	c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
 		root.Send(pid, &resumed{zone: zone, cp: cp})
 	})
 }
@@ -460,19 +461,20 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 		UserData: c.userData, Restore: cp,
 	})
 	c.joined, c.resuming = true, false
-	for _, in := range c.held {
-		c.sh.toZone(c.zone, in)
+	if c.held != nil {
+		for _, in := range *c.held {
+			c.sh.toZone(c.zone, in)
+		}
+		c.held = nil // the lookup is over: no room kept for the next
 	}
-	clear(c.held)
-	c.held = c.held[:0]
 	if c.redirWaiting() && !c.leaveSent {
 		c.holdEvents(now) // a Redirect came during the lookup
 	}
 }
 
 func (c *Conn) tellGateway(m any) {
-	if g := c.pool.cfg.Gateway; g != nil {
-		c.pool.sys.Root.Send(g, m)
+	if g := c.sh.pool.cfg.Gateway; g != nil {
+		c.sh.pool.sys.Root.Send(g, m)
 	}
 }
 
@@ -483,10 +485,11 @@ func (c *Conn) Move(m move.Move) {
 	if len(in.Moves) == 0 && c.lastMove > 0 && m.Seq > c.lastMove+1 {
 		in.LostBefore = m.Seq - c.lastMove - 1 // the client lost them: the zone must not wait
 	}
-	if len(c.unacked) > 0 && m.Seq-c.unackedSeq(0) >= 1<<31 {
-		// A jump no client makes (2^31 moves is 2 years of 30 Hz input):
-		// the moves kept are too far behind to be named by 32 bits of
-		// sequence (keptMove), and too old to be worth a resend.
+	if len(c.unacked) > 0 && m.Seq-c.unackedSeq(0) >= 1<<16 {
+		// A jump no client makes (its moves are numbered one by one, and
+		// 2^16 moves is 36 minutes of 30 Hz input, against maxUnacked's
+		// 8 s): the moves kept are too far behind to be named by 16 bits
+		// of sequence (keptMove), and too old to be worth a resend.
 		c.unacked = c.unacked[:0]
 	}
 	c.lastMove = m.Seq
@@ -504,27 +507,30 @@ func (c *Conn) Move(m move.Move) {
 	c.unacked = append(c.unacked, keep(m))
 }
 
-// keptMove is a move kept in unacked until a zone reports it applied: 20
-// bytes instead of a move.Move's 32. It keeps the low 32 bits of the
-// sequence number; the connection's newest move (lastMove) gives the rest,
-// every kept move being less than 2^31 behind it (Move).
+// keptMove is a move kept in unacked until a zone reports it applied: 16
+// bytes instead of a move.Move's 32, so the eight a connection keeps room
+// for are the 128-byte size class (160 with a 32-bit sequence: 20 bytes
+// each). It keeps the low 16 bits of the sequence number; the
+// connection's newest move (lastMove) gives the rest, every kept move
+// being less than 2^16 behind it (Move).
 type keptMove struct {
-	seq, crc        uint32
+	seq             uint16
 	yaw             uint16
 	pitch           int16
 	buttons         uint16
+	crc             uint32
 	dt              uint8
 	forward, strafe int8
 	hasCRC          bool
 }
 
 func keep(m move.Move) keptMove {
-	return keptMove{seq: uint32(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
+	return keptMove{seq: uint16(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
 		dt: m.Dt, forward: m.Forward, strafe: m.Strafe, hasCRC: m.HasCRC}
 }
 
-// seqOf is k's whole sequence number: at most 2^31 behind lastMove.
-func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint32(c.lastMove)-k.seq) }
+// seqOf is k's whole sequence number: less than 2^16 behind lastMove.
+func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint16(c.lastMove)-k.seq) }
 
 // unackedSeq is the sequence number of unacked[i].
 func (c *Conn) unackedSeq(i int) uint64 { return c.seqOf(c.unacked[i]) }
@@ -542,10 +548,10 @@ const maxUnacked = 256
 // ackMoves forgets the moves a zone reported applied.
 func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	// Kept moves at or below applied are d or more behind lastMove; each
-	// is less than 2^31 behind it, so 32 bits of distance tell.
+	// is less than 2^16 behind it, so 16 bits of distance tell.
 	i := len(c.unacked)
 	if applied < c.lastMove {
-		d, lo := c.lastMove-applied, uint32(c.lastMove)
+		d, lo := c.lastMove-applied, uint16(c.lastMove)
 		i = 0
 		for i < len(c.unacked) && uint64(lo-c.unacked[i].seq) >= d {
 			i++
@@ -557,14 +563,14 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
-			// maxUnacked moves (5 KB) per connection for good. A zone
+			// maxUnacked moves (4 KB) per connection for good. A zone
 			// keeping up leaves two or three moves here.
 			c.unacked = append(make([]keptMove, 0, max(minUnackedRoom, 2*n)), c.unacked...)
 		}
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (160 B): a zone that keeps up
+// minUnackedRoom is the room unacked keeps (128 B): a zone that keeps up
 // reports each tick's moves applied the next tick, which leaves two to
 // five 30 Hz moves here at a 20 Hz tick.
 const minUnackedRoom = 8
@@ -600,12 +606,15 @@ func (c *Conn) flushInput(now time.Duration) {
 	if c.srv != nil {
 		in.EventGen = c.srv.EventGen()
 	}
-	if c.resuming && len(c.held) < maxHeld {
-		c.held = append(c.held, in)
+	if c.resuming && (c.held == nil || len(*c.held) < maxHeld) {
+		if c.held == nil {
+			c.held = new([]*msg.Input)
+		}
+		*c.held = append(*c.held, in)
 		return
 	}
 	if c.zone == nil || !c.joined {
-		c.pool.counters.InputsDropped.Add(1)
+		c.sh.pool.counters.InputsDropped.Add(1)
 		in.Release()
 		return
 	}
@@ -633,7 +642,7 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	if len(c.unacked) == 0 || c.unackedSeq(0) <= c.applied {
 		return
 	}
-	wait := moveResendAfter << min(c.resends, 3)
+	wait := moveResendAfter << c.resends
 	if c.ctlAt-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
 		return
 	}
@@ -646,9 +655,13 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 	}
 	in.LostBefore = 0 // the zone heard of those gaps with the moves' first copies
 	c.resentAt = now
-	c.resends++
-	c.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
+	c.resends = min(c.resends+1, maxResendBackoff)
+	c.sh.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
 }
+
+// maxResendBackoff bounds the backoff of resends without progress: the
+// wait doubles from moveResendAfter up to 2^3 times it (2 s).
+const maxResendBackoff = 3
 
 // moveResendAfter is how long a zone's Controls may go without reporting
 // progress before a connection sends its unacknowledged moves again: a
@@ -672,7 +685,7 @@ func (c *Conn) onOutput(o *msg.Output) {
 				err = errStaggered
 			}
 			if err != nil {
-				c.pool.counters.EventsDropped.Add(1)
+				c.sh.pool.counters.EventsDropped.Add(1)
 			}
 		}
 	}
@@ -709,7 +722,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		if &pkt[0] != &buf[:1][0] {
 			// Poll grew the buffer (cannot happen with a full-size one): drop.
-			c.pool.counters.OutDropped.Add(1)
+			c.sh.pool.counters.OutDropped.Add(1)
 			continue
 		}
 		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
@@ -760,7 +773,7 @@ func (c *Conn) finish(r handshake.Reason) {
 	} else if c.hs != nil {
 		id = c.hs.ID()
 	}
-	if c.pool.cfg.Gateway != nil {
+	if c.sh.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
 			PID: c.pid, ID: id, Player: c.player, Reason: r,
 			Verified: c.verified, Stats: st,
@@ -780,8 +793,8 @@ func (c *Conn) fail(v any) {
 		if c.hs != nil {
 			c.hs.Close(handshake.ReasonServerShutdown)
 		}
-		if g := c.pool.cfg.Gateway; g != nil {
-			c.pool.sys.Root.Send(g, &actor.Terminated{Who: c.pid})
+		if g := c.sh.pool.cfg.Gateway; g != nil {
+			c.sh.pool.sys.Root.Send(g, &actor.Terminated{Who: c.pid})
 		}
 	}
 	c.sh.stop(c)
@@ -793,8 +806,10 @@ func (c *Conn) onStop() {
 		return
 	}
 	c.stopped = true
-	for _, in := range c.held {
-		in.Release()
+	if c.held != nil {
+		for _, in := range *c.held {
+			in.Release()
+		}
 	}
 	c.held, c.resuming = nil, false
 	if c.heldCtl != nil {
@@ -810,5 +825,5 @@ func (c *Conn) onStop() {
 		c.in.Release()
 		c.in = nil
 	}
-	c.pool.sys.ProcessRegistry.Remove(c.pid)
+	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
 }

@@ -60,7 +60,11 @@
 // # Queues and their policies
 //
 //	datagrams in     ≤ Config.MaxInbound (8) queued per connection; the gateway drops newer ones (drop-newest, counted)
-//	datagrams out    sent by the shard at the end of its round (a refused datagram is counted; to notify it is loss)
+//	datagrams out    sent by the shard in sendmmsg batches of WriteBatch (64) as its round fills one, the rest at
+//	                 the round's end (a refused datagram is counted; to notify it is loss). A zone tick's
+//	                 Controls arrive together, so most leave in full batches (at 1,000 players on a busy
+//	                 host, 70 % of the flushes, ≈ 57 datagrams a sendmmsg; on a quiet one the profile puts
+//	                 7/8 of sendmmsg's time in full batches): the system call's cost is the kernel's per datagram
 //	events to client session event sender's bounded lanes; full → drop and count (EventsDropped)
 //	controls         one waiting per connection: a newer Control merges into it (coalesce, ControlsSuperseded)
 //	views            msg.ViewSlot: the newest view supersedes

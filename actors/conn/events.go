@@ -54,6 +54,12 @@ func (c *Conn) ackEvents(f *handoff.EventFence) {
 	}
 	clear(c.evKept[n:])
 	c.evKept = c.evKept[:n]
+	if n == 0 {
+		// All applied (the usual case a tick after an event): keep no
+		// room. A player sends an event now and then, and the room kept
+		// from the first was 48 bytes a connection for good.
+		c.evKept = nil
+	}
 }
 
 // resendEvents puts the kept events into in, ahead of any it carries
@@ -66,7 +72,7 @@ func (c *Conn) resendEvents(in *msg.Input) {
 	for _, k := range c.evKept {
 		in.AddSeq(event.Ordered, k.lane, 0, k.payload, k.seq)
 	}
-	c.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
+	c.sh.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
 }
 
 // A drain's Redirect would cut off the events the player's zone is sending
@@ -118,7 +124,7 @@ func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
 		return
 	}
 	c.redirect = true
-	c.pool.counters.Redirects.Add(1)
+	c.sh.pool.counters.Redirects.Add(1)
 }
 
 // redirectDue starts a waiting Redirect when its events are settled and

@@ -30,11 +30,11 @@ func (c *Conn) foldFates(now time.Duration, final bool) {
 	st := c.srv.Stats()
 	n := st.Notify
 	if !final && st.RTT > 0 {
-		c.pool.counters.RTT.observe(st.RTT)
+		c.sh.pool.counters.RTT.observe(st.RTT)
 	}
-	c.pool.counters.PacketsDelivered.Add(uint64(uint32(n.Delivered) - c.fates.delivered))
-	c.pool.counters.PacketsLost.Add(uint64(uint32(n.Dropped) - c.fates.dropped))
-	c.pool.counters.ControlsSuperseded.Add(uint64(uint32(st.ControlsSuperseded) - c.fates.superseded))
+	c.sh.pool.counters.PacketsDelivered.Add(uint64(uint32(n.Delivered) - c.fates.delivered))
+	c.sh.pool.counters.PacketsLost.Add(uint64(uint32(n.Dropped) - c.fates.dropped))
+	c.sh.pool.counters.ControlsSuperseded.Add(uint64(uint32(st.ControlsSuperseded) - c.fates.superseded))
 	c.fates = folded{delivered: uint32(n.Delivered), dropped: uint32(n.Dropped), superseded: uint32(st.ControlsSuperseded)}
 	c.foldAt = now
 }

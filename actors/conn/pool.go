@@ -141,7 +141,7 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	s := p.shards[p.next%len(p.shards)]
 	p.next++
 	c := &Conn{
-		pool: p, sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
+		sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
 		player: prm.Player, userData: prm.UserData, hidx: -1,
 	}
 	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))

@@ -46,42 +46,55 @@ func TestUnackedRoomGivenBackAfterBacklog(t *testing.T) {
 }
 
 // TestKeptMovesComeBackWhole: a move kept for a resend comes back as it went
-// in, every field, across the 32-bit wrap of its kept sequence number; the
-// kept form stays 20 bytes (8 of them: the 160-byte class); and a jump of
-// 2^31 moves or more drops what was kept (too far behind to be named).
+// in, every field, across the 16-bit and the 32-bit wrap of its kept
+// sequence number; the kept form stays 16 bytes (8 of them: the 128-byte
+// class); and a jump of 2^16 moves or more drops what was kept (too far
+// behind to be named), while one just short of it keeps them.
 func TestKeptMovesComeBackWhole(t *testing.T) {
-	if n := unsafe.Sizeof(keptMove{}); n != 20 {
-		t.Fatalf("keptMove is %d bytes, want 20", n)
+	if n := unsafe.Sizeof(keptMove{}); n != 16 {
+		t.Fatalf("keptMove is %d bytes, want 16", n)
 	}
-	c := &Conn{in: &msg.Input{}}
-	base := uint64(1)<<32 - 3 // the low 32 bits wrap among the kept moves
-	var want []move.Move
-	for i := range uint64(6) {
-		m := move.Move{Seq: base + i, Dt: uint8(30 + i), Forward: int8(-127 + int(i)), Strafe: int8(127 - int(i)),
-			Yaw: uint16(65535 - i), Pitch: int16(-1000 + int(i)), Buttons: uint16(1 << i), CRC: 0xdeadbeef + uint32(i), HasCRC: i%2 == 1}
-		c.Move(m)
-		want = append(want, m)
-	}
-	c.in.Moves = c.in.Moves[:0]
-	for i, k := range c.unacked {
-		if got := c.unkeep(k); got != want[i] {
-			t.Fatalf("kept move %d came back as %+v, want %+v", i, got, want[i])
+	for _, base := range []uint64{1<<16 - 3, 1<<32 - 3, 5<<16 - 3} { // the low 16 bits wrap among the kept moves
+		c := &Conn{in: &msg.Input{}}
+		var want []move.Move
+		for i := range uint64(6) {
+			m := move.Move{Seq: base + i, Dt: uint8(30 + i), Forward: int8(-127 + int(i)), Strafe: int8(127 - int(i)),
+				Yaw: uint16(65535 - i), Pitch: int16(-1000 + int(i)), Buttons: uint16(1 << i), CRC: 0xdeadbeef + uint32(i), HasCRC: i%2 == 1}
+			c.Move(m)
+			want = append(want, m)
 		}
-	}
-	c.ackMoves(base+1, time.Second)
-	if len(c.unacked) != 4 || c.unackedSeq(0) != base+2 {
-		t.Fatalf("after the ack of %d: %d kept from %d", base+1, len(c.unacked), c.unackedSeq(0))
-	}
-	c.ackMoves(base+9, time.Second) // a zone ahead of this connection (a restore)
-	if len(c.unacked) != 0 {
-		t.Fatalf("after an ack past the newest move: %d kept", len(c.unacked))
-	}
-	for i := uint64(2); i < 6; i++ {
-		c.Move(move.Move{Seq: base + i})
-	}
-	c.Move(move.Move{Seq: base + 5 + 1<<31})
-	if len(c.unacked) != 1 || c.unackedSeq(0) != base+5+1<<31 {
-		t.Fatalf("after a 2^31 jump: %d kept from %d, want only the new move", len(c.unacked), c.unackedSeq(0))
+		c.in.Moves = c.in.Moves[:0]
+		for i, k := range c.unacked {
+			if got := c.unkeep(k); got != want[i] {
+				t.Fatalf("base %d: kept move %d came back as %+v, want %+v", base, i, got, want[i])
+			}
+		}
+		c.ackMoves(base+1, time.Second)
+		if len(c.unacked) != 4 || c.unackedSeq(0) != base+2 {
+			t.Fatalf("base %d: after the ack of %d: %d kept from %d", base, base+1, len(c.unacked), c.unackedSeq(0))
+		}
+		c.ackMoves(base+9, time.Second) // a zone ahead of this connection (a restore)
+		if len(c.unacked) != 0 {
+			t.Fatalf("base %d: after an ack past the newest move: %d kept", base, len(c.unacked))
+		}
+		for i := uint64(2); i < 6; i++ {
+			c.Move(move.Move{Seq: base + i})
+		}
+		// A gap just short of 2^16 behind the oldest kept: every move is
+		// still named, and an ack below the gap takes only the old ones.
+		far := base + 2 + 1<<16 - 1
+		c.Move(move.Move{Seq: far})
+		if len(c.unacked) != 5 || c.unackedSeq(0) != base+2 || c.unackedSeq(4) != far {
+			t.Fatalf("base %d: after a gap of 2^16−1: %d kept from %d to %d", base, len(c.unacked), c.unackedSeq(0), c.unackedSeq(len(c.unacked)-1))
+		}
+		c.ackMoves(far-1, time.Second)
+		if len(c.unacked) != 1 || c.unackedSeq(0) != far {
+			t.Fatalf("base %d: after the ack of %d: %d kept from %d, want only %d", base, far-1, len(c.unacked), c.unackedSeq(0), far)
+		}
+		c.Move(move.Move{Seq: far + 1<<16})
+		if len(c.unacked) != 1 || c.unackedSeq(0) != far+1<<16 {
+			t.Fatalf("base %d: after a 2^16 jump: %d kept from %d, want only the new move", base, len(c.unacked), c.unackedSeq(0))
+		}
 	}
 }
 

@@ -48,7 +48,8 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.conn, rt.pid = c, c.PID()
-	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
+	r.byID[rt.id] = rt
+	r.byAddr.set(rt.addr, rt)
 
 	free := make(chan *batch, 1)
 	b := newBatch(8, free)

@@ -76,7 +76,7 @@ type router struct {
 	byID map[handshake.ConnID]*route
 	// byAddr routes short-form packets; a pending connection is entered too,
 	// so a client whose first packets are short form still reaches it.
-	byAddr   map[netip.AddrPort]*route
+	byAddr   addrTable
 	byPlayer map[uint64]*route
 
 	// stage is the actor's Stager, reader the reader goroutine's (both
@@ -97,7 +97,7 @@ func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, ou
 	return &router{
 		cfg: cfg, srv: srv, lim: lim, out: out, st: st, cc: cc, now: now, log: log,
 		byID:     make(map[handshake.ConnID]*route),
-		byAddr:   make(map[netip.AddrPort]*route),
+		byAddr:   newAddrTable(),
 		byPlayer: make(map[uint64]*route),
 	}
 }
@@ -129,6 +129,7 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		return b.n > 0
 	}
+	var in, bytes uint64 // added once per batch: the counters are shared with the actor
 	r.mu.RLock()
 	for i := range b.n {
 		d := b.ds[i]
@@ -137,8 +138,8 @@ func (r *router) readerRoute(b *batch) bool {
 			b.rest = append(b.rest, uint16(i))
 			continue
 		}
-		r.st.datagramsIn.Add(1)
-		r.st.bytesIn.Add(uint64(d.N))
+		in++
+		bytes += uint64(d.N)
 		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect) {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
@@ -147,6 +148,10 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 	}
 	r.mu.RUnlock()
+	if in > 0 {
+		r.st.datagramsIn.Add(in)
+		r.st.bytesIn.Add(bytes)
+	}
 	r.reader.Flush() // one post per connection shard for the whole batch
 	return len(b.rest) > 0
 }
@@ -161,7 +166,7 @@ func (r *router) lookup(pkt []byte, from netip.AddrPort) (*route, handshake.Kind
 	}
 	switch kind {
 	case handshake.KindData:
-		return r.byAddr[from], kind
+		return r.byAddr.get(from), kind
 	case handshake.KindRouted:
 		if id, _, err := handshake.ParseRouted(pkt); err == nil {
 			return r.byID[id], kind
@@ -207,7 +212,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	}
 	switch kind {
 	case handshake.KindData:
-		if rt := r.byAddr[d.Addr]; rt != nil {
+		if rt := r.byAddr.get(d.Addr); rt != nil {
 			return r.deliver(ctx, rt, d, r.stage, false)
 		}
 		r.noConnection(d)
@@ -391,7 +396,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	}
 	r.mu.Lock()
 	r.byID[rt.id] = rt
-	r.byAddr[rt.addr] = rt
+	r.byAddr.set(rt.addr, rt)
 	r.mu.Unlock()
 	r.st.granted.Add(1)
 	r.st.conns.Add(1)
@@ -423,11 +428,11 @@ func (r *router) onMoved(m *conn.Moved) {
 		return
 	}
 	r.mu.Lock()
-	if r.byAddr[rt.addr] == rt {
-		delete(r.byAddr, rt.addr)
+	if r.byAddr.get(rt.addr) == rt {
+		r.byAddr.del(rt.addr)
 	}
 	rt.addr = m.To
-	r.byAddr[m.To] = rt
+	r.byAddr.set(m.To, rt)
 	r.mu.Unlock()
 	r.st.moved.Add(1)
 }
@@ -463,8 +468,8 @@ func (r *router) onTerminated(who *actor.PID) {
 func (r *router) forget(rt *route) {
 	r.mu.Lock()
 	delete(r.byID, rt.id)
-	if r.byAddr[rt.addr] == rt {
-		delete(r.byAddr, rt.addr)
+	if r.byAddr.get(rt.addr) == rt {
+		r.byAddr.del(rt.addr)
 	}
 	r.mu.Unlock()
 	if r.byPlayer[rt.player] == rt {

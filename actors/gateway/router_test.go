@@ -19,7 +19,8 @@ func TestInboundQueueIsBounded(t *testing.T) {
 	r := newBenchRouter(t, out, seeded(1))
 	r.cfg.Conn.MaxInbound = 3
 	rt := &route{pid: actor.NewPID("t", "c"), id: handshake.ConnID{1}, addr: benchClient}
-	r.byID[rt.id], r.byAddr[rt.addr] = rt, rt
+	r.byID[rt.id] = rt
+	r.byAddr.set(rt.addr, rt)
 	held := 0
 	ctx := &stubCtx{deliver: func(d *msg.Datagram) { held++; d.Release() }} // the actor never catches up
 	for range 10 {
@@ -136,7 +137,8 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	a := &route{pid: actor.NewPID("t", "conn$1"), id: handshake.ConnID{1}, addr: benchClient, since: 1}
 	b := &route{pid: actor.NewPID("t", "conn$2"), id: handshake.ConnID{2}, addr: netip.AddrPortFrom(benchClient.Addr(), 9), since: 1}
 	for _, rt := range []*route{a, b} {
-		r.byID[rt.id], r.byAddr[rt.addr], r.byPlayer[rt.player] = rt, rt, rt
+		r.byID[rt.id], r.byPlayer[rt.player] = rt, rt
+		r.byAddr.set(rt.addr, rt)
 		r.st.conns.Add(1)
 	}
 	r.onTerminated(actor.NewPID("t", "conn$3"))
@@ -144,10 +146,10 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 		t.Fatalf("an unknown PID removed a route: %d left", len(r.byID))
 	}
 	r.onTerminated(actor.NewPID("t", "conn$2"))
-	if _, ok := r.byID[b.id]; ok || len(r.byID) != 1 || r.byAddr[b.addr] != nil {
+	if _, ok := r.byID[b.id]; ok || len(r.byID) != 1 || r.byAddr.get(b.addr) != nil {
 		t.Fatalf("the terminated connection is still routed: byID %v", r.byID)
 	}
-	if r.byID[a.id] != a || r.byAddr[a.addr] != a {
+	if r.byID[a.id] != a || r.byAddr.get(a.addr) != a {
 		t.Fatal("the other connection lost its route")
 	}
 	if got := r.st.closed[handshake.ReasonServerShutdown].Load(); got != 1 {

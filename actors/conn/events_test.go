@@ -1,0 +1,55 @@
+package conn
+
+import (
+	"testing"
+
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// TestKeptEventsGoWithTheirFence: a numbered event the client sent is kept
+// (a copy of its payload) until its zone's fence covers it; a fence of
+// another numbering says nothing; once every kept event is applied the
+// connection keeps no room for them.
+func TestKeptEventsGoWithTheirFence(t *testing.T) {
+	x := record(t, 1)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	for _, p := range x.steps[0] { // the first data packet fixes the numbering
+		feed(s, c, p, benchStep)
+	}
+	gen := c.srv.EventGen()
+	if gen == 0 {
+		t.Fatal("the session numbers no events")
+	}
+	payload := []byte("hello")
+	for seq := uint64(1); seq <= 3; seq++ {
+		c.Event(event.Event{Class: event.Ordered, Lane: 0, Seq: seq, Payload: payload})
+	}
+	c.Event(event.Event{Class: event.Ordered, Lane: 1, Seq: 1, Payload: payload})
+	payload[0] = 'j' // the kept copies are the connection's
+	if len(c.evKept) != 4 || string(c.evKept[0].payload) != "hello" {
+		t.Fatalf("kept %d events, the first %q; want 4, \"hello\"", len(c.evKept), c.evKept[0].payload)
+	}
+	fence := func(g uint64, last ...uint64) *handoff.EventFence {
+		f := &handoff.EventFence{Gen: g}
+		copy(f.Last[:], last)
+		return f
+	}
+	c.ackEvents(fence(gen+1, 3, 1)) // another numbering
+	if len(c.evKept) != 4 {
+		t.Fatalf("a fence of another numbering forgot %d events", 4-len(c.evKept))
+	}
+	c.ackEvents(fence(gen, 2))
+	if len(c.evKept) != 2 || c.evKept[0].seq != 3 || c.evKept[1].lane != 1 {
+		t.Fatalf("after lane 0's fence at 2: %+v, want lane 0's 3 and lane 1's 1", c.evKept)
+	}
+	c.ackEvents(fence(gen, 3, 1))
+	if len(c.evKept) != 0 || cap(c.evKept) != 0 {
+		t.Fatalf("after every event applied: %d kept, room for %d; want none", len(c.evKept), cap(c.evKept))
+	}
+	if c.in != nil {
+		c.in.Release()
+		c.in = nil
+	}
+}
