@@ -147,7 +147,7 @@ func TestRateLimiterGrowKeepsEveryPrefix(t *testing.T) {
 	l := newLimiter(t, func(c *RateLimitConfig) {
 		c.Capacity = 1 << 12
 		c.Interval, c.Burst = time.Hour, 1
-		c.GlobalInterval, c.GlobalBurst = time.Nanosecond, 1 << 30
+		c.GlobalInterval, c.GlobalBurst = time.Nanosecond, 1<<30
 	})
 	src := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}) }
 	const n = 2000
