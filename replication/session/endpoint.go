@@ -199,7 +199,6 @@ func (e *endpoint) sealPacket(dst []byte, start, hl int, seq uint64, now time.Du
 		return dst[:start], err
 	}
 	e.lastSend, e.sentAny, e.owed = now, true, false
-	e.c.PacketsOut++
 	e.c.BytesOut += uint64(len(out) - start + prefix)
 	e.c.HeaderBytesOut += uint64(hl + tagSize + prefix)
 	return out, nil
@@ -263,7 +262,6 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 	}
 	e.discLeft--
 	e.c.rareCounters().discNext = now + e.lim.discInterval
-	e.c.PacketsOut++
 	e.c.rareCounters().DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	if e.discLeft == 0 {
