@@ -90,26 +90,29 @@ func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
 // already borrowed scratch for the packet, so a datagram takes one trip
 // to a shared free list, not two.
 func (a *Applier) ReadInto(r *bitstream.Reader, buf *[MaxWindow]Move, apply func(Move)) error {
-	n, first, err := readSection(r, buf, a.last+1)
+	// Only the moves after a.last are kept in buf (from buf[0]): the
+	// section's redundant copies are checked but not stored.
+	n, first, err := readSection(r, buf, a.last+1, a.last+1)
 	if err != nil {
 		a.rareStats().malformed++
 		return err
 	}
 	a.sections++
-	for i := 0; i < n; i++ {
-		seq := first + uint64(i)
-		if seq <= a.last {
-			a.duplicates++
-			continue
-		}
-		if seq > a.last+1 {
-			a.rareStats().lost += seq - a.last - 1
-		}
-		a.last = seq
+	if n == 0 {
+		return nil
+	}
+	dup := skipped(n, first, a.last+1)
+	a.duplicates += uint64(dup)
+	if first+uint64(dup) > a.last+1 {
+		a.rareStats().lost += first + uint64(dup) - a.last - 1
+	}
+	for i := range n - dup {
+		m := &buf[i]
+		a.last = m.Seq
 		a.applied++
-		a.ticks += uint64(buf[i].Dt)
+		a.ticks += uint64(m.Dt)
 		if apply != nil {
-			apply(buf[i])
+			apply(*m)
 		}
 	}
 	return nil
