@@ -483,7 +483,8 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 		return ErrNotConnected
 	}
 	var h notify.Header
-	pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r, &h)
+	e.writer() // makes the Scratch, whose AEAD scratch opening uses
+	pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r, &h, &e.sc.hs)
 	if err != nil {
 		return err
 	}

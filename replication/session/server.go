@@ -483,7 +483,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	}
 	r := &sc.r
 	h := &sc.h
-	pt, moved, err := e.open(now, short, from, &sc.buf, r, h)
+	pt, moved, err := e.open(now, short, from, &sc.buf, r, h, &sc.hs)
 	if err != nil {
 		return false, err
 	}
