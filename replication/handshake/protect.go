@@ -146,9 +146,9 @@ func (p *protector) setup(sc *protectScratch, id *ConnID, header []byte, seq uin
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	sc.nonce[0], sc.nonce[1], sc.nonce[2], sc.nonce[3] = byte(p.dir), domainPacket, 0, 0
+	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(p.dir)|domainPacket<<8) // bytes 2 and 3 zero
 	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
-	copy(sc.ad[:ConnIDSize], id[:])
+	*(*ConnID)(sc.ad[:ConnIDSize]) = *id
 	if len(header) <= adInline {
 		return sc.ad[:ConnIDSize+copy(sc.ad[ConnIDSize:], header)], nil
 	}
