@@ -93,6 +93,21 @@ func (r *Reader) TryReadBits(n uint) (uint64, bool) {
 	return 0, false
 }
 
+// PeekWindow returns the next bits without consuming any, for another
+// package's decoder that parses a short run of fields from one word: v holds
+// n = min(56, Remaining()) bits, its higher bits zero. ok is false (and
+// the caller takes its field-by-field path) when the 8 bytes from the
+// current byte are not in the buffer. The caller consumes what it parsed
+// with TryReadBits (1 ≤ k ≤ n bits: it then succeeds).
+func (r *Reader) PeekWindow() (v uint64, n int, ok bool) {
+	i := uint(r.bit) >> 3
+	if i+8 > uint(len(r.buf)) {
+		return 0, 0, false
+	}
+	n = min(56, r.limit-r.bit)
+	return binary.LittleEndian.Uint64(r.buf[i:i+8]) >> (uint(r.bit) & 7) & (1<<uint(n) - 1), n, true
+}
+
 func (r *Reader) readBitsSlow(n uint, field string) (uint64, error) {
 	if n-1 > 63 {
 		return 0, r.errAt(field, r.bit, ErrWidth)

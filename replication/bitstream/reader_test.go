@@ -172,3 +172,39 @@ func TestReaderEdgeCases(t *testing.T) {
 		t.Fatalf("Error() = %q", got)
 	}
 }
+
+// TestPeekWindow: the window is the next min(56, Remaining()) bits, the
+// bits past the limit zero, nothing consumed; ok only with 8 bytes in the
+// buffer from the current byte.
+func TestPeekWindow(t *testing.T) {
+	buf := []byte{0xff, 0xa5, 0x5a, 0x0f, 0xf0, 0x33, 0xcc, 0x81, 0x7e, 0xff, 0xff}
+	for limit := 0; limit <= 8*len(buf); limit += 5 {
+		for at := 0; at <= limit; at += 3 {
+			var r Reader
+			r.ResetBits(buf, limit)
+			if at > 0 {
+				r.get(uint(at))
+			}
+			v, n, ok := r.PeekWindow()
+			if want := at/8+8 <= len(buf); ok != want {
+				t.Fatalf("limit %d at %d: ok %v, want %v", limit, at, ok, want)
+			}
+			if !ok {
+				continue
+			}
+			if r.Pos() != at {
+				t.Fatalf("limit %d at %d: PeekWindow consumed %d bits", limit, at, r.Pos()-at)
+			}
+			if wantN := min(56, limit-at); n != wantN {
+				t.Fatalf("limit %d at %d: n %d, want %d", limit, at, n, wantN)
+			}
+			var want uint64
+			if n > 0 {
+				want = r.peek(uint(n))
+			}
+			if v != want {
+				t.Fatalf("limit %d at %d: window %#x, want %#x", limit, at, v, want)
+			}
+		}
+	}
+}

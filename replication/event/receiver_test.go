@@ -368,7 +368,7 @@ func TestReadScratchSameAsRead(t *testing.T) {
 		q.fate(seq, true)
 	}
 	if r3.scratch != nil || r3.stats.Ordered != 20 {
-		t.Fatalf("own scratch %d B, %d delivered: want none, 20", len(r3.scratch), r3.stats.Ordered)
+		t.Fatalf("own scratch %d B, %d delivered: want none, 20", r3.ownLen(), r3.stats.Ordered)
 	}
 }
 

@@ -42,7 +42,7 @@ func released(p *pair) string {
 	case p.s.txState != nil:
 		return fmt.Sprintf("sender keeps its transmission state: %d entries, %d packet records", len(p.s.entries), len(p.s.pkts))
 	case p.r.scratch != nil:
-		return fmt.Sprintf("receiver keeps a %d-byte scratch", len(p.r.scratch))
+		return fmt.Sprintf("receiver keeps a %d-byte scratch", p.r.ownLen())
 	case p.r.receiverX != nil && p.r.unSeen != nil:
 		return "receiver keeps its unordered bitmap"
 	}

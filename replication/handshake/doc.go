@@ -46,6 +46,10 @@
 //	pt, moved, err := sess.Open(pt[:0], hdr, ct, seq, src) // replay-checked, then authenticated
 //	srv.Consume(grant.Claims.ID)                           // once the session is connected or gone
 //
+// A goroutine that runs many sessions (a connection shard) passes one
+// Scratch of its own to SealWith and OpenWith instead: the nonce and
+// associated data are built there, not in every Session.
+//
 // docs/protocol.md §7 (handshake)
 // gives every layout byte by byte; docs/security.md
 // the threat model.

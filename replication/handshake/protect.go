@@ -1,6 +1,8 @@
 package handshake
 
 import (
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
+
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
@@ -59,12 +61,13 @@ const MaxHeaderSize = MaxPacketSize - TagSize
 // every packet: one more cold cache line per packet on a server, where a
 // connection's state is cold by the time its next packet comes.) The
 // nonce and the associated data live in a protectScratch: a Protector's
-// own, or the one a Session's two directions share (they are never used
-// at once and name the same connection id), handed to each call — a
-// pointer to it in each direction was 16 bytes of every Session (which
-// fits the 288-byte size class without them; 352 with a scratch each).
+// own, or for a Session the caller's (Scratch: shared by the sessions one
+// goroutine runs), handed to each call with the connection id it copies
+// in front. A scratch in every Session was 36 bytes of it (the 288-byte
+// size class; 256 without), one in each direction 16 more.
 type Protector struct {
 	k  protector
+	id ConnID
 	sc protectScratch
 }
 
@@ -78,11 +81,23 @@ type protector struct {
 }
 
 // protectScratch is where a Protector builds a packet's nonce and
-// associated data. Only the id in front of ad stays between calls.
+// associated data; nothing in it lasts beyond a call.
 type protectScratch struct {
 	nonce [chacha20poly1305.NonceSize]byte
-	ad    [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline; the id stays in front (ID)
+	ad    [ConnIDSize + adInline]byte // id ‖ header, for headers up to adInline
 }
+
+// Scratch is where a Session builds a packet's nonce and associated data
+// (SealWith, OpenWith): 36 bytes used only within a call, so the sessions
+// one goroutine runs — a connection shard's — share one instead of each
+// keeping its own. The zero Scratch is ready to use. Not safe for
+// concurrent use.
+type Scratch struct{ sc protectScratch }
+
+// scratches: the Scratch of a Session call that brings none (Seal, Open, the
+// Disconnect and Redirect packets), as many as such calls ever ran at
+// once, at most 64 kept.
+var scratches = freelist.List[Scratch]{Max: 64}
 
 // adInline is the longest header whose associated data is built in the
 // scratch: the notify header of a data packet is 4–14 bytes, the control
@@ -92,16 +107,15 @@ const adInline = 16
 
 // NewProtector returns the Protector of direction dir of session id under key.
 func NewProtector(key [KeySize]byte, id ConnID, dir Direction) (*Protector, error) {
-	p := new(Protector)
-	if err := p.k.init(key, id, dir, &p.sc); err != nil {
+	p := &Protector{id: id}
+	if err := p.k.init(key, dir); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// init sets p up to build its nonces and associated data in sc, which
-// holds id from now on (a Session's two directions pass the same sc).
-func (p *protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protectScratch) error {
+// init sets p up for direction dir under key.
+func (p *protector) init(key [KeySize]byte, dir Direction) error {
 	aead, err := chacha20poly1305.New(key[:])
 	if err != nil {
 		return err
@@ -110,13 +124,11 @@ func (p *protector) init(key [KeySize]byte, id ConnID, dir Direction, sc *protec
 		return fmt.Errorf("%w: direction %d", ErrConfig, dir)
 	}
 	*p = protector{aead: aead, dir: dir}
-	copy(sc.ad[:], id[:])
-	sc.nonce[1] = domainPacket // bytes 2 and 3 stay zero
 	return nil
 }
 
 // ID is the connection id the Protector authenticates.
-func (p *Protector) ID() ConnID { return ConnID(p.sc.ad[:ConnIDSize]) }
+func (p *Protector) ID() ConnID { return p.id }
 
 // NextSeq is the lowest sequence number Seal accepts.
 func (p *Protector) NextSeq() uint64 { return p.k.nextSeq() }
@@ -129,12 +141,14 @@ func (p *protector) nextSeq() uint64 {
 }
 
 // setup sets the nonce for seq and returns the associated data: id ‖ header.
-func (p *protector) setup(sc *protectScratch, header []byte, seq uint64) ([]byte, error) {
+// The scratch may have served another direction or connection since.
+func (p *protector) setup(sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	sc.nonce[0] = byte(p.dir) // the scratch may be shared with the other direction
+	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(p.dir)|domainPacket<<8) // bytes 2 and 3 zero
 	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
+	*(*ConnID)(sc.ad[:ConnIDSize]) = *id
 	if len(header) <= adInline {
 		return sc.ad[:ConnIDSize+copy(sc.ad[ConnIDSize:], header)], nil
 	}
@@ -151,17 +165,17 @@ func (p *protector) setup(sc *protectScratch, header []byte, seq uint64) ([]byte
 // other overlap of the output with payload is a caller bug (as in
 // cipher.AEAD). 0 allocations when dst has room.
 func (p *Protector) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) {
-	return p.k.seal(&p.sc, dst, header, payload, seq)
+	return p.k.seal(&p.sc, &p.id, dst, header, payload, seq)
 }
 
-func (p *protector) seal(sc *protectScratch, dst, header, payload []byte, seq uint64) ([]byte, error) {
+func (p *protector) seal(sc *protectScratch, id *ConnID, dst, header, payload []byte, seq uint64) ([]byte, error) {
 	if p.sealed && seq <= p.last {
 		return dst, ErrSeqReuse
 	}
 	if len(header)+len(payload)+TagSize > MaxPacketSize {
 		return dst, ErrTooLarge
 	}
-	ad, err := p.setup(sc, header, seq)
+	ad, err := p.setup(sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}
@@ -175,14 +189,14 @@ func (p *protector) seal(sc *protectScratch, dst, header, payload []byte, seq ui
 // successful Open. Any bit changed anywhere in header, ciphertext, tag,
 // sequence number or connection id gives ErrAuth. dst may be ciphertext[:0].
 func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
-	return p.k.open(&p.sc, dst, header, ciphertext, seq)
+	return p.k.open(&p.sc, &p.id, dst, header, ciphertext, seq)
 }
 
-func (p *protector) open(sc *protectScratch, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
+func (p *protector) open(sc *protectScratch, id *ConnID, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
 	if len(ciphertext) < TagSize {
 		return dst, ErrAuth
 	}
-	ad, err := p.setup(sc, header, seq)
+	ad, err := p.setup(sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}

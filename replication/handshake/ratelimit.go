@@ -15,7 +15,8 @@ const (
 	DefaultLimitBurst          = 100                   // one second's worth
 	DefaultLimitGlobalInterval = 50 * time.Microsecond // 20 000 packets/s in all
 	DefaultLimitGlobalBurst    = 2000                  // 100 ms worth
-	DefaultLimitCapacity       = 1 << 14               // prefixes tracked: 16384 × 32 B = 512 KiB
+	DefaultLimitCapacity       = 1 << 14               // prefixes tracked at most: 16384 × 32 B = 512 KiB
+	limitInitial               = 64                    // slots at start (2 KiB); doubled on demand up to Capacity
 	DefaultLimitPrefixV4       = 24
 	DefaultLimitPrefixV6       = 48
 	limitWays                  = 4 // entries per hash set
@@ -35,8 +36,9 @@ type RateLimitConfig struct {
 	// ports it spoofs).
 	PrefixV4, PrefixV6 int
 	// Capacity is the number of prefixes tracked at once, rounded up to a power
-	// of two ≥ 4: [4, MaxLimitCapacity]. Memory is 32 bytes each, allocated up
-	// front and never more.
+	// of two ≥ 4: [4, MaxLimitCapacity]. Memory is 32 bytes each; the table
+	// starts at 64 slots (or Capacity if smaller) and doubles when a new prefix
+	// finds its set full, never past Capacity.
 	Capacity int
 }
 
@@ -85,12 +87,14 @@ type limitEntry struct {
 
 // RateLimiter is a token bucket per source prefix with bounded memory, for
 // every reply the server sends to an unproven source: Challenge, Denied,
-// NoConnection. A fixed table of Capacity entries in 4-way sets, indexed by a
-// keyed hash (seeded from the injected randomness, so senders cannot aim
-// collisions): a new prefix takes a free slot or one whose bucket has refilled;
-// when all four of its set still owe, the packet is refused and counted
-// (TableFull) — a flood of distinct sources fills no memory and never evicts a
-// prefix that is being limited. The global bucket bounds the total whatever
+// NoConnection. A table of 4-way sets, indexed by a keyed hash (seeded from
+// the injected randomness, so senders cannot aim collisions): a new prefix
+// takes a free slot or one whose bucket has refilled; when all four of its set
+// still owe, the table doubles (moving every entry, so no prefix loses its
+// state) until it has Capacity slots, and past that the packet is refused and
+// counted (TableFull) — a flood of distinct sources fills no more than
+// Capacity×32 bytes and never evicts a prefix that is being limited. The table
+// starts small because a quiet server sees a handful of unproven prefixes. The global bucket bounds the total whatever
 // the sources. Buckets use GCRA (one timestamp each, exact, no refill loop).
 //
 // Time is virtual monotonic time (now since an arbitrary epoch), as elsewhere
@@ -118,7 +122,7 @@ func NewRateLimiter(cfg RateLimitConfig, rand io.Reader) (*RateLimiter, error) {
 	if _, err := io.ReadFull(rand, seed[:]); err != nil {
 		return nil, fmt.Errorf("%w: rate limiter seed: %v", ErrRand, err)
 	}
-	n := 1 << bits.Len(uint(cfg.Capacity-1))
+	n := min(1<<bits.Len(uint(cfg.Capacity-1)), limitInitial)
 	return &RateLimiter{
 		cfg:     cfg,
 		tol:     time.Duration(cfg.Burst-1) * cfg.Interval,
@@ -137,8 +141,38 @@ func (l *RateLimiter) Stats() RateLimitStats { return l.stats }
 // Len is the number of table slots in use (bounded by Capacity).
 func (l *RateLimiter) Len() int { return l.occupied }
 
-// Cap is the table's fixed size.
+// Cap is the table's size now: it grows up to Capacity rounded up to a power of two.
 func (l *RateLimiter) Cap() int { return len(l.entries) }
+
+// maxSlots is Capacity rounded up to a power of two: the table's bound.
+func (l *RateLimiter) maxSlots() int { return 1 << bits.Len(uint(l.cfg.Capacity-1)) }
+
+// grow doubles the table. Set index bits are the hash's low bits, so an entry
+// of set s moves to s or s+old sets: each new set takes at most the four
+// entries of one old set, and every entry keeps its place in the new table.
+func (l *RateLimiter) grow() {
+	old := l.entries
+	sets := uint64(len(old) / limitWays)
+	l.entries = make([]limitEntry, 2*len(old))
+	l.mask = 2*sets - 1
+	for s := range sets {
+		var w [2]int // next free way in set s and s+sets
+		for _, e := range old[s*limitWays : s*limitWays+limitWays] {
+			if e.fam == 0 {
+				continue
+			}
+			h := l.hash(e.k0, e.k1, e.fam) & l.mask
+			half := h / sets // 0 or 1
+			l.entries[h*limitWays+uint64(w[half])] = e
+			w[half]++
+		}
+	}
+}
+
+// hash is the keyed hash of a prefix; its low bits pick the set.
+func (l *RateLimiter) hash(k0, k1 uint64, fam uint8) uint64 {
+	return mix64(mix64(k0^l.seed0) ^ k1 ^ l.seed1 ^ uint64(fam))
+}
 
 // key masks src to its prefix.
 func (l *RateLimiter) key(src netip.Addr) (k0, k1 uint64, fam uint8) {
@@ -174,7 +208,9 @@ func (l *RateLimiter) Allow(src netip.Addr, now time.Duration) bool {
 		return false
 	}
 	k0, k1, fam := l.key(src)
-	set := mix64(mix64(k0^l.seed0)^k1^l.seed1^uint64(fam)) & l.mask
+	h := l.hash(k0, k1, fam)
+find:
+	set := h & l.mask
 	ways := l.entries[set*limitWays : set*limitWays+limitWays]
 	var e *limitEntry
 	for i := range ways {
@@ -191,6 +227,10 @@ func (l *RateLimiter) Allow(src netip.Addr, now time.Duration) bool {
 			}
 		}
 		if e == nil {
+			if len(l.entries) < l.maxSlots() {
+				l.grow()
+				goto find
+			}
 			l.stats.TableFull++
 			return false
 		}

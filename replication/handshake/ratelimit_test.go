@@ -78,9 +78,10 @@ func TestRateLimiterPrefixes(t *testing.T) {
 	}
 }
 
-// TestRateLimiterFlood: a flood of distinct spoofed sources grows no memory,
-// allocates nothing, stays under the global bound, and does not evict a prefix
-// that is being limited.
+// TestRateLimiterFlood: a flood of distinct spoofed sources grows the table
+// to Capacity and no further, allocates nothing once there, stays under the
+// global bound, and does not evict a prefix that is being limited — neither
+// while the table grows nor once it is full.
 func TestRateLimiterFlood(t *testing.T) {
 	l := newLimiter(t, func(c *RateLimitConfig) {
 		c.Capacity = 1024
@@ -93,25 +94,38 @@ func TestRateLimiterFlood(t *testing.T) {
 	if l.Allow(victim, 0) {
 		t.Fatal("victim prefix not limited")
 	}
-	capBefore := l.Cap()
-	const n = 500_000
+	if l.Cap() != limitInitial {
+		t.Fatalf("a new limiter has %d slots, want %d", l.Cap(), limitInitial)
+	}
 	now := time.Duration(0)
 	i := uint32(0)
-	allowedBefore := l.Stats().Allowed
-	allocs := testing.AllocsPerRun(n, func() {
+	flood := func() {
 		i++
 		src := netip.AddrFrom4([4]byte{byte(i >> 16), byte(i >> 8), byte(i), 1}) // a new /24 each time
 		now += time.Microsecond
 		l.Allow(src, now)
-		if l.Len() > l.Cap() {
-			t.Fatalf("table grew to %d", l.Len())
+		if l.Len() > l.Cap() || l.Cap() > 1024 {
+			t.Fatalf("table holds %d in %d slots, Capacity 1024", l.Len(), l.Cap())
 		}
-	})
+	}
+	allowedBefore := l.Stats().Allowed
+	// Growing: the victim stays limited after every doubling.
+	for l.Cap() < 1024 {
+		c := l.Cap()
+		for l.Cap() == c {
+			flood()
+		}
+		if l.Allow(victim, now) {
+			t.Fatalf("the victim prefix was let through after the table grew to %d", l.Cap())
+		}
+	}
+	const n = 500_000
+	allocs := testing.AllocsPerRun(n, flood)
 	if allocs != 0 {
 		t.Errorf("%v allocations per packet", allocs)
 	}
-	if l.Cap() != capBefore || l.Cap() != 1024 {
-		t.Errorf("capacity %d → %d", capBefore, l.Cap())
+	if l.Cap() != 1024 {
+		t.Errorf("capacity %d after the flood, want 1024", l.Cap())
 	}
 	st := l.Stats()
 	allowed := st.Allowed - allowedBefore
@@ -123,6 +137,46 @@ func TestRateLimiterFlood(t *testing.T) {
 	}
 	if l.Allow(victim, now) {
 		t.Error("the flood evicted the limited victim prefix")
+	}
+}
+
+// TestRateLimiterGrowKeepsEveryPrefix: doubling the table moves every entry
+// (none lost, none duplicated): prefixes limited before stay limited after,
+// whichever set they land in.
+func TestRateLimiterGrowKeepsEveryPrefix(t *testing.T) {
+	l := newLimiter(t, func(c *RateLimitConfig) {
+		c.Capacity = 1 << 12
+		c.Interval, c.Burst = time.Hour, 1
+		c.GlobalInterval, c.GlobalBurst = time.Nanosecond, 1<<30
+	})
+	src := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}) }
+	const n = 2000
+	var admitted []int // refused ones found their set full at Capacity
+	for i := range n {
+		if l.Allow(src(i), 0) {
+			admitted = append(admitted, i)
+		}
+	}
+	if len(admitted) < 400 || l.Len() != len(admitted) || l.Cap() != 1<<12 {
+		t.Fatalf("%d of %d prefixes admitted, %d in %d slots, want ≥ 400 in 4096", len(admitted), n, l.Len(), l.Cap())
+	}
+	for _, i := range admitted {
+		if l.Allow(src(i), time.Second) {
+			t.Fatalf("prefix %d let through twice in an hour after the table grew to %d", i, l.Cap())
+		}
+	}
+	if st := l.Stats(); st.Limited != uint64(len(admitted)) || st.TableFull != uint64(n-len(admitted)) {
+		t.Fatalf("stats %+v, want %d limited, %d refused for room", st, len(admitted), n-len(admitted))
+	}
+}
+
+// TestRateLimiterStartsSmall: a new limiter holds 64 slots (2 KiB), not Capacity.
+func TestRateLimiterStartsSmall(t *testing.T) {
+	if c := newLimiter(t, nil).Cap(); c != limitInitial {
+		t.Fatalf("default limiter starts at %d slots, want %d", c, limitInitial)
+	}
+	if c := newLimiter(t, func(c *RateLimitConfig) { c.Capacity = 5 }).Cap(); c != 8 {
+		t.Fatalf("Capacity 5 starts at %d slots, want 8", c)
 	}
 }
 

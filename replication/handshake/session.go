@@ -85,7 +85,7 @@ type Session struct {
 	recv   protector
 	window ReplayWindow
 	addr   netip.AddrPort
-	sc     protectScratch // send's and recv's: the id ‖ header and the nonce of the packet at hand
+	id     ConnID // the nonce and associated data are built in the caller's Scratch
 }
 
 func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*Session, error) {
@@ -95,17 +95,17 @@ func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*S
 		sendKey, sendDir, recvKey, recvDir = recvKey, recvDir, sendKey, sendDir
 		state = StatePending
 	}
-	s := &Session{role: role, state: state, addr: canonAddr(addr)}
-	if err := s.send.init(sendKey, id, sendDir, &s.sc); err != nil {
+	s := &Session{role: role, state: state, addr: canonAddr(addr), id: id}
+	if err := s.send.init(sendKey, sendDir); err != nil {
 		return nil, err
 	}
-	if err := s.recv.init(recvKey, id, recvDir, &s.sc); err != nil {
+	if err := s.recv.init(recvKey, recvDir); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Session) ID() ConnID           { return ConnID(s.sc.ad[:ConnIDSize]) }
+func (s *Session) ID() ConnID           { return s.id }
 func (s *Session) Role() Role           { return s.role }
 func (s *Session) State() State         { return s.state }
 func (s *Session) Addr() netip.AddrPort { return s.addr }
@@ -122,13 +122,21 @@ func (s *Session) NextSeq() uint64 { return s.send.nextSeq() }
 // client's address is unproven (ErrUnverified); a draining or closed one
 // refuses (ErrClosed).
 func (s *Session) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) {
+	sc := scratches.Get()
+	defer scratches.Put(sc)
+	return s.SealWith(sc, dst, header, payload, seq)
+}
+
+// SealWith is Seal building the nonce and associated data in sc, the
+// caller's (one per goroutine: a shard's connections share it).
+func (s *Session) SealWith(sc *Scratch, dst, header, payload []byte, seq uint64) ([]byte, error) {
 	switch {
 	case s.state >= StateDraining:
 		return dst, ErrClosed
 	case s.state == StatePending:
 		return dst, ErrUnverified
 	}
-	return s.send.seal(&s.sc, dst, header, payload, seq)
+	return s.send.seal(&sc.sc, &s.id, dst, header, payload, seq)
 }
 
 // Open authenticates one incoming short-form packet (header, ciphertext ‖ tag,
@@ -137,6 +145,14 @@ func (s *Session) Seal(dst, header, payload []byte, seq uint64) ([]byte, error) 
 // committed after the AEAD. moved reports that the server session moved to
 // from. A pending server session becomes connected.
 func (s *Session) Open(dst, header, ciphertext []byte, seq uint64, from netip.AddrPort) (pt []byte, moved bool, err error) {
+	sc := scratches.Get()
+	defer scratches.Put(sc)
+	return s.OpenWith(sc, dst, header, ciphertext, seq, from)
+}
+
+// OpenWith is Open building the nonce and associated data in sc, the
+// caller's (one per goroutine: a shard's connections share it).
+func (s *Session) OpenWith(sc *Scratch, dst, header, ciphertext []byte, seq uint64, from netip.AddrPort) (pt []byte, moved bool, err error) {
 	if s.state == StateClosed {
 		return dst, false, ErrClosed
 	}
@@ -144,7 +160,7 @@ func (s *Session) Open(dst, header, ciphertext []byte, seq uint64, from netip.Ad
 		return dst, false, err
 	}
 	newest := !s.opened || seq > s.window.Newest()
-	pt, err = s.recv.open(&s.sc, dst, header, ciphertext, seq)
+	pt, err = s.recv.open(&sc.sc, &s.id, dst, header, ciphertext, seq)
 	if err != nil {
 		return dst, false, err
 	}
@@ -196,9 +212,11 @@ func (s *Session) AppendDisconnect(dst []byte, r Reason) ([]byte, error) {
 	s.discPT[0] = byte(r)
 	n := len(dst)
 	dst = append(dst, hdr[0])
-	dst = append(dst, s.sc.ad[:ConnIDSize]...)
+	dst = append(dst, s.id[:]...)
 	dst = append(dst, hdr[1:]...)
-	out, err := s.send.seal(&s.sc, dst, hdr[:], s.discPT[:], seq)
+	sc := scratches.Get()
+	out, err := s.send.seal(&sc.sc, &s.id, dst, hdr[:], s.discPT[:], seq)
+	scratches.Put(sc)
 	if err != nil {
 		return dst[:n], err
 	}
@@ -229,7 +247,10 @@ func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
 	var hdr [1 + 8]byte
 	hdr[0] = pkt[0]
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
-	if _, err := s.recv.open(&s.sc, s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+	sc := scratches.Get()
+	_, err = s.recv.open(&sc.sc, &s.id, s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
+	scratches.Put(sc)
+	if err != nil {
 		return 0, err
 	}
 	r := Reason(s.rxPT[0])
@@ -289,9 +310,11 @@ func (s *Session) AppendRedirect(dst []byte, server netip.AddrPort, token []byte
 	copy(pt[addrSize:], token)
 	n := len(dst)
 	dst = append(dst, hdr[0])
-	dst = append(dst, s.sc.ad[:ConnIDSize]...)
+	dst = append(dst, s.id[:]...)
 	dst = append(dst, hdr[1:]...)
-	out, err := s.send.seal(&s.sc, dst, hdr[:], pt[:], seq)
+	sc := scratches.Get()
+	out, err := s.send.seal(&sc.sc, &s.id, dst, hdr[:], pt[:], seq)
+	scratches.Put(sc)
 	clear(pt[:])
 	if err != nil {
 		return dst[:n], err
@@ -344,7 +367,10 @@ func (s *Session) OpenRedirect(pkt []byte) (netip.AddrPort, []byte, error) {
 	hdr[0] = pkt[0]
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
 	var pt [redirectPlainSize]byte
-	if _, err := s.recv.open(&s.sc, pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq); err != nil {
+	sc := scratches.Get()
+	_, err = s.recv.open(&sc.sc, &s.id, pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
+	scratches.Put(sc)
+	if err != nil {
 		return netip.AddrPort{}, nil, err
 	}
 	// Authenticated, so the server sent it; still refuse what a client

@@ -208,3 +208,57 @@ func TestNoConnectionCannotReflect(t *testing.T) {
 		})
 	}
 }
+
+// TestScratchSharedAcrossSessions: one Scratch serves every call of two
+// connections in both directions, interleaved (as a shard's connections
+// share one): each call builds its nonce and associated data afresh — the
+// direction, the sequence number and its own connection id — so every
+// packet opens on its own connection and on no other.
+func TestScratchSharedAcrossSessions(t *testing.T) {
+	c1, s1, _, _ := newSessions(t, 11)
+	c2, s2, _, _ := newSessions(t, 12)
+	if c1.ID() == c2.ID() {
+		t.Fatal("two connections with one id")
+	}
+	var sc Scratch
+	hdr := []byte{0x21, 0x07}
+	ends := []struct {
+		name     string
+		from, to *Session
+		addr     netip.AddrPort
+	}{
+		{"client 1 → server 1", c1, s1, testClient},
+		{"client 2 → server 2", c2, s2, testClient},
+		{"server 1 → client 1", s1, c1, testServer},
+		{"server 2 → client 2", s2, c2, testServer},
+	}
+	for seq := uint64(0); seq < 6; seq++ {
+		for d := 0; d < 4; d += 2 { // both connections of one direction at a time
+			if seq == 0 && d == 2 {
+				continue // a server session seals once a client packet verified it
+			}
+			var pkts, payloads [2][]byte
+			for j := range 2 {
+				e := ends[d+j]
+				payloads[j] = []byte{byte(seq), byte(d + j), 0xAA}
+				var err error
+				if pkts[j], err = e.from.SealWith(&sc, nil, hdr, payloads[j], seq); err != nil {
+					t.Fatalf("%s seq %d: seal: %v", e.name, seq, err)
+				}
+			}
+			for j := range 2 {
+				e, other := ends[d+j], ends[d+1-j].to
+				if _, _, err := other.OpenWith(&sc, nil, hdr, pkts[j], seq, e.addr); !errors.Is(err, ErrAuth) {
+					t.Fatalf("%s seq %d: opening on the other connection gave %v, want ErrAuth", e.name, seq, err)
+				}
+			}
+			for j := range 2 {
+				e := ends[d+j]
+				pt, _, err := e.to.OpenWith(&sc, nil, hdr, pkts[j], seq, e.addr)
+				if err != nil || string(pt) != string(payloads[j]) {
+					t.Fatalf("%s seq %d: open %q, %v; want %q", e.name, seq, pt, err, payloads[j])
+				}
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/notify"
@@ -144,13 +145,27 @@ func TestControlWriterIgnoresMovesWithoutCRC(t *testing.T) {
 	}
 }
 
+// TestControlWriterLayout: a ControlWriter stays in the 80-byte size class
+// (96 with its config copied in and Initial counted apart from anyFull),
+// an Applier in 48 bytes (56 with Malformed and Lost in it).
+func TestControlWriterLayout(t *testing.T) {
+	if n := unsafe.Sizeof(ControlWriter{}); n > 80 {
+		t.Errorf("ControlWriter is %d bytes, over the 80-byte size class", n)
+	}
+	if n := unsafe.Sizeof(Applier{}); n > 48 {
+		t.Errorf("Applier is %d bytes, over 48", n)
+	}
+}
+
+// TestControlWriterBudget: a deferred state waits for room, counted; the
+// first full state to go is the Initial one (0 before it).
 func TestControlWriterBudget(t *testing.T) {
 	c, _ := NewControlWriter(DefaultControlConfig())
 	state := ControlState{PayloadLen: 4, Payload: [MaxPayload]byte{1, 2, 3, 4}}
 	// Room for the ack but not the state: ack only, state still due.
 	w := bitstream.NewWriter(make([]byte, 8))
 	full, err := c.Write(w, 1, 0, 3, &state)
-	if err != nil || full || w.BitLen() != controlBaseBits || !c.Pending() || c.Stats().Deferred != 1 {
+	if err != nil || full || w.BitLen() != controlBaseBits || !c.Pending() || c.Stats().Deferred != 1 || c.Stats().Initial != 0 {
 		t.Fatalf("small budget: full %v err %v bits %d pending %v stats %+v", full, err, w.BitLen(), c.Pending(), c.Stats())
 	}
 	// No room at all: error, nothing written.
@@ -160,8 +175,8 @@ func TestControlWriterBudget(t *testing.T) {
 	}
 	// Enough room: the deferred state goes out.
 	w = bitstream.NewWriter(make([]byte, 64))
-	if full, err := c.Write(w, 3, 0, 3, &state); !full || err != nil {
-		t.Fatalf("full budget: full %v err %v", full, err)
+	if full, err := c.Write(w, 3, 0, 3, &state); !full || err != nil || c.Stats().Initial != 1 {
+		t.Fatalf("full budget: full %v err %v stats %+v", full, err, c.Stats())
 	}
 	// A broken state is refused, not sent.
 	c.Force()

@@ -328,7 +328,100 @@ func nonCanonical(field string, at int) error {
 
 // readDelta reads a delta-coded move into m, which holds a copy of the
 // previous move on entry. Only the canonical encoding is accepted.
+//
+// Most deltas are short (the same input: one bit; a turn: 7 flags and a
+// yaw), and most of a server's are the redundant copies of moves it
+// applied already: they are parsed from one 56-bit window (deltaFast) and
+// consumed with one read, instead of a call per flag and per value. A
+// delta that does not fit the window, or that is malformed, goes through
+// readDeltaFields from the same bit, which reads it or returns its error
+// exactly as before.
 func readDelta(r *bitstream.Reader, m *Move) error {
+	if v, n, ok := r.PeekWindow(); ok && n > 0 {
+		if v&1 != 0 { // the same input as the previous move
+			r.TryReadBits(1)
+			return nil
+		}
+		if used := deltaFast(v, n, m); used > 0 {
+			r.TryReadBits(uint(used))
+			return nil
+		}
+	}
+	return readDeltaFields(r, m)
+}
+
+// deltaFast parses a delta (its "same" bit clear) from v, the next n bits,
+// into m and returns the bits it used; 0 when the delta runs past n or
+// breaks a rule (a value out of range, a "changed" value equal to the
+// previous one, nothing changed), leaving m untouched.
+func deltaFast(v uint64, n int, m *Move) int {
+	c := *m
+	pos := uint(1)
+	lim := uint(n)
+	changed := false
+	// field reads one "changed" flag and, when set, a k-bit value.
+	field := func(k uint) (uint64, bool, bool) {
+		if pos+1 > lim {
+			return 0, false, false
+		}
+		f := v>>pos&1 != 0
+		pos++
+		if !f {
+			return 0, false, true
+		}
+		if pos+k > lim {
+			return 0, false, false
+		}
+		x := v >> pos & (1<<k - 1)
+		pos += k
+		return x, true, true
+	}
+	x, set, ok := field(dtBits)
+	if !ok || set && uint8(x) == c.Dt {
+		return 0
+	}
+	if set {
+		c.Dt, changed = uint8(x), true
+	}
+	if x, set, ok = field(axisBits); !ok || set && (x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Forward) {
+		return 0
+	}
+	if set {
+		c.Forward, changed = int8(int64(x)-AxisMax), true
+	}
+	if x, set, ok = field(axisBits); !ok || set && (x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Strafe) {
+		return 0
+	}
+	if set {
+		c.Strafe, changed = int8(int64(x)-AxisMax), true
+	}
+	if x, set, ok = field(yawBits); !ok || set && uint16(x) == c.Yaw {
+		return 0
+	}
+	if set {
+		c.Yaw, changed = uint16(x), true
+	}
+	if x, set, ok = field(pitchBits); !ok || set && (x > 2*PitchMax || int16(int64(x)-PitchMax) == c.Pitch) {
+		return 0
+	}
+	if set {
+		c.Pitch, changed = int16(int64(x)-PitchMax), true
+	}
+	if x, set, ok = field(buttonBits); !ok || set && uint16(x) == c.Buttons {
+		return 0
+	}
+	if set {
+		c.Buttons, changed = uint16(x), true
+	}
+	if !changed {
+		return 0
+	}
+	*m = c
+	return int(pos)
+}
+
+// readDeltaFields is readDelta field by field, with every error.
+func readDeltaFields(r *bitstream.Reader, m *Move) error {
 	at := r.Pos()
 	same, err := r.ReadFlag("move.same")
 	if err != nil || same {
@@ -443,7 +536,13 @@ const maxLongSeq = 1 << 62
 // readSection decodes one move section into buf. It returns the number of
 // moves (0 for an empty section) and the first one's sequence, reconstructed
 // around next (the sequence the receiver expects next). Nothing is applied.
-func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int, first uint64, err error) {
+// Every move is decoded and checked, but only those from sequence keep on
+// are stored, from buf[0] (keep ≤ first: all of them): the redundant copies
+// of moves a receiver applied before (most of a section: one new move and
+// the unacknowledged ones again) are decoded in place in buf[0], the
+// running base of the next delta, instead of each copied to a slot of its
+// own that nobody reads.
+func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next, keep uint64) (n int, first uint64, err error) {
 	has, err := r.ReadFlag("move.present")
 	if err != nil || !has {
 		return 0, 0, err
@@ -474,7 +573,7 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 			return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
 		}
 		crc = v >> seqBits
-		return readMoves(r, buf, n, first, crc)
+		return readMoves(r, buf, n, first, crc, skipped(n, first, keep))
 	}
 	if long {
 		// A continued stream on a new connection: the whole sequence,
@@ -498,24 +597,43 @@ func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next uint64) (n int,
 	if crc, err = r.ReadBits(crcBits, "move.crc"); err != nil {
 		return 0, 0, err
 	}
-	return readMoves(r, buf, n, first, crc)
+	return readMoves(r, buf, n, first, crc, skipped(n, first, keep))
+}
+
+// skipped is how many of a section's n moves from first lie below keep.
+func skipped(n int, first, keep uint64) int {
+	if keep <= first {
+		return 0
+	}
+	return int(min(keep-first, uint64(n)))
 }
 
 // readMoves reads a section's n moves, after its header (sequence first,
-// the newest move's CRC), into buf.
-func readMoves(r *bitstream.Reader, buf *[MaxWindow]Move, n int, first, crc uint64) (int, uint64, error) {
+// the newest move's CRC), into buf: the first skip (≤ n) are decoded in
+// buf[0] and overwritten, move skip+j lands in buf[j].
+func readMoves(r *bitstream.Reader, buf *[MaxWindow]Move, n int, first, crc uint64, skip int) (int, uint64, error) {
 	m := &buf[0]
 	if err := readFull(r, m); err != nil {
 		return 0, 0, err
 	}
 	m.Seq, m.CRC, m.HasCRC = first, 0, false
-	for i := 1; i < n; i++ {
-		buf[i] = buf[i-1]
-		if err := readDelta(r, &buf[i]); err != nil {
+	i := 1
+	for ; i <= skip && i < n; i++ { // up to the first kept move: in place
+		if err := readDelta(r, m); err != nil {
 			return 0, 0, err
 		}
-		buf[i].Seq = first + uint64(i)
+		m.Seq = first + uint64(i)
 	}
-	buf[n-1].CRC, buf[n-1].HasCRC = uint32(crc), true
+	for ; i < n; i++ {
+		j := i - skip
+		buf[j] = buf[j-1]
+		if err := readDelta(r, &buf[j]); err != nil {
+			return 0, 0, err
+		}
+		buf[j].Seq = first + uint64(i)
+	}
+	if k := n - skip; k > 0 {
+		buf[k-1].CRC, buf[k-1].HasCRC = uint32(crc), true
+	}
 	return n, first, nil
 }

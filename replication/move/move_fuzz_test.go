@@ -52,20 +52,27 @@ func sameBits(a, b []byte, n int) bool {
 
 // FuzzMoveSection feeds arbitrary bytes to Applier.Read in an arbitrary
 // state: never a panic; on success the moves are applied once, in order, after
-// last; on failure nothing is applied; and a decoded section re-encodes to
-// exactly the bits it was read from (only canonical encodings are accepted).
+// last, and they are exactly the section's moves after last (as a full
+// decode reads them, the newest with its CRC: Read stores only those, the
+// redundant ones are decoded in place); on failure nothing is applied; and a
+// decoded section re-encodes to exactly the bits it was read from (only
+// canonical encodings are accepted).
 func FuzzMoveSection(f *testing.F) {
 	f.Add([]byte{}, uint64(0))
 	f.Add([]byte{0}, uint64(7))
 	f.Add(sectionBytes(1, Move{Dt: 32, Forward: 127}, Move{Dt: 32, Forward: 127}, Move{Dt: 32, Yaw: 9}), uint64(0))
 	f.Add(sectionBytes(70000, Move{Dt: 32, Buttons: 3, CRC: 5}, Move{Dt: 33, Pitch: -1}), uint64(69990))
 	f.Add(sectionBytes(3, Move{}, Move{Strafe: -127}), uint64(4))
+	// Partly applied: two redundant copies, then two new moves.
+	f.Add(sectionBytes(5, Move{Dt: 32, Yaw: 1}, Move{Dt: 32, Yaw: 2}, Move{Dt: 32, Yaw: 2, Buttons: 1}, Move{Dt: 31, Forward: -5}), uint64(6))
+	f.Add(sectionBytes(5, Move{Dt: 32, Yaw: 1}, Move{Dt: 32, Yaw: 2}, Move{Dt: 32, Yaw: 3}), uint64(6))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint64(1<<40))
 	f.Fuzz(func(t *testing.T, data []byte, last uint64) {
 		var ap Applier
 		ap.Reset(last)
 		prev := last
 		applied := 0
+		var got []Move
 		err := ap.Read(bitstream.NewReader(data), func(m Move) {
 			if m.Seq <= prev {
 				t.Fatalf("move %d applied after %d", m.Seq, prev)
@@ -75,6 +82,7 @@ func FuzzMoveSection(f *testing.F) {
 			}
 			prev = m.Seq
 			applied++
+			got = append(got, m)
 		})
 		if err != nil {
 			var re *bitstream.ReadError
@@ -92,9 +100,23 @@ func FuzzMoveSection(f *testing.F) {
 		// Decode again, re-encode, compare bit for bit.
 		r := bitstream.NewReader(data)
 		var buf [MaxWindow]Move
-		n, first, err := readSection(r, &buf, last+1)
+		n, first, err := readSection(r, &buf, last+1, 0)
 		if err != nil {
 			t.Fatalf("readSection failed where Read succeeded: %v", err)
+		}
+		var want []Move
+		for _, m := range buf[:n] {
+			if m.Seq > last {
+				want = append(want, m)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("applied %d moves, the section holds %d after %d", len(got), len(want), last)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("applied move %d = %+v, the section's is %+v", i, got[i], want[i])
+			}
 		}
 		w, err := reencode(&buf, n, first, n > 0 && data[0]&1 != 0 && data[(1+countBits)/8]>>((1+countBits)%8)&1 != 0)
 		if err != nil {
@@ -281,6 +303,42 @@ func FuzzControlRoundTrip(f *testing.F) {
 		}
 		if u.Ack != ack || !u.HasState || u.State.CRC() != s.CRC() || u.State != s {
 			t.Fatalf("decoded %+v, want ack %d state %+v", u, ack, s)
+		}
+	})
+}
+
+// FuzzDeltaFast: readDelta's one-window path (deltaFast) reads what the
+// field-by-field path reads, from arbitrary bits after an arbitrary
+// previous move: the same move, the same bits consumed, the same error
+// (it hands every delta it cannot take to that path, so an error is
+// always that path's). Both readers get 8 bytes of slack past the data, as
+// a server's payload has, so the window is taken near the end too.
+func FuzzDeltaFast(f *testing.F) {
+	f.Add([]byte{0x01}, uint8(32), int8(0), int8(0), uint16(0), int16(0), uint16(0), uint8(0))
+	f.Add([]byte{0x00, 0x00}, uint8(32), int8(0), int8(0), uint16(0), int16(0), uint16(0), uint8(3))
+	f.Add(sectionBytes(1, Move{Dt: 32, Yaw: 1}, Move{Dt: 32, Yaw: 2}), uint8(32), int8(0), int8(0), uint16(1), int16(0), uint16(0), uint8(64))
+	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint8(1), int8(-127), int8(127), uint16(65535), int16(-PitchMax), uint16(65535), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, dt uint8, fwd, str int8, yaw uint16, pitch int16, buttons uint16, skip uint8) {
+		prev := Move{Seq: 9, Dt: dt, Forward: max(fwd, -AxisMax), Strafe: max(str, -AxisMax), Yaw: yaw,
+			Pitch: min(max(pitch, -PitchMax), PitchMax), Buttons: buttons}
+		buf := append(append([]byte(nil), data...), make([]byte, 8)...)
+		nbits := 8 * len(data)
+		at := min(int(skip), nbits)
+		var ra, rb bitstream.Reader
+		ra.ResetBits(buf, nbits)
+		rb.ResetBits(buf, nbits)
+		if at > 0 {
+			ra.ReadBits(uint(at), "skip")
+			rb.ReadBits(uint(at), "skip")
+		}
+		ma, mb := prev, prev
+		ea := readDelta(&ra, &ma)
+		eb := readDeltaFields(&rb, &mb)
+		if (ea == nil) != (eb == nil) || ea != nil && ea.Error() != eb.Error() {
+			t.Fatalf("readDelta: %v; field by field: %v", ea, eb)
+		}
+		if ea == nil && (ma != mb || ra.Pos() != rb.Pos()) {
+			t.Fatalf("readDelta read %+v to bit %d; field by field %+v to bit %d", ma, ra.Pos(), mb, rb.Pos())
 		}
 	})
 }

@@ -52,28 +52,24 @@ type record struct {
 // steady state allocates nothing. Not safe for concurrent use; the connection
 // actor owns it.
 type Conn struct {
-	cfg *Config // shared (interned), never written: ReorderThreshold and AckWindow are read there (reorderK, ackWin)
+	cfg *shared // shared (interned), never written: ReorderThreshold and AckWindow are read there (reorderK, ackWin), and the starts
 
 	// Sender half: our sequence numbers.
-	localStart   uint64
 	nextSeq      uint64
 	headSeq      uint64   // oldest record not yet popped
 	firstPending uint64   // oldest unresolved record, or nextSeq
 	pending      uint64   // unresolved records
 	recs         []record // ring indexed by seq mod len (a power of two)
-	// Sizing by use (trimRecs): the most records in flight in this and
-	// the previous period, and when the period ends.
-	recPeak, recPeakPrev uint32 // ≤ MaxInFlight
-	recTrimAt            time.Duration
-	recTrimEvery         time.Duration // recTrimEvery; tests change it
-	peerL                uint64        // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
+	// Sizing by use (trimRecs): when the period ends (the most records in
+	// flight in this and the previous period are with the flags).
+	recTrimAt time.Duration
+	peerL     uint64 // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
 
 	// Receiver half: the peer's sequence numbers.
-	peerStart uint64
-	rxL       uint64        // newest accepted (when hasRx)
-	rxH       uint64        // horizon: lowest acceptable
-	rxLAt     time.Duration // arrival time of rxL (ack delay)
-	interval  time.Duration // smoothed inter-arrival time per sequence number (when hasIv)
+	rxL      uint64        // newest accepted (when hasRx)
+	rxH      uint64        // horizon: lowest acceptable
+	rxLAt    time.Duration // arrival time of rxL (ack delay)
+	interval time.Duration // smoothed inter-arrival time per sequence number (when hasIv)
 	// rxBits: the accepted bits, a ring indexed by seq mod 64·len (AckWindow
 	// rounded up to a power of two). Its room past len holds the gap
 	// times (gaps): for missing s in [H, L), when the first later packet
@@ -89,16 +85,32 @@ type Conn struct {
 	stats    connStats // all but the rare ones
 	rare     *Stats    // ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted: made on the first
 
-	// The flags together: one word, where each took one of its own.
-	hasPeerL bool // peerL is set
-	hasRx    bool // rxL, rxLAt are set: a packet was accepted
-	hasIv    bool // interval has a sample: the time threshold is armed
+	// The flags together: one word, where each took one of its own; the
+	// ring's peaks share it (records in flight, saturated at 65535: a ring
+	// of MaxMaxInFlight = 65536 sizes the same from either).
+	recPeak, recPeakPrev uint16
+	hasPeerL             bool // peerL is set
+	hasRx                bool // rxL, rxLAt are set: a packet was accepted
+	hasIv                bool // interval has a sample: the time threshold is armed
 }
+
+// shared is what a Conn reads but never writes, the same for the Conns of
+// one config: the Config, where both numberings start (0 but in tests that
+// cross the wrap points: newConn) and the ring's sizing period (tests
+// change it). Interned (configs): 24 bytes of every Conn otherwise.
+type shared struct {
+	Config
+	localStart, peerStart uint64
+	trimEvery             time.Duration
+}
+
+// peak16 saturates a count of records in flight to the peaks' width.
+func peak16(n uint64) uint16 { return uint16(min(n, 1<<16-1)) }
 
 // configs interns the Configs of Conns: every connection of a process
 // shares one read-only copy instead of 40 bytes each. Bounded: past
 // intern.Max distinct values (a server has one or two) a Conn gets its own.
-var configs intern.Table[Config]
+var configs intern.Table[shared]
 
 // maxStartSeq keeps every sum of a sequence number and a window far from overflow.
 const maxStartSeq = 1 << 62
@@ -122,14 +134,11 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	nbit := nextPow2(cfg.AckWindow)
 	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
-		cfg:          configs.Get(cfg),
-		localStart:   localStart,
+		cfg:          configs.Get(shared{Config: cfg, localStart: localStart, peerStart: peerStart, trimEvery: recTrimEvery}),
 		nextSeq:      localStart,
 		headSeq:      localStart,
 		firstPending: localStart,
 		recs:         make([]record, min(nrec, minRecs)),
-		recTrimEvery: recTrimEvery,
-		peerStart:    peerStart,
 		rxH:          peerStart,
 		rxBits:       make([]uint64, nbit/64, nbit/64+ngap),
 		confirmedL:   peerStart,
@@ -190,9 +199,9 @@ const recTrimEvery = time.Second
 
 // trimRecs applies recTrimEvery's rule and starts a new period.
 func (c *Conn) trimRecs() {
-	peak := max(c.recPeak, c.recPeakPrev)
-	c.recPeakPrev, c.recPeak = c.recPeak, uint32(c.nextSeq-c.headSeq)
-	want := max(minRecs, nextPow2(int(peak+peak/4+1)))
+	peak := int(max(c.recPeak, c.recPeakPrev))
+	c.recPeakPrev, c.recPeak = c.recPeak, peak16(c.nextSeq-c.headSeq)
+	want := max(minRecs, nextPow2(peak+peak/4+1))
 	if 2*want > len(c.recs) || uint64(want) <= c.nextSeq-c.headSeq {
 		return
 	}
@@ -232,7 +241,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 		return 0, ErrFatesPending
 	}
 	seq = c.nextSeq
-	span := seq + 1 - c.localStart // seq − largest acked; "largest acked" is localStart−1 before any ack
+	span := seq + 1 - c.cfg.localStart // seq − largest acked; "largest acked" is localStart−1 before any ack
 	if c.hasPeerL {
 		span = seq - c.peerL
 	}
@@ -255,10 +264,10 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	}
 	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
-	c.recPeak = max(c.recPeak, uint32(c.nextSeq-c.headSeq))
+	c.recPeak = max(c.recPeak, peak16(c.nextSeq-c.headSeq))
 	if now >= c.recTrimAt {
 		c.trimRecs()
-		c.recTrimAt = now + c.recTrimEvery
+		c.recTrimAt = now + c.cfg.trimEvery
 	}
 	c.pending++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
@@ -293,7 +302,7 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 	bw.bits(code, codeLen)
 	bw.bits(l&(1<<w-1), w)
 	// Report range [r, l-1]: everything the peer may not have resolved yet.
-	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.peerStart))
+	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.cfg.peerStart))
 	var m uint64
 	if r < l {
 		m = l - r
@@ -435,12 +444,12 @@ func (c *Conn) readAck(br *bitReader, h *Header, newest bool) error {
 	if br.err != nil || !newest {
 		return br.err
 	}
-	ref := c.localStart
+	ref := c.cfg.localStart
 	if c.hasPeerL {
 		ref = c.peerL
 	}
 	l := reconstructAck(ref, trunc, w)
-	if l >= c.nextSeq || l-c.localStart < m {
+	if l >= c.nextSeq || l-c.cfg.localStart < m {
 		return ErrBadAck // acknowledges a packet never sent, or reaches below our first
 	}
 	var ackH uint64
@@ -496,16 +505,16 @@ func (c *Conn) expected() uint64 {
 	if c.hasRx {
 		return c.rxL + 1
 	}
-	return c.peerStart
+	return c.cfg.peerStart
 }
 
 // classify decides acceptance of the peer's sequence s without changing state.
 func (c *Conn) classify(s uint64) error {
 	if !c.hasRx {
 		switch {
-		case s < c.peerStart:
+		case s < c.cfg.peerStart:
 			return ErrStale
-		case s-c.peerStart >= c.ackWin():
+		case s-c.cfg.peerStart >= c.ackWin():
 			return ErrTooFar
 		}
 		return nil
@@ -593,16 +602,16 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 	}
 	// s is the new newest. Packet threshold: everything below s−K+1 is given up.
 	newH := c.rxH
-	if s+1 >= c.peerStart+c.reorderK() {
+	if s+1 >= c.cfg.peerStart+c.reorderK() {
 		newH = max(newH, s+1-c.reorderK())
 	}
-	gapFrom := c.peerStart // first sequence that becomes missing behind s
+	gapFrom := c.cfg.peerStart // first sequence that becomes missing behind s
 	if c.hasRx {
 		oldL := c.rxL
 		gapFrom = oldL + 1
 		// Count before the ring slots are reused.
-		evictLo := max(windowLow(oldL, c.ackWin(), c.peerStart), c.confirmedF)
-		evictHi := windowLow(s, c.ackWin(), c.peerStart)
+		evictLo := max(windowLow(oldL, c.ackWin(), c.cfg.peerStart), c.confirmedF)
+		evictHi := windowLow(s, c.ackWin(), c.cfg.peerStart)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
 				c.rareStats().WindowEvicted++
@@ -685,7 +694,7 @@ func (c *Conn) onAck(h *Header, now time.Duration) {
 		}
 		c.peerL, c.hasPeerL = l, true
 	}
-	lowWin := windowLow(l, c.ackWin(), c.localStart)
+	lowWin := windowLow(l, c.ackWin(), c.cfg.localStart)
 	r := l - uint64(h.nbits)
 	for s := c.firstPending; s <= l; s++ {
 		rec := &c.recs[s&c.recMask()]
@@ -812,7 +821,7 @@ func (c *Conn) Stats() Stats {
 		st = *r
 	}
 	cs := &c.stats
-	st.Sent = c.nextSeq - c.localStart // every header written took one sequence number
+	st.Sent = c.nextSeq - c.cfg.localStart // every header written took one sequence number
 	st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
 	st.Received, st.Abandoned = cs.Received, cs.Abandoned
 	return st

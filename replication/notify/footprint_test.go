@@ -10,22 +10,25 @@ import (
 )
 
 // maxConnBytes bounds what one fresh Conn keeps with DefaultConfig: the Conn
-// (288 B, Config shared, rare counters on use), a sender ring of 4 records,
-// the ack bits and gap times (one array). Measured 261 B run alone and
-// 442 B after the package's other tests (-race alike; 320 and 474–475 B
+// (256 B, Config and starts shared, rare counters on use), a sender ring of
+// 4 records, the ack bits and gap times (one array). Measured 230 B run
+// alone and 409 B after the package's other tests (-race alike; 261 and
+// 442 B with the 288-byte Conn; 320 and 474–475 B
 // with the 320-byte Conn; 389 and 564–573 B with a ring of
 // 8 records, 421 and 598–601 B with a 352-byte Conn; was ~34 KB with the
 // ring preallocated at MaxInFlight, then ~1.2 KB). The reading moves with
 // what ran before, so the struct is bounded exactly by TestConnLayout. A
 // size check, not a timing one.
-const maxConnBytes = 480
+const maxConnBytes = 448
 
-// TestConnLayout: a Conn stays in the 288-byte size class (320 with the gap
-// times in a slice of their own and the RTT estimator's flag; 344 bytes,
-// the 352 class, with ReorderThreshold, AckWindow and Sent copied in).
+// TestConnLayout: a Conn stays in the 256-byte size class (288 with both
+// sequence starts and the ring's trim period in every Conn and 32-bit ring
+// peaks; 320 with the gap times in a slice of their own and the RTT
+// estimator's flag; 344 bytes, the 352 class, with ReorderThreshold,
+// AckWindow and Sent copied in).
 func TestConnLayout(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n > 288 {
-		t.Errorf("Conn is %d bytes, over the 288-byte size class", n)
+	if n := unsafe.Sizeof(Conn{}); n > 256 {
+		t.Errorf("Conn is %d bytes, over the 256-byte size class", n)
 	}
 }
 
@@ -60,6 +63,14 @@ func preGrow(c *Conn) {
 	}
 }
 
+// setTrimEvery gives c a sender ring sizing period of its own (the shared
+// one is recTrimEvery).
+func setTrimEvery(c *Conn, d time.Duration) {
+	sh := *c.cfg
+	sh.trimEvery = d
+	c.cfg = &sh
+}
+
 // TestSenderRingGrowthIsInvisible drives two identical pairs through bursts
 // that keep up to MaxInFlight packets unresolved (so the ring must grow all
 // the way, wrapping on the way) under loss, one pair with growable rings that
@@ -75,9 +86,11 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 		if full {
 			preGrow(a.c)
 			preGrow(b.c)
-			a.c.recTrimEvery, b.c.recTrimEvery = 1<<50, 1<<50 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+			setTrimEvery(a.c, 1<<50) // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+			setTrimEvery(b.c, 1<<50)
 		} else {
-			a.c.recTrimEvery, b.c.recTrimEvery = time.Nanosecond, time.Nanosecond
+			setTrimEvery(a.c, time.Nanosecond)
+			setTrimEvery(b.c, time.Nanosecond)
 		}
 		return a, b
 	}
@@ -164,5 +177,32 @@ func TestSenderRingGrowthIsInvisible(t *testing.T) {
 	}
 	if ga.c.Stats() != fa.c.Stats() || gb.c.Stats() != fb.c.Stats() {
 		t.Fatalf("stats differ:\n%+v\n%+v", ga.c.Stats(), fa.c.Stats())
+	}
+}
+
+// TestRingPeakSaturates: the ring's peaks are 16 bits, saturated; a peak
+// at MaxMaxInFlight (65536 in flight, held as 65535) keeps the full ring
+// through a trim, as the 32-bit count did (peak + peak/4 + 1 counted in 16
+// bits would wrap to 16,383 and shrink it).
+func TestRingPeakSaturates(t *testing.T) {
+	for _, tc := range []struct {
+		n    uint64
+		want uint16
+	}{{0, 0}, {3, 3}, {65535, 65535}, {65536, 65535}, {1 << 40, 65535}} {
+		if got := peak16(tc.n); got != tc.want {
+			t.Errorf("peak16(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.MaxInFlight = MaxMaxInFlight
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preGrow(c)
+	c.recPeak = peak16(MaxMaxInFlight)
+	c.trimRecs()
+	if len(c.recs) != MaxMaxInFlight {
+		t.Fatalf("a trim after %d in flight left %d slots, want %d", MaxMaxInFlight, len(c.recs), MaxMaxInFlight)
 	}
 }

@@ -54,7 +54,7 @@ func checkInvariants(c *Conn) error {
 		if c.confirmedF > c.rxL+1 || c.confirmedL > c.rxL {
 			return fmt.Errorf("confirmed F %d / L %d beyond newest %d", c.confirmedF, c.confirmedL, c.rxL)
 		}
-	} else if c.rxH != c.peerStart {
+	} else if c.rxH != c.cfg.peerStart {
 		return fmt.Errorf("horizon moved before any packet")
 	}
 	return nil

@@ -125,7 +125,7 @@ func (m *fuzzModel) deliver(d, i int) {
 			t.Fatalf("re-delivery of accepted %d: %v, want ErrDuplicate", pk.seq, err)
 		}
 	case !hadRx || pk.seq > oldL:
-		if hadRx && pk.seq-oldL > w || !hadRx && pk.seq-c.peerStart >= w {
+		if hadRx && pk.seq-oldL > w || !hadRx && pk.seq-c.cfg.peerStart >= w {
 			if !errors.Is(err, ErrTooFar) {
 				t.Fatalf("packet %d beyond the window of %d: %v, want ErrTooFar", pk.seq, oldL, err)
 			}

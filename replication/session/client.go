@@ -382,8 +382,10 @@ func (c *Client) close(err error) {
 
 // Stats returns a snapshot of the counters.
 func (c *Client) Stats() ClientStats {
+	cs := c.e.c.snapshot()
+	cs.PacketsOut += c.requests // connect requests: counted only there
 	return ClientStats{
-		Counters:     c.e.c.snapshot(),
+		Counters:     cs,
 		RTT:          c.e.nc.RTT(),
 		Jitter:       c.e.nc.Jitter(),
 		Loss:         c.e.nc.LossRate(),
@@ -481,7 +483,8 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 		return ErrNotConnected
 	}
 	var h notify.Header
-	pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r, &h)
+	e.writer() // makes the Scratch, whose AEAD scratch opening uses
+	pt, _, err := e.open(now, pkt, netip.AddrPort{}, &c.pt, &c.r, &h, &e.sc.hs)
 	if err != nil {
 		return err
 	}
@@ -751,8 +754,7 @@ func (c *Client) pollConnect(now time.Duration, dst []byte) ([]byte, error) {
 		c.started = now // ConnectTime counts from the first request
 	}
 	c.requests++
-	c.e.c.PacketsOut++
-	c.e.c.BytesOut += uint64(len(out) - n)
+	c.e.c.BytesOut += uint64(len(out) - n) // PacketsOut counts it: Stats adds requests
 	c.nextRetry = now + c.retryInterval
 	c.retryInterval = min(time.Duration(float64(c.retryInterval)*c.cfg.RetryBackoff), c.cfg.MaxRetryInterval)
 	return out, nil

@@ -123,7 +123,7 @@ func (e *endpoint) grow(dst []byte, n int) []byte {
 // Client's own, a Server's borrowed for the call) and returned; r reads the
 // header, which is decoded into h (the caller's: 176 bytes, not copied
 // around).
-func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte, r *bitstream.Reader, h *notify.Header) ([]byte, bool, error) {
+func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf *[MaxPacketSize]byte, r *bitstream.Reader, h *notify.Header, hs *handshake.Scratch) ([]byte, bool, error) {
 	r.Reset(pkt)
 	if err := e.nc.ReadHeaderInto(r, h); err != nil {
 		return nil, false, err
@@ -136,7 +136,7 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf 
 	if pad := pos & 7; pad != 0 && pkt[hl-1]>>pad != 0 {
 		return nil, false, handshake.ErrGarbage // the header's padding bits are zero
 	}
-	pt, moved, err := e.sess.Open(buf[:0], pkt[:hl], pkt[hl:], h.Seq, from)
+	pt, moved, err := e.sess.OpenWith(hs, buf[:0], pkt[:hl], pkt[hl:], h.Seq, from)
 	if err != nil {
 		return nil, false, err
 	}
@@ -194,12 +194,11 @@ func (e *endpoint) beginPacket(dst []byte, t notify.PacketType, now time.Duratio
 func (e *endpoint) sealPacket(dst []byte, start, hl int, seq uint64, now time.Duration, prefix int) ([]byte, error) {
 	pl := e.sc.w.Len()
 	hdr := dst[start : start+hl]
-	out, err := e.sess.Seal(dst[:start+hl], hdr, dst[start+hl:start+hl+pl], seq)
+	out, err := e.sess.SealWith(&e.sc.hs, dst[:start+hl], hdr, dst[start+hl:start+hl+pl], seq)
 	if err != nil {
 		return dst[:start], err
 	}
 	e.lastSend, e.sentAny, e.owed = now, true, false
-	e.c.PacketsOut++
 	e.c.BytesOut += uint64(len(out) - start + prefix)
 	e.c.HeaderBytesOut += uint64(hl + tagSize + prefix)
 	return out, nil
@@ -263,7 +262,6 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 	}
 	e.discLeft--
 	e.c.rareCounters().discNext = now + e.lim.discInterval
-	e.c.PacketsOut++
 	e.c.rareCounters().DisconnectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	if e.discLeft == 0 {
@@ -340,6 +338,7 @@ type rxScratch struct {
 	h     notify.Header
 	moves [move.MaxWindow]move.Move
 	ev    [MaxPacketSize]byte
+	hs    handshake.Scratch // the AEAD's nonce and associated data
 }
 
 // sharedRx is the receive buffers of a shared Scratch (nil: none).
@@ -369,7 +368,8 @@ func (e *endpoint) writer() *bitstream.Writer {
 // concurrent use: every Server sharing one is called from one goroutine.
 type Scratch struct {
 	w  bitstream.Writer
-	rx *rxScratch // nil: borrowed from payloads for each datagram
+	rx *rxScratch        // nil: borrowed from payloads for each datagram
+	hs handshake.Scratch // the AEAD's nonce and associated data when sealing
 }
 
 // NewScratch returns a Scratch with receive buffers of its own, for the

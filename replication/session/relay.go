@@ -64,10 +64,11 @@ func NewGhostRelay(maxBytes, maxInFlight int) (*GhostRelay, error) {
 		return nil, fmt.Errorf("%w: relay in-flight bound %d", ErrConfig, maxInFlight)
 	}
 	r := &GhostRelay{buf: make([]byte, maxBytes), maxOut: 2*maxInFlight + 1}
-	r.pkts.init(maxInFlight)
-	r.gs.init(maxInFlight)
 	return r, nil
 }
+
+// maxInFlight is the bound NewGhostRelay was given (maxOut is 2·it+1).
+func (r *GhostRelay) maxInFlight() int { return (r.maxOut - 1) / 2 }
 
 // Offer stores (copies) the section the ghost manager packed under sequence
 // seq: nbits bits of data, holding records records. A section with no records
@@ -125,7 +126,7 @@ func (r *GhostRelay) Write(w *bitstream.Writer, pktSeq uint64, now time.Duration
 	if !r.has {
 		return 0, w.WriteGamma(1)
 	}
-	if r.nbits > w.Remaining() || r.pkts.full() {
+	if r.nbits > w.Remaining() || r.pkts.full(r.maxInFlight()) {
 		r.dropPending(now)
 		return 0, w.WriteGamma(1)
 	}
@@ -133,8 +134,8 @@ func (r *GhostRelay) Write(w *bitstream.Writer, pktSeq uint64, now time.Duration
 		r.dropPending(now)
 		return 0, w.WriteGamma(1)
 	}
-	r.pkts.push(pktSeq)
-	r.gs.push(r.seq)
+	r.pkts.push(pktSeq, r.maxInFlight())
+	r.gs.push(r.seq, r.maxInFlight())
 	r.has = false
 	return 1, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
@@ -94,7 +95,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 				short = out[RoutedPrefixSize:]
 			}
 			var r bitstream.Reader
-			pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte), &r, new(notify.Header))
+			pt, _, err := srv.e.open(now, short, fzClient, new([MaxPacketSize]byte), &r, new(notify.Header), new(handshake.Scratch))
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}
@@ -117,7 +118,7 @@ func TestGenerateFuzzSeeds(t *testing.T) {
 			tab.OnFate(f)
 		}
 		if len(sout) > 0 {
-			pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt, &cli.r, new(notify.Header))
+			pt, _, err := cli.e.open(now, sout, fzServer, &cli.pt, &cli.r, new(notify.Header), new(handshake.Scratch))
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
 			}

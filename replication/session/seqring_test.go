@@ -16,12 +16,11 @@ import (
 func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 	const max = 1000 // not a power of two: the last doubling is capped
 	var r seqRing
-	r.init(max)
 	if cap(r.buf) != 0 {
 		t.Fatalf("fresh ring holds %d slots, want 0 (grown on demand)", cap(r.buf))
 	}
 	for range 3 { // a ghost packet or three in flight: 64 bytes of room
-		r.push(0)
+		r.push(0, max)
 	}
 	if len(r.buf) != 8 {
 		t.Fatalf("three in flight take %d slots, want 8", len(r.buf))
@@ -34,16 +33,16 @@ func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 	next := uint64(1)
 	check := func() {
 		t.Helper()
-		if r.len() != len(ref) || r.full() != (len(ref) == max) {
-			t.Fatalf("len %d full %v, want %d %v", r.len(), r.full(), len(ref), len(ref) == max)
+		if r.len() != len(ref) || r.full(max) != (len(ref) == max) {
+			t.Fatalf("len %d full %v, want %d %v", r.len(), r.full(max), len(ref), len(ref) == max)
 		}
 		if len(ref) > 0 && r.front() != ref[0] {
 			t.Fatalf("front %d, want %d", r.front(), ref[0])
 		}
 	}
 	for round := 0; round < 40; round++ {
-		for n := rng.IntN(max + 1); n > 0 && !r.full(); n-- {
-			r.push(next)
+		for n := rng.IntN(max + 1); n > 0 && !r.full(max); n-- {
+			r.push(next, max)
 			ref = append(ref, next)
 			next++
 			check()
@@ -54,8 +53,8 @@ func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 			check()
 		}
 	}
-	for !r.full() {
-		r.push(next)
+	for !r.full(max) {
+		r.push(next, max)
 		ref = append(ref, next)
 		next++
 	}
@@ -63,7 +62,7 @@ func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 	if len(r.buf) != max {
 		t.Fatalf("ring grew to %d slots, want the bound %d", len(r.buf), max)
 	}
-	if a := testing.AllocsPerRun(100, func() { r.pop(); r.push(next); next++ }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { r.pop(); r.push(next, max); next++ }); a != 0 {
 		t.Fatalf("%v allocations per push/pop once grown, want 0", a)
 	}
 }

@@ -64,12 +64,8 @@ type Server struct {
 
 	nextData time.Duration
 	lastTick time.Duration // when the newest packet that carried a tick left
-	// holdUntil: events and ghosts that arrive between ticks wait for the
-	// next tick's packet until then (tickGrace), so a connection sends one
-	// datagram per tick.
-	holdUntil time.Duration
-	credit    float64 // bytes
-	creditAt  time.Duration
+	credit   float64       // bytes
+	creditAt time.Duration
 	// ghostPkts: packets whose ghost section had records, fate pending. Its
 	// bound (MaxInFlight) also bounds ghostFates, a slice that grows on
 	// demand so an idle connection does not hold MaxInFlight fates.
@@ -96,6 +92,9 @@ type Server struct {
 	// in its own packet as soon as it exists, instead of waiting for a slot
 	// timer whose phase has nothing to do with the ticks.
 	tickDue bool
+	// tickSent: a packet that carried a tick left (at lastTick); until then
+	// nothing is held (holdUntil).
+	tickSent bool
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
@@ -131,6 +130,7 @@ type serverLimits struct {
 	Bandwidth, MaxPacketSize, MinPacketSize int
 	RedirectInterval, RedirectTimeout       time.Duration
 	interval                                time.Duration // 1/SendRate
+	maxInFlight                             int32         // Notify.MaxInFlight: ghostPkts' bound
 }
 
 // NewServer returns the server end of the connection sess (from
@@ -154,7 +154,8 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	srv := serverLimits{
 		Bandwidth: cfg.Bandwidth, MaxPacketSize: cfg.MaxPacketSize, MinPacketSize: cfg.MinPacketSize,
 		RedirectInterval: cfg.RedirectInterval, RedirectTimeout: cfg.RedirectTimeout,
-		interval: time.Second / time.Duration(cfg.SendRate),
+		interval:    time.Second / time.Duration(cfg.SendRate),
+		maxInFlight: int32(cfg.Notify.MaxInFlight),
 	}
 	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, srv); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -170,7 +171,6 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.lastTick = now - s.lim().interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
-	s.ghostPkts.init(cfg.Notify.MaxInFlight)
 	return s, nil
 }
 
@@ -384,7 +384,6 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 	}
 	s.redirect().next = now + s.lim().RedirectInterval
 	e.lastSend, e.sentAny = now, true
-	e.c.PacketsOut++
 	e.c.rareCounters().RedirectOut++
 	e.c.BytesOut += uint64(len(out) - n)
 	return out, nil
@@ -484,7 +483,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	}
 	r := &sc.r
 	h := &sc.h
-	pt, moved, err := e.open(now, short, from, &sc.buf, r, h)
+	pt, moved, err := e.open(now, short, from, &sc.buf, r, h, &sc.hs)
 	if err != nil {
 		return false, err
 	}
@@ -522,13 +521,15 @@ var (
 // are read into ev (the receive scratch's; nil: the Receiver's own).
 func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWindow]move.Move, ev []byte) error {
 	resetPayload(r, pt)
-	before := s.ap.Stats()
+	// Nothing applied (the newest move did not change: every applied move
+	// advances it) and something repeated: the client lacks our ack.
+	last, dups := s.ap.LastApplied(), s.ap.Duplicates()
 	// ReadInto keeps no reference to its callback: the method value stays
 	// on the stack, no field needed.
 	if err := s.ap.ReadInto(r, moves, s.apply); err != nil {
 		return fmt.Errorf("move section: %w", err)
 	}
-	if after := s.ap.Stats(); after.Applied == before.Applied && after.Duplicates > before.Duplicates {
+	if s.ap.LastApplied() == last && s.ap.Duplicates() > dups {
 		s.ackOwed = true
 	}
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
@@ -643,6 +644,17 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 // only when ticks stop coming. Acks alone (rule 5) keep the plain slot.
 func (s *Server) tickGrace() time.Duration { return s.lim().interval / 2 }
 
+// holdUntil: events and ghosts that arrive between ticks wait for the next
+// tick's packet until then (tickGrace after the slot that follows the
+// newest tick's packet), so a connection sends one datagram per tick. Not a
+// field: it follows from lastTick (8 bytes of every Server).
+func (s *Server) holdUntil() time.Duration {
+	if !s.tickSent {
+		return 0
+	}
+	return s.lastTick + s.lim().interval + s.tickGrace()
+}
+
 // tickGap is the least time between two ticks' packets: half a slot. A
 // tick whose state reached the connection late (its zone's tick or the path
 // here was slow) and the next one, on time, both get their packet — that
@@ -664,7 +676,7 @@ func (s *Server) dataSlot(now time.Duration) time.Duration {
 	if s.tickDue {
 		return max(now, s.lastTick+s.tickGap())
 	}
-	return max(now, s.nextData, s.holdUntil)
+	return max(now, s.nextData, s.holdUntil())
 }
 
 // NextDeadlineFor is NextDeadline for a connection that passes ghosts to
@@ -789,7 +801,7 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 	}
 	if now >= s.nextData {
 		content := s.hasContent(now) || (ghosts != nil && ghosts.Pending())
-		if content && now >= s.holdUntil {
+		if content && now >= s.holdUntil() {
 			return s.buildData(now, dst, ghosts, false)
 		}
 		if !content && s.outstanding() && now >= e.probeAt(s.lim().interval) {
@@ -853,8 +865,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	}
 	if s.tickDue {
 		s.nextData = now + s.lim().interval
-		s.holdUntil = s.nextData + s.tickGrace()
-		s.lastTick = now
+		s.lastTick, s.tickSent = now, true
 	} else {
 		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
@@ -917,7 +928,7 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		w.WriteGamma(1)
 		return
 	}
-	if max := s.ghostPkts.limit(); s.ghostPkts.full() || len(s.ghostFates) == max ||
+	if max := int(s.lim().maxInFlight); s.ghostPkts.full(max) || len(s.ghostFates) == max ||
 		s.ghostPkts.len()+len(s.ghostFates) >= max {
 		s.e.c.rareCounters().ghostStall++
 		w.WriteGamma(1)
@@ -932,7 +943,7 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		return
 	}
 	if recs > 0 {
-		s.ghostPkts.push(seq)
+		s.ghostPkts.push(seq, int(s.lim().maxInFlight))
 	}
 }
 
@@ -941,9 +952,12 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 // more than a few dozen packets in flight, and a full-size buffer per
 // connection dominated the server's memory per client. Once grown it stays,
 // so steady state allocates nothing.
+//
+// The bound is the caller's to pass (push, full), not a field: it is the
+// same for every connection of a config, and 8 bytes of a Server.
 type seqRing struct {
-	buf             []uint64
-	head, size, max uint32
+	buf        []uint64
+	head, size uint32
 }
 
 // seqRingMin is the first buffer size: 64 bytes. A ghost packet's fate
@@ -953,27 +967,25 @@ type seqRing struct {
 // connections.)
 const seqRingMin = 8
 
-func (r *seqRing) init(n int)          { r.buf, r.head, r.size, r.max = nil, 0, 0, uint32(n) }
 func (r *seqRing) len() int            { return int(r.size) }
-func (r *seqRing) limit() int          { return int(r.max) }
-func (r *seqRing) full() bool          { return r.size == r.max }
+func (r *seqRing) full(max int) bool   { return int(r.size) >= max }
 func (r *seqRing) front() uint64       { return r.buf[r.head] }
 func (r *seqRing) pop()                { r.head = (r.head + 1) % uint32(len(r.buf)); r.size-- }
 func (r *seqRing) at(i int) uint64     { return r.buf[(int(r.head)+i)%len(r.buf)] }
 func (r *seqRing) set(i int, v uint64) { r.buf[(int(r.head)+i)%len(r.buf)] = v }
 
-// push appends v; the caller checks full first.
-func (r *seqRing) push(v uint64) {
+// push appends v; the caller checks full(max) first.
+func (r *seqRing) push(v uint64, max int) {
 	if int(r.size) == len(r.buf) {
-		r.grow()
+		r.grow(max)
 	}
 	r.buf[(r.head+r.size)%uint32(len(r.buf))] = v
 	r.size++
 }
 
-// grow doubles the buffer (capped at max), unwrapping the FIFO to index 0.
-func (r *seqRing) grow() {
-	n := max(min(2*len(r.buf), int(r.max)), min(seqRingMin, int(r.max)))
+// grow doubles the buffer (capped at bound), unwrapping the FIFO to index 0.
+func (r *seqRing) grow(bound int) {
+	n := max(min(2*len(r.buf), bound), min(seqRingMin, bound))
 	if n <= len(r.buf) {
 		panic("session: seqRing push when full") // callers check full first
 	}

@@ -55,13 +55,16 @@ func (c *Counters) Rejected() uint64 {
 // connection otherwise; a peer that sends garbage makes them once, no
 // more).
 type counters struct {
-	PacketsIn, BytesIn   uint64
-	Accepted             uint64
-	PacketsOut, BytesOut uint64
-	DataOut              uint64
-	AckOut               uint64
-	HeaderBytesOut       uint64
-	rare                 *rareCounters
+	PacketsIn, BytesIn uint64
+	Accepted           uint64
+	// PacketsOut is not kept: every packet an endpoint sends is counted as
+	// one of DataOut, AckOut, DisconnectOut or RedirectOut, and a Client's
+	// connect requests as Requests (snapshot and Client.Stats add them up).
+	BytesOut       uint64
+	DataOut        uint64
+	AckOut         uint64
+	HeaderBytesOut uint64
+	rare           *rareCounters
 }
 
 // rareCounters are the counters that stay 0 on a healthy connection (the
@@ -90,7 +93,8 @@ func (c *counters) snapshot() Counters {
 		out.ProtocolErrors, out.Grown, out.DisconnectOut, out.RedirectOut = r.ProtocolErrors, r.Grown, r.DisconnectOut, r.RedirectOut
 	}
 	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
-	out.PacketsOut, out.BytesOut, out.DataOut, out.AckOut = c.PacketsOut, c.BytesOut, c.DataOut, c.AckOut
+	out.BytesOut, out.DataOut, out.AckOut = c.BytesOut, c.DataOut, c.AckOut
+	out.PacketsOut = out.DataOut + out.AckOut + out.DisconnectOut + out.RedirectOut
 	out.HeaderBytesOut = c.HeaderBytesOut
 	return out
 }
