@@ -135,7 +135,7 @@ func BenchmarkSetSnapshotView1000(b *testing.B) {
 			st := tab.states[i]
 			st.Pos[0] += 0.1 * float64(k)
 			snaps[k].Set(i, tab.entityOf(uint32(i)), tab.classOf(&tab.slots[i]), &st)
-			refs[i] = ViewRef{Index: uint32(i), Priority: 0.5}
+			refs[i] = NewViewRef(uint32(i), tab.classOf(&tab.slots[i]), 0.5)
 		}
 		sw.Seal(snaps[k])
 	}
@@ -545,7 +545,7 @@ func tablesWorld(b *testing.B, tables, per, ents int) (sw *SnapshotWriter, state
 		}
 		base := rng.IntN(ents - per)
 		for j := range per {
-			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
+			refs[k] = append(refs[k], NewViewRef(uint32(base+j), classes[base+j], rng.Float32()+0.01))
 		}
 	}
 	return sw, states, classes, vel, tabs, refs
