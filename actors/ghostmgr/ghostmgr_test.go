@@ -197,7 +197,7 @@ func TestSnapshotViews(t *testing.T) {
 		var s ghost.State
 		s.Pos = [3]float64{10 + float64(i), 0, 0}
 		snap.Set(i+1, uint64(100+i), f.player, &s)
-		v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i + 1), Priority: 1})
+		v.Refs = append(v.Refs, ghost.NewViewRef(uint32(i+1), f.player, 1))
 	}
 	sw.Seal(snap)
 	v.SetSnap(snap)

@@ -104,7 +104,7 @@ func TestSnapshotReuseUnderTables(t *testing.T) {
 			v := msg.NewViewRefs(n)
 			v.SetSnap(s)
 			for i := range n {
-				v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i), Priority: 1})
+				v.Refs = append(v.Refs, ghost.NewViewRef(uint32(i), npc, 1))
 			}
 			v.Player, v.Tick = uint64(c+1), tick
 			if slots[c].Publish(v) {

@@ -165,7 +165,7 @@ func TestViewSlotReusesItsView(t *testing.T) {
 		}
 		v.Player, v.Tick = 7, 9
 		for i := range n {
-			v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i)})
+			v.Refs = append(v.Refs, ghost.ViewRef(i))
 		}
 		s.Publish(v)
 		s.Take().Release()
@@ -218,7 +218,7 @@ func TestViewSlotReusesItsView(t *testing.T) {
 func TestViewSlotTakesBackAnUntakenView(t *testing.T) {
 	var s ViewSlot
 	a := s.NewViewRefs(10, 0)
-	a.Refs, a.Tick = append(a.Refs, ghost.ViewRef{Index: 1}), 1
+	a.Refs, a.Tick = append(a.Refs, ghost.ViewRef(1)), 1
 	if !s.Publish(a) {
 		t.Fatal("no nudge for the first view")
 	}
@@ -226,7 +226,7 @@ func TestViewSlotTakesBackAnUntakenView(t *testing.T) {
 	if b != a || len(b.Refs) != 0 || b.Tick != 0 || s.Superseded() != 1 {
 		t.Fatalf("the untaken view not taken back: same %v, %d refs, tick %d, superseded %d", b == a, len(b.Refs), b.Tick, s.Superseded())
 	}
-	b.Refs, b.Tick = append(b.Refs, ghost.ViewRef{Index: 2}), 2
+	b.Refs, b.Tick = append(b.Refs, ghost.ViewRef(2)), 2
 	s.Publish(b)
 	if n := testing.AllocsPerRun(100, func() { s.Publish(s.NewViewRefs(10, 0)) }); n != 0 {
 		t.Fatalf("%v allocations a tick while the taker lags", n)
@@ -267,8 +267,8 @@ func TestViewSlotReuseConcurrent(t *testing.T) {
 					t.Errorf("tick %d: player %d, %d refs", v.Tick, v.Player, len(v.Refs))
 				}
 				for _, r := range v.Refs {
-					if uint64(r.Index) != v.Tick {
-						t.Errorf("tick %d: a reference to %d", v.Tick, r.Index)
+					if r != ghost.ViewRef(uint32(v.Tick)) {
+						t.Errorf("tick %d: a reference %#x", v.Tick, uint32(r))
 						break
 					}
 				}
@@ -280,7 +280,7 @@ func TestViewSlotReuseConcurrent(t *testing.T) {
 		v := s.NewViewRefs(int(i%50), 0)
 		v.Player, v.Tick = i, i
 		for range i % 50 {
-			v.Refs = append(v.Refs, ghost.ViewRef{Index: uint32(i)})
+			v.Refs = append(v.Refs, ghost.ViewRef(uint32(i)))
 		}
 		if s.Publish(v) {
 			select {

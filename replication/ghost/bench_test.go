@@ -135,7 +135,7 @@ func BenchmarkSetSnapshotView1000(b *testing.B) {
 			st := tab.states[i]
 			st.Pos[0] += 0.1 * float64(k)
 			snaps[k].Set(i, tab.entityOf(uint32(i)), tab.classOf(&tab.slots[i]), &st)
-			refs[i] = ViewRef{Index: uint32(i), Priority: 0.5}
+			refs[i] = NewViewRef(uint32(i), tab.classOf(&tab.slots[i]), 0.5)
 		}
 		sw.Seal(snaps[k])
 	}
@@ -449,13 +449,30 @@ func BenchmarkTables1000Scrambled(b *testing.B) { benchTablesWith(b, 1, nil, tru
 // those with i%4 == 0), and with each table's view shuffled after the
 // first if scramble is set.
 func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble bool) {
+	benchTablesCold(b, fateDelay, step, scramble, false)
+}
+
+// BenchmarkOnFateCold is BenchmarkTables1000 with the fates delivered
+// after every table wrote, to the tables in another order than they wrote
+// (informative): on a server a connection's fates arrive with its
+// incoming datagrams, between other connections' work, so its slots and
+// in-flight records are no longer in the caches (the tables benchmarks
+// apply each table's fate right after its Write, warm). fate-cpu-ns/ghost
+// is OnFate's CPU time per ghost in view; under cachegrind, OnFate's D1
+// misses per fate are what a fate costs in lines.
+func BenchmarkOnFateCold(b *testing.B) { benchTablesCold(b, 3, nil, false, true) }
+
+// benchTablesCold is benchTablesWith with, if cold is set, every fate
+// delivered after all tables wrote, in a fixed shuffled table order.
+func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble, cold bool) {
 	const tables, per, ents = 1000, 48, 1000
 	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, per, ents)
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
 	var ticks int
-	var viewCPU, writeCPU time.Duration
+	var viewCPU, writeCPU, fateCPU time.Duration
+	order := rand.New(rand.NewPCG(5, 5)).Perm(tables)
 	tick := func(measure bool) {
 		now += 50 * time.Millisecond
 		for i := range states {
@@ -484,15 +501,22 @@ func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State),
 			if _, err := tab.Write(&w, seq, now); err != nil {
 				b.Fatal(err)
 			}
-			if seq > fateDelay {
+			if seq > fateDelay && !cold {
 				tab.OnFate(notify.Fate{Seq: seq - fateDelay, Delivered: seq%7 != 0, SentAt: now - time.Duration(fateDelay)*50*time.Millisecond})
 			}
 		}
 		t2, _ := threadCPU()
+		if cold && seq > fateDelay {
+			for _, k := range order {
+				tabs[k].OnFate(notify.Fate{Seq: seq - fateDelay, Delivered: seq%7 != 0, SentAt: now - time.Duration(fateDelay)*50*time.Millisecond})
+			}
+		}
+		t3, _ := threadCPU()
 		if measure {
 			ticks++
 			viewCPU += t1 - t0
 			writeCPU += t2 - t1
+			fateCPU += t3 - t2
 		}
 	}
 	defer lockThread()()
@@ -512,6 +536,9 @@ func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State),
 	g := float64(ticks * tables * per)
 	b.ReportMetric(float64(viewCPU)/g, "view-cpu-ns/ghost")
 	b.ReportMetric(float64(writeCPU)/g, "write-cpu-ns/ghost")
+	if cold {
+		b.ReportMetric(float64(fateCPU)/g, "fate-cpu-ns/ghost")
+	}
 }
 
 // tablesWorld builds the tables benchmarks' world: ents entities (a player
@@ -545,7 +572,7 @@ func tablesWorld(b *testing.B, tables, per, ents int) (sw *SnapshotWriter, state
 		}
 		base := rng.IntN(ents - per)
 		for j := range per {
-			refs[k] = append(refs[k], ViewRef{Index: uint32(base + j), Priority: rng.Float32() + 0.01})
+			refs[k] = append(refs[k], NewViewRef(uint32(base+j), classes[base+j], rng.Float32()+0.01))
 		}
 	}
 	return sw, states, classes, vel, tabs, refs

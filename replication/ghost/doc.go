@@ -39,8 +39,9 @@
 // per tick (SnapshotWriter: each entry checked and quantized once, the
 // groups whose bits depend on the State alone — yaw, velocity, health,
 // flags, extra — coded once, each group stamped with the snapshot its
-// value first appeared in) and hands every connection its view as 8-byte
-// ViewRefs into it: tab.SetSnapshotView(now, snap, refs). The table then
+// value first appeared in) and hands every connection its view as 4-byte
+// ViewRefs into it (NewViewRef: the entry's index and the bucket its
+// priority packs by): tab.SetSnapshotView(now, snap, refs). The table then
 // keeps the snapshot instead of a State per ghost, finds changed groups by
 // stamps, so a skipped view loses nothing, and appends the entry's codes
 // to an update instead of encoding those groups per connection; the

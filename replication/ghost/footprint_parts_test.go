@@ -111,7 +111,7 @@ func churnRun(tb testing.TB, reg *Registry, pc, nc *Class, lo, hi int, seed uint
 		refs = refs[:0]
 		for i := range ents {
 			sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
-			refs = append(refs, ViewRef{Index: uint32(i), Priority: ents[i].priority})
+			refs = append(refs, NewViewRef(uint32(i), ents[i].c, ents[i].priority))
 		}
 		sw.Seal(sn)
 		if err := tab.SetSnapshotView(now, sn, refs); err != nil {

@@ -64,7 +64,7 @@ func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint
 			sn := sw.Next(n)
 			for i := range view {
 				sn.Set(i, view[i].Entity, view[i].Class, &view[i].State)
-				refs[i] = ViewRef{Index: uint32(i), Priority: view[i].Priority}
+				refs[i] = NewViewRef(uint32(i), view[i].Class, view[i].Priority)
 			}
 			sw.Seal(sn)
 			err = tab.SetSnapshotView(now, sn, refs)

@@ -290,7 +290,7 @@ func (h *opsHarness) snapshot() (*Snapshot, []ViewRef) {
 		e := &h.ents[i]
 		s.Set(i, e.Entity, e.Class, &e.State)
 		if h.in[i] {
-			refs = append(refs, ViewRef{Index: uint32(i), Priority: e.Priority})
+			refs = append(refs, NewViewRef(uint32(i), e.Class, e.Priority))
 		}
 	}
 	h.sw.Seal(s)

@@ -172,7 +172,7 @@ func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 	refs := make([]ViewRef, n)
 	for i := range n {
 		classes[i] = cs[i%len(cs)]
-		refs[i] = ViewRef{Index: uint32(i), Priority: 1}
+		refs[i] = NewViewRef(uint32(i), classes[i], 1)
 	}
 	now := time.Second
 	coded := 0
@@ -247,7 +247,7 @@ func TestSnapshotViewsPackLikeEntryViews(t *testing.T) {
 		c := cs[i%len(cs)]
 		ents[i] = ViewEntry{Entity: uint64(100 + i), Class: c, Priority: float32(1 + i%5), State: randCodeState(r)}
 		fitState(c, &ents[i].State)
-		refs[i] = ViewRef{Index: uint32(i), Priority: ents[i].Priority}
+		refs[i] = NewViewRef(uint32(i), c, ents[i].Priority)
 	}
 	now := time.Second
 	var ba, bb [MaxPacketBytes]byte
@@ -333,8 +333,8 @@ func TestSnapshotViewRefusesEmptyAndForeignEntries(t *testing.T) {
 		snap *Snapshot
 		refs []ViewRef
 	}{
-		{"empty entry", holey, []ViewRef{{Index: 0}, {Index: 1}, {Index: 2}}},
-		{"class of another registry only", os, []ViewRef{{Index: 0}, {Index: 1}}},
+		{"empty entry", holey, []ViewRef{0, 1, 2}},
+		{"class of another registry only", os, []ViewRef{0, 1}},
 	} {
 		d.now += 50_000_000
 		if err := d.tab.SetSnapshotView(d.now, c.snap, c.refs); !errors.Is(err, ErrUnknownClass) {
@@ -346,7 +346,7 @@ func TestSnapshotViewRefusesEmptyAndForeignEntries(t *testing.T) {
 	}
 	// The same snapshots without the bad entries are taken.
 	d.now += 50_000_000
-	if err := d.tab.SetSnapshotView(d.now, os, []ViewRef{{Index: 0}}); err != nil {
+	if err := d.tab.SetSnapshotView(d.now, os, []ViewRef{0}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -371,7 +371,7 @@ func TestSealCodesAfterABadEntry(t *testing.T) {
 			continue // refused: no view names it
 		}
 		now += 50 * time.Millisecond
-		if err := tab.SetSnapshotView(now, sn, []ViewRef{{Index: 0, Priority: 1}}); err != nil {
+		if err := tab.SetSnapshotView(now, sn, []ViewRef{NewViewRef(0, pc, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		s0 := &tab.slots[0]

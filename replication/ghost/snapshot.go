@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,7 @@ import (
 
 // Snapshot is one producer's entity states at one tick (a zone's), built
 // once and shared read-only by every table whose view refers to it
-// (SetSnapshotView). A view is then a list of ViewRefs — 8 bytes an entity
+// (SetSnapshotView). A view is then a list of ViewRefs — 4 bytes an entity
 // instead of a 144-byte ViewEntry copy per connection — and a table keeps
 // no copy of the states either: it packs from the snapshot of its latest
 // view and finds changed groups by the stamps the snapshot carries, not by
@@ -221,24 +222,87 @@ func (s *Snapshot) Entry(i int) (entity uint64, c *Class, st *State) {
 // that need a view of their own, such as a view bound for another process.
 func (s *Snapshot) AppendEntries(dst []ViewEntry, view []ViewRef) []ViewEntry {
 	for _, r := range view {
-		if int(r.Index) >= len(s.ents) {
+		if int(r.Index()) >= len(s.ents) {
 			continue
 		}
-		e := &s.ents[r.Index]
+		e := &s.ents[r.Index()]
 		if e.class == nil {
 			continue
 		}
-		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority, State: e.state})
+		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority(e.class), State: e.state})
 	}
 	return dst
 }
 
 // ViewRef is one entity of a connection's interest set as an index into the
-// view's Snapshot: 8 bytes.
-type ViewRef struct {
-	Index    uint32 // the snapshot entry
-	Priority float32
+// view's Snapshot and the priority bucket the table packs it by: 4 bytes
+// (the index in the low 24 bits, the bucket in the top 8). Make one with
+// NewViewRef. A view of 80 members was 640 bytes as an index and a float
+// priority; a table reads the priority only as its bucket (bucketOf of the
+// priority × the class weight), which the maker of the ref computes once
+// exactly as the table did, so the packing order is the same.
+type ViewRef uint32
+
+// refIndexBits is how many low bits of a ViewRef are the entry's index:
+// a snapshot has fewer than 1<<refIndexBits entries (SetSnapshotView).
+const refIndexBits = 24
+
+// refIndexMax is the largest index a ViewRef can name, and an entry no
+// snapshot a table takes has: NewViewRef clamps larger indices to it,
+// which SetSnapshotView refuses as out of range.
+const refIndexMax = 1<<refIndexBits - 1
+
+// NewViewRef returns the reference to snapshot entry index, of class c
+// (the entry's), at priority (as ViewEntry.Priority: greater sends
+// sooner; c's Weight multiplies it). An index of 1<<24 or more names an
+// entry no snapshot has (SetSnapshotView refuses it).
+func NewViewRef(index uint32, c *Class, priority float32) ViewRef {
+	return WeightedViewRef(index, c.PriorityWeight(), priority)
 }
+
+// WeightedViewRef is NewViewRef for a class of PriorityWeight w, for a
+// maker of many references that keeps its classes' weights at hand (a
+// zone, per kind).
+func WeightedViewRef(index uint32, w, priority float32) ViewRef {
+	return ViewRef(min(index, refIndexMax) | refBucket(w, priority))
+}
+
+// refBucket is bucketOf(basePriority(p) × w) in a ViewRef's top byte.
+func refBucket(w, p float32) uint32 {
+	if !(p > minPriority) {
+		p = minPriority
+	} else if p > 1e12 {
+		p = 1e12
+	}
+	b := int32(math.Float32bits(p*w)>>21) - bucketBase
+	return uint32(max(0, min(b, tierBuckets-1))) << refIndexBits
+}
+
+// PriorityWeight is what a table multiplies c's priorities by: Weight, or
+// 1 if Weight is 0.
+func (c *Class) PriorityWeight() float32 {
+	if c.weight != 0 { // registered
+		return c.weight
+	}
+	if c.Weight != 0 {
+		return c.Weight
+	}
+	return 1
+}
+
+// Index is the snapshot entry r names.
+func (r ViewRef) Index() uint32 { return uint32(r) & refIndexMax }
+
+// Priority is a priority in r's bucket: one that NewViewRef of r's class
+// maps to the same bucket (its middle, divided by the class weight).
+func (r ViewRef) Priority(c *Class) float32 {
+	w := c.PriorityWeight()
+	mid := math.Float32frombits(uint32(int(r.bucket())+bucketBase)<<21 | 1<<20)
+	return mid / w
+}
+
+// bucket is r's priority bucket (slot.prioB).
+func (r ViewRef) bucket() uint8 { return uint8(r >> refIndexBits) }
 
 // sources numbers snapshot writers process-wide, from 1: a table that
 // switches to a snapshot of another writer (a handoff to another zone)
@@ -441,8 +505,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if snap == nil || !snap.sealed || snap.reg != t.reg && snap.reg.bounds != t.reg.bounds {
 		return fmt.Errorf("%w: snapshot not sealed or of a registry with other bounds", ErrConfig)
 	}
-	if len(snap.ents) >= staleEntry {
-		return fmt.Errorf("%w: a snapshot of %d entries (at most %d)", ErrConfig, len(snap.ents), staleEntry-1)
+	if len(snap.ents) >= refIndexMax { // refIndexMax: no entry (NewViewRef's clamp)
+		return fmt.Errorf("%w: a snapshot of %d entries (at most %d)", ErrConfig, len(snap.ents), refIndexMax-1)
 	}
 	// Seal refused the entries of classes its registry lacks (snapBadClass):
 	// a snapshot of the table's registry names only classes it knows.
@@ -450,8 +514,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		// Every entry is set and accepted: only the indices can be wrong.
 		n := uint32(len(snap.ents))
 		for _, r := range view {
-			if r.Index >= n {
-				return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, n)
+			if r.Index() >= n {
+				return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index(), n)
 			}
 		}
 	} else if err := t.checkRefs(snap, view, ours); err != nil {
@@ -477,15 +541,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	kept := 0
 	classes := t.reg.classes
 	for i := range view {
-		r := &view[i]
-		v := &snap.vw[r.Index]
+		r := view[i]
+		ri := r.Index()
+		v := &snap.vw[ri]
 		// The usual ghost: taken in the previous view, from the series'
 		// previous snapshot, at this entry, which still holds its entity
 		// and class (vwKept). The slot, the view's ref and the entry's
 		// changes say all: the entry itself is not read.
 		if next && v.fl&vwKept != 0 && i < len(prev) {
 			if h := prev[i]; int(h) < t.top {
-				if s := &t.slots[h]; s.si == r.Index && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
+				if s := &t.slots[h]; s.si == ri && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
 					c := classes[s.ci]
 					moved := v.now&c.posBit != 0
 					if v.fl&vwHeld != 0 && !moved {
@@ -497,12 +562,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 					// t.order[i] is h already (prev is its start).
 					s.viewGen = t.viewGen
 					s.fl &^= flPosNow // a new view: its position may go again
-					s.prioB = uint8(bucketOf(basePriority(r.Priority) * c.weight))
+					s.prioB = r.bucket()
 					continue
 				}
 			}
 		}
-		e := &snap.ents[r.Index]
+		e := &snap.ents[ri]
 		c := e.class
 		// viewGhost's first guess inline: the ghost at the same position
 		// of the previous view (views keep their order).
@@ -542,7 +607,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
 			case psi&siCarry != 0:
 				moved = oldCarry[psi&siIndex].q != e.qpos
-			case same && psi == r.Index && ptaken == snap.seq-1:
+			case same && psi == ri && ptaken == snap.seq-1:
 				// The entry of the snapshot just before this one: its
 				// stamp says whether the position differs from that one's.
 				moved = v.now&c.posBit != 0
@@ -557,10 +622,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				changed = s.moveBit(c, moved)
 			}
 			switch prevView := s.viewGen == t.viewGen-1; {
-			case same && psi == r.Index && ptaken == snap.seq-1:
+			case same && psi == ri && ptaken == snap.seq-1:
 				changed |= v.now &^ c.posBit // the stamps that are snap.seq
-			case same && psi == r.Index:
-				chg := snap.chg[int(r.Index)*snap.stride:]
+			case same && psi == ri:
+				chg := snap.chg[int(ri)*snap.stride:]
 				for g := range c.Groups {
 					if int32(chg[g]-ptaken) > 0 && g != c.posIdx {
 						changed |= 1 << uint(g)
@@ -579,9 +644,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		t.order[i] = uint16(id)
 		s := &t.slots[id]
-		s.si, s.viewGen = r.Index, t.viewGen
+		s.si, s.viewGen = ri, t.viewGen
 		s.fl &^= flPosNow // a new view: its position may go again
-		s.prioB = uint8(bucketOf(basePriority(r.Priority) * c.weight))
+		s.prioB = r.bucket()
 	}
 	if next && kept == len(view) && kept == t.live-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
@@ -664,16 +729,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 	var known *Class
 	for _, r := range view {
-		if int(r.Index) >= len(snap.ents) {
-			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index, len(snap.ents))
+		if int(r.Index()) >= len(snap.ents) {
+			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index(), len(snap.ents))
 		}
-		e := &snap.ents[r.Index]
+		e := &snap.ents[r.Index()]
 		if ours && e.class != nil && e.bad == snapOK {
 			continue
 		}
 		switch {
 		case e.class == nil:
-			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index)
+			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index())
 		case e.bad == snapBadClass:
 			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
 		case e.bad == snapBadState:

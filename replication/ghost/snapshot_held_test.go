@@ -54,7 +54,7 @@ func TestSetHeldIsNoStop(t *testing.T) {
 				if tc.alt && refresh {
 					idx = 0
 				}
-				if err := d.tab.SetSnapshotView(d.now, s, []ViewRef{{Index: idx, Priority: 1}}); err != nil {
+				if err := d.tab.SetSnapshotView(d.now, s, []ViewRef{NewViewRef(idx, d.nc, 1)}); err != nil {
 					t.Fatal(err)
 				}
 				s.Retain()

@@ -20,7 +20,7 @@ func TestSnapshotViewAllKept(t *testing.T) {
 		sts[i].Pos = [3]float64{float64(10 * i), 0, 5}
 		sts[i].Health = 100
 	}
-	refs := []ViewRef{{Index: 0, Priority: 1}, {Index: 1, Priority: 1}, {Index: 2, Priority: 1}}
+	refs := []ViewRef{NewViewRef(0, d.nc, 1), NewViewRef(1, d.nc, 1), NewViewRef(2, d.nc, 1)}
 	view := func(refs []ViewRef) {
 		t.Helper()
 		s := w.Next(len(sts))
@@ -84,7 +84,7 @@ func TestSnapshotViewDuplicateRefs(t *testing.T) {
 		w.Seal(s)
 		refs := make([]ViewRef, len(idx))
 		for k, i := range idx {
-			refs[k] = ViewRef{Index: i, Priority: 1}
+			refs[k] = NewViewRef(i, d.nc, 1)
 		}
 		d.now += 50 * time.Millisecond
 		if err := d.tab.SetSnapshotView(d.now, s, refs); err != nil {

@@ -173,7 +173,7 @@ func sealCopiesVsSeal(t *testing.T, seed uint64) {
 		var view []ViewRef
 		for i := range 2 * n {
 			if e := &sa.ents[i]; e.class != nil && e.bad == snapOK && rng.IntN(3) > 0 {
-				view = append(view, ViewRef{Index: uint32(i), Priority: 1 + float32(i%5)})
+				view = append(view, NewViewRef(uint32(i), e.class, 1+float32(i%5)))
 			}
 		}
 		view = dedupEntities(sa, view)
@@ -223,7 +223,7 @@ func dedupEntities(s *Snapshot, view []ViewRef) []ViewRef {
 	seen := map[uint64]bool{}
 	out := view[:0]
 	for _, r := range view {
-		if e := s.ents[r.Index].entity; !seen[e] {
+		if e := s.ents[r.Index()].entity; !seen[e] {
 			seen[e] = true
 			out = append(out, r)
 		}

@@ -30,7 +30,7 @@ func (d *duo) snapView(sw *SnapshotWriter, ents []ViewEntry, in ...int) *Snapsho
 	sw.Seal(s)
 	refs := make([]ViewRef, len(in))
 	for k, i := range in {
-		refs[k] = ViewRef{Index: uint32(i), Priority: ents[i].Priority}
+		refs[k] = NewViewRef(uint32(i), ents[i].Class, ents[i].Priority)
 	}
 	d.now += 50_000_000
 	if err := d.tab.SetSnapshotView(d.now, s, refs); err != nil {
@@ -70,9 +70,9 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 		refs []ViewRef
 		want error
 	}{
-		{"index out of range", s, []ViewRef{{Index: 0}, {Index: 3}}, ErrBadState},
-		{"bad state", s, []ViewRef{{Index: 0}, {Index: 1}}, ErrBadState},
-		{"unregistered class", s, []ViewRef{{Index: 2}}, ErrUnknownClass},
+		{"index out of range", s, []ViewRef{0, 3}, ErrBadState},
+		{"bad state", s, []ViewRef{0, 1}, ErrBadState},
+		{"unregistered class", s, []ViewRef{2}, ErrUnknownClass},
 		{"unsealed", sw.Next(1), nil, ErrConfig},
 		{"a registry of other bounds", os, nil, ErrConfig},
 	} {
@@ -239,7 +239,7 @@ func TestSnapshotViewAllocatesNothing(t *testing.T) {
 	refs := make([]ViewRef, len(ents))
 	for i := range ents {
 		ents[i] = d.npc(uint64(i+1), float64(i))
-		refs[i] = ViewRef{Index: uint32(i), Priority: 1}
+		refs[i] = NewViewRef(uint32(i), ents[i].Class, 1)
 	}
 	snaps := make([]*Snapshot, 2)
 	for k := range snaps {
@@ -350,7 +350,7 @@ func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
 	first.Set(1, 2, npc, &st)
 	sw.Seal(first)
 	now := time.Second
-	if err := tab.SetSnapshotView(now, first, []ViewRef{{Index: 0, Priority: 1}, {Index: 1, Priority: 1}}); err != nil {
+	if err := tab.SetSnapshotView(now, first, []ViewRef{NewViewRef(0, flag, 1), NewViewRef(1, npc, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	var rest [2]*Snapshot // npc only, taken in turn
@@ -361,7 +361,7 @@ func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
 	}
 	for v := range 3 << 15 {
 		now += time.Millisecond
-		if err := tab.SetSnapshotView(now, rest[v%2], []ViewRef{{Index: 0, Priority: 1}}); err != nil {
+		if err := tab.SetSnapshotView(now, rest[v%2], []ViewRef{NewViewRef(0, npc, 1)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := checkInvariants(tab); err != nil {
@@ -391,7 +391,7 @@ func TestSnapshotCarryAndFreeInOneView(t *testing.T) {
 		refs := make([]ViewRef, len(ents))
 		for i := range ents {
 			sn.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
-			refs[i] = ViewRef{Index: uint32(i), Priority: 1}
+			refs[i] = NewViewRef(uint32(i), ents[i].Class, 1)
 		}
 		sw.Seal(sn)
 		if err := tab.SetSnapshotView(now, sn, refs); err != nil {

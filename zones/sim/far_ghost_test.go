@@ -50,7 +50,7 @@ func ghostRecords(t *testing.T, ticks int, tweak func(*Config), level int) (near
 			for k, want := range [2]uint64{2, 3} {
 				var one []ghost.ViewRef
 				for _, r := range refs {
-					if e, _, _ := snap.Entry(int(r.Index)); e == want {
+					if e, _, _ := snap.Entry(int(r.Index())); e == want {
 						one = append(one, r)
 					}
 				}
@@ -259,7 +259,7 @@ func TestFarEveryOneServesEveryTick(t *testing.T) {
 				t.Fatalf("snapshot of %d entries for %d slots, %d refs for %d entries", z.Snapshot().Len(), len(z.ents), len(refs), len(entries))
 			}
 			for i, r := range refs {
-				if id, _, _ := z.Snapshot().Entry(int(r.Index)); id != entries[i].Entity {
+				if id, _, _ := z.Snapshot().Entry(int(r.Index())); id != entries[i].Entity {
 					t.Fatalf("ref %d names entity %d, want %d", i, id, entries[i].Entity)
 				}
 			}

@@ -494,6 +494,12 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	}
 	s := z.snapW.Next(size)
 	copies := z.copies[:0]
+	for k, c := range &z.cfg.Classes {
+		z.refW[k] = 0
+		if c != nil {
+			z.refW[k] = c.PriorityWeight()
+		}
+	}
 	// The same entries AppendView would copy: every slot with a class.
 	z.snapAll = true
 	for sl := range z.ents {
@@ -542,8 +548,10 @@ func (z *Zone) ViewLen(ref ViewRef) int {
 }
 
 // AppendViewRefs is AppendView as references into Snapshot (which it
-// builds if this tick has none yet): 8 bytes an entity instead of a copy
-// of its state. It returns dst unchanged if the zone has no snapshots.
+// builds if this tick has none yet): 4 bytes an entity instead of a copy
+// of its state (ghost.NewViewRef: the entry's index and the bucket of the
+// member's priority by its class, which is all a ghost table reads of
+// it). It returns dst unchanged if the zone has no snapshots.
 func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef {
 	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity || z.Snapshot() == nil {
 		return dst
@@ -553,14 +561,16 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 	set := e.p().set.Entries()
 	if z.snapAll {
 		// Every slot's kind has a class: each member is its slot's entry,
-		// or its held one if far (a view is 8 bytes × members, written for
+		// or its held one if far (a view is 4 bytes × members, written for
 		// every player every tick).
 		n := len(dst)
 		dst = slices.Grow(dst, len(set))[:n+len(set)]
 		out := dst[n:]
 		if !held {
+			w, kinds := &z.refW, z.kinds
 			for i, en := range set {
-				out[i] = ghost.ViewRef{Index: uint32(en.Slot()), Priority: en.Priority}
+				sl := en.Slot()
+				out[i] = ghost.WeightedViewRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], en.Priority)
 			}
 			return dst
 		}
@@ -581,7 +591,7 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 				z.stats.HeldEntries++
 			}
 		}
-		dst = append(dst, ghost.ViewRef{Index: idx, Priority: en.Priority})
+		dst = append(dst, ghost.WeightedViewRef(idx, z.refW[z.kinds[sl]%interest.MaxKinds], en.Priority))
 	}
 	return dst
 }
@@ -595,6 +605,7 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
 	out = out[:len(set)]
 	held, far2, n := z.held, z.far2, uint32(z.snapN)
+	w, kinds := &z.refW, z.kinds
 	var nh uint32
 	for i := range set {
 		en := set[i]
@@ -604,7 +615,7 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 		h := &held[sl]
 		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		f := uint32(b2u(dx*dx+dz*dz > far2))
-		out[i] = ghost.ViewRef{Index: sl + n&-f, Priority: en.Priority}
+		out[i] = ghost.WeightedViewRef(sl+n&-f, w[kinds[sl]%interest.MaxKinds], en.Priority)
 		nh += f
 	}
 	return uint64(nh)

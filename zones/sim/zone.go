@@ -223,6 +223,10 @@ type Zone struct {
 	copies []ghost.EntryCopy
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
+	// refW is each kind's class's ghost.PriorityWeight (0: no class), as
+	// of the last Snapshot: a view reference carries its priority's bucket
+	// by the class weight (ghost.WeightedViewRef).
+	refW [interest.MaxKinds]float32
 
 	// replSlots, replEnds: sendReplicas' list of the slots each
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).

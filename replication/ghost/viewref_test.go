@@ -1,0 +1,67 @@
+package ghost
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestViewRef: a reference is 4 bytes; it keeps its index and the bucket
+// a table packs the entity by (bucketOf of the priority × the class
+// weight, as SetView takes a ViewEntry's), and its Priority is one of
+// that bucket.
+func TestViewRef(t *testing.T) {
+	if n := unsafe.Sizeof(ViewRef(0)); n != 4 {
+		t.Fatalf("a ViewRef is %d bytes, want 4", n)
+	}
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []*Class
+	for i, w := range []float32{0, 1, 2, 0.3, 7.5, 1e-3} {
+		c := NPCClass(nil)
+		c.ID, c.Weight = uint16(10+i), w
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+		classes = append(classes, c)
+	}
+	rng := rand.New(rand.NewPCG(3, 9))
+	special := []float32{0, -1, float32(math.NaN()), float32(math.Inf(1)), 1e-9, 1e-6, 1, 1e12, 1e13, 3e38}
+	for k := range 20000 {
+		c := classes[k%len(classes)]
+		var p float32
+		if k < len(special)*len(classes) {
+			p = special[k/len(classes)]
+		} else {
+			p = float32(math.Exp(rng.Float64()*60 - 30))
+		}
+		idx := uint32(rng.IntN(refIndexMax + 1))
+		r := NewViewRef(idx, c, p)
+		if r.Index() != idx {
+			t.Fatalf("NewViewRef(%d, w %v, %v).Index() = %d", idx, c.Weight, p, r.Index())
+		}
+		want := uint8(bucketOf(basePriority(p) * c.weight))
+		if r.bucket() != want {
+			t.Fatalf("NewViewRef(w %v, %v): bucket %d, want %d", c.Weight, p, r.bucket(), want)
+		}
+		if q := r.Priority(c); NewViewRef(idx, c, q) != r {
+			t.Fatalf("w %v priority %v: bucket %d, its Priority %v goes to bucket %d", c.Weight, p, want, q, NewViewRef(idx, c, q).bucket())
+		}
+	}
+	// An index past what a reference holds names no entry.
+	if r := NewViewRef(1<<24+5, classes[1], 1); r.Index() != refIndexMax {
+		t.Fatalf("index 1<<24+5: %d, want the clamp %d", r.Index(), refIndexMax)
+	}
+	d := newDuo(t, DefaultConfig())
+	sw, _ := NewSnapshotWriter(d.reg)
+	ents := []ViewEntry{d.npc(1, 0)}
+	s := d.snapView(sw, ents, 0)
+	d.now += 50_000_000
+	if err := d.tab.SetSnapshotView(d.now, s, []ViewRef{NewViewRef(1<<24+0, d.nc, 1)}); !errors.Is(err, ErrBadState) {
+		t.Fatalf("a reference past 1<<24: %v, want %v", err, ErrBadState)
+	}
+}
