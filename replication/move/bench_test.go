@@ -10,13 +10,16 @@ import (
 
 // fullStream returns a Stream holding 32 unacknowledged moves of typical
 // input (running, turning in bursts, the odd jump).
-func fullStream(tb testing.TB) *Stream {
+func fullStream(tb testing.TB) *Stream { return streamOf(tb, 32) }
+
+// streamOf returns a Stream holding n unacknowledged moves of typical input.
+func streamOf(tb testing.TB, n int) *Stream {
 	s, err := NewStream(DefaultConfig())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	gen := newInputGen(7)
-	for range 32 {
+	for range n {
 		m := gen.next(32)
 		m.Seq, m.CRC = s.NextSeq(), 0x12345678
 		if err := s.Add(m); err != nil {
@@ -97,18 +100,7 @@ func BenchmarkMoveStreamTypical(b *testing.B) {
 // tick or two behind at 30 Hz input), the redundant copies checked and
 // skipped, the new one applied.
 func BenchmarkMoveReadRedundant(b *testing.B) {
-	s, err := NewStream(DefaultConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	gen := newInputGen(7)
-	for range 4 {
-		m := gen.next(32)
-		m.Seq, m.CRC = s.NextSeq(), 0x12345678
-		if err := s.Add(m); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := streamOf(b, 4)
 	var buf [1200]byte
 	w := bitstream.NewWriter(buf[:])
 	s.Write(w)
