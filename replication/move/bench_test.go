@@ -12,6 +12,14 @@ import (
 // input (running, turning in bursts, the odd jump).
 func fullStream(tb testing.TB) *Stream { return streamOf(tb, 32) }
 
+// sectionOf returns the move section a Stream of n unacknowledged moves
+// writes (what the read benchmarks decode).
+func sectionOf(tb testing.TB, n int) []byte {
+	w := bitstream.NewWriter(make([]byte, 1200))
+	streamOf(tb, n).Write(w)
+	return w.Bytes()
+}
+
 // streamOf returns a Stream holding n unacknowledged moves of typical input.
 func streamOf(tb testing.TB, n int) *Stream {
 	s, err := NewStream(DefaultConfig())
@@ -46,11 +54,7 @@ func BenchmarkMoveWrite32(b *testing.B) {
 
 // BenchmarkMoveRead32 decodes a section of 32 moves and applies all of them.
 func BenchmarkMoveRead32(b *testing.B) {
-	s := fullStream(b)
-	var buf [1200]byte
-	w := bitstream.NewWriter(buf[:])
-	s.Write(w)
-	pkt := w.Bytes()
+	pkt := sectionOf(b, 32)
 	var (
 		ap  Applier
 		r   bitstream.Reader
@@ -100,11 +104,7 @@ func BenchmarkMoveStreamTypical(b *testing.B) {
 // tick or two behind at 30 Hz input), the redundant copies checked and
 // skipped, the new one applied.
 func BenchmarkMoveReadRedundant(b *testing.B) {
-	s := streamOf(b, 4)
-	var buf [1200]byte
-	w := bitstream.NewWriter(buf[:])
-	s.Write(w)
-	pkt := w.Bytes()
+	pkt := sectionOf(b, 4)
 	var (
 		ap      Applier
 		r       bitstream.Reader
@@ -118,7 +118,7 @@ func BenchmarkMoveReadRedundant(b *testing.B) {
 		// As a server reads a payload: 8 bytes readable past it
 		// (session's resetPayload), so reads near its end stay on the
 		// reader's fast path.
-		r.ResetBits(buf[:len(pkt)+8], 8*len(pkt))
+		r.ResetBits(pkt[:len(pkt)+8], 8*len(pkt)) // sectionOf leaves the room
 		if err := ap.ReadInto(&r, &scratch, apply); err != nil {
 			b.Fatal(err)
 		}
