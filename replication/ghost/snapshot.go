@@ -269,13 +269,7 @@ func WeightedViewRef(index uint32, w, priority float32) ViewRef {
 
 // refBucket is bucketOf(basePriority(p) × w) in a ViewRef's top byte.
 func refBucket(w, p float32) uint32 {
-	if !(p > minPriority) {
-		p = minPriority
-	} else if p > 1e12 {
-		p = 1e12
-	}
-	b := int32(math.Float32bits(p*w)>>21) - bucketBase
-	return uint32(max(0, min(b, tierBuckets-1))) << refIndexBits
+	return uint32(bucketOf(basePriority(p)*w)) << refIndexBits
 }
 
 // PriorityWeight is what a table multiplies c's priorities by: Weight, or
