@@ -266,6 +266,23 @@ func (t *Tracker) factor(kind uint8, stale uint16) float32 {
 	return w * (1 + float32(stale)*t.invStale)
 }
 
+// PriorityRange is the least and the greatest priority an Update can give
+// a member of kind (every staleness, every distance, always-relevant or
+// not): a consumer that maps priorities onward (a zone, to ghost buckets)
+// can check its mapping over the whole range once instead of guarding
+// every member. Update's priority is kind weight × staleness × distance
+// factor in float32, each product rounded, and rounding is monotonic: its
+// least is the least factors' product (fresh, at the leave radius), its
+// greatest the greatest factors' (MaxUint16 ticks stale, at distance 0).
+func (t *Tracker) PriorityRange(kind uint8) (lo, hi float32) {
+	lo = t.factor(kind, 0) * t.cfg.FarPriority
+	hi = t.factor(kind, math.MaxUint16)
+	// Always-relevant members beyond the scan: AlwaysPriority × staleness,
+	// or the greater of it and the member's Priority.
+	st := 1 + float32(math.MaxUint16)*t.invStale
+	return min(lo, t.cfg.AlwaysPriority), max(hi, t.cfg.AlwaysPriority*st)
+}
+
 // candidate is one filed slot of the grid's last Build, for the scan.
 type candidate struct {
 	x, z float32

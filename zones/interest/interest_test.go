@@ -359,7 +359,7 @@ func TestConfigValidate(t *testing.T) {
 // staleness as of the last Build, over random walks with kinds of
 // different weights, states going stale and fresh, despawns and slot
 // reuse. The scan reads per-Build tables; this also pins that they follow
-// every Build.
+// every Build. Every priority lies in PriorityRange of its member's kind.
 func TestUpdateMatchesReference(t *testing.T) {
 	var w [MaxKinds]float32
 	w[0], w[1], w[2] = 3, 1, 0.5
@@ -422,6 +422,9 @@ func TestUpdateMatchesReference(t *testing.T) {
 				got := map[uint64]float32{}
 				for _, e := range sets[p].Entries() {
 					got[sc.id[e.Slot()]] = e.Priority
+					if lo, hi := tr.PriorityRange(sc.kind[e.Slot()]); !(e.Priority >= lo && e.Priority <= hi) {
+						t.Fatalf("seed %d tick %d player %d: priority %g of kind %d outside PriorityRange [%g, %g]", seed, tick, p, e.Priority, sc.kind[e.Slot()], lo, hi)
+					}
 				}
 				if len(got) != len(want) || len(got) != sets[p].Len() {
 					t.Fatalf("seed %d tick %d player %d: %d members (%d distinct), want %d", seed, tick, p, sets[p].Len(), len(got), len(want))
