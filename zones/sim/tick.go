@@ -642,8 +642,11 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 // heldRefsFast is heldRefs by fastRef (AppendViewRefs checks that it may).
 func (z *Zone) heldRefsFast(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
 	out = out[:len(set)]
-	held, far2, n := z.held, z.far2, uint32(z.snapN)
-	w, kinds := &z.refW, z.kinds
+	far2, n := z.far2, uint32(z.snapN)
+	w := z.refW // a copy: the loop then needs no register for z
+	// One length for both, so a member's slot is checked once.
+	k := min(len(z.held), len(z.kinds))
+	held, kinds := z.held[:k], z.kinds[:k]
 	var nh uint32
 	for i := range set {
 		en := set[i]
