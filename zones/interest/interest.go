@@ -184,14 +184,17 @@ type Tracker struct {
 	falloff        float32 // (1 − FarPriority) / Leave²
 	invStale       float32
 	runs           []grid.Run
-	// mark[slot] = token<<8 | generation: "the set being updated holds the
-	// entity of this generation in slot" (the entry key's low byte). It is
-	// read and written at random, once per member and per candidate, so its
-	// size is what the tick pays for: at 2 bytes a slot, 21,000 slots fit
-	// in L1. The 8-bit token wraps every 255 updates; the array is cleared
-	// then, so a mark equal to the current token is always from this update.
-	mark    []uint16
-	token   uint16
+	// mark[i] = token: "the set being updated holds base[i]'s entity" (of
+	// its slot and generation: a newcomer in a member's slot is not
+	// marked). By base index, not by slot: the scan reads a run's marks in
+	// order beside its candidates, one byte each, with no lookup by the
+	// candidate's slot (a shift, a bounds check and the generation's
+	// compare a candidate); the marking pass pays the slot's lookup
+	// (index) instead, once per member. The 8-bit token wraps every 255
+	// updates; the array is cleared then, so a mark equal to the current
+	// token is always from this update.
+	mark    []uint8
+	token   uint8
 	scratch []Entry
 	// base[i] is the grid's i-th filed slot as of its last Build: its
 	// position and its entry with the priority before the distance
@@ -237,9 +240,6 @@ func (t *Tracker) Config() Config { return t.cfg }
 func (t *Tracker) Resize(n int) {
 	if n > MaxSlots {
 		panic(fmt.Sprintf("interest: %d slots, more than MaxSlots", n))
-	}
-	if n > len(t.mark) {
-		t.mark = append(t.mark, make([]uint16, n-len(t.mark))...)
 	}
 	if n > len(t.index) {
 		t.index = append(t.index, make([]int32, n-len(t.index))...)
@@ -297,6 +297,9 @@ func (t *Tracker) prepare(g *grid.Grid) {
 	}
 	t.base = t.base[:len(sa)]
 	base := t.base[:len(sa)]
+	if len(t.mark) < len(base) {
+		t.mark = make([]uint8, cap(t.base)) // zero: no token
+	}
 	xz = xz[:len(base)]
 	index := t.index
 	for i, m := range sa {
@@ -309,8 +312,8 @@ func (t *Tracker) prepare(g *grid.Grid) {
 	t.baseGrid, t.baseBuilds = g, g.Builds()
 }
 
-func (t *Tracker) nextToken() uint16 {
-	t.token = (t.token + 1) & 0xFF
+func (t *Tracker) nextToken() uint8 {
+	t.token++
 	if t.token == 0 { // wrapped: old marks could alias; start over
 		clear(t.mark)
 		t.token = 1
@@ -322,8 +325,9 @@ func (t *Tracker) nextToken() uint16 {
 // the player has none here) against g as of its last Build; always lists
 // always-relevant slots. It returns how many entities entered and left.
 //
-// Cost: one write per old member (its mark), one scan of the grid cells
-// the leave radius touches, one mark read per candidate; once per grid
+// Cost: one lookup and write per old member (its mark), one scan of the
+// grid cells the leave radius touches, one mark read per candidate (in
+// order); once per grid
 // Build, one pass over the filed slots (the per-Build entry table).
 func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always []int32) (entered, left int) {
 	if g != t.baseGrid || g.Builds() != t.baseBuilds || len(t.base) != g.Built() {
@@ -331,7 +335,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	mark(marks, s.cur, tok<<8)
+	mark(marks, t.index, t.base, s.cur, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
@@ -341,7 +345,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	base := t.base
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	sc := scan{
-		marks: marks, want: tok << 8, x: x, z: z,
+		marks: marks, tok: tok, x: x, z: z,
 		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff,
 	}
 	// The player's own entry is left out of the runs (split around it)
@@ -369,7 +373,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		}
 		dx, dz := px-x, pz-z
 		d2 := dx*dx + dz*dz
-		was := marks[sl] == tok<<8|uint16(AuxGen(m.Aux))
+		was := t.marked(sl, m.Aux, tok)
 		if d2 <= t.enter2 || was && d2 <= t.leave2 {
 			continue // added by the scan
 		}
@@ -388,7 +392,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		next = next[:t.cfg.MaxView]
 		kept = 0
 		for _, e := range next {
-			if marks[e.key>>8] == tok<<8|uint16(e.key&0xFF) {
+			if t.marked(e.Slot(), e.key, tok) {
 				kept++
 			}
 		}
@@ -410,24 +414,39 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	return entered, left
 }
 
-// mark marks every member of cur in marks (want | its generation).
+// mark marks every member of cur in marks (by its index in base) with
+// tok: a member whose slot is not filed in base, or holds another entity
+// now (another generation), is not a candidate and gets no mark.
 //
 // Apart from Update, like scan.run: inlined there, the loop reloaded the
-// token and each key from the stack (≈ 12 instructions a member, now 7).
+// token and each key from the stack.
 //
 //go:noinline
-func mark(marks []uint16, cur []Entry, want uint16) {
+func mark(marks []uint8, index []int32, base []candidate, cur []Entry, tok uint8) {
+	marks = marks[:len(base)] // one bounds check for both
 	for _, e := range cur {
-		marks[e.key>>8] = want | uint16(e.key&0xFF)
+		if i := uint(index[e.key>>8]); i < uint(len(base)) && base[i].e.key == e.key {
+			marks[i] = tok
+		}
 	}
+}
+
+// marked reports whether the set being updated held slot's entity of the
+// generation in aux's (or a key's) low byte before this Update (tok).
+func (t *Tracker) marked(slot int32, aux uint32, tok uint8) bool {
+	if uint(slot) >= uint(len(t.index)) {
+		return false
+	}
+	i := t.index[slot]
+	return uint(i) < uint(len(t.base)) && t.base[i].e.key == entryKey(slot, aux) && t.mark[i] == tok
 }
 
 // scan is what one Update's candidate scan needs, held by value so the
 // run loop keeps it in registers (inlined into Update, the loop spilled
 // its counters to the stack on every candidate).
 type scan struct {
-	marks          []uint16
-	want           uint16 // the update's token << 8; a member's mark is want | generation
+	marks          []uint8 // by base index
+	tok            uint8   // the update's token: a member's mark
 	x, z           float32
 	enter2, leave2 float32
 	far, falloff   float32
@@ -440,7 +459,7 @@ func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]En
 	// Room for every candidate, so the scan writes by index with no
 	// capacity check (a run is a few dozen entries).
 	next = slices.Grow(next, len(c))
-	o, k := sc.run(next[len(next):cap(next)], c)
+	o, k := sc.run(next[len(next):cap(next)], c, sc.marks[a:b])
 	return next[:len(next)+o], kept + k
 }
 
@@ -459,17 +478,18 @@ func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]En
 // conditional move where a float compare would be a branch.
 //
 //go:noinline
-func (sc *scan) run(out []Entry, cs []candidate) (o, kept int) {
+func (sc *scan) run(out []Entry, cs []candidate, marks []uint8) (o, kept int) {
 	out = out[:len(cs)] // room for every candidate
-	marks, want := sc.marks, sc.want
+	marks = marks[:len(cs)]
+	tok := sc.tok
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
 	far, falloff := sc.far, sc.falloff
 	farb := int32(math.Float32bits(far))
-	for _, c := range cs {
+	for i, c := range cs {
 		dx, dz := c.x-x, c.z-z
 		d2 := dx*dx + dz*dz
 		key := c.e.key
-		was := b2i(marks[key>>8] == want|uint16(key&0xFF))
+		was := b2i(marks[i] == tok)
 		keep := b2i(d2 <= enter2) | was&b2i(d2 <= leave2)
 		fb := int32(math.Float32bits(1 - d2*falloff))
 		if fb < farb {
