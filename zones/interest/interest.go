@@ -340,30 +340,43 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
 	// per player to miss on.
-	next := t.scratch[:0]
-	kept := 0
 	base := t.base
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
+	// Room for every candidate at once, so the scan writes by index with
+	// no capacity check and a run costs one call.
+	total := 0
+	for _, run := range t.runs {
+		total += int(run.B - run.A)
+	}
+	next := slices.Grow(t.scratch[:0], total)
 	sc := scan{
-		marks: marks, tok: tok, x: x, z: z,
+		out: next[:cap(next)], base: base, marks: marks[:len(base)], tok: tok, x: x, z: z,
 		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff,
 	}
-	// The player's own entry is left out of the runs (split around it)
-	// rather than tested for in the scan: one compare fewer per candidate.
-	selfAt := int32(-1)
+	// The player's own entry is moved out of reach for the scan (+Inf:
+	// beyond every radius, never kept) rather than tested for in it (one
+	// compare fewer a candidate) or split out of its run (a call more a
+	// player), and put back after.
+	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := t.index[self]; uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
+		if i := int(t.index[self]); uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
 			selfAt = i
 		}
 	}
-	for _, run := range t.runs {
-		if run.A <= selfAt && selfAt < run.B {
-			next, kept = sc.runs(next, kept, base, run.A, selfAt)
-			next, kept = sc.runs(next, kept, base, selfAt+1, run.B)
-			continue
-		}
-		next, kept = sc.runs(next, kept, base, run.A, run.B)
+	var selfX float32
+	if selfAt >= 0 {
+		selfX = base[selfAt].x
+		base[selfAt].x = float32(math.Inf(1))
 	}
+	n, kept := 0, 0
+	for _, run := range t.runs {
+		o, k := sc.run(n, run.A, run.B)
+		n, kept = n+o, kept+k
+	}
+	if selfAt >= 0 {
+		base[selfAt].x = selfX
+	}
+	next = next[:n]
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	for _, sl := range always {
@@ -441,10 +454,12 @@ func (t *Tracker) marked(slot int32, aux uint32, tok uint8) bool {
 	return uint(i) < uint(len(t.base)) && t.base[i].e.key == entryKey(slot, aux) && t.mark[i] == tok
 }
 
-// scan is what one Update's candidate scan needs, held by value so the
+// scan is what one Update's candidate scan needs, apart from Update so the
 // run loop keeps it in registers (inlined into Update, the loop spilled
 // its counters to the stack on every candidate).
 type scan struct {
+	out            []Entry // room for every candidate of the Update's runs
+	base           []candidate
 	marks          []uint8 // by base index
 	tok            uint8   // the update's token: a member's mark
 	x, z           float32
@@ -452,21 +467,10 @@ type scan struct {
 	far, falloff   float32
 }
 
-// runs appends the scan of candidates [a, b) to next and adds its members
-// to kept.
-func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]Entry, int) {
-	c := base[a:b]
-	// Room for every candidate, so the scan writes by index with no
-	// capacity check (a run is a few dozen entries).
-	next = slices.Grow(next, len(c))
-	o, k := sc.run(next[len(next):cap(next)], c, sc.marks[a:b])
-	return next[:len(next)+o], kept + k
-}
-
-// run filters one run of candidates (in grid
-// order) into out: those within the enter radius, and the members still
-// within the leave radius, each with its priority. It returns how many it
-// wrote and how many of them were members.
+// run filters the candidates base[a:b] (in grid order) into out[n:]:
+// those within the enter radius, and the members still within the leave
+// radius, each with its priority. It returns how many it wrote and how
+// many of them were members.
 //
 // The loop has no data-dependent branch: every candidate is written and
 // the output index advances by the keep bit. A quarter of a run's
@@ -478,9 +482,12 @@ func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]En
 // conditional move where a float compare would be a branch.
 //
 //go:noinline
-func (sc *scan) run(out []Entry, cs []candidate, marks []uint8) (o, kept int) {
-	out = out[:len(cs)] // room for every candidate
+func (sc *scan) run(n int, a, b int32) (o, kept int) {
+	cs := sc.base[a:b]
+	marks := sc.marks[a:b]
 	marks = marks[:len(cs)]
+	out := sc.out[n:]
+	out = out[:len(cs)] // room for every candidate
 	tok := sc.tok
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
 	far, falloff := sc.far, sc.falloff
