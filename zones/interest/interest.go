@@ -206,11 +206,11 @@ type Tracker struct {
 	base       []candidate
 	baseGrid   *grid.Grid
 	baseBuilds uint64
-	// index[slot] is the slot's index in base as of the last prepare (stale
-	// for a slot not filed then: check base[index[slot]]'s slot). Update
-	// leaves the player's own index out of its runs, so the scan loop needs
-	// no per-candidate test for it.
-	index []int32
+	// index[slot] is the slot's index in base as of the last prepare and
+	// its generation then, index<<8 | generation (an entry's key with the
+	// index for the slot), so that a member's mark needs no look at base;
+	// noIndex for a slot not filed then.
+	index []uint32
 	// stats: the sets' membership changes, summed over every Update.
 	stats Stats
 }
@@ -242,7 +242,7 @@ func (t *Tracker) Resize(n int) {
 		panic(fmt.Sprintf("interest: %d slots, more than MaxSlots", n))
 	}
 	if n > len(t.index) {
-		t.index = append(t.index, make([]int32, n-len(t.index))...)
+		t.index = append(t.index, make([]uint32, n-len(t.index))...)
 	}
 }
 
@@ -302,15 +302,22 @@ func (t *Tracker) prepare(g *grid.Grid) {
 	}
 	xz = xz[:len(base)]
 	index := t.index
+	for i := range index {
+		index[i] = noIndex
+	}
 	for i, m := range sa {
 		base[i] = candidate{x: xz[i][0], z: xz[i][1],
 			e: Entry{key: entryKey(m.Slot, m.Aux), Priority: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}}
 		if uint(m.Slot) < uint(len(index)) {
-			index[m.Slot] = int32(i)
+			index[m.Slot] = entryKey(int32(i), m.Aux)
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
 }
+
+// noIndex is index's word for a slot not filed: an index no base has (base
+// holds at most MaxSlots entries, and only with every slot filed).
+const noIndex = ^uint32(0)
 
 func (t *Tracker) nextToken() uint8 {
 	t.token++
@@ -335,7 +342,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	mark(marks, t.index, t.base, s.cur, tok)
+	mark(marks[:len(t.base)], t.index, s.cur, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
@@ -359,7 +366,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	// player), and put back after.
 	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := int(t.index[self]); uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
+		if i := int(t.index[self] >> 8); uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
 			selfAt = i
 		}
 	}
@@ -386,7 +393,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		}
 		dx, dz := px-x, pz-z
 		d2 := dx*dx + dz*dz
-		was := t.marked(sl, m.Aux, tok)
+		was := t.marked(sl, AuxGen(m.Aux), tok)
 		if d2 <= t.enter2 || was && d2 <= t.leave2 {
 			continue // added by the scan
 		}
@@ -405,7 +412,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		next = next[:t.cfg.MaxView]
 		kept = 0
 		for _, e := range next {
-			if t.marked(e.Slot(), e.key, tok) {
+			if t.marked(e.Slot(), uint8(e.key), tok) {
 				kept++
 			}
 		}
@@ -427,31 +434,31 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	return entered, left
 }
 
-// mark marks every member of cur in marks (by its index in base) with
-// tok: a member whose slot is not filed in base, or holds another entity
-// now (another generation), is not a candidate and gets no mark.
+// mark marks every member of cur in marks (by its index in base, marks as
+// long as base) with tok: a member whose slot is not filed in base, or
+// holds another entity now (another generation), is not a candidate and
+// gets no mark.
 //
 // Apart from Update, like scan.run: inlined there, the loop reloaded the
 // token and each key from the stack.
 //
 //go:noinline
-func mark(marks []uint8, index []int32, base []candidate, cur []Entry, tok uint8) {
-	marks = marks[:len(base)] // one bounds check for both
+func mark(marks []uint8, index []uint32, cur []Entry, tok uint8) {
 	for _, e := range cur {
-		if i := uint(index[e.key>>8]); i < uint(len(base)) && base[i].e.key == e.key {
-			marks[i] = tok
+		if v := index[e.key>>8]; uint8(v) == uint8(e.key) && uint(v>>8) < uint(len(marks)) {
+			marks[v>>8] = tok
 		}
 	}
 }
 
-// marked reports whether the set being updated held slot's entity of the
-// generation in aux's (or a key's) low byte before this Update (tok).
-func (t *Tracker) marked(slot int32, aux uint32, tok uint8) bool {
+// marked reports whether the set being updated held slot's entity of
+// generation gen before this Update (tok).
+func (t *Tracker) marked(slot int32, gen uint8, tok uint8) bool {
 	if uint(slot) >= uint(len(t.index)) {
 		return false
 	}
-	i := t.index[slot]
-	return uint(i) < uint(len(t.base)) && t.base[i].e.key == entryKey(slot, aux) && t.mark[i] == tok
+	v := t.index[slot]
+	return uint8(v) == gen && uint(v>>8) < uint(len(t.base)) && t.mark[v>>8] == tok
 }
 
 // scan is what one Update's candidate scan needs, apart from Update so the

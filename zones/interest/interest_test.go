@@ -264,6 +264,20 @@ func TestMaxViewKeepsHighestPriorities(t *testing.T) {
 	if tr.Stats().Capped != 90 {
 		t.Fatalf("Capped = %d", tr.Stats().Capped)
 	}
+	// Capped again with the 10 nearest moved off (ids 1–5 out, 11–15 in):
+	// five members kept, five entered, five left. The count of members
+	// kept is redone over the capped set, by each entry's mark.
+	for s := 1; s <= 5; s++ {
+		sc.put(s, uint64(s), float32(s)+400, 0)
+	}
+	sc.g.Build()
+	entered, left := tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	if got, want := sc.ids(&set), []uint64{6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; !slices.Equal(got, want) {
+		t.Fatalf("capped set %v, want %v", got, want)
+	}
+	if entered != 5 || left != 5 {
+		t.Fatalf("entered %d, left %d; want 5, 5", entered, left)
+	}
 }
 
 func TestKeepTopRandom(t *testing.T) {
