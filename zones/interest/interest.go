@@ -213,6 +213,8 @@ type Tracker struct {
 	index []uint32
 	// stats: the sets' membership changes, summed over every Update.
 	stats Stats
+	// sc: the scan's state, its constant part set once.
+	sc scan
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -224,13 +226,15 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Tracker{
+	t := &Tracker{
 		cfg:      cfg,
 		enter2:   cfg.EnterRadius * cfg.EnterRadius,
 		leave2:   cfg.LeaveRadius * cfg.LeaveRadius,
 		falloff:  (1 - cfg.FarPriority) / (cfg.LeaveRadius * cfg.LeaveRadius),
 		invStale: 1 / float32(cfg.StaleTicks),
-	}, nil
+	}
+	t.sc = scan{enter2: t.enter2, leave2: t.leave2, far: cfg.FarPriority, falloff: t.falloff}
+	return t, nil
 }
 
 // Config returns the effective config (defaults filled in).
@@ -356,10 +360,9 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		total += int(run.B - run.A)
 	}
 	next := slices.Grow(t.scratch[:0], total)
-	sc := scan{
-		out: next[:cap(next)], base: base, marks: marks[:len(base)], tok: tok, x: x, z: z,
-		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff,
-	}
+	// The scan's radii and falloff are the tracker's (NewTracker).
+	sc := &t.sc
+	sc.out, sc.base, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], base, marks[:len(base)], tok, x, z
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
@@ -384,6 +387,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		base[selfAt].x = selfX
 	}
 	next = next[:n]
+	sc.out, sc.base, sc.marks = nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	for _, sl := range always {
