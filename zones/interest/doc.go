@@ -36,8 +36,10 @@
 // # Cost
 //
 // The tracker never allocates in steady state and never sorts: it marks the
-// previous set in a per-slot array of 2-byte stamps (one write per member),
-// scans the grid cells the leave radius touches once, and builds the new
+// previous set in a 1-byte stamp per filed entity, by its index in the
+// grid's cell order (one lookup and write per member), scans the grid
+// cells the leave radius touches once, reading each candidate's stamp in
+// order beside it, and builds the new
 // set in a scratch buffer it then copies over the old one. An entry is 8
 // bytes (slot, generation, priority); ids and states stay in the zone's
 // per-slot tables. The viewer-independent part of each priority (kind

@@ -184,14 +184,17 @@ type Tracker struct {
 	falloff        float32 // (1 − FarPriority) / Leave²
 	invStale       float32
 	runs           []grid.Run
-	// mark[slot] = token<<8 | generation: "the set being updated holds the
-	// entity of this generation in slot" (the entry key's low byte). It is
-	// read and written at random, once per member and per candidate, so its
-	// size is what the tick pays for: at 2 bytes a slot, 21,000 slots fit
-	// in L1. The 8-bit token wraps every 255 updates; the array is cleared
-	// then, so a mark equal to the current token is always from this update.
-	mark    []uint16
-	token   uint16
+	// mark[i] = token: "the set being updated holds base[i]'s entity" (of
+	// its slot and generation: a newcomer in a member's slot is not
+	// marked). By base index, not by slot: the scan reads a run's marks in
+	// order beside its candidates, one byte each, with no lookup by the
+	// candidate's slot (a shift, a bounds check and the generation's
+	// compare a candidate); the marking pass pays the slot's lookup
+	// (index) instead, once per member. The 8-bit token wraps every 255
+	// updates; the array is cleared then, so a mark equal to the current
+	// token is always from this update.
+	mark    []uint8
+	token   uint8
 	scratch []Entry
 	// base[i] is the grid's i-th filed slot as of its last Build: its
 	// position and its entry with the priority before the distance
@@ -203,13 +206,15 @@ type Tracker struct {
 	base       []candidate
 	baseGrid   *grid.Grid
 	baseBuilds uint64
-	// index[slot] is the slot's index in base as of the last prepare (stale
-	// for a slot not filed then: check base[index[slot]]'s slot). Update
-	// leaves the player's own index out of its runs, so the scan loop needs
-	// no per-candidate test for it.
-	index []int32
+	// index[slot] is the slot's index in base as of the last prepare and
+	// its generation then, index<<8 | generation (an entry's key with the
+	// index for the slot), so that a member's mark needs no look at base;
+	// noIndex for a slot not filed then.
+	index []uint32
 	// stats: the sets' membership changes, summed over every Update.
 	stats Stats
+	// sc: the scan's state, its constant part set once.
+	sc scan
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -221,13 +226,15 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Tracker{
+	t := &Tracker{
 		cfg:      cfg,
 		enter2:   cfg.EnterRadius * cfg.EnterRadius,
 		leave2:   cfg.LeaveRadius * cfg.LeaveRadius,
 		falloff:  (1 - cfg.FarPriority) / (cfg.LeaveRadius * cfg.LeaveRadius),
 		invStale: 1 / float32(cfg.StaleTicks),
-	}, nil
+	}
+	t.sc = scan{enter2: t.enter2, leave2: t.leave2, far: cfg.FarPriority, falloff: t.falloff}
+	return t, nil
 }
 
 // Config returns the effective config (defaults filled in).
@@ -238,11 +245,8 @@ func (t *Tracker) Resize(n int) {
 	if n > MaxSlots {
 		panic(fmt.Sprintf("interest: %d slots, more than MaxSlots", n))
 	}
-	if n > len(t.mark) {
-		t.mark = append(t.mark, make([]uint16, n-len(t.mark))...)
-	}
 	if n > len(t.index) {
-		t.index = append(t.index, make([]int32, n-len(t.index))...)
+		t.index = append(t.index, make([]uint32, n-len(t.index))...)
 	}
 }
 
@@ -266,6 +270,23 @@ func (t *Tracker) factor(kind uint8, stale uint16) float32 {
 	return w * (1 + float32(stale)*t.invStale)
 }
 
+// PriorityRange is the least and the greatest priority an Update can give
+// a member of kind (every staleness, every distance, always-relevant or
+// not): a consumer that maps priorities onward (a zone, to ghost buckets)
+// can check its mapping over the whole range once instead of guarding
+// every member. Update's priority is kind weight × staleness × distance
+// factor in float32, each product rounded, and rounding is monotonic: its
+// least is the least factors' product (fresh, at the leave radius), its
+// greatest the greatest factors' (MaxUint16 ticks stale, at distance 0).
+func (t *Tracker) PriorityRange(kind uint8) (lo, hi float32) {
+	lo = t.factor(kind, 0) * t.cfg.FarPriority
+	hi = t.factor(kind, math.MaxUint16)
+	// Always-relevant members beyond the scan: AlwaysPriority × staleness,
+	// or the greater of it and the member's Priority.
+	st := 1 + float32(math.MaxUint16)*t.invStale
+	return min(lo, t.cfg.AlwaysPriority), max(hi, t.cfg.AlwaysPriority*st)
+}
+
 // candidate is one filed slot of the grid's last Build, for the scan.
 type candidate struct {
 	x, z float32
@@ -280,20 +301,30 @@ func (t *Tracker) prepare(g *grid.Grid) {
 	}
 	t.base = t.base[:len(sa)]
 	base := t.base[:len(sa)]
+	if len(t.mark) < len(base) {
+		t.mark = make([]uint8, cap(t.base)) // zero: no token
+	}
 	xz = xz[:len(base)]
 	index := t.index
+	for i := range index {
+		index[i] = noIndex
+	}
 	for i, m := range sa {
 		base[i] = candidate{x: xz[i][0], z: xz[i][1],
 			e: Entry{key: entryKey(m.Slot, m.Aux), Priority: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}}
 		if uint(m.Slot) < uint(len(index)) {
-			index[m.Slot] = int32(i)
+			index[m.Slot] = entryKey(int32(i), m.Aux)
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
 }
 
-func (t *Tracker) nextToken() uint16 {
-	t.token = (t.token + 1) & 0xFF
+// noIndex is index's word for a slot not filed: an index no base has (base
+// holds at most MaxSlots entries, and only with every slot filed).
+const noIndex = ^uint32(0)
+
+func (t *Tracker) nextToken() uint8 {
+	t.token++
 	if t.token == 0 { // wrapped: old marks could alias; start over
 		clear(t.mark)
 		t.token = 1
@@ -305,8 +336,9 @@ func (t *Tracker) nextToken() uint16 {
 // the player has none here) against g as of its last Build; always lists
 // always-relevant slots. It returns how many entities entered and left.
 //
-// Cost: one write per old member (its mark), one scan of the grid cells
-// the leave radius touches, one mark read per candidate; once per grid
+// Cost: one lookup and write per old member (its mark), one scan of the
+// grid cells the leave radius touches, one mark read per candidate (in
+// order); once per grid
 // Build, one pass over the filed slots (the per-Build entry table).
 func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always []int32) (entered, left int) {
 	if g != t.baseGrid || g.Builds() != t.baseBuilds || len(t.base) != g.Built() {
@@ -314,35 +346,48 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	mark(marks, s.cur, tok<<8)
+	mark(marks[:len(t.base)], t.index, s.cur, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
 	// per player to miss on.
-	next := t.scratch[:0]
-	kept := 0
 	base := t.base
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
-	sc := scan{
-		marks: marks, want: tok << 8, x: x, z: z,
-		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff,
+	// Room for every candidate at once, so the scan writes by index with
+	// no capacity check and a run costs one call.
+	total := 0
+	for _, run := range t.runs {
+		total += int(run.B - run.A)
 	}
-	// The player's own entry is left out of the runs (split around it)
-	// rather than tested for in the scan: one compare fewer per candidate.
-	selfAt := int32(-1)
+	next := slices.Grow(t.scratch[:0], total)
+	// The scan's radii and falloff are the tracker's (NewTracker).
+	sc := &t.sc
+	sc.out, sc.base, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], base, marks[:len(base)], tok, x, z
+	// The player's own entry is moved out of reach for the scan (+Inf:
+	// beyond every radius, never kept) rather than tested for in it (one
+	// compare fewer a candidate) or split out of its run (a call more a
+	// player), and put back after.
+	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := t.index[self]; uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
+		if i := int(t.index[self] >> 8); uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
 			selfAt = i
 		}
 	}
-	for _, run := range t.runs {
-		if run.A <= selfAt && selfAt < run.B {
-			next, kept = sc.runs(next, kept, base, run.A, selfAt)
-			next, kept = sc.runs(next, kept, base, selfAt+1, run.B)
-			continue
-		}
-		next, kept = sc.runs(next, kept, base, run.A, run.B)
+	var selfX float32
+	if selfAt >= 0 {
+		selfX = base[selfAt].x
+		base[selfAt].x = float32(math.Inf(1))
 	}
+	n, kept := 0, 0
+	for _, run := range t.runs {
+		o, k := sc.run(n, run.A, run.B)
+		n, kept = n+o, kept+k
+	}
+	if selfAt >= 0 {
+		base[selfAt].x = selfX
+	}
+	next = next[:n]
+	sc.out, sc.base, sc.marks = nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	for _, sl := range always {
@@ -352,7 +397,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		}
 		dx, dz := px-x, pz-z
 		d2 := dx*dx + dz*dz
-		was := marks[sl] == tok<<8|uint16(AuxGen(m.Aux))
+		was := t.marked(sl, AuxGen(m.Aux), tok)
 		if d2 <= t.enter2 || was && d2 <= t.leave2 {
 			continue // added by the scan
 		}
@@ -371,7 +416,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		next = next[:t.cfg.MaxView]
 		kept = 0
 		for _, e := range next {
-			if marks[e.key>>8] == tok<<8|uint16(e.key&0xFF) {
+			if t.marked(e.Slot(), uint8(e.key), tok) {
 				kept++
 			}
 		}
@@ -393,44 +438,50 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	return entered, left
 }
 
-// mark marks every member of cur in marks (want | its generation).
+// mark marks every member of cur in marks (by its index in base, marks as
+// long as base) with tok: a member whose slot is not filed in base, or
+// holds another entity now (another generation), is not a candidate and
+// gets no mark.
 //
 // Apart from Update, like scan.run: inlined there, the loop reloaded the
-// token and each key from the stack (≈ 12 instructions a member, now 7).
+// token and each key from the stack.
 //
 //go:noinline
-func mark(marks []uint16, cur []Entry, want uint16) {
+func mark(marks []uint8, index []uint32, cur []Entry, tok uint8) {
 	for _, e := range cur {
-		marks[e.key>>8] = want | uint16(e.key&0xFF)
+		if v := index[e.key>>8]; uint8(v) == uint8(e.key) && uint(v>>8) < uint(len(marks)) {
+			marks[v>>8] = tok
+		}
 	}
 }
 
-// scan is what one Update's candidate scan needs, held by value so the
+// marked reports whether the set being updated held slot's entity of
+// generation gen before this Update (tok).
+func (t *Tracker) marked(slot int32, gen uint8, tok uint8) bool {
+	if uint(slot) >= uint(len(t.index)) {
+		return false
+	}
+	v := t.index[slot]
+	return uint8(v) == gen && uint(v>>8) < uint(len(t.base)) && t.mark[v>>8] == tok
+}
+
+// scan is what one Update's candidate scan needs, apart from Update so the
 // run loop keeps it in registers (inlined into Update, the loop spilled
 // its counters to the stack on every candidate).
 type scan struct {
-	marks          []uint16
-	want           uint16 // the update's token << 8; a member's mark is want | generation
+	out            []Entry // room for every candidate of the Update's runs
+	base           []candidate
+	marks          []uint8 // by base index
+	tok            uint8   // the update's token: a member's mark
 	x, z           float32
 	enter2, leave2 float32
 	far, falloff   float32
 }
 
-// runs appends the scan of candidates [a, b) to next and adds its members
-// to kept.
-func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]Entry, int) {
-	c := base[a:b]
-	// Room for every candidate, so the scan writes by index with no
-	// capacity check (a run is a few dozen entries).
-	next = slices.Grow(next, len(c))
-	o, k := sc.run(next[len(next):cap(next)], c)
-	return next[:len(next)+o], kept + k
-}
-
-// run filters one run of candidates (in grid
-// order) into out: those within the enter radius, and the members still
-// within the leave radius, each with its priority. It returns how many it
-// wrote and how many of them were members.
+// run filters the candidates base[a:b] (in grid order) into out[n:]:
+// those within the enter radius, and the members still within the leave
+// radius, each with its priority. It returns how many it wrote and how
+// many of them were members.
 //
 // The loop has no data-dependent branch: every candidate is written and
 // the output index advances by the keep bit. A quarter of a run's
@@ -442,17 +493,21 @@ func (sc *scan) runs(next []Entry, kept int, base []candidate, a, b int32) ([]En
 // conditional move where a float compare would be a branch.
 //
 //go:noinline
-func (sc *scan) run(out []Entry, cs []candidate) (o, kept int) {
+func (sc *scan) run(n int, a, b int32) (o, kept int) {
+	cs := sc.base[a:b]
+	marks := sc.marks[a:b]
+	marks = marks[:len(cs)]
+	out := sc.out[n:]
 	out = out[:len(cs)] // room for every candidate
-	marks, want := sc.marks, sc.want
+	tok := sc.tok
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
 	far, falloff := sc.far, sc.falloff
 	farb := int32(math.Float32bits(far))
-	for _, c := range cs {
+	for i, c := range cs {
 		dx, dz := c.x-x, c.z-z
 		d2 := dx*dx + dz*dz
 		key := c.e.key
-		was := b2i(marks[key>>8] == want|uint16(key&0xFF))
+		was := b2i(marks[i] == tok)
 		keep := b2i(d2 <= enter2) | was&b2i(d2 <= leave2)
 		fb := int32(math.Float32bits(1 - d2*falloff))
 		if fb < farb {

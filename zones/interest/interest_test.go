@@ -264,6 +264,20 @@ func TestMaxViewKeepsHighestPriorities(t *testing.T) {
 	if tr.Stats().Capped != 90 {
 		t.Fatalf("Capped = %d", tr.Stats().Capped)
 	}
+	// Capped again with the 10 nearest moved off (ids 1–5 out, 11–15 in):
+	// five members kept, five entered, five left. The count of members
+	// kept is redone over the capped set, by each entry's mark.
+	for s := 1; s <= 5; s++ {
+		sc.put(s, uint64(s), float32(s)+400, 0)
+	}
+	sc.g.Build()
+	entered, left := tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	if got, want := sc.ids(&set), []uint64{6, 7, 8, 9, 10, 11, 12, 13, 14, 15}; !slices.Equal(got, want) {
+		t.Fatalf("capped set %v, want %v", got, want)
+	}
+	if entered != 5 || left != 5 {
+		t.Fatalf("entered %d, left %d; want 5, 5", entered, left)
+	}
 }
 
 func TestKeepTopRandom(t *testing.T) {
@@ -359,7 +373,7 @@ func TestConfigValidate(t *testing.T) {
 // staleness as of the last Build, over random walks with kinds of
 // different weights, states going stale and fresh, despawns and slot
 // reuse. The scan reads per-Build tables; this also pins that they follow
-// every Build.
+// every Build. Every priority lies in PriorityRange of its member's kind.
 func TestUpdateMatchesReference(t *testing.T) {
 	var w [MaxKinds]float32
 	w[0], w[1], w[2] = 3, 1, 0.5
@@ -422,6 +436,9 @@ func TestUpdateMatchesReference(t *testing.T) {
 				got := map[uint64]float32{}
 				for _, e := range sets[p].Entries() {
 					got[sc.id[e.Slot()]] = e.Priority
+					if lo, hi := tr.PriorityRange(sc.kind[e.Slot()]); !(e.Priority >= lo && e.Priority <= hi) {
+						t.Fatalf("seed %d tick %d player %d: priority %g of kind %d outside PriorityRange [%g, %g]", seed, tick, p, e.Priority, sc.kind[e.Slot()], lo, hi)
+					}
 				}
 				if len(got) != len(want) || len(got) != sets[p].Len() {
 					t.Fatalf("seed %d tick %d player %d: %d members (%d distinct), want %d", seed, tick, p, sets[p].Len(), len(got), len(want))

@@ -494,11 +494,17 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 	}
 	s := z.snapW.Next(size)
 	copies := z.copies[:0]
+	var w [interest.MaxKinds]float32
 	for k, c := range &z.cfg.Classes {
-		z.refW[k] = 0
 		if c != nil {
-			z.refW[k] = c.PriorityWeight()
+			w[k] = c.PriorityWeight()
 		}
+	}
+	if w != z.refW || !z.refChecked {
+		// The weights are the classes' (a class's changes when it is
+		// registered): checked once, not each tick.
+		z.refW, z.refChecked = w, true
+		z.refFast = z.checkRefBuckets(&w)
 	}
 	// The same entries AppendView would copy: every slot with a class.
 	z.snapAll = true
@@ -566,15 +572,27 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		n := len(dst)
 		dst = slices.Grow(dst, len(set))[:n+len(set)]
 		out := dst[n:]
-		if !held {
+		// By refBuckets, if they give every reference this snapshot can
+		// have exactly (every index below 1<<24).
+		fast := z.refFast && z.snap.Len() <= 1<<24
+		switch {
+		case !held && fast:
+			w, kinds := &z.refW, z.kinds
+			for i, en := range set {
+				sl := en.Slot()
+				out[i] = fastRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], en.Priority)
+			}
+		case !held:
 			w, kinds := &z.refW, z.kinds
 			for i, en := range set {
 				sl := en.Slot()
 				out[i] = ghost.WeightedViewRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], en.Priority)
 			}
-			return dst
+		case fast:
+			z.stats.HeldEntries += z.heldRefsFast(out, set, e.state.Pos[0], e.state.Pos[2])
+		default:
+			z.stats.HeldEntries += z.heldRefs(out, set, e.state.Pos[0], e.state.Pos[2])
 		}
-		z.stats.HeldEntries += z.heldRefs(out, set, e.state.Pos[0], e.state.Pos[2])
 		return dst
 	}
 	px, pz := e.state.Pos[0], e.state.Pos[2]
@@ -616,6 +634,27 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		f := uint32(b2u(dx*dx+dz*dz > far2))
 		out[i] = ghost.WeightedViewRef(sl+n&-f, w[kinds[sl]%interest.MaxKinds], en.Priority)
+		nh += f
+	}
+	return uint64(nh)
+}
+
+// heldRefsFast is heldRefs by fastRef (AppendViewRefs checks that it may).
+func (z *Zone) heldRefsFast(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
+	out = out[:len(set)]
+	far2, n := z.far2, uint32(z.snapN)
+	w := z.refW // a copy: the loop then needs no register for z
+	// One length for both, so a member's slot is checked once.
+	k := min(len(z.held), len(z.kinds))
+	held, kinds := z.held[:k], z.kinds[:k]
+	var nh uint32
+	for i := range set {
+		en := set[i]
+		sl := uint32(en.Slot())
+		h := &held[sl]
+		dx, dz := h.xz[0]-px, h.xz[1]-pz
+		f := uint32(b2u(dx*dx+dz*dz > far2))
+		out[i] = fastRef(sl+n&-f, w[kinds[sl]%interest.MaxKinds], en.Priority)
 		nh += f
 	}
 	return uint64(nh)

@@ -227,6 +227,9 @@ type Zone struct {
 	// of the last Snapshot: a view reference carries its priority's bucket
 	// by the class weight (ghost.WeightedViewRef).
 	refW [interest.MaxKinds]float32
+	// refChecked: refFast is refW's (checkRefBuckets); refFast: references
+	// by refBuckets are exact for every priority the tracker gives.
+	refChecked, refFast bool
 
 	// replSlots, replEnds: sendReplicas' list of the slots each
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
