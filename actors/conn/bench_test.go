@@ -122,8 +122,18 @@ func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
 // that replay the same recording (same keys: each accepts every packet).
 func benchShard(tb testing.TB, x *recording, n int) (*shard, []*Conn) {
 	tb.Helper()
+	return benchShardWith(tb, x, n, nil)
+}
+
+// benchShardWith is benchShard with the connections' config changed by
+// tune, if not nil.
+func benchShardWith(tb testing.TB, x *recording, n int, tune func(*Config)) (*shard, []*Conn) {
+	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.Session = benchSessionConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
 	p := &Pool{cfg: PoolConfig{Config: cfg, WriteBatch: 64}, counters: new(Counters), log: slog.New(slog.DiscardHandler)}
 	s := &shard{pool: p, w: nowhere{}, out: make([]byte, 64*udp.MaxDatagram), ms: make([]udp.Message, 0, 64)}
 	p.shards = []*shard{s}
