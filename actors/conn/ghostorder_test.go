@@ -111,3 +111,64 @@ func TestPumpAppliesViewBeforeItsWrite(t *testing.T) {
 		t.Fatalf("%d ghosts after the view, want 20", n)
 	}
 }
+
+// TestWaitingFatesKeepTheDeadline: fates left waiting in the session (no
+// send due) must not put the connection's next pump later than it would
+// be with them applied: a fate can make the table pending (a create known
+// delivered lets its ghost's updates go; a lost record is sent again), and
+// those ghosts go at the next send slot, not at the keepalive. Two
+// connections replay the same client — acks alone (no moves: the session
+// does not count it as streaming, so nothing else brings the slot), two of
+// the server's datagrams lost — with the same views; after each round of
+// the client's datagrams, the second one's fates are applied at once, and
+// the first one's deadline must be no later than the second's.
+func TestWaitingFatesKeepTheDeadline(t *testing.T) {
+	const steps, lost = 40, 12
+	x := recordWith(t, steps, false, func(i int) bool { return i == lost || i == lost+1 })
+	s, cs := benchShard(t, x, 2)
+	a, b := cs[0], cs[1]
+	g := newGhostWorld(t, s.pool.cfg.Registry, 1, 20, 200)
+	var ctl move.ControlState
+	checked, bit := 0, 0
+	for i := range steps {
+		now := time.Duration(i+1) * benchStep
+		for _, c := range cs {
+			for _, p := range x.steps[i] {
+				d := msg.NewDatagram()
+				d.N = copy(d.Buf, p)
+				d.Addr = benchClient
+				s.post(c, d)
+			}
+		}
+		s.round(now)
+		if a.srv.GhostFatesWaiting() {
+			b.applyFates()
+			want := max(b.srv.NextDeadlineFor(now, b.gm), now+time.Microsecond)
+			checked++
+			if a.srv.NextDeadlineFor(now, a.gm) > want {
+				bit++ // the table alone (fates not applied) would have put it later
+			}
+			if a.hidx < 0 || a.deadline > want {
+				t.Fatalf("step %d: with fates waiting the next pump is at %v (in the heap: %v), want ≤ %v as with them applied",
+					i, a.deadline, a.hidx >= 0, want)
+			}
+		}
+		now += benchStep / 3
+		g.tick(now, benchStep)
+		ctl.Pos[0] += 0.2
+		for _, c := range cs {
+			m := c.views.NewControl()
+			m.Player, m.Tick, m.View = c.player, uint64(i+1), g.publish(c, 0, uint64(i+1))
+			m.LastApplied, m.State, m.Force = c.srv.LastApplied(), ctl, true
+			s.post(c, m)
+		}
+		s.round(now)
+	}
+	if a.gm.Stats().Table.UpdatesLost == 0 {
+		t.Fatal("no ghost record was lost: the replay did not lose the datagram")
+	}
+	if checked == 0 || bit == 0 {
+		t.Fatalf("fates waited after %d rounds, %d of them with the table alone giving a later deadline: the check did not bite", checked, bit)
+	}
+	t.Logf("%d rounds left fates waiting; in %d the table alone would have given a later deadline", checked, bit)
+}
