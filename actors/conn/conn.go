@@ -717,7 +717,7 @@ func (c *Conn) close(now time.Duration, r handshake.Reason) {
 // round's write.
 func (c *Conn) pump(now time.Duration) time.Duration {
 	if c.srv == nil || c.closed {
-		if c.gm != nil {
+		if c.gm != nil && c.gm.ViewWaiting() {
 			c.gm.Apply(now) // as when the view was applied on its nudge (it frees the view)
 		}
 		return maxDeadline
@@ -730,10 +730,23 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	// ticks') come before the send slot opens: Due tells without the
 	// Poll (notify's receive tick, the fate pass, the content checks).
 	due := c.srv.Due(now)
-	c.prepareGhosts(now, due)
+	// The fates wait while no send is due, unless a view is to be applied
+	// (fates before the view, in the order they came); a view is applied
+	// in every pump, as it was on its nudge (Pending must count it for the
+	// next deadline).
+	if c.gm.ViewWaiting() {
+		if c.srv.GhostFatesWaiting() {
+			c.applyFates()
+		}
+		c.gm.Apply(now)
+	} else if due && c.srv.GhostFatesWaiting() {
+		c.applyFates()
+	}
 	if due {
 		c.send(now)
-		c.applyFates() // what Poll's own fate pass resolved, while the table is warm
+		if c.srv.GhostFatesWaiting() {
+			c.applyFates() // what Poll's own fate pass resolved, while the table is warm
+		}
 	}
 	c.foldFates(now, false)
 	redirNext := c.redirectDue(now)
@@ -774,19 +787,9 @@ func (c *Conn) send(now time.Duration) {
 
 const maxDeadline = time.Duration(1<<63 - 1)
 
-// prepareGhosts readies the ghost table for a pump's packets: the fates
-// waiting in the session, then the view handle took. The fates wait while
-// no send is due, unless a view is to be applied (fates before the view,
-// in the order they came); the view is applied in every pump, as it was
-// on its nudge (Pending must count it for the next deadline).
-func (c *Conn) prepareGhosts(now time.Duration, due bool) {
-	if due || c.gm.ViewWaiting() {
-		c.applyFates()
-	}
-	c.gm.Apply(now)
-}
-
-// applyFates applies the ghost fates waiting in the session.
+// applyFates applies the ghost fates waiting in the session (call it only
+// when some wait: the session gives a backlog's room back after enough
+// pops that found few).
 func (c *Conn) applyFates() {
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
 	for _, f := range c.sh.gfates {
