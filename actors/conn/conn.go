@@ -179,7 +179,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.onDatagram(m, now)
 	case *msg.ViewReady:
 		if c.gm != nil {
-			c.gm.Take() // applied in the pump (prepareGhosts)
+			c.gm.Take() // applied in the pump
 			c.viewsFlow = true
 			if c.heldCtl != nil {
 				// A zone sends a tick's view after its control, so this
@@ -192,7 +192,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// The tick's view came with its Control (Join.ViewWithControl):
 			// take it first, even from a Control dropped below, or the
 			// slot nudges no more. It is this tick's view or a newer one.
-			// The pump applies it (prepareGhosts).
+			// The pump applies it.
 			c.gm.Take()
 			c.viewsFlow = true
 		}
