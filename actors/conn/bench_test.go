@@ -64,6 +64,14 @@ type recording struct {
 
 func record(tb testing.TB, n int) *recording {
 	tb.Helper()
+	return recordWith(tb, n, true, nil)
+}
+
+// recordWith is record with the client's moves only if moves is set (else
+// it sends acks alone), and the server's datagrams of each step for which
+// lose reports true (if not nil) lost on their way to the client.
+func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *recording {
+	tb.Helper()
 	tok, err := handshake.IssueToken(benchKey, handshake.TokenParams{
 		PlayerID: 7, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Hour, Timeout: 10 * time.Second,
 		ServerAddrs: []netip.AddrPort{benchServer},
@@ -89,7 +97,7 @@ func record(tb testing.TB, n int) *recording {
 	var state move.ControlState
 	for i := range n {
 		now := time.Duration(i+1) * benchStep
-		for cli.InputDue(now) {
+		for moves && cli.InputDue(now) {
 			_, _ = cli.Input(move.Move{Dt: 32, Forward: 90, Yaw: uint16(i * 64)})
 		}
 		for {
@@ -102,12 +110,17 @@ func record(tb testing.TB, n int) *recording {
 		}
 		state.Pos[0] += 0.2
 		srv.SetControl(srv.LastApplied(), state)
+		if !moves {
+			srv.ForceControl() // a data packet each step all the same (the replay's zone forces too)
+		}
 		for {
 			p, _ := srv.Poll(now, buf[:0], nil)
 			if len(p) == 0 {
 				break
 			}
-			_ = cli.Receive(now, p)
+			if lose == nil || !lose(i) {
+				_ = cli.Receive(now, p)
+			}
 		}
 	}
 	return x
@@ -122,8 +135,18 @@ func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
 // that replay the same recording (same keys: each accepts every packet).
 func benchShard(tb testing.TB, x *recording, n int) (*shard, []*Conn) {
 	tb.Helper()
+	return benchShardWith(tb, x, n, nil)
+}
+
+// benchShardWith is benchShard with the connections' config changed by
+// tune, if not nil.
+func benchShardWith(tb testing.TB, x *recording, n int, tune func(*Config)) (*shard, []*Conn) {
+	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.Session = benchSessionConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
 	p := &Pool{cfg: PoolConfig{Config: cfg, WriteBatch: 64}, counters: new(Counters), log: slog.New(slog.DiscardHandler)}
 	s := &shard{pool: p, w: nowhere{}, out: make([]byte, 64*udp.MaxDatagram), ms: make([]udp.Message, 0, 64)}
 	p.shards = []*shard{s}

@@ -179,7 +179,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.onDatagram(m, now)
 	case *msg.ViewReady:
 		if c.gm != nil {
-			c.gm.TakeView(now)
+			c.gm.Take() // applied in the pump
 			c.viewsFlow = true
 			if c.heldCtl != nil {
 				// A zone sends a tick's view after its control, so this
@@ -192,7 +192,8 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// The tick's view came with its Control (Join.ViewWithControl):
 			// take it first, even from a Control dropped below, or the
 			// slot nudges no more. It is this tick's view or a newer one.
-			c.gm.TakeView(now)
+			// The pump applies it.
+			c.gm.Take()
 			c.viewsFlow = true
 		}
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
@@ -701,10 +702,24 @@ func (c *Conn) close(now time.Duration, r handshake.Reason) {
 }
 
 // pump seals every datagram the session has due into the shard's output
-// batch, applies the ghost fates, and reports the end. It returns the next
-// deadline (maxDeadline: none).
+// batch, with the ghost fates and the view applied first, and reports the
+// end. It returns the next deadline (maxDeadline: none).
+//
+// The ghost table is visited once a send: the fates of the datagrams
+// received since (they wait in the session while no send is due), then
+// the view handle took (Manager.Take), then the packet's Write, back to
+// back on the same ghosts' slots. Applied as they came — the fates in the
+// pump after each datagram, the view in handle, before any connection
+// of the round was pumped — each pass found the table cold again on a
+// server with a thousand of them. Every fate known before a write is
+// still applied before it (those of the datagrams handled in the same
+// round, before it now), and a view taken in a round before that
+// round's write.
 func (c *Conn) pump(now time.Duration) time.Duration {
 	if c.srv == nil || c.closed {
+		if c.gm != nil && c.gm.ViewWaiting() {
+			c.gm.Apply(now) // as when the view was applied on its nudge (it frees the view)
+		}
 		return maxDeadline
 	}
 	if c.heldCtl != nil && now >= c.heldUntil {
@@ -714,7 +729,48 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	// Most pumps (one after each datagram, 30 a second, besides the
 	// ticks') come before the send slot opens: Due tells without the
 	// Poll (notify's receive tick, the fate pass, the content checks).
-	for due := c.srv.Due(now); due; due = c.srv.Due(now) {
+	due := c.srv.Due(now)
+	// The fates wait while no send is due, unless a view is to be applied
+	// (fates before the view, in the order they came); a view is applied
+	// in every pump, as it was on its nudge (Pending must count it for the
+	// next deadline).
+	if c.gm.ViewWaiting() {
+		if c.srv.GhostFatesWaiting() {
+			c.applyFates()
+		}
+		c.gm.Apply(now)
+	} else if due && c.srv.GhostFatesWaiting() {
+		c.applyFates()
+	}
+	if due {
+		c.send(now)
+		if c.srv.GhostFatesWaiting() {
+			c.applyFates() // what Poll's own fate pass resolved, while the table is warm
+		}
+	}
+	c.foldFates(now, false)
+	redirNext := c.redirectDue(now)
+	if c.srv.Done() {
+		c.finish(c.srv.Reason())
+		return maxDeadline
+	}
+	var gw session.GhostWriter = c.gm
+	if c.srv.GhostFatesWaiting() {
+		// A lost record's fate would make the table pending: the next
+		// send slot is a deadline as if it were (at that slot, Due is
+		// true and the fates are applied before the Poll).
+		gw = fatesWaiting{c.gm}
+	}
+	next := min(c.srv.NextDeadlineFor(now, gw), redirNext)
+	if c.heldCtl != nil {
+		next = min(next, c.heldUntil)
+	}
+	return max(next, now+time.Microsecond)
+}
+
+// send seals every datagram the session has due.
+func (c *Conn) send(now time.Duration) {
+	for due := true; due; due = c.srv.Due(now) {
 		buf := c.sh.outSlot()
 		pkt, err := c.srv.Poll(now, buf, c.gm)
 		if err != nil || len(pkt) == 0 {
@@ -727,24 +783,25 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
 	}
+}
+
+const maxDeadline = time.Duration(1<<63 - 1)
+
+// applyFates applies the ghost fates waiting in the session (call it only
+// when some wait: the session gives a backlog's room back after enough
+// pops that found few).
+func (c *Conn) applyFates() {
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
 	for _, f := range c.sh.gfates {
 		c.gm.OnFate(f)
 	}
-	c.foldFates(now, false)
-	redirNext := c.redirectDue(now)
-	if c.srv.Done() {
-		c.finish(c.srv.Reason())
-		return maxDeadline
-	}
-	next := min(c.srv.NextDeadlineFor(now, c.gm), redirNext)
-	if c.heldCtl != nil {
-		next = min(next, c.heldUntil)
-	}
-	return max(next, now+time.Microsecond)
 }
 
-const maxDeadline = time.Duration(1<<63 - 1)
+// fatesWaiting is a connection's ghost manager while fates wait in its
+// session (NextDeadlineFor): pending, whatever the table says.
+type fatesWaiting struct{ *ghostmgr.Manager }
+
+func (fatesWaiting) Pending() bool { return true }
 
 // finish reports the end once: Leave to the zone, Closed to the gateway.
 // Without a gateway the connection stops itself.

@@ -29,7 +29,13 @@
 //     with it, one message per player per tick. From a zone that nudges
 //     with a ViewReady instead (a cluster link), the connection holds the
 //     Control until the same tick's view is there too (at most 5 ms), so
-//     that packet carries the tick's ghosts as well;
+//     that packet carries the tick's ghosts as well. A pump visits the
+//     connection's ghost table once a send: handle only takes the view
+//     out of its slot (ghostmgr.Manager.Take), and the ghost fates of
+//     the datagrams received wait in the session while no send is due;
+//     the pump that sends applies the fates, then the view, then packs,
+//     back to back on the same ghosts (applied as they came, each pass
+//     found the table cold again on a server with a thousand tables);
 //  4. sends the round's datagrams with one sendmmsg per WriteBatch.
 //
 // Then it sleeps until something is posted or the next deadline, but never

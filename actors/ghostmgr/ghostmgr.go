@@ -88,20 +88,38 @@ func (m *Manager) Stats() Stats {
 }
 
 // TakeView takes the newest view out of the slot (the zone's ViewReady
-// nudge) and applies it if the clock allows.
+// nudge) and applies it if the clock allows: Take, then Apply.
 func (m *Manager) TakeView(now time.Duration) {
+	m.Take()
+	m.apply(now)
+}
+
+// Take takes the newest view out of the slot (the zone's nudge) without
+// applying it: it waits for Apply (or the next Write), superseded if a
+// newer one is taken meanwhile. It touches the slot and the manager, not
+// the table, so a connection takes its view when the nudge comes (the
+// slot nudges again once it is empty, and ViewTick tells at once which
+// tick it holds) and applies it in its pump, right before the packet
+// reads the same ghosts (on a server with a thousand tables, each is
+// cold by the time its turn comes; one visit instead of two).
+func (m *Manager) Take() {
 	if v := m.views.Take(); v != nil {
 		m.tick = v.Tick
 		if m.pending != nil {
-			m.stats.Deferred++ // superseded while waiting for the clock
+			m.stats.Deferred++ // superseded while waiting for the clock (or its pump)
 			m.pending.Release()
 		}
 		m.pending = v
 	}
-	m.apply(now)
 }
 
-// ViewTick is the zone tick of the newest view TakeView took (0: none
+// ViewWaiting reports whether a view Take took waits for Apply.
+func (m *Manager) ViewWaiting() bool { return m.pending != nil }
+
+// Apply applies the view Take took if the clock allows (see apply).
+func (m *Manager) Apply(now time.Duration) { m.apply(now) }
+
+// ViewTick is the zone tick of the newest view Take took (0: none
 // yet): the connection sends a tick's control state with that tick's view.
 func (m *Manager) ViewTick() uint64 { return m.tick }
 

@@ -271,3 +271,33 @@ func TestPendingFollowsFates(t *testing.T) {
 		f.m.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: f.now})
 	}
 }
+
+// TestTakeThenApply: Take moves the slot's view into the manager (the slot
+// empties, so the zone's next view nudges again, and ViewTick tells the
+// view's tick at once) without touching the table; Apply applies it; a
+// view taken before the previous one was applied supersedes it (Deferred).
+func TestTakeThenApply(t *testing.T) {
+	f := newFixture(t)
+	v := msg.NewView()
+	v.Tick = 7
+	v.Entries = append(v.Entries, ghost.ViewEntry{Entity: 100, Class: f.player, Priority: 1})
+	if !f.views.Publish(v) {
+		t.Fatal("slot not empty")
+	}
+	f.m.Take()
+	if f.m.ViewTick() != 7 || !f.m.ViewWaiting() || f.m.Table().Len() != 0 || f.m.Stats().Views != 0 {
+		t.Fatalf("after Take: tick %d, waiting %v, %d ghosts, %d views applied; want 7, true, 0, 0",
+			f.m.ViewTick(), f.m.ViewWaiting(), f.m.Table().Len(), f.m.Stats().Views)
+	}
+	if !f.publish(2, 10, false) {
+		t.Fatal("the slot is not empty after Take: the zone would not nudge again")
+	}
+	f.m.Take()
+	if s := f.m.Stats(); s.Deferred != 1 || f.m.ViewTick() != 0 {
+		t.Fatalf("a second Take before Apply: %+v, tick %d; want the first superseded and the tick of the second", s, f.m.ViewTick())
+	}
+	f.m.Apply(f.now)
+	if f.m.ViewWaiting() || f.m.Table().Len() != 2 || f.m.Stats().Views != 1 {
+		t.Fatalf("after Apply: waiting %v, %d ghosts, %d views; want false, 2, 1", f.m.ViewWaiting(), f.m.Table().Len(), f.m.Stats().Views)
+	}
+}

@@ -415,6 +415,9 @@ func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	return dst
 }
 
+// GhostFatesWaiting reports whether fates wait for PopGhostFates.
+func (s *Server) GhostFatesWaiting() bool { return len(s.ghostFates) > 0 }
+
 // ghostFatesKeep is the room of ghostFates that PopGhostFates never gives
 // back (384 bytes); ghostFatesIdle the pops in a row (about 3 s at 20 Hz)
 // that used at most an eighth of a larger one before it goes.
