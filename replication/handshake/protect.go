@@ -143,10 +143,15 @@ func (p *protector) nextSeq() uint64 {
 // setup sets the nonce for seq and returns the associated data: id ‖ header.
 // The scratch may have served another direction or connection since.
 func (p *protector) setup(sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
+	return setupPacket(p.dir, sc, id, header, seq)
+}
+
+// setupPacket is setup for direction dir.
+func setupPacket(dir Direction, sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(p.dir)|domainPacket<<8) // bytes 2 and 3 zero
+	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(dir)|domainPacket<<8) // bytes 2 and 3 zero
 	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
 	*(*ConnID)(sc.ad[:ConnIDSize]) = *id
 	if len(header) <= adInline {
@@ -193,14 +198,20 @@ func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, er
 }
 
 func (p *protector) open(sc *protectScratch, id *ConnID, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
+	return openPacket(p.aead, p.dir, sc, id, dst, header, ciphertext, seq)
+}
+
+// openPacket is open for the receiving direction dir under aead: the
+// receiving side keeps no state of its own (a Session keeps only its AEAD).
+func openPacket(aead cipher.AEAD, dir Direction, sc *protectScratch, id *ConnID, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
 	if len(ciphertext) < TagSize {
 		return dst, ErrAuth
 	}
-	ad, err := p.setup(sc, id, header, seq)
+	ad, err := setupPacket(dir, sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}
-	out, err := p.aead.Open(dst, sc.nonce[:], ciphertext, ad)
+	out, err := aead.Open(dst, sc.nonce[:], ciphertext, ad)
 	if err != nil {
 		return dst, ErrAuth
 	}

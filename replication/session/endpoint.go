@@ -17,6 +17,12 @@ import (
 
 const tagSize = handshake.TagSize
 
+// replayCoversNotify fails to compile unless the replay window reaches
+// twice as far below the newest packet as notify can still accept one
+// (K − 1, K ≤ MaxReorderThreshold): the reasoning at
+// handshake.ReplayWindowSize.
+var _ = [1]struct{}{}[min(handshake.ReplayWindowSize/(2*notify.MaxReorderThreshold), 1)-1]
+
 // endpoint is what both ends share once connected: packet protection,
 // packet notify, the event layer, keepalive, timeout and the redundant
 // Disconnect. Server and Client add their sections on top.
