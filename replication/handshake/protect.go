@@ -140,13 +140,9 @@ func (p *protector) nextSeq() uint64 {
 	return p.last + 1 // wraps to 0 only after sealing 2^64−1; Seal then refuses everything
 }
 
-// setup sets the nonce for seq and returns the associated data: id ‖ header.
-// The scratch may have served another direction or connection since.
-func (p *protector) setup(sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
-	return setupPacket(p.dir, sc, id, header, seq)
-}
-
-// setupPacket is setup for direction dir.
+// setupPacket sets the nonce for seq in direction dir and returns the
+// associated data: id ‖ header. The scratch may have served another
+// direction or connection since.
 func setupPacket(dir Direction, sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
@@ -180,7 +176,7 @@ func (p *protector) seal(sc *protectScratch, id *ConnID, dst, header, payload []
 	if len(header)+len(payload)+TagSize > MaxPacketSize {
 		return dst, ErrTooLarge
 	}
-	ad, err := p.setup(sc, id, header, seq)
+	ad, err := setupPacket(p.dir, sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}

@@ -255,6 +255,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	bw.bits(code, codeLen)
 	bw.bits(seq&(1<<sw-1), sw)
 	ackL, ackF, acked := c.writeAck(&bw, seq, now)
+	bw.flush()
 	if bw.err != nil {
 		w.Truncate(start)
 		return 0, bw.err
