@@ -210,7 +210,7 @@ func (b *bitWriter) flag(v bool) {
 // flush writes the gathered bits; the header is complete only after it.
 // After an error nothing more is written (the caller rewinds w).
 func (b *bitWriter) flush() {
-	if b.n > 0 && b.err == nil {
+	if b.n > 0 && b.err == nil && !b.w.TryWriteBits(b.acc, b.n) {
 		b.err = b.w.WriteBits(b.acc, b.n)
 	}
 	b.acc, b.n = 0, 0
