@@ -92,6 +92,12 @@ type Conn struct {
 	hasPeerL             bool // peerL is set
 	hasRx                bool // rxL, rxLAt are set: a packet was accepted
 	hasIv                bool // interval has a sample: the time threshold is armed
+	// gapOpen: a sequence in [rxH, rxL) may be missing. False means none
+	// is (a loss-free link, nearly always), and Tick, firstMissing and
+	// receive's count of the abandoned skip their scans of the ring (≈ 30
+	// instructions each, Tick on every Poll). Set where receive opens a
+	// gap, cleared by a Tick that finds none.
+	gapOpen bool
 }
 
 // shared is what a Conn reads but never writes, the same for the Conns of
@@ -692,6 +698,9 @@ func (c *Conn) nextMissing(lo, hi uint64) uint64 {
 // firstMissing is F: the lowest sequence ≥ H not accepted, or L+1. Once the
 // peer processes a header carrying F, every sequence below F is resolved there.
 func (c *Conn) firstMissing() uint64 {
+	if !c.gapOpen {
+		return c.rxL + 1 // every sequence in [H, L] accepted
+	}
 	return c.nextMissing(c.rxH, c.rxL+1)
 }
 
@@ -718,7 +727,9 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 				c.rareStats().WindowEvicted++
 			}
 		}
-		c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
+		if c.gapOpen { // else [rxH, oldL] are all accepted: none to count
+			c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
+		}
 		if per := max((now-c.rxLAt)/time.Duration(s-oldL), 0); !c.hasIv {
 			c.interval, c.hasIv = per, true
 		} else {
@@ -736,6 +747,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		for ; x < s; x++ {
 			gaps[x&mask] = uint64(now)
 		}
+		c.gapOpen = true
 	}
 	c.setAccepted(s)
 	c.hasRx = true
@@ -751,12 +763,13 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 // has a sample (two packets with rising sequence numbers arrived): before that
 // the sender's rate is unknown and only the packet threshold applies.
 func (c *Conn) Tick(now time.Duration) {
-	if !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
+	if !c.gapOpen || !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
 		return
 	}
 	s := c.nextMissing(c.rxH, c.rxL)
 	if s == c.rxL {
-		return // no gap: nothing to give up
+		c.gapOpen = false // no gap: nothing to give up, nor later until one opens
+		return
 	}
 	tau := c.reorderTime()
 	newH := c.rxH
