@@ -52,6 +52,11 @@ type Header struct {
 }
 
 // bitmapBit reports bit i of the ack bitmap.
+// HasAck reports whether the header carried an ack section that
+// AcceptHeader applies (the newest packet's; an older header's ack is read
+// past but not used). Only such a header resolves packets as delivered.
+func (h *Header) HasAck() bool { return h.hasAck }
+
 func (h *Header) bitmapBit(i uint64) bool {
 	return h.bitmap[i>>6]>>(i&63)&1 == 1
 }
