@@ -76,6 +76,13 @@ func (w *ReplayWindow) Commit(seq uint64) error {
 	if err := w.Check(seq); err != nil {
 		return err
 	}
+	w.commit(seq)
+	return nil
+}
+
+// commit is Commit for a seq that Check accepted with nothing committed
+// since (Session.OpenWith: the AEAD between the two touches no window).
+func (w *ReplayWindow) commit(seq uint64) {
 	if seq > w.newest {
 		// Clear the words the window slides onto: those after newest's word up to
 		// and including seq's word. A jump of a whole ring or more clears all.
@@ -89,7 +96,6 @@ func (w *ReplayWindow) Commit(seq uint64) error {
 		w.newest = seq
 	}
 	w.bits[(seq/64)%replayWords] |= 1 << (seq % 64)
-	return nil
 }
 
 // Newest is the newest committed sequence number (0 before any).
