@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -343,5 +344,52 @@ func TestBytesRoundTrip(t *testing.T) {
 	_ = w.WriteFlag(true)
 	if err := w.WriteBytes([]byte{1, 2, 3, 4}); !errors.Is(err, ErrOverflow) || w.BitLen() != 1 {
 		t.Fatalf("overfull WriteBytes: %v, BitLen %d", err, w.BitLen())
+	}
+}
+
+// TestTryWriteBitsIsWriteBits: TryWriteBits either writes exactly what
+// WriteBits writes (the same bytes, the same length) or reports false and
+// leaves the writer as it was — at every bit offset, near the buffer's end
+// (where the 8-byte store does not fit), for fields too wide for the fast
+// path and for values wider than their field.
+func TestTryWriteBitsIsWriteBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	var took, fell int
+	for i := 0; i < 20000; i++ {
+		size := 1 + rng.IntN(16)
+		pre := uint(rng.IntN(8 * size))
+		n := uint(1 + rng.IntN(64))
+		v := rng.Uint64()
+		if rng.IntN(8) != 0 && n < 64 {
+			v &= 1<<n - 1 // mostly values that fit
+		}
+		junk := rng.Uint64()
+		a, b := make([]byte, size), make([]byte, size)
+		wa, wb := NewWriter(a), NewWriter(b)
+		for _, w := range []*Writer{wa, wb} { // the same prefix in both
+			for k := pre; k > 0; {
+				m := min(k, 56)
+				w.WriteBits(junk&(1<<m-1), m)
+				k -= m
+			}
+		}
+		before := append([]byte(nil), a...)
+		if wa.TryWriteBits(v, n) {
+			took++
+			if err := wb.WriteBits(v, n); err != nil {
+				t.Fatalf("TryWriteBits(%#x, %d) at bit %d of %d bytes wrote what WriteBits refuses: %v", v, n, pre, size, err)
+			}
+			if !bytes.Equal(a, b) || wa.BitLen() != wb.BitLen() {
+				t.Fatalf("TryWriteBits(%#x, %d) at bit %d: %x (%d bits), WriteBits %x (%d bits)", v, n, pre, a, wa.BitLen(), b, wb.BitLen())
+			}
+			continue
+		}
+		fell++
+		if !bytes.Equal(a, before) || wa.BitLen() != int(pre) || wa.Err() != nil {
+			t.Fatalf("TryWriteBits(%#x, %d) at bit %d reported false but changed the writer", v, n, pre)
+		}
+	}
+	if took == 0 || fell == 0 {
+		t.Fatalf("took the fast path %d times, fell back %d: the cases do not cover both", took, fell)
 	}
 }

@@ -511,6 +511,15 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 // writeIdle is Write without a txState: nothing guaranteed is queued or in
 // flight, so only staggered and unguaranteed records can go.
 func (s *Sender) writeIdle(w *bitstream.Writer, start int, now time.Duration) (int, error) {
+	if s.x == nil { // no staggered keys, no unguaranteed queue: the end bit alone
+		if err := w.WriteFlag(false); err != nil {
+			w.Truncate(start) // unreachable: Write checked the room
+			return 0, err
+		}
+		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
+		s.stats.Sections++
+		return 0, nil
+	}
 	records, err := s.writeStaggered(w, now)
 	if err == nil {
 		var n int

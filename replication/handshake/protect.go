@@ -140,13 +140,14 @@ func (p *protector) nextSeq() uint64 {
 	return p.last + 1 // wraps to 0 only after sealing 2^64−1; Seal then refuses everything
 }
 
-// setup sets the nonce for seq and returns the associated data: id ‖ header.
-// The scratch may have served another direction or connection since.
-func (p *protector) setup(sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
+// setupPacket sets the nonce for seq in direction dir and returns the
+// associated data: id ‖ header. The scratch may have served another
+// direction or connection since.
+func setupPacket(dir Direction, sc *protectScratch, id *ConnID, header []byte, seq uint64) ([]byte, error) {
 	if len(header) > MaxHeaderSize {
 		return nil, ErrTooLarge
 	}
-	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(p.dir)|domainPacket<<8) // bytes 2 and 3 zero
+	binary.LittleEndian.PutUint32(sc.nonce[:4], uint32(dir)|domainPacket<<8) // bytes 2 and 3 zero
 	binary.LittleEndian.PutUint64(sc.nonce[4:], seq)
 	*(*ConnID)(sc.ad[:ConnIDSize]) = *id
 	if len(header) <= adInline {
@@ -175,7 +176,7 @@ func (p *protector) seal(sc *protectScratch, id *ConnID, dst, header, payload []
 	if len(header)+len(payload)+TagSize > MaxPacketSize {
 		return dst, ErrTooLarge
 	}
-	ad, err := p.setup(sc, id, header, seq)
+	ad, err := setupPacket(p.dir, sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}
@@ -193,14 +194,20 @@ func (p *Protector) Open(dst, header, ciphertext []byte, seq uint64) ([]byte, er
 }
 
 func (p *protector) open(sc *protectScratch, id *ConnID, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
+	return openPacket(p.aead, p.dir, sc, id, dst, header, ciphertext, seq)
+}
+
+// openPacket is open for the receiving direction dir under aead: the
+// receiving side keeps no state of its own (a Session keeps only its AEAD).
+func openPacket(aead cipher.AEAD, dir Direction, sc *protectScratch, id *ConnID, dst, header, ciphertext []byte, seq uint64) ([]byte, error) {
 	if len(ciphertext) < TagSize {
 		return dst, ErrAuth
 	}
-	ad, err := p.setup(sc, id, header, seq)
+	ad, err := setupPacket(dir, sc, id, header, seq)
 	if err != nil {
 		return dst, err
 	}
-	out, err := p.aead.Open(dst, sc.nonce[:], ciphertext, ad)
+	out, err := aead.Open(dst, sc.nonce[:], ciphertext, ad)
 	if err != nil {
 		return dst, ErrAuth
 	}

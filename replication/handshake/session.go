@@ -1,6 +1,7 @@
 package handshake
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -79,10 +80,14 @@ type Session struct {
 	// The Disconnect's one-byte payload, sealed and opened in place: it
 	// reaches the AEAD through an interface, so it lives here (the
 	// headers are copied into the associated data: the call's own).
-	discPT [1]byte
-	rxPT   [1]byte
-	send   protector // by value: next to the state and window every packet reads
-	recv   protector
+	discPT  [1]byte
+	rxPT    [1]byte
+	recvDir Direction
+	send    protector // by value: next to the state and window every packet reads
+	// recv is the receiving direction's AEAD: a receiving protector keeps
+	// no state (its last and sealed were never used), so only the AEAD,
+	// with recvDir beside the flags: 16 bytes of every Session.
+	recv   cipher.AEAD
 	window ReplayWindow
 	addr   netip.AddrPort
 	id     ConnID // the nonce and associated data are built in the caller's Scratch
@@ -99,9 +104,11 @@ func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*S
 	if err := s.send.init(sendKey, sendDir); err != nil {
 		return nil, err
 	}
-	if err := s.recv.init(recvKey, recvDir); err != nil {
+	var recv protector
+	if err := recv.init(recvKey, recvDir); err != nil {
 		return nil, err
 	}
+	s.recv, s.recvDir = recv.aead, recvDir
 	return s, nil
 }
 
@@ -160,13 +167,11 @@ func (s *Session) OpenWith(sc *Scratch, dst, header, ciphertext []byte, seq uint
 		return dst, false, err
 	}
 	newest := !s.opened || seq > s.window.Newest()
-	pt, err = s.recv.open(&sc.sc, &s.id, dst, header, ciphertext, seq)
+	pt, err = openPacket(s.recv, s.recvDir, &sc.sc, &s.id, dst, header, ciphertext, seq)
 	if err != nil {
 		return dst, false, err
 	}
-	if err := s.window.Commit(seq); err != nil {
-		return dst, false, err
-	}
+	s.window.commit(seq) // Check passed just above, and nothing ran in between
 	s.opened = true
 	return pt, s.authenticated(from, newest), nil
 }
@@ -248,7 +253,7 @@ func (s *Session) OpenDisconnect(pkt []byte) (Reason, error) {
 	hdr[0] = pkt[0]
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
 	sc := scratches.Get()
-	_, err = s.recv.open(&sc.sc, &s.id, s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
+	_, err = openPacket(s.recv, s.recvDir, &sc.sc, &s.id, s.rxPT[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
 	scratches.Put(sc)
 	if err != nil {
 		return 0, err
@@ -368,7 +373,7 @@ func (s *Session) OpenRedirect(pkt []byte) (netip.AddrPort, []byte, error) {
 	copy(hdr[1:], pkt[1+ConnIDSize:1+ConnIDSize+8])
 	var pt [redirectPlainSize]byte
 	sc := scratches.Get()
-	_, err = s.recv.open(&sc.sc, &s.id, pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
+	_, err = openPacket(s.recv, s.recvDir, &sc.sc, &s.id, pt[:0], hdr[:], pkt[1+ConnIDSize+8:], seq)
 	scratches.Put(sc)
 	if err != nil {
 		return netip.AddrPort{}, nil, err

@@ -1,10 +1,33 @@
 package handshake
 
 // ReplayWindowSize is how far below the newest accepted sequence number a
-// late packet is still accepted (once): sequences in (newest − 1024, newest].
-// It is four times the notify window (replication/notify AckWindow 256), so
-// replay protection never refuses a packet notify would still accept.
-const ReplayWindowSize = 1024
+// late packet is still accepted (once): sequences in (newest − 128, newest].
+//
+// Why 128 (it was 1024, "four times notify's AckWindow of 256"): a data
+// packet's sequence number is its notify sequence, and notify reads the
+// header — and refuses what it will not take — before the window is even
+// checked (session: ReadHeaderInto, then Check, the AEAD, Commit, Accept).
+// Notify takes nothing below its horizon, and accepting a packet s as the
+// newest moves the horizon to at least s+1−K, K its ReorderThreshold (≤
+// notify.MaxReorderThreshold = 32; 4 by default): the oldest packet notify
+// can still accept is 31 below the newest it accepted, whatever its
+// AckWindow (which bounds how far ahead a packet may be, and the ack
+// reports, not how late one may come). The window's newest is notify's
+// newest, except after the control packets that take sequence numbers
+// from the same counter: Disconnect copies (the first one accepted closes
+// the session, so nothing after it is read) and a server's Redirect
+// copies (by default every 50 ms for at most 1 s: ≤ 21; the client
+// leaves on the first it opens, so a data packet behind them no longer
+// matters). So no packet notify would accept lies more than 31 (52 behind
+// a default Redirect's copies) below the window's newest: 128 is over
+// twice that, and the bitmap is 3
+// words where 1024 took 17 (the Session 256 → 128 bytes with its
+// receiving AEAD slimmed: 128 bytes a connection at each end). The
+// session package fails to compile if MaxReorderThreshold outgrows it
+// (replayCoversNotify), and TestLatePacketsWithinNotifyHorizonAccepted
+// holds a session to it at K = 32. A peer with another window size
+// interoperates: the window is the receiver's own policy, not on the wire.
+const ReplayWindowSize = 128
 
 // replayWords is the bitmap's length in 64-bit words: a window of
 // ReplayWindowSize bits touches at most ReplayWindowSize/64 + 1 words, and the
@@ -53,6 +76,13 @@ func (w *ReplayWindow) Commit(seq uint64) error {
 	if err := w.Check(seq); err != nil {
 		return err
 	}
+	w.commit(seq)
+	return nil
+}
+
+// commit is Commit for a seq that Check accepted with nothing committed
+// since (Session.OpenWith: the AEAD between the two touches no window).
+func (w *ReplayWindow) commit(seq uint64) {
 	if seq > w.newest {
 		// Clear the words the window slides onto: those after newest's word up to
 		// and including seq's word. A jump of a whole ring or more clears all.
@@ -66,7 +96,6 @@ func (w *ReplayWindow) Commit(seq uint64) error {
 		w.newest = seq
 	}
 	w.bits[(seq/64)%replayWords] |= 1 << (seq % 64)
-	return nil
 }
 
 // Newest is the newest committed sequence number (0 before any).

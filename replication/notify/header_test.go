@@ -162,6 +162,7 @@ func TestGamma(t *testing.T) {
 		w := bitstream.NewWriter(buf)
 		bw := bitWriter{w: w}
 		bw.gamma(v)
+		bw.flush()
 		if bw.err != nil {
 			t.Fatal(bw.err)
 		}
@@ -185,6 +186,7 @@ func TestGamma(t *testing.T) {
 			w := bitstream.NewWriter(buf)
 			bw := bitWriter{w: w}
 			bw.gamma(tc.v)
+			bw.flush()
 			br := bitReader{r: bitstream.NewReader(w.Bytes())}
 			if _ = br.gamma(tc.max, "t"); !errors.Is(br.err, ErrBadAck) {
 				t.Fatalf("got err %v, want ErrBadAck", br.err)

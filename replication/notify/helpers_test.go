@@ -51,6 +51,9 @@ func checkInvariants(c *Conn) error {
 		if !c.accepted(c.rxL) {
 			return fmt.Errorf("newest %d not marked accepted", c.rxL)
 		}
+		if x := c.nextMissing(c.rxH, c.rxL); !c.gapOpen && x != c.rxL {
+			return fmt.Errorf("%d in [H %d, L %d) missing with no gap marked open", x, c.rxH, c.rxL)
+		}
 		if c.confirmedF > c.rxL+1 || c.confirmedL > c.rxL {
 			return fmt.Errorf("confirmed F %d / L %d beyond newest %d", c.confirmedF, c.confirmedL, c.rxL)
 		}

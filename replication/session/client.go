@@ -813,7 +813,7 @@ func (c *Client) buildData(now time.Duration, dst []byte, probe bool) ([]byte, e
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = int32(hl)
+	e.lastHdr = uint8(hl)
 	e.sentData(now, probe)
 	return out, nil
 }

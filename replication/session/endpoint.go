@@ -17,6 +17,12 @@ import (
 
 const tagSize = handshake.TagSize
 
+// replayCoversNotify fails to compile unless the replay window reaches
+// twice as far below the newest packet as notify can still accept one
+// (K − 1, K ≤ MaxReorderThreshold): the reasoning at
+// handshake.ReplayWindowSize.
+var _ = [1]struct{}{}[min(handshake.ReplayWindowSize/(2*notify.MaxReorderThreshold), 1)-1]
+
 // endpoint is what both ends share once connected: packet protection,
 // packet notify, the event layer, keepalive, timeout and the redundant
 // Disconnect. Server and Client add their sections on top.
@@ -63,9 +69,14 @@ type endpoint struct {
 	owed       bool
 	dataAny    bool // lastData is set
 	discReason handshake.Reason
-	probes     int32 // probes sent since the peer was last heard (backoff)
-	lastHdr    int32 // header bytes of the newest data packet (budget estimates)
-	discLeft   int32 // Disconnect copies still to send (≤ 32)
+	// acked: a packet with an ack section was accepted since the Server
+	// last ran its early deliveries (processFates): only an ack makes
+	// notify report a packet delivered, so without one there is nothing
+	// new for event.Sender.AckDelivered and earlyGhostFates to find.
+	acked    bool
+	lastHdr  uint8 // header bytes of the newest data packet (budget estimates; ≤ 14)
+	probes   int32 // probes sent since the peer was last heard (backoff)
+	discLeft int32 // Disconnect copies still to send (≤ 32)
 }
 
 // endpointLimits is what an endpoint reads of its config: the same for
@@ -147,6 +158,7 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf 
 	}
 	e.lastRecv = now
 	e.probes = 0
+	e.acked = e.acked || h.HasAck()
 	e.c.Accepted++
 	if h.Type == notify.TypeData {
 		e.owed = true

@@ -117,6 +117,9 @@ func withClientConfig(f func(*session.ClientConfig)) worldOpt {
 	return func(c *worldCfg) { f(&c.ccfg) }
 }
 func withToken(f func(*handshake.TokenParams)) worldOpt { return func(c *worldCfg) { f(&c.params) } }
+func withServerConfig(f func(*session.ServerConfig)) worldOpt {
+	return func(c *worldCfg) { f(&c.scfg) }
+}
 
 func newWorld(t *testing.T, opts ...worldOpt) *world {
 	t.Helper()

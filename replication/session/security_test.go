@@ -9,6 +9,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/netsim"
+	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -223,4 +224,43 @@ func TestGarbageAndForeignPacketsCounted(t *testing.T) {
 		t.Fatal("garbage changed the state")
 	}
 	_ = session.ErrClosed
+}
+
+// TestLatePacketsWithinNotifyHorizonAccepted: the replay window
+// (handshake.ReplayWindowSize) never refuses a packet notify would accept.
+// With the largest reorder threshold notify allows (K = 32), packets held
+// back and delivered newest first are accepted down to K−1 below the
+// newest; the next older one is refused by notify (its horizon), not by
+// the replay window, which must reach at least that far.
+func TestLatePacketsWithinNotifyHorizonAccepted(t *testing.T) {
+	const k = notify.MaxReorderThreshold
+	w := newWorld(t, withZone(), withServerConfig(func(c *session.ServerConfig) { c.Notify.ReorderThreshold = k }))
+	w.connect(time.Second)
+	w.drive(200*time.Millisecond, walking)
+	var held [][]byte
+	w.capture = func(dir string, p []byte) {
+		if dir == "c2s" {
+			held = append(held, bytes.Clone(p))
+		}
+	}
+	dead := netsim.Config{Loss: 1}
+	w.pipe.AtoB.SetConfig(dead)
+	for len(held) < k+1 {
+		w.drive(10*time.Millisecond, walking)
+	}
+	w.capture = nil
+	n := len(held)
+	acc := w.srv.Stats().Accepted
+	for i := n - 1; i >= n-k; i-- { // the newest, then each older one down to newest − (K−1)
+		if _, err := w.srv.Receive(w.now, held[i], w.from); err != nil {
+			t.Fatalf("packet %d below the newest refused: %v", n-1-i, err)
+		}
+	}
+	if got := w.srv.Stats().Accepted - acc; got != k {
+		t.Fatalf("accepted %d of %d late packets", got, k)
+	}
+	_, err := w.srv.Receive(w.now, held[n-k-1], w.from)
+	if !errors.Is(err, notify.ErrStale) || errors.Is(err, handshake.ErrStale) {
+		t.Fatalf("packet K below the newest: got %v, want notify's ErrStale (its horizon)", err)
+	}
 }

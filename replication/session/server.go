@@ -574,8 +574,11 @@ func (s *Server) processFates() {
 			}
 		}
 	}
-	e.evs.AckDelivered(e.delivered)
-	s.earlyGhostFates()
+	if e.acked {
+		e.acked = false
+		e.evs.AckDelivered(e.delivered)
+		s.earlyGhostFates()
+	}
 }
 
 // earlyFate marks a ghostPkts entry whose delivered fate was queued ahead of
@@ -918,7 +921,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 		return dst[:n], err
 	}
 	e.c.DataOut++
-	e.lastHdr = int32(hl)
+	e.lastHdr = uint8(hl)
 	e.sentData(now, probe)
 	s.spend(len(out) - n)
 	return out, nil
