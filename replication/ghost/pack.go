@@ -253,8 +253,13 @@ func (p *packer) collect(t *Table, now msTime) int {
 	// previous copy had the usual time to be confirmed.
 	gap := max(resend, msCeil(t.fateDelay))
 	n := 0
+	// The scratch's arrays and the slots as locals: stores through them
+	// would otherwise make every iteration load them again.
+	ps := p.packScratch
+	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
+	slots := t.slots[:t.top]
 	for i := t.top - 1; i >= 0; i-- {
-		s := &t.slots[i]
+		s := &slots[i]
 		var b int
 		switch s.phase {
 		case phaseFree:
@@ -315,9 +320,9 @@ func (p *packer) collect(t *Table, now msTime) int {
 				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
 		}
-		p.next[i] = p.head[b]
-		p.head[b] = int32(i)
-		p.nonEmpty[b>>6] |= 1 << uint(b&63)
+		next[i] = head[b]
+		head[b] = int32(i)
+		nonEmpty[b>>6] |= 1 << uint(b&63)
 		n++
 	}
 	return n

@@ -221,6 +221,8 @@ func (x *posPool) value(i int32) posVal {
 // get takes the lowest free node, else a new one. The lowest: the
 // positions one packet writes then sit side by side, in the nodes the
 // fates of an earlier packet freed, and those fates walk them in order.
+// The usual node is in the word the scan starts at: pushLo takes it
+// itself, and calls get for the rest.
 func (x *posPool) get() int32 {
 	x.used++
 	x.hw = max(x.hw, x.used)
@@ -383,7 +385,18 @@ func (p *posTrack) pushLo(x *posPool, t stamp, q *[3]uint32, lo uint64) {
 	if p.n() == posRingLen { // callers check full(); never lose the newest
 		p.dropOldest(x)
 	}
-	i := x.get()
+	// get's usual case written out: a free node in the scan's word.
+	var i int32
+	if w := x.scan; uint(w) < uint(len(x.free)) && x.free[w] != 0 {
+		b := x.free[w]
+		i = int32(bits.TrailingZeros64(b))
+		x.free[w] = b &^ (1 << i)
+		i |= w << 6
+		x.used++
+		x.hw = max(x.hw, x.used)
+	} else {
+		i = x.get()
+	}
 	nd := &x.nodes[i]
 	nd.t, nd.q = t, lo
 	if x.wide {
@@ -443,11 +456,18 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 		p.tail = uint16(prev)
 	}
 	if delivered {
-		var hi uint32
-		if x.wide {
-			hi = x.wx.hi[i]
+		// The usual delivery: newer than the newest delivered, which
+		// becomes the older (insert's second case, written out).
+		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], nd.q, t
+			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
+		} else {
+			var hi uint32
+			if x.wide {
+				hi = x.wx.hi[i]
+			}
+			p.insert(x, id, nd.t, nd.q, hi)
 		}
-		p.insert(x, id, nd.t, nd.q, hi)
 	}
 	x.put(i)
 	p.meta -= metaN1
