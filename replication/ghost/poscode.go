@@ -450,26 +450,24 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
-	p.shift(x, id, 0)
-	p.meta -= metaN1
-}
-
-// shift removes the track's own k-th oldest in flight (k < min(n,
-// ownFlight)): the newer own one moves down, and the list's oldest, if
-// any, up into the track (its node freed). The caller counts one fewer in
-// flight.
-func (p *posTrack) shift(x *posPool, id uint32, k int) {
-	n := int(p.n())
-	if k == 0 && n > 1 {
+	n := p.n()
+	if n > 1 { // the newer own one moves down
 		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
 		}
 	}
-	if n <= ownFlight {
-		return
+	if n > ownFlight {
+		p.promote(x, id)
 	}
+	p.meta -= metaN1
+}
+
+// promote moves the list's oldest (n > ownFlight) into the track's
+// second own place, freed by the caller, and frees its node. The caller
+// counts one fewer in flight.
+func (p *posTrack) promote(x *posPool, id uint32) {
 	tl := &x.nodes[p.tail]
 	i := tl.next
 	nd := &x.nodes[i]
@@ -507,28 +505,45 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	}
 	// Fates come mostly in send order: the oldest, the track's own, is
 	// the usual match.
-	for k := range min(int(n), ownFlight) {
-		if p.ft[k] != t {
-			continue
+	k := 0
+	if p.ft[0] != t {
+		if n < 2 || p.ft[1] != t {
+			p.resolveListed(x, id, t, delivered)
+			return
 		}
-		if delivered {
-			// The usual delivery: newer than the newest delivered, which
-			// becomes the older (insert's second case, written out).
-			if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-				p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[k], t
-				p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
-			} else {
-				var hi uint32
-				if x.wide {
-					hi = x.wx.dhi[id][2+k]
-				}
-				p.insert(x, id, t, p.fq[k], hi)
-			}
-		}
-		p.shift(x, id, k)
-		p.meta -= metaN1
-		return
+		k = 1
 	}
+	if delivered {
+		// The usual delivery: newer than the newest delivered, which
+		// becomes the older (insert's second case, written out).
+		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[k], t
+			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
+		} else {
+			var hi uint32
+			if x.wide {
+				hi = x.wx.dhi[id][2+k]
+			}
+			p.insert(x, id, t, p.fq[k], hi)
+		}
+	}
+	if k == 0 && n > 1 { // the newer own one moves down
+		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		if x.wide {
+			h := &x.wx.dhi[id]
+			h[2] = h[3]
+		}
+	}
+	if n > ownFlight {
+		p.promote(x, id)
+	}
+	p.meta -= metaN1
+}
+
+// resolveListed is resolve for a position in the pool's list (if any is
+// stamped t: the fate of a packet ahead of an older one in flight).
+func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool) {
+	n := p.n()
 	if n <= ownFlight {
 		return // nothing of that view in flight
 	}
