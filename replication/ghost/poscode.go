@@ -138,20 +138,22 @@ func (p *posTrack) own(x *posPool, id uint32, k int) posVal {
 // the newer of two such; the track may keep the other).
 const gapFar = predictMaxMS + 1
 
-// posNode is one in-flight position in a posPool list: 16 bytes, four to a
-// cache line and never across two. The position is packed (posPool.packLo, packHi):
-// the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
-// default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
-// the rest in posPool.hi.
+// posNode is one in-flight position in a posPool list (a ghost's third
+// oldest in flight or newer): 16 bytes, four to a cache line and never
+// across two. The position is packed (posPool.packLo, packHi): the three
+// axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the default 4 km
+// × 512 m × 4 km at 1 cm; bounds that need more than 64 keep the rest in
+// posPool.hi.
 type posNode struct {
 	t    stamp
 	next int32  // next newer in flight of the same ghost; the newest's is the oldest
 	q    uint64 // the position, packed: its low 64 bits
 }
 
-// posPool holds the in-flight positions of one table's ghosts, reused
-// through a bitmap of the free nodes: it grows to the most positions the
-// table ever had in flight at once.
+// posPool holds the in-flight positions of one table's ghosts past each
+// ghost's two oldest (the track's own), reused through a bitmap of the
+// free nodes: it grows to the most such positions the table ever had in
+// flight at once (none while fates come within two packets).
 //
 // A bitmap, not a free list: taking a node from a list reads the node, a
 // cache miss on the server, where every table is cold when its turn comes
