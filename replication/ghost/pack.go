@@ -497,7 +497,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
+			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		}
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {

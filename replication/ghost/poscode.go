@@ -450,6 +450,19 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	p.tail = uint16(i)
 }
 
+// pushOwn is pushLo's usual case, small enough to inline into the
+// record's commit: the track's own room, narrow bounds. It reports false,
+// having done nothing, otherwise.
+func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
+	n := p.n()
+	if n >= ownFlight || x.wide {
+		return false
+	}
+	p.fq[n&1], p.ft[n&1] = lo, t // n < ownFlight: the &1 spares the bounds check
+	p.meta += metaN1
+	return true
+}
+
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
