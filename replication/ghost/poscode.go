@@ -549,8 +549,16 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 			h[2] = h[3]
 		}
 	}
-	if n > ownFlight {
-		p.promote(x, id)
+	if n > ownFlight { // promote, written out
+		tl := &x.nodes[p.tail]
+		i := tl.next
+		nd := &x.nodes[i]
+		p.fq[1], p.ft[1] = nd.q, nd.t
+		if x.wide {
+			x.wx.dhi[id][3] = x.wx.hi[i]
+		}
+		tl.next = nd.next // a list of one (i is the tail): it goes
+		x.put(i)
 	}
 	p.meta -= metaN1
 }
@@ -817,21 +825,31 @@ func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
 // is one walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []posVal {
 	n := min(int(p.n()), posRingLen)
-	for k := range min(n, ownFlight) { // the track's own
-		buf[k] = p.own(x, id, k)
-	}
-	if n <= ownFlight {
-		return buf[:n]
-	}
 	if x.wide {
-		for i, k := p.head(x), ownFlight; k < n; i, k = x.nodes[i].next, k+1 {
-			x.unpack(i, &buf[k])
+		for k := range min(n, ownFlight) { // the track's own
+			buf[k] = p.own(x, id, k)
+		}
+		if n > ownFlight {
+			for i, k := p.head(x), ownFlight; k < n; i, k = x.nodes[i].next, k+1 {
+				x.unpack(i, &buf[k])
+			}
 		}
 		return buf[:n]
 	}
 	// unpack written out for one word: the shifts and masks loaded once.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
+	for k := range min(n, ownFlight) { // the track's own
+		v := &buf[k]
+		q := p.fq[k]
+		v.t = p.ft[k]
+		v.q[0] = uint32(q) & m0
+		v.q[1] = uint32(q>>s1) & m1
+		v.q[2] = uint32(q>>s2) & m2
+	}
+	if n <= ownFlight {
+		return buf[:n]
+	}
 	for i, k := p.head(x), ownFlight; k < n; k++ {
 		nd := &x.nodes[i]
 		v := &buf[k]
