@@ -564,13 +564,16 @@ func checkInvariants(t *Table) error {
 		if n > posRingLen || tr.dn() > 2 || tr.dn() < 2 && tr.gap() != 0 || tr.dn() == 2 && (tr.gap() < 1 || tr.gap() > gapFar) {
 			return fmt.Errorf("id %d: %d in flight, %d delivered %d ms apart", i, n, tr.dn(), tr.gap())
 		}
-		if n == 0 {
-			continue
+		if n > 1 && tr.ft[1].sub(tr.ft[0]) <= 0 {
+			return fmt.Errorf("id %d: in-flight positions not oldest first", i)
 		}
-		// A circular list: n nodes from the head (the tail's next) back
-		// to the tail's next.
+		if n <= ownFlight {
+			continue // the track holds them itself
+		}
+		// A circular list of the newer ones: from the head (the tail's
+		// next) back to the tail's next.
 		last := int32(-1)
-		for j, k := tr.head(&t.pp), 0; k < n; j, k = t.pp.nodes[j].next, k+1 {
+		for j, k := tr.head(&t.pp), ownFlight; k < n; j, k = t.pp.nodes[j].next, k+1 {
 			if o, dup := seen[j]; dup {
 				return fmt.Errorf("pool node %d in the lists of ids %d and %d", j, o, i)
 			}
@@ -580,8 +583,12 @@ func checkInvariants(t *Table) error {
 		if last != int32(tr.tail) {
 			return fmt.Errorf("id %d: list of %d does not end at its tail", i, n)
 		}
-		// Oldest first: stamps increase along the list.
-		for j, k := tr.head(&t.pp), 1; k < n; j, k = t.pp.nodes[j].next, k+1 {
+		// Oldest first: stamps increase from the track's own along the
+		// list.
+		if t.pp.nodes[tr.head(&t.pp)].t.sub(tr.ft[ownFlight-1]) <= 0 {
+			return fmt.Errorf("id %d: in-flight positions not oldest first", i)
+		}
+		for j, k := tr.head(&t.pp), ownFlight+1; k < n; j, k = t.pp.nodes[j].next, k+1 {
 			if nx := t.pp.nodes[j].next; t.pp.nodes[nx].t.sub(t.pp.nodes[j].t) <= 0 {
 				return fmt.Errorf("id %d: in-flight positions not oldest first", i)
 			}

@@ -497,7 +497,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		tr.pushLo(&t.pp, stamp(t.viewMS), q, ql)
+		if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
+			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		}
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 		if s.restCopies > 0 {
@@ -659,7 +661,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 // frame holds no copy of them).
 func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	var buf [posRingLen]posVal
-	fl := tr.inflight(&t.pp, &buf)
+	fl := tr.inflight(&t.pp, id, &buf)
 	if checkSame && tr.clientHasIn(&t.pp, id, fl, q) {
 		return true
 	}

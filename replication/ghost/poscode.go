@@ -53,35 +53,44 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The in-flight ones are a circular list of nodes in the
-// table's posPool, reached through the newest (tail), whose next is the
-// oldest: a ghost holds memory for the positions it actually has in flight
-// (one or two at a short fate delay), not for the posRingLen it may have.
-// Oldest first, because fates come mostly in send order: the one a fate
-// resolves is then the head, the node after the tail — the same node while
-// one is in flight, the usual case on a server whose fates come within a
-// view — not a walk down the list (each node a cache line of its own: the
-// nodes of one ghost are written a packet apart). A node is named by its
-// stamp, not by the packet that carried it: a ghost's position goes out at
-// most once per view, so its stamps in flight are distinct, and each packet
-// keeps its view stamp.
+// subset of them). The two oldest in flight are the track's own (fq, ft);
+// any newer ones are a circular list of nodes in the table's posPool,
+// reached through the newest (tail), whose next is the oldest of the list
+// (the third oldest in flight). A server whose fates come within a view
+// or two has one or two in flight when it writes the next (the previous
+// packet's, and the new one until that fate comes), so writing a
+// position, coding the next and their fates touch the track alone, not a
+// pool node in a line of its own (written at one packet, read at the next
+// and at the fate, each a cache miss on the server, where every table is
+// cold when its turn comes). Oldest first, because fates come mostly in
+// send order: the one a fate resolves is then fq[0], and the rest move up.
+// A position is named by its stamp, not by the packet that carried it: a
+// ghost's position goes out at most once per view, so its stamps in flight
+// are distinct, and each packet keeps its view stamp.
 //
-// The delivered positions are packed as in the pool (posPool.packLo; bits 64
-// and up, for bounds that need them, in posWide.dhi by id), and the older
+// Positions are packed as in the pool (posPool.packLo; bits 64 and up, for
+// bounds that need them, in posWide.dhi by id), and the older delivered
 // one's stamp is its distance below the newer's, capped at gapFar. A node
 // index takes 16 bits (a table has fewer than maxPoolNodes positions in
 // flight: MaxRecordsInFlight), and the counts and the gap share the meta
-// word: 24 bytes, eight tracks to three cache lines (was 32, and 44 before).
+// word: 48 bytes, four tracks to three cache lines (24, with every position
+// in flight a 16-byte pool node, before).
 // The zero posTrack is empty.
 type posTrack struct {
 	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	fq   [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
 	t1   stamp     // dq[1]'s stamp
-	tail uint16    // pool node of the newest in flight (when n > 0); its next is the oldest
+	ft   [2]stamp  // fq's stamps
+	tail uint16    // pool node of the newest in flight (when n > 2); its next is the list's oldest
 	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
 	// dq[0]'s, in ms, at most gapFar), dn (2 bits: delivered values held)
 	// and n (4 bits: positions in flight, at most posRingLen).
 	meta uint16
 }
+
+// ownFlight is how many of a ghost's positions in flight its track holds
+// itself (the oldest); the pool holds the rest.
+const ownFlight = 2
 
 // The fields of posTrack.meta.
 const (
@@ -105,8 +114,21 @@ func (p *posTrack) setDelivered(dn uint8, gap int64) {
 	p.meta = p.meta&^(1<<metaNShift-1) | uint16(dn)<<metaDnShift | uint16(gap)
 }
 
-// head is the pool node of the oldest in flight (n > 0).
+// head is the pool node of the list's oldest, the third oldest in flight
+// (n > ownFlight).
 func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail].next }
+
+// own is the k-th oldest position in flight (k < min(n, ownFlight)): the
+// track's own.
+func (p *posTrack) own(x *posPool, id uint32, k int) posVal {
+	v := posVal{t: p.ft[k]}
+	var hi uint32
+	if x.wide {
+		hi = x.wx.dhi[id][2+k]
+	}
+	x.unpackQ(p.fq[k], hi, &v.q)
+	return v
+}
 
 // gapFar caps posTrack.gap: the older delivered value is more than
 // predictMaxMS below the newer. Its exact stamp does not matter then: the
@@ -116,20 +138,22 @@ func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail].next }
 // the newer of two such; the track may keep the other).
 const gapFar = predictMaxMS + 1
 
-// posNode is one in-flight position in a posPool list: 16 bytes, four to a
-// cache line and never across two. The position is packed (posPool.packLo, packHi):
-// the three axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the
-// default 4 km × 512 m × 4 km at 1 cm; bounds that need more than 64 keep
-// the rest in posPool.hi.
+// posNode is one in-flight position in a posPool list (a ghost's third
+// oldest in flight or newer): 16 bytes, four to a cache line and never
+// across two. The position is packed (posPool.packLo, packHi): the three
+// axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the default 4 km
+// × 512 m × 4 km at 1 cm; bounds that need more than 64 keep the rest in
+// posPool.hi.
 type posNode struct {
 	t    stamp
 	next int32  // next newer in flight of the same ghost; the newest's is the oldest
 	q    uint64 // the position, packed: its low 64 bits
 }
 
-// posPool holds the in-flight positions of one table's ghosts, reused
-// through a bitmap of the free nodes: it grows to the most positions the
-// table ever had in flight at once.
+// posPool holds the in-flight positions of one table's ghosts past each
+// ghost's two oldest (the track's own), reused through a bitmap of the
+// free nodes: it grows to the most such positions the table ever had in
+// flight at once (none while fates come within two packets).
 //
 // A bitmap, not a free list: taking a node from a list reads the node, a
 // cache miss on the server, where every table is cold when its turn comes
@@ -154,8 +178,11 @@ type posPool struct {
 // posWide holds the bits 64 and up of packed positions, for bounds whose
 // codes take more than 64 bits.
 type posWide struct {
-	hi  []uint32    // each node's (same index as posPool.nodes)
-	dhi [][2]uint32 // each id's delivered positions (posTrack.dq), grown on use
+	hi []uint32 // each node's (same index as posPool.nodes)
+	// dhi is each id's: its delivered positions' (posTrack.dq, [0] and
+	// [1]) and its own positions in flight (posTrack.fq, [2] and [3]),
+	// grown on use.
+	dhi [][4]uint32
 }
 
 // init sets the packing for q's codes.
@@ -287,11 +314,11 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	for id := range pos {
 		p := &pos[id]
 		n := p.n()
-		if n == 0 {
-			continue
+		if n <= ownFlight {
+			continue // the track holds them itself
 		}
 		first := int32(len(ns))
-		for i, k := p.head(x), uint8(0); k < n; i, k = x.nodes[i].next, k+1 {
+		for i, k := p.head(x), uint8(ownFlight); k < n; i, k = x.nodes[i].next, k+1 {
 			ns = append(ns, x.nodes[i])
 			if x.wide {
 				hi = append(hi, x.wx.hi[i])
@@ -310,8 +337,8 @@ func (x *posPool) compact(pos []posTrack, n int) {
 }
 
 func (p *posTrack) reset(x *posPool) {
-	if n := p.n(); n > 0 {
-		for i, k := p.head(x), uint8(0); k < n; k++ {
+	if n := p.n(); n > ownFlight {
+		for i, k := p.head(x), uint8(ownFlight); k < n; k++ {
 			nx := x.nodes[i].next
 			x.put(i)
 			i = nx
@@ -375,15 +402,27 @@ func (p *posTrack) rebase(now stamp) {
 
 func (p *posTrack) full() bool { return p.n() == posRingLen }
 
-// push records the position q stamped t (newer than every one in flight).
-// Fields are stored one by one: building the node as a value first costs a
-// store-forwarding stall on every record.
-func (p *posTrack) push(x *posPool, t stamp, q *[3]uint32) { p.pushLo(x, t, q, x.packLo(q)) }
+// push records ghost id's position q stamped t (newer than every one in
+// flight). Fields are stored one by one: building a node as a value first
+// costs a store-forwarding stall on every record.
+func (p *posTrack) push(x *posPool, id uint32, t stamp, q *[3]uint32) {
+	p.pushLo(x, id, t, q, x.packLo(q))
+}
 
 // pushLo is push for a caller that has q packed already (lo: packLo).
-func (p *posTrack) pushLo(x *posPool, t stamp, q *[3]uint32, lo uint64) {
-	if p.n() == posRingLen { // callers check full(); never lose the newest
-		p.dropOldest(x)
+func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint64) {
+	n := p.n()
+	if n == posRingLen { // callers check full(); never lose the newest
+		p.dropOldest(x, id)
+		n--
+	}
+	p.meta += metaN1
+	if n < ownFlight { // the track's own
+		p.fq[n], p.ft[n] = lo, t
+		if x.wide {
+			x.deliveredHi(id)[2+n] = x.packHi(q)
+		}
+		return
 	}
 	// get's usual case written out: a free node in the scan's word.
 	var i int32
@@ -402,29 +441,70 @@ func (p *posTrack) pushLo(x *posPool, t stamp, q *[3]uint32, lo uint64) {
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
-	if p.n() == 0 {
+	if n == ownFlight { // the list's first
 		nd.next = i
 	} else {
 		tl := &x.nodes[p.tail]
 		nd.next, tl.next = tl.next, i
 	}
 	p.tail = uint16(i)
+}
+
+// pushOwn is pushLo's usual case, small enough to inline into the
+// record's commit: the track's own room, narrow bounds. It reports false,
+// having done nothing, otherwise.
+func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
+	n := p.n()
+	if n >= ownFlight || x.wide {
+		return false
+	}
+	p.fq[n&1], p.ft[n&1] = lo, t // n < ownFlight: the &1 spares the bounds check
 	p.meta += metaN1
+	return true
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
-func (p *posTrack) dropOldest(x *posPool) {
+func (p *posTrack) dropOldest(x *posPool, id uint32) {
+	n := p.n()
+	if n > 1 { // the newer own one moves down
+		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		if x.wide {
+			h := &x.wx.dhi[id]
+			h[2] = h[3]
+		}
+	}
+	if n > ownFlight {
+		p.promote(x, id)
+	}
+	p.meta -= metaN1
+}
+
+// promote moves the list's oldest (n > ownFlight) into the track's
+// second own place, freed by the caller, and frees its node. The caller
+// counts one fewer in flight.
+func (p *posTrack) promote(x *posPool, id uint32) {
 	tl := &x.nodes[p.tail]
 	i := tl.next
-	tl.next = x.nodes[i].next
+	nd := &x.nodes[i]
+	p.fq[1], p.ft[1] = nd.q, nd.t
+	if x.wide {
+		x.wx.dhi[id][3] = x.wx.hi[i]
+	}
+	tl.next = nd.next // a list of one (i is the tail): it goes
 	x.put(i)
-	p.meta -= metaN1
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
 func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
-	if p.n() > 0 {
-		if t := x.nodes[p.tail].t; p.dn() == 0 || t.sub(p.t1) > 0 {
+	if n := p.n(); n > 0 {
+		var t stamp
+		switch {
+		case n > ownFlight:
+			t = x.nodes[p.tail].t
+		default:
+			t = p.ft[n-1]
+		}
+		if p.dn() == 0 || t.sub(p.t1) > 0 {
 			return t, true
 		}
 	}
@@ -438,36 +518,81 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	if n == 0 {
 		return
 	}
-	// The list is circular: the head's predecessor is the tail. Fates
-	// come mostly in send order, so the head is the usual match.
+	// Fates come mostly in send order: the oldest, the track's own, is
+	// the usual match.
+	k := 0
+	if p.ft[0] != t {
+		if n < 2 || p.ft[1] != t {
+			p.resolveListed(x, id, t, delivered)
+			return
+		}
+		k = 1
+	}
+	if delivered {
+		// The usual delivery: newer than the newest delivered, which
+		// becomes the older (insert's second case, written out).
+		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[k], t
+			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
+		} else {
+			var hi uint32
+			if x.wide {
+				hi = x.wx.dhi[id][2+k]
+			}
+			p.insert(x, id, t, p.fq[k], hi)
+		}
+	}
+	if k == 0 && n > 1 { // the newer own one moves down
+		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		if x.wide {
+			h := &x.wx.dhi[id]
+			h[2] = h[3]
+		}
+	}
+	if n > ownFlight { // promote, written out
+		tl := &x.nodes[p.tail]
+		i := tl.next
+		nd := &x.nodes[i]
+		p.fq[1], p.ft[1] = nd.q, nd.t
+		if x.wide {
+			x.wx.dhi[id][3] = x.wx.hi[i]
+		}
+		tl.next = nd.next // a list of one (i is the tail): it goes
+		x.put(i)
+	}
+	p.meta -= metaN1
+}
+
+// resolveListed is resolve for a position in the pool's list (if any is
+// stamped t: the fate of a packet ahead of an older one in flight).
+func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool) {
+	n := p.n()
+	if n <= ownFlight {
+		return // nothing of that view in flight
+	}
+	// The list of the newer ones is circular: its oldest's predecessor is
+	// the tail.
 	nodes := x.nodes
 	prev := int32(p.tail)
 	i := nodes[prev].next
 	nd := &nodes[i]
-	for k := uint8(1); nd.t != t; k++ {
+	for k := uint8(ownFlight + 1); nd.t != t; k++ {
 		if k == n {
 			return
 		}
 		prev, i = i, nd.next
 		nd = &nodes[i]
 	}
-	nodes[prev].next = nd.next // n = 1: prev is i itself, and the list goes
+	nodes[prev].next = nd.next // a list of one: prev is i itself, and the list goes
 	if i == int32(p.tail) {
 		p.tail = uint16(prev)
 	}
 	if delivered {
-		// The usual delivery: newer than the newest delivered, which
-		// becomes the older (insert's second case, written out).
-		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-			p.dq[0], p.dq[1], p.t1 = p.dq[1], nd.q, t
-			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
-		} else {
-			var hi uint32
-			if x.wide {
-				hi = x.wx.hi[i]
-			}
-			p.insert(x, id, nd.t, nd.q, hi)
+		var hi uint32
+		if x.wide {
+			hi = x.wx.hi[i]
 		}
+		p.insert(x, id, nd.t, nd.q, hi)
 	}
 	x.put(i)
 	p.meta -= metaN1
@@ -504,13 +629,14 @@ func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) 
 	}
 }
 
-// deliveredHi is the high words of ghost id's delivered positions (wide
-// bounds only), the table grown by a quarter for an id past its end.
-func (x *posPool) deliveredHi(id uint32) *[2]uint32 {
+// deliveredHi is the high words of ghost id's delivered positions and
+// its own in flight (wide bounds only), the table grown by a quarter for
+// an id past its end.
+func (x *posPool) deliveredHi(id uint32) *[4]uint32 {
 	if d := x.wx.dhi; int(id) >= len(d) {
 		n := int(id) + 1
 		if n > cap(d) {
-			d = append(make([][2]uint32, 0, n+n/4), d...)
+			d = append(make([][4]uint32, 0, n+n/4), d...)
 		}
 		x.wx.dhi = d[:n]
 	}
@@ -545,7 +671,7 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 		return false
 	}
 	var buf [posRingLen]posVal
-	p.spread(x, id, p.inflight(x, &buf), q, t, lim, d)
+	p.spread(x, id, p.inflight(x, id, &buf), q, t, lim, d)
 	return true
 }
 
@@ -572,8 +698,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	var fq uint64
 	hasF := p.n() == 1
 	if hasF {
-		nd := &x.nodes[p.tail] // the one in flight: head and tail
-		f.t, fq = nd.t, nd.q
+		f.t, fq = p.ft[0], p.fq[0] // the one in flight: the track's own
 		fd = f.t.sub(p.t1)
 	}
 	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
@@ -695,24 +820,37 @@ func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
 	return max(resid(q, r0, l), resid(q, rF, l))
 }
 
-// inflight copies the positions in flight, oldest first, into buf: the
-// pairs below visit each several times, and a copy on the stack is one
-// walk of the pool's links instead of one per newer value.
-func (p *posTrack) inflight(x *posPool, buf *[posRingLen]posVal) []posVal {
+// inflight copies ghost id's positions in flight, oldest first, into
+// buf: the pairs below visit each several times, and a copy on the stack
+// is one walk of the pool's links instead of one per newer value.
+func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []posVal {
 	n := min(int(p.n()), posRingLen)
-	if n == 0 {
-		return buf[:0]
-	}
 	if x.wide {
-		for i, k := p.head(x), 0; k < n; i, k = x.nodes[i].next, k+1 {
-			x.unpack(i, &buf[k])
+		for k := range min(n, ownFlight) { // the track's own
+			buf[k] = p.own(x, id, k)
+		}
+		if n > ownFlight {
+			for i, k := p.head(x), ownFlight; k < n; i, k = x.nodes[i].next, k+1 {
+				x.unpack(i, &buf[k])
+			}
 		}
 		return buf[:n]
 	}
 	// unpack written out for one word: the shifts and masks loaded once.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	for i, k := p.head(x), 0; k < n; k++ {
+	for k := range min(n, ownFlight) { // the track's own
+		v := &buf[k]
+		q := p.fq[k]
+		v.t = p.ft[k]
+		v.q[0] = uint32(q) & m0
+		v.q[1] = uint32(q>>s1) & m1
+		v.q[2] = uint32(q>>s2) & m2
+	}
+	if n <= ownFlight {
+		return buf[:n]
+	}
+	for i, k := p.head(x), ownFlight; k < n; k++ {
 		nd := &x.nodes[i]
 		v := &buf[k]
 		q := nd.q

@@ -54,7 +54,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 		ts := st(t0)
 		for range n {
 			c := pos(&base)
-			p.push(&x, ts, &c)
+			p.push(&x, 0, ts, &c)
 			ts += stamp(1 + r.IntN(300))
 		}
 		q := pos(&base)
@@ -72,7 +72,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 		check := r.IntN(3) != 0
 
 		var buf [posRingLen]posVal
-		fl := p.inflight(&x, &buf)
+		fl := p.inflight(&x, 0, &buf)
 		wantSame := check && p.clientHasIn(&x, 0, fl, &q)
 		want := d0
 		if !wantSame {
@@ -153,7 +153,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 			p.insert(&x, 0, t0+stamp(ms[i]), x.packLo(&c), 0)
 		}
 		c := at(ms[2])
-		p.push(&x, t0+stamp(ms[2]), &c)
+		p.push(&x, 0, t0+stamp(ms[2]), &c)
 		q := at(ms[3])
 		tq := t0 + stamp(ms[3])
 		var d0 [3]uint64
@@ -161,7 +161,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 			d0 = [3]uint64{uint64(r.IntN(50)), uint64(r.IntN(50)), uint64(r.IntN(50))}
 		}
 		var buf [posRingLen]posVal
-		fl := p.inflight(&x, &buf)
+		fl := p.inflight(&x, 0, &buf)
 		want := d0
 		p.spread(&x, 0, fl, &q, tq, &qt.lim, &want)
 		got := d0

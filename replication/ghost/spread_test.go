@@ -26,7 +26,7 @@ func widenPred(d *[3]uint64, q *[3]uint32, a, b *posVal, t stamp, lim *[3]uint32
 // client's two newest delivered values dl (newest last) exactly as the
 // client keeps them, not as the track packs them: the reference the
 // faster one must match exactly.
-func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+func predSpreadList(p *posTrack, x *posPool, id uint32, dl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
 	if len(dl) == 0 {
 		return false
 	}
@@ -35,10 +35,11 @@ func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp,
 	if len(dl) == 2 {
 		d0 = &dl[0]
 	}
+	fl := inflightList(p, x, id)
 	pairs := func(n1, c *posVal) {
 		widenPred(d, q, c, n1, t, lim)
-		for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
-			if m := x.value(i); m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
+		for _, m := range fl {
+			if m.t.sub(n1.t) < 0 && (c == nil || m.t.sub(c.t) > 0) {
 				widenPred(d, q, &m, n1, t, lim)
 			}
 		}
@@ -48,12 +49,35 @@ func predSpreadList(p *posTrack, x *posPool, dl []posVal, q *[3]uint32, t stamp,
 		return true
 	}
 	pairs(d1, d0)
-	for i, k := p.head(x), uint8(0); k < p.n(); i, k = x.nodes[i].next, k+1 {
-		if n1 := x.value(i); n1.t.sub(d1.t) > 0 {
+	for _, n1 := range fl {
+		if n1.t.sub(d1.t) > 0 {
 			pairs(&n1, d1)
 		}
 	}
 	return true
+}
+
+// inflightList is ghost id's positions in flight by walking the track as
+// stored (its own, oldest first, then the pool's list from its head), not
+// by inflight's copy.
+func inflightList(p *posTrack, x *posPool, id uint32) []posVal {
+	var fl []posVal
+	for k := range min(int(p.n()), ownFlight) {
+		v := posVal{t: p.ft[k]}
+		var hi uint32
+		if x.wide {
+			hi = x.wx.dhi[id][2+k]
+		}
+		x.unpackQ(p.fq[k], hi, &v.q)
+		fl = append(fl, v)
+	}
+	if p.n() <= ownFlight {
+		return fl
+	}
+	for i, k := p.head(x), uint8(ownFlight); k < p.n(); i, k = x.nodes[i].next, k+1 {
+		fl = append(fl, x.value(i))
+	}
+	return fl
 }
 
 // The pairs predSpread takes from runs of the in-flight positions are the
@@ -137,7 +161,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			if p.n() == posRingLen {
 				sent = sent[1:]
 			}
-			p.push(&x, v.t, &v.q)
+			p.push(&x, id, v.t, &v.q)
 			sent = append(sent, v)
 			// Resolve some, in any order: early deliveries leave older
 			// values in flight behind a newer delivered one.
@@ -152,7 +176,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			}
 		}
 		var buf [posRingLen]posVal
-		if fl := p.inflight(&x, &buf); !slices.Equal(fl, sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.wx != nil && x.wx.hi != nil) && len(sent) > 0 {
+		if fl := p.inflight(&x, id, &buf); !slices.Equal(fl, sent) || !slices.Equal(inflightList(&p, &x, id), sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.wx != nil) && len(sent) > 0 {
 			t.Fatalf("iteration %d: in flight %v, pushed %v", it, fl, sent)
 		}
 		// The packed delivered values: the newest exactly; the one
@@ -178,7 +202,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			got, want = [3]uint64{5, 0, 9}, [3]uint64{5, 0, 9} // widens what is there
 		}
 		okG := p.predSpread(&x, id, &q, at, &lim, &got)
-		okW := predSpreadList(&p, &x, dl, &q, at, &lim, &want)
+		okW := predSpreadList(&p, &x, id, dl, &q, at, &lim, &want)
 		if okG != okW || got != want {
 			t.Fatalf("iteration %d (%d in flight, %d delivered): spread %v %v, list walk %v %v", it, p.n(), p.dn(), got, okG, want, okW)
 		}
@@ -216,7 +240,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 				p.reset(&tab.pp)
 			}
 			v := posVal{t: stamp(1000 + 50*round), q: [3]uint32{r.Uint32() >> 1, r.Uint32() >> 1, r.Uint32() >> 1}}
-			p.push(&tab.pp, v.t, &v.q)
+			p.push(&tab.pp, uint32(id), v.t, &v.q)
 			want[id] = append(want[id], v)
 			if len(want[id]) > 2 && r.IntN(2) == 0 { // a fate out of order leaves a hole in the pool
 				k := r.IntN(len(want[id]))
@@ -231,7 +255,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 	}
 	for id := range tab.pos {
 		var buf [posRingLen]posVal
-		if got := tab.pos[id].inflight(&tab.pp, &buf); !slices.Equal(got, want[id]) {
+		if got := tab.pos[id].inflight(&tab.pp, uint32(id), &buf); !slices.Equal(got, want[id]) {
 			t.Fatalf("id %d after compaction: %v, want %v", id, got, want[id])
 		}
 	}
@@ -251,7 +275,7 @@ func BenchmarkPredSpread(b *testing.B) {
 	}
 	for k := range 5 {
 		t, q := at(k)
-		p.push(&x, t, &q)
+		p.push(&x, 0, t, &q)
 		if k < 2 {
 			p.resolve(&x, 0, t, true)
 		}
@@ -262,7 +286,7 @@ func BenchmarkPredSpread(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var d [3]uint64
-		p.spread(&x, 0, p.inflight(&x, &buf), &q, t, &qt.lim, &d)
+		p.spread(&x, 0, p.inflight(&x, 0, &buf), &q, t, &qt.lim, &d)
 		if d[1] != 0 || d[0] == 0 {
 			b.Fatal(d)
 		}
