@@ -173,10 +173,19 @@ func step(s *shard, c *Conn, pkts [][]byte, now time.Duration, ctl move.ControlS
 
 // feed hands c the client's datagram p, as the gateway routes it.
 func feed(s *shard, c *Conn, p []byte, now time.Duration) {
+	s.handle(c, clientDatagram(p), now)
+}
+
+// postClient posts the client's datagram p to c's inbox, for the shard's
+// next round.
+func postClient(s *shard, c *Conn, p []byte) { s.post(c, clientDatagram(p)) }
+
+// clientDatagram is a pooled copy of p from the client's address.
+func clientDatagram(p []byte) *msg.Datagram {
 	d := msg.NewDatagram()
 	d.N = copy(d.Buf, p)
 	d.Addr = benchClient
-	s.handle(c, d, now)
+	return d
 }
 
 // control hands c its zone's Control for the tick and pumps it (the

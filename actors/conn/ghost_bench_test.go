@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -105,10 +104,7 @@ func BenchmarkShardGhostRounds(b *testing.B) {
 		now := time.Duration(i+1) * benchStep
 		for _, c := range cs {
 			for _, p := range x.steps[i] {
-				d := msg.NewDatagram()
-				d.N = copy(d.Buf, p)
-				d.Addr = benchClient
-				s.post(c, d)
+				postClient(s, c, p)
 			}
 		}
 		s.round(now)

@@ -35,10 +35,7 @@ func TestPumpAppliesFatesBeforeItsWrite(t *testing.T) {
 		held = append(held, x.steps[i]...)
 		if i < quiet || i >= back {
 			for _, p := range held {
-				d := msg.NewDatagram()
-				d.N = copy(d.Buf, p)
-				d.Addr = benchClient
-				s.post(c, d)
+				postClient(s, c, p)
 			}
 			held = held[:0]
 		}
@@ -134,10 +131,7 @@ func TestWaitingFatesKeepTheDeadline(t *testing.T) {
 		now := time.Duration(i+1) * benchStep
 		for _, c := range cs {
 			for _, p := range x.steps[i] {
-				d := msg.NewDatagram()
-				d.N = copy(d.Buf, p)
-				d.Addr = benchClient
-				s.post(c, d)
+				postClient(s, c, p)
 			}
 		}
 		s.round(now)
