@@ -585,7 +585,9 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 			e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
 		}
 	}
-	z.applyHandoff(now)
+	if !z.hout.Empty() { // a local input's usual case: the machine said nothing
+		z.applyHandoff(now)
+	}
 	return act
 }
 
