@@ -117,8 +117,8 @@ func (q *MoveQueue) PushBatch(lostBefore uint64, moves []move.Move) int {
 	}
 	// The usual batch: new moves, in order, after everything queued, with
 	// room for them all. Push would append each as its own in-order case;
-	// appending them at once skips its per-move search and checks (≈ 60 of
-	// the ≈ 110 instructions a one-move batch cost, BenchmarkPushBatch).
+	// appending them at once skips its per-move search and checks
+	// (BenchmarkZoneTickCrowd's pushes: 132 → 104 instructions an input).
 	n := len(q.q)
 	if inOrder && first > q.last && (n == 0 || q.q[n-1].Seq < first) && n+len(moves) <= q.max() {
 		for i := range moves { // one or two: no memmove call
