@@ -7,7 +7,7 @@ package sim
 //
 // It replaced a map[uint64]int32: every input looks its player up here
 // (sim.Zone.InputBatch), and the map's lookup (mapaccess2_fast64 with its
-// hash call) cost ≈ 82 instructions of the ≈ 320 a zone spends on an input
+// hash call) cost ≈ 82 instructions of the ≈ 485 a zone spent on an input
 // (BenchmarkZoneInputMailbox); this one costs ≈ 36, inlined (keys, slots in
 // two arrays: 12 bytes an entry, 16–32 bytes an entity at its load).
 //
