@@ -154,6 +154,16 @@ func (b *Inputs) Release() {
 	inputsPool.Put(b)
 }
 
+// ReleaseTaken returns b to the pool without releasing its List's Inputs:
+// the receiver took every one of them (released or kept each itself). It
+// saves the receiver a nil store an Input and Release a second pass over
+// List.
+func (b *Inputs) ReleaseTaken() {
+	clear(b.List)
+	b.List = b.List[:0]
+	inputsPool.Put(b)
+}
+
 // Empty reports whether in carries neither moves nor events.
 func (in *Input) Empty() bool { return len(in.Moves) == 0 && len(in.Events) == 0 }
 

@@ -39,3 +39,33 @@ func TestControlSize(t *testing.T) {
 		t.Errorf("Control is %d bytes, want ≤ 176 (the 176-byte size class)", n)
 	}
 }
+
+// TestInputsReleaseTaken: Release releases the Inputs left in List,
+// ReleaseTaken none of them (the zone released each as it took it: a
+// second release would put one Input in the pool twice), and both leave
+// the batch empty, holding no Input.
+func TestInputsReleaseTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		release  func(*Inputs)
+		released bool
+	}{
+		{"Release", (*Inputs).Release, true},
+		{"ReleaseTaken", (*Inputs).ReleaseTaken, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := new(Inputs) // not from the pool: its fields are read after release
+			in := new(Input)
+			in.Player = 7
+			b.List = append(b.List, in)
+			list := b.List[:1]
+			tc.release(b)
+			if got := in.Player == 0; got != tc.released {
+				t.Fatalf("Input released %v, want %v", got, tc.released)
+			}
+			if len(b.List) != 0 || list[0] != nil {
+				t.Fatalf("batch keeps %d Inputs, its array %v; want none", len(b.List), list[0])
+			}
+		})
+	}
+}

@@ -575,12 +575,11 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	}
 	now := a.p.Now()
 	var c inputCounts
-	for i, in := range b.List {
-		b.List[i] = nil
+	for _, in := range b.List {
 		a.takeInput(in, now, &c)
 	}
 	c.add(a.m)
-	b.Release()
+	b.ReleaseTaken() // takeInput released each
 	a.flushOutputs()
 	a.flushPending()
 }
@@ -610,7 +609,9 @@ func (a *zoneActor) takeInput(in *msg.Input, now time.Duration, c *inputCounts) 
 		}
 	}
 	// After the moves: an event acts on the state its packet's moves led to.
-	a.handleEvents(in)
+	if len(in.Events) > 0 {
+		a.handleEvents(in)
+	}
 	in.Release()
 }
 

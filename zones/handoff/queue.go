@@ -100,15 +100,37 @@ func (q *MoveQueue) MarkLost(from, to uint64) {
 // were lost at the client, and so was every move missing between two of
 // the batch's (a batch is contiguous in the connection's stream).
 func (q *MoveQueue) PushBatch(lostBefore uint64, moves []move.Move) int {
-	if len(moves) > 0 {
-		if first := moves[0].Seq; lostBefore > 0 && lostBefore < first {
-			q.MarkLost(first-lostBefore, first-1)
+	if len(moves) == 0 {
+		return 0
+	}
+	first := moves[0].Seq
+	if lostBefore > 0 && lostBefore < first {
+		q.MarkLost(first-lostBefore, first-1)
+	}
+	inOrder := true
+	for i := 1; i < len(moves); i++ {
+		a, b := moves[i-1].Seq, moves[i].Seq
+		if b > a+1 {
+			q.MarkLost(a+1, b-1)
 		}
-		for i := 1; i < len(moves); i++ {
-			if a, b := moves[i-1].Seq, moves[i].Seq; b > a+1 {
-				q.MarkLost(a+1, b-1)
-			}
+		inOrder = inOrder && b > a
+	}
+	// The usual batch: new moves, in order, after everything queued, with
+	// room for them all. Push would append each as its own in-order case;
+	// appending them at once skips its per-move search and checks
+	// (BenchmarkZoneTickCrowd's pushes: 132 → 104 instructions an input).
+	n := len(q.q)
+	if inOrder && first > q.last && (n == 0 || q.q[n-1].Seq < first) && n+len(moves) <= q.max() {
+		for i := range moves { // one or two: no memmove call
+			q.q = append(q.q, moves[i])
 		}
+		if n += len(moves); n > int(q.peak) {
+			q.peak = uint16(min(n, math.MaxUint16))
+		}
+		if sh := q.Shared; sh != nil {
+			sh.Stats.Pushed += uint64(len(moves))
+		}
+		return len(moves)
 	}
 	return q.Push(moves...)
 }
@@ -308,8 +330,12 @@ func (q *MoveQueue) Pop() {
 	if sh != nil {
 		sh.Stats.Popped++
 	}
-	copy(q.q, q.q[1:])
-	q.q = q.q[:len(q.q)-1]
+	if len(q.q) == 1 { // the usual last move of a tick: nothing to shift
+		q.q = q.q[:0]
+	} else {
+		copy(q.q, q.q[1:])
+		q.q = q.q[:len(q.q)-1]
+	}
 	q.gapSince = noGap
 	if q.pops++; q.pops >= trimEvery {
 		q.trim()

@@ -43,7 +43,7 @@ func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
 
 // CheckpointOf returns an owned player's checkpoint now (a player leaving).
 func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok || z.ents[s].role != roleOwned || z.ents[s].kind != KindPlayer {
 		return Checkpoint{}, false
 	}
@@ -61,7 +61,7 @@ func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
 func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
 	cp, ok := z.CheckpointOf(entity)
 	if ok && every > 1 {
-		s := z.byID[entity]
+		s, _ := z.byID.get(entity)
 		z.ents[s].cpDue = z.tick + every - uint64(s)%(every/2+1)
 	}
 	return cp, ok
@@ -82,7 +82,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	if IsNPC(cp.Entity) {
 		return fmt.Errorf("%w: %#x", ErrBadID, cp.Entity)
 	}
-	if s, ok := z.byID[cp.Entity]; ok && z.ents[s].role != roleReplica {
+	if s, ok := z.byID.get(cp.Entity); ok && z.ents[s].role != roleReplica {
 		return fmt.Errorf("%w: %d", ErrExists, cp.Entity)
 	}
 	// A checkpoint taken mid-crossing may stand in a neighbour zone (the
@@ -104,7 +104,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	}
-	s, ok := z.byID[cp.Entity]
+	s, ok := z.byID.get(cp.Entity)
 	if !ok {
 		s = z.slotAlloc(cp.Entity)
 	}

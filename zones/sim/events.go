@@ -10,7 +10,7 @@ import "github.com/ghostwire/ghostwire/zones/handoff"
 // is not. The fence travels with the player (handoffs, checkpoints).
 // Events of a player this zone does not own pass: their owner fences them.
 func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok {
 		return true
 	}
@@ -25,7 +25,7 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 // does not own it): its connection reports it to the client, which stops
 // keeping those events for a resend.
 func (z *Zone) EventFence(entity uint64) (handoff.EventFence, bool) {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok {
 		return handoff.EventFence{}, false
 	}

@@ -249,7 +249,7 @@ func TestFarEveryOneServesEveryTick(t *testing.T) {
 		for _, v := range out.Views {
 			entries := z.AppendView(nil, v)
 			for _, e := range entries {
-				s := z.byID[e.Entity]
+				s := z.byID.at(e.Entity)
 				if want := ghostState(&z.ents[s]); e.State != want {
 					t.Fatalf("entity %d: view state %+v, want the tick's %+v", e.Entity, e.State, want)
 				}
@@ -290,8 +290,8 @@ func TestHeldStateNotInheritedBySlot(t *testing.T) {
 		z.Step(now)
 		// The new entity takes the freed slot, far from the viewer.
 		z.Join(now, 3, "c3", "new", [3]float32{-430, 0, -520}, 0)
-		if z.byID[3] != 1 {
-			t.Fatalf("the new entity took slot %d, want the freed 1", z.byID[3])
+		if z.byID.at(3) != 1 {
+			t.Fatalf("the new entity took slot %d, want the freed 1", z.byID.at(3))
 		}
 		for range 4 {
 			now += 50 * time.Millisecond
@@ -331,7 +331,7 @@ func TestAppendViewNeverHolds(t *testing.T) {
 					continue
 				}
 				for _, e := range z.AppendView(nil, v) {
-					if want := ghostState(&z.ents[z.byID[e.Entity]]); e.State != want {
+					if want := ghostState(&z.ents[z.byID.at(e.Entity)]); e.State != want {
 						t.Fatalf("level %d tick %d: entry view of %d: %+v, want the tick's %+v", level, i, e.Entity, e.State, want)
 					}
 					byEntry = append(byEntry, e.State.Pos[2])

@@ -149,7 +149,7 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 	seq := z.batchSeq
 	for i := range b.Entities {
 		r := &b.Entities[i]
-		s, ok := z.byID[r.ID]
+		s, ok := z.byID.get(r.ID)
 		if ok {
 			e := &z.ents[s]
 			if e.role != roleReplica || r.Epoch < e.epoch {

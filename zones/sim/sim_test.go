@@ -762,7 +762,7 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 	if _, ok := z.Entity(8); ok {
 		t.Fatal("a replica that left range inside its owner's zone was held")
 	}
-	slot := z.byID[7]
+	slot := z.byID.at(7)
 	gen := z.ents[slot].gen
 	for _, id := range []uint64{7, 9} {
 		if e, ok := z.Entity(id); !ok || e.Owner != "x1z0" {
@@ -778,7 +778,7 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 	if e, ok := z.Entity(7); !ok || e.Owner != "x1z1" || e.Epoch != 3 || e.State.Pos[2] != 10 {
 		t.Fatalf("replica 7 not adopted by its new owner's batch: %+v", e)
 	}
-	if z.byID[7] != slot || z.ents[slot].gen != gen {
+	if z.byID.at(7) != slot || z.ents[slot].gen != gen {
 		t.Fatal("replica 7 moved to a new slot or generation on adoption: interest sets see it leave and re-enter")
 	}
 	// x1z0 keeps sending batches without 9 and nobody adopts it: gone once
@@ -871,7 +871,7 @@ func TestOnlyPlayerSlotsCarryPlayerState(t *testing.T) {
 			t.Errorf("slot %d (kind %d) has player state %v", s, e.kind, e.pl != nil)
 		}
 	}
-	ps := z.byID[1]
+	ps := z.byID.at(1)
 	if err := z.Leave(1); err != nil {
 		t.Fatal(err)
 	}

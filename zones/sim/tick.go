@@ -379,7 +379,7 @@ func (z *Zone) updateInterest() {
 		if ids != nil {
 			slots := make([]int32, 0, len(ids))
 			for _, id := range ids {
-				if sl, ok := z.byID[id]; ok {
+				if sl, ok := z.byID.get(id); ok {
 					slots = append(slots, sl)
 				}
 			}

@@ -180,7 +180,7 @@ type Zone struct {
 
 	ents  []entity
 	free  []int32
-	byID  map[uint64]int32
+	byID  slotIndex
 	grid  *grid.Grid
 	track *interest.Tracker
 	hand  *handoff.Machine
@@ -285,7 +285,6 @@ func New(cfg Config, now time.Duration) (*Zone, error) {
 		dt:     1 / float32(cfg.TickRate),
 		leave:  float64(ic.LeaveRadius),
 		border: cfg.BorderRange,
-		byID:   map[uint64]int32{},
 		seeds:  map[int32][]uint64{},
 		grid:   g,
 		track:  tr,
@@ -396,7 +395,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 	}
 	gen := z.ents[s].gen + 1
 	z.ents[s] = entity{id: id, gen: gen} // a free slot has no player state (slotFree)
-	z.byID[id] = s
+	z.byID.set(id, s)
 	return s
 }
 
@@ -436,7 +435,7 @@ func grown[T any](s []T, c int) []T {
 
 func (z *Zone) slotFree(s int32) {
 	e := &z.ents[s]
-	delete(z.byID, e.id)
+	z.byID.del(e.id)
 	e.role, e.id = roleFree, 0
 	// Its player state goes with it: kept for the slot's next player, it
 	// stayed with slots that NPCs and replicas took over, or that stayed
@@ -459,7 +458,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	if IsNPC(entity) {
 		return fmt.Errorf("%w: %#x", ErrBadID, entity)
 	}
-	if _, ok := z.byID[entity]; ok && z.ents[z.byID[entity]].role != roleReplica {
+	if s, ok := z.byID.get(entity); ok && z.ents[s].role != roleReplica {
 		return fmt.Errorf("%w: %d", ErrExists, entity)
 	}
 	if !z.w.Owns(z.self, float64(pos[0]), float64(pos[2])) {
@@ -473,7 +472,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	}
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok {
 		s = z.slotAlloc(entity)
 	}
@@ -503,7 +502,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 // Until that first input the player's Control is held back: an ack in the
 // old numbering would acknowledge moves a new session never sent.
 func (z *Zone) TakeOver(now time.Duration, entity uint64) {
-	if s, ok := z.byID[entity]; ok && z.ents[s].role == roleOwned && z.ents[s].kind == KindPlayer {
+	if s, ok := z.byID.get(entity); ok && z.ents[s].role == roleOwned && z.ents[s].kind == KindPlayer {
 		p := z.pl(&z.ents[s])
 		p.renumber, p.renumberAt = true, now
 	}
@@ -519,7 +518,7 @@ const renumberWait = time.Second
 // the zone its route points to), ErrBusy while it is being handed off
 // (retry next tick).
 func (z *Zone) Leave(entity uint64) error {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok || z.ents[s].role == roleReplica {
 		return fmt.Errorf("%w: %d", ErrNotHere, entity)
 	}
@@ -552,7 +551,7 @@ func (z *Zone) Input(now time.Duration, entity uint64, moves []move.Move) handof
 // checkRolesAgree in the tests), and the machine has nothing to do for
 // such input: it is not asked (one map lookup an input instead of two).
 func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []move.Move) handoff.InputAction {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	act := handoff.InputLocal
 	if !ok || z.ents[s].role != roleOwned {
 		act = z.hand.Input(now, entity, moves, &z.hout)
@@ -586,7 +585,9 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 			e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
 		}
 	}
-	z.applyHandoff(now)
+	if !z.hout.Empty() { // a local input's usual case: the machine said nothing
+		z.applyHandoff(now)
+	}
 	return act
 }
 
@@ -604,7 +605,7 @@ func (z *Zone) Handoff(now time.Duration, m handoff.Msg) {
 // respawn). The player gets a correction; if pos is in another zone the
 // entity is offered to it right away, dwell time or not.
 func (z *Zone) Teleport(now time.Duration, entity uint64, pos [3]float32) error {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok || z.ents[s].role == roleReplica {
 		return fmt.Errorf("%w: %d", ErrNotHere, entity)
 	}
@@ -631,7 +632,7 @@ func (z *Zone) Teleport(now time.Duration, entity uint64, pos [3]float32) error 
 // another zone started and handed over). ErrNotHere if the zone does not
 // own it.
 func (z *Zone) Correct(entity uint64) error {
-	s, ok := z.byID[entity]
+	s, ok := z.byID.get(entity)
 	if !ok || z.ents[s].role == roleReplica {
 		return fmt.Errorf("%w: %d", ErrNotHere, entity)
 	}
@@ -684,7 +685,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 		z.acquire(now, a)
 	}
 	for _, r := range o.Released {
-		if s, ok := z.byID[r.Entity]; ok {
+		if s, ok := z.byID.get(r.Entity); ok {
 			e := &z.ents[s]
 			// It stays here as a replica of the new owner, unchanged, so
 			// players here keep seeing it (same slot, same generation: no
@@ -698,7 +699,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 		}
 	}
 	for _, r := range o.Resumed {
-		if s, ok := z.byID[r.Entity]; ok {
+		if s, ok := z.byID.get(r.Entity); ok {
 			e := &z.ents[s]
 			e.role = roleOwned
 			// The dwell starts again: a neighbour that did not answer in
@@ -711,7 +712,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 		}
 	}
 	for _, d := range o.Deliver {
-		if s, ok := z.byID[d.Entity]; ok {
+		if s, ok := z.byID.get(d.Entity); ok {
 			z.push(&z.ents[s], d.Moves)
 		}
 	}
@@ -720,7 +721,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 
 func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	st := a.State
-	s, ok := z.byID[st.Entity]
+	s, ok := z.byID.get(st.Entity)
 	if !ok {
 		s = z.slotAlloc(st.Entity)
 	}
@@ -802,7 +803,8 @@ func (z *Zone) Checksum() uint32 {
 		h.Write(b[:])
 	}
 	for _, id := range ids {
-		e := &z.ents[z.byID[id]]
+		s, _ := z.byID.get(id)
+		e := &z.ents[s]
 		put(id)
 		put(uint64(e.state.CRC()))
 		put(e.p().queue.LastApplied())
@@ -829,7 +831,7 @@ type EntityInfo struct {
 
 // Entity returns what the zone knows about an entity.
 func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
-	s, ok := z.byID[id]
+	s, ok := z.byID.get(id)
 	if !ok {
 		return EntityInfo{}, false
 	}
@@ -853,7 +855,7 @@ func (z *Zone) Entities(fn func(EntityInfo)) {
 
 // InterestIDs returns the entity ids in a player's interest set.
 func (z *Zone) InterestIDs(player uint64) []uint64 {
-	s, ok := z.byID[player]
+	s, ok := z.byID.get(player)
 	if !ok {
 		return nil
 	}
