@@ -661,11 +661,12 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 // frame holds no copy of them).
 func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	var buf [posRingLen]posVal
-	fl := tr.inflight(&t.pp, id, &buf)
+	var dv [2]posVal
+	fl := tr.unpackAll(&t.pp, id, &dv, &buf)
 	if checkSame && tr.clientHasIn(&t.pp, id, fl, q) {
 		return true
 	}
-	tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, d)
+	tr.spreadDV(&dv, fl, q, stamp(t.viewMS), &t.reg.q.lim, d)
 	return false
 }
 
