@@ -640,7 +640,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if tr.fast1(&t.pp) { // the usual track: one pass
 		same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
-		same = t.formWalk(id, tr, q, s.restCopies == 0, &pf.d)
+		same = t.formWalk(id, tr, q, pf.ql, s.restCopies == 0, &pf.d)
 	}
 	if same {
 		pf.kind = posSame
@@ -656,18 +656,11 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	}
 }
 
-// formWalk is posForm's coding of a track form1 does not take: the
-// general walk of the positions in flight (apart, so that posForm's own
-// frame holds no copy of them).
-func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, d *[3]uint64) bool {
-	var buf [posRingLen]posVal
-	var dv [2]posVal
-	fl := tr.unpackAll(&t.pp, id, &dv, &buf)
-	if checkSame && tr.clientHasIn(&t.pp, id, fl, q) {
-		return true
-	}
-	tr.spreadDV(&dv, fl, q, stamp(t.viewMS), &t.reg.q.lim, d)
-	return false
+// formWalk is posForm's coding of a track form1 does not take (ql: q
+// packed, packLo): the general walk of the positions in flight
+// (posTrack.formN).
+func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, ql uint64, checkSame bool, d *[3]uint64) bool {
+	return tr.formN(&t.pp, id, q, ql, stamp(t.viewMS), &t.reg.q.lim, checkSame, d)
 }
 
 // writePosAbs writes a quantized position absolute, axis by axis.

@@ -868,6 +868,24 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 	return buf[:n]
 }
 
+// formN is the position coding of posForm for any track (p.dn > 0; ql: q
+// packed, packLo): the general walk of the positions in flight, apart so
+// that posForm's own frame holds no copy of them. It reports whether every
+// value the client may show equals q (clientHasIn; asked only if
+// checkSame), else widens d by spread. clientHasIn's first test is made
+// here, without the call: a moving ghost's newest delivered value is not
+// its current one (TestFormMatchesGeneral).
+func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
+	var buf [posRingLen]posVal
+	var dv [2]posVal
+	fl := p.unpackAll(x, id, &dv, &buf)
+	if checkSame && p.dq[1] == ql && p.clientHasIn(x, id, fl, q) {
+		return true
+	}
+	p.spreadDV(&dv, fl, q, t, lim, d)
+	return false
+}
+
 // unpackAll is inflight and unpackDelivered at once (p.dn > 0): the
 // general walk's unpacking, the shifts and masks loaded once for both.
 func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRingLen]posVal) []posVal {
