@@ -7,9 +7,14 @@ import (
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// OnFate applies the fate of a packet Write recorded (notify reports every
-// packet's fate exactly once, in send order; fates of packets without ghost
-// records are ignored). Delivered: creates make ghosts live, kills free their
+// OnFate applies the fate of a packet Write recorded, exactly once a packet
+// (fates of packets without ghost records are ignored). Fates come in any
+// order: notify reports them in send order, but the session reports a
+// delivery it already knows ahead of an older packet's open fate
+// (session's earlyGhostFates), so a packet may be resolved before one sent
+// before it; the table keeps its records until every older one is
+// resolved, and a position's fate finds its own stamp in flight
+// (posTrack.resolve). Delivered: creates make ghosts live, kills free their
 // ids. Dropped: creates and kills are retried, and of the groups an update
 // carried only those that no later packet carries are marked dirty again —
 // the newer packet already brings a newer value (seed: book Listing 7.13,

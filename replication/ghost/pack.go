@@ -640,7 +640,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if tr.fast1(&t.pp) { // the usual track: one pass
 		same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
-		same = t.formWalk(id, tr, q, s.restCopies == 0, &pf.d)
+		same = t.formWalk(id, tr, q, s.restCopies == 0, pf)
 	}
 	if same {
 		pf.kind = posSame
@@ -657,16 +657,14 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 }
 
 // formWalk is posForm's coding of a track form1 does not take: the
-// general walk of the positions in flight (apart, so that posForm's own
-// frame holds no copy of them).
-func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, d *[3]uint64) bool {
-	var buf [posRingLen]posVal
-	fl := tr.inflight(&t.pp, id, &buf)
-	if checkSame && tr.clientHasIn(&t.pp, id, fl, q) {
-		return true
-	}
-	tr.spread(&t.pp, id, fl, q, stamp(t.viewMS), &t.reg.q.lim, d)
-	return false
+// general walk of the positions in flight (posTrack.formN), widening
+// pf.d. It takes pf whole (ql, d) so that posForm's usual way, form1,
+// passes no more than before; not inlined, so that posForm's frame holds
+// none of formN's (a larger frame costs the usual way instructions).
+//
+//go:noinline
+func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, pf *posForm) bool {
+	return tr.formN(&t.pp, id, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, checkSame, &pf.d)
 }
 
 // writePosAbs writes a quantized position absolute, axis by axis.

@@ -92,6 +92,10 @@ type posTrack struct {
 // itself (the oldest); the pool holds the rest.
 const ownFlight = 2
 
+// ownFlightIs2 fails to compile unless ownFlight is 2, which unpackAll
+// writes out.
+const ownFlightIs2 = uint(ownFlight-2) + uint(2-ownFlight)
+
 // The fields of posTrack.meta.
 const (
 	metaGapBits = 10
@@ -671,7 +675,8 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 		return false
 	}
 	var buf [posRingLen]posVal
-	p.spread(x, id, p.inflight(x, id, &buf), q, t, lim, d)
+	var dv [2]posVal
+	p.spreadDV(&dv, p.unpackAll(x, id, &dv, &buf), q, t, lim, d)
 	return true
 }
 
@@ -863,6 +868,73 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 	return buf[:n]
 }
 
+// formN is the position coding of posForm for any track (p.dn > 0; ql: q
+// packed, packLo): the general walk of the positions in flight, apart so
+// that posForm's own frame holds no copy of them. It reports whether every
+// value the client may show equals q (clientHasIn; asked only if
+// checkSame), else widens d by spread. clientHasIn's first test is made
+// here, without the call: a moving ghost's newest delivered value is not
+// its current one (TestFormMatchesGeneral).
+func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
+	var buf [posRingLen]posVal
+	var dv [2]posVal
+	fl := p.unpackAll(x, id, &dv, &buf)
+	if checkSame && p.dq[1] == ql && p.clientHasIn(x, id, fl, q) {
+		return true
+	}
+	p.spreadDV(&dv, fl, q, t, lim, d)
+	return false
+}
+
+// unpackAll is inflight and unpackDelivered at once (p.dn > 0): the
+// general walk's unpacking, the shifts and masks loaded once for both.
+func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRingLen]posVal) []posVal {
+	if x.wide {
+		p.unpackDelivered(x, id, dv)
+		return p.inflight(x, id, buf)
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	m0, m1, m2 := x.masks()
+	lo := p.dq[1]
+	v := &dv[1]
+	v.t = p.t1
+	v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	if p.dn() == 2 {
+		lo = p.dq[0]
+		v = &dv[0]
+		v.t = p.t1 - stamp(p.gap())
+		v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
+	}
+	n := min(int(p.n()), posRingLen)
+	// The track's own, written out (ownFlight is 2: ownFlightIs2).
+	if n == 0 {
+		return buf[:0]
+	}
+	q := p.fq[0]
+	v = &buf[0]
+	v.t = p.ft[0]
+	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
+	if n == 1 {
+		return buf[:1]
+	}
+	q = p.fq[1]
+	v = &buf[1]
+	v.t = p.ft[1]
+	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
+	if n == ownFlight {
+		return buf[:ownFlight]
+	}
+	for i, k := p.head(x), ownFlight; k < n; k++ {
+		nd := &x.nodes[i]
+		v := &buf[k]
+		q := nd.q
+		v.t = nd.t
+		v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
+		i = nd.next
+	}
+	return buf[:n]
+}
+
 // spread is predSpread over fl, ghost id's positions in flight oldest first
 // (p.dn > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
 // flight newer than it. Older of the pair: the newest certain value below
@@ -873,6 +945,12 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	var dv [2]posVal
 	p.unpackDelivered(x, id, &dv)
+	p.spreadDV(&dv, fl, q, t, lim, d)
+}
+
+// spreadDV is spread with the delivered values unpacked (unpackDelivered,
+// unpackAll).
+func (p *posTrack) spreadDV(dv *[2]posVal, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	d1 := &dv[1]
 	var d0 *posVal
 	if p.dn() == 2 {

@@ -38,6 +38,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 		return base + stamp(r.IntN(401)) - 200
 	}
 	var fast, slow int
+	var same [3]int // cases where the client shows q, by positions in flight (2: two or more)
 	for it := range 200000 {
 		var p posTrack
 		t0 := stamp(r.Uint32())
@@ -61,6 +62,16 @@ func TestFormMatchesGeneral(t *testing.T) {
 		if r.IntN(4) == 0 { // the client's newest shown: exercises posSame
 			q = p.delivered(&x, 0, 1).q
 		}
+		if r.IntN(8) == 0 { // at rest: everything in flight is q too
+			q = p.delivered(&x, 0, 1).q
+			p.reset(&x)
+			p.insert(&x, 0, t0, x.packLo(&q), 0)
+			ts = t0 + 1
+			for range n {
+				p.push(&x, 0, ts, &q)
+				ts += stamp(1 + r.IntN(300))
+			}
+		}
 		tq := st(t0)
 		if r.IntN(2) == 0 {
 			tq = ts + stamp(r.IntN(1200))
@@ -81,6 +92,14 @@ func TestFormMatchesGeneral(t *testing.T) {
 		if p.fast1(&x) != (n <= 1) {
 			t.Fatalf("case %d: %d in flight, fast1 %v", it, n, p.fast1(&x))
 		}
+		gotN := d0
+		if gotSame := p.formN(&x, 0, &q, x.packLo(&q), tq, &qt.lim, check, &gotN); gotSame != wantSame || gotN != want {
+			t.Fatalf("case %d: track %+v, in flight %v, q %v at %d (check %v): formN %v %v, general %v %v",
+				it, p, fl, q, tq, check, gotSame, gotN, wantSame, want)
+		}
+		if wantSame {
+			same[min(n, 2)]++
+		}
 		if n > 1 {
 			slow++
 			p.reset(&x)
@@ -95,8 +114,8 @@ func TestFormMatchesGeneral(t *testing.T) {
 		fast++
 		p.reset(&x)
 	}
-	if fast == 0 || slow == 0 {
-		t.Fatalf("fast path %d cases, general %d", fast, slow)
+	if fast == 0 || slow == 0 || min(same[0], same[1], same[2]) == 0 {
+		t.Fatalf("fast path %d cases, general %d; the client showing q with 0, 1, 2+ in flight: %v", fast, slow, same)
 	}
 }
 
