@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // slotIndex maps an entity's id to its slot in Zone.ents: an open-addressed
 // table with linear probing and Fibonacci hashing, kept at most three
 // quarters full, deleting by shifting the probe run back (no tombstones,
@@ -102,20 +104,10 @@ func (x *slotIndex) grow() {
 	keys, slots := x.keys, x.slots
 	size := max(2*len(keys), minIndex)
 	x.keys, x.slots, x.n = make([]uint64, size), make([]int32, size), 0
-	x.shift = uint8(64 - log2(size))
+	x.shift = uint8(64 - bits.TrailingZeros(uint(size))) // size is a power of two
 	for i, s := range slots {
 		if s != 0 {
 			x.set(keys[i], s-1)
 		}
 	}
-}
-
-// log2 returns the base-2 logarithm of n, a power of two.
-func log2(n int) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
 }
