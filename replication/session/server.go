@@ -394,9 +394,13 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 // got. They come in send order, except that a packet known delivered while
 // an older packet's fate is still open is reported at once, ahead of it
 // (ghost.Table and GhostRelay resolve fates in any order). Feed every one to
-// ghost.Table.OnFate (or GhostRelay.OnFate). Call it after every Receive and
-// Poll: while fates wait here, later packets carry no ghosts once the queue
-// is full (Stats.GhostStalls).
+// ghost.Table.OnFate (or GhostRelay.OnFate). Call it at least before every
+// Poll that may write ghosts, and after it (for the fates Poll's own
+// receive tick resolved): a write must see every fate known before it, and
+// while fates wait here, later packets carry no ghosts once the queue is
+// full (Stats.GhostStalls). They may wait between sends — actors/conn
+// leaves them here until a send is due, so that the fates, the view and the
+// write visit the table's records back to back; GhostFatesWaiting tells.
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	dst = append(dst, s.ghostFates...)
 	// A backlog (fates waiting while the owner was busy) grows the slice;
