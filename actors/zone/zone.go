@@ -430,7 +430,7 @@ func (a *zoneActor) onTick() {
 			nudge = j.Views.Publish(v) && j.Ghosts != nil
 			views++
 		}
-		if c, ok := a.z.Control(ref); ok {
+		if a.z.HasControl(ref) {
 			controls++
 			if j != nil && j.Conn != nil {
 				var m *msg.Control
@@ -439,8 +439,11 @@ func (a *zoneActor) onTick() {
 				} else {
 					m = msg.NewControl()
 				}
-				m.Player, m.LastApplied, m.State, m.Force, m.Tick, m.At, m.Epoch = c.Entity, c.LastApplied, c.State, c.Correct, a.z.Tick(), at, uint64(c.Epoch)
-				m.Events, _ = a.z.ControlEvents(&c)
+				// The state and the events' fence written into the message
+				// in place (sim.Zone.ControlInto: Control and ControlEvents
+				// in one).
+				m.LastApplied, m.Force, _ = a.z.ControlInto(ref, &m.State, &m.Events)
+				m.Player, m.Tick, m.At, m.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
 				if j.ViewWithControl {
 					m.View, nudge = nudge, false
 				}
