@@ -29,6 +29,11 @@ type ViewRef struct {
 	control, correct bool
 }
 
+// Slot is the zone slot of ref's player this tick: a key a caller may
+// cache per-player things under for the tick's views (checking the
+// player's id on use: a slot is reused after its player leaves).
+func (ref ViewRef) Slot() int32 { return ref.slot }
+
 // Control is a player's control-object result for one tick, for its
 // connection: the newest move applied and the state after it.
 type Control struct {
