@@ -213,6 +213,8 @@ type Tracker struct {
 	index []uint32
 	// stats: the sets' membership changes, summed over every Update.
 	stats Stats
+	// sc: the scan's state, its constant part set once.
+	sc scan
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -231,6 +233,7 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		falloff:  (1 - cfg.FarPriority) / (cfg.LeaveRadius * cfg.LeaveRadius),
 		invStale: 1 / float32(cfg.StaleTicks),
 	}
+	t.sc = scan{enter2: t.enter2, leave2: t.leave2, far: cfg.FarPriority, falloff: t.falloff}
 	return t, nil
 }
 
@@ -351,16 +354,15 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	base := t.base
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	// Room for every candidate at once, so the scan writes by index with
-	// no capacity check and a run costs one call: the runs are disjoint
-	// ranges of base, so base's length is room for all of them (the
-	// scratch buffer grows to it once, not summed from the runs each
-	// Update).
-	next := slices.Grow(t.scratch[:0], len(base))
-	// The scan's state on the stack (run does not keep it): set without
-	// the write barriers a field of t would take for its three slices,
-	// and nothing to clear after.
-	sc := scan{out: next[:cap(next)], base: base, marks: marks[:len(base)], tok: tok, x: x, z: z,
-		enter2: t.enter2, leave2: t.leave2, far: t.cfg.FarPriority, falloff: t.falloff}
+	// no capacity check and a run costs one call.
+	total := 0
+	for _, run := range t.runs {
+		total += int(run.B - run.A)
+	}
+	next := slices.Grow(t.scratch[:0], total)
+	// The scan's radii and falloff are the tracker's (NewTracker).
+	sc := &t.sc
+	sc.out, sc.base, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], base, marks[:len(base)], tok, x, z
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
@@ -385,6 +387,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		base[selfAt].x = selfX
 	}
 	next = next[:n]
+	sc.out, sc.base, sc.marks = nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	for _, sl := range always {
