@@ -517,18 +517,24 @@ func (a *zoneActor) onTick() {
 // player there is still ref's (the slot reused, it is looked up again).
 func (a *zoneActor) joinOf(ref sim.ViewRef) *msg.Join {
 	s := int(ref.Slot())
-	if s < len(a.joinAt) {
+	switch {
+	case s < 0:
+		return a.joins[ref.Entity]
+	case s < len(a.joinAt):
 		if j := a.joinAt[s]; j != nil && j.Player == ref.Entity {
 			return j
 		}
-	} else if s >= 0 {
-		// Grown to the zone's slots once (and when they grow).
-		a.joinAt = append(a.joinAt, make([]*msg.Join, s+1-len(a.joinAt))...)
+	case s < cap(a.joinAt):
+		a.joinAt = a.joinAt[:s+1] // past len: never written, nil
+	default:
+		// Grown to the zone's slots (and an eighth) when a view names a
+		// slot past it: 8 bytes a slot, not the doubling of append.
+		grown := make([]*msg.Join, s+1, s+1+s/8)
+		copy(grown, a.joinAt)
+		a.joinAt = grown
 	}
 	j := a.joins[ref.Entity]
-	if s >= 0 {
-		a.joinAt[s] = j
-	}
+	a.joinAt[s] = j
 	return j
 }
 
