@@ -273,30 +273,33 @@ func (g *Grid) Runs(dst []Run, x, z, r float32) []Run {
 	if !(r >= 0) || x != x || z != z {
 		return dst
 	}
+	// The grid's fields in locals: dst's appends may write memory, and
+	// the loop would reload every field of g after each (≈ 86
+	// instructions a row, now ≈ 50). The arithmetic is the same, operation
+	// for operation, so the runs are too.
+	minX, minZ, inv, cell, nx, nz := g.minX, g.minZ, g.inv, g.cell, g.nx, g.nz
+	start := g.start
 	r2 := r * r
-	j0 := cellCoord(z-r, g.minZ, g.inv, g.nz)
-	j1 := cellCoord(z+r, g.minZ, g.inv, g.nz)
+	j0 := cellCoord(z-r, minZ, inv, nz)
+	j1 := cellCoord(z+r, minZ, inv, nz)
 	for j := j0; j <= j1; j++ {
-		// Distance from z to this row's band bounds |Δz| of every entity in
-		// it; edge rows extend to infinity (out-of-bounds positions are
-		// filed there), so they get no bound.
-		lo := g.minZ + float32(j)*g.cell
-		hi := lo + g.cell
+		lo := minZ + float32(j)*cell
+		hi := lo + cell
 		var dz float32
 		switch {
 		case z < lo && j > 0:
 			dz = lo - z
-		case z > hi && j < g.nz-1:
+		case z > hi && j < nz-1:
 			dz = z - hi
 		}
 		if dz > r {
 			continue
 		}
 		half := float32(math.Sqrt(float64(r2 - dz*dz)))
-		i0 := cellCoord(x-half, g.minX, g.inv, g.nx)
-		i1 := cellCoord(x+half, g.minX, g.inv, g.nx)
-		row := j * g.nx
-		if a, b := g.start[row+i0], g.start[row+i1+1]; a < b {
+		i0 := cellCoord(x-half, minX, inv, nx)
+		i1 := cellCoord(x+half, minX, inv, nx)
+		row := j * nx
+		if a, b := start[row+i0], start[row+i1+1]; a < b {
 			dst = append(dst, Run{A: a, B: b})
 		}
 	}
