@@ -912,10 +912,13 @@ func (t *Table) unkill(s *slot) {
 
 // markChanged marks groups of ghost id dirty as of now (the view's time).
 func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
-	if changed == 0 {
-		return
+	if changed != 0 {
+		t.markSlot(&t.slots[id], changed, now)
 	}
-	s := &t.slots[id]
+}
+
+// markSlot is markChanged of ghost s, for changed groups (not 0).
+func (t *Table) markSlot(s *slot, changed uint64, now msTime) {
 	if s.dirty == 0 {
 		s.since = now // staleness counts from the first change not yet sent
 		if s.phase == phaseLive {
