@@ -343,9 +343,11 @@ type Table struct {
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity, low 16 bits:
 	// zones list a player's interest set in much the same order tick after
-	// tick, so it answers most lookups without the index. A hint only
-	// (viewGhost checks the slot it names), so an id past 2^16 — a scope
-	// of that many ghosts — costs a lookup, not a mistake.
+	// tick, so it answers most lookups without the index (SetSnapshotView
+	// walks it in lockstep with the view, so an entity that entered or
+	// left shifts no hint after it). A hint only (the slot it names is
+	// checked), so an id past 2^16 — a scope of that many ghosts — costs a
+	// lookup, not a mistake.
 	order []uint16
 
 	used []uint64 // id allocation bitmap
