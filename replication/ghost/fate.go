@@ -44,7 +44,9 @@ func (t *Table) OnFate(f notify.Fate) {
 		}
 		mask := t.entMask(k, e)
 		s.inflight--
-		if f.Delivered && (s.ackAt == 0 || sent.sub(s.ackAt) >= 0) {
+		// The msTime compares as int32 differences (sub's sign, without its
+		// scaling to a Duration).
+		if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
 			s.ackAt = sent
 			// The packet carried the ghost, so it is at most lastSeq, and
 			// in flight: less than maxSeqSpan back.
@@ -57,7 +59,7 @@ func (t *Table) OnFate(f notify.Fate) {
 			// view).
 			if p.t.sub(s.lastChg) >= 0 {
 				s.pendChg = 0
-			} else if s.pendChg != 0 && sent.sub(s.pendChg) > 0 {
+			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
 				s.pendChg = sent
 			}
 		}

@@ -199,6 +199,41 @@ func FuzzMixedViewsWriteWhatEntryViewsWrite(f *testing.F) {
 	})
 }
 
+// FuzzReorderedViewsWriteWhatEntryViewsWrite is
+// FuzzSnapshotViewsWriteWhatEntryViewsWrite with views that change order
+// from view to view (entities moved, swapped, the order rotated), as a
+// zone's do: the snapshot table walks each view in lockstep with the
+// previous one's order, and whatever hint it follows, it must find the
+// same ghosts as the table that asks its index for every entity.
+func FuzzReorderedViewsWriteWhatEntryViewsWrite(f *testing.F) {
+	for _, s := range append(opsSeeds, randomScripts()...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newOpsHarness(t)
+		h.snapMode(true)
+		h.reorder = true
+		h.run(script)
+		h.quiesce()
+	})
+}
+
+// FuzzGhostOpsReorderedSnapshot is FuzzGhostOpsSnapshot with views that
+// change order from view to view (FuzzReorderedViewsWriteWhatEntryViewsWrite),
+// some skipped, from two writers in turn.
+func FuzzGhostOpsReorderedSnapshot(f *testing.F) {
+	for _, s := range append(opsSeeds, randomScripts()...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		h := newOpsHarness(t)
+		h.snapMode(false)
+		h.reorder = true
+		h.run(script)
+		h.quiesce()
+	})
+}
+
 const opsUniverse = 24
 
 // leaving reports whether a ghost of t is leaving scope (phaseKilling) or
@@ -260,6 +295,11 @@ type opsHarness struct {
 	skips int
 	tbuf  [MaxPacketBytes]byte
 	tw    bitstream.Writer
+
+	// reorder: op 0 also changes the order views list entities in
+	// (order, a permutation of the universe; nil: by index).
+	reorder bool
+	order   []int
 }
 
 // snapMode switches the harness to snapshot views (see opsHarness.sw).
@@ -289,7 +329,9 @@ func (h *opsHarness) snapshot() (*Snapshot, []ViewRef) {
 	for i := range h.ents {
 		e := &h.ents[i]
 		s.Set(i, e.Entity, e.Class, &e.State)
-		if h.in[i] {
+	}
+	for _, i := range h.viewOrder() {
+		if e := &h.ents[i]; h.in[i] {
 			refs = append(refs, NewViewRef(uint32(i), e.Class, e.Priority))
 		}
 	}
@@ -335,12 +377,45 @@ func (h *opsHarness) arg() int { b, _ := h.byte(); return int(b) }
 
 func (h *opsHarness) view() []ViewEntry {
 	var v []ViewEntry
-	for i := range h.ents {
+	for _, i := range h.viewOrder() {
 		if h.in[i] {
 			v = append(v, h.ents[i])
 		}
 	}
 	return v
+}
+
+// viewOrder is the order views list the universe in: by index, or
+// h.order once reorder is set.
+func (h *opsHarness) viewOrder() []int {
+	if h.order == nil {
+		h.order = make([]int, opsUniverse)
+		for i := range h.order {
+			h.order[i] = i
+		}
+	}
+	return h.order
+}
+
+// reorderView moves entity a of the view order to position b, or swaps
+// two, or rotates the order, as the script says (reorder set): a zone's
+// interest sets change order from tick to tick as entities cross grid
+// cells.
+func (h *opsHarness) reorderView() {
+	o := h.viewOrder()
+	a, b := h.arg()%opsUniverse, h.arg()%opsUniverse
+	switch h.arg() % 3 {
+	case 0:
+		x := o[a]
+		o = slices.Delete(o, a, a+1)
+		h.order = slices.Insert(o, b, x)
+	case 1:
+		o[a], o[b] = o[b], o[a]
+	case 2:
+		slices.Reverse(o[:a])
+		slices.Reverse(o[a:])
+		slices.Reverse(o)
+	}
 }
 
 func (h *opsHarness) setView() {
@@ -417,6 +492,9 @@ func (h *opsHarness) run(script []byte) {
 					s.Pos[2] = float64(d) / 100
 					h.ents[i].Priority = float32(d) / 50
 				}
+			}
+			if h.reorder {
+				h.reorderView()
 			}
 			if h.sw != nil && h.twin == nil && h.arg()%4 == 0 {
 				h.sw, h.alt = h.alt, h.sw // a handoff: another zone's series, its own seqs

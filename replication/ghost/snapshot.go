@@ -520,7 +520,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	}
 	same := t.snap != nil && t.snapSrc == snap.source
 	oldSnap, oldCarry := t.snap, t.carry
-	prev, nowMS := t.beginView(ms, now, len(view), false)
+	// The previous view's order, the hints of where each ghost is: the
+	// view is walked in lockstep with it (j), so an entity that entered,
+	// left or moved shifts the hints of none after it. The new order is
+	// written over it (beginView keeps the array when it has the room):
+	// before a write could reach a hint not yet passed, what is left of
+	// them moves to spill.
+	old := t.order
+	alias := cap(t.order) >= len(view)
+	var spill [orderSpill]uint16
+	_, nowMS := t.beginView(ms, now, len(view), false)
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
 	t.snap, t.prevSnap = snap, oldSnap
@@ -533,49 +542,71 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// carried, and the walk of every slot after the loop has nothing to
 	// do.
 	kept := 0
-	classes := t.reg.classes
-	for i := range view {
+	j := 0 // old[j] is the first hint not yet passed
+	for i := 0; i < len(view); i++ {
+		if next {
+			// The usual ghosts, in a loop of their own (the general one
+			// keeps too much in registers), as far as the hints go.
+			n := t.takeKept(snap, view, old, i, j, nowMS)
+			kept, i, j = kept+n, i+n, j+n
+			if i == len(view) {
+				break
+			}
+		}
 		r := view[i]
 		ri := r.Index()
 		v := &snap.vw[ri]
-		// The usual ghost: taken in the previous view, from the series'
-		// previous snapshot, at this entry, which still holds its entity
-		// and class (vwKept). The slot, the view's ref and the entry's
-		// changes say all: the entry itself is not read.
-		if next && v.fl&vwKept != 0 && i < len(prev) {
-			if h := prev[i]; int(h) < t.top {
-				if s := &t.slots[h]; s.si == ri && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
-					c := classes[s.ci]
-					moved := v.now&c.posBit != 0
-					if v.fl&vwHeld != 0 && !moved {
-						t.markChanged(uint32(h), v.now, nowMS) // no news: neither a move nor a stop
-					} else {
-						t.markChanged(uint32(h), s.moveBit(c, moved)|v.now&^c.posBit, nowMS)
-					}
-					kept++
-					// t.order[i] is h already (prev is its start).
-					s.viewGen = t.viewGen
-					s.fl &^= flPosNow // a new view: its position may go again
-					s.prioB = r.bucket()
-					continue
+		// A usual ghost one hint further: the ghost at old[j] left the
+		// view or moved down it.
+		if next && v.fl&vwKept != 0 && j+1 < len(old) {
+			if h := old[j+1]; t.keptSlot(h, ri) != nil {
+				t.takeKeptOne(&t.slots[h], r, v, nowMS)
+				kept, j = kept+1, j+2
+				if alias && i >= j && i < len(old) {
+					old, j, alias = spillHints(&spill, old, j), 0, false
 				}
+				t.order[i] = h
+				continue
 			}
 		}
 		e := &snap.ents[ri]
 		c := e.class
-		// viewGhost's first guess inline: the ghost at the same position
-		// of the previous view (views keep their order).
+		// viewGhost inline, with the lockstep's hints: after another
+		// writer's snapshot or a skipped one, the ghost at old[j] or
+		// old[j+1] if it holds the entity (in the usual view, the fast
+		// path above found it there if it could be), else the index's.
 		var id uint32
 		ok := false
-		if i < len(prev) {
-			if h := prev[i]; int(h) < t.top {
-				if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.classOf(s) == c && t.scopeEntity(s) == e.entity {
-					id, ok = uint32(h), true
+		if !next {
+			for k := j; k < min(j+2, len(old)); k++ {
+				if h := old[k]; int(h) < t.top {
+					if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.classOf(s) == c && t.scopeEntity(s) == e.entity {
+						id, ok, j = uint32(h), true, k+1
+						break
+					}
 				}
 			}
 		}
 		if !ok {
-			id, ok = t.viewGhost(prev, i, e.entity, c)
+			if id, ok = t.idxGet(e.entity); ok {
+				// Back in step if it was near: past the ghosts before it
+				// in the previous order (gone, or further down this view)
+				// — unless the next entry's is the hint's: then this one
+				// moved up the view, and the hints stay.
+				for k := j; k < min(j+orderResync, len(old)); k++ {
+					if uint32(old[k]) == id&0xFFFF {
+						if k == j || !next || i+1 == len(view) || t.keptSlot(old[j], view[i+1].Index()) == nil {
+							j = k + 1
+						}
+						break
+					}
+				}
+				id, ok = t.sameClass(id, &t.slots[id], c)
+			}
+		}
+		if alias && i >= j && i < len(old) {
+			// Writing t.order[i] would overwrite old[i], not yet passed.
+			old, j, alias = spillHints(&spill, old, j), 0, false
 		}
 		if !ok {
 			var err bool
@@ -745,6 +776,90 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 		}
 	}
 	return nil
+}
+
+// takeKept takes the usual ghosts of view from entry i on — each the
+// ghost the previous view took at the same entry of the series' previous
+// snapshot (vwKept), named by its hint old[j], j advancing with i — and
+// returns how many it took: it stops at the first entry that is not such
+// a ghost. The slot, the view's ref and the entry's changes say all: the
+// entry itself is not read. It writes t.order[i] over old[j] (the same
+// array, or spilled: SetSnapshotView keeps j ≥ i while they share it).
+func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int, nowMS msTime) int {
+	n := min(len(view)-i, len(old)-j)
+	view, old, order := view[i:i+n], old[j:j+n], t.order[i:i+n]
+	vw, slots, gen, classes := snap.vw, t.slots[:t.top], t.viewGen, t.reg.classes
+	for k, r := range view {
+		v := &vw[r.Index()]
+		h := old[k]
+		if v.fl&vwKept == 0 || int(h) >= len(slots) {
+			return k
+		}
+		s := &slots[h]
+		if s.si != r.Index() || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
+			return k
+		}
+		// takeKeptOne, inline.
+		c := classes[s.ci]
+		moved := v.now&c.posBit != 0
+		changed := v.now &^ c.posBit
+		if moved || v.fl&vwHeld == 0 {
+			changed |= s.moveBit(c, moved)
+		}
+		if changed != 0 {
+			t.markSlot(s, changed, nowMS)
+		}
+		s.viewGen = gen
+		s.fl &^= flPosNow
+		s.prioB = r.bucket()
+		order[k] = h
+	}
+	return n
+}
+
+// takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of
+// entry v.
+func (t *Table) takeKeptOne(s *slot, r ViewRef, v *snapView, nowMS msTime) {
+	c := t.reg.classes[s.ci]
+	moved := v.now&c.posBit != 0
+	changed := v.now &^ c.posBit
+	if moved || v.fl&vwHeld == 0 { // held and not moved: no news, neither a move nor a stop
+		changed |= s.moveBit(c, moved)
+	}
+	if changed != 0 {
+		t.markSlot(s, changed, nowMS)
+	}
+	s.viewGen = t.viewGen
+	s.fl &^= flPosNow // a new view: its position may go again
+	s.prioB = r.bucket()
+}
+
+// keptSlot returns ghost h's slot if the ghost was taken in the previous
+// view at entry ri (of the series' previous snapshot) and is in scope, else
+// nil: the ghost of entry ri when ri holds the same entity and class
+// (vwKept), whatever hint named h.
+func (t *Table) keptSlot(h uint16, ri uint32) *slot {
+	if int(h) < t.top {
+		if s := &t.slots[h]; s.si == ri && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
+			return s
+		}
+	}
+	return nil
+}
+
+// orderSpill is how many of the previous view's hints SetSnapshotView
+// keeps aside once the new order would overwrite them (a view that gained
+// an entity): past them, its ghosts are found by the index.
+const orderSpill = 128
+
+// orderResync is how far down the previous order a ghost the index found
+// moves the lockstep walk's hint: past the ghosts before it (gone, or
+// further down the view), so a few leaving together cost one lookup.
+const orderResync = 8
+
+// spillHints moves the hints old[j:] (at most orderSpill) to spill.
+func spillHints(spill *[orderSpill]uint16, old []uint16, j int) []uint16 {
+	return spill[:copy(spill[:], old[j:])]
 }
 
 // staleEntry is a slot.si or goneRec.si that names no snapshot entry

@@ -343,9 +343,11 @@ type Table struct {
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity, low 16 bits:
 	// zones list a player's interest set in much the same order tick after
-	// tick, so it answers most lookups without the index. A hint only
-	// (viewGhost checks the slot it names), so an id past 2^16 — a scope
-	// of that many ghosts — costs a lookup, not a mistake.
+	// tick, so it answers most lookups without the index (SetSnapshotView
+	// walks it in lockstep with the view, so an entity that entered or
+	// left shifts no hint after it). A hint only (the slot it names is
+	// checked), so an id past 2^16 — a scope of that many ghosts — costs a
+	// lookup, not a mistake.
 	order []uint16
 
 	used []uint64 // id allocation bitmap
@@ -912,10 +914,13 @@ func (t *Table) unkill(s *slot) {
 
 // markChanged marks groups of ghost id dirty as of now (the view's time).
 func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
-	if changed == 0 {
-		return
+	if changed != 0 {
+		t.markSlot(&t.slots[id], changed, now)
 	}
-	s := &t.slots[id]
+}
+
+// markSlot is markChanged of ghost s, for changed groups (not 0).
+func (t *Table) markSlot(s *slot, changed uint64, now msTime) {
 	if s.dirty == 0 {
 		s.since = now // staleness counts from the first change not yet sent
 		if s.phase == phaseLive {
