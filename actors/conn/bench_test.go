@@ -270,3 +270,73 @@ func BenchmarkShardColdRounds(b *testing.B) {
 	sent := coldSteps(b, stepRounds)
 	b.ReportMetric(float64(sent)/float64(b.N), "sent/step")
 }
+
+// BenchmarkShardSteady is BenchmarkShardColdRounds past the start: 512
+// connections (their state does not fit the caches, as on a server with
+// a thousand players), each warmed with 64 steps before the timer starts,
+// so that what is measured is the steady state of a playing connection,
+// not its first packets (rings growing, the first acks). An op is one
+// connection's step in rounds (stepRounds): its client's datagram handled
+// and pumped, then its zone's Control handled and pumped. For
+// instruction counts split into the receive half and the send half,
+// collect under callgrind with --toggle-collect='*conn.feed' (the
+// datagram: routing done, onDatagram and Receive, its Input) or
+// '*conn.control'. ns/pkt is per datagram in or out.
+func BenchmarkShardSteady(b *testing.B) {
+	const conns, warm, steps = 512, 64, 256
+	x := record(b, steps)
+	setup := func() (*shard, []*Conn) {
+		s, cs := benchShard(b, x, conns)
+		var ctl move.ControlState
+		for i := range warm {
+			ctl.Pos[0] += 0.2
+			for _, c := range cs {
+				stepRounds(s, c, x.steps[i], time.Duration(i+1)*benchStep, ctl)
+			}
+			s.flush()
+		}
+		return s, cs
+	}
+	s, cs := setup()
+	s.pool.sent.Store(0)
+	var ctl move.ControlState
+	ctl.Pos[0] = 0.2 * warm
+	i, k, pkts := warm, 0, 0
+	var sent uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if k == len(cs) {
+			k, i = 0, i+1
+			ctl.Pos[0] += 0.2
+			if i == steps {
+				b.StopTimer()
+				s.flush()
+				sent += s.pool.sent.Load()
+				s, cs = setup()
+				s.pool.sent.Store(0)
+				i = warm
+				ctl.Pos[0] = 0.2 * warm
+				b.StartTimer()
+			}
+		}
+		if k == 0 {
+			s.flush()
+		}
+		stepRounds(s, cs[k], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+		pkts += len(x.steps[i])
+		k++
+	}
+	s.flush()
+	b.StopTimer()
+	sent += s.pool.sent.Load()
+	if sent == 0 {
+		b.Fatal("nothing sent")
+	}
+	for _, c := range cs {
+		if st := c.srv.Stats(); st.Rejected() != 0 {
+			b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+}
