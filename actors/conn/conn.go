@@ -331,7 +331,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	from := c.srv.Addr()
 	c.rxAt = now
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
-	d.Release()
+	c.sh.dc.Release(d)
 	if err != nil {
 		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {

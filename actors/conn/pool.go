@@ -160,7 +160,15 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 type Stager struct {
 	p      *Pool
 	staged [][]envelope // by shard
+	// dc is the goroutine's stock of compact datagram copies (Datagrams):
+	// the shards' caches (shard.dc) give back what it hands out.
+	dc msg.DatagramCache
 }
+
+// Datagrams is the Stager's goroutine's cache of compact datagram copies
+// (msg.Datagram.CompactWith): the connections' shards release them to
+// caches of their own, and full magazines come back through msg's depot.
+func (st *Stager) Datagrams() *msg.DatagramCache { return &st.dc }
 
 // NewStager returns a Stager for one goroutine.
 func (p *Pool) NewStager() *Stager {
@@ -249,6 +257,9 @@ type shard struct {
 	// zin: the round's inputs waiting for their zones (toZone), one
 	// entry per zone.
 	zin []zoneInputs
+	// dc takes the datagrams the shard's connections are done with
+	// (onDatagram): the gateway's Stagers compacted them.
+	dc msg.DatagramCache
 }
 
 // zoneInputs are the inputs a round has for one zone so far: the first

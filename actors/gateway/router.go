@@ -264,7 +264,11 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 	}
 	rt.inflight.Add(1)
 	r.st.routed.Add(1)
-	q, handed := d.Compact(), false
+	var dc *msg.DatagramCache
+	if st != nil {
+		dc = st.Datagrams()
+	}
+	q, handed := d.CompactWith(dc), false
 	if q == nil {
 		q, handed = d, true
 	}
