@@ -129,7 +129,8 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		return b.n > 0
 	}
-	var in, bytes uint64 // added once per batch: the counters are shared with the actor
+	// Added once per batch: the counters are shared with the actor.
+	var in, bytes, routed uint64
 	r.mu.RLock()
 	for i := range b.n {
 		d := b.ds[i]
@@ -140,7 +141,11 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		in++
 		bytes += uint64(d.N)
-		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect) {
+		handed, ok := r.queue(nil, rt, d, r.reader, kind == handshake.KindDisconnect)
+		if ok {
+			routed++
+		}
+		if handed {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
 			b.ds[i] = d
@@ -151,6 +156,9 @@ func (r *router) readerRoute(b *batch) bool {
 	if in > 0 {
 		r.st.datagramsIn.Add(in)
 		r.st.bytesIn.Add(bytes)
+	}
+	if routed > 0 {
+		r.st.routed.Add(routed)
 	}
 	r.reader.Flush() // one post per connection shard for the whole batch
 	return len(b.rest) > 0
@@ -168,7 +176,7 @@ func (r *router) lookup(pkt []byte, from netip.AddrPort) (*route, handshake.Kind
 	case handshake.KindData:
 		return r.byAddr.get(from), kind
 	case handshake.KindRouted:
-		if id, _, err := handshake.ParseRouted(pkt); err == nil {
+		if id, _, err := handshake.SplitRouted(pkt); err == nil {
 			return r.byID[id], kind
 		}
 	case handshake.KindDisconnect:
@@ -217,7 +225,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 		}
 		r.noConnection(d)
 	case handshake.KindRouted:
-		id, _, err := handshake.ParseRouted(pkt)
+		id, _, err := handshake.SplitRouted(pkt)
 		if err != nil {
 			r.st.garbage.Add(1)
 			return false
@@ -254,16 +262,25 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
 // moves and acks), not a full-size buffer.
 func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) bool {
+	handed, ok := r.queue(ctx, rt, d, st, bye)
+	if ok {
+		r.st.routed.Add(1)
+	}
+	return handed
+}
+
+// queue is deliver without counting the datagram routed: it reports
+// whether it was (ok), for readerRoute to count a batch's at once.
+func (r *router) queue(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) (handed, ok bool) {
 	limit := r.cfg.Conn.MaxInbound
 	if bye {
 		limit += disconnectRoom
 	}
 	if int(rt.inflight.Load()) >= limit {
 		r.st.inboundDropped.Add(1)
-		return false
+		return false, false
 	}
 	rt.inflight.Add(1)
-	r.st.routed.Add(1)
 	var dc *msg.DatagramCache
 	if st != nil {
 		dc = st.Datagrams()
@@ -277,7 +294,7 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 	} else {
 		ctx.Send(rt.pid, q)
 	}
-	return handed
+	return handed, true
 }
 
 // disconnectRoom is how many Disconnects may wait for a connection beyond
