@@ -141,11 +141,7 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		in++
 		bytes += uint64(d.N)
-		handed, ok := r.queue(nil, rt, d, r.reader, kind == handshake.KindDisconnect)
-		if ok {
-			routed++
-		}
-		if handed {
+		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect, &routed) {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
 			b.ds[i] = d
@@ -221,7 +217,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	switch kind {
 	case handshake.KindData:
 		if rt := r.byAddr.get(d.Addr); rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, false)
+			return r.deliver(ctx, rt, d, r.stage, false, nil)
 		}
 		r.noConnection(d)
 	case handshake.KindRouted:
@@ -231,7 +227,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, false)
+			return r.deliver(ctx, rt, d, r.stage, false, nil)
 		}
 		r.noConnection(d)
 	case handshake.KindDisconnect:
@@ -241,7 +237,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, true)
+			return r.deliver(ctx, rt, d, r.stage, true, nil)
 		}
 		// Never answer a Disconnect: no ping-pong between two endpoints.
 		r.st.unknownConn.Add(1)
@@ -260,27 +256,24 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // msg.LargeDatagram bytes (a client's, all but a hostile one's) goes as a
 // compact copy, and d stays with the caller (false): what waits in a busy
 // shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
-// moves and acks), not a full-size buffer.
-func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) bool {
-	handed, ok := r.queue(ctx, rt, d, st, bye)
-	if ok {
-		r.st.routed.Add(1)
-	}
-	return handed
-}
-
-// queue is deliver without counting the datagram routed: it reports
-// whether it was (ok), for readerRoute to count a batch's at once.
-func (r *router) queue(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) (handed, ok bool) {
+// moves and acks), not a full-size buffer. A datagram queued counts as
+// routed in *routed (readerRoute adds a batch's to the shared counter at
+// once), or in the shared counter when routed is nil.
+func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool, routed *uint64) bool {
 	limit := r.cfg.Conn.MaxInbound
 	if bye {
 		limit += disconnectRoom
 	}
 	if int(rt.inflight.Load()) >= limit {
 		r.st.inboundDropped.Add(1)
-		return false, false
+		return false
 	}
 	rt.inflight.Add(1)
+	if routed != nil {
+		*routed++ // readerRoute adds a batch's at once
+	} else {
+		r.st.routed.Add(1)
+	}
 	var dc *msg.DatagramCache
 	if st != nil {
 		dc = st.Datagrams()
@@ -294,7 +287,7 @@ func (r *router) queue(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, 
 	} else {
 		ctx.Send(rt.pid, q)
 	}
-	return handed, true
+	return handed
 }
 
 // disconnectRoom is how many Disconnects may wait for a connection beyond
