@@ -587,7 +587,7 @@ func (c *Conn) Event(e event.Event) {
 
 func (c *Conn) input() *msg.Input {
 	if c.in == nil {
-		c.in = msg.NewInput()
+		c.in = c.sh.inputs.Get()
 	}
 	return c.in
 }

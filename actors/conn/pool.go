@@ -260,6 +260,9 @@ type shard struct {
 	// dc takes the datagrams the shard's connections are done with
 	// (onDatagram): the gateway's Stagers compacted them.
 	dc msg.DatagramCache
+	// inputs makes the Inputs of the shard's connections (Conn.input):
+	// the zones' releases come back to it.
+	inputs msg.InputCache
 }
 
 // zoneInputs are the inputs a round has for one zone so far: the first
