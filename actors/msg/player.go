@@ -116,12 +116,15 @@ var inputPool = sync.Pool{New: func() any { return new(Input) }}
 // ≈ 0.4 %). Here a release pushes onto one lock-free stack (a CAS) and a
 // shard out of Inputs takes the whole stack at once (a swap) into its
 // cache: pop-all, so no ABA. Bounded: a release onto a stack of
-// maxReturned goes to the pool instead; what a shard took stays its own
-// until used.
+// maxReturned goes to the pool instead (a depth read before a swap and a
+// reuse can undercount it, by at most maxReturned: the stack stays under
+// twice the bound); what a shard took stays its own until used.
 var inputReturns atomic.Pointer[Input]
 
-// maxReturned bounds the returns stack (32 KB of Inputs).
-const maxReturned = 256
+// maxReturned bounds the returns stack: 16 KB of Inputs, with their
+// moves' room (pooledMoves) at most 80 KB. A shard's round takes a few
+// dozen; a backlog's releases beyond it go to the pool.
+const maxReturned = 128
 
 // InputCache is one goroutine's — a connection shard's — Inputs, taken
 // from the returns stack whole. The zero InputCache is ready. Not safe
