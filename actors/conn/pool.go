@@ -624,8 +624,7 @@ func (s *shard) pump(c *Conn, now time.Duration) {
 		s.heap.remove(c)
 		return
 	}
-	c.deadline = next
-	s.heap.set(c)
+	s.heap.move(c, next)
 }
 
 // stop forgets c: out of the heap, its PID unregistered, its views closed.
