@@ -147,3 +147,48 @@ func BenchmarkInputGetRelease(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkInputAcrossGoroutines: as on a server, a shard gets an Input
+// per datagram and sends its round's (16) to a zone goroutine that
+// releases them: through the pool (Get finds the shard's per-P queue
+// empty and steals from the zone's) or through the shard's cache and the
+// returns stack. Wall time only: the point is the processors' sharing.
+func BenchmarkInputAcrossGoroutines(b *testing.B) {
+	const round = 16
+	b.Run("pool", func(b *testing.B) {
+		benchAcross(b, round, func() *Input { return inputPool.Get().(*Input) }, func(in *Input) {
+			in.Moves = in.Moves[:0]
+			inputPool.Put(in)
+		})
+	})
+	b.Run("cache", func(b *testing.B) {
+		var c InputCache
+		benchAcross(b, round, c.Get, (*Input).Release)
+	})
+}
+
+func benchAcross(b *testing.B, round int, get func() *Input, release func(*Input)) {
+	zone := make(chan []*Input, 64)
+	done := make(chan struct{})
+	go func() {
+		for batch := range zone {
+			for _, in := range batch {
+				release(in)
+			}
+		}
+		close(done)
+	}()
+	batch := make([]*Input, 0, round)
+	i := 0
+	for b.Loop() {
+		in := get()
+		in.Moves = append(in.Moves, move.Move{Seq: uint64(i)})
+		i++
+		if batch = append(batch, in); len(batch) == round {
+			zone <- batch
+			batch = make([]*Input, 0, round)
+		}
+	}
+	close(zone)
+	<-done
+}
