@@ -270,3 +270,94 @@ func BenchmarkShardColdRounds(b *testing.B) {
 	sent := coldSteps(b, stepRounds)
 	b.ReportMetric(float64(sent)/float64(b.N), "sent/step")
 }
+
+// BenchmarkShardSteady is BenchmarkShardColdRounds past the start and
+// through the shard's own rounds: 512 connections (their state does not
+// fit the caches, as on a server with a thousand players), each warmed
+// with 64 steps before the timer starts, so that what is measured is the
+// steady state of a playing connection, not its first packets (rings
+// growing, the first acks). Connections step eight at a time, as a shard
+// meets them (roundOf): their clients' datagrams posted and a round run
+// (handled, pumped, any deadline due served, flushed), then their zone's
+// Controls the same way — a read batch of ≈ 16 datagrams is ≈ 8 a shard.
+// An op is one connection's step. For instruction counts split into the
+// receive and the send half, read callgrind's inclusive counts of
+// conn.(*Conn).onDatagram and conn.(*Conn).pump. ns/pkt is per datagram
+// in or out.
+func BenchmarkShardSteady(b *testing.B) {
+	const conns, warm, steps, batch = 512, 64, 256, 8
+	x := record(b, steps)
+	setup := func() (*shard, []*Conn) {
+		s, cs := benchShard(b, x, conns)
+		var ctl move.ControlState
+		for i := range warm {
+			ctl.Pos[0] += 0.2
+			for k := 0; k < conns; k += batch {
+				roundOf(s, cs[k:k+batch], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+			}
+		}
+		return s, cs
+	}
+	s, cs := setup()
+	s.pool.sent.Store(0)
+	var ctl move.ControlState
+	ctl.Pos[0] = 0.2 * warm
+	i, k, pkts := warm, 0, 0
+	var sent uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if k == len(cs) {
+			k, i = 0, i+1
+			ctl.Pos[0] += 0.2
+			if i == steps {
+				b.StopTimer()
+				sent += s.pool.sent.Load()
+				s, cs = setup()
+				s.pool.sent.Store(0)
+				i = warm
+				ctl.Pos[0] = 0.2 * warm
+				b.StartTimer()
+			}
+		}
+		if k%batch == batch-1 {
+			roundOf(s, cs[k+1-batch:k+1], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+		}
+		pkts += len(x.steps[i])
+		k++
+	}
+	if r := k % batch; r != 0 { // the last connections' steps (b.N not a multiple of batch)
+		roundOf(s, cs[k-r:k], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+	}
+	b.StopTimer()
+	sent += s.pool.sent.Load()
+	if sent == 0 {
+		b.Fatal("nothing sent")
+	}
+	for _, c := range cs {
+		if st := c.srv.Stats(); st.Rejected() != 0 {
+			b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+}
+
+// roundOf is one step of the connections cs through their shard's inbox
+// and rounds (post, round), as a server's shard runs them: the clients'
+// datagrams, each of pkts for each connection, in one round each, then
+// their zone's Controls in one.
+func roundOf(s *shard, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
+	for _, p := range pkts {
+		for _, c := range cs {
+			postClient(s, c, p)
+		}
+		s.round(now)
+		now += benchStep / time.Duration(2*len(pkts)+1)
+	}
+	for _, c := range cs {
+		m := msg.NewControl()
+		m.LastApplied, m.State = c.srv.LastApplied(), ctl
+		s.post(c, m)
+	}
+	s.round(now)
+}

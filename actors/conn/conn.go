@@ -331,7 +331,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	from := c.srv.Addr()
 	c.rxAt = now
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
-	d.Release()
+	c.sh.dc.Release(d)
 	if err != nil {
 		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {
@@ -587,7 +587,7 @@ func (c *Conn) Event(e event.Event) {
 
 func (c *Conn) input() *msg.Input {
 	if c.in == nil {
-		c.in = msg.NewInput()
+		c.in = c.sh.inputs.Get()
 	}
 	return c.in
 }

@@ -1,5 +1,7 @@
 package conn
 
+import "time"
+
 // deadlines is a shard's binary min-heap of connections by deadline; each
 // connection knows its index (hidx, -1 when absent), so re-arming is
 // O(log n) and allocates nothing once the heap has grown.
@@ -22,6 +24,25 @@ func (d *deadlines) set(c *Conn) {
 	}
 	if i := int(c.hidx); !d.up(i) {
 		d.down(i)
+	}
+}
+
+// move gives c the deadline t, inserting it if it is not in. A
+// connection in the heap moves only the way its deadline went: a later
+// one can only sift down, an earlier one only up, and an unchanged one
+// (most pumps after a datagram, the send slot not open yet) stays where
+// it is. set would read the parent's deadline and then the children's:
+// two or three other connections, each a cache miss on a busy shard.
+func (d *deadlines) move(c *Conn, t time.Duration) {
+	old := c.deadline
+	c.deadline = t
+	switch {
+	case c.hidx < 0:
+		d.set(c)
+	case t > old:
+		d.down(int(c.hidx))
+	case t < old:
+		d.up(int(c.hidx))
 	}
 }
 

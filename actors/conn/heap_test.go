@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Random set/remove/pop against a plain reference: the heap always yields
+// Random set/move/remove/pop against a plain reference: the heap always yields
 // the earliest deadline, every index it records is where the connection
 // sits, and a removed connection is gone.
 func TestDeadlinesAgainstReference(t *testing.T) {
@@ -20,10 +20,17 @@ func TestDeadlinesAgainstReference(t *testing.T) {
 	in := map[*Conn]bool{}
 	for step := range 20000 {
 		c := conns[rng.IntN(n)]
-		switch rng.IntN(4) {
-		case 0, 1:
+		switch rng.IntN(5) {
+		case 0:
 			c.deadline = time.Duration(rng.IntN(1000))
 			h.set(c)
+			in[c] = true
+		case 1, 4: // as a pump files it: often unchanged, else later or earlier
+			t := c.deadline
+			if rng.IntN(3) != 0 {
+				t = time.Duration(rng.IntN(1000))
+			}
+			h.move(c, t)
 			in[c] = true
 		case 2:
 			h.remove(c)

@@ -129,7 +129,8 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		return b.n > 0
 	}
-	var in, bytes uint64 // added once per batch: the counters are shared with the actor
+	// Added once per batch: the counters are shared with the actor.
+	var in, bytes, routed uint64
 	r.mu.RLock()
 	for i := range b.n {
 		d := b.ds[i]
@@ -140,7 +141,7 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 		in++
 		bytes += uint64(d.N)
-		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect) {
+		if r.deliver(nil, rt, d, r.reader, kind == handshake.KindDisconnect, &routed) {
 			// Handed to a connection: the slot takes a fresh buffer.
 			d := msg.NewDatagram()
 			b.ds[i] = d
@@ -151,6 +152,9 @@ func (r *router) readerRoute(b *batch) bool {
 	if in > 0 {
 		r.st.datagramsIn.Add(in)
 		r.st.bytesIn.Add(bytes)
+	}
+	if routed > 0 {
+		r.st.routed.Add(routed)
 	}
 	r.reader.Flush() // one post per connection shard for the whole batch
 	return len(b.rest) > 0
@@ -168,7 +172,7 @@ func (r *router) lookup(pkt []byte, from netip.AddrPort) (*route, handshake.Kind
 	case handshake.KindData:
 		return r.byAddr.get(from), kind
 	case handshake.KindRouted:
-		if id, _, err := handshake.ParseRouted(pkt); err == nil {
+		if id, _, err := handshake.SplitRouted(pkt); err == nil {
 			return r.byID[id], kind
 		}
 	case handshake.KindDisconnect:
@@ -213,17 +217,17 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 	switch kind {
 	case handshake.KindData:
 		if rt := r.byAddr.get(d.Addr); rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, false)
+			return r.deliver(ctx, rt, d, r.stage, false, nil)
 		}
 		r.noConnection(d)
 	case handshake.KindRouted:
-		id, _, err := handshake.ParseRouted(pkt)
+		id, _, err := handshake.SplitRouted(pkt)
 		if err != nil {
 			r.st.garbage.Add(1)
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, false)
+			return r.deliver(ctx, rt, d, r.stage, false, nil)
 		}
 		r.noConnection(d)
 	case handshake.KindDisconnect:
@@ -233,7 +237,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			return false
 		}
 		if rt := r.byID[id]; rt != nil {
-			return r.deliver(ctx, rt, d, r.stage, true)
+			return r.deliver(ctx, rt, d, r.stage, true, nil)
 		}
 		// Never answer a Disconnect: no ping-pong between two endpoints.
 		r.st.unknownConn.Add(1)
@@ -252,8 +256,10 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // msg.LargeDatagram bytes (a client's, all but a hostile one's) goes as a
 // compact copy, and d stays with the caller (false): what waits in a busy
 // shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
-// moves and acks), not a full-size buffer.
-func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool) bool {
+// moves and acks), not a full-size buffer. A datagram queued counts as
+// routed in *routed (readerRoute adds a batch's to the shared counter at
+// once), or in the shared counter when routed is nil.
+func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool, routed *uint64) bool {
 	limit := r.cfg.Conn.MaxInbound
 	if bye {
 		limit += disconnectRoom
@@ -263,8 +269,16 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 		return false
 	}
 	rt.inflight.Add(1)
-	r.st.routed.Add(1)
-	q, handed := d.Compact(), false
+	if routed != nil {
+		*routed++ // readerRoute adds a batch's at once
+	} else {
+		r.st.routed.Add(1)
+	}
+	var dc *msg.DatagramCache
+	if st != nil {
+		dc = st.Datagrams()
+	}
+	q, handed := d.CompactWith(dc), false
 	if q == nil {
 		q, handed = d, true
 	}

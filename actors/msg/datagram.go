@@ -2,6 +2,7 @@ package msg
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,11 +82,19 @@ func NewDatagram() *Datagram {
 // Compact returns a copy of d in a TinyDatagram, MidDatagram,
 // SmallDatagram or LargeDatagram buffer, the smallest it fits, or nil when
 // it fits none. d is unchanged.
-func (d *Datagram) Compact() *Datagram {
+func (d *Datagram) Compact() *Datagram { return d.CompactWith(nil) }
+
+// CompactWith is Compact with a TinyDatagram copy taken from c, the
+// calling goroutine's cache (nil: the pool).
+func (d *Datagram) CompactWith(c *DatagramCache) *Datagram {
 	var s *Datagram
 	switch {
 	case d.N <= TinyDatagram:
-		s = tinyPool.Get().(*Datagram)
+		if c != nil {
+			s = c.getTiny()
+		} else {
+			s = tinyPool.Get().(*Datagram)
+		}
 	case d.N <= MidDatagram:
 		s = midPool.Get().(*Datagram)
 	case d.N <= SmallDatagram:
@@ -118,3 +127,114 @@ func (d *Datagram) Release() {
 		datagramPool.Put(d)
 	}
 }
+
+// DatagramCache is one goroutine's stock of TinyDatagram copies — a
+// client's moves and acks, nearly every datagram a server receives —
+// taken (CompactWith) on one goroutine, the gateway's reader, and
+// released (DatagramCache.Release) on another, a connection shard. Through
+// the sync.Pool, each such pair was a Get and a Put on two processors: the
+// Put fills the shard's per-P queue (poolDequeue.pushHead), the Get finds
+// its own empty and steals from the other's tail, ≈ 120 instructions and
+// a cache line bouncing between the cores a datagram. Here each goroutine
+// takes and gives from a slice of its own, and whole magazines of
+// cacheMag datagrams change hands through a depot, one lock each.
+//
+// Bounded: the depot keeps at most depotMags full magazines (256
+// datagrams, 40 KB), a cache one magazine; what a full depot cannot take
+// goes back to the pool. The zero DatagramCache is ready. Not safe for
+// concurrent use: one goroutine's.
+type DatagramCache struct {
+	free []*Datagram
+}
+
+// cacheMag is the datagrams a magazine holds; depotMags the full
+// magazines the depot keeps.
+const (
+	cacheMag  = 32
+	depotMags = 8
+)
+
+// tinyDepot holds the full magazines between the caches, and empty ones
+// to trade for them (each came with a full one taken: as many as full ones
+// were taken, at most depotMags plus one a cache).
+var tinyDepot struct {
+	mu          sync.Mutex
+	full, empty [][]*Datagram
+}
+
+// getTiny is a TinyDatagram from c, from a full magazine of the depot
+// when c is out, or from the pool when the depot is too.
+func (c *DatagramCache) getTiny() *Datagram {
+	if len(c.free) == 0 {
+		c.refill()
+		if len(c.free) == 0 {
+			return tinyPool.Get().(*Datagram)
+		}
+	}
+	n := len(c.free) - 1
+	d := c.free[n]
+	c.free[n] = nil
+	c.free = c.free[:n]
+	return d
+}
+
+// refill trades c's empty magazine for a full one of the depot, if any.
+func (c *DatagramCache) refill() {
+	dp := &tinyDepot
+	dp.mu.Lock()
+	if n := len(dp.full); n > 0 {
+		if c.free != nil {
+			dp.empty = append(dp.empty, c.free[:0])
+		}
+		c.free = dp.full[n-1]
+		dp.full[n-1] = nil
+		dp.full = dp.full[:n-1]
+	}
+	dp.mu.Unlock()
+}
+
+// Release returns d (any Datagram) for reuse: a TinyDatagram to c, the
+// rest to their pools (Datagram.Release). d may not be used afterwards.
+func (c *DatagramCache) Release(d *Datagram) {
+	if len(d.Buf) != TinyDatagram {
+		d.Release()
+		return
+	}
+	if len(c.free) == cacheMag {
+		c.spill()
+	}
+	if c.free == nil {
+		c.free = make([]*Datagram, 0, cacheMag)
+	}
+	c.free = append(c.free, d)
+}
+
+// spill hands c's full magazine to the depot and takes an empty one; a
+// full depot leaves the magazine's datagrams to the pool.
+func (c *DatagramCache) spill() {
+	dp := &tinyDepot
+	dp.mu.Lock()
+	if len(dp.full) < depotMags {
+		dp.full = append(dp.full, c.free)
+		c.free = nil
+		if n := len(dp.empty); n > 0 {
+			c.free = dp.empty[n-1]
+			dp.empty[n-1] = nil
+			dp.empty = dp.empty[:n-1]
+		}
+		dp.mu.Unlock()
+		return
+	}
+	dp.mu.Unlock()
+	for i, d := range c.free {
+		tinyPool.Put(d)
+		c.free[i] = nil
+	}
+	c.free = c.free[:0]
+}
+
+// Len is the datagrams c holds (tests).
+func (c *DatagramCache) Len() int { return len(c.free) }
+
+// Holds reports whether c holds d (tests).
+func (c *DatagramCache) Holds(d *Datagram) bool { return slices.Contains(c.free, d) }

@@ -16,6 +16,14 @@
 // an allocation later. Messages that are not pooled (Join, Leave, Redirect,
 // Kick) are rare, small and immutable once sent.
 //
+// Two of them cross between the same two goroutines on every packet, made
+// on one and released on the other, and come back without a sync.Pool
+// (whose Get, on the processor that only takes, steals from the other's):
+// a gateway reader's compact Datagram copies return through the shards'
+// DatagramCache and a depot of magazines; a shard's Inputs (InputCache)
+// return from the zones through a bounded lock-free stack. Both are
+// bounded; what does not fit goes to the pool.
+//
 // # Flow
 //
 //	conn ──Join/Leave──────────────▶ zone

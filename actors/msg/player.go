@@ -2,6 +2,7 @@ package msg
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -98,9 +99,52 @@ type Input struct {
 	// Received is when the connection decoded the newest of these (node
 	// monotonic clock), for lag compensation and metrics.
 	Received time.Duration
+
+	// While released: the next Input of the returns stack and how many
+	// are on it from this one down (inputReturns).
+	next  *Input
+	depth atomic.Int32
 }
 
 var inputPool = sync.Pool{New: func() any { return new(Input) }}
+
+// inputReturns takes released Inputs back to the connection shards that
+// make them (InputCache). A shard gets an Input for each datagram with
+// new moves and a zone releases it on another processor: through the
+// sync.Pool, each Get found the shard's per-P queue empty and took from
+// the zone's (≈ 0.8 % of a loaded server's CPU, and the Put's pushHead
+// ≈ 0.4 %). Here a release pushes onto one lock-free stack (a CAS) and a
+// shard out of Inputs takes the whole stack at once (a swap) into its
+// cache: pop-all, so no ABA. Bounded: a release onto a stack of
+// maxReturned goes to the pool instead (a depth read before a swap and a
+// reuse can undercount it, by at most maxReturned: the stack stays under
+// twice the bound); what a shard took stays its own until used.
+var inputReturns atomic.Pointer[Input]
+
+// maxReturned bounds the returns stack: 16 KB of Inputs, with their
+// moves' room (pooledMoves) at most 80 KB. A shard's round takes a few
+// dozen; a backlog's releases beyond it go to the pool.
+const maxReturned = 128
+
+// InputCache is one goroutine's — a connection shard's — Inputs, taken
+// from the returns stack whole. The zero InputCache is ready. Not safe
+// for concurrent use.
+type InputCache struct {
+	free *Input
+}
+
+// Get returns an empty Input: the cache's, the returns stack's, or the
+// pool's. Release it as any other.
+func (c *InputCache) Get() *Input {
+	in := c.free
+	if in == nil {
+		if in = inputReturns.Swap(nil); in == nil {
+			return NewInput()
+		}
+	}
+	c.free, in.next = in.next, nil
+	return in
+}
 
 // pooledMoves is the most room for Moves a released Input keeps (512
 // bytes): a datagram's new moves are one to three, a connection's resend
@@ -122,7 +166,21 @@ func (in *Input) Release() {
 	in.EventGen = 0
 	in.EventList.Reset()
 	in.Received = 0
-	inputPool.Put(in)
+	for {
+		top := inputReturns.Load()
+		d := int32(1)
+		if top != nil {
+			if d = top.depth.Load() + 1; d > maxReturned {
+				inputPool.Put(in)
+				return
+			}
+		}
+		in.next = top
+		in.depth.Store(d)
+		if inputReturns.CompareAndSwap(top, in) {
+			return
+		}
+	}
 }
 
 // Inputs are the inputs a connection shard collected for one zone in one

@@ -409,8 +409,17 @@ func FuzzClassify(f *testing.F) {
 		ok(KindDenied, err)
 		_, err = ParseNoConnection(pkt)
 		ok(KindNoConnection, err)
-		_, _, err = ParseRouted(pkt)
+		id, rest, err := ParseRouted(pkt)
 		ok(KindRouted, err)
+		// SplitRouted (a packet already classified) on anything: no panic,
+		// and on a long-form packet the same answer as ParseRouted.
+		sid, srest, serr := SplitRouted(pkt)
+		if k == KindRouted && (sid != id || !bytes.Equal(srest, rest) || (serr == nil) != (err == nil)) {
+			t.Fatalf("SplitRouted %v %x %v, ParseRouted %v %x %v", sid, srest, serr, id, rest, err)
+		}
+		if serr == nil && (len(pkt) < MinRoutedSize || len(srest) != len(pkt)-1-ConnIDSize) {
+			t.Fatalf("SplitRouted accepted %d bytes, %d after the id", len(pkt), len(srest))
+		}
 		_, err = ParseDisconnectID(pkt)
 		ok(KindDisconnect, err)
 		out, err := AppendNoConnection(nil, pkt)

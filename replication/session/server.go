@@ -467,7 +467,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	case handshake.KindRouted:
 		long = true
 		var id handshake.ConnID
-		if id, short, err = handshake.ParseRouted(pkt); err != nil {
+		if id, short, err = handshake.SplitRouted(pkt); err != nil {
 			return false, err
 		}
 		if id != e.sess.ID() {
