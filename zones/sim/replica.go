@@ -3,6 +3,8 @@ package sim
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // handoffGrace is how many ticks a replica whose owner has just handed it
@@ -189,6 +191,15 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 				// Mid-handoff: absence from this batch proves nothing yet.
 				continue
 			}
+			if z.handingTo(e, b.From) {
+				// This zone handed it to b.From and the Commit is not
+				// acknowledged: b.From cannot list it before it has it,
+				// however long the Commit takes (across processes it
+				// waits for the player record's write). Held until the
+				// acknowledgement, then for the grace.
+				rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+				continue
+			}
 			if rp.hold != 0 {
 				z.stats.ReplicasHeldDropped++
 			}
@@ -220,13 +231,52 @@ func (z *Zone) handedOn(e *entity, from string) bool {
 	return false // no batches from there: nobody will list it here
 }
 
-// expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL.
+// handingTo reports whether this zone handed e's entity to zone to and
+// has not had the Commit acknowledged yet (the handoff machine resends it
+// for at most its CommitGiveUp).
+func (z *Zone) handingTo(e *entity, to string) bool {
+	ph, _, peer := z.hand.Status(e.id)
+	return ph == handoff.PhaseCommitting && peer == to
+}
+
+// expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL,
+// except those a handoff in flight brings or takes (no owner lists them
+// meanwhile, and they never left their viewers' range):
+//
+//   - handed away by this zone, the Commit unacknowledged: held while it
+//     is (the new owner cannot list it yet) and for the grace after;
+//   - handed to this zone (its offer accepted, the Commit on its way): held
+//     for as long as a Commit may still come, CommitGiveUp + MaxAge past
+//     ReplicaTTL.
+//
+// Across processes the Commit waits for the player record's write, which
+// on a starved host took over 2 s (the node's ReplicaTTL): both zones
+// dropped the entity, and every viewer's ghost of it was killed and
+// re-created under a new ghost id once the Commit came.
 func (z *Zone) expireReplicas(now time.Duration) {
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role == roleReplica && now-e.rp.seen > z.cfg.ReplicaTTL {
+		if e.role == roleReplica && now-e.rp.seen > z.cfg.ReplicaTTL && !z.handoffHolds(e, now) {
 			z.slotFree(int32(s))
 			z.stats.ReplicasExpired++
 		}
 	}
+}
+
+// handoffHolds reports whether a handoff in flight keeps replica e past
+// ReplicaTTL (see expireReplicas). Asked only of replicas past it.
+func (z *Zone) handoffHolds(e *entity, now time.Duration) bool {
+	rp := e.rp
+	if z.handingTo(e, rp.owner) {
+		rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+		return true
+	}
+	if now < rp.hold {
+		return true
+	}
+	if _, ok := z.hand.Reserved(e.id); ok {
+		hc := z.hand.Config()
+		return now-rp.seen <= z.cfg.ReplicaTTL+hc.CommitGiveUp+hc.MaxAge
+	}
+	return false
 }
