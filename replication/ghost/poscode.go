@@ -809,13 +809,39 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 		d[2] = max(d[2], resid(q[2], b+(b-a)*m0, lim[2]), resid(q[2], c+(c-b)*mF, lim[2]))
 		return
 	}
+	// predictAxis written out, pair by pair and axis by axis (a call an
+	// axis cost more than the work).
 	f0, fF := float64(dt1)/float64(span0), float64(dtF)/float64(spanF)
 	k := uint32(1)<<(s1&31) - 1
-	d[0] = max(d[0], float2(int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k), q[0], f0, fF, lim[0]))
+	a, b, c := int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k)
+	r0, rF := b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[0] = max(d[0], resid(q[0], r0, lim[0]), resid(q[0], rF, lim[0]))
 	k = uint32(1)<<((s2-s1)&31) - 1
-	d[1] = max(d[1], float2(int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k), q[1], f0, fF, lim[1]))
+	a, b, c = int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k)
+	r0, rF = b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[1] = max(d[1], resid(q[1], r0, lim[1]), resid(q[1], rF, lim[1]))
 	k = uint32(1)<<(x.sh[3]&31) - 1
-	d[2] = max(d[2], float2(int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k), q[2], f0, fF, lim[2]))
+	a, b, c = int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k)
+	r0, rF = b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[2] = max(d[2], resid(q[2], r0, lim[2]), resid(q[2], rF, lim[2]))
 }
 
 // pair1 widens d, per axis, by the pair (d0, d1) for q, the two packed
@@ -867,19 +893,6 @@ func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3
 // resid is |q − v| for v clamped to [0, lim].
 func resid(q uint32, v int64, lim uint32) uint64 {
 	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
-}
-
-// float2 is one axis of pair2 for factors f0 and fF (predictAxis): the
-// larger residual of q from the predictions of (a, b) and (b, c).
-func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
-	r0, rF := b, c
-	if a != b {
-		r0 = b + roundHalfAway(float64(float64(b-a)*f0))
-	}
-	if b != c {
-		rF = c + roundHalfAway(float64(float64(c-b)*fF))
-	}
-	return max(resid(q, r0, l), resid(q, rF, l))
 }
 
 // inflight copies ghost id's positions in flight, oldest first, into
