@@ -301,3 +301,81 @@ func TestFormDeliveredMatchesGeneral(t *testing.T) {
 		t.Fatalf("server tracks: %d with whole factors, %d float, %d past predictMaxMS", whole, float, far)
 	}
 }
+
+// posForm's way for the server's track (two delivered, nothing in
+// flight), written out beside form1's, answers as form1 does — the same
+// widening, the same "the client shows it" — for that track and every
+// other the fast way takes: whole and float factors, pairs too far apart,
+// values equal to the newest delivered, rest markers pending.
+func TestPosFormServerTrack(t *testing.T) {
+	reg, _, _ := newTestRegistry(t)
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.slots = make([]slot, 1)
+	tab.pos = make([]posTrack, 1)
+	x, lim := &tab.pp, &tab.reg.q.lim
+	r := rand.New(rand.NewPCG(8, 5))
+	code := func(base *[3]uint32, ms int64, vel *[3]int64) [3]uint32 {
+		var c [3]uint32
+		for a := range 3 {
+			c[a] = uint32(max(0, min(int64(base[a])+vel[a]*ms/50, int64(lim[a]))))
+		}
+		return c
+	}
+	var server, same int
+	for it := range 100000 {
+		var base [3]uint32
+		var vel [3]int64
+		for a := range 3 {
+			base[a] = r.Uint32N(lim[a] + 1)
+			if r.IntN(3) != 0 {
+				vel[a] = int64(r.IntN(401) - 200)
+			}
+		}
+		tr := &tab.pos[0]
+		tr.reset(x)
+		ms := int64(0)
+		for range 1 + r.IntN(2) { // dn 1 or 2
+			c := code(&base, ms, &vel)
+			tr.insert(x, 0, stamp(ms), x.packLo(&c), 0)
+			ms += 48 + r.Int64N(5)
+			if r.IntN(16) == 0 {
+				ms += 1000
+			}
+		}
+		if r.IntN(4) == 0 { // one in flight: form1's own ways
+			c := code(&base, ms, &vel)
+			tr.push(x, 0, stamp(ms), &c)
+			ms += 48 + r.Int64N(5)
+		}
+		if r.IntN(8) == 0 {
+			ms += 50
+		}
+		q := code(&base, ms, &vel)
+		if r.IntN(6) == 0 { // the client shows it already
+			q = tr.delivered(x, 0, 1).q
+		}
+		tab.viewMS = ms
+		s := &tab.slots[0]
+		s.restCopies = uint8(r.IntN(2))
+		var got posForm
+		tab.posForm(0, s, &q, &got)
+		var d [3]uint64
+		wantSame := tr.form1(x, &q, x.packLo(&q), stamp(ms), lim, s.restCopies == 0, &d)
+		if gotSame := got.kind == posSame; gotSame != wantSame || !gotSame && got.d != d || got.ql != x.packLo(&q) {
+			t.Fatalf("case %d: track %+v, q %v at %d, rest copies %d: posForm %+v, form1 %v %v",
+				it, *tr, q, ms, s.restCopies, got, wantSame, d)
+		}
+		if tr.meta>>metaDnShift == 2 {
+			server++
+			if wantSame {
+				same++
+			}
+		}
+	}
+	if server < 10000 || same < 1000 {
+		t.Fatalf("%d server tracks, %d of them shown already", server, same)
+	}
+}
