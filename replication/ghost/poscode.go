@@ -721,6 +721,17 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 			pair2(x, p.dq[0], lo, fq, span0, fd, dtF, q, lim, d)
 			return false
 		}
+	} else if dn == 2 && !hasF {
+		// The server's track: d0, d1 delivered and nothing in flight (a
+		// connection applies the fates it has before it writes, and its
+		// client acks within a view). When the pair (d0, d1)
+		// extrapolates, it is all spread visits: pair1 takes it axis by
+		// axis.
+		dt1, span0 := t.sub(p.t1), p.gap()
+		if uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS {
+			pair1(x, p.dq[0], lo, span0, dt1, q, lim, d)
+			return false
+		}
 	}
 	// The other tracks unpack: the shifts and masks only here (pair2
 	// takes its own), not on the steady track's way.
@@ -798,31 +809,90 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 		d[2] = max(d[2], resid(q[2], b+(b-a)*m0, lim[2]), resid(q[2], c+(c-b)*mF, lim[2]))
 		return
 	}
+	// predictAxis written out, pair by pair and axis by axis (a call an
+	// axis cost more than the work).
 	f0, fF := float64(dt1)/float64(span0), float64(dtF)/float64(spanF)
 	k := uint32(1)<<(s1&31) - 1
-	d[0] = max(d[0], float2(int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k), q[0], f0, fF, lim[0]))
+	a, b, c := int64(uint32(d0)&k), int64(uint32(d1)&k), int64(uint32(f)&k)
+	r0, rF := b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[0] = max(d[0], resid(q[0], r0, lim[0]), resid(q[0], rF, lim[0]))
 	k = uint32(1)<<((s2-s1)&31) - 1
-	d[1] = max(d[1], float2(int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k), q[1], f0, fF, lim[1]))
+	a, b, c = int64(uint32(d0>>s1)&k), int64(uint32(d1>>s1)&k), int64(uint32(f>>s1)&k)
+	r0, rF = b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[1] = max(d[1], resid(q[1], r0, lim[1]), resid(q[1], rF, lim[1]))
 	k = uint32(1)<<(x.sh[3]&31) - 1
-	d[2] = max(d[2], float2(int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k), q[2], f0, fF, lim[2]))
+	a, b, c = int64(uint32(d0>>s2)&k), int64(uint32(d1>>s2)&k), int64(uint32(f>>s2)&k)
+	r0, rF = b, c
+	if a != b {
+		r0 += roundHalfAway(float64(float64(b-a) * f0))
+	}
+	if b != c {
+		rF += roundHalfAway(float64(float64(c-b) * fF))
+	}
+	d[2] = max(d[2], resid(q[2], r0, lim[2]), resid(q[2], rF, lim[2]))
+}
+
+// pair1 widens d, per axis, by the pair (d0, d1) for q, the two packed
+// as in the pool (narrow): d1 is span0 after d0 and dt1 before q, both in
+// (0, predictMaxMS]. The factor is whole (predWhole) when the views came
+// evenly spaced, else the float work (predictAxis), skipped on an axis
+// the pair did not move on (it predicts d1 exactly): spreader.pair's
+// answer (TestFormDeliveredMatchesGeneral) without unpacking the two into
+// posVals or a spreader.
+func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3]uint64) {
+	var m int64 // whole factor, 0: none
+	switch dt1 {
+	case span0:
+		m = 1
+	case 2 * span0:
+		m = 2
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	k0, k1, k2 := uint32(1)<<(s1&31)-1, uint32(1)<<((s2-s1)&31)-1, uint32(1)<<(x.sh[3]&31)-1
+	if m != 0 { // predWhole, written out
+		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+		d[0] = max(d[0], resid(q[0], b+(b-a)*m, lim[0]))
+		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+		d[1] = max(d[1], resid(q[1], b+(b-a)*m, lim[1]))
+		a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
+		d[2] = max(d[2], resid(q[2], b+(b-a)*m, lim[2]))
+		return
+	}
+	// predictAxis written out, axis by axis (a call an axis cost more
+	// than the work).
+	f := float64(dt1) / float64(span0)
+	a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	d[0] = max(d[0], resid(q[0], b, lim[0]))
+	a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	d[1] = max(d[1], resid(q[1], b, lim[1]))
+	a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	d[2] = max(d[2], resid(q[2], b, lim[2]))
 }
 
 // resid is |q − v| for v clamped to [0, lim].
 func resid(q uint32, v int64, lim uint32) uint64 {
 	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
-}
-
-// float2 is one axis of pair2 for factors f0 and fF (predictAxis): the
-// larger residual of q from the predictions of (a, b) and (b, c).
-func float2(a, b, c int64, q uint32, f0, fF float64, l uint32) uint64 {
-	r0, rF := b, c
-	if a != b {
-		r0 = b + roundHalfAway(float64(float64(b-a)*f0))
-	}
-	if b != c {
-		rF = c + roundHalfAway(float64(float64(c-b)*fF))
-	}
-	return max(resid(q, r0, l), resid(q, rF, l))
 }
 
 // inflight copies ghost id's positions in flight, oldest first, into
