@@ -133,32 +133,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 	var whole, float, pairs2 int
 	for it := range 200000 {
 		var p posTrack
-		var base, vel [3]float64
-		for a := range 3 {
-			base[a] = float64(r.Uint32N(qt.lim[a] + 1))
-			vel[a] = float64(r.IntN(2001)-1000) / 100 // codes a ms
-			if r.IntN(3) == 0 {
-				vel[a] = 0 // height on flat ground, or at rest
-			}
-		}
-		at := func(ms int64) [3]uint32 {
-			var c [3]uint32
-			for a := range 3 {
-				v := int64(base[a] + vel[a]*float64(ms))
-				c[a] = uint32(max(0, min(v, int64(qt.lim[a]))))
-			}
-			return c
-		}
-		jit := int64(0)
-		if r.IntN(2) == 0 {
-			jit = 3
-		}
-		view := func(k int64) int64 {
-			if jit == 0 {
-				return 50 * k
-			}
-			return 50*k + r.Int64N(2*jit+1) - jit
-		}
+		at, view := randomWalker(r, &qt)
 		t0 := stamp(r.Uint32())
 		ks := []int64{0, 1 + r.Int64N(2), 0, 0}
 		ks[2] = ks[1] + 1 + r.Int64N(2)
@@ -225,32 +200,7 @@ func TestFormDeliveredMatchesGeneral(t *testing.T) {
 	var whole, float, far int
 	for it := range 200000 {
 		var p posTrack
-		var base, vel [3]float64
-		for a := range 3 {
-			base[a] = float64(r.Uint32N(qt.lim[a] + 1))
-			vel[a] = float64(r.IntN(2001)-1000) / 100 // codes a ms
-			if r.IntN(3) == 0 {
-				vel[a] = 0 // height on flat ground, or at rest
-			}
-		}
-		at := func(ms int64) [3]uint32 {
-			var c [3]uint32
-			for a := range 3 {
-				v := int64(base[a] + vel[a]*float64(ms))
-				c[a] = uint32(max(0, min(v, int64(qt.lim[a]))))
-			}
-			return c
-		}
-		jit := int64(0)
-		if r.IntN(2) == 0 {
-			jit = 3
-		}
-		view := func(k int64) int64 {
-			if jit == 0 {
-				return 50 * k
-			}
-			return 50*k + r.Int64N(2*jit+1) - jit
-		}
+		at, view := randomWalker(r, &qt)
 		ks := []int64{0, 1 + r.Int64N(2), 0}
 		ks[2] = ks[1] + 1 + r.Int64N(2)
 		if r.IntN(16) == 0 { // a pair or a value past predictMaxMS
@@ -378,4 +328,38 @@ func TestPosFormServerTrack(t *testing.T) {
 	if server < 10000 || same < 1000 {
 		t.Fatalf("%d server tracks, %d of them shown already", server, same)
 	}
+}
+
+// randomWalker draws a ghost moving at a constant velocity (walkers and
+// runners, some axes at rest) from a random point, clamped at the bounds:
+// at gives its codes ms after the start; view gives the time of view k,
+// evenly spaced at 50 ms or, for half the walkers, up to 3 ms off.
+func randomWalker(r *rand.Rand, qt *quant) (at func(ms int64) [3]uint32, view func(k int64) int64) {
+	var base, vel [3]float64
+	for a := range 3 {
+		base[a] = float64(r.Uint32N(qt.lim[a] + 1))
+		vel[a] = float64(r.IntN(2001)-1000) / 100 // codes a ms
+		if r.IntN(3) == 0 {
+			vel[a] = 0 // height on flat ground, or at rest
+		}
+	}
+	at = func(ms int64) [3]uint32 {
+		var c [3]uint32
+		for a := range 3 {
+			v := int64(base[a] + vel[a]*float64(ms))
+			c[a] = uint32(max(0, min(v, int64(qt.lim[a]))))
+		}
+		return c
+	}
+	jit := int64(0)
+	if r.IntN(2) == 0 {
+		jit = 3
+	}
+	view = func(k int64) int64 {
+		if jit == 0 {
+			return 50 * k
+		}
+		return 50*k + r.Int64N(2*jit+1) - jit
+	}
+	return at, view
 }
