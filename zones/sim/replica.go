@@ -260,10 +260,14 @@ const replicaStallTicks = 4
 //
 // Bound: a replica whose owner really went quiet (its node died) is
 // dropped once ReplicaTTL of live time has passed since its last batch —
-// after ReplicaTTL of ticks on time (one period late at most: a batch
-// taken between two ticks counts from the tick before), and in wall time
-// after ReplicaTTL plus whatever the zone's own stalls took beyond
-// replicaStallTicks periods each.
+// with ticks on time, on the first tick more than ReplicaTTL after the
+// tick before its last batch (a batch taken between two ticks counts from
+// the tick before: up to one period sooner than on the wall clock), and in
+// wall time after at most ReplicaTTL plus whatever the zone's own stalls
+// took beyond replicaStallTicks periods each. Counting from the tick
+// before also keeps a replica's silence from going negative (a batch
+// taken after a late tick's scheduled time), which made its staleness
+// wrap to the maximum.
 func (z *Zone) replicaClock(now time.Duration) {
 	elapsed := z.period
 	if z.replAt != 0 && now > z.replAt {
