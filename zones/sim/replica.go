@@ -264,10 +264,7 @@ const replicaStallTicks = 4
 // tick before its last batch (a batch taken between two ticks counts from
 // the tick before: up to one period sooner than on the wall clock), and in
 // wall time after at most ReplicaTTL plus whatever the zone's own stalls
-// took beyond replicaStallTicks periods each. Counting from the tick
-// before also keeps a replica's silence from going negative (a batch
-// taken after a late tick's scheduled time), which made its staleness
-// wrap to the maximum.
+// took beyond replicaStallTicks periods each.
 func (z *Zone) replicaClock(now time.Duration) {
 	elapsed := z.period
 	if z.replAt != 0 && now > z.replAt {
