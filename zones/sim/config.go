@@ -75,7 +75,9 @@ type Config struct {
 	// first batch comes over NATS a little later; zoned uses 10.
 	HandoffGrace int
 	// ReplicaTTL drops a neighbour's replicas when no batch arrived for
-	// this long (a dead or stalled neighbour). Default 1 s.
+	// this long (a dead or stalled neighbour), counted on the zone's live
+	// time: its own tick gaps count up to a few periods each (a stall of
+	// this zone is not its neighbour's silence). Default 1 s.
 	ReplicaTTL time.Duration
 	// Handoff tunes the handoff machine.
 	Handoff handoff.Config

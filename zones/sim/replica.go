@@ -167,7 +167,7 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		}
 		e := &z.ents[s]
 		rp := z.rep(e)
-		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.hold = r.Kind, r.Epoch, b.From, now, seq, 0
+		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.hold = r.Kind, r.Epoch, b.From, z.replClock, seq, 0
 		e.state, e.health, e.flags, e.name, e.extra = r.State, r.Health, r.Flags, r.Name, r.Extra
 	}
 	for s := range z.ents {
@@ -239,9 +239,45 @@ func (z *Zone) handingTo(e *entity, to string) bool {
 	return ph == handoff.PhaseCommitting && peer == to
 }
 
-// expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL,
-// except those a handoff in flight brings or takes (no owner lists them
-// meanwhile, and they never left their viewers' range):
+// replicaStallTicks bounds what one tick gap adds to the replicas' clock
+// (replicaClock): a gap up to this many periods counts in full (a zone
+// that falls behind and skips ticks still ages its replicas at the wall
+// clock's pace), a longer one counts as this many periods.
+const replicaStallTicks = 4
+
+// replicaClock advances the replicas' clock by the time since the last
+// Step, at most replicaStallTicks periods: the zone's live time, on which
+// a replica's silence is measured (rp.seen, expireReplicas, staleness).
+//
+// A gap longer than that is this zone's own stall (a starved goroutine or
+// host), not its neighbours': they kept sending, and their batches of the
+// stall wait in this zone's mailbox behind the tick the zone resumes with
+// (the timer posts it first). On the wall clock that tick expired every
+// replica of every neighbour at once, and each viewer's ghost of them was
+// killed and re-created under a new ghost id when the batches were read a
+// moment later (actors/node TestClusterThreeNodesAcrossBorders on a loaded
+// host: 223 replicas of three neighbours expired together).
+//
+// Bound: a replica whose owner really went quiet (its node died) is
+// dropped once ReplicaTTL of live time has passed since its last batch —
+// with ticks on time, on the first tick more than ReplicaTTL after the
+// tick before its last batch (a batch taken between two ticks counts from
+// the tick before: up to one period sooner than on the wall clock), and in
+// wall time after at most ReplicaTTL plus whatever the zone's own stalls
+// took beyond replicaStallTicks periods each.
+func (z *Zone) replicaClock(now time.Duration) {
+	elapsed := z.period
+	if z.replAt != 0 && now > z.replAt {
+		elapsed = now - z.replAt
+	}
+	z.replAt = now
+	z.replClock += min(elapsed, replicaStallTicks*z.period)
+}
+
+// expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL
+// of the zone's live time (replicaClock), except those a handoff in flight
+// brings or takes (no owner lists them meanwhile, and they never left their
+// viewers' range):
 //
 //   - handed away by this zone, the Commit unacknowledged: held while it
 //     is (the new owner cannot list it yet) and for the grace after;
@@ -256,7 +292,7 @@ func (z *Zone) handingTo(e *entity, to string) bool {
 func (z *Zone) expireReplicas(now time.Duration) {
 	for s := range z.ents {
 		e := &z.ents[s]
-		if e.role == roleReplica && now-e.rp.seen > z.cfg.ReplicaTTL && !z.handoffHolds(e, now) {
+		if e.role == roleReplica && z.replClock-e.rp.seen > z.cfg.ReplicaTTL && !z.handoffHolds(e, now) {
 			z.slotFree(int32(s))
 			z.stats.ReplicasExpired++
 		}
@@ -276,7 +312,7 @@ func (z *Zone) handoffHolds(e *entity, now time.Duration) bool {
 	}
 	if _, ok := z.hand.Reserved(e.id); ok {
 		hc := z.hand.Config()
-		return now-rp.seen <= z.cfg.ReplicaTTL+hc.CommitGiveUp+hc.MaxAge
+		return z.replClock-rp.seen <= z.cfg.ReplicaTTL+hc.CommitGiveUp+hc.MaxAge
 	}
 	return false
 }

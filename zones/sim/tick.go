@@ -114,6 +114,7 @@ func (z *Zone) Step(now time.Duration) *Output {
 	out := &z.out
 	out.Send, out.Views, out.Replicas, out.z = out.Send[:0], out.Views[:0], out.Replicas[:0], z
 
+	z.replicaClock(now)
 	z.hand.Tick(now, &z.hout)
 	z.applyHandoff(now)
 
@@ -311,7 +312,7 @@ func (z *Zone) buildGrid() {
 		}
 		var stale uint16
 		if e.role == roleReplica {
-			stale = uint16(min(uint64((z.now-e.rp.seen)/z.period), math.MaxUint16))
+			stale = uint16(min(uint64((z.replClock-e.rp.seen)/z.period), math.MaxUint16))
 		}
 		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind

@@ -199,6 +199,10 @@ type Zone struct {
 	// gapClock: the move queues' clock, advanced by each tick at most a
 	// period (stepPlayers).
 	gapClock time.Duration
+	// replClock: the replicas' clock, the zone's live time (replicaClock
+	// in Step); replAt: the Step that last advanced it.
+	replClock, replAt time.Duration
+
 	batchSeq uint64
 	npcNext  uint64
 
@@ -691,7 +695,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// players here keep seeing it (same slot, same generation: no
 			// leave and re-enter) until the new owner's batches take over.
 			rp := z.rep(e)
-			e.role, rp.owner, rp.seen, e.epoch = roleReplica, r.To, now, e.epoch+1
+			e.role, rp.owner, rp.seen, e.epoch = roleReplica, r.To, z.replClock, e.epoch+1
 			rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
 			delete(z.seeds, s)
 			e.pl = nil // a replica has no connection, moves, interest or events here
