@@ -100,25 +100,22 @@ func TestTableFootprint(t *testing.T) {
 		snaps  bool
 		max    uint64 // bytes per table
 	}{
-		{0, false, 1.375 * 1024},  // measured 423 B (was ≈ 20 KB, then 1.7, 1.2, then 555-1,140 B; 4-byte records, a 640-byte Table (768 with every Stats counter inline), 8 packet records)
-		{32, false, 10.75 * 1024}, // measured 10,883 B (10,835 with 48-byte position tracks holding the two oldest in flight; 10,852 under -race; 10,891 with every position in flight a pool node; was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5, 11.3, 11.2, 10.8 KB)
-		{64, false, 20.75 * 1024}, // measured 20,903 B (20,779-20,862 with 48-byte position tracks; 20,972 with every position in flight a pool node; was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5, 22.4, 22.0, 21.6, 21.1, 20.6; the entity moved from the slot to viewQ, same bytes, other size classes)
+		{0, false, 1.375 * 1024},   // measured 423 B (was ≈ 20 KB, then 1.7, 1.2, then 555-1,140 B; 4-byte records, a 640-byte Table (768 with every Stats counter inline), 8 packet records)
+		{32, false, 10.625 * 1024}, // measured 10,835 B (10,852 under -race; 10,891 with every position in flight a pool node; was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5, 11.3, 11.2, 10.8 KB)
+		{64, false, 20.5 * 1024},   // measured 20,862 B (20,972 with every position in flight a pool node; was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5, 22.4, 22.0, 21.6, 21.1, 20.6; the entity moved from the slot to viewQ, same bytes, other size classes)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either, and since the eleventh no entity (the
 		// view's entry has it): the slot (48 bytes, was 64, then 56), the
-		// 36-byte position track (was 44, then 32, then 24 with every
-		// position in flight a pool node, then 48 with the two oldest in
-		// flight its own; it holds the oldest in flight itself) and the
-		// per-group sequences are all an id keeps; a position in flight
-		// past a ghost's oldest is 16 bytes (was 20), a record in flight 4
-		// (was 8). These fates come three packets late: three positions in
-		// flight a walking ghost, two of them pool nodes, so these tables
-		// keep 1-1.5 % more than with two in the track (a server's fates
-		// come before its next write: TestTableFootprintServerFates).
-		{32, true, 6.1875 * 1024},  // measured 6,233 B, 194 B a ghost (6,177 with 48-byte position tracks holding the two oldest in flight; 6,207 under -race; 6,239 with every position in flight a pool node; was 13, then 10.4, 8.6, 8.2, 7.5, 7.0, 6.9, 6.7, 6.4, 6.2 KB)
-		{48, true, 8.9375 * 1024},  // measured 9,070 B, 188 B a ghost (8,933 with 48-byte position tracks holding the two oldest in flight; 8,940 under -race; the server's scope at 1,000 players; 9,079 with every position in flight a pool node, 9.0 KB with every Stats counter in a 768-byte Table, 9.3 KB with the entity in the slot, 9.7 KB with 32-byte position tracks, 10.2 KB with the pool grown by a quarter, 4-byte index buckets and view order, 10.6 KB with 64-byte slots too)
-		{64, true, 11.1875 * 1024}, // measured 11,381 B, 177 B a ghost (11,257 with 48-byte position tracks holding the two oldest in flight; 11,290 under -race; 11,450 with every position in flight a pool node; was 25, then 19.8, 16.0, 15.0, 13.9, 13.6, 13.2, 12.8, 12.3, 11.3 KB)
+		// 48-byte position track (was 44, then 32, then 24 with every
+		// position in flight a pool node; it holds the two oldest in
+		// flight itself) and the per-group sequences are all an id keeps;
+		// a position in flight past a ghost's two oldest is 16 bytes (was
+		// 20), a record in flight 4 (was 8). These fates come three
+		// packets late: three positions in flight a walking ghost.
+		{32, true, 6.125 * 1024},   // measured 6,177 B, 193 B a ghost (6,207 under -race; 6,239 with every position in flight a pool node; was 13, then 10.4, 8.6, 8.2, 7.5, 7.0, 6.9, 6.7, 6.4, 6.2 KB)
+		{48, true, 8.8125 * 1024},  // measured 8,933 B, 186 B a ghost (8,940 under -race; the server's scope at 1,000 players; 9,079 with every position in flight a pool node, 9.0 KB with every Stats counter in a 768-byte Table, 9.3 KB with the entity in the slot, 9.7 KB with 32-byte position tracks, 10.2 KB with the pool grown by a quarter, 4-byte index buckets and view order, 10.6 KB with 64-byte slots too)
+		{64, true, 11.0625 * 1024}, // measured 11,257 B, 175 B a ghost (11,290 under -race; 11,450 with every position in flight a pool node; was 25, then 19.8, 16.0, 15.0, 13.9, 13.6, 13.2, 12.8, 12.3, 11.3 KB)
 	} {
 		// The smaller of two measurements: HeapAlloc between the two
 		// collections also counts what the runtime and the test framework
@@ -181,9 +178,9 @@ func TestTableFootprintServerFates(t *testing.T) {
 		ghosts int
 		max    uint64 // bytes per table
 	}{
-		{32, 4376}, // measured 4,376 B, 136 B a ghost (4,760 with 48-byte position tracks holding the two oldest in flight, 4,504 with 40-byte ones holding the oldest)
-		{48, 6088}, // measured 6,088 B, 126 B a ghost (6,600; 6,344)
-		{64, 7720}, // measured 7,720 B, 120 B a ghost (8,488; 8,104)
+		{32, 4760}, // measured 4,760 B, 148 B a ghost
+		{48, 6600}, // measured 6,600 B, 137 B a ghost
+		{64, 8488}, // measured 8,488 B, 132 B a ghost
 	} {
 		const tables = 16
 		var sum, pool uint64

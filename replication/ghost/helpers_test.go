@@ -564,6 +564,9 @@ func checkInvariants(t *Table) error {
 		if n > posRingLen || tr.dn() > 2 || tr.dn() < 2 && tr.gap() != 0 || tr.dn() == 2 && (tr.gap() < 1 || tr.gap() > gapFar) {
 			return fmt.Errorf("id %d: %d in flight, %d delivered %d ms apart", i, n, tr.dn(), tr.gap())
 		}
+		if n > 1 && tr.ft[1].sub(tr.ft[0]) <= 0 {
+			return fmt.Errorf("id %d: in-flight positions not oldest first", i)
+		}
 		if n <= ownFlight {
 			continue // the track holds them itself
 		}
@@ -582,7 +585,7 @@ func checkInvariants(t *Table) error {
 		}
 		// Oldest first: stamps increase from the track's own along the
 		// list.
-		if t.pp.nodes[tr.head(&t.pp)].t.sub(tr.ft) <= 0 {
+		if t.pp.nodes[tr.head(&t.pp)].t.sub(tr.ft[ownFlight-1]) <= 0 {
 			return fmt.Errorf("id %d: in-flight positions not oldest first", i)
 		}
 		for j, k := tr.head(&t.pp), ownFlight+1; k < n; j, k = t.pp.nodes[j].next, k+1 {

@@ -642,13 +642,13 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		// dn 2): form1's way for it written out here, a call less a
 		// record (TestPosFormServerTrack). Tested before fast1: the
 		// server's way pays one test, the others two either way.
-		lo := tr.dq[1].get()
+		lo := tr.dq[1]
 		dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
 		switch {
 		case s.restCopies == 0 && lo == pf.ql:
 			same = true
 		case uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS:
-			pair1(&t.pp, tr.dq[0].get(), lo, span0, dt1, q, &t.reg.q.lim, &pf.d)
+			pair1(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim, &pf.d)
 		default:
 			same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 		}

@@ -53,21 +53,17 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The oldest in flight is the track's own (fq, ft); any
-// newer ones are a circular list of nodes in the table's posPool, reached
-// through the newest (tail), whose next is the oldest of the list (the
-// second oldest in flight). A server applies the fates it has before it
-// writes, and its client acks within a view, so a ghost has nothing in
-// flight when its next position is coded and one (the new one) until that
-// fate comes: writing a position, coding the next and their fates touch
-// the track alone, not a pool node in a line of its own (written at one
-// packet, read at the next and at the fate, each a cache miss on the
-// server, where every table is cold when its turn comes). One own, not
-// two: the second is a fate later than a view, rare on the server, and
-// its 12 bytes an id were paid by every id, in scope or not (8 bytes an id
-// with the padding: 48 → 40). Oldest first, because fates come mostly in
-// send order: the one a fate resolves is then fq, and the list's oldest
-// moves up.
+// subset of them). The two oldest in flight are the track's own (fq, ft);
+// any newer ones are a circular list of nodes in the table's posPool,
+// reached through the newest (tail), whose next is the oldest of the list
+// (the third oldest in flight). A server whose fates come within a view
+// or two has one or two in flight when it writes the next (the previous
+// packet's, and the new one until that fate comes), so writing a
+// position, coding the next and their fates touch the track alone, not a
+// pool node in a line of its own (written at one packet, read at the next
+// and at the fate, each a cache miss on the server, where every table is
+// cold when its turn comes). Oldest first, because fates come mostly in
+// send order: the one a fate resolves is then fq[0], and the rest move up.
 // A position is named by its stamp, not by the packet that carried it: a
 // ghost's position goes out at most once per view, so its stamps in flight
 // are distinct, and each packet keeps its view stamp.
@@ -77,38 +73,28 @@ type posVal struct {
 // one's stamp is its distance below the newer's, capped at gapFar. A node
 // index takes 16 bits (a table has fewer than maxPoolNodes positions in
 // flight: MaxRecordsInFlight), and the counts and the gap share the meta
-// word: 36 bytes, the packed positions in 32-bit halves (u64) so that
-// the track aligns to 4 bytes, not 8 (40 with 8-byte words; 48 with the
-// two oldest in flight the track's own; 24 with every position in flight
-// a 16-byte pool node).
+// word: 48 bytes, four tracks to three cache lines (24, with every position
+// in flight a 16-byte pool node, before).
 // The zero posTrack is empty.
 type posTrack struct {
-	dq   [2]u64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
-	fq   u64    // the oldest in flight (n ≥ 1): packed
-	t1   stamp  // dq[1]'s stamp
-	ft   stamp  // fq's stamp
-	tail uint16 // pool node of the newest in flight (when n > 1); its next is the list's oldest
+	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	fq   [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
+	t1   stamp     // dq[1]'s stamp
+	ft   [2]stamp  // fq's stamps
+	tail uint16    // pool node of the newest in flight (when n > 2); its next is the list's oldest
 	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
 	// dq[0]'s, in ms, at most gapFar), dn (2 bits: delivered values held)
 	// and n (4 bits: positions in flight, at most posRingLen).
 	meta uint16
 }
 
-// u64 is a uint64 kept as two 32-bit halves, low first: a struct of them
-// aligns to 4 bytes, so posTrack has no padding. The compiler combines
-// the halves' loads and stores into one 64-bit access each.
-type u64 [2]uint32
-
-func (w *u64) get() uint64  { return uint64(w[0]) | uint64(w[1])<<32 }
-func (w *u64) put(v uint64) { w[0], w[1] = uint32(v), uint32(v>>32) }
-
 // ownFlight is how many of a ghost's positions in flight its track holds
 // itself (the oldest); the pool holds the rest.
-const ownFlight = 1
+const ownFlight = 2
 
-// ownFlightIs1 fails to compile unless ownFlight is 1, which the track's
-// fields (fq, ft) and unpackAll write out.
-const ownFlightIs1 = uint(ownFlight-1) + uint(1-ownFlight)
+// ownFlightIs2 fails to compile unless ownFlight is 2, which unpackAll
+// writes out.
+const ownFlightIs2 = uint(ownFlight-2) + uint(2-ownFlight)
 
 // The fields of posTrack.meta.
 const (
@@ -132,18 +118,19 @@ func (p *posTrack) setDelivered(dn uint8, gap int64) {
 	p.meta = p.meta&^(1<<metaNShift-1) | uint16(dn)<<metaDnShift | uint16(gap)
 }
 
-// head is the pool node of the list's oldest, the second oldest in
-// flight (n > ownFlight).
+// head is the pool node of the list's oldest, the third oldest in flight
+// (n > ownFlight).
 func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail].next }
 
-// own is the oldest position in flight (n ≥ 1): the track's own.
-func (p *posTrack) own(x *posPool, id uint32) posVal {
-	v := posVal{t: p.ft}
+// own is the k-th oldest position in flight (k < min(n, ownFlight)): the
+// track's own.
+func (p *posTrack) own(x *posPool, id uint32, k int) posVal {
+	v := posVal{t: p.ft[k]}
 	var hi uint32
 	if x.wide {
-		hi = x.wx.dhi[id][2]
+		hi = x.wx.dhi[id][2+k]
 	}
-	x.unpackQ(p.fq.get(), hi, &v.q)
+	x.unpackQ(p.fq[k], hi, &v.q)
 	return v
 }
 
@@ -155,7 +142,7 @@ func (p *posTrack) own(x *posPool, id uint32) posVal {
 // the newer of two such; the track may keep the other).
 const gapFar = predictMaxMS + 1
 
-// posNode is one in-flight position in a posPool list (a ghost's second
+// posNode is one in-flight position in a posPool list (a ghost's third
 // oldest in flight or newer): 16 bytes, four to a cache line and never
 // across two. The position is packed (posPool.packLo, packHi): the three
 // axes' codes take bits[0]+bits[1]+bits[2] bits, 54 for the default 4 km
@@ -168,9 +155,9 @@ type posNode struct {
 }
 
 // posPool holds the in-flight positions of one table's ghosts past each
-// ghost's oldest (the track's own), reused through a bitmap of the free
-// nodes: it grows to the most such positions the table ever had in flight
-// at once (none while each fate comes before the next packet).
+// ghost's two oldest (the track's own), reused through a bitmap of the
+// free nodes: it grows to the most such positions the table ever had in
+// flight at once (none while fates come within two packets).
 //
 // A bitmap, not a free list: taking a node from a list reads the node, a
 // cache miss on the server, where every table is cold when its turn comes
@@ -197,9 +184,9 @@ type posPool struct {
 type posWide struct {
 	hi []uint32 // each node's (same index as posPool.nodes)
 	// dhi is each id's: its delivered positions' (posTrack.dq, [0] and
-	// [1]) and its own position in flight (posTrack.fq, [2]), grown on
-	// use.
-	dhi [][3]uint32
+	// [1]) and its own positions in flight (posTrack.fq, [2] and [3]),
+	// grown on use.
+	dhi [][4]uint32
 }
 
 // init sets the packing for q's codes.
@@ -376,7 +363,7 @@ func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 	if x.wide {
 		hi = x.wx.dhi[id][k]
 	}
-	x.unpackQ(p.dq[k].get(), hi, &v.q)
+	x.unpackQ(p.dq[k], hi, &v.q)
 	return v
 }
 
@@ -392,7 +379,7 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	lo := p.dq[1].get()
+	lo := p.dq[1]
 	v := &dv[1]
 	v.t = p.t1
 	v.q[0] = uint32(lo) & m0
@@ -401,7 +388,7 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	if p.dn() < 2 {
 		return
 	}
-	lo = p.dq[0].get()
+	lo = p.dq[0]
 	v = &dv[0]
 	v.t = p.t1 - stamp(p.gap())
 	v.q[0] = uint32(lo) & m0
@@ -435,10 +422,9 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	}
 	p.meta += metaN1
 	if n < ownFlight { // the track's own
-		p.fq.put(lo)
-		p.ft = t
+		p.fq[n], p.ft[n] = lo, t
 		if x.wide {
-			x.deliveredHi(id)[2] = x.packHi(q)
+			x.deliveredHi(id)[2+n] = x.packHi(q)
 		}
 		return
 	}
@@ -476,31 +462,37 @@ func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
 	if n >= ownFlight || x.wide {
 		return false
 	}
-	p.fq.put(lo)
-	p.ft = t
+	p.fq[n&1], p.ft[n&1] = lo, t // n < ownFlight: the &1 spares the bounds check
 	p.meta += metaN1
 	return true
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
-	if p.n() > ownFlight {
+	n := p.n()
+	if n > 1 { // the newer own one moves down
+		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		if x.wide {
+			h := &x.wx.dhi[id]
+			h[2] = h[3]
+		}
+	}
+	if n > ownFlight {
 		p.promote(x, id)
 	}
 	p.meta -= metaN1
 }
 
-// promote moves the list's oldest (n > ownFlight) into the track's own
-// place, freed by the caller, and frees its node. The caller counts one
-// fewer in flight.
+// promote moves the list's oldest (n > ownFlight) into the track's
+// second own place, freed by the caller, and frees its node. The caller
+// counts one fewer in flight.
 func (p *posTrack) promote(x *posPool, id uint32) {
 	tl := &x.nodes[p.tail]
 	i := tl.next
 	nd := &x.nodes[i]
-	p.fq.put(nd.q)
-	p.ft = nd.t
+	p.fq[1], p.ft[1] = nd.q, nd.t
 	if x.wide {
-		x.wx.dhi[id][2] = x.wx.hi[i]
+		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
 	tl.next = nd.next // a list of one (i is the tail): it goes
 	x.put(i)
@@ -514,7 +506,7 @@ func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 		case n > ownFlight:
 			t = x.nodes[p.tail].t
 		default:
-			t = p.ft
+			t = p.ft[n-1]
 		}
 		if p.dn() == 0 || t.sub(p.t1) > 0 {
 			return t, true
@@ -532,32 +524,42 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	}
 	// Fates come mostly in send order: the oldest, the track's own, is
 	// the usual match.
-	if p.ft != t {
-		p.resolveListed(x, id, t, delivered)
-		return
+	k := 0
+	if p.ft[0] != t {
+		if n < 2 || p.ft[1] != t {
+			p.resolveListed(x, id, t, delivered)
+			return
+		}
+		k = 1
 	}
 	if delivered {
 		// The usual delivery: newer than the newest delivered, which
 		// becomes the older (insert's second case, written out).
 		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[k], t
 			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
 		} else {
 			var hi uint32
 			if x.wide {
-				hi = x.wx.dhi[id][2]
+				hi = x.wx.dhi[id][2+k]
 			}
-			p.insert(x, id, t, p.fq.get(), hi)
+			p.insert(x, id, t, p.fq[k], hi)
+		}
+	}
+	if k == 0 && n > 1 { // the newer own one moves down
+		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		if x.wide {
+			h := &x.wx.dhi[id]
+			h[2] = h[3]
 		}
 	}
 	if n > ownFlight { // promote, written out
 		tl := &x.nodes[p.tail]
 		i := tl.next
 		nd := &x.nodes[i]
-		p.fq.put(nd.q)
-		p.ft = nd.t
+		p.fq[1], p.ft[1] = nd.q, nd.t
 		if x.wide {
-			x.wx.dhi[id][2] = x.wx.hi[i]
+			x.wx.dhi[id][3] = x.wx.hi[i]
 		}
 		tl.next = nd.next // a list of one (i is the tail): it goes
 		x.put(i)
@@ -608,14 +610,11 @@ func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) 
 	var k int
 	switch d, dn := t.sub(p.t1), p.dn(); {
 	case dn == 0:
-		p.dq[1].put(lo)
-		p.t1 = t
+		p.dq[1], p.t1 = lo, t
 		p.setDelivered(1, 0)
 		k = 1
 	case d > 0:
-		p.dq[0] = p.dq[1]
-		p.dq[1].put(lo)
-		p.t1 = t
+		p.dq[0], p.dq[1], p.t1 = p.dq[1], lo, t
 		p.setDelivered(2, min(d, gapFar))
 		if x.wide {
 			h := x.deliveredHi(id)
@@ -623,7 +622,7 @@ func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) 
 		}
 		k = 1
 	case d < 0 && (dn == 1 || -d < p.gap()):
-		p.dq[0].put(lo)
+		p.dq[0] = lo
 		p.setDelivered(2, min(-d, gapFar))
 		k = 0
 	default:
@@ -637,11 +636,11 @@ func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) 
 // deliveredHi is the high words of ghost id's delivered positions and
 // its own in flight (wide bounds only), the table grown by a quarter for
 // an id past its end.
-func (x *posPool) deliveredHi(id uint32) *[3]uint32 {
+func (x *posPool) deliveredHi(id uint32) *[4]uint32 {
 	if d := x.wx.dhi; int(id) >= len(d) {
 		n := int(id) + 1
 		if n > cap(d) {
-			d = append(make([][3]uint32, 0, n+n/4), d...)
+			d = append(make([][4]uint32, 0, n+n/4), d...)
 		}
 		x.wx.dhi = d[:n]
 	}
@@ -655,7 +654,7 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 	if p.dn() == 0 {
 		return false
 	}
-	if p.dq[1].get() != x.packLo(q) || x.wide && x.wx.dhi[id][1] != x.packHi(q) {
+	if p.dq[1] != x.packLo(q) || x.wide && x.wx.dhi[id][1] != x.packHi(q) {
 		return false
 	}
 	for k := range fl {
@@ -695,7 +694,7 @@ func (p *posTrack) fast1(x *posPool) bool { return p.n() <= 1 && !x.wide }
 // for bit (TestFormMatchesGeneral). It saves the 176-byte list copy, its
 // walk, and the older delivered value's unpacking when no pair needs it.
 func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
-	lo := p.dq[1].get()
+	lo := p.dq[1]
 	var d1, f posVal
 	// fd: f's stamp relative to d1's (fl[:j0] older, fl[j1:] newer in
 	// spread). A packed value equals q exactly when its codes do (an
@@ -704,7 +703,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	var fq uint64
 	hasF := p.n() == 1
 	if hasF {
-		f.t, fq = p.ft, p.fq.get() // the one in flight: the track's own
+		f.t, fq = p.ft[0], p.fq[0] // the one in flight: the track's own
 		fd = f.t.sub(p.t1)
 	}
 	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
@@ -719,7 +718,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		dtF, span0 := t.sub(f.t), p.gap()
 		if uint64(dtF-1) < predictMaxMS && uint64(dtF+fd-1) < predictMaxMS &&
 			span0 <= predictMaxMS && fd <= predictMaxMS {
-			pair2(x, p.dq[0].get(), lo, fq, span0, fd, dtF, q, lim, d)
+			pair2(x, p.dq[0], lo, fq, span0, fd, dtF, q, lim, d)
 			return false
 		}
 	} else if dn == 2 && !hasF {
@@ -730,7 +729,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		// axis.
 		dt1, span0 := t.sub(p.t1), p.gap()
 		if uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS {
-			pair1(x, p.dq[0].get(), lo, span0, dt1, q, lim, d)
+			pair1(x, p.dq[0], lo, span0, dt1, q, lim, d)
 			return false
 		}
 	}
@@ -748,7 +747,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		w.rest(&d1)
 	} else if dn == 2 {
 		var d0 posVal
-		lo0 := p.dq[0].get()
+		lo0 := p.dq[0]
 		d0.t = p.t1 - stamp(p.gap())
 		d0.q[0], d0.q[1], d0.q[2] = uint32(lo0)&m0, uint32(lo0>>s1)&m1, uint32(lo0>>s2)&m2
 		w.pair(&d0, &d1)
@@ -901,11 +900,10 @@ func resid(q uint32, v int64, lim uint32) uint64 {
 // is one walk of the pool's links instead of one per newer value.
 func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []posVal {
 	n := min(int(p.n()), posRingLen)
-	if n == 0 {
-		return buf[:0]
-	}
 	if x.wide {
-		buf[0] = p.own(x, id)
+		for k := range min(n, ownFlight) { // the track's own
+			buf[k] = p.own(x, id, k)
+		}
 		if n > ownFlight {
 			for i, k := p.head(x), ownFlight; k < n; i, k = x.nodes[i].next, k+1 {
 				x.unpack(i, &buf[k])
@@ -916,12 +914,14 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 	// unpack written out for one word: the shifts and masks loaded once.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	v := &buf[0] // the track's own
-	q := p.fq.get()
-	v.t = p.ft
-	v.q[0] = uint32(q) & m0
-	v.q[1] = uint32(q>>s1) & m1
-	v.q[2] = uint32(q>>s2) & m2
+	for k := range min(n, ownFlight) { // the track's own
+		v := &buf[k]
+		q := p.fq[k]
+		v.t = p.ft[k]
+		v.q[0] = uint32(q) & m0
+		v.q[1] = uint32(q>>s1) & m1
+		v.q[2] = uint32(q>>s2) & m2
+	}
 	if n <= ownFlight {
 		return buf[:n]
 	}
@@ -949,7 +949,7 @@ func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp
 	var buf [posRingLen]posVal
 	var dv [2]posVal
 	fl := p.unpackAll(x, id, &dv, &buf)
-	if checkSame && p.dq[1].get() == ql && p.clientHasIn(x, id, fl, q) {
+	if checkSame && p.dq[1] == ql && p.clientHasIn(x, id, fl, q) {
 		return true
 	}
 	p.spreadDV(&dv, fl, q, t, lim, d)
@@ -965,24 +965,31 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	lo := p.dq[1].get()
+	lo := p.dq[1]
 	v := &dv[1]
 	v.t = p.t1
 	v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	if p.dn() == 2 {
-		lo = p.dq[0].get()
+		lo = p.dq[0]
 		v = &dv[0]
 		v.t = p.t1 - stamp(p.gap())
 		v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	}
 	n := min(int(p.n()), posRingLen)
-	// The track's own, written out (ownFlight is 1: ownFlightIs1).
+	// The track's own, written out (ownFlight is 2: ownFlightIs2).
 	if n == 0 {
 		return buf[:0]
 	}
-	q := p.fq.get()
+	q := p.fq[0]
 	v = &buf[0]
-	v.t = p.ft
+	v.t = p.ft[0]
+	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
+	if n == 1 {
+		return buf[:1]
+	}
+	q = p.fq[1]
+	v = &buf[1]
+	v.t = p.ft[1]
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
 	if n == ownFlight {
 		return buf[:ownFlight]

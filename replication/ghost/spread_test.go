@@ -62,13 +62,13 @@ func predSpreadList(p *posTrack, x *posPool, id uint32, dl []posVal, q *[3]uint3
 // by inflight's copy.
 func inflightList(p *posTrack, x *posPool, id uint32) []posVal {
 	var fl []posVal
-	if p.n() > 0 { // the track's own
-		v := posVal{t: p.ft}
+	for k := range min(int(p.n()), ownFlight) {
+		v := posVal{t: p.ft[k]}
 		var hi uint32
 		if x.wide {
-			hi = x.wx.dhi[id][2]
+			hi = x.wx.dhi[id][2+k]
 		}
-		x.unpackQ(p.fq.get(), hi, &v.q)
+		x.unpackQ(p.fq[k], hi, &v.q)
 		fl = append(fl, v)
 	}
 	if p.n() <= ownFlight {
