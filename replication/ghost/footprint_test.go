@@ -14,11 +14,12 @@ import (
 // scopeRunViews drives one table the way a connection on a busy server
 // does: a 20 Hz view of n entities (a quarter players, the rest NPCs, most
 // of them walking), a 20 Hz packet of 800 bytes (the default 16 kB/s), every
-// fate delivered three packets later. It returns the table after warm. The
+// fate delivered fateDelay packets later (0: right after its Write, before
+// the next, as a server applies them). It returns the table after warm. The
 // views are snapshots if snaps is set
 // (a zone's: the table keeps no state of its own, only the latest
 // snapshot, which the zone shares with every other table).
-func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int, snaps bool) *Table {
+func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint64, warm int, snaps bool, fateDelay int) *Table {
 	tab, err := NewTable(reg, DefaultConfig())
 	if err != nil {
 		tb.Fatal(err)
@@ -80,8 +81,8 @@ func scopeRunViews(tb testing.TB, reg *Registry, pc, nc *Class, n int, seed uint
 			tb.Fatal(err)
 		}
 		inflight = append(inflight, seq)
-		if len(inflight) > 3 {
-			tab.OnFate(notify.Fate{Seq: inflight[0], Delivered: true, SentAt: now - 150*time.Millisecond})
+		if len(inflight) > fateDelay {
+			tab.OnFate(notify.Fate{Seq: inflight[0], Delivered: true, SentAt: now - time.Duration(fateDelay)*50*time.Millisecond})
 			inflight = inflight[1:]
 		}
 	}
@@ -121,7 +122,7 @@ func TestTableFootprint(t *testing.T) {
 		// allocate meanwhile (once in ≈ 30 measurements on a loaded host,
 		// one ≈ 5.4 KB object: +84 B a table, past the bounds' margins),
 		// which only ever adds; the tables' own bytes are the same in both.
-		per := min(tableBytes(t, reg, pc, nc, tc.ghosts, tc.snaps), tableBytes(t, reg, pc, nc, tc.ghosts, tc.snaps))
+		per := min(tableBytes(t, reg, pc, nc, tc.ghosts, tc.snaps, 3), tableBytes(t, reg, pc, nc, tc.ghosts, tc.snaps, 3))
 		t.Logf("%d ghosts in scope, snapshot views %v: %d B per table (%d B per ghost)", tc.ghosts, tc.snaps, per, per/uint64(max(tc.ghosts, 1)))
 		if per > tc.max {
 			t.Errorf("%d ghosts in scope, snapshot views %v: table keeps %d B, want ≤ %d", tc.ghosts, tc.snaps, per, tc.max)
@@ -135,16 +136,17 @@ func allocSize(n int) uint64 {
 	return uint64(cap(append([]byte(nil), make([]byte, n)...)))
 }
 
-// tableBytes is the live heap a table keeps after scopeRunViews, averaged
+// tableBytes is the live heap a table keeps after scopeRunViews (fates
+// fateDelay packets late), averaged
 // over 64 tables (without the snapshot each keeps of its own here).
-func tableBytes(t *testing.T, reg *Registry, pc, nc *Class, ghosts int, snaps bool) uint64 {
+func tableBytes(t *testing.T, reg *Registry, pc, nc *Class, ghosts int, snaps bool, fateDelay int) uint64 {
 	const tables = 64
 	keep := make([]*Table, tables)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range keep {
-		keep[i] = scopeRunViews(t, reg, pc, nc, ghosts, uint64(i), 100, snaps)
+		keep[i] = scopeRunViews(t, reg, pc, nc, ghosts, uint64(i), 100, snaps, fateDelay)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -160,4 +162,39 @@ func tableBytes(t *testing.T, reg *Registry, pc, nc *Class, ghosts int, snaps bo
 	}
 	runtime.KeepAlive(keep)
 	return per
+}
+
+// TestTableFootprintServerFates is TestTableFootprint with the fates in a
+// server's order: each packet's fate before the next Write (a connection
+// applies the fates it has before it writes, and its client acks within a
+// view), so a walking ghost has its one position in flight only between a
+// Write and its fate, and the track holds it: the pool stays empty. This
+// is what a table keeps on a server that keeps up (TestTableFootprint's
+// fates, three packets late, fill the pool). The bound is on the parts
+// (tableParts: exact, their size classes), averaged over 16 tables.
+func TestTableFootprintServerFates(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	for _, tc := range []struct {
+		ghosts int
+		max    uint64 // bytes per table
+	}{
+		{32, 4760}, // measured 4,760 B, 148 B a ghost
+		{48, 6600}, // measured 6,600 B, 137 B a ghost
+		{64, 8488}, // measured 8,488 B, 132 B a ghost
+	} {
+		const tables = 16
+		var sum, pool uint64
+		for i := range tables {
+			tab := scopeRunViews(t, reg, pc, nc, tc.ghosts, uint64(i), 100, true, 0)
+			for _, v := range tableParts(tab) {
+				sum += v
+			}
+			pool += uint64(cap(tab.pp.nodes))
+		}
+		per := sum / tables
+		t.Logf("%d ghosts in scope, snapshot views, fates before the next write: %d B per table (%d B per ghost), %d pool nodes", tc.ghosts, per, per/uint64(tc.ghosts), pool/tables)
+		if per > tc.max {
+			t.Errorf("%d ghosts in scope, fates before the next write: table keeps %d B, want ≤ %d", tc.ghosts, per, tc.max)
+		}
+	}
 }

@@ -1201,8 +1201,13 @@ func (t *Table) trim() {
 	// above that. The room after a compaction (that, rounded up to its
 	// size class: at most 19 % more) is below the bound, so a pool at its
 	// steady use is never moved twice; a pool grown by one step past its
-	// peak is brought back.
-	if x := &t.pp; cap(x.nodes) > 64 {
+	// peak is brought back. A pool unused for two checks goes entirely:
+	// on a server each fate comes before the next write, so the pool is
+	// the room of a burst of late fates, and its floor (32 to 64 nodes,
+	// 0.5–1 KB) would otherwise stay for the connection's life.
+	if x := &t.pp; cap(x.nodes) > 0 && max(x.hw, x.hw1) == 0 {
+		t.compactPositions(0)
+	} else if cap(x.nodes) > 64 {
 		hw := int(max(x.hw, x.hw1))
 		if want := max(hw+hw/16, 32); cap(x.nodes) > want+want/4 {
 			t.compactPositions(want)
