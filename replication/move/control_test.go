@@ -2,6 +2,7 @@ package move
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -189,5 +190,46 @@ func TestControlWriterBudget(t *testing.T) {
 	}
 	if _, err := NewControlWriter(ControlConfig{Period: -1}); err == nil {
 		t.Fatal("NewControlWriter accepted a negative period")
+	}
+}
+
+// TestControlWriterCorrectedFootprint: a ControlWriter that sent a
+// correction keeps its 80 bytes and 24 of rare counters (it kept a whole
+// ControlStats, 80 more, when nearly every server connection makes them).
+// A size check, not a timing one.
+func TestControlWriterCorrectedFootprint(t *testing.T) {
+	const n = 2000
+	keep := make([]*ControlWriter, n)
+	state := ControlState{}
+	buf := make([]byte, 64)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		c, err := NewControlWriter(DefaultControlConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pkt := uint64(1); pkt <= 2; pkt++ { // the initial state, then a forced one
+			if pkt == 2 {
+				c.Force()
+			}
+			if _, err := c.Write(bitstream.NewWriter(buf), pkt, 0, 0, &state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keep[i] = c
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if st := keep[0].Stats(); st.Forced != 1 {
+		t.Fatalf("stats %+v, want one forced state", st)
+	}
+	per := int64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("ControlWriter after a correction: %d B", per)
+	if per > 112 {
+		t.Fatalf("a corrected ControlWriter keeps %d B, want ≤ 112 (80 + 24 of rare counters)", per)
 	}
 }
