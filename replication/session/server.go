@@ -60,7 +60,15 @@ type Server struct {
 
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
-	ctlSent    uint64 // the ack of the newest data packet
+	// ctlSent: the low 32 bits of the ack of the newest data packet, only
+	// ever compared with ctlApplied's, which is never 2^32 moves ahead of
+	// it (a tick applies a few); superseded counts
+	// ServerStats.ControlsSuperseded, at most one a tick, here and not with
+	// the rare counters: a loaded host (a shard that handles two ticks'
+	// states at once) makes it count on most connections. One word for
+	// both, where each took one.
+	ctlSent    uint32
+	superseded uint32
 
 	nextData time.Duration
 	lastTick time.Duration // when the newest packet that carried a tick left
@@ -72,10 +80,6 @@ type Server struct {
 	// MaxInFlight fates.
 	ghostPkts  seqRing[uint32]
 	ghostFates []ghostFate
-	// superseded counts ServerStats.ControlsSuperseded here, not with the
-	// rare counters: a loaded host (a shard that handles two ticks' states
-	// at once) makes it count on most connections.
-	superseded uint64
 
 	// The flags sit together: one word, where each between wider fields
 	// took one of its own.
@@ -241,7 +245,7 @@ func (s *Server) Stats() ServerStats {
 		Moved:              rare.moved,
 		GhostErrors:        rare.ghostErrs,
 		GhostStalls:        rare.ghostStall,
-		ControlsSuperseded: s.superseded,
+		ControlsSuperseded: uint64(s.superseded),
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
 		EventsRecv:         s.e.evr.Stats(),
@@ -283,7 +287,7 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.hasControl = true
 	s.tickDue = true
 	s.ctlState = state
-	if applied != s.ctlApplied && s.ctlApplied != s.ctlSent && s.ctlSentAny {
+	if applied != s.ctlApplied && uint32(s.ctlApplied) != s.ctlSent && s.ctlSentAny {
 		s.superseded++ // the previous tick's ack never left
 	}
 	if applied == 0 || applied == s.ctlApplied {
@@ -773,7 +777,7 @@ const maxDuration = time.Duration(1<<63 - 1)
 // changed or owed control ack, a correction.
 func (s *Server) hasContent(now time.Duration) bool {
 	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() || s.ev.reportNew() ||
-		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent || s.ackOwed))
+		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || uint32(s.ctlApplied) != s.ctlSent || s.ackOwed))
 }
 
 // budget refills the credit and returns this packet's size limit.
@@ -950,7 +954,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			w.Truncate(0)
 			w.WriteFlag(false)
 		} else {
-			s.ctlSent, s.ctlSentAny, s.ackOwed = s.ctlApplied, true, false
+			s.ctlSent, s.ctlSentAny, s.ackOwed = uint32(s.ctlApplied), true, false
 		}
 	} else {
 		w.WriteFlag(false)
