@@ -169,7 +169,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, err
 	}
 	s := &Sender{
-		cfg:      configs.Get(cfg),
+		cfg:      interned(cfg),
 		idBits:   uint8(idWidth(cfg.MaxInFlightPerLane)),
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
@@ -179,7 +179,13 @@ func NewSender(cfg Config) (*Sender, error) {
 }
 
 // Config returns the configuration the Sender was built with.
-func (s *Sender) Config() Config { return *s.cfg }
+func (s *Sender) Config() Config {
+	c := *s.cfg
+	if c.receiverTrim == trimSections {
+		c.receiverTrim = 0 // interned's default: the Config as given
+	}
+	return c
+}
 
 // Stats returns the counters so far.
 func (s *Sender) Stats() SenderStats {

@@ -17,8 +17,8 @@ import (
 // again on the next burst), f never trims.
 func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 	g, f = newPair(t, cfg), newPair(t, cfg)
-	g.s.cfg, g.r.trimEvery = withSenderTrim(g.s.cfg, time.Nanosecond), 1
-	f.s.cfg, f.r.trimEvery = withSenderTrim(f.s.cfg, 1<<50), math.MaxInt32 // ≈ 13 days: never here (MaxInt64 would overflow now+period)
+	g.s.cfg, g.r.cfg = withSenderTrim(g.s.cfg, time.Nanosecond), withReceiverTrim(g.r.cfg, 1)
+	f.s.cfg, f.r.cfg = withSenderTrim(f.s.cfg, 1<<50), withReceiverTrim(f.r.cfg, math.MaxInt32) // ≈ 13 days: never here (MaxInt64 would overflow now+period)
 	return g, f
 }
 
@@ -27,6 +27,13 @@ func trimPairs(t *testing.T, cfg Config) (g, f *pair) {
 func withSenderTrim(cfg *Config, period time.Duration) *Config {
 	c := *cfg
 	c.senderTrim = period
+	return &c
+}
+
+// withReceiverTrim is withSenderTrim for the Receiver's period (sections).
+func withReceiverTrim(cfg *Config, sections int32) *Config {
+	c := *cfg
+	c.receiverTrim = sections
 	return &c
 }
 
@@ -260,7 +267,7 @@ func TestIdleLaneGivesItsRingsBack(t *testing.T) {
 func TestHostileAheadReleasedAfterGapFills(t *testing.T) {
 	cfg := DefaultConfig()
 	p := newPair(t, cfg)
-	p.r.trimEvery = 1
+	p.r.cfg = withReceiverTrim(p.r.cfg, 1)
 	for i := range 3000 {
 		must(t, p.s.SendOrdered(0, payload(0, i, 8)))
 	}

@@ -2,6 +2,7 @@ package move
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -145,12 +146,13 @@ func TestControlWriterIgnoresMovesWithoutCRC(t *testing.T) {
 	}
 }
 
-// TestControlWriterLayout: a ControlWriter stays in the 80-byte size class
-// (96 with its config copied in and Initial counted apart from anyFull),
-// an Applier in 48 bytes (56 with Malformed and Lost in it).
+// TestControlWriterLayout: a ControlWriter stays in the 64-byte size class
+// (80 with the hold's start apart from lastFull and Full counted apart
+// from its causes; 96 with its config copied in and Initial counted apart
+// from anyFull), an Applier in 48 bytes (56 with Malformed and Lost in it).
 func TestControlWriterLayout(t *testing.T) {
-	if n := unsafe.Sizeof(ControlWriter{}); n > 80 {
-		t.Errorf("ControlWriter is %d bytes, over the 80-byte size class", n)
+	if n := unsafe.Sizeof(ControlWriter{}); n > 64 {
+		t.Errorf("ControlWriter is %d bytes, over the 64-byte size class", n)
 	}
 	if n := unsafe.Sizeof(Applier{}); n > 48 {
 		t.Errorf("Applier is %d bytes, over 48", n)
@@ -189,5 +191,47 @@ func TestControlWriterBudget(t *testing.T) {
 	}
 	if _, err := NewControlWriter(ControlConfig{Period: -1}); err == nil {
 		t.Fatal("NewControlWriter accepted a negative period")
+	}
+}
+
+// TestControlWriterCorrectedFootprint: a ControlWriter that sent a
+// correction keeps its 64 bytes and 24 of rare counters (104 B in all with
+// the writer at 80; it kept a whole ControlStats, 80 more, when nearly
+// every server connection makes them).
+// A size check, not a timing one.
+func TestControlWriterCorrectedFootprint(t *testing.T) {
+	const n = 2000
+	keep := make([]*ControlWriter, n)
+	state := ControlState{}
+	buf := make([]byte, 64)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		c, err := NewControlWriter(DefaultControlConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pkt := uint64(1); pkt <= 2; pkt++ { // the initial state, then a forced one
+			if pkt == 2 {
+				c.Force()
+			}
+			if _, err := c.Write(bitstream.NewWriter(buf), pkt, 0, 0, &state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keep[i] = c
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(keep)
+	if st := keep[0].Stats(); st.Forced != 1 {
+		t.Fatalf("stats %+v, want one forced state", st)
+	}
+	per := int64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("ControlWriter after a correction: %d B", per)
+	if per > 96 {
+		t.Fatalf("a corrected ControlWriter keeps %d B, want ≤ 96 (64 + 24 of rare counters)", per)
 	}
 }

@@ -848,7 +848,6 @@ func (c *Conn) resolve(r *record, delivered bool) {
 		return
 	}
 	r.state = recDropped
-	c.stats.Dropped++
 	c.lossRate += (1 - c.lossRate) / 32
 }
 
@@ -936,16 +935,21 @@ func (c *Conn) Stats() Stats {
 	}
 	cs := &c.stats
 	st.Sent = c.nextSeq - c.cfg.localStart // every header written took one sequence number
-	st.Delivered, st.Dropped, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.Dropped, cs.HeaderBits, cs.RTTSamples
-	st.Received, st.Abandoned = cs.Received, cs.Abandoned
+	st.Delivered, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.HeaderBits, uint64(cs.RTTSamples)
+	st.Dropped = st.Sent - c.pending - cs.Delivered // every record taken is pending or resolved (resolve) one way
+	st.Received, st.Abandoned = uint64(cs.Received), cs.Abandoned
 	return st
 }
 
 // connStats are the counters of Stats that count every packet (Sent is
-// the sequence numbers taken: nextSeq − localStart).
+// the sequence numbers taken: nextSeq − localStart; Dropped is what of
+// them is neither pending nor delivered). Received and RTTSamples count
+// at most one a packet received, so 32 bits last over two years of a
+// connection at 60 packets a second; with Dropped derived, 16 bytes of
+// every Conn (256 → 240, the 240-byte size class).
 type connStats struct {
-	Delivered, Dropped, HeaderBits, RTTSamples uint64
-	Received, Abandoned                        uint64
+	Delivered, HeaderBits, Abandoned uint64
+	Received, RTTSamples             uint32
 }
 
 // rareStats holds the counters that stay 0 on a healthy link (rejections,

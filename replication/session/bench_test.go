@@ -28,12 +28,30 @@ type pair struct {
 	srvTime    time.Duration // time spent in the server's Receive and Poll
 	event      []byte
 	round      int
+	// ghosts, when set, writes every server packet's ghost section (the
+	// client skips it: newPairSkipGhosts); fates takes their fates.
+	ghosts session.GhostWriter
+	fates  []notify.Fate
 }
 
 func newPair(tb testing.TB) *pair { return newPairN(tb, 200) }
 
 // newPairN connects a pair and runs warm round trips.
 func newPairN(tb testing.TB, warm int) *pair {
+	tb.Helper()
+	return newPairClient(tb, warm, session.DefaultClientConfig())
+}
+
+// newPairSkipGhosts is newPairN with a client that leaves the ghost
+// section undecoded (ClientConfig.SkipGhosts), so any bits will do there.
+func newPairSkipGhosts(tb testing.TB, warm int) *pair {
+	tb.Helper()
+	ccfg := session.DefaultClientConfig()
+	ccfg.SkipGhosts = true
+	return newPairClient(tb, warm, ccfg)
+}
+
+func newPairClient(tb testing.TB, warm int, ccfg session.ClientConfig) *pair {
 	tb.Helper()
 	var key [handshake.KeySize]byte
 	seeded(3).Read(key[:])
@@ -52,7 +70,7 @@ func newPairN(tb testing.TB, warm int) *pair {
 	}
 	p := &pair{dt: time.Second / 30, cbuf: make([]byte, 0, session.MaxPacketSize), sbuf: make([]byte, 0, session.MaxPacketSize),
 		event: []byte("chat: hello there")}
-	p.cli, err = session.NewClient(tok, serverAddr, session.DefaultClientConfig(), nil, t0, 0)
+	p.cli, err = session.NewClient(tok, serverAddr, ccfg, nil, t0, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -122,7 +140,10 @@ func (p *pair) step(tb testing.TB) {
 	if p.round%10 == 5 {
 		p.srv.SendEvent(1, p.event)
 	}
-	sout, err := p.srv.Poll(p.now, p.sbuf[:0], nil)
+	if p.ghosts != nil {
+		p.fates = p.srv.PopGhostFates(p.fates[:0])
+	}
+	sout, err := p.srv.Poll(p.now, p.sbuf[:0], p.ghosts)
 	p.srvTime += time.Since(start)
 	if err != nil || len(sout) == 0 {
 		tb.Fatalf("server sent nothing: %v", err)
@@ -155,6 +176,22 @@ func BenchmarkAuthenticatedHeader(b *testing.B) {
 // (client included); server-ns/pkt only the server's part.
 func BenchmarkServerPacket(b *testing.B) {
 	p := newPair(b)
+	p.srvTime = 0
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		p.step(b)
+		n++
+	}
+	b.ReportMetric(float64(p.srvTime.Nanoseconds())/float64(n), "server-ns/pkt")
+}
+
+// BenchmarkServerPacketGhosts is BenchmarkServerPacket with a ghost record
+// in every server packet (a server whose players have ghosts in view): the
+// ghost packets' ring and fate queue in every round trip.
+func BenchmarkServerPacketGhosts(b *testing.B) {
+	p := newPairSkipGhosts(b, 200)
+	p.ghosts = oneGhostRecord{}
 	p.srvTime = 0
 	n := 0
 	b.ReportAllocs()

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -73,10 +74,14 @@ type endpoint struct {
 	// last ran its early deliveries (processFates): only an ack makes
 	// notify report a packet delivered, so without one there is nothing
 	// new for event.Sender.AckDelivered and earlyGhostFates to find.
-	acked    bool
-	lastHdr  uint8 // header bytes of the newest data packet (budget estimates; ≤ 14)
-	probes   int32 // probes sent since the peer was last heard (backoff)
-	discLeft int32 // Disconnect copies still to send (≤ 32)
+	acked   bool
+	lastHdr uint8 // header bytes of the newest data packet (budget estimates; ≤ 14)
+	// probes: probes sent since the peer was last heard (the backoff reads
+	// at most 8; it stops counting at 255). discLeft: Disconnect copies
+	// still to send (≤ 32). A byte each fits them in the flags' word (two
+	// int32s were 8 bytes of every endpoint).
+	probes   uint8
+	discLeft uint8
 }
 
 // endpointLimits is what an endpoint reads of its config: the same for
@@ -251,7 +256,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 	}
 	switch e.sess.State() {
 	case handshake.StateConnected:
-		e.discLeft, e.discReason = int32(e.lim.discCopies), r
+		e.discLeft, e.discReason = uint8(e.lim.discCopies), r
 		e.c.rareCounters().discNext = now
 		return true
 	case handshake.StatePending:
@@ -311,7 +316,7 @@ func (e *endpoint) probeAt(interval time.Duration) time.Duration {
 // sentData records a data packet for the probe timer.
 func (e *endpoint) sentData(now time.Duration, probe bool) {
 	e.lastDataSent = now
-	if probe {
+	if probe && e.probes < math.MaxUint8 {
 		e.probes++
 	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
@@ -14,7 +15,7 @@ func TestGhostFatesRoomGivenBack(t *testing.T) {
 	var s Server
 	fill := func(n int) {
 		for i := range n {
-			s.ghostFates = append(s.ghostFates, notify.Fate{Seq: uint64(i), Delivered: true})
+			s.ghostFates = append(s.ghostFates, ghostFateOf(notify.Fate{Seq: uint64(i), Delivered: true}))
 		}
 	}
 	fill(200) // a backlog
@@ -52,5 +53,20 @@ func TestGhostFatesRoomGivenBack(t *testing.T) {
 	}
 	if cap(s.ghostFates) != small || small == 0 {
 		t.Fatalf("a small queue's room changed: %d -> %d", small, cap(s.ghostFates))
+	}
+}
+
+// TestGhostFatePacksTheFate: a waiting fate gives back the notify.Fate it
+// was made of (sequence, verdict, send time), at the sequences' extremes.
+func TestGhostFatePacksTheFate(t *testing.T) {
+	for _, f := range []notify.Fate{
+		{Seq: 0, Delivered: true, SentAt: 0},
+		{Seq: 1, Delivered: false, SentAt: 37 * time.Millisecond},
+		{Seq: 1<<62 - 1, Delivered: true, SentAt: 1<<62 + 5},
+		{Seq: 1<<62 - 1, Delivered: false, SentAt: -1},
+	} {
+		if got := ghostFateOf(f).fate(); got != f {
+			t.Fatalf("%+v came back as %+v", f, got)
+		}
 	}
 }

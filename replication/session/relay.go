@@ -41,9 +41,9 @@ type GhostRelay struct {
 	last    uint64
 	at      time.Duration // when the pending section was offered
 
-	pkts seqRing       // packet seqs carrying a section, fate pending
-	gs   seqRing       // the g of each, same order
-	out  []notify.Fate // fates keyed by g, waiting for PopFates; grows on demand
+	pkts seqRing[uint64] // packet seqs carrying a section, fate pending
+	gs   seqRing[uint64] // the g of each, same order
+	out  []notify.Fate   // fates keyed by g, waiting for PopFates; grows on demand
 	// maxOut bounds out (2·maxInFlight+1); out starts empty because most
 	// relays never hold more than a handful of fates between pops.
 	maxOut int

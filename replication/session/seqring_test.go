@@ -15,7 +15,7 @@ import (
 // len/full answers, and no allocation once grown.
 func TestSeqRingGrowsLikeAFixedFIFO(t *testing.T) {
 	const max = 1000 // not a power of two: the last doubling is capped
-	var r seqRing
+	var r seqRing[uint64]
 	if cap(r.buf) != 0 {
 		t.Fatalf("fresh ring holds %d slots, want 0 (grown on demand)", cap(r.buf))
 	}
@@ -118,6 +118,33 @@ func TestRelayManyInFlight(t *testing.T) {
 		g := uint64(i + 1)
 		if f.Seq != g || f.Delivered != (g%3 != 0) || f.SentAt != time.Duration(g) {
 			t.Fatalf("fate %d: %+v, want seq %d delivered %v", i, f, g, g%3 != 0)
+		}
+	}
+}
+
+// TestGhostSeqAcrossTheWrap: a Server's 31-bit ghost packet entries order,
+// match and restore the full sequences of the packets in flight (within
+// MaxMaxInFlight below notify's NextSeq) on both sides of every 2^31
+// boundary, with and without the early mark.
+func TestGhostSeqAcrossTheWrap(t *testing.T) {
+	for _, next := range []uint64{1, 1 << 16, 1<<31 - 3, 1 << 31, 1<<31 + 5, 1<<32 + 2, 5<<31 + 1, 1<<62 - 7} {
+		for _, back := range []uint64{1, 2, 1000, notify.MaxMaxInFlight} {
+			if back > next {
+				continue
+			}
+			seq := next - back
+			v := ghostSeqOf(seq)
+			for _, e := range []uint32{v, v | ghostEarly} {
+				if got := ghostSeqFull(e&^ghostEarly, next); got != seq {
+					t.Fatalf("next %d, seq %d: restored %d", next, seq, got)
+				}
+				if !ghostSeqIs(e, seq) || ghostSeqIs(e, seq+1) || ghostSeqIs(e, seq-1) {
+					t.Fatalf("next %d, seq %d: entry %#x matches wrongly", next, seq, e)
+				}
+				if ghostSeqBefore(e, seq) || !ghostSeqBefore(e, seq+1) || !ghostSeqBefore(e, next) || (seq > 0 && ghostSeqBefore(e, seq-1)) {
+					t.Fatalf("next %d, seq %d: entry %#x ordered wrongly", next, seq, e)
+				}
+			}
 		}
 	}
 }

@@ -60,21 +60,26 @@ type Server struct {
 
 	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
-	ctlSent    uint64 // the ack of the newest data packet
+	// ctlSent: the low 32 bits of the ack of the newest data packet, only
+	// ever compared with ctlApplied's, which is never 2^32 moves ahead of
+	// it (a tick applies a few); superseded counts
+	// ServerStats.ControlsSuperseded, at most one a tick, here and not with
+	// the rare counters: a loaded host (a shard that handles two ticks'
+	// states at once) makes it count on most connections. One word for
+	// both, where each took one.
+	ctlSent    uint32
+	superseded uint32
 
 	nextData time.Duration
 	lastTick time.Duration // when the newest packet that carried a tick left
 	credit   float64       // bytes
 	creditAt time.Duration
-	// ghostPkts: packets whose ghost section had records, fate pending. Its
-	// bound (MaxInFlight) also bounds ghostFates, a slice that grows on
-	// demand so an idle connection does not hold MaxInFlight fates.
-	ghostPkts  seqRing
-	ghostFates []notify.Fate
-	// superseded counts ServerStats.ControlsSuperseded here, not with the
-	// rare counters: a loaded host (a shard that handles two ticks' states
-	// at once) makes it count on most connections.
-	superseded uint64
+	// ghostPkts: packets whose ghost section had records, fate pending, as
+	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
+	// slice that grows on demand so an idle connection does not hold
+	// MaxInFlight fates.
+	ghostPkts  seqRing[uint32]
+	ghostFates []ghostFate
 
 	// The flags sit together: one word, where each between wider fields
 	// took one of its own.
@@ -240,7 +245,7 @@ func (s *Server) Stats() ServerStats {
 		Moved:              rare.moved,
 		GhostErrors:        rare.ghostErrs,
 		GhostStalls:        rare.ghostStall,
-		ControlsSuperseded: s.superseded,
+		ControlsSuperseded: uint64(s.superseded),
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
 		EventsRecv:         s.e.evr.Stats(),
@@ -282,7 +287,7 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.hasControl = true
 	s.tickDue = true
 	s.ctlState = state
-	if applied != s.ctlApplied && s.ctlApplied != s.ctlSent && s.ctlSentAny {
+	if applied != s.ctlApplied && uint32(s.ctlApplied) != s.ctlSent && s.ctlSentAny {
 		s.superseded++ // the previous tick's ack never left
 	}
 	if applied == 0 || applied == s.ctlApplied {
@@ -402,7 +407,9 @@ func (s *Server) pollRedirect(now time.Duration, dst []byte) ([]byte, error) {
 // leaves them here until a send is due, so that the fates, the view and the
 // write visit the table's records back to back; GhostFatesWaiting tells.
 func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
-	dst = append(dst, s.ghostFates...)
+	for _, g := range s.ghostFates {
+		dst = append(dst, g.fate())
+	}
 	// A backlog (fates waiting while the owner was busy) grows the slice;
 	// its room goes back after ghostFatesIdle pops in a row that used at
 	// most an eighth of it, so neither a backlog keeps it for the
@@ -419,11 +426,34 @@ func (s *Server) PopGhostFates(dst []notify.Fate) []notify.Fate {
 	return dst
 }
 
+// ghostFate is a fate waiting for PopGhostFates: the packet's sequence
+// with ghostDelivered (sequences stay far below 2^63) and its send time,
+// 16 bytes where a notify.Fate takes 24 (nearly every connection holds a
+// few: 48 → 32 B at two).
+type ghostFate struct {
+	seq    uint64
+	sentAt time.Duration
+}
+
+const ghostDelivered = 1 << 63
+
+func ghostFateOf(f notify.Fate) ghostFate {
+	g := ghostFate{seq: f.Seq, sentAt: f.SentAt}
+	if f.Delivered {
+		g.seq |= ghostDelivered
+	}
+	return g
+}
+
+func (g ghostFate) fate() notify.Fate {
+	return notify.Fate{Seq: g.seq &^ ghostDelivered, Delivered: g.seq&ghostDelivered != 0, SentAt: g.sentAt}
+}
+
 // GhostFatesWaiting reports whether fates wait for PopGhostFates.
 func (s *Server) GhostFatesWaiting() bool { return len(s.ghostFates) > 0 }
 
 // ghostFatesKeep is the room of ghostFates that PopGhostFates never gives
-// back (384 bytes); ghostFatesIdle the pops in a row (about 3 s at 20 Hz)
+// back (256 bytes); ghostFatesIdle the pops in a row (about 3 s at 20 Hz)
 // that used at most an eighth of a larger one before it goes.
 const (
 	ghostFatesKeep = 16
@@ -567,14 +597,14 @@ func (s *Server) processFates() {
 		e.evs.OnFate(f)
 		s.cw.OnFate(f)
 		s.ev.onFate(f.Seq, f.Delivered)
-		for s.ghostPkts.len() > 0 && s.ghostPkts.front()&^earlyFate < f.Seq {
+		for s.ghostPkts.len() > 0 && ghostSeqBefore(s.ghostPkts.front(), f.Seq) {
 			s.ghostPkts.pop() // unreachable: notify reports every packet once, in order
 		}
-		if s.ghostPkts.len() > 0 && s.ghostPkts.front()&^earlyFate == f.Seq {
-			early := s.ghostPkts.front()&earlyFate != 0
+		if s.ghostPkts.len() > 0 && ghostSeqIs(s.ghostPkts.front(), f.Seq) {
+			early := s.ghostPkts.front()&ghostEarly != 0
 			s.ghostPkts.pop()
 			if !early {
-				s.ghostFates = append(s.ghostFates, f)
+				s.ghostFates = append(s.ghostFates, ghostFateOf(f))
 			}
 		}
 	}
@@ -585,9 +615,36 @@ func (s *Server) processFates() {
 	}
 }
 
-// earlyFate marks a ghostPkts entry whose delivered fate was queued ahead of
-// its turn (sequence numbers stay far below 2^62).
+// earlyFate marks a GhostRelay's pkts entry whose delivered fate was
+// queued ahead of its turn (sequence numbers stay far below 2^62).
 const earlyFate = 1 << 63
+
+// A ghostSeq is a ghostPkts entry: the low 31 bits of the packet's
+// sequence, and ghostEarly once its delivered fate was queued ahead of its
+// turn. 31 bits tell the packets in flight apart and order them (at most
+// MaxInFlight ≤ 2^16 of them, all at or below notify's NextSeq), and the
+// full sequence is NextSeq less the distance: half the ring's bytes of
+// 64-bit entries (32 of 64 at its first size, on every connection with
+// ghosts in view).
+const (
+	ghostEarly   = 1 << 31
+	ghostSeqMask = ghostEarly - 1
+)
+
+func ghostSeqOf(seq uint64) uint32 { return uint32(seq) & ghostSeqMask }
+
+// ghostSeqIs reports whether v is packet seq's entry.
+func ghostSeqIs(v uint32, seq uint64) bool { return (v^uint32(seq))&ghostSeqMask == 0 }
+
+// ghostSeqBefore reports whether v's packet was sent before packet seq
+// (serial order on 31 bits: the top bit of the shifted difference).
+func ghostSeqBefore(v uint32, seq uint64) bool { return int32((v-uint32(seq))<<1) < 0 }
+
+// ghostSeqFull is the sequence of entry v, given next, notify's NextSeq: every
+// packet in flight is below it and within MaxInFlight of it.
+func ghostSeqFull(v uint32, next uint64) uint64 {
+	return next - uint64((uint32(next)-v)&ghostSeqMask)
+}
 
 // earlyGhostFates queues the delivered fate of every ghost packet notify
 // knows delivered while an older packet's fate is still open. Fates pop in
@@ -600,14 +657,20 @@ const earlyFate = 1 << 63
 // had (CrowdScene seed 4: 1.15 s stale). ghost.Table resolves fates in any
 // order; the in-order fate of a packet reported early is not queued again.
 func (s *Server) earlyGhostFates() {
-	for i := 0; i < s.ghostPkts.len(); i++ {
+	n := s.ghostPkts.len()
+	if n == 0 {
+		return
+	}
+	next := s.e.nc.NextSeq()
+	for i := 0; i < n; i++ {
 		v := s.ghostPkts.at(i)
-		if v&earlyFate != 0 {
+		if v&ghostEarly != 0 {
 			continue
 		}
-		if at, ok := s.e.nc.Delivered(v); ok {
-			s.ghostPkts.set(i, v|earlyFate)
-			s.ghostFates = append(s.ghostFates, notify.Fate{Seq: v, Delivered: true, SentAt: at})
+		seq := ghostSeqFull(v, next)
+		if at, ok := s.e.nc.Delivered(seq); ok {
+			s.ghostPkts.set(i, v|ghostEarly)
+			s.ghostFates = append(s.ghostFates, ghostFate{seq: seq | ghostDelivered, sentAt: at})
 		}
 	}
 }
@@ -714,7 +777,7 @@ const maxDuration = time.Duration(1<<63 - 1)
 // changed or owed control ack, a correction.
 func (s *Server) hasContent(now time.Duration) bool {
 	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() || s.ev.reportNew() ||
-		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || s.ctlApplied != s.ctlSent || s.ackOwed))
+		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || uint32(s.ctlApplied) != s.ctlSent || s.ackOwed))
 }
 
 // budget refills the credit and returns this packet's size limit.
@@ -891,7 +954,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			w.Truncate(0)
 			w.WriteFlag(false)
 		} else {
-			s.ctlSent, s.ctlSentAny, s.ackOwed = s.ctlApplied, true, false
+			s.ctlSent, s.ctlSentAny, s.ackOwed = uint32(s.ctlApplied), true, false
 		}
 	} else {
 		w.WriteFlag(false)
@@ -953,7 +1016,7 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 		return
 	}
 	if recs > 0 {
-		s.ghostPkts.push(seq, int(s.lim().maxInFlight))
+		s.ghostPkts.push(ghostSeqOf(seq), int(s.lim().maxInFlight))
 	}
 }
 
@@ -964,28 +1027,29 @@ func (s *Server) writeGhosts(w *bitstream.Writer, seq uint64, now time.Duration,
 // so steady state allocates nothing.
 //
 // The bound is the caller's to pass (push, full), not a field: it is the
-// same for every connection of a config, and 8 bytes of a Server.
-type seqRing struct {
-	buf        []uint64
+// same for every connection of a config, and 8 bytes of a Server. A
+// Server's ring holds 32-bit entries (ghostSeq), a GhostRelay's full ones.
+type seqRing[T uint32 | uint64] struct {
+	buf        []T
 	head, size uint32
 }
 
-// seqRingMin is the first buffer size: 64 bytes. A ghost packet's fate
+// seqRingMin is the first buffer size: 32 bytes (64 with full entries). A ghost packet's fate
 // comes back with the client's ack of it, a round trip plus at most one
 // client packet interval later: at 20 packets/s that is 3 packets in flight
 // at 100 ms of RTT, 8 at 350 ms. (16, 128 bytes, was the room of most
 // connections.)
 const seqRingMin = 8
 
-func (r *seqRing) len() int            { return int(r.size) }
-func (r *seqRing) full(max int) bool   { return int(r.size) >= max }
-func (r *seqRing) front() uint64       { return r.buf[r.head] }
-func (r *seqRing) pop()                { r.head = (r.head + 1) % uint32(len(r.buf)); r.size-- }
-func (r *seqRing) at(i int) uint64     { return r.buf[(int(r.head)+i)%len(r.buf)] }
-func (r *seqRing) set(i int, v uint64) { r.buf[(int(r.head)+i)%len(r.buf)] = v }
+func (r *seqRing[T]) len() int          { return int(r.size) }
+func (r *seqRing[T]) full(max int) bool { return int(r.size) >= max }
+func (r *seqRing[T]) front() T          { return r.buf[r.head] }
+func (r *seqRing[T]) pop()              { r.head = (r.head + 1) % uint32(len(r.buf)); r.size-- }
+func (r *seqRing[T]) at(i int) T        { return r.buf[(int(r.head)+i)%len(r.buf)] }
+func (r *seqRing[T]) set(i int, v T)    { r.buf[(int(r.head)+i)%len(r.buf)] = v }
 
 // push appends v; the caller checks full(max) first.
-func (r *seqRing) push(v uint64, max int) {
+func (r *seqRing[T]) push(v T, max int) {
 	if int(r.size) == len(r.buf) {
 		r.grow(max)
 	}
@@ -994,12 +1058,12 @@ func (r *seqRing) push(v uint64, max int) {
 }
 
 // grow doubles the buffer (capped at bound), unwrapping the FIFO to index 0.
-func (r *seqRing) grow(bound int) {
+func (r *seqRing[T]) grow(bound int) {
 	n := max(min(2*len(r.buf), bound), min(seqRingMin, bound))
 	if n <= len(r.buf) {
 		panic("session: seqRing push when full") // callers check full first
 	}
-	nb := make([]uint64, n)
+	nb := make([]T, n)
 	k := copy(nb, r.buf[r.head:])
 	copy(nb[k:], r.buf[:r.head])
 	r.buf, r.head = nb, 0

@@ -54,17 +54,21 @@ func (c *Counters) Rejected() uint64 {
 // first (a healthy connection has none until it ends: 120 bytes of every
 // connection otherwise; a peer that sends garbage makes them once, no
 // more).
+//
+// The packet counts are 32-bit (the byte counts 64): a connection sends at
+// most 60 packets a second, which takes over two years to wrap, and the
+// datagrams given to Receive only wrap after 2^32 of them. 16 bytes of
+// every connection, part of what keeps a Server in the 448-byte size class.
 type counters struct {
-	PacketsIn, BytesIn uint64
-	Accepted           uint64
+	PacketsIn, Accepted uint32
+	BytesIn             uint64
 	// PacketsOut is not kept: every packet an endpoint sends is counted as
 	// one of DataOut, AckOut, DisconnectOut or RedirectOut, and a Client's
 	// connect requests as Requests (snapshot and Client.Stats add them up).
-	BytesOut       uint64
-	DataOut        uint64
-	AckOut         uint64
-	HeaderBytesOut uint64
-	rare           *rareCounters
+	BytesOut        uint64
+	DataOut, AckOut uint32
+	HeaderBytesOut  uint64
+	rare            *rareCounters
 }
 
 // rareCounters are the counters that stay 0 on a healthy connection (the
@@ -92,8 +96,8 @@ func (c *counters) snapshot() Counters {
 		out.WrongConn, out.BadHeader, out.AfterClose = r.WrongConn, r.BadHeader, r.AfterClose
 		out.ProtocolErrors, out.Grown, out.DisconnectOut, out.RedirectOut = r.ProtocolErrors, r.Grown, r.DisconnectOut, r.RedirectOut
 	}
-	out.PacketsIn, out.BytesIn, out.Accepted = c.PacketsIn, c.BytesIn, c.Accepted
-	out.BytesOut, out.DataOut, out.AckOut = c.BytesOut, c.DataOut, c.AckOut
+	out.PacketsIn, out.BytesIn, out.Accepted = uint64(c.PacketsIn), c.BytesIn, uint64(c.Accepted)
+	out.BytesOut, out.DataOut, out.AckOut = c.BytesOut, uint64(c.DataOut), uint64(c.AckOut)
 	out.PacketsOut = out.DataOut + out.AckOut + out.DisconnectOut + out.RedirectOut
 	out.HeaderBytesOut = c.HeaderBytesOut
 	return out

@@ -172,6 +172,41 @@ func TestZoneFootprint(t *testing.T) {
 	runtime.KeepAlive(z)
 }
 
+// TestZoneFootprint1000 is TestZoneFootprint at cmd/capacity's 1,000
+// players, all in one zone of the default size: ≈ 41 in each view (the
+// bots see 43 at 1,000 over four zones), 200 NPCs. 1,763–1,768 B a player
+// alone (2026-11-29); by a heap profile of it (MemProfileRate 1, 1,663 B
+// there) ≈ 520 B the tick's snapshot (cmd/capacity files it under
+// views), ≈ 465 B interest sets (8-byte entries, a quarter and 4 of
+// headroom), 216 B slots (176 B each, 1.2 a player, an eighth of room),
+// 208 B the player's record, 128 B handoff records, 67 B grid, 62 B move
+// queues, 32 B the tick's views, 25 B the tracker's table, 24 B the slot
+// index, 24 B the replica batch. The bound is generous: a size check.
+func TestZoneFootprint1000(t *testing.T) {
+	const players = 1000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	z, now := crowdZone(t, players)
+	var refs []ghost.ViewRef
+	for tick := range 40 {
+		now += 50 * time.Millisecond
+		refs = crowdTick(z, players, now, tick, nil, refs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / players
+	inView := 0
+	for _, e := range z.ents {
+		inView += e.p().set.Len()
+	}
+	t.Logf("zone footprint: %.0f B per player (%d players, %d slots, %.1f in view)", per, players, len(z.ents), float64(inView)/players)
+	if per > 1900 {
+		t.Errorf("zone holds %.0f B per player at %d players, want ≤ 1,900", per, players)
+	}
+	runtime.KeepAlive(z)
+}
+
 // TestZoneFootprintAfterBacklog is TestZoneFootprint after a stall: the
 // zone's tick came 600 ms late once (18 moves queued a player), then ten
 // seconds of play drained the backlog. 2,506 B a player while a move
