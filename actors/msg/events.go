@@ -53,6 +53,17 @@ func (l *EventList) rebase() {
 	}
 }
 
+// trim drops the room of an empty list beyond events events and arena
+// bytes of payload (the next Add makes it again).
+func (l *EventList) trim(events, arena int) {
+	if cap(l.Events) > events {
+		l.Events = nil
+	}
+	if cap(l.arena) > arena {
+		l.arena = nil
+	}
+}
+
 // Len is the number of events.
 func (l *EventList) Len() int { return len(l.Events) }
 

@@ -151,6 +151,17 @@ func (c *InputCache) Get() *Input {
 // of moves its zone did not report applied up to 256 (actors/conn).
 const pooledMoves = 16
 
+// pooledEvents and pooledArena bound the event room a released Input
+// keeps (pooledEvents events, pooledArena bytes of payload): a datagram
+// carries an event or two, but one a shard takes from a client whose
+// acks came late carries a dozen (its guaranteed events sent again), and
+// pooled, an Input kept that room for good (a node behind at 2,000
+// players held 1.5 KB a player of event room in its Inputs).
+const (
+	pooledEvents = 4
+	pooledArena  = 256
+)
+
 // NewInput returns an empty Input from the pool.
 func NewInput() *Input { return inputPool.Get().(*Input) }
 
@@ -165,6 +176,7 @@ func (in *Input) Release() {
 	in.LostBefore = 0
 	in.EventGen = 0
 	in.EventList.Reset()
+	in.EventList.trim(pooledEvents, pooledArena)
 	in.Received = 0
 	for {
 		top := inputReturns.Load()

@@ -31,6 +31,38 @@ func TestReleasedInputKeepsLittleRoom(t *testing.T) {
 	}
 }
 
+// TestReleasedInputKeepsBoundedEventRoom: a released Input keeps the
+// room of a datagram's few events, not that of a burst (a client's events
+// sent again after late acks), which pooled Inputs carried for good.
+func TestReleasedInputKeepsBoundedEventRoom(t *testing.T) {
+	payload := make([]byte, 24) // an echo event's
+	for _, tc := range []struct {
+		name   string
+		events int
+		keep   bool
+	}{
+		{"a datagram's event", 1, true},
+		{"the most kept", pooledEvents, true},
+		{"a burst", 12, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := new(Input) // not from the pool: its fields are read after Release
+			for range tc.events {
+				in.Add(0, 0, 0, payload)
+			}
+			in.Release()
+			kept := cap(in.EventList.Events) > 0 && cap(in.arena) > 0
+			if kept != tc.keep || in.Len() != 0 || in.Bytes() != 0 {
+				t.Fatalf("after Release: %d events, %d bytes, room %d events and %d bytes; want room kept %v",
+					in.Len(), in.Bytes(), cap(in.EventList.Events), cap(in.arena), tc.keep)
+			}
+			if cap(in.EventList.Events) > pooledEvents || cap(in.arena) > pooledArena {
+				t.Fatalf("room %d events and %d bytes kept, want ≤ %d and %d", cap(in.EventList.Events), cap(in.arena), pooledEvents, pooledArena)
+			}
+		})
+	}
+}
+
 // TestControlSize keeps a Control (one a player, at its ViewSlot or on
 // its way to the connection) in the 176-byte size class: 184 bytes, the
 // 192-byte class, while View sat after Events in a word of its own.
