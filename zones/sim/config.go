@@ -69,10 +69,12 @@ type Config struct {
 	// BorderRange is how far from a neighbour's rectangle an entity is
 	// still replicated to it. Default the interest leave radius.
 	BorderRange float64
-	// HandoffGrace is how many ticks a replica handed between zones is
-	// held while no batch lists it (see handoffGrace in replica.go).
-	// Default 3: enough in one process. Across processes the new owner's
-	// first batch comes over NATS a little later; zoned uses 10.
+	// HandoffGrace is how many ticks, on the new owner's clock, a replica
+	// handed between zones is held past the moment its old owner let it
+	// go: a batch the new owner built later than that and without it
+	// drops it (see awaitHeir in replica.go; however late such a batch
+	// arrives, ReplicaTTL bounds the wait). It is the margin for mapping
+	// the new owner's clock to this zone's. Default 3; zoned uses 20.
 	HandoffGrace int
 	// ReplicaTTL drops a neighbour's replicas when no batch arrived for
 	// this long (a dead or stalled neighbour), counted on the zone's live

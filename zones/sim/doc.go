@@ -40,10 +40,14 @@
 // entity id, hence every client's ghost id for it, never changes. A
 // player's interest set travels with it, so hysteresis continues at the new
 // owner. A third zone that only watches (both are its neighbours, as at a
-// corner) keeps its replica too: when the old owner's batch stops listing
-// an entity whose last position lies in another neighbour, the replica is
-// held for a few ticks (handoffGrace) until the new owner's batch adopts
-// it in place, instead of vanishing for the tick between the two batches.
+// corner) keeps its replica too: the old owner lists the entity to it until
+// the Commit is acknowledged, and when it stops, the replica is held until
+// a batch the new owner built after that (by the new owner's clock, so a
+// batch that comes late still counts as of when it was built) adopts it in
+// place or leaves it out, instead of vanishing for the ticks between the
+// two owners' batches. The old owner holds its replica of the entity the
+// same way. Those holds end ReplicaTTL of live time after the old owner
+// let go at the latest (a new owner that died).
 //
 // # Entity ids
 //

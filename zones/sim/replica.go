@@ -7,21 +7,9 @@ import (
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
-// handoffGrace is how many ticks a replica whose owner has just handed it
-// on stays in the grid although its owner's batches no longer list it:
-//
-//   - this zone handed it away: a batch the new owner built before the
-//     Commit reached it cannot list it yet;
-//   - two neighbours handed it between them (this zone only watches): the
-//     old owner's first batch without it often arrives before the new
-//     owner's first batch with it, and this zone may tick in between.
-//
-// Dropping it in that gap would take it out of every interest set here for
-// a tick, and each viewer's ghost of it would be killed and re-created
-// under a new ghost id. The new owner's batch adopts it in place (same
-// slot and generation: no interest change at all). If none does within the
-// grace it is dropped, so an entity that really vanished mid-handoff
-// lingers, frozen, for a few ticks at most.
+// handoffGrace is the default of Config.HandoffGrace: how far past the
+// moment a replica's owner let it go (handed it on) the heir's batches
+// must reach before one that leaves it out drops it. See awaitHeir.
 const handoffGrace = 3 // the default of Config.HandoffGrace
 
 // sendReplicas builds one batch per neighbour: every entity this zone owns
@@ -61,6 +49,7 @@ func (z *Zone) sendReplicas(now time.Duration) {
 		cand = append(cand, int32(s))
 	}
 	z.replCand = cand
+	z.pruneCommitting(now)
 	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
 		for _, s := range cand {
@@ -69,6 +58,13 @@ func (z *Zone) sendReplicas(now time.Duration) {
 				continue
 			}
 			slots = append(slots, s)
+		}
+		for _, c := range z.committing {
+			e := &z.ents[c.slot]
+			if n.ID == e.rp.owner || n.Dist2(float64(e.state.Pos[0]), float64(e.state.Pos[2])) > r2 {
+				continue
+			}
+			slots = append(slots, c.slot)
 		}
 		ends = append(ends, len(slots))
 	}
@@ -84,6 +80,13 @@ func (z *Zone) sendReplicas(now time.Duration) {
 		all[i] = Replica{
 			ID: e.id, Kind: e.kind, Epoch: e.epoch, State: e.state,
 			Health: e.health, Flags: e.flags, Name: e.name, Extra: e.extra,
+		}
+	}
+	if len(z.committing) > 0 {
+		for i, s := range slots {
+			if z.ents[s].role == roleReplica { // committing: listed at the epoch it had here
+				all[i].Epoch--
+			}
 		}
 	}
 	start := 0
@@ -141,12 +144,14 @@ func (b *ReplicaBatch) Release() {
 // them. Entities this zone owns are never overwritten (ownership wins over
 // a copy), an older epoch never overwrites a newer one (a batch from a
 // previous owner that arrives late), and the neighbour's replicas missing
-// from the batch are dropped.
+// from the batch are dropped, unless a handoff in flight explains their
+// absence (see awaitHeir).
 func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 	if b.To != z.cfg.Zone || b.From == z.cfg.Zone {
 		z.stats.ReplicasMisrouted++
 		return
 	}
+	built := z.builtAt(now, b)
 	z.batchSeq++
 	seq := z.batchSeq
 	for i := range b.Entities {
@@ -167,7 +172,7 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		}
 		e := &z.ents[s]
 		rp := z.rep(e)
-		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.hold = r.Kind, r.Epoch, b.From, z.replClock, seq, 0
+		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.wait, rp.released = r.Kind, r.Epoch, b.From, z.replClock, seq, 0, false
 		e.state, e.health, e.flags, e.name, e.extra = r.State, r.Health, r.Flags, r.Name, r.Extra
 	}
 	for s := range z.ents {
@@ -175,60 +180,152 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		if e.role != roleReplica {
 			continue
 		}
-		if rp := e.rp; rp.owner == b.From && rp.seenBatch != seq {
-			if _, reserved := z.hand.Reserved(e.id); reserved {
-				// Its owner is handing it to this zone (the offer is
-				// accepted, the Commit on its way): keep it in its slot for
-				// the acquisition. Across processes the owner's next batch,
-				// without it, can come before the Commit.
-				continue
-			}
-			if rp.hold == 0 && z.handedOn(e, b.From) {
-				rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
-				z.stats.ReplicasHeld++
-			}
-			if now < rp.hold {
-				// Mid-handoff: absence from this batch proves nothing yet.
-				continue
-			}
-			if z.handingTo(e, b.From) {
-				// This zone handed it to b.From and the Commit is not
-				// acknowledged: b.From cannot list it before it has it,
-				// however long the Commit takes (across processes it
-				// waits for the player record's write). Held until the
-				// acknowledgement, then for the grace.
-				rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
-				continue
-			}
-			if rp.hold != 0 {
-				z.stats.ReplicasHeldDropped++
-			}
-			z.slotFree(int32(s))
+		rp := e.rp
+		if rp.seenBatch == seq || (rp.owner != b.From && rp.wait == 0) {
+			continue
 		}
+		if z.keepUnlisted(now, e, b.From, built) {
+			continue
+		}
+		if rp.wait != 0 {
+			z.stats.ReplicasHeldDropped++
+		}
+		z.slotFree(int32(s))
 	}
 	z.stats.ReplicaBatches++
 }
 
-// handedOn reports whether a replica that from no longer lists is probably
-// being handed to another neighbour of this zone, whose batches will list
-// it: its last known position is in that neighbour. An owner lists every
+// keepUnlisted decides on replica e that a batch from zone from, built at
+// built (this zone's clock: builtAt), does not list: its owner's batch, or
+// any batch while e waits for its heir. It reports whether e stays.
+func (z *Zone) keepUnlisted(now time.Duration, e *entity, from string, built time.Duration) bool {
+	rp := e.rp
+	if rp.wait != 0 {
+		// Waiting for its heir: only the heir's batches decide, and only
+		// one built after the wait began.
+		return z.heir(e) != from || built < rp.wait
+	}
+	if rp.owner != from {
+		return true
+	}
+	if _, reserved := z.hand.Reserved(e.id); reserved {
+		// Its owner is handing it to this zone (the offer is accepted, the
+		// Commit on its way): keep it in its slot for the acquisition.
+		// Across processes the owner's next batch, without it, can come
+		// before the Commit.
+		return true
+	}
+	if z.handingTo(e, from) {
+		// This zone handed it to from and the Commit is not acknowledged:
+		// from cannot list it before it has it, however long the Commit
+		// takes (across processes it waits for the player record's write).
+		return true
+	}
+	if z.heir(e) == "" {
+		return false // out of range inside its owner's zone: gone
+	}
+	z.awaitHeir(now, e)
+	return true
+}
+
+// awaitHeir holds replica e, which its owner no longer lists because the
+// entity is being handed on, until a batch its heir (heir: the zone taking
+// it) built after now + HandoffGrace periods either lists it (it moves on
+// in the same slot and generation: no viewer's interest set changes) or
+// leaves it out (it is really gone). The wait begins only once the heir
+// has it: a zone that hands an entity away lists it to its other
+// neighbours until the Commit is acknowledged (sendReplicas), and does
+// not await its heir before that itself (handingTo). So a batch the heir
+// built after the wait began lists it, if it is still there.
+//
+// "Built after" is measured on the heir's clock (builtAt), not by when
+// its batch arrives: across processes a batch came 1–2 s late on a loaded
+// host while both zones ticked on time, and a hold of HandoffGrace ticks
+// of this zone's time (1 s in zoned) ran out before the heir's first
+// batch with the entity arrived; every viewer's ghost of it was killed
+// and re-created under a new ghost id a moment later
+// (actors/node TestClusterThreeNodesAcrossBorders with a CPU hog beside
+// it, 2–3 runs in 17). HandoffGrace is the margin for the clocks' mapping.
+//
+// Bound: the wait restarts the replica's silence (rp.seen), and
+// expireReplicas drops it ReplicaTTL of live time later whatever its heir
+// sent: a heir that died, or whose batches lag more than that, does not
+// keep it longer.
+func (z *Zone) awaitHeir(now time.Duration, e *entity) {
+	rp := e.rp
+	rp.wait = now + time.Duration(z.cfg.HandoffGrace)*z.period
+	rp.seen = z.replClock
+	z.stats.ReplicasHeld++
+}
+
+// heir names the zone that takes replica e on from its owner, or "" if
+// none does: the zone this one handed it to (its replica since, not yet
+// listed by it), else
+// the neighbour its last known position lies in. An owner lists every
 // entity it owns near this zone, frozen ones too (at the position it was
 // offered from), so an entity it stops listing while it stood in another
-// zone has usually been committed to that zone. One that walked out of
-// range inside its owner's zone is dropped at once; one that walked out of
-// range while still owned from across a border (MinDwell) is held for the
-// grace and then dropped.
-func (z *Zone) handedOn(e *entity, from string) bool {
+// neighbour has usually been committed there. One that walked out of range
+// inside its owner's zone has no heir (it goes at once); one that walked
+// out of range while still owned from across a border (MinDwell) is held
+// until the zone it stood in says it has no such entity.
+func (z *Zone) heir(e *entity) string {
+	rp := e.rp
+	if rp.released {
+		return rp.owner
+	}
 	to, ok := z.w.ZoneAt(float64(e.state.Pos[0]), float64(e.state.Pos[2]))
-	if !ok || to.ID == from || to.ID == z.cfg.Zone {
-		return false
+	if !ok || to.ID == rp.owner || to.ID == z.cfg.Zone {
+		return ""
 	}
 	for _, n := range z.nbrs {
 		if n.ID == to.ID {
-			return true
+			return to.ID
 		}
 	}
-	return false // no batches from there: nobody will list it here
+	return "" // no batches from there: nobody will list it here
+}
+
+// batchClock maps one neighbour's batch times (ReplicaBatch.Sent, on the
+// sender's clock: another process's monotonic clock, across processes) to
+// this zone's: the least delay (receipt − Sent) its batches showed within
+// the last one or two windows is the clocks' offset plus the link's least
+// latency, so Sent plus it is when the batch was built, by this zone's
+// clock, give or take how much that least latency differs between links
+// (awaitHeir's margin, HandoffGrace, covers it). Windows let it follow the
+// clocks' drift and a neighbour's restart.
+type batchClock struct {
+	least, prev time.Duration // least delay in this window, in the last
+	turn        time.Duration // this window's end (receipt time); 0: no batch yet
+}
+
+// batchClockWindow is how long one batchClock window lasts.
+const batchClockWindow = 30 * time.Second
+
+// builtAt returns when b was built, by this zone's clock, as its sender's
+// batchClock maps it; now for a batch from a zone that is no neighbour
+// (never an heir). A batch that arrives late maps to before its receipt.
+func (z *Zone) builtAt(now time.Duration, b *ReplicaBatch) time.Duration {
+	i := 0
+	for i < len(z.nbrs) && z.nbrs[i].ID != b.From {
+		i++
+	}
+	if i == len(z.nbrs) {
+		return now
+	}
+	if z.batchClocks == nil {
+		z.batchClocks = make([]batchClock, len(z.nbrs))
+	}
+	c := &z.batchClocks[i]
+	d := now - b.Sent
+	switch {
+	case c.turn == 0:
+		c.least, c.prev, c.turn = d, d, now+batchClockWindow
+	case now >= c.turn:
+		c.prev, c.least, c.turn = c.least, d, now+batchClockWindow
+	default:
+		c.least = min(c.least, d)
+	}
+	return b.Sent + min(c.least, c.prev)
 }
 
 // handingTo reports whether this zone handed e's entity to zone to and
@@ -280,7 +377,8 @@ func (z *Zone) replicaClock(now time.Duration) {
 // viewers' range):
 //
 //   - handed away by this zone, the Commit unacknowledged: held while it
-//     is (the new owner cannot list it yet) and for the grace after;
+//     is (the new owner cannot list it yet), then awaiting the new owner's
+//     batches (awaitHeir), ReplicaTTL at most;
 //   - handed to this zone (its offer accepted, the Commit on its way): held
 //     for as long as a Commit may still come, CommitGiveUp + MaxAge past
 //     ReplicaTTL.
@@ -303,11 +401,12 @@ func (z *Zone) expireReplicas(now time.Duration) {
 // ReplicaTTL (see expireReplicas). Asked only of replicas past it.
 func (z *Zone) handoffHolds(e *entity, now time.Duration) bool {
 	rp := e.rp
-	if z.handingTo(e, rp.owner) {
-		rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
-		return true
-	}
-	if now < rp.hold {
+	if rp.released && rp.wait == 0 {
+		if !z.handingTo(e, rp.owner) {
+			// Acknowledged (or given up) since the last tick, and not
+			// listed by the new owner yet: its silence counts from now.
+			z.awaitHeir(now, e)
+		}
 		return true
 	}
 	if _, ok := z.hand.Reserved(e.id); ok {
@@ -315,4 +414,43 @@ func (z *Zone) handoffHolds(e *entity, now time.Duration) bool {
 		return z.replClock-rp.seen <= z.cfg.ReplicaTTL+hc.CommitGiveUp+hc.MaxAge
 	}
 	return false
+}
+
+// committingSlot is a slot this zone handed away whose Commit is not
+// acknowledged yet (Zone.committing): sendReplicas lists it.
+type committingSlot struct {
+	slot int32
+	id   uint64
+}
+
+// handedAway turns slot s, whose entity this zone has just committed to
+// zone to, into to's replica, unchanged: players here keep seeing it (same
+// slot, same generation: no leave and re-enter) until to's batches take
+// over (awaitHeir). Its other neighbours see it listed by this zone until
+// the Commit is acknowledged (sendReplicas).
+func (z *Zone) handedAway(s int32, to string) {
+	e := &z.ents[s]
+	rp := z.rep(e)
+	e.role, e.epoch = roleReplica, e.epoch+1
+	rp.owner, rp.seen, rp.released = to, z.replClock, true
+	z.committing = append(z.committing, committingSlot{s, e.id})
+}
+
+// pruneCommitting forgets the slots of z.committing that are no longer
+// that replica, and those whose Commit was acknowledged (or given up),
+// which from now on await their new owner's batches (awaitHeir).
+func (z *Zone) pruneCommitting(now time.Duration) {
+	keep := z.committing[:0]
+	for _, c := range z.committing {
+		e := &z.ents[c.slot]
+		if e.id != c.id || e.role != roleReplica || !e.rp.released {
+			continue
+		}
+		if z.handingTo(e, e.rp.owner) {
+			keep = append(keep, c)
+		} else if e.rp.wait == 0 {
+			z.awaitHeir(now, e)
+		}
+	}
+	z.committing = keep
 }

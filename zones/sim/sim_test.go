@@ -757,15 +757,17 @@ func TestBystanderKeepsEntityHandedBetweenNeighbours(t *testing.T) {
 }
 
 // The batch rule behind the bystander test: a replica its owner stops
-// listing while it stood in another neighbour (handed on there) is held for
-// handoffGrace ticks and adopted in place by that neighbour's batch; if no
-// batch adopts it, it goes once the grace is over. One that stood in its
-// owner's own zone (walked out of range) goes at once.
-func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
+// listing while it stood in another neighbour (handed on there, its heir)
+// is held until a batch the heir built HandoffGrace ticks after that or
+// later either lists it (adopted in place) or leaves it out (gone); the
+// old owner's batches no longer decide, nor does a heir's batch built
+// before, however late it arrives. One that stood in its owner's own zone
+// (walked out of range) goes at once.
+func TestReplicaHandedOnAwaitsItsHeir(t *testing.T) {
 	z := oneZone(t, nil) // x0z0; x1z0 and x1z1 are neighbours
 	p := z.Period()
-	batch := func(from string, epoch handoff.Epoch, rs map[uint64][2]float32) *ReplicaBatch {
-		b := &ReplicaBatch{From: from, To: "x0z0"}
+	batch := func(from string, built time.Duration, epoch handoff.Epoch, rs map[uint64][2]float32) *ReplicaBatch {
+		b := &ReplicaBatch{From: from, To: "x0z0", Sent: built}
 		for id, pos := range rs {
 			b.Entities = append(b.Entities, Replica{ID: id, Kind: KindNPC, Epoch: epoch,
 				State: move.ControlState{Pos: [3]float32{pos[0], 0, pos[1]}}})
@@ -773,9 +775,9 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 		return b
 	}
 	// x1z0 lists 7 and 9 frozen just past its border into x1z1, 8 inside x1z0.
-	z.Replicas(0, batch("x1z0", 2, map[uint64][2]float32{7: {10, 9}, 9: {20, 9}, 8: {10, -5}}))
+	z.Replicas(0, batch("x1z0", 0, 2, map[uint64][2]float32{7: {10, 9}, 9: {20, 9}, 8: {10, -5}}))
 	// Its next batch lists none of them: 7 and 9 went to x1z1, 8 walked away.
-	z.Replicas(p, batch("x1z0", 2, nil))
+	z.Replicas(p, batch("x1z0", p, 2, nil))
 	if _, ok := z.Entity(8); ok {
 		t.Fatal("a replica that left range inside its owner's zone was held")
 	}
@@ -791,22 +793,26 @@ func TestReplicaHandedOnIsHeldForGrace(t *testing.T) {
 	}
 	z.Step(2 * p) // held replicas are in the grid like any other
 	// x1z1's first batch lists 7 at the next epoch: adopted in place.
-	z.Replicas(2*p, batch("x1z1", 3, map[uint64][2]float32{7: {10, 10}}))
+	z.Replicas(2*p, batch("x1z1", 2*p, 3, map[uint64][2]float32{7: {10, 10}}))
 	if e, ok := z.Entity(7); !ok || e.Owner != "x1z1" || e.Epoch != 3 || e.State.Pos[2] != 10 {
 		t.Fatalf("replica 7 not adopted by its new owner's batch: %+v", e)
 	}
 	if z.byID.at(7) != slot || z.ents[slot].gen != gen {
 		t.Fatal("replica 7 moved to a new slot or generation on adoption: interest sets see it leave and re-enter")
 	}
-	// x1z0 keeps sending batches without 9 and nobody adopts it: gone once
-	// the grace is over, and counted.
-	z.Replicas(3*p, batch("x1z0", 2, nil))
+	// Nobody adopts 9. x1z0's batches without it, past the grace, and a
+	// batch x1z1 built inside the grace that arrives after it, keep it.
+	mark := p + handoffGrace*p
+	z.Replicas(3*p, batch("x1z0", 3*p, 2, nil))
+	z.Replicas(mark+p, batch("x1z0", mark+p, 2, nil))
+	z.Replicas(mark+2*p, batch("x1z1", mark-p, 3, map[uint64][2]float32{7: {10, 10}}))
 	if _, ok := z.Entity(9); !ok {
-		t.Fatal("replica 9 dropped inside the grace")
+		t.Fatal("replica 9 dropped before its heir sent a batch built past the grace")
 	}
-	z.Replicas(p+handoffGrace*p, batch("x1z0", 2, nil))
+	// x1z1's batch built past the grace leaves it out: gone, and counted.
+	z.Replicas(mark+2*p, batch("x1z1", mark+2*p, 3, map[uint64][2]float32{7: {10, 10}}))
 	if _, ok := z.Entity(9); ok {
-		t.Fatal("replica 9 outlived the grace with no new owner listing it")
+		t.Fatal("replica 9 outlived a batch its heir built past the grace without it")
 	}
 	if _, ok := z.Entity(7); !ok {
 		t.Fatal("adopted replica 7 swept by its old owner's batch")

@@ -23,9 +23,10 @@ type Stats struct {
 
 	ReplicaBatches, ReplicasIgnored, ReplicasExpired, ReplicasMisrouted uint64
 	// ReplicasHeld: replicas a neighbour stopped listing because it handed
-	// them to another neighbour, kept until that one lists them (handoff
-	// grace). ReplicasHeldDropped: held replicas (these, and those this
-	// zone handed away) that no batch adopted within the grace.
+	// them on (to another neighbour, or from this zone to it), kept until
+	// the new owner lists them (awaitHeir). ReplicasHeldDropped: held
+	// replicas a batch the new owner built past the grace left out (those
+	// that waited ReplicaTTL count as ReplicasExpired).
 	ReplicasHeld, ReplicasHeldDropped uint64
 
 	Overruns, MissedTicks, LevelUps, LevelDowns uint64

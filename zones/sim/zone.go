@@ -77,7 +77,7 @@ type entity struct {
 	speed   float32
 }
 
-// replicaSlot is what only a replica slot needs (40 bytes, the 48-byte
+// replicaSlot is what only a replica slot needs (48 bytes, the 48-byte
 // size class). Every slot carried it while it sat in entity (208 → 176
 // bytes a slot): replicas are the slots near a border, a minority, and
 // every per-tick pass over the slots streamed it through the cache. A
@@ -86,9 +86,11 @@ type replicaSlot struct {
 	owner     string
 	seen      time.Duration
 	seenBatch uint64
-	// hold: until then the replica's absence from its owner's batch does
-	// not drop it (it is mid-handoff; see Replicas). 0: no hold.
-	hold time.Duration
+	// wait: its owner handed it on, and a batch its heir built after this
+	// time decides (awaitHeir). 0: not waiting.
+	wait time.Duration
+	// released: this zone handed it to owner, which has not listed it yet.
+	released bool
 }
 
 // noReplica is what r returns for a slot without replica state:
@@ -247,6 +249,10 @@ type Zone struct {
 	// replSpare: the replica array every receiver of its batches released
 	// (ReplicaBatch.Release), for the next tick's.
 	replSpare atomic.Pointer[replicaBuf]
+	// committing: slots handed away, Commit unacknowledged (sendReplicas
+	// lists them); batchClocks: per neighbour (nbrs), its batches' clock.
+	committing  []committingSlot
+	batchClocks []batchClock
 
 	out   Output
 	pend  []handoff.Msg // messages not yet handed out (Pending, or the next Step)
@@ -694,9 +700,7 @@ func (z *Zone) applyHandoff(now time.Duration) {
 			// It stays here as a replica of the new owner, unchanged, so
 			// players here keep seeing it (same slot, same generation: no
 			// leave and re-enter) until the new owner's batches take over.
-			rp := z.rep(e)
-			e.role, rp.owner, rp.seen, e.epoch = roleReplica, r.To, z.replClock, e.epoch+1
-			rp.hold = now + time.Duration(z.cfg.HandoffGrace)*z.period
+			z.handedAway(s, r.To)
 			delete(z.seeds, s)
 			e.pl = nil // a replica has no connection, moves, interest or events here
 			z.stats.HandoffsOut++
