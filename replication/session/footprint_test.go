@@ -136,17 +136,7 @@ func TestServerInUseFootprint(t *testing.T) {
 		}
 		pairs[i] = p
 	}
-	var with, without runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&with)
-	for _, p := range pairs {
-		p.srv = nil
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&without)
-	runtime.KeepAlive(pairs)
-	runtime.KeepAlive(sc) // the shard's, not the connections'
-	per := int64(with.HeapAlloc-without.HeapAlloc) / n
+	per := serverBytesEach(pairs, sc)
 	t.Logf("session.Server in use: %d B per connection", per)
 	if per > maxServerInUseBytes {
 		t.Fatalf("a Server in use keeps %d B per connection, want ≤ %d", per, maxServerInUseBytes)
@@ -184,6 +174,18 @@ func TestServerInUseGhostsFootprint(t *testing.T) {
 	if st := pairs[0].srv.Stats(); st.Counters.DataOut == 0 || len(pairs[0].fates) == 0 {
 		t.Fatalf("no ghost fates: %+v", st)
 	}
+	per := serverBytesEach(pairs, sc)
+	t.Logf("session.Server in use with ghosts: %d B per connection", per)
+	if per > maxServerGhostsBytes {
+		t.Fatalf("a Server in use with ghosts keeps %d B per connection, want ≤ %d", per, maxServerGhostsBytes)
+	}
+}
+
+// serverBytesEach is the live heap each pair's Server holds: the heap with
+// them, less the heap once they are dropped, over the pairs. The shared
+// scratch sc is the shard's, not the connections': it stays live for both
+// readings.
+func serverBytesEach(pairs []*pair, sc *session.Scratch) int64 {
 	var with, without runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&with)
@@ -194,9 +196,5 @@ func TestServerInUseGhostsFootprint(t *testing.T) {
 	runtime.ReadMemStats(&without)
 	runtime.KeepAlive(pairs)
 	runtime.KeepAlive(sc)
-	per := int64(with.HeapAlloc-without.HeapAlloc) / n
-	t.Logf("session.Server in use with ghosts: %d B per connection", per)
-	if per > maxServerGhostsBytes {
-		t.Fatalf("a Server in use with ghosts keeps %d B per connection, want ≤ %d", per, maxServerGhostsBytes)
-	}
+	return int64(with.HeapAlloc-without.HeapAlloc) / int64(len(pairs))
 }
