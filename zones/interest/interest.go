@@ -412,7 +412,8 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	mark(marks[:len(t.base)], t.index, s.Entries(), tok)
+	old := s.Entries()
+	mark(marks[:len(t.base)], t.index, old, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
@@ -494,8 +495,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	if alwaysP != nil {
 		t.alwaysP = alwaysP
 	}
-	old := s.Len()
-	entered, left = len(next)-kept, old-kept
+	entered, left = len(next)-kept, len(old)-kept
 	t.stats.Enters += uint64(entered)
 	t.stats.Leaves += uint64(left)
 	size := hLen + len(next) + len(alwaysP)
