@@ -40,19 +40,25 @@
 // grid's cell order (one lookup and write per member), scans the grid
 // cells the leave radius touches once, reading each candidate's stamp in
 // order beside it, and builds the new
-// set in a scratch buffer it then copies over the old one. An entry is 8
-// bytes (slot, generation, priority); ids and states stay in the zone's
-// per-slot tables. The viewer-independent part of each priority (kind
-// weight × staleness) and the entry key are computed once per grid Build,
-// in the grid's cell order, so a candidate costs its position and one
-// 8-byte word; the candidate loop is branch-free (a quarter of the
-// candidates lie beyond the leave radius in no predictable order).
-// BenchmarkInterest: 1,000 players and 20,000 NPCs in 2 km × 2 km.
+// set in a scratch buffer it then copies over the old one. An entry is 4
+// bytes (slot, generation); ids and states stay in the zone's per-slot
+// tables, and priorities are not kept: they are read only in the tick of
+// the Update that made them, and recomputed then (AppendPriorities, or a
+// Viewer inlined in the view's loop) from the tracker's per-Build table
+// and the viewer's position the set keeps, bit for bit as the Update
+// would have. A set the zone skips in a tick is held (Hold) before the
+// tick's first Update replaces that table. The viewer-independent part of
+// each priority (kind weight × staleness) and the entry key are computed
+// once per grid Build, in the grid's cell order, so a candidate costs its
+// position and one 8-byte word; the candidate loop is branch-free (a
+// quarter of the candidates lie beyond the leave radius in no
+// predictable order). BenchmarkInterest: 1,000 players and 20,000 NPCs in
+// 2 km × 2 km.
 //
 //	tr := interest.NewTracker(cfg)
 //	tr.Resize(slots)
-//	tr.Update(&player.Set, self, x, z, g, &tab) // after g.Build(), each tick
-//	view = player.Set.AppendView(view[:0], &src)  // []ghost.ViewEntry for the ghost manager
+//	tr.Update(&player.Set, self, x, z, g, always) // after g.Build(), each tick
+//	view = tr.AppendView(view[:0], &player.Set, ids, kinds, states, &classes) // before the next Build's Update
 //
 // A Tracker and its Sets are not safe for concurrent use; the zone owns them.
 package interest

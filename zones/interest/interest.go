@@ -16,8 +16,8 @@ var ErrConfig = errors.New("interest: invalid config")
 const MaxKinds = 8
 
 // MaxSlots bounds the slots a Tracker handles (an entry packs the slot in
-// 24 bits).
-const MaxSlots = 1 << 24
+// 23 bits, beside a flag and the slot's generation).
+const MaxSlots = 1 << 23
 
 // Config tunes scope and priority.
 type Config struct {
@@ -120,18 +120,23 @@ func AuxKind(aux uint32) uint8   { return uint8(aux) }
 func AuxGen(aux uint32) uint8    { return uint8(aux >> 8) }
 func AuxStale(aux uint32) uint16 { return uint16(aux >> 16) }
 
-// Entry is one member of a player's interest set.
-//
-// It is 8 bytes on purpose: a zone holds two sets per player and every tick
-// streams through all of them, so the entry size is what the tick pays for.
-// The entity's id, state and distance are the zone's, by slot.
+// Entry is one member of a player's interest set: its slot and the slot's
+// generation, 4 bytes. Its priority is not kept in it: a set lives from
+// tick to tick and the priority is read only in the tick its Update made
+// it (Tracker.AppendPriorities recomputes it then from the tracker's
+// per-Build table, bit for bit). 8 bytes with it, the sets were a quarter
+// of a zone's bytes a player (≈ 465 B at 41 in view).
 type Entry struct {
-	key      uint32 // slot<<8 | the slot's generation when the entry was made
-	Priority float32
+	key uint32 // always<<31 | slot<<8 | the slot's generation when the entry was made
 }
 
 // Slot returns the member's slot.
-func (e Entry) Slot() int32 { return int32(e.key >> 8) }
+func (e Entry) Slot() int32 { return int32(e.key << 1 >> 9) }
+
+// alwaysBit flags an entry the always-relevant pass added (priority by
+// Config.AlwaysPriority, kept in the set: the per-Build table cannot
+// recompute it).
+const alwaysBit = 1 << 31
 
 func entryKey(slot int32, aux uint32) uint32 { return uint32(slot)<<8 | uint32(AuxGen(aux)) }
 
@@ -145,36 +150,73 @@ type Stats struct {
 // with the player (and hand its ids over with the player on a zone handoff,
 // Seed, so hysteresis survives the move).
 //
-// A Set is its members alone (24 bytes): its counters are its Tracker's,
-// summed over the sets it updates (Tracker.Stats). Nobody read them per
-// set, and 24 bytes of them in every player's set put the zone's player
-// record (sim.playerSlot, 232 bytes) in the 240-byte size class instead of
-// the 208-byte one.
+// A Set is one slice (24 bytes): its counters are its Tracker's, summed
+// over the sets it updates (Tracker.Stats). Nobody read them per set, and
+// 24 bytes of them in every player's set put the zone's player record
+// (sim.playerSlot, 232 bytes) in the 240-byte size class instead of the
+// 208-byte one. For the same reason what its priorities are computed from
+// is kept in the slice, not beside it:
+//
+//	buf = [table stamp, viewer x, viewer z, n] [n members] [tail]
+//
+// the stamp of the tracker table its Update read (or heldStamp: the tail
+// holds every member's priority, Tracker.Hold), the viewer's position it
+// was computed at, and the tail: the always-relevant members' priorities,
+// in member order.
 type Set struct {
-	cur []Entry
+	buf []Entry
 }
+
+// set header words.
+const (
+	hStamp = iota
+	hX
+	hZ
+	hN
+	hLen
+)
+
+// heldStamp marks a set whose tail holds every member's priority.
+const heldStamp = ^uint32(0)
 
 // Entries returns the current members. The slice is reused by the next
 // Update.
-func (s *Set) Entries() []Entry { return s.cur }
+func (s *Set) Entries() []Entry {
+	if len(s.buf) < hLen {
+		return nil
+	}
+	return s.buf[hLen : hLen+int(s.buf[hN].key)]
+}
 
 // Len returns the number of members.
-func (s *Set) Len() int { return len(s.cur) }
+func (s *Set) Len() int {
+	if len(s.buf) < hLen {
+		return 0
+	}
+	return int(s.buf[hN].key)
+}
 
 // Reset empties the set (counters kept).
-func (s *Set) Reset() { s.cur = s.cur[:0] }
+func (s *Set) Reset() { s.buf = s.buf[:0] }
+
+// header starts s's buffer over (members to be appended): stamp, viewer
+// position, no members.
+func (s *Set) header(stamp uint32, x, z float32) {
+	s.buf = append(s.buf[:0], Entry{stamp}, Entry{math.Float32bits(x)}, Entry{math.Float32bits(z)}, Entry{})
+}
 
 // Seed makes the set hold the entities now in the given slots of g (as of
 // the last Set), for a player arriving by handoff: the previous zone's set,
 // mapped to this zone's slots, so entities between the radii stay in view
 // instead of popping. Priorities are filled in by the next Update.
 func (s *Set) Seed(g *grid.Grid, slots []int32) {
-	s.cur = s.cur[:0]
+	s.header(0, 0, 0)
 	for _, sl := range slots {
 		if _, _, m, ok := g.Pos(sl); ok {
-			s.cur = append(s.cur, Entry{key: entryKey(sl, m.Aux)})
+			s.buf = append(s.buf, Entry{key: entryKey(sl, m.Aux)})
 		}
 	}
+	s.buf[hN].key = uint32(len(s.buf) - hLen)
 }
 
 // Tracker computes interest sets for the players of one zone.
@@ -196,6 +238,14 @@ type Tracker struct {
 	mark    []uint8
 	token   uint8
 	scratch []Entry
+	// alwaysP: the always-relevant members' priorities of one Update;
+	// ranked: a capped Update's candidates with their priorities.
+	alwaysP []float32
+	ranked  []ranked
+	viewP   []float32 // AppendView's priorities
+	// stamp numbers the per-Build tables (prepare): a set whose header
+	// has it was computed from the tables as they are.
+	stamp uint32
 	// base[i] is the grid's i-th filed slot as of its last Build: its
 	// position and its entry with the priority before the distance
 	// falloff (kind weight × staleness), computed once per Build for the
@@ -211,10 +261,17 @@ type Tracker struct {
 	// index for the slot), so that a member's mark needs no look at base;
 	// noIndex for a slot not filed then.
 	index []uint32
+	// bySlot[slot]: the slot's candidate's position and factor as of the
+	// last prepare (stale for a slot not filed then), for the priorities
+	// of a view (Viewer): one load by the member's slot, where base takes
+	// index's first.
+	bySlot []slotPrio
 	// stats: the sets' membership changes, summed over every Update.
 	stats Stats
 	// sc: the scan's state, its constant part set once.
 	sc scan
+	// farb: FarPriority's bits as an int32 (Viewer's floor).
+	farb int32
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -233,7 +290,8 @@ func NewTracker(cfg Config) (*Tracker, error) {
 		falloff:  (1 - cfg.FarPriority) / (cfg.LeaveRadius * cfg.LeaveRadius),
 		invStale: 1 / float32(cfg.StaleTicks),
 	}
-	t.sc = scan{enter2: t.enter2, leave2: t.leave2, far: cfg.FarPriority, falloff: t.falloff}
+	t.sc = scan{enter2: t.enter2, leave2: t.leave2}
+	t.farb = int32(math.Float32bits(cfg.FarPriority))
 	return t, nil
 }
 
@@ -247,6 +305,7 @@ func (t *Tracker) Resize(n int) {
 	}
 	if n > len(t.index) {
 		t.index = append(t.index, make([]uint32, n-len(t.index))...)
+		t.bySlot = append(t.bySlot, make([]slotPrio, n-len(t.bySlot))...)
 	}
 }
 
@@ -289,8 +348,9 @@ func (t *Tracker) PriorityRange(kind uint8) (lo, hi float32) {
 
 // candidate is one filed slot of the grid's last Build, for the scan.
 type candidate struct {
-	x, z float32
-	e    Entry
+	x, z   float32
+	key    uint32  // the member's entry
+	factor float32 // the viewer-independent part of its priority (factor)
 }
 
 // prepare fills base for g's last Build.
@@ -305,18 +365,24 @@ func (t *Tracker) prepare(g *grid.Grid) {
 		t.mark = make([]uint8, cap(t.base)) // zero: no token
 	}
 	xz = xz[:len(base)]
-	index := t.index
+	index, bySlot := t.index, t.bySlot[:len(t.index)]
 	for i := range index {
 		index[i] = noIndex
 	}
 	for i, m := range sa {
-		base[i] = candidate{x: xz[i][0], z: xz[i][1],
-			e: Entry{key: entryKey(m.Slot, m.Aux), Priority: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}}
+		c := candidate{x: xz[i][0], z: xz[i][1],
+			key: entryKey(m.Slot, m.Aux), factor: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+		base[i] = c
 		if uint(m.Slot) < uint(len(index)) {
 			index[m.Slot] = entryKey(int32(i), m.Aux)
+			bySlot[m.Slot] = slotPrio{c.x, c.z, c.factor}
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
+	t.stamp++
+	if t.stamp == heldStamp || t.stamp == 0 {
+		t.stamp = 1
+	}
 }
 
 // noIndex is index's word for a slot not filed: an index no base has (base
@@ -346,7 +412,8 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	}
 	tok := t.nextToken()
 	marks := t.mark
-	mark(marks[:len(t.base)], t.index, s.cur, tok)
+	old := s.Entries()
+	mark(marks[:len(t.base)], t.index, old, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
@@ -360,7 +427,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		total += int(run.B - run.A)
 	}
 	next := slices.Grow(t.scratch[:0], total)
-	// The scan's radii and falloff are the tracker's (NewTracker).
+	// The scan's radii are the tracker's (NewTracker).
 	sc := &t.sc
 	sc.out, sc.base, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], base, marks[:len(base)], tok, x, z
 	// The player's own entry is moved out of reach for the scan (+Inf:
@@ -369,7 +436,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	// player), and put back after.
 	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := int(t.index[self] >> 8); uint(i) < uint(len(base)) && int32(base[i].e.key>>8) == self {
+		if i := int(t.index[self] >> 8); uint(i) < uint(len(base)) && int32(base[i].key>>8) == self {
 			selfAt = i
 		}
 	}
@@ -390,6 +457,10 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	sc.out, sc.base, sc.marks = nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
+	var alwaysP []float32 // their priorities (none: no buffer touched)
+	if len(always) > 0 {
+		alwaysP = t.alwaysP[:0]
+	}
 	for _, sl := range always {
 		px, pz, m, ok := g.Pos(sl)
 		if !ok || sl == self {
@@ -408,12 +479,12 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		if d2 <= t.leave2 {
 			p = max(p, t.Priority(AuxKind(m.Aux), d2, AuxStale(m.Aux)))
 		}
-		next = append(next, Entry{key: entryKey(sl, m.Aux), Priority: p})
+		next = append(next, Entry{key: alwaysBit | entryKey(sl, m.Aux)})
+		alwaysP = append(alwaysP, p)
 	}
 	if len(next) > t.cfg.MaxView {
 		t.stats.Capped += uint64(len(next) - t.cfg.MaxView)
-		keepTop(next, t.cfg.MaxView)
-		next = next[:t.cfg.MaxView]
+		next, alwaysP = t.capView(next, alwaysP, x, z)
 		kept = 0
 		for _, e := range next {
 			if t.marked(e.Slot(), uint8(e.key), tok) {
@@ -421,21 +492,235 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 			}
 		}
 	}
-	old := len(s.cur)
-	entered, left = len(next)-kept, old-kept
+	if alwaysP != nil {
+		t.alwaysP = alwaysP
+	}
+	entered, left = len(next)-kept, len(old)-kept
 	t.stats.Enters += uint64(entered)
 	t.stats.Leaves += uint64(left)
-	if cap(s.cur) < len(next) {
+	size := hLen + len(next) + len(alwaysP)
+	if cap(s.buf) < size {
 		// Headroom: a crowd drifts, and each new largest set would
 		// otherwise cost an allocation. A quarter and 4 entries, not 16:
 		// the fixed part was most of a small set's room (128 B a player),
 		// and the drifting crowd of BenchmarkInterest still reallocates
 		// only ≈ 0.5 B a player a tick.
-		s.cur = make([]Entry, 0, len(next)+len(next)/4+4)
+		s.buf = make([]Entry, 0, size+len(next)/4+4)
 	}
-	s.cur = append(s.cur[:0], next...)
+	buf := s.buf[:size]
+	h := (*[hLen]Entry)(buf)
+	h[hStamp], h[hX], h[hZ], h[hN] = Entry{t.stamp}, Entry{math.Float32bits(x)}, Entry{math.Float32bits(z)}, Entry{uint32(len(next))}
+	copy(buf[hLen:], next)
+	for i, p := range alwaysP {
+		buf[hLen+len(next)+i] = Entry{math.Float32bits(p)}
+	}
+	s.buf = buf
 	t.scratch = next
 	return entered, left
+}
+
+// ranked is a member with its priority, for capView.
+type ranked struct {
+	e Entry
+	p float32
+}
+
+// capView keeps the MaxView members of next with the highest priorities
+// (at the viewer [x, z]; the always-relevant ones, flagged, with theirs
+// in alwaysP in order) and returns them, in next's room, with the kept
+// always-relevant members' priorities in alwaysP's.
+func (t *Tracker) capView(next []Entry, alwaysP []float32, x, z float32) ([]Entry, []float32) {
+	r := t.ranked[:0]
+	ai := 0
+	for _, e := range next {
+		p := float32(0)
+		if e.key&alwaysBit != 0 {
+			p = alwaysP[ai]
+			ai++
+		} else {
+			p = t.basePriority(e, x, z)
+		}
+		r = append(r, ranked{e, p})
+	}
+	keepTop(r, t.cfg.MaxView)
+	r = r[:t.cfg.MaxView]
+	next, alwaysP = next[:0], alwaysP[:0]
+	for _, m := range r {
+		next = append(next, m.e)
+		if m.e.key&alwaysBit != 0 {
+			alwaysP = append(alwaysP, m.p)
+		}
+	}
+	t.ranked = r
+	return next, alwaysP
+}
+
+// basePriority is e's priority at the viewer [x, z] from the per-Build
+// table, as the scan computed it: the candidate's factor × the distance
+// falloff floored at FarPriority (the far-priority floor as the scan's,
+// by the float's bits). An entry the table does not hold (its slot no
+// longer filed, or refilled) gets FarPriority.
+func (t *Tracker) basePriority(e Entry, x, z float32) float32 {
+	sl := e.key << 1 >> 9
+	if sl >= uint32(len(t.index)) {
+		return t.cfg.FarPriority
+	}
+	v := t.index[sl]
+	if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(t.base)) {
+		return t.cfg.FarPriority
+	}
+	c := &t.base[v>>8]
+	dx, dz := c.x-x, c.z-z
+	d2 := dx*dx + dz*dz
+	fb := int32(math.Float32bits(1 - d2*t.falloff))
+	if farb := int32(math.Float32bits(t.cfg.FarPriority)); fb < farb {
+		fb = farb
+	}
+	return c.factor * math.Float32frombits(uint32(fb))
+}
+
+// AppendPriorities appends the priorities of s's members (in Entries'
+// order) to dst and returns it: the priorities s's last Update gave them.
+// Call it after the Update, before the tracker's next Build's Update
+// (Update recomputes its table then), or Hold s before that; a set neither
+// updated nor held since gets its members' priorities at its last Update's
+// viewer position by the newer table (FarPriority for a member no longer
+// filed), not the old ones. It allocates only when dst must grow.
+//
+// The zone reads a set's priorities once or twice a tick (its views), and
+// keeping them in the set between ticks was half the set's bytes.
+func (t *Tracker) AppendPriorities(dst []float32, s *Set) []float32 {
+	es := s.Entries()
+	if len(es) == 0 {
+		return dst
+	}
+	tail := s.buf[hLen+len(es):]
+	if s.buf[hStamp].key == heldStamp {
+		for _, p := range tail[:len(es)] {
+			dst = append(dst, math.Float32frombits(p.key))
+		}
+		return dst
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, len(es))[:n+len(es)]
+	x, z := math.Float32frombits(s.buf[hX].key), math.Float32frombits(s.buf[hZ].key)
+	if v, ok := t.Viewer(s); ok {
+		out := dst[n:]
+		out = out[:len(es)]
+		for i, e := range es {
+			out[i] = v.Priority(e)
+		}
+	} else {
+		t.priorities(dst[n:], es, tail, x, z)
+	}
+	return dst
+}
+
+// slotPrio is a filed slot's position and priority factor, by slot.
+type slotPrio struct{ x, z, factor float32 }
+
+// Viewer computes the priorities of one set's members (AppendPriorities)
+// one by one, for a view's loop that reads each member anyway: inlined
+// there, a member's priority costs its arithmetic and one load, no pass
+// and no buffer of its own.
+type Viewer struct {
+	bySlot  []slotPrio
+	x, z    float32
+	falloff float32
+	farb    int32
+}
+
+// Viewer returns the Viewer of s, ok if its priorities can be computed so:
+// s was updated from the tracker's table as it is and has no
+// always-relevant member beyond the scan (AppendPriorities otherwise).
+// Use it before the tracker's next Update.
+func (t *Tracker) Viewer(s *Set) (v Viewer, ok bool) {
+	b := s.buf
+	if len(b) < hLen {
+		return Viewer{}, false
+	}
+	h := (*[hLen]Entry)(b)
+	if h[hStamp].key != t.stamp || len(b) != hLen+int(h[hN].key) {
+		return Viewer{}, false
+	}
+	return Viewer{bySlot: t.bySlot, x: math.Float32frombits(h[hX].key), z: math.Float32frombits(h[hZ].key),
+		falloff: t.falloff, farb: t.farb}, true
+}
+
+// Priority is the priority of e, a member of the Viewer's set: its factor
+// × the distance falloff floored at FarPriority, as Update's scan would
+// have computed it (the floor by the float's bits).
+func (v *Viewer) Priority(e Entry) float32 {
+	c := &v.bySlot[e.key<<1>>9]
+	dx, dz := c.x-v.x, c.z-v.z
+	fb := int32(math.Float32bits(1 - (dx*dx+dz*dz)*v.falloff))
+	if fb < v.farb {
+		fb = v.farb
+	}
+	return c.factor * math.Float32frombits(uint32(fb))
+}
+
+// priorities writes es's priorities at the viewer [x, z] into out (as
+// long): the flagged always-relevant ones from tail, in order, the others
+// from the per-Build table.
+func (t *Tracker) priorities(out []float32, es, tail []Entry, x, z float32) {
+	out = out[:len(es)]
+	index, base := t.index, t.base
+	far := t.cfg.FarPriority
+	farb, falloff := int32(math.Float32bits(far)), t.falloff
+	ai := 0
+	for i, e := range es {
+		sl := e.key << 1 >> 9
+		if e.key&alwaysBit != 0 {
+			if ai < len(tail) {
+				out[i] = math.Float32frombits(tail[ai].key)
+				ai++
+			} else {
+				out[i] = t.cfg.AlwaysPriority
+			}
+			continue
+		}
+		if sl >= uint32(len(index)) {
+			out[i] = far
+			continue
+		}
+		v := index[sl]
+		if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(base)) {
+			out[i] = far
+			continue
+		}
+		c := &base[v>>8]
+		dx, dz := c.x-x, c.z-z
+		d2 := dx*dx + dz*dz
+		fb := int32(math.Float32bits(1 - d2*falloff))
+		if fb < farb {
+			fb = farb
+		}
+		out[i] = c.factor * math.Float32frombits(uint32(fb))
+	}
+}
+
+// Hold keeps s's priorities in s, for a set the zone does not update this
+// tick (a player skipped under overload, or frozen in a handoff): call it
+// before the tick's first Update, which recomputes the table they are
+// computed from. Its views then keep the priorities of its last Update, as
+// its members. A held set stays so until its next Update; holding a set
+// that its last Update's table no longer describes does nothing.
+func (t *Tracker) Hold(s *Set) {
+	es := s.Entries()
+	if len(s.buf) < hLen || s.buf[hStamp].key != t.stamp || len(es) == 0 {
+		return
+	}
+	n := len(es)
+	p := t.alwaysP[:0]
+	p = slices.Grow(p, n)[:n]
+	t.priorities(p, es, s.buf[hLen+n:], math.Float32frombits(s.buf[hX].key), math.Float32frombits(s.buf[hZ].key))
+	t.alwaysP = p
+	s.buf = s.buf[:hLen+n]
+	for _, v := range p {
+		s.buf = append(s.buf, Entry{math.Float32bits(v)})
+	}
+	s.buf[hStamp].key = heldStamp
 }
 
 // mark marks every member of cur in marks (by its index in base, marks as
@@ -449,7 +734,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 //go:noinline
 func mark(marks []uint8, index []uint32, cur []Entry, tok uint8) {
 	for _, e := range cur {
-		if v := index[e.key>>8]; uint8(v) == uint8(e.key) && uint(v>>8) < uint(len(marks)) {
+		if v := index[e.key<<1>>9]; uint8(v) == uint8(e.key) && uint(v>>8) < uint(len(marks)) {
 			marks[v>>8] = tok
 		}
 	}
@@ -475,22 +760,19 @@ type scan struct {
 	tok            uint8   // the update's token: a member's mark
 	x, z           float32
 	enter2, leave2 float32
-	far, falloff   float32
 }
 
 // run filters the candidates base[a:b] (in grid order) into out[n:]:
 // those within the enter radius, and the members still within the leave
-// radius, each with its priority. It returns how many it wrote and how
-// many of them were members.
+// radius. It returns how many it wrote and how many of them were members.
+// Their priorities are not computed here: most sets' are read once, in
+// the tick's views (AppendPriorities).
 //
 // The loop has no data-dependent branch: every candidate is written and
 // the output index advances by the keep bit. A quarter of a run's
 // candidates lie beyond the leave radius, in no order a predictor can
 // learn, and a mispredicted branch per such candidate cost more than the
-// whole test (2.2 → 1.6 ms per BenchmarkInterest tick). The far-priority
-// floor is a compare of the float's bits as int32 (valid as FarPriority >
-// 0: a negative value's bits are a negative int32), which compiles to a
-// conditional move where a float compare would be a branch.
+// whole test (2.2 → 1.6 ms per BenchmarkInterest tick).
 //
 //go:noinline
 func (sc *scan) run(n int, a, b int32) (o, kept int) {
@@ -501,19 +783,12 @@ func (sc *scan) run(n int, a, b int32) (o, kept int) {
 	out = out[:len(cs)] // room for every candidate
 	tok := sc.tok
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
-	far, falloff := sc.far, sc.falloff
-	farb := int32(math.Float32bits(far))
 	for i, c := range cs {
 		dx, dz := c.x-x, c.z-z
 		d2 := dx*dx + dz*dz
-		key := c.e.key
 		was := b2i(marks[i] == tok)
 		keep := b2i(d2 <= enter2) | was&b2i(d2 <= leave2)
-		fb := int32(math.Float32bits(1 - d2*falloff))
-		if fb < farb {
-			fb = farb
-		}
-		out[o] = Entry{key: key, Priority: c.e.Priority * math.Float32frombits(uint32(fb))}
+		out[o] = Entry{key: c.key}
 		o += keep
 		kept += keep & was
 	}
@@ -523,9 +798,9 @@ func (sc *scan) run(n int, a, b int32) (o, kept int) {
 // keepTop partially orders e so its first k entries have the highest
 // priorities (quickselect; no allocation). Ties break by slot, so the
 // outcome does not depend on the query order.
-func keepTop(e []Entry, k int) {
-	less := func(a, b *Entry) bool { // a ranks before b
-		return a.Priority > b.Priority || a.Priority == b.Priority && a.key < b.key
+func keepTop(e []ranked, k int) {
+	less := func(a, b *ranked) bool { // a ranks before b
+		return a.p > b.p || a.p == b.p && a.e.Slot() < b.e.Slot()
 	}
 	lo, hi := 0, len(e)-1
 	for lo < hi {

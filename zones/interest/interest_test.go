@@ -282,28 +282,29 @@ func TestMaxViewKeepsHighestPriorities(t *testing.T) {
 
 func TestKeepTopRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
+	bySlot := func(a, b ranked) int { return int(a.e.Slot() - b.e.Slot()) }
 	for range 200 {
 		n := 1 + rng.IntN(60)
 		k := 1 + rng.IntN(n)
-		e := make([]Entry, n)
+		e := make([]ranked, n)
 		for i := range e {
-			e[i] = Entry{key: uint32(i) << 8, Priority: float32(rng.IntN(8))} // many ties
+			e[i] = ranked{e: Entry{key: uint32(i) << 8}, p: float32(rng.IntN(8))} // many ties
 		}
 		ref := slices.Clone(e)
-		slices.SortFunc(ref, func(a, b Entry) int {
-			if a.Priority != b.Priority {
-				if a.Priority > b.Priority {
+		slices.SortFunc(ref, func(a, b ranked) int {
+			if a.p != b.p {
+				if a.p > b.p {
 					return -1
 				}
 				return 1
 			}
-			return int(a.Slot() - b.Slot())
+			return bySlot(a, b)
 		})
 		keepTop(e, k)
 		got := slices.Clone(e[:k])
-		slices.SortFunc(got, func(a, b Entry) int { return int(a.Slot() - b.Slot()) })
+		slices.SortFunc(got, bySlot)
 		want := slices.Clone(ref[:k])
-		slices.SortFunc(want, func(a, b Entry) int { return int(a.Slot() - b.Slot()) })
+		slices.SortFunc(want, bySlot)
 		if !slices.Equal(got, want) {
 			t.Fatalf("keepTop(n=%d,k=%d): %v, want %v", n, k, got, want)
 		}
@@ -341,7 +342,7 @@ func TestAppendView(t *testing.T) {
 	states[1].Health = 77
 	var classes [MaxKinds]*ghost.Class
 	classes[0] = ghost.NPCClass(nil)
-	view := set.AppendView(nil, sc.id, sc.kind, states, &classes)
+	view := tr.AppendView(nil, &set, sc.id, sc.kind, states, &classes)
 	if len(view) != 1 || view[0].Entity != 2 || view[0].State.Health != 77 || view[0].Class != classes[0] || !(view[0].Priority > 0.9) {
 		t.Fatalf("view %+v", view)
 	}
@@ -434,10 +435,11 @@ func TestUpdateMatchesReference(t *testing.T) {
 				}
 				entered, left := tr.Update(&sets[p], self, px, pz, sc.g, nil)
 				got := map[uint64]float32{}
-				for _, e := range sets[p].Entries() {
-					got[sc.id[e.Slot()]] = e.Priority
-					if lo, hi := tr.PriorityRange(sc.kind[e.Slot()]); !(e.Priority >= lo && e.Priority <= hi) {
-						t.Fatalf("seed %d tick %d player %d: priority %g of kind %d outside PriorityRange [%g, %g]", seed, tick, p, e.Priority, sc.kind[e.Slot()], lo, hi)
+				prios := tr.AppendPriorities(nil, &sets[p])
+				for i, e := range sets[p].Entries() {
+					got[sc.id[e.Slot()]] = prios[i]
+					if lo, hi := tr.PriorityRange(sc.kind[e.Slot()]); !(prios[i] >= lo && prios[i] <= hi) {
+						t.Fatalf("seed %d tick %d player %d: priority %g of kind %d outside PriorityRange [%g, %g]", seed, tick, p, prios[i], sc.kind[e.Slot()], lo, hi)
 					}
 				}
 				if len(got) != len(want) || len(got) != sets[p].Len() {
@@ -465,5 +467,45 @@ func TestUpdateMatchesReference(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A set keeps no priorities between ticks: AppendPriorities recomputes
+// them from the tracker's table, and a set the zone does not update this
+// tick (a player skipped under overload, or frozen) is held first, so its
+// view keeps its last Update's priorities after the next Build. An
+// always-relevant member beyond the scan keeps the priority the Update
+// gave it (Config.AlwaysPriority), held or not.
+func TestHoldKeepsPriorities(t *testing.T) {
+	sc := newScene(t, 4, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110, AlwaysPriority: 0.3})
+	tr.Resize(4)
+	sc.put(0, 1, 0, 0)                            // the player
+	sc.put(1, 2, 50, 0)                           // in view
+	sc.put(2, 3, 300, 0)                          // always relevant, far
+	sc.put(3, 4, 200, 50)                         // another player
+	sc.g.Set(2, 300, 0, 3, Aux(0, sc.gen[2], 10)) // its state 10 ticks old
+	sc.always = []int32{2}
+	sc.g.Build()
+	ap := float32(0.3) * (1 + 10*(1/float32(20)))
+	var set, other Set
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	want := tr.AppendPriorities(nil, &set)
+	if len(want) != 2 || want[0] != tr.Priority(0, 50*50, 0) || want[1] != ap {
+		t.Fatalf("priorities %v of %v, want [%g %g]", want, sc.ids(&set), tr.Priority(0, 50*50, 0), ap)
+	}
+	tr.Hold(&set)
+	sc.put(1, 2, 20, 0) // moves: the next Build's table has it nearer
+	sc.g.Build()
+	tr.Update(&other, 3, 200, 50, sc.g, sc.always)
+	if got := tr.AppendPriorities(nil, &set); !slices.Equal(got, want) {
+		t.Fatalf("held set's priorities %v after the next Build, want its last Update's %v", got, want)
+	}
+	if got := sc.ids(&set); !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("held set %v, want [2 3]", got)
+	}
+	tr.Update(&set, 0, 0, 0, sc.g, sc.always)
+	if got := tr.AppendPriorities(nil, &set); got[0] != tr.Priority(0, 20*20, 0) || got[1] != ap {
+		t.Fatalf("priorities %v after the set's next Update, want [%g %g]", got, tr.Priority(0, 20*20, 0), ap)
 	}
 }

@@ -361,6 +361,21 @@ func (z *Zone) adaptCell() {
 func (z *Zone) updateInterest() {
 	every := z.ov.interestEvery
 	seeding := len(z.seeds) > 0 // usually not: no lookup per player then
+	if every > 1 {
+		// Sets skipped this tick keep their last Update's priorities
+		// (interest.Tracker.Hold), held before the first Update recomputes
+		// the table they are computed from. (A frozen player's set is held
+		// when it freezes, beginHandoff.)
+		for _, sa := range z.grid.SlotAuxes() {
+			s := sa.Slot
+			if interest.AuxKind(sa.Aux) != KindPlayer || (z.tick+uint64(s))%every == 0 || seeding && z.seeds[s] != nil {
+				continue
+			}
+			if e := &z.ents[s]; e.role == roleOwned {
+				z.track.Hold(&z.pl(e).set)
+			}
+		}
+	}
 	for _, sa := range z.grid.SlotAuxes() {
 		if interest.AuxKind(sa.Aux) != KindPlayer {
 			continue
@@ -480,14 +495,15 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 		return dst
 	}
 	e := &z.ents[ref.slot]
-	for _, en := range e.p().set.Entries() {
+	z.prio = z.track.AppendPriorities(z.prio[:0], &e.p().set)
+	for i, en := range e.p().set.Entries() {
 		sl := en.Slot()
 		cls := z.cfg.Classes[z.kinds[sl]]
 		if cls == nil {
 			continue
 		}
 		o := &z.ents[sl]
-		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: en.Priority, State: ghostState(o)})
+		dst = append(dst, ghost.ViewEntry{Entity: o.id, Class: cls, Priority: z.prio[i], State: ghostState(o)})
 	}
 	return dst
 }
@@ -601,6 +617,18 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 	e := &z.ents[ref.slot]
 	held := z.snap.Len() > z.snapN // held states in this snapshot
 	set := e.p().set.Entries()
+	// The members' priorities, computed in the loop that reads the members
+	// (a set keeps none between ticks) where the set allows, else first.
+	pv, direct := z.track.Viewer(&e.p().set)
+	fast := z.refFast && z.snap.Len() <= 1<<24
+	if z.snapAll && held && fast && direct {
+		n := len(dst)
+		dst = slices.Grow(dst, len(set))[:n+len(set)]
+		z.stats.HeldEntries += z.heldRefsFastViewer(dst[n:], set, &pv, e.state.Pos[0], e.state.Pos[2])
+		return dst
+	}
+	z.prio = z.track.AppendPriorities(z.prio[:0], &e.p().set)
+	prio := z.prio[:len(set)]
 	if z.snapAll {
 		// Every slot's kind has a class: each member is its slot's entry,
 		// or its held one if far (a view is 4 bytes × members, written for
@@ -608,31 +636,30 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 		n := len(dst)
 		dst = slices.Grow(dst, len(set))[:n+len(set)]
 		out := dst[n:]
-		// By refBuckets, if they give every reference this snapshot can
-		// have exactly (every index below 1<<24).
-		fast := z.refFast && z.snap.Len() <= 1<<24
+		// By refBuckets (fast), if they give every reference this snapshot
+		// can have exactly (every index below 1<<24).
 		switch {
 		case !held && fast:
 			w, kinds := &z.refW, z.kinds
 			for i, en := range set {
 				sl := en.Slot()
-				out[i] = fastRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], en.Priority)
+				out[i] = fastRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], prio[i])
 			}
 		case !held:
 			w, kinds := &z.refW, z.kinds
 			for i, en := range set {
 				sl := en.Slot()
-				out[i] = ghost.WeightedViewRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], en.Priority)
+				out[i] = ghost.WeightedViewRef(uint32(sl), w[kinds[sl]%interest.MaxKinds], prio[i])
 			}
 		case fast:
-			z.stats.HeldEntries += z.heldRefsFast(out, set, e.state.Pos[0], e.state.Pos[2])
+			z.stats.HeldEntries += z.heldRefsFast(out, set, prio, e.state.Pos[0], e.state.Pos[2])
 		default:
-			z.stats.HeldEntries += z.heldRefs(out, set, e.state.Pos[0], e.state.Pos[2])
+			z.stats.HeldEntries += z.heldRefs(out, set, prio, e.state.Pos[0], e.state.Pos[2])
 		}
 		return dst
 	}
 	px, pz := e.state.Pos[0], e.state.Pos[2]
-	for _, en := range set {
+	for i, en := range set {
 		sl := en.Slot()
 		if z.cfg.Classes[z.kinds[sl]] == nil {
 			continue
@@ -645,7 +672,7 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 				z.stats.HeldEntries++
 			}
 		}
-		dst = append(dst, ghost.WeightedViewRef(idx, z.refW[z.kinds[sl]%interest.MaxKinds], en.Priority))
+		dst = append(dst, ghost.WeightedViewRef(idx, z.refW[z.kinds[sl]%interest.MaxKinds], prio[i]))
 	}
 	return dst
 }
@@ -656,8 +683,9 @@ func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef 
 // a table a fourth of the slots'), not from its slot (≈ 200 bytes), and
 // the loop has no data-dependent branch: whether a member is far follows
 // no pattern a predictor could learn.
-func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
+func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, prio []float32, px, pz float32) uint64 {
 	out = out[:len(set)]
+	prio = prio[:len(set)]
 	held, far2, n := z.held, z.far2, uint32(z.snapN)
 	w, kinds := &z.refW, z.kinds
 	var nh uint32
@@ -669,15 +697,16 @@ func (z *Zone) heldRefs(out []ghost.ViewRef, set []interest.Entry, px, pz float3
 		h := &held[sl]
 		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		f := uint32(b2u(dx*dx+dz*dz > far2))
-		out[i] = ghost.WeightedViewRef(sl+n&-f, w[kinds[sl]%interest.MaxKinds], en.Priority)
+		out[i] = ghost.WeightedViewRef(sl+n&-f, w[kinds[sl]%interest.MaxKinds], prio[i])
 		nh += f
 	}
 	return uint64(nh)
 }
 
 // heldRefsFast is heldRefs by fastRef (AppendViewRefs checks that it may).
-func (z *Zone) heldRefsFast(out []ghost.ViewRef, set []interest.Entry, px, pz float32) uint64 {
+func (z *Zone) heldRefsFast(out []ghost.ViewRef, set []interest.Entry, prio []float32, px, pz float32) uint64 {
 	out = out[:len(set)]
+	prio = prio[:len(set)]
 	far2, n := z.far2, uint32(z.snapN)
 	w := z.refW // a copy: the loop then needs no register for z
 	// One length for both, so a member's slot is checked once.
@@ -693,7 +722,32 @@ func (z *Zone) heldRefsFast(out []ghost.ViewRef, set []interest.Entry, px, pz fl
 		h := &held[sl]
 		dx, dz := h.xz[0]-px, h.xz[1]-pz
 		off := n & -uint32(b2u(dx*dx+dz*dz > far2))
-		out[i] = fastRef(sl+off, w[kinds[sl]%interest.MaxKinds], en.Priority)
+		out[i] = fastRef(sl+off, w[kinds[sl]%interest.MaxKinds], prio[i])
+		sum += uint64(off)
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / uint64(n)
+}
+
+// heldRefsFastViewer is heldRefsFast with each member's priority by pv
+// (interest.Viewer: its arithmetic and one load, inlined), not from a
+// buffer of the view's priorities filled first.
+func (z *Zone) heldRefsFastViewer(out []ghost.ViewRef, set []interest.Entry, pv *interest.Viewer, px, pz float32) uint64 {
+	out = out[:len(set)]
+	far2, n := z.far2, uint32(z.snapN)
+	w := z.refW
+	k := min(len(z.held), len(z.kinds))
+	held, kinds := z.held[:k], z.kinds[:k]
+	var sum uint64
+	for i := range set {
+		en := set[i]
+		sl := uint32(en.Slot())
+		h := &held[sl]
+		dx, dz := h.xz[0]-px, h.xz[1]-pz
+		off := n & -uint32(b2u(dx*dx+dz*dz > far2))
+		out[i] = fastRef(sl+off, w[kinds[sl]%interest.MaxKinds], pv.Priority(en))
 		sum += uint64(off)
 	}
 	if n == 0 {

@@ -185,8 +185,11 @@ type Zone struct {
 	byID  slotIndex
 	grid  *grid.Grid
 	track *interest.Tracker
-	hand  *handoff.Machine
-	hout  handoff.Output
+	// prio: one view's priorities (interest.Tracker.AppendPriorities), as
+	// long as the largest set; the sets keep none between ticks.
+	prio []float32
+	hand *handoff.Machine
+	hout handoff.Output
 	// queues: every player's move queue's bound, gap timeout and counters
 	// (MovesDropped, MovesLost).
 	queues handoff.QueueShared
@@ -787,6 +790,9 @@ func (z *Zone) beginHandoff(now time.Duration, s int32, to string) {
 		return
 	}
 	e.role = roleFrozen
+	// Its views keep the priorities of its last Update (the set is not
+	// updated while frozen; interest.Tracker.Hold).
+	z.track.Hold(&e.p().set)
 	z.pend = append(z.pend, offer)
 	z.stats.HandoffsBegun++
 }
