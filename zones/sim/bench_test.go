@@ -175,10 +175,11 @@ func TestZoneFootprint(t *testing.T) {
 // TestZoneFootprint1000 is TestZoneFootprint at cmd/capacity's 1,000
 // players, all in one zone of the default size: ≈ 41 in each view (the
 // bots see 43 at 1,000 over four zones), 200 NPCs. 1,763–1,768 B a player
-// alone (2026-11-29); by a heap profile of it (MemProfileRate 1, 1,663 B
-// there) ≈ 520 B the tick's snapshot (cmd/capacity files it under
-// views), ≈ 465 B interest sets (8-byte entries, a quarter and 4 of
-// headroom), 216 B slots (176 B each, 1.2 a player, an eighth of room),
+// alone (2026-11-29), 1,573–1,578 B since the interest sets keep 4-byte
+// members between ticks; by a heap profile of it before that
+// (MemProfileRate 1, 1,663 B there) ≈ 520 B the tick's snapshot
+// (cmd/capacity files it under views), ≈ 465 B interest sets (then 8-byte
+// entries, a quarter and 4 of headroom; ≈ 300 B now), 216 B slots (176 B each, 1.2 a player, an eighth of room),
 // 208 B the player's record, 128 B handoff records, 67 B grid, 62 B move
 // queues, 32 B the tick's views, 25 B the tracker's table, 24 B the slot
 // index, 24 B the replica batch. The bound is generous: a size check.
