@@ -1,0 +1,55 @@
+package ghost
+
+import (
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+// TestSnapshotEntryFootprint bounds what a zone's snapshot costs an
+// entry beyond the first of its series: tables pin the snapshots of their
+// latest views, so several of a zone's are alive at once (more when shards
+// fall behind), and each costs its entries, their views and stamps.
+func TestSnapshotEntryFootprint(t *testing.T) {
+	reg, pc, _ := newTestRegistry(t)
+	const n = 2000
+	w, err := NewSnapshotWriter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := make([]State, n)
+	for i := range states {
+		states[i].Pos = [3]float64{float64(i%200) - 100, 1, float64(i/200) - 5}
+		states[i].Vel[0] = 2
+		states[i].Health = 900
+		states[i].Name = MustName("player-with-a-name")
+	}
+	seal := func() *Snapshot {
+		s := w.Next(n)
+		for i := range states {
+			states[i].Pos[0] += 0.125
+			s.Set(i, uint64(i+1), pc, &states[i])
+		}
+		w.Seal(s)
+		s.Retain() // a table's
+		return s
+	}
+	first := seal()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	second := seal()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// What the second snapshot allocated (all of it alive: retained).
+	per := float64(after.TotalAlloc-before.TotalAlloc) / n
+	t.Logf("a snapshot: %.1f B an entry (entry %d B, stride %d)", per, unsafe.Sizeof(snapEnt{}), second.stride)
+	// Measured 221–224 B (2026-11-29): the entry 176 (its State 112, the
+	// name 32 of it), its view 16, its stamps 28, the allocations
+	// rounded up.
+	if per > 232 {
+		t.Errorf("a snapshot costs %.1f B an entry, want ≤ 232", per)
+	}
+	runtime.KeepAlive(first)
+	runtime.KeepAlive(second)
+}
