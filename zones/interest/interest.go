@@ -660,6 +660,33 @@ func (v *Viewer) Priority(e Entry) float32 {
 	return c.factor * math.Float32frombits(uint32(fb))
 }
 
+// PriorityDist2 is Priority and the squared distance it computed it at:
+// (member − viewer)² by the positions of the tracker's table, in float32,
+// the same operations in the same order as the scan's. A caller that
+// tests the same distance (a zone's far members) takes it from here
+// instead of computing it again, where Tracker.Current says the table's
+// positions are its grid's.
+func (v *Viewer) PriorityDist2(e Entry) (p, d2 float32) {
+	c := &v.bySlot[e.key<<1>>9]
+	dx, dz := c.x-v.x, c.z-v.z
+	d2 = dx*dx + dz*dz
+	fb := int32(math.Float32bits(1 - d2*v.falloff))
+	if fb < v.farb {
+		fb = v.farb
+	}
+	return c.factor * math.Float32frombits(uint32(fb)), d2
+}
+
+// At is the viewer's position the Viewer computes distances from: its
+// set's last Update's.
+func (v *Viewer) At() (x, z float32) { return v.x, v.z }
+
+// Current reports whether t's table is of g's last Build: then a Viewer's
+// member positions (PriorityDist2) are g's as of that Build, bit for bit.
+func (t *Tracker) Current(g *grid.Grid) bool {
+	return g == t.baseGrid && g.Builds() == t.baseBuilds && len(t.base) == g.Built()
+}
+
 // priorities writes es's priorities at the viewer [x, z] into out (as
 // long): the flagged always-relevant ones from tail, in order, the others
 // from the per-Build table.
