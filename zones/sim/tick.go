@@ -773,11 +773,12 @@ func (z *Zone) heldRefsFastDist(out []ghost.ViewRef, set []interest.Entry, pv *i
 	far2, n := z.far2, uint32(z.snapN)
 	w := z.refW
 	kinds := z.kinds
+	v := *pv // a copy in the frame: pv needs no register in the loop (−1 instruction a member)
 	var sum uint64
 	for i := range set {
 		en := set[i]
 		sl := uint32(en.Slot())
-		p, d2 := pv.PriorityDist2(en)
+		p, d2 := v.PriorityDist2(en)
 		off := n & -uint32(b2u(d2 > far2))
 		out[i] = fastRef(sl+off, w[kinds[sl]%interest.MaxKinds], p)
 		sum += uint64(off)
