@@ -15,8 +15,8 @@ var haveScan4 = cpu.X86.HasSSSE3 && cpu.X86.HasPOPCNT
 // candidates at a time (scan_amd64.s): it writes the kept entries to
 // out[:o] and returns o and how many of them were marked. It reads up to
 // 3 candidates and marks past each run's end and writes up to 3 entries
-// past o: base and marks must have 3 past the last run's end, out room
-// for every candidate and 3.
+// past o: bx, bz, bkey and marks must have 3 past the last run's end,
+// out room for every candidate and 3.
 //
 //go:noescape
-func scan4(out *Entry, base *candidate, marks *uint8, runs *grid.Run, nruns int, x, z, enter2, leave2 float32, tok uint32) (o, kept int)
+func scan4(out *Entry, bx, bz *float32, bkey *uint32, marks *uint8, runs *grid.Run, nruns int, x, z, enter2, leave2 float32, tok uint32) (o, kept int)

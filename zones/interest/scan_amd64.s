@@ -41,29 +41,36 @@ DATA scanPack<>+0xf8(SB)/8, $0xf0e0d0c0b0a0908
 DATA scanPack<>+0x100(SB)/4, $0x07030100
 GLOBL scanPack<>(SB), RODATA|NOPTR, $260
 
-// func scan4(out *Entry, base *candidate, marks *uint8, runs *grid.Run, nruns int, x, z, enter2, leave2 float32, tok uint32) (o, kept int)
+// func scan4(out *Entry, bx, bz *float32, bkey *uint32, marks *uint8, runs *grid.Run, nruns int, x, z, enter2, leave2 float32, tok uint32) (o, kept int)
 //
 // scan.run over every run, four candidates at a time: the same float32
 // operations in the same order a lane (SUBPS, MULPS, ADDPS round as SUBSS,
 // MULSS, ADDSS; CMPPS LE is false on NaN as UCOMISS/SETAE), the kept keys
 // packed to out in candidate order, o of them, kept of them marked. A
 // run's last group reads up to 3 candidates and marks past its end and
-// drops those lanes; every group writes 4 entries at out[o].
-TEXT ·scan4(SB), NOSPLIT, $0-80
+// drops those lanes; every group writes 4 entries at out[o]. The run
+// cursor and the runs' end live in the runs and nruns argument slots:
+// every register is taken by the loop.
+TEXT ·scan4(SB), NOSPLIT, $0-96
 	MOVQ	out+0(FP), DI
-	MOVQ	runs+24(FP), CX
-	MOVQ	nruns+32(FP), R10
-	SHLQ	$3, R10
-	ADDQ	CX, R10 // the runs' end
-	MOVSS	x+40(FP), X8
+	MOVQ	bx+8(FP), SI
+	MOVQ	bz+16(FP), R8
+	MOVQ	bkey+24(FP), R10
+	MOVQ	marks+32(FP), R13
+	MOVQ	runs+40(FP), CX
+	MOVQ	nruns+48(FP), AX
+	SHLQ	$3, AX
+	ADDQ	CX, AX
+	MOVQ	AX, nruns+48(FP) // the runs' end
+	MOVSS	x+56(FP), X8
 	SHUFPS	$0x00, X8, X8
-	MOVSS	z+44(FP), X9
+	MOVSS	z+60(FP), X9
 	SHUFPS	$0x00, X9, X9
-	MOVSS	enter2+48(FP), X10
+	MOVSS	enter2+64(FP), X10
 	SHUFPS	$0x00, X10, X10
-	MOVSS	leave2+52(FP), X11
+	MOVSS	leave2+68(FP), X11
 	SHUFPS	$0x00, X11, X11
-	MOVL	tok+56(FP), AX
+	MOVL	tok+72(FP), AX
 	IMULL	$0x01010101, AX
 	MOVL	AX, X12
 	PSHUFD	$0x00, X12, X12
@@ -72,35 +79,20 @@ TEXT ·scan4(SB), NOSPLIT, $0-80
 	XORQ	R12, R12 // kept
 
 run:
-	CMPQ	CX, R10
+	MOVQ	runs+40(FP), CX
+	CMPQ	CX, nruns+48(FP)
 	JGE	done
 	MOVLQSX	0(CX), DX  // i = run.A
 	MOVLQSX	4(CX), R14 // run.B
 	ADDQ	$8, CX
+	MOVQ	CX, runs+40(FP)
 	CMPQ	DX, R14
 	JGE	run
-	MOVQ	DX, SI
-	SHLQ	$4, SI
-	ADDQ	base+8(FP), SI // &base[i]
-	MOVQ	marks+16(FP), R8
-	ADDQ	DX, R8 // &marks[i]
 
 group:
-	// Four 16-byte candidates {x, z, key, factor}, transposed.
-	MOVUPS	0(SI), X0
-	MOVUPS	16(SI), X1
-	MOVUPS	32(SI), X2
-	MOVUPS	48(SI), X3
-	MOVAPS	X0, X4
-	UNPCKLPS	X1, X4 // x0 x1 z0 z1
-	MOVAPS	X2, X5
-	UNPCKLPS	X3, X5 // x2 x3 z2 z3
-	UNPCKHPS	X1, X0 // k0 k1 f0 f1
-	UNPCKHPS	X3, X2 // k2 k3 f2 f3
-	MOVAPS	X4, X6
-	MOVLHPS	X5, X6 // x0 x1 x2 x3
-	MOVHLPS	X4, X5 // z0 z1 z2 z3
-	MOVLHPS	X2, X0 // k0 k1 k2 k3
+	MOVUPS	(SI)(DX*4), X6 // x0 x1 x2 x3
+	MOVUPS	(R8)(DX*4), X5 // z0 z1 z2 z3
+	MOVUPS	(R10)(DX*4), X0 // k0 k1 k2 k3
 
 	// d2 = dx*dx + dz*dz
 	SUBPS	X8, X6
@@ -110,7 +102,7 @@ group:
 	ADDPS	X5, X6
 
 	// was: the candidate's mark is the update's token (a lane of ones).
-	MOVL	(R8), AX
+	MOVL	(R13)(DX*1), AX
 	MOVL	AX, X7
 	PCMPEQB	X12, X7
 	PUNPCKLBW	X7, X7
@@ -127,19 +119,19 @@ group:
 	MOVMSKPS	X7, BX
 
 	// A run's last group: only its candidates' lanes.
-	MOVQ	R14, R13
-	SUBQ	DX, R13
-	CMPQ	R13, $4
+	MOVQ	R14, CX
+	SUBQ	DX, CX
+	CMPQ	CX, $4
 	JGE	pack
-	MOVBQZX	256(R9)(R13*1), R13
-	ANDQ	R13, AX
-	ANDQ	R13, BX
+	MOVBQZX	256(R9)(CX*1), CX
+	ANDQ	CX, AX
+	ANDQ	CX, BX
 
 pack:
 	// The kept keys to out[o:], in order.
-	MOVQ	AX, R13
-	SHLQ	$4, R13
-	MOVOU	(R9)(R13*1), X14
+	MOVQ	AX, CX
+	SHLQ	$4, CX
+	MOVOU	(R9)(CX*1), X14
 	PSHUFB	X14, X0
 	MOVOU	X0, (DI)(R11*4)
 	POPCNTQ	AX, AX
@@ -147,14 +139,12 @@ pack:
 	POPCNTQ	BX, BX
 	ADDQ	BX, R12
 
-	ADDQ	$64, SI
-	ADDQ	$4, R8
 	ADDQ	$4, DX
 	CMPQ	DX, R14
 	JLT	group
 	JMP	run
 
 done:
-	MOVQ	R11, o+64(FP)
-	MOVQ	R12, kept+72(FP)
+	MOVQ	R11, o+80(FP)
+	MOVQ	R12, kept+88(FP)
 	RET

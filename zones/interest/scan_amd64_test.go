@@ -30,23 +30,23 @@ func TestScan4MatchesRun(t *testing.T) {
 	const enter, leave = 100, 110
 	for iter := range 2000 {
 		n := 1 + rng.IntN(200)
-		base := make([]candidate, n, n+3)
+		bx, bz, bkey := make([]float32, n, n+3), make([]float32, n, n+3), make([]uint32, n, n+3)
 		marks := make([]uint8, n+3)
 		tok := uint8(1 + rng.IntN(255))
 		x, z := float32(rng.Float64()*400-200), float32(rng.Float64()*400-200)
-		for i := range base {
-			c := candidate{x: x + float32(rng.Float64()*260-130), z: z + float32(rng.Float64()*260-130), key: rng.Uint32(), factor: 1}
+		for i := range bkey {
+			cx, cz := x+float32(rng.Float64()*260-130), z+float32(rng.Float64()*260-130)
 			switch rng.IntN(8) {
 			case 0: // exactly at the enter radius
-				c.x, c.z = x+enter, z
+				cx, cz = x+enter, z
 			case 1: // exactly at the leave radius
-				c.x, c.z = x, z-leave
+				cx, cz = x, z-leave
 			case 2: // the player's own entry, out of reach
-				c.x = float32(math.Inf(1))
+				cx = float32(math.Inf(1))
 			case 3: // on the viewer
-				c.x, c.z = x, z
+				cx, cz = x, z
 			}
-			base[i] = c
+			bx[i], bz[i], bkey[i] = cx, cz, rng.Uint32()
 			switch rng.IntN(3) {
 			case 0:
 				marks[i] = tok
@@ -55,9 +55,9 @@ func TestScan4MatchesRun(t *testing.T) {
 			}
 		}
 		// Garbage past the end: scan4 must drop those lanes.
-		full := base[:cap(base)]
-		for i := n; i < len(full); i++ {
-			full[i] = candidate{x: x, z: z, key: 0xdead}
+		fx, fz, fk := bx[:cap(bx)], bz[:cap(bz)], bkey[:cap(bkey)]
+		for i := n; i < len(fk); i++ {
+			fx[i], fz[i], fk[i] = x, z, 0xdead
 			marks[i] = tok
 		}
 		var runs []grid.Run
@@ -71,7 +71,7 @@ func TestScan4MatchesRun(t *testing.T) {
 		if len(runs) == 0 {
 			continue
 		}
-		sc := scan{enter2: enter * enter, leave2: leave * leave, base: base, marks: marks[:n], tok: tok, x: x, z: z,
+		sc := scan{enter2: enter * enter, leave2: leave * leave, bx: bx, bz: bz, bkey: bkey, marks: marks[:n], tok: tok, x: x, z: z,
 			out: make([]Entry, total)}
 		wn, wk := 0, 0
 		for _, r := range runs {
@@ -80,7 +80,7 @@ func TestScan4MatchesRun(t *testing.T) {
 		}
 		want := sc.out[:wn]
 		got := make([]Entry, total+3)
-		gn, gk := scan4(&got[0], &full[0], &marks[0], &runs[0], len(runs), x, z, sc.enter2, sc.leave2, uint32(tok))
+		gn, gk := scan4(&got[0], &fx[0], &fz[0], &fk[0], &marks[0], &runs[0], len(runs), x, z, sc.enter2, sc.leave2, uint32(tok))
 		if gn != wn || gk != wk || !slices.Equal(got[:gn], want) {
 			t.Fatalf("iteration %d (%d candidates, %d runs): scan4 kept %d (%d marked) %v, scan.run %d (%d) %v",
 				iter, n, len(runs), gn, gk, got[:min(gn, len(got))], wn, wk, want)
