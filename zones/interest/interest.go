@@ -246,14 +246,16 @@ type Tracker struct {
 	// stamp numbers the per-Build tables (prepare): a set whose header
 	// has it was computed from the tables as they are.
 	stamp uint32
-	// base[i] is the grid's i-th filed slot as of its last Build: its
-	// position and its entry with the priority before the distance
-	// falloff (kind weight × staleness), computed once per Build for the
-	// tracker's grid. A candidate costs this one 16-byte record, not a
-	// position from the grid and a decode of its aux word per player that
-	// sees it; and one stream instead of two leaves the scan loop a
-	// register it spilled for.
-	base       []candidate
+	// bx, bz, bkey [i]: the grid's i-th filed slot as of its last Build
+	// (the scan's "base" index): its position and its entry, computed
+	// once per Build for the tracker's grid, so a candidate costs no
+	// position from the grid and no decode of its aux word per player
+	// that sees it. Three arrays, not one of records: scan4 loads four
+	// candidates' x, z and keys as three vectors (a 16-byte record of
+	// them took 10 shuffles a group to transpose). Its priority factor is
+	// in bySlot.
+	bx, bz     []float32
+	bkey       []uint32
 	baseGrid   *grid.Grid
 	baseBuilds uint64
 	// index[slot] is the slot's index in base as of the last prepare and
@@ -346,36 +348,32 @@ func (t *Tracker) PriorityRange(kind uint8) (lo, hi float32) {
 	return min(lo, t.cfg.AlwaysPriority), max(hi, t.cfg.AlwaysPriority*st)
 }
 
-// candidate is one filed slot of the grid's last Build, for the scan.
-type candidate struct {
-	x, z   float32
-	key    uint32  // the member's entry
-	factor float32 // the viewer-independent part of its priority (factor)
-}
-
-// prepare fills base for g's last Build.
+// prepare fills the base arrays (bx, bz, bkey) for g's last Build.
 func (t *Tracker) prepare(g *grid.Grid) {
 	sa, xz := g.SlotAuxes(), g.Positions()
-	if cap(t.base) < len(sa) {
-		t.base = make([]candidate, len(sa), len(sa)+len(sa)/4+16)
+	n := len(sa)
+	if cap(t.bkey) < n {
+		// At least 16 past the last: scan4 reads up to 3 past a run's
+		// end, so mark (as long as the arrays' room) has them too.
+		c := n + n/4 + 16
+		t.bx, t.bz, t.bkey = make([]float32, n, c), make([]float32, n, c), make([]uint32, n, c)
 	}
-	t.base = t.base[:len(sa)]
-	base := t.base[:len(sa)]
-	if len(t.mark) < len(base) {
-		t.mark = make([]uint8, cap(t.base)) // zero: no token
+	t.bx, t.bz, t.bkey = t.bx[:n], t.bz[:n], t.bkey[:n]
+	bx, bz, bkey := t.bx[:n], t.bz[:n], t.bkey[:n]
+	if len(t.mark) < n {
+		t.mark = make([]uint8, cap(t.bkey)) // zero: no token
 	}
-	xz = xz[:len(base)]
+	xz = xz[:n]
 	index, bySlot := t.index, t.bySlot[:len(t.index)]
 	for i := range index {
 		index[i] = noIndex
 	}
 	for i, m := range sa {
-		c := candidate{x: xz[i][0], z: xz[i][1],
-			key: entryKey(m.Slot, m.Aux), factor: t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
-		base[i] = c
+		x, z := xz[i][0], xz[i][1]
+		bx[i], bz[i], bkey[i] = x, z, entryKey(m.Slot, m.Aux)
 		if uint(m.Slot) < uint(len(index)) {
 			index[m.Slot] = entryKey(int32(i), m.Aux)
-			bySlot[m.Slot] = slotPrio{c.x, c.z, c.factor}
+			bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
@@ -407,18 +405,18 @@ func (t *Tracker) nextToken() uint8 {
 // order); once per grid
 // Build, one pass over the filed slots (the per-Build entry table).
 func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always []int32) (entered, left int) {
-	if g != t.baseGrid || g.Builds() != t.baseBuilds || len(t.base) != g.Built() {
+	if g != t.baseGrid || g.Builds() != t.baseBuilds || len(t.bkey) != g.Built() {
 		t.prepare(g)
 	}
 	tok := t.nextToken()
 	marks := t.mark
 	old := s.Entries()
-	mark(marks[:len(t.base)], t.index, old, tok)
+	mark(marks[:len(t.bkey)], t.index, old, tok)
 	// The new set is built in the tracker's scratch buffer, which stays in
 	// L1 from player to player, and then copied over the old one, whose
 	// lines the marking loop has just pulled into cache: no second buffer
 	// per player to miss on.
-	base := t.base
+	bx, bz, bkey := t.bx, t.bz, t.bkey
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	// Room for every candidate at once, so the scan writes by index with
 	// no capacity check and a run costs one call.
@@ -426,35 +424,43 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	for _, run := range t.runs {
 		total += int(run.B - run.A)
 	}
-	next := slices.Grow(t.scratch[:0], total)
+	next := slices.Grow(t.scratch[:0], total+3) // scan4 writes 4 at a time
 	// The scan's radii are the tracker's (NewTracker).
 	sc := &t.sc
-	sc.out, sc.base, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], base, marks[:len(base)], tok, x, z
+	sc.out, sc.bx, sc.bz, sc.bkey, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], bx, bz, bkey, marks[:len(bkey)], tok, x, z
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
 	// player), and put back after.
 	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := int(t.index[self] >> 8); uint(i) < uint(len(base)) && int32(base[i].key>>8) == self {
+		if i := int(t.index[self] >> 8); uint(i) < uint(len(bkey)) && int32(bkey[i]>>8) == self {
 			selfAt = i
 		}
 	}
 	var selfX float32
 	if selfAt >= 0 {
-		selfX = base[selfAt].x
-		base[selfAt].x = float32(math.Inf(1))
+		selfX = bx[selfAt]
+		bx[selfAt] = float32(math.Inf(1))
 	}
 	n, kept := 0, 0
-	for _, run := range t.runs {
-		o, k := sc.run(n, run.A, run.B)
-		n, kept = n+o, kept+k
+	if nb := len(bkey) + 3; haveScan4 && total > 0 && len(marks) >= nb && cap(bx) >= nb && cap(bz) >= nb && cap(bkey) >= nb {
+		// Every run four candidates at a time (scan_amd64.s): the same
+		// entries and counts as scan.run's loop. It reads up to 3
+		// candidates and marks past a run's end (prepare leaves room past
+		// the last) and writes up to 3 entries past what it keeps.
+		n, kept = scan4(&next[:cap(next)][0], &bx[:cap(bx)][0], &bz[:cap(bz)][0], &bkey[:cap(bkey)][0], &marks[0], &t.runs[0], len(t.runs), x, z, sc.enter2, sc.leave2, uint32(tok))
+	} else {
+		for _, run := range t.runs {
+			o, k := sc.run(n, run.A, run.B)
+			n, kept = n+o, kept+k
+		}
 	}
 	if selfAt >= 0 {
-		base[selfAt].x = selfX
+		bx[selfAt] = selfX
 	}
 	next = next[:n]
-	sc.out, sc.base, sc.marks = nil, nil, nil // held by the tracker anyway; not kept twice
+	sc.out, sc.bx, sc.bz, sc.bkey, sc.marks = nil, nil, nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	var alwaysP []float32 // their priorities (none: no buffer touched)
@@ -566,10 +572,10 @@ func (t *Tracker) basePriority(e Entry, x, z float32) float32 {
 		return t.cfg.FarPriority
 	}
 	v := t.index[sl]
-	if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(t.base)) {
+	if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(t.bkey)) {
 		return t.cfg.FarPriority
 	}
-	c := &t.base[v>>8]
+	c := &t.bySlot[sl]
 	dx, dz := c.x-x, c.z-z
 	d2 := dx*dx + dz*dz
 	fb := int32(math.Float32bits(1 - d2*t.falloff))
@@ -660,12 +666,39 @@ func (v *Viewer) Priority(e Entry) float32 {
 	return c.factor * math.Float32frombits(uint32(fb))
 }
 
+// PriorityDist2 is Priority and the squared distance it computed it at:
+// (member − viewer)² by the positions of the tracker's table, in float32,
+// the same operations in the same order as the scan's. A caller that
+// tests the same distance (a zone's far members) takes it from here
+// instead of computing it again, where Tracker.Current says the table's
+// positions are its grid's.
+func (v *Viewer) PriorityDist2(e Entry) (p, d2 float32) {
+	c := &v.bySlot[e.key<<1>>9]
+	dx, dz := c.x-v.x, c.z-v.z
+	d2 = dx*dx + dz*dz
+	fb := int32(math.Float32bits(1 - d2*v.falloff))
+	if fb < v.farb {
+		fb = v.farb
+	}
+	return c.factor * math.Float32frombits(uint32(fb)), d2
+}
+
+// At is the viewer's position the Viewer computes distances from: its
+// set's last Update's.
+func (v *Viewer) At() (x, z float32) { return v.x, v.z }
+
+// Current reports whether t's table is of g's last Build: then a Viewer's
+// member positions (PriorityDist2) are g's as of that Build, bit for bit.
+func (t *Tracker) Current(g *grid.Grid) bool {
+	return g == t.baseGrid && g.Builds() == t.baseBuilds && len(t.bkey) == g.Built()
+}
+
 // priorities writes es's priorities at the viewer [x, z] into out (as
 // long): the flagged always-relevant ones from tail, in order, the others
 // from the per-Build table.
 func (t *Tracker) priorities(out []float32, es, tail []Entry, x, z float32) {
 	out = out[:len(es)]
-	index, base := t.index, t.base
+	index, nb, bySlot := t.index, uint(len(t.bkey)), t.bySlot[:len(t.index)]
 	far := t.cfg.FarPriority
 	farb, falloff := int32(math.Float32bits(far)), t.falloff
 	ai := 0
@@ -685,11 +718,11 @@ func (t *Tracker) priorities(out []float32, es, tail []Entry, x, z float32) {
 			continue
 		}
 		v := index[sl]
-		if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(base)) {
+		if uint8(v) != uint8(e.key) || uint(v>>8) >= nb {
 			out[i] = far
 			continue
 		}
-		c := &base[v>>8]
+		c := &bySlot[sl]
 		dx, dz := c.x-x, c.z-z
 		d2 := dx*dx + dz*dz
 		fb := int32(math.Float32bits(1 - d2*falloff))
@@ -747,7 +780,7 @@ func (t *Tracker) marked(slot int32, gen uint8, tok uint8) bool {
 		return false
 	}
 	v := t.index[slot]
-	return uint8(v) == gen && uint(v>>8) < uint(len(t.base)) && t.mark[v>>8] == tok
+	return uint8(v) == gen && uint(v>>8) < uint(len(t.bkey)) && t.mark[v>>8] == tok
 }
 
 // scan is what one Update's candidate scan needs, apart from Update so the
@@ -755,14 +788,15 @@ func (t *Tracker) marked(slot int32, gen uint8, tok uint8) bool {
 // its counters to the stack on every candidate).
 type scan struct {
 	out            []Entry // room for every candidate of the Update's runs
-	base           []candidate
+	bx, bz         []float32
+	bkey           []uint32
 	marks          []uint8 // by base index
 	tok            uint8   // the update's token: a member's mark
 	x, z           float32
 	enter2, leave2 float32
 }
 
-// run filters the candidates base[a:b] (in grid order) into out[n:]:
+// run filters the candidates a to b (base indices, in grid order) into out[n:]:
 // those within the enter radius, and the members still within the leave
 // radius. It returns how many it wrote and how many of them were members.
 // Their priorities are not computed here: most sets' are read once, in
@@ -774,21 +808,28 @@ type scan struct {
 // learn, and a mispredicted branch per such candidate cost more than the
 // whole test (2.2 → 1.6 ms per BenchmarkInterest tick).
 //
+// On amd64 Update runs scan4 instead (scan_amd64.s: the same loop four
+// candidates at a time, one call for every run: ≈ 36 → ≈ 12 instructions
+// a candidate, calls included); this loop is its reference
+// (TestScan4MatchesRun) and every other platform's scan.
+//
 //go:noinline
 func (sc *scan) run(n int, a, b int32) (o, kept int) {
-	cs := sc.base[a:b]
+	keys := sc.bkey[a:b]
+	xs, zs := sc.bx[a:b], sc.bz[a:b]
+	xs, zs = xs[:len(keys)], zs[:len(keys)]
 	marks := sc.marks[a:b]
-	marks = marks[:len(cs)]
+	marks = marks[:len(keys)]
 	out := sc.out[n:]
-	out = out[:len(cs)] // room for every candidate
+	out = out[:len(keys)] // room for every candidate
 	tok := sc.tok
 	x, z, enter2, leave2 := sc.x, sc.z, sc.enter2, sc.leave2
-	for i, c := range cs {
-		dx, dz := c.x-x, c.z-z
+	for i, key := range keys {
+		dx, dz := xs[i]-x, zs[i]-z
 		d2 := dx*dx + dz*dz
 		was := b2i(marks[i] == tok)
 		keep := b2i(d2 <= enter2) | was&b2i(d2 <= leave2)
-		out[o] = Entry{key: c.key}
+		out[o] = Entry{key: key}
 		o += keep
 		kept += keep & was
 	}

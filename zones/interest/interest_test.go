@@ -509,3 +509,54 @@ func TestHoldKeepsPriorities(t *testing.T) {
 		t.Fatalf("priorities %v after the set's next Update, want [%g %g]", got, tr.Priority(0, 20*20, 0), ap)
 	}
 }
+
+// TestViewerDistancesAreTheGrids checks what a zone relies on to reuse a
+// priority's distance (Viewer.PriorityDist2) for its own distance test:
+// Current holds from an Update until the grid's next Build, and then each
+// member's distance is (its position in the grid − the viewer's At)², with
+// its priority Priority's.
+func TestViewerDistancesAreTheGrids(t *testing.T) {
+	sc := newScene(t, 4, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110})
+	tr.Resize(4)
+	sc.put(0, 1, 10, -5) // the player
+	sc.put(1, 2, 50, 30)
+	sc.put(2, 3, -70, 20)
+	sc.put(3, 4, 400, 0) // out of view
+	sc.g.Build()
+	if tr.Current(sc.g) {
+		t.Fatal("Current before any Update")
+	}
+	var set Set
+	tr.Update(&set, 0, 10, -5, sc.g, nil)
+	if !tr.Current(sc.g) {
+		t.Fatal("not Current after an Update of the grid's last Build")
+	}
+	v, ok := tr.Viewer(&set)
+	if !ok {
+		t.Fatal("no Viewer after an Update")
+	}
+	if x, z := v.At(); x != 10 || z != -5 {
+		t.Fatalf("At %g, %g, want the Update's 10, -5", x, z)
+	}
+	want := tr.AppendPriorities(nil, &set)
+	for i, e := range set.Entries() {
+		p, d2 := v.PriorityDist2(e)
+		dx, dz := sc.x[e.Slot()]-10, sc.z[e.Slot()]+5
+		if d2 != dx*dx+dz*dz || p != want[i] || p != v.Priority(e) {
+			t.Errorf("member %d: priority %g at d² %g, want %g at %g", sc.id[e.Slot()], p, d2, want[i], dx*dx+dz*dz)
+		}
+	}
+	if len(want) != 2 {
+		t.Fatalf("%d members, want 2", len(want))
+	}
+	sc.put(1, 2, 60, 30)
+	sc.g.Build()
+	if tr.Current(sc.g) {
+		t.Fatal("Current after the grid's next Build: its positions are the previous Build's")
+	}
+	other, _ := grid.New(grid.Config{Bounds: world.Rect{Min: [2]float64{-500, -500}, Max: [2]float64{500, 500}}, CellSize: 25})
+	if tr.Current(other) {
+		t.Fatal("Current for another grid")
+	}
+}
