@@ -282,7 +282,7 @@ func (g *Gateway) Stats() Stats {
 		PacketsDelivered: g.cc.PacketsDelivered.Load(), PacketsLost: g.cc.PacketsLost.Load(), ControlsSuperseded: g.cc.ControlsSuperseded.Load(),
 		WriteDropped: g.w.dropped.Load() + g.pool.Dropped(), WriteErrors: g.w.errors.Load() + g.pool.Errors(),
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),
-		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(),
+		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(), ReadWaits: g.sock.ReadWaits(),
 	}
 	for r := range c.denied {
 		if n := c.denied[r].Load(); n > 0 {

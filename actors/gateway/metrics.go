@@ -14,7 +14,7 @@ type collector struct {
 	datagrams, bytes, rejected, handshakes, denied, closed, conns, drops *prometheus.Desc
 	events                                                               *prometheus.Desc
 	packets, rtt                                                         *prometheus.Desc
-	syscalls                                                             *prometheus.Desc
+	syscalls, waits                                                      *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -33,6 +33,8 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 			"Packets sent to clients whose fate is known: delivered (acknowledged) or lost (declared dropped); the packet loss clients see.", []string{"fate"}, nil),
 		syscalls: prometheus.NewDesc("ghostwire_gateway_batch_syscalls_total",
 			"Batched socket system calls that moved a datagram or more (recvmmsg, sendmmsg); datagrams_total ÷ this is the datagrams a call carried.", []string{"call"}, nil),
+		waits: prometheus.NewDesc("ghostwire_gateway_read_waits_total",
+			"Times the reader found the socket empty and waited for the poller (a wake-up each); batch_syscalls_total{call=\"recvmmsg\"} ÷ this is the batches a wake-up read.", nil, nil),
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
@@ -43,7 +45,7 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits} {
 		ch <- d
 	}
 }
@@ -57,6 +59,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.datagrams, s.DatagramsOut, "out")
 	counter(c.syscalls, s.ReadBatches, "recvmmsg")
 	counter(c.syscalls, s.WriteBatches, "sendmmsg")
+	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(s.ReadWaits))
 	counter(c.bytes, s.BytesIn, "in")
 	counter(c.bytes, s.BytesOut, "out")
 	for reason, v := range map[string]uint64{

@@ -113,6 +113,11 @@ type Stats struct {
 	// ReadBatches and DatagramsOut ÷ WriteBatches are the datagrams each
 	// call carried, over which its fixed cost spreads.
 	ReadBatches, WriteBatches uint64
+	// ReadWaits counts the reader's waits on an empty socket (a wake-up
+	// each: a recvmmsg that found nothing, a park, a netpoll, a
+	// reschedule): ReadBatches ÷ ReadWaits is the batches one wake-up
+	// reads, and DatagramsIn ÷ ReadWaits the datagrams (0 outside Linux).
+	ReadWaits uint64
 }
 
 // Rejected sums every rejection at the gateway and in the connections.

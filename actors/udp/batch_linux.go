@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -58,7 +59,8 @@ type mmsghdr struct {
 //
 // call is the RawConn callback, made once (a closure made per call would
 // be an allocation per batch): it moves hs[:n] and leaves the result in
-// got and errno.
+// got and errno. waits counts the calls that found nothing to move
+// (EAGAIN: the goroutine then parks on the poller until it may go on).
 type mmsgs struct {
 	hs    []mmsghdr
 	iovs  []syscall.Iovec
@@ -67,6 +69,7 @@ type mmsgs struct {
 	got   int
 	errno syscall.Errno
 	call  func(fd uintptr) bool
+	waits atomic.Uint64
 }
 
 func newMmsgs(n int, trap uintptr) *mmsgs {
@@ -77,7 +80,11 @@ func newMmsgs(n int, trap uintptr) *mmsgs {
 	}
 	m.call = func(fd uintptr) bool {
 		m.got, m.errno = mmsg(trap, fd, m.hs[:m.n])
-		return m.errno != syscall.EAGAIN // else wait on the poller and call again
+		if m.errno == syscall.EAGAIN {
+			m.waits.Add(1)
+			return false // wait on the poller and call again
+		}
+		return true
 	}
 	return m
 }
@@ -132,6 +139,12 @@ func (s *Socket) ReadBatch(ms []Message) (int, error) {
 	}
 	return got, nil
 }
+
+// ReadWaits counts the times ReadBatch found the socket empty and waited
+// for the poller: each is a wake-up of the reading goroutine (a recvmmsg
+// that returned nothing, a park, a netpoll and a reschedule), so read
+// batches ÷ waits is the batches a wake-up reads. Safe for concurrent use.
+func (s *Socket) ReadWaits() uint64 { return s.r.waits.Load() }
 
 // WriteBatch sends ms with as few sendmmsg calls as it takes. Not safe to
 // call concurrently with itself (use a Writer per goroutine).

@@ -28,6 +28,10 @@ func (s *Socket) ReadBatch(ms []Message) (int, error) {
 	return 1, nil
 }
 
+// ReadWaits is 0 outside Linux: reads block in the runtime's poller
+// without a count of the waits.
+func (s *Socket) ReadWaits() uint64 { return 0 }
+
 // WriteBatch sends each message with its own system call.
 func (s *Socket) WriteBatch(ms []Message) (int, error) {
 	for i := range ms {
