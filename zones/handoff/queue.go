@@ -121,7 +121,8 @@ func (q *MoveQueue) PushBatch(lostBefore uint64, moves []move.Move) int {
 	// (BenchmarkZoneTickCrowd's pushes: 132 → 104 instructions an input).
 	n := len(q.q)
 	if inOrder && first > q.last && (n == 0 || q.q[n-1].Seq < first) && n+len(moves) <= q.max() {
-		for i := range moves { // one or two: no memmove call
+		//lint:ignore S1011 one or two moves: a loop, not append's memmove call
+		for i := range moves {
 			q.q = append(q.q, moves[i])
 		}
 		if n += len(moves); n > int(q.peak) {
