@@ -21,8 +21,10 @@ import (
 // real zone's packets carry) and is serviced at its own times (moves at
 // 30 Hz, echoes, samples), its datagrams queued as on a shared socket.
 // The servers' work is in the count too (the same in A and B); instr/op ÷
-// 1,000 is a bot's 60th of a second. Deterministic enough for callgrind
-// (the bots' clocks are the round's, not the wall's).
+// 1,000 is a bot's 60th of a second. The bots' clocks are the round's,
+// not the wall's; the tokens and handshakes are not (wall clock, random
+// keys), so callgrind's and cachegrind's counts per op still vary by ≈ 1 %
+// from run to run: compare several runs.
 func BenchmarkBotsRound(b *testing.B) {
 	r := newBotRig(b, 1000, 0)
 	b.ReportAllocs()
