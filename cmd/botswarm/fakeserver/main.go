@@ -44,6 +44,7 @@ func run(args []string) int {
 	tick := fset.Duration("tick", 50*time.Millisecond, "simulation period `D`")
 	noEcho := fset.Bool("no-echo", false, "do not echo lane-0 events")
 	ghostsTo := fset.String("ghosts-to-observers", "100%", "show others only to the bots that botswarm --observers `FRACTION` makes observers (10% or 0.1; the others skip the ghost section, so this spares the server their ghosts, not the bots any work); default 100%: every player")
+	noGRO := fset.Bool("no-gro", false, "read without UDP_GRO, as zoned's gateway does (the kernel then cuts the bots' UDP_SEGMENT groups up in their sends, on loopback charged to botswarm); default false: super-datagrams read whole")
 	cpuProfile := fset.String("cpuprofile", "", "write a Go CPU profile of the whole run to `FILE` (go tool pprof); default: none")
 	if err := fset.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -91,7 +92,7 @@ func run(args []string) int {
 	if frac < 1 {
 		watch = func(pid uint64) bool { return swarm.ObserverPlayer(pid, frac) }
 	}
-	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho, Watch: watch})
+	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho, Watch: watch, NoGRO: *noGRO})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakeserver:", err)
 		return 2

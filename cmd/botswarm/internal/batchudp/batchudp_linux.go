@@ -73,6 +73,16 @@ func EnableGRO(uc *net.UDPConn) bool {
 	return ok
 }
 
+// DisableGRO turns UDP_GRO off again: the kernel then cuts a sender's
+// UDP_SEGMENT super-datagrams up before queueing them, in the sender's
+// context on loopback — as for a receiver that never asked for GRO.
+func (c *Conn) DisableGRO() {
+	_ = c.rc.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 0)
+	})
+	c.gro = false
+}
+
 // GRO reports whether reads may return super-datagrams.
 func (c *Conn) GRO() bool { return c.gro }
 

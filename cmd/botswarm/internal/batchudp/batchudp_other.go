@@ -27,6 +27,9 @@ func Listen(addr string) (*Conn, error) {
 	return &Conn{uc: uc}, nil
 }
 
+// DisableGRO does nothing: this platform has no UDP_GRO.
+func (c *Conn) DisableGRO() {}
+
 // NewConn wraps uc.
 func NewConn(uc *net.UDPConn) *Conn { return &Conn{uc: uc} }
 

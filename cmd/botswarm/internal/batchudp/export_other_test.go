@@ -3,5 +3,5 @@
 package batchudp
 
 func setGSO(*Conn, bool) {}
-func plainRx(*Conn)      {}
+func plainRx(c *Conn)    { c.DisableGRO() }
 func refuseGSO(*Conn)    {}

@@ -56,6 +56,10 @@ type Options struct {
 	// with a Disconnect saying Kicked (as an operator's kick would); the
 	// players may connect again.
 	KickAt time.Duration
+	// NoGRO: read without UDP_GRO, as zoned's gateway does — the bots'
+	// UDP_SEGMENT groups are then cut up by the kernel in the bots' sends
+	// (on loopback), which a GRO reader spares them.
+	NoGRO bool
 }
 
 // ProtocolID is the fake server's default protocol id.
@@ -144,6 +148,9 @@ func Start(opts Options) (*Zone, error) {
 		return nil, err
 	}
 	s.SetBuffers(8<<20, 8<<20)
+	if opts.NoGRO {
+		s.DisableGRO()
+	}
 	z := &Zone{Addr: s.LocalAddr(), sock: s, w: s.NewWriter(writeQueue), opts: opts, start: time.Now(),
 		byAdr: map[netip.AddrPort]*conn{}, byID: map[handshake.ConnID]*conn{},
 		in: make(chan *batchudp.Batch, batches), free: make(chan *batchudp.Batch, batches), done: make(chan struct{})}

@@ -4,6 +4,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/cmd/botswarm/internal/batchudp"
 )
 
 // The per-bot work botswarm adds to the protocol's own, on the paths every
@@ -93,22 +95,48 @@ func BenchmarkLoopbackSendShared(b *testing.B) {
 	benchLoopbackSend(b, "shared")
 }
 
-func benchLoopbackSend(b *testing.B, kind string) {
+// BenchmarkLoopbackSendSharedGRO: the same to a receiver that reads with
+// UDP_GRO (as botswarm's fake server does, and zoned's gateway does not):
+// the kernel queues each UDP_SEGMENT group whole instead of cutting it up
+// in the sender's sendmmsg — what a GRO reader saves its clients.
+func BenchmarkLoopbackSendSharedGRO(b *testing.B) {
+	if _, err := newSharedTransport(false); err != nil {
+		b.Skip(err)
+	}
+	benchLoopbackSendTo(b, "shared", true)
+}
+
+func benchLoopbackSend(b *testing.B, kind string) { benchLoopbackSendTo(b, kind, false) }
+
+func benchLoopbackSendTo(b *testing.B, kind string, gro bool) {
 	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = peer.SetReadBuffer(4 << 20)
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 2048)
-		for {
-			if _, err := peer.Read(buf); err != nil {
-				return
-			}
+	if gro {
+		bc := batchudp.NewConn(peer)
+		if !batchudp.EnableGRO(peer) {
+			b.Skip("no UDP_GRO")
 		}
-	}()
+		go func() {
+			defer close(done)
+			rb := batchudp.NewBatch(16, 0)
+			for bc.ReadBatch(rb) == nil {
+			}
+		}()
+	} else {
+		go func() {
+			defer close(done)
+			buf := make([]byte, 2048)
+			for {
+				if _, err := peer.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
 	tr, err := newTransport(kind, false)
 	if err != nil {
 		b.Fatal(err)

@@ -4,8 +4,10 @@ package swarm
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +50,12 @@ type sharedTransport struct {
 	bc *batchudp.Conn
 	w  *batchudp.Writer
 
-	socks   []sharedSock // by tag (a bot has one session at a time)
+	socks []sharedSock // by tag (a bot has one session at a time)
+	// to is, by tag, 1 + the index in servers of the open socket's server
+	// (0: closed): send reads these dense 2 bytes, not the tag's cold
+	// sharedSock (a cache miss a datagram with thousands of bots).
+	to      []uint16
+	servers []netip.AddrPort
 	byConn  map[handshake.ConnID]int32
 	byToken map[handshake.TokenID]int32
 	pending []int32 // tags still handshaking, for Accepted
@@ -120,12 +127,23 @@ func (t *sharedTransport) open(server netip.AddrPort, tag int32) (sock, error) {
 	}
 	for int(tag) >= len(t.socks) {
 		t.socks = append(t.socks, sharedSock{})
+		t.to = append(t.to, 0)
 	}
 	s := &t.socks[tag]
 	if s.open {
 		t.close(int(tag))
 	}
 	*s = sharedSock{open: true, server: netip.AddrPortFrom(a, server.Port())}
+	i := slices.Index(t.servers, s.server)
+	if i < 0 {
+		if len(t.servers) == math.MaxUint16 {
+			*s = sharedSock{}
+			return -1, fmt.Errorf("shared socket: more than %d servers", math.MaxUint16)
+		}
+		i = len(t.servers)
+		t.servers = append(t.servers, s.server)
+	}
+	t.to[tag] = uint16(i + 1)
 	t.pending = append(t.pending, tag)
 	t.nopen++
 	return int(tag), nil
@@ -152,6 +170,7 @@ func (t *sharedTransport) close(s sock) {
 	}
 	t.unpend(int32(s))
 	*ss = sharedSock{}
+	t.to[s] = 0
 	t.nopen--
 }
 
@@ -169,13 +188,13 @@ func (t *sharedTransport) unpend(tag int32) {
 // send queues one datagram for the next sendmmsg (when the worker waits,
 // or when the queue is full).
 func (t *sharedTransport) send(s sock, p []byte) error {
-	if s < 0 || s >= len(t.socks) || !t.socks[s].open {
+	if s < 0 || s >= len(t.to) || t.to[s] == 0 {
 		return net.ErrClosed
 	}
 	if len(p) > maxDatagram {
 		return fmt.Errorf("datagram of %d bytes", len(p))
 	}
-	t.w.Commit(p, t.socks[s].server)
+	t.w.Commit(p, t.servers[t.to[s]-1])
 	return nil
 }
 
@@ -339,6 +358,7 @@ func (t *sharedTransport) shutdown() {
 	t.flush()
 	for i := range t.socks {
 		t.socks[i] = sharedSock{}
+		t.to[i] = 0
 	}
 	clear(t.byConn)
 	clear(t.byToken)

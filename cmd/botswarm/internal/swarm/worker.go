@@ -172,11 +172,16 @@ func (w *worker) reschedule(b *bot, now time.Duration) {
 }
 
 func (w *worker) onDatagram(tag int32, p []byte, err error) {
+	w.onDatagramAt(w.now(), tag, p, err)
+}
+
+// onDatagramAt hands one datagram (or a socket error) that arrived at now
+// to the bot in slot tag.
+func (w *worker) onDatagramAt(now time.Duration, tag int32, p []byte, err error) {
 	if tag < 0 || int(tag) >= len(w.bots) {
 		return
 	}
 	b := w.bots[tag]
-	now := w.now()
 	if !w.held {
 		w.shard.Mu.Lock() // run unlocks it when the wait returns
 		w.held = true
