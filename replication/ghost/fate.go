@@ -66,8 +66,12 @@ func (t *Table) OnFate(f notify.Fate) {
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
-			tr.resolve(&t.pp, id, p.t, f.Delivered)
-			s.set(flPosFull, tr.full())
+			if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
+				s.fl &^= flPosFull // none in flight now
+			} else {
+				tr.resolve(&t.pp, id, p.t, f.Delivered)
+				s.set(flPosFull, tr.full())
+			}
 			if !f.Delivered && p.t == stamp(t.viewMS) {
 				s.fl &^= flPosNow // this view's position was lost: it may go again
 			}
