@@ -33,105 +33,13 @@ func (t *Table) OnFate(f notify.Fate) {
 	p := &t.pkts[i]
 	sent := t.msOf(f.SentAt)
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
-	classes := t.reg.classes
-	for j := 0; j < int(p.n); j++ {
-		k := (int(p.start) + j) & (len(t.ents) - 1)
-		e := t.ents[k]
-		id := e.id()
-		s := &t.slots[id]
-		if s.phase == phaseFree {
-			continue // cannot happen: ids are freed with nothing in flight
+	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
+	if !f.Delivered || t.wide {
+		for j := range n {
+			t.fateRecord(p, (start+j)&ring, f, sent, from)
 		}
-		mask := t.entMask(k, e)
-		s.inflight--
-		// The msTime compares as int32 differences (sub's sign, without its
-		// scaling to a Duration).
-		if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
-			s.ackAt = sent
-			// The packet carried the ghost, so it is at most lastSeq, and
-			// in flight: less than maxSeqSpan back.
-			if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
-				s.ackBack = back
-			}
-			// The client holds the state of the view the packet was
-			// written from (p.t); anything changed in a later view is still
-			// unconfirmed (counted from SentAt: pessimistic by less than one
-			// view).
-			if p.t.sub(s.lastChg) >= 0 {
-				s.pendChg = 0
-			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
-				s.pendChg = sent
-			}
-		}
-		c := classes[s.ci]
-		if mask&c.posBit != 0 {
-			tr := &t.pos[id]
-			if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
-				s.fl &^= flPosFull // none in flight now
-			} else {
-				tr.resolve(&t.pp, id, p.t, f.Delivered)
-				s.set(flPosFull, tr.full())
-			}
-			if !f.Delivered && p.t == stamp(t.viewMS) {
-				s.fl &^= flPosNow // this view's position was lost: it may go again
-			}
-		}
-		switch e.kind() {
-		case recCreate:
-			was := s.wants()
-			s.fl &^= flCreateInFlight
-			if f.Delivered {
-				s.fl |= flCreated
-				if s.phase == phaseCreating {
-					s.phase = phaseLive
-				}
-			} else {
-				t.rareOf().CreatesLost++
-				t.restale(s, f, from)
-			}
-			t.repend(s, was)
-		case recUpdate:
-			if f.Delivered {
-				break
-			}
-			r := t.rareOf()
-			r.UpdatesLost++
-			lf := t.lastField[int(id)*int(t.stride):]
-			var lost uint64
-			for m := mask; m != 0; m &= m - 1 {
-				g := bits.TrailingZeros64(m)
-				if lf[g] == uint16(f.Seq) {
-					lost |= 1 << uint(g)
-				}
-			}
-			r.Redirtied += uint64(bits.OnesCount64(lost))
-			r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
-			// Killing too: the entity may re-enter before the kill goes out
-			// (the kill is then cancelled and the ghost must be complete).
-			if lost != 0 {
-				was := s.wants()
-				s.dirty |= lost
-				t.repend(s, was)
-				if lost&c.posBit != 0 {
-					// Resend the position even if the client has it: the
-					// stamp matters (a rest marker).
-					s.restCopies = max(s.restCopies, 1)
-				}
-				t.restale(s, f, from)
-			}
-		case recKill:
-			was := s.wants()
-			s.fl &^= flKillInFlight
-			t.repend(s, was)
-			if f.Delivered {
-				t.free(id)
-				continue
-			}
-			t.rareOf().KillsLost++
-		}
-		if s.phase == phaseKilling { // settle's own test, without the call for every record
-			t.settle(id)
-		}
+	} else {
+		t.deliveredRecords(p, n, start, ring, f, sent, from)
 	}
 	p.resolved = true
 	// Release resolved packets from the old end, with their entries.
@@ -144,6 +52,149 @@ func (t *Table) OnFate(f notify.Fate) {
 		t.pktLen--
 	}
 	t.trim()
+}
+
+// deliveredRecords applies a delivered packet's fate to its n records
+// from ents[start] (narrow masks). The usual record — an update of a live
+// ghost whose position, if it carried one, was its only one in flight and
+// newer than the newest delivered (posTrack.resolveOwn) — is applied here
+// with no call, so the loop keeps its state in registers; any other goes
+// to fateRecord whole.
+func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from msTime) {
+	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
+	seq, pt := uint32(f.Seq), p.t
+	for j := range n {
+		k := (start + j) & ring
+		e := ents[k]
+		id := e.id()
+		s := &slots[id]
+		if e.kind() != recUpdate || s.phase != phaseLive {
+			t.fateRecord(p, k, f, sent, from)
+			continue
+		}
+		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
+			if !pos[id].resolveOwn(&t.pp, pt, true) {
+				t.fateRecord(p, k, f, sent, from) // resolveOwn changed nothing
+				continue
+			}
+			// flPosFull stays clear: one in flight, now none.
+		}
+		s.inflight--
+		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecord's, for a delivery
+			s.ackAt = sent
+			if back := uint16(s.lastSeq - seq); back < s.ackBack {
+				s.ackBack = back
+			}
+			if pt.sub(s.lastChg) >= 0 {
+				s.pendChg = 0
+			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+				s.pendChg = sent
+			}
+		}
+	}
+}
+
+// fateRecord applies a packet's fate to its record ents[k]: every kind,
+// delivered or dropped.
+//
+//go:noinline
+func (t *Table) fateRecord(p *pktRec, k int, f notify.Fate, sent, from msTime) {
+	e := t.ents[k]
+	id := e.id()
+	s := &t.slots[id]
+	if s.phase == phaseFree {
+		return // cannot happen: ids are freed with nothing in flight
+	}
+	mask := t.entMask(k, e)
+	s.inflight--
+	// The msTime compares as int32 differences (sub's sign, without its
+	// scaling to a Duration).
+	if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
+		s.ackAt = sent
+		// The packet carried the ghost, so it is at most lastSeq, and
+		// in flight: less than maxSeqSpan back.
+		if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
+			s.ackBack = back
+		}
+		// The client holds the state of the view the packet was
+		// written from (p.t); anything changed in a later view is still
+		// unconfirmed (counted from SentAt: pessimistic by less than one
+		// view).
+		if p.t.sub(s.lastChg) >= 0 {
+			s.pendChg = 0
+		} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+			s.pendChg = sent
+		}
+	}
+	c := t.reg.classes[s.ci]
+	if mask&c.posBit != 0 {
+		tr := &t.pos[id]
+		if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
+			s.fl &^= flPosFull // none in flight now
+		} else {
+			tr.resolve(&t.pp, id, p.t, f.Delivered)
+			s.set(flPosFull, tr.full())
+		}
+		if !f.Delivered && p.t == stamp(t.viewMS) {
+			s.fl &^= flPosNow // this view's position was lost: it may go again
+		}
+	}
+	switch e.kind() {
+	case recCreate:
+		was := s.wants()
+		s.fl &^= flCreateInFlight
+		if f.Delivered {
+			s.fl |= flCreated
+			if s.phase == phaseCreating {
+				s.phase = phaseLive
+			}
+		} else {
+			t.rareOf().CreatesLost++
+			t.restale(s, f, from)
+		}
+		t.repend(s, was)
+	case recUpdate:
+		if f.Delivered {
+			break
+		}
+		r := t.rareOf()
+		r.UpdatesLost++
+		lf := t.lastField[int(id)*int(t.stride):]
+		var lost uint64
+		for m := mask; m != 0; m &= m - 1 {
+			g := bits.TrailingZeros64(m)
+			if lf[g] == uint16(f.Seq) {
+				lost |= 1 << uint(g)
+			}
+		}
+		r.Redirtied += uint64(bits.OnesCount64(lost))
+		r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
+		// Killing too: the entity may re-enter before the kill goes out
+		// (the kill is then cancelled and the ghost must be complete).
+		if lost != 0 {
+			was := s.wants()
+			s.dirty |= lost
+			t.repend(s, was)
+			if lost&c.posBit != 0 {
+				// Resend the position even if the client has it: the
+				// stamp matters (a rest marker).
+				s.restCopies = max(s.restCopies, 1)
+			}
+			t.restale(s, f, from)
+		}
+	case recKill:
+		was := s.wants()
+		s.fl &^= flKillInFlight
+		t.repend(s, was)
+		if f.Delivered {
+			t.free(id)
+			return
+		}
+		t.rareOf().KillsLost++
+	}
+	if s.phase == phaseKilling { // settle's own test, without the call for every record
+		t.settle(id)
+	}
 }
 
 // sampleFateDelay folds one delivered packet's fate delay into the estimate.
