@@ -55,30 +55,39 @@ func (t *Table) OnFate(f notify.Fate) {
 }
 
 // deliveredRecords applies a delivered packet's fate to its n records
-// from ents[start] (narrow masks). The usual record — an update of a live
-// ghost whose position, if it carried one, was its only one in flight and
-// newer than the newest delivered (posTrack.resolveOwn) — is applied here
-// with no call, so the loop keeps its state in registers; any other goes
-// to fateRecord whole.
+// from ents[start] (narrow masks): runs of usual records by usualRun,
+// each other record by fateRecord. The records of a packet are of
+// distinct ghosts, and a usual record changes only its own ghost's slot
+// and track, so this is the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from msTime) {
+	for j := 0; ; j++ {
+		if j = t.usualRun(p, j, n, start, ring, f, sent); j >= n {
+			return
+		}
+		t.fateRecord(p, (start+j)&ring, f, sent, from)
+	}
+}
+
+// usualRun applies a delivered packet's fate to its records j, j+1, …
+// (of n from ents[start]) while each is usual: an update of a live ghost
+// whose position, if it carried one, was its only one in flight and newer
+// than the newest delivered (posTrack.resolveOwn). It returns the first
+// record it did not apply (n: none). It calls nothing, so its loop keeps
+// its state in registers.
+func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent msTime) int {
 	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
 	seq, pt := uint32(f.Seq), p.t
-	for j := range n {
-		k := (start + j) & ring
-		e := ents[k]
+	for ; j < n; j++ {
+		e := ents[(start+j)&ring]
 		id := e.id()
 		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
-			t.fateRecord(p, k, f, sent, from)
-			continue
+			return j
 		}
-		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
-			if !pos[id].resolveOwn(&t.pp, pt, true) {
-				t.fateRecord(p, k, f, sent, from) // resolveOwn changed nothing
-				continue
-			}
-			// flPosFull stays clear: one in flight, now none.
+		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 && !pos[id].resolveOwn(&t.pp, pt, true) {
+			return j // resolveOwn changed nothing
 		}
+		// flPosFull stays clear: one position in flight, now none.
 		s.inflight--
 		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecord's, for a delivery
 			s.ackAt = sent
@@ -92,6 +101,7 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 			}
 		}
 	}
+	return n
 }
 
 // fateRecord applies a packet's fate to its record ents[k]: every kind,
