@@ -34,7 +34,7 @@ func (t *Table) OnFate(f notify.Fate) {
 	sent := t.msOf(f.SentAt)
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
-	if !f.Delivered || t.wide {
+	if !f.Delivered || t.wide || t.pp.wide {
 		for j := range n {
 			t.fateRecord(p, (start+j)&ring, f, sent, from)
 		}
@@ -55,7 +55,7 @@ func (t *Table) OnFate(f notify.Fate) {
 }
 
 // deliveredRecords applies a delivered packet's fate to its n records
-// from ents[start] (narrow masks): runs of usual records by usualRun,
+// from ents[start] (narrow masks and positions): runs of usual records by usualRun,
 // each other record by fateRecord. The records of a packet are of
 // distinct ghosts, and a usual record changes only its own ghost's slot
 // and track, so this is the order of the records for every ghost.
@@ -70,8 +70,9 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 
 // usualRun applies a delivered packet's fate to its records j, j+1, …
 // (of n from ents[start]) while each is usual: an update of a live ghost
-// whose position, if it carried one, was its only one in flight and newer
-// than the newest delivered (posTrack.resolveOwn). It returns the first
+// whose position, if it carried one, was the oldest of at most two in
+// flight and newer than the newest delivered (posTrack.resolveOwn,
+// resolveOldest2). It returns the first
 // record it did not apply (n: none). It calls nothing, so its loop keeps
 // its state in registers.
 func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent msTime) int {
@@ -84,10 +85,12 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent m
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return j
 		}
-		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 && !pos[id].resolveOwn(&t.pp, pt, true) {
-			return j // resolveOwn changed nothing
+		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
+			if tr := &pos[id]; !tr.resolveOwn(&t.pp, pt, true) && !tr.resolveOldest2(pt) {
+				return j // neither changed anything
+			}
 		}
-		// flPosFull stays clear: one position in flight, now none.
+		// flPosFull stays clear: one or two positions in flight, one fewer now.
 		s.inflight--
 		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecord's, for a delivery
 			s.ackAt = sent

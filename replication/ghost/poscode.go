@@ -590,6 +590,23 @@ func (p *posTrack) resolveOwn(x *posPool, t stamp, delivered bool) bool {
 	return true
 }
 
+// resolveOldest2 is resolveOwn's case for a delivery of the older of two
+// positions in flight (a fate a packet or more late), both the track's
+// own: as resolveOwn, and the newer moves down; narrow bounds only (the
+// caller's test). It reports false, having done nothing, otherwise
+// (TestResolveOwnMatchesResolve).
+func (p *posTrack) resolveOldest2(t stamp) bool {
+	// n 2 and dn 1 or 2: the meta from n 2, dn 1, gap 0 up to n 3's.
+	d := int32(t - p.t1)
+	if p.meta-(2*metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
+		return false
+	}
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+	p.meta = metaN1 | 2<<metaDnShift | uint16(min(d, gapFar)) // n 2 → 1
+	return true
+}
+
 // resolveListed is resolve for a position in the pool's list (if any is
 // stamped t: the fate of a packet ahead of an older one in flight).
 func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool) {
