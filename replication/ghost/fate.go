@@ -35,9 +35,7 @@ func (t *Table) OnFate(f notify.Fate) {
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
 	if !f.Delivered || t.wide || t.pp.wide {
-		for j := range n {
-			t.fateRecord(p, (start+j)&ring, f, sent, from)
-		}
+		t.fateRecords(p, 0, n, start, ring, f, sent, from)
 	} else {
 		t.deliveredRecords(p, n, start, ring, f, sent, from)
 	}
@@ -55,16 +53,26 @@ func (t *Table) OnFate(f notify.Fate) {
 }
 
 // deliveredRecords applies a delivered packet's fate to its n records
-// from ents[start] (narrow masks and positions): runs of usual records by usualRun,
-// each other record by fateRecord. The records of a packet are of
-// distinct ghosts, and a usual record changes only its own ghost's slot
-// and track, so this is the order of the records for every ghost.
+// from ents[start] (narrow masks and positions): runs of usual records by
+// usualRun, each other record by fateRecords, and after two others in a
+// row the rest of the packet by fateRecords. The records of a packet are
+// of distinct ghosts, and a usual record changes only its own ghost's
+// slot and track, so this is the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from msTime) {
-	for j := 0; ; j++ {
-		if j = t.usualRun(p, j, n, start, ring, f, sent); j >= n {
+	for j := 0; ; {
+		k := t.usualRun(p, j, n, start, ring, f, sent)
+		if k >= n {
 			return
 		}
-		t.fateRecord(p, (start+j)&ring, f, sent, from)
+		if k == j && j > 0 {
+			// Two other records in a row (k, and the one before it): the
+			// packet's are not the usual ones (positions three or more in
+			// flight: fates late), the rest goes the general way.
+			t.fateRecords(p, k, n, start, ring, f, sent, from)
+			return
+		}
+		t.fateRecords(p, k, k+1, start, ring, f, sent, from)
+		j = k + 1
 	}
 }
 
@@ -92,7 +100,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent m
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.
 		s.inflight--
-		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecord's, for a delivery
+		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecords', for a delivery
 			s.ackAt = sent
 			if back := uint16(s.lastSeq - seq); back < s.ackBack {
 				s.ackBack = back
@@ -107,106 +115,108 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent m
 	return n
 }
 
-// fateRecord applies a packet's fate to its record ents[k]: every kind,
-// delivered or dropped.
-//
-//go:noinline
-func (t *Table) fateRecord(p *pktRec, k int, f notify.Fate, sent, from msTime) {
-	e := t.ents[k]
-	id := e.id()
-	s := &t.slots[id]
-	if s.phase == phaseFree {
-		return // cannot happen: ids are freed with nothing in flight
-	}
-	mask := t.entMask(k, e)
-	s.inflight--
-	// The msTime compares as int32 differences (sub's sign, without its
-	// scaling to a Duration).
-	if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
-		s.ackAt = sent
-		// The packet carried the ghost, so it is at most lastSeq, and
-		// in flight: less than maxSeqSpan back.
-		if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
-			s.ackBack = back
+// fateRecords applies a packet's fate to its records j0 … j1−1 (of those
+// from ents[start]): every kind, delivered or dropped.
+func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from msTime) {
+	classes := t.reg.classes
+	for j := j0; j < j1; j++ {
+		k := (start + j) & ring
+		e := t.ents[k]
+		id := e.id()
+		s := &t.slots[id]
+		if s.phase == phaseFree {
+			continue // cannot happen: ids are freed with nothing in flight
 		}
-		// The client holds the state of the view the packet was
-		// written from (p.t); anything changed in a later view is still
-		// unconfirmed (counted from SentAt: pessimistic by less than one
-		// view).
-		if p.t.sub(s.lastChg) >= 0 {
-			s.pendChg = 0
-		} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
-			s.pendChg = sent
-		}
-	}
-	c := t.reg.classes[s.ci]
-	if mask&c.posBit != 0 {
-		tr := &t.pos[id]
-		if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
-			s.fl &^= flPosFull // none in flight now
-		} else {
-			tr.resolve(&t.pp, id, p.t, f.Delivered)
-			s.set(flPosFull, tr.full())
-		}
-		if !f.Delivered && p.t == stamp(t.viewMS) {
-			s.fl &^= flPosNow // this view's position was lost: it may go again
-		}
-	}
-	switch e.kind() {
-	case recCreate:
-		was := s.wants()
-		s.fl &^= flCreateInFlight
-		if f.Delivered {
-			s.fl |= flCreated
-			if s.phase == phaseCreating {
-				s.phase = phaseLive
+		mask := t.entMask(k, e)
+		s.inflight--
+		// The msTime compares as int32 differences (sub's sign, without its
+		// scaling to a Duration).
+		if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
+			s.ackAt = sent
+			// The packet carried the ghost, so it is at most lastSeq, and
+			// in flight: less than maxSeqSpan back.
+			if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
+				s.ackBack = back
 			}
-		} else {
-			t.rareOf().CreatesLost++
-			t.restale(s, f, from)
-		}
-		t.repend(s, was)
-	case recUpdate:
-		if f.Delivered {
-			break
-		}
-		r := t.rareOf()
-		r.UpdatesLost++
-		lf := t.lastField[int(id)*int(t.stride):]
-		var lost uint64
-		for m := mask; m != 0; m &= m - 1 {
-			g := bits.TrailingZeros64(m)
-			if lf[g] == uint16(f.Seq) {
-				lost |= 1 << uint(g)
+			// The client holds the state of the view the packet was
+			// written from (p.t); anything changed in a later view is still
+			// unconfirmed (counted from SentAt: pessimistic by less than one
+			// view).
+			if p.t.sub(s.lastChg) >= 0 {
+				s.pendChg = 0
+			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+				s.pendChg = sent
 			}
 		}
-		r.Redirtied += uint64(bits.OnesCount64(lost))
-		r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
-		// Killing too: the entity may re-enter before the kill goes out
-		// (the kill is then cancelled and the ghost must be complete).
-		if lost != 0 {
+		c := classes[s.ci]
+		if mask&c.posBit != 0 {
+			tr := &t.pos[id]
+			if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
+				s.fl &^= flPosFull // none in flight now
+			} else {
+				tr.resolve(&t.pp, id, p.t, f.Delivered)
+				s.set(flPosFull, tr.full())
+			}
+			if !f.Delivered && p.t == stamp(t.viewMS) {
+				s.fl &^= flPosNow // this view's position was lost: it may go again
+			}
+		}
+		switch e.kind() {
+		case recCreate:
 			was := s.wants()
-			s.dirty |= lost
-			t.repend(s, was)
-			if lost&c.posBit != 0 {
-				// Resend the position even if the client has it: the
-				// stamp matters (a rest marker).
-				s.restCopies = max(s.restCopies, 1)
+			s.fl &^= flCreateInFlight
+			if f.Delivered {
+				s.fl |= flCreated
+				if s.phase == phaseCreating {
+					s.phase = phaseLive
+				}
+			} else {
+				t.rareOf().CreatesLost++
+				t.restale(s, f, from)
 			}
-			t.restale(s, f, from)
+			t.repend(s, was)
+		case recUpdate:
+			if f.Delivered {
+				break
+			}
+			r := t.rareOf()
+			r.UpdatesLost++
+			lf := t.lastField[int(id)*int(t.stride):]
+			var lost uint64
+			for m := mask; m != 0; m &= m - 1 {
+				g := bits.TrailingZeros64(m)
+				if lf[g] == uint16(f.Seq) {
+					lost |= 1 << uint(g)
+				}
+			}
+			r.Redirtied += uint64(bits.OnesCount64(lost))
+			r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
+			// Killing too: the entity may re-enter before the kill goes out
+			// (the kill is then cancelled and the ghost must be complete).
+			if lost != 0 {
+				was := s.wants()
+				s.dirty |= lost
+				t.repend(s, was)
+				if lost&c.posBit != 0 {
+					// Resend the position even if the client has it: the
+					// stamp matters (a rest marker).
+					s.restCopies = max(s.restCopies, 1)
+				}
+				t.restale(s, f, from)
+			}
+		case recKill:
+			was := s.wants()
+			s.fl &^= flKillInFlight
+			t.repend(s, was)
+			if f.Delivered {
+				t.free(id)
+				continue
+			}
+			t.rareOf().KillsLost++
 		}
-	case recKill:
-		was := s.wants()
-		s.fl &^= flKillInFlight
-		t.repend(s, was)
-		if f.Delivered {
-			t.free(id)
-			return
+		if s.phase == phaseKilling { // settle's own test, without the call for every record
+			t.settle(id)
 		}
-		t.rareOf().KillsLost++
-	}
-	if s.phase == phaseKilling { // settle's own test, without the call for every record
-		t.settle(id)
 	}
 }
 
