@@ -884,6 +884,15 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 	d[2] = max(d[2], resid(q[2], r0, lim[2]), resid(q[2], rF, lim[2]))
 }
 
+// lowBits[b] is uint32(1)<<(b&31) − 1, pair1's axis masks looked up (a
+// shift a mask cost more instructions a record).
+var lowBits = func() (m [64]uint32) {
+	for b := range m {
+		m[b] = uint32(1)<<(b&31) - 1
+	}
+	return m
+}()
+
 // pair1 widens d, per axis, by the pair (d0, d1) for q, the two packed
 // as in the pool (narrow): d1 is span0 after d0 and dt1 before q, both in
 // (0, predictMaxMS]. The factor is whole (predWhole) when the views came
@@ -900,7 +909,7 @@ func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3
 		m = 2
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1, k2 := uint32(1)<<(s1&31)-1, uint32(1)<<((s2-s1)&31)-1, uint32(1)<<(x.sh[3]&31)-1
+	k0, k1, k2 := lowBits[s1], lowBits[(s2-s1)&63], lowBits[x.sh[3]&63]
 	if m != 0 { // predWhole, written out
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
 		d[0] = max(d[0], resid(q[0], b+(b-a)*m, lim[0]))
