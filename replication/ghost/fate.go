@@ -33,9 +33,94 @@ func (t *Table) OnFate(f notify.Fate) {
 	p := &t.pkts[i]
 	sent := t.msOf(f.SentAt)
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
+	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
+	if !f.Delivered || t.wide || t.pp.wide {
+		t.fateRecords(p, 0, n, start, ring, f, sent, from)
+	} else {
+		t.deliveredRecords(p, n, start, ring, f, sent, from)
+	}
+	p.resolved = true
+	// Release resolved packets from the old end, with their entries.
+	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
+		q := &t.pkts[t.pktHead]
+		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
+		t.entLen -= int(q.n)
+		q.n = 0
+		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
+		t.pktLen--
+	}
+	t.trim()
+}
+
+// deliveredRecords applies a delivered packet's fate to its n records
+// from ents[start] (narrow masks and positions): runs of usual records by
+// usualRun, each other record by fateRecords, and after two others in a
+// row the rest of the packet by fateRecords. The records of a packet are
+// of distinct ghosts, and a usual record changes only its own ghost's
+// slot and track, so this is the order of the records for every ghost.
+func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from msTime) {
+	for j := 0; ; {
+		k := t.usualRun(p, j, n, start, ring, f, sent)
+		if k >= n {
+			return
+		}
+		if k == j && j > 0 {
+			// Two other records in a row (k, and the one before it): the
+			// packet's are not the usual ones (positions three or more in
+			// flight: fates late), the rest goes the general way.
+			t.fateRecords(p, k, n, start, ring, f, sent, from)
+			return
+		}
+		t.fateRecords(p, k, k+1, start, ring, f, sent, from)
+		j = k + 1
+	}
+}
+
+// usualRun applies a delivered packet's fate to its records j, j+1, …
+// (of n from ents[start]) while each is usual: an update of a live ghost
+// whose position, if it carried one, was the oldest of at most two in
+// flight and newer than the newest delivered (posTrack.resolveOwn,
+// resolveOldest2). It returns the first
+// record it did not apply (n: none). It calls nothing, so its loop keeps
+// its state in registers.
+func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent msTime) int {
+	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
+	seq, pt := uint32(f.Seq), p.t
+	for ; j < n; j++ {
+		e := ents[(start+j)&ring]
+		id := e.id()
+		s := &slots[id]
+		if e.kind() != recUpdate || s.phase != phaseLive {
+			return j
+		}
+		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
+			if tr := &pos[id]; !tr.resolveOwn(&t.pp, pt, true) && !tr.resolveOldest2(pt) {
+				return j // neither changed anything
+			}
+		}
+		// flPosFull stays clear: one or two positions in flight, one fewer now.
+		s.inflight--
+		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecords', for a delivery
+			s.ackAt = sent
+			if back := uint16(s.lastSeq - seq); back < s.ackBack {
+				s.ackBack = back
+			}
+			if pt.sub(s.lastChg) >= 0 {
+				s.pendChg = 0
+			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+				s.pendChg = sent
+			}
+		}
+	}
+	return n
+}
+
+// fateRecords applies a packet's fate to its records j0 … j1−1 (of those
+// from ents[start]): every kind, delivered or dropped.
+func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from msTime) {
 	classes := t.reg.classes
-	for j := 0; j < int(p.n); j++ {
-		k := (int(p.start) + j) & (len(t.ents) - 1)
+	for j := j0; j < j1; j++ {
+		k := (start + j) & ring
 		e := t.ents[k]
 		id := e.id()
 		s := &t.slots[id]
@@ -66,8 +151,12 @@ func (t *Table) OnFate(f notify.Fate) {
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
-			tr.resolve(&t.pp, id, p.t, f.Delivered)
-			s.set(flPosFull, tr.full())
+			if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
+				s.fl &^= flPosFull // none in flight now
+			} else {
+				tr.resolve(&t.pp, id, p.t, f.Delivered)
+				s.set(flPosFull, tr.full())
+			}
 			if !f.Delivered && p.t == stamp(t.viewMS) {
 				s.fl &^= flPosNow // this view's position was lost: it may go again
 			}
@@ -129,17 +218,6 @@ func (t *Table) OnFate(f notify.Fate) {
 			t.settle(id)
 		}
 	}
-	p.resolved = true
-	// Release resolved packets from the old end, with their entries.
-	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
-		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
-		t.entLen -= int(q.n)
-		q.n = 0
-		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
-		t.pktLen--
-	}
-	t.trim()
 }
 
 // sampleFateDelay folds one delivered packet's fate delay into the estimate.

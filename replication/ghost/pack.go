@@ -219,7 +219,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	maxN := min(n, avail/minRec)
 	budget := avail - sectionFixed - bitstream.GammaBits(uint64(maxN)+1)
-	recs := t.pk.fill(t, seq, nowMS, width, budget)
+	recs := t.pk.fill(t, seq, nowMS, width, budget, n)
 	if recs == 0 {
 		return 0, w.WriteGamma(1)
 	}
@@ -341,14 +341,23 @@ func (p *packer) clear() {
 
 // fill writes records into the scratch writer, highest bucket first, until
 // budget bits are used or MaxMisses records in a row did not fit. It
-// returns the number of records.
-func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget int) int {
+// returns the number of records. n is the number of candidates collect
+// bucketed.
+func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n int) int {
 	sw := &p.scratch
 	sw.Reset(p.sbuf[:min((budget+7)/8, len(p.sbuf))])
 	minRec := int(width) + kindDefaultLen + 1
 	pk := t.beginPacket(seq)
 	recs, misses := 0, 0
 	pressBits, pressCap := 0, budget/pressShare
+	// What most packets need checked for none of their records, checked
+	// once: the ring has room for every candidate (each is tried at most
+	// once), none is pressed, no trace. Otherwise every record takes the
+	// checks.
+	checks := t.entLen+n > len(t.ents) || p.trace != nil
+	for _, w := range p.pressed {
+		checks = checks || w != 0
+	}
 	stop := false
 	for w := bucketWords - 1; w >= 0; w-- {
 		for p.nonEmpty[w] != 0 {
@@ -357,13 +366,16 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget int) 
 			i := p.head[w*64+b]
 			p.head[w*64+b] = -1
 			for ; i >= 0 && !stop; i = p.next[i] {
-				if t.entLen == len(t.ents) && !t.growEnts() {
-					stop = true
-					break
-				}
-				pressed := p.pressed[i>>6]&(1<<uint(i&63)) != 0
-				if pressed && pressBits >= pressCap {
-					continue // pressing copies are speculative: they get a bounded share
+				pressed := false
+				if checks {
+					if t.entLen == len(t.ents) && !t.growEnts() {
+						stop = true
+						break
+					}
+					pressed = p.pressed[i>>6]&(1<<uint(i&63)) != 0
+					if pressed && pressBits >= pressCap {
+						continue // pressing copies are speculative: they get a bounded share
+					}
 				}
 				mark := sw.BitLen()
 				switch t.writeRecord(sw, uint32(i), seq, now, width, budget) {
@@ -379,11 +391,13 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget int) 
 				}
 				misses = 0
 				recs++
-				if pressed {
-					pressBits += sw.BitLen() - mark
-				}
-				if p.trace != nil {
-					p.trace(uint32(i))
+				if checks {
+					if pressed {
+						pressBits += sw.BitLen() - mark
+					}
+					if p.trace != nil {
+						p.trace(uint32(i))
+					}
 				}
 				if budget-sw.BitLen() < minRec {
 					stop = true

@@ -567,6 +567,46 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	p.meta -= metaN1
 }
 
+// resolveOwn is resolve's usual case on the server, small enough to
+// inline into OnFate's loop (a call there makes the loop spill and reload
+// its state around it, every record): the only position in flight, the
+// track's own, narrow bounds, and if delivered newer than the newest
+// delivered one, which becomes the older. It reports false, having done
+// nothing, otherwise (TestResolveOwnMatchesResolve).
+func (p *posTrack) resolveOwn(x *posPool, t stamp, delivered bool) bool {
+	if p.meta>>metaNShift != 1 || p.ft[0] != t || x.wide {
+		return false
+	}
+	if !delivered {
+		p.meta -= metaN1
+		return true
+	}
+	d := int32(t - p.t1)
+	if d <= 0 || p.meta < metaN1|1<<metaDnShift { // dn 0 (with n 1: below n 1, dn 1, gap 0)
+		return false
+	}
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.meta = 2<<metaDnShift | uint16(min(d, gapFar)) // n 1 → 0 (dq[0] the old dq[1], at d)
+	return true
+}
+
+// resolveOldest2 is resolveOwn's case for a delivery of the older of two
+// positions in flight (a fate a packet or more late), both the track's
+// own: as resolveOwn, and the newer moves down; narrow bounds only (the
+// caller's test). It reports false, having done nothing, otherwise
+// (TestResolveOwnMatchesResolve).
+func (p *posTrack) resolveOldest2(t stamp) bool {
+	// n 2 and dn 1 or 2: the meta from n 2, dn 1, gap 0 up to n 3's.
+	d := int32(t - p.t1)
+	if p.meta-(2*metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
+		return false
+	}
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+	p.meta = metaN1 | 2<<metaDnShift | uint16(min(d, gapFar)) // n 2 → 1
+	return true
+}
+
 // resolveListed is resolve for a position in the pool's list (if any is
 // stamped t: the fate of a packet ahead of an older one in flight).
 func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool) {
@@ -844,6 +884,15 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 	d[2] = max(d[2], resid(q[2], r0, lim[2]), resid(q[2], rF, lim[2]))
 }
 
+// lowBits[b] is uint32(1)<<(b&31) − 1, pair1's axis masks looked up (a
+// shift a mask cost more instructions a record).
+var lowBits = func() (m [64]uint32) {
+	for b := range m {
+		m[b] = uint32(1)<<(b&31) - 1
+	}
+	return m
+}()
+
 // pair1 widens d, per axis, by the pair (d0, d1) for q, the two packed
 // as in the pool (narrow): d1 is span0 after d0 and dt1 before q, both in
 // (0, predictMaxMS]. The factor is whole (predWhole) when the views came
@@ -860,7 +909,7 @@ func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3
 		m = 2
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1, k2 := uint32(1)<<(s1&31)-1, uint32(1)<<((s2-s1)&31)-1, uint32(1)<<(x.sh[3]&31)-1
+	k0, k1, k2 := lowBits[s1], lowBits[(s2-s1)&63], lowBits[x.sh[3]&63]
 	if m != 0 { // predWhole, written out
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
 		d[0] = max(d[0], resid(q[0], b+(b-a)*m, lim[0]))
