@@ -97,8 +97,16 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 			}
 		}
 	}
-	if reused < 20 { // (under -race, sync.Pool drops a quarter of what it is given)
-		t.Fatalf("%d of 40 snapshots reused", reused)
+	// Without the race detector every tick but the first few reuses a
+	// spare. Under it sync.Pool drops a quarter of what it is given, at
+	// random: 19 of 40 was seen once, so the bound there only says that
+	// reuse happens (the checks above are what every reuse must pass).
+	want := 20
+	if raceEnabled {
+		want = 8
+	}
+	if reused < want {
+		t.Fatalf("%d of 40 snapshots reused, want %d or more", reused, want)
 	}
 	// A series nobody retains is never reused: a snapshot kept without a
 	// reference (as before reuse existed) stays as sealed.
