@@ -148,6 +148,7 @@ type packScratch struct {
 	pressed  []uint64    // bitset by id: in the overdue tier only because ConfirmDeadline presses it
 	vq       [][3]uint32 // SetView: the view's quantized positions
 	carry    []carried   // SetSnapshotView: the carried states being gathered
+	wire     State       // stateOf, encState: a snapshot entry's state (Snapshot.wireState), or its name
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -715,7 +716,10 @@ func writePosAbs(w *bitstream.Writer, q *quant, c *[3]uint32) error {
 	return nil
 }
 
-// writeCreate writes a create record: id, kind, class, entity, every group.
+// writeCreate writes a create record: id, kind, class, entity, every group
+// — as writeUpdate writes a group: the position, the yaw code and a
+// snapshot entry's codes from what the view quantized and coded (the same
+// bits as the groups' Encode), the others by their Encode.
 func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, width uint) error {
 	if err := w.WriteBits(uint64(id)|kindCreate<<width, width+kindCreateLen); err != nil {
 		return err
@@ -726,13 +730,32 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 	if err := writeEntity(w, t.entityOf(id)); err != nil {
 		return err
 	}
-	st := t.stateOf(id)
+	var q *[3]uint32
+	var yaw uint16
+	var gc *[snapCodes]uint64
+	if t.snapMode && s.si&siCarry == 0 { // latest and codesOf: one lookup of the entry
+		e := &t.snapOf(s).ents[s.si]
+		q, yaw, gc = &e.qpos, e.yawQ, &e.gc
+	} else {
+		q, yaw = t.latest(id, s)
+	}
+	var st *State
 	for i := range c.Groups {
 		g := &c.Groups[i]
 		var err error
-		if g.pos {
-			err = writePosAbs(w, &t.reg.q, t.qposOf(id, s))
-		} else {
+		switch k := c.wk[i]; {
+		case k == wkPos:
+			err = writePosAbs(w, &t.reg.q, q)
+		case k == wkYaw:
+			err = w.WriteBits(uint64(yaw), uint(c.yawBits))
+		case k >= wkCoded && gc != nil && gc[(k-wkCoded)&(snapCodes-1)] != noCode:
+			if code := gc[(k-wkCoded)&(snapCodes-1)]; code>>codeShift != 0 {
+				err = w.WriteBits(code&(1<<codeShift-1), uint(code>>codeShift))
+			}
+		default:
+			if st == nil {
+				st = t.encState(id)
+			}
 			err = g.Encode(w, st)
 		}
 		if err != nil {
@@ -796,7 +819,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 			g := &c.Groups[i]
 			if g.yaw { // a second yaw group
 				if st == nil {
-					st = t.stateOf(id)
+					st = t.encState(id)
 				}
 				v, n = g.yc.code(st.Yaw), g.yc.bits
 				break
@@ -813,7 +836,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 				err = t.writePosAbsUpdate(w, q)
 			} else {
 				if st == nil {
-					st = t.stateOf(id)
+					st = t.encState(id)
 				}
 				err = g.Encode(w, st)
 			}

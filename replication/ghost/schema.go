@@ -219,10 +219,20 @@ type Group struct {
 	// built by hand has no code (replacing a constructor's Encode is not
 	// supported, as for YawGroup, which the table writes itself).
 	code func(s *State) (v uint64, n uint, ok bool)
+	// decode sets the group's fields of s to what code's field v says:
+	// the value a client decodes (set with code).
+	decode func(v uint64, s *State)
 	// slot is 1 + the index in snapEnt.gc of the group's code (0: none):
 	// Class.prepare gives the first snapCodes coded groups of a class one
 	// each (its first yaw group has snapEnt.yawQ instead).
 	slot uint8
+	// name: NameGroup, whose Encode reads State.Name alone (a snapshot
+	// entry keeps the name, not the State).
+	name bool
+	// fields is the State fields a constructor's group reads (fPos, …;
+	// 0: a group built by hand, any): a snapshot entry whose state
+	// changed in none of them keeps the group's code.
+	fields uint8
 }
 
 // fieldEncoder is the Encode of a group with a code: the field in one
@@ -244,7 +254,7 @@ func fieldEncoder(code func(*State) (uint64, uint, bool), fallback func(*bitstre
 // it sends only the low bits the client needs to recover the value from
 // whatever position it currently holds (docs/protocol.md §6), about
 // 25 bits for an entity running on flat ground. At most one per class.
-func PositionGroup() Group { return Group{Name: "pos", pos: true} }
+func PositionGroup() Group { return Group{Name: "pos", pos: true, fields: fPos} }
 
 // yawCoder maps an angle to one of 2^bits codes around the circle (−π ≡ π):
 // round(y·2^bits/2π) modulo 2^bits (two's complement wraps negative angles).
@@ -286,10 +296,12 @@ func YawGroup(nbits uint) Group {
 	}
 	yc := newYawCoder(nbits)
 	return Group{
-		Name: "yaw",
-		yaw:  true,
-		yc:   yc,
-		code: func(s *State) (uint64, uint, bool) { return yc.code(s.Yaw), yc.bits, true },
+		Name:   "yaw",
+		fields: fYaw,
+		yaw:    true,
+		yc:     yc,
+		code:   func(s *State) (uint64, uint, bool) { return yc.code(s.Yaw), yc.bits, true },
+		decode: func(v uint64, s *State) { s.Yaw = yc.value(v) },
 		Encode: func(w *bitstream.Writer, s *State) error {
 			return w.WriteBits(yc.code(s.Yaw), yc.bits)
 		},
@@ -336,7 +348,8 @@ func VelGroup(max float64, nbits uint) Group {
 		return velCode(s.Vel[0], max, l) | velCode(s.Vel[1], max, l)<<nbits | velCode(s.Vel[2], max, l)<<(2*nbits)
 	}
 	g := Group{
-		Name: "vel",
+		Name:   "vel",
+		fields: fVel,
 		Encode: func(w *bitstream.Writer, s *State) error {
 			return w.WriteBits(field(s), 3*nbits)
 		},
@@ -372,6 +385,11 @@ func VelGroup(max float64, nbits uint) Group {
 	}
 	if 3*nbits <= runMax { // 19 and 20 bits an axis go by Encode
 		g.code = func(s *State) (uint64, uint, bool) { return field(s), 3 * nbits, true }
+		g.decode = func(v uint64, s *State) {
+			for a := range 3 {
+				s.Vel[a] = float64(float64(v>>(uint(a)*nbits)&l)/float64(l)*(2*max)) - max // Decode's
+			}
+		}
 	}
 	return g
 }
@@ -384,8 +402,10 @@ func HealthGroup(min, max int32) Group {
 		return uint64(int64(s.Health)) - uint64(int64(min)), n, s.Health >= min && s.Health <= max
 	}
 	return Group{
-		Name: "health",
-		code: code,
+		Name:   "health",
+		fields: fHealth,
+		code:   code,
+		decode: func(v uint64, s *State) { s.Health = int32(int64(v + uint64(int64(min)))) },
 		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
 			return w.WriteRangedInt(int64(s.Health), int64(min), int64(max)) // refused: out of range
 		}),
@@ -413,7 +433,9 @@ func HealthGroup(min, max int32) Group {
 // BS-11). t may be nil (always literal).
 func NameGroup(t *bitstream.StringTable) Group {
 	return Group{
-		Name: "name",
+		Name:   "name",
+		name:   true,
+		fields: fName,
 		Encode: func(w *bitstream.Writer, s *State) error {
 			return w.WriteTableString(t, string(s.Name.b[:s.Name.n]), MaxNameLen)
 		},
@@ -436,8 +458,10 @@ func FlagsGroup(nbits uint) Group {
 	}
 	code := func(s *State) (uint64, uint, bool) { return uint64(s.Flags), nbits, uint64(s.Flags)>>nbits == 0 }
 	return Group{
-		Name: "flags",
-		code: code,
+		Name:   "flags",
+		fields: fFlags,
+		code:   code,
+		decode: func(v uint64, s *State) { s.Flags = uint32(v) },
 		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
 			return w.WriteBits(uint64(s.Flags), nbits) // refused: wider than nbits
 		}),
@@ -466,8 +490,18 @@ func ExtraGroup(n int) Group {
 	// a player ghost carries its move sequence).
 	code := func(s *State) (uint64, uint, bool) { return gammaField(s.Extra[:n]) }
 	return Group{
-		Name: "extra",
-		code: code,
+		Name:   "extra",
+		fields: fExtra,
+		code:   code,
+		decode: func(v uint64, s *State) {
+			var l uint
+			for i := range n { // gammaField's codes, first value first
+				z := uint(bits.TrailingZeros64(v >> l))
+				x := 1<<z | v>>(l+z+1)&(1<<z-1)
+				s.Extra[i] = uint32(x - 1)
+				l += 2*z + 1
+			}
+		},
 		Encode: fieldEncoder(code, func(w *bitstream.Writer, s *State) error {
 			return writeGammas(w, s.Extra[:n])
 		}),
@@ -554,10 +588,18 @@ type Class struct {
 	posIdx int    // its index, -1 if none
 	yawIdx int    // index of the first YawGroup, -1 if none
 	coded  uint64 // the groups with a slot in snapEnt.gc (Group.slot)
-	weight float32
-	minMS  int32     // MinInterval in whole ms, rounded up (the table's times are ms)
-	reg    *Registry // the first registry c was registered in
-	ri     uint16    // c's index in reg.classes
+	// stateful: a group other than the position, the first yaw group,
+	// a coded one and a NameGroup (one its Encode alone writes): a
+	// snapshot entry of c keeps its State (Snapshot.xs).
+	stateful bool
+	// byField[f] is the groups that read field f (fPos is bit 0, …) and
+	// anyField those built by hand (they may read any).
+	byField  [numFields]uint64
+	anyField uint64
+	weight   float32
+	minMS    int32     // MinInterval in whole ms, rounded up (the table's times are ms)
+	reg      *Registry // the first registry c was registered in
+	ri       uint16    // c's index in reg.classes
 	// wk[i] is how an update writes group i from what the table has at
 	// hand (wkPos, wkYaw, wkCoded+slot index; wkOther: the group itself
 	// says), and yawBits the first yaw group's width: writeUpdate's
@@ -607,8 +649,9 @@ func (c *Class) prepare() error {
 		return fmt.Errorf("%w: class %q negative MinInterval", ErrClass, c.Name)
 	}
 	c.all = ^uint64(0) >> (64 - uint(n))
-	c.posIdx, c.posBit, c.yawIdx, c.coded = -1, 0, -1, 0
+	c.posIdx, c.posBit, c.yawIdx, c.coded, c.stateful = -1, 0, -1, 0, false
 	c.wk, c.yawBits = [MaxGroups]uint8{}, 0
+	c.byField, c.anyField = [numFields]uint64{}, 0
 	for i := range c.Groups {
 		g := &c.Groups[i]
 		g.slot = 0
@@ -619,6 +662,17 @@ func (c *Class) prepare() error {
 			g.slot = uint8(n + 1)
 			c.coded |= 1 << uint(i)
 			c.wk[i] = wkCoded + uint8(n)
+		}
+		if !g.pos && c.wk[i] == wkOther && !g.name {
+			c.stateful = true
+		}
+		if g.fields == 0 {
+			c.anyField |= 1 << uint(i)
+		}
+		for f := range numFields {
+			if g.fields&(1<<f) != 0 {
+				c.byField[f] |= 1 << uint(i)
+			}
 		}
 		if g.pos {
 			c.wk[i] = wkPos

@@ -51,7 +51,20 @@ type Snapshot struct {
 	// too), however many snapshots it skipped. Tables diff positions, not
 	// stamps (a stop is a change back to no motion); the stamp spares a
 	// table that took the previous snapshot reading that one's entry.
-	chg    []uint32
+	chg []uint32
+	// in is the states Set gives, by entry, in chunks allocated as
+	// entries are Set: the writer's (SnapshotWriter.in), nil once sealed.
+	// Seal codes them into the entries; tables read none. Set finds there
+	// the state Set at the entry's index in the series' previous snapshot
+	// (inFor, if it is the previous snapshot when sealed, and that entry
+	// is entIn) and compares it with the new one.
+	in    []*stateChunk
+	inFor *Snapshot // the writer's latest snapshot when in was handed out
+	inOwn bool      // in is the writer's (else a second Next's own)
+	// xs is the States of the entries that keep theirs (entState), in
+	// entry order: those of a class with a group only its Encode writes
+	// (Class.stateful), with a group not coded (noCode), or refused.
+	xs     []keptState
 	sealed bool
 	// valid: Seal found every entry set and accepted (no empty entry,
 	// none refused): a view of the snapshot's own registry then needs
@@ -111,21 +124,40 @@ func (s *Snapshot) Held() bool { return s.refs.Load() > 0 }
 // table does: the writer reuses it once nobody holds it.
 func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 
-// snapEnt is one entry: the entity, its class, state and quantized
-// position (quantized and checked once at Seal for every table).
+// snapEnt is one entry: the entity, its class and its state as the
+// tables send it — quantized position, yaw code, group codes and name,
+// checked, quantized and coded once at Seal for every table. 96 bytes; the
+// float State (112 more) is kept apart only where a group needs it
+// (entState: Snapshot.xs).
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
-	qpos   [3]uint32
-	yawQ   uint16 // the yaw code (Table.latest), quantized once for every table
-	bad    uint8  // snapOK, or why a view naming it is refused
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
 	// yawQ, which the update reads too: a usual update reads nothing of
 	// the state.
-	gc    [snapCodes]uint64
-	state State
+	gc   [snapCodes]uint64
+	qpos [3]uint32
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	bad  uint8  // snapOK, or why a view naming it is refused
+	fl   uint8  // entState, entIn
+	name Name   // the state's name (NameGroup's Encode reads it alone)
+}
+
+// Flags of snapEnt.fl.
+const (
+	// entState: the entry keeps its State (Snapshot.xs).
+	entState = 1 << iota
+	// entIn: the entry was Set: the writer's states (SnapshotWriter.in)
+	// hold its state at its index until the next snapshot's Set.
+	entIn
+)
+
+// keptState is the State of entry i (Snapshot.xs).
+type keptState struct {
+	i  uint32
+	st State
 }
 
 // snapView is what a view reads of an entry before the entry itself
@@ -149,6 +181,64 @@ const (
 	// series' previous snapshot's entry at its index (also accepted): a
 	// ghost a table took there from that snapshot is this entry's.
 	vwKept
+	// vwSet (before Seal): the entry was Set, and its now is the fields
+	// (fPos, …) in which its state differs from the one Set at its index
+	// in the previous snapshot (Snapshot.in; a second Set of it: all).
+	vwSet
+)
+
+// The fields of a State a Set compares (fieldDiff) and a group reads
+// (Group.fields).
+const (
+	fPos = 1 << iota
+	fYaw
+	fVel
+	fHealth
+	fFlags
+	fName
+	fExtra
+	numFields = iota
+	fAll      = 1<<numFields - 1
+)
+
+// fieldDiff is the fields in which a and b differ, bit for bit (−0 is not
+// +0, a NaN is itself).
+func fieldDiff(a, b *State) uint64 {
+	var d uint64
+	f := math.Float64bits
+	// (^ and | bind alike: each xor in parentheses.)
+	if (f(a.Pos[0])^f(b.Pos[0]))|(f(a.Pos[1])^f(b.Pos[1]))|(f(a.Pos[2])^f(b.Pos[2])) != 0 {
+		d = fPos
+	}
+	if f(a.Yaw) != f(b.Yaw) {
+		d |= fYaw
+	}
+	if (f(a.Vel[0])^f(b.Vel[0]))|(f(a.Vel[1])^f(b.Vel[1]))|(f(a.Vel[2])^f(b.Vel[2])) != 0 {
+		d |= fVel
+	}
+	if a.Health != b.Health {
+		d |= fHealth
+	}
+	if a.Flags != b.Flags {
+		d |= fFlags
+	}
+	na, nb := (*[4]uint64)(unsafe.Pointer(&a.Name)), (*[4]uint64)(unsafe.Pointer(&b.Name))
+	if (na[0]^nb[0])|(na[1]^nb[1])|(na[2]^nb[2])|(na[3]^nb[3]) != 0 {
+		d |= fName
+	}
+	if a.Extra != b.Extra {
+		d |= fExtra
+	}
+	return d
+}
+
+// stateChunk is a chunk of Snapshot.in: the zone's held entries (copies,
+// SealCopies) are never Set, and their chunks never allocated.
+type stateChunk [inChunk]State
+
+const (
+	inShift = 6 // 64 states, 7 KB (a size class of its own)
+	inChunk = 1 << inShift
 )
 
 // snapCodes is how many groups of a class a snapshot entry holds codes
@@ -163,16 +253,101 @@ const noCode = ^uint64(0)
 // codeShift is where a snapEnt.gc code keeps its field's length.
 const codeShift = 56
 
-// codeGroups sets e.gc's codes of c's coded groups in m.
-func (e *snapEnt) codeGroups(c *Class, m uint64) {
+// codeGroups sets e.gc's codes of c's coded groups in m, of st.
+func (e *snapEnt) codeGroups(c *Class, m uint64, st *State) {
 	for ; m != 0; m &= m - 1 {
 		g := &c.Groups[bits.TrailingZeros64(m)]
 		code := noCode
-		if v, n, ok := g.code(&e.state); ok {
+		if v, n, ok := g.code(st); ok {
 			code = v | uint64(n)<<codeShift
 		}
 		e.gc[g.slot-1] = code
 	}
+}
+
+// uncoded reports whether a coded group of e's class c has no code
+// (noCode: its Encode writes it, from the State).
+func (e *snapEnt) uncoded(c *Class) bool {
+	for _, code := range e.gc[:bits.OnesCount64(c.coded)] {
+		if code == noCode {
+			return true
+		}
+	}
+	return false
+}
+
+// keep makes entry i keep st (entState); Seal keeps them in entry order,
+// SealCopies sorts what it adds.
+func (s *Snapshot) keep(i int, st *State) {
+	s.ents[i].fl |= entState
+	s.xs = append(s.xs, keptState{i: uint32(i), st: *st})
+}
+
+// kept is the State entry i keeps (entState), else nil.
+func (s *Snapshot) kept(i uint32) *State {
+	if s.ents[i].fl&entState == 0 {
+		return nil
+	}
+	lo, hi := 0, len(s.xs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.xs[m].i < i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return &s.xs[lo].st
+}
+
+// wireState is entry i's state (accepted, or refused): the State it keeps,
+// else its state as a client decodes it from the tables' records — the
+// position quantized, the coded groups as decoded, the name — in dst;
+// fields no group of the class replicates are zero.
+func (s *Snapshot) wireState(i uint32, dst *State) *State {
+	if st := s.kept(i); st != nil {
+		return st
+	}
+	e := &s.ents[i]
+	e.decode(&s.reg.q, dst)
+	return dst
+}
+
+// decode sets dst to e's state as a client decodes it (e keeps no State).
+func (e *snapEnt) decode(q *quant, dst *State) {
+	c := e.class
+	*dst = State{Name: e.name}
+	if c.posIdx >= 0 {
+		dst.Pos = q.value(e.qpos)
+	}
+	for g := range c.Groups {
+		gr := &c.Groups[g]
+		switch k := c.wk[g]; {
+		case k == wkYaw:
+			dst.Yaw = gr.yc.value(uint64(e.yawQ))
+		case k >= wkCoded:
+			gr.decode(e.gc[k-wkCoded]&(1<<codeShift-1), dst)
+		}
+	}
+}
+
+// WireState returns st, a state of class c (registered in r), as a client
+// decodes it from the ghost records: what Snapshot.Entry gives for an
+// entry Set with st. It returns st itself for a state r refuses and for a
+// class with a group only its Encode writes (such entries keep theirs).
+func (r *Registry) WireState(c *Class, st *State) State {
+	var e snapEnt
+	if c.stateful || r.check(c, st, &e.qpos) != nil {
+		return *st
+	}
+	e.class, e.name, e.yawQ = c, st.Name, yawCode(c, st)
+	e.codeGroups(c, c.coded, st)
+	if e.uncoded(c) {
+		return *st
+	}
+	var w State
+	e.decode(&r.q, &w)
+	return w
 }
 
 // Why a snapshot entry is refused.
@@ -194,9 +369,32 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.state, e.bad = entity, c, *st, snapOK
-	s.vw[i].fl = 0
+	e.entity, e.class, e.bad = entity, c, snapOK
+	// Compared with the state given at i in the previous snapshot, which
+	// the entry's room for it still holds (Seal's still-check), and taken.
+	ch, v := s.in[i>>inShift], &s.vw[i]
+	if ch == nil {
+		ch = s.newChunk(i)
+	}
+	in := &ch[i&(inChunk-1)]
+	d := uint64(fAll)
+	if v.fl&vwSet == 0 {
+		d = fieldDiff(in, st)
+	}
+	*in = *st
+	v.now, v.fl = d, vwSet
 }
+
+// newChunk allocates the chunk of s.in that holds entry i's state: no
+// entry of it was Set in the previous snapshot (none is entIn there).
+func (s *Snapshot) newChunk(i int) *stateChunk {
+	ch := new(stateChunk)
+	s.in[i>>inShift] = ch
+	return ch
+}
+
+// inState is entry i's state as Set gave it (before Seal; the entry Set).
+func (s *Snapshot) inState(i int) *State { return &s.in[i>>inShift][i&(inChunk-1)] }
 
 // SetHeld is Set for a held state served again: the entry's state is the
 // one an earlier snapshot already gave as a sample of the entity (a zone
@@ -208,18 +406,26 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 // zone gives it with Set: an unchanged position then is a stop.
 func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
 	s.Set(i, entity, c, st)
-	s.vw[i].fl = vwHeld
+	s.vw[i].fl |= vwHeld
 }
 
-// Entry returns entry i's entity, class and state (nil class: empty). The
-// state must not be modified.
+// Entry returns entry i's entity, class and state (nil class: empty;
+// a class the registry lacks: no state). The state is what the tables
+// send: the position quantized, each group as a client decodes it (the
+// entry keeps codes, not floats), except for a class with a group only
+// its Encode writes, whose entries keep the State Set gave. It must not
+// be modified.
 func (s *Snapshot) Entry(i int) (entity uint64, c *Class, st *State) {
 	e := &s.ents[i]
-	return e.entity, e.class, &e.state
+	if e.class == nil || e.bad == snapBadClass {
+		return e.entity, e.class, new(State)
+	}
+	return e.entity, e.class, s.wireState(uint32(i), new(State))
 }
 
-// AppendEntries appends view as ViewEntries (states copied): for consumers
-// that need a view of their own, such as a view bound for another process.
+// AppendEntries appends view as ViewEntries (states as Entry gives them):
+// for consumers that need a view of their own, such as a view bound for
+// another process.
 func (s *Snapshot) AppendEntries(dst []ViewEntry, view []ViewRef) []ViewEntry {
 	for _, r := range view {
 		if int(r.Index()) >= len(s.ents) {
@@ -229,7 +435,11 @@ func (s *Snapshot) AppendEntries(dst []ViewEntry, view []ViewRef) []ViewEntry {
 		if e.class == nil {
 			continue
 		}
-		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority(e.class), State: e.state})
+		var st State
+		if e.bad != snapBadClass {
+			st = *s.wireState(r.Index(), &st)
+		}
+		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority(e.class), State: st})
 	}
 	return dst
 }
@@ -311,6 +521,12 @@ type SnapshotWriter struct {
 	seq    uint32
 	last   *Snapshot // the writer holds a reference to it
 	free   snapFree
+	// in is the states Set gave, by entry (Snapshot.in): last's once
+	// sealed (Set compares the next snapshot's with them), handed to the
+	// snapshot being filled from Next to Seal. The writer's, one zone's
+	// worth of the entries Set: the snapshots the tables pin keep none.
+	in     []*stateChunk
+	inBusy bool // a snapshot not yet sealed has in
 }
 
 // NewSnapshotWriter returns a writer of snapshots of reg's classes. It
@@ -336,6 +552,8 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 				e.entity, e.class, e.bad = 0, nil, snapOK
 			}
 			s.ents, s.chg, s.vw = ents, s.chg[:n*stride], s.vw[:n]
+			s.xs = s.xs[:0]
+			s.in, s.inFor, s.inOwn = w.takeIn(n)
 			clear(s.vw)
 			s.source, s.seq, s.sealed = w.source, 0, false
 			s.refs.Store(1)
@@ -351,8 +569,25 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 		free:   &w.free,
 	}
 	s.vw, s.chg = snapArrays(n, stride)
+	s.in, s.inFor, s.inOwn = w.takeIn(n)
 	s.refs.Store(1)
 	return s
+}
+
+// takeIn returns the chunks for n states to Set, the snapshot whose
+// states (of its entIn entries) they hold, and whether they are the
+// writer's: the writer's, unless a snapshot not yet sealed has them (then
+// new ones, holding none).
+func (w *SnapshotWriter) takeIn(n int) ([]*stateChunk, *Snapshot, bool) {
+	k := (n + inChunk - 1) >> inShift
+	if w.inBusy {
+		return make([]*stateChunk, k), nil, false
+	}
+	if len(w.in) < k {
+		w.in = append(w.in, make([]*stateChunk, k-len(w.in))...)
+	}
+	w.inBusy = true
+	return w.in[:k:k], w.last, true // Set adds chunks to w.in's array in place
 }
 
 // snapArrays returns a snapshot's vw and chg for n entries of stride
@@ -388,6 +623,13 @@ func (w *SnapshotWriter) release() {
 // class differs from the previous one at its index is new: every group
 // stamped), and makes s immutable. s must come from w.Next.
 func (w *SnapshotWriter) Seal(s *Snapshot) {
+	w.seal(s)
+	w.finish(s)
+}
+
+// seal is Seal but for its end (finish): w.last is still the previous
+// snapshot.
+func (w *SnapshotWriter) seal(s *Snapshot) {
 	if s.sealed || s.source != w.source {
 		panic("ghost: SnapshotWriter.Seal of a snapshot not its own or sealed twice")
 	}
@@ -401,9 +643,14 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	s.seq = w.seq
 	var prev []snapEnt
 	var prevChg []uint32
+	var prevSnap *Snapshot
 	if w.last != nil && w.last.stride == s.stride {
-		prev, prevChg = w.last.ents, w.last.chg
+		prevSnap = w.last
+		prev, prevChg = prevSnap.ents, prevSnap.chg
 	}
+	// Set's compares with the previous snapshot's states hold if s.in
+	// had them: of its entries that were Set (entIn).
+	inPrev := s.inFor != nil && s.inFor == w.last
 	st := s.stride
 	var known *Class // entries hold few classes: look each up once per run of equal ones
 	s.valid = false
@@ -413,6 +660,17 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 	for i := range ents {
 		e, v := &ents[i], &vw[i]
 		c := e.class
+		// The fields that changed since the state Set at i in the
+		// previous snapshot (all: not known).
+		diff := uint64(fAll)
+		if v.fl&vwSet != 0 {
+			if inPrev && i < len(prev) && prev[i].fl&entIn != 0 {
+				diff = v.now
+			}
+			e.fl = entIn
+		} else {
+			e.fl = 0
+		}
 		v.now, v.fl = 0, v.fl&vwHeld
 		if c == nil {
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
@@ -428,58 +686,107 @@ func (w *SnapshotWriter) Seal(s *Snapshot) {
 			}
 			known = c
 		}
-		if i < len(prev) && samePos(&prev[i].state, &e.state) && prev[i].class == c && prev[i].entity == e.entity && prev[i].bad == snapOK && sameBeyondPos(&prev[i].state, &e.state) {
-			// Still since the previous snapshot, byte for byte (the
-			// position first: a moving entry costs one compare): its check
-			// passed, and its quantized position, yaw code and group codes
-			// are these (functions of the state alone); nothing to stamp.
-			e.qpos, e.yawQ, e.gc = prev[i].qpos, prev[i].yawQ, prev[i].gc
+		cur := s.inState(i)
+		if diff == 0 && prev[i].class == c && prev[i].entity == e.entity && prev[i].bad == snapOK {
+			// Still since the previous snapshot, byte for byte (Set
+			// compared): its check passed, and its quantized position,
+			// yaw code, group codes and name are these (functions of the
+			// state alone); nothing to stamp.
+			p := &prev[i]
+			e.qpos, e.yawQ, e.gc, e.name = p.qpos, p.yawQ, p.gc, p.name
+			if p.fl&entState != 0 {
+				s.keep(i, cur)
+			}
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
 			v.fl |= vwKept
 			continue
 		}
-		if w.reg.check(c, &e.state, &e.qpos) != nil {
+		e.name = cur.Name
+		if w.reg.check(c, cur, &e.qpos) != nil {
 			e.bad = snapBadState
+			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
 			invalid++
 			continue
 		}
-		e.yawQ = yawCode(c, &e.state)
+		e.yawQ = yawCode(c, cur)
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
+			p := &prev[i]
 			copy(chg, prevChg[i*st:i*st+st])
-			if c.posIdx >= 0 && (prev[i].bad != snapOK || prev[i].qpos != e.qpos) {
+			if c.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
 				v.now |= c.posBit
 			}
-			if !sameBeyondPos(&prev[i].state, &e.state) {
+			if p.bad == snapOK {
+				v.fl |= vwKept
+				// The groups that read a changed field: their wire value
+				// changed if their code did (Changed compares wire
+				// values; the previous entry's State where a group has
+				// none). The others keep the previous entry's codes.
+				e.gc = p.gc
+				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
+					e.codeGroups(c, m&c.coded, cur)
+					var ps *State
+					if p.fl&entState != 0 {
+						ps = prevSnap.kept(uint32(i))
+					}
+					for ; m != 0; m &= m - 1 {
+						g := bits.TrailingZeros64(m)
+						if changed(&c.Groups[g], g == c.yawIdx, p, e, ps, cur) {
+							chg[g] = s.seq
+							v.now |= 1 << uint(g)
+						}
+					}
+				}
+			} else {
+				// Refused before: its State is kept.
+				ps := prevSnap.kept(uint32(i))
 				for g := range c.Groups {
-					if gr := &c.Groups[g]; !gr.pos && gr.Changed(&prev[i].state, &e.state) {
+					if gr := &c.Groups[g]; !gr.pos && (ps == nil || gr.Changed(ps, cur)) {
 						chg[g] = s.seq
 						v.now |= 1 << uint(g)
 					}
 				}
+				e.codeGroups(c, c.coded, cur)
 			}
-			if prev[i].bad == snapOK {
-				// A group Changed does not report has the previous
-				// entry's wire value (Changed compares those): its code.
-				e.gc = prev[i].gc
-				e.codeGroups(c, v.now&c.coded)
-				v.fl |= vwKept
-			} else {
-				e.codeGroups(c, c.coded)
+		} else {
+			for g := range chg {
+				chg[g] = s.seq
 			}
-			continue
+			v.now = c.all
+			e.codeGroups(c, c.coded, cur)
 		}
-		for g := range chg {
-			chg[g] = s.seq
+		if c.stateful || e.uncoded(c) {
+			s.keep(i, cur)
 		}
-		v.now = c.all
-		e.codeGroups(c, c.coded)
 	}
 	s.sealed, s.valid = true, invalid == 0
+}
+
+// groupsOf is the groups of c that read a field in diff (fPos, …).
+func (c *Class) groupsOf(diff uint64) uint64 {
+	m := c.anyField
+	for ; diff != 0; diff &= diff - 1 {
+		m |= c.byField[bits.TrailingZeros64(diff)]
+	}
+	return m
+}
+
+// finish ends Seal: s becomes the writer's latest snapshot, its states
+// (s.in) the ones the next snapshot's Set compares with.
+func (w *SnapshotWriter) finish(s *Snapshot) {
 	w.release() // the previous one: its stamps are read (prev above)
 	w.last = s
+	switch {
+	case s.inOwn: // the writer's chunks, s's states in them
+		w.inBusy = false
+	case !w.inBusy: // s's own chunks: the writer's from now
+		w.in = s.in
+	}
+	// Else another snapshot not yet sealed has the writer's chunks: its
+	// Seal finds they hold no states of the writer's latest (inFor).
+	s.in, s.inFor = nil, nil
 }
 
 // SetSnapshotView is SetView for a view given as references into snap: the
@@ -661,7 +968,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// views came as entries before): diff against the state of the
 			// previous view, which the table still has.
 			case prevView && psi != staleEntry:
-				changed |= diffGroups(c, t.stateIn(oldSnap, oldCarry, psi), &e.state)
+				changed |= t.diffPrev(c, oldSnap, oldCarry, psi, snap, ri)
 			default:
 				changed |= c.all &^ c.posBit
 			}
@@ -732,7 +1039,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			nc = append(nc, oldCarry[s.si&siIndex])
 		} else {
 			oe := &oldSnap.ents[s.si]
-			nc = append(nc, carried{st: oe.state, entity: oe.entity, q: oe.qpos, yaw: oe.yawQ})
+			var st State
+			st = *oldSnap.wireState(s.si, &st)
+			nc = append(nc, carried{st: st, entity: oe.entity, q: oe.qpos, yaw: oe.yawQ})
 		}
 		s.si = siCarry | uint32(len(nc)-1)
 	}
@@ -767,7 +1076,7 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 		case e.bad == snapBadClass:
 			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
 		case e.bad == snapBadState:
-			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, &e.state, new([3]uint32)))
+			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, snap.kept(r.Index()), new([3]uint32)))
 		case e.class != known:
 			if !t.knows(e.class) {
 				return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
@@ -881,7 +1190,10 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 }
 
 // stateOf is ghost id's latest state: what its records encode (a ghost in
-// scope: creating or live).
+// scope: creating or live). A snapshot entry's is the State it keeps, else
+// its state as the client decodes it (Snapshot.wireState), the same wire
+// value of every group: in the borrowed packer's scratch during a Write
+// (valid until the next call), else a new one.
 func (t *Table) stateOf(id uint32) *State {
 	if !t.snapMode {
 		return &t.states[id]
@@ -890,7 +1202,44 @@ func (t *Table) stateOf(id uint32) *State {
 	if s.si&siCarry != 0 {
 		return &t.carry[s.si&siIndex].st
 	}
-	return &t.snapOf(s).ents[s.si].state
+	var dst *State
+	if t.pk.packScratch != nil {
+		dst = &t.pk.wire
+	} else {
+		dst = new(State)
+	}
+	return t.snapOf(s).wireState(s.si, dst)
+}
+
+// encState is what a group's Encode reads of ghost id's latest state (in
+// scope), for the groups an update or create does not write from codes
+// (writeUpdate, writeCreate): stateOf's, except for a snapshot entry that
+// keeps no State, whose class's only such groups are NameGroups (every
+// other group coded: Class.stateful, noCode), for which it is a State of
+// the entry's name alone, in the borrowed packer's scratch (its other
+// fields stale), not a decode of every group.
+func (t *Table) encState(id uint32) *State {
+	if !t.snapMode {
+		return &t.states[id]
+	}
+	return t.encEntry(id)
+}
+
+// encEntry is encState under snapshot views.
+func (t *Table) encEntry(id uint32) *State {
+	if t.pk.packScratch == nil {
+		return t.stateOf(id)
+	}
+	s := &t.slots[id]
+	if s.si&siCarry != 0 {
+		return &t.carry[s.si&siIndex].st
+	}
+	snap := t.snapOf(s)
+	if st := snap.kept(s.si); st != nil {
+		return st
+	}
+	t.pk.wire.Name = snap.ents[s.si].name
+	return &t.pk.wire
 }
 
 // qposOf is ghost s's (id's) latest quantized position (in scope).
@@ -930,12 +1279,26 @@ func (t *Table) codesOf(s *slot) *[snapCodes]uint64 {
 	return &t.snapOf(s).ents[s.si].gc
 }
 
-// stateIn is the state si names in snap or carry (si an entry or siCarry|i).
-func (t *Table) stateIn(snap *Snapshot, carry []carried, si uint32) *State {
-	if si&siCarry != 0 {
-		return &carry[si&siIndex].st
+// diffPrev is the groups of class c other than the position whose wire
+// value differs between a ghost's previous view — entry psi of old, or
+// carried (psi siCarry|i) — and entry ri of snap: diffGroups of their
+// states, by their codes where the entries hold them.
+func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, snap *Snapshot, ri uint32) uint64 {
+	e := &snap.ents[ri]
+	var m uint64
+	if psi&siCarry != 0 {
+		// Rare (an AlwaysInScope ghost back in view): a State to decode to.
+		cur := snap.wireState(ri, new(State))
+		return diffGroups(c, &carry[psi&siIndex].st, cur)
 	}
-	return &snap.ents[si].state
+	p := &old.ents[psi]
+	ps, es := old.kept(psi), snap.kept(ri)
+	for g := range c.Groups {
+		if gr := &c.Groups[g]; !gr.pos && changed(gr, g == c.yawIdx, p, e, ps, es) {
+			m |= 1 << uint(g)
+		}
+	}
+	return m
 }
 
 // enterSnapshots turns a table whose views came as entries (or none yet)

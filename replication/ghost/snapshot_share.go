@@ -1,5 +1,10 @@
 package ghost
 
+import (
+	"cmp"
+	"slices"
+)
+
 // EntryCopy says that a snapshot entry repeats another (SealCopies):
 // entry Dst gets entry Src's entity, class and state, or with Src Carry,
 // the writer's previous snapshot's entry Dst's, served again (SetHeld).
@@ -25,7 +30,7 @@ func (w *SnapshotWriter) CanCarry(i int, entity uint64, c *Class, name Name) boo
 		return false
 	}
 	e := &p.ents[i]
-	return e.class == c && e.entity == entity && e.bad == snapOK && e.state.Name == name
+	return e.class == c && e.entity == entity && e.bad == snapOK && e.name == name
 }
 
 // SealCopies is Seal for a snapshot some of whose entries repeat others:
@@ -75,7 +80,13 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		prev.refs.Add(1)
 		defer prev.Release()
 	}
-	w.Seal(s) // clears the destinations' vwCopy (it keeps only vwHeld of an entry's flags)
+	// A copy is compared with the previous snapshot's entry by their
+	// codes (the entry was not Set: the writer keeps no state of it).
+	in := s.in // the sources' states as Set gave them (seal drops s.in)
+	w.seal(s)  // clears the destinations' vwCopy (it keeps only vwHeld of an entry's flags)
+	defer w.finish(s)
+	xn := len(s.xs) // the entries Seal kept States of, in order
+	defer s.sortKept(xn)
 	var pents []snapEnt
 	var pchg []uint32
 	if prev != nil && prev.source == s.source && prev.stride == s.stride {
@@ -91,9 +102,16 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		e, v, src := &ents[i], &s.vw[i], &ents[c.Src]
 		// Field by field: one pointer write, not the whole entry's copy
 		// under the write barrier.
-		e.entity, e.class, e.qpos, e.yawQ, e.bad, e.gc, e.state = src.entity, src.class, src.qpos, src.yawQ, src.bad, src.gc, src.state
-		chg := s.chg[i*st : i*st+st]
+		e.entity, e.class, e.qpos, e.yawQ, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.qpos, src.yawQ, src.bad, src.gc, src.name, 0
 		cl := e.class
+		var es *State // the source's state, as Set gave it
+		if cl != nil {
+			es = &in[c.Src>>inShift][c.Src&(inChunk-1)]
+			if src.fl&entState != 0 {
+				s.keep(i, es)
+			}
+		}
+		chg := s.chg[i*st : i*st+st]
 		if cl == nil || e.bad != snapOK {
 			continue // as Seal left it: empty, stamps cleared
 		}
@@ -109,20 +127,19 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		copy(chg, pchg[i*st:i*st+st])
 		if p.bad == snapOK {
 			v.fl |= vwKept
-			if samePos(&p.state, &e.state) && sameBeyondPos(&p.state, &e.state) {
-				continue // still: nothing to stamp
+			if p.qpos == e.qpos && p.yawQ == e.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
+				continue // still (the same wire values): nothing to stamp
 			}
 		}
 		if cl.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
 			chg[cl.posIdx] = s.seq
 			v.now |= cl.posBit
 		}
-		if !sameBeyondPos(&p.state, &e.state) {
-			for g := range cl.Groups {
-				if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e) {
-					chg[g] = s.seq
-					v.now |= 1 << uint(g)
-				}
+		ps := prev.kept(uint32(i))
+		for g := range cl.Groups {
+			if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, ps, es) {
+				chg[g] = s.seq
+				v.now |= 1 << uint(g)
 			}
 		}
 	}
@@ -139,12 +156,16 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 }
 
 // carry makes entry i prev's entry i (accepted) served again, as Seal
-// seals a SetHeld of its entity, class and state: still since prev (its
-// stamps, nothing new), or new if prev is not of s's series (pchg nil:
-// the writer started a new one).
+// seals a SetHeld of its entity, class and state (the state Set gave
+// stays in s.in[i] from prev): still
+// since prev (its stamps, nothing new), or new if prev is not of s's
+// series (pchg nil: the writer started a new one).
 func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 	e, p, v := &s.ents[i], &prev.ents[i], &s.vw[i]
 	*e = *p
+	if e.fl&entState != 0 {
+		s.keep(i, prev.kept(uint32(i)))
+	}
 	st := s.stride
 	chg := s.chg[i*st : i*st+st]
 	if pchg == nil {
@@ -158,21 +179,44 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 	v.now, v.fl = 0, vwHeld|vwKept
 }
 
-// changed is gr.Changed(&p.state, &e.state) for entries p and e of gr's
-// class, e accepted: where both entries hold gr's wire value coded
-// (snapEnt.gc, or yawQ for the class's yaw group), a compare of the codes
-// — Changed compares wire values — instead of the call (≈ 80
-// instructions for velocity and yaw).
-func changed(gr *Group, yaw bool, p, e *snapEnt) bool {
+// changed is gr.Changed(ps, es) for entries p and e of gr's class, e
+// accepted, of states ps and es: where both entries hold gr's wire value
+// coded (snapEnt.gc, or yawQ for the class's yaw group, or the name for a
+// NameGroup), a compare of the codes — Changed compares wire values —
+// instead of the call (≈ 80 instructions for velocity and yaw). ps and es
+// may be nil where the entries hold every group's value (no entState): a
+// table's diff of two entries (Table.diffPrev).
+func changed(gr *Group, yaw bool, p, e *snapEnt, ps, es *State) bool {
 	if p.bad == snapOK {
-		if k := int(gr.slot) - 1; k >= 0 && p.gc[k] != noCode && e.gc[k] != noCode {
-			return p.gc[k] != e.gc[k]
+		if k := int(gr.slot) - 1; k >= 0 {
+			if pc, ec := p.gc[k], e.gc[k]; pc != noCode && ec != noCode {
+				return pc != ec
+			} else if pc != ec {
+				// One coded, one not: values that differ (whether a
+				// value has a code is the value's).
+				return true
+			}
 		}
 		if yaw && gr.yc.bits <= 16 {
 			return p.yawQ != e.yawQ
 		}
+		if gr.name {
+			return p.name != e.name
+		}
 	}
-	return gr.Changed(&p.state, &e.state)
+	if ps == nil || es == nil {
+		return true // not expected: such entries keep their States
+	}
+	return gr.Changed(ps, es)
+}
+
+// sortKept puts the States kept for entries after the first n (SealCopies'
+// copies) in entry order with the rest (Snapshot.kept searches them).
+func (s *Snapshot) sortKept(n int) {
+	if len(s.xs) == n {
+		return
+	}
+	slices.SortFunc(s.xs, func(a, b keptState) int { return cmp.Compare(a.i, b.i) })
 }
 
 // vwCopy marks a copy's destination between SealCopies' check and Seal

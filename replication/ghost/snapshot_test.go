@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
@@ -422,5 +423,64 @@ func TestSnapshotCarryAndFreeInOneView(t *testing.T) {
 	}
 	if tab.Len() != n/2+1 {
 		t.Errorf("%d ghosts, want %d", tab.Len(), n/2+1)
+	}
+}
+
+// A snapshot entry keeps its float State only where a group needs it: a
+// class with a group built by hand (its Encode reads the State), or an
+// entry with a coded group's value too wide for a code (noCode: Encode
+// writes it). Such ghosts reach the client as exactly as the others, and
+// the entries of the shipped classes with small values keep none.
+func TestSnapshotKeepsStatesWhereGroupsNeedThem(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	custom := &Class{ID: 40, Name: "lever", Groups: []Group{
+		PositionGroup(),
+		{
+			Name:   "lever",
+			Encode: func(w *bitstream.Writer, s *State) error { return w.WriteBits(uint64(s.Extra[2]&0xFF), 8) },
+			Decode: func(r *bitstream.Reader, s *State) error {
+				v, err := r.ReadBits(8, "lever")
+				s.Extra[2] = uint32(v)
+				return err
+			},
+			Changed: func(old, cur *State) bool { return old.Extra[2]&0xFF != cur.Extra[2]&0xFF },
+		},
+		NameGroup(nil),
+	}}
+	if err := reg.Register(custom); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mir, err := NewMirror(reg, DefaultMirrorConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &duo{t: t, reg: reg, pc: pc, nc: nc, tab: tab, mir: mir, now: time.Second}
+	sw, _ := NewSnapshotWriter(reg)
+	ents := []ViewEntry{d.npc(1, 0), d.npc(2, 0), d.npc(3, 0)}
+	ents[1].Class = custom
+	ents[2].Class = pc
+	for k := range 12 {
+		for i := range ents {
+			ents[i].State.Pos[0] += 0.25
+		}
+		ents[1].State.Extra[2] = uint32(k * 37)
+		ents[1].State.Name = MustName([]string{"up", "dn"}[k/4%2]) // one length: a Mirror keeps a longer name's tail bytes
+		if k%3 == 0 {
+			ents[2].State.Extra[0] = 1<<31 + uint32(k) // gamma 63 bits: no code
+		} else {
+			ents[2].State.Extra[0] = uint32(k)
+		}
+		s := d.snapView(sw, ents, 0, 1, 2)
+		if s.kept(0) != nil || s.kept(1) == nil || (s.kept(2) != nil) != (k%3 == 0) {
+			t.Fatalf("tick %d: kept States npc %v lever %v wide extra %v", k, s.kept(0) != nil, s.kept(1) != nil, s.kept(2) != nil)
+		}
+		d.settleSnap(sw, ents, 0, 1, 2)
+		if diff := mismatch(d.reg, d.mir, ents); diff != "" {
+			t.Fatalf("tick %d: %s", k, diff)
+		}
 	}
 }

@@ -366,7 +366,8 @@ func TestFarMemberRefreshNotLostWithoutSnapshot(t *testing.T) {
 			z.Input(now, 3, []move.Move{fwd(uint64(i+1), 0)})
 			out := z.Step(now)
 			e, _ := z.Entity(3)
-			at = append(at, float64(e.State.Pos[2]))
+			// As the snapshot keeps it: quantized (it keeps codes, not floats).
+			at = append(at, z.cfg.Classes[KindPlayer].Registry().QuantizePos([3]float64{0, 0, float64(e.State.Pos[2])})[2])
 			if i >= 10+skip && i < 10+skip+every { // no views: no snapshot
 				continue
 			}

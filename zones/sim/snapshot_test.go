@@ -56,8 +56,11 @@ func TestViewRefsResolveToViewEntries(t *testing.T) {
 			got := snap.AppendEntries(nil, refs)
 			// A reference keeps the priority's bucket (what a ghost table
 			// packs by), which resolves to the bucket's representative.
+			// And an entry keeps the state as the tables send it (codes,
+			// not floats): what a client decodes.
 			for i := range want {
 				want[i].Priority = ghost.NewViewRef(0, want[i].Class, want[i].Priority).Priority(want[i].Class)
+				want[i].State = reg.WireState(want[i].Class, &want[i].State)
 			}
 			if tick < 12 {
 				if len(got) != len(refs) || !reflect.DeepEqual(got, want) {
