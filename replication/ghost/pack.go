@@ -477,7 +477,56 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.redirty(dirty0, s.dirty) // the position may have been found the client's
 			return recNothing
 		}
-		err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
+		// The usual update: a snapshot entry's ghost whose groups in mask
+		// are all the table's to code (the position in a window, the yaw
+		// code, the entry's codes) and whose record is one run of at most
+		// runMax bits. Gathered here as writeUpdate gathers it (the same
+		// bits, one write) without writeUpdate's call: writeRecord keeps
+		// its values in registers, not saved and reloaded around it
+		// (TestSnapshotViewsPackLikeEntryViews, Fuzz*ViewsWriteWhatEntryViewsWrite:
+		// entry views go by writeUpdate). Anything else, nothing
+		// written yet, goes to writeUpdate.
+		run := false
+		var rv uint64
+		var rn uint
+		if gc != nil {
+			if mask == c.DefaultMask {
+				rv, rn = uint64(id)|kindDefault<<width, width+kindDefaultLen
+			} else {
+				rv, rn = uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), width+kindMaskLen+uint(len(c.Groups))
+			}
+		groups:
+			for m := mask; ; m &= m - 1 {
+				if m == 0 {
+					run = rn <= runMax // rn only grows: no field went past runMax
+					break
+				}
+				switch k := c.wk[bits.TrailingZeros64(m)]; {
+				case k >= wkCoded:
+					code := gc[(k-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
+					rv |= (code & (1<<codeShift - 1)) << rn
+					rn += uint(code >> codeShift)
+				case k == wkPos && pf.k > 0:
+					// posWindow written out: no call in the loop.
+					k, lo := pf.k, uint64(1)<<pf.k-1
+					rv |= uint64(k) << rn
+					rn += kcodeBits
+					rv, rn = posAxis(rv, rn, pf.d[0], q[0], lo, k)
+					rv, rn = posAxis(rv, rn, pf.d[1], q[1], lo, k)
+					rv, rn = posAxis(rv, rn, pf.d[2], q[2], lo, k)
+				case k == wkYaw:
+					rv |= uint64(yaw) << rn
+					rn += uint(c.yawBits)
+				default:
+					break groups
+				}
+			}
+		}
+		if run {
+			err = w.WriteBits(rv, rn)
+		} else {
+			err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
+		}
 		pushPos = mask&c.posBit != 0
 		ql = pf.ql // posForm's: it sends the position (posSend)
 		if err == nil && pushPos && pf.k == 0 {
@@ -864,6 +913,11 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 // runMax is the most bits writeUpdate gathers into one write: the
 // writer's fast path takes up to 56.
 const runMax = 56
+
+// noCode's length is past runMax: writeRecord's run of the usual update
+// leaves an entry's group without a code to writeUpdate by its length
+// alone (a compile error otherwise).
+const _ = uint(noCode>>codeShift) - runMax - 1
 
 // writePosAbsUpdate writes the update form of a position sent absolute:
 // window code 0, then the position as a create has it.
