@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,6 +228,36 @@ func TestSwarmKickedBotsReconnect(t *testing.T) {
 	}
 	if x := inv(r, 4); !x.Checked || x.OK || x.Counts["disconnects_kicked"] != 5 {
 		t.Errorf("kicks pass %q: %s", x.Name, x.Detail)
+	}
+}
+
+// TestSwarmUnplacedSessions: a server that takes the connections but never
+// places some players (zoned when a zone refuses a join, or a restore from
+// the player's record) — their sessions stay up and hear nothing of their
+// player. They are counted apart (sessions_unplaced, their moves
+// moves_unplaced), fail the sessions invariant by name, and their moves
+// are not counted as unacknowledged; the placed bots' moves are judged as
+// usual.
+func TestSwarmUnplacedSessions(t *testing.T) {
+	checkNoLeaks(t)
+	// Bots 0 and 2 of 4 (player ids base + i<<20 + 1).
+	z := newFakeZone(t, fakezone.Options{Unplaced: func(pid uint64) bool { return (pid-DefaultPlayerBase)>>pidSessionBits%2 == 0 }})
+	cfg := testConfig(z, 4, UnplacedAfter+time.Second)
+	cfg.Drain = 500 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.SessionsUnplaced != 2 || tot.MovesUnplaced == 0 || tot.MovesUnacked != 0 || tot.MovesAcked == 0 ||
+		tot.MovesUnplaced+tot.MovesAcked != tot.MovesSent || tot.Disconnects != 0 || tot.Connects != 4 {
+		t.Fatalf("want 2 of 4 sessions unplaced, their moves apart from the acked ones: %+v", tot)
+	}
+	if x := inv(r, 4); !x.Checked || x.OK || x.Counts["unplaced_sessions"] != 2 || !strings.Contains(x.Detail, "2 sessions up but never placed in a zone") {
+		t.Errorf("unplaced sessions pass %q: %s", x.Name, x.Detail)
+	}
+	if x := inv(r, 0); !x.OK {
+		t.Errorf("the unplaced sessions' moves fail %q: %s", x.Name, x.Detail)
+	}
+	if got := float64(r.Metrics["unplaced_sessions"]); got != 2 {
+		t.Errorf("metric unplaced_sessions = %v, want 2", got)
 	}
 }
 
