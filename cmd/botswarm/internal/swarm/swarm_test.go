@@ -416,9 +416,11 @@ func TestSwarmObservers(t *testing.T) {
 			if isObserver(i, o) {
 				n++
 			}
-			pid := DefaultPlayerBase + uint64(i)<<pidSessionBits | 3
-			if ObserverPlayer(pid, o) != isObserver(i, o) {
-				t.Fatalf("observers %v: the fake server's pick for player %#x (bot %d) differs from the swarm's", o, pid, i)
+			for _, base := range []uint64{DefaultPlayerBase, 12345} { // --player-base: any base
+				pid := base + uint64(i)<<pidSessionBits + 3
+				if ObserverPlayer(pid, base, o) != isObserver(i, o) {
+					t.Fatalf("observers %v: the fake server's pick for player %#x (bot %d) differs from the swarm's", o, pid, i)
+				}
 			}
 		}
 		if n != int(o*1000) {
@@ -428,7 +430,7 @@ func TestSwarmObservers(t *testing.T) {
 	// A server that shows others to the observers only (fakeserver
 	// --ghosts-to-observers): the observers' view is unchanged, every
 	// invariant holds, and the others' packets are smaller.
-	z3 := newFakeZone(t, fakezone.Options{Watch: func(pid uint64) bool { return ObserverPlayer(pid, 0.25) }})
+	z3 := newFakeZone(t, fakezone.Options{Watch: func(pid uint64) bool { return ObserverPlayer(pid, DefaultPlayerBase, 0.25) }})
 	only := cfg
 	only.Servers = []netip.AddrPort{z3.Addr}
 	r3, _ := runSwarm(t, only)
