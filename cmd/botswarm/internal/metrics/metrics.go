@@ -211,13 +211,17 @@ type Hists struct {
 	// the baseline a hitch is judged against.
 	Gap     *Hist
 	Connect *Hist // session start → connected
+	// Placed: connected → the player's first state from the server (its
+	// zone placed it: a join, or a restore from its record when the player
+	// id played before). A returning player held back shows here.
+	Placed *Hist
 }
 
 // NewHists returns empty histograms.
 func NewHists() Hists {
 	ms := func() *Hist { return NewHist(maxMicros, 1000, "ms") }
 	return Hists{
-		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Gap: ms(), Connect: ms(),
+		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Gap: ms(), Connect: ms(), Placed: ms(),
 		ViewErr: NewHist(maxMicrometre, 1e6, "m"),
 	}
 }
@@ -230,6 +234,7 @@ func (h Hists) each(f func(name string, x *Hist)) {
 	f("handoff_hitch", h.Hitch)
 	f("control_gap", h.Gap)
 	f("connect", h.Connect)
+	f("placed", h.Placed)
 }
 
 // Merge adds o into h.
@@ -241,6 +246,7 @@ func (h Hists) Merge(o Hists) {
 	h.Hitch.Merge(o.Hitch)
 	h.Gap.Merge(o.Gap)
 	h.Connect.Merge(o.Connect)
+	h.Placed.Merge(o.Placed)
 }
 
 // Reset empties every histogram.

@@ -18,7 +18,8 @@ var Known = map[string]slo.Kind{
 	"rtt_p50": slo.Duration, "rtt_p90": slo.Duration, "rtt_p99": slo.Duration, "rtt_p999": slo.Duration, "rtt_max": slo.Duration,
 	"ack_p50": slo.Duration, "ack_p99": slo.Duration, "ack_max": slo.Duration,
 	"echo_p50": slo.Duration, "echo_p99": slo.Duration, "echo_max": slo.Duration,
-	"connect_p99":  slo.Duration,
+	"connect_p99": slo.Duration,
+	"placed_p99":  slo.Duration, "placed_max": slo.Duration, // connected → the player's first state
 	"view_err_p50": slo.Distance, "view_err_p90": slo.Distance, "view_err_p99": slo.Distance, "view_err_max": slo.Distance,
 	"hitch_p50": slo.Duration, "hitch_p99": slo.Duration, "hitch_max": slo.Duration,
 	"loss":       slo.Ratio, // protocol loss, both directions (notify fates and abandoned sequences)
@@ -238,6 +239,7 @@ func (r *Report) values(c *Collector) map[string]Num {
 	q("view_err", h.ViewErr, 1, 0.5, 0.9, 0.99)
 	q("hitch", h.Hitch, 1e-3, 0.5, 0.99)
 	m["connect_p99"] = Num(h.Connect.Quantile(0.99) * 1e-3)
+	m["placed_p99"], m["placed_max"] = Num(h.Placed.Quantile(0.99)*1e-3), Num(h.Placed.Max()*1e-3)
 	m["loss"] = lossOf(&t)
 	m["loss_out"] = ratio(t.FatesDropped, t.FatesDropped+t.FatesDelivered)
 	m["loss_in"] = ratio(t.InAbandoned, t.InAbandoned+t.InReceived)

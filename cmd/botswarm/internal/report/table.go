@@ -79,6 +79,7 @@ func Summary(r *metrics.Report) []Row {
 		{"redirects followed", strconv.FormatUint(t.Redirects, 10)},
 		{"planned disconnects (end of run / churn)", fmt.Sprintf("%d (%d / %d)", t.Quits, t.Quits-t.QuitsChurn, t.QuitsChurn)},
 		{"connect time", pcts(h["connect"], fmtMs)},
+		{"placed in a zone (connected → first state)", pcts(h["placed"], fmtMs)},
 		{"bandwidth per bot (in / out)", fmt.Sprintf("%s/s / %s/s", fmtBytes(m("bytes_in_per_bot")), fmtBytes(m("bytes_out_per_bot")))},
 		{"packets (in / out)", fmt.Sprintf("%d / %d", t.PacketsIn, t.PacketsOut)},
 		{"RTT", pcts(h["rtt"], fmtMs)},

@@ -67,6 +67,7 @@ type bot struct {
 	drainUntil time.Duration
 	sessStart  time.Duration
 	upAt       time.Duration // when the session's handshake completed
+	placed     bool          // the session's player has had its first state (Hists.Placed recorded)
 	connected  bool
 	wasUp      bool // a session of this bot was up before (the next connect is a reconnect)
 	lost       bool // the bot's last session ended unexpectedly (disconnected or failed)
@@ -158,7 +159,7 @@ func (b *bot) startSession(now time.Duration) {
 	}
 	c.Sessions++
 	b.client, b.sock, b.hasSock = cl, s, true
-	b.state, b.sessStart, b.connected, b.refused = botConnecting, now, false, false
+	b.state, b.sessStart, b.connected, b.refused, b.placed = botConnecting, now, false, false, false
 	b.rep = reported{}
 	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
 	b.echoSent, b.echoNext = 0, 1
@@ -306,6 +307,12 @@ func (b *bot) receive(now time.Duration, p []byte) {
 	}
 	if !b.connected {
 		return
+	}
+	if !b.placed && b.client.Stats().Predictor.Reconciled > 0 {
+		// The player's first state: its zone has placed it. (Read until
+		// then only: a few datagrams a session.)
+		b.placed = true
+		b.w.shard.H.Placed.Record(int64((now - b.upAt) / time.Microsecond))
 	}
 	if ack := b.client.LastAck(); ack > b.lastAck {
 		b.onAck(now, ack, b.observer && b.client.Mirror().Stats().Sections > sections)

@@ -259,6 +259,10 @@ func TestSwarmUnplacedSessions(t *testing.T) {
 	if got := float64(r.Metrics["unplaced_sessions"]); got != 2 {
 		t.Errorf("metric unplaced_sessions = %v, want 2", got)
 	}
+	// The two placed sessions' connected → first state, within a few ticks.
+	if h := r.Histograms["placed"]; h.Count != 2 || h.Max > 1000 { // ms
+		t.Errorf("placed: %d sessions, max %v ms; want the 2 placed ones", h.Count, h.Max)
+	}
 }
 
 func TestSwarmServerDown(t *testing.T) {
