@@ -53,6 +53,7 @@ type options struct {
 	keyFile      string
 	protocolID   string
 	tokenTimeout time.Duration
+	playerBase   string
 
 	echoInterval time.Duration
 	expectEcho   bool
@@ -121,6 +122,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.keyFile, "key-file", defaultKeyFile, "connect-token key `FILE` (64 hex digits; the dev key zoned writes); when not given, "+tokenkey.EnvVar+" (hex) overrides the default file")
 	fs.StringVar(&o.protocolID, "protocol-id", "0x"+strconv.FormatUint(tokenkey.DefaultProtocolID, 16), "protocol `ID` the tokens carry (must match the server)")
 	fs.DurationVar(&o.tokenTimeout, "token-timeout", def.TokenTimeout, "connection idle timeout `D` the tokens carry")
+	fs.StringVar(&o.playerBase, "player-base", "0x"+strconv.FormatUint(def.PlayerBase, 16), "first player `ID` of the swarm (decimal or 0x hex): bot i's n-th session plays as ID + i×2^20 + n, so N bots use [ID, ID + N×2^20). Swarms running at once against one server need ranges that do not overlap, else each connect supersedes the other swarm's session of that id (disconnects_superseded); a run after another with the same ids resumes those players from their records, where the earlier run left them")
 
 	fs.DurationVar(&o.echoInterval, "echo-interval", def.EchoInterval, "each bot sends a guaranteed echo event every `D` on lane 0 (0: off)")
 	fs.BoolVar(&o.expectEcho, "expect-echo", true, "the server echoes lane-0 events: a run without echoes violates the event invariant")
@@ -300,6 +302,9 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 		return p, usagef("--protocol-id %q: %v", o.protocolID, err)
 	}
 	cfg.ProtocolID, cfg.TokenTimeout = pid, o.tokenTimeout
+	if cfg.PlayerBase, err = strconv.ParseUint(o.playerBase, 0, 64); err != nil {
+		return p, usagef("--player-base %q: want an unsigned integer (decimal or 0x hex)", o.playerBase)
+	}
 
 	if cfg.Observers, err = impair.ParseRatio(o.observers); err != nil {
 		return p, usagef("--observers: %v", err)
@@ -365,7 +370,7 @@ func (p plan) config(transport string, workers int) map[string]any {
 		"server": serverList(p.cfg.Servers), "bots": o.bots, "duration": o.duration.String(), "ramp_per_s": o.ramp,
 		"seed": o.seed, "scenario": o.scenario, "world": p.cfg.Scenario.World.Name(), "input_rate_hz": o.inputRate,
 		"send_rate_hz": o.sendRate, "impairment": mix, "echo_interval": o.echoInterval.String(),
-		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "slo": o.slo, "expect_disconnects": o.expectDisconnects,
+		"expect_echo": p.cfg.EchoExpected, "key": p.keyFrom, "protocol_id": o.protocolID, "player_base": "0x" + strconv.FormatUint(p.cfg.PlayerBase, 16), "slo": o.slo, "expect_disconnects": o.expectDisconnects,
 		"transport": transport, "workers": workers, "drain": o.drain.String(),
 		"tick": o.tick.String(), "hitch_limit": o.hitchLimit.String(), "observers": p.cfg.Observers, "metrics_url": o.metricsURL,
 	}

@@ -181,6 +181,9 @@ func notes(r *metrics.Report, p plan) []string {
 	if p.cfg.Scenario.Kind == scenario.Teleport {
 		n = append(n, fmt.Sprintf("teleport: %d jumps requested as lane-1 events (\"GWtp\" x z); %d corrections seen — a server without teleport support ignores them", t.Teleports, t.Corrections))
 	}
+	if t.SessionsUnplaced > 0 {
+		n = append(n, fmt.Sprintf("sessions: %d were accepted by the gateway but never placed in a zone — no state from the server in %v or more: the server refused the player's join or its restore from the player record (zoned's log: \"join refused\", \"player record moved on since the restore read it\"); their %d moves count as unplaced, not unacked", t.SessionsUnplaced, swarm.UnplacedAfter, t.MovesUnplaced))
+	}
 	if t.Connects == 0 {
 		n = append(n, "no bot connected: is the server running, and do --key-file and --protocol-id match it?")
 	}

@@ -43,7 +43,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}
 	for _, f := range []string{"--server", "--bots", "--duration", "--loss", "--latency", "--jitter", "--report", "--html", "--slo", "--quiet",
 		"--key-file", "--ramp", "--seed", "--input-rate", "--scenario", "--burst-loss", "--reorder", "--duplicate", "--impair-mix",
-		"127.0.0.1:7777", "ghostwire-data/token.key", "GHOSTWIRE_TOKEN_KEY", "rtt_p99", "view_err_p99", "Exit status"} {
+		"--player-base", "0x475700000000", "127.0.0.1:7777", "ghostwire-data/token.key", "GHOSTWIRE_TOKEN_KEY", "rtt_p99", "view_err_p99", "Exit status"} {
 		if !strings.Contains(stderr, f) {
 			t.Errorf("help lacks %q", f)
 		}
@@ -68,6 +68,8 @@ func TestBadFlagsExit2NamingTheProblem(t *testing.T) {
 		{"bad server", []string{"--key-file", key, "--server", "nowhere:notaport"}, "--server"},
 		{"missing key", []string{"--key-file", filepath.Join(dir, "none.key")}, "none.key"},
 		{"bad protocol id", []string{"--key-file", key, "--protocol-id", "zz"}, "--protocol-id"},
+		{"bad player base", []string{"--key-file", key, "--player-base", "-1"}, "--player-base"},
+		{"player ids into the NPC range", []string{"--key-file", key, "--bots", "2", "--player-base", "0x7ffffffffff00000"}, "NPC id range"},
 		{"positional argument", []string{"--key-file", key, "extra"}, "unexpected arguments"},
 		{"crowd point outside", []string{"--key-file", key, "--crowd-point", "5000,0"}, "outside the world"},
 	}

@@ -43,6 +43,7 @@ func run(args []string) int {
 	peers := fset.Int("peers", 8, "other players each player sees, `N` (0: none)")
 	tick := fset.Duration("tick", 50*time.Millisecond, "simulation period `D`")
 	noEcho := fset.Bool("no-echo", false, "do not echo lane-0 events")
+	playerBase := fset.String("player-base", "0x"+strconv.FormatUint(swarm.DefaultPlayerBase, 16), "the botswarm --player-base `ID` whose observers --ghosts-to-observers picks")
 	ghostsTo := fset.String("ghosts-to-observers", "100%", "show others only to the bots that botswarm --observers `FRACTION` makes observers (10% or 0.1; the others skip the ghost section, so this spares the server their ghosts, not the bots any work); default 100%: every player")
 	noGRO := fset.Bool("no-gro", false, "read without UDP_GRO, as zoned's gateway does (the kernel then cuts the bots' UDP_SEGMENT groups up in their sends, on loopback charged to botswarm); default false: super-datagrams read whole")
 	cpuProfile := fset.String("cpuprofile", "", "write a Go CPU profile of the whole run to `FILE` (go tool pprof); default: none")
@@ -88,9 +89,14 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "fakeserver: --ghosts-to-observers:", err)
 		return 2
 	}
+	base, err := strconv.ParseUint(*playerBase, 0, 64)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakeserver: --player-base:", err)
+		return 2
+	}
 	var watch func(uint64) bool
 	if frac < 1 {
-		watch = func(pid uint64) bool { return swarm.ObserverPlayer(pid, frac) }
+		watch = func(pid uint64) bool { return swarm.ObserverPlayer(pid, base, frac) }
 	}
 	z, err := fakezone.Start(fakezone.Options{Listen: *listen, Key: &key, ProtocolID: pid, Peers: peersOpt(*peers), Tick: *tick, NoEcho: *noEcho, Watch: watch, NoGRO: *noGRO})
 	if err != nil {

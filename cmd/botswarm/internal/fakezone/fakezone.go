@@ -56,6 +56,12 @@ type Options struct {
 	// with a Disconnect saying Kicked (as an operator's kick would); the
 	// players may connect again.
 	KickAt time.Duration
+	// Unplaced picks players whose connections are taken but who are
+	// never placed, as zoned's gateway does when the zone refuses the
+	// player's join or its restore from the record: the session stays up
+	// and its datagrams flow, but no state, acknowledgement or echo ever
+	// comes (nil: none).
+	Unplaced func(pid uint64) bool
 	// NoGRO: read without UDP_GRO, as zoned's gateway does — the bots'
 	// UDP_SEGMENT groups are then cut up by the kernel in the bots' sends
 	// (on loopback), which a GRO reader spares them.
@@ -112,21 +118,22 @@ const (
 )
 
 type conn struct {
-	z       *Zone
-	srv     *session.Server
-	tab     *ghost.Table
-	pid     uint64
-	blind   bool // not Watched: shown no one
-	state   move.ControlState
-	applied uint64
-	moves   int
-	fates   []notify.Fate
-	echoN   int
-	wake    time.Duration
-	hi      int
-	gone    bool
-	zone    *world.Zone   // StallCrossings: the zone the player was in
-	stall   time.Duration // StallCrossings: no acknowledgement before this
+	z        *Zone
+	srv      *session.Server
+	tab      *ghost.Table
+	pid      uint64
+	blind    bool // not Watched: shown no one
+	state    move.ControlState
+	applied  uint64
+	moves    int
+	fates    []notify.Fate
+	echoN    int
+	wake     time.Duration
+	hi       int
+	gone     bool
+	zone     *world.Zone   // StallCrossings: the zone the player was in
+	stall    time.Duration // StallCrossings: no acknowledgement before this
+	unplaced bool          // Options.Unplaced: no state, no echo
 }
 
 // Start listens and serves until Close.
@@ -382,6 +389,7 @@ func (z *Zone) handshake(now time.Duration, p []byte, from netip.AddrPort) {
 	}
 	c := &conn{z: z, pid: grant.Claims.PlayerID}
 	c.blind = z.opts.Watch != nil && !z.opts.Watch(c.pid)
+	c.unplaced = z.opts.Unplaced != nil && z.opts.Unplaced(c.pid)
 	if c.srv, err = session.NewServer(sess, cfg, c, now); err != nil {
 		return
 	}
@@ -412,7 +420,7 @@ func (c *conn) Move(m move.Move) {
 
 func (c *conn) Event(e event.Event) {
 	o := c.z.opts
-	if o.NoEcho || e.Class != event.Ordered || e.Lane != 0 {
+	if o.NoEcho || c.unplaced || e.Class != event.Ordered || e.Lane != 0 {
 		return
 	}
 	c.echoN++
@@ -469,7 +477,7 @@ func (z *Zone) tick(now time.Duration) {
 				}
 			}
 		}
-		if c.applied > 0 && now >= c.stall {
+		if c.applied > 0 && now >= c.stall && !c.unplaced {
 			c.srv.SetControl(c.applied, c.state)
 		}
 		z.mine = z.mine[:0]

@@ -7,10 +7,11 @@ type Cause uint8
 // Causes, as the server's Disconnect reason or the session's own timeout
 // tells them.
 const (
-	CauseOther    Cause = iota // a protocol error, a duplicate session, an unknown reason
-	CauseShutdown              // the server said ServerShutdown
-	CauseKicked                // the server said Kicked
-	CauseTimeout               // silence for the token's timeout, or the server said Timeout
+	CauseOther      Cause = iota // a protocol error, an unknown reason
+	CauseShutdown                // the server said ServerShutdown
+	CauseKicked                  // the server said Kicked
+	CauseTimeout                 // silence for the token's timeout, or the server said Timeout
+	CauseSuperseded              // the server said Duplicate: a newer session took the player id
 )
 
 func (c Cause) String() string {
@@ -21,11 +22,13 @@ func (c Cause) String() string {
 		return "kicked"
 	case CauseTimeout:
 		return "timeout"
+	case CauseSuperseded:
+		return "superseded"
 	}
 	return "other"
 }
 
-// Disconnected counts one unexpected disconnect with its cause: the four
+// Disconnected counts one unexpected disconnect with its cause: the five
 // causes always sum to Disconnects.
 func (c *Counters) Disconnected(cause Cause) {
 	c.Disconnects++
@@ -36,6 +39,8 @@ func (c *Counters) Disconnected(cause Cause) {
 		c.DisconnectsKicked++
 	case CauseTimeout:
 		c.DisconnectsTimeout++
+	case CauseSuperseded:
+		c.DisconnectsSuperseded++
 	default:
 		c.DisconnectsOther++
 	}

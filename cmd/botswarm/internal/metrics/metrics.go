@@ -14,7 +14,7 @@ type Counters struct {
 	Connects     uint64 `json:"connects"`      // handshakes completed
 	ConnectFails uint64 `json:"connect_fails"` // handshakes that failed (timeout, denied)
 	// Disconnects: sessions that were up and ended without the bot asking —
-	// unexpected disconnects. They split by cause into the four below.
+	// unexpected disconnects. They split by cause into the five below.
 	Disconnects uint64 `json:"disconnects"`
 	// DisconnectsShutdown: the server said ServerShutdown (it stopped, and
 	// its drain failed or was skipped).
@@ -24,8 +24,15 @@ type Counters struct {
 	// DisconnectsTimeout: silence — the bot heard nothing for the token's
 	// timeout (a dead or paused server), or the server said Timeout.
 	DisconnectsTimeout uint64 `json:"disconnects_timeout"`
-	// DisconnectsOther: any other reason (a protocol error, a duplicate
-	// session, a reason this botswarm does not know).
+	// DisconnectsSuperseded: the server said Duplicate — another session
+	// connected with the bot's player id and took the player over: a
+	// second swarm with an overlapping --player-base range, or another
+	// client of the same player. Not the server refusing a returning
+	// player: a player id whose earlier session has ended resumes from its
+	// record.
+	DisconnectsSuperseded uint64 `json:"disconnects_superseded"`
+	// DisconnectsOther: any other reason (a protocol error, a reason this
+	// botswarm does not know).
 	DisconnectsOther uint64 `json:"disconnects_other"`
 	// ReconnectAttempts: sessions started by a bot that had been connected
 	// before — after a disconnect, or churn's planned return.
@@ -73,6 +80,14 @@ type Counters struct {
 	// player stood still for them; no move was lost. Reported, not judged.
 	InputHeld    uint64 `json:"input_held"`
 	MovesUnacked uint64 `json:"moves_unacked"` // still unacknowledged when the session ended while connected
+	// SessionsUnplaced: sessions that were up for UnplacedAfter or more and
+	// never heard their player's state from the server: the gateway took
+	// the connection but no zone took the player (a join or a restore
+	// from the player's record refused). MovesUnplaced are the moves those
+	// sessions sent: no zone could acknowledge them, so they are counted
+	// here and not as unacknowledged (the move protocol did not fail).
+	SessionsUnplaced uint64 `json:"sessions_unplaced"`
+	MovesUnplaced    uint64 `json:"moves_unplaced"`
 	// MovesRedirected: moves still unacknowledged when a Redirect moved the
 	// session to another gateway. The new session continues the move
 	// stream: they go again and the player's zone drops the ones it had
@@ -124,6 +139,7 @@ func (c *Counters) Add(o *Counters) {
 	c.DisconnectsShutdown += o.DisconnectsShutdown
 	c.DisconnectsKicked += o.DisconnectsKicked
 	c.DisconnectsTimeout += o.DisconnectsTimeout
+	c.DisconnectsSuperseded += o.DisconnectsSuperseded
 	c.DisconnectsOther += o.DisconnectsOther
 	c.ReconnectAttempts += o.ReconnectAttempts
 	c.ReconnectFails += o.ReconnectFails
@@ -146,6 +162,8 @@ func (c *Counters) Add(o *Counters) {
 	c.MovesLost += o.MovesLost
 	c.InputHeld += o.InputHeld
 	c.MovesUnacked += o.MovesUnacked
+	c.SessionsUnplaced += o.SessionsUnplaced
+	c.MovesUnplaced += o.MovesUnplaced
 	c.MovesRedirected += o.MovesRedirected
 	c.StaleAcks += o.StaleAcks
 	c.ControlUpdates += o.ControlUpdates
@@ -193,13 +211,17 @@ type Hists struct {
 	// the baseline a hitch is judged against.
 	Gap     *Hist
 	Connect *Hist // session start → connected
+	// Placed: connected → the player's first state from the server (its
+	// zone placed it: a join, or a restore from its record when the player
+	// id played before). A returning player held back shows here.
+	Placed *Hist
 }
 
 // NewHists returns empty histograms.
 func NewHists() Hists {
 	ms := func() *Hist { return NewHist(maxMicros, 1000, "ms") }
 	return Hists{
-		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Gap: ms(), Connect: ms(),
+		RTT: ms(), Ack: ms(), Echo: ms(), Hitch: ms(), Gap: ms(), Connect: ms(), Placed: ms(),
 		ViewErr: NewHist(maxMicrometre, 1e6, "m"),
 	}
 }
@@ -212,6 +234,7 @@ func (h Hists) each(f func(name string, x *Hist)) {
 	f("handoff_hitch", h.Hitch)
 	f("control_gap", h.Gap)
 	f("connect", h.Connect)
+	f("placed", h.Placed)
 }
 
 // Merge adds o into h.
@@ -223,6 +246,7 @@ func (h Hists) Merge(o Hists) {
 	h.Hitch.Merge(o.Hitch)
 	h.Gap.Merge(o.Gap)
 	h.Connect.Merge(o.Connect)
+	h.Placed.Merge(o.Placed)
 }
 
 // Reset empties every histogram.

@@ -381,7 +381,7 @@ func TestHandoffHitchHasALimit(t *testing.T) {
 // disconnects.
 func TestDisconnectCauses(t *testing.T) {
 	r := buildReport(t, func(s *Shard) {
-		for cause, n := range map[Cause]int{CauseShutdown: 5, CauseKicked: 1, CauseTimeout: 3, CauseOther: 2} {
+		for cause, n := range map[Cause]int{CauseShutdown: 5, CauseKicked: 1, CauseTimeout: 3, CauseSuperseded: 4, CauseOther: 2} {
 			for range n {
 				s.C.Disconnected(cause)
 			}
@@ -389,8 +389,8 @@ func TestDisconnectCauses(t *testing.T) {
 		s.C.ReconnectAttempts, s.C.ReconnectFails, s.C.ConnectFails = 11, 7, 7
 		s.C.Redirects, s.C.Quits, s.C.QuitsChurn = 6, 9, 4
 	}, Options{})
-	want := map[string]float64{"disconnects": 11, "disconnects_shutdown": 5, "disconnects_kicked": 1,
-		"disconnects_timeout": 3, "disconnects_other": 2, "reconnect_attempts": 11, "failed_reconnects": 7,
+	want := map[string]float64{"disconnects": 15, "disconnects_shutdown": 5, "disconnects_kicked": 1,
+		"disconnects_timeout": 3, "disconnects_superseded": 4, "disconnects_other": 2, "reconnect_attempts": 11, "failed_reconnects": 7,
 		"reconnect_failures": 7, "redirects": 6, "planned_disconnects": 9}
 	for k, v := range want {
 		if got := float64(r.Metrics[k]); got != v {
@@ -402,12 +402,12 @@ func TestDisconnectCauses(t *testing.T) {
 		t.Fatalf("%q: checked %v ok %v", inv.Name, inv.Checked, inv.OK)
 	}
 	for k, v := range map[string]uint64{"disconnects_shutdown": 5, "disconnects_kicked": 1, "disconnects_timeout": 3,
-		"disconnects_other": 2, "failed_reconnects": 7, "reconnect_attempts": 11, "redirects": 6, "planned_disconnects": 9, "planned_churn": 4} {
+		"disconnects_superseded": 4, "disconnects_other": 2, "failed_reconnects": 7, "reconnect_attempts": 11, "redirects": 6, "planned_disconnects": 9, "planned_churn": 4} {
 		if inv.Counts[k] != v {
 			t.Errorf("invariant count %s = %d, want %d", k, inv.Counts[k], v)
 		}
 	}
-	for _, w := range []string{"11 disconnected unexpectedly (server shutdown 5, kicked 1, timeout 3, other 2)", "11 reconnect attempts, 7 failed", "6 redirected"} {
+	for _, w := range []string{"15 disconnected unexpectedly (server shutdown 5, kicked 1, timeout 3, superseded 4, other 2)", "11 reconnect attempts, 7 failed", "6 redirected"} {
 		if !strings.Contains(inv.Detail, w) {
 			t.Errorf("detail lacks %q: %s", w, inv.Detail)
 		}
@@ -417,7 +417,7 @@ func TestDisconnectCauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"disconnects", "disconnects_shutdown", "disconnects_kicked", "disconnects_timeout",
-		"disconnects_other", "reconnect_attempts", "reconnect_fails", "redirects", "quits", "quits_churn"} {
+		"disconnects_superseded", "disconnects_other", "reconnect_attempts", "reconnect_fails", "redirects", "quits", "quits_churn"} {
 		if !strings.Contains(string(raw), `"`+k+`":`) {
 			t.Errorf("totals JSON lacks %q", k)
 		}

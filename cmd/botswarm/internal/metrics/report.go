@@ -18,7 +18,8 @@ var Known = map[string]slo.Kind{
 	"rtt_p50": slo.Duration, "rtt_p90": slo.Duration, "rtt_p99": slo.Duration, "rtt_p999": slo.Duration, "rtt_max": slo.Duration,
 	"ack_p50": slo.Duration, "ack_p99": slo.Duration, "ack_max": slo.Duration,
 	"echo_p50": slo.Duration, "echo_p99": slo.Duration, "echo_max": slo.Duration,
-	"connect_p99":  slo.Duration,
+	"connect_p99": slo.Duration,
+	"placed_p99":  slo.Duration, "placed_max": slo.Duration, // connected → the player's first state
 	"view_err_p50": slo.Distance, "view_err_p90": slo.Distance, "view_err_p99": slo.Distance, "view_err_max": slo.Distance,
 	"hitch_p50": slo.Duration, "hitch_p99": slo.Duration, "hitch_max": slo.Duration,
 	"loss":       slo.Ratio, // protocol loss, both directions (notify fates and abandoned sequences)
@@ -31,7 +32,8 @@ var Known = map[string]slo.Kind{
 	// Sessions: unexpected disconnects (all causes, then each), reconnects,
 	// redirects and the bots' own planned disconnects.
 	"disconnects": slo.Count, "disconnects_shutdown": slo.Count, "disconnects_kicked": slo.Count,
-	"disconnects_timeout": slo.Count, "disconnects_other": slo.Count,
+	"disconnects_timeout": slo.Count, "disconnects_superseded": slo.Count, "disconnects_other": slo.Count,
+	"unplaced_sessions":  slo.Count, // up, but no zone ever took the player (a join or restore refused)
 	"reconnect_attempts": slo.Count, "failed_reconnects": slo.Count,
 	"reconnect_failures":  slo.Count, // the same count as failed_reconnects (its first name)
 	"redirects":           slo.Count, // server Redirects followed (a draining node): no disconnect
@@ -237,6 +239,7 @@ func (r *Report) values(c *Collector) map[string]Num {
 	q("view_err", h.ViewErr, 1, 0.5, 0.9, 0.99)
 	q("hitch", h.Hitch, 1e-3, 0.5, 0.99)
 	m["connect_p99"] = Num(h.Connect.Quantile(0.99) * 1e-3)
+	m["placed_p99"], m["placed_max"] = Num(h.Placed.Quantile(0.99)*1e-3), Num(h.Placed.Max()*1e-3)
 	m["loss"] = lossOf(&t)
 	m["loss_out"] = ratio(t.FatesDropped, t.FatesDropped+t.FatesDelivered)
 	m["loss_in"] = ratio(t.InAbandoned, t.InAbandoned+t.InReceived)
@@ -255,7 +258,9 @@ func (r *Report) values(c *Collector) map[string]Num {
 	m["disconnects_shutdown"] = Num(t.DisconnectsShutdown)
 	m["disconnects_kicked"] = Num(t.DisconnectsKicked)
 	m["disconnects_timeout"] = Num(t.DisconnectsTimeout)
+	m["disconnects_superseded"] = Num(t.DisconnectsSuperseded)
 	m["disconnects_other"] = Num(t.DisconnectsOther)
+	m["unplaced_sessions"] = Num(t.SessionsUnplaced)
 	m["reconnect_attempts"] = Num(t.ReconnectAttempts)
 	m["failed_reconnects"] = Num(t.ReconnectFails)
 	m["reconnect_failures"] = Num(t.ReconnectFails)
@@ -502,17 +507,21 @@ func sessions(t Counters, o Options) Invariant {
 			"planned_disconnects": t.Quits, "planned_churn": t.QuitsChurn,
 			"disconnects": t.Disconnects, "disconnects_shutdown": t.DisconnectsShutdown,
 			"disconnects_kicked": t.DisconnectsKicked, "disconnects_timeout": t.DisconnectsTimeout,
-			"disconnects_other": t.DisconnectsOther, "connect_fails": t.ConnectFails,
+			"disconnects_superseded": t.DisconnectsSuperseded, "disconnects_other": t.DisconnectsOther, "connect_fails": t.ConnectFails,
 			"reconnect_attempts": t.ReconnectAttempts, "failed_reconnects": t.ReconnectFails,
-			"redirects": t.Redirects},
+			"redirects": t.Redirects, "unplaced_sessions": t.SessionsUnplaced, "unplaced_moves": t.MovesUnplaced},
 	}
-	inv.OK = inv.Checked && t.Disconnects == 0 && t.ConnectFails == 0
+	inv.OK = inv.Checked && t.Disconnects == 0 && t.ConnectFails == 0 && t.SessionsUnplaced == 0
 	inv.Detail = fmt.Sprintf("%d sessions, %d connected, %d ended by the bots (planned; %d by churn), %d redirected; "+
-		"%d disconnected unexpectedly (server shutdown %d, kicked %d, timeout %d, other %d); "+
+		"%d disconnected unexpectedly (server shutdown %d, kicked %d, timeout %d, superseded %d, other %d); "+
 		"%d failed to connect; %d reconnect attempts, %d failed",
 		t.Sessions, t.Connects, t.Quits, t.QuitsChurn, t.Redirects,
-		t.Disconnects, t.DisconnectsShutdown, t.DisconnectsKicked, t.DisconnectsTimeout, t.DisconnectsOther,
+		t.Disconnects, t.DisconnectsShutdown, t.DisconnectsKicked, t.DisconnectsTimeout, t.DisconnectsSuperseded, t.DisconnectsOther,
 		t.ConnectFails, t.ReconnectAttempts, t.ReconnectFails)
+	if t.SessionsUnplaced > 0 {
+		inv.Detail += fmt.Sprintf("; %d sessions up but never placed in a zone (no state from the server: a join or restore refused; their %d moves not counted as unacked)",
+			t.SessionsUnplaced, t.MovesUnplaced)
+	}
 	switch {
 	case !inv.Checked:
 		inv.Detail = "not checked: no session was started"

@@ -68,7 +68,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 		t.Errorf("%d inline SVG plots, want 11", n)
 	}
 	for _, want := range []string{"Bots connected", "Round-trip time", "Bandwidth per bot", "Handoffs",
-		"Unexpected disconnects, failed reconnects, redirects", "unexpected disconnects (server shutdown / kicked / timeout / other)", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
+		"Unexpected disconnects, failed reconnects, redirects", "unexpected disconnects (server shutdown / kicked / timeout / superseded / other)", "View error", "SLO gate", "view_err_p99", "Invariants", "a note &lt;with&gt; markup"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -126,7 +126,7 @@ func TestSummaryTable(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"RTT", "p99", "view error", "handoff hitch", "moves acknowledged exactly once, in order", "HOLDS",
 		"SLO rtt_p99<150ms,lost_moves=0,view_err_p99<1mm: FAILED", "view_err_p99 = ", "target < 0.001m: MISSED", "bots (target / peak / at end)", "50 / 50",
-		"unexpected disconnects (server shutdown / kicked / timeout / other)", "reconnects (attempts / failed)",
+		"unexpected disconnects (server shutdown / kicked / timeout / superseded / other)", "reconnects (attempts / failed)",
 		"redirects followed", "planned disconnects (end of run / churn)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

@@ -66,6 +66,8 @@ type bot struct {
 	endAt      time.Duration
 	drainUntil time.Duration
 	sessStart  time.Duration
+	upAt       time.Duration // when the session's handshake completed
+	placed     bool          // the session's player has had its first state (Hists.Placed recorded)
 	connected  bool
 	wasUp      bool // a session of this bot was up before (the next connect is a reconnect)
 	lost       bool // the bot's last session ended unexpectedly (disconnected or failed)
@@ -121,7 +123,7 @@ func (b *bot) startSession(now time.Duration) {
 	if b.wasUp {
 		c.ReconnectAttempts++ // counted before anything can fail, so failed ≤ attempts
 	}
-	b.pid = sw.cfg.PlayerBase + uint64(b.idx)<<pidSessionBits | b.session&(1<<pidSessionBits-1)
+	b.pid = sw.cfg.PlayerBase + uint64(b.idx)<<pidSessionBits + b.session&(1<<pidSessionBits-1)
 	tok, err := handshake.IssueToken(sw.cfg.Key, handshake.TokenParams{
 		PlayerID: b.pid, ProtocolID: sw.cfg.ProtocolID, Expiry: tokenExpiry,
 		Timeout: sw.cfg.TokenTimeout, ServerAddrs: b.tokenServers(),
@@ -157,7 +159,7 @@ func (b *bot) startSession(now time.Duration) {
 	}
 	c.Sessions++
 	b.client, b.sock, b.hasSock = cl, s, true
-	b.state, b.sessStart, b.connected, b.refused = botConnecting, now, false, false
+	b.state, b.sessStart, b.connected, b.refused, b.placed = botConnecting, now, false, false, false
 	b.rep = reported{}
 	b.inputs, b.lastAck, b.lastOff, b.inputStart, b.spawned, b.holdTruth = 0, 0, [3]float32{}, false, false, 0
 	b.echoSent, b.echoNext = 0, 1
@@ -218,7 +220,7 @@ func (b *bot) idle(now, pause time.Duration) {
 func (b *bot) onConnected(now time.Duration) {
 	sw := b.sw()
 	c := &b.w.shard.C
-	b.connected, b.wasUp, b.lost = true, true, false
+	b.connected, b.wasUp, b.lost, b.upAt = true, true, false, now
 	c.Connects++
 	c.Connected++
 	b.w.shard.H.Connect.Record(int64((now - b.sessStart) / time.Microsecond))
@@ -305,6 +307,12 @@ func (b *bot) receive(now time.Duration, p []byte) {
 	}
 	if !b.connected {
 		return
+	}
+	if !b.placed && b.client.Stats().Predictor.Reconciled > 0 {
+		// The player's first state: its zone has placed it. (Read until
+		// then only: a few datagrams a session.)
+		b.placed = true
+		b.w.shard.H.Placed.Record(int64((now - b.upAt) / time.Microsecond))
 	}
 	if ack := b.client.LastAck(); ack > b.lastAck {
 		b.onAck(now, ack, b.observer && b.client.Mirror().Stats().Sections > sections)
@@ -671,6 +679,15 @@ func (b *bot) send(p []byte) {
 // or unechoed after the drain is lost.
 func (b *bot) finish(now time.Duration) {
 	c := &b.w.shard.C
+	if b.unplaced(now) {
+		c.SessionsUnplaced++
+		c.MovesUnplaced += b.inputs
+		if b.hitchOpen {
+			b.closeHitch(now)
+		}
+		b.fold()
+		return
+	}
 	if b.lastAck < b.inputs {
 		c.MovesUnacked += b.inputs - b.lastAck
 	}
@@ -703,6 +720,10 @@ func (b *bot) endSession(now time.Duration) {
 		}
 		b.sw().logErr("connect", err)
 	default:
+		if b.unplaced(now) {
+			c.SessionsUnplaced++
+			c.MovesUnplaced += b.inputs
+		}
 		c.Disconnected(causeOf(err))
 		c.Errors++
 		b.lost = true
@@ -727,6 +748,21 @@ func (b *bot) endSession(now time.Duration) {
 	b.idle(now, pause)
 }
 
+// UnplacedAfter: a session up this long that has heard nothing of its
+// player from the server (no state, no acknowledgement) was never placed
+// in a zone. A join takes a tick or two; a connection whose join brought
+// nothing for a second looks the player's record up and joins again
+// (actors/conn), so three seconds is that retry and a loaded host's
+// slack.
+const UnplacedAfter = 3 * time.Second
+
+// unplaced reports whether the session has been up for UnplacedAfter and
+// the server has never sent its player's state.
+func (b *bot) unplaced(now time.Duration) bool {
+	return b.connected && b.lastAck == 0 && now-b.upAt >= UnplacedAfter &&
+		b.client != nil && b.client.Stats().Predictor.Reconciled == 0
+}
+
 // causeOf sorts the error a session that was up ended with into the
 // report's causes: the server's Disconnect reason, or the session's own
 // timeout (nothing heard: a dead, stopped or paused server).
@@ -741,6 +777,8 @@ func causeOf(err error) metrics.Cause {
 			return metrics.CauseKicked
 		case handshake.ReasonTimeout:
 			return metrics.CauseTimeout
+		case handshake.ReasonDuplicate:
+			return metrics.CauseSuperseded
 		}
 	case errors.Is(err, session.ErrTimeout):
 		return metrics.CauseTimeout
@@ -899,7 +937,7 @@ func (b *bot) nextWake(now time.Duration) time.Duration {
 
 const never = time.Duration(math.MaxInt64)
 
-// pidSessionBits: a bot's player id is base + index<<20 | session, so any
+// pidSessionBits: a bot's player id is base + index<<20 + session, so any
 // bot can tell from a ghost's entity id which bot it is (if the zone uses
 // player ids as entity ids) without a shared map.
 const pidSessionBits = 20

@@ -33,7 +33,14 @@ type Config struct {
 	Key          [handshake.KeySize]byte
 	ProtocolID   uint64
 	TokenTimeout time.Duration // the connection idle timeout tokens carry
-	PlayerBase   uint64        // bots' player ids start here
+	// PlayerBase is the swarm's first player id: bot i's n-th session
+	// plays as PlayerBase + i<<20 + n, so a swarm of N bots uses the ids
+	// [PlayerBase, PlayerBase + N<<20). Two swarms playing at once on one
+	// server need ranges that do not overlap: a connect with a player id
+	// already playing supersedes that session (Disconnect Duplicate). A
+	// swarm after another with the same ids finds their players' records
+	// and resumes them where the earlier one left them.
+	PlayerBase uint64
 
 	InputRate int // moves per second (must divide 960)
 	SendRate  int // client packets per second
@@ -118,6 +125,10 @@ func DefaultConfig() Config {
 	}
 }
 
+// maxPlayerID bounds player ids: the server's NPC ids have the top bit set
+// (zones/sim ErrBadID), so a token naming one is kicked.
+const maxPlayerID = 1 << 63
+
 // ErrConfig is wrapped by every Validate error.
 var ErrConfig = errors.New("swarm: invalid config")
 
@@ -153,6 +164,9 @@ func (c *Config) Validate() error {
 		return bad("workers %d", c.Workers)
 	case c.Quantum < 0 || c.Quantum > 100*time.Millisecond:
 		return bad("quantum %v not in [0, 100ms]", c.Quantum)
+	case c.PlayerBase >= maxPlayerID || c.PlayerBase+uint64(c.Bots)<<pidSessionBits > maxPlayerID:
+		// Bots ≤ 2^20 (above), so the sum cannot wrap.
+		return bad("player ids %#x + %d bots × 2^%d reach the NPC id range (≥ 2^63)", c.PlayerBase, c.Bots, pidSessionBits)
 	}
 	for _, a := range c.Servers {
 		if !a.IsValid() || a.Port() == 0 {

@@ -382,7 +382,7 @@ func TestCauseOf(t *testing.T) {
 		{"server timed us out", &session.DisconnectError{Reason: handshake.ReasonTimeout}, metrics.CauseTimeout},
 		{"silence", session.ErrTimeout, metrics.CauseTimeout},
 		{"silence, wrapped", fmt.Errorf("bot: %w", session.ErrTimeout), metrics.CauseTimeout},
-		{"duplicate session", &session.DisconnectError{Reason: handshake.ReasonDuplicate}, metrics.CauseOther},
+		{"superseded by a newer session of the player id", &session.DisconnectError{Reason: handshake.ReasonDuplicate}, metrics.CauseSuperseded},
 		{"protocol error", fmt.Errorf("%w: bad section", session.ErrProtocol), metrics.CauseOther},
 		{"no error", nil, metrics.CauseOther},
 	}

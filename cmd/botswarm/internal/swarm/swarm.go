@@ -124,13 +124,13 @@ func isObserver(i int, f float64) bool {
 }
 
 // ObserverPlayer reports whether the player id is that of a bot which,
-// with Observers f and the default PlayerBase, decodes ghosts: so the fake
-// server can send ghosts to those bots only (the others skip the section).
-func ObserverPlayer(pid uint64, f float64) bool {
-	if pid < DefaultPlayerBase {
+// with Observers f and PlayerBase base, decodes ghosts: so the fake server
+// can send ghosts to those bots only (the others skip the section).
+func ObserverPlayer(pid, base uint64, f float64) bool {
+	if pid < base {
 		return false
 	}
-	i := (pid - DefaultPlayerBase) >> pidSessionBits
+	i := (pid - base) >> pidSessionBits
 	return i < 1<<31 && isObserver(int(i), f)
 }
 

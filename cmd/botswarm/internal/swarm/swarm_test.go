@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -230,6 +231,40 @@ func TestSwarmKickedBotsReconnect(t *testing.T) {
 	}
 }
 
+// TestSwarmUnplacedSessions: a server that takes the connections but never
+// places some players (zoned when a zone refuses a join, or a restore from
+// the player's record) — their sessions stay up and hear nothing of their
+// player. They are counted apart (sessions_unplaced, their moves
+// moves_unplaced), fail the sessions invariant by name, and their moves
+// are not counted as unacknowledged; the placed bots' moves are judged as
+// usual.
+func TestSwarmUnplacedSessions(t *testing.T) {
+	checkNoLeaks(t)
+	// Bots 0 and 2 of 4 (player ids base + i<<20 + 1).
+	z := newFakeZone(t, fakezone.Options{Unplaced: func(pid uint64) bool { return (pid-DefaultPlayerBase)>>pidSessionBits%2 == 0 }})
+	cfg := testConfig(z, 4, UnplacedAfter+time.Second)
+	cfg.Drain = 500 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.SessionsUnplaced != 2 || tot.MovesUnplaced == 0 || tot.MovesUnacked != 0 || tot.MovesAcked == 0 ||
+		tot.MovesUnplaced+tot.MovesAcked != tot.MovesSent || tot.Disconnects != 0 || tot.Connects != 4 {
+		t.Fatalf("want 2 of 4 sessions unplaced, their moves apart from the acked ones: %+v", tot)
+	}
+	if x := inv(r, 4); !x.Checked || x.OK || x.Counts["unplaced_sessions"] != 2 || !strings.Contains(x.Detail, "2 sessions up but never placed in a zone") {
+		t.Errorf("unplaced sessions pass %q: %s", x.Name, x.Detail)
+	}
+	if x := inv(r, 0); !x.OK {
+		t.Errorf("the unplaced sessions' moves fail %q: %s", x.Name, x.Detail)
+	}
+	if got := float64(r.Metrics["unplaced_sessions"]); got != 2 {
+		t.Errorf("metric unplaced_sessions = %v, want 2", got)
+	}
+	// The two placed sessions' connected → first state, within a few ticks.
+	if h := r.Histograms["placed"]; h.Count != 2 || h.Max > 1000 { // ms
+		t.Errorf("placed: %d sessions, max %v ms; want the 2 placed ones", h.Count, h.Max)
+	}
+}
+
 func TestSwarmServerDown(t *testing.T) {
 	checkNoLeaks(t)
 	z := newFakeZone(t, fakezone.Options{})
@@ -385,9 +420,11 @@ func TestSwarmObservers(t *testing.T) {
 			if isObserver(i, o) {
 				n++
 			}
-			pid := DefaultPlayerBase + uint64(i)<<pidSessionBits | 3
-			if ObserverPlayer(pid, o) != isObserver(i, o) {
-				t.Fatalf("observers %v: the fake server's pick for player %#x (bot %d) differs from the swarm's", o, pid, i)
+			for _, base := range []uint64{DefaultPlayerBase, 12345} { // --player-base: any base
+				pid := base + uint64(i)<<pidSessionBits + 3
+				if ObserverPlayer(pid, base, o) != isObserver(i, o) {
+					t.Fatalf("observers %v: the fake server's pick for player %#x (bot %d) differs from the swarm's", o, pid, i)
+				}
 			}
 		}
 		if n != int(o*1000) {
@@ -397,7 +434,7 @@ func TestSwarmObservers(t *testing.T) {
 	// A server that shows others to the observers only (fakeserver
 	// --ghosts-to-observers): the observers' view is unchanged, every
 	// invariant holds, and the others' packets are smaller.
-	z3 := newFakeZone(t, fakezone.Options{Watch: func(pid uint64) bool { return ObserverPlayer(pid, 0.25) }})
+	z3 := newFakeZone(t, fakezone.Options{Watch: func(pid uint64) bool { return ObserverPlayer(pid, DefaultPlayerBase, 0.25) }})
 	only := cfg
 	only.Servers = []netip.AddrPort{z3.Addr}
 	r3, _ := runSwarm(t, only)
