@@ -159,3 +159,53 @@ func TestIDArraysFollowScope(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A burst of leaves (40 ghosts out of scope at once, snapshot views)
+// grows the gone records; once their kills are delivered the trim gives
+// the room back (it stayed for the connection's life: 2 KB), and with a
+// few still leaving it keeps about what they need.
+func TestGoneRecordsShrinkAfterBurst(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw := writerFor(t, d.reg)
+	ents := make([]ViewEntry, 44)
+	all := make([]int, len(ents))
+	for i := range ents {
+		ents[i] = d.npc(uint64(i+1), float64(i))
+		all[i] = i
+	}
+	d.snapView(sw, ents, all...)
+	d.settleSnap(sw, ents, all...)
+	d.snapView(sw, ents, all[40:]...) // 40 leave
+	if n := len(d.tab.gone); n != 40 {
+		t.Fatalf("%d gone records after 40 left, want 40", n)
+	}
+	peak := cap(d.tab.gone)
+	d.settleSnap(sw, ents, all[40:]...)
+	walk := func(in []int) { // the ghosts that stay walk: packets carry records, fates trim
+		for range 50 { // two and a half seconds
+			for _, i := range in {
+				ents[i].State.Pos[2] += 0.5
+			}
+			d.snapView(sw, ents, in...)
+			d.trip()
+		}
+	}
+	walk(all[40:])
+	if n, c := len(d.tab.gone), cap(d.tab.gone); n != 0 || c != 0 {
+		t.Fatalf("after the kills: %d gone records in room for %d (%d at the burst), want none", n, c, peak)
+	}
+	// Two leave and stay unconfirmed (their kills are never delivered)
+	// while 30 others leave and are settled: the room follows the two.
+	d.snapView(sw, ents, all...)
+	d.settleSnap(sw, ents, all...)
+	d.snapView(sw, ents, all[2:]...)
+	seq, _, _ := d.send(MaxPacketBytes) // the two kills, never reported
+	walk(all[32:])
+	if n, c := len(d.tab.gone), cap(d.tab.gone); n != 2 || c > 4 {
+		t.Fatalf("two kills unconfirmed: %d gone records in room for %d, want 2 in at most 4", n, c)
+	}
+	d.fate(seq, true)
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}
