@@ -115,9 +115,10 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 }
 
 // A scope that settles smaller than it was (70 ghosts, then 45) gives the
-// per-id arrays back down to an eighth above its ids within a few seconds
-// (they used to wait for the ids to fit in half), and a scope walking
-// within that room does not move them again.
+// per-id arrays back down to its ids in whole 8s within a few seconds
+// (they used to wait for the ids to fit in half, then kept an eighth of
+// room: 56), a scope walking within those 8s does not move them again,
+// and the room a growth past them took is given back.
 func TestIDArraysFollowScope(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
 	crowd := make([]ViewEntry, 70)
@@ -144,12 +145,22 @@ func TestIDArraysFollowScope(t *testing.T) {
 		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
 	}
 	slots := &d.tab.slots[0]
-	for _, n := range []int{50, 46, 48} { // within the room: nothing moves
+	for _, n := range []int{47, 41, 48} { // within the 8s: nothing moves
 		scope = crowd[:n]
 		step(40)
 	}
 	if &d.tab.slots[0] != slots {
-		t.Fatalf("a scope of 46-50 moved the per-id arrays (now %d)", len(d.tab.slots))
+		t.Fatalf("a scope of 41-48 moved the per-id arrays (now %d)", len(d.tab.slots))
+	}
+	scope = crowd[:50]
+	step(10)
+	if n := len(d.tab.slots); n != 56 {
+		t.Fatalf("50 ghosts after 48: %d slots, want 56 (48 and an eighth, whole 8s)", n)
+	}
+	scope = crowd[:46]
+	step(80)
+	if n := len(d.tab.slots); n != 48 {
+		t.Fatalf("46 ghosts after 50: %d slots, want 48", n)
 	}
 	d.settle(scope...)
 	if diff := mismatch(d.reg, d.mir, scope); diff != "" {
