@@ -983,8 +983,8 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 // grow extends the per-id arrays to at least n ids, by an eighth at a time
 // in multiples of 8 (ids stay compact, so the arrays stay near the largest
 // scope; a scope that settles stops allocating). An eighth, not more: the
-// room is kept until the ids in use fit in half of it (trim), ≈ 100 B an
-// id (snapshot views).
+// room is kept until trim finds two seconds of ids that fit in fewer 8s,
+// ≈ 110 B an id (snapshot views).
 func (t *Table) grow(n int) {
 	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
 	t.resizeIDs(min(c, t.cfg.MaxGhosts))
@@ -1184,8 +1184,8 @@ const trimEvery = time.Second
 // last two checks once its room is more than a quarter above that. A store
 // at its steady use never moves and allocates nothing; a burst costs at
 // most one shrink a second. The per-id arrays likewise: grown to the most
-// ids a scope held, they come down to an eighth above the most ids in use
-// in the last two checks (shrinkIDs).
+// ids a scope held, they come down to the most ids in use in the last two
+// checks, in whole 8s (shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1214,10 +1214,13 @@ func (t *Table) trim() {
 		}
 	}
 	t.entHW, t.pp.hw1, t.pp.hw = int32(t.entLen), t.pp.hw, t.pp.used
-	// The per-id arrays come down to what growing them anew would give
-	// the ids of the last two seconds (an eighth of room, whole 8s) once
-	// that is smaller: a scope that shrank, or the room of a peak, is
-	// given back, and a scope walking within its room never moves.
+	// The per-id arrays come down to the ids of the last two seconds, in
+	// whole 8s, once that is smaller: a scope that shrank, or the room of
+	// a peak or of a growth, is given back, and a scope walking within its
+	// 8s never moves. No eighth of room as grow gives: at the server's
+	// scope (43 ghosts, ids up to ≈ 48) it took 56 ids where 48 do, ≈ 880
+	// bytes a connection, for a move every 14 s or so instead of 21
+	// (TestTableChurnFootprint).
 	if n := len(t.slots); n > minShrinkIDs {
 		if want := max(idsFor(int(max(t.topHW, t.topHW1))), minShrinkIDs); want < n {
 			t.shrinkIDs(want)
@@ -1225,11 +1228,24 @@ func (t *Table) trim() {
 	}
 	t.topHW1, t.topHW = t.topHW, int32(t.top)
 	t.idxTrim()
+	// The gone records of a burst of leaves (a teleport, a crowd left
+	// behind) are kept until their kills are delivered; their room, grown
+	// by append's doubling, is given back once at most a quarter is used
+	// (all of it when none is): a connection that once saw 40 ghosts
+	// leave at once kept 2 KB for its life.
+	if c := cap(t.gone); c > 0 && len(t.gone) <= c/4 {
+		if len(t.gone) == 0 {
+			t.gone = nil
+		} else {
+			t.gone = append([]goneRec(nil), t.gone...)
+		}
+	}
 }
 
-// idsFor is the per-id arrays' length grow gives for n ids in use: an
-// eighth of room, in whole 8s.
-func idsFor(n int) int { return (max(n+n/8, 8) + 7) &^ 7 }
+// idsFor is the per-id arrays' length trim gives for n ids in use: n in
+// whole 8s (the slot and the track are 48 bytes: 8 ids fill the size
+// classes of both exactly, 2,304 and 2,688 bytes at 48 and 56 ids).
+func idsFor(n int) int { return (max(n, 8) + 7) &^ 7 }
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
 // (a few hundred bytes).

@@ -115,9 +115,10 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 }
 
 // A scope that settles smaller than it was (70 ghosts, then 45) gives the
-// per-id arrays back down to an eighth above its ids within a few seconds
-// (they used to wait for the ids to fit in half), and a scope walking
-// within that room does not move them again.
+// per-id arrays back down to its ids in whole 8s within a few seconds
+// (they used to wait for the ids to fit in half, then kept an eighth of
+// room: 56), a scope walking within those 8s does not move them again,
+// and the room a growth past them took is given back.
 func TestIDArraysFollowScope(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
 	crowd := make([]ViewEntry, 70)
@@ -144,17 +145,77 @@ func TestIDArraysFollowScope(t *testing.T) {
 		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
 	}
 	slots := &d.tab.slots[0]
-	for _, n := range []int{50, 46, 48} { // within the room: nothing moves
+	for _, n := range []int{47, 41, 48} { // within the 8s: nothing moves
 		scope = crowd[:n]
 		step(40)
 	}
 	if &d.tab.slots[0] != slots {
-		t.Fatalf("a scope of 46-50 moved the per-id arrays (now %d)", len(d.tab.slots))
+		t.Fatalf("a scope of 41-48 moved the per-id arrays (now %d)", len(d.tab.slots))
+	}
+	scope = crowd[:50]
+	step(10)
+	if n := len(d.tab.slots); n != 56 {
+		t.Fatalf("50 ghosts after 48: %d slots, want 56 (48 and an eighth, whole 8s)", n)
+	}
+	scope = crowd[:46]
+	step(80)
+	if n := len(d.tab.slots); n != 48 {
+		t.Fatalf("46 ghosts after 50: %d slots, want 48", n)
 	}
 	d.settle(scope...)
 	if diff := mismatch(d.reg, d.mir, scope); diff != "" {
 		t.Fatal(diff)
 	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A burst of leaves (40 ghosts out of scope at once, snapshot views)
+// grows the gone records; once their kills are delivered the trim gives
+// the room back (it stayed for the connection's life: 2 KB), and with a
+// few still leaving it keeps about what they need.
+func TestGoneRecordsShrinkAfterBurst(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	sw := writerFor(t, d.reg)
+	ents := make([]ViewEntry, 44)
+	all := make([]int, len(ents))
+	for i := range ents {
+		ents[i] = d.npc(uint64(i+1), float64(i))
+		all[i] = i
+	}
+	d.snapView(sw, ents, all...)
+	d.settleSnap(sw, ents, all...)
+	d.snapView(sw, ents, all[40:]...) // 40 leave
+	if n := len(d.tab.gone); n != 40 {
+		t.Fatalf("%d gone records after 40 left, want 40", n)
+	}
+	peak := cap(d.tab.gone)
+	d.settleSnap(sw, ents, all[40:]...)
+	walk := func(in []int) { // the ghosts that stay walk: packets carry records, fates trim
+		for range 50 { // two and a half seconds
+			for _, i := range in {
+				ents[i].State.Pos[2] += 0.5
+			}
+			d.snapView(sw, ents, in...)
+			d.trip()
+		}
+	}
+	walk(all[40:])
+	if n, c := len(d.tab.gone), cap(d.tab.gone); n != 0 || c != 0 {
+		t.Fatalf("after the kills: %d gone records in room for %d (%d at the burst), want none", n, c, peak)
+	}
+	// Two leave and stay unconfirmed (their kills are never delivered)
+	// while 30 others leave and are settled: the room follows the two.
+	d.snapView(sw, ents, all...)
+	d.settleSnap(sw, ents, all...)
+	d.snapView(sw, ents, all[2:]...)
+	seq, _, _ := d.send(MaxPacketBytes) // the two kills, never reported
+	walk(all[32:])
+	if n, c := len(d.tab.gone), cap(d.tab.gone); n != 2 || c > 4 {
+		t.Fatalf("two kills unconfirmed: %d gone records in room for %d, want 2 in at most 4", n, c)
+	}
+	d.fate(seq, true)
 	if err := checkInvariants(d.tab); err != nil {
 		t.Fatal(err)
 	}
