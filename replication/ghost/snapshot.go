@@ -185,6 +185,10 @@ const (
 	// (fPos, …) in which its state differs from the one Set at its index
 	// in the previous snapshot (Snapshot.in; a second Set of it: all).
 	vwSet
+	// vwMoved: now holds the class's position bit (the quantized position
+	// is this snapshot's): a view's usual ghost (takeKept) tells a move
+	// without looking its class up.
+	vwMoved
 )
 
 // The fields of a State a Set compares (fieldDiff) and a group reads
@@ -717,6 +721,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			if c.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
 				v.now |= c.posBit
+				v.fl |= vwMoved
 			}
 			if p.bad == snapOK {
 				v.fl |= vwKept
@@ -755,6 +760,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 				chg[g] = s.seq
 			}
 			v.now = c.all
+			v.fl |= c.movedFl()
 			e.codeGroups(c, c.coded, cur)
 		}
 		if c.stateful || e.uncoded(c) {
@@ -762,6 +768,15 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 		}
 	}
 	s.sealed, s.valid = true, invalid == 0
+}
+
+// movedFl is vwMoved if c has a position group, else 0: the flag of an
+// entry whose now holds every group of c.
+func (c *Class) movedFl() uint8 {
+	if c.posBit != 0 {
+		return vwMoved
+	}
+	return 0
 }
 
 // groupsOf is the groups of c that read a field in diff (fPos, …).
@@ -1097,29 +1112,32 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int, nowMS msTime) int {
 	n := min(len(view)-i, len(old)-j)
 	view, old, order := view[i:i+n], old[j:j+n], t.order[i:i+n]
-	vw, slots, gen, classes := snap.vw, t.slots[:t.top], t.viewGen, t.reg.classes
+	vw, slots, gen := snap.vw, t.slots[:t.top], t.viewGen
 	for k, r := range view {
-		v := &vw[r.Index()]
+		ri := r.Index()
+		v := &vw[ri]
 		h := old[k]
 		if v.fl&vwKept == 0 || int(h) >= len(slots) {
 			return k
 		}
 		s := &slots[h]
-		if s.si != r.Index() || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
+		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
 			return k
 		}
 		// takeKeptOne, inline.
-		c := classes[s.ci]
-		moved := v.now&c.posBit != 0
-		changed := v.now &^ c.posBit
-		if moved || v.fl&vwHeld == 0 {
-			changed |= s.moveBit(c, moved)
+		changed := v.now
+		fl := s.fl &^ flPosNow
+		if v.fl&vwMoved != 0 {
+			fl |= flMoving
+		} else if fl&flMoving != 0 && v.fl&vwHeld == 0 {
+			changed |= t.stop(s)
+			fl &^= flMoving
 		}
+		s.fl = fl
 		if changed != 0 {
 			t.markSlot(s, changed, nowMS)
 		}
 		s.viewGen = gen
-		s.fl &^= flPosNow
 		s.prioB = r.bucket()
 		order[k] = h
 	}
@@ -1127,20 +1145,33 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int,
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of
-// entry v.
+// entry v. v's flags say whether the position moved (vwMoved: the entry
+// is of s's class, vwKept), so the class is looked up only for a stop.
 func (t *Table) takeKeptOne(s *slot, r ViewRef, v *snapView, nowMS msTime) {
-	c := t.reg.classes[s.ci]
-	moved := v.now&c.posBit != 0
-	changed := v.now &^ c.posBit
-	if moved || v.fl&vwHeld == 0 { // held and not moved: no news, neither a move nor a stop
-		changed |= s.moveBit(c, moved)
+	// now holds the position bit iff the position moved: moveBit's bit
+	// then; else only a stop adds it (a held state the table had: no
+	// news, neither a move nor a stop).
+	changed := v.now
+	fl := s.fl &^ flPosNow // a new view: its position may go again
+	if v.fl&vwMoved != 0 {
+		fl |= flMoving
+	} else if fl&flMoving != 0 && v.fl&vwHeld == 0 {
+		changed |= t.stop(s)
+		fl &^= flMoving
 	}
+	s.fl = fl
 	if changed != 0 {
 		t.markSlot(s, changed, nowMS)
 	}
 	s.viewGen = t.viewGen
-	s.fl &^= flPosNow // a new view: its position may go again
 	s.prioB = r.bucket()
+}
+
+// stop is moveBit's stop of ghost s (flMoving, not moved; the caller
+// clears flMoving): two rest markers, and the position group's bit.
+func (t *Table) stop(s *slot) uint64 {
+	s.restCopies = restMarkerCopies
+	return t.reg.classes[s.ci].posBit
 }
 
 // keptSlot returns ghost h's slot if the ghost was taken in the previous
