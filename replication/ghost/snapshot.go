@@ -864,6 +864,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// carried, and the walk of every slot after the loop has nothing to
 	// do.
 	kept := 0
+	// taken counts the other ghosts taken (each once: not those named
+	// again, nor an entity no id was left for).
+	taken := 0
 	j := 0 // old[j] is the first hint not yet passed
 	for i := 0; i < len(view); i++ {
 		if next {
@@ -994,16 +997,20 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		s.si, s.viewGen = ri, t.viewGen
 		s.fl &^= flPosNow // a new view: its position may go again
 		s.prioB = r.bucket()
+		taken++
 	}
-	if next && kept == len(view) && kept == t.live-len(t.gone) {
+	if same && !exhausted && kept+taken == t.live-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
 		// record) is in this view: none leaves, none is carried (a
-		// carried one is in scope and in no view entry, so carry is
-		// empty already), and every gone record is of this series. Only
-		// the leaving ghosts still need flPosNow cleared.
+		// carried one is in scope and in no view entry; one carried
+		// before is in this view, at its entry now), and every gone
+		// record is of this series (same) — or stale since a view of
+		// another series walked them. Only the leaving ghosts still need
+		// flPosNow cleared.
 		for i := range t.gone {
 			t.slots[t.gone[i].id].fl &^= flPosNow
 		}
+		t.carry = t.carry[:0]
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 		return nil
 	}
@@ -1012,6 +1019,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// ghost that leaves may be freed (settle), which asks the index, and
 	// the index reads every ghost's entity where its si names it — a
 	// carried one's in carry, which the second walk rebuilds.
+	carries := 0
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen {
@@ -1021,6 +1029,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			if t.classOf(s).AlwaysInScope {
+				carries++
 				continue // carried, below
 			}
 			t.leave(uint32(i))
@@ -1033,6 +1042,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// this one by chance on a re-entry.
 			t.gone[s.si&siIndex].si = staleEntry
 		}
+	}
+	if carries == 0 {
+		// The walk above left no ghost in scope outside this view (one
+		// that leaves is killing or free now): none to carry.
+		t.carry = t.carry[:0]
+		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
+		if exhausted {
+			return ErrTooManyGhosts
+		}
+		return nil
 	}
 	// The states kept for AlwaysInScope ghosts outside this view gather in
 	// a borrowed scratch (rare: most views keep none), then replace carry.
