@@ -185,6 +185,10 @@ const (
 	// (fPos, …) in which its state differs from the one Set at its index
 	// in the previous snapshot (Snapshot.in; a second Set of it: all).
 	vwSet
+	// vwMoved: now holds the class's position bit (the quantized position
+	// is this snapshot's): a view's usual ghost (takeKept) tells a move
+	// without looking its class up.
+	vwMoved
 )
 
 // The fields of a State a Set compares (fieldDiff) and a group reads
@@ -717,6 +721,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			if c.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
 				chg[c.posIdx] = s.seq
 				v.now |= c.posBit
+				v.fl |= vwMoved
 			}
 			if p.bad == snapOK {
 				v.fl |= vwKept
@@ -755,6 +760,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 				chg[g] = s.seq
 			}
 			v.now = c.all
+			v.fl |= c.movedFl()
 			e.codeGroups(c, c.coded, cur)
 		}
 		if c.stateful || e.uncoded(c) {
@@ -762,6 +768,15 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 		}
 	}
 	s.sealed, s.valid = true, invalid == 0
+}
+
+// movedFl is vwMoved if c has a position group, else 0: the flag of an
+// entry whose now holds every group of c.
+func (c *Class) movedFl() uint8 {
+	if c.posBit != 0 {
+		return vwMoved
+	}
+	return 0
 }
 
 // groupsOf is the groups of c that read a field in diff (fPos, …).
@@ -814,9 +829,11 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if ours := snap.reg == t.reg; ours && snap.valid {
 		// Every entry is set and accepted: only the indices can be wrong.
 		n := uint32(len(snap.ents))
-		for _, r := range view {
-			if r.Index() >= n {
-				return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index(), n)
+		if !refsBelow(view, n) {
+			for _, r := range view {
+				if r.Index() >= n {
+					return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index(), n)
+				}
 			}
 		}
 	} else if err := t.checkRefs(snap, view, ours); err != nil {
@@ -849,6 +866,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// carried, and the walk of every slot after the loop has nothing to
 	// do.
 	kept := 0
+	// taken counts the other ghosts taken (each once: not those named
+	// again, nor an entity no id was left for).
+	taken := 0
 	j := 0 // old[j] is the first hint not yet passed
 	for i := 0; i < len(view); i++ {
 		if next {
@@ -979,16 +999,20 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		s.si, s.viewGen = ri, t.viewGen
 		s.fl &^= flPosNow // a new view: its position may go again
 		s.prioB = r.bucket()
+		taken++
 	}
-	if next && kept == len(view) && kept == t.live-len(t.gone) {
+	if same && !exhausted && kept+taken == t.live-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
 		// record) is in this view: none leaves, none is carried (a
-		// carried one is in scope and in no view entry, so carry is
-		// empty already), and every gone record is of this series. Only
-		// the leaving ghosts still need flPosNow cleared.
+		// carried one is in scope and in no view entry; one carried
+		// before is in this view, at its entry now), and every gone
+		// record is of this series (same) — or stale since a view of
+		// another series walked them. Only the leaving ghosts still need
+		// flPosNow cleared.
 		for i := range t.gone {
 			t.slots[t.gone[i].id].fl &^= flPosNow
 		}
+		t.carry = t.carry[:0]
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 		return nil
 	}
@@ -997,6 +1021,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// ghost that leaves may be freed (settle), which asks the index, and
 	// the index reads every ghost's entity where its si names it — a
 	// carried one's in carry, which the second walk rebuilds.
+	carries := 0
 	for i := 0; i < t.top; i++ {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen {
@@ -1006,6 +1031,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		switch s.phase {
 		case phaseCreating, phaseLive:
 			if t.classOf(s).AlwaysInScope {
+				carries++
 				continue // carried, below
 			}
 			t.leave(uint32(i))
@@ -1018,6 +1044,16 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// this one by chance on a re-entry.
 			t.gone[s.si&siIndex].si = staleEntry
 		}
+	}
+	if carries == 0 {
+		// The walk above left no ghost in scope outside this view (one
+		// that leaves is killing or free now): none to carry.
+		t.carry = t.carry[:0]
+		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
+		if exhausted {
+			return ErrTooManyGhosts
+		}
+		return nil
 	}
 	// The states kept for AlwaysInScope ghosts outside this view gather in
 	// a borrowed scratch (rare: most views keep none), then replace carry.
@@ -1055,6 +1091,26 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		return ErrTooManyGhosts
 	}
 	return nil
+}
+
+// refsBelow reports whether every reference of view names an entry below
+// n (at most refIndexMax: SetSnapshotView refuses larger snapshots)
+// without a branch a reference: index − n wraps to a value with bit 31
+// set exactly when index < n (both below 2^24), so the differences'
+// and, taken eight at a time, has it set when every index is.
+func refsBelow(view []ViewRef, n uint32) bool {
+	acc := ^uint32(0)
+	for ; len(view) >= 8; view = view[8:] {
+		v := (*[8]ViewRef)(view)
+		acc &= (uint32(v[0])&refIndexMax - n) & (uint32(v[1])&refIndexMax - n) &
+			(uint32(v[2])&refIndexMax - n) & (uint32(v[3])&refIndexMax - n) &
+			(uint32(v[4])&refIndexMax - n) & (uint32(v[5])&refIndexMax - n) &
+			(uint32(v[6])&refIndexMax - n) & (uint32(v[7])&refIndexMax - n)
+	}
+	for _, r := range view {
+		acc &= uint32(r)&refIndexMax - n
+	}
+	return acc>>31 != 0
 }
 
 // checkRefs checks every entry view names in snap: SetSnapshotView's
@@ -1097,29 +1153,32 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int, nowMS msTime) int {
 	n := min(len(view)-i, len(old)-j)
 	view, old, order := view[i:i+n], old[j:j+n], t.order[i:i+n]
-	vw, slots, gen, classes := snap.vw, t.slots[:t.top], t.viewGen, t.reg.classes
+	vw, slots, gen := snap.vw, t.slots[:t.top], t.viewGen
 	for k, r := range view {
-		v := &vw[r.Index()]
+		ri := r.Index()
+		v := &vw[ri]
 		h := old[k]
 		if v.fl&vwKept == 0 || int(h) >= len(slots) {
 			return k
 		}
 		s := &slots[h]
-		if s.si != r.Index() || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
+		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
 			return k
 		}
 		// takeKeptOne, inline.
-		c := classes[s.ci]
-		moved := v.now&c.posBit != 0
-		changed := v.now &^ c.posBit
-		if moved || v.fl&vwHeld == 0 {
-			changed |= s.moveBit(c, moved)
+		changed := v.now
+		fl := s.fl &^ flPosNow
+		if v.fl&vwMoved != 0 {
+			fl |= flMoving
+		} else if fl&flMoving != 0 && v.fl&vwHeld == 0 {
+			changed |= t.stop(s)
+			fl &^= flMoving
 		}
+		s.fl = fl
 		if changed != 0 {
 			t.markSlot(s, changed, nowMS)
 		}
 		s.viewGen = gen
-		s.fl &^= flPosNow
 		s.prioB = r.bucket()
 		order[k] = h
 	}
@@ -1127,20 +1186,33 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int,
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of
-// entry v.
+// entry v. v's flags say whether the position moved (vwMoved: the entry
+// is of s's class, vwKept), so the class is looked up only for a stop.
 func (t *Table) takeKeptOne(s *slot, r ViewRef, v *snapView, nowMS msTime) {
-	c := t.reg.classes[s.ci]
-	moved := v.now&c.posBit != 0
-	changed := v.now &^ c.posBit
-	if moved || v.fl&vwHeld == 0 { // held and not moved: no news, neither a move nor a stop
-		changed |= s.moveBit(c, moved)
+	// now holds the position bit iff the position moved: moveBit's bit
+	// then; else only a stop adds it (a held state the table had: no
+	// news, neither a move nor a stop).
+	changed := v.now
+	fl := s.fl &^ flPosNow // a new view: its position may go again
+	if v.fl&vwMoved != 0 {
+		fl |= flMoving
+	} else if fl&flMoving != 0 && v.fl&vwHeld == 0 {
+		changed |= t.stop(s)
+		fl &^= flMoving
 	}
+	s.fl = fl
 	if changed != 0 {
 		t.markSlot(s, changed, nowMS)
 	}
 	s.viewGen = t.viewGen
-	s.fl &^= flPosNow // a new view: its position may go again
 	s.prioB = r.bucket()
+}
+
+// stop is moveBit's stop of ghost s (flMoving, not moved; the caller
+// clears flMoving): two rest markers, and the position group's bit.
+func (t *Table) stop(s *slot) uint64 {
+	s.restCopies = restMarkerCopies
+	return t.reg.classes[s.ci].posBit
 }
 
 // keptSlot returns ghost h's slot if the ghost was taken in the previous

@@ -121,6 +121,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 				chg[g] = s.seq
 			}
 			v.now = cl.all
+			v.fl |= cl.movedFl()
 			continue
 		}
 		p := &pents[i]
@@ -134,6 +135,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		if cl.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
 			chg[cl.posIdx] = s.seq
 			v.now |= cl.posBit
+			v.fl |= vwMoved
 		}
 		ps := prev.kept(uint32(i))
 		for g := range cl.Groups {
@@ -172,7 +174,7 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 		for g := range chg {
 			chg[g] = s.seq
 		}
-		v.now, v.fl = e.class.all, vwHeld
+		v.now, v.fl = e.class.all, vwHeld|e.class.movedFl()
 		return
 	}
 	copy(chg, pchg[i*st:i*st+st])

@@ -65,6 +65,14 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 	osw, _ := NewSnapshotWriter(otherReg)
 	os := osw.Next(1)
 	osw.Seal(os)
+	// Every entry set and accepted (valid): only the indices are checked.
+	vs := sw.Next(2)
+	vs.Set(0, 1, d.nc, &ents[0].State)
+	vs.Set(1, 2, d.nc, &ents[1].State)
+	sw.Seal(vs)
+	if !vs.valid {
+		t.Fatal("a snapshot of two accepted entries is not valid")
+	}
 	for _, c := range []struct {
 		name string
 		snap *Snapshot
@@ -72,6 +80,8 @@ func TestSnapshotViewErrorsChangeNothing(t *testing.T) {
 		want error
 	}{
 		{"index out of range", s, []ViewRef{0, 3}, ErrBadState},
+		{"index out of range of a valid snapshot, in a block of eight", vs, []ViewRef{0, 1, 0, 1, 2, 0, 1, 0, 1}, ErrBadState},
+		{"index out of range of a valid snapshot, in the tail", vs, []ViewRef{0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 2}, ErrBadState},
 		{"bad state", s, []ViewRef{0, 1}, ErrBadState},
 		{"unregistered class", s, []ViewRef{2}, ErrUnknownClass},
 		{"unsealed", sw.Next(1), nil, ErrConfig},

@@ -65,3 +65,42 @@ func TestViewRef(t *testing.T) {
 		t.Fatalf("a reference past 1<<24: %v, want %v", err, ErrBadState)
 	}
 }
+
+// TestRefsBelow: refsBelow, branch-free four at a time, answers as the
+// plain loop over the indices does, for every length's tail, buckets in
+// the top byte, and indices at and around n, 0 and refIndexMax.
+func TestRefsBelow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for k := range 50000 {
+		n := uint32(rng.IntN(refIndexMax)) // SetSnapshotView's snapshots: < refIndexMax entries
+		if k%5 == 0 {
+			n = uint32(rng.IntN(3))
+		}
+		view := make([]ViewRef, rng.IntN(14))
+		for i := range view {
+			var idx uint32
+			switch rng.IntN(6) {
+			case 0:
+				idx = n
+			case 1:
+				idx = n - 1 // wraps to refIndexMax's byte when n is 0: masked below
+			case 2:
+				idx = refIndexMax
+			case 3:
+				idx = 0
+			default:
+				idx = uint32(rng.IntN(int(n) + 1))
+			}
+			view[i] = ViewRef(idx&refIndexMax | uint32(rng.IntN(256))<<refIndexBits)
+		}
+		want := true
+		for _, r := range view {
+			if r.Index() >= n {
+				want = false
+			}
+		}
+		if got := refsBelow(view, n); got != want {
+			t.Fatalf("refsBelow(%x, %d) = %v, want %v", view, n, got, want)
+		}
+	}
+}
