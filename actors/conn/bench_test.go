@@ -361,3 +361,62 @@ func roundOf(s *shard, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.Co
 	}
 	s.round(now)
 }
+
+// BenchmarkShardReceiveCold is the receive half of BenchmarkShardSteady
+// over 2,048 connections (each one's state long out of the caches when
+// its next datagram comes, as on a server with a thousand players and
+// more): an op is one client datagram, posted with those of seven other
+// connections and handled in one round (onDatagram, the pump after it,
+// which most often only asks Due), the zone's Controls of those eight
+// (the tick's packets, so the acks stay real) in another round. Every
+// connection is warmed with 16 steps before the timer starts. For the
+// receive path alone read callgrind's inclusive counts (and, with
+// --cache-sim=yes, misses) of conn.(*shard).handleFrom against its calls
+// on datagram rounds, or of conn.(*Conn).onDatagram. ns/pkt is per
+// datagram in.
+func BenchmarkShardReceiveCold(b *testing.B) {
+	const conns, warm, steps, batch = 2048, 16, 96, 8
+	x := record(b, steps)
+	setup := func() (*shard, []*Conn) {
+		s, cs := benchShard(b, x, conns)
+		var ctl move.ControlState
+		for i := range warm {
+			ctl.Pos[0] += 0.2
+			for k := 0; k < conns; k += batch {
+				roundOf(s, cs[k:k+batch], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+			}
+		}
+		return s, cs
+	}
+	s, cs := setup()
+	var ctl move.ControlState
+	ctl.Pos[0] = 0.2 * warm
+	i, k, pkts := warm, 0, 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if k == len(cs) {
+			k, i = 0, i+1
+			ctl.Pos[0] += 0.2
+			if i == steps {
+				b.StopTimer()
+				s, cs = setup()
+				i = warm
+				ctl.Pos[0] = 0.2 * warm
+				b.StartTimer()
+			}
+		}
+		if k%batch == batch-1 {
+			roundOf(s, cs[k+1-batch:k+1], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+		}
+		pkts += len(x.steps[i])
+		k++
+	}
+	b.StopTimer()
+	for _, c := range cs {
+		if st := c.srv.Stats(); st.Rejected() != 0 {
+			b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts), "ns/pkt")
+}

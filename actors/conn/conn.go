@@ -38,11 +38,13 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// three cache lines (a 352-byte object is 32-byte aligned in its span, so
-// they span three or four lines): by
-// the time a player's next packet comes, its connection has left the
-// cache, and each line read is a miss. The rest — per zone tick, per
-// event, per lifecycle step — follows.
+// 160 bytes: a 352-byte object starts on a cache line or half-way into
+// one (32-byte aligned in its span), so they are three lines either way
+// (192 bytes were four half the time). By the time a player's next packet
+// comes, its connection has left the cache, and each line read is a miss.
+// The rest — per zone tick, per event, per lifecycle step — follows. The
+// datagram's arrival time is the shard's (shard.rxAt) and the deadline
+// sits in the shard's heap (deadlines), not here.
 type Conn struct {
 	// Per datagram or per pump. (The pool is sh.pool.)
 	sh       *shard
@@ -53,37 +55,36 @@ type Conn struct {
 	zone     *actor.PID
 	heldCtl  *msg.Control  // see heldUntil
 	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
-	rxAt     time.Duration // the time of the datagram being received (Move runs inside it)
 	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived
 	lastMove uint64        // the newest move handed to an Input
 	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
 	applied  uint64        // the newest applied move a zone reported
 	resentAt time.Duration // when unacked moves were last sent again
+	foldAt   time.Duration // when fates were last folded into the pool's counters
+	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
+	hidx     int32         // index in the shard's deadline heap (which holds the deadline), -1: not in it
+	resends  uint8         // resends since the last progress (backoff), at most maxResendBackoff
+	verified bool
+	joined   bool
+	closed   bool // Closed sent (or the connection failed)
+	stopped  bool // removed from its shard: every further event is dropped
+	resuming bool // Config.Resume asked, not answered yet
+	redirect bool // a Redirect was sent: the client may be back elsewhere
+	ctlSeen  bool // a zone's Control arrived: the Join took
+	// leaveSent: the Leave went; zoneHolds: the zone answered the
+	// Leave(Redirected): it holds the player's events.
+	leaveSent, zoneHolds bool
+	viewsFlow            bool // views come with the controls: wait for them (off after a wait timed out)
+	dirty                bool // in the shard's list of connections to pump this round
+
+	// Per Control.
 	// A tick's Control waits in heldCtl for the same tick's view (at most
 	// viewWait, until heldUntil): the session sends the tick's packet as
 	// soon as it has the control state, and that packet should carry the
-	// tick's ghosts too, not the previous tick's.
+	// tick's ghosts too, not the previous tick's. Read only while one waits.
 	heldUntil time.Duration
-	foldAt    time.Duration // when fates were last folded into the pool's counters
-	deadline  time.Duration // next NextDeadline (valid while hidx ≥ 0)
-	unacked   []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
-	hidx      int32         // index in the shard's deadline heap, -1: not in it
-	resends   uint8         // resends since the last progress (backoff), at most maxResendBackoff
-	verified  bool
-	joined    bool
-	closed    bool // Closed sent (or the connection failed)
-	stopped   bool // removed from its shard: every further event is dropped
-	resuming  bool // Config.Resume asked, not answered yet
-	redirect  bool // a Redirect was sent: the client may be back elsewhere
-	ctlSeen   bool // a zone's Control arrived: the Join took
-	leaveSent bool
-	zoneHolds bool // the zone answered the Leave(Redirected): it holds the player's events
-	viewsFlow bool // views come with the controls: wait for them (off after a wait timed out)
-	dirty     bool // in the shard's list of connections to pump this round
-
-	// Per Control.
-	ctlEpoch uint64 // the newest Control epoch taken
+	ctlEpoch  uint64 // the newest Control epoch taken
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot: away from the lines above).
@@ -329,7 +330,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 		return
 	}
 	from := c.srv.Addr()
-	c.rxAt = now
+	c.sh.rxAt = now
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	c.sh.dc.Release(d)
 	if err != nil {
@@ -496,7 +497,7 @@ func (c *Conn) Move(m move.Move) {
 	c.lastMove = m.Seq
 	in.Moves = append(in.Moves, m)
 	if len(c.unacked) == 0 {
-		c.oldestAt = c.rxAt
+		c.oldestAt = c.sh.rxAt
 		if c.unacked == nil {
 			c.unacked = make([]keptMove, 0, minUnackedRoom)
 		}

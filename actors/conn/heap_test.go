@@ -18,25 +18,25 @@ func TestDeadlinesAgainstReference(t *testing.T) {
 	}
 	var h deadlines
 	in := map[*Conn]bool{}
+	at := map[*Conn]time.Duration{} // the reference's deadlines
 	for step := range 20000 {
 		c := conns[rng.IntN(n)]
 		switch rng.IntN(5) {
 		case 0:
-			c.deadline = time.Duration(rng.IntN(1000))
-			h.set(c)
+			at[c] = time.Duration(rng.IntN(1000))
+			h.move(c, at[c])
 			in[c] = true
 		case 1, 4: // as a pump files it: often unchanged, else later or earlier
-			t := c.deadline
-			if rng.IntN(3) != 0 {
-				t = time.Duration(rng.IntN(1000))
+			if rng.IntN(3) != 0 || !in[c] {
+				at[c] = time.Duration(rng.IntN(1000))
 			}
-			h.move(c, t)
+			h.move(c, at[c])
 			in[c] = true
 		case 2:
 			h.remove(c)
 			delete(in, c)
 		case 3:
-			if m := h.min(); m != nil {
+			if m, _ := h.min(); m != nil {
 				h.remove(m)
 				delete(in, m)
 			}
@@ -46,18 +46,22 @@ func TestDeadlinesAgainstReference(t *testing.T) {
 		}
 		var want *Conn
 		for c := range in {
-			if want == nil || c.deadline < want.deadline {
+			if want == nil || at[c] < at[want] {
 				want = c
 			}
 		}
-		if got := h.min(); (got == nil) != (want == nil) || got != nil && got.deadline != want.deadline {
-			t.Fatalf("step %d: min %v, want deadline %v", step, got, want)
+		if got, gotAt := h.min(); (got == nil) != (want == nil) || got != nil && gotAt != at[want] {
+			t.Fatalf("step %d: min at %v, want deadline %v", step, gotAt, at[want])
 		}
-		for i, c := range h.h {
+		for i, e := range h.h {
+			c := e.c
 			if int(c.hidx) != i || !in[c] {
 				t.Fatalf("step %d: slot %d holds a connection with hidx %d (in %v)", step, i, c.hidx, in[c])
 			}
-			if i > 0 && h.h[(i-1)/2].deadline > c.deadline {
+			if e.at != at[c] {
+				t.Fatalf("step %d: slot %d holds deadline %v, the reference %v", step, i, e.at, at[c])
+			}
+			if i > 0 && h.h[(i-1)/2].at > e.at {
 				t.Fatalf("step %d: heap order broken at %d", step, i)
 			}
 		}

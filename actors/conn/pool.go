@@ -246,6 +246,10 @@ type shard struct {
 	w        Writer
 	out      []byte // WriteBatch datagram buffers back to back
 	ms       []udp.Message
+	// rxAt is the time of the datagram being received (Conn.onDatagram;
+	// Conn.Move runs inside it): the shard's, as it handles one at a time,
+	// not 8 bytes of every connection's hot lines.
+	rxAt time.Duration
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate
@@ -454,8 +458,8 @@ func (s *shard) run() {
 		// after this round started: deadlines close together are one
 		// round), or the end.
 		var fire <-chan time.Time
-		if c := s.heap.min(); c != nil {
-			wait := max(c.deadline, start+q) - now()
+		if c, at := s.heap.min(); c != nil {
+			wait := max(at, start+q) - now()
 			if wait <= 0 { // the round took a quantum and more is due
 				select {
 				case <-s.quit:
@@ -492,7 +496,7 @@ func (s *shard) round(now time.Duration) {
 	s.sendInputs() // the round's inputs, one message per zone, before the sends
 	clear(s.work)
 	s.trimWork(len(s.work), now)
-	for c := s.heap.min(); c != nil && c.deadline <= now; c = s.heap.min() {
+	for c, at := s.heap.min(); c != nil && at <= now; c, at = s.heap.min() {
 		s.heap.remove(c)
 		s.markDirty(c)
 	}
@@ -544,7 +548,9 @@ func (s *shard) handleFrom(i int, now time.Duration) (next int) {
 			next++
 		}
 	}()
+	s.warmStart(i)
 	for next = i; next < len(s.work); next++ {
+		s.warmAhead(next)
 		ev := &s.work[next]
 		s.handleOne(ev.c, ev.m, now)
 	}
@@ -704,7 +710,7 @@ func (s *shard) shutdown() {
 	clear(s.zin)
 	s.zin = s.zin[:0]
 	s.flush()
-	for c := s.heap.min(); c != nil; c = s.heap.min() {
+	for c, _ := s.heap.min(); c != nil; c, _ = s.heap.min() {
 		s.stop(c)
 	}
 }

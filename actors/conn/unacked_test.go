@@ -16,7 +16,7 @@ import (
 func TestUnackedRoomGivenBackAfterBacklog(t *testing.T) {
 	// The Input the moves are collected into stays (its pool is not
 	// under test): only the moves kept for a resend are.
-	c := &Conn{in: &msg.Input{}}
+	c := &Conn{sh: new(shard), in: &msg.Input{}}
 	seq := uint64(0)
 	for range maxUnacked + 40 { // a stalled zone: more than the bound
 		seq++
@@ -55,7 +55,7 @@ func TestKeptMovesComeBackWhole(t *testing.T) {
 		t.Fatalf("keptMove is %d bytes, want 16", n)
 	}
 	for _, base := range []uint64{1<<16 - 3, 1<<32 - 3, 5<<16 - 3} { // the low 16 bits wrap among the kept moves
-		c := &Conn{in: &msg.Input{}}
+		c := &Conn{sh: new(shard), in: &msg.Input{}}
 		var want []move.Move
 		for i := range uint64(6) {
 			m := move.Move{Seq: base + i, Dt: uint8(30 + i), Forward: int8(-127 + int(i)), Strafe: int8(127 - int(i)),
@@ -122,7 +122,7 @@ func TestResendWaitsForTheZonesWord(t *testing.T) {
 		return s.pool.counters.MovesResent.Load() != before && len(in.Moves) == len(c.unacked)
 	}
 	control(0, 0)
-	c.rxAt = 10 * ms
+	c.sh.rxAt = 10 * ms
 	for seq := range uint64(3) {
 		c.Move(move.Move{Seq: seq + 1})
 	}

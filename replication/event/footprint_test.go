@@ -38,6 +38,14 @@ func TestSenderLayout(t *testing.T) {
 	if n := unsafe.Sizeof(Receiver{}); n > 96 {
 		t.Errorf("Receiver is %d bytes, over the 96-byte size class", n)
 	}
+	// An empty event section reads cfg, stats and sinceTrim alone
+	// (sectionDone): within 32 bytes they share a line wherever a 96-byte
+	// object starts (on a line or half-way into one).
+	var r Receiver
+	if end := unsafe.Offsetof(r.sinceTrim) + unsafe.Sizeof(r.sinceTrim); unsafe.Offsetof(r.cfg) != 0 || unsafe.Offsetof(r.stats) >= 32 || end > 32 {
+		t.Errorf("cfg at byte %d, stats at %d, sinceTrim ending at %d: not all in the first 32 bytes, an empty section reads two lines",
+			unsafe.Offsetof(r.cfg), unsafe.Offsetof(r.stats), end)
+	}
 }
 
 func perInstance(t *testing.T, mk func() any) int64 {

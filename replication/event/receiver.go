@@ -64,7 +64,18 @@ type partial struct {
 // The zero Receiver is not usable; use NewReceiver. Not safe for concurrent
 // use; the connection actor owns it.
 type Receiver struct {
-	cfg             *Config // shared (interned), never written
+	cfg *Config // shared (interned), never written
+	// stats and sinceTrim beside cfg, in the Receiver's first 24 bytes:
+	// a section without events (most packets') reads nothing else
+	// (sectionDone), and a 96-byte object starts on a cache line or
+	// half-way into one, so those are one line wherever it starts (with
+	// them at bytes 72–88, two: by a connection's next packet its
+	// Receiver has left the cache, and each line is a miss).
+	stats rxStats
+	// Idle release (trim), counted in sections: there is no clock here;
+	// every Config.receiverTrim sections. Beside stats, in their word's
+	// second half: 96 bytes in all.
+	sinceTrim       int32
 	idBits, keyBits uint8
 	used            bool  // a payload was read since the last trim
 	quiet           uint8 // trims in a row without one
@@ -75,20 +86,15 @@ type Receiver struct {
 	arena arena
 	lanes []laneRef // as long as the highest lane heard from
 	// *receiverX: the unordered stream's and the staggered keys' state,
-	// made on the first such record (nil: none yet).
+	// made on the first record of either (nil: none yet).
 	*receiverX
 	// scratch: the payload buffer of a Read without the caller's (a
 	// client's); a server's Receivers read into the shard's (ReadScratch)
 	// and never make one. Behind a pointer: 16 bytes fewer in every
 	// Receiver (the 112 class; 128 with the slice in it).
 	scratch *ownScratch
-	pktHas  [2]uint64 // bit per stream: a record of it is already in this packet
-	stats   rxStats
-	// Idle release (trim), counted in sections: there is no clock here;
-	// every Config.receiverTrim sections. Beside stats, in their word's
-	// second half: 96 bytes in all.
-	sinceTrim int32
-	rare      *ReceiverStats // the counters of what most connections never see: made on the first
+	pktHas  [2]uint64      // bit per stream: a record of it is already in this packet
+	rare    *ReceiverStats // the counters of what most connections never see: made on the first
 }
 
 // receiverX is what a Receiver keeps for the unordered stream and the

@@ -58,7 +58,6 @@ type Server struct {
 	cw   *move.ControlWriter
 	crcs crcFIFO // CRC-carrying moves SetControl may ask for
 
-	ctlState   move.ControlState
 	ctlApplied uint64 // the move the state reflects (the ack we send)
 	// ctlSent: the low 32 bits of the ack of the newest data packet, only
 	// ever compared with ctlApplied's, which is never 2^32 moves ahead of
@@ -72,8 +71,6 @@ type Server struct {
 
 	nextData time.Duration
 	lastTick time.Duration // when the newest packet that carried a tick left
-	credit   float64       // bytes
-	creditAt time.Duration
 	// ghostPkts: packets whose ghost section had records, fate pending, as
 	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
 	// slice that grows on demand so an idle connection does not hold
@@ -109,6 +106,17 @@ type Server struct {
 	fatesSmall  uint8 // PopGhostFates calls in a row that used little of ghostFates' room
 
 	ev serverNumbering // per-player numbers of ordered events (§7.20)
+
+	// Last, in the last of the Server's seven cache lines (448 bytes, the
+	// size class's objects start on a line): what only a send reads — the
+	// control state (SetControl, Poll) and the byte budget (Poll). A
+	// received datagram, and the pump after it that finds no send due
+	// (Due, NextDeadlineFor), read the other six lines and not this one:
+	// by its next datagram a connection's state has left the cache, and
+	// each line is a miss.
+	ctlState move.ControlState
+	credit   float64 // bytes
+	creditAt time.Duration
 }
 
 // lim is the Server's limits (shared: endpointLimits).
