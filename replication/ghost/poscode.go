@@ -950,13 +950,14 @@ func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0,
 		m = 2
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1, k2 := lowBits[s1], lowBits[(s2-s1)&63], lowBits[x.sh[3]&63]
+	k0, k1 := lowBits[s1], lowBits[(s2-s1)&63]
+	// Axis 2 is the packing's top: nothing above it (narrow), no mask.
 	if m != 0 { // predWhole, written out
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
 		r0 = resid(q[0], b+(b-a)*m, lim[0])
 		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
 		r1 = resid(q[1], b+(b-a)*m, lim[1])
-		a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
+		a, b = int64(d0>>s2), int64(d1>>s2)
 		r2 = resid(q[2], b+(b-a)*m, lim[2])
 		return
 	}
@@ -971,7 +972,7 @@ func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0,
 		b += roundHalfAway(float64(float64(b-a) * f))
 	}
 	r1 = resid(q[1], b, lim[1])
-	a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
+	a, b = int64(d0>>s2), int64(d1>>s2)
 	if a != b {
 		b += roundHalfAway(float64(float64(b-a) * f))
 	}
