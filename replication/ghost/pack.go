@@ -506,7 +506,7 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	if rn > runMax {
 		return recOther
 	}
-	if w.BitLen()+int(rn) > budget || w.WriteBits(rv, rn) != nil {
+	if w.BitLen()+int(rn) > budget || !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
 		return recMiss // nothing written
 	}
 	// Commit: writeRecord's for an update carrying its position, pushed
@@ -604,7 +604,7 @@ func (t *Table) writeFlight(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	if rn > runMax {
 		return recOther
 	}
-	if w.BitLen()+int(rn) > budget || w.WriteBits(rv, rn) != nil {
+	if w.BitLen()+int(rn) > budget || !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
 		return recMiss // nothing written
 	}
 	// Commit: writeRecord's for an update carrying its position, pushed
