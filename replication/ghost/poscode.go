@@ -939,6 +939,47 @@ func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3
 	d[2] = max(d[2], resid(q[2], b, lim[2]))
 }
 
+// pair1r is pair1 for d all zero, the three widths returned (writeUsual
+// keeps them in registers).
+func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0, r1, r2 uint64) {
+	var m int64 // whole factor, 0: none
+	switch dt1 {
+	case span0:
+		m = 1
+	case 2 * span0:
+		m = 2
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	k0, k1 := lowBits[s1], lowBits[(s2-s1)&63]
+	// Axis 2 is the packing's top: nothing above it (narrow), no mask.
+	if m != 0 { // predWhole, written out
+		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+		r0 = resid(q[0], b+(b-a)*m, lim[0])
+		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+		r1 = resid(q[1], b+(b-a)*m, lim[1])
+		a, b = int64(d0>>s2), int64(d1>>s2)
+		r2 = resid(q[2], b+(b-a)*m, lim[2])
+		return
+	}
+	f := float64(dt1) / float64(span0)
+	a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	r0 = resid(q[0], b, lim[0])
+	a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	r1 = resid(q[1], b, lim[1])
+	a, b = int64(d0>>s2), int64(d1>>s2)
+	if a != b {
+		b += roundHalfAway(float64(float64(b-a) * f))
+	}
+	r2 = resid(q[2], b, lim[2])
+	return
+}
+
 // resid is |q − v| for v clamped to [0, lim].
 func resid(q uint32, v int64, lim uint32) uint64 {
 	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
