@@ -40,6 +40,8 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 	var ba, bb [MaxPacketBytes]byte
 	var wa, wb bitstream.Writer
 	var late []notify.Fate
+	var killing []uint32
+	unkills := 0
 	for seq := uint64(1); seq <= 600; seq++ {
 		dt := time.Duration(48+r.IntN(5)) * time.Millisecond
 		now += dt
@@ -61,25 +63,41 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 				e.State.Pos[2] += vel[i][1] * dt.Seconds()
 			}
 		}
-		// Now and then a few entities leave the view for a while (not
-		// while the fates stall: there entry and snapshot views differ
-		// on main before writeUsual too, a record more or less).
+		// Now and then a few entities leave the view for a while, also
+		// while the fates stall: their kills cannot go (records of theirs
+		// in flight), so they re-enter with their ids and only what
+		// changed meanwhile. The zone's snapshot holds every entity (a
+		// view is a part of it), as a zone's does: an entity that leaves
+		// the snapshot itself is TestReentryOutsideTheSnapshot's case.
 		view := ents
-		if seq%37 > 33 && seq%150 < 120 {
+		if seq%37 > 33 {
 			view = ents[:n-5]
+		}
+		killing = killing[:0]
+		for id := range tb.slots[:tb.top] {
+			if tb.slots[id].phase == phaseKilling {
+				killing = append(killing, uint32(id))
+			}
 		}
 		if err := ta.SetView(now, view); err != nil {
 			t.Fatal(err)
 		}
-		sn := sw.Next(len(view))
+		sn := sw.Next(len(ents))
+		for i := range ents {
+			sn.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
+		}
 		refs := make([]ViewRef, len(view))
 		for i := range view {
-			sn.Set(i, view[i].Entity, view[i].Class, &view[i].State)
 			refs[i] = NewViewRef(uint32(i), view[i].Class, view[i].Priority)
 		}
 		sw.Seal(sn)
 		if err := tb.SetSnapshotView(now, sn, refs); err != nil {
 			t.Fatal(err)
+		}
+		for _, id := range killing {
+			if tb.slots[id].phase == phaseLive {
+				unkills++ // re-entered before its kill went out
+			}
 		}
 		size := MaxPacketBytes
 		if seq%2 == 0 {
@@ -116,13 +134,127 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 	if sa != sb {
 		t.Fatalf("stats differ: writeRecord's table %+v, writeUsual's %+v", sa, sb)
 	}
-	if sa.Updates < 10000 || sa.UpdatesLost < 500 || sa.AbsolutePos < 100 || sa.PosDeferred < 20 {
-		t.Fatalf("too few of the cases compared: %+v", sa)
+	if sa.Updates < 10000 || sa.UpdatesLost < 500 || sa.AbsolutePos < 100 || sa.PosDeferred < 20 || unkills < 10 {
+		t.Fatalf("too few of the cases compared: %d re-entries before the kill, %+v", unkills, sa)
 	}
 	if err := checkInvariants(ta); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkInvariants(tb); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An entity that leaves the zone's snapshot itself (not only a
+// connection's view of it) and comes back before its kill went out: entry
+// views diff its state against the table's copy of it and mark the groups
+// that changed; snapshot views mark every group, because neither the
+// writer (it stamps an entry absent from its previous snapshot new in
+// every group) nor the table (a gone ghost keeps its entry's place and
+// position, not its groups) knows what changed. Both are the protocol's
+// (a group sent again with its value is applied by stamp, a no-op for the
+// client): the snapshot view sends a superset, and the client ends with
+// the same state either way. TestWriteUsualIsWriteRecord covers the case
+// where the snapshot keeps the entity (the views agree to the bit).
+func TestReentryOutsideTheSnapshot(t *testing.T) {
+	reg, pc, _ := newTestRegistry(t)
+	ta, tb := tableFor(t, reg), tableFor(t, reg)
+	sw := writerFor(t, reg)
+	ma, _ := NewMirror(reg, DefaultMirrorConfig())
+	mb, _ := NewMirror(reg, DefaultMirrorConfig())
+	a := ViewEntry{Entity: 1, Class: pc, Priority: 1}
+	b := ViewEntry{Entity: 2, Class: pc, Priority: 1}
+	a.State.Pos, b.State.Pos = [3]float64{1, 0, 1}, [3]float64{5, 0, 5}
+	a.State.Health, b.State.Health = 70, 70
+	now := time.Second
+	var seq uint64
+	var ba, bb [MaxPacketBytes]byte
+	var wa, wb bitstream.Writer
+	var ra, rb bitstream.Reader
+	round := func(deliver bool, view ...ViewEntry) {
+		t.Helper()
+		now += 50 * time.Millisecond
+		if err := ta.SetView(now, view); err != nil {
+			t.Fatal(err)
+		}
+		sn := sw.Next(len(view))
+		refs := make([]ViewRef, len(view))
+		for i := range view {
+			sn.Set(i, view[i].Entity, view[i].Class, &view[i].State)
+			refs[i] = NewViewRef(uint32(i), view[i].Class, view[i].Priority)
+		}
+		sw.Seal(sn)
+		if err := tb.SetSnapshotView(now, sn, refs); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		wa.Reset(ba[:])
+		wb.Reset(bb[:])
+		if _, err := ta.Write(&wa, seq, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.Write(&wb, seq, now); err != nil {
+			t.Fatal(err)
+		}
+		if !deliver {
+			return // the return path stalls: nothing delivered, no fate
+		}
+		ra.Reset(wa.Bytes())
+		rb.Reset(wb.Bytes())
+		if err := ma.Read(&ra, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := mb.Read(&rb, now); err != nil {
+			t.Fatal(err)
+		}
+		ta.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: now})
+		tb.OnFate(notify.Fate{Seq: seq, Delivered: true, SentAt: now})
+	}
+	for range 4 {
+		round(true, a, b)
+	}
+	stall := seq
+	b.State.Pos[0] += 1
+	round(false, a, b) // b's update in flight: its kill must wait
+	round(false, a)    // b leaves the snapshot
+	b.State.Yaw = 1    // changes while out of it
+	round(false, a, b) // and is back before its kill went out
+	ida, _ := ta.idxGet(2)
+	idb, _ := tb.idxGet(2)
+	sa, sb := &ta.slots[ida], &tb.slots[idb]
+	if sa.phase != phaseLive || sb.phase != phaseLive {
+		t.Fatalf("b re-entered as phase %d (entry views), %d (snapshot views), want live: the case is not tested", sa.phase, sb.phase)
+	}
+	want := uint64(1) << uint(pc.yawIdx)
+	// The yaw went out in the packet just written (nothing else of b
+	// was dirty): entry views have nothing left, snapshot views the rest.
+	if got := ta.unconfirmed(ida, sa, pc) | sa.dirty; got&want == 0 || got&^(want|pc.posBit) != 0 {
+		t.Errorf("entry views: b's unconfirmed or dirty groups %b, want the yaw's %b (and the position)", got, want)
+	}
+	if got := tb.unconfirmed(idb, sb, pc) | sb.dirty; got&pc.all != pc.all {
+		t.Errorf("snapshot views: b's unconfirmed or dirty groups %b, want every group %b", got, pc.all)
+	}
+	// The return path comes back: the stalled packets are reported lost
+	// (the clients never read them), and the views go on delivered.
+	for s := stall + 1; s <= seq; s++ {
+		ta.OnFate(notify.Fate{Seq: s, Delivered: false, SentAt: now})
+		tb.OnFate(notify.Fate{Seq: s, Delivered: false, SentAt: now})
+	}
+	for range 8 {
+		round(true, a, b)
+	}
+	for _, m := range []*Mirror{ma, mb} {
+		for g := range m.All() {
+			want := a.State
+			if g.Entity == 2 {
+				want = b.State
+			}
+			if g.State.Yaw-want.Yaw > 0.05 || want.Yaw-g.State.Yaw > 0.05 || g.State.Health != want.Health {
+				t.Errorf("entity %d: the client holds %+v, want %+v", g.Entity, g.State, want)
+			}
+		}
+		if m.Len() != 2 {
+			t.Errorf("the client holds %d ghosts, want 2", m.Len())
+		}
 	}
 }

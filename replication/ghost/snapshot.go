@@ -989,6 +989,18 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			// previous view, which the table still has.
 			case prevView && psi != staleEntry:
 				changed |= t.diffPrev(c, oldSnap, oldCarry, psi, snap, ri)
+			// Nothing to diff against: every group. Among these, a ghost
+			// back before its kill went out whose entity left the
+			// snapshot itself meanwhile (the writer stamps an entry that
+			// was not at its index in its previous snapshot new in every
+			// group, and a gone record keeps the entry's place and
+			// position, not its groups). Entry views diff such a ghost
+			// against the table's copy of its state and send only what
+			// changed; this sends a superset, which the client applies
+			// by stamp to the same state (TestReentryOutsideTheSnapshot).
+			// An entity that stays in the snapshot while out of a view
+			// takes the stamps' case above, as entry views do
+			// (TestWriteUsualIsWriteRecord).
 			default:
 				changed |= c.all &^ c.posBit
 			}
