@@ -449,7 +449,7 @@ func BenchmarkTables1000Scrambled(b *testing.B) { benchTablesWith(b, 1, nil, tru
 // those with i%4 == 0), and with each table's view shuffled after the
 // first if scramble is set.
 func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble bool) {
-	benchTablesCold(b, fateDelay, step, scramble, false, false)
+	benchTablesCold(b, fateDelay, step, scramble, false, false, false)
 }
 
 // BenchmarkOnFateCold is BenchmarkTables1000 with the fates delivered
@@ -460,7 +460,7 @@ func benchTablesWith(b *testing.B, fateDelay uint64, step func(i int, s *State),
 // apply each table's fate right after its Write, warm). fate-cpu-ns/ghost
 // is OnFate's CPU time per ghost in view; under cachegrind, OnFate's D1
 // misses per fate are what a fate costs in lines.
-func BenchmarkOnFateCold(b *testing.B) { benchTablesCold(b, 3, nil, false, true, false) }
+func BenchmarkOnFateCold(b *testing.B) { benchTablesCold(b, 3, nil, false, true, false, false) }
 
 // BenchmarkTables1000Server is BenchmarkTables1000 as a loopback server
 // runs it (informative): each packet's fate comes before the next Write
@@ -469,16 +469,41 @@ func BenchmarkOnFateCold(b *testing.B) { benchTablesCold(b, 3, nil, false, true,
 // the next is coded, and the views are 48–52 ms apart, not exactly 50,
 // so most prediction pairs take the float work. This is form1's one-pair
 // way, the one the capacity server's profile shows.
-func BenchmarkTables1000Server(b *testing.B) { benchTablesCold(b, 0, nil, false, false, true) }
+func BenchmarkTables1000Server(b *testing.B) { benchTablesCold(b, 0, nil, false, false, true, false) }
+
+// BenchmarkTables1000ServerCold is BenchmarkTables1000Server with each
+// table's view in another order than its ghost ids after the first (as
+// BenchmarkTables1000Scrambled) and each packet's fate applied after every
+// table wrote, in another table order (as BenchmarkOnFateCold)
+// (informative): a server's three walks of a ghost a tick — its view, its
+// record, its fate — each find the slot cold, with 1,000 tables' per-id
+// arrays past a 2 MB last-level cache. Under cachegrind its D1 and LL
+// misses per ghost are what the slot's layout costs (TestSlotLayout).
+func BenchmarkTables1000ServerCold(b *testing.B) { benchTablesCold(b, 0, nil, true, true, true, false) }
+
+// BenchmarkTables1000Sparse is BenchmarkTables1000ServerCold with each
+// table's 48 ghosts in view holding ids spread over 96 (informative): its
+// view had twice the entities before, and a random half of them left, as
+// on a server whose players' scopes shrink and grow (at 2,000 players
+// ≈ 160 ids a table for 84 ghosts in view). A view then takes only some of
+// the slots of each line, so which of a slot's bytes it touches decides
+// its lines (TestSlotLayout); the dense benchmarks take every slot of a
+// table in each walk, every line whatever the order.
+func BenchmarkTables1000Sparse(b *testing.B) { benchTablesCold(b, 0, nil, true, true, true, true) }
 
 // benchTablesCold is benchTablesWith with, if cold is set, every fate
 // delivered after all tables wrote, in a fixed shuffled table order, and
 // with the views 48–52 ms apart in a fixed pattern if jitter is set
 // (else 50). A fateDelay of 0 delivers each packet's fate right after
-// its Write.
-func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter bool) {
+// its Write. If sparse is set, each table views twice per entities for
+// the first ticks, then a random half of them.
+func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse bool) {
 	const tables, per, ents = 1000, 48, 1000
-	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, per, ents)
+	wide := per
+	if sparse {
+		wide = 2 * per
+	}
+	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, wide, ents)
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
@@ -536,12 +561,21 @@ func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State),
 		}
 	}
 	defer lockThread()()
-	for k := range 40 { // every ghost created, the in-flight stores at their steady size
+	warm := 40
+	if sparse {
+		warm = 100 // the leaving half's kills delivered, the per-id arrays trimmed
+	}
+	for k := range warm { // every ghost created, the in-flight stores at their steady size
 		tick(false)
 		if k == 0 && scramble {
 			rng := rand.New(rand.NewPCG(3, 3))
 			for _, r := range refs {
 				rng.Shuffle(len(r), func(i, j int) { r[i], r[j] = r[j], r[i] })
+			}
+		}
+		if k == 10 && sparse { // every ghost created: half of them leave
+			for i := range refs {
+				refs[i] = refs[i][:per]
 			}
 		}
 	}

@@ -53,33 +53,43 @@ const (
 // is paid per id per connection: what can be derived is (owtB from prioB,
 // the entity from the view), and what only compares within a bounded
 // window is 16 bits (ackBack, viewGen).
+//
+// The field order is for the cache: on a server every table is cold when
+// its turn comes, and a view takes its ghosts' slots in no id order, so a
+// ghost costs the slot's lines, not its instructions. At 48 bytes a slot
+// starts 0, 16, 32 or 48 bytes into a 64-byte line (one id in four each),
+// so each of its three 16-byte quarters — [0,16), [16,32), [32,48) —
+// always lies in one line: fields in one quarter cost a ghost one line,
+// in two neighbouring quarters 1.25 on average, in the first and the last
+// 1.5. The two walks that take slots in no id order each keep to two
+// neighbouring quarters:
+//
+//   - a delivered fate's usual record (usualRun): [0,32) — ackAt,
+//     lastSeq, inflight, ackBack, pendChg, lastChg, ci, phase;
+//   - a view's usual ghost (takeKept, markSlot): [16,48) — pendChg,
+//     lastChg, viewGen, phase, fl, prioB, dirty, since, si.
+//
+// The middle quarter holds what both touch. This pays where a walk
+// takes only some of a line's slots: a table whose ids are spread wider
+// than its view (a scope that shrank; at 2,000 players ≈ 160 ids for 84
+// ghosts), BenchmarkTables1000Sparse's view 1.36 → 1.22 D1 misses a
+// ghost. Where a walk takes every slot of a table, it loads all their
+// lines whatever the order, as packing's collect always does (it walks
+// every id). TestSlotLayout holds this.
 type slot struct {
-	dirty  uint64 // groups the client may lack (RL-5)
-	since  msTime // staleness counts from here: last send, or when it became dirty
-	sentAt msTime // last time a record of this ghost was written
-	// pendChg is when the client's copy became outdated as far as the table
-	// knows for sure: the first change not yet confirmed delivered (0: the
-	// client is known current). Used by ConfirmDeadline.
-	pendChg msTime
-	ackAt   msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
-	lastChg stamp  // the last view that changed a group
+	// [0,16): the fate's own, and the write's.
+	ackAt msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
 	// lastSeq is the newest packet that carried a record of this ghost, low
 	// 32 bits, compared wrap-safe (seqAfter): the packets in flight span far
 	// less than 2^31.
 	lastSeq uint32
-	// si is where the ghost's latest state is, for views given as
-	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
-	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
-	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
-	// re-entry compares against in Table.gone[i]). Unused for SetView.
-	si uint32
+	sentAt  msTime // last time a record of this ghost was written
 	// inflight counts this ghost's records in packets whose fate is unknown.
 	// A kill waits until it is 0, so no older record of the ghost can reach
 	// the client after its kill (and none of a reused id's old incarnation).
 	// At most one record a packet, and Write keeps fewer than maxSeqSpan
 	// (2^15) packets in flight: 16 bits.
 	inflight uint16
-	ci       uint16 // class: index in the registry's classes
 	// ackBack is how far the newest packet known delivered that carried
 	// this ghost lies before lastSeq (ackSeq = lastSeq − ackBack), at most
 	// fieldOld: every use compares it below that (unconfirmed's window, a
@@ -87,20 +97,38 @@ type slot struct {
 	// distance further back reads the same pinned. 0: lastSeq itself was
 	// delivered (nothing unconfirmed).
 	ackBack uint16
+
+	// [16,32): the view's and the fate's.
+	// pendChg is when the client's copy became outdated as far as the table
+	// knows for sure: the first change not yet confirmed delivered (0: the
+	// client is known current). Used by ConfirmDeadline.
+	pendChg msTime
+	lastChg stamp // the last view that changed a group
 	// viewGen is the last view that included the entity (Table.viewGen),
 	// 16 bits: views ask only whether it is the current view or the one
 	// before, and beginView pins one older than 2^14 views at 2^14 back,
 	// so none wraps around to look recent.
 	viewGen uint16
-	prioB   uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets); its overdue weight is owtBTable[prioB]
+	ci      uint16 // class: index in the registry's classes
 	phase   phase
 	fl      uint8 // flag bits below
+	prioB   uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets); its overdue weight is owtBTable[prioB]
 	// restCopies: rest markers still to send (two per stop, in consecutive
 	// views: a lost marker means a visible overshoot). While it is not 0
 	// the next update sends a rest marker (a position update stamped with
 	// the new view, same value) so the client's interpolation stops there
 	// instead of extrapolating past it.
 	restCopies uint8
+
+	// [32,48): the view's own.
+	dirty uint64 // groups the client may lack (RL-5)
+	since msTime // staleness counts from here: last send, or when it became dirty
+	// si is where the ghost's latest state is, for views given as
+	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
+	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
+	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// re-entry compares against in Table.gone[i]). Unused for SetView.
+	si uint32
 }
 
 // Flag bits of slot.fl.
