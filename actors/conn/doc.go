@@ -15,10 +15,7 @@
 //  1. takes every event posted to it since the last round in one swap under
 //     a mutex: the gateway's datagrams (a whole recvmmsg batch per shard in
 //     one post), the zones' Control, Output, Redirect, Kick and ViewReady;
-//  2. handles them, one connection at a time, asking for the state the
-//     next datagrams will read while it handles one (a prefetch in three
-//     steps, prefetch.go: on a server with a thousand connections each of
-//     a datagram's ≈ 22 cache lines is a miss, read in turn otherwise);
+//  2. handles them, one connection at a time;
 //  3. pumps every connection that had an event or whose deadline (a min-heap
 //     of Server.NextDeadlineFor) is due: the session seals all of that
 //     connection's due datagrams at once, straight into the round's send

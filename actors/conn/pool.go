@@ -548,9 +548,7 @@ func (s *shard) handleFrom(i int, now time.Duration) (next int) {
 			next++
 		}
 	}()
-	s.warmStart(i)
 	for next = i; next < len(s.work); next++ {
-		s.warmAhead(next)
 		ev := &s.work[next]
 		s.handleOne(ev.c, ev.m, now)
 	}

@@ -28,32 +28,3 @@ func TestServerSendOnlyLine(t *testing.T) {
 		}
 	}
 }
-
-// TestSpansAreTheServersMemory: HotSpan is the Server's first six lines,
-// and PartSpans name the objects a received datagram reads, each whole (a
-// span that named the wrong object or a part of it would prefetch lines
-// the datagram never reads).
-func TestSpansAreTheServersMemory(t *testing.T) {
-	_, grant, _ := fzGrant(t)
-	sess, _ := grant.Session()
-	srv, err := NewServer(sess, DefaultServerConfig(), nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, n := srv.HotSpan(); p != uintptr(unsafe.Pointer(srv)) || n != unsafe.Offsetof(srv.ctlState) {
-		t.Errorf("HotSpan is %d bytes at %#x, want the %d before ctlState at %p", n, p, unsafe.Offsetof(srv.ctlState), srv)
-	}
-	e := &srv.e
-	want := []Span{
-		{uintptr(unsafe.Pointer(e.sess)), unsafe.Sizeof(*e.sess)},
-		{uintptr(unsafe.Pointer(e.nc)), unsafe.Sizeof(*e.nc)},
-		{uintptr(unsafe.Pointer(e.evs)), unsafe.Sizeof(*e.evs)},
-		{uintptr(unsafe.Pointer(e.evr)), 32},
-		{uintptr(unsafe.Pointer(srv.cw)), unsafe.Sizeof(*srv.cw)},
-	}
-	for i, sp := range srv.PartSpans() {
-		if sp != want[i] || sp.P == 0 {
-			t.Errorf("span %d is %d bytes at %#x, want %d at %#x", i, sp.N, sp.P, want[i].N, want[i].P)
-		}
-	}
-}
