@@ -382,9 +382,6 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 				r := recOther
 				if snap { // entry views have no usual record
 					r = t.writeUsual(sw, uint32(i), seq, now, width, budget)
-					if r == recFlight {
-						r = t.writeFlight(sw, uint32(i), seq, now, width, budget)
-					}
 				}
 				if r == recOther {
 					r = t.writeRecord(sw, uint32(i), seq, now, width, budget)
@@ -426,7 +423,6 @@ const (
 	recMiss    // did not fit (or the encoder refused): the caller truncates
 	recNothing // nothing left to send after all (wrote nothing)
 	recOther   // writeUsual: not the usual record (wrote and changed nothing): writeRecord's
-	recFlight  // writeUsual: the usual record but for positions in flight (nothing done): writeFlight's
 )
 
 // writeUsual is writeRecord for the usual record on a server, apart so
@@ -434,8 +430,9 @@ const (
 // spilled and reloaded them, ≈ 500 instructions a record of its own): an
 // update of a live snapshot entry's ghost (snapshot views only: fill
 // asks only then), not a resend, with its position
-// on the server's track (two delivered, nothing in flight, narrow, the
-// pair extrapolating) in a window, and every group in
+// on the server's track (narrow, delivered: two and nothing in flight, the
+// pair extrapolating, or positions in flight, coded by flightDeltas as
+// posForm codes them) in a window, and every group in
 // the mask the table's to code, in one run of at most runMax bits. It
 // writes and commits it as writeRecord does (the same bits, the same
 // table: TestWriteUsualIsWriteRecord), or reports recMiss when it does not
@@ -453,19 +450,25 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	if mask&c.posBit == 0 || tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
 		return recOther // no position (or a resend), none delivered (absolute), or wide
 	}
-	if tr.meta>>metaDnShift != 2 {
-		return recFlight // positions in flight: writeFlight's
-	}
 	e := &t.snapOf(s).ents[s.si]
 	q := &e.qpos
 	ql := t.pp.packLo(q)
-	lo := tr.dq[1]
-	dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
 	rest := s.restCopies
-	if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
-		return recOther // posSame, or a pair that predicts no motion
+	var d0, d1, d2 uint64
+	flight := tr.meta>>metaDnShift != 2 // positions in flight
+	if !flight {
+		lo := tr.dq[1]
+		dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
+		if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
+			return recOther // posSame, or a pair that predicts no motion
+		}
+		d0, d1, d2 = pair1r(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim)
+	} else {
+		var ok bool
+		if d0, d1, d2, ok = t.flightDeltas(tr, id, q, ql, rest); !ok {
+			return recOther // posSame
+		}
 	}
-	d0, d1, d2 := pair1r(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim)
 	k := uint(1) // posForm.window's
 	if m := max(d0, d1, d2); m > 0 {
 		k = windowBits(m)
@@ -521,9 +524,17 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
 	}
-	tr.fq[0], tr.ft[0] = ql, stamp(t.viewMS) // pushOwn's, n 0
-	tr.meta += metaN1
-	s.fl |= flPosNow // flPosFull stays clear: one in flight
+	if !flight {
+		tr.fq[0], tr.ft[0] = ql, stamp(t.viewMS) // pushOwn's, n 0
+		tr.meta += metaN1
+		s.fl |= flPosNow // flPosFull stays clear: one in flight
+	} else {
+		if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
+			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		}
+		s.fl |= flPosNow
+		s.set(flPosFull, tr.full())
+	}
 	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	s.dirty = dirty0 &^ mask
@@ -538,104 +549,19 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	return recWritten
 }
 
-// writeFlight is writeUsual for a ghost with positions in flight (its
-// recFlight: a server whose fates come after its next Write), the
-// position coded as posForm codes it (form1, or the general walk): the
-// same record, written and committed the same way.
-func (t *Table) writeFlight(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
-	s := &t.slots[id]
-	if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
-		return recOther
-	}
-	c := t.reg.classes[s.ci]
-	dirty0 := s.dirty
-	mask := dirty0 & c.all
-	tr := &t.pos[id] // writeUsual's tests passed: a position, dn > 0, narrow
-	e := &t.snapOf(s).ents[s.si]
-	q := &e.qpos
-	ql := t.pp.packLo(q)
-	rest := s.restCopies
+// flightDeltas is writeUsual's position for a track with positions in
+// flight (a server whose fates come after its next Write), coded as
+// posForm codes it (form1, or the general walk); ok false for posSame.
+func (t *Table) flightDeltas(tr *posTrack, id uint32, q *[3]uint32, ql uint64, rest uint8) (d0, d1, d2 uint64, ok bool) {
 	var d [3]uint64
 	if tr.fast1(&t.pp) {
 		if tr.form1(&t.pp, q, ql, stamp(t.viewMS), &t.reg.q.lim, rest == 0, &d) {
-			return recOther // posSame
+			return 0, 0, 0, false
 		}
 	} else if tr.formN(&t.pp, id, q, ql, stamp(t.viewMS), &t.reg.q.lim, rest == 0, &d) {
-		return recOther
+		return 0, 0, 0, false
 	}
-	d0, d1, d2 := d[0], d[1], d[2]
-	k := uint(1) // posForm.window's
-	if m := max(d0, d1, d2); m > 0 {
-		k = windowBits(m)
-	}
-	if k > maxWindow {
-		return recOther // absolute
-	}
-	// The run, as writeRecord gathers it.
-	var rv uint64
-	var rn uint
-	if mask == c.DefaultMask {
-		rv, rn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
-	} else {
-		rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(len(c.Groups))
-	}
-	// The shifts by rn&63: past 63 the run is past runMax, and not
-	// written (Go's test for a shift past the width, spared).
-	for m := mask; m != 0; m &= m - 1 {
-		switch g := c.wk[bits.TrailingZeros64(m)]; {
-		case g >= wkCoded:
-			code := e.gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
-			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
-			rn += uint(code >> codeShift)
-		case g == wkPos:
-			lm := uint64(1)<<(k&15) - 1
-			rv |= uint64(k) << (rn & 63)
-			rn += kcodeBits
-			rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
-			rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
-			rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
-		case g == wkYaw:
-			rv |= uint64(e.yawQ) << (rn & 63)
-			rn += uint(c.yawBits)
-		default:
-			return recOther
-		}
-	}
-	if rn > runMax {
-		return recOther
-	}
-	if w.BitLen()+int(rn) > budget || !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
-		return recMiss // nothing written
-	}
-	// Commit: writeRecord's for an update carrying its position, pushed
-	// on the track's own room (n 0).
-	t.addEntry(id, recUpdate, mask)
-	s.inflight++
-	s.sentAt, s.since = now, now
-	lf := t.lastField[int(id)*int(t.stride):]
-	for m := mask; m != 0; m &= m - 1 {
-		lf[bits.TrailingZeros64(m)] = uint16(seq)
-	}
-	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
-	}
-	if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
-		tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
-	}
-	s.fl |= flPosNow
-	s.set(flPosFull, tr.full())
-	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
-	s.lastSeq = uint32(seq)
-	s.dirty = dirty0 &^ mask
-	if rest > 0 {
-		s.restCopies = rest - 1
-		if rest > 1 {
-			s.dirty |= c.posBit // the second rest marker goes with the next view
-		}
-	}
-	t.redirty(dirty0, s.dirty)
-	t.stats.Updates++
-	return recWritten
+	return d[0], d[1], d[2], true
 }
 
 // writeRecord writes ghost id's record into w within budget and, if it fit,

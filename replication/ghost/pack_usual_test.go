@@ -10,9 +10,9 @@ import (
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
-// writeUsual and writeFlight write what writeRecord writes, and leave
+// writeUsual (with flightDeltas) writes what writeRecord writes, and leaves
 // the table as writeRecord leaves it: snapshot views (whose usual records
-// they take) against entry views of the same states (which go by
+// it takes) against entry views of the same states (which go by
 // writeRecord alone), on a server's schedule — each packet's fate before
 // the next Write, views 48–52 ms apart, walkers at constant velocity —
 // with the corners they must leave or take as writeRecord does: drops
