@@ -287,17 +287,7 @@ func BenchmarkShardColdRounds(b *testing.B) {
 func BenchmarkShardSteady(b *testing.B) {
 	const conns, warm, steps, batch = 512, 64, 256, 8
 	x := record(b, steps)
-	setup := func() (*shard, []*Conn) {
-		s, cs := benchShard(b, x, conns)
-		var ctl move.ControlState
-		for i := range warm {
-			ctl.Pos[0] += 0.2
-			for k := 0; k < conns; k += batch {
-				roundOf(s, cs[k:k+batch], x.steps[i], time.Duration(i+1)*benchStep, ctl)
-			}
-		}
-		return s, cs
-	}
+	setup := func() (*shard, []*Conn) { return warmShard(b, x, conns, warm, batch) }
 	s, cs := setup()
 	s.pool.sent.Store(0)
 	var ctl move.ControlState
@@ -377,17 +367,7 @@ func roundOf(s *shard, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.Co
 func BenchmarkShardReceiveCold(b *testing.B) {
 	const conns, warm, steps, batch = 2048, 16, 96, 8
 	x := record(b, steps)
-	setup := func() (*shard, []*Conn) {
-		s, cs := benchShard(b, x, conns)
-		var ctl move.ControlState
-		for i := range warm {
-			ctl.Pos[0] += 0.2
-			for k := 0; k < conns; k += batch {
-				roundOf(s, cs[k:k+batch], x.steps[i], time.Duration(i+1)*benchStep, ctl)
-			}
-		}
-		return s, cs
-	}
+	setup := func() (*shard, []*Conn) { return warmShard(b, x, conns, warm, batch) }
 	s, cs := setup()
 	var ctl move.ControlState
 	ctl.Pos[0] = 0.2 * warm
@@ -419,4 +399,19 @@ func BenchmarkShardReceiveCold(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts), "ns/pkt")
+}
+
+// warmShard makes a shard of conns connections (benchShard) and runs warm
+// steps of x through it, batch connections a round, the Controls moving
+// 0.2 m a step: the warm state the shard benchmarks time from.
+func warmShard(b *testing.B, x *recording, conns, warm, batch int) (*shard, []*Conn) {
+	s, cs := benchShard(b, x, conns)
+	var ctl move.ControlState
+	for i := range warm {
+		ctl.Pos[0] += 0.2
+		for k := 0; k < conns; k += batch {
+			roundOf(s, cs[k:k+batch], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+		}
+	}
+	return s, cs
 }
