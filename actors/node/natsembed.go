@@ -223,7 +223,7 @@ func (l *natsLink) close() {
 // bucket holds ≈ 980 node records.
 //
 // The players bucket cannot be bounded so (its records stay, ≈ 260 B a
-// player who ever played): its last block's cache is 0.25–4 MB while
+// player who ever played): its last block's cache is 0.5–4 MB while
 // players are online (TestEmbeddedNATSPlayersFootprint, docs/operations.md).
 const smallBucketBytes = 127_999
 
