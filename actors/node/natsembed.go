@@ -46,7 +46,10 @@ type natsLink struct {
 	onReconnect atomic.Pointer[func()]
 }
 
-func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, error) {
+// startNATS starts the embedded server (or connects to cfg.NATSURL) and
+// opens the buckets; zones is the world map's zone count (the zones
+// bucket's keys).
+func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*natsLink, error) {
 	l := &natsLink{kv: make(map[string]jetstream.KeyValue, 3)}
 	url := cfg.NATSURL
 	var auth []nats.Option
@@ -154,11 +157,15 @@ func startNATS(ctx context.Context, cfg Config, log *slog.Logger) (*natsLink, er
 	l.js = js
 	// Zone leases expire LeaseTTL after their owner's last renewal, node
 	// records three heartbeats after the last one; both leave a marker, so
-	// watchers hear of it. Player records do not expire.
+	// watchers hear of it. Player records do not expire. The two small
+	// buckets are bounded so their file blocks stay small (smallBucketBytes).
+	zonesKV := cluster.LeaseBucketConfig(BucketZones, cfg.LeaseTTL.D())
+	zonesKV.MaxBytes = zonesBucketBytes(zones)
 	for _, kc := range []jetstream.KeyValueConfig{
-		cluster.LeaseBucketConfig(BucketZones, cfg.LeaseTTL.D()),
+		zonesKV,
 		{Bucket: BucketPlayers, History: 1, Storage: jetstream.FileStorage},
-		{Bucket: BucketNodes, History: 1, Storage: jetstream.FileStorage, TTL: 3 * heartbeat, LimitMarkerTTL: 3 * heartbeat},
+		{Bucket: BucketNodes, History: 1, Storage: jetstream.FileStorage, TTL: 3 * heartbeat, LimitMarkerTTL: 3 * heartbeat,
+			MaxBytes: smallBucketBytes},
 	} {
 		kc.Replicas = max(cfg.KVReplicas, 1)
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
@@ -193,6 +200,45 @@ func (l *natsLink) close() {
 		l.srv.Shutdown()
 		l.srv.WaitForShutdown()
 	}
+}
+
+// smallBucketBytes bounds the zones and nodes buckets (MaxBytes: what
+// their live keys may take; History 1, so a key's newer value or marker
+// replaces it) so that nats-server gives their streams 32 KB file blocks,
+// not a KV's 4 MB. nats-server (v2.15, stream.go
+// autoTuneFileStorageBlockSize) sizes a file stream's blocks from its
+// limits: MaxBytes/4 + 1, rounded up to 100 B, is 32,000 B if at most
+// that, else 4 MB (8 MB from 32 MB); a KV without MaxBytes gets 4 MB. A
+// stream's last block keeps its write cache while writes come within 10 s
+// of each other, in the server's pooled buffers (256 KB, 1 MB, 4 MB) as
+// the block grows: a bucket written all the time holds 4 MB over the last
+// three quarters of each block's life. The leases (8 writes of ≈ 150 B a
+// second at 4 zones) reach that after ≈ 15 min and roll after ≈ 1 h, the
+// node records (one of ≈ 130 B a node a second) after ≈ 2.3 h and 9 h;
+// with 32 KB blocks each bucket keeps one 256 KB buffer. The server sizes
+// the blocks whenever it opens the stream, a restart too, from the stored
+// limits (TestSmallBucketsKeepSmallBlocks). A full bucket refuses writes
+// (a KV discards new), so the bound leaves room: ≈ 250 keys of 512 B.
+// zonesBucketBytes leaves a world of more zones unbounded; the nodes
+// bucket holds ≈ 980 node records.
+//
+// The players bucket cannot be bounded so (its records stay, ≈ 260 B a
+// player who ever played): its last block's cache is 0.5–4 MB while
+// players are online (TestEmbeddedNATSPlayersFootprint, docs/operations.md).
+const smallBucketBytes = 127_999
+
+// smallBucketKeyBytes is what one key of a small bucket is allowed
+// (a lease is ≈ 150 B stored: subject, headers, record; ×3 room).
+const smallBucketKeyBytes = 512
+
+// zonesBucketBytes is the zones bucket's MaxBytes for a world of zones:
+// smallBucketBytes while its leases fit with room, else unbounded (4 MB
+// blocks: a world of more than 249 zones).
+func zonesBucketBytes(zones int) int64 {
+	if zones*smallBucketKeyBytes <= smallBucketBytes {
+		return smallBucketBytes
+	}
+	return 0
 }
 
 // jsErrReplicasNotSupported is JetStream's error code for a replicated

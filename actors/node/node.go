@@ -95,15 +95,15 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			return nil, err
 		}
 	}
-	nl, err := startNATS(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	n.nats = nl
 	wm, err := loadWorld(cfg)
 	if err != nil {
 		return nil, err
 	}
+	nl, err := startNATS(ctx, cfg, len(wm.Zones()), log)
+	if err != nil {
+		return nil, err
+	}
+	n.nats = nl
 	// The node record goes first, so nodes starting together count each
 	// other for their fair shares; then the zones are claimed, before any
 	// actor runs, so this node never acts for a zone it does not own.
