@@ -271,7 +271,12 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// A connection that redirected its client (drain) or is closing
 		// no longer plays: its client resumes on another gateway, and a
 		// Join from here would take the player back from that session.
-		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed {
+		// Nor does one that told its zone it left (leaveSent) and waits
+		// for no Redirect: superseded by a newer login (Shutdown,
+		// Duplicate), or closing with its Redirect given up; it sends
+		// no Leave after such a Join.
+		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed &&
+			(!c.leaveSent || c.redirWaiting()) {
 			c.rejoin(m.Restore, now)
 		}
 	case *msg.Redirect:
