@@ -123,3 +123,68 @@ func TestFreshLoginOverALiveSessionStartsItsOwnEvents(t *testing.T) {
 		t.Fatalf("players after the takeover: %+v", c.players)
 	}
 }
+
+func holdsOf(d *driver, id uint64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.players[id].holdsAt)
+}
+
+// A client redirected from node 1 to node 2 and back (node 2 drains too)
+// while its Leaves travel another way than its Joins (each node's own
+// route to the zone): the connection on node 2 joins before the one on
+// node 1 leaves (a takeover of a live player), and that one's
+// Leave(Redirected) comes after. Once it came, the player's next
+// Leave(Redirected) — the node-2 connection's, when the client goes back
+// — is that connection's own: the zone holds the player's events for the
+// client's next connection and says so (an empty Output), and that
+// connection, on node 1 again, gets them. (Before, the takeover's mark
+// for the older connection's Leave stayed after that Leave came: the
+// node-2 connection's Leave was taken for it, the zone held nothing, and
+// the events in flight were echoed to a connection whose client had
+// left.)
+func TestRedirectBackAfterALateLeaveHoldsTheEvents(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const gen = 0xc1
+	zpid := f.world.PID("x0z0")
+	f.join(1, "x0z0") // node 1's first connection: f.dpid
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sendNumbered("x0z0", 1, gen, 1, 2)
+	waitFor(t, 2*time.Second, "echoes e1, e2", func() bool { return len(echoesOf(f.drv, 1)) == 2 })
+
+	spawn := func() (*driver, *actor.PID, *dplayer) {
+		d := newDriver(nil)
+		p := d.add(1, zpid)
+		return d, f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d })), p
+	}
+	two, twoPID, twoP := spawn()
+	defer func() { f.sys.Root.StopFuture(twoPID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: twoPID, Ghosts: twoPID, Views: &twoP.views})
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonRedirected})
+	f.sendNumbered("x0z0", 1, gen, 3, 4)
+	waitFor(t, 2*time.Second, "echoes e3, e4 on node 2", func() bool { return len(echoesOf(two, 1)) == 2 })
+
+	// Node 2 drains: its connection tells the zone, its last input in flight.
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: twoPID, Reason: handshake.ReasonRedirected})
+	f.sendNumbered("x0z0", 1, gen, 5, 6)
+	waitFor(t, 2*time.Second, "the zone's hold answering node 2's Leave", func() bool { return holdsOf(two, 1) == 1 })
+
+	back, backPID, backP := spawn()
+	defer func() { f.sys.Root.StopFuture(backPID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: backPID, Ghosts: backPID, Views: &backP.views})
+	waitFor(t, 2*time.Second, "echoes e5, e6 on node 1 again", func() bool { return len(echoesOf(back, 1)) >= 2 })
+	if got, want := echoesOf(back, 1), []string{"e5", "e6"}; !slices.Equal(got, want) {
+		t.Fatalf("the client's connection back on node 1 got %q, want %q", got, want)
+	}
+	if got, want := echoesOf(two, 1), []string{"e3", "e4"}; !slices.Equal(got, want) {
+		t.Fatalf("node 2's connection got %q, want %q", got, want)
+	}
+	if got := echoesOf(f.drv, 1); len(got) != 2 {
+		t.Fatalf("node 1's first connection got %q, want e1, e2 only", got)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players: %+v", c.players)
+	}
+}

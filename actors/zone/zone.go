@@ -888,7 +888,12 @@ func (a *zoneActor) lastCheckpoint(cp handoff.Checkpoint) {
 func (a *zoneActor) onLeave(l *msg.Leave) {
 	if j := a.joins[l.Player]; j != nil && j.Conn != nil && l.Conn != nil && !j.Conn.Equal(l.Conn) {
 		if d, ok := a.displaced[l.Player]; ok && d.j.Conn.Equal(l.Conn) {
-			delete(a.displaced, l.Player) // gone: nothing to give the player back to
+			// The connection the takeover superseded: gone, nothing to
+			// give the player back to, and its Leave has come — the
+			// player's next Leave(Redirected) is the new connection's own
+			// (a client redirected back: the zone must hold its events).
+			delete(a.displaced, l.Player)
+			delete(a.superseded, l.Player)
 		}
 		return // an older connection's, ending after the player reconnected (a redirect's): not this one's leave
 	}
