@@ -246,6 +246,17 @@ func (c *Conn) handle(m any, now time.Duration) {
 				c.zone = m.zone
 				c.rejoin(m.cp, now)
 			}
+		case c.resuming && c.leaveSent:
+			// Superseded by a newer login while its record was looked up
+			// (Shutdown, Duplicate): a Join now would take the player from
+			// the newer session's connection until this one's Leave.
+			c.resuming = false
+			if c.held != nil {
+				for _, in := range *c.held {
+					in.Release()
+				}
+				c.held = nil
+			}
 		case c.resuming && !c.closed:
 			if m.zone != nil {
 				c.zone = m.zone
@@ -260,7 +271,12 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// A connection that redirected its client (drain) or is closing
 		// no longer plays: its client resumes on another gateway, and a
 		// Join from here would take the player back from that session.
-		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed {
+		// Nor does one that told its zone it left (leaveSent) and waits
+		// for no Redirect: superseded by a newer login (Shutdown,
+		// Duplicate), or closing with its Redirect given up; it sends
+		// no Leave after such a Join.
+		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed &&
+			(!c.leaveSent || c.redirWaiting()) {
 			c.rejoin(m.Restore, now)
 		}
 	case *msg.Redirect:
@@ -274,6 +290,18 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.close(now, reason)
 	case *Shutdown:
+		if m.Reason == handshake.ReasonDuplicate && !c.leaveSent && !c.redirect {
+			// Superseded by a newer login: tell the zone now, not after
+			// the Disconnect copies, and join no more (leaveSent; a
+			// lookup's answer is dropped). Should this connection's Join
+			// have come after the newer one's (each joins after its
+			// record lookup), the zone gives the player back to that one
+			// at once (actors/zone reclaim).
+			c.leaveSent = true
+			if c.joined && c.zone != nil {
+				c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonDuplicate})
+			}
+		}
 		c.close(now, m.Reason)
 	case *Redirect:
 		c.onRedirect(m, now)
@@ -615,7 +643,9 @@ func (c *Conn) flushInput(now time.Duration) {
 		*c.held = append(*c.held, in)
 		return
 	}
-	if c.zone == nil || !c.joined {
+	if c.zone == nil || !c.joined || c.leaveSent && !c.redirect && !c.redirWaiting() {
+		// (The last: superseded by a newer login, Shutdown Duplicate. Its
+		// input would act on the player the newer connection plays.)
 		c.sh.pool.counters.InputsDropped.Add(1)
 		in.Release()
 		return

@@ -150,6 +150,11 @@ type zoneActor struct {
 	// still joined (a client following a Redirect reconnected first); the
 	// old connection's Leave (reason Redirected) is then not theirs.
 	superseded map[uint64]bool
+	// displaced: per player taken over from another connection that has
+	// not left, that connection's Join and where it stood (displacedJoin):
+	// if the taker turns out to be the superseded login (its Leave says
+	// Duplicate), the player goes back to it.
+	displaced map[uint64]displacedJoin
 	// awaiting: players whose connection left to follow a Redirect, kept
 	// (live) until their new connection's Join or the deadline.
 	awaiting map[uint64]time.Duration
@@ -294,6 +299,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]bool{}
 	a.superseded = map[uint64]bool{}
+	a.displaced = map[uint64]displacedJoin{}
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
@@ -562,6 +568,11 @@ func (a *zoneActor) sweepJoins() {
 			}
 		}
 	}
+	for id := range a.displaced {
+		if a.joins[id] == nil {
+			delete(a.displaced, id)
+		}
+	}
 	for id := range a.budget {
 		if a.joins[id] == nil {
 			delete(a.budget, id)
@@ -577,6 +588,7 @@ func (a *zoneActor) sweepJoins() {
 func (a *zoneActor) forget(id uint64) {
 	a.dropJoin(id)
 	delete(a.superseded, id)
+	delete(a.displaced, id)
 	delete(a.awaiting, id)
 	a.dropHeld(id)
 	delete(a.began, id)
@@ -710,12 +722,20 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		if old := a.joins[j.Player]; old != nil && old.Conn != nil && j.Conn != nil && !old.Conn.Equal(j.Conn) {
 			// Another connection for a player still here: its client
 			// followed a Redirect and reconnected before the old
-			// connection's Leave came. Go on from the live state, not
-			// the older record, and from its move sequence: a client that
-			// follows a Redirect continues its numbering (sim.TakeOver).
+			// connection's Leave came, or logged in afresh (a relaunch,
+			// a second device). Go on from the live state, not the older
+			// record, and from its move sequence: a client that follows
+			// a Redirect continues its numbering, a fresh one starts at
+			// move 1 (sim.TakeOver) and numbers its events in a new
+			// generation, which starts the event fence again. The
+			// displaced connection is kept in case this one turns out
+			// to be the superseded login (reclaim).
 			if cp, ok := a.z.CheckpointOf(j.Player); ok {
 				r = &cp
 				takeover = true
+				if !awaited {
+					a.displaced[j.Player] = displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events}
+				}
 			}
 			if !awaited {
 				a.superseded[j.Player] = true
@@ -867,7 +887,18 @@ func (a *zoneActor) lastCheckpoint(cp handoff.Checkpoint) {
 
 func (a *zoneActor) onLeave(l *msg.Leave) {
 	if j := a.joins[l.Player]; j != nil && j.Conn != nil && l.Conn != nil && !j.Conn.Equal(l.Conn) {
+		if d, ok := a.displaced[l.Player]; ok && d.j.Conn.Equal(l.Conn) {
+			// The connection the takeover superseded: gone, nothing to
+			// give the player back to, and its Leave has come — the
+			// player's next Leave(Redirected) is the new connection's own
+			// (a client redirected back: the zone must hold its events).
+			delete(a.displaced, l.Player)
+			delete(a.superseded, l.Player)
+		}
 		return // an older connection's, ending after the player reconnected (a redirect's): not this one's leave
+	}
+	if l.Reason == handshake.ReasonDuplicate && a.reclaim(l.Player) {
+		return
 	}
 	if l.Reason == handshake.ReasonRedirected && a.superseded[l.Player] {
 		// The superseded connection's (a remote Leave names no
@@ -886,6 +917,37 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 		}
 	}
 	a.leave(l.Player, l)
+}
+
+// displacedJoin is a Join a takeover replaced, with the player's move
+// and event fences as they stood in that connection's numbering.
+type displacedJoin struct {
+	j           *msg.Join
+	lastApplied uint64
+	events      handoff.EventFence
+}
+
+// reclaim gives player id back to the connection a takeover displaced,
+// when the taker's connection ends as superseded (Leave, Duplicate). Two
+// fresh logins of one player at once: the gateway keeps the newer session
+// and ends the older, but each joins the zone after its record lookup, so
+// the older's Join can come second and take the player over; its Leave
+// follows. Without this the Leave took the player out and the newer
+// session's inputs and events went nowhere until its connection looked
+// the record up again (seconds). False when no connection was displaced.
+func (a *zoneActor) reclaim(id uint64) bool {
+	d, ok := a.displaced[id]
+	if !ok {
+		return false
+	}
+	delete(a.displaced, id)
+	if !a.z.Reclaim(a.p.Now(), id, d.j.Conn.String(), d.lastApplied, d.events) {
+		return false
+	}
+	a.setJoin(d.j)
+	delete(a.superseded, id)
+	a.placed(id, true)
+	return true
 }
 
 // redirectGrace is how long a player whose client follows a Redirect is

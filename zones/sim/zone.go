@@ -521,6 +521,32 @@ func (z *Zone) TakeOver(now time.Duration, entity uint64) {
 	}
 }
 
+// Reclaim gives an owned player back to connection conn, which a newer
+// connection's TakeOver took it from and which turned out to be the one
+// that stays (the newer was a superseded login whose Join came late). The
+// move queue restarts after lastApplied and the event fence is ev — both
+// as they stood when conn lost the player, in conn's numbering — unless
+// events of ev's numbering were applied since (the fence is then newer);
+// until conn's next input the player's Control is held back as after
+// TakeOver. Moves or events of conn's that the zone applied between the
+// two (a few ms: the superseded connection's Leave follows its Join) are
+// applied again if resent. False if the zone does not own the player.
+func (z *Zone) Reclaim(now time.Duration, entity uint64, conn string, lastApplied uint64, ev handoff.EventFence) bool {
+	s, ok := z.byID.get(entity)
+	if !ok || z.ents[s].role != roleOwned || z.ents[s].kind != KindPlayer {
+		return false
+	}
+	p := z.pl(&z.ents[s])
+	p.conn = conn
+	z.hand.SetConn(entity, conn)
+	p.queue.Reset(lastApplied)
+	if p.events.Gen != ev.Gen {
+		p.events = ev
+	}
+	p.renumber, p.renumberAt = true, now
+	return true
+}
+
 // renumberWait bounds how long a taken-over player's Control waits for the
 // new connection's first input; a session that sends no move that long
 // numbers afresh (a continuing one resends its unacknowledged moves in

@@ -1,0 +1,190 @@
+package zone
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// echoesOf returns the payloads of the events d's player id was sent.
+func echoesOf(d *driver, id uint64) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var s []string
+	for _, e := range d.players[id].echoes {
+		s = append(s, string(e.Payload))
+	}
+	return s
+}
+
+func controlsOf(d *driver, id uint64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.players[id].controls
+}
+
+// Two fresh logins of one player at once (a second device, a client
+// relaunched within the idle timeout): the gateway lets the newer
+// session win and ends the older with Disconnect(Duplicate). Each
+// connection joins after its record lookup, so the loser's Join can reach
+// the zone after the winner's: the zone takes the player over for the
+// loser's connection, and the loser's Leave(Duplicate) follows at once.
+// The player must then go back to the winner's connection — not leave —
+// and the winner's events keep being applied and echoed to it: none
+// dropped, none applied twice. (Before, the Leave took the player out:
+// the winner's inputs were dropped and its events applied with their
+// echoes lost until its connection looked the record up again — 49 of 75
+// echoes in 1.5 s in two swarms at once with the same ids.)
+func TestStaleJoinOfASupersededLoginGivesThePlayerBack(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const genWin, genLose = 0xb0b, 0xa11ce
+	f.join(1, "x0z0") // the winner's connection: f.dpid
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sendNumbered("x0z0", 1, genWin, 1, 3)
+	waitFor(t, 2*time.Second, "echoes e1..e3", func() bool { return len(echoesOf(f.drv, 1)) == 3 })
+
+	// The loser's connection: a driver of its own.
+	lose := newDriver(nil)
+	lp := lose.add(1, f.world.PID("x0z0"))
+	losePID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return lose }))
+	defer func() { f.sys.Root.StopFuture(losePID).Wait() }()
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: losePID, Ghosts: losePID, Views: &lp.views})
+	f.sendNumbered("x0z0", 1, genLose, 1, 1) // the loser's held input, right behind its Join
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: losePID, Reason: handshake.ReasonDuplicate})
+	// The winner goes on, resending what it has not heard applied (2, 3)
+	// with new events: 4.. are applied and echoed to it, 2 and 3 dropped
+	// (its fence is back, not the loser's numbering), its moves
+	// acknowledged again.
+	f.sendNumbered("x0z0", 1, genWin, 2, 6)
+	before := controlsOf(f.drv, 1)
+	f.sys.Root.Send(f.dpid, &driverStep{dt: 32})
+	waitFor(t, 2*time.Second, "echoes e4..e6", func() bool { return len(echoesOf(f.drv, 1)) >= 6 })
+	waitFor(t, 2*time.Second, "the winner's Controls", func() bool { return controlsOf(f.drv, 1) > before })
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players after the superseded connection's Leave: %+v", c.players)
+	}
+	if got, want := echoesOf(f.drv, 1), []string{"e1", "e2", "e3", "e4", "e5", "e6"}; !slices.Equal(got, want) {
+		t.Fatalf("the winner's echoes %q, want %q", got, want)
+	}
+	waitFor(t, 2*time.Second, "e2, e3 dropped", func() bool { return f.world.Metrics().EventsDuplicate.Load() >= 2 })
+	if d := f.world.Metrics().EventsDuplicate.Load(); d != 2 {
+		t.Fatalf("%d events dropped as duplicates, want 2 (e2, e3 resent)", d)
+	}
+	if n := f.world.Metrics().EventsOutDropped.Load(); n != 0 {
+		t.Fatalf("%d events out dropped", n)
+	}
+	lose.mu.Lock()
+	defer lose.mu.Unlock()
+	if len(lp.echoes) != 1 {
+		t.Fatalf("the loser's connection got %d echoes, want its own one", len(lp.echoes))
+	}
+}
+
+// A fresh login that supersedes a live session (a client relaunched
+// within the idle timeout, a second device) numbers its events from 1 in
+// a numbering of its own: the zone takes the player over from the live
+// state and its fence, and the new numbering starts the fence again
+// (docs/protocol.md §7.20) — none of the new session's events is dropped
+// as already applied, none applied twice.
+func TestFreshLoginOverALiveSessionStartsItsOwnEvents(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sendNumbered("x0z0", 1, 0x01d, 1, 6)
+	waitFor(t, 2*time.Second, "the old session's echoes", func() bool { return len(echoesOf(f.drv, 1)) == 6 })
+
+	fresh := newDriver(nil)
+	fp := fresh.add(1, f.world.PID("x0z0"))
+	freshPID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return fresh }))
+	defer func() { f.sys.Root.StopFuture(freshPID).Wait() }()
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: freshPID, Ghosts: freshPID, Views: &fp.views})
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonDuplicate})
+	f.sendNumbered("x0z0", 1, 0x0f2e54, 1, 4)
+	f.sendNumbered("x0z0", 1, 0x0f2e54, 3, 4) // a resend: dropped
+	waitFor(t, 2*time.Second, "the new session's echoes", func() bool { return len(echoesOf(fresh, 1)) >= 4 })
+	waitFor(t, 2*time.Second, "the resend", func() bool { return f.world.Metrics().EventsDuplicate.Load() >= 2 })
+	if got, want := echoesOf(fresh, 1), []string{"e1", "e2", "e3", "e4"}; !slices.Equal(got, want) {
+		t.Fatalf("the new session's echoes %q, want %q", got, want)
+	}
+	if d := f.world.Metrics().EventsDuplicate.Load(); d != 2 {
+		t.Fatalf("%d events dropped as duplicates, want 2 (the resend)", d)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players after the takeover: %+v", c.players)
+	}
+}
+
+func holdsOf(d *driver, id uint64) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.players[id].holdsAt)
+}
+
+// A client redirected from node 1 to node 2 and back (node 2 drains too)
+// while its Leaves travel another way than its Joins (each node's own
+// route to the zone): the connection on node 2 joins before the one on
+// node 1 leaves (a takeover of a live player), and that one's
+// Leave(Redirected) comes after. Once it came, the player's next
+// Leave(Redirected) — the node-2 connection's, when the client goes back
+// — is that connection's own: the zone holds the player's events for the
+// client's next connection and says so (an empty Output), and that
+// connection, on node 1 again, gets them. (Before, the takeover's mark
+// for the older connection's Leave stayed after that Leave came: the
+// node-2 connection's Leave was taken for it, the zone held nothing, and
+// the events in flight were echoed to a connection whose client had
+// left.)
+func TestRedirectBackAfterALateLeaveHoldsTheEvents(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const gen = 0xc1
+	zpid := f.world.PID("x0z0")
+	f.join(1, "x0z0") // node 1's first connection: f.dpid
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sendNumbered("x0z0", 1, gen, 1, 2)
+	waitFor(t, 2*time.Second, "echoes e1, e2", func() bool { return len(echoesOf(f.drv, 1)) == 2 })
+
+	spawn := func() (*driver, *actor.PID, *dplayer) {
+		d := newDriver(nil)
+		p := d.add(1, zpid)
+		return d, f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d })), p
+	}
+	two, twoPID, twoP := spawn()
+	defer func() { f.sys.Root.StopFuture(twoPID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: twoPID, Ghosts: twoPID, Views: &twoP.views})
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonRedirected})
+	f.sendNumbered("x0z0", 1, gen, 3, 4)
+	waitFor(t, 2*time.Second, "echoes e3, e4 on node 2", func() bool { return len(echoesOf(two, 1)) == 2 })
+
+	// Node 2 drains: its connection tells the zone, its last input in flight.
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: twoPID, Reason: handshake.ReasonRedirected})
+	f.sendNumbered("x0z0", 1, gen, 5, 6)
+	waitFor(t, 2*time.Second, "the zone's hold answering node 2's Leave", func() bool { return holdsOf(two, 1) == 1 })
+
+	back, backPID, backP := spawn()
+	defer func() { f.sys.Root.StopFuture(backPID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: backPID, Ghosts: backPID, Views: &backP.views})
+	waitFor(t, 2*time.Second, "echoes e5, e6 on node 1 again", func() bool { return len(echoesOf(back, 1)) >= 2 })
+	if got, want := echoesOf(back, 1), []string{"e5", "e6"}; !slices.Equal(got, want) {
+		t.Fatalf("the client's connection back on node 1 got %q, want %q", got, want)
+	}
+	if got, want := echoesOf(two, 1), []string{"e3", "e4"}; !slices.Equal(got, want) {
+		t.Fatalf("node 2's connection got %q, want %q", got, want)
+	}
+	if got := echoesOf(f.drv, 1); len(got) != 2 {
+		t.Fatalf("node 1's first connection got %q, want e1, e2 only", got)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players: %+v", c.players)
+	}
+}
