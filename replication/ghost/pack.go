@@ -624,7 +624,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 				case s.restCopies == 0 && lo == pf.ql:
 					pf.kind = posSame
 				case uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS:
-					pair1(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim, &pf.d)
+					pf.d[0], pf.d[1], pf.d[2] = pair1r(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim) // pf is new: d is 0
 					pf.window()
 				default:
 					if tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d) {
@@ -883,7 +883,8 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		case s.restCopies == 0 && lo == pf.ql:
 			same = true
 		case uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS:
-			pair1(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim, &pf.d)
+			r0, r1, r2 := pair1r(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim)
+			pf.d = [3]uint64{max(pf.d[0], r0), max(pf.d[1], r1), max(pf.d[2], r2)}
 		default:
 			same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 		}

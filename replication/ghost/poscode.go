@@ -765,11 +765,12 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		// The server's track: d0, d1 delivered and nothing in flight (a
 		// connection applies the fates it has before it writes, and its
 		// client acks within a view). When the pair (d0, d1)
-		// extrapolates, it is all spread visits: pair1 takes it axis by
+		// extrapolates, it is all spread visits: pair1r takes it axis by
 		// axis.
 		dt1, span0 := t.sub(p.t1), p.gap()
 		if uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS {
-			pair1(x, p.dq[0], lo, span0, dt1, q, lim, d)
+			r0, r1, r2 := pair1r(x, p.dq[0], lo, span0, dt1, q, lim)
+			d[0], d[1], d[2] = max(d[0], r0), max(d[1], r1), max(d[2], r2)
 			return false
 		}
 	}
@@ -884,7 +885,7 @@ func pair2(x *posPool, d0, d1, f uint64, span0, spanF, dtF int64, q, lim *[3]uin
 	d[2] = max(d[2], resid(q[2], r0, lim[2]), resid(q[2], rF, lim[2]))
 }
 
-// lowBits[b] is uint32(1)<<(b&31) − 1, pair1's axis masks looked up (a
+// lowBits[b] is uint32(1)<<(b&31) − 1, pair1r's axis masks looked up (a
 // shift a mask cost more instructions a record).
 var lowBits = func() (m [64]uint32) {
 	for b := range m {
@@ -893,54 +894,15 @@ var lowBits = func() (m [64]uint32) {
 	return m
 }()
 
-// pair1 widens d, per axis, by the pair (d0, d1) for q, the two packed
-// as in the pool (narrow): d1 is span0 after d0 and dt1 before q, both in
-// (0, predictMaxMS]. The factor is whole (predWhole) when the views came
-// evenly spaced, else the float work (predictAxis), skipped on an axis
-// the pair did not move on (it predicts d1 exactly): spreader.pair's
-// answer (TestFormDeliveredMatchesGeneral) without unpacking the two into
-// posVals or a spreader.
-func pair1(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32, d *[3]uint64) {
-	var m int64 // whole factor, 0: none
-	switch dt1 {
-	case span0:
-		m = 1
-	case 2 * span0:
-		m = 2
-	}
-	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1, k2 := lowBits[s1], lowBits[(s2-s1)&63], lowBits[x.sh[3]&63]
-	if m != 0 { // predWhole, written out
-		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
-		d[0] = max(d[0], resid(q[0], b+(b-a)*m, lim[0]))
-		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
-		d[1] = max(d[1], resid(q[1], b+(b-a)*m, lim[1]))
-		a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
-		d[2] = max(d[2], resid(q[2], b+(b-a)*m, lim[2]))
-		return
-	}
-	// predictAxis written out, axis by axis (a call an axis cost more
-	// than the work).
-	f := float64(dt1) / float64(span0)
-	a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
-	if a != b {
-		b += roundHalfAway(float64(float64(b-a) * f))
-	}
-	d[0] = max(d[0], resid(q[0], b, lim[0]))
-	a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
-	if a != b {
-		b += roundHalfAway(float64(float64(b-a) * f))
-	}
-	d[1] = max(d[1], resid(q[1], b, lim[1]))
-	a, b = int64(uint32(d0>>s2)&k2), int64(uint32(d1>>s2)&k2)
-	if a != b {
-		b += roundHalfAway(float64(float64(b-a) * f))
-	}
-	d[2] = max(d[2], resid(q[2], b, lim[2]))
-}
-
-// pair1r is pair1 for d all zero, the three widths returned (writeUsual
-// keeps them in registers).
+// pair1r returns, per axis, how far the prediction of the pair (d0, d1)
+// lies from q, the two packed as in the pool (narrow): d1 is span0 after
+// d0 and dt1 before q, both in (0, predictMaxMS]. The factor is whole
+// (predWhole) when the views came evenly spaced, else the float work
+// (predictAxis), skipped on an axis the pair did not move on (it predicts
+// d1 exactly): spreader.pair's answer (TestFormDeliveredMatchesGeneral)
+// without unpacking the two into posVals or a spreader. The three come
+// back in registers: writeUsual keeps them there, the posForm ways widen
+// their d by them.
 func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0, r1, r2 uint64) {
 	var m int64 // whole factor, 0: none
 	switch dt1 {

@@ -186,7 +186,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 }
 
 // form1's server track — two delivered positions and nothing in flight,
-// as on a server whose fates come before its next write (pair1) —
+// as on a server whose fates come before its next write (pair1r) —
 // answers as the general walk does and as the float reference does:
 // walkers and runners at constant velocity, at the bounds, views evenly
 // spaced (whole factors) or a few ms off (float factors), some views
