@@ -38,22 +38,29 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// 160 bytes: a 352-byte object starts on a cache line or half-way into
-// one (32-byte aligned in its span), so they are three lines either way
-// (192 bytes were four half the time). By the time a player's next packet
+// 160 bytes: a 320-byte object starts on a cache line (the size class's
+// objects are 5 lines apart), so they are three lines (in a 352-byte
+// object, 32-byte aligned in its span, 160 bytes were three lines either
+// way and 192 four half the time). By the time a player's next packet
 // comes, its connection has left the cache, and each line read is a miss.
 // The rest — per zone tick, per event, per lifecycle step — follows. The
-// datagram's arrival time is the shard's (shard.rxAt) and the deadline
-// sits in the shard's heap (deadlines), not here.
+// datagram's arrival time and the input collected from it are the
+// shard's (shard.rxAt, shard.in), and the deadline sits in the shard's
+// heap (deadlines), not here.
 type Conn struct {
 	// Per datagram or per pump. (The pool is sh.pool.)
 	sh       *shard
 	srv      *session.Server
 	gm       *ghostmgr.Manager
 	inflight *atomic.Int32 // Params.Inflight
-	in       *msg.Input    // input collected during one datagram
 	zone     *actor.PID
-	heldCtl  *msg.Control  // see heldUntil
+	// heldCtl: a tick's Control waits here for the same tick's view, at
+	// most viewWait after it arrived (ctlAt, its arrival, is the newest
+	// Control's: a newer one hands the held one on first). The session
+	// sends the tick's packet as soon as it has the control state, and
+	// that packet should carry the tick's ghosts too, not the previous
+	// tick's.
+	heldCtl  *msg.Control
 	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
 	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived
@@ -79,12 +86,7 @@ type Conn struct {
 	dirty                bool // in the shard's list of connections to pump this round
 
 	// Per Control.
-	// A tick's Control waits in heldCtl for the same tick's view (at most
-	// viewWait, until heldUntil): the session sends the tick's packet as
-	// soon as it has the control state, and that packet should carry the
-	// tick's ghosts too, not the previous tick's. Read only while one waits.
-	heldUntil time.Duration
-	ctlEpoch  uint64 // the newest Control epoch taken
+	ctlEpoch uint64 // the newest Control epoch taken
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot: away from the lines above).
@@ -218,7 +220,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
 		if !m.View && c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
-			c.heldCtl, c.heldUntil = m, now+viewWait
+			c.heldCtl = m // until ctlAt+viewWait (heldUntil)
 			return
 		}
 		c.setControl(m)
@@ -288,6 +290,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 	}
 }
 
+// heldUntil is when the held Control (heldCtl) goes without its view: it
+// arrived at ctlAt, and no Control came since (one would have handed it
+// on first).
+func (c *Conn) heldUntil() time.Duration { return c.ctlAt + viewWait }
+
 // viewWait bounds how long a tick's Control waits for the same tick's
 // view: a zone sends a tick's controls, then its views, so the view is
 // usually there within a millisecond; a tenth of a 20 Hz tick when it is
@@ -336,6 +343,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	if err != nil {
 		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {
+			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
 			return
 		}
 	}
@@ -586,19 +594,22 @@ func (c *Conn) Event(e event.Event) {
 	}
 }
 
+// input is the Input the datagram being received collects its moves and
+// events into: the shard's (shard.in), as it receives one datagram at a
+// time and flushInput hands it on at the end of each.
 func (c *Conn) input() *msg.Input {
-	if c.in == nil {
-		c.in = c.sh.inputs.Get()
+	if c.sh.in == nil {
+		c.sh.in = c.sh.inputs.Get()
 	}
-	return c.in
+	return c.sh.in
 }
 
 func (c *Conn) flushInput(now time.Duration) {
-	in := c.in
+	in := c.sh.in
 	if in == nil {
 		return
 	}
-	c.in = nil
+	c.sh.in = nil
 	if in.Empty() {
 		in.Release()
 		return
@@ -723,7 +734,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		return maxDeadline
 	}
-	if c.heldCtl != nil && now >= c.heldUntil {
+	if c.heldCtl != nil && now >= c.heldUntil() {
 		c.viewsFlow = false // no view came: stop waiting until views show up again
 		c.setControl(c.heldCtl)
 	}
@@ -764,7 +775,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	}
 	next := min(c.srv.NextDeadlineFor(now, gw), redirNext)
 	if c.heldCtl != nil {
-		next = min(next, c.heldUntil)
+		next = min(next, c.heldUntil())
 	}
 	return max(next, now+time.Microsecond)
 }
@@ -846,6 +857,12 @@ func (c *Conn) finish(r handshake.Reason) {
 // and the gateway learns it as a Terminated child.
 func (c *Conn) fail(v any) {
 	c.logger().Error("connection failed", "player", c.player, "panic", fmt.Sprint(v))
+	if in := c.sh.in; in != nil {
+		// Its datagram panicked half-way: the input it collected is
+		// neither handed on nor the next datagram's.
+		in.Release()
+		c.sh.in = nil
+	}
 	if !c.closed {
 		c.closed = true
 		if c.hs != nil {
@@ -878,10 +895,6 @@ func (c *Conn) onStop() {
 		c.gm.Close()
 	} else {
 		c.views.Close()
-	}
-	if c.in != nil {
-		c.in.Release()
-		c.in = nil
 	}
 	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
 }
