@@ -517,26 +517,28 @@ func (c *Conn) Move(m move.Move) {
 	c.unacked = append(c.unacked, keep(m))
 }
 
-// keptMove is a move kept in unacked until a zone reports it applied: 16
+// keptMove is a move kept in unacked until a zone reports it applied: 12
 // bytes instead of a move.Move's 32, so the eight a connection keeps room
-// for are the 128-byte size class (160 with a 32-bit sequence: 20 bytes
-// each). It keeps the low 16 bits of the sequence number; the
-// connection's newest move (lastMove) gives the rest, every kept move
-// being less than 2^16 behind it (Move).
+// for are the 96-byte size class (128 with the client's CRC in it, 16
+// bytes each; 160 with a 32-bit sequence as well). It keeps the low 16
+// bits of the sequence number; the connection's newest move (lastMove)
+// gives the rest, every kept move being less than 2^16 behind it (Move).
+// It keeps what a zone reads of a move, not the client's CRC of its
+// predicted state: the session compares those (session.Server.SetControl
+// against the CRCs it keeps itself), a zone never does, so a move sent
+// again goes without it (HasCRC false).
 type keptMove struct {
 	seq             uint16
 	yaw             uint16
 	pitch           int16
 	buttons         uint16
-	crc             uint32
 	dt              uint8
 	forward, strafe int8
-	hasCRC          bool
 }
 
 func keep(m move.Move) keptMove {
-	return keptMove{seq: uint16(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
-		dt: m.Dt, forward: m.Forward, strafe: m.Strafe, hasCRC: m.HasCRC}
+	return keptMove{seq: uint16(m.Seq), yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
+		dt: m.Dt, forward: m.Forward, strafe: m.Strafe}
 }
 
 // seqOf is k's whole sequence number: less than 2^16 behind lastMove.
@@ -545,10 +547,10 @@ func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint16(c.la
 // unackedSeq is the sequence number of unacked[i].
 func (c *Conn) unackedSeq(i int) uint64 { return c.seqOf(c.unacked[i]) }
 
-// unkeep is the move k keeps.
+// unkeep is the move k keeps, without a CRC (keptMove).
 func (c *Conn) unkeep(k keptMove) move.Move {
-	return move.Move{Seq: c.seqOf(k), CRC: k.crc, Yaw: k.yaw, Pitch: k.pitch, Buttons: k.buttons,
-		Dt: k.dt, Forward: k.forward, Strafe: k.strafe, HasCRC: k.hasCRC}
+	return move.Move{Seq: c.seqOf(k), Yaw: k.yaw, Pitch: k.pitch, Buttons: k.buttons,
+		Dt: k.dt, Forward: k.forward, Strafe: k.strafe}
 }
 
 // maxUnacked bounds the moves a connection keeps until a zone reports them
@@ -573,14 +575,14 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
-			// maxUnacked moves (4 KB) per connection for good. A zone
+			// maxUnacked moves (3 KB) per connection for good. A zone
 			// keeping up leaves two or three moves here.
 			c.unacked = append(make([]keptMove, 0, max(minUnackedRoom, 2*n)), c.unacked...)
 		}
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (128 B): a zone that keeps up
+// minUnackedRoom is the room unacked keeps (96 B): a zone that keeps up
 // reports each tick's moves applied the next tick, which leaves two to
 // five 30 Hz moves here at a 20 Hz tick.
 const minUnackedRoom = 8
