@@ -469,14 +469,24 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.trim()
 		s.trimAt = now + s.cfg.trimPeriod()
 	}
+	if s.txState == nil && s.work > 0 {
+		s.txState = txStates.Get()
+	}
+	if s.txState == nil && s.x == nil {
+		// Nothing queued, in flight, staggered or unguaranteed — nearly
+		// every packet: the end bit alone, no section to size.
+		if err := w.WriteFlag(false); err != nil {
+			return 0, err // unreachable: checked the room above
+		}
+		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
+		s.stats.Sections++
+		return 0, nil
+	}
 	start := w.BitLen()
 	sw := &section{
 		Writer:     w,
 		avail:      int32(w.Remaining() - 1), // keep the end bit
 		redundBits: int32(8 * s.cfg.RedundancyBytes),
-	}
-	if s.txState == nil && s.work > 0 {
-		s.txState = txStates.Get()
 	}
 	if s.txState == nil {
 		return s.writeIdle(sw, start, now)
@@ -526,17 +536,8 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 }
 
 // writeIdle is Write without a txState: nothing guaranteed is queued or in
-// flight, so only staggered and unguaranteed records can go.
+// flight, so only staggered and unguaranteed records can go (s.x is set).
 func (s *Sender) writeIdle(w *section, start int, now time.Duration) (int, error) {
-	if s.x == nil { // no staggered keys, no unguaranteed queue: the end bit alone
-		if err := w.WriteFlag(false); err != nil {
-			w.Truncate(start) // unreachable: Write checked the room
-			return 0, err
-		}
-		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
-		s.stats.Sections++
-		return 0, nil
-	}
 	records, err := s.writeStaggered(w, now)
 	if err == nil {
 		var n int
