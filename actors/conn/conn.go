@@ -38,22 +38,29 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// 160 bytes: a 352-byte object starts on a cache line or half-way into
-// one (32-byte aligned in its span), so they are three lines either way
-// (192 bytes were four half the time). By the time a player's next packet
+// 160 bytes: a 320-byte object starts on a cache line (the size class's
+// objects are 5 lines apart), so they are three lines (in a 352-byte
+// object, 32-byte aligned in its span, 160 bytes were three lines either
+// way and 192 four half the time). By the time a player's next packet
 // comes, its connection has left the cache, and each line read is a miss.
 // The rest — per zone tick, per event, per lifecycle step — follows. The
-// datagram's arrival time is the shard's (shard.rxAt) and the deadline
-// sits in the shard's heap (deadlines), not here.
+// datagram's arrival time and the input collected from it are the
+// shard's (shard.rxAt, shard.in), and the deadline sits in the shard's
+// heap (deadlines), not here.
 type Conn struct {
 	// Per datagram or per pump. (The pool is sh.pool.)
 	sh       *shard
 	srv      *session.Server
 	gm       *ghostmgr.Manager
 	inflight *atomic.Int32 // Params.Inflight
-	in       *msg.Input    // input collected during one datagram
 	zone     *actor.PID
-	heldCtl  *msg.Control  // see heldUntil
+	// heldCtl: a tick's Control waits here for the same tick's view, at
+	// most viewWait after it arrived (ctlAt, its arrival, is the newest
+	// Control's: a newer one hands the held one on first). The session
+	// sends the tick's packet as soon as it has the control state, and
+	// that packet should carry the tick's ghosts too, not the previous
+	// tick's.
+	heldCtl  *msg.Control
 	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
 	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived
@@ -79,12 +86,7 @@ type Conn struct {
 	dirty                bool // in the shard's list of connections to pump this round
 
 	// Per Control.
-	// A tick's Control waits in heldCtl for the same tick's view (at most
-	// viewWait, until heldUntil): the session sends the tick's packet as
-	// soon as it has the control state, and that packet should carry the
-	// tick's ghosts too, not the previous tick's. Read only while one waits.
-	heldUntil time.Duration
-	ctlEpoch  uint64 // the newest Control epoch taken
+	ctlEpoch uint64 // the newest Control epoch taken
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot: away from the lines above).
@@ -218,7 +220,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			c.setControl(c.heldCtl) // the previous tick's view never came
 		}
 		if !m.View && c.viewsFlow && c.gm != nil && c.gm.ViewTick() != m.Tick {
-			c.heldCtl, c.heldUntil = m, now+viewWait
+			c.heldCtl = m // until ctlAt+viewWait (heldUntil)
 			return
 		}
 		c.setControl(m)
@@ -316,6 +318,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 	}
 }
 
+// heldUntil is when the held Control (heldCtl) goes without its view: it
+// arrived at ctlAt, and no Control came since (one would have handed it
+// on first).
+func (c *Conn) heldUntil() time.Duration { return c.ctlAt + viewWait }
+
 // viewWait bounds how long a tick's Control waits for the same tick's
 // view: a zone sends a tick's controls, then its views, so the view is
 // usually there within a millisecond; a tenth of a 20 Hz tick when it is
@@ -364,6 +371,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	if err != nil {
 		c.sh.pool.counters.count(err)
 		if !errors.Is(err, session.ErrProtocol) {
+			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
 			return
 		}
 	}
@@ -537,26 +545,28 @@ func (c *Conn) Move(m move.Move) {
 	c.unacked = append(c.unacked, keep(m))
 }
 
-// keptMove is a move kept in unacked until a zone reports it applied: 16
+// keptMove is a move kept in unacked until a zone reports it applied: 12
 // bytes instead of a move.Move's 32, so the eight a connection keeps room
-// for are the 128-byte size class (160 with a 32-bit sequence: 20 bytes
-// each). It keeps the low 16 bits of the sequence number; the
-// connection's newest move (lastMove) gives the rest, every kept move
-// being less than 2^16 behind it (Move).
+// for are the 96-byte size class (128 with the client's CRC in it, 16
+// bytes each; 160 with a 32-bit sequence as well). It keeps the low 16
+// bits of the sequence number; the connection's newest move (lastMove)
+// gives the rest, every kept move being less than 2^16 behind it (Move).
+// It keeps what a zone reads of a move, not the client's CRC of its
+// predicted state: the session compares those (session.Server.SetControl
+// against the CRCs it keeps itself), a zone never does, so a move sent
+// again goes without it (HasCRC false).
 type keptMove struct {
 	seq             uint16
 	yaw             uint16
 	pitch           int16
 	buttons         uint16
-	crc             uint32
 	dt              uint8
 	forward, strafe int8
-	hasCRC          bool
 }
 
 func keep(m move.Move) keptMove {
-	return keptMove{seq: uint16(m.Seq), crc: m.CRC, yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
-		dt: m.Dt, forward: m.Forward, strafe: m.Strafe, hasCRC: m.HasCRC}
+	return keptMove{seq: uint16(m.Seq), yaw: m.Yaw, pitch: m.Pitch, buttons: m.Buttons,
+		dt: m.Dt, forward: m.Forward, strafe: m.Strafe}
 }
 
 // seqOf is k's whole sequence number: less than 2^16 behind lastMove.
@@ -565,10 +575,10 @@ func (c *Conn) seqOf(k keptMove) uint64 { return c.lastMove - uint64(uint16(c.la
 // unackedSeq is the sequence number of unacked[i].
 func (c *Conn) unackedSeq(i int) uint64 { return c.seqOf(c.unacked[i]) }
 
-// unkeep is the move k keeps.
+// unkeep is the move k keeps, without a CRC (keptMove).
 func (c *Conn) unkeep(k keptMove) move.Move {
-	return move.Move{Seq: c.seqOf(k), CRC: k.crc, Yaw: k.yaw, Pitch: k.pitch, Buttons: k.buttons,
-		Dt: k.dt, Forward: k.forward, Strafe: k.strafe, HasCRC: k.hasCRC}
+	return move.Move{Seq: c.seqOf(k), Yaw: k.yaw, Pitch: k.pitch, Buttons: k.buttons,
+		Dt: k.dt, Forward: k.forward, Strafe: k.strafe}
 }
 
 // maxUnacked bounds the moves a connection keeps until a zone reports them
@@ -593,14 +603,14 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
-			// maxUnacked moves (4 KB) per connection for good. A zone
+			// maxUnacked moves (3 KB) per connection for good. A zone
 			// keeping up leaves two or three moves here.
 			c.unacked = append(make([]keptMove, 0, max(minUnackedRoom, 2*n)), c.unacked...)
 		}
 	}
 }
 
-// minUnackedRoom is the room unacked keeps (128 B): a zone that keeps up
+// minUnackedRoom is the room unacked keeps (96 B): a zone that keeps up
 // reports each tick's moves applied the next tick, which leaves two to
 // five 30 Hz moves here at a 20 Hz tick.
 const minUnackedRoom = 8
@@ -614,19 +624,22 @@ func (c *Conn) Event(e event.Event) {
 	}
 }
 
+// input is the Input the datagram being received collects its moves and
+// events into: the shard's (shard.in), as it receives one datagram at a
+// time and flushInput hands it on at the end of each.
 func (c *Conn) input() *msg.Input {
-	if c.in == nil {
-		c.in = c.sh.inputs.Get()
+	if c.sh.in == nil {
+		c.sh.in = c.sh.inputs.Get()
 	}
-	return c.in
+	return c.sh.in
 }
 
 func (c *Conn) flushInput(now time.Duration) {
-	in := c.in
+	in := c.sh.in
 	if in == nil {
 		return
 	}
-	c.in = nil
+	c.sh.in = nil
 	if in.Empty() {
 		in.Release()
 		return
@@ -753,7 +766,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		}
 		return maxDeadline
 	}
-	if c.heldCtl != nil && now >= c.heldUntil {
+	if c.heldCtl != nil && now >= c.heldUntil() {
 		c.viewsFlow = false // no view came: stop waiting until views show up again
 		c.setControl(c.heldCtl)
 	}
@@ -794,7 +807,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	}
 	next := min(c.srv.NextDeadlineFor(now, gw), redirNext)
 	if c.heldCtl != nil {
-		next = min(next, c.heldUntil)
+		next = min(next, c.heldUntil())
 	}
 	return max(next, now+time.Microsecond)
 }
@@ -876,6 +889,12 @@ func (c *Conn) finish(r handshake.Reason) {
 // and the gateway learns it as a Terminated child.
 func (c *Conn) fail(v any) {
 	c.logger().Error("connection failed", "player", c.player, "panic", fmt.Sprint(v))
+	if in := c.sh.in; in != nil {
+		// Its datagram panicked half-way: the input it collected is
+		// neither handed on nor the next datagram's.
+		in.Release()
+		c.sh.in = nil
+	}
 	if !c.closed {
 		c.closed = true
 		if c.hs != nil {
@@ -908,10 +927,6 @@ func (c *Conn) onStop() {
 		c.gm.Close()
 	} else {
 		c.views.Close()
-	}
-	if c.in != nil {
-		c.in.Release()
-		c.in = nil
 	}
 	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
 }

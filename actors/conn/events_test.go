@@ -48,8 +48,8 @@ func TestKeptEventsGoWithTheirFence(t *testing.T) {
 	if len(c.evKept) != 0 || cap(c.evKept) != 0 {
 		t.Fatalf("after every event applied: %d kept, room for %d; want none", len(c.evKept), cap(c.evKept))
 	}
-	if c.in != nil {
-		c.in.Release()
-		c.in = nil
+	if c.sh.in != nil {
+		c.sh.in.Release()
+		c.sh.in = nil
 	}
 }

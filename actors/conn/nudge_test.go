@@ -64,3 +64,40 @@ func TestControlCarriesTheViewNudge(t *testing.T) {
 		t.Fatalf("control epoch %d: the stale Control was taken", c.ctlEpoch)
 	}
 }
+
+// TestHeldControlWaitsViewWaitAtMost: a tick's Control held for its view
+// goes without it viewWait after it arrived, not before: a pump just
+// before that keeps it (and names that instant among its deadlines), the
+// pump at it hands it to the session and stops waiting for views; a
+// stale Control arriving meanwhile (dropped) moves neither.
+func TestHeldControlWaitsViewWaitAtMost(t *testing.T) {
+	x := record(t, 2)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	c.viewsFlow = true
+	at := 10 * time.Millisecond
+	control := func(tick, epoch uint64, now time.Duration) {
+		m := msg.NewControl()
+		m.Player, m.Tick, m.Epoch = c.player, tick, epoch
+		s.handle(c, m, now)
+	}
+	control(5, 2, at)
+	if c.heldCtl == nil {
+		t.Fatal("a Control whose view had not come was not held")
+	}
+	control(4, 1, at+time.Millisecond) // the previous owner's, late: dropped
+	if c.heldCtl == nil {
+		t.Fatal("a stale Control handed the held one on")
+	}
+	if next := c.pump(at + 2*time.Millisecond); next > at+viewWait {
+		t.Fatalf("pump's next deadline %v, past the held Control's %v", next, at+viewWait)
+	}
+	c.pump(at + viewWait - time.Microsecond)
+	if c.heldCtl == nil || !c.viewsFlow {
+		t.Fatalf("the held Control went %v after it arrived, before viewWait (%v)", viewWait-time.Microsecond, viewWait)
+	}
+	c.pump(at + viewWait)
+	if c.heldCtl != nil || c.viewsFlow {
+		t.Fatalf("the held Control still waits viewWait after it arrived (held %v, views flow %v)", c.heldCtl != nil, c.viewsFlow)
+	}
+}

@@ -250,6 +250,11 @@ type shard struct {
 	// Conn.Move runs inside it): the shard's, as it handles one at a time,
 	// not 8 bytes of every connection's hot lines.
 	rxAt time.Duration
+	// in is the input the datagram being received collects (Conn.input;
+	// nil between datagrams: Conn.flushInput hands it on at the end of
+	// each, Conn.fail drops it after a panic): the shard's, as rxAt, not 8
+	// bytes of every connection.
+	in *msg.Input
 	// gfates is the pump's scratch for a connection's ghost fates: one
 	// per shard, not per connection (a connection's pump runs alone).
 	gfates []notify.Fate

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/move"
 )
 
 // TestRoundPanicEndsOnlyItsConnection: a round handles its events and
@@ -55,5 +56,34 @@ func TestRoundPanicEndsOnlyItsConnection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPanicDropsTheDatagramsInput: the input a datagram collects is the
+// shard's (shard.in) until the datagram's end hands it on; a datagram
+// that panics half-way ends its connection, and what it collected goes
+// with it, not into the next connection's datagram.
+func TestPanicDropsTheDatagramsInput(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	x := record(t, 1)
+	s, cs := benchShard(t, x, 2)
+	s.pool.sys = sys
+	for i, c := range cs {
+		c.pid, _ = sys.ProcessRegistry.Add(&proc{c: c}, "conn-"+strconv.Itoa(i))
+	}
+	cs[0].input().Moves = append(cs[0].input().Moves, move.Move{Seq: 99}) // collected, then the datagram panics
+	s.post(cs[0], &msg.Datagram{N: 5})                                    // no buffer: onDatagram panics
+	s.round(benchStep)
+	if !cs[0].stopped {
+		t.Fatal("the connection whose datagram panicked was not ended")
+	}
+	if s.in != nil {
+		t.Fatalf("the shard still holds the failed datagram's input (%d moves): the next datagram would collect into it", len(s.in.Moves))
+	}
+	postClient(s, cs[1], x.steps[0][0])
+	s.round(2 * benchStep)
+	if s.in != nil || cs[1].lastMove == 0 || cs[1].lastMove == 99 {
+		t.Fatalf("the next connection's datagram: shard input left %v, its newest move %d", s.in != nil, cs[1].lastMove)
 	}
 }

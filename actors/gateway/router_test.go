@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
@@ -157,11 +158,52 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	}
 }
 
-// TestRouteLayout: a route (one per connection) stays in the 128-byte size
-// class (144 with a verified flag and a time.Duration timeout of its own,
-// 160 with its own inflight counter allocation and a time.Time).
+// TestRouteLayout: a route (one per connection) stays in the 112-byte size
+// class (128 with the connect token's id in it for the connection's life,
+// 144 with a verified flag and a time.Duration timeout of its own, 160
+// with its own inflight counter allocation and a time.Time).
 func TestRouteLayout(t *testing.T) {
-	if n := unsafe.Sizeof(route{}); n > 128 {
-		t.Errorf("route is %d bytes, over the 128-byte size class", n)
+	if n := unsafe.Sizeof(route{}); n > 112 {
+		t.Errorf("route is %d bytes, over the 112-byte size class", n)
+	}
+}
+
+// TestTokenConsumedWhenVerifiedOrGone: a route keeps its connect token's
+// id only while its connection is pending (TestRouteLayout); the token is
+// consumed when the connection is verified and, for one gone before that,
+// when the gateway forgets it — either way it admits nothing more.
+func TestTokenConsumedWhenVerifiedOrGone(t *testing.T) {
+	for _, verified := range []bool{true, false} {
+		r := newBenchRouter(t, new(discard), seeded(1))
+		x := recordExchange(t, 1)
+		d := msg.NewDatagram()
+		d.N = copy(d.Buf, x.req)
+		d.Addr = benchClient
+		ctx := &stubCtx{}
+		if !r.handle(ctx, d) {
+			d.Release()
+		}
+		if len(r.byID) != 1 {
+			t.Fatalf("%d routes after a connect request, want 1", len(r.byID))
+		}
+		var rt *route
+		for _, v := range r.byID {
+			rt = v
+		}
+		if rt.token == nil {
+			t.Fatal("a pending route keeps no token")
+		}
+		id := *rt.token
+		if verified {
+			r.onVerified(ctx, &conn.Verified{ID: rt.id, Player: rt.player})
+			if rt.token != nil {
+				t.Fatal("a verified route still keeps its token")
+			}
+		} else {
+			r.onClosed(ctx, &conn.Closed{ID: rt.id, Player: rt.player, Reason: handshake.ReasonTimeout})
+		}
+		if st := r.srv.Guard().Lookup(id, benchWall).State; st != handshake.GuardConsumed {
+			t.Fatalf("verified %v: the token's guard entry is %v, want consumed", verified, st)
+		}
 	}
 }

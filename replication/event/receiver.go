@@ -65,17 +65,19 @@ type partial struct {
 // use; the connection actor owns it.
 type Receiver struct {
 	cfg *Config // shared (interned), never written
-	// stats and sinceTrim beside cfg, in the Receiver's first 24 bytes:
-	// a section without events (most packets') reads nothing else
-	// (sectionDone), and a 96-byte object starts on a cache line or
-	// half-way into one, so those are one line wherever it starts (with
-	// them at bytes 72–88, two: by a connection's next packet its
-	// Receiver has left the cache, and each line is a miss).
-	stats rxStats
+	// sinceTrim and stats.Sections beside cfg, in the Receiver's first 16
+	// bytes: a section without events (most packets') reads nothing else
+	// (sectionDone), and an 80-byte object starts 16-byte aligned (on a
+	// cache line, or 16, 32 or 48 bytes into one), so those are one line
+	// wherever it starts (in a 96-byte object, on a line or half-way
+	// into one, the first 24 bytes were; with them at bytes 72–88, two:
+	// by a connection's next packet its Receiver has left the cache, and
+	// each line is a miss).
+	//
 	// Idle release (trim), counted in sections: there is no clock here;
-	// every Config.receiverTrim sections. Beside stats, in their word's
-	// second half: 96 bytes in all.
+	// every Config.receiverTrim sections.
 	sinceTrim       int32
+	stats           rxStats // Sections first
 	idBits, keyBits uint8
 	used            bool  // a payload was read since the last trim
 	quiet           uint8 // trims in a row without one
@@ -93,9 +95,13 @@ type Receiver struct {
 	// and never make one. Behind a pointer: 16 bytes fewer in every
 	// Receiver (the 112 class; 128 with the slice in it).
 	scratch *ownScratch
-	pktHas  [2]uint64      // bit per stream: a record of it is already in this packet
 	rare    *ReceiverStats // the counters of what most connections never see: made on the first
 }
+
+// streamSet has a bit per stream: which have a record in the section being
+// read (ReadScratch's, on its stack: in the Receiver it was 16 bytes of
+// every connection, 96 → 80 B).
+type streamSet [2]uint64
 
 // receiverX is what a Receiver keeps for the unordered stream and the
 // staggered keys, made on the first record of either: most connections
@@ -168,7 +174,7 @@ func (r *Receiver) Stats() ReceiverStats {
 // two years at 60 packets a second; Ordered and Duplicates one a record,
 // a few a packet on any sane link (a peer that fills every packet with
 // duplicates wraps Duplicates within days: a statistic, nothing reads it).
-type rxStats struct{ Ordered, Duplicates, Sections uint32 }
+type rxStats struct{ Sections, Ordered, Duplicates uint32 }
 
 // rareStats returns the other counters (rejections, the other classes,
 // reordering), made on first use: 48 bytes of every Receiver otherwise.
@@ -226,12 +232,13 @@ func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver fun
 		return nil
 	}
 	probe = *rd
-	if err := r.parse(&probe, nil, nil); err != nil {
+	var has streamSet
+	if err := r.parse(&probe, nil, nil, &has); err != nil {
 		r.rareStats().Rejected++
 		return err
 	}
-	err := r.parse(rd, deliver, scratch)
-	r.dropLanes()
+	err := r.parse(rd, deliver, scratch, &has)
+	r.dropLanes(&has)
 	if err != nil {
 		r.rareStats().Rejected++
 		return err
@@ -295,8 +302,9 @@ func (r *Receiver) trim() {
 
 // parse walks the section; with deliver == nil it only checks the structure
 // and skips payloads.
-func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event), scratch []byte) error {
-	r.pktHas = [2]uint64{}
+// has collects the streams that have a record in the section.
+func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event), scratch []byte, has *streamSet) error {
+	*has = streamSet{}
 	for {
 		more, err := rd.ReadFlag("event.more")
 		if err != nil {
@@ -306,7 +314,7 @@ func (r *Receiver) parse(rd *bitstream.Reader, deliver func(Event), scratch []by
 			return nil
 		}
 		var rec record
-		if err := r.readHeader(rd, &rec); err != nil {
+		if err := r.readHeader(rd, &rec, has); err != nil {
 			return err
 		}
 		if deliver == nil {
@@ -404,10 +412,10 @@ func (r *Receiver) dropLane(i int) {
 }
 
 // dropLanes drops, after a section, the lanes it had records of that hold
-// nothing now (pktHas): a lane that receives an event a second keeps no
+// nothing now (has): a lane that receives an event a second keeps no
 // state between them.
-func (r *Receiver) dropLanes() {
-	for w, bits := range r.pktHas {
+func (r *Receiver) dropLanes(has *streamSet) {
+	for w, bits := range has {
 		for bits != 0 {
 			i := w*64 + mbits.TrailingZeros64(bits)
 			bits &= bits - 1
@@ -419,7 +427,7 @@ func (r *Receiver) dropLanes() {
 }
 
 // readHeader reads and checks a record's fields up to its payload.
-func (r *Receiver) readHeader(rd *bitstream.Reader, rec *record) error {
+func (r *Receiver) readHeader(rd *bitstream.Reader, rec *record, has *streamSet) error {
 	c, err := rd.ReadBits(classBits, "event.class")
 	if err != nil {
 		return err
@@ -441,7 +449,7 @@ func (r *Receiver) readHeader(rd *bitstream.Reader, rec *record) error {
 		}
 		rec.version = uint16(v)
 	case Ordered, Unordered:
-		if err := r.readUnitHeader(rd, rec); err != nil {
+		if err := r.readUnitHeader(rd, rec, has); err != nil {
 			return err
 		}
 	}
@@ -464,7 +472,7 @@ func (r *Receiver) readHeader(rd *bitstream.Reader, rec *record) error {
 	return nil
 }
 
-func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record) error {
+func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record, has *streamSet) error {
 	rec.stream = r.cfg.Lanes
 	if rec.class == Ordered {
 		l, err := rd.ReadRangedInt(0, int64(r.cfg.Lanes-1), "event.lane")
@@ -473,14 +481,14 @@ func (r *Receiver) readUnitHeader(rd *bitstream.Reader, rec *record) error {
 		}
 		rec.stream = int(l)
 	}
-	if bit := uint64(1) << (rec.stream & 63); r.pktHas[rec.stream>>6]&bit != 0 {
+	if bit := uint64(1) << (rec.stream & 63); has[rec.stream>>6]&bit != 0 {
 		next, err := rd.ReadFlag("event.next")
 		if err != nil {
 			return err
 		}
 		rec.next = next
 	} else {
-		r.pktHas[rec.stream>>6] |= bit
+		has[rec.stream>>6] |= bit
 	}
 	if !rec.next {
 		id, err := rd.ReadBits(uint(r.idBits), "event.id")

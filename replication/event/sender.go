@@ -104,13 +104,22 @@ type Sender struct {
 	// *txState: the transmission records and lists, only while a
 	// guaranteed unit is queued or in flight (nil: pN = 0).
 	*txState
-	x                 *senderX  // unguaranteed and staggered events: made on the first
-	pktHas            [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
-	redundBits, avail int32     // bits of one packet's section
-	stats             txStats
-	rare              *SenderStats  // the counters of what most connections never see: made on the first
-	loss              float64       // estimated packet loss rate (adaptive redundancy)
-	trimAt            time.Duration // next trim (Write)
+	x      *senderX // unguaranteed and staggered events: made on the first
+	stats  txStats
+	rare   *SenderStats  // the counters of what most connections never see: made on the first
+	loss   float64       // estimated packet loss rate (adaptive redundancy)
+	trimAt time.Duration // next trim (Write)
+}
+
+// section is what one Write keeps while it fills a packet's section: the
+// writer, the section's bit budgets and which streams have a record in
+// it already. It lives on Write's stack (each write path takes it where
+// it took the writer): kept in the Sender between packets, these were 24
+// bytes of every connection (144 → 120 B, the 128-byte size class).
+type section struct {
+	*bitstream.Writer
+	has               [2]uint64 // bit per stream: a record of it is already in this packet (its id: sendStream.pktLast)
+	redundBits, avail int32     // bits of the packet's section
 }
 
 // txState is what a Sender keeps while guaranteed units are queued or in
@@ -460,15 +469,27 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.trim()
 		s.trimAt = now + s.cfg.trimPeriod()
 	}
-	start := w.BitLen()
-	s.avail = int32(w.Remaining() - 1) // keep the end bit
-	s.redundBits = int32(8 * s.cfg.RedundancyBytes)
-	s.pktHas = [2]uint64{}
 	if s.txState == nil && s.work > 0 {
 		s.txState = txStates.Get()
 	}
+	if s.txState == nil && s.x == nil {
+		// Nothing queued, in flight, staggered or unguaranteed — nearly
+		// every packet: the end bit alone, no section to size.
+		if err := w.WriteFlag(false); err != nil {
+			return 0, err // unreachable: checked the room above
+		}
+		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
+		s.stats.Sections++
+		return 0, nil
+	}
+	start := w.BitLen()
+	sw := &section{
+		Writer:     w,
+		avail:      int32(w.Remaining() - 1), // keep the end bit
+		redundBits: int32(8 * s.cfg.RedundancyBytes),
+	}
 	if s.txState == nil {
-		return s.writeIdle(w, start, now)
+		return s.writeIdle(sw, start, now)
 	}
 	s.cur = s.cur[:0]
 	records := 0
@@ -476,19 +497,19 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	var err error
 	n := 0
 	if guaranteed && s.work > 0 {
-		n, err = s.writeGuaranteed(w)
+		n, err = s.writeGuaranteed(sw)
 		records += n
 	}
 	if err == nil {
-		n, err = s.writeStaggered(w, now)
+		n, err = s.writeStaggered(sw, now)
 		records += n
 	}
 	if err == nil {
-		n, err = s.writeUnguaranteed(w)
+		n, err = s.writeUnguaranteed(sw)
 		records += n
 	}
 	if err == nil && guaranteed {
-		n, err = s.writeRedundant(w)
+		n, err = s.writeRedundant(sw)
 		records += n
 	}
 	if err == nil {
@@ -515,17 +536,8 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 }
 
 // writeIdle is Write without a txState: nothing guaranteed is queued or in
-// flight, so only staggered and unguaranteed records can go.
-func (s *Sender) writeIdle(w *bitstream.Writer, start int, now time.Duration) (int, error) {
-	if s.x == nil { // no staggered keys, no unguaranteed queue: the end bit alone
-		if err := w.WriteFlag(false); err != nil {
-			w.Truncate(start) // unreachable: Write checked the room
-			return 0, err
-		}
-		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
-		s.stats.Sections++
-		return 0, nil
-	}
+// flight, so only staggered and unguaranteed records can go (s.x is set).
+func (s *Sender) writeIdle(w *section, start int, now time.Duration) (int, error) {
 	records, err := s.writeStaggered(w, now)
 	if err == nil {
 		var n int
@@ -544,24 +556,25 @@ func (s *Sender) writeIdle(w *bitstream.Writer, start int, now time.Duration) (i
 }
 
 // inPkt reports whether this packet has a record of stream si already.
-func (s *Sender) inPkt(si int) bool { return s.pktHas[si>>6]&(1<<(si&63)) != 0 }
+func (w *section) inPkt(si int) bool { return w.has[si>>6]&(1<<(si&63)) != 0 }
 
 // fits reserves b bits of the section budget.
-func (s *Sender) fits(b int) bool {
-	if b > int(s.avail) {
+func (w *section) fits(b int) bool {
+	if b > int(w.avail) {
 		return false
 	}
-	s.avail -= int32(b)
+	w.avail -= int32(b)
 	return true
 }
 
-// unitBits is the size of the record for unit u with id in stream si.
-func (s *Sender) unitBits(si int, id uint64, u *unit) int {
+// unitBits is the size of the record for unit u with id in stream si, in
+// the section w.
+func (s *Sender) unitBits(w *section, si int, id uint64, u *unit) int {
 	b := 1 + classBits + 1 + gammaLen(int(u.n)) + 8*int(u.n)
 	if si < s.cfg.Lanes {
 		b += int(s.laneBits)
 	}
-	if s.inPkt(si) {
+	if w.inPkt(si) {
 		b++
 		if id != s.streams[si].st.pktLast+1 {
 			b += int(s.idBits)
@@ -584,20 +597,20 @@ func (s *Sender) unitBits(si int, id uint64, u *unit) int {
 
 // writeUnit writes the record of unit u (already sized by unitBits) and adds
 // it to the packet's transmission record.
-func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) error {
+func (s *Sender) writeUnit(w *section, si int, id uint64, u *unit) error {
 	class := Ordered
 	if si == s.cfg.Lanes {
 		class = Unordered
 	}
-	e := fieldWriter{w: w}
+	e := fieldWriter{w: w.Writer}
 	e.flag(true)
 	e.bits(uint64(class), classBits)
 	if class == Ordered {
 		e.bits(uint64(si), uint(s.laneBits))
 	}
 	st := s.streams[si].st
-	next := s.inPkt(si) && id == st.pktLast+1
-	if s.inPkt(si) {
+	next := w.inPkt(si) && id == st.pktLast+1
+	if w.inPkt(si) {
 		e.flag(next)
 	}
 	if !next {
@@ -621,7 +634,7 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 	if e.err != nil {
 		return e.err
 	}
-	s.pktHas[si>>6] |= 1 << (si & 63)
+	w.has[si>>6] |= 1 << (si & 63)
 	st.pktLast = id
 	u.refs++
 	if u.copies == 0 {
@@ -641,7 +654,7 @@ func (s *Sender) writeUnit(w *bitstream.Writer, si int, id uint64, u *unit) erro
 // the lane (RL-2: "prepended to the queue") — then new units are cut from the
 // queued events. A stream whose next unit does not fit sends nothing more in
 // this packet, so a lane's order is kept.
-func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
+func (s *Sender) writeGuaranteed(w *section) (int, error) {
 	n := 0
 	var blocked [MaxLanes + 1]bool
 	var from [MaxLanes + 1]uint64 // resend search cursor per stream
@@ -663,7 +676,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 			}
 			if id, ok := st.firstResend(from[si]); ok {
 				u := st.unit(id)
-				if !s.fits(s.unitBits(si, id, u)) {
+				if !w.fits(s.unitBits(w, si, id, u)) {
 					blocked[si] = true
 					continue
 				}
@@ -694,7 +707,7 @@ func (s *Sender) writeGuaranteed(w *bitstream.Writer) (int, error) {
 
 // cutUnit cuts the next unit of stream si's front event to fit the packet and
 // writes it; false when nothing (more) can go.
-func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
+func (s *Sender) cutUnit(w *section, si int) (bool, error) {
 	st := s.streams[si].st
 	if st.pendN == 0 || !st.room(s.cfg.MaxInFlightPerLane) {
 		return false, nil
@@ -703,12 +716,12 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 	id := st.next
 	total := len(ev.buf)
 	u := unit{buf: ev.buf, off: int32(ev.off), kind: kindWhole, n: int32(total), index: uint16(ev.index)}
-	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(si, id, &u) > int(s.avail) {
-		if !s.fragment(si, id, &u, ev.off, total) {
+	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(w, si, id, &u) > int(w.avail) {
+		if !s.fragment(w, si, id, &u, ev.off, total) {
 			return false, nil
 		}
 	}
-	s.avail -= int32(s.unitBits(si, id, &u))
+	w.avail -= int32(s.unitBits(w, si, id, &u))
 	st.next++
 	p := st.unit(id)
 	*p = u
@@ -732,7 +745,7 @@ func (s *Sender) cutUnit(w *bitstream.Writer, si int) (bool, error) {
 // fragment sizes u as the largest fragment of the event's bytes [off, total)
 // that fits the packet: false when that is below min(MinFragment, rest), so
 // small events never fragment and no sliver is cut.
-func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
+func (s *Sender) fragment(w *section, si int, id uint64, u *unit, off, total int) bool {
 	rest := total - off
 	n := min(rest, s.cfg.MaxFragment)
 	if off == 0 {
@@ -750,11 +763,11 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 				u.kind = kindLast
 			}
 		}
-		b := s.unitBits(si, id, u)
-		if b <= int(s.avail) {
+		b := s.unitBits(w, si, id, u)
+		if b <= int(w.avail) {
 			break
 		}
-		n -= (b - int(s.avail) + 7) / 8 // γ(n+1) only shrinks with n
+		n -= (b - int(w.avail) + 7) / 8 // γ(n+1) only shrinks with n
 	}
 	return n > 0 && n >= min(s.cfg.MinFragment, rest)
 }
@@ -762,7 +775,7 @@ func (s *Sender) fragment(si int, id uint64, u *unit, off, total int) bool {
 // writeStaggered sends every staggered key whose next send is due (seed 001
 // update loop: if sendStaggerTime <= limit && nextSendTime <= now: send;
 // sendStaggerTime *= 2; nextSendTime = now + sendStaggerTime).
-func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, error) {
+func (s *Sender) writeStaggered(w *section, now time.Duration) (int, error) {
 	n := 0
 	if s.x == nil {
 		return 0, nil
@@ -775,11 +788,11 @@ func (s *Sender) writeStaggered(w *bitstream.Writer, now time.Duration) (int, er
 			continue
 		}
 		b := 1 + classBits + int(s.keyBits) + versionBits + gammaLen(len(k.buf)) + 8*len(k.buf)
-		if !s.fits(b) {
+		if !w.fits(b) {
 			i++
 			continue // still due: the next packet takes it
 		}
-		e := fieldWriter{w: w}
+		e := fieldWriter{w: w.Writer}
 		e.flag(true)
 		e.bits(uint64(Staggered), classBits)
 		e.bits(uint64(key), uint(s.keyBits))
@@ -839,7 +852,7 @@ func (s *Sender) growKeys(key int) {
 
 // writeUnguaranteed writes queued unguaranteed events that fit, in order, and
 // drops the rest: they had their packet (RL-4).
-func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
+func (s *Sender) writeUnguaranteed(w *section) (int, error) {
 	n := 0
 	if s.x == nil {
 		return 0, nil
@@ -849,8 +862,8 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 		buf := s.x.ug[s.x.ugHead]
 		s.x.ug[s.x.ugHead] = nil
 		s.x.ugHead = (s.x.ugHead + 1) % len(s.x.ug)
-		if err == nil && s.fits(1+classBits+gammaLen(len(buf))+8*len(buf)) {
-			e := fieldWriter{w: w}
+		if err == nil && w.fits(1+classBits+gammaLen(len(buf))+8*len(buf)) {
+			e := fieldWriter{w: w.Writer}
 			e.flag(true)
 			e.bits(uint64(Unguaranteed), classBits)
 			e.payload(buf)
@@ -878,7 +891,7 @@ func (s *Sender) writeUnguaranteed(w *bitstream.Writer) (int, error) {
 // sent three times with p³), oldest first among equals, and the units left
 // out stay due for the next packet instead of dropping out of the chain —
 // which left a burst's units with fewer copies than the loss rate asks for.
-func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
+func (s *Sender) writeRedundant(w *section) (int, error) {
 	n := 0
 	limit := uint8(1 + s.redund)
 	cand := s.cand[:0]
@@ -909,14 +922,14 @@ func (s *Sender) writeRedundant(w *bitstream.Writer) (int, error) {
 	for _, c := range cand {
 		si := c.e.stream()
 		u := s.streams[si].st.unit(c.e.id())
-		b := s.unitBits(si, c.e.id(), u)
-		if b > int(s.redundBits) || !s.fits(b) {
+		b := s.unitBits(w, si, c.e.id(), u)
+		if b > int(w.redundBits) || !w.fits(b) {
 			if len(s.carry) < maxCarry {
 				s.carry = append(s.carry, c.e)
 			}
 			continue
 		}
-		s.redundBits -= int32(b)
+		w.redundBits -= int32(b)
 		if err := s.writeUnit(w, si, c.e.id(), u); err != nil {
 			return n, err
 		}
