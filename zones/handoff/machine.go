@@ -15,6 +15,9 @@ var (
 	ErrInProgress = errors.New("handoff: entity already being handed off")
 	ErrSelf       = errors.New("handoff: target is this zone")
 	ErrExists     = errors.New("handoff: entity already known here")
+	// ErrHandedOn: SpawnAbove of a checkpoint older than a handoff this
+	// zone made of the entity, which its new owner acknowledged.
+	ErrHandedOn = errors.New("handoff: entity handed on since that checkpoint")
 )
 
 // Config tunes timers and bounds. The zero Config means DefaultConfig.
@@ -227,7 +230,10 @@ func (e *entry) phase() Phase {
 // away is an entry's handoff: the peer zone, the last resend, the
 // snapshot offered and the moves that go with it.
 type away struct {
-	phase    Phase // offering, committing or forwarding
+	phase Phase // offering, committing or forwarding
+	// acked: forwarding after the new owner's CommitAck (not after
+	// CommitGiveUp, which cannot tell whether the Commit arrived).
+	acked    bool
 	peer     string
 	lastSend time.Duration
 	snap     *Snapshot
@@ -337,7 +343,18 @@ func (m *Machine) drop(entity uint64) {
 // SpawnAbove is Spawn for an entity put back from a checkpoint taken at
 // epoch above: its new epoch is above that one, so whoever saw the old
 // epoch (a connection, a player record) takes this owner as the newer.
+//
+// A checkpoint older than a handoff this zone made of the entity, which
+// the new owner acknowledged, is refused (ErrHandedOn): the record it came
+// from was read before the new owner's write landed (a connection that
+// looked its record up while a slow Commit left its zone silent), and the
+// entity lives on at the new owner. Put back here, above that owner's
+// epoch, it had two owners, and its connection, following the higher
+// epoch, dropped the true owner's controls for good.
 func (m *Machine) SpawnAbove(entity uint64, now time.Duration, above Epoch) (Epoch, error) {
+	if e, ok := m.ents[entity]; ok && e.phase() == PhaseForwarding && e.away.acked && e.epoch > above {
+		return 0, fmt.Errorf("%w: entity %d went to %s at epoch %d, checkpoint of epoch %d", ErrHandedOn, entity, e.away.peer, e.epoch, above)
+	}
 	epoch, err := m.Spawn(entity, now)
 	if err != nil {
 		return 0, err
@@ -559,7 +576,7 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 		m.onCommit(now, msg, e, out)
 	case KindCommitAck:
 		if e != nil && e.phase() == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch {
-			e.away.phase, e.epoch, e.since = PhaseForwarding, e.epoch+1, now
+			e.away.phase, e.away.acked, e.epoch, e.since = PhaseForwarding, true, e.epoch+1, now
 			e.away.snap, e.away.moves = nil, nil
 			m.retime(msg.Entity, e)
 		} else {

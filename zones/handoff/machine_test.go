@@ -515,3 +515,70 @@ func TestEntrySize(t *testing.T) {
 		t.Errorf("entry is %d bytes, want ≤ 48 (the 48-byte size class)", n)
 	}
 }
+
+// SpawnAbove refuses a checkpoint older than a handoff the zone made of
+// the entity once the new owner acknowledged it (ErrHandedOn: the record
+// it came from was read before the new owner's write); it puts the entity
+// back above a newer checkpoint, after a Commit never acknowledged (the
+// zone cannot tell whether it arrived; the record's compare-and-set can),
+// and where the zone knows nothing of it.
+func TestSpawnAboveAfterAHandoff(t *testing.T) {
+	handOff := func(t *testing.T, ack bool) *Machine {
+		a, b := pair(t)
+		a.Spawn(1, 0)
+		var oa, ob Output
+		offer, _ := a.Begin(0, &Snapshot{Entity: 1}, "b", nil)
+		b.Step(0, offer, &ob)
+		a.Step(0, only(t, &ob, KindAccept), &oa)
+		commit := only(t, &oa, KindCommit)
+		ob.Reset()
+		b.Step(0, commit, &ob)
+		if !ack {
+			oa.Reset()
+			a.Tick(a.Config().CommitGiveUp, &oa)
+			return a
+		}
+		for _, m := range ob.Send {
+			if m.Kind == KindCommitAck {
+				a.Step(0, m, &oa)
+			}
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name      string
+		ack       bool
+		above     Epoch
+		want      Epoch // 0: refused
+		forgotten bool  // the forwarding record expired first
+	}{
+		{name: "acknowledged, checkpoint of the epoch it left at", ack: true, above: 1},
+		{name: "acknowledged, checkpoint of the new owner's epoch", ack: true, above: 2, want: 3},
+		{name: "acknowledged, forwarding record expired", ack: true, above: 1, want: 2, forgotten: true},
+		{name: "stranded: commit never acknowledged", ack: false, above: 1, want: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := handOff(t, tc.ack)
+			if ph, ep, _ := a.Status(1); ph != PhaseForwarding || ep != 2 {
+				t.Fatalf("after the handoff: %v at epoch %d", ph, ep)
+			}
+			if tc.forgotten {
+				var o Output
+				a.Tick(a.Config().CommitGiveUp+a.Config().ForwardTTL, &o)
+			}
+			ep, err := a.SpawnAbove(1, time.Second, tc.above)
+			if tc.want == 0 {
+				if !errors.Is(err, ErrHandedOn) {
+					t.Fatalf("SpawnAbove(%d) = %d, %v; want ErrHandedOn", tc.above, ep, err)
+				}
+				if ph, ep, peer := a.Status(1); ph != PhaseForwarding || ep != 2 || peer != "b" {
+					t.Fatalf("refused, yet the entity is %v at epoch %d to %q", ph, ep, peer)
+				}
+				return
+			}
+			if err != nil || ep != tc.want || !a.Owns(1) {
+				t.Fatalf("SpawnAbove(%d) = %d, %v (owns %v); want epoch %d", tc.above, ep, err, a.Owns(1), tc.want)
+			}
+		})
+	}
+}
