@@ -16,7 +16,7 @@ var (
 	ErrSelf       = errors.New("handoff: target is this zone")
 	ErrExists     = errors.New("handoff: entity already known here")
 	// ErrHandedOn: SpawnAbove of a checkpoint older than a handoff this
-	// zone made of the entity, which its new owner acknowledged.
+	// zone committed of the entity (and still remembers).
 	ErrHandedOn = errors.New("handoff: entity handed on since that checkpoint")
 )
 
@@ -230,10 +230,7 @@ func (e *entry) phase() Phase {
 // away is an entry's handoff: the peer zone, the last resend, the
 // snapshot offered and the moves that go with it.
 type away struct {
-	phase Phase // offering, committing or forwarding
-	// acked: forwarding after the new owner's CommitAck (not after
-	// CommitGiveUp, which cannot tell whether the Commit arrived).
-	acked    bool
+	phase    Phase // offering, committing or forwarding
 	peer     string
 	lastSend time.Duration
 	snap     *Snapshot
@@ -344,15 +341,19 @@ func (m *Machine) drop(entity uint64) {
 // epoch above: its new epoch is above that one, so whoever saw the old
 // epoch (a connection, a player record) takes this owner as the newer.
 //
-// A checkpoint older than a handoff this zone made of the entity, which
-// the new owner acknowledged, is refused (ErrHandedOn): the record it came
-// from was read before the new owner's write landed (a connection that
-// looked its record up while a slow Commit left its zone silent), and the
-// entity lives on at the new owner. Put back here, above that owner's
+// A checkpoint older than a handoff this zone committed of the entity is
+// refused while the zone remembers that handoff (ErrHandedOn): the record
+// it came from was read before the new owner's write landed (a connection
+// that looked its record up while a slow Commit left its zone silent), and
+// the entity lives on at the new owner. Put back here, above that owner's
 // epoch, it had two owners, and its connection, following the higher
-// epoch, dropped the true owner's controls for good.
+// epoch, dropped the true owner's controls for good. That holds after
+// CommitGiveUp too: under load the new owner's record write, not a crashed
+// node, is what outlasts it (the Commit lands later); a target that did
+// crash leaves the entity to a restore here once the forwarding record
+// expires (ForwardTTL), which the record's compare-and-set then fences.
 func (m *Machine) SpawnAbove(entity uint64, now time.Duration, above Epoch) (Epoch, error) {
-	if e, ok := m.ents[entity]; ok && e.phase() == PhaseForwarding && e.away.acked && e.epoch > above {
+	if e, ok := m.ents[entity]; ok && e.phase() == PhaseForwarding && e.epoch > above {
 		return 0, fmt.Errorf("%w: entity %d went to %s at epoch %d, checkpoint of epoch %d", ErrHandedOn, entity, e.away.peer, e.epoch, above)
 	}
 	epoch, err := m.Spawn(entity, now)
@@ -576,7 +577,7 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 		m.onCommit(now, msg, e, out)
 	case KindCommitAck:
 		if e != nil && e.phase() == PhaseCommitting && e.away.peer == msg.From && e.epoch == msg.Epoch {
-			e.away.phase, e.away.acked, e.epoch, e.since = PhaseForwarding, true, e.epoch+1, now
+			e.away.phase, e.epoch, e.since = PhaseForwarding, e.epoch+1, now
 			e.away.snap, e.away.moves = nil, nil
 			m.retime(msg.Entity, e)
 		} else {
