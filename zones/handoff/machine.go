@@ -230,7 +230,11 @@ func (e *entry) phase() Phase {
 // away is an entry's handoff: the peer zone, the last resend, the
 // snapshot offered and the moves that go with it.
 type away struct {
-	phase    Phase // offering, committing or forwarding
+	phase Phase // offering, committing or forwarding
+	// stranded: forwarding after CommitGiveUp, until a late CommitAck: the
+	// new owner may still take the entity (its node's record write, not a
+	// crash, outlasted the resends), so the handoff is still in flight.
+	stranded bool
 	peer     string
 	lastSend time.Duration
 	snap     *Snapshot
@@ -410,12 +414,15 @@ func (m *Machine) Len() int { return len(m.ents) }
 
 // InFlight counts the entities this zone is handing away and whose new
 // owner may not own them yet: offered (not yet committed or aborted) or
-// committed and not yet acknowledged. While it is not zero, another zone's
-// view of those entities may still change without this zone's changing.
+// committed and not yet acknowledged — given up on (CommitGiveUp) too,
+// until a late CommitAck or the forwarding record's expiry: the new owner
+// may take such an entity seconds later. While it is not zero, another
+// zone's view of those entities may still change without this zone's
+// changing.
 func (m *Machine) InFlight() int {
 	n := 0
 	for _, e := range m.timed {
-		if e.phase() == PhaseOffering || e.phase() == PhaseCommitting {
+		if ph := e.phase(); ph == PhaseOffering || ph == PhaseCommitting || ph == PhaseForwarding && e.away.stranded {
 			n++
 		}
 	}
@@ -581,6 +588,9 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 			e.away.snap, e.away.moves = nil, nil
 			m.retime(msg.Entity, e)
 		} else {
+			if e != nil && e.phase() == PhaseForwarding && e.away.peer == msg.From && e.epoch == msg.Epoch+1 {
+				e.away.stranded = false // acknowledged after all
+			}
 			m.stats.Duplicates++
 		}
 	case KindAbort:
@@ -752,6 +762,7 @@ func (m *Machine) Tick(now time.Duration, out *Output) {
 			switch {
 			case now-e.since >= m.cfg.CommitGiveUp:
 				e.away.phase, e.epoch, e.since, e.away.snap, e.away.moves = PhaseForwarding, e.epoch+1, now, nil, nil
+				e.away.stranded = true
 				m.retime(id, e)
 				m.stats.Stranded++
 			case now-e.away.lastSend >= m.cfg.RetryInterval:
