@@ -418,6 +418,12 @@ func TestClusterOrphanedZoneTakenOver(t *testing.T) {
 // checkPlayerRecords: every player's record in the players bucket names
 // the zone that owns it, at the owner's handoff epoch (records are written
 // asynchronously after in-process handoffs, so wait for them to settle).
+// The owners are read again on every try: ticks run, and a player a look
+// found in no zone (its handoff's Commit in flight, or waiting for its
+// record write: seconds on a loaded host) is owned a moment later. Read
+// once, it stood as a player who left, whose record must be offline, for
+// the whole wait (2026-11-29, load ≈ 13: "player 45 left: record …
+// ONLINE").
 func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	t.Helper()
 	type own struct {
@@ -426,15 +432,18 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		pos   [3]float32
 		reach float64 // how far the player can walk in two checkpoint periods
 	}
-	owners := map[uint64]own{}
-	for _, n := range nodes {
-		inspect(t, n, func(z *sim.Zone) {
-			z.Entities(func(e sim.EntityInfo) {
-				if e.Owned && e.Kind == sim.KindPlayer {
-					owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
-				}
+	var owners map[uint64]own
+	look := func() {
+		owners = map[uint64]own{}
+		for _, n := range nodes {
+			inspect(t, n, func(z *sim.Zone) {
+				z.Entities(func(e sim.EntityInfo) {
+					if e.Owned && e.Kind == sim.KindPlayer {
+						owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
+					}
+				})
 			})
-		})
+		}
 	}
 	kv := nodes[0].nats.kv[BucketPlayers]
 	var bad string
@@ -482,8 +491,11 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		}
 		return true
 	}
-	for deadline := time.Now().Add(10 * time.Second); !(match() && left()) && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		look()
+		if match() && left() || time.Now().After(deadline) {
+			break
+		}
 	}
 	if bad != "" {
 		t.Fatalf("player records do not match the owners: %s", bad)
