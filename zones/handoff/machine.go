@@ -563,11 +563,19 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 		m.stats.Misrouted++
 		return
 	}
+	e := m.ents[msg.Entity]
+	if msg.Kind == KindCommitAck && e != nil && e.phase() == PhaseForwarding && e.away.stranded && e.away.peer == msg.From && e.epoch == msg.Epoch+1 {
+		// A Commit given up on was taken after all: its handoff is over,
+		// however late the ack (it names the very handoff this zone
+		// remembers; it came late because the Commit did).
+		e.away.stranded = false
+		m.stats.Duplicates++
+		return
+	}
 	if now-msg.Sent > m.cfg.MaxAge {
 		m.stats.Stale++
 		return
 	}
-	e := m.ents[msg.Entity]
 	switch msg.Kind {
 	case KindOffer:
 		m.onOffer(now, msg, e, out)
@@ -588,9 +596,6 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 			e.away.snap, e.away.moves = nil, nil
 			m.retime(msg.Entity, e)
 		} else {
-			if e != nil && e.phase() == PhaseForwarding && e.away.peer == msg.From && e.epoch == msg.Epoch+1 {
-				e.away.stranded = false // acknowledged after all
-			}
 			m.stats.Duplicates++
 		}
 	case KindAbort:

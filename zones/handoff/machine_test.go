@@ -625,9 +625,11 @@ func TestGivenUpCommitStaysInFlight(t *testing.T) {
 			if len(ob.Acquired) != 1 {
 				t.Fatalf("late commit not taken: %+v", ob)
 			}
+			// Its ack comes later than MaxAge (it is as late as the Commit).
+			late := giveUp + 2*a.Config().MaxAge
 			for _, m := range ob.Send {
 				if m.Kind == KindCommitAck {
-					a.Step(giveUp, m, &oa)
+					a.Step(late, m, &oa)
 				}
 			}
 			if n := a.InFlight(); n != 0 {
