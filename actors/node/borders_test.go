@@ -271,9 +271,6 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 	if ownedNPCs != npcs {
 		t.Errorf("%d NPCs owned after the run, want %d (none lost or duplicated)", ownedNPCs, npcs)
 	}
-	if t.Failed() {
-		logRecoveries(t, nodes)
-	}
 	if st.HandoffsIn < uint64(clients/2) {
 		t.Errorf("only %d handoffs; the walk should cross borders often", st.HandoffsIn)
 	}
@@ -359,6 +356,9 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 	}
 	t.Logf("%d clients, %d moves applied once each, %d handoffs (%d aborted), %d view samples (%d ghost id changes), %d near-border players see all %d entities across",
 		clients, totalSent, st.HandoffsIn, st.HandoffsAborted, samples, popped, nearBorder, across)
+	if t.Failed() {
+		logRecoveries(t, nodes)
+	}
 }
 
 func sign(v float64) bool { return v >= 0 }

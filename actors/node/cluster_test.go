@@ -447,9 +447,11 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	}
 	kv := nodes[0].nats.kv[BucketPlayers]
 	var bad string
+	var badID uint64
 	match := func() bool {
 		bad = ""
 		for id, o := range owners {
+			badID = id
 			e, err := kv.Get(context.Background(), cluster.PlayerKey(id))
 			if err != nil {
 				bad = fmt.Sprintf("player %d: %v", id, err)
@@ -482,6 +484,7 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 			if _, online := owners[id]; online {
 				continue
 			}
+			badID = id
 			e, err := kv.Get(context.Background(), k)
 			var rec pb.PlayerRecord
 			if err != nil || proto.Unmarshal(e.Value(), &rec) != nil || rec.GetState() != pb.PlayerState_PLAYER_STATE_OFFLINE || rec.GetCheckpoint() == nil {
@@ -498,7 +501,22 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		}
 	}
 	if bad != "" {
-		t.Fatalf("player records do not match the owners: %s", bad)
+		// What every zone holds of that player: its entity and its handoff.
+		var mu sync.Mutex
+		var held []string
+		for _, n := range nodes {
+			_ = n.Zones().Inspect(inspectWait, func(z *sim.Zone) {
+				e, ok := z.Entity(badID)
+				ph, ep, peer := z.Handoffs().Status(badID)
+				mu.Lock()
+				held = append(held, fmt.Sprintf("%s: entity %v %+v, handoff %v@%d peer %q", z.ID(), ok, e, ph, ep, peer))
+				mu.Unlock()
+			})
+		}
+		logRecoveries(t, nodes)
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("player records do not match the owners: %s; zones: %q", bad, held)
 	}
 }
 
