@@ -458,6 +458,18 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 						if newest == nil {
 							newest = env
 						}
+						// The record now names this zone at epoch: the write
+						// is the commit, and the zone must take the player
+						// however old the copy. A write slower than the
+						// source's CommitGiveUp plus the zone's MaxAge (a
+						// busy KV: seconds a round trip at load, behind the
+						// writer's queue) delivered a copy the zone dropped
+						// as stale; the source resent no more, and the
+						// player was owned nowhere, its record online at
+						// the new epoch without a checkpoint. The write's
+						// compare-and-set is the fence MaxAge stands for: it
+						// succeeds only while no newer owner is recorded.
+						newest.Msg.Sent = max(newest.Msg.Sent, b.cfg.Now())
 						root.Send(pid, newest)
 					} else {
 						b.m.RecordRefused.Add(1)

@@ -110,6 +110,12 @@ type playerJob struct {
 	// as it stood at epoch from; written only while the record still names
 	// this zone at that epoch, else refused is called.
 	restore bool
+	// commit (Commit): tries counts its writes; settled is set when one
+	// was answered for good (refused, or fenced), not failed. (In the
+	// bools' padding: a checkpoint's job stays in its size class.)
+	commit  bool
+	settled bool
+	tries   uint8
 }
 
 // checkpointJob is a checkpoint's job with the copy it writes: one
@@ -193,9 +199,16 @@ func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *h
 // Commit writes the record of a cross-process handoff and calls done with
 // the outcome (from a writer goroutine). A record that already names this
 // zone at this epoch (a resent Commit) counts as written.
+//
+// A write that failed (a KV error or timeout, not a refusal) is tried
+// again, up to commitTries writes commitRetry apart, before done(false):
+// the source stops resending its Commit after CommitGiveUp, and under load
+// a node's record writes time out (2 s) — the last copy's failed write
+// then left the player owned nowhere, its old zone refusing to put it back
+// (handoff.ErrHandedOn) until it forgot the handoff.
 func (p *Players) Commit(player uint64, zone string, epoch uint64, done func(ok bool)) {
 	select {
-	case p.jobs[player%playerWorkers] <- &playerJob{player: player, zone: zone, epoch: epoch, done: done}:
+	case p.jobs[player%playerWorkers] <- &playerJob{player: player, zone: zone, epoch: epoch, done: done, commit: true}:
 	default:
 		p.Dropped.Add(1)
 		done(false) // the source resends the Commit
@@ -275,7 +288,13 @@ func (p *Players) work(jobs <-chan *playerJob) {
 			}
 		}
 		if p.js == nil || !j.pipelined() {
-			finish(j, p.write(j))
+			ok := p.write(j)
+			if !ok && j.commit && !j.settled && j.tries < commitTries {
+				// Not on this writer: the players behind it wait for none.
+				time.AfterFunc(commitRetry, func() { p.enqueue(j) })
+				continue
+			}
+			finish(j, ok)
 			continue
 		}
 		// The checkpoints queued behind it go out with it, up to one of
@@ -300,6 +319,12 @@ func (p *Players) work(jobs <-chan *playerJob) {
 		clear(batch) // let the written jobs go
 	}
 }
+
+// commitTries and commitRetry bound a Commit's record writes (Commit).
+const (
+	commitTries = 4
+	commitRetry = 250 * time.Millisecond
+)
 
 // maxBatch bounds the checkpoints a writer has in flight at once.
 const maxBatch = 64
@@ -498,8 +523,10 @@ func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
 func (p *Players) write(j *playerJob) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	j.tries++
 	if p.valid != nil && !p.valid(j.zone) {
 		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
+		j.settled = true
 		return false
 	}
 	key := PlayerKey(j.player)
@@ -553,6 +580,7 @@ func (p *Players) write(j *playerJob) bool {
 		var rec pb.PlayerRecord
 		if proto.Unmarshal(e.Value(), &rec) == nil {
 			if rec.GetEpoch() > j.epoch || rec.GetEpoch() == j.epoch && rec.GetZone() != j.zone {
+				j.settled = true
 				p.Conflicts.Add(1)
 				p.log.Warn("player record newer than this write: refused", "player", j.player, "zone", j.zone,
 					"epoch", j.epoch, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())

@@ -234,6 +234,7 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 					hs = append(hs, fmt.Sprintf("%s: player %s@%d peer %q; %+v", z.ID(), ph, ep, peer, z.Handoffs().Stats()))
 				})
 			}
+			logRecoveries(t, nodes)
 			t.Fatalf("player %d: sent %d moves, acked %d, dropped %d; zones: %+v; handoffs: %q", w.id, w.sent, st.Acked, st.Dropped, zs, hs)
 		}
 	}
@@ -355,9 +356,40 @@ func walkAcrossBorders(t *testing.T, nodes []*Node, clients, npcs int, walkFor t
 	}
 	t.Logf("%d clients, %d moves applied once each, %d handoffs (%d aborted), %d view samples (%d ghost id changes), %d near-border players see all %d entities across",
 		clients, totalSent, st.HandoffsIn, st.HandoffsAborted, samples, popped, nearBorder, across)
+	if t.Failed() {
+		logRecoveries(t, nodes)
+	}
 }
 
 func sign(v float64) bool { return v >= 0 }
+
+// logRecoveries logs, per node, what put players back other than a plain
+// handoff — connections' record lookups for a silent zone (relooks),
+// restores their records refused (unplaced), joins refused, cross-process
+// Commits whose record write was refused — and per zone its restores and
+// its handoff machine's Commits given up (stranded) and messages dropped
+// as stale. Under load every failure of the walk came through these
+// (2026-11-29: relooks during slow Commits restoring players where they
+// had left, Commits dropped as stale after slow record writes).
+func logRecoveries(t *testing.T, nodes []*Node) {
+	t.Helper()
+	for _, n := range nodes {
+		var mu sync.Mutex
+		var zs []string
+		err := n.Zones().Inspect(inspectWait, func(z *sim.Zone) {
+			s, h := z.Stats(), z.Handoffs().Stats()
+			mu.Lock()
+			zs = append(zs, fmt.Sprintf("%s: restores %d, stranded %d, stale %d", z.ID(), s.Restores, h.Stranded, h.Stale))
+			mu.Unlock()
+		})
+		mu.Lock()
+		zones := fmt.Sprint(zs, err)
+		mu.Unlock()
+		zm, bm := n.Zones().Metrics(), n.Bridge().Metrics()
+		t.Logf("node %s: relooks %d, unplaced %d, joins refused %d, commit records refused %d; zones %s", n.NodeID(),
+			n.Gateway().Stats().Relooks, zm.Unplaced.Load(), zm.JoinsRejected.Load(), bm.RecordRefused.Load(), zones)
+	}
+}
 
 // census is what every zone of a world holds at one moment.
 type census struct {

@@ -418,6 +418,12 @@ func TestClusterOrphanedZoneTakenOver(t *testing.T) {
 // checkPlayerRecords: every player's record in the players bucket names
 // the zone that owns it, at the owner's handoff epoch (records are written
 // asynchronously after in-process handoffs, so wait for them to settle).
+// The owners are read again on every try: ticks run, and a player a look
+// found in no zone (its handoff's Commit in flight, or waiting for its
+// record write: seconds on a loaded host) is owned a moment later. Read
+// once, it stood as a player who left, whose record must be offline, for
+// the whole wait (2026-11-29, load ≈ 13: "player 45 left: record …
+// ONLINE").
 func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	t.Helper()
 	type own struct {
@@ -426,21 +432,26 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		pos   [3]float32
 		reach float64 // how far the player can walk in two checkpoint periods
 	}
-	owners := map[uint64]own{}
-	for _, n := range nodes {
-		inspect(t, n, func(z *sim.Zone) {
-			z.Entities(func(e sim.EntityInfo) {
-				if e.Owned && e.Kind == sim.KindPlayer {
-					owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
-				}
+	var owners map[uint64]own
+	look := func() {
+		owners = map[uint64]own{}
+		for _, n := range nodes {
+			inspect(t, n, func(z *sim.Zone) {
+				z.Entities(func(e sim.EntityInfo) {
+					if e.Owned && e.Kind == sim.KindPlayer {
+						owners[e.ID] = own{z.ID(), uint64(e.Epoch), e.State.Pos, 2 * zone.DefaultCheckpointEvery.Seconds() * float64(z.Config().MaxSpeed)}
+					}
+				})
 			})
-		})
+		}
 	}
 	kv := nodes[0].nats.kv[BucketPlayers]
 	var bad string
+	var badID uint64
 	match := func() bool {
 		bad = ""
 		for id, o := range owners {
+			badID = id
 			e, err := kv.Get(context.Background(), cluster.PlayerKey(id))
 			if err != nil {
 				bad = fmt.Sprintf("player %d: %v", id, err)
@@ -473,6 +484,7 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 			if _, online := owners[id]; online {
 				continue
 			}
+			badID = id
 			e, err := kv.Get(context.Background(), k)
 			var rec pb.PlayerRecord
 			if err != nil || proto.Unmarshal(e.Value(), &rec) != nil || rec.GetState() != pb.PlayerState_PLAYER_STATE_OFFLINE || rec.GetCheckpoint() == nil {
@@ -482,11 +494,29 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		}
 		return true
 	}
-	for deadline := time.Now().Add(10 * time.Second); !(match() && left()) && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		look()
+		if match() && left() || time.Now().After(deadline) {
+			break
+		}
 	}
 	if bad != "" {
-		t.Fatalf("player records do not match the owners: %s", bad)
+		// What every zone holds of that player: its entity and its handoff.
+		var mu sync.Mutex
+		var held []string
+		for _, n := range nodes {
+			_ = n.Zones().Inspect(inspectWait, func(z *sim.Zone) {
+				e, ok := z.Entity(badID)
+				ph, ep, peer := z.Handoffs().Status(badID)
+				mu.Lock()
+				held = append(held, fmt.Sprintf("%s: entity %v %+v, handoff %v@%d peer %q", z.ID(), ok, e, ph, ep, peer))
+				mu.Unlock()
+			})
+		}
+		logRecoveries(t, nodes)
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("player records do not match the owners: %s; zones: %q", bad, held)
 	}
 }
 

@@ -15,6 +15,9 @@ var (
 	ErrInProgress = errors.New("handoff: entity already being handed off")
 	ErrSelf       = errors.New("handoff: target is this zone")
 	ErrExists     = errors.New("handoff: entity already known here")
+	// ErrHandedOn: SpawnAbove of a checkpoint older than a handoff this
+	// zone committed of the entity (and still remembers).
+	ErrHandedOn = errors.New("handoff: entity handed on since that checkpoint")
 )
 
 // Config tunes timers and bounds. The zero Config means DefaultConfig.
@@ -227,7 +230,11 @@ func (e *entry) phase() Phase {
 // away is an entry's handoff: the peer zone, the last resend, the
 // snapshot offered and the moves that go with it.
 type away struct {
-	phase    Phase // offering, committing or forwarding
+	phase Phase // offering, committing or forwarding
+	// stranded: forwarding after CommitGiveUp, until a late CommitAck: the
+	// new owner may still take the entity (its node's record write, not a
+	// crash, outlasted the resends), so the handoff is still in flight.
+	stranded bool
 	peer     string
 	lastSend time.Duration
 	snap     *Snapshot
@@ -337,7 +344,22 @@ func (m *Machine) drop(entity uint64) {
 // SpawnAbove is Spawn for an entity put back from a checkpoint taken at
 // epoch above: its new epoch is above that one, so whoever saw the old
 // epoch (a connection, a player record) takes this owner as the newer.
+//
+// A checkpoint older than a handoff this zone committed of the entity is
+// refused while the zone remembers that handoff (ErrHandedOn): the record
+// it came from was read before the new owner's write landed (a connection
+// that looked its record up while a slow Commit left its zone silent), and
+// the entity lives on at the new owner. Put back here, above that owner's
+// epoch, it had two owners, and its connection, following the higher
+// epoch, dropped the true owner's controls for good. That holds after
+// CommitGiveUp too: under load the new owner's record write, not a crashed
+// node, is what outlasts it (the Commit lands later); a target that did
+// crash leaves the entity to a restore here once the forwarding record
+// expires (ForwardTTL), which the record's compare-and-set then fences.
 func (m *Machine) SpawnAbove(entity uint64, now time.Duration, above Epoch) (Epoch, error) {
+	if e, ok := m.ents[entity]; ok && e.phase() == PhaseForwarding && e.epoch > above {
+		return 0, fmt.Errorf("%w: entity %d went to %s at epoch %d, checkpoint of epoch %d", ErrHandedOn, entity, e.away.peer, e.epoch, above)
+	}
 	epoch, err := m.Spawn(entity, now)
 	if err != nil {
 		return 0, err
@@ -392,12 +414,15 @@ func (m *Machine) Len() int { return len(m.ents) }
 
 // InFlight counts the entities this zone is handing away and whose new
 // owner may not own them yet: offered (not yet committed or aborted) or
-// committed and not yet acknowledged. While it is not zero, another zone's
-// view of those entities may still change without this zone's changing.
+// committed and not yet acknowledged — given up on (CommitGiveUp) too,
+// until a late CommitAck or the forwarding record's expiry: the new owner
+// may take such an entity seconds later. While it is not zero, another
+// zone's view of those entities may still change without this zone's
+// changing.
 func (m *Machine) InFlight() int {
 	n := 0
 	for _, e := range m.timed {
-		if e.phase() == PhaseOffering || e.phase() == PhaseCommitting {
+		if ph := e.phase(); ph == PhaseOffering || ph == PhaseCommitting || ph == PhaseForwarding && e.away.stranded {
 			n++
 		}
 	}
@@ -538,11 +563,19 @@ func (m *Machine) Step(now time.Duration, msg Msg, out *Output) {
 		m.stats.Misrouted++
 		return
 	}
+	e := m.ents[msg.Entity]
+	if msg.Kind == KindCommitAck && e != nil && e.phase() == PhaseForwarding && e.away.stranded && e.away.peer == msg.From && e.epoch == msg.Epoch+1 {
+		// A Commit given up on was taken after all: its handoff is over,
+		// however late the ack (it names the very handoff this zone
+		// remembers; it came late because the Commit did).
+		e.away.stranded = false
+		m.stats.Duplicates++
+		return
+	}
 	if now-msg.Sent > m.cfg.MaxAge {
 		m.stats.Stale++
 		return
 	}
-	e := m.ents[msg.Entity]
 	switch msg.Kind {
 	case KindOffer:
 		m.onOffer(now, msg, e, out)
@@ -734,6 +767,7 @@ func (m *Machine) Tick(now time.Duration, out *Output) {
 			switch {
 			case now-e.since >= m.cfg.CommitGiveUp:
 				e.away.phase, e.epoch, e.since, e.away.snap, e.away.moves = PhaseForwarding, e.epoch+1, now, nil, nil
+				e.away.stranded = true
 				m.retime(id, e)
 				m.stats.Stranded++
 			case now-e.away.lastSend >= m.cfg.RetryInterval:
