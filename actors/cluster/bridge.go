@@ -259,11 +259,14 @@ func (b *Bridge) Unserve(zoneID string) {
 }
 
 // ProxyProps are the props of the actor that stands for zone when another
-// node owns it: spawn it under zone.ActorName(zoneID).
+// node owns it: spawn it under zone.ActorName(zoneID). Its mailbox takes
+// posts that come while it is spawned (msg.EarlyPosts): zones and the node
+// send to the zone's name, and a handover spawns the proxy while they do
+// (-race saw a zone's send read the dispatcher the spawn was writing).
 func (b *Bridge) ProxyProps(zoneID string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &zoneProxy{b: b, zone: zoneID}
-	})
+	}, actor.WithMailbox(msg.EarlyPosts(actor.Unbounded())))
 }
 
 // Close unsubscribes everything and stops the links.

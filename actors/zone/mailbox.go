@@ -1,7 +1,6 @@
 package zone
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,68 +43,20 @@ type inputGauge struct {
 // connections took meanwhile, 30 a player a second, each with its moves.
 type inputMailbox struct {
 	actor.Mailbox
-	g *inputGauge
-	m *Metrics
-	early
+	g     *inputGauge
+	m     *Metrics
+	early msg.Early
 }
 
-// early holds what is posted to a mailbox before its handlers are
-// registered. protoactor's spawner puts a new actor in the process
-// registry before it registers the mailbox's handlers, and a zone is
-// reached by name (its peers, the node, the cluster bridge), so a sender
-// can find a zone that is still being spawned: the inner mailbox's post
-// would then schedule on a dispatcher not yet set (a data race, or a nil
-// dispatcher's panic in the sender). Such messages wait here, in order,
-// and RegisterHandlers posts them; after it, a post costs one atomic load.
-type early struct {
-	ready atomic.Bool
-	mu    sync.Mutex
-	msgs  []earlyMsg
-}
-
-type earlyMsg struct {
-	m   any
-	sys bool
-}
-
-// park keeps m if the handlers are not registered yet (it reports
-// whether it did). Checked again under the lock, so a message never
-// lands in msgs after RegisterHandlers has taken them.
-func (e *early) park(m any, sys bool) bool {
-	if e.ready.Load() {
-		return false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ready.Load() {
-		return false
-	}
-	e.msgs = append(e.msgs, earlyMsg{m, sys})
-	return true
-}
-
-// RegisterHandlers implements actor.Mailbox: it registers the inner
-// mailbox's handlers, then posts what came early, in order. Posts that
-// come meanwhile wait for the lock and then go straight through, after
-// them.
+// RegisterHandlers implements actor.Mailbox: the zone is reached by name,
+// so what comes before its handlers waits for them (msg.Early).
 func (b *inputMailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
-	b.Mailbox.RegisterHandlers(invoker, dispatcher)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, e := range b.msgs {
-		if e.sys {
-			b.Mailbox.PostSystemMessage(e.m)
-		} else {
-			b.Mailbox.PostUserMessage(e.m)
-		}
-	}
-	b.msgs = nil
-	b.ready.Store(true)
+	b.early.Register(b.Mailbox, invoker, dispatcher)
 }
 
 // PostSystemMessage implements actor.Mailbox.
 func (b *inputMailbox) PostSystemMessage(m any) {
-	if b.park(m, true) {
+	if b.early.Park(m, true) {
 		return
 	}
 	b.Mailbox.PostSystemMessage(m)
@@ -151,7 +102,7 @@ func (b *inputMailbox) PostUserMessage(m any) {
 		}
 		b.g.queued.Add(int64(len(kept)))
 	}
-	if b.park(m, false) {
+	if b.early.Park(m, false) {
 		return
 	}
 	b.Mailbox.PostUserMessage(m)
