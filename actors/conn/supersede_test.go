@@ -28,24 +28,8 @@ func TestSupersededConnectionJoinsNotAndLeavesAtOnce(t *testing.T) {
 	for _, joined := range []bool{false, true} {
 		name := map[bool]string{false: "during the lookup", true: "after the join"}[joined]
 		t.Run(name, func(t *testing.T) {
-			sys := actor.NewActorSystem()
-			defer sys.Shutdown()
-			x := record(t, 10)
-			s, cs := benchShard(t, x, 1)
-			c := cs[0]
-			s.pool.sys = sys
-			z := &zoneRec{}
-			zone, _ := sys.ProcessRegistry.Add(z, "zone")
-			c.zone = zone
 			var answer func(*actor.PID, *handoff.Checkpoint)
-			s.pool.cfg.Resume = func(_ uint64, done func(*actor.PID, *handoff.Checkpoint)) { answer = done }
-			for i := range 5 {
-				now := time.Duration(i+1) * benchStep
-				for _, p := range x.steps[i] {
-					feed(s, c, p, now)
-				}
-				s.pumpOne(c, now)
-			}
+			x, s, c, z, zone := supersedeFixture(t, func(_ uint64, done func(*actor.PID, *handoff.Checkpoint)) { answer = done })
 			if answer == nil || !c.resuming {
 				t.Fatalf("no lookup out (resuming %v)", c.resuming)
 			}
@@ -112,23 +96,7 @@ func TestRedirectedConnectionSupersededByItsClientsReturnLeavesNoMore(t *testing
 	for _, followed := range []bool{false, true} {
 		name := map[bool]string{false: "redirect waiting", true: "redirect sent"}[followed]
 		t.Run(name, func(t *testing.T) {
-			sys := actor.NewActorSystem()
-			defer sys.Shutdown()
-			x := record(t, 10)
-			s, cs := benchShard(t, x, 1)
-			c := cs[0]
-			s.pool.sys = sys
-			z := &zoneRec{}
-			zone, _ := sys.ProcessRegistry.Add(z, "zone")
-			c.zone = zone
-			s.pool.cfg.Resume = func(_ uint64, done func(*actor.PID, *handoff.Checkpoint)) {}
-			for i := range 5 {
-				now := time.Duration(i+1) * benchStep
-				for _, p := range x.steps[i] {
-					feed(s, c, p, now)
-				}
-				s.pumpOne(c, now)
-			}
+			_, s, c, z, zone := supersedeFixture(t, func(_ uint64, done func(*actor.PID, *handoff.Checkpoint)) {})
 			now := 6 * benchStep
 			s.handle(c, &resumed{zone: zone}, now)
 			s.sendInputs()
@@ -168,4 +136,30 @@ func TestRedirectedConnectionSupersededByItsClientsReturnLeavesNoMore(t *testing
 			}
 		})
 	}
+}
+
+// supersedeFixture is one connection on a shard with a recording zone
+// (named "zone" in a fresh actor system, stopped with the test) and the
+// record lookup resume, after the first five steps of a recorded client's
+// datagrams.
+func supersedeFixture(t *testing.T, resume func(uint64, func(*actor.PID, *handoff.Checkpoint))) (*recording, *shard, *Conn, *zoneRec, *actor.PID) {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	x := record(t, 10)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	s.pool.sys = sys
+	z := &zoneRec{}
+	zone, _ := sys.ProcessRegistry.Add(z, "zone")
+	c.zone = zone
+	s.pool.cfg.Resume = resume
+	for i := range 5 {
+		now := time.Duration(i+1) * benchStep
+		for _, p := range x.steps[i] {
+			feed(s, c, p, now)
+		}
+		s.pumpOne(c, now)
+	}
+	return x, s, c, z, zone
 }
