@@ -187,6 +187,35 @@ func BenchmarkServerPacketGhosts(b *testing.B) {
 	runServerPackets(b, p)
 }
 
+// BenchmarkServerPacketCold is BenchmarkServerPacket over 512 connections
+// sharing one Scratch, as a connection shard's do, each op the next
+// connection's round trip: by its next turn a connection's state has left
+// the caches, as on a loaded server, so its misses (cachegrind's, a round
+// trip, clients included) are the measure; its instructions are the warm
+// benchmark's.
+func BenchmarkServerPacketCold(b *testing.B) {
+	const n = 512
+	ps := make([]*pair, n)
+	sc := session.NewScratch()
+	for i := range ps {
+		p := newPairN(b, 0)
+		p.srv.ShareScratch(sc)
+		p.h.moves = make([]move.Move, 0, 64)
+		for range 20 {
+			p.step(b)
+		}
+		ps[i] = p
+	}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ps[i].step(b)
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
 // runServerPackets steps p once an op and reports the server's part of
 // each round trip (server-ns/pkt).
 func runServerPackets(b *testing.B, p *pair) {
