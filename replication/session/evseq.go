@@ -196,6 +196,12 @@ type serverNumbering struct {
 	nlanes int32 // Config.Lanes: the lane field's range
 	known  bool
 	rptAny bool
+	// due and fresh are reportDue and reportNew, kept up to date where
+	// applied, acked, rpt and rptAny change (setApplied, writeReport,
+	// onFate): every Poll asks reportNew (hasContent) and every data packet
+	// reportDue (writeReport), and the lanes are an object of their own —
+	// a cache miss a send on a loaded server, to learn that nothing is due.
+	due, fresh bool
 }
 
 // laneNumbers is one lane's numbering on the server.
@@ -273,24 +279,23 @@ func (n *serverNumbering) setApplied(lane int, seq uint64) {
 	}
 	if l := n.lane(lane); seq > l.applied {
 		l.applied = seq
+		if seq > l.acked { // and past rpt, a value applied had before
+			n.due, n.fresh = true, true
+		}
 	}
 }
 
 // reportDue: the zone applied events the client has not been told of.
-func (n *serverNumbering) reportDue() bool {
-	for i := range n.lanes {
-		if l := &n.lanes[i]; l.applied > l.acked {
-			return true
-		}
-	}
-	return false
-}
+func (n *serverNumbering) reportDue() bool { return n.due }
 
 // reportNew: the zone applied events no report in flight or delivered
 // covers yet (worth a data packet of its own).
-func (n *serverNumbering) reportNew() bool {
+func (n *serverNumbering) reportNew() bool { return n.fresh }
+
+// scanDue is reportDue from the lanes (due's definition).
+func (n *serverNumbering) scanDue() bool {
 	for i := range n.lanes {
-		if l := &n.lanes[i]; l.applied > l.acked && (!n.rptAny || l.applied > l.rpt) {
+		if l := &n.lanes[i]; l.applied > l.acked {
 			return true
 		}
 	}
@@ -320,6 +325,7 @@ func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error 
 		for i := range n.lanes {
 			n.lanes[i].rpt = n.lanes[i].applied
 		}
+		n.fresh = false // rpt = applied on every lane
 	}
 	return err
 }
@@ -336,7 +342,9 @@ func (n *serverNumbering) onFate(seq uint64, delivered bool) {
 			l := &n.lanes[i]
 			l.acked = max(l.acked, l.rpt)
 		}
+		n.due = n.scanDue()
 	}
+	n.fresh = n.due // no report in flight: every lane due is new
 }
 
 // laneList is what one event base or report section lists: at most one
