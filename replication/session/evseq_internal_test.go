@@ -86,7 +86,7 @@ func TestServerNumberingDueFlags(t *testing.T) {
 		var due, fresh bool
 		for _, l := range n.lanes {
 			due = due || l.applied > l.acked
-			fresh = fresh || l.applied > l.acked && (!n.rptAny || l.applied > l.rpt)
+			fresh = fresh || l.applied > l.acked && (!n.is(numRptAny) || l.applied > l.rpt)
 		}
 		if n.reportDue() != due || n.reportNew() != fresh {
 			t.Fatalf("step %d: reportDue %v reportNew %v, the lanes say %v %v", i, n.reportDue(), n.reportNew(), due, fresh)
