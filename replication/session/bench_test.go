@@ -187,6 +187,113 @@ func BenchmarkServerPacketGhosts(b *testing.B) {
 	runServerPackets(b, p)
 }
 
+// BenchmarkServerPacketCold is BenchmarkServerPacket over 512 connections
+// sharing one Scratch, as a connection shard's do, each op the next
+// connection's round trip: by its next turn a connection's state has left
+// the caches, as on a loaded server, so its misses (cachegrind's, a round
+// trip, clients included) are the measure; its instructions are the warm
+// benchmark's.
+func BenchmarkServerPacketCold(b *testing.B) {
+	const n = 512
+	ps := make([]*pair, n)
+	sc := session.NewScratch()
+	for i := range ps {
+		p := newPairN(b, 0)
+		p.srv.ShareScratch(sc)
+		p.h.moves = make([]move.Move, 0, 64)
+		for range 20 {
+			p.step(b)
+		}
+		ps[i] = p
+	}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ps[i].step(b)
+		if i++; i == n {
+			i = 0
+		}
+	}
+}
+
+// BenchmarkServerTicksCold is BenchmarkServerPacketCold in a shard's and a
+// zone's order: the 512 connections' datagrams are received in one pass,
+// and the zone's tick reaches them in another (SetControl, then the
+// packet it opens); an op is one connection's half of a round, so two ops
+// are a round trip. A connection's state is cold in each pass: its misses
+// in SetControl, as on a server whose zone ticks between the datagrams,
+// are what BenchmarkServerPacketCold, which runs both halves back to
+// back, does not see.
+func BenchmarkServerTicksCold(b *testing.B) {
+	const n = 512
+	ps := make([]*pair, n)
+	sc := session.NewScratch()
+	for i := range ps {
+		p := newPairN(b, 0)
+		p.srv.ShareScratch(sc)
+		p.h.moves = make([]move.Move, 0, 64)
+		for range 20 {
+			p.step(b)
+		}
+		ps[i] = p
+	}
+	i, tick := 0, false
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := ps[i]; tick {
+			p.tickHalf(b)
+		} else {
+			p.receiveHalf(b)
+		}
+		if i++; i == n {
+			i, tick = 0, !tick
+		}
+	}
+}
+
+// receiveHalf is the first half of step: the client's packet, received.
+func (p *pair) receiveHalf(tb testing.TB) {
+	p.now += p.dt
+	p.round++
+	for p.cli.InputDue(p.now) {
+		if _, err := p.cli.Input(move.Move{Forward: 100, Yaw: uint16(p.round * 7)}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if p.round%10 == 0 {
+		p.cli.SendEvent(0, p.event)
+	}
+	out, err := p.cli.Poll(p.now, p.cbuf[:0])
+	if err != nil || len(out) == 0 {
+		tb.Fatalf("client sent nothing: %v", err)
+	}
+	if _, err := p.srv.Receive(p.now, out, clientAddr); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// tickHalf is the second half of step: the zone's tick, the server's
+// packet, received.
+func (p *pair) tickHalf(tb testing.TB) {
+	for _, m := range p.h.moves {
+		p.state = move.Walk(p.state, m, m.Seconds())
+	}
+	if n := len(p.h.moves); n > 0 {
+		p.srv.SetControl(p.h.moves[n-1].Seq, p.state)
+		p.h.moves = p.h.moves[:0]
+	}
+	if p.round%10 == 5 {
+		p.srv.SendEvent(1, p.event)
+	}
+	sout, err := p.srv.Poll(p.now, p.sbuf[:0], nil)
+	if err != nil || len(sout) == 0 {
+		tb.Fatalf("server sent nothing: %v", err)
+	}
+	if err := p.cli.Receive(p.now, sout); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // runServerPackets steps p once an op and reports the server's part of
 // each round trip (server-ns/pkt).
 func runServerPackets(b *testing.B, p *pair) {

@@ -15,88 +15,139 @@ type moveCRC struct {
 
 // crcFIFO holds the CRCs of the moves handed to the zone that SetControl
 // may still ask for: oldest first, none more than crcWindow moves behind
-// the newest, none below the newest move the zone reported applied. A
-// connection whose zone keeps up holds two or three (a tick's worth), so
-// the ring starts at crcMin and doubles on use up to crcWindow; a 64-slot
-// array per connection was 512 bytes of the Server. A zone that lags (an
-// overloaded host: its moves wait for their time credit) grows it; once
-// every crcTrimEvery finds it shrinks to a quarter above the most it held
-// in this and the previous period, when that halves it (notify's sender
-// ring does the same), so a lag's room goes back after it and steady lag
-// allocates nothing. The client decides which moves carry a CRC, but not
-// how many the ring holds: at most crcWindow.
+// the newest, none at or below the newest move the zone reported applied.
+// A connection whose zone keeps up holds one to three (a tick's worth: a
+// 20 Hz zone against 30 Hz moves), so they live in the Server itself
+// (inl); a zone that lags (an overloaded host: its moves wait for their
+// time credit) moves them to a slice of their own (spill), which doubles
+// on use up to crcWindow. Once every crcTrimEvery finds the slice shrinks
+// to a quarter above the most held in this and the previous period when
+// that halves it, and goes when inl holds that many (notify's sender ring
+// does the same), so a lag's room goes back after it and steady lag
+// allocates nothing. The entries sit from index 0 on, oldest first: the
+// ones a push or find drops are at the front, and the rest move down
+// (three at most while inline). The client decides which moves carry a
+// CRC, but not how many are held: at most crcWindow.
+//
+// The ring on the heap it replaced (four entries at first) was 32 bytes
+// of every connection and a cache miss for each move and each tick's
+// find, in a line of its own.
 type crcFIFO struct {
-	buf     []moveCRC // ring, len a power of two; nil until the first CRC
-	head, n uint8     // ≤ crcWindow
+	inl   [crcInline]moveCRC
+	spill *[]moveCRC // nil while the entries fit in inl
+	n     uint8      // ≤ crcWindow
 	// Sizing by use (trim): the most held in this and the previous
 	// period, and the finds in this one.
 	peak, peakPrev uint8
 	finds          uint8
 }
 
-// crcTrimEvery is the ring's sizing period in finds (zone ticks with a new
+// crcInline is how many entries the Server holds itself.
+const crcInline = 3
+
+// crcSpillMin is the spill slice's first length (64 bytes).
+const crcSpillMin = 8
+
+// crcTrimEvery is the sizing period in finds (zone ticks with a new
 // applied move: about 3 s at 20 Hz).
 const crcTrimEvery = 64
 
-// crcMin is the ring's first size (32 bytes).
-const crcMin = 4
+// entries is where the entries are: inl, or the spill slice (its whole
+// length; the first n are held).
+func (q *crcFIFO) entries() []moveCRC {
+	if q.spill != nil {
+		return *q.spill
+	}
+	return q.inl[:]
+}
 
-func (q *crcFIFO) at(i uint8) *moveCRC { return &q.buf[(int(q.head)+int(i))&(len(q.buf)-1)] }
-
-func (q *crcFIFO) pop() { q.head, q.n = uint8((int(q.head)+1)&(len(q.buf)-1)), q.n-1 }
+// drop forgets the k oldest of the entries b (entries()[:n]), moving the
+// rest down: a loop, not a copy, for the one or two of a zone that keeps
+// up (memmove's call cost more than the moves).
+func (q *crcFIFO) drop(b []moveCRC, k int) {
+	if k == 0 {
+		return
+	}
+	for i := k; i < len(b); i++ {
+		b[i-k] = b[i]
+	}
+	q.n -= uint8(k)
+}
 
 // push remembers the CRC of move seq; moves come in sequence order. The
 // ones crcWindow or more behind it go.
 func (q *crcFIFO) push(seq uint64, crc uint32) {
 	s := uint32(seq)
-	for q.n > 0 && s-q.at(0).seq >= crcWindow {
-		q.pop()
+	b := q.entries()
+	k := 0
+	for k < int(q.n) && s-b[k].seq >= crcWindow {
+		k++
 	}
-	if int(q.n) == len(q.buf) {
-		q.resize(max(crcMin, 2*len(q.buf)))
+	q.drop(b[:q.n], k)
+	if int(q.n) == len(b) {
+		q.resize(max(crcSpillMin, 2*len(b)))
+		b = q.entries()
 	}
-	*q.at(q.n) = moveCRC{seq: s, crc: crc}
+	b[q.n] = moveCRC{seq: s, crc: crc}
 	q.n++
 	q.peak = max(q.peak, q.n)
 }
 
-// resize moves the entries to a ring of n (n ≥ q.n; at most crcWindow:
-// push dropped every entry crcWindow behind, so a full ring of that size
-// is never asked to grow).
+// resize moves the entries to inl (n ≤ crcInline) or to a spill slice of
+// n (n ≥ q.n; at most crcWindow: push dropped every entry crcWindow
+// behind, so a full slice of that size is never asked to grow).
 func (q *crcFIFO) resize(n int) {
-	nb := make([]moveCRC, n)
-	for i := range q.n {
-		nb[i] = *q.at(i)
+	old := q.entries()[:q.n]
+	if n <= crcInline {
+		copy(q.inl[:], old)
+		q.spill = nil
+		return
 	}
-	q.buf, q.head = nb, 0
+	nb := make([]moveCRC, n)
+	copy(nb, old)
+	q.spill = &nb
 }
 
 // trim applies crcTrimEvery's rule and starts a new period.
 func (q *crcFIFO) trim() {
 	peak := int(max(q.peak, q.peakPrev))
 	q.peakPrev, q.peak, q.finds = q.peak, q.n, 0
-	want := crcMin
+	if q.spill == nil {
+		return
+	}
+	if peak <= crcInline {
+		q.resize(crcInline)
+		return
+	}
+	want := crcSpillMin
 	for want < peak+peak/4+1 {
 		want *= 2
 	}
-	if 2*want <= len(q.buf) && int(q.n) <= want {
+	if 2*want <= len(*q.spill) && int(q.n) <= want {
 		q.resize(want)
 	}
 }
 
 // find returns the CRC of move seq, the newest move the zone applied, if
-// it carried one and is within crcWindow of the newest. Entries below seq
-// go: the zone reports its moves in order, so none is asked for again.
+// it carried one and is within crcWindow of the newest. It and the
+// entries below it go: the zone reports its moves in order, and
+// SetControl asks once per move (a repeated report returns before).
 func (q *crcFIFO) find(seq uint64) (uint32, bool) {
 	s := uint32(seq)
-	for q.n > 0 && int32(q.at(0).seq-s) < 0 {
-		q.pop()
+	b := q.entries()[:q.n]
+	k := 0
+	for k < len(b) && int32(b[k].seq-s) < 0 {
+		k++
 	}
-	if q.finds++; q.finds >= crcTrimEvery && q.buf != nil {
+	var crc uint32
+	ok := k < len(b) && b[k].seq == s
+	if ok {
+		crc = b[k].crc
+		k++
+	}
+	q.drop(b, k)
+	if q.finds++; q.finds >= crcTrimEvery {
 		q.trim()
 	}
-	if q.n > 0 && q.at(0).seq == s {
-		return q.at(0).crc, true
-	}
-	return 0, false
+	return crc, ok
 }

@@ -47,8 +47,8 @@ func TestCRCFIFOMatchesRing(t *testing.T) {
 			case ok:
 				t.Fatalf("share %v: move %d, %d behind the newest, found beyond the window", share, applied, lag)
 			}
-			if len(q.buf) > crcWindow || q.n > crcWindow {
-				t.Fatalf("ring of %d holding %d: beyond %d", len(q.buf), q.n, crcWindow)
+			if len(q.entries()) > crcWindow || q.n > crcWindow {
+				t.Fatalf("room for %d holding %d: beyond %d", len(q.entries()), q.n, crcWindow)
 			}
 		}
 		if within < 1000 || found == 0 {
@@ -58,16 +58,17 @@ func TestCRCFIFOMatchesRing(t *testing.T) {
 }
 
 // TestCRCFIFOBounded: a client that puts a CRC on every move of a zone
-// that never reports makes the ring hold crcWindow moves, no more, and
-// gives the room back once the zone keeps up again; a connection whose
-// zone keeps up keeps it at its first size.
+// that never reports makes the FIFO hold crcWindow moves, no more, and
+// gives the slice back once the zone keeps up again; a connection whose
+// zone keeps up (at half the move rate: three held before each find)
+// keeps its entries in the Server.
 func TestCRCFIFOBounded(t *testing.T) {
 	var q crcFIFO
 	for s := uint64(1); s <= 100000; s++ {
 		q.push(s, uint32(s))
 	}
-	if len(q.buf) != crcWindow || q.n != crcWindow {
-		t.Fatalf("ring %d holding %d after 100,000 CRCs, want %d holding %d", len(q.buf), q.n, crcWindow, crcWindow)
+	if len(q.entries()) != crcWindow || q.n != crcWindow {
+		t.Fatalf("room for %d holding %d after 100,000 CRCs, want %d holding %d", len(q.entries()), q.n, crcWindow, crcWindow)
 	}
 	if crc, ok := q.find(100000 - crcWindow + 1); !ok || crc != 100000-crcWindow+1 {
 		t.Fatalf("the oldest CRC in the window: %v %d", ok, crc)
@@ -82,8 +83,8 @@ func TestCRCFIFOBounded(t *testing.T) {
 			t.Fatalf("move %d after the lag: %v %d", s, ok, crc)
 		}
 	}
-	if len(q.buf) != crcMin {
-		t.Fatalf("ring %d after the lag ended, want %d", len(q.buf), crcMin)
+	if q.spill != nil {
+		t.Fatalf("a slice of %d kept after the lag ended, want the entries back in the Server", len(*q.spill))
 	}
 	var k crcFIFO
 	for s := uint64(1); s <= 100000; s++ {
@@ -94,7 +95,7 @@ func TestCRCFIFOBounded(t *testing.T) {
 			}
 		}
 	}
-	if len(k.buf) != crcMin {
-		t.Fatalf("a zone keeping up grew the ring to %d", len(k.buf))
+	if k.spill != nil {
+		t.Fatalf("a zone keeping up moved the entries to a slice of %d", len(*k.spill))
 	}
 }

@@ -190,12 +190,44 @@ func connID64(id handshake.ConnID) uint64 { return binary.LittleEndian.Uint64(id
 // a report (most connections use one or two of the eight), in lane order:
 // five per-lane arrays made up front were ~0.45 KB per connection.
 type serverNumbering struct {
-	gen    uint64
-	rptPkt uint64 // the newest packet that carried a report
-	lanes  []laneNumbers
-	nlanes int32 // Config.Lanes: the lane field's range
-	known  bool
-	rptAny bool
+	gen   uint64
+	lanes []laneNumbers
+	// rptPkt: the low 32 bits of the newest packet that carried a report
+	// (onFate compares it with packets' fates, which notify reports once
+	// each and in order: none is 2^32 packets later while it is open).
+	rptPkt uint32
+	nlanes uint8 // Config.Lanes (≤ event.MaxLanes): the lane field's range
+	flags  numFlags
+}
+
+// numFlags are a serverNumbering's flags, in one byte (with the 32-bit
+// rptPkt and nlanes, one word: the Server's CRCs in the Server itself,
+// crcFIFO, took the eight bytes).
+type numFlags uint8
+
+const (
+	// numKnown: the connection's numbering is fixed (its first data packet).
+	numKnown numFlags = 1 << iota
+	// numRptAny: a report is in flight, in packet rptPkt.
+	numRptAny
+	// numDue and numFresh are reportDue and reportNew, kept up to date
+	// where applied, acked, rpt and numRptAny change (setApplied,
+	// writeReport, onFate): every Poll asks reportNew (hasContent) and
+	// every data packet reportDue (writeReport), and the lanes are an
+	// object of their own — a cache miss a send on a loaded server, to
+	// learn that nothing is due.
+	numDue
+	numFresh
+)
+
+func (n *serverNumbering) is(f numFlags) bool { return n.flags&f != 0 }
+
+func (n *serverNumbering) set(f numFlags, on bool) {
+	if on {
+		n.flags |= f
+	} else {
+		n.flags &^= f
+	}
 }
 
 // laneNumbers is one lane's numbering on the server.
@@ -209,7 +241,7 @@ type laneNumbers struct {
 	lane                int
 }
 
-func (n *serverNumbering) init(lanes int) { n.nlanes = int32(lanes) }
+func (n *serverNumbering) init(lanes int) { n.nlanes = uint8(lanes) }
 
 // lane returns lane's state, made on first use (lane < nlanes: a lane
 // number from the wire was range-checked, so at most nlanes are made).
@@ -233,8 +265,9 @@ func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) err
 		return err
 	}
 	if !has {
-		if !n.known {
-			n.known, n.gen = true, connID64(id)
+		if !n.is(numKnown) {
+			n.set(numKnown, true)
+			n.gen = connID64(id)
 		}
 		return nil
 	}
@@ -246,10 +279,11 @@ func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) err
 	if err := ll.read(r, int(n.nlanes), "events.base", 1); err != nil {
 		return err
 	}
-	if n.known {
+	if n.is(numKnown) {
 		return nil // fixed by an earlier packet (the copies say the same)
 	}
-	n.known, n.gen = true, gen
+	n.set(numKnown, true)
+	n.gen = gen
 	for i := range ll.n {
 		n.lane(int(ll.lanes[i])).base = ll.vals[i]
 	}
@@ -273,24 +307,23 @@ func (n *serverNumbering) setApplied(lane int, seq uint64) {
 	}
 	if l := n.lane(lane); seq > l.applied {
 		l.applied = seq
+		if seq > l.acked { // and past rpt, a value applied had before
+			n.set(numDue|numFresh, true)
+		}
 	}
 }
 
 // reportDue: the zone applied events the client has not been told of.
-func (n *serverNumbering) reportDue() bool {
-	for i := range n.lanes {
-		if l := &n.lanes[i]; l.applied > l.acked {
-			return true
-		}
-	}
-	return false
-}
+func (n *serverNumbering) reportDue() bool { return n.is(numDue) }
 
 // reportNew: the zone applied events no report in flight or delivered
 // covers yet (worth a data packet of its own).
-func (n *serverNumbering) reportNew() bool {
+func (n *serverNumbering) reportNew() bool { return n.is(numFresh) }
+
+// scanDue is reportDue from the lanes (due's definition).
+func (n *serverNumbering) scanDue() bool {
 	for i := range n.lanes {
-		if l := &n.lanes[i]; l.applied > l.acked && (!n.rptAny || l.applied > l.rpt) {
+		if l := &n.lanes[i]; l.applied > l.acked {
 			return true
 		}
 	}
@@ -304,7 +337,7 @@ func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error 
 		return w.WriteFlag(false)
 	}
 	w.WriteFlag(true)
-	lb := bitstream.RangeBits(0, int64(n.nlanes-1))
+	lb := bitstream.RangeBits(0, int64(n.nlanes)-1)
 	for i := range n.lanes {
 		l := &n.lanes[i]
 		if l.applied <= l.acked {
@@ -316,10 +349,12 @@ func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error 
 	}
 	err := w.WriteFlag(false)
 	if err == nil {
-		n.rptPkt, n.rptAny = pktSeq, true
+		n.rptPkt = uint32(pktSeq)
+		n.set(numRptAny, true)
 		for i := range n.lanes {
 			n.lanes[i].rpt = n.lanes[i].applied
 		}
+		n.set(numFresh, false) // rpt = applied on every lane
 	}
 	return err
 }
@@ -327,16 +362,22 @@ func (n *serverNumbering) writeReport(w *bitstream.Writer, pktSeq uint64) error 
 // onFate: a delivered packet that carried the newest report tells the
 // client what it said.
 func (n *serverNumbering) onFate(seq uint64, delivered bool) {
-	if !n.rptAny || seq != n.rptPkt {
-		return
+	if n.is(numRptAny) && uint32(seq) == n.rptPkt {
+		n.reportFate(delivered)
 	}
-	n.rptAny = false
+}
+
+// reportFate is onFate for the packet that carried the newest report.
+func (n *serverNumbering) reportFate(delivered bool) {
+	n.set(numRptAny, false)
 	if delivered {
 		for i := range n.lanes {
 			l := &n.lanes[i]
 			l.acked = max(l.acked, l.rpt)
 		}
+		n.set(numDue, n.scanDue())
 	}
+	n.set(numFresh, n.is(numDue)) // no report in flight: every lane due is new
 }
 
 // laneList is what one event base or report section lists: at most one
