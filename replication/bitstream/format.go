@@ -55,9 +55,15 @@ func (f *FixedFormat) code(v float64) uint64 {
 	return min(uint64(int64((v-f.min)/f.precision+0.5)), f.steps)
 }
 
-// value is ReadFixed's result for a code q ≤ S.
+// value is ReadFixed's result for a code q ≤ S. The cap is ReadFixed's
+// comparison, not the built-in min, which would turn a +0 below a max of −0
+// into −0 (and costs more: it orders signed zeros and NaN).
 func (f *FixedFormat) value(q uint64) float64 {
-	return min(f.min+float64(float64(int64(q))*f.precision), f.max)
+	v := f.min + float64(float64(int64(q))*f.precision)
+	if v > f.max {
+		v = f.max
+	}
+	return v
 }
 
 // Write writes v as WriteFixed(v, min, max, precision) would: the same bits,

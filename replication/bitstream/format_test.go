@@ -13,7 +13,7 @@ import (
 // The formats' parameter menus: the op model's, the benchmark packet's, and
 // widths on both sides of the one-field limit of the vector methods (3n ≤ 63).
 var (
-	formatFixed = append([][3]float64{{-10000, 10000, 0.01}, {-2000, 2000, 0.001}, {0, 4e6, 1}, {-1, 1, 1e-9}}, fixedRanges...)
+	formatFixed = append([][3]float64{{-10000, 10000, 0.01}, {-2000, 2000, 0.001}, {0, 4e6, 1}, {-1, 1, 1e-9}, {-1, math.Copysign(0, -1), 0.5}}, fixedRanges...)
 	formatQuant = [][3]float64{{-50, 50, 12}, {-50, 50, 14}, {0, 1, 7}, {0, 1, 8}, {0, 1, 1}, {-2000, 2000, 21}, {-2000, 2000, 22}, {0, 360, 32}, {-1e300, 1e300, 32}, {1e6, 1e6 + 10, 20}, {3, 7.5, 5}}
 )
 

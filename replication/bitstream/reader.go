@@ -171,13 +171,13 @@ func (r *Reader) ReadRangedInt(min, max int64, field string) (int64, error) {
 		return 0, r.errAt(field, r.bit, ErrOutOfRange)
 	}
 	n := RangeBits(min, max)
-	if n == 0 {
-		return min, nil
-	}
 	at := r.bit
-	u, err := r.ReadBits(n, field)
-	if err != nil {
-		return 0, err
+	u, ok := r.TryReadBits(n) // false for n = 0: nothing to read
+	if !ok && n > 0 {
+		var err error
+		if u, err = r.readBitsSlow(n, field); err != nil {
+			return 0, err
+		}
 	}
 	if u > uint64(max)-uint64(min) {
 		return 0, r.fail(field, at, ErrOutOfRange)

@@ -211,11 +211,12 @@ func (w *Writer) WriteRangedInt(v, min, max int64) error {
 	if min > max || v < min || v > max {
 		return w.fail(ErrOutOfRange)
 	}
-	n := RangeBits(min, max)
-	if n == 0 {
+	// v−min < 2^n: no width check. tryPut refuses n = 0 (nothing to write).
+	u, n := uint64(v)-uint64(min), RangeBits(min, max)
+	if w.tryPut(u, n) || n == 0 {
 		return nil
 	}
-	return w.WriteBits(uint64(v)-uint64(min), n)
+	return w.writeBitsSlow(u, n)
 }
 
 // WriteBytes writes p as len(p) whole bytes (8 bits each, in stream order,
