@@ -267,7 +267,7 @@ func (w *Writer) tryPut64(v uint64, n uint) bool {
 	if i := uint(w.bit) >> 3; i+9 <= uint(len(w.buf)) {
 		off := uint(w.bit) & 7
 		p := w.buf[i : i+9]
-		binary.LittleEndian.PutUint64(p, uint64(p[0])&(1<<off-1)|v<<off)
+		binary.LittleEndian.PutUint64(p, uint64(p[0])&uint64(lowBits[off])|v<<off)
 		p[8] = byte(v >> 1 >> ((63 - off) & 63)) // v >> (64−off): 0 when off is 0
 		w.bit += int(n)
 		return true
