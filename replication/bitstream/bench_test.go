@@ -648,3 +648,46 @@ func BenchmarkOps(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadShortPacket reads a 20-byte packet as 32 fields of 5 bits:
+// a short packet's last 8 bytes are past the fast path's window, so its
+// last fields take the slow path (a control or acknowledgement packet).
+func BenchmarkReadShortPacket(b *testing.B) {
+	w := NewWriter(make([]byte, 20))
+	for i := range 32 {
+		_ = w.WriteBits(uint64(i), 5)
+	}
+	data := w.Bytes()
+	var r Reader
+	var sum uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Reset(data)
+		for range 32 {
+			v, err := r.ReadBits(5, "f")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += v
+		}
+	}
+	if sum == 0 {
+		b.Fatal("nothing read")
+	}
+}
+
+// BenchmarkWriteShortPacket writes 32 fields of 5 bits into a 20-byte
+// buffer: the fields in its last 8 bytes take the slow path.
+func BenchmarkWriteShortPacket(b *testing.B) {
+	buf := make([]byte, 20)
+	var w Writer
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Reset(buf)
+		for i := range 32 {
+			if err := w.WriteBits(uint64(i), 5); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

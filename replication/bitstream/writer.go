@@ -184,9 +184,18 @@ func (w *Writer) put(v uint64, n uint) {
 		}
 		return
 	}
-	// Near the end of the buffer (fewer than 9 bytes from idx): stage the
-	// tail in a window, then copy back only the bytes that exist. The field
-	// fits in those bytes, so off+n ≤ 8·(len−idx) ≤ 64: no spill byte here.
+	if e := len(w.buf) - 8; e >= 0 {
+		// Near the end of the buffer (fewer than 9 bytes from idx, so
+		// e ≤ idx ≤ e+7): rewrite the buffer's last 8 bytes, the field at
+		// bit s of them. It fits in them, so s+n ≤ 64. No copies.
+		s := (8*uint(idx-e) + off) & 63
+		cur := binary.LittleEndian.Uint64(w.buf[e:])
+		binary.LittleEndian.PutUint64(w.buf[e:], cur&(uint64(1)<<s-1)|v<<s)
+		return
+	}
+	// A buffer of fewer than 8 bytes: stage it in a window, then copy back
+	// only the bytes that exist. The field fits in those bytes, so
+	// off+n ≤ 8·(len−idx) ≤ 64: no spill byte here.
 	var win [8]byte
 	copy(win[:], w.buf[idx:])
 	cur := binary.LittleEndian.Uint64(win[:])
