@@ -38,6 +38,10 @@ func TestNoAllocations(t *testing.T) {
 		{"EmptyString", func() error { return w.WriteString("", 64) }, func() { _, _ = r.ReadString(64, "f") }},
 		{"TableHit", func() error { return w.WriteTableString(tab, "player_spawn", 64) }, func() { _, _ = r.ReadTableString(tab, 64, "f") }},
 		{"TableMissBytes", func() error { return w.WriteTableString(tab, "frostbolt", 64) }, func() { dst, _ = r.ReadTableStringBytes(tab, dst, 64, "f") }},
+		{"FixedFormat", func() error { return posFormat.Write(&w, -1999.9) }, func() { _, _ = posFormat.Read(&r, "f") }},
+		{"FixedFormat3", func() error { return posFormat.Write3(&w, -1999.9, 3, 1999) }, func() { _, _, _, _ = posFormat.Read3(&r, "f") }},
+		{"QuantizedFormat", func() error { return velFormat.Write(&w, 12.5) }, func() { _, _ = velFormat.Read(&r, "f") }},
+		{"QuantizedFormat3", func() error { return velFormat.Write3(&w, 12.5, -50, 50) }, func() { _, _, _, _ = velFormat.Read3(&r, "f") }},
 		{"Gamma", func() error { return w.WriteGamma(1000) }, func() { _, _ = r.ReadGamma("f") }},
 		{"GammaWide", func() error { return w.WriteGamma(1 << 50) }, func() { _, _ = r.ReadGamma("f") }},
 	}

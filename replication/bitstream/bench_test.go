@@ -1,8 +1,10 @@
 package bitstream
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -76,7 +78,192 @@ func newBenchPacket(seed uint64, ghosts int) *benchPacket {
 // ghostBits is the most a ghost update can take, so the writer knows when to stop.
 var ghostBits = 1 + 10 + 4 + 3*19 + 47 + 3*12 + 7 + 6 + 11
 
+// The packet's float formats, validated once: writePacket writes exactly
+// the bits of writePacketFields, which passes the same parameters to every
+// call (TestBenchPacketFormatsSameBits).
+var (
+	ctlPosFormat    = mustFixed(-10000, 10000, 0.01)
+	ctlVelFormat    = mustQuantized(-50, 50, 14)
+	ctlHealthFormat = mustQuantized(0, 1, 8)
+	posFormat       = mustFixed(-2000, 2000, 0.01)
+	velFormat       = mustQuantized(-50, 50, 12)
+	healthFormat    = mustQuantized(0, 1, 7)
+)
+
+func mustFixed(min, max, precision float64) FixedFormat {
+	f, err := NewFixedFormat(min, max, precision)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+func mustQuantized(min, max float64, bits uint) QuantizedFormat {
+	f, err := NewQuantizedFormat(min, max, bits)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// writePacket and readPacket are the packet through the formats' API.
 func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
+	// header
+	_ = w.WriteRangedInt(p.kind, 0, 3)
+	_ = w.WriteBits(uint64(p.seq), 16)
+	_ = w.WriteBits(uint64(p.ack), 16)
+	_ = w.WriteFlag(p.ackBits != math.MaxUint64)
+	if p.ackBits != math.MaxUint64 {
+		_ = w.WriteBits(p.ackBits, 64)
+	}
+	_ = w.WriteRangedInt(p.ackDelay, 0, 1023)
+	// control object
+	_ = w.WriteFlag(true)
+	_ = ctlPosFormat.Write3(w, p.ctlPos[0], p.ctlPos[1], p.ctlPos[2])
+	_ = ctlVelFormat.Write3(w, p.ctlVel[0], p.ctlVel[1], p.ctlVel[2])
+	_ = w.WriteQuat(p.ctlRot)
+	_ = ctlHealthFormat.Write(w, p.ctlHealth)
+	// events
+	for _, e := range p.events {
+		_ = w.WriteFlag(true)
+		_ = w.WriteRangedInt(e.class, 0, 63)
+		_ = w.WriteTableString(benchTable, e.emote, 32)
+		_ = w.WriteFlag(e.chat != "")
+		if e.chat != "" {
+			_ = w.WriteString(e.chat, 128)
+		}
+	}
+	_ = w.WriteFlag(false)
+	// ghosts until the budget is spent
+	for i := range p.ghosts {
+		if w.Remaining() < ghostBits+1 {
+			break
+		}
+		g := &p.ghosts[i]
+		_ = w.WriteFlag(true)
+		_ = w.WriteRangedInt(g.index, 0, 1023)
+		for _, d := range g.dirty {
+			_ = w.WriteFlag(d)
+		}
+		if g.dirty[0] {
+			_ = posFormat.Write3(w, g.pos[0], g.pos[1], g.pos[2])
+		}
+		if g.dirty[1] {
+			_ = w.WriteQuat(g.rot)
+		}
+		if g.dirty[2] {
+			_ = velFormat.Write3(w, g.vel[0], g.vel[1], g.vel[2])
+		}
+		if g.dirty[3] {
+			_ = healthFormat.Write(w, g.health)
+			_ = w.WriteRangedInt(g.anim, 0, 40)
+			_ = w.WriteTableString(benchTable, g.class, 32)
+		}
+		ghosts++
+	}
+	_ = w.WriteFlag(false)
+	return ghosts, w.Err()
+}
+
+func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
+	var err error
+	var u uint64
+	fail := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	p.kind, err = r.ReadRangedInt(0, 3, "hdr.kind")
+	u, e := r.ReadBits(16, "hdr.seq")
+	fail(e)
+	p.seq = int64(u)
+	u, e = r.ReadBits(16, "hdr.ack")
+	fail(e)
+	p.ack = int64(u)
+	p.ackBits = math.MaxUint64
+	if has, e := r.ReadFlag("hdr.hasAckBits"); e != nil || has {
+		fail(e)
+		p.ackBits, e = r.ReadBits(64, "hdr.ackBits")
+		fail(e)
+	}
+	p.ackDelay, e = r.ReadRangedInt(0, 1023, "hdr.ackDelay")
+	fail(e)
+	if _, e := r.ReadFlag("ctl.present"); e != nil {
+		fail(e)
+	}
+	p.ctlPos[0], p.ctlPos[1], p.ctlPos[2], e = ctlPosFormat.Read3(r, "ctl.pos")
+	fail(e)
+	p.ctlVel[0], p.ctlVel[1], p.ctlVel[2], e = ctlVelFormat.Read3(r, "ctl.vel")
+	fail(e)
+	p.ctlRot, e = r.ReadQuat("ctl.rot")
+	fail(e)
+	p.ctlHealth, e = ctlHealthFormat.Read(r, "ctl.health")
+	fail(e)
+	p.events = p.events[:0]
+	for {
+		more, e := r.ReadFlag("event.more")
+		if e != nil || !more {
+			fail(e)
+			break
+		}
+		var ev benchEvent
+		ev.class, e = r.ReadRangedInt(0, 63, "event.class")
+		fail(e)
+		ev.emote, e = r.ReadTableString(benchTable, 32, "event.emote")
+		fail(e)
+		if has, e := r.ReadFlag("event.hasChat"); e != nil || has {
+			fail(e)
+			chat, e = r.ReadStringBytes(chat, 128, "event.chat")
+			fail(e)
+		}
+		if err != nil {
+			return chat, err
+		}
+		p.events = append(p.events, ev)
+	}
+	p.ghosts = p.ghosts[:0]
+	for err == nil {
+		more, e := r.ReadFlag("ghost.more")
+		if e != nil || !more {
+			fail(e)
+			break
+		}
+		var g benchGhost
+		g.index, e = r.ReadRangedInt(0, 1023, "ghost.index")
+		fail(e)
+		for j := range g.dirty {
+			g.dirty[j], e = r.ReadFlag("ghost.dirty")
+			fail(e)
+		}
+		if g.dirty[0] {
+			g.pos[0], g.pos[1], g.pos[2], e = posFormat.Read3(r, "ghost.pos")
+			fail(e)
+		}
+		if g.dirty[1] {
+			g.rot, e = r.ReadQuat("ghost.rot")
+			fail(e)
+		}
+		if g.dirty[2] {
+			g.vel[0], g.vel[1], g.vel[2], e = velFormat.Read3(r, "ghost.vel")
+			fail(e)
+		}
+		if g.dirty[3] {
+			g.health, e = healthFormat.Read(r, "ghost.health")
+			fail(e)
+			g.anim, e = r.ReadRangedInt(0, 40, "ghost.anim")
+			fail(e)
+			g.class, e = r.ReadTableString(benchTable, 32, "ghost.class")
+			fail(e)
+		}
+		p.ghosts = append(p.ghosts, g)
+	}
+	return chat, err
+}
+
+// writePacketFields and readPacketFields are the same packet through the
+// per-field API, every call passing its range (the benchmark's packet
+// before the formats).
+func writePacketFields(w *Writer, p *benchPacket) (ghosts int, err error) {
 	// header
 	_ = w.WriteRangedInt(p.kind, 0, 3)
 	_ = w.WriteBits(uint64(p.seq), 16)
@@ -142,7 +329,7 @@ func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 	return ghosts, w.Err()
 }
 
-func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
+func readPacketFields(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 	var err error
 	var u uint64
 	fail := func(e error) {
@@ -286,6 +473,44 @@ func TestBenchPacketRoundTrip(t *testing.T) {
 	t.Logf("%d bytes, %d ghosts", w.Len(), n)
 }
 
+// The formats' packet is the per-field packet bit for bit, over many seeds
+// (each a different mix of dirty flags, positions and rotations), and both
+// decoders return the same values from it.
+func TestBenchPacketFormatsSameBits(t *testing.T) {
+	for seed := range uint64(200) {
+		in := newBenchPacket(seed, 200)
+		wf, wo := NewWriter(make([]byte, benchMTU)), NewWriter(make([]byte, benchMTU))
+		nf, errF := writePacket(wf, in)
+		no, errO := writePacketFields(wo, in)
+		if errF != nil || errO != nil || nf != no {
+			t.Fatalf("seed %d: formats wrote %d ghosts (%v), fields %d (%v)", seed, nf, errF, no, errO)
+		}
+		if wf.BitLen() != wo.BitLen() || !bytes.Equal(wf.Bytes(), wo.Bytes()) {
+			t.Fatalf("seed %d: formats wrote %d bits, fields %d; first difference at byte %d", seed, wf.BitLen(), wo.BitLen(), firstByteDiff(wf.Bytes(), wo.Bytes()))
+		}
+		outF := &benchPacket{ghosts: make([]benchGhost, 0, 256)}
+		outO := &benchPacket{ghosts: make([]benchGhost, 0, 256)}
+		if _, err := readPacket(NewReader(wo.Bytes()), outF, nil); err != nil {
+			t.Fatalf("seed %d: formats read: %v", seed, err)
+		}
+		if _, err := readPacketFields(NewReader(wo.Bytes()), outO, nil); err != nil {
+			t.Fatalf("seed %d: fields read: %v", seed, err)
+		}
+		if !reflect.DeepEqual(outF, outO) {
+			t.Fatalf("seed %d: the two decoders differ", seed)
+		}
+	}
+}
+
+func firstByteDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
 // BenchmarkPacketRoundTrip writes and reads one 1200-byte packet of mixed
 // fields (target ≤ 2 µs, 0 allocs).
 func BenchmarkPacketRoundTrip(b *testing.B) {
@@ -345,6 +570,30 @@ func BenchmarkPacketRead(b *testing.B) {
 	}
 }
 
+// BenchmarkPacketRoundTripFields is BenchmarkPacketRoundTrip through the
+// per-field API (every call re-validating its range): the same packet,
+// bit for bit.
+func BenchmarkPacketRoundTripFields(b *testing.B) {
+	in := newBenchPacket(1, 200)
+	buf := make([]byte, benchMTU)
+	out := &benchPacket{events: make([]benchEvent, 0, 8), ghosts: make([]benchGhost, 0, 256)}
+	chat := make([]byte, 0, 128)
+	var w Writer
+	var r Reader
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Reset(buf)
+		n, err := writePacketFields(&w, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Reset(w.Bytes())
+		if chat, err = readPacketFields(&r, out, chat); err != nil || len(out.ghosts) != n {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Per-operation costs: each writes a field into a reused buffer (restarting
 // when full), or reads fields back from a full one.
 func BenchmarkOps(b *testing.B) {
@@ -368,6 +617,8 @@ func BenchmarkOps(b *testing.B) {
 		{"Quat", func(w *Writer) error { return w.WriteQuat(q) }, func(r *Reader) error { _, err := r.ReadQuat("f"); return err }},
 		{"TableHit", func(w *Writer) error { return w.WriteTableString(tab, "elf_archer", 32) }, func(r *Reader) error { _, err := r.ReadTableString(tab, 32, "f"); return err }},
 		{"String16", func(w *Writer) error { return w.WriteString("sixteen bytes!!!", 64) }, func(r *Reader) error { _, err := r.ReadString(64, "f"); return err }},
+		{"FixedFormat3", func(w *Writer) error { return posFormat.Write3(w, -1999.9, 3.25, 1999) }, func(r *Reader) error { _, _, _, err := posFormat.Read3(r, "f"); return err }},
+		{"QuantizedFormat3", func(w *Writer) error { return velFormat.Write3(w, 12.5, -3, 49) }, func(r *Reader) error { _, _, _, err := velFormat.Read3(r, "f"); return err }},
 		{"Gamma", func(w *Writer) error { return w.WriteGamma(37) }, func(r *Reader) error { _, err := r.ReadGamma("f"); return err }},
 	}
 	buf := make([]byte, benchMTU)
@@ -395,5 +646,48 @@ func BenchmarkOps(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadShortPacket reads a 20-byte packet as 32 fields of 5 bits:
+// a short packet's last 8 bytes are past the fast path's window, so its
+// last fields take the slow path (a control or acknowledgement packet).
+func BenchmarkReadShortPacket(b *testing.B) {
+	w := NewWriter(make([]byte, 20))
+	for i := range 32 {
+		_ = w.WriteBits(uint64(i), 5)
+	}
+	data := w.Bytes()
+	var r Reader
+	var sum uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Reset(data)
+		for range 32 {
+			v, err := r.ReadBits(5, "f")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += v
+		}
+	}
+	if sum == 0 {
+		b.Fatal("nothing read")
+	}
+}
+
+// BenchmarkWriteShortPacket writes 32 fields of 5 bits into a 20-byte
+// buffer: the fields in its last 8 bytes take the slow path.
+func BenchmarkWriteShortPacket(b *testing.B) {
+	buf := make([]byte, 20)
+	var w Writer
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Reset(buf)
+		for i := range 32 {
+			if err := w.WriteBits(uint64(i), 5); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }

@@ -164,3 +164,75 @@ func sameBits(a []byte, at int, b []byte, n int) bool {
 	}
 	return true
 }
+
+// FuzzFormats: the fuzzer's bytes choose a fixed-point or quantized format
+// from the menus, a bit offset, a buffer size and values (in range, or raw
+// float bits). Written through the format's Write and Write3, the stream
+// must be the per-field calls' stream bit for bit, with the same refusals
+// (Write3 all or nothing); read back — and read from the fuzzer's own
+// bytes as garbage — Read and Read3 must return the field calls' values,
+// positions and errors (Read3 all or nothing).
+func FuzzFormats(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte("\x01\x03\x07\x11\x22\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\xff\x00\x10\x20\x30\x40"))
+	f.Add([]byte("\x80\x05\x02\xff\xff\xff\xff\xff\xff\xff\xff\x7f\xf8\x00\x00\x00\x00\x00\x00positions near the ends"))
+	f.Add([]byte("\x81\x06\x09\x00\x00\x00\x00\x00\x00\xf0\x7f\x00\x00\x00\x00\x00\x00\xf0\xffvelocity, health, angles"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := &byteEntropy{p: data}
+		ctl, off, size := e.byte(), int(e.byte()%8), int(e.byte())+1
+		var vals []float64
+		pick := func(lo, hi float64) {
+			for len(e.p) > 0 && len(vals) < 96 {
+				x := e.u64()
+				if x&7 == 0 {
+					vals = append(vals, math.Float64frombits(e.u64())) // raw: NaN, ±Inf, out of range
+				} else {
+					vals = append(vals, math.Min(math.Max(lo+frac(x)*(hi-lo), lo), hi))
+				}
+			}
+		}
+		var err error
+		if ctl&0x80 == 0 {
+			p := formatFixed[int(ctl)%len(formatFixed)]
+			lo, hi, prec := p[0], p[1], p[2]
+			fm, ferr := NewFixedFormat(lo, hi, prec)
+			if ferr != nil {
+				return
+			}
+			pick(lo, hi)
+			if err = fieldsAndFormat(off, size, vals, func(w *Writer, v float64) error { return w.WriteFixed(v, lo, hi, prec) }, fm.Write, fm.Write3); err != nil {
+				t.Fatalf("fixed %v: %v", p, err)
+			}
+			var w Writer
+			w.Reset(make([]byte, 1024))
+			for _, v := range vals {
+				_ = w.WriteFixed(v, lo, hi, prec)
+			}
+			for _, in := range [][]byte{w.Bytes(), data} {
+				err = readsAgree(in, 8*len(in)-int(ctl>>4&7), off,
+					func(r *Reader) (float64, error) { return r.ReadFixed(lo, hi, prec, "v") },
+					func(r *Reader) (float64, error) { return fm.Read(r, "v") }, func(r *Reader) (float64, float64, float64, error) { return fm.Read3(r, "v") })
+				if err != nil {
+					t.Fatalf("fixed %v: %v", p, err)
+				}
+			}
+			return
+		}
+		p := formatQuant[int(ctl&0x7f)%len(formatQuant)]
+		lo, hi, bits := p[0], p[1], uint(p[2])
+		fm, ferr := NewQuantizedFormat(lo, hi, bits)
+		if ferr != nil {
+			t.Fatalf("quantized %v: %v", p, ferr)
+		}
+		pick(lo, hi)
+		if err = fieldsAndFormat(off, size, vals, func(w *Writer, v float64) error { return w.WriteQuantized(v, lo, hi, bits) }, fm.Write, fm.Write3); err != nil {
+			t.Fatalf("quantized %v: %v", p, err)
+		}
+		err = readsAgree(data, 8*len(data)-int(ctl>>4&7), off,
+			func(r *Reader) (float64, error) { return r.ReadQuantized(lo, hi, bits, "v") },
+			func(r *Reader) (float64, error) { return fm.Read(r, "v") }, func(r *Reader) (float64, float64, float64, error) { return fm.Read3(r, "v") })
+		if err != nil {
+			t.Fatalf("quantized %v: %v", p, err)
+		}
+	})
+}

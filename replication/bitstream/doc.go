@@ -23,6 +23,11 @@
 //     book's fixed point), WriteUnitFloat ([0, 1]), WriteSignedFloat ([−1, 1],
 //     0 exact), WriteFloat32. All round to nearest; *MaxError functions give
 //     the worst-case error so tests can assert "within quantization".
+//   - NewFixedFormat and NewQuantizedFormat: those encodings with their
+//     parameters validated once, for fields of a fixed shape. A format's
+//     Write and Read are the field calls' bits and values without the
+//     per-call validation and divisions; Write3 and Read3 carry three
+//     components (a position, a velocity) in one call.
 //   - WriteUnitVector (octahedral, 2×bits) and WriteQuat (smallest three,
 //     47 bits); UnitVectorMaxAngle and QuatMaxAngle bound their error.
 //   - WriteString (length in RangeBits(0, maxLen) bits, then bytes),

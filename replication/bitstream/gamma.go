@@ -27,10 +27,10 @@ func (w *Writer) WriteGamma(v uint64) error {
 	if v == 0 {
 		return w.fail(ErrOutOfRange)
 	}
-	z := uint(bits.Len64(v)) - 1
-	low := v &^ (1 << z)
+	z := uint(bits.Len64(v)) - 1 // v ≥ 1: z ∈ [0, 63], so z&63 is z (no code for shifts of 64)
+	low := v &^ (1 << (z & 63))
 	if z < 32 { // whole code in one field of 2z+1 ≤ 63 bits
-		c := 1<<z | low<<(z+1)
+		c := 1<<(z&63) | low<<((z+1)&63)
 		if w.tryPut(c, 2*z+1) {
 			return nil
 		}

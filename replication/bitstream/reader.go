@@ -129,10 +129,14 @@ func (r *Reader) get(n uint) uint64 {
 		if off+n > 64 {
 			v |= uint64(r.buf[idx+8]) << (64 - off)
 		}
+	} else if e := len(r.buf) - 8; e >= 0 {
+		// Near the end (fewer than 9 bytes from idx, so e ≤ idx ≤ e+7):
+		// the buffer's last 8 bytes, shifted down to byte idx. The field
+		// lies in those bytes (the caller's bounds check), so off+n ≤ 64.
+		// No copy: a read of a short packet's last fields ends here often.
+		v = binary.LittleEndian.Uint64(r.buf[e:]) >> (8 * uint(idx-e) & 63) >> off
 	} else {
-		// Near the end (fewer than 9 bytes from idx): stage the tail in a
-		// zero-padded window. The field lies in those bytes, so off+n ≤ 64
-		// and the caller's bounds check means the padding is never used.
+		// A buffer of fewer than 8 bytes: stage it in a zero-padded window.
 		var win [8]byte
 		copy(win[:], r.buf[idx:])
 		v = binary.LittleEndian.Uint64(win[:]) >> off
@@ -171,13 +175,13 @@ func (r *Reader) ReadRangedInt(min, max int64, field string) (int64, error) {
 		return 0, r.errAt(field, r.bit, ErrOutOfRange)
 	}
 	n := RangeBits(min, max)
-	if n == 0 {
-		return min, nil
-	}
 	at := r.bit
-	u, err := r.ReadBits(n, field)
-	if err != nil {
-		return 0, err
+	u, ok := r.TryReadBits(n) // false for n = 0: nothing to read
+	if !ok && n > 0 {
+		var err error
+		if u, err = r.readBitsSlow(n, field); err != nil {
+			return 0, err
+		}
 	}
 	if u > uint64(max)-uint64(min) {
 		return 0, r.fail(field, at, ErrOutOfRange)

@@ -30,7 +30,7 @@ func (w *Writer) WriteUnitVector(x, y, z float64, bits uint) error {
 	if !ok {
 		return w.fail(ErrOutOfRange)
 	}
-	c := uint64(a+m) | uint64(b+m)<<bits
+	c := uint64(a+m) | uint64(b+m)<<(bits&63) // bits ≤ 32: the mask only drops the code for shifts of 64
 	if w.tryPut(c, 2*bits) {
 		return nil
 	}
@@ -53,8 +53,8 @@ func (r *Reader) ReadUnitVector(bits uint, field string) (x, y, z float64, err e
 			return 0, 0, 0, err
 		}
 	}
-	mask := uint64(1)<<bits - 1
-	ca, cb := c&mask, c>>bits&mask
+	mask := uint64(1)<<(bits&63) - 1
+	ca, cb := c&mask, c>>(bits&63)&mask
 	if ca > uint64(2*m) || cb > uint64(2*m) {
 		return 0, 0, 0, r.fail(field, at, ErrOutOfRange)
 	}
@@ -249,7 +249,9 @@ func quatEncode(q [4]float64, bits uint) (uint64, bool) {
 	if m23 > m01 {
 		i = i23
 	}
-	m := int64(1)<<(bits-1) - 1
+	// bits ∈ [6, 20] here and in quatDecode: every shift masked by 63 is the
+	// same shift without Go's code for counts of 64 and more.
+	m := int64(1)<<((bits-1)&63) - 1
 	// Scale so the sent components land in [−m, m] code units, with the
 	// sign that makes the dropped component positive (q and −q are one
 	// rotation): x = q_j · (±√2·m/|q|). A quaternion already normalized in
@@ -284,7 +286,7 @@ func quatEncode(q [4]float64, bits uint) (uint64, bool) {
 			}
 		}
 	}
-	return uint64(i) | uint64(k[0]+m)<<2 | uint64(k[1]+m)<<(2+bits) | uint64(k[2]+m)<<(2+2*bits), true
+	return uint64(i) | uint64(k[0]+m)<<2 | uint64(k[1]+m)<<((2+bits)&63) | uint64(k[2]+m)<<((2+2*bits)&63), true
 }
 
 // quatCanonical reports whether the rebuilt component is strictly larger
@@ -307,12 +309,12 @@ func sign64(v int64) int64 {
 // quatDecode unpacks a field; ok is false for an unused code or a
 // non-canonical field (see quatCanonical), which no encoder sends.
 func quatDecode(c uint64, bits uint) (q [4]float64, ok bool) {
-	m := int64(1)<<(bits-1) - 1
-	mask := uint64(1)<<bits - 1
+	m := int64(1)<<((bits-1)&63) - 1
+	mask := uint64(1)<<(bits&63) - 1
 	k := [3]int64{
 		int64(c>>2&mask) - m,
-		int64(c>>(2+bits)&mask) - m,
-		int64(c>>(2+2*bits)&mask) - m,
+		int64(c>>((2+bits)&63)&mask) - m,
+		int64(c>>((2+2*bits)&63)&mask) - m,
 	}
 	if k[0] > m || k[1] > m || k[2] > m || !quatCanonical(k, m) {
 		return q, false

@@ -101,11 +101,20 @@ func (w *Writer) Truncate(bitLen int) {
 // v must fit in n bits: a wider value is a caller bug and is refused with
 // ErrWidth rather than silently truncated.
 func (w *Writer) WriteBits(v uint64, n uint) error {
-	if v>>n == 0 && w.tryPut(v, n) { // Go defines v>>64 == 0
+	// tryPut's test first: it bounds n to 1..56, so the width test below
+	// needs no code for shifts of 64 or more (v>>(n&63) is v>>n there).
+	if i := uint(w.bit) >> 3; n-1 < 56 && i+8 <= uint(len(w.buf)) && v>>(n&63) == 0 {
+		off := uint(w.bit) & 7
+		binary.LittleEndian.PutUint64(w.buf[i:i+8], uint64(w.buf[i])&uint64(lowBits[off])|v<<off)
+		w.bit += int(n)
 		return nil
 	}
 	return w.writeBitsSlow(v, n)
 }
+
+// lowBits[off] keeps the off bits below a field's first bit in its head
+// byte: one load instead of computing 1<<off − 1. Read-only.
+var lowBits = [8]uint8{0, 1, 3, 7, 15, 31, 63, 127}
 
 // TryWriteBits is WriteBits's fast path for another package's encoder,
 // small enough to inline (WriteBits is not: with its slow path it is over
@@ -120,7 +129,13 @@ func (w *Writer) WriteBits(v uint64, n uint) error {
 //		w.WriteBits(v, n)
 //	}
 func (w *Writer) TryWriteBits(v uint64, n uint) bool {
-	return v>>n == 0 && w.tryPut(v, n)
+	if i := uint(w.bit) >> 3; n-1 < 56 && i+8 <= uint(len(w.buf)) && v>>(n&63) == 0 { // WriteBits's test
+		off := uint(w.bit) & 7
+		binary.LittleEndian.PutUint64(w.buf[i:i+8], uint64(w.buf[i])&uint64(lowBits[off])|v<<off)
+		w.bit += int(n)
+		return true
+	}
+	return false
 }
 
 // tryPut is the fast path of every write, small enough to inline into the
@@ -135,7 +150,7 @@ func (w *Writer) TryWriteBits(v uint64, n uint) bool {
 func (w *Writer) tryPut(v uint64, n uint) bool {
 	if i := uint(w.bit) >> 3; n-1 < 56 && i+8 <= uint(len(w.buf)) {
 		off := uint(w.bit) & 7
-		binary.LittleEndian.PutUint64(w.buf[i:i+8], uint64(w.buf[i])&(1<<off-1)|v<<off)
+		binary.LittleEndian.PutUint64(w.buf[i:i+8], uint64(w.buf[i])&uint64(lowBits[off])|v<<off)
 		w.bit += int(n)
 		return true
 	}
@@ -169,9 +184,18 @@ func (w *Writer) put(v uint64, n uint) {
 		}
 		return
 	}
-	// Near the end of the buffer (fewer than 9 bytes from idx): stage the
-	// tail in a window, then copy back only the bytes that exist. The field
-	// fits in those bytes, so off+n ≤ 8·(len−idx) ≤ 64: no spill byte here.
+	if e := len(w.buf) - 8; e >= 0 {
+		// Near the end of the buffer (fewer than 9 bytes from idx, so
+		// e ≤ idx ≤ e+7): rewrite the buffer's last 8 bytes, the field at
+		// bit s of them. It fits in them, so s+n ≤ 64. No copies.
+		s := (8*uint(idx-e) + off) & 63
+		cur := binary.LittleEndian.Uint64(w.buf[e:])
+		binary.LittleEndian.PutUint64(w.buf[e:], cur&(uint64(1)<<s-1)|v<<s)
+		return
+	}
+	// A buffer of fewer than 8 bytes: stage it in a window, then copy back
+	// only the bytes that exist. The field fits in those bytes, so
+	// off+n ≤ 8·(len−idx) ≤ 64: no spill byte here.
 	var win [8]byte
 	copy(win[:], w.buf[idx:])
 	cur := binary.LittleEndian.Uint64(win[:])
@@ -189,7 +213,7 @@ func (w *Writer) WriteFlag(b bool) error {
 		if b {
 			v = 1
 		}
-		w.buf[i] = w.buf[i]&(1<<off-1) | v<<off
+		w.buf[i] = w.buf[i]&lowBits[off] | v<<off
 		w.bit++
 		return nil
 	}
@@ -211,11 +235,12 @@ func (w *Writer) WriteRangedInt(v, min, max int64) error {
 	if min > max || v < min || v > max {
 		return w.fail(ErrOutOfRange)
 	}
-	n := RangeBits(min, max)
-	if n == 0 {
+	// v−min < 2^n: no width check. tryPut refuses n = 0 (nothing to write).
+	u, n := uint64(v)-uint64(min), RangeBits(min, max)
+	if w.tryPut(u, n) || n == 0 {
 		return nil
 	}
-	return w.WriteBits(uint64(v)-uint64(min), n)
+	return w.writeBitsSlow(u, n)
 }
 
 // WriteBytes writes p as len(p) whole bytes (8 bits each, in stream order,
