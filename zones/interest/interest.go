@@ -274,6 +274,8 @@ type Tracker struct {
 	sc scan
 	// farb: FarPriority's bits as an int32 (Viewer's floor).
 	farb int32
+	// kf: by kind, a fresh state's factor (prepare's usual case).
+	kf [MaxKinds]float32
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -294,7 +296,15 @@ func NewTracker(cfg Config) (*Tracker, error) {
 	}
 	t.sc = scan{enter2: t.enter2, leave2: t.leave2}
 	t.farb = int32(math.Float32bits(cfg.FarPriority))
+	t.setKF()
 	return t, nil
+}
+
+// setKF fills kf from the config's kind weights.
+func (t *Tracker) setKF() {
+	for k := range t.kf {
+		t.kf[k] = t.factor(uint8(k), 0)
+	}
 }
 
 // Config returns the effective config (defaults filled in).
@@ -373,7 +383,14 @@ func (t *Tracker) prepare(g *grid.Grid) {
 		bx[i], bz[i], bkey[i] = x, z, entryKey(m.Slot, m.Aux)
 		if uint(m.Slot) < uint(len(index)) {
 			index[m.Slot] = entryKey(int32(i), m.Aux)
-			bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+			// A fresh state of a kind below MaxKinds (nearly every slot: a
+			// stale one is a lagging replica) takes its factor from kf:
+			// KindWeight × (1 + 0), computed once.
+			if aux := m.Aux &^ 0xFF00; aux < MaxKinds {
+				bySlot[m.Slot] = slotPrio{x, z, t.kf[aux]}
+			} else {
+				bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+			}
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
