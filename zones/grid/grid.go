@@ -203,15 +203,22 @@ func cellCoord(v, min, inv float32, n int32) int32 {
 func (g *Grid) Build() {
 	clear(g.start)
 	counts := g.start[1:]
+	// The grid's fields and slices in locals: the loops' stores may write
+	// memory, and each iteration would reload every field of g after them
+	// (≈ 83 instructions a slot). The arithmetic is the same, operation
+	// for operation, so the cells are too.
+	minX, minZ, inv, nx, nz := g.minX, g.minZ, g.inv, g.nx, g.nz
+	recs := g.recs
+	cellOf := g.cellOf[:len(recs)]
 	n := 0
-	for s := range g.recs {
-		r := &g.recs[s]
+	for s := range recs {
+		r := &recs[s]
 		if r.m.Slot < 0 {
-			g.cellOf[s] = -1
+			cellOf[s] = -1
 			continue
 		}
-		c := cellCoord(r.z, g.minZ, g.inv, g.nz)*g.nx + cellCoord(r.x, g.minX, g.inv, g.nx)
-		g.cellOf[s] = c
+		c := cellCoord(r.z, minZ, inv, nz)*nx + cellCoord(r.x, minX, inv, nx)
+		cellOf[s] = c
 		counts[c]++
 		n++
 	}
@@ -225,17 +232,18 @@ func (g *Grid) Build() {
 	// Scatter in slot order (stable: results are deterministic). counts[c]
 	// walks from the start of cell c to its end, which leaves start[c+1] at
 	// the end of cell c, which is the start of cell c+1.
-	for s := range g.recs {
-		c := g.cellOf[s]
+	xz, ssa, sid := g.xz[:n], g.ssa[:n], g.sid[:n]
+	for s := range recs {
+		c := cellOf[s]
 		if c < 0 {
 			continue
 		}
 		i := counts[c]
 		counts[c]++
-		r := &g.recs[s]
-		g.xz[i] = [2]float32{r.x, r.z}
-		g.ssa[i] = SlotAux{Slot: r.m.Slot, Aux: r.m.Aux}
-		g.sid[i] = r.m.ID
+		r := &recs[s]
+		xz[i] = [2]float32{r.x, r.z}
+		ssa[i] = SlotAux{Slot: r.m.Slot, Aux: r.m.Aux}
+		sid[i] = r.m.ID
 	}
 	g.n = n
 	g.builds++
