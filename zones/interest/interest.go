@@ -104,7 +104,7 @@ func (c Config) Validate() error {
 // position and id into the grid's aux word: its kind (index into
 // Config.KindWeight), its slot's generation and how many ticks old its
 // state is (0: fresh this tick). File every entity with
-// grid.Set(slot, x, z, id, interest.Aux(…)).
+// grid.Set(slot, x, z, interest.Aux(…)).
 //
 // The generation tells a member from a newcomer that reuses its slot: the
 // zone bumps it (mod 256) whenever a slot gets a new entity, and must not

@@ -42,7 +42,7 @@ func (s *scene) put(slot int, id uint64, x, z float32) {
 		s.gen[slot]++ // a new entity in this slot
 	}
 	s.id[slot], s.x[slot], s.z[slot] = id, x, z
-	s.g.Set(int32(slot), x, z, id, Aux(s.kind[slot], s.gen[slot], 0))
+	s.g.Set(int32(slot), x, z, Aux(s.kind[slot], s.gen[slot], 0))
 }
 
 func (s *scene) remove(slot int) {
@@ -415,7 +415,7 @@ func TestUpdateMatchesReference(t *testing.T) {
 					sc.x[s] += float32(rng.NormFloat64() * 3)
 					sc.z[s] += float32(rng.NormFloat64() * 3)
 					stale[s] = uint16(rng.IntN(12))
-					sc.g.Set(int32(s), sc.x[s], sc.z[s], sc.id[s], Aux(sc.kind[s], sc.gen[s], stale[s]))
+					sc.g.Set(int32(s), sc.x[s], sc.z[s], Aux(sc.kind[s], sc.gen[s], stale[s]))
 				}
 			}
 			sc.g.Build()
@@ -480,11 +480,11 @@ func TestHoldKeepsPriorities(t *testing.T) {
 	sc := newScene(t, 4, 500)
 	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110, AlwaysPriority: 0.3})
 	tr.Resize(4)
-	sc.put(0, 1, 0, 0)                            // the player
-	sc.put(1, 2, 50, 0)                           // in view
-	sc.put(2, 3, 300, 0)                          // always relevant, far
-	sc.put(3, 4, 200, 50)                         // another player
-	sc.g.Set(2, 300, 0, 3, Aux(0, sc.gen[2], 10)) // its state 10 ticks old
+	sc.put(0, 1, 0, 0)                         // the player
+	sc.put(1, 2, 50, 0)                        // in view
+	sc.put(2, 3, 300, 0)                       // always relevant, far
+	sc.put(3, 4, 200, 50)                      // another player
+	sc.g.Set(2, 300, 0, Aux(0, sc.gen[2], 10)) // its state 10 ticks old
 	sc.always = []int32{2}
 	sc.g.Build()
 	ap := float32(0.3) * (1 + 10*(1/float32(20)))

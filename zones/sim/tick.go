@@ -314,7 +314,7 @@ func (z *Zone) buildGrid() {
 		if e.role == roleReplica {
 			stale = uint16(min(uint64((z.replClock-e.rp.seen)/z.period), math.MaxUint16))
 		}
-		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], e.id, interest.Aux(e.kind, e.gen, stale))
+		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], interest.Aux(e.kind, e.gen, stale))
 		z.kinds[s] = e.kind
 		if held {
 			z.held[s].xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
