@@ -22,7 +22,7 @@ func brute(px, pz []float32, live []bool, x, z, r float32) []Hit {
 		}
 		dx, dz := px[s]-x, pz[s]-z
 		if d2 := dx*dx + dz*dz; d2 <= r*r {
-			out = append(out, Hit{Meta: Meta{Slot: int32(s), ID: uint64(s) + 100, Aux: uint32(s) * 3}, D2: d2})
+			out = append(out, Hit{Meta: Meta{Slot: int32(s), Aux: uint32(s) * 3}, D2: d2})
 		}
 	}
 	return out
@@ -52,7 +52,7 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 				px[s] = float32(rng.Float64()*1200 - 600) // some outside [-500, 500]
 				pz[s] = float32(rng.Float64()*800 - 400)
 				if live[s] {
-					g.Set(int32(s), px[s], pz[s], uint64(s)+100, uint32(s)*3)
+					g.Set(int32(s), px[s], pz[s], uint32(s)*3)
 				} else {
 					g.Clear(int32(s))
 				}
@@ -79,9 +79,9 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 func TestResizeAndClear(t *testing.T) {
 	g, _ := New(Config{Bounds: bounds(0, 0, 100, 100), CellSize: 10})
 	g.Resize(3)
-	g.Set(0, 5, 5, 1, 0)
-	g.Set(1, 6, 5, 2, 0)
-	g.Set(2, float32(math.NaN()), 5, 3, 0) // NaN clears
+	g.Set(0, 5, 5, 0)
+	g.Set(1, 6, 5, 0)
+	g.Set(2, float32(math.NaN()), 5, 0) // NaN clears
 	g.Build()
 	if got := g.Query(nil, 5, 5, 2); len(got) != 2 {
 		t.Fatalf("got %v", got)
@@ -121,7 +121,7 @@ func TestQueryAllocs(t *testing.T) {
 	g.Resize(5000)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for s := range 5000 {
-		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), uint64(s), 0)
+		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), 0)
 	}
 	g.Build()
 	hits := make([]Hit, 0, 5000)
@@ -139,7 +139,7 @@ func BenchmarkBuild(b *testing.B) {
 	g.Resize(21000)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for s := range 21000 {
-		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), uint64(s), 0)
+		g.Set(int32(s), float32(rng.Float64()*2000-1000), float32(rng.Float64()*2000-1000), 0)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -158,7 +158,7 @@ func TestResizeOneSlotAtATime(t *testing.T) {
 	for n := 1; n <= 5000; n++ {
 		g.Resize(n)
 		s := int32(n - 1)
-		g.Set(s, float32(n%1000), float32(n/5), uint64(n), 0)
+		g.Set(s, float32(n%1000), float32(n/5), 0)
 		if n%97 == 0 || n == 5000 {
 			g.Build()
 			if got := g.Built(); got != n {
@@ -187,7 +187,7 @@ func TestSetCellSize(t *testing.T) {
 	for s := range n {
 		live[s] = true
 		px[s], pz[s] = float32(rng.Float64()*1000-500), float32(rng.Float64()*600-300)
-		g.Set(int32(s), px[s], pz[s], uint64(s)+100, uint32(s)*3)
+		g.Set(int32(s), px[s], pz[s], uint32(s)*3)
 	}
 	g.Build()
 	for _, cell := range []float64{55, 13.75, 25} {

@@ -16,7 +16,6 @@ import (
 type crowd struct {
 	g        *grid.Grid
 	tr       *Tracker
-	id       []uint64
 	aux      []uint32
 	x, z     []float32
 	vx, vz   []float32
@@ -43,10 +42,9 @@ func newCrowd(tb testing.TB, players, npcs int, side, cell float64, cfg Config) 
 		x: make([]float32, n), z: make([]float32, n), vx: make([]float32, n), vz: make([]float32, n),
 		sets: make([]Set, players),
 	}
-	c.id, c.aux = make([]uint64, n), make([]uint32, n)
+	c.aux = make([]uint32, n)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := range n {
-		c.id[i] = uint64(i + 1)
 		if i >= players {
 			c.aux[i] = Aux(1, 0, 0)
 		}
@@ -87,7 +85,7 @@ func (c *crowd) tick() (members int) {
 			z = c.z[i]
 		}
 		c.x[i], c.z[i] = x, z
-		c.g.Set(int32(i), x, z, c.id[i], c.aux[i])
+		c.g.Set(int32(i), x, z, c.aux[i])
 	}
 	c.g.Build()
 	// Players in grid order: consecutive players are neighbours, so the

@@ -104,7 +104,7 @@ func (c Config) Validate() error {
 // position and id into the grid's aux word: its kind (index into
 // Config.KindWeight), its slot's generation and how many ticks old its
 // state is (0: fresh this tick). File every entity with
-// grid.Set(slot, x, z, id, interest.Aux(…)).
+// grid.Set(slot, x, z, interest.Aux(…)).
 //
 // The generation tells a member from a newcomer that reuses its slot: the
 // zone bumps it (mod 256) whenever a slot gets a new entity, and must not
@@ -259,9 +259,9 @@ type Tracker struct {
 	baseGrid   *grid.Grid
 	baseBuilds uint64
 	// index[slot] is the slot's index in base as of the last prepare and
-	// its generation then, index<<8 | generation (an entry's key with the
-	// index for the slot), so that a member's mark needs no look at base;
-	// noIndex for a slot not filed then.
+	// its generation then, generation<<24 | index (indexWord), so that a
+	// member's mark needs no look at base; noIndex for a slot not filed
+	// then.
 	index []uint32
 	// bySlot[slot]: the slot's candidate's position and factor as of the
 	// last prepare (stale for a slot not filed then), for the priorities
@@ -274,6 +274,8 @@ type Tracker struct {
 	sc scan
 	// farb: FarPriority's bits as an int32 (Viewer's floor).
 	farb int32
+	// kf: by kind, a fresh state's factor (prepare's usual case).
+	kf [MaxKinds]float32
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -294,7 +296,15 @@ func NewTracker(cfg Config) (*Tracker, error) {
 	}
 	t.sc = scan{enter2: t.enter2, leave2: t.leave2}
 	t.farb = int32(math.Float32bits(cfg.FarPriority))
+	t.setKF()
 	return t, nil
+}
+
+// setKF fills kf from the config's kind weights.
+func (t *Tracker) setKF() {
+	for k := range t.kf {
+		t.kf[k] = t.factor(uint8(k), 0)
+	}
 }
 
 // Config returns the effective config (defaults filled in).
@@ -372,8 +382,15 @@ func (t *Tracker) prepare(g *grid.Grid) {
 		x, z := xz[i][0], xz[i][1]
 		bx[i], bz[i], bkey[i] = x, z, entryKey(m.Slot, m.Aux)
 		if uint(m.Slot) < uint(len(index)) {
-			index[m.Slot] = entryKey(int32(i), m.Aux)
-			bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+			index[m.Slot] = indexWord(int32(i), m.Aux)
+			// A fresh state of a kind below MaxKinds (nearly every slot: a
+			// stale one is a lagging replica) takes its factor from kf:
+			// KindWeight × (1 + 0), computed once.
+			if aux := m.Aux &^ 0xFF00; aux < MaxKinds {
+				bySlot[m.Slot] = slotPrio{x, z, t.kf[aux]}
+			} else {
+				bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+			}
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
@@ -382,6 +399,13 @@ func (t *Tracker) prepare(g *grid.Grid) {
 		t.stamp = 1
 	}
 }
+
+// indexWord is index's word for a slot filed at base index i with aux:
+// generation<<24 | i. An entry's key shifted left by 24 is its
+// generation<<24, so word ^ key<<24 is the base index (below MaxSlots<<1)
+// for a member of this generation and at least 1<<24 for any other or
+// for noIndex: one compare tells a member's mark index from none.
+func indexWord(i int32, aux uint32) uint32 { return uint32(AuxGen(aux))<<24 | uint32(i) }
 
 // noIndex is index's word for a slot not filed: an index no base has (base
 // holds at most MaxSlots entries, and only with every slot filed).
@@ -434,7 +458,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	// player), and put back after.
 	selfAt := -1
 	if uint(self) < uint(len(t.index)) {
-		if i := int(t.index[self] >> 8); uint(i) < uint(len(bkey)) && int32(bkey[i]>>8) == self {
+		if i := int(t.index[self] & (MaxSlots<<1 - 1)); uint(i) < uint(len(bkey)) && int32(bkey[i]>>8) == self {
 			selfAt = i
 		}
 	}
@@ -571,8 +595,7 @@ func (t *Tracker) basePriority(e Entry, x, z float32) float32 {
 	if sl >= uint32(len(t.index)) {
 		return t.cfg.FarPriority
 	}
-	v := t.index[sl]
-	if uint8(v) != uint8(e.key) || uint(v>>8) >= uint(len(t.bkey)) {
+	if uint(t.index[sl]^e.key<<24) >= uint(len(t.bkey)) {
 		return t.cfg.FarPriority
 	}
 	c := &t.bySlot[sl]
@@ -717,8 +740,7 @@ func (t *Tracker) priorities(out []float32, es, tail []Entry, x, z float32) {
 			out[i] = far
 			continue
 		}
-		v := index[sl]
-		if uint8(v) != uint8(e.key) || uint(v>>8) >= nb {
+		if uint(index[sl]^e.key<<24) >= nb {
 			out[i] = far
 			continue
 		}
@@ -766,9 +788,26 @@ func (t *Tracker) Hold(s *Set) {
 //
 //go:noinline
 func mark(marks []uint8, index []uint32, cur []Entry, tok uint8) {
-	for _, e := range cur {
-		if v := index[e.key<<1>>9]; uint8(v) == uint8(e.key) && uint(v>>8) < uint(len(marks)) {
-			marks[v>>8] = tok
+	// The entry's generation in the word's top byte: 0 there and the
+	// base index below len(marks) iff the slot is filed with this
+	// generation (one compare, not the generation's and the index's).
+	// Two members an iteration: the loop's count, compare and branch once
+	// for both.
+	i := 0
+	for ; i < len(cur)-1; i += 2 {
+		p := cur[i : i+2 : i+2]
+		k0, k1 := p[0].key, p[1].key
+		if j := uint(index[k0<<1>>9] ^ k0<<24); j < uint(len(marks)) {
+			marks[j] = tok
+		}
+		if j := uint(index[k1<<1>>9] ^ k1<<24); j < uint(len(marks)) {
+			marks[j] = tok
+		}
+	}
+	if i < len(cur) {
+		k := cur[i].key
+		if j := uint(index[k<<1>>9] ^ k<<24); j < uint(len(marks)) {
+			marks[j] = tok
 		}
 	}
 }
@@ -779,8 +818,8 @@ func (t *Tracker) marked(slot int32, gen uint8, tok uint8) bool {
 	if uint(slot) >= uint(len(t.index)) {
 		return false
 	}
-	v := t.index[slot]
-	return uint8(v) == gen && uint(v>>8) < uint(len(t.bkey)) && t.mark[v>>8] == tok
+	i := t.index[slot] ^ uint32(gen)<<24
+	return uint(i) < uint(len(t.bkey)) && t.mark[i] == tok
 }
 
 // scan is what one Update's candidate scan needs, apart from Update so the

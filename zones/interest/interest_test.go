@@ -42,7 +42,7 @@ func (s *scene) put(slot int, id uint64, x, z float32) {
 		s.gen[slot]++ // a new entity in this slot
 	}
 	s.id[slot], s.x[slot], s.z[slot] = id, x, z
-	s.g.Set(int32(slot), x, z, id, Aux(s.kind[slot], s.gen[slot], 0))
+	s.g.Set(int32(slot), x, z, Aux(s.kind[slot], s.gen[slot], 0))
 }
 
 func (s *scene) remove(slot int) {
@@ -415,7 +415,7 @@ func TestUpdateMatchesReference(t *testing.T) {
 					sc.x[s] += float32(rng.NormFloat64() * 3)
 					sc.z[s] += float32(rng.NormFloat64() * 3)
 					stale[s] = uint16(rng.IntN(12))
-					sc.g.Set(int32(s), sc.x[s], sc.z[s], sc.id[s], Aux(sc.kind[s], sc.gen[s], stale[s]))
+					sc.g.Set(int32(s), sc.x[s], sc.z[s], Aux(sc.kind[s], sc.gen[s], stale[s]))
 				}
 			}
 			sc.g.Build()
@@ -480,11 +480,11 @@ func TestHoldKeepsPriorities(t *testing.T) {
 	sc := newScene(t, 4, 500)
 	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110, AlwaysPriority: 0.3})
 	tr.Resize(4)
-	sc.put(0, 1, 0, 0)                            // the player
-	sc.put(1, 2, 50, 0)                           // in view
-	sc.put(2, 3, 300, 0)                          // always relevant, far
-	sc.put(3, 4, 200, 50)                         // another player
-	sc.g.Set(2, 300, 0, 3, Aux(0, sc.gen[2], 10)) // its state 10 ticks old
+	sc.put(0, 1, 0, 0)                         // the player
+	sc.put(1, 2, 50, 0)                        // in view
+	sc.put(2, 3, 300, 0)                       // always relevant, far
+	sc.put(3, 4, 200, 50)                      // another player
+	sc.g.Set(2, 300, 0, Aux(0, sc.gen[2], 10)) // its state 10 ticks old
 	sc.always = []int32{2}
 	sc.g.Build()
 	ap := float32(0.3) * (1 + 10*(1/float32(20)))
@@ -558,5 +558,59 @@ func TestViewerDistancesAreTheGrids(t *testing.T) {
 	other, _ := grid.New(grid.Config{Bounds: world.Rect{Min: [2]float64{-500, -500}, Max: [2]float64{500, 500}}, CellSize: 25})
 	if tr.Current(other) {
 		t.Fatal("Current for another grid")
+	}
+}
+
+// TestBucketRefs holds Viewer.BucketRefs to what it stands for: each
+// member's slot, offset when its PriorityDist2 distance is beyond far2,
+// ORed with the bucket of its priority × its kind's weight (kind k
+// weighing w[k % MaxKinds]).
+func TestBucketRefs(t *testing.T) {
+	sc := newScene(t, 6, 500)
+	tr := mustTracker(t, Config{EnterRadius: 100, LeaveRadius: 110})
+	tr.Resize(6)
+	for s, k := range []uint8{0, 1, 2, 1, 9} {
+		sc.kind[s+1] = k
+	}
+	sc.put(0, 1, 10, -5) // the player
+	sc.put(1, 2, 50, 30)
+	sc.put(2, 3, -70, 20)
+	sc.put(3, 4, 30, -60)
+	sc.put(4, 5, 12, -4)
+	sc.put(5, 6, -20, 25)
+	sc.g.Build()
+	w := [MaxKinds]float32{1, 2, 0.75, 1, 1, 1, 1, 3}
+	var buckets [1 << 11]ghost.ViewRef
+	for i := range buckets {
+		buckets[i] = ghost.ViewRef(i) << 21
+	}
+	var set Set
+	tr.Update(&set, 0, 10, -5, sc.g, nil)
+	v, ok := tr.Viewer(&set)
+	if !ok {
+		t.Fatal("no Viewer after an Update")
+	}
+	const far2, off = 45 * 45, 1000
+	es := set.Entries()
+	if len(es) != 5 {
+		t.Fatalf("%d members, want 5", len(es))
+	}
+	out := make([]ghost.ViewRef, len(es))
+	sum := v.BucketRefs(out, es, sc.kind, &w, &buckets, far2, off)
+	var wantSum uint64
+	for i, e := range es {
+		p, d2 := v.PriorityDist2(e)
+		idx := uint32(e.Slot())
+		if d2 > far2 {
+			idx += off
+			wantSum += off
+		}
+		want := buckets[math.Float32bits(p*w[sc.kind[e.Slot()]%MaxKinds])>>21] | ghost.ViewRef(idx)
+		if out[i] != want {
+			t.Errorf("member %d (kind %d, d² %g): ref %#x, want %#x", sc.id[e.Slot()], sc.kind[e.Slot()], d2, out[i], want)
+		}
+	}
+	if sum != wantSum || sum == 0 || sum == off*uint64(len(es)) {
+		t.Errorf("offsets summed %d, want %d (some members far, some near)", sum, wantSum)
 	}
 }

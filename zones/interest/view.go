@@ -1,6 +1,10 @@
 package interest
 
-import "github.com/ghostwire/ghostwire/replication/ghost"
+import (
+	"math"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+)
 
 // AppendView appends s's members to dst as ghost view entries and returns
 // dst: the entity id (ids, by slot), the class for its kind (kinds, by
@@ -18,4 +22,47 @@ func (t *Tracker) AppendView(dst []ghost.ViewEntry, s *Set, ids []uint64, kinds 
 		dst = append(dst, ghost.ViewEntry{Entity: ids[sl], Class: classes[k], Priority: t.viewP[i], State: states[sl]})
 	}
 	return dst
+}
+
+// BucketRefs writes a reference for each member of set (the Viewer's set's
+// Entries) to out (as long), as a zone's views want them: the member's
+// slot, plus off if its squared distance (PriorityDist2's) is beyond far2,
+// ORed with buckets[bits(p × w[kinds[slot] % MaxKinds]) >> 21], p the
+// member's priority (PriorityDist2's). It returns the offsets it added,
+// summed (off × the members beyond far2).
+//
+// PriorityDist2 and the caller's arithmetic in one loop here, where the
+// Viewer's fields are locals the loop keeps in registers: in the zone's
+// loop, over a copy of the Viewer, they were loaded from the stack for
+// every member (≈ 49 → ≈ 44 instructions a member).
+func (v *Viewer) BucketRefs(out []ghost.ViewRef, set []Entry, kinds []uint8, w *[MaxKinds]float32, buckets *[1 << 11]ghost.ViewRef, far2 float32, off uint32) (sum uint64) {
+	out = out[:len(set)]
+	// One length for both, so a member's slot is checked once.
+	k := min(len(v.bySlot), len(kinds))
+	bySlot, kinds := v.bySlot[:k], kinds[:k]
+	vx, vz, falloff, farb := v.x, v.z, v.falloff, v.farb
+	wk := *w
+	_ = buckets[0] // nil-checked once, not per member
+	for i, e := range set {
+		sl := e.key << 1 >> 9
+		c := &bySlot[sl]
+		dx, dz := c.x-vx, c.z-vz
+		d2 := dx*dx + dz*dz
+		fb := int32(math.Float32bits(1 - d2*falloff))
+		if fb < farb {
+			fb = farb
+		}
+		p := c.factor * math.Float32frombits(uint32(fb))
+		o := off & -uint32(b2u(d2 > far2))
+		out[i] = buckets[math.Float32bits(p*wk[kinds[sl]%MaxKinds])>>21] | ghost.ViewRef(sl+o)
+		sum += uint64(o)
+	}
+	return sum
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
