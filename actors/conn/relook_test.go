@@ -194,3 +194,136 @@ func TestQuietClientsZoneLookedUpAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestRelookTakesTheRecordsEpoch: a connection that took the epoch of a
+// restore whose record write was later refused (a newer owner exists)
+// takes the record's epoch on its next relook, lower as it is, and the
+// real owner's Controls again: it dropped them for good before ("sent 70,
+// acked 62"). A late answer to an older lookup lowers nothing, whatever
+// came since: a newer owner's Control, or a newer lookup.
+func TestRelookTakesTheRecordsEpoch(t *testing.T) {
+	sys := func(f *relookFixture) *actor.ActorSystem { return f.s.pool.sys }
+	other := func(t *testing.T, f *relookFixture, name string) *actor.PID {
+		pid, ok := sys(f).ProcessRegistry.Add(&zoneRec{}, name)
+		if !ok {
+			t.Fatalf("PID %s taken", name)
+		}
+		return pid
+	}
+	t.Run("the record after a dropped restore", func(t *testing.T) {
+		f := newRelookFixture(t)
+		at := f.joined + benchStep
+		if !f.control(5, at) { // zone A owns the player at epoch 5
+			t.Fatal("zone A's Control was not taken")
+		}
+		// A's cross-process Commit to B is slow: silent for 3 s, the
+		// connection looks the record up, which still names A at 5.
+		now := f.quiet(at, at+relookWithin(f))
+		if f.lookups() != 1 {
+			t.Fatalf("%d lookups, want 1", f.lookups())
+		}
+		a2 := other(t, f, "zone-a-restore")
+		f.answer(0, a2, &handoff.Checkpoint{Entity: f.c.player, Epoch: 5})
+		now = f.quiet(now, now+50*time.Millisecond)
+		// A puts the player back above 5 (9), its record write refused:
+		// B wrote 7. The connection took 9 from the restore's Control.
+		now += benchStep
+		if !f.control(9, now) {
+			t.Fatal("the restore's Control was not taken")
+		}
+		// B, the real owner at 7: its Controls are the previous owner's
+		// to a connection at 9.
+		now += benchStep
+		if f.control(7, now) {
+			t.Fatal("the real owner's Control at 7 taken over the connection's 9: the fixture is wrong")
+		}
+		// Silent (to it) for 3 s: the relook names B at 7.
+		now = f.quiet(now, now+relookWithin(f))
+		if f.lookups() != 2 {
+			t.Fatalf("%d lookups, want 2 (the restore's zone silent too)", f.lookups())
+		}
+		b := other(t, f, "zone-b")
+		f.answer(1, b, &handoff.Checkpoint{Entity: f.c.player, Epoch: 7})
+		now = f.quiet(now, now+50*time.Millisecond)
+		if f.c.ctlEpoch != 7 || f.c.zone != b {
+			t.Fatalf("after the relook naming B at 7: epoch %d, zone %v", f.c.ctlEpoch, f.c.zone)
+		}
+		now += benchStep
+		if !f.control(7, now) {
+			t.Fatal("the real owner's Control at 7 dropped after the record named it: the player is unplaced for good")
+		}
+	})
+	t.Run("a late answer after a newer owner's Control", func(t *testing.T) {
+		f := newRelookFixture(t)
+		at := f.joined + benchStep
+		f.control(5, at)
+		now := f.quiet(at, at+relookWithin(f))
+		if f.lookups() != 1 {
+			t.Fatalf("%d lookups, want 1", f.lookups())
+		}
+		// A failover restored the player at 9 (its Rejoin missed this
+		// connection) and its Controls come before the lookup's answer.
+		now += benchStep
+		if !f.control(9, now) {
+			t.Fatal("the new owner's Control at 9 was not taken")
+		}
+		f.answer(0, other(t, f, "zone-old"), &handoff.Checkpoint{Entity: f.c.player, Epoch: 5})
+		now = f.quiet(now, now+50*time.Millisecond)
+		if f.c.ctlEpoch != 9 || f.c.zone != f.zone || len(f.joins()) != 1 {
+			t.Fatalf("a late answer naming 5 after a Control at 9: epoch %d, zone %v, %d Joins; want 9, the zone, no Join", f.c.ctlEpoch, f.c.zone, len(f.joins()))
+		}
+		if f.control(5, now+benchStep) {
+			t.Fatal("the previous owner's Control at 5 taken after the new owner's at 9")
+		}
+	})
+	t.Run("a late answer after a newer lookup", func(t *testing.T) {
+		f := newRelookFixture(t)
+		at := f.joined + benchStep
+		f.control(5, at)
+		now := f.quiet(at, at+relookWithin(f))
+		if f.lookups() != 1 {
+			t.Fatalf("%d lookups, want 1", f.lookups())
+		}
+		// The first lookup's answer is slow: a second goes 3 s after it,
+		// and only then does the first's answer (the record as it was
+		// read first, naming the old zone) come.
+		now = f.quiet(now, now+relookWithin(f))
+		if f.lookups() != 2 {
+			t.Fatalf("%d lookups, want 2", f.lookups())
+		}
+		f.answer(0, other(t, f, "zone-old"), &handoff.Checkpoint{Entity: f.c.player, Epoch: 3})
+		now = f.quiet(now, now+50*time.Millisecond)
+		if f.c.ctlEpoch != 5 || f.c.zone != f.zone {
+			t.Fatalf("the older lookup's answer after a newer lookup went: epoch %d, zone %v; want 5, the zone", f.c.ctlEpoch, f.c.zone)
+		}
+		// The newer lookup's answer is taken: B at 7.
+		b := other(t, f, "zone-b")
+		f.answer(1, b, &handoff.Checkpoint{Entity: f.c.player, Epoch: 7})
+		f.quiet(now, now+50*time.Millisecond)
+		if f.c.ctlEpoch != 7 || f.c.zone != b {
+			t.Fatalf("the newer lookup's answer naming B at 7: epoch %d, zone %v", f.c.ctlEpoch, f.c.zone)
+		}
+	})
+	t.Run("a late answer after a Rejoin", func(t *testing.T) {
+		f := newRelookFixture(t)
+		at := f.joined + benchStep
+		f.control(5, at)
+		now := f.quiet(at, at+relookWithin(f))
+		if f.lookups() != 1 {
+			t.Fatalf("%d lookups, want 1", f.lookups())
+		}
+		// The zone that restored the player asks it back (Rejoin, from
+		// the record it read) before the lookup's answer comes.
+		now += benchStep
+		f.s.handle(f.c, &msg.Rejoin{Player: f.c.player, Restore: &handoff.Checkpoint{Entity: f.c.player, Epoch: 5}}, now)
+		f.s.sendInputs()
+		if len(f.joins()) != 2 {
+			t.Fatalf("%d Joins after the Rejoin, want 2", len(f.joins()))
+		}
+		f.answer(0, other(t, f, "zone-old"), &handoff.Checkpoint{Entity: f.c.player, Epoch: 3})
+		f.quiet(now, now+50*time.Millisecond)
+		if f.c.ctlEpoch != 5 || f.c.zone != f.zone || len(f.joins()) != 2 {
+			t.Fatalf("a lookup's answer after a Rejoin: epoch %d, zone %v, %d Joins; want 5, the Rejoin's zone, no third Join", f.c.ctlEpoch, f.c.zone, len(f.joins()))
+		}
+	})
+}
