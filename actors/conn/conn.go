@@ -86,7 +86,7 @@ type Conn struct {
 	dirty                bool // in the shard's list of connections to pump this round
 
 	// Per Control.
-	ctlEpoch uint64 // the newest Control epoch taken
+	ctlEpoch uint64 // the newest Control epoch taken (a relook: the record's)
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot: away from the lines above).
@@ -243,9 +243,33 @@ func (c *Conn) handle(m any, now time.Duration) {
 		case m.relook:
 			// The player's zone went silent: join again where the record
 			// says it is now, if it says anything (else look again later).
-			// (Not if the zone spoke meanwhile.)
-			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming && c.ctlAt < c.relookAt() {
+			// Only the answer to the newest lookup (at), and only while
+			// nothing newer came since it went: no Control (the zone spoke)
+			// and no Join (a Rejoin from a zone that restored the player
+			// read the record later, or as late).
+			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming &&
+				m.at == c.relookAt() && c.ctlAt < m.at && c.joinAt < m.at {
 				c.zone = m.zone
+				// The epoch is the record's, lower or not. A restore's
+				// zone puts the player back above the checkpoint's epoch
+				// (handoff.SpawnAbove) before its record write, which a
+				// newer owner's record refuses; a connection that took
+				// that restore's Control took its epoch, above the real
+				// owner's, and dropped every Control of that owner as the
+				// previous one's ("sent 70, acked 62"), silent to it for
+				// good. The record's compare-and-set takes only newer
+				// owners, so its epoch is the real one; and every Control
+				// this connection took came before the lookup went, at
+				// least zoneSilentAfter before (a Control since, or a
+				// late answer to an older lookup, is dropped above), so
+				// none is newer than what the record had when it was
+				// read — an epoch above the record's then is a restore
+				// that was refused or whose zone died before writing it.
+				// Lowering on the zone's first Control instead, or on a
+				// Rejoin, would take a late copy's older epoch over a
+				// newer real one: Controls and Rejoins are resent and
+				// reordered, this answer is matched to its lookup.
+				c.ctlEpoch = uint64(m.cp.Epoch)
 				c.rejoin(m.cp, now)
 			}
 		case c.resuming && c.leaveSent:
@@ -390,29 +414,67 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 			}
 		}
 	}
-	if c.joined && !c.ctlSeen && !c.resuming && !c.closed && c.sh.pool.cfg.Resume != nil &&
-		now-c.joinAt >= lookupAgainAfter && (c.rare == nil || c.rare.lookups < maxLookups) {
-		// The Join went to a zone that never answered: its node was
-		// stopping (the client followed a drain's Redirect here while the
-		// player's zone moved on). Look the record up again: it names the
-		// zone's new owner once there is one.
-		c.rareState().lookups++
-		c.lookup()
-	} else if c.joined && c.ctlSeen && !c.resuming && !c.closed && !c.redirect && c.sh.pool.cfg.Resume != nil &&
-		now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
-		// The zone answered before and has been silent since: its node
-		// died or was paused, and the Rejoin of whoever restored the zone
-		// did not reach this connection (this node was paused, or busy).
-		// The record names the zone's new owner: join it there, or the
-		// player stands still for good while its client stays connected.
-		c.rareState().relookAt = now
-		c.sh.pool.counters.Relooks.Add(1)
-		pid, root := c.pid, c.sh.pool.sys.Root
-		c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
-			root.Send(pid, &resumed{zone: zone, cp: cp, relook: true})
-		})
-	}
+	c.checkZone(now)
 	c.flushInput(now)
+}
+
+// checkZone looks the player's record up again when its zone does not
+// answer: a Join that brought no Control within lookupAgainAfter, or a
+// zone that answered before and has been silent for zoneSilentAfter. It
+// runs at the end of each datagram, and the shard's round runs its test
+// for each connection whose deadline woke it (the session's keepalive
+// files one at least every KeepAlive, 1 s, even for a client that sends
+// nothing), so a quiet client (idle, or its datagrams lost) is not left
+// unplaced until it sends again. The timer costs nothing per datagram:
+// it runs only in the rounds that wake the connection for its deadline.
+func (c *Conn) checkZone(now time.Duration) {
+	if c.zoneQuiet(now) {
+		c.lookUpAgain(now)
+	}
+}
+
+// zoneQuiet reports whether a lookup may be due (lookUpAgain decides): both
+// wait at least a second with no Control since the newest Join (ctlAt is
+// 0 before the first). One test, inlined in onDatagram as the one it
+// replaced was; the lookups are out of line.
+func (c *Conn) zoneQuiet(now time.Duration) bool {
+	return c.joined && now-max(c.ctlAt, c.joinAt) >= lookupAgainAfter
+}
+
+// lookUpAgain looks the player's record up again if a lookup is due
+// (zoneQuiet: the zone has said nothing for a second at least).
+func (c *Conn) lookUpAgain(now time.Duration) {
+	if c.resuming || c.closed || c.sh.pool.cfg.Resume == nil {
+		return
+	}
+	if !c.ctlSeen {
+		if c.rare == nil || c.rare.lookups < maxLookups {
+			// The Join went to a zone that never answered: its node was
+			// stopping (the client followed a drain's Redirect here while
+			// the player's zone moved on). Look the record up again: it
+			// names the zone's new owner once there is one.
+			c.rareState().lookups++
+			c.lookup()
+		}
+	} else if !c.redirect && now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
+		c.relook(now)
+	}
+}
+
+// relook asks Config.Resume for the record of a player whose zone
+// answered before and has been silent since: its node died or was paused,
+// and the Rejoin of whoever restored the zone did not reach this
+// connection (this node was paused, or busy), or the restore that took
+// the player was refused by its record (a newer owner). The record names
+// the zone's owner: join it there, or the player stands still for good
+// while its client stays connected. The answer names the lookup (at).
+func (c *Conn) relook(now time.Duration) {
+	c.rareState().relookAt = now
+	c.sh.pool.counters.Relooks.Add(1)
+	pid, root := c.pid, c.sh.pool.sys.Root
+	c.sh.pool.cfg.Resume(c.player, func(zone *actor.PID, cp *handoff.Checkpoint) {
+		root.Send(pid, &resumed{zone: zone, cp: cp, relook: true, at: now})
+	})
 }
 
 // zoneSilentAfter is how long a playing connection's zone may send no
@@ -483,7 +545,8 @@ func (c *Conn) lookup() {
 type resumed struct {
 	zone   *actor.PID
 	cp     *handoff.Checkpoint
-	relook bool // for a playing connection whose zone went silent
+	relook bool          // for a playing connection whose zone went silent
+	at     time.Duration // a relook's: when it went (connRare.relookAt)
 }
 
 // maxHeld bounds the inputs a connection holds while its player's record

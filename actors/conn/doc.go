@@ -85,6 +85,16 @@
 //	  → Close / Kick / Shutdown / peer Disconnect / timeout: draining (Disconnect copies)
 //	  → done: Leave to the zone, Closed to the gateway, which stops the connection
 //
+// A joined connection whose zone does not answer — no Control within
+// lookupAgainAfter (1 s) of its Join, or none for zoneSilentAfter (3 s)
+// after it had — looks the player's record up again (Config.Resume) and
+// joins the zone it names. It checks at the end of each datagram and when
+// its deadline wakes it (the session's keepalive files one at least once a
+// second), so a player whose client is quiet is placed again too. The
+// answer to such a relook gives the connection the record's epoch, lower
+// or not: a restore refused by its record (a newer owner) must not leave
+// the real owner's Controls dropped as an older owner's.
+//
 // A connection whose handling panics is stopped, never restarted (a
 // restarted session would reuse its keys from a fresh state); the gateway
 // learns it as an actor.Terminated.

@@ -503,6 +503,9 @@ func (s *shard) round(now time.Duration) {
 	s.trimWork(len(s.work), now)
 	for c, at := s.heap.min(); c != nil && at <= now; c, at = s.heap.min() {
 		s.heap.remove(c)
+		if c.zoneQuiet(now) {
+			s.lookUpAgain(c, now) // its zone lost while its client is quiet (Conn.checkZone)
+		}
 		s.markDirty(c)
 	}
 	for i := 0; i < len(s.dirty); {
@@ -613,6 +616,18 @@ func (s *shard) handleOne(c *Conn, m any, now time.Duration) {
 	if !c.stopped {
 		s.markDirty(c)
 	}
+}
+
+// lookUpAgain runs c.lookUpAgain for a connection its deadline woke
+// (round: Conn.checkZone), a panic (of Config.Resume) ending only c, as
+// in handleFrom.
+func (s *shard) lookUpAgain(c *Conn, now time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.fail(v)
+		}
+	}()
+	c.lookUpAgain(now)
 }
 
 // pumpOne pumps c, a panic ending only c (round pumps with pumpFrom).
