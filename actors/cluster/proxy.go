@@ -185,6 +185,11 @@ type slotRec struct {
 	// player's connections on the link's node share the slot: what it
 	// takes goes to whichever the bridge there holds for the player.
 	conn uint32
+	// untagged: that Join named no connection (a handoff from a node
+	// before tags, during a rolling update): the zone holds the link's
+	// plain PID, so a Leave goes to it untagged too, or the zone would
+	// take it for another connection's and keep the player.
+	untagged bool
 }
 
 // monoBase is the origin of slotRec.used (monotonic).
@@ -204,8 +209,21 @@ func (l *link) slot(player uint64, conn uint32) *msg.ViewSlot {
 		r.enc.stream = l.streams.Add(1)
 		l.slots[player] = r
 	}
-	r.conn = conn
+	r.conn, r.untagged = conn, conn == 0
 	return r.slot
+}
+
+// leaver is the PID a Leave of player's connection conn names to a zone
+// here: tagged, unless the player's last Join through the link was not.
+func (l *link) leaver(player uint64, conn uint32) *actor.PID {
+	l.mu.Lock()
+	r := l.slots[player]
+	untagged := r != nil && r.untagged
+	l.mu.Unlock()
+	if untagged {
+		return l.pid
+	}
+	return l.connPID(conn)
 }
 
 // left drops player's view slot when connection conn left: not when the
@@ -514,8 +532,8 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			// (reconnected elsewhere, redirected, logged in again).
 			lk := b.link(from)
 			tag := idTag(l.GetConn())
+			lv.Conn = lk.leaver(l.GetPlayer(), tag)
 			lk.left(l.GetPlayer(), tag, lv.Reason)
-			lv.Conn = lk.connPID(tag)
 		}
 		return lv, nil
 	case *pb.ZoneItem_Teleport:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -263,4 +264,34 @@ func TestLeaveThroughALinkAfterAHandoffBetweenOtherNodes(t *testing.T) {
 		}
 		return !here
 	})
+}
+
+// During a rolling update a node from before connection tags hands a
+// player on with no HandoffItem.conn_tag: the zone here holds the link's
+// plain PID for it. The player's Leave from an updated gateway names its
+// connection; it must reach the zone as that same plain PID, or the zone
+// takes it for another connection's and keeps the player for good. A
+// tagged Join's Leave stays tagged: another connection's does not match.
+func TestLeaveMatchesTheJoinItsZoneHolds(t *testing.T) {
+	b, _ := fuzzBridge(t)
+	leave := func(player uint64, conn string) *actor.PID {
+		t.Helper()
+		m, err := b.decodeItem(&pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: player, Conn: conn,
+			Reason: uint32(handshake.ReasonClientQuit)}}}, "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.(*msg.Leave).Conn
+	}
+	untagged := b.joinFor(501, "n2", 0, 0, nil)
+	if got := leave(501, "conn$9"); !got.Equal(untagged.Conn) {
+		t.Fatalf("the Leave after an untagged handoff names %v, the zone holds %v", got, untagged.Conn)
+	}
+	tagged := b.joinFor(502, "n2", idTag("conn$9"), 0, nil)
+	if got := leave(502, "conn$8"); got.Equal(tagged.Conn) {
+		t.Fatalf("another connection's Leave names %v, the Join's connection", got)
+	}
+	if got := leave(502, "conn$9"); !got.Equal(tagged.Conn) {
+		t.Fatalf("the connection's own Leave names %v, the zone holds %v", got, tagged.Conn)
+	}
 }
