@@ -17,6 +17,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
@@ -81,8 +82,15 @@ type Bridge struct {
 	served map[string]*nats.Subscription // zones owned here: their inbound subscriptions
 	links  map[string]*link              // other gateway nodes: the actor standing for their connections
 	locals map[uint64]*msg.Join          // connections held here, by player
-	added  int                           // rememberLocal calls since the last sweep of locals
-	warned map[string]bool               // log-once keys for hostile or broken input
+	// displaced: per player, the connection of locals a newer one's Join
+	// replaced while it had not left (two logins at once: both join after
+	// their record lookups, the superseded one's Join can come second).
+	// Should the connection in locals leave as the superseded login
+	// (Duplicate), the zone gives the player back to this one (actors/zone
+	// reclaim), and so does the bridge. Lazily made; rare.
+	displaced map[uint64]*msg.Join
+	added     int             // rememberLocal calls since the last sweep of locals
+	warned    map[string]bool // log-once keys for hostile or broken input
 
 	// streams numbers the per-player view streams this node's links send.
 	streams atomic.Uint64
@@ -311,6 +319,12 @@ func (b *Bridge) rememberLocal(j *msg.Join) {
 		return
 	}
 	b.mu.Lock()
+	if cur := b.locals[j.Player]; cur != nil && !cur.Conn.Equal(j.Conn) && !closed(cur) {
+		if b.displaced == nil {
+			b.displaced = map[uint64]*msg.Join{}
+		}
+		b.displaced[j.Player] = cur
+	}
 	b.locals[j.Player] = j
 	if b.added++; b.added >= localsSweep {
 		// A connection that ended while its player was in a zone of this
@@ -319,8 +333,13 @@ func (b *Bridge) rememberLocal(j *msg.Join) {
 		// stays bounded by the live connections plus that many.
 		b.added = 0
 		for p, l := range b.locals {
-			if l.Views != nil && l.Views.Closed() {
+			if closed(l) {
 				delete(b.locals, p)
+			}
+		}
+		for p, d := range b.displaced {
+			if closed(d) || b.locals[p] == nil {
+				delete(b.displaced, p)
 			}
 		}
 		b.vmu.Lock()
@@ -345,15 +364,37 @@ func (b *Bridge) Locals() int {
 	return len(b.locals)
 }
 
-func (b *Bridge) forgetLocal(player uint64, conn *actor.PID) {
+// closed: j's connection ended (its view slot closed).
+func closed(j *msg.Join) bool { return j.Views != nil && j.Views.Closed() }
+
+// forgetLocal forgets the local connection conn of player, which left for
+// reason. Another connection's Leave forgets nothing: the player plays on
+// through the newer one. The superseded login's (Duplicate), when its
+// Join came after the newer connection's, hands the player back to that
+// one, as the zone does (reclaim).
+func (b *Bridge) forgetLocal(player uint64, conn *actor.PID, reason handshake.Reason) {
 	b.mu.Lock()
-	if j := b.locals[player]; j != nil && (conn == nil || j.Conn.Equal(conn)) {
-		delete(b.locals, player)
-		b.vmu.Lock()
-		delete(b.bases, player)
-		b.vmu.Unlock()
+	defer b.mu.Unlock()
+	j := b.locals[player]
+	if j == nil {
+		return
 	}
-	b.mu.Unlock()
+	d := b.displaced[player]
+	if conn != nil && !j.Conn.Equal(conn) {
+		if d != nil && d.Conn.Equal(conn) {
+			delete(b.displaced, player) // as the zone forgets it: gone, nothing to give back to
+		}
+		return
+	}
+	delete(b.displaced, player)
+	if reason == handshake.ReasonDuplicate && d != nil && !closed(d) {
+		b.locals[player] = d // its view stream goes on: the base stays
+		return
+	}
+	delete(b.locals, player)
+	b.vmu.Lock()
+	delete(b.bases, player)
+	b.vmu.Unlock()
 }
 
 func (b *Bridge) local(player uint64) *msg.Join {
@@ -388,8 +429,9 @@ func (b *Bridge) GatewayOfConn(conn string) string {
 	return b.cfg.Node
 }
 
-// joinFor rebuilds a Join here for a player whose connection is on node gw.
-func (b *Bridge) joinFor(player uint64, gw string, lastApplied uint64, userData []byte) *msg.Join {
+// joinFor rebuilds a Join here for a player whose connection is on node
+// gw, tagged conn there (connTag; 0: not known).
+func (b *Bridge) joinFor(player uint64, gw string, conn uint32, lastApplied uint64, userData []byte) *msg.Join {
 	switch gw {
 	case "":
 		return nil
@@ -397,7 +439,49 @@ func (b *Bridge) joinFor(player uint64, gw string, lastApplied uint64, userData 
 		return b.local(player)
 	}
 	l := b.link(gw)
-	return &msg.Join{Player: player, Conn: l.pid, Ghosts: l.pid, Views: l.slot(player), LastApplied: lastApplied, UserData: userData}
+	return &msg.Join{Player: player, Conn: l.connPID(conn), Ghosts: l.pid, Views: l.slot(player, conn), LastApplied: lastApplied, UserData: userData}
+}
+
+// connTag tells a player's connections on one gateway node apart across
+// the link that stands for them elsewhere: every connection of that node
+// reaches a zone of another as the link's actor, so without it the zone
+// could not tell the older of two logins at once from the newer — the
+// older's Leave (Duplicate) took the player out from under the newer for
+// the seconds until it looked its record up again. The tag rides as the
+// link PID's RequestId (the zone compares connections with PID.Equal,
+// which reads it; a send finds the actor by Id alone), and between nodes
+// as the connection's id (PlayerJoin.conn, PlayerLeave.conn) or the tag
+// itself (HandoffItem.conn_tag). 0 for no connection.
+func connTag(pid *actor.PID) uint32 {
+	if pid == nil {
+		return 0
+	}
+	if strings.HasPrefix(pid.Id, linkPrefix) {
+		return pid.RequestId // a connection of another node: tagged there
+	}
+	return idTag(pid.Id)
+}
+
+// idTag is the tag of the connection whose actor id on its gateway node is
+// id: its FNV-32a hash, never 0 (0: "" — a sender that names none).
+func idTag(id string) uint32 {
+	if id == "" {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return max(h, 1)
+}
+
+// connID names pid's connection to another node (PlayerJoin.conn).
+func connID(pid *actor.PID) string {
+	if pid == nil {
+		return ""
+	}
+	return pid.Id
 }
 
 func (b *Bridge) zonePID(zoneID string) *actor.PID {

@@ -36,8 +36,24 @@ type Players struct {
 	node string
 	log  *slog.Logger
 	jobs [playerWorkers]chan *playerJob // by player: one player's writes stay in order
-	wg   sync.WaitGroup
-	stop chan struct{}
+	// commits is each writer's Commit lane, taken before its jobs: a
+	// cross-process handoff waits for its Commit's write, and behind a
+	// backlog of checkpoints (2,048 a writer) that wait stretched the
+	// handoff by seconds under load, past the 5 s its source resends the
+	// Commit for. A Commit goes there only while none of its player's
+	// placements (joins, acquisitions, restores, a Commit sent to jobs) is
+	// queued in jobs (queued): it never overtakes one (a join's plain put
+	// would then take the record back). It may overtake its player's
+	// checkpoints, which are written only while the record names their
+	// zone and epoch: none queued here can be the Commit's zone at its
+	// epoch (that zone takes the player once the Commit is written), so
+	// each is refused before the Commit as after it. Checkpoints are
+	// neither counted nor locked for (a node's 1,000 a second).
+	commits [playerWorkers]chan *playerJob
+	qmu     sync.Mutex
+	queued  map[uint64]int32 // per player, its placements in jobs (lazily made)
+	wg      sync.WaitGroup
+	stop    chan struct{}
 
 	// Written: records written; Conflicts: writes refused because the
 	// record had a newer epoch; Dropped: bookkeeping writes dropped (queue
@@ -150,11 +166,16 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}, born: time.Now()}
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
+		p.commits[i] = make(chan *playerJob, commitQueue)
 		p.wg.Add(1)
-		go p.work(p.jobs[i])
+		go p.work(p.jobs[i], p.commits[i])
 	}
 	return p
 }
+
+// commitQueue bounds each writer's Commit lane; a full one sends a Commit
+// to the writer's jobs, behind the checkpoints.
+const commitQueue = 64
 
 // PlayerKey is a player's key in the players bucket.
 func PlayerKey(player uint64) string { return "p." + strconv.FormatUint(player, 10) }
@@ -206,13 +227,11 @@ func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *h
 // a node's record writes time out (2 s) — the last copy's failed write
 // then left the player owned nowhere, its old zone refusing to put it back
 // (handoff.ErrHandedOn) until it forgot the handoff.
+//
+// It goes before the checkpoints queued on its writer (Players.commits),
+// after any write of its own player queued before it.
 func (p *Players) Commit(player uint64, zone string, epoch uint64, done func(ok bool)) {
-	select {
-	case p.jobs[player%playerWorkers] <- &playerJob{player: player, zone: zone, epoch: epoch, done: done, commit: true}:
-	default:
-		p.Dropped.Add(1)
-		done(false) // the source resends the Commit
-	}
+	p.enqueue(&playerJob{player: player, zone: zone, epoch: epoch, done: done, commit: true})
 }
 
 // Checkpoint queues the checkpoints of zone's players (asynchronously;
@@ -228,14 +247,48 @@ func (p *Players) Checkpoint(zone string, cps []handoff.Checkpoint, leaving bool
 }
 
 func (p *Players) enqueue(j *playerJob) {
+	w := j.player % playerWorkers
+	if j.commit {
+		p.qmu.Lock()
+		if p.queued[j.player] == 0 {
+			select {
+			case p.commits[w] <- j:
+				p.qmu.Unlock()
+				return
+			default: // a full lane: behind the checkpoints, as any write
+			}
+		}
+		p.qmu.Unlock()
+	}
+	p.count(j, 1)
 	select {
-	case p.jobs[j.player%playerWorkers] <- j:
+	case p.jobs[w] <- j:
 	default:
+		p.count(j, -1)
 		p.Dropped.Add(1)
 		if j.done != nil {
-			j.done(false)
+			j.done(false) // a Commit's source resends it
 		}
 	}
+}
+
+// count adds d to the placements of j's player queued in jobs, if j is
+// one (not a checkpoint): +1 before a send (a writer never takes a job
+// its count is not yet on), -1 when a writer took it or the send failed.
+func (p *Players) count(j *playerJob, d int32) {
+	if j.pipelined() {
+		return
+	}
+	p.qmu.Lock()
+	if n := p.queued[j.player] + d; n > 0 {
+		if p.queued == nil {
+			p.queued = map[uint64]int32{}
+		}
+		p.queued[j.player] = n
+	} else {
+		delete(p.queued, j.player)
+	}
+	p.qmu.Unlock()
 }
 
 // CheckpointSync writes the checkpoints of zone's players and waits for
@@ -247,7 +300,7 @@ func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff
 	for i := range cps {
 		j := newCheckpointJob(zone, &cps[i], false, gateway(cps[i].Conn))
 		j.done = func(ok bool) { results <- ok }
-		select {
+		select { // a checkpoint: not counted (count)
 		case p.jobs[j.player%playerWorkers] <- j:
 		case <-ctx.Done():
 			return ctx.Err()
@@ -270,7 +323,7 @@ func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff
 	return nil
 }
 
-func (p *Players) work(jobs <-chan *playerJob) {
+func (p *Players) work(jobs, commits <-chan *playerJob) {
 	defer p.wg.Done()
 	var w batchWriter
 	var batch []*playerJob
@@ -278,13 +331,19 @@ func (p *Players) work(jobs <-chan *playerJob) {
 	held := false
 	for {
 		var j *playerJob
-		if held {
+		if held { // taken from jobs before a Commit came: its player's may be older
 			j, held = next, false
 		} else {
 			select {
-			case <-p.stop:
-				return
-			case j = <-jobs:
+			case j = <-commits:
+			default:
+				select {
+				case <-p.stop:
+					return
+				case j = <-commits:
+				case j = <-jobs:
+					p.count(j, -1)
+				}
 			}
 		}
 		if p.js == nil || !j.pipelined() {
@@ -303,9 +362,10 @@ func (p *Players) work(jobs <-chan *playerJob) {
 		// in order).
 		batch = append(batch[:0], j)
 	more:
-		for len(batch) < maxBatch {
+		for len(batch) < maxBatch && len(commits) == 0 { // a Commit waits for one batch at most
 			select {
 			case n := <-jobs:
+				p.count(n, -1)
 				if !n.pipelined() || batched(batch, n.player) {
 					next, held = n, true
 					break more

@@ -91,9 +91,10 @@ func pbconvCheckpoint(rec *pb.PlayerRecord) (*handoff.Checkpoint, error) {
 func TestGatewayOfConn(t *testing.T) {
 	b, _ := fuzzBridge(t)
 	for conn, want := range map[string]string{
-		actor.NewPID("nonhost", "link-n2").String():       "n2",
-		actor.NewPID("nonhost", "conn-77").String():       "n1",
-		actor.NewPID("nonhost", "link-bad node").String(): "n1",
+		actor.NewPID("nonhost", "link-n2").String():                                          "n2",
+		(&actor.PID{Address: "nonhost", Id: "link-n3", RequestId: idTag("conn$7")}).String(): "n3", // a connection's tag (connTag)
+		actor.NewPID("nonhost", "conn-77").String():                                          "n1",
+		actor.NewPID("nonhost", "link-bad node").String():                                    "n1",
 		"": "n1",
 	} {
 		if got := b.GatewayOfConn(conn); got != want {

@@ -52,6 +52,9 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.HandoffEnvelope:
 		p.b.rememberLocal(m.Join)
 		h := &pb.HandoffItem{Msg: pbconv.HandoffToProto(&m.Msg), GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
+		if m.Join != nil {
+			h.ConnTag = connTag(m.Join.Conn)
+		}
 		h.Msg.SentNs = p.b.wallStamp(m.Msg.Sent)
 		if ep, ok := p.b.cfg.Leases.Held(m.Msg.From); ok {
 			h.FromEpoch = ep
@@ -71,7 +74,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		return
 	case *msg.Join:
 		p.b.rememberLocal(m)
-		pj := &pb.PlayerJoin{Player: m.Player, LastApplied: m.LastApplied, UserData: m.UserData}
+		pj := &pb.PlayerJoin{Player: m.Player, Conn: connID(m.Conn), LastApplied: m.LastApplied, UserData: m.UserData}
 		if m.Restore != nil {
 			pj.Restore, pj.RestoreEpoch = pbconv.CheckpointToProto(m.Restore), uint64(m.Restore.Epoch)
 		}
@@ -89,9 +92,9 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		// goes when a newer Join replaces it or the connection ends (its
 		// view slot closes: rememberLocal's sweep).
 		if m.Reason != handshake.ReasonRedirected {
-			p.b.forgetLocal(m.Player, m.Conn)
+			p.b.forgetLocal(m.Player, m.Conn, m.Reason)
 		}
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Reason: uint32(m.Reason)}}}
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Conn: connID(m.Conn), Reason: uint32(m.Reason)}}}
 	case *zone.Teleport:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: m.Entity,
 			Pos: &pb.Vec3{X: m.Pos[0], Y: m.Pos[1], Z: m.Pos[2]}}}}
@@ -176,30 +179,81 @@ type link struct {
 
 type slotRec struct {
 	slot *msg.ViewSlot
-	used time.Time
-	enc  viewEnc // the link actor's alone
+	used time.Duration // since monoBase: a time.Time's 24 bytes took the record to the 96-byte class
+	enc  viewEnc       // the link actor's alone
+	// conn: the tag of the connection whose Join came last (0: any). The
+	// player's connections on the link's node share the slot: what it
+	// takes goes to whichever the bridge there holds for the player.
+	conn uint32
+	// untagged: that Join named no connection (a handoff from a node
+	// before tags, during a rolling update): the zone holds the link's
+	// plain PID, so a Leave goes to it untagged too, or the zone would
+	// take it for another connection's and keep the player.
+	untagged bool
 }
+
+// monoBase is the origin of slotRec.used (monotonic).
+var monoBase = time.Now()
 
 // linkIdle drops a player's view slot that saw no view this long (its
 // entity moved to a zone on another node, or left without a Leave here).
 const linkIdle = time.Minute
 
-func (l *link) slot(player uint64) *msg.ViewSlot {
+// slot is player's view slot, made for connection conn's Join.
+func (l *link) slot(player uint64, conn uint32) *msg.ViewSlot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.slots[player]
 	if !ok {
-		r = &slotRec{slot: new(msg.ViewSlot), used: time.Now()}
+		r = &slotRec{slot: new(msg.ViewSlot), used: time.Since(monoBase)}
 		r.enc.stream = l.streams.Add(1)
 		l.slots[player] = r
 	}
+	r.conn, r.untagged = conn, conn == 0
 	return r.slot
 }
 
-func (l *link) drop(player uint64) {
+// leaver is the PID a Leave of player's connection conn names to a zone
+// here: tagged, unless the player's last Join through the link was not.
+func (l *link) leaver(player uint64, conn uint32) *actor.PID {
 	l.mu.Lock()
-	delete(l.slots, player)
+	r := l.slots[player]
+	untagged := r != nil && r.untagged
 	l.mu.Unlock()
+	if untagged {
+		return l.pid
+	}
+	return l.connPID(conn)
+}
+
+// left drops player's view slot when connection conn left: not when the
+// slot is a newer connection's Join's (conn is the older of two logins),
+// nor at once for a superseded login (Duplicate) whose Join came last —
+// the zone gives the player back to the connection that Join displaced,
+// whose Join holds the same slot — which leaves the slot to the next
+// Leave, or to the idle sweep.
+func (l *link) left(player uint64, conn uint32, reason handshake.Reason) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.slots[player]
+	switch {
+	case r == nil:
+	case conn == 0: // a sender that names no connection: as before tags
+		delete(l.slots, player)
+	case r.conn != 0 && r.conn != conn:
+	case reason == handshake.ReasonDuplicate:
+		r.conn = 0
+	default:
+		delete(l.slots, player)
+	}
+}
+
+// connPID is the link's PID tagged for connection conn (connTag).
+func (l *link) connPID(conn uint32) *actor.PID {
+	if conn == 0 {
+		return l.pid
+	}
+	return &actor.PID{Address: l.pid.Address, Id: l.pid.Id, RequestId: conn}
 }
 
 func (b *Bridge) link(node string) *link {
@@ -226,7 +280,7 @@ type linkActor struct {
 	n        int
 	size     int // encoded bytes batched
 	flushing bool
-	swept    time.Time
+	swept    time.Duration // since monoBase
 	// pending: views taken from the slots, encoded and published a chunk
 	// at a time (one NATS message each), so a Redirect or Control that
 	// arrives meanwhile goes out between chunks instead of after a whole
@@ -317,7 +371,7 @@ func (a *linkActor) Receive(ctx actor.Context) {
 func (a *linkActor) flush(ctx actor.Context) {
 	a.flushing = false
 	a.publish()
-	now := time.Now()
+	now := time.Since(monoBase)
 	if a.views {
 		a.views = false
 		a.l.mu.Lock()
@@ -329,11 +383,11 @@ func (a *linkActor) flush(ctx actor.Context) {
 		}
 		a.l.mu.Unlock()
 	}
-	if now.Sub(a.swept) > linkIdle/4 {
+	if now-a.swept > linkIdle/4 {
 		a.swept = now
 		a.l.mu.Lock()
 		for player, r := range a.l.slots {
-			if now.Sub(r.used) > linkIdle {
+			if now-r.used > linkIdle {
 				delete(a.l.slots, player)
 			}
 		}
@@ -411,7 +465,7 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			if hm.State != nil {
 				last = hm.State.LastApplied
 			}
-			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), last, nil)
+			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), x.Handoff.GetConnTag(), last, nil)
 		}
 		return env, nil
 	case *pb.ZoneItem_Replicas:
@@ -460,7 +514,7 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			}
 			restore = cp
 		}
-		join := b.joinFor(j.GetPlayer(), from, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...))
+		join := b.joinFor(j.GetPlayer(), from, idTag(j.GetConn()), j.GetLastApplied(), append([]byte(nil), j.GetUserData()...))
 		if join != nil {
 			join.Restore = restore
 		}
@@ -472,12 +526,14 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		}
 		lv := &msg.Leave{Player: l.GetPlayer(), Reason: handshake.Reason(l.GetReason())}
 		if from != b.cfg.Node {
-			// The connection that left is the one behind from's link: a
-			// zone ignores its Leave if the player plays through another
-			// connection by now (reconnected elsewhere, redirected).
+			// The connection that left is the one behind from's link, told
+			// from the player's others there by its tag: a zone ignores its
+			// Leave if the player plays through another connection by now
+			// (reconnected elsewhere, redirected, logged in again).
 			lk := b.link(from)
-			lk.drop(l.GetPlayer())
-			lv.Conn = lk.pid
+			tag := idTag(l.GetConn())
+			lv.Conn = lk.leaver(l.GetPlayer(), tag)
+			lk.left(l.GetPlayer(), tag, lv.Reason)
 		}
 		return lv, nil
 	case *pb.ZoneItem_Teleport:

@@ -10,6 +10,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/msg"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
 // viewScene is a crowd seen by one player, changing tick by tick the way a
@@ -92,7 +93,7 @@ func packedFixture(t *testing.T, player uint64) (*Bridge, *msg.ViewSlot) {
 	b.mu.Lock()
 	b.locals[player] = &msg.Join{Player: player, Conn: actor.NewPID(b.cfg.Sys.Address(), "conn"), Views: slot}
 	b.mu.Unlock()
-	t.Cleanup(func() { b.forgetLocal(player, nil) })
+	t.Cleanup(func() { b.forgetLocal(player, nil, handshake.ReasonClientQuit) })
 	return b, slot
 }
 

@@ -288,7 +288,13 @@ type HandoffItem struct {
 	// the latency metric of a handoff that stays in one node.
 	BeganNs int64 `protobuf:"varint,4,opt,name=began_ns,json=beganNs,proto3" json:"began_ns,omitempty"`
 	// from_epoch is the epoch of the sending zone (msg.from).
-	FromEpoch     uint64 `protobuf:"varint,5,opt,name=from_epoch,json=fromEpoch,proto3" json:"from_epoch,omitempty"`
+	FromEpoch uint64 `protobuf:"varint,5,opt,name=from_epoch,json=fromEpoch,proto3" json:"from_epoch,omitempty"`
+	// conn_tag tells the player's connection from another of the same
+	// player on gateway_node (two logins at once): the FNV-32a hash of the
+	// connection's id there, as PlayerJoin.conn and PlayerLeave.conn name it
+	// (never 0). 0: not known (a sender before it; the zone then cannot tell
+	// the player's connections on that node apart).
+	ConnTag       uint32 `protobuf:"varint,6,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +360,13 @@ func (x *HandoffItem) GetBeganNs() int64 {
 func (x *HandoffItem) GetFromEpoch() uint64 {
 	if x != nil {
 		return x.FromEpoch
+	}
+	return 0
+}
+
+func (x *HandoffItem) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
 	}
 	return 0
 }
@@ -818,14 +831,15 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\x04join\x18\x04 \x01(\v2\x18.ghostwire.v1.PlayerJoinH\x00R\x04join\x121\n" +
 	"\x05leave\x18\x05 \x01(\v2\x19.ghostwire.v1.PlayerLeaveH\x00R\x05leave\x128\n" +
 	"\bteleport\x18\x06 \x01(\v2\x1a.ghostwire.v1.TeleportItemH\x00R\bteleportB\x06\n" +
-	"\x04item\"\xb0\x01\n" +
+	"\x04item\"\xcb\x01\n" +
 	"\vHandoffItem\x12.\n" +
 	"\x03msg\x18\x01 \x01(\v2\x1c.ghostwire.v1.HandoffMessageR\x03msg\x12!\n" +
 	"\fgateway_node\x18\x02 \x01(\tR\vgatewayNode\x12\x14\n" +
 	"\x05force\x18\x03 \x01(\bR\x05force\x12\x19\n" +
 	"\bbegan_ns\x18\x04 \x01(\x03R\abeganNs\x12\x1d\n" +
 	"\n" +
-	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\"L\n" +
+	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\x12\x19\n" +
+	"\bconn_tag\x18\x06 \x01(\rR\aconnTag\"L\n" +
 	"\fTeleportItem\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12$\n" +
 	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xbb\x03\n" +

@@ -209,7 +209,9 @@ func (x *PlayerInput) GetEventGen() uint64 {
 type PlayerJoin struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
-	// Where Control/Output/Redirect/Kick go.
+	// Where Control/Output/Redirect/Kick go. Between nodes: the connection's
+	// actor id on the sending (gateway) node, which tells two connections of
+	// one player apart ("" from a sender before it).
 	Conn string `protobuf:"bytes,2,opt,name=conn,proto3" json:"conn,omitempty"`
 	// Where views go.
 	Ghosts string `protobuf:"bytes,3,opt,name=ghosts,proto3" json:"ghosts,omitempty"`
@@ -309,7 +311,8 @@ func (x *PlayerJoin) GetRestoreEpoch() uint64 {
 type PlayerLeave struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
-	Conn   string                 `protobuf:"bytes,2,opt,name=conn,proto3" json:"conn,omitempty"`
+	// The connection that left, as PlayerJoin.conn names it.
+	Conn string `protobuf:"bytes,2,opt,name=conn,proto3" json:"conn,omitempty"`
 	// replication/handshake.Reason.
 	Reason        uint32 `protobuf:"varint,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
