@@ -270,6 +270,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 				// newer real one: Controls and Rejoins are resent and
 				// reordered, this answer is matched to its lookup.
 				c.ctlEpoch = uint64(m.cp.Epoch)
+				c.views.Lower(c.ctlEpoch) // the real owner's views too
 				c.rejoin(m.cp, now)
 			}
 		case c.resuming && c.leaveSent:

@@ -231,6 +231,16 @@ func TestRelookTakesTheRecordsEpoch(t *testing.T) {
 		if !f.control(9, now) {
 			t.Fatal("the restore's Control was not taken")
 		}
+		view := func(epoch uint64) (stale bool) {
+			v := msg.NewView()
+			v.Epoch = epoch
+			before := f.c.views.Stale()
+			f.c.views.Publish(v)
+			return f.c.views.Stale() != before
+		}
+		if view(9) { // the restore's zone's view
+			t.Fatal("the restore's view at 9 dropped")
+		}
 		// B, the real owner at 7: its Controls are the previous owner's
 		// to a connection at 9.
 		now += benchStep
@@ -251,6 +261,9 @@ func TestRelookTakesTheRecordsEpoch(t *testing.T) {
 		now += benchStep
 		if !f.control(7, now) {
 			t.Fatal("the real owner's Control at 7 dropped after the record named it: the player is unplaced for good")
+		}
+		if view(7) {
+			t.Fatal("the real owner's view at 7 dropped as stale after the record named it: the player moves, its ghosts do not")
 		}
 	})
 	t.Run("a late answer after a newer owner's Control", func(t *testing.T) {

@@ -250,6 +250,25 @@ func (s *ViewSlot) Publish(v *View) (nudge bool) {
 	return true
 }
 
+// Lower makes epoch the newest the slot has seen if it was above it: the
+// taker learned that the player's real owner is at epoch (its record), and
+// a higher one came from a restore the record refused. Without it the real
+// owner's views would be dropped as stale until the player's epoch passed
+// the refused one's (its next handoff): the player moves, its ghosts do not.
+// A view the slot holds from above epoch goes with it.
+func (s *ViewSlot) Lower(epoch uint64) {
+	for {
+		cur := s.epoch.Load()
+		if cur <= epoch || s.epoch.CompareAndSwap(cur, epoch) {
+			break
+		}
+	}
+	if v := s.v.Load(); v != nil && v.Epoch > epoch && s.v.CompareAndSwap(v, nil) {
+		s.superseded.Add(1)
+		v.Release()
+	}
+}
+
 // Take removes and returns the newest view, or nil if there is none. The
 // caller owns the view and releases it.
 func (s *ViewSlot) Take() *View { return s.v.Swap(nil) }

@@ -121,6 +121,43 @@ func TestViewSlotDropsOlderEpochs(t *testing.T) {
 	}
 }
 
+// Lower takes the slot back to a lower epoch (the player's record named
+// its real owner below a refused restore's): that owner's views go through
+// again, a held view from above it goes, and a lower call than the slot's
+// epoch is the only one that changes anything.
+func TestViewSlotLower(t *testing.T) {
+	var s ViewSlot
+	pub := func(epoch uint64) bool {
+		v := NewView()
+		v.Epoch = epoch
+		before := s.Stale()
+		s.Publish(v)
+		return s.Stale() == before
+	}
+	if !pub(9) {
+		t.Fatal("the first view refused")
+	}
+	if pub(7) {
+		t.Fatal("a view below the slot's epoch went through before Lower")
+	}
+	s.Lower(7) // the view at 9 is still held: it goes
+	if v := s.Take(); v != nil {
+		t.Fatalf("a view of epoch %d held after Lower(7)", v.Epoch)
+	}
+	if !pub(7) {
+		t.Fatal("the real owner's view at 7 dropped after Lower(7)")
+	}
+	s.Lower(8) // above the slot's epoch: nothing changes
+	if v := s.Take(); v == nil || v.Epoch != 7 {
+		t.Fatalf("Lower(8) at epoch 7 took the view at 7: %v", v)
+	} else {
+		v.Release()
+	}
+	if pub(6) {
+		t.Fatal("a view below 7 went through after Lower(8)")
+	}
+}
+
 // A reference view's Refs take the references it was got for without
 // growing and hold at most 1.5× as many, whatever views of other sizes
 // went through the pool before it (from one pool every view's room grew
