@@ -128,7 +128,13 @@ func (z *testZone) receive(ctx actor.Context, msgIn any) {
 		z.st.conns[m.Player] = m.Conn
 		z.st.mu.Unlock()
 	case *msg.Leave:
-		delete(z.players, m.Player)
+		// Only the joined connection's Leave takes the player out, as
+		// actors/zone does: a superseded login's Leave(Duplicate) goes when
+		// the newer one is verified, so it comes after the newer Join, and
+		// deleting on it dropped the newer client's echoes under load.
+		if p := z.players[m.Player]; p != nil && (m.Conn == nil || p.join.Conn == nil || p.join.Conn.Equal(m.Conn)) {
+			delete(z.players, m.Player)
+		}
 		z.st.mu.Lock()
 		z.st.leaves[m.Reason]++
 		z.st.mu.Unlock()
