@@ -19,6 +19,12 @@ const (
 	DefaultConfirmDeadline    = 500 * time.Millisecond
 	DefaultInterpDelay        = 100 * time.Millisecond
 	DefaultMaxExtrapolation   = 250 * time.Millisecond
+	// MaxInterval bounds MaxStaleness, ResendInterval, ConfirmDeadline
+	// and a class's MinInterval (Class.MinInterval): a Table keeps a
+	// ghost's times in 16 bits of ms, a time older than ≈ 57 s pinned
+	// there (msWindow), so every duration it compares them against must be
+	// shorter. 60 times the defaults.
+	MaxInterval = 30 * time.Second
 )
 
 // Config tunes one connection's ghost Table. The zero Config is invalid;
@@ -46,7 +52,8 @@ type Config struct {
 	StaleUnit time.Duration
 	// MaxStaleness is the starvation bound: a dirty ghost not sent for this
 	// long goes ahead of every ordinary update (not of creates and kills),
-	// oldest first. > 0.
+	// oldest first (those waiting more than ≈ 57 s as if they had waited
+	// that long: msWindow). (0, MaxInterval].
 	MaxStaleness time.Duration
 	// MaxMisses is how many records in a row may fail to fit before Write gives
 	// up filling the packet: a large record that does not fit must not stop
@@ -59,7 +66,7 @@ type Config struct {
 	// ResendInterval. Spare bandwidth then shortens recovery from loss
 	// (20% loss: a value missing after n resends has probability 0.2^n)
 	// instead of waiting for the drop to be reported. It costs nothing when
-	// the budget is full. 0 disables it; otherwise ≥ 1 ms.
+	// the budget is full. 0 disables it; otherwise in [1ms, MaxInterval].
 	ResendInterval time.Duration
 	// ConfirmDeadline bounds how long the client may lack a change without
 	// the table pressing: once the first change not yet known delivered is
@@ -69,7 +76,9 @@ type Config struct {
 	// delivery is confirmed. A copy lost then costs about a fate delay
 	// instead of notify's drop detection plus a wait for the next regular
 	// update. Pressing copies may fill at most 1/8 of a packet, so a short
-	// budget cannot snowball into resends. 0 disables it.
+	// budget cannot snowball into resends. 0 disables it. [0,
+	// MaxInterval]. A fate delay learned past ≈ 57 s (msWindow) counts as
+	// that.
 	ConfirmDeadline time.Duration
 }
 
@@ -101,14 +110,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxRecordsInFlight %d not in [256, 1<<15]", ErrConfig, c.MaxRecordsInFlight)
 	case c.StaleUnit <= 0:
 		return fmt.Errorf("%w: StaleUnit %v must be positive", ErrConfig, c.StaleUnit)
-	case c.MaxStaleness <= 0:
-		return fmt.Errorf("%w: MaxStaleness %v must be positive", ErrConfig, c.MaxStaleness)
+	case c.MaxStaleness <= 0 || c.MaxStaleness > MaxInterval:
+		return fmt.Errorf("%w: MaxStaleness %v not in (0, MaxInterval %v]", ErrConfig, c.MaxStaleness, MaxInterval)
 	case c.MaxMisses < 1 || c.MaxMisses > 1<<16:
 		return fmt.Errorf("%w: MaxMisses %d not in [1, 65536]", ErrConfig, c.MaxMisses)
-	case c.ConfirmDeadline < 0:
-		return fmt.Errorf("%w: ConfirmDeadline %v must not be negative", ErrConfig, c.ConfirmDeadline)
-	case c.ResendInterval != 0 && c.ResendInterval < time.Millisecond:
-		return fmt.Errorf("%w: ResendInterval %v: 0 or ≥ 1ms", ErrConfig, c.ResendInterval)
+	case c.ConfirmDeadline < 0 || c.ConfirmDeadline > MaxInterval:
+		return fmt.Errorf("%w: ConfirmDeadline %v not in [0, MaxInterval %v]", ErrConfig, c.ConfirmDeadline, MaxInterval)
+	case c.ResendInterval != 0 && (c.ResendInterval < time.Millisecond || c.ResendInterval > MaxInterval):
+		return fmt.Errorf("%w: ResendInterval %v: 0 or in [1ms, MaxInterval %v]", ErrConfig, c.ResendInterval, MaxInterval)
 	}
 	return nil
 }

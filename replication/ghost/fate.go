@@ -33,11 +33,14 @@ func (t *Table) OnFate(f notify.Fate) {
 	p := &t.pkts[i]
 	sent := t.msOf(f.SentAt)
 	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
+	// The view the packet was written from, in the slots' ms (lastChg's):
+	// the client holds its state once the packet is delivered.
+	view := t.msOfStamp(p.t)
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
 	if !f.Delivered || t.wide || t.pp.wide {
-		t.fateRecords(p, 0, n, start, ring, f, sent, from)
+		t.fateRecords(p, 0, n, start, ring, f, sent, from, view)
 	} else {
-		t.deliveredRecords(p, n, start, ring, f, sent, from)
+		t.deliveredRecords(p, n, start, ring, f, sent, from, view)
 	}
 	p.resolved = true
 	// Release resolved packets from the old end, with their entries.
@@ -58,9 +61,9 @@ func (t *Table) OnFate(f notify.Fate) {
 // row the rest of the packet by fateRecords. The records of a packet are
 // of distinct ghosts, and a usual record changes only its own ghost's
 // slot and track, so this is the order of the records for every ghost.
-func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from msTime) {
+func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
 	for j := 0; ; {
-		k := t.usualRun(p, j, n, start, ring, f, sent)
+		k := t.usualRun(p, j, n, start, ring, f, sent, view)
 		if k >= n {
 			return
 		}
@@ -68,10 +71,10 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 			// Two other records in a row (k, and the one before it): the
 			// packet's are not the usual ones (positions three or more in
 			// flight: fates late), the rest goes the general way.
-			t.fateRecords(p, k, n, start, ring, f, sent, from)
+			t.fateRecords(p, k, n, start, ring, f, sent, from, view)
 			return
 		}
-		t.fateRecords(p, k, k+1, start, ring, f, sent, from)
+		t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
 		j = k + 1
 	}
 }
@@ -83,7 +86,7 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 // resolveOldest2). It returns the first
 // record it did not apply (n: none). It calls nothing, so its loop keeps
 // its state in registers.
-func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent msTime) int {
+func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, view msTime) int {
 	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
 	seq, pt := uint32(f.Seq), p.t
 	for ; j < n; j++ {
@@ -100,14 +103,14 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent m
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.
 		s.inflight--
-		if s.ackAt == 0 || int32(sent-s.ackAt) >= 0 { // fateRecords', for a delivery
+		if sent >= s.ackAt { // fateRecords', for a delivery
 			s.ackAt = sent
 			if back := uint16(s.lastSeq - seq); back < s.ackBack {
 				s.ackBack = back
 			}
-			if pt.sub(s.lastChg) >= 0 {
+			if view >= s.lastChg {
 				s.pendChg = 0
-			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+			} else if s.pendChg != 0 && sent > s.pendChg {
 				s.pendChg = sent
 			}
 		}
@@ -117,7 +120,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent m
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
-func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from msTime) {
+func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from, view msTime) {
 	classes := t.reg.classes
 	for j := j0; j < j1; j++ {
 		k := (start + j) & ring
@@ -129,9 +132,9 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 		}
 		mask := t.entMask(k, e)
 		s.inflight--
-		// The msTime compares as int32 differences (sub's sign, without its
-		// scaling to a Duration).
-		if f.Delivered && (s.ackAt == 0 || int32(sent-s.ackAt) >= 0) {
+		// The msTimes compare as they are (none wraps; 0, none, is below
+		// every time).
+		if f.Delivered && sent >= s.ackAt {
 			s.ackAt = sent
 			// The packet carried the ghost, so it is at most lastSeq, and
 			// in flight: less than maxSeqSpan back.
@@ -139,12 +142,12 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 				s.ackBack = back
 			}
 			// The client holds the state of the view the packet was
-			// written from (p.t); anything changed in a later view is still
-			// unconfirmed (counted from SentAt: pessimistic by less than one
-			// view).
-			if p.t.sub(s.lastChg) >= 0 {
+			// written from (p.t, view); anything changed in a later view is
+			// still unconfirmed (counted from SentAt: pessimistic by less
+			// than one view).
+			if view >= s.lastChg {
 				s.pendChg = 0
-			} else if s.pendChg != 0 && int32(sent-s.pendChg) > 0 {
+			} else if s.pendChg != 0 && sent > s.pendChg {
 				s.pendChg = sent
 			}
 		}
@@ -195,7 +198,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
 				was := s.wants()
-				s.dirty |= lost
+				t.setDirty(id, s, t.dirtyOf(id, s)|lost)
 				t.repend(s, was)
 				if lost&c.posBit != 0 {
 					// Resend the position even if the client has it: the
@@ -238,10 +241,10 @@ func (t *Table) restale(s *slot, f notify.Fate, since msTime) {
 	if s.lastSeq != uint32(f.Seq) {
 		return // a later packet carries this ghost; its staleness is current
 	}
-	if s.ackAt != 0 && s.ackAt.sub(since) > 0 {
+	if s.ackAt > since { // 0, none, is not
 		since = s.ackAt
 	}
-	if since.sub(s.since) < 0 {
+	if since < s.since {
 		s.since = since
 	}
 }

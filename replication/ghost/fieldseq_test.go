@@ -83,7 +83,7 @@ func (r *fieldRig) fate(seq uint64, delivered bool) {
 		return
 	}
 	delete(r.sent, seq)
-	before := r.tab.slots[r.id].dirty
+	before := r.tab.dirtyAt(r.id)
 	r.tab.OnFate(notify.Fate{Seq: seq, Delivered: delivered, SentAt: r.now})
 	if delivered {
 		r.ack = max(r.ack, seq)
@@ -95,7 +95,7 @@ func (r *fieldRig) fate(seq uint64, delivered bool) {
 			want |= 1 << uint(g)
 		}
 	}
-	if got := r.tab.slots[r.id].dirty &^ before; got != want&^before {
+	if got := r.tab.dirtyAt(r.id) &^ before; got != want&^before {
 		r.t.Fatalf("drop of %d (carried %b): re-dirtied %b, want %b", seq, m, got, want&^before)
 	}
 }

@@ -610,8 +610,8 @@ func (h *opsHarness) fates() {
 		p.fated = true
 		h.next++
 		for id, m := range want {
-			if s := &h.tab.slots[id]; s.dirty&m != m {
-				h.t.Fatalf("drop of %d: ghost %d should have groups %b dirty again, has %b", f.Seq, id, m, s.dirty)
+			if h.tab.dirtyAt(id)&m != m {
+				h.t.Fatalf("drop of %d: ghost %d should have groups %b dirty again, has %b", f.Seq, id, m, h.tab.dirtyAt(id))
 			}
 		}
 		if !f.Delivered {
@@ -650,7 +650,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 	h.before = map[uint32]uint64{}
 	for k, mask := range c[seq] {
 		s := &t.slots[k]
-		h.before[k] = s.dirty
+		h.before[k] = t.dirtyAt(k)
 		if s.phase == phaseFree {
 			continue
 		}
@@ -684,7 +684,7 @@ func (h *opsHarness) checkNotRedirtied(seq uint64, want map[uint32]uint64) {
 		if s.phase == phaseFree {
 			continue
 		}
-		if extra := s.dirty &^ before &^ want[id]; extra != 0 {
+		if extra := h.tab.dirtyAt(id) &^ before &^ want[id]; extra != 0 {
 			h.t.Fatalf("drop of %d: ghost %d got groups %b dirty that a later packet carries", seq, id, extra)
 		}
 	}
@@ -742,7 +742,7 @@ func (h *opsHarness) check() {
 				differs = grp.Changed(&g.State, want)
 			}
 			bit := uint64(1) << uint(gi)
-			if differs && s.dirty&bit == 0 && inFlight&bit == 0 {
+			if differs && t.dirtyAt(uint32(i))&bit == 0 && inFlight&bit == 0 {
 				h.t.Fatalf("after op %d: ghost %d group %s differs on the client, is not dirty and not in flight", h.pos, i, grp.Name)
 			}
 		}

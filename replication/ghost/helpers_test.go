@@ -694,3 +694,7 @@ func writerFor(tb testing.TB, reg *Registry) *SnapshotWriter {
 	}
 	return sw
 }
+
+// dirtyAt is ghost id's dirty groups (dirtyOf: the slot's word and, past
+// 32 groups, the rest).
+func (t *Table) dirtyAt(id uint32) uint64 { return t.dirtyOf(id, &t.slots[id]) }

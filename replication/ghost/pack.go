@@ -246,13 +246,15 @@ func (p *packer) collect(t *Table, now msTime) int {
 	}
 	clear(p.pressed)
 	// Times in whole ms (msCeil keeps every comparison exact), so the
-	// loop takes differences of the slots' 32-bit times, nothing else.
+	// loop takes differences of the slots' 16-bit times, nothing else.
 	maxStale := msCeil(t.cfg.MaxStaleness)
 	resend := msCeil(t.cfg.ResendInterval)
 	deadline := msCeil(t.cfg.ConfirmDeadline)
 	// Pressing copies go no faster than ResendInterval, and not before the
-	// previous copy had the usual time to be confirmed.
-	gap := max(resend, msCeil(t.fateDelay))
+	// previous copy had the usual time to be confirmed (a fate delay past
+	// msWindow as msWindow: a time pinned at the epoch reads that old).
+	gap := max(resend, min(msCeil(t.fateDelay), msWindow))
+	nowMS := int32(now) // the slots' times as int32 (msTime.ms) against it
 	n := 0
 	// The scratch's arrays and the slots as locals: stores through them
 	// would otherwise make every iteration load them again.
@@ -274,10 +276,10 @@ func (p *packer) collect(t *Table, now msTime) int {
 			if s.has(flCreateInFlight) {
 				continue
 			}
-			b = tierCreate*tierBuckets + k.grown(s.prioB, int32(now-s.since))
+			b = tierCreate*tierBuckets + k.grown(s.prioB, nowMS-int32(s.since))
 		case phaseLive:
 			c := classes[s.ci]
-			sent := int32(now - s.sentAt)
+			sent := nowMS - int32(s.sentAt)
 			if sent < c.minMS {
 				continue
 			}
@@ -287,7 +289,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 			// every packet it fits until a delivery is confirmed.
 			late := int32(0)
 			if deadline > 0 && s.pendChg != 0 && sent >= gap {
-				if l := int32(now - s.pendChg); l >= deadline {
+				if l := nowMS - int32(s.pendChg); l >= deadline {
 					late = l
 				}
 			}
@@ -306,10 +308,10 @@ func (p *packer) collect(t *Table, now msTime) int {
 				b = tierResend*tierBuckets + int(s.prioB)
 				break
 			}
-			if s.dirty == c.posBit && s.posBlocked() {
+			if s.posBlocked() && t.dirtyOf(uint32(i), s) == c.posBit {
 				continue // only position is dirty and it cannot go now
 			}
-			age := int32(now - s.since)
+			age := nowMS - int32(s.since)
 			if age >= maxStale || late > 0 {
 				b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
 				if age < maxStale {
@@ -359,7 +361,9 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	for _, w := range p.pressed {
 		checks = checks || w != 0
 	}
-	stop, snap := false, t.snapMode
+	// The usual record (writeUsual) comes only from snapshot views, and
+	// keeps a ghost's dirty groups in the slot's word alone.
+	stop, snap := false, t.snapMode && !t.wideDirty
 	for w := bucketWords - 1; w >= 0; w-- {
 		for p.nonEmpty[w] != 0 {
 			b := 63 - bits.LeadingZeros64(p.nonEmpty[w])
@@ -380,7 +384,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 				}
 				mark := sw.BitLen()
 				r := recOther
-				if snap { // entry views have no usual record
+				if snap { // entry views have no usual record (nor wideDirty tables)
 					r = t.writeUsual(sw, uint32(i), seq, now, width, budget)
 				}
 				if r == recOther {
@@ -428,8 +432,9 @@ const (
 // writeUsual is writeRecord for the usual record on a server, apart so
 // that its few values stay in registers (writeRecord's general frame
 // spilled and reloaded them, ≈ 500 instructions a record of its own): an
-// update of a live snapshot entry's ghost (snapshot views only: fill
-// asks only then), not a resend, with its position
+// update of a live snapshot entry's ghost (snapshot views of a table
+// whose dirty groups are all in its slots, not wideDirty: fill asks only
+// then), not a resend, with its position
 // on the server's track (narrow, delivered: two and nothing in flight, the
 // pair extrapolating, or positions in flight, coded by flightDeltas as
 // posForm codes them) in a window, and every group in
@@ -444,7 +449,7 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 		return recOther
 	}
 	c := t.reg.classes[s.ci]
-	dirty0 := s.dirty
+	dirty0 := uint64(s.dirty) // not wideDirty: fill's test
 	mask := dirty0 & c.all
 	tr := &t.pos[id]
 	if mask&c.posBit == 0 || tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
@@ -537,14 +542,15 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	}
 	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
-	s.dirty = dirty0 &^ mask
+	dirty := dirty0 &^ mask
 	if rest > 0 {
 		s.restCopies = rest - 1
 		if rest > 1 {
-			s.dirty |= c.posBit // the second rest marker goes with the next view
+			dirty |= c.posBit // the second rest marker goes with the next view
 		}
 	}
-	t.redirty(dirty0, s.dirty)
+	s.dirty = uint32(dirty)
+	t.redirty(dirty0, dirty)
 	t.stats.Updates++
 	return recWritten
 }
@@ -570,8 +576,10 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	s := &t.slots[id]
 	// What the ghost wants (npend) changes with the commit of a create or
 	// kill (now in flight), and with an update's dirty groups (its phase is
-	// live throughout): dirty0 is where they started.
-	dirty0 := s.dirty
+	// live throughout): dirty0 is where they started, dirty where they
+	// are (setDirty keeps the slot's).
+	dirty0 := t.dirtyOf(id, s)
+	dirty := dirty0
 	c := t.classOf(s)
 	var kind uint8
 	var mask uint64
@@ -592,7 +600,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 	default:
 		kind = recUpdate
-		mask = s.dirty & c.all
+		mask = dirty & c.all
 		resend := mask == 0
 		if resend {
 			mask = t.unconfirmed(id, s, c)
@@ -638,14 +646,15 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			}
 			switch pf.kind {
 			case posSame: // every value the client may show equals it
-				s.dirty &^= c.posBit
+				dirty &^= c.posBit
+				t.setDirty(id, s, dirty)
 				mask &^= c.posBit
 			case posLater:
 				mask &^= c.posBit
 			}
 		}
 		if mask == 0 {
-			t.redirty(dirty0, s.dirty) // the position may have been found the client's
+			t.redirty(dirty0, dirty) // the position may have been found the client's
 			return recNothing
 		}
 		// The usual update: a snapshot entry's ghost whose groups in mask
@@ -715,7 +724,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.rareOf().EncodeErrors++
 		}
 		if kind == recUpdate {
-			t.redirty(dirty0, s.dirty) // a position found the client's stays so
+			t.redirty(dirty0, dirty) // a position found the client's stays so
 		}
 		return recMiss
 	}
@@ -759,17 +768,18 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		s.fl |= flCreateInFlight
 		s.ackBack = 1 // nothing of this incarnation is confirmed yet (seq − 1)
-		s.dirty = 0
+		t.setDirty(id, s, 0)
 		t.stats.Creates++
 	default:
-		if mask&c.posBit == 0 && s.dirty&c.posBit != 0 {
+		if mask&c.posBit == 0 && dirty&c.posBit != 0 {
 			t.rareOf().PosDeferred++
 		}
-		s.dirty &^= mask
+		dirty &^= mask
 		if s.restCopies > 0 {
-			s.dirty |= c.posBit // the second rest marker goes with the next view
+			dirty |= c.posBit // the second rest marker goes with the next view
 		}
-		t.redirty(dirty0, s.dirty)
+		t.setDirty(id, s, dirty)
+		t.redirty(dirty0, dirty)
 		t.stats.Updates++
 	}
 	return recWritten
@@ -1141,7 +1151,7 @@ func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
 	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.wide {
-		t.rare.entHi[i] = mask >> entMaskBits
+		t.rare.wd.entHi[i] = mask >> entMaskBits
 	}
 	t.entLen++ // the packet's count is taken at endPacket: entLen − pkEnt0
 }

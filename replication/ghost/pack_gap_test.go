@@ -9,8 +9,9 @@ import (
 // A ghost of a class with a long MinInterval, quiet for a long while and
 // then moved by a view, is written at the first Write after it, and the
 // client holds the move: whatever the gap (≈ 3·2^15 ms, where a 16-bit
-// stamp or gap would alias; 2^17 ms; hours; past the table's rebase at
-// 2^30 ms from its epoch), the view time across the 32-bit stamps'
+// stamp or gap would alias; 2^17 ms; hours; 13 days, past what was the
+// table's rebase at 2^30 ms: every gap is past the slots' 16-bit window,
+// their times pinned at the epoch), the view time across the 32-bit stamps'
 // wraparound, views given as entries or as snapshots, the scene ticking
 // through the gap or silent, and (silent) the last position's fate in
 // time or only after the gap.
@@ -20,7 +21,7 @@ func TestQuietGhostWrittenAtFirstAllowedWrite(t *testing.T) {
 		98 * time.Second,
 		131072 * time.Millisecond, // 2^17 ms
 		3 * time.Hour,
-		13 * 24 * time.Hour, // past rebaseAt (2^30 ms ≈ 12.4 days)
+		13 * 24 * time.Hour, // past 2^30 ms (≈ 12.4 days), the 32-bit times' rebase
 	}
 	starts := []time.Duration{
 		time.Second,
@@ -114,8 +115,8 @@ func quietGhostCase(t *testing.T, gap, start time.Duration, snap, tick, lateFate
 	}
 	s := &d.tab.slots[id]
 	nowMS := d.tab.msOf(d.now)
-	if s.phase != phaseLive || s.dirty&slow.posBit == 0 || s.posBlocked() || int32(nowMS-s.sentAt) < slow.minMS {
-		t.Fatalf("after the gap: phase %d, dirty %b, flags %b, %d ms since its last record: not the case tested", s.phase, s.dirty, s.fl, int32(nowMS-s.sentAt))
+	if s.phase != phaseLive || d.tab.dirtyAt(id)&slow.posBit == 0 || s.posBlocked() || nowMS.ms(s.sentAt) < slow.minMS {
+		t.Fatalf("after the gap: phase %d, dirty %b, flags %b, %d ms since its last record: not the case tested", s.phase, s.dirty, s.fl, nowMS.ms(s.sentAt))
 	}
 	seq, pkt, n := d.send(MaxPacketBytes)
 	if n != 1 {

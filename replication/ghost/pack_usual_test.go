@@ -228,10 +228,10 @@ func TestReentryOutsideTheSnapshot(t *testing.T) {
 	want := uint64(1) << uint(pc.yawIdx)
 	// The yaw went out in the packet just written (nothing else of b
 	// was dirty): entry views have nothing left, snapshot views the rest.
-	if got := ta.unconfirmed(ida, sa, pc) | sa.dirty; got&want == 0 || got&^(want|pc.posBit) != 0 {
+	if got := ta.unconfirmed(ida, sa, pc) | ta.dirtyAt(ida); got&want == 0 || got&^(want|pc.posBit) != 0 {
 		t.Errorf("entry views: b's unconfirmed or dirty groups %b, want the yaw's %b (and the position)", got, want)
 	}
-	if got := tb.unconfirmed(idb, sb, pc) | sb.dirty; got&pc.all != pc.all {
+	if got := tb.unconfirmed(idb, sb, pc) | tb.dirtyAt(idb); got&pc.all != pc.all {
 		t.Errorf("snapshot views: b's unconfirmed or dirty groups %b, want every group %b", got, pc.all)
 	}
 	// The return path comes back: the stalled packets are reported lost

@@ -396,13 +396,18 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	v.q[2] = uint32(lo>>s2) & m2
 }
 
-// rebase ages the delivered values older than rebaseBy at now to
-// rebaseBy (Table.rebase): the older one is gapFar at most below.
+// rebase ages the delivered values older than posRebaseBy at now to
+// posRebaseBy (Table.rebase): the older one is gapFar at most below.
 func (p *posTrack) rebase(now stamp) {
-	if p.dn() > 0 && uint32(now-p.t1) > rebaseBy {
-		p.t1 = now - rebaseBy
+	if p.dn() > 0 && uint32(now-p.t1) > posRebaseBy {
+		p.t1 = now - posRebaseBy
 	}
 }
+
+// posRebaseBy is the age, in ms, a rebase pins older delivered positions
+// at (2^29: 6.2 days, far past predictMaxMS; rebase runs every few seconds,
+// so none comes near 2^31).
+const posRebaseBy = 1 << 29
 
 func (p *posTrack) full() bool { return p.n() == posRingLen }
 

@@ -100,7 +100,7 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := tab.slots[id].dirty; got != want {
+	if got := tab.dirtyAt(id); got != want {
 		t.Fatalf("dirty %064b after dropping every packet, want %064b", got, want)
 	}
 	st2 := tab.Stats()
@@ -119,7 +119,76 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 	if len(tab.ents) >= 256 || len(tab.entHi()) != len(tab.ents) {
 		t.Fatalf("after the burst: ring %d, entHi %d", len(tab.ents), len(tab.entHi()))
 	}
-	if got := tab.slots[id].dirty; got&want != want {
+	if got := tab.dirtyAt(id); got&want != want {
 		t.Fatalf("dirty %064b after dropped resends, want ⊇ %064b", got, want)
+	}
+}
+
+// A class of more than 32 groups keeps the dirty groups from 31 up apart
+// from the slot (wideDirty: dirtyHi, bit 31 of the slot's word their mark).
+// Under snapshot views of one writer's series — the usual view, whose
+// ghosts SetSnapshotView takes in a walk of their own for narrow
+// registries — a change of any group, below, at and above bit 31, alone
+// or with others in views the table took without a packet between, is
+// dirty until written, written, and held by the client.
+func TestWideDirtyUnderSnapshotViews(t *testing.T) {
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := wideClass()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mir, err := NewMirror(reg, DefaultMirrorConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tab.wideDirty {
+		t.Fatalf("a class of %d groups: not wideDirty", len(c.Groups))
+	}
+	d := &duo{t: t, reg: reg, tab: tab, mir: mir, now: time.Second}
+	sw, err := NewSnapshotWriter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents := []ViewEntry{{Entity: 7, Class: c, Priority: 1}}
+	quiet := func() {
+		t.Helper()
+		for range 20 {
+			d.trip()
+			d.snapView(sw, ents, 0)
+			if !tab.Pending() && tab.InFlight() == 0 {
+				return
+			}
+		}
+		t.Fatal("table did not settle")
+	}
+	d.snapView(sw, ents, 0)
+	quiet()
+	id, _ := tab.GhostID(7)
+	// Each bit is set once (wideClass's decoder ORs its bit in).
+	for _, flips := range [][]int{{0}, {29}, {30}, {44}, {58}, {3, 40}, {28, 31, 57}} {
+		var want uint64
+		for _, j := range flips {
+			ents[0].State.Extra[j/32] |= 1 << uint(j%32)
+			want |= 1 << uint(j+1) // group j+1 carries bit j
+			d.snapView(sw, ents, 0)
+		}
+		if got := tab.dirtyAt(id); got&want != want || !tab.Pending() {
+			t.Fatalf("bits %v set: dirty %b, want %b (pending %v)", flips, got, want, tab.Pending())
+		}
+		quiet()
+		g, ok := mir.Lookup(id)
+		if !ok || g.State.Extra != ents[0].State.Extra {
+			t.Fatalf("bits %v set: the client holds %x, want %x", flips, g.State.Extra, ents[0].State.Extra)
+		}
+		if got := tab.dirtyAt(id); got != 0 {
+			t.Fatalf("bits %v set and delivered: dirty %b", flips, got)
+		}
 	}
 }

@@ -578,6 +578,8 @@ type Class struct {
 	Weight float32
 	// MinInterval is the shortest time between two updates of one ghost of
 	// this class (checklist SC-8); creates and kills are not limited.
+	// [0, MaxInterval] for a Table (NewTable refuses a registry with a
+	// class past it).
 	MinInterval time.Duration
 	// AlwaysInScope ghosts stay on the client when a view omits them (a
 	// scoreboard, a team flag); they leave only through Table.Remove.

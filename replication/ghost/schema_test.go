@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,17 +215,92 @@ func TestConfigValidate(t *testing.T) {
 		{"zero MaxMisses", func(c *Config) { c.MaxMisses = 0 }},
 		{"sub-millisecond resend", func(c *Config) { c.ResendInterval = time.Microsecond }},
 		{"negative deadline", func(c *Config) { c.ConfirmDeadline = -1 }},
+		// The slots' 16-bit times (msWindow): each names its bound.
+		{"MaxStaleness past MaxInterval", func(c *Config) { c.MaxStaleness = MaxInterval + time.Millisecond }},
+		{"ResendInterval past MaxInterval", func(c *Config) { c.ResendInterval = MaxInterval + time.Nanosecond }},
+		{"ConfirmDeadline past MaxInterval", func(c *Config) { c.ConfirmDeadline = time.Minute }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
 			tc.cfg(&c)
-			if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			err := c.Validate()
+			if !errors.Is(err, ErrConfig) {
 				t.Fatalf("Validate: %v", err)
+			}
+			if strings.Contains(tc.name, "MaxInterval") && !strings.Contains(err.Error(), "MaxInterval 30s") {
+				t.Fatalf("Validate: %v: the bound is not named", err)
+			}
+			if _, err := NewTable(newRegistryOf(t), c); !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewTable: %v", err)
 			}
 		})
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)
+	}
+	// The bounds themselves are taken; the slots' window is well past them.
+	c := DefaultConfig()
+	c.MaxStaleness, c.ResendInterval, c.ConfirmDeadline = MaxInterval, MaxInterval, MaxInterval
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if MaxInterval >= msWindow*time.Millisecond {
+		t.Fatalf("MaxInterval %v is not below the slots' window %v", MaxInterval, msWindow*time.Millisecond)
+	}
+}
+
+// newRegistryOf is a registry of the given classes (none: the NPC class).
+func newRegistryOf(t *testing.T, cs ...*Class) *Registry {
+	t.Helper()
+	reg, err := NewRegistry(DefaultBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) == 0 {
+		cs = append(cs, NPCClass(bitstream.NewStringTable(4)))
+	}
+	if err := reg.Register(cs...); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// NewTable refuses what a slot cannot hold — a class's MinInterval past
+// MaxInterval (its times are 16-bit ms: msWindow), a registry of more than
+// 256 classes (the class index is a byte) — with an error, and takes the
+// bounds themselves.
+func TestNewTableBounds(t *testing.T) {
+	slow := func(d time.Duration) *Class {
+		return &Class{ID: 9, Name: "slow", Groups: []Group{PositionGroup()}, MinInterval: d}
+	}
+	if _, err := NewTable(newRegistryOf(t, slow(MaxInterval+time.Millisecond)), DefaultConfig()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "MaxInterval") {
+		t.Fatalf("MinInterval past MaxInterval: %v", err)
+	}
+	if _, err := NewTable(newRegistryOf(t, slow(MaxInterval)), DefaultConfig()); err != nil {
+		t.Fatalf("MinInterval at MaxInterval: %v", err)
+	}
+	classes := func(n int) []*Class {
+		var cs []*Class
+		for i := range n {
+			cs = append(cs, &Class{ID: uint16(i + 1), Name: "c", Groups: []Group{PositionGroup()}})
+		}
+		return cs
+	}
+	if _, err := NewTable(newRegistryOf(t, classes(maxTableClasses+1)...), DefaultConfig()); !errors.Is(err, ErrConfig) {
+		t.Fatalf("%d classes: %v", maxTableClasses+1, err)
+	}
+	reg := newRegistryOf(t, classes(maxTableClasses)...)
+	tab, err := NewTable(reg, DefaultConfig())
+	if err != nil {
+		t.Fatalf("%d classes: %v", maxTableClasses, err)
+	}
+	// The last class's ghosts take its index, not class 0's.
+	last := reg.classes[maxTableClasses-1]
+	if err := tab.SetView(time.Second, []ViewEntry{{Entity: 1, Class: last, Priority: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := tab.GhostID(1); tab.classOf(&tab.slots[id]) != last {
+		t.Fatalf("ghost of class %d reads class %q", maxTableClasses-1, tab.classOf(&tab.slots[id]).Name)
 	}
 }
 

@@ -859,6 +859,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	t.snap, t.prevSnap = snap, oldSnap
 	// next: the table took the series' previous snapshot (the usual view).
 	next := same && t.snapSeq == snap.seq-1
+	// usual: its usual ghosts go by takeKept and takeKeptOne (markSlot
+	// alone: not with dirty groups kept apart, wideDirty).
+	usual := next && !t.wideDirty
 	exhausted := false
 	// kept counts the ghosts taken as in the previous view at the same
 	// entry (the fast path below, each once): when that is every entry
@@ -871,7 +874,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	taken := 0
 	j := 0 // old[j] is the first hint not yet passed
 	for i := 0; i < len(view); i++ {
-		if next {
+		if usual {
 			// The usual ghosts, in a loop of their own (the general one
 			// keeps too much in registers), as far as the hints go.
 			n := t.takeKept(snap, view, old, i, j, nowMS)
@@ -885,7 +888,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		v := &snap.vw[ri]
 		// A usual ghost one hint further: the ghost at old[j] left the
 		// view or moved down it.
-		if next && v.fl&vwKept != 0 && j+1 < len(old) {
+		if usual && v.fl&vwKept != 0 && j+1 < len(old) {
 			if h := old[j+1]; t.keptSlot(h, ri) != nil {
 				t.takeKeptOne(&t.slots[h], r, v, nowMS)
 				kept, j = kept+1, j+2

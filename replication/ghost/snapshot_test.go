@@ -110,7 +110,7 @@ func TestSnapshotAndEntryViewsMix(t *testing.T) {
 	d.settle(ents...)
 	ents[1].State.Health = 11
 	d.snapView(sw, ents, 0, 1)
-	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != 0 || b != groupBit(d.nc, "health") {
+	if a, b := d.tab.dirtyAt(0), d.tab.dirtyAt(1); a != 0 || b != groupBit(d.nc, "health") {
 		t.Fatalf("first snapshot view after entry views: dirty %b and %b, want only ghost 1's health", a, b)
 	}
 	d.trip()
@@ -123,13 +123,13 @@ func TestSnapshotAndEntryViewsMix(t *testing.T) {
 	}
 	ents[1].State.Health = 7
 	d.snapView(sw, ents, 0, 1)
-	if s := &d.tab.slots[1]; s.dirty != groupBit(d.nc, "health") {
-		t.Fatalf("health change: dirty %b", s.dirty)
+	if d.tab.dirtyAt(1) != groupBit(d.nc, "health") {
+		t.Fatalf("health change: dirty %b", d.tab.dirtyAt(1))
 	}
 	d.trip()
 	ents[0].State.Health = 9
 	d.view(ents...) // back to entries: diffed against the snapshot's states
-	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != groupBit(d.nc, "health") || b != 0 {
+	if a, b := d.tab.dirtyAt(0), d.tab.dirtyAt(1); a != groupBit(d.nc, "health") || b != 0 {
 		t.Fatalf("entry view after snapshots: dirty %b and %b, want only ghost 0's health", a, b)
 	}
 	d.settle(ents...)
@@ -144,7 +144,7 @@ func TestSnapshotAndEntryViewsMix(t *testing.T) {
 	ents[0].State.Flags = 2
 	other := []ViewEntry{d.npc(9, 9), ents[1], ents[0]}
 	d.snapView(sw2, other, 2, 1)
-	if a, b := d.tab.slots[0].dirty, d.tab.slots[1].dirty; a != groupBit(d.nc, "flags") || b != 0 {
+	if a, b := d.tab.dirtyAt(0), d.tab.dirtyAt(1); a != groupBit(d.nc, "flags") || b != 0 {
 		t.Fatalf("first view of another writer: dirty %b and %b, want only ghost 0's flags", a, b)
 	}
 	d.settleSnap(sw2, other, 2, 1)
@@ -170,7 +170,7 @@ func TestSnapshotReentryAfterWriterSwitch(t *testing.T) {
 	ents[0].State.Health = 44
 	d.snapView(sw2, ents, 1)    // sw2 stamps the change with its seq 2
 	d.snapView(sw2, ents, 0, 1) // back, same index, before the kill went out
-	if id, ok := d.tab.GhostID(1); !ok || d.tab.slots[id].dirty&groupBit(d.nc, "health") == 0 {
+	if id, ok := d.tab.GhostID(1); !ok || d.tab.dirtyAt(id)&groupBit(d.nc, "health") == 0 {
 		t.Fatal("the health change of a ghost back from another writer's series was lost")
 	}
 	d.settleSnap(sw2, ents, 0, 1)
@@ -208,7 +208,7 @@ func TestSnapshotSkippedViewsLoseNoChange(t *testing.T) {
 	s.Set(0, 1, d.nc, &ents[0].State)
 	sw.Seal(s)
 	d.snapView(sw, ents, 0)
-	if d.tab.slots[0].dirty&groupBit(d.nc, "health") == 0 {
+	if d.tab.dirtyAt(0)&groupBit(d.nc, "health") == 0 {
 		t.Fatal("a health change in a skipped snapshot was lost")
 	}
 	d.settleSnap(sw, ents, 0)
@@ -307,8 +307,8 @@ func TestEntryViewReentryAfterSnapshotViewsTakesEveryGroup(t *testing.T) {
 	}
 	ents[1].State.Health = 0
 	d.view(ents...) // back, as entries, at health 0
-	if d.tab.slots[id].dirty&groupBit(d.nc, "health") == 0 {
-		t.Fatalf("re-entry after snapshot views: dirty %b, health not among them", d.tab.slots[id].dirty)
+	if d.tab.dirtyAt(id)&groupBit(d.nc, "health") == 0 {
+		t.Fatalf("re-entry after snapshot views: dirty %b, health not among them", d.tab.dirtyAt(id))
 	}
 	d.settle(ents...)
 	if diff := mismatch(d.reg, d.mir, ents); diff != "" {
@@ -335,12 +335,12 @@ func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
 	s.Set(1, moved.Entity, moved.Class, &moved.State)
 	sw.Seal(s)
 	d.snapView(sw, ents, 0, 1) // back where the table last saw it
-	if sl := &d.tab.slots[1]; sl.dirty&pos != 0 || sl.has(flMoving) {
-		t.Fatalf("moved and back in a skipped snapshot: dirty %b, moving %v; want neither", sl.dirty, sl.has(flMoving))
+	if sl := &d.tab.slots[1]; d.tab.dirtyAt(1)&pos != 0 || sl.has(flMoving) {
+		t.Fatalf("moved and back in a skipped snapshot: dirty %b, moving %v; want neither", d.tab.dirtyAt(1), sl.has(flMoving))
 	}
 	d.snapView(sw, []ViewEntry{ents[0], moved}, 0, 1) // taken: a move
-	if sl := &d.tab.slots[1]; sl.dirty&pos == 0 || !sl.has(flMoving) {
-		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", sl.dirty, sl.has(flMoving))
+	if sl := &d.tab.slots[1]; d.tab.dirtyAt(1)&pos == 0 || !sl.has(flMoving) {
+		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", d.tab.dirtyAt(1), sl.has(flMoving))
 	}
 }
 

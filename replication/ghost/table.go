@@ -45,45 +45,51 @@ const (
 	phaseKilling
 )
 
-// slot is a ghost id's record: the 48 bytes that taking a view, packing
+// slot is a ghost id's record: the 32 bytes that taking a view, packing
 // and a fate touch for every ghost. What only writing a position and its
 // fate need is the id's posTrack (Table.pos); the entity, the quantized
 // position, the yaw code and the state are the view's (the snapshot entry
 // si, or the table's own copy: entityOf), not the slot's. Every byte here
 // is paid per id per connection: what can be derived is (owtB from prioB,
 // the entity from the view), and what only compares within a bounded
-// window is 16 bits (ackBack, viewGen).
+// window is narrow: the times are 16-bit ms from the table's epoch, moved
+// on every ≈ 8 s (msTime, rebase), ackBack and inflight 16 bits, viewGen
+// 8 (pinned every 64 views), the class index 8 (NewTable: at most 256
+// classes), the dirty groups 32 (a registry with more groups keeps the
+// rest apart: dirtyOf).
 //
-// The field order is for the cache: on a server every table is cold when
-// its turn comes, and a view takes its ghosts' slots in no id order, so a
-// ghost costs the slot's lines, not its instructions. At 48 bytes a slot
-// starts 0, 16, 32 or 48 bytes into a 64-byte line (one id in four each),
-// so each of its three 16-byte quarters — [0,16), [16,32), [32,48) —
-// always lies in one line: fields in one quarter cost a ghost one line,
-// in two neighbouring quarters 1.25 on average, in the first and the last
-// 1.5. The two walks that take slots in no id order each keep to two
-// neighbouring quarters:
-//
-//   - a delivered fate's usual record (usualRun): [0,32) — ackAt,
-//     lastSeq, inflight, ackBack, pendChg, lastChg, ci, phase;
-//   - a view's usual ghost (takeKept, markSlot): [16,48) — pendChg,
-//     lastChg, viewGen, phase, fl, prioB, dirty, since, si.
-//
-// The middle quarter holds what both touch. This pays where a walk
-// takes only some of a line's slots: a table whose ids are spread wider
-// than its view (a scope that shrank; at 2,000 players ≈ 160 ids for 84
-// ghosts), BenchmarkTables1000Sparse's view 1.36 → 1.22 D1 misses a
-// ghost. Where a walk takes every slot of a table, it loads all their
-// lines whatever the order, as packing's collect always does (it walks
-// every id). TestSlotLayout holds this.
+// 32 bytes for the cache: on a server every table is cold when its turn
+// comes, and a view takes its ghosts' slots in no id order, so a ghost
+// costs the slot's lines, not its instructions. The per-id arrays are
+// multiples of 256 bytes in size classes of whole lines, so a slot starts
+// 0 or 32 bytes into a 64-byte line and every walk of a ghost — its view,
+// its record, its fate — touches one line (a 48-byte slot took 1.25 to
+// 1.5), and a walk of every slot half a line a ghost. TestSlotLayout
+// holds this.
 type slot struct {
-	// [0,16): the fate's own, and the write's.
-	ackAt msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
 	// lastSeq is the newest packet that carried a record of this ghost, low
 	// 32 bits, compared wrap-safe (seqAfter): the packets in flight span far
 	// less than 2^31.
 	lastSeq uint32
-	sentAt  msTime // last time a record of this ghost was written
+	// si is where the ghost's latest state is, for views given as
+	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
+	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
+	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// re-entry compares against in Table.gone[i]). Unused for SetView.
+	si uint32
+	// dirty is the groups the client may lack (RL-5): every group of a
+	// registry of at most 32 groups a class; past that, groups 0–30 and in
+	// bit 31 whether any group above is dirty, those in
+	// tableWide.dirtyHi (dirtyOf, setDirty).
+	dirty  uint32
+	ackAt  msTime // SentAt of the newest delivered packet that carried this ghost (0: none)
+	sentAt msTime // last time a record of this ghost was written
+	since  msTime // staleness counts from here: last send, or when it became dirty
+	// pendChg is when the client's copy became outdated as far as the table
+	// knows for sure: the first change not yet confirmed delivered (0: the
+	// client is known current). Used by ConfirmDeadline.
+	pendChg msTime
+	lastChg msTime // the last view that changed a group (its now)
 	// inflight counts this ghost's records in packets whose fate is unknown.
 	// A kill waits until it is 0, so no older record of the ghost can reach
 	// the client after its kill (and none of a reused id's old incarnation).
@@ -97,19 +103,12 @@ type slot struct {
 	// distance further back reads the same pinned. 0: lastSeq itself was
 	// delivered (nothing unconfirmed).
 	ackBack uint16
-
-	// [16,32): the view's and the fate's.
-	// pendChg is when the client's copy became outdated as far as the table
-	// knows for sure: the first change not yet confirmed delivered (0: the
-	// client is known current). Used by ConfirmDeadline.
-	pendChg msTime
-	lastChg stamp // the last view that changed a group
 	// viewGen is the last view that included the entity (Table.viewGen),
-	// 16 bits: views ask only whether it is the current view or the one
-	// before, and beginView pins one older than 2^14 views at 2^14 back,
-	// so none wraps around to look recent.
-	viewGen uint16
-	ci      uint16 // class: index in the registry's classes
+	// 8 bits: views ask only whether it is the current view or the one
+	// before, and beginView pins one older than viewGenPin views at
+	// viewGenPin back, so none wraps around to look recent.
+	viewGen uint8
+	ci      uint8 // class: index in the registry's classes (NewTable: < 256)
 	phase   phase
 	fl      uint8 // flag bits below
 	prioB   uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets); its overdue weight is owtBTable[prioB]
@@ -119,16 +118,6 @@ type slot struct {
 	// the new view, same value) so the client's interpolation stops there
 	// instead of extrapolating past it.
 	restCopies uint8
-
-	// [32,48): the view's own.
-	dirty uint64 // groups the client may lack (RL-5)
-	since msTime // staleness counts from here: last send, or when it became dirty
-	// si is where the ghost's latest state is, for views given as
-	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
-	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
-	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
-	// re-entry compares against in Table.gone[i]). Unused for SetView.
-	si uint32
 }
 
 // Flag bits of slot.fl.
@@ -152,6 +141,31 @@ func (s *slot) has(f uint8) bool { return s.fl&f != 0 }
 
 // classOf is ghost s's class.
 func (t *Table) classOf(s *slot) *Class { return t.reg.classes[s.ci] }
+
+// dirtyHiBit is, in a slot's dirty word of a registry with more than 32
+// groups a class (Table.wideDirty), the mark that a group from 31 up is
+// dirty: those are in tableWide.dirtyHi[id], shifted down by 31.
+const dirtyHiBit = 1 << 31
+
+// dirtyOf is ghost id's dirty groups (s is its slot).
+func (t *Table) dirtyOf(id uint32, s *slot) uint64 {
+	d := uint64(s.dirty)
+	if t.wideDirty {
+		d = d&(dirtyHiBit-1) | t.rare.wd.dirtyHi[id]<<31
+	}
+	return d
+}
+
+// setDirty sets ghost id's dirty groups to d (s is its slot).
+func (t *Table) setDirty(id uint32, s *slot, d uint64) {
+	if t.wideDirty {
+		t.rare.wd.dirtyHi[id] = d >> 31
+		if d>>31 != 0 {
+			d = d&(dirtyHiBit-1) | dirtyHiBit
+		}
+	}
+	s.dirty = uint32(d)
+}
 
 func (s *slot) set(f uint8, on bool) {
 	if on {
@@ -227,13 +241,21 @@ func (t *Table) scopeEntity(s *slot) uint64 {
 }
 
 // msTime is a time the table was given, in whole milliseconds since its
-// epoch plus one (0 stands for none): 4 bytes a field instead of 8. The
-// epoch moves on before the values reach 2^30 (rebase), so differences of
-// two of them as int32 are exact.
-type msTime uint32
+// epoch plus one (0 stands for none): 2 bytes a field. The epoch moves on
+// in steps of rebaseBy before the values pass 2^16 − 1 (rebase), so no
+// value wraps: they compare as they are, and differences of two of them
+// as int32 are exact. A time older than the epoch reads as the epoch, at
+// least msWindow old: every duration a time is compared against is at
+// most MaxInterval, below that, so such a time passes every test as it
+// would unpinned; only overdue ghosts waiting longer than msWindow are
+// ordered as if they had waited that long (by priority among themselves).
+type msTime uint16
 
 // sub is a − b.
-func (a msTime) sub(b msTime) time.Duration { return time.Duration(int32(a-b)) * time.Millisecond }
+func (a msTime) sub(b msTime) time.Duration { return time.Duration(a.ms(b)) * time.Millisecond }
+
+// ms is a − b in ms.
+func (a msTime) ms(b msTime) int32 { return int32(a) - int32(b) }
 
 // msCeil is d in whole ms rounded up, at most 2^31−1 (0 for d ≤ 0): for a
 // whole number of ms m, m·ms < d exactly when m < msCeil(d).
@@ -251,6 +273,18 @@ func (t *Table) msOf(d time.Duration) msTime {
 	return msTime(min(max(m, 0), rebaseAt) + 1)
 }
 
+// msOfStamp is the table's milliseconds of the view stamped st (a
+// packet's pktRec.t, at most 2^31 ms before the latest view), as beginView
+// gave that view's now (msOf); 0 for a view before the epoch, which is
+// then older than every time a slot keeps but one pinned at the epoch.
+func (t *Table) msOfStamp(st stamp) msTime {
+	m := t.viewMS - stamp(t.viewMS).sub(st) - int64(t.epoch/time.Millisecond)
+	if m < 0 {
+		return 0
+	}
+	return msTime(min(m, rebaseAt) + 1)
+}
+
 // clock takes now as the latest time the table was given (lastNow) and
 // returns it in milliseconds. The first call sets the epoch.
 func (t *Table) clock(now time.Duration) msTime {
@@ -258,25 +292,30 @@ func (t *Table) clock(now time.Duration) msTime {
 		t.epoch, t.clockSet = now/time.Millisecond*time.Millisecond, true
 	}
 	t.lastNow = max(t.lastNow, now)
-	for t.lastNow-t.epoch >= rebaseAt*time.Millisecond { // more than once only after a jump of weeks
+	if t.lastNow-t.epoch >= rebaseAt*time.Millisecond {
 		t.rebase()
 	}
 	return t.msOf(now)
 }
 
-// rebaseAt and rebaseBy, in ms: once 2^30 ms (12 days) from its epoch, a
-// table moves the epoch 2^29 ms on; times older than the new epoch become
-// the epoch (waits that long all count the same).
+// rebaseAt and rebaseBy, in ms: once rebaseAt ms from its epoch (≈ 65.5
+// s, msOf's most: 2^16 − 1), a table moves the epoch on by whole steps of
+// rebaseBy (≈ 8.2 s: one walk of the slots every 8 s at a steady clock),
+// the fewest that bring it under rebaseAt again; times older than the new
+// epoch become the epoch. A time pinned so reads at least msWindow old.
 const (
-	rebaseAt = 1 << 30
-	rebaseBy = 1 << 29
+	rebaseAt = 1<<16 - 2
+	rebaseBy = 1 << 13
+	msWindow = rebaseAt - rebaseBy
 )
 
 func (t *Table) rebase() {
-	t.epoch += rebaseBy * time.Millisecond
+	steps := ((t.lastNow-t.epoch)/time.Millisecond-rebaseAt)/rebaseBy + 1
+	by := int64(steps) * rebaseBy
+	t.epoch += time.Duration(by) * time.Millisecond
 	back := func(x *msTime) {
 		if *x != 0 {
-			*x = msTime(max(int64(*x)-rebaseBy, 1))
+			*x = msTime(max(int64(*x)-by, 1))
 		}
 	}
 	for i := range t.slots {
@@ -285,10 +324,11 @@ func (t *Table) rebase() {
 		back(&s.sentAt)
 		back(&s.pendChg)
 		back(&s.ackAt)
+		back(&s.lastChg)
 	}
 	// Position stamps are view times in 32 bits, compared as int32
-	// differences: a delivered position older than rebaseBy is made
-	// rebaseBy old, so none ever reaches 2^31 ms (24.8 days: a resting
+	// differences: a delivered position older than posRebaseBy is made
+	// posRebaseBy old, so none ever reaches 2^31 ms (24.8 days: a resting
 	// ghost's newest delivered position would then look newer than the
 	// view and hold its next position back). Any pair that old predicts no
 	// motion on both ends (predictMaxMS), so the window stays exact. The
@@ -396,15 +436,18 @@ type Table struct {
 	// class exactly (the Config is shared, the class list is the
 	// registry's, the rare counters apart), and one more word costs 64
 	// bytes a connection.
-	viewGen  uint16 // slot.viewGen's clock
-	haveView bool
-	clockSet bool
-	fateSeen bool
-	wrote    bool
+	viewGen uint8 // slot.viewGen's clock
+	// wideDirty: a class has more than 32 groups; the slots' dirty words
+	// keep groups 0–30, tableWide.dirtyHi the rest (dirtyOf).
+	wideDirty bool
+	haveView  bool
+	clockSet  bool
+	fateSeen  bool
+	wrote     bool
 	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths):
 	// at most log2(MaxRecordsInFlight), in the word's spare bytes.
 	recordGrowths uint8
-	wide          bool // the registry has a class past entMaskBits groups: rare.entHi is the ring's
+	wide          bool // the registry has a class past entMaskBits groups: rare.wd.entHi is the ring's
 	viewMS        int64
 	lastNow       time.Duration // latest now seen (SetView, Write): OnFate's clock
 	epoch         time.Duration // msTime 1
@@ -450,9 +493,10 @@ type tableRare struct {
 	CreatesLost, UpdatesLost, KillsLost, Redirtied, Suppressed uint64
 	AbsolutePos, PosDeferred, Resends, Stalls, EncodeErrors    uint64
 	IDsExhausted, FreedUnacked                                 uint64
-	// entHi holds the mask bits above entMaskBits of each record in ents
-	// (same index): nil unless the registry has a class with more groups.
-	entHi []uint64
+	// wd holds the ring's mask bits above entMaskBits and the dirty
+	// groups above 30 of a registry with classes that wide: nil
+	// otherwise.
+	wd *tableWide
 }
 
 // rareOf returns t.rare, made on first use (a counter's increment
@@ -470,12 +514,23 @@ func (t *Table) makeRare() *tableRare {
 	return t.rare
 }
 
+// tableWide is what a registry with a class of more than entMaskBits
+// groups needs (tableRare.wd).
+type tableWide struct {
+	// entHi holds the mask bits above entMaskBits of each record in ents
+	// (same index).
+	entHi []uint64
+	// dirtyHi[id] holds ghost id's dirty groups from 31 up, shifted down
+	// by 31 (slot.dirty): nil unless a class has more than 32 groups.
+	dirtyHi []uint64
+}
+
 // entHi is the ring of high mask bits (in rare), nil without a wide class.
 func (t *Table) entHi() []uint64 {
 	if !t.wide {
 		return nil
 	}
-	return t.rare.entHi
+	return t.rare.wd.entHi
 }
 
 // pktRec lists the records one packet carried: ents[start : start+n] (mod
@@ -524,18 +579,32 @@ func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 func (t *Table) entMask(i int, e entry) uint64 {
 	m := uint64(e >> maskShift)
 	if t.wide {
-		m |= t.rare.entHi[i] << entMaskBits
+		m |= t.rare.wd.entHi[i] << entMaskBits
 	}
 	return m
 }
 
-// NewTable returns an empty table for one connection. It freezes reg.
+// maxTableClasses bounds the classes of a Table's registry: a slot keeps
+// its ghost's class index in a byte.
+const maxTableClasses = 1 << 8
+
+// NewTable returns an empty table for one connection. It freezes reg. It
+// refuses a registry of more than 256 classes or with a class whose
+// MinInterval is past MaxInterval.
 func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: nil registry", ErrConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if len(reg.classes) > maxTableClasses {
+		return nil, fmt.Errorf("%w: registry of %d classes, a Table takes at most %d", ErrConfig, len(reg.classes), maxTableClasses)
+	}
+	for _, c := range reg.classes {
+		if c.MinInterval > MaxInterval {
+			return nil, fmt.Errorf("%w: class %q MinInterval %v past MaxInterval %v", ErrConfig, c.Name, c.MinInterval, MaxInterval)
+		}
 	}
 	reg.frozen.Store(true)
 	t := &Table{
@@ -551,9 +620,10 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
 	if reg.maxGroups > entMaskBits {
-		t.rareOf().entHi = make([]uint64, len(t.ents))
+		t.rareOf().wd = &tableWide{entHi: make([]uint64, len(t.ents))}
 		t.wide = true
 	}
+	t.wideDirty = reg.maxGroups > 32 // entMaskBits < 32: rare is made
 	t.pp.init(&reg.q)
 	return t, nil
 }
@@ -705,9 +775,11 @@ func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (pr
 }
 
 // viewGenPin: every viewGenPin views, a slot's viewGen older than that is
-// pinned at exactly viewGenPin back (pinViewGens), so none drifts 2^16
-// back and wraps to the current view or the one before.
-const viewGenPin = 1 << 14
+// pinned at exactly viewGenPin back (pinViewGens), so none drifts 2^8
+// back and wraps to the current view or the one before (at most
+// 2·viewGenPin back between two pins). A walk of the slots every 64 views
+// (3.2 s at 20 Hz).
+const viewGenPin = 1 << 6
 
 // pinViewGens pins every slot's viewGen more than viewGenPin views old
 // (free ids too: alloc keeps an id's viewGen) at viewGenPin back: still
@@ -943,11 +1015,18 @@ func (t *Table) unkill(s *slot) {
 // markChanged marks groups of ghost id dirty as of now (the view's time).
 func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
 	if changed != 0 {
-		t.markSlot(&t.slots[id], changed, now)
+		s := &t.slots[id]
+		t.markSlot(s, changed, now)
+		if changed>>31 != 0 {
+			t.orDirtyHi(id, s, changed)
+		}
 	}
 }
 
-// markSlot is markChanged of ghost s, for changed groups (not 0).
+// markSlot is markChanged of ghost s, for changed groups (not 0), in the
+// slot's dirty word: groups from 31 up of a registry with wider classes
+// (wideDirty) are the caller's to add (orDirtyHi; SetSnapshotView's
+// usual-ghost walks, which call this alone, are not taken then).
 func (t *Table) markSlot(s *slot, changed uint64, now msTime) {
 	if s.dirty == 0 {
 		s.since = now // staleness counts from the first change not yet sent
@@ -958,8 +1037,21 @@ func (t *Table) markSlot(s *slot, changed uint64, now msTime) {
 	if s.pendChg == 0 {
 		s.pendChg = now
 	}
-	s.lastChg = stamp(t.viewMS)
-	s.dirty |= changed
+	s.lastChg = now
+	s.dirty |= uint32(changed)
+}
+
+// orDirtyHi adds changed's groups from 31 up to ghost id's dirty groups
+// when its registry keeps them apart (wideDirty; markSlot's word has the
+// rest, and as it takes group 31's bit as the mark of any above, that is
+// the mark it sets).
+//
+//go:noinline
+func (t *Table) orDirtyHi(id uint32, s *slot, changed uint64) {
+	if t.wideDirty {
+		t.rare.wd.dirtyHi[id] |= changed >> 31
+		s.dirty |= dirtyHiBit
+	}
 }
 
 // sameBeyondPos reports whether a and b are byte for byte equal past Pos (a
@@ -994,13 +1086,13 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	// viewGen is kept: the id's previous ghost's, never the current view.
 	*s = slot{
 		viewGen: s.viewGen,
-		ci:      t.reg.index(c),
-		dirty:   c.all,
+		ci:      uint8(t.reg.index(c)), // < maxTableClasses
 		since:   now,
 		pendChg: now,
-		lastChg: stamp(t.viewMS),
+		lastChg: now,
 		phase:   phaseCreating,
 	}
+	t.setDirty(uint32(id), s, c.all)
 	t.npend++ // a free id wanted nothing; a create does
 	t.pos[id].reset(&t.pp)
 	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
@@ -1027,6 +1119,9 @@ func (t *Table) resizeIDs(n int) {
 		t.qs = resize(t.qs, n)
 	}
 	t.lastField = resize(t.lastField, n*int(t.stride))
+	if t.wideDirty {
+		t.rare.wd.dirtyHi = resize(t.rare.wd.dirtyHi, n)
+	}
 }
 
 // resize returns s with length and capacity n, its first min(len(s), n)
@@ -1075,7 +1170,7 @@ func (t *Table) free(id uint32) {
 	}
 	s.phase = phaseFree
 	s.si = 0
-	s.dirty = 0
+	t.setDirty(id, s, 0)
 	w := int(id / 64)
 	t.used[w] &^= 1 << (id % 64)
 	t.hint = min(t.hint, int32(w))
@@ -1271,8 +1366,9 @@ func (t *Table) trim() {
 }
 
 // idsFor is the per-id arrays' length trim gives for n ids in use: n in
-// whole 8s (the slot and the track are 48 bytes: 8 ids fill the size
-// classes of both exactly, 2,304 and 2,688 bytes at 48 and 56 ids).
+// whole 8s (the slot is 32 bytes and the track 48: 8 ids fill the size
+// classes of both exactly at the server's scopes, 1,536 and 2,304 bytes at
+// 48 ids, and the slots' start on a cache line: TestSlotLayout).
 func idsFor(n int) int { return (max(n, 8) + 7) &^ 7 }
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
@@ -1317,7 +1413,7 @@ func (t *Table) moveEnts(n int) {
 		for i := range t.entLen {
 			hi[i] = old[(t.entHead+i)&mask]
 		}
-		t.rare.entHi = hi
+		t.rare.wd.entHi = hi
 	}
 	t.ents = ents
 }
