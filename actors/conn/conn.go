@@ -560,7 +560,7 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
-		UserData: c.userData, Restore: cp,
+		UserData: c.userData, Restore: cp, EventGen: c.srv.EventGen(),
 	})
 	c.joined, c.resuming = true, false
 	if c.held != nil {

@@ -37,6 +37,10 @@ type Join struct {
 	// Restore, when set, is the player's last checkpoint (from its record):
 	// the zone puts the player back as it was instead of at a spawn point.
 	Restore *handoff.Checkpoint
+	// EventGen is the connection's event generation (Input.EventGen; 0:
+	// not known yet, or a cluster link's): while two logins of the player
+	// are both joined, the zone tells their inputs apart by it.
+	EventGen uint64
 }
 
 // Rejoin asks a connection to join its player again to its zone, restored

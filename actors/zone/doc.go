@@ -75,6 +75,9 @@
 //	             senders: one Control and view per tick, one replica batch
 //	             per neighbour per tick
 //	moves        per player in the simulation, ≤ MaxQueuedMoves (drop newest, counted)
+//	parked       inputs of a login a takeover displaced, until it is decided (the
+//	             player given back: applied; that login gone: dropped), ≤ 64 a
+//	             player (drop newest, counted in InputsDropped)
 //	views        msg.ViewSlot: newest supersedes
 //	ticks        one timer, one tick message in flight at most
 //	events out   per player ≤ MaxEventBytesPerTick payload bytes per tick (drop, counted)

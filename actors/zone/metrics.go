@@ -19,10 +19,12 @@ type Metrics struct {
 	JoinsRejected atomic.Uint64
 	// Unplaced: players restored from a record that had moved on to
 	// another owner meanwhile, dropped again (Params.Restored).
-	Unplaced      atomic.Uint64
-	Leaves        atomic.Uint64
-	Inputs        atomic.Uint64
-	InputsDropped atomic.Uint64 // input for a player this zone does not know
+	Unplaced atomic.Uint64
+	Leaves   atomic.Uint64
+	Inputs   atomic.Uint64
+	// InputsDropped: input for a player this zone does not know, or of a
+	// login another took the player over from (park).
+	InputsDropped atomic.Uint64
 	// InputsShed: inputs the zone's mailbox refused, full (Params.
 	// MaxQueuedInputs; inputMailbox), and MovesShed the moves they
 	// carried, which their connections send again.

@@ -53,6 +53,8 @@ func TestTwoLoginsAtOnceLoseNoEcho(t *testing.T) {
 		sent, echoed, lost int
 		gaps               [][2]int // [expected, got] where echoes were skipped
 		superseded         bool
+		late               bool          // superseded after its play, waiting for its echoes
+		dial               time.Duration // how long its handshake took
 		err                error
 	}
 	play := func(name string, player uint64, d time.Duration) result {
@@ -65,7 +67,9 @@ func TestTwoLoginsAtOnceLoseNoEcho(t *testing.T) {
 			r.err = err
 			return r
 		}
+		t0 := time.Now()
 		s, err := client.Dial(ctx, n.PublicAddr().String(), tok)
+		r.dial = time.Since(t0)
 		if err != nil {
 			r.err = err
 			return r
@@ -106,9 +110,12 @@ func TestTwoLoginsAtOnceLoseNoEcho(t *testing.T) {
 				break play
 			}
 		}
-		var de *session.DisconnectError
-		if errors.As(s.Err(), &de) && de.Reason == handshake.ReasonDuplicate {
-			r.superseded = true
+		superseded := func() bool {
+			var de *session.DisconnectError
+			r.superseded = errors.As(s.Err(), &de) && de.Reason == handshake.ReasonDuplicate
+			return r.superseded
+		}
+		if superseded() {
 			return r
 		}
 		wait := time.After(3 * time.Second) // the echoes still on their way
@@ -116,7 +123,12 @@ func TestTwoLoginsAtOnceLoseNoEcho(t *testing.T) {
 			select {
 			case e, ok := <-s.Events():
 				if !ok {
-					r.err = s.Err()
+					// Superseded only now: the other login's handshake
+					// took longer than this one's play (-race on a
+					// loaded host: 1.5 s).
+					if r.late = superseded(); !r.late {
+						r.err = s.Err()
+					}
 					return r
 				}
 				recv(e)
@@ -152,6 +164,13 @@ func TestTwoLoginsAtOnceLoseNoEcho(t *testing.T) {
 		case r.err != nil:
 			t.Errorf("%s: %v", r.name, r.err)
 		case r.superseded:
+			if r.late {
+				for _, o := range res {
+					if o.name != r.name && o.name[1:] == r.name[1:] {
+						t.Logf("%s: superseded after its play (handshakes: its %v, %s's %v)", r.name, r.dial, o.name, o.dial)
+					}
+				}
+			}
 		case r.lost > 0 || r.sent == 0:
 			t.Errorf("%s: %d of %d echoes lost (skipped [want, got]: %v)", r.name, r.lost, r.sent, r.gaps)
 		default:

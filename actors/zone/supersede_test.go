@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -8,7 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -186,5 +189,162 @@ func TestRedirectBackAfterALateLeaveHoldsTheEvents(t *testing.T) {
 	}
 	if c := f.census(); len(c.players) != 1 {
 		t.Fatalf("players: %+v", c.players)
+	}
+}
+
+// sendFrom hands zone one Input of player's in numbering gen, as a
+// connection does: the moves seqs (each 32/960 s forward) and lane-0
+// events numbered from..to (none when from is 0).
+func (f *fixture) sendFrom(zone string, player, gen uint64, seqs []uint64, from, to uint64) {
+	in := msg.NewInput()
+	in.Player, in.EventGen = player, gen
+	for _, s := range seqs {
+		in.Moves = append(in.Moves, move.Move{Seq: s, Dt: 32, Forward: 1})
+	}
+	for s := from; from != 0 && s <= to; s++ {
+		in.AddSeq(event.Ordered, 0, 0, fmt.Appendf(nil, "e%d", s), s)
+	}
+	f.sys.Root.Send(f.world.PID(zone), in)
+}
+
+func appliedOf(d *driver, id uint64) uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.players[id].applied
+}
+
+// Two logins at once, the older's Join second (as in
+// TestStaleJoinOfASupersededLoginGivesThePlayerBack), and the newer
+// session's inputs arriving between that Join and the older's
+// Leave(Duplicate) — its client does not stop sending while the zone
+// decides. They belong to the newer session: applied once the player is
+// back with it, echoed to it in order, none to the older connection.
+// (Before, they were applied at once for the older connection, which got
+// their echoes — "b2: echo "a2/0"" in TestTwoLoginsAtOnceLoseNoEcho — and
+// the newer session lost them.)
+func TestNewerLoginsInputDuringAStaleJoinStaysItsOwn(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const genWin, genLose = 0xb0b, 0xa11ce
+	zpid := f.world.PID("x0z0")
+	p := f.drv.add(1, zpid)
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views, EventGen: genWin})
+	f.sendFrom("x0z0", 1, genWin, []uint64{1}, 1, 2)
+	waitFor(t, 2*time.Second, "echoes e1, e2", func() bool { return len(echoesOf(f.drv, 1)) == 2 })
+	waitFor(t, 2*time.Second, "move 1 applied", func() bool { return appliedOf(f.drv, 1) == 1 })
+
+	lose := newDriver(nil)
+	lp := lose.add(1, zpid)
+	losePID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return lose }))
+	defer func() { f.sys.Root.StopFuture(losePID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: losePID, Ghosts: losePID, Views: &lp.views, EventGen: genLose})
+	f.sendFrom("x0z0", 1, genWin, []uint64{2}, 3, 4)  // the winner's, while the zone decides
+	f.sendFrom("x0z0", 1, genLose, []uint64{1}, 1, 1) // the loser's held input
+	f.sendFrom("x0z0", 1, genWin, []uint64{3}, 5, 5)
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: losePID, Reason: handshake.ReasonDuplicate})
+	f.sendFrom("x0z0", 1, genWin, []uint64{4}, 6, 6)
+	waitFor(t, 2*time.Second, "the winner's echoes to e6", func() bool {
+		e := echoesOf(f.drv, 1)
+		return len(e) > 0 && e[len(e)-1] == "e6"
+	})
+	waitFor(t, 2*time.Second, "the winner's moves acknowledged", func() bool { return appliedOf(f.drv, 1) == 4 })
+	if got, want := echoesOf(f.drv, 1), names(1, 6); !slices.Equal(got, want) {
+		t.Errorf("the winner's echoes %q, want %q", got, want)
+	}
+	if got, want := echoesOf(lose, 1), []string{"e1"}; !slices.Equal(got, want) {
+		t.Errorf("the loser's connection got %q, want only its own %q", got, want)
+	}
+	if n := f.world.Metrics().EventsDuplicate.Load(); n != 0 {
+		t.Errorf("%d events dropped as duplicates", n)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players: %+v", c.players)
+	}
+}
+
+// A fresh login takes over a live session whose connection has not yet
+// heard it was superseded (its Shutdown is on the way): that connection's
+// inputs still come, until its Leave(Duplicate). They must not act on
+// the player the new session plays: not echoed to the new connection, and
+// their moves (numbered in the old session) not acknowledged to it — its
+// client would end the session ("move: ack of an unsent move").
+func TestSupersededSessionsLateInputActsNotOnTheNewOne(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const genOld, genNew = 0x01d, 0x0f2e54
+	zpid := f.world.PID("x0z0")
+	p := f.drv.add(1, zpid)
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views, EventGen: genOld})
+	f.sendFrom("x0z0", 1, genOld, []uint64{1, 2}, 1, 2)
+	waitFor(t, 2*time.Second, "the old session's echoes", func() bool { return len(echoesOf(f.drv, 1)) == 2 })
+	waitFor(t, 2*time.Second, "the old session's moves", func() bool { return appliedOf(f.drv, 1) == 2 })
+
+	fresh := newDriver(nil)
+	fp := fresh.add(1, zpid)
+	freshPID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return fresh }))
+	defer func() { f.sys.Root.StopFuture(freshPID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: freshPID, Ghosts: freshPID, Views: &fp.views, EventGen: genNew})
+	f.sendFrom("x0z0", 1, genOld, []uint64{3}, 3, 3) // the old connection's, before its Shutdown
+	f.sendFrom("x0z0", 1, genNew, []uint64{1}, 1, 1)
+	f.sendFrom("x0z0", 1, genOld, []uint64{4}, 4, 4)
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonDuplicate})
+	f.sendFrom("x0z0", 1, genNew, []uint64{2}, 2, 2)
+	waitFor(t, 2*time.Second, "the new session's echoes", func() bool {
+		e := echoesOf(fresh, 1)
+		return len(e) > 0 && e[len(e)-1] == "e2"
+	})
+	waitFor(t, 2*time.Second, "a Control after the new session's moves", func() bool { return appliedOf(fresh, 1) >= 2 })
+	if got, want := echoesOf(fresh, 1), names(1, 2); !slices.Equal(got, want) {
+		t.Errorf("the new session's echoes %q, want %q", got, want)
+	}
+	if a := appliedOf(fresh, 1); a != 2 {
+		t.Errorf("the new session was told move %d applied, it sent 2", a)
+	}
+	if got, want := echoesOf(f.drv, 1), names(1, 2); !slices.Equal(got, want) {
+		t.Errorf("the old connection got %q, want %q (its late events not applied)", got, want)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players: %+v", c.players)
+	}
+}
+
+// The inputs a zone keeps for a displaced login are bounded (maxParked):
+// a winner that goes on sending while the stale Join's Leave is late
+// gets the first maxParked back in order, the rest are dropped and
+// counted (its connection resends the moves; those events are lost).
+func TestParkedInputsAreBounded(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const genWin, genLose = 0xb0b, 0xa11ce
+	zpid := f.world.PID("x0z0")
+	p := f.drv.add(1, zpid)
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views, EventGen: genWin})
+	f.sendFrom("x0z0", 1, genWin, nil, 1, 1)
+	waitFor(t, 2*time.Second, "echo e1", func() bool { return len(echoesOf(f.drv, 1)) == 1 })
+
+	lose := newDriver(nil)
+	lp := lose.add(1, zpid)
+	losePID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return lose }))
+	defer func() { f.sys.Root.StopFuture(losePID).Wait() }()
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: losePID, Ghosts: losePID, Views: &lp.views, EventGen: genLose})
+	const extra = 5
+	for s := uint64(2); s < 2+maxParked+extra; s++ {
+		f.sendFrom("x0z0", 1, genWin, nil, s, s)
+	}
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: losePID, Reason: handshake.ReasonDuplicate})
+	f.sync()
+	waitFor(t, 2*time.Second, "the parked inputs' echoes", func() bool { return len(echoesOf(f.drv, 1)) >= 1+maxParked })
+	f.sys.Root.RequestFuture(f.dpid, &driverSync{}, 2*time.Second).Wait() // anything after them
+	if got, want := echoesOf(f.drv, 1), names(1, 1+maxParked); !slices.Equal(got, want) {
+		t.Errorf("the winner's echoes %q, want %q", got, want)
+	}
+	if n := f.world.Metrics().InputsDropped.Load(); n != extra {
+		t.Errorf("%d inputs dropped, want %d", n, extra)
+	}
+	if n := len(echoesOf(lose, 1)); n != 0 {
+		t.Errorf("the loser's connection got %d echoes", n)
 	}
 }

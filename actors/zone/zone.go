@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -153,8 +154,9 @@ type zoneActor struct {
 	// displaced: per player taken over from another connection that has
 	// not left, that connection's Join and where it stood (displacedJoin):
 	// if the taker turns out to be the superseded login (its Leave says
-	// Duplicate), the player goes back to it.
-	displaced map[uint64]displacedJoin
+	// Duplicate), the player goes back to it. Until one of the two leaves,
+	// the displaced connection's inputs wait in it (park).
+	displaced map[uint64]*displacedJoin
 	// awaiting: players whose connection left to follow a Redirect, kept
 	// (live) until their new connection's Join or the deadline.
 	awaiting map[uint64]time.Duration
@@ -299,7 +301,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]bool{}
 	a.superseded = map[uint64]bool{}
-	a.displaced = map[uint64]displacedJoin{}
+	a.displaced = map[uint64]*displacedJoin{}
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
@@ -570,7 +572,7 @@ func (a *zoneActor) sweepJoins() {
 	}
 	for id := range a.displaced {
 		if a.joins[id] == nil {
-			delete(a.displaced, id)
+			a.undisplace(id)
 		}
 	}
 	for id := range a.budget {
@@ -588,7 +590,7 @@ func (a *zoneActor) sweepJoins() {
 func (a *zoneActor) forget(id uint64) {
 	a.dropJoin(id)
 	delete(a.superseded, id)
-	delete(a.displaced, id)
+	a.undisplace(id)
 	delete(a.awaiting, id)
 	a.dropHeld(id)
 	delete(a.began, id)
@@ -672,6 +674,9 @@ func (c *inputCounts) add(m *Metrics) {
 
 // takeInput applies in's moves and events and releases it.
 func (a *zoneActor) takeInput(in *msg.Input, now time.Duration, c *inputCounts) {
+	if len(a.displaced) > 0 && a.park(in) {
+		return
+	}
 	c.inputs++
 	c.events += uint64(len(in.Events))
 	if len(in.Moves) > 0 {
@@ -734,7 +739,9 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 				r = &cp
 				takeover = true
 				if !awaited {
-					a.displaced[j.Player] = displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events}
+					a.undisplace(j.Player) // a third connection: the one before has lost it
+					a.displaced[j.Player] = &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
+						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen}
 				}
 			}
 			if !awaited {
@@ -892,7 +899,7 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 			// give the player back to, and its Leave has come — the
 			// player's next Leave(Redirected) is the new connection's own
 			// (a client redirected back: the zone must hold its events).
-			delete(a.displaced, l.Player)
+			a.undisplace(l.Player)
 			delete(a.superseded, l.Player)
 		}
 		return // an older connection's, ending after the player reconnected (a redirect's): not this one's leave
@@ -920,11 +927,66 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 }
 
 // displacedJoin is a Join a takeover replaced, with the player's move
-// and event fences as they stood in that connection's numbering.
+// and event fences as they stood in that connection's numbering, and the
+// inputs that connection sent since (park).
 type displacedJoin struct {
 	j           *msg.Join
 	lastApplied uint64
 	events      handoff.EventFence
+	// gen and taker: the event generations of the displaced connection
+	// (its Join's, else the fence's) and of the one that took over (0:
+	// not known).
+	gen, taker uint64
+	parked     []*msg.Input
+}
+
+// maxParked bounds the inputs kept for a displaced connection: its
+// takeover is decided within a message or two (the superseded login's
+// Leave follows its Join at once), ≈ 2 s of a 30 Hz client.
+const maxParked = 64
+
+// park keeps in when it comes from the connection a takeover of its
+// player displaced (its event generation, when the two differ) while the
+// takeover is undecided, and reports whether it did. Two logins of one
+// player at once: applied now, the older login's inputs (still coming
+// until its Shutdown reaches it) moved the player the newer one plays and
+// their echoes and acknowledgements went to the newer connection (its
+// client: "ack of an unsent move", someone else's echoes); and when the
+// older's Join came second, the newer login's inputs went to the older
+// connection until its Leave(Duplicate) gave the player back, their
+// echoes lost. Parked, they are applied when the player goes back to
+// their connection (reclaim) and dropped when that connection leaves.
+// A connection whose generation the zone does not know (0), and a client
+// that continues its numbering on the new connection (a Redirect's:
+// the same generation), are not told apart: their inputs are taken.
+func (a *zoneActor) park(in *msg.Input) bool {
+	d := a.displaced[in.Player]
+	if d == nil || in.EventGen == 0 || in.EventGen != d.gen || d.taker == 0 || d.taker == d.gen {
+		return false
+	}
+	if len(d.parked) == maxParked {
+		a.m.InputsDropped.Add(1)
+		in.Release()
+		return true
+	}
+	d.parked = append(d.parked, in)
+	return true
+}
+
+// undisplace forgets player id's displaced connection and drops the
+// inputs parked for it.
+func (a *zoneActor) undisplace(id uint64) {
+	d := a.displaced[id]
+	if d == nil {
+		return
+	}
+	delete(a.displaced, id)
+	for _, in := range d.parked {
+		in.Release()
+	}
+	if n := len(d.parked); n > 0 {
+		a.m.InputsDropped.Add(uint64(n))
+	}
 }
 
 // reclaim gives player id back to the connection a takeover displaced,
@@ -936,17 +998,29 @@ type displacedJoin struct {
 // session's inputs and events went nowhere until its connection looked
 // the record up again (seconds). False when no connection was displaced.
 func (a *zoneActor) reclaim(id uint64) bool {
-	d, ok := a.displaced[id]
-	if !ok {
+	d := a.displaced[id]
+	if d == nil {
+		return false
+	}
+	if !a.z.Reclaim(a.p.Now(), id, d.j.Conn.String(), d.lastApplied, d.events) {
+		a.undisplace(id)
 		return false
 	}
 	delete(a.displaced, id)
-	if !a.z.Reclaim(a.p.Now(), id, d.j.Conn.String(), d.lastApplied, d.events) {
-		return false
-	}
 	a.setJoin(d.j)
 	delete(a.superseded, id)
 	a.placed(id, true)
+	if len(d.parked) > 0 {
+		// Its inputs that came meanwhile, in order, for it now.
+		now := a.p.Now()
+		var c inputCounts
+		for _, in := range d.parked {
+			a.takeInput(in, now, &c)
+		}
+		c.add(a.m)
+		a.flushOutputs()
+		a.flushPending()
+	}
 	return true
 }
 
