@@ -45,7 +45,7 @@ func (v *Viewer) BucketRefs(out []ghost.ViewRef, set []Entry, kinds []uint8, w *
 	_ = buckets[0] // nil-checked once, not per member
 	for i, e := range set {
 		sl := e.key << 1 >> 9
-		c := &bySlot[sl]
+		c := &bySlot[sl] // slotPrio.prio, written out (see there)
 		dx, dz := c.x-vx, c.z-vz
 		d2 := dx*dx + dz*dz
 		fb := int32(math.Float32bits(1 - d2*falloff))
