@@ -147,6 +147,14 @@ func (w *Writer) TryWriteBits(v uint64, n uint) bool {
 // clears those above it, so padding stays zero without a separate step.
 // v must already fit in n bits. It reports false, having done nothing, when
 // the slow path must run.
+//
+// Not an accumulator (pending bits kept in a word of the Writer, stored 8
+// bytes at a time): measured on 2026-11-30, it saved 0.6 % of
+// BenchmarkPacketRoundTrip and cost 2.8 % on ghost's BenchmarkPack1000 and
+// 1.0 % on session's BenchmarkServerPacket. A Writer's fields live in memory
+// between calls, so the word is loaded and stored once a field as the head
+// byte is now, and BitLen, Len and Bytes must store it for callers that read
+// their buffer (TestCallersBufferHoldsEveryBitMidWrite).
 func (w *Writer) tryPut(v uint64, n uint) bool {
 	if i := uint(w.bit) >> 3; n-1 < 56 && i+8 <= uint(len(w.buf)) {
 		off := uint(w.bit) & 7

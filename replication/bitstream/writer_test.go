@@ -3,6 +3,7 @@ package bitstream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -391,5 +392,94 @@ func TestTryWriteBitsIsWriteBits(t *testing.T) {
 	}
 	if took == 0 || fell == 0 {
 		t.Fatalf("took the fast path %d times, fell back %d: the cases do not cover both", took, fell)
+	}
+}
+
+// The caller's buffer holds every bit written so far whenever BitLen or Len
+// returns, mid-write: the ghost table splices its scratch buffer after
+// reading only the scratch writer's BitLen, and the session seals the bytes
+// of its buffer after reading only Len. A writer that keeps bits back (an
+// accumulator storing a word at a time) must store them there; so must it
+// after a Truncate to an earlier word and across a Resize. Read straight from
+// the buffer, never through Bytes.
+func TestCallersBufferHoldsEveryBitMidWrite(t *testing.T) {
+	for seed := range uint64(400) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		capLen := 1 + rng.IntN(40)
+		if seed%8 == 0 {
+			capLen = 1200
+		}
+		backing := bytes.Repeat([]byte{0xA5}, capLen) // junk: the writer may not rely on zeros
+		buf := backing[:capLen-rng.IntN(min(capLen, 4))]
+		var w Writer
+		w.Reset(buf)
+		var ref refBits
+		for k := range 200 {
+			var desc string
+			switch op := rng.IntN(8); op {
+			case 0, 1:
+				n := uint(1 + rng.IntN(64))
+				v := rng.Uint64() >> (64 - n)
+				desc = fmt.Sprintf("WriteBits(%#x, %d)", v, n)
+				if w.WriteBits(v, n) == nil {
+					ref.put(v, n)
+				}
+			case 2, 3:
+				b := rng.IntN(2) == 1
+				desc = fmt.Sprintf("WriteFlag(%v)", b)
+				if w.WriteFlag(b) == nil {
+					var v uint64
+					if b {
+						v = 1
+					}
+					ref.put(v, 1)
+				}
+			case 4:
+				p := make([]byte, rng.IntN(12))
+				for i := range p {
+					p[i] = byte(rng.Uint32())
+				}
+				desc = fmt.Sprintf("WriteBytes(%x)", p)
+				if w.WriteBytes(p) == nil {
+					for _, c := range p {
+						ref.put(uint64(c), 8)
+					}
+				}
+			case 5:
+				src := make([]byte, 1+rng.IntN(12))
+				for i := range src {
+					src[i] = byte(rng.Uint32())
+				}
+				nbits := rng.IntN(8*len(src) + 1)
+				desc = fmt.Sprintf("WriteBitsFrom(%x, %d)", src, nbits)
+				if w.WriteBitsFrom(src, nbits) == nil {
+					for i := range nbits {
+						ref.put(uint64(src[i>>3]>>(i&7)&1), 1)
+					}
+				}
+			case 6:
+				mark := rng.IntN(len(ref.b) + 1)
+				desc = fmt.Sprintf("Truncate(%d)", mark)
+				w.Truncate(mark)
+				ref.b = ref.b[:mark]
+			case 7:
+				n := (len(ref.b)+7)/8 + rng.IntN(capLen-(len(ref.b)+7)/8+1)
+				desc = fmt.Sprintf("Resize(%d)", n)
+				if err := w.Resize(n); err != nil {
+					t.Fatalf("seed %d op %d: %s: %v", seed, k, desc, err)
+				}
+				buf = buf[:n]
+			}
+			var nbytes int
+			if k%2 == 0 {
+				nbytes = (w.BitLen() + 7) / 8
+			} else {
+				nbytes = w.Len()
+			}
+			if want := ref.bytes(); nbytes != len(want) || !bytes.Equal(backing[:nbytes], want) {
+				t.Fatalf("seed %d op %d, after %s: the buffer holds %x (%d bits), written %x (%d bits)",
+					seed, k, desc, backing[:nbytes], w.BitLen(), want, len(ref.b))
+			}
+		}
 	}
 }
