@@ -191,6 +191,20 @@ func TestPassedOnLeaveNamesTheJoinItsZoneHolds(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a gateway with no link here", func(t *testing.T) {
+		b.mu.Lock()
+		links := len(b.links)
+		b.mu.Unlock()
+		for _, gw := range []string{"n7", "n8", "n9"} {
+			leave(t, &pb.PlayerLeave{Player: 620, Conn: "link-" + gw, GatewayNode: gw, ConnTag: tag})
+			leave(t, &pb.PlayerLeave{Player: 620, Conn: "link-" + gw})
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if len(b.links) != links {
+			t.Fatalf("Leaves naming gateways no Join named made %d links", len(b.links)-links)
+		}
+	})
 	t.Run("back to the gateway", func(t *testing.T) {
 		if _, err := b.decodeItem(&pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: 610,
 			GatewayNode: "n1.x", ConnTag: 1}}}, "n2"); err == nil {
@@ -217,4 +231,33 @@ func TestPassedOnLeaveNamesTheJoinItsZoneHolds(t *testing.T) {
 			t.Fatalf("an untagged Leave names %v, the connection that left last was %v", got, newer.Conn)
 		}
 	})
+}
+
+// A Teleport that reaches a zone while it hands the player to another
+// node is kept until the handoff settles, then passed on to the new
+// owner, which applies it: a Teleport names no connection, so nothing
+// about it depends on which node it lands on (the Leave's defect is not
+// the Teleport's: this passes on main too).
+func TestTeleportDuringAHandoffAcrossNodesIsPassedOn(t *testing.T) {
+	nodes := lineNodes(t)
+	gw := nodes[0]
+	old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
+	for i, tc := range passOnTargets {
+		t.Run(tc.name, func(t *testing.T) {
+			player := uint64(700 + i)
+			c := newLoginConn(gw.sys, old)
+			gw.sys.Root.Send(old, c.join(gw.sys, player))
+			c.play(t, gw.sys, player, 1, 3, "join on n2")
+			forwarded := nodes[1].m.Forwarded.Load()
+			// One batch, in order: the handoff starts, then a Teleport
+			// within the zone the player is handed to.
+			gw.sys.Root.Send(old, &zone.Teleport{Entity: player, Pos: tc.into})
+			gw.sys.Root.Send(old, &zone.Teleport{Entity: player, Pos: tc.next})
+			waitFor(t, 5*time.Second, "x1z0 to pass the Teleport on", func() bool { return nodes[1].m.Forwarded.Load() > forwarded })
+			waitFor(t, 5*time.Second, "the second Teleport in "+tc.zone, func() bool {
+				e, owned := entityIn(t, nodes[tc.node], player)
+				return owned && e.State.Pos[0] == tc.next[0] && e.State.Pos[2] == tc.next[2]
+			})
+		})
+	}
 }

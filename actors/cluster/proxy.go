@@ -266,6 +266,16 @@ func (l *link) connPID(conn uint32) *actor.PID {
 	return &actor.PID{Address: l.pid.Address, Id: l.pid.Id, RequestId: conn}
 }
 
+// knownLink is node's link if there is one (link makes it).
+func (b *Bridge) knownLink(node string) *link {
+	if node == "" {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.links[node]
+}
+
 func (b *Bridge) link(node string) *link {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -560,7 +570,13 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			lv.Conn = b.localLeaver(l.GetPlayer(), tag)
 			return lv, nil
 		}
-		lk := b.link(gw)
+		lk := b.knownLink(gw)
+		if lk == nil {
+			// No Join named a connection of gw here, so no zone holds one
+			// (and a sender naming node after node spawns no links).
+			lv.Conn = &actor.PID{Address: b.cfg.Sys.Address(), Id: linkPrefix + gw, RequestId: tag}
+			return lv, nil
+		}
 		lv.Conn = lk.leaver(l.GetPlayer(), tag)
 		lk.left(l.GetPlayer(), tag, lv.Reason)
 		return lv, nil
