@@ -89,8 +89,13 @@ type Bridge struct {
 	// (Duplicate), the zone gives the player back to this one (actors/zone
 	// reclaim), and so does the bridge. Lazily made; rare.
 	displaced map[uint64]*msg.Join
-	added     int             // rememberLocal calls since the last sweep of locals
-	warned    map[string]bool // log-once keys for hostile or broken input
+	// gone: per player, the local connection that left last (forgetLocal),
+	// for a while (goneKeep): a zone elsewhere that had handed the player
+	// to a zone of this node before that Leave reached it passes the Leave
+	// on here, naming the connection by its tag only (localLeaver).
+	gone   map[uint64]goneConn
+	added  int             // rememberLocal calls since the last sweep of locals
+	warned map[string]bool // log-once keys for hostile or broken input
 
 	// streams numbers the per-player view streams this node's links send.
 	streams atomic.Uint64
@@ -342,6 +347,12 @@ func (b *Bridge) rememberLocal(j *msg.Join) {
 				delete(b.displaced, p)
 			}
 		}
+		now := time.Since(monoBase)
+		for p, g := range b.gone {
+			if now-g.at > goneKeep {
+				delete(b.gone, p)
+			}
+		}
 		b.vmu.Lock()
 		for p := range b.bases {
 			if b.locals[p] == nil {
@@ -383,9 +394,11 @@ func (b *Bridge) forgetLocal(player uint64, conn *actor.PID, reason handshake.Re
 	if conn != nil && !j.Conn.Equal(conn) {
 		if d != nil && d.Conn.Equal(conn) {
 			delete(b.displaced, player) // as the zone forgets it: gone, nothing to give back to
+			b.leftLocal(player, conn)
 		}
 		return
 	}
+	b.leftLocal(player, j.Conn)
 	delete(b.displaced, player)
 	if reason == handshake.ReasonDuplicate && d != nil && !closed(d) {
 		b.locals[player] = d // its view stream goes on: the base stays
@@ -395,6 +408,52 @@ func (b *Bridge) forgetLocal(player uint64, conn *actor.PID, reason handshake.Re
 	b.vmu.Lock()
 	delete(b.bases, player)
 	b.vmu.Unlock()
+}
+
+// goneConn is a local connection that left (Bridge.gone).
+type goneConn struct {
+	conn *actor.PID
+	at   time.Duration // since monoBase
+}
+
+// goneKeep is how long a left connection is remembered: longer than a
+// zone passes on the Leaves of a player it handed away (the handoff's
+// ForwardTTL, 15 s by default).
+const goneKeep = time.Minute
+
+// leftLocal remembers that player's local connection conn left (b.mu held).
+func (b *Bridge) leftLocal(player uint64, conn *actor.PID) {
+	if b.gone == nil {
+		b.gone = map[uint64]goneConn{}
+	}
+	b.gone[player] = goneConn{conn: conn, at: time.Since(monoBase)}
+}
+
+// localLeaver is the connection a Leave of player names to a zone here
+// when a zone on another node passes it back to this one, the player's
+// gateway: the local connection tagged tag (connTag), live or recently
+// gone. A tag this node does not know names none of its connections (a
+// PID no zone holds: its own link's), so the zone keeps the player for
+// whichever connection holds it now. Tag 0 (the passing zone could not
+// tell the node's connections apart) names the connection that left
+// last, while the player has no live one here.
+func (b *Bridge) localLeaver(player uint64, tag uint32) *actor.PID {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j, d, g := b.locals[player], b.displaced[player], b.gone[player]
+	switch {
+	case tag == 0:
+		if (j == nil || closed(j)) && g.conn != nil {
+			return g.conn
+		}
+	case j != nil && connTag(j.Conn) == tag:
+		return j.Conn
+	case d != nil && connTag(d.Conn) == tag:
+		return d.Conn
+	case g.conn != nil && connTag(g.conn) == tag:
+		return g.conn
+	}
+	return &actor.PID{Address: b.cfg.Sys.Address(), Id: linkPrefix + b.cfg.Node, RequestId: tag}
 }
 
 func (b *Bridge) local(player uint64) *msg.Join {
@@ -474,6 +533,15 @@ func idTag(id string) uint32 {
 		h *= 16777619
 	}
 	return max(h, 1)
+}
+
+// linkNode names the node whose connection pid stands for, if pid is a
+// link's (a connection of another node, as a zone here holds it).
+func linkNode(pid *actor.PID) (string, bool) {
+	if pid == nil {
+		return "", false
+	}
+	return strings.CutPrefix(pid.Id, linkPrefix)
 }
 
 // connID names pid's connection to another node (PlayerJoin.conn).

@@ -94,7 +94,15 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		if m.Reason != handshake.ReasonRedirected {
 			p.b.forgetLocal(m.Player, m.Conn, m.Reason)
 		}
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: &pb.PlayerLeave{Player: m.Player, Conn: connID(m.Conn), Reason: uint32(m.Reason)}}}
+		pl := &pb.PlayerLeave{Player: m.Player, Conn: connID(m.Conn), Reason: uint32(m.Reason)}
+		if gw, ok := linkNode(m.Conn); ok {
+			// A zone here passes on the Leave of a player it handed away,
+			// whose connection is another node's: name that node and the
+			// connection's tag there, or the new owner's node reads it as
+			// a connection of this one and its zone keeps the player.
+			pl.GatewayNode, pl.ConnTag = gw, m.Conn.RequestId
+		}
+		it = &pb.ZoneItem{Item: &pb.ZoneItem_Leave{Leave: pl}}
 	case *zone.Teleport:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Teleport{Teleport: &pb.TeleportItem{Entity: m.Entity,
 			Pos: &pb.Vec3{X: m.Pos[0], Y: m.Pos[1], Z: m.Pos[2]}}}}
@@ -239,7 +247,9 @@ func (l *link) left(player uint64, conn uint32, reason handshake.Reason) {
 	switch {
 	case r == nil:
 	case conn == 0: // a sender that names no connection: as before tags
-		delete(l.slots, player)
+		if r.untagged { // else the zone holds a tagged Join and keeps the player (leaver)
+			delete(l.slots, player)
+		}
 	case r.conn != 0 && r.conn != conn:
 	case reason == handshake.ReasonDuplicate:
 		r.conn = 0
@@ -254,6 +264,16 @@ func (l *link) connPID(conn uint32) *actor.PID {
 		return l.pid
 	}
 	return &actor.PID{Address: l.pid.Address, Id: l.pid.Id, RequestId: conn}
+}
+
+// knownLink is node's link if there is one (link makes it).
+func (b *Bridge) knownLink(node string) *link {
+	if node == "" {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.links[node]
 }
 
 func (b *Bridge) link(node string) *link {
@@ -525,16 +545,40 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			return nil, fmt.Errorf("leave reason %d out of range", l.GetReason())
 		}
 		lv := &msg.Leave{Player: l.GetPlayer(), Reason: handshake.Reason(l.GetReason())}
-		if from != b.cfg.Node {
-			// The connection that left is the one behind from's link, told
-			// from the player's others there by its tag: a zone ignores its
-			// Leave if the player plays through another connection by now
-			// (reconnected elsewhere, redirected, logged in again).
-			lk := b.link(from)
-			tag := idTag(l.GetConn())
-			lv.Conn = lk.leaver(l.GetPlayer(), tag)
-			lk.left(l.GetPlayer(), tag, lv.Reason)
+		if from == b.cfg.Node {
+			return lv, nil
 		}
+		// The connection that left is one of its gateway node's, told from
+		// the player's others there by its tag: a zone ignores its Leave
+		// if the player plays through another connection by now
+		// (reconnected elsewhere, redirected, logged in again). The gateway
+		// is the sender, unless a zone there passes the Leave on (it had
+		// handed the player here).
+		gw, tag := from, idTag(l.GetConn())
+		if g := l.GetGatewayNode(); g != "" {
+			if !ValidID(g) {
+				return nil, fmt.Errorf("leave of player %d through gateway %q", l.GetPlayer(), g)
+			}
+			gw, tag = g, l.GetConnTag()
+		} else if g, ok := strings.CutPrefix(l.GetConn(), linkPrefix); ok && ValidID(g) {
+			// Passed on by a node from before gateway_node (a rolling
+			// update): the connection's tag is lost. It matches a Join
+			// that named no connection only (leaver, left).
+			gw, tag = g, 0
+		}
+		if gw == b.cfg.Node {
+			lv.Conn = b.localLeaver(l.GetPlayer(), tag)
+			return lv, nil
+		}
+		lk := b.knownLink(gw)
+		if lk == nil {
+			// No Join named a connection of gw here, so no zone holds one
+			// (and a sender naming node after node spawns no links).
+			lv.Conn = &actor.PID{Address: b.cfg.Sys.Address(), Id: linkPrefix + gw, RequestId: tag}
+			return lv, nil
+		}
+		lv.Conn = lk.leaver(l.GetPlayer(), tag)
+		lk.left(l.GetPlayer(), tag, lv.Reason)
 		return lv, nil
 	case *pb.ZoneItem_Teleport:
 		pos, err := pbconv.ControlFromProto(&pb.ControlState{Pos: x.Teleport.GetPos()})

@@ -314,7 +314,18 @@ type PlayerLeave struct {
 	// The connection that left, as PlayerJoin.conn names it.
 	Conn string `protobuf:"bytes,2,opt,name=conn,proto3" json:"conn,omitempty"`
 	// replication/handshake.Reason.
-	Reason        uint32 `protobuf:"varint,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason uint32 `protobuf:"varint,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A Leave a zone passes on to the player's new owner (the player was
+	// handed away) names the connection as the passing zone holds it: one of
+	// another node's, behind that node's link. gateway_node is that node and
+	// conn_tag the connection's tag there (HandoffItem.conn_tag; 0: the
+	// passing zone could not tell the node's connections apart), so the new
+	// owner's node names the same connection its zone holds. conn is then the
+	// passing node's name for it ("link-" and the gateway node): a receiver
+	// before these fields reads it as before. Both empty: the connection is
+	// the sending node's own, named by conn.
+	GatewayNode   string `protobuf:"bytes,4,opt,name=gateway_node,json=gatewayNode,proto3" json:"gateway_node,omitempty"`
+	ConnTag       uint32 `protobuf:"varint,5,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +377,20 @@ func (x *PlayerLeave) GetConn() string {
 func (x *PlayerLeave) GetReason() uint32 {
 	if x != nil {
 		return x.Reason
+	}
+	return 0
+}
+
+func (x *PlayerLeave) GetGatewayNode() string {
+	if x != nil {
+		return x.GatewayNode
+	}
+	return ""
+}
+
+func (x *PlayerLeave) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
 	}
 	return 0
 }
@@ -460,11 +485,13 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\flast_applied\x18\x04 \x01(\x04R\vlastApplied\x12\x1b\n" +
 	"\tuser_data\x18\x05 \x01(\fR\buserData\x126\n" +
 	"\arestore\x18\x06 \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\arestore\x12#\n" +
-	"\rrestore_epoch\x18\a \x01(\x04R\frestoreEpoch\"Q\n" +
+	"\rrestore_epoch\x18\a \x01(\x04R\frestoreEpoch\"\x8f\x01\n" +
 	"\vPlayerLeave\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04conn\x18\x02 \x01(\tR\x04conn\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\rR\x06reason\"L\n" +
+	"\x06reason\x18\x03 \x01(\rR\x06reason\x12!\n" +
+	"\fgateway_node\x18\x04 \x01(\tR\vgatewayNode\x12\x19\n" +
+	"\bconn_tag\x18\x05 \x01(\rR\aconnTag\"L\n" +
 	"\bRedirect\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
