@@ -668,8 +668,24 @@ func (c *Conn) clearAccepted(s uint64) {
 // seq mod 64 is the bit in its word): the range is up to AckWindow long
 // and every header written and packet received counts one.
 func (c *Conn) missing(lo, hi uint64) uint64 {
-	var n uint64
 	mask := c.rxMask()
+	if k := hi - lo; k <= 64 {
+		// At most 64 sequences (nearly every call: a header's report
+		// range is what the peer has not confirmed, a round trip's worth):
+		// the bits of [lo, lo+64) from lo's word and the next, which differ
+		// (the ring is at least four words), in one word; no loop.
+		off := lo & 63
+		w := c.rxBits[(lo&mask)>>6] >> off
+		if off != 0 {
+			w |= c.rxBits[((lo+64)&mask)>>6] << (64 - off)
+		}
+		w = ^w
+		if k < 64 {
+			w &= 1<<k - 1
+		}
+		return uint64(bits.OnesCount64(w))
+	}
+	var n uint64
 	for s := lo; s < hi; {
 		off := s & 63
 		k := min(64-off, hi-s) // bits of [s, hi) in s's word
