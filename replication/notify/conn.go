@@ -257,9 +257,9 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	}
 	start := w.BitLen()
 	bw := bitWriter{w: w}
-	bw.bits(uint64(t), 2)
-	bw.bits(code, codeLen)
-	bw.bits(seq&(1<<sw-1), sw)
+	// Type, width code and sequence in one field (at most 2+2+32 bits):
+	// the bit writer only concatenates fields, so the bits are the same.
+	bw.bits(uint64(t)|code<<2|(seq&(1<<sw-1))<<(2+codeLen), 2+codeLen+sw)
 	ackL, ackF, acked := c.writeAck(&bw, seq, now)
 	bw.flush()
 	if bw.err != nil {
@@ -306,8 +306,7 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		}
 		return 0, 0, false
 	}
-	bw.bits(code, codeLen)
-	bw.bits(l&(1<<w-1), w)
+	bw.bits(code|(l&(1<<w-1))<<codeLen, codeLen+w) // both in one field, as in WriteHeader
 	// Report range [r, l-1]: everything the peer may not have resolved yet.
 	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.cfg.peerStart))
 	var m uint64
@@ -315,32 +314,36 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		m = l - r
 	}
 	holes := c.missing(r, l)
-	bw.flag(holes == 0) // allOK
-	if holes > 0 {
-		bw.gamma(m)
-		bw.gamma(holes)
-		// Holes in ascending order as gaps from R-1: the lowest hole is usually R
-		// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
-		prev := r - 1
-		var lastAbandoned uint64 // highest hole below the horizon, +1
-		for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
-			bw.gamma(x - prev)
-			prev = x
-			if x < c.rxH {
-				lastAbandoned = x + 1
-			}
-		}
-		// Horizon: any H' that separates the abandoned holes from the pending ones
-		// tells the sender the same; the smallest (L-K+1 unless a recent hole was
-		// abandoned by time) has the shortest code.
-		floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
-		if l+1 >= c.reorderK()+floor {
-			floor = l + 1 - c.reorderK()
-		}
-		h := max(floor, lastAbandoned)
-		bw.gamma(h - floor + 1)
+	delay := uint64(encodeDelay(now-c.rxLAt, seq))
+	if holes == 0 {
+		// allOK, then the delay: one field (nearly every header).
+		bw.bits(1|delay<<1, 1+delayCodeBits)
+		return l, c.firstMissing(), true
 	}
-	bw.bits(uint64(encodeDelay(now-c.rxLAt, seq)), delayCodeBits)
+	bw.bits(0, 1) // not allOK
+	bw.gamma(m)
+	bw.gamma(holes)
+	// Holes in ascending order as gaps from R-1: the lowest hole is usually R
+	// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
+	prev := r - 1
+	var lastAbandoned uint64 // highest hole below the horizon, +1
+	for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
+		bw.gamma(x - prev)
+		prev = x
+		if x < c.rxH {
+			lastAbandoned = x + 1
+		}
+	}
+	// Horizon: any H' that separates the abandoned holes from the pending ones
+	// tells the sender the same; the smallest (L-K+1 unless a recent hole was
+	// abandoned by time) has the shortest code.
+	floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
+	if l+1 >= c.reorderK()+floor {
+		floor = l + 1 - c.reorderK()
+	}
+	h := max(floor, lastAbandoned)
+	bw.gamma(h - floor + 1)
+	bw.bits(delay, delayCodeBits)
 	return l, c.firstMissing(), true
 }
 

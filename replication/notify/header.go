@@ -228,14 +228,6 @@ func (b *bitWriter) bits(v uint64, n uint) {
 	b.n += n
 }
 
-func (b *bitWriter) flag(v bool) {
-	var x uint64
-	if v {
-		x = 1
-	}
-	b.bits(x, 1)
-}
-
 // flush writes the gathered bits; the header is complete only after it.
 // After an error nothing more is written (the caller rewinds w).
 func (b *bitWriter) flush() {
