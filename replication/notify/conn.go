@@ -671,6 +671,9 @@ func (c *Conn) clearAccepted(s uint64) {
 // seq mod 64 is the bit in its word): the range is up to AckWindow long
 // and every header written and packet received counts one.
 func (c *Conn) missing(lo, hi uint64) uint64 {
+	if lo >= hi {
+		return 0 // an empty report range: a peer that confirmed everything
+	}
 	mask := c.rxMask()
 	if k := hi - lo; k <= 64 {
 		// At most 64 sequences (nearly every call: a header's report
