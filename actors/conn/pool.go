@@ -667,7 +667,11 @@ func (s *shard) outSlot() []byte {
 
 func (s *shard) commit(n int, addr netip.AddrPort) {
 	i := len(s.ms)
-	s.ms = append(s.ms, udp.Message{Buf: s.out[i*udp.MaxDatagram : (i+1)*udp.MaxDatagram], N: n, Addr: addr})
+	// In place, not an append of a composite (a 64-byte Message built on
+	// the stack and copied): the room is the batch's, len < cap here.
+	s.ms = s.ms[:i+1]
+	m := &s.ms[i]
+	m.Buf, m.N, m.Addr = s.out[i*udp.MaxDatagram:(i+1)*udp.MaxDatagram], n, addr
 	if len(s.ms) == cap(s.ms) {
 		s.flush()
 	}
@@ -679,8 +683,8 @@ func (s *shard) flush() {
 	for done < len(s.ms) {
 		n, err := s.w.WriteBatch(s.ms[done:])
 		var bytes uint64
-		for _, m := range s.ms[done : done+n] {
-			bytes += uint64(m.N)
+		for i := range s.ms[done : done+n] {
+			bytes += uint64(s.ms[done+i].N) // by index: a range copied each Message
 		}
 		// One add per system call: the counters are the pool's, shared by
 		// every shard.

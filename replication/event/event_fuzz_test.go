@@ -230,6 +230,19 @@ func (m *roundTrip) packet(size, pattern int) {
 	}
 	m.flight = append(m.flight, rtPacket{seq: m.seq, data: w.Bytes(), bits: w.BitLen(), lost: pattern&3 == 3, delay: pattern >> 2 & 3})
 	m.settle()
+	m.checkOutstanding()
+}
+
+// checkOutstanding: Outstanding is whether some lane holds an event
+// (InFlight, lane Lanes the unordered stream).
+func (m *roundTrip) checkOutstanding() {
+	any := false
+	for l := 0; l <= m.c.Lanes; l++ {
+		any = any || m.s.InFlight(l) > 0
+	}
+	if got := m.s.Outstanding(); got != any {
+		m.t.Fatalf("Outstanding() = %v, a lane holding events %v", got, any)
+	}
 }
 
 // settle delivers packets whose delay passed (newest first within a batch, to

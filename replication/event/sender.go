@@ -223,6 +223,19 @@ func (s *Sender) rareStats() *SenderStats {
 // QueuedBytes is the payload the Sender holds (every class), ≤ MaxQueuedBytes.
 func (s *Sender) QueuedBytes() int { return int(s.queuedBytes) }
 
+// Outstanding reports whether any stream holds an event (queued or not
+// yet acknowledged): InFlight(l) > 0 for some l in [0, Lanes], from the
+// streams used alone (the slice reaches only as far as the highest),
+// not a call a lane.
+func (s *Sender) Outstanding() bool {
+	for i := range s.streams {
+		if st := s.streams[i].st; st != nil && st.held > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // InFlight is the number of events lane holds (queued or not yet
 // acknowledged); lane = Lanes means the unordered stream.
 func (s *Sender) InFlight(lane int) int {
@@ -427,8 +440,13 @@ const maxCarry = 64
 // repair of a lost packet one interval later — never go out.
 func (s *Sender) HasRedundant() bool {
 	if s.redund == 0 || s.txState == nil || s.pN >= maxTxPackets {
-		return false
+		return false // inlined: nothing in flight, nearly always
 	}
+	return s.hasRedundant()
+}
+
+// hasRedundant is HasRedundant with packets in flight.
+func (s *Sender) hasRedundant() bool {
 	limit := uint8(1 + s.redund)
 	// Two calls, not a range over [2][]txEntry{carry, prev}: that copied
 	// both slice headers into a fresh array on every call (Poll asks on

@@ -257,9 +257,9 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	}
 	start := w.BitLen()
 	bw := bitWriter{w: w}
-	bw.bits(uint64(t), 2)
-	bw.bits(code, codeLen)
-	bw.bits(seq&(1<<sw-1), sw)
+	// Type, width code and sequence in one field (at most 2+2+32 bits):
+	// the bit writer only concatenates fields, so the bits are the same.
+	bw.bits(uint64(t)|code<<2|(seq&(1<<sw-1))<<(2+codeLen), 2+codeLen+sw)
 	ackL, ackF, acked := c.writeAck(&bw, seq, now)
 	bw.flush()
 	if bw.err != nil {
@@ -306,8 +306,7 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		}
 		return 0, 0, false
 	}
-	bw.bits(code, codeLen)
-	bw.bits(l&(1<<w-1), w)
+	bw.bits(code|(l&(1<<w-1))<<codeLen, codeLen+w) // both in one field, as in WriteHeader
 	// Report range [r, l-1]: everything the peer may not have resolved yet.
 	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.cfg.peerStart))
 	var m uint64
@@ -315,32 +314,36 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 		m = l - r
 	}
 	holes := c.missing(r, l)
-	bw.flag(holes == 0) // allOK
-	if holes > 0 {
-		bw.gamma(m)
-		bw.gamma(holes)
-		// Holes in ascending order as gaps from R-1: the lowest hole is usually R
-		// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
-		prev := r - 1
-		var lastAbandoned uint64 // highest hole below the horizon, +1
-		for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
-			bw.gamma(x - prev)
-			prev = x
-			if x < c.rxH {
-				lastAbandoned = x + 1
-			}
-		}
-		// Horizon: any H' that separates the abandoned holes from the pending ones
-		// tells the sender the same; the smallest (L-K+1 unless a recent hole was
-		// abandoned by time) has the shortest code.
-		floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
-		if l+1 >= c.reorderK()+floor {
-			floor = l + 1 - c.reorderK()
-		}
-		h := max(floor, lastAbandoned)
-		bw.gamma(h - floor + 1)
+	delay := uint64(encodeDelay(now-c.rxLAt, seq))
+	if holes == 0 {
+		// allOK, then the delay: one field (nearly every header).
+		bw.bits(1|delay<<1, 1+delayCodeBits)
+		return l, c.firstMissing(), true
 	}
-	bw.bits(uint64(encodeDelay(now-c.rxLAt, seq)), delayCodeBits)
+	bw.bits(0, 1) // not allOK
+	bw.gamma(m)
+	bw.gamma(holes)
+	// Holes in ascending order as gaps from R-1: the lowest hole is usually R
+	// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
+	prev := r - 1
+	var lastAbandoned uint64 // highest hole below the horizon, +1
+	for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
+		bw.gamma(x - prev)
+		prev = x
+		if x < c.rxH {
+			lastAbandoned = x + 1
+		}
+	}
+	// Horizon: any H' that separates the abandoned holes from the pending ones
+	// tells the sender the same; the smallest (L-K+1 unless a recent hole was
+	// abandoned by time) has the shortest code.
+	floor := r // r ≥ peerStart, so l+1-K below it is clamped like the window
+	if l+1 >= c.reorderK()+floor {
+		floor = l + 1 - c.reorderK()
+	}
+	h := max(floor, lastAbandoned)
+	bw.gamma(h - floor + 1)
+	bw.bits(delay, delayCodeBits)
 	return l, c.firstMissing(), true
 }
 
@@ -668,8 +671,27 @@ func (c *Conn) clearAccepted(s uint64) {
 // seq mod 64 is the bit in its word): the range is up to AckWindow long
 // and every header written and packet received counts one.
 func (c *Conn) missing(lo, hi uint64) uint64 {
-	var n uint64
+	if lo >= hi {
+		return 0 // an empty report range: a peer that confirmed everything
+	}
 	mask := c.rxMask()
+	if k := hi - lo; k <= 64 {
+		// At most 64 sequences (nearly every call: a header's report
+		// range is what the peer has not confirmed, a round trip's worth):
+		// the bits of [lo, lo+64) from lo's word and the next, which differ
+		// (the ring is at least four words), in one word; no loop.
+		off := lo & 63
+		w := c.rxBits[(lo&mask)>>6] >> off
+		if off != 0 {
+			w |= c.rxBits[((lo+64)&mask)>>6] << (64 - off)
+		}
+		w = ^w
+		if k < 64 {
+			w &= 1<<k - 1
+		}
+		return uint64(bits.OnesCount64(w))
+	}
+	var n uint64
 	for s := lo; s < hi; {
 		off := s & 63
 		k := min(64-off, hi-s) // bits of [s, hi) in s's word

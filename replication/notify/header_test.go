@@ -310,3 +310,50 @@ func mustConn(t testing.TB, cfg Config, localStart, peerStart uint64) *Conn {
 	}
 	return c
 }
+
+// encodeDelaySearch is encodeDelay as a search of the table (the encoder
+// before its lookup): the reference the lookup must match code for code,
+// since the codes are on the wire (docs/vectors).
+func encodeDelaySearch(d time.Duration, seq uint64) uint8 {
+	if d <= 0 {
+		return 0
+	}
+	if d >= delayMax {
+		return delayNone
+	}
+	for c := uint8(0); c < delayNone-1; c++ {
+		lo, hi := delayValue(c), delayValue(c+1)
+		if d < hi {
+			frac := uint64(d-lo) << 32 / uint64(hi-lo)
+			if splitmix64(seq)>>32 < frac {
+				return c + 1
+			}
+			return c
+		}
+	}
+	return delayNone - 1
+}
+
+// TestEncodeDelayMatchesSearch: the lookup gives the search's code for
+// every delay from −1 ms to 130 ms in 250 ns steps (every table value and
+// both sides of it), each with a different sequence, and for a few whole
+// sequences at each table value's edges.
+func TestEncodeDelayMatchesSearch(t *testing.T) {
+	seq := uint64(1)
+	for d := -time.Millisecond; d <= 130*time.Millisecond; d += 250 * time.Nanosecond {
+		seq = splitmix64(seq)
+		if got, want := encodeDelay(d, seq), encodeDelaySearch(d, seq); got != want {
+			t.Fatalf("encodeDelay(%v, %#x) = %d, the search %d", d, seq, got, want)
+		}
+	}
+	for c := uint8(0); c <= delayNone; c++ {
+		v := delayValue(c)
+		for _, d := range []time.Duration{v - 1, v, v + 1, delayMax - 1, delayMax} {
+			for s := range uint64(256) {
+				if got, want := encodeDelay(d, s), encodeDelaySearch(d, s); got != want {
+					t.Fatalf("encodeDelay(%v, %d) = %d, the search %d", d, s, got, want)
+				}
+			}
+		}
+	}
+}

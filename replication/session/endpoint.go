@@ -294,14 +294,7 @@ func (e *endpoint) keepAliveDue(now time.Duration) bool {
 
 // eventsOutstanding reports whether a guaranteed event is queued or not yet
 // acknowledged.
-func (e *endpoint) eventsOutstanding() bool {
-	for l := 0; l <= e.lim.lanes; l++ { // lane == Lanes is the unordered stream
-		if e.evs.InFlight(l) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (e *endpoint) eventsOutstanding() bool { return e.evs.Outstanding() }
 
 // probeAt is when a tail-loss probe is due if something guaranteed is
 // outstanding: a probe timeout after the newest data packet, the timeout

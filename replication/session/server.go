@@ -928,8 +928,12 @@ func (s *Server) sendAck(now time.Duration, dst []byte) ([]byte, error) {
 // long form, and returns its length.
 func (s *Server) prefix(dst []byte) ([]byte, int) {
 	if !s.replyLong {
-		return dst, 0
+		return dst, 0 // inlined: most clients' packets are short form
 	}
+	return s.longPrefix(dst)
+}
+
+func (s *Server) longPrefix(dst []byte) ([]byte, int) {
 	dst = s.e.grow(dst, s.lim().MaxPacketSize)
 	return handshake.AppendRouted(dst, s.e.sess.ID()), RoutedPrefixSize
 }
