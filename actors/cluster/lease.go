@@ -43,17 +43,30 @@ const DefaultLeaseTTL = 3 * time.Second
 // but keeps the zone and keeps trying: if a renewal lands before the
 // lease expires, it owns the zone at the same epoch, nothing moved. It
 // gives the zone up (lost) when a renewal finds the lease changed hands or
-// gone, or when TTL − TTL/12 passed since the last renewal it saw succeed
-// (another node may claim it at TTL); a renewal counts from when it was
-// sent. At the default 3 s TTL a NATS outage of about 2.2 s (less one
-// round trip) or less costs nothing.
+// gone, or fails when TTL − TTL/12 passed since the last renewal it saw
+// succeed (another node may claim it at TTL); a renewal counts from when
+// it was sent. At the default 3 s TTL a NATS outage of about 2.2 s (less
+// one round trip) or less costs nothing.
+//
+// A renewal still in flight at that point is not given up: on a starved
+// host (the node and its NATS merely busy) the server applies it on time
+// and its reply comes seconds late. The zone is held instead (SetHold: no
+// tick, nothing acknowledged that a new owner would not have) until the
+// renewal's answer, which decides: a renewal that lands proves the lease
+// never lapsed (it compares-and-sets at the revision this node wrote, and
+// an expiry or another node's claim moves it), so the zone goes on at the
+// same epoch; a refused one, or none by 2 × TTL after the last renewal,
+// loses the zone. So a lease survives while its renewals reach the server
+// within TTL of the one before, whenever their replies come back (up to
+// 2 × TTL).
 type Leases struct {
 	kv    jetstream.KeyValue
 	node  string
 	ttl   time.Duration
 	renew time.Duration // renewal interval
 	fence time.Duration // Valid: how long after the last renewal the node may act as owner
-	give  time.Duration // how long without a renewal before the lease is given up
+	give  time.Duration // how long without a renewal before the lease is given up (or held, one in flight)
+	wait  time.Duration // how long after the last renewal one in flight is waited for (held)
 	kick  chan struct{} // RenewNow
 	log   *slog.Logger
 	now   func() time.Time
@@ -67,6 +80,11 @@ type Leases struct {
 	changed chan struct{} // closed and replaced whenever owners changes
 	vacated chan struct{} // closed and replaced whenever a zone loses its owner
 	load    func(zone string) (players, npcs int)
+	// hold is told (off mu, under holdMu, so its calls for a zone come in
+	// order) when a zone is held and let go: past the give-up point with a
+	// renewal in flight, and when that renewal lands.
+	hold   func(zone string, on bool)
+	holdMu sync.Mutex
 
 	// abandon cancels the renewals in flight (RenewNow, halt): a request
 	// sent on a connection that NATS lost is never answered, and a renewal
@@ -96,6 +114,12 @@ type held struct {
 	// revision and fail its compare-and-set once the first lands: the
 	// server applies them in order.)
 	renewing bool
+	// onHold: past the give-up point with a renewal in flight; hold was
+	// told (it is told again, off, when a renewal lands).
+	onHold bool
+	// answered: the renewal in flight has its answer (a hold decided
+	// after it would never be let go).
+	answered bool
 }
 
 // LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
@@ -114,7 +138,7 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 6, fence: ttl - ttl/3, give: ttl - ttl/12,
+	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 6, fence: ttl - ttl/3, give: ttl - ttl/12, wait: 2 * ttl,
 		kick: make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
 		stop: make(chan struct{})}
@@ -374,6 +398,54 @@ func (l *Leases) SetLoad(fn func(zone string) (players, npcs int)) {
 	l.mu.Unlock()
 }
 
+// SetHold makes a lease past its give-up point with a renewal in flight
+// hold its zone (fn(zone, true): the zone must apply nothing, as if it
+// stopped here) until the renewal's answer: fn(zone, false) when it lands;
+// the lost callback when it is refused or does not come. Calls for one
+// zone come in order; fn must not block. Call it before the first
+// renewal. Without it a renewal is cut off at the give-up point and the
+// zone lost, as a zone that runs on must not outlive its lease.
+func (l *Leases) SetHold(fn func(zone string, on bool)) {
+	l.mu.Lock()
+	l.hold = fn
+	l.mu.Unlock()
+}
+
+// holdOverdue runs when the renewal of h in flight passed the give-up
+// point: the zone is held until its answer (unless it came meanwhile).
+func (l *Leases) holdOverdue(z string, h *held, epoch uint64) {
+	l.holdMu.Lock()
+	defer l.holdMu.Unlock()
+	l.mu.Lock()
+	if l.held[z] != h || h.answered || h.onHold || l.halted {
+		l.mu.Unlock()
+		return
+	}
+	h.onHold = true
+	fn := l.hold
+	unrenewed := l.now().Sub(h.lastOK)
+	l.mu.Unlock()
+	l.log.Warn("zone lease renewal overdue: zone held (nothing applied) until its answer", "zone", z, "epoch", epoch,
+		"unrenewed", unrenewed.Round(time.Millisecond), "wait", l.wait)
+	if fn != nil {
+		fn(z, true)
+	}
+}
+
+// letGo ends h's hold after a renewal landed.
+func (l *Leases) letGo(z string, h *held) {
+	l.holdMu.Lock()
+	defer l.holdMu.Unlock()
+	l.mu.Lock()
+	on := h.onHold && l.held[z] == h
+	h.onHold = false
+	fn := l.hold
+	l.mu.Unlock()
+	if on && fn != nil {
+		fn(z, false)
+	}
+}
+
 // ErrOwned is returned by Claim for a zone another node holds.
 var ErrOwned = errors.New("zone owned by another node")
 
@@ -558,6 +630,13 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		return false
 	}
 	rev, epoch, since, lastOK := h.rev, h.epoch, h.since, h.lastOK
+	h.answered = false
+	// Without a hold, a renewal is cut off at the give-up point: a zone
+	// that cannot be held must not run on where another node may own it.
+	wait := l.give
+	if l.hold != nil {
+		wait = l.wait
+	}
 	parent, abandon := context.WithCancel(context.Background())
 	if l.abandon == nil {
 		l.abandon = map[*context.CancelFunc]struct{}{}
@@ -571,14 +650,19 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		abandon()
 	}()
 	// A renewal may take longer than the interval (a busy host, a busy
-	// server): ticks meanwhile are skipped, not piled up. It may take
-	// until the lease is given up: a reply that comes late still
-	// renews. (Cut off at TTL/3, a renewal whose round trip took a
-	// second, as under -race on a loaded host, was abandoned though
-	// the server still applied it; the next one then found the
-	// revision moved and needed two more round trips.)
+	// server): ticks meanwhile are skipped, not piled up. A reply that
+	// comes late still renews: it is waited for up to wait after the
+	// last renewal, the zone held from the give-up point on. (Cut off at
+	// TTL/3, a renewal whose round trip took a second, as under -race on
+	// a loaded host, was abandoned though the server still applied it;
+	// the next one then found the revision moved and needed two more
+	// round trips. Cut off at the give-up point, a node starved to a
+	// seventh of a core (round trips of 2-4 s) lost every zone in the
+	// middle of renewals the server had applied, and took them back at
+	// new epochs from its players' records.)
 	sent := l.now()
-	ctx, cancel := context.WithTimeout(parent, max(lastOK.Add(l.give).Sub(sent), l.renew))
+	ctx, cancel := context.WithTimeout(parent, max(lastOK.Add(wait).Sub(sent), l.renew))
+	overdue := time.AfterFunc(max(lastOK.Add(l.give).Sub(sent), 0), func() { l.holdOverdue(z, h, epoch) })
 	nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), rev)
 	if err != nil && (errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
 		// The revision moved. If the lease still names this node at
@@ -588,6 +672,10 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		nrev, err = l.renewAfterLostReply(ctx, z, epoch, since)
 	}
 	cancel()
+	overdue.Stop()
+	l.mu.Lock()
+	h.answered = true
+	l.mu.Unlock()
 	abandoned = err != nil && parent.Err() != nil
 	if abandoned {
 		select {
@@ -615,11 +703,17 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		// second let this node act as owner up to a second past the
 		// lease's possible expiry: a second owner's window.)
 		h.rev, h.lastOK, h.suspended = nrev, sent, false
+		if h.onHold {
+			l.log.Info("zone lease renewed after its renewal was overdue: still the owner, same epoch; zone let go", "zone", z, "epoch", epoch,
+				"unrenewed", now.Sub(lastOK).Round(time.Millisecond))
+		}
 	case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
 		why = "lease taken or expired: " + err.Error()
-	case now.Sub(h.lastOK) > l.give:
+	case now.Sub(h.lastOK) > l.give && (!abandoned || now.Sub(h.lastOK) > wait):
 		// Cannot reach the bucket: give the zone up before the lease
-		// can expire and another node claim it.
+		// can expire and another node claim it. (One abandoned on a
+		// reconnect, the zone held, is sent again at once while it may
+		// still be waited for: the lease may not have expired yet.)
 		why = "lease not renewed in time (" + err.Error() + ")"
 	case now.Sub(h.lastOK) > l.fence && !h.suspended:
 		h.suspended = true
@@ -628,7 +722,11 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 	if why != "" {
 		delete(l.held, z)
 	}
+	letGo := err == nil && h.onHold
 	l.mu.Unlock()
+	if letGo {
+		l.letGo(z, h)
+	}
 	if why != "" {
 		l.log.Error("zone lease lost: this node no longer owns the zone", "zone", z, "epoch", epoch, "why", why)
 		if l.lost != nil {

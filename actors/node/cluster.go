@@ -93,6 +93,9 @@ type membership struct {
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
+	// handing: zones frozen for a handover (handOver), which a lease's
+	// hold must not let go.
+	handing map[string]bool
 
 	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
 	// the players' gateways were paused while it tried.
@@ -227,6 +230,29 @@ func (m *membership) lost(id string) {
 	m.zones.Remove(id)
 	if err := m.spawnProxy(id); err != nil {
 		m.log.Error("zone lost, and no proxy for it", "zone", id, "err", err)
+	}
+}
+
+// hold stops (on) or restarts the ticks of zone id while its lease's
+// renewal is overdue (Leases.SetHold): a held zone applies no move and
+// begins no handoff, so nothing is acknowledged that a new owner, should
+// the lease have lapsed, would not have. Its inputs wait in its mailbox
+// and the connections. A zone frozen for a handover stays frozen.
+func (m *membership) hold(id string, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.handing[id] {
+		return
+	}
+	pid := m.zones.PID(id)
+	if pid == nil {
+		return
+	}
+	m.sys.Root.Send(pid, &zone.Pause{Paused: on})
+	if on {
+		m.log.Warn("zone held: its lease's renewal is overdue", "zone", id)
+	} else {
+		m.log.Info("zone let go: its lease was renewed", "zone", id)
 	}
 }
 

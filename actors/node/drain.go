@@ -236,7 +236,19 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	if pid == nil {
 		return fmt.Errorf("zone %s does not run here", id)
 	}
-	// Freeze, then take every owned player's state: nothing changes after.
+	// Freeze, then take every owned player's state: nothing changes after
+	// (a lease's hold let go meanwhile leaves it frozen).
+	m.mu.Lock()
+	if m.handing == nil {
+		m.handing = map[string]bool{}
+	}
+	m.handing[id] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.handing, id)
+		m.mu.Unlock()
+	}()
 	m.sys.Root.Send(pid, &zone.Pause{Paused: true})
 	var cps []handoff.Checkpoint
 	f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {

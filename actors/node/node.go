@@ -121,6 +121,13 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err != nil {
 		return nil, err
 	}
+	// A zone whose lease's renewal is overdue (a starved host) is held
+	// until the renewal's answer instead of lost at once.
+	n.leases.SetHold(func(z string, on bool) {
+		if mem != nil {
+			mem.hold(z, on)
+		}
+	})
 	renew := n.leases.RenewNow
 	nl.onReconnect.Store(&renew)
 	owned, err := claimInitial(ctx, cfg, wm, n.leases, nl.kv[BucketNodes], n.node, log)

@@ -1,0 +1,50 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// A zone whose lease's renewal is overdue is held (Leases.SetHold →
+// membership.hold): it ticks no more, so it applies no move and begins no
+// handoff that a new owner would not know of, until the renewal lands and
+// lets it go. The other zones run on.
+func TestZoneHeldWhileItsLeaseIsOverdue(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	n, err := Start(context.Background(), testConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	if n.member == nil {
+		t.Fatal("no membership: the node cannot hold a zone")
+	}
+	ticks := func() map[string]uint64 {
+		out := map[string]uint64{}
+		inspect(t, n, func(z *sim.Zone) { out[z.ID()] = z.Tick() })
+		return out
+	}
+	const held, other = "x0z0", "x1z1"
+	n.member.hold(held, true)
+	// Held: two readings a few ticks apart agree (the Pause may come after
+	// the first Inspect, which overtakes queued messages).
+	var last map[string]uint64
+	waitFor(t, 10*time.Second, "the held zone to stop ticking", func() bool {
+		a := ticks()
+		time.Sleep(200 * time.Millisecond)
+		b := ticks()
+		last = b
+		return a[held] == b[held] && b[other] > a[other]
+	})
+	n.member.hold(held, false)
+	waitFor(t, 10*time.Second, "the zone to tick again once let go", func() bool { return ticks()[held] > last[held] })
+	if _, ok := n.Leases().Held(held); !ok {
+		t.Fatal("the zone's lease is no longer held: a hold must not give it up")
+	}
+}
