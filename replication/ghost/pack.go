@@ -267,7 +267,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 	// would otherwise make every iteration load them again.
 	ps := p.packScratch
 	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
-	slots := t.slots[:t.top]
+	slots, grownB := t.slots[:t.top], k.grownB
 	for i := t.top - 1; i >= 0; i-- {
 		s := &slots[i]
 		var b int
@@ -324,8 +324,8 @@ func (p *packer) collect(t *Table, now msTime) int {
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
-			} else if uint32(age) < uint32(len(k.grownB)) { // the usual: grown, tabled
-				b = tierUpdate*tierBuckets + max(0, min(int(s.prioB)+int(k.grownB[age]), tierBuckets-1))
+			} else if a := int(uint32(age)); a < len(grownB) { // the usual: grown, tabled (≥ 0)
+				b = tierUpdate*tierBuckets + min(int(s.prioB)+int(grownB[a]), tierBuckets-1)
 			} else {
 				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
