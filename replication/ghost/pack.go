@@ -442,16 +442,18 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 // across the calls (each one spilled and reloaded a record). On a stop
 // the buckets not yet walked are emptied as clear does.
 func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget int) int {
-	sw := &p.scratch
+	// The scratch and its arrays as locals: through p each is two loads.
+	ps := p.packScratch
+	sw, head, nonEmpty, next := &ps.scratch, &ps.head, &ps.nonEmpty, ps.next
 	minRec := int(width) + kindDefaultLen + 1
 	recs, misses := 0, 0
 	for w := bucketWords - 1; w >= 0; w-- {
-		for p.nonEmpty[w] != 0 {
-			b := 63 - bits.LeadingZeros64(p.nonEmpty[w])
-			p.nonEmpty[w] &^= 1 << uint(b)
-			i := p.head[w*64+b]
-			p.head[w*64+b] = -1
-			for ; i >= 0; i = p.next[i] {
+		for nonEmpty[w] != 0 {
+			b := 63 - bits.LeadingZeros64(nonEmpty[w])
+			nonEmpty[w] &^= 1 << uint(b)
+			i := head[w*64+b]
+			head[w*64+b] = -1
+			for ; i >= 0; i = next[i] {
 				mark := sw.BitLen()
 				r := t.writeUsual(uint32(i))
 				if r == recOther {
