@@ -149,6 +149,13 @@ type packScratch struct {
 	vq       [][3]uint32 // SetView: the view's quantized positions
 	carry    []carried   // SetSnapshotView: the carried states being gathered
 	wire     State       // stateOf, encState: a snapshot entry's state (Snapshot.wireState), or its name
+	// The packet fill writes, for writeUsual (read there after its call
+	// of pair1r, not kept live across it nor passed by fill a record):
+	// its seq, time, the id width and the budget in bits.
+	useq    uint64
+	unow    msTime
+	uwidth  uint
+	ubudget int
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -260,7 +267,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 	// would otherwise make every iteration load them again.
 	ps := p.packScratch
 	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
-	slots := t.slots[:t.top]
+	slots, grownB := t.slots[:t.top], k.grownB
 	for i := t.top - 1; i >= 0; i-- {
 		s := &slots[i]
 		var b int
@@ -317,8 +324,8 @@ func (p *packer) collect(t *Table, now msTime) int {
 				if age < maxStale {
 					p.pressed[i>>6] |= 1 << uint(i&63)
 				}
-			} else if uint32(age) < uint32(len(k.grownB)) { // the usual: grown, tabled
-				b = tierUpdate*tierBuckets + max(0, min(int(s.prioB)+int(k.grownB[age]), tierBuckets-1))
+			} else if a := int(uint32(age)); a < len(grownB) { // the usual: grown, tabled (≥ 0)
+				b = tierUpdate*tierBuckets + min(int(s.prioB)+int(grownB[a]), tierBuckets-1)
 			} else {
 				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
 			}
@@ -364,6 +371,12 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	// The usual record (writeUsual) comes only from snapshot views, and
 	// keeps a ghost's dirty groups in the slot's word alone.
 	stop, snap := false, t.snapMode && !t.wideDirty
+	p.useq, p.unow, p.uwidth, p.ubudget = seq, now, width, budget // writeUsual's
+	if snap && !checks {
+		recs = p.fillUsual(t, seq, now, width, budget)
+		t.endPacket(pk)
+		return recs
+	}
 	for w := bucketWords - 1; w >= 0; w-- {
 		for p.nonEmpty[w] != 0 {
 			b := 63 - bits.LeadingZeros64(p.nonEmpty[w])
@@ -385,7 +398,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 				mark := sw.BitLen()
 				r := recOther
 				if snap { // entry views have no usual record (nor wideDirty tables)
-					r = t.writeUsual(sw, uint32(i), seq, now, width, budget)
+					r = t.writeUsual(uint32(i))
 				}
 				if r == recOther {
 					r = t.writeRecord(sw, uint32(i), seq, now, width, budget)
@@ -421,6 +434,54 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	return recs
 }
 
+// fillUsual is fill's walk for the usual packet on a server: snapshot
+// views of a table whose dirty groups are all in its slots (writeUsual
+// asked first), and none of the per-record checks (room in the ring for
+// every candidate, no pressed ghost, no trace). The same records in the
+// same order as fill's general walk; apart so that fewer values live
+// across the calls (each one spilled and reloaded a record). On a stop
+// the buckets not yet walked are emptied as clear does.
+func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget int) int {
+	// The scratch and its arrays as locals: through p each is two loads.
+	ps := p.packScratch
+	sw, head, nonEmpty, next := &ps.scratch, &ps.head, &ps.nonEmpty, ps.next
+	minRec := int(width) + kindDefaultLen + 1
+	recs, misses := 0, 0
+	for w := bucketWords - 1; w >= 0; w-- {
+		for nonEmpty[w] != 0 {
+			b := 63 - bits.LeadingZeros64(nonEmpty[w])
+			nonEmpty[w] &^= 1 << uint(b)
+			i := head[w*64+b]
+			head[w*64+b] = -1
+			for ; i >= 0; i = next[i] {
+				mark := sw.BitLen()
+				r := t.writeUsual(uint32(i))
+				if r == recOther {
+					r = t.writeRecord(sw, uint32(i), seq, now, width, budget)
+				}
+				if r != recWritten {
+					if r == recMiss {
+						sw.Truncate(mark)
+						misses++
+						if misses >= t.cfg.MaxMisses || budget-sw.BitLen() < minRec {
+							p.clear()
+							return recs
+						}
+					}
+					continue
+				}
+				misses = 0
+				recs++
+				if budget-sw.BitLen() < minRec {
+					p.clear()
+					return recs
+				}
+			}
+		}
+	}
+	return recs
+}
+
 // Outcomes of writeRecord.
 const (
 	recWritten = iota
@@ -442,8 +503,9 @@ const (
 // writes and commits it as writeRecord does (the same bits, the same
 // table: TestWriteUsualIsWriteRecord), or reports recMiss when it does not
 // fit the budget, or recOther, having written and changed nothing, for
-// any other record.
-func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
+// any other record. It writes into the packer's scratch, for the packet
+// fill set there (useq, unow, uwidth, ubudget).
+func (t *Table) writeUsual(id uint32) int {
 	s := &t.slots[id]
 	if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
 		return recOther
@@ -481,7 +543,10 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	if k > maxWindow {
 		return recOther // absolute
 	}
-	// The run, as writeRecord gathers it.
+	// The run, as writeRecord gathers it, into the packer's scratch for
+	// its packet (fillUsual's or fill's fields).
+	ps := t.pk.packScratch
+	w, width, budget := &ps.scratch, ps.uwidth, ps.ubudget
 	var rv uint64
 	var rn uint
 	if mask == c.DefaultMask {
@@ -519,6 +584,7 @@ func (t *Table) writeUsual(w *bitstream.Writer, id uint32, seq uint64, now msTim
 	}
 	// Commit: writeRecord's for an update carrying its position, pushed
 	// on the track's own room (n 0).
+	seq, now := ps.useq, ps.unow
 	t.addEntry(id, recUpdate, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now

@@ -637,8 +637,9 @@ type tableConfig struct {
 	logUnit int    // ilog4(unit)
 	// grownB[age] is grownOffset(age) for the ages in ms below
 	// MaxStaleness (at most maxGrownB): collect buckets every dirty ghost
-	// by it, a load instead of a log each packet.
-	grownB []int16
+	// by it, a load instead of a log each packet. Never negative (the
+	// offset of an age ≥ 0), so collect clamps only from above.
+	grownB []uint16
 }
 
 // lastConfig is the tableConfig NewTable made last: the next table of an
@@ -653,9 +654,9 @@ func sharedConfig(cfg Config) *tableConfig {
 	}
 	k := &tableConfig{Config: cfg, unit: uint64(cfg.StaleUnit)}
 	k.logUnit = ilog4(k.unit)
-	k.grownB = make([]int16, min(msCeil(cfg.MaxStaleness), maxGrownB))
+	k.grownB = make([]uint16, min(msCeil(cfg.MaxStaleness), maxGrownB))
 	for age := range k.grownB {
-		k.grownB[age] = int16(grownOffset(k, int32(age)))
+		k.grownB[age] = uint16(grownOffset(k, int32(age)))
 	}
 	lastConfig.Store(k)
 	return k

@@ -855,7 +855,7 @@ func TestGrownTableIsGrown(t *testing.T) {
 		}
 		for age := range k.grownB {
 			for _, p := range []uint8{0, 1, 100, tierBuckets - 20, tierBuckets - 1} {
-				if got, want := max(0, min(int(p)+int(k.grownB[age]), tierBuckets-1)), k.grown(p, int32(age)); got != want {
+				if got, want := min(int(p)+int(k.grownB[age]), tierBuckets-1), k.grown(p, int32(age)); got != want { // collect's clamp
 					t.Fatalf("StaleUnit %v, age %d ms, priority bucket %d: tabled %d, grown %d", def.StaleUnit, age, p, got, want)
 				}
 			}
