@@ -121,7 +121,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
 func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from, view msTime) {
-	classes := t.reg.classes
+	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
 	for j := j0; j < j1; j++ {
 		k := (start + j) & ring
 		e := t.ents[k]
@@ -153,7 +153,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 		}
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
-			tr, pk := &t.pos[id], posKey(stamp(t.viewMS), p.t)
+			tr := &t.pos[id]
 			if tr.resolveOwn(&t.pp, pk, f.Delivered) {
 				s.fl &^= flPosFull // none in flight now
 			} else {
