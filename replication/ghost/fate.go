@@ -88,7 +88,7 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 // its state in registers.
 func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, view msTime) int {
 	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
-	seq, pt := uint32(f.Seq), p.t
+	seq, pt := uint32(f.Seq), posKey(stamp(t.viewMS), p.t)
 	for ; j < n; j++ {
 		e := ents[(start+j)&ring]
 		id := e.id()
@@ -121,7 +121,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
 func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from, view msTime) {
-	classes := t.reg.classes
+	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
 	for j := j0; j < j1; j++ {
 		k := (start + j) & ring
 		e := t.ents[k]
@@ -154,10 +154,10 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
 			tr := &t.pos[id]
-			if tr.resolveOwn(&t.pp, p.t, f.Delivered) {
+			if tr.resolveOwn(&t.pp, pk, f.Delivered) {
 				s.fl &^= flPosFull // none in flight now
 			} else {
-				tr.resolve(&t.pp, id, p.t, f.Delivered)
+				tr.resolve(&t.pp, id, pk, f.Delivered)
 				s.set(flPosFull, tr.full())
 			}
 			if !f.Delivered && p.t == stamp(t.viewMS) {

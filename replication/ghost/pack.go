@@ -525,7 +525,7 @@ func (t *Table) writeUsual(id uint32) int {
 	flight := tr.meta>>metaDnShift != 2 // positions in flight
 	if !flight {
 		lo := tr.dq[1]
-		dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
+		dt1, span0 := tr.age1(stamp(t.viewMS)), tr.gap()
 		if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
 			return recOther // posSame, or a pair that predicts no motion
 		}
@@ -596,7 +596,7 @@ func (t *Table) writeUsual(id uint32) int {
 		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
 	}
 	if !flight {
-		tr.fq[0], tr.ft[0] = ql, stamp(t.viewMS) // pushOwn's, n 0
+		tr.fq[0], tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
 		tr.meta += metaN1
 		s.fl |= flPosNow // flPosFull stays clear: one in flight
 	} else {
@@ -693,7 +693,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 				// way's posSame or window broken).
 				pf.ql = t.pp.packLo(q)
 				lo := tr.dq[1]
-				dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
+				dt1, span0 := tr.age1(stamp(t.viewMS)), tr.gap()
 				switch {
 				case s.restCopies == 0 && lo == pf.ql:
 					pf.kind = posSame
@@ -931,7 +931,7 @@ func (t *Table) posWritable(id uint32) bool {
 		return false
 	}
 	ts, ok := tr.newestStamp(&t.pp)
-	return !ok || ts.sub(stamp(t.viewMS)) < 0
+	return !ok || ts.sub(pstamp(t.viewMS)) < 0
 }
 
 // posForm fills pf with how an update sends the position q (ghost id's
@@ -954,7 +954,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		// record (TestPosFormServerTrack). Tested before fast1: the
 		// server's way pays one test, the others two either way.
 		lo := tr.dq[1]
-		dt1, span0 := stamp(t.viewMS).sub(tr.t1), tr.gap()
+		dt1, span0 := tr.age1(stamp(t.viewMS)), tr.gap()
 		switch {
 		case s.restCopies == 0 && lo == pf.ql:
 			same = true

@@ -44,6 +44,21 @@ type stamp uint32
 // sub is s − o in ms.
 func (s stamp) sub(o stamp) int64 { return int64(int32(s - o)) }
 
+// pstamp is a position's stamp as its track and the pool keep it: the low
+// 16 bits of the view time in ms, as the wire sends a section's stamp
+// (docs/protocol.md §6.2). A difference of two is exact while they lie
+// within 32,767 ms of each other: rebasePositions keeps every stamp a
+// table holds within posPinAge + posRebaseSpan (28.7 s) of the view, and
+// a fate's stamp matches one only if it is that recent (posKey).
+type pstamp uint16
+
+// sub is s − o in ms (|s − o| < 2^15).
+func (s pstamp) sub(o pstamp) int64 { return int64(int16(s - o)) }
+
+// at is s on t's line: the stamp within 32,767 ms of t whose low 16 bits
+// are s (what the walks' posVals take).
+func (s pstamp) at(t stamp) stamp { return t + stamp(int32(int16(s-pstamp(t)))) }
+
 // posVal is a quantized position and the stamp (view time, ms) it is from.
 type posVal struct {
 	t stamp
@@ -68,20 +83,26 @@ type posVal struct {
 // ghost's position goes out at most once per view, so its stamps in flight
 // are distinct, and each packet keeps its view stamp.
 //
+// With three or more in flight, ft[1] holds the list's tail and the
+// tail node the second oldest's stamp (posNode.ft1, the node's spare 16
+// bits): the track's room for a tail went to the 16-bit stamps.
+//
 // Positions are packed as in the pool (posPool.packLo; bits 64 and up, for
 // bounds that need them, in posWide.dhi by id), and the older delivered
-// one's stamp is its distance below the newer's, capped at gapFar. A node
-// index takes 16 bits (a table has fewer than maxPoolNodes positions in
-// flight: MaxRecordsInFlight), and the counts and the gap share the meta
-// word: 48 bytes, four tracks to three cache lines (24, with every position
-// in flight a 16-byte pool node, before).
+// one's stamp is its distance below the newer's, capped at gapFar. The
+// stamps are 16 bits (pstamp), and the counts and the gap share the meta
+// word: 40 bytes, eight tracks to five cache lines (48, with a 32-bit
+// stamp each and the tail a field of its own, before).
 // The zero posTrack is empty.
 type posTrack struct {
-	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
-	fq   [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
-	t1   stamp     // dq[1]'s stamp
-	ft   [2]stamp  // fq's stamps
-	tail uint16    // pool node of the newest in flight (when n > 2); its next is the list's oldest
+	dq [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	fq [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
+	t1 pstamp    // dq[1]'s stamp
+	// ft[0] is fq[0]'s stamp; ft[1] fq[1]'s (n = 2) or, with n > 2, the
+	// pool node of the newest in flight (the list's tail; its next is the
+	// list's oldest, the third oldest in flight), which keeps fq[1]'s
+	// stamp (second).
+	ft [2]pstamp
 	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
 	// dq[0]'s, in ms, at most gapFar), dn (2 bits: delivered values held)
 	// and n (4 bits: positions in flight, at most posRingLen).
@@ -118,14 +139,42 @@ func (p *posTrack) setDelivered(dn uint8, gap int64) {
 	p.meta = p.meta&^(1<<metaNShift-1) | uint16(dn)<<metaDnShift | uint16(gap)
 }
 
+// tail is the pool node of the newest in flight (n > ownFlight).
+func (p *posTrack) tail() int32 { return int32(p.ft[1]) }
+
 // head is the pool node of the list's oldest, the third oldest in flight
 // (n > ownFlight).
-func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail].next }
+func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail()].next }
+
+// second is fq[1]'s stamp (n ≥ 2): the track's, or the tail node's.
+func (p *posTrack) second(x *posPool) pstamp {
+	if p.n() > ownFlight {
+		return x.nodes[p.tail()].ft1
+	}
+	return p.ft[1]
+}
+
+// setSecond sets fq[1]'s stamp for n in flight (n ≥ 2).
+func (p *posTrack) setSecond(x *posPool, n uint8, t pstamp) {
+	if n > ownFlight {
+		x.nodes[p.tail()].ft1 = t
+	} else {
+		p.ft[1] = t
+	}
+}
+
+// ownStamp is the k-th oldest position's stamp (k < min(n, ownFlight)).
+func (p *posTrack) ownStamp(x *posPool, k int) pstamp {
+	if k == 0 {
+		return p.ft[0]
+	}
+	return p.second(x)
+}
 
 // own is the k-th oldest position in flight (k < min(n, ownFlight)): the
-// track's own.
-func (p *posTrack) own(x *posPool, id uint32, k int) posVal {
-	v := posVal{t: p.ft[k]}
+// track's own, its stamp on t's line.
+func (p *posTrack) own(x *posPool, id uint32, k int, t stamp) posVal {
+	v := posVal{t: p.ownStamp(x, k).at(t)}
 	var hi uint32
 	if x.wide {
 		hi = x.wx.dhi[id][2+k]
@@ -149,7 +198,8 @@ const gapFar = predictMaxMS + 1
 // × 512 m × 4 km at 1 cm; bounds that need more than 64 keep the rest in
 // posPool.hi.
 type posNode struct {
-	t    stamp
+	t    pstamp
+	ft1  pstamp // in a list's tail: the stamp of its track's fq[1] (posTrack.second)
 	next int32  // next newer in flight of the same ghost; the newest's is the oldest
 	q    uint64 // the position, packed: its low 64 bits
 }
@@ -213,14 +263,14 @@ func (x *posPool) packHi(c *[3]uint32) uint32 {
 	return uint32(uint64(c[2]) >> ((64 - x.sh[2]) & 63)) // wide: sh[2] > 33
 }
 
-// unpack sets v to node i's position and stamp.
-func (x *posPool) unpack(i int32, v *posVal) {
+// unpack sets v to node i's position and stamp (on t's line).
+func (x *posPool) unpack(i int32, v *posVal, t stamp) {
 	nd := &x.nodes[i]
 	var hi uint32
 	if x.wide {
 		hi = x.wx.hi[i]
 	}
-	v.t = nd.t
+	v.t = nd.t.at(t)
 	x.unpackQ(nd.q, hi, &v.q)
 }
 
@@ -242,10 +292,10 @@ func (x *posPool) masks() (uint32, uint32, uint32) {
 	return 1<<(x.sh[1]&31) - 1, 1<<((x.sh[2]-x.sh[1])&31) - 1, 1<<(x.sh[3]&31) - 1
 }
 
-// value is node i's position and stamp.
-func (x *posPool) value(i int32) posVal {
+// value is node i's position and stamp (on t's line).
+func (x *posPool) value(i int32, t stamp) posVal {
 	var v posVal
-	x.unpack(i, &v)
+	x.unpack(i, &v, t)
 	return v
 }
 
@@ -308,7 +358,7 @@ func (x *posPool) put(i int32) {
 
 // compact moves every ghost's in-flight positions, list by list, into a
 // pool of room n (≥ used), no node free: node indices change, so every
-// track's head, tail and links are rewritten.
+// track's list and tail are rewritten.
 func (x *posPool) compact(pos []posTrack, n int) {
 	ns := slices.Grow([]posNode(nil), max(n, int(x.used)))
 	var hi []uint32
@@ -330,7 +380,7 @@ func (x *posPool) compact(pos []posTrack, n int) {
 			ns[len(ns)-1].next = int32(len(ns)) // the next copied
 		}
 		ns[len(ns)-1].next = first
-		p.tail = uint16(len(ns) - 1)
+		p.ft[1] = pstamp(len(ns) - 1) // the tail (its ft1 copied with it)
 	}
 	x.nodes = ns
 	if x.wide {
@@ -353,9 +403,9 @@ func (p *posTrack) reset(x *posPool) {
 
 // delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
 // the one before it (k = 0, dn = 2; stamped gapFar below the newest when
-// it is farther).
-func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
-	v := posVal{t: p.t1}
+// it is farther), its stamp on t's line.
+func (p *posTrack) delivered(x *posPool, id uint32, k int, t stamp) posVal {
+	v := posVal{t: p.t1.at(t)}
 	if k == 0 {
 		v.t -= stamp(p.gap())
 	}
@@ -369,11 +419,11 @@ func (p *posTrack) delivered(x *posPool, id uint32, k int) posVal {
 
 // unpackDelivered sets dv to ghost id's delivered values as delivered
 // does (dv[0] meaningless unless dn = 2; dn > 0), unpacking both at once.
-func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
+func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal, t stamp) {
 	if x.wide {
-		dv[1] = p.delivered(x, id, 1)
+		dv[1] = p.delivered(x, id, 1, t)
 		if p.dn() == 2 {
-			dv[0] = p.delivered(x, id, 0)
+			dv[0] = p.delivered(x, id, 0, t)
 		}
 		return
 	}
@@ -381,7 +431,7 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	m0, m1, m2 := x.masks()
 	lo := p.dq[1]
 	v := &dv[1]
-	v.t = p.t1
+	v.t = p.t1.at(t)
 	v.q[0] = uint32(lo) & m0
 	v.q[1] = uint32(lo>>s1) & m1
 	v.q[2] = uint32(lo>>s2) & m2
@@ -390,32 +440,128 @@ func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal) {
 	}
 	lo = p.dq[0]
 	v = &dv[0]
-	v.t = p.t1 - stamp(p.gap())
+	v.t = dv[1].t - stamp(p.gap())
 	v.q[0] = uint32(lo) & m0
 	v.q[1] = uint32(lo>>s1) & m1
 	v.q[2] = uint32(lo>>s2) & m2
 }
 
-// rebase ages the delivered values older than posRebaseBy at now to
-// posRebaseBy (Table.rebase): the older one is gapFar at most below.
-func (p *posTrack) rebase(now stamp) {
-	if p.dn() > 0 && uint32(now-p.t1) > posRebaseBy {
-		p.t1 = now - posRebaseBy
+// The stamps' rebase (rebasePositions). A view in a new posRebaseSpan
+// block of ms (every 8.2 s at a steady clock, and on any jump) looks at
+// every track: the newest delivered value older than posPinAge is made
+// posPinAge old (the older one moves with it: gapFar at most below), and a
+// position in flight for more than posFlightAge is forgotten. Until the
+// next rebase the view moves on by less than posRebaseSpan, so every
+// stamp a table holds is within posPinAge + posRebaseSpan + gapFar
+// (29.7 s) of the view, and their 16-bit differences are exact.
+//
+// Why the answers stay the same. A pinned value's pairs predict no motion
+// before and after (it is more than predictMaxMS before the view and
+// before every position still in flight: posPinAge − posFlightAge >
+// predictMaxMS), and it keeps its place in the order of stamps. A
+// forgotten position is more than posFlightAge − predictMaxMS old at any
+// later update, so each pair with it predicts its newer value: those
+// answers are those of the pairs the track keeps, unless the client may
+// hold it as its newest (no value delivered older, or none delivered):
+// then the track forgets what it knew delivered too, and the next update
+// is absolute (its stamps would not tell the client's newest). Such a
+// packet is more than 16 s in flight (its fate late by that much); the
+// client's own stamps hold only within 32.7 s (§6.2).
+const (
+	posRebaseShift = 13
+	posRebaseSpan  = 1 << posRebaseShift // ms
+	posPinAge      = 20480               // ms
+	posFlightAge   = 16384               // ms
+)
+
+// posPinAgeFits fails to compile unless the rebase keeps every stamp
+// within 2^15 ms of the view, and a pinned value more than predictMaxMS
+// older than every position still in flight.
+const posPinAgeFits = uint(1<<15-1-(posPinAge+posRebaseSpan+gapFar)) + uint(posPinAge-posFlightAge-predictMaxMS-1)
+
+// posKey is what a fate of a packet of the view stamped st, read at the
+// view stamped view, matches in flight: st's 16 bits, or, when the packet
+// is 2^15 ms or more before the view, 16 bits no stamp in flight has
+// (every position that old is forgotten, and those in flight are less
+// than posFlightAge + posRebaseSpan before the view: rebasePositions),
+// 2^15 before the view's.
+func posKey(view, st stamp) pstamp {
+	if uint32(view-st) >= 1<<15 {
+		return pstamp(view) - 1<<15
+	}
+	return pstamp(st)
+}
+
+// rebasePositions rebases every track's stamps for the view of ms, the
+// view before it of old (see posRebaseShift), and lets a ghost whose
+// positions in flight it forgot send its position again.
+func (t *Table) rebasePositions(old, ms int64) {
+	// A stamp's age at the new view: at the old one (< 2^15 ms, exact in
+	// 16 bits), and the jump (any length).
+	r := posRebase{old: pstamp(old), jump: ms - old, v: pstamp(ms)}
+	for i := range t.pos {
+		if t.pos[i].rebase(&t.pp, uint32(i), &r) {
+			t.slots[i].set(flPosFull, t.pos[i].full())
+		}
 	}
 }
 
-// posRebaseBy is the age, in ms, a rebase pins older delivered positions
-// at (2^29: 6.2 days, far past predictMaxMS; rebase runs every few seconds,
-// so none comes near 2^31).
-const posRebaseBy = 1 << 29
+// posRebase is one rebase's views: the old's stamp, the new one's, and
+// the ms between them.
+type posRebase struct {
+	old, v pstamp
+	jump   int64
+}
+
+// age is how long before the new view s is (s held at the old view).
+func (r *posRebase) age(s pstamp) int64 { return int64(uint16(r.old-s)) + r.jump }
+
+// rebase pins the delivered values and forgets the positions in flight as
+// rebasePositions says, for the rebase r. It reports whether it forgot
+// any.
+func (p *posTrack) rebase(x *posPool, id uint32, r *posRebase) bool {
+	dn := p.dn()
+	forgot := false
+	for p.n() > 0 && r.age(p.ft[0]) > posFlightAge { // oldest first
+		if dn == 0 || p.ft[0].sub(p.t1) > 0 {
+			dn = 0 // the client's newest may be this one
+		}
+		p.dropOldest(x, id)
+		forgot = true
+	}
+	if dn == 0 {
+		p.meta &^= 1<<metaNShift - 1 // forgets the delivered too
+	} else if r.age(p.t1) > posPinAge {
+		p.t1 = r.v - posPinAge
+	}
+	return forgot
+}
 
 func (p *posTrack) full() bool { return p.n() == posRingLen }
+
+// age1 is how long before the view stamped t the newest delivered value
+// is (dn > 0).
+func (p *posTrack) age1(t stamp) int64 { return pstamp(t).sub(p.t1) }
 
 // push records ghost id's position q stamped t (newer than every one in
 // flight). Fields are stored one by one: building a node as a value first
 // costs a store-forwarding stall on every record.
 func (p *posTrack) push(x *posPool, id uint32, t stamp, q *[3]uint32) {
 	p.pushLo(x, id, t, q, x.packLo(q))
+}
+
+// take takes a free node: get's usual case written out, a free node in
+// the scan's word.
+func (x *posPool) take() int32 {
+	if w := x.scan; uint(w) < uint(len(x.free)) && x.free[w] != 0 {
+		b := x.free[w]
+		i := int32(bits.TrailingZeros64(b))
+		x.free[w] = b &^ (1 << i)
+		x.used++
+		x.hw = max(x.hw, x.used)
+		return i | w<<6
+	}
+	return x.get()
 }
 
 // pushLo is push for a caller that has q packed already (lo: packLo).
@@ -427,36 +573,26 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	}
 	p.meta += metaN1
 	if n < ownFlight { // the track's own
-		p.fq[n], p.ft[n] = lo, t
+		p.fq[n], p.ft[n] = lo, pstamp(t)
 		if x.wide {
 			x.deliveredHi(id)[2+n] = x.packHi(q)
 		}
 		return
 	}
-	// get's usual case written out: a free node in the scan's word.
-	var i int32
-	if w := x.scan; uint(w) < uint(len(x.free)) && x.free[w] != 0 {
-		b := x.free[w]
-		i = int32(bits.TrailingZeros64(b))
-		x.free[w] = b &^ (1 << i)
-		i |= w << 6
-		x.used++
-		x.hw = max(x.hw, x.used)
-	} else {
-		i = x.get()
-	}
+	i := x.take()
 	nd := &x.nodes[i]
-	nd.t, nd.q = t, lo
+	nd.t, nd.q = pstamp(t), lo
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
-	if n == ownFlight { // the list's first
-		nd.next = i
+	if n == ownFlight { // the list's first: it keeps fq[1]'s stamp
+		nd.next, nd.ft1 = i, p.ft[1]
 	} else {
-		tl := &x.nodes[p.tail]
+		tl := &x.nodes[p.tail()]
 		nd.next, tl.next = tl.next, i
+		nd.ft1 = tl.ft1
 	}
-	p.tail = uint16(i)
+	p.ft[1] = pstamp(i)
 }
 
 // pushOwn is pushLo's usual case, small enough to inline into the
@@ -467,7 +603,7 @@ func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
 	if n >= ownFlight || x.wide {
 		return false
 	}
-	p.fq[n&1], p.ft[n&1] = lo, t // n < ownFlight: the &1 spares the bounds check
+	p.fq[n&1], p.ft[n&1] = lo, pstamp(t) // n < ownFlight: the &1 spares the bounds check
 	p.meta += metaN1
 	return true
 }
@@ -476,40 +612,44 @@ func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		p.fq[0], p.ft[0] = p.fq[1], p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
 		}
 	}
 	if n > ownFlight {
-		p.promote(x, id)
+		p.promote(x, id, n)
 	}
 	p.meta -= metaN1
 }
 
-// promote moves the list's oldest (n > ownFlight) into the track's
-// second own place, freed by the caller, and frees its node. The caller
-// counts one fewer in flight.
-func (p *posTrack) promote(x *posPool, id uint32) {
-	tl := &x.nodes[p.tail]
+// promote moves the list's oldest (n > ownFlight in flight) into the
+// track's second own place, freed by the caller, and frees its node. The
+// caller counts one fewer in flight.
+func (p *posTrack) promote(x *posPool, id uint32, n uint8) {
+	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
-	p.fq[1], p.ft[1] = nd.q, nd.t
+	p.fq[1] = nd.q
 	if x.wide {
 		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
-	tl.next = nd.next // a list of one (i is the tail): it goes
+	if n == ownFlight+1 { // a list of one (i is the tail): it goes
+		p.ft[1] = nd.t
+	} else {
+		tl.next, tl.ft1 = nd.next, nd.t
+	}
 	x.put(i)
 }
 
 // newestStamp is the stamp of the newest position written or delivered.
-func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
+func (p *posTrack) newestStamp(x *posPool) (pstamp, bool) {
 	if n := p.n(); n > 0 {
-		var t stamp
+		var t pstamp
 		switch {
 		case n > ownFlight:
-			t = x.nodes[p.tail].t
+			t = x.nodes[p.tail()].t
 		default:
 			t = p.ft[n-1]
 		}
@@ -520,9 +660,9 @@ func (p *posTrack) newestStamp(x *posPool) (stamp, bool) {
 	return p.t1, p.dn() > 0
 }
 
-// resolve applies the fate of ghost id's position stamped t in flight (the
-// one the packet of that view carried; none: nothing to do).
-func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
+// resolve applies the fate of ghost id's position in flight keyed t
+// (posKey: the one the packet of that view carried; none: nothing to do).
+func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 	n := p.n()
 	if n == 0 {
 		return
@@ -531,7 +671,7 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 	// the usual match.
 	k := 0
 	if p.ft[0] != t {
-		if n < 2 || p.ft[1] != t {
+		if n < 2 || p.second(x) != t {
 			p.resolveListed(x, id, t, delivered)
 			return
 		}
@@ -548,26 +688,18 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 			if x.wide {
 				hi = x.wx.dhi[id][2+k]
 			}
-			p.insert(x, id, t, p.fq[k], hi)
+			p.insert(x, id, stamp(t), p.fq[k], hi)
 		}
 	}
 	if k == 0 && n > 1 { // the newer own one moves down
-		p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+		p.fq[0], p.ft[0] = p.fq[1], p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
 		}
 	}
-	if n > ownFlight { // promote, written out
-		tl := &x.nodes[p.tail]
-		i := tl.next
-		nd := &x.nodes[i]
-		p.fq[1], p.ft[1] = nd.q, nd.t
-		if x.wide {
-			x.wx.dhi[id][3] = x.wx.hi[i]
-		}
-		tl.next = nd.next // a list of one (i is the tail): it goes
-		x.put(i)
+	if n > ownFlight {
+		p.promote(x, id, n)
 	}
 	p.meta -= metaN1
 }
@@ -577,8 +709,8 @@ func (p *posTrack) resolve(x *posPool, id uint32, t stamp, delivered bool) {
 // its state around it, every record): the only position in flight, the
 // track's own, narrow bounds, and if delivered newer than the newest
 // delivered one, which becomes the older. It reports false, having done
-// nothing, otherwise (TestResolveOwnMatchesResolve).
-func (p *posTrack) resolveOwn(x *posPool, t stamp, delivered bool) bool {
+// nothing, otherwise (TestResolveOwnMatchesResolve). t is a posKey.
+func (p *posTrack) resolveOwn(x *posPool, t pstamp, delivered bool) bool {
 	if p.meta>>metaNShift != 1 || p.ft[0] != t || x.wide {
 		return false
 	}
@@ -586,7 +718,7 @@ func (p *posTrack) resolveOwn(x *posPool, t stamp, delivered bool) bool {
 		p.meta -= metaN1
 		return true
 	}
-	d := int32(t - p.t1)
+	d := int16(t - p.t1)
 	if d <= 0 || p.meta < metaN1|1<<metaDnShift { // dn 0 (with n 1: below n 1, dn 1, gap 0)
 		return false
 	}
@@ -599,10 +731,10 @@ func (p *posTrack) resolveOwn(x *posPool, t stamp, delivered bool) bool {
 // positions in flight (a fate a packet or more late), both the track's
 // own: as resolveOwn, and the newer moves down; narrow bounds only (the
 // caller's test). It reports false, having done nothing, otherwise
-// (TestResolveOwnMatchesResolve).
-func (p *posTrack) resolveOldest2(t stamp) bool {
+// (TestResolveOwnMatchesResolve). t is a posKey.
+func (p *posTrack) resolveOldest2(t pstamp) bool {
 	// n 2 and dn 1 or 2: the meta from n 2, dn 1, gap 0 up to n 3's.
-	d := int32(t - p.t1)
+	d := int16(t - p.t1)
 	if p.meta-(2*metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
 		return false
 	}
@@ -613,8 +745,8 @@ func (p *posTrack) resolveOldest2(t stamp) bool {
 }
 
 // resolveListed is resolve for a position in the pool's list (if any is
-// stamped t: the fate of a packet ahead of an older one in flight).
-func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool) {
+// keyed t: the fate of a packet ahead of the oldest in flight).
+func (p *posTrack) resolveListed(x *posPool, id uint32, t pstamp, delivered bool) {
 	n := p.n()
 	if n <= ownFlight {
 		return // nothing of that view in flight
@@ -622,7 +754,7 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool)
 	// The list of the newer ones is circular: its oldest's predecessor is
 	// the tail.
 	nodes := x.nodes
-	prev := int32(p.tail)
+	prev := p.tail()
 	i := nodes[prev].next
 	nd := &nodes[i]
 	for k := uint8(ownFlight + 1); nd.t != t; k++ {
@@ -632,16 +764,21 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool)
 		prev, i = i, nd.next
 		nd = &nodes[i]
 	}
-	nodes[prev].next = nd.next // a list of one: prev is i itself, and the list goes
-	if i == int32(p.tail) {
-		p.tail = uint16(prev)
+	switch {
+	case n == ownFlight+1: // a list of one: it goes, fq[1]'s stamp back to the track
+		p.ft[1] = nd.ft1
+	case i == p.tail(): // its predecessor is the tail now, and keeps fq[1]'s stamp
+		nodes[prev].next, nodes[prev].ft1 = nd.next, nd.ft1
+		p.ft[1] = pstamp(prev)
+	default:
+		nodes[prev].next = nd.next
 	}
 	if delivered {
 		var hi uint32
 		if x.wide {
 			hi = x.wx.hi[i]
 		}
-		p.insert(x, id, nd.t, nd.q, hi)
+		p.insert(x, id, stamp(nd.t), nd.q, hi)
 	}
 	x.put(i)
 	p.meta -= metaN1
@@ -651,8 +788,9 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t stamp, delivered bool)
 // newest of ghost id, by stamp (the client's rule; equal stamps are one
 // view, so one value; for an older value gapFar or more below the newest
 // see gapFar).
-func (p *posTrack) insert(x *posPool, id uint32, t stamp, lo uint64, hi uint32) {
+func (p *posTrack) insert(x *posPool, id uint32, st stamp, lo uint64, hi uint32) {
 	var k int
+	t := pstamp(st)
 	switch d, dn := t.sub(p.t1), p.dn(); {
 	case dn == 0:
 		p.dq[1], p.t1 = lo, t
@@ -703,7 +841,7 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 		return false
 	}
 	for k := range fl {
-		if v := &fl[k]; v.t.sub(p.t1) > 0 && v.q != *q {
+		if v := &fl[k]; pstamp(v.t).sub(p.t1) > 0 && v.q != *q {
 			return false
 		}
 	}
@@ -721,7 +859,7 @@ func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim 
 	}
 	var buf [posRingLen]posVal
 	var dv [2]posVal
-	p.spreadDV(&dv, p.unpackAll(x, id, &dv, &buf), q, t, lim, d)
+	p.spreadDV(&dv, p.unpackAll(x, id, &dv, &buf, t), q, t, lim, d)
 	return true
 }
 
@@ -748,8 +886,8 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	var fq uint64
 	hasF := p.n() == 1
 	if hasF {
-		f.t, fq = p.ft[0], p.fq[0] // the one in flight: the track's own
-		fd = f.t.sub(p.t1)
+		fq = p.fq[0] // the one in flight: the track's own
+		fd = p.ft[0].sub(p.t1)
 	}
 	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
 		return true
@@ -760,7 +898,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		// both its pairs, (d0, d1) and (d1, f), extrapolate (stamps in
 		// order, at most predictMaxMS apart and before t), those two
 		// are all spread visits: pair2 takes them axis by axis.
-		dtF, span0 := t.sub(f.t), p.gap()
+		dtF, span0 := pstamp(t).sub(p.ft[0]), p.gap()
 		if uint64(dtF-1) < predictMaxMS && uint64(dtF+fd-1) < predictMaxMS &&
 			span0 <= predictMaxMS && fd <= predictMaxMS {
 			pair2(x, p.dq[0], lo, fq, span0, fd, dtF, q, lim, d)
@@ -772,7 +910,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 		// client acks within a view). When the pair (d0, d1)
 		// extrapolates, it is all spread visits: pair1r takes it axis by
 		// axis.
-		dt1, span0 := t.sub(p.t1), p.gap()
+		dt1, span0 := p.age1(t), p.gap()
 		if uint64(dt1-1) < predictMaxMS && uint64(span0-1) < predictMaxMS {
 			r0, r1, r2 := pair1r(x, p.dq[0], lo, span0, dt1, q, lim)
 			d[0], d[1], d[2] = max(d[0], r0), max(d[1], r1), max(d[2], r2)
@@ -783,9 +921,10 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	// takes its own), not on the steady track's way.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	d1.t = p.t1
+	d1.t = p.t1.at(t)
 	d1.q[0], d1.q[1], d1.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	if hasF {
+		f.t = p.ft[0].at(t)
 		f.q[0], f.q[1], f.q[2] = uint32(fq)&m0, uint32(fq>>s1)&m1, uint32(fq>>s2)&m2
 	}
 	w := spreader{q: q, lim: lim, w: *d}
@@ -794,7 +933,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	} else if dn == 2 {
 		var d0 posVal
 		lo0 := p.dq[0]
-		d0.t = p.t1 - stamp(p.gap())
+		d0.t = d1.t - stamp(p.gap())
 		d0.q[0], d0.q[1], d0.q[2] = uint32(lo0)&m0, uint32(lo0>>s1)&m1, uint32(lo0>>s2)&m2
 		w.pair(&d0, &d1)
 		if fd < 0 && f.t.sub(d0.t) > 0 {
@@ -953,17 +1092,19 @@ func resid(q uint32, v int64, lim uint32) uint64 {
 }
 
 // inflight copies ghost id's positions in flight, oldest first, into
-// buf: the pairs below visit each several times, and a copy on the stack
-// is one walk of the pool's links instead of one per newer value.
-func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []posVal {
+// buf, their stamps on t's line: the pairs below visit each several
+// times, and a copy on the stack is one walk of the pool's links instead
+// of one per newer value.
+func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal, t stamp) []posVal {
 	n := min(int(p.n()), posRingLen)
 	if x.wide {
-		for k := range min(n, ownFlight) { // the track's own
-			buf[k] = p.own(x, id, k)
+		own := min(n, ownFlight)
+		for k := range own { // the track's own
+			buf[k] = p.own(x, id, k, t)
 		}
-		if n > ownFlight {
-			for i, k := p.head(x), ownFlight; k < n; i, k = x.nodes[i].next, k+1 {
-				x.unpack(i, &buf[k])
+		if n > own {
+			for i, k := p.head(x), own; k < n; i, k = x.nodes[i].next, k+1 {
+				x.unpack(i, &buf[k], t)
 			}
 		}
 		return buf[:n]
@@ -971,22 +1112,23 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 	// unpack written out for one word: the shifts and masks loaded once.
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
-	for k := range min(n, ownFlight) { // the track's own
+	own := min(n, ownFlight)
+	for k := range own { // the track's own
 		v := &buf[k]
 		q := p.fq[k]
-		v.t = p.ft[k]
+		v.t = p.ownStamp(x, k).at(t)
 		v.q[0] = uint32(q) & m0
 		v.q[1] = uint32(q>>s1) & m1
 		v.q[2] = uint32(q>>s2) & m2
 	}
-	if n <= ownFlight {
+	if n <= own {
 		return buf[:n]
 	}
-	for i, k := p.head(x), ownFlight; k < n; k++ {
+	for i, k := p.head(x), own; k < n; k++ {
 		nd := &x.nodes[i]
 		v := &buf[k]
 		q := nd.q
-		v.t = nd.t
+		v.t = nd.t.at(t)
 		v.q[0] = uint32(q) & m0
 		v.q[1] = uint32(q>>s1) & m1
 		v.q[2] = uint32(q>>s2) & m2
@@ -1005,7 +1147,7 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal) []po
 func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	var buf [posRingLen]posVal
 	var dv [2]posVal
-	fl := p.unpackAll(x, id, &dv, &buf)
+	fl := p.unpackAll(x, id, &dv, &buf, t)
 	if checkSame && p.dq[1] == ql && p.clientHasIn(x, id, fl, q) {
 		return true
 	}
@@ -1013,23 +1155,24 @@ func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp
 	return false
 }
 
-// unpackAll is inflight and unpackDelivered at once (p.dn > 0): the
-// general walk's unpacking, the shifts and masks loaded once for both.
-func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRingLen]posVal) []posVal {
+// unpackAll is inflight and unpackDelivered at once (p.dn > 0), the
+// stamps on t's line: the general walk's unpacking, the shifts and masks
+// loaded once for both.
+func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRingLen]posVal, t stamp) []posVal {
 	if x.wide {
-		p.unpackDelivered(x, id, dv)
-		return p.inflight(x, id, buf)
+		p.unpackDelivered(x, id, dv, t)
+		return p.inflight(x, id, buf, t)
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
 	lo := p.dq[1]
 	v := &dv[1]
-	v.t = p.t1
+	v.t = p.t1.at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	if p.dn() == 2 {
 		lo = p.dq[0]
 		v = &dv[0]
-		v.t = p.t1 - stamp(p.gap())
+		v.t = dv[1].t - stamp(p.gap())
 		v.q[0], v.q[1], v.q[2] = uint32(lo)&m0, uint32(lo>>s1)&m1, uint32(lo>>s2)&m2
 	}
 	n := min(int(p.n()), posRingLen)
@@ -1039,14 +1182,14 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	}
 	q := p.fq[0]
 	v = &buf[0]
-	v.t = p.ft[0]
+	v.t = p.ft[0].at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
 	if n == 1 {
 		return buf[:1]
 	}
 	q = p.fq[1]
 	v = &buf[1]
-	v.t = p.ft[1]
+	v.t = p.second(x).at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
 	if n == ownFlight {
 		return buf[:ownFlight]
@@ -1055,7 +1198,7 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 		nd := &x.nodes[i]
 		v := &buf[k]
 		q := nd.q
-		v.t = nd.t
+		v.t = nd.t.at(t)
 		v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
 		i = nd.next
 	}
@@ -1071,7 +1214,7 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 // ones before it: checkInvariants), so each set is a run of fl.
 func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	var dv [2]posVal
-	p.unpackDelivered(x, id, &dv)
+	p.unpackDelivered(x, id, &dv, t)
 	p.spreadDV(&dv, fl, q, t, lim, d)
 }
 

@@ -60,10 +60,10 @@ func TestFormMatchesGeneral(t *testing.T) {
 		}
 		q := pos(&base)
 		if r.IntN(4) == 0 { // the client's newest shown: exercises posSame
-			q = p.delivered(&x, 0, 1).q
+			q = p.delivered(&x, 0, 1, t0).q
 		}
 		if r.IntN(8) == 0 { // at rest: everything in flight is q too
-			q = p.delivered(&x, 0, 1).q
+			q = p.delivered(&x, 0, 1, t0).q
 			p.reset(&x)
 			p.insert(&x, 0, t0, x.packLo(&q), 0)
 			ts = t0 + 1
@@ -83,7 +83,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 		check := r.IntN(3) != 0
 
 		var buf [posRingLen]posVal
-		fl := p.inflight(&x, 0, &buf)
+		fl := p.inflight(&x, 0, &buf, tq)
 		wantSame := check && p.clientHasIn(&x, 0, fl, &q)
 		want := d0
 		if !wantSame {
@@ -155,13 +155,13 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 			d0 = [3]uint64{uint64(r.IntN(50)), uint64(r.IntN(50)), uint64(r.IntN(50))}
 		}
 		var buf [posRingLen]posVal
-		fl := p.inflight(&x, 0, &buf)
+		fl := p.inflight(&x, 0, &buf, tq)
 		want := d0
 		p.spread(&x, 0, fl, &q, tq, &qt.lim, &want)
 		got := d0
 		// The reference's float pairs (spread's own use predWhole).
 		ref := d0
-		vs := [3]posVal{p.delivered(&x, 0, 0), p.delivered(&x, 0, 1), fl[0]}
+		vs := [3]posVal{p.delivered(&x, 0, 0, tq), p.delivered(&x, 0, 1, tq), fl[0]}
 		widenPred(&ref, &q, &vs[0], &vs[1], tq, &qt.lim)
 		widenPred(&ref, &q, &vs[1], &vs[2], tq, &qt.lim)
 		if ref != want {
@@ -225,7 +225,7 @@ func TestFormDeliveredMatchesGeneral(t *testing.T) {
 		want := d0
 		p.spread(&x, 0, nil, &q, tq, &qt.lim, &want)
 		ref := d0
-		vs := [2]posVal{p.delivered(&x, 0, 0), p.delivered(&x, 0, 1)}
+		vs := [2]posVal{p.delivered(&x, 0, 0, tq), p.delivered(&x, 0, 1, tq)}
 		if ms[1]-ms[0] <= predictMaxMS {
 			widenPred(&ref, &q, &vs[0], &vs[1], tq, &qt.lim)
 		} else { // the track keeps the older stamp capped (gapFar): no motion either way
@@ -305,7 +305,7 @@ func TestPosFormServerTrack(t *testing.T) {
 		}
 		q := code(&base, ms, &vel)
 		if r.IntN(6) == 0 { // the client shows it already
-			q = tr.delivered(x, 0, 1).q
+			q = tr.delivered(x, 0, 1, stamp(ms)).q
 		}
 		tab.viewMS = ms
 		s := &tab.slots[0]

@@ -30,7 +30,7 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 			sent = append(sent, now)
 			if r.IntN(2) == 0 {
 				k := r.IntN(len(sent))
-				p.resolve(&x, 0, sent[k], r.IntN(4) != 0)
+				p.resolve(&x, 0, posKey(now, sent[k]), r.IntN(4) != 0)
 				sent = append(sent[:k], sent[k+1:]...)
 			}
 		}
@@ -41,12 +41,12 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 		delivered := r.IntN(3) != 0
 		want := p
 		wantPool := append([]posNode(nil), x.nodes...)
-		want.resolve(&x, 0, ft, delivered)
+		want.resolve(&x, 0, posKey(now+50, ft), delivered)
 		x.nodes = wantPool // resolve of a list node changes the pool: restore the links
 		got := p
-		ok := got.resolveOwn(&x, ft, delivered)
+		ok := got.resolveOwn(&x, posKey(now+50, ft), delivered)
 		if !ok && delivered {
-			ok = got.resolveOldest2(ft)
+			ok = got.resolveOldest2(posKey(now+50, ft))
 			if ok {
 				taken2++
 			}
@@ -61,7 +61,7 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 				t.Fatalf("iteration %d: fate of %d (delivered %v) on %+v: resolveOwn %+v, resolve %+v", it, ft, delivered, p, got, want)
 			}
 		}
-		if p.ft[0] == ft && (p.n() == 1 && !delivered || (p.n() == 1 || p.n() == 2) && delivered && p.dn() > 0 && ft.sub(p.t1) > 0) {
+		if p.ft[0] == pstamp(ft) && (p.n() == 1 && !delivered || (p.n() == 1 || p.n() == 2) && delivered && p.dn() > 0 && pstamp(ft).sub(p.t1) > 0) {
 			usual++
 			if !ok {
 				t.Fatalf("iteration %d: the usual fate (delivered %v) on %+v not taken", it, delivered, p)

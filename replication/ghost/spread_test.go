@@ -35,7 +35,7 @@ func predSpreadList(p *posTrack, x *posPool, id uint32, dl []posVal, q *[3]uint3
 	if len(dl) == 2 {
 		d0 = &dl[0]
 	}
-	fl := inflightList(p, x, id)
+	fl := inflightList(p, x, id, t)
 	pairs := func(n1, c *posVal) {
 		widenPred(d, q, c, n1, t, lim)
 		for _, m := range fl {
@@ -60,10 +60,11 @@ func predSpreadList(p *posTrack, x *posPool, id uint32, dl []posVal, q *[3]uint3
 // inflightList is ghost id's positions in flight by walking the track as
 // stored (its own, oldest first, then the pool's list from its head), not
 // by inflight's copy.
-func inflightList(p *posTrack, x *posPool, id uint32) []posVal {
+func inflightList(p *posTrack, x *posPool, id uint32, t stamp) []posVal {
 	var fl []posVal
-	for k := range min(int(p.n()), ownFlight) {
-		v := posVal{t: p.ft[k]}
+	own := min(int(p.n()), ownFlight)
+	for k := range own {
+		v := posVal{t: p.ownStamp(x, k).at(t)}
 		var hi uint32
 		if x.wide {
 			hi = x.wx.dhi[id][2+k]
@@ -71,11 +72,11 @@ func inflightList(p *posTrack, x *posPool, id uint32) []posVal {
 		x.unpackQ(p.fq[k], hi, &v.q)
 		fl = append(fl, v)
 	}
-	if p.n() <= ownFlight {
+	if int(p.n()) <= own {
 		return fl
 	}
-	for i, k := p.head(x), uint8(ownFlight); k < p.n(); i, k = x.nodes[i].next, k+1 {
-		fl = append(fl, x.value(i))
+	for i, k := p.head(x), uint8(own); k < p.n(); i, k = x.nodes[i].next, k+1 {
+		fl = append(fl, x.value(i, t))
 	}
 	return fl
 }
@@ -168,7 +169,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			for len(sent) > 0 && r.IntN(3) == 0 {
 				k := r.IntN(len(sent))
 				ok := r.IntN(4) != 0
-				p.resolve(&x, id, sent[k].t, ok)
+				p.resolve(&x, id, posKey(now, sent[k].t), ok)
 				if ok {
 					deliver(sent[k])
 				}
@@ -176,7 +177,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			}
 		}
 		var buf [posRingLen]posVal
-		if fl := p.inflight(&x, id, &buf); !slices.Equal(fl, sent) || !slices.Equal(inflightList(&p, &x, id), sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.wx != nil) && len(sent) > 0 {
+		if fl := p.inflight(&x, id, &buf, now); !slices.Equal(fl, sent) || !slices.Equal(inflightList(&p, &x, id, now), sent) || (qt.bits[0]+qt.bits[1]+qt.bits[2] > 64) != (x.wx != nil) && len(sent) > 0 {
 			t.Fatalf("iteration %d: in flight %v, pushed %v", it, fl, sent)
 		}
 		// The packed delivered values: the newest exactly; the one
@@ -185,10 +186,10 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 			t.Fatalf("iteration %d: %d delivered, the client holds %v", it, p.dn(), dl)
 		}
 		if n := len(dl); n > 0 {
-			if v := p.delivered(&x, id, 1); v != dl[n-1] {
+			if v := p.delivered(&x, id, 1, now); v != dl[n-1] {
 				t.Fatalf("iteration %d: newest delivered %v, want %v", it, v, dl[n-1])
 			}
-			if v := p.delivered(&x, id, 0); n == 2 && dl[1].t.sub(dl[0].t) <= predictMaxMS && v != dl[0] {
+			if v := p.delivered(&x, id, 0, now); n == 2 && dl[1].t.sub(dl[0].t) <= predictMaxMS && v != dl[0] {
 				t.Fatalf("iteration %d: older delivered %v, want %v", it, v, dl[0])
 			}
 		}
@@ -244,7 +245,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 			want[id] = append(want[id], v)
 			if len(want[id]) > 2 && r.IntN(2) == 0 { // a fate out of order leaves a hole in the pool
 				k := r.IntN(len(want[id]))
-				p.resolve(&tab.pp, uint32(id), want[id][k].t, false)
+				p.resolve(&tab.pp, uint32(id), posKey(v.t, want[id][k].t), false)
 				want[id] = append(want[id][:k], want[id][k+1:]...)
 			}
 		}
@@ -255,7 +256,7 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 	}
 	for id := range tab.pos {
 		var buf [posRingLen]posVal
-		if got := tab.pos[id].inflight(&tab.pp, uint32(id), &buf); !slices.Equal(got, want[id]) {
+		if got := tab.pos[id].inflight(&tab.pp, uint32(id), &buf, 1000); !slices.Equal(got, want[id]) {
 			t.Fatalf("id %d after compaction: %v, want %v", id, got, want[id])
 		}
 	}
@@ -277,7 +278,7 @@ func BenchmarkPredSpread(b *testing.B) {
 		t, q := at(k)
 		p.push(&x, 0, t, &q)
 		if k < 2 {
-			p.resolve(&x, 0, t, true)
+			p.resolve(&x, 0, posKey(t, t), true)
 		}
 	}
 	t, q := at(5)
@@ -286,7 +287,7 @@ func BenchmarkPredSpread(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var d [3]uint64
-		p.spread(&x, 0, p.inflight(&x, 0, &buf), &q, t, &qt.lim, &d)
+		p.spread(&x, 0, p.inflight(&x, 0, &buf, t), &q, t, &qt.lim, &d)
 		if d[1] != 0 || d[0] == 0 {
 			b.Fatal(d)
 		}

@@ -326,19 +326,7 @@ func (t *Table) rebase() {
 		back(&s.ackAt)
 		back(&s.lastChg)
 	}
-	// Position stamps are view times in 32 bits, compared as int32
-	// differences: a delivered position older than posRebaseBy is made
-	// posRebaseBy old, so none ever reaches 2^31 ms (24.8 days: a resting
-	// ghost's newest delivered position would then look newer than the
-	// view and hold its next position back). Any pair that old predicts no
-	// motion on both ends (predictMaxMS), so the window stays exact. The
-	// age is read unsigned: a delivered position is never newer than the
-	// view, and after a jump of the clock its int32 difference may
-	// already have wrapped.
-	now := stamp(t.viewMS)
-	for i := range t.pos {
-		t.pos[i].rebase(now)
-	}
+	// Position stamps rebase on views (rebasePositions).
 }
 
 // Tags of slot.si.
@@ -751,6 +739,9 @@ func (t *Table) repend(s *slot, was bool) {
 // SetSnapshotView clears it as it takes each ghost, and on the ghosts it
 // does not take after.
 func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (prev []uint16, nowMS msTime) {
+	if t.haveView && ms>>posRebaseShift != t.viewMS>>posRebaseShift {
+		t.rebasePositions(t.viewMS, ms) // the view moves to another block: see posRebaseShift
+	}
 	t.viewMS, t.haveView = ms, true
 	nowMS = t.clock(now)
 	t.viewGen++
