@@ -144,9 +144,11 @@ type zoneActor struct {
 	// read a view instead of a map lookup (≈ 80 instructions a player a
 	// tick). Cleared whenever joins changes, so an entry is never a Join
 	// the map no longer holds for its player.
-	joinAt       []*msg.Join
-	began        map[uint64]time.Duration // handoffs this zone started, for latency
-	pendingLeave map[uint64]bool
+	joinAt []*msg.Join
+	began  map[uint64]time.Duration // handoffs this zone started, for latency
+	// pendingLeave: Leaves of players in the middle of a handoff, retried
+	// every tick until it settles (keptLeave).
+	pendingLeave map[uint64]keptLeave
 	// superseded: players a new connection took over while the old one was
 	// still joined (a client following a Redirect reconnected first); the
 	// old connection's Leave (reason Redirected) is then not theirs.
@@ -299,7 +301,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.peers = map[string]*actor.PID{}
 	a.joins = map[uint64]*msg.Join{}
 	a.began = map[uint64]time.Duration{}
-	a.pendingLeave = map[uint64]bool{}
+	a.pendingLeave = map[uint64]keptLeave{}
 	a.superseded = map[uint64]bool{}
 	a.displaced = map[uint64]*displacedJoin{}
 	a.awaiting = map[uint64]time.Duration{}
@@ -494,15 +496,8 @@ func (a *zoneActor) onTick() {
 			a.leave(id, nil)
 		}
 	}
-	for id := range a.pendingLeave {
-		cp, hadCP := a.z.CheckpointOf(id)
-		if err := a.z.Leave(id); !errors.Is(err, sim.ErrBusy) {
-			if err == nil && hadCP {
-				a.lastCheckpoint(cp)
-			}
-			delete(a.pendingLeave, id)
-			a.forget(id)
-		}
+	for id, k := range a.pendingLeave {
+		a.retryLeave(id, k)
 	}
 	if a.z.Tick()%64 == 0 {
 		a.sweepJoins()
@@ -1041,12 +1036,60 @@ func (a *zoneActor) leave(id uint64, l *msg.Leave) {
 		a.forget(id)
 		a.m.Leaves.Add(1)
 	case errors.Is(err, sim.ErrBusy):
-		a.pendingLeave[id] = true // retried every tick until the handoff settles
+		a.pendingLeave[id] = keptLeave{l: l, j: a.joins[id]} // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
 		if l != nil {
 			a.passOn(id, l)
 		}
 	}
+}
+
+// keptLeave is a Leave that came while its player was being handed off
+// (nil: the zone's own, a Redirect's grace over or a refused restore) and
+// the player's Join then.
+type keptLeave struct {
+	l *msg.Leave
+	j *msg.Join
+}
+
+// conn is the connection the kept Leave is for: the one it names, else
+// the one the player was joined through when it came (nil: not known).
+func (k keptLeave) conn() *actor.PID {
+	if k.l != nil && k.l.Conn != nil {
+		return k.l.Conn
+	}
+	if k.j != nil {
+		return k.j.Conn
+	}
+	return nil
+}
+
+// retryLeave takes out player id, whose Leave k was kept while a handoff
+// of the player was in progress, once the handoff has settled: here when
+// it was aborted, at the new owner when it completed — passed on there as
+// a Leave that comes after the handoff is, naming the connection it was
+// kept for, so that the new owner ignores it if a newer login has taken
+// the player over there meanwhile (here no Join replaces the player's
+// while it is frozen: a takeover's restore fails, sim.ErrExists).
+func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
+	cp, hadCP := a.z.CheckpointOf(id)
+	switch err := a.z.Leave(id); {
+	case errors.Is(err, sim.ErrBusy):
+		return // still in progress
+	case err == nil:
+		if hadCP {
+			a.lastCheckpoint(cp)
+		}
+		a.m.Leaves.Add(1)
+	case errors.Is(err, sim.ErrNotHere) && k.l != nil:
+		l := k.l
+		if conn := k.conn(); l.Conn == nil && conn != nil {
+			l = &msg.Leave{Player: l.Player, Conn: conn, Reason: l.Reason}
+		}
+		a.passOn(id, l)
+	}
+	delete(a.pendingLeave, id)
+	a.forget(id)
 }
 
 func (a *zoneActor) onTeleport(t *Teleport) {
