@@ -565,8 +565,9 @@ func (a *zoneActor) sweepJoins() {
 			}
 		}
 	}
-	for id := range a.displaced {
-		if a.joins[id] == nil {
+	now := a.p.Now()
+	for id, d := range a.displaced {
+		if a.joins[id] == nil || now >= d.until {
 			a.undisplace(id)
 		}
 	}
@@ -576,7 +577,7 @@ func (a *zoneActor) sweepJoins() {
 		}
 	}
 	for id, t := range a.began {
-		if a.p.Now()-t > time.Minute {
+		if now-t > time.Minute {
 			delete(a.began, id)
 		}
 	}
@@ -736,7 +737,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 				if !awaited {
 					a.undisplace(j.Player) // a third connection: the one before has lost it
 					a.displaced[j.Player] = &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
-						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen}
+						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen, until: now + displacedGrace}
 				}
 			}
 			if !awaited {
@@ -903,9 +904,12 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 		return
 	}
 	if l.Reason == handshake.ReasonRedirected && a.superseded[l.Player] {
-		// The superseded connection's (a remote Leave names no
-		// connection): its player plays on through the new one.
+		// The superseded connection's (a Leave that names no
+		// connection): its player plays on through the new one, and the
+		// takeover is decided — the connection it displaced is gone, its
+		// Join and parked inputs with it, as when its Leave names it.
 		delete(a.superseded, l.Player)
+		a.undisplace(l.Player)
 		return
 	}
 	if l.Reason == handshake.ReasonRedirected {
@@ -933,7 +937,17 @@ type displacedJoin struct {
 	// not known).
 	gen, taker uint64
 	parked     []*msg.Input
+	// until: the takeover undecided then (neither connection's Leave
+	// came: lost on its way), the displaced connection is forgotten and
+	// its parked inputs dropped (sweepJoins).
+	until time.Duration
 }
+
+// displacedGrace bounds how long a displaced connection's Join and parked
+// inputs are kept for a takeover nobody decides: the superseded login's
+// Leave follows its Join within a message or two, and a displaced client
+// that hears nothing for 3 s looks its player up again anyway.
+var displacedGrace = 10 * time.Second // a var: tests shorten it
 
 // maxParked bounds the inputs kept for a displaced connection: its
 // takeover is decided within a message or two (the superseded login's
