@@ -159,6 +159,10 @@ type zoneActor struct {
 	// Duplicate), the player goes back to it. Until one of the two leaves,
 	// the displaced connection's inputs wait in it (park).
 	displaced map[uint64]*displacedJoin
+	// carried: per player given back to its connection (reclaim), the
+	// inputs parked for it that its event budget has not yet let through,
+	// and any of its inputs that came since, in order (carry).
+	carried map[uint64][]*msg.Input
 	// awaiting: players whose connection left to follow a Redirect, kept
 	// (live) until their new connection's Join or the deadline.
 	awaiting map[uint64]time.Duration
@@ -304,6 +308,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.pendingLeave = map[uint64]keptLeave{}
 	a.superseded = map[uint64]bool{}
 	a.displaced = map[uint64]*displacedJoin{}
+	a.carried = map[uint64][]*msg.Input{}
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
@@ -412,6 +417,9 @@ func (a *zoneActor) onTick() {
 	}
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
+	if len(a.carried) > 0 { // usually none
+		a.replayCarried()
+	}
 	if a.p.Checkpoint != nil {
 		a.cps = a.z.AppendCheckpoints(a.cps[:0], a.checkpointTicks())
 		if len(a.cps) > 0 {
@@ -571,6 +579,11 @@ func (a *zoneActor) sweepJoins() {
 			a.undisplace(id)
 		}
 	}
+	for id := range a.carried {
+		if a.joins[id] == nil {
+			a.dropCarried(id, 0)
+		}
+	}
 	for id := range a.budget {
 		if a.joins[id] == nil {
 			delete(a.budget, id)
@@ -593,6 +606,7 @@ func (a *zoneActor) forget(id uint64) {
 	delete(a.budget, id)
 	delete(a.forced, id)
 	delete(a.pendingTP, id)
+	a.dropCarried(id, 0)
 }
 
 // sendHandoff delivers handoff messages: Route becomes a Redirect to the
@@ -630,7 +644,9 @@ func (a *zoneActor) onInput(in *msg.Input) {
 		a.inputs.queued.Add(-1)
 	}
 	var c inputCounts
-	a.takeInput(in, a.p.Now(), &c)
+	if now := a.p.Now(); len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+		a.apply(in, now, &c)
+	}
 	c.add(a.m)
 	a.flushOutputs()
 	a.flushPending()
@@ -645,10 +661,13 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	now := a.p.Now()
 	var c inputCounts
 	for _, in := range b.List {
-		a.takeInput(in, now, &c)
+		// Checked here, not in apply: the usual input costs two loads.
+		if len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+			a.apply(in, now, &c)
+		}
 	}
 	c.add(a.m)
-	b.ReleaseTaken() // takeInput released each
+	b.ReleaseTaken() // apply released each, or hold kept it
 	a.flushOutputs()
 	a.flushPending()
 }
@@ -668,11 +687,19 @@ func (c *inputCounts) add(m *Metrics) {
 	}
 }
 
-// takeInput applies in's moves and events and releases it.
-func (a *zoneActor) takeInput(in *msg.Input, now time.Duration, c *inputCounts) {
+// hold keeps in for later when its player has a takeover undecided
+// (park) or inputs carried (carry), and reports whether it did. Its
+// callers ask only when there is either: the usual input goes straight
+// to apply.
+func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool {
 	if len(a.displaced) > 0 && a.park(in) {
-		return
+		return true
 	}
+	return len(a.carried) > 0 && a.carry(in, now, c)
+}
+
+// apply applies in's moves and events and releases it.
+func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 	c.inputs++
 	c.events += uint64(len(in.Events))
 	if len(in.Moves) > 0 {
@@ -736,8 +763,13 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 				takeover = true
 				if !awaited {
 					a.undisplace(j.Player) // a third connection: the one before has lost it
-					a.displaced[j.Player] = &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
+					d := &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
 						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen, until: now + displacedGrace}
+					a.displaced[j.Player] = d
+					// Inputs still carried for the displaced connection
+					// (its player given back to it a moment ago) wait with
+					// the ones it sends next.
+					d.parked = a.dropCarried(j.Player, maxParked)
 				}
 			}
 			if !awaited {
@@ -973,7 +1005,7 @@ func (a *zoneActor) park(in *msg.Input) bool {
 	if d == nil || in.EventGen == 0 || in.EventGen != d.gen || d.taker == 0 || d.taker == d.gen {
 		return false
 	}
-	if len(d.parked) == maxParked {
+	if len(d.parked) >= maxParked {
 		a.m.InputsDropped.Add(1)
 		in.Release()
 		return true
@@ -1020,17 +1052,108 @@ func (a *zoneActor) reclaim(id uint64) bool {
 	delete(a.superseded, id)
 	a.placed(id, true)
 	if len(d.parked) > 0 {
-		// Its inputs that came meanwhile, in order, for it now.
-		now := a.p.Now()
+		// Its inputs that came meanwhile, in order, for it now: as many
+		// as its event budget lets through this tick, the rest carried.
+		a.carried[id] = append(a.carried[id], d.parked...)
 		var c inputCounts
-		for _, in := range d.parked {
-			a.takeInput(in, now, &c)
-		}
+		a.replay(id, a.p.Now(), &c)
 		c.add(a.m)
 		a.flushOutputs()
 		a.flushPending()
 	}
 	return true
+}
+
+// maxCarried bounds the inputs carried for one player: the parked ones
+// and as many of the connection's newer inputs. Full, the oldest is
+// applied at once, its events beyond the budget dropped and counted as
+// they are without a carry: a client whose events' answers outrun its
+// budget for good is not held back further than this.
+const maxCarried = 2 * maxParked
+
+// carry keeps in behind its player's carried inputs, if it has any, and
+// reports whether it did: a player's inputs are applied in the order they
+// came.
+func (a *zoneActor) carry(in *msg.Input, now time.Duration, c *inputCounts) bool {
+	q, ok := a.carried[in.Player]
+	if !ok {
+		return false
+	}
+	if len(q) >= maxCarried {
+		a.apply(q[0], now, c)
+		n := copy(q, q[1:])
+		q[n] = nil
+		q = q[:n]
+	}
+	a.carried[in.Player] = append(q, in)
+	return true
+}
+
+// replay applies player id's carried inputs in order while its event
+// budget this tick lets them through: the first of a tick always, each
+// next one while the events it brings fit in what the budget has left,
+// counting an answer as large as its event (the dev game's echo; a game
+// that answers nothing never waits). The rest wait for the next tick
+// (replayCarried).
+func (a *zoneActor) replay(id uint64, now time.Duration, c *inputCounts) {
+	q := a.carried[id]
+	n := 0
+	for ; n < len(q); n++ {
+		if spent := a.spent(id); spent > 0 && spent+eventBytes(q[n]) > a.maxOut {
+			break
+		}
+		a.apply(q[n], now, c)
+		q[n] = nil
+	}
+	if n == len(q) {
+		delete(a.carried, id)
+		return
+	}
+	rest := copy(q, q[n:])
+	clear(q[rest:])
+	a.carried[id] = q[:rest]
+}
+
+// replayCarried goes on with every carried replay at the start of a tick,
+// with the players' budgets new.
+func (a *zoneActor) replayCarried() {
+	now := a.p.Now()
+	var c inputCounts
+	for id := range a.carried {
+		a.replay(id, now, &c)
+	}
+	c.add(a.m)
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// dropCarried takes player id's carried inputs away: the first keep of
+// them are returned, the rest released and counted as dropped.
+func (a *zoneActor) dropCarried(id uint64, keep int) []*msg.Input {
+	q, ok := a.carried[id]
+	if !ok {
+		return nil
+	}
+	delete(a.carried, id)
+	if len(q) > keep {
+		for _, in := range q[keep:] {
+			in.Release()
+		}
+		a.m.InputsDropped.Add(uint64(len(q) - keep))
+		clear(q[keep:])
+		q = q[:keep]
+	}
+	return q
+}
+
+// eventBytes is what in's events count against a budget: their payload
+// bytes, each at least one (as sendEvent counts).
+func eventBytes(in *msg.Input) int {
+	n := 0
+	for i := range in.Events {
+		n += max(len(in.Events[i].Payload), 1)
+	}
+	return n
 }
 
 // redirectGrace is how long a player whose client follows a Redirect is
