@@ -76,10 +76,17 @@
 //	             per neighbour per tick
 //	moves        per player in the simulation, ≤ MaxQueuedMoves (drop newest, counted)
 //	parked       inputs of a login a takeover displaced, until it is decided (the
-//	             player given back: applied; that login gone: dropped), ≤ 64 a
-//	             player (drop newest, counted in InputsDropped)
+//	             player given back: carried; that login gone, or nothing decided
+//	             in 10 s: dropped), ≤ 64 a player (drop newest, counted in
+//	             InputsDropped)
+//	carried      a player given back: its parked inputs and those it sends
+//	             meanwhile, applied in order as its event budget lets them
+//	             (the first of a tick always), ≤ 128 a player (full: the oldest
+//	             applied at once, its events over the budget dropped as usual)
 //	views        msg.ViewSlot: newest supersedes
 //	ticks        one timer, one tick message in flight at most
 //	events out   per player ≤ MaxEventBytesPerTick payload bytes per tick (drop, counted)
 //	teleports    one waiting per entity mid-handoff, retried every tick
+//	leaves       one waiting per player mid-handoff, retried every tick: taken
+//	             here if the handoff failed, passed on to the new owner if not
 package zone

@@ -203,6 +203,14 @@ func (a *zoneActor) handleEvents(in *msg.Input) {
 	}
 }
 
+// spent is what player's event budget has spent this tick.
+func (a *zoneActor) spent(player uint64) int {
+	if b := a.budget[player]; b.tick == uint32(a.z.Tick()) {
+		return int(b.bytes)
+	}
+	return 0
+}
+
 func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key uint16, payload []byte) bool {
 	j := a.joins[player]
 	if j == nil || j.Conn == nil {

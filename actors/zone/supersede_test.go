@@ -348,3 +348,91 @@ func TestParkedInputsAreBounded(t *testing.T) {
 		t.Errorf("the loser's connection got %d echoes", n)
 	}
 }
+
+// takeOverWithParked joins player 1 in x0z0 through the fixture's driver
+// (numbering genOld), has a fresh login's connection (numbering genNew)
+// take it over, and sends three inputs of the displaced connection that
+// the zone parks while the takeover is undecided (events e3..e5). It
+// returns the new connection.
+func (f *fixture) takeOverWithParked(genOld, genNew uint64) (*driver, *actor.PID) {
+	f.t.Helper()
+	zpid := f.world.PID("x0z0")
+	p := f.drv.add(1, zpid)
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views, EventGen: genOld})
+	f.sendFrom("x0z0", 1, genOld, []uint64{1}, 1, 2)
+	waitFor(f.t, 2*time.Second, "echoes e1, e2", func() bool { return len(echoesOf(f.drv, 1)) == 2 })
+	fresh := newDriver(nil)
+	fp := fresh.add(1, zpid)
+	freshPID := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return fresh }))
+	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: freshPID, Ghosts: freshPID, Views: &fp.views, EventGen: genNew})
+	for s := uint64(3); s <= 5; s++ {
+		f.sendFrom("x0z0", 1, genOld, []uint64{s - 1}, s, s)
+	}
+	f.sync()
+	if n := f.world.Metrics().InputsDropped.Load(); n != 0 {
+		f.t.Fatalf("%d inputs dropped before the takeover was decided", n)
+	}
+	return fresh, freshPID
+}
+
+// The takeover is decided by a Leave(Redirected) that names no connection
+// (a sender that cannot tell connections apart): the superseded
+// connection's, whose client follows a Redirect. The displaced
+// connection's Join and parked inputs go with it, as when its Leave names
+// it: the inputs are dropped (counted), and a later Leave(Duplicate) of
+// the new connection takes the player out instead of giving it back to
+// the connection that left. (Before, the record and its inputs stayed
+// until the player left, and that Leave gave the player back to the
+// connection that had left, its parked inputs applied and echoed there.)
+func TestUnnamedRedirectedLeaveReleasesTheDisplacedLogin(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	fresh, freshPID := f.takeOverWithParked(0x01d, 0x0f2e54)
+	defer func() { f.sys.Root.StopFuture(freshPID).Wait() }()
+	zpid := f.world.PID("x0z0")
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Reason: handshake.ReasonRedirected})
+	f.sync()
+	if n := f.world.Metrics().InputsDropped.Load(); n != 3 {
+		t.Errorf("%d parked inputs dropped when the takeover was decided, want 3", n)
+	}
+	if c := f.census(); len(c.players) != 1 {
+		t.Fatalf("players after the superseded connection's Leave: %+v", c.players)
+	}
+	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: freshPID, Reason: handshake.ReasonDuplicate})
+	f.sync()
+	f.sys.Root.RequestFuture(f.dpid, &driverSync{}, 2*time.Second).Wait()
+	if got, want := echoesOf(f.drv, 1), names(1, 2); !slices.Equal(got, want) {
+		t.Errorf("the connection that left got %q, want %q", got, want)
+	}
+	if c := f.census(); len(c.players) != 0 {
+		t.Errorf("players after both connections left: %+v", c.players)
+	}
+	if n := len(echoesOf(fresh, 1)); n != 0 {
+		t.Errorf("the new connection got %d echoes", n)
+	}
+}
+
+// A takeover that nothing decides (neither connection's Leave comes: lost
+// on its way) keeps the displaced connection's Join and parked inputs for
+// displacedGrace at most: then they are dropped (counted), and the new
+// connection's Leave(Duplicate) no longer gives the player back to it.
+func TestUndecidedTakeoverIsForgottenAfterAGrace(t *testing.T) {
+	defer func(g time.Duration) { displacedGrace = g }(displacedGrace)
+	displacedGrace = 100 * time.Millisecond
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	_, freshPID := f.takeOverWithParked(0x01d, 0x0f2e54)
+	defer func() { f.sys.Root.StopFuture(freshPID).Wait() }()
+	waitFor(t, 5*time.Second, "the parked inputs dropped", func() bool { return f.world.Metrics().InputsDropped.Load() == 3 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: freshPID, Reason: handshake.ReasonDuplicate})
+	f.sync()
+	f.sys.Root.RequestFuture(f.dpid, &driverSync{}, 2*time.Second).Wait()
+	if got, want := echoesOf(f.drv, 1), names(1, 2); !slices.Equal(got, want) {
+		t.Errorf("the displaced connection got %q, want %q", got, want)
+	}
+	if c := f.census(); len(c.players) != 0 {
+		t.Errorf("players: %+v", c.players)
+	}
+}

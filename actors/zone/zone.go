@@ -144,9 +144,11 @@ type zoneActor struct {
 	// read a view instead of a map lookup (≈ 80 instructions a player a
 	// tick). Cleared whenever joins changes, so an entry is never a Join
 	// the map no longer holds for its player.
-	joinAt       []*msg.Join
-	began        map[uint64]time.Duration // handoffs this zone started, for latency
-	pendingLeave map[uint64]bool
+	joinAt []*msg.Join
+	began  map[uint64]time.Duration // handoffs this zone started, for latency
+	// pendingLeave: Leaves of players in the middle of a handoff, retried
+	// every tick until it settles (keptLeave).
+	pendingLeave map[uint64]keptLeave
 	// superseded: players a new connection took over while the old one was
 	// still joined (a client following a Redirect reconnected first); the
 	// old connection's Leave (reason Redirected) is then not theirs.
@@ -157,6 +159,10 @@ type zoneActor struct {
 	// Duplicate), the player goes back to it. Until one of the two leaves,
 	// the displaced connection's inputs wait in it (park).
 	displaced map[uint64]*displacedJoin
+	// carried: per player given back to its connection (reclaim), the
+	// inputs parked for it that its event budget has not yet let through,
+	// and any of its inputs that came since, in order (carry).
+	carried map[uint64][]*msg.Input
 	// awaiting: players whose connection left to follow a Redirect, kept
 	// (live) until their new connection's Join or the deadline.
 	awaiting map[uint64]time.Duration
@@ -299,9 +305,10 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.peers = map[string]*actor.PID{}
 	a.joins = map[uint64]*msg.Join{}
 	a.began = map[uint64]time.Duration{}
-	a.pendingLeave = map[uint64]bool{}
+	a.pendingLeave = map[uint64]keptLeave{}
 	a.superseded = map[uint64]bool{}
 	a.displaced = map[uint64]*displacedJoin{}
+	a.carried = map[uint64][]*msg.Input{}
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
@@ -410,6 +417,9 @@ func (a *zoneActor) onTick() {
 	}
 	out := a.z.Step(at)
 	a.sendHandoff(out.Send)
+	if len(a.carried) > 0 { // usually none
+		a.replayCarried()
+	}
 	if a.p.Checkpoint != nil {
 		a.cps = a.z.AppendCheckpoints(a.cps[:0], a.checkpointTicks())
 		if len(a.cps) > 0 {
@@ -494,15 +504,8 @@ func (a *zoneActor) onTick() {
 			a.leave(id, nil)
 		}
 	}
-	for id := range a.pendingLeave {
-		cp, hadCP := a.z.CheckpointOf(id)
-		if err := a.z.Leave(id); !errors.Is(err, sim.ErrBusy) {
-			if err == nil && hadCP {
-				a.lastCheckpoint(cp)
-			}
-			delete(a.pendingLeave, id)
-			a.forget(id)
-		}
+	for id, k := range a.pendingLeave {
+		a.retryLeave(id, k)
 	}
 	if a.z.Tick()%64 == 0 {
 		a.sweepJoins()
@@ -570,9 +573,15 @@ func (a *zoneActor) sweepJoins() {
 			}
 		}
 	}
-	for id := range a.displaced {
-		if a.joins[id] == nil {
+	now := a.p.Now()
+	for id, d := range a.displaced {
+		if a.joins[id] == nil || now >= d.until {
 			a.undisplace(id)
+		}
+	}
+	for id := range a.carried {
+		if a.joins[id] == nil {
+			a.dropCarried(id, 0)
 		}
 	}
 	for id := range a.budget {
@@ -581,7 +590,7 @@ func (a *zoneActor) sweepJoins() {
 		}
 	}
 	for id, t := range a.began {
-		if a.p.Now()-t > time.Minute {
+		if now-t > time.Minute {
 			delete(a.began, id)
 		}
 	}
@@ -597,6 +606,7 @@ func (a *zoneActor) forget(id uint64) {
 	delete(a.budget, id)
 	delete(a.forced, id)
 	delete(a.pendingTP, id)
+	a.dropCarried(id, 0)
 }
 
 // sendHandoff delivers handoff messages: Route becomes a Redirect to the
@@ -634,7 +644,9 @@ func (a *zoneActor) onInput(in *msg.Input) {
 		a.inputs.queued.Add(-1)
 	}
 	var c inputCounts
-	a.takeInput(in, a.p.Now(), &c)
+	if now := a.p.Now(); len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+		a.apply(in, now, &c)
+	}
 	c.add(a.m)
 	a.flushOutputs()
 	a.flushPending()
@@ -649,10 +661,13 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	now := a.p.Now()
 	var c inputCounts
 	for _, in := range b.List {
-		a.takeInput(in, now, &c)
+		// Checked here, not in apply: the usual input costs two loads.
+		if len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+			a.apply(in, now, &c)
+		}
 	}
 	c.add(a.m)
-	b.ReleaseTaken() // takeInput released each
+	b.ReleaseTaken() // apply released each, or hold kept it
 	a.flushOutputs()
 	a.flushPending()
 }
@@ -672,11 +687,19 @@ func (c *inputCounts) add(m *Metrics) {
 	}
 }
 
-// takeInput applies in's moves and events and releases it.
-func (a *zoneActor) takeInput(in *msg.Input, now time.Duration, c *inputCounts) {
+// hold keeps in for later when its player has a takeover undecided
+// (park) or inputs carried (carry), and reports whether it did. Its
+// callers ask only when there is either: the usual input goes straight
+// to apply.
+func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool {
 	if len(a.displaced) > 0 && a.park(in) {
-		return
+		return true
 	}
+	return len(a.carried) > 0 && a.carry(in, now, c)
+}
+
+// apply applies in's moves and events and releases it.
+func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 	c.inputs++
 	c.events += uint64(len(in.Events))
 	if len(in.Moves) > 0 {
@@ -740,8 +763,13 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 				takeover = true
 				if !awaited {
 					a.undisplace(j.Player) // a third connection: the one before has lost it
-					a.displaced[j.Player] = &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
-						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen}
+					d := &displacedJoin{j: old, lastApplied: cp.LastApplied, events: cp.Events,
+						gen: cmp.Or(old.EventGen, cp.Events.Gen), taker: j.EventGen, until: now + displacedGrace}
+					a.displaced[j.Player] = d
+					// Inputs still carried for the displaced connection
+					// (its player given back to it a moment ago) wait with
+					// the ones it sends next.
+					d.parked = a.dropCarried(j.Player, maxParked)
 				}
 			}
 			if !awaited {
@@ -908,9 +936,12 @@ func (a *zoneActor) onLeave(l *msg.Leave) {
 		return
 	}
 	if l.Reason == handshake.ReasonRedirected && a.superseded[l.Player] {
-		// The superseded connection's (a remote Leave names no
-		// connection): its player plays on through the new one.
+		// The superseded connection's (a Leave that names no
+		// connection): its player plays on through the new one, and the
+		// takeover is decided — the connection it displaced is gone, its
+		// Join and parked inputs with it, as when its Leave names it.
 		delete(a.superseded, l.Player)
+		a.undisplace(l.Player)
 		return
 	}
 	if l.Reason == handshake.ReasonRedirected {
@@ -938,7 +969,17 @@ type displacedJoin struct {
 	// not known).
 	gen, taker uint64
 	parked     []*msg.Input
+	// until: the takeover undecided then (neither connection's Leave
+	// came: lost on its way), the displaced connection is forgotten and
+	// its parked inputs dropped (sweepJoins).
+	until time.Duration
 }
+
+// displacedGrace bounds how long a displaced connection's Join and parked
+// inputs are kept for a takeover nobody decides: the superseded login's
+// Leave follows its Join within a message or two, and a displaced client
+// that hears nothing for 3 s looks its player up again anyway.
+var displacedGrace = 10 * time.Second // a var: tests shorten it
 
 // maxParked bounds the inputs kept for a displaced connection: its
 // takeover is decided within a message or two (the superseded login's
@@ -964,7 +1005,7 @@ func (a *zoneActor) park(in *msg.Input) bool {
 	if d == nil || in.EventGen == 0 || in.EventGen != d.gen || d.taker == 0 || d.taker == d.gen {
 		return false
 	}
-	if len(d.parked) == maxParked {
+	if len(d.parked) >= maxParked {
 		a.m.InputsDropped.Add(1)
 		in.Release()
 		return true
@@ -1011,17 +1052,108 @@ func (a *zoneActor) reclaim(id uint64) bool {
 	delete(a.superseded, id)
 	a.placed(id, true)
 	if len(d.parked) > 0 {
-		// Its inputs that came meanwhile, in order, for it now.
-		now := a.p.Now()
+		// Its inputs that came meanwhile, in order, for it now: as many
+		// as its event budget lets through this tick, the rest carried.
+		a.carried[id] = append(a.carried[id], d.parked...)
 		var c inputCounts
-		for _, in := range d.parked {
-			a.takeInput(in, now, &c)
-		}
+		a.replay(id, a.p.Now(), &c)
 		c.add(a.m)
 		a.flushOutputs()
 		a.flushPending()
 	}
 	return true
+}
+
+// maxCarried bounds the inputs carried for one player: the parked ones
+// and as many of the connection's newer inputs. Full, the oldest is
+// applied at once, its events beyond the budget dropped and counted as
+// they are without a carry: a client whose events' answers outrun its
+// budget for good is not held back further than this.
+const maxCarried = 2 * maxParked
+
+// carry keeps in behind its player's carried inputs, if it has any, and
+// reports whether it did: a player's inputs are applied in the order they
+// came.
+func (a *zoneActor) carry(in *msg.Input, now time.Duration, c *inputCounts) bool {
+	q, ok := a.carried[in.Player]
+	if !ok {
+		return false
+	}
+	if len(q) >= maxCarried {
+		a.apply(q[0], now, c)
+		n := copy(q, q[1:])
+		q[n] = nil
+		q = q[:n]
+	}
+	a.carried[in.Player] = append(q, in)
+	return true
+}
+
+// replay applies player id's carried inputs in order while its event
+// budget this tick lets them through: the first of a tick always, each
+// next one while the events it brings fit in what the budget has left,
+// counting an answer as large as its event (the dev game's echo; a game
+// that answers nothing never waits). The rest wait for the next tick
+// (replayCarried).
+func (a *zoneActor) replay(id uint64, now time.Duration, c *inputCounts) {
+	q := a.carried[id]
+	n := 0
+	for ; n < len(q); n++ {
+		if spent := a.spent(id); spent > 0 && spent+eventBytes(q[n]) > a.maxOut {
+			break
+		}
+		a.apply(q[n], now, c)
+		q[n] = nil
+	}
+	if n == len(q) {
+		delete(a.carried, id)
+		return
+	}
+	rest := copy(q, q[n:])
+	clear(q[rest:])
+	a.carried[id] = q[:rest]
+}
+
+// replayCarried goes on with every carried replay at the start of a tick,
+// with the players' budgets new.
+func (a *zoneActor) replayCarried() {
+	now := a.p.Now()
+	var c inputCounts
+	for id := range a.carried {
+		a.replay(id, now, &c)
+	}
+	c.add(a.m)
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// dropCarried takes player id's carried inputs away: the first keep of
+// them are returned, the rest released and counted as dropped.
+func (a *zoneActor) dropCarried(id uint64, keep int) []*msg.Input {
+	q, ok := a.carried[id]
+	if !ok {
+		return nil
+	}
+	delete(a.carried, id)
+	if len(q) > keep {
+		for _, in := range q[keep:] {
+			in.Release()
+		}
+		a.m.InputsDropped.Add(uint64(len(q) - keep))
+		clear(q[keep:])
+		q = q[:keep]
+	}
+	return q
+}
+
+// eventBytes is what in's events count against a budget: their payload
+// bytes, each at least one (as sendEvent counts).
+func eventBytes(in *msg.Input) int {
+	n := 0
+	for i := range in.Events {
+		n += max(len(in.Events[i].Payload), 1)
+	}
+	return n
 }
 
 // redirectGrace is how long a player whose client follows a Redirect is
@@ -1041,12 +1173,60 @@ func (a *zoneActor) leave(id uint64, l *msg.Leave) {
 		a.forget(id)
 		a.m.Leaves.Add(1)
 	case errors.Is(err, sim.ErrBusy):
-		a.pendingLeave[id] = true // retried every tick until the handoff settles
+		a.pendingLeave[id] = keptLeave{l: l, j: a.joins[id]} // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
 		if l != nil {
 			a.passOn(id, l)
 		}
 	}
+}
+
+// keptLeave is a Leave that came while its player was being handed off
+// (nil: the zone's own, a Redirect's grace over or a refused restore) and
+// the player's Join then.
+type keptLeave struct {
+	l *msg.Leave
+	j *msg.Join
+}
+
+// conn is the connection the kept Leave is for: the one it names, else
+// the one the player was joined through when it came (nil: not known).
+func (k keptLeave) conn() *actor.PID {
+	if k.l != nil && k.l.Conn != nil {
+		return k.l.Conn
+	}
+	if k.j != nil {
+		return k.j.Conn
+	}
+	return nil
+}
+
+// retryLeave takes out player id, whose Leave k was kept while a handoff
+// of the player was in progress, once the handoff has settled: here when
+// it was aborted, at the new owner when it completed — passed on there as
+// a Leave that comes after the handoff is, naming the connection it was
+// kept for, so that the new owner ignores it if a newer login has taken
+// the player over there meanwhile (here no Join replaces the player's
+// while it is frozen: a takeover's restore fails, sim.ErrExists).
+func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
+	cp, hadCP := a.z.CheckpointOf(id)
+	switch err := a.z.Leave(id); {
+	case errors.Is(err, sim.ErrBusy):
+		return // still in progress
+	case err == nil:
+		if hadCP {
+			a.lastCheckpoint(cp)
+		}
+		a.m.Leaves.Add(1)
+	case errors.Is(err, sim.ErrNotHere) && k.l != nil:
+		l := k.l
+		if conn := k.conn(); l.Conn == nil && conn != nil {
+			l = &msg.Leave{Player: l.Player, Conn: conn, Reason: l.Reason}
+		}
+		a.passOn(id, l)
+	}
+	delete(a.pendingLeave, id)
+	a.forget(id)
 }
 
 func (a *zoneActor) onTeleport(t *Teleport) {
