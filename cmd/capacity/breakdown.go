@@ -21,7 +21,7 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (the 32-byte slot, 48-byte position track with its two oldest positions in flight, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
+	{"ghost table: per-id records (the 32-byte slot, 40-byte position track with its two oldest positions in flight, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
 	// The rings move by moveEnts (grown or trimmed) and the pool by
 	// compactPositions (trimmed): before the table's rest.
 	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
