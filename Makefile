@@ -148,6 +148,10 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	    --report "$$d/report.json" --html "$$d/report.html" \
 	    --slo '$(CLUSTER_SLO)' $(CLUSTER_FLAGS) || rc=$$?; \
 	  t1=$$(date +%s.%N); scrape after; \
+	  left=unknown; waited=0; for t in $$(seq 40); do \
+	    left=$$(for i in 0 1 2; do curl -fsS "http://$$h:$${http[$$i]}/metrics" 2>/dev/null; done | \
+	      awk '/^ghostwire_zone_players[{]/ { s += $$2 } END { print s + 0 }'); \
+	    [ "$$left" = 0 ] && break; sleep 0.25; waited=$$t; done; \
 	  for i in 0 1 2; do if ! kill -0 "$${pids[$$i]}" 2>/dev/null; then wait "$${pids[$$i]}"; \
 	    echo "make cluster: node n$$((i+1)) exited during the run, status $$? (137: SIGKILL); see $$d/n$$((i+1)).log"; pids[$$i]=; fi; done; \
 	  { sed 's/^/B /' "$$d"/metrics-n?-before.txt; cat "$$d"/metrics-n?-after.txt; } | \
@@ -176,6 +180,9 @@ cluster: ## local 3-node cluster over NATS + botswarm across its gateways (CLUST
 	        sum("^ghostwire_cluster_malformed_dropped_total$$"), sum("^ghostwire_cluster_no_owner_dropped_total$$"), \
 	        sum("^ghostwire_cluster_unknown_player_dropped_total$$"), sum("^ghostwire_cluster_errors_total$$") }' \
 	    | tee "$$d/cluster-summary.txt"; \
+	  echo "  players left in the world after the bots quit: $$left ($$(awk -v w=$$waited 'BEGIN { printf "%.2f", w / 4 }') s after the scrape; the zones report about once a second; 0 expected)" \
+	    | tee -a "$$d/cluster-summary.txt"; \
+	  if [ "$$left" != 0 ]; then echo "make cluster: $$left players still in the world 10 s after every bot quit: a Leave lost (docs/cluster.md)"; [ $$rc -eq 0 ] && rc=1; fi; \
 	  exit $$rc
 
 # The chaos proof (docs/benchmarks.md#resilience, cmd/chaos --help): three real zoned processes and
