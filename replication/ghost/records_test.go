@@ -29,10 +29,9 @@ func wideClass() *Class {
 	return &Class{ID: 9, Name: "wide", Groups: gs}
 }
 
-// A drop re-dirties exactly the groups no later packet carries, for groups
-// above the record's entMaskBits too, and the high mask bits follow their
-// records when the ring grows and when it shrinks back.
-func TestWideMasksSurviveRingGrowth(t *testing.T) {
+// wideRegistry is a registry holding wideClass alone.
+func wideRegistry(t *testing.T) (*Registry, *Class) {
+	t.Helper()
 	reg, err := NewRegistry(DefaultBounds())
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +40,14 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
 	}
+	return reg, c
+}
+
+// A drop re-dirties exactly the groups no later packet carries, for groups
+// above the record's entMaskBits too, and the high mask bits follow their
+// records when the ring grows and when it shrinks back.
+func TestWideMasksSurviveRingGrowth(t *testing.T) {
+	reg, c := wideRegistry(t)
 	cfg := DefaultConfig()
 	cfg.ResendInterval, cfg.ConfirmDeadline = 0, 0 // one record per packet: the changed group
 	tab, err := NewTable(reg, cfg)
@@ -132,14 +139,7 @@ func TestWideMasksSurviveRingGrowth(t *testing.T) {
 // or with others in views the table took without a packet between, is
 // dirty until written, written, and held by the client.
 func TestWideDirtyUnderSnapshotViews(t *testing.T) {
-	reg, err := NewRegistry(DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := wideClass()
-	if err := reg.Register(c); err != nil {
-		t.Fatal(err)
-	}
+	reg, c := wideRegistry(t)
 	tab, err := NewTable(reg, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
