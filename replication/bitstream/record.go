@@ -269,12 +269,12 @@ func (rw *RecordWriter) put3(a, b, c uint64, n uint) {
 // WriteQuat writes a rotation as Writer.WriteQuat: 47 bits, ErrOutOfRange
 // for a zero or non-finite q.
 func (rw *RecordWriter) WriteQuat(q [4]float64) {
-	c, ok := quatEncode(q, QuatBits)
+	i, k0, k1, k2, ok := quatCodes(q, quatM)
 	if !ok {
 		rw.refuse(recOutOfRange)
 		return
 	}
-	rw.put(c, 2+3*QuatBits)
+	rw.put(quatPack(i, k0, k1, k2, quatM, QuatBits), 2+3*QuatBits)
 }
 
 // RecordReader reads the fields of one record through a Reader: made by
@@ -539,7 +539,8 @@ func (rr *RecordReader) ReadQuat() [4]float64 {
 	if rr.bad != recOK {
 		return [4]float64{}
 	}
-	q, ok := quatDecode(c, QuatBits)
+	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
 	if !ok {
 		rr.stop(at, recOutOfRange)
 		return [4]float64{}
