@@ -42,9 +42,9 @@ func (f recFail) err() error {
 
 // RecordWriter writes the fields of one record through a Writer: made by
 // Writer.Begin, given back by End. Between the two, use only the record,
-// not its Writer; the Writer's buffer holds the record's bits after End.
-// Keep it a local variable. The zero RecordWriter stores nothing and its
-// End does nothing. Not safe for concurrent use.
+// not its Writer; the Writer's buffer holds the record's bits after End,
+// and the record is spent. Keep it a local variable, and get it from Begin:
+// the zero RecordWriter is not usable. Not safe for concurrent use.
 //
 // A record is written whole or not at all: when its fields do not fit in
 // the buffer, End takes them all back, leaves the Writer at the record's
@@ -286,8 +286,9 @@ func (rw *RecordWriter) WriteQuat(q [4]float64) {
 // 0, and so does every field after it; End then returns a *ReadError that
 // names the record and the failing field's bit, wrapping the error the
 // per-field read would have returned there, and leaves the Reader at that
-// field's start, where the per-field reads would have stopped. The zero
-// RecordReader reads nothing: every field fails.
+// field's start, where the per-field reads would have stopped. After End
+// the record is spent. The zero RecordReader reads nothing: every field
+// fails.
 type RecordReader struct {
 	r      *Reader
 	buf    []byte
