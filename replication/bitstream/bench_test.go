@@ -106,8 +106,9 @@ func mustQuantized(min, max float64, bits uint) QuantizedFormat {
 	return f
 }
 
-// writePacket and readPacket are the packet through the formats' API.
-func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
+// writePacketFormats and readPacketFormats are the packet through the
+// formats' per-field API (the benchmark's packet before records).
+func writePacketFormats(w *Writer, p *benchPacket) (ghosts int, err error) {
 	// header
 	_ = w.WriteRangedInt(p.kind, 0, 3)
 	_ = w.WriteBits(uint64(p.seq), 16)
@@ -165,7 +166,7 @@ func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 	return ghosts, w.Err()
 }
 
-func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
+func readPacketFormats(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 	var err error
 	var u uint64
 	fail := func(e error) {
@@ -258,6 +259,153 @@ func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 		p.ghosts = append(p.ghosts, g)
 	}
 	return chat, err
+}
+
+// writePacket and readPacket are the packet as game code writes it: the
+// header and the control object as one record, the events through the
+// Writer (strings), and the ghost updates as one record across the run,
+// given back to the Writer around each table string.
+func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
+	rec := w.Begin()
+	// header
+	rec.WriteRangedInt(p.kind, 0, 3)
+	rec.WriteBits(uint64(p.seq), 16)
+	rec.WriteBits(uint64(p.ack), 16)
+	rec.WriteFlag(p.ackBits != math.MaxUint64)
+	if p.ackBits != math.MaxUint64 {
+		rec.WriteBits(p.ackBits, 64)
+	}
+	rec.WriteRangedInt(p.ackDelay, 0, 1023)
+	// control object
+	rec.WriteFlag(true)
+	rec.WriteFixed3(&ctlPosFormat, p.ctlPos[0], p.ctlPos[1], p.ctlPos[2])
+	rec.WriteQuantized3(&ctlVelFormat, p.ctlVel[0], p.ctlVel[1], p.ctlVel[2])
+	rec.WriteQuat(p.ctlRot)
+	rec.WriteQuantized(&ctlHealthFormat, p.ctlHealth)
+	_ = rec.End()
+	// events
+	for _, e := range p.events {
+		_ = w.WriteFlag(true)
+		_ = w.WriteRangedInt(e.class, 0, 63)
+		_ = w.WriteTableString(benchTable, e.emote, 32)
+		_ = w.WriteFlag(e.chat != "")
+		if e.chat != "" {
+			_ = w.WriteString(e.chat, 128)
+		}
+	}
+	_ = w.WriteFlag(false)
+	// ghosts until the budget is spent
+	rec = w.Begin()
+	for i := range p.ghosts {
+		if rec.Remaining() < ghostBits+1 {
+			break
+		}
+		g := &p.ghosts[i]
+		rec.WriteFlag(true)
+		rec.WriteRangedInt(g.index, 0, 1023)
+		for _, d := range g.dirty {
+			rec.WriteFlag(d)
+		}
+		if g.dirty[0] {
+			rec.WriteFixed3(&posFormat, g.pos[0], g.pos[1], g.pos[2])
+		}
+		if g.dirty[1] {
+			rec.WriteQuat(g.rot)
+		}
+		if g.dirty[2] {
+			rec.WriteQuantized3(&velFormat, g.vel[0], g.vel[1], g.vel[2])
+		}
+		if g.dirty[3] {
+			rec.WriteQuantized(&healthFormat, g.health)
+			rec.WriteRangedInt(g.anim, 0, 40)
+			_ = rec.End()
+			_ = w.WriteTableString(benchTable, g.class, 32)
+			rec = w.Begin()
+		}
+		ghosts++
+	}
+	rec.WriteFlag(false)
+	_ = rec.End()
+	return ghosts, w.Err()
+}
+
+func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
+	rec := r.Begin("hdr")
+	p.kind = rec.ReadRangedInt(0, 3)
+	p.seq = int64(rec.ReadBits(16))
+	p.ack = int64(rec.ReadBits(16))
+	p.ackBits = math.MaxUint64
+	if rec.ReadFlag() {
+		p.ackBits = rec.ReadBits(64)
+	}
+	p.ackDelay = rec.ReadRangedInt(0, 1023)
+	_ = rec.ReadFlag() // ctl.present
+	p.ctlPos[0], p.ctlPos[1], p.ctlPos[2] = rec.ReadFixed3(&ctlPosFormat)
+	p.ctlVel[0], p.ctlVel[1], p.ctlVel[2] = rec.ReadQuantized3(&ctlVelFormat)
+	p.ctlRot = rec.ReadQuat()
+	p.ctlHealth = rec.ReadQuantized(&ctlHealthFormat)
+	if err := rec.End(); err != nil {
+		return chat, err
+	}
+	p.events = p.events[:0]
+	for {
+		more, err := r.ReadFlag("event.more")
+		if err != nil {
+			return chat, err
+		}
+		if !more {
+			break
+		}
+		var ev benchEvent
+		if ev.class, err = r.ReadRangedInt(0, 63, "event.class"); err != nil {
+			return chat, err
+		}
+		if ev.emote, err = r.ReadTableString(benchTable, 32, "event.emote"); err != nil {
+			return chat, err
+		}
+		has, err := r.ReadFlag("event.hasChat")
+		if err != nil {
+			return chat, err
+		}
+		if has {
+			if chat, err = r.ReadStringBytes(chat, 128, "event.chat"); err != nil {
+				return chat, err
+			}
+		}
+		p.events = append(p.events, ev)
+	}
+	p.ghosts = p.ghosts[:0]
+	rec = r.Begin("ghost")
+	for rec.ReadFlag() {
+		var g benchGhost
+		g.index = rec.ReadRangedInt(0, 1023)
+		for j := range g.dirty {
+			g.dirty[j] = rec.ReadFlag()
+		}
+		if g.dirty[0] {
+			g.pos[0], g.pos[1], g.pos[2] = rec.ReadFixed3(&posFormat)
+		}
+		if g.dirty[1] {
+			g.rot = rec.ReadQuat()
+		}
+		if g.dirty[2] {
+			g.vel[0], g.vel[1], g.vel[2] = rec.ReadQuantized3(&velFormat)
+		}
+		if g.dirty[3] {
+			g.health = rec.ReadQuantized(&healthFormat)
+			g.anim = rec.ReadRangedInt(0, 40)
+			if err := rec.End(); err != nil {
+				return chat, err
+			}
+			var err error
+			if g.class, err = r.ReadTableString(benchTable, 32, "ghost.class"); err != nil {
+				return chat, err
+			}
+			rec = r.Begin("ghost")
+		}
+		p.ghosts = append(p.ghosts, g)
+	}
+	return chat, rec.End()
 }
 
 // writePacketFields and readPacketFields are the same packet through the
@@ -473,31 +621,43 @@ func TestBenchPacketRoundTrip(t *testing.T) {
 	t.Logf("%d bytes, %d ghosts", w.Len(), n)
 }
 
-// The formats' packet is the per-field packet bit for bit, over many seeds
-// (each a different mix of dirty flags, positions and rotations), and both
-// decoders return the same values from it.
+// The records' packet and the formats' packet are the per-field packet
+// bit for bit, over many seeds (each a different mix of dirty flags,
+// positions and rotations), and the three decoders return the same values
+// from it.
 func TestBenchPacketFormatsSameBits(t *testing.T) {
+	paths := []struct {
+		name  string
+		write func(*Writer, *benchPacket) (int, error)
+		read  func(*Reader, *benchPacket, []byte) ([]byte, error)
+	}{
+		{"records", writePacket, readPacket},
+		{"formats", writePacketFormats, readPacketFormats},
+	}
 	for seed := range uint64(200) {
 		in := newBenchPacket(seed, 200)
-		wf, wo := NewWriter(make([]byte, benchMTU)), NewWriter(make([]byte, benchMTU))
-		nf, errF := writePacket(wf, in)
+		wo := NewWriter(make([]byte, benchMTU))
 		no, errO := writePacketFields(wo, in)
-		if errF != nil || errO != nil || nf != no {
-			t.Fatalf("seed %d: formats wrote %d ghosts (%v), fields %d (%v)", seed, nf, errF, no, errO)
-		}
-		if wf.BitLen() != wo.BitLen() || !bytes.Equal(wf.Bytes(), wo.Bytes()) {
-			t.Fatalf("seed %d: formats wrote %d bits, fields %d; first difference at byte %d", seed, wf.BitLen(), wo.BitLen(), firstByteDiff(wf.Bytes(), wo.Bytes()))
-		}
-		outF := &benchPacket{ghosts: make([]benchGhost, 0, 256)}
 		outO := &benchPacket{ghosts: make([]benchGhost, 0, 256)}
-		if _, err := readPacket(NewReader(wo.Bytes()), outF, nil); err != nil {
-			t.Fatalf("seed %d: formats read: %v", seed, err)
+		if _, err := readPacketFields(NewReader(wo.Bytes()), outO, nil); err != nil || errO != nil {
+			t.Fatalf("seed %d: fields: write %v, read %v", seed, errO, err)
 		}
-		if _, err := readPacketFields(NewReader(wo.Bytes()), outO, nil); err != nil {
-			t.Fatalf("seed %d: fields read: %v", seed, err)
-		}
-		if !reflect.DeepEqual(outF, outO) {
-			t.Fatalf("seed %d: the two decoders differ", seed)
+		for _, path := range paths {
+			wf := NewWriter(make([]byte, benchMTU))
+			nf, errF := path.write(wf, in)
+			if errF != nil || nf != no {
+				t.Fatalf("seed %d: %s wrote %d ghosts (%v), fields %d", seed, path.name, nf, errF, no)
+			}
+			if wf.BitLen() != wo.BitLen() || !bytes.Equal(wf.Bytes(), wo.Bytes()) {
+				t.Fatalf("seed %d: %s wrote %d bits, fields %d; first difference at byte %d", seed, path.name, wf.BitLen(), wo.BitLen(), firstByteDiff(wf.Bytes(), wo.Bytes()))
+			}
+			outF := &benchPacket{ghosts: make([]benchGhost, 0, 256)}
+			if _, err := path.read(NewReader(wo.Bytes()), outF, nil); err != nil {
+				t.Fatalf("seed %d: %s read: %v", seed, path.name, err)
+			}
+			if !reflect.DeepEqual(outF, outO) {
+				t.Fatalf("seed %d: the %s decoder differs from the fields'", seed, path.name)
+			}
 		}
 	}
 }

@@ -53,6 +53,36 @@
 //	more, err := r.ReadFlag("hdr.more")
 //	n, err := r.ReadRangedInt(0, 32, "hdr.count")
 //
+// # Records
+//
+// A record is a run of fields written or read as one: Writer.Begin and
+// Reader.Begin lend the stream's position to a RecordWriter or RecordReader
+// (a small value kept in the caller's frame), whose methods are the field
+// calls without an error each: the record remembers its first failure and
+// End reports it and gives the position back. Its small fields inline into
+// the caller and its others need no stack frame of their own, so a record
+// of many fields (a ghost update) costs less than its per-field calls, with
+// the same bits and values. A written record is whole or absent: one that
+// outgrows the buffer is taken back by End (ErrOverflow), so check
+// Remaining against the record's largest size first, as a packet builder
+// does.
+//
+//	rec := w.Begin()
+//	rec.WriteFlag(true)
+//	rec.WriteRangedInt(id, 0, 1023)           // 10 bits
+//	rec.WriteFixed3(&posFormat, x, y, z)      // a FixedFormat made once
+//	rec.WriteQuat(rot)
+//	if err := rec.End(); err != nil { ... }   // the Writer is usable again
+//
+//	rr := r.Begin("ghost")                    // the name its errors carry
+//	more := rr.ReadFlag()
+//	id := rr.ReadRangedInt(0, 1023)
+//	x, y, z := rr.ReadFixed3(&posFormat)
+//	if err := rr.End(); err != nil { ... }    // *ReadError at the failing field's bit
+//
+// Strings are not record fields: end the record, write or read the string
+// through the Writer or Reader, and begin another.
+//
 // Every Read method takes the name of the field it reads; a failure returns a
 // *ReadError naming that field and its bit offset, wrapping
 // io.ErrUnexpectedEOF (ran off the end), ErrOutOfRange / ErrTooLong (a value
@@ -61,7 +91,8 @@
 // bits), except that a table-string literal may name a string the reader's
 // table holds. Nothing panics on any input, and no method allocates except
 // ReadString (one string, bounded by the caller's maximum length), an
-// undersized dst in the *Bytes readers, and the error path.
+// undersized dst in the *Bytes readers, Begin over a buffer shorter than 8
+// bytes (8 bytes of scratch), and the error path.
 //
 // Every write is atomic: it writes its whole value or nothing. Writers return
 // the failure (buffer full, value out of range, NaN) from the failing call and

@@ -167,11 +167,41 @@ const (
 	minQuatBits = 6
 )
 
-// WriteQuat writes a rotation in 2 + 3·QuatBits = 47 bits; see WriteQuatBits.
-func (w *Writer) WriteQuat(q [4]float64) error { return w.WriteQuatBits(q, QuatBits) }
+// quatM is m for QuatBits: the codes' bound.
+const quatM = 1<<(QuatBits-1) - 1
 
-// ReadQuat reads a rotation written by WriteQuat.
-func (r *Reader) ReadQuat(field string) ([4]float64, error) { return r.ReadQuatBits(QuatBits, field) }
+// WriteQuat writes a rotation in 2 + 3·QuatBits = 47 bits; see
+// WriteQuatBits, whose bits it writes with the width's shifts constant.
+func (w *Writer) WriteQuat(q [4]float64) error {
+	i, k0, k1, k2, ok := quatCodes(q, quatM)
+	if !ok {
+		return w.fail(ErrOutOfRange)
+	}
+	c := quatPack(i, k0, k1, k2, quatM, QuatBits)
+	if w.tryPut(c, 2+3*QuatBits) {
+		return nil
+	}
+	return w.writeBitsSlow(c, 2+3*QuatBits)
+}
+
+// ReadQuat reads a rotation written by WriteQuat, as ReadQuatBits(QuatBits)
+// does.
+func (r *Reader) ReadQuat(field string) ([4]float64, error) {
+	at := r.bit
+	c, ok := r.TryReadBits(2 + 3*QuatBits)
+	if !ok {
+		var err error
+		if c, err = r.readBitsSlow(2+3*QuatBits, field); err != nil {
+			return [4]float64{}, err
+		}
+	}
+	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
+	if !ok {
+		return [4]float64{}, r.fail(field, at, ErrOutOfRange)
+	}
+	return q, nil
+}
 
 // WriteQuatBits writes the rotation q (components in any fixed order;
 // ghostwire uses [x, y, z, w]) in 2 + 3·bits bits, bits per component 6..20.
@@ -226,9 +256,27 @@ var quatOthers = [4][3]uint8{{1, 2, 3}, {0, 2, 3}, {0, 1, 3}, {0, 1, 2}}
 // quatEncode returns the packed field: index in bits 0..1, then the other
 // three components in increasing index order, each as code k+m in bits bits.
 func quatEncode(q [4]float64, bits uint) (uint64, bool) {
+	// bits ∈ [6, 20] here and in quatDecode: every shift masked by 63 is the
+	// same shift without Go's code for counts of 64 and more.
+	m := int64(1)<<((bits-1)&63) - 1
+	i, k0, k1, k2, ok := quatCodes(q, m)
+	return quatPack(i, k0, k1, k2, m, bits), ok
+}
+
+// quatPack packs quatCodes' index and codes into the field. Small enough to
+// inline: with bits a constant (WriteQuat's) its shifts are constants.
+func quatPack(i int, k0, k1, k2, m int64, bits uint) uint64 {
+	return uint64(i) | uint64(k0+m)<<2 | uint64(k1+m)<<((2+bits)&63) | uint64(k2+m)<<((2+2*bits)&63)
+}
+
+// quatCodes is quatEncode before the packing: the dropped index and the
+// three sent codes in [−m, m], m = 2^(bits−1) − 1; ok is false for a zero
+// or non-finite q. (Separate results, not an array: an array result goes
+// through memory.)
+func quatCodes(q [4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
 	ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
 	if !(ss > 0 && ss <= math.MaxFloat64) { // zero, NaN, ±Inf, overflow
-		return 0, false
+		return 0, 0, 0, 0, false
 	}
 	// i: the component of largest magnitude, the lowest index on a tie.
 	// Comparing the magnitudes' bit patterns (ordered like the values for
@@ -245,13 +293,10 @@ func quatEncode(q [4]float64, bits uint) (uint64, bool) {
 	if a3 > a2 {
 		i23, m23 = 3, a3
 	}
-	i := i01
+	i = i01
 	if m23 > m01 {
 		i = i23
 	}
-	// bits ∈ [6, 20] here and in quatDecode: every shift masked by 63 is the
-	// same shift without Go's code for counts of 64 and more.
-	m := int64(1)<<((bits-1)&63) - 1
 	// Scale so the sent components land in [−m, m] code units, with the
 	// sign that makes the dropped component positive (q and −q are one
 	// rotation): x = q_j · (±√2·m/|q|). A quaternion already normalized in
@@ -286,7 +331,7 @@ func quatEncode(q [4]float64, bits uint) (uint64, bool) {
 			}
 		}
 	}
-	return uint64(i) | uint64(k[0]+m)<<2 | uint64(k[1]+m)<<((2+bits)&63) | uint64(k[2]+m)<<((2+2*bits)&63), true
+	return i, k[0], k[1], k[2], true
 }
 
 // quatCanonical reports whether the rebuilt component is strictly larger
@@ -310,17 +355,25 @@ func sign64(v int64) int64 {
 // non-canonical field (see quatCanonical), which no encoder sends.
 func quatDecode(c uint64, bits uint) (q [4]float64, ok bool) {
 	m := int64(1)<<((bits-1)&63) - 1
+	k0, k1, k2 := quatUnpack(c, m, bits)
+	return quatFromCodes(c&3, k0, k1, k2, m, quatStep[bits])
+}
+
+// quatUnpack is the three sent codes of a field, as k − m. Small enough to
+// inline: with bits a constant (ReadQuat's) its shifts are constants.
+func quatUnpack(c uint64, m int64, bits uint) (k0, k1, k2 int64) {
 	mask := uint64(1)<<(bits&63) - 1
-	k := [3]int64{
-		int64(c>>2&mask) - m,
-		int64(c>>((2+bits)&63)&mask) - m,
-		int64(c>>((2+2*bits)&63)&mask) - m,
-	}
+	return int64(c>>2&mask) - m, int64(c>>((2+bits)&63)&mask) - m, int64(c>>((2+2*bits)&63)&mask) - m
+}
+
+// quatFromCodes is quatDecode after the unpacking: i the dropped index, k
+// the sent codes, m their bound and d = quatStep[bits].
+func quatFromCodes(i uint64, k0, k1, k2, m int64, d float64) (q [4]float64, ok bool) {
+	k := [3]int64{k0, k1, k2}
 	if k[0] > m || k[1] > m || k[2] > m || !quatCanonical(k, m) {
 		return q, false
 	}
-	i := c & 3
-	d := quatStep[bits] // 1/(√2·m)
+	i &= 3
 	o := &quatOthers[i]
 	q[o[0]&3] = float64(k[0]) * d
 	q[o[1]&3] = float64(k[1]) * d

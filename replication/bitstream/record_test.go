@@ -1,0 +1,448 @@
+package bitstream
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// A field of a random record: its kind, its values and the format it
+// uses, so that one op can be written and read through the per-field calls
+// and through a record.
+type recOp struct {
+	kind     int
+	v        uint64
+	n        uint
+	i, lo, h int64
+	x        [4]float64
+	fixed    *FixedFormat
+	quant    *QuantizedFormat
+}
+
+const (
+	recFlag = iota
+	recBits
+	recRanged
+	recFixed
+	recFixed3
+	recQuant
+	recQuant3
+	recQuat
+	recKinds
+)
+
+var (
+	recFixedFormats = []FixedFormat{
+		mustFixed(-2000, 2000, 0.01),                        // 19 bits: Write3 in 57
+		mustFixed(-10000, 10000, 0.01),                      // 21 bits: 63
+		mustFixed(-1e6, 1e6, 0.001),                         // 31 bits: three fields
+		mustFixed(0, 1, 10),                                 // 0 bits
+		mustFixed(-1, 1, 0.25),                              // 4 bits
+		mustFixed(-math.SmallestNonzeroFloat64*0, 0.5, 0.5), // 1 bit
+	}
+	recQuantFormats = []QuantizedFormat{
+		mustQuantized(-50, 50, 12),
+		mustQuantized(0, 1, 1),
+		mustQuantized(-1, 1, 22), // three fields
+		mustQuantized(-1e3, 1e3, 32),
+		{}, // the zero format: only 0, in no bits
+	}
+)
+
+// randFloat is a value in [lo, hi] mostly, sometimes just outside it or not
+// a number, so that writes are refused too.
+func randFloat(rng *rand.Rand, lo, hi float64) float64 {
+	switch rng.IntN(40) {
+	case 0:
+		return math.NaN()
+	case 1:
+		return hi + 1
+	case 2:
+		return lo
+	case 3:
+		return hi
+	}
+	return lo + rng.Float64()*(hi-lo)
+}
+
+func randRecOps(rng *rand.Rand, count int) []recOp {
+	ops := make([]recOp, count)
+	for k := range ops {
+		op := recOp{kind: rng.IntN(recKinds)}
+		switch op.kind {
+		case recFlag:
+			op.v = uint64(rng.IntN(2))
+		case recBits:
+			op.n = uint(1 + rng.IntN(64))
+			if rng.IntN(30) == 0 {
+				op.n = uint(rng.IntN(2)) * 65 // 0 or 65: refused
+			}
+			op.v = rng.Uint64()
+			if op.n < 64 && rng.IntN(20) != 0 {
+				op.v &= 1<<op.n - 1
+			}
+		case recRanged:
+			op.lo = rng.Int64N(2000) - 1000
+			op.h = op.lo + rng.Int64N(1<<uint(rng.IntN(40)))
+			switch rng.IntN(25) {
+			case 0:
+				op.lo, op.h = math.MinInt64, math.MaxInt64 // 64 bits
+			case 1:
+				op.lo, op.h = op.h+1, op.lo // min > max
+			case 2:
+				op.h = op.lo // 0 bits
+			}
+			switch span := uint64(op.h) - uint64(op.lo); {
+			case op.lo > op.h:
+				op.i = op.h
+			case span == math.MaxUint64:
+				op.i = int64(rng.Uint64())
+			default:
+				op.i = int64(uint64(op.lo) + rng.Uint64N(span+1))
+			}
+			if rng.IntN(25) == 0 {
+				op.i = op.h + 1
+			}
+		case recFixed, recFixed3:
+			op.fixed = &recFixedFormats[rng.IntN(len(recFixedFormats))]
+			for j := range 3 {
+				op.x[j] = randFloat(rng, op.fixed.min, op.fixed.max)
+			}
+		case recQuant, recQuant3:
+			op.quant = &recQuantFormats[rng.IntN(len(recQuantFormats))]
+			for j := range 3 {
+				op.x[j] = randFloat(rng, op.quant.min, op.quant.max)
+			}
+		case recQuat:
+			op.x = randomQuat(rng)
+			switch rng.IntN(30) {
+			case 0:
+				op.x = [4]float64{}
+			case 1:
+				op.x[2] = math.NaN()
+			}
+		}
+		ops[k] = op
+	}
+	return ops
+}
+
+func (op *recOp) writeField(w *Writer) {
+	switch op.kind {
+	case recFlag:
+		_ = w.WriteFlag(op.v == 1)
+	case recBits:
+		_ = w.WriteBits(op.v, op.n)
+	case recRanged:
+		_ = w.WriteRangedInt(op.i, op.lo, op.h)
+	case recFixed:
+		_ = op.fixed.Write(w, op.x[0])
+	case recFixed3:
+		_ = op.fixed.Write3(w, op.x[0], op.x[1], op.x[2])
+	case recQuant:
+		_ = op.quant.Write(w, op.x[0])
+	case recQuant3:
+		_ = op.quant.Write3(w, op.x[0], op.x[1], op.x[2])
+	case recQuat:
+		_ = w.WriteQuat(op.x)
+	}
+}
+
+func (op *recOp) writeRecord(rw *RecordWriter) {
+	switch op.kind {
+	case recFlag:
+		rw.WriteFlag(op.v == 1)
+	case recBits:
+		rw.WriteBits(op.v, op.n)
+	case recRanged:
+		rw.WriteRangedInt(op.i, op.lo, op.h)
+	case recFixed:
+		rw.WriteFixed(op.fixed, op.x[0])
+	case recFixed3:
+		rw.WriteFixed3(op.fixed, op.x[0], op.x[1], op.x[2])
+	case recQuant:
+		rw.WriteQuantized(op.quant, op.x[0])
+	case recQuant3:
+		rw.WriteQuantized3(op.quant, op.x[0], op.x[1], op.x[2])
+	case recQuat:
+		rw.WriteQuat(op.x)
+	}
+}
+
+// readField reads op's field through the per-field calls: its values as
+// four words, and the error.
+func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
+	switch op.kind {
+	case recFlag:
+		var b bool
+		b, err = r.ReadFlag("f")
+		if b {
+			u = 1
+		}
+	case recBits:
+		u, err = r.ReadBits(op.n, "f")
+	case recRanged:
+		var i int64
+		i, err = r.ReadRangedInt(op.lo, op.h, "f")
+		u = uint64(i)
+	case recFixed:
+		got[0], err = op.fixed.Read(r, "f")
+	case recFixed3:
+		got[0], got[1], got[2], err = op.fixed.Read3(r, "f")
+	case recQuant:
+		got[0], err = op.quant.Read(r, "f")
+	case recQuant3:
+		got[0], got[1], got[2], err = op.quant.Read3(r, "f")
+	case recQuat:
+		got, err = r.ReadQuat("f")
+	}
+	return got, u, err
+}
+
+func (op *recOp) readRecord(rr *RecordReader) (got [4]float64, u uint64) {
+	switch op.kind {
+	case recFlag:
+		if rr.ReadFlag() {
+			u = 1
+		}
+	case recBits:
+		u = rr.ReadBits(op.n)
+	case recRanged:
+		u = uint64(rr.ReadRangedInt(op.lo, op.h))
+	case recFixed:
+		got[0] = rr.ReadFixed(op.fixed)
+	case recFixed3:
+		got[0], got[1], got[2] = rr.ReadFixed3(op.fixed)
+	case recQuant:
+		got[0] = rr.ReadQuantized(op.quant)
+	case recQuant3:
+		got[0], got[1], got[2] = rr.ReadQuantized3(op.quant)
+	case recQuat:
+		got = rr.ReadQuat()
+	}
+	return got, u
+}
+
+// checkRecordWrite writes ops after a prefix of pre bits into a buffer of
+// size bytes (filled with junk), once field by field and once as a record,
+// and compares the streams and the errors.
+func checkRecordWrite(t *testing.T, rng *rand.Rand, ops []recOp, size, pre int) {
+	t.Helper()
+	junk := make([]byte, size)
+	for i := range junk {
+		junk[i] = byte(rng.Uint32())
+	}
+	prefix := rng.Uint64()
+	bufF, bufR := bytes.Clone(junk), bytes.Clone(junk)
+	wf, wr := NewWriter(bufF), NewWriter(bufR)
+	for _, w := range []*Writer{wf, wr} {
+		for k := 0; k < pre; k += 8 {
+			_ = w.WriteBits(prefix>>(k%64)&0xff>>(8-min(8, pre-k)), uint(min(8, pre-k)))
+		}
+	}
+	start, startErr := wr.BitLen(), wr.Err()
+	before := bytes.Clone(wr.Bytes())
+	for k := range ops {
+		ops[k].writeField(wf)
+	}
+	rw := wr.Begin()
+	for k := range ops {
+		ops[k].writeRecord(&rw)
+	}
+	if rw.BitLen() < start {
+		t.Fatalf("record BitLen %d before its start %d", rw.BitLen(), start)
+	}
+	endErr := rw.End()
+	// Did the per-field writes lose a field to the buffer's end? Then the
+	// record must be taken back whole.
+	lost := false
+	{
+		w := NewWriter(make([]byte, size+64*len(ops)))
+		for k := 0; k < pre; k += 8 {
+			_ = w.WriteBits(0, uint(min(8, pre-k)))
+		}
+		for k := range ops {
+			ops[k].writeField(w)
+		}
+		lost = w.BitLen() > 8*size
+	}
+	if lost {
+		if !errors.Is(endErr, ErrOverflow) {
+			t.Fatalf("record outgrew the buffer: End %v, want ErrOverflow", endErr)
+		}
+		if wr.BitLen() != start || !bytes.Equal(wr.Bytes(), before) {
+			t.Fatalf("overflowed record (size %d, prefix %d) left %d bits (started at %d), bytes %x, want %x", size, pre, wr.BitLen(), start, wr.Bytes(), before)
+		}
+		if startErr == nil && wr.Err() != ErrOverflow {
+			t.Fatalf("Writer's Err %v after an overflowed record, want ErrOverflow", wr.Err())
+		}
+		wr.Truncate(start)
+		if wr.Err() != startErr {
+			t.Fatalf("Truncate to the record's start left Err %v", wr.Err())
+		}
+		return
+	}
+	if wf.BitLen() != wr.BitLen() || !bytes.Equal(wf.Bytes(), wr.Bytes()) {
+		t.Fatalf("record wrote %d bits %x, fields %d bits %x (first difference at byte %d)", wr.BitLen(), wr.Bytes(), wf.BitLen(), wf.Bytes(), firstByteDiff(wr.Bytes(), wf.Bytes()))
+	}
+	if wf.Err() != wr.Err() {
+		t.Fatalf("record: Writer's Err %v, fields' %v", wr.Err(), wf.Err())
+	}
+	wantEnd := wf.Err()
+	if startErr != nil {
+		wantEnd = firstRefusal(ops)
+	}
+	if endErr != wantEnd {
+		t.Fatalf("End %v, want %v", endErr, wantEnd)
+	}
+	// The padding of the last byte stays zero.
+	if b := wr.BitLen(); b&7 != 0 && bufR[b>>3]>>(b&7) != 0 {
+		t.Fatalf("bits above the end of the record in byte %d: %08b", b>>3, bufR[b>>3])
+	}
+}
+
+// firstRefusal is the first error a per-field write of ops returns that is
+// not an overflow.
+func firstRefusal(ops []recOp) error {
+	w := NewWriter(make([]byte, 64*len(ops)+8))
+	for k := range ops {
+		ops[k].writeField(w)
+		if w.Err() != nil {
+			return w.Err()
+		}
+	}
+	return nil
+}
+
+// checkRecordRead reads ops from stream (its first nbits bits, after skip
+// bits) field by field, stopping at the first error, and as a record, and
+// compares the values, the error and where the Reader stopped.
+func checkRecordRead(t *testing.T, ops []recOp, stream []byte, nbits, skip int) {
+	t.Helper()
+	var rf, rr Reader
+	rf.ResetBits(stream, nbits)
+	rr.ResetBits(stream, nbits)
+	if skip > 0 {
+		if _, err := rf.ReadBits(uint(skip), "skip"); err != nil {
+			return
+		}
+		_, _ = rr.ReadBits(uint(skip), "skip")
+	}
+	rec := rr.Begin("rec")
+	var fieldErr error
+	for k := range ops {
+		wantX, wantU, err := ops[k].readField(&rf)
+		gotX, gotU := ops[k].readRecord(&rec)
+		if err != nil {
+			fieldErr = err
+			break
+		}
+		if gotU != wantU || !sameFloats(gotX, wantX) {
+			t.Fatalf("op %d (kind %d): record read %v %d, fields %v %d", k, ops[k].kind, gotX, gotU, wantX, wantU)
+		}
+	}
+	endErr := rec.End()
+	if fieldErr == nil {
+		if endErr != nil {
+			t.Fatalf("record failed (%v) where the fields read", endErr)
+		}
+	} else {
+		var want, got *ReadError
+		if !errors.As(fieldErr, &want) || !errors.As(endErr, &got) {
+			t.Fatalf("fields failed with %v, record with %v", fieldErr, endErr)
+		}
+		if got.Bit != want.Bit || got.Err != want.Err || got.Field != "rec" {
+			t.Fatalf("record failed at bit %d with %v (%q), fields at %d with %v", got.Bit, got.Err, got.Field, want.Bit, want.Err)
+		}
+	}
+	if rr.Pos() != rf.Pos() {
+		t.Fatalf("record left the Reader at %d, fields at %d", rr.Pos(), rf.Pos())
+	}
+}
+
+func sameFloats(a, b [4]float64) bool {
+	for j := range a {
+		if math.Float64bits(a[j]) != math.Float64bits(b[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+func checkRecordSeed(t *testing.T, seed uint64, garbage []byte) {
+	rng := rand.New(rand.NewPCG(seed, 77))
+	ops := randRecOps(rng, 1+rng.IntN(24))
+	size := 8 + rng.IntN(80)
+	if rng.IntN(8) == 0 {
+		size = rng.IntN(8) // a buffer shorter than a word
+	}
+	pre := rng.IntN(min(8*size, 70) + 1)
+	checkRecordWrite(t, rng, ops, size, pre)
+
+	// Read back what the fields wrote, whole and cut short, and garbage.
+	w := NewWriter(make([]byte, 64*len(ops)+8))
+	for k := range ops {
+		ops[k].writeField(w)
+	}
+	stream := w.Bytes()
+	checkRecordRead(t, ops, stream, w.BitLen(), 0)
+	checkRecordRead(t, ops, stream, rng.IntN(w.BitLen()+1), 0)
+	checkRecordRead(t, ops, stream[:rng.IntN(len(stream)+1)], 1<<30, 0)
+	if len(garbage) == 0 {
+		garbage = make([]byte, rng.IntN(40))
+		for i := range garbage {
+			garbage[i] = byte(rng.Uint32())
+		}
+	}
+	checkRecordRead(t, ops, garbage, 8*len(garbage), rng.IntN(min(8*len(garbage), 56)+1))
+}
+
+// The record API writes the bits of the per-field calls and reads their
+// values, errors and positions, for random sequences of every kind of field
+// (refused values, buffers ending mid-record and shorter than a word,
+// truncated and garbage streams among them).
+func TestRecordsMatchFieldCalls(t *testing.T) {
+	for seed := range uint64(4000) {
+		checkRecordSeed(t, seed, nil)
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+	}
+}
+
+func FuzzRecords(f *testing.F) {
+	f.Add(uint64(0), []byte{})
+	f.Add(uint64(1), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(uint64(7), []byte{0x00, 0x80, 0x7f})
+	f.Add(uint64(12345), bytes.Repeat([]byte{0xa5}, 40))
+	f.Fuzz(func(t *testing.T, seed uint64, garbage []byte) {
+		checkRecordSeed(t, seed, garbage)
+	})
+}
+
+// A record's fields allocate nothing (its Begin over a buffer shorter than
+// a word aside).
+func TestRecordsAllocateNothing(t *testing.T) {
+	buf := make([]byte, benchMTU)
+	in := newBenchPacket(3, 200)
+	out := &benchPacket{events: make([]benchEvent, 0, 8), ghosts: make([]benchGhost, 0, 256)}
+	chat := make([]byte, 0, 128)
+	var w Writer
+	var r Reader
+	allocs := testing.AllocsPerRun(50, func() {
+		w.Reset(buf)
+		if _, err := writePacket(&w, in); err != nil {
+			t.Fatal(err)
+		}
+		r.Reset(w.Bytes())
+		var err error
+		if chat, err = readPacket(&r, out, chat); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations a packet", allocs)
+	}
+}
