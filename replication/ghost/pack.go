@@ -373,7 +373,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	stop, snap := false, t.snapMode && !t.wideDirty
 	p.useq, p.unow, p.uwidth, p.ubudget = seq, now, width, budget // writeUsual's
 	if snap && !checks {
-		recs = p.fillUsual(t, seq, now, width, budget)
+		recs = p.fillUsual(t, budget-minRec)
 		t.endPacket(pk)
 		return recs
 	}
@@ -439,13 +439,16 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 // asked first), and none of the per-record checks (room in the ring for
 // every candidate, no pressed ghost, no trace). The same records in the
 // same order as fill's general walk; apart so that fewer values live
-// across the calls (each one spilled and reloaded a record). On a stop
-// the buckets not yet walked are emptied as clear does.
-func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget int) int {
+// across the calls (each one spilled and reloaded a record): the record
+// that is not writeUsual's goes to otherRecord, which reads the packet's
+// fields from the scratch, so only the walk's own values and stopAt
+// (budget − minRec: the last bit length that leaves room for a record)
+// live here. On a stop the buckets not yet walked are emptied as clear
+// does.
+func (p *packer) fillUsual(t *Table, stopAt int) int {
 	// The scratch and its arrays as locals: through p each is two loads.
 	ps := p.packScratch
 	sw, head, nonEmpty, next := &ps.scratch, &ps.head, &ps.nonEmpty, ps.next
-	minRec := int(width) + kindDefaultLen + 1
 	recs, misses := 0, 0
 	for w := bucketWords - 1; w >= 0; w-- {
 		for nonEmpty[w] != 0 {
@@ -454,16 +457,14 @@ func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget 
 			i := head[w*64+b]
 			head[w*64+b] = -1
 			for ; i >= 0; i = next[i] {
-				mark := sw.BitLen()
-				r := t.writeUsual(uint32(i))
+				r := t.writeUsual(uint32(i)) // a miss wrote nothing
 				if r == recOther {
-					r = t.writeRecord(sw, uint32(i), seq, now, width, budget)
+					r = p.otherRecord(t, uint32(i))
 				}
 				if r != recWritten {
 					if r == recMiss {
-						sw.Truncate(mark)
 						misses++
-						if misses >= t.cfg.MaxMisses || budget-sw.BitLen() < minRec {
+						if misses >= t.cfg.MaxMisses || sw.BitLen() > stopAt {
 							p.clear()
 							return recs
 						}
@@ -472,7 +473,7 @@ func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget 
 				}
 				misses = 0
 				recs++
-				if budget-sw.BitLen() < minRec {
+				if sw.BitLen() > stopAt {
 					p.clear()
 					return recs
 				}
@@ -480,6 +481,22 @@ func (p *packer) fillUsual(t *Table, seq uint64, now msTime, width uint, budget 
 		}
 	}
 	return recs
+}
+
+// otherRecord is fillUsual's writeRecord, for the packet fill set in the
+// scratch (useq, unow, uwidth, ubudget); a miss is truncated away. Out of
+// line: inlined, its mark and fields would live across fillUsual's call.
+//
+//go:noinline
+func (p *packer) otherRecord(t *Table, id uint32) int {
+	ps := p.packScratch
+	sw := &ps.scratch
+	mark := sw.BitLen()
+	r := t.writeRecord(sw, id, ps.useq, ps.unow, ps.uwidth, ps.ubudget)
+	if r == recMiss {
+		sw.Truncate(mark)
+	}
+	return r
 }
 
 // Outcomes of writeRecord.
@@ -579,8 +596,14 @@ func (t *Table) writeUsual(id uint32) int {
 	if rn > runMax {
 		return recOther
 	}
-	if w.BitLen()+int(rn) > budget || !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+	if w.BitLen()+int(rn) > budget {
 		return recMiss // nothing written
+	}
+	if !w.TryWriteBits(rv, rn) {
+		if mark := w.BitLen(); w.WriteBits(rv, rn) != nil {
+			w.Truncate(mark) // nothing written (fillUsual truncates no miss)
+			return recMiss
+		}
 	}
 	// Commit: writeRecord's for an update carrying its position, pushed
 	// on the track's own room (n 0).
