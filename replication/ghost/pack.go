@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
@@ -161,14 +162,22 @@ type packScratch struct {
 // scratches is the free list of packScratch: there are as many as Writes
 // ever ran at once (a handful: a Write never blocks), and unlike a
 // sync.Pool the list is never emptied by a collection, so a steady state
-// allocates nothing.
+// allocates nothing. last holds the scratch given back last: a Write
+// that runs alone (nearly every one) takes and gives it back with one
+// atomic swap and one compare-and-swap, without the lock and the list
+// (≈ 80 instructions a packet before); the list takes the rest.
 var scratches struct {
+	last atomic.Pointer[packScratch]
 	sync.Mutex
 	free []*packScratch
 }
 
 // borrow takes a scratch for one Write or SetView; release gives it back.
 func (p *packer) borrow() {
+	if ps := scratches.last.Swap(nil); ps != nil {
+		p.packScratch = ps
+		return
+	}
 	scratches.Lock()
 	if n := len(scratches.free); n > 0 {
 		p.packScratch = scratches.free[n-1]
@@ -184,10 +193,14 @@ func (p *packer) borrow() {
 }
 
 func (p *packer) release() {
-	scratches.Lock()
-	scratches.free = append(scratches.free, p.packScratch)
-	scratches.Unlock()
+	ps := p.packScratch
 	p.packScratch = nil
+	if scratches.last.CompareAndSwap(nil, ps) {
+		return
+	}
+	scratches.Lock()
+	scratches.free = append(scratches.free, ps)
+	scratches.Unlock()
 }
 
 // Write fills the rest of w — at most w.Remaining() bits, and never beyond
@@ -254,9 +267,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 	clear(p.pressed)
 	// Times in whole ms (msCeil keeps every comparison exact), so the
 	// loop takes differences of the slots' 16-bit times, nothing else.
-	maxStale := msCeil(t.cfg.MaxStaleness)
-	resend := msCeil(t.cfg.ResendInterval)
-	deadline := msCeil(t.cfg.ConfirmDeadline)
+	maxStale, resend, deadline := k.maxStaleMS, k.resendMS, k.deadlineMS
 	// Pressing copies go no faster than ResendInterval, and not before the
 	// previous copy had the usual time to be confirmed (a fate delay past
 	// msWindow as msWindow: a time pinned at the epoch reads that old).
