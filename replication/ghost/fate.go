@@ -62,8 +62,16 @@ func (t *Table) OnFate(f notify.Fate) {
 // of distinct ghosts, and a usual record changes only its own ghost's
 // slot and track, so this is the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
+	pt := posKey(stamp(t.viewMS), p.t)
 	for j := 0; ; {
-		k := t.usualRun(p, j, n, start, ring, f, sent, view)
+		// The records from j up to the ring's end, then those past it
+		// from its start: usualRun walks a slice, with no index to wrap.
+		a := (start + j) & ring
+		m := min(n-j, ring+1-a)
+		k := j + t.usualRun(t.ents[a:a+m], uint32(f.Seq), sent, view, pt)
+		if k == j+m && k < n {
+			k += t.usualRun(t.ents[:n-k], uint32(f.Seq), sent, view, pt)
+		}
 		if k >= n {
 			return
 		}
@@ -79,26 +87,32 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 	}
 }
 
-// usualRun applies a delivered packet's fate to its records j, j+1, …
-// (of n from ents[start]) while each is usual: an update of a live ghost
-// whose position, if it carried one, was the oldest of at most two in
-// flight and newer than the newest delivered (posTrack.resolveOwn,
-// resolveOldest2). It returns the first
-// record it did not apply (n: none). It calls nothing, so its loop keeps
-// its state in registers.
-func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, view msTime) int {
-	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
-	seq, pt := uint32(f.Seq), posKey(stamp(t.viewMS), p.t)
-	for ; j < n; j++ {
-		e := ents[(start+j)&ring]
+// usualRun applies a delivered packet's fate (of packet seq, sent at
+// sent, written from view, its position key pt) to its records es while
+// each is usual: an update of a live ghost whose position, if it carried
+// one, was the oldest of at most two in flight and newer than the newest
+// delivered (posTrack.resolveOldest1, resolveOldest2; narrow bounds:
+// the caller's test). It returns how many it applied (len(es): all). It calls
+// nothing, so its loop keeps its state in registers; it walks a slice
+// (no ring index to wrap and check), and the tracks by the slots' bounds
+// check (the per-id arrays are of one length).
+func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+	slots := t.slots
+	pos, classes := t.pos[:len(slots)], t.reg.classes
+	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
-			return j
+			return k
 		}
 		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
-			if tr := &pos[id]; !tr.resolveOwn(&t.pp, pt, true) && !tr.resolveOldest2(pt) {
-				return j // neither changed anything
+			// The oldest of one or two in flight, the track's own.
+			if tr := &pos[id]; tr.meta < 2*metaN1 {
+				if !tr.resolveOldest1(pt) {
+					return k // it changed nothing
+				}
+			} else if !tr.resolveOldest2(pt) {
+				return k
 			}
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.
@@ -115,7 +129,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, 
 			}
 		}
 	}
-	return n
+	return len(es)
 }
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
