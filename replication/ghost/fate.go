@@ -58,33 +58,75 @@ func (t *Table) OnFate(f notify.Fate) {
 // deliveredRecords applies a delivered packet's fate to its n records
 // from ents[start] (narrow masks and positions): runs of usual records by
 // usualRun, each other record by fateRecords, and after two others in a
-// row the rest of the packet by fateRecords. The records of a packet are
-// of distinct ghosts, and a usual record changes only its own ghost's
-// slot and track, so this is the order of the records for every ghost.
+// row (positions three or more in flight: fates late) the rest of the
+// packet by lateRun's runs of delivered updates and fateRecords for each
+// other record. The records of a packet are of distinct ghosts, and a
+// usual record changes only its own ghost's slot and track, so this is
+// the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
-	pt := posKey(stamp(t.viewMS), p.t)
+	pt, seq := posKey(stamp(t.viewMS), p.t), uint32(f.Seq)
+	late := false
 	for j := 0; ; {
 		// The records from j up to the ring's end, then those past it
-		// from its start: usualRun walks a slice, with no index to wrap.
+		// from its start: the runs walk a slice, with no index to wrap.
 		a := (start + j) & ring
 		m := min(n-j, ring+1-a)
-		k := j + t.usualRun(t.ents[a:a+m], uint32(f.Seq), sent, view, pt)
-		if k == j+m && k < n {
-			k += t.usualRun(t.ents[:n-k], uint32(f.Seq), sent, view, pt)
+		var k int
+		if !late {
+			k = j + t.usualRun(t.ents[a:a+m], seq, sent, view, pt)
+			if k == j+m && k < n {
+				k += t.usualRun(t.ents[:n-k], seq, sent, view, pt)
+			}
+			// Two other records in a row (k, and the one before it):
+			// the packet's are not the usual ones.
+			late = k == j && j > 0
+		}
+		if late {
+			k = j + t.lateRun(t.ents[a:a+m], seq, sent, view, pt)
+			if k == j+m && k < n {
+				k += t.lateRun(t.ents[:n-k], seq, sent, view, pt)
+			}
 		}
 		if k >= n {
-			return
-		}
-		if k == j && j > 0 {
-			// Two other records in a row (k, and the one before it): the
-			// packet's are not the usual ones (positions three or more in
-			// flight: fates late), the rest goes the general way.
-			t.fateRecords(p, k, n, start, ring, f, sent, from, view)
 			return
 		}
 		t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
 		j = k + 1
 	}
+}
+
+// lateRun is usualRun for a packet whose fate comes late (more positions
+// in flight than the tracks hold themselves): it applies the fate to its
+// records es while each is a delivered update of a live ghost, its
+// position, if it carried one, by posTrack.resolve (fateRecords' way for
+// such a record, without its tests of the other kinds and of a drop). It
+// returns how many it applied.
+func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+	for k, e := range es {
+		id := e.id()
+		s := &t.slots[id]
+		if e.kind() != recUpdate || s.phase != phaseLive {
+			return k
+		}
+		s.inflight--
+		if sent >= s.ackAt {
+			s.ackAt = sent
+			if back := uint16(s.lastSeq - seq); back < s.ackBack {
+				s.ackBack = back
+			}
+			if view >= s.lastChg {
+				s.pendChg = 0
+			} else if s.pendChg != 0 && sent > s.pendChg {
+				s.pendChg = sent
+			}
+		}
+		if uint64(e>>maskShift)&t.reg.classes[s.ci].posBit != 0 {
+			tr := &t.pos[id]
+			tr.resolve(&t.pp, id, pt, true)
+			s.set(flPosFull, tr.full())
+		}
+	}
+	return len(es)
 }
 
 // usualRun applies a delivered packet's fate (of packet seq, sent at
