@@ -58,20 +58,36 @@ func (t *Table) OnFate(f notify.Fate) {
 // deliveredRecords applies a delivered packet's fate to its n records
 // from ents[start] (narrow masks and positions): runs of usual records by
 // usualRun, each other record by fateRecords, and after two others in a
-// row the rest of the packet by fateRecords. The records of a packet are
-// of distinct ghosts, and a usual record changes only its own ghost's
-// slot and track, so this is the order of the records for every ghost.
+// row (positions three or more in flight: fates late) the rest of the
+// packet by lateRun's runs of delivered updates and fateRecords for each
+// other record. The records of a packet are of distinct ghosts, and a
+// usual record changes only its own ghost's slot and track, so this is
+// the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
+	pt, seq := posKey(stamp(t.viewMS), p.t), uint32(f.Seq)
+	late := false
 	for j := 0; ; {
-		k := t.usualRun(p, j, n, start, ring, f, sent, view)
-		if k >= n {
-			return
+		// The records from j up to the ring's end, then those past it
+		// from its start: the runs walk a slice, with no index to wrap.
+		a := (start + j) & ring
+		m := min(n-j, ring+1-a)
+		var k int
+		if !late {
+			k = j + t.usualRun(t.ents[a:a+m], seq, sent, view, pt)
+			if k == j+m && k < n {
+				k += t.usualRun(t.ents[:n-k], seq, sent, view, pt)
+			}
+			// Two other records in a row (k, and the one before it):
+			// the packet's are not the usual ones.
+			late = k == j && j > 0
 		}
-		if k == j && j > 0 {
-			// Two other records in a row (k, and the one before it): the
-			// packet's are not the usual ones (positions three or more in
-			// flight: fates late), the rest goes the general way.
-			t.fateRecords(p, k, n, start, ring, f, sent, from, view)
+		if late {
+			k = j + t.lateRun(t.ents[a:a+m], seq, sent, view, pt)
+			if k == j+m && k < n {
+				k += t.lateRun(t.ents[:n-k], seq, sent, view, pt)
+			}
+		}
+		if k >= n {
 			return
 		}
 		t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
@@ -79,26 +95,66 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 	}
 }
 
-// usualRun applies a delivered packet's fate to its records j, j+1, …
-// (of n from ents[start]) while each is usual: an update of a live ghost
-// whose position, if it carried one, was the oldest of at most two in
-// flight and newer than the newest delivered (posTrack.resolveOwn,
-// resolveOldest2). It returns the first
-// record it did not apply (n: none). It calls nothing, so its loop keeps
-// its state in registers.
-func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, view msTime) int {
-	ents, slots, pos, classes := t.ents[:ring+1], t.slots, t.pos, t.reg.classes
-	seq, pt := uint32(f.Seq), posKey(stamp(t.viewMS), p.t)
-	for ; j < n; j++ {
-		e := ents[(start+j)&ring]
+// lateRun is usualRun for a packet whose fate comes late (more positions
+// in flight than the tracks hold themselves): it applies the fate to its
+// records es while each is a delivered update of a live ghost, its
+// position, if it carried one, by posTrack.resolve (fateRecords' way for
+// such a record, without its tests of the other kinds and of a drop). It
+// returns how many it applied.
+func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+	for k, e := range es {
+		id := e.id()
+		s := &t.slots[id]
+		if e.kind() != recUpdate || s.phase != phaseLive {
+			return k
+		}
+		s.inflight--
+		if sent >= s.ackAt {
+			s.ackAt = sent
+			if back := uint16(s.lastSeq - seq); back < s.ackBack {
+				s.ackBack = back
+			}
+			if view >= s.lastChg {
+				s.pendChg = 0
+			} else if s.pendChg != 0 && sent > s.pendChg {
+				s.pendChg = sent
+			}
+		}
+		if uint64(e>>maskShift)&t.reg.classes[s.ci].posBit != 0 {
+			tr := &t.pos[id]
+			tr.resolve(&t.pp, id, pt, true)
+			s.set(flPosFull, tr.full())
+		}
+	}
+	return len(es)
+}
+
+// usualRun applies a delivered packet's fate (of packet seq, sent at
+// sent, written from view, its position key pt) to its records es while
+// each is usual: an update of a live ghost whose position, if it carried
+// one, was the oldest of at most two in flight and newer than the newest
+// delivered (posTrack.resolveOldest1, resolveOldest2; narrow bounds:
+// the caller's test). It returns how many it applied (len(es): all). It calls
+// nothing, so its loop keeps its state in registers; it walks a slice
+// (no ring index to wrap and check), and the tracks by the slots' bounds
+// check (the per-id arrays are of one length).
+func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+	slots := t.slots
+	pos, classes := t.pos[:len(slots)], t.reg.classes
+	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
-			return j
+			return k
 		}
 		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
-			if tr := &pos[id]; !tr.resolveOwn(&t.pp, pt, true) && !tr.resolveOldest2(pt) {
-				return j // neither changed anything
+			// The oldest of one or two in flight, the track's own.
+			if tr := &pos[id]; tr.meta < 2*metaN1 {
+				if !tr.resolveOldest1(pt) {
+					return k // it changed nothing
+				}
+			} else if !tr.resolveOldest2(pt) {
+				return k
 			}
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.
@@ -115,7 +171,7 @@ func (t *Table) usualRun(p *pktRec, j, n, start, ring int, f notify.Fate, sent, 
 			}
 		}
 	}
-	return n
+	return len(es)
 }
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those

@@ -727,6 +727,22 @@ func (p *posTrack) resolveOwn(x *posPool, t pstamp, delivered bool) bool {
 	return true
 }
 
+// resolveOldest1 is resolveOwn's delivery without its test of the
+// bounds (narrow: the caller's test), for usualRun: the only position in
+// flight, the track's own, delivered newer than the newest delivered one,
+// which becomes the older. It reports false, having done nothing,
+// otherwise (TestResolveOwnMatchesResolve). t is a posKey.
+func (p *posTrack) resolveOldest1(t pstamp) bool {
+	m, d := p.meta, int16(t-p.t1)
+	// n 1 and dn 1 or 2: the meta from n 1, dn 1, gap 0 up to n 2's.
+	if m-(metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
+		return false
+	}
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.meta = 2<<metaDnShift | uint16(min(d, gapFar)) // n 1 → 0 (dq[0] the old dq[1], at d)
+	return true
+}
+
 // resolveOldest2 is resolveOwn's case for a delivery of the older of two
 // positions in flight (a fate a packet or more late), both the track's
 // own: as resolveOwn, and the newer moves down; narrow bounds only (the

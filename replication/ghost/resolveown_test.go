@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// resolveOwn and resolveOldest2, OnFate's inlined ways, leave a track
+// resolveOwn, resolveOldest1 and resolveOldest2, OnFate's inlined ways, leave a track
 // exactly as resolve does wherever they take the fate, and take it on the
 // server's usual tracks (the oldest of one or two positions in flight,
 // delivered newer than the newest delivered; or the only one, dropped):
@@ -49,6 +49,19 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 			ok = got.resolveOldest2(posKey(now+50, ft))
 			if ok {
 				taken2++
+			}
+		}
+		if delivered {
+			// usualRun's way: resolveOldest1 with one in flight, else
+			// resolveOldest2; the same fates taken, the same tracks.
+			got1, ok1 := p, false
+			if p.meta < 2*metaN1 {
+				ok1 = got1.resolveOldest1(posKey(now+50, ft))
+			} else {
+				ok1 = got1.resolveOldest2(posKey(now+50, ft))
+			}
+			if ok1 != ok || got1 != got {
+				t.Fatalf("iteration %d: fate of %d on %+v: usualRun's way took it %v (%+v), resolveOwn's %v (%+v)", it, ft, p, ok1, got1, ok, got)
 			}
 		}
 		if !ok {
