@@ -856,8 +856,13 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 			c.applyFates() // what Poll's own fate pass resolved, while the table is warm
 		}
 	}
-	c.foldFates(now, false)
-	redirNext := c.redirectDue(now)
+	if now-c.foldAt >= foldEvery { // inlined: the fold's call once a second, not every pump
+		c.foldFates(now, false)
+	}
+	redirNext := maxDeadline
+	if c.rare != nil { // inlined: no Redirect can wait without the rare state
+		redirNext = c.redirectDue(now)
+	}
 	if c.srv.Done() {
 		c.finish(c.srv.Reason())
 		return maxDeadline

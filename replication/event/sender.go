@@ -88,7 +88,7 @@ type Sender struct {
 	wrote            bool  // lastSeq is set
 	quiet            uint8 // trims in a row with nothing in flight or queued
 	rr               uint8 // round-robin start for fairness between streams (< MaxLanes+1)
-	lossN            uint8 // fates in the loss estimate, up to lossWindow
+	lossN            uint8 // fates in the loss estimate, up to lossWindow; | lossZero while it is 0
 	redund           uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena            arena
 	streams          []streamRef // ordered lanes 0..Lanes-1, then the unordered stream; the slice as long as the highest used
@@ -99,16 +99,21 @@ type Sender struct {
 	// guaranteed streams without touching them (a client sends a section
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
-	work    int32
-	lastSeq uint64
+	work int32
+	// x and *txState sit in the first 64 bytes with work, redund, lossN
+	// and streams: what a received datagram reads (OnFate on a clean link,
+	// AckDelivered, HasPending, HasRedundant, Outstanding) is one cache
+	// line; lastSeq, which only Write reads, is in the second
+	// (TestSenderLayout).
+	x *senderX // unguaranteed and staggered events: made on the first
 	// *txState: the transmission records and lists, only while a
 	// guaranteed unit is queued or in flight (nil: pN = 0).
 	*txState
-	x      *senderX // unguaranteed and staggered events: made on the first
-	stats  txStats
-	rare   *SenderStats  // the counters of what most connections never see: made on the first
-	loss   float64       // estimated packet loss rate (adaptive redundancy)
-	trimAt time.Duration // next trim (Write)
+	lastSeq uint64
+	stats   txStats
+	rare    *SenderStats  // the counters of what most connections never see: made on the first
+	loss    float64       // estimated packet loss rate (adaptive redundancy)
+	trimAt  time.Duration // next trim (Write)
 }
 
 // section is what one Write keeps while it fills a packet's section: the
@@ -183,6 +188,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		laneBits: uint8(bitstream.RangeBits(0, int64(cfg.Lanes-1))),
 		keyBits:  uint8(bitstream.RangeBits(0, int64(cfg.StaggerKeys-1))),
 		redund:   uint8(cfg.Redundancy),
+		lossN:    lossZero, // the estimate 0, the copies Redundancy
 	}
 	return s, nil
 }
@@ -1212,12 +1218,41 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 	}
 }
 
+// lossZero is a flag in lossN: the estimate is 0 (no fate so far was a
+// loss, or the estimate fell below lossFloor) and the copy count is what
+// 0 gives, Config.Redundancy. A delivered fate then only counts itself
+// into the window, and observe returns at once.
+const lossZero = 0x80
+
+// lossFloor: an estimate below it, where it leaves the copy count at
+// Config.Redundancy, is 0. Without it one lost packet kept the estimate
+// above 0 for good (it decays by 63/64 a fate and stops at the smallest
+// denormal), and every later fate took the whole computation; this way a
+// link is clean again ≈ 1,050 delivered fates after a loss (≈ 50 s at 20
+// packets/s).
+const lossFloor = 1e-9
+
 // observe folds one fate into the loss estimate and updates the copy count:
-// the smallest r ≥ Redundancy with loss^(r+1) ≤ ResidualLoss.
+// the smallest r ≥ Redundancy with loss^(r+1) ≤ ResidualLoss. Inlined: a
+// delivered fate while the estimate is 0 (lossZero, nearly every fate)
+// reads and writes one byte of the Sender's first line, not the Config or
+// the estimate.
 func (s *Sender) observe(delivered bool) {
+	if delivered && s.lossN&lossZero != 0 {
+		if s.lossN < lossZero|lossWindow {
+			s.lossN++
+		}
+		return
+	}
+	s.observeFate(delivered)
+}
+
+// observeFate is observe when the fate can change the estimate.
+func (s *Sender) observeFate(delivered bool) {
 	if s.cfg.ResidualLoss == 0 {
 		return
 	}
+	s.lossN &^= lossZero
 	x := 0.0
 	if !delivered {
 		x = 1
@@ -1228,6 +1263,7 @@ func (s *Sender) observe(delivered bool) {
 	s.loss += (x - s.loss) / float64(s.lossN)
 	r := s.cfg.Redundancy
 	if r == 0 {
+		s.markZero(r)
 		return // copies off altogether
 	}
 	all := s.loss // P(a unit and its r copies are all lost), Bernoulli
@@ -1239,6 +1275,18 @@ func (s *Sender) observe(delivered bool) {
 		r++
 	}
 	s.redund = uint8(r)
+	s.markZero(r)
+}
+
+// markZero sets lossZero when the estimate is below lossFloor with r, the
+// copy count it gave, at Config.Redundancy (what 0 gives): the estimate is
+// then 0, and delivered fates change nothing but the count until the next
+// loss.
+func (s *Sender) markZero(r int) {
+	if s.loss < lossFloor && r == s.cfg.Redundancy {
+		s.loss = 0
+		s.lossN |= lossZero
+	}
 }
 
 func (s *Sender) resolve(p txPacket, delivered bool) {

@@ -2,7 +2,9 @@ package session
 
 import (
 	"flag"
+	"time"
 
+	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 )
 
@@ -28,3 +30,15 @@ func MovesLong(c *Client) bool { return c.stream.LongSeq() }
 // ScratchSeq is the sequence number of the last header sc's receive
 // buffers decoded (0: they were never used).
 func ScratchSeq(sc *Scratch) uint64 { return sc.rx.h.Seq }
+
+// NextDeadlineForRef is NextDeadlineFor as it was written before its
+// connected case was folded in: NextDeadline, then the next data slot while
+// a connected session's ghosts are pending (checkDeadlines holds the
+// method to it).
+func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.Duration {
+	d := s.NextDeadline(now)
+	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && !s.redirecting && ghosts.Pending() {
+		d = min(d, s.dataSlot(now))
+	}
+	return d
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -252,6 +253,26 @@ func (w *world) checkDeadlines() {
 	if d := w.srv.NextDeadline(w.now); d <= w.now {
 		w.t.Fatalf("server: nothing to send at %v but NextDeadline %v", w.now, d)
 	}
+	// NextDeadlineFor's connected case is written out on its own: it must
+	// be what NextDeadline and the ghosts' slot give, whatever the ghosts
+	// say (and after a packet received, a tick, a send).
+	gs := [...]session.GhostWriter{nil, pendingGhosts(false), pendingGhosts(true), w.ghosts}
+	for i, g := range gs {
+		if i == len(gs)-1 && g == nil {
+			break
+		}
+		if d, ref := w.srv.NextDeadlineFor(w.now, g), session.NextDeadlineForRef(w.srv, w.now, g); d != ref {
+			w.t.Fatalf("server at %v, ghosts %T pending %v: NextDeadlineFor %v, NextDeadline and the ghosts' slot %v", w.now, g, g != nil && g.Pending(), d, ref)
+		}
+	}
+}
+
+// pendingGhosts is a GhostWriter that only says whether it is pending.
+type pendingGhosts bool
+
+func (g pendingGhosts) Pending() bool { return bool(g) }
+func (pendingGhosts) Write(*bitstream.Writer, uint64, time.Duration) (int, error) {
+	return 0, nil
 }
 
 func (w *world) popGhostFates() {
