@@ -862,7 +862,22 @@ func (a *zoneActor) onUnplace(u *unplace) {
 	}
 	a.log.Warn("restored player dropped: its record names another owner", "zone", a.p.Sim.Zone, "player", u.player, "epoch", u.epoch)
 	a.m.Unplaced.Add(1)
-	a.leave(u.player, nil)
+	a.leave(u.player, a.ownLeave(u.player, handshake.ReasonKicked))
+}
+
+// ownLeave is a Leave the zone makes itself for player id (a Redirect's
+// grace over, a refused restore), naming the connection the player is
+// joined through: taken here like a connection's, and, when the player
+// is being handed off or was handed away, passed on to its new owner,
+// which would otherwise keep it with no client (as for a connection's
+// Leave, the new owner ignores it if another login took the player over
+// there).
+func (a *zoneActor) ownLeave(id uint64, reason handshake.Reason) *msg.Leave {
+	l := &msg.Leave{Player: id, Reason: reason}
+	if j := a.joins[id]; j != nil {
+		l.Conn = j.Conn
+	}
+	return l
 }
 
 // checkpointTicks is CheckpointEvery in ticks.
@@ -1161,9 +1176,15 @@ func eventBytes(in *msg.Input) int {
 // a record lookup; a client that has not come back by then has left.
 var redirectGrace = 10 * time.Second // a var: tests shorten it
 
-// leave takes the player out with its final checkpoint; l (may be nil) is
-// passed on when the player was handed away.
+// leave takes the player out with its final checkpoint; l is passed on
+// when the player was handed away, kept while it is being handed off. A
+// nil l is the zone's own Leave for a player whose client did not come
+// back within a Redirect's grace: a Leave(Timeout) naming the player's
+// connection (ownLeave), so that it too reaches a new owner.
 func (a *zoneActor) leave(id uint64, l *msg.Leave) {
+	if l == nil {
+		l = a.ownLeave(id, handshake.ReasonTimeout)
+	}
 	cp, hadCP := a.z.CheckpointOf(id)
 	switch err := a.z.Leave(id); {
 	case err == nil:
@@ -1175,15 +1196,12 @@ func (a *zoneActor) leave(id uint64, l *msg.Leave) {
 	case errors.Is(err, sim.ErrBusy):
 		a.pendingLeave[id] = keptLeave{l: l, j: a.joins[id]} // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
-		if l != nil {
-			a.passOn(id, l)
-		}
+		a.passOn(id, l)
 	}
 }
 
 // keptLeave is a Leave that came while its player was being handed off
-// (nil: the zone's own, a Redirect's grace over or a refused restore) and
-// the player's Join then.
+// (a connection's or the zone's own) and the player's Join then.
 type keptLeave struct {
 	l *msg.Leave
 	j *msg.Join
@@ -1218,15 +1236,35 @@ func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
 			a.lastCheckpoint(cp)
 		}
 		a.m.Leaves.Add(1)
-	case errors.Is(err, sim.ErrNotHere) && k.l != nil:
+		a.forget(id)
+	case errors.Is(err, sim.ErrNotHere):
 		l := k.l
 		if conn := k.conn(); l.Conn == nil && conn != nil {
 			l = &msg.Leave{Player: l.Player, Conn: conn, Reason: l.Reason}
 		}
 		a.passOn(id, l)
+		a.leftAway(id)
+	default:
+		a.forget(id)
 	}
 	delete(a.pendingLeave, id)
-	a.forget(id)
+}
+
+// leftAway forgets what this zone kept for the connection of player id,
+// handed away, once its Leave has been passed on to the new owner. The
+// player's Join stays, and whether the Commit forces its control state:
+// a Commit resent (unacknowledged; across processes, while the new
+// owner's record write is slow) carries them, and the zone that receives
+// it rebuilds the player's Join from them (actors/cluster). sweepJoins
+// drops the Join once the handoff's record is gone.
+func (a *zoneActor) leftAway(id uint64) {
+	delete(a.superseded, id)
+	a.undisplace(id)
+	delete(a.awaiting, id)
+	a.dropHeld(id)
+	delete(a.budget, id)
+	delete(a.pendingTP, id)
+	a.dropCarried(id, 0)
 }
 
 func (a *zoneActor) onTeleport(t *Teleport) {
