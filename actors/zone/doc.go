@@ -87,6 +87,9 @@
 //	ticks        one timer, one tick message in flight at most
 //	events out   per player ≤ MaxEventBytesPerTick payload bytes per tick (drop, counted)
 //	teleports    one waiting per entity mid-handoff, retried every tick
-//	leaves       one waiting per player mid-handoff, retried every tick: taken
-//	             here if the handoff failed, passed on to the new owner if not
+//	leaves       one waiting per player mid-handoff (a connection's or the
+//	             zone's own), retried every tick: taken here if the handoff
+//	             failed, passed on to the new owner if not
+//	joins        one waiting per player mid-handoff (another login's: the
+//	             newest), taken or passed on as the leaves, before them
 package zone

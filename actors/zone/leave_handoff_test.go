@@ -9,6 +9,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -164,4 +165,186 @@ func TestLeaveDuringAFailedHandoffLeavesHere(t *testing.T) {
 	if n := f.world.Metrics().HandoffsIn.Load(); n != 0 {
 		t.Fatalf("%d handoffs in: the offer was to time out", n)
 	}
+}
+
+// slowOffers is a pair world's config whose offers wait 5 s for an answer:
+// a test holds the target zone for a while without the handoff aborting.
+var slowOffers = sim.Config{TickRate: 50, Handoff: handoff.Config{OfferTimeout: 5 * time.Second}}
+
+// inspectZone runs fn inside zone alone (world.Inspect waits for every
+// zone, and a test may be holding one).
+func (f *fixture) inspectZone(zone string, fn func(z *sim.Zone)) {
+	f.t.Helper()
+	if _, err := msg.Await(RequestInspect(f.sys.Root, f.world.PID(zone), fn, 5*time.Second)); err != nil {
+		f.t.Fatalf("zone %s: %v", zone, err)
+	}
+}
+
+// Leaves the zone makes itself — a Redirect's grace over with no new
+// connection, a restore its record refused — that come while the player is
+// being handed off must reach the new owner as a connection's Leave does:
+// they were kept and then dropped once the player had gone, and the new
+// owner kept it for good with no client.
+func TestOwnLeaveDuringAHandoffReachesTheNewOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(f *fixture) // while player 1 is frozen in x0z0
+	}{
+		{name: "a Redirect's grace runs out", leave: func(f *fixture) {
+			f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonRedirected})
+			f.syncZone("x0z0")
+			// Two ticks: the grace (1 ms) has run out at the second.
+			var t0, t1 uint64
+			f.inspectZone("x0z0", func(z *sim.Zone) { t0 = z.Tick() })
+			waitFor(f.t, 3*time.Second, "two ticks of x0z0", func() bool {
+				f.inspectZone("x0z0", func(z *sim.Zone) { t1 = z.Tick() })
+				return t1 >= t0+2
+			})
+		}},
+		{name: "a restore refused by its record", leave: func(f *fixture) {
+			var ep handoff.Epoch
+			f.inspectZone("x0z0", func(z *sim.Zone) { _, ep, _ = z.Handoffs().Status(1) })
+			f.sys.Root.Send(f.world.PID("x0z0"), &unplace{player: 1, epoch: uint64(ep)})
+			f.syncZone("x0z0")
+			if n := f.world.Metrics().Unplaced.Load(); n != 1 {
+				f.t.Fatalf("%d players unplaced, want 1", n)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			defer func(g time.Duration) { redirectGrace = g }(redirectGrace)
+			redirectGrace = time.Millisecond
+			f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+			defer f.stop()
+			f.join(1, "x0z0")
+			waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+			release := f.holdZone("x1z0")
+			defer release()
+			f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+			f.syncZone("x0z0")
+			tc.leave(f)
+			if n := f.world.Metrics().Leaves.Load(); n != 0 {
+				t.Fatalf("the player left x0z0 mid-handoff (%d leaves): the test's order did not hold", n)
+			}
+			release()
+			waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+			waitFor(t, 3*time.Second, "the player's leave at x1z0", func() bool { return f.world.Metrics().Leaves.Load() == 1 })
+			if c := f.census(); len(c.players) != 0 {
+				t.Fatalf("players after the zone's own Leave: %+v", c.players)
+			}
+		})
+	}
+}
+
+// peerStandIn stands in for a neighbouring zone (spawned under its name):
+// it records the handoff envelopes and Leaves it is sent, and answers
+// nothing. The test answers for it.
+type peerStandIn struct {
+	mu  sync.Mutex
+	got []standInMsg
+}
+
+type standInMsg struct {
+	kind  handoff.Kind // 0: a Leave
+	epoch handoff.Epoch
+	join  *actor.PID // the envelope's Join's connection (nil: no Join)
+	leave *msg.Leave
+}
+
+func (p *peerStandIn) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *ReplicaEnvelope:
+		m.Batch.Release()
+	case *HandoffEnvelope:
+		r := standInMsg{kind: m.Msg.Kind, epoch: m.Msg.Epoch}
+		if m.Join != nil {
+			r.join = m.Join.Conn
+		}
+		p.mu.Lock()
+		p.got = append(p.got, r)
+		p.mu.Unlock()
+	case *msg.Leave:
+		p.mu.Lock()
+		p.got = append(p.got, standInMsg{leave: m})
+		p.mu.Unlock()
+	}
+}
+
+func (p *peerStandIn) copy() []standInMsg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]standInMsg(nil), p.got...)
+}
+
+// A Leave kept during a handoff is passed on once the player is committed
+// to the new owner, and the old zone goes on resending its Commit until the
+// new owner acknowledges it (across processes, its record write can take
+// seconds at load). Every copy must carry the player's Join: the new
+// owner's node rebuilds the Join the zone keeps from it (actors/cluster,
+// HandoffItem.gateway_node). Before, passing the Leave on forgot the Join,
+// and the copies after it carried none.
+func TestCommitResentAfterAPassedOnLeaveCarriesTheJoin(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := &fixture{t: t, sys: quietSystem(), clk: newClock()}
+	zw, err := StartZones(f.sys, pairWorld(t), slowOffers, Params{Now: f.clk.Now, Spawn: at}, []string{"x0z0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.world = zw
+	f.drv = newDriver(nil)
+	f.dpid = f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return f.drv }))
+	peer := &peerStandIn{}
+	peerPID, err := f.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return peer }), ActorName("x1z0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.stop()
+	defer func() { f.sys.Root.StopFuture(peerPID).Wait() }()
+
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	var offer standInMsg
+	waitFor(t, 3*time.Second, "the offer", func() bool {
+		for _, m := range peer.copy() {
+			if m.kind == handoff.KindOffer {
+				offer = m
+				return true
+			}
+		}
+		return false
+	})
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonClientQuit})
+	f.syncZone("x0z0")
+	f.sys.Root.Send(f.world.PID("x0z0"), &HandoffEnvelope{Msg: handoff.Msg{Kind: handoff.KindAccept, Entity: 1,
+		Epoch: offer.epoch, From: "x1z0", To: "x0z0", Sent: f.clk.Now()}})
+	// The Leave passed on, then two copies of the Commit after it.
+	waitFor(t, 3*time.Second, "the Leave passed on and the Commit resent twice after it", func() bool {
+		after := -1
+		for _, m := range peer.copy() {
+			switch {
+			case m.leave != nil:
+				after = 0
+			case m.kind == handoff.KindCommit && after >= 0:
+				after++
+			}
+		}
+		return after >= 2
+	})
+	commits := 0
+	for i, m := range peer.copy() {
+		switch {
+		case m.leave != nil:
+			if !m.leave.Conn.Equal(f.dpid) {
+				t.Errorf("message %d: the Leave passed on names %v, want the player's connection %v", i, m.leave.Conn, f.dpid)
+			}
+		case m.kind == handoff.KindCommit:
+			commits++
+			if m.join == nil || !m.join.Equal(f.dpid) {
+				t.Errorf("message %d: a Commit carries the Join of %v, want %v", i, m.join, f.dpid)
+			}
+		}
+	}
+	t.Logf("%d copies of the Commit", commits)
 }

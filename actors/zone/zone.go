@@ -146,8 +146,8 @@ type zoneActor struct {
 	// the map no longer holds for its player.
 	joinAt []*msg.Join
 	began  map[uint64]time.Duration // handoffs this zone started, for latency
-	// pendingLeave: Leaves of players in the middle of a handoff, retried
-	// every tick until it settles (keptLeave).
+	// pendingLeave: Leaves and Joins of players in the middle of a
+	// handoff, retried every tick until it settles (keptLeave).
 	pendingLeave map[uint64]keptLeave
 	// superseded: players a new connection took over while the old one was
 	// still joined (a client following a Redirect reconnected first); the
@@ -742,6 +742,9 @@ func spawnPos(player uint64, r world.Rect) [3]float32 {
 }
 
 func (a *zoneActor) onJoin(j *msg.Join) {
+	if a.keepJoin(j) {
+		return
+	}
 	now := a.p.Now()
 	spawn := a.p.Spawn
 	if spawn == nil {
@@ -877,7 +880,22 @@ func (a *zoneActor) onUnplace(u *unplace) {
 	}
 	a.log.Warn("restored player dropped: its record names another owner", "zone", a.p.Sim.Zone, "player", u.player, "epoch", u.epoch)
 	a.m.Unplaced.Add(1)
-	a.leave(u.player, nil)
+	a.leave(u.player, a.ownLeave(u.player, handshake.ReasonKicked))
+}
+
+// ownLeave is a Leave the zone makes itself for player id (a Redirect's
+// grace over, a refused restore), naming the connection the player is
+// joined through: taken here like a connection's, and, when the player
+// is being handed off or was handed away, passed on to its new owner,
+// which would otherwise keep it with no client (as for a connection's
+// Leave, the new owner ignores it if another login took the player over
+// there).
+func (a *zoneActor) ownLeave(id uint64, reason handshake.Reason) *msg.Leave {
+	l := &msg.Leave{Player: id, Reason: reason}
+	if j := a.joins[id]; j != nil {
+		l.Conn = j.Conn
+	}
+	return l
 }
 
 // checkpointTicks is CheckpointEvery in ticks.
@@ -1176,9 +1194,15 @@ func eventBytes(in *msg.Input) int {
 // a record lookup; a client that has not come back by then has left.
 var redirectGrace = 10 * time.Second // a var: tests shorten it
 
-// leave takes the player out with its final checkpoint; l (may be nil) is
-// passed on when the player was handed away.
+// leave takes the player out with its final checkpoint; l is passed on
+// when the player was handed away, kept while it is being handed off. A
+// nil l is the zone's own Leave for a player whose client did not come
+// back within a Redirect's grace: a Leave(Timeout) naming the player's
+// connection (ownLeave), so that it too reaches a new owner.
 func (a *zoneActor) leave(id uint64, l *msg.Leave) {
+	if l == nil {
+		l = a.ownLeave(id, handshake.ReasonTimeout)
+	}
 	cp, hadCP := a.z.CheckpointOf(id)
 	switch err := a.z.Leave(id); {
 	case err == nil:
@@ -1188,20 +1212,24 @@ func (a *zoneActor) leave(id uint64, l *msg.Leave) {
 		a.forget(id)
 		a.m.Leaves.Add(1)
 	case errors.Is(err, sim.ErrBusy):
-		a.pendingLeave[id] = keptLeave{l: l, j: a.joins[id]} // retried every tick until the handoff settles
+		k := a.pendingLeave[id] // a Join kept before it stays
+		k.l, k.j = l, a.joins[id]
+		a.pendingLeave[id] = k // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
-		if l != nil {
-			a.passOn(id, l)
-		}
+		a.passOn(id, l)
 	}
 }
 
-// keptLeave is a Leave that came while its player was being handed off
-// (nil: the zone's own, a Redirect's grace over or a refused restore) and
-// the player's Join then.
+// keptLeave is what came for a player while it was being handed off and
+// waits for the handoff to settle: a Leave (nil: none) with the player's
+// Join when it came, and the newest Join of another login (nil: none).
 type keptLeave struct {
 	l *msg.Leave
 	j *msg.Join
+	// join: a login's Join that came while the player was frozen (the
+	// zone can neither take it over nor spawn it then: sim.ErrExists,
+	// then ErrBusy), kept instead of refused and its client kicked.
+	join *msg.Join
 }
 
 // conn is the connection the kept Leave is for: the one it names, else
@@ -1216,32 +1244,110 @@ func (k keptLeave) conn() *actor.PID {
 	return nil
 }
 
-// retryLeave takes out player id, whose Leave k was kept while a handoff
-// of the player was in progress, once the handoff has settled: here when
-// it was aborted, at the new owner when it completed — passed on there as
-// a Leave that comes after the handoff is, naming the connection it was
-// kept for, so that the new owner ignores it if a newer login has taken
-// the player over there meanwhile (here no Join replaces the player's
-// while it is frozen: a takeover's restore fails, sim.ErrExists).
+// keepJoin keeps j, the Join of a player frozen here in a handoff, until
+// the handoff settles (retryLeave), and reports whether it did. A rejoin
+// resent for the connection the player is joined through is not kept:
+// onJoin keeps the live state and takes its route.
+func (a *zoneActor) keepJoin(j *msg.Join) bool {
+	e, ok := a.z.Entity(j.Player)
+	if !ok || !e.Frozen {
+		return false
+	}
+	if old := a.joins[j.Player]; j.Restore != nil && j.Restore.Entity == j.Player &&
+		(old == nil || old.Conn == nil || j.Conn == nil || old.Conn.Equal(j.Conn)) {
+		return false
+	}
+	k := a.pendingLeave[j.Player]
+	k.join = j // a newer login's Join supersedes an older one's
+	a.pendingLeave[j.Player] = k
+	return true
+}
+
+// retryLeave settles what was kept for player id (k) while a handoff of
+// the player was in progress, once the handoff has settled: here when it
+// was aborted, at the new owner when it completed. A kept Join goes
+// first: taken here as it would have been before the handoff, or passed
+// on (passJoin). A kept Leave follows: taken here as onLeave takes one (a
+// Join taken over the player's makes the older connection's Leave that
+// connection's, not the player's), or passed on as a Leave that comes
+// after the handoff is, naming the connection it was kept for, so that
+// the new owner ignores it if a newer login has taken the player over
+// there meanwhile.
 func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
-	cp, hadCP := a.z.CheckpointOf(id)
-	switch err := a.z.Leave(id); {
-	case errors.Is(err, sim.ErrBusy):
+	if ph, _, _ := a.z.Handoffs().Status(id); ph == handoff.PhaseOffering {
 		return // still in progress
-	case err == nil:
-		if hadCP {
-			a.lastCheckpoint(cp)
-		}
-		a.m.Leaves.Add(1)
-	case errors.Is(err, sim.ErrNotHere) && k.l != nil:
-		l := k.l
-		if conn := k.conn(); l.Conn == nil && conn != nil {
-			l = &msg.Leave{Player: l.Player, Conn: conn, Reason: l.Reason}
-		}
-		a.passOn(id, l)
+	}
+	if e, ok := a.z.Entity(id); ok && e.Frozen {
+		return
 	}
 	delete(a.pendingLeave, id)
-	a.forget(id)
+	if k.join != nil && !a.passJoin(id, k) {
+		a.onJoin(k.join)
+	}
+	if k.l == nil {
+		return
+	}
+	l := k.l
+	if conn := k.conn(); l.Conn == nil && conn != nil {
+		l = &msg.Leave{Player: l.Player, Conn: conn, Reason: l.Reason}
+	}
+	if e, ok := a.z.Entity(id); ok && e.Owned {
+		a.onLeave(l)
+		return
+	}
+	a.passOn(id, l)
+	a.leftAway(id)
+}
+
+// passJoin passes the Join kept in k on to the zone that player id was
+// handed to, and reports whether it did. That zone takes the player over
+// for it as it would a Join that came after the handoff. The connection
+// is redirected there (its route is still this zone, and the new owner
+// routes only the connection the player was handed with): the Redirect
+// names the new owner's epoch, above any this connection took. A player
+// whose client was awaited after a Redirect (awaiting) gets that client
+// back through this Join: the events held for it go with it, and the
+// older connection's Leave(Redirected) is passed on behind the Join, so
+// that the new owner forgets the connection its takeover displaced.
+func (a *zoneActor) passJoin(id uint64, k keptLeave) bool {
+	ph, ep, peer := a.z.Handoffs().Status(id)
+	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+		return false
+	}
+	j, to := k.join, a.peer(peer)
+	a.ctx.Send(to, j)
+	a.m.Forwarded.Add(1)
+	if j.Conn != nil {
+		a.flushHeld(j)
+		if ph == handoff.PhaseCommitting {
+			ep++ // the new owner's (Forwarding: the machine's already)
+		}
+		a.ctx.Send(j.Conn, &msg.Redirect{Player: id, Zone: to, Epoch: uint64(ep)})
+	}
+	if _, ok := a.awaiting[id]; ok {
+		delete(a.awaiting, id)
+		if old := a.joins[id]; k.l == nil && old != nil && old.Conn != nil {
+			a.passOn(id, &msg.Leave{Player: id, Conn: old.Conn, Reason: handshake.ReasonRedirected})
+		}
+	}
+	return true
+}
+
+// leftAway forgets what this zone kept for the connection of player id,
+// handed away, once its Leave has been passed on to the new owner. The
+// player's Join stays, and whether the Commit forces its control state:
+// a Commit resent (unacknowledged; across processes, while the new
+// owner's record write is slow) carries them, and the zone that receives
+// it rebuilds the player's Join from them (actors/cluster). sweepJoins
+// drops the Join once the handoff's record is gone.
+func (a *zoneActor) leftAway(id uint64) {
+	delete(a.superseded, id)
+	a.undisplace(id)
+	delete(a.awaiting, id)
+	a.dropHeld(id)
+	delete(a.budget, id)
+	delete(a.pendingTP, id)
+	a.dropCarried(id, 0)
 }
 
 func (a *zoneActor) onTeleport(t *Teleport) {

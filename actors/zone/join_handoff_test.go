@@ -1,0 +1,213 @@
+package zone
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// newerLogin starts a second connection of player id (another driver) and
+// sends its fresh Join (no record, numbered from 1) to zone.
+func (f *fixture) newerLogin(id uint64, zone string) (*driver, *actor.PID) {
+	f.t.Helper()
+	d := newDriver(nil)
+	p := d.add(id, f.world.PID(zone))
+	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
+	f.sys.Root.Send(f.world.PID(zone), &msg.Join{Player: id, Conn: pid, Ghosts: pid, Views: &p.views, EventGen: 0xb0b})
+	return d, pid
+}
+
+// waitOwnedThrough waits until player id is owned in zone alone, through conn.
+func (f *fixture) waitOwnedThrough(id uint64, zone string, conn *actor.PID) {
+	f.t.Helper()
+	var c census
+	waitFor(f.t, 3*time.Second, "the player owned in "+zone+" through the newer login", func() bool {
+		c = f.census()
+		o := c.owners[id]
+		return len(o) == 1 && o[0] == zone && c.players[id].Conn == conn.String()
+	}, func() string {
+		return "owners " + strings.Join(c.owners[id], ",") + ", conn " + c.players[id].Conn
+	})
+}
+
+// A player logs in afresh (a relaunch: its older connection still joined)
+// while its zone is handing it to a neighbour. The zone cannot take it
+// over while the player is frozen (nor spawn it: it is here), and it used
+// to refuse the Join and kick the client. It must keep the Join until the
+// handoff settles: completed, the Join goes on to the new owner, which
+// takes the player over for the newer login, and the newer connection is
+// redirected there; aborted, the Join is taken here.
+func TestLoginDuringAHandoffReachesTheNewOwner(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	release := f.holdZone("x1z0")
+	defer release()
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	newer, newerPID := f.newerLogin(1, "x0z0")
+	defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
+	f.syncZone("x0z0")
+	f.inspectZone("x0z0", func(z *sim.Zone) {
+		if e, ok := z.Entity(1); !ok || !e.Frozen {
+			t.Errorf("the player is not frozen in x0z0 when the newer login's Join comes: %+v", e)
+		}
+	})
+	release()
+	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+	f.waitOwnedThrough(1, "x1z0", newerPID)
+	newer.mu.Lock()
+	np := newer.players[1]
+	kicked, route := np.kicked, np.route
+	newer.mu.Unlock()
+	if kicked {
+		t.Fatal("the newer login was kicked")
+	}
+	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+		t.Fatalf("%d joins refused", n)
+	}
+	if !route.Equal(f.world.PID("x1z0")) {
+		t.Fatalf("the newer login is routed to %v, the player is in x1z0", route)
+	}
+	// It plays there: its moves (numbered from 1) are applied.
+	f.sys.Root.Send(newerPID, &driverStep{dt: 30})
+	waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
+		newer.mu.Lock()
+		defer newer.mu.Unlock()
+		return np.applied == 1
+	})
+}
+
+// The same Join when the handoff fails (the neighbour does not answer
+// within OfferTimeout): the player is owned here again and the zone takes
+// it over for the newer login, as it would have before the handoff began.
+// (Still standing in the neighbour's ground, it is offered again at once:
+// the newer login goes with it once the neighbour answers.)
+func TestLoginDuringAFailedHandoffIsTakenHere(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	release := f.holdZone("x1z0")
+	defer release()
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	newer, newerPID := f.newerLogin(1, "x0z0")
+	defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
+	var conn string
+	waitFor(t, 3*time.Second, "x0z0 to take the player over for the newer login once the offer timed out", func() bool {
+		f.inspectZone("x0z0", func(z *sim.Zone) {
+			if e, ok := z.Entity(1); ok && e.Owned {
+				conn = e.Conn
+			}
+		})
+		return conn == newerPID.String()
+	}, func() string { return "owned through " + conn })
+	release()
+	var c census
+	waitFor(t, 3*time.Second, "the player owned once through the newer login", func() bool {
+		c = f.census()
+		return len(c.owners[1]) == 1 && c.players[1].Conn == newerPID.String()
+	})
+	newer.mu.Lock()
+	np := newer.players[1]
+	kicked := np.kicked
+	newer.mu.Unlock()
+	if kicked {
+		t.Fatal("the newer login was kicked")
+	}
+	f.sys.Root.Send(newerPID, &driverStep{dt: 30})
+	waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
+		newer.mu.Lock()
+		defer newer.mu.Unlock()
+		return np.applied == 1
+	})
+}
+
+// A relaunch mid-handoff: the newer login's Join and the older
+// connection's Leave (Duplicate: the gateway ends it) both come while the
+// player is frozen, in either order. Whether the handoff completes or
+// fails, the player plays on through the newer login: its Join is taken
+// first (over the older connection's), and the older's Leave is then that
+// connection's, not the player's.
+func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		leaveFirst bool
+		fail       bool // the neighbour does not answer within OfferTimeout
+	}{
+		{name: "join then leave, handed off"},
+		{name: "leave then join, handed off", leaveFirst: true},
+		{name: "join then leave, handoff failed", fail: true},
+		{name: "leave then join, handoff failed", leaveFirst: true, fail: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			cfg := slowOffers
+			if tc.fail {
+				cfg = sim.Config{TickRate: 50}
+			}
+			f := startFixture(t, pairWorld(t), cfg, nil, at)
+			defer f.stop()
+			f.join(1, "x0z0")
+			waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+			release := f.holdZone("x1z0")
+			defer release()
+			f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+			older := &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonDuplicate}
+			if tc.leaveFirst {
+				f.sys.Root.Send(f.world.PID("x0z0"), older)
+			}
+			newer, newerPID := f.newerLogin(1, "x0z0")
+			defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
+			if !tc.leaveFirst {
+				f.sys.Root.Send(f.world.PID("x0z0"), older)
+			}
+			f.syncZone("x0z0")
+			if tc.fail {
+				var conn string
+				waitFor(t, 3*time.Second, "x0z0 to take the player over for the newer login once the offer timed out", func() bool {
+					f.inspectZone("x0z0", func(z *sim.Zone) {
+						if e, ok := z.Entity(1); ok && e.Owned {
+							conn = e.Conn
+						}
+					})
+					return conn == newerPID.String()
+				}, func() string { return "owned through " + conn })
+			}
+			release()
+			var c census
+			waitFor(t, 3*time.Second, "the player owned once through the newer login", func() bool {
+				c = f.census()
+				return len(c.owners[1]) == 1 && c.players[1].Conn == newerPID.String()
+			}, func() string { return fmt.Sprintf("owners %v, players %+v", c.owners, c.players) })
+			if n := f.world.Metrics().Leaves.Load(); n != 0 {
+				t.Fatalf("%d leaves: the older connection's Leave took the newer login's player out", n)
+			}
+			newer.mu.Lock()
+			np := newer.players[1]
+			kicked := np.kicked
+			newer.mu.Unlock()
+			if kicked {
+				t.Fatal("the newer login was kicked")
+			}
+			f.sys.Root.Send(newerPID, &driverStep{dt: 30})
+			waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
+				newer.mu.Lock()
+				defer newer.mu.Unlock()
+				return np.applied == 1
+			})
+			if n := f.world.Metrics().Leaves.Load(); n != 0 {
+				t.Fatalf("%d leaves after the newer login's move", n)
+			}
+		})
+	}
+}
