@@ -42,7 +42,7 @@ func TestPushBatchMatchesPush(t *testing.T) {
 				var mv []move.Move
 				start := next
 				if r.IntN(4) == 0 { // a resend from further back
-					start = max(1, next-uint64(r.IntN(8)))
+					start = next - min(next-1, uint64(r.IntN(8))) // never below 1
 				}
 				n := r.IntN(5)
 				for k := range n {
