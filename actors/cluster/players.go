@@ -77,6 +77,11 @@ type Players struct {
 	// wakes. Fenced counts the writes it stopped.
 	valid  func(zone string) bool
 	Fenced atomic.Uint64
+	// fenceWait: SetFenceWait. FenceWaits counts the Commits that waited.
+	fenceWait  func(ctx context.Context, zone string) error
+	FenceWaits atomic.Uint64
+	life       context.Context // ends with Close (a fenced Commit's wait)
+	end        context.CancelFunc
 
 	// js and pre, when set (Pipeline), send checkpoints whose revision is
 	// cached as asynchronous publishes to pre+key, a batch in flight per
@@ -88,6 +93,20 @@ type Players struct {
 // SetFence makes every write for a zone wait on valid(zone) (set before
 // the first write; Leases.Valid).
 func (p *Players) SetFence(valid func(zone string) bool) { p.valid = valid }
+
+// SetFenceWait makes a cross-process Commit's record write that the fence
+// stopped wait on wait(ctx, zone) (Leases.WaitValid: a renewal lands, or
+// the lease is gone) and go again, instead of failing for good (set before
+// the first write). A lease whose renewal is merely late (seconds on a
+// loaded host; the node holds the zone meanwhile, Leases.SetHold) fenced
+// every Commit that came in that window: each was answered false and its
+// source's resends fenced in turn until it gave up (CommitGiveUp), the
+// player then owned by nobody (TestClusterThreeNodesAcrossBorders at load
+// ≈ 10: 237 Commit writes fenced, 90 handoffs stranded, in one run).
+func (p *Players) SetFenceWait(wait func(ctx context.Context, zone string) error) { p.fenceWait = wait }
+
+// fenceWaitMax bounds a fenced Commit's wait (the lease's hold is 2 × TTL).
+const fenceWaitMax = time.Minute
 
 // recRev is one cached revision. used is monotonic nanoseconds since the
 // Players was made (born): a time.Time was 24 bytes of every entry (56,
@@ -132,7 +151,17 @@ type playerJob struct {
 	commit  bool
 	settled bool
 	tries   uint8
+	// fence: a Commit's wait for its zone's lease (SetFenceWait):
+	// fenceStopped, the fence stopped its write (it waits); fenceWaited,
+	// it did so once. (A uint8: the job stays in its size class.)
+	fence uint8
 }
+
+// playerJob.fence states.
+const (
+	fenceStopped = 1 + iota
+	fenceWaited
+)
 
 // checkpointJob is a checkpoint's job with the copy it writes: one
 // allocation a checkpoint (288 B), not a job and a copy.
@@ -164,6 +193,7 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}, born: time.Now()}
+	p.life, p.end = context.WithCancel(context.Background())
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
 		p.commits[i] = make(chan *playerJob, commitQueue)
@@ -348,6 +378,12 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 		}
 		if p.js == nil || !j.pipelined() {
 			ok := p.write(j)
+			if !ok && j.fence == fenceStopped {
+				j.fence = fenceWaited
+				j.tries-- // it wrote nothing
+				p.awaitFence(j)
+				continue
+			}
 			if !ok && j.commit && !j.settled && j.tries < commitTries {
 				// Not on this writer: the players behind it wait for none.
 				time.AfterFunc(commitRetry, func() { p.enqueue(j) })
@@ -378,6 +414,25 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 		p.writeBatch(&w, batch)
 		clear(batch) // let the written jobs go
 	}
+}
+
+// awaitFence waits, off the writer, until this node may write for j's
+// zone again (fenceWait), then queues j again; a lease gone (or no renewal
+// within fenceWaitMax, or Close) answers it false for good.
+func (p *Players) awaitFence(j *playerJob) {
+	p.FenceWaits.Add(1)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(p.life, fenceWaitMax)
+		defer cancel()
+		if err := p.fenceWait(ctx, j.zone); err != nil {
+			j.settled = true
+			finish(j, false)
+			return
+		}
+		p.enqueue(j)
+	}()
 }
 
 // commitTries and commitRetry bound a Commit's record writes (Commit).
@@ -586,6 +641,10 @@ func (p *Players) write(j *playerJob) bool {
 	j.tries++
 	if p.valid != nil && !p.valid(j.zone) {
 		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
+		if j.commit && p.fenceWait != nil && j.fence == 0 {
+			j.fence = fenceStopped // it waits for the lease, off the writer
+			return false
+		}
 		j.settled = true
 		return false
 	}
@@ -848,6 +907,9 @@ func (p *Players) Close() {
 	case <-p.stop:
 	default:
 		close(p.stop)
+	}
+	if p.end != nil {
+		p.end()
 	}
 	p.wg.Wait()
 }

@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+)
+
+// A cross-process Commit whose record write finds its zone's lease fenced
+// (the last renewal answered longer than the fence ago: on a loaded host a
+// renewal's round trip takes seconds) waits for a renewal and is written,
+// not answered false for good. Refused, every copy the source resent in
+// that window was fenced in turn until it gave up (CommitGiveUp): the
+// player owned by nobody, its record naming the zone it left.
+// A lease gone is not waited for: that Commit is answered false.
+func TestFencedCommitWaitsForTheLease(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute // the renewal loop's own tick (TTL/6) comes after the test
+	zones := zonesBucket(t, nc, ttl)
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, lost := countingLeases(t, zones, "n1", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	for _, z := range []string{"z", "gone"} {
+		if _, err := l.Claim(context.Background(), z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(kv, "n1", nil)
+	defer p.Close()
+	p.SetFence(l.Valid)
+	p.SetFenceWait(l.WaitValid)
+
+	clock.Store(int64(ttl - ttl/3 + time.Second)) // past the fence, before the give-up
+	if l.Valid("z") {
+		t.Fatal("valid past the fence without a renewal")
+	}
+	commit := func(player uint64, zone string) bool {
+		t.Helper()
+		done := make(chan bool, 1)
+		p.Commit(player, zone, 2, func(ok bool) { done <- ok })
+		select {
+		case ok := <-done:
+			return ok
+		case <-time.After(10 * time.Second):
+			t.Fatalf("player %d's Commit not answered after 10 s", player)
+			return false
+		}
+	}
+	if !commit(5, "z") {
+		t.Fatalf("a Commit behind a late renewal answered false (fenced %d, waits %d, lost %d)", p.Fenced.Load(), p.FenceWaits.Load(), lost.Load())
+	}
+	e, err := kv.Get(context.Background(), PlayerKey(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec pb.PlayerRecord
+	if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != "z" || rec.GetEpoch() != 2 {
+		t.Fatalf("record %v (%v), want zone z at epoch 2", &rec, err)
+	}
+	// Deleted behind this node's back: the renewal finds it gone.
+	clock.Add(int64(ttl - ttl/3 + time.Second))
+	if err := zones.Delete(context.Background(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if commit(6, "gone") {
+		t.Fatal("a Commit for a lease gone answered true")
+	}
+	if _, err := kv.Get(context.Background(), PlayerKey(6)); err == nil {
+		t.Fatal("a Commit for a lease gone wrote the record")
+	}
+}
