@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // A cross-process Commit whose record write finds its zone's lease fenced
@@ -80,5 +81,66 @@ func TestFencedCommitWaitsForTheLease(t *testing.T) {
 	}
 	if _, err := kv.Get(context.Background(), PlayerKey(6)); err == nil {
 		t.Fatal("a Commit for a lease gone wrote the record")
+	}
+}
+
+// A player's writes that must not be lost wait for a late renewal too, in
+// order: a join's record written while the lease is fenced, and a leaving
+// player's last checkpoint (the node's pipelined path), which takes the
+// record offline. Dropped, the join left no record (every checkpoint of
+// the player refused) and the Leave left the record ONLINE for good.
+func TestFencedPlacementAndLeaveWaitForTheLease(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute
+	zones := zonesBucket(t, nc, ttl)
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, lost := countingLeases(t, zones, "n1", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	if _, err := l.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(kv, "n1", nil)
+	defer p.Close()
+	p.SetFence(l.Valid)
+	p.SetFenceWait(l.WaitValid)
+	if err := p.Pipeline(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	record := func(player uint64) *pb.PlayerRecord {
+		var rec pb.PlayerRecord
+		if e, err := kv.Get(context.Background(), PlayerKey(player)); err == nil {
+			_ = proto.Unmarshal(e.Value(), &rec)
+		}
+		return &rec
+	}
+	fence := func() {
+		clock.Add(int64(ttl - ttl/3 + time.Second)) // past the fence, before the give-up
+		if l.Valid("z") {
+			t.Fatal("valid past the fence without a renewal")
+		}
+	}
+	cp := handoff.Checkpoint{Entity: 9, Epoch: 1, LastApplied: 7}
+	fence()
+	p.Placed(9, "z", 1, true, &cp, "n1")
+	waitFor(t, 5*time.Second, "the fenced join's record", func() bool {
+		r := record(9)
+		return r.GetZone() == "z" && r.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE
+	})
+	fence()
+	cp.LastApplied = 12
+	p.Checkpoint("z", []handoff.Checkpoint{cp}, true, func(string) string { return "n1" })
+	waitFor(t, 5*time.Second, "the fenced leave to take the record offline", func() bool {
+		r := record(9)
+		return r.GetState() == pb.PlayerState_PLAYER_STATE_OFFLINE && r.GetCheckpoint().GetLastApplied() == 12
+	})
+	if lost.Load() != 0 || p.FenceWaits.Load() != 2 {
+		t.Fatalf("lost %d, fence waits %d; want 0, 2", lost.Load(), p.FenceWaits.Load())
 	}
 }

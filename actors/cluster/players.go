@@ -77,7 +77,7 @@ type Players struct {
 	// wakes. Fenced counts the writes it stopped.
 	valid  func(zone string) bool
 	Fenced atomic.Uint64
-	// fenceWait: SetFenceWait. FenceWaits counts the Commits that waited.
+	// fenceWait: SetFenceWait. FenceWaits counts the writes that waited.
 	fenceWait  func(ctx context.Context, zone string) error
 	FenceWaits atomic.Uint64
 	life       context.Context // ends with Close (a fenced Commit's wait)
@@ -94,15 +94,18 @@ type Players struct {
 // the first write; Leases.Valid).
 func (p *Players) SetFence(valid func(zone string) bool) { p.valid = valid }
 
-// SetFenceWait makes a cross-process Commit's record write that the fence
-// stopped wait on wait(ctx, zone) (Leases.WaitValid: a renewal lands, or
-// the lease is gone) and go again, instead of failing for good (set before
-// the first write). A lease whose renewal is merely late (seconds on a
-// loaded host; the node holds the zone meanwhile, Leases.SetHold) fenced
-// every Commit that came in that window: each was answered false and its
-// source's resends fenced in turn until it gave up (CommitGiveUp), the
-// player then owned by nobody (TestClusterThreeNodesAcrossBorders at load
-// ≈ 10: 237 Commit writes fenced, 90 handoffs stranded, in one run).
+// SetFenceWait makes a write that the fence stopped and must not be lost
+// wait on wait(ctx, zone) (Leases.WaitValid: a renewal lands, or the lease
+// is gone) and go then, instead of being dropped (set before the first
+// write): a cross-process Commit's (off the writer), a placement's and a
+// leaving player's last checkpoint (on it: keep). A lease whose renewal is
+// merely late (seconds on a loaded host; the node holds the zone
+// meanwhile, Leases.SetHold) fenced every Commit that came in that
+// window: each was answered false and its source's resends fenced in turn
+// until it gave up (CommitGiveUp), the player then owned by nobody
+// (TestClusterThreeNodesAcrossBorders at load ≈ 10: 237 Commit writes
+// fenced, 90 handoffs stranded, in one run); a join's record was never
+// written (296 in another), a leaving player's record stayed ONLINE.
 func (p *Players) SetFenceWait(wait func(ctx context.Context, zone string) error) { p.fenceWait = wait }
 
 // fenceWaitMax bounds a fenced Commit's wait (the lease's hold is 2 × TTL).
@@ -378,11 +381,14 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 		}
 		if p.js == nil || !j.pipelined() {
 			ok := p.write(j)
-			if !ok && j.fence == fenceStopped {
+			if !ok && j.fence == fenceStopped && j.commit {
 				j.fence = fenceWaited
 				j.tries-- // it wrote nothing
 				p.awaitFence(j)
 				continue
+			}
+			if !ok && j.fence == fenceStopped {
+				ok = p.writeAfterFence(j)
 			}
 			if !ok && j.commit && !j.settled && j.tries < commitTries {
 				// Not on this writer: the players behind it wait for none.
@@ -433,6 +439,33 @@ func (p *Players) awaitFence(j *playerJob) {
 		}
 		p.enqueue(j)
 	}()
+}
+
+// keep: a write the fence must not drop, only hold back — a placement (a
+// join, an acquisition, a restore: the record names the player's zone, or
+// its checkpoints, refused, never reach it) and a leaving player's last
+// checkpoint (the record goes offline). Dropped, the record stayed ONLINE
+// after the player left, for good (or named a zone the player had left,
+// every checkpoint refused). A periodic checkpoint is dropped: the next
+// replaces it.
+func (j *playerJob) keep() bool { return j.place || j.leaving }
+
+// writeAfterFence writes j, which the fence stopped, once this node may
+// write for its zone again (fenceWait), on the writer itself: the
+// player's writes stay in order (a leaving checkpoint written after the
+// player's next join would take the new session's record offline). The
+// writes behind it wait, as they would for a slow write; they are fenced
+// meanwhile anyway when the node's leases renew late together. A lease
+// gone (or no renewal within fenceWaitMax, or Close) drops j, counted.
+func (p *Players) writeAfterFence(j *playerJob) bool {
+	p.FenceWaits.Add(1)
+	ctx, cancel := context.WithTimeout(p.life, fenceWaitMax)
+	defer cancel()
+	j.fence = fenceWaited
+	if err := p.fenceWait(ctx, j.zone); err != nil {
+		return false
+	}
+	return p.write(j)
 }
 
 // commitTries and commitRetry bound a Commit's record writes (Commit).
@@ -597,6 +630,11 @@ func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
 	}
 	for i, j := range batch {
 		switch {
+		case fenced[i] && j.keep() && p.fenceWait != nil:
+			p.Fenced.Add(1)
+			j.fence = fenceStopped
+			finish(j, p.writeAfterFence(j))
+			continue
 		case fenced[i]:
 			p.Fenced.Add(1)
 			finish(j, false)
@@ -641,8 +679,8 @@ func (p *Players) write(j *playerJob) bool {
 	j.tries++
 	if p.valid != nil && !p.valid(j.zone) {
 		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
-		if j.commit && p.fenceWait != nil && j.fence == 0 {
-			j.fence = fenceStopped // it waits for the lease, off the writer
+		if (j.commit || j.keep()) && p.fenceWait != nil && j.fence == 0 {
+			j.fence = fenceStopped // it waits for the lease (a Commit off the writer)
 			return false
 		}
 		j.settled = true
