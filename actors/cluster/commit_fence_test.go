@@ -144,3 +144,54 @@ func TestFencedPlacementAndLeaveWaitForTheLease(t *testing.T) {
 		t.Fatalf("lost %d, fence waits %d; want 0, 2", lost.Load(), p.FenceWaits.Load())
 	}
 }
+
+// While a placement waits on its writer for one zone's late renewal, the
+// writer still takes the Commits of other zones (its Commit lane): a
+// cross-process handoff into a zone whose lease is fine must not wait for
+// another zone's renewal (the census of TestClusterThreeNodesAcrossBorders
+// waits a minute at most for the handoffs in flight).
+func TestCommitLaneServedWhileAPlacementWaitsForItsLease(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute
+	raw := zonesBucket(t, nc, ttl)
+	hold := newHoldKV(raw, "z")
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, _ := countingLeases(t, hold, "n1", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	for _, z := range []string{"z", "y"} {
+		if _, err := l.Claim(context.Background(), z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(kv, "n1", nil)
+	defer p.Close()
+	p.SetFence(l.Valid)
+	p.SetFenceWait(l.WaitValid)
+	hold.armed.Store(true) // z's next renewal is applied, its answer held
+	clock.Add(int64(ttl - ttl/3 + time.Second))
+	p.Joined(9, "z", 1) // waits on writer 1 for z's renewal
+	waitFor(t, 5*time.Second, "the join to wait for z's renewal", func() bool { return p.FenceWaits.Load() == 1 })
+	<-hold.applied
+	done := make(chan bool, 1)
+	p.Commit(13, "y", 2, func(ok bool) { done <- ok }) // writer 1 too
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("the Commit into y answered false")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Commit into y waited 5 s for z's renewal")
+	}
+	close(hold.release)
+	waitFor(t, 5*time.Second, "the join's record once z renewed", func() bool {
+		_, err := kv.Get(context.Background(), PlayerKey(9))
+		return err == nil
+	})
+}

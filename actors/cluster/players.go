@@ -380,22 +380,7 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 			}
 		}
 		if p.js == nil || !j.pipelined() {
-			ok := p.write(j)
-			if !ok && j.fence == fenceStopped && j.commit {
-				j.fence = fenceWaited
-				j.tries-- // it wrote nothing
-				p.awaitFence(j)
-				continue
-			}
-			if !ok && j.fence == fenceStopped {
-				ok = p.writeAfterFence(j)
-			}
-			if !ok && j.commit && !j.settled && j.tries < commitTries {
-				// Not on this writer: the players behind it wait for none.
-				time.AfterFunc(commitRetry, func() { p.enqueue(j) })
-				continue
-			}
-			finish(j, ok)
+			p.writeOne(j, commits)
 			continue
 		}
 		// The checkpoints queued behind it go out with it, up to one of
@@ -417,7 +402,7 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 				break more
 			}
 		}
-		p.writeBatch(&w, batch)
+		p.writeBatch(&w, batch, commits)
 		clear(batch) // let the written jobs go
 	}
 }
@@ -441,6 +426,27 @@ func (p *Players) awaitFence(j *playerJob) {
 	}()
 }
 
+// writeOne writes j, a job that goes alone (not a pipelined checkpoint),
+// and answers it; commits is the writer's Commit lane (nil: none to serve).
+func (p *Players) writeOne(j *playerJob, commits <-chan *playerJob) {
+	ok := p.write(j)
+	if !ok && j.fence == fenceStopped && j.commit {
+		j.fence = fenceWaited
+		j.tries-- // it wrote nothing
+		p.awaitFence(j)
+		return
+	}
+	if !ok && j.fence == fenceStopped {
+		ok = p.writeAfterFence(j, commits)
+	}
+	if !ok && j.commit && !j.settled && j.tries < commitTries {
+		// Not on this writer: the players behind it wait for none.
+		time.AfterFunc(commitRetry, func() { p.enqueue(j) })
+		return
+	}
+	finish(j, ok)
+}
+
 // keep: a write the fence must not drop, only hold back — a placement (a
 // join, an acquisition, a restore: the record names the player's zone, or
 // its checkpoints, refused, never reach it) and a leaving player's last
@@ -454,18 +460,32 @@ func (j *playerJob) keep() bool { return j.place || j.leaving }
 // write for its zone again (fenceWait), on the writer itself: the
 // player's writes stay in order (a leaving checkpoint written after the
 // player's next join would take the new session's record offline). The
-// writes behind it wait, as they would for a slow write; they are fenced
-// meanwhile anyway when the node's leases renew late together. A lease
-// gone (or no renewal within fenceWaitMax, or Close) drops j, counted.
-func (p *Players) writeAfterFence(j *playerJob) bool {
+// writer's jobs behind it wait, as for a slow write (fenced meanwhile
+// anyway when the node's leases renew late together), but its Commit lane
+// is served while it waits (a cross-process handoff waits for no other
+// zone's lease; a placement waiting here counts as queued, so its own
+// player's Commits queue behind it). A lease gone (or no renewal within
+// fenceWaitMax, or Close) drops j, counted.
+func (p *Players) writeAfterFence(j *playerJob, commits <-chan *playerJob) bool {
 	p.FenceWaits.Add(1)
+	j.fence = fenceWaited
+	p.count(j, 1)
+	defer p.count(j, -1)
 	ctx, cancel := context.WithTimeout(p.life, fenceWaitMax)
 	defer cancel()
-	j.fence = fenceWaited
-	if err := p.fenceWait(ctx, j.zone); err != nil {
-		return false
+	waited := make(chan error, 1)
+	go func() { waited <- p.fenceWait(ctx, j.zone) }()
+	for {
+		select {
+		case err := <-waited:
+			if err != nil {
+				return false
+			}
+			return p.write(j)
+		case c := <-commits:
+			p.writeOne(c, nil)
+		}
 	}
-	return p.write(j)
 }
 
 // commitTries and commitRetry bound a Commit's record writes (Commit).
@@ -605,7 +625,7 @@ func (w *batchWriter) reset(abandoned bool) {
 // revision this node knows as asynchronous compare-and-set publishes, all
 // in flight at once; the rest, and any whose compare-and-set failed (the
 // record moved on), one at a time as write does.
-func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
+func (p *Players) writeBatch(w *batchWriter, batch []*playerJob, commits <-chan *playerJob) {
 	// The acks time out on their own (Pipeline); this only bounds a
 	// writer that would otherwise wait for good.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -633,7 +653,7 @@ func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
 		case fenced[i] && j.keep() && p.fenceWait != nil:
 			p.Fenced.Add(1)
 			j.fence = fenceStopped
-			finish(j, p.writeAfterFence(j))
+			finish(j, p.writeAfterFence(j, commits))
 			continue
 		case fenced[i]:
 			p.Fenced.Add(1)
