@@ -136,6 +136,43 @@ type recordCommit struct {
 	// in flight: the write delivers it, not the first copy, which may be
 	// older than the zone's MaxAge by the time a slow write completes.
 	newest *zone.HandoffEnvelope
+	// behind: what came for the player's zone about the player while the
+	// write was in flight (a Leave or Teleport its old zone passed on:
+	// that zone stopped owning the player when it sent the Commit, and
+	// passes them on at once), delivered right after the Commit, in order.
+	// Sent on, they overtook the Commit: the zone, not owning the player
+	// yet, dropped a Leave, then took the player — for good, its record
+	// online, nobody behind it. Bounded by maxBehind: past it they go on
+	// as before.
+	behind []any
+}
+
+// maxBehind bounds what one player's Commit holds back (a passed-on
+// Leave, a Teleport or two).
+const maxBehind = 16
+
+// holdBehindCommit holds m, an item for zoneID, if it is about a player
+// whose Commit to zoneID is waiting for its record write (recordCommit.behind).
+func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
+	var player uint64
+	switch x := m.(type) {
+	case *msg.Leave:
+		player = x.Player
+	case *zone.Teleport:
+		player = x.Entity
+	default:
+		return false
+	}
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	c, ok := b.commits[player]
+	if !ok || c.written || c.zone != zoneID || len(c.behind) >= maxBehind {
+		return false
+	}
+	c.behind = append(c.behind, m)
+	b.commits[player] = c
+	b.m.HeldBehindCommit.Add(1)
+	return true
 }
 
 // Commit states for a cross-process Commit (commitFor).
@@ -150,7 +187,8 @@ const (
 func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone.HandoffEnvelope) int {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
-	if c, ok := b.commits[player]; ok && c.zone == zoneID && c.epoch == epoch {
+	c, ok := b.commits[player]
+	if ok && c.zone == zoneID && c.epoch == epoch {
 		if c.written {
 			return commitWritten
 		}
@@ -170,29 +208,62 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 			}
 		}
 	}
+	if ok && !c.written && len(c.behind) > 0 {
+		// Another Commit of the player takes the place of one still
+		// being written: what waited behind that one goes on now (its
+		// write will find the entry gone).
+		pid := b.zonePID(c.zone)
+		for _, m := range c.behind {
+			b.cfg.Sys.Root.Send(pid, m)
+		}
+	}
 	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env}
 	return commitNew
 }
 
 // commitDone records the outcome of a Commit's record write: written, or
-// forgotten (the next copy tries again). It returns the newest copy that
-// came while the write was in flight (nil: none, or a newer Commit of the
-// player took the entry's place).
-func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool) *zone.HandoffEnvelope {
+// forgotten (the next copy tries again). Written, the newest copy that came
+// while the write was in flight goes to the zone (env when none did), then
+// what waited behind it; not written, only what waited (the zone does with
+// it what it would have). Sent under cmu: an item that comes meanwhile is
+// held until then, or finds the Commit sent (never overtakes it). A newer
+// Commit of the player that took the entry's place sends nothing here.
+func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool, env *zone.HandoffEnvelope) {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	c, have := b.commits[player]
 	if !have || c.zone != zoneID || c.epoch != epoch {
-		return nil // a newer Commit of the player took its place
+		return // a newer Commit of the player took its place
 	}
-	env := c.newest
+	pid := b.zonePID(zoneID)
 	if ok {
+		if c.newest != nil {
+			env = c.newest
+		}
+		// The record now names this zone at epoch: the write is the
+		// commit, and the zone must take the player however old the
+		// copy. A write slower than the source's CommitGiveUp plus the
+		// zone's MaxAge (a busy KV: seconds a round trip at load, behind
+		// the writer's queue) delivered a copy the zone dropped as stale;
+		// the source resent no more, and the player was owned nowhere,
+		// its record online at the new epoch without a checkpoint. The
+		// write's compare-and-set is the fence MaxAge stands for: it
+		// succeeds only while no newer owner is recorded.
+		env.Msg.Sent = max(env.Msg.Sent, b.cfg.Now())
+		b.cfg.Sys.Root.Send(pid, env)
 		c.written, c.newest = true, nil
+	} else {
+		b.m.RecordRefused.Add(1)
+	}
+	for _, m := range c.behind {
+		b.cfg.Sys.Root.Send(pid, m)
+	}
+	c.behind = nil
+	if ok {
 		b.commits[player] = c
 	} else {
 		delete(b.commits, player)
 	}
-	return env
 }
 
 // NewBridge subscribes to this node's connection subject.
@@ -608,27 +679,7 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 				b.m.CommitsCoalesced.Add(1)
 			default:
 				b.cfg.Players.Commit(player, zoneID, epoch, func(ok bool) {
-					newest := b.commitDone(player, zoneID, epoch, ok)
-					if ok {
-						if newest == nil {
-							newest = env
-						}
-						// The record now names this zone at epoch: the write
-						// is the commit, and the zone must take the player
-						// however old the copy. A write slower than the
-						// source's CommitGiveUp plus the zone's MaxAge (a
-						// busy KV: seconds a round trip at load, behind the
-						// writer's queue) delivered a copy the zone dropped
-						// as stale; the source resent no more, and the
-						// player was owned nowhere, its record online at
-						// the new epoch without a checkpoint. The write's
-						// compare-and-set is the fence MaxAge stands for: it
-						// succeeds only while no newer owner is recorded.
-						newest.Msg.Sent = max(newest.Msg.Sent, b.cfg.Now())
-						root.Send(pid, newest)
-					} else {
-						b.m.RecordRefused.Add(1)
-					}
+					b.commitDone(player, zoneID, epoch, ok, env)
 				})
 			}
 			continue
@@ -638,7 +689,7 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 			b.warnOnce("malformed:"+zb.GetFromNode(), "cluster: malformed item dropped", "zone", zoneID, "from", zb.GetFromNode(), "err", err)
 			continue
 		}
-		if m != nil {
+		if m != nil && !b.holdBehindCommit(zoneID, m) {
 			root.Send(pid, m)
 		}
 	}
@@ -729,6 +780,9 @@ type Metrics struct {
 	// CommitsCoalesced: resent Commits that came while their record write
 	// was in flight, dropped (that write delivers the Commit).
 	CommitsCoalesced atomic.Uint64
+	// HeldBehindCommit: Leaves and Teleports for a player whose Commit
+	// here waited for its record write, delivered after it.
+	HeldBehindCommit atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).

@@ -77,6 +77,11 @@ type Players struct {
 	// wakes. Fenced counts the writes it stopped.
 	valid  func(zone string) bool
 	Fenced atomic.Uint64
+	// fenceWait: SetFenceWait. FenceWaits counts the writes that waited.
+	fenceWait  func(ctx context.Context, zone string) error
+	FenceWaits atomic.Uint64
+	life       context.Context // ends with Close (a fenced Commit's wait)
+	end        context.CancelFunc
 
 	// js and pre, when set (Pipeline), send checkpoints whose revision is
 	// cached as asynchronous publishes to pre+key, a batch in flight per
@@ -88,6 +93,23 @@ type Players struct {
 // SetFence makes every write for a zone wait on valid(zone) (set before
 // the first write; Leases.Valid).
 func (p *Players) SetFence(valid func(zone string) bool) { p.valid = valid }
+
+// SetFenceWait makes a write that the fence stopped and must not be lost
+// wait on wait(ctx, zone) (Leases.WaitValid: a renewal lands, or the lease
+// is gone) and go then, instead of being dropped (set before the first
+// write): a cross-process Commit's (off the writer), a placement's and a
+// leaving player's last checkpoint (on it: keep). A lease whose renewal is
+// merely late (seconds on a loaded host; the node holds the zone
+// meanwhile, Leases.SetHold) fenced every Commit that came in that
+// window: each was answered false and its source's resends fenced in turn
+// until it gave up (CommitGiveUp), the player then owned by nobody
+// (TestClusterThreeNodesAcrossBorders at load ≈ 10: 237 Commit writes
+// fenced, 90 handoffs stranded, in one run); a join's record was never
+// written (296 in another), a leaving player's record stayed ONLINE.
+func (p *Players) SetFenceWait(wait func(ctx context.Context, zone string) error) { p.fenceWait = wait }
+
+// fenceWaitMax bounds a fenced Commit's wait (the lease's hold is 2 × TTL).
+const fenceWaitMax = time.Minute
 
 // recRev is one cached revision. used is monotonic nanoseconds since the
 // Players was made (born): a time.Time was 24 bytes of every entry (56,
@@ -132,7 +154,17 @@ type playerJob struct {
 	commit  bool
 	settled bool
 	tries   uint8
+	// fence: a Commit's wait for its zone's lease (SetFenceWait):
+	// fenceStopped, the fence stopped its write (it waits); fenceWaited,
+	// it did so once. (A uint8: the job stays in its size class.)
+	fence uint8
 }
+
+// playerJob.fence states.
+const (
+	fenceStopped = 1 + iota
+	fenceWaited
+)
 
 // checkpointJob is a checkpoint's job with the copy it writes: one
 // allocation a checkpoint (288 B), not a job and a copy.
@@ -164,6 +196,7 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}, born: time.Now()}
+	p.life, p.end = context.WithCancel(context.Background())
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
 		p.commits[i] = make(chan *playerJob, commitQueue)
@@ -347,13 +380,7 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 			}
 		}
 		if p.js == nil || !j.pipelined() {
-			ok := p.write(j)
-			if !ok && j.commit && !j.settled && j.tries < commitTries {
-				// Not on this writer: the players behind it wait for none.
-				time.AfterFunc(commitRetry, func() { p.enqueue(j) })
-				continue
-			}
-			finish(j, ok)
+			p.writeOne(j, commits)
 			continue
 		}
 		// The checkpoints queued behind it go out with it, up to one of
@@ -375,8 +402,89 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 				break more
 			}
 		}
-		p.writeBatch(&w, batch)
+		p.writeBatch(&w, batch, commits)
 		clear(batch) // let the written jobs go
+	}
+}
+
+// awaitFence waits, off the writer, until this node may write for j's
+// zone again (fenceWait), then queues j again; a lease gone (or no renewal
+// within fenceWaitMax, or Close) answers it false for good.
+func (p *Players) awaitFence(j *playerJob) {
+	p.FenceWaits.Add(1)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(p.life, fenceWaitMax)
+		defer cancel()
+		if err := p.fenceWait(ctx, j.zone); err != nil {
+			j.settled = true
+			finish(j, false)
+			return
+		}
+		p.enqueue(j)
+	}()
+}
+
+// writeOne writes j, a job that goes alone (not a pipelined checkpoint),
+// and answers it; commits is the writer's Commit lane (nil: none to serve).
+func (p *Players) writeOne(j *playerJob, commits <-chan *playerJob) {
+	ok := p.write(j)
+	if !ok && j.fence == fenceStopped && j.commit {
+		j.fence = fenceWaited
+		j.tries-- // it wrote nothing
+		p.awaitFence(j)
+		return
+	}
+	if !ok && j.fence == fenceStopped {
+		ok = p.writeAfterFence(j, commits)
+	}
+	if !ok && j.commit && !j.settled && j.tries < commitTries {
+		// Not on this writer: the players behind it wait for none.
+		time.AfterFunc(commitRetry, func() { p.enqueue(j) })
+		return
+	}
+	finish(j, ok)
+}
+
+// keep: a write the fence must not drop, only hold back — a placement (a
+// join, an acquisition, a restore: the record names the player's zone, or
+// its checkpoints, refused, never reach it) and a leaving player's last
+// checkpoint (the record goes offline). Dropped, the record stayed ONLINE
+// after the player left, for good (or named a zone the player had left,
+// every checkpoint refused). A periodic checkpoint is dropped: the next
+// replaces it.
+func (j *playerJob) keep() bool { return j.place || j.leaving }
+
+// writeAfterFence writes j, which the fence stopped, once this node may
+// write for its zone again (fenceWait), on the writer itself: the
+// player's writes stay in order (a leaving checkpoint written after the
+// player's next join would take the new session's record offline). The
+// writer's jobs behind it wait, as for a slow write (fenced meanwhile
+// anyway when the node's leases renew late together), but its Commit lane
+// is served while it waits (a cross-process handoff waits for no other
+// zone's lease; a placement waiting here counts as queued, so its own
+// player's Commits queue behind it). A lease gone (or no renewal within
+// fenceWaitMax, or Close) drops j, counted.
+func (p *Players) writeAfterFence(j *playerJob, commits <-chan *playerJob) bool {
+	p.FenceWaits.Add(1)
+	j.fence = fenceWaited
+	p.count(j, 1)
+	defer p.count(j, -1)
+	ctx, cancel := context.WithTimeout(p.life, fenceWaitMax)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() { waited <- p.fenceWait(ctx, j.zone) }()
+	for {
+		select {
+		case err := <-waited:
+			if err != nil {
+				return false
+			}
+			return p.write(j)
+		case c := <-commits:
+			p.writeOne(c, nil)
+		}
 	}
 }
 
@@ -517,7 +625,7 @@ func (w *batchWriter) reset(abandoned bool) {
 // revision this node knows as asynchronous compare-and-set publishes, all
 // in flight at once; the rest, and any whose compare-and-set failed (the
 // record moved on), one at a time as write does.
-func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
+func (p *Players) writeBatch(w *batchWriter, batch []*playerJob, commits <-chan *playerJob) {
 	// The acks time out on their own (Pipeline); this only bounds a
 	// writer that would otherwise wait for good.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -542,6 +650,11 @@ func (p *Players) writeBatch(w *batchWriter, batch []*playerJob) {
 	}
 	for i, j := range batch {
 		switch {
+		case fenced[i] && j.keep() && p.fenceWait != nil:
+			p.Fenced.Add(1)
+			j.fence = fenceStopped
+			finish(j, p.writeAfterFence(j, commits))
+			continue
 		case fenced[i]:
 			p.Fenced.Add(1)
 			finish(j, false)
@@ -586,6 +699,10 @@ func (p *Players) write(j *playerJob) bool {
 	j.tries++
 	if p.valid != nil && !p.valid(j.zone) {
 		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
+		if (j.commit || j.keep()) && p.fenceWait != nil && j.fence == 0 {
+			j.fence = fenceStopped // it waits for the lease (a Commit off the writer)
+			return false
+		}
 		j.settled = true
 		return false
 	}
@@ -848,6 +965,9 @@ func (p *Players) Close() {
 	case <-p.stop:
 	default:
 		close(p.stop)
+	}
+	if p.end != nil {
+		p.end()
 	}
 	p.wg.Wait()
 }

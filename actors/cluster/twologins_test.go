@@ -25,6 +25,14 @@ import (
 // Players spawn in the middle of their zone.
 func lineNodes(t *testing.T) [3]*benchNode {
 	t.Helper()
+	return lineNodesWith(t, nil)
+}
+
+// lineNodesWith is lineNodes with setup, when not nil, called for each
+// node (index i) before its zones and bridge start: it may fill in the
+// zones' params and the bridge's config (a players bucket, say).
+func lineNodesWith(t *testing.T, setup func(i int, p *zone.Params, c *Config)) [3]*benchNode {
+	t.Helper()
 	url := natsServer(t).ConnectedUrl()
 	w, err := world.Grid("line", 3, 1, 1000, [2]float64{-1500, -500})
 	if err != nil {
@@ -53,10 +61,15 @@ func lineNodes(t *testing.T) [3]*benchNode {
 		if _, err := n.leases.Claim(context.Background(), own); err != nil {
 			t.Fatal(err)
 		}
-		if n.zones, err = zone.StartZones(n.sys, w, sim.Config{}, zone.Params{Now: now, Metrics: n.m, Spawn: spawn}, []string{own}); err != nil {
+		params := zone.Params{Now: now, Metrics: n.m, Spawn: spawn}
+		cfg := Config{World: "line", Node: name, NC: nc, Sys: n.sys, Leases: n.leases, Registry: reg, Now: now}
+		if setup != nil {
+			setup(i, &params, &cfg)
+		}
+		if n.zones, err = zone.StartZones(n.sys, w, sim.Config{}, params, []string{own}); err != nil {
 			t.Fatal(err)
 		}
-		if n.bridge, err = NewBridge(Config{World: "line", Node: name, NC: nc, Sys: n.sys, Leases: n.leases, Registry: reg, Now: now}); err != nil {
+		if n.bridge, err = NewBridge(cfg); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.bridge.Serve(own); err != nil {

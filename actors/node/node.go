@@ -137,6 +137,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	world := worldToken(wm.Name())
 	n.players = cluster.NewPlayers(nl.kv[BucketPlayers], n.node, log.With("component", "players"))
 	n.players.SetFence(n.leases.Valid)
+	n.players.SetFenceWait(n.leases.WaitValid)
 	if err := n.players.Pipeline(ctx, nl.nc); err != nil {
 		log.Warn("player checkpoints written one request at a time", "err", err)
 	}

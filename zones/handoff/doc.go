@@ -55,8 +55,13 @@
 // Tick(now) resends an unanswered Offer every RetryInterval and aborts it
 // after OfferTimeout (the entity resumes at the source, its buffered moves
 // applied late but none lost); resends Commit until acknowledged, giving up
-// after CommitGiveUp (counted: the entity is then stranded, which only a
-// crashed target causes); and expires forwarding records and stashed moves.
+// after CommitGiveUp (counted: Stranded); and expires forwarding records and
+// stashed moves. A stranded handoff is still in flight (InFlight) until a
+// late CommitAck or the forwarding record's expiry: a crashed target never
+// takes the entity, but a slow one still can — across processes the target
+// writes the player record before it takes a Commit, and on a loaded host
+// that write outlasts the resends; the target then takes the last copy
+// (actors/cluster) and its late CommitAck ends the handoff here.
 //
 // Not safe for concurrent use; the zone actor owns its Machine.
 package handoff
