@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -24,25 +25,8 @@ func TestFencedCommitWaitsForTheLease(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = time.Minute // the renewal loop's own tick (TTL/6) comes after the test
 	zones := zonesBucket(t, nc, ttl)
-	clock := new(atomic.Int64)
-	t0 := time.Unix(1_000_000, 0)
-	l, lost := countingLeases(t, zones, "n1", ttl)
-	defer l.Close(context.Background())
-	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
-	for _, z := range []string{"z", "gone"} {
-		if _, err := l.Claim(context.Background(), z); err != nil {
-			t.Fatal(err)
-		}
-	}
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPlayers(kv, "n1", nil)
-	defer p.Close()
-	p.SetFence(l.Valid)
-	p.SetFenceWait(l.WaitValid)
+	f := newFencedPlayers(t, nc, zones, ttl, "z", "gone")
+	l, lost, clock, p, kv := f.l, f.lost, f.clock, f.p, f.kv
 
 	clock.Store(int64(ttl - ttl/3 + time.Second)) // past the fence, before the give-up
 	if l.Valid("z") {
@@ -93,23 +77,8 @@ func TestFencedPlacementAndLeaveWaitForTheLease(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = time.Minute
 	zones := zonesBucket(t, nc, ttl)
-	clock := new(atomic.Int64)
-	t0 := time.Unix(1_000_000, 0)
-	l, lost := countingLeases(t, zones, "n1", ttl)
-	defer l.Close(context.Background())
-	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
-	if _, err := l.Claim(context.Background(), "z"); err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPlayers(kv, "n1", nil)
-	defer p.Close()
-	p.SetFence(l.Valid)
-	p.SetFenceWait(l.WaitValid)
+	f := newFencedPlayers(t, nc, zones, ttl, "z")
+	l, lost, clock, p, kv := f.l, f.lost, f.clock, f.p, f.kv
 	if err := p.Pipeline(context.Background(), nc); err != nil {
 		t.Fatal(err)
 	}
@@ -153,27 +122,9 @@ func TestFencedPlacementAndLeaveWaitForTheLease(t *testing.T) {
 func TestCommitLaneServedWhileAPlacementWaitsForItsLease(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = time.Minute
-	raw := zonesBucket(t, nc, ttl)
-	hold := newHoldKV(raw, "z")
-	clock := new(atomic.Int64)
-	t0 := time.Unix(1_000_000, 0)
-	l, _ := countingLeases(t, hold, "n1", ttl)
-	defer l.Close(context.Background())
-	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
-	for _, z := range []string{"z", "y"} {
-		if _, err := l.Claim(context.Background(), z); err != nil {
-			t.Fatal(err)
-		}
-	}
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPlayers(kv, "n1", nil)
-	defer p.Close()
-	p.SetFence(l.Valid)
-	p.SetFenceWait(l.WaitValid)
+	hold := newHoldKV(zonesBucket(t, nc, ttl), "z")
+	f := newFencedPlayers(t, nc, hold, ttl, "z", "y")
+	clock, p, kv := f.clock, f.p, f.kv
 	hold.armed.Store(true) // z's next renewal is applied, its answer held
 	clock.Add(int64(ttl - ttl/3 + time.Second))
 	p.Joined(9, "z", 1) // waits on writer 1 for z's renewal
@@ -194,4 +145,39 @@ func TestCommitLaneServedWhileAPlacementWaitsForItsLease(t *testing.T) {
 		_, err := kv.Get(context.Background(), PlayerKey(9))
 		return err == nil
 	})
+}
+
+// fencedPlayers is node n1's leases on a clock the test moves, holding
+// zones, and its record writers fenced by them and waiting on them, as
+// actors/node wires them.
+type fencedPlayers struct {
+	l     *Leases
+	lost  *atomic.Int32
+	clock *atomic.Int64 // nanoseconds past the leases' epoch
+	p     *Players
+	kv    jetstream.KeyValue // the players bucket
+}
+
+func newFencedPlayers(t *testing.T, nc *nats.Conn, leaseKV jetstream.KeyValue, ttl time.Duration, zones ...string) fencedPlayers {
+	t.Helper()
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, lost := countingLeases(t, leaseKV, "n1", ttl)
+	t.Cleanup(func() { l.Close(context.Background()) })
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	for _, z := range zones {
+		if _, err := l.Claim(context.Background(), z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPlayers(kv, "n1", nil)
+	t.Cleanup(p.Close)
+	p.SetFence(l.Valid)
+	p.SetFenceWait(l.WaitValid)
+	return fencedPlayers{l: l, lost: lost, clock: clock, p: p, kv: kv}
 }

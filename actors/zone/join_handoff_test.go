@@ -24,6 +24,26 @@ func (f *fixture) newerLogin(id uint64, zone string) (*driver, *actor.PID) {
 	return d, pid
 }
 
+// newerPlays checks that the newer login (driver d at pid) was not kicked
+// and that its first move is applied; it returns the login's route.
+func (f *fixture) newerPlays(d *driver, pid *actor.PID, id uint64) *actor.PID {
+	f.t.Helper()
+	d.mu.Lock()
+	np := d.players[id]
+	kicked, route := np.kicked, np.route
+	d.mu.Unlock()
+	if kicked {
+		f.t.Fatal("the newer login was kicked")
+	}
+	f.sys.Root.Send(pid, &driverStep{dt: 30})
+	waitFor(f.t, 3*time.Second, "the newer login's move applied", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return np.applied == 1
+	})
+	return route
+}
+
 // waitOwnedThrough waits until player id is owned in zone alone, through conn.
 func (f *fixture) waitOwnedThrough(id uint64, zone string, conn *actor.PID) {
 	f.t.Helper()
@@ -64,26 +84,14 @@ func TestLoginDuringAHandoffReachesTheNewOwner(t *testing.T) {
 	release()
 	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
 	f.waitOwnedThrough(1, "x1z0", newerPID)
-	newer.mu.Lock()
-	np := newer.players[1]
-	kicked, route := np.kicked, np.route
-	newer.mu.Unlock()
-	if kicked {
-		t.Fatal("the newer login was kicked")
-	}
+	// It plays there: its moves (numbered from 1) are applied.
+	route := f.newerPlays(newer, newerPID, 1)
 	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
 		t.Fatalf("%d joins refused", n)
 	}
 	if !route.Equal(f.world.PID("x1z0")) {
 		t.Fatalf("the newer login is routed to %v, the player is in x1z0", route)
 	}
-	// It plays there: its moves (numbered from 1) are applied.
-	f.sys.Root.Send(newerPID, &driverStep{dt: 30})
-	waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
-		newer.mu.Lock()
-		defer newer.mu.Unlock()
-		return np.applied == 1
-	})
 }
 
 // The same Join when the handoff fails (the neighbour does not answer
@@ -117,19 +125,7 @@ func TestLoginDuringAFailedHandoffIsTakenHere(t *testing.T) {
 		c = f.census()
 		return len(c.owners[1]) == 1 && c.players[1].Conn == newerPID.String()
 	})
-	newer.mu.Lock()
-	np := newer.players[1]
-	kicked := np.kicked
-	newer.mu.Unlock()
-	if kicked {
-		t.Fatal("the newer login was kicked")
-	}
-	f.sys.Root.Send(newerPID, &driverStep{dt: 30})
-	waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
-		newer.mu.Lock()
-		defer newer.mu.Unlock()
-		return np.applied == 1
-	})
+	f.newerPlays(newer, newerPID, 1)
 }
 
 // A relaunch mid-handoff: the newer login's Join and the older
@@ -192,19 +188,7 @@ func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
 			if n := f.world.Metrics().Leaves.Load(); n != 0 {
 				t.Fatalf("%d leaves: the older connection's Leave took the newer login's player out", n)
 			}
-			newer.mu.Lock()
-			np := newer.players[1]
-			kicked := np.kicked
-			newer.mu.Unlock()
-			if kicked {
-				t.Fatal("the newer login was kicked")
-			}
-			f.sys.Root.Send(newerPID, &driverStep{dt: 30})
-			waitFor(t, 3*time.Second, "the newer login's move applied", func() bool {
-				newer.mu.Lock()
-				defer newer.mu.Unlock()
-				return np.applied == 1
-			})
+			f.newerPlays(newer, newerPID, 1)
 			if n := f.world.Metrics().Leaves.Load(); n != 0 {
 				t.Fatalf("%d leaves after the newer login's move", n)
 			}
