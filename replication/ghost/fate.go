@@ -109,17 +109,7 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 			return k
 		}
 		s.inflight--
-		if sent >= s.ackAt {
-			s.ackAt = sent
-			if back := uint16(s.lastSeq - seq); back < s.ackBack {
-				s.ackBack = back
-			}
-			if view >= s.lastChg {
-				s.pendChg = 0
-			} else if s.pendChg != 0 && sent > s.pendChg {
-				s.pendChg = sent
-			}
-		}
+		s.delivered(seq, sent, view)
 		if uint64(e>>maskShift)&t.reg.classes[s.ci].posBit != 0 {
 			tr := &t.pos[id]
 			tr.resolve(&t.pp, id, pt, true)
@@ -159,17 +149,7 @@ func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.
 		s.inflight--
-		if sent >= s.ackAt { // fateRecords', for a delivery
-			s.ackAt = sent
-			if back := uint16(s.lastSeq - seq); back < s.ackBack {
-				s.ackBack = back
-			}
-			if view >= s.lastChg {
-				s.pendChg = 0
-			} else if s.pendChg != 0 && sent > s.pendChg {
-				s.pendChg = sent
-			}
-		}
+		s.delivered(seq, sent, view)
 	}
 	return len(es)
 }
@@ -188,24 +168,8 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 		}
 		mask := t.entMask(k, e)
 		s.inflight--
-		// The msTimes compare as they are (none wraps; 0, none, is below
-		// every time).
-		if f.Delivered && sent >= s.ackAt {
-			s.ackAt = sent
-			// The packet carried the ghost, so it is at most lastSeq, and
-			// in flight: less than maxSeqSpan back.
-			if back := uint16(s.lastSeq - uint32(f.Seq)); back < s.ackBack {
-				s.ackBack = back
-			}
-			// The client holds the state of the view the packet was
-			// written from (p.t, view); anything changed in a later view is
-			// still unconfirmed (counted from SentAt: pessimistic by less
-			// than one view).
-			if view >= s.lastChg {
-				s.pendChg = 0
-			} else if s.pendChg != 0 && sent > s.pendChg {
-				s.pendChg = sent
-			}
+		if f.Delivered {
+			s.delivered(uint32(f.Seq), sent, view)
 		}
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
@@ -332,4 +296,28 @@ func (t *Table) findPacket(seq uint64) (int, bool) {
 		return 0, false
 	}
 	return i, true
+}
+
+// delivered records the delivery of packet seq, sent at sent and written
+// from view, which carried s (the three fate walks' shared bookkeeping).
+// The msTimes compare as they are (none wraps; 0, none, is below every
+// time).
+func (s *slot) delivered(seq uint32, sent, view msTime) {
+	if sent < s.ackAt {
+		return
+	}
+	s.ackAt = sent
+	// The packet carried the ghost, so it is at most lastSeq, and in
+	// flight: less than maxSeqSpan back.
+	if back := uint16(s.lastSeq - seq); back < s.ackBack {
+		s.ackBack = back
+	}
+	// The client holds the state of the view the packet was written from
+	// (view); anything changed in a later view is still unconfirmed
+	// (counted from SentAt: pessimistic by less than one view).
+	if view >= s.lastChg {
+		s.pendChg = 0
+	} else if s.pendChg != 0 && sent > s.pendChg {
+		s.pendChg = sent
+	}
 }
