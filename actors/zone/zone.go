@@ -611,17 +611,13 @@ func (a *zoneActor) sweepJoins() {
 	}
 }
 
+// forget drops everything this zone holds for player id: what leftAway
+// drops, and the player's Join, its handoff's start and forced control.
 func (a *zoneActor) forget(id uint64) {
+	a.leftAway(id)
 	a.dropJoin(id)
-	delete(a.superseded, id)
-	a.undisplace(id)
-	delete(a.awaiting, id)
-	a.dropHeld(id)
 	delete(a.began, id)
-	delete(a.budget, id)
 	delete(a.forced, id)
-	delete(a.pendingTP, id)
-	a.dropCarried(id, 0)
 }
 
 // sendHandoff delivers handoff messages: Route becomes a Redirect to the
