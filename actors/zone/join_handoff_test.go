@@ -44,6 +44,42 @@ func (f *fixture) newerPlays(d *driver, pid *actor.PID, id uint64) *actor.PID {
 	return route
 }
 
+// waitTakenHere waits until zone owns player id through conn (a
+// takeover for the newer login once the handoff failed).
+func (f *fixture) waitTakenHere(id uint64, zone string, conn *actor.PID) {
+	f.t.Helper()
+	var got string
+	waitFor(f.t, 3*time.Second, zone+" to take the player over for the newer login once the offer timed out", func() bool {
+		f.inspectZone(zone, func(z *sim.Zone) {
+			if e, ok := z.Entity(id); ok && e.Owned {
+				got = e.Conn
+			}
+		})
+		return got == conn.String()
+	}, func() string { return "owned through " + got })
+}
+
+// waitOwnedOnceThrough waits until player id has one owner, through conn.
+func (f *fixture) waitOwnedOnceThrough(id uint64, conn *actor.PID) {
+	f.t.Helper()
+	var c census
+	waitFor(f.t, 3*time.Second, "the player owned once through the newer login", func() bool {
+		c = f.census()
+		return len(c.owners[id]) == 1 && c.players[id].Conn == conn.String()
+	}, func() string { return fmt.Sprintf("owners %v, players %+v", c.owners, c.players) })
+}
+
+// handoffHeld waits for player id's join to x0z0, holds x1z0 and starts
+// the player's handoff there: the Offer waits in x1z0's mailbox, the
+// player frozen in x0z0, until the returned release.
+func (f *fixture) handoffHeld(id uint64) (release func()) {
+	f.t.Helper()
+	waitFor(f.t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	release = f.holdZone("x1z0")
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: id, Pos: [3]float32{500, 0, 0}})
+	return release
+}
+
 // waitOwnedThrough waits until player id is owned in zone alone, through conn.
 func (f *fixture) waitOwnedThrough(id uint64, zone string, conn *actor.PID) {
 	f.t.Helper()
@@ -69,10 +105,8 @@ func TestLoginDuringAHandoffReachesTheNewOwner(t *testing.T) {
 	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
 	defer f.stop()
 	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	release := f.holdZone("x1z0")
+	release := f.handoffHeld(1)
 	defer release()
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
 	newer, newerPID := f.newerLogin(1, "x0z0")
 	defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
 	f.syncZone("x0z0")
@@ -104,27 +138,13 @@ func TestLoginDuringAFailedHandoffIsTakenHere(t *testing.T) {
 	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
 	defer f.stop()
 	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	release := f.holdZone("x1z0")
+	release := f.handoffHeld(1)
 	defer release()
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
 	newer, newerPID := f.newerLogin(1, "x0z0")
 	defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
-	var conn string
-	waitFor(t, 3*time.Second, "x0z0 to take the player over for the newer login once the offer timed out", func() bool {
-		f.inspectZone("x0z0", func(z *sim.Zone) {
-			if e, ok := z.Entity(1); ok && e.Owned {
-				conn = e.Conn
-			}
-		})
-		return conn == newerPID.String()
-	}, func() string { return "owned through " + conn })
+	f.waitTakenHere(1, "x0z0", newerPID)
 	release()
-	var c census
-	waitFor(t, 3*time.Second, "the player owned once through the newer login", func() bool {
-		c = f.census()
-		return len(c.owners[1]) == 1 && c.players[1].Conn == newerPID.String()
-	})
+	f.waitOwnedOnceThrough(1, newerPID)
 	f.newerPlays(newer, newerPID, 1)
 }
 
@@ -154,10 +174,8 @@ func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
 			f := startFixture(t, pairWorld(t), cfg, nil, at)
 			defer f.stop()
 			f.join(1, "x0z0")
-			waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-			release := f.holdZone("x1z0")
+			release := f.handoffHeld(1)
 			defer release()
-			f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
 			older := &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonDuplicate}
 			if tc.leaveFirst {
 				f.sys.Root.Send(f.world.PID("x0z0"), older)
@@ -169,22 +187,10 @@ func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
 			}
 			f.syncZone("x0z0")
 			if tc.fail {
-				var conn string
-				waitFor(t, 3*time.Second, "x0z0 to take the player over for the newer login once the offer timed out", func() bool {
-					f.inspectZone("x0z0", func(z *sim.Zone) {
-						if e, ok := z.Entity(1); ok && e.Owned {
-							conn = e.Conn
-						}
-					})
-					return conn == newerPID.String()
-				}, func() string { return "owned through " + conn })
+				f.waitTakenHere(1, "x0z0", newerPID)
 			}
 			release()
-			var c census
-			waitFor(t, 3*time.Second, "the player owned once through the newer login", func() bool {
-				c = f.census()
-				return len(c.owners[1]) == 1 && c.players[1].Conn == newerPID.String()
-			}, func() string { return fmt.Sprintf("owners %v, players %+v", c.owners, c.players) })
+			f.waitOwnedOnceThrough(1, newerPID)
 			if n := f.world.Metrics().Leaves.Load(); n != 0 {
 				t.Fatalf("%d leaves: the older connection's Leave took the newer login's player out", n)
 			}

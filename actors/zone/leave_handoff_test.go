@@ -148,10 +148,8 @@ func TestLeaveDuringAFailedHandoffLeavesHere(t *testing.T) {
 	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
 	defer f.stop()
 	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	release := f.holdZone("x1z0")
+	release := f.handoffHeld(1)
 	defer release()
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
 	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonTimeout})
 	f.syncZone("x0z0")
 	if n := f.world.Metrics().Leaves.Load(); n != 0 {
@@ -218,10 +216,8 @@ func TestOwnLeaveDuringAHandoffReachesTheNewOwner(t *testing.T) {
 			f := startFixture(t, pairWorld(t), slowOffers, nil, at)
 			defer f.stop()
 			f.join(1, "x0z0")
-			waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-			release := f.holdZone("x1z0")
+			release := f.handoffHeld(1)
 			defer release()
-			f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
 			f.syncZone("x0z0")
 			tc.leave(f)
 			if n := f.world.Metrics().Leaves.Load(); n != 0 {
