@@ -560,16 +560,32 @@ func (b *Bridge) GatewayOfConn(conn string) string {
 }
 
 // joinFor rebuilds a Join here for a player whose connection is on node
-// gw, tagged conn there (connTag; 0: not known).
-func (b *Bridge) joinFor(player uint64, gw string, conn uint32, lastApplied uint64, userData []byte) *msg.Join {
+// gw, tagged conn there (connTag; 0: not known), in event generation
+// eventGen (0: not known).
+func (b *Bridge) joinFor(player uint64, gw string, conn uint32, lastApplied uint64, userData []byte, eventGen uint64) *msg.Join {
 	switch gw {
 	case "":
 		return nil
 	case b.cfg.Node:
-		return b.local(player)
+		return b.localJoin(player, conn)
 	}
 	l := b.link(gw)
-	return &msg.Join{Player: player, Conn: l.connPID(conn), Ghosts: l.pid, Views: l.slot(player, conn), LastApplied: lastApplied, UserData: userData}
+	return &msg.Join{Player: player, Conn: l.connPID(conn), Ghosts: l.pid, Views: l.slot(player, conn), LastApplied: lastApplied,
+		UserData: userData, EventGen: eventGen}
+}
+
+// localJoin is the Join of player's local connection tagged conn: the one
+// the bridge delivers to, or the one a newer login's Join displaced (two
+// logins at once), else (0: not known; a connection gone) the one it
+// delivers to.
+func (b *Bridge) localJoin(player uint64, conn uint32) *msg.Join {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j := b.locals[player]
+	if d := b.displaced[player]; conn != 0 && d != nil && connTag(d.Conn) == conn && (j == nil || connTag(j.Conn) != conn) {
+		return d
+	}
+	return j
 }
 
 // connTag tells a player's connections on one gateway node apart across

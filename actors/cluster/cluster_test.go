@@ -287,6 +287,14 @@ func FuzzZoneBatch(f *testing.F) {
 		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "y", To: "z"}}},
 	}})
 	f.Add(join)
+	// Joins passed on: through another gateway, back to this node's (n1),
+	// through a gateway that is no node id.
+	passed, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 5, Conn: "link-n3", GatewayNode: "n3", ConnTag: 9, EventGen: 2}}},
+		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 6, Conn: "link-n1", GatewayNode: "n1", ConnTag: 9}}},
+		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 7, Conn: "link-n1", GatewayNode: "n1.x"}}},
+	}})
+	f.Add(passed)
 	// On a reliable stream: the first of it, one after a gap, a duplicate.
 	for _, seq := range []uint64{1, 5, 1} {
 		s, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Stream: 77, Seq: seq, Floor: 1,

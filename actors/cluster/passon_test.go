@@ -203,7 +203,7 @@ func TestPassedOnLeaveNamesTheJoinItsZoneHolds(t *testing.T) {
 			leave: &pb.PlayerLeave{Conn: "link-n3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := b.joinFor(tc.player, "n3", tc.joinTag, 0, nil)
+			j := b.joinFor(tc.player, "n3", tc.joinTag, 0, nil, 0)
 			tc.leave.Player = tc.player
 			if got := leave(t, tc.leave); got.Equal(j.Conn) != tc.matches {
 				t.Fatalf("the Leave names %v, the zone holds %v: match %v, want %v", got, j.Conn, !tc.matches, tc.matches)

@@ -53,7 +53,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		p.b.rememberLocal(m.Join)
 		h := &pb.HandoffItem{Msg: pbconv.HandoffToProto(&m.Msg), GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
 		if m.Join != nil {
-			h.ConnTag = connTag(m.Join.Conn)
+			h.ConnTag, h.EventGen = connTag(m.Join.Conn), m.Join.EventGen
 		}
 		h.Msg.SentNs = p.b.wallStamp(m.Msg.Sent)
 		if ep, ok := p.b.cfg.Leases.Held(m.Msg.From); ok {
@@ -74,7 +74,16 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		return
 	case *msg.Join:
 		p.b.rememberLocal(m)
-		pj := &pb.PlayerJoin{Player: m.Player, Conn: connID(m.Conn), LastApplied: m.LastApplied, UserData: m.UserData}
+		pj := &pb.PlayerJoin{Player: m.Player, Conn: connID(m.Conn), LastApplied: m.LastApplied, UserData: m.UserData,
+			EventGen: m.EventGen}
+		if gw, ok := linkNode(m.Conn); ok {
+			// A zone here passes on the Join of a login that came while it
+			// handed the player away, whose connection is another node's:
+			// name that node and the connection's tag there, or the new
+			// owner's node sends what its zone answers to this node, which
+			// holds no connection of the player (as for a Leave).
+			pj.GatewayNode, pj.ConnTag = gw, m.Conn.RequestId
+		}
 		if m.Restore != nil {
 			pj.Restore, pj.RestoreEpoch = pbconv.CheckpointToProto(m.Restore), uint64(m.Restore.Epoch)
 		}
@@ -485,7 +494,7 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			if hm.State != nil {
 				last = hm.State.LastApplied
 			}
-			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), x.Handoff.GetConnTag(), last, nil)
+			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), x.Handoff.GetConnTag(), last, nil, x.Handoff.GetEventGen())
 		}
 		return env, nil
 	case *pb.ZoneItem_Replicas:
@@ -534,7 +543,29 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			}
 			restore = cp
 		}
-		join := b.joinFor(j.GetPlayer(), from, idTag(j.GetConn()), j.GetLastApplied(), append([]byte(nil), j.GetUserData()...))
+		// The connection is one of its gateway node's, told from the
+		// player's others there by its tag. The gateway is the sender,
+		// unless a zone there passes the Join on (a login that came while
+		// it handed the player here).
+		gw, tag := from, idTag(j.GetConn())
+		if g := j.GetGatewayNode(); g != "" {
+			if !ValidID(g) {
+				return nil, fmt.Errorf("join of player %d through gateway %q", j.GetPlayer(), g)
+			}
+			gw, tag = g, j.GetConnTag()
+		}
+		if gw == b.cfg.Node {
+			// Back to the gateway: the connection's own Join, as it
+			// joined (the bridge's, shared with the connection: not
+			// written here). None: the connection is gone, and so is
+			// the Join (a nil *msg.Join would reach the zone).
+			if join := b.localJoin(j.GetPlayer(), tag); join != nil {
+				return join, nil
+			}
+			b.m.Unknown.Add(1)
+			return nil, nil
+		}
+		join := b.joinFor(j.GetPlayer(), gw, tag, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...), j.GetEventGen())
 		if join != nil {
 			join.Restore = restore
 		}

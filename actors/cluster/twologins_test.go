@@ -33,6 +33,12 @@ func lineNodes(t *testing.T) [3]*benchNode {
 // zones' params and the bridge's config (a players bucket, say).
 func lineNodesWith(t *testing.T, setup func(i int, p *zone.Params, c *Config)) [3]*benchNode {
 	t.Helper()
+	return lineNodesSim(t, sim.Config{}, setup)
+}
+
+// lineNodesSim is lineNodesWith with the zones' simulation config base.
+func lineNodesSim(t *testing.T, base sim.Config, setup func(i int, p *zone.Params, c *Config)) [3]*benchNode {
+	t.Helper()
 	url := natsServer(t).ConnectedUrl()
 	w, err := world.Grid("line", 3, 1, 1000, [2]float64{-1500, -500})
 	if err != nil {
@@ -66,7 +72,7 @@ func lineNodesWith(t *testing.T, setup func(i int, p *zone.Params, c *Config)) [
 		if setup != nil {
 			setup(i, &params, &cfg)
 		}
-		if n.zones, err = zone.StartZones(n.sys, w, sim.Config{}, params, []string{own}); err != nil {
+		if n.zones, err = zone.StartZones(n.sys, w, base, params, []string{own}); err != nil {
 			t.Fatal(err)
 		}
 		if n.bridge, err = NewBridge(cfg); err != nil {
@@ -110,10 +116,15 @@ type loginConn struct {
 	pid   *actor.PID
 	views *msg.ViewSlot
 
+	// gen: the connection's event generation (its Join's and inputs'; 0:
+	// none, as before generations).
+	gen uint64
+
 	mu       sync.Mutex
 	controls int
 	applied  uint64 // the newest LastApplied a Control reported
 	route    *actor.PID
+	echoes   []string // the payloads of the events the zone sent it
 }
 
 func (c *loginConn) Receive(ctx actor.Context) {
@@ -127,6 +138,9 @@ func (c *loginConn) Receive(ctx actor.Context) {
 	case *msg.Redirect:
 		c.route = m.Zone
 	case *msg.Output:
+		for _, e := range m.Events {
+			c.echoes = append(c.echoes, string(e.Payload))
+		}
 		m.Release()
 	}
 }
@@ -138,7 +152,7 @@ func newLoginConn(sys *actor.ActorSystem, route *actor.PID) *loginConn {
 }
 
 func (c *loginConn) join(sys *actor.ActorSystem, player uint64) *msg.Join {
-	return &msg.Join{Player: player, Conn: c.pid, Ghosts: c.pid, Views: c.views}
+	return &msg.Join{Player: player, Conn: c.pid, Ghosts: c.pid, Views: c.views, EventGen: c.gen}
 }
 
 func (c *loginConn) state() (controls int, applied uint64, route *actor.PID) {
@@ -161,7 +175,7 @@ func (c *loginConn) play(t *testing.T, sys *actor.ActorSystem, player, from, to 
 			t.Fatalf("%s: moves %d–%d not applied after 3 s (%d Controls, applied %d)", what, from, to, controls, applied)
 		}
 		in := msg.NewInput()
-		in.Player = player
+		in.Player, in.EventGen = player, c.gen
 		for s := from; s <= to; s++ {
 			in.Moves = append(in.Moves, move.Move{Seq: s, Dt: 1, Forward: 1})
 		}
@@ -296,11 +310,11 @@ func TestLeaveMatchesTheJoinItsZoneHolds(t *testing.T) {
 		}
 		return m.(*msg.Leave).Conn
 	}
-	untagged := b.joinFor(501, "n2", 0, 0, nil)
+	untagged := b.joinFor(501, "n2", 0, 0, nil, 0)
 	if got := leave(501, "conn$9"); !got.Equal(untagged.Conn) {
 		t.Fatalf("the Leave after an untagged handoff names %v, the zone holds %v", got, untagged.Conn)
 	}
-	tagged := b.joinFor(502, "n2", idTag("conn$9"), 0, nil)
+	tagged := b.joinFor(502, "n2", idTag("conn$9"), 0, nil, 0)
 	if got := leave(502, "conn$8"); got.Equal(tagged.Conn) {
 		t.Fatalf("another connection's Leave names %v, the Join's connection", got)
 	}

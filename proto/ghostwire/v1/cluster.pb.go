@@ -294,7 +294,11 @@ type HandoffItem struct {
 	// connection's id there, as PlayerJoin.conn and PlayerLeave.conn name it
 	// (never 0). 0: not known (a sender before it; the zone then cannot tell
 	// the player's connections on that node apart).
-	ConnTag       uint32 `protobuf:"varint,6,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
+	ConnTag uint32 `protobuf:"varint,6,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
+	// event_gen is the player's connection's event generation
+	// (PlayerJoin.event_gen; 0: not known), so the new owner tells the
+	// inputs of a login that takes the player over there from this one's.
+	EventGen      uint64 `protobuf:"varint,7,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -367,6 +371,13 @@ func (x *HandoffItem) GetFromEpoch() uint64 {
 func (x *HandoffItem) GetConnTag() uint32 {
 	if x != nil {
 		return x.ConnTag
+	}
+	return 0
+}
+
+func (x *HandoffItem) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
 	}
 	return 0
 }
@@ -831,7 +842,7 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\x04join\x18\x04 \x01(\v2\x18.ghostwire.v1.PlayerJoinH\x00R\x04join\x121\n" +
 	"\x05leave\x18\x05 \x01(\v2\x19.ghostwire.v1.PlayerLeaveH\x00R\x05leave\x128\n" +
 	"\bteleport\x18\x06 \x01(\v2\x1a.ghostwire.v1.TeleportItemH\x00R\bteleportB\x06\n" +
-	"\x04item\"\xcb\x01\n" +
+	"\x04item\"\xe8\x01\n" +
 	"\vHandoffItem\x12.\n" +
 	"\x03msg\x18\x01 \x01(\v2\x1c.ghostwire.v1.HandoffMessageR\x03msg\x12!\n" +
 	"\fgateway_node\x18\x02 \x01(\tR\vgatewayNode\x12\x14\n" +
@@ -839,7 +850,8 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\bbegan_ns\x18\x04 \x01(\x03R\abeganNs\x12\x1d\n" +
 	"\n" +
 	"from_epoch\x18\x05 \x01(\x04R\tfromEpoch\x12\x19\n" +
-	"\bconn_tag\x18\x06 \x01(\rR\aconnTag\"L\n" +
+	"\bconn_tag\x18\x06 \x01(\rR\aconnTag\x12\x1b\n" +
+	"\tevent_gen\x18\a \x01(\x04R\beventGen\"L\n" +
 	"\fTeleportItem\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\x04R\x06entity\x12$\n" +
 	"\x03pos\x18\x02 \x01(\v2\x12.ghostwire.v1.Vec3R\x03pos\"\xbb\x03\n" +

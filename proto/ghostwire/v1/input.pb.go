@@ -222,8 +222,26 @@ type PlayerJoin struct {
 	// Put the player back from this checkpoint (its record's) instead of at
 	// a spawn point: a rejoin after its zone's node died. restore_epoch is
 	// the record's epoch; the zone spawns the player above it.
-	Restore       *EntitySnapshot `protobuf:"bytes,6,opt,name=restore,proto3" json:"restore,omitempty"`
-	RestoreEpoch  uint64          `protobuf:"varint,7,opt,name=restore_epoch,json=restoreEpoch,proto3" json:"restore_epoch,omitempty"`
+	Restore      *EntitySnapshot `protobuf:"bytes,6,opt,name=restore,proto3" json:"restore,omitempty"`
+	RestoreEpoch uint64          `protobuf:"varint,7,opt,name=restore_epoch,json=restoreEpoch,proto3" json:"restore_epoch,omitempty"`
+	// A Join a zone passes on to the player's new owner (a login that came
+	// while the player was handed off) names the connection as the passing
+	// zone holds it: one of another node's, behind that node's link, as
+	// PlayerLeave.gateway_node and conn_tag do. gateway_node is that node
+	// and conn_tag the connection's tag there (HandoffItem.conn_tag; 0: the
+	// passing zone could not tell the node's connections apart), so the new
+	// owner's zone sends Control/Output/Redirect to the gateway node, not to
+	// the passing node (which holds no connection of the player and dropped
+	// them). conn is then the passing node's name for it ("link-" and the
+	// gateway node): a receiver before these fields reads it as before.
+	// Both empty: the connection is the sending node's own, named by conn.
+	GatewayNode string `protobuf:"bytes,8,opt,name=gateway_node,json=gatewayNode,proto3" json:"gateway_node,omitempty"`
+	ConnTag     uint32 `protobuf:"varint,9,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
+	// The connection's event generation (PlayerInput.event_gen; 0: not
+	// known, a sender before it): a zone that takes the player over for this
+	// connection holds back the inputs of the login it displaced, told apart
+	// by their generation, until one of the two leaves.
+	EventGen      uint64 `protobuf:"varint,10,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +321,27 @@ func (x *PlayerJoin) GetRestore() *EntitySnapshot {
 func (x *PlayerJoin) GetRestoreEpoch() uint64 {
 	if x != nil {
 		return x.RestoreEpoch
+	}
+	return 0
+}
+
+func (x *PlayerJoin) GetGatewayNode() string {
+	if x != nil {
+		return x.GatewayNode
+	}
+	return ""
+}
+
+func (x *PlayerJoin) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
+	}
+	return 0
+}
+
+func (x *PlayerJoin) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
 	}
 	return 0
 }
@@ -476,7 +515,7 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\x04conn\x18\x05 \x01(\tR\x04conn\x12\x1f\n" +
 	"\vlost_before\x18\x06 \x01(\x04R\n" +
 	"lostBefore\x12\x1b\n" +
-	"\tevent_gen\x18\a \x01(\x04R\beventGen\"\xed\x01\n" +
+	"\tevent_gen\x18\a \x01(\x04R\beventGen\"\xc8\x02\n" +
 	"\n" +
 	"PlayerJoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
@@ -485,7 +524,11 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\flast_applied\x18\x04 \x01(\x04R\vlastApplied\x12\x1b\n" +
 	"\tuser_data\x18\x05 \x01(\fR\buserData\x126\n" +
 	"\arestore\x18\x06 \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\arestore\x12#\n" +
-	"\rrestore_epoch\x18\a \x01(\x04R\frestoreEpoch\"\x8f\x01\n" +
+	"\rrestore_epoch\x18\a \x01(\x04R\frestoreEpoch\x12!\n" +
+	"\fgateway_node\x18\b \x01(\tR\vgatewayNode\x12\x19\n" +
+	"\bconn_tag\x18\t \x01(\rR\aconnTag\x12\x1b\n" +
+	"\tevent_gen\x18\n" +
+	" \x01(\x04R\beventGen\"\x8f\x01\n" +
 	"\vPlayerLeave\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04conn\x18\x02 \x01(\tR\x04conn\x12\x16\n" +
