@@ -137,19 +137,22 @@ func (z *Zone) rep(e *entity) *replicaSlot {
 // a new one.
 type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
-	// struct's first two cache lines: the set (views), the connection
-	// and the queue's head (controls), the credit (stepPlayers).
-	set        interest.Set
-	conn       string
-	credit     time.Duration
-	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
-	renumberAt time.Duration
+	// order of the tick's passes: the connection and renumber (emitView:
+	// one line), then with burst the credit and the queue (InputBatch,
+	// stepPlayers: 88 bytes), then the set (updateInterest, views). With
+	// the set first and renumber at byte 64, emitView read two lines of
+	// most players and stepPlayers three.
+	conn string
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
-	renumber bool
-	burst    bool // restored: the next input's moves are owed their time (InputBatch)
-	queue    handoff.MoveQueue
-	events   handoff.EventFence // ordered events applied (TakeEvent)
+	renumber   bool
+	burst      bool // restored: the next input's moves are owed their time (InputBatch)
+	credit     time.Duration
+	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
+	queue      handoff.MoveQueue
+	set        interest.Set
+	renumberAt time.Duration
+	events     handoff.EventFence // ordered events applied (TakeEvent)
 }
 
 // noPlayer is what p returns for a slot without a player: read-only.
