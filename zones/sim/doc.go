@@ -18,8 +18,9 @@
 //     been here MinDwell is offered to the zone it is in, and frozen
 //  5. the grid is rebuilt with owned entities and replicas
 //  6. every player's interest set and priorities (zones/interest)
-//  7. one ReplicaBatch per neighbour: owned entities within BorderRange of it
-//  8. one Control and one View per player with a connection
+//  7. one ReplicaBatch per neighbour: owned entities within BorderRange of it,
+//     and in the same walk over the slots one Control and one View per player
+//     with a connection
 //
 // Views come two ways: AppendView copies each entity's state into a
 // player's view (for views bound for another process), AppendViewRefs
