@@ -66,7 +66,7 @@ type entity struct {
 	id    uint64
 	epoch handoff.Epoch
 	state move.ControlState
-	extra [4]uint32 // written by stepPlayers (seqExtra) with the state
+	extra [4]uint32 // written by stepPlayer (seqExtra) with the state
 
 	// rp is a replica's own state: non-nil exactly while the slot is a
 	// replica (see replicaSlot). Read it through r, write it through
@@ -139,9 +139,9 @@ type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
 	// order of the tick's passes: the connection and renumber (emitView:
 	// one line), then with burst the credit and the queue (InputBatch,
-	// stepPlayers: 88 bytes), then the set (updateInterest, views). With
+	// stepPlayer: 88 bytes), then the set (updateInterest, views). With
 	// the set first and renumber at byte 64, emitView read two lines of
-	// most players and stepPlayers three.
+	// most players and stepPlayer three.
 	conn string
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
@@ -215,7 +215,7 @@ type Zone struct {
 	now      time.Duration
 	prevStep time.Duration
 	// gapClock: the move queues' clock, advanced by each tick at most a
-	// period (stepPlayers).
+	// period (stepPlayer).
 	gapClock time.Duration
 	// replClock: the replicas' clock, the zone's live time (replicaClock
 	// in Step); replAt: the Step that last advanced it.
