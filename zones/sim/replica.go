@@ -33,10 +33,6 @@ const handoffGrace = 3 // the default of Config.HandoffGrace
 // a zone's entities. One pass lists the others, the candidates, and each
 // neighbour's test runs over those only (it ran over every slot for every
 // neighbour).
-//
-// The walk that lists the candidates lists the tick's views too
-// (emitView): after crossings, as the views need, and nothing after it in
-// the tick changes a view.
 func (z *Zone) sendReplicas(now time.Duration) {
 	r2 := z.border * z.border
 	cand := z.replCand[:0]
@@ -46,7 +42,6 @@ func (z *Zone) sendReplicas(now time.Duration) {
 		if e.role != roleOwned && e.role != roleFrozen {
 			continue
 		}
-		z.emitView(s, e) // the tick's views, in this walk (nothing below changes them)
 		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
 		if x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
 			continue

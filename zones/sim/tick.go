@@ -118,10 +118,10 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.hand.Tick(now, &z.hout)
 	z.applyHandoff(now)
 
-	z.stepSlots(now) // expiry, moves, NPCs, crossings, the grid's records
+	z.stepSlots(now) // expiry, moves, NPCs, crossings, views, the grid's records
 	z.buildGrid()
 	z.updateInterest()
-	z.sendReplicas(now) // and the views (emitView)
+	z.sendReplicas(now)
 	out.Send = append(out.Send, z.pend...)
 	z.pend = nil
 	return out
@@ -136,11 +136,14 @@ const maxOwed = 3 * time.Second
 // stepSlots is the tick's walk over the slots before the grid's Build:
 // each replica's expiry (expireReplica), each owned player's queued moves
 // (stepPlayer), each owned wanderer's step (stepNPC), each owned entity's
-// crossing (crossing), then every live slot's grid record (file). Each
-// slot's work reads and writes only that slot (and the zone's counters;
-// the handoffs begun go out in slot order, as before; nothing reads the
-// grid's records before its Build), so one walk does what five did in
-// turn: each read every slot's first line again.
+// crossing (crossing), each owned or frozen player's view (emitView), then
+// every live slot's grid record (file). Each slot's work reads and writes
+// only that slot (and the zone's counters and the tick's Output; the
+// handoffs begun and the views go out in slot order, as before; nothing
+// reads the grid's records before its Build, and nothing later in the
+// tick changes a view), so one walk does what six did in turn: each read
+// every slot's first line again, and the views' read every player's
+// record again where stepPlayer had just read it.
 func (z *Zone) stepSlots(now time.Duration) {
 	pt := z.playerTick(now)
 	nt := z.npcTick()
@@ -163,6 +166,9 @@ func (z *Zone) stepSlots(now time.Duration) {
 				z.stepNPC(&nt, s, e)
 			}
 			z.crossing(now, s, e, m2)
+			z.emitView(s, e)
+		case roleFrozen:
+			z.emitView(s, e)
 		}
 		z.file(s, e, held)
 	}
@@ -465,12 +471,11 @@ func (z *Zone) updateInterest() {
 // emitView lists slot s's view if it is a player's with a connection,
 // with its Control (Zone.Control) unless the player's new connection has
 // not told yet how it numbers its moves (renumber). Frozen players get
-// theirs too: a player frozen by crossings this tick had its moves applied
-// before it froze, and its connection must hear of them now, not a tick
-// later from the new owner (that skipped update was the handoff hitch).
-// sendReplicas calls it for every owned or frozen slot in slot order, in
-// its walk over the slots: a pass of its own read every slot's first line
-// again (≈ 400 D1 misses of BenchmarkZoneTick's tick).
+// theirs too: a player frozen by its crossing this tick had its moves
+// applied before it froze, and its connection must hear of them now, not
+// a tick later from the new owner (that skipped update was the handoff
+// hitch). stepSlots calls it for every owned or frozen slot in slot
+// order, after the slot's crossing.
 func (z *Zone) emitView(s int, e *entity) {
 	if e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
 		return
