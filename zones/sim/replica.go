@@ -32,23 +32,10 @@ const handoffGrace = 3 // the default of Config.HandoffGrace
 // farther than that from every other zone (zones do not overlap): most of
 // a zone's entities. One pass lists the others, the candidates, and each
 // neighbour's test runs over those only (it ran over every slot for every
-// neighbour).
+// neighbour). stepSlots lists them in its walk (replicaCand).
 func (z *Zone) sendReplicas(now time.Duration) {
 	r2 := z.border * z.border
-	cand := z.replCand[:0]
-	in := z.replInner
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role != roleOwned && e.role != roleFrozen {
-			continue
-		}
-		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
-		if x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
-			continue
-		}
-		cand = append(cand, int32(s))
-	}
-	z.replCand = cand
+	cand := z.replCand // listed by stepSlots (replicaCand)
 	z.pruneCommitting(now)
 	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
@@ -102,6 +89,18 @@ func (z *Zone) sendReplicas(now time.Duration) {
 		}
 		z.out.Replicas = append(z.out.Replicas, b)
 	}
+}
+
+// replicaCand lists owned or frozen slot s (entity e) in replCand, the
+// candidates for sendReplicas' batches, unless it is farther than
+// BorderRange inside the zone's rectangle (replInner): stepSlots calls it
+// for every such slot, in slot order, after the slot's step and crossing.
+func (z *Zone) replicaCand(s int, e *entity) {
+	x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
+	if in := &z.replInner; x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
+		return
+	}
+	z.replCand = append(z.replCand, int32(s))
 }
 
 // replicaBuf is one tick's replica array, shared by its batches: refs

@@ -136,19 +136,21 @@ const maxOwed = 3 * time.Second
 // stepSlots is the tick's walk over the slots before the grid's Build:
 // each replica's expiry (expireReplica), each owned player's queued moves
 // (stepPlayer), each owned wanderer's step (stepNPC), each owned entity's
-// crossing (crossing), each owned or frozen player's view (emitView), then
-// every live slot's grid record (file). Each slot's work reads and writes
-// only that slot (and the zone's counters and the tick's Output; the
-// handoffs begun and the views go out in slot order, as before; nothing
-// reads the grid's records before its Build, and nothing later in the
-// tick changes a view), so one walk does what six did in turn: each read
-// every slot's first line again, and the views' read every player's
-// record again where stepPlayer had just read it.
+// crossing (crossing), each owned or frozen slot's view (emitView) and
+// replica candidacy (replicaCand), then every live slot's grid record
+// (file). Each slot's work reads and writes only that slot (and the
+// zone's counters and the tick's lists; the handoffs begun, the views and
+// the candidates go out in slot order, as before; nothing reads the
+// grid's records before its Build, and nothing later in the tick changes
+// a view, a role or a position), so one walk does what seven did in turn:
+// each read every slot's first line again, and the views' read every
+// player's record again where stepPlayer had just read it.
 func (z *Zone) stepSlots(now time.Duration) {
 	pt := z.playerTick(now)
 	nt := z.npcTick()
 	m2 := z.cfg.HandoffMargin * z.cfg.HandoffMargin
 	held := z.holdFar()
+	z.replCand = z.replCand[:0]
 	for s := range z.ents {
 		e := &z.ents[s]
 		switch e.role {
@@ -167,8 +169,10 @@ func (z *Zone) stepSlots(now time.Duration) {
 			}
 			z.crossing(now, s, e, m2)
 			z.emitView(s, e)
+			z.replicaCand(s, e)
 		case roleFrozen:
 			z.emitView(s, e)
+			z.replicaCand(s, e)
 		}
 		z.file(s, e, held)
 	}

@@ -259,7 +259,8 @@ type Zone struct {
 	replEnds  []int
 	// replCand: sendReplicas' owned slots outside replInner, this zone's
 	// rectangle less BorderRange (empty if no point is that deep inside,
-	// or if a neighbour overlaps the zone: then every slot is one).
+	// or if a neighbour overlaps the zone: then every slot is one); listed
+	// by stepSlots (replicaCand).
 	replCand  []int32
 	replInner world.Rect
 	// replSpare: the replica array every receiver of its batches released
