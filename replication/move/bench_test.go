@@ -127,3 +127,23 @@ func BenchmarkMoveReadRedundant(b *testing.B) {
 		b.Fatal("the new move not applied, or no copy skipped")
 	}
 }
+
+// BenchmarkControlStateCRC is one ControlState.CRC of a walking player's
+// state (no payload, what move.Walk keeps): a server takes one a player a
+// zone tick, a bot's predictor one a replayed move.
+func BenchmarkControlStateCRC(b *testing.B) {
+	var st [16]ControlState
+	for i := range st {
+		st[i] = Walk(ControlState{Pos: [3]float32{float32(i) * 3.5, 0, -20}}, Move{Dt: 32, Forward: 127, Yaw: uint16(i * 700)}, 1/30.0)
+	}
+	var sum uint32
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		sum += st[i&15].CRC()
+		i++
+	}
+	if sum == 1 {
+		b.Log(sum)
+	}
+}

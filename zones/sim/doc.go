@@ -16,10 +16,12 @@
 //  3. NPCs: seeded wanderers (their generator state travels with them)
 //  4. crossings: an entity past HandoffMargin beyond the border that has
 //     been here MinDwell is offered to the zone it is in, and frozen
-//  5. the grid is rebuilt with owned entities and replicas
-//  6. every player's interest set and priorities (zones/interest)
-//  7. one ReplicaBatch per neighbour: owned entities within BorderRange of it
-//  8. one Control and one View per player with a connection
+//  5. one Control and one View per player with a connection
+//  6. the grid is rebuilt with owned entities and replicas (2 to 6 and
+//     replicas' expiry are one walk over the slots, each slot's in this
+//     order, then the grid's Build)
+//  7. every player's interest set and priorities (zones/interest)
+//  8. one ReplicaBatch per neighbour: owned entities within BorderRange of it
 //
 // Views come two ways: AppendView copies each entity's state into a
 // player's view (for views bound for another process), AppendViewRefs

@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"time"
+
+	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // NPC ids: the top bit set, then the zone's index in the world map, then a
@@ -60,40 +62,44 @@ func (z *Zone) retarget(e *entity) {
 	e.turnIn = uint32(z.cfg.TickRate) * (2 + uint32(splitmix64(&e.rng)%6)) // 2–7 s
 }
 
-// stepNPCs walks every owned wanderer one tick: straight ahead, a new
+// npcTick is what stepNPC reads of the zone, taken once a tick.
+type npcTick struct {
+	b     world.Rect
+	every uint64
+	dt    float32
+}
+
+func (z *Zone) npcTick() npcTick {
+	every := z.ov.npcEvery
+	return npcTick{b: z.w.Bounds(), every: every, dt: z.dt * float32(every)}
+}
+
+// stepNPC walks owned wanderer e (slot s) one tick: straight ahead, a new
 // heading every few seconds, bouncing off the world's edge. Under heavy
 // overload half of them step each tick, by two ticks' worth.
-func (z *Zone) stepNPCs() {
-	b := z.w.Bounds()
-	every := z.ov.npcEvery
-	dt := z.dt * float32(every)
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role != roleOwned || e.kind != KindNPC {
-			continue
-		}
-		if every > 1 && (z.tick+uint64(s))%every != 0 {
-			z.stats.NPCStepsSkipped++
-			continue
-		}
-		if e.turnIn <= uint32(every) {
-			z.retarget(e)
-		} else {
-			e.turnIn -= uint32(every)
-		}
-		sin, cos := math.Sincos(float64(e.heading))
-		vx, vz := float32(sin)*e.speed, float32(cos)*e.speed
-		x, zz := e.state.Pos[0]+vx*dt, e.state.Pos[2]+vz*dt
-		if float64(x) < b.Min[0] || float64(x) > b.Max[0] {
-			vx, x = -vx, e.state.Pos[0]
-			e.heading = float32(math.Atan2(float64(vx), float64(vz)))
-		}
-		if float64(zz) < b.Min[1] || float64(zz) > b.Max[1] {
-			vz, zz = -vz, e.state.Pos[2]
-			e.heading = float32(math.Atan2(float64(vx), float64(vz)))
-		}
-		e.state.Pos[0], e.state.Pos[2] = x, zz
-		e.state.Vel = [3]float32{vx, 0, vz}
-		e.state.Yaw = e.heading
+func (z *Zone) stepNPC(t *npcTick, s int, e *entity) {
+	b, every, dt := &t.b, t.every, t.dt
+	if every > 1 && (z.tick+uint64(s))%every != 0 {
+		z.stats.NPCStepsSkipped++
+		return
 	}
+	if e.turnIn <= uint32(every) {
+		z.retarget(e)
+	} else {
+		e.turnIn -= uint32(every)
+	}
+	sin, cos := math.Sincos(float64(e.heading))
+	vx, vz := float32(sin)*e.speed, float32(cos)*e.speed
+	x, zz := e.state.Pos[0]+vx*dt, e.state.Pos[2]+vz*dt
+	if float64(x) < b.Min[0] || float64(x) > b.Max[0] {
+		vx, x = -vx, e.state.Pos[0]
+		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+	}
+	if float64(zz) < b.Min[1] || float64(zz) > b.Max[1] {
+		vz, zz = -vz, e.state.Pos[2]
+		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+	}
+	e.state.Pos[0], e.state.Pos[2] = x, zz
+	e.state.Vel = [3]float32{vx, 0, vz}
+	e.state.Yaw = e.heading
 }

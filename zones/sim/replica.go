@@ -32,23 +32,10 @@ const handoffGrace = 3 // the default of Config.HandoffGrace
 // farther than that from every other zone (zones do not overlap): most of
 // a zone's entities. One pass lists the others, the candidates, and each
 // neighbour's test runs over those only (it ran over every slot for every
-// neighbour).
+// neighbour). stepSlots lists them in its walk (replicaCand).
 func (z *Zone) sendReplicas(now time.Duration) {
 	r2 := z.border * z.border
-	cand := z.replCand[:0]
-	in := z.replInner
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role != roleOwned && e.role != roleFrozen {
-			continue
-		}
-		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
-		if x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
-			continue
-		}
-		cand = append(cand, int32(s))
-	}
-	z.replCand = cand
+	cand := z.replCand // listed by stepSlots (replicaCand)
 	z.pruneCommitting(now)
 	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
@@ -102,6 +89,18 @@ func (z *Zone) sendReplicas(now time.Duration) {
 		}
 		z.out.Replicas = append(z.out.Replicas, b)
 	}
+}
+
+// replicaCand lists owned or frozen slot s (entity e) in replCand, the
+// candidates for sendReplicas' batches, unless it is farther than
+// BorderRange inside the zone's rectangle (replInner): stepSlots calls it
+// for every such slot, in slot order, after the slot's step and crossing.
+func (z *Zone) replicaCand(s int, e *entity) {
+	x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
+	if in := &z.replInner; x > in.Min[0] && x < in.Max[0] && zz > in.Min[1] && zz < in.Max[1] {
+		return
+	}
+	z.replCand = append(z.replCand, int32(s))
 }
 
 // replicaBuf is one tick's replica array, shared by its batches: refs
@@ -248,7 +247,7 @@ func (z *Zone) keepUnlisted(now time.Duration, e *entity, from string, built tim
 // it, 2–3 runs in 17). HandoffGrace is the margin for the clocks' mapping.
 //
 // Bound: the wait restarts the replica's silence (rp.seen), and
-// expireReplicas drops it ReplicaTTL of live time later whatever its heir
+// expireReplica drops it ReplicaTTL of live time later whatever its heir
 // sent: a heir that died, or whose batches lag more than that, does not
 // keep it longer.
 func (z *Zone) awaitHeir(now time.Duration, e *entity) {
@@ -344,7 +343,7 @@ const replicaStallTicks = 4
 
 // replicaClock advances the replicas' clock by the time since the last
 // Step, at most replicaStallTicks periods: the zone's live time, on which
-// a replica's silence is measured (rp.seen, expireReplicas, staleness).
+// a replica's silence is measured (rp.seen, expireReplica, staleness).
 //
 // A gap longer than that is this zone's own stall (a starved goroutine or
 // host), not its neighbours': they kept sending, and their batches of the
@@ -371,10 +370,10 @@ func (z *Zone) replicaClock(now time.Duration) {
 	z.replClock += min(elapsed, replicaStallTicks*z.period)
 }
 
-// expireReplicas drops replicas whose owner has sent nothing for ReplicaTTL
-// of the zone's live time (replicaClock), except those a handoff in flight
-// brings or takes (no owner lists them meanwhile, and they never left their
-// viewers' range):
+// expireReplica drops replica e (slot s) if its owner has sent nothing
+// for ReplicaTTL of the zone's live time (replicaClock), unless a handoff
+// in flight brings or takes it (no owner lists it meanwhile, and it never
+// left its viewers' range):
 //
 //   - handed away by this zone, the Commit unacknowledged: held while it
 //     is (the new owner cannot list it yet), then awaiting the new owner's
@@ -387,18 +386,18 @@ func (z *Zone) replicaClock(now time.Duration) {
 // on a starved host took over 2 s (the node's ReplicaTTL): both zones
 // dropped the entity, and every viewer's ghost of it was killed and
 // re-created under a new ghost id once the Commit came.
-func (z *Zone) expireReplicas(now time.Duration) {
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role == roleReplica && z.replClock-e.rp.seen > z.cfg.ReplicaTTL && !z.handoffHolds(e, now) {
-			z.slotFree(int32(s))
-			z.stats.ReplicasExpired++
-		}
+// It reports whether it did.
+func (z *Zone) expireReplica(now time.Duration, s int, e *entity) bool {
+	if z.replClock-e.rp.seen > z.cfg.ReplicaTTL && !z.handoffHolds(e, now) {
+		z.slotFree(int32(s))
+		z.stats.ReplicasExpired++
+		return true
 	}
+	return false
 }
 
 // handoffHolds reports whether a handoff in flight keeps replica e past
-// ReplicaTTL (see expireReplicas). Asked only of replicas past it.
+// ReplicaTTL (see expireReplica). Asked only of replicas past it.
 func (z *Zone) handoffHolds(e *entity, now time.Duration) bool {
 	rp := e.rp
 	if rp.released && rp.wait == 0 {

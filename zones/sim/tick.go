@@ -118,28 +118,79 @@ func (z *Zone) Step(now time.Duration) *Output {
 	z.hand.Tick(now, &z.hout)
 	z.applyHandoff(now)
 
-	z.expireReplicas(now)
-	z.stepPlayers(now)
-	z.stepNPCs()
-	z.crossings(now)
+	z.stepSlots(now) // expiry, moves, NPCs, crossings, views, the grid's records
 	z.buildGrid()
 	z.updateInterest()
 	z.sendReplicas(now)
-	z.emitViews()
 	out.Send = append(out.Send, z.pend...)
 	z.pend = nil
 	return out
 }
 
-// maxOwed bounds the input time a player may be owed (stepPlayers): more
+// maxOwed bounds the input time a player may be owed (stepPlayer): more
 // than the client's move window (64 moves, 2.1 s at 30 Hz) plus a round
 // trip. A client that sends slower than real time to bank it gains at
 // most this much at double speed, never more ground than real time allows.
 const maxOwed = 3 * time.Second
 
-// stepPlayers applies each owned player's queued moves within its time
-// credit.
-func (z *Zone) stepPlayers(now time.Duration) {
+// stepSlots is the tick's walk over the slots before the grid's Build:
+// each replica's expiry (expireReplica), each owned player's queued moves
+// (stepPlayer), each owned wanderer's step (stepNPC), each owned entity's
+// crossing (crossing), each owned or frozen slot's view (emitView) and
+// replica candidacy (replicaCand), then every live slot's grid record
+// (file). Each slot's work reads and writes only that slot (and the
+// zone's counters and the tick's lists; the handoffs begun, the views and
+// the candidates go out in slot order, as before; nothing reads the
+// grid's records before its Build, and nothing later in the tick changes
+// a view, a role or a position), so one walk does what seven did in turn:
+// each read every slot's first line again, and the views' read every
+// player's record again where stepPlayer had just read it.
+func (z *Zone) stepSlots(now time.Duration) {
+	pt := z.playerTick(now)
+	nt := z.npcTick()
+	m2 := z.cfg.HandoffMargin * z.cfg.HandoffMargin
+	held := z.holdFar()
+	z.replCand = z.replCand[:0]
+	for s := range z.ents {
+		e := &z.ents[s]
+		switch e.role {
+		case roleFree:
+			continue
+		case roleReplica:
+			if z.expireReplica(now, s, e) {
+				continue
+			}
+		case roleOwned:
+			switch e.kind {
+			case KindPlayer:
+				z.stepPlayer(&pt, e)
+			case KindNPC:
+				z.stepNPC(&nt, s, e)
+			}
+			z.crossing(now, s, e, m2)
+			z.emitView(s, e)
+			z.replicaCand(s, e)
+		case roleFrozen:
+			z.emitView(s, e)
+			z.replicaCand(s, e)
+		}
+		z.file(s, e, held)
+	}
+}
+
+// playerTick is what stepPlayer reads of the zone for every player, taken
+// once a tick: the loop's stores (the player's queue, credit, state) may
+// write memory, so every field of z read in it was loaded again for every
+// player and every move.
+type playerTick struct {
+	now, elapsed, gapClock, period, maxCredit time.Duration
+	maxSpeed                                  float64
+	step                                      move.StepFunc
+}
+
+// playerTick advances the players' clocks for a tick at now and returns
+// what stepPlayer needs.
+func (z *Zone) playerTick(now time.Duration) playerTick {
 	elapsed := z.period
 	if z.prevStep != 0 && now > z.prevStep {
 		elapsed = now - z.prevStep
@@ -152,127 +203,119 @@ func (z *Zone) stepPlayers(now time.Duration) {
 	// chance to be taken. On the wall clock one tick 1.5 s late skipped
 	// the gap as lost at once; a zone that keeps up sees no difference.
 	z.gapClock += min(elapsed, z.period)
-	// The zone's fields the loop reads, in locals: the loop's stores (the
-	// player's queue, credit, state) may write memory, so every field of z
-	// read in it was loaded again for every player and every move.
-	gapClock, period := z.gapClock, z.period
-	maxCredit, maxSpeed, step := z.cfg.MaxCredit, float64(z.cfg.MaxSpeed), z.cfg.Step
-	for s := range z.ents {
-		ent := &z.ents[s]
-		if ent.role != roleOwned || ent.kind != KindPlayer {
-			continue
-		}
-		e := z.pl(ent)
-		if e.renumber && now-e.renumberAt >= renumberWait {
-			e.renumber = false
-			e.queue.Reset(0)
-		}
-		// Credit follows the scheduled clock, not the number of ticks: a
-		// zone that skipped ticks owes its players that time too.
-		// A restored player's replay burst (InputBatch) is spent, not capped.
-		// Time beyond the credit's cap while no move was ready is owed, not
-		// forfeited: the player's input was late (an outage, a NATS
-		// reconnect, a stalled link), and the backlog that follows is
-		// repaid at up to one extra tick period per tick. Without it a late
-		// player stays behind its input for good, and a second stall pushes
-		// it past the client's window. A client that runs fast has moves
-		// ready, so it forfeits what exceeds the cap; either way the input
-		// time applied never exceeds real time plus MaxCredit. Time this
-		// zone's own tick came late (a stalled host: the moves waited
-		// here) is owed whether moves were ready or not.
-		var over time.Duration
-		switch room := maxCredit - e.credit; {
-		case room < 0: // a restored player's replay burst: above the cap, owed nothing
-		case elapsed > room:
-			e.credit += room
-			over = elapsed - room
-		default:
-			e.credit += elapsed
-		}
-		if late := min(over, elapsed-period); late > 0 {
-			e.owed = min(e.owed+late, maxOwed)
-			over -= late
-		}
-		start := ent.state.Pos
-		var spent, repaid time.Duration
-		for {
-			// The move after the last applied, at the queue's head (Head,
-			// inlined), else whatever Next says is ready (a gap).
-			m := e.queue.Head()
-			if m == nil {
-				if m = e.queue.Next(gapClock); m == nil {
-					e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
-					break
-				}
-			}
-			dt := time.Duration(m.Dt) * time.Second / move.DtHz
-			if need := dt - e.credit; need > 0 && need <= e.owed && repaid+need <= period {
-				e.owed -= need
-				e.credit += need
-				repaid += need
-				z.stats.MovesCaughtUp++
-			}
-			if dt > e.credit {
-				// Faster than real time: the rest waits for later ticks
-				// (the client will mispredict and get a correction).
-				z.stats.MovesThrottled++
-				ent.correct = true
+	return playerTick{now: now, elapsed: elapsed, gapClock: z.gapClock, period: z.period,
+		maxCredit: z.cfg.MaxCredit, maxSpeed: float64(z.cfg.MaxSpeed), step: z.cfg.Step}
+}
+
+// stepPlayer applies an owned player's queued moves within its time
+// credit.
+func (z *Zone) stepPlayer(t *playerTick, ent *entity) {
+	now, elapsed, gapClock, period := t.now, t.elapsed, t.gapClock, t.period
+	maxCredit, maxSpeed, step := t.maxCredit, t.maxSpeed, t.step
+	e := z.pl(ent)
+	if e.renumber && now-e.renumberAt >= renumberWait {
+		e.renumber = false
+		e.queue.Reset(0)
+	}
+	// Credit follows the scheduled clock, not the number of ticks: a
+	// zone that skipped ticks owes its players that time too.
+	// A restored player's replay burst (InputBatch) is spent, not capped.
+	// Time beyond the credit's cap while no move was ready is owed, not
+	// forfeited: the player's input was late (an outage, a NATS
+	// reconnect, a stalled link), and the backlog that follows is
+	// repaid at up to one extra tick period per tick. Without it a late
+	// player stays behind its input for good, and a second stall pushes
+	// it past the client's window. A client that runs fast has moves
+	// ready, so it forfeits what exceeds the cap; either way the input
+	// time applied never exceeds real time plus MaxCredit. Time this
+	// zone's own tick came late (a stalled host: the moves waited
+	// here) is owed whether moves were ready or not.
+	var over time.Duration
+	switch room := maxCredit - e.credit; {
+	case room < 0: // a restored player's replay burst: above the cap, owed nothing
+	case elapsed > room:
+		e.credit += room
+		over = elapsed - room
+	default:
+		e.credit += elapsed
+	}
+	if late := min(over, elapsed-period); late > 0 {
+		e.owed = min(e.owed+late, maxOwed)
+		over -= late
+	}
+	start := ent.state.Pos
+	var spent, repaid time.Duration
+	for {
+		// The move after the last applied, at the queue's head (Head,
+		// inlined), else whatever Next says is ready (a gap).
+		m := e.queue.Head()
+		if m == nil {
+			if m = e.queue.Next(gapClock); m == nil {
+				e.owed = min(e.owed+over, maxOwed) // starved: nothing ready
 				break
 			}
-			mv := *m // Pop may move the queue's moves
-			e.queue.Pop()
-			if err := mv.Validate(); err != nil {
-				z.stats.MovesInvalid++
-				continue
-			}
-			e.credit -= dt
-			spent += dt
-			ent.state = step(ent.state, mv, mv.Seconds())
-			z.stats.MovesApplied++
 		}
-		z.seqExtra(ent)
-		// The world's edge is a wall.
-		x, zz := z.w.Clamp(float64(ent.state.Pos[0]), float64(ent.state.Pos[2]))
-		if float32(x) != ent.state.Pos[0] || float32(zz) != ent.state.Pos[2] {
-			ent.state.Pos[0], ent.state.Pos[2] = float32(x), float32(zz)
-			ent.state.Vel[0], ent.state.Vel[2] = 0, 0
+		dt := time.Duration(m.Dt) * time.Second / move.DtHz
+		if need := dt - e.credit; need > 0 && need <= e.owed && repaid+need <= period {
+			e.owed -= need
+			e.credit += need
+			repaid += need
+			z.stats.MovesCaughtUp++
+		}
+		if dt > e.credit {
+			// Faster than real time: the rest waits for later ticks
+			// (the client will mispredict and get a correction).
+			z.stats.MovesThrottled++
 			ent.correct = true
-			z.stats.EdgeClamps++
+			break
 		}
-		// Teleport detection: no legal sequence of moves covers more ground
-		// than MaxSpeed × the input time it spent.
-		dx, dz := float64(ent.state.Pos[0]-start[0]), float64(ent.state.Pos[2]-start[2])
-		allowed := maxSpeed*spent.Seconds()*1.001 + 1e-3
-		if dx*dx+dz*dz > allowed*allowed {
-			z.stats.TeleportsDetected++
-			ent.correct = true
+		mv := *m // Pop may move the queue's moves
+		e.queue.Pop()
+		if err := mv.Validate(); err != nil {
+			z.stats.MovesInvalid++
+			continue
 		}
+		e.credit -= dt
+		spent += dt
+		ent.state = step(ent.state, mv, mv.Seconds())
+		z.stats.MovesApplied++
+	}
+	z.seqExtra(ent)
+	// The world's edge is a wall.
+	x, zz := z.w.Clamp(float64(ent.state.Pos[0]), float64(ent.state.Pos[2]))
+	if float32(x) != ent.state.Pos[0] || float32(zz) != ent.state.Pos[2] {
+		ent.state.Pos[0], ent.state.Pos[2] = float32(x), float32(zz)
+		ent.state.Vel[0], ent.state.Vel[2] = 0, 0
+		ent.correct = true
+		z.stats.EdgeClamps++
+	}
+	// Teleport detection: no legal sequence of moves covers more ground
+	// than MaxSpeed × the input time it spent.
+	dx, dz := float64(ent.state.Pos[0]-start[0]), float64(ent.state.Pos[2]-start[2])
+	allowed := maxSpeed*spent.Seconds()*1.001 + 1e-3
+	if dx*dx+dz*dz > allowed*allowed {
+		z.stats.TeleportsDetected++
+		ent.correct = true
 	}
 }
 
-// crossings offers entities that are past the margin beyond this zone's
-// border and have dwelt here long enough to the zone they are in.
-func (z *Zone) crossings(now time.Duration) {
-	m2 := z.cfg.HandoffMargin * z.cfg.HandoffMargin
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role != roleOwned {
-			continue
-		}
-		x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
-		if z.self.Dist2(x, zz) < m2 || z.w.Owns(z.self, x, zz) {
-			continue
-		}
-		if now-e.since < z.cfg.MinDwell {
-			z.stats.DwellHeld++
-			continue
-		}
-		to, ok := z.w.ZoneAt(x, zz)
-		if !ok || to.ID == z.cfg.Zone {
-			continue
-		}
-		z.beginHandoff(now, int32(s), to.ID)
+// crossing offers owned entity e (slot s) to the zone it is in if it is
+// past the margin beyond this zone's border (m2: the margin squared) and
+// has dwelt here long enough.
+func (z *Zone) crossing(now time.Duration, s int, e *entity, m2 float64) {
+	x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
+	if z.self.Dist2(x, zz) < m2 || z.w.Owns(z.self, x, zz) {
+		return
 	}
+	if now-e.since < z.cfg.MinDwell {
+		z.stats.DwellHeld++
+		return
+	}
+	to, ok := z.w.ZoneAt(x, zz)
+	if !ok || to.ID == z.cfg.Zone {
+		return
+	}
+	z.beginHandoff(now, int32(s), to.ID)
 }
 
 // ghostState converts an entity to its replicated form.
@@ -302,11 +345,9 @@ type heldState struct {
 	t  uint32
 }
 
-// buildGrid files every entity, owned or replica, and refreshes the
-// kinds and the held records' positions (Config.FarEvery). (The tick's replicated
-// states are not copied here: Snapshot and AppendView convert each
-// entity's own state, which nothing changes between Step and the views.)
-func (z *Zone) buildGrid() {
+// holdFar makes or drops the held records (Config.FarEvery) for this
+// tick's overload level and reports whether far members are held.
+func (z *Zone) holdFar() bool {
 	held := z.ov.heldEvery > 1
 	switch {
 	case held && z.held == nil:
@@ -315,21 +356,28 @@ func (z *Zone) buildGrid() {
 	case !held && z.held != nil:
 		z.held = nil
 	}
-	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role == roleFree {
-			continue
-		}
-		var stale uint16
-		if e.role == roleReplica {
-			stale = uint16(min(uint64((z.replClock-e.rp.seen)/z.period), math.MaxUint16))
-		}
-		z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], interest.Aux(e.kind, e.gen, stale))
-		z.kinds[s] = e.kind
-		if held {
-			z.held[s].xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
-		}
+	return held
+}
+
+// file files live slot s's entity, owned or replica, in the grid (as of
+// the next Build) and refreshes its kind and, if held, its held record's
+// position (Config.FarEvery). (The tick's replicated states are not
+// copied here: Snapshot and AppendView convert each entity's own state,
+// which nothing changes between Step and the views.)
+func (z *Zone) file(s int, e *entity, held bool) {
+	var stale uint16
+	if e.role == roleReplica {
+		stale = uint16(min(uint64((z.replClock-e.rp.seen)/z.period), math.MaxUint16))
 	}
+	z.grid.Set(int32(s), e.state.Pos[0], e.state.Pos[2], interest.Aux(e.kind, e.gen, stale))
+	z.kinds[s] = e.kind
+	if held {
+		z.held[s].xz = [2]float32{e.state.Pos[0], e.state.Pos[2]}
+	}
+}
+
+// buildGrid builds the grid from the records stepSlots filed.
+func (z *Zone) buildGrid() {
 	if z.autoCell && z.tick%adaptEvery == 0 {
 		z.adaptCell()
 	}
@@ -424,23 +472,22 @@ func (z *Zone) updateInterest() {
 	}
 }
 
-// emitViews lists one view per player with a connection, each with its
-// Control (Zone.Control) unless the player's new connection has not told
-// yet how it numbers its moves (renumber). Frozen players get theirs too:
-// a player frozen by crossings this tick had its moves applied before it
-// froze, and its connection must hear of them now, not a tick later from
-// the new owner (that skipped update was the handoff hitch).
-func (z *Zone) emitViews() {
-	for s := range z.ents {
-		e := &z.ents[s]
-		if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
-			continue
-		}
-		ctl := !e.pl.renumber
-		z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
-		if ctl {
-			e.correct = false
-		}
+// emitView lists slot s's view if it is a player's with a connection,
+// with its Control (Zone.Control) unless the player's new connection has
+// not told yet how it numbers its moves (renumber). Frozen players get
+// theirs too: a player frozen by its crossing this tick had its moves
+// applied before it froze, and its connection must hear of them now, not
+// a tick later from the new owner (that skipped update was the handoff
+// hitch). stepSlots calls it for every owned or frozen slot in slot
+// order, after the slot's crossing.
+func (z *Zone) emitView(s int, e *entity) {
+	if e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
+		return
+	}
+	ctl := !e.pl.renumber
+	z.out.Views = append(z.out.Views, ViewRef{Entity: e.id, Epoch: e.epoch, slot: int32(s), control: ctl, correct: ctl && e.correct})
+	if ctl {
+		e.correct = false
 	}
 }
 
