@@ -772,20 +772,33 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 // renewAfterLostReply re-reads zone's lease after a renewal was refused for
 // a moved revision: when it still names this node at epoch, the revision
 // is adopted and the lease renewed at it; otherwise the refusal stands.
+// A renewal at the revision read that is refused for a moved revision too
+// reads again (up to rereads times): a busy server answers reads and
+// writes on different queues, so another late write of this node's own (a
+// claim's epoch write, a renewal cut off) can land behind the read. (Read
+// once, that lost the zone twice in a run at load 12, the lease still this
+// node's at the server.) Each write it adopts names this node at epoch, so
+// the lease never lapsed meanwhile.
 func (l *Leases) renewAfterLostReply(ctx context.Context, z string, epoch uint64, since time.Time) (uint64, error) {
-	e, err := l.kv.Get(ctx, z)
-	if err != nil {
-		return 0, err
+	const rereads = 3
+	for try := 0; ; try++ {
+		e, err := l.kv.Get(ctx, z)
+		if err != nil {
+			return 0, err
+		}
+		if o, ok := decodeOwner(e); !ok || o.Node != l.node || o.Epoch != epoch {
+			return 0, fmt.Errorf("%w: now %s epoch %d", ErrOwned, o.Node, o.Epoch)
+		}
+		l.mu.Lock()
+		if h, ok := l.held[z]; ok && h.epoch == epoch {
+			h.rev = e.Revision()
+		}
+		l.mu.Unlock()
+		nrev, err := l.kv.Update(ctx, z, l.value(z, epoch, since), e.Revision())
+		if err == nil || try+1 >= rereads || !(errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err)) {
+			return nrev, err
+		}
 	}
-	if o, ok := decodeOwner(e); !ok || o.Node != l.node || o.Epoch != epoch {
-		return 0, fmt.Errorf("%w: now %s epoch %d", ErrOwned, o.Node, o.Epoch)
-	}
-	l.mu.Lock()
-	if h, ok := l.held[z]; ok && h.epoch == epoch {
-		h.rev = e.Revision()
-	}
-	l.mu.Unlock()
-	return l.kv.Update(ctx, z, l.value(z, epoch, since), e.Revision())
 }
 
 func isWrongSequence(err error) bool {
