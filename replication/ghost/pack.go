@@ -146,10 +146,11 @@ type packScratch struct {
 	nonEmpty [bucketWords]uint64
 	scratch  bitstream.Writer
 	sbuf     [MaxPacketBytes + 8]byte
-	pressed  []uint64    // bitset by id: in the overdue tier only because ConfirmDeadline presses it
-	vq       [][3]uint32 // SetView: the view's quantized positions
-	carry    []carried   // SetSnapshotView: the carried states being gathered
-	wire     State       // stateOf, encState: a snapshot entry's state (Snapshot.wireState), or its name
+	pressed  []uint64           // bitset by id: in the overdue tier only because ConfirmDeadline presses it
+	vq       [][3]uint32        // SetView: the view's quantized positions
+	carry    []carried          // SetSnapshotView: the carried states being gathered
+	spill    [orderSpill]uint16 // SetSnapshotView: the previous view's hints not yet passed (spillHints)
+	wire     State              // stateOf, encState: a snapshot entry's state (Snapshot.wireState), or its name
 	// The packet fill writes, for writeUsual (read there after its call
 	// of pair1r, not kept live across it nor passed by fill a record):
 	// its seq, time, the id width and the budget in bits.

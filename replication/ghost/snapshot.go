@@ -849,10 +849,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// left or moved shifts the hints of none after it. The new order is
 	// written over it (beginView keeps the array when it has the room):
 	// before a write could reach a hint not yet passed, what is left of
-	// them moves to spill.
+	// them moves to the borrowed scratch's spill (rare: a view that gained
+	// an entity; an array here would be zeroed every view).
 	old := t.order
 	alias := cap(t.order) >= len(view)
-	var spill [orderSpill]uint16
 	_, nowMS := t.beginView(ms, now, len(view), false)
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
@@ -893,7 +893,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				t.takeKeptOne(&t.slots[h], r, v, nowMS)
 				kept, j = kept+1, j+2
 				if alias && i >= j && i < len(old) {
-					old, j, alias = spillHints(&spill, old, j), 0, false
+					old, j, alias = t.spillHints(old, j), 0, false
 				}
 				t.order[i] = h
 				continue
@@ -936,7 +936,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		if alias && i >= j && i < len(old) {
 			// Writing t.order[i] would overwrite old[i], not yet passed.
-			old, j, alias = spillHints(&spill, old, j), 0, false
+			old, j, alias = t.spillHints(old, j), 0, false
 		}
 		if !ok {
 			var err bool
@@ -1015,6 +1015,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		s.fl &^= flPosNow // a new view: its position may go again
 		s.prioB = r.bucket()
 		taken++
+	}
+	if t.pk.packScratch != nil { // the hints spilled: not read past here
+		t.pk.release()
 	}
 	if same && !exhausted && kept+taken == t.live-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
@@ -1253,9 +1256,12 @@ const orderSpill = 128
 // further down the view), so a few leaving together cost one lookup.
 const orderResync = 8
 
-// spillHints moves the hints old[j:] (at most orderSpill) to spill.
-func spillHints(spill *[orderSpill]uint16, old []uint16, j int) []uint16 {
-	return spill[:copy(spill[:], old[j:])]
+// spillHints moves the hints old[j:] (at most orderSpill) to the spill of
+// a borrowed scratch, which SetSnapshotView gives back after its walk of
+// the view. Called at most once a view (the hints are apart from then on).
+func (t *Table) spillHints(old []uint16, j int) []uint16 {
+	t.pk.borrow()
+	return t.pk.spill[:copy(t.pk.spill[:], old[j:])]
 }
 
 // staleEntry is a slot.si or goneRec.si that names no snapshot entry
