@@ -130,14 +130,14 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 // check (the per-id arrays are of one length).
 func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
 	slots := t.slots
-	pos, classes := t.pos[:len(slots)], t.reg.classes
+	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
-		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
+		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
 			// The oldest of one or two in flight, the track's own.
 			if tr := &pos[id]; tr.meta < 2*metaN1 {
 				if !tr.resolveOldest1(pt) {
