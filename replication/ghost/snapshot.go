@@ -129,20 +129,29 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 // checked, quantized and coded once at Seal for every table. 96 bytes; the
 // float State (112 more) is kept apart only where a group needs it
 // (entState: Snapshot.xs).
+//
+// What a usual update reads (writeUsual: qpos, yawQ, and the codes of the
+// coded groups it carries) comes first, in bytes 0–47, qpos and yawQ in
+// the first 16: the entries are 96 bytes apart, so an entry starts 0 or 32
+// bytes into a line — 8 or 40 in a zone's snapshot of at most 341 entries,
+// a small object whose runtime header comes first (the entries hold
+// pointers) — and qpos and yawQ are in one line wherever it starts
+// (TestSnapEntLayout). At the end, after the entity and class, they
+// straddled two lines in half of a small snapshot's entries.
 type snapEnt struct {
-	entity uint64
-	class  *Class // nil: an empty entry
+	qpos [3]uint32
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	bad  uint8  // snapOK, or why a view naming it is refused
+	fl   uint8  // entState, entIn
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
 	// yawQ, which the update reads too: a usual update reads nothing of
 	// the state.
-	gc   [snapCodes]uint64
-	qpos [3]uint32
-	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
-	bad  uint8  // snapOK, or why a view naming it is refused
-	fl   uint8  // entState, entIn
-	name Name   // the state's name (NameGroup's Encode reads it alone)
+	gc     [snapCodes]uint64
+	entity uint64
+	class  *Class // nil: an empty entry
+	name   Name   // the state's name (NameGroup's Encode reads it alone)
 }
 
 // Flags of snapEnt.fl.
