@@ -204,12 +204,19 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			}
 			r := t.rareOf()
 			r.UpdatesLost++
-			lf := t.lastField[int(id)*int(t.stride):]
-			var lost uint64
-			for m := mask; m != 0; m &= m - 1 {
-				g := bits.TrailingZeros64(m)
-				if lf[g] == uint16(f.Seq) {
-					lost |= 1 << uint(g)
+			// The groups no later packet carries. None does when this
+			// packet is the ghost's newest record (a write sets lastSeq
+			// and the groups' lastField together): every group it
+			// carried (a fate before the next write, as on loopback).
+			lost := mask
+			if s.lastSeq != uint32(f.Seq) {
+				lost = 0
+				lf := t.lastField[int(id)*int(t.stride):]
+				for m := mask; m != 0; m &= m - 1 {
+					g := bits.TrailingZeros64(m)
+					if lf[g] == uint16(f.Seq) {
+						lost |= 1 << uint(g)
+					}
 				}
 			}
 			r.Redirtied += uint64(bits.OnesCount64(lost))
