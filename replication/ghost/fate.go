@@ -130,14 +130,14 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 // check (the per-id arrays are of one length).
 func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
 	slots := t.slots
-	pos, classes := t.pos[:len(slots)], t.reg.classes
+	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
-		if uint64(e>>maskShift)&classes[s.ci].posBit != 0 {
+		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
 			// The oldest of one or two in flight, the track's own.
 			if tr := &pos[id]; tr.meta < 2*metaN1 {
 				if !tr.resolveOldest1(pt) {
@@ -204,12 +204,19 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			}
 			r := t.rareOf()
 			r.UpdatesLost++
-			lf := t.lastField[int(id)*int(t.stride):]
-			var lost uint64
-			for m := mask; m != 0; m &= m - 1 {
-				g := bits.TrailingZeros64(m)
-				if lf[g] == uint16(f.Seq) {
-					lost |= 1 << uint(g)
+			// The groups no later packet carries. None does when this
+			// packet is the ghost's newest record (a write sets lastSeq
+			// and the groups' lastField together): every group it
+			// carried (a fate before the next write, as on loopback).
+			lost := mask
+			if s.lastSeq != uint32(f.Seq) {
+				lost = 0
+				lf := t.lastField[int(id)*int(t.stride):]
+				for m := mask; m != 0; m &= m - 1 {
+					g := bits.TrailingZeros64(m)
+					if lf[g] == uint16(f.Seq) {
+						lost |= 1 << uint(g)
+					}
 				}
 			}
 			r.Redirtied += uint64(bits.OnesCount64(lost))

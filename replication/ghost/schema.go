@@ -716,8 +716,12 @@ type Registry struct {
 	// classes lists the classes in registration order: a table's ghost
 	// record names its class by this index (2 bytes, not an 8-byte
 	// pointer), and ri is that index for each class.
-	classes   []*Class
-	ri        map[*Class]uint16
+	classes []*Class
+	ri      map[*Class]uint16
+	// posBits[i] is classes[i].posBit (a table's ghosts have i < 256):
+	// a delivered record's test of its position bit (usualRun) without
+	// the class's pointer and the slice's bounds check.
+	posBits   [256]uint64
 	maxGroups int
 	frozen    atomic.Bool // set by NewTable/NewMirror, which may run on many goroutines at once
 }
@@ -753,6 +757,9 @@ func (r *Registry) Register(cs ...*Class) error {
 		r.ri[c] = uint16(len(r.classes))
 		if c.reg == nil {
 			c.reg, c.ri = r, uint16(len(r.classes))
+		}
+		if i := len(r.classes); i < len(r.posBits) {
+			r.posBits[i] = c.posBit
 		}
 		r.classes = append(r.classes, c)
 		r.maxGroups = max(r.maxGroups, len(c.Groups))

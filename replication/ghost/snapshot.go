@@ -129,20 +129,29 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 // checked, quantized and coded once at Seal for every table. 96 bytes; the
 // float State (112 more) is kept apart only where a group needs it
 // (entState: Snapshot.xs).
+//
+// What a usual update reads (writeUsual: qpos, yawQ, and the codes of the
+// coded groups it carries) comes first, in bytes 0–47, qpos and yawQ in
+// the first 16: the entries are 96 bytes apart, so an entry starts 0 or 32
+// bytes into a line — 8 or 40 in a zone's snapshot of at most 341 entries,
+// a small object whose runtime header comes first (the entries hold
+// pointers) — and qpos and yawQ are in one line wherever it starts
+// (TestSnapEntLayout). At the end, after the entity and class, they
+// straddled two lines in half of a small snapshot's entries.
 type snapEnt struct {
-	entity uint64
-	class  *Class // nil: an empty entry
+	qpos [3]uint32
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	bad  uint8  // snapOK, or why a view naming it is refused
+	fl   uint8  // entState, entIn
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it). Beside qpos and
 	// yawQ, which the update reads too: a usual update reads nothing of
 	// the state.
-	gc   [snapCodes]uint64
-	qpos [3]uint32
-	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
-	bad  uint8  // snapOK, or why a view naming it is refused
-	fl   uint8  // entState, entIn
-	name Name   // the state's name (NameGroup's Encode reads it alone)
+	gc     [snapCodes]uint64
+	entity uint64
+	class  *Class // nil: an empty entry
+	name   Name   // the state's name (NameGroup's Encode reads it alone)
 }
 
 // Flags of snapEnt.fl.
@@ -849,10 +858,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// left or moved shifts the hints of none after it. The new order is
 	// written over it (beginView keeps the array when it has the room):
 	// before a write could reach a hint not yet passed, what is left of
-	// them moves to spill.
+	// them moves to the borrowed scratch's spill (rare: a view that gained
+	// an entity; an array here would be zeroed every view).
 	old := t.order
 	alias := cap(t.order) >= len(view)
-	var spill [orderSpill]uint16
 	_, nowMS := t.beginView(ms, now, len(view), false)
 	// From here the ghosts already taken refer to snap, the others still
 	// to oldSnap (snapOf).
@@ -893,7 +902,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				t.takeKeptOne(&t.slots[h], r, v, nowMS)
 				kept, j = kept+1, j+2
 				if alias && i >= j && i < len(old) {
-					old, j, alias = spillHints(&spill, old, j), 0, false
+					old, j, alias = t.spillHints(old, j), 0, false
 				}
 				t.order[i] = h
 				continue
@@ -936,7 +945,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		if alias && i >= j && i < len(old) {
 			// Writing t.order[i] would overwrite old[i], not yet passed.
-			old, j, alias = spillHints(&spill, old, j), 0, false
+			old, j, alias = t.spillHints(old, j), 0, false
 		}
 		if !ok {
 			var err bool
@@ -1015,6 +1024,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		s.fl &^= flPosNow // a new view: its position may go again
 		s.prioB = r.bucket()
 		taken++
+	}
+	if t.pk.packScratch != nil { // the hints spilled: not read past here
+		t.pk.release()
 	}
 	if same && !exhausted && kept+taken == t.live-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
@@ -1253,9 +1265,12 @@ const orderSpill = 128
 // further down the view), so a few leaving together cost one lookup.
 const orderResync = 8
 
-// spillHints moves the hints old[j:] (at most orderSpill) to spill.
-func spillHints(spill *[orderSpill]uint16, old []uint16, j int) []uint16 {
-	return spill[:copy(spill[:], old[j:])]
+// spillHints moves the hints old[j:] (at most orderSpill) to the spill of
+// a borrowed scratch, which SetSnapshotView gives back after its walk of
+// the view. Called at most once a view (the hints are apart from then on).
+func (t *Table) spillHints(old []uint16, j int) []uint16 {
+	t.pk.borrow()
+	return t.pk.spill[:copy(t.pk.spill[:], old[j:])]
 }
 
 // staleEntry is a slot.si or goneRec.si that names no snapshot entry

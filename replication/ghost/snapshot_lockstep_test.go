@@ -12,7 +12,8 @@ import (
 // alone. The table's entity index is emptied before the view to prove it
 // (a ghost the walk asks the index for is not found there and would be
 // created again); with hints by position, as before the lockstep walk, the
-// ghosts after an insertion are all looked up.
+// ghosts after an insertion are all looked up. The hints a view would
+// overwrite go to a borrowed scratch, given back by the view.
 func TestSnapshotViewLockstep(t *testing.T) {
 	seq := func(a, b int) []int { // a, a+1, …, b−1
 		var s []int
@@ -84,6 +85,9 @@ func TestSnapshotViewLockstep(t *testing.T) {
 			assigned := tab.Stats().GhostsAssigned
 			tab.idx = entityIndex{} // the walk must not need it
 			view(tc.next)
+			if tab.pk.packScratch != nil {
+				t.Error("the view kept the scratch its hints spilled to")
+			}
 			entered := 0
 			for k, i := range tc.next {
 				id, ok := ids[i]
