@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -198,6 +199,74 @@ func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
 			if n := f.world.Metrics().Leaves.Load(); n != 0 {
 				t.Fatalf("%d leaves after the newer login's move", n)
 			}
+		})
+	}
+}
+
+// A player logs in afresh at the edges of a handoff: after its zone (x0z0)
+// has had the Offer accepted and sent the Commit, before the CommitAck
+// ("committing"), and once the handoff is done while x0z0 still forwards
+// to the new owner ("forwarding"). x0z0 no longer owns the player either
+// way; it used to refuse the Join while committing (the client kicked)
+// and, while forwarding, spawn the player afresh beside its new owner (two
+// owners). The Join must go on to the new owner, which takes the player
+// over for the newer login, and the newer connection be redirected there.
+func TestLoginAtAHandoffsEdgesReachesTheNewOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		phase handoff.Phase
+	}{
+		{name: "committing", phase: handoff.PhaseCommitting},
+		{name: "forwarding", phase: handoff.PhaseForwarding},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+			defer f.stop()
+			f.join(1, "x0z0")
+			release := f.handoffHeld(1)
+			defer release()
+			releaseFrom := func() {}
+			if tc.phase == handoff.PhaseCommitting {
+				// x0z0 held, once it has sent the Offer, while x1z0 takes
+				// it: the Accept waits in x0z0's mailbox, then the Commit
+				// in x1z0's.
+				waitFor(t, 3*time.Second, "the player frozen in x0z0", func() bool {
+					frozen := false
+					f.inspectZone("x0z0", func(z *sim.Zone) {
+						e, ok := z.Entity(1)
+						frozen = ok && e.Frozen
+					})
+					return frozen
+				})
+				releaseFrom = f.holdZone("x0z0")
+				defer releaseFrom()
+				release()
+				release = f.holdZone("x1z0")
+				defer release()
+			} else {
+				release()
+				waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+			}
+			newer, newerPID := f.newerLogin(1, "x0z0")
+			defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
+			releaseFrom() // the Accept (a handoff message) comes before the Join
+			f.syncZone("x0z0")
+			f.inspectZone("x0z0", func(z *sim.Zone) {
+				if ph, _, _ := z.Handoffs().Status(1); ph != tc.phase {
+					t.Errorf("the player is %s in x0z0 when the newer login's Join comes, want %s", ph, tc.phase)
+				}
+			})
+			if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+				t.Fatalf("%d joins refused", n)
+			}
+			release()
+			f.waitOwnedThrough(1, "x1z0", newerPID)
+			route := f.newerPlays(newer, newerPID, 1)
+			if !route.Equal(f.world.PID("x1z0")) {
+				t.Fatalf("the newer login is routed to %v, the player is in x1z0", route)
+			}
+			f.waitOwnedOnceThrough(1, newerPID)
 		})
 	}
 }

@@ -738,7 +738,7 @@ func spawnPos(player uint64, r world.Rect) [3]float32 {
 }
 
 func (a *zoneActor) onJoin(j *msg.Join) {
-	if a.keepJoin(j) {
+	if a.keepJoin(j) || a.joinAway(j) {
 		return
 	}
 	now := a.p.Now()
@@ -1256,6 +1256,35 @@ func (a *zoneActor) keepJoin(j *msg.Join) bool {
 	k := a.pendingLeave[j.Player]
 	k.join = j // a newer login's Join supersedes an older one's
 	a.pendingLeave[j.Player] = k
+	return true
+}
+
+// joinAway passes j on to the zone that player j.Player was handed to
+// when this zone has handed it away (committing: the Commit sent, not yet
+// acknowledged; forwarding), and reports whether it did. The new owner
+// takes the player over for it as it takes a kept Join passed on
+// (passJoin), and the connection is redirected there. Here the Join was
+// refused while committing (the machine still knows the player: spawn
+// fails) and the client kicked, and while forwarding it spawned the
+// player afresh beside the new owner: two owners. What was kept for the
+// player while it was frozen is settled with it (retryLeave: this Join in
+// place of one kept, the Join first, a kept Leave after it). A restore from a record newer than the handoff (the player came
+// back here since, or its new owner's node died and the record put it
+// back elsewhere) is not this handoff's: onJoin restores it as before.
+func (a *zoneActor) joinAway(j *msg.Join) bool {
+	ph, ep, _ := a.z.Handoffs().Status(j.Player)
+	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+		return false
+	}
+	if ph == handoff.PhaseCommitting {
+		ep++ // the new owner's (forwarding: the machine's already)
+	}
+	if r := j.Restore; r != nil && r.Entity == j.Player && r.Epoch >= ep {
+		return false
+	}
+	k := a.pendingLeave[j.Player]
+	k.join = j // a newer login's Join supersedes an older one's
+	a.retryLeave(j.Player, k)
 	return true
 }
 
