@@ -10,6 +10,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
@@ -277,5 +278,46 @@ func TestLoginAtAHandoffsEdgesReachesTheNewOwner(t *testing.T) {
 			f.waitRouted(newer, 1, "x1z0")
 			f.waitOwnedOnceThrough(1, newerPID)
 		})
+	}
+}
+
+// The player's own connection joins again from its record (a record
+// lookup: the connection's zone went quiet) once its zone has handed it
+// away, the record still naming that zone at the epoch before the handoff.
+// x0z0 used to refuse the restore (the record is older than the handoff)
+// and the connection looked the record up again, ≈ 1 s each time, until
+// the new owner's write landed. The Join must go on to the new owner,
+// which keeps the player's live state (the record is older).
+func TestRejoinAtAHandoffsEdgeFromAnOlderRecord(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+	f.syncZone("x0z0")
+	f.inspectZone("x0z0", func(z *sim.Zone) {
+		if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
+			t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
+		}
+	})
+	f.drv.mu.Lock()
+	views := &f.drv.players[1].views
+	f.drv.mu.Unlock()
+	recorded := [3]float32{-300, 0, 0} // the record's position: in x0z0
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Control: move.ControlState{Pos: recorded}, Conn: f.dpid.String()}})
+	f.syncZone("x0z0")
+	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+		t.Fatalf("%d joins refused", n)
+	}
+	f.syncZone("x1z0")
+	c := f.census()
+	if o := c.owners[1]; len(o) != 1 || o[0] != "x1z0" || c.players[1].Conn != f.dpid.String() {
+		t.Fatalf("owners %v through %s, want x1z0 alone through %v", o, c.players[1].Conn, f.dpid)
+	}
+	if pos := c.players[1].State.Pos; pos[0] < 0 {
+		t.Fatalf("the player at %v in x1z0: put back from the older record, not its live state", pos)
 	}
 }
