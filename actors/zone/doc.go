@@ -91,5 +91,11 @@
 //	             zone's own), retried every tick: taken here if the handoff
 //	             failed, passed on to the new owner if not
 //	joins        one waiting per player mid-handoff (another login's: the
-//	             newest), taken or passed on as the leaves, before them
+//	             newest), taken or passed on as the leaves, before them;
+//	             one that comes once the player is handed away (its Commit
+//	             sent) goes on to the new owner at once
+//	unacked      one per player whose Commit is unacknowledged: its state
+//	             and a Leave that came meanwhile (passed on too), until the
+//	             CommitAck (the Leave passed on again) or the forwarding
+//	             record's expiry (the player ended here as a Leave ends it)
 package zone

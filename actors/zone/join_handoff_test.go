@@ -10,6 +10,8 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -25,12 +27,12 @@ func (f *fixture) newerLogin(id uint64, zone string) (*driver, *actor.PID) {
 }
 
 // newerPlays checks that the newer login (driver d at pid) was not kicked
-// and that its first move is applied; it returns the login's route.
-func (f *fixture) newerPlays(d *driver, pid *actor.PID, id uint64) *actor.PID {
+// and that its first move is applied.
+func (f *fixture) newerPlays(d *driver, pid *actor.PID, id uint64) {
 	f.t.Helper()
 	d.mu.Lock()
 	np := d.players[id]
-	kicked, route := np.kicked, np.route
+	kicked := np.kicked
 	d.mu.Unlock()
 	if kicked {
 		f.t.Fatal("the newer login was kicked")
@@ -41,7 +43,20 @@ func (f *fixture) newerPlays(d *driver, pid *actor.PID, id uint64) *actor.PID {
 		defer d.mu.Unlock()
 		return np.applied == 1
 	})
-	return route
+}
+
+// waitRouted waits until driver d routes player id to zone (the Redirect
+// its old zone sends when it passes the login's Join on: the driver may
+// take it after the new owner has taken the player over).
+func (f *fixture) waitRouted(d *driver, id uint64, zone string) {
+	f.t.Helper()
+	var route *actor.PID
+	waitFor(f.t, 3*time.Second, "the newer login routed to "+zone, func() bool {
+		d.mu.Lock()
+		route = d.players[id].route
+		d.mu.Unlock()
+		return route.Equal(f.world.PID(zone))
+	}, func() string { return fmt.Sprintf("routed to %v", route) })
 }
 
 // waitTakenHere waits until zone owns player id through conn (a
@@ -119,13 +134,11 @@ func TestLoginDuringAHandoffReachesTheNewOwner(t *testing.T) {
 	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
 	f.waitOwnedThrough(1, "x1z0", newerPID)
 	// It plays there: its moves (numbered from 1) are applied.
-	route := f.newerPlays(newer, newerPID, 1)
+	f.newerPlays(newer, newerPID, 1)
 	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
 		t.Fatalf("%d joins refused", n)
 	}
-	if !route.Equal(f.world.PID("x1z0")) {
-		t.Fatalf("the newer login is routed to %v, the player is in x1z0", route)
-	}
+	f.waitRouted(newer, 1, "x1z0")
 }
 
 // The same Join when the handoff fails (the neighbour does not answer
@@ -199,5 +212,112 @@ func TestRelaunchDuringAHandoffKeepsTheNewerLogin(t *testing.T) {
 				t.Fatalf("%d leaves after the newer login's move", n)
 			}
 		})
+	}
+}
+
+// A player logs in afresh at the edges of a handoff: after its zone (x0z0)
+// has had the Offer accepted and sent the Commit, before the CommitAck
+// ("committing"), and once the handoff is done while x0z0 still forwards
+// to the new owner ("forwarding"). x0z0 no longer owns the player either
+// way; it used to refuse the Join while committing (the client kicked)
+// and, while forwarding, spawn the player afresh beside its new owner (two
+// owners). The Join must go on to the new owner, which takes the player
+// over for the newer login, and the newer connection be redirected there.
+func TestLoginAtAHandoffsEdgesReachesTheNewOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		phase handoff.Phase
+	}{
+		{name: "committing", phase: handoff.PhaseCommitting},
+		{name: "forwarding", phase: handoff.PhaseForwarding},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+			defer f.stop()
+			f.join(1, "x0z0")
+			release := f.handoffHeld(1)
+			defer release()
+			releaseFrom := func() {}
+			if tc.phase == handoff.PhaseCommitting {
+				// x0z0 held, once it has sent the Offer, while x1z0 takes
+				// it: the Accept waits in x0z0's mailbox, then the Commit
+				// in x1z0's.
+				waitFor(t, 3*time.Second, "the player frozen in x0z0", func() bool {
+					frozen := false
+					f.inspectZone("x0z0", func(z *sim.Zone) {
+						e, ok := z.Entity(1)
+						frozen = ok && e.Frozen
+					})
+					return frozen
+				})
+				releaseFrom = f.holdZone("x0z0")
+				defer releaseFrom()
+				release()
+				release = f.holdZone("x1z0")
+				defer release()
+			} else {
+				release()
+				waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+			}
+			newer, newerPID := f.newerLogin(1, "x0z0")
+			defer func() { f.sys.Root.StopFuture(newerPID).Wait() }()
+			releaseFrom() // the Accept (a handoff message) comes before the Join
+			f.syncZone("x0z0")
+			f.inspectZone("x0z0", func(z *sim.Zone) {
+				if ph, _, _ := z.Handoffs().Status(1); ph != tc.phase {
+					t.Errorf("the player is %s in x0z0 when the newer login's Join comes, want %s", ph, tc.phase)
+				}
+			})
+			if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+				t.Fatalf("%d joins refused", n)
+			}
+			release()
+			f.waitOwnedThrough(1, "x1z0", newerPID)
+			f.newerPlays(newer, newerPID, 1)
+			f.waitRouted(newer, 1, "x1z0")
+			f.waitOwnedOnceThrough(1, newerPID)
+		})
+	}
+}
+
+// The player's own connection joins again from its record (a record
+// lookup: the connection's zone went quiet) once its zone has handed it
+// away, the record still naming that zone at the epoch before the handoff.
+// x0z0 used to refuse the restore (the record is older than the handoff)
+// and the connection looked the record up again, ≈ 1 s each time, until
+// the new owner's write landed. The Join must go on to the new owner,
+// which keeps the player's live state (the record is older).
+func TestRejoinAtAHandoffsEdgeFromAnOlderRecord(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+	defer f.stop()
+	f.join(1, "x0z0")
+	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+	f.syncZone("x0z0")
+	f.inspectZone("x0z0", func(z *sim.Zone) {
+		if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
+			t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
+		}
+	})
+	f.drv.mu.Lock()
+	views := &f.drv.players[1].views
+	f.drv.mu.Unlock()
+	recorded := [3]float32{-300, 0, 0} // the record's position: in x0z0
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Control: move.ControlState{Pos: recorded}, Conn: f.dpid.String()}})
+	f.syncZone("x0z0")
+	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+		t.Fatalf("%d joins refused", n)
+	}
+	f.syncZone("x1z0")
+	c := f.census()
+	if o := c.owners[1]; len(o) != 1 || o[0] != "x1z0" || c.players[1].Conn != f.dpid.String() {
+		t.Fatalf("owners %v through %s, want x1z0 alone through %v", o, c.players[1].Conn, f.dpid)
+	}
+	if pos := c.players[1].State.Pos; pos[0] < 0 {
+		t.Fatalf("the player at %v in x1z0: put back from the older record, not its live state", pos)
 	}
 }

@@ -273,6 +273,59 @@ func (p *peerStandIn) copy() []standInMsg {
 	return append([]standInMsg(nil), p.got...)
 }
 
+// startWithStandIn starts zone x0z0 of a pair world alone, with p's
+// parameters (Now is the fixture's), and a peerStandIn as x1z0; stop
+// stops both.
+func startWithStandIn(t *testing.T, cfg sim.Config, p Params) (f *fixture, peer *peerStandIn, stop func()) {
+	t.Helper()
+	f = &fixture{t: t, sys: quietSystem(), clk: newClock()}
+	p.Now = f.clk.Now
+	zw, err := StartZones(f.sys, pairWorld(t), cfg, p, []string{"x0z0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.world = zw
+	f.drv = newDriver(nil)
+	f.dpid = f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return f.drv }))
+	peer = &peerStandIn{}
+	peerPID, err := f.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return peer }), ActorName("x1z0"))
+	if err != nil {
+		f.stop()
+		t.Fatal(err)
+	}
+	return f, peer, func() {
+		f.sys.Root.StopFuture(peerPID).Wait()
+		f.stop()
+	}
+}
+
+// offerToStandIn joins player 1 in x0z0 and teleports it into x1z0 (the
+// stand-in): it returns the Offer x0z0 sends there.
+func (f *fixture) offerToStandIn(peer *peerStandIn) standInMsg {
+	f.t.Helper()
+	f.join(1, "x0z0")
+	waitFor(f.t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	var offer standInMsg
+	waitFor(f.t, 3*time.Second, "the offer", func() bool {
+		for _, m := range peer.copy() {
+			if m.kind == handoff.KindOffer {
+				offer = m
+				return true
+			}
+		}
+		return false
+	})
+	return offer
+}
+
+// answerFor sends x0z0 the stand-in's (from's) answer of kind about
+// player 1 at epoch, sent now.
+func (f *fixture) answerFor(from string, kind handoff.Kind, epoch handoff.Epoch) {
+	f.sys.Root.Send(f.world.PID("x0z0"), &HandoffEnvelope{Msg: handoff.Msg{Kind: kind, Entity: 1,
+		Epoch: epoch, From: from, To: "x0z0", Sent: f.clk.Now()}})
+}
+
 // A Leave kept during a handoff is passed on once the player is committed
 // to the new owner, and the old zone goes on resending its Commit until the
 // new owner acknowledges it (across processes, its record write can take
@@ -282,39 +335,12 @@ func (p *peerStandIn) copy() []standInMsg {
 // and the copies after it carried none.
 func TestCommitResentAfterAPassedOnLeaveCarriesTheJoin(t *testing.T) {
 	defer verifyNoLeaks(t)()
-	f := &fixture{t: t, sys: quietSystem(), clk: newClock()}
-	zw, err := StartZones(f.sys, pairWorld(t), slowOffers, Params{Now: f.clk.Now, Spawn: at}, []string{"x0z0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.world = zw
-	f.drv = newDriver(nil)
-	f.dpid = f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return f.drv }))
-	peer := &peerStandIn{}
-	peerPID, err := f.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return peer }), ActorName("x1z0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.stop()
-	defer func() { f.sys.Root.StopFuture(peerPID).Wait() }()
-
-	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
-	var offer standInMsg
-	waitFor(t, 3*time.Second, "the offer", func() bool {
-		for _, m := range peer.copy() {
-			if m.kind == handoff.KindOffer {
-				offer = m
-				return true
-			}
-		}
-		return false
-	})
+	f, peer, stop := startWithStandIn(t, slowOffers, Params{Spawn: at})
+	defer stop()
+	offer := f.offerToStandIn(peer)
 	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonClientQuit})
 	f.syncZone("x0z0")
-	f.sys.Root.Send(f.world.PID("x0z0"), &HandoffEnvelope{Msg: handoff.Msg{Kind: handoff.KindAccept, Entity: 1,
-		Epoch: offer.epoch, From: "x1z0", To: "x0z0", Sent: f.clk.Now()}})
+	f.answerFor("x1z0", handoff.KindAccept, offer.epoch)
 	// The Leave passed on, then two copies of the Commit after it.
 	waitFor(t, 3*time.Second, "the Leave passed on and the Commit resent twice after it", func() bool {
 		after := -1
@@ -343,4 +369,139 @@ func TestCommitResentAfterAPassedOnLeaveCarriesTheJoin(t *testing.T) {
 		}
 	}
 	t.Logf("%d copies of the Commit", commits)
+}
+
+// strandedCommits is a config whose Commits are given up on after 200 ms
+// and forgotten 300 ms later (offers still wait 5 s for an answer).
+var strandedCommits = sim.Config{TickRate: 50, Handoff: handoff.Config{OfferTimeout: 5 * time.Second,
+	CommitGiveUp: 200 * time.Millisecond, MaxAge: 100 * time.Millisecond, ForwardTTL: 300 * time.Millisecond}}
+
+// leavings records the last checkpoints (Params.Checkpoint, leaving) a
+// zone hands on.
+type leavings struct {
+	mu  sync.Mutex
+	cps []handoff.Checkpoint
+}
+
+func (l *leavings) add(_ string, cps []handoff.Checkpoint, leaving bool) {
+	if !leaving {
+		return
+	}
+	l.mu.Lock()
+	l.cps = append(l.cps, cps...)
+	l.mu.Unlock()
+}
+
+func (l *leavings) copy() []handoff.Checkpoint {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]handoff.Checkpoint(nil), l.cps...)
+}
+
+// A player's connection ends after its zone (x0z0) has sent the player's
+// Commit and before the new owner acknowledges it. Across processes the
+// new owner takes the player only once it has written the player's
+// record, and that write can be refused for good (a real conflict, a lease
+// truly lost): the Leave x0z0 passed on was dropped there, and the Leave
+// was lost — nobody ended the player, its record stayed online. x0z0 must
+// keep the Leave: with no CommitAck by the forwarding record's expiry it
+// ends the player itself (its last checkpoint handed on, leaving: the
+// Commit's state at x0z0's epoch); with a late CommitAck it passes the
+// Leave on again (the new owner took the player after all). x1z0 is a
+// stand-in that answers only what the test sends for it.
+func TestLeaveDuringAnUnacknowledgedCommit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lateAck  bool // x1z0 acknowledges once x0z0 has given up resending
+		leaveOff bool // the Leave comes once x0z0 has given up, not before
+	}{
+		{name: "never acknowledged"},
+		{name: "never acknowledged, the Leave after the give-up", leaveOff: true},
+		{name: "acknowledged late", lateAck: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			var left leavings
+			f, peer, stop := startWithStandIn(t, strandedCommits, Params{Spawn: at, Checkpoint: left.add})
+			defer stop()
+			offer := f.offerToStandIn(peer)
+			// x0z0's ticks paused: it cannot give up on the Commit (its
+			// handoff timers run on its ticks) before the Leave comes.
+			f.sys.Root.Send(f.world.PID("x0z0"), &Pause{Paused: true})
+			f.answerFor("x1z0", handoff.KindAccept, offer.epoch)
+			waitFor(t, 3*time.Second, "the Commit", func() bool {
+				for _, m := range peer.copy() {
+					if m.kind == handoff.KindCommit {
+						return true
+					}
+				}
+				return false
+			})
+			stranded := func() bool {
+				var n uint64
+				f.inspectZone("x0z0", func(z *sim.Zone) { n = z.Handoffs().Stats().Stranded })
+				return n == 1
+			}
+			leave := func() {
+				f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonClientQuit})
+				f.syncZone("x0z0")
+			}
+			if !tc.leaveOff {
+				leave()
+			}
+			f.sys.Root.Send(f.world.PID("x0z0"), &Pause{Paused: false})
+			waitFor(t, 3*time.Second, "x0z0 to give up resending the Commit", stranded)
+			if tc.leaveOff {
+				leave()
+			}
+			if tc.lateAck {
+				f.answerFor("x1z0", handoff.KindCommitAck, offer.epoch)
+				f.syncZone("x0z0")
+			}
+			waitFor(t, 3*time.Second, "x0z0 to forget the handoff", func() bool {
+				ph := handoff.PhaseForwarding
+				f.inspectZone("x0z0", func(z *sim.Zone) { ph, _, _ = z.Handoffs().Status(1) })
+				return ph == handoff.PhaseUnknown
+			})
+			f.syncZone("x0z0")
+			leaves := 0
+			for _, m := range peer.copy() {
+				if m.leave != nil {
+					leaves++
+					if !m.leave.Conn.Equal(f.dpid) {
+						t.Errorf("a Leave passed on names %v, want the player's connection %v", m.leave.Conn, f.dpid)
+					}
+				}
+			}
+			if tc.lateAck {
+				// Passed on at once and again with the late CommitAck;
+				// not ended here.
+				if leaves != 2 {
+					t.Fatalf("the Leave passed on %d times, want 2 (at once, then with the late CommitAck)", leaves)
+				}
+				if cps, n := left.copy(), f.world.Metrics().Leaves.Load(); len(cps) != 0 || n != 0 {
+					t.Fatalf("x0z0 ended the player the new owner took (%d leaves, last checkpoints %+v)", n, cps)
+				}
+				return
+			}
+			if leaves != 1 {
+				t.Errorf("the Leave passed on %d times, want 1", leaves)
+			}
+			var cps []handoff.Checkpoint
+			waitFor(t, 3*time.Second, "the player's last checkpoint from x0z0", func() bool {
+				cps = left.copy()
+				return len(cps) > 0
+			})
+			if len(cps) != 1 || cps[0].Entity != 1 || cps[0].Epoch != offer.epoch || cps[0].Conn != f.dpid.String() {
+				t.Fatalf("last checkpoints %+v, want player 1's at epoch %d through %v", cps, offer.epoch, f.dpid)
+			}
+			m := f.world.Metrics()
+			if m.Leaves.Load() != 1 || m.LeftUnacked.Load() != 1 {
+				t.Fatalf("%d leaves, %d of them after an unacknowledged Commit; want 1 and 1", m.Leaves.Load(), m.LeftUnacked.Load())
+			}
+			if c := f.census(); len(c.owners[1]) != 0 {
+				t.Fatalf("player 1 owned in %v", c.owners[1])
+			}
+		})
+	}
 }

@@ -21,7 +21,12 @@ type Metrics struct {
 	// another owner meanwhile, dropped again (Params.Restored).
 	Unplaced atomic.Uint64
 	Leaves   atomic.Uint64
-	Inputs   atomic.Uint64
+	// LeftUnacked: players whose Leave came while their Commit was
+	// unacknowledged and whose forwarding record expired with no
+	// CommitAck (the new owner never took them): ended here, as a Leave
+	// ends a player (unackedCommit). Counted in Leaves too.
+	LeftUnacked atomic.Uint64
+	Inputs      atomic.Uint64
 	// InputsDropped: input for a player this zone does not know, or of a
 	// login another took the player over from (park).
 	InputsDropped atomic.Uint64

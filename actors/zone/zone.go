@@ -169,6 +169,10 @@ type zoneActor struct {
 	// held: events for awaiting players, sent to their new connection
 	// when it joins (holdEvent).
 	held map[uint64]*msg.Output
+	// unacked: per player this zone sent a Commit for, the Commit's
+	// snapshot and the Leave that came since, until the CommitAck or the
+	// forwarding record's expiry (unackedCommit).
+	unacked map[uint64]unackedCommit
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -312,6 +316,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
+	a.unacked = map[uint64]unackedCommit{}
 	a.forced = map[uint64]bool{}
 	a.budget = map[uint64]outBudget{}
 	a.events = a.p.Events
@@ -510,6 +515,9 @@ func (a *zoneActor) onTick() {
 	for id, k := range a.pendingLeave {
 		a.retryLeave(id, k)
 	}
+	for id, u := range a.unacked {
+		a.settleUnacked(id, u)
+	}
 	if a.z.Tick()%64 == 0 {
 		a.sweepJoins()
 	}
@@ -635,6 +643,9 @@ func (a *zoneActor) sendHandoff(msgs []handoff.Msg) {
 		env := &HandoffEnvelope{Msg: *m}
 		switch m.Kind {
 		case handoff.KindOffer, handoff.KindCommit:
+			if m.Kind == handoff.KindCommit && !sim.IsNPC(m.Entity) {
+				a.sentCommit(m) // a player's: its Leave may come meanwhile
+			}
 			env.Join = a.joins[m.Entity]
 			env.Force = m.Kind == handoff.KindCommit && a.forced[m.Entity]
 			t, ok := a.began[m.Entity]
@@ -738,7 +749,7 @@ func spawnPos(player uint64, r world.Rect) [3]float32 {
 }
 
 func (a *zoneActor) onJoin(j *msg.Join) {
-	if a.keepJoin(j) {
+	if a.keepJoin(j) || a.joinAway(j) {
 		return
 	}
 	now := a.p.Now()
@@ -1212,7 +1223,7 @@ func (a *zoneActor) leave(id uint64, l *msg.Leave) {
 		k.l, k.j = l, a.joins[id]
 		a.pendingLeave[id] = k // retried every tick until the handoff settles
 	case errors.Is(err, sim.ErrNotHere):
-		a.passOn(id, l)
+		a.passLeave(id, l)
 	}
 }
 
@@ -1259,6 +1270,35 @@ func (a *zoneActor) keepJoin(j *msg.Join) bool {
 	return true
 }
 
+// joinAway passes j on to the zone that player j.Player was handed to
+// when this zone has handed it away (committing: the Commit sent, not yet
+// acknowledged; forwarding), and reports whether it did. The new owner
+// takes the player over for it as it takes a kept Join passed on
+// (passJoin), and the connection is redirected there. Here the Join was
+// refused while committing (the machine still knows the player: spawn
+// fails) and the client kicked, and while forwarding it spawned the
+// player afresh beside the new owner: two owners. What was kept for the
+// player while it was frozen is settled with it (retryLeave: this Join in
+// place of one kept, the Join first, a kept Leave after it). A restore from a record newer than the handoff (the player came
+// back here since, or its new owner's node died and the record put it
+// back elsewhere) is not this handoff's: onJoin restores it as before.
+func (a *zoneActor) joinAway(j *msg.Join) bool {
+	ph, ep, _ := a.z.Handoffs().Status(j.Player)
+	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+		return false
+	}
+	if ph == handoff.PhaseCommitting {
+		ep++ // the new owner's (forwarding: the machine's already)
+	}
+	if r := j.Restore; r != nil && r.Entity == j.Player && r.Epoch >= ep {
+		return false
+	}
+	k := a.pendingLeave[j.Player]
+	k.join = j // a newer login's Join supersedes an older one's
+	a.retryLeave(j.Player, k)
+	return true
+}
+
 // retryLeave settles what was kept for player id (k) while a handoff of
 // the player was in progress, once the handoff has settled: here when it
 // was aborted, at the new owner when it completed. A kept Join goes
@@ -1291,7 +1331,7 @@ func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
 		a.onLeave(l)
 		return
 	}
-	a.passOn(id, l)
+	a.passLeave(id, l)
 	a.leftAway(id)
 }
 
@@ -1405,5 +1445,93 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	if env.Msg.Kind == handoff.KindAccept && !a.z.Handoffs().Owns(id) {
 		delete(a.began, id) // committed: the target measures the rest
 	}
+	if env.Msg.Kind == handoff.KindCommitAck {
+		a.commitAcked(id, env.Msg)
+	}
 	a.flushPending()
+}
+
+// unackedCommit is a Commit this zone sent for a player and has not seen
+// acknowledged: the snapshot it carries, at the epoch it hands on, and
+// the player's Leave if one came meanwhile (passed on at once as well).
+// Across processes the new owner takes the player only once it has
+// written the player's record, and that write can be refused for good (a
+// real conflict, its zone's lease truly lost): the Leave passed on then
+// reached a zone that did not own the player and was dropped, and nobody
+// ended the player — its record stayed online, naming this zone, and the
+// zone refused to put it back until it forgot the handoff (ForwardTTL).
+// Kept, the Leave goes on again with a late CommitAck (the new owner took
+// the player after all: a duplicate of one it has taken is ignored
+// there), and with none by the forwarding record's expiry the player is
+// ended here as a Leave ends it: its last checkpoint, the Commit's state,
+// is handed on (Params.Checkpoint, leaving; the cluster writes it only
+// while the record still names this zone at that epoch: never over a new
+// owner's) and the zone forgets it.
+type unackedCommit struct {
+	snap  *handoff.Snapshot
+	epoch handoff.Epoch
+	leave *msg.Leave
+}
+
+// sentCommit remembers the Commit m until its CommitAck (commitAcked) or
+// its forwarding record's expiry (settleUnacked).
+func (a *zoneActor) sentCommit(m *handoff.Msg) {
+	u := a.unacked[m.Entity]
+	if u.epoch != m.Epoch {
+		u = unackedCommit{epoch: m.Epoch}
+	}
+	u.snap = m.State
+	a.unacked[m.Entity] = u
+}
+
+// passLeave passes l on to the zone player id was handed to and, while
+// that zone has not acknowledged the player's Commit, keeps it
+// (unackedCommit), naming the connection the player was joined through.
+func (a *zoneActor) passLeave(id uint64, l *msg.Leave) {
+	a.passOn(id, l)
+	u, ok := a.unacked[id]
+	if !ok || u.leave != nil {
+		return
+	}
+	if j := a.joins[id]; l.Conn == nil && j != nil && j.Conn != nil {
+		l = &msg.Leave{Player: l.Player, Conn: j.Conn, Reason: l.Reason}
+	}
+	u.leave = l
+	a.unacked[id] = u
+}
+
+// commitAcked ends the wait for player id's Commit acknowledged by ack; a
+// Leave kept meanwhile goes on again (unackedCommit).
+func (a *zoneActor) commitAcked(id uint64, ack handoff.Msg) {
+	u, ok := a.unacked[id]
+	if ph, _, peer := a.z.Handoffs().Status(id); !ok || u.epoch != ack.Epoch || ph != handoff.PhaseForwarding || peer != ack.From {
+		return
+	}
+	delete(a.unacked, id)
+	if u.leave != nil {
+		a.passOn(id, u.leave)
+	}
+}
+
+// settleUnacked ends the wait for player id's unacknowledged Commit (u)
+// once the handoff machine has forgotten the handoff (its forwarding
+// record expired with no CommitAck): a Leave kept for the player ends it
+// here (unackedCommit). A player owned here again (acquired back from
+// the zone that took it) is not this Commit's.
+func (a *zoneActor) settleUnacked(id uint64, u unackedCommit) {
+	ph, _, _ := a.z.Handoffs().Status(id)
+	if ph == handoff.PhaseCommitting || ph == handoff.PhaseForwarding {
+		return
+	}
+	delete(a.unacked, id)
+	if ph != handoff.PhaseUnknown || u.leave == nil || u.snap == nil {
+		return
+	}
+	s := u.snap
+	a.lastCheckpoint(handoff.Checkpoint{Entity: id, Epoch: u.epoch, Control: s.Control, LastApplied: s.LastApplied,
+		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra, Conn: s.Conn, Events: s.Events})
+	a.forget(id)
+	a.m.Leaves.Add(1)
+	a.m.LeftUnacked.Add(1)
+	a.log.Warn("player left during a handoff its new owner never acknowledged: ended here", "zone", a.p.Sim.Zone, "player", id, "epoch", u.epoch)
 }

@@ -61,7 +61,11 @@
 // takes the entity, but a slow one still can — across processes the target
 // writes the player record before it takes a Commit, and on a loaded host
 // that write outlasts the resends; the target then takes the last copy
-// (actors/cluster) and its late CommitAck ends the handoff here.
+// (actors/cluster) and its late CommitAck ends the handoff here. What the
+// source's zone is sent for the entity meanwhile goes on to the target;
+// the zone actor keeps a player's Leave beside an unacknowledged Commit
+// too, passing it on again with a late CommitAck or, with none by the
+// forwarding record's expiry, ending the player itself (actors/zone).
 //
 // Not safe for concurrent use; the zone actor owns its Machine.
 package handoff
