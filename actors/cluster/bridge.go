@@ -137,18 +137,20 @@ type recordCommit struct {
 	// older than the zone's MaxAge by the time a slow write completes.
 	newest *zone.HandoffEnvelope
 	// behind: what came for the player's zone about the player while the
-	// write was in flight (a Leave or Teleport its old zone passed on:
-	// that zone stopped owning the player when it sent the Commit, and
+	// write was in flight (a Join, Leave or Teleport its old zone passed
+	// on: that zone stopped owning the player when it sent the Commit, and
 	// passes them on at once), delivered right after the Commit, in order.
 	// Sent on, they overtook the Commit: the zone, not owning the player
 	// yet, dropped a Leave, then took the player — for good, its record
-	// online, nobody behind it. Bounded by maxBehind: past it they go on
-	// as before.
+	// online, nobody behind it; it spawned the player afresh for a Join (a
+	// newer login, actors/zone joinAway), then refused the Commit — the
+	// handed-off state lost, the old zone's Commit never acknowledged.
+	// Bounded by maxBehind: past it they go on as before.
 	behind []any
 }
 
 // maxBehind bounds what one player's Commit holds back (a passed-on
-// Leave, a Teleport or two).
+// Join, Leave, a Teleport or two).
 const maxBehind = 16
 
 // holdBehindCommit holds m, an item for zoneID, if it is about a player
@@ -156,6 +158,8 @@ const maxBehind = 16
 func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	var player uint64
 	switch x := m.(type) {
+	case *msg.Join: // decodeItem's: never nil
+		player = x.Player
 	case *msg.Leave:
 		player = x.Player
 	case *zone.Teleport:
@@ -796,8 +800,8 @@ type Metrics struct {
 	// CommitsCoalesced: resent Commits that came while their record write
 	// was in flight, dropped (that write delivers the Commit).
 	CommitsCoalesced atomic.Uint64
-	// HeldBehindCommit: Leaves and Teleports for a player whose Commit
-	// here waited for its record write, delivered after it.
+	// HeldBehindCommit: Joins, Leaves and Teleports for a player whose
+	// Commit here waited for its record write, delivered after it.
 	HeldBehindCommit atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver

@@ -48,6 +48,97 @@ func (g *gatedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry,
 	return g.KeyValue.Get(ctx, key)
 }
 
+// slowCommit is lineNodes whose node at writes the player records
+// through a gate on one player's key (gatedKV): that node's first read of
+// the record, the Commit's write of a player handed to it, waits until
+// the test opens the gate.
+type slowCommit struct {
+	nodes [3]*benchNode
+	at    int
+	kv    jetstream.KeyValue
+	gate  *gatedKV
+}
+
+func lineNodesSlowCommit(t *testing.T, at int, player uint64) *slowCommit {
+	t.Helper()
+	s := &slowCommit{at: at}
+	var bridge **Bridge
+	s.nodes = lineNodesWith(t, func(n int, p *zone.Params, c *Config) {
+		if n != at {
+			return
+		}
+		nc, err := nats.Connect(c.NC.ConnectedUrl())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		if s.kv, err = js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"}); err != nil {
+			t.Fatal(err)
+		}
+		s.gate = newGatedKV(s.kv, PlayerKey(player))
+		players := NewPlayers(s.gate, c.Node, nil)
+		t.Cleanup(players.Close)
+		c.Players = players
+		b := new(*Bridge)
+		bridge = b
+		p.Checkpoint = func(zone string, cps []handoff.Checkpoint, leaving bool) {
+			players.Checkpoint(zone, cps, leaving, (*b).GatewayOfConn)
+		}
+	})
+	*bridge = s.nodes[at].bridge
+	return s
+}
+
+// commitHeld joins player on c through gateway n1 to x1z0 (n2) and
+// teleports it to into, in node at's zone: it returns once the Commit of
+// that handoff waits at the gate for its record write. c's route stays
+// x1z0.
+func (s *slowCommit) commitHeld(t *testing.T, c *loginConn, player uint64, into [3]float32) {
+	t.Helper()
+	gw := s.nodes[0]
+	gw.sys.Root.Send(c.route, c.join(gw.sys, player))
+	c.play(t, gw.sys, player, 1, 3, "join on n2")
+	gw.sys.Root.Send(c.route, &zone.Teleport{Entity: player, Pos: into})
+	select {
+	case <-s.gate.reached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Commit record write on the new owner's node after 5 s")
+	}
+}
+
+// open opens the gate once ten batches from n2 have reached node at
+// since x1z0 passed something on (x1z0 sends the new owner's zone a
+// replica batch every tick, through the same proxy and stream: behind
+// them, what was passed on has reached the node, and, unheld, its zone),
+// and waits until the Commit's record write names zoneID.
+func (s *slowCommit) open(t *testing.T, player uint64, zoneID string) {
+	t.Helper()
+	batches := func() uint64 { return s.nodes[s.at].bridge.Metrics().Msgs[KindZone][dirIn].Load() }
+	after := batches()
+	waitFor(t, 5*time.Second, "ten batches from n2 behind what x1z0 passed on", func() bool { return batches() >= after+10 })
+	close(s.gate.open)
+	waitFor(t, 5*time.Second, "the Commit's record write", func() bool { return s.record(player).GetZone() == zoneID })
+}
+
+// record reads player's record (empty if none).
+func (s *slowCommit) record(player uint64) *pb.PlayerRecord {
+	var rec pb.PlayerRecord
+	if e, err := s.kv.Get(context.Background(), PlayerKey(player)); err == nil {
+		_ = proto.Unmarshal(e.Value(), &rec)
+	}
+	return &rec
+}
+
+// heldBehind fails t unless node at's bridge held want items behind the
+// Commit.
+func (s *slowCommit) heldBehind(t *testing.T, want uint64, what string) {
+	t.Helper()
+	if held := s.nodes[s.at].bridge.Metrics().HeldBehindCommit.Load(); held != want {
+		t.Errorf("%d items held behind the Commit, want %d (%s)", held, want, what)
+	}
+}
+
 // A player's zone on n2 hands it to another node's zone just as its
 // client quits, and the new owner's node is slow to write the Commit's
 // player record (a busy KV: seconds under load, past the source's
@@ -62,75 +153,24 @@ func TestLeaveBehindASlowCommitRecordWriteEndsThePlayer(t *testing.T) {
 	for i, tc := range passOnTargets {
 		t.Run(tc.name, func(t *testing.T) {
 			player := uint64(700 + i)
-			var kv jetstream.KeyValue
-			var gate *gatedKV
-			var players *Players
-			var bridge **Bridge
-			nodes := lineNodesWith(t, func(n int, p *zone.Params, c *Config) {
-				if n != tc.node {
-					return
-				}
-				nc, err := nats.Connect(c.NC.ConnectedUrl())
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(nc.Close)
-				js, _ := jetstream.New(nc)
-				if kv, err = js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"}); err != nil {
-					t.Fatal(err)
-				}
-				gate = newGatedKV(kv, PlayerKey(player))
-				players = NewPlayers(gate, c.Node, nil)
-				t.Cleanup(players.Close)
-				c.Players = players
-				b := new(*Bridge)
-				bridge = b
-				p.Checkpoint = func(zone string, cps []handoff.Checkpoint, leaving bool) {
-					players.Checkpoint(zone, cps, leaving, (*b).GatewayOfConn)
-				}
-			})
-			*bridge = nodes[tc.node].bridge
-			gw := nodes[0]
+			s := lineNodesSlowCommit(t, tc.node, player)
+			nodes, gw := s.nodes, s.nodes[0]
 			old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
 			c := newLoginConn(gw.sys, old)
-			gw.sys.Root.Send(old, c.join(gw.sys, player))
-			c.play(t, gw.sys, player, 1, 3, "join on n2")
-			gw.sys.Root.Send(old, &zone.Teleport{Entity: player, Pos: tc.into})
-			select {
-			case <-gate.reached:
-			case <-time.After(5 * time.Second):
-				t.Fatal("no Commit record write on the new owner's node after 5 s")
-			}
+			s.commitHeld(t, c, player, tc.into)
 			// The Commit waits for its write; the client quits.
 			forwarded := nodes[1].m.Forwarded.Load()
 			gw.sys.Root.Send(old, &msg.Leave{Player: player, Conn: c.pid, Reason: handshake.ReasonClientQuit})
 			c.views.Close()
 			waitFor(t, 5*time.Second, "x1z0 to pass the Leave on", func() bool { return nodes[1].m.Forwarded.Load() > forwarded })
-			// x1z0 sends the new owner's zone a replica batch every tick,
-			// through the same proxy and stream as the Leave: ten of them
-			// after it, and the Leave has reached the new owner's node
-			// (and, before, its zone).
-			batches := func() uint64 { return nodes[tc.node].bridge.Metrics().Msgs[KindZone][dirIn].Load() }
-			after := batches()
-			waitFor(t, 5*time.Second, "ten batches from n2 behind the Leave", func() bool { return batches() >= after+10 })
-			close(gate.open)
-			record := func() *pb.PlayerRecord {
-				var rec pb.PlayerRecord
-				if e, err := kv.Get(context.Background(), PlayerKey(player)); err == nil {
-					_ = proto.Unmarshal(e.Value(), &rec)
-				}
-				return &rec
-			}
 			// The Commit is written: the new owner's zone takes the player,
 			// then its Leave, with the last checkpoint (the record offline).
-			waitFor(t, 5*time.Second, "the Commit's record write", func() bool { return record().GetZone() == tc.zone })
-			if held := nodes[tc.node].bridge.Metrics().HeldBehindCommit.Load(); held != 1 {
-				t.Errorf("%d items held behind the Commit, want 1 (the Leave)", held)
-			}
+			s.open(t, player, tc.zone)
+			s.heldBehind(t, 1, "the Leave")
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				_, owned := entityIn(t, nodes[tc.node], player)
-				rec := record()
+				rec := s.record(player)
 				if !owned && rec.GetState() == pb.PlayerState_PLAYER_STATE_OFFLINE {
 					break
 				}
