@@ -144,7 +144,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"player_record_fenced_total", "player record writes not made: this node no longer held the zone's lease in time (paused, cut off)", pl.Fenced.Load},
 		{"checkpoints_refused_total", "player checkpoints not written: the record names another zone or epoch (the player moved on)", pl.CheckpointsRefused.Load},
 		{"commits_refused_total", "cross-process handoff Commits not delivered: the player record could not be written", m.RecordRefused.Load},
-		{"commits_held_behind_total", "Leaves and Teleports for a player held until its cross-process Commit's record write was done (delivered after the Commit)", m.HeldBehindCommit.Load},
+		{"commits_held_behind_total", "Joins, Leaves and Teleports for a player held until its cross-process Commit's record write was done (delivered after the Commit)", m.HeldBehindCommit.Load},
 		{"player_record_fence_waits_total", "player record writes the lease fence stopped that waited for a renewal instead of being dropped (Commits, placements, leaving checkpoints)", pl.FenceWaits.Load},
 	}
 	for _, c := range counters {
