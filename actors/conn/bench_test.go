@@ -149,6 +149,7 @@ func benchShardWith(tb testing.TB, x *recording, n int, tune func(*Config)) (*sh
 	}
 	p := &Pool{cfg: PoolConfig{Config: cfg, WriteBatch: 64}, counters: new(Counters), log: slog.New(slog.DiscardHandler)}
 	s := &shard{pool: p, w: nowhere{}, out: make([]byte, 64*udp.MaxDatagram), ms: make([]udp.Message, 0, 64)}
+	s.cq.Taker = s
 	p.shards = []*shard{s}
 	cs := make([]*Conn, n)
 	for i := range cs {

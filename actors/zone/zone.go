@@ -184,6 +184,9 @@ type zoneActor struct {
 	// readies: onTick's scratch, the Joins whose view's nudge goes as a
 	// ViewReady (usually none: the nudge rides in the Control).
 	readies []*msg.Join
+	// ctls: onTick's Controls for connections that take them in batches
+	// (Join.Port), one PostControls a connection shard.
+	ctls msg.ControlBatch
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -484,13 +487,21 @@ func (a *zoneActor) onTick() {
 				if j.ViewWithControl {
 					m.View, nudge = nudge, false
 				}
-				a.ctx.Send(j.Conn, m)
+				if j.Port != nil {
+					a.ctls.Add(j.Port, m) // posted with its shard's (Flush below)
+				} else {
+					a.ctx.Send(j.Conn, m)
+				}
 			}
 		}
 		if nudge {
 			readies = append(readies, j)
 		}
 	}
+	// The batched Controls before anything else the tick sends a
+	// connection (the ViewReadys below): a connection takes its messages
+	// from a zone in the order the zone made them.
+	a.ctls.Flush()
 	a.m.Controls.Add(uint64(controls))
 	a.m.Views.Add(uint64(views))
 	for _, j := range readies {
