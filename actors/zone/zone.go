@@ -187,6 +187,9 @@ type zoneActor struct {
 	// ctls: onTick's Controls for connections that take them in batches
 	// (Join.Port), one PostControls a connection shard.
 	ctls msg.ControlBatch
+	// renvs: the border replica envelopes onTick sent, back once their
+	// receivers are done.
+	renvs replicaEnvelopes
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -239,7 +242,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
 		a.z.Replicas(a.p.Now(), &m.Batch)
-		m.Batch.Release() // copied: its zone reuses the array
+		m.Batch.Release()  // copied: its zone reuses the array
+		m.done.Store(true) // its zone may fill it again: touch it no more
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
@@ -510,7 +514,9 @@ func (a *zoneActor) onTick() {
 	clear(readies)
 	a.readies = readies[:0]
 	for i := range out.Replicas {
-		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
+		e := a.renvs.get()
+		e.Batch = out.Replicas[i]
+		a.ctx.Send(a.peer(out.Replicas[i].To), e)
 	}
 	for id, until := range a.awaiting {
 		if a.p.Now() >= until { // the client did not come back: leave as usual
