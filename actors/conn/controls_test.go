@@ -23,8 +23,8 @@ func TestPostControlsKeepsOrderOnce(t *testing.T) {
 		return m
 	}
 	a1, b1, c1, a2 := ctl(1, 10, 2), ctl(1, 5, 2), ctl(1, 7, 2), ctl(2, 11, 3)
-	batch := []msg.PortControl{{Port: a, Control: a1}, {Port: b, Control: b1}, {Port: c, Control: c1}, {Port: a, Control: a2}}
-	if a.ControlQueue() != &s.cq || c.ControlQueue() != a.ControlQueue() || s.cq.Taker != s {
+	batch := []msg.PortControl{{Conn: a, Control: a1}, {Conn: b, Control: b1}, {Conn: c, Control: c1}, {Conn: a, Control: a2}}
+	if p := a.port(); p.Queue != &s.cq || p.Conn != a || c.port().Queue != p.Queue || s.cq.Taker != s {
 		t.Fatal("a shard's connections do not share its queue")
 	}
 	s.wake = make(chan struct{}, 1) // benchShard's has none
@@ -45,7 +45,7 @@ func TestPostControlsKeepsOrderOnce(t *testing.T) {
 	}
 	// The same owner's next tick merges into the waiting one, as a post.
 	b2 := ctl(2, 6, 2)
-	s.PostControls([]msg.PortControl{{Port: b, Control: b2}})
+	s.PostControls([]msg.PortControl{{Conn: b, Control: b2}})
 	if len(s.inbox) != 4 || s.pool.counters.ControlsSuperseded.Load() != 1 {
 		t.Fatalf("%d events, %d superseded; want b's tick 2 merged into its tick 1 (4, 1)",
 			len(s.inbox), s.pool.counters.ControlsSuperseded.Load())
@@ -75,7 +75,7 @@ func TestPostControlsToAStoppedShardReleasesThem(t *testing.T) {
 	s.shutdown()
 	var slots [2]msg.ViewSlot
 	ms := []*msg.Control{slots[0].NewControl(), slots[1].NewControl()}
-	s.PostControls([]msg.PortControl{{Port: cs[0], Control: ms[0]}, {Port: cs[1], Control: ms[1]}})
+	s.PostControls([]msg.PortControl{{Conn: cs[0], Control: ms[0]}, {Conn: cs[1], Control: ms[1]}})
 	if len(s.inbox) != 0 {
 		t.Fatalf("a stopped shard filed %d events", len(s.inbox))
 	}

@@ -274,7 +274,7 @@ type shard struct {
 	// the zones' releases come back to it.
 	inputs msg.InputCache
 	// cq is the queue the zones post their ticks' Controls to, a batch
-	// a shard (PostControls; Conn.ControlQueue).
+	// a shard (PostControls; Conn.port).
 	cq msg.ControlQueue
 }
 
@@ -406,9 +406,9 @@ func (s *shard) queueControl(c *Conn, m *msg.Control) (merged bool) {
 	return false
 }
 
-// ControlQueue implements msg.ControlPort: a connection's Controls are
-// its shard's (Join.Port).
-func (c *Conn) ControlQueue() *msg.ControlQueue { return &c.sh.cq }
+// port is c as its Joins name it (msg.Join.Port): its Controls come
+// through its shard's queue.
+func (c *Conn) port() msg.ControlPort { return msg.ControlPort{Queue: &c.sh.cq, Conn: c} }
 
 // PostControls implements msg.ControlTaker (the shard's queue, cq): each Control is filed for its
 // connection as post files it (merged into one still waiting, or queued
@@ -427,7 +427,7 @@ func (s *shard) PostControls(cs []msg.PortControl) {
 	first := len(s.inbox) == 0
 	merged := 0
 	for _, pc := range cs {
-		if s.queueControl(pc.Port.(*Conn), pc.Control) {
+		if s.queueControl(pc.Conn.(*Conn), pc.Control) {
 			merged++
 		}
 	}

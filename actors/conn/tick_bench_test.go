@@ -61,8 +61,10 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 	const conns = 1024
 	x := record(b, 1)
 	s, cs := benchShard(b, x, conns)
-	for _, c := range cs {
+	ports := make([]msg.ControlPort, conns) // as their Joins name them
+	for i, c := range cs {
 		c.viewsFlow = true
+		ports[i] = c.port()
 	}
 	now := time.Second
 	tick := uint64(0)
@@ -71,13 +73,13 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 	run := func() {
 		tick++
 		now += 50 * time.Millisecond
-		for _, c := range cs {
+		for i, c := range cs {
 			v := msg.NewView()
 			v.Player, v.Tick = c.player, tick
 			nudge := c.views.Publish(v)
 			buf = tickMsgs(buf[:0], c, tick, nudge)
 			for _, m := range buf {
-				batch.Add(c, m.(*msg.Control))
+				batch.Add(&ports[i], m.(*msg.Control))
 			}
 		}
 		batch.Flush()

@@ -10,10 +10,6 @@ func (q *testQueue) PostControls(cs []PortControl) {
 	q.posts = append(q.posts, append([]PortControl(nil), cs...))
 }
 
-type testPort struct{ q *ControlQueue }
-
-func (p *testPort) ControlQueue() *ControlQueue { return p.q }
-
 // TestControlBatchPostsEachOnceByQueue: a batch posts each Control it was
 // given once, to its port's queue, in the order given; a queue's
 // Controls go as one list (at most MaxControlBatch: a full one goes at
@@ -21,7 +17,7 @@ func (p *testPort) ControlQueue() *ControlQueue { return p.q }
 func TestControlBatchPostsEachOnceByQueue(t *testing.T) {
 	qa, qb := new(testQueue), new(testQueue)
 	cqa, cqb := &ControlQueue{Taker: qa}, &ControlQueue{Taker: qb}
-	pa, pb := &testPort{cqa}, &testPort{cqb}
+	pa, pb := &ControlPort{Queue: cqa, Conn: "a"}, &ControlPort{Queue: cqb, Conn: "b"}
 	var b ControlBatch
 	seen := map[*Control]int{}
 	for tick := range 3 {
@@ -51,7 +47,7 @@ func TestControlBatchPostsEachOnceByQueue(t *testing.T) {
 					t.Fatalf("tick %d: a list of %d Controls", tick, len(l))
 				}
 				for _, pc := range l {
-					if pc.Port.ControlQueue().Taker != q {
+					if want := map[*testQueue]any{qa: "a", qb: "b"}[q]; pc.Conn != want {
 						t.Fatalf("tick %d: a Control for another queue's port", tick)
 					}
 					seen[pc.Control]++

@@ -28,7 +28,7 @@ func (q *portQueue) PostControls(cs []msg.PortControl) {
 	q.largest = max(q.largest, len(cs))
 	q.mu.Unlock()
 	for _, pc := range cs {
-		c := pc.Port.(*portConn)
+		c := pc.Conn.(*portConn)
 		if c.q != q {
 			q.mu.Lock()
 			q.foreign++
@@ -38,8 +38,8 @@ func (q *portQueue) PostControls(cs []msg.PortControl) {
 	}
 }
 
-// portConn is a connection that takes its Controls through its queue (a
-// msg.ControlPort) and anything else through its PID, all in one log.
+// portConn is a connection that takes its Controls through its queue (its
+// Join's msg.ControlPort) and anything else through its PID, all in one log.
 type portConn struct {
 	q     *portQueue
 	cq    *msg.ControlQueue
@@ -49,8 +49,6 @@ type portConn struct {
 	// for one sent to the PID, "r" for a ViewReady.
 	events []string
 }
-
-func (c *portConn) ControlQueue() *msg.ControlQueue { return c.cq }
 
 func (c *portConn) log(m any) {
 	c.mu.Lock()
@@ -122,7 +120,7 @@ func TestTickPostsControlsByShard(t *testing.T) {
 		conns[i] = c
 		j := &msg.Join{Player: uint64(i + 1), Conn: pid, Ghosts: pid, Views: &c.views, ViewWithControl: i != 5}
 		if i < 6 { // 6 and 7 without a Port
-			j.Port = c
+			j.Port = msg.ControlPort{Queue: c.cq, Conn: c}
 		}
 		sys.Root.Send(zpid, j)
 	}

@@ -58,7 +58,7 @@ func BenchmarkZoneTickSync(b *testing.B) {
 		c.views.AcceptRefs()
 		pid, _ := sys.ProcessRegistry.Add(c, "sconn$"+strconv.Itoa(i))
 		j := benchJoin(uint64(i+1), pid, &c.views)
-		c.q, j.Port = benchQueues[i%2], c // Controls by shard, as actors/conn's
+		j.Port = msg.ControlPort{Queue: benchQueues[i%2], Conn: c} // Controls by shard, as actors/conn's
 		a.onJoin(j)
 	}
 	seq := uint64(0)

@@ -26,7 +26,6 @@ type benchConn struct {
 	readies  atomic.Uint64 // ViewReady messages
 	taken    atomic.Uint64 // views taken
 	messages atomic.Uint64
-	q        *msg.ControlQueue // its shard, when it joins with a Port
 }
 
 func (c *benchConn) SendUserMessage(_ *actor.PID, m any) {
@@ -59,16 +58,12 @@ type benchQueue struct{}
 
 func (*benchQueue) PostControls(cs []msg.PortControl) {
 	for _, pc := range cs {
-		pc.Port.(*benchConn).SendUserMessage(nil, pc.Control)
+		pc.Conn.(*benchConn).SendUserMessage(nil, pc.Control)
 	}
 }
 
 // benchQueues are the benchmarks' two shards (a node's GOMAXPROCS here).
 var benchQueues = [2]*msg.ControlQueue{{Taker: &benchQueue{}}, {Taker: &benchQueue{}}}
-
-// ControlQueue implements msg.ControlPort (a Join's Port): the benchConn's
-// shard, set by the benchmark.
-func (c *benchConn) ControlQueue() *msg.ControlQueue { return c.q }
 
 func (c *benchConn) SendSystemMessage(*actor.PID, any) {}
 func (c *benchConn) Stop(*actor.PID)                   {}

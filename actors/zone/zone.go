@@ -491,8 +491,8 @@ func (a *zoneActor) onTick() {
 				if j.ViewWithControl {
 					m.View, nudge = nudge, false
 				}
-				if j.Port != nil {
-					a.ctls.Add(j.Port, m) // posted with its shard's (Flush below)
+				if j.Port.Queue != nil {
+					a.ctls.Add(&j.Port, m) // posted with its shard's (Flush below)
 				} else {
 					a.ctx.Send(j.Conn, m)
 				}
