@@ -501,7 +501,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	c.rareState().floorAt = max(uint64(cp.Epoch), 1)
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),
 		LastApplied: fence, UserData: c.userData, Restore: cp,
 	})
 	// The moves the old owner never reported applied go again: the client
@@ -559,7 +559,7 @@ const maxHeld = 64
 func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
-		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true,
+		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),
 		UserData: c.userData, Restore: cp, EventGen: c.srv.EventGen(),
 	})
 	c.joined, c.resuming = true, false

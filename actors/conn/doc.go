@@ -14,7 +14,9 @@
 //
 //  1. takes every event posted to it since the last round in one swap under
 //     a mutex: the gateway's datagrams (a whole recvmmsg batch per shard in
-//     one post), the zones' Control, Output, Redirect, Kick and ViewReady;
+//     one post), the zones' Control, Output, Redirect, Kick and ViewReady
+//     (a local zone's tick posts its Controls for a shard's connections
+//     in one PostControls: the Join names the Conn as its msg.ControlPort);
 //  2. handles them, one connection at a time;
 //  3. pumps every connection that had an event or whose deadline (a min-heap
 //     of Server.NextDeadlineFor) is due: the session seals all of that

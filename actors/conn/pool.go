@@ -108,6 +108,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	for i := range cfg.Shards {
 		s := &shard{pool: p, id: i, w: cfg.NewWriter(), wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		s.cq.Taker = s
 		s.out = make([]byte, cfg.WriteBatch*udp.MaxDatagram)
 		s.ms = make([]udp.Message, 0, cfg.WriteBatch)
 		p.shards = append(p.shards, s)
@@ -272,6 +273,9 @@ type shard struct {
 	// inputs makes the Inputs of the shard's connections (Conn.input):
 	// the zones' releases come back to it.
 	inputs msg.InputCache
+	// cq is the queue the zones post their ticks' Controls to, a batch
+	// a shard (PostControls; Conn.port).
+	cq msg.ControlQueue
 }
 
 // zoneInputs are the inputs a round has for one zone so far: the first
@@ -358,15 +362,17 @@ func (s *shard) post(c *Conn, m any) {
 		release(m)
 		return
 	}
+	first := len(s.inbox) == 0
 	switch m := m.(type) {
 	case *msg.Control:
-		if o := s.waitingControl(c); o != nil && (m.Epoch == o.Epoch || m.Epoch != 0 && m.Epoch < o.Epoch) {
-			mergeControl(o, m)
-			s.mu.Unlock()
+		merged := s.queueControl(c, m)
+		s.mu.Unlock()
+		if merged {
 			s.pool.counters.ControlsSuperseded.Add(1)
-			return
+		} else if first {
+			s.signal()
 		}
-		c.ctlPost = int32(len(s.inbox) + 1)
+		return
 	case *msg.Datagram:
 	case *msg.Output:
 		// The same owner's events (its zone sends them between its
@@ -381,9 +387,55 @@ func (s *shard) post(c *Conn, m any) {
 		// Redirect must see it handled before the next.
 		c.ctlPost = 0
 	}
-	first := len(s.inbox) == 0
 	s.inbox = append(s.inbox, envelope{c: c, m: m})
 	s.mu.Unlock()
+	if first {
+		s.signal()
+	}
+}
+
+// queueControl files m for c: merged into c's Control still waiting
+// (true), or appended to the inbox. Under mu, the shard not stopping.
+func (s *shard) queueControl(c *Conn, m *msg.Control) (merged bool) {
+	if o := s.waitingControl(c); o != nil && (m.Epoch == o.Epoch || m.Epoch != 0 && m.Epoch < o.Epoch) {
+		mergeControl(o, m)
+		return true
+	}
+	c.ctlPost = int32(len(s.inbox) + 1)
+	s.inbox = append(s.inbox, envelope{c: c, m: m})
+	return false
+}
+
+// port is c as its Joins name it (msg.Join.Port): its Controls come
+// through its shard's queue.
+func (c *Conn) port() msg.ControlPort { return msg.ControlPort{Queue: &c.sh.cq, Conn: c} }
+
+// PostControls implements msg.ControlTaker (the shard's queue, cq): each Control is filed for its
+// connection as post files it (merged into one still waiting, or queued
+// in order), the lot under one lock and with one wake-up. A stopping
+// shard releases them; a stopped connection's are released when handled
+// (Conn.handle), as a Send's.
+func (s *shard) PostControls(cs []msg.PortControl) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		for _, pc := range cs {
+			pc.Control.Release()
+		}
+		return
+	}
+	first := len(s.inbox) == 0
+	merged := 0
+	for _, pc := range cs {
+		if s.queueControl(pc.Conn.(*Conn), pc.Control) {
+			merged++
+		}
+	}
+	first = first && len(s.inbox) > 0
+	s.mu.Unlock()
+	if merged > 0 {
+		s.pool.counters.ControlsSuperseded.Add(uint64(merged))
+	}
 	if first {
 		s.signal()
 	}

@@ -51,3 +51,48 @@ func BenchmarkZoneTickToShard(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/conn")
 }
+
+// BenchmarkZoneTickToShardBatched (informative): BenchmarkZoneTickToShard
+// with the Controls as a zone now posts them to connections that joined
+// with a Port: gathered in a msg.ControlBatch and handed to the shard a
+// MaxControlBatch at a time (PostControls), not one Send each. Compare
+// it with BenchmarkZoneTickToShard of the build before.
+func BenchmarkZoneTickToShardBatched(b *testing.B) {
+	const conns = 1024
+	x := record(b, 1)
+	s, cs := benchShard(b, x, conns)
+	ports := make([]msg.ControlPort, conns) // as their Joins name them
+	for i, c := range cs {
+		c.viewsFlow = true
+		ports[i] = c.port()
+	}
+	now := time.Second
+	tick := uint64(0)
+	var buf []any
+	var batch msg.ControlBatch
+	run := func() {
+		tick++
+		now += 50 * time.Millisecond
+		for i, c := range cs {
+			v := msg.NewView()
+			v.Player, v.Tick = c.player, tick
+			nudge := c.views.Publish(v)
+			buf = tickMsgs(buf[:0], c, tick, nudge)
+			for _, m := range buf {
+				batch.Add(&ports[i], m.(*msg.Control))
+			}
+		}
+		batch.Flush()
+		s.round(now)
+	}
+	for range 4 {
+		run()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		run()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/conn")
+}

@@ -29,7 +29,9 @@
 //	conn ──Join/Leave──────────────▶ zone
 //	conn ──*Input (moves, events)──▶ zone        one per packet with new moves or events, or
 //	conn ──*Inputs─────────────────▶ zone        a connection shard's inputs for the zone from one round
-//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state (and the view's nudge, Control.View)
+//	zone ──*Control────────────────▶ conn        one per tick: last applied move, state (and the view's nudge, Control.View);
+//	                                             to a connection that joined with a Port, a tick's Controls for its
+//	                                             shard in one ControlQueue.PostControls (ControlBatch), not a Send each
 //	zone ──*Output (events)────────▶ conn        when the zone has events for the client
 //	zone ──Redirect / Kick─────────▶ conn        handoff to another zone; removal
 //	zone ──ViewSlot.Publish + ViewReady──▶ conn  newest view supersedes (its ghost manager takes it); a

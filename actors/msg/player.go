@@ -28,6 +28,11 @@ type Join struct {
 	// goes with no Control. Takers that do not set it (a cluster link)
 	// get a ViewReady for every nudge.
 	ViewWithControl bool
+	// Port, when its Queue is set, is Conn as its shard knows it: the
+	// zone posts its tick's Controls there in a batch a connection shard
+	// (ControlBatch), not a Send each. Everything else still goes to
+	// Conn. Unset (a cluster link's Join): each Control is sent to Conn.
+	Port ControlPort
 	// LastApplied is the newest move already applied for this player (0 on a
 	// fresh connection): a zone taking over continues after it.
 	LastApplied uint64

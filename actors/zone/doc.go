@@ -12,7 +12,10 @@
 // connection that joined with msg.Join.ViewWithControl (actors/conn's) the
 // view's nudge rides in the Control (msg.Control.View), one message per
 // player per tick; ViewReady goes only to the others, and for a view with
-// no Control. The views refer to the tick's snapshot and hold a reference
+// no Control. The Controls for connections whose Join names a shard's
+// queue (msg.Join.Port, actors/conn's) go a batch a shard
+// (msg.ControlBatch), posted before the tick's other sends; the others
+// (cluster links) get a Send each. The views refer to the tick's snapshot and hold a reference
 // to it (msg.View.SetSnap): the zone's snapshot writer reuses a snapshot
 // once no view and no ghost table holds it, instead of allocating one
 // every tick. A connection shard sends a zone the inputs of one round in

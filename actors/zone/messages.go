@@ -1,6 +1,7 @@
 package zone
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,8 +27,47 @@ type HandoffEnvelope struct {
 }
 
 // ReplicaEnvelope carries one border replica batch between zone actors.
+// A zone's own (replicaEnvelopes.get) go back to it once the receiving
+// zone is done with them (done); any other receiver (the cluster's
+// proxy) keeps nothing and leaves them to the garbage collector.
 type ReplicaEnvelope struct {
 	Batch sim.ReplicaBatch
+
+	// done: the receiving zone has handled it and holds nothing of it
+	// (set last, by Receive): its sender may fill it again.
+	done atomic.Bool
+}
+
+// replicaEnvelopes are the envelopes a zone sent its neighbours, to reuse
+// once their receivers are done: a zone sent a new one a neighbour a tick.
+// Bounded (maxReplicaEnvelopes): one never done (a receiver that does not
+// mark it, a dead letter) is dropped for a new one in turn. One zone's.
+type replicaEnvelopes struct {
+	sent []*ReplicaEnvelope
+	next int // the entry a full list replaces next
+}
+
+// maxReplicaEnvelopes bounds a zone's envelopes in flight and kept: a few
+// neighbours, each usually done before the next tick.
+const maxReplicaEnvelopes = 16
+
+// get returns an envelope no receiver holds: one of those sent before
+// whose receiver is done, or a new one (kept to come back).
+func (r *replicaEnvelopes) get() *ReplicaEnvelope {
+	for _, e := range r.sent {
+		if e.done.Load() {
+			e.done.Store(false)
+			return e
+		}
+	}
+	e := new(ReplicaEnvelope)
+	if len(r.sent) < maxReplicaEnvelopes {
+		r.sent = append(r.sent, e)
+	} else {
+		r.sent[r.next] = e // the one it held may still be in flight: never reused
+		r.next = (r.next + 1) % maxReplicaEnvelopes
+	}
+	return e
 }
 
 // Teleport moves a player or NPC at once (an admin command): the zone that

@@ -26,7 +26,8 @@ func (c syncCtx) Send(pid *actor.PID, m any) { c.sys.Root.Send(pid, m) }
 
 // BenchmarkZoneTickSync (informative): BenchmarkZoneActor's load — 250
 // players walking in circles with inputs at 30 Hz, 50 NPCs, views as
-// references, connections that take what they are sent — with the zone
+// references, connections on two shards that take what they are sent
+// (their Controls a batch a shard a tick, msg.ControlBatch) — with the zone
 // actor driven on one goroutine and a clock of its own: one iteration is
 // one 50 ms period (three inputs a player every two periods, one tick).
 // Deterministic: run it under callgrind or count instructions to compare
@@ -56,7 +57,9 @@ func BenchmarkZoneTickSync(b *testing.B) {
 		c := &benchConn{}
 		c.views.AcceptRefs()
 		pid, _ := sys.ProcessRegistry.Add(c, "sconn$"+strconv.Itoa(i))
-		a.onJoin(benchJoin(uint64(i+1), pid, &c.views))
+		j := benchJoin(uint64(i+1), pid, &c.views)
+		j.Port = msg.ControlPort{Queue: benchQueues[i%2], Conn: c} // Controls by shard, as actors/conn's
+		a.onJoin(j)
 	}
 	seq := uint64(0)
 	input := func() {

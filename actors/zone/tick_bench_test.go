@@ -52,6 +52,19 @@ func (c *benchConn) take() {
 	}
 }
 
+// benchQueue is a connection shard as the zone sees it (msg.ControlQueue):
+// it hands each Control to its benchConn where it is posted.
+type benchQueue struct{}
+
+func (*benchQueue) PostControls(cs []msg.PortControl) {
+	for _, pc := range cs {
+		pc.Conn.(*benchConn).SendUserMessage(nil, pc.Control)
+	}
+}
+
+// benchQueues are the benchmarks' two shards (a node's GOMAXPROCS here).
+var benchQueues = [2]*msg.ControlQueue{{Taker: &benchQueue{}}, {Taker: &benchQueue{}}}
+
 func (c *benchConn) SendSystemMessage(*actor.PID, any) {}
 func (c *benchConn) Stop(*actor.PID)                   {}
 

@@ -188,6 +188,12 @@ type zoneActor struct {
 	// readies: onTick's scratch, the Joins whose view's nudge goes as a
 	// ViewReady (usually none: the nudge rides in the Control).
 	readies []*msg.Join
+	// ctls: onTick's Controls for connections that take them in batches
+	// (Join.Port), one PostControls a connection shard.
+	ctls msg.ControlBatch
+	// renvs: the border replica envelopes onTick sent, back once their
+	// receivers are done.
+	renvs replicaEnvelopes
 
 	timer   *time.Timer
 	stopped atomic.Bool
@@ -240,7 +246,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
 		a.z.Replicas(a.p.Now(), &m.Batch)
-		m.Batch.Release() // copied: its zone reuses the array
+		m.Batch.Release()  // copied: its zone reuses the array
+		m.done.Store(true) // its zone may fill it again: touch it no more
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
@@ -489,13 +496,21 @@ func (a *zoneActor) onTick() {
 				if j.ViewWithControl {
 					m.View, nudge = nudge, false
 				}
-				a.ctx.Send(j.Conn, m)
+				if j.Port.Queue != nil {
+					a.ctls.Add(&j.Port, m) // posted with its shard's (Flush below)
+				} else {
+					a.ctx.Send(j.Conn, m)
+				}
 			}
 		}
 		if nudge {
 			readies = append(readies, j)
 		}
 	}
+	// The batched Controls before anything else the tick sends a
+	// connection (the ViewReadys below): a connection takes its messages
+	// from a zone in the order the zone made them.
+	a.ctls.Flush()
 	a.m.Controls.Add(uint64(controls))
 	a.m.Views.Add(uint64(views))
 	for _, j := range readies {
@@ -504,7 +519,9 @@ func (a *zoneActor) onTick() {
 	clear(readies)
 	a.readies = readies[:0]
 	for i := range out.Replicas {
-		a.ctx.Send(a.peer(out.Replicas[i].To), &ReplicaEnvelope{Batch: out.Replicas[i]})
+		e := a.renvs.get()
+		e.Batch = out.Replicas[i]
+		a.ctx.Send(a.peer(out.Replicas[i].To), e)
 	}
 	for id, until := range a.awaiting {
 		if a.p.Now() >= until { // the client did not come back: leave as usual
