@@ -43,8 +43,9 @@ type Join struct {
 	// the zone puts the player back as it was instead of at a spawn point.
 	Restore *handoff.Checkpoint
 	// EventGen is the connection's event generation (Input.EventGen; 0:
-	// not known yet, or a cluster link's): while two logins of the player
-	// are both joined, the zone tells their inputs apart by it.
+	// not known yet, or a cluster link's from a node before
+	// PlayerJoin.event_gen): while two logins of the player are both
+	// joined, the zone tells their inputs apart by it.
 	EventGen uint64
 }
 
