@@ -288,11 +288,24 @@ func BenchmarkShardColdRounds(b *testing.B) {
 func BenchmarkShardSteady(b *testing.B) {
 	const conns, warm, steps, batch = 512, 64, 256, 8
 	x := record(b, steps)
-	setup := func() (*shard, []*Conn) { return warmShard(b, x, conns, warm, batch) }
+	runShardSteady(b, x, warm, batch, func() (*shard, []*Conn) { return warmShard(b, x, conns, warm, batch) },
+		func(s *shard, _ int, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
+			roundOf(s, cs, pkts, now, ctl)
+		})
+}
+
+// runShardSteady is the loop of BenchmarkShardSteady and its variants:
+// an op is one connection's step, connections step batch at a time by
+// round (the connections cs, the first at index k0 of setup's) from step
+// warm on, the shard and its connections made again by setup (warmed to
+// step warm) once every connection has taken the recording's steps; then
+// every replay is checked and ns/pkt reported.
+func runShardSteady(b *testing.B, x *recording, warm, batch int, setup func() (*shard, []*Conn),
+	round func(s *shard, k0 int, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.ControlState)) {
 	s, cs := setup()
 	s.pool.sent.Store(0)
 	var ctl move.ControlState
-	ctl.Pos[0] = 0.2 * warm
+	ctl.Pos[0] = 0.2 * float32(warm)
 	i, k, pkts := warm, 0, 0
 	var sent uint64
 	b.ReportAllocs()
@@ -301,24 +314,24 @@ func BenchmarkShardSteady(b *testing.B) {
 		if k == len(cs) {
 			k, i = 0, i+1
 			ctl.Pos[0] += 0.2
-			if i == steps {
+			if i == len(x.steps) {
 				b.StopTimer()
 				sent += s.pool.sent.Load()
 				s, cs = setup()
 				s.pool.sent.Store(0)
 				i = warm
-				ctl.Pos[0] = 0.2 * warm
+				ctl.Pos[0] = 0.2 * float32(warm)
 				b.StartTimer()
 			}
 		}
 		if k%batch == batch-1 {
-			roundOf(s, cs[k+1-batch:k+1], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+			round(s, k+1-batch, cs[k+1-batch:k+1], x.steps[i], time.Duration(i+1)*benchStep, ctl)
 		}
 		pkts += len(x.steps[i])
 		k++
 	}
 	if r := k % batch; r != 0 { // the last connections' steps (b.N not a multiple of batch)
-		roundOf(s, cs[k-r:k], x.steps[i], time.Duration(i+1)*benchStep, ctl)
+		round(s, k-r, cs[k-r:k], x.steps[i], time.Duration(i+1)*benchStep, ctl)
 	}
 	b.StopTimer()
 	sent += s.pool.sent.Load()
@@ -371,7 +384,7 @@ func BenchmarkShardReceiveCold(b *testing.B) {
 	setup := func() (*shard, []*Conn) { return warmShard(b, x, conns, warm, batch) }
 	s, cs := setup()
 	var ctl move.ControlState
-	ctl.Pos[0] = 0.2 * warm
+	ctl.Pos[0] = 0.2 * float32(warm)
 	i, k, pkts := warm, 0, 0
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -383,7 +396,7 @@ func BenchmarkShardReceiveCold(b *testing.B) {
 				b.StopTimer()
 				s, cs = setup()
 				i = warm
-				ctl.Pos[0] = 0.2 * warm
+				ctl.Pos[0] = 0.2 * float32(warm)
 				b.StartTimer()
 			}
 		}
@@ -443,9 +456,7 @@ func BenchmarkShardSteadyServer(b *testing.B) {
 		}
 		return s, cs
 	}
-	s, cs := setup()
-	s.pool.sent.Store(0)
-	round := func(k0 int, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
+	runShardSteady(b, x, warm, batch, setup, func(s *shard, k0 int, cs []*Conn, pkts [][]byte, now time.Duration, ctl move.ControlState) {
 		for _, p := range pkts {
 			for _, c := range cs {
 				src.N = copy(src.Buf, p)
@@ -462,45 +473,5 @@ func BenchmarkShardSteadyServer(b *testing.B) {
 		}
 		cb.Flush()
 		s.round(now)
-	}
-	var ctl move.ControlState
-	ctl.Pos[0] = 0.2 * warm
-	i, k, pkts := warm, 0, 0
-	var sent uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if k == len(cs) {
-			k, i = 0, i+1
-			ctl.Pos[0] += 0.2
-			if i == steps {
-				b.StopTimer()
-				sent += s.pool.sent.Load()
-				s, cs = setup()
-				s.pool.sent.Store(0)
-				i = warm
-				ctl.Pos[0] = 0.2 * warm
-				b.StartTimer()
-			}
-		}
-		if k%batch == batch-1 {
-			round(k+1-batch, cs[k+1-batch:k+1], x.steps[i], time.Duration(i+1)*benchStep, ctl)
-		}
-		pkts += len(x.steps[i])
-		k++
-	}
-	if r := k % batch; r != 0 {
-		round(k-r, cs[k-r:k], x.steps[i], time.Duration(i+1)*benchStep, ctl)
-	}
-	b.StopTimer()
-	sent += s.pool.sent.Load()
-	if sent == 0 {
-		b.Fatal("nothing sent")
-	}
-	for _, c := range cs {
-		if st := c.srv.Stats(); st.Rejected() != 0 {
-			b.Fatalf("replay diverged: %d rejected (%+v)", st.Rejected(), st.Counters)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pkts+int(sent)), "ns/pkt")
+	})
 }

@@ -40,16 +40,7 @@ func BenchmarkZoneTickToShard(b *testing.B) {
 		}
 		s.round(now)
 	}
-	for range 4 {
-		run()
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		run()
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/conn")
+	timeTicks(b, conns, run)
 }
 
 // BenchmarkZoneTickToShardBatched (informative): BenchmarkZoneTickToShard
@@ -85,6 +76,13 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 		batch.Flush()
 		s.round(now)
 	}
+	timeTicks(b, conns, run)
+}
+
+// timeTicks runs a tick benchmark's run (one zone tick to conns
+// connections) four times to warm up, then b.N times timed, and reports
+// ns/conn.
+func timeTicks(b *testing.B, conns int, run func()) {
 	for range 4 {
 		run()
 	}
