@@ -1296,9 +1296,10 @@ func (a *zoneActor) keepJoin(j *msg.Join) bool {
 // fails) and the client kicked, and while forwarding it spawned the
 // player afresh beside the new owner: two owners. What was kept for the
 // player while it was frozen is settled with it (retryLeave: this Join in
-// place of one kept, the Join first, a kept Leave after it). A restore from a record newer than the handoff (the player came
-// back here since, or its new owner's node died and the record put it
-// back elsewhere) is not this handoff's: onJoin restores it as before.
+// place of one kept, the Join first, a kept Leave after it). A restore
+// from a record newer than the handoff (the player came back here since,
+// or its new owner's node died and the record put it back elsewhere) is
+// not this handoff's: onJoin restores it as before.
 func (a *zoneActor) joinAway(j *msg.Join) bool {
 	ph, ep, _ := a.z.Handoffs().Status(j.Player)
 	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
