@@ -23,24 +23,7 @@ func BenchmarkZoneTickToShard(b *testing.B) {
 		procs[i] = &proc{c: c}
 		c.viewsFlow = true
 	}
-	now := time.Second
-	tick := uint64(0)
-	var buf []any
-	run := func() {
-		tick++
-		now += 50 * time.Millisecond
-		for i, c := range cs {
-			v := msg.NewView()
-			v.Player, v.Tick = c.player, tick
-			nudge := c.views.Publish(v)
-			buf = tickMsgs(buf[:0], c, tick, nudge)
-			for _, m := range buf {
-				procs[i].SendUserMessage(nil, m)
-			}
-		}
-		s.round(now)
-	}
-	timeTicks(b, conns, run)
+	timeTicks(b, s, cs, func(i int, m any) { procs[i].SendUserMessage(nil, m) }, nil)
 }
 
 // BenchmarkZoneTickToShardBatched (informative): BenchmarkZoneTickToShard
@@ -57,10 +40,18 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 		c.viewsFlow = true
 		ports[i] = c.port()
 	}
+	var batch msg.ControlBatch
+	timeTicks(b, s, cs, func(i int, m any) { batch.Add(&ports[i], m.(*msg.Control)) }, batch.Flush)
+}
+
+// timeTicks times zone ticks to the connections cs of shard s: each
+// tick publishes every connection's view and hands its tick messages
+// (tickMsgs) to post, then flush (if any), then runs the shard's round.
+// Four ticks warm up; b.N are timed, reported as ns/conn.
+func timeTicks(b *testing.B, s *shard, cs []*Conn, post func(i int, m any), flush func()) {
 	now := time.Second
 	tick := uint64(0)
 	var buf []any
-	var batch msg.ControlBatch
 	run := func() {
 		tick++
 		now += 50 * time.Millisecond
@@ -70,19 +61,14 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 			nudge := c.views.Publish(v)
 			buf = tickMsgs(buf[:0], c, tick, nudge)
 			for _, m := range buf {
-				batch.Add(&ports[i], m.(*msg.Control))
+				post(i, m)
 			}
 		}
-		batch.Flush()
+		if flush != nil {
+			flush()
+		}
 		s.round(now)
 	}
-	timeTicks(b, conns, run)
-}
-
-// timeTicks runs a tick benchmark's run (one zone tick to conns
-// connections) four times to warm up, then b.N times timed, and reports
-// ns/conn.
-func timeTicks(b *testing.B, conns int, run func()) {
 	for range 4 {
 		run()
 	}
@@ -92,5 +78,5 @@ func timeTicks(b *testing.B, conns int, run func()) {
 		run()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*conns), "ns/conn")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(cs)), "ns/conn")
 }
