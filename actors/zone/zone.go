@@ -1434,10 +1434,15 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	now := a.p.Now()
 	id := env.Msg.Entity
-	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
+	owned := a.z.Handoffs().Owns(id)
+	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit && !owned) {
+		// Not a Commit's for a player owned here: a late copy (resent
+		// before the CommitAck reached its zone; across processes every
+		// copy once the record is written) carries the Join the old zone
+		// kept, and took the player's connection back to an older login
+		// after a newer one had taken the player over here.
 		a.setJoinFor(id, env.Join)
 	}
-	owned := a.z.Handoffs().Owns(id)
 	a.z.Handoff(now, env.Msg)
 	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
 		if env.Force {
