@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,7 +146,8 @@ type recordCommit struct {
 	// online, nobody behind it; it spawned the player afresh for a Join (a
 	// newer login, actors/zone joinAway), then refused the Commit — the
 	// handed-off state lost, the old zone's Commit never acknowledged.
-	// Bounded by maxBehind: past it they go on as before.
+	// Bounded by maxBehind (holdBehindCommit: the oldest Teleport gives
+	// way, else the newcomer is dropped; never sent on ahead).
 	behind []any
 }
 
@@ -154,7 +156,16 @@ type recordCommit struct {
 const maxBehind = 16
 
 // holdBehindCommit holds m, an item for zoneID, if it is about a player
-// whose Commit to zoneID is waiting for its record write (recordCommit.behind).
+// whose Commit to zoneID is waiting for its record write
+// (recordCommit.behind); it reports whether it took m.
+//
+// Full (maxBehind), the oldest Teleport held gives way (an admin move: a
+// later one, or the player's own moves, overrides it), else m is dropped.
+// Either is counted (DroppedBehindCommit). Sent on, it overtook the Commit
+// (a Leave dropped by a zone that did not own the player yet, a Join
+// spawning it afresh); dropped, a Leave is still kept by the old zone until
+// the CommitAck (actors/zone unackedCommit) and a Join's connection looks
+// its record up again when no Control comes.
 func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	var player uint64
 	switch x := m.(type) {
@@ -170,10 +181,19 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	c, ok := b.commits[player]
-	if !ok || c.written || c.zone != zoneID || len(c.behind) >= maxBehind {
+	if !ok || c.written || c.zone != zoneID {
 		return false
 	}
-	c.behind = append(c.behind, m)
+	if len(c.behind) >= maxBehind {
+		b.m.DroppedBehindCommit.Add(1)
+		i := slices.IndexFunc(c.behind, func(m any) bool { _, ok := m.(*zone.Teleport); return ok })
+		if i < 0 {
+			return true // dropped
+		}
+		c.behind = append(slices.Delete(c.behind, i, i+1), m)
+	} else {
+		c.behind = append(c.behind, m)
+	}
 	b.commits[player] = c
 	b.m.HeldBehindCommit.Add(1)
 	return true
@@ -212,16 +232,16 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 			}
 		}
 	}
-	if ok && !c.written && len(c.behind) > 0 {
+	var behind []any
+	if ok && !c.written {
 		// Another Commit of the player takes the place of one still
-		// being written: what waited behind that one goes on now (its
-		// write will find the entry gone).
-		pid := b.zonePID(c.zone)
-		for _, m := range c.behind {
-			b.cfg.Sys.Root.Send(pid, m)
-		}
+		// being written (its write will find the entry gone): what waited
+		// behind that one waits behind this one, and goes where the
+		// player goes. Sent on to the first one's zone, it reached a zone
+		// that did not own the player (a Join spawned it afresh there).
+		behind = c.behind
 	}
-	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env}
+	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env, behind: behind}
 	return commitNew
 }
 
@@ -803,6 +823,10 @@ type Metrics struct {
 	// HeldBehindCommit: Joins, Leaves and Teleports for a player whose
 	// Commit here waited for its record write, delivered after it.
 	HeldBehindCommit atomic.Uint64
+	// DroppedBehindCommit: items for a player whose Commit here waited
+	// for its record write dropped rather than sent on ahead of it (past
+	// maxBehind).
+	DroppedBehindCommit atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).
