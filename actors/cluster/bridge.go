@@ -123,10 +123,12 @@ type Bridge struct {
 	commits map[uint64]recordCommit
 
 	// bg: the goroutines reading refused Commits' records back
-	// (readRefused); life ends with Close, which waits for them.
-	bg   sync.WaitGroup
-	life context.Context
-	end  context.CancelFunc
+	// (readRefused); life ends with Close, which waits for them. closing
+	// (under cmu): Close has begun, none is started any more.
+	bg      sync.WaitGroup
+	life    context.Context
+	end     context.CancelFunc
+	closing bool
 }
 
 // recordCommit is the player record write a cross-process Commit needs
@@ -330,6 +332,10 @@ func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool,
 	}
 	if !ok {
 		b.m.RecordRefused.Add(1)
+		if b.closing {
+			delete(b.commits, player)
+			return
+		}
 		c.reading = true
 		b.commits[player] = c
 		b.bg.Add(1)
@@ -527,6 +533,9 @@ func (b *Bridge) Close() {
 	for _, l := range links {
 		_ = b.cfg.Sys.Root.StopFuture(l.pid).Wait()
 	}
+	b.cmu.Lock()
+	b.closing = true // no read-back starts after the Wait below
+	b.cmu.Unlock()
 	if b.end != nil {
 		b.end()
 	}
