@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/proto/pbconv"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
@@ -118,6 +121,14 @@ type Bridge struct {
 	// Commit this node took for it (recordCommit).
 	cmu     sync.Mutex
 	commits map[uint64]recordCommit
+
+	// bg: the goroutines reading refused Commits' records back
+	// (readRefused); life ends with Close, which waits for them. closing
+	// (under cmu): Close has begun, none is started any more.
+	bg      sync.WaitGroup
+	life    context.Context
+	end     context.CancelFunc
+	closing bool
 }
 
 // recordCommit is the player record write a cross-process Commit needs
@@ -131,6 +142,10 @@ type recordCommit struct {
 	zone    string
 	epoch   uint64 // the player's epoch in zone once it takes it
 	written bool   // false: in flight
+	// reading: the write was refused; the record is being read back
+	// (readRefused). Copies are coalesced and items held meanwhile, as
+	// while the write was in flight.
+	reading bool
 	at      time.Time
 	// newest is the newest copy of the Commit that came while the write was
 	// in flight: the write delivers it, not the first copy, which may be
@@ -145,16 +160,47 @@ type recordCommit struct {
 	// online, nobody behind it; it spawned the player afresh for a Join (a
 	// newer login, actors/zone joinAway), then refused the Commit — the
 	// handed-off state lost, the old zone's Commit never acknowledged.
-	// Bounded by maxBehind: past it they go on as before.
+	// Bounded by maxBehind (holdBehindCommit: the oldest Teleport gives
+	// way, else the newcomer is dropped; never sent on ahead).
 	behind []any
+	// refused, when set: the record read back names a newer owner. This
+	// Commit can never be written (the record's compare-and-set only
+	// moves forward): its copies are dropped, and what comes for the
+	// player's zone about the player follows the record (follow), for
+	// refusedKeep. A pointer: rare, and the entry stays 96 bytes.
+	refused *recordOwner
+}
+
+// recordOwner is whom a player's record names: zone at epoch, with the
+// record's checkpoint (nil: none).
+type recordOwner struct {
+	zone  string
+	epoch uint64
+	cp    *handoff.Checkpoint
 }
 
 // maxBehind bounds what one player's Commit holds back (a passed-on
 // Join, Leave, a Teleport or two).
 const maxBehind = 16
 
+// refusedKeep is how long a Commit refused for good sends what comes for
+// its player on to the record's owner: as long as the old zone passes
+// things on (its forwarding record lives handoff ForwardTTL, 15 s in a
+// cluster).
+const refusedKeep = 20 * time.Second
+
 // holdBehindCommit holds m, an item for zoneID, if it is about a player
-// whose Commit to zoneID is waiting for its record write (recordCommit.behind).
+// whose Commit to zoneID is waiting for its record write (recordCommit.behind),
+// or sends it on to the record's owner if that write was refused for
+// good (follow); it reports whether it took m.
+//
+// Full (maxBehind), the oldest Teleport held gives way (an admin move: a
+// later one, or the player's own moves, overrides it), else m is dropped.
+// Either is counted (DroppedBehindCommit). Sent on, it overtook the Commit
+// (a Leave dropped by a zone that did not own the player yet, a Join
+// spawning it afresh); dropped, a Leave is still kept by the old zone until
+// the CommitAck (actors/zone unackedCommit) and a Join's connection looks
+// its record up again when no Control comes.
 func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	var player uint64
 	switch x := m.(type) {
@@ -170,13 +216,54 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	c, ok := b.commits[player]
-	if !ok || c.written || c.zone != zoneID || len(c.behind) >= maxBehind {
+	if !ok || c.written || c.zone != zoneID {
 		return false
 	}
-	c.behind = append(c.behind, m)
+	if c.refused != nil {
+		if time.Since(c.at) > refusedKeep {
+			return false
+		}
+		b.follow(&c, m)
+		return true
+	}
+	if len(c.behind) >= maxBehind {
+		b.m.DroppedBehindCommit.Add(1)
+		i := slices.IndexFunc(c.behind, func(m any) bool { _, ok := m.(*zone.Teleport); return ok })
+		if i < 0 {
+			return true // dropped
+		}
+		c.behind = append(slices.Delete(c.behind, i, i+1), m)
+	} else {
+		c.behind = append(c.behind, m)
+	}
 	b.commits[player] = c
 	b.m.HeldBehindCommit.Add(1)
 	return true
+}
+
+// follow sends m, an item for the zone of c, a Commit refused for good,
+// on to the zone the player's record names (c.refused): the zone that
+// should own the player, or its proxy. A Join that came from a record
+// lookup of its own (Restore) restores from the record read back instead,
+// as the connection's own lookup would (actors/conn relook), and its
+// connection — redirected to c's zone by the old zone that passed it on —
+// is redirected to the owner at the record's epoch. cmu held.
+func (b *Bridge) follow(c *recordCommit, m any) {
+	o := c.refused
+	pid := b.zonePID(o.zone)
+	if j, ok := m.(*msg.Join); ok {
+		if j.Restore != nil && o.cp != nil {
+			cp := *j // j may be the connection's own (localJoin): never changed
+			cp.Restore = o.cp
+			j = &cp
+		}
+		m = j
+		if j.Conn != nil {
+			b.cfg.Sys.Root.Send(j.Conn, &msg.Redirect{Player: j.Player, Zone: pid, Epoch: o.epoch})
+		}
+	}
+	b.cfg.Sys.Root.Send(pid, m)
+	b.m.FollowedRecord.Add(1)
 }
 
 // Commit states for a cross-process Commit (commitFor).
@@ -184,6 +271,7 @@ const (
 	commitNew      = iota // write the record, then deliver
 	commitInFlight        // a copy's write is in flight: drop this one
 	commitWritten         // the record names zone at epoch: deliver
+	commitRefused         // the record names a newer owner: drop this one
 )
 
 // commitFor reports what to do with a copy of a Commit of player to zone
@@ -195,6 +283,9 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 	if ok && c.zone == zoneID && c.epoch == epoch {
 		if c.written {
 			return commitWritten
+		}
+		if c.refused != nil {
+			return commitRefused
 		}
 		if c.newest == nil || env.Msg.Sent > c.newest.Msg.Sent {
 			c.newest = env
@@ -212,63 +303,128 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 			}
 		}
 	}
-	if ok && !c.written && len(c.behind) > 0 {
+	var behind []any
+	if ok && !c.written && c.refused == nil {
 		// Another Commit of the player takes the place of one still
-		// being written: what waited behind that one goes on now (its
-		// write will find the entry gone).
-		pid := b.zonePID(c.zone)
-		for _, m := range c.behind {
-			b.cfg.Sys.Root.Send(pid, m)
-		}
+		// being written (its write will find the entry gone): what waited
+		// behind that one waits behind this one, and goes where the
+		// player goes. Sent on to the first one's zone, it reached a zone
+		// that did not own the player (a Join spawned it afresh there).
+		behind = c.behind
 	}
-	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env}
+	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env, behind: behind}
 	return commitNew
 }
 
-// commitDone records the outcome of a Commit's record write: written, or
-// forgotten (the next copy tries again). Written, the newest copy that came
-// while the write was in flight goes to the zone (env when none did), then
-// what waited behind it; not written, only what waited (the zone does with
-// it what it would have). Sent under cmu: an item that comes meanwhile is
-// held until then, or finds the Commit sent (never overtakes it). A newer
-// Commit of the player that took the entry's place sends nothing here.
+// commitDone records the outcome of a Commit's record write. Written, the
+// newest copy that came while the write was in flight goes to the zone
+// (env when none did), then what waited behind it. Sent under cmu: an
+// item that comes meanwhile is held until then, or finds the Commit sent
+// (never overtakes it). Not written, the record is read back
+// (readRefused) and what waited stays held until it is. A newer Commit of
+// the player that took the entry's place sends nothing here.
 func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool, env *zone.HandoffEnvelope) {
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
 	c, have := b.commits[player]
-	if !have || c.zone != zoneID || c.epoch != epoch {
+	if !have || c.zone != zoneID || c.epoch != epoch || c.reading || c.refused != nil {
 		return // a newer Commit of the player took its place
 	}
-	pid := b.zonePID(zoneID)
-	if ok {
-		if c.newest != nil {
-			env = c.newest
-		}
-		// The record now names this zone at epoch: the write is the
-		// commit, and the zone must take the player however old the
-		// copy. A write slower than the source's CommitGiveUp plus the
-		// zone's MaxAge (a busy KV: seconds a round trip at load, behind
-		// the writer's queue) delivered a copy the zone dropped as stale;
-		// the source resent no more, and the player was owned nowhere,
-		// its record online at the new epoch without a checkpoint. The
-		// write's compare-and-set is the fence MaxAge stands for: it
-		// succeeds only while no newer owner is recorded.
-		env.Msg.Sent = max(env.Msg.Sent, b.cfg.Now())
-		b.cfg.Sys.Root.Send(pid, env)
-		c.written, c.newest = true, nil
-	} else {
+	if !ok {
 		b.m.RecordRefused.Add(1)
+		if b.closing {
+			delete(b.commits, player)
+			return
+		}
+		c.reading = true
+		b.commits[player] = c
+		b.bg.Add(1)
+		go b.readRefused(player, zoneID, epoch)
+		return
 	}
+	pid := b.zonePID(zoneID)
+	if c.newest != nil {
+		env = c.newest
+	}
+	// The record now names this zone at epoch: the write is the
+	// commit, and the zone must take the player however old the
+	// copy. A write slower than the source's CommitGiveUp plus the
+	// zone's MaxAge (a busy KV: seconds a round trip at load, behind
+	// the writer's queue) delivered a copy the zone dropped as stale;
+	// the source resent no more, and the player was owned nowhere,
+	// its record online at the new epoch without a checkpoint. The
+	// write's compare-and-set is the fence MaxAge stands for: it
+	// succeeds only while no newer owner is recorded.
+	env.Msg.Sent = max(env.Msg.Sent, b.cfg.Now())
+	b.cfg.Sys.Root.Send(pid, env)
+	c.written, c.newest = true, nil
 	for _, m := range c.behind {
 		b.cfg.Sys.Root.Send(pid, m)
 	}
 	c.behind = nil
-	if ok {
-		b.commits[player] = c
-	} else {
-		delete(b.commits, player)
-	}
+	b.commits[player] = c
 }
+
+// readRefused reads back the record of player, whose Commit to zoneID at
+// epoch was not written (off the writer goroutine; Close waits for it),
+// and settles what waited behind the Commit:
+//
+//   - the record names a newer owner (an epoch above the Commit's, or
+//     the Commit's with another zone: a real conflict, a split brain):
+//     the Commit can never be written. What waited follows the player
+//     there (follow), and so does what comes later (refusedKeep); the
+//     Commit's copies are dropped. Before, it went on to zoneID, which
+//     did not own the player: a Join spawned it afresh there, a second
+//     owner beside the record's.
+//   - otherwise (an older record: a KV error, a full queue, a lost lease;
+//     or no answer): a later copy of the Commit may still be written, and
+//     is tried afresh. What waited is dropped, counted
+//     (DroppedBehindCommit), never sent to a zone that does not own the
+//     player: a Leave is kept by the old zone until the CommitAck or its
+//     forwarding record's expiry (actors/zone unackedCommit), a Join's
+//     connection looks its record up again (no Control comes).
+func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
+	defer b.bg.Done()
+	life := b.life
+	if life == nil {
+		life = context.Background() // a Bridge not made by NewBridge (tests)
+	}
+	ctx, cancel := context.WithTimeout(life, recordReadTimeout)
+	rec, err := b.cfg.Players.Record(ctx, player)
+	cancel()
+	b.cmu.Lock()
+	defer b.cmu.Unlock()
+	c, have := b.commits[player]
+	if !have || c.zone != zoneID || c.epoch != epoch || !c.reading {
+		return // a newer Commit of the player took its place
+	}
+	behind := c.behind
+	c.reading, c.behind, c.newest = false, nil, nil
+	if err != nil || rec == nil || !ValidID(rec.GetZone()) ||
+		rec.GetEpoch() < epoch || rec.GetEpoch() == epoch && rec.GetZone() == zoneID {
+		if len(behind) > 0 {
+			b.m.DroppedBehindCommit.Add(uint64(len(behind)))
+			b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped",
+				"player", player, "zone", zoneID, "epoch", epoch, "items", len(behind), "err", err)
+		}
+		delete(b.commits, player)
+		return
+	}
+	o := &recordOwner{zone: rec.GetZone(), epoch: rec.GetEpoch()}
+	if rec.GetCheckpoint() != nil {
+		if cp, err := pbconv.CheckpointFromProto(rec.GetCheckpoint(), rec.GetEpoch()); err == nil && cp.Entity == player {
+			o.cp = cp
+		}
+	}
+	c.refused, c.at = o, time.Now()
+	for _, m := range behind {
+		b.follow(&c, m)
+	}
+	b.commits[player] = c
+}
+
+// recordReadTimeout bounds the read of a refused Commit's record.
+const recordReadTimeout = 2 * time.Second
 
 // NewBridge subscribes to this node's connection subject.
 func NewBridge(cfg Config) (*Bridge, error) {
@@ -284,6 +440,7 @@ func NewBridge(cfg Config) (*Bridge, error) {
 	b := &Bridge{cfg: cfg, m: cfg.Metrics, log: cfg.Log, served: map[string]*nats.Subscription{},
 		links: map[string]*link{}, locals: map[uint64]*msg.Join{}, warned: map[string]bool{}, bases: map[uint64]*viewBase{},
 		outs: map[uint64]*actor.PID{}, ins: map[uint64]*arqIn{}}
+	b.life, b.end = context.WithCancel(context.Background())
 	b.streams.Store(uint64(time.Now().UnixNano()))
 	if b.m == nil {
 		b.m = new(Metrics)
@@ -376,6 +533,13 @@ func (b *Bridge) Close() {
 	for _, l := range links {
 		_ = b.cfg.Sys.Root.StopFuture(l.pid).Wait()
 	}
+	b.cmu.Lock()
+	b.closing = true // no read-back starts after the Wait below
+	b.cmu.Unlock()
+	if b.end != nil {
+		b.end()
+	}
+	b.bg.Wait()
 }
 
 // warnOnce logs a problem the first time it is seen per key (hostile or
@@ -697,6 +861,8 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 				root.Send(pid, env) // the zone acknowledges it again
 			case commitInFlight:
 				b.m.CommitsCoalesced.Add(1)
+			case commitRefused:
+				b.m.RecordRefused.Add(1)
 			default:
 				b.cfg.Players.Commit(player, zoneID, epoch, func(ok bool) {
 					b.commitDone(player, zoneID, epoch, ok, env)
@@ -803,6 +969,15 @@ type Metrics struct {
 	// HeldBehindCommit: Joins, Leaves and Teleports for a player whose
 	// Commit here waited for its record write, delivered after it.
 	HeldBehindCommit atomic.Uint64
+	// FollowedRecord: items held behind a Commit whose record write was
+	// refused for good (the record names a newer owner), sent on to the
+	// zone the record names instead (refusedCommit).
+	FollowedRecord atomic.Uint64
+	// DroppedBehindCommit: items for a player whose Commit here waited
+	// for its record write dropped rather than sent on ahead of it: past
+	// maxBehind, or held behind a write that failed (not refused by a
+	// newer owner: a later copy of the Commit is tried afresh).
+	DroppedBehindCommit atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).

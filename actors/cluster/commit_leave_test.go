@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +22,15 @@ import (
 // gatedKV is a players bucket whose first read of one key waits until
 // open is closed (or its context ends): a Commit's record write held as
 // long as a test needs, as a busy KV holds it for seconds under load.
+// The reads of key from then on fail while fail counts down (a busy KV's
+// timed-out round trips).
 type gatedKV struct {
 	jetstream.KeyValue
 	key     string
 	reached chan struct{} // closed when the first read of key waits
 	open    chan struct{}
 	once    sync.Once
+	fail    atomic.Int64
 }
 
 func newGatedKV(kv jetstream.KeyValue, key string) *gatedKV {
@@ -43,6 +47,9 @@ func (g *gatedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry,
 			case <-g.open:
 			case <-ctx.Done():
 			}
+		}
+		if g.fail.Add(-1) >= 0 {
+			return nil, errBusyKV
 		}
 	}
 	return g.KeyValue.Get(ctx, key)

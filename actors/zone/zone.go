@@ -956,6 +956,15 @@ func (a *zoneActor) placed(id uint64, join bool) {
 
 // passOn forwards a message about an entity this zone handed away to the
 // zone it went to; it reports whether it did.
+//
+// In one process what it passes on cannot overtake the Commit: the Commit
+// went first from this actor with the handoff priority (zonePriority), m
+// goes after it at the default one, and the new owner's mailbox takes the
+// higher priority first; nothing waits between them (the acquisition's
+// record is written after the zone takes the player, asynchronously).
+// Across processes the Commit waits for its record write on the new
+// owner's node, and the bridge there holds what follows it
+// (actors/cluster holdBehindCommit).
 func (a *zoneActor) passOn(id uint64, m any) bool {
 	ph, _, peer := a.z.Handoffs().Status(id)
 	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
@@ -1434,10 +1443,15 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	now := a.p.Now()
 	id := env.Msg.Entity
-	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
+	owned := a.z.Handoffs().Owns(id)
+	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit && !owned) {
+		// Not a Commit's for a player owned here: a late copy (resent
+		// before the CommitAck reached its zone; across processes every
+		// copy once the record is written) carries the Join the old zone
+		// kept, and took the player's connection back to an older login
+		// after a newer one had taken the player over here.
 		a.setJoinFor(id, env.Join)
 	}
-	owned := a.z.Handoffs().Owns(id)
 	a.z.Handoff(now, env.Msg)
 	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
 		if env.Force {
