@@ -1434,10 +1434,16 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	now := a.p.Now()
 	id := env.Msg.Entity
-	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
+	owned := a.z.Handoffs().Owns(id)
+	// A copy that comes once the player is here (a Commit resent before
+	// its CommitAck reached the source) carries the Join the player was
+	// handed with: a newer login may have taken it over since, and that
+	// Join set again sent the player's Controls and Outputs to the older
+	// connection while the newer played it (its moves never acknowledged:
+	// TestResentCommitAfterATakeoverKeepsTheNewerLogin).
+	if env.Join != nil && !owned && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
 		a.setJoinFor(id, env.Join)
 	}
-	owned := a.z.Handoffs().Owns(id)
 	a.z.Handoff(now, env.Msg)
 	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
 		if env.Force {
