@@ -651,10 +651,15 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			b.m.Unknown.Add(1)
 			return nil, nil
 		}
-		join := b.joinFor(j.GetPlayer(), gw, tag, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...), j.GetEventGen())
-		if join != nil {
-			join.Restore = restore
+		if gw == "" {
+			// A batch naming no sender, for a Join naming no gateway: no
+			// node to send the zone's answers to. (joinFor's nil, returned
+			// as a typed nil, reached the bridge's hold and the zone as a
+			// non-nil message: FuzzZoneBatch's join-no-gateway panicked.)
+			return nil, fmt.Errorf("join of player %d names no gateway node", j.GetPlayer())
 		}
+		join := b.joinFor(j.GetPlayer(), gw, tag, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...), j.GetEventGen())
+		join.Restore = restore
 		return join, nil
 	case *pb.ZoneItem_Leave:
 		l := x.Leave
