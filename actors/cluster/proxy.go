@@ -369,7 +369,9 @@ func (p *linkProcess) SendUserMessage(pid *actor.PID, m any) {
 			m = &toConn{tag: tag, m: m}
 		}
 	}
-	p.ref().SendUserMessage(p.actor, m)
+	// Through the actor's PID, which caches its process (a registry
+	// lookup hashes the name under a lock: every Control of the link).
+	p.sys.Root.Send(p.actor, m)
 }
 
 func (p *linkProcess) SendSystemMessage(_ *actor.PID, m any) {
