@@ -945,6 +945,9 @@ type Metrics struct {
 	Errors     atomic.Uint64 // encode or publish failures
 	NoOwner    atomic.Uint64 // messages for a zone nobody owns (dropped)
 	Unknown    atomic.Uint64 // connection updates for a player with no connection here
+	// ConnGone: connection updates naming (by its tag) a connection of the
+	// player here that has gone, while the player has another (localTo).
+	ConnGone atomic.Uint64
 	// ViewGaps: packed views dropped because the view they are relative to
 	// never arrived (a lost message, a restarted peer); the stream
 	// recovers at its next keyframe.

@@ -295,6 +295,15 @@ func FuzzZoneBatch(f *testing.F) {
 		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 7, Conn: "link-n1", GatewayNode: "n1.x"}}},
 	}})
 	f.Add(passed)
+	// Connection updates naming a connection by its tag (ControlUpdate,
+	// Redirect, ConnKick, EventsOut conn_tag): none, one never here, the
+	// largest.
+	tagged, _ := proto.Marshal(&pb.ConnBatch{FromNode: "n2",
+		Controls:  []*pb.ControlUpdate{{Player: 3, ConnTag: 9}, {Player: 3}},
+		Redirects: []*pb.Redirect{{Player: 3, Zone: "z", Epoch: 2, ConnTag: 1 << 31}},
+		Kicks:     []*pb.ConnKick{{Player: 3, Reason: 2, ConnTag: 0xffffffff}},
+		Outputs:   []*pb.EventsOut{{Player: 3, ConnTag: 9, Events: []*pb.GameEvent{{Class: 1, Payload: []byte("e")}}}}})
+	f.Add(tagged)
 	// On a reliable stream: the first of it, one after a gap, a duplicate.
 	for _, seq := range []uint64{1, 5, 1} {
 		s, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Stream: 77, Seq: seq, Floor: 1,

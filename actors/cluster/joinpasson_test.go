@@ -88,6 +88,14 @@ var slowOffers = sim.Config{Handoff: handoff.Config{OfferTimeout: 10 * time.Seco
 // route, was dropped there).
 func loginMidHandoff(t *testing.T, nodes [3]*benchNode, from, to int, player uint64, into [3]float32, join *msg.Join) {
 	t.Helper()
+	loginMidHandoffThen(t, nodes, from, to, player, into, join, nil)
+}
+
+// loginMidHandoffThen is loginMidHandoff calling then, when not nil, once
+// x1z0 has the Join and before the target zone is let go: the player is
+// still frozen in x1z0, the Join kept there.
+func loginMidHandoffThen(t *testing.T, nodes [3]*benchNode, from, to int, player uint64, into [3]float32, join *msg.Join, then func()) {
+	t.Helper()
 	in, out := make(chan struct{}), make(chan struct{})
 	target := nodes[to]
 	var zid string
@@ -119,6 +127,9 @@ func loginMidHandoff(t *testing.T, nodes [3]*benchNode, from, to int, player uin
 	waitFor(t, 5*time.Second, "x1z0 to have the Join", func() bool { return nodes[1].m.TeleportsDropped.Load() > dropped })
 	if e, ok := entityIn(t, nodes[1], player); !ok || !e.Frozen {
 		t.Fatalf("the player is not frozen in x1z0 when the newer login's Join comes: %+v", e)
+	}
+	if then != nil {
+		then()
 	}
 }
 
@@ -344,4 +355,60 @@ func TestPassedOnJoinNamesItsConnection(t *testing.T) {
 			t.Fatal("the dropped Join was not counted")
 		}
 	})
+}
+
+// A newer login's Join reaches x1z0 (n2) while it hands the player to a
+// zone on another node, and is kept there until the handoff completes
+// (TestLoginDuringAHandoffAcrossNodesReachesItsConnection); meanwhile the
+// newer login's client plays on, and its inputs reach x1z0, its route
+// until the Redirect. x1z0 must hold them (they are the kept Join's, by
+// its event generation) and pass them on behind the Join: the new owner
+// takes the player over for the newer login, applies its moves and
+// echoes its events to it. Before, x1z0 applied them as the older
+// connection's: the moves were taken in the older's numbering, the echo
+// went to the older login and the newer never had it.
+func TestKeptLoginsInputsGoOnBehindItsJoin(t *testing.T) {
+	nodes := lineNodesSim(t, slowOffers, nil)
+	n1, n3 := nodes[0], nodes[2]
+	const genOld, genNew = 0x01d, 0x0f2e54
+	for i, tc := range []struct {
+		name string
+		node int
+		zone string
+		into [3]float32
+	}{
+		{"to the newer login's gateway's node", passOnTargets[0].node, passOnTargets[0].zone, passOnTargets[0].into},
+		{"to a third node", passOnTargets[1].node, passOnTargets[1].zone, passOnTargets[1].into},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			player := uint64(1200 + i)
+			older := newLoginConn(n1.sys, actor.NewPID(n1.sys.Address(), zone.ActorName("x1z0")))
+			older.gen = genOld
+			n1.sys.Root.Send(older.route, older.join(n1.sys, player))
+			older.send(n1.sys, player, []uint64{1, 2}, 1, 2)
+			waitFor(t, 3*time.Second, "the older login's echoes e1, e2", func() bool { return len(older.echoed()) == 2 })
+			newer := newLoginConn(n3.sys, actor.NewPID(n3.sys.Address(), zone.ActorName("x1z0")))
+			newer.gen = genNew
+			forwarded := nodes[1].m.Forwarded.Load()
+			loginMidHandoffThen(t, nodes, 2, tc.node, player, tc.into, newer.join(n3.sys, player), func() {
+				// Behind the Join on the same route: x1z0 has it once a
+				// Teleport of nobody behind it was dropped there.
+				dropped := nodes[1].m.TeleportsDropped.Load()
+				newer.send(n3.sys, player, []uint64{1}, 1, 1)
+				n3.sys.Root.Send(newer.route, &zone.Teleport{Entity: 1 << 40, Pos: tc.into})
+				waitFor(t, 5*time.Second, "x1z0 to have the newer login's input", func() bool {
+					return nodes[1].m.TeleportsDropped.Load() > dropped
+				})
+			})
+			waitPassedOn(t, nodes, player, forwarded)
+			newer.routedTo(t, tc.zone, "the newer login (by x1z0)")
+			waitFor(t, 5*time.Second, "the newer login's echo e1 and move 1", func() bool {
+				_, applied, _ := newer.state()
+				return slices.Equal(newer.echoed(), []string{"e1"}) && applied >= 1
+			})
+			if got := older.echoed(); !slices.Equal(got, []string{"e1", "e2"}) {
+				t.Errorf("the older login was echoed %q, want only its own [e1 e2]", got)
+			}
+		})
+	}
 }

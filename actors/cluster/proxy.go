@@ -183,8 +183,12 @@ func (p *zoneProxy) flush() {
 // Kicks and events, as they would a local connection, and it publishes
 // them, batched, to that node.
 type link struct {
-	pid  *actor.PID
-	node string
+	// pid is the name zones hold for the node's connections (linkProcess:
+	// tagged copies of it name one connection each); actor is the link
+	// actor behind it.
+	pid   *actor.PID
+	actor *actor.PID
+	node  string
 
 	mu    sync.Mutex
 	slots map[uint64]*slotRec
@@ -292,13 +296,92 @@ func (b *Bridge) link(node string) *link {
 		return l
 	}
 	l := &link{node: node, slots: map[uint64]*slotRec{}, streams: &b.streams}
-	pid, err := b.cfg.Sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &linkActor{b: b, l: l} }), linkPrefix+node)
+	sys := b.cfg.Sys
+	name := linkPrefix + node
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &linkActor{b: b, l: l} }), name+linkActorSuffix)
 	if err != nil { // the name is taken: an earlier link that was stopped
-		pid = actor.NewPID(b.cfg.Sys.Address(), linkPrefix+node)
+		pid = actor.NewPID(sys.Address(), name+linkActorSuffix)
 	}
-	l.pid = pid
+	l.actor = pid
+	lp := &linkProcess{sys: sys, actor: pid}
+	if l.pid, err = addProcess(sys, lp, name); err != nil {
+		b.warnOnce("link-name:"+node, "cluster: link name taken; its connections' tags are lost", "node", node, "err", err)
+		l.pid = pid
+	}
 	b.links[node] = l
 	return l
+}
+
+// linkActorSuffix names the link actor behind its linkProcess.
+const linkActorSuffix = "$actor"
+
+// addProcess registers p under id (replacing a linkProcess left there by
+// a bridge before, on the same actor system).
+func addProcess(sys *actor.ActorSystem, p actor.Process, id string) (*actor.PID, error) {
+	pid, ok := sys.ProcessRegistry.Add(p, id)
+	if ok {
+		return pid, nil
+	}
+	if old, _ := sys.ProcessRegistry.GetLocal(id); old != nil {
+		if _, stale := old.(*linkProcess); stale {
+			sys.ProcessRegistry.Remove(pid)
+			if pid, ok = sys.ProcessRegistry.Add(p, id); ok {
+				return pid, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("process %q exists", id)
+}
+
+// linkProcess is what a link's name (link.pid) resolves to: every
+// connection of the link's node reaches a zone here as that name, each
+// tagged with its connection (connTag, the PID's RequestId), and a zone
+// sends a connection's Controls, Outputs, Redirects and Kicks to the PID
+// it holds for it. An actor's mailbox sees the message alone, not the PID
+// it was sent to, so the tag would be lost at the link, and the gateway
+// node delivered everything to the player's newest connection there: with
+// two logins of one player on that node, the older was never redirected,
+// and what was meant for it (the old zone's Redirect, a Kick) reached the
+// newer. The process takes the PID: a tagged message goes to the link
+// actor with its tag (toConn), which names it to the gateway node
+// (ControlUpdate.conn_tag and the like). Safe for concurrent use (any
+// sender's goroutine).
+type linkProcess struct {
+	sys   *actor.ActorSystem
+	actor *actor.PID
+}
+
+// toConn is a message a zone sent to connection tag of the link's node.
+type toConn struct {
+	tag uint32
+	m   any
+}
+
+func (p *linkProcess) ref() actor.Process {
+	r, _ := p.sys.ProcessRegistry.Get(p.actor)
+	return r
+}
+
+func (p *linkProcess) SendUserMessage(pid *actor.PID, m any) {
+	if tag := pid.RequestId; tag != 0 {
+		switch m.(type) {
+		case *msg.Control, *msg.Output, *msg.Redirect, *msg.Kick:
+			m = &toConn{tag: tag, m: m}
+		}
+	}
+	// Through the actor's PID, which caches its process (a registry
+	// lookup hashes the name under a lock: every Control of the link).
+	p.sys.Root.Send(p.actor, m)
+}
+
+func (p *linkProcess) SendSystemMessage(_ *actor.PID, m any) {
+	p.ref().SendSystemMessage(p.actor, m)
+}
+
+// Stop stops the link actor; the name goes with it.
+func (p *linkProcess) Stop(pid *actor.PID) {
+	p.sys.ProcessRegistry.Remove(pid)
+	p.ref().Stop(p.actor)
 }
 
 type linkActor struct {
@@ -343,7 +426,12 @@ func (a *linkActor) Receive(ctx actor.Context) {
 	if a.b.streamEvent(ctx, &a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn) {
 		return
 	}
-	switch m := ctx.Message().(type) {
+	var tag uint32 // the connection the zone sent it to (0: the link's plain PID)
+	m := ctx.Message()
+	if t, ok := m.(*toConn); ok {
+		tag, m = t.tag, t.m
+	}
+	switch m := m.(type) {
 	case *flush:
 		a.flush(ctx)
 		return
@@ -352,7 +440,7 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		return
 	case *msg.Control:
 		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
-			State: pbconv.ControlToProto(m.State), Force: m.Force}
+			State: pbconv.ControlToProto(m.State), Force: m.Force, ConnTag: tag}
 		c.Epoch = m.Epoch
 		if m.Events.Gen != 0 {
 			c.EventGen, c.EventLast = pbconv.FenceToProto(&m.Events)
@@ -367,18 +455,18 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		if m.Zone != nil {
 			zid = strings.TrimPrefix(m.Zone.Id, "zone-")
 		}
-		r := &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch}
+		r := &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch, ConnTag: tag}
 		a.batch.Redirects = append(a.batch.Redirects, r)
 		a.add(proto.Size(r))
 	case *msg.Kick:
-		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason)})
+		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason), ConnTag: tag})
 		a.add(8)
 	case *rejoin:
 		r := &pb.Rejoin{Player: m.cp.Entity, Zone: m.zone, Epoch: uint64(m.cp.Epoch), Checkpoint: pbconv.CheckpointToProto(m.cp)}
 		a.batch.Rejoins = append(a.batch.Rejoins, r)
 		a.add(proto.Size(r))
 	case *msg.Output:
-		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch}
+		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch, ConnTag: tag}
 		for _, e := range m.Events {
 			o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 				Payload: append([]byte(nil), e.Payload...)})
@@ -565,10 +653,15 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 			b.m.Unknown.Add(1)
 			return nil, nil
 		}
-		join := b.joinFor(j.GetPlayer(), gw, tag, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...), j.GetEventGen())
-		if join != nil {
-			join.Restore = restore
+		if gw == "" {
+			// A batch naming no sender, for a Join naming no gateway: no
+			// node to send the zone's answers to. (joinFor's nil, returned
+			// as a typed nil, reached the bridge's hold and the zone as a
+			// non-nil message: FuzzZoneBatch's join-no-gateway panicked.)
+			return nil, fmt.Errorf("join of player %d names no gateway node", j.GetPlayer())
 		}
+		join := b.joinFor(j.GetPlayer(), gw, tag, j.GetLastApplied(), append([]byte(nil), j.GetUserData()...), j.GetEventGen())
+		join.Restore = restore
 		return join, nil
 	case *pb.ZoneItem_Leave:
 		l := x.Leave
@@ -625,9 +718,8 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 	root := b.cfg.Sys.Root
 	for _, c := range cb.GetControls() {
-		j := b.local(c.GetPlayer())
+		j := b.localTo(c.GetPlayer(), c.GetConnTag())
 		if j == nil {
-			b.m.Unknown.Add(1)
 			continue
 		}
 		st, err := pbconv.ControlFromProto(c.GetState())
@@ -660,9 +752,8 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		return err
 	}
 	for _, r := range cb.GetRedirects() {
-		j := b.local(r.GetPlayer())
+		j := b.localTo(r.GetPlayer(), r.GetConnTag())
 		if j == nil {
-			b.m.Unknown.Add(1)
 			continue
 		}
 		if !ValidID(r.GetZone()) || b.cfg.Zones != nil && !b.cfg.Zones(r.GetZone()) {
@@ -681,17 +772,19 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		b.rejoinLocal(cp)
 	}
 	for _, k := range cb.GetKicks() {
-		j := b.local(k.GetPlayer())
-		if j == nil || k.GetReason() > 255 {
+		if k.GetReason() > 255 {
 			b.m.Unknown.Add(1)
+			continue
+		}
+		j := b.localTo(k.GetPlayer(), k.GetConnTag())
+		if j == nil {
 			continue
 		}
 		root.Send(j.Conn, &msg.Kick{Player: k.GetPlayer(), Reason: handshake.Reason(k.GetReason())})
 	}
 	for _, o := range cb.GetOutputs() {
-		j := b.local(o.GetPlayer())
+		j := b.localTo(o.GetPlayer(), o.GetConnTag())
 		if j == nil {
-			b.m.Unknown.Add(1)
 			continue
 		}
 		out := msg.NewOutput()
@@ -705,6 +798,36 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		}
 		root.Send(j.Conn, out)
 	}
+	return nil
+}
+
+// localTo is the local connection of player that a zone on another node
+// sent an update to, named by its tag (connTag; the link there carries it,
+// linkProcess): the connection the bridge delivers the player's updates to,
+// or the one a newer login's Join displaced (two logins of the player here
+// at once: the zone still plays through the older until it takes the
+// newer's Join, and redirects or kicks it apart from the newer). Tag 0 (a
+// sender from before tags, a rolling update) names the player's newest
+// connection, as before. Nil, counted, when there is none: Unknown when
+// the player has no connection here, ConnGone when the tagged one has
+// gone (left, or ended) while the player plays on through another —
+// delivered to that other, the older login's Redirect sent the newer away
+// and its Kick ended the newer.
+func (b *Bridge) localTo(player uint64, tag uint32) *msg.Join {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	j := b.locals[player]
+	switch {
+	case j == nil:
+		b.m.Unknown.Add(1)
+		return nil
+	case tag == 0 || connTag(j.Conn) == tag:
+		return j
+	}
+	if d := b.displaced[player]; d != nil && connTag(d.Conn) == tag && !closed(d) {
+		return d
+	}
+	b.m.ConnGone.Add(1)
 	return nil
 }
 

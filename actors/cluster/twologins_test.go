@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -125,6 +127,8 @@ type loginConn struct {
 	applied  uint64 // the newest LastApplied a Control reported
 	route    *actor.PID
 	echoes   []string // the payloads of the events the zone sent it
+	// redirects: the Redirects it got, as "zone@epoch".
+	redirects []string
 }
 
 func (c *loginConn) Receive(ctx actor.Context) {
@@ -137,6 +141,7 @@ func (c *loginConn) Receive(ctx actor.Context) {
 		m.Release()
 	case *msg.Redirect:
 		c.route = m.Zone
+		c.redirects = append(c.redirects, fmt.Sprintf("%s@%d", m.Zone.Id, m.Epoch))
 	case *msg.Output:
 		for _, e := range m.Events {
 			c.echoes = append(c.echoes, string(e.Payload))
@@ -320,5 +325,137 @@ func TestLeaveMatchesTheJoinItsZoneHolds(t *testing.T) {
 	}
 	if got := leave(502, "conn$9"); !got.Equal(tagged.Conn) {
 		t.Fatalf("the connection's own Leave names %v, the zone holds %v", got, tagged.Conn)
+	}
+}
+
+func (c *loginConn) redirected() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.redirects)
+}
+
+// Two logins of one player on one gateway node (n1), its zone x1z0 on n2:
+// the newer login's Join comes while x1z0 hands the player to a zone on
+// another node, is kept, and passed on to the new owner once the handoff
+// completes (TestLoginDuringAHandoffAcrossNodesReachesItsConnection). The
+// new owner redirects the connection it was handed the player with (the
+// older: the handoff's Route), x1z0 the newer (passJoin). Each Redirect
+// crosses the one link that stands for n1's connections on the sending
+// node, and n1 must deliver it to the connection it names. Before, the
+// link lost which of them a zone sent to and n1 delivered everything to
+// the player's newest connection there: the older login was never
+// redirected, and the newer got the Redirect meant for the older as well.
+func TestTwoLoginsOnOneGatewayEachGetTheirOwnRedirect(t *testing.T) {
+	nodes := lineNodesSim(t, slowOffers, nil)
+	gw := nodes[0]
+	old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
+	for i, tc := range passOnTargets {
+		t.Run(tc.name, func(t *testing.T) {
+			player := uint64(1100 + i)
+			older := newLoginConn(gw.sys, old)
+			gw.sys.Root.Send(old, older.join(gw.sys, player))
+			older.play(t, gw.sys, player, 1, 3, "join on n2")
+			forwarded := nodes[1].m.Forwarded.Load()
+			gone := gw.bridge.Metrics().ConnGone.Load()
+			newer := newLoginConn(gw.sys, old)
+			loginMidHandoff(t, nodes, 0, tc.node, player, tc.into, newer.join(gw.sys, player))
+			waitPassedOn(t, nodes, player, forwarded)
+			newer.routedTo(t, tc.zone, "the newer login (by x1z0)")
+			waitPlayedThrough(t, nodes, tc.node, player, connAt(nodes, tc.node, 0, newer.pid),
+				tc.zone+" to play the player through the newer login on n1")
+			older.routedTo(t, tc.zone, "the older login (by "+tc.zone+")")
+			// Each Redirect reached its own connection, so none reached
+			// the other: the newer has only x1z0's.
+			if got := newer.redirected(); len(got) != 1 {
+				t.Errorf("the newer login got the Redirects %q, want only x1z0's", got)
+			}
+			if got := older.redirected(); len(got) != 1 {
+				t.Errorf("the older login got the Redirects %q, want only %s's", got, tc.zone)
+			}
+			if n := gw.bridge.Metrics().ConnGone.Load() - gone; n != 0 {
+				t.Errorf("n1 dropped %d updates for a connection gone, want 0 (both live)", n)
+			}
+		})
+	}
+}
+
+// What a zone on another node sends one connection of a player here
+// (its Controls, Redirects, Kicks, Outputs) names that connection by its
+// tag, and this node delivers it there: to the player's newest connection
+// or to the one a newer login's Join displaced, never to the other one.
+// An update naming no connection (a sender from before tags) goes to the
+// newest, as before; one naming a connection that has gone (the older
+// login left) is dropped and counted (ConnGone), not handed to the newer —
+// the older's Kick would end the newer's session.
+func TestConnUpdatesReachTheConnectionTheyName(t *testing.T) {
+	b, _ := fuzzBridge(t)
+	sys := b.cfg.Sys
+	const player = 640
+	conn := func() (*probe, *msg.Join) {
+		p := &probe{}
+		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+		t.Cleanup(func() { sys.Root.Stop(pid) })
+		return p, &msg.Join{Player: player, Conn: pid, Ghosts: pid, Views: new(msg.ViewSlot)}
+	}
+	po, older := conn()
+	pn, newer := conn()
+	b.rememberLocal(older)
+	b.rememberLocal(newer) // displaces older
+	updates := func(tag uint32) *pb.ConnBatch {
+		return &pb.ConnBatch{FromNode: "n2",
+			Controls:  []*pb.ControlUpdate{{Player: player, Tick: 1, ConnTag: tag}},
+			Redirects: []*pb.Redirect{{Player: player, Zone: "x2z0", Epoch: 2, ConnTag: tag}},
+			Kicks:     []*pb.ConnKick{{Player: player, ConnTag: tag}},
+			Outputs:   []*pb.EventsOut{{Player: player, ConnTag: tag}}}
+	}
+	// got waits until each probe has had everything sent to it so far
+	// (a marker behind it), then checks what each got since the last call.
+	type marker struct{}
+	updatesOf := func(p *probe) int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, m := range p.got {
+			if _, ok := m.(*marker); !ok {
+				n++
+			}
+		}
+		return n
+	}
+	var seenOlder, seenNewer int
+	got := func(what string, wantOlder, wantNewer int) {
+		t.Helper()
+		for _, c := range []struct {
+			p   *probe
+			pid *actor.PID
+		}{{po, older.Conn}, {pn, newer.Conn}} {
+			want := c.p.count() + 1
+			sys.Root.Send(c.pid, &marker{})
+			waitFor(t, 2*time.Second, "the probe's marker", func() bool { return c.p.count() >= want })
+		}
+		o, n := updatesOf(po)-seenOlder, updatesOf(pn)-seenNewer
+		seenOlder, seenNewer = seenOlder+o, seenNewer+n
+		if o != wantOlder || n != wantNewer {
+			t.Fatalf("%s: the older connection got %d, the newer %d, want %d and %d", what, o, n, wantOlder, wantNewer)
+		}
+	}
+	deliver := func(tag uint32) {
+		t.Helper()
+		if err := b.deliverConn(updates(tag)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := b.m.ConnGone.Load()
+	deliver(connTag(older.Conn))
+	got("the older's updates", 4, 0)
+	deliver(connTag(newer.Conn))
+	deliver(0)
+	got("the newer's and untagged updates", 0, 8)
+	deliver(0x5eed) // a connection never here
+	b.forgetLocal(player, older.Conn, handshake.ReasonDuplicate)
+	deliver(connTag(older.Conn))
+	got("updates for connections gone", 0, 0)
+	if n := b.m.ConnGone.Load() - gone; n != 8 {
+		t.Fatalf("%d updates for connections gone counted, want 8", n)
 	}
 }

@@ -125,6 +125,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"malformed_dropped_total", "cluster messages or items dropped: undecodable or out of range", m.Malformed.Load},
 		{"no_owner_dropped_total", "messages for a zone nobody owns, dropped", m.NoOwner.Load},
 		{"unknown_player_dropped_total", "connection updates for a player with no connection here, dropped", m.Unknown.Load},
+		{"gone_conn_dropped_total", "connection updates naming a connection of the player here that has gone (it plays on through another), dropped", m.ConnGone.Load},
 		{"view_gaps_total", "packed views from another node dropped: the view they are relative to never arrived (healed at the next keyframe)", m.ViewGaps.Load},
 		{"errors_total", "cluster messages not sent: encode or publish errors", m.Errors.Load},
 		{"batch_gaps_total", "cluster batches that came after one missing on their reliable stream (a resend was asked for)", m.BatchGaps.Load},

@@ -683,7 +683,7 @@ func (a *zoneActor) onInput(in *msg.Input) {
 		a.inputs.queued.Add(-1)
 	}
 	var c inputCounts
-	if now := a.p.Now(); len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+	if now := a.p.Now(); len(a.displaced)+len(a.carried)+len(a.pendingLeave) == 0 || !a.hold(in, now, &c) {
 		a.apply(in, now, &c)
 	}
 	c.add(a.m)
@@ -700,8 +700,8 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	now := a.p.Now()
 	var c inputCounts
 	for _, in := range b.List {
-		// Checked here, not in apply: the usual input costs two loads.
-		if len(a.displaced)+len(a.carried) == 0 || !a.hold(in, now, &c) {
+		// Checked here, not in apply: the usual input costs three loads.
+		if len(a.displaced)+len(a.carried)+len(a.pendingLeave) == 0 || !a.hold(in, now, &c) {
 			a.apply(in, now, &c)
 		}
 	}
@@ -726,11 +726,15 @@ func (c *inputCounts) add(m *Metrics) {
 	}
 }
 
-// hold keeps in for later when its player has a takeover undecided
+// hold keeps in for later when it comes from the connection of its
+// player's kept Join (holdKept), its player has a takeover undecided
 // (park) or inputs carried (carry), and reports whether it did. Its
-// callers ask only when there is either: the usual input goes straight
-// to apply.
+// callers ask only when there is any: the usual input goes straight to
+// apply.
 func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool {
+	if len(a.pendingLeave) > 0 && a.holdKept(in) {
+		return true
+	}
 	if len(a.displaced) > 0 && a.park(in) {
 		return true
 	}
@@ -1263,6 +1267,67 @@ type keptLeave struct {
 	// zone can neither take it over nor spawn it then: sim.ErrExists,
 	// then ErrBusy), kept instead of refused and its client kicked.
 	join *msg.Join
+	// inputs: that login's inputs that came while its Join was kept
+	// (holdKept), in order: they go behind it (passJoin, or taken here).
+	inputs []*msg.Input
+}
+
+// holdKept keeps in behind its player's kept Join when it comes from that
+// Join's connection — its event generation, when the player plays here in
+// another — and reports whether it did. A newer login whose Join came
+// while the player was frozen in a handoff sends its inputs to this zone
+// (its route) until it is redirected: applied here, its moves (numbered
+// from 1) were taken as the older connection's and its events echoed to
+// the older connection, lost to the login that sent them. Kept, they go
+// on behind the Join to the new owner (passJoin) or are taken here after
+// it (retryLeave). Bounded as parked inputs are (maxParked; past it
+// dropped, counted). A connection whose generation the zone does not know
+// (0) is not told apart: its inputs are taken as before.
+func (a *zoneActor) holdKept(in *msg.Input) bool {
+	k, ok := a.pendingLeave[in.Player]
+	if !ok || k.join == nil || in.EventGen == 0 || in.EventGen != k.join.EventGen {
+		return false
+	}
+	if j := a.joins[in.Player]; j != nil && j.EventGen == in.EventGen {
+		return false
+	}
+	if len(k.inputs) >= maxParked {
+		a.m.InputsDropped.Add(1)
+		in.Release()
+		return true
+	}
+	k.inputs = append(k.inputs, in)
+	a.pendingLeave[in.Player] = k
+	return true
+}
+
+// keep makes j the kept Join of k; the inputs kept for a Join of another
+// generation are dropped (that login was superseded in turn).
+func (k *keptLeave) keep(j *msg.Join, m *Metrics) {
+	if k.join != nil && k.join.EventGen != j.EventGen && len(k.inputs) > 0 {
+		for _, in := range k.inputs {
+			in.Release()
+		}
+		m.InputsDropped.Add(uint64(len(k.inputs)))
+		k.inputs = nil
+	}
+	k.join = j
+}
+
+// takeKept applies inputs held behind a kept Join taken here, in order.
+func (a *zoneActor) takeKept(inputs []*msg.Input) {
+	if len(inputs) == 0 {
+		return
+	}
+	now := a.p.Now()
+	var c inputCounts
+	for _, in := range inputs {
+		if !a.hold(in, now, &c) {
+			a.apply(in, now, &c)
+		}
+	}
+	c.add(a.m)
+	a.flushOutputs()
 }
 
 // conn is the connection the kept Leave is for: the one it names, else
@@ -1291,7 +1356,7 @@ func (a *zoneActor) keepJoin(j *msg.Join) bool {
 		return false
 	}
 	k := a.pendingLeave[j.Player]
-	k.join = j // a newer login's Join supersedes an older one's
+	k.keep(j, a.m) // a newer login's Join supersedes an older one's
 	a.pendingLeave[j.Player] = k
 	return true
 }
@@ -1321,7 +1386,7 @@ func (a *zoneActor) joinAway(j *msg.Join) bool {
 		return false
 	}
 	k := a.pendingLeave[j.Player]
-	k.join = j // a newer login's Join supersedes an older one's
+	k.keep(j, a.m) // a newer login's Join supersedes an older one's
 	a.retryLeave(j.Player, k)
 	return true
 }
@@ -1346,6 +1411,7 @@ func (a *zoneActor) retryLeave(id uint64, k keptLeave) {
 	delete(a.pendingLeave, id)
 	if k.join != nil && !a.passJoin(id, k) {
 		a.onJoin(k.join)
+		a.takeKept(k.inputs)
 	}
 	if k.l == nil {
 		return
@@ -1379,6 +1445,9 @@ func (a *zoneActor) passJoin(id uint64, k keptLeave) bool {
 	}
 	j, to := k.join, a.peer(peer)
 	a.ctx.Send(to, j)
+	for _, in := range k.inputs { // behind it, in order (holdKept)
+		a.ctx.Send(to, in)
+	}
 	a.m.Forwarded.Add(1)
 	if j.Conn != nil {
 		a.flushHeld(j)
@@ -1444,12 +1513,14 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 	now := a.p.Now()
 	id := env.Msg.Entity
 	owned := a.z.Handoffs().Owns(id)
-	if env.Join != nil && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit && !owned) {
-		// Not a Commit's for a player owned here: a late copy (resent
-		// before the CommitAck reached its zone; across processes every
-		// copy once the record is written) carries the Join the old zone
-		// kept, and took the player's connection back to an older login
-		// after a newer one had taken the player over here.
+	// A copy that comes once the player is here (a Commit resent before
+	// its CommitAck reached the source; across processes every copy once
+	// the record is written) carries the Join the player was handed with:
+	// a newer login may have taken it over since, and that Join set again
+	// sent the player's Controls and Outputs to the older connection while
+	// the newer played it (TestResentCommitAfterATakeoverKeepsTheNewerLogin,
+	// TestLateCommitCopyKeepsTheNewerLogin).
+	if env.Join != nil && !owned && (env.Msg.Kind == handoff.KindOffer || env.Msg.Kind == handoff.KindCommit) {
 		a.setJoinFor(id, env.Join)
 	}
 	a.z.Handoff(now, env.Msg)

@@ -709,9 +709,11 @@ func (x *Rejoin) GetCheckpoint() *EntitySnapshot {
 }
 
 type ConnKick struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Player        uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
-	Reason        uint32                 `protobuf:"varint,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
+	Reason uint32                 `protobuf:"varint,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// As ControlUpdate.conn_tag.
+	ConnTag       uint32 `protobuf:"varint,3,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -760,12 +762,21 @@ func (x *ConnKick) GetReason() uint32 {
 	return 0
 }
 
+func (x *ConnKick) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
+	}
+	return 0
+}
+
 type EventsOut struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
 	Events []*GameEvent           `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	// The player's handoff epoch at the zone that sent them (actors/msg.Output.Epoch).
-	Epoch         uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// As ControlUpdate.conn_tag.
+	ConnTag       uint32 `protobuf:"varint,4,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -817,6 +828,13 @@ func (x *EventsOut) GetEvents() []*GameEvent {
 func (x *EventsOut) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *EventsOut) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
 	}
 	return 0
 }
@@ -879,14 +897,16 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12<\n" +
 	"\n" +
 	"checkpoint\x18\x04 \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\n" +
-	"checkpoint\":\n" +
+	"checkpoint\"U\n" +
 	"\bConnKick\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\rR\x06reason\"j\n" +
+	"\x06reason\x18\x02 \x01(\rR\x06reason\x12\x19\n" +
+	"\bconn_tag\x18\x03 \x01(\rR\aconnTag\"\x85\x01\n" +
 	"\tEventsOut\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12/\n" +
 	"\x06events\x18\x02 \x03(\v2\x17.ghostwire.v1.GameEventR\x06events\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epochB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x19\n" +
+	"\bconn_tag\x18\x04 \x01(\rR\aconnTagB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_cluster_proto_rawDescOnce sync.Once

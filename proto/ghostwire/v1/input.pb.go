@@ -436,10 +436,12 @@ func (x *PlayerLeave) GetConnTag() uint32 {
 
 // Zone → connection: send this player's input to another zone from now on.
 type Redirect struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Player        uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
-	Zone          string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Player uint64                 `protobuf:"varint,1,opt,name=player,proto3" json:"player,omitempty"`
+	Zone   string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// As ControlUpdate.conn_tag.
+	ConnTag       uint32 `protobuf:"varint,4,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +497,13 @@ func (x *Redirect) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Redirect) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
+	}
+	return 0
+}
+
 var File_ghostwire_v1_input_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_input_proto_rawDesc = "" +
@@ -534,11 +543,12 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\x04conn\x18\x02 \x01(\tR\x04conn\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\rR\x06reason\x12!\n" +
 	"\fgateway_node\x18\x04 \x01(\tR\vgatewayNode\x12\x19\n" +
-	"\bconn_tag\x18\x05 \x01(\rR\aconnTag\"L\n" +
+	"\bconn_tag\x18\x05 \x01(\rR\aconnTag\"g\n" +
 	"\bRedirect\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epochB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x19\n" +
+	"\bconn_tag\x18\x04 \x01(\rR\aconnTagB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_input_proto_rawDescOnce sync.Once

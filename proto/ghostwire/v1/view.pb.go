@@ -297,8 +297,15 @@ type ControlUpdate struct {
 	Epoch uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The player's ordered-event fence (EntitySnapshot.event_gen,
 	// event_last): the connection reports it to the client.
-	EventGen      uint64   `protobuf:"varint,8,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
-	EventLast     []uint64 `protobuf:"varint,9,rep,packed,name=event_last,json=eventLast,proto3" json:"event_last,omitempty"`
+	EventGen  uint64   `protobuf:"varint,8,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	EventLast []uint64 `protobuf:"varint,9,rep,packed,name=event_last,json=eventLast,proto3" json:"event_last,omitempty"`
+	// The tag of the player's connection on the receiving node that the zone
+	// sent this to (actors/cluster connTag; 0: not named, as before tags:
+	// the player's newest connection there). Two logins of one player on one
+	// gateway node share the link that stands for them on the zone's node;
+	// the receiver delivers to the tagged one, and drops (counted) what names
+	// a connection it no longer holds.
+	ConnTag       uint32 `protobuf:"varint,10,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +403,13 @@ func (x *ControlUpdate) GetEventLast() []uint64 {
 	return nil
 }
 
+func (x *ControlUpdate) GetConnTag() uint32 {
+	if x != nil {
+		return x.ConnTag
+	}
+	return 0
+}
+
 var File_ghostwire_v1_view_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_view_proto_rawDesc = "" +
@@ -423,7 +437,7 @@ const file_ghostwire_v1_view_proto_rawDesc = "" +
 	"\x04tick\x18\x03 \x01(\x04R\x04tick\x12$\n" +
 	"\x0eserver_time_ns\x18\x04 \x01(\x03R\fserverTimeNs\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x121\n" +
-	"\aentries\x18\x06 \x03(\v2\x17.ghostwire.v1.ViewEntryR\aentries\"\x8c\x02\n" +
+	"\aentries\x18\x06 \x03(\v2\x17.ghostwire.v1.ViewEntryR\aentries\"\xa7\x02\n" +
 	"\rControlUpdate\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
 	"\x04zone\x18\x02 \x01(\tR\x04zone\x12\x12\n" +
@@ -434,7 +448,9 @@ const file_ghostwire_v1_view_proto_rawDesc = "" +
 	"\x05epoch\x18\a \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\tevent_gen\x18\b \x01(\x04R\beventGen\x12\x1d\n" +
 	"\n" +
-	"event_last\x18\t \x03(\x04R\teventLastB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"event_last\x18\t \x03(\x04R\teventLast\x12\x19\n" +
+	"\bconn_tag\x18\n" +
+	" \x01(\rR\aconnTagB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_view_proto_rawDescOnce sync.Once
