@@ -497,7 +497,7 @@ func (a *zoneActor) onTick() {
 					m.View, nudge = nudge, false
 				}
 				if j.Port.Queue != nil {
-					a.ctls.Add(&j.Port, m) // posted with its shard's (Flush below)
+					a.ctls.Add(&j.Port, m) // posted with its shard's within msg.DefaultControlWait, the rest at Flush below
 				} else {
 					a.ctx.Send(j.Conn, m)
 				}
