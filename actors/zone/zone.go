@@ -246,8 +246,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
 		a.z.Replicas(a.p.Now(), &m.Batch)
-		m.Batch.Release()  // copied: its zone reuses the array
-		m.done.Store(true) // its zone may fill it again: touch it no more
+		m.Batch.Release() // copied: its zone reuses the array
+		m.MarkHandled()   // its zone may fill it again: touch it no more
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
