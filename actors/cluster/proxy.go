@@ -63,6 +63,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	case *zone.ReplicaEnvelope:
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
 		m.Batch.Release() // encoded: its zone reuses the array
+		m.MarkHandled()   // and the envelope: touch it no more
 	case *msg.Input:
 		it = inputItem(m)
 	case *msg.Inputs: // a connection shard's round of inputs: each as it came

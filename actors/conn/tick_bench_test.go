@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,6 +43,28 @@ func BenchmarkZoneTickToShardBatched(b *testing.B) {
 	}
 	var batch msg.ControlBatch
 	timeTicks(b, s, cs, func(i int, m any) { batch.Add(&ports[i], m.(*msg.Control)) }, batch.Flush)
+}
+
+// BenchmarkZoneTickToShardBatchedWait (informative):
+// BenchmarkZoneTickToShardBatched with the batch's wait bounded
+// (msg.ControlBatch.Wait): on this one shard every list is Wait long
+// (on a node's S shards, ≈ Wait/S). Compare the waits' instructions a
+// Control.
+func BenchmarkZoneTickToShardBatchedWait(b *testing.B) {
+	for _, wait := range []int{8, 16, 32, 64} {
+		b.Run("wait="+strconv.Itoa(wait), func(b *testing.B) {
+			const conns = 1024
+			x := record(b, 1)
+			s, cs := benchShard(b, x, conns)
+			ports := make([]msg.ControlPort, conns)
+			for i, c := range cs {
+				c.viewsFlow = true
+				ports[i] = c.port()
+			}
+			batch := msg.ControlBatch{Wait: wait}
+			timeTicks(b, s, cs, func(i int, m any) { batch.Add(&ports[i], m.(*msg.Control)) }, batch.Flush)
+		})
+	}
 }
 
 // timeTicks times zone ticks to the connections cs of shard s: each

@@ -84,6 +84,73 @@ func TestControlBatchPostsEachOnceByQueue(t *testing.T) {
 	}
 }
 
+// stampQueue records, for each Control posted, how many Controls had
+// been added (*made) when it was posted.
+type stampQueue struct {
+	made   *int
+	posted map[*Control]int
+}
+
+func (q *stampQueue) PostControls(cs []PortControl) {
+	for _, pc := range cs {
+		q.posted[pc.Control] = *q.made
+	}
+}
+
+// TestControlBatchBoundsAControlsWait: no Control waits for its post
+// while more than Wait-1 others are added after it (the first players of
+// a large tick are not held back for the whole tick), whatever the
+// queues; each is posted once, within its queue in order.
+func TestControlBatchBoundsAControlsWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wait   int
+		queues int
+	}{
+		{"default wait, two shards", 0, 2},
+		{"wait 1 posts each at once", 1, 2},
+		{"wait 7, three shards", 7, 3},
+		{"wait 64, one shard", 64, 1},
+		{"wait 64, four shards", 64, 4},
+		{"wait past a full list", 150, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wait := tc.wait
+			if wait == 0 {
+				wait = DefaultControlWait
+			}
+			made := 0
+			posted := map[*Control]int{}
+			ports := make([]*ControlPort, tc.queues)
+			for i := range ports {
+				ports[i] = &ControlPort{Queue: &ControlQueue{Taker: &stampQueue{made: &made, posted: posted}}, Conn: i}
+			}
+			b := ControlBatch{Wait: tc.wait}
+			for tick := range 3 {
+				added := map[*Control]int{}
+				n := 200 + 37*tick
+				for i := range n {
+					c := &Control{Tick: uint64(tick), Player: uint64(i)}
+					made++
+					added[c] = made
+					b.Add(ports[(i*i+tick)%tc.queues], c) // uneven over the queues
+				}
+				b.Flush()
+				if len(posted) != n {
+					t.Fatalf("tick %d: %d of %d Controls posted", tick, len(posted), n)
+				}
+				for c, at := range posted {
+					if after := at - added[c]; after > wait-1 {
+						t.Fatalf("tick %d: player %d's Control posted after %d more were added, want ≤ %d",
+							tick, c.Player, after, wait-1)
+					}
+				}
+				clear(posted)
+			}
+		})
+	}
+}
+
 func postedIn(qs ...*testQueue) int {
 	n := 0
 	for _, q := range qs {

@@ -9,6 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -48,6 +50,9 @@ type portConn struct {
 	// events: "c<tick>" for a Control taken through the queue, "s<tick>"
 	// for one sent to the PID, "r" for a ViewReady.
 	events []string
+	// fences: the event fence of each Control taken through the queue,
+	// and outputMark for each Output (the zone took its Input's events).
+	fences []handoff.EventFence
 }
 
 func (c *portConn) log(m any) {
@@ -56,6 +61,7 @@ func (c *portConn) log(m any) {
 	switch m := m.(type) {
 	case *msg.Control:
 		c.events = append(c.events, "c"+strconv.FormatUint(m.Tick, 10))
+		c.fences = append(c.fences, m.Events)
 		if m.View {
 			c.take()
 		}
@@ -63,8 +69,14 @@ func (c *portConn) log(m any) {
 	case *msg.ViewReady:
 		c.events = append(c.events, "r")
 		c.take()
+	case *msg.Output:
+		c.fences = append(c.fences, outputMark)
+		m.Release()
 	}
 }
+
+// outputMark stands for an Output in portConn.fences.
+var outputMark = handoff.EventFence{Gen: ^uint64(0)}
 
 func (c *portConn) take() {
 	if v := c.views.Take(); v != nil {
@@ -178,5 +190,76 @@ func TestTickPostsControlsByShard(t *testing.T) {
 	batches := qs[0].batches + qs[1].batches
 	if n := len(ticks); batches > 2*n+2 {
 		t.Errorf("%d batches for %d ticks of 2 queues: not one a queue a tick", batches, n)
+	}
+}
+
+func (c *portConn) fenceLog() []handoff.EventFence {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]handoff.EventFence(nil), c.fences...)
+}
+
+// TestTickControlCarriesAChangedFence: a player's ordered events the zone
+// took reach its connection as the fence of the next Control (the first
+// after the Output echoing them: the zone sends both on its goroutine, in
+// the order it made them), each time the fence changes; the Controls
+// between changes leave the unchanged fence out (Gen 0, which a
+// connection ignores), but for the refresh every fenceEvery ticks.
+func TestTickControlCarriesAChangedFence(t *testing.T) {
+	sys := quietSystem()
+	defer sys.Shutdown()
+	m := new(Metrics)
+	clk := newClock()
+	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 10, Classes: ghostClasses(t)}, Params{Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zw.Stop()
+	zpid := zw.PID("x0z0")
+	q := &portQueue{}
+	c := &portConn{q: q, cq: &msg.ControlQueue{Taker: q}}
+	c.views.AcceptRefs()
+	pid, _ := sys.ProcessRegistry.Add(c, "fconn$1")
+	sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: pid, Ghosts: pid, Views: &c.views, ViewWithControl: true,
+		Port: msg.ControlPort{Queue: c.cq, Conn: c}})
+	waitFor(t, 5*time.Second, "join", func() bool { return m.Joins.Load() == 1 })
+	const gen = 0xfe
+	// next is the fence of the first Control after the k-th Output.
+	next := func(k int) (handoff.EventFence, bool) {
+		outs := 0
+		for _, f := range c.fenceLog() {
+			if f == outputMark {
+				outs++
+			} else if outs == k {
+				return f, true
+			}
+		}
+		return handoff.EventFence{}, false
+	}
+	send := func(from, to uint64) {
+		in := msg.NewInput()
+		in.Player, in.EventGen = 1, gen
+		for s := from; s <= to; s++ {
+			in.AddSeq(event.Ordered, 0, 0, []byte("e"), s)
+		}
+		sys.Root.Send(zpid, in)
+	}
+	for k, ev := range [][2]uint64{{1, 3}, {4, 4}, {5, 6}} {
+		n := len(c.fenceLog())
+		waitFor(t, 5*time.Second, "5 Controls more", func() bool { return len(c.fenceLog()) >= n+5 })
+		send(ev[0], ev[1])
+		waitFor(t, 5*time.Second, "a Control after the echo", func() bool { _, ok := next(k + 1); return ok })
+		if f, _ := next(k + 1); f.Gen != gen || f.Last[0] != ev[1] {
+			t.Fatalf("events %d-%d taken: the next Control's fence %v, want gen %#x lane 0 at %d", ev[0], ev[1], f, gen, ev[1])
+		}
+	}
+	left := 0
+	for _, f := range c.fenceLog() {
+		if f.Gen == 0 {
+			left++
+		}
+	}
+	if left == 0 {
+		t.Fatal("every Control carried the fence: the unchanged ones are left out")
 	}
 }

@@ -14,7 +14,9 @@
 // player per tick; ViewReady goes only to the others, and for a view with
 // no Control. The Controls for connections whose Join names a shard's
 // queue (msg.Join.Port, actors/conn's) go a batch a shard
-// (msg.ControlBatch), posted before the tick's other sends; the others
+// (msg.ControlBatch): every shard's waiting list is posted each
+// msg.DefaultControlWait Controls the tick makes, so none waits for the
+// whole tick's work, and the rest before the tick's other sends; the others
 // (cluster links) get a Send each. The views refer to the tick's snapshot and hold a reference
 // to it (msg.View.SetSnap): the zone's snapshot writer reuses a snapshot
 // once no view and no ghost table holds it, instead of allocating one

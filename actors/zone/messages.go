@@ -27,16 +27,26 @@ type HandoffEnvelope struct {
 }
 
 // ReplicaEnvelope carries one border replica batch between zone actors.
-// A zone's own (replicaEnvelopes.get) go back to it once the receiving
-// zone is done with them (done); any other receiver (the cluster's
-// proxy) keeps nothing and leaves them to the garbage collector.
+// A zone's own (replicaEnvelopes.get) go back to it once their receiver
+// is done with them (MarkHandled): a zone here that copied the batch, or
+// the cluster's proxy for a zone in another process once it encoded it.
 type ReplicaEnvelope struct {
 	Batch sim.ReplicaBatch
 
-	// done: the receiving zone has handled it and holds nothing of it
-	// (set last, by Receive): its sender may fill it again.
+	// done: the receiver has handled it and holds nothing of it (set
+	// last, MarkHandled): its sender may fill it again.
 	done atomic.Bool
 }
+
+// MarkHandled tells the envelope's sender that its receiver is done with
+// it and holds nothing of it, the batch released (a zone copied it, a
+// proxy encoded it): the sender fills it again. The receiver must not
+// touch it after. A receiver that does not call it (a dead letter) only
+// costs its sender a new envelope.
+func (e *ReplicaEnvelope) MarkHandled() { e.done.Store(true) }
+
+// Handled reports whether the receiver called MarkHandled (tests).
+func (e *ReplicaEnvelope) Handled() bool { return e.done.Load() }
 
 // replicaEnvelopes are the envelopes a zone sent its neighbours, to reuse
 // once their receivers are done: a zone sent a new one a neighbour a tick.

@@ -23,7 +23,7 @@ func (c msgCtx) Message() any { return c.m }
 // TestReplicaEnvelopeBackOnlyWhenDone: a zone's replica envelope is
 // handed out again only after the zone it went to handled it (Receive
 // marks it done), never while a receiver may still hold it; envelopes
-// nobody marks (a proxy's, a dead letter's) are replaced, never reused,
+// nobody marks (a dead letter's) are replaced, never reused,
 // and the kept ones stay bounded.
 func TestReplicaEnvelopeBackOnlyWhenDone(t *testing.T) {
 	var now time.Duration

@@ -32,7 +32,57 @@ func (c syncCtx) Send(pid *actor.PID, m any) { c.sys.Root.Send(pid, m) }
 // one 50 ms period (three inputs a player every two periods, one tick).
 // Deterministic: run it under callgrind or count instructions to compare
 // the actor layer's cost (sends, views, snapshots) between builds.
-func BenchmarkZoneTickSync(b *testing.B) {
+func BenchmarkZoneTickSync(b *testing.B) { runZoneTickSync(b, nil) }
+
+// BenchmarkZoneTickSyncProxied (informative): BenchmarkZoneTickSync with
+// the zone's neighbours in another process: each one's name taken by a
+// stand-in for the cluster's proxy (proxyStub), which releases the border
+// replica batch as the proxy does once it encoded it, and marks the
+// envelope handled (marked, as the proxy now does) or not (unmarked, as
+// before: the zone then allocated a new envelope a neighbour a tick).
+// Compare the two's allocs/op.
+func BenchmarkZoneTickSyncProxied(b *testing.B) {
+	for _, mark := range []bool{false, true} {
+		name := "unmarked"
+		if mark {
+			name = "marked"
+		}
+		b.Run(name, func(b *testing.B) {
+			runZoneTickSync(b, func(sys *actor.ActorSystem, a *zoneActor) {
+				a.addr = sys.Address()
+				for _, zn := range a.p.Sim.World.Zones() {
+					if zn.ID != a.p.Sim.Zone {
+						sys.ProcessRegistry.Add(&proxyStub{mark: mark}, ActorName(zn.ID))
+					}
+				}
+			})
+		})
+	}
+}
+
+// proxyStub stands for the cluster's proxy of a zone in another process,
+// as far as border replicas go: it takes a batch (released: encoded) and,
+// if mark, hands its envelope back (MarkHandled).
+type proxyStub struct {
+	mark    bool
+	batches int
+}
+
+func (p *proxyStub) SendUserMessage(_ *actor.PID, m any) {
+	if e, ok := m.(*ReplicaEnvelope); ok {
+		p.batches++
+		e.Batch.Release()
+		if p.mark {
+			e.MarkHandled()
+		}
+	}
+}
+func (*proxyStub) SendSystemMessage(*actor.PID, any) {}
+func (*proxyStub) Stop(*actor.PID)                   {}
+
+// runZoneTickSync runs BenchmarkZoneTickSync's load; neighbours, if set,
+// sets up the zone's neighbours once the actor is made.
+func runZoneTickSync(b *testing.B, neighbours func(sys *actor.ActorSystem, a *zoneActor)) {
 	const players = 250
 	sys := quietSystem()
 	defer sys.Shutdown()
@@ -53,6 +103,9 @@ func BenchmarkZoneTickSync(b *testing.B) {
 	a.stopped.Store(true) // no timer: the benchmark runs the ticks
 	a.ctx = syncCtx{sys: sys}
 	a.nextAt = z.Period()
+	if neighbours != nil {
+		neighbours(sys, a)
+	}
 	for i := range players {
 		c := &benchConn{}
 		c.views.AcceptRefs()

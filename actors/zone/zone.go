@@ -246,8 +246,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
 		a.z.Replicas(a.p.Now(), &m.Batch)
-		m.Batch.Release()  // copied: its zone reuses the array
-		m.done.Store(true) // its zone may fill it again: touch it no more
+		m.Batch.Release() // copied: its zone reuses the array
+		m.MarkHandled()   // its zone may fill it again: touch it no more
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
@@ -497,7 +497,7 @@ func (a *zoneActor) onTick() {
 					m.View, nudge = nudge, false
 				}
 				if j.Port.Queue != nil {
-					a.ctls.Add(&j.Port, m) // posted with its shard's (Flush below)
+					a.ctls.Add(&j.Port, m) // posted with its shard's within msg.DefaultControlWait, the rest at Flush below
 				} else {
 					a.ctx.Send(j.Conn, m)
 				}

@@ -114,7 +114,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra
 	p := z.pl(e)
-	p.conn, p.events = conn, cp.Events
+	p.conn, p.events, p.evNew = conn, cp.Events, true
 	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
 	p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, true

@@ -18,7 +18,12 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
 		return true
 	}
-	return z.pl(e).events.Take(gen, lane, seq)
+	p := z.pl(e)
+	if !p.events.Take(gen, lane, seq) {
+		return false
+	}
+	p.evNew = true // the next Control carries the fence (ControlInto)
+	return true
 }
 
 // EventFence is an owned player's ordered-event fence (false if the zone

@@ -513,13 +513,23 @@ func (z *Zone) HasControl(ref ViewRef) bool {
 
 // ControlInto is Control and ControlEvents of ref in one look at the
 // player's slot, for a zone actor's per-view loop: it writes the player's
-// state to st and its events' fence to ev, and returns its newest applied
-// move and whether a correction is due (Control's State, LastApplied and
-// Correct; ControlEvents' fence). ok is false, and nothing written, where
-// Control has none. Control made a 120-byte value (its connection's
-// address among it) that the actor copied into its message field by field,
-// and ControlEvents looked the slot up again: ≈ 220 instructions a player
-// a tick, now ≈ 50. Call it before the zone changes, as Control.
+// state to st and returns its newest applied move and whether a
+// correction is due (Control's State, LastApplied and Correct). ok is
+// false, and nothing written, where Control has none. Control made a
+// 120-byte value (its connection's address among it) that the actor
+// copied into its message field by field, and ControlEvents looked the
+// slot up again: ≈ 220 instructions a player a tick, now ≈ 50. Call it
+// before the zone changes, as Control.
+//
+// The events' fence (ControlEvents') is written to ev only when it is
+// news: changed since ControlInto last wrote it for the player (an event
+// taken, a restore, a handoff in) or the player's connection changed
+// (TakeOver, Reclaim), and on one tick in fenceEvery (a Control lost on
+// a link that may lose one, or dropped, is made good). Otherwise ev is
+// left as it is: a zeroed fence (Gen 0) says nothing, and a connection
+// keeps the last it took. The copy of each player's 72-byte fence every
+// tick read two lines of its record and wrote two of the Control's
+// (≈ 1.1 D1 misses a player a tick in BenchmarkZoneTickSync).
 func (z *Zone) ControlInto(ref ViewRef, st *move.ControlState, ev *handoff.EventFence) (lastApplied uint64, correct, ok bool) {
 	if !z.HasControl(ref) {
 		return 0, false, false
@@ -527,13 +537,23 @@ func (z *Zone) ControlInto(ref ViewRef, st *move.ControlState, ev *handoff.Event
 	e := &z.ents[ref.slot]
 	p := e.p()
 	*st = e.state
-	if (e.role == roleOwned || e.role == roleFrozen) && e.kind == KindPlayer {
-		*ev = p.events
-	} else {
-		*ev = handoff.EventFence{}
+	if p.evNew || (z.tick+uint64(ref.slot))%fenceEvery == 0 {
+		if (e.role == roleOwned || e.role == roleFrozen) && e.kind == KindPlayer {
+			*ev = p.events
+		} else {
+			*ev = handoff.EventFence{}
+		}
+		if p.evNew { // never set in noPlayer (read-only)
+			p.evNew = false
+		}
 	}
 	return p.queue.LastApplied(), ref.correct, true
 }
+
+// fenceEvery: ControlInto writes a player's unchanged event fence into
+// its Control on one tick in fenceEvery (each player on its own, by
+// slot), 1.6 s at 20 Hz: the fence a lost Control carried comes again.
+const fenceEvery = 32
 
 // AppendView appends the view of ref (from this tick's Output) to dst and
 // returns it: every member of the player's interest set with its class,

@@ -145,8 +145,12 @@ type playerSlot struct {
 	conn string
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
-	renumber   bool
-	burst      bool // restored: the next input's moves are owed their time (InputBatch)
+	renumber bool
+	burst    bool // restored: the next input's moves are owed their time (InputBatch)
+	// evNew: the event fence changed, or the player's connection did,
+	// since ControlInto last wrote the fence into a Control (in the
+	// padding after burst: on the line ControlInto reads anyway).
+	evNew      bool
 	credit     time.Duration
 	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
 	queue      handoff.MoveQueue
@@ -510,7 +514,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.health, e.name = 1000, nm
 	p := z.pl(e)
 	p.conn = conn
-	p.events = handoff.EventFence{}
+	p.events, p.evNew = handoff.EventFence{}, true
 	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
 	p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, false
@@ -532,6 +536,7 @@ func (z *Zone) TakeOver(now time.Duration, entity uint64) {
 	if s, ok := z.byID.get(entity); ok && z.ents[s].role == roleOwned && z.ents[s].kind == KindPlayer {
 		p := z.pl(&z.ents[s])
 		p.renumber, p.renumberAt = true, now
+		p.evNew = true // the new connection learns the fence
 	}
 }
 
@@ -557,6 +562,7 @@ func (z *Zone) Reclaim(now time.Duration, entity uint64, conn string, lastApplie
 	if p.events.Gen != ev.Gen {
 		p.events = ev
 	}
+	p.evNew = true // conn learns the fence again
 	p.renumber, p.renumberAt = true, now
 	return true
 }
@@ -784,7 +790,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
-		p.conn, p.events = st.Conn, st.Events
+		p.conn, p.events, p.evNew = st.Conn, st.Events, true
 	}
 	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
