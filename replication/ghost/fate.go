@@ -214,7 +214,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 				lf := t.lastField[int(id)*int(t.stride):]
 				for m := mask; m != 0; m &= m - 1 {
 					g := bits.TrailingZeros64(m)
-					if lf[g] == uint16(f.Seq) {
+					if lf[g] == uint8(f.Seq) {
 						lost |= 1 << uint(g)
 					}
 				}

@@ -94,7 +94,7 @@ type slot struct {
 	// A kill waits until it is 0, so no older record of the ghost can reach
 	// the client after its kill (and none of a reused id's old incarnation).
 	// At most one record a packet, and Write keeps fewer than maxSeqSpan
-	// (2^15) packets in flight: 16 bits.
+	// (2^7) packets in flight: 16 bits hold it with room.
 	inflight uint16
 	// ackBack is how far the newest packet known delivered that carried
 	// this ghost lies before lastSeq (ackSeq = lastSeq − ackBack), at most
@@ -350,7 +350,7 @@ type Stats struct {
 	AbsolutePos    uint64 // update positions sent absolute (window too wide)
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
-	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^15 seqs back still in flight)
+	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^7 seqs back still in flight)
 	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
@@ -393,9 +393,9 @@ type Table struct {
 	carry    []carried // AlwaysInScope states outside the view (rare)
 	gone     []goneRec // ghosts that left scope (snapshot views)
 	pp       posPool   // in-flight positions
-	// lastField[id*stride+group] is the low 16 bits of the newest seq that
-	// carried the group (why 16 are enough: fieldOld, pack.go).
-	lastField []uint16
+	// lastField[id*stride+group] is the low 8 bits of the newest seq that
+	// carried the group (why 8 are enough: fieldOld, pack.go).
+	lastField []uint8
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity, low 16 bits:
 	// zones list a player's interest set in much the same order tick after
