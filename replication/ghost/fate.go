@@ -211,10 +211,9 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			lost := mask
 			if s.lastSeq != uint32(f.Seq) {
 				lost = 0
-				lf := t.lastField[int(id)*int(t.stride):]
 				for m := mask; m != 0; m &= m - 1 {
 					g := bits.TrailingZeros64(m)
-					if lf[g] == uint8(f.Seq) {
+					if t.fieldSeq(id, s, g) == uint8(f.Seq) {
 						lost |= 1 << uint(g)
 					}
 				}
@@ -316,7 +315,7 @@ func (s *slot) delivered(seq uint32, sent, view msTime) {
 	s.ackAt = sent
 	// The packet carried the ghost, so it is at most lastSeq, and in
 	// flight: less than maxSeqSpan back.
-	if back := uint16(s.lastSeq - seq); back < s.ackBack {
+	if back := uint8(s.lastSeq - seq); back < s.ackBack {
 		s.ackBack = back
 	}
 	// The client holds the state of the view the packet was written from

@@ -625,12 +625,20 @@ func (t *Table) writeUsual(id uint32) int {
 	s.sentAt, s.since = now, now
 	// Indexed from the ghost's base, not through a slice from it (its
 	// bounds and capacity arithmetic, ≈ 8 instructions a record).
-	lfs, lb := t.lastField, int(id)*int(t.stride)
-	for m := mask; m != 0; m &= m - 1 {
+	// Groups 0 and 1 in the slot (the usual update's: no line of
+	// lastField), the rest from lb + lfSlot.
+	if mask&1 != 0 {
+		s.lf[0] = uint8(seq)
+	}
+	if mask&2 != 0 {
+		s.lf[1] = uint8(seq)
+	}
+	lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+	for m := mask &^ (1<<lfSlot - 1); m != 0; m &= m - 1 {
 		lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		ageFields(lfs[lb:lb+len(c.Groups)], s.lastSeq, uint32(seq), mask)
+		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if !flight {
 		tr.fq[0], tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
@@ -643,7 +651,7 @@ func (t *Table) writeUsual(id uint32) int {
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 	}
-	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
+	s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	dirty := dirty0 &^ mask
 	if rest > 0 {
@@ -835,12 +843,11 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	t.addEntry(id, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	lf := t.lastField[int(id)*int(t.stride):]
 	for m := mask; m != 0; m &= m - 1 {
-		lf[bits.TrailingZeros64(m)] = uint8(seq)
+		t.setFieldSeq(id, s, bits.TrailingZeros64(m), uint8(seq))
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
+		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
 		tr := &t.pos[id]
@@ -855,7 +862,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	// The delivered carrier stays where it was: further back from the new
 	// lastSeq (pinned at fieldOld).
-	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
+	s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
@@ -891,22 +898,22 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 // unconfirmed returns the groups whose newest sent value is in a packet not
 // known delivered (newer than the newest delivered packet of the ghost).
 func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
-	lf := t.lastField[int(id)*int(t.stride):]
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
-	ack := uint32(s.ackBack) // at most fieldOld
+	ack, last := uint32(s.ackBack), uint8(s.lastSeq) // ack at most fieldOld
 	var m uint64
 	for i := range c.Groups {
-		if uint32(uint8(s.lastSeq)-lf[i]) < ack {
+		if uint32(last-t.fieldSeq(id, s, i)) < ack {
 			m |= 1 << uint(i)
 		}
 	}
 	return m
 }
 
-// Per-group sequences: lastField keeps 8 bits of each (a byte a group
-// of each id: 7 an id for the shipped classes, 14 with 16 bits). The
+// Per-group sequences: 8 bits of each, groups 0 and 1's in the slot
+// (slot.lf), the rest in lastField (5 bytes an id for the shipped
+// classes' 7 groups; 14 with 16 bits, all in lastField). The
 // full number is the ghost's newest record's (slot.lastSeq, 32 bits) minus
 // a distance below 2^8, which holds as follows.
 //
@@ -932,6 +939,38 @@ const (
 	fieldBlock = 7
 	maxSeqSpan = fieldOld
 )
+
+// lfSlot is how many groups' per-group sequences a slot keeps (slot.lf):
+// groups 0 and 1; lastField keeps the rest.
+const lfSlot = 2
+
+// fieldSeq is ghost id's per-group sequence of group g (s is its slot).
+func (t *Table) fieldSeq(id uint32, s *slot, g int) uint8 {
+	if g < lfSlot {
+		return s.lf[g]
+	}
+	return t.lastField[int(id)*int(t.stride)+g-lfSlot]
+}
+
+// setFieldSeq sets ghost id's per-group sequence of group g to v (s is
+// its slot).
+func (t *Table) setFieldSeq(id uint32, s *slot, g int, v uint8) {
+	if g < lfSlot {
+		s.lf[g] = v
+		return
+	}
+	t.lastField[int(id)*int(t.stride)+g-lfSlot] = v
+}
+
+// ageGhost is ageFields over ghost id's n groups: the slot's and
+// lastField's (s is its slot).
+func (t *Table) ageGhost(id uint32, s *slot, n int, last, seq uint32, mask uint64) {
+	ageFields(s.lf[:min(n, lfSlot)], last, seq, mask)
+	if n > lfSlot {
+		lb := int(id) * int(t.stride)
+		ageFields(t.lastField[lb:lb+n-lfSlot], last, seq, mask>>lfSlot)
+	}
+}
 
 // ageFields pins the groups of a ghost fieldOld or more back at fieldOld
 // back, as its newest record moves from last to seq (the groups in mask
