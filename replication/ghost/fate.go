@@ -223,9 +223,18 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
-				was := s.wants()
-				t.setDirty(id, s, t.dirtyOf(id, s)|lost)
-				t.repend(s, was)
+				if s.phase == phaseLive && !t.wideDirty {
+					// wants and setDirty, for the usual ghost: a live
+					// one wants to send while it has dirty groups.
+					if s.dirty == 0 {
+						t.npend++
+					}
+					s.dirty |= uint32(lost)
+				} else {
+					was := s.wants()
+					t.setDirty(id, s, t.dirtyOf(id, s)|lost)
+					t.repend(s, was)
+				}
 				if lost&c.posBit != 0 {
 					// Resend the position even if the client has it: the
 					// stamp matters (a rest marker).
