@@ -211,10 +211,9 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			lost := mask
 			if s.lastSeq != uint32(f.Seq) {
 				lost = 0
-				lf := t.lastField[int(id)*int(t.stride):]
 				for m := mask; m != 0; m &= m - 1 {
 					g := bits.TrailingZeros64(m)
-					if lf[g] == uint16(f.Seq) {
+					if t.fieldSeq(id, s, g) == uint8(f.Seq) {
 						lost |= 1 << uint(g)
 					}
 				}
@@ -224,9 +223,18 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
-				was := s.wants()
-				t.setDirty(id, s, t.dirtyOf(id, s)|lost)
-				t.repend(s, was)
+				if s.phase == phaseLive && !t.wideDirty {
+					// wants and setDirty, for the usual ghost: a live
+					// one wants to send while it has dirty groups.
+					if s.dirty == 0 {
+						t.npend++
+					}
+					s.dirty |= uint32(lost)
+				} else {
+					was := s.wants()
+					t.setDirty(id, s, t.dirtyOf(id, s)|lost)
+					t.repend(s, was)
+				}
 				if lost&c.posBit != 0 {
 					// Resend the position even if the client has it: the
 					// stamp matters (a rest marker).
@@ -316,7 +324,7 @@ func (s *slot) delivered(seq uint32, sent, view msTime) {
 	s.ackAt = sent
 	// The packet carried the ghost, so it is at most lastSeq, and in
 	// flight: less than maxSeqSpan back.
-	if back := uint16(s.lastSeq - seq); back < s.ackBack {
+	if back := uint8(s.lastSeq - seq); back < s.ackBack {
 		s.ackBack = back
 	}
 	// The client holds the state of the view the packet was written from

@@ -10,7 +10,7 @@ import (
 )
 
 // fieldRig drives one NPC ghost by hand beside a reference model of its
-// per-group sequences in 64 bits: the table keeps 16.
+// per-group sequences in 64 bits: the table keeps 8.
 type fieldRig struct {
 	t      *testing.T
 	tab    *Table
@@ -150,9 +150,9 @@ func TestFieldSeqsMatchWholeSequences(t *testing.T) {
 			var gap uint64 = 1
 			switch rng.IntN(40) {
 			case 0:
-				gap = 1 + rng.Uint64N(1<<14)
+				gap = 1 + rng.Uint64N(1<<fieldBlock)
 			case 1:
-				gap = 1<<15 - 4 + rng.Uint64N(8) // near the span limit
+				gap = maxSeqSpan - 4 + rng.Uint64N(8) // near the span limit
 			case 2:
 				gap = 1<<16 + rng.Uint64N(1<<17) // only with nothing in flight
 			}
@@ -183,8 +183,8 @@ func TestFieldSeqsMatchWholeSequences(t *testing.T) {
 	}
 }
 
-// Write records nothing while a packet 2^15 sequences back is still in
-// flight: the 16-bit per-group sequences could not tell its records apart.
+// Write records nothing while a packet 2^7 sequences back is still in
+// flight: the 8-bit per-group sequences could not tell its records apart.
 func TestWriteStallsBeyondSequenceSpan(t *testing.T) {
 	r := newFieldRig(t)
 	r.step(1, 100)
@@ -198,5 +198,34 @@ func TestWriteStallsBeyondSequenceSpan(t *testing.T) {
 	r.step(1, 100)
 	if _, ok := r.sent[r.seq]; !ok {
 		t.Fatal("nothing recorded once the old packet's fate came")
+	}
+}
+
+// A group whose only carrier stays in flight for as long as Write records
+// anything (until the span stalls it) is still found lost when that packet
+// drops: the per-group sequences tell every packet Write lets be in flight
+// apart (a span past what their bits hold would pin the group as
+// confirmed, and its value would never be resent).
+func TestDroppedGroupFoundAcrossTheWholeSpan(t *testing.T) {
+	r := newFieldRig(t)
+	r.step(1, 101) // health changes: this packet carries it
+	p := r.seq
+	if r.sent[p]&(1<<2) == 0 {
+		t.Fatalf("packet %d carried %b, not health", p, r.sent[p])
+	}
+	stalls := r.tab.Stats().Stalls
+	for r.tab.Stats().Stalls == stalls {
+		if r.seq-p > 1<<16 {
+			t.Fatal("Write never stalled")
+		}
+		r.step(1, 101) // the position only
+		r.fate(r.seq, true)
+	}
+	if r.seq-p < 100 {
+		t.Fatalf("Write stalled %d packets on: the test lost its point", r.seq-p)
+	}
+	r.fate(p, false) // checks health re-dirtied
+	if r.tab.dirtyAt(r.id)&(1<<2) == 0 {
+		t.Fatal("health not dirty after its only carrier dropped")
 	}
 }

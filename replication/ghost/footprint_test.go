@@ -101,21 +101,21 @@ func TestTableFootprint(t *testing.T) {
 		max    uint64 // bytes per table
 	}{
 		{0, false, 1.375 * 1024},   // measured 423 B (was ≈ 20 KB, then 1.7, 1.2, then 555-1,140 B; 4-byte records, a 640-byte Table (768 with every Stats counter inline), 8 packet records)
-		{32, false, 10 * 1024},     // measured 10,067 B (10,323 with 48-byte position tracks; 10,835 with 48-byte slots; 10,852 under -race; 10,891 with every position in flight a pool node; was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5, 11.3, 11.2, 10.8 KB)
-		{64, false, 19.125 * 1024}, // measured 19,371 B (19,755 with 48-byte position tracks; 20,779 with 48-byte slots, 20,862 before; 20,972 with every position in flight a pool node; was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5, 22.4, 22.0, 21.6, 21.1, 20.6; the entity moved from the slot to viewQ, same bytes, other size classes)
+		{32, false, 10 * 1024},     // measured 9,843 B (10,067 with 16-bit per-group sequences; 10,323 with 48-byte position tracks; 10,835 with 48-byte slots; 10,852 under -race; 10,891 with every position in flight a pool node; was ≈ 58, then 18, 16.5, 13.8, 12.6, 12.2, 11.5, 11.3, 11.2, 10.8 KB)
+		{64, false, 19.125 * 1024}, // measured 18,923 B (19,371 with 16-bit per-group sequences; 19,755 with 48-byte position tracks; 20,779 with 48-byte slots, 20,862 before; 20,972 with every position in flight a pool node; was ≈ 60, then 43 KB: append's doubling; then 33, 27, 24.5, 23.5, 22.4, 22.0, 21.6, 21.1, 20.6; the entity moved from the slot to viewQ, same bytes, other size classes)
 		// Snapshot views: no State per id (the snapshot is the zone's,
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either, and since the eleventh no entity (the
 		// view's entry has it): the slot (32 bytes, was 64, then 56, 48), the
 		// 40-byte position track (was 48, then 44, 32, 24 with every
 		// position in flight a pool node; it holds the two oldest in
-		// flight itself) and the per-group sequences are all an id keeps;
+		// flight itself) and the per-group sequences (a byte a group, was two; groups 0 and 1's in the slot) are all an id keeps;
 		// a position in flight past a ghost's two oldest is 16 bytes (was
 		// 20), a record in flight 4 (was 8). These fates come three
 		// packets late: three positions in flight a walking ghost.
-		{32, true, 5.4375 * 1024}, // measured 5,505 B, 172 B a ghost (5,774, 180, with 48-byte position tracks; 6,284 with 48-byte slots; 6,279 B, and 6,177 before the snapshot kept its float states apart: +102 B of writer and snapshot fields, SnapshotWriter.in, Snapshot.in, inFor and xs, a zone's on a server, a table's here); before: 193 B a ghost (6,207 under -race; 6,239 with every position in flight a pool node; was 13, then 10.4, 8.6, 8.2, 7.5, 7.0, 6.9, 6.7, 6.4, 6.2 KB)
-		{48, true, 7.875 * 1024},  // measured 8,005 B, 166 B a ghost (8,261, 172, with 48-byte position tracks; 9,035 with 48-byte slots; 9,030 B, and 8,933 before the writer's and snapshot's fields, as above); before: 186 B a ghost (8,940 under -race; the server's scope at 1,000 players; 9,079 with every position in flight a pool node, 9.0 KB with every Stats counter in a 768-byte Table, 9.3 KB with the entity in the slot, 9.7 KB with 32-byte position tracks, 10.2 KB with the pool grown by a quarter, 4-byte index buckets and view order, 10.6 KB with 64-byte slots too)
-		{64, true, 9.75 * 1024},   // measured 9,949 B, 155 B a ghost (10,329, 161, with 48-byte position tracks; 11,353 with 48-byte slots; 11,361 B, and 11,257 before the writer's and snapshot's fields, as above); before: 175 B a ghost (11,290 under -race; 11,450 with every position in flight a pool node; was 25, then 19.8, 16.0, 15.0, 13.9, 13.6, 13.2, 12.8, 12.3, 11.3 KB)
+		{32, true, 5.25 * 1024},  // measured 5,226 B, 163 B a ghost (5,289, 165, with groups 0 and 1's sequences in lastField; 5,505, 172, with 16-bit per-group sequences; 5,774, 180, with 48-byte position tracks; 6,284 with 48-byte slots; 6,279 B, and 6,177 before the snapshot kept its float states apart: +102 B of writer and snapshot fields, SnapshotWriter.in, Snapshot.in, inFor and xs, a zone's on a server, a table's here); before: 193 B a ghost (6,207 under -race; 6,239 with every position in flight a pool node; was 13, then 10.4, 8.6, 8.2, 7.5, 7.0, 6.9, 6.7, 6.4, 6.2 KB)
+		{48, true, 7.5 * 1024},   // measured 7,539 B, 157 B a ghost (7,653, 159, with groups 0 and 1's in lastField; 8,005, 166, with 16-bit per-group sequences; 8,261, 172, with 48-byte position tracks; 9,035 with 48-byte slots; 9,030 B, and 8,933 before the writer's and snapshot's fields, as above); before: 186 B a ghost (8,940 under -race; the server's scope at 1,000 players; 9,079 with every position in flight a pool node, 9.0 KB with every Stats counter in a 768-byte Table, 9.3 KB with the entity in the slot, 9.7 KB with 32-byte position tracks, 10.2 KB with the pool grown by a quarter, 4-byte index buckets and view order, 10.6 KB with 64-byte slots too)
+		{64, true, 9.375 * 1024}, // measured 9,369 B, 146 B a ghost (9,504, 148, with groups 0 and 1's in lastField; 9,949, 155, with 16-bit per-group sequences; 10,329, 161, with 48-byte position tracks; 11,353 with 48-byte slots; 11,361 B, and 11,257 before the writer's and snapshot's fields, as above); before: 175 B a ghost (11,290 under -race; 11,450 with every position in flight a pool node; was 25, then 19.8, 16.0, 15.0, 13.9, 13.6, 13.2, 12.8, 12.3, 11.3 KB)
 	} {
 		// The smaller of two measurements: HeapAlloc between the two
 		// collections also counts what the runtime and the test framework
@@ -182,9 +182,10 @@ func TestTableFootprintServerFates(t *testing.T) {
 		ghosts int
 		max    uint64 // bytes per table
 	}{
-		{32, 3992}, // measured 3,992 B, 124 B a ghost (4,248 B, 132, with 48-byte position tracks; 4,760 B, 148, with 48-byte slots too)
-		{48, 5576}, // measured 5,576 B, 116 B a ghost (5,832 B, 121; 6,600 B, 137)
-		{64, 7080}, // measured 7,080 B, 110 B a ghost (7,464 B, 116; 8,488 B, 132)
+		{32, 3704}, // measured 3,704 B, 115 B a ghost (3,768 B, 117, with groups 0 and 1's sequences in lastField; 3,992 B, 124, with 16-bit per-group sequences; 4,248 B, 132, with 48-byte position tracks too; 4,760 B, 148, with 48-byte slots too)
+		{48, 5112}, // measured 5,112 B, 106 B a ghost (5,224 B, 108; 5,576 B, 116; 5,832 B, 121; 6,600 B, 137)
+		{64, 6504}, // measured 6,504 B, 101 B a ghost (6,632 B, 103; 7,080 B, 110; 7,464 B, 116; 8,488 B, 132)
+		{82, 9376}, // measured 9,376 B, 114 B a ghost (9,568 B, 116, with groups 0 and 1's in lastField; 10,208 B, 124, with 16-bit per-group sequences): the scope at 2,000 players
 	} {
 		const tables = 16
 		var sum, pool uint64

@@ -491,7 +491,7 @@ func checkInvariants(t *Table) error {
 	// Records carry no incarnation: every record in flight must be of a
 	// ghost that is not free (ids are freed only with nothing in flight).
 	type key struct{ id uint32 }
-	inflight := map[key]uint16{}
+	inflight := map[key]uint8{}
 	creates, kills, poss, recent := map[key]int{}, map[key]int{}, map[key]int{}, map[key]int{}
 	ents := 0
 	for k := 0; k < t.pktLen; k++ {

@@ -209,8 +209,8 @@ func (p *packer) release() {
 // for packet seq sent at now: kills, creates and the highest-priority dirty
 // ghosts. It returns the number of records written. seq must increase from
 // call to call (the notify sequence of the packet); every fate of a packet
-// must then reach OnFate. While a packet 2^15 sequences before seq awaits
-// its fate, Write records nothing (notify keeps far fewer in flight).
+// must then reach OnFate. While a packet 2^7 (128) sequences before seq
+// awaits its fate, Write records nothing (seconds without a fate).
 //
 // The section is always well formed: with no room for any record it is the
 // single bit of an empty count. With no room for even that bit, Write returns
@@ -226,7 +226,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	t.lastSeq, t.wrote = seq, true
 	nowMS := t.clock(now)
 	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
-		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 16 bits
+		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 8 bits
 		t.rareOf().Stalls++
 		return 0, w.WriteGamma(1)
 	}
@@ -625,12 +625,20 @@ func (t *Table) writeUsual(id uint32) int {
 	s.sentAt, s.since = now, now
 	// Indexed from the ghost's base, not through a slice from it (its
 	// bounds and capacity arithmetic, ≈ 8 instructions a record).
-	lfs, lb := t.lastField, int(id)*int(t.stride)
-	for m := mask; m != 0; m &= m - 1 {
-		lfs[lb+bits.TrailingZeros64(m)] = uint16(seq)
+	// Groups 0 and 1 in the slot (the usual update's: no line of
+	// lastField), the rest from lb + lfSlot.
+	if mask&1 != 0 {
+		s.lf[0] = uint8(seq)
+	}
+	if mask&2 != 0 {
+		s.lf[1] = uint8(seq)
+	}
+	lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+	for m := mask &^ (1<<lfSlot - 1); m != 0; m &= m - 1 {
+		lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		ageFields(lfs[lb:lb+len(c.Groups)], s.lastSeq, uint32(seq), mask)
+		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if !flight {
 		tr.fq[0], tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
@@ -643,7 +651,7 @@ func (t *Table) writeUsual(id uint32) int {
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
 	}
-	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
+	s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	dirty := dirty0 &^ mask
 	if rest > 0 {
@@ -835,12 +843,11 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	t.addEntry(id, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	lf := t.lastField[int(id)*int(t.stride):]
 	for m := mask; m != 0; m &= m - 1 {
-		lf[bits.TrailingZeros64(m)] = uint16(seq)
+		t.setFieldSeq(id, s, bits.TrailingZeros64(m), uint8(seq))
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		ageFields(lf[:len(c.Groups)], s.lastSeq, uint32(seq), mask)
+		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
 		tr := &t.pos[id]
@@ -855,7 +862,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	// The delivered carrier stays where it was: further back from the new
 	// lastSeq (pinned at fieldOld).
-	s.ackBack = uint16(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
+	s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
 	s.lastSeq = uint32(seq)
 	switch kind {
 	case recKill:
@@ -891,28 +898,32 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 // unconfirmed returns the groups whose newest sent value is in a packet not
 // known delivered (newer than the newest delivered packet of the ghost).
 func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
-	lf := t.lastField[int(id)*int(t.stride):]
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
-	ack := uint32(s.ackBack) // at most fieldOld
+	ack, last := uint32(s.ackBack), uint8(s.lastSeq) // ack at most fieldOld
 	var m uint64
 	for i := range c.Groups {
-		if uint32(uint16(s.lastSeq)-lf[i]) < ack {
+		if uint32(last-t.fieldSeq(id, s, i)) < ack {
 			m |= 1 << uint(i)
 		}
 	}
 	return m
 }
 
-// Per-group sequences: lastField keeps 16 bits of each. The
+// Per-group sequences: 8 bits of each, groups 0 and 1's in the slot
+// (slot.lf), the rest in lastField (5 bytes an id for the shipped
+// classes' 7 groups; 14 with 16 bits, all in lastField). The
 // full number is the ghost's newest record's (slot.lastSeq, 32 bits) minus
-// a distance below 2^16, which holds as follows.
+// a distance below 2^8, which holds as follows.
 //
 //   - Write records nothing while its oldest packet in flight is
-//     fieldOld or more sequences back (maxSeqSpan), so a packet's records
-//     are never older than that, and a drop's equality test (lf == the
-//     packet's low 16 bits) cannot match a later carrier 2^16 on.
+//     fieldOld (128) or more sequences back (maxSeqSpan), so a packet's
+//     records are never older than that, and a drop's equality test (lf ==
+//     the packet's low 8 bits) cannot match a later carrier 2^8 on. A
+//     connection has a packet 128 sequences unresolved only after seconds
+//     without a fate (the client's keepalive acks every second; a session
+//     times out in a few): its ghost records wait for the fates meanwhile.
 //   - A group fieldOld or more back is in no packet in flight, and was
 //     delivered, or dropped and dirty again (unconfirmed is asked only of a
 //     ghost with nothing dirty): it counts as confirmed.
@@ -920,24 +931,58 @@ func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
 //     2^fieldBlock, ageFields pins every group fieldOld or more back at
 //     exactly fieldOld back. Until the next block, lastSeq moves less than
 //     2^fieldBlock, so every distance stays below fieldOld + 2^fieldBlock
-//     < 2^16 and no group a long time unsent reads as recent.
+//     = 2^8 and no group a long time unsent reads as recent. (A block of
+//     2^7, not less: ageFields runs when a ghost's record enters a new
+//     block, every 128 packets for a ghost in each.)
 const (
-	fieldOld   = 1 << 15
-	fieldBlock = 14
+	fieldOld   = 1 << 7
+	fieldBlock = 7
 	maxSeqSpan = fieldOld
 )
+
+// lfSlot is how many groups' per-group sequences a slot keeps (slot.lf):
+// groups 0 and 1; lastField keeps the rest.
+const lfSlot = 2
+
+// fieldSeq is ghost id's per-group sequence of group g (s is its slot).
+func (t *Table) fieldSeq(id uint32, s *slot, g int) uint8 {
+	if g < lfSlot {
+		return s.lf[g]
+	}
+	return t.lastField[int(id)*int(t.stride)+g-lfSlot]
+}
+
+// setFieldSeq sets ghost id's per-group sequence of group g to v (s is
+// its slot).
+func (t *Table) setFieldSeq(id uint32, s *slot, g int, v uint8) {
+	if g < lfSlot {
+		s.lf[g] = v
+		return
+	}
+	t.lastField[int(id)*int(t.stride)+g-lfSlot] = v
+}
+
+// ageGhost is ageFields over ghost id's n groups: the slot's and
+// lastField's (s is its slot).
+func (t *Table) ageGhost(id uint32, s *slot, n int, last, seq uint32, mask uint64) {
+	ageFields(s.lf[:min(n, lfSlot)], last, seq, mask)
+	if n > lfSlot {
+		lb := int(id) * int(t.stride)
+		ageFields(t.lastField[lb:lb+n-lfSlot], last, seq, mask>>lfSlot)
+	}
+}
 
 // ageFields pins the groups of a ghost fieldOld or more back at fieldOld
 // back, as its newest record moves from last to seq (the groups in mask
 // were just set to seq).
-func ageFields(lf []uint16, last, seq uint32, mask uint64) {
+func ageFields(lf []uint8, last, seq uint32, mask uint64) {
 	gap := seq - last
 	for g := range lf {
 		if mask&(1<<uint(g)) != 0 {
 			continue
 		}
-		if d := uint32(uint16(last)-lf[g]) + gap; d >= fieldOld || d < gap { // d < gap: gap ≥ 2^32 − 2^16
-			lf[g] = uint16(seq - fieldOld)
+		if d := uint32(uint8(last)-lf[g]) + gap; d >= fieldOld || d < gap { // d < gap: gap ≥ 2^32 − 2^8
+			lf[g] = uint8(seq - fieldOld)
 		}
 	}
 }

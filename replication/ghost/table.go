@@ -47,13 +47,15 @@ const (
 
 // slot is a ghost id's record: the 32 bytes that taking a view, packing
 // and a fate touch for every ghost. What only writing a position and its
-// fate need is the id's posTrack (Table.pos); the entity, the quantized
+// fate need is the id's posTrack (Table.pos), and the per-group sequences
+// of groups 2 and up are lastField's (a usual update's groups, 0 and 1 for
+// the shipped classes, are the slot's: lf); the entity, the quantized
 // position, the yaw code and the state are the view's (the snapshot entry
 // si, or the table's own copy: entityOf), not the slot's. Every byte here
 // is paid per id per connection: what can be derived is (owtB from prioB,
 // the entity from the view), and what only compares within a bounded
 // window is narrow: the times are 16-bit ms from the table's epoch, moved
-// on every ≈ 8 s (msTime, rebase), ackBack and inflight 16 bits, viewGen
+// on every ≈ 8 s (msTime, rebase), ackBack and inflight 8 bits, viewGen
 // 8 (pinned every 64 views), the class index 8 (NewTable: at most 256
 // classes), the dirty groups 32 (a registry with more groups keeps the
 // rest apart: dirtyOf).
@@ -93,16 +95,21 @@ type slot struct {
 	// inflight counts this ghost's records in packets whose fate is unknown.
 	// A kill waits until it is 0, so no older record of the ghost can reach
 	// the client after its kill (and none of a reused id's old incarnation).
-	// At most one record a packet, and Write keeps fewer than maxSeqSpan
-	// (2^15) packets in flight: 16 bits.
-	inflight uint16
+	// At most one record a packet, and Write keeps every packet in flight
+	// less than maxSeqSpan (2^7) sequences back: a byte.
+	inflight uint8
 	// ackBack is how far the newest packet known delivered that carried
 	// this ghost lies before lastSeq (ackSeq = lastSeq − ackBack), at most
 	// fieldOld: every use compares it below that (unconfirmed's window, a
 	// fate's packet, in flight, is less than maxSeqSpan back), so a
 	// distance further back reads the same pinned. 0: lastSeq itself was
-	// delivered (nothing unconfirmed).
-	ackBack uint16
+	// delivered (nothing unconfirmed). At most 2^7: a byte.
+	ackBack uint8
+	// lf is the per-group sequences of groups 0 and 1 (lastField keeps
+	// the rest): the groups a usual update carries (the shipped classes'
+	// position and yaw) are recorded in the slot the write holds already,
+	// not in a line of lastField of their own.
+	lf [lfSlot]uint8
 	// viewGen is the last view that included the entity (Table.viewGen),
 	// 8 bits: views ask only whether it is the current view or the one
 	// before, and beginView pins one older than viewGenPin views at
@@ -350,7 +357,7 @@ type Stats struct {
 	AbsolutePos    uint64 // update positions sent absolute (window too wide)
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
-	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^15 seqs back still in flight)
+	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^7 seqs back still in flight)
 	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
@@ -389,13 +396,14 @@ type Table struct {
 	snapSrc  uint64
 	snapSeq  uint32
 	snapMode bool
-	stride   uint16    // lastField's groups per id: the registry's most (≤ MaxGroups)
+	stride   uint16    // lastField's groups per id: the registry's most (≤ MaxGroups) less the slot's lfSlot
 	carry    []carried // AlwaysInScope states outside the view (rare)
 	gone     []goneRec // ghosts that left scope (snapshot views)
 	pp       posPool   // in-flight positions
-	// lastField[id*stride+group] is the low 16 bits of the newest seq that
-	// carried the group (why 16 are enough: fieldOld, pack.go).
-	lastField []uint16
+	// lastField[id*stride+group−lfSlot] is the low 8 bits of the newest seq
+	// that carried the group, for groups from lfSlot up (why 8 are enough:
+	// fieldOld, pack.go); slot.lf keeps groups 0 and 1's.
+	lastField []uint8
 	idx       entityIndex // entity → id of ghosts in scope
 	// order[i] is the id of the previous view's i-th entity, low 16 bits:
 	// zones list a player's interest set in much the same order tick after
@@ -598,7 +606,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	t := &Table{
 		reg:    reg,
 		cfg:    sharedConfig(cfg),
-		stride: uint16(max(reg.maxGroups, 1)),
+		stride: uint16(max(reg.maxGroups-lfSlot, 0)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
 		// two: mask, not divide): a connection that sees a few ghosts must
@@ -1079,9 +1087,11 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		t.grow(id + 1)
 	}
 	s := &t.slots[id]
-	// viewGen is kept: the id's previous ghost's, never the current view.
+	// viewGen is kept: the id's previous ghost's, never the current view;
+	// and lf, as lastField keeps its groups (the create's write sets them).
 	*s = slot{
 		viewGen: s.viewGen,
+		lf:      s.lf,
 		ci:      uint8(t.reg.index(c)), // < maxTableClasses
 		since:   now,
 		pendChg: now,
