@@ -3,6 +3,7 @@ package zone
 import (
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,10 +46,24 @@ type driver struct {
 	ticks   int
 	bad     []string
 	// resendAfter, when set, makes each step resend a player's
-	// unacknowledged moves as actors/conn's resendStalled does: when the
-	// oldest went that long ago (doubling, up to 8×, while no progress
-	// is reported). Without it every move is sent once.
+	// unacknowledged moves as actors/conn's resendStalled does: when a
+	// Control came that long after the oldest went (or the last resend)
+	// without acknowledging it (doubling, up to 8×, while no progress is
+	// reported). A zone that sends no Controls (behind, starved) is not
+	// sent its moves again. Without it every move is sent once.
 	resendAfter time.Duration
+	// batch, when set, makes each step send a zone its players' inputs
+	// in *msg.Inputs of at most that many, as a connection shard sends a
+	// round's (actors/conn maxBatch, 64). Without it each Input goes
+	// alone.
+	batch   int
+	batches []zoneBatch // a step's, one a zone
+}
+
+// zoneBatch is the inputs a step has for one zone so far.
+type zoneBatch struct {
+	zone *actor.PID
+	b    *msg.Inputs
 }
 
 type dplayer struct {
@@ -73,9 +88,11 @@ type dplayer struct {
 	// LastApplied on, with how many Redirects the player had taken then.
 	advanced []ctlMark
 	// With driver.resendAfter: every move sent (Seq i+1 at i) and when,
-	// the last resend and how many since the last progress.
+	// when the newest Control came, the last resend and how many since
+	// the last progress.
 	moves    []move.Move
 	sentAt   []time.Time
+	ctlAt    time.Time
 	resentAt time.Time
 	resends  uint
 	resent   uint64 // moves sent again
@@ -145,6 +162,9 @@ func (d *driver) Receive(ctx actor.Context) {
 			}
 			p.applied = m.LastApplied
 			p.controls++
+			if d.resendAfter > 0 {
+				p.ctlAt = time.Now()
+			}
 			if m.Force {
 				p.forced = append(p.forced, m.State.Pos)
 			}
@@ -210,7 +230,7 @@ func (d *driver) Receive(ctx actor.Context) {
 			if d.resendAfter > 0 {
 				now := time.Now()
 				p.moves, p.sentAt = append(p.moves, mv), append(p.sentAt, now)
-				if p.applied+1 < p.sent && now.Sub(maxTime(p.sentAt[p.applied], p.resentAt)) >= d.resendAfter<<min(p.resends, 3) {
+				if p.applied+1 < p.sent && p.ctlAt.Sub(maxTime(p.sentAt[p.applied], p.resentAt)) >= d.resendAfter<<min(p.resends, 3) {
 					// Every unacknowledged move, in order: one contiguous
 					// batch (a gap inside a batch means moves lost at the
 					// client). The zone drops those it has.
@@ -220,14 +240,40 @@ func (d *driver) Receive(ctx actor.Context) {
 					p.resent += p.sent - p.applied - 1
 				}
 			}
-			ctx.Send(p.route, in)
+			if d.batch == 0 {
+				ctx.Send(p.route, in)
+				continue
+			}
+			d.addToBatch(ctx, p.route, in)
 		}
+		for _, z := range d.batches {
+			if len(z.b.List) == 0 {
+				z.b.Release()
+				continue
+			}
+			ctx.Send(z.zone, z.b)
+		}
+		d.batches = d.batches[:0]
 	case *driverSync:
 		ctx.Respond(struct{}{})
 	case *driverTeleport:
 		p := d.players[m.id]
 		p.teleportAt = time.Now()
 		ctx.Send(p.route, &Teleport{Entity: m.id, Pos: m.pos})
+	}
+}
+
+// addToBatch adds in to the step's batch for zone, sent once full.
+func (d *driver) addToBatch(ctx actor.Context, zone *actor.PID, in *msg.Input) {
+	i := slices.IndexFunc(d.batches, func(z zoneBatch) bool { return z.zone.Equal(zone) })
+	if i < 0 {
+		i = len(d.batches)
+		d.batches = append(d.batches, zoneBatch{zone: zone, b: msg.NewInputs()})
+	}
+	z := &d.batches[i]
+	if z.b.List = append(z.b.List, in); len(z.b.List) == d.batch {
+		ctx.Send(z.zone, z.b)
+		z.b = msg.NewInputs()
 	}
 }
 

@@ -321,3 +321,64 @@ func TestRejoinAtAHandoffsEdgeFromAnOlderRecord(t *testing.T) {
 		t.Fatalf("the player at %v in x1z0: put back from the older record, not its live state", pos)
 	}
 }
+
+// The player's connection joins again from its record once its zone
+// (x0z0) has handed it away, the record newer than that handoff: the new
+// owner (x1z0) took the player at epoch 2, its node died, and the record
+// (written at that epoch or later) puts the player back in x0z0's ground.
+// That restore is not the handoff's: joinAway passes a Join on only with
+// a record older than the handoff (TestRejoinAtAHandoffsEdgeFromAnOlderRecord),
+// and x0z0 must restore this one as onJoin restores any, at the record's
+// position and above its epoch. Passed on, it went to the dead owner and
+// the player was owned nowhere.
+func TestRejoinAtAHandoffsEdgeFromANewerRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		epoch uint32 // the record's; the handoff's new owner took epoch 2
+	}{
+		{name: "the new owner's epoch", epoch: 2},
+		{name: "a later epoch", epoch: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer verifyNoLeaks(t)()
+			f := startFixture(t, pairWorld(t), slowOffers, nil, at)
+			defer f.stop()
+			f.join(1, "x0z0")
+			release := f.handoffHeld(1)
+			release()
+			waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+			var owned handoff.Epoch
+			f.inspectZone("x1z0", func(z *sim.Zone) { _, owned, _ = z.Handoffs().Status(1) })
+			if owned != 2 {
+				t.Fatalf("x1z0 owns the player at epoch %d, want 2", owned)
+			}
+			f.world.Remove("x1z0") // its node died
+			f.syncZone("x0z0")
+			f.inspectZone("x0z0", func(z *sim.Zone) {
+				if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
+					t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
+				}
+			})
+			f.drv.mu.Lock()
+			views := &f.drv.players[1].views
+			f.drv.mu.Unlock()
+			recorded := [3]float32{-300, 0, 0} // in x0z0
+			f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
+				Restore: &handoff.Checkpoint{Entity: 1, Epoch: handoff.Epoch(tc.epoch), Control: move.ControlState{Pos: recorded}, Conn: f.dpid.String()}})
+			f.waitTakenHere(1, "x0z0", f.dpid)
+			f.waitOwnedOnceThrough(1, f.dpid)
+			if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
+				t.Fatalf("%d joins refused", n)
+			}
+			f.inspectZone("x0z0", func(z *sim.Zone) {
+				e, _ := z.Entity(1)
+				if e.State.Pos != recorded {
+					t.Errorf("the player at %v in x0z0, want the record's %v", e.State.Pos, recorded)
+				}
+				if ph, ep, _ := z.Handoffs().Status(1); ph != handoff.PhaseOwned || ep <= handoff.Epoch(tc.epoch) {
+					t.Errorf("the player %s at epoch %d in x0z0, want owned above the record's %d", ph, ep, tc.epoch)
+				}
+			})
+		})
+	}
+}
