@@ -36,10 +36,7 @@ func TestJoinBehindASlowCommitRecordWriteTakesThePlayerOver(t *testing.T) {
 			older := newLoginConn(gw.sys, old)
 			s.commitHeld(t, older, player, tc.into)
 			// The Commit waits for its write; the player logs in again.
-			var refused [3]uint64
-			for n, node := range nodes {
-				refused[n] = node.m.JoinsRejected.Load()
-			}
+			refused := joinsRejected(nodes)
 			forwarded, in := nodes[1].m.Forwarded.Load(), nodes[tc.node].m.HandoffsIn.Load()
 			newer := newLoginConn(gw.sys, old)
 			gw.sys.Root.Send(old, newer.join(gw.sys, player))
@@ -49,17 +46,9 @@ func TestJoinBehindASlowCommitRecordWriteTakesThePlayerOver(t *testing.T) {
 			waitPlayedThrough(t, nodes, tc.node, player, connAt(nodes, tc.node, 0, newer.pid),
 				tc.zone+" to play the player through the newer login on n1")
 			newer.play(t, gw.sys, player, 1, 3, "the newer login in "+tc.zone)
-			var owners []string
-			for n, node := range nodes {
-				if _, owned := entityIn(t, node, player); owned {
-					owners = append(owners, fmt.Sprintf("n%d", n+1))
-				}
-				if d := node.m.JoinsRejected.Load() - refused[n]; d != 0 {
-					t.Errorf("n%d refused %d Joins of the player", n+1, d)
-				}
-			}
-			if want := fmt.Sprintf("n%d", tc.node+1); len(owners) != 1 || owners[0] != want {
-				t.Errorf("the player is owned on %q, want on %s only", owners, want)
+			noJoinsRejectedSince(t, nodes, refused)
+			if on, want := owners(t, nodes, player), fmt.Sprintf("n%d", tc.node+1); len(on) != 1 || on[0] != want {
+				t.Errorf("the player is owned on %q, want on %s only", on, want)
 			}
 			if n := nodes[tc.node].m.HandoffsIn.Load() - in; n != 1 {
 				t.Errorf("%s took %d players by a Commit, want 1 (this one, not spawned afresh)", tc.zone, n)

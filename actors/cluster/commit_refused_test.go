@@ -46,6 +46,26 @@ func owners(t *testing.T, nodes [3]*benchNode, player uint64) []string {
 	return on
 }
 
+// joinsRejected reads each node's count of Joins refused, for
+// noJoinsRejectedSince.
+func joinsRejected(nodes [3]*benchNode) (n [3]uint64) {
+	for i, node := range nodes {
+		n[i] = node.m.JoinsRejected.Load()
+	}
+	return n
+}
+
+// noJoinsRejectedSince fails t for every node that refused a Join since
+// joinsRejected read before.
+func noJoinsRejectedSince(t *testing.T, nodes [3]*benchNode, before [3]uint64) {
+	t.Helper()
+	for n, node := range nodes {
+		if d := node.m.JoinsRejected.Load() - before[n]; d != 0 {
+			t.Errorf("n%d refused %d Joins of the player", n+1, d)
+		}
+	}
+}
+
 // A player's zone on n2 hands it to another node's zone, whose node is
 // slow to write the Commit's player record; meanwhile the record moves on
 // (here: the player put back in a third zone, R, its record naming R at a
@@ -73,10 +93,7 @@ func TestJoinBehindARefusedCommitFollowsTheRecord(t *testing.T) {
 			gw.sys.Root.Send(other.route, other.join(gw.sys, player))
 			other.play(t, gw.sys, player, 1, 2, "the player put back in "+ids[r])
 			s.putRecord(t, player, ids[r], fmt.Sprintf("n%d", r+1), 1000)
-			var refused [3]uint64
-			for n, node := range nodes {
-				refused[n] = node.m.JoinsRejected.Load()
-			}
+			refused := joinsRejected(nodes)
 			forwarded, in := nodes[1].m.Forwarded.Load(), nodes[tc.node].m.HandoffsIn.Load()
 			// The player logs in again, through x1z0 (its lookup was older).
 			newer := newLoginConn(gw.sys, old)
@@ -98,11 +115,7 @@ func TestJoinBehindARefusedCommitFollowsTheRecord(t *testing.T) {
 			if on := owners(t, nodes, player); len(on) != 1 || on[0] != want {
 				t.Errorf("the player is owned on %q, want on %s only (the zone its record names)", on, want)
 			}
-			for n, node := range nodes {
-				if d := node.m.JoinsRejected.Load() - refused[n]; d != 0 {
-					t.Errorf("n%d refused %d Joins of the player", n+1, d)
-				}
-			}
+			noJoinsRejectedSince(t, nodes, refused)
 			if n := nodes[tc.node].m.HandoffsIn.Load() - in; n != 0 {
 				t.Errorf("%s took %d players by a Commit, want 0 (its record write was refused)", tc.zone, n)
 			}
