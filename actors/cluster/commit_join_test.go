@@ -32,19 +32,11 @@ func TestJoinBehindASlowCommitRecordWriteTakesThePlayerOver(t *testing.T) {
 			player := uint64(750 + i)
 			s := lineNodesSlowCommit(t, tc.node, player)
 			nodes, gw := s.nodes, s.nodes[0]
-			old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
-			older := newLoginConn(gw.sys, old)
-			s.commitHeld(t, older, player, tc.into)
-			// The Commit waits for its write; the player logs in again.
-			refused := joinsRejected(nodes)
-			forwarded, in := nodes[1].m.Forwarded.Load(), nodes[tc.node].m.HandoffsIn.Load()
-			newer := newLoginConn(gw.sys, old)
-			gw.sys.Root.Send(old, newer.join(gw.sys, player))
-			waitPassedOn(t, nodes, player, forwarded)
-			s.open(t, player, tc.zone)
-			newer.routedTo(t, tc.zone, "the newer login")
-			waitPlayedThrough(t, nodes, tc.node, player, connAt(nodes, tc.node, 0, newer.pid),
-				tc.zone+" to play the player through the newer login on n1")
+			var refused [3]uint64
+			var in uint64
+			_, newer := s.newerLoginBehindCommit(t, player, tc.node, tc.zone, tc.into, func() {
+				refused, in = joinsRejected(nodes), nodes[tc.node].m.HandoffsIn.Load()
+			})
 			newer.play(t, gw.sys, player, 1, 3, "the newer login in "+tc.zone)
 			noJoinsRejectedSince(t, nodes, refused)
 			if on, want := owners(t, nodes, player), fmt.Sprintf("n%d", tc.node+1); len(on) != 1 || on[0] != want {
@@ -109,17 +101,7 @@ func TestResentCommitAfterATakeoverKeepsTheNewerLogin(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = sub.Unsubscribe() })
-			old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
-			older := newLoginConn(gw.sys, old)
-			s.commitHeld(t, older, player, tc.into)
-			forwarded := nodes[1].m.Forwarded.Load()
-			newer := newLoginConn(gw.sys, old)
-			gw.sys.Root.Send(old, newer.join(gw.sys, player))
-			waitPassedOn(t, nodes, player, forwarded)
-			s.open(t, player, tc.zone)
-			newer.routedTo(t, tc.zone, "the newer login")
-			waitPlayedThrough(t, nodes, tc.node, player, connAt(nodes, tc.node, 0, newer.pid),
-				tc.zone+" to play the player through the newer login on n1")
+			older, newer := s.newerLoginBehindCommit(t, player, tc.node, tc.zone, tc.into, nil)
 			mu.Lock()
 			it := commit
 			mu.Unlock()
@@ -141,4 +123,30 @@ func TestResentCommitAfterATakeoverKeepsTheNewerLogin(t *testing.T) {
 			newer.play(t, gw.sys, player, 1, 3, "the newer login in "+tc.zone+" after the Commit's copy")
 		})
 	}
+}
+
+// newerLoginBehindCommit joins player through x1z0 on the gateway's node
+// (the older login), holds its handoff's Commit to zoneID on nodes[node]
+// behind the Commit's record write, runs whileHeld (if any), and logs the
+// player in again through x1z0: the newer login's Join is passed on behind
+// the Commit. Then it lets the write through and waits until zoneID plays
+// the player through the newer login.
+func (s *slowCommit) newerLoginBehindCommit(t *testing.T, player uint64, node int, zoneID string, into [3]float32, whileHeld func()) (older, newer *loginConn) {
+	t.Helper()
+	nodes, gw := s.nodes, s.nodes[0]
+	old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
+	older = newLoginConn(gw.sys, old)
+	s.commitHeld(t, older, player, into)
+	if whileHeld != nil {
+		whileHeld()
+	}
+	forwarded := nodes[1].m.Forwarded.Load()
+	newer = newLoginConn(gw.sys, old)
+	gw.sys.Root.Send(old, newer.join(gw.sys, player))
+	waitPassedOn(t, nodes, player, forwarded)
+	s.open(t, player, zoneID)
+	newer.routedTo(t, zoneID, "the newer login")
+	waitPlayedThrough(t, nodes, node, player, connAt(nodes, node, 0, newer.pid),
+		zoneID+" to play the player through the newer login on n1")
+	return older, newer
 }

@@ -2,7 +2,6 @@ package zone
 
 import (
 	"testing"
-	"time"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/zones/handoff"
@@ -23,10 +22,7 @@ func TestLateCommitCopyKeepsTheNewerLogin(t *testing.T) {
 	defer verifyNoLeaks(t)()
 	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
 	defer f.stop()
-	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
-	waitFor(t, 3*time.Second, "the handoff to x1z0", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+	f.handedToX1z0()
 	d, pid := f.newerLogin(1, "x1z0")
 	f.waitOwnedThrough(1, "x1z0", pid)
 	var ep handoff.Epoch

@@ -111,15 +111,7 @@ func (c *portConn) snapshot() []string {
 // gets the tick's Control before it (the batch is posted before the
 // tick's other sends).
 func TestTickPostsControlsByShard(t *testing.T) {
-	sys := quietSystem()
-	defer sys.Shutdown()
-	m := new(Metrics)
-	clk := newClock()
-	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 10, Classes: ghostClasses(t)}, Params{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zw.Stop()
+	sys, zw, m := startTickWorld(t)
 	zpid := zw.PID("x0z0")
 	qs := []*portQueue{{}, {}}
 	cqs := []*msg.ControlQueue{{Taker: qs[0]}, {Taker: qs[1]}}
@@ -206,15 +198,7 @@ func (c *portConn) fenceLog() []handoff.EventFence {
 // between changes leave the unchanged fence out (Gen 0, which a
 // connection ignores), but for the refresh every fenceEvery ticks.
 func TestTickControlCarriesAChangedFence(t *testing.T) {
-	sys := quietSystem()
-	defer sys.Shutdown()
-	m := new(Metrics)
-	clk := newClock()
-	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 10, Classes: ghostClasses(t)}, Params{Now: clk.Now, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zw.Stop()
+	sys, zw, m := startTickWorld(t)
 	zpid := zw.PID("x0z0")
 	q := &portQueue{}
 	c := &portConn{q: q, cq: &msg.ControlQueue{Taker: q}}
@@ -262,4 +246,20 @@ func TestTickControlCarriesAChangedFence(t *testing.T) {
 	if left == 0 {
 		t.Fatal("every Control carried the fence: the unchanged ones are left out")
 	}
+}
+
+// startTickWorld starts the default world with 10 NPCs on a clock of its
+// own in a quiet actor system, both stopped when t ends.
+func startTickWorld(t *testing.T) (*actor.ActorSystem, *World, *Metrics) {
+	t.Helper()
+	sys := quietSystem()
+	t.Cleanup(sys.Shutdown)
+	m := new(Metrics)
+	clk := newClock()
+	zw, err := Start(sys, world.Default(), sim.Config{NPCs: 10, Classes: ghostClasses(t)}, Params{Now: clk.Now, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zw.Stop)
+	return sys, zw, m
 }

@@ -292,22 +292,8 @@ func TestRejoinAtAHandoffsEdgeFromAnOlderRecord(t *testing.T) {
 	defer verifyNoLeaks(t)()
 	f := startFixture(t, pairWorld(t), slowOffers, nil, at)
 	defer f.stop()
-	f.join(1, "x0z0")
-	waitFor(t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
-	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
-	waitFor(t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
-	f.syncZone("x0z0")
-	f.inspectZone("x0z0", func(z *sim.Zone) {
-		if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
-			t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
-		}
-	})
-	f.drv.mu.Lock()
-	views := &f.drv.players[1].views
-	f.drv.mu.Unlock()
-	recorded := [3]float32{-300, 0, 0} // the record's position: in x0z0
-	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
-		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Control: move.ControlState{Pos: recorded}, Conn: f.dpid.String()}})
+	f.handedToX1z0()
+	f.rejoinInX0z0(1)
 	f.syncZone("x0z0")
 	if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
 		t.Fatalf("%d joins refused", n)
@@ -353,18 +339,7 @@ func TestRejoinAtAHandoffsEdgeFromANewerRecord(t *testing.T) {
 				t.Fatalf("x1z0 owns the player at epoch %d, want 2", owned)
 			}
 			f.world.Remove("x1z0") // its node died
-			f.syncZone("x0z0")
-			f.inspectZone("x0z0", func(z *sim.Zone) {
-				if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
-					t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
-				}
-			})
-			f.drv.mu.Lock()
-			views := &f.drv.players[1].views
-			f.drv.mu.Unlock()
-			recorded := [3]float32{-300, 0, 0} // in x0z0
-			f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
-				Restore: &handoff.Checkpoint{Entity: 1, Epoch: handoff.Epoch(tc.epoch), Control: move.ControlState{Pos: recorded}, Conn: f.dpid.String()}})
+			f.rejoinInX0z0(handoff.Epoch(tc.epoch))
 			f.waitTakenHere(1, "x0z0", f.dpid)
 			f.waitOwnedOnceThrough(1, f.dpid)
 			if n := f.world.Metrics().JoinsRejected.Load(); n != 0 {
@@ -372,8 +347,8 @@ func TestRejoinAtAHandoffsEdgeFromANewerRecord(t *testing.T) {
 			}
 			f.inspectZone("x0z0", func(z *sim.Zone) {
 				e, _ := z.Entity(1)
-				if e.State.Pos != recorded {
-					t.Errorf("the player at %v in x0z0, want the record's %v", e.State.Pos, recorded)
+				if e.State.Pos != rejoinedAt {
+					t.Errorf("the player at %v in x0z0, want the record's %v", e.State.Pos, rejoinedAt)
 				}
 				if ph, ep, _ := z.Handoffs().Status(1); ph != handoff.PhaseOwned || ep <= handoff.Epoch(tc.epoch) {
 					t.Errorf("the player %s at epoch %d in x0z0, want owned above the record's %d", ph, ep, tc.epoch)
@@ -382,3 +357,33 @@ func TestRejoinAtAHandoffsEdgeFromANewerRecord(t *testing.T) {
 		})
 	}
 }
+
+// handedToX1z0 joins player 1 in x0z0 and teleports it across the border,
+// returning once x1z0 has taken it: x0z0 forwards.
+func (f *fixture) handedToX1z0() {
+	f.t.Helper()
+	f.join(1, "x0z0")
+	waitFor(f.t, 2*time.Second, "join", func() bool { return f.world.Metrics().Joins.Load() == 1 })
+	f.sys.Root.Send(f.world.PID("x0z0"), &Teleport{Entity: 1, Pos: [3]float32{500, 0, 0}})
+	waitFor(f.t, 3*time.Second, "x1z0 owning the player", func() bool { return f.world.Metrics().HandoffsIn.Load() == 1 })
+}
+
+// rejoinInX0z0 sends x0z0, while it forwards player 1, the player's Join
+// restoring it from a record at epoch, at a position in x0z0's ground.
+func (f *fixture) rejoinInX0z0(epoch handoff.Epoch) {
+	f.t.Helper()
+	f.syncZone("x0z0")
+	f.inspectZone("x0z0", func(z *sim.Zone) {
+		if ph, _, _ := z.Handoffs().Status(1); ph != handoff.PhaseForwarding {
+			f.t.Errorf("the player is %s in x0z0 when the rejoin comes, want forwarding", ph)
+		}
+	})
+	f.drv.mu.Lock()
+	views := &f.drv.players[1].views
+	f.drv.mu.Unlock()
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: epoch, Control: move.ControlState{Pos: rejoinedAt}, Conn: f.dpid.String()}})
+}
+
+// rejoinedAt is where rejoinInX0z0's record puts the player: in x0z0.
+var rejoinedAt = [3]float32{-300, 0, 0}
