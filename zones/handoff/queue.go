@@ -36,9 +36,19 @@ const DefaultGapTimeout = time.Second
 // the counters live in the zone's one QueueShared (they were 56 bytes of
 // every player's queue, and the counters' 40-byte copies were read around
 // every push and every tick's pops).
+//
+// What a push reads comes first (last, q, Shared, peak: 42 bytes), so
+// that a player's input, whose queue is seldom in the cache, reads as few
+// lines as it can (sim.playerSlot).
 type MoveQueue struct {
 	last uint64
 	q    []move.Move // sorted by Seq, all > last, no duplicates
+	// Shared holds the bound, the gap timeout and the counters, shared by
+	// a zone's queues; nil: the defaults, nothing counted.
+	Shared *QueueShared
+	// peak is the most moves held since the window began; pops counts the
+	// window's moves handed out (trim).
+	peak, pops uint16
 	// lost: ranges of moves the connection says will never come (lost at
 	// the client), sorted, all above last; a handful at most. Made on the
 	// first: a client that loses no move never needs it (16 bytes of
@@ -47,12 +57,6 @@ type MoveQueue struct {
 	// gapSince: when the gap at the head opened, at least 1 ns (noGap, 0:
 	// none is open; a gap opened at time 0 counts from 1 ns).
 	gapSince time.Duration
-	// Shared holds the bound, the gap timeout and the counters, shared by
-	// a zone's queues; nil: the defaults, nothing counted.
-	Shared *QueueShared
-	// peak is the most moves held since the window began; pops counts the
-	// window's moves handed out (trim).
-	peak, pops uint16
 }
 
 // QueueShared is what a zone's move queues share: their bound and gap

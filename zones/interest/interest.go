@@ -449,9 +449,6 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		total += int(run.B - run.A)
 	}
 	next := slices.Grow(t.scratch[:0], total+3) // scan4 writes 4 at a time
-	// The scan's radii are the tracker's (NewTracker).
-	sc := &t.sc
-	sc.out, sc.bx, sc.bz, sc.bkey, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], bx, bz, bkey, marks[:len(bkey)], tok, x, z
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
@@ -473,18 +470,24 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		// entries and counts as scan.run's loop. It reads up to 3
 		// candidates and marks past a run's end (prepare leaves room past
 		// the last) and writes up to 3 entries past what it keeps.
-		n, kept = scan4(&next[:cap(next)][0], &bx[:cap(bx)][0], &bz[:cap(bz)][0], &bkey[:cap(bkey)][0], &marks[0], &t.runs[0], len(t.runs), x, z, sc.enter2, sc.leave2, uint32(tok))
+		n, kept = scan4(&next[:cap(next)][0], &bx[:cap(bx)][0], &bz[:cap(bz)][0], &bkey[:cap(bkey)][0], &marks[0], &t.runs[0], len(t.runs), x, z, t.sc.enter2, t.sc.leave2, uint32(tok))
 	} else {
+		// The scan's radii are the tracker's (NewTracker); the rest is
+		// this call's, set here only: scan4 takes it as arguments, and
+		// storing it for every player, then clearing it, cost ≈ 50
+		// instructions a player (BenchmarkZoneTickSync).
+		sc := &t.sc
+		sc.out, sc.bx, sc.bz, sc.bkey, sc.marks, sc.tok, sc.x, sc.z = next[:cap(next)], bx, bz, bkey, marks[:len(bkey)], tok, x, z
 		for _, run := range t.runs {
 			o, k := sc.run(n, run.A, run.B)
 			n, kept = n+o, kept+k
 		}
+		sc.out, sc.bx, sc.bz, sc.bkey, sc.marks = nil, nil, nil, nil, nil // held by the tracker anyway; not kept twice
 	}
 	if selfAt >= 0 {
 		bx[selfAt] = selfX
 	}
 	next = next[:n]
-	sc.out, sc.bx, sc.bz, sc.bkey, sc.marks = nil, nil, nil, nil, nil // held by the tracker anyway; not kept twice
 	// Always-relevant slots the scan did not add: beyond the leave radius,
 	// or in the band without having been members.
 	var alwaysP []float32 // their priorities (none: no buffer touched)

@@ -277,3 +277,16 @@ func TestEntitySize(t *testing.T) {
 		t.Errorf("entity is %d bytes, want ≤ 176", n)
 	}
 }
+
+// TestPlayerSlotInputLines keeps what an input reads of a player's record
+// (InputBatch: renumber and burst, then the queue's push fields, the
+// first 42 bytes of a handoff.MoveQueue: TestMoveQueuePushFieldsFirst)
+// within 50 bytes, one or two lines of a 16-byte aligned record: with
+// credit and owed between flags and queue it was 82, two or three.
+func TestPlayerSlotInputLines(t *testing.T) {
+	var p playerSlot
+	from := min(unsafe.Offsetof(p.renumber), unsafe.Offsetof(p.burst))
+	if to := unsafe.Offsetof(p.queue) + 42; to-from > 50 {
+		t.Errorf("an input reads bytes %d–%d of a playerSlot (%d), want ≤ 50: the queue right after renumber and burst", from, to, to-from)
+	}
+}

@@ -31,8 +31,8 @@ func checkIndex(t *testing.T, x *slotIndex, want map[uint64]int32, absent []uint
 			t.Fatalf("get(%#x) = %d, true for an id not held", id, got)
 		}
 	}
-	if len(x.keys) > 0 && x.n*4 > len(x.keys)*3 {
-		t.Fatalf("index %d of %d full, over three quarters", x.n, len(x.keys))
+	if len(x.ents) > 0 && x.n*4 > len(x.ents)*3 {
+		t.Fatalf("index %d of %d full, over three quarters", x.n, len(x.ents))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/interest"
+	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // ViewRef names a player whose view is due this tick: exactly one per
@@ -150,6 +151,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 	nt := z.npcTick()
 	m2 := z.cfg.HandoffMargin * z.cfg.HandoffMargin
 	held := z.holdFar()
+	own := &z.self.Rect
 	z.replCand = z.replCand[:0]
 	for s := range z.ents {
 		e := &z.ents[s]
@@ -167,7 +169,9 @@ func (z *Zone) stepSlots(now time.Duration) {
 			case KindNPC:
 				z.stepNPC(&nt, s, e)
 			}
-			z.crossing(now, s, e, m2)
+			if !inside(own, e.state.Pos[0], e.state.Pos[2]) {
+				z.crossing(now, s, e, m2)
+			}
 			z.emitView(s, e)
 			z.replicaCand(s, e)
 		case roleFrozen:
@@ -302,6 +306,16 @@ func (z *Zone) stepPlayer(t *playerTick, ent *entity) {
 // crossing offers owned entity e (slot s) to the zone it is in if it is
 // past the margin beyond this zone's border (m2: the margin squared) and
 // has dwelt here long enough.
+// inside reports whether [x, z] lies in r's half-open interior
+// [Min, Max): a point the zone owns there (world.Owns), so an owned
+// entity there crosses nowhere. stepSlots tests it inline before calling
+// crossing, which nearly every entity left at once (≈ 60 instructions an
+// owned entity a tick, the call and Dist2's).
+func inside(r *world.Rect, x, z float32) bool {
+	fx, fz := float64(x), float64(z)
+	return fx >= r.Min[0] && fx < r.Max[0] && fz >= r.Min[1] && fz < r.Max[1]
+}
+
 func (z *Zone) crossing(now time.Duration, s int, e *entity, m2 float64) {
 	x, zz := float64(e.state.Pos[0]), float64(e.state.Pos[2])
 	if z.self.Dist2(x, zz) < m2 || z.w.Owns(z.self, x, zz) {
@@ -688,7 +702,10 @@ func (z *Zone) ViewLen(ref ViewRef) int {
 // member's priority by its class, which is all a ghost table reads of
 // it). It returns dst unchanged if the zone has no snapshots.
 func (z *Zone) AppendViewRefs(dst []ghost.ViewRef, ref ViewRef) []ghost.ViewRef {
-	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity || z.Snapshot() == nil {
+	// z.snap tested here first: every view after a tick's first finds the
+	// snapshot built, and Snapshot is no call it inlines (≈ 18
+	// instructions a view).
+	if int(ref.slot) >= len(z.ents) || z.ents[ref.slot].id != ref.Entity || z.snap == nil && z.Snapshot() == nil {
 		return dst
 	}
 	e := &z.ents[ref.slot]

@@ -138,7 +138,7 @@ func (z *Zone) rep(e *entity) *replicaSlot {
 type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
 	// order of the tick's passes: the connection and renumber (emitView:
-	// one line), then with burst the credit and the queue (InputBatch,
+	// one line), then with burst the queue and the credit (InputBatch,
 	// stepPlayer: 88 bytes), then the set (updateInterest, views). With
 	// the set first and renumber at byte 64, emitView read two lines of
 	// most players and stepPlayer three.
@@ -150,10 +150,16 @@ type playerSlot struct {
 	// evNew: the event fence changed, or the player's connection did,
 	// since ControlInto last wrote the fence into a Control (in the
 	// padding after burst: on the line ControlInto reads anyway).
-	evNew      bool
+	evNew bool
+	// The queue right after renumber and burst: an input reads those and
+	// the queue's first 42 bytes (handoff.MoveQueue), bytes 16–66, one or
+	// two lines (of a slot that starts 16-byte aligned) where with credit
+	// and owed between them (bytes 16–98) it read two or three
+	// (BenchmarkZoneInput1000: D1 read misses an input). stepPlayer reads
+	// the queue, credit and owed, bytes 24–104 either way.
+	queue      handoff.MoveQueue
 	credit     time.Duration
 	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
-	queue      handoff.MoveQueue
 	set        interest.Set
 	renumberAt time.Duration
 	events     handoff.EventFence // ordered events applied (TakeEvent)
