@@ -128,14 +128,25 @@ func RequestInspect(root *actor.RootContext, pid *actor.PID, fn func(z *sim.Zone
 	return f
 }
 
-// tickMsg is the timer's nudge: run the tick due now.
+// tickMsg is the timer's nudge: run the tick due now. It goes at
+// zonePriority, ahead of the inputs queued.
 type tickMsg struct{}
 
 var theTick = &tickMsg{}
 
+// lateTickMsg is the timer's nudge for a tick that was already due when
+// the timer was armed (the tick before it cost more than a period, or
+// came late itself). It goes at the default priority, behind the inputs
+// queued before it: at zonePriority a zone whose ticks cost more than
+// their period ran them back to back, and its inputs got only the gaps.
+// Handoffs, replicas and on-time ticks keep their priority.
+type lateTickMsg struct{}
+
+var theLateTick = &lateTickMsg{}
+
 // zonePriority is the mailbox priority of the messages that keep zones in
 // step with each other and with the clock: handoffs, border replicas and
-// the tick. A zone's mailbox also carries every input its players send
+// the tick that comes on time (a late one: lateTickMsg). A zone's mailbox also carries every input its players send
 // (tens of thousands a second in a crowded zone); at the default priority
 // an Accept or Commit queued behind them held a crossing player frozen for
 // extra ticks. Among themselves these stay in arrival order, so a zone
