@@ -89,9 +89,39 @@ type Teleport struct {
 	Pos    [3]float32
 }
 
-// Pause stops (true) or restarts (false) the zone's ticks; messages are
-// still handled. Tests use it to take a consistent look at a world.
-type Pause struct{ Paused bool }
+// Pause stops (Paused) or restarts the zone's ticks on behalf of the
+// owners in By; messages are still handled. A zone ticks only while no
+// owner holds it paused, so one owner's restart leaves a pause of another
+// in place: a lease's let-go does not restart the ticks of a zone a test's
+// census or a drain froze. Tests use it to take a consistent look at a
+// world.
+type Pause struct {
+	Paused bool
+	// By is who pauses or restarts; zero means PauseManual (the Pause
+	// sent before pauses had owners).
+	By PauseReason
+}
+
+// PauseReason is a set of the owners that hold a zone paused.
+type PauseReason uint8
+
+const (
+	// PauseManual: tests and admin views (World.Pause), a Pause with By
+	// zero.
+	PauseManual PauseReason = 1 << iota
+	// PauseLease: the node's hold of a zone whose lease's renewal is
+	// overdue (actors/node membership.hold).
+	PauseLease
+	// PauseHandover: a drain's freeze of a zone it hands to another node.
+	PauseHandover
+)
+
+func (p *Pause) owners() PauseReason {
+	if p.By == 0 {
+		return PauseManual
+	}
+	return p.By
+}
 
 // Inspect runs Fn on the zone's simulation inside the actor (read-only use)
 // and answers struct{}{} when done: for tests and admin views. Sent with

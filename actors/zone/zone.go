@@ -204,8 +204,10 @@ type zoneActor struct {
 	stopped atomic.Bool
 	// late: the timer was armed for a tick already due (arm), which fire
 	// posts behind the queued inputs (lateTickMsg).
-	late   atomic.Bool
-	paused bool
+	late atomic.Bool
+	// paused: the owners that hold the zone paused (Pause); it ticks
+	// while there are none.
+	paused PauseReason
 	nextAt time.Duration
 	ctx    actor.Context
 }
@@ -259,7 +261,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
-		a.setPaused(m.Paused)
+		a.setPaused(m)
 	case *Inspect:
 		m.Fn(a.z)
 		m.Answer(ctx)
@@ -363,7 +365,7 @@ func (a *zoneActor) fire() {
 // one timer, so a re-arm (a resume) replaces the tick it had armed rather
 // than start a second chain of them.
 func (a *zoneActor) arm() {
-	if a.paused || a.stopped.Load() {
+	if a.paused != 0 || a.stopped.Load() {
 		return
 	}
 	d := a.nextAt - a.p.Now()
@@ -378,7 +380,7 @@ func (a *zoneActor) arm() {
 // would run that slot before its time, and the timer's own tick would
 // come on top of it; dropped, the armed timer ticks the slot when due.
 func (a *zoneActor) tickDue() {
-	if a.paused {
+	if a.paused != 0 {
 		return
 	}
 	if a.p.Now() < a.nextAt {
@@ -388,12 +390,19 @@ func (a *zoneActor) tickDue() {
 	a.onTick()
 }
 
-func (a *zoneActor) setPaused(p bool) {
-	if p == a.paused {
+// setPaused adds or takes off m's owners; the ticks stop with the first
+// owner and restart once the last one has let go.
+func (a *zoneActor) setPaused(m *Pause) {
+	was := a.paused
+	if m.Paused {
+		a.paused |= m.owners()
+	} else {
+		a.paused &^= m.owners()
+	}
+	if (was == 0) == (a.paused == 0) {
 		return
 	}
-	a.paused = p
-	if p {
+	if a.paused != 0 {
 		a.timer.Stop()
 		return
 	}
@@ -429,7 +438,7 @@ func (a *zoneActor) peer(id string) *actor.PID {
 }
 
 func (a *zoneActor) onTick() {
-	if a.paused {
+	if a.paused != 0 {
 		return
 	}
 	start := time.Now()
