@@ -93,9 +93,6 @@ type membership struct {
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
-	// handing: zones frozen for a handover (handOver), which a lease's
-	// hold must not let go.
-	handing map[string]bool
 
 	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
 	// the players' gateways were paused while it tried.
@@ -237,18 +234,21 @@ func (m *membership) lost(id string) {
 // renewal is overdue (Leases.SetHold): a held zone applies no move and
 // begins no handoff, so nothing is acknowledged that a new owner, should
 // the lease have lapsed, would not have. Its inputs wait in its mailbox
-// and the connections. A zone frozen for a handover stays frozen.
+// and the connections. The let-go takes off only the hold's own pause
+// (zone.PauseLease): a zone paused for another reason too (frozen for a
+// handover, a test's census) stays paused, and a hold during a handover
+// that fails keeps the zone held.
 func (m *membership) hold(id string, on bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.handing[id] {
+	if m.closed {
 		return
 	}
 	pid := m.zones.PID(id)
 	if pid == nil {
 		return
 	}
-	m.sys.Root.Send(pid, &zone.Pause{Paused: on})
+	m.sys.Root.Send(pid, &zone.Pause{Paused: on, By: zone.PauseLease})
 	if on {
 		m.log.Warn("zone held: its lease's renewal is overdue", "zone", id)
 	} else {

@@ -237,25 +237,15 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 		return fmt.Errorf("zone %s does not run here", id)
 	}
 	// Freeze, then take every owned player's state: nothing changes after
-	// (a lease's hold let go meanwhile leaves it frozen).
-	m.mu.Lock()
-	if m.handing == nil {
-		m.handing = map[string]bool{}
-	}
-	m.handing[id] = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.handing, id)
-		m.mu.Unlock()
-	}()
-	m.sys.Root.Send(pid, &zone.Pause{Paused: true})
+	// (a lease's hold let go meanwhile takes off only its own pause,
+	// zone.PauseLease, and leaves this one).
+	m.sys.Root.Send(pid, &zone.Pause{Paused: true, By: zone.PauseHandover})
 	var cps []handoff.Checkpoint
 	f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
 		cps = z.AppendCheckpoints(nil, 1)
 	}, 5*time.Second)
 	if _, err := msg.Await(f); err != nil {
-		m.sys.Root.Send(pid, &zone.Pause{Paused: false})
+		m.sys.Root.Send(pid, &zone.Pause{Paused: false, By: zone.PauseHandover})
 		return fmt.Errorf("freeze: %w", err)
 	}
 	if m.players != nil && len(cps) > 0 {

@@ -89,9 +89,39 @@ type Teleport struct {
 	Pos    [3]float32
 }
 
-// Pause stops (true) or restarts (false) the zone's ticks; messages are
-// still handled. Tests use it to take a consistent look at a world.
-type Pause struct{ Paused bool }
+// Pause stops (Paused) or restarts the zone's ticks on behalf of the
+// owners in By; messages are still handled. A zone ticks only while no
+// owner holds it paused, so one owner's restart leaves a pause of another
+// in place: a lease's let-go does not restart the ticks of a zone a test's
+// census or a drain froze. Tests use it to take a consistent look at a
+// world.
+type Pause struct {
+	Paused bool
+	// By is who pauses or restarts; zero means PauseManual (the Pause
+	// sent before pauses had owners).
+	By PauseReason
+}
+
+// PauseReason is a set of the owners that hold a zone paused.
+type PauseReason uint8
+
+const (
+	// PauseManual: tests and admin views (World.Pause), a Pause with By
+	// zero.
+	PauseManual PauseReason = 1 << iota
+	// PauseLease: the node's hold of a zone whose lease's renewal is
+	// overdue (actors/node membership.hold).
+	PauseLease
+	// PauseHandover: a drain's freeze of a zone it hands to another node.
+	PauseHandover
+)
+
+func (p *Pause) owners() PauseReason {
+	if p.By == 0 {
+		return PauseManual
+	}
+	return p.By
+}
 
 // Inspect runs Fn on the zone's simulation inside the actor (read-only use)
 // and answers struct{}{} when done: for tests and admin views. Sent with
@@ -128,14 +158,25 @@ func RequestInspect(root *actor.RootContext, pid *actor.PID, fn func(z *sim.Zone
 	return f
 }
 
-// tickMsg is the timer's nudge: run the tick due now.
+// tickMsg is the timer's nudge: run the tick due now. It goes at
+// zonePriority, ahead of the inputs queued.
 type tickMsg struct{}
 
 var theTick = &tickMsg{}
 
+// lateTickMsg is the timer's nudge for a tick that was already due when
+// the timer was armed (the tick before it cost more than a period, or
+// came late itself). It goes at the default priority, behind the inputs
+// queued before it: at zonePriority a zone whose ticks cost more than
+// their period ran them back to back, and its inputs got only the gaps.
+// Handoffs, replicas and on-time ticks keep their priority.
+type lateTickMsg struct{}
+
+var theLateTick = &lateTickMsg{}
+
 // zonePriority is the mailbox priority of the messages that keep zones in
 // step with each other and with the clock: handoffs, border replicas and
-// the tick. A zone's mailbox also carries every input its players send
+// the tick that comes on time (a late one: lateTickMsg). A zone's mailbox also carries every input its players send
 // (tens of thousands a second in a crowded zone); at the default priority
 // an Accept or Commit queued behind them held a crossing player frozen for
 // extra ticks. Among themselves these stay in arrival order, so a zone

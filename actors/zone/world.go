@@ -188,7 +188,8 @@ func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 	return nil
 }
 
-// Pause stops (true) or restarts (false) every zone's ticks.
+// Pause stops (true) or restarts (false) every zone's ticks as
+// PauseManual: a zone paused by another owner too stays paused.
 func (w *World) Pause(paused bool) {
 	run := w.run.Load()
 	for _, id := range run.ids {

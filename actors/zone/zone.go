@@ -85,6 +85,11 @@ type Params struct {
 	// see inputMailbox: their connections send the moves again). Default
 	// DefaultMaxQueuedInputs.
 	MaxQueuedInputs int
+
+	// afterStep, when set, runs in every tick after the simulation's
+	// step, on the zone's goroutine (tests: a tick made to cost more than
+	// its period).
+	afterStep func(z *sim.Zone)
 }
 
 // Validate reports missing or unusable parameters.
@@ -197,9 +202,14 @@ type zoneActor struct {
 
 	timer   *time.Timer
 	stopped atomic.Bool
-	paused  bool
-	nextAt  time.Duration
-	ctx     actor.Context
+	// late: the timer was armed for a tick already due (arm), which fire
+	// posts behind the queued inputs (lateTickMsg).
+	late atomic.Bool
+	// paused: the owners that hold the zone paused (Pause); it ticks
+	// while there are none.
+	paused PauseReason
+	nextAt time.Duration
+	ctx    actor.Context
 }
 
 // Receive implements actor.Actor.
@@ -230,8 +240,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		return
 	}
 	switch m := ctx.Message().(type) {
-	case *tickMsg:
-		a.onTick()
+	case *tickMsg, *lateTickMsg:
+		a.tickDue()
 	case *msg.Input:
 		a.onInput(m)
 	case *msg.Inputs:
@@ -251,7 +261,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 	case *Teleport:
 		a.onTeleport(m)
 	case *Pause:
-		a.setPaused(m.Paused)
+		a.setPaused(m)
 	case *Inspect:
 		m.Fn(a.z)
 		m.Answer(ctx)
@@ -338,26 +348,61 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.ectx = EventContext{a: a}
 }
 
-// fire runs on the timer's goroutine: it only posts the tick.
+// fire runs on the timer's goroutine: it only posts the tick, behind the
+// queued inputs when it was already due as the timer was armed.
 func (a *zoneActor) fire() {
-	if !a.stopped.Load() {
-		a.root.Send(a.self, theTick)
+	if a.stopped.Load() {
+		return
 	}
+	if a.late.Load() {
+		a.root.Send(a.self, theLateTick)
+		return
+	}
+	a.root.Send(a.self, theTick)
 }
 
+// arm sets the timer for the tick at nextAt. All the ticks come from this
+// one timer, so a re-arm (a resume) replaces the tick it had armed rather
+// than start a second chain of them.
 func (a *zoneActor) arm() {
-	if a.paused || a.stopped.Load() {
+	if a.paused != 0 || a.stopped.Load() {
 		return
 	}
-	a.timer.Reset(max(a.nextAt-a.p.Now(), 0))
+	d := a.nextAt - a.p.Now()
+	a.late.Store(d <= 0)
+	a.timer.Reset(max(d, 0))
 }
 
-func (a *zoneActor) setPaused(p bool) {
-	if p == a.paused {
+// tickDue runs the tick a timer's message asks for, unless it is early: a
+// tick posted before a pause and a resume (at default priority a late
+// one waits behind the inputs, and the resume's Pause overtakes it) comes
+// after the resume re-armed the timer for a later slot. Run then, it
+// would run that slot before its time, and the timer's own tick would
+// come on top of it; dropped, the armed timer ticks the slot when due.
+func (a *zoneActor) tickDue() {
+	if a.paused != 0 {
 		return
 	}
-	a.paused = p
-	if p {
+	if a.p.Now() < a.nextAt {
+		a.arm() // armed for nextAt already: the same deadline
+		return
+	}
+	a.onTick()
+}
+
+// setPaused adds or takes off m's owners; the ticks stop with the first
+// owner and restart once the last one has let go.
+func (a *zoneActor) setPaused(m *Pause) {
+	was := a.paused
+	if m.Paused {
+		a.paused |= m.owners()
+	} else {
+		a.paused &^= m.owners()
+	}
+	if (was == 0) == (a.paused == 0) {
+		return
+	}
+	if a.paused != 0 {
 		a.timer.Stop()
 		return
 	}
@@ -393,7 +438,7 @@ func (a *zoneActor) peer(id string) *actor.PID {
 }
 
 func (a *zoneActor) onTick() {
-	if a.paused {
+	if a.paused != 0 {
 		return
 	}
 	start := time.Now()
@@ -428,6 +473,9 @@ func (a *zoneActor) onTick() {
 		a.inputs.max.Store(int64(max(minQueuedInputs, per*len(a.joins))))
 	}
 	out := a.z.Step(at)
+	if a.p.afterStep != nil {
+		a.p.afterStep(a.z)
+	}
 	a.sendHandoff(out.Send)
 	if len(a.carried) > 0 { // usually none
 		a.replayCarried()
