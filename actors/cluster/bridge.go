@@ -483,13 +483,18 @@ func (b *Bridge) Serve(zoneID string) error {
 	if _, ok := b.served[zoneID]; ok {
 		return nil
 	}
-	sub, err := b.cfg.NC.Subscribe(zoneSubject(b.cfg.World, zoneID), func(m *nats.Msg) { b.onZoneBatch(zoneID, m) })
+	sub, err := b.cfg.NC.Subscribe(zoneSubject(b.cfg.World, zoneID), b.zoneHandler(zoneID))
 	if err != nil {
 		return fmt.Errorf("cluster: serve zone %s: %w", zoneID, err)
 	}
 	_ = sub.SetPendingLimits(1<<16, 256<<20)
 	b.served[zoneID] = sub
 	return nil
+}
+
+// zoneHandler is the handler of a subscription to zoneID's batches.
+func (b *Bridge) zoneHandler(zoneID string) nats.MsgHandler {
+	return func(m *nats.Msg) { b.onZoneBatch(zoneID, m) }
 }
 
 // Unserve stops taking messages for zone (lost or released).
