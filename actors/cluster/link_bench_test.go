@@ -66,7 +66,7 @@ func (c *captured) take(into []any) []any {
 // benchBridge is a bridge with no NATS connection (batches are encoded
 // and held for resends, not published), owner of zone "y" at epoch 1
 // and of served zone "z".
-func benchBridge(b *testing.B) *Bridge {
+func benchBridge(b testing.TB) *Bridge {
 	reg, _ := ghost.NewRegistry(ghost.DefaultBounds())
 	_ = reg.Register(ghost.PlayerClass(nil), ghost.NPCClass(nil))
 	sys := quietSystem()

@@ -18,6 +18,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // flush asks a proxy or link to publish what it batched. It is sent to
@@ -38,10 +39,46 @@ type zoneProxy struct {
 	size     int // encoded bytes batched
 	flushing bool
 	arq      arqOut
+	// reps are the replica items this proxy fills and batches, reps[:nrep]
+	// in the batch being made: free again once it is encoded (flush). A
+	// zone here sends a batch of its border replicas a tick, ≈ 5 objects
+	// a replica when made afresh (pbconv.ReplicaBatchToProto).
+	reps    []*pb.ZoneItem
+	nrep    int
+	scratch []byte // a replica's name (ReplicaBatchToProtoInto)
+	subject string // the zone's (made once: it was made a message, an allocation each)
+}
+
+// subj is the subject the proxy publishes on.
+func (p *zoneProxy) subj() string {
+	if p.subject == "" {
+		p.subject = zoneSubject(p.b.cfg.World, p.zone)
+	}
+	return p.subject
+}
+
+// maxReusedReplicas bounds the replica items a proxy keeps: one a zone
+// here that borders its zone, sent a batch a tick each.
+const maxReusedReplicas = 8
+
+// replicaItem is b as an item of the batch being made.
+func (p *zoneProxy) replicaItem(b *sim.ReplicaBatch) *pb.ZoneItem {
+	if p.nrep == len(p.reps) {
+		it := &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: new(pb.ReplicaBatch)}}
+		if len(p.reps) == maxReusedReplicas {
+			p.scratch = pbconv.ReplicaBatchToProtoInto(it.GetReplicas(), b, p.scratch)
+			return it // one more this batch: not kept
+		}
+		p.reps = append(p.reps, it)
+	}
+	it := p.reps[p.nrep]
+	p.nrep++
+	p.scratch = pbconv.ReplicaBatchToProtoInto(it.GetReplicas(), b, p.scratch)
+	return it
 }
 
 func (p *zoneProxy) Receive(ctx actor.Context) {
-	if p.b.streamEvent(ctx, &p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone) {
+	if p.b.streamEvent(ctx, &p.arq, p.subj(), KindZone) {
 		return
 	}
 	var it *pb.ZoneItem
@@ -61,7 +98,7 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		}
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Handoff{Handoff: h}}
 	case *zone.ReplicaEnvelope:
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
+		it = p.replicaItem(&m.Batch)
 		m.Batch.Release() // encoded: its zone reuses the array
 		m.MarkHandled()   // and the envelope: touch it no more
 	case *msg.Input:
@@ -160,6 +197,7 @@ func (p *zoneProxy) add(ctx actor.Context, it *pb.ZoneItem) {
 func (p *zoneProxy) flush() {
 	p.flushing = false
 	p.size = 0
+	p.nrep = 0 // encoded below, or dropped: the replica items are free once flush returns
 	if len(p.batch.Items) == 0 {
 		return
 	}
@@ -174,7 +212,7 @@ func (p *zoneProxy) flush() {
 		return
 	}
 	p.batch.Zone, p.batch.ZoneEpoch, p.batch.FromNode = p.zone, o.Epoch, p.b.cfg.Node
-	p.b.sendReliable(&p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone, &p.batch, func(stream, seq, floor uint64) {
+	p.b.sendReliable(&p.arq, p.subj(), KindZone, &p.batch, func(stream, seq, floor uint64) {
 		p.batch.Stream, p.batch.Seq, p.batch.Floor = stream, seq, floor
 	})
 }
@@ -404,6 +442,38 @@ type linkActor struct {
 	pending  []pendingView
 	draining bool
 	arq      arqOut
+	// ctls are the Controls' messages this link fills and batches,
+	// ctls[:nctl] in the batch being made: free again once it is
+	// published. At most MaxBatch (a batch goes at that many items). A
+	// Control made four objects afresh (its update, state, two vectors).
+	ctls []*pb.ControlUpdate
+	nctl int
+	// subject is the node's (made once: it was made a message, an
+	// allocation each).
+	subject string
+}
+
+// subj is the subject the link publishes on.
+func (a *linkActor) subj() string {
+	if a.subject == "" {
+		a.subject = connSubject(a.b.cfg.World, a.l.node)
+	}
+	return a.subject
+}
+
+// controlUpdate is a free ControlUpdate for the batch being made; the
+// caller sets every field.
+func (a *linkActor) controlUpdate() *pb.ControlUpdate {
+	if a.nctl == len(a.ctls) {
+		c := new(pb.ControlUpdate)
+		if len(a.ctls) >= a.b.cfg.MaxBatch {
+			return c // not kept (a MaxBatch changed under a running link)
+		}
+		a.ctls = append(a.ctls, c)
+	}
+	c := a.ctls[a.nctl]
+	a.nctl++
+	return c
 }
 
 // add accounts for one item of size n and publishes the batch once it is
@@ -427,7 +497,7 @@ type drainViews struct{}
 var drainMsg = &drainViews{}
 
 func (a *linkActor) Receive(ctx actor.Context) {
-	if a.b.streamEvent(ctx, &a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn) {
+	if a.b.streamEvent(ctx, &a.arq, a.subj(), KindConn) {
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -438,9 +508,10 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		a.drain(ctx)
 		return
 	case *msg.Control:
-		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
-			State: pbconv.ControlToProto(m.State), Force: m.Force, ConnTag: m.ConnTag}
-		c.Epoch = m.Epoch
+		c := a.controlUpdate()
+		c.Player, c.Zone, c.Tick, c.LastApplied, c.Force, c.ConnTag, c.Epoch = m.Player, "", m.Tick, m.LastApplied, m.Force, m.ConnTag, m.Epoch
+		c.State = pbconv.ControlToProtoInto(c.State, m.State)
+		c.EventGen, c.EventLast = 0, nil
 		if m.Events.Gen != 0 {
 			c.EventGen, c.EventLast = pbconv.FenceToProto(&m.Events)
 		}
@@ -543,9 +614,10 @@ func (a *linkActor) publish() {
 		return
 	}
 	cb.FromNode = a.b.cfg.Node
-	a.b.sendReliable(&a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn, cb, func(stream, seq, floor uint64) {
+	a.b.sendReliable(&a.arq, a.subj(), KindConn, cb, func(stream, seq, floor uint64) {
 		cb.Stream, cb.Seq, cb.Floor = stream, seq, floor
 	})
+	a.nctl = 0 // encoded: the Controls' messages are free
 	clear(cb.Controls)
 	clear(cb.Views)
 	clear(cb.Redirects)
