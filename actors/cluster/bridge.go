@@ -180,8 +180,14 @@ type recordOwner struct {
 }
 
 // maxBehind bounds what one player's Commit holds back (a passed-on
-// Join, Leave, a Teleport or two).
+// Join, Leave, a Teleport or two), Inputs apart (maxInputsBehind).
 const maxBehind = 16
+
+// maxInputsBehind bounds the Inputs one player's Commit holds back: the
+// moves its old zone forwards, a kept login's behind its passed-on Join
+// (as many as the old zone keeps behind it, actors/zone), ≈ 3 s of a
+// connection's rounds.
+const maxInputsBehind = 64
 
 // refusedKeep is how long a Commit refused for good sends what comes for
 // its player on to the record's owner: as long as the old zone passes
@@ -201,8 +207,15 @@ const refusedKeep = 20 * time.Second
 // spawning it afresh); dropped, a Leave is still kept by the old zone until
 // the CommitAck (actors/zone unackedCommit) and a Join's connection looks
 // its record up again when no Control comes.
+//
+// Inputs are held too, in order with the rest, maxInputsBehind of them
+// (past it the newcomer is dropped and released, counted): sent on, the
+// moves and events the old zone passed on behind its Commit (a newer
+// login's behind its passed-on Join) reached a zone that did not own the
+// player yet, which dropped them (zone InputsDropped).
 func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	var player uint64
+	input := false
 	switch x := m.(type) {
 	case *msg.Join: // decodeItem's: never nil
 		player = x.Player
@@ -210,6 +223,8 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 		player = x.Player
 	case *zone.Teleport:
 		player = x.Entity
+	case *msg.Input:
+		player, input = x.Player, true
 	default:
 		return false
 	}
@@ -226,7 +241,18 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 		b.follow(&c, m)
 		return true
 	}
-	if len(c.behind) >= maxBehind {
+	inputs := 0
+	for _, h := range c.behind {
+		if _, ok := h.(*msg.Input); ok {
+			inputs++
+		}
+	}
+	if input && inputs >= maxInputsBehind {
+		b.m.DroppedBehindCommit.Add(1)
+		m.(*msg.Input).Release()
+		return true // dropped
+	}
+	if !input && len(c.behind)-inputs >= maxBehind {
 		b.m.DroppedBehindCommit.Add(1)
 		i := slices.IndexFunc(c.behind, func(m any) bool { _, ok := m.(*zone.Teleport); return ok })
 		if i < 0 {
@@ -406,6 +432,11 @@ func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
 			b.m.DroppedBehindCommit.Add(uint64(len(behind)))
 			b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped",
 				"player", player, "zone", zoneID, "epoch", epoch, "items", len(behind), "err", err)
+			for _, m := range behind {
+				if in, ok := m.(*msg.Input); ok {
+					in.Release()
+				}
+			}
 		}
 		delete(b.commits, player)
 		return
