@@ -361,7 +361,7 @@ func addProcess(sys *actor.ActorSystem, p actor.Process, id string) (*actor.PID,
 	if ok {
 		return pid, nil
 	}
-	if old, _ := sys.ProcessRegistry.GetLocal(id); old != nil {
+	if old, found := sys.ProcessRegistry.GetLocal(id); found {
 		if _, stale := old.(*linkProcess); stale {
 			sys.ProcessRegistry.Remove(pid)
 			if pid, ok = sys.ProcessRegistry.Add(p, id); ok {
