@@ -220,3 +220,34 @@ func BenchmarkBridgeReplicasIn(b *testing.B) {
 		b.Fatalf("the zone took %d batches, want %d", zt.n, b.N+1)
 	}
 }
+
+// BenchmarkProxyInputs: a connection shard's round of inputs (256
+// players', two moves each) for a zone another node owns, taken by the
+// zone's proxy and encoded (flush): one round per op.
+func BenchmarkProxyInputs(b *testing.B) {
+	const players = 256
+	br := benchBridge(b)
+	p := &zoneProxy{b: br, zone: "y"}
+	ctx := (&actorCtx{}).reset(actor.NewPID(br.cfg.Sys.Address(), "proxy"))
+	round := func(seq uint64) {
+		ins := msg.NewInputs()
+		for i := range players {
+			in := msg.NewInput()
+			in.Player = uint64(i + 1)
+			in.Moves = append(in.Moves[:0], move.Move{Seq: seq, Dt: 16, Forward: 127, Yaw: 300},
+				move.Move{Seq: seq + 1, Dt: 16, Forward: 127, Yaw: 310, CRC: 7, HasCRC: true})
+			ins.List = append(ins.List, in)
+		}
+		ctx.receive(p, ins)
+		ctx.receive(p, flushMsg)
+		p.arq.ack(p.arq.next, 0)
+	}
+	round(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	seq := uint64(3)
+	for b.Loop() {
+		round(seq)
+		seq += 2
+	}
+}

@@ -47,6 +47,12 @@ type zoneProxy struct {
 	nrep    int
 	scratch []byte // a replica's name (ReplicaBatchToProtoInto)
 	subject string // the zone's (made once: it was made a message, an allocation each)
+	// ins are the input items this proxy fills and batches, ins[:nin] in
+	// the batch being made: free again once it is encoded (flush). At most
+	// MaxBatch (a batch goes at that many items). An input made ≈ 6
+	// objects afresh (its item, its wrapper, the input, its moves).
+	ins []*pb.ZoneItem
+	nin int
 }
 
 // subj is the subject the proxy publishes on.
@@ -102,11 +108,12 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		m.Batch.Release() // encoded: its zone reuses the array
 		m.MarkHandled()   // and the envelope: touch it no more
 	case *msg.Input:
-		it = inputItem(m)
+		it = p.inputItem(m, time.Now().UnixNano())
 	case *msg.Inputs: // a connection shard's round of inputs: each as it came
+		now := time.Now().UnixNano()
 		for i, in := range m.List {
 			m.List[i] = nil
-			p.add(ctx, inputItem(in))
+			p.add(ctx, p.inputItem(in, now))
 		}
 		m.Release()
 		return
@@ -168,16 +175,35 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	p.add(ctx, it)
 }
 
-// inputItem is in as a zone item; it releases in.
-func inputItem(m *msg.Input) *pb.ZoneItem {
-	in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano(),
-		EventGen: m.EventGen}
+// inputItem is m, received at now (wall clock, ns), as an item of the
+// batch being made; it releases m.
+func (p *zoneProxy) inputItem(m *msg.Input, now int64) *pb.ZoneItem {
+	if p.nin == len(p.ins) {
+		it := &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: new(pb.PlayerInput)}}
+		if len(p.ins) >= p.b.cfg.MaxBatch {
+			fillInput(it.GetInput(), m, now)
+			return it // not kept (a MaxBatch changed under a running proxy)
+		}
+		p.ins = append(p.ins, it)
+	}
+	it := p.ins[p.nin]
+	p.nin++
+	fillInput(it.GetInput(), m, now)
+	return it
+}
+
+// fillInput sets every field of in from m (its moves in in's messages
+// again) and releases m.
+func fillInput(in *pb.PlayerInput, m *msg.Input, now int64) {
+	in.Player, in.Conn, in.LostBefore, in.ReceivedNs, in.EventGen = m.Player, "", m.LostBefore, now, m.EventGen
+	in.Moves = pbconv.MovesToProtoInto(in.Moves, m.Moves)
+	clear(in.Events) // the events' payloads go
+	in.Events = in.Events[:0]
 	for _, e := range m.Events {
 		in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 			Payload: append([]byte(nil), e.Payload...), Seq: e.Seq})
 	}
 	m.Release()
-	return &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
 }
 
 // add queues it for the zone's next batch.
@@ -197,7 +223,7 @@ func (p *zoneProxy) add(ctx actor.Context, it *pb.ZoneItem) {
 func (p *zoneProxy) flush() {
 	p.flushing = false
 	p.size = 0
-	p.nrep = 0 // encoded below, or dropped: the replica items are free once flush returns
+	p.nrep, p.nin = 0, 0 // encoded below, or dropped: the items are free once flush returns
 	if len(p.batch.Items) == 0 {
 		return
 	}

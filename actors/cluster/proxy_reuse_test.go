@@ -119,3 +119,59 @@ func TestLinkReusedControlsEncodeEachBatch(t *testing.T) {
 		}
 	}
 }
+
+// The proxy fills the same input messages round after round: each input
+// of a batch is its own, as the connection sent it, and a later round's
+// carry nothing of an earlier one's (moves past its own, events).
+func TestProxyReusedInputsEncodeEachBatch(t *testing.T) {
+	br := benchBridge(t)
+	p := &zoneProxy{b: br, zone: "y"}
+	ctx := (&actorCtx{}).reset(actor.NewPID(br.cfg.Sys.Address(), "proxy"))
+	type in struct {
+		player uint64
+		moves  int
+		events int
+		lost   uint64
+	}
+	for r, round := range [][]in{
+		{{1, 3, 1, 0}, {2, 1, 0, 4}, {3, 2, 2, 0}},
+		{{2, 1, 0, 0}, {1, 0, 0, 0}},
+		{{4, 2, 0, 0}, {5, 1, 1, 9}, {6, 0, 0, 0}, {7, 4, 0, 0}},
+	} {
+		var want []*pb.PlayerInput
+		ins := msg.NewInputs()
+		for _, x := range round {
+			m := msg.NewInput()
+			m.Player, m.LostBefore, m.EventGen = x.player, x.lost, uint64(r)
+			w := &pb.PlayerInput{Player: x.player, LostBefore: x.lost, EventGen: uint64(r)}
+			for i := range x.moves {
+				mv := move.Move{Seq: uint64(10*r + i + 1), Dt: 16, Forward: int8(i), Yaw: uint16(r), CRC: uint32(i), HasCRC: i%2 == 1}
+				m.Moves = append(m.Moves, mv)
+				w.Moves = append(w.Moves, pbconv.MoveToProto(mv))
+			}
+			for i := range x.events {
+				pl := []byte{byte(r), byte(i)}
+				m.AddSeq(1, 2, 3, pl, uint64(i+1))
+				w.Events = append(w.Events, &pb.GameEvent{Class: 1, Lane: 2, Key: 3, Payload: pl, Seq: uint64(i + 1)})
+			}
+			ins.List = append(ins.List, m)
+			want = append(want, w)
+		}
+		ctx.receive(p, ins)
+		ctx.receive(p, flushMsg)
+		sent := heldBatches(t, &p.arq, func() *pb.ZoneBatch { return new(pb.ZoneBatch) })
+		if len(sent) != 1 || len(sent[0].Items) != len(round) {
+			t.Fatalf("round %d: %d batches sent, want one of %d items", r, len(sent), len(round))
+		}
+		for i, it := range sent[0].Items {
+			got := it.GetInput()
+			if got.GetReceivedNs() == 0 {
+				t.Errorf("round %d, input %d: no received time", r, i)
+			}
+			got.ReceivedNs = 0
+			if !proto.Equal(got, want[i]) {
+				t.Errorf("round %d, input %d: sent {%v}, want {%v}", r, i, got, want[i])
+			}
+		}
+	}
+}

@@ -47,6 +47,26 @@ func MoveToProto(m move.Move) *pb.Move {
 		Yaw: uint32(m.Yaw), Pitch: int32(m.Pitch), Buttons: uint32(m.Buttons), Crc: m.CRC, HasCrc: m.HasCRC}
 }
 
+// MovesToProtoInto is MovesToProto into dst's messages, reusing them
+// (more made as needed; those past len(ms) kept in dst's capacity). It
+// encodes as MovesToProto's would. dst is the caller's, to fill again
+// once nothing reads it (encoded).
+func MovesToProtoInto(dst []*pb.Move, ms []move.Move) []*pb.Move {
+	dst = dst[:cap(dst)]
+	for i, m := range ms {
+		if i == len(dst) {
+			dst = append(dst, nil)
+			dst = dst[:cap(dst)]
+		}
+		if dst[i] == nil {
+			dst[i] = new(pb.Move)
+		}
+		*dst[i] = pb.Move{Seq: m.Seq, Dt: uint32(m.Dt), Forward: int32(m.Forward), Strafe: int32(m.Strafe),
+			Yaw: uint32(m.Yaw), Pitch: int32(m.Pitch), Buttons: uint32(m.Buttons), Crc: m.CRC, HasCrc: m.HasCRC}
+	}
+	return dst[:len(ms)]
+}
+
 // MoveFromProto converts and validates a move.
 func MoveFromProto(p *pb.Move) (move.Move, error) {
 	if p == nil {
