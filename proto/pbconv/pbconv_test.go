@@ -251,3 +251,27 @@ func TestReplicaBatchIntoMatchesFresh(t *testing.T) {
 		t.Errorf("filling a reused message again allocates %v objects, want 0", n)
 	}
 }
+
+// MovesToProtoInto, filling one list list after list (longer, shorter,
+// empty), encodes each as a fresh MovesToProto does, and refills without
+// allocating.
+func TestMovesIntoMatchesFresh(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var reused []*pb.Move
+	for _, n := range []int{2, 5, 1, 0, 3, 9} {
+		ms := make([]move.Move, n)
+		for i := range ms {
+			ms[i] = randMove(r, uint64(i+1))
+		}
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.PlayerInput{Moves: MovesToProto(ms)})
+		reused = MovesToProtoInto(reused, ms)
+		got, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.PlayerInput{Moves: reused})
+		if string(got) != string(want) {
+			t.Fatalf("%d moves: the reused list encodes as %x, want %x", n, got, want)
+		}
+	}
+	ms := []move.Move{randMove(r, 1), randMove(r, 2)}
+	if n := testing.AllocsPerRun(20, func() { reused = MovesToProtoInto(reused, ms) }); n != 0 {
+		t.Errorf("refilling the list allocates %v objects, want 0", n)
+	}
+}
