@@ -180,8 +180,14 @@ type recordOwner struct {
 }
 
 // maxBehind bounds what one player's Commit holds back (a passed-on
-// Join, Leave, a Teleport or two).
+// Join, Leave, a Teleport or two), Inputs apart (maxInputsBehind).
 const maxBehind = 16
+
+// maxInputsBehind bounds the Inputs one player's Commit holds back: the
+// moves its old zone forwards, a kept login's behind its passed-on Join
+// (as many as the old zone keeps behind it, actors/zone), ≈ 3 s of a
+// connection's rounds.
+const maxInputsBehind = 64
 
 // refusedKeep is how long a Commit refused for good sends what comes for
 // its player on to the record's owner: as long as the old zone passes
@@ -201,8 +207,15 @@ const refusedKeep = 20 * time.Second
 // spawning it afresh); dropped, a Leave is still kept by the old zone until
 // the CommitAck (actors/zone unackedCommit) and a Join's connection looks
 // its record up again when no Control comes.
+//
+// Inputs are held too, in order with the rest, maxInputsBehind of them
+// (past it the newcomer is dropped and released, counted): sent on, the
+// moves and events the old zone passed on behind its Commit (a newer
+// login's behind its passed-on Join) reached a zone that did not own the
+// player yet, which dropped them (zone InputsDropped).
 func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	var player uint64
+	input := false
 	switch x := m.(type) {
 	case *msg.Join: // decodeItem's: never nil
 		player = x.Player
@@ -210,6 +223,8 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 		player = x.Player
 	case *zone.Teleport:
 		player = x.Entity
+	case *msg.Input:
+		player, input = x.Player, true
 	default:
 		return false
 	}
@@ -226,7 +241,18 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 		b.follow(&c, m)
 		return true
 	}
-	if len(c.behind) >= maxBehind {
+	inputs := 0
+	for _, h := range c.behind {
+		if _, ok := h.(*msg.Input); ok {
+			inputs++
+		}
+	}
+	if input && inputs >= maxInputsBehind {
+		b.m.DroppedBehindCommit.Add(1)
+		m.(*msg.Input).Release()
+		return true // dropped
+	}
+	if !input && len(c.behind)-inputs >= maxBehind {
 		b.m.DroppedBehindCommit.Add(1)
 		i := slices.IndexFunc(c.behind, func(m any) bool { _, ok := m.(*zone.Teleport); return ok })
 		if i < 0 {
@@ -406,6 +432,11 @@ func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
 			b.m.DroppedBehindCommit.Add(uint64(len(behind)))
 			b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped",
 				"player", player, "zone", zoneID, "epoch", epoch, "items", len(behind), "err", err)
+			for _, m := range behind {
+				if in, ok := m.(*msg.Input); ok {
+					in.Release()
+				}
+			}
 		}
 		delete(b.commits, player)
 		return
@@ -483,13 +514,77 @@ func (b *Bridge) Serve(zoneID string) error {
 	if _, ok := b.served[zoneID]; ok {
 		return nil
 	}
-	sub, err := b.cfg.NC.Subscribe(zoneSubject(b.cfg.World, zoneID), func(m *nats.Msg) { b.onZoneBatch(zoneID, m) })
+	sub, err := b.cfg.NC.Subscribe(zoneSubject(b.cfg.World, zoneID), b.zoneHandler(zoneID))
 	if err != nil {
 		return fmt.Errorf("cluster: serve zone %s: %w", zoneID, err)
 	}
 	_ = sub.SetPendingLimits(1<<16, 256<<20)
 	b.served[zoneID] = sub
 	return nil
+}
+
+// zoneHandler is the handler of a subscription to zoneID's batches, with
+// the subscription's own zoneIn.
+func (b *Bridge) zoneHandler(zoneID string) nats.MsgHandler {
+	in := new(zoneIn)
+	return func(m *nats.Msg) { b.onZoneBatchIn(zoneID, in, m) }
+}
+
+// zoneIn is what one subscription to a served zone's batches keeps
+// between them: the replica arrays it decoded into, to decode into again
+// once the zone is done with them. Its handler's alone: nats.go delivers
+// a subscription's messages one at a time, on one goroutine.
+type zoneIn struct {
+	kept [maxKeptReplicas]keptReplicas
+	next int // the entry a full kept replaces next
+}
+
+// maxKeptReplicas bounds the replica arrays a subscription keeps: one a
+// neighbouring zone in another process, each usually done with before
+// that zone's next batch comes.
+const maxKeptReplicas = 8
+
+// keptReplicas is an array of replicas sent to the zone in env: free
+// again once the zone marked env handled (it copied the batch, released
+// it and holds nothing of it, actors/zone).
+type keptReplicas struct {
+	env  *zone.ReplicaEnvelope
+	ents []sim.Replica
+}
+
+// replicas decodes p into an envelope for the zone, its entities in an
+// array the zone is done with if there is one. The envelope itself is
+// new each time: marking a handled one unhandled again is actors/zone's
+// (its own envelopes' reuse), not exported. Allocated a batch before: the
+// envelope, the ReplicaBatch and its array (64 replicas: 6.7 KB).
+func (in *zoneIn) replicas(p *pb.ReplicaBatch) (any, error) {
+	var ents []sim.Replica
+	for i := range in.kept {
+		if k := &in.kept[i]; k.env != nil && k.env.Handled() {
+			ents = k.ents
+			*k = keptReplicas{}
+			break
+		}
+	}
+	env := new(zone.ReplicaEnvelope)
+	if err := pbconv.ReplicaBatchFromProtoInto(&env.Batch, ents, p); err != nil {
+		return nil, err
+	}
+	if cap(env.Batch.Entities) == 0 {
+		return env, nil
+	}
+	k := keptReplicas{env: env, ents: env.Batch.Entities}
+	for i := range in.kept {
+		if in.kept[i].env == nil {
+			in.kept[i] = k
+			return env, nil
+		}
+	}
+	// Full: forget one (a zone that never handles its envelopes, a dead
+	// letter, costs an array a batch, as before).
+	in.kept[in.next] = k
+	in.next = (in.next + 1) % maxKeptReplicas
+	return env, nil
 }
 
 // Unserve stops taking messages for zone (lost or released).
@@ -824,8 +919,13 @@ func (b *Bridge) publishRaw(subject string, kind Kind, data []byte) {
 	b.m.count(kind, dirOut, len(data), nil)
 }
 
-// onZoneBatch handles a batch for a zone this node serves (NATS goroutine).
-func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
+// onZoneBatch handles a batch for a zone this node serves, keeping
+// nothing for the next (tests, the fuzz harness).
+func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) { b.onZoneBatchIn(zoneID, nil, nm) }
+
+// onZoneBatchIn handles a batch for a zone this node serves (NATS
+// goroutine), decoding its replicas into in's arrays (in nil: new ones).
+func (b *Bridge) onZoneBatchIn(zoneID string, in *zoneIn, nm *nats.Msg) {
 	var zb pb.ZoneBatch
 	if !b.decode(KindZone, nm, &zb) {
 		return
@@ -848,7 +948,13 @@ func (b *Bridge) onZoneBatch(zoneID string, nm *nats.Msg) {
 	pid := b.zonePID(zoneID)
 	root := b.cfg.Sys.Root
 	for _, it := range zb.GetItems() {
-		m, err := b.decodeItem(it, zb.GetFromNode())
+		var m any
+		var err error
+		if r := it.GetReplicas(); r != nil && in != nil {
+			m, err = in.replicas(r)
+		} else {
+			m, err = b.decodeItem(it, zb.GetFromNode())
+		}
 		if env, ok := m.(*zone.HandoffEnvelope); ok && err == nil && b.cfg.Players != nil &&
 			env.Msg.Kind == handoff.KindCommit && !sim.IsNPC(env.Msg.Entity) {
 			// Commit the player record first; the zone takes the player

@@ -18,6 +18,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // flush asks a proxy or link to publish what it batched. It is sent to
@@ -38,10 +39,52 @@ type zoneProxy struct {
 	size     int // encoded bytes batched
 	flushing bool
 	arq      arqOut
+	// reps are the replica items this proxy fills and batches, reps[:nrep]
+	// in the batch being made: free again once it is encoded (flush). A
+	// zone here sends a batch of its border replicas a tick, ≈ 5 objects
+	// a replica when made afresh (pbconv.ReplicaBatchToProto).
+	reps    []*pb.ZoneItem
+	nrep    int
+	scratch []byte // a replica's name (ReplicaBatchToProtoInto)
+	subject string // the zone's (made once: it was made a message, an allocation each)
+	// ins are the input items this proxy fills and batches, ins[:nin] in
+	// the batch being made: free again once it is encoded (flush). At most
+	// MaxBatch (a batch goes at that many items). An input made ≈ 6
+	// objects afresh (its item, its wrapper, the input, its moves).
+	ins []*pb.ZoneItem
+	nin int
+}
+
+// subj is the subject the proxy publishes on.
+func (p *zoneProxy) subj() string {
+	if p.subject == "" {
+		p.subject = zoneSubject(p.b.cfg.World, p.zone)
+	}
+	return p.subject
+}
+
+// maxReusedReplicas bounds the replica items a proxy keeps: one a zone
+// here that borders its zone, sent a batch a tick each.
+const maxReusedReplicas = 8
+
+// replicaItem is b as an item of the batch being made.
+func (p *zoneProxy) replicaItem(b *sim.ReplicaBatch) *pb.ZoneItem {
+	if p.nrep == len(p.reps) {
+		it := &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: new(pb.ReplicaBatch)}}
+		if len(p.reps) == maxReusedReplicas {
+			p.scratch = pbconv.ReplicaBatchToProtoInto(it.GetReplicas(), b, p.scratch)
+			return it // one more this batch: not kept
+		}
+		p.reps = append(p.reps, it)
+	}
+	it := p.reps[p.nrep]
+	p.nrep++
+	p.scratch = pbconv.ReplicaBatchToProtoInto(it.GetReplicas(), b, p.scratch)
+	return it
 }
 
 func (p *zoneProxy) Receive(ctx actor.Context) {
-	if p.b.streamEvent(ctx, &p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone) {
+	if p.b.streamEvent(ctx, &p.arq, p.subj(), KindZone) {
 		return
 	}
 	var it *pb.ZoneItem
@@ -61,15 +104,16 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		}
 		it = &pb.ZoneItem{Item: &pb.ZoneItem_Handoff{Handoff: h}}
 	case *zone.ReplicaEnvelope:
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Replicas{Replicas: pbconv.ReplicaBatchToProto(&m.Batch)}}
+		it = p.replicaItem(&m.Batch)
 		m.Batch.Release() // encoded: its zone reuses the array
 		m.MarkHandled()   // and the envelope: touch it no more
 	case *msg.Input:
-		it = inputItem(m)
+		it = p.inputItem(m, time.Now().UnixNano())
 	case *msg.Inputs: // a connection shard's round of inputs: each as it came
+		now := time.Now().UnixNano()
 		for i, in := range m.List {
 			m.List[i] = nil
-			p.add(ctx, inputItem(in))
+			p.add(ctx, p.inputItem(in, now))
 		}
 		m.Release()
 		return
@@ -131,16 +175,35 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 	p.add(ctx, it)
 }
 
-// inputItem is in as a zone item; it releases in.
-func inputItem(m *msg.Input) *pb.ZoneItem {
-	in := &pb.PlayerInput{Player: m.Player, Moves: pbconv.MovesToProto(m.Moves), LostBefore: m.LostBefore, ReceivedNs: time.Now().UnixNano(),
-		EventGen: m.EventGen}
+// inputItem is m, received at now (wall clock, ns), as an item of the
+// batch being made; it releases m.
+func (p *zoneProxy) inputItem(m *msg.Input, now int64) *pb.ZoneItem {
+	if p.nin == len(p.ins) {
+		it := &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: new(pb.PlayerInput)}}
+		if len(p.ins) >= p.b.cfg.MaxBatch {
+			fillInput(it.GetInput(), m, now)
+			return it // not kept (a MaxBatch changed under a running proxy)
+		}
+		p.ins = append(p.ins, it)
+	}
+	it := p.ins[p.nin]
+	p.nin++
+	fillInput(it.GetInput(), m, now)
+	return it
+}
+
+// fillInput sets every field of in from m (its moves in in's messages
+// again) and releases m.
+func fillInput(in *pb.PlayerInput, m *msg.Input, now int64) {
+	in.Player, in.Conn, in.LostBefore, in.ReceivedNs, in.EventGen = m.Player, "", m.LostBefore, now, m.EventGen
+	in.Moves = pbconv.MovesToProtoInto(in.Moves, m.Moves)
+	clear(in.Events) // the events' payloads go
+	in.Events = in.Events[:0]
 	for _, e := range m.Events {
 		in.Events = append(in.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 			Payload: append([]byte(nil), e.Payload...), Seq: e.Seq})
 	}
 	m.Release()
-	return &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: in}}
 }
 
 // add queues it for the zone's next batch.
@@ -160,6 +223,7 @@ func (p *zoneProxy) add(ctx actor.Context, it *pb.ZoneItem) {
 func (p *zoneProxy) flush() {
 	p.flushing = false
 	p.size = 0
+	p.nrep, p.nin = 0, 0 // encoded below, or dropped: the items are free once flush returns
 	if len(p.batch.Items) == 0 {
 		return
 	}
@@ -174,7 +238,7 @@ func (p *zoneProxy) flush() {
 		return
 	}
 	p.batch.Zone, p.batch.ZoneEpoch, p.batch.FromNode = p.zone, o.Epoch, p.b.cfg.Node
-	p.b.sendReliable(&p.arq, zoneSubject(p.b.cfg.World, p.zone), KindZone, &p.batch, func(stream, seq, floor uint64) {
+	p.b.sendReliable(&p.arq, p.subj(), KindZone, &p.batch, func(stream, seq, floor uint64) {
 		p.batch.Stream, p.batch.Seq, p.batch.Floor = stream, seq, floor
 	})
 }
@@ -323,7 +387,7 @@ func addProcess(sys *actor.ActorSystem, p actor.Process, id string) (*actor.PID,
 	if ok {
 		return pid, nil
 	}
-	if old, _ := sys.ProcessRegistry.GetLocal(id); old != nil {
+	if old, found := sys.ProcessRegistry.GetLocal(id); found {
 		if _, stale := old.(*linkProcess); stale {
 			sys.ProcessRegistry.Remove(pid)
 			if pid, ok = sys.ProcessRegistry.Add(p, id); ok {
@@ -343,19 +407,15 @@ func addProcess(sys *actor.ActorSystem, p actor.Process, id string) (*actor.PID,
 // node delivered everything to the player's newest connection there: with
 // two logins of one player on that node, the older was never redirected,
 // and what was meant for it (the old zone's Redirect, a Kick) reached the
-// newer. The process takes the PID: a tagged message goes to the link
-// actor with its tag (toConn), which names it to the gateway node
-// (ControlUpdate.conn_tag and the like). Safe for concurrent use (any
-// sender's goroutine).
+// newer. The process takes the PID and writes its tag into the message
+// (ConnTag: the message is the receiver's once sent, and each is made for
+// one send), which the link actor names to the gateway node
+// (ControlUpdate.conn_tag and the like). A wrapper carrying the tag cost
+// 24 bytes a message, 256 a tick of 256 players. Safe for concurrent use
+// (any sender's goroutine).
 type linkProcess struct {
 	sys   *actor.ActorSystem
 	actor *actor.PID
-}
-
-// toConn is a message a zone sent to connection tag of the link's node.
-type toConn struct {
-	tag uint32
-	m   any
 }
 
 func (p *linkProcess) ref() actor.Process {
@@ -363,12 +423,19 @@ func (p *linkProcess) ref() actor.Process {
 	return r
 }
 
+// SendUserMessage sets the tag of pid on m (0 for the link's plain PID:
+// whatever a reused message held is not a connection of this link).
 func (p *linkProcess) SendUserMessage(pid *actor.PID, m any) {
-	if tag := pid.RequestId; tag != 0 {
-		switch m.(type) {
-		case *msg.Control, *msg.Output, *msg.Redirect, *msg.Kick:
-			m = &toConn{tag: tag, m: m}
-		}
+	tag := pid.RequestId
+	switch x := m.(type) {
+	case *msg.Control:
+		x.ConnTag = tag
+	case *msg.Output:
+		x.ConnTag = tag
+	case *msg.Redirect:
+		x.ConnTag = tag
+	case *msg.Kick:
+		x.ConnTag = tag
 	}
 	// Through the actor's PID, which caches its process (a registry
 	// lookup hashes the name under a lock: every Control of the link).
@@ -401,6 +468,38 @@ type linkActor struct {
 	pending  []pendingView
 	draining bool
 	arq      arqOut
+	// ctls are the Controls' messages this link fills and batches,
+	// ctls[:nctl] in the batch being made: free again once it is
+	// published. At most MaxBatch (a batch goes at that many items). A
+	// Control made four objects afresh (its update, state, two vectors).
+	ctls []*pb.ControlUpdate
+	nctl int
+	// subject is the node's (made once: it was made a message, an
+	// allocation each).
+	subject string
+}
+
+// subj is the subject the link publishes on.
+func (a *linkActor) subj() string {
+	if a.subject == "" {
+		a.subject = connSubject(a.b.cfg.World, a.l.node)
+	}
+	return a.subject
+}
+
+// controlUpdate is a free ControlUpdate for the batch being made; the
+// caller sets every field.
+func (a *linkActor) controlUpdate() *pb.ControlUpdate {
+	if a.nctl == len(a.ctls) {
+		c := new(pb.ControlUpdate)
+		if len(a.ctls) >= a.b.cfg.MaxBatch {
+			return c // not kept (a MaxBatch changed under a running link)
+		}
+		a.ctls = append(a.ctls, c)
+	}
+	c := a.ctls[a.nctl]
+	a.nctl++
+	return c
 }
 
 // add accounts for one item of size n and publishes the batch once it is
@@ -424,15 +523,10 @@ type drainViews struct{}
 var drainMsg = &drainViews{}
 
 func (a *linkActor) Receive(ctx actor.Context) {
-	if a.b.streamEvent(ctx, &a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn) {
+	if a.b.streamEvent(ctx, &a.arq, a.subj(), KindConn) {
 		return
 	}
-	var tag uint32 // the connection the zone sent it to (0: the link's plain PID)
-	m := ctx.Message()
-	if t, ok := m.(*toConn); ok {
-		tag, m = t.tag, t.m
-	}
-	switch m := m.(type) {
+	switch m := ctx.Message().(type) {
 	case *flush:
 		a.flush(ctx)
 		return
@@ -440,9 +534,10 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		a.drain(ctx)
 		return
 	case *msg.Control:
-		c := &pb.ControlUpdate{Player: m.Player, Tick: m.Tick, LastApplied: m.LastApplied,
-			State: pbconv.ControlToProto(m.State), Force: m.Force, ConnTag: tag}
-		c.Epoch = m.Epoch
+		c := a.controlUpdate()
+		c.Player, c.Zone, c.Tick, c.LastApplied, c.Force, c.ConnTag, c.Epoch = m.Player, "", m.Tick, m.LastApplied, m.Force, m.ConnTag, m.Epoch
+		c.State = pbconv.ControlToProtoInto(c.State, m.State)
+		c.EventGen, c.EventLast = 0, nil
 		if m.Events.Gen != 0 {
 			c.EventGen, c.EventLast = pbconv.FenceToProto(&m.Events)
 		}
@@ -456,18 +551,18 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		if m.Zone != nil {
 			zid = strings.TrimPrefix(m.Zone.Id, "zone-")
 		}
-		r := &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch, ConnTag: tag}
+		r := &pb.Redirect{Player: m.Player, Zone: zid, Epoch: m.Epoch, ConnTag: m.ConnTag}
 		a.batch.Redirects = append(a.batch.Redirects, r)
 		a.add(proto.Size(r))
 	case *msg.Kick:
-		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason), ConnTag: tag})
+		a.batch.Kicks = append(a.batch.Kicks, &pb.ConnKick{Player: m.Player, Reason: uint32(m.Reason), ConnTag: m.ConnTag})
 		a.add(8)
 	case *rejoin:
 		r := &pb.Rejoin{Player: m.cp.Entity, Zone: m.zone, Epoch: uint64(m.cp.Epoch), Checkpoint: pbconv.CheckpointToProto(m.cp)}
 		a.batch.Rejoins = append(a.batch.Rejoins, r)
 		a.add(proto.Size(r))
 	case *msg.Output:
-		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch, ConnTag: tag}
+		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch, ConnTag: m.ConnTag}
 		for _, e := range m.Events {
 			o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
 				Payload: append([]byte(nil), e.Payload...)})
@@ -545,9 +640,10 @@ func (a *linkActor) publish() {
 		return
 	}
 	cb.FromNode = a.b.cfg.Node
-	a.b.sendReliable(&a.arq, connSubject(a.b.cfg.World, a.l.node), KindConn, cb, func(stream, seq, floor uint64) {
+	a.b.sendReliable(&a.arq, a.subj(), KindConn, cb, func(stream, seq, floor uint64) {
 		cb.Stream, cb.Seq, cb.Floor = stream, seq, floor
 	})
+	a.nctl = 0 // encoded: the Controls' messages are free
 	clear(cb.Controls)
 	clear(cb.Views)
 	clear(cb.Redirects)

@@ -75,6 +75,8 @@ type Redirect struct {
 	// Epoch is the handoff's fencing epoch: a Redirect with an epoch not above
 	// the connection's current one is stale and ignored.
 	Epoch uint64
+	// ConnTag is ConnTag of Control, for a Redirect.
+	ConnTag uint32
 }
 
 // Kick removes a player (zone → conn): the connection sends Disconnect with
@@ -82,6 +84,8 @@ type Redirect struct {
 type Kick struct {
 	Player uint64
 	Reason handshake.Reason
+	// ConnTag is ConnTag of Control, for a Kick.
+	ConnTag uint32
 }
 
 // Input is a player's input since the previous Input (conn → zone): the new
@@ -268,6 +272,15 @@ type Control struct {
 	// Force, in one word: after Events it padded a word of its own, 184
 	// bytes, the 192-byte size class; now 176.)
 	View bool
+	// ConnTag names, on a cluster link, the connection of another node
+	// the zone sent this to (the tagged PID it holds for it, the PID's
+	// RequestId): the link's process sets it as the message passes, so
+	// the gateway node delivers it to that connection and not to the
+	// player's newest there (two logins). It used to wrap each message
+	// instead, 24 bytes a message. Zero elsewhere; a connection ignores
+	// it. (Beside Force and View, in the padding before Tick: still 176
+	// bytes.)
+	ConnTag uint32
 	// Tick is the zone tick this state belongs to.
 	Tick uint64
 	// At is that tick's scheduled time on the node clock. The zones of a
@@ -321,6 +334,8 @@ type Output struct {
 	// the Outputs of the old owner (a paused node that woke up), which
 	// carry an epoch at or below the restored checkpoint's.
 	Epoch uint64
+	// ConnTag is ConnTag of Control, for an Output.
+	ConnTag uint32
 	EventList
 }
 
@@ -331,7 +346,7 @@ func NewOutput() *Output { return outputPool.Get().(*Output) }
 
 // Release returns o to the pool; neither o nor its payloads may be used afterwards.
 func (o *Output) Release() {
-	o.Player, o.Epoch = 0, 0
+	o.Player, o.Epoch, o.ConnTag = 0, 0, 0
 	o.EventList.Reset()
 	outputPool.Put(o)
 }

@@ -47,6 +47,26 @@ func MoveToProto(m move.Move) *pb.Move {
 		Yaw: uint32(m.Yaw), Pitch: int32(m.Pitch), Buttons: uint32(m.Buttons), Crc: m.CRC, HasCrc: m.HasCRC}
 }
 
+// MovesToProtoInto is MovesToProto into dst's messages, reusing them
+// (more made as needed; those past len(ms) kept in dst's capacity). It
+// encodes as MovesToProto's would. dst is the caller's, to fill again
+// once nothing reads it (encoded).
+func MovesToProtoInto(dst []*pb.Move, ms []move.Move) []*pb.Move {
+	dst = dst[:cap(dst)]
+	for i, m := range ms {
+		if i == len(dst) {
+			dst = append(dst, nil)
+			dst = dst[:cap(dst)]
+		}
+		if dst[i] == nil {
+			dst[i] = new(pb.Move)
+		}
+		*dst[i] = pb.Move{Seq: m.Seq, Dt: uint32(m.Dt), Forward: int32(m.Forward), Strafe: int32(m.Strafe),
+			Yaw: uint32(m.Yaw), Pitch: int32(m.Pitch), Buttons: uint32(m.Buttons), Crc: m.CRC, HasCrc: m.HasCRC}
+	}
+	return dst[:len(ms)]
+}
+
 // MoveFromProto converts and validates a move.
 func MoveFromProto(p *pb.Move) (move.Move, error) {
 	if p == nil {
@@ -120,6 +140,20 @@ func ControlToProto(s move.ControlState) *pb.ControlState {
 	if s.PayloadLen > 0 {
 		c.Payload = append([]byte(nil), s.Payload[:min(int(s.PayloadLen), move.MaxPayload)]...)
 	}
+	return c
+}
+
+// ControlToProtoInto is ControlToProto into c, reusing its vectors and
+// payload (c nil: a new one). It encodes as ControlToProto's would. c is
+// the caller's, to reuse once nothing reads it (encoded).
+func ControlToProtoInto(c *pb.ControlState, s move.ControlState) *pb.ControlState {
+	if c == nil || c.Pos == nil || c.Vel == nil {
+		return ControlToProto(s)
+	}
+	c.Pos.X, c.Pos.Y, c.Pos.Z = s.Pos[0], s.Pos[1], s.Pos[2]
+	c.Vel.X, c.Vel.Y, c.Vel.Z = s.Vel[0], s.Vel[1], s.Vel[2]
+	c.Yaw = s.Yaw
+	c.Payload = append(c.Payload[:0], s.Payload[:min(int(s.PayloadLen), move.MaxPayload)]...)
 	return c
 }
 
@@ -273,41 +307,91 @@ func ReplicaBatchToProto(b *sim.ReplicaBatch) *pb.ReplicaBatch {
 	return p
 }
 
+// ReplicaBatchToProtoInto is ReplicaBatchToProto into p, reusing its
+// entities — each Replica, its state's vectors, its extra array and its
+// name while unchanged — and keeping those past b's for the next batch:
+// a zone sends each neighbour in another process a batch a tick, ≈ 5
+// objects a replica made afresh. It encodes as ReplicaBatchToProto's
+// would. p is the caller's, to fill again once nothing reads it (encoded);
+// scratch is the caller's too (a name's bytes), returned for the next call.
+func ReplicaBatchToProtoInto(p *pb.ReplicaBatch, b *sim.ReplicaBatch, scratch []byte) []byte {
+	p.From, p.To, p.Tick, p.SentNs = b.From, b.To, b.Tick, int64(b.Sent)
+	ents := p.Entities[:cap(p.Entities)]
+	for i := range b.Entities {
+		r := &b.Entities[i]
+		if i == len(ents) {
+			ents = append(ents, nil)
+			ents = ents[:cap(ents)]
+		}
+		e := ents[i]
+		if e == nil {
+			e = new(pb.Replica)
+			ents[i] = e
+		}
+		e.Id, e.Kind, e.Epoch, e.Health, e.Flags = r.ID, uint32(r.Kind), uint64(r.Epoch), r.Health, r.Flags
+		e.State = ControlToProtoInto(e.State, r.State)
+		e.Extra = append(e.Extra[:0], r.Extra[:]...)
+		if scratch = r.Name.AppendTo(scratch[:0]); string(scratch) != e.Name {
+			e.Name = string(scratch)
+		}
+	}
+	p.Entities = ents[:len(b.Entities)]
+	if len(p.Entities) == 0 && cap(p.Entities) == 0 {
+		p.Entities = nil
+	}
+	return scratch
+}
+
 // ReplicaBatchFromProto converts and validates a replica batch.
 func ReplicaBatchFromProto(p *pb.ReplicaBatch) (*sim.ReplicaBatch, error) {
+	b := new(sim.ReplicaBatch)
+	if err := ReplicaBatchFromProtoInto(b, nil, p); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ReplicaBatchFromProtoInto is ReplicaBatchFromProto into b, its entities
+// in ents' array when it is large enough (else a new one): a receiver
+// that keeps the array (b.Entities, until its zone is done with the
+// batch) decodes the next batch into it. On an error b is unspecified.
+func ReplicaBatchFromProtoInto(b *sim.ReplicaBatch, ents []sim.Replica, p *pb.ReplicaBatch) error {
 	if p == nil {
-		return nil, bad("replicas", ErrMissing)
+		return bad("replicas", ErrMissing)
 	}
 	if len(p.Entities) > MaxReplicas {
-		return nil, bad("replicas.entities", ErrTooMany)
+		return bad("replicas.entities", ErrTooMany)
 	}
-	b := &sim.ReplicaBatch{From: p.From, To: p.To, Tick: p.Tick, Sent: time.Duration(p.SentNs)}
-	if len(p.Entities) > 0 {
-		b.Entities = make([]sim.Replica, len(p.Entities))
+	*b = sim.ReplicaBatch{From: p.From, To: p.To, Tick: p.Tick, Sent: time.Duration(p.SentNs)}
+	if n := len(p.Entities); n > 0 {
+		if cap(ents) < n {
+			ents = make([]sim.Replica, n)
+		}
+		b.Entities = ents[:n]
 	}
 	for i, r := range p.Entities {
 		if r == nil {
-			return nil, bad("replicas.entities", ErrMissing)
+			return bad("replicas.entities", ErrMissing)
 		}
 		if r.Kind > math.MaxUint8 {
-			return nil, bad("replica.kind", ErrRange)
+			return bad("replica.kind", ErrRange)
 		}
 		st, err := ControlFromProto(r.State)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		extra, err := extraFrom("replica.extra", r.Extra)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name, err := nameFrom("replica.name", r.Name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		b.Entities[i] = sim.Replica{ID: r.Id, Kind: uint8(r.Kind), Epoch: handoff.Epoch(r.Epoch), State: st,
 			Health: r.Health, Flags: r.Flags, Name: name, Extra: extra}
 	}
-	return b, nil
+	return nil
 }
 
 func vecD(v [3]float64) *pb.Vec3D { return &pb.Vec3D{X: v[0], Y: v[1], Z: v[2]} }

@@ -194,3 +194,84 @@ func TestDecodeRejects(t *testing.T) {
 		})
 	}
 }
+
+// ReplicaBatchToProtoInto, filling one message batch after batch (more
+// entities, fewer, none, names and payloads changing), encodes each as a
+// fresh ReplicaBatchToProto does; and ReplicaBatchFromProtoInto, decoding
+// into one array batch after batch, gives what ReplicaBatchFromProto does.
+func TestReplicaBatchIntoMatchesFresh(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	names := []string{"", "npc", "walker", "a-longer-name"}
+	var (
+		reused  pb.ReplicaBatch
+		scratch []byte
+		into    sim.ReplicaBatch
+		ents    []sim.Replica
+	)
+	for round, n := range []int{3, 20, 7, 0, 1, 20, 33, 2} {
+		b := &sim.ReplicaBatch{From: "a", To: "b", Tick: uint64(round), Sent: time.Duration(round) * time.Millisecond}
+		for i := range n {
+			b.Entities = append(b.Entities, sim.Replica{ID: r.Uint64(), Kind: uint8(r.IntN(2)), Epoch: handoff.Epoch(r.IntN(9)),
+				State: randControl(r), Health: r.Int32(), Flags: r.Uint32(), Name: ghost.MustName(names[(i+round)%len(names)]),
+				Extra: [4]uint32{r.Uint32(), 0, r.Uint32()}})
+		}
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(ReplicaBatchToProto(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scratch = ReplicaBatchToProtoInto(&reused, b, scratch)
+		got, err := proto.MarshalOptions{Deterministic: true}.Marshal(&reused)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("round %d (%d entities): the reused message encodes as\n%x\nwant\n%x", round, n, got, want)
+		}
+		var p pb.ReplicaBatch
+		if err := proto.Unmarshal(want, &p); err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := ReplicaBatchFromProto(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ReplicaBatchFromProtoInto(&into, ents, &p); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&into, fresh) {
+			t.Fatalf("round %d: decoded into the kept array\n got %+v\nwant %+v", round, into, *fresh)
+		}
+		if cap(into.Entities) > cap(ents) {
+			ents = into.Entities
+		}
+	}
+	last := &sim.ReplicaBatch{From: "a", To: "b", Entities: []sim.Replica{{ID: 1, Name: ghost.MustName("npc")}, {ID: 2}}}
+	scratch = ReplicaBatchToProtoInto(&reused, last, scratch)
+	if n := testing.AllocsPerRun(20, func() { scratch = ReplicaBatchToProtoInto(&reused, last, scratch) }); n != 0 {
+		t.Errorf("filling a reused message again allocates %v objects, want 0", n)
+	}
+}
+
+// MovesToProtoInto, filling one list list after list (longer, shorter,
+// empty), encodes each as a fresh MovesToProto does, and refills without
+// allocating.
+func TestMovesIntoMatchesFresh(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var reused []*pb.Move
+	for _, n := range []int{2, 5, 1, 0, 3, 9} {
+		ms := make([]move.Move, n)
+		for i := range ms {
+			ms[i] = randMove(r, uint64(i+1))
+		}
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.PlayerInput{Moves: MovesToProto(ms)})
+		reused = MovesToProtoInto(reused, ms)
+		got, _ := proto.MarshalOptions{Deterministic: true}.Marshal(&pb.PlayerInput{Moves: reused})
+		if string(got) != string(want) {
+			t.Fatalf("%d moves: the reused list encodes as %x, want %x", n, got, want)
+		}
+	}
+	ms := []move.Move{randMove(r, 1), randMove(r, 2)}
+	if n := testing.AllocsPerRun(20, func() { reused = MovesToProtoInto(reused, ms) }); n != 0 {
+		t.Errorf("refilling the list allocates %v objects, want 0", n)
+	}
+}
