@@ -32,7 +32,13 @@
 // behind by a whole period it skips the missed ticks, tells the zone
 // (ReportMissedTicks) and counts them, and it reports every tick's measured
 // cost (ReportTickCost) so the zone degrades under overload instead of
-// drifting.
+// drifting. A tick posted on time outranks the queued inputs (zonePriority);
+// one posted already late (its slot passed while the last tick ran) goes at
+// the default priority, behind the inputs queued before it: otherwise a
+// zone whose tick costs more than its period runs ticks back to back and
+// its players' inputs wait for the gaps. Pauses have owners (PauseReason:
+// an operator or test, the lease, a handover): the zone ticks while none
+// holds it, so one owner's resume does not restart what another paused.
 //
 // The mailbox runs on one goroutine per zone (runner, the actor's
 // dispatcher), kept between runs while the zone ticks, not on a new
