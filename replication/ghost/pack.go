@@ -634,9 +634,11 @@ func (t *Table) writeUsual(id uint32) int {
 	if mask&2 != 0 {
 		s.lf[1] = uint8(seq)
 	}
-	lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
-	for m := mask &^ (1<<lfSlot - 1); m != 0; m &= m - 1 {
-		lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+	if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
+		lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+		for ; m != 0; m &= m - 1 {
+			lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+		}
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
