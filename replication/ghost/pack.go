@@ -585,23 +585,24 @@ func (t *Table) writeUsual(id uint32) int {
 	}
 	// The shifts by rn&63: past 63 the run is past runMax, and not
 	// written (Go's test for a shift past the width, spared).
-	for m := mask; m != 0; m &= m - 1 {
-		switch g := c.wk[bits.TrailingZeros64(m)]; {
-		case g >= wkCoded:
-			code := e.gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
-			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
-			rn += uint(code >> codeShift)
-		case g == wkPos:
-			lm := uint64(1)<<(k&15) - 1
-			rv |= uint64(k) << (rn & 63)
-			rn += kcodeBits
-			rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
-			rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
-			rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
-		case g == wkYaw:
+	//
+	// The usual masks first, without the walk of the groups: the
+	// position alone, or the position and then the class's yaw (the
+	// shipped classes' default masks), in group order as the walk takes
+	// them.
+	if y := mask &^ c.posBit; y == 0 || y == 1<<(uint(c.yawIdx)&63) && c.yawIdx > c.posIdx {
+		lm := uint64(1)<<(k&15) - 1
+		rv |= uint64(k) << (rn & 63)
+		rn += kcodeBits
+		rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
+		rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
+		rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
+		if y != 0 {
 			rv |= uint64(e.yawQ) << (rn & 63)
 			rn += uint(c.yawBits)
-		default:
+		}
+	} else {
+		if rv, rn = usualGroups(c, e, mask, rv, rn, k, d0, d1, d2, q); rn == 0 {
 			return recOther
 		}
 	}
@@ -633,9 +634,11 @@ func (t *Table) writeUsual(id uint32) int {
 	if mask&2 != 0 {
 		s.lf[1] = uint8(seq)
 	}
-	lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
-	for m := mask &^ (1<<lfSlot - 1); m != 0; m &= m - 1 {
-		lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+	if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
+		lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+		for ; m != 0; m &= m - 1 {
+			lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+		}
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
@@ -664,6 +667,37 @@ func (t *Table) writeUsual(id uint32) int {
 	t.redirty(dirty0, dirty)
 	t.stats.Updates++
 	return recWritten
+}
+
+// usualGroups is writeUsual's walk of the groups in mask, in group order,
+// for a mask other than the usual ones it writes itself: it appends each
+// group's bits to the run rv of rn bits and returns it, or rn 0 for a
+// group that is not the table's to code (writeRecord's record). Out of
+// line: writeUsual's usual record keeps its values in registers.
+//
+//go:noinline
+func usualGroups(c *Class, e *snapEnt, mask, rv uint64, rn, k uint, d0, d1, d2 uint64, q *[3]uint32) (uint64, uint) {
+	for m := mask; m != 0; m &= m - 1 {
+		switch g := c.wk[bits.TrailingZeros64(m)]; {
+		case g >= wkCoded:
+			code := e.gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
+			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
+			rn += uint(code >> codeShift)
+		case g == wkPos:
+			lm := uint64(1)<<(k&15) - 1
+			rv |= uint64(k) << (rn & 63)
+			rn += kcodeBits
+			rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
+			rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
+			rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
+		case g == wkYaw:
+			rv |= uint64(e.yawQ) << (rn & 63)
+			rn += uint(c.yawBits)
+		default:
+			return 0, 0
+		}
+	}
+	return rv, rn
 }
 
 // flightDeltas is writeUsual's position for a track with positions in
