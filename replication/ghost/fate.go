@@ -102,17 +102,21 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 // such a record, without its tests of the other kinds and of a drop). It
 // returns how many it applied.
 func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+	// usualRun's locals: the slots and tracks by one bounds check, the
+	// position bit by the registry's array, not the class behind it.
+	slots := t.slots
+	pos, posBits, pp := t.pos[:len(slots)], &t.reg.posBits, &t.pp
 	for k, e := range es {
 		id := e.id()
-		s := &t.slots[id]
+		s := &slots[id]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
 		s.inflight--
 		s.delivered(seq, sent, view)
-		if uint64(e>>maskShift)&t.reg.classes[s.ci].posBit != 0 {
-			tr := &t.pos[id]
-			tr.resolve(&t.pp, id, pt, true)
+		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
+			tr := &pos[id]
+			tr.resolve(pp, id, pt, true)
 			s.set(flPosFull, tr.full())
 		}
 	}
