@@ -57,10 +57,11 @@ func (t *Table) OnFate(f notify.Fate) {
 
 // deliveredRecords applies a delivered packet's fate to its n records
 // from ents[start] (narrow masks and positions): runs of usual records by
-// usualRun, each other record by fateRecords, and after two others in a
-// row (positions three or more in flight: fates late) the rest of the
-// packet by lateRun's runs of delivered updates and fateRecords for each
-// other record. The records of a packet are of distinct ghosts, and a
+// usualRun, each other record by lateRun if it is a delivered update of a
+// live ghost, else by fateRecords, and after two others in a row
+// (positions three or more in flight: fates late) the rest of the packet
+// by lateRun's runs of delivered updates and fateRecords for each other
+// record. The records of a packet are of distinct ghosts, and a
 // usual record changes only its own ghost's slot and track, so this is
 // the order of the records for every ghost.
 func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
@@ -90,7 +91,13 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 		if k >= n {
 			return
 		}
-		t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
+		// Record k is not usual. A delivered update of a live ghost (its
+		// position late: more in flight than the track holds itself, as
+		// the first record of every packet of a late fate's) is lateRun's,
+		// which does what fateRecords would at a third of the cost.
+		if a := (start + k) & ring; t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
+			t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
+		}
 		j = k + 1
 	}
 }
