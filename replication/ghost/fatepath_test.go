@@ -46,9 +46,10 @@ func onFateByRecords(t *Table, f notify.Fate) {
 // first of every packet whose fate comes three packets late, its
 // position one of more than the track holds), the other by fateRecords
 // for every record. Their slots, tracks and packets must stay the same,
-// with fates in time, late, and one packet in seven lost.
+// with fates in time, late, twelve packets late (a track full: flPosFull),
+// and one packet in seven lost.
 func TestDeliveredWalksMatchFateRecords(t *testing.T) {
-	for _, delay := range []uint64{0, 1, 3, 5} {
+	for _, delay := range []uint64{0, 1, 3, 5, 12} {
 		const per, ents = 24, 100
 		reg, pc, nc := newTestRegistry(t)
 		sw := writerFor(t, reg)
