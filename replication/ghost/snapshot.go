@@ -1122,22 +1122,27 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 
 // refsBelow reports whether every reference of view names an entry below
 // n (at most refIndexMax: SetSnapshotView refuses larger snapshots)
-// without a branch a reference: index − n wraps to a value with bit 31
-// set exactly when index < n (both below 2^24), so the differences'
-// and, taken eight at a time, has it set when every index is.
+// without a branch a reference, two references a 64-bit word: in each
+// 32-bit lane, (n−1)|2^31 − index keeps bit 31 set exactly when index < n
+// (both below 2^24), and borrows nothing from the lane above; the
+// differences' and, taken eight references at a time, keeps both lanes'
+// bit 31 set when every index is below n.
 func refsBelow(view []ViewRef, n uint32) bool {
-	acc := ^uint32(0)
+	if n == 0 {
+		return len(view) == 0
+	}
+	const idx, top = refIndexMax | refIndexMax<<32, 1<<31 | 1<<63
+	k := uint64(n-1)*(1|1<<32) | top
+	acc := uint64(top)
 	for ; len(view) >= 8; view = view[8:] {
 		v := (*[8]ViewRef)(view)
-		acc &= (uint32(v[0])&refIndexMax - n) & (uint32(v[1])&refIndexMax - n) &
-			(uint32(v[2])&refIndexMax - n) & (uint32(v[3])&refIndexMax - n) &
-			(uint32(v[4])&refIndexMax - n) & (uint32(v[5])&refIndexMax - n) &
-			(uint32(v[6])&refIndexMax - n) & (uint32(v[7])&refIndexMax - n)
+		acc &= (k - (uint64(v[0])|uint64(v[1])<<32)&idx) & (k - (uint64(v[2])|uint64(v[3])<<32)&idx) &
+			(k - (uint64(v[4])|uint64(v[5])<<32)&idx) & (k - (uint64(v[6])|uint64(v[7])<<32)&idx)
 	}
 	for _, r := range view {
-		acc &= uint32(r)&refIndexMax - n
+		acc &= k - uint64(r.Index()) // the low lane's; the high one's stays set
 	}
-	return acc>>31 != 0
+	return acc&top == top
 }
 
 // checkRefs checks every entry view names in snap: SetSnapshotView's

@@ -66,9 +66,10 @@ func TestViewRef(t *testing.T) {
 	}
 }
 
-// TestRefsBelow: refsBelow, branch-free four at a time, answers as the
-// plain loop over the indices does, for every length's tail, buckets in
-// the top byte, and indices at and around n, 0 and refIndexMax.
+// TestRefsBelow: refsBelow, branch-free two a word and eight at a time,
+// answers as the plain loop over the indices does, for every length's
+// tail past one and two blocks of eight, buckets in the top byte, and
+// indices at and around n, 0 and refIndexMax, in either lane of a word.
 func TestRefsBelow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for k := range 50000 {
@@ -76,7 +77,7 @@ func TestRefsBelow(t *testing.T) {
 		if k%5 == 0 {
 			n = uint32(rng.IntN(3))
 		}
-		view := make([]ViewRef, rng.IntN(14))
+		view := make([]ViewRef, rng.IntN(27))
 		for i := range view {
 			var idx uint32
 			switch rng.IntN(6) {

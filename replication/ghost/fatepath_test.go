@@ -1,0 +1,122 @@
+package ghost
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// onFateByRecords is OnFate with every record applied by fateRecords,
+// the walk of every kind: the reference the delivered walks
+// (deliveredRecords' usualRun, lateRun and single late records) must
+// match.
+func onFateByRecords(t *Table, f notify.Fate) {
+	i, ok := t.findPacket(f.Seq)
+	if !ok {
+		t.OnFate(f) // counted unknown, as OnFate does
+		return
+	}
+	if f.Delivered {
+		t.sampleFateDelay(max(t.lastNow-f.SentAt, 0))
+	}
+	p := &t.pkts[i]
+	sent, from, view := t.msOf(f.SentAt), t.msOf(f.SentAt-t.cfg.MaxStaleness), t.msOfStamp(p.t)
+	t.fateRecords(p, 0, int(p.n), int(p.start), len(t.ents)-1, f, sent, from, view)
+	p.resolved = true
+	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
+		q := &t.pkts[t.pktHead]
+		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
+		t.entLen -= int(q.n)
+		q.n = 0
+		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
+		t.pktLen--
+	}
+	t.trim()
+}
+
+// TestDeliveredWalksMatchFateRecords: two tables take the same views and
+// write the same packets; one applies each fate by OnFate (usualRun,
+// lateRun, and lateRun for a single record that is not usual — the
+// first of every packet whose fate comes three packets late, its
+// position one of more than the track holds), the other by fateRecords
+// for every record. Their slots, tracks and packets must stay the same,
+// with fates in time, late, twelve packets late (a track full: flPosFull),
+// and one packet in seven lost.
+func TestDeliveredWalksMatchFateRecords(t *testing.T) {
+	for _, delay := range []uint64{0, 1, 3, 5, 12} {
+		const per, ents = 24, 100
+		reg, pc, nc := newTestRegistry(t)
+		sw := writerFor(t, reg)
+		rng := rand.New(rand.NewPCG(delay, 1))
+		states, classes, vel := make([]State, ents), make([]*Class, ents), make([][2]float64, ents)
+		for i := range states {
+			classes[i] = nc
+			if i%4 == 0 {
+				classes[i] = pc
+			}
+			states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
+			states[i].Health = 100
+			states[i].Name = MustName("wolf")
+			vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+		}
+		tabs := [2]*Table{tableFor(t, reg), tableFor(t, reg)}
+		var refs []ViewRef
+		for j := range per {
+			refs = append(refs, NewViewRef(uint32(10+j), classes[10+j], float32(j%5)+0.5))
+		}
+		now, seq := time.Second, uint64(0)
+		var bufs [2][800]byte
+		var w bitstream.Writer
+		for tick := range 120 {
+			now += time.Duration(48+tick%5) * time.Millisecond
+			for i := range states {
+				states[i].Pos[0] += vel[i][0] / 20
+				states[i].Pos[2] += vel[i][1] / 20
+			}
+			sn := sw.Next(ents)
+			for i := range states {
+				sn.Set(i, uint64(i+1), classes[i], &states[i])
+			}
+			sw.Seal(sn)
+			seq++
+			var n [2]int
+			for k, tab := range tabs {
+				if err := tab.SetSnapshotView(now, sn, refs); err != nil {
+					t.Fatal(err)
+				}
+				w.Reset(bufs[k][:])
+				var err error
+				if n[k], err = tab.Write(&w, seq, now); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n[0] != n[1] || !bytes.Equal(bufs[0][:], bufs[1][:]) {
+				t.Fatalf("delay %d, packet %d: the two tables wrote %d and %d bits, or other bytes", delay, seq, n[0], n[1])
+			}
+			if seq > delay {
+				f := notify.Fate{Seq: seq - delay, Delivered: (seq-delay)%7 != 0, SentAt: now - time.Duration(delay)*50*time.Millisecond}
+				tabs[0].OnFate(f)
+				onFateByRecords(tabs[1], f)
+			}
+			a, b := tabs[0], tabs[1]
+			if !slices.Equal(a.slots, b.slots) || !slices.Equal(a.pos, b.pos) {
+				for id := range min(len(a.slots), len(b.slots)) {
+					if a.slots[id] != b.slots[id] || a.pos[id] != b.pos[id] {
+						t.Fatalf("delay %d, after packet %d's fate: ghost %d differs:\nOnFate          %+v %+v\nfateRecords     %+v %+v",
+							delay, seq-delay, id, a.slots[id], a.pos[id], b.slots[id], b.pos[id])
+					}
+				}
+				t.Fatalf("delay %d, after packet %d's fate: %d and %d ids", delay, seq-delay, len(a.slots), len(b.slots))
+			}
+		}
+		if a, b := tabs[0].Stats(), tabs[1].Stats(); !reflect.DeepEqual(a, b) {
+			t.Fatalf("delay %d: stats differ:\nOnFate      %+v\nfateRecords %+v", delay, a, b)
+		}
+	}
+}
