@@ -113,9 +113,9 @@ type posTrack struct {
 // itself (the oldest); the pool holds the rest.
 const ownFlight = 2
 
-// ownFlightIs2 fails to compile unless ownFlight is 2, which unpackAll
+// This fails to compile unless ownFlight is 2, which unpackAll
 // writes out.
-const ownFlightIs2 = uint(ownFlight-2) + uint(2-ownFlight)
+const _ = uint(ownFlight-2) + uint(2-ownFlight)
 
 // The fields of posTrack.meta.
 const (
@@ -152,15 +152,6 @@ func (p *posTrack) second(x *posPool) pstamp {
 		return x.nodes[p.tail()].ft1
 	}
 	return p.ft[1]
-}
-
-// setSecond sets fq[1]'s stamp for n in flight (n ≥ 2).
-func (p *posTrack) setSecond(x *posPool, n uint8, t pstamp) {
-	if n > ownFlight {
-		x.nodes[p.tail()].ft1 = t
-	} else {
-		p.ft[1] = t
-	}
 }
 
 // ownStamp is the k-th oldest position's stamp (k < min(n, ownFlight)).
@@ -474,10 +465,10 @@ const (
 	posFlightAge   = 16384               // ms
 )
 
-// posPinAgeFits fails to compile unless the rebase keeps every stamp
+// This fails to compile unless the rebase keeps every stamp
 // within 2^15 ms of the view, and a pinned value more than predictMaxMS
 // older than every position still in flight.
-const posPinAgeFits = uint(1<<15-1-(posPinAge+posRebaseSpan+gapFar)) + uint(posPinAge-posFlightAge-predictMaxMS-1)
+const _ = uint(1<<15-1-(posPinAge+posRebaseSpan+gapFar)) + uint(posPinAge-posFlightAge-predictMaxMS-1)
 
 // posKey is what a fate of a packet of the view stamped st, read at the
 // view stamped view, matches in flight: st's 16 bits, or, when the packet

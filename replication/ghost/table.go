@@ -258,9 +258,6 @@ func (t *Table) scopeEntity(s *slot) uint64 {
 // ordered as if they had waited that long (by priority among themselves).
 type msTime uint16
 
-// sub is a − b.
-func (a msTime) sub(b msTime) time.Duration { return time.Duration(a.ms(b)) * time.Millisecond }
-
 // ms is a − b in ms.
 func (a msTime) ms(b msTime) int32 { return int32(a) - int32(b) }
 
