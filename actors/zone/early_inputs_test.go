@@ -9,6 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
@@ -19,9 +21,10 @@ import (
 // genNew, routed to x1z0 as if x0z0 had redirected it) and sends x1z0 its
 // inputs seqs (move s, event e<s> each) before x1z0 has its Join, as a
 // connection redirected there at once does (actors/cluster: handed back to
-// the gateway's node). It returns the newer login, a func that sends its
+// the gateway's node); in rounds of up to 8 (msg.Inputs, as connection
+// shards send them) when round. It returns the newer login, a func that sends its
 // Join to x0z0, and x0z0's release.
-func (f *fixture) earlyLogin(genOld, genNew uint64, seqs ...uint64) (newer *driver, pid *actor.PID, join, release func()) {
+func (f *fixture) earlyLogin(round bool, genOld, genNew uint64, seqs ...uint64) (newer *driver, pid *actor.PID, join, release func()) {
 	f.t.Helper()
 	x0 := f.world.PID("x0z0")
 	p := f.drv.add(1, x0)
@@ -53,9 +56,19 @@ func (f *fixture) earlyLogin(genOld, genNew uint64, seqs ...uint64) (newer *driv
 	newer = newDriver(nil)
 	np := newer.add(1, f.world.PID("x1z0"))
 	pid = f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newer }))
+	var ins []*msg.Input
 	for _, s := range seqs {
-		f.sendFrom("x1z0", 1, genNew, []uint64{s}, s, s)
+		if !round {
+			f.sendFrom("x1z0", 1, genNew, []uint64{s}, s, s)
+			continue
+		}
+		in := msg.NewInput()
+		in.Player, in.EventGen = 1, genNew
+		in.Moves = append(in.Moves, move.Move{Seq: s, Dt: 32, Forward: 1})
+		in.AddSeq(event.Ordered, 0, 0, fmt.Appendf(nil, "e%d", s), s)
+		ins = append(ins, in)
 	}
+	sendShardInputs(f.sys, f.world.PID("x1z0"), ins)
 	f.syncZone("x1z0")
 	// The newer login's Join reaches x0z0, which passes it on behind its
 	// Commit once it takes x1z0's Accept (joinAway).
@@ -75,10 +88,22 @@ func (f *fixture) earlyLogin(genOld, genNew uint64, seqs ...uint64) (newer *driv
 // (actors/cluster TestInputsBehindAHeldJoinWaitForIt, back to the
 // gateway's node: "move 0 applied (80 Controls) and echoes []").
 func TestNewerLoginsInputsBeforeItsJoinWaitForIt(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		round bool
+	}{
+		{name: "an Input a message"},
+		{name: "in a shard's round (Inputs)", round: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { newerLoginsInputsBeforeItsJoin(t, tc.round) })
+	}
+}
+
+func newerLoginsInputsBeforeItsJoin(t *testing.T, round bool) {
 	defer verifyNoLeaks(t)()
 	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
 	defer f.stop()
-	newer, pid, join, release := f.earlyLogin(0x01d, 0xb0b, 1, 2, 3)
+	newer, pid, join, release := f.earlyLogin(round, 0x01d, 0xb0b, 1, 2, 3)
 	defer func() { f.sys.Root.StopFuture(pid).Wait() }()
 	defer release()
 	if n := f.world.Metrics().InputsDropped.Load(); n != 0 {
@@ -118,7 +143,7 @@ func TestEarlyInputsAreBoundedAndCountedWhenDropped(t *testing.T) {
 	for i := range seqs {
 		seqs[i] = uint64(i + 1)
 	}
-	newer, pid, _, release := f.earlyLogin(0x01d, 0xb0b, seqs...)
+	newer, pid, _, release := f.earlyLogin(false, 0x01d, 0xb0b, seqs...)
 	defer func() { f.sys.Root.StopFuture(pid).Wait() }()
 	defer release()
 	if n := f.world.Metrics().InputsDropped.Load(); n != 1 {

@@ -755,9 +755,13 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	}
 	now := a.p.Now()
 	var c inputCounts
+	// Checked once a round, not in apply nor for each input: nothing an
+	// input does makes an entry in these maps (only a Join, Leave or
+	// handoff message does, hold only adds to one that is there), so a
+	// round that starts with none holds nothing.
+	held := len(a.displaced)+len(a.carried)+len(a.pendingLeave)+len(a.incoming) > 0
 	for _, in := range b.List {
-		// Checked here, not in apply: the usual input costs three loads.
-		if len(a.displaced)+len(a.carried)+len(a.pendingLeave)+len(a.incoming) == 0 || !a.hold(in, now, &c) {
+		if !held || !a.hold(in, now, &c) {
 			a.apply(in, now, &c)
 		}
 	}
