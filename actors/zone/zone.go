@@ -793,7 +793,7 @@ func (c *inputCounts) add(m *Metrics) {
 // whether it did. Its callers ask only when there is any: the usual input
 // goes straight to apply.
 func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool {
-	if len(a.incoming) > 0 && a.holdEarly(in, now) {
+	if len(a.incoming) > 0 && a.holdEarly(in) {
 		return true
 	}
 	if len(a.pendingLeave) > 0 && a.holdKept(in) {
@@ -1771,7 +1771,7 @@ func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duratio
 // comes from another login than the one the player is handed with, whose
 // Join has not come (earlyInputs), and reports whether it did. A login
 // whose generation the zone does not know (0) is not told apart.
-func (a *zoneActor) holdEarly(in *msg.Input, now time.Duration) bool {
+func (a *zoneActor) holdEarly(in *msg.Input) bool {
 	e, ok := a.incoming[in.Player]
 	if !ok || in.EventGen == 0 || in.EventGen == e.gen {
 		return false
