@@ -178,6 +178,10 @@ type zoneActor struct {
 	// snapshot and the Leave that came since, until the CommitAck or the
 	// forwarding record's expiry (unackedCommit).
 	unacked map[uint64]unackedCommit
+	// incoming: per player whose offer this zone accepted with a Join
+	// (its Commit not yet here), the inputs of another login that came
+	// meanwhile, waiting for that login's Join (earlyInputs).
+	incoming map[uint64]earlyInputs
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -330,6 +334,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.superseded = map[uint64]bool{}
 	a.displaced = map[uint64]*displacedJoin{}
 	a.carried = map[uint64][]*msg.Input{}
+	a.incoming = map[uint64]earlyInputs{}
 	a.awaiting = map[uint64]time.Duration{}
 	a.held = map[uint64]*msg.Output{}
 	a.pendingTP = map[uint64][3]float32{}
@@ -583,6 +588,9 @@ func (a *zoneActor) onTick() {
 	for id, u := range a.unacked {
 		a.settleUnacked(id, u)
 	}
+	if len(a.incoming) > 0 {
+		a.sweepEarly()
+	}
 	if a.z.Tick()%64 == 0 {
 		a.sweepJoins()
 	}
@@ -731,7 +739,7 @@ func (a *zoneActor) onInput(in *msg.Input) {
 		a.inputs.queued.Add(-1)
 	}
 	var c inputCounts
-	if now := a.p.Now(); len(a.displaced)+len(a.carried)+len(a.pendingLeave) == 0 || !a.hold(in, now, &c) {
+	if now := a.p.Now(); len(a.displaced)+len(a.carried)+len(a.pendingLeave)+len(a.incoming) == 0 || !a.hold(in, now, &c) {
 		a.apply(in, now, &c)
 	}
 	c.add(a.m)
@@ -747,9 +755,13 @@ func (a *zoneActor) onInputs(b *msg.Inputs) {
 	}
 	now := a.p.Now()
 	var c inputCounts
+	// Checked once a round, not in apply nor for each input: nothing an
+	// input does makes an entry in these maps (only a Join, Leave or
+	// handoff message does, hold only adds to one that is there), so a
+	// round that starts with none holds nothing.
+	held := len(a.displaced)+len(a.carried)+len(a.pendingLeave)+len(a.incoming) > 0
 	for _, in := range b.List {
-		// Checked here, not in apply: the usual input costs three loads.
-		if len(a.displaced)+len(a.carried)+len(a.pendingLeave) == 0 || !a.hold(in, now, &c) {
+		if !held || !a.hold(in, now, &c) {
 			a.apply(in, now, &c)
 		}
 	}
@@ -774,12 +786,16 @@ func (c *inputCounts) add(m *Metrics) {
 	}
 }
 
-// hold keeps in for later when it comes from the connection of its
-// player's kept Join (holdKept), its player has a takeover undecided
-// (park) or inputs carried (carry), and reports whether it did. Its
-// callers ask only when there is any: the usual input goes straight to
-// apply.
+// hold keeps in for later when it comes from a login whose Join has not
+// come for a player this zone is taking over (holdEarly), from the
+// connection of its player's kept Join (holdKept), its player has a
+// takeover undecided (park) or inputs carried (carry), and reports
+// whether it did. Its callers ask only when there is any: the usual input
+// goes straight to apply.
 func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool {
+	if len(a.incoming) > 0 && a.holdEarly(in) {
+		return true
+	}
 	if len(a.pendingLeave) > 0 && a.holdKept(in) {
 		return true
 	}
@@ -903,6 +919,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 		a.z.TakeOver(now, j.Player)
 	}
 	if err != nil {
+		a.dropEarly(j.Player)
 		a.m.JoinsRejected.Add(1)
 		// sim.ErrBadID: the token's PlayerID is in the NPC id range.
 		a.log.Warn("join refused", "zone", a.p.Sim.Zone, "player", j.Player, "err", err)
@@ -917,6 +934,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	a.setJoin(j)
 	a.flushHeld(j)
 	a.m.Joins.Add(1)
+	a.takeKept(a.takeEarly(j, nil)) // its inputs that came before it, in order
 	// The record a join writes (Placed) starts afresh: it carries the
 	// player's checkpoint at once, so a reconnect right after finds where
 	// it is. One put back from its record is written only over that record.
@@ -1405,6 +1423,7 @@ func (a *zoneActor) keepJoin(j *msg.Join) bool {
 	}
 	k := a.pendingLeave[j.Player]
 	k.keep(j, a.m) // a newer login's Join supersedes an older one's
+	k.inputs = a.takeEarly(j, k.inputs)
 	a.pendingLeave[j.Player] = k
 	return true
 }
@@ -1435,6 +1454,7 @@ func (a *zoneActor) joinAway(j *msg.Join) bool {
 	}
 	k := a.pendingLeave[j.Player]
 	k.keep(j, a.m) // a newer login's Join supersedes an older one's
+	k.inputs = a.takeEarly(j, k.inputs)
 	a.retryLeave(j.Player, k)
 	return true
 }
@@ -1572,6 +1592,9 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 		a.setJoinFor(id, env.Join)
 	}
 	a.z.Handoff(now, env.Msg)
+	if !owned {
+		a.expectJoin(id, env, now)
+	}
 	if env.Msg.Kind == handoff.KindCommit && !owned && a.z.Handoffs().Owns(id) {
 		if env.Force {
 			_ = a.z.Correct(id) // owned: cannot fail
@@ -1685,4 +1708,136 @@ func (a *zoneActor) settleUnacked(id uint64, u unackedCommit) {
 	a.m.Leaves.Add(1)
 	a.m.LeftUnacked.Add(1)
 	a.log.Warn("player left during a handoff its new owner never acknowledged: ended here", "zone", a.p.Sim.Zone, "player", id, "epoch", u.epoch)
+}
+
+// earlyInputs are the inputs held for a player this zone accepted an
+// offer of (reserved: its Commit not yet here) or has just taken, from a
+// login other than the one the player is handed with: a newer login whose
+// Join the old zone passed on behind its Commit (joinAway, passJoin) and
+// whose connection it redirected here at once. Its inputs come straight
+// from the connection while the Join waits behind the Commit (across
+// processes, for its record write: actors/cluster holdBehindCommit):
+// taken as they came, the moves were stashed for the Commit as the older
+// connection's, numbered from 1 and so dropped as applied already, and
+// the events handled for a player not owned here — lost, uncounted
+// (TestInputsBehindAHeldJoinWaitForIt, back to the gateway's node). Held,
+// they go behind that login's Join, in order (takeEarly); bounded as
+// parked inputs are (maxParked; past it dropped, counted), and dropped,
+// counted, when another Join comes, the Join is refused, or none came by
+// until (sweepEarly).
+type earlyInputs struct {
+	gen    uint64 // the event generation of the Join the player is handed with
+	until  time.Duration
+	inputs []*msg.Input
+}
+
+// earlyGrace bounds how long inputs wait for their Join: the Commit's
+// record write (seconds at worst, behind a busy KV) and the Join behind
+// it; a client that hears nothing for 3 s looks its player up again.
+var earlyGrace = 10 * time.Second // a var: tests shorten it
+
+// expectJoin notes, for an Offer this zone accepted with the Join of the
+// player's connection, which login's inputs are the player's until
+// another Join comes (earlyInputs); a Commit that takes the player with
+// nothing held ends the wait.
+func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duration) {
+	e, ok := a.incoming[id]
+	switch env.Msg.Kind {
+	case handoff.KindOffer:
+		if env.Join == nil {
+			return
+		}
+		if _, reserved := a.z.Handoffs().Reserved(id); !reserved {
+			return
+		}
+		e.gen, e.until = env.Join.EventGen, now+earlyGrace
+		a.incoming[id] = e
+	case handoff.KindCommit:
+		if !ok || !a.z.Handoffs().Owns(id) {
+			return
+		}
+		if len(e.inputs) == 0 {
+			delete(a.incoming, id)
+			return
+		}
+		if env.Join != nil {
+			e.gen = env.Join.EventGen
+			a.incoming[id] = e
+		}
+	}
+}
+
+// holdEarly keeps in while its player is being taken over here and in
+// comes from another login than the one the player is handed with, whose
+// Join has not come (earlyInputs), and reports whether it did. A login
+// whose generation the zone does not know (0) is not told apart.
+func (a *zoneActor) holdEarly(in *msg.Input) bool {
+	e, ok := a.incoming[in.Player]
+	if !ok || in.EventGen == 0 || in.EventGen == e.gen {
+		return false
+	}
+	if j := a.joins[in.Player]; j != nil && j.EventGen == in.EventGen {
+		return false
+	}
+	if len(e.inputs) > 0 && e.inputs[0].EventGen != in.EventGen {
+		a.dropEarly(in.Player) // a third login's: the one before is superseded
+		e = earlyInputs{gen: e.gen, until: e.until}
+	}
+	if len(e.inputs) >= maxParked {
+		a.m.InputsDropped.Add(1)
+		in.Release()
+		return true
+	}
+	e.inputs = append(e.inputs, in)
+	a.incoming[in.Player] = e
+	return true
+}
+
+// takeEarly ends the wait of player j.Player's early inputs for j: those
+// of j's login come back, in order, followed by after; the rest are
+// dropped, counted.
+func (a *zoneActor) takeEarly(j *msg.Join, after []*msg.Input) []*msg.Input {
+	e, ok := a.incoming[j.Player]
+	if !ok {
+		return after
+	}
+	delete(a.incoming, j.Player)
+	if len(e.inputs) == 0 {
+		return after
+	}
+	if j.EventGen == 0 || e.inputs[0].EventGen != j.EventGen {
+		a.releaseEarly(e.inputs)
+		return after
+	}
+	return append(e.inputs, after...)
+}
+
+// dropEarly drops player id's early inputs, counted.
+func (a *zoneActor) dropEarly(id uint64) {
+	if e, ok := a.incoming[id]; ok {
+		delete(a.incoming, id)
+		a.releaseEarly(e.inputs)
+	}
+}
+
+func (a *zoneActor) releaseEarly(inputs []*msg.Input) {
+	for _, in := range inputs {
+		in.Release()
+	}
+	if n := len(inputs); n > 0 {
+		a.m.InputsDropped.Add(uint64(n))
+	}
+}
+
+// sweepEarly drops the early inputs whose Join did not come in time, and
+// ends the wait of a player no longer reserved here (its offer aborted or
+// expired) or taken with nothing held.
+func (a *zoneActor) sweepEarly() {
+	now := a.p.Now()
+	for id, e := range a.incoming {
+		_, reserved := a.z.Handoffs().Reserved(id)
+		if now >= e.until || len(e.inputs) == 0 && !reserved {
+			a.dropEarly(id)
+		}
+	}
 }
