@@ -1075,7 +1075,7 @@ type Metrics struct {
 	// CommitsCoalesced: resent Commits that came while their record write
 	// was in flight, dropped (that write delivers the Commit).
 	CommitsCoalesced atomic.Uint64
-	// HeldBehindCommit: Joins, Leaves and Teleports for a player whose
+	// HeldBehindCommit: Joins, Leaves, Teleports and Inputs for a player whose
 	// Commit here waited for its record write, delivered after it.
 	HeldBehindCommit atomic.Uint64
 	// FollowedRecord: items held behind a Commit whose record write was
@@ -1084,7 +1084,7 @@ type Metrics struct {
 	FollowedRecord atomic.Uint64
 	// DroppedBehindCommit: items for a player whose Commit here waited
 	// for its record write dropped rather than sent on ahead of it: past
-	// maxBehind, or held behind a write that failed (not refused by a
+	// maxBehind (maxInputsBehind for Inputs), or held behind a write that failed (not refused by a
 	// newer owner: a later copy of the Commit is tried afresh).
 	DroppedBehindCommit atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the

@@ -145,9 +145,9 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"player_record_fenced_total", "player record writes not made: this node no longer held the zone's lease in time (paused, cut off)", pl.Fenced.Load},
 		{"checkpoints_refused_total", "player checkpoints not written: the record names another zone or epoch (the player moved on)", pl.CheckpointsRefused.Load},
 		{"commits_refused_total", "cross-process handoff Commits not delivered: the player record could not be written", m.RecordRefused.Load},
-		{"commits_held_behind_total", "Joins, Leaves and Teleports for a player held until its cross-process Commit's record write was done (delivered after the Commit)", m.HeldBehindCommit.Load},
-		{"commits_followed_record_total", "Joins, Leaves and Teleports held behind a cross-process Commit whose record write a newer owner refused, sent on to the zone the record names", m.FollowedRecord.Load},
-		{"commits_dropped_behind_total", "Joins, Leaves and Teleports for a player dropped rather than sent ahead of its cross-process Commit: past the bound (16 a player), or behind a record write that failed", m.DroppedBehindCommit.Load},
+		{"commits_held_behind_total", "Joins, Leaves, Teleports and Inputs for a player held until its cross-process Commit's record write was done (delivered after the Commit)", m.HeldBehindCommit.Load},
+		{"commits_followed_record_total", "Joins, Leaves, Teleports and Inputs held behind a cross-process Commit whose record write a newer owner refused, sent on to the zone the record names", m.FollowedRecord.Load},
+		{"commits_dropped_behind_total", "Joins, Leaves, Teleports and Inputs for a player dropped rather than sent ahead of its cross-process Commit: past the bound (16 a player, 64 Inputs), or behind a record write that failed", m.DroppedBehindCommit.Load},
 		{"player_record_fence_waits_total", "player record writes the lease fence stopped that waited for a renewal instead of being dropped (Commits, placements, leaving checkpoints)", pl.FenceWaits.Load},
 	}
 	for _, c := range counters {
