@@ -23,6 +23,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 	}{
 		{"ticks_total", "Zone ticks run, all zones of this node.", m.Ticks.Load},
 		{"missed_ticks_total", "Zone ticks skipped because the actor fell a whole period behind.", m.MissedTicks.Load},
+		{"late_ticks_total", "Zone ticks posted after their slot had passed (the last tick ran long), behind the inputs already queued.", m.LateTicks.Load},
 		{"views_total", "View updates sent to ghost managers.", m.Views.Load},
 		{"controls_total", "Control-object updates sent to connections.", m.Controls.Load},
 		{"joins_total", "Players joined.", m.Joins.Load},

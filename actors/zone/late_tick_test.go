@@ -90,7 +90,7 @@ func TestLateTickWaitsForQueuedInputs(t *testing.T) {
 	cpid, _ := sys.ProcessRegistry.Add(c, "ltconn")
 	sys.Root.Send(zw.PID("x0z0"), benchJoin(1, cpid, &c.views))
 	waitFor(t, 5*time.Second, "join", func() bool { return m.Joins.Load() == 1 })
-	missedBefore := m.MissedTicks.Load()
+	missedBefore, lateBefore := m.MissedTicks.Load(), m.LateTicks.Load()
 	slow.Store(slowTicks)
 	done := func() bool {
 		mu.Lock()
@@ -118,9 +118,9 @@ func TestLateTickWaitsForQueuedInputs(t *testing.T) {
 			}
 		}
 	}
-	missed := m.MissedTicks.Load() - missedBefore
-	t.Logf("%d ticks, %d missed, input latency %.2f ticks (worst %d) over %d inputs",
-		len(runs), missed, float64(sum)/float64(max(n, 1)), worst, n)
+	missed, late := m.MissedTicks.Load()-missedBefore, m.LateTicks.Load()-lateBefore
+	t.Logf("%d ticks, %d missed, %d late, input latency %.2f ticks (worst %d) over %d inputs",
+		len(runs), missed, late, float64(sum)/float64(max(n, 1)), worst, n)
 	for i, r := range runs[1:] {
 		if prev := runs[i]; slows[prev.tick] && r.taken < r.sent {
 			t.Errorf("tick %d ran with %d inputs queued before it not taken (%d sent during the slow tick %d): a late tick must wait behind them",
@@ -129,6 +129,9 @@ func TestLateTickWaitsForQueuedInputs(t *testing.T) {
 	}
 	if missed == 0 {
 		t.Error("no missed ticks counted: the slow ticks cost 1.5 periods each")
+	}
+	if late == 0 {
+		t.Error("no late ticks counted (LateTicks): each slow tick makes the next one late")
 	}
 	if worst > 1 {
 		t.Errorf("inputs taken up to %d ticks after the tick they were sent in, want the next", worst)

@@ -10,8 +10,12 @@ import (
 // Metrics are counters shared by the zone actors of a node (safe for
 // concurrent use). The node exports them; tests and benchmarks read them.
 type Metrics struct {
-	Ticks         atomic.Uint64
-	MissedTicks   atomic.Uint64
+	Ticks       atomic.Uint64
+	MissedTicks atomic.Uint64
+	// LateTicks: ticks posted when their slot had already passed, at the
+	// default priority behind the inputs queued before them (lateTickMsg):
+	// a zone whose ticks cost more than their period.
+	LateTicks     atomic.Uint64
 	Views         atomic.Uint64
 	Controls      atomic.Uint64
 	Redirects     atomic.Uint64

@@ -360,6 +360,9 @@ func (a *zoneActor) fire() {
 		return
 	}
 	if a.late.Load() {
+		if a.m != nil {
+			a.m.LateTicks.Add(1)
+		}
 		a.root.Send(a.self, theLateTick)
 		return
 	}
