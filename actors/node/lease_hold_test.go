@@ -17,19 +17,8 @@ import (
 func TestZoneHeldWhileItsLeaseIsOverdue(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-	n, err := Start(context.Background(), testConfig(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, ticks := startHoldingNode(t)
 	defer n.Stop(context.Background())
-	if n.member == nil {
-		t.Fatal("no membership: the node cannot hold a zone")
-	}
-	ticks := func() map[string]uint64 {
-		out := map[string]uint64{}
-		inspect(t, n, func(z *sim.Zone) { out[z.ID()] = z.Tick() })
-		return out
-	}
 	const held, other = "x0z0", "x1z1"
 	n.member.hold(held, true)
 	// Held: two readings a few ticks apart agree (the Pause may come after
@@ -46,5 +35,24 @@ func TestZoneHeldWhileItsLeaseIsOverdue(t *testing.T) {
 	waitFor(t, 10*time.Second, "the zone to tick again once let go", func() bool { return ticks()[held] > last[held] })
 	if _, ok := n.Leases().Held(held); !ok {
 		t.Fatal("the zone's lease is no longer held: a hold must not give it up")
+	}
+}
+
+// startHoldingNode starts a node with a membership (it holds its zones'
+// leases) and returns it with a reading of every zone's tick count.
+func startHoldingNode(t *testing.T) (*Node, func() map[string]uint64) {
+	t.Helper()
+	n, err := Start(context.Background(), testConfig(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.member == nil {
+		n.Stop(context.Background())
+		t.Fatal("no membership: the node cannot hold a zone")
+	}
+	return n, func() map[string]uint64 {
+		out := map[string]uint64{}
+		inspect(t, n, func(z *sim.Zone) { out[z.ID()] = z.Tick() })
+		return out
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ghostwire/ghostwire/actors/zone"
-	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // A lease's let-go restarts only what its hold stopped: a zone a census
@@ -19,19 +18,8 @@ import (
 func TestLeaseLetGoKeepsACensusPause(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-	n, err := Start(context.Background(), testConfig(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, ticks := startHoldingNode(t)
 	defer n.Stop(context.Background())
-	if n.member == nil {
-		t.Fatal("no membership: the node cannot hold a zone")
-	}
-	ticks := func() map[string]uint64 {
-		out := map[string]uint64{}
-		inspect(t, n, func(z *sim.Zone) { out[z.ID()] = z.Tick() })
-		return out
-	}
 	const held, other = "x0z0", "x1z1"
 	n.Zones().Pause(true) // the census
 	n.member.hold(held, true)
