@@ -237,10 +237,7 @@ func TestEarlyTickMessageDropped(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
 	var now time.Duration
-	a, z := syncZoneActor(t, sys, &now)
-	a.timer = time.AfterFunc(time.Hour, func() {})
-	defer a.timer.Stop()
-	a.nextAt = z.Period()
+	a, z := timedZoneActor(t, sys, &now)
 	now = z.Period() - time.Millisecond
 	a.tickDue()
 	if got := z.Tick(); got != 0 {

@@ -3,6 +3,10 @@ package zone
 import (
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // TestPauseHasOwners: a zone ticks only while no owner holds it paused;
@@ -13,10 +17,7 @@ func TestPauseHasOwners(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
 	var now time.Duration
-	a, z := syncZoneActor(t, sys, &now)
-	a.timer = time.AfterFunc(time.Hour, func() {})
-	defer a.timer.Stop()
-	a.nextAt = z.Period()
+	a, z := timedZoneActor(t, sys, &now)
 	// ticks reports whether a tick due now runs.
 	ticks := func() bool {
 		before := z.Tick()
@@ -48,4 +49,16 @@ func TestPauseHasOwners(t *testing.T) {
 			t.Fatalf("%s: the zone ticks %v, want %v (held by %03b)", s.name, got, s.ticks, a.paused)
 		}
 	}
+}
+
+// timedZoneActor is syncZoneActor with a timer that never fires on its
+// own (the test runs the ticks, tickDue) and the first tick's slot one
+// period on; the timer is stopped at the test's end.
+func timedZoneActor(t *testing.T, sys *actor.ActorSystem, now *time.Duration) (*zoneActor, *sim.Zone) {
+	t.Helper()
+	a, z := syncZoneActor(t, sys, now)
+	a.timer = time.AfterFunc(time.Hour, func() {})
+	t.Cleanup(func() { a.timer.Stop() })
+	a.nextAt = z.Period()
+	return a, z
 }

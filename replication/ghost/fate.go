@@ -43,7 +43,12 @@ func (t *Table) OnFate(f notify.Fate) {
 		t.deliveredRecords(p, n, start, ring, f, sent, from, view)
 	}
 	p.resolved = true
-	// Release resolved packets from the old end, with their entries.
+	t.releaseResolved()
+}
+
+// releaseResolved releases resolved packets from the ring's old end, with
+// their entries, and trims what that frees.
+func (t *Table) releaseResolved() {
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
 		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)

@@ -29,15 +29,7 @@ func onFateByRecords(t *Table, f notify.Fate) {
 	sent, from, view := t.msOf(f.SentAt), t.msOf(f.SentAt-t.cfg.MaxStaleness), t.msOfStamp(p.t)
 	t.fateRecords(p, 0, int(p.n), int(p.start), len(t.ents)-1, f, sent, from, view)
 	p.resolved = true
-	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
-		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
-		t.entLen -= int(q.n)
-		q.n = 0
-		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
-		t.pktLen--
-	}
-	t.trim()
+	t.releaseResolved()
 }
 
 // TestDeliveredWalksMatchFateRecords: two tables take the same views and
