@@ -269,7 +269,7 @@ func (rw *RecordWriter) put3(a, b, c uint64, n uint) {
 // WriteQuat writes a rotation as Writer.WriteQuat: 47 bits, ErrOutOfRange
 // for a zero or non-finite q.
 func (rw *RecordWriter) WriteQuat(q [4]float64) {
-	i, k0, k1, k2, ok := quatCodes(q, quatM)
+	i, k0, k1, k2, ok := quatCodes(&q, quatM)
 	if !ok {
 		rw.refuse(recOutOfRange)
 		return
@@ -410,6 +410,32 @@ func (rr *RecordReader) ReadBits(n uint) uint64 {
 // as Reader.ReadRangedInt: a code above max−min, or min > max, fails with
 // ErrOutOfRange.
 func (rr *RecordReader) ReadRangedInt(min, max int64) int64 {
+	// The fast path (a field of 1..56 bits inside the stream, a code in
+	// the range) is one load; everything else is rangedIntSlow's, so this
+	// frame stays small. With min and max constants at the call, the width
+	// and the span are constants too.
+	span := uint64(max) - uint64(min)
+	n := RangeBits(min, max)
+	if b := rr.bit; n-1 < 56 && b+n <= rr.limit && min <= max {
+		if u := rr.word(b) & (1<<n - 1); u <= span {
+			rr.bit = b + n
+			return int64(uint64(min) + u)
+		}
+	}
+	return rr.rangedIntSlow(min, max)
+}
+
+// word is the stream's bits from bit b on (at least 57 of them, the higher
+// ones belonging to later fields or the buffer's end); b must be below
+// 8·len(buf). get without its tests.
+func (rr *RecordReader) word(b uint) uint64 {
+	i := min(b>>3, rr.last) // in the last 8 bytes, the field lies in the buffer's last word
+	return binary.LittleEndian.Uint64(rr.buf[i:i+8]) >> ((b - 8*i) & 63)
+}
+
+// rangedIntSlow is ReadRangedInt's every other case: min > max, a width of
+// 0 or past 56 bits, the stream's end, a code above the range.
+func (rr *RecordReader) rangedIntSlow(min, max int64) int64 {
 	at := rr.bit
 	if min > max {
 		rr.stop(at, recOutOfRange)
