@@ -560,15 +560,14 @@ func (rr *RecordReader) get3Slow(n uint) (a, b, c uint64) {
 
 // ReadQuat reads a rotation as Reader.ReadQuat; a field no encoder sends
 // fails with ErrOutOfRange.
-func (rr *RecordReader) ReadQuat() [4]float64 {
+func (rr *RecordReader) ReadQuat() (q [4]float64) {
 	at := rr.bit
 	c := rr.get(2 + 3*QuatBits)
 	if rr.bad != recOK {
-		return [4]float64{}
+		return q
 	}
 	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
-	if !ok {
+	if !quatFill(&q, c&3, k0, k1, k2, quatM, quatStep[QuatBits]) {
 		rr.stop(at, recOutOfRange)
 		return [4]float64{}
 	}

@@ -377,19 +377,27 @@ func quatUnpack(c uint64, m int64, bits uint) (k0, k1, k2 int64) {
 // quatFromCodes is quatDecode after the unpacking: i the dropped index, k
 // the sent codes, m their bound and d = quatStep[bits].
 func quatFromCodes(i uint64, k0, k1, k2, m int64, d float64) (q [4]float64, ok bool) {
-	k := [3]int64{k0, k1, k2}
-	if k[0] > m || k[1] > m || k[2] > m || !quatCanonical(k, m) {
-		return q, false
+	ok = quatFill(&q, i, k0, k1, k2, m, d)
+	return q, ok
+}
+
+// quatFill is quatFromCodes writing into *q, which a caller returning the
+// rotation passes as its own result (an array result goes through memory:
+// one copy instead of two). *q is left unchanged when ok is false.
+func quatFill(q *[4]float64, i uint64, k0, k1, k2, m int64, d float64) bool {
+	s := k0*k0 + k1*k1 + k2*k2
+	if k0 > m || k1 > m || k2 > m || s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m { // quatCanonical
+		return false
 	}
 	i &= 3
 	o := &quatOthers[i]
-	q[o[0]&3] = float64(k[0]) * d
-	q[o[1]&3] = float64(k[1]) * d
-	q[o[2]&3] = float64(k[2]) * d
+	q[o[0]&3] = float64(k0) * d
+	q[o[1]&3] = float64(k1) * d
+	q[o[2]&3] = float64(k2) * d
 	// w = √(1 − Σc²) = √(2m² − Σk²)·d: the radicand is an exact integer
 	// (positive: canonical), so no division and only two roundings.
-	q[i] = math.Sqrt(float64(2*m*m-(k[0]*k[0]+k[1]*k[1]+k[2]*k[2]))) * d
-	return q, true
+	q[i] = math.Sqrt(float64(2*m*m-s)) * d
+	return true
 }
 
 // quatStep[bits] is the decoded size of one code step, d = √2/(2m): the
