@@ -446,3 +446,58 @@ func TestRecordsAllocateNothing(t *testing.T) {
 		t.Fatalf("%v allocations a packet", allocs)
 	}
 }
+
+// RecordReader.ReadRangedInt reads one load on its fast path and hands
+// every other case to rangedIntSlow: each case here returns the per-field
+// read's value, error and position, whichever path it takes.
+func TestRecordReadRangedIntPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		min, max int64
+		code     uint64 // the field's bits
+		n        uint   // written width
+		at       int    // the field's first bit
+		size     int    // buffer bytes
+	}{
+		{name: "10 bits mid-buffer", min: 0, max: 1023, code: 517, n: 10, at: 13, size: 64},
+		{name: "a code above max", min: 0, max: 1000, code: 1023, n: 10, at: 13, size: 64},
+		{name: "negative range", min: -40, max: -1, code: 39, n: 6, at: 3, size: 64},
+		{name: "min > max with a one-bit width", min: math.MaxInt64, max: math.MinInt64, code: 1, n: 1, at: 5, size: 64},
+		{name: "min > max", min: 5, max: 4, code: 0, n: 1, at: 5, size: 64},
+		{name: "an empty range", min: 7, max: 7, code: 0, n: 1, at: 5, size: 64},
+		{name: "60 bits", min: 0, max: 1<<60 - 1, code: 1<<59 | 12345, n: 60, at: 9, size: 64},
+		{name: "in the buffer's last word", min: 0, max: 1023, code: 700, n: 10, at: 8*20 - 12, size: 20},
+		{name: "the stream ends inside the field", min: 0, max: 1023, code: 0xff, n: 8, at: 8*20 - 8, size: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, tc.size)
+			w := NewWriter(buf)
+			for k := 0; k < tc.at; k += 8 {
+				if err := w.WriteBits(0, uint(min(8, tc.at-k))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.WriteBits(tc.code, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			var want, got Reader
+			want.Reset(buf)
+			got.Reset(buf)
+			for k := 0; k < tc.at; k += 8 {
+				_, _ = want.ReadBits(uint(min(8, tc.at-k)), "pad")
+				_, _ = got.ReadBits(uint(min(8, tc.at-k)), "pad")
+			}
+			wv, werr := want.ReadRangedInt(tc.min, tc.max, "f")
+			rec := got.Begin("f")
+			gv := rec.ReadRangedInt(tc.min, tc.max)
+			gerr := rec.End()
+			if gv != wv || (werr == nil) != (gerr == nil) || got.Pos() != want.Pos() {
+				t.Fatalf("record: %d, %v at bit %d; per-field: %d, %v at bit %d", gv, gerr, got.Pos(), wv, werr, want.Pos())
+			}
+			var re, we *ReadError
+			if werr != nil && (!errors.As(gerr, &re) || !errors.As(werr, &we) || !errors.Is(gerr, we.Err) || re.Bit != we.Bit) {
+				t.Fatalf("record error %v, per-field %v", gerr, werr)
+			}
+		})
+	}
+}

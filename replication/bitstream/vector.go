@@ -186,19 +186,17 @@ func (w *Writer) WriteQuat(q [4]float64) error {
 
 // ReadQuat reads a rotation written by WriteQuat, as ReadQuatBits(QuatBits)
 // does.
-func (r *Reader) ReadQuat(field string) ([4]float64, error) {
+func (r *Reader) ReadQuat(field string) (q [4]float64, err error) {
 	at := r.bit
 	c, ok := r.TryReadBits(2 + 3*QuatBits)
 	if !ok {
-		var err error
 		if c, err = r.readBitsSlow(2+3*QuatBits, field); err != nil {
-			return [4]float64{}, err
+			return q, err
 		}
 	}
 	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
-	if !ok {
-		return [4]float64{}, r.fail(field, at, ErrOutOfRange)
+	if !quatFill(&q, c&3, k0, k1, k2, quatM, quatStep[QuatBits]) {
+		return q, r.fail(field, at, ErrOutOfRange)
 	}
 	return q, nil
 }
