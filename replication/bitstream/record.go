@@ -425,9 +425,12 @@ func (rr *RecordReader) ReadRangedInt(min, max int64) int64 {
 	return rr.rangedIntSlow(min, max)
 }
 
-// word is the stream's bits from bit b on (at least 57 of them, the higher
-// ones belonging to later fields or the buffer's end); b must be below
-// 8·len(buf). get without its tests.
+// word is the stream's bits from bit b on, the higher ones belonging to
+// later fields or past the buffer's end: get without its tests. b must be
+// below 8·len(buf), and it serves a field of up to 57 bits within the
+// buffer: from byte b>>3 the field starts at bit b&7 ≤ 7 of the word, so
+// 57 bits end by its last; in the buffer's last word the field lies in
+// that word.
 func (rr *RecordReader) word(b uint) uint64 {
 	i := min(b>>3, rr.last) // in the last 8 bytes, the field lies in the buffer's last word
 	return binary.LittleEndian.Uint64(rr.buf[i:i+8]) >> ((b - 8*i) & 63)
@@ -482,8 +485,9 @@ func (rr *RecordReader) ReadFixed(f *FixedFormat) float64 {
 func (rr *RecordReader) ReadFixed3(f *FixedFormat) (x, y, z float64) {
 	n, at := f.bits, rr.bit
 	var a, b, c uint64
-	if n-1 < 21 && at+3*n <= rr.limit { // one window
-		a, b, c = codes3(rr.window(3*n), n)
+	if n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
+		a, b, c = codes3(rr.word(at), n)
+		rr.bit = at + 3*n
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min
@@ -514,8 +518,9 @@ func (rr *RecordReader) ReadQuantized(f *QuantizedFormat) float64 {
 // ReadQuantized3 reads three values as f.Read3 would: all or nothing.
 func (rr *RecordReader) ReadQuantized3(f *QuantizedFormat) (x, y, z float64) {
 	var a, b, c uint64
-	if n := f.bits; n-1 < 21 && rr.bit+3*n <= rr.limit { // one window
-		a, b, c = codes3(rr.window(3*n), n)
+	if n, at := f.bits, rr.bit; n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
+		a, b, c = codes3(rr.word(at), n)
+		rr.bit = at + 3*n
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min

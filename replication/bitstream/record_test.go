@@ -501,3 +501,48 @@ func TestRecordReadRangedIntPaths(t *testing.T) {
 		})
 	}
 }
+
+// ReadFixed3 and ReadQuantized3 read three codes of up to 19 bits (57 in
+// all) from one word: at every bit offset of a byte, mid-buffer and in the
+// buffer's last word, they return the values of three per-field reads.
+func TestRecordRead3OneWordAtEveryOffset(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	for _, n := range []uint{12, 18, 19, 20, 21} {
+		fixed := mustFixed(0, float64(uint64(1)<<n-1), 1) // n-bit codes, every one valid
+		quant := mustQuantized(-1, 1, n)
+		for _, size := range []int{9, 10, 16, 40} {
+			for at := range 8*size - int(3*n) + 1 {
+				buf := make([]byte, size)
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+				var pad, got Reader
+				pad.Reset(buf)
+				for k := 0; k < at; k += 8 {
+					_, _ = pad.ReadBits(uint(min(8, at-k)), "pad")
+				}
+				want := pad // three per-field reads from here
+				var w [3]float64
+				for j := range w {
+					w[j], _ = fixed.Read(&want, "x")
+				}
+				got = pad
+				rec := got.Begin("v")
+				x, y, z := rec.ReadFixed3(&fixed)
+				if err := rec.End(); err != nil || [3]float64{x, y, z} != w || got.Pos() != want.Pos() {
+					t.Fatalf("n %d, %d bytes, bit %d: ReadFixed3 %v, %v at %d; per field %v at %d", n, size, at, [3]float64{x, y, z}, err, got.Pos(), w, want.Pos())
+				}
+				want = pad
+				for j := range w {
+					w[j], _ = quant.Read(&want, "x")
+				}
+				got = pad
+				rec = got.Begin("v")
+				x, y, z = rec.ReadQuantized3(&quant)
+				if err := rec.End(); err != nil || [3]float64{x, y, z} != w || got.Pos() != want.Pos() {
+					t.Fatalf("n %d, %d bytes, bit %d: ReadQuantized3 %v, %v at %d; per field %v at %d", n, size, at, [3]float64{x, y, z}, err, got.Pos(), w, want.Pos())
+				}
+			}
+		}
+	}
+}
