@@ -264,7 +264,7 @@ func readPacketFormats(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 // writePacket and readPacket are the packet as game code writes it: the
 // header and the control object as one record, the events through the
 // Writer (strings), and the ghost updates as one record across the run,
-// given back to the Writer around each table string.
+// their class names among them (RecordWriter.WriteTableString).
 func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 	rec := w.Begin()
 	// header
@@ -321,9 +321,7 @@ func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 		if g.dirty[3] {
 			rec.WriteQuantized(&healthFormat, g.health)
 			rec.WriteRangedInt(g.anim, 0, 40)
-			_ = rec.End()
-			_ = w.WriteTableString(benchTable, g.class, 32)
-			rec = w.Begin()
+			rec.WriteTableString(benchTable, g.class, 32)
 		}
 		ghosts++
 	}
@@ -402,14 +400,7 @@ func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 		if g.dirty[3] {
 			g.health = rec.ReadQuantized(&healthFormat)
 			g.anim = rec.ReadRangedInt(0, 40)
-			if err := rec.End(); err != nil {
-				return chat, err
-			}
-			var err error
-			if g.class, err = r.ReadTableString(benchTable, 32, "ghost.class"); err != nil {
-				return chat, err
-			}
-			rec = r.Begin("ghost")
+			g.class = rec.ReadTableString(benchTable, 32)
 		}
 	}
 	return chat, rec.End()

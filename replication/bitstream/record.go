@@ -26,6 +26,7 @@ const (
 	recOutOfRange
 	recWidth
 	recEOF
+	recTooLong
 )
 
 func (f recFail) err() error {
@@ -36,6 +37,8 @@ func (f recFail) err() error {
 		return ErrWidth
 	case recEOF:
 		return io.ErrUnexpectedEOF
+	case recTooLong:
+		return ErrTooLong
 	}
 	return nil
 }
@@ -275,6 +278,35 @@ func (rw *RecordWriter) WriteQuat(q [4]float64) {
 		return
 	}
 	rw.put(quatPack(i, k0, k1, k2, quatM, QuatBits), 2+3*QuatBits)
+}
+
+// WriteTableString writes s as Writer.WriteTableString: the same bits
+// (flag 1 and the slot for a string t holds, else flag 0, the length and
+// the bytes) and refusals (ErrOutOfRange for a negative maxLen,
+// ErrTooLong for s longer than maxLen). A record carries a ghost's class
+// name without giving the position back to its Writer around it.
+func (rw *RecordWriter) WriteTableString(t *StringTable, s string, maxLen int) {
+	if maxLen < 0 {
+		rw.refuse(recOutOfRange)
+		return
+	}
+	if len(s) > maxLen {
+		rw.refuse(recTooLong)
+		return
+	}
+	if t != nil {
+		if slot, ok := t.index[s]; ok {
+			rw.put(1|uint64(slot)<<1, 1+t.bits) // bits ≤ 12
+			return
+		}
+	}
+	rw.put(0, 1)
+	if n := RangeBits(0, int64(maxLen)); n > 0 { // ≤ 63
+		rw.put(uint64(len(s)), n)
+	}
+	for i := 0; i < len(s); i++ {
+		rw.put(uint64(s[i]), 8)
+	}
 }
 
 // RecordReader reads the fields of one record through a Reader: made by
@@ -577,4 +609,80 @@ func (rr *RecordReader) ReadQuat() (q [4]float64) {
 		return [4]float64{}
 	}
 	return q
+}
+
+// ReadTableString reads a string written by WriteTableString with an
+// identical table and the same maxLen, as Reader.ReadTableString: a hit
+// returns the table's string without allocating, a literal allocates it.
+// A negative maxLen or a hit on an empty slot (or with no table) fails
+// with ErrOutOfRange, a string longer than maxLen with ErrTooLong, a
+// stream that ends inside the field with io.ErrUnexpectedEOF, all at the
+// field's first bit.
+func (rr *RecordReader) ReadTableString(t *StringTable, maxLen int) string {
+	at := rr.bit
+	if maxLen < 0 {
+		rr.stop(at, recOutOfRange)
+		return ""
+	}
+	if at >= rr.limit {
+		rr.stop(at, recEOF)
+		return ""
+	}
+	if rr.ReadFlag() { // a hit
+		var bits uint
+		if t != nil {
+			bits = t.bits
+		}
+		var slot uint64
+		if bits > 0 {
+			if rr.bit+bits > rr.limit {
+				rr.stop(at, recEOF)
+				return ""
+			}
+			slot = rr.get(bits)
+		}
+		if t == nil {
+			rr.stop(at, recOutOfRange)
+			return ""
+		}
+		s, ok := t.Get(int(slot))
+		if !ok {
+			rr.stop(at, recOutOfRange)
+			return ""
+		}
+		if len(s) > maxLen {
+			rr.stop(at, recTooLong)
+			return ""
+		}
+		return s
+	}
+	var l uint64
+	if n := RangeBits(0, int64(maxLen)); n > 0 {
+		if rr.bit+n > rr.limit {
+			rr.stop(at, recEOF)
+			return ""
+		}
+		l = rr.ReadBits(n)
+	}
+	if l > uint64(maxLen) {
+		rr.stop(at, recTooLong)
+		return ""
+	}
+	if l > uint64(rr.limit-rr.bit)>>3 {
+		rr.stop(at, recEOF)
+		return ""
+	}
+	if l == 0 {
+		return ""
+	}
+	var tmp [128]byte // stays on the stack; string() below is the one allocation
+	b := tmp[:0]
+	if l > uint64(len(tmp)) {
+		b = make([]byte, 0, l)
+	}
+	b = b[:l]
+	for i := range b {
+		b[i] = byte(rr.get(8))
+	}
+	return string(b)
 }
