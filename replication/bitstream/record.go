@@ -26,6 +26,7 @@ const (
 	recOutOfRange
 	recWidth
 	recEOF
+	recTooLong
 )
 
 func (f recFail) err() error {
@@ -36,6 +37,8 @@ func (f recFail) err() error {
 		return ErrWidth
 	case recEOF:
 		return io.ErrUnexpectedEOF
+	case recTooLong:
+		return ErrTooLong
 	}
 	return nil
 }
@@ -269,12 +272,41 @@ func (rw *RecordWriter) put3(a, b, c uint64, n uint) {
 // WriteQuat writes a rotation as Writer.WriteQuat: 47 bits, ErrOutOfRange
 // for a zero or non-finite q.
 func (rw *RecordWriter) WriteQuat(q [4]float64) {
-	i, k0, k1, k2, ok := quatCodes(q, quatM)
+	i, k0, k1, k2, ok := quatCodes(&q, quatM)
 	if !ok {
 		rw.refuse(recOutOfRange)
 		return
 	}
 	rw.put(quatPack(i, k0, k1, k2, quatM, QuatBits), 2+3*QuatBits)
+}
+
+// WriteTableString writes s as Writer.WriteTableString: the same bits
+// (flag 1 and the slot for a string t holds, else flag 0, the length and
+// the bytes) and refusals (ErrOutOfRange for a negative maxLen,
+// ErrTooLong for s longer than maxLen). A record carries a ghost's class
+// name without giving the position back to its Writer around it.
+func (rw *RecordWriter) WriteTableString(t *StringTable, s string, maxLen int) {
+	if maxLen < 0 {
+		rw.refuse(recOutOfRange)
+		return
+	}
+	if len(s) > maxLen {
+		rw.refuse(recTooLong)
+		return
+	}
+	if t != nil {
+		if slot, ok := t.index[s]; ok {
+			rw.put(1|uint64(slot)<<1, 1+t.bits) // bits ≤ 12
+			return
+		}
+	}
+	rw.put(0, 1)
+	if n := RangeBits(0, int64(maxLen)); n > 0 { // ≤ 63
+		rw.put(uint64(len(s)), n)
+	}
+	for i := 0; i < len(s); i++ {
+		rw.put(uint64(s[i]), 8)
+	}
 }
 
 // RecordReader reads the fields of one record through a Reader: made by
@@ -410,6 +442,35 @@ func (rr *RecordReader) ReadBits(n uint) uint64 {
 // as Reader.ReadRangedInt: a code above max−min, or min > max, fails with
 // ErrOutOfRange.
 func (rr *RecordReader) ReadRangedInt(min, max int64) int64 {
+	// The fast path (a field of 1..56 bits inside the stream, a code in
+	// the range) is one load; everything else is rangedIntSlow's, so this
+	// frame stays small. With min and max constants at the call, the width
+	// and the span are constants too.
+	span := uint64(max) - uint64(min)
+	n := RangeBits(min, max)
+	if b := rr.bit; n-1 < 56 && b+n <= rr.limit && min <= max {
+		if u := rr.word(b) & (1<<n - 1); u <= span {
+			rr.bit = b + n
+			return int64(uint64(min) + u)
+		}
+	}
+	return rr.rangedIntSlow(min, max)
+}
+
+// word is the stream's bits from bit b on, the higher ones belonging to
+// later fields or past the buffer's end: get without its tests. b must be
+// below 8·len(buf), and it serves a field of up to 57 bits within the
+// buffer: from byte b>>3 the field starts at bit b&7 ≤ 7 of the word, so
+// 57 bits end by its last; in the buffer's last word the field lies in
+// that word.
+func (rr *RecordReader) word(b uint) uint64 {
+	i := min(b>>3, rr.last) // in the last 8 bytes, the field lies in the buffer's last word
+	return binary.LittleEndian.Uint64(rr.buf[i:i+8]) >> ((b - 8*i) & 63)
+}
+
+// rangedIntSlow is ReadRangedInt's every other case: min > max, a width of
+// 0 or past 56 bits, the stream's end, a code above the range.
+func (rr *RecordReader) rangedIntSlow(min, max int64) int64 {
 	at := rr.bit
 	if min > max {
 		rr.stop(at, recOutOfRange)
@@ -456,8 +517,9 @@ func (rr *RecordReader) ReadFixed(f *FixedFormat) float64 {
 func (rr *RecordReader) ReadFixed3(f *FixedFormat) (x, y, z float64) {
 	n, at := f.bits, rr.bit
 	var a, b, c uint64
-	if n-1 < 21 && at+3*n <= rr.limit { // one window
-		a, b, c = codes3(rr.window(3*n), n)
+	if n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
+		a, b, c = codes3(rr.word(at), n)
+		rr.bit = at + 3*n
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min
@@ -488,8 +550,9 @@ func (rr *RecordReader) ReadQuantized(f *QuantizedFormat) float64 {
 // ReadQuantized3 reads three values as f.Read3 would: all or nothing.
 func (rr *RecordReader) ReadQuantized3(f *QuantizedFormat) (x, y, z float64) {
 	var a, b, c uint64
-	if n := f.bits; n-1 < 21 && rr.bit+3*n <= rr.limit { // one window
-		a, b, c = codes3(rr.window(3*n), n)
+	if n, at := f.bits, rr.bit; n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
+		a, b, c = codes3(rr.word(at), n)
+		rr.bit = at + 3*n
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min
@@ -534,17 +597,92 @@ func (rr *RecordReader) get3Slow(n uint) (a, b, c uint64) {
 
 // ReadQuat reads a rotation as Reader.ReadQuat; a field no encoder sends
 // fails with ErrOutOfRange.
-func (rr *RecordReader) ReadQuat() [4]float64 {
+func (rr *RecordReader) ReadQuat() (q [4]float64) {
 	at := rr.bit
 	c := rr.get(2 + 3*QuatBits)
 	if rr.bad != recOK {
-		return [4]float64{}
+		return q
 	}
 	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
-	if !ok {
+	if !quatFill(&q, c&3, k0, k1, k2, quatM, quatStep[QuatBits]) {
 		rr.stop(at, recOutOfRange)
 		return [4]float64{}
 	}
 	return q
+}
+
+// ReadTableString reads a string written by WriteTableString with an
+// identical table and the same maxLen, as Reader.ReadTableString: a hit
+// returns the table's string without allocating, a literal allocates it.
+// A negative maxLen or a hit on an empty slot (or with no table) fails
+// with ErrOutOfRange, a string longer than maxLen with ErrTooLong, a
+// stream that ends inside the field with io.ErrUnexpectedEOF, all at the
+// field's first bit.
+func (rr *RecordReader) ReadTableString(t *StringTable, maxLen int) string {
+	at := rr.bit
+	if maxLen < 0 {
+		rr.stop(at, recOutOfRange)
+		return ""
+	}
+	if at >= rr.limit {
+		rr.stop(at, recEOF)
+		return ""
+	}
+	if rr.ReadFlag() { // a hit
+		var bits uint
+		if t != nil {
+			bits = t.bits
+		}
+		var slot uint64
+		if bits > 0 {
+			if rr.bit+bits > rr.limit {
+				rr.stop(at, recEOF)
+				return ""
+			}
+			slot = rr.get(bits)
+		}
+		if t == nil {
+			rr.stop(at, recOutOfRange)
+			return ""
+		}
+		s, ok := t.Get(int(slot))
+		if !ok {
+			rr.stop(at, recOutOfRange)
+			return ""
+		}
+		if len(s) > maxLen {
+			rr.stop(at, recTooLong)
+			return ""
+		}
+		return s
+	}
+	var l uint64
+	if n := RangeBits(0, int64(maxLen)); n > 0 {
+		if rr.bit+n > rr.limit {
+			rr.stop(at, recEOF)
+			return ""
+		}
+		l = rr.ReadBits(n)
+	}
+	if l > uint64(maxLen) {
+		rr.stop(at, recTooLong)
+		return ""
+	}
+	if l > uint64(rr.limit-rr.bit)>>3 {
+		rr.stop(at, recEOF)
+		return ""
+	}
+	if l == 0 {
+		return ""
+	}
+	var tmp [128]byte // stays on the stack; string() below is the one allocation
+	b := tmp[:0]
+	if l > uint64(len(tmp)) {
+		b = make([]byte, 0, l)
+	}
+	b = b[:l]
+	for i := range b {
+		b[i] = byte(rr.get(8))
+	}
+	return string(b)
 }

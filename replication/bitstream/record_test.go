@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,8 @@ type recOp struct {
 	x        [4]float64
 	fixed    *FixedFormat
 	quant    *QuantizedFormat
+	s        string       // a table string's, with maxLen in i
+	tab      *StringTable // nil: no table
 }
 
 const (
@@ -30,6 +33,7 @@ const (
 	recQuant
 	recQuant3
 	recQuat
+	recTable
 	recKinds
 )
 
@@ -42,6 +46,14 @@ var (
 		mustFixed(-1, 1, 0.25),                              // 4 bits
 		mustFixed(-math.SmallestNonzeroFloat64*0, 0.5, 0.5), // 1 bit
 	}
+	recTable16 = func() *StringTable {
+		t := NewStringTable(16)
+		_ = t.Set(0, "wolf")
+		_ = t.Set(3, "elf_archer")
+		_ = t.Set(15, "orc")
+		return t
+	}()
+	recTableStrings = []string{"wolf", "elf_archer", "orc", "", "gg wp", "a literal of some thirty bytes", strings.Repeat("y", 60)} // at most 64 bytes an op (checkRecordWrite)
 	recQuantFormats = []QuantizedFormat{
 		mustQuantized(-50, 50, 12),
 		mustQuantized(0, 1, 1),
@@ -123,6 +135,16 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 			case 1:
 				op.x[2] = math.NaN()
 			}
+		case recTable:
+			op.s, op.tab, op.i = recTableStrings[rng.IntN(len(recTableStrings))], recTable16, 200
+			switch rng.IntN(12) {
+			case 0:
+				op.tab = nil
+			case 1:
+				op.i = 4 // some strings are too long
+			case 2:
+				op.i = -1
+			}
 		}
 		ops[k] = op
 	}
@@ -147,6 +169,8 @@ func (op *recOp) writeField(w *Writer) {
 		_ = op.quant.Write3(w, op.x[0], op.x[1], op.x[2])
 	case recQuat:
 		_ = w.WriteQuat(op.x)
+	case recTable:
+		_ = w.WriteTableString(op.tab, op.s, int(op.i))
 	}
 }
 
@@ -168,6 +192,8 @@ func (op *recOp) writeRecord(rw *RecordWriter) {
 		rw.WriteQuantized3(op.quant, op.x[0], op.x[1], op.x[2])
 	case recQuat:
 		rw.WriteQuat(op.x)
+	case recTable:
+		rw.WriteTableString(op.tab, op.s, int(op.i))
 	}
 }
 
@@ -197,6 +223,10 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 		got[0], got[1], got[2], err = op.quant.Read3(r, "f")
 	case recQuat:
 		got, err = r.ReadQuat("f")
+	case recTable:
+		var str string
+		str, err = r.ReadTableString(op.tab, int(op.i), "f")
+		u = strKey(str)
 	}
 	return got, u, err
 }
@@ -221,8 +251,19 @@ func (op *recOp) readRecord(rr *RecordReader) (got [4]float64, u uint64) {
 		got[0], got[1], got[2] = rr.ReadQuantized3(op.quant)
 	case recQuat:
 		got = rr.ReadQuat()
+	case recTable:
+		u = strKey(rr.ReadTableString(op.tab, int(op.i)))
 	}
 	return got, u
+}
+
+// strKey stands for a string among a read's values: its FNV-1a hash.
+func strKey(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h ^ uint64(len(s))
 }
 
 // checkRecordWrite writes ops after a prefix of pre bits into a buffer of
@@ -445,4 +486,180 @@ func TestRecordsAllocateNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations a packet", allocs)
 	}
+}
+
+// RecordReader.ReadRangedInt reads one load on its fast path and hands
+// every other case to rangedIntSlow: each case here returns the per-field
+// read's value, error and position, whichever path it takes.
+func TestRecordReadRangedIntPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		min, max int64
+		code     uint64 // the field's bits
+		n        uint   // written width
+		at       int    // the field's first bit
+		size     int    // buffer bytes
+	}{
+		{name: "10 bits mid-buffer", min: 0, max: 1023, code: 517, n: 10, at: 13, size: 64},
+		{name: "a code above max", min: 0, max: 1000, code: 1023, n: 10, at: 13, size: 64},
+		{name: "negative range", min: -40, max: -1, code: 39, n: 6, at: 3, size: 64},
+		{name: "min > max with a one-bit width", min: math.MaxInt64, max: math.MinInt64, code: 1, n: 1, at: 5, size: 64},
+		{name: "min > max", min: 5, max: 4, code: 0, n: 1, at: 5, size: 64},
+		{name: "an empty range", min: 7, max: 7, code: 0, n: 1, at: 5, size: 64},
+		{name: "60 bits", min: 0, max: 1<<60 - 1, code: 1<<59 | 12345, n: 60, at: 9, size: 64},
+		{name: "in the buffer's last word", min: 0, max: 1023, code: 700, n: 10, at: 8*20 - 12, size: 20},
+		{name: "the stream ends inside the field", min: 0, max: 1023, code: 0xff, n: 8, at: 8*20 - 8, size: 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, tc.size)
+			w := NewWriter(buf)
+			for k := 0; k < tc.at; k += 8 {
+				if err := w.WriteBits(0, uint(min(8, tc.at-k))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.WriteBits(tc.code, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			var want, got Reader
+			want.Reset(buf)
+			got.Reset(buf)
+			for k := 0; k < tc.at; k += 8 {
+				_, _ = want.ReadBits(uint(min(8, tc.at-k)), "pad")
+				_, _ = got.ReadBits(uint(min(8, tc.at-k)), "pad")
+			}
+			wv, werr := want.ReadRangedInt(tc.min, tc.max, "f")
+			rec := got.Begin("f")
+			gv := rec.ReadRangedInt(tc.min, tc.max)
+			gerr := rec.End()
+			if gv != wv || (werr == nil) != (gerr == nil) || got.Pos() != want.Pos() {
+				t.Fatalf("record: %d, %v at bit %d; per-field: %d, %v at bit %d", gv, gerr, got.Pos(), wv, werr, want.Pos())
+			}
+			var re, we *ReadError
+			if werr != nil && (!errors.As(gerr, &re) || !errors.As(werr, &we) || !errors.Is(gerr, we.Err) || re.Bit != we.Bit) {
+				t.Fatalf("record error %v, per-field %v", gerr, werr)
+			}
+		})
+	}
+}
+
+// ReadFixed3 and ReadQuantized3 read three codes of up to 19 bits (57 in
+// all) from one word: at every bit offset of a byte, mid-buffer and in the
+// buffer's last word, they return the values of three per-field reads.
+func TestRecordRead3OneWordAtEveryOffset(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 7))
+	for _, n := range []uint{12, 18, 19, 20, 21} {
+		fixed := mustFixed(0, float64(uint64(1)<<n-1), 1) // n-bit codes, every one valid
+		quant := mustQuantized(-1, 1, n)
+		for _, size := range []int{9, 10, 16, 40} {
+			for at := range 8*size - int(3*n) + 1 {
+				buf := make([]byte, size)
+				for i := range buf {
+					buf[i] = byte(rng.Uint32())
+				}
+				var pad, got Reader
+				pad.Reset(buf)
+				for k := 0; k < at; k += 8 {
+					_, _ = pad.ReadBits(uint(min(8, at-k)), "pad")
+				}
+				want := pad // three per-field reads from here
+				var w [3]float64
+				for j := range w {
+					w[j], _ = fixed.Read(&want, "x")
+				}
+				got = pad
+				rec := got.Begin("v")
+				x, y, z := rec.ReadFixed3(&fixed)
+				if err := rec.End(); err != nil || [3]float64{x, y, z} != w || got.Pos() != want.Pos() {
+					t.Fatalf("n %d, %d bytes, bit %d: ReadFixed3 %v, %v at %d; per field %v at %d", n, size, at, [3]float64{x, y, z}, err, got.Pos(), w, want.Pos())
+				}
+				want = pad
+				for j := range w {
+					w[j], _ = quant.Read(&want, "x")
+				}
+				got = pad
+				rec = got.Begin("v")
+				x, y, z = rec.ReadQuantized3(&quant)
+				if err := rec.End(); err != nil || [3]float64{x, y, z} != w || got.Pos() != want.Pos() {
+					t.Fatalf("n %d, %d bytes, bit %d: ReadQuantized3 %v, %v at %d; per field %v at %d", n, size, at, [3]float64{x, y, z}, err, got.Pos(), w, want.Pos())
+				}
+			}
+		}
+	}
+}
+
+// A record's table strings are the Writer's and Reader's: the same bits
+// and refusals on write, the same values, errors and positions on read.
+func TestRecordTableStringMatchesFieldCalls(t *testing.T) {
+	tab := NewStringTable(16)
+	_ = tab.Set(3, "elf_archer")
+	_ = tab.Set(0, "wolf")
+	long := strings.Repeat("x", 200)
+	for _, tc := range []struct {
+		name   string
+		t      *StringTable
+		s      string // written, then read back
+		maxLen int
+		size   int    // buffer bytes
+		stream []byte // read instead of what was written, when set
+		bits   int    // the stream's length in bits, with stream
+	}{
+		{name: "a hit", t: tab, s: "elf_archer", maxLen: 32, size: 16},
+		{name: "a hit on slot 0", t: tab, s: "wolf", maxLen: 32, size: 16},
+		{name: "a literal", t: tab, s: "gg wp", maxLen: 32, size: 16},
+		{name: "an empty literal", t: tab, s: "", maxLen: 32, size: 16},
+		{name: "a literal without a table", t: nil, s: "wolf", maxLen: 32, size: 16},
+		{name: "a literal longer than the stack buffer", t: tab, s: long, maxLen: 255, size: 260},
+		{name: "a string over maxLen", t: tab, s: "elf_archer", maxLen: 4, size: 16},
+		{name: "a negative maxLen", t: tab, s: "wolf", maxLen: -1, size: 16},
+		{name: "the string does not fit", t: tab, s: "gg wp", maxLen: 32, size: 2},
+		{name: "a hit on an empty slot", t: tab, maxLen: 32, stream: []byte{1 | 5<<1}, bits: 5},
+		{name: "a hit read without a table", t: nil, maxLen: 32, stream: []byte{1 | 3<<1}, bits: 5},
+		{name: "a hit over maxLen", t: tab, maxLen: 4, stream: []byte{1 | 3<<1}, bits: 5},
+		{name: "the stream ends inside the slot", t: tab, maxLen: 32, stream: []byte{1 | 3<<1}, bits: 3},
+		{name: "a literal's length over maxLen", t: tab, maxLen: 3, stream: []byte{7 << 1}, bits: 3},
+		{name: "the stream ends inside the literal", t: tab, maxLen: 32, stream: []byte{5 << 1, 'g', 'g'}, bits: 22},
+		{name: "an empty stream", t: tab, maxLen: 32, stream: []byte{}, bits: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream, nbits := tc.stream, tc.bits
+			if stream == nil {
+				wf := NewWriter(make([]byte, tc.size))
+				_ = wf.WriteFlag(true)
+				errF := wf.WriteTableString(tc.t, tc.s, tc.maxLen)
+				wr := NewWriter(make([]byte, tc.size))
+				_ = wr.WriteFlag(true)
+				rec := wr.Begin()
+				rec.WriteTableString(tc.t, tc.s, tc.maxLen)
+				errR := rec.End()
+				if !errors.Is(errR, errF) || (errF == nil) != (errR == nil) || wr.BitLen() != wf.BitLen() || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
+					t.Fatalf("record wrote %x (%d bits), %v; Writer %x (%d bits), %v", wr.Bytes(), wr.BitLen(), errR, wf.Bytes(), wf.BitLen(), errF)
+				}
+				stream, nbits = wf.Bytes(), wf.BitLen()
+			} else {
+				stream, nbits = append([]byte{0}, stream...), nbits+8 // behind a byte of padding
+			}
+			var ref, got Reader
+			ref.ResetBits(stream, nbits)
+			got.ResetBits(stream, nbits)
+			_, _ = ref.ReadBits(uint(min(nbits, 1+7*btoi(tc.stream != nil))), "pad")
+			_, _ = got.ReadBits(uint(min(nbits, 1+7*btoi(tc.stream != nil))), "pad")
+			want, werr := ref.ReadTableString(tc.t, tc.maxLen, "s")
+			rec := got.Begin("s")
+			s := rec.ReadTableString(tc.t, tc.maxLen)
+			err := rec.End()
+			var re, we *ReadError
+			if s != want || (err == nil) != (werr == nil) || got.Pos() != ref.Pos() ||
+				werr != nil && (!errors.As(err, &re) || !errors.As(werr, &we) || !errors.Is(err, we.Err) || re.Bit != we.Bit) {
+				t.Fatalf("record read %q, %v at bit %d; Reader %q, %v at bit %d", s, err, got.Pos(), want, werr, ref.Pos())
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -243,6 +243,17 @@ func TableStringBits(t *StringTable, s string, maxLen int) int {
 // string longer than maxLen with ErrTooLong.
 func (r *Reader) ReadTableString(t *StringTable, maxLen int, field string) (string, error) {
 	at := r.bit
+	// A hit, the common case: its flag and slot in one read. Anything else
+	// (a literal, an empty slot, a string over maxLen, the stream's end)
+	// rewinds and takes readTableRef's way, which says what failed.
+	if t != nil {
+		if v, ok := r.TryReadBits(1 + t.bits); ok && v&1 != 0 {
+			if s, ok := t.Get(int(v >> 1)); ok && len(s) <= maxLen {
+				return s, nil
+			}
+		}
+		r.bit = at
+	}
 	s, hit, err := r.readTableRef(t, maxLen, field)
 	if err != nil || hit {
 		return s, err

@@ -3,6 +3,7 @@ package bitstream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -303,4 +304,47 @@ func TestTableStringRoundTrip(t *testing.T) {
 			t.Fatalf("%q, %v", b, err)
 		}
 	})
+}
+
+// ReadTableString reads a hit's flag and slot in one read and hands every
+// other case to readTableRef: each case returns what ReadTableStringBytes
+// (readTableRef's way throughout) returns, and stops at the same bit.
+func TestReadTableStringHitPath(t *testing.T) {
+	tab := NewStringTable(16)
+	_ = tab.Set(3, "elf_archer")
+	_ = tab.Set(0, "wolf")
+	hit := func(slot uint64) func(w *Writer) {
+		return func(w *Writer) { _ = w.WriteBits(1|slot<<1, 1+tab.IndexBits()) }
+	}
+	for _, tc := range []struct {
+		name   string
+		write  func(w *Writer)
+		t      *StringTable
+		maxLen int
+		size   int
+	}{
+		{name: "a hit", write: hit(3), t: tab, maxLen: 32, size: 16},
+		{name: "a hit on slot 0", write: hit(0), t: tab, maxLen: 32, size: 16},
+		{name: "a hit in the buffer's last bytes", write: hit(3), t: tab, maxLen: 32, size: 1},
+		{name: "an empty slot", write: hit(5), t: tab, maxLen: 32, size: 16},
+		{name: "a table string over maxLen", write: hit(3), t: tab, maxLen: 4, size: 16},
+		{name: "a negative maxLen", write: hit(3), t: tab, maxLen: -1, size: 16},
+		{name: "a literal", write: func(w *Writer) { _ = w.WriteTableString(tab, "gg wp", 32) }, t: tab, maxLen: 32, size: 16},
+		{name: "a hit read without a table", write: hit(3), t: nil, maxLen: 32, size: 16},
+		{name: "the stream ends inside the slot", write: func(w *Writer) { _ = w.WriteBits(1, 1) }, t: tab, maxLen: 32, size: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, tc.size)
+			w := NewWriter(buf)
+			tc.write(w)
+			var ref, got Reader
+			ref.ResetBits(buf, w.BitLen())
+			got.ResetBits(buf, w.BitLen())
+			want, werr := ref.ReadTableStringBytes(tc.t, nil, tc.maxLen, "s")
+			s, err := got.ReadTableString(tc.t, tc.maxLen, "s")
+			if s != string(want) || fmt.Sprint(err) != fmt.Sprint(werr) || got.Pos() != ref.Pos() {
+				t.Fatalf("ReadTableString %q, %v at bit %d; readTableRef's way %q, %v at bit %d", s, err, got.Pos(), want, werr, ref.Pos())
+			}
+		})
+	}
 }

@@ -173,7 +173,7 @@ const quatM = 1<<(QuatBits-1) - 1
 // WriteQuat writes a rotation in 2 + 3·QuatBits = 47 bits; see
 // WriteQuatBits, whose bits it writes with the width's shifts constant.
 func (w *Writer) WriteQuat(q [4]float64) error {
-	i, k0, k1, k2, ok := quatCodes(q, quatM)
+	i, k0, k1, k2, ok := quatCodes(&q, quatM)
 	if !ok {
 		return w.fail(ErrOutOfRange)
 	}
@@ -186,19 +186,17 @@ func (w *Writer) WriteQuat(q [4]float64) error {
 
 // ReadQuat reads a rotation written by WriteQuat, as ReadQuatBits(QuatBits)
 // does.
-func (r *Reader) ReadQuat(field string) ([4]float64, error) {
+func (r *Reader) ReadQuat(field string) (q [4]float64, err error) {
 	at := r.bit
 	c, ok := r.TryReadBits(2 + 3*QuatBits)
 	if !ok {
-		var err error
 		if c, err = r.readBitsSlow(2+3*QuatBits, field); err != nil {
-			return [4]float64{}, err
+			return q, err
 		}
 	}
 	k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-	q, ok := quatFromCodes(c&3, k0, k1, k2, quatM, quatStep[QuatBits])
-	if !ok {
-		return [4]float64{}, r.fail(field, at, ErrOutOfRange)
+	if !quatFill(&q, c&3, k0, k1, k2, quatM, quatStep[QuatBits]) {
+		return q, r.fail(field, at, ErrOutOfRange)
 	}
 	return q, nil
 }
@@ -259,7 +257,7 @@ func quatEncode(q [4]float64, bits uint) (uint64, bool) {
 	// bits ∈ [6, 20] here and in quatDecode: every shift masked by 63 is the
 	// same shift without Go's code for counts of 64 and more.
 	m := int64(1)<<((bits-1)&63) - 1
-	i, k0, k1, k2, ok := quatCodes(q, m)
+	i, k0, k1, k2, ok := quatCodes(&q, m)
 	return quatPack(i, k0, k1, k2, m, bits), ok
 }
 
@@ -273,7 +271,7 @@ func quatPack(i int, k0, k1, k2, m int64, bits uint) uint64 {
 // three sent codes in [−m, m], m = 2^(bits−1) − 1; ok is false for a zero
 // or non-finite q. (Separate results, not an array: an array result goes
 // through memory.)
-func quatCodes(q [4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
+func quatCodes(q *[4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
 	ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
 	if !(ss > 0 && ss <= math.MaxFloat64) { // zero, NaN, ±Inf, overflow
 		return 0, 0, 0, 0, false
@@ -309,29 +307,37 @@ func quatCodes(q [4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
 	}
 	t = math.Copysign(t, q[i]) // q[i] ≠ 0; no branch on a random sign
 	o := &quatOthers[i&3]
-	x := [3]float64{q[o[0]&3] * t, q[o[1]&3] * t, q[o[2]&3] * t}
-	k := [3]int64{roundSym(x[0], m), roundSym(x[1], m), roundSym(x[2], m)}
-	if !quatCanonical(k, m) {
-		// Rounding to nearest can leave a sent component at or above the
-		// rebuilt one (only when another component is within a few steps of
-		// the largest), and the field would re-encode with another index.
-		// Rounded toward zero instead, every |c'| ≤ |c|, so the rebuilt
-		// √(1−Σc'²) ≥ the true largest ≥ every |c'|; if that is an exact
-		// tie (a quaternion exactly on the grid), step the tied codes once
-		// more toward zero.
+	x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
+	k0, k1, k2 = roundSym(x0, m), roundSym(x1, m), roundSym(x2, m)
+	if !quatCanonical([3]int64{k0, k1, k2}, m) {
+		k0, k1, k2 = quatTowardZero(x0, x1, x2, m)
+	}
+	return i, k0, k1, k2, true
+}
+
+// quatTowardZero is quatCodes' rare path. Rounding to nearest can leave a
+// sent component at or above the rebuilt one (only when another component
+// is within a few steps of the largest), and the field would re-encode
+// with another index. Rounded toward zero instead, every |c'| ≤ |c|, so
+// the rebuilt √(1−Σc'²) ≥ the true largest ≥ every |c'|; if that is an
+// exact tie (a quaternion exactly on the grid), step the tied codes once
+// more toward zero. (Its own function, so quatCodes keeps its scaled
+// components and codes in registers.)
+func quatTowardZero(x0, x1, x2 float64, m int64) (k0, k1, k2 int64) {
+	x := [3]float64{x0, x1, x2}
+	var k [3]int64
+	for j := range k {
+		k[j] = max(-m, min(int64(x[j]), m))
+	}
+	for !quatCanonical(k, m) {
+		room := 2*m*m - (k[0]*k[0] + k[1]*k[1] + k[2]*k[2])
 		for j := range k {
-			k[j] = max(-m, min(int64(x[j]), m))
-		}
-		for !quatCanonical(k, m) {
-			room := 2*m*m - (k[0]*k[0] + k[1]*k[1] + k[2]*k[2])
-			for j := range k {
-				if k[j]*k[j] >= room {
-					k[j] -= sign64(k[j])
-				}
+			if k[j]*k[j] >= room {
+				k[j] -= sign64(k[j])
 			}
 		}
 	}
-	return i, k[0], k[1], k[2], true
+	return k[0], k[1], k[2]
 }
 
 // quatCanonical reports whether the rebuilt component is strictly larger
@@ -369,19 +375,27 @@ func quatUnpack(c uint64, m int64, bits uint) (k0, k1, k2 int64) {
 // quatFromCodes is quatDecode after the unpacking: i the dropped index, k
 // the sent codes, m their bound and d = quatStep[bits].
 func quatFromCodes(i uint64, k0, k1, k2, m int64, d float64) (q [4]float64, ok bool) {
-	k := [3]int64{k0, k1, k2}
-	if k[0] > m || k[1] > m || k[2] > m || !quatCanonical(k, m) {
-		return q, false
+	ok = quatFill(&q, i, k0, k1, k2, m, d)
+	return q, ok
+}
+
+// quatFill is quatFromCodes writing into *q, which a caller returning the
+// rotation passes as its own result (an array result goes through memory:
+// one copy instead of two). *q is left unchanged when ok is false.
+func quatFill(q *[4]float64, i uint64, k0, k1, k2, m int64, d float64) bool {
+	s := k0*k0 + k1*k1 + k2*k2
+	if k0 > m || k1 > m || k2 > m || s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m { // quatCanonical
+		return false
 	}
 	i &= 3
 	o := &quatOthers[i]
-	q[o[0]&3] = float64(k[0]) * d
-	q[o[1]&3] = float64(k[1]) * d
-	q[o[2]&3] = float64(k[2]) * d
+	q[o[0]&3] = float64(k0) * d
+	q[o[1]&3] = float64(k1) * d
+	q[o[2]&3] = float64(k2) * d
 	// w = √(1 − Σc²) = √(2m² − Σk²)·d: the radicand is an exact integer
 	// (positive: canonical), so no division and only two roundings.
-	q[i] = math.Sqrt(float64(2*m*m-(k[0]*k[0]+k[1]*k[1]+k[2]*k[2]))) * d
-	return q, true
+	q[i] = math.Sqrt(float64(2*m*m-s)) * d
+	return true
 }
 
 // quatStep[bits] is the decoded size of one code step, d = √2/(2m): the

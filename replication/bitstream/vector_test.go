@@ -332,3 +332,38 @@ func TestUnitVectorRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A refused rotation decodes to the zero quaternion through both readers
+// (quatFill writes nothing before its checks pass), and the reader stays
+// at the field.
+func TestReadQuatRefusalReturnsZero(t *testing.T) {
+	const bits = QuatBits
+	m := uint64(1)<<(bits-1) - 1
+	pack := func(i uint64, k0, k1, k2 uint64) uint64 { return i | k0<<2 | k1<<(2+bits) | k2<<(2+2*bits) }
+	for _, tc := range []struct {
+		name string
+		c    uint64
+	}{
+		{"unused top code", pack(3, 1<<bits-1, m, m)},
+		{"components beyond the unit sphere", pack(2, 2*m, 2*m, 2*m)},
+		{"a sent component larger than the rebuilt one", pack(1, 2*m, m+m/2, m)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, 16)
+			w := NewWriter(buf)
+			if err := w.WriteBits(tc.c, 2+3*bits); err != nil {
+				t.Fatal(err)
+			}
+			r := NewReader(buf)
+			q, err := r.ReadQuat("rot")
+			if !errors.Is(err, ErrOutOfRange) || q != [4]float64{} || r.Pos() != 0 {
+				t.Fatalf("Reader: %v, %v at bit %d; want the zero rotation, ErrOutOfRange at bit 0", q, err, r.Pos())
+			}
+			rec := NewReader(buf).Begin("rot")
+			q = rec.ReadQuat()
+			if err := rec.End(); !errors.Is(err, ErrOutOfRange) || q != [4]float64{} {
+				t.Fatalf("RecordReader: %v, %v; want the zero rotation, ErrOutOfRange", q, err)
+			}
+		})
+	}
+}
