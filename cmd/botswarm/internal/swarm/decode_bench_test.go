@@ -17,6 +17,12 @@ import (
 // walking at 5 m/s (turning now and then), each stamped with its last
 // applied move (Extra[0..1], 30 a second) as a zone stamps them.
 func mirrorSections(tb testing.TB, players, n int) (*ghost.Registry, [][]byte, []time.Duration) {
+	reg, secs, times, _ := recordSections(tb, players, n)
+	return reg, secs, times
+}
+
+// recordSections is mirrorSections that also returns the last view.
+func recordSections(tb testing.TB, players, n int) (*ghost.Registry, [][]byte, []time.Duration, []ghost.ViewEntry) {
 	tb.Helper()
 	reg := session.DefaultRegistry()
 	tab, err := ghost.NewTable(reg, ghost.DefaultConfig())
@@ -63,7 +69,7 @@ func mirrorSections(tb testing.TB, players, n int) (*ghost.Registry, [][]byte, [
 		secs = append(secs, append([]byte(nil), w.Bytes()...))
 		times = append(times, now)
 	}
-	return reg, secs, times
+	return reg, secs, times, view
 }
 
 // BenchmarkMirrorSection is an observing bot's ghost decode alone: one op
