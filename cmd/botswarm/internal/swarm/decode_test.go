@@ -15,7 +15,7 @@ import (
 // an update of each.
 func TestMirrorSectionsDecode(t *testing.T) {
 	const n = 40
-	reg, secs, times, view := recordSections(t, 64, n)
+	reg, secs, times, view := recordSections(t, 64, n, true)
 	m, err := ghost.NewMirror(reg, ghost.DefaultMirrorConfig())
 	if err != nil {
 		t.Fatal(err)
