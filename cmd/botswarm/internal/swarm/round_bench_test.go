@@ -8,6 +8,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
@@ -71,6 +72,7 @@ type rigConn struct {
 	last  uint64
 	echo  [echoLen]byte
 	echoN int
+	g     *ghostRig // observers: a real ghost table (nil: filler records)
 }
 
 func (c *rigConn) Move(m move.Move) {
@@ -105,6 +107,7 @@ type botRig struct {
 	w      *worker
 	tr     *memTransport
 	hs     *handshake.Server
+	reg    *ghost.Registry // observers: the ghost classes (nil: filler)
 	conns  []*rigConn
 	now    time.Duration
 	sbuf   []byte
@@ -114,8 +117,9 @@ type botRig struct {
 	out    int
 }
 
-// newBotRig connects n bots (observers: the share that decodes ghosts —
-// the filler is no real section, so 0 here) and runs them for 1 s.
+// newBotRig connects n bots (observers: the share that decodes ghosts; with
+// any, the servers send real ghost sections, else filler records) and runs
+// them for 1 s.
 func newBotRig(tb testing.TB, n int, observers float64) *botRig {
 	tb.Helper()
 	server := netip.MustParseAddrPort("127.0.0.1:7777")
@@ -145,6 +149,9 @@ func newBotRig(tb testing.TB, n int, observers float64) *botRig {
 		tb.Fatal(err)
 	}
 	r := &botRig{sw: sw, w: w, tr: tr, hs: hs, conns: make([]*rigConn, n), sbuf: make([]byte, 0, session.MaxPacketSize)}
+	if observers > 0 {
+		r.reg = session.DefaultRegistry()
+	}
 	for _, b := range w.bots {
 		w.push(b, 0)
 	}
@@ -174,7 +181,17 @@ func (r *botRig) round(tb testing.TB) {
 			c.srv.SetControl(c.last, c.state)
 		}
 		r.fates = c.srv.PopGhostFates(r.fates[:0])
-		out, err := c.srv.Poll(r.now, r.sbuf[:0], fillerGhosts{})
+		var gw session.GhostWriter = fillerGhosts{}
+		if r.reg != nil {
+			if c.g != nil {
+				for _, f := range r.fates {
+					c.g.tab.OnFate(f)
+				}
+			}
+			r.setView(tb, i, c)
+			gw = c.g.tab
+		}
+		out, err := c.srv.Poll(r.now, r.sbuf[:0], gw)
 		if err != nil {
 			tb.Fatal(err)
 		}
