@@ -905,7 +905,9 @@ const maxDeadline = time.Duration(1<<63 - 1)
 // pops that found few).
 func (c *Conn) applyFates() {
 	c.sh.gfates = c.srv.PopGhostFates(c.sh.gfates[:0])
-	c.gm.OnFates(c.sh.gfates)
+	for _, f := range c.sh.gfates {
+		c.gm.OnFate(f)
+	}
 }
 
 // fatesWaiting is a connection's ghost manager while fates wait in its

@@ -222,16 +222,6 @@ func (m *Manager) OnFate(f notify.Fate) {
 	m.stats.Fates++
 }
 
-// OnFates applies fates in order, as OnFate each (the connection's pump
-// hands over every fate its session resolved at once).
-func (m *Manager) OnFates(fs []notify.Fate) {
-	for _, f := range fs {
-		m.table.OnFate(f)
-	}
-	m.pend = m.table.Pending()
-	m.stats.Fates += uint64(len(fs))
-}
-
 // Close refuses further views and frees the one held: the zone may keep
 // publishing until it learns the player left. It lets the table's snapshot
 // go too: the manager may not write after Close.

@@ -341,16 +341,6 @@ func TestPendingIsTheTables(t *testing.T) {
 			check(step, "a write")
 		case len(inflight) > 0:
 			f.now += time.Duration(r.IntN(30)) * time.Millisecond
-			if op == 9 { // the pump's way: every fate resolved at once
-				var fs []notify.Fate
-				for _, seq := range inflight[:1+r.IntN(len(inflight))] {
-					fs = append(fs, notify.Fate{Seq: seq, Delivered: r.IntN(3) != 0, SentAt: f.now})
-				}
-				f.m.OnFates(fs)
-				inflight, fates = inflight[len(fs):], fates+len(fs)
-				check(step, "fates")
-				break
-			}
 			f.m.OnFate(notify.Fate{Seq: inflight[0], Delivered: r.IntN(3) != 0, SentAt: f.now})
 			inflight, fates = inflight[1:], fates+1
 			check(step, "a fate")
