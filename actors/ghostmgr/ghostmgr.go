@@ -38,10 +38,20 @@ var tableMu sync.Mutex
 // Not safe for concurrent use: the connection that owns it calls every
 // method (the zone only touches the ViewSlot, which is).
 type Manager struct {
-	table *ghost.Table
-	views *msg.ViewSlot
-
+	// What a connection's pump reads when it sends nothing (ViewWaiting,
+	// Pending) first: a Manager (the 96-byte size class) starts on a line
+	// or half-way into one, so its first 32 bytes are always one line.
 	pending *msg.View // newest view not yet applied (clock did not advance 1 ms)
+	table   *ghost.Table
+	// pend is the table's Pending as of its last change: every change
+	// comes through the Manager (a view applied, a section written, a
+	// fate), which reads it there, while the table is in the cache. A
+	// connection asks Pending after every datagram for its next deadline
+	// (session.Server.NextDeadlineFor), most often with nothing to send:
+	// the table's line, long out of the cache by then, is not read for it.
+	pend bool
+
+	views *msg.ViewSlot
 	// snap is the snapshot the table reads (Table.HeldSnapshot), held
 	// (Snapshot.Retain) so that its zone does not reuse it meanwhile.
 	snap     *ghost.Snapshot
@@ -55,7 +65,10 @@ type Manager struct {
 // are read from the table when asked: a copy kept here was 152 of the
 // Manager's 256 bytes, per connection, and never read.
 type counts struct {
-	Views, Deferred, ViewErrors, Sections, Empty, Fates uint64
+	Views, ViewErrors, Sections, Fates uint64
+	// 32 bits (6.8 years of a view a tick at 20 Hz): room for pend in the
+	// 96-byte size class.
+	Deferred, Empty uint32
 }
 
 // New returns the ghost manager of one connection. views is where the zone
@@ -81,8 +94,8 @@ func (m *Manager) Table() *ghost.Table { return m.table }
 func (m *Manager) Stats() Stats {
 	c := &m.stats
 	return Stats{
-		Views: c.Views, Deferred: c.Deferred, ViewErrors: c.ViewErrors,
-		Sections: c.Sections, Empty: c.Empty, Fates: c.Fates,
+		Views: c.Views, Deferred: uint64(c.Deferred), ViewErrors: c.ViewErrors,
+		Sections: c.Sections, Empty: uint64(c.Empty), Fates: c.Fates,
 		Table: m.table.Stats(),
 	}
 }
@@ -140,6 +153,7 @@ func (m *Manager) apply(now time.Duration) {
 	} else {
 		err = m.table.SetView(now, v.Entries)
 	}
+	m.pend = m.table.Pending()
 	if err != nil && !errors.Is(err, ghost.ErrTooManyGhosts) {
 		m.stats.ViewErrors++
 	} else {
@@ -180,15 +194,17 @@ func (m *Manager) hold(s *ghost.Snapshot) {
 }
 
 // Pending reports whether the table has anything to send
-// (session.GhostWriter): a count the table keeps, no walk of its ghosts.
-func (m *Manager) Pending() bool { return m.table.Pending() }
+// (session.GhostWriter): the table's count as of its last change (pend),
+// read without touching the table.
+func (m *Manager) Pending() bool { return m.pend }
 
 // Write packs the ghost section of packet seq into what is left of w
 // (session.GhostWriter): a view waiting for the clock goes in first.
 func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error) {
 	m.apply(now)
-	pend := m.table.Pending()
+	pend := m.pend
 	n, err := m.table.Write(w, seq, now)
+	m.pend = m.table.Pending()
 	switch {
 	case n > 0:
 		m.stats.Sections++
@@ -202,6 +218,7 @@ func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int
 // (session.Server.PopGhostFates).
 func (m *Manager) OnFate(f notify.Fate) {
 	m.table.OnFate(f)
+	m.pend = m.table.Pending()
 	m.stats.Fates++
 }
 

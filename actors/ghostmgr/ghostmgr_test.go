@@ -1,6 +1,7 @@
 package ghostmgr
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -299,5 +300,56 @@ func TestTakeThenApply(t *testing.T) {
 	f.m.Apply(f.now)
 	if f.m.ViewWaiting() || f.m.Table().Len() != 2 || f.m.Stats().Views != 1 {
 		t.Fatalf("after Apply: waiting %v, %d ghosts, %d views; want false, 2, 1", f.m.ViewWaiting(), f.m.Table().Len(), f.m.Stats().Views)
+	}
+}
+
+// TestPendingIsTheTables: Pending answers from the manager (pend), not
+// the table, so every change to the table must refresh it — views applied
+// (creates, moves, kills), sections written whole or cut short by their
+// room, fates delivered and lost (a lost record is pending again). A
+// stale false would leave ghosts unsent until something else woke the
+// connection.
+func TestPendingIsTheTables(t *testing.T) {
+	f := newFixture(t)
+	check := func(step int, what string) {
+		t.Helper()
+		if got, want := f.m.Pending(), f.m.Table().Pending(); got != want {
+			t.Fatalf("step %d, after %s: Pending %v, the table's %v", step, what, got, want)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var inflight []uint64
+	pendingSeen, idleSeen, fates := false, false, 0
+	for step := range 2000 {
+		switch op := r.IntN(10); {
+		case op < 3:
+			f.now += time.Duration(1+r.IntN(60)) * time.Millisecond
+			f.publish(r.IntN(12), float64(r.IntN(50)), true)
+			check(step, "a view")
+		case op < 6:
+			f.now += time.Duration(r.IntN(40)) * time.Millisecond
+			pend := f.m.Pending()
+			seq, n := f.write(t, 8*(1+r.IntN(120)))
+			if n > 0 {
+				inflight = append(inflight, seq)
+			}
+			if pend {
+				pendingSeen = true
+			} else {
+				idleSeen = true
+			}
+			check(step, "a write")
+		case len(inflight) > 0:
+			f.now += time.Duration(r.IntN(30)) * time.Millisecond
+			f.m.OnFate(notify.Fate{Seq: inflight[0], Delivered: r.IntN(3) != 0, SentAt: f.now})
+			inflight, fates = inflight[1:], fates+1
+			check(step, "a fate")
+		}
+	}
+	if s := f.m.Stats(); s.Fates != uint64(fates) || s.Table.UnknownFates != 0 {
+		t.Fatalf("%d fates counted (%d unknown to the table), %d given", s.Fates, s.Table.UnknownFates, fates)
+	}
+	if !pendingSeen || !idleSeen {
+		t.Fatalf("writes with the table pending: %v, idle: %v; want both", pendingSeen, idleSeen)
 	}
 }
