@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/ghostwire/ghostwire/replication/move"
@@ -86,4 +88,21 @@ func positions(z *Zone) map[uint64][3]float32 {
 		}
 	})
 	return m
+}
+
+// BenchmarkHandoffTimersPaused (informative): one run of a paused zone's
+// handoff timers (a zone actor's, every tick period while paused) in
+// BenchmarkZoneTick's zone, with nothing in flight: what a pause costs a
+// zone that has no handoff to settle.
+func BenchmarkHandoffTimersPaused(b *testing.B) {
+	z, now := crowdZoneWith(b, 250, 0, nil)
+	for range 5 {
+		now += 50 * time.Millisecond
+		z.Step(now)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		now += 50 * time.Millisecond
+		z.HandoffTimers(now, true)
+	}
 }
