@@ -104,7 +104,13 @@ func (f *fixture) walkPlayer2(seq uint64, n int) {
 // move applied, no entity moved. Before, the handoff's timers ran only in
 // a tick: the Offer stayed open as long as the pause (a census waited its
 // whole bound on it).
+//
+// Player 3's connection left to follow a Redirect (its grace 100 ms, the
+// offer's timeout 400 ms): paused by a census or a drain the zone ends the
+// player at the grace's end, by a lease's hold after the let-go.
 func TestLostOfferSettlesWhilePaused(t *testing.T) {
+	defer func(g time.Duration) { redirectGrace = g }(redirectGrace)
+	redirectGrace = 100 * time.Millisecond
 	for _, r := range pauseReasons {
 		t.Run(r.name, func(t *testing.T) {
 			defer verifyNoLeaks(t)()
@@ -112,8 +118,10 @@ func TestLostOfferSettlesWhilePaused(t *testing.T) {
 			defer stop()
 			f.offerToStandIn(peer) // joins player 1 and teleports it: frozen
 			f.join(2, "x0z0")
+			f.join(3, "x0z0")
 			f.walkPlayer2(1, 4)
 			f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonClientQuit})
+			f.sys.Root.Send(f.world.PID("x0z0"), &msg.Leave{Player: 3, Conn: f.dpid, Reason: handshake.ReasonRedirected})
 			f.sys.Root.Send(f.world.PID("x0z0"), &Pause{Paused: true, By: r.by})
 			f.syncZone("x0z0")
 			if f.inFlight() != 1 || f.world.Metrics().Leaves.Load() != 0 {
@@ -134,10 +142,10 @@ func TestLostOfferSettlesWhilePaused(t *testing.T) {
 			if lease {
 				f.syncZone("x0z0")
 				if n := f.world.Metrics().Leaves.Load(); n != 0 {
-					t.Fatalf("the kept Leave taken during the lease's hold (%d left): want it kept for the let-go", n)
+					t.Fatalf("%d left during the lease's hold: want the kept Leave and the Redirect's grace kept for the let-go", n)
 				}
 			} else {
-				waitFor(t, 2*time.Second, "the kept Leave taken while paused", func() bool { return f.world.Metrics().Leaves.Load() == 1 })
+				waitFor(t, 2*time.Second, "the kept Leave taken and the redirected player ended while paused", func() bool { return f.world.Metrics().Leaves.Load() == 2 })
 			}
 			if err := f.stillSince("x0z0", still); err != nil {
 				t.Fatal(err)
@@ -145,7 +153,7 @@ func TestLostOfferSettlesWhilePaused(t *testing.T) {
 			f.sys.Root.Send(f.world.PID("x0z0"), &Pause{Paused: false, By: r.by})
 			waitFor(t, 2*time.Second, "the Leave taken and player 2's moves applied once resumed", func() bool {
 				s := f.stillness("x0z0")
-				return f.world.Metrics().Leaves.Load() == 1 && s.ents[2].LastApplied == 12
+				return f.world.Metrics().Leaves.Load() == 2 && s.ents[2].LastApplied == 12
 			})
 		})
 	}
