@@ -389,6 +389,7 @@ func (a *zoneActor) arm() {
 // come on top of it; dropped, the armed timer ticks the slot when due.
 func (a *zoneActor) tickDue() {
 	if a.paused != 0 {
+		a.pausedTimers() // the handoffs' timers alone (paused.go)
 		return
 	}
 	if a.p.Now() < a.nextAt {
@@ -411,7 +412,7 @@ func (a *zoneActor) setPaused(m *Pause) {
 		return
 	}
 	if a.paused != 0 {
-		a.timer.Stop()
+		a.armPaused() // the handoffs' timers go on (paused.go)
 		return
 	}
 	a.nextAt = nextSlot(a.p.Now(), a.z.Period(), a.p.Origin)
@@ -579,18 +580,7 @@ func (a *zoneActor) onTick() {
 		e.Batch = out.Replicas[i]
 		a.ctx.Send(a.peer(out.Replicas[i].To), e)
 	}
-	for id, until := range a.awaiting {
-		if a.p.Now() >= until { // the client did not come back: leave as usual
-			delete(a.awaiting, id)
-			a.leave(id, nil)
-		}
-	}
-	for id, k := range a.pendingLeave {
-		a.retryLeave(id, k)
-	}
-	for id, u := range a.unacked {
-		a.settleUnacked(id, u)
-	}
+	a.settleHandoffWaits()
 	if len(a.incoming) > 0 {
 		a.sweepEarly()
 	}

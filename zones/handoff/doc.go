@@ -56,7 +56,9 @@
 // after OfferTimeout (the entity resumes at the source, its buffered moves
 // applied late but none lost); resends Commit until acknowledged, giving up
 // after CommitGiveUp (counted: Stranded); and expires forwarding records and
-// stashed moves. A stranded handoff is still in flight (InFlight) until a
+// stashed moves. Expire(now) runs the same timers without the resends
+// (for a zone that may have lost what it would resend: its lease's
+// renewal overdue). A stranded handoff is still in flight (InFlight) until a
 // late CommitAck or the forwarding record's expiry: a crashed target never
 // takes the entity, but a slow one still can — across processes the target
 // writes the player record before it takes a Commit, and on a loaded host

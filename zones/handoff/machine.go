@@ -746,9 +746,20 @@ func (m *Machine) resume(entity uint64, e *entry, r Reason, out *Output) {
 }
 
 // Tick runs the timers: resends, timeouts, expiry.
-func (m *Machine) Tick(now time.Duration, out *Output) {
-	for id, e := range m.timed { // owned entries have no timers
+func (m *Machine) Tick(now time.Duration, out *Output) { m.timers(now, out, true) }
 
+// Expire runs the timers that end things and resends nothing: an offer
+// past OfferTimeout is aborted (its Abort sent: it only withdraws the
+// offer), a Commit past CommitGiveUp is given up on (stranded),
+// forwarding records, reservations and stashed moves expire. It is Tick
+// for a zone that may no longer own what it would resend (its lease's
+// renewal overdue, actors/zone): a resent Offer or Commit would claim an
+// ownership the zone may have lost, a give-up claims nothing.
+func (m *Machine) Expire(now time.Duration, out *Output) { m.timers(now, out, false) }
+
+// timers is Tick (resend) or Expire.
+func (m *Machine) timers(now time.Duration, out *Output, resend bool) {
+	for id, e := range m.timed { // owned entries have no timers
 		switch e.phase() {
 		case PhaseOffering:
 			switch {
@@ -756,7 +767,7 @@ func (m *Machine) Tick(now time.Duration, out *Output) {
 				out.Send = append(out.Send, m.msg(KindAbort, id, e.epoch, e.away.peer, now))
 				m.resume(id, e, ReasonNone, out)
 				m.stats.Aborted++
-			case now-e.away.lastSend >= m.cfg.RetryInterval:
+			case resend && now-e.away.lastSend >= m.cfg.RetryInterval:
 				o := m.msg(KindOffer, id, e.epoch, e.away.peer, now)
 				o.State = e.away.snap
 				out.Send = append(out.Send, o)
@@ -770,7 +781,7 @@ func (m *Machine) Tick(now time.Duration, out *Output) {
 				e.away.stranded = true
 				m.retime(id, e)
 				m.stats.Stranded++
-			case now-e.away.lastSend >= m.cfg.RetryInterval:
+			case resend && now-e.away.lastSend >= m.cfg.RetryInterval:
 				c := m.msg(KindCommit, id, e.epoch, e.away.peer, now)
 				c.State, c.Moves = e.away.snap, e.away.moves
 				out.Send = append(out.Send, c)

@@ -283,7 +283,13 @@ func (md *model) step(sending bool) {
 		md.now += time.Duration(md.rng.IntN(15)) * time.Millisecond
 		for _, n := range md.names {
 			z := md.zones[n]
-			z.m.Tick(md.now, &z.out)
+			if md.rng.IntN(4) == 0 {
+				// Held by its lease (actors/zone): give-ups and expiry
+				// only, nothing resent.
+				z.m.Expire(md.now, &z.out)
+			} else {
+				z.m.Tick(md.now, &z.out)
+			}
 			md.flush(z)
 			md.apply(z)
 		}

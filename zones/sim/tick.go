@@ -106,7 +106,8 @@ func (o *Output) Controls() []Control {
 }
 
 // Step advances the zone by one tick at time now (the tick's scheduled
-// time; the zone does not read a clock).
+// time; the zone does not read a clock). A zone whose ticks are paused
+// runs its handoff timers alone with HandoffTimers.
 func (z *Zone) Step(now time.Duration) *Output {
 	z.now = now
 	z.tick++
