@@ -37,7 +37,7 @@ func (t *Table) OnFate(f notify.Fate) {
 	// the client holds its state once the packet is delivered.
 	view := t.msOfStamp(p.t)
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
-	if !f.Delivered || t.wide || t.pp.wide {
+	if !f.Delivered || t.reg.slowFates { // t.wide || t.pp.wide
 		t.fateRecords(p, 0, n, start, ring, f, sent, from, view)
 	} else {
 		t.deliveredRecords(p, n, start, ring, f, sent, from, view)
@@ -51,10 +51,10 @@ func (t *Table) OnFate(f notify.Fate) {
 func (t *Table) releaseResolved() {
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + int(q.n)) & (len(t.ents) - 1)
-		t.entLen -= int(q.n)
+		t.entHead = (t.entHead + int32(q.n)) & int32(len(t.ents)-1)
+		t.entLen -= int32(q.n)
 		q.n = 0
-		t.pktHead = (t.pktHead + 1) & (len(t.pkts) - 1)
+		t.pktHead = (t.pktHead + 1) & int32(len(t.pkts)-1)
 		t.pktLen--
 	}
 	t.trim()
@@ -277,10 +277,9 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 // sampleFateDelay folds one delivered packet's fate delay into the estimate.
 func (t *Table) sampleFateDelay(d time.Duration) {
 	if !t.fateSeen {
-		t.fateDelay, t.fateVar, t.fateSeen = d, d/2, true
+		t.fateDelay, t.fateSeen = d, true
 		return
 	}
-	t.fateVar += (max(t.fateDelay-d, d-t.fateDelay) - t.fateVar) / 4
 	t.fateDelay += (d - t.fateDelay) / 8
 }
 
@@ -311,25 +310,26 @@ func (t *Table) findPacket(seq uint64) (int, bool) {
 	// the one the release in OnFate reads next, is the usual match: no
 	// search, no line of the ring but the head's. Records in the window
 	// differ in their low 32 bits, so equal ones name the same packet.
-	if h := t.pktHead; t.pktLen > 0 && t.pkts[h].seq == uint32(seq) {
+	if h := int(t.pktHead); t.pktLen > 0 && t.pkts[h].seq == uint32(seq) {
 		return h, !t.pkts[h].resolved // the head is never resolved (OnFate's release)
 	}
 	last := uint32(t.lastSeq)
 	back := last - uint32(seq)
-	lo, hi := 0, t.pktLen
+	head, n := int(t.pktHead), int(t.pktLen)
+	lo, hi := 0, n
 	mask := len(t.pkts) - 1
 	for lo < hi { // records are in increasing seq order: decreasing distance back
 		mid := int(uint(lo+hi) >> 1)
-		if last-t.pkts[(t.pktHead+mid)&mask].seq > back {
+		if last-t.pkts[(head+mid)&mask].seq > back {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	if lo == t.pktLen {
+	if lo == n {
 		return 0, false
 	}
-	i := (t.pktHead + lo) & mask
+	i := (head + lo) & mask
 	if t.pkts[i].seq != uint32(seq) || t.pkts[i].resolved {
 		return 0, false
 	}

@@ -38,7 +38,7 @@ func TestFindPacketAtTheHeadAndBehindIt(t *testing.T) {
 		}
 		found(seqs[len(seqs)-1]+2, false) // not written yet
 	}
-	if tab.pktLen != len(seqs) {
+	if int(tab.pktLen) != len(seqs) {
 		t.Fatalf("%d packets in flight, want %d", tab.pktLen, len(seqs))
 	}
 	check()

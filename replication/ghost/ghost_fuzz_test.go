@@ -626,8 +626,8 @@ func (h *opsHarness) fates() {
 func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 	t := h.tab
 	out := map[uint64]map[uint32]uint64{}
-	for k := 0; k < t.pktLen; k++ {
-		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
+	for k := 0; k < int(t.pktLen); k++ {
+		p := &t.pkts[(int(t.pktHead)+k)&(len(t.pkts)-1)]
 		if p.resolved {
 			continue
 		}
@@ -655,8 +655,8 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 			continue
 		}
 		isUpdate := false
-		for j := 0; j < t.pktLen; j++ {
-			p := &t.pkts[(t.pktHead+j)&(len(t.pkts)-1)]
+		for j := 0; j < int(t.pktLen); j++ {
+			p := &t.pkts[(int(t.pktHead)+j)&(len(t.pkts)-1)]
 			if p.seq == uint32(seq) {
 				for i := 0; i < int(p.n); i++ {
 					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k && e.kind() == recUpdate {

@@ -494,9 +494,9 @@ func checkInvariants(t *Table) error {
 	inflight := map[key]uint8{}
 	creates, kills, poss, recent := map[key]int{}, map[key]int{}, map[key]int{}, map[key]int{}
 	ents := 0
-	for k := 0; k < t.pktLen; k++ {
-		p := &t.pkts[(t.pktHead+k)&(len(t.pkts)-1)]
-		if k > 0 && !seqAfter(p.seq, t.pkts[(t.pktHead+k-1)&(len(t.pkts)-1)].seq) {
+	for k := 0; k < int(t.pktLen); k++ {
+		p := &t.pkts[(int(t.pktHead)+k)&(len(t.pkts)-1)]
+		if k > 0 && !seqAfter(p.seq, t.pkts[(int(t.pktHead)+k-1)&(len(t.pkts)-1)].seq) {
 			return fmt.Errorf("transmission records out of order")
 		}
 		ents += int(p.n)
@@ -525,7 +525,7 @@ func checkInvariants(t *Table) error {
 			}
 		}
 	}
-	if ents != t.entLen {
+	if ents != int(t.entLen) {
 		return fmt.Errorf("records hold %d entries, table says %d", ents, t.entLen)
 	}
 	for i := range t.slots {
@@ -600,7 +600,7 @@ func checkInvariants(t *Table) error {
 	if x := &t.pp; x.wide && len(x.wx.hi) != len(x.nodes) || !x.wide && x.wx != nil {
 		return fmt.Errorf("pool: wide %v, %d nodes, high words %v", x.wide, len(x.nodes), x.wx)
 	}
-	if x := &t.pp; len(x.nodes) > maxPoolNodes || int(x.used) > t.entLen {
+	if x := &t.pp; len(x.nodes) > maxPoolNodes || x.used > t.entLen {
 		return fmt.Errorf("pool: %d nodes, %d used, %d records in flight (16-bit indices: at most %d)", len(x.nodes), x.used, t.entLen, maxPoolNodes)
 	}
 	if x := &t.pp; len(x.free)*64 < cap(x.nodes) {

@@ -225,7 +225,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	nowMS := t.clock(now)
-	if (t.pktLen == len(t.pkts) && !t.growPkts()) || (t.entLen == len(t.ents) && !t.growEnts()) ||
+	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entLen) == len(t.ents) && !t.growEnts()) ||
 		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 8 bits
 		t.rareOf().Stalls++
 		return 0, w.WriteGamma(1)
@@ -376,7 +376,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	// once: the ring has room for every candidate (each is tried at most
 	// once), none is pressed, no trace. Otherwise every record takes the
 	// checks.
-	checks := t.entLen+n > len(t.ents) || p.trace != nil
+	checks := int(t.entLen)+n > len(t.ents) || p.trace != nil
 	for _, w := range p.pressed {
 		checks = checks || w != 0
 	}
@@ -398,7 +398,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 			for ; i >= 0 && !stop; i = p.next[i] {
 				pressed := false
 				if checks {
-					if t.entLen == len(t.ents) && !t.growEnts() {
+					if int(t.entLen) == len(t.ents) && !t.growEnts() {
 						stop = true
 						break
 					}
@@ -1322,15 +1322,16 @@ func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, u
 
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
-	i := (t.pktHead + t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32((t.entHead + t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
-	t.pkEnt0 = int32(t.entLen)
+	i := int(t.pktHead+t.pktLen) & (len(t.pkts) - 1)
+	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(int(t.entHead+t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
+	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
 func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
-	i := (t.entHead + t.entLen) & (len(t.ents) - 1)
+	// uint32: the 32-bit sum needs no sign extension to index.
+	i := uint32(t.entHead+t.entLen) & uint32(len(t.ents)-1)
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.wide {
 		t.rare.wd.entHi[i] = mask >> entMaskBits
@@ -1340,9 +1341,9 @@ func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
 
 // endPacket keeps the record if the packet carried anything.
 func (t *Table) endPacket(i int) {
-	t.pkts[i].n = uint16(t.entLen - int(t.pkEnt0))
+	t.pkts[i].n = uint16(t.entLen - t.pkEnt0)
 	if t.pkts[i].n > 0 {
 		t.pktLen++
-		t.entHW = max(t.entHW, int32(t.entLen))
+		t.entHW = max(t.entHW, t.entLen)
 	}
 }

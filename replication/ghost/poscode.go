@@ -233,11 +233,15 @@ type posWide struct {
 // init sets the packing for q's codes.
 func (x *posPool) init(q *quant) {
 	x.sh = [4]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1]), uint8(q.bits[2])}
-	x.wide = q.bits[0]+q.bits[1]+q.bits[2] > 64
+	x.wide = q.wide()
 	if x.wide && x.wx == nil {
 		x.wx = new(posWide)
 	}
 }
+
+// wide reports whether q's three codes take more than 64 bits packed
+// (posPool.packLo, packHi).
+func (q *quant) wide() bool { return q.bits[0]+q.bits[1]+q.bits[2] > 64 }
 
 // packLo is the low 64 bits of c packed. An axis's code is at most 31
 // bits, so sh[2] ≤ 62 and only z can cross bit 64 (the &63 spares Go's

@@ -718,6 +718,12 @@ type Registry struct {
 	// pointer), and ri is that index for each class.
 	classes []*Class
 	ri      map[*Class]uint16
+	// slowFates: a table of this registry applies every fate by
+	// fateRecords (OnFate): a class past entMaskBits groups (Table.wide)
+	// or positions packed past 64 bits (posPool.wide). The registry's,
+	// not the Table's: OnFate reads it beside posBits, which every table
+	// shares (warm), not on a line of the Table's own (TestTableFateLines).
+	slowFates bool
 	// posBits[i] is classes[i].posBit (a table's ghosts have i < 256):
 	// a delivered record's test of its position bit (usualRun) without
 	// the class's pointer and the slice's bounds check.
@@ -731,7 +737,8 @@ func NewRegistry(b Bounds) (*Registry, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
-	return &Registry{bounds: b, q: newQuant(b), byID: make(map[uint16]*Class), ri: make(map[*Class]uint16)}, nil
+	q := newQuant(b)
+	return &Registry{bounds: b, q: q, byID: make(map[uint16]*Class), ri: make(map[*Class]uint16), slowFates: q.wide()}, nil
 }
 
 // Register adds classes. A duplicate wire id is ErrDuplicateClass (RP-2:
@@ -763,6 +770,7 @@ func (r *Registry) Register(cs ...*Class) error {
 		}
 		r.classes = append(r.classes, c)
 		r.maxGroups = max(r.maxGroups, len(c.Groups))
+		r.slowFates = r.slowFates || r.maxGroups > entMaskBits
 	}
 	return nil
 }

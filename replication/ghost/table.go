@@ -372,11 +372,58 @@ type Stats struct {
 // Create with NewTable; the zero Table is not usable. Not safe for concurrent
 // use; the connection that owns its ghost manager owns it.
 type Table struct {
-	reg *Registry
-	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
-
+	// The fields a fate reads (OnFate: findPacket, the record walks,
+	// releaseResolved, trim) come first, on the object's first three
+	// cache lines: a Table is a 640-byte object whose runtime header takes
+	// its first 8 bytes, so the Table starts 8 bytes into a line, and
+	// bytes 0–55, 56–119 and 120–183 are three lines. On a server a
+	// connection's table is cold when its fate comes; spread over six
+	// lines (0, 1, 4, 6, 7, 8) a fate missed on each. TestTableFateLines
+	// holds this.
+	//
+	// Line 0: the registry (its posBits, slowFates) and the per-id arrays.
+	reg   *Registry
 	slots []slot
 	pos   []posTrack // what the client may hold of each ghost's position
+
+	// Line 1: the config (MaxStaleness), the packet ring and the clock.
+	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
+	// transmission records, FIFO in send order
+	pkts    []pktRec
+	pktHead int32
+	pktLen  int32
+	entHead int32
+	entLen  int32
+	lastSeq uint64
+	viewMS  int64
+
+	// Line 2: the record ring, the clock, the fate delay, the trim's time
+	// and the flags.
+	ents    []entry
+	lastNow time.Duration // latest now seen (SetView, Write): OnFate's clock
+	epoch   time.Duration // msTime 1
+	// Delivered fates arrive about fateDelay after the send (RFC 6298
+	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
+	// ghost again before its last copy had fateDelay to be confirmed.
+	fateDelay time.Duration
+	trimAt    time.Duration // last trim (lastNow)
+	// The bools share viewGen's word.
+	viewGen uint8 // slot.viewGen's clock
+	// wideDirty: a class has more than 32 groups; the slots' dirty words
+	// keep groups 0–30, tableWide.dirtyHi the rest (dirtyOf).
+	wideDirty bool
+	haveView  bool
+	clockSet  bool
+	fateSeen  bool
+	wrote     bool
+	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths):
+	// at most log2(MaxRecordsInFlight), in the word's spare bytes.
+	recordGrowths uint8
+	wide          bool // the registry has a class past entMaskBits groups: rare.wd.entHi is the ring's
+
+	pkEnt0 int32 // entLen when the packet being written began
+	entHW  int32 // most records in flight at once since the last trim
+
 	// states and qs hold each ghost's latest state, quantized position and
 	// yaw code for views given as ViewEntries (SetView), diffed against the
 	// next; nil while the views come as snapshots (SetSnapshotView), which
@@ -424,49 +471,14 @@ type Table struct {
 	// before: shrinkIDs' measure of the ids a scope needs.
 	topHW, topHW1 int32
 
-	// The bools share viewGen's word: the Table (with the 8-byte header
-	// the runtime adds to an object this size) fits the 640-byte size
-	// class exactly (the Config is shared, the class list is the
-	// registry's, the rare counters apart), and one more word costs 64
-	// bytes a connection.
-	viewGen uint8 // slot.viewGen's clock
-	// wideDirty: a class has more than 32 groups; the slots' dirty words
-	// keep groups 0–30, tableWide.dirtyHi the rest (dirtyOf).
-	wideDirty bool
-	haveView  bool
-	clockSet  bool
-	fateSeen  bool
-	wrote     bool
-	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths):
-	// at most log2(MaxRecordsInFlight), in the word's spare bytes.
-	recordGrowths uint8
-	wide          bool // the registry has a class past entMaskBits groups: rare.wd.entHi is the ring's
-	viewMS        int64
-	lastNow       time.Duration // latest now seen (SetView, Write): OnFate's clock
-	epoch         time.Duration // msTime 1
-
-	// Delivered fates arrive fateDelay ± fateVar after the send (RFC 6298
-	// style smoothing of lastNow − SentAt). ConfirmDeadline does not press a
-	// ghost again before its last copy had fateDelay to be confirmed.
-	fateDelay, fateVar time.Duration
-
-	// transmission records, FIFO in send order
-	pkts    []pktRec
-	pktHead int
-	pktLen  int
-	ents    []entry
-	entHead int
-	entLen  int
-	lastSeq uint64
-	pkEnt0  int32         // entLen when the packet being written began
-	entHW   int32         // most records in flight at once since the last trim
-	trimAt  time.Duration // last trim (lastNow)
-
 	pk packer
 
 	// The counters every connection moves stay here; the rest, with the
 	// wide classes' mask bits, wait in rare until one is needed. Stats
 	// folds them back: every count is kept exactly, only the place differs.
+	// The Table (with the runtime's 8-byte header) fits the 640-byte size
+	// class (the Config is shared, the class list is the registry's, the
+	// rare counters apart): one more line costs 64 bytes a connection.
 	stats hotStats
 	rare  *tableRare
 }
@@ -696,7 +708,7 @@ func (t *Table) GhostID(entity uint64) (uint32, bool) {
 }
 
 // InFlight is the number of packets with ghost records whose fate is unknown.
-func (t *Table) InFlight() int { return t.pktLen }
+func (t *Table) InFlight() int { return int(t.pktLen) }
 
 // Pending reports whether the table has anything to send: a create, kill or
 // dirty group (ignoring rate limits and in-flight waits). A count the table
@@ -1265,15 +1277,15 @@ func (t *Table) growEnts() bool {
 	}
 	mask := len(old) - 1
 	t.moveEnts(2 * len(old))
-	for i := range t.pktLen { // recorded packets: each holds ≥ 1 live record
-		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
-		p.start = uint32((int(p.start) - t.entHead) & mask)
+	for i := range int(t.pktLen) { // recorded packets: each holds ≥ 1 live record
+		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
+		p.start = uint32((int(p.start) - int(t.entHead)) & mask)
 	}
-	if t.pktLen < len(t.pkts) {
+	if int(t.pktLen) < len(t.pkts) {
 		// The packet being written (beginPacket … endPacket) owns the
 		// records from pkEnt0 on; with none yet and a full ring its masked
 		// start would alias the oldest record, so place it from the end.
-		p := &t.pkts[(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
+		p := &t.pkts[int(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
 		p.start = uint32(t.pkEnt0)
 	}
 	t.entHead = 0
@@ -1289,8 +1301,8 @@ func (t *Table) growPkts() bool {
 		return false
 	}
 	pkts := make([]pktRec, 2*len(old))
-	for i := range t.pktLen {
-		pkts[i] = old[(t.pktHead+i)&(len(old)-1)]
+	for i := range int(t.pktLen) {
+		pkts[i] = old[(int(t.pktHead)+i)&(len(old)-1)]
 	}
 	t.pkts, t.pktHead = pkts, 0
 	return true
@@ -1339,7 +1351,7 @@ func (t *Table) trim() {
 			t.compactPositions(want)
 		}
 	}
-	t.entHW, t.pp.hw1, t.pp.hw = int32(t.entLen), t.pp.hw, t.pp.used
+	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
 	// The per-id arrays come down to the ids of the last two seconds, in
 	// whole 8s, once that is smaller: a scope that shrank, or the room of
 	// a peak or of a growth, is given back, and a scope walking within its
@@ -1395,9 +1407,9 @@ func (t *Table) shrinkIDs(n int) {
 func (t *Table) resizeEnts(n int) {
 	mask := len(t.ents) - 1
 	t.moveEnts(n)
-	for i := range t.pktLen {
-		p := &t.pkts[(t.pktHead+i)&(len(t.pkts)-1)]
-		p.start = uint32((int(p.start) - t.entHead) & mask)
+	for i := range int(t.pktLen) {
+		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
+		p.start = uint32((int(p.start) - int(t.entHead)) & mask)
 	}
 	t.entHead = 0
 }
@@ -1408,13 +1420,13 @@ func (t *Table) resizeEnts(n int) {
 func (t *Table) moveEnts(n int) {
 	mask := len(t.ents) - 1
 	ents := make([]entry, n)
-	for i := range t.entLen {
-		ents[i] = t.ents[(t.entHead+i)&mask]
+	for i := range int(t.entLen) {
+		ents[i] = t.ents[(int(t.entHead)+i)&mask]
 	}
 	if old := t.entHi(); old != nil {
 		hi := make([]uint64, n)
-		for i := range t.entLen {
-			hi[i] = old[(t.entHead+i)&mask]
+		for i := range int(t.entLen) {
+			hi[i] = old[(int(t.entHead)+i)&mask]
 		}
 		t.rare.wd.entHi = hi
 	}
