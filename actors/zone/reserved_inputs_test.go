@@ -46,6 +46,7 @@ func TestSameGenerationLoginsInputsBeforeTheCommitWaitForItsJoin(t *testing.T) {
 			newer, pid, join, release := f.earlyLogin(tc.round, tc.gen, tc.gen, seqs...)
 			defer func() { f.sys.Root.StopFuture(pid).Wait() }()
 			defer release()
+			f.sys.Root.RequestFuture(f.dpid, &driverSync{}, 2*time.Second).Wait()
 			if got, want := echoesOf(f.drv, 1), names(1, 1); !slices.Equal(got, want) {
 				t.Fatalf("before the Commit the older login was echoed %q, want %q: the newer login's events were handled for a player x1z0 does not own", got, want)
 			}
@@ -54,8 +55,9 @@ func TestSameGenerationLoginsInputsBeforeTheCommitWaitForItsJoin(t *testing.T) {
 			waitFor(t, 3*time.Second, fmt.Sprintf("the newer login's moves to %d and echoes e%d–e%d", tc.to, tc.from, tc.to), func() bool {
 				return appliedOf(newer, 1) >= tc.to && len(echoesOf(newer, 1)) >= int(tc.to-tc.from+1)
 			}, func() string {
-				return fmt.Sprintf("move %d applied, echoes %q, the older's %q, %d inputs dropped, %d held dropped, %d events duplicate", appliedOf(newer, 1), echoesOf(newer, 1),
-					echoesOf(f.drv, 1), f.world.Metrics().InputsDropped.Load(), f.world.Metrics().HeldInputsDropped.Load(), f.world.Metrics().EventsDuplicate.Load())
+				m := f.world.Metrics()
+				return fmt.Sprintf("move %d applied, echoes %q, the older's %q, %d inputs dropped, %d held dropped, %d events duplicate, %d dropped early", appliedOf(newer, 1), echoesOf(newer, 1),
+					echoesOf(f.drv, 1), m.InputsDropped.Load(), m.HeldInputsDropped.Load(), m.EventsDuplicate.Load(), m.EventsEarlyDropped.Load())
 			})
 			f.sync()
 			f.sys.Root.RequestFuture(pid, &driverSync{}, 2*time.Second).Wait()
