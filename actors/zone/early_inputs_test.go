@@ -146,14 +146,14 @@ func TestEarlyInputsAreBoundedAndCountedWhenDropped(t *testing.T) {
 	newer, pid, _, release := f.earlyLogin(false, 0x01d, 0xb0b, seqs...)
 	defer func() { f.sys.Root.StopFuture(pid).Wait() }()
 	defer release()
-	if n := f.world.Metrics().InputsDropped.Load(); n != 1 {
+	if n := f.world.Metrics().HeldInputsDropped.Load(); n != 1 {
 		t.Errorf("%d inputs dropped past the bound, want 1 (the %dth)", n, maxParked+1)
 	}
 	release() // the newer login's Join is lost on its way: no zone has it
 	f.waitOwnedThrough(1, "x1z0", f.dpid)
 	waitFor(t, 3*time.Second, "the held inputs dropped once their Join did not come", func() bool {
-		return f.world.Metrics().InputsDropped.Load() >= 1+maxParked
-	}, func() string { return fmt.Sprintf("%d dropped", f.world.Metrics().InputsDropped.Load()) })
+		return f.world.Metrics().HeldInputsDropped.Load() >= 1+maxParked
+	}, func() string { return fmt.Sprintf("%d dropped", f.world.Metrics().HeldInputsDropped.Load()) })
 	if n := appliedOf(newer, 1); n != 0 {
 		t.Errorf("the newer login, never joined, has move %d applied", n)
 	}

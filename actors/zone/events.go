@@ -191,12 +191,21 @@ type pendingOut struct {
 //
 // A numbered ordered event the player's fence already covers was applied
 // before (a client resending after a Redirect, a connection after a
-// restore): it is dropped and counted (Metrics.EventsDuplicate).
+// restore): it is dropped and counted (Metrics.EventsDuplicate). One of a
+// player this zone has reserved but does not own yet is not applied
+// before the Commit brings the player's fence (sim.Zone.TakeEvent): the
+// zone holds such a player's inputs for the Commit (holdEarly), and one
+// that gets here all the same is dropped, counted apart
+// (Metrics.EventsEarlyDropped).
 func (a *zoneActor) handleEvents(in *msg.Input) {
 	for i := range in.Events {
 		e := &in.Events[i]
 		if e.Class == event.Ordered && e.Seq != 0 && !a.z.TakeEvent(in.Player, in.EventGen, int(e.Lane), e.Seq) {
-			a.m.EventsDuplicate.Add(1)
+			if _, reserved := a.z.Handoffs().Reserved(in.Player); reserved {
+				a.m.EventsEarlyDropped.Add(1) // holdEarly missed it: never applied early
+			} else {
+				a.m.EventsDuplicate.Add(1)
+			}
 			continue
 		}
 		a.events.HandleEvent(&a.ectx, in.Player, e)

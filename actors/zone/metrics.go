@@ -34,6 +34,15 @@ type Metrics struct {
 	// InputsDropped: input for a player this zone does not know, or of a
 	// login another took the player over from (park).
 	InputsDropped atomic.Uint64
+	// HeldInputsDropped: inputs a zone held for a player it was taking
+	// over (reserved, or just taken) for a login whose Join had not come
+	// (earlyInputs), dropped: past the bound, superseded by a third
+	// login's, refused with their Join, or no Join by the grace's end.
+	// HeldInputsReturned: such inputs passed on to where the player is
+	// when the offer ended without a Commit (the offerer) or the player
+	// went on.
+	HeldInputsDropped  atomic.Uint64
+	HeldInputsReturned atomic.Uint64
 	// InputsShed: inputs the zone's mailbox refused, full (Params.
 	// MaxQueuedInputs; inputMailbox), and MovesShed the moves they
 	// carried, which their connections send again.
@@ -47,13 +56,18 @@ type Metrics struct {
 	EventsMalformed  atomic.Uint64 // events the game could not parse (ignored)
 	// EventsDuplicate: numbered ordered events the player's fence already
 	// covered (resent after a Redirect or a restore; docs/protocol.md §7.20).
-	EventsDuplicate  atomic.Uint64
-	Teleports        atomic.Uint64 // teleports applied (admin and game)
-	TeleportsDropped atomic.Uint64 // teleports for an entity no zone here knows
-	HandoffsIn       atomic.Uint64 // entities acquired
-	HandoffsInRemote atomic.Uint64 // of those, from a zone in another process
-	Forwarded        atomic.Uint64 // Leave/Teleport passed on to a new owner
-	TickNanos        atomic.Uint64 // total measured tick cost
+	EventsDuplicate atomic.Uint64
+	// EventsEarlyDropped: numbered ordered events of a player this zone
+	// had reserved but did not own yet that reached the game's handler
+	// past holdEarly: dropped, never applied before the Commit brings the
+	// player's fence (sim.Zone.TakeEvent). 0 unless a hold was missed.
+	EventsEarlyDropped atomic.Uint64
+	Teleports          atomic.Uint64 // teleports applied (admin and game)
+	TeleportsDropped   atomic.Uint64 // teleports for an entity no zone here knows
+	HandoffsIn         atomic.Uint64 // entities acquired
+	HandoffsInRemote   atomic.Uint64 // of those, from a zone in another process
+	Forwarded          atomic.Uint64 // Leave/Teleport passed on to a new owner
+	TickNanos          atomic.Uint64 // total measured tick cost
 	// Panics: zone actors that panicked (each restarted empty by its
 	// supervisor: a bug, and an outage of that zone).
 	Panics atomic.Uint64

@@ -1509,6 +1509,13 @@ func (a *zoneActor) passJoin(id uint64, k keptLeave) bool {
 	for _, in := range k.inputs { // behind it, in order (holdKept)
 		a.ctx.Send(to, in)
 	}
+	if old := a.joins[id]; j.EventGen != 0 && (old == nil || old.EventGen != j.EventGen) {
+		// Its inputs that come here still go on behind it (earlyInputs).
+		if e, ok := a.incoming[id]; ok {
+			a.releaseEarly(e.inputs) // none: takeEarly took them with j
+		}
+		a.incoming[id] = earlyInputs{passed: j.EventGen, until: a.p.Now() + earlyGrace}
+	}
 	a.m.Forwarded.Add(1)
 	if j.Conn != nil {
 		a.flushHeld(j)
@@ -1712,16 +1719,47 @@ func (a *zoneActor) settleUnacked(id uint64, u unackedCommit) {
 // processes, for its record write: actors/cluster holdBehindCommit):
 // taken as they came, the moves were stashed for the Commit as the older
 // connection's, numbered from 1 and so dropped as applied already, and
-// the events handled for a player not owned here — lost, uncounted
-// (TestInputsBehindAHeldJoinWaitForIt, back to the gateway's node). Held,
-// they go behind that login's Join, in order (takeEarly); bounded as
-// parked inputs are (maxParked; past it dropped, counted), and dropped,
-// counted, when another Join comes, the Join is refused, or none came by
-// until (sweepEarly).
+// the events handled for a player not owned here, outside its fence —
+// lost, uncounted (TestInputsBehindAHeldJoinWaitForIt, back to the
+// gateway's node).
+//
+// Before the Commit every input of the player is held, whatever its
+// event generation: no connection is routed to a zone for a player it
+// has only reserved but one the old owner redirected there (the handed
+// connection follows the new owner's Route, sent once the Commit is
+// taken), so none is the older connection's, and its events cannot be
+// fenced before the Commit brings the fence (sim.Zone.TakeEvent). A
+// login that continues the older connection's numbering (the same
+// generation: a client that followed a Redirect) or has none (0) was
+// taken as the older connection's
+// (TestSameGenerationLoginsInputsBeforeTheCommitWaitForItsJoin). Once the
+// player is taken, the inputs of the generation it was taken with (and
+// of none) are its connection's: only another generation's are held.
+//
+// Held, they go behind their login's Join, in order (takeEarly), or,
+// when the Commit names their generation as the player's (a login that
+// took the player over at the old owner meanwhile), behind the Commit.
+// When the offer ends without a Commit they go back to where the player
+// is: to the offerer, or on to the zone it was handed to
+// (returnEarly, TestAbortedOffersHeldInputsGoBackToTheOwner). Bounded as
+// parked inputs are (maxParked; past it the newest dropped), and dropped
+// when a third login's come, their Join is refused, or none came by until
+// (sweepEarly): counted apart from other inputs (HeldInputsDropped,
+// HeldInputsReturned).
 type earlyInputs struct {
 	gen    uint64 // the event generation of the Join the player is handed with
+	from   string // the zone that offered the player: where it is if the offer fails
 	until  time.Duration
 	inputs []*msg.Input
+	// passed, on the zone that handed the player away: the generation of
+	// the login whose Join it passed on to the new owner (passJoin). That
+	// login's inputs that still come here, its connection not yet
+	// redirected, go on behind it whole (holdEarly): applied here they
+	// were taken as the older connection's, the moves forwarded into its
+	// queue and the events handled here, echoed to the older login
+	// (actors/cluster TestInputsBehindAHeldJoinWaitForIt, which failed
+	// about one run in eight so; TestInputsAfterAPassedJoinGoOnBehindIt).
+	passed uint64
 }
 
 // earlyGrace bounds how long inputs wait for their Join: the Commit's
@@ -1729,21 +1767,26 @@ type earlyInputs struct {
 // it; a client that hears nothing for 3 s looks its player up again.
 var earlyGrace = 10 * time.Second // a var: tests shorten it
 
-// expectJoin notes, for an Offer this zone accepted with the Join of the
-// player's connection, which login's inputs are the player's until
-// another Join comes (earlyInputs); a Commit that takes the player with
-// nothing held ends the wait.
+// expectJoin notes, for an Offer this zone accepted, which login's inputs
+// are the player's once it is taken (the Join's it is handed with) and
+// where the player is if the offer fails (earlyInputs); a Commit that
+// takes the player with nothing held ends the wait, and one whose Join
+// is of the held inputs' generation, another than the Offer's, takes
+// them behind it.
 func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duration) {
 	e, ok := a.incoming[id]
 	switch env.Msg.Kind {
 	case handoff.KindOffer:
-		if env.Join == nil {
+		if sim.IsNPC(id) {
 			return
 		}
 		if _, reserved := a.z.Handoffs().Reserved(id); !reserved {
 			return
 		}
-		e.gen, e.until = env.Join.EventGen, now+earlyGrace
+		if env.Join != nil {
+			e.gen = env.Join.EventGen
+		}
+		e.from, e.until, e.passed = env.Msg.From, now+earlyGrace, 0
 		a.incoming[id] = e
 	case handoff.KindCommit:
 		if !ok || !a.z.Handoffs().Owns(id) {
@@ -1753,31 +1796,59 @@ func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duratio
 			delete(a.incoming, id)
 			return
 		}
-		if env.Join != nil {
-			e.gen = env.Join.EventGen
-			a.incoming[id] = e
+		if env.Join == nil {
+			return
 		}
+		if g := env.Join.EventGen; g != 0 && g != e.gen && e.inputs[0].EventGen == g {
+			// The login that took the player over at the old owner
+			// after its Offer: the held inputs are its connection's.
+			delete(a.incoming, id)
+			a.takeKept(e.inputs)
+			return
+		}
+		e.gen = env.Join.EventGen
+		a.incoming[id] = e
 	}
 }
 
 // holdEarly keeps in while its player is being taken over here and in
 // comes from another login than the one the player is handed with, whose
-// Join has not come (earlyInputs), and reports whether it did. A login
-// whose generation the zone does not know (0) is not told apart.
+// Join has not come (earlyInputs), and reports whether it did. Before the
+// Commit every input of the player is held; after it, one of the
+// generation the player was taken with, or of none, is not told apart
+// from the player's connection. On the zone that handed the player away
+// and passed a login's Join on, that login's inputs go on behind it.
 func (a *zoneActor) holdEarly(in *msg.Input) bool {
 	e, ok := a.incoming[in.Player]
-	if !ok || in.EventGen == 0 || in.EventGen == e.gen {
+	if !ok {
 		return false
 	}
-	if j := a.joins[in.Player]; j != nil && j.EventGen == in.EventGen {
-		return false
+	if e.passed != 0 {
+		if in.EventGen != e.passed {
+			return false
+		}
+		if !a.passOn(in.Player, in) { // the handoff settled: not passed on
+			delete(a.incoming, in.Player)
+			return false
+		}
+		return true
+	}
+	if a.z.Handoffs().Owns(in.Player) {
+		if in.EventGen == 0 || in.EventGen == e.gen {
+			return false
+		}
+		if j := a.joins[in.Player]; j != nil && j.EventGen == in.EventGen {
+			return false
+		}
 	}
 	if len(e.inputs) > 0 && e.inputs[0].EventGen != in.EventGen {
-		a.dropEarly(in.Player) // a third login's: the one before is superseded
-		e = earlyInputs{gen: e.gen, until: e.until}
+		// A third login's: the one before is superseded.
+		a.releaseEarly(e.inputs)
+		clear(e.inputs)
+		e.inputs = e.inputs[:0]
 	}
 	if len(e.inputs) >= maxParked {
-		a.m.InputsDropped.Add(1)
+		a.m.HeldInputsDropped.Add(1)
 		in.Release()
 		return true
 	}
@@ -1787,18 +1858,18 @@ func (a *zoneActor) holdEarly(in *msg.Input) bool {
 }
 
 // takeEarly ends the wait of player j.Player's early inputs for j: those
-// of j's login come back, in order, followed by after; the rest are
-// dropped, counted.
+// of j's login (its generation) come back, in order, followed by after;
+// the rest are dropped, counted.
 func (a *zoneActor) takeEarly(j *msg.Join, after []*msg.Input) []*msg.Input {
 	e, ok := a.incoming[j.Player]
 	if !ok {
 		return after
 	}
-	delete(a.incoming, j.Player)
+	a.endEarly(j.Player, e)
 	if len(e.inputs) == 0 {
 		return after
 	}
-	if j.EventGen == 0 || e.inputs[0].EventGen != j.EventGen {
+	if e.inputs[0].EventGen != j.EventGen {
 		a.releaseEarly(e.inputs)
 		return after
 	}
@@ -1808,9 +1879,20 @@ func (a *zoneActor) takeEarly(j *msg.Join, after []*msg.Input) []*msg.Input {
 // dropEarly drops player id's early inputs, counted.
 func (a *zoneActor) dropEarly(id uint64) {
 	if e, ok := a.incoming[id]; ok {
-		delete(a.incoming, id)
+		a.endEarly(id, e)
 		a.releaseEarly(e.inputs)
 	}
+}
+
+// endEarly ends the wait of player id's early inputs (e, which the caller
+// takes): while the player is still reserved here a new wait starts, so
+// that its inputs are still held for the Commit, none applied early.
+func (a *zoneActor) endEarly(id uint64, e earlyInputs) {
+	if _, reserved := a.z.Handoffs().Reserved(id); reserved && !a.z.Handoffs().Owns(id) {
+		a.incoming[id] = earlyInputs{gen: e.gen, from: e.from, until: e.until}
+		return
+	}
+	delete(a.incoming, id)
 }
 
 func (a *zoneActor) releaseEarly(inputs []*msg.Input) {
@@ -1818,18 +1900,64 @@ func (a *zoneActor) releaseEarly(inputs []*msg.Input) {
 		in.Release()
 	}
 	if n := len(inputs); n > 0 {
-		a.m.InputsDropped.Add(uint64(n))
+		a.m.HeldInputsDropped.Add(uint64(n))
 	}
 }
 
-// sweepEarly drops the early inputs whose Join did not come in time, and
-// ends the wait of a player no longer reserved here (its offer aborted or
-// expired) or taken with nothing held.
+// returnEarly passes player id's early inputs, in order, to where the
+// player is now that this zone will not take it for them: the zone it
+// was handed to from here (it was taken, then went on before their Join
+// came), else the zone that offered it (the offer ended without a
+// Commit: the player stays there, which holds a newer login's inputs
+// with its kept Join or takes them as the player's). With neither known
+// they are dropped. Counted either way.
+func (a *zoneActor) returnEarly(id uint64, e earlyInputs) {
+	delete(a.incoming, id)
+	if len(e.inputs) == 0 {
+		return
+	}
+	var to *actor.PID
+	switch ph, _, peer := a.z.Handoffs().Status(id); {
+	case ph == handoff.PhaseCommitting || ph == handoff.PhaseForwarding:
+		to = a.peer(peer)
+	case ph == handoff.PhaseUnknown && e.from != "" && e.from != a.p.Sim.Zone:
+		to = a.peer(e.from)
+	}
+	if to == nil {
+		a.releaseEarly(e.inputs)
+		return
+	}
+	for _, in := range e.inputs {
+		a.ctx.Send(to, in)
+	}
+	a.m.HeldInputsReturned.Add(uint64(len(e.inputs)))
+}
+
+// sweepEarly ends the wait of a player no longer reserved here (its offer
+// aborted or expired) or taken with nothing held, passes the held inputs
+// of one neither reserved nor owned here on to where it is (returnEarly),
+// and drops those whose Join did not come in time.
 func (a *zoneActor) sweepEarly() {
 	now := a.p.Now()
 	for id, e := range a.incoming {
-		_, reserved := a.z.Handoffs().Reserved(id)
-		if now >= e.until || len(e.inputs) == 0 && !reserved {
+		if e.passed != 0 {
+			if ph, _, _ := a.z.Handoffs().Status(id); now >= e.until || ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+				delete(a.incoming, id)
+			}
+			continue
+		}
+		if _, reserved := a.z.Handoffs().Reserved(id); reserved {
+			if now >= e.until {
+				a.dropEarly(id)
+			}
+			continue
+		}
+		switch owned := a.z.Handoffs().Owns(id); {
+		case len(e.inputs) == 0 && !owned:
+			delete(a.incoming, id)
+		case !owned:
+			a.returnEarly(id, e)
+		case now >= e.until:
 			a.dropEarly(id)
 		}
 	}

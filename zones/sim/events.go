@@ -8,17 +8,23 @@ import "github.com/ghostwire/ghostwire/zones/handoff"
 // player's fence already covers — a client resending after a Redirect
 // what the zone applied before, a connection resending after a restore —
 // is not. The fence travels with the player (handoffs, checkpoints).
-// Events of a player this zone does not own pass: their owner fences them.
+//
+// Nor is an event of a player this zone has reserved (accepted its
+// Offer) but does not own yet: the fence it would join comes with the
+// Commit, so taken now it would be applied before the Commit and outside
+// the fence the player carries on (applied again when its client resends
+// it). Its caller holds such events for the Commit and asks then
+// (actors/zone holdEarly). Events of any other player this zone does not
+// own pass: their owner fences them.
 func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 	s, ok := z.byID.get(entity)
-	if !ok {
-		return true
+	if !ok || (z.ents[s].role != roleOwned && z.ents[s].role != roleFrozen) || z.ents[s].kind != KindPlayer {
+		// Not owned here (unknown, or a replica: a reserved player's
+		// replica may be here too).
+		_, reserved := z.hand.Reserved(entity)
+		return !reserved
 	}
-	e := &z.ents[s]
-	if (e.role != roleOwned && e.role != roleFrozen) || e.kind != KindPlayer {
-		return true
-	}
-	p := z.pl(e)
+	p := z.pl(&z.ents[s])
 	if !p.events.Take(gen, lane, seq) {
 		return false
 	}
