@@ -171,3 +171,18 @@ func TestZoneMetricsPerZone(t *testing.T) {
 		t.Errorf("ghostwire_build_info labels = %v, want version, goversion, revision", labels)
 	}
 }
+
+// The zones' hold counters (inputs held for a player being taken over,
+// events of a reserved player) are on /metrics, so an operator sees a
+// handoff's held inputs dropped or passed back.
+func TestZoneHoldCountersExported(t *testing.T) {
+	n := startScraped(t)
+	_, mfs := scrape(t, n)
+	for _, name := range []string{"ghostwire_zone_held_inputs_dropped_total", "ghostwire_zone_held_inputs_returned_total",
+		"ghostwire_zone_events_early_dropped_total", "ghostwire_zone_inputs_dropped_total"} {
+		mf := mfs[name]
+		if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetCounter() == nil {
+			t.Errorf("%s: not a counter on /metrics", name)
+		}
+	}
+}

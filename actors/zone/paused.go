@@ -56,6 +56,12 @@ func (a *zoneActor) pausedTimers() {
 	if all {
 		a.settleHandoffWaits()
 	}
+	// An aborted Offer's held inputs go back to where the player is, and
+	// those whose Join did not come in time are dropped: forwarding claims
+	// nothing, so this runs under every owner's pause.
+	if len(a.incoming) > 0 {
+		a.sweepEarly()
+	}
 	a.armPaused()
 }
 

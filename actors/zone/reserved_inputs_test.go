@@ -83,6 +83,18 @@ func TestSameGenerationLoginsInputsBeforeTheCommitWaitForItsJoin(t *testing.T) {
 // login's Join, which it takes: the inputs that come back are that
 // login's.
 func TestAbortedOffersHeldInputsGoBackToTheOwner(t *testing.T) {
+	abortedOffersHeldInputsGoBack(t, false)
+}
+
+// The same while the zone that holds the inputs is paused (a census, an
+// admin view): its handoff timers run (pausedTimers), and with them the
+// sweep that sends an aborted Offer's held inputs back, not only at its
+// next tick after the let-go.
+func TestAbortedOffersHeldInputsGoBackWhilePaused(t *testing.T) {
+	abortedOffersHeldInputsGoBack(t, true)
+}
+
+func abortedOffersHeldInputsGoBack(t *testing.T, pauseTarget bool) {
 	defer verifyNoLeaks(t)()
 	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50, MinDwell: time.Minute}, nil, at)
 	defer f.stop()
@@ -122,6 +134,10 @@ func TestAbortedOffersHeldInputsGoBackToTheOwner(t *testing.T) {
 		f.sys.Root.Send(f.world.PID("x1z0"), in)
 	}
 	f.syncZone("x1z0")
+	if pauseTarget {
+		_ = f.sys.Root.RequestFuture(f.world.PID("x1z0"), &Pause{Paused: true}, 2*time.Second).Wait()
+		defer f.sys.Root.Send(f.world.PID("x1z0"), &Pause{Paused: false})
+	}
 	f.sys.Root.Send(x0, &msg.Join{Player: 1, Conn: pid, Ghosts: pid, Views: &np.views, EventGen: genNew})
 	start := f.clk.Now()
 	releaseX0()
