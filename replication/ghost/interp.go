@@ -42,7 +42,12 @@ func (h *history) reset(q *quant) { h.n, h.head, h.quant = 0, 0, q }
 // pos is the position of s, a snapshot of h.
 func (h *history) pos(s *snapshot) [3]float64 { return h.quant.value(s.q) }
 
-func (h *history) at(i int) *snapshot { return &h.s[(h.head+i)%HistoryLen] }
+// at is the i-th oldest snapshot, 0 ≤ i < n (HistoryLen is a power of two:
+// the ring index is a mask, not a signed modulo).
+func (h *history) at(i int) *snapshot { return &h.s[(h.head+i)&(HistoryLen-1)] }
+
+// HistoryLen must be a power of two (at, insert).
+var _ [0]struct{} = [HistoryLen & (HistoryLen - 1)]struct{}{}
 
 func (h *history) newest() *snapshot { return h.at(h.n - 1) }
 
@@ -64,7 +69,7 @@ func (h *history) insert(s snapshot) {
 		if i == 0 {
 			return
 		}
-		h.head = (h.head + 1) % HistoryLen
+		h.head = (h.head + 1) & (HistoryLen - 1)
 		h.n--
 		i--
 	}
