@@ -509,7 +509,7 @@ func (m *Mirror) record(g *Ghost, ms int64, q [3]uint32, applied, rest bool) {
 	s := snapshot{ms: ms, q: q, yaw: g.State.Yaw, rest: rest}
 	if !applied {
 		// A late value: take the yaw of its neighbour in time.
-		for i := h.n - 1; i >= 0; i-- {
+		for i := int(h.n) - 1; i >= 0; i-- {
 			if h.at(i).ms <= ms {
 				s.yaw = h.at(i).yaw
 				break
