@@ -42,8 +42,17 @@ type history struct {
 // reset empties h, whose codes q quantizes.
 func (h *history) reset(q *quant) { h.n, h.head, h.quant = 0, 0, q }
 
-// pos is the position of s, a snapshot of h.
-func (h *history) pos(s *snapshot) [3]float64 { return h.quant.value(s.q) }
+// pos is the position of s, a snapshot of h: quant.value(s.q), unrolled
+// (value's loop is not, and a pose computes two; TestMirrorPosesRecorded
+// holds the two to the same bits).
+func (h *history) pos(s *snapshot) [3]float64 {
+	q := h.quant
+	return [3]float64{
+		q.min[0] + float64(float64(s.q[0])*q.prec), // no FMA: as value
+		q.min[1] + float64(float64(s.q[1])*q.prec),
+		q.min[2] + float64(float64(s.q[2])*q.prec),
+	}
+}
 
 // at is the i-th oldest snapshot, 0 ≤ i < n (HistoryLen is a power of two:
 // the ring index is a mask, not a signed modulo).
