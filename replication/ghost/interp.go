@@ -13,14 +13,16 @@ import (
 const HistoryLen = 16
 
 // snapshot is one received position, at the server time of the state it
-// came from.
+// came from. It holds the quantized codes only (32 bytes, two a cache line):
+// the position is history.q's value of them, computed when a pose needs it
+// (the mirror decodes far more positions than a renderer samples, and 16
+// snapshots of 64 bytes were most of a Ghost and of an observer's misses).
 type snapshot struct {
 	ms    int64 // stamp, ms in the mirror's server clock
 	q     [3]uint32
-	pos   [3]float64
-	yaw   float64
-	rest  bool // an update that changed no axis: the entity was at pos at ms
+	rest  bool // an update that changed no axis: the entity was at q at ms
 	synth bool // inserted by the interpolator (StartLead), not a received value
+	yaw   float64
 }
 
 func (s *snapshot) time() time.Duration { return time.Duration(s.ms) * time.Millisecond }
@@ -29,21 +31,43 @@ func (s *snapshot) val() posVal { return posVal{t: stamp(s.ms), q: s.q} }
 
 // history is a bounded ring of snapshots in increasing stamp order.
 type history struct {
-	n, head int // head: index of the oldest
+	// head: index of the oldest. int32: with them a Ghost is 704 bytes,
+	// 11 cache lines, so in a page every ghost starts a line and s
+	// starts one too: a snapshot pair (the two newest, often) shares one.
+	n, head int32
+	quant   *quant // the codes' quantizer (the mirror's registry's)
 	s       [HistoryLen]snapshot
 }
 
-func (h *history) reset() { h.n, h.head = 0, 0 }
+// reset empties h, whose codes q quantizes.
+func (h *history) reset(q *quant) { h.n, h.head, h.quant = 0, 0, q }
 
-func (h *history) at(i int) *snapshot { return &h.s[(h.head+i)%HistoryLen] }
+// pos is the position of s, a snapshot of h: quant.value(s.q), unrolled
+// (value's loop is not, and a pose computes two; TestMirrorPosesRecorded
+// holds the two to the same bits).
+func (h *history) pos(s *snapshot) [3]float64 {
+	q := h.quant
+	return [3]float64{
+		q.min[0] + float64(float64(s.q[0])*q.prec), // no FMA: as value
+		q.min[1] + float64(float64(s.q[1])*q.prec),
+		q.min[2] + float64(float64(s.q[2])*q.prec),
+	}
+}
 
-func (h *history) newest() *snapshot { return h.at(h.n - 1) }
+// at is the i-th oldest snapshot, 0 ≤ i < n (HistoryLen is a power of two:
+// the ring index is a mask, not a signed modulo).
+func (h *history) at(i int) *snapshot { return &h.s[(int(h.head)+i)&(HistoryLen-1)] }
+
+// HistoryLen must be a power of two (at, insert).
+var _ [0]struct{} = [HistoryLen & (HistoryLen - 1)]struct{}{}
+
+func (h *history) newest() *snapshot { return h.at(int(h.n) - 1) }
 
 // insert puts s in stamp order. A received value whose stamp is already held
 // is the same value (one view, one state) and is not stored twice; when full,
 // the oldest goes (or s, if it is the oldest).
 func (h *history) insert(s snapshot) {
-	i := h.n // insertion index
+	i := int(h.n) // insertion index
 	for i > 0 && h.at(i-1).ms > s.ms {
 		i--
 	}
@@ -57,11 +81,11 @@ func (h *history) insert(s snapshot) {
 		if i == 0 {
 			return
 		}
-		h.head = (h.head + 1) % HistoryLen
+		h.head = (h.head + 1) & (HistoryLen - 1)
 		h.n--
 		i--
 	}
-	for j := h.n; j > i; j-- {
+	for j := int(h.n); j > i; j-- {
 		*h.at(j) = *h.at(j - 1)
 	}
 	*h.at(i) = s
@@ -72,7 +96,7 @@ func (h *history) insert(s snapshot) {
 // ms: the pair the server predicted from; n (0, 1 or 2) says how many exist
 // (b is the newer).
 func (h *history) ref(ms int64) (a, b posVal, n int) {
-	for i := h.n - 1; i >= 0; i-- {
+	for i := int(h.n) - 1; i >= 0; i-- {
 		s := h.at(i)
 		if s.synth || s.ms >= ms {
 			continue
@@ -159,36 +183,38 @@ func (ip Interpolator) Sample(g *Ghost, at time.Duration) (Pose, SampleMode) {
 	newest := h.newest()
 	if nt := newest.time(); at >= nt {
 		if h.n < 2 || at == nt {
-			return Pose{Pos: newest.pos, Yaw: newest.yaw}, Held
+			return Pose{Pos: h.pos(newest), Yaw: newest.yaw}, Held
 		}
-		prev := h.at(h.n - 2)
+		prev := h.at(int(h.n) - 2)
 		dt := at - nt
 		mode := Extrapolated
 		if dt > ip.MaxExtrapolation {
 			dt, mode = ip.MaxExtrapolation, Held
 		}
 		f := float64(dt) / float64(nt-prev.time())
-		return lerpPose(newest, prev, -f), mode
+		return h.lerpPose(newest, prev, -f), mode
 	}
 	oldest := h.at(0)
 	if at <= oldest.time() {
-		return Pose{Pos: oldest.pos, Yaw: oldest.yaw}, Held
+		return Pose{Pos: h.pos(oldest), Yaw: oldest.yaw}, Held
 	}
-	for i := h.n - 2; i >= 0; i-- {
+	for i := int(h.n) - 2; i >= 0; i-- {
 		a := h.at(i)
 		if at1 := a.time(); at1 <= at {
 			b := h.at(i + 1)
-			return lerpPose(a, b, float64(at-at1)/float64(b.time()-at1)), Interpolated
+			return h.lerpPose(a, b, float64(at-at1)/float64(b.time()-at1)), Interpolated
 		}
 	}
-	return Pose{Pos: oldest.pos, Yaw: oldest.yaw}, Held // unreachable: oldest.t < at
+	return Pose{Pos: h.pos(oldest), Yaw: oldest.yaw}, Held // unreachable: oldest.t < at
 }
 
-// lerpPose goes from a towards b by f (f < 0 extrapolates away from b).
-func lerpPose(a, b *snapshot, f float64) Pose {
+// lerpPose goes from a towards b, snapshots of h, by f (f < 0
+// extrapolates away from b).
+func (h *history) lerpPose(a, b *snapshot, f float64) Pose {
 	var p Pose
+	ap, bp := h.pos(a), h.pos(b)
 	for i := range 3 {
-		p.Pos[i] = a.pos[i] + (b.pos[i]-a.pos[i])*f
+		p.Pos[i] = ap[i] + (bp[i]-ap[i])*f
 	}
 	d := math.Remainder(b.yaw-a.yaw, 2*math.Pi) // shortest arc
 	p.Yaw = math.Remainder(a.yaw+d*f, 2*math.Pi)

@@ -9,12 +9,18 @@ import (
 func TestInterpolatorSample(t *testing.T) {
 	ms := time.Millisecond
 	g := &Ghost{}
-	for _, s := range []snapshot{
-		{ms: 1000, pos: [3]float64{0, 0, 0}, yaw: 3.0},
-		{ms: 1100, pos: [3]float64{10, 0, 0}, yaw: -3.0}, // crosses ±π the short way
-		{ms: 1200, pos: [3]float64{20, 10, 0}, yaw: -3.0},
+	q := newQuant(Bounds{Min: [3]float64{-100, -100, -100}, Max: [3]float64{100, 100, 100}, Precision: 0.5})
+	g.hist.reset(&q)
+	for _, s := range []struct {
+		ms  int64
+		pos [3]float64
+		yaw float64
+	}{
+		{1000, [3]float64{0, 0, 0}, 3.0},
+		{1100, [3]float64{10, 0, 0}, -3.0}, // crosses ±π the short way
+		{1200, [3]float64{20, 10, 0}, -3.0},
 	} {
-		g.hist.insert(s)
+		g.hist.insert(snapshot{ms: s.ms, q: q.code(&s.pos), yaw: s.yaw})
 	}
 	ip := Interpolator{Delay: 100 * ms, MaxExtrapolation: 250 * ms}
 	for _, tc := range []struct {

@@ -389,7 +389,7 @@ func (m *Mirror) readCreate(r *bitstream.Reader, id uint32, ms int64, now time.D
 		g.livePos = int32(len(m.live))
 		m.live = append(m.live, id)
 		m.byEntity[entity] = id
-		g.hist.reset()
+		g.hist.reset(&m.reg.q)
 	}
 	if c.posIdx >= 0 {
 		// No motion is known before a create: treat it like a rest marker,
@@ -506,10 +506,10 @@ func (m *Mirror) readUpdate(r *bitstream.Reader, id uint32, explicit bool, ms in
 // interpolation points). applied says it is g's current position.
 func (m *Mirror) record(g *Ghost, ms int64, q [3]uint32, applied, rest bool) {
 	h := &g.hist
-	s := snapshot{ms: ms, q: q, pos: m.reg.q.value(q), yaw: g.State.Yaw, rest: rest}
+	s := snapshot{ms: ms, q: q, yaw: g.State.Yaw, rest: rest}
 	if !applied {
 		// A late value: take the yaw of its neighbour in time.
-		for i := h.n - 1; i >= 0; i-- {
+		for i := int(h.n) - 1; i >= 0; i-- {
 			if h.at(i).ms <= ms {
 				s.yaw = h.at(i).yaw
 				break
@@ -519,8 +519,8 @@ func (m *Mirror) record(g *Ghost, ms int64, q [3]uint32, applied, rest bool) {
 	if lead := m.cfg.Interp.StartLead; applied && !rest && lead > 0 && h.n > 0 {
 		leadMS := int64(lead / time.Millisecond)
 		if prev := h.newest(); prev.rest && ms-leadMS > prev.ms && prev.q != q {
-			// It was resting at prev.pos; do not creep from the rest marker.
-			h.insert(snapshot{ms: ms - leadMS, q: prev.q, pos: prev.pos, yaw: prev.yaw, rest: true, synth: true})
+			// It was resting at prev.q; do not creep from the rest marker.
+			h.insert(snapshot{ms: ms - leadMS, q: prev.q, yaw: prev.yaw, rest: true, synth: true})
 		}
 	}
 	h.insert(s)
