@@ -484,7 +484,12 @@ func (m *Mirror) readUpdate(r *bitstream.Reader, id uint32, explicit bool, ms in
 			if err := grp.Decode(r, dst); err != nil {
 				return err
 			}
-			if apply && i == c.yawIdx && g.hist.n > 0 && g.hist.newest().ms <= ms {
+			// A yaw without a position this update turns the newest
+			// snapshot; with one, record below appends a snapshot that
+			// takes it (the position group is decoded first, so the
+			// newest here is still the update before's: turning it too
+			// made the interpolated yaw run an update early).
+			if apply && i == c.yawIdx && !posApplied && g.hist.n > 0 && g.hist.newest().ms <= ms {
 				g.hist.newest().yaw = g.State.Yaw
 			}
 		}
