@@ -810,7 +810,10 @@ func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 	// After the moves: an event acts on the state its packet's moves led
 	// to. Those of a player handed away go on to its owner behind them.
 	if len(in.Events) > 0 {
-		if (act == handoff.InputForwarded || !a.z.OwnsEvents(in.Player)) && a.eventsAway(in) {
+		// Moves taken here (queued, or buffered by an open offer) say the
+		// zone owns the player: no lookup.
+		here := len(in.Moves) > 0 && (act == handoff.InputLocal || act == handoff.InputBuffered)
+		if !here && (act == handoff.InputForwarded || !a.z.OwnsEvents(in.Player)) && a.eventsAway(in) {
 			return // passed on: the owner releases it
 		}
 		c.events += uint64(len(in.Events))
