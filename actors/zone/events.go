@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -196,20 +197,50 @@ type pendingOut struct {
 // before the Commit brings the player's fence (sim.Zone.TakeEvent): the
 // zone holds such a player's inputs for the Commit (holdEarly), and one
 // that gets here all the same is dropped, counted apart
-// (Metrics.EventsEarlyDropped).
+// (Metrics.EventsEarlyDropped). One of a player this zone neither owns
+// nor knows where it went (those of a player it handed away went on,
+// eventsAway) is dropped, counted (Metrics.EventsAwayDropped): applied
+// here it would be outside the owner's fence; the client resends it on
+// its next connection.
 func (a *zoneActor) handleEvents(in *msg.Input) {
 	for i := range in.Events {
 		e := &in.Events[i]
 		if e.Class == event.Ordered && e.Seq != 0 && !a.z.TakeEvent(in.Player, in.EventGen, int(e.Lane), e.Seq) {
-			if _, reserved := a.z.Handoffs().Reserved(in.Player); reserved {
+			switch _, reserved := a.z.Handoffs().Reserved(in.Player); {
+			case reserved:
 				a.m.EventsEarlyDropped.Add(1) // holdEarly missed it: never applied early
-			} else {
+			case !a.z.OwnsEvents(in.Player):
+				a.m.EventsAwayDropped.Add(1)
+			default:
 				a.m.EventsDuplicate.Add(1)
 			}
 			continue
 		}
 		a.events.HandleEvent(&a.ectx, in.Player, e)
 	}
+}
+
+// eventsAway passes in, an Input of a player this zone does not own, on
+// to the zone it handed the player to (committing or forwarding), and
+// reports whether it did: its events are the owner's to fence and apply,
+// exactly once (sim.Zone.TakeEvent). They are the older connection's,
+// still sent here before its Route came. Its moves went on already in a
+// Forward (sim.Zone.InputBatch): they are taken off, and the Forward is
+// sent first, so that the owner queues the moves before it handles the
+// events, as it would the Input whole (a Forward goes at zonePriority,
+// ahead of an Input the owner has queued). Along a chain of handoffs
+// each zone passes it on in turn; a zone that has forgotten the player
+// drops the events, counted (handleEvents).
+func (a *zoneActor) eventsAway(in *msg.Input) bool {
+	ph, _, peer := a.z.Handoffs().Status(in.Player)
+	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
+		return false
+	}
+	a.flushPending() // the Forward of its moves ahead of it
+	in.Moves, in.LostBefore = in.Moves[:0], 0
+	a.ctx.Send(a.peer(peer), in)
+	a.m.Forwarded.Add(1)
+	return true
 }
 
 // spent is what player's event budget has spent this tick.

@@ -62,12 +62,19 @@ type Metrics struct {
 	// past holdEarly: dropped, never applied before the Commit brings the
 	// player's fence (sim.Zone.TakeEvent). 0 unless a hold was missed.
 	EventsEarlyDropped atomic.Uint64
-	Teleports          atomic.Uint64 // teleports applied (admin and game)
-	TeleportsDropped   atomic.Uint64 // teleports for an entity no zone here knows
-	HandoffsIn         atomic.Uint64 // entities acquired
-	HandoffsInRemote   atomic.Uint64 // of those, from a zone in another process
-	Forwarded          atomic.Uint64 // Leave/Teleport passed on to a new owner
-	TickNanos          atomic.Uint64 // total measured tick cost
+	// EventsAwayDropped: numbered ordered events of a player this zone
+	// neither owns nor knows where it went (never here, or its forwarding
+	// record forgotten): dropped, never applied outside the owner's
+	// fence; the client resends them on its next connection
+	// (docs/protocol.md §7.20). Those of a player it handed away go on
+	// to the owner (Forwarded).
+	EventsAwayDropped atomic.Uint64
+	Teleports         atomic.Uint64 // teleports applied (admin and game)
+	TeleportsDropped  atomic.Uint64 // teleports for an entity no zone here knows
+	HandoffsIn        atomic.Uint64 // entities acquired
+	HandoffsInRemote  atomic.Uint64 // of those, from a zone in another process
+	Forwarded         atomic.Uint64 // Leave/Teleport passed on to a new owner
+	TickNanos         atomic.Uint64 // total measured tick cost
 	// Panics: zone actors that panicked (each restarted empty by its
 	// supervisor: a bug, and an outage of that zone).
 	Panics atomic.Uint64

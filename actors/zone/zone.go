@@ -801,14 +801,22 @@ func (a *zoneActor) hold(in *msg.Input, now time.Duration, c *inputCounts) bool 
 // apply applies in's moves and events and releases it.
 func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 	c.inputs++
-	c.events += uint64(len(in.Events))
+	act := handoff.InputLocal
 	if len(in.Moves) > 0 {
-		if a.z.InputBatch(now, in.Player, in.LostBefore, in.Moves) == handoff.InputDropped {
+		if act = a.z.InputBatch(now, in.Player, in.LostBefore, in.Moves); act == handoff.InputDropped {
 			c.dropped++
 		}
 	}
-	// After the moves: an event acts on the state its packet's moves led to.
+	// After the moves: an event acts on the state its packet's moves led
+	// to. Those of a player handed away go on to its owner behind them.
 	if len(in.Events) > 0 {
+		// Moves taken here (queued, or buffered by an open offer) say the
+		// zone owns the player: no lookup.
+		here := len(in.Moves) > 0 && (act == handoff.InputLocal || act == handoff.InputBuffered)
+		if !here && (act == handoff.InputForwarded || !a.z.OwnsEvents(in.Player)) && a.eventsAway(in) {
+			return // passed on: the owner releases it
+		}
+		c.events += uint64(len(in.Events))
 		a.handleEvents(in)
 	}
 	in.Release()

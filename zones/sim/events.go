@@ -9,20 +9,19 @@ import "github.com/ghostwire/ghostwire/zones/handoff"
 // what the zone applied before, a connection resending after a restore —
 // is not. The fence travels with the player (handoffs, checkpoints).
 //
-// Nor is an event of a player this zone has reserved (accepted its
-// Offer) but does not own yet: the fence it would join comes with the
-// Commit, so taken now it would be applied before the Commit and outside
-// the fence the player carries on (applied again when its client resends
-// it). Its caller holds such events for the Commit and asks then
-// (actors/zone holdEarly). Events of any other player this zone does not
-// own pass: their owner fences them.
+// Nor is an event of a player this zone does not own. One it has
+// reserved (accepted its Offer) but does not own yet: the fence it would
+// join comes with the Commit, so taken now it would be applied before the
+// Commit and outside the fence the player carries on (applied again when
+// its client resends it); its caller holds such events for the Commit and
+// asks then (actors/zone holdEarly). One it has handed away: its caller
+// passes the events on to the owner, whose fence takes them
+// (actors/zone eventsAway). One it does not know: nobody's fence would
+// cover it here; the client resends it on its next connection.
 func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 	s, ok := z.byID.get(entity)
 	if !ok || (z.ents[s].role != roleOwned && z.ents[s].role != roleFrozen) || z.ents[s].kind != KindPlayer {
-		// Not owned here (unknown, or a replica: a reserved player's
-		// replica may be here too).
-		_, reserved := z.hand.Reserved(entity)
-		return !reserved
+		return false // not owned here (unknown, or a replica)
 	}
 	p := z.pl(&z.ents[s])
 	if !p.events.Take(gen, lane, seq) {
@@ -30,6 +29,14 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 	}
 	p.evNew = true // the next Control carries the fence (ControlInto)
 	return true
+}
+
+// OwnsEvents reports whether the zone takes player entity's events: it
+// owns the player (frozen by an open offer too). Those of a player it
+// does not own are not applied here (TakeEvent).
+func (z *Zone) OwnsEvents(entity uint64) bool {
+	s, ok := z.byID.get(entity)
+	return ok && (z.ents[s].role == roleOwned || z.ents[s].role == roleFrozen) && z.ents[s].kind == KindPlayer
 }
 
 // EventFence is an owned player's ordered-event fence (false if the zone

@@ -59,9 +59,15 @@ func TestEventOfAReservedPlayerWaitsForTheCommit(t *testing.T) {
 	if f, ok := dst.EventFence(1); !ok || f.Gen != gen || f.Last[0] != 2 {
 		t.Errorf("x1z0's fence of player 1 %+v (owned %v) does not cover e2", f, ok)
 	}
-	// A player neither owned nor reserved here still passes (its owner
-	// fences it).
-	if !src.TakeEvent(1, gen, 0, 3) {
-		t.Error("x0z0, which handed player 1 on, refused its event")
+	// A player handed away is not taken either: its owner's fence takes
+	// its events (actors/zone passes them on), nor one never here.
+	if src.TakeEvent(1, gen, 0, 3) || src.OwnsEvents(1) {
+		t.Error("x0z0, which handed player 1 on, took its event: applied outside the owner's fence")
+	}
+	if !dst.OwnsEvents(1) {
+		t.Error("x1z0, the owner, does not take player 1's events")
+	}
+	if dst.TakeEvent(2, gen, 0, 1) || dst.OwnsEvents(2) {
+		t.Error("x1z0 took an event of player 2, never here")
 	}
 }
