@@ -239,6 +239,11 @@ type away struct {
 	lastSend time.Duration
 	snap     *Snapshot
 	moves    []move.Move // offering: buffered input; committing: what Commit carries
+	// events is the entity's event fence as its owner took events while
+	// the offer was open (fenced; TookEvents): the Commit carries it, not
+	// the fence in snap, taken at Begin.
+	events EventFence
+	fenced bool
 }
 
 // peer is the zone e's entity is handed to ("" while owned).
@@ -459,6 +464,17 @@ func (m *Machine) Begin(now time.Duration, snap *Snapshot, to string, queued []m
 	return o, nil
 }
 
+// TookEvents records the event fence f of an entity whose offer is open:
+// frozen, it is still this zone's, which takes its events, so the Commit
+// must carry f rather than the fence of the snapshot taken at Begin (the
+// new owner would otherwise take those events again when the client
+// resends them). Anything else is ignored.
+func (m *Machine) TookEvents(entity uint64, f EventFence) {
+	if e, ok := m.ents[entity]; ok && e.phase() == PhaseOffering {
+		e.away.events, e.away.fenced = f, true
+	}
+}
+
 // InputAction says what Input did with moves.
 type InputAction uint8
 
@@ -650,6 +666,12 @@ func (m *Machine) onAccept(now time.Duration, msg Msg, e *entry, out *Output) {
 	switch {
 	case e != nil && e.phase() == PhaseOffering && e.away.peer == msg.From && e.epoch == msg.Epoch:
 		// Phase two: give it away. From here this zone is not the owner.
+		if e.away.fenced {
+			// The Offer shares snap (its target may be reading it): the
+			// Commit and its resends get a copy with the fence now.
+			s := e.away.snap.clone()
+			s.Events, e.away.snap, e.away.fenced = e.away.events, s, false
+		}
 		e.away.phase, e.since, e.away.lastSend = PhaseCommitting, now, now
 		m.retime(msg.Entity, e)
 		c := m.msg(KindCommit, msg.Entity, e.epoch, e.away.peer, now)

@@ -28,6 +28,9 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 		return false
 	}
 	p.evNew = true // the next Control carries the fence (ControlInto)
+	if z.ents[s].role == roleFrozen {
+		z.hand.TookEvents(entity, p.events) // the Commit carries it
+	}
 	return true
 }
 
