@@ -3,7 +3,6 @@ package zone
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +17,7 @@ import (
 // applied it and whether that zone owned the player then (inside its
 // fence); the rest goes to the dev game (teleports).
 type ownerLog struct {
-	mu  sync.Mutex
-	got []string
+	eventLog
 	dev DevGame
 }
 
@@ -30,20 +28,10 @@ func (l *ownerLog) HandleEvent(c *EventContext, player uint64, e *msg.Event) {
 		if !z.Handoffs().Owns(player) {
 			owner = "NOT OWNER"
 		}
-		l.mu.Lock()
-		l.got = append(l.got, fmt.Sprintf("%s@%s(%s)", e.Payload, z.Config().Zone, owner))
-		l.mu.Unlock()
+		l.add(fmt.Sprintf("%s@%s(%s)", e.Payload, z.Config().Zone, owner))
 		return
 	}
 	l.dev.HandleEvent(c, player, e)
-}
-
-func (l *ownerLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	got := l.got
-	l.got = nil
-	return got
 }
 
 func moveAt(seq uint64) move.Move { return move.Move{Seq: seq, Dt: 32, Forward: 1} }

@@ -17,22 +17,31 @@ import (
 // laneLog records the lane-0 events a zone applied and passes the rest
 // to the dev game (teleports).
 type laneLog struct {
-	mu  sync.Mutex
-	got []string
+	eventLog
 	dev DevGame
 }
 
 func (l *laneLog) HandleEvent(c *EventContext, player uint64, e *msg.Event) {
 	if e.Class == event.Ordered && e.Lane == 0 {
-		l.mu.Lock()
-		l.got = append(l.got, string(e.Payload))
-		l.mu.Unlock()
+		l.add(string(e.Payload))
 		return
 	}
 	l.dev.HandleEvent(c, player, e)
 }
 
-func (l *laneLog) take() []string {
+// eventLog is what a test game's handler recorded, taken by the test.
+type eventLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *eventLog) add(s string) {
+	l.mu.Lock()
+	l.got = append(l.got, s)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	got := l.got

@@ -192,7 +192,7 @@ func TestQuatRefusals(t *testing.T) {
 	}
 	const bits = QuatBits
 	m := uint64(1)<<(bits-1) - 1
-	pack := func(i uint64, k0, k1, k2 uint64) uint64 { return i | k0<<2 | k1<<(2+bits) | k2<<(2+2*bits) }
+	pack := packQuatCode
 	for _, bad := range []struct {
 		name string
 		c    uint64
@@ -339,7 +339,7 @@ func TestUnitVectorRefusals(t *testing.T) {
 func TestReadQuatRefusalReturnsZero(t *testing.T) {
 	const bits = QuatBits
 	m := uint64(1)<<(bits-1) - 1
-	pack := func(i uint64, k0, k1, k2 uint64) uint64 { return i | k0<<2 | k1<<(2+bits) | k2<<(2+2*bits) }
+	pack := packQuatCode
 	for _, tc := range []struct {
 		name string
 		c    uint64
@@ -366,4 +366,11 @@ func TestReadQuatRefusalReturnsZero(t *testing.T) {
 			}
 		})
 	}
+}
+
+// packQuatCode is a smallest-three rotation's code: the index of the
+// dropped component, then the three others' QuatBits-bit codes.
+func packQuatCode(i uint64, k0, k1, k2 uint64) uint64 {
+	const bits = QuatBits
+	return i | k0<<2 | k1<<(2+bits) | k2<<(2+2*bits)
 }
