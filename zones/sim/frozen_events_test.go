@@ -1,11 +1,6 @@
 package sim
 
-import (
-	"testing"
-
-	"github.com/ghostwire/ghostwire/zones/handoff"
-	"github.com/ghostwire/ghostwire/zones/world"
-)
+import "testing"
 
 // An event the owner takes while its player is frozen by an open Offer
 // (it still owns the player and applies its events) is in the fence the
@@ -14,36 +9,14 @@ import (
 // the client resent it (the Control that would have told the client the
 // event was applied may never have reached it).
 func TestEventTakenWhileFrozenIsInTheCommitsFence(t *testing.T) {
-	h := newHarness(t, world.Default(), 0, nil)
-	still := func(p *player, tick int) (int8, uint16) { return 0, 0 }
-	h.join(1, -5, -300, still) // in x0z0, 5 m from x1z0
-	h.tick(2)
-	src, dst := h.zones["x0z0"], h.zones["x1z0"]
 	const gen = 0x9e9
-	if !src.TakeEvent(1, gen, 0, 1) {
-		t.Fatal("x0z0, the owner, refused the player's first event")
-	}
-	if err := src.Teleport(h.now, 1, [3]float32{20, 0, -300}); err != nil { // into x1z0
-		t.Fatal(err)
-	}
-	offer := src.Pending()[0]
-	if offer.Kind != handoff.KindOffer {
-		t.Fatalf("x0z0 sent %v, want an Offer", offer.Kind)
-	}
+	h, src, dst, offer := offerPlayerAcross(t, gen)
 	if !src.TakeEvent(1, gen, 0, 2) { // frozen, still the owner's
 		t.Fatal("x0z0 refused e2 while its offer of player 1 was open")
 	}
 	dst.Handoff(h.now, offer)
 	src.Handoff(h.now, dst.Pending()[0]) // the Accept: the Commit goes
-	var commit handoff.Msg
-	for _, m := range src.Pending() {
-		if m.Kind == handoff.KindCommit {
-			commit = m
-		}
-	}
-	if commit.Kind != handoff.KindCommit {
-		t.Fatal("x0z0 sent no Commit")
-	}
+	commit := commitOf(t, src)
 	if got := commit.State.Events.Last[0]; got != 2 {
 		t.Errorf("the Commit's fence ends at e%d, want e2 (taken while frozen)", got)
 	}

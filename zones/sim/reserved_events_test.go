@@ -14,19 +14,9 @@ import (
 // Commit, was taken — applied — a second time. Taken after the Commit,
 // once, it joins the fence the player carries on.
 func TestEventOfAReservedPlayerWaitsForTheCommit(t *testing.T) {
-	h := newHarness(t, world.Default(), 0, nil)
-	still := func(p *player, tick int) (int8, uint16) { return 0, 0 }
-	h.join(1, -5, -300, still) // in x0z0, 5 m from x1z0
-	h.tick(2)
-	src, dst := h.zones["x0z0"], h.zones["x1z0"]
 	const gen = 0x9e9
-	if !src.TakeEvent(1, gen, 0, 1) { // the owner applies e1
-		t.Fatal("x0z0, the owner, refused the player's first event")
-	}
-	if err := src.Teleport(h.now, 1, [3]float32{20, 0, -300}); err != nil { // into x1z0
-		t.Fatal(err)
-	}
-	dst.Handoff(h.now, src.Pending()[0]) // the Offer: accepted, a reservation
+	h, src, dst, offer := offerPlayerAcross(t, gen)
+	dst.Handoff(h.now, offer) // the Offer: accepted, a reservation
 	if _, ok := dst.Handoffs().Reserved(1); !ok {
 		t.Fatal("x1z0 did not reserve player 1")
 	}
@@ -34,16 +24,7 @@ func TestEventOfAReservedPlayerWaitsForTheCommit(t *testing.T) {
 		t.Error("x1z0 took e2 of player 1, reserved there and not owned: applied before the Commit, outside the fence")
 	}
 	src.Handoff(h.now, dst.Pending()[0]) // the Accept: the Commit goes
-	var commit handoff.Msg
-	for _, m := range src.Pending() {
-		if m.Kind == handoff.KindCommit {
-			commit = m
-		}
-	}
-	if commit.Kind != handoff.KindCommit {
-		t.Fatal("x0z0 sent no Commit")
-	}
-	dst.Handoff(h.now, commit)
+	dst.Handoff(h.now, commitOf(t, src))
 	if !dst.Handoffs().Owns(1) {
 		t.Fatal("x1z0 does not own player 1 after the Commit")
 	}
@@ -70,4 +51,39 @@ func TestEventOfAReservedPlayerWaitsForTheCommit(t *testing.T) {
 	if dst.TakeEvent(2, gen, 0, 1) || dst.OwnsEvents(2) {
 		t.Error("x1z0 took an event of player 2, never here")
 	}
+}
+
+// offerPlayerAcross joins player 1 to x0z0, 5 m from x1z0, has x0z0 take
+// its first ordered event (e1 of numbering gen) and teleports it into
+// x1z0, and returns x0z0's Offer of it, not yet delivered.
+func offerPlayerAcross(t *testing.T, gen uint64) (h *harness, src, dst *Zone, offer handoff.Msg) {
+	t.Helper()
+	h = newHarness(t, world.Default(), 0, nil)
+	still := func(p *player, tick int) (int8, uint16) { return 0, 0 }
+	h.join(1, -5, -300, still)
+	h.tick(2)
+	src, dst = h.zones["x0z0"], h.zones["x1z0"]
+	if !src.TakeEvent(1, gen, 0, 1) {
+		t.Fatal("x0z0, the owner, refused the player's first event")
+	}
+	if err := src.Teleport(h.now, 1, [3]float32{20, 0, -300}); err != nil {
+		t.Fatal(err)
+	}
+	offer = src.Pending()[0]
+	if offer.Kind != handoff.KindOffer {
+		t.Fatalf("x0z0 sent %v, want an Offer", offer.Kind)
+	}
+	return h, src, dst, offer
+}
+
+// commitOf is the Commit among src's pending messages (after an Accept).
+func commitOf(t *testing.T, src *Zone) handoff.Msg {
+	t.Helper()
+	for _, m := range src.Pending() {
+		if m.Kind == handoff.KindCommit {
+			return m
+		}
+	}
+	t.Fatal("x0z0 sent no Commit")
+	return handoff.Msg{}
 }
