@@ -212,8 +212,10 @@ type zoneActor struct {
 	// paused: the owners that hold the zone paused (Pause); it ticks
 	// while there are none.
 	paused PauseReason
-	nextAt time.Duration
-	ctx    actor.Context
+	// leaseKept: handoff messages kept during a lease's hold (paused.go).
+	leaseKept []*HandoffEnvelope
+	nextAt    time.Duration
+	ctx       actor.Context
 }
 
 // Receive implements actor.Actor.
@@ -407,6 +409,9 @@ func (a *zoneActor) setPaused(m *Pause) {
 		a.paused |= m.owners()
 	} else {
 		a.paused &^= m.owners()
+	}
+	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
+		a.letGo() // the handoff messages kept during the hold (paused.go)
 	}
 	if (was == 0) == (a.paused == 0) {
 		return
@@ -1586,6 +1591,9 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 }
 
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
+	if a.keepDuringHold(env) { // a lease's hold: paused.go
+		return
+	}
 	now := a.p.Now()
 	id := env.Msg.Entity
 	owned := a.z.Handoffs().Owns(id)
