@@ -234,7 +234,13 @@ func (m *membership) lost(id string) {
 // renewal is overdue (Leases.SetHold): a held zone applies no move and
 // begins no handoff, so nothing is acknowledged that a new owner, should
 // the lease have lapsed, would not have. Its inputs wait in its mailbox
-// and the connections. The let-go takes off only the hold's own pause
+// and the connections. Its neighbours' handoff messages that would make
+// it claim something wait too (zone.PauseLease, actors/zone paused.go):
+// an Offer goes unanswered (its sender resends it, or withdraws it at its
+// timeout), an Accept or a Commit is kept for the let-go (no player
+// committed away, taken, written or acknowledged meanwhile); a zone lost
+// meanwhile is stopped with them, and their senders resend to its new
+// owner. The let-go takes off only the hold's own pause
 // (zone.PauseLease): a zone paused for another reason too (frozen for a
 // handover, a test's census) stays paused, and a hold during a handover
 // that fails keeps the zone held.

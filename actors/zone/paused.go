@@ -1,5 +1,7 @@
 package zone
 
+import "github.com/ghostwire/ghostwire/zones/handoff"
+
 // A paused zone's handoffs.
 //
 // A pause stops the simulation (Step): no entity moves, no move is
@@ -93,5 +95,94 @@ func (a *zoneActor) settleHandoffWaits() {
 	}
 	for id, u := range a.unacked {
 		a.settleUnacked(id, u)
+	}
+}
+
+// A lease's hold and the handoff messages that come during it.
+//
+// The hold (PauseLease) stops the ticks so that a zone whose node may be
+// losing it acknowledges nothing a new owner would not have. Its timers
+// already claim nothing (above); its handoff messages used to be handled
+// as they came (onHandoff), so a held zone still committed and released
+// a player on an Accept and took one on a Commit (the player's record
+// written with it). Now, per kind, while the hold lasts:
+//
+//   - Offer (a neighbour asks this zone to take a player): dropped. Its
+//     answer is the claim: an Accept reserves the player here, promising
+//     the zone will take it. The sender resends every RetryInterval and
+//     aborts at OfferTimeout (500 ms; a hold lasts longer), resuming the
+//     player where it is: nothing is lost, and a copy resent after the
+//     let-go is answered then. A kept Offer would be answered at the
+//     let-go for an offer its sender has most likely withdrawn.
+//   - Accept (the neighbour this zone offered a player to takes it):
+//     kept, handled at the let-go. Handling it commits the player to the
+//     neighbour and releases it here: an ownership handed on that the
+//     node may no longer have. Its sender does not resend it on its own
+//     (only in answer to an Offer, which a held zone does not resend), so
+//     it is kept rather than dropped: at the let-go it commits the offer
+//     still open, or, if the offer has been aborted meanwhile (Expire, at
+//     OfferTimeout), the machine answers the late Accept with an Abort.
+//   - Commit (a neighbour hands this zone a player): kept, handled at the
+//     let-go. Handling it takes the player, writes its record (Placed)
+//     and acknowledges it (CommitAck): all claims. The sender resends it
+//     every RetryInterval until CommitGiveUp; only the newest copy of each
+//     is kept (the youngest, for MaxAge at the let-go) and a late one
+//     taken at the let-go still ends a give-up (handoff.Machine.Step's
+//     stranded CommitAck).
+//   - Abort, Reject, CommitAck, Forward: handled at once. An Abort only
+//     withdraws a reservation and is not answered; a Reject and a
+//     CommitAck end this zone's own offer or Commit, made while the lease
+//     was good (the player owned here again, or forgotten); a Forward's
+//     moves are inputs, queued as the connections' are and applied after
+//     the let-go (passed on if the player has gone on). None claims what
+//     the zone did not have before the hold.
+//
+// A zone that loses its lease is stopped and what it kept goes with it:
+// the senders resend to the zone's new owner. The kept messages are
+// bounded (maxLeaseKept; copies of one message replace each other); past
+// the bound one is dropped, as an Offer is (its sender's resend or, for
+// an Accept, the zone's own Offer resent after the let-go brings it
+// back). The other owners' pauses (a census, a drain's freeze) keep
+// nothing: they let handoffs settle.
+
+// maxLeaseKept bounds the handoff messages a held zone keeps.
+const maxLeaseKept = 1024
+
+// keepDuringHold reports whether env is kept or dropped for the let-go of
+// a lease's hold (see above); false: handle it now.
+func (a *zoneActor) keepDuringHold(env *HandoffEnvelope) bool {
+	if a.paused&PauseLease == 0 {
+		return false
+	}
+	switch env.Msg.Kind {
+	case handoff.KindOffer:
+		return true
+	case handoff.KindAccept, handoff.KindCommit:
+	default:
+		return false
+	}
+	m := &env.Msg
+	for i, k := range a.leaseKept {
+		if k.Msg.Kind == m.Kind && k.Msg.Entity == m.Entity && k.Msg.Epoch == m.Epoch && k.Msg.From == m.From {
+			if m.Sent >= k.Msg.Sent {
+				a.leaseKept[i] = env // a newer copy of the same message
+			}
+			return true
+		}
+	}
+	if len(a.leaseKept) >= maxLeaseKept {
+		return true
+	}
+	a.leaseKept = append(a.leaseKept, env)
+	return true
+}
+
+// letGo handles the handoff messages kept during a lease's hold, in the
+// order they came, once the hold is off (setPaused).
+func (a *zoneActor) letGo() {
+	kept := a.leaseKept
+	a.leaseKept = nil
+	for _, env := range kept {
+		a.onHandoff(env)
 	}
 }

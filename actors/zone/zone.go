@@ -212,8 +212,10 @@ type zoneActor struct {
 	// paused: the owners that hold the zone paused (Pause); it ticks
 	// while there are none.
 	paused PauseReason
-	nextAt time.Duration
-	ctx    actor.Context
+	// leaseKept: handoff messages kept during a lease's hold (paused.go).
+	leaseKept []*HandoffEnvelope
+	nextAt    time.Duration
+	ctx       actor.Context
 }
 
 // Receive implements actor.Actor.
@@ -230,6 +232,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		return
 	case *actor.Stopping:
 		a.stopped.Store(true)
+		setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, false) // passed.go
 		if a.timer != nil {
 			a.timer.Stop()
 		}
@@ -250,6 +253,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onInput(m)
 	case *msg.Inputs:
 		a.onInputs(m)
+	case *passedInput:
+		a.onPassedInput(m) // passed.go
 	case *msg.Join:
 		a.onJoin(m)
 	case *msg.Leave:
@@ -312,6 +317,7 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.self = ctx.Self()
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
+	setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, true) // passed.go
 	a.timer = time.AfterFunc(time.Hour, a.fire)
 	a.nextAt = nextSlot(now, z.Period(), a.p.Origin)
 	a.arm()
@@ -407,6 +413,9 @@ func (a *zoneActor) setPaused(m *Pause) {
 		a.paused |= m.owners()
 	} else {
 		a.paused &^= m.owners()
+	}
+	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
+		a.letGo() // the handoff messages kept during the hold (paused.go)
 	}
 	if (was == 0) == (a.paused == 0) {
 		return
@@ -1586,6 +1595,9 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 }
 
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
+	if a.keepDuringHold(env) { // a lease's hold: paused.go
+		return
+	}
 	now := a.p.Now()
 	id := env.Msg.Entity
 	owned := a.z.Handoffs().Owns(id)
