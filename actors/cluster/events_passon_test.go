@@ -204,3 +204,69 @@ func TestEventsPassedOnAcrossNodesAppliedOnceByTheOwner(t *testing.T) {
 		})
 	}
 }
+
+// Ordered events the old zone passes on while the new owner's node is
+// still writing the Commit's player record (a busy KV) reach that node
+// behind the Commit, in the same ordered stream, and wait there with it
+// (Bridge holdBehindCommit): sent on to the zone before the Commit, the
+// zone, not owning the player yet, would drop them (EventsAwayDropped).
+// Each is applied once, in order, by the new owner (its echo comes back
+// from there, none from x1z0), and the client's resend after its Route
+// adds only what is new.
+func TestEventsPassedOnBehindASlowCommitAppliedByTheOwner(t *testing.T) {
+	for i, tc := range passOnTargets {
+		t.Run(tc.name, func(t *testing.T) {
+			player, gen := uint64(970+i), uint64(0xc0de+i)
+			s := lineNodesSlowCommit(t, tc.node, player)
+			nodes, gw := s.nodes, s.nodes[0]
+			x1z0 := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
+			c := newLoginConn(gw.sys, x1z0)
+			c.gen = gen
+			s.commitHeld(t, c, player, tc.into)
+			sendInput(gw.sys, x1z0, player, gen, []uint64{4}, 1, 2)
+			sendInput(gw.sys, x1z0, player, gen, nil, 3, 3)
+			s.open(t, player, tc.zone)
+			waitEchoed := func(n int, what string) []string {
+				t.Helper()
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					got := c.echoed()
+					if len(got) >= n {
+						return got
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out after 5s waiting for %s: echoed %q; x1z0 echoed %d, dropped %d as away; %s echoed %d, dropped %d as away; %d items held behind the Commit",
+							what, got, nodes[1].m.EventsOut.Load(), nodes[1].m.EventsAwayDropped.Load(), tc.zone,
+							nodes[tc.node].m.EventsOut.Load(), nodes[tc.node].m.EventsAwayDropped.Load(),
+							nodes[s.at].bridge.Metrics().HeldBehindCommit.Load())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if got := waitEchoed(3, "e1–e3 applied by "+tc.zone); !slices.Equal(got, []string{"e1", "e2", "e3"}) {
+				t.Fatalf("echoed %q, want [e1 e2 e3]: each once, in order", got)
+			}
+			if n := nodes[1].m.EventsOut.Load(); n != 0 {
+				t.Errorf("x1z0 echoed %d events: applied after it handed the player away", n)
+			}
+			if held := nodes[s.at].bridge.Metrics().HeldBehindCommit.Load(); held < 2 {
+				t.Errorf("%d items held behind the Commit, want the 2 Inputs at least", held)
+			}
+			// The client, routed to the new owner, resends e1–e3 and e4.
+			c.routedTo(t, tc.zone, "the client")
+			dups := nodes[tc.node].m.EventsDuplicate.Load()
+			sendInput(gw.sys, actor.NewPID(gw.sys.Address(), zone.ActorName(tc.zone)), player, gen, nil, 1, 4)
+			if got := waitEchoed(4, "e4"); !slices.Equal(got, []string{"e1", "e2", "e3", "e4"}) {
+				t.Fatalf("after the resend echoed %q, want [e1 e2 e3 e4]", got)
+			}
+			if d := nodes[tc.node].m.EventsDuplicate.Load() - dups; d != 3 {
+				t.Errorf("%s dropped %d duplicates of the resend, want 3 (e1–e3)", tc.zone, d)
+			}
+			for i, nd := range nodes {
+				if a := nd.m.EventsAwayDropped.Load(); a != 0 {
+					t.Errorf("n%d dropped %d events of a player it did not own", i+1, a)
+				}
+			}
+		})
+	}
+}
