@@ -209,7 +209,8 @@ type pendingOut struct {
 //     replica, its forwarding record forgotten): nobody's fence would
 //     cover it here (Metrics.EventsAwayDropped). A numbered one its
 //     client resends on its next connection; an unnumbered or unordered
-//     one is lost, as its class allows (the client keeps none of them).
+//     one is lost, as its class allows (no client keeps those for its
+//     next connection: only ordered events are numbered, §7.20).
 //
 // Numbered ordered events are fenced one by one (TakeEvent tells an
 // event it refuses); the others ask whether the zone owns the player
