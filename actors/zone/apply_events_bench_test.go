@@ -20,11 +20,8 @@ func BenchmarkZoneApplyEvents(b *testing.B) {
 			name = "behind-a-move"
 		}
 		b.Run(name, func(b *testing.B) {
-			a, _ := eventBench(b)
+			a, _ := eventBench(b) // player 1 joined, owned
 			now := a.p.Now()
-			if err := a.z.Join(now, 1, "", "p1", [3]float32{-300, 0, 0}, 0); err != nil {
-				b.Fatal(err)
-			}
 			seq := uint64(0)
 			pay := bytes.Repeat([]byte{7}, 40)
 			b.ReportAllocs()

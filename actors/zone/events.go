@@ -192,32 +192,66 @@ type pendingOut struct {
 //
 // A numbered ordered event the player's fence already covers was applied
 // before (a client resending after a Redirect, a connection after a
-// restore): it is dropped and counted (Metrics.EventsDuplicate). One of a
-// player this zone has reserved but does not own yet is not applied
-// before the Commit brings the player's fence (sim.Zone.TakeEvent): the
-// zone holds such a player's inputs for the Commit (holdEarly), and one
-// that gets here all the same is dropped, counted apart
-// (Metrics.EventsEarlyDropped). One of a player this zone neither owns
-// nor knows where it went (those of a player it handed away went on,
-// eventsAway) is dropped, counted (Metrics.EventsAwayDropped): applied
-// here it would be outside the owner's fence; the client resends it on
-// its next connection.
+// restore): it is dropped and counted (Metrics.EventsDuplicate).
+//
+// No event of a player this zone does not own is applied here, whatever
+// its class: applied, it would act on a player the zone does not
+// simulate, outside its owner (and a numbered one outside its fence).
+// Those of a player it handed away went on to the owner before this
+// (eventsAway, every class: the owner applies them in their order among
+// the player's others). What is left is dropped, counted by where the
+// player is (notOwned):
+//   - reserved but not owned yet: the zone holds such a player's inputs
+//     for the Commit (holdEarly); one that gets here all the same is
+//     dropped, never applied before the Commit brings the player's fence
+//     (sim.Zone.TakeEvent), counted apart (Metrics.EventsEarlyDropped);
+//   - neither owned nor known where it went (never here, a neighbour's
+//     replica, its forwarding record forgotten): nobody's fence would
+//     cover it here (Metrics.EventsAwayDropped). A numbered one its
+//     client resends on its next connection; an unnumbered or unordered
+//     one is lost, as its class allows (no client keeps those for its
+//     next connection: only ordered events are numbered, §7.20).
+//
+// Numbered ordered events are fenced one by one (TakeEvent tells an
+// event it refuses); the others ask whether the zone owns the player
+// once an Input, at the first of them (sim.Zone.OwnsEvents).
 func (a *zoneActor) handleEvents(in *msg.Input) {
+	owned := 0 // the others': 0 not asked yet, 1 owned, -1 not
 	for i := range in.Events {
 		e := &in.Events[i]
-		if e.Class == event.Ordered && e.Seq != 0 && !a.z.TakeEvent(in.Player, in.EventGen, int(e.Lane), e.Seq) {
-			switch _, reserved := a.z.Handoffs().Reserved(in.Player); {
-			case reserved:
-				a.m.EventsEarlyDropped.Add(1) // holdEarly missed it: never applied early
-			case !a.z.OwnsEvents(in.Player):
-				a.m.EventsAwayDropped.Add(1)
-			default:
-				a.m.EventsDuplicate.Add(1)
+		if e.Class == event.Ordered && e.Seq != 0 {
+			if !a.z.TakeEvent(in.Player, in.EventGen, int(e.Lane), e.Seq) {
+				if a.z.OwnsEvents(in.Player) {
+					a.m.EventsDuplicate.Add(1)
+				} else {
+					a.notOwned(in.Player)
+				}
+				continue
 			}
-			continue
+		} else {
+			if owned == 0 {
+				owned = -1
+				if a.z.OwnsEvents(in.Player) {
+					owned = 1
+				}
+			}
+			if owned < 0 {
+				a.notOwned(in.Player)
+				continue
+			}
 		}
 		a.events.HandleEvent(&a.ectx, in.Player, e)
 	}
+}
+
+// notOwned counts an event of player, which this zone does not own,
+// dropped (handleEvents).
+func (a *zoneActor) notOwned(player uint64) {
+	if _, reserved := a.z.Handoffs().Reserved(player); reserved {
+		a.m.EventsEarlyDropped.Add(1) // holdEarly missed it: never applied early
+		return
+	}
+	a.m.EventsAwayDropped.Add(1)
 }
 
 // eventsAway passes in, an Input of a player this zone does not own, on

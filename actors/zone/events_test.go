@@ -387,6 +387,11 @@ func eventBench(t testing.TB) (*zoneActor, *msg.Input) {
 	}
 	a := &zoneActor{p: p, m: new(Metrics)}
 	a.init(z)
+	// The zone owns player 1: it applies no event of a player it does
+	// not (handleEvents).
+	if err := z.Join(p.Now(), 1, "", "p1", [3]float32{-300, 0, 0}, 0); err != nil {
+		t.Fatal(err)
+	}
 	a.joins[1] = &msg.Join{Player: 1, Conn: actor.NewPID("nonhost", "conn")}
 	in := msg.NewInput()
 	in.Player = 1

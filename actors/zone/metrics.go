@@ -57,17 +57,19 @@ type Metrics struct {
 	// EventsDuplicate: numbered ordered events the player's fence already
 	// covered (resent after a Redirect or a restore; docs/protocol.md §7.20).
 	EventsDuplicate atomic.Uint64
-	// EventsEarlyDropped: numbered ordered events of a player this zone
-	// had reserved but did not own yet that reached the game's handler
-	// past holdEarly: dropped, never applied before the Commit brings the
+	// EventsEarlyDropped: events (any class) of a player this zone had
+	// reserved but did not own yet that reached the game's handler past
+	// holdEarly: dropped, never applied before the Commit brings the
 	// player's fence (sim.Zone.TakeEvent). 0 unless a hold was missed.
 	EventsEarlyDropped atomic.Uint64
-	// EventsAwayDropped: numbered ordered events of a player this zone
-	// neither owns nor knows where it went (never here, or its forwarding
-	// record forgotten): dropped, never applied outside the owner's
-	// fence; the client resends them on its next connection
-	// (docs/protocol.md §7.20). Those of a player it handed away go on
-	// to the owner (Forwarded).
+	// EventsAwayDropped: events (any class) of a player this zone
+	// neither owns nor knows where it went (never here, a neighbour's
+	// replica, or its forwarding record forgotten): dropped, never
+	// applied outside the owner (a numbered one outside its fence). The
+	// client resends a numbered one on its next connection
+	// (docs/protocol.md §7.20); an unnumbered or unordered one is lost,
+	// as its class allows. Those of a player it handed away go on to the
+	// owner (Forwarded).
 	EventsAwayDropped atomic.Uint64
 	Teleports         atomic.Uint64 // teleports applied (admin and game)
 	TeleportsDropped  atomic.Uint64 // teleports for an entity no zone here knows

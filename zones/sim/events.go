@@ -36,7 +36,11 @@ func (z *Zone) TakeEvent(entity, gen uint64, lane int, seq uint64) bool {
 
 // OwnsEvents reports whether the zone takes player entity's events: it
 // owns the player (frozen by an open offer too). Those of a player it
-// does not own are not applied here (TakeEvent).
+// does not own are not applied here, whatever their class: numbered
+// ordered ones TakeEvent refuses; the others, which no fence numbers,
+// its caller drops when this is false (actors/zone handleEvents). It is
+// false for a player the zone has reserved, handed away, forgotten or
+// holds a replica of.
 func (z *Zone) OwnsEvents(entity uint64) bool {
 	s, ok := z.byID.get(entity)
 	return ok && (z.ents[s].role == roleOwned || z.ents[s].role == roleFrozen) && z.ents[s].kind == KindPlayer
