@@ -261,8 +261,9 @@ func (a *zoneActor) notOwned(player uint64) {
 // still sent here before its Route came. Its moves went on already in a
 // Forward (sim.Zone.InputBatch): they are taken off, and the Forward is
 // sent first, so that the owner queues the moves before it handles the
-// events, as it would the Input whole (a Forward goes at zonePriority,
-// ahead of an Input the owner has queued). Along a chain of handoffs
+// events, as it would the Input whole. To a zone of this process the
+// Input goes wrapped at zonePriority too (passInputOn), so that a later
+// input's Forward cannot overtake its events at the owner. Along a chain of handoffs
 // each zone passes it on in turn; a zone that has forgotten the player
 // drops the events, counted (handleEvents).
 func (a *zoneActor) eventsAway(in *msg.Input) bool {
@@ -272,7 +273,7 @@ func (a *zoneActor) eventsAway(in *msg.Input) bool {
 	}
 	a.flushPending() // the Forward of its moves ahead of it
 	in.Moves, in.LostBefore = in.Moves[:0], 0
-	a.ctx.Send(a.peer(peer), in)
+	a.passInputOn(peer, in)
 	a.m.Forwarded.Add(1)
 	return true
 }

@@ -42,8 +42,6 @@ func (*passedInput) GetPriority() int8 { return zonePriority }
 // passInputOn sends in, an Input of a player this zone handed to zone
 // peer, on to that zone: wrapped at zonePriority to a zone actor of this
 // process, plain to a proxy (see above).
-//
-//lint:ignore U1000 eventsAway (events.go) is to call it: see the report of this change and passed_order_e2e_test.go.
 func (a *zoneActor) passInputOn(peer string, in *msg.Input) {
 	a.ctx.Send(a.peer(peer), passedOn(a.root.ActorSystem(), peer, in))
 }

@@ -1,9 +1,3 @@
-//go:build passedorder
-
-// This test needs eventsAway (events.go) to send a passed-on Input with
-// passInputOn (passed.go): `a.ctx.Send(a.peer(peer), in)` there becomes
-// `a.passInputOn(peer, in)`. Drop the build line above with that change.
-
 package zone
 
 import (
