@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,4 +151,67 @@ func BenchmarkCheckpointRecords(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(e.Value())), "value-B")
+}
+
+// BenchmarkCheckpointTick (informative; for instruction counts, which
+// BenchmarkCheckpointRecords's sleeps and a shared host's load blur): one
+// 50 ms tick's checkpoints of BenchmarkCheckpointRecords's node — four
+// zones' 12–13 each, written together (CheckpointSync) — as fast as they
+// are acknowledged. An op is a tick (50 checkpoints); cpu-µs/checkpoint
+// is the process's CPU per checkpoint (getrusage). Under valgrind the
+// writes' 2 s timeouts fire: count instructions elsewhere.
+func BenchmarkCheckpointTick(b *testing.B) {
+	nc, _ := embeddedNATS(b)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := NewPlayers(kv, "zoned-1", nil)
+	defer p.Close()
+	if err := p.Pipeline(context.Background(), nc); err != nil {
+		b.Fatal(err)
+	}
+	const players, zones, ticks = 1000, 4, 20
+	var byZone [zones][]handoff.Checkpoint
+	for i := range players {
+		id := uint64(i + 1)
+		byZone[i%zones] = append(byZone[i%zones], benchCheckpoint(id))
+		p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
+	}
+	gw := func(string) string { return "zoned-1" }
+	ctx := context.Background()
+	tick := func(t int) {
+		var wg sync.WaitGroup
+		for z := range zones {
+			zc := byZone[z]
+			per := (len(zc) + ticks - 1) / ticks
+			lo, hi := min(t%ticks*per, len(zc)), min((t%ticks+1)*per, len(zc))
+			wg.Go(func() {
+				for i := lo; i < hi; i++ {
+					zc[i].Control.Pos[0] = float32(t)
+				}
+				if err := p.CheckpointSync(ctx, fmt.Sprintf("x%dz0", z), zc[lo:hi], gw); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for t := range ticks { // every record written once: the revisions are cached
+		tick(t)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for n := range b.N {
+		tick(n)
+	}
+	b.StopTimer()
+	per := float64(b.N * players / ticks)
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/per, "cpu-µs/checkpoint")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/per, "µs/checkpoint")
+	if r := p.CheckpointsRefused.Load() + p.Errors.Load() + p.Dropped.Load(); r != 0 {
+		b.Fatalf("%d checkpoints refused, failed or dropped", r)
+	}
 }
