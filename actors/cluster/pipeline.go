@@ -65,7 +65,7 @@ func (p *Players) Pipeline(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("players: bucket %s is not a plain KV (subjects %v)", p.kv.Bucket(), cfg.Subjects)
 	}
 	pl := &pipeline{nc: nc, pre: pre, stream: cfg.Name, wait: ackWait, ackPre: fmt.Appendf(nil, "{%q:%q,%q:", "stream", cfg.Name, "seq")}
-	inbox := nats.NewInbox()
+	inbox := nc.NewInbox() // the connection's inbox prefix (permissions)
 	for i := range pl.acks {
 		pl.reply[i] = inbox + "." + strconv.Itoa(i) + "."
 		// Room for a batch's acks and as many late ones of a batch it
