@@ -9,9 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
@@ -83,11 +81,9 @@ type Players struct {
 	life       context.Context // ends with Close (a fenced Commit's wait)
 	end        context.CancelFunc
 
-	// js and pre, when set (Pipeline), send checkpoints whose revision is
-	// cached as asynchronous publishes to pre+key, a batch in flight per
-	// writer.
-	js  jetstream.JetStream
-	pre string
+	// pipe, when set (Pipeline), sends checkpoints whose revision is
+	// cached as publishes, a batch in flight per writer.
+	pipe *pipeline
 }
 
 // SetFence makes every write for a zone wait on valid(zone) (set before
@@ -201,7 +197,7 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
 		p.commits[i] = make(chan *playerJob, commitQueue)
 		p.wg.Add(1)
-		go p.work(p.jobs[i], p.commits[i])
+		go p.work(i, p.jobs[i], p.commits[i])
 	}
 	return p
 }
@@ -356,7 +352,7 @@ func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff
 	return nil
 }
 
-func (p *Players) work(jobs, commits <-chan *playerJob) {
+func (p *Players) work(wi int, jobs, commits <-chan *playerJob) {
 	defer p.wg.Done()
 	var w batchWriter
 	var batch []*playerJob
@@ -379,7 +375,7 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 				}
 			}
 		}
-		if p.js == nil || !j.pipelined() {
+		if p.pipe == nil || !j.pipelined() {
 			p.writeOne(j, commits)
 			continue
 		}
@@ -402,7 +398,7 @@ func (p *Players) work(jobs, commits <-chan *playerJob) {
 				break more
 			}
 		}
-		p.writeBatch(&w, batch, commits)
+		p.writeBatch(&w, wi, batch, commits)
 		clear(batch) // let the written jobs go
 	}
 }
@@ -512,182 +508,6 @@ func batched(b []*playerJob, player uint64) bool {
 func finish(j *playerJob, ok bool) {
 	if j.done != nil {
 		j.done(ok)
-	}
-}
-
-// Pipeline makes checkpoints go out as pipelined asynchronous publishes
-// (with the same compare-and-set: the revision the node wrote last as the
-// expected last sequence of the key's subject) instead of one request at
-// a time per writer. A checkpoint a request at a time cost a node ≈ 80 µs
-// of CPU (client and nats-server) at 1,000 a second, spread over the
-// ticks; most of it the round trip's wake-ups, which a batch shares. nc
-// is the connection the bucket was opened on. Without a plain KV bucket
-// behind p (a mirror, another subject layout) it changes nothing and
-// says why. Call it before the first write.
-func (p *Players) Pipeline(ctx context.Context, nc *nats.Conn) error {
-	st, err := p.kv.Status(ctx)
-	if err != nil {
-		return err
-	}
-	ks, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok || ks.StreamInfo() == nil {
-		return errors.New("players: bucket status without stream info")
-	}
-	cfg := ks.StreamInfo().Config
-	pre := "$KV." + p.kv.Bucket() + "."
-	if cfg.Mirror != nil || len(cfg.Subjects) != 1 || cfg.Subjects[0] != pre+">" {
-		return fmt.Errorf("players: bucket %s is not a plain KV (subjects %v)", p.kv.Bucket(), cfg.Subjects)
-	}
-	// Acks that never come (NATS gone) time out and leave the pending set.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(2*time.Second), jetstream.WithPublishAsyncMaxPending(4*maxBatch*playerWorkers))
-	if err != nil {
-		return err
-	}
-	p.js, p.pre = js, pre
-	return nil
-}
-
-// batchWriter is a record writer's reused state for its batches: the
-// encoded records, subjects and expected revisions in one buffer, and the
-// messages and headers that carry them. jetstream keeps a message (for
-// its retries) until its publish is acknowledged or failed, so they are
-// reused only once every publish of the batch has settled. A checkpoint
-// is one a player a second (the RPO): per write, this was ≈ 1 KB and a
-// dozen allocations before jetstream's own. Owned by one writer
-// goroutine.
-type batchWriter struct {
-	enc    pbconv.RecordEncoder
-	buf    []byte
-	out    *batchMsgs
-	futs   [maxBatch]jetstream.PubAckFuture
-	fenced [maxBatch]bool
-}
-
-// batchMsgs are a batch's messages; a header's value is its seqs entry.
-type batchMsgs struct {
-	msgs [maxBatch]nats.Msg
-	hdrs [maxBatch]nats.Header
-	seqs [maxBatch][1]string
-}
-
-// msg fills the batch's i-th message: j's record to subject pre+key,
-// published only over revision rev of the key's subject.
-func (w *batchWriter) msg(i int, p *Players, j *playerJob, rev uint64) *nats.Msg {
-	if w.out == nil {
-		w.out = new(batchMsgs)
-	}
-	at := len(w.buf)
-	w.buf = append(w.buf, p.pre...)
-	w.buf = append(w.buf, "p."...)
-	w.buf = strconv.AppendUint(w.buf, j.player, 10)
-	subj := len(w.buf)
-	w.buf = strconv.AppendUint(w.buf, rev, 10)
-	seq := len(w.buf)
-	h := pbconv.RecordHead{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
-		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli(), Gateway: j.gateway}
-	if j.leaving {
-		h.State = pb.PlayerState_PLAYER_STATE_OFFLINE
-	}
-	w.buf, _ = w.enc.Append(w.buf, &h, j.cp)
-	// The strings and the data point into buf, which stays as it is until
-	// the batch has settled (writeBatch): a longer batch that moves buf
-	// leaves the earlier ones on the old array, which they keep alive.
-	b, o := w.buf, w.out
-	if o.hdrs[i] == nil {
-		o.hdrs[i] = nats.Header{}
-	}
-	o.seqs[i][0] = unsafe.String(&b[subj], seq-subj)
-	o.hdrs[i][jetstream.ExpectedLastSubjSeqHeader] = o.seqs[i][:]
-	m := &o.msgs[i]
-	*m = nats.Msg{Subject: unsafe.String(&b[at], subj-at), Header: o.hdrs[i], Data: b[seq:len(b):len(b)]}
-	return m
-}
-
-// reset makes the writer's messages free for the next batch; abandoned
-// (a publish whose outcome it stopped waiting for, which jetstream may
-// still retry) leaves the buffer and the messages to that publish.
-func (w *batchWriter) reset(abandoned bool) {
-	clear(w.futs[:])
-	clear(w.fenced[:])
-	if abandoned {
-		w.buf, w.out = nil, nil
-		return
-	}
-	w.buf = w.buf[:0]
-	if w.out != nil {
-		for i := range w.out.msgs {
-			w.out.msgs[i] = nats.Msg{}
-		}
-	}
-}
-
-// writeBatch writes checkpoints of distinct players: those whose record
-// revision this node knows as asynchronous compare-and-set publishes, all
-// in flight at once; the rest, and any whose compare-and-set failed (the
-// record moved on), one at a time as write does.
-func (p *Players) writeBatch(w *batchWriter, batch []*playerJob, commits <-chan *playerJob) {
-	// The acks time out on their own (Pipeline); this only bounds a
-	// writer that would otherwise wait for good.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	abandoned := false
-	defer func() { w.reset(abandoned) }()
-	futs, fenced := w.futs[:len(batch)], w.fenced[:len(batch)]
-	for i, j := range batch {
-		if p.valid != nil && !p.valid(j.zone) {
-			fenced[i] = true
-			continue
-		}
-		p.revMu.Lock()
-		c, ok := p.revs[j.player]
-		p.revMu.Unlock()
-		if !ok || c.zone != j.zone || c.epoch != j.epoch || c.rev == 0 {
-			continue // no revision to expect: written by write
-		}
-		if f, err := p.js.PublishMsgAsync(w.msg(i, p, j, c.rev)); err == nil {
-			futs[i] = f
-		}
-	}
-	for i, j := range batch {
-		switch {
-		case fenced[i] && j.keep() && p.fenceWait != nil:
-			p.Fenced.Add(1)
-			j.fence = fenceStopped
-			finish(j, p.writeAfterFence(j, commits))
-			continue
-		case fenced[i]:
-			p.Fenced.Add(1)
-			finish(j, false)
-			continue
-		case futs[i] == nil:
-			finish(j, p.write(j))
-			continue
-		}
-		select {
-		case a := <-futs[i].Ok():
-			p.Written.Add(1)
-			p.Checkpoints.Add(1)
-			if j.leaving {
-				p.forget(j.player)
-			} else {
-				p.remember(j, a.Sequence)
-			}
-			finish(j, true)
-		case err := <-futs[i].Err():
-			if isWrongSequence(err) || errors.Is(err, jetstream.ErrKeyExists) {
-				// Someone wrote the record since: look again (write reads it
-				// and checks it still names this zone and epoch).
-				p.forget(j.player)
-				finish(j, p.write(j))
-				continue
-			}
-			p.Errors.Add(1)
-			finish(j, false)
-		case <-ctx.Done():
-			abandoned = true
-			p.Errors.Add(1)
-			finish(j, false)
-		}
 	}
 }
 
@@ -970,4 +790,7 @@ func (p *Players) Close() {
 		p.end()
 	}
 	p.wg.Wait()
+	if p.pipe != nil {
+		p.pipe.close()
+	}
 }

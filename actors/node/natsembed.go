@@ -163,7 +163,7 @@ func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*n
 	zonesKV.MaxBytes = zonesBucketBytes(zones)
 	for _, kc := range []jetstream.KeyValueConfig{
 		zonesKV,
-		{Bucket: BucketPlayers, History: 1, Storage: jetstream.FileStorage},
+		cluster.PlayersBucketConfig(BucketPlayers),
 		{Bucket: BucketNodes, History: 1, Storage: jetstream.FileStorage, TTL: 3 * heartbeat, LimitMarkerTTL: 3 * heartbeat,
 			MaxBytes: smallBucketBytes},
 	} {

@@ -1,0 +1,217 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// embeddedNATS is a nats-server set up as actors/node's embedded one
+// (file store, no sublist cache), with a connection to it.
+func embeddedNATS(tb testing.TB) (*nats.Conn, *natsserver.Server) {
+	tb.Helper()
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
+		JetStream: true, StoreDir: tb.TempDir(), NoSigs: true, NoLog: true, NoSublistCache: true,
+		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	return nc, srv
+}
+
+// benchCheckpoint is a checkpoint as a node's zones make them for a bot
+// of the load tests: every field set (a 16-byte payload, the extras, two
+// event lanes), a connection PID's string.
+func benchCheckpoint(id uint64) handoff.Checkpoint {
+	c := handoff.Checkpoint{Entity: id, Epoch: 3, LastApplied: 12_345 + id, Health: 870, Flags: 5,
+		Name: fmt.Sprintf("bot-%04d", id), Conn: fmt.Sprintf("127.0.0.1:7101/conn-%d", id),
+		Control: move.ControlState{Pos: [3]float32{812.25, 3.5, -402.75}, Vel: [3]float32{4.1, 0, -2.3}, Yaw: 1.234, PayloadLen: 16},
+		Extra:   [4]uint32{17, 90_000, 3, 123_456}}
+	for i := range c.Control.Payload {
+		c.Control.Payload[i] = byte(i*37 + 11)
+	}
+	c.Events.Gen = 0x1234_5678_9abc
+	c.Events.Last[0], c.Events.Last[1] = 4_000+id, 17
+	return c
+}
+
+// BenchmarkCheckpointRecords (informative): the players' checkpoints of
+// a 1,000-player node through the real path — Players.Checkpoint, the
+// pipelined writers, the client, an embedded-style nats-server's file
+// store, the bucket as actors/node makes it (PlayersBucketConfig) — at
+// the rate the zones make them: each player once a second (the RPO), a
+// twentieth of them each 50 ms tick over four zones. An op is one such
+// second. cpu-µs/checkpoint is the process's CPU (getrusage: writers,
+// client and server) per checkpoint, less what the same time idle costs;
+// allocs/checkpoint the process's allocations (server's too) per
+// checkpoint; B/record the bytes the stream holds per record (subject,
+// headers, value and the store's framing) and value-B the value's.
+func BenchmarkCheckpointRecords(b *testing.B) {
+	nc, _ := embeddedNATS(b)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := NewPlayers(kv, "zoned-1", nil)
+	defer p.Close()
+	if err := p.Pipeline(context.Background(), nc); err != nil {
+		b.Fatal(err)
+	}
+	const players, zones, ticks, gap = 1000, 4, 20, 50 * time.Millisecond
+	cps := make([]handoff.Checkpoint, players)
+	for i := range cps {
+		id := uint64(i + 1)
+		cps[i] = benchCheckpoint(id)
+		p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
+	}
+	gw := func(string) string { return "zoned-1" }
+	ctx := context.Background()
+	for z := range zones { // the placements land first; the revisions are cached
+		var mine []handoff.Checkpoint
+		for i := z; i < players; i += zones {
+			mine = append(mine, cps[i])
+		}
+		if err := p.CheckpointSync(ctx, fmt.Sprintf("x%dz0", z), mine, gw); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The zones' slices: zone z's players, a tick's share each.
+	var byZone [zones][]handoff.Checkpoint
+	for i := range cps {
+		byZone[i%zones] = append(byZone[i%zones], cps[i])
+	}
+	idle0 := processCPU()
+	for range ticks {
+		time.Sleep(gap)
+	}
+	idle := processCPU() - idle0
+	base := p.Checkpoints.Load()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for n := range b.N {
+		for t := range ticks {
+			for z := range zones {
+				zc := byZone[z]
+				per := (len(zc) + ticks - 1) / ticks
+				lo, hi := min(t*per, len(zc)), min((t+1)*per, len(zc))
+				for i := lo; i < hi; i++ {
+					zc[i].Control.Pos[0] = float32(n*ticks + t)
+				}
+				p.Checkpoint(fmt.Sprintf("x%dz0", z), zc[lo:hi], false, gw)
+			}
+			time.Sleep(gap)
+		}
+	}
+	want := base + uint64(b.N*players)
+	waitFor(b, 10*time.Second, "every checkpoint", func() bool { return p.Checkpoints.Load() >= want })
+	cpu := processCPU() - cpu0 - time.Duration(b.N)*idle
+	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
+	done := float64(b.N * players)
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/done, "cpu-µs/checkpoint")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/done, "allocs/checkpoint")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/done, "B-alloc/checkpoint")
+	if r := p.CheckpointsRefused.Load() + p.Errors.Load() + p.Dropped.Load(); r != 0 {
+		b.Fatalf("%d checkpoints refused, failed or dropped", r)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	b.ReportMetric(float64(si.State.Bytes)/float64(si.State.Msgs), "B/record")
+	e, err := kv.Get(ctx, PlayerKey(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(e.Value())), "value-B")
+}
+
+// BenchmarkCheckpointTick (informative; for instruction counts, which
+// BenchmarkCheckpointRecords's sleeps and a shared host's load blur): one
+// 50 ms tick's checkpoints of BenchmarkCheckpointRecords's node — four
+// zones' 12–13 each, written together (CheckpointSync) — as fast as they
+// are acknowledged. An op is a tick (50 checkpoints); cpu-µs/checkpoint
+// is the process's CPU per checkpoint (getrusage). Under valgrind the
+// writes' 2 s timeouts fire: count instructions elsewhere.
+func BenchmarkCheckpointTick(b *testing.B) {
+	nc, _ := embeddedNATS(b)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := NewPlayers(kv, "zoned-1", nil)
+	defer p.Close()
+	if err := p.Pipeline(context.Background(), nc); err != nil {
+		b.Fatal(err)
+	}
+	const players, zones, ticks = 1000, 4, 20
+	var byZone [zones][]handoff.Checkpoint
+	for i := range players {
+		id := uint64(i + 1)
+		byZone[i%zones] = append(byZone[i%zones], benchCheckpoint(id))
+		p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
+	}
+	gw := func(string) string { return "zoned-1" }
+	ctx := context.Background()
+	tick := func(t int) {
+		var wg sync.WaitGroup
+		for z := range zones {
+			zc := byZone[z]
+			per := (len(zc) + ticks - 1) / ticks
+			lo, hi := min(t%ticks*per, len(zc)), min((t%ticks+1)*per, len(zc))
+			wg.Go(func() {
+				for i := lo; i < hi; i++ {
+					zc[i].Control.Pos[0] = float32(t)
+				}
+				if err := p.CheckpointSync(ctx, fmt.Sprintf("x%dz0", z), zc[lo:hi], gw); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for t := range ticks { // every record written once: the revisions are cached
+		tick(t)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for n := range b.N {
+		tick(n)
+	}
+	b.StopTimer()
+	per := float64(b.N * players / ticks)
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/per, "cpu-µs/checkpoint")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/per, "µs/checkpoint")
+	if r := p.CheckpointsRefused.Load() + p.Errors.Load() + p.Dropped.Load(); r != 0 {
+		b.Fatalf("%d checkpoints refused, failed or dropped", r)
+	}
+}
