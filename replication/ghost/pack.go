@@ -153,11 +153,14 @@ type packScratch struct {
 	wire     State              // stateOf, encState: a snapshot entry's state (Snapshot.wireState), or its name
 	// The packet fill writes, for writeUsual (read there after its call
 	// of pair1r, not kept live across it nor passed by fill a record):
-	// its seq, time, the id width and the budget in bits.
+	// its seq, time, the id width and the budget in bits; and ustop,
+	// budget − minRec: past that bit length the packet takes no more
+	// records (writeUsual reports recFull).
 	useq    uint64
 	unow    msTime
 	uwidth  uint
 	ubudget int
+	ustop   int
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -383,9 +386,9 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	// The usual record (writeUsual) comes only from snapshot views, and
 	// keeps a ghost's dirty groups in the slot's word alone.
 	stop, snap := false, t.snapMode && !t.wideDirty
-	p.useq, p.unow, p.uwidth, p.ubudget = seq, now, width, budget // writeUsual's
+	p.useq, p.unow, p.uwidth, p.ubudget, p.ustop = seq, now, width, budget, budget-minRec // writeUsual's
 	if snap && !checks {
-		recs = p.fillUsual(t, budget-minRec)
+		recs = p.fillUsual(t)
 		t.endPacket(pk)
 		return recs
 	}
@@ -453,15 +456,16 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 // same order as fill's general walk; apart so that fewer values live
 // across the calls (each one spilled and reloaded a record): the record
 // that is not writeUsual's goes to otherRecord, which reads the packet's
-// fields from the scratch, so only the walk's own values and stopAt
-// (budget − minRec: the last bit length that leaves room for a record)
-// live here. On a stop the buckets not yet walked are emptied as clear
-// does.
-func (p *packer) fillUsual(t *Table, stopAt int) int {
+// fields from the scratch; the records written are counted by the ring
+// (endPacket's count), and writeUsual and otherRecord report the record
+// that leaves no room for another (recFull: past ustop), so only the
+// walk's own values live here. On a stop the buckets not yet walked are
+// emptied as clear does. It returns the number of records.
+func (p *packer) fillUsual(t *Table) int {
 	// The scratch and its arrays as locals: through p each is two loads.
 	ps := p.packScratch
-	sw, head, nonEmpty, next := &ps.scratch, &ps.head, &ps.nonEmpty, ps.next
-	recs, misses := 0, 0
+	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next
+	misses := 0
 	for w := bucketWords - 1; w >= 0; w-- {
 		for nonEmpty[w] != 0 {
 			b := 63 - bits.LeadingZeros64(nonEmpty[w])
@@ -470,34 +474,37 @@ func (p *packer) fillUsual(t *Table, stopAt int) int {
 			head[w*64+b] = -1
 			for ; i >= 0; i = next[i] {
 				r := t.writeUsual(uint32(i)) // a miss wrote nothing
+				if r == recWritten {
+					misses = 0
+					continue
+				}
 				if r == recOther {
 					r = p.otherRecord(t, uint32(i))
 				}
-				if r != recWritten {
-					if r == recMiss {
-						misses++
-						if misses >= t.cfg.MaxMisses || sw.BitLen() > stopAt {
-							p.clear()
-							return recs
-						}
-					}
+				switch r {
+				case recWritten:
+					misses = 0
 					continue
+				case recNothing:
+					continue
+				case recMiss:
+					misses++
+					if misses < t.cfg.MaxMisses && ps.scratch.BitLen() <= ps.ustop {
+						continue
+					}
 				}
-				misses = 0
-				recs++
-				if sw.BitLen() > stopAt {
-					p.clear()
-					return recs
-				}
+				p.clear() // recFull, or the misses stop it
+				return int(t.entLen - t.pkEnt0)
 			}
 		}
 	}
-	return recs
+	return int(t.entLen - t.pkEnt0)
 }
 
 // otherRecord is fillUsual's writeRecord, for the packet fill set in the
-// scratch (useq, unow, uwidth, ubudget); a miss is truncated away. Out of
-// line: inlined, its mark and fields would live across fillUsual's call.
+// scratch (useq, unow, uwidth, ubudget); a miss is truncated away, and a
+// record past ustop is recFull. Out of line: inlined, its mark and fields
+// would live across fillUsual's call.
 //
 //go:noinline
 func (p *packer) otherRecord(t *Table, id uint32) int {
@@ -505,8 +512,11 @@ func (p *packer) otherRecord(t *Table, id uint32) int {
 	sw := &ps.scratch
 	mark := sw.BitLen()
 	r := t.writeRecord(sw, id, ps.useq, ps.unow, ps.uwidth, ps.ubudget)
-	if r == recMiss {
+	switch {
+	case r == recMiss:
 		sw.Truncate(mark)
+	case r == recWritten && sw.BitLen() > ps.ustop:
+		r = recFull
 	}
 	return r
 }
@@ -517,6 +527,7 @@ const (
 	recMiss    // did not fit (or the encoder refused): the caller truncates
 	recNothing // nothing left to send after all (wrote nothing)
 	recOther   // writeUsual: not the usual record (wrote and changed nothing): writeRecord's
+	recFull    // writeUsual, otherRecord: written, and the packet has no room for another (past ustop)
 )
 
 // writeUsual is writeRecord for the usual record on a server, apart so
@@ -666,6 +677,9 @@ func (t *Table) writeUsual(id uint32) int {
 	s.dirty = uint32(dirty)
 	t.redirty(dirty0, dirty)
 	t.stats.Updates++
+	if ps := t.pk.packScratch; ps.scratch.BitLen() > ps.ustop {
+		return recFull // written: fill's walk stops, as for a full packet
+	}
 	return recWritten
 }
 

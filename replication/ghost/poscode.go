@@ -95,9 +95,12 @@ type posVal struct {
 // stamp each and the tail a field of its own, before).
 // The zero posTrack is empty.
 type posTrack struct {
-	dq [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
-	fq [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
-	t1 pstamp    // dq[1]'s stamp
+	// The stamps and meta first, then the delivered pair, then the two in
+	// flight: what the usual record and fate read and write (the stamps,
+	// meta, dq and fq[0]: a server's track has at most one in flight) are
+	// the first 32 bytes, so three tracks in eight take two lines for them
+	// (four in eight did, with fq[1] between and the stamps after).
+	t1 pstamp // dq[1]'s stamp
 	// ft[0] is fq[0]'s stamp; ft[1] fq[1]'s (n = 2) or, with n > 2, the
 	// pool node of the newest in flight (the list's tail; its next is the
 	// list's oldest, the third oldest in flight), which keeps fq[1]'s
@@ -107,6 +110,8 @@ type posTrack struct {
 	// dq[0]'s, in ms, at most gapFar), dn (2 bits: delivered values held)
 	// and n (4 bits: positions in flight, at most posRingLen).
 	meta uint16
+	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
+	fq   [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
 }
 
 // ownFlight is how many of a ghost's positions in flight its track holds
