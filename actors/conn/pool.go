@@ -132,6 +132,9 @@ func (p *Pool) Errors() uint64  { return p.errors.Load() }
 // Batches counts the shards' WriteBatch calls that sent a datagram or more.
 func (p *Pool) Batches() uint64 { return p.batches.Load() }
 
+// Shard is the index of c's shard, fixed for c's life (Stager.StageOn).
+func (c *Conn) Shard() int { return c.sh.id }
+
 // Open creates a connection on the next shard and returns it; it starts
 // (session, ghost table) on its shard. Call from one goroutine (the
 // gateway's).
@@ -180,6 +183,13 @@ func (p *Pool) NewStager() *Stager {
 func (st *Stager) Stage(c *Conn, d *msg.Datagram) {
 	i := c.sh.id
 	st.staged[i] = append(st.staged[i], envelope{c: c, m: d})
+}
+
+// StageOn is Stage for a caller that keeps c's shard (Shard) beside its
+// pointer: it reads nothing of c, whose lines its shard's core owns (the
+// gateway's reader stages every datagram in).
+func (st *Stager) StageOn(shard int, c *Conn, d *msg.Datagram) {
+	st.staged[shard] = append(st.staged[shard], envelope{c: c, m: d})
 }
 
 // Flush posts every staged datagram to its shard.

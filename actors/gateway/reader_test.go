@@ -99,3 +99,66 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 		t.Fatal("the actor did not hand the batch back empty")
 	}
 }
+
+// TestReaderStagesOnTheConnectionsShard: a route keeps its connection's
+// shard (attach), and the reader stages each datagram on that shard from
+// the route alone (Stager.StageOn, no read of the Conn): connections
+// opened round the shards each take their own datagram.
+func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
+	x := recordExchange(t, 4)
+	r := newBenchRouter(t, new(discard), seeded(1))
+	sys := actor.NewActorSystem()
+	pool, err := conn.NewPool(conn.PoolConfig{
+		Config: r.cfg.Conn, Shards: 2, Sys: sys,
+		Now:       func() time.Duration { return benchStep },
+		NewWriter: func() conn.Writer { return nowhere{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	r.setPool(pool)
+	_, grant, _ := handshakeServer(t, x.req)
+	free := make(chan *batch, 1)
+	b := newBatch(8, free)
+	var rts []*route
+	for i := range 3 {
+		g := *grant // a Grant gives one Session: a copy each
+		sess, err := g.Session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(benchClient.Addr(), uint16(20000+i))}
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.attach(c)
+		r.byAddr.set(rt.addr, rt)
+		rts = append(rts, rt)
+		d := b.ds[i]
+		clear(d.Buf[:40])
+		d.N = 40 // short-form data (first byte 0), which the session rejects
+		d.Addr = rt.addr
+	}
+	b.n = len(rts)
+	for i, rt := range rts {
+		if want := i % 2; rt.conn.Shard() != want || int(rt.shard) != want {
+			t.Fatalf("connection %d: route's shard %d, connection's %d; want %d", i, rt.shard, rt.conn.Shard(), want)
+		}
+	}
+	if r.readerRoute(b) {
+		t.Fatalf("readerRoute left %v for the actor", b.rest)
+	}
+	for i, rt := range rts {
+		for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %d (shard %d) never took its datagram", i, rt.shard)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got := pool.Counters().Rejected(); got != 3 {
+		t.Fatalf("%d datagrams rejected by the sessions, want 3", got)
+	}
+}

@@ -98,7 +98,7 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 		}
 		tok, err := handshake.IssueToken(r.cfg.Key, handshake.TokenParams{
 			PlayerID: rt.player, ProtocolID: r.cfg.ProtocolID, Expiry: RedirectTokenExpiry, Timeout: timeout,
-			ServerAddrs: []netip.AddrPort{to}, UserData: rt.userData,
+			ServerAddrs: []netip.AddrPort{to}, UserData: []byte(rt.userData),
 		}, wall(), rnd)
 		if err != nil {
 			r.log.Error("redirect token not minted; disconnecting", "player", rt.player, "err", err)

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/ghostwire/ghostwire/actors/conn"
+)
+
+// BenchmarkReaderRouteCold: the reader's part of a read batch
+// (readerRoute: classify, the address table, the route, staging on the
+// connection's shard, one post a shard) for 2,048 connections on four
+// shards, each route's and connection's lines long out of the caches when
+// its next datagram comes, as on a server with a thousand players and
+// more. A batch is 32 short-form datagrams of 32 connections, the next
+// batch the next 32 (a stride through the table); the shards reject them
+// (garbage after the first byte), and the loop waits for them to, so no
+// connection's MaxInbound drops one. An op is one datagram. For the
+// reader alone read callgrind's inclusive count (and cachegrind's misses)
+// of gateway.(*router).readerRoute.
+func BenchmarkReaderRouteCold(b *testing.B) {
+	const conns, per = 2048, 32
+	x := recordExchange(b, 1)
+	r := newBenchRouter(b, new(discard), seeded(1))
+	sys := actor.NewActorSystem()
+	pool, err := conn.NewPool(conn.PoolConfig{
+		Config: r.cfg.Conn, Shards: 4, Sys: sys,
+		Now:       func() time.Duration { return benchStep },
+		NewWriter: func() conn.Writer { return nowhere{} },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	r.setPool(pool)
+	_, grant, _ := handshakeServer(b, x.req)
+	rts := make([]*route, conns)
+	for i := range rts {
+		g := *grant // a Grant gives one Session: a copy each
+		sess, err := g.Session()
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rt.attach(c)
+		r.byAddr.set(rt.addr, rt)
+		rts[i] = rt
+	}
+	free := make(chan *batch, 1)
+	bt := newBatch(per, free)
+	pkt := make([]byte, 40) // first byte 0: short-form data; the session rejects it
+	k := 0
+	round := func() {
+		for i := range per {
+			d := bt.ds[i]
+			d.N = copy(d.Buf, pkt)
+			d.Addr = rts[(k+i)%conns].addr
+		}
+		bt.n = per
+		if r.readerRoute(bt) {
+			b.Fatal("readerRoute left datagrams for the actor")
+		}
+		// Wait for the shards to take them (bounded): a connection's
+		// datagrams must not pile up to MaxInbound and be dropped.
+		for deadline, i := time.Now().Add(10*time.Second), 0; i < per; {
+			if rts[(k+i)%conns].inflight.Load() == 0 {
+				i++
+				continue
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the shards never took the batch")
+			}
+			runtime.Gosched()
+		}
+		k = (k + per) % conns
+	}
+	for range conns / per { // every route and connection touched once before the timer
+		round()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		if n%per == 0 {
+			round()
+		}
+		n++
+	}
+	b.StopTimer()
+	if d := r.st.inboundDropped.Load(); d != 0 {
+		b.Fatalf("%d datagrams dropped at MaxInbound", d)
+	}
+}
