@@ -501,12 +501,10 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	bx, bz, bkey := t.bx, t.bz, t.bkey
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	// Room for every candidate at once, so the scan writes by index with
-	// no capacity check and a run costs one call.
-	total := 0
-	for _, run := range t.runs {
-		total += int(run.B - run.A)
-	}
-	next := slices.Grow(t.scratch[:0], total+3) // scan4 writes 4 at a time
+	// no capacity check and a run costs one call: the runs hold at most
+	// every filed slot, once (the room of the whole base, grown once, not
+	// the runs' lengths summed for every player: ≈ 46 instructions).
+	next := slices.Grow(t.scratch[:0], len(bkey)+3) // scan4 writes 4 at a time
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
@@ -523,7 +521,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		bx[selfAt] = float32(math.Inf(1))
 	}
 	n, kept := 0, 0
-	if nb := len(bkey) + 3; haveScan4 && total > 0 && len(marks) >= nb && cap(bx) >= nb && cap(bz) >= nb && cap(bkey) >= nb {
+	if nb := len(bkey) + 3; haveScan4 && len(t.runs) > 0 && len(marks) >= nb && cap(bx) >= nb && cap(bz) >= nb && cap(bkey) >= nb {
 		// Every run four candidates at a time (scan_amd64.s): the same
 		// entries and counts as scan.run's loop. It reads up to 3
 		// candidates and marks past a run's end (prepare leaves room past
