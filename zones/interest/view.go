@@ -76,19 +76,28 @@ func b2u(b bool) uint8 {
 func (v *Viewer) BucketRefsFolded(out []ghost.ViewRef, set []Entry, buckets *[1 << 11]ghost.ViewRef, far2 float32, off uint32) (sum uint64) {
 	out = out[:len(set)]
 	bySlot := v.bySlot
-	vx, vz, falloff, farb := v.x, v.z, v.falloff, v.farb
+	vx, vz, falloff, far := v.x, v.z, v.falloff, math.Float32frombits(uint32(v.farb))
 	_ = buckets[0] // nil-checked once, not per member
 	for i, e := range set {
 		sl := e.key << 1 >> 9
 		c := &bySlot[sl]
 		dx, dz := c.x-vx, c.z-vz
 		d2 := dx*dx + dz*dz
-		fb := int32(math.Float32bits(1 - d2*falloff))
-		if fb < farb {
-			fb = farb
+		// The floor as a float compare, not BucketRefs' compare of the
+		// bits (the same for any f but NaN, which positions never give):
+		// a branch nearly never taken, as every member lies within the
+		// leave radius by this table, where f ≥ FarPriority but for
+		// rounding; the bits' compare took two moves between registers
+		// and a conditional move.
+		f := 1 - d2*falloff
+		if !(f >= far) {
+			f = far
 		}
-		p := c.wf * math.Float32frombits(uint32(fb))
-		o := off & -uint32(b2u(d2 > far2))
+		p := c.wf * f
+		// far2 − d2 is negative iff d2 > far2 (a difference of two
+		// floats is 0 only where they are equal; positions are never NaN):
+		// its sign bit, spread, is the offset's mask.
+		o := off & uint32(int32(math.Float32bits(far2-d2))>>31)
 		out[i] = buckets[math.Float32bits(p)>>21] | ghost.ViewRef(sl+o)
 		sum += uint64(o)
 	}
