@@ -216,3 +216,81 @@ func TestSetCellSize(t *testing.T) {
 		t.Fatalf("SetCellSize(0) = %v, want ErrConfig", err)
 	}
 }
+
+// runsRef is Runs as it was before its unclamped fast path: every row's
+// chord clamped to the grid's columns (cellCoord).
+func runsRef(g *Grid, dst []Run, x, z, r float32) []Run {
+	if !(r >= 0) || x != x || z != z {
+		return dst
+	}
+	r2 := r * r
+	j0 := cellCoord(z-r, g.minZ, g.inv, g.nz)
+	j1 := cellCoord(z+r, g.minZ, g.inv, g.nz)
+	for j := j0; j <= j1; j++ {
+		lo := g.minZ + float32(j)*g.cell
+		hi := lo + g.cell
+		var dz float32
+		switch {
+		case z < lo && j > 0:
+			dz = lo - z
+		case z > hi && j < g.nz-1:
+			dz = z - hi
+		}
+		if dz > r {
+			continue
+		}
+		half := float32(math.Sqrt(float64(r2 - dz*dz)))
+		i0 := cellCoord(x-half, g.minX, g.inv, g.nx)
+		i1 := cellCoord(x+half, g.minX, g.inv, g.nx)
+		row := j * g.nx
+		if a, b := g.start[row+i0], g.start[row+i1+1]; a < b {
+			dst = append(dst, Run{A: a, B: b})
+		}
+	}
+	return dst
+}
+
+// TestRunsMatchClamped holds Runs (whose discs within the grid's columns
+// skip the clamps) to the clamped reference, run for run: discs inside,
+// across and beyond every edge, on and next to cell borders, radii from 0
+// to beyond the world, and a dst that already holds runs.
+func TestRunsMatchClamped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, cell := range []float64{7, 25, 27.5, 100, 333} {
+		g, err := New(Config{Bounds: bounds(-500, -300, 500, 300), CellSize: cell})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 3000
+		g.Resize(n)
+		for s := range n {
+			g.Set(int32(s), float32(rng.Float64()*1100-550), float32(rng.Float64()*700-350), 0)
+		}
+		g.Build()
+		prefix := []Run{{A: 1, B: 2}}
+		for q := range 20000 {
+			x := float32(rng.Float64()*1200 - 600)
+			z := float32(rng.Float64()*800 - 400)
+			r := float32(rng.Float64() * 200)
+			switch q % 8 {
+			case 1: // on a column border, the chord's end too
+				x = g.minX + float32(rng.IntN(int(g.nx)+1))*g.cell
+				r = float32(rng.IntN(5)) * g.cell
+			case 2: // right at the grid's edges
+				x = g.minX + r
+				if q%16 == 2 {
+					x = g.minX + float32(g.nx)*g.cell - r
+				}
+			case 3:
+				r = float32(rng.Float64() * 2)
+			case 4:
+				r = 5000
+			}
+			got := g.Runs(slices.Clone(prefix), x, z, r)
+			want := runsRef(g, slices.Clone(prefix), x, z, r)
+			if !slices.Equal(got, want) {
+				t.Fatalf("cell %g: Runs(%g, %g, r=%g) = %v, clamped %v", cell, x, z, r, got, want)
+			}
+		}
+	}
+}

@@ -276,6 +276,13 @@ type Tracker struct {
 	farb int32
 	// kf: by kind, a fresh state's factor (prepare's usual case).
 	kf [MaxKinds]float32
+	// vw: the view weights by kind (SetViewWeights), vwOK if every one
+	// may be folded into a slot's factor exactly (a power of two, the
+	// products normal floats); kwf: kf × vw. wfOK: the table's wf (as of
+	// the last prepare) are of vw.
+	vw         [MaxKinds]float32
+	kwf        [MaxKinds]float32
+	vwOK, wfOK bool
 }
 
 // Stats returns the membership changes of every set t updated.
@@ -304,7 +311,56 @@ func NewTracker(cfg Config) (*Tracker, error) {
 func (t *Tracker) setKF() {
 	for k := range t.kf {
 		t.kf[k] = t.factor(uint8(k), 0)
+		t.kwf[k] = t.kf[k] * t.vw[k]
 	}
+}
+
+// SetViewWeights sets the weights by kind (kind mod MaxKinds) that a
+// view's references multiply its members' priorities by
+// (Viewer.BucketRefs' w), and reports whether the tracker folds them into
+// its per-Build table: from the next Update's table on, BucketRefs with
+// these weights then takes a member's weighted factor from the table (one
+// load beside its position) instead of its kind and the weight by it. A
+// weight is folded only where that gives the same float, bit for bit:
+// every nonzero weight a power of two, every priority the tracker can
+// give (PriorityRange) × the weight a normal float. A zero weight is a
+// kind never referenced.
+func (t *Tracker) SetViewWeights(w *[MaxKinds]float32) bool {
+	if *w == t.vw && t.vwOK {
+		return true
+	}
+	t.vw, t.vwOK, t.wfOK = *w, foldable(t, w), false
+	t.setKF()
+	return t.vwOK
+}
+
+// Folded reports whether the tracker's table, as of its last Build, has
+// the view weights of SetViewWeights folded in (exactly): then a
+// Viewer's BucketRefsFolded may stand for BucketRefs with those weights,
+// until the tracker's next Build or SetViewWeights.
+func (t *Tracker) Folded() bool { return t.wfOK }
+
+// foldable reports whether (p × w[k]) equals (factor × w[k]) × f for
+// every priority p = factor × f the tracker can give a member of kind k
+// (mod MaxKinds): w[k] a power of two (scaling by it is exact) and p ×
+// w[k], p and factor × w[k] normal floats.
+func foldable(t *Tracker, w *[MaxKinds]float32) bool {
+	l1, h1 := t.PriorityRange(MaxKinds) // a kind beyond MaxKinds
+	for k, wk := range w {
+		if wk == 0 {
+			continue
+		}
+		b := math.Float32bits(wk)
+		if exp := b >> 23; b&(1<<23-1) != 0 || exp == 0 || exp >= 0xFF {
+			return false // not a positive normal power of two
+		}
+		lo, hi := t.PriorityRange(uint8(k))
+		lo, hi = min(lo, l1), max(hi, h1)
+		if !(lo >= math.SmallestNonzeroFloat32*(1<<23)) || !(hi >= lo) || !(lo*wk >= math.SmallestNonzeroFloat32*(1<<23)) || !(hi*wk <= math.MaxFloat32) {
+			return false
+		}
+	}
+	return true
 }
 
 // Config returns the effective config (defaults filled in).
@@ -387,13 +443,15 @@ func (t *Tracker) prepare(g *grid.Grid) {
 			// stale one is a lagging replica) takes its factor from kf:
 			// KindWeight × (1 + 0), computed once.
 			if aux := m.Aux &^ 0xFF00; aux < MaxKinds {
-				bySlot[m.Slot] = slotPrio{x, z, t.kf[aux]}
+				bySlot[m.Slot] = slotPrio{x, z, t.kf[aux], t.kwf[aux]}
 			} else {
-				bySlot[m.Slot] = slotPrio{x, z, t.factor(AuxKind(m.Aux), AuxStale(m.Aux))}
+				f := t.factor(AuxKind(m.Aux), AuxStale(m.Aux))
+				bySlot[m.Slot] = slotPrio{x, z, f, f * t.vw[AuxKind(m.Aux)%MaxKinds]}
 			}
 		}
 	}
 	t.baseGrid, t.baseBuilds = g, g.Builds()
+	t.wfOK = t.vwOK
 	t.stamp++
 	if t.stamp == heldStamp || t.stamp == 0 {
 		t.stamp = 1
@@ -443,12 +501,10 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	bx, bz, bkey := t.bx, t.bz, t.bkey
 	t.runs = g.Runs(t.runs[:0], x, z, t.cfg.LeaveRadius)
 	// Room for every candidate at once, so the scan writes by index with
-	// no capacity check and a run costs one call.
-	total := 0
-	for _, run := range t.runs {
-		total += int(run.B - run.A)
-	}
-	next := slices.Grow(t.scratch[:0], total+3) // scan4 writes 4 at a time
+	// no capacity check and a run costs one call: the runs hold at most
+	// every filed slot, once (the room of the whole base, grown once, not
+	// the runs' lengths summed for every player: ≈ 46 instructions).
+	next := slices.Grow(t.scratch[:0], len(bkey)+3) // scan4 writes 4 at a time
 	// The player's own entry is moved out of reach for the scan (+Inf:
 	// beyond every radius, never kept) rather than tested for in it (one
 	// compare fewer a candidate) or split out of its run (a call more a
@@ -465,7 +521,7 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 		bx[selfAt] = float32(math.Inf(1))
 	}
 	n, kept := 0, 0
-	if nb := len(bkey) + 3; haveScan4 && total > 0 && len(marks) >= nb && cap(bx) >= nb && cap(bz) >= nb && cap(bkey) >= nb {
+	if nb := len(bkey) + 3; haveScan4 && len(t.runs) > 0 && len(marks) >= nb && cap(bx) >= nb && cap(bz) >= nb && cap(bkey) >= nb {
 		// Every run four candidates at a time (scan_amd64.s): the same
 		// entries and counts as scan.run's loop. It reads up to 3
 		// candidates and marks past a run's end (prepare leaves room past
@@ -642,8 +698,10 @@ func (t *Tracker) AppendPriorities(dst []float32, s *Set) []float32 {
 	return dst
 }
 
-// slotPrio is a filed slot's position and priority factor, by slot.
-type slotPrio struct{ x, z, factor float32 }
+// slotPrio is a filed slot's position and priority factor, by slot, and
+// the factor × its kind's view weight (Tracker.SetViewWeights; 16 bytes
+// a slot, an index scaled by one shift, where 12 took two instructions).
+type slotPrio struct{ x, z, factor, wf float32 }
 
 // prio is the priority the slot's entity has for a viewer at (x, z), with
 // its squared distance: factor × (1 − d²·falloff), floored at FarPriority

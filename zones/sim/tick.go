@@ -649,6 +649,9 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		// registered): checked once, not each tick.
 		z.refW, z.refChecked = w, true
 		z.refFast = z.checkRefBuckets(&w)
+		// Folded into the tracker's table from its next Build on, where
+		// exact (interest.Viewer.BucketRefs).
+		z.track.SetViewWeights(&w)
 	}
 	// The same entries AppendView would copy: every slot with a class.
 	z.snapAll = true
@@ -867,7 +870,12 @@ func (z *Zone) heldRefsFastViewer(out []ghost.ViewRef, set []interest.Entry, pv 
 // registers (≈ 49 → ≈ 44 instructions a member).
 func (z *Zone) heldRefsFastDist(out []ghost.ViewRef, set []interest.Entry, pv *interest.Viewer) uint64 {
 	n := uint32(z.snapN)
-	sum := pv.BucketRefs(out, set, z.kinds, &z.refW, &refBuckets, z.far2, n)
+	var sum uint64
+	if z.track.Folded() { // the tracker's weights are refW (Snapshot)
+		sum = pv.BucketRefsFolded(out, set, &refBuckets, z.far2, n)
+	} else {
+		sum = pv.BucketRefs(out, set, z.kinds, &z.refW, &refBuckets, z.far2, n)
+	}
 	if n == 0 {
 		return 0
 	}
