@@ -20,8 +20,10 @@ type recOp struct {
 	x        [4]float64
 	fixed    *FixedFormat
 	quant    *QuantizedFormat
-	s        string       // a table string's, with maxLen in i
-	tab      *StringTable // nil: no table
+	s        string        // a table string's, with maxLen in i
+	tab      *StringTable  // nil: no table
+	upd      *UpdateFormat // an update's, with its mask in v
+	pose     Pose
 }
 
 const (
@@ -34,6 +36,7 @@ const (
 	recQuant3
 	recQuat
 	recTable
+	recUpdate
 	recKinds
 )
 
@@ -135,6 +138,42 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 			case 1:
 				op.x[2] = math.NaN()
 			}
+		case recUpdate:
+			op.upd = &UpdateFormat{
+				IDMin:    rng.Int64N(100) - 50,
+				IDMax:    0,
+				Pos:      recFixedFormats[rng.IntN(len(recFixedFormats))],
+				Vel:      recQuantFormats[rng.IntN(len(recQuantFormats))],
+				MaskBits: []uint{4, 4, 4, 3, 1, 8, 20, 57, 60, 64, 0}[rng.IntN(11)],
+			}
+			switch rng.IntN(12) {
+			case 0:
+				op.upd.IDMax = op.upd.IDMin // 0 bits
+			case 1:
+				op.upd.IDMax = op.upd.IDMin - 1 // min > max: refused
+			case 2:
+				op.upd.IDMin, op.upd.IDMax = math.MinInt64, math.MaxInt64 // 64 bits
+			case 3:
+				op.upd.IDMax = op.upd.IDMin + 1<<40 // 41 bits
+			default:
+				op.upd.IDMax = op.upd.IDMin + rng.Int64N(1<<uint(rng.IntN(33)))
+			}
+			op.i = op.upd.IDMin + rng.Int64N(max(op.upd.IDMax-op.upd.IDMin, 0)+1)
+			if rng.IntN(20) == 0 {
+				op.i = op.upd.IDMax + 1 // out of range: refused
+			}
+			op.v = rng.Uint64() & (1<<min(op.upd.MaskBits, 63) - 1)
+			if rng.IntN(20) == 0 {
+				op.v = rng.Uint64() // sometimes wider than the mask: refused
+			}
+			for j := range 3 {
+				op.pose.Pos[j] = randFloat(rng, op.upd.Pos.min, op.upd.Pos.max)
+				op.pose.Vel[j] = randFloat(rng, op.upd.Vel.min, op.upd.Vel.max)
+			}
+			op.pose.Rot = randomQuat(rng)
+			if rng.IntN(30) == 0 {
+				op.pose.Rot[1] = math.Inf(-1)
+			}
 		case recTable:
 			op.s, op.tab, op.i = recTableStrings[rng.IntN(len(recTableStrings))], recTable16, 200
 			switch rng.IntN(12) {
@@ -171,6 +210,19 @@ func (op *recOp) writeField(w *Writer) {
 		_ = w.WriteQuat(op.x)
 	case recTable:
 		_ = w.WriteTableString(op.tab, op.s, int(op.i))
+	case recUpdate:
+		f, p, mask := op.upd, &op.pose, uint(op.v)
+		_ = w.WriteRangedInt(op.i, f.IDMin, f.IDMax)
+		_ = w.WriteBits(uint64(mask), f.MaskBits)
+		if mask&UpdatePos != 0 {
+			_ = f.Pos.Write3(w, p.Pos[0], p.Pos[1], p.Pos[2])
+		}
+		if mask&UpdateRot != 0 {
+			_ = w.WriteQuat(p.Rot)
+		}
+		if mask&UpdateVel != 0 {
+			_ = f.Vel.Write3(w, p.Vel[0], p.Vel[1], p.Vel[2])
+		}
 	}
 }
 
@@ -194,6 +246,8 @@ func (op *recOp) writeRecord(rw *RecordWriter) {
 		rw.WriteQuat(op.x)
 	case recTable:
 		rw.WriteTableString(op.tab, op.s, int(op.i))
+	case recUpdate:
+		rw.WriteUpdate(op.upd, op.i, uint(op.v), &op.pose)
 	}
 }
 
@@ -227,6 +281,24 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 		var str string
 		str, err = r.ReadTableString(op.tab, int(op.i), "f")
 		u = strKey(str)
+	case recUpdate:
+		var p Pose
+		var m uint64
+		f := op.upd
+		var id int64
+		if id, err = r.ReadRangedInt(f.IDMin, f.IDMax, "f"); err == nil {
+			m, err = r.ReadBits(f.MaskBits, "f")
+		}
+		if err == nil && uint(m)&UpdatePos != 0 {
+			p.Pos[0], p.Pos[1], p.Pos[2], err = f.Pos.Read3(r, "f")
+		}
+		if err == nil && uint(m)&UpdateRot != 0 {
+			p.Rot, err = r.ReadQuat("f")
+		}
+		if err == nil && uint(m)&UpdateVel != 0 {
+			p.Vel[0], p.Vel[1], p.Vel[2], err = f.Vel.Read3(r, "f")
+		}
+		u = poseKey(id, uint(m), &p)
 	}
 	return got, u, err
 }
@@ -253,8 +325,23 @@ func (op *recOp) readRecord(rr *RecordReader) (got [4]float64, u uint64) {
 		got = rr.ReadQuat()
 	case recTable:
 		u = strKey(rr.ReadTableString(op.tab, int(op.i)))
+	case recUpdate:
+		var p Pose
+		id, m := rr.ReadUpdate(op.upd, &p)
+		u = poseKey(id, m, &p)
 	}
 	return got, u
+}
+
+// poseKey stands for an update's id, mask and values among a read's
+// values: their bits hashed (FNV-1a over the words).
+func poseKey(id int64, mask uint, p *Pose) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range [...]float64{p.Pos[0], p.Pos[1], p.Pos[2], p.Rot[0], p.Rot[1], p.Rot[2], p.Rot[3], p.Vel[0], p.Vel[1], p.Vel[2]} {
+		h = (h ^ math.Float64bits(x)) * 1099511628211
+	}
+	h = (h ^ uint64(mask)) * 1099511628211
+	return (h ^ uint64(id)) * 1099511628211
 }
 
 // strKey stands for a string among a read's values: its FNV-1a hash.
