@@ -53,23 +53,28 @@ type UpdateFormat struct {
 // value out of its range, a zero or non-finite rotation) writes nothing
 // and is End's error, the other fields written as those calls write them.
 func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
+	// The rotation first: the call's registers are free, so little
+	// is kept across it.
+	var qc uint64
+	good := true
+	if mask&UpdateRot != 0 {
+		var i int
+		var k0, k1, k2 int64
+		i, k0, k1, k2, good = quatCodes(&p.Rot, quatM)
+		qc = quatPack(i, k0, k1, k2, quatM, QuatBits)
+	}
 	mb, pn, vn := f.MaskBits, f.Pos.bits, f.Vel.bits
 	// The fast path: every selected value accepted, the id at most 32 bits
 	// and the mask 31, and each triple one field of at most 63 bits. The
 	// codes first, so that nothing is written before every value is known
 	// good.
 	span, u, ib := uint64(f.IDMax)-uint64(f.IDMin), uint64(id)-uint64(f.IDMin), RangeBits(f.IDMin, f.IDMax)
-	ok := f.IDMin <= f.IDMax && u <= span && ib <= 32 && mb-1 < 31 && mask>>(mb&63) == 0 && pn-1 < 21 && vn-1 < 21
-	var pc, qc, vc uint64
+	ok := good && f.IDMin <= f.IDMax && u <= span && ib <= 32 && mb-1 < 31 && mask>>(mb&63) == 0 && pn-1 < 21 && vn-1 < 21
+	var pc, vc uint64
 	if mask&UpdatePos != 0 {
 		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
 		ok = ok && f.Pos.in(x) && f.Pos.in(y) && f.Pos.in(z)
 		pc = f.Pos.code(x) | f.Pos.code(y)<<(pn&63) | f.Pos.code(z)<<(2*pn&63)
-	}
-	if mask&UpdateRot != 0 {
-		i, k0, k1, k2, good := quatCodes(&p.Rot, quatM)
-		ok = ok && good
-		qc = quatPack(i, k0, k1, k2, quatM, QuatBits)
 	}
 	if mask&UpdateVel != 0 {
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
