@@ -155,6 +155,8 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 				op.upd.IDMin, op.upd.IDMax = math.MinInt64, math.MaxInt64 // 64 bits
 			case 3:
 				op.upd.IDMax = op.upd.IDMin + 1<<40 // 41 bits
+			case 4:
+				op.upd.IDMin, op.upd.IDMax = math.MaxInt64, math.MinInt64 // min > max with a one-bit width
 			default:
 				op.upd.IDMax = op.upd.IDMin + rng.Int64N(1<<uint(rng.IntN(33)))
 			}

@@ -1,5 +1,7 @@
 package bitstream
 
+import "math"
+
 // Entity updates: an entity's dirty mask and the pose fields it selects,
 // written or read inside a record in one call. A ghost update is a mask
 // and then, for each set bit, one group of fields; written one call a
@@ -167,11 +169,21 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 			b += 3 * pn
 		}
 		if mask&UpdateRot != 0 {
-			c := rr.word(b) & (1<<(2+3*QuatBits) - 1)
+			// quatFill with its constants, inline: the call would keep
+			// the update's state across it in memory.
+			c := rr.word(b)
 			k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-			if !quatFill(&p.Rot, c&3, k0, k1, k2, quatM, quatStep[QuatBits]) {
+			s := k0*k0 + k1*k1 + k2*k2
+			if k0 > quatM || k1 > quatM || k2 > quatM || s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical
 				return rr.readUpdateSlow(f, p)
 			}
+			d := quatStep[QuatBits]
+			i := c & 3
+			o := &quatOthers[i]
+			p.Rot[o[0]&3] = float64(k0) * d
+			p.Rot[o[1]&3] = float64(k1) * d
+			p.Rot[o[2]&3] = float64(k2) * d
+			p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
 			b += 2 + 3*QuatBits
 		}
 		if mask&UpdateVel != 0 {
