@@ -96,11 +96,18 @@ var (
 	healthFormat    = mustQuantized(0, 1, 7)
 	// ghostFormat is a ghost update's index, mask (four bits: the pose's
 	// three groups, then ghostState) and pose groups.
-	ghostFormat = UpdateFormat{IDMin: 0, IDMax: 1023, MaskBits: 4, Pos: posFormat, Vel: velFormat}
+	ghostFormat = mustUpdate(NewUpdateFormat(0, 1023, 4, posFormat, velFormat))
 )
 
 func mustFixed(min, max, precision float64) FixedFormat {
 	f, err := NewFixedFormat(min, max, precision)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+func mustUpdate(f UpdateFormat, err error) UpdateFormat {
 	if err != nil {
 		panic(err)
 	}

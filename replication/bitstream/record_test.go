@@ -22,7 +22,7 @@ type recOp struct {
 	quant    *QuantizedFormat
 	s        string        // a table string's, with maxLen in i
 	tab      *StringTable  // nil: no table
-	upd      *UpdateFormat // an update's, with its mask in v
+	upd      *UpdateFormat // an update's (its parameters in lo, h, n, fixed, quant), with its mask in v
 	pose     Pose
 }
 
@@ -139,38 +139,46 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 				op.x[2] = math.NaN()
 			}
 		case recUpdate:
-			op.upd = &UpdateFormat{
-				IDMin:    rng.Int64N(100) - 50,
-				IDMax:    0,
-				Pos:      recFixedFormats[rng.IntN(len(recFixedFormats))],
-				Vel:      recQuantFormats[rng.IntN(len(recQuantFormats))],
-				MaskBits: []uint{4, 4, 4, 3, 1, 8, 20, 57, 60, 64, 0}[rng.IntN(11)],
-			}
+			// The format's parameters in the op: the id's range in lo and
+			// h, the mask's width in n, the formats in fixed and quant.
+			op.fixed = &recFixedFormats[rng.IntN(len(recFixedFormats))]
+			op.quant = &recQuantFormats[rng.IntN(len(recQuantFormats))]
+			op.n = []uint{4, 4, 4, 3, 1, 8, 20, 25, 26, 31, 32, 57, 60, 64}[rng.IntN(14)]
+			op.lo = rng.Int64N(100) - 50
 			switch rng.IntN(12) {
 			case 0:
-				op.upd.IDMax = op.upd.IDMin // 0 bits
+				op.h = op.lo // 0 bits
 			case 1:
-				op.upd.IDMax = op.upd.IDMin - 1 // min > max: refused
+				op.lo, op.h = math.MinInt64, math.MaxInt64 // 64 bits
 			case 2:
-				op.upd.IDMin, op.upd.IDMax = math.MinInt64, math.MaxInt64 // 64 bits
+				op.h = op.lo + 1<<40 // 41 bits
 			case 3:
-				op.upd.IDMax = op.upd.IDMin + 1<<40 // 41 bits
+				op.h = op.lo + 1<<32 - 1 // 32 bits
 			case 4:
-				op.upd.IDMin, op.upd.IDMax = math.MaxInt64, math.MinInt64 // min > max with a one-bit width
+				op.h = op.lo + 1<<32 // 33 bits
 			default:
-				op.upd.IDMax = op.upd.IDMin + rng.Int64N(1<<uint(rng.IntN(33)))
+				op.h = op.lo + rng.Int64N(1<<uint(rng.IntN(33)))
 			}
-			op.i = op.upd.IDMin + rng.Int64N(max(op.upd.IDMax-op.upd.IDMin, 0)+1)
-			if rng.IntN(20) == 0 {
-				op.i = op.upd.IDMax + 1 // out of range: refused
+			f, err := NewUpdateFormat(op.lo, op.h, op.n, *op.fixed, *op.quant)
+			if err != nil {
+				panic(err)
 			}
-			op.v = rng.Uint64() & (1<<min(op.upd.MaskBits, 63) - 1)
+			op.upd = &f
+			if span := uint64(op.h) - uint64(op.lo); span == math.MaxUint64 { // the whole int64 range
+				op.i = int64(rng.Uint64())
+			} else {
+				op.i = int64(uint64(op.lo) + rng.Uint64N(span+1))
+			}
+			if rng.IntN(20) == 0 && op.h != math.MaxInt64 {
+				op.i = op.h + 1 // out of range: refused
+			}
+			op.v = rng.Uint64() & (1<<min(op.n, 63) - 1)
 			if rng.IntN(20) == 0 {
 				op.v = rng.Uint64() // sometimes wider than the mask: refused
 			}
 			for j := range 3 {
-				op.pose.Pos[j] = randFloat(rng, op.upd.Pos.min, op.upd.Pos.max)
-				op.pose.Vel[j] = randFloat(rng, op.upd.Vel.min, op.upd.Vel.max)
+				op.pose.Pos[j] = randFloat(rng, op.fixed.min, op.fixed.max)
+				op.pose.Vel[j] = randFloat(rng, op.quant.min, op.quant.max)
 			}
 			op.pose.Rot = randomQuat(rng)
 			if rng.IntN(30) == 0 {
@@ -213,17 +221,17 @@ func (op *recOp) writeField(w *Writer) {
 	case recTable:
 		_ = w.WriteTableString(op.tab, op.s, int(op.i))
 	case recUpdate:
-		f, p, mask := op.upd, &op.pose, uint(op.v)
-		_ = w.WriteRangedInt(op.i, f.IDMin, f.IDMax)
-		_ = w.WriteBits(uint64(mask), f.MaskBits)
+		p, mask := &op.pose, uint(op.v)
+		_ = w.WriteRangedInt(op.i, op.lo, op.h)
+		_ = w.WriteBits(uint64(mask), op.n)
 		if mask&UpdatePos != 0 {
-			_ = f.Pos.Write3(w, p.Pos[0], p.Pos[1], p.Pos[2])
+			_ = op.fixed.Write3(w, p.Pos[0], p.Pos[1], p.Pos[2])
 		}
 		if mask&UpdateRot != 0 {
 			_ = w.WriteQuat(p.Rot)
 		}
 		if mask&UpdateVel != 0 {
-			_ = f.Vel.Write3(w, p.Vel[0], p.Vel[1], p.Vel[2])
+			_ = op.quant.Write3(w, p.Vel[0], p.Vel[1], p.Vel[2])
 		}
 	}
 }
@@ -286,19 +294,18 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 	case recUpdate:
 		var p Pose
 		var m uint64
-		f := op.upd
 		var id int64
-		if id, err = r.ReadRangedInt(f.IDMin, f.IDMax, "f"); err == nil {
-			m, err = r.ReadBits(f.MaskBits, "f")
+		if id, err = r.ReadRangedInt(op.lo, op.h, "f"); err == nil {
+			m, err = r.ReadBits(op.n, "f")
 		}
 		if err == nil && uint(m)&UpdatePos != 0 {
-			p.Pos[0], p.Pos[1], p.Pos[2], err = f.Pos.Read3(r, "f")
+			p.Pos[0], p.Pos[1], p.Pos[2], err = op.fixed.Read3(r, "f")
 		}
 		if err == nil && uint(m)&UpdateRot != 0 {
 			p.Rot, err = r.ReadQuat("f")
 		}
 		if err == nil && uint(m)&UpdateVel != 0 {
-			p.Vel[0], p.Vel[1], p.Vel[2], err = f.Vel.Read3(r, "f")
+			p.Vel[0], p.Vel[1], p.Vel[2], err = op.quant.Read3(r, "f")
 		}
 		u = poseKey(id, uint(m), &p)
 	}
