@@ -17,10 +17,8 @@ const benchMTU = 1200
 
 type benchGhost struct {
 	index  int64
-	dirty  [4]bool // position, rotation, velocity, state
-	pos    [3]float64
-	rot    [4]float64
-	vel    [3]float64
+	dirty  uint // the mask: UpdatePos, UpdateRot, UpdateVel, ghostState
+	pose   Pose
 	health float64
 	anim   int64
 	class  string
@@ -60,20 +58,28 @@ func newBenchPacket(seed uint64, ghosts int) *benchPacket {
 	classes := []string{"orc_warrior", "elf_archer", "human_mage", "wolf", "chest"}
 	for i := range ghosts {
 		g := benchGhost{index: int64(rng.IntN(1024)), class: classes[rng.IntN(len(classes))]}
-		for j := range g.pos {
-			g.pos[j] = rng.Float64()*4000 - 2000
-			g.vel[j] = rng.Float64()*20 - 10
+		for j := range g.pose.Pos {
+			g.pose.Pos[j] = rng.Float64()*4000 - 2000
+			g.pose.Vel[j] = rng.Float64()*20 - 10
 		}
-		g.rot = randomQuat(rng)
+		g.pose.Rot = randomQuat(rng)
 		g.health = rng.Float64()
 		g.anim = int64(rng.IntN(41))
 		// Moving things change position every update, rotation and velocity
 		// often, state rarely.
-		g.dirty = [4]bool{true, rng.IntN(10) < 7, rng.IntN(10) < 5, i%8 == 0}
+		for j, d := range [4]bool{true, rng.IntN(10) < 7, rng.IntN(10) < 5, i%8 == 0} {
+			if d {
+				g.dirty |= 1 << j
+			}
+		}
 		p.ghosts = append(p.ghosts, g)
 	}
 	return p
 }
+
+// ghostState is a ghost's fourth dirty bit, after the pose's three: its
+// health, animation and class.
+const ghostState = 1 << 3
 
 // ghostBits is the most a ghost update can take, so the writer knows when to stop.
 var ghostBits = 1 + 10 + 4 + 3*19 + 47 + 3*12 + 7 + 6 + 11
@@ -88,10 +94,20 @@ var (
 	posFormat       = mustFixed(-2000, 2000, 0.01)
 	velFormat       = mustQuantized(-50, 50, 12)
 	healthFormat    = mustQuantized(0, 1, 7)
+	// ghostFormat is a ghost update's index, mask (four bits: the pose's
+	// three groups, then ghostState) and pose groups.
+	ghostFormat = mustUpdate(NewUpdateFormat(0, 1023, 4, posFormat, velFormat))
 )
 
 func mustFixed(min, max, precision float64) FixedFormat {
 	f, err := NewFixedFormat(min, max, precision)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+func mustUpdate(f UpdateFormat, err error) UpdateFormat {
 	if err != nil {
 		panic(err)
 	}
@@ -143,19 +159,19 @@ func writePacketFormats(w *Writer, p *benchPacket) (ghosts int, err error) {
 		g := &p.ghosts[i]
 		_ = w.WriteFlag(true)
 		_ = w.WriteRangedInt(g.index, 0, 1023)
-		for _, d := range g.dirty {
-			_ = w.WriteFlag(d)
+		for j := range 4 {
+			_ = w.WriteFlag(g.dirty>>j&1 != 0)
 		}
-		if g.dirty[0] {
-			_ = posFormat.Write3(w, g.pos[0], g.pos[1], g.pos[2])
+		if g.dirty&UpdatePos != 0 {
+			_ = posFormat.Write3(w, g.pose.Pos[0], g.pose.Pos[1], g.pose.Pos[2])
 		}
-		if g.dirty[1] {
-			_ = w.WriteQuat(g.rot)
+		if g.dirty&UpdateRot != 0 {
+			_ = w.WriteQuat(g.pose.Rot)
 		}
-		if g.dirty[2] {
-			_ = velFormat.Write3(w, g.vel[0], g.vel[1], g.vel[2])
+		if g.dirty&UpdateVel != 0 {
+			_ = velFormat.Write3(w, g.pose.Vel[0], g.pose.Vel[1], g.pose.Vel[2])
 		}
-		if g.dirty[3] {
+		if g.dirty&ghostState != 0 {
 			_ = healthFormat.Write(w, g.health)
 			_ = w.WriteRangedInt(g.anim, 0, 40)
 			_ = w.WriteTableString(benchTable, g.class, 32)
@@ -232,23 +248,26 @@ func readPacketFormats(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 		var g benchGhost
 		g.index, e = r.ReadRangedInt(0, 1023, "ghost.index")
 		fail(e)
-		for j := range g.dirty {
-			g.dirty[j], e = r.ReadFlag("ghost.dirty")
+		for j := range 4 {
+			d, e := r.ReadFlag("ghost.dirty")
+			if d {
+				g.dirty |= 1 << j
+			}
 			fail(e)
 		}
-		if g.dirty[0] {
-			g.pos[0], g.pos[1], g.pos[2], e = posFormat.Read3(r, "ghost.pos")
+		if g.dirty&UpdatePos != 0 {
+			g.pose.Pos[0], g.pose.Pos[1], g.pose.Pos[2], e = posFormat.Read3(r, "ghost.pos")
 			fail(e)
 		}
-		if g.dirty[1] {
-			g.rot, e = r.ReadQuat("ghost.rot")
+		if g.dirty&UpdateRot != 0 {
+			g.pose.Rot, e = r.ReadQuat("ghost.rot")
 			fail(e)
 		}
-		if g.dirty[2] {
-			g.vel[0], g.vel[1], g.vel[2], e = velFormat.Read3(r, "ghost.vel")
+		if g.dirty&UpdateVel != 0 {
+			g.pose.Vel[0], g.pose.Vel[1], g.pose.Vel[2], e = velFormat.Read3(r, "ghost.vel")
 			fail(e)
 		}
-		if g.dirty[3] {
+		if g.dirty&ghostState != 0 {
 			g.health, e = healthFormat.Read(r, "ghost.health")
 			fail(e)
 			g.anim, e = r.ReadRangedInt(0, 40, "ghost.anim")
@@ -302,23 +321,10 @@ func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 		}
 		g := &p.ghosts[i]
 		rec.WriteFlag(true)
-		rec.WriteRangedInt(g.index, 0, 1023)
-		// The four dirty flags, unrolled: the same four calls without a
-		// loop over a copy of the array (a real encoder keeps a mask).
-		rec.WriteFlag(g.dirty[0])
-		rec.WriteFlag(g.dirty[1])
-		rec.WriteFlag(g.dirty[2])
-		rec.WriteFlag(g.dirty[3])
-		if g.dirty[0] {
-			rec.WriteFixed3(&posFormat, g.pos[0], g.pos[1], g.pos[2])
-		}
-		if g.dirty[1] {
-			rec.WriteQuat(g.rot)
-		}
-		if g.dirty[2] {
-			rec.WriteQuantized3(&velFormat, g.vel[0], g.vel[1], g.vel[2])
-		}
-		if g.dirty[3] {
+		// The index, the dirty mask and the pose groups it selects, in
+		// one call.
+		rec.WriteUpdate(&ghostFormat, g.index, g.dirty, &g.pose)
+		if g.dirty&ghostState != 0 {
 			rec.WriteQuantized(&healthFormat, g.health)
 			rec.WriteRangedInt(g.anim, 0, 40)
 			rec.WriteTableString(benchTable, g.class, 32)
@@ -383,21 +389,8 @@ func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 		// ghost). The fields a ghost does not send stay zero.
 		p.ghosts = append(p.ghosts, benchGhost{})
 		g := &p.ghosts[len(p.ghosts)-1]
-		g.index = rec.ReadRangedInt(0, 1023)
-		g.dirty[0] = rec.ReadFlag()
-		g.dirty[1] = rec.ReadFlag()
-		g.dirty[2] = rec.ReadFlag()
-		g.dirty[3] = rec.ReadFlag()
-		if g.dirty[0] {
-			g.pos[0], g.pos[1], g.pos[2] = rec.ReadFixed3(&posFormat)
-		}
-		if g.dirty[1] {
-			g.rot = rec.ReadQuat()
-		}
-		if g.dirty[2] {
-			g.vel[0], g.vel[1], g.vel[2] = rec.ReadQuantized3(&velFormat)
-		}
-		if g.dirty[3] {
+		g.index, g.dirty = rec.ReadUpdate(&ghostFormat, &g.pose)
+		if g.dirty&ghostState != 0 {
 			g.health = rec.ReadQuantized(&healthFormat)
 			g.anim = rec.ReadRangedInt(0, 40)
 			g.class = rec.ReadTableString(benchTable, 32)
@@ -448,23 +441,23 @@ func writePacketFields(w *Writer, p *benchPacket) (ghosts int, err error) {
 		g := &p.ghosts[i]
 		_ = w.WriteFlag(true)
 		_ = w.WriteRangedInt(g.index, 0, 1023)
-		for _, d := range g.dirty {
-			_ = w.WriteFlag(d)
+		for j := range 4 {
+			_ = w.WriteFlag(g.dirty>>j&1 != 0)
 		}
-		if g.dirty[0] {
-			_ = w.WriteFixed(g.pos[0], -2000, 2000, 0.01)
-			_ = w.WriteFixed(g.pos[1], -2000, 2000, 0.01)
-			_ = w.WriteFixed(g.pos[2], -2000, 2000, 0.01)
+		if g.dirty&UpdatePos != 0 {
+			_ = w.WriteFixed(g.pose.Pos[0], -2000, 2000, 0.01)
+			_ = w.WriteFixed(g.pose.Pos[1], -2000, 2000, 0.01)
+			_ = w.WriteFixed(g.pose.Pos[2], -2000, 2000, 0.01)
 		}
-		if g.dirty[1] {
-			_ = w.WriteQuat(g.rot)
+		if g.dirty&UpdateRot != 0 {
+			_ = w.WriteQuat(g.pose.Rot)
 		}
-		if g.dirty[2] {
-			_ = w.WriteQuantized(g.vel[0], -50, 50, 12)
-			_ = w.WriteQuantized(g.vel[1], -50, 50, 12)
-			_ = w.WriteQuantized(g.vel[2], -50, 50, 12)
+		if g.dirty&UpdateVel != 0 {
+			_ = w.WriteQuantized(g.pose.Vel[0], -50, 50, 12)
+			_ = w.WriteQuantized(g.pose.Vel[1], -50, 50, 12)
+			_ = w.WriteQuantized(g.pose.Vel[2], -50, 50, 12)
 		}
-		if g.dirty[3] {
+		if g.dirty&ghostState != 0 {
 			_ = w.WriteUnitFloat(g.health, 7)
 			_ = w.WriteRangedInt(g.anim, 0, 40)
 			_ = w.WriteTableString(benchTable, g.class, 32)
@@ -545,27 +538,30 @@ func readPacketFields(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 		var g benchGhost
 		g.index, e = r.ReadRangedInt(0, 1023, "ghost.index")
 		fail(e)
-		for j := range g.dirty {
-			g.dirty[j], e = r.ReadFlag("ghost.dirty")
+		for j := range 4 {
+			d, e := r.ReadFlag("ghost.dirty")
+			if d {
+				g.dirty |= 1 << j
+			}
 			fail(e)
 		}
-		if g.dirty[0] {
-			for j := range g.pos {
-				g.pos[j], e = r.ReadFixed(-2000, 2000, 0.01, "ghost.pos")
+		if g.dirty&UpdatePos != 0 {
+			for j := range g.pose.Pos {
+				g.pose.Pos[j], e = r.ReadFixed(-2000, 2000, 0.01, "ghost.pos")
 				fail(e)
 			}
 		}
-		if g.dirty[1] {
-			g.rot, e = r.ReadQuat("ghost.rot")
+		if g.dirty&UpdateRot != 0 {
+			g.pose.Rot, e = r.ReadQuat("ghost.rot")
 			fail(e)
 		}
-		if g.dirty[2] {
-			for j := range g.vel {
-				g.vel[j], e = r.ReadQuantized(-50, 50, 12, "ghost.vel")
+		if g.dirty&UpdateVel != 0 {
+			for j := range g.pose.Vel {
+				g.pose.Vel[j], e = r.ReadQuantized(-50, 50, 12, "ghost.vel")
 				fail(e)
 			}
 		}
-		if g.dirty[3] {
+		if g.dirty&ghostState != 0 {
 			g.health, e = r.ReadUnitFloat(7, "ghost.health")
 			fail(e)
 			g.anim, e = r.ReadRangedInt(0, 40, "ghost.anim")
@@ -604,15 +600,15 @@ func TestBenchPacketRoundTrip(t *testing.T) {
 		if g.index != want.index || g.dirty != want.dirty {
 			t.Fatalf("ghost %d: header differs", i)
 		}
-		for j := range g.pos {
-			if math.Abs(g.pos[j]-want.pos[j]) > posErr {
-				t.Fatalf("ghost %d: position %v, want %v", i, g.pos, want.pos)
+		for j := range g.pose.Pos {
+			if math.Abs(g.pose.Pos[j]-want.pose.Pos[j]) > posErr {
+				t.Fatalf("ghost %d: position %v, want %v", i, g.pose.Pos, want.pose.Pos)
 			}
 		}
-		if want.dirty[1] && QuatAngle(g.rot, want.rot) > QuatMaxAngle(QuatBits) {
+		if want.dirty&UpdateRot != 0 && QuatAngle(g.pose.Rot, want.pose.Rot) > QuatMaxAngle(QuatBits) {
 			t.Fatalf("ghost %d: rotation off", i)
 		}
-		if want.dirty[3] && (g.class != want.class || g.anim != want.anim) {
+		if want.dirty&ghostState != 0 && (g.class != want.class || g.anim != want.anim) {
 			t.Fatalf("ghost %d: state %q %d, want %q %d", i, g.class, g.anim, want.class, want.anim)
 		}
 	}

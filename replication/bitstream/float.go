@@ -168,6 +168,13 @@ func roundSym(x float64, m int64) int64 {
 	return max(-m, min(int64(x+math.Copysign(0.5, x)), m))
 }
 
+// roundAway is roundSym without the clamp: x rounded half away from zero.
+// |x| must be well inside the int64 range.
+func roundAway(x float64) int64 {
+	x = float64(x) // see roundSym
+	return int64(x + math.Copysign(0.5, x))
+}
+
 // WriteSignedFloat writes v ∈ [−1, 1] in bits (2..32) bits with a symmetric
 // quantizer: k = round(v·m) with m = 2^(bits−1)−1, sent as k+m. −1, 0 and 1
 // are exact; the code 2^bits−1 is never sent, and a reader rejects it.

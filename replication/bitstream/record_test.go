@@ -20,8 +20,10 @@ type recOp struct {
 	x        [4]float64
 	fixed    *FixedFormat
 	quant    *QuantizedFormat
-	s        string       // a table string's, with maxLen in i
-	tab      *StringTable // nil: no table
+	s        string        // a table string's, with maxLen in i
+	tab      *StringTable  // nil: no table
+	upd      *UpdateFormat // an update's (its parameters in lo, h, n, fixed, quant), with its mask in v
+	pose     Pose
 }
 
 const (
@@ -34,6 +36,7 @@ const (
 	recQuant3
 	recQuat
 	recTable
+	recUpdate
 	recKinds
 )
 
@@ -135,6 +138,52 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 			case 1:
 				op.x[2] = math.NaN()
 			}
+		case recUpdate:
+			// The format's parameters in the op: the id's range in lo and
+			// h, the mask's width in n, the formats in fixed and quant.
+			op.fixed = &recFixedFormats[rng.IntN(len(recFixedFormats))]
+			op.quant = &recQuantFormats[rng.IntN(len(recQuantFormats))]
+			op.n = []uint{4, 4, 4, 3, 1, 8, 20, 25, 26, 31, 32, 57, 60, 64}[rng.IntN(14)]
+			op.lo = rng.Int64N(100) - 50
+			switch rng.IntN(12) {
+			case 0:
+				op.h = op.lo // 0 bits
+			case 1:
+				op.lo, op.h = math.MinInt64, math.MaxInt64 // 64 bits
+			case 2:
+				op.h = op.lo + 1<<40 // 41 bits
+			case 3:
+				op.h = op.lo + 1<<32 - 1 // 32 bits
+			case 4:
+				op.h = op.lo + 1<<32 // 33 bits
+			default:
+				op.h = op.lo + rng.Int64N(1<<uint(rng.IntN(33)))
+			}
+			f, err := NewUpdateFormat(op.lo, op.h, op.n, *op.fixed, *op.quant)
+			if err != nil {
+				panic(err)
+			}
+			op.upd = &f
+			if span := uint64(op.h) - uint64(op.lo); span == math.MaxUint64 { // the whole int64 range
+				op.i = int64(rng.Uint64())
+			} else {
+				op.i = int64(uint64(op.lo) + rng.Uint64N(span+1))
+			}
+			if rng.IntN(20) == 0 && op.h != math.MaxInt64 {
+				op.i = op.h + 1 // out of range: refused
+			}
+			op.v = rng.Uint64() & (1<<min(op.n, 63) - 1)
+			if rng.IntN(20) == 0 {
+				op.v = rng.Uint64() // sometimes wider than the mask: refused
+			}
+			for j := range 3 {
+				op.pose.Pos[j] = randFloat(rng, op.fixed.min, op.fixed.max)
+				op.pose.Vel[j] = randFloat(rng, op.quant.min, op.quant.max)
+			}
+			op.pose.Rot = randomQuat(rng)
+			if rng.IntN(30) == 0 {
+				op.pose.Rot[1] = math.Inf(-1)
+			}
 		case recTable:
 			op.s, op.tab, op.i = recTableStrings[rng.IntN(len(recTableStrings))], recTable16, 200
 			switch rng.IntN(12) {
@@ -171,6 +220,19 @@ func (op *recOp) writeField(w *Writer) {
 		_ = w.WriteQuat(op.x)
 	case recTable:
 		_ = w.WriteTableString(op.tab, op.s, int(op.i))
+	case recUpdate:
+		p, mask := &op.pose, uint(op.v)
+		_ = w.WriteRangedInt(op.i, op.lo, op.h)
+		_ = w.WriteBits(uint64(mask), op.n)
+		if mask&UpdatePos != 0 {
+			_ = op.fixed.Write3(w, p.Pos[0], p.Pos[1], p.Pos[2])
+		}
+		if mask&UpdateRot != 0 {
+			_ = w.WriteQuat(p.Rot)
+		}
+		if mask&UpdateVel != 0 {
+			_ = op.quant.Write3(w, p.Vel[0], p.Vel[1], p.Vel[2])
+		}
 	}
 }
 
@@ -194,6 +256,8 @@ func (op *recOp) writeRecord(rw *RecordWriter) {
 		rw.WriteQuat(op.x)
 	case recTable:
 		rw.WriteTableString(op.tab, op.s, int(op.i))
+	case recUpdate:
+		rw.WriteUpdate(op.upd, op.i, uint(op.v), &op.pose)
 	}
 }
 
@@ -227,6 +291,23 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 		var str string
 		str, err = r.ReadTableString(op.tab, int(op.i), "f")
 		u = strKey(str)
+	case recUpdate:
+		var p Pose
+		var m uint64
+		var id int64
+		if id, err = r.ReadRangedInt(op.lo, op.h, "f"); err == nil {
+			m, err = r.ReadBits(op.n, "f")
+		}
+		if err == nil && uint(m)&UpdatePos != 0 {
+			p.Pos[0], p.Pos[1], p.Pos[2], err = op.fixed.Read3(r, "f")
+		}
+		if err == nil && uint(m)&UpdateRot != 0 {
+			p.Rot, err = r.ReadQuat("f")
+		}
+		if err == nil && uint(m)&UpdateVel != 0 {
+			p.Vel[0], p.Vel[1], p.Vel[2], err = op.quant.Read3(r, "f")
+		}
+		u = poseKey(id, uint(m), &p)
 	}
 	return got, u, err
 }
@@ -253,8 +334,23 @@ func (op *recOp) readRecord(rr *RecordReader) (got [4]float64, u uint64) {
 		got = rr.ReadQuat()
 	case recTable:
 		u = strKey(rr.ReadTableString(op.tab, int(op.i)))
+	case recUpdate:
+		var p Pose
+		id, m := rr.ReadUpdate(op.upd, &p)
+		u = poseKey(id, m, &p)
 	}
 	return got, u
+}
+
+// poseKey stands for an update's id, mask and values among a read's
+// values: their bits hashed (FNV-1a over the words).
+func poseKey(id int64, mask uint, p *Pose) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range [...]float64{p.Pos[0], p.Pos[1], p.Pos[2], p.Rot[0], p.Rot[1], p.Rot[2], p.Rot[3], p.Vel[0], p.Vel[1], p.Vel[2]} {
+		h = (h ^ math.Float64bits(x)) * 1099511628211
+	}
+	h = (h ^ uint64(mask)) * 1099511628211
+	return (h ^ uint64(id)) * 1099511628211
 }
 
 // strKey stands for a string among a read's values: its FNV-1a hash.

@@ -308,7 +308,13 @@ func quatCodes(q *[4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
 	t = math.Copysign(t, q[i]) // q[i] ≠ 0; no branch on a random sign
 	o := &quatOthers[i&3]
 	x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
-	k0, k1, k2 = roundSym(x0, m), roundSym(x1, m), roundSym(x2, m)
+	// Rounded half away from zero as roundSym, without its clamp to
+	// [−m, m]: a code past m (possible only when Σq² was rounded far from
+	// |q|², a quaternion of subnormal components) makes the codes
+	// non-canonical either way (2(m+1)² > 2m² unclamped, 2m² clamped), and
+	// both go to quatTowardZero with the same x, which clamps; otherwise
+	// the clamp changes nothing.
+	k0, k1, k2 = roundAway(x0), roundAway(x1), roundAway(x2)
 	if !quatCanonical([3]int64{k0, k1, k2}, m) {
 		k0, k1, k2 = quatTowardZero(x0, x1, x2, m)
 	}

@@ -1,0 +1,85 @@
+package bitstream
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// quatCodesClamped is quatCodes as it was before its codes lost the clamp
+// to [−m, m]: roundSym on each scaled component. The reference for
+// TestQuatCodesUnclampedMatchClamped.
+func quatCodesClamped(q *[4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
+	ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
+	if !(ss > 0 && ss <= math.MaxFloat64) {
+		return 0, 0, 0, 0, false
+	}
+	for j := 1; j < 4; j++ {
+		if math.Abs(q[j]) > math.Abs(q[i]) {
+			i = j
+		}
+	}
+	t := math.Sqrt2 * float64(m)
+	if math.Abs(ss-1) > 0x1p-40 {
+		t /= math.Sqrt(ss)
+	}
+	t = math.Copysign(t, q[i])
+	o := &quatOthers[i]
+	x0, x1, x2 := q[o[0]]*t, q[o[1]]*t, q[o[2]]*t
+	k0, k1, k2 = roundSym(x0, m), roundSym(x1, m), roundSym(x2, m)
+	if !quatCanonical([3]int64{k0, k1, k2}, m) {
+		k0, k1, k2 = quatTowardZero(x0, x1, x2, m)
+	}
+	return i, k0, k1, k2, true
+}
+
+// quatCodes rounds without clamping its codes to [−m, m]: the same codes
+// as the clamped rounding for every quaternion, those whose components are
+// subnormal (where Σq² is rounded far from |q|² and a scaled component
+// passes m) and those with near ties among them.
+func TestQuatCodesUnclampedMatchClamped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var past int // quaternions where a rounded code passed m: the clamp's case
+	for n := range 200000 {
+		q := randomQuat(rng)
+		switch n % 4 {
+		case 1: // subnormal components: Σq² far from |q|²
+			s := math.Ldexp(1, -1070+rng.IntN(60))
+			for j := range q {
+				q[j] *= s
+			}
+		case 2: // two equal largest components, subnormal or not
+			a := math.Ldexp(1+rng.Float64(), -540+rng.IntN(20))
+			if rng.IntN(2) == 0 {
+				a = 0.5 + rng.Float64()*0.2
+			}
+			q = [4]float64{a, -a, rng.Float64() * a, 0}
+			q[rng.IntN(4)], q[3] = q[3], q[rng.IntN(4)]
+		case 3: // unnormalized
+			for j := range q {
+				q[j] *= math.Ldexp(1, rng.IntN(200)-100)
+			}
+		}
+		bits := uint(minQuatBits + rng.IntN(MaxQuatBits-minQuatBits+1))
+		m := int64(1)<<(bits-1) - 1
+		gi, g0, g1, g2, gok := quatCodes(&q, m)
+		wi, w0, w1, w2, wok := quatCodesClamped(&q, m)
+		if gi != wi || g0 != w0 || g1 != w1 || g2 != w2 || gok != wok {
+			t.Fatalf("q %v, %d bits: codes %d %d %d %d %v, clamped rounding %d %d %d %d %v", q, bits, gi, g0, g1, g2, gok, wi, w0, w1, w2, wok)
+		}
+		if wok {
+			ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
+			tt := math.Copysign(math.Sqrt2*float64(m)/math.Sqrt(ss), q[wi])
+			for _, j := range quatOthers[wi] {
+				if k := roundAway(q[j] * tt); k > m || k < -m {
+					past++
+					break
+				}
+			}
+		}
+	}
+	if past == 0 {
+		t.Fatal("no quaternion had a code past m: the clamp's case is untested")
+	}
+	t.Logf("%d quaternions with a code past m", past)
+}

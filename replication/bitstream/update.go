@@ -1,0 +1,247 @@
+package bitstream
+
+import "math"
+
+// Entity updates: an entity's id, its dirty mask and the pose fields the
+// mask selects, written or read inside a record in one call. A ghost
+// update is an id, a mask and then, for each set bit, one group of
+// fields; written one call a field, the mask is several flags and each
+// group a call of its own, and every call re-loads the record's state and
+// re-checks its parameters around a few instructions of work. An
+// UpdateFormat is such a layout's pose part, validated once:
+// RecordWriter.WriteUpdate batches the id, the mask and the selected
+// groups into as few accumulator stores as fit, and RecordReader.ReadUpdate
+// decodes them from the words it loads, with the bits, values and errors
+// of the per-field calls (TestRecordsMatchFieldCalls, FuzzRecords).
+
+// The pose groups of an update's mask, in the order they are written.
+const (
+	UpdatePos uint = 1 << iota // Pose.Pos, through the format's position (three values)
+	UpdateRot                  // Pose.Rot, a quaternion as WriteQuat
+	UpdateVel                  // Pose.Vel, through the format's velocity (three values)
+)
+
+// Pose is the part of an entity update that an UpdateFormat encodes: a
+// position, a rotation (a unit quaternion) and a velocity.
+type Pose struct {
+	Pos [3]float64
+	Rot [4]float64
+	Vel [3]float64
+}
+
+// UpdateFormat is the layout of an entity update, made by NewUpdateFormat:
+// its id, an integer in [idMin, idMax] (as WriteRangedInt), its dirty mask
+// in maskBits bits, then the groups the mask's bits UpdatePos, UpdateRot
+// and UpdateVel select, in that order. The mask's higher bits are the
+// caller's own groups, which it writes after WriteUpdate (and reads after
+// ReadUpdate). A value: it may be copied and shared, and its methods only
+// read it. The zero UpdateFormat has an implied id of 0 and a mask of no
+// bits, which a write refuses and a read fails on, with ErrWidth (as
+// WriteBits and ReadBits of 0 bits).
+type UpdateFormat struct {
+	idMin  int64
+	span   uint64 // idMax − idMin
+	idBits uint   // RangeBits(idMin, idMax)
+	mask   uint   // the mask's width
+	// wfast: the writer's fast path serves the widths (an id of at most
+	// 32 bits and a mask of 31, each triple one field of 1..63 bits);
+	// rfast: the reader's (an id of 32 bits and a mask of 25, triples of
+	// 1..57 bits, each a word). rmax is the largest update in bits.
+	wfast, rfast bool
+	rmax         uint
+	pos          FixedFormat
+	vel          QuantizedFormat
+}
+
+// NewUpdateFormat validates an update's layout: ErrOutOfRange for idMin >
+// idMax, ErrWidth for a maskBits outside 1..64 (1..32 where a uint is 32
+// bits). pos and vel are the position's and the velocity's formats.
+func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel QuantizedFormat) (UpdateFormat, error) {
+	if idMin > idMax {
+		return UpdateFormat{}, ErrOutOfRange
+	}
+	if maskBits-1 >= 64 || maskBits > uint(bitsPerUint) {
+		return UpdateFormat{}, ErrWidth
+	}
+	f := UpdateFormat{idMin: idMin, span: uint64(idMax) - uint64(idMin), idBits: RangeBits(idMin, idMax), mask: maskBits, pos: pos, vel: vel}
+	pn, vn := pos.bits, vel.bits
+	f.wfast = f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21
+	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
+	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
+	return f, nil
+}
+
+// bitsPerUint is the width of a uint: 32 or 64.
+const bitsPerUint = 32 << (^uint(0) >> 63)
+
+// WriteUpdate writes an update's id, its mask and the pose groups the
+// mask selects, exactly as
+//
+//	rw.WriteRangedInt(id, idMin, idMax)
+//	rw.WriteBits(uint64(mask), maskBits)
+//	if mask&UpdatePos != 0 { rw.WriteFixed3(&pos, p.Pos[0], p.Pos[1], p.Pos[2]) }
+//	if mask&UpdateRot != 0 { rw.WriteQuat(p.Rot) }
+//	if mask&UpdateVel != 0 { rw.WriteQuantized3(&vel, p.Vel[0], p.Vel[1], p.Vel[2]) }
+//
+// would with the format's parameters: the same bits, and a refused field
+// (an id out of its range, a mask wider than maskBits, a value out of its
+// range, a zero or non-finite rotation) writes nothing and is End's error,
+// the other fields written as those calls write them.
+func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
+	// The rotation first: the call's registers are free, so little is
+	// kept across it.
+	var qc uint64
+	good := true
+	if mask&UpdateRot != 0 {
+		var i int
+		var k0, k1, k2 int64
+		i, k0, k1, k2, good = quatCodes(&p.Rot, quatM)
+		qc = quatPack(i, k0, k1, k2, quatM, QuatBits)
+	}
+	// The fast path: every value accepted, the widths the format says.
+	// The codes first, so that nothing is written before every value is
+	// known good.
+	u, ib, mb := uint64(id)-uint64(f.idMin), f.idBits, f.mask
+	ok := good && f.wfast && u <= f.span && mask>>(mb&63) == 0
+	var pc, vc uint64
+	pn, vn := f.pos.bits, f.vel.bits
+	if mask&UpdatePos != 0 {
+		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
+		ok = ok && f.pos.in(x) && f.pos.in(y) && f.pos.in(z)
+		pc = f.pos.code(x) | f.pos.code(y)<<(pn&63) | f.pos.code(z)<<(2*pn&63)
+	}
+	if mask&UpdateVel != 0 {
+		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
+		ok = ok && f.vel.in(x) && f.vel.in(y) && f.vel.in(z)
+		vc = f.vel.code(x) | f.vel.code(y)<<(vn&63) | f.vel.code(z)<<(2*vn&63)
+	}
+	if !ok {
+		rw.writeUpdateSlow(f, id, mask, p)
+		return
+	}
+	// The fields collect in v (w bits) and go to the record when the next
+	// would not fit beside them.
+	v, w := u|uint64(mask)<<(ib&63), ib+mb
+	if mask&UpdatePos != 0 {
+		if n := 3 * pn; w+n <= 63 {
+			v, w = v|pc<<(w&63), w+n
+		} else {
+			rw.put(v, w)
+			v, w = pc, n
+		}
+	}
+	if mask&UpdateRot != 0 {
+		if w+2+3*QuatBits <= 63 {
+			v, w = v|qc<<(w&63), w+2+3*QuatBits
+		} else {
+			rw.put(v, w)
+			v, w = qc, 2+3*QuatBits
+		}
+	}
+	if mask&UpdateVel != 0 {
+		if n := 3 * vn; w+n <= 63 {
+			v, w = v|vc<<(w&63), w+n
+		} else {
+			rw.put(v, w)
+			v, w = vc, n
+		}
+	}
+	rw.put(v, w)
+}
+
+// writeUpdateSlow is WriteUpdate's every other case: the per-field record
+// calls.
+func (rw *RecordWriter) writeUpdateSlow(f *UpdateFormat, id int64, mask uint, p *Pose) {
+	rw.WriteRangedInt(id, f.idMin, int64(uint64(f.idMin)+f.span))
+	rw.WriteBits(uint64(mask), f.mask)
+	if mask&UpdatePos != 0 {
+		rw.WriteFixed3(&f.pos, p.Pos[0], p.Pos[1], p.Pos[2])
+	}
+	if mask&UpdateRot != 0 {
+		rw.WriteQuat(p.Rot)
+	}
+	if mask&UpdateVel != 0 {
+		rw.WriteQuantized3(&f.vel, p.Vel[0], p.Vel[1], p.Vel[2])
+	}
+}
+
+// ReadUpdate reads an update written by WriteUpdate with the same format
+// and returns its id and mask, exactly as
+//
+//	id := rr.ReadRangedInt(idMin, idMax)
+//	mask := uint(rr.ReadBits(maskBits))
+//	if mask&UpdatePos != 0 { p.Pos[0], p.Pos[1], p.Pos[2] = rr.ReadFixed3(&pos) }
+//	if mask&UpdateRot != 0 { p.Rot = rr.ReadQuat() }
+//	if mask&UpdateVel != 0 { p.Vel[0], p.Vel[1], p.Vel[2] = rr.ReadQuantized3(&vel) }
+//
+// would with the format's parameters: the same values (the groups the
+// mask does not select are left as they are), and the same failure at the
+// same bit. The mask's bits above the pose groups are the caller's to act
+// on.
+func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uint) {
+	// The fast path: the widths the format says and its largest update
+	// inside the stream, so no field tests the end; each group is one
+	// word from the bit it starts at.
+	at := rr.bit
+	if !f.rfast || at+f.rmax > rr.limit {
+		return rr.readUpdateSlow(f, p)
+	}
+	ib, mb, pn, vn := f.idBits, f.mask, f.pos.bits, f.vel.bits
+	head := rr.word(at)
+	u := head & (1<<(ib&63) - 1)
+	if u > f.span {
+		return rr.readUpdateSlow(f, p)
+	}
+	mask = uint(head >> (ib & 63) & (1<<(mb&63) - 1))
+	b := at + ib + mb
+	if mask&UpdatePos != 0 {
+		x, y, z := codes3(rr.word(b), pn)
+		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
+			return rr.readUpdateSlow(f, p)
+		}
+		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
+		b += 3 * pn
+	}
+	if mask&UpdateRot != 0 {
+		// quatFill with its constants, inline: the call would keep the
+		// update's state across it in memory.
+		c := rr.word(b)
+		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+		s := k0*k0 + k1*k1 + k2*k2
+		if k0 > quatM || k1 > quatM || k2 > quatM || s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical
+			return rr.readUpdateSlow(f, p)
+		}
+		d := quatStep[QuatBits]
+		i := c & 3
+		o := &quatOthers[i]
+		p.Rot[o[0]&3] = float64(k0) * d
+		p.Rot[o[1]&3] = float64(k1) * d
+		p.Rot[o[2]&3] = float64(k2) * d
+		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
+		b += 2 + 3*QuatBits
+	}
+	if mask&UpdateVel != 0 {
+		x, y, z := codes3(rr.word(b), vn)
+		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
+		b += 3 * vn
+	}
+	rr.bit = b
+	return int64(uint64(f.idMin) + u), mask
+}
+
+// readUpdateSlow is ReadUpdate's every other case: the per-field record
+// calls, from the update's first bit (where the fast path leaves rr.bit).
+func (rr *RecordReader) readUpdateSlow(f *UpdateFormat, p *Pose) (id int64, mask uint) {
+	id = rr.ReadRangedInt(f.idMin, int64(uint64(f.idMin)+f.span))
+	mask = uint(rr.ReadBits(f.mask))
+	if mask&UpdatePos != 0 {
+		p.Pos[0], p.Pos[1], p.Pos[2] = rr.ReadFixed3(&f.pos)
+	}
+	if mask&UpdateRot != 0 {
+		p.Rot = rr.ReadQuat()
+	}
+	if mask&UpdateVel != 0 {
+		p.Vel[0], p.Vel[1], p.Vel[2] = rr.ReadQuantized3(&f.vel)
+	}
+	return id, mask
+}

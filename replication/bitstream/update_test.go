@@ -1,0 +1,142 @@
+package bitstream
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+)
+
+// NewUpdateFormat refuses what the per-field calls would refuse on every
+// update: an id range with min > max (ErrOutOfRange, as WriteRangedInt),
+// a mask of no bits or wider than a uint (ErrWidth, as WriteBits).
+func TestNewUpdateFormatRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lo, hi   int64
+		maskBits uint
+		want     error
+	}{
+		{"min > max", 5, 4, 4, ErrOutOfRange},
+		{"min > max with a one-bit width", math.MaxInt64, math.MinInt64, 4, ErrOutOfRange},
+		{"a mask of no bits", 0, 1023, 0, ErrWidth},
+		{"a mask of 65 bits", 0, 1023, 65, ErrWidth},
+		{"the whole int64 range, a 64-bit mask", math.MinInt64, math.MaxInt64, 64, nil},
+		{"an implied id", 7, 7, 1, nil},
+	} {
+		_, err := NewUpdateFormat(tc.lo, tc.hi, tc.maskBits, posFormat, velFormat)
+		if err != tc.want {
+			t.Errorf("%s: NewUpdateFormat(%d, %d, %d) = %v, want %v", tc.name, tc.lo, tc.hi, tc.maskBits, err, tc.want)
+		}
+	}
+}
+
+// The zero UpdateFormat has a mask of no bits: a write is refused with
+// ErrWidth (as WriteBits(mask, 0)), a read fails with it.
+func TestZeroUpdateFormat(t *testing.T) {
+	var f UpdateFormat
+	w := NewWriter(make([]byte, 64))
+	rw := w.Begin()
+	rw.WriteUpdate(&f, 0, 0, &Pose{})
+	if err := rw.End(); err != ErrWidth {
+		t.Fatalf("write: End %v, want ErrWidth", err)
+	}
+	r := NewReader(make([]byte, 64))
+	rr := r.Begin("u")
+	var p Pose
+	if id, mask := rr.ReadUpdate(&f, &p); id != 0 || mask != 0 {
+		t.Fatalf("read %d, %b from a zero format", id, mask)
+	}
+	if err := rr.End(); !errors.Is(err, ErrWidth) {
+		t.Fatalf("read: End %v, want ErrWidth", err)
+	}
+}
+
+// ReadUpdate at every stream length around an update of every group (the
+// fast path's end test: the largest update must lie inside the stream):
+// the values, the failure and the position of the per-field reads.
+func TestReadUpdateAtEveryLimit(t *testing.T) {
+	f := ghostFormat
+	in := Pose{Pos: [3]float64{-1999.5, 3.25, 1500}, Rot: [4]float64{0.5, -0.5, 0.5, 0.5}, Vel: [3]float64{-49, 0, 12.5}}
+	for pre := range 9 {
+		w := NewWriter(make([]byte, 64))
+		_ = w.WriteBits(0, uint(max(pre, 1)))
+		start := w.BitLen()
+		rw := w.Begin()
+		rw.WriteUpdate(&f, 1000, UpdatePos|UpdateRot|UpdateVel|ghostState, &in)
+		if err := rw.End(); err != nil {
+			t.Fatal(err)
+		}
+		end := w.BitLen()
+		for limit := start; limit <= end+2; limit++ {
+			var rf, rr Reader
+			rf.ResetBits(w.Bytes(), limit)
+			rr.ResetBits(w.Bytes(), limit)
+			_, _ = rf.ReadBits(uint(start), "pre")
+			_, _ = rr.ReadBits(uint(start), "pre")
+			var want Pose
+			var m uint64
+			wantID, wantErr := rf.ReadRangedInt(0, 1023, "u")
+			if wantErr == nil {
+				m, wantErr = rf.ReadBits(4, "u")
+			}
+			if wantErr == nil && m&1 != 0 {
+				want.Pos[0], want.Pos[1], want.Pos[2], wantErr = posFormat.Read3(&rf, "u")
+			}
+			if wantErr == nil && m&2 != 0 {
+				want.Rot, wantErr = rf.ReadQuat("u")
+			}
+			if wantErr == nil && m&4 != 0 {
+				want.Vel[0], want.Vel[1], want.Vel[2], wantErr = velFormat.Read3(&rf, "u")
+			}
+			rec := rr.Begin("u")
+			var got Pose
+			id, mask := rec.ReadUpdate(&f, &got)
+			gotErr := rec.End()
+			if (gotErr == nil) != (wantErr == nil) || rr.Pos() != rf.Pos() {
+				t.Fatalf("prefix %d, limit %d (update %d..%d): record %v at %d, fields %v at %d", pre, limit, start, end, gotErr, rr.Pos(), wantErr, rf.Pos())
+			}
+			if wantErr == nil && (id != wantID || mask != uint(m) || got != want) {
+				t.Fatalf("prefix %d, limit %d: record %d %b %v, fields %d %b %v", pre, limit, id, mask, got, wantID, m, want)
+			}
+		}
+	}
+}
+
+// WriteUpdate's fast path at the edges of its widths (an id of 31..34 bits
+// and a mask of 24..32, the id and mask filling up to 66 bits), at every
+// offset in the word: the bytes of the per-field calls.
+func TestWriteUpdateWidestHead(t *testing.T) {
+	in := Pose{Pos: [3]float64{-1999.5, 3.25, 1500}, Rot: [4]float64{0.5, -0.5, 0.5, 0.5}, Vel: [3]float64{-49, 0, 12.5}}
+	for idBits := uint(31); idBits <= 34; idBits++ {
+		for maskBits := uint(24); maskBits <= 32; maskBits++ {
+			hi := int64(1)<<idBits - 1
+			f, err := NewUpdateFormat(0, hi, maskBits, posFormat, velFormat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, mask := hi-5, uint(1)<<(maskBits-1)|UpdatePos|UpdateRot|UpdateVel
+			for pre := range 64 {
+				wf, wr := NewWriter(make([]byte, 64)), NewWriter(make([]byte, 64))
+				for _, w := range []*Writer{wf, wr} {
+					if pre > 0 {
+						_ = w.WriteBits(1<<(pre-1), uint(pre))
+					}
+				}
+				_ = wf.WriteRangedInt(id, 0, hi)
+				_ = wf.WriteBits(uint64(mask), maskBits)
+				_ = posFormat.Write3(wf, in.Pos[0], in.Pos[1], in.Pos[2])
+				_ = wf.WriteQuat(in.Rot)
+				_ = velFormat.Write3(wf, in.Vel[0], in.Vel[1], in.Vel[2])
+				rw := wr.Begin()
+				rw.WriteUpdate(&f, id, mask, &in)
+				if err := rw.End(); err != nil || wf.Err() != nil {
+					t.Fatalf("id %d bits, mask %d, prefix %d: End %v, fields %v", idBits, maskBits, pre, err, wf.Err())
+				}
+				if wr.BitLen() != wf.BitLen() || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
+					t.Fatalf("id %d bits, mask %d, prefix %d: record %d bits, fields %d; first difference at byte %d", idBits, maskBits, pre, wr.BitLen(), wf.BitLen(), firstByteDiff(wr.Bytes(), wf.Bytes()))
+				}
+			}
+		}
+	}
+}
