@@ -801,9 +801,17 @@ func (l *Leases) renewAfterLostReply(ctx context.Context, z string, epoch uint64
 	}
 }
 
+// isWrongSequence reports whether err is a compare-and-set refused: the
+// key's last sequence was not the one expected. A stream of one replica
+// says so with code 10071, a replicated one (R>1, --kv-replicas) with
+// 10164; KV's Update wraps either in ErrKeyRevisionMismatch.
 func isWrongSequence(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return true
+	}
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // halt stops renewing and watching (once) and returns the zones still

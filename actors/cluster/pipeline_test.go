@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ func TestPipelineAckReads(t *testing.T) {
 		{data: `{"stream":"KV_players","domain":"hub","seq":43}`, rev: 43},
 		{data: `{"stream":"KV_players","seq":44,"duplicate": true}`, rev: 44},
 		{data: `{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 7"},"stream":"KV_players","seq":0}`, wrong: true},
+		// a replicated stream (R>1) refuses a compare-and-set with 10164
+		{data: `{"error":{"code":400,"err_code":10164,"description":"wrong last sequence: 7"},"stream":"KV_players","seq":0}`, wrong: true},
 		{data: `{"error":{"code":503,"err_code":10077,"description":"resource limits exceeded for account"},"stream":"KV_players","seq":0}`},
 		{data: `{"stream":"KV_other","seq":5}`, invalid: true},
 		{data: `{"stream":"KV_players","seq":0}`, invalid: true},
@@ -84,5 +87,31 @@ func TestPipelineAwaitAcksTakesItsOwn(t *testing.T) {
 	}
 	if w.rev[3] != 0 || !errors.Is(w.err[3], errAckTimeout) {
 		t.Fatalf("the missing ack: %d %v, want a timeout", w.rev[3], w.err[3])
+	}
+}
+
+// A compare-and-set refused is one whatever the stream's replicas: code
+// 10071 from a stream of one, 10164 from a replicated one, and KV's
+// Update wraps either in ErrKeyRevisionMismatch. Counted as an error
+// instead, a refused write on a cluster with --kv-replicas 3 would not
+// read the record again (a Commit retries and fails, a checkpoint drops).
+func TestWrongSequenceWhateverTheReplicas(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"10071", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}, true},
+		{"10164", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}, true},
+		{"Update's", fmt.Errorf("%w: %w", jetstream.ErrKeyRevisionMismatch,
+			&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}), true},
+		{"wrapped", fmt.Errorf("commit: %w", &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant}), true},
+		{"limits", &jetstream.APIError{Code: 503, ErrorCode: 10077}, false},
+		{"timeout", errAckTimeout, false},
+		{"nil", nil, false},
+	} {
+		if got := isWrongSequence(c.err); got != c.want {
+			t.Errorf("%s: isWrongSequence(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
