@@ -21,6 +21,12 @@ import (
 // the moves seqs and echo-lane events numbered from..to ("e<n>"; none
 // when from is 0).
 func (c *loginConn) send(sys *actor.ActorSystem, player uint64, seqs []uint64, from, to uint64) {
+	_, _, route := c.state()
+	c.sendVia(sys, route, player, seqs, from, to)
+}
+
+// sendVia sends as send does, to pid whatever c's route is now.
+func (c *loginConn) sendVia(sys *actor.ActorSystem, pid *actor.PID, player uint64, seqs []uint64, from, to uint64) {
 	in := msg.NewInput()
 	in.Player, in.EventGen = player, c.gen
 	for _, s := range seqs {
@@ -29,8 +35,7 @@ func (c *loginConn) send(sys *actor.ActorSystem, player uint64, seqs []uint64, f
 	for s := from; from != 0 && s <= to; s++ {
 		in.AddSeq(event.Ordered, zone.EchoLane, 0, fmt.Appendf(nil, "e%d", s), s)
 	}
-	_, _, route := c.state()
-	sys.Root.Send(route, in)
+	sys.Root.Send(pid, in)
 }
 
 func (c *loginConn) echoed() []string {
