@@ -97,10 +97,21 @@ func (f *fixture) census() census {
 }
 
 // settle: stop moving, let the zones apply what they have, pause them and
-// let in-flight handoffs finish.
+// let in-flight handoffs finish. The zones apply the last moves sent
+// before they pause: waited for, not slept on (150 ms of sleep left a
+// player's last move unapplied when the host was busy, TestWorldCrossings
+// "sent 225 moves, owner applied up to 224").
 func (f *fixture) settle() census {
 	f.t.Helper()
-	time.Sleep(150 * time.Millisecond) // a few ticks apply the last moves
+	waitFor(f.t, 5*time.Second, "the moves sent to be applied", func() bool {
+		c := f.census()
+		for id, p := range f.drv.snapshot() {
+			if e, ok := c.players[id]; ok && e.LastApplied < p.sent {
+				return false
+			}
+		}
+		return true
+	})
 	f.world.Pause(true)
 	var c census
 	waitFor(f.t, 5*time.Second, "handoffs to settle", func() bool {
