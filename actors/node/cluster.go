@@ -233,8 +233,9 @@ func (m *membership) lost(id string) {
 // hold stops (on) or restarts the ticks of zone id while its lease's
 // renewal is overdue (Leases.SetHold): a held zone applies no move and
 // begins no handoff, so nothing is acknowledged that a new owner, should
-// the lease have lapsed, would not have. Its inputs wait in its mailbox
-// and the connections. Its neighbours' handoff messages that would make
+// the lease have lapsed, would not have. Its inputs' moves wait in its
+// queues (their events are still handled: the player's event fence moves
+// and Outputs go out during a hold). Its neighbours' handoff messages that would make
 // it claim something wait too (zone.PauseLease, actors/zone paused.go):
 // an Offer goes unanswered (its sender resends it, or withdraws it at its
 // timeout), an Accept or a Commit is kept for the let-go (no player
