@@ -263,9 +263,9 @@ func (a *zoneActor) notOwned(player uint64) {
 // sent first, so that the owner queues the moves before it handles the
 // events, as it would the Input whole. To a zone of this process the
 // Input goes wrapped at zonePriority too (passInputOn), so that a later
-// input's Forward cannot overtake its events at the owner. Along a chain of handoffs
-// each zone passes it on in turn; a zone that has forgotten the player
-// drops the events, counted (handleEvents).
+// input's Forward cannot overtake its events at the owner. Along a chain
+// of handoffs each zone passes it on in turn; a zone that has forgotten
+// the player drops the events, counted (handleEvents).
 func (a *zoneActor) eventsAway(in *msg.Input) bool {
 	ph, _, peer := a.z.Handoffs().Status(in.Player)
 	if ph != handoff.PhaseCommitting && ph != handoff.PhaseForwarding {
