@@ -1,10 +1,12 @@
 package ghost
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -165,17 +167,31 @@ func TestSnapshotReuseAllocatesNothing(t *testing.T) {
 	tick()
 	// What a new snapshot allocates: its struct, entries and views.
 	const newAllocs = 3
-	var before, after runtime.MemStats
-	fresh = 0
-	runtime.ReadMemStats(&before)
-	for range runs {
-		tick()
+	// MemStats counts the whole process: another goroutine that runs when
+	// this one is preempted (a cleanup an earlier test left queued, the
+	// runtime's own) is counted too — once in CI, "160 allocations in 200
+	// ticks, want 159". So up to three windows of runs ticks are counted,
+	// and one without an allocation beyond its new snapshots passes: a
+	// tick that allocates, even one tick in runs, shows in every window.
+	var windows []string
+	for range 3 {
+		var before, after runtime.MemStats
+		fresh = 0
+		runtime.ReadMemStats(&before)
+		for range runs {
+			tick()
+		}
+		runtime.ReadMemStats(&after)
+		allocs := after.Mallocs - before.Mallocs
+		t.Logf("%d ticks: %d new snapshots, %d allocations (race detector %v)", runs, fresh, allocs, raceEnabled)
+		if allocs == newAllocs*uint64(fresh) {
+			windows = nil
+			break
+		}
+		windows = append(windows, fmt.Sprintf("%d allocations, want %d (%d new snapshots of %d each)", allocs, newAllocs*fresh, fresh, newAllocs))
 	}
-	runtime.ReadMemStats(&after)
-	allocs := after.Mallocs - before.Mallocs
-	t.Logf("%d ticks: %d new snapshots, %d allocations (race detector %v)", runs, fresh, allocs, raceEnabled)
-	if allocs != newAllocs*uint64(fresh) {
-		t.Errorf("%d allocations in %d ticks, want %d (%d new snapshots of %d each): a tick allocates beyond a new snapshot", allocs, runs, newAllocs*fresh, fresh, newAllocs)
+	if windows != nil {
+		t.Errorf("in each of %d windows of %d ticks a tick allocated beyond a new snapshot: %s", len(windows), runs, strings.Join(windows, "; "))
 	}
 	if !raceEnabled && fresh != 0 {
 		t.Errorf("%d new snapshots in %d ticks, want 0: a spare was not reused", fresh, runs)
