@@ -70,17 +70,7 @@ func benchCheckpoint(id uint64) handoff.Checkpoint {
 // checkpoint; B/record the bytes the stream holds per record (subject,
 // headers, value and the store's framing) and value-B the value's.
 func BenchmarkCheckpointRecords(b *testing.B) {
-	nc, _ := embeddedNATS(b)
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := NewPlayers(kv, "zoned-1", nil)
-	defer p.Close()
-	if err := p.Pipeline(context.Background(), nc); err != nil {
-		b.Fatal(err)
-	}
+	p, kv := pipelinedPlayers(b)
 	const players, zones, ticks, gap = 1000, 4, 20, 50 * time.Millisecond
 	cps := make([]handoff.Checkpoint, players)
 	for i := range cps {
@@ -161,17 +151,7 @@ func BenchmarkCheckpointRecords(b *testing.B) {
 // is the process's CPU per checkpoint (getrusage). Under valgrind the
 // writes' 2 s timeouts fire: count instructions elsewhere.
 func BenchmarkCheckpointTick(b *testing.B) {
-	nc, _ := embeddedNATS(b)
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := NewPlayers(kv, "zoned-1", nil)
-	defer p.Close()
-	if err := p.Pipeline(context.Background(), nc); err != nil {
-		b.Fatal(err)
-	}
+	p, _ := pipelinedPlayers(b)
 	const players, zones, ticks = 1000, 4, 20
 	var byZone [zones][]handoff.Checkpoint
 	for i := range players {
@@ -214,4 +194,22 @@ func BenchmarkCheckpointTick(b *testing.B) {
 	if r := p.CheckpointsRefused.Load() + p.Errors.Load() + p.Dropped.Load(); r != 0 {
 		b.Fatalf("%d checkpoints refused, failed or dropped", r)
 	}
+}
+
+// pipelinedPlayers is the node's record writer on an embedded-style
+// nats-server's players bucket, its checkpoints pipelined; closed with b.
+func pipelinedPlayers(b *testing.B) (*Players, jetstream.KeyValue) {
+	b.Helper()
+	nc, _ := embeddedNATS(b)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := NewPlayers(kv, "zoned-1", nil)
+	b.Cleanup(p.Close)
+	if err := p.Pipeline(context.Background(), nc); err != nil {
+		b.Fatal(err)
+	}
+	return p, kv
 }

@@ -26,17 +26,7 @@ func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
 func TestReaderRoutesKnownConnections(t *testing.T) {
 	x := recordExchange(t, 4)
 	r := newBenchRouter(t, new(discard), seeded(1))
-	sys := actor.NewActorSystem()
-	pool, err := conn.NewPool(conn.PoolConfig{
-		Config: r.cfg.Conn, Shards: 2, Sys: sys,
-		Now:       func() time.Duration { return benchStep },
-		NewWriter: func() conn.Writer { return nowhere{} },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	r.setPool(pool)
+	pool := readerPool(t, r)
 	_, grant, _ := handshakeServer(t, x.req)
 	sess, err := grant.Session()
 	if err != nil {
@@ -107,17 +97,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 	x := recordExchange(t, 4)
 	r := newBenchRouter(t, new(discard), seeded(1))
-	sys := actor.NewActorSystem()
-	pool, err := conn.NewPool(conn.PoolConfig{
-		Config: r.cfg.Conn, Shards: 2, Sys: sys,
-		Now:       func() time.Duration { return benchStep },
-		NewWriter: func() conn.Writer { return nowhere{} },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	r.setPool(pool)
+	pool := readerPool(t, r)
 	_, grant, _ := handshakeServer(t, x.req)
 	free := make(chan *batch, 1)
 	b := newBatch(8, free)
@@ -161,4 +141,22 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 	if got := pool.Counters().Rejected(); got != 3 {
 		t.Fatalf("%d datagrams rejected by the sessions, want 3", got)
 	}
+}
+
+// readerPool gives r a pool of two shards that write nowhere, on a new
+// actor system; closed with t.
+func readerPool(t *testing.T, r *router) *conn.Pool {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	pool, err := conn.NewPool(conn.PoolConfig{
+		Config: r.cfg.Conn, Shards: 2, Sys: sys,
+		Now:       func() time.Duration { return benchStep },
+		NewWriter: func() conn.Writer { return nowhere{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r.setPool(pool)
+	return pool
 }

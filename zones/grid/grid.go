@@ -301,15 +301,7 @@ func (g *Grid) Runs(dst []Run, x, z, r float32) []Run {
 	// not a large column.)
 	if left, right := x-r, x+r; r >= 1 && left >= minX && (right-minX)*inv < float32(nx) {
 		for j := j0; j <= j1; j++ {
-			lo := minZ + float32(j)*cell
-			hi := lo + cell
-			var dz float32
-			switch {
-			case z < lo && j > 0:
-				dz = lo - z
-			case z > hi && j < nz-1:
-				dz = z - hi
-			}
+			dz := rowGap(z, minZ, cell, j, nz)
 			if dz > r {
 				continue
 			}
@@ -325,15 +317,7 @@ func (g *Grid) Runs(dst []Run, x, z, r float32) []Run {
 		return dst[:n+k]
 	}
 	for j := j0; j <= j1; j++ {
-		lo := minZ + float32(j)*cell
-		hi := lo + cell
-		var dz float32
-		switch {
-		case z < lo && j > 0:
-			dz = lo - z
-		case z > hi && j < nz-1:
-			dz = z - hi
-		}
+		dz := rowGap(z, minZ, cell, j, nz)
 		if dz > r {
 			continue
 		}
@@ -347,6 +331,21 @@ func (g *Grid) Runs(dst []Run, x, z, r float32) []Run {
 		}
 	}
 	return dst[:n+k]
+}
+
+// rowGap is how far z lies from cell row j (of nz, from minZ, cell
+// high) across z: 0 inside it, and 0 beyond the grid's first or last
+// row, whose cells hold what lies past the edge too.
+func rowGap(z, minZ, cell float32, j, nz int32) float32 {
+	lo := minZ + float32(j)*cell
+	hi := lo + cell
+	switch {
+	case z < lo && j > 0:
+		return lo - z
+	case z > hi && j < nz-1:
+		return z - hi
+	}
+	return 0
 }
 
 // Query appends to dst every slot within r of [x, z] (d² ≤ r²) as of the
