@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -114,4 +115,35 @@ func TestWrongSequenceWhateverTheReplicas(t *testing.T) {
 			t.Errorf("%s: isWrongSequence(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
+}
+
+// FuzzPipelineAck: whatever the stream (or anything on the writer's reply
+// subject) sends, ack returns a revision or an error, never panics, and
+// its JSON-free reading of the usual ack agrees with encoding/json's.
+func FuzzPipelineAck(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":"KV_players","seq":1}`,
+		`{"stream":"KV_players","seq":18446744073709551615}`,
+		`{"stream":"KV_players","seq":18446744073709551616}`,
+		`{"stream":"KV_players","seq":42,"duplicate":true}`,
+		`{"error":{"code":400,"err_code":10164,"description":"wrong last sequence: 7"},"stream":"KV_players","seq":0}`,
+		`{"stream":"KV_players","seq":0}`, `{"stream":"KV_players","seq":}`, `not json`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	pl := &pipeline{stream: "KV_players", ackPre: []byte(`{"stream":"KV_players","seq":`)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rev, err := pl.ack(&nats.Msg{Data: data})
+		if err == nil && rev == 0 {
+			t.Fatalf("%q: revision 0 without an error", data)
+		}
+		var r struct {
+			Error  *jetstream.APIError `json:"error"`
+			Stream string              `json:"stream"`
+			Seq    uint64              `json:"seq"`
+		}
+		if json.Unmarshal(data, &r) == nil && r.Error == nil && r.Stream == pl.stream && r.Seq != 0 && (err != nil || rev != r.Seq) {
+			t.Fatalf("%q: ack read revision %d (%v), encoding/json %d", data, rev, err, r.Seq)
+		}
+	})
 }
