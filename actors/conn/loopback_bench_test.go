@@ -275,6 +275,8 @@ func benchLoopbackShards(b *testing.B) {
 	b.ReportMetric(rounds/dg, "rounds/dg")
 	b.ReportMetric(wakes/dg, "wakes/dg")
 	b.ReportMetric(float64(batches1-batches0)/outN, "sendmmsg/dg-out")
+	b.ReportMetric(float64(rounds1[RoundPosted]-rounds0[RoundPosted])/el.Seconds(), "posted-rounds/s")
+	b.ReportMetric(float64(rounds1[RoundTimer]-rounds0[RoundTimer])/el.Seconds(), "timer-rounds/s")
 	b.ReportMetric(in/el.Seconds(), "in/s")
 	b.ReportMetric(outN/el.Seconds(), "out/s")
 	b.ReportMetric(float64(p.Counters().Rejected()), "rejected")
