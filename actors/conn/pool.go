@@ -82,6 +82,34 @@ type Pool struct {
 	batches atomic.Uint64
 }
 
+// RoundCause is what started a shard's round (Pool.Rounds).
+type RoundCause int
+
+const (
+	// RoundPosted: a post woke the shard (a read batch's datagrams, a
+	// zone's Controls, any message to a connection).
+	RoundPosted RoundCause = iota
+	// RoundTimer: the shard's timer fired for a deadline due.
+	RoundTimer
+	// RoundStraight: the round ran straight after the last one, with no
+	// wait (deadlines were due already, or it was the first).
+	RoundStraight
+	roundCauses
+)
+
+// Rounds counts the shards' rounds by what started them: every round but
+// a straight one follows a wake-up of its goroutine. Sent() ÷ Batches() is
+// the datagrams a sendmmsg carries; Sent() ÷ rounds what a round sealed.
+func (p *Pool) Rounds() [roundCauses]uint64 {
+	var r [roundCauses]uint64
+	for _, s := range p.shards {
+		for i := range r {
+			r[i] += s.rounds[i].Load()
+		}
+	}
+	return r
+}
+
 // NewPool starts the shards.
 func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.Config.Validate(); err != nil {
@@ -247,6 +275,10 @@ type shard struct {
 	stopping bool // quit closed: posts are released
 	wake     chan struct{}
 	quit     chan struct{}
+
+	// rounds counts the shard's rounds by cause (Pool.Rounds): written
+	// by the shard, read by Stats.
+	rounds [roundCauses]atomic.Uint64
 
 	// Owned by the shard goroutine.
 	work     []envelope
@@ -518,8 +550,10 @@ func (s *shard) run() {
 	timer.Stop()
 	q := s.pool.cfg.Quantum
 	now := s.pool.cfg.Now
+	cause := RoundStraight
 	for {
 		start := now()
+		s.rounds[cause].Add(1)
 		s.round(start)
 		// Sleep until a post, the next deadline (not sooner than a quantum
 		// after this round started: deadlines close together are one
@@ -534,6 +568,7 @@ func (s *shard) run() {
 					return
 				default:
 				}
+				cause = RoundStraight
 				continue
 			}
 			timer.Reset(wait)
@@ -541,7 +576,9 @@ func (s *shard) run() {
 		}
 		select {
 		case <-s.wake:
+			cause = RoundPosted
 		case <-fire:
+			cause = RoundTimer
 		case <-s.quit:
 			timer.Stop()
 			s.shutdown()

@@ -284,6 +284,7 @@ func (g *Gateway) Stats() Stats {
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),
 		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(), ReadWaits: g.sock.ReadWaits(),
 	}
+	s.ShardRounds = g.pool.Rounds()
 	for r := range c.denied {
 		if n := c.denied[r].Load(); n > 0 {
 			s.Denied[handshake.Reason(r)] = n

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ghostwire/ghostwire/actors/conn"
 )
 
 // collector exports Stats as Prometheus metrics, reading one snapshot per
@@ -15,6 +17,7 @@ type collector struct {
 	events                                                               *prometheus.Desc
 	packets, rtt                                                         *prometheus.Desc
 	syscalls, waits                                                      *prometheus.Desc
+	rounds                                                               *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -35,6 +38,8 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 			"Batched socket system calls that moved a datagram or more (recvmmsg, sendmmsg); datagrams_total ÷ this is the datagrams a call carried.", []string{"call"}, nil),
 		waits: prometheus.NewDesc("ghostwire_gateway_read_waits_total",
 			"Times the reader found the socket empty and waited for the poller (a wake-up each); batch_syscalls_total{call=\"recvmmsg\"} ÷ this is the batches a wake-up read.", nil, nil),
+		rounds: prometheus.NewDesc("ghostwire_gateway_shard_rounds_total",
+			"Rounds of the connection shards by what started them: posted (a post woke the shard), timer (its deadline timer fired), straight (no wait); all but straight are wake-ups.", []string{"cause"}, nil),
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
@@ -45,7 +50,7 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits, c.rounds} {
 		ch <- d
 	}
 }
@@ -60,6 +65,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.syscalls, s.ReadBatches, "recvmmsg")
 	counter(c.syscalls, s.WriteBatches, "sendmmsg")
 	ch <- prometheus.MustNewConstMetric(c.waits, prometheus.CounterValue, float64(s.ReadWaits))
+	counter(c.rounds, s.ShardRounds[conn.RoundPosted], "posted")
+	counter(c.rounds, s.ShardRounds[conn.RoundTimer], "timer")
+	counter(c.rounds, s.ShardRounds[conn.RoundStraight], "straight")
 	counter(c.bytes, s.BytesIn, "in")
 	counter(c.bytes, s.BytesOut, "out")
 	for reason, v := range map[string]uint64{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 )
 
@@ -31,6 +32,7 @@ func TestBatchSyscallsExported(t *testing.T) {
 	}
 	got := map[string]float64{}
 	waits := -1.0
+	rounds := map[string]float64{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case "ghostwire_gateway_batch_syscalls_total":
@@ -39,6 +41,10 @@ func TestBatchSyscallsExported(t *testing.T) {
 			}
 		case "ghostwire_gateway_read_waits_total":
 			waits = mf.GetMetric()[0].GetCounter().GetValue()
+		case "ghostwire_gateway_shard_rounds_total":
+			for _, m := range mf.GetMetric() {
+				rounds[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
 		}
 	}
 	// The reader waited on the empty socket between the client's round
@@ -48,6 +54,16 @@ func TestBatchSyscallsExported(t *testing.T) {
 	}
 	if got["recvmmsg"] != float64(s.ReadBatches) || got["sendmmsg"] != float64(s.WriteBatches) {
 		t.Fatalf("exported %v, Stats has %d reads, %d writes", got, s.ReadBatches, s.WriteBatches)
+	}
+	// The shards' rounds, by cause: the client's datagrams woke its
+	// shard (posted; its deadlines may have too, timer), and the first
+	// round of each shard ran straight.
+	if rounds["posted"] != float64(s.ShardRounds[conn.RoundPosted]) || rounds["timer"] != float64(s.ShardRounds[conn.RoundTimer]) ||
+		rounds["straight"] != float64(s.ShardRounds[conn.RoundStraight]) {
+		t.Fatalf("exported rounds %v; Stats has %v", rounds, s.ShardRounds)
+	}
+	if s.ShardRounds[conn.RoundPosted] == 0 || s.ShardRounds[conn.RoundStraight] == 0 {
+		t.Fatalf("shard rounds %v: want posted and straight ones", s.ShardRounds)
 	}
 	if s.ReadBatches == 0 || s.ReadBatches > s.DatagramsIn || s.WriteBatches == 0 || s.WriteBatches > s.DatagramsOut {
 		t.Fatalf("%d read batches for %d datagrams in, %d write batches for %d out",

@@ -118,6 +118,11 @@ type Stats struct {
 	// reschedule): ReadBatches ÷ ReadWaits is the batches one wake-up
 	// reads, and DatagramsIn ÷ ReadWaits the datagrams (0 outside Linux).
 	ReadWaits uint64
+	// ShardRounds counts the connection shards' rounds by what started
+	// them (conn.RoundPosted, RoundTimer, RoundStraight): each round but
+	// a straight one is a wake-up of a shard's goroutine, and each round
+	// that sealed datagrams makes a sendmmsg or more (WriteBatches).
+	ShardRounds [3]uint64
 }
 
 // Rejected sums every rejection at the gateway and in the connections.

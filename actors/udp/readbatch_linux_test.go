@@ -24,7 +24,9 @@ import (
 // batches of 64 as the gateway does; with wait=D it lets datagrams pile
 // up, as botswarm's quantum does: after a read it sleeps until D after
 // the read began. It reports the datagrams a ReadBatch returns
-// (dg/read), the reader thread's CPU a datagram (cpu-ns/dg: the system
+// (dg/read), the recvmmsg calls a datagram (calls/dg: the reads and the
+// calls that found the socket empty, ReadWaits, after which the reader
+// parked), the reader thread's CPU a datagram (cpu-ns/dg: the system
 // calls and the wake-ups, CLOCK_THREAD_CPUTIME_ID), and the latency from
 // sendmmsg to ReadBatch's return (lat-p50-µs, lat-p99-µs). On a shared
 // host the figures move with the load beside them: compare the variants
@@ -156,6 +158,7 @@ func benchLoopbackRead(b *testing.B, wait time.Duration) {
 	}
 	slices.Sort(r.lat)
 	b.ReportMetric(float64(r.dgs)/float64(r.reads), "dg/read")
+	b.ReportMetric(float64(uint64(r.reads)+srv.ReadWaits())/float64(r.dgs), "calls/dg")
 	b.ReportMetric(float64(r.cpu.Nanoseconds())/float64(r.dgs), "cpu-ns/dg")
 	b.ReportMetric(float64(r.lat[len(r.lat)/2].Microseconds()), "lat-p50-µs")
 	b.ReportMetric(float64(r.lat[len(r.lat)*99/100].Microseconds()), "lat-p99-µs")
