@@ -120,6 +120,9 @@ func (w *writer) flush(ds []*msg.Datagram, ms []udp.Message) {
 			continue
 		}
 		if n == 0 {
+			// Nothing sent and no error: the rest are not sent either, and
+			// count as dropped like the shards' (conn.shard.flush).
+			w.dropped.Add(uint64(len(ds) - done))
 			break
 		}
 	}

@@ -17,6 +17,7 @@ type fakeConn struct {
 	mu      sync.Mutex
 	written []int
 	fail    atomic.Bool // the first message of each batch fails
+	stall   atomic.Bool // every batch sends nothing and reports no error
 }
 
 func (c *fakeConn) ReadBatch([]udp.Message) (int, error) { return 0, udp.ErrClosed }
@@ -24,6 +25,9 @@ func (c *fakeConn) WriteBatch(ms []udp.Message) (int, error) {
 	<-c.gate
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stall.Load() {
+		return 0, nil
+	}
 	if c.fail.Load() && len(ms) > 0 {
 		c.fail.Store(false)
 		return 0, errors.New("sendmmsg: invalid argument")
@@ -85,5 +89,22 @@ func TestWriterSkipsAFailedDatagram(t *testing.T) {
 	w.close()
 	if w.errors.Load() != 1 || w.sent.Load() != 2 {
 		t.Fatalf("errors %d sent %d, want 1 and 2", w.errors.Load(), w.sent.Load())
+	}
+}
+
+// A batch the socket takes nothing of, without an error, is not sent: its
+// datagrams count as dropped, none is lost from the counters.
+func TestWriterCountsAStalledBatchDropped(t *testing.T) {
+	c := &fakeConn{gate: make(chan struct{})}
+	close(c.gate)
+	c.stall.Store(true)
+	w := newWriter(c, 16, 8)
+	for range 5 {
+		w.Send(datagram(5))
+	}
+	w.start()
+	w.close()
+	if w.sent.Load() != 0 || w.dropped.Load() != 5 || w.errors.Load() != 0 {
+		t.Fatalf("sent %d dropped %d errors %d of 5, want 0, 5, 0", w.sent.Load(), w.dropped.Load(), w.errors.Load())
 	}
 }
