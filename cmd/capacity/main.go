@@ -98,6 +98,15 @@ type Step struct {
 	InboundDropped    uint64  `json:"inbound_dropped"`
 	WriteDropped      uint64  `json:"write_dropped"`
 
+	// The batched system calls over the window: datagrams each recvmmsg
+	// and sendmmsg carried, the reader's waits on an empty socket and the
+	// connection shards' rounds (each one but a straight one a wake-up) a
+	// second: where the kernel's share of the CPU comes from.
+	DatagramsPerRead  float64 `json:"datagrams_per_recvmmsg"`
+	DatagramsPerWrite float64 `json:"datagrams_per_sendmmsg"`
+	ReadWaitsPerS     float64 `json:"read_waits_per_s"`
+	ShardRoundsPerS   float64 `json:"shard_rounds_per_s"`
+
 	RTTP50Ms     float64 `json:"rtt_p50_ms"`
 	RTTP99Ms     float64 `json:"rtt_p99_ms"`
 	LostMoves    float64 `json:"lost_moves"`
@@ -198,6 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if st.NATSBuckets != nil {
 			fmt.Fprintf(stderr, "capacity: %s\n", natsLine(st))
 		}
+		fmt.Fprintf(stderr, "capacity: %s\n", batchLine(st))
 	}
 	writeTable(stdout, steps)
 	writeLimit(stdout, steps)
@@ -338,6 +348,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		st.CPUUsPerPacket = 1e6 * (cpu1 - cpu0).Seconds() / pk
 	}
 	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
+	batchRates(&st, g0, g1, w)
 	st.WriteDropped = g1.WriteDropped - g0.WriteDropped
 
 	var after runtime.MemStats
