@@ -93,10 +93,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
-		var i int
-		var k0, k1, k2 int64
-		i, k0, k1, k2, good = quatCodes(&p.Rot, quatM)
-		qc = quatPack(i, k0, k1, k2, quatM, QuatBits)
+		qc, good = quatField(&p.Rot)
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
