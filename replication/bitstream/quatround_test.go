@@ -83,3 +83,68 @@ func TestQuatCodesUnclampedMatchClamped(t *testing.T) {
 	}
 	t.Logf("%d quaternions with a code past m", past)
 }
+
+// quatField is quatCodes and quatPack at QuatBits, bit for bit: on random
+// rotations, subnormal and unnormalized ones, near ties (two equal largest
+// components, the toward-zero path), exact grid points, and refusals.
+func TestQuatFieldMatchesCodes(t *testing.T) {
+	if s, m := float64(math.Sqrt2), float64(quatM); quatScale != s*m {
+		t.Fatalf("quatScale %v, want %v", quatScale, s*m)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	check := func(q [4]float64) {
+		t.Helper()
+		i, k0, k1, k2, wok := quatCodes(&q, quatM)
+		want := quatPack(i, k0, k1, k2, quatM, QuatBits)
+		got, ok := quatField(&q)
+		if ok != wok || ok && got != want {
+			t.Fatalf("q %v: quatField %#x %v, quatCodes packed %#x %v", q, got, ok, want, wok)
+		}
+	}
+	for _, q := range [][4]float64{{}, {math.NaN(), 0, 0, 1}, {math.Inf(1), 0, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, -1},
+		{0.5, 0.5, 0.5, 0.5}, {-0.5, 0.5, -0.5, 0.5}, {math.MaxFloat64, 1, 0, 0}, {5e-324, 0, 0, 0}} {
+		check(q)
+	}
+	d := quatStep[QuatBits]
+	for n := range 200000 {
+		q := randomQuat(rng)
+		switch n % 5 {
+		case 1:
+			s := math.Ldexp(1, -1070+rng.IntN(60))
+			for j := range q {
+				q[j] *= s
+			}
+		case 2:
+			a := 0.5 + rng.Float64()*0.2
+			q = [4]float64{a, -a, rng.Float64() * a, 0}
+			q[rng.IntN(4)], q[3] = q[3], q[rng.IntN(4)]
+		case 3:
+			for j := range q {
+				q[j] *= math.Ldexp(1, rng.IntN(200)-100)
+			}
+		case 4: // on the grid: ties at .5 after scaling, and exact codes
+			for j := range q {
+				q[j] = float64(rng.IntN(2*quatM+1)-quatM) * d / 2
+			}
+		}
+		check(q)
+	}
+}
+
+// FuzzQuatField: quatField is quatCodes and quatPack at QuatBits for any
+// four floats.
+func FuzzQuatField(f *testing.F) {
+	f.Add(0.5, 0.5, 0.5, 0.5)
+	f.Add(0.0, 0.0, 0.0, 0.0)
+	f.Add(0.6, -0.6, 0.1, 0.0)
+	f.Add(1e-320, 0.0, 3e-321, 0.0)
+	f.Fuzz(func(t *testing.T, a, b, c, d float64) {
+		q := [4]float64{a, b, c, d}
+		i, k0, k1, k2, wok := quatCodes(&q, quatM)
+		want := quatPack(i, k0, k1, k2, quatM, QuatBits)
+		got, ok := quatField(&q)
+		if ok != wok || ok && got != want {
+			t.Fatalf("q %v: quatField %#x %v, quatCodes packed %#x %v", q, got, ok, want, wok)
+		}
+	})
+}
