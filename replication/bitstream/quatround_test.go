@@ -1,6 +1,7 @@
 package bitstream
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -148,3 +149,44 @@ func FuzzQuatField(f *testing.F) {
 		}
 	})
 }
+
+// The unused top code 2^bits − 1 in any sent position, beside any other
+// codes, is refused at every width: quatFill and the update readers have
+// no test of their own for it (a code of m+1 fails the canonical test).
+func TestQuatTopCodeRefusedAtEveryWidth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for bits := uint(minQuatBits); bits <= MaxQuatBits; bits++ {
+		top := uint64(1)<<bits - 1
+		for n := range 2000 {
+			k := [3]uint64{rng.Uint64N(top + 1), rng.Uint64N(top + 1), rng.Uint64N(top + 1)}
+			k[n%3] = top
+			c := uint64(n/3%4) | k[0]<<2 | k[1]<<(2+bits) | k[2]<<(2+2*bits)
+			if q, err := decodeQuat(c, bits); !errors.Is(err, ErrOutOfRange) {
+				t.Fatalf("%d bits, codes %v: %v, %v; want ErrOutOfRange", bits, k, q, err)
+			}
+			if bits != QuatBits {
+				continue
+			}
+			// ReadUpdate's own copies, in the window and near the end.
+			for _, size := range []int{64, 16} {
+				w := NewWriter(make([]byte, size))
+				_ = w.WriteBits(0, 1)
+				_ = w.WriteBits(uint64(UpdateRot)<<10, 14)
+				_ = w.WriteBits(c, 2+3*bits)
+				r := NewReader(w.buf)
+				_, _ = r.ReadBits(1, "pre")
+				rec := r.Begin("u")
+				var p Pose
+				rec.ReadUpdate(&quatOnlyFormat, &p)
+				if err := rec.End(); !errors.Is(err, ErrOutOfRange) {
+					t.Fatalf("ReadUpdate in %d bytes, codes %v: %v, %v; want ErrOutOfRange", size, k, p.Rot, err)
+				}
+			}
+		}
+	}
+}
+
+// quatOnlyFormat: an id of 10 bits and a mask of 4, small triples; its
+// largest update fits a 16-byte buffer after one bit, so both ReadUpdate
+// fast paths read it.
+var quatOnlyFormat = mustUpdate(NewUpdateFormat(0, 1023, 4, mustFixed(0, 1, 0.5), mustQuantized(0, 1, 2)))

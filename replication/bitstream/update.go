@@ -54,6 +54,11 @@ type UpdateFormat struct {
 	rmax         uint
 	pos          FixedFormat
 	vel          QuantizedFormat
+	// The reader's plan, worked out once: the id's and the mask's bits
+	// together, and the masks of an id, a mask and a code of each triple
+	// (each 2^width − 1).
+	headBits                           uint
+	idMask, maskMask, posMask, velMask uint64
 }
 
 // NewUpdateFormat validates an update's layout: ErrOutOfRange for idMin >
@@ -71,6 +76,9 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	f.wfast = f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21
 	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
 	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
+	f.headBits = f.idBits + maskBits
+	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
+	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
 	return f, nil
 }
 
@@ -234,17 +242,17 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		return rr.readUpdateNear(f, p)
 	}
 	win := (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
-	ib, mb, pn, vn := f.idBits, f.mask, f.pos.bits, f.vel.bits
+	pn, vn := f.pos.bits, f.vel.bits
 	b := at & 7
 	head := winWord(win, b)
-	u := head & (1<<(ib&63) - 1)
+	u := head & f.idMask
 	if u > f.span {
 		return rr.readUpdateSlow(f, p)
 	}
-	mask = uint(head >> (ib & 63) & (1<<(mb&63) - 1))
-	b += ib + mb
+	mask = uint(head >> (f.idBits & 63) & f.maskMask)
+	b += f.headBits
 	if mask&UpdatePos != 0 {
-		x, y, z := codes3(winWord(win, b), pn)
+		x, y, z := codes3m(winWord(win, b), pn, f.posMask)
 		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
 			return rr.readUpdateSlow(f, p)
 		}
@@ -255,7 +263,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		c := winWord(win, b)
 		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
 		s := k0*k0 + k1*k1 + k2*k2
-		if k0 > quatM || k1 > quatM || k2 > quatM || s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical
+		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
 		}
 		d := quatStep[QuatBits]
@@ -268,7 +276,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		b += 2 + 3*QuatBits
 	}
 	if mask&UpdateVel != 0 {
-		x, y, z := codes3(winWord(win, b), vn)
+		x, y, z := codes3m(winWord(win, b), vn, f.velMask)
 		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
 		b += 3 * vn
 	}
@@ -302,7 +310,7 @@ func (rr *RecordReader) readUpdateNear(f *UpdateFormat, p *Pose) (id int64, mask
 		c := rr.word(b)
 		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
 		s := k0*k0 + k1*k1 + k2*k2
-		if k0 > quatM || k1 > quatM || k2 > quatM || s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical
+		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
 		}
 		d := quatStep[QuatBits]
@@ -328,6 +336,11 @@ func (rr *RecordReader) readUpdateNear(f *UpdateFormat, p *Pose) (id int64, mask
 // updateWindow), so the index masked to 0..31 is the index, and a word
 // from there ends inside the 40.
 const updateReadWindow = 40
+
+// codes3m is codes3 with the codes' mask (2^n − 1) given.
+func codes3m(v uint64, n uint, mask uint64) (a, b, c uint64) {
+	return v & mask, v >> (n & 63) & mask, v >> (2 * n & 63) & mask
+}
 
 // winWord is the window's bits from bit b on (b < 8·22, a group's first
 // bit): RecordReader.word with no test.

@@ -437,8 +437,11 @@ func quatFromCodes(i uint64, k0, k1, k2, m int64, d float64) (q [4]float64, ok b
 // rotation passes as its own result (an array result goes through memory:
 // one copy instead of two). *q is left unchanged when ok is false.
 func quatFill(q *[4]float64, i uint64, k0, k1, k2, m int64, d float64) bool {
+	// quatCanonical. It also refuses a code past m, the unused top code
+	// 2^bits − 1: unpacked codes are at most m+1, and k = m+1 gives
+	// Σk² + max k² ≥ 2(m+1)² > 2m², so no test of its own.
 	s := k0*k0 + k1*k1 + k2*k2
-	if k0 > m || k1 > m || k2 > m || s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m { // quatCanonical
+	if s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m {
 		return false
 	}
 	i &= 3
