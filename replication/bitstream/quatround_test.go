@@ -1,6 +1,7 @@
 package bitstream
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -106,30 +107,37 @@ func TestQuatFieldMatchesCodes(t *testing.T) {
 		{0.5, 0.5, 0.5, 0.5}, {-0.5, 0.5, -0.5, 0.5}, {math.MaxFloat64, 1, 0, 0}, {5e-324, 0, 0, 0}} {
 		check(q)
 	}
-	d := quatStep[QuatBits]
 	for n := range 200000 {
-		q := randomQuat(rng)
-		switch n % 5 {
-		case 1:
-			s := math.Ldexp(1, -1070+rng.IntN(60))
-			for j := range q {
-				q[j] *= s
-			}
-		case 2:
-			a := 0.5 + rng.Float64()*0.2
-			q = [4]float64{a, -a, rng.Float64() * a, 0}
-			q[rng.IntN(4)], q[3] = q[3], q[rng.IntN(4)]
-		case 3:
-			for j := range q {
-				q[j] *= math.Ldexp(1, rng.IntN(200)-100)
-			}
-		case 4: // on the grid: ties at .5 after scaling, and exact codes
-			for j := range q {
-				q[j] = float64(rng.IntN(2*quatM+1)-quatM) * d / 2
-			}
-		}
-		check(q)
+		check(hardQuat(rng, n))
 	}
+}
+
+// hardQuat is the n-th of a mix of rotations: random, subnormal,
+// unnormalized, near ties (two equal largest components: the toward-zero
+// path) and exact grid points (ties at .5 once scaled).
+func hardQuat(rng *rand.Rand, n int) [4]float64 {
+	d := quatStep[QuatBits]
+	q := randomQuat(rng)
+	switch n % 5 {
+	case 1:
+		s := math.Ldexp(1, -1070+rng.IntN(60))
+		for j := range q {
+			q[j] *= s
+		}
+	case 2:
+		a := 0.5 + rng.Float64()*0.2
+		q = [4]float64{a, -a, rng.Float64() * a, 0}
+		q[rng.IntN(4)], q[3] = q[3], q[rng.IntN(4)]
+	case 3:
+		for j := range q {
+			q[j] *= math.Ldexp(1, rng.IntN(200)-100)
+		}
+	case 4:
+		for j := range q {
+			q[j] = float64(rng.IntN(2*quatM+1)-quatM) * d / 2
+		}
+	}
+	return q
 }
 
 // FuzzQuatField: quatField is quatCodes and quatPack at QuatBits for any
@@ -190,3 +198,29 @@ func TestQuatTopCodeRefusedAtEveryWidth(t *testing.T) {
 // largest update fits a 16-byte buffer after one bit, so both ReadUpdate
 // fast paths read it.
 var quatOnlyFormat = mustUpdate(NewUpdateFormat(0, 1023, 4, mustFixed(0, 1, 0.5), mustQuantized(0, 1, 2)))
+
+// WriteUpdate's rotation (quatField's body, inline) writes WriteQuat's
+// bits for the rotations of TestQuatFieldMatchesCodes, and refuses what
+// it refuses.
+func TestWriteUpdateRotationMatchesWriteQuat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	extra := [][4]float64{{}, {math.NaN(), 0, 0, 1}, {math.Inf(1), 0, 0, 0}, {math.MaxFloat64, 1, 0, 0}, {5e-324, 0, 0, 0}}
+	for n := range 100000 + len(extra) {
+		var p Pose
+		if n < len(extra) {
+			p.Rot = extra[n]
+		} else {
+			p.Rot = hardQuat(rng, n)
+		}
+		wf, wr := NewWriter(make([]byte, 64)), NewWriter(make([]byte, 64))
+		_ = wf.WriteRangedInt(77, 0, 1023)
+		_ = wf.WriteBits(uint64(UpdateRot), 4)
+		errF := wf.WriteQuat(p.Rot)
+		rw := wr.Begin()
+		rw.WriteUpdate(&ghostFormat, 77, UpdateRot, &p)
+		errR := rw.End()
+		if errR != errF || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
+			t.Fatalf("q %v: WriteUpdate %v %x, WriteQuat %v %x", p.Rot, errR, wr.Bytes(), errF, wf.Bytes())
+		}
+	}
+}

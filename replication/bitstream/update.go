@@ -99,12 +99,47 @@ const bitsPerUint = 32 << (^uint(0) >> 63)
 // range, a zero or non-finite rotation) writes nothing and is End's error,
 // the other fields written as those calls write them.
 func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
-	// The rotation first: the call's registers are free, so little is
-	// kept across it.
+	// The rotation: quatField, inline (too large for the inliner; as a
+	// call, every value live across it went to the stack and back — Go's
+	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
+	// checks quatField, TestRecordsMatchFieldCalls and FuzzRecords this
+	// copy against WriteQuat's.
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
-		qc, good = quatField(&p.Rot)
+		q := &p.Rot
+		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
+		if !(ss > 0 && ss <= math.MaxFloat64) {
+			good = false
+		} else {
+			const absMask = 1<<63 - 1
+			a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
+			a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
+			i01, m01 := uint(0), a0
+			if a1 > a0 {
+				i01, m01 = 1, a1
+			}
+			i23, m23 := uint(2), a2
+			if a3 > a2 {
+				i23, m23 = 3, a3
+			}
+			i := i01
+			if m23 > m01 {
+				i = i23
+			}
+			t := quatScale
+			if math.Abs(ss-1) > 0x1p-40 {
+				t /= math.Sqrt(ss)
+			}
+			t = math.Copysign(t, q[i&3])
+			o := &quatOthers[i&3]
+			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
+			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
+			if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
+				k0, k1, k2 = quatTowardZero(x0, x1, x2, quatM)
+			}
+			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		}
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
