@@ -295,7 +295,7 @@ func (rw *RecordWriter) WriteTableString(t *StringTable, s string, maxLen int) {
 		return
 	}
 	if t != nil {
-		if slot, ok := t.index[s]; ok {
+		if slot, ok := t.find(s); ok {
 			rw.put(1|uint64(slot)<<1, 1+t.bits) // bits ≤ 12
 			return
 		}
