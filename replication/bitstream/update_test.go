@@ -212,10 +212,11 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 				wantID, err1 := rf.ReadRangedInt(0, hi, "u")
 				m, err2 := rf.ReadBits(tc.maskBits, "u")
 				want.Pos[0], want.Pos[1], want.Pos[2], err = tc.pos.Read3(&rf, "u")
-				want.Rot, err2 = rf.ReadQuat("u")
-				want.Vel[0], want.Vel[1], want.Vel[2], err1 = tc.vel.Read3(&rf, "u")
-				if err != nil || err1 != nil || err2 != nil {
-					t.Fatal(err, err1, err2)
+				var err3, err4 error
+				want.Rot, err3 = rf.ReadQuat("u")
+				want.Vel[0], want.Vel[1], want.Vel[2], err4 = tc.vel.Read3(&rf, "u")
+				if err := errors.Join(err, err1, err2, err3, err4); err != nil {
+					t.Fatal(err)
 				}
 				rec := rr.Begin("u")
 				if pre > 0 {
