@@ -272,12 +272,12 @@ func (rw *RecordWriter) put3(a, b, c uint64, n uint) {
 // WriteQuat writes a rotation as Writer.WriteQuat: 47 bits, ErrOutOfRange
 // for a zero or non-finite q.
 func (rw *RecordWriter) WriteQuat(q [4]float64) {
-	i, k0, k1, k2, ok := quatCodes(&q, quatM)
+	c, ok := quatField(&q)
 	if !ok {
 		rw.refuse(recOutOfRange)
 		return
 	}
-	rw.put(quatPack(i, k0, k1, k2, quatM, QuatBits), 2+3*QuatBits)
+	rw.put(c, 2+3*QuatBits)
 }
 
 // WriteTableString writes s as Writer.WriteTableString: the same bits
@@ -295,7 +295,7 @@ func (rw *RecordWriter) WriteTableString(t *StringTable, s string, maxLen int) {
 		return
 	}
 	if t != nil {
-		if slot, ok := t.index[s]; ok {
+		if slot, ok := t.find(s); ok {
 			rw.put(1|uint64(slot)<<1, 1+t.bits) // bits ≤ 12
 			return
 		}

@@ -128,8 +128,57 @@ const MaxTableSlots = 4096
 type StringTable struct {
 	slots []string
 	used  []bool
-	index map[string]int
+	// index finds a string's slot: open addressing over 2·slots entries
+	// (so at most half full), each 0 for none or its slot + 1, a string's
+	// first entry at tableHash(s) >> shift, probed forward. Set inserts;
+	// Delete rebuilds it (a table changes rarely, and is read for every
+	// string written). Lookups compare the strings themselves, so two
+	// strings of one hash only cost a probe. (Not a map: its lookup hashed
+	// the whole string and was ≈ 120 instructions of a ≈ 20-field packet's
+	// ghost record.)
+	index []uint16
+	shift uint
 	bits  uint
+}
+
+// tableHash mixes a string's length and three of its bytes (its first,
+// middle and last): enough to spread the names a table holds, and small
+// enough to inline; find compares whole strings, so names that share
+// them only cost a probe.
+func tableHash(s string) uint64 {
+	n := len(s)
+	x := uint64(n)
+	if n > 0 {
+		x |= uint64(s[0])<<8 | uint64(s[n>>1])<<16 | uint64(s[n-1])<<24
+	}
+	return x * 0x9e3779b97f4a7c15
+}
+
+// find returns the slot holding s.
+func (t *StringTable) find(s string) (int, bool) {
+	if len(t.index) == 0 { // the zero table
+		return 0, false
+	}
+	m := uint(len(t.index) - 1)
+	for h := uint(tableHash(s)>>(t.shift&63)) & m; ; h = (h + 1) & m {
+		e := t.index[h]
+		if e == 0 {
+			return 0, false
+		}
+		if slot := int(e) - 1; uint(slot) < uint(len(t.slots)) && t.slots[slot] == s {
+			return slot, true
+		}
+	}
+}
+
+// insert adds slot, which holds a string no other slot holds, to the index.
+func (t *StringTable) insert(slot int) {
+	m := uint(len(t.index) - 1)
+	h := uint(tableHash(t.slots[slot])>>(t.shift&63)) & m
+	for t.index[h] != 0 {
+		h = (h + 1) & m
+	}
+	t.index[h] = uint16(slot + 1)
 }
 
 // NewStringTable returns an empty table of slots slots, a power of two from 1
@@ -141,7 +190,8 @@ func NewStringTable(slots int) *StringTable {
 	return &StringTable{
 		slots: make([]string, slots),
 		used:  make([]bool, slots),
-		index: make(map[string]int, slots),
+		index: make([]uint16, 2*slots),
+		shift: 64 - RangeBits(0, int64(2*slots-1)),
 		bits:  RangeBits(0, int64(slots-1)),
 	}
 }
@@ -160,17 +210,17 @@ func (t *StringTable) Set(slot int, s string) error {
 	if slot < 0 || slot >= len(t.slots) {
 		return ErrOutOfRange
 	}
-	if j, ok := t.index[s]; ok {
+	if j, ok := t.find(s); ok {
 		if j == slot {
 			return nil
 		}
 		return ErrDuplicate
 	}
 	if t.used[slot] {
-		delete(t.index, t.slots[slot])
+		t.Delete(slot)
 	}
 	t.slots[slot], t.used[slot] = s, true
-	t.index[s] = slot
+	t.insert(slot)
 	return nil
 }
 
@@ -179,8 +229,13 @@ func (t *StringTable) Delete(slot int) {
 	if slot < 0 || slot >= len(t.slots) || !t.used[slot] {
 		return
 	}
-	delete(t.index, t.slots[slot])
 	t.slots[slot], t.used[slot] = "", false
+	clear(t.index)
+	for j, u := range t.used {
+		if u {
+			t.insert(j)
+		}
+	}
 }
 
 // Get returns the string in slot and whether the slot holds one.
@@ -193,7 +248,7 @@ func (t *StringTable) Get(slot int) (string, bool) {
 
 // Lookup returns the slot holding s.
 func (t *StringTable) Lookup(s string) (int, bool) {
-	slot, ok := t.index[s] // reading a nil map is fine: the zero table
+	slot, ok := t.find(s)
 	return slot, ok
 }
 
@@ -209,7 +264,7 @@ func (w *Writer) WriteTableString(t *StringTable, s string, maxLen int) error {
 		return w.fail(ErrTooLong)
 	}
 	if t != nil {
-		if slot, ok := t.index[s]; ok {
+		if slot, ok := t.find(s); ok {
 			v, n := 1|uint64(slot)<<1, 1+t.bits
 			if w.tryPut(v, n) {
 				return nil
@@ -229,7 +284,7 @@ func (w *Writer) WriteTableString(t *StringTable, s string, maxLen int) error {
 // TableStringBits is the encoded size of s written by WriteTableString.
 func TableStringBits(t *StringTable, s string, maxLen int) int {
 	if t != nil {
-		if _, ok := t.index[s]; ok {
+		if _, ok := t.find(s); ok {
 			return 1 + int(t.bits)
 		}
 	}

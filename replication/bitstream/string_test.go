@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -346,5 +347,56 @@ func TestReadTableStringHitPath(t *testing.T) {
 				t.Fatalf("ReadTableString %q, %v at bit %d; readTableRef's way %q, %v at bit %d", s, err, got.Pos(), want, werr, ref.Pos())
 			}
 		})
+	}
+}
+
+// The table's index agrees with a map of its strings through any mix of
+// Set (new strings, moves refused as duplicates, replacements) and Delete,
+// at every table size, for held strings, deleted ones and strings that
+// share a held one's length and first, middle and last bytes (one hash).
+func TestStringTableIndexMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	names := []string{"", "a", "b", "ab", "aab", "abb", "wave", "wove", "orc_warrior", "orc_wxrrior", "elf_archer", "elf_archxr", "fireball", "firebell", "a longer name than sixteen bytes", "a longer nbme than sixteen bytes"}
+	for k := range 40 {
+		names = append(names, fmt.Sprintf("name%03d", k))
+	}
+	for _, slots := range []int{1, 2, 4, 16, 64} {
+		tab := NewStringTable(slots)
+		ref := map[string]int{}
+		for range 3000 {
+			slot, s := rng.IntN(slots), names[rng.IntN(len(names))]
+			if rng.IntN(3) == 0 {
+				tab.Delete(slot)
+				for k, v := range ref {
+					if v == slot {
+						delete(ref, k)
+					}
+				}
+			} else {
+				err := tab.Set(slot, s)
+				if j, ok := ref[s]; ok && j != slot {
+					if err != ErrDuplicate {
+						t.Fatalf("%d slots: Set(%d, %q) = %v, held by %d", slots, slot, s, err, j)
+					}
+				} else {
+					if err != nil {
+						t.Fatalf("%d slots: Set(%d, %q) = %v", slots, slot, s, err)
+					}
+					for k, v := range ref {
+						if v == slot {
+							delete(ref, k)
+						}
+					}
+					ref[s] = slot
+				}
+			}
+			for _, s := range names {
+				got, ok := tab.Lookup(s)
+				want, wok := ref[s]
+				if ok != wok || ok && got != want {
+					t.Fatalf("%d slots: Lookup(%q) = %d %v, want %d %v", slots, s, got, ok, want, wok)
+				}
+			}
+		}
 	}
 }

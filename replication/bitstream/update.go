@@ -1,6 +1,9 @@
 package bitstream
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // Entity updates: an entity's id, its dirty mask and the pose fields the
 // mask selects, written or read inside a record in one call. A ghost
@@ -51,6 +54,11 @@ type UpdateFormat struct {
 	rmax         uint
 	pos          FixedFormat
 	vel          QuantizedFormat
+	// The reader's plan, worked out once: the id's and the mask's bits
+	// together, and the masks of an id, a mask and a code of each triple
+	// (each 2^width − 1).
+	headBits                           uint
+	idMask, maskMask, posMask, velMask uint64
 }
 
 // NewUpdateFormat validates an update's layout: ErrOutOfRange for idMin >
@@ -68,6 +76,9 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	f.wfast = f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21
 	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
 	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
+	f.headBits = f.idBits + maskBits
+	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
+	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
 	return f, nil
 }
 
@@ -88,15 +99,47 @@ const bitsPerUint = 32 << (^uint(0) >> 63)
 // range, a zero or non-finite rotation) writes nothing and is End's error,
 // the other fields written as those calls write them.
 func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
-	// The rotation first: the call's registers are free, so little is
-	// kept across it.
+	// The rotation: quatField, inline (too large for the inliner; as a
+	// call, every value live across it went to the stack and back — Go's
+	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
+	// checks quatField, TestRecordsMatchFieldCalls and FuzzRecords this
+	// copy against WriteQuat's.
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
-		var i int
-		var k0, k1, k2 int64
-		i, k0, k1, k2, good = quatCodes(&p.Rot, quatM)
-		qc = quatPack(i, k0, k1, k2, quatM, QuatBits)
+		q := &p.Rot
+		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
+		if !(ss > 0 && ss <= math.MaxFloat64) {
+			good = false
+		} else {
+			const absMask = 1<<63 - 1
+			a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
+			a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
+			i01, m01 := uint(0), a0
+			if a1 > a0 {
+				i01, m01 = 1, a1
+			}
+			i23, m23 := uint(2), a2
+			if a3 > a2 {
+				i23, m23 = 3, a3
+			}
+			i := i01
+			if m23 > m01 {
+				i = i23
+			}
+			t := quatScale
+			if math.Abs(ss-1) > 0x1p-40 {
+				t /= math.Sqrt(ss)
+			}
+			t = math.Copysign(t, q[i&3])
+			o := &quatOthers[i&3]
+			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
+			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
+			if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
+				k0, k1, k2 = quatTowardZero(x0, x1, x2, quatM)
+			}
+			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		}
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
@@ -119,8 +162,26 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		rw.writeUpdateSlow(f, id, mask, p)
 		return
 	}
-	// The fields collect in v (w bits) and go to the record when the next
-	// would not fit beside them.
+	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
+		// Away from the buffer's end: the record's word in locals, each
+		// group put into it, full words stored into a window the one test
+		// above bounds (an update fills at most three).
+		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
+		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(ib&63), ib+mb)
+		if mask&UpdatePos != 0 {
+			acc, fill, off = winPut(win, acc, fill, off, pc, 3*pn)
+		}
+		if mask&UpdateRot != 0 {
+			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
+		}
+		if mask&UpdateVel != 0 {
+			acc, fill, off = winPut(win, acc, fill, off, vc, 3*vn)
+		}
+		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
+		return
+	}
+	// Near the buffer's end. The fields collect in v (w bits) and go to
+	// the record when the next would not fit beside them.
 	v, w := u|uint64(mask)<<(ib&63), ib+mb
 	if mask&UpdatePos != 0 {
 		if n := 3 * pn; w+n <= 63 {
@@ -147,6 +208,30 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		}
 	}
 	rw.put(v, w)
+}
+
+// updateWindow is the bytes an update's fast paths address from the byte
+// its first bit is in: an update on the writer's fast path is at most
+// 32+31+3·21+47+3·21 = 236 bits, so with up to 63 bits already in the
+// record's word it fills at most four words (299 bits), stored at offsets
+// 0, 8, 16 and 24; a reader's last group starts within 7+32+25+57+47 =
+// 168 bits, in byte 21 at most, and its word ends by byte 29.
+const updateWindow = 32
+
+// winPut is RecordWriter.put on a record word held in locals: acc holds
+// fill bits (0..63), off is the bytes already stored into win. It puts
+// the n bits of v (1 ≤ n ≤ 63, v below 2^n) and stores the word when it
+// fills. off is 0, 8, 16 or 24 before a store (four words at most), so
+// off&24 is off and the store needs no bounds check.
+func winPut(win *[updateWindow]byte, acc uint64, fill, off uint, v uint64, n uint) (uint64, uint, uint) {
+	acc |= v << (fill & 63)
+	if fill += n; fill >= 64 {
+		binary.LittleEndian.PutUint64(win[off&24:], acc)
+		off += 8
+		fill -= 64
+		acc = v >> ((n - fill) & 63) // n − fill = 64 − the old fill ∈ [1, 63]
+	}
+	return acc, fill, off
 }
 
 // writeUpdateSlow is WriteUpdate's every other case: the per-field record
@@ -181,11 +266,63 @@ func (rw *RecordWriter) writeUpdateSlow(f *UpdateFormat, id int64, mask uint, p 
 func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uint) {
 	// The fast path: the widths the format says and its largest update
 	// inside the stream, so no field tests the end; each group is one
-	// word from the bit it starts at.
+	// word from the bit it starts at, loaded from a window of the buffer
+	// that one test bounds.
 	at := rr.bit
 	if !f.rfast || at+f.rmax > rr.limit {
 		return rr.readUpdateSlow(f, p)
 	}
+	i := at >> 3
+	if i+updateReadWindow > uint(len(rr.buf)) {
+		return rr.readUpdateNear(f, p)
+	}
+	win := (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
+	pn, vn := f.pos.bits, f.vel.bits
+	b := at & 7
+	head := winWord(win, b)
+	u := head & f.idMask
+	if u > f.span {
+		return rr.readUpdateSlow(f, p)
+	}
+	mask = uint(head >> (f.idBits & 63) & f.maskMask)
+	b += f.headBits
+	if mask&UpdatePos != 0 {
+		x, y, z := codes3m(winWord(win, b), pn, f.posMask)
+		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
+			return rr.readUpdateSlow(f, p)
+		}
+		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
+		b += 3 * pn
+	}
+	if mask&UpdateRot != 0 {
+		c := winWord(win, b)
+		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+		s := k0*k0 + k1*k1 + k2*k2
+		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
+			return rr.readUpdateSlow(f, p)
+		}
+		d := quatStep[QuatBits]
+		i := c & 3
+		o := &quatOthers[i]
+		p.Rot[o[0]&3] = float64(k0) * d
+		p.Rot[o[1]&3] = float64(k1) * d
+		p.Rot[o[2]&3] = float64(k2) * d
+		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
+		b += 2 + 3*QuatBits
+	}
+	if mask&UpdateVel != 0 {
+		x, y, z := codes3m(winWord(win, b), vn, f.velMask)
+		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
+		b += 3 * vn
+	}
+	rr.bit = at&^7 + b
+	return int64(uint64(f.idMin) + u), mask
+}
+
+// readUpdateNear is ReadUpdate's fast path in the buffer's last
+// updateReadWindow bytes: each group's word through RecordReader.word.
+func (rr *RecordReader) readUpdateNear(f *UpdateFormat, p *Pose) (id int64, mask uint) {
+	at := rr.bit
 	ib, mb, pn, vn := f.idBits, f.mask, f.pos.bits, f.vel.bits
 	head := rr.word(at)
 	u := head & (1<<(ib&63) - 1)
@@ -208,7 +345,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		c := rr.word(b)
 		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
 		s := k0*k0 + k1*k1 + k2*k2
-		if k0 > quatM || k1 > quatM || k2 > quatM || s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical
+		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
 		}
 		d := quatStep[QuatBits]
@@ -227,6 +364,23 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	}
 	rr.bit = b
 	return int64(uint64(f.idMin) + u), mask
+}
+
+// updateReadWindow is the bytes ReadUpdate's fast path loads from the
+// byte an update starts in: its groups start in the first 22 (see
+// updateWindow), so the index masked to 0..31 is the index, and a word
+// from there ends inside the 40.
+const updateReadWindow = 40
+
+// codes3m is codes3 with the codes' mask (2^n − 1) given.
+func codes3m(v uint64, n uint, mask uint64) (a, b, c uint64) {
+	return v & mask, v >> (n & 63) & mask, v >> (2 * n & 63) & mask
+}
+
+// winWord is the window's bits from bit b on (b < 8·22, a group's first
+// bit): RecordReader.word with no test.
+func winWord(win *[updateReadWindow]byte, b uint) uint64 {
+	return binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
 }
 
 // readUpdateSlow is ReadUpdate's every other case: the per-field record

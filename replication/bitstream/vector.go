@@ -173,11 +173,10 @@ const quatM = 1<<(QuatBits-1) - 1
 // WriteQuat writes a rotation in 2 + 3·QuatBits = 47 bits; see
 // WriteQuatBits, whose bits it writes with the width's shifts constant.
 func (w *Writer) WriteQuat(q [4]float64) error {
-	i, k0, k1, k2, ok := quatCodes(&q, quatM)
+	c, ok := quatField(&q)
 	if !ok {
 		return w.fail(ErrOutOfRange)
 	}
-	c := quatPack(i, k0, k1, k2, quatM, QuatBits)
 	if w.tryPut(c, 2+3*QuatBits) {
 		return nil
 	}
@@ -321,6 +320,55 @@ func quatCodes(q *[4]float64, m int64) (i int, k0, k1, k2 int64, ok bool) {
 	return i, k0, k1, k2, true
 }
 
+// quatScale is quatCodes' √2·m for QuatBits, rounded as quatCodes rounds
+// it at run time (math.Sqrt2 in binary64 times m, one rounding): a
+// constant expression would round the exact product once, which may differ
+// in the last bit. Set once at package initialisation; read-only.
+var quatScale = func() float64 {
+	s, m := float64(math.Sqrt2), float64(quatM)
+	return s * m
+}()
+
+// quatField is WriteQuat's 47-bit field: quatCodes and quatPack with the
+// width QuatBits fixes, so m, √2·m and the canonical bound 2m² are
+// constants and the field is packed here — the same bits for every q
+// (TestQuatFieldMatchesCodes, FuzzQuatField). ok is false for a zero or
+// non-finite q.
+func quatField(q *[4]float64) (c uint64, ok bool) {
+	ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
+	if !(ss > 0 && ss <= math.MaxFloat64) { // zero, NaN, ±Inf, overflow
+		return 0, false
+	}
+	// The largest magnitude, the lowest index on a tie (see quatCodes).
+	const absMask = 1<<63 - 1
+	a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
+	a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
+	i01, m01 := uint(0), a0
+	if a1 > a0 {
+		i01, m01 = 1, a1
+	}
+	i23, m23 := uint(2), a2
+	if a3 > a2 {
+		i23, m23 = 3, a3
+	}
+	i := i01
+	if m23 > m01 {
+		i = i23
+	}
+	t := quatScale
+	if math.Abs(ss-1) > 0x1p-40 {
+		t /= math.Sqrt(ss)
+	}
+	t = math.Copysign(t, q[i&3])
+	o := &quatOthers[i&3]
+	x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
+	k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
+	if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // !quatCanonical
+		k0, k1, k2 = quatTowardZero(x0, x1, x2, quatM)
+	}
+	return uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits), true
+}
+
 // quatTowardZero is quatCodes' rare path. Rounding to nearest can leave a
 // sent component at or above the rebuilt one (only when another component
 // is within a few steps of the largest), and the field would re-encode
@@ -389,8 +437,11 @@ func quatFromCodes(i uint64, k0, k1, k2, m int64, d float64) (q [4]float64, ok b
 // rotation passes as its own result (an array result goes through memory:
 // one copy instead of two). *q is left unchanged when ok is false.
 func quatFill(q *[4]float64, i uint64, k0, k1, k2, m int64, d float64) bool {
+	// quatCanonical. It also refuses a code past m, the unused top code
+	// 2^bits − 1: unpacked codes are at most m+1, and k = m+1 gives
+	// Σk² + max k² ≥ 2(m+1)² > 2m², so no test of its own.
 	s := k0*k0 + k1*k1 + k2*k2
-	if k0 > m || k1 > m || k2 > m || s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m { // quatCanonical
+	if s+max(k0*k0, k1*k1, k2*k2) >= 2*m*m {
 		return false
 	}
 	i &= 3
