@@ -232,7 +232,6 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		return
 	case *actor.Stopping:
 		a.stopped.Store(true)
-		setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, false) // passed.go
 		if a.timer != nil {
 			a.timer.Stop()
 		}
@@ -317,7 +316,6 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.self = ctx.Self()
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
-	setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, true) // passed.go
 	a.timer = time.AfterFunc(time.Hour, a.fire)
 	a.nextAt = nextSlot(now, z.Period(), a.p.Origin)
 	a.arm()
