@@ -30,6 +30,11 @@ import (
 // zone wrapped again (PassOn), at zonePriority like the Forward ahead of
 // it. (Sent plain, it was handed to the zone at the default priority, and
 // a later Forward overtook its events there.)
+//
+// The wrapper also tells the owner that the Input is the handed
+// connection's own, not a newer login's of the same event generation:
+// one held before the player's Commit (holdEarly) is taken at the Commit
+// (expectJoin), not kept for a Join that never comes (earlyInputs.handed).
 
 // passedInput is an Input passed on by the zone that handed its player
 // away (passInputOn), at zonePriority.
@@ -62,9 +67,13 @@ func PassOn(in *msg.Input) any { return &passedInput{in: in} }
 // onPassedInput takes an Input another zone passed on, as onInput takes
 // one from a connection. It did not go through the mailbox's input count
 // (inputMailbox counts a plain *msg.Input), which onInput takes it off.
+// While it is taken, passing tells holdEarly it is the handed
+// connection's (earlyInputs.handed).
 func (a *zoneActor) onPassedInput(p *passedInput) {
 	if a.inputs != nil {
 		a.inputs.queued.Add(1)
 	}
+	a.passing = true
 	a.onInput(p.in)
+	a.passing = false
 }
