@@ -15,6 +15,7 @@ import (
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -159,5 +160,85 @@ func TestPassedOnFlagOnTheWire(t *testing.T) {
 	fillInput(item.GetInput(), msg.NewInput(), 1, false)
 	if item.GetInput().GetPassedOn() {
 		t.Fatal("a reused item kept passed_on for a plain Input")
+	}
+}
+
+// Across nodes, the events the old zone passes on while the new owner
+// keeps the player's Commit (its lease's hold: actors/zone paused.go) reach
+// the new owner before the Commit is taken, marked passed on: they are
+// the handed connection's, of the Offer's own generation, and are applied
+// when the hold lets the Commit go — not held for a Join that never comes
+// (a newer login's of that generation still are), and so dropped at
+// earlyGrace (10 s), as before the flag.
+func TestPassedOnEventsBeforeAKeptCommitAppliedAtItAcrossNodes(t *testing.T) {
+	nodes := lineNodes(t)
+	gw := nodes[0]
+	old := actor.NewPID(gw.sys.Address(), zone.ActorName("x1z0"))
+	for i, tc := range passOnTargets {
+		t.Run(tc.name, func(t *testing.T) {
+			player, gen := uint64(1990+i), uint64(0xabc+i)
+			owner := nodes[tc.node]
+			c := newLoginConn(gw.sys, old)
+			c.gen = gen
+			gw.sys.Root.Send(old, c.join(gw.sys, player))
+			c.play(t, gw.sys, player, 1, 3, "join on n2")
+			sendInput(gw.sys, old, player, gen, nil, 1, 2)
+			waitFor(t, 5*time.Second, "e1, e2 echoed by x1z0", func() bool { return len(c.echoed()) == 2 })
+			// The new owner takes the Offer; x1z0, held, has its Accept
+			// waiting.
+			releaseOwner := holdZone(t, owner)
+			gw.sys.Root.Send(old, &zone.Teleport{Entity: player, Pos: tc.into})
+			waitFor(t, 5*time.Second, "x1z0 to offer the player", func() bool {
+				var ph handoff.Phase
+				if err := nodes[1].zones.Inspect(2*time.Second, func(z *sim.Zone) { ph, _, _ = z.Handoffs().Status(player) }); err != nil {
+					t.Fatal(err)
+				}
+				return ph == handoff.PhaseOffering
+			})
+			releaseOld := holdZone(t, nodes[1])
+			releaseOwner()
+			reserved := func() bool {
+				var ok bool
+				if err := owner.zones.Inspect(2*time.Second, func(z *sim.Zone) { _, ok = z.Handoffs().Reserved(player) }); err != nil {
+					t.Fatal(err)
+				}
+				return ok
+			}
+			waitFor(t, 5*time.Second, tc.zone+" to accept the offer", reserved)
+			// The owner's lease held: it keeps the Commit that comes.
+			zpid := owner.zones.PID(tc.zone)
+			owner.sys.Root.Send(zpid, &zone.Pause{Paused: true, By: zone.PauseLease})
+			releaseOld()
+			waitFor(t, 5*time.Second, "x1z0 to commit the player", func() bool {
+				var ph handoff.Phase
+				if err := nodes[1].zones.Inspect(2*time.Second, func(z *sim.Zone) { ph, _, _ = z.Handoffs().Status(player) }); err != nil {
+					t.Fatal(err)
+				}
+				return ph == handoff.PhaseCommitting
+			})
+			// e3, e4 still sent to x1z0: passed on to the held owner.
+			forwarded, inputsIn := nodes[1].m.Forwarded.Load(), owner.bridge.Metrics().RemoteInputs.Load()
+			sendInput(gw.sys, old, player, gen, nil, 3, 3)
+			sendInput(gw.sys, old, player, gen, nil, 4, 4)
+			waitFor(t, 5*time.Second, "x1z0 to pass e3, e4 on", func() bool { return nodes[1].m.Forwarded.Load()-forwarded >= 2 })
+			waitFor(t, 5*time.Second, "the owner's node to take them", func() bool {
+				return owner.bridge.Metrics().RemoteInputs.Load()-inputsIn >= 2
+			})
+			if !reserved() {
+				t.Fatalf("%s took the player while its lease was held", tc.zone)
+			}
+			owner.sys.Root.Send(zpid, &zone.Pause{Paused: false, By: zone.PauseLease})
+			deadline := time.Now().Add(3 * time.Second)
+			for len(c.echoed()) < 4 {
+				if time.Now().After(deadline) {
+					t.Fatalf("e3, e4 not applied by %s at the Commit after 3 s: echoed %q; %s dropped %d held inputs",
+						tc.zone, c.echoed(), tc.zone, owner.m.HeldInputsDropped.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got, want := c.echoed(), []string{"e1", "e2", "e3", "e4"}; !slices.Equal(got, want) {
+				t.Fatalf("echoed %q, want %q: each once, in order", got, want)
+			}
+		})
 	}
 }
