@@ -1781,15 +1781,14 @@ type earlyInputs struct {
 	// (actors/cluster TestInputsBehindAHeldJoinWaitForIt, which failed
 	// about one run in eight so; TestInputsAfterAPassedJoinGoOnBehindIt).
 	passed uint64
-	// handed: inputs the offering zone passed on (passInputOn: the handed
-	// connection's own, whatever their generation) that came before the
-	// Commit — a Commit kept by a lease's hold (paused.go), or one that
-	// waited for its record write on another node while they overtook it.
-	// They are the player's as it is handed: taken at the Commit, first
-	// (expectJoin). Held with the other login's inputs, they waited for a
-	// Join that never comes when their generation was the Offer's (the
-	// usual case: the handed connection's), and were dropped at until.
-	// Bounded by maxParked too.
+	// handed: inputs the offering zone passed on (passInputOn) of the
+	// Offer's generation, the handed connection's own, that came before
+	// the Commit (a Commit kept by a lease's hold, paused.go, or one that
+	// waited for its record write on another node while they overtook
+	// it). They are the player's as it is handed: taken at the Commit,
+	// first (expectJoin). Held with the other login's inputs, they waited
+	// for a Join that never comes and were dropped at until. Bounded by
+	// maxParked too.
 	handed []*msg.Input
 }
 
@@ -1802,8 +1801,8 @@ var earlyGrace = 10 * time.Second // a var: tests shorten it
 // are the player's once it is taken (the Join's it is handed with) and
 // where the player is if the offer fails (earlyInputs); a Commit that
 // takes the player first takes the inputs the offering zone passed on
-// before it (earlyInputs.handed: the handed connection's, told apart by
-// the passed-on flag, whatever their generation), then ends the wait if
+// before it (earlyInputs.handed: the handed connection's, told from a
+// newer login's of the same generation by the passed-on flag), then ends the wait if
 // nothing else is held, and one whose Join is of the held inputs'
 // generation, another than the Offer's, takes them behind it.
 func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duration) {
@@ -1877,13 +1876,15 @@ func (a *zoneActor) holdEarly(in *msg.Input) bool {
 		}
 		return true
 	}
-	if a.passing {
-		// Passed on by the zone that offered the player: the handed
-		// connection's. Taken as the player's once owned; before the
-		// Commit, held for it (earlyInputs.handed), never for a Join.
-		if a.z.Handoffs().Owns(in.Player) {
-			return false
-		}
+	if a.passing && (in.EventGen == 0 || in.EventGen == e.gen) && !a.z.Handoffs().Owns(in.Player) {
+		// Passed on by the zone that offered the player, of the Offer's
+		// generation: the handed connection's, not a redirected newer
+		// login's of that generation (whose inputs come from its
+		// connection, plain). Before the Commit, held for it
+		// (earlyInputs.handed), never for a Join. Another generation's
+		// (a login that took the player over at the old zone after its
+		// Offer) waits with the rest, for the Commit naming it or its
+		// Join; once owned, all go as the connection's.
 		if len(e.handed) >= maxParked {
 			a.m.HeldInputsDropped.Add(1)
 			in.Release()
