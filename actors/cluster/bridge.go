@@ -226,7 +226,11 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	case *msg.Input:
 		player, input = x.Player, true
 	default:
-		return false
+		in, ok := zone.PassedOn(m) // passed on by its old zone (decodeItem)
+		if !ok {
+			return false
+		}
+		player, input = in.Player, true
 	}
 	b.cmu.Lock()
 	defer b.cmu.Unlock()
@@ -243,13 +247,13 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	}
 	inputs := 0
 	for _, h := range c.behind {
-		if _, ok := h.(*msg.Input); ok {
+		if behindInput(h) != nil {
 			inputs++
 		}
 	}
 	if input && inputs >= maxInputsBehind {
 		b.m.DroppedBehindCommit.Add(1)
-		m.(*msg.Input).Release()
+		behindInput(m).Release()
 		return true // dropped
 	}
 	if !input && len(c.behind)-inputs >= maxBehind {
@@ -265,6 +269,16 @@ func (b *Bridge) holdBehindCommit(zoneID string, m any) bool {
 	b.commits[player] = c
 	b.m.HeldBehindCommit.Add(1)
 	return true
+}
+
+// behindInput is the Input m is, plain or passed on (zone.PassedOn); nil
+// for any other item.
+func behindInput(m any) *msg.Input {
+	if in, ok := m.(*msg.Input); ok {
+		return in
+	}
+	in, _ := zone.PassedOn(m)
+	return in
 }
 
 // follow sends m, an item for the zone of c, a Commit refused for good,
@@ -433,7 +447,7 @@ func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
 			b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped",
 				"player", player, "zone", zoneID, "epoch", epoch, "items", len(behind), "err", err)
 			for _, m := range behind {
-				if in, ok := m.(*msg.Input); ok {
+				if in := behindInput(m); in != nil {
 					in.Release()
 				}
 			}

@@ -108,12 +108,12 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		m.Batch.Release() // encoded: its zone reuses the array
 		m.MarkHandled()   // and the envelope: touch it no more
 	case *msg.Input:
-		it = p.inputItem(m, time.Now().UnixNano())
+		it = p.inputItem(m, time.Now().UnixNano(), false)
 	case *msg.Inputs: // a connection shard's round of inputs: each as it came
 		now := time.Now().UnixNano()
 		for i, in := range m.List {
 			m.List[i] = nil
-			p.add(ctx, p.inputItem(in, now))
+			p.add(ctx, p.inputItem(in, now, false))
 		}
 		m.Release()
 		return
@@ -170,32 +170,42 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		}
 		return
 	default:
-		return
+		// An Input a zone here passed on to the player's new owner
+		// (actors/zone passInputOn), behind the Forward of its moves:
+		// marked, so that the owner's node hands it to the zone at the
+		// Forward's priority (decodeItem). Plain, a later Forward
+		// overtook its events there.
+		in, ok := zone.PassedOn(m)
+		if !ok {
+			return
+		}
+		it = p.inputItem(in, time.Now().UnixNano(), true)
 	}
 	p.add(ctx, it)
 }
 
 // inputItem is m, received at now (wall clock, ns), as an item of the
-// batch being made; it releases m.
-func (p *zoneProxy) inputItem(m *msg.Input, now int64) *pb.ZoneItem {
+// batch being made, passed on by a zone (passed) or not; it releases m.
+func (p *zoneProxy) inputItem(m *msg.Input, now int64, passed bool) *pb.ZoneItem {
 	if p.nin == len(p.ins) {
 		it := &pb.ZoneItem{Item: &pb.ZoneItem_Input{Input: new(pb.PlayerInput)}}
 		if len(p.ins) >= p.b.cfg.MaxBatch {
-			fillInput(it.GetInput(), m, now)
+			fillInput(it.GetInput(), m, now, passed)
 			return it // not kept (a MaxBatch changed under a running proxy)
 		}
 		p.ins = append(p.ins, it)
 	}
 	it := p.ins[p.nin]
 	p.nin++
-	fillInput(it.GetInput(), m, now)
+	fillInput(it.GetInput(), m, now, passed)
 	return it
 }
 
 // fillInput sets every field of in from m (its moves in in's messages
-// again) and releases m.
-func fillInput(in *pb.PlayerInput, m *msg.Input, now int64) {
+// again) and passed, and releases m.
+func fillInput(in *pb.PlayerInput, m *msg.Input, now int64, passed bool) {
 	in.Player, in.Conn, in.LostBefore, in.ReceivedNs, in.EventGen = m.Player, "", m.LostBefore, now, m.EventGen
+	in.PassedOn = passed
 	in.Moves = pbconv.MovesToProtoInto(in.Moves, m.Moves)
 	clear(in.Events) // the events' payloads go
 	in.Events = in.Events[:0]
@@ -713,6 +723,12 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 				b.m.RemoteInputNanos.Add(uint64(d))
 				b.m.RemoteInputs.Add(1)
 			}
+		}
+		if p.GetPassedOn() {
+			// Passed on by the zone that handed the player away, behind
+			// the Forward of its moves: at the Forward's priority, as a
+			// zone of this process passes it (actors/zone passed.go).
+			return zone.PassOn(in), nil
 		}
 		return in, nil
 	case *pb.ZoneItem_Join:

@@ -65,25 +65,20 @@ func TestPassedInputsAndForwardsKeepTheirOrder(t *testing.T) {
 	}
 }
 
-// A passed-on Input goes wrapped (at zonePriority) only to a zone actor
-// running in this process; a zone served elsewhere is reached through a
-// proxy that knows the plain Input (a stand-in here), and a zone that has
-// stopped is no longer taken for one running here.
-func TestPassedInputWrappedOnlyForALocalZone(t *testing.T) {
-	defer verifyNoLeaks(t)()
-	f, _, stop := startWithStandIn(t, slowOffers, Params{Spawn: at})
-	defer stop()
-	f.syncZone("x0z0") // started
+// A passed-on Input goes wrapped to a zone of this process and to a
+// proxy alike: the proxy (actors/cluster) takes it with PassedOn and marks
+// it on the wire, and the owner's node wraps it again with PassOn. A plain
+// Input is not taken for a passed-on one.
+func TestPassedInputTellsItself(t *testing.T) {
 	in := msg.NewInput()
 	defer in.Release()
-	if _, ok := passedOn(f.sys, "x0z0", in).(*passedInput); !ok {
-		t.Fatal("an Input passed on to x0z0, a zone of this process, goes plain: want it wrapped")
+	if got, ok := PassedOn(PassOn(in)); !ok || got != in {
+		t.Fatalf("PassedOn(PassOn(in)) = %p, %v; want in, true", got, ok)
 	}
-	if _, ok := passedOn(f.sys, "x1z0", in).(*msg.Input); !ok {
-		t.Fatal("an Input passed on to x1z0, not a zone of this process (a proxy's stand-in), goes wrapped: want it plain")
+	if _, ok := PassedOn(in); ok {
+		t.Fatal("a plain Input taken for a passed-on one")
 	}
-	f.world.Stop()
-	if _, ok := passedOn(f.sys, "x0z0", in).(*msg.Input); !ok {
-		t.Fatal("an Input passed on to x0z0, stopped, goes wrapped: want it plain")
+	if p, ok := PassOn(in).(*passedInput); !ok || p.GetPriority() != zonePriority {
+		t.Fatal("PassOn's wrapper is not at zonePriority")
 	}
 }

@@ -182,6 +182,9 @@ type zoneActor struct {
 	// (its Commit not yet here), the inputs of another login that came
 	// meanwhile, waiting for that login's Join (earlyInputs).
 	incoming map[uint64]earlyInputs
+	// passing: the input being taken was passed on by the zone that handed
+	// its player here (onPassedInput), the handed connection's own.
+	passing bool
 	// Teleports waiting for a handoff in progress to settle.
 	pendingTP map[uint64][3]float32
 	retryTP   []pendingTeleport
@@ -232,7 +235,6 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		return
 	case *actor.Stopping:
 		a.stopped.Store(true)
-		setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, false) // passed.go
 		if a.timer != nil {
 			a.timer.Stop()
 		}
@@ -317,7 +319,6 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.self = ctx.Self()
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
-	setLocalZone(ctx.ActorSystem(), a.p.Sim.Zone, true) // passed.go
 	a.timer = time.AfterFunc(time.Hour, a.fire)
 	a.nextAt = nextSlot(now, z.Period(), a.p.Origin)
 	a.arm()
@@ -1780,6 +1781,15 @@ type earlyInputs struct {
 	// (actors/cluster TestInputsBehindAHeldJoinWaitForIt, which failed
 	// about one run in eight so; TestInputsAfterAPassedJoinGoOnBehindIt).
 	passed uint64
+	// handed: inputs the offering zone passed on (passInputOn) of the
+	// Offer's generation, the handed connection's own, that came before
+	// the Commit (a Commit kept by a lease's hold, paused.go, or one that
+	// waited for its record write on another node while they overtook
+	// it). They are the player's as it is handed: taken at the Commit,
+	// first (expectJoin). Held with the other login's inputs, they waited
+	// for a Join that never comes and were dropped at until. Bounded by
+	// maxParked too.
+	handed []*msg.Input
 }
 
 // earlyGrace bounds how long inputs wait for their Join: the Commit's
@@ -1790,9 +1800,11 @@ var earlyGrace = 10 * time.Second // a var: tests shorten it
 // expectJoin notes, for an Offer this zone accepted, which login's inputs
 // are the player's once it is taken (the Join's it is handed with) and
 // where the player is if the offer fails (earlyInputs); a Commit that
-// takes the player with nothing held ends the wait, and one whose Join
-// is of the held inputs' generation, another than the Offer's, takes
-// them behind it.
+// takes the player first takes the inputs the offering zone passed on
+// before it (earlyInputs.handed: the handed connection's, told from a
+// newer login's of the same generation by the passed-on flag), then ends the wait if
+// nothing else is held, and one whose Join is of the held inputs'
+// generation, another than the Offer's, takes them behind it.
 func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duration) {
 	e, ok := a.incoming[id]
 	switch env.Msg.Kind {
@@ -1811,6 +1823,17 @@ func (a *zoneActor) expectJoin(id uint64, env *HandoffEnvelope, now time.Duratio
 	case handoff.KindCommit:
 		if !ok || !a.z.Handoffs().Owns(id) {
 			return
+		}
+		if len(e.handed) > 0 {
+			// Passed on by the old zone: the handed connection's, taken
+			// now, ahead of anything held for another login.
+			handed := e.handed
+			e.handed = nil
+			a.incoming[id] = e
+			a.takePassed(handed)
+			if e, ok = a.incoming[id]; !ok {
+				return
+			}
 		}
 		if len(e.inputs) == 0 {
 			delete(a.incoming, id)
@@ -1851,6 +1874,24 @@ func (a *zoneActor) holdEarly(in *msg.Input) bool {
 			delete(a.incoming, in.Player)
 			return false
 		}
+		return true
+	}
+	if a.passing && (in.EventGen == 0 || in.EventGen == e.gen) && !a.z.Handoffs().Owns(in.Player) {
+		// Passed on by the zone that offered the player, of the Offer's
+		// generation: the handed connection's, not a redirected newer
+		// login's of that generation (whose inputs come from its
+		// connection, plain). Before the Commit, held for it
+		// (earlyInputs.handed), never for a Join. Another generation's
+		// (a login that took the player over at the old zone after its
+		// Offer) waits with the rest, for the Commit naming it or its
+		// Join; once owned, all go as the connection's.
+		if len(e.handed) >= maxParked {
+			a.m.HeldInputsDropped.Add(1)
+			in.Release()
+			return true
+		}
+		e.handed = append(e.handed, in)
+		a.incoming[in.Player] = e
 		return true
 	}
 	if a.z.Handoffs().Owns(in.Player) {
@@ -1901,18 +1942,39 @@ func (a *zoneActor) dropEarly(id uint64) {
 	if e, ok := a.incoming[id]; ok {
 		a.endEarly(id, e)
 		a.releaseEarly(e.inputs)
+		a.releaseEarly(e.handed)
 	}
 }
 
 // endEarly ends the wait of player id's early inputs (e, which the caller
-// takes): while the player is still reserved here a new wait starts, so
-// that its inputs are still held for the Commit, none applied early.
+// takes, but for the passed-on ones: handed): while the player is still
+// reserved here a new wait starts, so that its inputs are still held for
+// the Commit, none applied early, and the passed-on ones wait on for it.
+// Not reserved, the passed-on ones are taken if the player is owned here
+// (their Commit came), else dropped.
 func (a *zoneActor) endEarly(id uint64, e earlyInputs) {
 	if _, reserved := a.z.Handoffs().Reserved(id); reserved && !a.z.Handoffs().Owns(id) {
-		a.incoming[id] = earlyInputs{gen: e.gen, from: e.from, until: e.until}
+		a.incoming[id] = earlyInputs{gen: e.gen, from: e.from, until: e.until, handed: e.handed}
 		return
 	}
 	delete(a.incoming, id)
+	if len(e.handed) > 0 {
+		if a.z.Handoffs().Owns(id) {
+			a.takePassed(e.handed)
+		} else {
+			a.releaseEarly(e.handed)
+		}
+	}
+}
+
+// takePassed takes inputs the offering zone passed on, held before the
+// Commit (earlyInputs.handed), in order, as it would have as they came
+// once the player was owned here.
+func (a *zoneActor) takePassed(inputs []*msg.Input) {
+	passing := a.passing
+	a.passing = true
+	a.takeKept(inputs)
+	a.passing = passing
 }
 
 func (a *zoneActor) releaseEarly(inputs []*msg.Input) {
@@ -1933,7 +1995,7 @@ func (a *zoneActor) releaseEarly(inputs []*msg.Input) {
 // they are dropped. Counted either way.
 func (a *zoneActor) returnEarly(id uint64, e earlyInputs) {
 	delete(a.incoming, id)
-	if len(e.inputs) == 0 {
+	if len(e.inputs)+len(e.handed) == 0 {
 		return
 	}
 	var to *actor.PID
@@ -1944,13 +2006,17 @@ func (a *zoneActor) returnEarly(id uint64, e earlyInputs) {
 		to = a.peer(e.from)
 	}
 	if to == nil {
+		a.releaseEarly(e.handed)
 		a.releaseEarly(e.inputs)
 		return
+	}
+	for _, in := range e.handed { // passed on again, as they came
+		a.ctx.Send(to, &passedInput{in: in})
 	}
 	for _, in := range e.inputs {
 		a.ctx.Send(to, in)
 	}
-	a.m.HeldInputsReturned.Add(uint64(len(e.inputs)))
+	a.m.HeldInputsReturned.Add(uint64(len(e.handed) + len(e.inputs)))
 }
 
 // sweepEarly ends the wait of a player no longer reserved here (its offer
@@ -1973,7 +2039,13 @@ func (a *zoneActor) sweepEarly() {
 			continue
 		}
 		switch owned := a.z.Handoffs().Owns(id); {
-		case len(e.inputs) == 0 && !owned:
+		case owned && len(e.handed) > 0: // taken here after all (endEarly)
+			a.endEarly(id, earlyInputs{handed: e.handed})
+			if len(e.inputs) > 0 {
+				e.handed = nil
+				a.incoming[id] = e
+			}
+		case len(e.inputs)+len(e.handed) == 0 && !owned:
 			delete(a.incoming, id)
 		case !owned:
 			a.returnEarly(id, e)

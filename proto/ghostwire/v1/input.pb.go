@@ -121,7 +121,14 @@ type PlayerInput struct {
 	// (actors/msg.Input.LostBefore).
 	LostBefore uint64 `protobuf:"varint,6,opt,name=lost_before,json=lostBefore,proto3" json:"lost_before,omitempty"`
 	// The generation of the events' numbering (GameEvent.seq).
-	EventGen      uint64 `protobuf:"varint,7,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	EventGen uint64 `protobuf:"varint,7,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	// passed_on: a zone that handed the player away passes on what the
+	// player's connection still sent it (its events; its moves went ahead
+	// in a Forward): the receiving node hands it to the zone at the
+	// handoffs' priority, in step with the Forwards, and the zone tells it
+	// from a newer login's input of the same generation (actors/zone
+	// passed.go). false from a sender before it: a plain input, as before.
+	PassedOn      bool `protobuf:"varint,8,opt,name=passed_on,json=passedOn,proto3" json:"passed_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -203,6 +210,13 @@ func (x *PlayerInput) GetEventGen() uint64 {
 		return x.EventGen
 	}
 	return 0
+}
+
+func (x *PlayerInput) GetPassedOn() bool {
+	if x != nil {
+		return x.PassedOn
+	}
+	return false
 }
 
 // A player's connection is up (or a zone takes over a player).
@@ -514,7 +528,7 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\x04lane\x18\x02 \x01(\rR\x04lane\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\rR\x03key\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x10\n" +
-	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\xf3\x01\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\"\x90\x02\n" +
 	"\vPlayerInput\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12(\n" +
 	"\x05moves\x18\x02 \x03(\v2\x12.ghostwire.v1.MoveR\x05moves\x12/\n" +
@@ -524,7 +538,8 @@ const file_ghostwire_v1_input_proto_rawDesc = "" +
 	"\x04conn\x18\x05 \x01(\tR\x04conn\x12\x1f\n" +
 	"\vlost_before\x18\x06 \x01(\x04R\n" +
 	"lostBefore\x12\x1b\n" +
-	"\tevent_gen\x18\a \x01(\x04R\beventGen\"\xc8\x02\n" +
+	"\tevent_gen\x18\a \x01(\x04R\beventGen\x12\x1b\n" +
+	"\tpassed_on\x18\b \x01(\bR\bpassedOn\"\xc8\x02\n" +
 	"\n" +
 	"PlayerJoin\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x12\n" +
