@@ -261,9 +261,11 @@ func (a *zoneActor) notOwned(player uint64) {
 // still sent here before its Route came. Its moves went on already in a
 // Forward (sim.Zone.InputBatch): they are taken off, and the Forward is
 // sent first, so that the owner queues the moves before it handles the
-// events, as it would the Input whole. To a zone of this process the
-// Input goes wrapped at zonePriority too (passInputOn), so that a later
-// input's Forward cannot overtake its events at the owner. Along a chain
+// events, as it would the Input whole. The Input goes wrapped at
+// zonePriority too (passInputOn), to a zone of this process or to a proxy,
+// which marks it passed_on so that the receiving node's bridge hands it on
+// the same way: a later input's Forward cannot overtake its events at the
+// owner. Along a chain
 // of handoffs each zone passes it on in turn; a zone that has forgotten
 // the player drops the events, counted (handleEvents).
 func (a *zoneActor) eventsAway(in *msg.Input) bool {

@@ -1531,6 +1531,7 @@ func (a *zoneActor) passJoin(id uint64, k keptLeave) bool {
 		// Its inputs that come here still go on behind it (earlyInputs).
 		if e, ok := a.incoming[id]; ok {
 			a.releaseEarly(e.inputs) // none: takeEarly took them with j
+			a.releaseEarly(e.handed) // none: the player was owned here
 		}
 		a.incoming[id] = earlyInputs{passed: j.EventGen, until: a.p.Now() + earlyGrace}
 	}
