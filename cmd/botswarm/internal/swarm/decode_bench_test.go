@@ -90,7 +90,8 @@ func BenchmarkMirrorSection(b *testing.B) { benchMirrorSection(b, true) }
 func BenchmarkMirrorSectionUnstamped(b *testing.B) { benchMirrorSection(b, false) }
 
 func benchMirrorSection(b *testing.B, stamped bool) {
-	reg, secs, times, _ := recordSections(b, 64, mirrorSectionsLen, stamped)
+	_, secs, times, _ := recordSections(b, 64, mirrorSectionsLen, stamped)
+	reg := botRegistry() // the bots' (the server's is session.DefaultRegistry)
 	var m *ghost.Mirror
 	var r bitstream.Reader
 	i := 0
@@ -137,7 +138,8 @@ const mirrorSectionsLen = 600
 // first 10 sections are read before the timer; callgrind or cachegrind
 // counts must stay below mirrorsCold·590 ops (every op an update section).
 func BenchmarkMirrorSectionCold(b *testing.B) {
-	reg, secs, times := mirrorSections(b, 64, mirrorSectionsLen)
+	_, secs, times := mirrorSections(b, 64, mirrorSectionsLen)
+	reg := botRegistry()
 	ms := make([]*ghost.Mirror, mirrorsCold)
 	var r bitstream.Reader
 	for k := range ms {
