@@ -60,7 +60,6 @@ func fastExtra(n int, slow func(*bitstream.Reader, *ghost.State) error) func(*bi
 		}
 		// Bits past the window read as zeros: a code that does not end
 		// inside it leaves l past w (shifts masked: no Go range checks).
-		x := s.Extra
 		var l uint
 		if n == 4 {
 			// A player's: its move stamp, then (as a rule) three zeros, the
@@ -75,6 +74,7 @@ func fastExtra(n int, slow func(*bitstream.Reader, *ghost.State) error) func(*bi
 			}
 			l = 0
 		}
+		x := s.Extra // read here only: the line of a cold ghost is a store miss above, a load miss here
 		for i := range n {
 			u := v >> (l & 63)
 			if u&1 != 0 { // value 0: the code "1" (three of a player's four)
