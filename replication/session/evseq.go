@@ -37,7 +37,68 @@ var errBadBase = errors.New("session: event numbering section: lanes not increas
 
 type keptEvent struct {
 	seq     uint64
-	payload []byte
+	payload []byte // a slice of its lane's keptLane.buf
+}
+
+// keptLane is one lane's kept events, oldest first: evs[head:], their
+// payloads one after the other in buf[bhead:] (each event's payload a
+// slice of buf, capacity clipped). Reports drop events from the front;
+// sent appends at the back, moving the live ones down to the front when
+// the dropped ones are at least half of a full array, else growing it —
+// so a client that keeps a few events at a time allocates nothing an
+// event (one copy a payload each was an allocation an ordered event,
+// 1 in 60 of a loadtest bot's turns).
+type keptLane struct {
+	evs   []keptEvent
+	head  int
+	buf   []byte
+	bhead int
+}
+
+// live is the lane's kept events, oldest first.
+func (k *keptLane) live() []keptEvent { return k.evs[k.head:] }
+
+// push keeps payload (copied) as number seq.
+func (k *keptLane) push(seq uint64, payload []byte) {
+	if len(k.evs) == cap(k.evs) && k.head >= len(k.evs)/2 && k.head > 0 {
+		n := copy(k.evs, k.evs[k.head:])
+		clear(k.evs[n:])
+		k.evs, k.head = k.evs[:n], 0
+	}
+	if n := len(payload); len(k.buf)+n > cap(k.buf) {
+		k.repack(n)
+	}
+	o := len(k.buf)
+	k.buf = append(k.buf, payload...)
+	k.evs = append(k.evs, keptEvent{seq: seq, payload: k.buf[o:len(k.buf):len(k.buf)]})
+}
+
+// repack makes room for n more payload bytes: the live payloads moved to
+// the front of buf when that frees at least half of it, else to a larger
+// buf; the kept events' slices follow them.
+func (k *keptLane) repack(n int) {
+	live := len(k.buf) - k.bhead
+	nb := k.buf[:0]
+	if live+n > cap(k.buf)/2 {
+		nb = make([]byte, 0, max(2*(live+n), 64))
+	}
+	for i := k.head; i < len(k.evs); i++ {
+		p := k.evs[i].payload
+		o := len(nb)
+		nb = append(nb, p...) // in place: o ≤ p's offset, copy moves down
+		k.evs[i].payload = nb[o:len(nb):len(nb)]
+	}
+	k.buf, k.bhead = nb, 0
+}
+
+// pop forgets the oldest kept event.
+func (k *keptLane) pop() {
+	k.bhead += len(k.evs[k.head].payload)
+	k.evs[k.head] = keptEvent{}
+	k.head++
+	if k.head == len(k.evs) {
+		k.evs, k.head, k.buf, k.bhead = k.evs[:0], 0, k.buf[:0], 0
+	}
 }
 
 // clientNumbering is the client's side: the numbers it gave, the events
@@ -47,7 +108,7 @@ type clientNumbering struct {
 	next     []uint64 // per lane: the newest number given
 	base     []uint64 // per lane: this connection's base
 	applied  []uint64 // per lane: the newest the server reported applied
-	kept     [][]keptEvent
+	kept     []keptLane
 	keptSize int
 	unkept   uint64
 	// sendBase: this connection continues a numbering, so its data
@@ -62,24 +123,24 @@ func (n *clientNumbering) init(lanes int) {
 	n.next = make([]uint64, lanes)
 	n.base = make([]uint64, lanes)
 	n.applied = make([]uint64, lanes)
-	n.kept = make([][]keptEvent, lanes)
+	n.kept = make([]keptLane, lanes)
 }
 
 // sent numbers an ordered event the sender took and keeps it.
 func (n *clientNumbering) sent(lane int, payload []byte) {
 	n.next[lane]++
-	n.kept[lane] = append(n.kept[lane], keptEvent{seq: n.next[lane], payload: append([]byte(nil), payload...)})
+	n.kept[lane].push(n.next[lane], payload)
 	n.keptSize += len(payload)
 	for n.keptSize > maxKeptBytes {
 		// Forget the oldest of the fullest lane.
 		l := 0
 		for i := range n.kept {
-			if len(n.kept[i]) > len(n.kept[l]) {
+			if len(n.kept[i].live()) > len(n.kept[l].live()) {
 				l = i
 			}
 		}
-		n.keptSize -= len(n.kept[l][0].payload)
-		n.kept[l] = n.kept[l][1:]
+		n.keptSize -= len(n.kept[l].live()[0].payload)
+		n.kept[l].pop()
 		n.unkept++
 	}
 }
@@ -91,14 +152,11 @@ func (n *clientNumbering) report(lane int, seq uint64) {
 		return
 	}
 	n.applied[lane] = seq
-	k := n.kept[lane]
-	i := 0
-	for i < len(k) && k[i].seq <= seq {
-		n.keptSize -= len(k[i].payload)
-		k[i] = keptEvent{}
-		i++
+	k := &n.kept[lane]
+	for k.head < len(k.evs) && k.evs[k.head].seq <= seq {
+		n.keptSize -= len(k.evs[k.head].payload)
+		k.pop()
 	}
-	n.kept[lane] = k[i:]
 }
 
 // onFate stops the base section once a packet that carried it arrived.
@@ -149,36 +207,40 @@ func (n *clientNumbering) readReport(r *bitstream.Reader) error {
 }
 
 // continueFrom takes prev's numbering: the same generation and numbers,
-// its kept events (to be sent again, in order: the returned list), and
-// bases just below them.
+// its kept events (to be sent again, in order: the returned list, per
+// lane), and bases just below them.
 func (n *clientNumbering) continueFrom(prev *clientNumbering) [][]keptEvent {
+	out := make([][]keptEvent, len(prev.kept))
 	if prev.gen == 0 {
 		// prev never connected: nothing it sent was numbered by a server,
 		// so this connection starts the numbering (its events are resent
 		// as the first ones of a fresh numbering).
 		n.kept, n.keptSize = prev.kept, prev.keptSize
-		for l, k := range n.kept {
+		for l := range n.kept {
+			k := n.kept[l].live()
 			for i := range k {
 				k[i].seq = uint64(i + 1)
 			}
 			n.next[l] = uint64(len(k))
+			out[l] = k
 		}
 		prev.kept, prev.keptSize = nil, 0
-		return n.kept
+		return out
 	}
 	n.gen = prev.gen
 	copy(n.next, prev.next)
 	copy(n.applied, prev.applied)
 	for l := range n.base {
 		n.base[l] = prev.next[l]
-		if k := prev.kept[l]; len(k) > 0 {
+		if k := prev.kept[l].live(); len(k) > 0 {
 			n.base[l] = k[0].seq - 1
 		}
+		out[l] = prev.kept[l].live()
 	}
 	n.kept, n.keptSize, n.unkept = prev.kept, prev.keptSize, prev.unkept
 	prev.kept, prev.keptSize = nil, 0
 	n.sendBase = true
-	return n.kept
+	return out
 }
 
 // connID64 is a connection id as a numbering generation.

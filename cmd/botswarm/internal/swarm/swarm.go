@@ -46,6 +46,7 @@ func New(cfg Config) (*Swarm, error) {
 	cc := session.DefaultClientConfig()
 	cc.Moves = move.Config{InputRate: cfg.InputRate}
 	cc.SendRate = cfg.SendRate
+	cc.Registry = botRegistry() // the default classes, the move stamps read faster
 	if err := cc.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
