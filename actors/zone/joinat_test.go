@@ -11,7 +11,7 @@ import (
 )
 
 // TestTickSendsToEachPlayersNewestJoin holds the per-slot Join cache
-// (joinAt) to the joins map: ticks driven on one goroutine, a player who
+// (joinAt, joinHot) to the joins map: ticks driven on one goroutine, a player who
 // joins again through another connection gets its views there from the
 // next tick on (its Controls once the connection tells how it numbers its
 // moves), and a player who leaves and another who joins into its slot
@@ -81,8 +81,8 @@ func TestTickSendsToEachPlayersNewestJoin(t *testing.T) {
 	expect("rejoined", c1, "p1", "p2again", "p3", "p4")
 	// Player 3 leaves; player 9 joins, into its slot.
 	slot3 := -1
-	for s, j := range a.joinAt {
-		if j != nil && j.Player == 3 {
+	for s, h := range a.joinAt {
+		if h.gen == a.joinGen && h.player == 3 {
 			slot3 = s
 		}
 	}
@@ -91,7 +91,7 @@ func TestTickSendsToEachPlayersNewestJoin(t *testing.T) {
 	c2 := counts()
 	tick()
 	expect("slot reused", c2, "p1", "p2again", "p4", "p9")
-	if slot3 < 0 || slot3 >= len(a.joinAt) || a.joinAt[slot3] == nil || a.joinAt[slot3].Player != 9 {
+	if slot3 < 0 || slot3 >= len(a.joinAt) || a.joinAt[slot3].gen != a.joinGen || a.joinAt[slot3].player != 9 {
 		t.Fatalf("player 9 did not take player 3's slot %d: the scene no longer tests a reused slot", slot3)
 	}
 }

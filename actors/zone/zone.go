@@ -145,12 +145,15 @@ type zoneActor struct {
 	// dropJoin only: they keep joinAt in step.
 	joins map[uint64]*msg.Join
 	// joinAt[slot] is the Join onTick found last for the player of the
-	// zone's slot (sim.ViewRef.Slot), its Player checked on use: a slice
-	// read a view instead of a map lookup (≈ 80 instructions a player a
-	// tick). Cleared whenever joins changes, so an entry is never a Join
-	// the map no longer holds for its player.
-	joinAt []*msg.Join
-	began  map[uint64]time.Duration // handoffs this zone started, for latency
+	// zone's slot (sim.ViewRef.Slot) with the fields the tick reads
+	// (joinHot), its player checked on use: a slice read a view instead
+	// of a map lookup (≈ 80 instructions a player a tick), in slot order.
+	// An entry counts only while its gen is joinGen, which every change
+	// of joins advances, so an entry is never a Join the map no longer
+	// holds for its player.
+	joinAt  []joinHot
+	joinGen uint32
+	began   map[uint64]time.Duration // handoffs this zone started, for latency
 	// pendingLeave: Leaves and Joins of players in the middle of a
 	// handoff, retried every tick until it settles (keptLeave).
 	pendingLeave map[uint64]keptLeave
@@ -200,6 +203,8 @@ type zoneActor struct {
 	// readies: onTick's scratch, the Joins whose view's nudge goes as a
 	// ViewReady (usually none: the nudge rides in the Control).
 	readies []*msg.Join
+	// scratchHot: joinOf's entry for a view without a slot.
+	scratchHot joinHot
 	// ctls: onTick's Controls for connections that take them in batches
 	// (Join.Port), one PostControls a connection shard.
 	ctls msg.ControlBatch
@@ -336,6 +341,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.z = z
 	a.peers = map[string]*actor.PID{}
 	a.joins = map[uint64]*msg.Join{}
+	a.joinGen = 1 // joinAt's zero entries never count
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]keptLeave{}
 	a.superseded = map[uint64]bool{}
@@ -523,19 +529,22 @@ func (a *zoneActor) onTick() {
 	// (none: a zone whose takers all pass views on builds none).
 	var snap *ghost.Snapshot
 	for _, ref := range out.Views {
-		j := a.joinFiled(&ref)
-		if j == nil {
-			j = a.joinOf(ref)
+		// The Join's fields the tick reads, from its slot's entry: the
+		// entries are read in slot order, as the views come, where the
+		// Joins themselves were a cache miss a player a tick.
+		h := a.joinFiled(&ref)
+		if h == nil {
+			h = a.joinOf(ref)
 		}
 		nudge := false // the view's nudge is owed
-		if j != nil && j.Views != nil {
+		if h != nil && h.views != nil {
 			var v *msg.View
-			refs := j.Views.AcceptsRefs()
+			refs := h.views.AcceptsRefs()
 			if refs && snap == nil {
 				snap = a.z.Snapshot()
 			}
 			if refs && snap != nil {
-				v = j.Views.NewViewRefs(a.z.ViewLen(ref), uint64(ref.Epoch))
+				v = h.views.NewViewRefs(a.z.ViewLen(ref), uint64(ref.Epoch))
 				v.SetSnap(snap) // the view holds it: the writer reuses it after
 				v.Refs = a.z.AppendViewRefs(v.Refs[:0], ref)
 			} else {
@@ -543,15 +552,15 @@ func (a *zoneActor) onTick() {
 				v.Entries = a.z.AppendView(v.Entries[:0], ref)
 			}
 			v.Player, v.Tick, v.ServerTime, v.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
-			nudge = j.Views.Publish(v) && j.Ghosts != nil
+			nudge = h.views.Publish(v) && h.ghosts
 			views++
 		}
 		if a.z.HasControl(ref) {
 			controls++
-			if j != nil && j.Conn != nil {
+			if h != nil && h.conn {
 				var m *msg.Control
-				if j.Views != nil {
-					m = j.Views.NewControl()
+				if h.views != nil {
+					m = h.views.NewControl()
 				} else {
 					m = msg.NewControl()
 				}
@@ -560,18 +569,18 @@ func (a *zoneActor) onTick() {
 				// in one).
 				m.LastApplied, m.Force, _ = a.z.ControlInto(ref, &m.State, &m.Events)
 				m.Player, m.Tick, m.At, m.Epoch = ref.Entity, a.z.Tick(), at, uint64(ref.Epoch)
-				if j.ViewWithControl {
+				if h.withControl {
 					m.View, nudge = nudge, false
 				}
-				if j.Port.Queue != nil {
-					a.ctls.Add(&j.Port, m) // posted with its shard's within msg.DefaultControlWait, the rest at Flush below
+				if h.port.Queue != nil {
+					a.ctls.Add(&h.port, m) // posted with its shard's within msg.DefaultControlWait, the rest at Flush below
 				} else {
-					a.ctx.Send(j.Conn, m)
+					a.ctx.Send(h.j.Conn, m)
 				}
 			}
 		}
 		if nudge {
-			readies = append(readies, j)
+			readies = append(readies, h.j)
 		}
 	}
 	// The batched Controls before anything else the tick sends a
@@ -611,41 +620,69 @@ func (a *zoneActor) onTick() {
 	a.m.ZoneTicks.Observe(a.p.Sim.Zone, cost)
 }
 
+// joinHot is a player's Join as the tick reads it, filed at the player's
+// slot (zoneActor.joinAt): the fields of the Join a view and a Control
+// need, copied (a Join never changes once filed), in one dense slice the
+// tick walks in slot order. Read through the *msg.Join, each player's
+// was a cache miss a tick (joinFiled, ≈ 1 % of a node's CPU at 1,000
+// players): the Joins are spread over the heap, and by the next tick the
+// connections' work has evicted them.
+type joinHot struct {
+	player uint64
+	j      *msg.Join // the Join itself, for what the tick seldom needs (Conn without a Port, Ghosts)
+	views  *msg.ViewSlot
+	port   msg.ControlPort
+	gen    uint32 // the entry counts while it is zoneActor.joinGen
+	// conn, ghosts: j.Conn, j.Ghosts are set; withControl: j.ViewWithControl.
+	conn, ghosts, withControl bool
+}
+
 // joinFiled is joinOf's usual case, inlined in the tick's loop over the
-// views: ref's player's Join filed at its slot, else nil (ask joinOf).
+// views: ref's player's entry filed at its slot, else nil (ask joinOf).
 // The call to joinOf cost ≈ 48 instructions a view, this ≈ 12.
-func (a *zoneActor) joinFiled(ref *sim.ViewRef) *msg.Join {
+func (a *zoneActor) joinFiled(ref *sim.ViewRef) *joinHot {
 	if s := ref.Slot(); uint(s) < uint(len(a.joinAt)) {
-		if j := a.joinAt[s]; j != nil && j.Player == ref.Entity {
-			return j
+		if h := &a.joinAt[s]; h.gen == a.joinGen && h.player == ref.Entity {
+			return h
 		}
 	}
 	return nil
 }
 
-// joinOf is a.joins[ref.Entity], by ref's slot in joinAt when the
-// player there is still ref's (the slot reused, it is looked up again).
-func (a *zoneActor) joinOf(ref sim.ViewRef) *msg.Join {
+// joinOf is ref's player's Join (a.joins[ref.Entity]) as the tick reads
+// it, nil if it has none: its entry in joinAt by ref's slot when the
+// player there is still ref's (the slot reused, it is looked up again and
+// filed). The entry is valid until the next change of joins.
+func (a *zoneActor) joinOf(ref sim.ViewRef) *joinHot {
 	s := int(ref.Slot())
 	switch {
 	case s < 0:
-		return a.joins[ref.Entity]
+		return a.hotOf(&a.scratchHot, a.joins[ref.Entity])
 	case s < len(a.joinAt):
-		if j := a.joinAt[s]; j != nil && j.Player == ref.Entity {
-			return j
+		if h := &a.joinAt[s]; h.gen == a.joinGen && h.player == ref.Entity {
+			return h
 		}
 	case s < cap(a.joinAt):
-		a.joinAt = a.joinAt[:s+1] // past len: never written, nil
+		a.joinAt = a.joinAt[:s+1] // past len: never written, zero (gen 0 never counts)
 	default:
 		// Grown to the zone's slots (and an eighth) when a view names a
-		// slot past it: 8 bytes a slot, not the doubling of append.
-		grown := make([]*msg.Join, s+1, s+1+s/8)
+		// slot past it, not by the doubling of append.
+		grown := make([]joinHot, s+1, s+1+s/8)
 		copy(grown, a.joinAt)
 		a.joinAt = grown
 	}
-	j := a.joins[ref.Entity]
-	a.joinAt[s] = j
-	return j
+	return a.hotOf(&a.joinAt[s], a.joins[ref.Entity])
+}
+
+// hotOf files j's fields in h and returns h; nil (h cleared) if j is nil.
+func (a *zoneActor) hotOf(h *joinHot, j *msg.Join) *joinHot {
+	if j == nil {
+		*h = joinHot{}
+		return nil
+	}
+	*h = joinHot{player: j.Player, j: j, views: j.Views, port: j.Port, gen: a.joinGen,
+		conn: j.Conn != nil, ghosts: j.Ghosts != nil, withControl: j.ViewWithControl}
+	return h
 }
 
 // setJoin makes j its player's Join.
@@ -654,13 +691,22 @@ func (a *zoneActor) setJoin(j *msg.Join) { a.setJoinFor(j.Player, j) }
 // setJoinFor makes j player id's Join.
 func (a *zoneActor) setJoinFor(id uint64, j *msg.Join) {
 	a.joins[id] = j
-	clear(a.joinAt)
+	a.joinsChanged()
 }
 
 // dropJoin forgets player id's Join.
 func (a *zoneActor) dropJoin(id uint64) {
 	delete(a.joins, id)
-	clear(a.joinAt)
+	a.joinsChanged()
+}
+
+// joinsChanged makes every joinAt entry stale (joins changed): one
+// increment, where clearing the entries cost 56 bytes a slot a change.
+func (a *zoneActor) joinsChanged() {
+	if a.joinGen++; a.joinGen == 0 { // wrapped: entries of gen 0 may be about
+		clear(a.joinAt)
+		a.joinGen = 1
+	}
 }
 
 // sweepJoins forgets the connections of players that are no longer here.

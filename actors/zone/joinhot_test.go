@@ -1,0 +1,81 @@
+package zone
+
+import (
+	"log/slog"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/zones/sim"
+	"github.com/ghostwire/ghostwire/zones/world"
+)
+
+// TestJoinEntriesStaleAfterGenWraps holds the per-slot entries (joinAt,
+// joinHot) to the joins map across joinGen's wrap: entries filed at a
+// generation the counter comes back to after 2^32 changes of joins must
+// not count again. A player joined again through a new connection, the
+// counter wrapped and advanced back to the old entries' generation, gets
+// its views and Controls on the new connection, not the old one's.
+func TestJoinEntriesStaleAfterGenWraps(t *testing.T) {
+	sys := quietSystem()
+	defer sys.Shutdown()
+	var now time.Duration
+	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
+		Sim: sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(t)}}
+	z, err := sim.New(p.Sim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &zoneActor{p: p, m: p.Metrics}
+	a.init(z)
+	a.log = slog.New(slog.DiscardHandler)
+	a.stopped.Store(true) // no timer: the test runs the ticks
+	a.ctx = syncCtx{sys: sys}
+	a.nextAt = z.Period()
+	conns := map[string]*benchConn{}
+	join := func(player uint64, name string) {
+		c := &benchConn{}
+		c.views.AcceptRefs()
+		pid, _ := sys.ProcessRegistry.Add(c, "hconn$"+name)
+		conns[name] = c
+		j := benchJoin(player, pid, &c.views)
+		j.Port = msg.ControlPort{Queue: benchQueues[player%2], Conn: c}
+		a.onJoin(j)
+	}
+	tick := func() {
+		now += z.Period()
+		a.onTick()
+	}
+	for i := range 3 {
+		join(uint64(i+1), "p"+strconv.Itoa(i+1))
+	}
+	tick()
+	tick()
+	filed := a.joinGen // the entries' generation
+	for _, h := range a.joinAt {
+		if h.player != 0 && h.gen != filed {
+			t.Fatalf("entry of player %d at gen %d, want %d", h.player, h.gen, filed)
+		}
+	}
+	old, oldCtl := conns["p2"].taken.Load(), conns["p2"].controls.Load()
+	a.joinGen = math.MaxUint32 // 2^32 - filed - 1 changes later
+	join(2, "p2again")         // wraps
+	for range filed - 1 {      // and back to the entries' generation
+		a.joinsChanged()
+	}
+	if a.joinGen != filed {
+		t.Fatalf("joinGen %d after the wrap and %d changes, want %d", a.joinGen, filed-1, filed)
+	}
+	tick()
+	if got := conns["p2"].taken.Load() - old; got != 0 {
+		t.Fatalf("the old connection of player 2 took %d views after the wrap: a stale entry counted", got)
+	}
+	if got := conns["p2"].controls.Load() - oldCtl; got != 0 {
+		t.Fatalf("the old connection of player 2 got %d Controls after the wrap: a stale entry counted", got)
+	}
+	if conns["p2again"].taken.Load() != 1 {
+		t.Fatalf("the new connection of player 2 took %d views, want 1", conns["p2again"].taken.Load())
+	}
+}
