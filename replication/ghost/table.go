@@ -1129,6 +1129,7 @@ func (t *Table) grow(n int) {
 func (t *Table) resizeIDs(n int) {
 	t.slots = resize(t.slots, n)
 	t.pos = resize(t.pos, n)
+	t.pp.fq1 = resize(t.pp.fq1, n)
 	if !t.snapMode {
 		t.states = resize(t.states, n)
 		t.qs = resize(t.qs, n)
@@ -1381,8 +1382,8 @@ func (t *Table) trim() {
 }
 
 // idsFor is the per-id arrays' length trim gives for n ids in use: n in
-// whole 8s (the slot is 32 bytes and the track 48: 8 ids fill the size
-// classes of both exactly at the server's scopes, 1,536 and 2,304 bytes at
+// whole 8s (the slot and the track are 32 bytes: 8 ids fill the size
+// classes of both exactly at the server's scopes, 1,536 bytes each at
 // 48 ids, and the slots' start on a cache line: TestSlotLayout).
 func idsFor(n int) int { return (max(n, 8) + 7) &^ 7 }
 
