@@ -229,8 +229,12 @@ type posPool struct {
 	// track's n ≥ 2; the oldest is the track's fq): apart from the track,
 	// so the track is 32 bytes, half a line, and the usual record and fate
 	// (one in flight) touch one line of it, not 1.375 (a 40-byte track
-	// with it inline: three of eight straddled two lines). Per id, of the
-	// per-id arrays' length (Table.resizeIDs).
+	// with it inline: three of eight straddled two lines). Made at the
+	// first second position in flight (setFq1), as long as the per-id
+	// arrays (Table.resizeIDs), and given back by trim once none was in
+	// flight for two checks: on a server each fate comes before the next
+	// write, and a track holds one position in flight at most (8 bytes an
+	// id saved: TestFq1OnlyWhileLate).
 	fq1  []uint64
 	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
 	hw   int32 // most nodes used at once since the last trim
@@ -240,6 +244,28 @@ type posPool struct {
 	// more than 64 bits (set by init).
 	sh   [4]uint8
 	wide bool
+	// fq1Used, fq1Used1: a second position in flight was pushed since the
+	// last trim, or in the one before (the bytes after wide: the Table
+	// stays within its size class).
+	fq1Used, fq1Used1 bool
+}
+
+// setFq1 sets ghost id's second position in flight to lo, making fq1 on
+// its first use (room for id and an eighth more; the per-id arrays' next
+// resize gives it their length).
+func (x *posPool) setFq1(id uint32, lo uint64) {
+	if int(id) >= len(x.fq1) {
+		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
+	}
+	x.fq1[id] = lo
+	x.fq1Used = true
+}
+
+//go:noinline
+func (x *posPool) makeFq1(n int) {
+	f := make([]uint64, n)
+	copy(f, x.fq1)
+	x.fq1 = f
 }
 
 // posWide holds the bits 64 and up of packed positions, for bounds whose
@@ -593,7 +619,8 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 		if n == 0 {
 			p.fq, p.ft[0] = lo, pstamp(t)
 		} else {
-			x.fq1[id], p.ft[1] = lo, pstamp(t)
+			x.setFq1(id, lo)
+			p.ft[1] = pstamp(t)
 		}
 		if x.wide {
 			x.deliveredHi(id)[2+n] = x.packHi(q)
@@ -627,7 +654,11 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 	if n == 0 {
 		p.fq, p.ft[0] = lo, pstamp(t)
 	} else {
+		if int(id) >= len(x.fq1) { // fq1 not made yet: pushLo's
+			return false
+		}
 		x.fq1[id], p.ft[1] = lo, pstamp(t)
+		x.fq1Used = true
 	}
 	p.meta += metaN1
 	return true

@@ -1177,7 +1177,9 @@ var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160,
 func (t *Table) resizeIDs(n int) {
 	t.slots = resize(t.slots, n)
 	t.pos = resize(t.pos, n)
-	t.pp.fq1 = resize(t.pp.fq1, n)
+	if t.pp.fq1 != nil { // made at the first second position in flight
+		t.pp.fq1 = resize(t.pp.fq1, n)
+	}
 	if !t.snapMode {
 		t.states = resize(t.states, n)
 		t.qs = resize(t.qs, n)
@@ -1401,6 +1403,13 @@ func (t *Table) trim() {
 		}
 	}
 	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
+	// The second positions in flight go once none was pushed for two
+	// checks and no track holds one (a walk of the tracks once a second,
+	// only while fq1 is kept unused).
+	if x := &t.pp; x.fq1 != nil && !x.fq1Used && !x.fq1Used1 && !t.anySecond() {
+		x.fq1 = nil
+	}
+	t.pp.fq1Used1, t.pp.fq1Used = t.pp.fq1Used, false
 	// The per-id arrays come down to the ids of the last two seconds,
 	// with the room of their size classes (idsFit), once that is smaller:
 	// a scope that shrank, or the room of a peak or of a growth, is given
@@ -1430,6 +1439,17 @@ func (t *Table) trim() {
 			t.gone = append([]goneRec(nil), t.gone...)
 		}
 	}
+}
+
+// anySecond reports whether a track holds a second position in flight
+// (posPool.fq1).
+func (t *Table) anySecond() bool {
+	for i := range t.pos {
+		if t.pos[i].n() >= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
