@@ -159,7 +159,7 @@ func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 				if !tr.resolveOldest1(pt) {
 					return k // it changed nothing
 				}
-			} else if !tr.resolveOldest2(pt) {
+			} else if !tr.resolveOldest2(pt, t.pp.fq1[id]) {
 				return k
 			}
 		}

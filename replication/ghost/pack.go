@@ -655,11 +655,11 @@ func (t *Table) writeUsual(id uint32) int {
 		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if !flight {
-		tr.fq[0], tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
+		tr.fq, tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
 		tr.meta += metaN1
 		s.fl |= flPosNow // flPosFull stays clear: one in flight
 	} else {
-		if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
+		if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
 			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
 		}
 		s.fl |= flPosNow
@@ -899,7 +899,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 	}
 	if pushPos {
 		tr := &t.pos[id]
-		if !tr.pushOwn(&t.pp, stamp(t.viewMS), ql) {
+		if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
 			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
 		}
 		s.fl |= flPosNow

@@ -68,8 +68,8 @@ type posVal struct {
 // posTrack is the server's knowledge of what the client may hold for one
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
-// subset of them). The two oldest in flight are the track's own (fq, ft);
-// any newer ones are a circular list of nodes in the table's posPool,
+// subset of them). The two oldest in flight are the track's own (fq and
+// posPool.fq1[id], their stamps ft); any newer ones are a circular list of nodes in the table's posPool,
 // reached through the newest (tail), whose next is the oldest of the list
 // (the third oldest in flight). A server whose fates come within a view
 // or two has one or two in flight when it writes the next (the previous
@@ -78,7 +78,7 @@ type posVal struct {
 // pool node in a line of its own (written at one packet, read at the next
 // and at the fate, each a cache miss on the server, where every table is
 // cold when its turn comes). Oldest first, because fates come mostly in
-// send order: the one a fate resolves is then fq[0], and the rest move up.
+// send order: the one a fate resolves is then fq, and the rest move up.
 // A position is named by its stamp, not by the packet that carried it: a
 // ghost's position goes out at most once per view, so its stamps in flight
 // are distinct, and each packet keeps its view stamp.
@@ -91,19 +91,20 @@ type posVal struct {
 // bounds that need them, in posWide.dhi by id), and the older delivered
 // one's stamp is its distance below the newer's, capped at gapFar. The
 // stamps are 16 bits (pstamp), and the counts and the gap share the meta
-// word: 40 bytes, eight tracks to five cache lines (48, with a 32-bit
-// stamp each and the tail a field of its own, before).
+// word. The second oldest in flight is apart, in the pool's per-id fq1
+// (one a fate late: the usual record and fate touch neither): 32 bytes,
+// half a line, so every track lies in one line (40, with it inline, took
+// 1.375 lines a walk; 48 with a 32-bit stamp each and the tail a field of
+// its own, before). TestPosTrackHotBytes holds this.
 // The zero posTrack is empty.
 type posTrack struct {
-	// The stamps and meta first, then the delivered pair, then the two in
-	// flight: what the usual record and fate read and write (the stamps,
-	// meta, dq and fq[0]: a server's track has at most one in flight) are
-	// the first 32 bytes, so three tracks in eight take two lines for them
-	// (four in eight did, with fq[1] between and the stamps after).
+	// The stamps and meta first, then the delivered pair, then the oldest
+	// in flight: what the usual record and fate read and write (a
+	// server's track has at most one in flight).
 	t1 pstamp // dq[1]'s stamp
-	// ft[0] is fq[0]'s stamp; ft[1] fq[1]'s (n = 2) or, with n > 2, the
+	// ft[0] is fq's stamp; ft[1] fq1[id]'s (n = 2) or, with n > 2, the
 	// pool node of the newest in flight (the list's tail; its next is the
-	// list's oldest, the third oldest in flight), which keeps fq[1]'s
+	// list's oldest, the third oldest in flight), which keeps fq1[id]'s
 	// stamp (second).
 	ft [2]pstamp
 	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
@@ -111,7 +112,7 @@ type posTrack struct {
 	// and n (4 bits: positions in flight, at most posRingLen).
 	meta uint16
 	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
-	fq   [2]uint64 // fq[0] the oldest in flight (n ≥ 1), fq[1] the next (n ≥ 2): packed
+	fq   uint64    // the oldest in flight (n ≥ 1), packed; the next (n ≥ 2) is posPool.fq1[id]
 }
 
 // ownFlight is how many of a ghost's positions in flight its track holds
@@ -151,7 +152,7 @@ func (p *posTrack) tail() int32 { return int32(p.ft[1]) }
 // (n > ownFlight).
 func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail()].next }
 
-// second is fq[1]'s stamp (n ≥ 2): the track's, or the tail node's.
+// second is fq1[id]'s stamp (n ≥ 2): the track's, or the tail node's.
 func (p *posTrack) second(x *posPool) pstamp {
 	if p.n() > ownFlight {
 		return x.nodes[p.tail()].ft1
@@ -175,8 +176,17 @@ func (p *posTrack) own(x *posPool, id uint32, k int, t stamp) posVal {
 	if x.wide {
 		hi = x.wx.dhi[id][2+k]
 	}
-	x.unpackQ(p.fq[k], hi, &v.q)
+	x.unpackQ(p.ownQ(x, id, k), hi, &v.q)
 	return v
+}
+
+// ownQ is the k-th oldest position in flight, packed (k < min(n,
+// ownFlight)): the track's fq, or the second's in the pool's fq1.
+func (p *posTrack) ownQ(x *posPool, id uint32, k int) uint64 {
+	if k == 0 {
+		return p.fq
+	}
+	return x.fq1[id]
 }
 
 // gapFar caps posTrack.gap: the older delivered value is more than
@@ -195,7 +205,7 @@ const gapFar = predictMaxMS + 1
 // posPool.hi.
 type posNode struct {
 	t    pstamp
-	ft1  pstamp // in a list's tail: the stamp of its track's fq[1] (posTrack.second)
+	ft1  pstamp // in a list's tail: the stamp of its track's second (posPool.fq1) (posTrack.second)
 	next int32  // next newer in flight of the same ghost; the newest's is the oldest
 	q    uint64 // the position, packed: its low 64 bits
 }
@@ -215,14 +225,47 @@ type posPool struct {
 	// its length covers cap(nodes).
 	free []uint64
 	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
-	used int32    // nodes in lists (not free; fewer than MaxRecordsInFlight)
-	hw   int32    // most nodes used at once since the last trim
-	hw1  int32    // hw of the trim before (Table.trim)
-	scan int32    // every word of free below it is zero
+	// fq1[id] is ghost id's second oldest position in flight, packed (its
+	// track's n ≥ 2; the oldest is the track's fq): apart from the track,
+	// so the track is 32 bytes, half a line, and the usual record and fate
+	// (one in flight) touch one line of it, not 1.375 (a 40-byte track
+	// with it inline: three of eight straddled two lines). Made at the
+	// first second position in flight (setFq1), as long as the per-id
+	// arrays (Table.resizeIDs), and given back by trim once none was in
+	// flight for two checks: on a server each fate comes before the next
+	// write, and a track holds one position in flight at most (8 bytes an
+	// id saved: TestFq1OnlyWhileLate).
+	fq1  []uint64
+	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
+	hw   int32 // most nodes used at once since the last trim
+	hw1  int32 // hw of the trim before (Table.trim)
+	scan int32 // every word of free below it is zero
 	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
 	// more than 64 bits (set by init).
 	sh   [4]uint8
 	wide bool
+	// fq1Used, fq1Used1: a second position in flight was pushed since the
+	// last trim, or in the one before (the bytes after wide: the Table
+	// stays within its size class).
+	fq1Used, fq1Used1 bool
+}
+
+// setFq1 sets ghost id's second position in flight to lo, making fq1 on
+// its first use (room for id and an eighth more; the per-id arrays' next
+// resize gives it their length).
+func (x *posPool) setFq1(id uint32, lo uint64) {
+	if int(id) >= len(x.fq1) {
+		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
+	}
+	x.fq1[id] = lo
+	x.fq1Used = true
+}
+
+//go:noinline
+func (x *posPool) makeFq1(n int) {
+	f := make([]uint64, n)
+	copy(f, x.fq1)
+	x.fq1 = f
 }
 
 // posWide holds the bits 64 and up of packed positions, for bounds whose
@@ -573,7 +616,12 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	}
 	p.meta += metaN1
 	if n < ownFlight { // the track's own
-		p.fq[n], p.ft[n] = lo, pstamp(t)
+		if n == 0 {
+			p.fq, p.ft[0] = lo, pstamp(t)
+		} else {
+			x.setFq1(id, lo)
+			p.ft[1] = pstamp(t)
+		}
 		if x.wide {
 			x.deliveredHi(id)[2+n] = x.packHi(q)
 		}
@@ -585,7 +633,7 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
-	if n == ownFlight { // the list's first: it keeps fq[1]'s stamp
+	if n == ownFlight { // the list's first: it keeps fq1[id]'s stamp
 		nd.next, nd.ft1 = i, p.ft[1]
 	} else {
 		tl := &x.nodes[p.tail()]
@@ -598,12 +646,20 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 // pushOwn is pushLo's usual case, small enough to inline into the
 // record's commit: the track's own room, narrow bounds. It reports false,
 // having done nothing, otherwise.
-func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
+func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 	n := p.n()
 	if n >= ownFlight || x.wide {
 		return false
 	}
-	p.fq[n&1], p.ft[n&1] = lo, pstamp(t) // n < ownFlight: the &1 spares the bounds check
+	if n == 0 {
+		p.fq, p.ft[0] = lo, pstamp(t)
+	} else {
+		if int(id) >= len(x.fq1) { // fq1 not made yet: pushLo's
+			return false
+		}
+		x.fq1[id], p.ft[1] = lo, pstamp(t)
+		x.fq1Used = true
+	}
 	p.meta += metaN1
 	return true
 }
@@ -612,7 +668,7 @@ func (p *posTrack) pushOwn(x *posPool, t stamp, lo uint64) bool {
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		p.fq[0], p.ft[0] = p.fq[1], p.second(x)
+		p.fq, p.ft[0] = x.fq1[id], p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
@@ -631,7 +687,7 @@ func (p *posTrack) promote(x *posPool, id uint32, n uint8) {
 	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
-	p.fq[1] = nd.q
+	x.fq1[id] = nd.q
 	if x.wide {
 		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
@@ -681,18 +737,18 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 		// The usual delivery: newer than the newest delivered, which
 		// becomes the older (insert's second case, written out).
 		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[k], t
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.ownQ(x, id, k), t
 			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
 		} else {
 			var hi uint32
 			if x.wide {
 				hi = x.wx.dhi[id][2+k]
 			}
-			p.insert(x, id, stamp(t), p.fq[k], hi)
+			p.insert(x, id, stamp(t), p.ownQ(x, id, k), hi)
 		}
 	}
 	if k == 0 && n > 1 { // the newer own one moves down
-		p.fq[0], p.ft[0] = p.fq[1], p.second(x)
+		p.fq, p.ft[0] = x.fq1[id], p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
@@ -722,7 +778,7 @@ func (p *posTrack) resolveOwn(x *posPool, t pstamp, delivered bool) bool {
 	if d <= 0 || p.meta < metaN1|1<<metaDnShift { // dn 0 (with n 1: below n 1, dn 1, gap 0)
 		return false
 	}
-	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
 	p.meta = 2<<metaDnShift | uint16(min(d, gapFar)) // n 1 → 0 (dq[0] the old dq[1], at d)
 	return true
 }
@@ -738,7 +794,7 @@ func (p *posTrack) resolveOldest1(t pstamp) bool {
 	if m-(metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
 		return false
 	}
-	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
 	p.meta = 2<<metaDnShift | uint16(min(d, gapFar)) // n 1 → 0 (dq[0] the old dq[1], at d)
 	return true
 }
@@ -748,14 +804,14 @@ func (p *posTrack) resolveOldest1(t pstamp) bool {
 // own: as resolveOwn, and the newer moves down; narrow bounds only (the
 // caller's test). It reports false, having done nothing, otherwise
 // (TestResolveOwnMatchesResolve). t is a posKey.
-func (p *posTrack) resolveOldest2(t pstamp) bool {
+func (p *posTrack) resolveOldest2(t pstamp, fq1 uint64) bool {
 	// n 2 and dn 1 or 2: the meta from n 2, dn 1, gap 0 up to n 3's.
 	d := int16(t - p.t1)
 	if p.meta-(2*metaN1|1<<metaDnShift) >= metaN1-1<<metaDnShift || p.ft[0] != t || d <= 0 {
 		return false
 	}
-	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq[0], t
-	p.fq[0], p.ft[0] = p.fq[1], p.ft[1]
+	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
+	p.fq, p.ft[0] = fq1, p.ft[1]
 	p.meta = metaN1 | 2<<metaDnShift | uint16(min(d, gapFar)) // n 2 → 1
 	return true
 }
@@ -781,9 +837,9 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t pstamp, delivered bool
 		nd = &nodes[i]
 	}
 	switch {
-	case n == ownFlight+1: // a list of one: it goes, fq[1]'s stamp back to the track
+	case n == ownFlight+1: // a list of one: it goes, fq1[id]'s stamp back to the track
 		p.ft[1] = nd.ft1
-	case i == p.tail(): // its predecessor is the tail now, and keeps fq[1]'s stamp
+	case i == p.tail(): // its predecessor is the tail now, and keeps fq1[id]'s stamp
 		nodes[prev].next, nodes[prev].ft1 = nd.next, nd.ft1
 		p.ft[1] = pstamp(prev)
 	default:
@@ -902,7 +958,7 @@ func (p *posTrack) form1(x *posPool, q *[3]uint32, ql uint64, t stamp, lim *[3]u
 	var fq uint64
 	hasF := p.n() == 1
 	if hasF {
-		fq = p.fq[0] // the one in flight: the track's own
+		fq = p.fq // the one in flight: the track's own
 		fd = p.ft[0].sub(p.t1)
 	}
 	if checkSame && lo == ql && (fd <= 0 || fq == lo) {
@@ -1131,7 +1187,7 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal, t st
 	own := min(n, ownFlight)
 	for k := range own { // the track's own
 		v := &buf[k]
-		q := p.fq[k]
+		q := p.ownQ(x, id, k)
 		v.t = p.ownStamp(x, k).at(t)
 		v.q[0] = uint32(q) & m0
 		v.q[1] = uint32(q>>s1) & m1
@@ -1196,14 +1252,14 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	if n == 0 {
 		return buf[:0]
 	}
-	q := p.fq[0]
+	q := p.fq
 	v = &buf[0]
 	v.t = p.ft[0].at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
 	if n == 1 {
 		return buf[:1]
 	}
-	q = p.fq[1]
+	q = x.fq1[id]
 	v = &buf[1]
 	v.t = p.second(x).at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2

@@ -14,8 +14,8 @@ import (
 // the list's tail in ft[1] and fq[1]'s stamp in the tail node's spare
 // bits, so the node stays 16 bytes and a tail index fits a stamp.
 func TestPosTrackLayout(t *testing.T) {
-	if got := unsafe.Sizeof(posTrack{}); got != 40 {
-		t.Fatalf("posTrack is %d bytes, want 40", got)
+	if got := unsafe.Sizeof(posTrack{}); got != 32 {
+		t.Fatalf("posTrack is %d bytes, want 32", got)
 	}
 	if got := unsafe.Sizeof(posNode{}); got != 16 {
 		t.Fatalf("posNode is %d bytes, want 16", got)

@@ -18,6 +18,7 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 	for it := range 20000 {
 		var x posPool
 		x.init(&qt)
+		x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
 		var p posTrack
 		p.reset(&x)
 		now := stamp(r.Uint32())
@@ -40,13 +41,14 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 		}
 		delivered := r.IntN(3) != 0
 		want := p
-		wantPool := append([]posNode(nil), x.nodes...)
+		wantPool, wantFq1 := append([]posNode(nil), x.nodes...), x.fq1[0]
 		want.resolve(&x, 0, posKey(now+50, ft), delivered)
 		x.nodes = wantPool // resolve of a list node changes the pool: restore the links
+		x.fq1[0] = wantFq1 // and a promotion the second's place
 		got := p
 		ok := got.resolveOwn(&x, posKey(now+50, ft), delivered)
 		if !ok && delivered {
-			ok = got.resolveOldest2(posKey(now+50, ft))
+			ok = got.resolveOldest2(posKey(now+50, ft), x.fq1[0])
 			if ok {
 				taken2++
 			}
@@ -58,7 +60,7 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 			if p.meta < 2*metaN1 {
 				ok1 = got1.resolveOldest1(posKey(now+50, ft))
 			} else {
-				ok1 = got1.resolveOldest2(posKey(now+50, ft))
+				ok1 = got1.resolveOldest2(posKey(now+50, ft), x.fq1[0])
 			}
 			if ok1 != ok || got1 != got {
 				t.Fatalf("iteration %d: fate of %d on %+v: usualRun's way took it %v (%+v), resolveOwn's %v (%+v)", it, ft, p, ok1, got1, ok, got)

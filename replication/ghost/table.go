@@ -3,6 +3,7 @@ package ghost
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -1115,20 +1116,70 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	return uint32(id), false
 }
 
-// grow extends the per-id arrays to at least n ids, by an eighth at a time
-// in multiples of 8 (ids stay compact, so the arrays stay near the largest
-// scope; a scope that settles stops allocating). An eighth, not more: the
-// room is kept until trim finds two seconds of ids that fit in fewer 8s,
-// ≈ 110 B an id (snapshot views).
+// grow extends the per-id arrays to at least n ids, by an eighth at a
+// time and to the room of their size classes (idsFit; ids stay compact,
+// so the arrays stay near the largest scope; a scope that settles stops
+// allocating). An eighth, not more: the room is kept until trim finds two
+// seconds of ids that fit in smaller size classes, ≈ 100 B an id
+// (snapshot views).
 func (t *Table) grow(n int) {
-	c := (max(n, len(t.slots)+len(t.slots)/8, 8) + 7) &^ 7
-	t.resizeIDs(min(c, t.cfg.MaxGhosts))
+	c := max(n, len(t.slots)+len(t.slots)/8, 8)
+	t.resizeIDs(max(min(t.idsFit(c), t.cfg.MaxGhosts), n))
 }
+
+// idsFit is the most ids, at least n, whose per-id arrays take the heap's
+// size classes that n ids' do: the room those classes hold past n ids is
+// heap the table pays for either way. grow and trim size the arrays by it,
+// not in whole 8s: at the server's scopes at 2,000 players (76–104 ids,
+// 32-byte slots and tracks) whole 8s took up to 800 bytes a table more
+// (≈ 195 on average), in the classes of the 8s' room. The arrays of
+// 32-byte records stay in one line each: every size class from 256 bytes
+// up is a multiple of 32 (TestIDsFit; TestSlotLayout: from 512 bytes, 16
+// ids, a multiple of 64).
+func (t *Table) idsFit(n int) int {
+	// The slots' and tracks' classes only: the smaller arrays' (fq1,
+	// lastField) are finer, and following them moved the arrays back and
+	// forth across them for a few bytes (TestTableChurnFootprint's moves).
+	m := min(roomFor(n, int(unsafe.Sizeof(slot{}))), roomFor(n, int(unsafe.Sizeof(posTrack{}))))
+	if !t.snapMode {
+		m = min(m, roomFor(n, int(unsafe.Sizeof(State{}))), roomFor(n, int(unsafe.Sizeof(viewQ{}))))
+	}
+	if t.wideDirty {
+		m = min(m, roomFor(n, 8))
+	}
+	return m
+}
+
+// roomFor is how many elements of size bytes (> 0) the heap's block for n
+// of them holds (n ≥ 1; elements without pointers).
+func roomFor(n, size int) int { return heapBlock(n*size) / size }
+
+// heapBlock is the bytes the runtime allocates for an object of n bytes
+// without pointers (runtime.roundupsize): its size class up to 32 KB, whole
+// 8 KB pages above. TestHeapBlock checks the table against the runtime's
+// own rounding (append's): if a Go release changed its classes, the arrays
+// would only hold less room than they could, never fewer ids than asked.
+func heapBlock(n int) int {
+	if n > maxSmallBlock {
+		return (n + 8191) &^ 8191
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], uint16(n))
+	return int(sizeClasses[i])
+}
+
+const maxSmallBlock = 32768
+
+// sizeClasses are the runtime's small-object size classes (Go 1.26,
+// internal/runtime/gc.SizeClassToSize without its 0).
+var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, maxSmallBlock}
 
 // resizeIDs gives every per-id array length and capacity n.
 func (t *Table) resizeIDs(n int) {
 	t.slots = resize(t.slots, n)
 	t.pos = resize(t.pos, n)
+	if t.pp.fq1 != nil { // made at the first second position in flight
+		t.pp.fq1 = resize(t.pp.fq1, n)
+	}
 	if !t.snapMode {
 		t.states = resize(t.states, n)
 		t.qs = resize(t.qs, n)
@@ -1323,7 +1374,7 @@ const trimEvery = time.Second
 // at its steady use never moves and allocates nothing; a burst costs at
 // most one shrink a second. The per-id arrays likewise: grown to the most
 // ids a scope held, they come down to the most ids in use in the last two
-// checks, in whole 8s (shrinkIDs).
+// checks, to their size classes' room (idsFit, shrinkIDs).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1352,15 +1403,25 @@ func (t *Table) trim() {
 		}
 	}
 	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
-	// The per-id arrays come down to the ids of the last two seconds, in
-	// whole 8s, once that is smaller: a scope that shrank, or the room of
-	// a peak or of a growth, is given back, and a scope walking within its
-	// 8s never moves. No eighth of room as grow gives: at the server's
+	// The second positions in flight go once none was pushed for two
+	// checks and no track holds one (a walk of the tracks once a second,
+	// only while fq1 is kept unused).
+	if x := &t.pp; x.fq1 != nil && !x.fq1Used && !x.fq1Used1 && !t.anySecond() {
+		x.fq1 = nil
+	}
+	t.pp.fq1Used1, t.pp.fq1Used = t.pp.fq1Used, false
+	// The per-id arrays come down to the ids of the last two seconds,
+	// with the room of their size classes (idsFit), once that is smaller:
+	// a scope that shrank, or the room of a peak or of a growth, is given
+	// back, and a scope walking within its classes' room never moves. No eighth of room as grow gives: at the server's
 	// scope (43 ghosts, ids up to ≈ 48) it took 56 ids where 48 do, ≈ 880
 	// bytes a connection, for a move every 14 s or so instead of 21
 	// (TestTableChurnFootprint).
 	if n := len(t.slots); n > minShrinkIDs {
-		if want := max(idsFor(int(max(t.topHW, t.topHW1))), minShrinkIDs); want < n {
+		// By an eighth at least, as grow grows: a scope walking across
+		// one of the finer classes (1,408 bytes: 44 slots) would
+		// otherwise move the arrays back and forth.
+		if want := t.idsFit(max(int(max(t.topHW, t.topHW1)), minShrinkIDs)); want <= n-n/8 {
 			t.shrinkIDs(want)
 		}
 	}
@@ -1380,11 +1441,16 @@ func (t *Table) trim() {
 	}
 }
 
-// idsFor is the per-id arrays' length trim gives for n ids in use: n in
-// whole 8s (the slot is 32 bytes and the track 48: 8 ids fill the size
-// classes of both exactly at the server's scopes, 1,536 and 2,304 bytes at
-// 48 ids, and the slots' start on a cache line: TestSlotLayout).
-func idsFor(n int) int { return (max(n, 8) + 7) &^ 7 }
+// anySecond reports whether a track holds a second position in flight
+// (posPool.fq1).
+func (t *Table) anySecond() bool {
+	for i := range t.pos {
+		if t.pos[i].n() >= 2 {
+			return true
+		}
+	}
+	return false
+}
 
 // minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
 // (a few hundred bytes).

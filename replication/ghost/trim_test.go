@@ -115,9 +115,10 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 }
 
 // A scope that settles smaller than it was (70 ghosts, then 45) gives the
-// per-id arrays back down to its ids in whole 8s within a few seconds
-// (they used to wait for the ids to fit in half, then kept an eighth of
-// room: 56), a scope walking within those 8s does not move them again,
+// per-id arrays back down to its ids, with their size classes' room
+// (idsFit; whole 8s before), within a few seconds (they used to wait for
+// the ids to fit in half, then kept an eighth of room: 56), a scope
+// walking within that room does not move them again,
 // and the room a growth past them took is given back.
 func TestIDArraysFollowScope(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
@@ -141,11 +142,11 @@ func TestIDArraysFollowScope(t *testing.T) {
 		}
 	}
 	step(80) // 4 s: the kills go out and are delivered, trims run
-	if n, want := len(d.tab.slots), idsFor(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
+	if n, want := len(d.tab.slots), d.tab.idsFit(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
 		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
 	}
 	slots := &d.tab.slots[0]
-	for _, n := range []int{47, 41, 48} { // within the 8s: nothing moves
+	for _, n := range []int{47, 41, 48} { // within the room: nothing moves
 		scope = crowd[:n]
 		step(40)
 	}
@@ -154,8 +155,8 @@ func TestIDArraysFollowScope(t *testing.T) {
 	}
 	scope = crowd[:50]
 	step(10)
-	if n := len(d.tab.slots); n != 56 {
-		t.Fatalf("50 ghosts after 48: %d slots, want 56 (48 and an eighth, whole 8s)", n)
+	if n, want := len(d.tab.slots), d.tab.idsFit(48+48/8); n != want || want < 54 {
+		t.Fatalf("50 ghosts after 48: %d slots, want %d (48 and an eighth, to the size classes' room)", n, want)
 	}
 	scope = crowd[:46]
 	step(80)
