@@ -21,10 +21,10 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (the 32-byte slot, 40-byte position track with its two oldest positions in flight, per-group sequences; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
+	{"ghost table: per-id records (the 32-byte slot, 32-byte position track with its oldest position in flight, per-group sequences; the second position in flight while fates come late; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
 	// The rings move by moveEnts (grown or trimmed) and the pool by
 	// compactPositions (trimmed): before the table's rest.
-	{"ghost table: in-flight positions and records", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
+	{"ghost table: in-flight positions and records (and the second positions in flight when first made)", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
 		"replication/ghost.(*Table).moveEnts", "replication/ghost.(*Table).resizeEnts", "replication/ghost.(*Table).compactPositions"}},
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	// Before the connection: a reference view's Refs are made in actors/msg.

@@ -107,9 +107,11 @@ func TestTableFootprint(t *testing.T) {
 		// shared by every table, and not counted), and since the sixth
 		// pass no position either, and since the eleventh no entity (the
 		// view's entry has it): the slot (32 bytes, was 64, then 56, 48), the
-		// 40-byte position track (was 48, then 44, 32, 24 with every
-		// position in flight a pool node; it holds the two oldest in
-		// flight itself) and the per-group sequences (a byte a group, was two; groups 0 and 1's in the slot) are all an id keeps;
+		// 32-byte position track (40 until the twenty-seventh capacity
+		// pass, was 48, then 44, 32, 24 with every position in flight a
+		// pool node; it holds the oldest in flight itself, and the second
+		// is 8 bytes an id apart while fates come late, as here) and the
+		// per-group sequences (a byte a group, was two; groups 0 and 1's in the slot) are all an id keeps;
 		// a position in flight past a ghost's two oldest is 16 bytes (was
 		// 20), a record in flight 4 (was 8). These fates come three
 		// packets late: three positions in flight a walking ghost.
