@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -19,20 +21,8 @@ import (
 func TestTickSendsToEachPlayersNewestJoin(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
-	classes := ghostClasses(t)
 	var now time.Duration
-	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default(), Classes: classes}}
-	z, err := sim.New(p.Sim, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &zoneActor{p: p, m: p.Metrics}
-	a.init(z)
-	a.log = slog.New(slog.DiscardHandler)
-	a.stopped.Store(true) // no timer: the test runs the ticks
-	a.ctx = syncCtx{sys: sys}
-	a.nextAt = z.Period()
+	a, z := syncActor(t, sys, &now)
 	conns := map[string]*benchConn{}
 	join := func(player uint64, name string) {
 		c := &benchConn{}
@@ -94,4 +84,24 @@ func TestTickSendsToEachPlayersNewestJoin(t *testing.T) {
 	if slot3 < 0 || slot3 >= len(a.joinAt) || a.joinAt[slot3].gen != a.joinGen || a.joinAt[slot3].player != 9 {
 		t.Fatalf("player 9 did not take player 3's slot %d: the scene no longer tests a reused slot", slot3)
 	}
+}
+
+// syncActor is zone x0z0 of the default world as an actor whose ticks the
+// test runs on its own goroutine (no timer), sending through sys at once,
+// at the time *now.
+func syncActor(t *testing.T, sys *actor.ActorSystem, now *time.Duration) (*zoneActor, *sim.Zone) {
+	t.Helper()
+	p := Params{Now: func() time.Duration { return *now }, Metrics: new(Metrics),
+		Sim: sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(t)}}
+	z, err := sim.New(p.Sim, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &zoneActor{p: p, m: p.Metrics}
+	a.init(z)
+	a.log = slog.New(slog.DiscardHandler)
+	a.stopped.Store(true) // no timer: the test runs the ticks
+	a.ctx = syncCtx{sys: sys}
+	a.nextAt = z.Period()
+	return a, z
 }

@@ -1,15 +1,12 @@
 package zone
 
 import (
-	"log/slog"
 	"math"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
-	"github.com/ghostwire/ghostwire/zones/sim"
-	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // TestJoinEntriesStaleAfterGenWraps holds the per-slot entries (joinAt,
@@ -22,18 +19,7 @@ func TestJoinEntriesStaleAfterGenWraps(t *testing.T) {
 	sys := quietSystem()
 	defer sys.Shutdown()
 	var now time.Duration
-	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(t)}}
-	z, err := sim.New(p.Sim, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &zoneActor{p: p, m: p.Metrics}
-	a.init(z)
-	a.log = slog.New(slog.DiscardHandler)
-	a.stopped.Store(true) // no timer: the test runs the ticks
-	a.ctx = syncCtx{sys: sys}
-	a.nextAt = z.Period()
+	a, z := syncActor(t, sys, &now)
 	conns := map[string]*benchConn{}
 	join := func(player uint64, name string) {
 		c := &benchConn{}
