@@ -89,18 +89,23 @@ func TestTickSendsToEachPlayersNewestJoin(t *testing.T) {
 // syncActor is zone x0z0 of the default world as an actor whose ticks the
 // test runs on its own goroutine (no timer), sending through sys at once,
 // at the time *now.
-func syncActor(t *testing.T, sys *actor.ActorSystem, now *time.Duration) (*zoneActor, *sim.Zone) {
-	t.Helper()
-	p := Params{Now: func() time.Duration { return *now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(t)}}
+func syncActor(tb testing.TB, sys *actor.ActorSystem, now *time.Duration) (*zoneActor, *sim.Zone) {
+	tb.Helper()
+	return syncActorWith(tb, sys, now, sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(tb)})
+}
+
+// syncActorWith is syncActor with the zone's config cfg.
+func syncActorWith(tb testing.TB, sys *actor.ActorSystem, now *time.Duration, cfg sim.Config) (*zoneActor, *sim.Zone) {
+	tb.Helper()
+	p := Params{Now: func() time.Duration { return *now }, Metrics: new(Metrics), Sim: cfg}
 	z, err := sim.New(p.Sim, 0)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	a := &zoneActor{p: p, m: p.Metrics}
 	a.init(z)
 	a.log = slog.New(slog.DiscardHandler)
-	a.stopped.Store(true) // no timer: the test runs the ticks
+	a.stopped.Store(true) // no timer: the caller runs the ticks
 	a.ctx = syncCtx{sys: sys}
 	a.nextAt = z.Period()
 	return a, z

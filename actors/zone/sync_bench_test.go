@@ -1,7 +1,6 @@
 package zone
 
 import (
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -86,23 +85,11 @@ func runZoneTickSync(b *testing.B, neighbours func(sys *actor.ActorSystem, a *zo
 	const players = 250
 	sys := quietSystem()
 	defer sys.Shutdown()
-	classes := ghostClasses(b)
 	var now time.Duration
-	p := Params{Now: func() time.Duration { return now }, Metrics: new(Metrics),
-		Sim: sim.Config{Zone: "x0z0", World: world.Default(), NPCs: 50, Classes: classes,
-			// Never degraded: the tick costs the zone measures (wall time,
-			// inflated under callgrind) must not change what it does.
-			Overload: sim.OverloadConfig{High: 1e9, Low: 1e8, Raise: 1 << 30, Lower: 1}}}
-	z, err := sim.New(p.Sim, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a := &zoneActor{p: p, m: p.Metrics}
-	a.init(z)
-	a.log = slog.New(slog.DiscardHandler)
-	a.stopped.Store(true) // no timer: the benchmark runs the ticks
-	a.ctx = syncCtx{sys: sys}
-	a.nextAt = z.Period()
+	a, z := syncActorWith(b, sys, &now, sim.Config{Zone: "x0z0", World: world.Default(), NPCs: 50, Classes: ghostClasses(b),
+		// Never degraded: the tick costs the zone measures (wall time,
+		// inflated under callgrind) must not change what it does.
+		Overload: sim.OverloadConfig{High: 1e9, Low: 1e8, Raise: 1 << 30, Lower: 1}})
 	if neighbours != nil {
 		neighbours(sys, a)
 	}
