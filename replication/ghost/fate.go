@@ -117,7 +117,7 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 	// usualRun's locals: the slots and tracks by one bounds check, the
 	// position bit by the registry's array, not the class behind it.
 	slots := t.slots
-	posBits, pp := &t.reg.posBits, &t.pp
+	pos, posBits, pp := t.pos[:len(slots)], &t.reg.posBits, &t.pp
 	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
@@ -127,7 +127,7 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 		s.inflight--
 		s.delivered(seq, sent, view)
 		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
-			tr := &s.tr
+			tr := &pos[id]
 			tr.resolve(pp, id, pt, true)
 			s.set(flPosFull, tr.full())
 		}
@@ -146,7 +146,7 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 // check (the per-id arrays are of one length).
 func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
 	slots := t.slots
-	posBits := &t.reg.posBits
+	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
 		id := e.id()
 		s := &slots[id]
@@ -155,7 +155,7 @@ func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 		}
 		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
 			// The oldest of one or two in flight, the track's own.
-			if tr := &s.tr; tr.meta < 2*metaN1 {
+			if tr := &pos[id]; tr.meta < 2*metaN1 {
 				if !tr.resolveOldest1(pt) {
 					return k // it changed nothing
 				}
@@ -189,7 +189,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, s
 		}
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
-			tr := &s.tr
+			tr := &t.pos[id]
 			if tr.resolveOwn(&t.pp, pk, f.Delivered) {
 				s.fl &^= flPosFull // none in flight now
 			} else {

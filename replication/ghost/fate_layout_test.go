@@ -21,6 +21,7 @@ func TestTableFateLines(t *testing.T) {
 	}{
 		{"reg", unsafe.Offsetof(tab.reg), unsafe.Sizeof(tab.reg)},
 		{"slots", unsafe.Offsetof(tab.slots), unsafe.Sizeof(tab.slots)},
+		{"pos", unsafe.Offsetof(tab.pos), unsafe.Sizeof(tab.pos)},
 		{"cfg", unsafe.Offsetof(tab.cfg), unsafe.Sizeof(tab.cfg)},
 		{"pkts", unsafe.Offsetof(tab.pkts), unsafe.Sizeof(tab.pkts)},
 		{"pktHead", unsafe.Offsetof(tab.pktHead), unsafe.Sizeof(tab.pktHead)},

@@ -97,11 +97,11 @@ func TestDeliveredWalksMatchFateRecords(t *testing.T) {
 				onFateByRecords(tabs[1], f)
 			}
 			a, b := tabs[0], tabs[1]
-			if !slices.Equal(a.slots, b.slots) {
+			if !slices.Equal(a.slots, b.slots) || !slices.Equal(a.pos, b.pos) {
 				for id := range min(len(a.slots), len(b.slots)) {
-					if a.slots[id] != b.slots[id] {
-						t.Fatalf("delay %d, after packet %d's fate: ghost %d differs:\nOnFate          %+v\nfateRecords     %+v",
-							delay, seq-delay, id, a.slots[id], b.slots[id])
+					if a.slots[id] != b.slots[id] || a.pos[id] != b.pos[id] {
+						t.Fatalf("delay %d, after packet %d's fate: ghost %d differs:\nOnFate          %+v %+v\nfateRecords     %+v %+v",
+							delay, seq-delay, id, a.slots[id], a.pos[id], b.slots[id], b.pos[id])
 					}
 				}
 				t.Fatalf("delay %d, after packet %d's fate: %d and %d ids", delay, seq-delay, len(a.slots), len(b.slots))

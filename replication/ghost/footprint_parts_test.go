@@ -25,6 +25,7 @@ func tableParts(t *Table) map[string]uint64 {
 		// an 8-byte header.
 		"table":     sz(int(unsafe.Sizeof(*t)) + 8),
 		"slots":     sz(cap(t.slots) * int(unsafe.Sizeof(slot{}))),
+		"pos":       sz(cap(t.pos) * int(unsafe.Sizeof(posTrack{}))),
 		"posFq1":    sz(cap(t.pp.fq1) * 8),
 		"lastField": sz(cap(t.lastField)),
 		"states":    sz(cap(t.states) * int(unsafe.Sizeof(State{}))),

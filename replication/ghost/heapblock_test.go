@@ -44,7 +44,7 @@ func TestIDsFit(t *testing.T) {
 		tab.snapMode = snap
 		// The arrays idsFit follows: not the small ones (fq1,
 		// lastField), whose finer classes moved the arrays back and forth.
-		sizes := []int{int(unsafe.Sizeof(slot{}))}
+		sizes := []int{int(unsafe.Sizeof(slot{})), int(unsafe.Sizeof(posTrack{}))}
 		if !snap {
 			sizes = append(sizes, int(unsafe.Sizeof(State{})), int(unsafe.Sizeof(viewQ{})))
 		}
@@ -69,16 +69,18 @@ func TestIDsFit(t *testing.T) {
 		}
 		for _, n := range []int{9, 45, 97, 100, 130} {
 			tab.resizeIDs(tab.idsFit(n))
-			if got, want := allocSize(len(tab.slots)*64), uint64(heapBlock(n*64)); got != want {
+			if got, want := allocSize(len(tab.slots)*32), uint64(heapBlock(n*32)); got != want {
 				t.Fatalf("%d ids: the slots take %d bytes, want %d", n, got, want)
 			}
 		}
-		// Every length idsFit gives keeps each 64-byte slot (its track
-		// with it) in one line: the array starts on a line.
-		for n := 1; n <= 300; n++ {
+		// Every length idsFit gives keeps each 32-byte slot and track in
+		// one line: the arrays start on a multiple of 32 bytes.
+		for n := 8; n <= 300; n++ {
 			tab.resizeIDs(tab.idsFit(n))
-			if p := uintptr(unsafe.Pointer(unsafe.SliceData(tab.slots))); p%64 != 0 {
-				t.Fatalf("%d ids (%d): the slots start %d bytes into a line: each would straddle two", n, len(tab.slots), p%64)
+			for _, p := range []uintptr{uintptr(unsafe.Pointer(unsafe.SliceData(tab.slots))), uintptr(unsafe.Pointer(unsafe.SliceData(tab.pos)))} {
+				if p%32 != 0 {
+					t.Fatalf("%d ids (%d): an array starts %d bytes into a line: its records would straddle two", n, len(tab.slots), p%64)
+				}
 			}
 		}
 	}

@@ -543,7 +543,7 @@ func checkInvariants(t *Table) error {
 		if (kills[kk] > 0) != s.has(flKillInFlight) || kills[kk] > 1 {
 			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.has(flKillInFlight), kills[kk])
 		}
-		if n := int(t.slots[i].tr.n()); n > poss[kk] || n < recent[kk] {
+		if n := int(t.pos[i].n()); n > poss[kk] || n < recent[kk] {
 			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d (%d of them recent)", i, n, poss[kk], recent[kk])
 		}
 		// The slot's position flags answer what the track would (collect
@@ -558,8 +558,8 @@ func checkInvariants(t *Table) error {
 	// Pooled positions: each in-flight position one node of its ghost's
 	// list, every other node free.
 	seen := map[int32]int{}
-	for i := range t.slots {
-		tr := &t.slots[i].tr
+	for i := range t.pos {
+		tr := &t.pos[i]
 		n := int(tr.n())
 		if t.slots[i].phase == phaseFree && n != 0 {
 			return fmt.Errorf("free id %d tracks %d positions in flight", i, n)

@@ -553,7 +553,7 @@ func (t *Table) writeUsual(id uint32) int {
 	c := t.reg.classes[s.ci]
 	dirty0 := uint64(s.dirty) // not wideDirty: fill's test
 	mask := dirty0 & c.all
-	tr := &s.tr
+	tr := &t.pos[id]
 	if mask&c.posBit == 0 || tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
 		return recOther // no position (or a resend), none delivered (absolute), or wide
 	}
@@ -778,7 +778,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		var pf posForm
 		if mask&c.posBit != 0 {
-			if tr := &s.tr; tr.meta>>metaDnShift == 2 && !t.pp.wide && !s.posBlocked() {
+			if tr := &t.pos[id]; tr.meta>>metaDnShift == 2 && !t.pp.wide && !s.posBlocked() {
 				// posForm's way for the server's track (n 0, dn 2) written
 				// out: no posForm frame a record. The other tracks, and a
 				// blocked position, go by posForm (the same answers: the
@@ -898,7 +898,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
-		tr := &s.tr
+		tr := &t.pos[id]
 		if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
 			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
 		}
@@ -1056,7 +1056,7 @@ const (
 // the one it codes). The slot's flags say so (posBlocked); this is the
 // track's own answer, which they must agree with (tests).
 func (t *Table) posWritable(id uint32) bool {
-	tr := &t.slots[id].tr
+	tr := &t.pos[id]
 	if tr.full() {
 		return false
 	}
@@ -1072,7 +1072,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 		pf.kind = posLater
 		return
 	}
-	tr := &s.tr
+	tr := &t.pos[id]
 	pf.ql = t.pp.packLo(q) // for form1 and the position's push
 	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)

@@ -93,10 +93,9 @@ type posVal struct {
 // stamps are 16 bits (pstamp), and the counts and the gap share the meta
 // word. The second oldest in flight is apart, in the pool's per-id fq1
 // (one a fate late: the usual record and fate touch neither): 32 bytes,
-// the second half of its ghost's slot (slot.tr), so the slot and the track
-// are one line (40, with fq1 inline, would not fit it; 48 with a 32-bit
-// stamp each and the tail a field of its own, before). TestPosTrackHotBytes
-// and TestSlotLayout hold this.
+// half a line, so every track lies in one line (40, with it inline, took
+// 1.375 lines a walk; 48 with a 32-bit stamp each and the tail a field of
+// its own, before). TestPosTrackHotBytes holds this.
 // The zero posTrack is empty.
 type posTrack struct {
 	// The stamps and meta first, then the delivered pair, then the oldest
@@ -403,14 +402,14 @@ func (x *posPool) put(i int32) {
 // compact moves every ghost's in-flight positions, list by list, into a
 // pool of room n (≥ used), no node free: node indices change, so every
 // track's list and tail are rewritten.
-func (x *posPool) compact(slots []slot, n int) {
+func (x *posPool) compact(pos []posTrack, n int) {
 	ns := slices.Grow([]posNode(nil), max(n, int(x.used)))
 	var hi []uint32
 	if x.wide {
 		hi = make([]uint32, 0, cap(ns))
 	}
-	for id := range slots {
-		p := &slots[id].tr
+	for id := range pos {
+		p := &pos[id]
 		n := p.n()
 		if n <= ownFlight {
 			continue // the track holds them itself
@@ -543,9 +542,9 @@ func (t *Table) rebasePositions(old, ms int64) {
 	// A stamp's age at the new view: at the old one (< 2^15 ms, exact in
 	// 16 bits), and the jump (any length).
 	r := posRebase{old: pstamp(old), jump: ms - old, v: pstamp(ms)}
-	for i := range t.slots {
-		if s := &t.slots[i]; s.tr.rebase(&t.pp, uint32(i), &r) {
-			s.set(flPosFull, s.tr.full())
+	for i := range t.pos {
+		if t.pos[i].rebase(&t.pp, uint32(i), &r) {
+			t.slots[i].set(flPosFull, t.pos[i].full())
 		}
 	}
 }

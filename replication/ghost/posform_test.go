@@ -267,6 +267,7 @@ func TestPosFormServerTrack(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab.slots = make([]slot, 1)
+	tab.pos = make([]posTrack, 1)
 	x, lim := &tab.pp, &tab.reg.q.lim
 	r := rand.New(rand.NewPCG(8, 5))
 	code := func(base *[3]uint32, ms int64, vel *[3]int64) [3]uint32 {
@@ -286,7 +287,7 @@ func TestPosFormServerTrack(t *testing.T) {
 				vel[a] = int64(r.IntN(401) - 200)
 			}
 		}
-		tr := &tab.slots[0].tr
+		tr := &tab.pos[0]
 		tr.reset(x)
 		ms := int64(0)
 		for range 1 + r.IntN(2) { // dn 1 or 2

@@ -231,13 +231,13 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 5))
 	tab.grow(40)
-	want := make([][]posVal, len(tab.slots))
+	want := make([][]posVal, 40)
 	for round := range 8 {
-		for id := range tab.slots {
+		for id := range tab.pos {
 			if r.IntN(3) == 0 {
 				continue
 			}
-			p := &tab.slots[id].tr
+			p := &tab.pos[id]
 			if round == 0 {
 				p.reset(&tab.pp)
 			}
@@ -255,9 +255,9 @@ func TestCompactPositionsKeepsWidePositions(t *testing.T) {
 	if len(tab.pp.wx.hi) != len(tab.pp.nodes) {
 		t.Fatalf("%d nodes, %d high words", len(tab.pp.nodes), len(tab.pp.wx.hi))
 	}
-	for id := range tab.slots {
+	for id := range tab.pos {
 		var buf [posRingLen]posVal
-		if got := tab.slots[id].tr.inflight(&tab.pp, uint32(id), &buf, 1000); !slices.Equal(got, want[id]) {
+		if got := tab.pos[id].inflight(&tab.pp, uint32(id), &buf, 1000); !slices.Equal(got, want[id]) {
 			t.Fatalf("id %d after compaction: %v, want %v", id, got, want[id])
 		}
 	}

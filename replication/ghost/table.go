@@ -46,10 +46,9 @@ const (
 	phaseKilling
 )
 
-// slot is a ghost id's record: 64 bytes, one cache line. Its first 32 are
-// what taking a view, packing and a fate touch for every ghost; the second
-// 32 are its position track (tr), what writing a position and its fate
-// need. The per-group sequences
+// slot is a ghost id's record: the 32 bytes that taking a view, packing
+// and a fate touch for every ghost. What only writing a position and its
+// fate need is the id's posTrack (Table.pos), and the per-group sequences
 // of groups 2 and up are lastField's (a usual update's groups, 0 and 1 for
 // the shipped classes, are the slot's: lf); the entity, the quantized
 // position, the yaw code and the state are the view's (the snapshot entry
@@ -62,15 +61,14 @@ const (
 // classes), the dirty groups 32 (a registry with more groups keeps the
 // rest apart: dirtyOf).
 //
-// One line for the cache: on a server every table is cold when its turn
+// 32 bytes for the cache: on a server every table is cold when its turn
 // comes, and a view takes its ghosts' slots in no id order, so a ghost
-// costs the slot's lines, not its instructions. The slots' array takes a
-// size class of whole lines (every class from 128 bytes up is a multiple
-// of 64), so a slot starts on a line and every walk of a ghost — its
-// view, its record (the flags, then the track), its fate (the slot, then
-// the track) — touches one line; with the slot and the track 32 bytes
-// each in arrays of their own, a record and a fate touched two (a 48-byte
-// slot took 1.25 to 1.5 lines). TestSlotLayout holds this.
+// costs the slot's lines, not its instructions. The per-id arrays are
+// multiples of 256 bytes in size classes of whole lines, so a slot starts
+// 0 or 32 bytes into a 64-byte line and every walk of a ghost — its view,
+// its record, its fate — touches one line (a 48-byte slot took 1.25 to
+// 1.5), and a walk of every slot half a line a ghost. TestSlotLayout
+// holds this.
 type slot struct {
 	// lastSeq is the newest packet that carried a record of this ghost, low
 	// 32 bits, compared wrap-safe (seqAfter): the packets in flight span far
@@ -128,10 +126,6 @@ type slot struct {
 	// the new view, same value) so the client's interpolation stops there
 	// instead of extrapolating past it.
 	restCopies uint8
-
-	// tr is what the client may hold of the ghost's position: the
-	// record's second half (bytes 32–63), in the same line as the first.
-	tr posTrack
 }
 
 // Flag bits of slot.fl.
@@ -388,9 +382,10 @@ type Table struct {
 	// lines (0, 1, 4, 6, 7, 8) a fate missed on each. TestTableFateLines
 	// holds this.
 	//
-	// Line 0: the registry (its posBits, slowFates) and the per-id records.
+	// Line 0: the registry (its posBits, slowFates) and the per-id arrays.
 	reg   *Registry
-	slots []slot // each ghost id's record, its position track with it (slot.tr)
+	slots []slot
+	pos   []posTrack // what the client may hold of each ghost's position
 
 	// Line 1: the config (MaxStaleness), the packet ring and the clock.
 	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
@@ -1102,9 +1097,6 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		t.grow(id + 1)
 	}
 	s := &t.slots[id]
-	// The track first, while it still names its nodes in the pool (a free
-	// id holds none: to be sure); the literal below empties it.
-	s.tr.reset(&t.pp)
 	// viewGen is kept: the id's previous ghost's, never the current view;
 	// and lf, as lastField keeps its groups (the create's write sets them).
 	*s = slot{
@@ -1117,7 +1109,8 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		phase:   phaseCreating,
 	}
 	t.setDirty(uint32(id), s, c.all)
-	t.npend++                    // a free id wanted nothing; a create does
+	t.npend++ // a free id wanted nothing; a create does
+	t.pos[id].reset(&t.pp)
 	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
 	t.stats.GhostsAssigned++
 	return uint32(id), false
@@ -1139,14 +1132,15 @@ func (t *Table) grow(n int) {
 // heap the table pays for either way. grow and trim size the arrays by it,
 // not in whole 8s: at the server's scopes at 2,000 players (76–104 ids,
 // 32-byte slots and tracks) whole 8s took up to 800 bytes a table more
-// (≈ 195 on average), in the classes of the 8s' room. The 64-byte slots
-// stay in one line each: every size class from 128 bytes up is a
-// multiple of 64 (TestIDsFit, TestSlotLayout).
+// (≈ 195 on average), in the classes of the 8s' room. The arrays of
+// 32-byte records stay in one line each: every size class from 256 bytes
+// up is a multiple of 32 (TestIDsFit; TestSlotLayout: from 512 bytes, 16
+// ids, a multiple of 64).
 func (t *Table) idsFit(n int) int {
-	// The slots' classes (their tracks with them) only: the smaller arrays' (fq1,
+	// The slots' and tracks' classes only: the smaller arrays' (fq1,
 	// lastField) are finer, and following them moved the arrays back and
 	// forth across them for a few bytes (TestTableChurnFootprint's moves).
-	m := roomFor(n, int(unsafe.Sizeof(slot{})))
+	m := min(roomFor(n, int(unsafe.Sizeof(slot{}))), roomFor(n, int(unsafe.Sizeof(posTrack{}))))
 	if !t.snapMode {
 		m = min(m, roomFor(n, int(unsafe.Sizeof(State{}))), roomFor(n, int(unsafe.Sizeof(viewQ{}))))
 	}
@@ -1182,6 +1176,7 @@ var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160,
 // resizeIDs gives every per-id array length and capacity n.
 func (t *Table) resizeIDs(n int) {
 	t.slots = resize(t.slots, n)
+	t.pos = resize(t.pos, n)
 	if t.pp.fq1 != nil { // made at the first second position in flight
 		t.pp.fq1 = resize(t.pp.fq1, n)
 	}
@@ -1449,8 +1444,8 @@ func (t *Table) trim() {
 // anySecond reports whether a track holds a second position in flight
 // (posPool.fq1).
 func (t *Table) anySecond() bool {
-	for i := range t.slots {
-		if t.slots[i].tr.n() >= 2 {
+	for i := range t.pos {
+		if t.pos[i].n() >= 2 {
 			return true
 		}
 	}
@@ -1466,8 +1461,8 @@ const minShrinkIDs = 16
 // player walked through — would otherwise cost its ≈ 100 bytes an id
 // (snapshot views; 260 with SetView's states) for the connection's life.
 func (t *Table) shrinkIDs(n int) {
-	for id := n; id < len(t.slots); id++ {
-		t.slots[id].tr.reset(&t.pp) // free ids hold no position in flight; to be sure
+	for id := n; id < len(t.pos); id++ {
+		t.pos[id].reset(&t.pp) // free ids hold no position in flight; to be sure
 	}
 	t.resizeIDs(n)
 }
@@ -1506,4 +1501,4 @@ func (t *Table) moveEnts(n int) {
 
 // compactPositions moves every ghost's in-flight positions into a pool of
 // room n (≥ used): posPool.compact.
-func (t *Table) compactPositions(n int) { t.pp.compact(t.slots, n) }
+func (t *Table) compactPositions(n int) { t.pp.compact(t.pos, n) }

@@ -784,7 +784,7 @@ func TestRecordSizes(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"slot (the hot record and its position track: a cache line)", unsafe.Sizeof(slot{}), 64},
+		{"slot (the hot record: half a cache line)", unsafe.Sizeof(slot{}), 32},
 		{"posTrack (half a cache line; the oldest position in flight its own, the second the pool's fq1)", unsafe.Sizeof(posTrack{}), 32},
 		{"goneRec (a ghost leaving scope, snapshot views: its entity too)", unsafe.Sizeof(goneRec{}), 32},
 		{"posNode (in-flight position)", unsafe.Sizeof(posNode{}), 16},
@@ -795,10 +795,9 @@ func TestRecordSizes(t *testing.T) {
 		// class (it was 760, in the 768 class, with every Stats counter
 		// inline). 608 since the fate's fields share three lines (the
 		// ring's indices 32-bit, fateVar gone); 632 since the second
-		// positions in flight are a per-id array of the pool's (fq1);
-		// 608 since the tracks are the slots' second halves (slot.tr),
-		// not an array of their own: 24 bytes to spare.
-		{"Table", unsafe.Sizeof(Table{}), 608},
+		// positions in flight are a per-id array of the pool's (fq1):
+		// none to spare.
+		{"Table", unsafe.Sizeof(Table{}), 632},
 		// Made only at a connection's first loss, stall, resend, deferred
 		// position or error (or for a class past entMaskBits groups): in
 		// the 112-byte class, the two no larger than the Table was; a wide

@@ -33,8 +33,7 @@ func TestPosTrackHotBytes(t *testing.T) {
 			t.Errorf("%s in bytes %d–%d of the track, want within its 32", f.name, f.off, f.end-1)
 		}
 	}
-	// The tracks are the slots' second halves (slot.tr), and the slots of
-	// a table start on a line (TestSlotLayout).
+	// The tracks of a table start on a line, as the slots do.
 	reg, _, _ := newTestRegistry(t)
 	tab, err := NewTable(reg, DefaultConfig())
 	if err != nil {
@@ -43,11 +42,11 @@ func TestPosTrackHotBytes(t *testing.T) {
 	tab.pp.fq1 = make([]uint64, 8) // made, as at a table's first second position in flight
 	for n := 16; n <= 1024; n += 8 {
 		tab.resizeIDs(n)
-		if a := uintptr(unsafe.Pointer(unsafe.SliceData(tab.slots))); a%64 != 0 {
+		if a := uintptr(unsafe.Pointer(unsafe.SliceData(tab.pos))); a%64 != 0 {
 			t.Fatalf("%d tracks start %d bytes into a line: a track would straddle two", n, a%64)
 		}
-		if tab.pp.fq1 != nil && len(tab.pp.fq1) != len(tab.slots) {
-			t.Fatalf("%d tracks, %d second positions in flight: want one each", len(tab.slots), len(tab.pp.fq1))
+		if tab.pp.fq1 != nil && len(tab.pp.fq1) != len(tab.pos) {
+			t.Fatalf("%d tracks, %d second positions in flight: want one each", len(tab.pos), len(tab.pp.fq1))
 		}
 	}
 }

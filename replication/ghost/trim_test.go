@@ -98,8 +98,8 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 	if d.tab.top != len(few) {
 		t.Fatalf("top %d, want %d", d.tab.top, len(few))
 	}
-	if n, lf := len(d.tab.slots), len(d.tab.lastField); n > 24 || len(d.tab.states) != n || len(d.tab.qs) != n || lf != n*int(d.tab.stride) {
-		t.Fatalf("after the peak: %d slots, %d states, %d qs, %d field seqs", n, len(d.tab.states), len(d.tab.qs), lf)
+	if n, lf := len(d.tab.slots), len(d.tab.lastField); n > 24 || len(d.tab.pos) != n || len(d.tab.states) != n || len(d.tab.qs) != n || lf != n*int(d.tab.stride) {
+		t.Fatalf("after the peak: %d slots, %d tracks, %d states, %d qs, %d field seqs", n, len(d.tab.pos), len(d.tab.states), len(d.tab.qs), lf)
 	}
 	if diff := mismatch(d.reg, d.mir, few); diff != "" {
 		t.Fatal(diff)
@@ -142,8 +142,8 @@ func TestIDArraysFollowScope(t *testing.T) {
 		}
 	}
 	step(80) // 4 s: the kills go out and are delivered, trims run
-	if n, want := len(d.tab.slots), d.tab.idsFit(45); n != want || len(d.tab.lastField) != n*int(d.tab.stride) {
-		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d field seqs", n, want, len(d.tab.lastField))
+	if n, want := len(d.tab.slots), d.tab.idsFit(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
+		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
 	}
 	slots := &d.tab.slots[0]
 	for _, n := range []int{47, 41, 48} { // within the room: nothing moves
