@@ -488,7 +488,7 @@ func BenchmarkTables1000ServerCold(b *testing.B) { benchTablesCold(b, 0, nil, tr
 // is not the large 1,000-entry array's. Under cachegrind its misses a ghost
 // are what the entry's layout costs a zone of a server's size.
 func BenchmarkTables1000ServerCold250(b *testing.B) {
-	benchTablesColdOf(b, 250, 0, nil, true, true, true, false)
+	benchTablesColdOf(b, 250, 0, nil, true, true, true, false, false)
 }
 
 // BenchmarkTables1000Sparse is BenchmarkTables1000ServerCold with each
@@ -508,11 +508,14 @@ func BenchmarkTables1000Sparse(b *testing.B) { benchTablesCold(b, 0, nil, true, 
 // its Write. If sparse is set, each table views twice per entities for
 // the first ticks, then a random half of them.
 func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse bool) {
-	benchTablesColdOf(b, 1000, fateDelay, step, scramble, cold, jitter, sparse)
+	benchTablesColdOf(b, 1000, fateDelay, step, scramble, cold, jitter, sparse, false)
 }
 
-// benchTablesColdOf is benchTablesCold for a zone of ents entities.
-func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse bool) {
+// benchTablesColdOf is benchTablesCold for a zone of ents entities, with
+// each table's view taken right before its Write if pump is set (as a
+// connection's pump applies it: ghostmgr.Manager.Write), not every
+// table's view before the first Write.
+func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump bool) {
 	const tables, per = 1000, 48
 	wide := per
 	if sparse {
@@ -547,12 +550,20 @@ func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int
 		seq++
 		t0, _ := threadCPU()
 		for k, tab := range tabs {
+			if pump {
+				break
+			}
 			if err := tab.SetSnapshotView(now, sn, refs[k]); err != nil {
 				b.Fatal(err)
 			}
 		}
 		t1, _ := threadCPU()
-		for _, tab := range tabs {
+		for k, tab := range tabs {
+			if pump {
+				if err := tab.SetSnapshotView(now, sn, refs[k]); err != nil {
+					b.Fatal(err)
+				}
+			}
 			w.Reset(buf[:])
 			if _, err := tab.Write(&w, seq, now); err != nil {
 				b.Fatal(err)
