@@ -3,6 +3,7 @@ package pbconv
 import (
 	"bytes"
 	"encoding/hex"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -172,4 +173,65 @@ func BenchmarkRecordMarshal(b *testing.B) {
 	for b.Loop() {
 		marshalRecord(&h, c)
 	}
+}
+
+// A checkpoint longer than 127 bytes takes a two-byte length (the
+// encoder moves it up a byte once it knows), and one past 16,383 three.
+func TestRecordEncoderLongCheckpoint(t *testing.T) {
+	h, c := storedCheckpoint()
+	var e RecordEncoder
+	for _, n := range []int{100, 110, 127, 128, 200, 16_300, 16_400} {
+		c.Name = string(bytes.Repeat([]byte{'w'}, n))
+		want := marshalRecord(&h, c)
+		got, err := e.Append([]byte("kept"), &h, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[4:], want) || string(got[:4]) != "kept" {
+			t.Fatalf("name of %d bytes: encoded\n%x\nwant\n%x", n, got, want)
+		}
+	}
+}
+
+// FuzzRecordEncoderMatchesMarshal: any record — floats from any bits (−0,
+// NaN), strings of any bytes and length — encodes as proto.Marshal
+// encodes it, and a string that is not UTF-8 is reported as Marshal
+// reports it.
+func FuzzRecordEncoderMatchesMarshal(f *testing.F) {
+	f.Add(uint64(4242), "x1z2", uint64(7), "n1", "", "walker", "nonhost/link-n2", uint32(0x80000000), uint32(0x7fc00000), int32(-5), uint8(3), uint64(11), true)
+	f.Add(uint64(0), "", uint64(0), "", "gw", "", "", uint32(0), uint32(0), int32(0), uint8(0), uint64(0), false)
+	f.Add(uint64(1), "\xff", uint64(1), "n", "g", "\xc3", "c", uint32(1), uint32(2), int32(1), uint8(200), uint64(1<<63), true)
+	f.Fuzz(func(t *testing.T, id uint64, zone string, epoch uint64, node, gw, name, conn string,
+		fa, fb uint32, health int32, plen uint8, lane uint64, withCP bool) {
+		h := RecordHead{Player: id, Zone: zone, State: pb.PlayerState(epoch % 3), Epoch: epoch, Node: node,
+			Conn: gw, UpdatedUnixMs: int64(id ^ epoch), Gateway: gw}
+		var c *handoff.Checkpoint
+		if withCP {
+			c = &handoff.Checkpoint{Entity: id, Epoch: handoff.Epoch(epoch), LastApplied: epoch * 3, Health: health,
+				Flags: fa, Name: name, Conn: conn, Extra: [4]uint32{fa, 0, fb, uint32(plen)}}
+			c.Control.Pos = [3]float32{math.Float32frombits(fa), math.Float32frombits(fb), 0}
+			c.Control.Vel = [3]float32{0, math.Float32frombits(fb), math.Float32frombits(fa ^ fb)}
+			c.Control.Yaw = math.Float32frombits(fb)
+			c.Control.PayloadLen = plen % (move.MaxPayload + 4)
+			for i := range c.Control.Payload {
+				c.Control.Payload[i] = byte(fa >> (i % 4 * 8))
+			}
+			c.Events.Gen = lane >> 3
+			c.Events.Last[lane%handoff.EventLanes] = lane
+		}
+		rec := &pb.PlayerRecord{Player: h.Player, Zone: h.Zone, State: h.State, Epoch: h.Epoch, Node: h.Node, Conn: h.Conn,
+			UpdatedUnixMs: h.UpdatedUnixMs, Gateway: h.Gateway}
+		if c != nil {
+			rec.Checkpoint = CheckpointToProto(c)
+		}
+		want, werr := proto.Marshal(rec)
+		var e RecordEncoder
+		got, err := e.Append(nil, &h, c)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("error %v, proto.Marshal's %v", err, werr)
+		}
+		if werr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("encoded\n%x\nwant\n%x", got, want)
+		}
+	})
 }
