@@ -85,14 +85,14 @@ func BenchmarkMirrorSection(b *testing.B) { benchMirrorSection(b, true) }
 
 // BenchmarkMirrorSectionUnstamped is BenchmarkMirrorSection without the
 // players' move stamps (a zone with NoSeqExtra): what the stamps cost the
-// decode (callgrind, a section of 64: 80.3 k instructions stamped with the
-// bots' fastExtra, 94.0 k with ExtraGroup's Decode, 68.6 k without; 384
-// bytes against 202).
+// decode (callgrind, a section of 64: 79.8 k instructions stamped with
+// ExtraGroup's one-window Decode, 94.0 k with a ReadGamma a value, 68.6 k
+// without; 384 bytes against 202).
 func BenchmarkMirrorSectionUnstamped(b *testing.B) { benchMirrorSection(b, false) }
 
 func benchMirrorSection(b *testing.B, stamped bool) {
 	_, secs, times, _ := recordSections(b, 64, mirrorSectionsLen, stamped)
-	reg := botRegistry() // the bots' (the server's is session.DefaultRegistry)
+	reg := session.DefaultRegistry() // the bots' too
 	var m *ghost.Mirror
 	var r bitstream.Reader
 	i := 0
@@ -140,7 +140,7 @@ const mirrorSectionsLen = 600
 // counts must stay below mirrorsCold·590 ops (every op an update section).
 func BenchmarkMirrorSectionCold(b *testing.B) {
 	_, secs, times := mirrorSections(b, 64, mirrorSectionsLen)
-	reg := botRegistry()
+	reg := session.DefaultRegistry()
 	ms := make([]*ghost.Mirror, mirrorsCold)
 	var r bitstream.Reader
 	for k := range ms {
