@@ -85,9 +85,9 @@ func BenchmarkMirrorSection(b *testing.B) { benchMirrorSection(b, true) }
 
 // BenchmarkMirrorSectionUnstamped is BenchmarkMirrorSection without the
 // players' move stamps (a zone with NoSeqExtra): what the stamps cost the
-// decode (callgrind, a section of 64: 79.8 k instructions stamped with
-// ExtraGroup's one-window Decode, 94.0 k with a ReadGamma a value, 68.6 k
-// without; 384 bytes against 202).
+// decode (callgrind, a section of 64: 69.7 k instructions stamped, 58.7 k
+// without; 384 bytes against 202. Before ExtraGroup's one-window Decode
+// and the mirror's one-window records: 94.0 k and 68.5 k).
 func BenchmarkMirrorSectionUnstamped(b *testing.B) { benchMirrorSection(b, false) }
 
 func benchMirrorSection(b *testing.B, stamped bool) {
