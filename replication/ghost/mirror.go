@@ -274,6 +274,32 @@ func (m *Mirror) reconstructStamp(raw uint16, now time.Duration) int64 {
 }
 
 func (m *Mirror) readRecord(r *bitstream.Reader, width uint, ms int64, now time.Duration) error {
+	// The id and the kind's one to three bits from one peeked window (a
+	// ReadBits or ReadFlag call each was ≈ 40 instructions); an id past
+	// MaxGhosts and the end of the packet by readRecordFields.
+	if v, w, ok := r.PeekWindow(); ok && width+3 <= uint(w) {
+		if id := uint32(v & (1<<width - 1)); int(id) < m.cfg.MaxGhosts {
+			switch kind := v >> width; {
+			case kind&1 == 0:
+				r.TryReadBits(width + 1)
+				return m.readUpdate(r, id, false, ms)
+			case kind&2 == 0:
+				r.TryReadBits(width + 2)
+				return m.readUpdate(r, id, true, ms)
+			case kind&4 == 0:
+				r.TryReadBits(width + 3)
+				return m.readCreate(r, id, ms, now)
+			}
+			r.TryReadBits(width + 3)
+			m.kill(id)
+			return nil
+		}
+	}
+	return m.readRecordFields(r, width, ms, now)
+}
+
+// readRecordFields is readRecord field by field.
+func (m *Mirror) readRecordFields(r *bitstream.Reader, width uint, ms int64, now time.Duration) error {
 	var id uint32
 	if width > 0 {
 		v, err := r.ReadBits(width, "ghost.id")
@@ -304,11 +330,15 @@ func (m *Mirror) readRecord(r *bitstream.Reader, width uint, ms int64, now time.
 	if !b {
 		return m.readCreate(r, id, ms, now)
 	}
+	m.kill(id)
+	return nil
+}
+
+func (m *Mirror) kill(id uint32) {
 	m.stats.Kills++
 	if g, ok := m.Lookup(id); ok {
 		m.remove(g)
 	}
-	return nil
 }
 
 func (m *Mirror) remove(g *Ghost) {
@@ -448,9 +478,12 @@ func (m *Mirror) readUpdate(r *bitstream.Reader, id uint32, explicit bool, ms in
 	c := g.Class
 	mask := c.DefaultMask
 	if explicit {
-		v, err := r.ReadBits(uint(len(c.Groups)), "ghost.mask")
-		if err != nil {
-			return err
+		v, ok := r.TryReadBits(uint(len(c.Groups)))
+		if !ok {
+			var err error
+			if v, err = r.ReadBits(uint(len(c.Groups)), "ghost.mask"); err != nil {
+				return err
+			}
 		}
 		if v == 0 || v&^c.all != 0 || v == c.DefaultMask {
 			return readErr("ghost.mask", r, ErrBadMask)
@@ -539,6 +572,60 @@ func (m *Mirror) record(g *Ghost, ms int64, q [3]uint32, applied, rest bool) {
 // consumed and the value ignored. rest reports a value equal to the newest
 // reference: the entity did not move.
 func (m *Mirror) readPosUpdate(r *bitstream.Reader, h *history, ms int64) (q [3]uint32, ok, rest bool, err error) {
+	// A windowed value is at most kcodeBits + 3·(1 + 15) = 52 bits: read it
+	// from one peeked window (a ReadBits call a field was ≈ 40
+	// instructions, four or five a ghost) when it is all there and valid;
+	// anything else (the end of the packet, an absolute value, a value out
+	// of bounds) by readPosFields, field by field.
+	v, w, peeked := r.PeekWindow()
+	k := uint(v) & (1<<kcodeBits - 1)
+	if !peeked || k == 0 || w < kcodeBits+3 {
+		return m.readPosFields(r, h, ms)
+	}
+	var low [3]uint64
+	l, set := uint(kcodeBits), uint(0)
+	for x := range 3 {
+		if v>>(l&63)&1 == 0 {
+			l++
+			continue
+		}
+		set |= 1 << x
+		low[x] = v >> ((l + 1) & 63) & (1<<k - 1)
+		l += 1 + k
+	}
+	if l > uint(w) {
+		return m.readPosFields(r, h, ms)
+	}
+	a, b, nref := h.ref(ms)
+	var pred [3]uint32
+	switch nref {
+	case 1:
+		pred = predict(nil, &b, stamp(ms), m.reg.q.lim)
+	case 2:
+		pred = predict(&a, &b, stamp(ms), m.reg.q.lim)
+	}
+	q = pred
+	for x := range 3 {
+		if set>>x&1 == 0 {
+			continue
+		}
+		v := unwindow(pred[x], low[x], k)
+		if nref > 0 && (v < 0 || v > int64(m.reg.q.lim[x])) {
+			return m.readPosFields(r, h, ms) // its error, at its bit
+		}
+		q[x] = uint32(v)
+	}
+	r.TryReadBits(l) // l ≤ w: in the window PeekWindow checked
+	if nref == 0 {
+		m.stats.Unreferenced++
+		return q, false, false, nil
+	}
+	return q, true, b.q == q, nil
+}
+
+// readPosFields is readPosUpdate field by field: an absolute value, one at
+// the end of the packet, an invalid one (its error says where).
+func (m *Mirror) readPosFields(r *bitstream.Reader, h *history, ms int64) (q [3]uint32, ok, rest bool, err error) {
 	k, err := r.ReadBits(kcodeBits, "ghost.pos.k")
 	if err != nil {
 		return q, false, false, err

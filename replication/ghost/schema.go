@@ -506,17 +506,10 @@ func ExtraGroup(n int) Group {
 			return writeGammas(w, s.Extra[:n])
 		}),
 		Decode: func(r *bitstream.Reader, s *State) error {
-			for i := range n {
-				v, err := r.ReadGamma("ghost.extra")
-				if err != nil {
-					return err
-				}
-				if v > 1<<32 {
-					return &bitstream.ReadError{Field: "ghost.extra", Bit: r.Pos(), Err: bitstream.ErrOutOfRange}
-				}
-				s.Extra[i] = uint32(v - 1)
+			if extrasInWindow(r, s, n) { // extra_read.go: the codes from one window
+				return nil
 			}
-			return nil
+			return readExtrasPlain(r, s, n)
 		},
 		Changed: func(old, cur *State) bool { return old.Extra != cur.Extra },
 	}

@@ -85,14 +85,14 @@ func BenchmarkMirrorSection(b *testing.B) { benchMirrorSection(b, true) }
 
 // BenchmarkMirrorSectionUnstamped is BenchmarkMirrorSection without the
 // players' move stamps (a zone with NoSeqExtra): what the stamps cost the
-// decode (callgrind, a section of 64: 80.3 k instructions stamped with the
-// bots' fastExtra, 94.0 k with ExtraGroup's Decode, 68.6 k without; 384
-// bytes against 202).
+// decode (callgrind, a section of 64: 69.7 k instructions stamped, 58.7 k
+// without; 384 bytes against 202. Before ExtraGroup's one-window Decode
+// and the mirror's one-window records: 94.0 k and 68.5 k).
 func BenchmarkMirrorSectionUnstamped(b *testing.B) { benchMirrorSection(b, false) }
 
 func benchMirrorSection(b *testing.B, stamped bool) {
 	_, secs, times, _ := recordSections(b, 64, mirrorSectionsLen, stamped)
-	reg := botRegistry() // the bots' (the server's is session.DefaultRegistry)
+	reg := session.DefaultRegistry() // the bots' too
 	var m *ghost.Mirror
 	var r bitstream.Reader
 	i := 0
@@ -140,7 +140,7 @@ const mirrorSectionsLen = 600
 // counts must stay below mirrorsCold·590 ops (every op an update section).
 func BenchmarkMirrorSectionCold(b *testing.B) {
 	_, secs, times := mirrorSections(b, 64, mirrorSectionsLen)
-	reg := botRegistry()
+	reg := session.DefaultRegistry()
 	ms := make([]*ghost.Mirror, mirrorsCold)
 	var r bitstream.Reader
 	for k := range ms {
