@@ -59,6 +59,9 @@ type Point struct {
 	ViewErrP99     Num    `json:"view_err_p99_m"`
 	Ghosts         Num    `json:"ghosts_per_bot"`
 	CPU            Num    `json:"cpu_cores"` // CPU this process used, in cores
+	// Draining: taken after the bots stopped moving (the run's end or a
+	// cancel), while they drain and quit; not the run's steady state.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // ServerPoint is one scrape of the server's own metrics (--metrics-url):
@@ -87,6 +90,7 @@ type Collector struct {
 	second   Hists // scratch: one second
 	series   []Point
 	cpu      func() time.Duration
+	draining bool
 }
 
 // NewCollector returns a collector over shards for a run of target bots
@@ -143,6 +147,7 @@ func (c *Collector) Sample(now time.Time) Point {
 		ViewErrP99:     Num(c.second.ViewErr.Quantile(0.99)),
 		Ghosts:         ratio(d.GhostsHeld, d.GhostSamples),
 		CPU:            Num(math.NaN()),
+		Draining:       c.draining,
 	}
 	if cpuNow >= 0 && c.prevCPU >= 0 && dt > 0 {
 		p.CPU = Num((cpuNow - c.prevCPU).Seconds() / dt)
@@ -151,6 +156,11 @@ func (c *Collector) Sample(now time.Time) Point {
 	c.series = append(c.series, p)
 	return p
 }
+
+// Draining marks every later Sample as taken while the bots drain (they
+// stopped moving: the run's end or a cancel), so the report reads the
+// run's end from the samples before it.
+func (c *Collector) Draining() { c.draining = true }
 
 // Second returns the histograms of the latest Sample's second (read-only).
 func (c *Collector) Second() Hists { return c.second }

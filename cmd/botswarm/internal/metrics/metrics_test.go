@@ -441,3 +441,41 @@ func TestExpectedDisconnectsAreNotJudged(t *testing.T) {
 		t.Fatal("disconnects_timeout=0 passes with a timeout")
 	}
 }
+
+// TestConnectedAtTheRunsEndNotWhileDraining: the "connected" ratio is read
+// from the last sample before the bots began to drain, however many samples
+// fall in the drain (under load two or more do, with bots already quitting).
+func TestConnectedAtTheRunsEndNotWhileDraining(t *testing.T) {
+	s := NewShard()
+	c, start := newTestCollector([]*Shard{s}, 6)
+	for i, connected := range []int64{6, 6, 5, 2, 0} {
+		if i >= 2 {
+			c.Draining() // the run ended after the second sample
+		}
+		s.C.Connected = connected
+		c.Sample(start.Add(time.Duration(i+1) * time.Second))
+	}
+	r := Build(c, nil, Options{})
+	if got := float64(r.Metrics["connected"]); got != 1 {
+		t.Errorf("connected %v at the run's end, want 1 (6 of 6 before the drain)", got)
+	}
+	for i, p := range r.Series {
+		if p.Draining != (i >= 2) {
+			t.Errorf("sample %d draining %v", i, p.Draining)
+		}
+	}
+
+	// A report written before samples were marked reads the second-to-last.
+	old := []Point{{Target: 4, Connected: 4}, {Target: 4, Connected: 3}, {Target: 4, Connected: 0}}
+	if p, ok := endOfRun(old); !ok || p.Connected != 3 {
+		t.Errorf("unmarked series: end of run %+v %v, want the second-to-last", p, ok)
+	}
+	// Every sample drains (a run shorter than a second): the first.
+	all := []Point{{Target: 4, Connected: 4, Draining: true}, {Target: 4, Connected: 0, Draining: true}}
+	if p, ok := endOfRun(all); !ok || p.Connected != 4 {
+		t.Errorf("all draining: end of run %+v %v, want the first", p, ok)
+	}
+	if _, ok := endOfRun(nil); ok {
+		t.Error("an empty series has an end of run")
+	}
+}

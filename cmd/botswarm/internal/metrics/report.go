@@ -272,13 +272,7 @@ func (r *Report) values(c *Collector) map[string]Num {
 	m["echoes"] = Num(t.EventsEchoed)
 	m["peak_connected"] = Num(r.PeakBots)
 	m["connected"] = Num(math.NaN())
-	if n := len(r.Series); n > 0 && r.Series[n-1].Target > 0 {
-		// The last sample is taken after the bots quit; the one before is
-		// the steady state at the end of the run.
-		last := r.Series[n-1]
-		if n > 1 {
-			last = r.Series[n-2]
-		}
+	if last, ok := endOfRun(r.Series); ok {
 		m["connected"] = Num(float64(last.Connected) / float64(last.Target))
 	}
 	// Run means over the seconds with bots connected.
@@ -530,4 +524,35 @@ func sessions(t Counters, o Options) Invariant {
 		inv.Detail = "not judged (--expect-disconnects): " + inv.Detail
 	}
 	return inv
+}
+
+// endOfRun is the sample that stands for the run's end: the last one taken
+// before the bots began to drain. Samples go on every second while they
+// drain, and under load more than one can fall there, with the bots already
+// quitting. A report from before samples were marked (none is) reads the
+// second-to-last, the rule it was written with.
+func endOfRun(series []Point) (Point, bool) {
+	n := len(series)
+	if n == 0 || series[n-1].Target <= 0 {
+		return Point{}, false
+	}
+	marked := false
+	for i := n - 1; i >= 0; i-- {
+		if !series[i].Draining {
+			if marked {
+				return series[i], true
+			}
+			break
+		}
+		marked = true
+	}
+	if marked {
+		// Every sample drains (a run shorter than a second): the first is the
+		// closest to the run.
+		return series[0], true
+	}
+	if n > 1 {
+		return series[n-2], true
+	}
+	return series[n-1], true
 }

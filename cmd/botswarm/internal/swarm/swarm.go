@@ -202,11 +202,15 @@ func (sw *Swarm) Run(ctx context.Context) *metrics.Collector {
 			sw.stopping.Store(true)
 			ctx = context.Background() // sample on while the bots drain
 		case now := <-tick.C:
+			if sw.stopping.Load() || now.Sub(sw.epoch) >= sw.runEnd {
+				col.Draining()
+			}
 			p := col.Sample(now)
 			if sw.cfg.OnSample != nil {
 				sw.cfg.OnSample(p, col.Totals())
 			}
 		case <-done:
+			col.Draining()
 			p := col.Sample(time.Now())
 			if sw.cfg.OnSample != nil {
 				sw.cfg.OnSample(p, col.Totals())

@@ -72,6 +72,16 @@ func TestSwarmCleanNetwork(t *testing.T) {
 	if tot.Connected != 0 {
 		t.Errorf("connected gauge %d after the run", tot.Connected)
 	}
+	// Samples after the run's end are marked draining, and the report's
+	// "connected" is the run's end (every bot), not a drain's sample.
+	for _, p := range r.Series {
+		if end := cfg.Duration.Seconds(); p.Draining != (p.T >= end) {
+			t.Errorf("sample at %.2f s draining %v (the run ends at %.0f s)", p.T, p.Draining, end)
+		}
+	}
+	if got := r.Metrics["connected"]; got != 1 {
+		t.Errorf("connected %v at the run's end, want 1", got)
+	}
 	if maxc, _ := z.Stats(); maxc != 20 {
 		t.Errorf("server saw %d connections at most", maxc)
 	}
