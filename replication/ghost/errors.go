@@ -29,6 +29,8 @@ var (
 	ErrNoRoom = errors.New("ghost: no room for the ghost section")
 	// ErrNameTooLong means a name exceeds MaxNameLen bytes.
 	ErrNameTooLong = errors.New("ghost: name too long")
+	// ErrNameNotUTF8 means a name is not valid UTF-8.
+	ErrNameNotUTF8 = errors.New("ghost: name is not UTF-8")
 
 	// Decoding errors (Mirror.Read), each wrapped in a *bitstream.ReadError
 	// naming the field and bit offset.

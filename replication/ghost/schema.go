@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 )
@@ -21,11 +22,17 @@ type Name struct {
 	b [MaxNameLen]byte
 }
 
-// MakeName returns s as a Name; longer than MaxNameLen bytes is ErrNameTooLong.
+// MakeName returns s as a Name; longer than MaxNameLen bytes is ErrNameTooLong,
+// not UTF-8 is ErrNameNotUTF8 (the wire's strings are UTF-8: a client rejects
+// a packet carrying one that is not, and a player record holding it would not
+// decode).
 func MakeName(s string) (Name, error) {
 	var n Name
 	if len(s) > MaxNameLen {
 		return n, ErrNameTooLong
+	}
+	if !utf8.ValidString(s) {
+		return n, ErrNameNotUTF8
 	}
 	n.n = uint8(copy(n.b[:], s))
 	return n, nil

@@ -174,6 +174,12 @@ func TestGroupsRoundTrip(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
+	if _, err := MakeName("p\xff1"); !errors.Is(err, ErrNameNotUTF8) {
+		t.Errorf("MakeName of a name not UTF-8: %v, want ErrNameNotUTF8", err)
+	}
+	if n, err := MakeName("名前"); err != nil || n.String() != "名前" {
+		t.Errorf("MakeName of a UTF-8 name: %q %v", n.String(), err)
+	}
 	if _, err := MakeName("0123456789012345678901234567890123"); !errors.Is(err, ErrNameTooLong) {
 		t.Fatalf("long name: %v", err)
 	}
