@@ -59,6 +59,12 @@ type UpdateFormat struct {
 	// (each 2^width − 1).
 	headBits                           uint
 	idMask, maskMask, posMask, velMask uint64
+	// posBare: the position's largest value min + S·precision is at most
+	// max, so no value needs ReadFixed's cap (the sum grows with the
+	// code); velBare: the velocity's min + L·step is exactly max, so the
+	// top code needs no case of its own. Then the reader's fast path
+	// computes each value without a comparison.
+	posBare, velBare bool
 }
 
 // NewUpdateFormat validates an update's layout: ErrOutOfRange for idMin >
@@ -79,6 +85,8 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	f.headBits = f.idBits + maskBits
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
 	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
+	f.posBare = pos.min+float64(float64(int64(pos.steps))*pos.precision) <= pos.max
+	f.velBare = math.Float64bits(vel.min+float64(float64(int64(vel.top))*vel.step)) == math.Float64bits(vel.max)
 	return f, nil
 }
 
@@ -135,9 +143,13 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 			o := &quatOthers[i&3]
 			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
 			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
-			if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
-				k0, k1, k2 = quatTowardZero(x0, x1, x2, quatM)
-			}
+			// A rotation whose rounded codes are not canonical (rare:
+			// its largest component within a code of another's) takes
+			// the per-field path, whose WriteQuat moves them toward
+			// zero: a call here would keep every value live across it
+			// on the stack.
+			s := k0*k0 + k1*k1 + k2*k2
+			good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
 			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
 		}
 	}
@@ -267,16 +279,21 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	// The fast path: the widths the format says and its largest update
 	// inside the stream, so no field tests the end; each group is one
 	// word from the bit it starts at, loaded from a window of the buffer
-	// that one test bounds.
+	// that one test bounds. In the buffer's last updateReadWindow bytes
+	// the window is a zero-padded copy of them: every field lies inside
+	// the stream, so the padding's bits are masked off.
 	at := rr.bit
 	if !f.rfast || at+f.rmax > rr.limit {
 		return rr.readUpdateSlow(f, p)
 	}
 	i := at >> 3
-	if i+updateReadWindow > uint(len(rr.buf)) {
-		return rr.readUpdateNear(f, p)
+	var win *[updateReadWindow]byte
+	if i+updateReadWindow <= uint(len(rr.buf)) {
+		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
+	} else {
+		win = new([updateReadWindow]byte) // does not escape: on the stack
+		copy(win[:], rr.buf[i:])
 	}
-	win := (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
 	pn, vn := f.pos.bits, f.vel.bits
 	b := at & 7
 	head := winWord(win, b)
@@ -291,7 +308,14 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
 			return rr.readUpdateSlow(f, p)
 		}
-		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
+		if f.posBare {
+			lo, d := f.pos.min, f.pos.precision
+			p.Pos[0] = lo + float64(float64(int64(x))*d)
+			p.Pos[1] = lo + float64(float64(int64(y))*d)
+			p.Pos[2] = lo + float64(float64(int64(z))*d)
+		} else {
+			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
+		}
 		b += 3 * pn
 	}
 	if mask&UpdateRot != 0 {
@@ -312,57 +336,17 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	}
 	if mask&UpdateVel != 0 {
 		x, y, z := codes3m(winWord(win, b), vn, f.velMask)
-		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
+		if f.velBare {
+			lo, d := f.vel.min, f.vel.step
+			p.Vel[0] = lo + float64(float64(int64(x))*d)
+			p.Vel[1] = lo + float64(float64(int64(y))*d)
+			p.Vel[2] = lo + float64(float64(int64(z))*d)
+		} else {
+			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
+		}
 		b += 3 * vn
 	}
 	rr.bit = at&^7 + b
-	return int64(uint64(f.idMin) + u), mask
-}
-
-// readUpdateNear is ReadUpdate's fast path in the buffer's last
-// updateReadWindow bytes: each group's word through RecordReader.word.
-func (rr *RecordReader) readUpdateNear(f *UpdateFormat, p *Pose) (id int64, mask uint) {
-	at := rr.bit
-	ib, mb, pn, vn := f.idBits, f.mask, f.pos.bits, f.vel.bits
-	head := rr.word(at)
-	u := head & (1<<(ib&63) - 1)
-	if u > f.span {
-		return rr.readUpdateSlow(f, p)
-	}
-	mask = uint(head >> (ib & 63) & (1<<(mb&63) - 1))
-	b := at + ib + mb
-	if mask&UpdatePos != 0 {
-		x, y, z := codes3(rr.word(b), pn)
-		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
-			return rr.readUpdateSlow(f, p)
-		}
-		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
-		b += 3 * pn
-	}
-	if mask&UpdateRot != 0 {
-		// quatFill with its constants, inline: the call would keep the
-		// update's state across it in memory.
-		c := rr.word(b)
-		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-		s := k0*k0 + k1*k1 + k2*k2
-		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
-			return rr.readUpdateSlow(f, p)
-		}
-		d := quatStep[QuatBits]
-		i := c & 3
-		o := &quatOthers[i]
-		p.Rot[o[0]&3] = float64(k0) * d
-		p.Rot[o[1]&3] = float64(k1) * d
-		p.Rot[o[2]&3] = float64(k2) * d
-		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
-		b += 2 + 3*QuatBits
-	}
-	if mask&UpdateVel != 0 {
-		x, y, z := codes3(rr.word(b), vn)
-		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
-		b += 3 * vn
-	}
-	rr.bit = b
 	return int64(uint64(f.idMin) + u), mask
 }
 
