@@ -192,34 +192,9 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
 		return
 	}
-	// Near the buffer's end. The fields collect in v (w bits) and go to
-	// the record when the next would not fit beside them.
-	v, w := u|uint64(mask)<<(ib&63), ib+mb
-	if mask&UpdatePos != 0 {
-		if n := 3 * pn; w+n <= 63 {
-			v, w = v|pc<<(w&63), w+n
-		} else {
-			rw.put(v, w)
-			v, w = pc, n
-		}
-	}
-	if mask&UpdateRot != 0 {
-		if w+2+3*QuatBits <= 63 {
-			v, w = v|qc<<(w&63), w+2+3*QuatBits
-		} else {
-			rw.put(v, w)
-			v, w = qc, 2+3*QuatBits
-		}
-	}
-	if mask&UpdateVel != 0 {
-		if n := 3 * vn; w+n <= 63 {
-			v, w = v|vc<<(w&63), w+n
-		} else {
-			rw.put(v, w)
-			v, w = vc, n
-		}
-	}
-	rw.put(v, w)
+	// Near the buffer's end (an update a packet, at most): the per-field
+	// record calls.
+	rw.writeUpdateSlow(f, id, mask, p)
 }
 
 // updateWindow is the bytes an update's fast paths address from the byte
