@@ -149,16 +149,19 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
 	// known good.
-	u, ib, mb := uint64(id)-uint64(f.idMin), f.idBits, f.mask
-	ok := good && f.wfast && u <= f.span && mask>>(mb&63) == 0
+	// The format's widths are loaded where they are used, not held: held
+	// across the groups they went to the stack and back.
+	u := uint64(id) - uint64(f.idMin)
+	ok := good && f.wfast && u <= f.span && mask>>(f.mask&63) == 0
 	var pc, vc uint64
-	pn, vn := f.pos.bits, f.vel.bits
 	if mask&UpdatePos != 0 {
+		pn := f.pos.bits
 		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
 		ok = ok && f.pos.in(x) && f.pos.in(y) && f.pos.in(z)
 		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 	}
 	if mask&UpdateVel != 0 {
+		vn := f.vel.bits
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
 		ok = ok && f.vel.in(x) && f.vel.in(y) && f.vel.in(z)
 		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
@@ -172,15 +175,15 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// group put into it, full words stored into a window the one test
 		// above bounds (an update fills at most three).
 		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
-		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(ib&63), ib+mb)
+		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
 		if mask&UpdatePos != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, pc, 3*pn)
+			acc, fill, off = winPut(win, acc, fill, off, pc, 3*f.pos.bits)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, vc, 3*vn)
+			acc, fill, off = winPut(win, acc, fill, off, vc, 3*f.vel.bits)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
 		return
@@ -262,7 +265,6 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		win = new([updateReadWindow]byte) // does not escape: on the stack
 		copy(win[:], rr.buf[i:])
 	}
-	pn, vn := f.pos.bits, f.vel.bits
 	b := at & 7
 	head := winWord(win, b)
 	u := head & f.idMask
@@ -272,7 +274,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	mask = uint(head >> (f.idBits & 63) & f.maskMask)
 	b += f.headBits
 	if mask&UpdatePos != 0 {
-		x, y, z := codes3m(winWord(win, b), pn, f.posMask)
+		x, y, z := codes3m(winWord(win, b), f.pos.bits, f.posMask)
 		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
 			return rr.readUpdateSlow(f, p)
 		}
@@ -284,7 +286,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
 		}
-		b += 3 * pn
+		b += 3 * f.pos.bits
 	}
 	if mask&UpdateRot != 0 {
 		c := winWord(win, b)
@@ -303,7 +305,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		b += 2 + 3*QuatBits
 	}
 	if mask&UpdateVel != 0 {
-		x, y, z := codes3m(winWord(win, b), vn, f.velMask)
+		x, y, z := codes3m(winWord(win, b), f.vel.bits, f.velMask)
 		if f.velBare {
 			lo, d := f.vel.min, f.vel.step
 			p.Vel[0] = lo + float64(float64(int64(x))*d)
@@ -312,7 +314,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
 		}
-		b += 3 * vn
+		b += 3 * f.vel.bits
 	}
 	rr.bit = at&^7 + b
 	return int64(uint64(f.idMin) + u), mask
