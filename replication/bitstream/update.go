@@ -173,7 +173,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
 		// group put into it, full words stored into a window the one test
-		// above bounds (an update fills at most three).
+		// above bounds (an update fills at most four).
 		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
 		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
 		if mask&UpdatePos != 0 {
