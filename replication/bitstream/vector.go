@@ -343,11 +343,18 @@ func quatField(q *[4]float64) (c uint64, ok bool) {
 	const absMask = 1<<63 - 1
 	a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
 	a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
-	// The largest magnitude's index (the first of equals) through
-	// flags and masks: which is largest is the data's, and a
-	// branch on it was mispredicted about one rotation in three.
-	i01, i23 := b2u(a1 > a0), 2+b2u(a3 > a2)
-	i := i01 ^ (i01^i23)&-b2u(max(a2, a3) > max(a0, a1))
+	i01, m01 := uint(0), a0
+	if a1 > a0 {
+		i01, m01 = 1, a1
+	}
+	i23, m23 := uint(2), a2
+	if a3 > a2 {
+		i23, m23 = 3, a3
+	}
+	i := i01
+	if m23 > m01 {
+		i = i23
+	}
 	t := quatScale
 	if math.Abs(ss-1) > 0x1p-40 {
 		t /= math.Sqrt(ss)
@@ -490,14 +497,4 @@ func QuatAngle(a, b [4]float64) float64 {
 		d2 += d * d
 	}
 	return 4 * math.Asin(math.Min(1, math.Sqrt(d2)/2))
-}
-
-// b2u is 1 for true and 0 for false, as a flag set by the comparison
-// (SETcc), not a branch.
-func b2u(b bool) uint {
-	var u uint
-	if b {
-		u = 1
-	}
-	return u
 }
