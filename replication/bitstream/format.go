@@ -50,9 +50,11 @@ func (f *FixedFormat) in(v float64) bool { return v >= f.min && v <= f.max }
 
 // code is WriteFixed's q for v ∈ [min, max]: the quotient is at least 0.5
 // and below 2^33, where the signed conversion equals the unsigned one and
-// is a single instruction.
+// is a single instruction. It needs no cap at S: S is this expression at
+// max (fixedParams), and every step of it is monotonic, so v ≤ max gives
+// q ≤ S (TestCodesWithinTop).
 func (f *FixedFormat) code(v float64) uint64 {
-	return min(uint64(int64((v-f.min)/f.precision+0.5)), f.steps)
+	return uint64(int64((v-f.min)/f.precision + 0.5))
 }
 
 // value is ReadFixed's result for a code q ≤ S. The cap is ReadFixed's
@@ -168,9 +170,12 @@ func (f *QuantizedFormat) MaxError() float64 { return QuantizedMaxError(f.min, f
 func (f *QuantizedFormat) in(v float64) bool { return v >= f.min && v <= f.max }
 
 // code is WriteQuantized's q for v ∈ [min, max] (the sum lies in
-// [0.5, 2^33), where the signed conversion is exact and cheaper).
+// [0.5, 2^33), where the signed conversion is exact and cheaper). It needs
+// no cap at L: the expression is monotonic in v, and at max the product
+// (max−min)·(L/(max−min)) is within a few ulps of L, so the sum truncates
+// to L (TestCodesWithinTop).
 func (f *QuantizedFormat) code(v float64) uint64 {
-	return min(uint64(int64(float64((v-f.min)*f.scale)+0.5)), f.top)
+	return uint64(int64(float64((v-f.min)*f.scale) + 0.5))
 }
 
 // value is ReadQuantized's result for a code q ≤ L.

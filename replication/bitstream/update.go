@@ -59,6 +59,12 @@ type UpdateFormat struct {
 	// (each 2^width − 1).
 	headBits                           uint
 	idMask, maskMask, posMask, velMask uint64
+	// posBare: the position's largest value min + S·precision is at most
+	// max, so no value needs ReadFixed's cap (the sum grows with the
+	// code); velBare: the velocity's min + L·step is exactly max, so the
+	// top code needs no case of its own. Then the reader's fast path
+	// computes each value without a comparison.
+	posBare, velBare bool
 }
 
 // NewUpdateFormat validates an update's layout: ErrOutOfRange for idMin >
@@ -79,6 +85,8 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	f.headBits = f.idBits + maskBits
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
 	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
+	f.posBare = pos.min+float64(float64(int64(pos.steps))*pos.precision) <= pos.max
+	f.velBare = math.Float64bits(vel.min+float64(float64(int64(vel.top))*vel.step)) == math.Float64bits(vel.max)
 	return f, nil
 }
 
@@ -135,28 +143,35 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 			o := &quatOthers[i&3]
 			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
 			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
-			if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
-				k0, k1, k2 = quatTowardZero(x0, x1, x2, quatM)
-			}
+			// A rotation whose rounded codes are not canonical (rare:
+			// its largest component within a code of another's) takes
+			// the per-field path, whose WriteQuat moves them toward
+			// zero: a call here would keep every value live across it
+			// on the stack.
+			s := k0*k0 + k1*k1 + k2*k2
+			good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
 			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
 		}
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
 	// known good.
-	u, ib, mb := uint64(id)-uint64(f.idMin), f.idBits, f.mask
-	ok := good && f.wfast && u <= f.span && mask>>(mb&63) == 0
+	// The format's widths are loaded where they are used, not held: held
+	// across the groups they went to the stack and back.
+	u := uint64(id) - uint64(f.idMin)
+	ok := good && f.wfast && u <= f.span && mask>>(f.mask&63) == 0
 	var pc, vc uint64
-	pn, vn := f.pos.bits, f.vel.bits
 	if mask&UpdatePos != 0 {
+		pn := f.pos.bits
 		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
 		ok = ok && f.pos.in(x) && f.pos.in(y) && f.pos.in(z)
-		pc = f.pos.code(x) | f.pos.code(y)<<(pn&63) | f.pos.code(z)<<(2*pn&63)
+		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 	}
 	if mask&UpdateVel != 0 {
+		vn := f.vel.bits
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
 		ok = ok && f.vel.in(x) && f.vel.in(y) && f.vel.in(z)
-		vc = f.vel.code(x) | f.vel.code(y)<<(vn&63) | f.vel.code(z)<<(2*vn&63)
+		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 	}
 	if !ok {
 		rw.writeUpdateSlow(f, id, mask, p)
@@ -165,49 +180,24 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
 		// group put into it, full words stored into a window the one test
-		// above bounds (an update fills at most three).
+		// above bounds (an update fills at most four).
 		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
-		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(ib&63), ib+mb)
+		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
 		if mask&UpdatePos != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, pc, 3*pn)
+			acc, fill, off = winPut(win, acc, fill, off, pc, 3*f.pos.bits)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, vc, 3*vn)
+			acc, fill, off = winPut(win, acc, fill, off, vc, 3*f.vel.bits)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
 		return
 	}
-	// Near the buffer's end. The fields collect in v (w bits) and go to
-	// the record when the next would not fit beside them.
-	v, w := u|uint64(mask)<<(ib&63), ib+mb
-	if mask&UpdatePos != 0 {
-		if n := 3 * pn; w+n <= 63 {
-			v, w = v|pc<<(w&63), w+n
-		} else {
-			rw.put(v, w)
-			v, w = pc, n
-		}
-	}
-	if mask&UpdateRot != 0 {
-		if w+2+3*QuatBits <= 63 {
-			v, w = v|qc<<(w&63), w+2+3*QuatBits
-		} else {
-			rw.put(v, w)
-			v, w = qc, 2+3*QuatBits
-		}
-	}
-	if mask&UpdateVel != 0 {
-		if n := 3 * vn; w+n <= 63 {
-			v, w = v|vc<<(w&63), w+n
-		} else {
-			rw.put(v, w)
-			v, w = vc, n
-		}
-	}
-	rw.put(v, w)
+	// Near the buffer's end (an update a packet, at most): the per-field
+	// record calls.
+	rw.writeUpdateSlow(f, id, mask, p)
 }
 
 // updateWindow is the bytes an update's fast paths address from the byte
@@ -267,17 +257,21 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	// The fast path: the widths the format says and its largest update
 	// inside the stream, so no field tests the end; each group is one
 	// word from the bit it starts at, loaded from a window of the buffer
-	// that one test bounds.
+	// that one test bounds. In the buffer's last updateReadWindow bytes
+	// the window is a zero-padded copy of them: every field lies inside
+	// the stream, so the padding's bits are masked off.
 	at := rr.bit
 	if !f.rfast || at+f.rmax > rr.limit {
 		return rr.readUpdateSlow(f, p)
 	}
 	i := at >> 3
-	if i+updateReadWindow > uint(len(rr.buf)) {
-		return rr.readUpdateNear(f, p)
+	var win *[updateReadWindow]byte
+	if i+updateReadWindow <= uint(len(rr.buf)) {
+		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
+	} else {
+		win = new([updateReadWindow]byte) // does not escape: on the stack
+		copy(win[:], rr.buf[i:])
 	}
-	win := (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
-	pn, vn := f.pos.bits, f.vel.bits
 	b := at & 7
 	head := winWord(win, b)
 	u := head & f.idMask
@@ -287,12 +281,19 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	mask = uint(head >> (f.idBits & 63) & f.maskMask)
 	b += f.headBits
 	if mask&UpdatePos != 0 {
-		x, y, z := codes3m(winWord(win, b), pn, f.posMask)
+		x, y, z := codes3m(winWord(win, b), f.pos.bits, f.posMask)
 		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
 			return rr.readUpdateSlow(f, p)
 		}
-		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
-		b += 3 * pn
+		if f.posBare {
+			lo, d := f.pos.min, f.pos.precision
+			p.Pos[0] = lo + float64(float64(int64(x))*d)
+			p.Pos[1] = lo + float64(float64(int64(y))*d)
+			p.Pos[2] = lo + float64(float64(int64(z))*d)
+		} else {
+			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
+		}
+		b += 3 * f.pos.bits
 	}
 	if mask&UpdateRot != 0 {
 		c := winWord(win, b)
@@ -311,58 +312,18 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		b += 2 + 3*QuatBits
 	}
 	if mask&UpdateVel != 0 {
-		x, y, z := codes3m(winWord(win, b), vn, f.velMask)
-		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
-		b += 3 * vn
+		x, y, z := codes3m(winWord(win, b), f.vel.bits, f.velMask)
+		if f.velBare {
+			lo, d := f.vel.min, f.vel.step
+			p.Vel[0] = lo + float64(float64(int64(x))*d)
+			p.Vel[1] = lo + float64(float64(int64(y))*d)
+			p.Vel[2] = lo + float64(float64(int64(z))*d)
+		} else {
+			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
+		}
+		b += 3 * f.vel.bits
 	}
 	rr.bit = at&^7 + b
-	return int64(uint64(f.idMin) + u), mask
-}
-
-// readUpdateNear is ReadUpdate's fast path in the buffer's last
-// updateReadWindow bytes: each group's word through RecordReader.word.
-func (rr *RecordReader) readUpdateNear(f *UpdateFormat, p *Pose) (id int64, mask uint) {
-	at := rr.bit
-	ib, mb, pn, vn := f.idBits, f.mask, f.pos.bits, f.vel.bits
-	head := rr.word(at)
-	u := head & (1<<(ib&63) - 1)
-	if u > f.span {
-		return rr.readUpdateSlow(f, p)
-	}
-	mask = uint(head >> (ib & 63) & (1<<(mb&63) - 1))
-	b := at + ib + mb
-	if mask&UpdatePos != 0 {
-		x, y, z := codes3(rr.word(b), pn)
-		if x > f.pos.steps || y > f.pos.steps || z > f.pos.steps {
-			return rr.readUpdateSlow(f, p)
-		}
-		p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
-		b += 3 * pn
-	}
-	if mask&UpdateRot != 0 {
-		// quatFill with its constants, inline: the call would keep the
-		// update's state across it in memory.
-		c := rr.word(b)
-		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
-		s := k0*k0 + k1*k1 + k2*k2
-		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
-			return rr.readUpdateSlow(f, p)
-		}
-		d := quatStep[QuatBits]
-		i := c & 3
-		o := &quatOthers[i]
-		p.Rot[o[0]&3] = float64(k0) * d
-		p.Rot[o[1]&3] = float64(k1) * d
-		p.Rot[o[2]&3] = float64(k2) * d
-		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
-		b += 2 + 3*QuatBits
-	}
-	if mask&UpdateVel != 0 {
-		x, y, z := codes3(rr.word(b), vn)
-		p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
-		b += 3 * vn
-	}
-	rr.bit = b
 	return int64(uint64(f.idMin) + u), mask
 }
 
@@ -374,7 +335,10 @@ const updateReadWindow = 40
 
 // codes3m is codes3 with the codes' mask (2^n − 1) given.
 func codes3m(v uint64, n uint, mask uint64) (a, b, c uint64) {
-	return v & mask, v >> (n & 63) & mask, v >> (2 * n & 63) & mask
+	// Shifted by n twice, not by n and 2n: one shift count, which x86
+	// keeps in one register (CL), loaded once.
+	b = v >> (n & 63)
+	return v & mask, b & mask, b >> (n & 63) & mask
 }
 
 // winWord is the window's bits from bit b on (b < 8·22, a group's first
