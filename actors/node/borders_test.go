@@ -385,9 +385,11 @@ func logRecoveries(t *testing.T, nodes []*Node) {
 		mu.Lock()
 		zones := fmt.Sprint(zs, err)
 		mu.Unlock()
-		zm, bm := n.Zones().Metrics(), n.Bridge().Metrics()
-		t.Logf("node %s: relooks %d, unplaced %d, joins refused %d, commit records refused %d; zones %s", n.NodeID(),
-			n.Gateway().Stats().Relooks, zm.Unplaced.Load(), zm.JoinsRejected.Load(), bm.RecordRefused.Load(), zones)
+		zm, bm, pm := n.Zones().Metrics(), n.Bridge().Metrics(), n.players
+		t.Logf("node %s: relooks %d, unplaced %d, joins refused %d, commit records refused %d; "+
+			"records written %d, conflicts %d, dropped %d, errors %d, fenced %d, checkpoints refused %d; zones %s", n.NodeID(),
+			n.Gateway().Stats().Relooks, zm.Unplaced.Load(), zm.JoinsRejected.Load(), bm.RecordRefused.Load(),
+			pm.Written.Load(), pm.Conflicts.Load(), pm.Dropped.Load(), pm.Errors.Load(), pm.Fenced.Load(), pm.CheckpointsRefused.Load(), zones)
 	}
 }
 

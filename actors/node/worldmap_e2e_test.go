@@ -21,6 +21,11 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 )
 
+// browserWait bounds TestWorldMapInBrowser's browser: its launch and
+// first page load plus the steps' own bounds (25 s), with room for a
+// starved host's launch.
+const browserWait = 90 * time.Second
+
 var updateMapShot = flag.Bool("worldmap.readme", false, "write the world map screenshot to docs/img/worldmap.png")
 
 // findChromium returns Debian's chromium (or another Chrome on PATH).
@@ -72,7 +77,16 @@ func TestWorldMapInBrowser(t *testing.T) {
 		}
 	}
 
-	actx, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+	// The browser's own bound: its launch and first page load (bounded by
+	// nothing else) and the steps below, each bounded on its own (10 +
+	// 5 + 5 + 5 s of waits). It was the dials' 30 s context: at load 20-25
+	// under -race the launch, the page and the steps took 25-27 s in runs
+	// that passed, and the runs that failed hit that context's deadline
+	// in whichever step was running then (the page's load, a screenshot, a
+	// read), never a step's own bound (4 of 8 runs failed so, 2026-12-01).
+	browserCtx, browserCancel := context.WithTimeout(context.Background(), browserWait)
+	defer browserCancel()
+	actx, acancel := chromedp.NewExecAllocator(browserCtx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1100, 700))...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
@@ -103,8 +117,9 @@ func TestWorldMapInBrowser(t *testing.T) {
 
 	t0 := time.Now()
 	if _, err := chromedp.Run(bctx, chromedp.Navigate("http://"+n.HTTPAddr()+"/")); err != nil {
-		t.Fatalf("open the map: %v", err)
+		t.Fatalf("open the map: %v (after %v)", err, time.Since(t0).Round(time.Millisecond))
 	}
+	t.Logf("browser up and the map opened after %v", time.Since(t0).Round(time.Millisecond))
 	if url, err := chromedp.Run(bctx, chromedp.Location()); err != nil || !strings.HasSuffix(url, "/map") {
 		t.Errorf("/ led to %q (%v), want /map", url, err)
 	}

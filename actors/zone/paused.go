@@ -84,6 +84,9 @@ func (a *zoneActor) armPaused() {
 // never acknowledged ends its player once the machine forgets it
 // (settleUnacked).
 func (a *zoneActor) settleHandoffWaits() {
+	if a.p.holdWaits != nil && a.p.holdWaits(a.p.Sim.Zone) {
+		return
+	}
 	for id, until := range a.awaiting {
 		if a.p.Now() >= until { // the client did not come back: leave as usual
 			delete(a.awaiting, id)

@@ -90,6 +90,11 @@ type Params struct {
 	// step, on the zone's goroutine (tests: a tick made to cost more than
 	// its period).
 	afterStep func(z *sim.Zone)
+	// holdWaits, when set, is asked at each run of the actor's waits on
+	// handoffs (settleHandoffWaits) with the zone's name; true skips that
+	// run (tests: a Leave kept during a handoff is passed on only once
+	// the test lets it go, after it has ordered the new owner's messages).
+	holdWaits func(zone string) bool
 }
 
 // Validate reports missing or unusable parameters.
