@@ -172,9 +172,9 @@ type keptState struct {
 // lines the view brought — a line for 2.7 ghosts of a run of entries, not
 // a line of the entries' for each (TestSnapEntLayout).
 type snapView struct {
-	qpos [3]uint32
-	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
 	fl   uint8  // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	qpos [3]uint32
 	// now is the groups stamped with this snapshot's seq (chg): what
 	// changed since the series' previous snapshot (every group of a new
 	// entry). A table that took the previous snapshot reads its changes
