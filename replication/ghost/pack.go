@@ -557,8 +557,9 @@ func (t *Table) writeUsual(id uint32) int {
 	if mask&c.posBit == 0 || tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
 		return recOther // no position (or a resend), none delivered (absolute), or wide
 	}
-	e := &t.snapOf(s).ents[s.si]
-	q := &e.qpos
+	sn := t.snapOf(s)
+	v := &sn.vw[s.si] // the entry's view: its line came with the view's walk
+	q := &v.qpos
 	ql := t.pp.packLo(q)
 	rest := s.restCopies
 	var d0, d1, d2 uint64
@@ -609,11 +610,11 @@ func (t *Table) writeUsual(id uint32) int {
 		rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
 		rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
 		if y != 0 {
-			rv |= uint64(e.yawQ) << (rn & 63)
+			rv |= uint64(v.yawQ) << (rn & 63)
 			rn += uint(c.yawBits)
 		}
 	} else {
-		if rv, rn = usualGroups(c, e, mask, rv, rn, k, d0, d1, d2, q); rn == 0 {
+		if rv, rn = usualGroups(c, &sn.ents[s.si], v.yawQ, mask, rv, rn, k, d0, d1, d2, q); rn == 0 {
 			return recOther
 		}
 	}
@@ -686,11 +687,12 @@ func (t *Table) writeUsual(id uint32) int {
 // usualGroups is writeUsual's walk of the groups in mask, in group order,
 // for a mask other than the usual ones it writes itself: it appends each
 // group's bits to the run rv of rn bits and returns it, or rn 0 for a
-// group that is not the table's to code (writeRecord's record). Out of
-// line: writeUsual's usual record keeps its values in registers.
+// group that is not the table's to code (writeRecord's record). e is the
+// entry (its codes), yaw its yaw code. Out of line: writeUsual's usual
+// record keeps its values in registers.
 //
 //go:noinline
-func usualGroups(c *Class, e *snapEnt, mask, rv uint64, rn, k uint, d0, d1, d2 uint64, q *[3]uint32) (uint64, uint) {
+func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn, k uint, d0, d1, d2 uint64, q *[3]uint32) (uint64, uint) {
 	for m := mask; m != 0; m &= m - 1 {
 		switch g := c.wk[bits.TrailingZeros64(m)]; {
 		case g >= wkCoded:
@@ -705,7 +707,7 @@ func usualGroups(c *Class, e *snapEnt, mask, rv uint64, rn, k uint, d0, d1, d2 u
 			rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
 			rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
 		case g == wkYaw:
-			rv |= uint64(e.yawQ) << (rn & 63)
+			rv |= uint64(yaw) << (rn & 63)
 			rn += uint(c.yawBits)
 		default:
 			return 0, 0
@@ -771,8 +773,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		var yaw uint16
 		var gc *[snapCodes]uint64
 		if t.snapMode && s.si&siCarry == 0 {
-			e := &t.snapOf(s).ents[s.si]
-			q, yaw, gc = &e.qpos, e.yawQ, &e.gc
+			sn := t.snapOf(s)
+			v := &sn.vw[s.si]
+			q, yaw, gc = &v.qpos, v.yawQ, &sn.ents[s.si].gc
 		} else {
 			q, yaw = t.latest(id, s)
 		}
@@ -1166,9 +1169,10 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 	var q *[3]uint32
 	var yaw uint16
 	var gc *[snapCodes]uint64
-	if t.snapMode && s.si&siCarry == 0 { // latest and codesOf: one lookup of the entry
-		e := &t.snapOf(s).ents[s.si]
-		q, yaw, gc = &e.qpos, e.yawQ, &e.gc
+	if t.snapMode && s.si&siCarry == 0 { // latest and codesOf: one lookup of the snapshot
+		sn := t.snapOf(s)
+		v := &sn.vw[s.si]
+		q, yaw, gc = &v.qpos, v.yawQ, &sn.ents[s.si].gc
 	} else {
 		q, yaw = t.latest(id, s)
 	}

@@ -43,34 +43,38 @@ func TestSlotLayout(t *testing.T) {
 	}
 }
 
-// TestSnapEntLayout pins what a usual update reads of a snapshot entry
-// (writeUsual: the quantized position and yaw code, then the group codes)
-// at the entry's start, the position and yaw in its first 16 bytes: an
-// entry starts 0 or 32 bytes into a line (96 bytes apart), or 8 or 40 in
-// a small snapshot whose runtime header comes first, and those 16 bytes
-// are in one line at each of those starts.
+// TestSnapEntLayout pins where a usual update's position and yaw code
+// are: in the entry's view (snapView, which the view's walk reads right
+// before the packet's), not the entry — 96 bytes apart, the entries put
+// each ghost's position on a line of its own, a D1 miss a usual update
+// (BenchmarkTables1000Pump) — and the two arrays' sizes: an entry's 88
+// bytes and its view's 24 are the 96 and 16 they were, so a snapshot costs
+// an entry no more (TestSnapshotEntryFootprint).
 func TestSnapEntLayout(t *testing.T) {
 	var e snapEnt
-	if got := unsafe.Sizeof(e); got != 96 {
-		t.Fatalf("snapEnt is %d bytes, want 96 (the snapshot's footprint)", got)
+	var v snapView
+	if got := unsafe.Sizeof(e); got != 88 {
+		t.Fatalf("snapEnt is %d bytes, want 88 (the snapshot's footprint)", got)
 	}
-	if end := unsafe.Offsetof(e.yawQ) + unsafe.Sizeof(e.yawQ); unsafe.Offsetof(e.qpos) != 0 || end > 16 {
-		t.Errorf("qpos and yawQ in bytes %d–%d of the entry, want within 0–15", unsafe.Offsetof(e.qpos), end-1)
+	if got := unsafe.Sizeof(v); got != 24 {
+		t.Fatalf("snapView is %d bytes, want 24 (the snapshot's footprint; 2.7 a line)", got)
 	}
-	if unsafe.Offsetof(e.gc) != 16 {
-		t.Errorf("gc at byte %d of the entry, want 16 (after qpos and yawQ)", unsafe.Offsetof(e.gc))
+	// fl first: takeKept reads it at the element's address (an
+	// instruction a ghost less than at an offset).
+	if end := unsafe.Offsetof(v.qpos) + unsafe.Sizeof(v.qpos); unsafe.Offsetof(v.fl) != 0 || unsafe.Offsetof(v.yawQ) != 2 || end > 16 {
+		t.Errorf("fl, yawQ and qpos in bytes %d–%d of the view, want fl at 0, all within 0–15", unsafe.Offsetof(v.fl), end-1)
 	}
-	// Where the entries of a small snapshot start: after the runtime's
-	// 8-byte header, in a size class of whole lines.
-	for _, n := range []int{10, 100, 250, 341} {
-		ents := make([]snapEnt, n)
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(ents)))
-		for i := range ents {
-			lo := uintptr(unsafe.Pointer(&ents[i].qpos)) - base + base%64
-			hi := lo + unsafe.Offsetof(e.yawQ) + 1
-			if lo/64 != hi/64 {
-				t.Fatalf("%d entries: entry %d's position and yaw straddle two lines (bytes %d–%d from a line's start)", n, i, lo%64, lo%64+hi-lo)
-			}
+	// A table's usual ghosts are a run of entries (its view's): the
+	// positions of 48 of them in at most 19 lines, the entries' 48.
+	vw := make([]snapView, 1000)
+	for _, first := range []int{0, 1, 2, 7, 500, 952} {
+		lines := map[uintptr]bool{}
+		for i := first; i < first+48; i++ {
+			p := uintptr(unsafe.Pointer(&vw[i]))
+			lines[p/64], lines[(p+15)/64] = true, true
+		}
+		if len(lines) > 19 {
+			t.Errorf("48 views from %d: their positions and yaw codes on %d lines, want ≤ 19", first, len(lines))
 		}
 	}
 }

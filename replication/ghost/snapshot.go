@@ -40,9 +40,11 @@ type Snapshot struct {
 	stride int
 	ents   []snapEnt
 	// vw[i] is what a view reads of entry i for a ghost it took there in
-	// the previous view (the usual case): the changes and two flags, 16
-	// bytes apart from the entries, so such a view reads a compact array
-	// (1,000 entries: 16 KB, shared by every table) and no entry.
+	// the previous view (the usual case) — the changes and flags — and
+	// the quantized position and yaw code its usual update writes: 24
+	// bytes apart from the entries, so such a view and its packet read a
+	// compact array (1,000 entries: 24 KB, shared by every table) and no
+	// entry.
 	vw []snapView
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
 	// held entry i's current group-g value (for the position group: the
@@ -125,33 +127,26 @@ func (s *Snapshot) Held() bool { return s.refs.Load() > 0 }
 func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 
 // snapEnt is one entry: the entity, its class and its state as the
-// tables send it — quantized position, yaw code, group codes and name,
-// checked, quantized and coded once at Seal for every table. 96 bytes; the
-// float State (112 more) is kept apart only where a group needs it
-// (entState: Snapshot.xs).
+// tables send it — group codes and name, checked and coded once at Seal
+// for every table; its quantized position and yaw code are its view's
+// (snapView). 88 bytes; the float State (112 more) is kept apart only
+// where a group needs it (entState: Snapshot.xs).
 //
-// What a usual update reads (writeUsual: qpos, yawQ, and the codes of the
-// coded groups it carries) comes first, in bytes 0–47, qpos and yawQ in
-// the first 16: the entries are 96 bytes apart, so an entry starts 0 or 32
-// bytes into a line — 8 or 40 in a zone's snapshot of at most 341 entries,
-// a small object whose runtime header comes first (the entries hold
-// pointers) — and qpos and yawQ are in one line wherever it starts
-// (TestSnapEntLayout). At the end, after the entity and class, they
-// straddled two lines in half of a small snapshot's entries.
+// A usual update (writeUsual: the position and yaw code) reads nothing
+// here. With the two at an entry's start, each update missed a D1 line of
+// its own: the entries 96 bytes apart, and the zone's snapshot shared by
+// every table, its lines gone from D1 between two tables' reads of them
+// (25.6 k of BenchmarkTables1000Pump's 150 k D1 read misses a tick).
 type snapEnt struct {
-	qpos [3]uint32
-	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
-	bad  uint8  // snapOK, or why a view naming it is refused
-	fl   uint8  // entState, entIn
 	// gc is the codes of the class's coded groups (Group.slot), coded
 	// once at Seal for every table: each its field's bits, and its
-	// length in the top byte (noCode: Encode writes it). Beside qpos and
-	// yawQ, which the update reads too: a usual update reads nothing of
-	// the state.
+	// length in the top byte (noCode: Encode writes it).
 	gc     [snapCodes]uint64
 	entity uint64
 	class  *Class // nil: an empty entry
 	name   Name   // the state's name (NameGroup's Encode reads it alone)
+	bad    uint8  // snapOK, or why a view naming it is refused
+	fl     uint8  // entState, entIn
 }
 
 // Flags of snapEnt.fl.
@@ -170,14 +165,21 @@ type keptState struct {
 }
 
 // snapView is what a view reads of an entry before the entry itself
-// (Snapshot.vw).
+// (Snapshot.vw), and what a usual update writes of it: its quantized
+// position and yaw code. 24 bytes, 2.7 to a line: a view takes its usual
+// ghosts here, and the packet's updates right after it (ghostmgr applies
+// a view in the pump, before the Write) find their positions in the
+// lines the view brought — a line for 2.7 ghosts of a run of entries, not
+// a line of the entries' for each (TestSnapEntLayout).
 type snapView struct {
+	fl   uint8  // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
+	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
+	qpos [3]uint32
 	// now is the groups stamped with this snapshot's seq (chg): what
 	// changed since the series' previous snapshot (every group of a new
 	// entry). A table that took the previous snapshot reads its changes
 	// here, once, instead of comparing every group's stamp.
 	now uint64
-	fl  uint8 // vwHeld, vwKept
 }
 
 // Flags of snapView.fl.
@@ -321,23 +323,23 @@ func (s *Snapshot) wireState(i uint32, dst *State) *State {
 	if st := s.kept(i); st != nil {
 		return st
 	}
-	e := &s.ents[i]
-	e.decode(&s.reg.q, dst)
+	s.ents[i].decode(&s.vw[i], &s.reg.q, dst)
 	return dst
 }
 
-// decode sets dst to e's state as a client decodes it (e keeps no State).
-func (e *snapEnt) decode(q *quant, dst *State) {
+// decode sets dst to e's state as a client decodes it (e keeps no State),
+// v the entry's view (its position and yaw code).
+func (e *snapEnt) decode(v *snapView, q *quant, dst *State) {
 	c := e.class
 	*dst = State{Name: e.name}
 	if c.posIdx >= 0 {
-		dst.Pos = q.value(e.qpos)
+		dst.Pos = q.value(v.qpos)
 	}
 	for g := range c.Groups {
 		gr := &c.Groups[g]
 		switch k := c.wk[g]; {
 		case k == wkYaw:
-			dst.Yaw = gr.yc.value(uint64(e.yawQ))
+			dst.Yaw = gr.yc.value(uint64(v.yawQ))
 		case k >= wkCoded:
 			gr.decode(e.gc[k-wkCoded]&(1<<codeShift-1), dst)
 		}
@@ -350,16 +352,17 @@ func (e *snapEnt) decode(q *quant, dst *State) {
 // class with a group only its Encode writes (such entries keep theirs).
 func (r *Registry) WireState(c *Class, st *State) State {
 	var e snapEnt
-	if c.stateful || r.check(c, st, &e.qpos) != nil {
+	var v snapView
+	if c.stateful || r.check(c, st, &v.qpos) != nil {
 		return *st
 	}
-	e.class, e.name, e.yawQ = c, st.Name, yawCode(c, st)
+	e.class, e.name, v.yawQ = c, st.Name, yawCode(c, st)
 	e.codeGroups(c, c.coded, st)
 	if e.uncoded(c) {
 		return *st
 	}
 	var w State
-	e.decode(&r.q, &w)
+	e.decode(&v, &r.q, &w)
 	return w
 }
 
@@ -655,11 +658,12 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 	}
 	s.seq = w.seq
 	var prev []snapEnt
+	var prevVw []snapView
 	var prevChg []uint32
 	var prevSnap *Snapshot
 	if w.last != nil && w.last.stride == s.stride {
 		prevSnap = w.last
-		prev, prevChg = prevSnap.ents, prevSnap.chg
+		prev, prevVw, prevChg = prevSnap.ents, prevSnap.vw, prevSnap.chg
 	}
 	// Set's compares with the previous snapshot's states hold if s.in
 	// had them: of its entries that were Set (entIn).
@@ -706,7 +710,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			// yaw code, group codes and name are these (functions of the
 			// state alone); nothing to stamp.
 			p := &prev[i]
-			e.qpos, e.yawQ, e.gc, e.name = p.qpos, p.yawQ, p.gc, p.name
+			v.qpos, v.yawQ, e.gc, e.name = prevVw[i].qpos, prevVw[i].yawQ, p.gc, p.name
 			if p.fl&entState != 0 {
 				s.keep(i, cur)
 			}
@@ -715,19 +719,19 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			continue
 		}
 		e.name = cur.Name
-		if w.reg.check(c, cur, &e.qpos) != nil {
+		if w.reg.check(c, cur, &v.qpos) != nil {
 			e.bad = snapBadState
 			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
 			invalid++
 			continue
 		}
-		e.yawQ = yawCode(c, cur)
+		v.yawQ = yawCode(c, cur)
 		chg := s.chg[i*st : i*st+st]
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
-			p := &prev[i]
+			p, pv := &prev[i], &prevVw[i]
 			copy(chg, prevChg[i*st:i*st+st])
-			if c.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
+			if c.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
 				chg[c.posIdx] = s.seq
 				v.now |= c.posBit
 				v.fl |= vwMoved
@@ -747,7 +751,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 					}
 					for ; m != 0; m &= m - 1 {
 						g := bits.TrailingZeros64(m)
-						if changed(&c.Groups[g], g == c.yawIdx, p, e, ps, cur) {
+						if changed(&c.Groups[g], g == c.yawIdx, p, e, pv.yawQ, v.yawQ, ps, cur) {
 							chg[g] = s.seq
 							v.now |= 1 << uint(g)
 						}
@@ -968,15 +972,15 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			switch {
 			case psi&siGone != 0:
 				g := &t.gone[psi&siIndex]
-				psi, ptaken, moved = g.si, g.taken, g.q != e.qpos // unkill drops the record
+				psi, ptaken, moved = g.si, g.taken, g.q != v.qpos // unkill drops the record
 			case psi&siCarry != 0:
-				moved = oldCarry[psi&siIndex].q != e.qpos
+				moved = oldCarry[psi&siIndex].q != v.qpos
 			case same && psi == ri && ptaken == snap.seq-1:
 				// The entry of the snapshot just before this one: its
 				// stamp says whether the position differs from that one's.
 				moved = v.now&c.posBit != 0
 			default:
-				moved = oldSnap.ents[psi].qpos != e.qpos
+				moved = oldSnap.vw[psi].qpos != v.qpos
 			}
 			if s.phase == phaseKilling {
 				t.unkill(s) // drops the gone record
@@ -1104,7 +1108,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			oe := &oldSnap.ents[s.si]
 			var st State
 			st = *oldSnap.wireState(s.si, &st)
-			nc = append(nc, carried{st: st, entity: oe.entity, q: oe.qpos, yaw: oe.yawQ})
+			ov := &oldSnap.vw[s.si]
+			nc = append(nc, carried{st: st, entity: oe.entity, q: ov.qpos, yaw: ov.yawQ})
 		}
 		s.si = siCarry | uint32(len(nc)-1)
 	}
@@ -1357,7 +1362,7 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	if s.si&siCarry != 0 {
 		return &t.carry[s.si&siIndex].q
 	}
-	return &t.snapOf(s).ents[s.si].qpos
+	return &t.snapOf(s).vw[s.si].qpos
 }
 
 // latest is ghost s's (id's, in scope) latest quantized position and yaw
@@ -1373,8 +1378,8 @@ func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
 		v := &t.carry[s.si&siIndex]
 		return &v.q, v.yaw
 	}
-	e := &t.snapOf(s).ents[s.si]
-	return &e.qpos, e.yawQ
+	v := &t.snapOf(s).vw[s.si]
+	return &v.qpos, v.yawQ
 }
 
 // codesOf is the codes of ghost s's (in scope) coded groups if its latest
@@ -1401,7 +1406,7 @@ func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, s
 	p := &old.ents[psi]
 	ps, es := old.kept(psi), snap.kept(ri)
 	for g := range c.Groups {
-		if gr := &c.Groups[g]; !gr.pos && changed(gr, g == c.yawIdx, p, e, ps, es) {
+		if gr := &c.Groups[g]; !gr.pos && changed(gr, g == c.yawIdx, p, e, old.vw[psi].yawQ, snap.vw[ri].yawQ, ps, es) {
 			m |= 1 << uint(g)
 		}
 	}

@@ -72,7 +72,7 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 			if ea != eb || ca != cb || (ca != nil && a.ents[i].bad == snapOK && *sa != *sb) {
 				t.Fatalf("tick %d entry %d: %d %v, reused %d %v", k, i, ea, sa.Pos, eb, sb.Pos)
 			}
-			if a.ents[i].bad != b.ents[i].bad || ca != nil && a.ents[i].bad == snapOK && (a.ents[i].qpos != b.ents[i].qpos || a.ents[i].yawQ != b.ents[i].yawQ) {
+			if a.ents[i].bad != b.ents[i].bad || ca != nil && a.ents[i].bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ) {
 				t.Fatalf("tick %d entry %d: sealed unlike a new snapshot", k, i)
 			}
 		}

@@ -102,7 +102,8 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		e, v, src := &ents[i], &s.vw[i], &ents[c.Src]
 		// Field by field: one pointer write, not the whole entry's copy
 		// under the write barrier.
-		e.entity, e.class, e.qpos, e.yawQ, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.qpos, src.yawQ, src.bad, src.gc, src.name, 0
+		e.entity, e.class, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.bad, src.gc, src.name, 0
+		v.qpos, v.yawQ = s.vw[c.Src].qpos, s.vw[c.Src].yawQ
 		cl := e.class
 		var es *State // the source's state, as Set gave it
 		if cl != nil {
@@ -124,22 +125,22 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 			v.fl |= cl.movedFl()
 			continue
 		}
-		p := &pents[i]
+		p, pv := &pents[i], &prev.vw[i]
 		copy(chg, pchg[i*st:i*st+st])
 		if p.bad == snapOK {
 			v.fl |= vwKept
-			if p.qpos == e.qpos && p.yawQ == e.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
+			if pv.qpos == v.qpos && pv.yawQ == v.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
 				continue // still (the same wire values): nothing to stamp
 			}
 		}
-		if cl.posIdx >= 0 && (p.bad != snapOK || p.qpos != e.qpos) {
+		if cl.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
 			chg[cl.posIdx] = s.seq
 			v.now |= cl.posBit
 			v.fl |= vwMoved
 		}
 		ps := prev.kept(uint32(i))
 		for g := range cl.Groups {
-			if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, ps, es) {
+			if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, pv.yawQ, v.yawQ, ps, es) {
 				chg[g] = s.seq
 				v.now |= 1 << uint(g)
 			}
@@ -165,6 +166,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 	e, p, v := &s.ents[i], &prev.ents[i], &s.vw[i]
 	*e = *p
+	v.qpos, v.yawQ = prev.vw[i].qpos, prev.vw[i].yawQ
 	if e.fl&entState != 0 {
 		s.keep(i, prev.kept(uint32(i)))
 	}
@@ -181,14 +183,14 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 	v.now, v.fl = 0, vwHeld|vwKept
 }
 
-// changed is gr.Changed(ps, es) for entries p and e of gr's class, e
-// accepted, of states ps and es: where both entries hold gr's wire value
-// coded (snapEnt.gc, or yawQ for the class's yaw group, or the name for a
-// NameGroup), a compare of the codes — Changed compares wire values —
+// changed is gr.Changed(ps, es) for entries p and e of gr's class (their
+// yaw codes pyaw and eyaw), e accepted, of states ps and es: where both
+// entries hold gr's wire value coded (snapEnt.gc, or the yaw code for the
+// class's yaw group, or the name for a NameGroup), a compare of the codes — Changed compares wire values —
 // instead of the call (≈ 80 instructions for velocity and yaw). ps and es
 // may be nil where the entries hold every group's value (no entState): a
 // table's diff of two entries (Table.diffPrev).
-func changed(gr *Group, yaw bool, p, e *snapEnt, ps, es *State) bool {
+func changed(gr *Group, yaw bool, p, e *snapEnt, pyaw, eyaw uint16, ps, es *State) bool {
 	if p.bad == snapOK {
 		if k := int(gr.slot) - 1; k >= 0 {
 			if pc, ec := p.gc[k], e.gc[k]; pc != noCode && ec != noCode {
@@ -200,7 +202,7 @@ func changed(gr *Group, yaw bool, p, e *snapEnt, ps, es *State) bool {
 			}
 		}
 		if yaw && gr.yc.bits <= 16 {
-			return p.yawQ != e.yawQ
+			return pyaw != eyaw
 		}
 		if gr.name {
 			return p.name != e.name

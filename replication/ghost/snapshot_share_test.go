@@ -245,7 +245,7 @@ func sameSnapshot(t *testing.T, seed, tick uint64, a, b *Snapshot) {
 			t.Fatalf("seed %d tick %d entry %d: entity %d/%d class %p/%p bad %d/%d", seed, tick, i, ea.entity, eb.entity, ea.class, eb.class, ea.bad, eb.bad)
 		}
 		// The state bit for bit (a NaN is not == itself).
-		if ea.class != nil && ea.bad == snapOK && (ea.qpos != eb.qpos || ea.yawQ != eb.yawQ || !sameCodes(ea, eb) || ea.name != eb.name || ea.fl&entState != eb.fl&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
+		if ea.class != nil && ea.bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ || !sameCodes(ea, eb) || ea.name != eb.name || ea.fl&entState != eb.fl&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
 			t.Fatalf("seed %d tick %d entry %d: Seal %+v, SealCopies %+v", seed, tick, i, *ea, *eb)
 		}
 		if a.vw[i] != b.vw[i] {

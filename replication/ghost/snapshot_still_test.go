@@ -68,8 +68,8 @@ func TestSealStillEntriesAsChecked(t *testing.T) {
 			if bad != snapOK {
 				continue
 			}
-			if e.qpos != q || e.yawQ != yawCode(d.nc, &st) {
-				t.Fatalf("tick %d entry %d: qpos %v yaw %d, quantized afresh %v %d", k, i, e.qpos, e.yawQ, q, yawCode(d.nc, &st))
+			if v := &s.vw[i]; v.qpos != q || v.yawQ != yawCode(d.nc, &st) {
+				t.Fatalf("tick %d entry %d: qpos %v yaw %d, quantized afresh %v %d", k, i, v.qpos, v.yawQ, q, yawCode(d.nc, &st))
 			}
 			if prev == nil {
 				continue

@@ -1264,7 +1264,7 @@ func (t *Table) leave(id uint32) {
 			g.q = t.carry[s.si&siIndex].q
 		default:
 			sn := t.snapOf(s)
-			g.si, g.taken, g.q = s.si, sn.seq, sn.ents[s.si].qpos
+			g.si, g.taken, g.q = s.si, sn.seq, sn.vw[s.si].qpos
 		}
 		s.si = siGone | uint32(len(t.gone))
 		t.gone = append(t.gone, g)
