@@ -331,39 +331,68 @@ func (p *Players) count(j *playerJob, d int32) {
 // CheckpointSync writes the checkpoints of zone's players and waits for
 // every write (a zone handed over: its new owner restores from them). The
 // writes go through the players' ordered queues, after any checkpoint
-// still queued, so an older one never lands last. Its error wraps a
-// failed write's (ErrUnencodableRecord before any other: that one a
-// retry never fixes).
+// still queued, so an older one never lands last. Its error wraps
+// ErrUnencodableRecord when a record did not encode (a retry never
+// fixes that one; the log names the players).
 func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff.Checkpoint, gateway func(conn string) string) error {
-	results := make(chan error, len(cps))
+	// The outcomes as codes, not errors: a channel of pointer-free
+	// elements is one allocation, not two (its buffer apart).
+	results := make(chan syncOutcome, len(cps))
 	for i := range cps {
 		j := newCheckpointJob(zone, &cps[i], false, gateway(cps[i].Conn))
-		j.done = func(err error) { results <- err }
+		j.done = func(err error) { results <- syncOutcomeOf(err) }
 		select { // a checkpoint: not counted (count)
 		case p.jobs[j.player%playerWorkers] <- j:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	failed := 0
-	var first error
+	failed, unencodable := 0, 0
 	for range cps {
 		select {
-		case err := <-results:
-			if err != nil {
+		case o := <-results:
+			if o != syncWritten {
 				failed++
-				if first == nil || errors.Is(err, ErrUnencodableRecord) && !errors.Is(first, ErrUnencodableRecord) {
-					first = err
-				}
+			}
+			if o == syncUnencodable {
+				unencodable++
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d checkpoints not written: %w", failed, len(cps), first)
+		return syncError(failed, unencodable, len(cps))
 	}
 	return nil
+}
+
+// syncError is CheckpointSync's error (apart: its formatting would grow
+// CheckpointSync's frame, and a goroutine's stack with it).
+func syncError(failed, unencodable, n int) error {
+	if unencodable > 0 {
+		return fmt.Errorf("%d of %d checkpoints not written, %d of them: %w", failed, n, unencodable, ErrUnencodableRecord)
+	}
+	return fmt.Errorf("%d of %d checkpoints not written", failed, n)
+}
+
+// syncOutcome is a CheckpointSync write's outcome.
+type syncOutcome uint8
+
+const (
+	syncWritten syncOutcome = iota
+	syncFailed
+	syncUnencodable
+)
+
+func syncOutcomeOf(err error) syncOutcome {
+	switch {
+	case err == nil:
+		return syncWritten
+	case errors.Is(err, ErrUnencodableRecord):
+		return syncUnencodable
+	}
+	return syncFailed
 }
 
 func (p *Players) work(wi int, jobs, commits <-chan *playerJob) {
