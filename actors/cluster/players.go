@@ -62,6 +62,11 @@ type Players struct {
 	// the same, acknowledged and counted as written, and no reader could
 	// decode it (Record fails, InZone skips it: nobody restores the player).
 	Unencodable atomic.Uint64
+	// warned: the players whose record did not encode, logged once each
+	// (their checkpoints fail again every second). Bounded as the
+	// bridge's log-once keys: past the bound every one is logged.
+	warnMu sync.Mutex
+	warned map[uint64]struct{}
 	// Checkpoints: checkpoints written (part of Written);
 	// CheckpointsRefused: checkpoints from a zone or epoch the record no
 	// longer names (the player moved on: a late write never takes it back).
@@ -576,15 +581,29 @@ func outcome(ok bool) error {
 }
 
 // unencodable answers j, whose record did not encode (err), for good:
-// counted, logged, never tried again (a Commit's retries would encode the
+// counted, logged (once a player), never tried again (a Commit's retries would encode the
 // same strings). The record is not written: its bytes would be stored and
 // acknowledged, and no reader could decode them.
 func (p *Players) unencodable(j *playerJob, err error) error {
 	p.Unencodable.Add(1)
 	j.settled = true
-	p.log.Warn("player record does not encode: not written", "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
+	p.warnMu.Lock()
+	_, seen := p.warned[j.player]
+	if !seen && len(p.warned) < maxWarned {
+		if p.warned == nil {
+			p.warned = map[uint64]struct{}{}
+		}
+		p.warned[j.player] = struct{}{}
+	}
+	p.warnMu.Unlock()
+	if !seen {
+		p.log.Warn("player record does not encode: not written", "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
+	}
 	return fmt.Errorf("player %d: %w: %w", j.player, ErrUnencodableRecord, err)
 }
+
+// maxWarned bounds Players.warned.
+const maxWarned = 1024
 
 // write stores j's record: unconditionally for a join, by compare-and-set
 // to a newer epoch otherwise (retried a few times on a race). It returns
