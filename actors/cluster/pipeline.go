@@ -142,7 +142,7 @@ type batchWriter struct {
 	timer *time.Timer
 	// Per job of the batch: fenced, the fence stopped it; sent, published
 	// (its ack awaited); got, its ack read: rev the record's new revision
-	// or err.
+	// or err. err of a job not sent: its record did not encode.
 	fenced [maxBatch]bool
 	sent   [maxBatch]bool
 	got    [maxBatch]bool
@@ -155,8 +155,9 @@ type batchWriter struct {
 // reply+n. The data points into buf, valid until the next msg; the
 // subject, reply and revision are copied out together, as one string
 // (one small allocation a checkpoint, not three; not worth an unsafe
-// alias of a reused buffer).
-func (w *batchWriter) msg(p *Players, j *playerJob, rev uint64, reply string, n uint64) *nats.Msg {
+// alias of a reused buffer). A record that does not encode makes no
+// message: its error is returned.
+func (w *batchWriter) msg(p *Players, j *playerJob, rev uint64, reply string, n uint64) (*nats.Msg, error) {
 	w.buf = append(w.buf[:0], p.pipe.pre...)
 	w.buf = append(w.buf, "p."...)
 	w.buf = strconv.AppendUint(w.buf, j.player, 10)
@@ -171,7 +172,10 @@ func (w *batchWriter) msg(p *Players, j *playerJob, rev uint64, reply string, n 
 	if j.leaving {
 		h.State = pb.PlayerState_PLAYER_STATE_OFFLINE
 	}
-	w.buf, _ = w.enc.Append(w.buf, &h, j.cp)
+	var err error
+	if w.buf, err = w.enc.Append(w.buf, &h, j.cp); err != nil {
+		return nil, err
+	}
 	b := w.buf
 	if w.hdr == nil {
 		w.hdr = nats.Header{}
@@ -180,7 +184,7 @@ func (w *batchWriter) msg(p *Players, j *playerJob, rev uint64, reply string, n 
 	w.seq[0] = strs[subj:seq]
 	w.hdr[jetstream.ExpectedLastSubjSeqHeader] = w.seq[:]
 	w.m = nats.Msg{Subject: strs[:rep], Reply: strs[rep:subj], Header: w.hdr, Data: b[seq:len(b):len(b)]}
-	return &w.m
+	return &w.m, nil
 }
 
 // reset makes the writer ready for the next batch.
@@ -213,7 +217,12 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 		if !ok || c.zone != j.zone || c.epoch != j.epoch || c.rev == 0 {
 			continue // no revision to expect: written by write
 		}
-		if pl.nc.PublishMsg(w.msg(p, j, c.rev, pl.reply[wi], first+uint64(i))) == nil {
+		m, err := w.msg(p, j, c.rev, pl.reply[wi], first+uint64(i))
+		if err != nil {
+			w.err[i] = p.unencodable(j, err) // not sent: write would encode it the same way
+			continue
+		}
+		if pl.nc.PublishMsg(m) == nil {
 			w.sent[i] = true
 			pending++
 		}
@@ -229,7 +238,9 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 			finish(j, p.writeAfterFence(j, commits))
 		case w.fenced[i]:
 			p.Fenced.Add(1)
-			finish(j, false)
+			finish(j, errNotWritten)
+		case !w.sent[i] && w.err[i] != nil: // it did not encode
+			finish(j, w.err[i])
 		case !w.sent[i]:
 			finish(j, p.write(j))
 		case w.err[i] == nil:
@@ -240,7 +251,7 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 			} else {
 				p.remember(j, w.rev[i])
 			}
-			finish(j, true)
+			finish(j, nil)
 		case isWrongSequence(w.err[i]) || errors.Is(w.err[i], jetstream.ErrKeyExists):
 			// Someone wrote the record since: look again (write reads it
 			// and checks it still names this zone and epoch).
@@ -248,7 +259,7 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 			finish(j, p.write(j))
 		default: // a failed write (or an ack that never came): the next second's replaces it
 			p.Errors.Add(1)
-			finish(j, false)
+			finish(j, w.err[i])
 		}
 	}
 }

@@ -27,7 +27,7 @@ func BenchmarkPlacedRecord(b *testing.B) {
 		cp := cps[i]
 		cp.Epoch = handoff.Epoch(epoch)
 		p.enqueue(&playerJob{player: cp.Entity, zone: "x0z0", epoch: epoch, cp: &cp, place: true, gateway: "zoned-1",
-			done: func(ok bool) { done <- ok }})
+			done: func(err error) { done <- err == nil }})
 		if !<-done {
 			b.Fatalf("placement of %d at epoch %d not written", cp.Entity, epoch)
 		}

@@ -57,6 +57,16 @@ type Players struct {
 	// record had a newer epoch; Dropped: bookkeeping writes dropped (queue
 	// full); Errors: KV errors.
 	Written, Conflicts, Dropped, Errors atomic.Uint64
+	// Unencodable: writes not made because the record does not encode (a
+	// string field that is not UTF-8). Such a record used to be stored all
+	// the same, acknowledged and counted as written, and no reader could
+	// decode it (Record fails, InZone skips it: nobody restores the player).
+	Unencodable atomic.Uint64
+	// warned: the players whose record did not encode, logged once each
+	// (their checkpoints fail again every second). Bounded as the
+	// bridge's log-once keys: past the bound every one is logged.
+	warnMu sync.Mutex
+	warned map[uint64]struct{}
 	// Checkpoints: checkpoints written (part of Written);
 	// CheckpointsRefused: checkpoints from a zone or epoch the record no
 	// longer names (the player moved on: a late write never takes it back).
@@ -134,8 +144,10 @@ type playerJob struct {
 	// cp, when set, makes the job a checkpoint: written only while the
 	// record names zone at epoch. With place, the checkpoint goes in the
 	// placement's write instead (Placed).
-	cp      *handoff.Checkpoint
-	done    func(ok bool)
+	cp *handoff.Checkpoint
+	// done, when set, is given the write's outcome: nil when the record
+	// was written.
+	done    func(err error)
 	refused func()
 	fresh   bool // a join: the record starts again (epochs restart with a new session)
 	place   bool
@@ -260,7 +272,8 @@ func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *h
 // It goes before the checkpoints queued on its writer (Players.commits),
 // after any write of its own player queued before it.
 func (p *Players) Commit(player uint64, zone string, epoch uint64, done func(ok bool)) {
-	p.enqueue(&playerJob{player: player, zone: zone, epoch: epoch, done: done, commit: true})
+	p.enqueue(&playerJob{player: player, zone: zone, epoch: epoch, commit: true,
+		done: func(err error) { done(err == nil) }})
 }
 
 // Checkpoint queues the checkpoints of zone's players (asynchronously;
@@ -296,7 +309,7 @@ func (p *Players) enqueue(j *playerJob) {
 		p.count(j, -1)
 		p.Dropped.Add(1)
 		if j.done != nil {
-			j.done(false) // a Commit's source resends it
+			j.done(errQueueFull) // a Commit's source resends it
 		}
 	}
 }
@@ -323,33 +336,68 @@ func (p *Players) count(j *playerJob, d int32) {
 // CheckpointSync writes the checkpoints of zone's players and waits for
 // every write (a zone handed over: its new owner restores from them). The
 // writes go through the players' ordered queues, after any checkpoint
-// still queued, so an older one never lands last.
+// still queued, so an older one never lands last. Its error wraps
+// ErrUnencodableRecord when a record did not encode (a retry never
+// fixes that one; the log names the players).
 func (p *Players) CheckpointSync(ctx context.Context, zone string, cps []handoff.Checkpoint, gateway func(conn string) string) error {
-	results := make(chan bool, len(cps))
+	// The outcomes as codes, not errors: a channel of pointer-free
+	// elements is one allocation, not two (its buffer apart).
+	results := make(chan syncOutcome, len(cps))
 	for i := range cps {
 		j := newCheckpointJob(zone, &cps[i], false, gateway(cps[i].Conn))
-		j.done = func(ok bool) { results <- ok }
+		j.done = func(err error) { results <- syncOutcomeOf(err) }
 		select { // a checkpoint: not counted (count)
 		case p.jobs[j.player%playerWorkers] <- j:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	failed := 0
+	failed, unencodable := 0, 0
 	for range cps {
 		select {
-		case ok := <-results:
-			if !ok {
+		case o := <-results:
+			if o != syncWritten {
 				failed++
+			}
+			if o == syncUnencodable {
+				unencodable++
 			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d checkpoints not written", failed, len(cps))
+		return syncError(failed, unencodable, len(cps))
 	}
 	return nil
+}
+
+// syncError is CheckpointSync's error (apart: its formatting would grow
+// CheckpointSync's frame, and a goroutine's stack with it).
+func syncError(failed, unencodable, n int) error {
+	if unencodable > 0 {
+		return fmt.Errorf("%d of %d checkpoints not written, %d of them: %w", failed, n, unencodable, ErrUnencodableRecord)
+	}
+	return fmt.Errorf("%d of %d checkpoints not written", failed, n)
+}
+
+// syncOutcome is a CheckpointSync write's outcome.
+type syncOutcome uint8
+
+const (
+	syncWritten syncOutcome = iota
+	syncFailed
+	syncUnencodable
+)
+
+func syncOutcomeOf(err error) syncOutcome {
+	switch {
+	case err == nil:
+		return syncWritten
+	case errors.Is(err, ErrUnencodableRecord):
+		return syncUnencodable
+	}
+	return syncFailed
 }
 
 func (p *Players) work(wi int, jobs, commits <-chan *playerJob) {
@@ -415,7 +463,7 @@ func (p *Players) awaitFence(j *playerJob) {
 		defer cancel()
 		if err := p.fenceWait(ctx, j.zone); err != nil {
 			j.settled = true
-			finish(j, false)
+			finish(j, err)
 			return
 		}
 		p.enqueue(j)
@@ -425,22 +473,22 @@ func (p *Players) awaitFence(j *playerJob) {
 // writeOne writes j, a job that goes alone (not a pipelined checkpoint),
 // and answers it; commits is the writer's Commit lane (nil: none to serve).
 func (p *Players) writeOne(j *playerJob, commits <-chan *playerJob) {
-	ok := p.write(j)
-	if !ok && j.fence == fenceStopped && j.commit {
+	err := p.write(j)
+	if err != nil && j.fence == fenceStopped && j.commit {
 		j.fence = fenceWaited
 		j.tries-- // it wrote nothing
 		p.awaitFence(j)
 		return
 	}
-	if !ok && j.fence == fenceStopped {
-		ok = p.writeAfterFence(j, commits)
+	if err != nil && j.fence == fenceStopped {
+		err = p.writeAfterFence(j, commits)
 	}
-	if !ok && j.commit && !j.settled && j.tries < commitTries {
+	if err != nil && j.commit && !j.settled && j.tries < commitTries {
 		// Not on this writer: the players behind it wait for none.
 		time.AfterFunc(commitRetry, func() { p.enqueue(j) })
 		return
 	}
-	finish(j, ok)
+	finish(j, err)
 }
 
 // keep: a write the fence must not drop, only hold back — a placement (a
@@ -462,7 +510,7 @@ func (j *playerJob) keep() bool { return j.place || j.leaving }
 // zone's lease; a placement waiting here counts as queued, so its own
 // player's Commits queue behind it). A lease gone (or no renewal within
 // fenceWaitMax, or Close) drops j, counted.
-func (p *Players) writeAfterFence(j *playerJob, commits <-chan *playerJob) bool {
+func (p *Players) writeAfterFence(j *playerJob, commits <-chan *playerJob) error {
 	p.FenceWaits.Add(1)
 	j.fence = fenceWaited
 	p.count(j, 1)
@@ -475,7 +523,7 @@ func (p *Players) writeAfterFence(j *playerJob, commits <-chan *playerJob) bool 
 		select {
 		case err := <-waited:
 			if err != nil {
-				return false
+				return err
 			}
 			return p.write(j)
 		case c := <-commits:
@@ -505,15 +553,62 @@ func batched(b []*playerJob, player uint64) bool {
 	return false
 }
 
-func finish(j *playerJob, ok bool) {
+func finish(j *playerJob, err error) {
 	if j.done != nil {
-		j.done(ok)
+		j.done(err)
 	}
 }
 
+// ErrUnencodableRecord: a record write not made because the record does
+// not encode (a string field that is not UTF-8); it is not tried again.
+var ErrUnencodableRecord = errors.New("players: record does not encode")
+
+// A write's outcome when it was not made, for whoever waits on it (a
+// Commit's source, CheckpointSync): errNotWritten for a refusal, a fence
+// or a KV error (counted apart), errQueueFull when the writers' queue
+// had no room.
+var (
+	errNotWritten = errors.New("players: record not written")
+	errQueueFull  = errors.New("players: record writers' queue full")
+)
+
+// outcome is a write's error from its bool outcome.
+func outcome(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errNotWritten
+}
+
+// unencodable answers j, whose record did not encode (err), for good:
+// counted, logged (once a player), never tried again (a Commit's retries would encode the
+// same strings). The record is not written: its bytes would be stored and
+// acknowledged, and no reader could decode them.
+func (p *Players) unencodable(j *playerJob, err error) error {
+	p.Unencodable.Add(1)
+	j.settled = true
+	p.warnMu.Lock()
+	_, seen := p.warned[j.player]
+	if !seen && len(p.warned) < maxWarned {
+		if p.warned == nil {
+			p.warned = map[uint64]struct{}{}
+		}
+		p.warned[j.player] = struct{}{}
+	}
+	p.warnMu.Unlock()
+	if !seen {
+		p.log.Warn("player record does not encode: not written", "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
+	}
+	return fmt.Errorf("player %d: %w: %w", j.player, ErrUnencodableRecord, err)
+}
+
+// maxWarned bounds Players.warned.
+const maxWarned = 1024
+
 // write stores j's record: unconditionally for a join, by compare-and-set
-// to a newer epoch otherwise (retried a few times on a race).
-func (p *Players) write(j *playerJob) bool {
+// to a newer epoch otherwise (retried a few times on a race). It returns
+// nil when the record was written.
+func (p *Players) write(j *playerJob) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	j.tries++
@@ -521,10 +616,10 @@ func (p *Players) write(j *playerJob) bool {
 		p.Fenced.Add(1) // this node lost (or may have lost) the zone's lease
 		if (j.commit || j.keep()) && p.fenceWait != nil && j.fence == 0 {
 			j.fence = fenceStopped // it waits for the lease (a Commit off the writer)
-			return false
+			return errNotWritten
 		}
 		j.settled = true
-		return false
+		return errNotWritten
 	}
 	key := PlayerKey(j.player)
 	h := pbconv.RecordHead{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
@@ -536,7 +631,10 @@ func (p *Players) write(j *playerJob) bool {
 		h.Gateway = j.gateway
 	}
 	var enc pbconv.RecordEncoder // the record proto.Marshal made, without its objects
-	val, _ := enc.Append(make([]byte, 0, recordRoom), &h, j.cp)
+	val, err := enc.Append(make([]byte, 0, recordRoom), &h, j.cp)
+	if err != nil {
+		return p.unencodable(j, err)
+	}
 	written := func(rev uint64) bool {
 		p.Written.Add(1)
 		if j.cp != nil {
@@ -546,15 +644,15 @@ func (p *Players) write(j *playerJob) bool {
 		return true
 	}
 	if j.restore {
-		return p.writeRestore(ctx, key, val, j, written)
+		return outcome(p.writeRestore(ctx, key, val, j, written))
 	}
 	if j.fresh {
 		rev, err := p.kv.Put(ctx, key, val)
 		if err != nil {
 			p.Errors.Add(1)
-			return false
+			return errNotWritten
 		}
-		return written(rev)
+		return outcome(written(rev))
 	}
 	p.revMu.Lock()
 	c, cached := p.revs[j.player]
@@ -566,14 +664,14 @@ func (p *Players) write(j *playerJob) bool {
 		// fails and the record is read below like any other.
 		rev, err := p.kv.Update(ctx, key, val, c.rev)
 		if err == nil {
-			return written(rev)
+			return outcome(written(rev))
 		}
 		if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			p.Errors.Add(1)
-			return false
+			return errNotWritten
 		}
 	}
-	return p.casWrite(ctx, key, val, written, func(e jetstream.KeyValueEntry) (bool, bool) {
+	return outcome(p.casWrite(ctx, key, val, written, func(e jetstream.KeyValueEntry) (bool, bool) {
 		var rec pb.PlayerRecord
 		if proto.Unmarshal(e.Value(), &rec) == nil {
 			if rec.GetEpoch() > j.epoch || rec.GetEpoch() == j.epoch && rec.GetZone() != j.zone {
@@ -589,7 +687,7 @@ func (p *Players) write(j *playerJob) bool {
 			}
 		}
 		return false, false
-	})
+	}))
 }
 
 // recordRoom is the buffer a record is encoded in off the pipeline: a
@@ -654,13 +752,16 @@ func (p *Players) writeRestore(ctx context.Context, key string, val []byte, j *p
 // only while the record names the checkpoint's zone and epoch: a zone
 // that lost the player (handed on, or its node fenced and another took
 // over) can never write an older state over the newer owner's.
-func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.RecordHead, j *playerJob) bool {
+func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.RecordHead, j *playerJob) error {
 	h.Gateway = j.gateway
 	if j.leaving {
 		h.State = pb.PlayerState_PLAYER_STATE_OFFLINE
 	}
 	var enc pbconv.RecordEncoder
-	val, _ := enc.Append(make([]byte, 0, recordRoom), h, j.cp)
+	val, err := enc.Append(make([]byte, 0, recordRoom), h, j.cp)
+	if err != nil {
+		return p.unencodable(j, err)
+	}
 	p.revMu.Lock()
 	c, ok := p.revs[j.player]
 	p.revMu.Unlock()
@@ -674,16 +775,16 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 			if err != nil {
 				if errors.Is(err, jetstream.ErrKeyNotFound) {
 					p.CheckpointsRefused.Add(1) // no record: the join's write is still queued or failed
-					return false
+					return errNotWritten
 				}
 				p.Errors.Add(1)
-				return false
+				return errNotWritten
 			}
 			var cur pb.PlayerRecord
 			if proto.Unmarshal(e.Value(), &cur) != nil || cur.GetZone() != j.zone || cur.GetEpoch() != j.epoch {
 				p.CheckpointsRefused.Add(1)
 				p.forget(j.player)
-				return false
+				return errNotWritten
 			}
 			rev = e.Revision()
 		}
@@ -696,16 +797,16 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 			} else {
 				p.remember(j, nrev)
 			}
-			return true
+			return nil
 		}
 		if !isWrongSequence(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			p.Errors.Add(1)
-			return false
+			return errNotWritten
 		}
 		rev = 0 // someone else wrote it: look again
 	}
 	p.Errors.Add(1)
-	return false
+	return errNotWritten
 }
 
 func (p *Players) remember(j *playerJob, rev uint64) {

@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// lockedBuffer is a bytes.Buffer the writers' goroutines log into.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// warnings returns the players named by the log's warnings with message msg.
+func (l *lockedBuffer) warnings(t *testing.T, msg string) []uint64 {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var players []uint64
+	for _, line := range bytes.Split(bytes.TrimSpace(l.b.Bytes()), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var e struct {
+			Level, Msg string
+			Player     uint64
+		}
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if e.Level == "WARN" && e.Msg == msg {
+			players = append(players, e.Player)
+		}
+	}
+	return players
+}
+
+const unencodableWarning = "player record does not encode: not written"
+
+// A record that does not encode (a string not UTF-8) is not written on
+// any of the writers' paths — the pipelined checkpoint, the checkpoint
+// written alone, a placement with its checkpoint, a Commit — and is not
+// lost silently either: it is counted in Unencodable (not in Written or
+// Checkpoints, not as a KV error), logged at warn with the player (once:
+// its checkpoints fail again every second), and whoever waits on the write gets ErrUnencodableRecord. The record
+// stays as it was: readable, the last state that encoded. Before, the
+// pipelined checkpoint was published anyway, acknowledged and counted
+// as written, and no reader could decode the record after it.
+func TestUnencodableRecordIsReportedNotWritten(t *testing.T) {
+	const bad = "bot-\xff"
+	for _, tc := range []struct {
+		name     string
+		pipeline bool
+		// write sends player 7's write that does not encode (player 7 was
+		// joined in zone "z" at epoch 1, its first checkpoint written) and
+		// returns what the waiter got.
+		write func(t *testing.T, p *Players, cp handoff.Checkpoint) error
+	}{
+		{name: "pipelined checkpoint", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			cp.Name = bad
+			return p.CheckpointSync(context.Background(), "z", []handoff.Checkpoint{cp}, func(string) string { return "gw" })
+		}},
+		{name: "checkpoint written alone", write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			cp.Conn = bad
+			return p.CheckpointSync(context.Background(), "z", []handoff.Checkpoint{cp}, func(string) string { return "gw" })
+		}},
+		{name: "leaving checkpoint", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			cp.Name = bad
+			return awaitJob(t, p, newCheckpointJob("z", &cp, true, "gw"))
+		}},
+		{name: "placement with its checkpoint", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			cp.Name, cp.Epoch = bad, 2
+			return awaitJob(t, p, &playerJob{player: 7, zone: "y", epoch: 2, cp: &cp, place: true, gateway: "gw"})
+		}},
+		{name: "restore", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			cp.Name, cp.Epoch = bad, 2
+			return awaitJob(t, p, &playerJob{player: 7, zone: "z", epoch: 2, from: 1, cp: &cp, place: true, restore: true, gateway: "gw"})
+		}},
+		{name: "commit", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			return awaitJob(t, p, &playerJob{player: 7, zone: "y\xff", epoch: 2, commit: true})
+		}},
+		{name: "commit through its API", pipeline: true, write: func(t *testing.T, p *Players, cp handoff.Checkpoint) error {
+			ok := make(chan bool, 1)
+			p.Commit(7, "y\xff", 2, func(written bool) { ok <- written })
+			select {
+			case w := <-ok:
+				if w {
+					t.Fatal("a Commit whose record does not encode was answered written")
+				}
+				return ErrUnencodableRecord // done(false) is all Commit's API says
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Commit was never answered")
+				return nil
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := natsServer(t)
+			js, _ := jetstream.New(nc)
+			raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := &countingKV{KeyValue: raw}
+			var logs lockedBuffer
+			p := NewPlayers(kv, "n1", slog.New(slog.NewJSONHandler(&logs, nil)))
+			t.Cleanup(p.Close)
+			if tc.pipeline {
+				if err := p.Pipeline(context.Background(), nc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cp := handoff.Checkpoint{Entity: 7, Epoch: 1, Name: "bot-7", Conn: "c7", LastApplied: 40,
+				Control: move.ControlState{Pos: [3]float32{10, 0, 20}}}
+			p.Joined(7, "z", 1)
+			waitFor(t, 5*time.Second, "the join", func() bool { return p.Written.Load() == 1 })
+			if err := p.CheckpointSync(context.Background(), "z", []handoff.Checkpoint{cp}, func(string) string { return "gw" }); err != nil {
+				t.Fatal(err)
+			}
+			written, updates := p.Written.Load(), kv.updates.Load()
+
+			cp.LastApplied = 99
+			for i := range 2 { // the second logs nothing: a player's bad record is logged once
+				err = tc.write(t, p, cp)
+				if !errors.Is(err, ErrUnencodableRecord) {
+					t.Fatalf("write %d: the waiter got %v, want ErrUnencodableRecord", i+1, err)
+				}
+				if n := p.Unencodable.Load(); n != uint64(i+1) {
+					t.Fatalf("write %d: Unencodable = %d, want %d (a Commit is not tried again)", i+1, n, i+1)
+				}
+			}
+			if w, e := p.Written.Load()-written, p.Errors.Load(); w != 0 || e != 0 {
+				t.Fatalf("%d written, %d KV errors after a record that does not encode", w, e)
+			}
+			if u := kv.updates.Load() - updates; u != 0 {
+				t.Fatalf("%d compare-and-set requests for a record that does not encode", u)
+			}
+			if got := logs.warnings(t, unencodableWarning); len(got) != 1 || got[0] != 7 {
+				t.Fatalf("warnings for players %v, want one for player 7", got)
+			}
+			rec := record(t, p, 7) // still decodes: nothing was written over it
+			if rec.GetZone() != "z" || rec.GetEpoch() != 1 || rec.GetState() != pb.PlayerState_PLAYER_STATE_ONLINE ||
+				rec.GetCheckpoint().GetLastApplied() != 40 {
+				t.Fatalf("record after the write that did not encode: %v", rec)
+			}
+			// The writer goes on: the next record that encodes is written.
+			cp.LastApplied = 41
+			if err := p.CheckpointSync(context.Background(), "z", []handoff.Checkpoint{cp}, func(string) string { return "gw" }); err != nil {
+				t.Fatal(err)
+			}
+			if got := record(t, p, 7).GetCheckpoint().GetLastApplied(); got != 41 {
+				t.Fatalf("the next checkpoint left last applied %d, want 41", got)
+			}
+		})
+	}
+}
+
+// awaitJob queues j on its player's writer and returns what it was
+// answered.
+func awaitJob(t *testing.T, p *Players, j *playerJob) error {
+	t.Helper()
+	done := make(chan error, 1)
+	j.done = func(err error) { done <- err }
+	p.enqueue(j)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was never answered")
+		return nil
+	}
+}
