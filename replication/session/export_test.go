@@ -42,8 +42,3 @@ func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.D
 	}
 	return d
 }
-
-// PartsStale reports whether a Server's parts flags disagree with the
-// objects they stand for: the next deadline, read from the flags, would
-// not be the one the objects give (a part changed and its flag did not).
-func PartsStale(s *Server, now time.Duration) bool { return s.contentSoon() != s.hasContent(now) }

@@ -94,11 +94,9 @@ type Server struct {
 	// in its own packet as soon as it exists, instead of waiting for a slot
 	// timer whose phase has nothing to do with the ticks.
 	tickDue bool
-	// parts: tickSent (a packet that carried a tick left, at lastTick;
-	// until then nothing is held: holdUntil), and whether the event Sender
-	// and the ControlWriter have something to send (partEvents,
-	// partControl; see syncEvents).
-	parts parts
+	// tickSent: a packet that carried a tick left (at lastTick); until then
+	// nothing is held (holdUntil).
+	tickSent bool
 	// replyLong: the client's newest authenticated packet was long form, so
 	// ours are too (a client sharing its socket sorts packets by id).
 	replyLong bool
@@ -186,8 +184,6 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	s.lastTick = now - s.lim().interval
 	s.credit = float64(cfg.MaxPacketSize)
 	s.creditAt = now
-	s.syncEvents()
-	s.syncControl()
 	return s, nil
 }
 
@@ -269,26 +265,14 @@ func (s *Server) Stats() ServerStats {
 // SendEvent queues payload (copied) as a guaranteed event, delivered exactly
 // once and in order on its lane. Errors: event.ErrBadLane, ErrTooLarge,
 // ErrLaneFull, ErrQueueFull.
-func (s *Server) SendEvent(lane int, payload []byte) error {
-	err := s.e.evs.SendOrdered(lane, payload)
-	s.syncEvents()
-	return err
-}
+func (s *Server) SendEvent(lane int, payload []byte) error { return s.e.evs.SendOrdered(lane, payload) }
 
 // SendUnordered queues payload as a guaranteed event delivered in arrival
 // order.
-func (s *Server) SendUnordered(payload []byte) error {
-	err := s.e.evs.SendUnordered(payload)
-	s.syncEvents()
-	return err
-}
+func (s *Server) SendUnordered(payload []byte) error { return s.e.evs.SendUnordered(payload) }
 
 // SendUnguaranteed queues payload for the next packet only, if it fits.
-func (s *Server) SendUnguaranteed(payload []byte) error {
-	err := s.e.evs.SendUnguaranteed(payload)
-	s.syncEvents()
-	return err
-}
+func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUnguaranteed(payload) }
 
 // SetControl gives the zone's authoritative control-object state after it
 // applied every move up to applied (the server's ack): call it once per zone
@@ -321,7 +305,6 @@ func (s *Server) SetControl(applied uint64, state move.ControlState) {
 	s.ctlApplied = applied
 	if crc, ok := s.crcs.find(applied); ok {
 		s.cw.Check(move.Move{Seq: applied, CRC: crc, HasCRC: true}, &s.ctlState)
-		s.syncControl()
 	}
 }
 
@@ -345,10 +328,7 @@ func (s *Server) SetEventsApplied(lane int, seq uint64) { s.ev.setApplied(lane, 
 
 // ForceControl makes the next data packet carry the full control state, for
 // changes the client cannot predict (teleport, respawn).
-func (s *Server) ForceControl() {
-	s.cw.Force()
-	s.syncControl()
-}
+func (s *Server) ForceControl() { s.cw.Force() }
 
 // Close starts a graceful close with r (a disconnect reason): the next Polls
 // send the Disconnect copies, then the session is closed. A session whose
@@ -617,13 +597,9 @@ func (s *Server) protocolError(now time.Duration, err error) error {
 // ghost packets (earlyGhostFates).
 func (s *Server) processFates() {
 	e := &s.e
-	for popped := false; ; popped = true {
+	for {
 		f, ok := e.nc.PopFate()
 		if !ok {
-			if popped {
-				s.syncEvents()
-				s.syncControl()
-			}
 			break
 		}
 		e.evs.OnFate(f)
@@ -643,7 +619,6 @@ func (s *Server) processFates() {
 	if e.acked {
 		e.acked = false
 		e.evs.AckDelivered(e.delivered)
-		s.syncEvents()
 		s.earlyGhostFates()
 	}
 }
@@ -734,7 +709,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	}
 	d = min(d, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)
-	if s.contentSoon() {
+	if s.hasContent(slot) {
 		d = min(d, s.dataSlot(now))
 	} else if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
@@ -755,7 +730,7 @@ func (s *Server) tickGrace() time.Duration { return s.lim().interval / 2 }
 // newest tick's packet), so a connection sends one datagram per tick. Not a
 // field: it follows from lastTick (8 bytes of every Server).
 func (s *Server) holdUntil() time.Duration {
-	if s.parts&tickSent == 0 {
+	if !s.tickSent {
 		return 0
 	}
 	return s.lastTick + s.lim().interval + s.tickGrace()
@@ -802,7 +777,7 @@ func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Dur
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)
-	if s.contentSoon() {
+	if s.hasContent(slot) {
 		return min(d, s.dataSlot(now))
 	}
 	if !e.sentAny || e.owed || e.peerStreaming(slot) {
@@ -995,8 +970,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	}
 	if s.tickDue {
 		s.nextData = now + s.lim().interval
-		s.lastTick = now
-		s.parts |= tickSent
+		s.lastTick, s.tickSent = now, true
 	} else {
 		s.nextData = nextSlot(s.nextData, s.lim().interval, now)
 	}
@@ -1035,10 +1009,7 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	evCap := max((payload*8-reserve)/8, w.Len()+1)
 	evCap = min(evCap, payload)
 	w.Resize(evCap)
-	_, err = e.evs.Write(w, seq, now)
-	s.syncEvents()
-	s.syncControl()
-	if err != nil {
+	if _, err := e.evs.Write(w, seq, now); err != nil {
 		return dst[:n], fmt.Errorf("session: event section: %w", err)
 	}
 	w.Resize(payload)
