@@ -78,10 +78,7 @@ type Conn struct {
 	stopped  bool // removed from its shard: every further event is dropped
 	resuming bool // Config.Resume asked, not answered yet
 	redirect bool // a Redirect was sent: the client may be back elsewhere
-	// marks: ctlSeen (a zone's Control arrived: the Join took), and the
-	// ghost manager's ViewWaiting and Pending as of the connection's last
-	// call into it (syncGhosts).
-	marks marks
+	ctlSeen  bool // a zone's Control arrived: the Join took
 	// leaveSent: the Leave went; zoneHolds: the zone answered the
 	// Leave(Redirected): it holds the player's events.
 	leaveSent, zoneHolds bool
@@ -186,7 +183,6 @@ func (c *Conn) handle(m any, now time.Duration) {
 	case *msg.ViewReady:
 		if c.gm != nil {
 			c.gm.Take() // applied in the pump
-			c.syncGhosts()
 			c.viewsFlow = true
 			if c.heldCtl != nil {
 				// A zone sends a tick's view after its control, so this
@@ -201,7 +197,6 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// slot nudges no more. It is this tick's view or a newer one.
 			// The pump applies it.
 			c.gm.Take()
-			c.syncGhosts()
 			c.viewsFlow = true
 		}
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {
@@ -214,8 +209,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// the old owner's late Outputs are stale from now on.
 			r.outFloor, r.floorAt = max(r.outFloor, r.floorAt), 0
 		}
-		c.marks |= ctlSeen
-		c.ctlAt = now
+		c.ctlSeen, c.ctlAt = true, now
 		if m.LastApplied > c.applied {
 			c.resends = 0
 		}
@@ -454,7 +448,7 @@ func (c *Conn) lookUpAgain(now time.Duration) {
 	if c.resuming || c.closed || c.sh.pool.cfg.Resume == nil {
 		return
 	}
-	if c.marks&ctlSeen == 0 {
+	if !c.ctlSeen {
 		if c.rare == nil || c.rare.lookups < maxLookups {
 			// The Join went to a zone that never answered: its node was
 			// stopping (the client followed a drain's Redirect here while
@@ -848,12 +842,11 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	// (fates before the view, in the order they came); a view is applied
 	// in every pump, as it was on its nudge (Pending must count it for the
 	// next deadline).
-	if c.marks&viewWaiting != 0 {
+	if c.gm.ViewWaiting() {
 		if c.srv.GhostFatesWaiting() {
 			c.applyFates()
 		}
 		c.gm.Apply(now)
-		c.syncGhosts()
 	} else if due && c.srv.GhostFatesWaiting() {
 		c.applyFates()
 	}
@@ -874,10 +867,14 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.finish(c.srv.Reason())
 		return maxDeadline
 	}
-	// While fates wait, a lost record's fate would make the table
-	// pending: the next send slot is a deadline as if it were (at that
-	// slot, Due is true and the fates are applied before the Poll).
-	next := min(c.srv.NextDeadlineWith(now, c.marks&ghostsPend != 0 || c.srv.GhostFatesWaiting()), redirNext)
+	var gw session.GhostWriter = c.gm
+	if c.srv.GhostFatesWaiting() {
+		// A lost record's fate would make the table pending: the next
+		// send slot is a deadline as if it were (at that slot, Due is
+		// true and the fates are applied before the Poll).
+		gw = fatesWaiting{c.gm}
+	}
+	next := min(c.srv.NextDeadlineFor(now, gw), redirNext)
 	if c.heldCtl != nil {
 		next = min(next, c.heldUntil())
 	}
@@ -899,7 +896,6 @@ func (c *Conn) send(now time.Duration) {
 		}
 		c.sh.commit(len(pkt), c.srv.Addr()) // a second Poll would find nothing unless Due: most pumps send one packet
 	}
-	c.syncGhosts() // Poll wrote the ghosts (Manager.Write), or asked whether to
 }
 
 const maxDeadline = time.Duration(1<<63 - 1)
@@ -912,37 +908,13 @@ func (c *Conn) applyFates() {
 	for _, f := range c.sh.gfates {
 		c.gm.OnFate(f)
 	}
-	c.syncGhosts()
 }
 
-// marks are a Conn's flags in one byte of its hot lines: ctlSeen, and
-// what the pump reads of the ghost manager (viewWaiting, ghostsPend), kept
-// where the connection calls it — Take, Apply, a send's Poll (Write), the
-// fates (OnFate): every change to the two goes through one of them, which
-// has the Manager in the cache then. The pump after a datagram, which most
-// often sends nothing, reads the flags instead of the Manager's line, which
-// the connection last touched at its previous send (an L1 miss a
-// connection-step in BenchmarkShardGhostRounds; the next send reads the
-// line again all the same).
-type marks uint8
+// fatesWaiting is a connection's ghost manager while fates wait in its
+// session (NextDeadlineFor): pending, whatever the table says.
+type fatesWaiting struct{ *ghostmgr.Manager }
 
-const (
-	ctlSeen     marks = 1 << iota
-	viewWaiting       // Manager.ViewWaiting
-	ghostsPend        // Manager.Pending
-)
-
-// syncGhosts sets viewWaiting and ghostsPend from the ghost manager, after
-// a call that may have changed them.
-func (c *Conn) syncGhosts() {
-	c.marks &^= viewWaiting | ghostsPend
-	if c.gm.ViewWaiting() {
-		c.marks |= viewWaiting
-	}
-	if c.gm.Pending() {
-		c.marks |= ghostsPend
-	}
-}
+func (fatesWaiting) Pending() bool { return true }
 
 // finish reports the end once: Leave to the zone, Closed to the gateway.
 // Without a gateway the connection stops itself.
