@@ -265,11 +265,6 @@ func (w *world) checkDeadlines() {
 			w.t.Fatalf("server at %v, ghosts %T pending %v: NextDeadlineFor %v, NextDeadline and the ghosts' slot %v", w.now, g, g != nil && g.Pending(), d, ref)
 		}
 	}
-	for _, p := range [...]bool{false, true} {
-		if d, ref := w.srv.NextDeadlineWith(w.now, p), session.NextDeadlineForRef(w.srv, w.now, pendingGhosts(p)); d != ref {
-			w.t.Fatalf("server at %v, ghosts pending %v: NextDeadlineWith %v, NextDeadline and the ghosts' slot %v", w.now, p, d, ref)
-		}
-	}
 }
 
 // pendingGhosts is a GhostWriter that only says whether it is pending.

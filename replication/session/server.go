@@ -771,54 +771,24 @@ func (s *Server) dataSlot(now time.Duration) time.Duration {
 // whole, ≈ 140 instructions. TestNextDeadlineForMatchesReference holds it
 // to NextDeadline.
 func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Duration {
-	if ghosts == nil {
-		return s.NextDeadline(now)
-	}
-	d, ask, ok := s.deadlineBeforeGhosts(now)
-	if !ok {
-		return s.NextDeadline(now)
-	}
-	if ask && ghosts.Pending() {
-		d = min(d, s.dataSlot(now))
-	}
-	return d
-}
-
-// NextDeadlineWith is NextDeadlineFor with the ghosts' Pending given:
-// for an owner that knows it without asking the ghost writer (a
-// connection keeps its ghost manager's answer as of its last call into
-// it, actors/conn), so the question reads neither the writer nor its
-// table.
-func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Duration {
-	d, ask, ok := s.deadlineBeforeGhosts(now)
-	if !ok {
-		return s.NextDeadline(now)
-	}
-	if ask && ghostsPending {
-		d = min(d, s.dataSlot(now))
-	}
-	return d
-}
-
-// deadlineBeforeGhosts is NextDeadlineFor's connected case without the
-// ghosts: the deadline, and whether pending ghosts would bring it to the
-// data slot (ask); ok is false outside the connected case (NextDeadline's).
-func (s *Server) deadlineBeforeGhosts(now time.Duration) (d time.Duration, ask, ok bool) {
 	e := &s.e
-	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
-		return 0, false, false
+	if ghosts == nil || e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+		return s.NextDeadline(now)
 	}
-	d = min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
+	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
 	slot := max(now, s.nextData)
 	if s.hasContent(slot) {
-		return min(d, s.dataSlot(now)), false, true
+		return min(d, s.dataSlot(now))
 	}
 	if !e.sentAny || e.owed || e.peerStreaming(slot) {
 		d = min(d, slot)
 	} else if s.outstanding() {
 		d = min(d, max(slot, e.probeAt(s.lim().interval)))
 	}
-	return d, true, true
+	if ghosts.Pending() {
+		d = min(d, s.dataSlot(now))
+	}
+	return d
 }
 
 // outstanding reports whether something guaranteed waits for its fate:
