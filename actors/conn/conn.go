@@ -867,14 +867,14 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.finish(c.srv.Reason())
 		return maxDeadline
 	}
-	var gw session.GhostWriter = c.gm
+	next := min(c.srv.NextDeadlineFor(now, c.gm), redirNext)
 	if c.srv.GhostFatesWaiting() {
-		// A lost record's fate would make the table pending: the next
-		// send slot is a deadline as if it were (at that slot, Due is
-		// true and the fates are applied before the Poll).
-		gw = fatesWaiting{c.gm}
+		// A lost record's fate would make the table pending: its data
+		// slot is a deadline too (at that slot, Due is true and the
+		// fates are applied before the Poll). Not as if the table were
+		// pending: while it is not, an owed ack keeps its own slot.
+		next = min(next, c.srv.GhostSlot(now))
 	}
-	next := min(c.srv.NextDeadlineFor(now, gw), redirNext)
 	if c.heldCtl != nil {
 		next = min(next, c.heldUntil())
 	}
@@ -909,12 +909,6 @@ func (c *Conn) applyFates() {
 		c.gm.OnFate(f)
 	}
 }
-
-// fatesWaiting is a connection's ghost manager while fates wait in its
-// session (NextDeadlineFor): pending, whatever the table says.
-type fatesWaiting struct{ *ghostmgr.Manager }
-
-func (fatesWaiting) Pending() bool { return true }
 
 // finish reports the end once: Leave to the zone, Closed to the gateway.
 // Without a gateway the connection stops itself.

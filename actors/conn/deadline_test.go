@@ -6,7 +6,6 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/move"
-	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // TestPumpFilesTheDeadlineItsPartsGive: after every round, the deadline
@@ -32,11 +31,10 @@ func TestPumpFilesTheDeadlineItsPartsGive(t *testing.T) {
 	var waited, pend, idle int
 	check := func(i int, what string, now time.Duration) {
 		t.Helper()
-		var gw session.GhostWriter = c.gm
+		want := c.srv.NextDeadlineFor(now, c.gm)
 		if c.srv.GhostFatesWaiting() {
-			gw = fatesWaiting{c.gm} // as if pending (TestWaitingFatesKeepTheDeadline)
+			want = min(want, c.srv.GhostSlot(now)) // TestWaitingFatesKeepTheDeadline
 		}
-		want := c.srv.NextDeadlineFor(now, gw)
 		if c.heldCtl != nil {
 			want = min(want, c.heldUntil())
 		}

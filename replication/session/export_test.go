@@ -32,13 +32,13 @@ func MovesLong(c *Client) bool { return c.stream.LongSeq() }
 func ScratchSeq(sc *Scratch) uint64 { return sc.rx.h.Seq }
 
 // NextDeadlineForRef is NextDeadlineFor as it was written before its
-// connected case was folded in: NextDeadline, then the next data slot while
-// a connected session's ghosts are pending (checkDeadlines holds the
-// method to it).
+// connected case was folded in: NextDeadline, or, while a connected
+// session's ghosts are pending, NextDeadline's case for content (the
+// timeout, the keepalive and the data slot: Poll holds an owed ack with
+// the ghosts), whatever the ghosts (checkDeadlines holds the method to it).
 func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.Duration {
-	d := s.NextDeadline(now)
 	if ghosts != nil && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0 && !s.redirecting && ghosts.Pending() {
-		d = min(d, s.dataSlot(now))
+		return min(s.e.lastRecv+s.e.lim.timeout, s.e.lastSend+s.e.lim.keepAlive, s.dataSlot(now))
 	}
-	return d
+	return s.NextDeadline(now)
 }
