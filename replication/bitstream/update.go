@@ -286,10 +286,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 			return rr.readUpdateSlow(f, p)
 		}
 		if f.posBare {
-			lo, d := f.pos.min, f.pos.precision
-			p.Pos[0] = lo + float64(float64(int64(x))*d)
-			p.Pos[1] = lo + float64(float64(int64(y))*d)
-			p.Pos[2] = lo + float64(float64(int64(z))*d)
+			bareValues(&p.Pos, f.pos.min, f.pos.precision, x, y, z)
 		} else {
 			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
 		}
@@ -314,10 +311,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	if mask&UpdateVel != 0 {
 		x, y, z := codes3m(winWord(win, b), f.vel.bits, f.velMask)
 		if f.velBare {
-			lo, d := f.vel.min, f.vel.step
-			p.Vel[0] = lo + float64(float64(int64(x))*d)
-			p.Vel[1] = lo + float64(float64(int64(y))*d)
-			p.Vel[2] = lo + float64(float64(int64(z))*d)
+			bareValues(&p.Vel, f.vel.min, f.vel.step, x, y, z)
 		} else {
 			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
 		}
@@ -332,6 +326,15 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 // updateWindow), so the index masked to 0..31 is the index, and a word
 // from there ends inside the 40.
 const updateReadWindow = 40
+
+// bareValues sets dst to lo + code·d for three codes, as the format's
+// value does for a code in range where the format needs no cap (posBare,
+// velBare): the same float64 steps, so the same bits.
+func bareValues(dst *[3]float64, lo, d float64, x, y, z uint64) {
+	dst[0] = lo + float64(float64(int64(x))*d)
+	dst[1] = lo + float64(float64(int64(y))*d)
+	dst[2] = lo + float64(float64(int64(z))*d)
+}
 
 // codes3m is codes3 with the codes' mask (2^n − 1) given.
 func codes3m(v uint64, n uint, mask uint64) (a, b, c uint64) {
