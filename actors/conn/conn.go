@@ -308,7 +308,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 	case *msg.Redirect:
 		if m.Epoch > c.zoneEpoch {
+			moved := c.zone != nil && m.Zone != nil && !m.Zone.Equal(c.zone)
 			c.zone, c.zoneEpoch = m.Zone, m.Epoch
+			if moved {
+				c.resendToOwner(now)
+			}
 		}
 	case *msg.Kick:
 		reason := m.Reason

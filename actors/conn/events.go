@@ -75,6 +75,38 @@ func (c *Conn) resendEvents(in *msg.Input) {
 	c.sh.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
 }
 
+// resendToOwner sends the player's new owner, right after the handoff's
+// Redirect, the events this connection handed the old owner that no fence
+// reported applied, with the moves not reported applied ahead of them, in
+// an Input ahead of any it sends there from now on. The old owner passes
+// on what reaches it after its Commit, but the new owner may take the next
+// Input from here first (the old one busy, a loaded host): its fence then
+// moved past the event still on its way, and refused that event when it
+// came — an echo lost in a load test, the one after it echoed
+// (TestRedirectResendsTheEventsTheOldOwnerHasNotApplied). Sent again here,
+// the event is ahead of every later one; the copy that comes second,
+// whichever it is, the fence refuses. The moves go along so that an event
+// applied from here still acts after its packet's moves (the owner drops
+// the moves it has).
+func (c *Conn) resendToOwner(now time.Duration) {
+	if len(c.evKept) == 0 || c.srv == nil || !c.joined || c.resuming || c.closed ||
+		c.leaveSent && !c.redirect && !c.redirWaiting() {
+		return
+	}
+	in := msg.NewInput()
+	in.Player, in.Received = c.player, now
+	for _, k := range c.unacked {
+		if mv := c.unkeep(k); mv.Seq > c.applied {
+			in.Moves = append(in.Moves, mv)
+		}
+	}
+	if len(in.Moves) > 0 {
+		c.sh.pool.counters.MovesResent.Add(uint64(len(in.Moves)))
+	}
+	c.resendEvents(in)
+	c.sh.toZone(c.zone, in)
+}
+
 // A drain's Redirect would cut off the events the player's zone is sending
 // the client: the ones the session has not had acknowledged (a
 // redirecting session sends nothing more) and the ones still on their way

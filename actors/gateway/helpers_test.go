@@ -25,6 +25,7 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/netsim"
 	"github.com/ghostwire/ghostwire/replication/session"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // quietSystem is an actor system that logs warnings only (protoactor logs
@@ -63,7 +64,8 @@ type testZone struct {
 	st      *zoneStats
 	next    *actor.PID // "move-me" hands the player to this zone
 	players map[uint64]*zplayer
-	stop    chan struct{} // ends the ticker goroutine; done when it has
+	handed  map[uint64]handoff.EventFence // fences of players handed here, for their Join
+	stop    chan struct{}                 // ends the ticker goroutine; done when it has
 	done    chan struct{}
 	tick    uint64
 	npcs    int
@@ -77,6 +79,14 @@ type zplayer struct {
 	state  move.ControlState
 	last   uint64
 	inputs int // Inputs with moves seen
+	events handoff.EventFence
+}
+
+// handedEvents goes to the next zone ahead of a handed player's Join: its
+// event fence, which a real handoff's Commit carries.
+type handedEvents struct {
+	player uint64
+	fence  handoff.EventFence
 }
 
 type zoneTick struct{}
@@ -85,7 +95,7 @@ func newTestZone(sys *actor.ActorSystem, st *zoneStats, reg *ghost.Registry, npc
 	pc, _ := reg.Lookup(ghost.PlayerClassID)
 	nc, _ := reg.Lookup(ghost.NPCClassID)
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &testZone{st: st, players: map[uint64]*zplayer{}, npcs: npcs, reg: reg, player: pc, npc: nc, next: next}
+		return &testZone{st: st, players: map[uint64]*zplayer{}, handed: map[uint64]handoff.EventFence{}, npcs: npcs, reg: reg, player: pc, npc: nc, next: next}
 	})
 	return sys.Root.Spawn(props)
 }
@@ -121,8 +131,11 @@ func (z *testZone) receive(ctx actor.Context, msgIn any) {
 	case *actor.Stopping:
 		close(z.stop)
 		<-z.done
+	case *handedEvents:
+		z.handed[m.player] = m.fence
 	case *msg.Join:
-		z.players[m.Player] = &zplayer{join: m, last: m.LastApplied}
+		z.players[m.Player] = &zplayer{join: m, last: m.LastApplied, events: z.handed[m.Player]}
+		delete(z.handed, m.Player)
 		z.st.mu.Lock()
 		z.st.joins++
 		z.st.conns[m.Player] = m.Conn
@@ -168,6 +181,18 @@ func (z *testZone) receive(ctx actor.Context, msgIn any) {
 			p.state = move.Walk(p.state, mv, mv.Seconds())
 		}
 		z.st.moves[m.Player] = p.last
+		// Numbered ordered events go through the player's fence, as in
+		// actors/zone: a connection sends the new owner again those the
+		// old one has not reported applied.
+		n := 0
+		for _, e := range m.Events {
+			if e.Class == event.Ordered && e.Seq != 0 && !p.events.Take(m.EventGen, int(e.Lane), e.Seq) {
+				continue
+			}
+			m.Events[n] = e
+			n++
+		}
+		m.Events = m.Events[:n]
 		for _, e := range m.Events {
 			z.st.events[m.Player] = append(z.st.events[m.Player], string(e.Payload))
 		}
@@ -181,6 +206,7 @@ func (z *testZone) receive(ctx actor.Context, msgIn any) {
 				// zone learns the player, then the connection is redirected.
 				j := *p.join
 				j.LastApplied = p.last
+				ctx.Send(z.next, &handedEvents{player: m.Player, fence: p.events})
 				ctx.Send(z.next, &j)
 				ctx.Send(p.join.Conn, &msg.Redirect{Player: m.Player, Zone: z.next, Epoch: 1})
 				delete(z.players, m.Player)
