@@ -70,12 +70,13 @@
 // the dev game (DevGame): lane-0 echo and lane-1 teleport requests, for
 // tests and load tests; a production game installs its own handler.
 //
-// Events are handled by the zone that receives them. During a handoff an
-// Input still in flight to the old owner is handled there (echoes reach
-// the same connection), so a reply from the old zone can in rare cases
-// (the old zone busy for longer than the client's packet interval) reach
-// the client after one from the new zone: replies are ordered per zone,
-// not across a handoff.
+// Events are applied by the player's owner. During a handoff an Input
+// still in flight to the old owner is passed on to the new one
+// (eventsAway), and the connection, on the new owner's Redirect, sends the
+// events the old owner has not reported applied again (the fence drops
+// whichever copy comes second), so the new owner applies them in order
+// even when it takes the connection's next Input first (docs/protocol.md
+// § 7.20).
 //
 // # Queues
 //
