@@ -99,6 +99,8 @@ type Bridge struct {
 	gone   map[uint64]goneConn
 	added  int             // rememberLocal calls since the last sweep of locals
 	warned map[string]bool // log-once keys for hostile or broken input
+	// warnedFull: warned reached maxWarnKeys and that was logged.
+	warnedFull bool
 
 	// streams numbers the per-player view streams this node's links send.
 	streams atomic.Uint64
@@ -656,14 +658,29 @@ func (b *Bridge) Close() {
 func (b *Bridge) warnOnce(key, text string, args ...any) {
 	b.mu.Lock()
 	seen := b.warned[key]
-	if !seen && len(b.warned) < 1024 {
-		b.warned[key] = true
+	full := false
+	if !seen {
+		if len(b.warned) < maxWarnKeys {
+			b.warned[key] = true
+		} else {
+			// Past the bound a key is not remembered: logged at every
+			// message, hostile input would flood the log. Say so once;
+			// the metrics count the rest.
+			seen, full = true, !b.warnedFull
+			b.warnedFull = true
+		}
 	}
 	b.mu.Unlock()
 	if !seen {
 		b.log.Warn(text, args...)
 	}
+	if full {
+		b.log.Warn("cluster: more kinds of bad input than the log names; the rest are counted only", "keys", maxWarnKeys, "key", key)
+	}
 }
+
+// maxWarnKeys bounds Bridge.warned.
+const maxWarnKeys = 1024
 
 // rememberLocal records the local connection of a player whose zone is
 // elsewhere, so what that zone sends back can be delivered.

@@ -63,10 +63,13 @@ type Players struct {
 	// decode it (Record fails, InZone skips it: nobody restores the player).
 	Unencodable atomic.Uint64
 	// warned: the players whose record did not encode, logged once each
-	// (their checkpoints fail again every second). Bounded as the
-	// bridge's log-once keys: past the bound every one is logged.
+	// (their checkpoints fail again every second). Bounded (maxWarned):
+	// past the bound one warning says so, and the rest are counted only.
 	warnMu sync.Mutex
 	warned map[uint64]struct{}
+	// warnedFull: warned reached maxWarned and that was logged; further
+	// players' bad records are counted, not logged.
+	warnedFull bool
 	// Checkpoints: checkpoints written (part of Written);
 	// CheckpointsRefused: checkpoints from a zone or epoch the record no
 	// longer names (the player moved on: a late write never takes it back).
@@ -589,15 +592,28 @@ func (p *Players) unencodable(j *playerJob, err error) error {
 	j.settled = true
 	p.warnMu.Lock()
 	_, seen := p.warned[j.player]
-	if !seen && len(p.warned) < maxWarned {
-		if p.warned == nil {
-			p.warned = map[uint64]struct{}{}
+	full := false
+	if !seen {
+		if len(p.warned) < maxWarned {
+			if p.warned == nil {
+				p.warned = map[uint64]struct{}{}
+			}
+			p.warned[j.player] = struct{}{}
+		} else {
+			// Past the bound a player is not remembered, so it would be
+			// logged at every checkpoint (one a second): log that the
+			// bound was reached, once, and count the rest.
+			seen, full = true, !p.warnedFull
+			p.warnedFull = true
 		}
-		p.warned[j.player] = struct{}{}
 	}
 	p.warnMu.Unlock()
 	if !seen {
 		p.log.Warn("player record does not encode: not written", "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
+	}
+	if full {
+		p.log.Warn("player records that do not encode: more players than the log names; the rest are counted only",
+			"players_logged", maxWarned, "player", j.player, "err", err)
 	}
 	return fmt.Errorf("player %d: %w: %w", j.player, ErrUnencodableRecord, err)
 }

@@ -188,3 +188,37 @@ func awaitJob(t *testing.T, p *Players, j *playerJob) error {
 		return nil
 	}
 }
+
+// TestUnencodableWarningsBounded: a bad record is logged once a player for
+// the first maxWarned players; past them one more warning says the bound
+// was reached and the rest are only counted — a player the log no longer
+// remembers would otherwise be logged at every checkpoint, once a second.
+func TestUnencodableWarningsBounded(t *testing.T) {
+	nc := natsServer(t)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	p := NewPlayers(kv, "n1", slog.New(slog.NewJSONHandler(&logs, nil)))
+	t.Cleanup(p.Close)
+	cause := errors.New("ghost: name is not UTF-8")
+	const players = maxWarned + 10
+	for round := range 3 { // a bad record fails again at every checkpoint
+		for id := range uint64(players) {
+			if err := p.unencodable(&playerJob{player: id + 1, zone: "z", epoch: 1}, cause); !errors.Is(err, ErrUnencodableRecord) || !errors.Is(err, cause) {
+				t.Fatalf("round %d player %d: %v, want ErrUnencodableRecord wrapping the cause", round, id+1, err)
+			}
+		}
+	}
+	if n := p.Unencodable.Load(); n != 3*players {
+		t.Fatalf("Unencodable = %d, want %d: every failure counted", n, 3*players)
+	}
+	if got := logs.warnings(t, unencodableWarning); len(got) != maxWarned || got[0] != 1 || got[maxWarned-1] != maxWarned {
+		t.Fatalf("%d warnings naming a player, want %d (players 1…%d, once each)", len(got), maxWarned, maxWarned)
+	}
+	if got := logs.warnings(t, "player records that do not encode: more players than the log names; the rest are counted only"); len(got) != 1 {
+		t.Fatalf("%d warnings that the bound was reached, want 1", len(got))
+	}
+}
