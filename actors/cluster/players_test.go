@@ -21,10 +21,7 @@ func playersFixture(t *testing.T) (*Players, jetstream.KeyValue) {
 	t.Helper()
 	nc := natsServer(t)
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := playersBucket(t, js)
 	p := NewPlayers(kv, "n1", nil)
 	if err := p.Pipeline(context.Background(), nc); err != nil { // as a node writes them
 		t.Fatal(err)
@@ -201,10 +198,7 @@ func (c *countingKV) Get(ctx context.Context, key string) (jetstream.KeyValueEnt
 func TestPlacementCarriesTheCheckpoint(t *testing.T) {
 	nc := natsServer(t)
 	js, _ := jetstream.New(nc)
-	raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := playersBucket(t, js)
 	kv := &countingKV{KeyValue: raw}
 	p := NewPlayers(kv, "n1", nil)
 	t.Cleanup(p.Close)
@@ -277,10 +271,7 @@ func TestPlacementCarriesTheCheckpoint(t *testing.T) {
 func TestRestoreAfterTheRecordMovedIsRefused(t *testing.T) {
 	nc := natsServer(t)
 	js, _ := jetstream.New(nc)
-	raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := playersBucket(t, js)
 	p := NewPlayers(raw, "n1", nil)
 	t.Cleanup(p.Close)
 	put := func(zone string, epoch uint64) {
@@ -383,10 +374,7 @@ func BenchmarkPlayerCheckpointsPaced(b *testing.B) {
 func TestPipelinedCheckpointsKeepTheFence(t *testing.T) {
 	nc := natsServer(t)
 	js, _ := jetstream.New(nc)
-	raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := playersBucket(t, js)
 	kv := &countingKV{KeyValue: raw}
 	p := NewPlayers(kv, "n1", nil)
 	t.Cleanup(p.Close)
@@ -452,4 +440,14 @@ func TestPipelinedCheckpointsKeepTheFence(t *testing.T) {
 	if e := p.Errors.Load(); e != 0 {
 		t.Fatalf("%d errors", e)
 	}
+}
+
+// playersBucket makes the players' KV bucket in js, as the node does.
+func playersBucket(t testing.TB, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
 }

@@ -115,10 +115,7 @@ func TestUnencodableRecordIsReportedNotWritten(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			nc := natsServer(t)
 			js, _ := jetstream.New(nc)
-			raw, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := playersBucket(t, js)
 			kv := &countingKV{KeyValue: raw}
 			var logs lockedBuffer
 			p := NewPlayers(kv, "n1", slog.New(slog.NewJSONHandler(&logs, nil)))
@@ -139,7 +136,7 @@ func TestUnencodableRecordIsReportedNotWritten(t *testing.T) {
 
 			cp.LastApplied = 99
 			for i := range 2 { // the second logs nothing: a player's bad record is logged once
-				err = tc.write(t, p, cp)
+				err := tc.write(t, p, cp)
 				if !errors.Is(err, ErrUnencodableRecord) {
 					t.Fatalf("write %d: the waiter got %v, want ErrUnencodableRecord", i+1, err)
 				}
@@ -196,10 +193,7 @@ func awaitJob(t *testing.T, p *Players, j *playerJob) error {
 func TestUnencodableWarningsBounded(t *testing.T) {
 	nc := natsServer(t)
 	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "players"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := playersBucket(t, js)
 	var logs lockedBuffer
 	p := NewPlayers(kv, "n1", slog.New(slog.NewJSONHandler(&logs, nil)))
 	t.Cleanup(p.Close)
