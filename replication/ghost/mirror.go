@@ -221,35 +221,37 @@ func readErr(field string, r *bitstream.Reader, err error) error {
 // the caller should treat the connection as suspect. Memory is bounded by
 // MirrorConfig.MaxGhosts whatever the input.
 func (m *Mirror) Read(r *bitstream.Reader, now time.Duration) error {
+	n, width, ms, err := m.readSectionHeader(r, now)
+	for ; err == nil && n > 0; n-- {
+		err = m.readRecord(r, width, ms, now)
+	}
+	return err
+}
+
+// readSectionHeader reads a section's record count and header (the ids'
+// width and the stamp, taken into the mirror's clock): n records follow
+// (0: an empty section, nothing more to read).
+func (m *Mirror) readSectionHeader(r *bitstream.Reader, now time.Duration) (n uint64, width uint, ms int64, err error) {
 	cnt, err := r.ReadGamma("ghost.count")
-	if err != nil {
-		return err
+	if err != nil || cnt == 1 {
+		return 0, 0, 0, err
 	}
-	n := cnt - 1
-	if n == 0 {
-		return nil
-	}
+	n = cnt - 1
 	if n > uint64(r.Remaining()) { // every record is at least one bit
-		return readErr("ghost.count", r, bitstream.ErrOutOfRange)
+		return 0, 0, 0, readErr("ghost.count", r, bitstream.ErrOutOfRange)
 	}
 	hdr, err := r.ReadBits(sectionFixed, "ghost.header")
 	if err != nil {
-		return err
+		return 0, 0, 0, err
 	}
-	width := uint(hdr >> stampBits)
+	width = uint(hdr >> stampBits)
 	if width > m.maxWidth {
-		return readErr("ghost.width", r, ErrIDWidth)
+		return 0, 0, 0, readErr("ghost.width", r, ErrIDWidth)
 	}
-	ms := m.reconstructStamp(uint16(hdr), now)
-	ts := time.Duration(ms) * time.Millisecond
-	m.observeClock(ts, now)
+	ms = m.reconstructStamp(uint16(hdr), now)
+	m.observeClock(time.Duration(ms)*time.Millisecond, now)
 	m.stats.Sections++
-	for ; n > 0; n-- {
-		if err := m.readRecord(r, width, ms, now); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n, width, ms, nil
 }
 
 // reconstructStamp extends a 16-bit millisecond stamp received at local

@@ -16,31 +16,11 @@ import (
 // readRecordFields).
 func readSectionBy(m *Mirror, r *bitstream.Reader, now time.Duration,
 	rec func(m *Mirror, r *bitstream.Reader, width uint, ms int64, now time.Duration) error) error {
-	cnt, err := r.ReadGamma("ghost.count")
-	if err != nil || cnt == 1 {
-		return err
+	n, width, ms, err := m.readSectionHeader(r, now)
+	for ; err == nil && n > 0; n-- {
+		err = rec(m, r, width, ms, now)
 	}
-	n := cnt - 1
-	if n > uint64(r.Remaining()) {
-		return readErr("ghost.count", r, bitstream.ErrOutOfRange)
-	}
-	hdr, err := r.ReadBits(sectionFixed, "ghost.header")
-	if err != nil {
-		return err
-	}
-	width := uint(hdr >> stampBits)
-	if width > m.maxWidth {
-		return readErr("ghost.width", r, ErrIDWidth)
-	}
-	ms := m.reconstructStamp(uint16(hdr), now)
-	m.observeClock(time.Duration(ms)*time.Millisecond, now)
-	m.stats.Sections++
-	for ; n > 0; n-- {
-		if err := rec(m, r, width, ms, now); err != nil {
-			return err
-		}
-	}
-	return nil
+	return err
 }
 
 // TestRecordWindowReadsAsFields: readRecord, which takes a record's id and
