@@ -219,7 +219,9 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 		}
 		m, err := w.msg(p, j, c.rev, pl.reply[wi], first+uint64(i))
 		if err != nil {
-			w.err[i] = p.unencodable(j, err) // not sent: write would encode it the same way
+			if !j.keep() {
+				w.err[i] = p.unencodable(j, err) // not sent: write would encode it the same way
+			} // else not sent: write repairs it (a leaving player's)
 			continue
 		}
 		if pl.nc.PublishMsg(m) == nil {

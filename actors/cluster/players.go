@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -62,6 +64,10 @@ type Players struct {
 	// the same, acknowledged and counted as written, and no reader could
 	// decode it (Record fails, InZone skips it: nobody restores the player).
 	Unencodable atomic.Uint64
+	// Repaired: records written with their player's text made valid
+	// (repaired): a placement's or a leaving player's last checkpoint
+	// whose record did not encode, which must not be left out.
+	Repaired atomic.Uint64
 	// warned: the players whose record did not encode, logged once each
 	// (their checkpoints fail again every second). Bounded (maxWarned):
 	// past the bound one warning says so, and the rest are counted only.
@@ -590,6 +596,20 @@ func outcome(ok bool) error {
 func (p *Players) unencodable(j *playerJob, err error) error {
 	p.Unencodable.Add(1)
 	j.settled = true
+	p.warnOnce(j, err, unencodableMsg)
+	return fmt.Errorf("player %d: %w: %w", j.player, ErrUnencodableRecord, err)
+}
+
+// The warnings of a record that does not encode: not written
+// (unencodable), or written repaired.
+const (
+	unencodableMsg = "player record does not encode: not written"
+	repairedMsg    = "player record does not encode: written with its text that is not UTF-8 replaced"
+)
+
+// warnOnce logs msg about j's record that did not encode (err), once a
+// player: a player's bad record fails again at every checkpoint.
+func (p *Players) warnOnce(j *playerJob, err error, msg string) {
 	p.warnMu.Lock()
 	_, seen := p.warned[j.player]
 	full := false
@@ -609,13 +629,47 @@ func (p *Players) unencodable(j *playerJob, err error) error {
 	}
 	p.warnMu.Unlock()
 	if !seen {
-		p.log.Warn("player record does not encode: not written", "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
+		p.log.Warn(msg, "player", j.player, "zone", j.zone, "epoch", j.epoch, "err", err)
 	}
 	if full {
 		p.log.Warn("player records that do not encode: more players than the log names; the rest are counted only",
 			"players_logged", maxWarned, "player", j.player, "err", err)
 	}
-	return fmt.Errorf("player %d: %w: %w", j.player, ErrUnencodableRecord, err)
+}
+
+// repaired encodes j's record again into b with its player's text that
+// is not UTF-8 made valid (each bad byte U+FFFD), when j is a write that
+// must not be left out (keep): a join's record not written left the
+// player with none (every checkpoint refused, nobody to restore it, no
+// lookup finds it), a leaving player's left its record ONLINE (a
+// takeover restores a player who left). The player's name, connection
+// and gateway are repaired; a zone or node name that is not UTF-8 is
+// this node's own configuration and names no zone or node once
+// repaired: err is returned for it, as for a write that may be left out
+// (a periodic checkpoint: the record keeps the last state that encoded;
+// a Commit). Counted in Repaired, logged once a player.
+func (p *Players) repaired(b []byte, h *pbconv.RecordHead, j *playerJob, err error) ([]byte, error) {
+	if !j.keep() || !utf8.ValidString(h.Zone) || !utf8.ValidString(h.Node) {
+		return nil, err
+	}
+	rh := *h
+	rh.Conn = strings.ToValidUTF8(h.Conn, "\uFFFD")
+	rh.Gateway = strings.ToValidUTF8(h.Gateway, "\uFFFD")
+	var cp *handoff.Checkpoint
+	if j.cp != nil {
+		c := *j.cp
+		c.Name = strings.ToValidUTF8(c.Name, "\uFFFD")
+		c.Conn = strings.ToValidUTF8(c.Conn, "\uFFFD")
+		cp = &c
+	}
+	var enc pbconv.RecordEncoder
+	val, rerr := enc.Append(b, &rh, cp)
+	if rerr != nil {
+		return nil, err
+	}
+	p.Repaired.Add(1)
+	p.warnOnce(j, err, repairedMsg)
+	return val, nil
 }
 
 // maxWarned bounds Players.warned.
@@ -649,7 +703,9 @@ func (p *Players) write(j *playerJob) error {
 	var enc pbconv.RecordEncoder // the record proto.Marshal made, without its objects
 	val, err := enc.Append(make([]byte, 0, recordRoom), &h, j.cp)
 	if err != nil {
-		return p.unencodable(j, err)
+		if val, err = p.repaired(val[:0], &h, j, err); err != nil {
+			return p.unencodable(j, err)
+		}
 	}
 	written := func(rev uint64) bool {
 		p.Written.Add(1)
@@ -776,7 +832,9 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 	var enc pbconv.RecordEncoder
 	val, err := enc.Append(make([]byte, 0, recordRoom), h, j.cp)
 	if err != nil {
-		return p.unencodable(j, err)
+		if val, err = p.repaired(val[:0], h, j, err); err != nil {
+			return p.unencodable(j, err)
+		}
 	}
 	p.revMu.Lock()
 	c, ok := p.revs[j.player]

@@ -142,6 +142,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"player_record_dropped_total", "player record writes dropped: the writers' queue was full", pl.Dropped.Load},
 		{"player_record_errors_total", "player record writes that failed (KV errors)", pl.Errors.Load},
 		{"player_record_unencodable_total", "player record writes not made: the record does not encode (a string field not UTF-8); never retried, logged at warn once a player", pl.Unencodable.Load},
+		{"player_records_repaired_total", "player records written with their player's text that is not UTF-8 replaced (U+FFFD): a placement's or a leaving player's last checkpoint, which must not be left out; logged at warn once a player", pl.Repaired.Load},
 		{"checkpoints_total", "player checkpoints written to the player records (each online player about once a second, and as it leaves)", pl.Checkpoints.Load},
 		{"player_record_fenced_total", "player record writes not made: this node no longer held the zone's lease in time (paused, cut off)", pl.Fenced.Load},
 		{"checkpoints_refused_total", "player checkpoints not written: the record names another zone or epoch (the player moved on)", pl.CheckpointsRefused.Load},
