@@ -217,3 +217,61 @@ func pipelinedPlayers(b *testing.B) (*Players, jetstream.KeyValue) {
 	}
 	return p, kv
 }
+
+// BenchmarkCheckpointTickPeriodic (informative; for instruction counts):
+// BenchmarkCheckpointTick's tick of 50 checkpoints sent as the zones send
+// their periodic ones (Players.Checkpoint, nobody waiting), an op ending
+// when every one is written or found unchanged. moving: every player's
+// state changed since its last checkpoint (each is written); idle: none
+// did (a player who sends no moves: its record is not rewritten,
+// Players.Unchanged). cpu-µs/checkpoint is the process's CPU (getrusage).
+func BenchmarkCheckpointTickPeriodic(b *testing.B) {
+	for _, idle := range []bool{false, true} {
+		name := "moving"
+		if idle {
+			name = "idle"
+		}
+		b.Run(name, func(b *testing.B) {
+			p, _ := pipelinedPlayers(b)
+			const players, zones, ticks = 1000, 4, 20
+			var byZone [zones][]handoff.Checkpoint
+			for i := range players {
+				id := uint64(i + 1)
+				byZone[i%zones] = append(byZone[i%zones], benchCheckpoint(id))
+				p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
+			}
+			gw := func(string) string { return "zoned-1" }
+			tick := func(t int) {
+				want := checkpointsSettled(p)
+				for z := range zones {
+					zc := byZone[z]
+					per := (len(zc) + ticks - 1) / ticks
+					lo, hi := min(t%ticks*per, len(zc)), min((t%ticks+1)*per, len(zc))
+					if !idle {
+						for i := lo; i < hi; i++ {
+							zc[i].Control.Pos[0] = float32(t)
+						}
+					}
+					p.Checkpoint(fmt.Sprintf("x%dz0", z), zc[lo:hi], false, gw)
+					want += uint64(hi - lo)
+				}
+				waitFor(b, time.Minute, "the tick's checkpoints", func() bool { return checkpointsSettled(p) >= want })
+			}
+			for t := range 2 * ticks { // every record written twice: the revisions (and sums) are cached
+				tick(t)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for n := range b.N {
+				tick(2*ticks + n)
+			}
+			b.StopTimer()
+			per := float64(b.N * players / ticks)
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/1e3/per, "cpu-µs/checkpoint")
+			if r := p.CheckpointsRefused.Load() + p.Errors.Load() + p.Dropped.Load(); r != 0 {
+				b.Fatalf("%d checkpoints refused, failed or dropped", r)
+			}
+		})
+	}
+}

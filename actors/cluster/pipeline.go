@@ -140,59 +140,77 @@ type batchWriter struct {
 	seq   [1]string
 	next  uint64 // the writer's next publish's number (its reply subject)
 	timer *time.Timer
-	// Per job of the batch: fenced, the fence stopped it; sent, published
+	// Per job of the batch: fenced, the fence stopped it; same, not sent
+	// because its record is unchanged (Players.unchanged); sent, published
 	// (its ack awaited); got, its ack read: rev the record's new revision
-	// or err. err of a job not sent: its record did not encode.
+	// or err; sum, its record's (recordSum). err of a job not sent: its
+	// record did not encode.
 	fenced [maxBatch]bool
+	same   [maxBatch]bool
 	sent   [maxBatch]bool
 	got    [maxBatch]bool
 	rev    [maxBatch]uint64
+	sum    [maxBatch]uint64
 	err    [maxBatch]error
+	// What encode encoded last: the ends of its subject, reply and
+	// expected revision in buf (the record follows), its record's time.
+	rep, subj, seqEnd int
+	now               int64
 }
 
-// msg fills the writer's message: j's record to subject pre+key,
-// published only over revision rev of the key's subject, its ack to
-// reply+n. The data points into buf, valid until the next msg; the
-// subject, reply and revision are copied out together, as one string
-// (one small allocation a checkpoint, not three; not worth an unsafe
-// alias of a reused buffer). A record that does not encode makes no
-// message: its error is returned.
-func (w *batchWriter) msg(p *Players, j *playerJob, rev uint64, reply string, n uint64) (*nats.Msg, error) {
+// encode encodes j's record to subject pre+key, published only over
+// revision rev of the key's subject, its ack to reply+n, in buf: msg
+// makes the message of it (apart: an unchanged record is not sent, and
+// makes no message). It returns the error of a record that does not
+// encode.
+func (w *batchWriter) encode(p *Players, j *playerJob, rev uint64, reply string, n uint64) error {
 	w.buf = append(w.buf[:0], p.pipe.pre...)
 	w.buf = append(w.buf, "p."...)
 	w.buf = strconv.AppendUint(w.buf, j.player, 10)
-	rep := len(w.buf)
+	w.rep = len(w.buf)
 	w.buf = append(w.buf, reply...)
 	w.buf = strconv.AppendUint(w.buf, n, 10)
-	subj := len(w.buf)
+	w.subj = len(w.buf)
 	w.buf = strconv.AppendUint(w.buf, rev, 10)
-	seq := len(w.buf)
+	w.seqEnd = len(w.buf)
+	w.now = time.Now().UnixMilli()
 	h := pbconv.RecordHead{Player: j.player, Zone: j.zone, State: pb.PlayerState_PLAYER_STATE_ONLINE,
-		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: time.Now().UnixMilli(), Gateway: j.gateway}
+		Epoch: j.epoch, Node: p.node, UpdatedUnixMs: w.now, Gateway: j.gateway}
 	if j.leaving {
 		h.State = pb.PlayerState_PLAYER_STATE_OFFLINE
 	}
 	var err error
-	if w.buf, err = w.enc.Append(w.buf, &h, j.cp); err != nil {
-		return nil, err
-	}
+	w.buf, err = w.enc.Append(w.buf, &h, j.cp)
+	return err
+}
+
+// record is the record encode encoded last.
+func (w *batchWriter) record() []byte { return w.buf[w.seqEnd:] }
+
+// msg fills the writer's message with what encode encoded last. The data
+// points into buf, valid until the next encode; the subject, reply and
+// revision are copied out together, as one string (one small allocation
+// a checkpoint, not three; not worth an unsafe alias of a reused buffer).
+func (w *batchWriter) msg() *nats.Msg {
 	b := w.buf
 	if w.hdr == nil {
 		w.hdr = nats.Header{}
 	}
-	strs := string(b[:seq]) // one string, three views of it
-	w.seq[0] = strs[subj:seq]
+	strs := string(b[:w.seqEnd]) // one string, three views of it
+	w.seq[0] = strs[w.subj:w.seqEnd]
 	w.hdr[jetstream.ExpectedLastSubjSeqHeader] = w.seq[:]
-	w.m = nats.Msg{Subject: strs[:rep], Reply: strs[rep:subj], Header: w.hdr, Data: b[seq:len(b):len(b)]}
-	return &w.m, nil
+	w.m = nats.Msg{Subject: strs[:w.rep], Reply: strs[w.rep:w.subj], Header: w.hdr, Data: b[w.seqEnd:len(b):len(b)]}
+	return &w.m
 }
 
 // reset makes the writer ready for the next batch.
 func (w *batchWriter) reset() {
 	clear(w.fenced[:])
+	clear(w.same[:])
 	clear(w.sent[:])
 	clear(w.got[:])
 	clear(w.rev[:])
+	clear(w.sum[:])
 	clear(w.err[:])
 	w.m = nats.Msg{}
 }
@@ -217,14 +235,18 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 		if !ok || c.zone != j.zone || c.epoch != j.epoch || c.rev == 0 {
 			continue // no revision to expect: written by write
 		}
-		m, err := w.msg(p, j, c.rev, pl.reply[wi], first+uint64(i))
-		if err != nil {
+		if err := w.encode(p, j, c.rev, pl.reply[wi], first+uint64(i)); err != nil {
 			if !j.keep() {
 				w.err[i] = p.unencodable(j, err) // not sent: write would encode it the same way
 			} // else not sent: write repairs it (a leaving player's)
 			continue
 		}
-		if pl.nc.PublishMsg(m) == nil {
+		w.sum[i] = p.recordSum(w.record(), w.now, j.gateway)
+		if p.unchanged(j, c, w.sum[i]) {
+			w.same[i] = true
+			continue
+		}
+		if pl.nc.PublishMsg(w.msg()) == nil {
 			w.sent[i] = true
 			pending++
 		}
@@ -241,6 +263,8 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 		case w.fenced[i]:
 			p.Fenced.Add(1)
 			finish(j, errNotWritten)
+		case w.same[i]:
+			finish(j, nil) // the record holds it (unchanged counted it)
 		case !w.sent[i] && w.err[i] != nil: // it did not encode
 			finish(j, w.err[i])
 		case !w.sent[i]:
@@ -251,7 +275,7 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 			if j.leaving {
 				p.forget(j.player)
 			} else {
-				p.remember(j, w.rev[i])
+				p.rememberAt(j, w.rev[i], w.sum[i], time.Since(p.born))
 			}
 			finish(j, nil)
 		case isWrongSequence(w.err[i]) || errors.Is(w.err[i], jetstream.ErrKeyExists):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
@@ -80,6 +83,13 @@ type Players struct {
 	// CheckpointsRefused: checkpoints from a zone or epoch the record no
 	// longer names (the player moved on: a late write never takes it back).
 	Checkpoints, CheckpointsRefused atomic.Uint64
+	// Unchanged: periodic checkpoints not written because the record this
+	// node wrote last, at the revision it still expects, holds the same
+	// bytes but for its time (an idle player): the KV already has that
+	// state, and the write was a nats-server store, a compare-and-set and
+	// an ack for nothing.
+	Unchanged atomic.Uint64
+	seed      maphash.Seed // the records' sums (recRev.sum)
 
 	// revs caches the revision of each record this node wrote last, with
 	// the zone and epoch it named, so a checkpoint is one compare-and-set
@@ -134,6 +144,10 @@ type recRev struct {
 	zone  string
 	epoch uint64
 	used  time.Duration
+	// sum: recordSum of the checkpoint's record written at rev (0: not a
+	// checkpoint's, or not known). A periodic checkpoint whose record
+	// has the same sum is not written again (Unchanged).
+	sum uint64
 }
 
 // revIdle: a cached revision unused this long belongs to a player who
@@ -212,7 +226,8 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}, born: time.Now()}
+	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]recRev{}, born: time.Now(),
+		seed: maphash.MakeSeed()}
 	p.life, p.end = context.WithCancel(context.Background())
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
@@ -843,6 +858,10 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 	if !ok || c.zone != j.zone || c.epoch != j.epoch {
 		rev = 0
 	}
+	sum := p.recordSum(val, h.UpdatedUnixMs, h.Gateway)
+	if rev != 0 && p.unchanged(j, c, sum) {
+		return nil
+	}
 	for range 3 {
 		if rev == 0 {
 			e, err := p.kv.Get(ctx, key)
@@ -869,7 +888,7 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 			if j.leaving {
 				p.forget(j.player)
 			} else {
-				p.remember(j, nrev)
+				p.rememberAt(j, nrev, sum, time.Since(p.born))
 			}
 			return nil
 		}
@@ -884,15 +903,16 @@ func (p *Players) writeCheckpoint(ctx context.Context, key string, h *pbconv.Rec
 }
 
 func (p *Players) remember(j *playerJob, rev uint64) {
-	p.rememberAt(j, rev, time.Since(p.born))
+	p.rememberAt(j, rev, 0, time.Since(p.born))
 }
 
-// rememberAt is remember at now (since born); entries unused for revIdle
-// go, in a sweep at most every revIdle.
-func (p *Players) rememberAt(j *playerJob, rev uint64, now time.Duration) {
+// rememberAt is remember at now (since born), with the sum of the
+// checkpoint's record written at rev (0: none); entries unused for
+// revIdle go, in a sweep at most every revIdle.
+func (p *Players) rememberAt(j *playerJob, rev, sum uint64, now time.Duration) {
 	p.revMu.Lock()
 	defer p.revMu.Unlock()
-	p.revs[j.player] = recRev{rev: rev, zone: j.zone, epoch: j.epoch, used: now}
+	p.revs[j.player] = recRev{rev: rev, zone: j.zone, epoch: j.epoch, used: now, sum: sum}
 	if now-p.swept > revIdle {
 		p.swept = now
 		for id, r := range p.revs {
@@ -902,6 +922,48 @@ func (p *Players) rememberAt(j *playerJob, rev uint64, now time.Duration) {
 		}
 	}
 }
+
+// unchanged tells whether j, a checkpoint whose record sums to sum, need
+// not be written over c, the revision this node wrote last for its zone
+// and epoch: a periodic checkpoint (not a leaving player's, which takes
+// the record offline; none anybody waits for, as a handover's: their
+// compare-and-set also confirms that nobody wrote the record since)
+// whose record is the one written at c but for its time. The KV holds
+// that state already, so the RPO holds; if another node wrote the record
+// since (it took the player), the write would have been refused, and the
+// player is this zone's no more. The entry is kept in use (an idle
+// player's revision is not swept; its next change is one compare-and-set).
+func (p *Players) unchanged(j *playerJob, c recRev, sum uint64) bool {
+	if j.leaving || j.done != nil || c.sum == 0 || c.sum != sum {
+		return false
+	}
+	p.Unchanged.Add(1)
+	p.rememberAt(j, c.rev, sum, time.Since(p.born))
+	return true
+}
+
+// recordSum is a sum of the encoded record rec but for its
+// updated_unix_ms field (its time, ms: every record has a new one) — the
+// fields the encoder writes before it and the gateway's after it — or 0
+// when rec does not end as pbconv.RecordEncoder ends a record (time, then
+// gateway): nothing is then ever taken as unchanged.
+func (p *Players) recordSum(rec []byte, ms int64, gateway string) uint64 {
+	tail := 0
+	if gateway != "" {
+		tail = 1 + protowire.SizeVarint(uint64(len(gateway))) + len(gateway)
+	}
+	upd := 1 + protowire.SizeVarint(uint64(ms))
+	cut := len(rec) - tail - upd
+	if ms <= 0 || cut < 0 || rec[cut] != recordTimeTag {
+		return 0
+	}
+	// Two hashes, not a maphash.Hash written twice (≈ 420 instructions a
+	// record, its buffering): the tail is the gateway's field alone.
+	return (maphash.Bytes(p.seed, rec[:cut]) ^ bits.RotateLeft64(maphash.Bytes(p.seed, rec[cut+upd:]), 1)) | 1 // never 0 (unknown)
+}
+
+// recordTimeTag is PlayerRecord.updated_unix_ms's tag (field 8, varint).
+const recordTimeTag = 8 << 3
 
 func (p *Players) forget(player uint64) {
 	p.revMu.Lock()

@@ -350,6 +350,9 @@ func BenchmarkPlayerCheckpointsPaced(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := processCPU()
 			for range b.N {
+				for i := range cps { // moving players: an idle one's record is not rewritten (Unchanged)
+					cps[i].Control.Pos[1]++
+				}
 				for i := 0; i < players; i += batch {
 					for k := i; k < min(i+batch, players); k += batch / 4 { // four zones
 						p.Checkpoint("z", cps[k:min(k+batch/4, players)], false, gw)
