@@ -133,12 +133,20 @@ func (pl *pipeline) ack(m *nats.Msg) (uint64, error) {
 // in, and each publish's outcome. A checkpoint is one a player a second
 // (the RPO). Owned by one writer goroutine.
 type batchWriter struct {
-	enc   pbconv.RecordEncoder
-	buf   []byte
-	m     nats.Msg
-	hdr   nats.Header
-	seq   [1]string
-	next  uint64 // the writer's next publish's number (its reply subject)
+	enc pbconv.RecordEncoder
+	buf []byte
+	m   nats.Msg
+	hdr nats.Header
+	seq [1]string
+	// gen numbers the writer's reply subjects: a batch's publishes are
+	// gen×maxBatch + their index in it, so batch after batch they are the
+	// same 64 subjects a writer. The stream's client in nats-server keeps
+	// the last 512 subjects it delivered to (its acks), and each new one,
+	// a publish's own number, was a sublist match, its allocations and
+	// an entry evicted. A batch whose acks did not all come moves the
+	// writer to the next gen: a late ack is never taken for a later
+	// batch's (a batch reads its acks all before the next is sent).
+	gen   uint64
 	timer *time.Timer
 	// Per job of the batch: fenced, the fence stopped it; same, not sent
 	// because its record is unchanged (Players.unchanged); sent, published
@@ -222,8 +230,7 @@ func (w *batchWriter) reset() {
 func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits <-chan *playerJob) {
 	defer w.reset()
 	pl := p.pipe
-	first, pending := w.next, 0
-	w.next += uint64(len(batch))
+	first, pending := w.gen*maxBatch, 0
 	for i, j := range batch {
 		if p.valid != nil && !p.valid(j.zone) {
 			w.fenced[i] = true
@@ -291,9 +298,10 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 }
 
 // awaitAcks reads writer wi's acks until each of the batch's pending
-// publishes (numbered first to first+n-1) has one, or the wait (ackWait) is up (the
-// rest fail with errAckTimeout). An ack of an earlier batch (one that
-// came too late) is dropped.
+// publishes (numbered first to first+n-1) has one, or the wait (ackWait)
+// is up: the rest fail with errAckTimeout, and the writer's next batch
+// is numbered apart (batchWriter.gen). An ack of an earlier batch (one
+// that came too late) is dropped.
 func (p *Players) awaitAcks(w *batchWriter, wi int, first uint64, n, pending int) {
 	pl := p.pipe
 	if w.timer == nil {
@@ -322,6 +330,7 @@ func (p *Players) awaitAcks(w *batchWriter, wi int, first uint64, n, pending int
 					w.err[i] = errAckTimeout
 				}
 			}
+			w.gen++
 			return
 		}
 	}
