@@ -193,10 +193,13 @@ type PlayerRecord struct {
 	// The node that wrote the record (the owning zone's node).
 	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	Conn string `protobuf:"bytes,6,opt,name=conn,proto3" json:"conn,omitempty"`
-	// The last checkpoint of the player's entity (at least once a second
-	// while online, and as it leaves). Its epoch is the record's.
-	Checkpoint    *EntitySnapshot `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	UpdatedUnixMs int64           `protobuf:"varint,8,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	// The last checkpoint of the player's entity (at most a second old
+	// while online: rewritten each second it changed, and as it leaves).
+	// Its epoch is the record's.
+	Checkpoint *EntitySnapshot `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// When the record last changed (a checkpoint of an idle player that
+	// would change nothing else is not rewritten: docs/cluster.md).
+	UpdatedUnixMs int64 `protobuf:"varint,8,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
 	// The node holding the player's connection when the checkpoint was
 	// written: whoever restores the player sends its views there.
 	Gateway       string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
