@@ -398,8 +398,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	c.sh.dc.Release(d)
 	if err != nil {
-		c.sh.pool.counters.count(err)
-		if !errors.Is(err, session.ErrProtocol) {
+		if c.sh.pool.counters.count(err) != rejectProtocol {
 			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
 			return
 		}
