@@ -167,8 +167,10 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	return nil
 }
 
-// handle takes one event. The shard pumps the connection afterwards.
-func (c *Conn) handle(m any, now time.Duration) {
+// handle takes one event. The shard pumps the connection afterwards,
+// unless handle reports it quiet: a datagram the session rejected
+// (onDatagram) changed nothing a pump would act on.
+func (c *Conn) handle(m any, now time.Duration) (quiet bool) {
 	var sender *actor.PID
 	if env, ok := m.(*actor.MessageEnvelope); ok {
 		m, sender = env.Message, env.Sender
@@ -179,7 +181,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 	}
 	switch m := m.(type) {
 	case *msg.Datagram:
-		c.onDatagram(m, now)
+		return c.onDatagram(m, now)
 	case *msg.ViewReady:
 		if c.gm != nil {
 			c.gm.Take() // applied in the pump
@@ -345,6 +347,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			c.sh.pool.sys.Root.Send(sender, &s)
 		}
 	}
+	return false
 }
 
 // heldUntil is when the held Control (heldCtl) goes without its view: it
@@ -385,13 +388,20 @@ func release(m any) {
 	}
 }
 
-func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
+// onDatagram hands d to the session and reports whether the session
+// rejected it (quiet): a rejection other than a protocol error (which
+// closes the connection) changes nothing but the session's counters — no
+// state a pump reads, nothing due — so the pump after it would only find
+// the deadline the last one filed, which the shard's heap serves
+// anyway. Skipping it spares a forged, replayed or stale datagram the
+// pump's lines (its Conn line, the session's deadline state, the heap).
+func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
 	if c.inflight != nil {
 		c.inflight.Add(-1)
 	}
 	if c.srv == nil {
 		d.Release()
-		return
+		return false
 	}
 	from := c.srv.Addr()
 	c.sh.rxAt = now
@@ -400,7 +410,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	if err != nil {
 		if c.sh.pool.counters.count(err) != rejectProtocol {
 			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
-			return
+			return true
 		}
 	}
 	if moved {
@@ -420,6 +430,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	}
 	c.checkZone(now)
 	c.flushInput(now)
+	return false
 }
 
 // checkZone looks the player's record up again when its zone does not

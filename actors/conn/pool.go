@@ -710,7 +710,9 @@ func (s *shard) handleOne(c *Conn, m any, now time.Duration) {
 		s.stop(c)
 		return
 	default:
-		c.handle(m, now)
+		if c.handle(m, now) {
+			return // nothing changed: no pump (Conn.onDatagram)
+		}
 	}
 	if !c.stopped {
 		s.markDirty(c)
