@@ -43,17 +43,19 @@ type Params struct {
 // object, 32-byte aligned in its span, 160 bytes were three lines either
 // way and 192 four half the time). By the time a player's next packet
 // comes, its connection has left the cache, and each line read is a miss.
-// The rest — per zone tick, per event, per lifecycle step — follows. The
-// datagram's arrival time and the input collected from it are the
-// shard's (shard.rxAt, shard.in), and the deadline sits in the shard's
-// heap (deadlines), not here.
+// What a pump reads is the first line alone: a round handles all its
+// events before it pumps, and the events of the connections after this
+// one (their sessions, the AEAD) have pushed this one's lines out of the
+// L1 by its pump, which read all three again when they were spread over
+// them (BenchmarkShardReceiveCold). The rest — per zone tick, per event,
+// per lifecycle step — follows. The datagram's arrival time and the input
+// collected from it are the shard's (shard.rxAt, shard.in), and the
+// deadline sits in the shard's heap (deadlines), not here.
 type Conn struct {
-	// Per datagram or per pump. (The pool is sh.pool.)
-	sh       *shard
-	srv      *session.Server
-	gm       *ghostmgr.Manager
-	inflight *atomic.Int32 // Params.Inflight
-	zone     *actor.PID
+	// Per pump, and per datagram: the first line. (The pool is sh.pool.)
+	sh  *shard
+	srv *session.Server
+	gm  *ghostmgr.Manager
 	// heldCtl: a tick's Control waits here for the same tick's view, at
 	// most viewWait after it arrived (ctlAt, its arrival, is the newest
 	// Control's: a newer one hands the held one on first). The session
@@ -62,14 +64,7 @@ type Conn struct {
 	// tick's.
 	heldCtl  *msg.Control
 	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
-	joinAt   time.Duration // when the newest Join went
-	ctlAt    time.Duration // when the newest Control arrived
-	lastMove uint64        // the newest move handed to an Input
-	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
-	applied  uint64        // the newest applied move a zone reported
-	resentAt time.Duration // when unacked moves were last sent again
 	foldAt   time.Duration // when fates were last folded into the pool's counters
-	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 	hidx     int32         // index in the shard's deadline heap (which holds the deadline), -1: not in it
 	resends  uint8         // resends since the last progress (backoff), at most maxResendBackoff
 	verified bool
@@ -84,6 +79,17 @@ type Conn struct {
 	leaveSent, zoneHolds bool
 	viewsFlow            bool // views come with the controls: wait for them (off after a wait timed out)
 	dirty                bool // in the shard's list of connections to pump this round
+
+	// Per datagram.
+	inflight *atomic.Int32 // Params.Inflight
+	zone     *actor.PID
+	joinAt   time.Duration // when the newest Join went
+	ctlAt    time.Duration // when the newest Control arrived
+	lastMove uint64        // the newest move handed to an Input
+	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
+	applied  uint64        // the newest applied move a zone reported
+	resentAt time.Duration // when unacked moves were last sent again
+	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 
 	// Per Control.
 	ctlEpoch uint64 // the newest Control epoch taken (a relook: the record's)
