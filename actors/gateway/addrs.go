@@ -23,10 +23,11 @@ import (
 // The zero addrTable is not ready: use newAddrTable. Not safe for
 // concurrent use; the router's mu guards it.
 type addrTable struct {
-	v4   []addrSlot // a power of two long, at most 3/4 full
-	n4   int
-	seed uint64 // drawn per table: the slots a set of addresses takes cannot be chosen from outside
-	v6   map[netip.AddrPort]*route
+	v4    []addrSlot // a power of two long, at most 3/4 full
+	shift uint8      // 64 - log2(len(v4)): home's hash bits
+	n4    int
+	seed  uint64 // drawn per table: the slots a set of addresses takes cannot be chosen from outside
+	v6    map[netip.AddrPort]*route
 }
 
 // addrSlot is one IPv4 key and its route; rt is nil in an empty slot.
@@ -39,7 +40,8 @@ type addrSlot struct {
 const minAddrSlots = 16
 
 func newAddrTable() addrTable {
-	return addrTable{v4: make([]addrSlot, minAddrSlots), seed: rand.Uint64(), v6: make(map[netip.AddrPort]*route)}
+	return addrTable{v4: make([]addrSlot, minAddrSlots), shift: 64 - uint8(bits.TrailingZeros(minAddrSlots)),
+		seed: rand.Uint64(), v6: make(map[netip.AddrPort]*route)}
 }
 
 // key4 is ap as one word when it is an IPv4 address (no zone, not
@@ -49,32 +51,39 @@ func key4(ap netip.AddrPort) (uint64, bool) {
 	if !a.Is4() {
 		return 0, false
 	}
-	b := a.As4()
-	return uint64(binary.BigEndian.Uint32(b[:]))<<16 | uint64(ap.Port()), true
+	b := a.As16() // as As4 (an IPv4 address is its last four bytes), without its panic: key4 and get inline
+	return uint64(binary.BigEndian.Uint32(b[12:]))<<16 | uint64(ap.Port()), true
 }
 
-// home is k's first slot in a table of n slots (a power of two): the
-// high bits of a seeded multiply-xorshift mix.
-func (t *addrTable) home(k uint64, n int) int {
+// home is k's first slot: the high bits of a seeded multiply-xorshift
+// mix.
+func (t *addrTable) home(k uint64) int {
 	h := (k ^ t.seed) * 0x9e3779b97f4a7c15
 	h ^= h >> 29
 	h *= 0xbf58476d1ce4e5b9
-	return int(h >> (64 - bits.TrailingZeros(uint(n))))
+	return int(h >> t.shift)
 }
 
 func (t *addrTable) get(ap netip.AddrPort) *route {
-	k, ok := key4(ap)
-	if !ok {
-		return t.v6[ap]
+	if k, ok := key4(ap); ok {
+		return t.get4(k)
 	}
+	return t.get6(ap)
+}
+
+func (t *addrTable) get4(k uint64) *route {
 	mask := len(t.v4) - 1
-	for i := t.home(k, len(t.v4)); ; i = (i + 1) & mask {
-		s := &t.v4[i]
-		if s.rt == nil || s.key == k {
+	for i := t.home(k); ; i = (i + 1) & mask {
+		if s := &t.v4[i]; s.rt == nil || s.key == k {
 			return s.rt
 		}
 	}
 }
+
+// get6 is out of line: the map access would keep get from inlining.
+//
+//go:noinline
+func (t *addrTable) get6(ap netip.AddrPort) *route { return t.v6[ap] }
 
 func (t *addrTable) set(ap netip.AddrPort, rt *route) {
 	k, ok := key4(ap)
@@ -97,7 +106,7 @@ func (t *addrTable) set(ap netip.AddrPort, rt *route) {
 // put files rt under k and reports whether k is new.
 func (t *addrTable) put(k uint64, rt *route) bool {
 	mask := len(t.v4) - 1
-	for i := t.home(k, len(t.v4)); ; i = (i + 1) & mask {
+	for i := t.home(k); ; i = (i + 1) & mask {
 		s := &t.v4[i]
 		if s.rt == nil {
 			*s = addrSlot{key: k, rt: rt}
@@ -115,6 +124,7 @@ func (t *addrTable) put(k uint64, rt *route) bool {
 func (t *addrTable) grow() {
 	old := t.v4
 	t.v4 = make([]addrSlot, 2*len(old))
+	t.shift--
 	for _, s := range old {
 		if s.rt != nil {
 			t.put(s.key, s.rt)
@@ -129,7 +139,7 @@ func (t *addrTable) del(ap netip.AddrPort) {
 		return
 	}
 	mask := len(t.v4) - 1
-	i := t.home(k, len(t.v4))
+	i := t.home(k)
 	for ; t.v4[i].key != k || t.v4[i].rt == nil; i = (i + 1) & mask {
 		if t.v4[i].rt == nil {
 			return // not in
@@ -147,7 +157,7 @@ func (t *addrTable) del(ap netip.AddrPort) {
 			}
 			// The slot at j may fill the hole at i unless its home lies
 			// cyclically in (i, j].
-			h := t.home(t.v4[j].key, len(t.v4))
+			h := t.home(t.v4[j].key)
 			if (j-h)&mask >= (j-i)&mask {
 				break
 			}
