@@ -173,10 +173,9 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	return nil
 }
 
-// handle takes one event. The shard pumps the connection afterwards,
-// unless handle reports it quiet: a datagram the session rejected
-// (onDatagram) changed nothing a pump would act on.
-func (c *Conn) handle(m any, now time.Duration) (quiet bool) {
+// handle takes one event other than a datagram (those go straight to
+// onDatagram: shard.handleOne). The shard pumps the connection afterwards.
+func (c *Conn) handle(m any, now time.Duration) {
 	var sender *actor.PID
 	if env, ok := m.(*actor.MessageEnvelope); ok {
 		m, sender = env.Message, env.Sender
@@ -186,8 +185,6 @@ func (c *Conn) handle(m any, now time.Duration) (quiet bool) {
 		return
 	}
 	switch m := m.(type) {
-	case *msg.Datagram:
-		return c.onDatagram(m, now)
 	case *msg.ViewReady:
 		if c.gm != nil {
 			c.gm.Take() // applied in the pump
@@ -353,7 +350,6 @@ func (c *Conn) handle(m any, now time.Duration) (quiet bool) {
 			c.sh.pool.sys.Root.Send(sender, &s)
 		}
 	}
-	return false
 }
 
 // heldUntil is when the held Control (heldCtl) goes without its view: it
