@@ -43,17 +43,19 @@ type Params struct {
 // object, 32-byte aligned in its span, 160 bytes were three lines either
 // way and 192 four half the time). By the time a player's next packet
 // comes, its connection has left the cache, and each line read is a miss.
-// The rest — per zone tick, per event, per lifecycle step — follows. The
-// datagram's arrival time and the input collected from it are the
-// shard's (shard.rxAt, shard.in), and the deadline sits in the shard's
-// heap (deadlines), not here.
+// What a pump reads is the first line alone: a round handles all its
+// events before it pumps, and the events of the connections after this
+// one (their sessions, the AEAD) have pushed this one's lines out of the
+// L1 by its pump, which read all three again when they were spread over
+// them (BenchmarkShardReceiveCold). The rest — per zone tick, per event,
+// per lifecycle step — follows. The datagram's arrival time and the input
+// collected from it are the shard's (shard.rxAt, shard.in), and the
+// deadline sits in the shard's heap (deadlines), not here.
 type Conn struct {
-	// Per datagram or per pump. (The pool is sh.pool.)
-	sh       *shard
-	srv      *session.Server
-	gm       *ghostmgr.Manager
-	inflight *atomic.Int32 // Params.Inflight
-	zone     *actor.PID
+	// Per pump, and per datagram: the first line. (The pool is sh.pool.)
+	sh  *shard
+	srv *session.Server
+	gm  *ghostmgr.Manager
 	// heldCtl: a tick's Control waits here for the same tick's view, at
 	// most viewWait after it arrived (ctlAt, its arrival, is the newest
 	// Control's: a newer one hands the held one on first). The session
@@ -62,14 +64,7 @@ type Conn struct {
 	// tick's.
 	heldCtl  *msg.Control
 	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
-	joinAt   time.Duration // when the newest Join went
-	ctlAt    time.Duration // when the newest Control arrived
-	lastMove uint64        // the newest move handed to an Input
-	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
-	applied  uint64        // the newest applied move a zone reported
-	resentAt time.Duration // when unacked moves were last sent again
 	foldAt   time.Duration // when fates were last folded into the pool's counters
-	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 	hidx     int32         // index in the shard's deadline heap (which holds the deadline), -1: not in it
 	resends  uint8         // resends since the last progress (backoff), at most maxResendBackoff
 	verified bool
@@ -84,6 +79,17 @@ type Conn struct {
 	leaveSent, zoneHolds bool
 	viewsFlow            bool // views come with the controls: wait for them (off after a wait timed out)
 	dirty                bool // in the shard's list of connections to pump this round
+
+	// Per datagram.
+	inflight *atomic.Int32 // Params.Inflight
+	zone     *actor.PID
+	joinAt   time.Duration // when the newest Join went
+	ctlAt    time.Duration // when the newest Control arrived
+	lastMove uint64        // the newest move handed to an Input
+	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
+	applied  uint64        // the newest applied move a zone reported
+	resentAt time.Duration // when unacked moves were last sent again
+	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
 
 	// Per Control.
 	ctlEpoch uint64 // the newest Control epoch taken (a relook: the record's)
@@ -167,7 +173,8 @@ func (c *Conn) start(now, timeout time.Duration) error {
 	return nil
 }
 
-// handle takes one event. The shard pumps the connection afterwards.
+// handle takes one event other than a datagram (those go straight to
+// onDatagram: shard.handleOne). The shard pumps the connection afterwards.
 func (c *Conn) handle(m any, now time.Duration) {
 	var sender *actor.PID
 	if env, ok := m.(*actor.MessageEnvelope); ok {
@@ -178,8 +185,6 @@ func (c *Conn) handle(m any, now time.Duration) {
 		return
 	}
 	switch m := m.(type) {
-	case *msg.Datagram:
-		c.onDatagram(m, now)
 	case *msg.ViewReady:
 		if c.gm != nil {
 			c.gm.Take() // applied in the pump
@@ -385,23 +390,29 @@ func release(m any) {
 	}
 }
 
-func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
+// onDatagram hands d to the session and reports whether the session
+// rejected it (quiet): a rejection other than a protocol error (which
+// closes the connection) changes nothing but the session's counters — no
+// state a pump reads, nothing due — so the pump after it would only find
+// the deadline the last one filed, which the shard's heap serves
+// anyway. Skipping it spares a forged, replayed or stale datagram the
+// pump's lines (its Conn line, the session's deadline state, the heap).
+func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
 	if c.inflight != nil {
 		c.inflight.Add(-1)
 	}
 	if c.srv == nil {
 		d.Release()
-		return
+		return false
 	}
 	from := c.srv.Addr()
 	c.sh.rxAt = now
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	c.sh.dc.Release(d)
 	if err != nil {
-		c.sh.pool.counters.count(err)
-		if !errors.Is(err, session.ErrProtocol) {
+		if c.sh.pool.counters.count(err) != rejectProtocol {
 			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
-			return
+			return true
 		}
 	}
 	if moved {
@@ -421,6 +432,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) {
 	}
 	c.checkZone(now)
 	c.flushInput(now)
+	return false
 }
 
 // checkZone looks the player's record up again when its zone does not

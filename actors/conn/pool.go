@@ -699,6 +699,14 @@ func (s *shard) handle(c *Conn, m any, now time.Duration) {
 // handleOne runs one event for c; the caller recovers from a panic.
 func (s *shard) handleOne(c *Conn, m any, now time.Duration) {
 	switch m := m.(type) {
+	case *msg.Datagram: // most events: straight in, not through Conn.handle's switch (≈ 30 instructions)
+		if c.stopped {
+			m.Release()
+			return
+		}
+		if c.onDatagram(m, now) {
+			return // rejected: nothing changed, no pump (Conn.onDatagram)
+		}
 	case startEvent:
 		if err := c.start(now, m.timeout); err != nil {
 			c.logger().Error("connection not started", "err", err)

@@ -53,6 +53,57 @@ func TestAddrTableIsAMapByAddrPort(t *testing.T) {
 	}
 }
 
+// TestAddrTableManyIPv4: the IPv4 table against a map through growth and
+// a crowded table — thousands of sets and deletes among 3,000 addresses,
+// so that probe runs are long and a delete shifts the slots after it
+// back (a slot left out of its run would no longer be found, one moved
+// before its home found by the wrong key).
+func TestAddrTableManyIPv4(t *testing.T) {
+	addrs := make([]netip.AddrPort, 3000)
+	for i := range addrs {
+		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i % 7), byte(i >> 8), byte(i)}), uint16(40000+i%13))
+	}
+	rts := make([]*route, 16)
+	for i := range rts {
+		rts[i] = new(route)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	tab, ref := newAddrTable(), map[netip.AddrPort]*route{}
+	for step := range 200000 {
+		ap := addrs[rng.IntN(len(addrs))]
+		// Mostly sets early (the table grows), as many deletes as sets later.
+		if rng.IntN(100) < 70 || step > 100000 && rng.IntN(2) == 0 {
+			rt := rts[rng.IntN(len(rts))]
+			tab.set(ap, rt)
+			ref[ap] = rt
+		} else {
+			tab.del(ap)
+			delete(ref, ap)
+		}
+		if step%997 == 0 {
+			for _, a := range addrs {
+				if got, want := tab.get(a), ref[a]; got != want {
+					t.Fatalf("step %d: get(%v) = %p, want %p", step, a, got, want)
+				}
+			}
+		}
+		if tab.len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", step, tab.len(), len(ref))
+		}
+	}
+	for _, a := range addrs {
+		tab.del(a)
+	}
+	if tab.len() != 0 {
+		t.Fatalf("%d left after deleting every address", tab.len())
+	}
+	for _, s := range tab.v4 {
+		if s.rt != nil {
+			t.Fatalf("a slot still holds %x after deleting every address", s.key)
+		}
+	}
+}
+
 // BenchmarkRouteLookup: the reader's lookup of a short-form data packet's
 // connection by its source address (classify + table), cycling through
 // 1,000 IPv4 clients, as at 1,000 players (context: one per datagram in).
