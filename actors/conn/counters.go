@@ -4,7 +4,6 @@ import (
 	"errors"
 	"reflect"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/notify"
@@ -109,61 +108,20 @@ var rejections = [...]struct {
 }
 
 // sentinelType is the dynamic type of every sentinel in rejections
-// (errors.New's, a pointer; TestRejectionSentinelsShareAType). An error
-// of that type is one of them exactly when its pointer is, and
-// bySentinel finds it by its pointer's bits: a map keyed by error hashed
-// the interface (≈ 80 to 130 instructions a lookup, by the map's seed),
-// comparing it with each sentinel as an interface was a call a sentinel
-// (≈ 25, thirteen for an error none of them is).
+// (errors.New's; TestRejectionSentinelsShareAType), and bySentinel their
+// rejections by value: an error of that type is looked up once, not
+// compared with each (an interface compare of the same type is a call,
+// ≈ 25 instructions, thirteen for an error none of them is).
 var (
 	sentinelType = reflect.TypeOf(rejections[0].err)
-	bySentinel   = newSentinelTable()
-)
-
-// sentinelTable is a perfect hash of the sentinels' pointers: slot
-// (p >> shift) & (len-1) holds the only sentinel that can be p (empty:
-// none). Without a shift that separates them all the table is off (ok
-// false) and rejectionOf leaves every error to rejectionSlow.
-type sentinelTable struct {
-	shift uint
-	ok    bool
-	slots [64]struct {
-		p unsafe.Pointer
-		r rejection
-	}
-}
-
-func newSentinelTable() *sentinelTable {
-	for shift := uint(0); shift < 24; shift++ {
-		t := &sentinelTable{shift: shift, ok: true}
+	bySentinel   = func() map[error]rejection {
+		m := make(map[error]rejection, len(rejections))
 		for _, s := range rejections {
-			e := &t.slots[t.index(pointerOf(s.err))]
-			if e.p != nil {
-				t.ok = false
-				break
-			}
-			e.p, e.r = pointerOf(s.err), s.r
+			m[s.err] = s.r
 		}
-		if t.ok {
-			return t
-		}
-	}
-	return &sentinelTable{}
-}
-
-func (t *sentinelTable) index(p unsafe.Pointer) uintptr {
-	return uintptr(p) >> t.shift & uintptr(len(t.slots)-1)
-}
-
-// find is the rejection of the sentinel whose pointer is p, if one is.
-func (t *sentinelTable) find(p unsafe.Pointer) (rejection, bool) {
-	e := &t.slots[t.index(p)]
-	return e.r, e.p == p && p != nil
-}
-
-// pointerOf is the pointer an error of a pointer type holds: an
-// interface's second word, as reflect reads it.
-func pointerOf(err error) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&err))[1] }
+		return m
+	}()
+)
 
 // count files a Receive error under its counter, as session.Counters
 // does, and reports which.
@@ -198,7 +156,7 @@ func (c *Counters) count(err error) rejection {
 // what that method matches.
 func rejectionOf(err error) rejection {
 	r := rejectHeader
-	if !bySentinel.ok || !walkRejection(err, &r) {
+	if !walkRejection(err, &r) {
 		return rejectionSlow(err)
 	}
 	return r
@@ -212,9 +170,9 @@ func walkRejection(err error, r *rejection) bool {
 		if _, ok := err.(interface{ Is(error) bool }); ok {
 			return false
 		}
-		if reflect.TypeOf(err) == sentinelType {
-			if s, ok := bySentinel.find(pointerOf(err)); ok {
-				*r = min(*r, s)
+		if reflect.TypeOf(err) == sentinelType { // comparable: a map key
+			if s, ok := bySentinel[err]; ok && s < *r {
+				*r = s
 			}
 		}
 		switch x := err.(type) {

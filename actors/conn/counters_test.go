@@ -137,23 +137,3 @@ func TestRejectionSentinelsShareAType(t *testing.T) {
 		}
 	}
 }
-
-// TestSentinelTableSeparatesTheSentinels: the perfect hash was found (a
-// table that is off leaves every error to errors.Is, correct but slow),
-// and it finds each sentinel as itself and no other error of the same
-// type as one.
-func TestSentinelTableSeparatesTheSentinels(t *testing.T) {
-	if !bySentinel.ok {
-		t.Fatal("no shift separates the sentinels' pointers")
-	}
-	for _, s := range rejections {
-		if r, ok := bySentinel.find(pointerOf(s.err)); !ok || r != s.r {
-			t.Errorf("%q: found %v as %d, want %d", s.err, ok, r, s.r)
-		}
-	}
-	for _, err := range []error{notify.ErrTooFar, errors.New("session: lookalike"), session.ErrTimeout} {
-		if r, ok := bySentinel.find(pointerOf(err)); ok {
-			t.Errorf("%q found as a sentinel (%d)", err, r)
-		}
-	}
-}
