@@ -410,7 +410,7 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
 	moved, err := c.srv.Receive(now, d.Bytes(), d.Addr)
 	c.sh.dc.Release(d)
 	if err != nil {
-		if c.sh.pool.counters.count(err) != rejectProtocol {
+		if c.sh.pool.counters.count(err) != session.RejectProtocol {
 			c.flushInput(now) // none (a rejected datagram changes nothing): the shard's is free again
 			return true
 		}

@@ -1,12 +1,8 @@
 package conn
 
 import (
-	"errors"
-	"reflect"
 	"sync/atomic"
 
-	"github.com/ghostwire/ghostwire/replication/handshake"
-	"github.com/ghostwire/ghostwire/replication/notify"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -75,131 +71,29 @@ type Counters struct {
 	RTT RTTHistogram
 }
 
-// rejection is what a Receive error counts as (Counters.count): the first
-// of these whose sentinel its chain holds, in this order, as errors.Is
-// tested them one after another.
-type rejection uint8
-
-const (
-	rejectProtocol rejection = iota
-	rejectAuth
-	rejectReplayed
-	rejectWrongConn
-	rejectAfterClose
-	rejectUnexpected
-	rejectGarbage
-	rejectHeader // none of them: notify refused the header
-)
-
-// rejections are the sentinels a rejection names, by errors.Is, in
-// rejection order.
-var rejections = [...]struct {
-	err error
-	r   rejection
-}{
-	{session.ErrProtocol, rejectProtocol},
-	{handshake.ErrAuth, rejectAuth},
-	{handshake.ErrDuplicate, rejectReplayed}, {handshake.ErrStale, rejectReplayed},
-	{notify.ErrDuplicate, rejectReplayed}, {notify.ErrStale, rejectReplayed},
-	{handshake.ErrWrongConn, rejectWrongConn},
-	{handshake.ErrClosed, rejectAfterClose}, {session.ErrClosed, rejectAfterClose},
-	{handshake.ErrUnexpected, rejectUnexpected}, {session.ErrNotConnected, rejectUnexpected},
-	{handshake.ErrGarbage, rejectGarbage}, {handshake.ErrMalformed, rejectGarbage},
-}
-
-// sentinelType is the dynamic type of every sentinel in rejections
-// (errors.New's; TestRejectionSentinelsShareAType), and bySentinel their
-// rejections by value: an error of that type is looked up once, not
-// compared with each (an interface compare of the same type is a call,
-// ≈ 25 instructions, thirteen for an error none of them is).
-var (
-	sentinelType = reflect.TypeOf(rejections[0].err)
-	bySentinel   = func() map[error]rejection {
-		m := make(map[error]rejection, len(rejections))
-		for _, s := range rejections {
-			m[s.err] = s.r
-		}
-		return m
-	}()
-)
-
 // count files a Receive error under its counter, as session.Counters
 // does, and reports which.
-func (c *Counters) count(err error) rejection {
-	r := rejectionOf(err)
+func (c *Counters) count(err error) session.Rejection {
+	r := session.RejectionOf(err)
 	switch r {
-	case rejectProtocol:
+	case session.RejectProtocol:
 		c.ProtocolErrors.Add(1)
-	case rejectAuth:
+	case session.RejectAuth:
 		c.AuthFailed.Add(1)
-	case rejectReplayed:
+	case session.RejectReplayed:
 		c.Replayed.Add(1)
-	case rejectWrongConn:
+	case session.RejectWrongConn:
 		c.WrongConn.Add(1)
-	case rejectAfterClose:
+	case session.RejectAfterClose:
 		c.AfterClose.Add(1)
-	case rejectUnexpected:
+	case session.RejectUnexpected:
 		c.Unexpected.Add(1)
-	case rejectGarbage:
+	case session.RejectGarbage:
 		c.Garbage.Add(1)
 	default:
 		c.BadHeader.Add(1)
 	}
 	return r
-}
-
-// rejectionOf is err's rejection, its chain walked once: thirteen
-// errors.Is in a row walked it thirteen times for a header the session
-// refused (the default, the last), ≈ 1,600 instructions of every rejected
-// datagram's ≈ 6,300 (BenchmarkReaderRouteCold). A chain with an Is
-// method of its own takes errors.Is (rejectionSlow): only errors.Is knows
-// what that method matches.
-func rejectionOf(err error) rejection {
-	r := rejectHeader
-	if !walkRejection(err, &r) {
-		return rejectionSlow(err)
-	}
-	return r
-}
-
-// walkRejection lowers *r to the rejection of any sentinel in err's tree
-// (errors.Is's tree: Unwrap() error and Unwrap() []error), and reports
-// false, having stopped, at an error with an Is method.
-func walkRejection(err error, r *rejection) bool {
-	for err != nil {
-		if _, ok := err.(interface{ Is(error) bool }); ok {
-			return false
-		}
-		if reflect.TypeOf(err) == sentinelType { // comparable: a map key
-			if s, ok := bySentinel[err]; ok && s < *r {
-				*r = s
-			}
-		}
-		switch x := err.(type) {
-		case interface{ Unwrap() error }:
-			err = x.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range x.Unwrap() {
-				if !walkRejection(e, r) {
-					return false
-				}
-			}
-			return true
-		default:
-			return true
-		}
-	}
-	return true
-}
-
-// rejectionSlow is rejectionOf by errors.Is, sentinel after sentinel.
-func rejectionSlow(err error) rejection {
-	for _, s := range &rejections {
-		if errors.Is(err, s.err) {
-			return s.r
-		}
-	}
-	return rejectHeader
 }
 
 // Rejected is the sum of the rejection counters.

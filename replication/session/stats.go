@@ -1,12 +1,10 @@
 package session
 
 import (
-	"errors"
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/replication/ghost"
-	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/notify"
 )
@@ -124,21 +122,20 @@ func (c *counters) count(err error) { c.rareCounters().count(err) }
 
 // count files a rejection under its counter.
 func (c *rareCounters) count(err error) {
-	switch {
-	case errors.Is(err, ErrProtocol):
+	switch RejectionOf(err) {
+	case RejectProtocol:
 		c.ProtocolErrors++
-	case errors.Is(err, handshake.ErrAuth):
+	case RejectAuth:
 		c.AuthFailed++
-	case errors.Is(err, handshake.ErrDuplicate), errors.Is(err, handshake.ErrStale),
-		errors.Is(err, notify.ErrDuplicate), errors.Is(err, notify.ErrStale):
+	case RejectReplayed:
 		c.Replayed++
-	case errors.Is(err, handshake.ErrWrongConn):
+	case RejectWrongConn:
 		c.WrongConn++
-	case errors.Is(err, handshake.ErrClosed), errors.Is(err, ErrClosed):
+	case RejectAfterClose:
 		c.AfterClose++
-	case errors.Is(err, handshake.ErrUnexpected), errors.Is(err, ErrNotConnected):
+	case RejectUnexpected:
 		c.Unexpected++
-	case errors.Is(err, handshake.ErrGarbage), errors.Is(err, handshake.ErrMalformed):
+	case RejectGarbage:
 		c.Garbage++
 	default: // notify.ErrTooFar, ErrBadAck, ErrBadType, truncated header
 		c.BadHeader++
