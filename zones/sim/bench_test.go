@@ -290,3 +290,38 @@ func TestPlayerSlotInputLines(t *testing.T) {
 		t.Errorf("an input reads bytes %d–%d of a playerSlot (%d), want ≤ 50: the queue right after renumber and burst", from, to, to-from)
 	}
 }
+
+// TestZoneFootprint2000 is TestZoneFootprint1000 at cmd/capacity's 2,000
+// players, all in one zone of the default size: ≈ 82 in each view (the
+// bots see 79–80 at 2,000 over four zones), 400 NPCs. The part of a
+// zone's heap a player that grows with the player count is its interest
+// sets' (cmd/capacity's "zones" 1.4 KB a player at 1,000, 1.6 at 2,000).
+// 1,741 B a player alone (the tick's snapshot included, which
+// cmd/capacity files under views) while a set kept a quarter and 4
+// entries of headroom and the room of its largest size for good; 1,654
+// B with a thirty-second of headroom and room traded between sets
+// (interest.Tracker's refit). The bound fails with the old headroom.
+func TestZoneFootprint2000(t *testing.T) {
+	const players = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	z, now := crowdZone(t, players)
+	var refs []ghost.ViewRef
+	for tick := range 40 {
+		now += 50 * time.Millisecond
+		refs = crowdTick(z, players, now, tick, nil, refs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / players
+	inView := 0
+	for _, e := range z.ents {
+		inView += e.p().set.Len()
+	}
+	t.Logf("zone footprint: %.0f B per player (%d players, %d slots, %.1f in view)", per, players, len(z.ents), float64(inView)/players)
+	if per > 1700 {
+		t.Errorf("zone holds %.0f B per player at %d players, want ≤ 1,700", per, players)
+	}
+	runtime.KeepAlive(z)
+}
