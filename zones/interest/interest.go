@@ -593,7 +593,8 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	t.stats.Enters += uint64(entered)
 	t.stats.Leaves += uint64(left)
 	size := hLen + len(next) + len(alwaysP)
-	if c := cap(s.buf); c < size || c > shrinkAbove(size) {
+	// Too small or too roomy, in one compare (a room below size wraps).
+	if uint(cap(s.buf)-size) > uint(shrinkSlack(size)) {
 		t.refit(s, size)
 	}
 	buf := s.buf[:size]
@@ -610,29 +611,32 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 
 // setRoom is the room a set's new buffer is made with for size entries
 // (the allocator rounds it up to its size class, which the buffer then
-// uses: slices.Grow): a thirty-second more, not a quarter and 4. The
-// headroom spared reallocating a set that drifted past its room, but
-// a set kept the room of its largest size for good, and a crowd's sets
-// drift: 548 B a set (header and size class included) for 357 B used
-// after a minute at 85 in view, 452 B since sets trade buffers (refit)
-// so that a set's room follows its size both ways without allocating
-// (TestSetRoomFollowsUse).
-func setRoom(size int) int { return size + size/32 }
+// uses: slices.Grow): an eighth more, where it was a quarter and 4. The
+// headroom spares reallocating a set that drifts past its room, but a set
+// kept the room of its largest size for good, and a crowd's sets drift:
+// 548 B a set (header and size class included) for 357 B used after a
+// minute at 85 in view, 452 B since sets trade buffers (refit) so that a
+// set's room follows its size both ways (TestSetRoomFollowsUse). A
+// thirty-second more made it 444 B, but sets still growing into a crowd
+// then allocated ≈ 1.9 times a tick in BenchmarkInterest's first 200
+// ticks (≈ 0.35 with an eighth).
+func setRoom(size int) int { return size + size>>3 }
 
-// shrinkAbove is the room beyond which a set of size entries trades its
+// shrinkSlack is the room beyond size (entries) at which a set trades its
 // buffer for a smaller spare one: well above what setRoom's allocation
-// gives (a third more and 8, where the size classes add at most an
-// eighth: TestSetRoomNoThrash), so a buffer just made is never too roomy.
-func shrinkAbove(size int) int { return size + size/3 + 8 }
+// gives (half more, where an eighth and the size class's rounding stay
+// below: TestSetRoomNoThrash), so a buffer just made is never too roomy.
+// A shift, not a division: Update tests it for every set.
+func shrinkSlack(size int) int { return size >> 1 }
 
 // maxSpare bounds the buffers a tracker keeps for its sets to trade: a
-// few sets a tick outgrow theirs or outsize their use (≈ 3 of 1,000
-// sets at 85 in view), and with 16 spare all but ≈ 0.3 a tick find one
-// that fits.
+// few of 1,000 sets at 85 in view a tick outgrow theirs or outsize their
+// use, and with 16 spare all but ≈ 0.2 a tick find one that fits
+// (TestSetRoomFollowsUse).
 const maxSpare = 16
 
 // refit gives s a buffer with room for size entries and at most
-// shrinkAbove(size): a spare one that fits (the smallest), s's own then
+// shrinkSlack(size) more: a spare one that fits (the smallest), s's own then
 // spare in its place; else, if s's is too small, a new one, s's spare.
 // A set too roomy with no smaller buffer spare keeps its own (a shrink
 // never allocates). The spare buffers are the sets' room drifting from
@@ -641,7 +645,7 @@ const maxSpare = 16
 //
 //go:noinline
 func (t *Tracker) refit(s *Set, size int) {
-	hi := shrinkAbove(size)
+	hi := size + shrinkSlack(size)
 	best := -1
 	for i, b := range t.spare {
 		if c := cap(b); c >= size && c <= hi && (best < 0 || c < cap(t.spare[best])) {
