@@ -40,7 +40,9 @@
 // grid's cell order (one lookup and write per member), scans the grid
 // cells the leave radius touches once, reading each candidate's stamp in
 // order beside it, and builds the new
-// set in a scratch buffer it then copies over the old one. An entry is 4
+// set in a scratch buffer it then copies over the old one (or into a
+// buffer another set gave up: a set's room follows its size both ways,
+// its tracker keeping a few buffers for sets to trade). An entry is 4
 // bytes (slot, generation); ids and states stay in the zone's per-slot
 // tables, and priorities are not kept: they are read only in the tick of
 // the Update that made them, and recomputed then (AppendPriorities, or a

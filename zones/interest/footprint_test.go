@@ -2,6 +2,7 @@ package interest
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -10,15 +11,17 @@ import (
 // members in view (1,000 players and 200 NPCs) and at ≈ 80 (2,000
 // players' density). 8-byte entries, each with its priority: 515 B and
 // 934 B a player; 4-byte entries, the priorities recomputed in the tick
-// (AppendPriorities): 306 B and 506 B.
+// (AppendPriorities): 306 B and 506 B (301 B and 506 B in 2026-12-01's
+// run); with an eighth of headroom, not a quarter and 4, and room traded
+// between sets (refit): 269 B and 447 B.
 func TestSetFootprint(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		side     float64
 		maxBytes float64 // a player, at the members a view measured
 	}{
-		{name: "41 in view", side: 910, maxBytes: 340},
-		{name: "80 in view", side: 640, maxBytes: 560},
+		{name: "41 in view", side: 910, maxBytes: 290},
+		{name: "80 in view", side: 640, maxBytes: 480},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const players = 1000
@@ -49,4 +52,103 @@ func TestSetFootprint(t *testing.T) {
 			runtime.KeepAlive(c)
 		})
 	}
+}
+
+// TestSetRoomFollowsUse measures a set's bytes (its 24-byte header and
+// its buffer, the tracker's spare buffers shared out) after a minute of
+// a drifting crowd (1,200 ticks at 20 Hz, ≈ 85 members in view, 357 B of
+// buffer used a set): while a set kept the room of its largest size for
+// good, with a quarter and 4 entries of headroom, 548 B; with room traded
+// between sets (refit) and an eighth of headroom, 452–458 B. It also
+// holds the trade to what it saves: fewer than one allocation a tick for
+// the 1,000 sets (0.49 a tick before; 3.3 when a set that shrank
+// allocated its smaller buffer; 0.18 now).
+func TestSetRoomFollowsUse(t *testing.T) {
+	const players = 1000
+	c := newCrowd(t, players, 200, 640, 27.5, Config{EnterRadius: 100, LeaveRadius: 110})
+	for range 200 {
+		c.tick()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	members := 0
+	const ticks = 1000
+	for range ticks {
+		members = c.tick()
+	}
+	runtime.ReadMemStats(&m1)
+	perTick := float64(m1.Mallocs-m0.Mallocs) / ticks
+	// The sets' bytes: the heap with them, less the heap with empty ones
+	// (the tracker's spare buffers stay: they are the sets' too).
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	c.sets = make([]Set, players)
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	per := float64(int64(with.HeapAlloc)-int64(without.HeapAlloc)) / players
+	t.Logf("%.0f B a set at %.1f members after %d ticks; %.2f allocations a tick", per, float64(members)/players, 200+ticks, perTick)
+	if per > 480 {
+		t.Errorf("a set holds %.0f B after a drift, want ≤ 480: its room does not follow its use", per)
+	}
+	if perTick >= 1 {
+		t.Errorf("%.2f allocations a tick for %d sets, want < 1", perTick, players)
+	}
+	runtime.KeepAlive(c)
+}
+
+// TestSetRoomNoThrash: a buffer refit makes (setRoom, rounded up to its
+// size class) holds its size and is never so roomy that the next Update
+// at the same size trades it away again (shrinkSlack), at every size an
+// Update asks for (the header's hLen entries at least).
+func TestSetRoomNoThrash(t *testing.T) {
+	check := func(n int) {
+		if c := cap(slices.Grow([]Entry(nil), setRoom(n))); c < n || c > n+shrinkSlack(n) {
+			t.Fatalf("%d entries: a new buffer has room for %d, want %d to %d", n, c, n, n+shrinkSlack(n))
+		}
+	}
+	for n := hLen; n <= 4096; n++ {
+		check(n)
+	}
+	for n := 4096; n <= 1<<17; n += 61 {
+		check(n)
+	}
+}
+
+// TestRefitTradesBuffers: a set that outgrows its buffer leaves it spare,
+// a set too roomy for its use takes that one and leaves its own (no
+// allocation), and a set too roomy with nothing smaller spare keeps its
+// buffer rather than allocate a smaller one.
+func TestRefitTradesBuffers(t *testing.T) {
+	tr, err := NewTracker(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grower, shrinker, roomy Set
+	tr.refit(&grower, 100)
+	small := cap(grower.buf)
+	shrinker.buf = make([]Entry, 0, 400)
+	roomy.buf = make([]Entry, 0, 1000)
+	if a := allocs(func() { tr.refit(&roomy, 50) }); a != 0 || cap(roomy.buf) != 1000 {
+		t.Errorf("a roomy set with nothing spare: %d allocations, room for %d, want 0 and its own 1000", a, cap(roomy.buf))
+	}
+	tr.refit(&grower, 200) // outgrown: a new buffer, the old one spare
+	if cap(grower.buf) < 200 || len(tr.spare) != 1 || cap(tr.spare[0]) != small {
+		t.Fatalf("grown: room %d, spare %d buffers, want ≥ 200 and the old one (%d) spare", cap(grower.buf), len(tr.spare), small)
+	}
+	if a := allocs(func() { tr.refit(&shrinker, 100) }); a != 0 {
+		t.Errorf("a set that shrank allocated %d times, want 0 (a spare buffer fits)", a)
+	}
+	if cap(shrinker.buf) != small || len(tr.spare) != 1 || cap(tr.spare[0]) != 400 {
+		t.Errorf("shrunk: room %d, spare %d, want the spare %d and its own 400 spare", cap(shrinker.buf), cap(tr.spare[0]), small)
+	}
+}
+
+// allocs counts f's heap allocations.
+func allocs(f func()) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	f()
+	runtime.ReadMemStats(&m1)
+	return m1.Mallocs - m0.Mallocs
 }

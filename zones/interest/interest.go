@@ -179,8 +179,9 @@ const (
 // heldStamp marks a set whose tail holds every member's priority.
 const heldStamp = ^uint32(0)
 
-// Entries returns the current members. The slice is reused by the next
-// Update.
+// Entries returns the current members. The slice is reused by the
+// tracker's next Update, of this set or another (sets trade buffers:
+// Tracker.refit).
 func (s *Set) Entries() []Entry {
 	if len(s.buf) < hLen {
 		return nil
@@ -238,6 +239,10 @@ type Tracker struct {
 	mark    []uint8
 	token   uint8
 	scratch []Entry
+	// spare: buffers sets gave up (refit), for others to take;
+	// spareNext: the next to go for a newer, once maxSpare are kept.
+	spare     [][]Entry
+	spareNext int
 	// alwaysP: the always-relevant members' priorities of one Update;
 	// ranked: a capped Update's candidates with their priorities.
 	alwaysP []float32
@@ -588,13 +593,9 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	t.stats.Enters += uint64(entered)
 	t.stats.Leaves += uint64(left)
 	size := hLen + len(next) + len(alwaysP)
-	if cap(s.buf) < size {
-		// Headroom: a crowd drifts, and each new largest set would
-		// otherwise cost an allocation. A quarter and 4 entries, not 16:
-		// the fixed part was most of a small set's room (128 B a player),
-		// and the drifting crowd of BenchmarkInterest still reallocates
-		// only ≈ 0.5 B a player a tick.
-		s.buf = make([]Entry, 0, size+len(next)/4+4)
+	// Too small or too roomy, in one compare (a room below size wraps).
+	if uint(cap(s.buf)-size) > uint(shrinkSlack(size)) {
+		t.refit(s, size)
 	}
 	buf := s.buf[:size]
 	h := (*[hLen]Entry)(buf)
@@ -606,6 +607,75 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 	s.buf = buf
 	t.scratch = next
 	return entered, left
+}
+
+// setRoom is the room a set's new buffer is made with for size entries
+// (the allocator rounds it up to its size class, which the buffer then
+// uses: slices.Grow): an eighth more, where it was a quarter and 4. The
+// headroom spares reallocating a set that drifts past its room, but a set
+// kept the room of its largest size for good, and a crowd's sets drift:
+// 548 B a set (header and size class included) for 357 B used after a
+// minute at 85 in view, 452 B since sets trade buffers (refit) so that a
+// set's room follows its size both ways (TestSetRoomFollowsUse). A
+// thirty-second more made it 444 B, but sets still growing into a crowd
+// then allocated ≈ 1.9 times a tick in BenchmarkInterest's first 200
+// ticks (≈ 0.35 with an eighth).
+func setRoom(size int) int { return size + size>>3 }
+
+// shrinkSlack is the room beyond size (entries) at which a set trades its
+// buffer for a smaller spare one: well above what setRoom's allocation
+// gives (half more, where an eighth and the size class's rounding stay
+// below: TestSetRoomNoThrash), so a buffer just made is never too roomy.
+// A shift, not a division: Update tests it for every set.
+func shrinkSlack(size int) int { return size >> 1 }
+
+// maxSpare bounds the buffers a tracker keeps for its sets to trade: a
+// few of 1,000 sets at 85 in view a tick outgrow theirs or outsize their
+// use, and with 16 spare all but ≈ 0.2 a tick find one that fits
+// (TestSetRoomFollowsUse).
+const maxSpare = 16
+
+// refit gives s a buffer with room for size entries and at most
+// shrinkSlack(size) more: a spare one that fits (the smallest), s's own then
+// spare in its place; else, if s's is too small, a new one, s's spare.
+// A set too roomy with no smaller buffer spare keeps its own (a shrink
+// never allocates). The spare buffers are the sets' room drifting from
+// one set to another: one that grew leaves its buffer to one that
+// shrank.
+//
+//go:noinline
+func (t *Tracker) refit(s *Set, size int) {
+	hi := size + shrinkSlack(size)
+	best := -1
+	for i, b := range t.spare {
+		if c := cap(b); c >= size && c <= hi && (best < 0 || c < cap(t.spare[best])) {
+			best = i
+		}
+	}
+	old := s.buf[:0]
+	switch {
+	case best >= 0:
+		s.buf = t.spare[best]
+		if cap(old) > 0 {
+			t.spare[best] = old
+		} else {
+			t.spare[best] = t.spare[len(t.spare)-1]
+			t.spare[len(t.spare)-1] = nil
+			t.spare = t.spare[:len(t.spare)-1]
+		}
+		return
+	case cap(old) >= size:
+		return
+	}
+	s.buf = slices.Grow([]Entry(nil), setRoom(size))
+	switch {
+	case cap(old) == 0:
+	case len(t.spare) < maxSpare:
+		t.spare = append(t.spare, old)
+	default: // one spare goes, in turn
+		t.spare[t.spareNext] = old
+		t.spareNext = (t.spareNext + 1) % maxSpare
+	}
 }
 
 // ranked is a member with its priority, for capView.

@@ -184,7 +184,11 @@ func TestZoneFootprint(t *testing.T) {
 // 208 B the player's record, 128 B handoff records, 67 B grid, 62 B move
 // queues, 32 B the tick's views, 25 B the tracker's table, 24 B the slot
 // index, 24 B the replica batch. The bound (1,680) fails with the 8-byte
-// interest members (1,762 B) and leaves ≈ 100 B of room.
+// interest members (1,762 B) and leaves ≈ 100 B of room. 1,531 B alone
+// on 2026-12-01, 1,492 B since a set's room follows its use
+// (interest.Tracker's refit: an eighth of headroom, where a quarter and 4
+// was more than a set after 40 ticks needs, but less than a set that
+// drifts for a minute holds).
 func TestZoneFootprint1000(t *testing.T) {
 	const players = 1000
 	var before, after runtime.MemStats
@@ -289,4 +293,53 @@ func TestPlayerSlotInputLines(t *testing.T) {
 	if to := unsafe.Offsetof(p.queue) + 42; to-from > 50 {
 		t.Errorf("an input reads bytes %d–%d of a playerSlot (%d), want ≤ 50: the queue right after renumber and burst", from, to, to-from)
 	}
+}
+
+// TestZoneFootprint2000 is TestZoneFootprint1000 at cmd/capacity's 2,000
+// players, all in one zone of the default size: ≈ 82 in each view (the
+// bots see 79–80 at 2,000 over four zones), 400 NPCs. The part of a
+// zone's heap a player that grows with the player count is its interest
+// sets' (cmd/capacity's "zones" 1.4 KB a player at 1,000, 1.6 at 2,000),
+// and the bound is on them: what the heap gives back when every player's
+// set is emptied (its buffer; the 24-byte header stays in the player's
+// record). 452 B a player's set and 1,744 B a player's zone (the tick's
+// snapshot included, which cmd/capacity files under views) alone while a
+// set kept a quarter and 4 entries of headroom and the room of its
+// largest size for good; 396 B and 1,685 B with an eighth of headroom
+// and room traded between sets (interest.Tracker's refit; in a crowd
+// that drifts for a minute, 548 → 452–458 B: interest's
+// TestSetRoomFollowsUse).
+func TestZoneFootprint2000(t *testing.T) {
+	const players = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	z, now := crowdZone(t, players)
+	var refs []ghost.ViewRef
+	for tick := range 40 {
+		now += 50 * time.Millisecond
+		refs = crowdTick(z, players, now, tick, nil, refs)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / players
+	inView := 0
+	for _, e := range z.ents {
+		inView += e.p().set.Len()
+	}
+	for i := range z.ents {
+		if e := &z.ents[i]; e.pl != nil {
+			e.pl.set = interest.Set{}
+		}
+	}
+	var emptied runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&emptied)
+	sets := float64(int64(after.HeapAlloc)-int64(emptied.HeapAlloc)) / players
+	t.Logf("zone footprint: %.0f B per player, %.0f B of it the interest set (%d players, %d slots, %.1f in view)", per, sets, players, len(z.ents), float64(inView)/players)
+	if sets > 425 {
+		t.Errorf("a player's interest set holds %.0f B at %.1f in view, want ≤ 425", sets, float64(inView)/players)
+	}
+	runtime.KeepAlive(z)
+	runtime.KeepAlive(refs)
 }
