@@ -46,12 +46,18 @@ type UpdateFormat struct {
 	span   uint64 // idMax − idMin
 	idBits uint   // RangeBits(idMin, idMax)
 	mask   uint   // the mask's width
-	// wfast: the writer's fast path serves the widths (an id of at most
-	// 32 bits and a mask of 31, each triple one field of 1..63 bits);
-	// rfast: the reader's (an id of 32 bits and a mask of 25, triples of
-	// 1..57 bits, each a word). rmax is the largest update in bits.
-	wfast, rfast bool
-	rmax         uint
+	// The writer's fast path tests, each one comparison: wlim is span + 1
+	// when that path serves the widths (an id of at most 32 bits and a
+	// mask of 31, each triple one field of 1..63 bits), else 0, which no
+	// offset is below (the zero format's too); wmask is 2^maskBits, which
+	// a mask must be below. (A flag tested beside them cost two loads and
+	// a branch an update.) rfast: the reader's fast path serves the widths
+	// (an id of 32 bits and a mask of 25, triples of 1..57 bits, each a
+	// word). rmax is the largest update in bits.
+	wlim  uint64
+	wmask uint
+	rfast bool
+	rmax  uint
 	pos          FixedFormat
 	vel          QuantizedFormat
 	// The reader's plan, worked out once: the id's and the mask's bits
@@ -79,9 +85,11 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	}
 	f := UpdateFormat{idMin: idMin, span: uint64(idMax) - uint64(idMin), idBits: RangeBits(idMin, idMax), mask: maskBits, pos: pos, vel: vel}
 	pn, vn := pos.bits, vel.bits
-	f.wfast = f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21
-	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
 	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
+	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
+	if f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21 {
+		f.wlim, f.wmask = f.span+1, 1<<maskBits
+	}
 	f.headBits = f.idBits + maskBits
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
 	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
@@ -159,7 +167,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// The format's widths are loaded where they are used, not held: held
 	// across the groups they went to the stack and back.
 	u := uint64(id) - uint64(f.idMin)
-	ok := good && f.wfast && u <= f.span && mask>>(f.mask&63) == 0
+	ok := good && u < f.wlim && mask < f.wmask
 	var pc, vc uint64
 	if mask&UpdatePos != 0 {
 		pn := f.pos.bits
