@@ -58,8 +58,8 @@ type UpdateFormat struct {
 	wmask uint
 	rfast bool
 	rmax  uint
-	pos          FixedFormat
-	vel          QuantizedFormat
+	pos   FixedFormat
+	vel   QuantizedFormat
 	// The reader's plan, worked out once: the id's and the mask's bits
 	// together, and the masks of an id, a mask and a code of each triple
 	// (each 2^width − 1).
@@ -118,48 +118,60 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// The rotation: quatField, inline (too large for the inliner; as a
 	// call, every value live across it went to the stack and back — Go's
 	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
-	// checks quatField, TestRecordsMatchFieldCalls and FuzzRecords this
-	// copy against WriteQuat's.
+	// checks quatField, TestRecordsMatchFieldCalls, FuzzRecords and
+	// TestWriteUpdateRotationsOffUnit this copy against WriteQuat's.
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
 		q := &p.Rot
 		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
-		if !(ss > 0 && ss <= math.MaxFloat64) {
-			good = false
-		} else {
-			const absMask = 1<<63 - 1
-			a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
-			a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
-			i01, m01 := uint(0), a0
-			if a1 > a0 {
-				i01, m01 = 1, a1
-			}
-			i23, m23 := uint(2), a2
-			if a3 > a2 {
-				i23, m23 = 3, a3
-			}
-			i := i01
-			if m23 > m01 {
-				i = i23
-			}
-			t := quatScale
-			if math.Abs(ss-1) > 0x1p-40 {
-				t /= math.Sqrt(ss)
-			}
-			t = math.Copysign(t, q[i&3])
-			o := &quatOthers[i&3]
-			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
-			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
-			// A rotation whose rounded codes are not canonical (rare:
-			// its largest component within a code of another's) takes
-			// the per-field path, whose WriteQuat moves them toward
-			// zero: a call here would keep every value live across it
-			// on the stack.
-			s := k0*k0 + k1*k1 + k2*k2
-			good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
-			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		const absMask = 1<<63 - 1
+		a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
+		a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
+		i01, m01 := uint(0), a0
+		if a1 > a0 {
+			i01, m01 = 1, a1
 		}
+		i23, m23 := uint(2), a2
+		if a3 > a2 {
+			i23, m23 = 3, a3
+		}
+		i := i01
+		if m23 > m01 {
+			i = i23
+		}
+		// quatField's two tests of ss, the common case first: within
+		// 2^-40 of 1 (where ss − 1 is exact, so this is |ss − 1| ≤ 2^-40)
+		// ss is finite and positive, so a unit rotation takes one test,
+		// and no flag of a refusal is held across the groups. Outside
+		// it, a zero or non-finite ss is the per-field path's refusal.
+		t := quatScale
+		if !(ss >= 1-0x1p-40 && ss <= 1+0x1p-40) {
+			if !(ss > 0 && ss <= math.MaxFloat64) {
+				rw.writeUpdateSlow(f, id, mask, p)
+				return
+			}
+			t /= math.Sqrt(ss)
+		}
+		// Copysign(t, q[i]): t > 0, so only q[i]'s sign bit to set
+		// (Copysign clears t's first).
+		t = math.Float64frombits(math.Float64bits(t) | math.Float64bits(q[i&3])&(1<<63))
+		o := &quatOthers[i&3]
+		// roundAway, written out: its three inlined calls left three
+		// inlining marks, one-byte NOPs, on a line of no instruction of
+		// its own. The products rounded first, as roundAway rounds them,
+		// so that no sum fuses with them.
+		x0, x1, x2 := float64(q[o[0]&3]*t), float64(q[o[1]&3]*t), float64(q[o[2]&3]*t)
+		k0 := int64(x0 + math.Copysign(0.5, x0))
+		k1 := int64(x1 + math.Copysign(0.5, x1))
+		k2 := int64(x2 + math.Copysign(0.5, x2))
+		// A rotation whose rounded codes are not canonical (rare: its
+		// largest component within a code of another's) takes the
+		// per-field path, whose WriteQuat moves them toward zero: a call
+		// here would keep every value live across it on the stack.
+		s := k0*k0 + k1*k1 + k2*k2
+		good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
+		qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
