@@ -120,6 +120,10 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
 	// checks quatField, TestRecordsMatchFieldCalls, FuzzRecords and
 	// TestWriteUpdateRotationsOffUnit this copy against WriteQuat's.
+	// The id as its offset, and the id again from it where the slow path
+	// wants it: the id came in CX, which every variable shift below
+	// needs, and held live it was moved out of the way for each.
+	u := uint64(id) - uint64(f.idMin)
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
@@ -148,7 +152,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		t := quatScale
 		if !(ss >= 1-0x1p-40 && ss <= 1+0x1p-40) {
 			if !(ss > 0 && ss <= math.MaxFloat64) {
-				rw.writeUpdateSlow(f, id, mask, p)
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
 				return
 			}
 			t /= math.Sqrt(ss)
@@ -178,7 +182,6 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// known good.
 	// The format's widths are loaded where they are used, not held: held
 	// across the groups they went to the stack and back.
-	u := uint64(id) - uint64(f.idMin)
 	ok := good && u < f.wlim && mask < f.wmask
 	var pc, vc uint64
 	if mask&UpdatePos != 0 {
@@ -194,7 +197,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 	}
 	if !ok {
-		rw.writeUpdateSlow(f, id, mask, p)
+		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
 		return
 	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
@@ -217,7 +220,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	}
 	// Near the buffer's end (an update a packet, at most): the per-field
 	// record calls.
-	rw.writeUpdateSlow(f, id, mask, p)
+	rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
 }
 
 // updateWindow is the bytes an update's fast paths address from the byte
