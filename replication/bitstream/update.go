@@ -295,8 +295,12 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		win = new([updateReadWindow]byte) // does not escape: on the stack
 		copy(win[:], rr.buf[i:])
 	}
+	// The head from the window's first word (b < 8), and the rotation's
+	// codes below, written out: winWord's and quatUnpack's inlined calls
+	// left their inlining marks, one-byte NOPs, on lines of no
+	// instruction of their own.
 	b := at & 7
-	head := winWord(win, b)
+	head := binary.LittleEndian.Uint64(win[:8]) >> b
 	u := head & f.idMask
 	if u > f.span {
 		return rr.readUpdateSlow(f, p)
@@ -316,8 +320,9 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		b += 3 * f.pos.bits
 	}
 	if mask&UpdateRot != 0 {
-		c := winWord(win, b)
-		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+		c := binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
+		const km = 1<<QuatBits - 1
+		k0, k1, k2 := int64(c>>2&km)-quatM, int64(c>>(2+QuatBits)&km)-quatM, int64(c>>(2+2*QuatBits)&km)-quatM
 		s := k0*k0 + k1*k1 + k2*k2
 		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
