@@ -60,10 +60,11 @@ type UpdateFormat struct {
 	rmax  uint
 	pos   FixedFormat
 	vel   QuantizedFormat
-	// The reader's plan, worked out once: the id's and the mask's bits
-	// together, and the masks of an id, a mask and a code of each triple
-	// (each 2^width − 1).
-	headBits                           uint
+	// The plan, worked out once: the id's and the mask's bits together,
+	// each triple's bits (an add of a field, where 3·bits was a load and
+	// two address computations a group), and the masks of an id, a mask
+	// and a code of each triple (each 2^width − 1).
+	headBits, posBits3, velBits3       uint
 	idMask, maskMask, posMask, velMask uint64
 	// posBare: the position's largest value min + S·precision is at most
 	// max, so no value needs ReadFixed's cap (the sum grows with the
@@ -90,7 +91,7 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	if f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21 {
 		f.wlim, f.wmask = f.span+1, 1<<maskBits
 	}
-	f.headBits = f.idBits + maskBits
+	f.headBits, f.posBits3, f.velBits3 = f.idBits+maskBits, 3*pn, 3*vn
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
 	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
 	f.posBare = pos.min+float64(float64(int64(pos.steps))*pos.precision) <= pos.max
@@ -212,13 +213,13 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
 		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
 		if mask&UpdatePos != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, pc, 3*f.pos.bits)
+			acc, fill, off = winPut(win, acc, fill, off, pc, f.posBits3)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, vc, 3*f.vel.bits)
+			acc, fill, off = winPut(win, acc, fill, off, vc, f.velBits3)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
 		return
@@ -322,7 +323,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
 		}
-		b += 3 * f.pos.bits
+		b += f.posBits3
 	}
 	if mask&UpdateRot != 0 {
 		c := binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
@@ -348,7 +349,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
 		}
-		b += 3 * f.vel.bits
+		b += f.velBits3
 	}
 	rr.bit = at&^7 + b
 	return int64(uint64(f.idMin) + u), mask
