@@ -51,12 +51,13 @@ type UpdateFormat struct {
 	// mask of 31, each triple one field of 1..63 bits), else 0, which no
 	// offset is below (the zero format's too); wmask is 2^maskBits, which
 	// a mask must be below. (A flag tested beside them cost two loads and
-	// a branch an update.) rfast: the reader's fast path serves the widths
-	// (an id of 32 bits and a mask of 25, triples of 1..57 bits, each a
-	// word). rmax is the largest update in bits.
+	// a branch an update.) rlim is the reader's: span + 1 when its fast
+	// path serves the widths (an id of 32 bits and a mask of 25, triples
+	// of 1..57 bits, each a word), else 0, tested on the id's offset it
+	// reads first. rmax is the largest update in bits.
 	wlim  uint64
 	wmask uint
-	rfast bool
+	rlim  uint64
 	rmax  uint
 	pos   FixedFormat
 	vel   QuantizedFormat
@@ -87,7 +88,9 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	f := UpdateFormat{idMin: idMin, span: uint64(idMax) - uint64(idMin), idBits: RangeBits(idMin, idMax), mask: maskBits, pos: pos, vel: vel}
 	pn, vn := pos.bits, vel.bits
 	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
-	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
+	if f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19 {
+		f.rlim = f.span + 1
+	}
 	if f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21 {
 		f.wlim, f.wmask = f.span+1, 1<<maskBits
 	}
@@ -290,7 +293,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	// the window is a zero-padded copy of them: every field lies inside
 	// the stream, so the padding's bits are masked off.
 	at := rr.bit
-	if !f.rfast || at+f.rmax > rr.limit {
+	if at+f.rmax > rr.limit {
 		return rr.readUpdateSlow(f, p)
 	}
 	i := at >> 3
@@ -308,7 +311,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	b := at & 7
 	head := binary.LittleEndian.Uint64(win[:8]) >> b
 	u := head & f.idMask
-	if u > f.span {
+	if u >= f.rlim { // out of range, or widths the fast path does not serve
 		return rr.readUpdateSlow(f, p)
 	}
 	mask = uint(head >> (f.idBits & 63) & f.maskMask)
