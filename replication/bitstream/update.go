@@ -46,18 +46,26 @@ type UpdateFormat struct {
 	span   uint64 // idMax − idMin
 	idBits uint   // RangeBits(idMin, idMax)
 	mask   uint   // the mask's width
-	// wfast: the writer's fast path serves the widths (an id of at most
-	// 32 bits and a mask of 31, each triple one field of 1..63 bits);
-	// rfast: the reader's (an id of 32 bits and a mask of 25, triples of
-	// 1..57 bits, each a word). rmax is the largest update in bits.
-	wfast, rfast bool
-	rmax         uint
-	pos          FixedFormat
-	vel          QuantizedFormat
-	// The reader's plan, worked out once: the id's and the mask's bits
-	// together, and the masks of an id, a mask and a code of each triple
-	// (each 2^width − 1).
-	headBits                           uint
+	// The writer's fast path tests, each one comparison: wlim is span + 1
+	// when that path serves the widths (an id of at most 32 bits and a
+	// mask of 31, each triple one field of 1..63 bits), else 0, which no
+	// offset is below (the zero format's too); wmask is 2^maskBits, which
+	// a mask must be below. (A flag tested beside them cost two loads and
+	// a branch an update.) rlim is the reader's: span + 1 when its fast
+	// path serves the widths (an id of 32 bits and a mask of 25, triples
+	// of 1..57 bits, each a word), else 0, tested on the id's offset it
+	// reads first. rmax is the largest update in bits.
+	wlim  uint64
+	wmask uint
+	rlim  uint64
+	rmax  uint
+	pos   FixedFormat
+	vel   QuantizedFormat
+	// The plan, worked out once: the id's and the mask's bits together,
+	// each triple's bits (an add of a field, where 3·bits was a load and
+	// two address computations a group), and the masks of an id, a mask
+	// and a code of each triple (each 2^width − 1).
+	headBits, posBits3, velBits3       uint
 	idMask, maskMask, posMask, velMask uint64
 	// posBare: the position's largest value min + S·precision is at most
 	// max, so no value needs ReadFixed's cap (the sum grows with the
@@ -79,10 +87,14 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	}
 	f := UpdateFormat{idMin: idMin, span: uint64(idMax) - uint64(idMin), idBits: RangeBits(idMin, idMax), mask: maskBits, pos: pos, vel: vel}
 	pn, vn := pos.bits, vel.bits
-	f.wfast = f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21
-	f.rfast = f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19
 	f.rmax = f.idBits + maskBits + 3*pn + 2 + 3*QuatBits + 3*vn
-	f.headBits = f.idBits + maskBits
+	if f.idBits <= 32 && maskBits <= 25 && pn-1 < 19 && vn-1 < 19 {
+		f.rlim = f.span + 1
+	}
+	if f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21 {
+		f.wlim, f.wmask = f.span+1, 1<<maskBits
+	}
+	f.headBits, f.posBits3, f.velBits3 = f.idBits+maskBits, 3*pn, 3*vn
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
 	f.posMask, f.velMask = 1<<(pn&63)-1, 1<<(vn&63)-1
 	f.posBare = pos.min+float64(float64(int64(pos.steps))*pos.precision) <= pos.max
@@ -110,71 +122,91 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// The rotation: quatField, inline (too large for the inliner; as a
 	// call, every value live across it went to the stack and back — Go's
 	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
-	// checks quatField, TestRecordsMatchFieldCalls and FuzzRecords this
-	// copy against WriteQuat's.
+	// checks quatField, TestRecordsMatchFieldCalls, FuzzRecords and
+	// TestWriteUpdateRotationsOffUnit this copy against WriteQuat's.
+	// The id as its offset, and the id again from it where the slow path
+	// wants it: the id came in CX, which every variable shift below
+	// needs, and held live it was moved out of the way for each.
+	u := uint64(id) - uint64(f.idMin)
 	var qc uint64
 	good := true
 	if mask&UpdateRot != 0 {
 		q := &p.Rot
 		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
-		if !(ss > 0 && ss <= math.MaxFloat64) {
-			good = false
-		} else {
-			const absMask = 1<<63 - 1
-			a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
-			a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
-			i01, m01 := uint(0), a0
-			if a1 > a0 {
-				i01, m01 = 1, a1
-			}
-			i23, m23 := uint(2), a2
-			if a3 > a2 {
-				i23, m23 = 3, a3
-			}
-			i := i01
-			if m23 > m01 {
-				i = i23
-			}
-			t := quatScale
-			if math.Abs(ss-1) > 0x1p-40 {
-				t /= math.Sqrt(ss)
-			}
-			t = math.Copysign(t, q[i&3])
-			o := &quatOthers[i&3]
-			x0, x1, x2 := q[o[0]&3]*t, q[o[1]&3]*t, q[o[2]&3]*t
-			k0, k1, k2 := roundAway(x0), roundAway(x1), roundAway(x2)
-			// A rotation whose rounded codes are not canonical (rare:
-			// its largest component within a code of another's) takes
-			// the per-field path, whose WriteQuat moves them toward
-			// zero: a call here would keep every value live across it
-			// on the stack.
-			s := k0*k0 + k1*k1 + k2*k2
-			good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
-			qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		const absMask = 1<<63 - 1
+		a0, a1 := math.Float64bits(q[0])&absMask, math.Float64bits(q[1])&absMask
+		a2, a3 := math.Float64bits(q[2])&absMask, math.Float64bits(q[3])&absMask
+		i01, m01 := uint(0), a0
+		if a1 > a0 {
+			i01, m01 = 1, a1
 		}
+		i23, m23 := uint(2), a2
+		if a3 > a2 {
+			i23, m23 = 3, a3
+		}
+		i := i01
+		if m23 > m01 {
+			i = i23
+		}
+		// quatField's two tests of ss, the common case first: within
+		// 2^-40 of 1 (where ss − 1 is exact, so this is |ss − 1| ≤ 2^-40)
+		// ss is finite and positive, so a unit rotation takes one test,
+		// and no flag of a refusal is held across the groups. Outside
+		// it, a zero or non-finite ss is the per-field path's refusal.
+		t := quatScale
+		if !(ss >= 1-0x1p-40 && ss <= 1+0x1p-40) {
+			if !(ss > 0 && ss <= math.MaxFloat64) {
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+				return
+			}
+			t /= math.Sqrt(ss)
+		}
+		// Copysign(t, q[i]): t > 0, so only q[i]'s sign bit to set
+		// (Copysign clears t's first).
+		t = math.Float64frombits(math.Float64bits(t) | math.Float64bits(q[i&3])&(1<<63))
+		o := &quatOthers[i&3]
+		// roundAway, written out: its three inlined calls left three
+		// inlining marks, one-byte NOPs, on a line of no instruction of
+		// its own. The products rounded first, as roundAway rounds them,
+		// so that no sum fuses with them.
+		x0, x1, x2 := float64(q[o[0]&3]*t), float64(q[o[1]&3]*t), float64(q[o[2]&3]*t)
+		k0 := int64(x0 + math.Copysign(0.5, x0))
+		k1 := int64(x1 + math.Copysign(0.5, x1))
+		k2 := int64(x2 + math.Copysign(0.5, x2))
+		// A rotation whose rounded codes are not canonical (rare: its
+		// largest component within a code of another's) takes the
+		// per-field path, whose WriteQuat moves them toward zero: a call
+		// here would keep every value live across it on the stack.
+		s := k0*k0 + k1*k1 + k2*k2
+		good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
+		qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
 	// known good.
 	// The format's widths are loaded where they are used, not held: held
 	// across the groups they went to the stack and back.
-	u := uint64(id) - uint64(f.idMin)
-	ok := good && f.wfast && u <= f.span && mask>>(f.mask&63) == 0
+	ok := good && u < f.wlim && mask < f.wmask
 	var pc, vc uint64
 	if mask&UpdatePos != 0 {
 		pn := f.pos.bits
 		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
-		ok = ok && f.pos.in(x) && f.pos.in(y) && f.pos.in(z)
+		// The format's in, written out (as in the velocity's): the three
+		// inlined calls left an inlining mark, a one-byte NOP, on a line
+		// of no instruction of its own.
+		lo, hi := f.pos.min, f.pos.max
+		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
 		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 	}
 	if mask&UpdateVel != 0 {
 		vn := f.vel.bits
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
-		ok = ok && f.vel.in(x) && f.vel.in(y) && f.vel.in(z)
+		lo, hi := f.vel.min, f.vel.max
+		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
 		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 	}
 	if !ok {
-		rw.writeUpdateSlow(f, id, mask, p)
+		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
 		return
 	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
@@ -184,20 +216,20 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
 		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
 		if mask&UpdatePos != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, pc, 3*f.pos.bits)
+			acc, fill, off = winPut(win, acc, fill, off, pc, f.posBits3)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
-			acc, fill, off = winPut(win, acc, fill, off, vc, 3*f.vel.bits)
+			acc, fill, off = winPut(win, acc, fill, off, vc, f.velBits3)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
 		return
 	}
 	// Near the buffer's end (an update a packet, at most): the per-field
 	// record calls.
-	rw.writeUpdateSlow(f, id, mask, p)
+	rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
 }
 
 // updateWindow is the bytes an update's fast paths address from the byte
@@ -261,7 +293,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	// the window is a zero-padded copy of them: every field lies inside
 	// the stream, so the padding's bits are masked off.
 	at := rr.bit
-	if !f.rfast || at+f.rmax > rr.limit {
+	if at+f.rmax > rr.limit {
 		return rr.readUpdateSlow(f, p)
 	}
 	i := at >> 3
@@ -272,10 +304,14 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		win = new([updateReadWindow]byte) // does not escape: on the stack
 		copy(win[:], rr.buf[i:])
 	}
+	// The head from the window's first word (b < 8), and the rotation's
+	// codes below, written out: winWord's and quatUnpack's inlined calls
+	// left their inlining marks, one-byte NOPs, on lines of no
+	// instruction of their own.
 	b := at & 7
-	head := winWord(win, b)
+	head := binary.LittleEndian.Uint64(win[:8]) >> b
 	u := head & f.idMask
-	if u > f.span {
+	if u >= f.rlim { // out of range, or widths the fast path does not serve
 		return rr.readUpdateSlow(f, p)
 	}
 	mask = uint(head >> (f.idBits & 63) & f.maskMask)
@@ -290,11 +326,12 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Pos[0], p.Pos[1], p.Pos[2] = f.pos.value(x), f.pos.value(y), f.pos.value(z)
 		}
-		b += 3 * f.pos.bits
+		b += f.posBits3
 	}
 	if mask&UpdateRot != 0 {
-		c := winWord(win, b)
-		k0, k1, k2 := quatUnpack(c, quatM, QuatBits)
+		c := binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
+		const km = 1<<QuatBits - 1
+		k0, k1, k2 := int64(c>>2&km)-quatM, int64(c>>(2+QuatBits)&km)-quatM, int64(c>>(2+2*QuatBits)&km)-quatM
 		s := k0*k0 + k1*k1 + k2*k2
 		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
@@ -315,7 +352,7 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		} else {
 			p.Vel[0], p.Vel[1], p.Vel[2] = f.vel.value(x), f.vel.value(y), f.vel.value(z)
 		}
-		b += 3 * f.vel.bits
+		b += f.velBits3
 	}
 	rr.bit = at&^7 + b
 	return int64(uint64(f.idMin) + u), mask

@@ -231,3 +231,46 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 		}
 	}
 }
+
+// WriteUpdate's rotation away from unit length: scaled (its squared norm
+// more than 2^-40 from 1, so divided by its norm), at the edges of that
+// band, zero, too large to square, not finite, subnormal. The bytes and
+// the refusal are the per-field calls' (WriteQuat's), at every mask of
+// the pose groups.
+func TestWriteUpdateRotationsOffUnit(t *testing.T) {
+	u := randomQuat(rand.New(rand.NewPCG(5, 6)))
+	scaled := func(k float64) [4]float64 { return [4]float64{u[0] * k, u[1] * k, u[2] * k, u[3] * k} }
+	rots := [][4]float64{
+		u, scaled(3), scaled(1e-3), scaled(1 + 0x1p-42), scaled(1 - 0x1p-42), scaled(1 + 0x1p-30), scaled(1e150), scaled(1e160),
+		scaled(0x1p-540), {0x1p-1074, 0, 0, 0}, {}, {1, 0, 0, math.NaN()}, {math.Inf(1), 0, 0, 0},
+		{math.Sqrt(1 + 0x1p-40), 0, 0, 0}, {math.Sqrt(1 - 0x1p-40), 0, 0, 0}, {0.5, 0.5, 0.5, 0.5000001},
+	}
+	for k, rot := range rots {
+		for mask := range uint(16) {
+			in := Pose{Pos: [3]float64{-1999.5, 3.25, 1500}, Rot: rot, Vel: [3]float64{-49, 0, 12.5}}
+			wf, wr := NewWriter(make([]byte, 64)), NewWriter(make([]byte, 64))
+			_ = wf.WriteBits(1, 3)
+			_ = wf.WriteRangedInt(700, 0, 1023)
+			_ = wf.WriteBits(uint64(mask), 4)
+			if mask&UpdatePos != 0 {
+				_ = posFormat.Write3(wf, in.Pos[0], in.Pos[1], in.Pos[2])
+			}
+			var rotErr error
+			if mask&UpdateRot != 0 {
+				rotErr = wf.WriteQuat(in.Rot)
+			}
+			if mask&UpdateVel != 0 {
+				_ = velFormat.Write3(wf, in.Vel[0], in.Vel[1], in.Vel[2])
+			}
+			rw := wr.Begin()
+			rw.WriteBits(1, 3)
+			rw.WriteUpdate(&ghostFormat, 700, mask, &in)
+			if err := rw.End(); err != rotErr {
+				t.Fatalf("rotation %d %v, mask %b: End %v, WriteQuat %v", k, rot, mask, err, rotErr)
+			}
+			if wr.BitLen() != wf.BitLen() || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
+				t.Fatalf("rotation %d %v, mask %b: record %d bits, fields %d; first difference at byte %d", k, rot, mask, wr.BitLen(), wf.BitLen(), firstByteDiff(wr.Bytes(), wf.Bytes()))
+			}
+		}
+	}
+}
