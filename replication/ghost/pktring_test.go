@@ -74,3 +74,47 @@ func TestPacketRingShrinksAfterBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A peak of entities in view (a crowd the player walked through) grows
+// the view order's hints; once the view is at most half their room, the
+// next trim gives it back, the hints kept (the next views still find
+// their ghosts), and a view walking within the room does not move them.
+func TestViewOrderShrinksAfterPeak(t *testing.T) {
+	d := newDuo(t, DefaultConfig())
+	crowd := make([]ViewEntry, 200)
+	for i := range crowd {
+		crowd[i] = d.npc(uint64(i+1), float64(i))
+	}
+	d.view(crowd...)
+	d.settle(crowd...)
+	if c := cap(d.tab.order); c < 200 {
+		t.Fatalf("a view of 200 in %d hints", c)
+	}
+	few := crowd[:40]
+	walk := func(n int) {
+		for range n {
+			for i := range few {
+				few[i].State.Pos[2] += 0.5
+			}
+			d.view(few...)
+			d.trip()
+		}
+	}
+	walk(40) // 2 s: a trim runs
+	if c := cap(d.tab.order); c != 50 {
+		t.Fatalf("a view of 40 after 200: %d hints of room, want 50", c)
+	}
+	order := &d.tab.order[0]
+	few = crowd[:26] // more than half of 50: kept
+	walk(40)
+	if &d.tab.order[0] != order {
+		t.Fatalf("a view of 26 in room for 50 moved the hints (now %d)", cap(d.tab.order))
+	}
+	d.settle(few...)
+	if diff := mismatch(d.reg, d.mir, few); diff != "" {
+		t.Fatal(diff)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		t.Fatal(err)
+	}
+}

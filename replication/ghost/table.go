@@ -1452,6 +1452,13 @@ func (t *Table) trim() {
 	}
 	t.topHW1, t.topHW = t.topHW, int32(t.top)
 	t.idxTrim()
+	// The view order's hints: grown to a peak view with a quarter of room
+	// (beginView) and kept for the connection's life. Given back once the
+	// view is at most half the room, so a scope walking within a factor of
+	// two never moves them.
+	if c := cap(t.order); c > 16 && len(t.order) <= c/2 {
+		t.order = append(make([]uint16, 0, len(t.order)+len(t.order)/4), t.order...)
+	}
 	// The gone records of a burst of leaves (a teleport, a crowd left
 	// behind) are kept until their kills are delivered; their room, grown
 	// by append's doubling, is given back once at most a quarter is used
