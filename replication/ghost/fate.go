@@ -49,7 +49,7 @@ func (t *Table) OnFate(f notify.Fate) {
 // releaseResolved releases resolved packets from the ring's old end, with
 // their entries, and trims what that frees.
 func (t *Table) releaseResolved() {
-	if int(t.pktLen) > len(t.pkts)/2 { // trim keeps the ring (pktBusy)
+	if 2*int(t.pktLen) > len(t.pkts) { // more than half full: trim keeps the ring (pktBusy)
 		t.pktBusy |= 1
 	}
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
