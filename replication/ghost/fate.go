@@ -49,6 +49,9 @@ func (t *Table) OnFate(f notify.Fate) {
 // releaseResolved releases resolved packets from the ring's old end, with
 // their entries, and trims what that frees.
 func (t *Table) releaseResolved() {
+	if 2*int(t.pktLen) > len(t.pkts) { // more than half full: trim keeps the ring (pktBusy)
+		t.pktBusy |= 1
+	}
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
 		t.entHead = (t.entHead + int32(q.n)) & int32(len(t.ents)-1)

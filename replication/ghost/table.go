@@ -441,10 +441,17 @@ type Table struct {
 	snapSrc  uint64
 	snapSeq  uint32
 	snapMode bool
-	stride   uint16    // lastField's groups per id: the registry's most (≤ MaxGroups) less the slot's lfSlot
-	carry    []carried // AlwaysInScope states outside the view (rare)
-	gone     []goneRec // ghosts that left scope (snapshot views)
-	pp       posPool   // in-flight positions
+	// pktBusy: bit 0, the packet ring was more than half full at a fate
+	// (or grew) since the last trim; bit 1, in the check before. trim
+	// halves a ring that was not for two checks. In the byte after
+	// snapMode (padding), off the fate's lines: releaseResolved writes it
+	// only while the ring is more than half full, which a ring at its
+	// steady use never is after trim.
+	pktBusy uint8
+	stride  uint16    // lastField's groups per id: the registry's most (≤ MaxGroups) less the slot's lfSlot
+	carry   []carried // AlwaysInScope states outside the view (rare)
+	gone    []goneRec // ghosts that left scope (snapshot views)
+	pp      posPool   // in-flight positions
 	// lastField[id*stride+group−lfSlot] is the low 8 bits of the newest seq
 	// that carried the group, for groups from lfSlot up (why 8 are enough:
 	// fieldOld, pack.go); slot.lf keeps groups 0 and 1's.
@@ -1351,12 +1358,20 @@ func (t *Table) growPkts() bool {
 	if len(old) >= t.cfg.MaxPacketsInFlight {
 		return false
 	}
-	pkts := make([]pktRec, 2*len(old))
+	t.movePkts(2 * len(old))
+	t.pktBusy |= 1
+	return true
+}
+
+// movePkts moves the packet records, in FIFO order from index 0, into a
+// ring of n (a power of two ≥ pktLen).
+func (t *Table) movePkts(n int) {
+	old := t.pkts
+	pkts := make([]pktRec, n)
 	for i := range int(t.pktLen) {
 		pkts[i] = old[(int(t.pktHead)+i)&(len(old)-1)]
 	}
 	t.pkts, t.pktHead = pkts, 0
-	return true
 }
 
 // trimEvery is how often OnFate checks the in-flight stores against their
@@ -1403,6 +1418,16 @@ func (t *Table) trim() {
 		}
 	}
 	t.entHW, t.pp.hw1, t.pp.hw = t.entLen, t.pp.hw, t.pp.used
+	// The packet ring doubles when full (growPkts) and, grown by a burst
+	// of late fates (a stall of a second: 21 packets in flight, a ring of
+	// 32), kept that room for the connection's life. It halves, once a
+	// check, after two checks at most half full: the use since fits the
+	// half, and a ring at its steady use, more than half full at times,
+	// stays.
+	if t.pktBusy == 0 && len(t.pkts) > initialPackets {
+		t.movePkts(len(t.pkts) / 2)
+	}
+	t.pktBusy = t.pktBusy << 1 & 2
 	// The second positions in flight go once none was pushed for two
 	// checks and no track holds one (a walk of the tracks once a second,
 	// only while fq1 is kept unused).
@@ -1427,6 +1452,13 @@ func (t *Table) trim() {
 	}
 	t.topHW1, t.topHW = t.topHW, int32(t.top)
 	t.idxTrim()
+	// The view order's hints: grown to a peak view with a quarter of room
+	// (beginView) and kept for the connection's life. Given back once the
+	// view is at most half the room, so a scope walking within a factor of
+	// two never moves them.
+	if c := cap(t.order); c > 16 && len(t.order) <= c/2 {
+		t.order = append(make([]uint16, 0, len(t.order)+len(t.order)/4), t.order...)
+	}
 	// The gone records of a burst of leaves (a teleport, a crowd left
 	// behind) are kept until their kills are delivered; their room, grown
 	// by append's doubling, is given back once at most a quarter is used

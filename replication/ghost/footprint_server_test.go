@@ -1,0 +1,230 @@
+package ghost
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghostwire/ghostwire/replication/bitstream"
+	"github.com/ghostwire/ghostwire/replication/notify"
+)
+
+// serverShape is how a connection's table is driven on a server at 2,000
+// players (cmd/capacity: ≈ 80 ghosts a player, 21 datagrams a
+// player-second, RTT p50 ≈ 20–40 ms).
+type serverShape struct {
+	lo, hi int           // the scope walks between these (a step every second)
+	swaps  int           // entities a second that leave scope for others (wanderers)
+	back   int           // of those, how many in 8 are ones that left before, coming back
+	rtt    time.Duration // a packet's fate comes this long after its send
+	secs   int           // how long the run is
+	// stall: from stallAt (since the start) no fate comes for stall (a
+	// loaded host's pause, the client's or the link's), then all of them.
+	stallAt, stall time.Duration
+}
+
+// serverRun drives one table as a connection on a server at 2,000
+// players does: a 20 Hz snapshot view (a quarter players, the rest NPCs,
+// most walking), 21 packets of 800 bytes a second (the default 16 kB/s),
+// each packet's fate delivered rtt after its send and applied before the
+// next Write that comes after it (a connection applies the fates it has
+// before it writes), and the scope churning: every second it walks by
+// one between lo and hi, and swaps entities leave for others, some of
+// them ones that left earlier (a wanderer turning back). It calls each
+// after every packet and returns the table.
+func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed uint64, each func(*Table)) *Table {
+	tab := tableFor(tb, reg)
+	sw := writerFor(tb, reg)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	type ent struct {
+		id       uint64
+		c        *Class
+		st       State
+		vel      [2]float64
+		priority float32
+	}
+	nextID := uint64(1)
+	newEnt := func() ent {
+		e := ent{id: nextID, c: nc, priority: float32(rng.Float64() + 0.01)}
+		nextID++
+		if e.id%4 == 0 {
+			e.c = pc
+		}
+		e.st.Pos = [3]float64{rng.Float64()*400 - 200, 0, rng.Float64()*400 - 200}
+		e.st.Health = 100
+		e.st.Name = MustName("wolf")
+		if rng.IntN(5) > 0 {
+			e.vel = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+		}
+		return e
+	}
+	var left []ent // entities out of scope that may come back
+	enter := func() ent {
+		if len(left) > 0 && rng.IntN(8) < sh.back {
+			k := rng.IntN(len(left))
+			e := left[k]
+			left = slices.Delete(left, k, k+1)
+			return e
+		}
+		return newEnt()
+	}
+	leave := func(e ent) {
+		left = append(left, e)
+		if len(left) > 64 {
+			left = left[1:]
+		}
+	}
+	ents := make([]ent, 0, sh.hi)
+	for range (sh.lo + sh.hi) / 2 {
+		ents = append(ents, newEnt())
+	}
+	type sent struct {
+		seq uint64
+		at  time.Duration
+	}
+	var inflight []sent
+	var refs []ViewRef
+	var buf [800]byte
+	var w bitstream.Writer
+	start := time.Second
+	const viewEvery, pktEvery = 50 * time.Millisecond, time.Second / 21
+	nextView, nextPkt := start, start+pktEvery/2
+	seq := uint64(0)
+	for v := 0; nextView < start+time.Duration(sh.secs)*time.Second; {
+		if nextView <= nextPkt {
+			now := nextView
+			nextView += viewEvery
+			if v%20 == 0 { // once a second the scope walks by one
+				switch {
+				case len(ents) < sh.hi && (len(ents) == sh.lo || rng.IntN(2) == 0):
+					ents = append(ents, enter())
+				case len(ents) > sh.lo:
+					k := rng.IntN(len(ents))
+					leave(ents[k])
+					ents = slices.Delete(ents, k, k+1)
+				}
+			}
+			if rng.IntN(20) < sh.swaps { // swaps a second on average
+				k := rng.IntN(len(ents))
+				leave(ents[k])
+				ents[k] = enter()
+			}
+			v++
+			for i := range ents {
+				e := &ents[i]
+				e.st.Pos[0] = min(max(e.st.Pos[0]+e.vel[0]/20, -1000), 1000)
+				e.st.Pos[2] = min(max(e.st.Pos[2]+e.vel[1]/20, -1000), 1000)
+				e.st.Yaw = float64(i) + now.Seconds()
+			}
+			sn := sw.Next(len(ents))
+			refs = refs[:0]
+			for i := range ents {
+				sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
+				refs = append(refs, NewViewRef(uint32(i), ents[i].c, ents[i].priority))
+			}
+			sw.Seal(sn)
+			if err := tab.SetSnapshotView(now, sn, refs); err != nil {
+				tb.Fatal(err)
+			}
+			continue
+		}
+		now := nextPkt
+		nextPkt += pktEvery
+		stalled := now >= start+sh.stallAt && now < start+sh.stallAt+sh.stall
+		for len(inflight) > 0 && inflight[0].at+sh.rtt <= now && !stalled {
+			tab.OnFate(notify.Fate{Seq: inflight[0].seq, Delivered: true, SentAt: inflight[0].at})
+			inflight = inflight[1:]
+		}
+		seq++
+		w.Reset(buf[:])
+		if _, err := tab.Write(&w, seq, now); err != nil {
+			tb.Fatal(err)
+		}
+		inflight = append(inflight, sent{seq, now})
+		if each != nil {
+			each(tab)
+		}
+	}
+	return tab
+}
+
+// footprintGroups sorts tableParts into cmd/capacity --breakdown's lines:
+// the per-id records, what is in flight, and the rest.
+var footprintGroups = map[string]string{
+	"slots": "per-id", "pos": "per-id", "posFq1": "per-id", "lastField": "per-id", "states": "per-id", "qs": "per-id",
+	"pkts": "in flight", "ents": "in flight", "posNodes": "in flight", "posFree": "in flight",
+	"table": "rest", "idx": "rest", "order": "rest", "used": "rest", "gone": "rest", "carry": "rest", "rare": "rest",
+}
+
+// TestTableFootprintServerShape reports what a table keeps, part by part,
+// at the server's shape at 2,000 players — ≈ 80 ghosts churning, snapshot
+// views, 21 packets a second, fates a round trip late — and bounds the
+// whole (cmd/capacity --breakdown's lines, from a heap profile of a
+// whole node, are what this is for: per-id records, in flight, the rest).
+// Deterministic: the parts are their slices' size classes, averaged over
+// 8 tables, and the runs are seeded.
+func TestTableFootprintServerShape(t *testing.T) {
+	reg, pc, nc := newTestRegistry(t)
+	for _, tc := range []struct {
+		name string
+		sh   serverShape
+		max  uint64
+	}{
+		// measured 7,328 B: per-id 5,824 (84 ids: 32-byte slots and tracks,
+		// 5 bytes of per-group sequences), in flight 384 (the rings' first
+		// 64 records and 8 packets), rest 1,120 (the 640-byte Table, the
+		// entity index's 128 buckets, the view order, the id bitmap).
+		{"80 ghosts, fates before the next write (RTT 30 ms)", serverShape{lo: 80, hi: 80, rtt: 30 * time.Millisecond, secs: 30}, 7328},
+		// measured 8,668 B, 109 B a ghost: per-id 6,860 (88 ids for 79
+		// live, top 82: the 32-byte arrays' size classes hold 84 ids, then
+		// 96; the second positions in flight, 8 bytes an id), in flight
+		// 640, rest 1,168. The server's shape at 2,000 players.
+		{"76-84 churning, fates a packet late (RTT 60 ms)", serverShape{lo: 76, hi: 84, swaps: 3, back: 3, rtt: 60 * time.Millisecond, secs: 40}, 8668},
+		// measured 8,976 B: the stall's rings back to their use (9,872
+		// B while the packet ring kept the stall's 64 records, 1,024 B,
+		// for the connection's life); the rare counters (112 B) made by
+		// the stall stay.
+		{"76-84 churning, RTT 60 ms, a 1.5 s stall at 15 s", serverShape{lo: 76, hi: 84, swaps: 3, back: 3, rtt: 60 * time.Millisecond, secs: 40, stallAt: 15 * time.Second, stall: 1500 * time.Millisecond}, 8976},
+		// measured 10,138 B: the record ring 1,024 (≈ 145 records in
+		// flight, ≈ 166 at most: a power of two a quarter above), the
+		// pool 520 (positions three in flight).
+		{"76-84 churning 6/s, fates two packets late (RTT 100 ms)", serverShape{lo: 76, hi: 84, swaps: 6, back: 3, rtt: 100 * time.Millisecond, secs: 40}, 10138},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const tables = 8
+			parts := map[string]uint64{}
+			groups := map[string]uint64{}
+			var sum, top, live, ids uint64
+			topMax := 0
+			for i := range tables {
+				tab := serverRun(t, reg, pc, nc, tc.sh, uint64(i), func(tab *Table) { topMax = max(topMax, tab.top-tab.live) })
+				if err := checkInvariants(tab); err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range tableParts(tab) {
+					parts[k] += v
+					groups[footprintGroups[k]] += v
+					sum += v
+				}
+				top += uint64(tab.top)
+				live += uint64(tab.live)
+				ids += uint64(len(tab.slots))
+			}
+			var s string
+			for _, k := range slices.Sorted(maps.Keys(parts)) {
+				if parts[k] > 0 {
+					s += fmt.Sprintf(" %s %d", k, parts[k]/tables)
+				}
+			}
+			per := sum / tables
+			t.Logf("%d B per table (%d B a ghost): per-id %d, in flight %d, rest %d; live %d, top %d, ids %d (top−live at most %d); parts:%s",
+				per, per/max(live/tables, 1), groups["per-id"]/tables, groups["in flight"]/tables, groups["rest"]/tables, live/tables, top/tables, ids/tables, topMax, s)
+			if per > tc.max {
+				t.Errorf("table keeps %d B, want ≤ %d", per, tc.max)
+			}
+		})
+	}
+}
