@@ -417,8 +417,10 @@ type Table struct {
 	clockSet  bool
 	fateSeen  bool
 	wrote     bool
-	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths):
-	// at most log2(MaxRecordsInFlight), in the word's spare bytes.
+	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths)
+	// modulo 256, in the word's spare bytes: trim halves the ring again,
+	// so it may double any number of times; each wrap adds 256 to
+	// tableRare.recordGrowthsHi.
 	recordGrowths uint8
 	wide          bool // the registry has a class past entMaskBits groups: rare.wd.entHi is the ring's
 
@@ -506,6 +508,9 @@ type tableRare struct {
 	CreatesLost, UpdatesLost, KillsLost, Redirtied, Suppressed uint64
 	AbsolutePos, PosDeferred, Resends, Stalls, EncodeErrors    uint64
 	IDsExhausted, FreedUnacked                                 uint64
+	// recordGrowthsHi is Stats.RecordGrowths less Table.recordGrowths
+	// (a multiple of 256: its wraps).
+	recordGrowthsHi uint64
 	// wd holds the ring's mask bits above entMaskBits and the dirty
 	// groups above 30 of a registry with classes that wide: nil
 	// otherwise.
@@ -688,6 +693,7 @@ func (t *Table) Stats() Stats {
 		RecordGrowths: uint64(t.recordGrowths),
 	}
 	if r := t.rare; r != nil {
+		s.RecordGrowths += r.recordGrowthsHi
 		s.CreatesLost, s.UpdatesLost, s.KillsLost = r.CreatesLost, r.UpdatesLost, r.KillsLost
 		s.Redirtied, s.Suppressed = r.Redirtied, r.Suppressed
 		s.AbsolutePos, s.PosDeferred, s.Resends = r.AbsolutePos, r.PosDeferred, r.Resends
@@ -1348,6 +1354,9 @@ func (t *Table) growEnts() bool {
 	}
 	t.entHead = 0
 	t.recordGrowths++
+	if t.recordGrowths == 0 {
+		t.rareOf().recordGrowthsHi += 256
+	}
 	return true
 }
 
