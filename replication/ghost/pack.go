@@ -283,86 +283,72 @@ func (p *packer) collect(t *Table, now msTime) int {
 	ps := p.packScratch
 	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
 	slots, grownB := t.slots[:t.top], k.grownB
-	// The ids in use by the allocation bitmap (a free id's bit is clear:
-	// checkInvariants), highest first as a walk of every slot: a view
-	// whose ids are spread over more than it holds (ids freed as entities
-	// left, as on a server) leaves lines of free slots that no other walk
-	// of the Write touches, a cache miss each on a cold table
-	// (BenchmarkTables1000PumpSparse, VisitSparse). The bit walk costs a
-	// table with no free id ≈ 15 instructions a ghost more than a count
-	// down (Pack1000, Tables1000Pump).
-	used := t.used[:(t.top+63)/64]
-	for wi := len(used) - 1; wi >= 0; wi-- {
-		for m := used[wi]; m != 0; {
-			bi := bits.Len64(m) - 1
-			m &^= 1 << uint(bi)
-			i := wi<<6 | bi
-			s := &slots[i]
-			var b int
-			switch s.phase {
-			case phaseFree: // none (its bit is clear): not bucketed if the bitmap were wrong
+	for i := t.top - 1; i >= 0; i-- {
+		s := &slots[i]
+		var b int
+		switch s.phase {
+		case phaseFree:
+			continue
+		case phaseKilling:
+			if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
 				continue
-			case phaseKilling:
-				if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
-					continue
-				}
-				b = killBucket
-			case phaseCreating:
-				if s.has(flCreateInFlight) {
-					continue
-				}
-				b = tierCreate*tierBuckets + k.grown(s.prioB, nowMS-int32(s.since))
-			case phaseLive:
-				c := classes[s.ci]
-				sent := nowMS - int32(s.sentAt)
-				if sent < c.minMS {
-					continue
-				}
-				// late: how long the client may have lacked a change, once past
-				// the confirm deadline (and the last copy has gone unconfirmed
-				// for the usual fate delay): such a ghost is pressed into
-				// every packet it fits until a delivery is confirmed.
-				late := int32(0)
-				if deadline > 0 && s.pendChg != 0 && sent >= gap {
-					if l := nowMS - int32(s.pendChg); l >= deadline {
-						late = l
-					}
-				}
-				if s.dirty == 0 {
-					if s.ackBack == 0 {
-						continue // nothing unconfirmed
-					}
-					if late > 0 {
-						b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], late)
-						p.pressed[i>>6] |= 1 << uint(i&63)
-						break
-					}
-					if resend == 0 || sent < resend {
-						continue
-					}
-					b = tierResend*tierBuckets + int(s.prioB)
-					break
-				}
-				if s.posBlocked() && t.dirtyOf(uint32(i), s) == c.posBit {
-					continue // only position is dirty and it cannot go now
-				}
-				age := nowMS - int32(s.since)
-				if age >= maxStale || late > 0 {
-					b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
-					if age < maxStale {
-						p.pressed[i>>6] |= 1 << uint(i&63)
-					}
-				} else if a := int(uint32(age)); a < len(grownB) { // the usual: grown, tabled (≥ 0)
-					b = tierUpdate*tierBuckets + min(int(s.prioB)+int(grownB[a]), tierBuckets-1)
-				} else {
-					b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
+			}
+			b = killBucket
+		case phaseCreating:
+			if s.has(flCreateInFlight) {
+				continue
+			}
+			b = tierCreate*tierBuckets + k.grown(s.prioB, nowMS-int32(s.since))
+		case phaseLive:
+			c := classes[s.ci]
+			sent := nowMS - int32(s.sentAt)
+			if sent < c.minMS {
+				continue
+			}
+			// late: how long the client may have lacked a change, once past
+			// the confirm deadline (and the last copy has gone unconfirmed
+			// for the usual fate delay): such a ghost is pressed into
+			// every packet it fits until a delivery is confirmed.
+			late := int32(0)
+			if deadline > 0 && s.pendChg != 0 && sent >= gap {
+				if l := nowMS - int32(s.pendChg); l >= deadline {
+					late = l
 				}
 			}
-			next[i] = head[b]
-			head[b] = int32(i)
-			nonEmpty[b>>6] |= 1 << uint(b&63)
-			n++
+			if s.dirty == 0 {
+				if s.ackBack == 0 {
+					continue // nothing unconfirmed
+				}
+				if late > 0 {
+					b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], late)
+					p.pressed[i>>6] |= 1 << uint(i&63)
+					break
+				}
+				if resend == 0 || sent < resend {
+					continue
+				}
+				b = tierResend*tierBuckets + int(s.prioB)
+				break
+			}
+			if s.posBlocked() && t.dirtyOf(uint32(i), s) == c.posBit {
+				continue // only position is dirty and it cannot go now
+			}
+			age := nowMS - int32(s.since)
+			if age >= maxStale || late > 0 {
+				b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
+				if age < maxStale {
+					p.pressed[i>>6] |= 1 << uint(i&63)
+				}
+			} else if a := int(uint32(age)); a < len(grownB) { // the usual: grown, tabled (≥ 0)
+				b = tierUpdate*tierBuckets + min(int(s.prioB)+int(grownB[a]), tierBuckets-1)
+			} else {
+				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
+			}
 		}
+		next[i] = head[b]
+		head[b] = int32(i)
+		nonEmpty[b>>6] |= 1 << uint(b&63)
+		n++
 	}
 	return n
 }
