@@ -58,28 +58,8 @@ func churnRun(tb testing.TB, reg *Registry, pc, nc *Class, lo, hi int, seed uint
 	tab := tableFor(tb, reg)
 	sw := writerFor(tb, reg)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	type ent struct {
-		id       uint64
-		c        *Class
-		st       State
-		vel      [2]float64
-		priority float32
-	}
-	nextID := uint64(1)
-	newEnt := func() ent {
-		e := ent{id: nextID, c: nc, priority: float32(rng.Float64() + 0.01)}
-		nextID++
-		if e.id%4 == 0 {
-			e.c = pc
-		}
-		e.st.Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}
-		e.st.Health = 100
-		e.st.Name = MustName("wolf")
-		if rng.IntN(5) > 0 {
-			e.vel = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
-		}
-		return e
-	}
+	type ent = churnEnt
+	newEnt := churnEnts(rng, pc, nc, 200)
 	n := (lo + hi) / 2
 	ents := make([]ent, 0, hi)
 	for range n {
@@ -203,5 +183,36 @@ func TestTableChurnFootprint(t *testing.T) {
 	}
 	if most > maxMoves {
 		t.Errorf("a table's stores moved %d times in %d views once warm, want ≤ %d", most, views-warm, maxMoves)
+	}
+}
+
+// churnEnt is an entity of the churn runs (churnRun, serverRun): a class,
+// a state, a walking velocity (none for one in five) and a priority.
+type churnEnt struct {
+	id       uint64
+	c        *Class
+	st       State
+	vel      [2]float64
+	priority float32
+}
+
+// churnEnts returns a maker of new churn entities, numbered from 1 (every
+// fourth of class pc, the rest nc), placed at random in a square of side
+// span around the origin.
+func churnEnts(rng *rand.Rand, pc, nc *Class, span float64) func() churnEnt {
+	nextID := uint64(1)
+	return func() churnEnt {
+		e := churnEnt{id: nextID, c: nc, priority: float32(rng.Float64() + 0.01)}
+		nextID++
+		if e.id%4 == 0 {
+			e.c = pc
+		}
+		e.st.Pos = [3]float64{rng.Float64()*span - span/2, 0, rng.Float64()*span - span/2}
+		e.st.Health = 100
+		e.st.Name = MustName("wolf")
+		if rng.IntN(5) > 0 {
+			e.vel = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
+		}
+		return e
 	}
 }

@@ -39,28 +39,8 @@ func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed
 	tab := tableFor(tb, reg)
 	sw := writerFor(tb, reg)
 	rng := rand.New(rand.NewPCG(seed, 3))
-	type ent struct {
-		id       uint64
-		c        *Class
-		st       State
-		vel      [2]float64
-		priority float32
-	}
-	nextID := uint64(1)
-	newEnt := func() ent {
-		e := ent{id: nextID, c: nc, priority: float32(rng.Float64() + 0.01)}
-		nextID++
-		if e.id%4 == 0 {
-			e.c = pc
-		}
-		e.st.Pos = [3]float64{rng.Float64()*400 - 200, 0, rng.Float64()*400 - 200}
-		e.st.Health = 100
-		e.st.Name = MustName("wolf")
-		if rng.IntN(5) > 0 {
-			e.vel = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
-		}
-		return e
-	}
+	type ent = churnEnt
+	newEnt := churnEnts(rng, pc, nc, 400)
 	var left []ent // entities out of scope that may come back
 	enter := func() ent {
 		if len(left) > 0 && rng.IntN(8) < sh.back {
