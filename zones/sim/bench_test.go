@@ -191,27 +191,36 @@ func TestZoneFootprint(t *testing.T) {
 // drifts for a minute holds).
 func TestZoneFootprint1000(t *testing.T) {
 	const players = 1000
+	z, refs, per, _, inView := crowdFootprint(t, players)
+	t.Logf("zone footprint: %.0f B per player (%d players, %d slots, %.1f in view)", per, players, len(z.ents), inView)
+	if per > 1680 {
+		t.Errorf("zone holds %.0f B per player at %d players, want ≤ 1,680", per, players)
+	}
+	runtime.KeepAlive(z)
+	runtime.KeepAlive(refs)
+}
+
+// crowdFootprint runs a crowd zone of players for 40 ticks (2 s) and
+// returns it, its last views, the heap it added a player, the live heap
+// after (HeapAlloc, after a collection) and the mean members of a
+// player's interest set.
+func crowdFootprint(t *testing.T, players int) (z *Zone, refs []ghost.ViewRef, per float64, heap uint64, inView float64) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	z, now := crowdZone(t, players)
-	var refs []ghost.ViewRef
 	for tick := range 40 {
 		now += 50 * time.Millisecond
 		refs = crowdTick(z, players, now, tick, nil, refs)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := float64(after.HeapAlloc-before.HeapAlloc) / players
-	inView := 0
+	n := 0
 	for _, e := range z.ents {
-		inView += e.p().set.Len()
+		n += e.p().set.Len()
 	}
-	t.Logf("zone footprint: %.0f B per player (%d players, %d slots, %.1f in view)", per, players, len(z.ents), float64(inView)/players)
-	if per > 1680 {
-		t.Errorf("zone holds %.0f B per player at %d players, want ≤ 1,680", per, players)
-	}
-	runtime.KeepAlive(z)
+	per = float64(after.HeapAlloc-before.HeapAlloc) / float64(players)
+	return z, refs, per, after.HeapAlloc, float64(n) / float64(players)
 }
 
 // TestZoneFootprintAfterBacklog is TestZoneFootprint after a stall: the
@@ -311,22 +320,7 @@ func TestPlayerSlotInputLines(t *testing.T) {
 // TestSetRoomFollowsUse).
 func TestZoneFootprint2000(t *testing.T) {
 	const players = 2000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	z, now := crowdZone(t, players)
-	var refs []ghost.ViewRef
-	for tick := range 40 {
-		now += 50 * time.Millisecond
-		refs = crowdTick(z, players, now, tick, nil, refs)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	per := float64(after.HeapAlloc-before.HeapAlloc) / players
-	inView := 0
-	for _, e := range z.ents {
-		inView += e.p().set.Len()
-	}
+	z, refs, per, heap, inView := crowdFootprint(t, players)
 	for i := range z.ents {
 		if e := &z.ents[i]; e.pl != nil {
 			e.pl.set = interest.Set{}
@@ -335,10 +329,10 @@ func TestZoneFootprint2000(t *testing.T) {
 	var emptied runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&emptied)
-	sets := float64(int64(after.HeapAlloc)-int64(emptied.HeapAlloc)) / players
-	t.Logf("zone footprint: %.0f B per player, %.0f B of it the interest set (%d players, %d slots, %.1f in view)", per, sets, players, len(z.ents), float64(inView)/players)
+	sets := float64(int64(heap)-int64(emptied.HeapAlloc)) / players
+	t.Logf("zone footprint: %.0f B per player, %.0f B of it the interest set (%d players, %d slots, %.1f in view)", per, sets, players, len(z.ents), inView)
 	if sets > 425 {
-		t.Errorf("a player's interest set holds %.0f B at %.1f in view, want ≤ 425", sets, float64(inView)/players)
+		t.Errorf("a player's interest set holds %.0f B at %.1f in view, want ≤ 425", sets, inView)
 	}
 	runtime.KeepAlive(z)
 	runtime.KeepAlive(refs)
