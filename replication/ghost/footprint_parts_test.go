@@ -85,22 +85,7 @@ func churnRun(tb testing.TB, reg *Registry, pc, nc *Class, lo, hi int, seed uint
 		if rng.IntN(20) < 3 { // three entities a second leave, three others enter
 			ents[rng.IntN(len(ents))] = newEnt()
 		}
-		for i := range ents {
-			e := &ents[i]
-			e.st.Pos[0] = min(max(e.st.Pos[0]+e.vel[0]/20, -1000), 1000)
-			e.st.Pos[2] = min(max(e.st.Pos[2]+e.vel[1]/20, -1000), 1000)
-			e.st.Yaw = float64(i) + now.Seconds()
-		}
-		sn := sw.Next(len(ents))
-		refs = refs[:0]
-		for i := range ents {
-			sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
-			refs = append(refs, NewViewRef(uint32(i), ents[i].c, ents[i].priority))
-		}
-		sw.Seal(sn)
-		if err := tab.SetSnapshotView(now, sn, refs); err != nil {
-			tb.Fatal(err)
-		}
+		refs = walkView(tb, tab, sw, ents, refs, now)
 		seq++
 		w.Reset(buf[:])
 		if _, err := tab.Write(&w, seq, now); err != nil {
@@ -215,4 +200,27 @@ func churnEnts(rng *rand.Rand, pc, nc *Class, span float64) func() churnEnt {
 		}
 		return e
 	}
+}
+
+// walkView moves the churn entities a tick (50 ms) along their
+// velocities, inside ±1 km, and gives tab their snapshot view at now; it
+// returns the view's references (refs' room reused).
+func walkView(tb testing.TB, tab *Table, sw *SnapshotWriter, ents []churnEnt, refs []ViewRef, now time.Duration) []ViewRef {
+	for i := range ents {
+		e := &ents[i]
+		e.st.Pos[0] = min(max(e.st.Pos[0]+e.vel[0]/20, -1000), 1000)
+		e.st.Pos[2] = min(max(e.st.Pos[2]+e.vel[1]/20, -1000), 1000)
+		e.st.Yaw = float64(i) + now.Seconds()
+	}
+	sn := sw.Next(len(ents))
+	refs = refs[:0]
+	for i := range ents {
+		sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
+		refs = append(refs, NewViewRef(uint32(i), ents[i].c, ents[i].priority))
+	}
+	sw.Seal(sn)
+	if err := tab.SetSnapshotView(now, sn, refs); err != nil {
+		tb.Fatal(err)
+	}
+	return refs
 }

@@ -93,22 +93,7 @@ func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed
 				ents[k] = enter()
 			}
 			v++
-			for i := range ents {
-				e := &ents[i]
-				e.st.Pos[0] = min(max(e.st.Pos[0]+e.vel[0]/20, -1000), 1000)
-				e.st.Pos[2] = min(max(e.st.Pos[2]+e.vel[1]/20, -1000), 1000)
-				e.st.Yaw = float64(i) + now.Seconds()
-			}
-			sn := sw.Next(len(ents))
-			refs = refs[:0]
-			for i := range ents {
-				sn.Set(i, ents[i].id, ents[i].c, &ents[i].st)
-				refs = append(refs, NewViewRef(uint32(i), ents[i].c, ents[i].priority))
-			}
-			sw.Seal(sn)
-			if err := tab.SetSnapshotView(now, sn, refs); err != nil {
-				tb.Fatal(err)
-			}
+			refs = walkView(tb, tab, sw, ents, refs, now)
 			continue
 		}
 		now := nextPkt
