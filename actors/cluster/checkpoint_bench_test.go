@@ -156,21 +156,15 @@ func BenchmarkCheckpointRecords(b *testing.B) {
 // path, ≈ 7 k its scans of the one header, ≈ 21 k the runtime's).
 func BenchmarkCheckpointTick(b *testing.B) {
 	p, _ := pipelinedPlayers(b)
-	const players, zones, ticks = 1000, 4, 20
-	var byZone [zones][]handoff.Checkpoint
-	for i := range players {
-		id := uint64(i + 1)
-		byZone[i%zones] = append(byZone[i%zones], benchCheckpoint(id))
-		p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
-	}
+	const players, zones, ticks = tickPlayers, tickZones, tickTicks
+	byZone := placedTickZones(p)
 	gw := func(string) string { return "zoned-1" }
 	ctx := context.Background()
 	tick := func(t int) {
 		var wg sync.WaitGroup
 		for z := range zones {
 			zc := byZone[z]
-			per := (len(zc) + ticks - 1) / ticks
-			lo, hi := min(t%ticks*per, len(zc)), min((t%ticks+1)*per, len(zc))
+			lo, hi := tickRange(len(zc), t)
 			wg.Go(func() {
 				for i := lo; i < hi; i++ {
 					zc[i].Control.Pos[0] = float32(t)
@@ -233,20 +227,14 @@ func BenchmarkCheckpointTickPeriodic(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			p, _ := pipelinedPlayers(b)
-			const players, zones, ticks = 1000, 4, 20
-			var byZone [zones][]handoff.Checkpoint
-			for i := range players {
-				id := uint64(i + 1)
-				byZone[i%zones] = append(byZone[i%zones], benchCheckpoint(id))
-				p.Placed(id, fmt.Sprintf("x%dz0", i%zones), 3, true, nil, "")
-			}
+			const players, zones, ticks = tickPlayers, tickZones, tickTicks
+			byZone := placedTickZones(p)
 			gw := func(string) string { return "zoned-1" }
 			tick := func(t int) {
 				want := checkpointsSettled(p)
 				for z := range zones {
 					zc := byZone[z]
-					per := (len(zc) + ticks - 1) / ticks
-					lo, hi := min(t%ticks*per, len(zc)), min((t%ticks+1)*per, len(zc))
+					lo, hi := tickRange(len(zc), t)
 					if !idle {
 						for i := lo; i < hi; i++ {
 							zc[i].Control.Pos[0] = float32(t)
@@ -274,4 +262,27 @@ func BenchmarkCheckpointTickPeriodic(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The checkpoint-tick benchmarks' world: tickPlayers players over
+// tickZones zones, each zone's checkpointing its players over tickTicks
+// ticks.
+const tickPlayers, tickZones, tickTicks = 1000, 4, 20
+
+// placedTickZones places the benchmarks' players in p (x0z0 … x3z0, epoch
+// 3) and returns their checkpoints by zone.
+func placedTickZones(p *Players) [tickZones][]handoff.Checkpoint {
+	var byZone [tickZones][]handoff.Checkpoint
+	for i := range tickPlayers {
+		id := uint64(i + 1)
+		byZone[i%tickZones] = append(byZone[i%tickZones], benchCheckpoint(id))
+		p.Placed(id, fmt.Sprintf("x%dz0", i%tickZones), 3, true, nil, "")
+	}
+	return byZone
+}
+
+// tickRange is the part of a zone's n checkpoints tick t writes.
+func tickRange(n, t int) (lo, hi int) {
+	per := (n + tickTicks - 1) / tickTicks
+	return min(t%tickTicks*per, n), min((t%tickTicks+1)*per, n)
 }
