@@ -61,14 +61,7 @@ func TestPipelineAckReads(t *testing.T) {
 // a publish whose ack never comes fails when the wait is up, not with the
 // revision of another's.
 func TestPipelineAwaitAcksTakesItsOwn(t *testing.T) {
-	pl := &pipeline{stream: "KV_players", ackPre: []byte(`{"stream":"KV_players","seq":`), wait: 50 * time.Millisecond}
-	pl.reply[1] = "_INBOX.x.1."
-	pl.acks[1] = make(chan *nats.Msg, 16)
-	p := &Players{pipe: pl}
-	ack := func(n, rev uint64) {
-		pl.acks[1] <- &nats.Msg{Subject: pl.reply[1] + strconv.FormatUint(n, 10),
-			Data: []byte(`{"stream":"KV_players","seq":` + strconv.FormatUint(rev, 10) + `}`)}
-	}
+	pl, p, ack := ackedPipeline()
 	var w batchWriter
 	const first = 10 // this batch: publishes 10–13; 12 was not sent
 	w.sent[0], w.sent[1], w.sent[3] = true, true, true
@@ -146,4 +139,19 @@ func FuzzPipelineAck(f *testing.F) {
 			t.Fatalf("%q: ack read revision %d (%v), encoding/json %d", data, rev, err, r.Seq)
 		}
 	})
+}
+
+// ackedPipeline is a pipeline without a connection whose writer 1 takes
+// its acks from a channel, the Players over it, and ack, which sends
+// writer 1 the ack of its publish n with revision rev.
+func ackedPipeline() (pl *pipeline, p *Players, ack func(n, rev uint64)) {
+	pl = &pipeline{stream: "KV_players", ackPre: []byte(`{"stream":"KV_players","seq":`), wait: 50 * time.Millisecond}
+	pl.reply[1] = "_INBOX.x.1."
+	pl.acks[1] = make(chan *nats.Msg, 16)
+	p = &Players{pipe: pl}
+	ack = func(n, rev uint64) {
+		pl.acks[1] <- &nats.Msg{Subject: pl.reply[1] + strconv.FormatUint(n, 10),
+			Data: []byte(`{"stream":"KV_players","seq":` + strconv.FormatUint(rev, 10) + `}`)}
+	}
+	return pl, p, ack
 }

@@ -118,12 +118,7 @@ func BenchmarkPlayerCheckpoints(b *testing.B) {
 		b.Fatal(err)
 	}
 	const players = 1000
-	cps := make([]handoff.Checkpoint, players)
-	for i := range cps {
-		id := uint64(i + 1)
-		cps[i] = handoff.Checkpoint{Entity: id, Epoch: 1, Name: "p", Control: move.ControlState{Pos: [3]float32{float32(i), 0, 1}}}
-		p.Joined(id, "z", 1)
-	}
+	cps := joinedCheckpoints(p, players)
 	gw := func(string) string { return "gw" }
 	ctx := context.Background()
 	if err := p.CheckpointSync(ctx, "z", cps, gw); err != nil { // the joins land first, in order
@@ -332,12 +327,7 @@ func BenchmarkPlayerCheckpointsPaced(b *testing.B) {
 				}
 			}
 			const players, batch, gap = 1000, 48, 50 * time.Millisecond
-			cps := make([]handoff.Checkpoint, players)
-			for i := range cps {
-				id := uint64(i + 1)
-				cps[i] = handoff.Checkpoint{Entity: id, Epoch: 1, Name: "p", Control: move.ControlState{Pos: [3]float32{float32(i), 0, 1}}}
-				p.Joined(id, "z", 1)
-			}
+			cps := joinedCheckpoints(p, players)
 			gw := func(string) string { return "gw" }
 			if err := p.CheckpointSync(context.Background(), "z", cps, gw); err != nil {
 				b.Fatal(err)
@@ -385,12 +375,7 @@ func TestPipelinedCheckpointsKeepTheFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	const players = 40
-	cps := make([]handoff.Checkpoint, players)
-	for i := range cps {
-		id := uint64(i + 1)
-		cps[i] = handoff.Checkpoint{Entity: id, Epoch: 1, Name: "p", Control: move.ControlState{Pos: [3]float32{float32(i), 0, 1}}}
-		p.Joined(id, "z", 1)
-	}
+	cps := joinedCheckpoints(p, players)
 	gw := func(string) string { return "gw" }
 	ctx := context.Background()
 	if err := p.CheckpointSync(ctx, "z", cps, gw); err != nil {
@@ -453,4 +438,16 @@ func playersBucket(t testing.TB, js jetstream.JetStream) jetstream.KeyValue {
 		t.Fatal(err)
 	}
 	return kv
+}
+
+// joinedCheckpoints joins n players (ids 1…n) to zone "z" at epoch 1 in p
+// and returns a checkpoint of each, at distinct positions.
+func joinedCheckpoints(p *Players, n int) []handoff.Checkpoint {
+	cps := make([]handoff.Checkpoint, n)
+	for i := range cps {
+		id := uint64(i + 1)
+		cps[i] = handoff.Checkpoint{Entity: id, Epoch: 1, Name: "p", Control: move.ControlState{Pos: [3]float32{float32(i), 0, 1}}}
+		p.Joined(id, "z", 1)
+	}
+	return cps
 }

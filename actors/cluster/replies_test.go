@@ -2,16 +2,12 @@ package cluster
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/ghostwire/ghostwire/replication/move"
-	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // A writer's pipelined checkpoints are acknowledged to the same few
@@ -42,12 +38,7 @@ func TestPipelineRepliesAreReused(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	const players = 200 // 50 a writer
-	cps := make([]handoff.Checkpoint, players)
-	for i := range cps {
-		id := uint64(i + 1)
-		cps[i] = handoff.Checkpoint{Entity: id, Epoch: 1, Name: "p", Control: move.ControlState{Pos: [3]float32{float32(i), 0, 1}}}
-		p.Joined(id, "z", 1)
-	}
+	cps := joinedCheckpoints(p, players)
 	gw := func(string) string { return "gw" }
 	const rounds = 6 // ≥ 300 publishes on writer 0
 	for r := range rounds + 1 {
@@ -86,14 +77,7 @@ func TestPipelineRepliesAreReused(t *testing.T) {
 // the next numbers (batchWriter.gen): the late ack, when it comes, is not
 // taken for the next batch's publish of the same slot.
 func TestPipelineLateAckNotTakenByTheNextBatch(t *testing.T) {
-	pl := &pipeline{stream: "KV_players", ackPre: []byte(`{"stream":"KV_players","seq":`), wait: 50 * time.Millisecond}
-	pl.reply[1] = "_INBOX.x.1."
-	pl.acks[1] = make(chan *nats.Msg, 16)
-	p := &Players{pipe: pl}
-	ack := func(n, rev uint64) {
-		pl.acks[1] <- &nats.Msg{Subject: pl.reply[1] + strconv.FormatUint(n, 10),
-			Data: []byte(`{"stream":"KV_players","seq":` + strconv.FormatUint(rev, 10) + `}`)}
-	}
+	_, p, ack := ackedPipeline()
 	var w batchWriter
 	first := w.gen * maxBatch // as writeBatch numbers a batch
 	w.sent[0], w.sent[1] = true, true
