@@ -11,10 +11,7 @@ import (
 // is one short of wrapping counts a burst's doublings on from 255.
 func TestRecordGrowthsCountedPastAByte(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	view := make([]ViewEntry, 60)
-	for i := range view {
-		view[i] = d.npc(uint64(i+1), float64(i))
-	}
+	view := d.npcs(60)
 	d.view(view...)
 	d.settle(view...)
 	base := d.tab.Stats().RecordGrowths

@@ -86,10 +86,7 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 // the invariants hold), and the index grows again with the scope.
 func TestEntityIndexShrinksAfterPeak(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	crowd := make([]ViewEntry, 200)
-	for i := range crowd {
-		crowd[i] = d.npc(uint64(i+1), float64(i))
-	}
+	crowd := d.npcs(200)
 	d.view(crowd...)
 	d.settle(crowd...)
 	if b := d.tab.idx.buckets(); b != 512 {
@@ -118,10 +115,5 @@ func TestEntityIndexShrinksAfterPeak(t *testing.T) {
 	if b := d.tab.idx.buckets(); b != 256 {
 		t.Fatalf("100 ghosts in %d buckets, want 256", b)
 	}
-	if diff := mismatch(d.reg, d.mir, crowd[:100]); diff != "" {
-		t.Fatal(diff)
-	}
-	if err := checkInvariants(d.tab); err != nil {
-		t.Fatal(err)
-	}
+	d.exact(crowd[:100])
 }

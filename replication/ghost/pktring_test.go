@@ -12,10 +12,7 @@ import (
 // late: 16 records) neither moves nor allocates.
 func TestPacketRingShrinksAfterBurst(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	view := make([]ViewEntry, 60)
-	for i := range view {
-		view[i] = d.npc(uint64(i+1), float64(i))
-	}
+	view := d.npcs(60)
 	d.view(view...)
 	d.settle(view...)
 	type sent struct {
@@ -67,12 +64,7 @@ func TestPacketRingShrinksAfterBurst(t *testing.T) {
 		step(0)
 	}
 	d.settle(view...)
-	if diff := mismatch(d.reg, d.mir, view); diff != "" {
-		t.Fatal(diff)
-	}
-	if err := checkInvariants(d.tab); err != nil {
-		t.Fatal(err)
-	}
+	d.exact(view)
 }
 
 // A peak of entities in view (a crowd the player walked through) grows
@@ -81,10 +73,7 @@ func TestPacketRingShrinksAfterBurst(t *testing.T) {
 // their ghosts), and a view walking within the room does not move them.
 func TestViewOrderShrinksAfterPeak(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	crowd := make([]ViewEntry, 200)
-	for i := range crowd {
-		crowd[i] = d.npc(uint64(i+1), float64(i))
-	}
+	crowd := d.npcs(200)
 	d.view(crowd...)
 	d.settle(crowd...)
 	if c := cap(d.tab.order); c < 200 {
@@ -111,10 +100,5 @@ func TestViewOrderShrinksAfterPeak(t *testing.T) {
 		t.Fatalf("a view of 26 in room for 50 moved the hints (now %d)", cap(d.tab.order))
 	}
 	d.settle(few...)
-	if diff := mismatch(d.reg, d.mir, few); diff != "" {
-		t.Fatal(diff)
-	}
-	if err := checkInvariants(d.tab); err != nil {
-		t.Fatal(err)
-	}
+	d.exact(few)
 }

@@ -12,10 +12,7 @@ import (
 func TestPressingShareBounded(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
 	d.fast = true
-	view := make([]ViewEntry, 200)
-	for i := range view {
-		view[i] = d.npc(uint64(i+1), float64(i))
-	}
+	view := d.npcs(200)
 	d.view(view...)
 	d.settle(view...)
 	for i := range view {

@@ -103,6 +103,27 @@ func (d *duo) trip() int {
 }
 
 // settle trips packets (one per new view of v) until nothing is pending.
+// npcs is a view of n NPCs (entities 1…n), the i-th at i metres.
+func (d *duo) npcs(n int) []ViewEntry {
+	v := make([]ViewEntry, n)
+	for i := range v {
+		v[i] = d.npc(uint64(i+1), float64(i))
+	}
+	return v
+}
+
+// exact fails the test unless the client's mirror holds exactly want and
+// the table's invariants hold.
+func (d *duo) exact(want []ViewEntry) {
+	d.t.Helper()
+	if diff := mismatch(d.reg, d.mir, want); diff != "" {
+		d.t.Fatal(diff)
+	}
+	if err := checkInvariants(d.tab); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 func (d *duo) settle(v ...ViewEntry) {
 	d.t.Helper()
 	for range 50 {

@@ -13,10 +13,7 @@ import (
 // at its steady use allocates nothing.
 func TestInFlightStoresShrinkAfterBurst(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	view := make([]ViewEntry, 60)
-	for i := range view {
-		view[i] = d.npc(uint64(i+1), float64(i))
-	}
+	view := d.npcs(60)
 	move := func() {
 		for i := range view {
 			view[i].State.Pos[2] += 0.5
@@ -77,10 +74,7 @@ func TestInFlightStoresShrinkAfterBurst(t *testing.T) {
 // a regrowth.
 func TestIDArraysShrinkAfterPeak(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	crowd := make([]ViewEntry, 200)
-	for i := range crowd {
-		crowd[i] = d.npc(uint64(i+1), float64(i))
-	}
+	crowd := d.npcs(200)
 	d.view(crowd...)
 	d.settle(crowd...)
 	if n := len(d.tab.slots); n < 200 {
@@ -106,12 +100,7 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 	}
 	d.view(crowd[:100]...) // grows again
 	d.settle(crowd[:100]...)
-	if diff := mismatch(d.reg, d.mir, crowd[:100]); diff != "" {
-		t.Fatal(diff)
-	}
-	if err := checkInvariants(d.tab); err != nil {
-		t.Fatal(err)
-	}
+	d.exact(crowd[:100])
 }
 
 // A scope that settles smaller than it was (70 ghosts, then 45) gives the
@@ -122,10 +111,7 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 // and the room a growth past them took is given back.
 func TestIDArraysFollowScope(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
-	crowd := make([]ViewEntry, 70)
-	for i := range crowd {
-		crowd[i] = d.npc(uint64(i+1), float64(i))
-	}
+	crowd := d.npcs(70)
 	d.view(crowd...)
 	d.settle(crowd...)
 	if n := len(d.tab.slots); n < 70 {
@@ -164,12 +150,7 @@ func TestIDArraysFollowScope(t *testing.T) {
 		t.Fatalf("46 ghosts after 50: %d slots, want 48", n)
 	}
 	d.settle(scope...)
-	if diff := mismatch(d.reg, d.mir, scope); diff != "" {
-		t.Fatal(diff)
-	}
-	if err := checkInvariants(d.tab); err != nil {
-		t.Fatal(err)
-	}
+	d.exact(scope)
 }
 
 // A burst of leaves (40 ghosts out of scope at once, snapshot views)
