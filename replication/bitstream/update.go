@@ -128,8 +128,14 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// wants it: the id came in CX, which every variable shift below
 	// needs, and held live it was moved out of the way for each.
 	u := uint64(id) - uint64(f.idMin)
+	// Each refusal branches to the per-field path where it is found: a
+	// flag of refusals, set and tested group by group, was a SETcc, an
+	// AND and a test more each.
+	if !(u < f.wlim && mask < f.wmask) {
+		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+		return
+	}
 	var qc uint64
-	good := true
 	if mask&UpdateRot != 0 {
 		q := &p.Rot
 		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
@@ -177,16 +183,17 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// largest component within a code of another's) takes the
 		// per-field path, whose WriteQuat moves them toward zero: a call
 		// here would keep every value live across it on the stack.
-		s := k0*k0 + k1*k1 + k2*k2
-		good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
 		qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
 	// known good.
 	// The format's widths are loaded where they are used, not held: held
 	// across the groups they went to the stack and back.
-	ok := good && u < f.wlim && mask < f.wmask
 	var pc, vc uint64
 	if mask&UpdatePos != 0 {
 		pn := f.pos.bits
@@ -195,19 +202,21 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// inlined calls left an inlining mark, a one-byte NOP, on a line
 		// of no instruction of its own.
 		lo, hi := f.pos.min, f.pos.max
-		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
+		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 	}
 	if mask&UpdateVel != 0 {
 		vn := f.vel.bits
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
 		lo, hi := f.vel.min, f.vel.max
-		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
+		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
-	}
-	if !ok {
-		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
-		return
 	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
