@@ -341,16 +341,20 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		c := binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
 		const km = 1<<QuatBits - 1
 		k0, k1, k2 := int64(c>>2&km)-quatM, int64(c>>(2+QuatBits)&km)-quatM, int64(c>>(2+2*QuatBits)&km)-quatM
+		// The values before the canonical test: converted after it, the
+		// codes were held across it with the update's first bit and its
+		// id, and two went to the stack and back.
+		d := quatStep[QuatBits]
+		x0, x1, x2 := float64(k0)*d, float64(k1)*d, float64(k2)*d
 		s := k0*k0 + k1*k1 + k2*k2
 		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
 		}
-		d := quatStep[QuatBits]
 		i := c & 3
 		o := &quatOthers[i]
-		p.Rot[o[0]&3] = float64(k0) * d
-		p.Rot[o[1]&3] = float64(k1) * d
-		p.Rot[o[2]&3] = float64(k2) * d
+		p.Rot[o[0]&3] = x0
+		p.Rot[o[1]&3] = x1
+		p.Rot[o[2]&3] = x2
 		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
 		b += 2 + 3*QuatBits
 	}
@@ -363,7 +367,10 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		}
 		b += f.velBits3
 	}
-	rr.bit = at&^7 + b
+	// The update's first bit from the record again, not held: rr.bit is
+	// unchanged until here, and a register the more kept the groups'
+	// values off the stack (the bit held was spilled across them).
+	rr.bit = rr.bit&^7 + b
 	return int64(uint64(f.idMin) + u), mask
 }
 
