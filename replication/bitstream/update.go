@@ -307,11 +307,13 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	}
 	i := at >> 3
 	var win *[updateReadWindow]byte
-	if i+updateReadWindow <= uint(len(rr.buf)) {
-		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
-	} else {
+	// The copy's case first: laid out the other way, the common case
+	// ended in a jump over the copy.
+	if i+updateReadWindow > uint(len(rr.buf)) {
 		win = new([updateReadWindow]byte) // does not escape: on the stack
 		copy(win[:], rr.buf[i:])
+	} else {
+		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
 	}
 	// The head from the window's first word (b < 8), and the rotation's
 	// codes below, written out: winWord's and quatUnpack's inlined calls
