@@ -385,7 +385,7 @@ func (rr *RecordReader) get(n uint) uint64 {
 	if b := rr.bit; b+n <= rr.limit {
 		i := min(b>>3, rr.last) // in the last 8 bytes, the field lies in the buffer's last word
 		rr.bit = b + n
-		return binary.LittleEndian.Uint64(rr.buf[i:i+8]) >> ((b - 8*i) & 63) & (1<<n - 1)
+		return binary.LittleEndian.Uint64(rr.buf[i:i+8]) >> ((b - 8*i) & 63) & (1<<(n&63) - 1)
 	}
 	rr.stop(rr.bit, recEOF)
 	return 0
@@ -411,7 +411,7 @@ func (rr *RecordReader) get63(n uint) uint64 {
 		// lands above the field; elsewhere it is the next byte.
 		hi := uint64(rr.buf[min(i+8, rr.last+7)])
 		rr.bit = b + n
-		return (binary.LittleEndian.Uint64(rr.buf[i:i+8])>>s | hi<<1<<(63-s)) & (1<<n - 1)
+		return (binary.LittleEndian.Uint64(rr.buf[i:i+8])>>s | hi<<1<<(63-s)) & (1<<(n&63) - 1)
 	}
 	rr.stop(rr.bit, recEOF)
 	return 0
@@ -449,7 +449,7 @@ func (rr *RecordReader) ReadRangedInt(min, max int64) int64 {
 	span := uint64(max) - uint64(min)
 	n := RangeBits(min, max)
 	if b := rr.bit; n-1 < 56 && b+n <= rr.limit && min <= max {
-		if u := rr.word(b) & (1<<n - 1); u <= span {
+		if u := rr.word(b) & (1<<(n&63) - 1); u <= span {
 			rr.bit = b + n
 			return int64(uint64(min) + u)
 		}

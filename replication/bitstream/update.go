@@ -128,8 +128,14 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// wants it: the id came in CX, which every variable shift below
 	// needs, and held live it was moved out of the way for each.
 	u := uint64(id) - uint64(f.idMin)
+	// Each refusal branches to the per-field path where it is found: a
+	// flag of refusals, set and tested group by group, was a SETcc, an
+	// AND and a test more each.
+	if !(u < f.wlim && mask < f.wmask) {
+		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+		return
+	}
 	var qc uint64
-	good := true
 	if mask&UpdateRot != 0 {
 		q := &p.Rot
 		ss := float64(q[0]*q[0]) + float64(q[1]*q[1]) + float64(q[2]*q[2]) + float64(q[3]*q[3])
@@ -177,16 +183,17 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// largest component within a code of another's) takes the
 		// per-field path, whose WriteQuat moves them toward zero: a call
 		// here would keep every value live across it on the stack.
-		s := k0*k0 + k1*k1 + k2*k2
-		good = s+max(k0*k0, k1*k1, k2*k2) < 2*quatM*quatM
 		qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
+		if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 	}
 	// The fast path: every value accepted, the widths the format says.
 	// The codes first, so that nothing is written before every value is
 	// known good.
 	// The format's widths are loaded where they are used, not held: held
 	// across the groups they went to the stack and back.
-	ok := good && u < f.wlim && mask < f.wmask
 	var pc, vc uint64
 	if mask&UpdatePos != 0 {
 		pn := f.pos.bits
@@ -195,19 +202,21 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// inlined calls left an inlining mark, a one-byte NOP, on a line
 		// of no instruction of its own.
 		lo, hi := f.pos.min, f.pos.max
-		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
+		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 	}
 	if mask&UpdateVel != 0 {
 		vn := f.vel.bits
 		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
 		lo, hi := f.vel.min, f.vel.max
-		ok = ok && x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi
+		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			return
+		}
 		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
-	}
-	if !ok {
-		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
-		return
 	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
@@ -298,11 +307,13 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 	}
 	i := at >> 3
 	var win *[updateReadWindow]byte
-	if i+updateReadWindow <= uint(len(rr.buf)) {
-		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
-	} else {
+	// The copy's case first: laid out the other way, the common case
+	// ended in a jump over the copy.
+	if i+updateReadWindow > uint(len(rr.buf)) {
 		win = new([updateReadWindow]byte) // does not escape: on the stack
 		copy(win[:], rr.buf[i:])
+	} else {
+		win = (*[updateReadWindow]byte)(rr.buf[i : i+updateReadWindow])
 	}
 	// The head from the window's first word (b < 8), and the rotation's
 	// codes below, written out: winWord's and quatUnpack's inlined calls
@@ -332,16 +343,20 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		c := binary.LittleEndian.Uint64(win[(b>>3)&31:]) >> (b & 7)
 		const km = 1<<QuatBits - 1
 		k0, k1, k2 := int64(c>>2&km)-quatM, int64(c>>(2+QuatBits)&km)-quatM, int64(c>>(2+2*QuatBits)&km)-quatM
+		// The values before the canonical test: converted after it, the
+		// codes were held across it with the update's first bit and its
+		// id, and two went to the stack and back.
+		d := quatStep[QuatBits]
+		x0, x1, x2 := float64(k0)*d, float64(k1)*d, float64(k2)*d
 		s := k0*k0 + k1*k1 + k2*k2
 		if s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM { // quatCanonical (see quatFill)
 			return rr.readUpdateSlow(f, p)
 		}
-		d := quatStep[QuatBits]
 		i := c & 3
 		o := &quatOthers[i]
-		p.Rot[o[0]&3] = float64(k0) * d
-		p.Rot[o[1]&3] = float64(k1) * d
-		p.Rot[o[2]&3] = float64(k2) * d
+		p.Rot[o[0]&3] = x0
+		p.Rot[o[1]&3] = x1
+		p.Rot[o[2]&3] = x2
 		p.Rot[i] = math.Sqrt(float64(2*quatM*quatM-s)) * d
 		b += 2 + 3*QuatBits
 	}
@@ -354,7 +369,10 @@ func (rr *RecordReader) ReadUpdate(f *UpdateFormat, p *Pose) (id int64, mask uin
 		}
 		b += f.velBits3
 	}
-	rr.bit = at&^7 + b
+	// The update's first bit from the record again, not held: rr.bit is
+	// unchanged until here, and a register the more kept the groups'
+	// values off the stack (the bit held was spilled across them).
+	rr.bit = rr.bit&^7 + b
 	return int64(uint64(f.idMin) + u), mask
 }
 
