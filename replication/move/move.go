@@ -664,8 +664,10 @@ func readMoves(r *bitstream.Reader, buf *[MaxWindow]Move, n int, first, crc uint
 	}
 	m.CRC, m.HasCRC = 0, false
 	i := min(skip, n-1) // up to the first kept move: in place
-	if err := readDeltas(r, m, i); err != nil {
-		return 0, 0, err
+	if i > 0 {
+		if err := readDeltas(r, m, i); err != nil {
+			return 0, 0, err
+		}
 	}
 	m.Seq = first + uint64(i)
 	for i++; i < n; i++ {
