@@ -78,6 +78,14 @@ func (q *crcFIFO) drop(b []moveCRC, k int) {
 // ones crcWindow or more behind it go.
 func (q *crcFIFO) push(seq uint64, crc uint32) {
 	s := uint32(seq)
+	// A zone that keeps up: room inline and nothing to drop (the oldest
+	// within the window), without the slice entries() makes.
+	if n := q.n; q.spill == nil && n < crcInline && (n == 0 || s-q.inl[0].seq < crcWindow) {
+		q.inl[n] = moveCRC{seq: s, crc: crc}
+		q.n = n + 1
+		q.peak = max(q.peak, n+1)
+		return
+	}
 	b := q.entries()
 	k := 0
 	for k < int(q.n) && s-b[k].seq >= crcWindow {
