@@ -370,6 +370,21 @@ func readDeltas(r *bitstream.Reader, m *Move, k int) error {
 					k--
 					continue
 				}
+				// A turn (only the yaw changed: the mouse moved, the
+				// sticks held), most of the other deltas, without the
+				// call: its flags and the yaw in one test.
+				if v&turnMask == turnFlags {
+					if n-used < turnBits {
+						break // past the window: the next one has it whole
+					}
+					if y := uint16(v >> turnYawAt); y != m.Yaw {
+						m.Yaw = y
+						v >>= turnBits
+						used += turnBits
+						k--
+						continue
+					}
+				}
 				u := deltaFast(v, n-used, m)
 				if u == 0 {
 					break
@@ -390,6 +405,15 @@ func readDeltas(r *bitstream.Reader, m *Move, k int) error {
 	}
 	return nil
 }
+
+// A turn's delta: "same" clear, the changed flags of dt, forward and
+// strafe clear, yaw's set and its value, pitch's and buttons' clear.
+const (
+	turnYawAt = 5
+	turnBits  = turnYawAt + yawBits + 2
+	turnMask  = 1<<turnYawAt - 1 | 3<<(turnYawAt+yawBits)
+	turnFlags = 1 << (turnYawAt - 1)
+)
 
 // deltaFast parses a delta (its "same" bit clear) from v, the next n bits,
 // into m and returns the bits it used; 0 when the delta runs past n or
