@@ -142,6 +142,17 @@ func (q *crcFIFO) trim() {
 // SetControl asks once per move (a repeated report returns before).
 func (q *crcFIFO) find(seq uint64) (uint32, bool) {
 	s := uint32(seq)
+	// A zone that keeps up reports the newest move it got, the newest
+	// held: it and every one below it go, without entries()' slice and
+	// the drop loop.
+	if n := q.n; q.spill == nil && n > 0 && q.inl[n-1].seq == s {
+		crc := q.inl[n-1].crc
+		q.n = 0
+		if q.finds++; q.finds >= crcTrimEvery {
+			q.trim()
+		}
+		return crc, true
+	}
 	b := q.entries()[:q.n]
 	k := 0
 	for k < len(b) && int32(b[k].seq-s) < 0 {

@@ -119,3 +119,23 @@ func TestCRCFIFODropsBehindWindowInline(t *testing.T) {
 		t.Fatalf("the newest: %v %d", ok, crc)
 	}
 }
+
+// TestCRCFIFOFindNewestEmpties: the zone's report of the newest move held
+// (find's path for a zone that keeps up) takes it and every older one.
+func TestCRCFIFOFindNewestEmpties(t *testing.T) {
+	var q crcFIFO
+	for s := uint64(5); s <= 7; s++ {
+		q.push(s, uint32(10*s))
+	}
+	if crc, ok := q.find(7); !ok || crc != 70 {
+		t.Fatalf("the newest: %v %d", ok, crc)
+	}
+	if q.n != 0 {
+		t.Fatalf("holding %d after the newest was found, want none", q.n)
+	}
+	for s := uint64(5); s <= 7; s++ {
+		if _, ok := q.find(s); ok {
+			t.Fatalf("move %d found after the report of a newer one", s)
+		}
+	}
+}
