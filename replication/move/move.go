@@ -613,6 +613,21 @@ const maxLongSeq = 1 << 62
 // running base of the next delta, instead of each copied to a slot of its
 // own that nobody reads.
 func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next, keep uint64) (n int, first uint64, err error) {
+	// A short-form section's header is 56 bits, a window's worth: present,
+	// count, long and the sequence and CRC in one read instead of four.
+	// Anything else (no section, the long form, fewer bits left) is read
+	// field by field below.
+	if v, k, ok := r.PeekWindow(); ok && k == sectionHeaderBits && v&1 != 0 && v>>(1+countBits)&1 == 0 {
+		at := r.Pos() + 1 + countBits + 1
+		r.TryReadBits(sectionHeaderBits)
+		n = int(v>>1&(1<<countBits-1)) + 1
+		v >>= 1 + countBits + 1
+		first, ok = nearestSeq(v&(1<<seqBits-1), next)
+		if !ok || first == 0 {
+			return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
+		}
+		return readMoves(r, buf, n, first, v>>seqBits, skipped(n, first, keep))
+	}
 	has, err := r.ReadFlag("move.present")
 	if err != nil || !has {
 		return 0, 0, err
