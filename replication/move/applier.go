@@ -90,30 +90,45 @@ func (a *Applier) Read(r *bitstream.Reader, apply func(Move)) error {
 // already borrowed scratch for the packet, so a datagram takes one trip
 // to a shared free list, not two.
 func (a *Applier) ReadInto(r *bitstream.Reader, buf *[MaxWindow]Move, apply func(Move)) error {
+	moves, err := a.ReadNew(r, buf)
+	if apply != nil {
+		for i := range moves {
+			apply(moves[i])
+		}
+	}
+	return err
+}
+
+// ReadNew is ReadInto for a caller that applies the moves itself: it
+// returns the moves not applied before, in order, in buf (valid until
+// buf's next use), and counts them applied (LastApplied is the last of
+// them). A server's hand-off to the game was a call through apply and its
+// wrapper a move; the caller's loop makes none. Same errors as Read.
+func (a *Applier) ReadNew(r *bitstream.Reader, buf *[MaxWindow]Move) ([]Move, error) {
 	// Only the moves after a.last are kept in buf (from buf[0]): the
 	// section's redundant copies are checked but not stored.
 	n, first, err := readSection(r, buf, a.last+1, a.last+1)
 	if err != nil {
 		a.rareStats().malformed++
-		return err
+		return nil, err
 	}
 	a.sections++
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	dup := skipped(n, first, a.last+1)
 	a.duplicates += uint64(dup)
 	if first+uint64(dup) > a.last+1 {
 		a.rareStats().lost += first + uint64(dup) - a.last - 1
 	}
-	for i := range n - dup {
-		m := &buf[i]
-		a.last = m.Seq
-		a.applied++
-		a.ticks += uint64(m.Dt)
-		if apply != nil {
-			apply(*m)
-		}
+	moves := buf[:n-dup]
+	if len(moves) == 0 {
+		return nil, nil
 	}
-	return nil
+	for i := range moves {
+		a.ticks += uint64(moves[i].Dt)
+	}
+	a.applied += uint64(len(moves))
+	a.last = moves[len(moves)-1].Seq
+	return moves, nil
 }

@@ -350,70 +350,140 @@ func readDelta(r *bitstream.Reader, m *Move) error {
 	return readDeltaFields(r, m)
 }
 
+// readDeltas reads k deltas into m, each against the one before: the
+// redundant copies a section starts with and the first new move, most of
+// them a few bits (the same input: one; a turn: 23). They are parsed from
+// one window while they fit, consumed with one read, where readDelta took
+// a window and a read each. A delta the window cannot take — it runs past
+// the window, or breaks a rule — goes through readDeltaFields from its
+// first bit, as in readDelta, so the moves, the bits consumed and the
+// errors are readDelta's k times over (FuzzReadDeltas). m's Seq is left
+// as it was.
+func readDeltas(r *bitstream.Reader, m *Move, k int) error {
+	for k > 0 {
+		used := 0
+		if v, n, ok := r.PeekWindow(); ok {
+			for k > 0 && used < n {
+				if v&1 != 0 { // the same input as the previous move
+					v >>= 1
+					used++
+					k--
+					continue
+				}
+				// A turn (only the yaw changed: the mouse moved, the
+				// sticks held), most of the other deltas, without the
+				// call: its flags and the yaw in one test.
+				if v&turnMask == turnFlags {
+					if n-used < turnBits {
+						break // past the window: the next one has it whole
+					}
+					if y := uint16(v >> turnYawAt); y != m.Yaw {
+						m.Yaw = y
+						v >>= turnBits
+						used += turnBits
+						k--
+						continue
+					}
+				}
+				u := deltaFast(v, n-used, m)
+				if u == 0 {
+					break
+				}
+				v >>= uint(u)
+				used += u
+				k--
+			}
+		}
+		if used > 0 {
+			r.TryReadBits(uint(used))
+			continue
+		}
+		if err := readDeltaFields(r, m); err != nil {
+			return err
+		}
+		k--
+	}
+	return nil
+}
+
+// A turn's delta: "same" clear, the changed flags of dt, forward and
+// strafe clear, yaw's set and its value, pitch's and buttons' clear.
+const (
+	turnYawAt = 5
+	turnBits  = turnYawAt + yawBits + 2
+	turnMask  = 1<<turnYawAt - 1 | 3<<(turnYawAt+yawBits)
+	turnFlags = 1 << (turnYawAt - 1)
+)
+
 // deltaFast parses a delta (its "same" bit clear) from v, the next n bits,
 // into m and returns the bits it used; 0 when the delta runs past n or
 // breaks a rule (a value out of range, a "changed" value equal to the
 // previous one, nothing changed), leaving m untouched.
+//
+// The fields are read without a bounds check each: v's bits from n up are
+// zero (PeekWindow), and a read past n moves pos past n for good, so the
+// one check at the end rejects exactly the deltas a check per field did
+// (two a field were a third of a redundant copy's instructions). Values
+// read past n are garbage the check discards, and a rule they break
+// returns 0 all the same: readDeltaFields then gives the exact error.
 func deltaFast(v uint64, n int, m *Move) int {
 	c := *m
 	pos := uint(1)
-	lim := uint(n)
-	changed := false
-	// field reads one "changed" flag and, when set, a k-bit value.
-	field := func(k uint) (uint64, bool, bool) {
-		if pos+1 > lim {
-			return 0, false, false
-		}
-		f := v>>pos&1 != 0
+	v >>= 1
+	var flags uint64 // the "changed" flags read: a delta must set one
+	// field reads one "changed" flag and, when set, a k-bit value, from
+	// the bottom of v, shifting them out: shifts by a constant, where
+	// v >> pos took three instructions for Go's rule on counts past 63.
+	field := func(k uint) (uint64, bool) {
+		f := v & 1
+		v >>= 1
 		pos++
-		if !f {
-			return 0, false, true
+		flags |= f
+		if f == 0 {
+			return 0, false
 		}
-		if pos+k > lim {
-			return 0, false, false
-		}
-		x := v >> pos & (1<<k - 1)
+		x := v & (1<<k - 1)
+		v >>= k
 		pos += k
-		return x, true, true
+		return x, true
 	}
-	x, set, ok := field(dtBits)
-	if !ok || set && uint8(x) == c.Dt {
-		return 0
+	if x, set := field(dtBits); set {
+		if uint8(x) == c.Dt {
+			return 0
+		}
+		c.Dt = uint8(x)
 	}
-	if set {
-		c.Dt, changed = uint8(x), true
+	if x, set := field(axisBits); set {
+		if x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Forward {
+			return 0
+		}
+		c.Forward = int8(int64(x) - AxisMax)
 	}
-	if x, set, ok = field(axisBits); !ok || set && (x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Forward) {
-		return 0
+	if x, set := field(axisBits); set {
+		if x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Strafe {
+			return 0
+		}
+		c.Strafe = int8(int64(x) - AxisMax)
 	}
-	if set {
-		c.Forward, changed = int8(int64(x)-AxisMax), true
+	if x, set := field(yawBits); set {
+		if uint16(x) == c.Yaw {
+			return 0
+		}
+		c.Yaw = uint16(x)
 	}
-	if x, set, ok = field(axisBits); !ok || set && (x > 2*AxisMax || int8(int64(x)-AxisMax) == c.Strafe) {
-		return 0
+	if x, set := field(pitchBits); set {
+		if x > 2*PitchMax || int16(int64(x)-PitchMax) == c.Pitch {
+			return 0
+		}
+		c.Pitch = int16(int64(x) - PitchMax)
 	}
-	if set {
-		c.Strafe, changed = int8(int64(x)-AxisMax), true
+	if x, set := field(buttonBits); set {
+		if uint16(x) == c.Buttons {
+			return 0
+		}
+		c.Buttons = uint16(x)
 	}
-	if x, set, ok = field(yawBits); !ok || set && uint16(x) == c.Yaw {
-		return 0
-	}
-	if set {
-		c.Yaw, changed = uint16(x), true
-	}
-	if x, set, ok = field(pitchBits); !ok || set && (x > 2*PitchMax || int16(int64(x)-PitchMax) == c.Pitch) {
-		return 0
-	}
-	if set {
-		c.Pitch, changed = int16(int64(x)-PitchMax), true
-	}
-	if x, set, ok = field(buttonBits); !ok || set && uint16(x) == c.Buttons {
-		return 0
-	}
-	if set {
-		c.Buttons, changed = uint16(x), true
-	}
-	if !changed {
+	if flags == 0 || pos > uint(n) {
 		return 0
 	}
 	*m = c
@@ -543,6 +613,21 @@ const maxLongSeq = 1 << 62
 // running base of the next delta, instead of each copied to a slot of its
 // own that nobody reads.
 func readSection(r *bitstream.Reader, buf *[MaxWindow]Move, next, keep uint64) (n int, first uint64, err error) {
+	// A short-form section's header is 56 bits, a window's worth: present,
+	// count, long and the sequence and CRC in one read instead of four.
+	// Anything else (no section, the long form, fewer bits left) is read
+	// field by field below.
+	if v, k, ok := r.PeekWindow(); ok && k == sectionHeaderBits && v&1 != 0 && v>>(1+countBits)&1 == 0 {
+		at := r.Pos() + 1 + countBits + 1
+		r.TryReadBits(sectionHeaderBits)
+		n = int(v>>1&(1<<countBits-1)) + 1
+		v >>= 1 + countBits + 1
+		first, ok = nearestSeq(v&(1<<seqBits-1), next)
+		if !ok || first == 0 {
+			return 0, 0, &bitstream.ReadError{Field: "move.seq", Bit: at, Err: ErrBadSeq}
+		}
+		return readMoves(r, buf, n, first, v>>seqBits, skipped(n, first, keep))
+	}
 	has, err := r.ReadFlag("move.present")
 	if err != nil || !has {
 		return 0, 0, err
@@ -616,15 +701,15 @@ func readMoves(r *bitstream.Reader, buf *[MaxWindow]Move, n int, first, crc uint
 	if err := readFull(r, m); err != nil {
 		return 0, 0, err
 	}
-	m.Seq, m.CRC, m.HasCRC = first, 0, false
-	i := 1
-	for ; i <= skip && i < n; i++ { // up to the first kept move: in place
-		if err := readDelta(r, m); err != nil {
+	m.CRC, m.HasCRC = 0, false
+	i := min(skip, n-1) // up to the first kept move: in place
+	if i > 0 {
+		if err := readDeltas(r, m, i); err != nil {
 			return 0, 0, err
 		}
-		m.Seq = first + uint64(i)
 	}
-	for ; i < n; i++ {
+	m.Seq = first + uint64(i)
+	for i++; i < n; i++ {
 		j := i - skip
 		buf[j] = buf[j-1]
 		if err := readDelta(r, &buf[j]); err != nil {

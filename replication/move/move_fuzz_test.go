@@ -342,3 +342,48 @@ func FuzzDeltaFast(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadDeltas: readDeltas' shared windows read what k calls of the
+// field-by-field path read, from arbitrary bits after an arbitrary
+// previous move: the same move, the same bits consumed, the same error
+// (a window ends at a delta it cannot take, which that path then reads
+// or rejects from its first bit). The readers have a server payload's 8
+// bytes of slack.
+func FuzzReadDeltas(f *testing.F) {
+	f.Add([]byte{0xff}, uint8(32), int8(0), int8(0), uint16(0), int16(0), uint16(0), uint8(0), uint8(5))
+	// A section's four deltas after its first move (bit 135: the short
+	// header's 56 bits and a full move's 79), two turns sharing a window.
+	f.Add(sectionBytes(1, Move{Dt: 32, Yaw: 1}, Move{Dt: 32, Yaw: 2}, Move{Dt: 32, Yaw: 9}, Move{Dt: 32, Yaw: 9}, Move{Dt: 32, Yaw: 400, Forward: 127}),
+		uint8(32), int8(0), int8(0), uint16(1), int16(0), uint16(0), uint8(sectionHeaderBits+fullMoveBits), uint8(4))
+	f.Add([]byte{0x00, 0x00, 0x01}, uint8(32), int8(0), int8(0), uint16(0), int16(0), uint16(0), uint8(3), uint8(2))
+	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint8(1), int8(-127), int8(127), uint16(65535), int16(-PitchMax), uint16(65535), uint8(0), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, dt uint8, fwd, str int8, yaw uint16, pitch int16, buttons uint16, skip, k uint8) {
+		k %= MaxWindow
+		prev := Move{Seq: 9, Dt: dt, Forward: max(fwd, -AxisMax), Strafe: max(str, -AxisMax), Yaw: yaw,
+			Pitch: min(max(pitch, -PitchMax), PitchMax), Buttons: buttons}
+		buf := append(append([]byte(nil), data...), make([]byte, 8)...)
+		nbits := 8 * len(data)
+		at := min(int(skip), nbits)
+		var ra, rb bitstream.Reader
+		ra.ResetBits(buf, nbits)
+		rb.ResetBits(buf, nbits)
+		if at > 0 {
+			ra.ReadBits(uint(at), "skip")
+			rb.ReadBits(uint(at), "skip")
+		}
+		ma, mb := prev, prev
+		ea := readDeltas(&ra, &ma, int(k))
+		var eb error
+		for range k {
+			if eb = readDeltaFields(&rb, &mb); eb != nil {
+				break
+			}
+		}
+		if (ea == nil) != (eb == nil) || ea != nil && ea.Error() != eb.Error() {
+			t.Fatalf("readDeltas(%d): %v; field by field: %v", k, ea, eb)
+		}
+		if ea == nil && (ma != mb || ra.Pos() != rb.Pos()) {
+			t.Fatalf("readDeltas(%d) read %+v to bit %d; field by field %+v to bit %d", k, ma, ra.Pos(), mb, rb.Pos())
+		}
+	})
+}

@@ -217,6 +217,11 @@ func TestReadSectionRejects(t *testing.T) {
 			if !errors.As(err, &re) || re.Field != tc.field || !errors.Is(err, tc.err) {
 				t.Fatalf("Read error %v; want %v at field %s", err, tc.err, tc.field)
 			}
+			// Either form's sequence starts after present, count and long,
+			// whether its header was read in one window or field by field.
+			if seqAt := 1 + countBits + 1; tc.err == ErrBadSeq && re.Bit != seqAt {
+				t.Fatalf("Read error at bit %d, want %d", re.Bit, seqAt)
+			}
 			if applied != 0 || ap.LastApplied() != tc.last || ap.Stats().Malformed != 1 {
 				t.Fatalf("malformed section applied %d moves, last %d, stats %+v", applied, ap.LastApplied(), ap.Stats())
 			}

@@ -377,7 +377,8 @@ func (c *Conn) ReadHeaderInto(r *bitstream.Reader, h *Header) error {
 	h.valid, h.hasAck, h.allOK = false, false, false
 	h.delay, h.nbits, h.ackL, h.ackH = 0, 0, 0, 0
 	if v, k, ok := r.PeekWindow(); ok {
-		if f, ok := parseShort(v, uint(k)); ok {
+		var f shortHeader
+		if parseShort(v, uint(k), &f) {
 			return c.readShort(r, h, &f)
 		}
 	}
@@ -401,11 +402,12 @@ type shortHeader struct {
 // lie within v, or has the reserved type: readHeaderFields then reads it
 // (and reports what is wrong). The same fields as readHeaderFields and
 // readAck read, in the same order (FuzzShortHeader holds the two to the
-// same result).
-func parseShort(v uint64, k uint) (f shortHeader, ok bool) {
+// same result). It fills the caller's f (returned, its 48 bytes went
+// through registers to the stack and were copied once more there).
+func parseShort(v uint64, k uint, f *shortHeader) (ok bool) {
 	f.t = PacketType(v & 3)
 	if f.t == typeReserved {
-		return f, false
+		return false
 	}
 	n := uint(2)
 	f.w = seqBits0
@@ -431,19 +433,19 @@ func parseShort(v uint64, k uint) (f shortHeader, ok bool) {
 	}
 	if f.ackW != 0 {
 		if n+f.ackW+1+delayCodeBits > k {
-			return f, false
+			return false
 		}
 		f.ackTrunc = v >> n & (1<<f.ackW - 1)
 		n += f.ackW
 		if v>>n&1 == 0 { // not allOK: holes to read
-			return f, false
+			return false
 		}
 		n++
 		f.delay = uint8(v >> n & (1<<delayCodeBits - 1))
 		n += delayCodeBits
 	}
 	f.used = n
-	return f, n <= k
+	return n <= k
 }
 
 // readShort is readHeaderFields for a header parseShort read.
@@ -752,12 +754,19 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		if c.gapOpen { // else [rxH, oldL] are all accepted: none to count
 			c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
 		}
-		if per := max((now-c.rxLAt)/time.Duration(s-oldL), 0); !c.hasIv {
+		// Per sequence: the division (tens of cycles) only when sequences
+		// were skipped, not for the next one (nearly every packet).
+		per := now - c.rxLAt
+		if k := s - oldL; k > 1 {
+			per /= time.Duration(k)
+		}
+		if per = max(per, 0); !c.hasIv {
 			c.interval, c.hasIv = per, true
 		} else {
 			c.interval += (per - c.interval) / 8
 		}
-		for x := gapFrom; x <= s; x++ {
+		// The slots up to s are reused (s's own is set below).
+		for x := gapFrom; x < s; x++ {
 			c.clearAccepted(x)
 		}
 	}

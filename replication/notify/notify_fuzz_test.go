@@ -305,7 +305,7 @@ func TestShortHeaderTakesWrittenHeaders(t *testing.T) {
 			if !ok {
 				t.Fatal("no window")
 			}
-			if _, ok := parseShort(v, uint(k)); !ok {
+			if !parseShort(v, uint(k), new(shortHeader)) {
 				t.Fatalf("start %d, packet %d: header %x not read in one window", start, i, p)
 			}
 			if _, err := b.recv(t, now, p); err != nil {

@@ -32,6 +32,18 @@ type pair struct {
 	// client skips it: newPairSkipGhosts); fates takes their fates.
 	ghosts session.GhostWriter
 	fates  []notify.Fate
+	// lag, when set, makes the zone report its state that many rounds
+	// late (SetControl with the move applied lag rounds before), so the
+	// client's packets repeat its unacknowledged moves; acked holds the
+	// applied moves and their states until then.
+	lag   int
+	acked []ackedState
+}
+
+// ackedState is a move the zone applied and its state after it.
+type ackedState struct {
+	seq   uint64
+	state move.ControlState
 }
 
 func newPair(tb testing.TB) *pair { return newPairN(tb, 200) }
@@ -122,7 +134,7 @@ func (p *pair) step(tb testing.TB) {
 	}
 	out, err := p.cli.Poll(p.now, p.cbuf[:0])
 	if err != nil || len(out) == 0 {
-		tb.Fatalf("client sent nothing: %v", err)
+		tb.Fatalf("client sent nothing in round %d: %v", p.round, err)
 	}
 	start := time.Now()
 	if _, err := p.srv.Receive(p.now, out, clientAddr); err != nil {
@@ -134,7 +146,7 @@ func (p *pair) step(tb testing.TB) {
 	}
 	start = time.Now()
 	if n := len(p.h.moves); n > 0 {
-		p.srv.SetControl(p.h.moves[n-1].Seq, p.state)
+		p.setControl(p.h.moves[n-1].Seq)
 		p.h.moves = p.h.moves[:0]
 	}
 	if p.round%10 == 5 {
@@ -151,6 +163,23 @@ func (p *pair) step(tb testing.TB) {
 	if err := p.cli.Receive(p.now, sout); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// setControl reports the zone's state after move seq, or with lag the
+// state after the move applied lag rounds before.
+func (p *pair) setControl(seq uint64) {
+	if p.lag == 0 {
+		p.srv.SetControl(seq, p.state)
+		return
+	}
+	// A tick every round, as from a zone: the oldest held until lag
+	// newer ones wait behind it.
+	p.acked = append(p.acked, ackedState{seq, p.state})
+	a := p.acked[0]
+	if len(p.acked) > p.lag {
+		p.acked = append(p.acked[:0], p.acked[1:]...)
+	}
+	p.srv.SetControl(a.seq, a.state)
 }
 
 // BenchmarkAuthenticatedHeader reports the authenticated header overhead per
@@ -176,6 +205,31 @@ func BenchmarkAuthenticatedHeader(b *testing.B) {
 // (client included); server-ns/pkt only the server's part.
 func BenchmarkServerPacket(b *testing.B) {
 	runServerPackets(b, newPair(b))
+}
+
+// BenchmarkServerPacketLagged is BenchmarkServerPacket with the zone's
+// state three rounds behind the moves (a zone tick and a round trip at 30
+// moves a second): each client packet repeats its three unacknowledged
+// moves before the new one, as a loaded server's do, so the section's
+// redundant copies are decoded and skipped in every packet.
+func BenchmarkServerPacketLagged(b *testing.B) {
+	p := newPairN(b, 0)
+	p.lag = 3
+	// A nanosecond past the input period (1/30 s is 33,333,333.3 ns), so
+	// every round samples a move: a round without one, that the ack-only
+	// packet of an unlagged pair covers, would hold the client's slot for
+	// the next sample (waitForSample) and send nothing.
+	p.dt++
+	p.acked = make([]ackedState, 0, p.lag+1)
+	for range 200 {
+		p.step(b)
+	}
+	m0 := p.srv.Stats().Moves
+	runServerPackets(b, p)
+	m1 := p.srv.Stats().Moves
+	if m1.Duplicates-m0.Duplicates < 3*(m1.Sections-m0.Sections) {
+		b.Fatalf("%d redundant copies in %d sections, want 3 a section", m1.Duplicates-m0.Duplicates, m1.Sections-m0.Sections)
+	}
 }
 
 // BenchmarkServerPacketGhosts is BenchmarkServerPacket with a ghost record
@@ -265,7 +319,7 @@ func (p *pair) receiveHalf(tb testing.TB) {
 	}
 	out, err := p.cli.Poll(p.now, p.cbuf[:0])
 	if err != nil || len(out) == 0 {
-		tb.Fatalf("client sent nothing: %v", err)
+		tb.Fatalf("client sent nothing in round %d: %v", p.round, err)
 	}
 	if _, err := p.srv.Receive(p.now, out, clientAddr); err != nil {
 		tb.Fatal(err)

@@ -78,6 +78,14 @@ func (q *crcFIFO) drop(b []moveCRC, k int) {
 // ones crcWindow or more behind it go.
 func (q *crcFIFO) push(seq uint64, crc uint32) {
 	s := uint32(seq)
+	// A zone that keeps up: room inline and nothing to drop (the oldest
+	// within the window), without the slice entries() makes.
+	if n := q.n; q.spill == nil && n < crcInline && (n == 0 || s-q.inl[0].seq < crcWindow) {
+		q.inl[n] = moveCRC{seq: s, crc: crc}
+		q.n = n + 1
+		q.peak = max(q.peak, n+1)
+		return
+	}
 	b := q.entries()
 	k := 0
 	for k < int(q.n) && s-b[k].seq >= crcWindow {
@@ -134,6 +142,17 @@ func (q *crcFIFO) trim() {
 // SetControl asks once per move (a repeated report returns before).
 func (q *crcFIFO) find(seq uint64) (uint32, bool) {
 	s := uint32(seq)
+	// A zone that keeps up reports the newest move it got, the newest
+	// held: it and every one below it go, without entries()' slice and
+	// the drop loop.
+	if n := q.n; q.spill == nil && n > 0 && q.inl[n-1].seq == s {
+		crc := q.inl[n-1].crc
+		q.n = 0
+		if q.finds++; q.finds >= crcTrimEvery {
+			q.trim()
+		}
+		return crc, true
+	}
 	b := q.entries()[:q.n]
 	k := 0
 	for k < len(b) && int32(b[k].seq-s) < 0 {

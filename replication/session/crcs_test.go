@@ -99,3 +99,43 @@ func TestCRCFIFOBounded(t *testing.T) {
 		t.Fatalf("a zone keeping up moved the entries to a slice of %d", len(*k.spill))
 	}
 }
+
+// TestCRCFIFODropsBehindWindowInline: a CRC crcWindow moves behind the
+// newest goes on the next push even while the entries have room in the
+// Server (push's path for a zone that keeps up), so none is found beyond
+// the window.
+func TestCRCFIFODropsBehindWindowInline(t *testing.T) {
+	var q crcFIFO
+	q.push(1, 11)
+	q.push(crcWindow, 12) // 63 behind: kept
+	q.push(crcWindow+1, 13)
+	if q.n != 2 || q.spill != nil {
+		t.Fatalf("holding %d (slice %v), want the 2 within the window, in the Server", q.n, q.spill != nil)
+	}
+	if _, ok := q.find(1); ok {
+		t.Fatal("move 1 found, crcWindow behind the newest")
+	}
+	if crc, ok := q.find(crcWindow + 1); !ok || crc != 13 {
+		t.Fatalf("the newest: %v %d", ok, crc)
+	}
+}
+
+// TestCRCFIFOFindNewestEmpties: the zone's report of the newest move held
+// (find's path for a zone that keeps up) takes it and every older one.
+func TestCRCFIFOFindNewestEmpties(t *testing.T) {
+	var q crcFIFO
+	for s := uint64(5); s <= 7; s++ {
+		q.push(s, uint32(10*s))
+	}
+	if crc, ok := q.find(7); !ok || crc != 70 {
+		t.Fatalf("the newest: %v %d", ok, crc)
+	}
+	if q.n != 0 {
+		t.Fatalf("holding %d after the newest was found, want none", q.n)
+	}
+	for s := uint64(5); s <= 7; s++ {
+		if _, ok := q.find(s); ok {
+			t.Fatalf("move %d found after the report of a newer one", s)
+		}
+	}
+}

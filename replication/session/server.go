@@ -198,12 +198,19 @@ func (s *Server) deliver(ev event.Event) {
 	}
 }
 
-func (s *Server) apply(m move.Move) {
-	if m.HasCRC {
-		s.crcs.push(m.Seq, m.CRC)
+// apply hands the new moves of a section to the handler, in order, and
+// remembers the CRC the last of them carries (the only one that can: the
+// section's newest). SetControl asks for a move's CRC only once the zone
+// applied it, after the handler got it, so the CRC may go in first.
+func (s *Server) apply(moves []move.Move) {
+	if n := len(moves); n > 0 && moves[n-1].HasCRC {
+		s.crcs.push(moves[n-1].Seq, moves[n-1].CRC)
 	}
-	if s.h != nil {
-		s.h.Move(m)
+	if s.h == nil {
+		return
+	}
+	for i := range moves {
+		s.h.Move(moves[i])
 	}
 }
 
@@ -569,11 +576,11 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWi
 	// Nothing applied (the newest move did not change: every applied move
 	// advances it) and something repeated: the client lacks our ack.
 	last, dups := s.ap.LastApplied(), s.ap.Duplicates()
-	// ReadInto keeps no reference to its callback: the method value stays
-	// on the stack, no field needed.
-	if err := s.ap.ReadInto(r, moves, s.apply); err != nil {
+	applied, err := s.ap.ReadNew(r, moves)
+	if err != nil {
 		return fmt.Errorf("move section: %w", err)
 	}
+	s.apply(applied)
 	if s.ap.LastApplied() == last && s.ap.Duplicates() > dups {
 		s.ackOwed = true
 	}

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -190,5 +191,41 @@ func TestControlsSupersededCounted(t *testing.T) {
 	poll()
 	if got := w.srv.Stats().ControlsSuperseded; got != 1 {
 		t.Fatalf("ControlsSuperseded = %d, want 1", got)
+	}
+}
+
+// TestServerChecksEveryCRC: each client packet's newest move carries the
+// client's CRC, and each zone report of a new move compares it — the
+// moves handed over in order, the CRC remembered until the report —
+// whether the zone keeps up or reports three moves late (the moves then
+// arrive with the unacknowledged ones repeated before them). A matching
+// prediction corrects nothing.
+func TestServerChecksEveryCRC(t *testing.T) {
+	for _, lag := range []int{0, 3} {
+		t.Run(fmt.Sprintf("lag %d", lag), func(t *testing.T) {
+			p := newPairN(t, 0)
+			p.lag, p.dt = lag, p.dt+1 // a move every round (BenchmarkServerPacketLagged)
+			for range 20 {
+				p.step(t)
+			}
+			c0, m0 := p.srv.Stats().Control, p.srv.Stats().Moves
+			const rounds = 200
+			for range rounds {
+				p.step(t)
+			}
+			c1, m1 := p.srv.Stats().Control, p.srv.Stats().Moves
+			if got := m1.Applied - m0.Applied; got != rounds {
+				t.Fatalf("%d moves applied in %d rounds, want one a round", got, rounds)
+			}
+			if lag > 0 && m1.Duplicates-m0.Duplicates != uint64(lag*rounds) {
+				t.Fatalf("%d redundant copies in %d rounds, want %d a round", m1.Duplicates-m0.Duplicates, rounds, lag)
+			}
+			if got := c1.Checks - c0.Checks; got != rounds {
+				t.Fatalf("%d CRCs compared in %d rounds, want one a round", got, rounds)
+			}
+			if c1.Mismatches != c0.Mismatches || c1.Corrections != c0.Corrections {
+				t.Fatalf("%d mismatches, %d corrections: the zone walks the client's moves", c1.Mismatches-c0.Mismatches, c1.Corrections-c0.Corrections)
+			}
+		})
 	}
 }
