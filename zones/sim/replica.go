@@ -431,6 +431,7 @@ func (z *Zone) handedAway(s int32, to string) {
 	e := &z.ents[s]
 	rp := z.rep(e)
 	e.role, e.epoch = roleReplica, e.epoch+1
+	z.owned[s] = nil
 	rp.owner, rp.seen, rp.released = to, z.replClock, true
 	z.committing = append(z.committing, committingSlot{s, e.id})
 }
