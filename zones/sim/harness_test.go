@@ -268,6 +268,9 @@ func (z *Zone) checkRolesAgree() error {
 	}
 	for s := range z.ents {
 		e := &z.ents[s]
+		if e.role == roleReplica && !slices.Contains(z.replicas, int32(s)) {
+			return fmt.Errorf("slot %d (entity %d) is a replica not in the replicas list", s, e.id)
+		}
 		if p := z.owned[s]; p != nil && (e.role != roleOwned || e.pl != p) {
 			return fmt.Errorf("slot %d (entity %d, role %d) has an owned entry that is not its player state", s, e.id, e.role)
 		}

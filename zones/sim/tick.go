@@ -154,6 +154,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 	held := z.holdFar()
 	own := &z.self.Rect
 	z.replCand = z.replCand[:0]
+	z.replicas, z.replicasAdded = z.replicas[:0], false
 	for s := range z.ents {
 		e := &z.ents[s]
 		switch e.role {
@@ -163,6 +164,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 			if z.expireReplica(now, s, e) {
 				continue
 			}
+			z.replicas = append(z.replicas, int32(s))
 		case roleOwned:
 			switch e.kind {
 			case KindPlayer:

@@ -273,6 +273,15 @@ type Zone struct {
 	// by refBuckets are exact for every priority the tracker gives.
 	refChecked, refFast bool
 
+	// replicas: the replica slots, for Replicas' sweep of those its batch
+	// did not list (it read every slot's line, three batches a tick, to
+	// find them): in ascending order, each once, unless replicasAdded
+	// (slots appended since: sorted before the next sweep). It may hold
+	// slots that are replicas no longer (roles are checked on use), never
+	// lacks one: stepSlots lists them afresh, and a slot that becomes one
+	// between (Replicas, handedAway) is appended.
+	replicas      []int32
+	replicasAdded bool
 	// replSlots, replEnds: sendReplicas' list of the slots each
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
 	replSlots []int32
