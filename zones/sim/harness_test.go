@@ -271,7 +271,7 @@ func (z *Zone) checkRolesAgree() error {
 		if e.role == roleReplica && !slices.Contains(z.replicas, int32(s)) {
 			return fmt.Errorf("slot %d (entity %d) is a replica not in the replicas list", s, e.id)
 		}
-		if p := z.owned[s]; p != nil && (e.role != roleOwned || e.pl != p) {
+		if p := z.owned[s]; p != nil && (e.role != roleOwned || e.kind != KindPlayer || e.pl != p) {
 			return fmt.Errorf("slot %d (entity %d, role %d) has an owned entry that is not its player state", s, e.id, e.role)
 		}
 		ph, _, _ := z.hand.Status(e.id)

@@ -79,7 +79,9 @@ type entity struct {
 	turnIn uint32
 	name   ghost.Name
 	since  time.Duration // arrived here (dwell)
-	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
+	// Free: a player's next checkpoint is Zone.cpDue's. Kept so that a
+	// slot stays 176 bytes, whose first 16 never straddle a line.
+	_ uint64
 
 	// NPCs.
 	rng     uint64
@@ -250,9 +252,14 @@ type Zone struct {
 	// them a line of the slot's 176 bytes each. Filled where either finds
 	// it nil (ownedAt); cleared where a slot stops being an owned
 	// player's or loses its state (slotAlloc, slotFree, beginHandoff,
-	// handedAway). Non-nil only for a slot whose role is roleOwned and
-	// whose pl it is (checkRolesAgree in the tests).
+	// handedAway). Non-nil only for a slot whose role is roleOwned, kind
+	// KindPlayer and pl it (checkRolesAgree in the tests).
 	owned []*playerSlot
+	// cpDue: per slot, an owned player's tick of its next checkpoint (0:
+	// the slot's turn; AppendCheckpoints). In the slot (its third line)
+	// it cost AppendCheckpoints' walk over every slot a line more a slot,
+	// every tick.
+	cpDue []uint64
 
 	// snap is this tick's snapshot of the entities' states (and held),
 	// built on the first AppendViewRefs after Step and shared by every
@@ -451,7 +458,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 	}
 	gen := z.ents[s].gen + 1
 	z.ents[s] = entity{id: id, gen: gen} // a free slot has no player state (slotFree)
-	z.owned[s] = nil
+	z.owned[s], z.cpDue[s] = nil, 0
 	z.byID.set(id, s)
 	return s
 }
@@ -466,11 +473,12 @@ func (z *Zone) growSlots(n int) {
 		z.ents = grown(z.ents, c)
 		z.kinds = grown(z.kinds, c)
 		z.owned = grown(z.owned, c)
+		z.cpDue = grown(z.cpDue, c)
 		if z.held != nil {
 			z.held = grown(z.held, c)
 		}
 	}
-	z.ents, z.kinds, z.owned = z.ents[:n], z.kinds[:n], z.owned[:n]
+	z.ents, z.kinds, z.owned, z.cpDue = z.ents[:n], z.kinds[:n], z.owned[:n], z.cpDue[:n]
 	if z.held != nil {
 		z.held = z.held[:n]
 	}
@@ -536,7 +544,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 		s = z.slotAlloc(entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindPlayer, roleOwned, epoch, now, 0
 	e.rp = nil // a replica's slot taken over: no longer one
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
@@ -657,7 +665,7 @@ func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []
 	if act == handoff.InputLocal && ok {
 		e := &z.ents[s]
 		p := z.pl(e)
-		if e.role == roleOwned {
+		if e.role == roleOwned && e.kind == KindPlayer {
 			z.owned[s] = p
 		}
 		z.pushLocal(p, lostBefore, moves)
@@ -830,7 +838,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	}
 	e := &z.ents[s]
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
-	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
 	e.rp = nil // no longer a replica
