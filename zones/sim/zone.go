@@ -79,9 +79,11 @@ type entity struct {
 	turnIn uint32
 	name   ghost.Name
 	since  time.Duration // arrived here (dwell)
-	// Free: a player's next checkpoint is Zone.cpDue's. Kept so that a
-	// slot stays 176 bytes, whose first 16 never straddle a line.
-	_ uint64
+	// NPCs: the sine and cosine of heading, as float32 (turn): a
+	// wanderer's heading changes every few seconds, and stepNPC took them
+	// from math.Sincos every tick. (Here, where a player's next
+	// checkpoint was: Zone.cpDue.)
+	hsin, hcos float32
 
 	// NPCs.
 	rng     uint64
@@ -840,7 +842,8 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
 	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
-	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
+	e.rng, e.speed, e.turnIn = st.Rng[0], st.Speed, st.TurnIn
+	e.turn(st.Heading)
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
