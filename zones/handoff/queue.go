@@ -378,11 +378,15 @@ func (q *MoveQueue) Pop() {
 	if sh != nil {
 		sh.Stats.Popped++
 	}
-	if len(q.q) == 1 { // the usual last move of a tick: nothing to shift
-		q.q = q.q[:0]
-	} else {
-		copy(q.q, q.q[1:])
-		q.q = q.q[:len(q.q)-1]
+	switch h := q.q; len(h) {
+	case 1: // the usual last move of a tick: nothing to shift
+		q.q = h[:0]
+	case 2: // the other usual one (30 Hz input over 20 Hz ticks): one move to shift, not memmove's call (≈ 35 → ≈ 8 instructions)
+		h[0] = h[1]
+		q.q = h[:1]
+	default:
+		copy(h, h[1:])
+		q.q = h[:len(h)-1]
 	}
 	q.gapSince = noGap
 	if q.pops++; q.pops >= trimEvery {

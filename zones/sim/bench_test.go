@@ -152,7 +152,9 @@ func benchZoneTick(b *testing.B, side float64) {
 // alone, with or without -race: a slot 208 → 176 B, its replica state
 // apart, TestEntitySize); 1,381 B alone since ids find their slots in a slotIndex
 // (a map[uint64]int32 before); 1,353–1,354 B alone until the grid stopped
-// keeping a caller's id for every slot (16 B a slot): 1,332 B.
+// keeping a caller's id for every slot (16 B a slot): 1,332 B; 1,354 B
+// since an owned player's state and its next checkpoint are found by slot
+// (Zone.owned, Zone.cpDue: 16 B a slot).
 func TestZoneFootprint(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -188,7 +190,8 @@ func TestZoneFootprint(t *testing.T) {
 // on 2026-12-01, 1,492 B since a set's room follows its use
 // (interest.Tracker's refit: an eighth of headroom, where a quarter and 4
 // was more than a set after 40 ticks needs, but less than a set that
-// drifts for a minute holds).
+// drifts for a minute holds); 1,513 B with Zone.owned and Zone.cpDue
+// (16 B a slot).
 func TestZoneFootprint1000(t *testing.T) {
 	const players = 1000
 	z, refs, per, _, inView := crowdFootprint(t, players)

@@ -21,22 +21,28 @@ type Checkpoint = handoff.Checkpoint
 // 1,000/every records a tick rather than 1,000 at once. every ≤ 1
 // checkpoints everyone (and changes nobody's turn).
 func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
+	due := z.cpDue[:len(z.ents)]
 	for s := range z.ents {
-		e := &z.ents[s]
-		if e.role != roleOwned || e.kind != KindPlayer {
-			continue
+		// An owned player by Zone.owned (in steady play every one: its
+		// inputs fill it), whose slot is read only if due: the walk
+		// reads 16 bytes a slot, not a line of every slot and another of
+		// every player's.
+		if z.owned[s] == nil {
+			if e := &z.ents[s]; e.role != roleOwned || e.kind != KindPlayer {
+				continue
+			}
 		}
 		if every > 1 {
-			if e.cpDue == 0 { // never checkpointed here: its slot's turn
+			if d := due[s]; d == 0 { // never checkpointed here: its slot's turn
 				if uint64(s)%every != z.tick%every {
 					continue
 				}
-			} else if e.cpDue > z.tick {
+			} else if d > z.tick {
 				continue
 			}
-			e.cpDue = z.tick + every
+			due[s] = z.tick + every
 		}
-		dst = append(dst, z.checkpoint(e))
+		dst = append(dst, z.checkpoint(&z.ents[s]))
 	}
 	return dst
 }
@@ -62,7 +68,7 @@ func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
 	cp, ok := z.CheckpointOf(entity)
 	if ok && every > 1 {
 		s, _ := z.byID.get(entity)
-		z.ents[s].cpDue = z.tick + every - uint64(s)%(every/2+1)
+		z.cpDue[s] = z.tick + every - uint64(s)%(every/2+1)
 	}
 	return cp, ok
 }
@@ -109,7 +115,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 		s = z.slotAlloc(cp.Entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindPlayer, roleOwned, epoch, now, 0
 	e.rp = nil // a replica's slot taken over: no longer one
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra

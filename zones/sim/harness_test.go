@@ -260,10 +260,20 @@ func dist(a, b [3]float32) float64 {
 // checkRolesAgree reports a slot whose role disagrees with the handoff
 // machine's phase for its entity: owned slots must be owned there (so
 // InputBatch may queue their moves without asking it), frozen ones
-// offered.
+// offered; and a slot whose Zone.owned entry is not its own player state
+// while owned (InputBatch queues moves there without looking at the slot).
 func (z *Zone) checkRolesAgree() error {
+	if len(z.owned) != len(z.ents) {
+		return fmt.Errorf("%d owned entries for %d slots", len(z.owned), len(z.ents))
+	}
 	for s := range z.ents {
 		e := &z.ents[s]
+		if e.role == roleReplica && !slices.Contains(z.replicas, int32(s)) {
+			return fmt.Errorf("slot %d (entity %d) is a replica not in the replicas list", s, e.id)
+		}
+		if p := z.owned[s]; p != nil && (e.role != roleOwned || e.kind != KindPlayer || e.pl != p) {
+			return fmt.Errorf("slot %d (entity %d, role %d) has an owned entry that is not its player state", s, e.id, e.role)
+		}
 		ph, _, _ := z.hand.Status(e.id)
 		switch {
 		case e.role == roleOwned && ph != handoff.PhaseOwned,

@@ -56,10 +56,16 @@ func (z *Zone) spawnNPC(now time.Duration) {
 
 // retarget picks a new heading, speed and duration for a wanderer.
 func (z *Zone) retarget(e *entity) {
-	e.heading = unit(&e.rng) * 2 * math.Pi
+	e.turn(unit(&e.rng) * 2 * math.Pi)
 	lo, hi := z.cfg.NPCSpeed[0], z.cfg.NPCSpeed[1]
 	e.speed = lo + unit(&e.rng)*(hi-lo)
 	e.turnIn = uint32(z.cfg.TickRate) * (2 + uint32(splitmix64(&e.rng)%6)) // 2–7 s
+}
+
+// turn sets e's heading and its sine and cosine (stepNPC's velocity).
+func (e *entity) turn(heading float32) {
+	sin, cos := math.Sincos(float64(heading))
+	e.heading, e.hsin, e.hcos = heading, float32(sin), float32(cos)
 }
 
 // npcTick is what stepNPC reads of the zone, taken once a tick.
@@ -88,16 +94,15 @@ func (z *Zone) stepNPC(t *npcTick, s int, e *entity) {
 	} else {
 		e.turnIn -= uint32(every)
 	}
-	sin, cos := math.Sincos(float64(e.heading))
-	vx, vz := float32(sin)*e.speed, float32(cos)*e.speed
+	vx, vz := e.hsin*e.speed, e.hcos*e.speed
 	x, zz := e.state.Pos[0]+vx*dt, e.state.Pos[2]+vz*dt
 	if float64(x) < b.Min[0] || float64(x) > b.Max[0] {
 		vx, x = -vx, e.state.Pos[0]
-		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		e.turn(float32(math.Atan2(float64(vx), float64(vz))))
 	}
 	if float64(zz) < b.Min[1] || float64(zz) > b.Max[1] {
 		vz, zz = -vz, e.state.Pos[2]
-		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		e.turn(float32(math.Atan2(float64(vx), float64(vz))))
 	}
 	e.state.Pos[0], e.state.Pos[2] = x, zz
 	e.state.Vel = [3]float32{vx, 0, vz}

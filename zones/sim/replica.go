@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -168,13 +169,20 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		} else {
 			s = z.slotAlloc(r.ID)
 			z.ents[s].role = roleReplica
+			z.replicas, z.replicasAdded = append(z.replicas, s), true
 		}
 		e := &z.ents[s]
 		rp := z.rep(e)
 		e.kind, e.epoch, rp.owner, rp.seen, rp.seenBatch, rp.wait, rp.released = r.Kind, r.Epoch, b.From, z.replClock, seq, 0, false
 		e.state, e.health, e.flags, e.name, e.extra = r.State, r.Health, r.Flags, r.Name, r.Extra
 	}
-	for s := range z.ents {
+	if z.replicasAdded {
+		slices.Sort(z.replicas)
+		z.replicas, z.replicasAdded = slices.Compact(z.replicas), false
+	}
+	// In slot order, as a walk over every slot (slotFree's order is the
+	// free list's, which later slots come from).
+	for _, s := range z.replicas {
 		e := &z.ents[s]
 		if e.role != roleReplica {
 			continue
@@ -189,7 +197,7 @@ func (z *Zone) Replicas(now time.Duration, b *ReplicaBatch) {
 		if rp.wait != 0 {
 			z.stats.ReplicasHeldDropped++
 		}
-		z.slotFree(int32(s))
+		z.slotFree(s)
 	}
 	z.stats.ReplicaBatches++
 }
@@ -431,6 +439,8 @@ func (z *Zone) handedAway(s int32, to string) {
 	e := &z.ents[s]
 	rp := z.rep(e)
 	e.role, e.epoch = roleReplica, e.epoch+1
+	z.owned[s] = nil
+	z.replicas, z.replicasAdded = append(z.replicas, s), true
 	rp.owner, rp.seen, rp.released = to, z.replClock, true
 	z.committing = append(z.committing, committingSlot{s, e.id})
 }

@@ -154,6 +154,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 	held := z.holdFar()
 	own := &z.self.Rect
 	z.replCand = z.replCand[:0]
+	z.replicas, z.replicasAdded = z.replicas[:0], false
 	for s := range z.ents {
 		e := &z.ents[s]
 		switch e.role {
@@ -163,6 +164,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 			if z.expireReplica(now, s, e) {
 				continue
 			}
+			z.replicas = append(z.replicas, int32(s))
 		case roleOwned:
 			switch e.kind {
 			case KindPlayer:
@@ -444,18 +446,22 @@ func (z *Zone) updateInterest() {
 			if interest.AuxKind(sa.Aux) != KindPlayer || (z.tick+uint64(s))%every == 0 || seeding && z.seeds[s] != nil {
 				continue
 			}
-			if e := &z.ents[s]; e.role == roleOwned {
-				z.track.Hold(&z.pl(e).set)
+			if p := z.ownedAt(s); p != nil {
+				z.track.Hold(&p.set)
 			}
 		}
 	}
-	for _, sa := range z.grid.SlotAuxes() {
+	// Each owned player by Zone.owned and at its filed position (the
+	// slot's, bit for bit: file), so that the pass reads none of the
+	// slots' lines.
+	xz := z.grid.Positions()
+	for i, sa := range z.grid.SlotAuxes() {
 		if interest.AuxKind(sa.Aux) != KindPlayer {
 			continue
 		}
 		s := sa.Slot
-		e := &z.ents[s]
-		if e.role != roleOwned {
+		p := z.ownedAt(s)
+		if p == nil {
 			// A frozen player's set is what its handoff snapshot took to the
 			// new owner, which seeds the player's set there from it. Changed
 			// here meanwhile, this zone's views would show the player
@@ -465,7 +471,6 @@ func (z *Zone) updateInterest() {
 			// ticks, and this was the pop at process borders.
 			continue
 		}
-		p := z.pl(e)
 		var ids []uint64
 		if seeding {
 			ids = z.seeds[s]
@@ -483,8 +488,21 @@ func (z *Zone) updateInterest() {
 			z.stats.InterestSkipped++
 			continue
 		}
-		z.track.Update(&p.set, s, e.state.Pos[0], e.state.Pos[2], z.grid, nil)
+		z.track.Update(&p.set, s, xz[i][0], xz[i][1], z.grid, nil)
 	}
+}
+
+// ownedAt is slot s's player state if the slot is an owned player's
+// (Zone.owned, filled here on a miss), else nil.
+func (z *Zone) ownedAt(s int32) *playerSlot {
+	if p := z.owned[s]; p != nil {
+		return p
+	}
+	if e := &z.ents[s]; e.role == roleOwned && e.kind == KindPlayer {
+		z.owned[s] = z.pl(e)
+		return z.owned[s]
+	}
+	return nil
 }
 
 // emitView lists slot s's view if it is a player's with a connection,

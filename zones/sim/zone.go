@@ -79,7 +79,11 @@ type entity struct {
 	turnIn uint32
 	name   ghost.Name
 	since  time.Duration // arrived here (dwell)
-	cpDue  uint64        // players: tick of the next checkpoint (0: the slot's turn; AppendCheckpoints)
+	// NPCs: the sine and cosine of heading, as float32 (turn): a
+	// wanderer's heading changes every few seconds, and stepNPC took them
+	// from math.Sincos every tick. (Here, where a player's next
+	// checkpoint was: Zone.cpDue.)
+	hsin, hcos float32
 
 	// NPCs.
 	rng     uint64
@@ -243,6 +247,21 @@ type Zone struct {
 	// nobody reads them (FarEvery 1 at level 0).
 	held  []heldState
 	kinds []uint8 // per slot: the entity's kind as of the last Step
+	// owned: per slot, an owned player's state (its pl), nil for any other
+	// slot and wherever not known yet: an input (InputBatch) and the
+	// tick's interest pass (updateInterest) find the player's state here,
+	// in 8 bytes a slot, where reading the slot's role and pointer cost
+	// them a line of the slot's 176 bytes each. Filled where either finds
+	// it nil (ownedAt); cleared where a slot stops being an owned
+	// player's or loses its state (slotAlloc, slotFree, beginHandoff,
+	// handedAway). Non-nil only for a slot whose role is roleOwned, kind
+	// KindPlayer and pl it (checkRolesAgree in the tests).
+	owned []*playerSlot
+	// cpDue: per slot, an owned player's tick of its next checkpoint (0:
+	// the slot's turn; AppendCheckpoints). In the slot (its third line)
+	// it cost AppendCheckpoints' walk over every slot a line more a slot,
+	// every tick.
+	cpDue []uint64
 
 	// snap is this tick's snapshot of the entities' states (and held),
 	// built on the first AppendViewRefs after Step and shared by every
@@ -263,6 +282,15 @@ type Zone struct {
 	// by refBuckets are exact for every priority the tracker gives.
 	refChecked, refFast bool
 
+	// replicas: the replica slots, for Replicas' sweep of those its batch
+	// did not list (it read every slot's line, three batches a tick, to
+	// find them): in ascending order, each once, unless replicasAdded
+	// (slots appended since: sorted before the next sweep). It may hold
+	// slots that are replicas no longer (roles are checked on use), never
+	// lacks one: stepSlots lists them afresh, and a slot that becomes one
+	// between (Replicas, handedAway) is appended.
+	replicas      []int32
+	replicasAdded bool
 	// replSlots, replEnds: sendReplicas' list of the slots each
 	// neighbour's batch copies (replEnds[i]: end of neighbour i's).
 	replSlots []int32
@@ -432,6 +460,7 @@ func (z *Zone) slotAlloc(id uint64) int32 {
 	}
 	gen := z.ents[s].gen + 1
 	z.ents[s] = entity{id: id, gen: gen} // a free slot has no player state (slotFree)
+	z.owned[s], z.cpDue[s] = nil, 0
 	z.byID.set(id, s)
 	return s
 }
@@ -445,11 +474,13 @@ func (z *Zone) growSlots(n int) {
 		c := slotRoom(cap(z.ents), n)
 		z.ents = grown(z.ents, c)
 		z.kinds = grown(z.kinds, c)
+		z.owned = grown(z.owned, c)
+		z.cpDue = grown(z.cpDue, c)
 		if z.held != nil {
 			z.held = grown(z.held, c)
 		}
 	}
-	z.ents, z.kinds = z.ents[:n], z.kinds[:n]
+	z.ents, z.kinds, z.owned, z.cpDue = z.ents[:n], z.kinds[:n], z.owned[:n], z.cpDue[:n]
 	if z.held != nil {
 		z.held = z.held[:n]
 	}
@@ -479,6 +510,7 @@ func (z *Zone) slotFree(s int32) {
 	// free (a quarter more player states than players in a capacity run,
 	// each ≈ 0.8 KB with its interest set and move queue).
 	e.pl, e.rp = nil, nil
+	z.owned[s] = nil
 	delete(z.seeds, s)
 	z.grid.Clear(s)
 	if z.held != nil {
@@ -514,7 +546,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 		s = z.slotAlloc(entity)
 	}
 	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, e.cpDue = KindPlayer, roleOwned, epoch, now, 0
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindPlayer, roleOwned, epoch, now, 0
 	e.rp = nil // a replica's slot taken over: no longer one
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
@@ -617,43 +649,61 @@ func (z *Zone) Input(now time.Duration, entity uint64, moves []move.Move) handof
 // such input: it is not asked (one map lookup an input instead of two).
 func (z *Zone) InputBatch(now time.Duration, entity, lostBefore uint64, moves []move.Move) handoff.InputAction {
 	s, ok := z.byID.get(entity)
+	if ok {
+		if p := z.owned[s]; p != nil {
+			// An owned player's, its state known (Zone.owned): the slot
+			// itself is not read.
+			z.pushLocal(p, lostBefore, moves)
+			if !z.hout.Empty() {
+				z.applyHandoff(now)
+			}
+			return handoff.InputLocal
+		}
+	}
 	act := handoff.InputLocal
 	if !ok || z.ents[s].role != roleOwned {
 		act = z.hand.Input(now, entity, moves, &z.hout)
 	}
-	if act == handoff.InputLocal {
-		if ok {
-			e := z.pl(&z.ents[s])
-			if e.burst {
-				// The first input after a restore carries the moves the
-				// dead owner never applied: they get the time they took,
-				// or the player would lag that far behind its input for
-				// as long as it keeps moving.
-				e.burst = false
-				var d time.Duration
-				for _, m := range moves {
-					if m.Seq > e.queue.LastApplied() {
-						d += time.Duration(m.Dt) * time.Second / move.DtHz
-					}
-				}
-				e.credit += min(d, maxRestoreBurst)
-			}
-			if e.renumber && len(moves) > 0 {
-				// A new connection's first moves: a client that followed a
-				// Redirect continues the numbering (the queue drops what
-				// was applied already), one that reconnected starts at 1.
-				e.renumber = false
-				if moves[0].Seq == 1 && lostBefore == 0 {
-					e.queue.Reset(0)
-				}
-			}
-			e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
+	if act == handoff.InputLocal && ok {
+		e := &z.ents[s]
+		p := z.pl(e)
+		if e.role == roleOwned && e.kind == KindPlayer {
+			z.owned[s] = p
 		}
+		z.pushLocal(p, lostBefore, moves)
 	}
 	if !z.hout.Empty() { // a local input's usual case: the machine said nothing
 		z.applyHandoff(now)
 	}
 	return act
+}
+
+// pushLocal queues a batch of moves for player e, owned here.
+func (z *Zone) pushLocal(e *playerSlot, lostBefore uint64, moves []move.Move) {
+	if e.burst {
+		// The first input after a restore carries the moves the dead
+		// owner never applied: they get the time they took, or the
+		// player would lag that far behind its input for as long as it
+		// keeps moving.
+		e.burst = false
+		var d time.Duration
+		for _, m := range moves {
+			if m.Seq > e.queue.LastApplied() {
+				d += time.Duration(m.Dt) * time.Second / move.DtHz
+			}
+		}
+		e.credit += min(d, maxRestoreBurst)
+	}
+	if e.renumber && len(moves) > 0 {
+		// A new connection's first moves: a client that followed a
+		// Redirect continues the numbering (the queue drops what was
+		// applied already), one that reconnected starts at 1.
+		e.renumber = false
+		if moves[0].Seq == 1 && lostBefore == 0 {
+			e.queue.Reset(0)
+		}
+	}
+	e.queue.PushBatch(lostBefore, moves) // drops counted in z.queues
 }
 
 // maxRestoreBurst bounds the input time a restored player's first input
@@ -790,9 +840,10 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	}
 	e := &z.ents[s]
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
-	e.kind, e.role, e.epoch, e.since, e.cpDue = st.Kind, roleOwned, a.Epoch, now, 0
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
-	e.rng, e.heading, e.speed, e.turnIn = st.Rng[0], st.Heading, st.Speed, st.TurnIn
+	e.rng, e.speed, e.turnIn = st.Rng[0], st.Speed, st.TurnIn
+	e.turn(st.Heading)
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
@@ -842,6 +893,7 @@ func (z *Zone) beginHandoff(now time.Duration, s int32, to string) {
 		return
 	}
 	e.role = roleFrozen
+	z.owned[s] = nil
 	// Its views keep the priorities of its last Update (the set is not
 	// updated while frozen; interest.Tracker.Hold).
 	z.track.Hold(&e.p().set)
