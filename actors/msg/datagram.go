@@ -133,16 +133,18 @@ func (d *Datagram) Bytes() []byte { return d.Buf[:d.N] }
 
 // Release returns d to its pool; d may not be used afterwards.
 func (d *Datagram) Release() {
-	switch len(d.Buf) {
-	case TinyDatagram:
+	switch n := len(d.Buf); {
+	case n > LargeDatagram: // first: the full-size buffers the reader reads into and the shards send from
+		datagramPool.Put(d)
+	case n == TinyDatagram:
 		tinyPool.Put(d)
-	case ShortDatagram:
+	case n == ShortDatagram:
 		shortPool.Put(d)
-	case MidDatagram:
+	case n == MidDatagram:
 		midPool.Put(d)
-	case LargeDatagram:
+	case n == LargeDatagram:
 		largePool.Put(d)
-	case SmallDatagram:
+	case n == SmallDatagram:
 		smallPool.Put(d)
 	default:
 		datagramPool.Put(d)
