@@ -25,11 +25,9 @@ type Params struct {
 	Timeout   time.Duration // the token's idle timeout (0: Config.Session.Timeout)
 	UserData  []byte        // the token's user data (owned by the connection)
 	Zone      *actor.PID    // receives Join, Input, Leave (nil: input is dropped and counted)
-	// Inflight counts the datagrams this connection took off its
-	// queue: it adds one as it takes each. The gateway keeps the count
-	// it queued itself and reads this one only when the difference
-	// reaches MaxInbound, so neither side writes a line the other writes.
-	Inflight *atomic.Uint32
+	// Inflight is the gateway's count of datagrams queued for this
+	// connection; the connection decrements it as it takes each one.
+	Inflight *atomic.Int32
 }
 
 // Conn is one client's connection: its session.Server (replay window +
@@ -83,7 +81,7 @@ type Conn struct {
 	dirty                bool // in the shard's list of connections to pump this round
 
 	// Per datagram.
-	inflight *atomic.Uint32 // Params.Inflight
+	inflight *atomic.Int32 // Params.Inflight
 	zone     *actor.PID
 	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived
@@ -401,7 +399,7 @@ func release(m any) {
 // pump's lines (its Conn line, the session's deadline state, the heap).
 func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
 	if c.inflight != nil {
-		c.inflight.Add(1)
+		c.inflight.Add(-1)
 	}
 	if c.srv == nil {
 		d.Release()

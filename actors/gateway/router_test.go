@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -33,8 +32,8 @@ func TestInboundQueueIsBounded(t *testing.T) {
 			d.Release()
 		}
 	}
-	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.queued() != 3 {
-		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.queued())
+	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.inflight.Load() != 3 {
+		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.inflight.Load())
 	}
 	// The client's goodbye still gets through the full queue (its
 	// Disconnect copies have disconnectRoom more), and no more than that.
@@ -159,21 +158,20 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	}
 }
 
-// TestRouteLayout: a route (one per connection) stays in the 128-byte size
-// class (112 before the connection's taken count moved into it from
-// one shared in-flight counter; 160 with its own counter allocation and
-// a time.Time).
+// TestRouteLayout: a route (one per connection) stays in the 112-byte size
+// class (128 with the connect token's id in it for the connection's life,
+// 144 with a verified flag and a time.Duration timeout of its own, 160
+// with its own inflight counter allocation and a time.Time).
 func TestRouteLayout(t *testing.T) {
-	if n := unsafe.Sizeof(route{}); n > 128 {
-		t.Errorf("route is %d bytes, over the 128-byte size class", n)
+	if n := unsafe.Sizeof(route{}); n > 112 {
+		t.Errorf("route is %d bytes, over the 112-byte size class", n)
 	}
 }
 
 // TestRouteReaderFieldsFirst: what the reader reads and writes of a route
-// for each datagram (conn, sent, seen, shard) sits in its first line, and
-// what the connection's shard writes for each (taken) in the second (the
-// 128-byte size class starts objects on a line): the two cores share no
-// line a datagram.
+// for each datagram (conn, inflight, shard) sits in its first 16 bytes, so
+// in one cache line wherever the 112-byte object starts (its size class
+// starts objects 16-byte aligned): one miss a datagram, not two.
 func TestRouteReaderFieldsFirst(t *testing.T) {
 	var rt route
 	for _, f := range []struct {
@@ -181,22 +179,14 @@ func TestRouteReaderFieldsFirst(t *testing.T) {
 		off, end uintptr
 	}{
 		{"conn", unsafe.Offsetof(rt.conn), unsafe.Offsetof(rt.conn) + unsafe.Sizeof(rt.conn)},
-		{"sent", unsafe.Offsetof(rt.sent), unsafe.Offsetof(rt.sent) + unsafe.Sizeof(rt.sent)},
-		{"seen", unsafe.Offsetof(rt.seen), unsafe.Offsetof(rt.seen) + unsafe.Sizeof(rt.seen)},
+		{"inflight", unsafe.Offsetof(rt.inflight), unsafe.Offsetof(rt.inflight) + unsafe.Sizeof(rt.inflight)},
 		{"shard", unsafe.Offsetof(rt.shard), unsafe.Offsetof(rt.shard) + unsafe.Sizeof(rt.shard)},
 	} {
-		if f.end > 64 {
-			t.Errorf("route.%s at bytes %d–%d, past the first line", f.name, f.off, f.end)
+		if f.end > 16 {
+			t.Errorf("route.%s at bytes %d–%d, past the first 16", f.name, f.off, f.end)
 		}
 	}
-	if off := unsafe.Offsetof(rt.taken); off < 64 {
-		t.Errorf("route.taken (the shard writes it) at byte %d, in the reader's line", off)
-	}
 }
-
-// queued is how many datagrams rt's connection has not taken yet (tests:
-// the caller is the goroutine that routes).
-func (rt *route) queued() int { return int(rt.sent - rt.taken.Load()) }
 
 // TestTokenConsumedWhenVerifiedOrGone: a route keeps its connect token's
 // id only while its connection is pending (TestRouteLayout); the token is
@@ -237,7 +227,3 @@ func TestTokenConsumedWhenVerifiedOrGone(t *testing.T) {
 		}
 	}
 }
-
-// takenOf is the counter rt's connection counts what it took in
-// (conn.Params.Inflight).
-func takenOf(rt *route) *atomic.Uint32 { return &rt.taken }
