@@ -22,7 +22,29 @@ import (
 // connection's MaxInbound drops one. An op is one datagram. For the
 // reader alone read callgrind's inclusive count (and cachegrind's misses)
 // of gateway.(*router).readerRoute.
-func BenchmarkReaderRouteCold(b *testing.B) {
+func BenchmarkReaderRouteCold(b *testing.B) { benchReaderRoute(b, false) }
+
+// BenchmarkReaderRouteFlow is BenchmarkReaderRouteCold with the reader
+// and the shards at work together, as on a server: the loop lets the
+// shards fall up to flowLag datagrams behind (a connection's next
+// datagram is 2,048 later: never two queued) and then waits for them by
+// their reject counter (one line), asleep, not by each route's queued
+// count — the reader of a server never looks at a route again after
+// routing to it, and ReaderRouteCold's wait read every route's count,
+// the line its shard had just written, once a datagram, and spun. For
+// the cost of the hand-off between the reader's core and the shards'
+// (the route's lines, the copies' buffers), read perf's task-clock at
+// GOMAXPROCS 2 over a fixed count: the process's CPU is the work alone.
+func BenchmarkReaderRouteFlow(b *testing.B) { benchReaderRoute(b, true) }
+
+// flowLag is how far behind the reader BenchmarkReaderRouteFlow lets the
+// shards fall, in datagrams.
+const flowLag = 512
+
+// benchReaderRoute runs the reader's batches as BenchmarkReaderRouteCold
+// says, waiting after each for the shards by the routes' counts or (flow)
+// by the pool's reject counter.
+func benchReaderRoute(b *testing.B, flow bool) {
 	const conns, per = 2048, 32
 	x := recordExchange(b, 1)
 	r := newBenchRouter(b, new(discard), seeded(1))
@@ -46,7 +68,7 @@ func BenchmarkReaderRouteCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
-		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: takenOf(rt)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +79,17 @@ func BenchmarkReaderRouteCold(b *testing.B) {
 	free := make(chan *batch, 1)
 	bt := newBatch(per, free)
 	pkt := make([]byte, 40) // first byte 0: short-form data; the session rejects it
-	k := 0
+	k, routed := 0, uint64(0)
+	// drain waits, asleep, until the shards are at most lag datagrams
+	// behind (flow).
+	drain := func(lag uint64) {
+		for deadline := time.Now().Add(10 * time.Second); pool.Counters().Rejected()+lag < routed; {
+			if time.Now().After(deadline) {
+				b.Fatal("the shards never took the batch")
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 	round := func() {
 		for i := range per {
 			d := bt.ds[i]
@@ -68,10 +100,14 @@ func BenchmarkReaderRouteCold(b *testing.B) {
 		if r.readerRoute(bt) {
 			b.Fatal("readerRoute left datagrams for the actor")
 		}
+		routed += per
 		// Wait for the shards to take them (bounded): a connection's
 		// datagrams must not pile up to MaxInbound and be dropped.
-		for deadline, i := time.Now().Add(10*time.Second), 0; i < per; {
-			if rts[(k+i)%conns].inflight.Load() == 0 {
+		if flow {
+			drain(flowLag)
+		}
+		for deadline, i := time.Now().Add(10*time.Second), 0; !flow && i < per; {
+			if rts[(k+i)%conns].queued() == 0 {
 				i++
 				continue
 			}
@@ -85,6 +121,7 @@ func BenchmarkReaderRouteCold(b *testing.B) {
 	for range conns / per { // every route and connection touched once before the timer
 		round()
 	}
+	drain(0)
 	b.ReportAllocs()
 	b.ResetTimer()
 	n := 0
@@ -94,6 +131,7 @@ func BenchmarkReaderRouteCold(b *testing.B) {
 		}
 		n++
 	}
+	drain(0) // the shards' work is the op's too
 	b.StopTimer()
 	if d := r.st.inboundDropped.Load(); d != 0 {
 		b.Fatalf("%d datagrams dropped at MaxInbound", d)

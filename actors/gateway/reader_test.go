@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,3 +161,10 @@ func readerPool(t *testing.T, r *router) *conn.Pool {
 	r.setPool(pool)
 	return pool
 }
+
+// takenOf is the counter rt's connection lets go of what it took in
+// (conn.Params.Inflight).
+func takenOf(rt *route) *atomic.Int32 { return &rt.inflight }
+
+// queued is how many datagrams rt's connection has not taken yet.
+func (rt *route) queued() int { return int(rt.inflight.Load()) }

@@ -275,8 +275,8 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 // Disconnect (bye), disconnectRoom more. A datagram of up to
 // msg.LargeDatagram bytes (a client's, all but a hostile one's) goes as a
 // compact copy, and d stays with the caller (false): what waits in a busy
-// shard's queue is 160, 256, 336 or 512 bytes a datagram (msg.TinyDatagram:
-// moves and acks), not a full-size buffer. A datagram queued counts as
+// shard's queue is 128, 160, 256, 336 or 512 bytes a datagram
+// (msg.TinyDatagram: moves and acks), not a full-size buffer. A datagram queued counts as
 // routed in *routed (readerRoute adds a batch's to the shared counter at
 // once), or in the shared counter when routed is nil.
 func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager, bye bool, routed *uint64) bool {

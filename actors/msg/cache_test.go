@@ -6,14 +6,17 @@ import (
 	"testing"
 )
 
-// drainDepot empties the depot (tests share it: it is the process's).
+// drainDepot empties the depots (tests share them: they are the
+// process's).
 func drainDepot() {
-	tinyDepot.mu.Lock()
-	tinyDepot.full, tinyDepot.empty = nil, nil
-	tinyDepot.mu.Unlock()
+	for _, dp := range []*depot{&tinyDepot, &shortDepot} {
+		dp.mu.Lock()
+		dp.full, dp.empty = nil, nil
+		dp.mu.Unlock()
+	}
 }
 
-// TestDatagramCacheHandsBack: the tiny copies one goroutine's cache hands
+// TestDatagramCacheHandsBack: the tiny and short copies one goroutine's cache hands
 // out (CompactWith) and another's releases come back to the first through
 // the depot, whole magazines at a time: after a few rounds, every copy
 // the reader takes is one the shard gave back, with its bytes copied
@@ -31,12 +34,16 @@ func TestDatagramCacheHandsBack(t *testing.T) {
 	for r := range rounds {
 		var got []*Datagram
 		for i := range batch {
-			src.N = 1 + (r+i)%TinyDatagram
+			src.N = 1 + (r+i)%ShortDatagram
 			for j := range src.N {
 				src.Buf[j] = byte(r + i + j)
 			}
 			d := src.CompactWith(&reader)
-			if len(d.Buf) != TinyDatagram || !bytes.Equal(d.Bytes(), src.Bytes()) || d.Addr != src.Addr {
+			want := TinyDatagram
+			if src.N > TinyDatagram {
+				want = ShortDatagram
+			}
+			if len(d.Buf) != want || !bytes.Equal(d.Bytes(), src.Bytes()) || d.Addr != src.Addr {
 				t.Fatalf("round %d: copy of %d bytes: %d-byte buffer, %d bytes", r, src.N, len(d.Buf), d.N)
 			}
 			if seen[d] {
@@ -53,7 +60,7 @@ func TestDatagramCacheHandsBack(t *testing.T) {
 	if want := (rounds - 1) * (batch - cacheMag); reused < want {
 		t.Fatalf("%d of %d copies were reused, want at least %d: the shard's releases do not reach the reader", reused, rounds*batch, want)
 	}
-	if len(seen) > 2*batch+cacheMag {
+	if len(seen) > 2*batch+2*cacheMag {
 		t.Fatalf("%d distinct datagrams for %d in flight at once", len(seen), batch)
 	}
 }
@@ -71,16 +78,17 @@ func TestDatagramCacheBounded(t *testing.T) {
 	for range 100 * cacheMag {
 		shard.Release(src.CompactWith(nil)) // from the pool: nobody takes them back
 	}
-	tinyDepot.mu.Lock()
-	full, empty := len(tinyDepot.full), len(tinyDepot.empty)
-	for _, m := range tinyDepot.full {
+	dp := &tinyDepot
+	dp.mu.Lock()
+	full, empty := len(dp.full), len(dp.empty)
+	for _, m := range dp.full {
 		if len(m) != cacheMag {
 			t.Errorf("a full magazine of %d datagrams, want %d", len(m), cacheMag)
 		}
 	}
-	tinyDepot.mu.Unlock()
-	if full > depotMags || len(shard.free) > cacheMag {
-		t.Fatalf("depot %d full magazines (bound %d), cache %d (bound %d)", full, depotMags, len(shard.free), cacheMag)
+	dp.mu.Unlock()
+	if full > depotMags || shard.Len() > cacheMag {
+		t.Fatalf("depot %d full magazines (bound %d), cache %d (bound %d)", full, depotMags, shard.Len(), cacheMag)
 	}
 	if full != depotMags {
 		t.Fatalf("depot %d full magazines after %d releases, want it full (%d)", full, 100*cacheMag, depotMags)
@@ -88,13 +96,25 @@ func TestDatagramCacheBounded(t *testing.T) {
 	if empty > depotMags+2 {
 		t.Fatalf("depot %d empty magazines, bound %d", empty, depotMags+2)
 	}
-	// Anything but a tiny copy goes to its own pool, not the cache.
+	// Anything but a tiny or short copy goes to its own pool, not the
+	// cache; each of those to its own size's magazine.
 	big := NewDatagram()
 	shard.Release(big)
-	for _, d := range shard.free {
-		if len(d.Buf) != TinyDatagram {
-			t.Fatalf("a %d-byte datagram in the cache", len(d.Buf))
+	src.N = MidDatagram
+	shard.Release(src.Compact())
+	for _, st := range []struct {
+		s    *stock
+		want int
+	}{{&shard.tiny, TinyDatagram}, {&shard.short, ShortDatagram}} {
+		want := st.want
+		for _, d := range st.s.free {
+			if len(d.Buf) != want {
+				t.Fatalf("a %d-byte datagram in the cache's %d-byte magazine", len(d.Buf), want)
+			}
 		}
+	}
+	if shard.Holds(big) {
+		t.Fatal("the cache keeps a full-size datagram")
 	}
 }
 

@@ -31,11 +31,18 @@ type Datagram struct {
 const SmallDatagram = 256
 
 // TinyDatagram is the buffer of a compacted datagram that fits it, in the
-// same object as its Datagram (tinyDatagram: 160 bytes, one allocation,
-// where a SmallDatagram copy is 336 in two): most of a client's packets
-// are moves and acks, 30 to 90 bytes, and what waits in the connections'
-// queues of a server behind on its work is mostly those.
-const TinyDatagram = 88
+// same object as its Datagram (tinyDatagram: 128 bytes, one allocation
+// of a size class that starts on a cache line, so two lines): nearly all
+// of a client's packets are a move and an ack, 36 bytes, or an ack
+// alone, 19, and up to 59 with seven in eight of the server's packets
+// lost (the client repeats its unacked moves). The reader writes each
+// copy's lines and the shard reads them, on two cores: in the 160-byte
+// object of ShortDatagram a copy spanned three lines every other object.
+const TinyDatagram = 56
+
+// ShortDatagram is the same for a datagram of up to 88 bytes
+// (shortDatagram: 160 bytes in all): a client far behind on its acks.
+const ShortDatagram = 88
 
 // MidDatagram is the same for a datagram of up to 184 bytes (midDatagram:
 // 256 bytes in all): a client whose acks come late (a server behind on
@@ -53,6 +60,11 @@ type tinyDatagram struct {
 	buf [TinyDatagram]byte
 }
 
+type shortDatagram struct {
+	d   Datagram
+	buf [ShortDatagram]byte
+}
+
 type midDatagram struct {
 	d   Datagram
 	buf [MidDatagram]byte
@@ -67,6 +79,7 @@ var (
 	datagramPool = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, udp.MaxDatagram)} }}
 	smallPool    = sync.Pool{New: func() any { return &Datagram{Buf: make([]byte, SmallDatagram)} }}
 	tinyPool     = sync.Pool{New: func() any { t := new(tinyDatagram); t.d.Buf = t.buf[:]; return &t.d }}
+	shortPool    = sync.Pool{New: func() any { t := new(shortDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 	midPool      = sync.Pool{New: func() any { t := new(midDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 	largePool    = sync.Pool{New: func() any { t := new(largeDatagram); t.d.Buf = t.buf[:]; return &t.d }}
 )
@@ -79,21 +92,27 @@ func NewDatagram() *Datagram {
 	return d
 }
 
-// Compact returns a copy of d in a TinyDatagram, MidDatagram,
-// SmallDatagram or LargeDatagram buffer, the smallest it fits, or nil when
-// it fits none. d is unchanged.
+// Compact returns a copy of d in a TinyDatagram, ShortDatagram,
+// MidDatagram, SmallDatagram or LargeDatagram buffer, the smallest it
+// fits, or nil when it fits none. d is unchanged.
 func (d *Datagram) Compact() *Datagram { return d.CompactWith(nil) }
 
-// CompactWith is Compact with a TinyDatagram copy taken from c, the
-// calling goroutine's cache (nil: the pool).
+// CompactWith is Compact with a TinyDatagram or ShortDatagram copy taken
+// from c, the calling goroutine's cache (nil: the pool).
 func (d *Datagram) CompactWith(c *DatagramCache) *Datagram {
 	var s *Datagram
 	switch {
 	case d.N <= TinyDatagram:
-		if c != nil {
-			s = c.getTiny()
-		} else {
+		if c == nil {
 			s = tinyPool.Get().(*Datagram)
+		} else if s = c.tiny.get(); s == nil {
+			s = c.tiny.getSlow(&tinyDepot)
+		}
+	case d.N <= ShortDatagram:
+		if c == nil {
+			s = shortPool.Get().(*Datagram)
+		} else if s = c.short.get(); s == nil {
+			s = c.short.getSlow(&shortDepot)
 		}
 	case d.N <= MidDatagram:
 		s = midPool.Get().(*Datagram)
@@ -114,111 +133,157 @@ func (d *Datagram) Bytes() []byte { return d.Buf[:d.N] }
 
 // Release returns d to its pool; d may not be used afterwards.
 func (d *Datagram) Release() {
-	switch len(d.Buf) {
-	case TinyDatagram:
+	switch n := len(d.Buf); {
+	case n > LargeDatagram: // first: the full-size buffers the reader reads into and the shards send from
+		datagramPool.Put(d)
+	case n == TinyDatagram:
 		tinyPool.Put(d)
-	case MidDatagram:
+	case n == ShortDatagram:
+		shortPool.Put(d)
+	case n == MidDatagram:
 		midPool.Put(d)
-	case LargeDatagram:
+	case n == LargeDatagram:
 		largePool.Put(d)
-	case SmallDatagram:
+	case n == SmallDatagram:
 		smallPool.Put(d)
 	default:
 		datagramPool.Put(d)
 	}
 }
 
-// DatagramCache is one goroutine's stock of TinyDatagram copies — a
-// client's moves and acks, nearly every datagram a server receives —
-// taken (CompactWith) on one goroutine, the gateway's reader, and
-// released (DatagramCache.Release) on another, a connection shard. Through
-// the sync.Pool, each such pair was a Get and a Put on two processors: the
-// Put fills the shard's per-P queue (poolDequeue.pushHead), the Get finds
-// its own empty and steals from the other's tail, ≈ 120 instructions and
-// a cache line bouncing between the cores a datagram. Here each goroutine
-// takes and gives from a slice of its own, and whole magazines of
-// cacheMag datagrams change hands through a depot, one lock each.
+// DatagramCache is one goroutine's stock of TinyDatagram and
+// ShortDatagram copies — a client's moves and acks, nearly every datagram
+// a server receives — taken (CompactWith) on one goroutine, the gateway's
+// reader, and released (DatagramCache.Release) on another, a connection
+// shard. Through the sync.Pool, each such pair was a Get and a Put on two
+// processors: the Put fills the shard's per-P queue (poolDequeue.pushHead),
+// the Get finds its own empty and steals from the other's tail, ≈ 120
+// instructions and a cache line bouncing between the cores a datagram.
+// Here each goroutine takes and gives from a slice of its own per size,
+// and whole magazines of cacheMag datagrams change hands through a depot
+// per size, one lock each.
 //
-// Bounded: the depot keeps at most depotMags full magazines (256
-// datagrams, 40 KB), a cache one magazine; what a full depot cannot take
-// goes back to the pool. The zero DatagramCache is ready. Not safe for
-// concurrent use: one goroutine's.
+// Bounded: a depot keeps at most depotMags full magazines (256
+// datagrams: 32 KB of tiny ones, 40 KB of short), a cache one magazine a
+// size; what a full depot cannot take goes back to the pool. The zero
+// DatagramCache is ready. Not safe for concurrent use: one goroutine's.
 type DatagramCache struct {
+	tiny, short stock
+}
+
+// stock is a DatagramCache's datagrams of one size: a magazine, filled
+// from and spilled to that size's depot.
+type stock struct {
 	free []*Datagram
 }
 
 // cacheMag is the datagrams a magazine holds; depotMags the full
-// magazines the depot keeps.
+// magazines a depot keeps.
 const (
 	cacheMag  = 32
 	depotMags = 8
 )
 
-// tinyDepot holds the full magazines between the caches, and empty ones
-// to trade for them (each came with a full one taken: as many as full ones
-// were taken, at most depotMags plus one a cache).
-var tinyDepot struct {
+// depot holds one size's full magazines between the caches, and empty
+// ones to trade for them (each came with a full one taken: as many as
+// full ones were taken, at most depotMags plus one a cache).
+type depot struct {
 	mu          sync.Mutex
 	full, empty [][]*Datagram
+	pool        *sync.Pool
 }
 
-// getTiny is a TinyDatagram from c, from a full magazine of the depot
-// when c is out, or from the pool when the depot is too.
-func (c *DatagramCache) getTiny() *Datagram {
-	if len(c.free) == 0 {
-		c.refill()
-		if len(c.free) == 0 {
-			return tinyPool.Get().(*Datagram)
-		}
+var (
+	tinyDepot  = depot{pool: &tinyPool}
+	shortDepot = depot{pool: &shortPool}
+)
+
+// get is a datagram from s's magazine, nil when it is empty (getSlow
+// then). Inlined, as put: every datagram the reader routes is copied
+// into one, and every one its shard handled comes back.
+func (s *stock) get() *Datagram {
+	n := len(s.free) - 1
+	if n < 0 {
+		return nil
 	}
-	n := len(c.free) - 1
-	d := c.free[n]
-	c.free[n] = nil
-	c.free = c.free[:n]
+	d := s.free[n]
+	s.free = s.free[:n] // the slot keeps d's pointer until refilled: a magazine's, bounded
 	return d
 }
 
-// refill trades c's empty magazine for a full one of the depot, if any.
-func (c *DatagramCache) refill() {
-	dp := &tinyDepot
+// getSlow is a datagram from a full magazine of dp, s's being empty, or
+// from the pool when dp has none either.
+func (s *stock) getSlow(dp *depot) *Datagram {
+	s.refill(dp)
+	if d := s.get(); d != nil {
+		return d
+	}
+	return dp.pool.Get().(*Datagram)
+}
+
+// refill trades s's empty magazine for a full one of dp, if any.
+func (s *stock) refill(dp *depot) {
 	dp.mu.Lock()
 	if n := len(dp.full); n > 0 {
-		if c.free != nil {
-			dp.empty = append(dp.empty, c.free[:0])
+		if s.free != nil {
+			dp.empty = append(dp.empty, s.free[:0])
 		}
-		c.free = dp.full[n-1]
+		s.free = dp.full[n-1]
 		dp.full[n-1] = nil
 		dp.full = dp.full[:n-1]
 	}
 	dp.mu.Unlock()
 }
 
-// Release returns d (any Datagram) for reuse: a TinyDatagram to c, the
-// rest to their pools (Datagram.Release). d may not be used afterwards.
+// Release returns d (any Datagram) for reuse: a TinyDatagram or
+// ShortDatagram to c, the rest to their pools (Datagram.Release). d may
+// not be used afterwards.
 func (c *DatagramCache) Release(d *Datagram) {
-	if len(d.Buf) != TinyDatagram {
+	switch len(d.Buf) {
+	case TinyDatagram:
+		if !c.tiny.put(d) {
+			c.tiny.putSlow(d, &tinyDepot)
+		}
+	case ShortDatagram:
+		if !c.short.put(d) {
+			c.short.putSlow(d, &shortDepot)
+		}
+	default:
 		d.Release()
-		return
 	}
-	if len(c.free) == cacheMag {
-		c.spill()
-	}
-	if c.free == nil {
-		c.free = make([]*Datagram, 0, cacheMag)
-	}
-	c.free = append(c.free, d)
 }
 
-// spill hands c's full magazine to the depot and takes an empty one; a
-// full depot leaves the magazine's datagrams to the pool.
-func (c *DatagramCache) spill() {
-	dp := &tinyDepot
+// put keeps d in s's magazine if it has room (putSlow if not).
+func (s *stock) put(d *Datagram) bool {
+	n := len(s.free)
+	if n == cap(s.free) { // cap is cacheMag; a nil stock has none
+		return false
+	}
+	s.free = s.free[:n+1]
+	s.free[n] = d
+	return true
+}
+
+// putSlow keeps d in s, spilling s's full magazine to dp first.
+func (s *stock) putSlow(d *Datagram, dp *depot) {
+	if len(s.free) == cacheMag {
+		s.spill(dp)
+	}
+	if s.free == nil {
+		s.free = make([]*Datagram, 0, cacheMag)
+	}
+	s.free = append(s.free, d)
+}
+
+// spill hands s's full magazine to dp and takes an empty one; a full
+// depot leaves the magazine's datagrams to the pool.
+func (s *stock) spill(dp *depot) {
 	dp.mu.Lock()
 	if len(dp.full) < depotMags {
-		dp.full = append(dp.full, c.free)
-		c.free = nil
+		dp.full = append(dp.full, s.free)
+		s.free = nil
 		if n := len(dp.empty); n > 0 {
-			c.free = dp.empty[n-1]
+			s.free = dp.empty[n-1]
 			dp.empty[n-1] = nil
 			dp.empty = dp.empty[:n-1]
 		}
@@ -226,15 +291,17 @@ func (c *DatagramCache) spill() {
 		return
 	}
 	dp.mu.Unlock()
-	for i, d := range c.free {
-		tinyPool.Put(d)
-		c.free[i] = nil
+	for i, d := range s.free {
+		dp.pool.Put(d)
+		s.free[i] = nil
 	}
-	c.free = c.free[:0]
+	s.free = s.free[:0]
 }
 
 // Len is the datagrams c holds (tests).
-func (c *DatagramCache) Len() int { return len(c.free) }
+func (c *DatagramCache) Len() int { return len(c.tiny.free) + len(c.short.free) }
 
 // Holds reports whether c holds d (tests).
-func (c *DatagramCache) Holds(d *Datagram) bool { return slices.Contains(c.free, d) }
+func (c *DatagramCache) Holds(d *Datagram) bool {
+	return slices.Contains(c.tiny.free, d) || slices.Contains(c.short.free, d)
+}

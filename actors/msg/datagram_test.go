@@ -21,7 +21,10 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 		{"empty", 0, true, TinyDatagram},
 		{"moves and acks", 50, true, TinyDatagram},
 		{"exactly TinyDatagram", TinyDatagram, true, TinyDatagram},
-		{"one byte more than tiny", TinyDatagram + 1, true, MidDatagram},
+		{"a move and an ack", 36, true, TinyDatagram},
+		{"one byte more than tiny", TinyDatagram + 1, true, ShortDatagram},
+		{"exactly ShortDatagram", ShortDatagram, true, ShortDatagram},
+		{"one byte more than short", ShortDatagram + 1, true, MidDatagram},
 		{"exactly MidDatagram", MidDatagram, true, MidDatagram},
 		{"a client packet with an event", MidDatagram + 1, true, SmallDatagram},
 		{"exactly SmallDatagram", SmallDatagram, true, SmallDatagram},
@@ -68,12 +71,17 @@ func TestCompactCopiesSmallDatagramsOnly(t *testing.T) {
 	}
 }
 
-// TestTinyDatagramIsOneSmallObject: a tiny, mid or large copy and its
-// buffer are one object of the 160-, 256- or 512-byte size class, where a
-// SmallDatagram copy is two (an 80-byte Datagram and a 256-byte buffer).
+// TestTinyDatagramIsOneSmallObject: a tiny, short, mid or large copy and
+// its buffer are one object of the 128-, 160-, 256- or 512-byte size
+// class, where a SmallDatagram copy is two (a 72-byte Datagram and a
+// 256-byte buffer). A tiny copy is two cache lines: its class's objects
+// start on one.
 func TestTinyDatagramIsOneSmallObject(t *testing.T) {
-	if n := unsafe.Sizeof(tinyDatagram{}); n != 160 {
-		t.Fatalf("tinyDatagram is %d bytes, want 160 (a size class)", n)
+	if n := unsafe.Sizeof(tinyDatagram{}); n != 128 {
+		t.Fatalf("tinyDatagram is %d bytes, want 128 (a size class, two lines)", n)
+	}
+	if n := unsafe.Sizeof(shortDatagram{}); n != 160 {
+		t.Fatalf("shortDatagram is %d bytes, want 160 (a size class)", n)
 	}
 	if n := unsafe.Sizeof(midDatagram{}); n != 256 {
 		t.Fatalf("midDatagram is %d bytes, want 256 (a size class)", n)
@@ -84,7 +92,7 @@ func TestTinyDatagramIsOneSmallObject(t *testing.T) {
 	for _, p := range []struct {
 		pool *sync.Pool
 		n    int
-	}{{&tinyPool, TinyDatagram}, {&midPool, MidDatagram}, {&largePool, LargeDatagram}} {
+	}{{&tinyPool, TinyDatagram}, {&shortPool, ShortDatagram}, {&midPool, MidDatagram}, {&largePool, LargeDatagram}} {
 		d := p.pool.Get().(*Datagram)
 		if len(d.Buf) != p.n || cap(d.Buf) != p.n {
 			t.Fatalf("a %d-byte datagram's buffer: len %d, cap %d", p.n, len(d.Buf), cap(d.Buf))
