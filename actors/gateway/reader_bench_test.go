@@ -82,7 +82,7 @@ func benchReaderRoute(b *testing.B, flow, routed bool) {
 			b.Fatal(err)
 		}
 		rt.attach(c)
-		r.byID[rt.id] = rt
+		r.byID.set(rt.id, rt)
 		r.byAddr.set(rt.addr, rt)
 		rts[i] = rt
 	}
