@@ -97,7 +97,7 @@ func TestAddrTableManyIPv4(t *testing.T) {
 	if tab.len() != 0 {
 		t.Fatalf("%d left after deleting every address", tab.len())
 	}
-	for _, s := range tab.v4 {
+	for _, s := range tab.v4.slots {
 		if s.rt != nil {
 			t.Fatalf("a slot still holds %x after deleting every address", s.key)
 		}

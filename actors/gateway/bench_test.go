@@ -268,7 +268,7 @@ func newReplay(tb testing.TB, x *exchange) *replay {
 	}
 	rp := &replay{r: r, srv: srv, out: out, x: x, buf: make([]byte, 0, 1500)}
 	rt := &route{pid: actor.NewPID("bench", "conn"), id: grant.ID, addr: benchClient}
-	r.byID[rt.id] = rt
+	r.byID.set(rt.id, rt)
 	r.byAddr.set(rt.addr, rt)
 	rp.ctx = &stubCtx{deliver: func(d *msg.Datagram) {
 		// What conn.onDatagram does, minus the mailbox hop.

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/conn"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
 // BenchmarkReaderRouteCold: the reader's part of a read batch
@@ -22,7 +23,13 @@ import (
 // connection's MaxInbound drops one. An op is one datagram. For the
 // reader alone read callgrind's inclusive count (and cachegrind's misses)
 // of gateway.(*router).readerRoute.
-func BenchmarkReaderRouteCold(b *testing.B) { benchReaderRoute(b, false) }
+func BenchmarkReaderRouteCold(b *testing.B) { benchReaderRoute(b, false, false) }
+
+// BenchmarkReaderRouteColdRouted is BenchmarkReaderRouteCold with every
+// datagram in the long (routed) form, found by its connection id: a
+// client behind a shared NAT or a proxy, or botswarm's bots, which share
+// sockets.
+func BenchmarkReaderRouteColdRouted(b *testing.B) { benchReaderRoute(b, false, true) }
 
 // BenchmarkReaderRouteFlow is BenchmarkReaderRouteCold with the reader
 // and the shards at work together, as on a server: the loop lets the
@@ -35,7 +42,7 @@ func BenchmarkReaderRouteCold(b *testing.B) { benchReaderRoute(b, false) }
 // the cost of the hand-off between the reader's core and the shards'
 // (the route's lines, the copies' buffers), read perf's task-clock at
 // GOMAXPROCS 2 over a fixed count: the process's CPU is the work alone.
-func BenchmarkReaderRouteFlow(b *testing.B) { benchReaderRoute(b, true) }
+func BenchmarkReaderRouteFlow(b *testing.B) { benchReaderRoute(b, true, false) }
 
 // flowLag is how far behind the reader BenchmarkReaderRouteFlow lets the
 // shards fall, in datagrams.
@@ -43,8 +50,8 @@ const flowLag = 512
 
 // benchReaderRoute runs the reader's batches as BenchmarkReaderRouteCold
 // says, waiting after each for the shards by the routes' counts or (flow)
-// by the pool's reject counter.
-func benchReaderRoute(b *testing.B, flow bool) {
+// by the pool's reject counter; routed sends the long form.
+func benchReaderRoute(b *testing.B, flow, routed bool) {
 	const conns, per = 2048, 32
 	x := recordExchange(b, 1)
 	r := newBenchRouter(b, new(discard), seeded(1))
@@ -67,23 +74,30 @@ func benchReaderRoute(b *testing.B, flow bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
+		id := grant.ID
+		id[0], id[1] = byte(i), byte(i>>8) // distinct ids, as the server's random ones
+		rt := &route{id: id, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
 		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: takenOf(rt)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		rt.attach(c)
+		r.byID.set(rt.id, rt)
 		r.byAddr.set(rt.addr, rt)
 		rts[i] = rt
 	}
 	free := make(chan *batch, 1)
 	bt := newBatch(per, free)
 	pkt := make([]byte, 40) // first byte 0: short-form data; the session rejects it
-	k, routed := 0, uint64(0)
+	long := make([][]byte, conns)
+	for i, rt := range rts {
+		long[i] = append(handshake.AppendRouted(nil, rt.id), pkt...)
+	}
+	k, sent := 0, uint64(0)
 	// drain waits, asleep, until the shards are at most lag datagrams
 	// behind (flow).
 	drain := func(lag uint64) {
-		for deadline := time.Now().Add(10 * time.Second); pool.Counters().Rejected()+lag < routed; {
+		for deadline := time.Now().Add(10 * time.Second); pool.Counters().Rejected()+lag < sent; {
 			if time.Now().After(deadline) {
 				b.Fatal("the shards never took the batch")
 			}
@@ -92,15 +106,17 @@ func benchReaderRoute(b *testing.B, flow bool) {
 	}
 	round := func() {
 		for i := range per {
-			d := bt.ds[i]
-			d.N = copy(d.Buf, pkt)
-			d.Addr = rts[(k+i)%conns].addr
+			d, c := bt.ds[i], (k+i)%conns
+			if d.N = copy(d.Buf, pkt); routed {
+				d.N = copy(d.Buf, long[c])
+			}
+			d.Addr = rts[c].addr
 		}
 		bt.n = per
 		if r.readerRoute(bt) {
 			b.Fatal("readerRoute left datagrams for the actor")
 		}
-		routed += per
+		sent += per
 		// Wait for the shards to take them (bounded): a connection's
 		// datagrams must not pile up to MaxInbound and be dropped.
 		if flow {

@@ -39,7 +39,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.conn, rt.pid = c, c.PID()
-	r.byID[rt.id] = rt
+	r.byID.set(rt.id, rt)
 	r.byAddr.set(rt.addr, rt)
 
 	free := make(chan *batch, 1)

@@ -72,8 +72,8 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 	}
 	// A stable order (by player) spreads the players evenly and
 	// reproducibly over the targets.
-	rts := make([]*route, 0, len(r.byID))
-	for _, rt := range r.byID {
+	rts := make([]*route, 0, r.byID.len())
+	for rt := range r.byID.all() {
 		rts = append(rts, rt)
 	}
 	slices.SortFunc(rts, func(a, b *route) int {

@@ -77,8 +77,8 @@ type outbox interface {
 // router is the gateway actor's state and its per-datagram logic. It is
 // owned by the gateway actor, with one exception: the reader goroutine
 // routes the datagrams of known connections itself (readerRoute), reading
-// byID and byAddr under mu. Only the actor writes those two maps, under
-// mu; it reads them without it. Everything else is the actor's alone.
+// byID and byAddr under mu. Only the actor writes those two tables,
+// under mu; it reads them without it. Everything else is the actor's alone.
 type router struct {
 	cfg  Config
 	srv  *handshake.Server
@@ -93,7 +93,7 @@ type router struct {
 	// mu orders the actor's writes of byID and byAddr against the
 	// reader's lookups (one read lock per read batch).
 	mu   sync.RWMutex
-	byID map[handshake.ConnID]*route
+	byID idTable // every connection: the one list of them
 	// byAddr routes short-form packets; a pending connection is entered too,
 	// so a client whose first packets are short form still reaches it.
 	byAddr   addrTable
@@ -116,7 +116,7 @@ func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, ou
 	}
 	return &router{
 		cfg: cfg, srv: srv, lim: lim, out: out, st: st, cc: cc, now: now, log: log,
-		byID:     make(map[handshake.ConnID]*route),
+		byID:     newIDTable(),
 		byAddr:   newAddrTable(),
 		byPlayer: make(map[uint64]*route),
 	}
@@ -193,11 +193,11 @@ func (r *router) lookup(pkt []byte, from netip.AddrPort) (*route, handshake.Kind
 		return r.byAddr.get(from), kind
 	case handshake.KindRouted:
 		if id, _, err := handshake.SplitRouted(pkt); err == nil {
-			return r.byID[id], kind
+			return r.byID.get(id), kind
 		}
 	case handshake.KindDisconnect:
 		if id, err := handshake.ParseDisconnectID(pkt); err == nil {
-			return r.byID[id], kind
+			return r.byID.get(id), kind
 		}
 	}
 	return nil, kind
@@ -246,7 +246,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			r.st.garbage.Add(1)
 			return false
 		}
-		if rt := r.byID[id]; rt != nil {
+		if rt := r.byID.get(id); rt != nil {
 			return r.deliver(ctx, rt, d, r.stage, false, nil)
 		}
 		r.noConnection(d)
@@ -256,7 +256,7 @@ func (r *router) handle(ctx sender, d *msg.Datagram) bool {
 			r.st.garbage.Add(1)
 			return false
 		}
-		if rt := r.byID[id]; rt != nil {
+		if rt := r.byID.get(id); rt != nil {
 			return r.deliver(ctx, rt, d, r.stage, true, nil)
 		}
 		// Never answer a Disconnect: no ping-pong between two endpoints.
@@ -342,7 +342,7 @@ func (r *router) noConnection(d *msg.Datagram) {
 // load is the handshake path for the next request, from the gateway's real
 // state (package doc § Load).
 func (r *router) load() handshake.Load {
-	n := len(r.byID)
+	n := r.byID.len()
 	switch {
 	case n >= r.cfg.MaxConns || r.draining:
 		return handshake.LoadFull
@@ -431,7 +431,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 		rt.pid = actor.NewPID("local", "conn-"+g.ID.String()) // router tests: no connections run
 	}
 	r.mu.Lock()
-	r.byID[rt.id] = rt
+	r.byID.set(rt.id, rt)
 	r.byAddr.set(rt.addr, rt)
 	r.mu.Unlock()
 	r.st.granted.Add(1)
@@ -441,7 +441,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 }
 
 func (r *router) onVerified(ctx sender, m *conn.Verified) {
-	rt := r.byID[m.ID]
+	rt := r.byID.get(m.ID)
 	if rt == nil || rt.verified() {
 		return
 	}
@@ -460,7 +460,7 @@ func (r *router) onVerified(ctx sender, m *conn.Verified) {
 }
 
 func (r *router) onMoved(m *conn.Moved) {
-	rt := r.byID[m.ID]
+	rt := r.byID.get(m.ID)
 	if rt == nil {
 		return
 	}
@@ -475,7 +475,7 @@ func (r *router) onMoved(m *conn.Moved) {
 }
 
 func (r *router) onClosed(ctx sender, m *conn.Closed) {
-	rt := r.byID[m.ID]
+	rt := r.byID.get(m.ID)
 	if rt == nil {
 		return
 	}
@@ -493,7 +493,7 @@ func (r *router) onTerminated(who *actor.PID) {
 	if who == nil {
 		return
 	}
-	for _, rt := range r.byID {
+	for rt := range r.byID.all() {
 		if rt.pid != nil && rt.pid.Id == who.Id {
 			r.st.closed[handshake.ReasonServerShutdown].Add(1)
 			r.forget(rt)
@@ -504,7 +504,7 @@ func (r *router) onTerminated(who *actor.PID) {
 
 func (r *router) forget(rt *route) {
 	r.mu.Lock()
-	delete(r.byID, rt.id)
+	r.byID.del(rt.id)
 	if r.byAddr.get(rt.addr) == rt {
 		r.byAddr.del(rt.addr)
 	}
@@ -524,14 +524,14 @@ func (r *router) forget(rt *route) {
 // closed once none is left.
 func (r *router) drain(ctx sender, reason handshake.Reason) {
 	r.draining = true
-	for _, rt := range r.byID {
+	for rt := range r.byID.all() {
 		ctx.Send(rt.pid, &conn.Shutdown{Reason: reason})
 	}
 	r.checkDrained()
 }
 
 func (r *router) checkDrained() {
-	if r.draining && len(r.byID) == 0 && !r.drainDone && r.drained != nil {
+	if r.draining && r.byID.len() == 0 && !r.drainDone && r.drained != nil {
 		r.drainDone = true
 		close(r.drained)
 	}

@@ -20,7 +20,7 @@ func TestInboundQueueIsBounded(t *testing.T) {
 	r := newBenchRouter(t, out, seeded(1))
 	r.cfg.Conn.MaxInbound = 3
 	rt := &route{pid: actor.NewPID("t", "c"), id: handshake.ConnID{1}, addr: benchClient}
-	r.byID[rt.id] = rt
+	r.byID.set(rt.id, rt)
 	r.byAddr.set(rt.addr, rt)
 	held := 0
 	ctx := &stubCtx{deliver: func(d *msg.Datagram) { held++; d.Release() }} // the actor never catches up
@@ -61,7 +61,7 @@ func TestLoadFollowsState(t *testing.T) {
 	r.cfg.MaxConns, r.cfg.ChallengeAt, r.cfg.ReadQueue = 4, 2, 8
 	free := 8
 	r.queueFree = func() int { return free }
-	add := func(i byte) { r.byID[handshake.ConnID{i}] = &route{} }
+	add := func(i byte) { r.byID.set(handshake.ConnID{i}, &route{}) }
 	for _, tc := range []struct {
 		name  string
 		setup func()
@@ -71,7 +71,7 @@ func TestLoadFollowsState(t *testing.T) {
 		{"one conn", func() { add(1) }, handshake.LoadNormal},
 		{"at ChallengeAt", func() { add(2) }, handshake.LoadHigh},
 		{"at MaxConns", func() { add(3); add(4) }, handshake.LoadFull},
-		{"reader backed up", func() { clear(r.byID); free = 3 }, handshake.LoadHigh},
+		{"reader backed up", func() { r.byID = newIDTable(); free = 3 }, handshake.LoadHigh},
 		{"draining", func() { free = 8; r.draining = true }, handshake.LoadFull},
 	} {
 		tc.setup()
@@ -138,19 +138,20 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	a := &route{pid: actor.NewPID("t", "conn$1"), id: handshake.ConnID{1}, addr: benchClient, since: 1}
 	b := &route{pid: actor.NewPID("t", "conn$2"), id: handshake.ConnID{2}, addr: netip.AddrPortFrom(benchClient.Addr(), 9), since: 1}
 	for _, rt := range []*route{a, b} {
-		r.byID[rt.id], r.byPlayer[rt.player] = rt, rt
+		r.byID.set(rt.id, rt)
+		r.byPlayer[rt.player] = rt
 		r.byAddr.set(rt.addr, rt)
 		r.st.conns.Add(1)
 	}
 	r.onTerminated(actor.NewPID("t", "conn$3"))
-	if len(r.byID) != 2 {
-		t.Fatalf("an unknown PID removed a route: %d left", len(r.byID))
+	if r.byID.len() != 2 {
+		t.Fatalf("an unknown PID removed a route: %d left", r.byID.len())
 	}
 	r.onTerminated(actor.NewPID("t", "conn$2"))
-	if _, ok := r.byID[b.id]; ok || len(r.byID) != 1 || r.byAddr.get(b.addr) != nil {
-		t.Fatalf("the terminated connection is still routed: byID %v", r.byID)
+	if r.byID.get(b.id) != nil || r.byID.len() != 1 || r.byAddr.get(b.addr) != nil {
+		t.Fatalf("the terminated connection is still routed: %d routes by id", r.byID.len())
 	}
-	if r.byID[a.id] != a || r.byAddr.get(a.addr) != a {
+	if r.byID.get(a.id) != a || r.byAddr.get(a.addr) != a {
 		t.Fatal("the other connection lost its route")
 	}
 	if got := r.st.closed[handshake.ReasonServerShutdown].Load(); got != 1 {
@@ -203,11 +204,11 @@ func TestTokenConsumedWhenVerifiedOrGone(t *testing.T) {
 		if !r.handle(ctx, d) {
 			d.Release()
 		}
-		if len(r.byID) != 1 {
-			t.Fatalf("%d routes after a connect request, want 1", len(r.byID))
+		if r.byID.len() != 1 {
+			t.Fatalf("%d routes after a connect request, want 1", r.byID.len())
 		}
 		var rt *route
-		for _, v := range r.byID {
+		for v := range r.byID.all() {
 			rt = v
 		}
 		if rt.token == nil {
