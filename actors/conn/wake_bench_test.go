@@ -17,8 +17,8 @@ import (
 // timeout, an hour away, as the tick-driven deadline of a node's shard
 // stays between its zones' ticks), and every millisecond one post to
 // each (to a stopped connection: the round does nothing else). An op is
-// one millisecond of that. It reports, an op: the shards' rounds and the
-// process's context switches (getrusage).
+// one millisecond of that. It reports, an op: the shards' timer settings
+// (arms), their rounds, and the process's context switches (getrusage).
 // Run it under cachegrind for the instructions of a wake-up and its park
 // (the runtime's timer heap and poller included), or under perf stat with
 // the futex and epoll_pwait tracepoints for the system calls.
@@ -59,11 +59,16 @@ func BenchmarkShardWakes(b *testing.B) {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	r1 := p.Rounds()
 	p.Close() // the shards' counts are theirs until then
+	arms := 0
+	for _, s := range p.shards {
+		arms += s.arms
+	}
 	var rounds uint64
 	for i := range r1 {
 		rounds += r1[i] - r0[i]
 	}
 	n := float64(b.N)
+	b.ReportMetric(float64(arms)/n, "arms/op")
 	b.ReportMetric(float64(rounds)/n, "rounds/op")
 	b.ReportMetric(float64(ru1.Nvcsw-ru0.Nvcsw+ru1.Nivcsw-ru0.Nivcsw)/n, "csw/op")
 }
