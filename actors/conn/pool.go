@@ -135,7 +135,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	for i := range cfg.Shards {
-		s := &shard{pool: p, id: i, w: cfg.NewWriter(), wake: make(chan struct{}, 1), quit: make(chan struct{})}
+		s := &shard{pool: p, id: i, w: cfg.NewWriter(), wake: make(chan struct{}, 1)}
 		s.timer = time.AfterFunc(time.Hour, s.ring)
 		s.timer.Stop()
 		s.cq.Taker = s
@@ -237,7 +237,8 @@ func (st *Stager) Flush() {
 // are dropped without a word (drain them first).
 func (p *Pool) Close() {
 	for _, s := range p.shards {
-		close(s.quit)
+		s.quit.Store(true)
+		s.signal()
 	}
 	p.wg.Wait()
 }
@@ -274,9 +275,12 @@ type shard struct {
 
 	mu       sync.Mutex
 	inbox    []envelope
-	stopping bool // quit closed: posts are released
+	stopping bool // quit: posts are released
 	wake     chan struct{}
-	quit     chan struct{}
+	// quit: Close wants the shard to end (it signals wake after). A flag
+	// beside wake, not a channel of its own, so that a park receives from
+	// one channel, not a select of two (≈ 400 instructions a park).
+	quit atomic.Bool
 	// rang: the timer fired since the shard last looked (ring).
 	rang atomic.Bool
 
@@ -575,12 +579,10 @@ func (s *shard) run() {
 		if c, at := s.heap.min(); c != nil {
 			at = max(at, start+q)
 			if at <= now() { // the round took a quantum and more is due
-				select {
-				case <-s.quit:
+				if s.quit.Load() {
 					s.stopTimer()
 					s.shutdown()
 					return
-				default:
 				}
 				cause = RoundStraight
 				continue
@@ -589,16 +591,15 @@ func (s *shard) run() {
 		} else {
 			s.stopTimer()
 		}
-		select {
-		case <-s.wake:
-			cause = RoundPosted
-			if s.rang.Swap(false) {
-				cause, s.timerAt = RoundTimer, 0
-			}
-		case <-s.quit:
+		<-s.wake
+		if s.quit.Load() {
 			s.stopTimer()
 			s.shutdown()
 			return
+		}
+		cause = RoundPosted
+		if s.rang.Swap(false) {
+			cause, s.timerAt = RoundTimer, 0
 		}
 	}
 }
