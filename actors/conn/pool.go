@@ -578,7 +578,8 @@ func (s *shard) run() {
 		}
 		if c, at := s.heap.min(); c != nil {
 			at = max(at, start+q)
-			if at <= now() { // the round took a quantum and more is due
+			t := now()
+			if at <= t { // the round took a quantum and more is due
 				if s.quit.Load() {
 					s.stopTimer()
 					s.shutdown()
@@ -587,7 +588,7 @@ func (s *shard) run() {
 				cause = RoundStraight
 				continue
 			}
-			s.arm(at, now())
+			s.arm(at, t)
 		} else {
 			s.stopTimer()
 		}
