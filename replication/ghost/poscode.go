@@ -186,7 +186,7 @@ func (p *posTrack) ownQ(x *posPool, id uint32, k int) uint64 {
 	if k == 0 {
 		return p.fq
 	}
-	return x.fq1[id]
+	return x.fq1At(id)
 }
 
 // gapFar caps posTrack.gap: the older delivered value is more than
@@ -225,16 +225,27 @@ type posPool struct {
 	// its length covers cap(nodes).
 	free []uint64
 	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
-	// fq1[id] is ghost id's second oldest position in flight, packed (its
+	// fq1 holds each ghost's second oldest position in flight, packed (its
 	// track's n ≥ 2; the oldest is the track's fq): apart from the track,
 	// so the track is 32 bytes, half a line, and the usual record and fate
 	// (one in flight) touch one line of it, not 1.375 (a 40-byte track
 	// with it inline: three of eight straddled two lines). Made at the
-	// first second position in flight (setFq1), as long as the per-id
-	// arrays (Table.resizeIDs), and given back by trim once none was in
-	// flight for two checks: on a server each fate comes before the next
-	// write, and a track holds one position in flight at most (8 bytes an
-	// id saved: TestFq1OnlyWhileLate).
+	// first second position in flight (setFq1) and given back by trim
+	// once none was in flight for two checks: on a server whose fates
+	// come before the next write a track holds one position in flight at
+	// most (TestFq1OnlyWhileLate).
+	//
+	// Two forms (fq1At, setFq1, dropFq1). Sparse first (fq1Log > 0, len 0:
+	// a map by id, secFind): with fates a packet late, at the server's
+	// shape at 2,000 players, ≈ 14 of 88 ids hold a second at once, 21 at
+	// most (TestFq1ServerShape), so 8 bytes an id kept 736 bytes for what
+	// a 32-entry map holds in 392. Dense (fq1Log 0: fq1[id], as long as
+	// the per-id arrays, Table.resizeIDs) once the map would take more
+	// room than that: fates later still, where most ghosts hold a second
+	// (Fate1, a stall), and the dense form is what the fate's usual run
+	// reads without a call (usualRun); len 0 makes pushOwn and usualRun
+	// leave the sparse form to pushLo and resolve by the test they make
+	// of the dense one's length anyway.
 	fq1  []uint64
 	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
 	hw   int32 // most nodes used at once since the last trim
@@ -248,24 +259,226 @@ type posPool struct {
 	// last trim, or in the one before (the bytes after wide: the Table
 	// stays within its size class).
 	fq1Used, fq1Used1 bool
+	// fq1Log: fq1 is sparse, a map of 1<<fq1Log entries (secs); 0: dense
+	// or not made. The Table's last spare byte.
+	fq1Log uint8
 }
 
 // setFq1 sets ghost id's second position in flight to lo, making fq1 on
-// its first use (room for id and an eighth more; the per-id arrays' next
-// resize gives it their length).
+// its first use (sparse).
 func (x *posPool) setFq1(id uint32, lo uint64) {
-	if int(id) >= len(x.fq1) {
-		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
-	}
-	x.fq1[id] = lo
 	x.fq1Used = true
+	x.storeFq1(id, lo)
+}
+
+// storeFq1 is setFq1 without marking fq1 used (a promotion: the ghost
+// held a second already).
+func (x *posPool) storeFq1(id uint32, lo uint64) {
+	if int(id) < len(x.fq1) {
+		x.fq1[id] = lo
+		return
+	}
+	x.storeFq1Slow(id, lo)
 }
 
 //go:noinline
+func (x *posPool) storeFq1Slow(id uint32, lo uint64) {
+	switch {
+	case x.fq1Log != 0:
+		x.secPut(id, lo)
+	case x.fq1 == nil:
+		x.makeSecs(secMinLog)
+		x.secPut(id, lo)
+	default: // dense, id past its end: room for id and an eighth more
+		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
+		x.fq1[id] = lo
+	}
+}
+
+// fq1At is ghost id's second position in flight (its track's n ≥ 2).
+func (x *posPool) fq1At(id uint32) uint64 {
+	if int(id) < len(x.fq1) {
+		return x.fq1[id]
+	}
+	s, _ := x.secFind(id)
+	return x.fq1[:s+1][s]
+}
+
+// dropFq1 forgets ghost id's second position in flight (its track keeps
+// none now): the sparse form's entry goes; the dense form's stays, unread.
+func (x *posPool) dropFq1(id uint32) {
+	if x.fq1Log != 0 {
+		x.secDel(id)
+	}
+}
+
 func (x *posPool) makeFq1(n int) {
 	f := make([]uint64, n)
 	copy(f, x.fq1)
 	x.fq1 = f
+}
+
+// The sparse form of fq1 (posPool.fq1Log > 0): an open-addressed map of
+// c = 1<<fq1Log entries by ghost id, linear probing from a Fibonacci hash
+// of id+1, at most three quarters full. Its words, fq1[:cap]: the values
+// [0, c), the keys (id+1, 0 for an empty entry; two 32-bit keys a word)
+// [c, c+c/2), and a word of counts (secMeta). Deletion shifts the run
+// back (no tombstones): a map in steady use never fills with them.
+const (
+	secMinLog = 4 // 16 entries: 200 bytes
+	secHash   = 0x9E3779B9
+)
+
+// secMeta's fields: the entries held, the most held since the last trim,
+// and in the trim's check before (16 bits each: seconds in flight are at
+// most the records in flight, < maxPoolNodes).
+const (
+	secN   = 0
+	secHW  = 16
+	secHW1 = 32
+)
+
+// secs is the sparse form's words and its entries' count c.
+func (x *posPool) secs() ([]uint64, int) {
+	c := 1 << x.fq1Log
+	return x.fq1[: c+c/2+1 : c+c/2+1], c
+}
+
+func secHome(key uint32, log uint8) int { return int(key * secHash >> (32 - log)) }
+
+func secKey(w []uint64, c, s int) uint32 { return uint32(w[c+s>>1] >> (32 * (s & 1))) }
+
+func secSetKey(w []uint64, c, s int, k uint32) {
+	i, sh := c+s>>1, 32*(s&1)
+	w[i] = w[i]&^(0xffffffff<<sh) | uint64(k)<<sh
+}
+
+func secField(m uint64, f uint) int { return int(m >> f & 0xffff) }
+
+// makeSecs makes fq1 an empty sparse map of 1<<log entries.
+func (x *posPool) makeSecs(log uint8) {
+	c := 1 << log
+	x.fq1 = make([]uint64, 0, c+c/2+1)
+	x.fq1Log = log
+}
+
+// secFind is ghost id's entry, or the empty one where it would go.
+func (x *posPool) secFind(id uint32) (int, bool) {
+	w, c := x.secs()
+	k := id + 1
+	for s := secHome(k, x.fq1Log); ; s = (s + 1) & (c - 1) {
+		switch secKey(w, c, s) {
+		case k:
+			return s, true
+		case 0:
+			return s, false
+		}
+	}
+}
+
+// secPut sets ghost id's entry to lo, growing the map (or making fq1
+// dense) when a new entry would fill it past three quarters.
+func (x *posPool) secPut(id uint32, lo uint64) {
+	s, ok := x.secFind(id)
+	w, c := x.secs()
+	if !ok {
+		m := w[c+c/2]
+		n := secField(m, secN) + 1
+		if n > c*3/4 {
+			x.growSecs(id)
+			x.storeFq1(id, lo)
+			return
+		}
+		secSetKey(w, c, s, id+1)
+		m = m&^(0xffff<<secN|0xffff<<secHW) | uint64(n)<<secN | uint64(max(n, secField(m, secHW)))<<secHW
+		w[c+c/2] = m
+	}
+	w[s] = lo
+}
+
+// secDel removes ghost id's entry, if any, moving back the entries after
+// it in its run that may take its place.
+func (x *posPool) secDel(id uint32) {
+	i, ok := x.secFind(id)
+	if !ok {
+		return
+	}
+	w, c := x.secs()
+	mask := c - 1
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		k := secKey(w, c, j)
+		if k == 0 {
+			break
+		}
+		// The entry at j may move to i unless its home is past i (in the
+		// run's order): then i is not on its probe path.
+		if h := secHome(k, x.fq1Log); (j-h)&mask >= (j-i)&mask {
+			secSetKey(w, c, i, k)
+			w[i] = w[j]
+			i = j
+		}
+	}
+	secSetKey(w, c, i, 0)
+	w[c+c/2] -= 1 << secN
+}
+
+// growSecs makes room in the sparse map for one more entry (ghost id's):
+// the map of twice the entries, or the dense form if that takes no more
+// heap (its ids up to the largest held, and an eighth more).
+func (x *posPool) growSecs(id uint32) {
+	w, c := x.secs()
+	top := int(id)
+	for s := range c {
+		if k := secKey(w, c, s); k != 0 {
+			top = max(top, int(k-1))
+		}
+	}
+	dense := roomFor(max(top+1+top/8, 16), 8)
+	if heapBlock(dense*8) <= heapBlock((3*c+1)*8) {
+		f := make([]uint64, dense)
+		for s := range c {
+			if k := secKey(w, c, s); k != 0 {
+				f[k-1] = w[s]
+			}
+		}
+		x.fq1, x.fq1Log = f, 0
+		return
+	}
+	x.rehashSecs(x.fq1Log + 1)
+}
+
+// rehashSecs moves the sparse map into one of 1<<log entries (room for
+// those it holds), its counts kept.
+func (x *posPool) rehashSecs(log uint8) {
+	w, c := x.secs()
+	x.makeSecs(log)
+	nw, nc := x.secs()
+	for s := range c {
+		if k := secKey(w, c, s); k != 0 {
+			t, _ := x.secFind(k - 1)
+			secSetKey(nw, nc, t, k)
+			nw[t] = w[s]
+		}
+	}
+	nw[nc+nc/2] = w[c+c/2]
+}
+
+// trimSecs shrinks the sparse map to the fewest entries that hold its
+// most use in the last two checks at most half full, if that is fewer
+// (a map at its steady use then never moves: it grows only past three
+// quarters), and starts the next check's count.
+func (x *posPool) trimSecs() {
+	w, c := x.secs()
+	m := w[c+c/2]
+	hw := max(secField(m, secHW), secField(m, secHW1))
+	log := uint8(secMinLog)
+	for 1<<log < 2*hw {
+		log++
+	}
+	w[c+c/2] = uint64(secField(m, secN))<<secN | uint64(secField(m, secN))<<secHW | uint64(secField(m, secHW))<<secHW1
+	if log < x.fq1Log {
+		x.rehashSecs(log)
+	}
 }
 
 // posWide holds the bits 64 and up of packed positions, for bounds whose
@@ -433,6 +646,17 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	x.scan = int32(len(x.free))
 }
 
+// release is reset for ghost id's track in a table: its second in flight,
+// if any, goes from a sparse fq1 too.
+func (p *posTrack) release(x *posPool, id uint32) {
+	if p.n() >= ownFlight {
+		x.dropFq1(id)
+	}
+	p.reset(x)
+}
+
+// reset empties the track, its list's nodes freed; a second in flight in
+// a sparse fq1 stays (release).
 func (p *posTrack) reset(x *posPool) {
 	if n := p.n(); n > ownFlight {
 		for i, k := p.head(x), uint8(ownFlight); k < n; k++ {
@@ -654,7 +878,7 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 	if n == 0 {
 		p.fq, p.ft[0] = lo, pstamp(t)
 	} else {
-		if int(id) >= len(x.fq1) { // fq1 not made yet: pushLo's
+		if int(id) >= len(x.fq1) { // fq1 not made yet, or sparse: pushLo's
 			return false
 		}
 		x.fq1[id], p.ft[1] = lo, pstamp(t)
@@ -668,7 +892,7 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1[id], p.second(x)
+		p.fq, p.ft[0] = x.fq1At(id), p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
@@ -676,6 +900,8 @@ func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	}
 	if n > ownFlight {
 		p.promote(x, id, n)
+	} else if n == ownFlight {
+		x.dropFq1(id)
 	}
 	p.meta -= metaN1
 }
@@ -687,7 +913,7 @@ func (p *posTrack) promote(x *posPool, id uint32, n uint8) {
 	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
-	x.fq1[id] = nd.q
+	x.storeFq1(id, nd.q)
 	if x.wide {
 		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
@@ -748,7 +974,7 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 		}
 	}
 	if k == 0 && n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1[id], p.second(x)
+		p.fq, p.ft[0] = x.fq1At(id), p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
@@ -756,6 +982,8 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 	}
 	if n > ownFlight {
 		p.promote(x, id, n)
+	} else if n == ownFlight { // none second now
+		x.dropFq1(id)
 	}
 	p.meta -= metaN1
 }
@@ -1259,7 +1487,7 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	if n == 1 {
 		return buf[:1]
 	}
-	q = x.fq1[id]
+	q = x.fq1At(id)
 	v = &buf[1]
 	v.t = p.second(x).at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
