@@ -162,8 +162,12 @@ func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 				if !tr.resolveOldest1(pt) {
 					return k // it changed nothing
 				}
-			} else if f := t.pp.fq1; int(id) >= len(f) || !tr.resolveOldest2(pt, f[id]) {
-				return k // or fq1 sparse: resolve's (the map's entry goes)
+			} else if f := t.pp.fq1; int(id) < len(f) {
+				if !tr.resolveOldest2(pt, f[id]) {
+					return k
+				}
+			} else if !tr.resolveOldest2Sparse(&t.pp, id, pt) {
+				return k
 			}
 		}
 		// flPosFull stays clear: one or two positions in flight, one fewer now.

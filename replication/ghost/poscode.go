@@ -295,13 +295,24 @@ func (x *posPool) storeFq1Slow(id uint32, lo uint64) {
 	}
 }
 
-// fq1At is ghost id's second position in flight (its track's n ≥ 2).
+// fq1At is ghost id's second position in flight (its track's n ≥ 2):
+// dense inline, sparse by a call (secGet).
 func (x *posPool) fq1At(id uint32) uint64 {
 	if int(id) < len(x.fq1) {
 		return x.fq1[id]
 	}
-	s, _ := x.secFind(id)
-	return x.fq1[:s+1][s]
+	return x.secGet(id)
+}
+
+// fq1Ref is the place of ghost id's second position in flight (its
+// track's n ≥ 2): dense inline, sparse by a call (secRef). The general
+// fate and the ring's drop read and write it through this one pointer,
+// so the dense form costs them what its index did.
+func (x *posPool) fq1Ref(id uint32) *uint64 {
+	if int(id) < len(x.fq1) {
+		return &x.fq1[id]
+	}
+	return x.secRef(id)
 }
 
 // dropFq1 forgets ghost id's second position in flight (its track keeps
@@ -340,8 +351,7 @@ const (
 
 // secs is the sparse form's words and its entries' count c.
 func (x *posPool) secs() ([]uint64, int) {
-	c := 1 << x.fq1Log
-	return x.fq1[: c+c/2+1 : c+c/2+1], c
+	return x.fq1[:cap(x.fq1)], 1 << (x.fq1Log & 31)
 }
 
 func secHome(key uint32, log uint8) int { return int(key * secHash >> (32 - log)) }
@@ -376,6 +386,16 @@ func (x *posPool) secFind(id uint32) (int, bool) {
 	}
 }
 
+// secGet is ghost id's entry's value (id held).
+func (x *posPool) secGet(id uint32) uint64 { return *x.secRef(id) }
+
+// secRef is ghost id's entry's value's place (id held).
+func (x *posPool) secRef(id uint32) *uint64 {
+	s, _ := x.secFind(id)
+	w, _ := x.secs()
+	return &w[s]
+}
+
 // secPut sets ghost id's entry to lo, growing the map (or making fq1
 // dense) when a new entry would fill it past three quarters.
 func (x *posPool) secPut(id uint32, lo uint64) {
@@ -399,10 +419,13 @@ func (x *posPool) secPut(id uint32, lo uint64) {
 // secDel removes ghost id's entry, if any, moving back the entries after
 // it in its run that may take its place.
 func (x *posPool) secDel(id uint32) {
-	i, ok := x.secFind(id)
-	if !ok {
-		return
+	if i, ok := x.secFind(id); ok {
+		x.secDelAt(i)
 	}
+}
+
+// secDelAt removes the entry at i.
+func (x *posPool) secDelAt(i int) {
 	w, c := x.secs()
 	mask := c - 1
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
@@ -892,28 +915,29 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1At(id), p.second(x)
+		sec := x.fq1Ref(id)
+		p.fq, p.ft[0] = *sec, p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
 		}
-	}
-	if n > ownFlight {
-		p.promote(x, id, n)
-	} else if n == ownFlight {
-		x.dropFq1(id)
+		if n > ownFlight {
+			p.promote(x, id, n, sec)
+		} else {
+			x.dropFq1(id)
+		}
 	}
 	p.meta -= metaN1
 }
 
 // promote moves the list's oldest (n > ownFlight in flight) into the
-// track's second own place, freed by the caller, and frees its node. The
-// caller counts one fewer in flight.
-func (p *posTrack) promote(x *posPool, id uint32, n uint8) {
+// track's second own place (sec: fq1Ref), freed by the caller, and frees
+// its node. The caller counts one fewer in flight.
+func (p *posTrack) promote(x *posPool, id uint32, n uint8, sec *uint64) {
 	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
-	x.storeFq1(id, nd.q)
+	*sec = nd.q
 	if x.wide {
 		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
@@ -959,31 +983,42 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 		}
 		k = 1
 	}
+	// The second's place (n ≥ 2), and the resolved one.
+	var sec *uint64
+	q := &p.fq
+	if n > 1 {
+		sec = x.fq1Ref(id)
+		if k == 1 {
+			q = sec
+		}
+	}
 	if delivered {
 		// The usual delivery: newer than the newest delivered, which
 		// becomes the older (insert's second case, written out).
 		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.ownQ(x, id, k), t
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], *q, t
 			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
 		} else {
 			var hi uint32
 			if x.wide {
 				hi = x.wx.dhi[id][2+k]
 			}
-			p.insert(x, id, stamp(t), p.ownQ(x, id, k), hi)
+			p.insert(x, id, stamp(t), *q, hi)
 		}
 	}
-	if k == 0 && n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1At(id), p.second(x)
-		if x.wide {
-			h := &x.wx.dhi[id]
-			h[2] = h[3]
+	if n > 1 {
+		if k == 0 { // the newer own one moves down
+			p.fq, p.ft[0] = *sec, p.second(x)
+			if x.wide {
+				h := &x.wx.dhi[id]
+				h[2] = h[3]
+			}
 		}
-	}
-	if n > ownFlight {
-		p.promote(x, id, n)
-	} else if n == ownFlight { // none second now
-		x.dropFq1(id)
+		if n > ownFlight {
+			p.promote(x, id, n, sec)
+		} else { // none second now
+			x.dropFq1(id)
+		}
 	}
 	p.meta -= metaN1
 }
@@ -1041,6 +1076,23 @@ func (p *posTrack) resolveOldest2(t pstamp, fq1 uint64) bool {
 	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
 	p.fq, p.ft[0] = fq1, p.ft[1]
 	p.meta = metaN1 | 2<<metaDnShift | uint16(min(d, gapFar)) // n 2 → 1
+	return true
+}
+
+// resolveOldest2Sparse is resolveOldest2 for a sparse fq1 (posPool.fq1Log
+// > 0), the second's entry gone from the map once it moved down: with
+// fates a packet late a quarter of a packet's records (TestFq1ServerShape),
+// which resolve's general walk would take (lateRun) at ≈ 5 times the
+// instructions.
+//
+//go:noinline
+func (p *posTrack) resolveOldest2Sparse(x *posPool, id uint32, t pstamp) bool {
+	s, _ := x.secFind(id)
+	w, _ := x.secs()
+	if !p.resolveOldest2(t, w[s]) {
+		return false
+	}
+	x.secDelAt(s)
 	return true
 }
 
