@@ -9,9 +9,8 @@ import (
 
 // checkFq1 checks the second positions in flight's store against the
 // tracks (checkInvariants): not made, none held; dense, an entry for
-// every id that holds one; sparse, an entry for exactly those ids, each
-// found from its home without an empty entry between, the count right,
-// no more than three quarters full.
+// every id that holds one; sparse, a slot for exactly those ids, no slot
+// named twice, the free bitmap the slots not named, the count right.
 func checkFq1(t *Table) error {
 	x := &t.pp
 	seconds := 0
@@ -24,6 +23,9 @@ func checkFq1(t *Table) error {
 			if x.fq1Log == 0 && i >= len(x.fq1) {
 				return fmt.Errorf("id %d holds a second position in flight past dense fq1's %d", i, len(x.fq1))
 			}
+			if x.fq1Log != 0 && x.secSlot(uint32(i)) == 0 {
+				return fmt.Errorf("id %d holds a second position in flight, no slot in sparse fq1", i)
+			}
 		}
 	}
 	if x.fq1Log == 0 {
@@ -32,27 +34,31 @@ func checkFq1(t *Table) error {
 	if len(x.fq1) != 0 {
 		return fmt.Errorf("sparse fq1 of length %d: want 0 (pushOwn and usualRun test it)", len(x.fq1))
 	}
-	w, c := x.secs()
-	held := 0
-	for s := range c {
-		k := secKey(w, c, s)
-		if k == 0 {
-			continue
+	w, free, meta, _ := x.secs()
+	slots := 1 << x.fq1Log
+	named := map[int]uint32{}
+	var err error
+	x.secEach(func(id uint32, _ uint64) {
+		b := x.secSlot(id)
+		if o, dup := named[b-1]; dup && err == nil {
+			err = fmt.Errorf("sparse fq1: slot %d named by ids %d and %d", b-1, o, id)
 		}
-		held++
-		id := int(k - 1)
-		if id >= len(t.pos) || t.pos[id].n() < ownFlight {
-			return fmt.Errorf("sparse fq1 holds id %d, whose track holds no second", id)
+		named[b-1] = id
+		if err == nil && (b > slots || int(id) >= len(t.pos) || t.pos[id].n() < ownFlight) {
+			err = fmt.Errorf("sparse fq1: id %d names slot %d of %d, its track holds %d in flight", id, b-1, slots, t.pos[min(int(id), len(t.pos)-1)].n())
 		}
-		for j := secHome(k, x.fq1Log); j != s; j = (j + 1) & (c - 1) {
-			if secKey(w, c, j) == 0 {
-				return fmt.Errorf("sparse fq1: id %d at %d, an empty entry at %d after its home", id, s, j)
-			}
+	})
+	if err != nil {
+		return err
+	}
+	for i := range slots {
+		if _, used := named[i]; used == (w[free+i/64]>>(i%64)&1 != 0) {
+			return fmt.Errorf("sparse fq1: slot %d named %v, free bit the same", i, used)
 		}
 	}
-	m := w[c+c/2]
-	if held != seconds || secField(m, secN) != held || held > c*3/4 || secField(m, secHW) < held {
-		return fmt.Errorf("sparse fq1 of %d entries holds %d (count %d, most %d); %d tracks hold a second", c, held, secField(m, secN), secField(m, secHW), seconds)
+	m := w[meta]
+	if len(named) != seconds || secField(m, secN) != seconds || secField(m, secHW) < seconds {
+		return fmt.Errorf("sparse fq1 holds %d (count %d, most %d); %d tracks hold a second", len(named), secField(m, secN), secField(m, secHW), seconds)
 	}
 	return nil
 }
@@ -65,11 +71,13 @@ func TestFq1SparseMatchesMap(t *testing.T) {
 		name  string
 		ids   int // ids drawn from [0, ids)
 		most  int // entries held at most
+		drops int // of 10 draws, 5 − drops are sets or promotions and drops are drops
 		dense bool
 	}{
-		{"few of many ids: stays sparse", 2000, 90, false},
-		{"most of 48 ids: goes dense", 48, 48, true},
-		{"ids past 2^16", 1 << 20, 40, false},
+		{"few of many ids: stays sparse", 2000, 90, 4, false},
+		{"past a byte's slots: goes dense", 2000, 200, 4, true},
+		{"most of 48 ids: goes dense", 48, 48, 1, true},
+		{"ids past 2^16", 1 << 20, 40, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, uint64(tc.ids)))
@@ -83,9 +91,14 @@ func TestFq1SparseMatchesMap(t *testing.T) {
 					}
 				}
 				if x.fq1Log != 0 {
-					w, c := x.secs()
-					if n := secField(w[c+c/2], secN); n != len(want) {
+					w, _, meta, _ := x.secs()
+					if n := secField(w[meta], secN); n != len(want) {
 						t.Fatalf("step %d: count %d, %d held", step, n, len(want))
+					}
+					held := 0
+					x.secEach(func(uint32, uint64) { held++ })
+					if held != len(want) {
+						t.Fatalf("step %d: %d ids name a slot, %d held", step, held, len(want))
 					}
 				}
 			}
@@ -106,7 +119,7 @@ func TestFq1SparseMatchesMap(t *testing.T) {
 					v := r.Uint64()
 					x.storeFq1(id, v)
 					want[id] = v
-				case op < 9 && len(keys) > 0:
+				case op < 5+tc.drops && len(keys) > 0:
 					id := keys[r.IntN(len(keys))]
 					x.dropFq1(id)
 					delete(want, id)
@@ -150,7 +163,7 @@ func TestFq1SparseMatchesMap(t *testing.T) {
 // ms, 21 packets a second, 76–84 ghosts): how many ids hold one at once
 // after each write, and which form fq1 takes. Measured: ≈ 14 on average,
 // 20–21 at most, of 88–90 ids (a quarter or less), so the sparse form (32
-// entries, 392 bytes; dense took 704–744) and never dense.
+// slots and a byte an id: 368 bytes; dense took 704–744) and never dense.
 func TestFq1ServerShape(t *testing.T) {
 	reg, pc, nc := newTestRegistry(t)
 	sh := serverShape{lo: 76, hi: 84, swaps: 3, back: 3, rtt: 60 * time.Millisecond, secs: 40}
@@ -175,7 +188,7 @@ func TestFq1ServerShape(t *testing.T) {
 		})
 		ids += len(tab.slots)
 		if tab.pp.fq1Log == 0 || 1<<tab.pp.fq1Log > 32 {
-			t.Errorf("seed %d: fq1 form %d (entries 1<<form, 0 dense), want a map of at most 32", seed, tab.pp.fq1Log)
+			t.Errorf("seed %d: fq1 form %d (slots 1<<form, 0 dense), want at most 32 slots", seed, tab.pp.fq1Log)
 		}
 	}
 	t.Logf("seconds in flight after a write: %.1f on average, %d at most, of %d ids", float64(sum)/float64(writes), most, ids/4)

@@ -235,17 +235,17 @@ type posPool struct {
 	// come before the next write a track holds one position in flight at
 	// most (TestFq1OnlyWhileLate).
 	//
-	// Two forms (fq1At, setFq1, dropFq1). Sparse first (fq1Log > 0, len 0:
-	// a map by id, secFind): with fates a packet late, at the server's
-	// shape at 2,000 players, ≈ 14 of 88 ids hold a second at once, 21 at
-	// most (TestFq1ServerShape), so 8 bytes an id kept 736 bytes for what
-	// a 32-entry map holds in 392. Dense (fq1Log 0: fq1[id], as long as
-	// the per-id arrays, Table.resizeIDs) once the map would take more
-	// room than that: fates later still, where most ghosts hold a second
-	// (Fate1, a stall), and the dense form is what the fate's usual run
-	// reads without a call (usualRun); len 0 makes pushOwn and usualRun
-	// leave the sparse form to pushLo and resolve by the test they make
-	// of the dense one's length anyway.
+	// Two forms (fq1At, fq1Ref, setFq1, dropFq1). Sparse first (fq1Log >
+	// 0, len 0: slots and a byte an id, secs): with fates a packet late,
+	// at the server's shape at 2,000 players, ≈ 14 of 88 ids hold a
+	// second at once, 21 at most (TestFq1ServerShape), so 8 bytes an id
+	// kept 736 bytes for what 32 slots and 88 bytes hold in 368. Dense
+	// (fq1Log 0: fq1[id], as long as the per-id arrays, Table.resizeIDs)
+	// once the slots would take more room than that: where nearly every
+	// ghost holds a second (the tables benchmarks' fates one or three
+	// late). len 0 makes pushOwn and usualRun leave the sparse form to
+	// pushLo and resolveOldest2Sparse by the test they make of the dense
+	// one's length anyway.
 	fq1  []uint64
 	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
 	hw   int32 // most nodes used at once since the last trim
@@ -259,7 +259,7 @@ type posPool struct {
 	// last trim, or in the one before (the bytes after wide: the Table
 	// stays within its size class).
 	fq1Used, fq1Used1 bool
-	// fq1Log: fq1 is sparse, a map of 1<<fq1Log entries (secs); 0: dense
+	// fq1Log: fq1 is sparse, 1<<fq1Log slots (secs); 0: dense
 	// or not made. The Table's last spare byte.
 	fq1Log uint8
 }
@@ -287,7 +287,7 @@ func (x *posPool) storeFq1Slow(id uint32, lo uint64) {
 	case x.fq1Log != 0:
 		x.secPut(id, lo)
 	case x.fq1 == nil:
-		x.makeSecs(secMinLog)
+		x.makeSecs(secMinLog, int(id)+1+int(id)/8)
 		x.secPut(id, lo)
 	default: // dense, id past its end: room for id and an eighth more
 		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
@@ -329,178 +329,191 @@ func (x *posPool) makeFq1(n int) {
 	x.fq1 = f
 }
 
-// The sparse form of fq1 (posPool.fq1Log > 0): an open-addressed map of
-// c = 1<<fq1Log entries by ghost id, linear probing from a Fibonacci hash
-// of id+1, at most three quarters full. Its words, fq1[:cap]: the values
-// [0, c), the keys (id+1, 0 for an empty entry; two 32-bit keys a word)
-// [c, c+c/2), and a word of counts (secMeta). Deletion shifts the run
-// back (no tombstones): a map in steady use never fills with them.
+// The sparse form of fq1 (posPool.fq1Log > 0): a slab of S = 1<<fq1Log
+// values (S ≤ secMaxSlots) and a byte an id naming its value's slot (slot
+// + 1; 0: none), in fq1's words (fq1[:cap]): the values [0, S), a free
+// bitmap of S bits (one word a 64), a word of counts (secMeta), then the
+// ids' bytes, eight a word, for the ids up to the largest held and an
+// eighth more. A second a packet late is one byte and one slot set at its
+// write and cleared at its fate (no hashing, no probing: ≈ 5 times fewer
+// instructions than an open-addressed map by id); 1 byte an id and 8 a
+// second in flight, not 8 an id.
 const (
-	secMinLog = 4 // 16 entries: 200 bytes
-	secHash   = 0x9E3779B9
+	secMinLog   = 4   // 16 slots
+	secMaxSlots = 128 // a slot's byte holds slot + 1
 )
 
-// secMeta's fields: the entries held, the most held since the last trim,
-// and in the trim's check before (16 bits each: seconds in flight are at
-// most the records in flight, < maxPoolNodes).
+// secMeta's fields: the seconds held, the most held since the last trim,
+// and in the trim's check before (16 bits each).
 const (
 	secN   = 0
 	secHW  = 16
 	secHW1 = 32
 )
 
-// secs is the sparse form's words and its entries' count c.
-func (x *posPool) secs() ([]uint64, int) {
-	return x.fq1[:cap(x.fq1)], 1 << (x.fq1Log & 31)
-}
-
-func secHome(key uint32, log uint8) int { return int(key * secHash >> (32 - log)) }
-
-func secKey(w []uint64, c, s int) uint32 { return uint32(w[c+s>>1] >> (32 * (s & 1))) }
-
-func secSetKey(w []uint64, c, s int, k uint32) {
-	i, sh := c+s>>1, 32*(s&1)
-	w[i] = w[i]&^(0xffffffff<<sh) | uint64(k)<<sh
-}
-
 func secField(m uint64, f uint) int { return int(m >> f & 0xffff) }
 
-// makeSecs makes fq1 an empty sparse map of 1<<log entries.
-func (x *posPool) makeSecs(log uint8) {
-	c := 1 << log
-	x.fq1 = make([]uint64, 0, c+c/2+1)
-	x.fq1Log = log
+// secs is the sparse form's words and where its parts start: the free
+// bitmap (at S), the counts and the ids' bytes.
+func (x *posPool) secs() (w []uint64, free, meta, ids int) {
+	free = 1 << (x.fq1Log & 7)
+	meta = free + 1 + free>>7 // a bitmap word a 64 slots (≤ secMaxSlots)
+	return x.fq1[:cap(x.fq1)], free, meta, meta + 1
 }
 
-// secFind is ghost id's entry, or the empty one where it would go.
-func (x *posPool) secFind(id uint32) (int, bool) {
-	w, c := x.secs()
-	k := id + 1
-	for s := secHome(k, x.fq1Log); ; s = (s + 1) & (c - 1) {
-		switch secKey(w, c, s) {
-		case k:
-			return s, true
-		case 0:
-			return s, false
-		}
+// secSlot is ghost id's slot + 1 (0: none).
+func (x *posPool) secSlot(id uint32) int {
+	w, _, _, ids := x.secs()
+	if i := ids + int(id>>3); i < len(w) {
+		return int(uint8(w[i] >> (id & 7 * 8)))
+	}
+	return 0
+}
+
+func secSetSlot(w []uint64, ids int, id uint32, b int) {
+	i, sh := ids+int(id>>3), id&7*8
+	w[i] = w[i]&^(0xff<<sh) | uint64(b)<<sh
+}
+
+// makeSecs makes fq1 an empty sparse form of 1<<log slots with bytes for
+// ids below n.
+func (x *posPool) makeSecs(log uint8, n int) {
+	s := 1 << log
+	x.fq1 = make([]uint64, 0, s+(s+63)/64+1+(n+7)/8)
+	x.fq1Log = log
+	w, free, _, _ := x.secs()
+	for i := range s {
+		w[free+i/64] |= 1 << (i % 64)
 	}
 }
 
-// secGet is ghost id's entry's value (id held).
+// secGet is ghost id's second (held).
 func (x *posPool) secGet(id uint32) uint64 { return *x.secRef(id) }
 
-// secRef is ghost id's entry's value's place (id held).
+// secRef is ghost id's second's place (held).
 func (x *posPool) secRef(id uint32) *uint64 {
-	s, _ := x.secFind(id)
-	w, _ := x.secs()
-	return &w[s]
+	w, _, _, _ := x.secs()
+	return &w[x.secSlot(id)-1]
 }
 
-// secPut sets ghost id's entry to lo, growing the map (or making fq1
-// dense) when a new entry would fill it past three quarters.
+// secPut sets ghost id's second to lo, taking a slot for a new one (more
+// room, or the dense form, when none is free or the id has no byte).
 func (x *posPool) secPut(id uint32, lo uint64) {
-	s, ok := x.secFind(id)
-	w, c := x.secs()
-	if !ok {
-		m := w[c+c/2]
-		n := secField(m, secN) + 1
-		if n > c*3/4 {
-			x.growSecs(id)
-			x.storeFq1(id, lo)
+	w, free, meta, ids := x.secs()
+	if j := ids + int(id>>3); j < len(w) {
+		if b := int(uint8(w[j] >> (id & 7 * 8))); b != 0 {
+			w[b-1] = lo
 			return
 		}
-		secSetKey(w, c, s, id+1)
-		m = m&^(0xffff<<secN|0xffff<<secHW) | uint64(n)<<secN | uint64(max(n, secField(m, secHW)))<<secHW
-		w[c+c/2] = m
-	}
-	w[s] = lo
-}
-
-// secDel removes ghost id's entry, if any, moving back the entries after
-// it in its run that may take its place.
-func (x *posPool) secDel(id uint32) {
-	if i, ok := x.secFind(id); ok {
-		x.secDelAt(i)
-	}
-}
-
-// secDelAt removes the entry at i.
-func (x *posPool) secDelAt(i int) {
-	w, c := x.secs()
-	mask := c - 1
-	for j := (i + 1) & mask; ; j = (j + 1) & mask {
-		k := secKey(w, c, j)
-		if k == 0 {
-			break
-		}
-		// The entry at j may move to i unless its home is past i (in the
-		// run's order): then i is not on its probe path.
-		if h := secHome(k, x.fq1Log); (j-h)&mask >= (j-i)&mask {
-			secSetKey(w, c, i, k)
-			w[i] = w[j]
-			i = j
-		}
-	}
-	secSetKey(w, c, i, 0)
-	w[c+c/2] -= 1 << secN
-}
-
-// growSecs makes room in the sparse map for one more entry (ghost id's):
-// the map of twice the entries, or the dense form if that takes no more
-// heap (its ids up to the largest held, and an eighth more).
-func (x *posPool) growSecs(id uint32) {
-	w, c := x.secs()
-	top := int(id)
-	for s := range c {
-		if k := secKey(w, c, s); k != 0 {
-			top = max(top, int(k-1))
-		}
-	}
-	dense := roomFor(max(top+1+top/8, 16), 8)
-	if heapBlock(dense*8) <= heapBlock((3*c+1)*8) {
-		f := make([]uint64, dense)
-		for s := range c {
-			if k := secKey(w, c, s); k != 0 {
-				f[k-1] = w[s]
+		for f := free; f < meta; f++ {
+			if m := w[f]; m != 0 {
+				i := uint(bits.TrailingZeros64(m))
+				w[f] = m &^ (1 << i)
+				slot := (f-free)<<6 + int(i)
+				w[slot] = lo
+				secSetSlot(w, ids, id, slot+1)
+				c := w[meta]
+				n := secField(c, secN) + 1
+				w[meta] = c&^(0xffff<<secN|0xffff<<secHW) | uint64(n)<<secN | uint64(max(n, secField(c, secHW)))<<secHW
+				return
 			}
 		}
+	}
+	x.growSecs(id)
+	x.storeFq1(id, lo)
+}
+
+// secDel frees ghost id's second's slot, if it holds one.
+func (x *posPool) secDel(id uint32) {
+	if b := x.secSlot(id); b != 0 {
+		x.secFree(id, b)
+	}
+}
+
+// secFree frees slot b − 1, ghost id's.
+func (x *posPool) secFree(id uint32, b int) {
+	w, free, meta, ids := x.secs()
+	secSetSlot(w, ids, id, 0)
+	u := uint(b - 1)
+	w[free+int(u>>6)] |= 1 << (u & 63)
+	w[meta] -= 1 << secN
+}
+
+// secIDs is how many ids the sparse form has bytes for.
+func (x *posPool) secIDs() int {
+	w, _, _, ids := x.secs()
+	return 8 * (len(w) - ids)
+}
+
+// growSecs makes room in the sparse form for ghost id's second: bytes
+// for id and an eighth more past it if it has none (a sparse form only
+// ever moves to more ids: their bytes are an eighth of the dense form's
+// room), twice the slots if none is free, or then the dense form if that
+// takes no more heap (or more slots than a byte names would be needed).
+func (x *posPool) growSecs(id uint32) {
+	w, _, meta, _ := x.secs()
+	log := x.fq1Log
+	n := max(x.secIDs(), int(id)+1+int(id)/8)
+	if secField(w[meta], secN) < 1<<log {
+		x.rebuildSecs(log, n)
+		return
+	}
+	log++
+	s := 1 << log
+	dense := roomFor(max(n, 16), 8)
+	if s > secMaxSlots || heapBlock(dense*8) <= heapBlock((s+(s+63)/64+1+(n+7)/8)*8) {
+		f := make([]uint64, dense)
+		x.secEach(func(id uint32, v uint64) { f[id] = v })
 		x.fq1, x.fq1Log = f, 0
 		return
 	}
-	x.rehashSecs(x.fq1Log + 1)
+	x.rebuildSecs(log, n)
 }
 
-// rehashSecs moves the sparse map into one of 1<<log entries (room for
-// those it holds), its counts kept.
-func (x *posPool) rehashSecs(log uint8) {
-	w, c := x.secs()
-	x.makeSecs(log)
-	nw, nc := x.secs()
-	for s := range c {
-		if k := secKey(w, c, s); k != 0 {
-			t, _ := x.secFind(k - 1)
-			secSetKey(nw, nc, t, k)
-			nw[t] = w[s]
+// secEach calls fn for each second held.
+func (x *posPool) secEach(fn func(id uint32, v uint64)) {
+	w, _, _, ids := x.secs()
+	for i := ids; i < len(w); i++ {
+		for k, m := 0, w[i]; m != 0; k, m = k+1, m>>8 {
+			if b := uint8(m); b != 0 {
+				fn(uint32((i-ids)*8+k), w[b-1])
+			}
 		}
 	}
-	nw[nc+nc/2] = w[c+c/2]
 }
 
-// trimSecs shrinks the sparse map to the fewest entries that hold its
-// most use in the last two checks at most half full, if that is fewer
-// (a map at its steady use then never moves: it grows only past three
-// quarters), and starts the next check's count.
+// rebuildSecs moves the sparse form into one of 1<<log slots (room for
+// those held) with bytes for ids below n (past every id held), its counts
+// kept.
+func (x *posPool) rebuildSecs(log uint8, n int) {
+	w, _, meta, _ := x.secs()
+	c := w[meta]
+	old := posPool{fq1: x.fq1, fq1Log: x.fq1Log}
+	x.makeSecs(log, n)
+	old.secEach(func(id uint32, v uint64) { x.secPut(id, v) })
+	nw, _, nmeta, _ := x.secs()
+	nw[nmeta] = c
+}
+
+// trimSecs shrinks the sparse form to the fewest slots that hold its most
+// use in the last two checks and a quarter more, and its bytes to the ids
+// up to the largest held and an eighth more, if that is a quarter fewer
+// (slots grow only when all are taken, so a form at its steady use never
+// moves), and starts the next check's count.
 func (x *posPool) trimSecs() {
-	w, c := x.secs()
-	m := w[c+c/2]
-	hw := max(secField(m, secHW), secField(m, secHW1))
+	w, _, meta, _ := x.secs()
+	c := w[meta]
+	hw := max(secField(c, secHW), secField(c, secHW1))
 	log := uint8(secMinLog)
-	for 1<<log < 2*hw {
+	for 1<<log < hw+hw/4 {
 		log++
 	}
-	w[c+c/2] = uint64(secField(m, secN))<<secN | uint64(secField(m, secN))<<secHW | uint64(secField(m, secHW))<<secHW1
-	if log < x.fq1Log {
-		x.rehashSecs(log)
+	w[meta] = uint64(secField(c, secN))<<secN | uint64(secField(c, secN))<<secHW | uint64(secField(c, secHW))<<secHW1
+	top := -1
+	x.secEach(func(id uint32, _ uint64) { top = max(top, int(id)) })
+	n := top + 1 + top/8
+	if log < x.fq1Log || n+n/4 < x.secIDs() {
+		x.rebuildSecs(min(log, x.fq1Log), max(n, 8))
 	}
 }
 
@@ -1080,19 +1093,19 @@ func (p *posTrack) resolveOldest2(t pstamp, fq1 uint64) bool {
 }
 
 // resolveOldest2Sparse is resolveOldest2 for a sparse fq1 (posPool.fq1Log
-// > 0), the second's entry gone from the map once it moved down: with
+// > 0), the second's slot freed once it moved down: with
 // fates a packet late a quarter of a packet's records (TestFq1ServerShape),
 // which resolve's general walk would take (lateRun) at ≈ 5 times the
 // instructions.
 //
 //go:noinline
 func (p *posTrack) resolveOldest2Sparse(x *posPool, id uint32, t pstamp) bool {
-	s, _ := x.secFind(id)
-	w, _ := x.secs()
-	if !p.resolveOldest2(t, w[s]) {
+	b := x.secSlot(id)
+	w, _, _, _ := x.secs()
+	if !p.resolveOldest2(t, w[b-1]) {
 		return false
 	}
-	x.secDelAt(s)
+	x.secFree(id, b)
 	return true
 }
 
