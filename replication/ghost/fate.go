@@ -162,7 +162,11 @@ func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 				if !tr.resolveOldest1(pt) {
 					return k // it changed nothing
 				}
-			} else if !tr.resolveOldest2(pt, t.pp.fq1[id]) {
+			} else if f := t.pp.fq1; int(id) < len(f) {
+				if !tr.resolveOldest2(pt, f[id]) {
+					return k
+				}
+			} else if !tr.resolveOldest2Sparse(&t.pp, id, pt) {
 				return k
 			}
 		}

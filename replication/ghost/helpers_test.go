@@ -597,6 +597,9 @@ func checkInvariants(t *Table) error {
 			}
 		}
 	}
+	if err := checkFq1(t); err != nil {
+		return err
+	}
 	if x := &t.pp; x.wide && len(x.wx.hi) != len(x.nodes) || !x.wide && x.wx != nil {
 		return fmt.Errorf("pool: wide %v, %d nodes, high words %v", x.wide, len(x.nodes), x.wx)
 	}

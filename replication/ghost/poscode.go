@@ -186,7 +186,7 @@ func (p *posTrack) ownQ(x *posPool, id uint32, k int) uint64 {
 	if k == 0 {
 		return p.fq
 	}
-	return x.fq1[id]
+	return x.fq1At(id)
 }
 
 // gapFar caps posTrack.gap: the older delivered value is more than
@@ -225,16 +225,27 @@ type posPool struct {
 	// its length covers cap(nodes).
 	free []uint64
 	wx   *posWide // wide positions' high words: nil unless wide (a pointer: the Table stays within its size class)
-	// fq1[id] is ghost id's second oldest position in flight, packed (its
+	// fq1 holds each ghost's second oldest position in flight, packed (its
 	// track's n ≥ 2; the oldest is the track's fq): apart from the track,
 	// so the track is 32 bytes, half a line, and the usual record and fate
 	// (one in flight) touch one line of it, not 1.375 (a 40-byte track
 	// with it inline: three of eight straddled two lines). Made at the
-	// first second position in flight (setFq1), as long as the per-id
-	// arrays (Table.resizeIDs), and given back by trim once none was in
-	// flight for two checks: on a server each fate comes before the next
-	// write, and a track holds one position in flight at most (8 bytes an
-	// id saved: TestFq1OnlyWhileLate).
+	// first second position in flight (setFq1) and given back by trim
+	// once none was in flight for two checks: on a server whose fates
+	// come before the next write a track holds one position in flight at
+	// most (TestFq1OnlyWhileLate).
+	//
+	// Two forms (fq1At, fq1Ref, setFq1, dropFq1). Sparse first (fq1Log >
+	// 0, len 0: slots and a byte an id, secs): with fates a packet late,
+	// at the server's shape at 2,000 players, ≈ 14 of 88 ids hold a
+	// second at once, 21 at most (TestFq1ServerShape), so 8 bytes an id
+	// kept 736 bytes for what 32 slots and 88 bytes hold in 368. Dense
+	// (fq1Log 0: fq1[id], as long as the per-id arrays, Table.resizeIDs)
+	// once the slots would take more room than that: where nearly every
+	// ghost holds a second (the tables benchmarks' fates one or three
+	// late). len 0 makes pushOwn and usualRun leave the sparse form to
+	// pushLo and resolveOldest2Sparse by the test they make of the dense
+	// one's length anyway.
 	fq1  []uint64
 	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
 	hw   int32 // most nodes used at once since the last trim
@@ -248,24 +259,262 @@ type posPool struct {
 	// last trim, or in the one before (the bytes after wide: the Table
 	// stays within its size class).
 	fq1Used, fq1Used1 bool
+	// fq1Log: fq1 is sparse, 1<<fq1Log slots (secs); 0: dense
+	// or not made. The Table's last spare byte.
+	fq1Log uint8
 }
 
 // setFq1 sets ghost id's second position in flight to lo, making fq1 on
-// its first use (room for id and an eighth more; the per-id arrays' next
-// resize gives it their length).
+// its first use (sparse).
 func (x *posPool) setFq1(id uint32, lo uint64) {
-	if int(id) >= len(x.fq1) {
-		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
-	}
-	x.fq1[id] = lo
 	x.fq1Used = true
+	x.storeFq1(id, lo)
+}
+
+// storeFq1 is setFq1 without marking fq1 used (a promotion: the ghost
+// held a second already).
+func (x *posPool) storeFq1(id uint32, lo uint64) {
+	if int(id) < len(x.fq1) {
+		x.fq1[id] = lo
+		return
+	}
+	x.storeFq1Slow(id, lo)
 }
 
 //go:noinline
+func (x *posPool) storeFq1Slow(id uint32, lo uint64) {
+	switch {
+	case x.fq1Log != 0:
+		x.secPut(id, lo)
+	case x.fq1 == nil:
+		x.makeSecs(secMinLog, int(id)+1+int(id)/8)
+		x.secPut(id, lo)
+	default: // dense, id past its end: room for id and an eighth more
+		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
+		x.fq1[id] = lo
+	}
+}
+
+// fq1At is ghost id's second position in flight (its track's n ≥ 2):
+// dense inline, sparse by a call (secGet).
+func (x *posPool) fq1At(id uint32) uint64 {
+	if int(id) < len(x.fq1) {
+		return x.fq1[id]
+	}
+	return x.secGet(id)
+}
+
+// fq1Ref is the place of ghost id's second position in flight (its
+// track's n ≥ 2): dense inline, sparse by a call (secRef). The general
+// fate and the ring's drop read and write it through this one pointer,
+// so the dense form costs them what its index did.
+func (x *posPool) fq1Ref(id uint32) *uint64 {
+	if int(id) < len(x.fq1) {
+		return &x.fq1[id]
+	}
+	return x.secRef(id)
+}
+
+// dropFq1 forgets ghost id's second position in flight (its track keeps
+// none now): the sparse form's entry goes; the dense form's stays, unread.
+func (x *posPool) dropFq1(id uint32) {
+	if x.fq1Log != 0 {
+		x.secDel(id)
+	}
+}
+
 func (x *posPool) makeFq1(n int) {
 	f := make([]uint64, n)
 	copy(f, x.fq1)
 	x.fq1 = f
+}
+
+// The sparse form of fq1 (posPool.fq1Log > 0): a slab of S = 1<<fq1Log
+// values (S ≤ secMaxSlots) and a byte an id naming its value's slot (slot
+// + 1; 0: none), in fq1's words (fq1[:cap]): the values [0, S), a free
+// bitmap of S bits (one word a 64), a word of counts (secMeta), then the
+// ids' bytes, eight a word, for the ids up to the largest held and an
+// eighth more. A second a packet late is one byte and one slot set at its
+// write and cleared at its fate (no hashing, no probing: ≈ 5 times fewer
+// instructions than an open-addressed map by id); 1 byte an id and 8 a
+// second in flight, not 8 an id.
+const (
+	secMinLog   = 4   // 16 slots
+	secMaxSlots = 128 // a slot's byte holds slot + 1
+)
+
+// secMeta's fields: the seconds held, the most held since the last trim,
+// and in the trim's check before (16 bits each).
+const (
+	secN   = 0
+	secHW  = 16
+	secHW1 = 32
+)
+
+func secField(m uint64, f uint) int { return int(m >> f & 0xffff) }
+
+// secs is the sparse form's words and where its parts start: the free
+// bitmap (at S), the counts and the ids' bytes.
+func (x *posPool) secs() (w []uint64, free, meta, ids int) {
+	free = 1 << (x.fq1Log & 7)
+	meta = free + 1 + free>>7 // a bitmap word a 64 slots (≤ secMaxSlots)
+	return x.fq1[:cap(x.fq1)], free, meta, meta + 1
+}
+
+// secSlot is ghost id's slot + 1 (0: none).
+func (x *posPool) secSlot(id uint32) int {
+	w, _, _, ids := x.secs()
+	if i := ids + int(id>>3); i < len(w) {
+		return int(uint8(w[i] >> (id & 7 * 8)))
+	}
+	return 0
+}
+
+func secSetSlot(w []uint64, ids int, id uint32, b int) {
+	i, sh := ids+int(id>>3), id&7*8
+	w[i] = w[i]&^(0xff<<sh) | uint64(b)<<sh
+}
+
+// makeSecs makes fq1 an empty sparse form of 1<<log slots with bytes for
+// ids below n.
+func (x *posPool) makeSecs(log uint8, n int) {
+	s := 1 << log
+	x.fq1 = make([]uint64, 0, s+(s+63)/64+1+(n+7)/8)
+	x.fq1Log = log
+	w, free, _, _ := x.secs()
+	for i := range s {
+		w[free+i/64] |= 1 << (i % 64)
+	}
+}
+
+// secGet is ghost id's second (held).
+func (x *posPool) secGet(id uint32) uint64 { return *x.secRef(id) }
+
+// secRef is ghost id's second's place (held).
+func (x *posPool) secRef(id uint32) *uint64 {
+	w, _, _, _ := x.secs()
+	return &w[x.secSlot(id)-1]
+}
+
+// secPut sets ghost id's second to lo, taking a slot for a new one (more
+// room, or the dense form, when none is free or the id has no byte).
+func (x *posPool) secPut(id uint32, lo uint64) {
+	w, free, meta, ids := x.secs()
+	if j := ids + int(id>>3); j < len(w) {
+		if b := int(uint8(w[j] >> (id & 7 * 8))); b != 0 {
+			w[b-1] = lo
+			return
+		}
+		for f := free; f < meta; f++ {
+			if m := w[f]; m != 0 {
+				i := uint(bits.TrailingZeros64(m))
+				w[f] = m &^ (1 << i)
+				slot := (f-free)<<6 + int(i)
+				w[slot] = lo
+				secSetSlot(w, ids, id, slot+1)
+				c := w[meta]
+				n := secField(c, secN) + 1
+				w[meta] = c&^(0xffff<<secN|0xffff<<secHW) | uint64(n)<<secN | uint64(max(n, secField(c, secHW)))<<secHW
+				return
+			}
+		}
+	}
+	x.growSecs(id)
+	x.storeFq1(id, lo)
+}
+
+// secDel frees ghost id's second's slot, if it holds one.
+func (x *posPool) secDel(id uint32) {
+	if b := x.secSlot(id); b != 0 {
+		x.secFree(id, b)
+	}
+}
+
+// secFree frees slot b − 1, ghost id's.
+func (x *posPool) secFree(id uint32, b int) {
+	w, free, meta, ids := x.secs()
+	secSetSlot(w, ids, id, 0)
+	u := uint(b - 1)
+	w[free+int(u>>6)] |= 1 << (u & 63)
+	w[meta] -= 1 << secN
+}
+
+// secIDs is how many ids the sparse form has bytes for.
+func (x *posPool) secIDs() int {
+	w, _, _, ids := x.secs()
+	return 8 * (len(w) - ids)
+}
+
+// growSecs makes room in the sparse form for ghost id's second: bytes
+// for id and an eighth more past it if it has none (a sparse form only
+// ever moves to more ids: their bytes are an eighth of the dense form's
+// room), twice the slots if none is free, or then the dense form if that
+// takes no more heap (or more slots than a byte names would be needed).
+func (x *posPool) growSecs(id uint32) {
+	w, _, meta, _ := x.secs()
+	log := x.fq1Log
+	n := max(x.secIDs(), int(id)+1+int(id)/8)
+	if secField(w[meta], secN) < 1<<log {
+		x.rebuildSecs(log, n)
+		return
+	}
+	log++
+	s := 1 << log
+	dense := roomFor(max(n, 16), 8)
+	if s > secMaxSlots || heapBlock(dense*8) <= heapBlock((s+(s+63)/64+1+(n+7)/8)*8) {
+		f := make([]uint64, dense)
+		x.secEach(func(id uint32, v uint64) { f[id] = v })
+		x.fq1, x.fq1Log = f, 0
+		return
+	}
+	x.rebuildSecs(log, n)
+}
+
+// secEach calls fn for each second held.
+func (x *posPool) secEach(fn func(id uint32, v uint64)) {
+	w, _, _, ids := x.secs()
+	for i := ids; i < len(w); i++ {
+		for k, m := 0, w[i]; m != 0; k, m = k+1, m>>8 {
+			if b := uint8(m); b != 0 {
+				fn(uint32((i-ids)*8+k), w[b-1])
+			}
+		}
+	}
+}
+
+// rebuildSecs moves the sparse form into one of 1<<log slots (room for
+// those held) with bytes for ids below n (past every id held), its counts
+// kept.
+func (x *posPool) rebuildSecs(log uint8, n int) {
+	w, _, meta, _ := x.secs()
+	c := w[meta]
+	old := posPool{fq1: x.fq1, fq1Log: x.fq1Log}
+	x.makeSecs(log, n)
+	old.secEach(func(id uint32, v uint64) { x.secPut(id, v) })
+	nw, _, nmeta, _ := x.secs()
+	nw[nmeta] = c
+}
+
+// trimSecs shrinks the sparse form to the fewest slots that hold its most
+// use in the last two checks and a quarter more, and its bytes to the ids
+// up to the largest held and an eighth more, if that is a quarter fewer
+// (slots grow only when all are taken, so a form at its steady use never
+// moves), and starts the next check's count.
+func (x *posPool) trimSecs() {
+	w, _, meta, _ := x.secs()
+	c := w[meta]
+	hw := max(secField(c, secHW), secField(c, secHW1))
+	log := uint8(secMinLog)
+	for 1<<log < hw+hw/4 {
+		log++
+	}
+	w[meta] = uint64(secField(c, secN))<<secN | uint64(secField(c, secN))<<secHW | uint64(secField(c, secHW))<<secHW1
+	top := -1
+	x.secEach(func(id uint32, _ uint64) { top = max(top, int(id)) })
+	n := top + 1 + top/8
+	if log < x.fq1Log || n+n/4 < x.secIDs() {
+		x.rebuildSecs(min(log, x.fq1Log), max(n, 8))
+	}
 }
 
 // posWide holds the bits 64 and up of packed positions, for bounds whose
@@ -433,6 +682,17 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	x.scan = int32(len(x.free))
 }
 
+// release is reset for ghost id's track in a table: its second in flight,
+// if any, goes from a sparse fq1 too.
+func (p *posTrack) release(x *posPool, id uint32) {
+	if p.n() >= ownFlight {
+		x.dropFq1(id)
+	}
+	p.reset(x)
+}
+
+// reset empties the track, its list's nodes freed; a second in flight in
+// a sparse fq1 stays (release).
 func (p *posTrack) reset(x *posPool) {
 	if n := p.n(); n > ownFlight {
 		for i, k := p.head(x), uint8(ownFlight); k < n; k++ {
@@ -654,7 +914,7 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 	if n == 0 {
 		p.fq, p.ft[0] = lo, pstamp(t)
 	} else {
-		if int(id) >= len(x.fq1) { // fq1 not made yet: pushLo's
+		if int(id) >= len(x.fq1) { // fq1 not made yet, or sparse: pushLo's
 			return false
 		}
 		x.fq1[id], p.ft[1] = lo, pstamp(t)
@@ -668,26 +928,29 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 func (p *posTrack) dropOldest(x *posPool, id uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1[id], p.second(x)
+		sec := x.fq1Ref(id)
+		p.fq, p.ft[0] = *sec, p.second(x)
 		if x.wide {
 			h := &x.wx.dhi[id]
 			h[2] = h[3]
 		}
-	}
-	if n > ownFlight {
-		p.promote(x, id, n)
+		if n > ownFlight {
+			p.promote(x, id, n, sec)
+		} else {
+			x.dropFq1(id)
+		}
 	}
 	p.meta -= metaN1
 }
 
 // promote moves the list's oldest (n > ownFlight in flight) into the
-// track's second own place, freed by the caller, and frees its node. The
-// caller counts one fewer in flight.
-func (p *posTrack) promote(x *posPool, id uint32, n uint8) {
+// track's second own place (sec: fq1Ref), freed by the caller, and frees
+// its node. The caller counts one fewer in flight.
+func (p *posTrack) promote(x *posPool, id uint32, n uint8, sec *uint64) {
 	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
-	x.fq1[id] = nd.q
+	*sec = nd.q
 	if x.wide {
 		x.wx.dhi[id][3] = x.wx.hi[i]
 	}
@@ -733,29 +996,42 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 		}
 		k = 1
 	}
+	// The second's place (n ≥ 2), and the resolved one.
+	var sec *uint64
+	q := &p.fq
+	if n > 1 {
+		sec = x.fq1Ref(id)
+		if k == 1 {
+			q = sec
+		}
+	}
 	if delivered {
 		// The usual delivery: newer than the newest delivered, which
 		// becomes the older (insert's second case, written out).
 		if d := t.sub(p.t1); d > 0 && p.meta&(3<<metaDnShift) != 0 && !x.wide {
-			p.dq[0], p.dq[1], p.t1 = p.dq[1], p.ownQ(x, id, k), t
+			p.dq[0], p.dq[1], p.t1 = p.dq[1], *q, t
 			p.meta = p.meta&^(1<<metaNShift-1) | 2<<metaDnShift | uint16(min(d, gapFar))
 		} else {
 			var hi uint32
 			if x.wide {
 				hi = x.wx.dhi[id][2+k]
 			}
-			p.insert(x, id, stamp(t), p.ownQ(x, id, k), hi)
+			p.insert(x, id, stamp(t), *q, hi)
 		}
 	}
-	if k == 0 && n > 1 { // the newer own one moves down
-		p.fq, p.ft[0] = x.fq1[id], p.second(x)
-		if x.wide {
-			h := &x.wx.dhi[id]
-			h[2] = h[3]
+	if n > 1 {
+		if k == 0 { // the newer own one moves down
+			p.fq, p.ft[0] = *sec, p.second(x)
+			if x.wide {
+				h := &x.wx.dhi[id]
+				h[2] = h[3]
+			}
 		}
-	}
-	if n > ownFlight {
-		p.promote(x, id, n)
+		if n > ownFlight {
+			p.promote(x, id, n, sec)
+		} else { // none second now
+			x.dropFq1(id)
+		}
 	}
 	p.meta -= metaN1
 }
@@ -813,6 +1089,23 @@ func (p *posTrack) resolveOldest2(t pstamp, fq1 uint64) bool {
 	p.dq[0], p.dq[1], p.t1 = p.dq[1], p.fq, t
 	p.fq, p.ft[0] = fq1, p.ft[1]
 	p.meta = metaN1 | 2<<metaDnShift | uint16(min(d, gapFar)) // n 2 → 1
+	return true
+}
+
+// resolveOldest2Sparse is resolveOldest2 for a sparse fq1 (posPool.fq1Log
+// > 0), the second's slot freed once it moved down: with
+// fates a packet late a quarter of a packet's records (TestFq1ServerShape),
+// which resolve's general walk would take (lateRun) at ≈ 5 times the
+// instructions.
+//
+//go:noinline
+func (p *posTrack) resolveOldest2Sparse(x *posPool, id uint32, t pstamp) bool {
+	b := x.secSlot(id)
+	w, _, _, _ := x.secs()
+	if !p.resolveOldest2(t, w[b-1]) {
+		return false
+	}
+	x.secFree(id, b)
 	return true
 }
 
@@ -1259,7 +1552,7 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	if n == 1 {
 		return buf[:1]
 	}
-	q = x.fq1[id]
+	q = x.fq1At(id)
 	v = &buf[1]
 	v.t = p.second(x).at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2

@@ -1123,7 +1123,7 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	}
 	t.setDirty(uint32(id), s, c.all)
 	t.npend++ // a free id wanted nothing; a create does
-	t.pos[id].reset(&t.pp)
+	t.pos[id].release(&t.pp, uint32(id))
 	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
 	t.stats.GhostsAssigned++
 	return uint32(id), false
@@ -1190,7 +1190,7 @@ var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160,
 func (t *Table) resizeIDs(n int) {
 	t.slots = resize(t.slots, n)
 	t.pos = resize(t.pos, n)
-	if t.pp.fq1 != nil { // made at the first second position in flight
+	if t.pp.fq1 != nil && t.pp.fq1Log == 0 { // made dense (posPool.fq1)
 		t.pp.fq1 = resize(t.pp.fq1, n)
 	}
 	if !t.snapMode {
@@ -1440,8 +1440,12 @@ func (t *Table) trim() {
 	// The second positions in flight go once none was pushed for two
 	// checks and no track holds one (a walk of the tracks once a second,
 	// only while fq1 is kept unused).
+	// A sparse fq1 comes down to its use of the last two checks
+	// (posPool.trimSecs).
 	if x := &t.pp; x.fq1 != nil && !x.fq1Used && !x.fq1Used1 && !t.anySecond() {
-		x.fq1 = nil
+		x.fq1, x.fq1Log = nil, 0
+	} else if x.fq1Log != 0 {
+		x.trimSecs()
 	}
 	t.pp.fq1Used1, t.pp.fq1Used = t.pp.fq1Used, false
 	// The per-id arrays come down to the ids of the last two seconds,
@@ -1503,7 +1507,7 @@ const minShrinkIDs = 16
 // (snapshot views; 260 with SetView's states) for the connection's life.
 func (t *Table) shrinkIDs(n int) {
 	for id := n; id < len(t.pos); id++ {
-		t.pos[id].reset(&t.pp) // free ids hold no position in flight; to be sure
+		t.pos[id].release(&t.pp, uint32(id)) // free ids hold no position in flight; to be sure
 	}
 	t.resizeIDs(n)
 }
