@@ -1199,24 +1199,39 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 // snapshot (vwKept), named by its hint old[j], j advancing with i — and
 // returns how many it took: it stops at the first entry that is not such
 // a ghost. The slot, the view's ref and the entry's changes say all: the
-// entry itself is not read. It writes t.order[i] over old[j] (the same
-// array, or spilled: SetSnapshotView keeps j ≥ i while they share it).
+// entry itself is not read. The new order is the hints it passed, moved
+// to t.order[i:] once at the end: in the usual view they are there
+// already (old is t.order and j = i), so no ghost writes its id back
+// (SetSnapshotView keeps j ≥ i while the two share an array, which the
+// move, a memmove, allows).
 func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int, nowMS msTime) int {
 	n := min(len(view)-i, len(old)-j)
-	view, old, order := view[i:i+n], old[j:j+n], t.order[i:i+n]
-	vw, slots, gen := snap.vw, t.slots[:t.top], t.viewGen
-	for k, r := range view {
-		ri := r.Index()
-		v := &vw[ri]
-		h := old[k]
-		if v.fl&vwKept == 0 || int(h) >= len(slots) {
-			return k
+	view, old = view[i:i+n], old[j:j+n]
+	// Every reference is below len(snap.vw): SetSnapshotView checked them
+	// all (refsBelow, checkRefs) before it took any ghost, so the walk
+	// indexes the views unchecked (a check, and a register, a ghost).
+	vw := unsafe.Pointer(unsafe.SliceData(snap.vw))
+	slots, gen := t.slots[:t.top], t.viewGen
+	k := 0
+	for ; k < len(view); k++ {
+		r, h := view[k], old[k]
+		if int(h) >= len(slots) {
+			break
 		}
+		// The slot's tests before the entry's, and the ref's last use as
+		// soon as they pass: the index read from the ref once, and the ref
+		// no longer kept to the end (a spill and two reloads a ghost).
 		s := &slots[h]
+		ri := r.Index()
 		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
-			return k
+			break
+		}
+		v := (*snapView)(unsafe.Add(vw, uintptr(ri)*unsafe.Sizeof(snapView{})))
+		if v.fl&vwKept == 0 {
+			break
 		}
 		// takeKeptOne, inline.
+		s.viewGen, s.prioB = gen, r.bucket()
 		changed := v.now
 		fl := s.fl &^ flPosNow
 		if v.fl&vwMoved != 0 {
@@ -1229,11 +1244,11 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int,
 		if changed != 0 {
 			t.markSlot(s, changed, nowMS)
 		}
-		s.viewGen = gen
-		s.prioB = r.bucket()
-		order[k] = h
 	}
-	return n
+	if order := t.order[i : i+k]; k > 0 && &order[0] != &old[0] {
+		copy(order, old[:k])
+	}
+	return k
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of
