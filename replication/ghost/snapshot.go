@@ -1128,26 +1128,40 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 // refsBelow reports whether every reference of view names an entry below
 // n (at most refIndexMax: SetSnapshotView refuses larger snapshots)
 // without a branch a reference, two references a 64-bit word: in each
-// 32-bit lane, (n−1)|2^31 − index keeps bit 31 set exactly when index < n
-// (both below 2^24), and borrows nothing from the lane above; the
-// differences' and, taken eight references at a time, keeps both lanes'
-// bit 31 set when every index is below n.
+// 32-bit lane, index + 2^31 − n sets bit 31 exactly when index ≥ n (both
+// below 2^24: no carry into the lane above), and the sums' or keeps a
+// lane's bit 31 set once any index is not below n. Sixteen references a
+// step, the last step the last sixteen (some checked again, which answers
+// the same), so no tail goes one by one: four instructions a word, where a
+// borrow test (k − index, and'ed) took seven, and 43 references cost 194
+// instructions (BenchmarkManagers1000's apply).
 func refsBelow(view []ViewRef, n uint32) bool {
-	if n == 0 {
-		return len(view) == 0
+	c := uint64(1<<31-n) * (1 | 1<<32)
+	var acc uint64
+	if len(view) < 16 {
+		for _, r := range view {
+			acc |= uint64(r.Index()) + c // the low lane's
+		}
+		return acc&(1<<31) == 0
 	}
-	const idx, top = refIndexMax | refIndexMax<<32, 1<<31 | 1<<63
-	k := uint64(n-1)*(1|1<<32) | top
-	acc := uint64(top)
-	for ; len(view) >= 8; view = view[8:] {
-		v := (*[8]ViewRef)(view)
-		acc &= (k - (uint64(v[0])|uint64(v[1])<<32)&idx) & (k - (uint64(v[2])|uint64(v[3])<<32)&idx) &
-			(k - (uint64(v[4])|uint64(v[5])<<32)&idx) & (k - (uint64(v[6])|uint64(v[7])<<32)&idx)
+	// The words, read in place: a ViewRef array is 4-aligned, which an
+	// array of pointer-free words may be (checkptr allows it).
+	p := unsafe.Pointer(unsafe.SliceData(view))
+	// From the last sixteen down, the first sixteen last: no step past
+	// the end, none before the start.
+	for off := (len(view) - 16) * int(unsafe.Sizeof(ViewRef(0))); off > 0; off -= 64 {
+		acc |= refsOver((*[8]uint64)(unsafe.Add(p, off)), c)
 	}
-	for _, r := range view {
-		acc &= k - uint64(r.Index()) // the low lane's; the high one's stays set
-	}
-	return acc&top == top
+	acc |= refsOver((*[8]uint64)(p), c)
+	return acc&(1<<31|1<<63) == 0
+}
+
+// refsOver is refsBelow's or of sixteen references' lane sums, two
+// references a word w (c: 2^31 − n in each lane).
+func refsOver(w *[8]uint64, c uint64) uint64 {
+	const idx = refIndexMax | refIndexMax<<32
+	return (w[0]&idx + c) | (w[1]&idx + c) | (w[2]&idx + c) | (w[3]&idx + c) |
+		(w[4]&idx + c) | (w[5]&idx + c) | (w[6]&idx + c) | (w[7]&idx + c)
 }
 
 // checkRefs checks every entry view names in snap: SetSnapshotView's
@@ -1185,24 +1199,39 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 // snapshot (vwKept), named by its hint old[j], j advancing with i — and
 // returns how many it took: it stops at the first entry that is not such
 // a ghost. The slot, the view's ref and the entry's changes say all: the
-// entry itself is not read. It writes t.order[i] over old[j] (the same
-// array, or spilled: SetSnapshotView keeps j ≥ i while they share it).
+// entry itself is not read. The new order is the hints it passed, moved
+// to t.order[i:] once at the end: in the usual view they are there
+// already (old is t.order and j = i), so no ghost writes its id back
+// (SetSnapshotView keeps j ≥ i while the two share an array, which the
+// move, a memmove, allows).
 func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int, nowMS msTime) int {
 	n := min(len(view)-i, len(old)-j)
-	view, old, order := view[i:i+n], old[j:j+n], t.order[i:i+n]
-	vw, slots, gen := snap.vw, t.slots[:t.top], t.viewGen
-	for k, r := range view {
-		ri := r.Index()
-		v := &vw[ri]
-		h := old[k]
-		if v.fl&vwKept == 0 || int(h) >= len(slots) {
-			return k
+	view, old = view[i:i+n], old[j:j+n]
+	// Every reference is below len(snap.vw): SetSnapshotView checked them
+	// all (refsBelow, checkRefs) before it took any ghost, so the walk
+	// indexes the views unchecked (a check, and a register, a ghost).
+	vw := unsafe.Pointer(unsafe.SliceData(snap.vw))
+	slots, gen := t.slots[:t.top], t.viewGen
+	k := 0
+	for ; k < len(view); k++ {
+		r, h := view[k], old[k]
+		if int(h) >= len(slots) {
+			break
 		}
+		// The slot's tests before the entry's, and the ref's last use as
+		// soon as they pass: the index read from the ref once, and the ref
+		// no longer kept to the end (a spill and two reloads a ghost).
 		s := &slots[h]
+		ri := r.Index()
 		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
-			return k
+			break
+		}
+		v := (*snapView)(unsafe.Add(vw, uintptr(ri)*unsafe.Sizeof(snapView{})))
+		if v.fl&vwKept == 0 {
+			break
 		}
 		// takeKeptOne, inline.
+		s.viewGen, s.prioB = gen, r.bucket()
 		changed := v.now
 		fl := s.fl &^ flPosNow
 		if v.fl&vwMoved != 0 {
@@ -1215,11 +1244,11 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, i, j int,
 		if changed != 0 {
 			t.markSlot(s, changed, nowMS)
 		}
-		s.viewGen = gen
-		s.prioB = r.bucket()
-		order[k] = h
 	}
-	return n
+	if order := t.order[i : i+k]; k > 0 && &order[0] != &old[0] {
+		copy(order, old[:k])
+	}
+	return k
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of

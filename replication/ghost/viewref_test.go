@@ -66,9 +66,10 @@ func TestViewRef(t *testing.T) {
 	}
 }
 
-// TestRefsBelow: refsBelow, branch-free two a word and eight at a time,
-// answers as the plain loop over the indices does, for every length's
-// tail past one and two blocks of eight, buckets in the top byte, and
+// TestRefsBelow: refsBelow, branch-free two a word and sixteen at a time,
+// answers as the plain loop over the indices does, for every length below
+// a step, and every overlap of the last step with the ones before it
+// (lengths up to four steps and more), buckets in the top byte, and
 // indices at and around n, 0 and refIndexMax, in either lane of a word.
 func TestRefsBelow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -77,7 +78,7 @@ func TestRefsBelow(t *testing.T) {
 		if k%5 == 0 {
 			n = uint32(rng.IntN(3))
 		}
-		view := make([]ViewRef, rng.IntN(27))
+		view := make([]ViewRef, rng.IntN(70))
 		for i := range view {
 			var idx uint32
 			switch rng.IntN(6) {
@@ -102,6 +103,28 @@ func TestRefsBelow(t *testing.T) {
 		}
 		if got := refsBelow(view, n); got != want {
 			t.Fatalf("refsBelow(%x, %d) = %v, want %v", view, n, got, want)
+		}
+	}
+	// One reference out of range among many in range (the draws above
+	// mostly hold several): each position of every length, so a word no
+	// step reads would be found.
+	for _, n := range []uint32{1, 2, 1000, refIndexMax - 1} {
+		for l := range 70 {
+			view := make([]ViewRef, l)
+			for i := range view {
+				view[i] = ViewRef(uint32(rng.IntN(int(n))) | uint32(rng.IntN(256))<<refIndexBits)
+			}
+			if !refsBelow(view, n) {
+				t.Fatalf("refsBelow(%x, %d) = false, want true", view, n)
+			}
+			for i := range view {
+				r := view[i]
+				view[i] = ViewRef(n+uint32(rng.IntN(int(refIndexMax-n+1)))) | r&^refIndexMax
+				if refsBelow(view, n) {
+					t.Fatalf("refsBelow(%x, %d) = true, want false (reference %d of %d)", view, n, i, l)
+				}
+				view[i] = r
+			}
 		}
 	}
 }
