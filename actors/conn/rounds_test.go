@@ -10,23 +10,32 @@ import (
 	"github.com/ghostwire/ghostwire/actors/msg"
 )
 
+// quietPool is a pool of shards on a real actor system, its writes going
+// nowhere and its clock real time since it was made; the system shuts
+// down after the test (and after the test's own p.Close).
+func quietPool(tb testing.TB, shards int) *Pool {
+	tb.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	tb.Cleanup(sys.Shutdown)
+	start := time.Now()
+	cfg := DefaultConfig()
+	cfg.Session = benchSessionConfig()
+	p, err := NewPool(PoolConfig{Config: cfg, Shards: shards, Sys: sys, Now: func() time.Duration { return time.Since(start) },
+		NewWriter: func() Writer { return nowhere{} }})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // TestRoundsCountedByCause: a shard's first round runs straight; a post
 // to a sleeping shard wakes it for a round counted as posted; a
 // connection's deadline (its idle timeout) wakes it for one counted as
 // timer.
 func TestRoundsCountedByCause(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer sys.Shutdown()
-	start := time.Now()
-	cfg := DefaultConfig()
-	cfg.Session = benchSessionConfig()
-	p, err := NewPool(PoolConfig{Config: cfg, Shards: 1, Sys: sys, Now: func() time.Duration { return time.Since(start) },
-		NewWriter: func() Writer { return nowhere{} }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := quietPool(t, 1)
 	defer p.Close()
 	waitFor := func(what string, ok func(r [roundCauses]uint64) bool) {
 		t.Helper()
@@ -59,18 +68,7 @@ func TestRoundsCountedByCause(t *testing.T) {
 // its timer once however many posts wake it; the timer is not set and
 // stopped around every park.
 func TestShardTimerSetOnceForTheSameDeadline(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer sys.Shutdown()
-	start := time.Now()
-	cfg := DefaultConfig()
-	cfg.Session = benchSessionConfig()
-	p, err := NewPool(PoolConfig{Config: cfg, Shards: 1, Sys: sys, Now: func() time.Duration { return time.Since(start) },
-		NewWriter: func() Writer { return nowhere{} }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := quietPool(t, 1)
 	x := record(t, 1)
 	sess, _ := grantFor(t, x.req)
 	if _, err := p.Open(Params{Handshake: sess, Player: 7, Timeout: time.Hour}); err != nil {

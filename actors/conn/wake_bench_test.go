@@ -1,12 +1,9 @@
 package conn
 
 import (
-	"log/slog"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 )
@@ -23,18 +20,7 @@ import (
 // (the runtime's timer heap and poller included), or under perf stat with
 // the futex and epoll_pwait tracepoints for the system calls.
 func BenchmarkShardWakes(b *testing.B) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer sys.Shutdown()
-	start := time.Now()
-	cfg := DefaultConfig()
-	cfg.Session = benchSessionConfig()
-	p, err := NewPool(PoolConfig{Config: cfg, Shards: 2, Sys: sys, Now: func() time.Duration { return time.Since(start) },
-		NewWriter: func() Writer { return nowhere{} }})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := quietPool(b, 2)
 	x := record(b, 1)
 	idle := make([]*Conn, len(p.shards))
 	for i := range p.shards {
