@@ -139,3 +139,51 @@ func TestRunnerSharedByMailboxes(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerLingersWhileBusyEndsWhenIdle: runs that keep coming, for
+// longer than a linger, keep the one goroutine (the linger timer fires and
+// finds runs since its last firing); once they stop, the goroutine ends
+// within two lingers — which it would not if a firing that found a run
+// had left the timer unset.
+func TestRunnerLingersWhileBusyEndsWhenIdle(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r := newRunner(zoneThroughput)
+	defer r.Stop()
+	m := &mailboxLike{d: r}
+	busy := time.Now().Add(3 * runnerLinger)
+	for i := 1; time.Now().Before(busy); i++ {
+		m.post()
+		waitFor(t, time.Second, "the run", func() bool { return m.taken.Load() >= int64(i) })
+		time.Sleep(runnerLinger / 8) // the goroutine waits between runs
+	}
+	r.mu.Lock()
+	starts, alive := r.starts, r.alive
+	r.mu.Unlock()
+	if starts != 1 || !alive {
+		t.Fatalf("after %v of runs %v apart: %d goroutines started, alive %v; want 1, alive", 3*runnerLinger, runnerLinger/8, starts, alive)
+	}
+	waitFor(t, 2*runnerLinger+time.Second, "the goroutine to end once idle", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return !r.alive
+	})
+}
+
+// BenchmarkRunnerWakes (informative: real goroutines and real time): a
+// zone's runner woken for one run a millisecond, waiting between them, as
+// a zone's is by shard rounds' inputs. Run it under cachegrind for the
+// instructions of a wake-up and its wait (the runtime's timers included).
+func BenchmarkRunnerWakes(b *testing.B) {
+	r := newRunner(zoneThroughput)
+	defer r.Stop()
+	m := &mailboxLike{d: r}
+	i := int64(0)
+	for b.Loop() {
+		i++
+		m.post()
+		for m.taken.Load() < i {
+			time.Sleep(50 * time.Microsecond)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
