@@ -319,19 +319,9 @@ func FuzzDeltaFast(f *testing.F) {
 	f.Add(sectionBytes(1, Move{Dt: 32, Yaw: 1}, Move{Dt: 32, Yaw: 2}), uint8(32), int8(0), int8(0), uint16(1), int16(0), uint16(0), uint8(64))
 	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint8(1), int8(-127), int8(127), uint16(65535), int16(-PitchMax), uint16(65535), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, dt uint8, fwd, str int8, yaw uint16, pitch int16, buttons uint16, skip uint8) {
-		prev := Move{Seq: 9, Dt: dt, Forward: max(fwd, -AxisMax), Strafe: max(str, -AxisMax), Yaw: yaw,
-			Pitch: min(max(pitch, -PitchMax), PitchMax), Buttons: buttons}
-		buf := append(append([]byte(nil), data...), make([]byte, 8)...)
-		nbits := 8 * len(data)
-		at := min(int(skip), nbits)
-		var ra, rb bitstream.Reader
-		ra.ResetBits(buf, nbits)
-		rb.ResetBits(buf, nbits)
-		if at > 0 {
-			ra.ReadBits(uint(at), "skip")
-			rb.ReadBits(uint(at), "skip")
-		}
-		ma, mb := prev, prev
+		ra, rb := twinReaders(data, skip)
+		ma := fuzzPrev(dt, fwd, str, yaw, pitch, buttons)
+		mb := ma
 		ea := readDelta(&ra, &ma)
 		eb := readDeltaFields(&rb, &mb)
 		if (ea == nil) != (eb == nil) || ea != nil && ea.Error() != eb.Error() {
@@ -359,19 +349,9 @@ func FuzzReadDeltas(f *testing.F) {
 	f.Add([]byte{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, uint8(1), int8(-127), int8(127), uint16(65535), int16(-PitchMax), uint16(65535), uint8(0), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, dt uint8, fwd, str int8, yaw uint16, pitch int16, buttons uint16, skip, k uint8) {
 		k %= MaxWindow
-		prev := Move{Seq: 9, Dt: dt, Forward: max(fwd, -AxisMax), Strafe: max(str, -AxisMax), Yaw: yaw,
-			Pitch: min(max(pitch, -PitchMax), PitchMax), Buttons: buttons}
-		buf := append(append([]byte(nil), data...), make([]byte, 8)...)
-		nbits := 8 * len(data)
-		at := min(int(skip), nbits)
-		var ra, rb bitstream.Reader
-		ra.ResetBits(buf, nbits)
-		rb.ResetBits(buf, nbits)
-		if at > 0 {
-			ra.ReadBits(uint(at), "skip")
-			rb.ReadBits(uint(at), "skip")
-		}
-		ma, mb := prev, prev
+		ra, rb := twinReaders(data, skip)
+		ma := fuzzPrev(dt, fwd, str, yaw, pitch, buttons)
+		mb := ma
 		ea := readDeltas(&ra, &ma, int(k))
 		var eb error
 		for range k {
@@ -386,4 +366,27 @@ func FuzzReadDeltas(f *testing.F) {
 			t.Fatalf("readDeltas(%d) read %+v to bit %d; field by field %+v to bit %d", k, ma, ra.Pos(), mb, rb.Pos())
 		}
 	})
+}
+
+// fuzzPrev is a fuzz target's previous move from its arguments, clamped to
+// what a move can hold.
+func fuzzPrev(dt uint8, fwd, str int8, yaw uint16, pitch int16, buttons uint16) Move {
+	return Move{Seq: 9, Dt: dt, Forward: max(fwd, -AxisMax), Strafe: max(str, -AxisMax), Yaw: yaw,
+		Pitch: min(max(pitch, -PitchMax), PitchMax), Buttons: buttons}
+}
+
+// twinReaders are two readers of data (with a server payload's 8 bytes of
+// slack after it) at bit skip (at most its end), for a fuzz target to
+// read the same bits two ways.
+func twinReaders(data []byte, skip uint8) (ra, rb bitstream.Reader) {
+	buf := append(append([]byte(nil), data...), make([]byte, 8)...)
+	nbits := 8 * len(data)
+	at := min(int(skip), nbits)
+	ra.ResetBits(buf, nbits)
+	rb.ResetBits(buf, nbits)
+	if at > 0 {
+		ra.ReadBits(uint(at), "skip")
+		rb.ReadBits(uint(at), "skip")
+	}
+	return ra, rb
 }
