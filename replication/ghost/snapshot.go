@@ -1138,14 +1138,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 func refsBelow(view []ViewRef, n uint32) bool {
 	c := uint64(1<<31-n) * (1 | 1<<32)
 	var acc uint64
-	if len(view) < 16 {
-		for _, r := range view {
-			acc |= uint64(r.Index()) + c // the low lane's
-		}
-		return acc&(1<<31) == 0
+	if len(view) < 16 || !unalignedWordsOK {
+		return refsBelowEach(view, c)
 	}
 	// The words, read in place: a ViewRef array is 4-aligned, which an
-	// array of pointer-free words may be (checkptr allows it).
+	// array of pointer-free words may be (checkptr allows it; the
+	// architecture must too: unalignedWordsOK).
 	p := unsafe.Pointer(unsafe.SliceData(view))
 	// From the last sixteen down, the first sixteen last: no step past
 	// the end, none before the start.
@@ -1154,6 +1152,15 @@ func refsBelow(view []ViewRef, n uint32) bool {
 	}
 	acc |= refsOver((*[8]uint64)(p), c)
 	return acc&(1<<31|1<<63) == 0
+}
+
+// refsBelowEach is refsBelow a reference at a time (c: 2^31 − n).
+func refsBelowEach(view []ViewRef, c uint64) bool {
+	var acc uint64
+	for _, r := range view {
+		acc |= uint64(r.Index()) + c // the low lane's
+	}
+	return acc&(1<<31) == 0
 }
 
 // refsOver is refsBelow's or of sixteen references' lane sums, two

@@ -104,6 +104,20 @@ func TestRefsBelow(t *testing.T) {
 		if got := refsBelow(view, n); got != want {
 			t.Fatalf("refsBelow(%x, %d) = %v, want %v", view, n, got, want)
 		}
+		if got := refsBelowEach(view, uint64(1<<31-n)*(1|1<<32)); got != want {
+			t.Fatalf("refsBelowEach(%x, %d) = %v, want %v", view, n, got, want)
+		}
+		// A view that starts 4 bytes into a word, as a player's view within
+		// a snapshot's array may: the words are read unaligned.
+		if len(view) > 0 {
+			sub, subWant := view[1:], true
+			for _, r := range sub {
+				subWant = subWant && r.Index() < n
+			}
+			if got := refsBelow(sub, n); got != subWant {
+				t.Fatalf("refsBelow(%x, %d) (4 bytes off a word) = %v, want %v", sub, n, got, subWant)
+			}
+		}
 	}
 	// One reference out of range among many in range (the draws above
 	// mostly hold several): each position of every length, so a word no
