@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
@@ -24,10 +25,16 @@ var _ = [1]struct{}{}[handshake.ConnIDSize-8]
 
 func newIDTable() idTable { return idTable{newWordTable()} }
 
-// idKey is id as a word in the machine's byte order (the key never
-// leaves the process): one load, where binary.LittleEndian's put get
-// over the inlining budget (82 > 80).
-func idKey(id handshake.ConnID) uint64 { return *(*uint64)(unsafe.Pointer(&id)) }
+// idKey is id as a word (the key never leaves the process, so its byte
+// order is free): one load in place where the architecture allows an
+// unaligned one (unalignedWordsOK), where binary.LittleEndian's put get
+// over the inlining budget (82 > 80); assembled from its bytes elsewhere.
+func idKey(id handshake.ConnID) uint64 {
+	if !unalignedWordsOK { // a byte array need not sit on a word's boundary
+		return binary.LittleEndian.Uint64(id[:])
+	}
+	return *(*uint64)(unsafe.Pointer(&id))
+}
 
 func (t *idTable) get(id handshake.ConnID) *route     { return t.wordTable.get(idKey(id)) }
 func (t *idTable) set(id handshake.ConnID, rt *route) { t.wordTable.set(idKey(id), rt) }
