@@ -159,11 +159,11 @@ func TestViewSlotLower(t *testing.T) {
 }
 
 // A reference view's Refs take the references it was got for without
-// growing and hold at most 1.5× as many, whatever views of other sizes
+// growing and hold at most 4/3 as many, whatever views of other sizes
 // went through the pool before it (from one pool every view's room grew
 // to the most crowded player's).
 func TestViewRefsRoomFollowsTheView(t *testing.T) {
-	bound := func(n int) int { return max(8, n+n/2) }
+	bound := func(n int) int { return max(8, n+n/3) }
 	for round := range 3 {
 		var vs []*View
 		for _, n := range []int{1000, 700, 300, 120, 40} { // crowded views first
@@ -190,7 +190,7 @@ func TestViewRefsRoomFollowsTheView(t *testing.T) {
 }
 
 // A slot's views come back to it: the view its taker released is the
-// slot's next one while its room fits (not above 1.5× the references
+// slot's next one while its room fits (not above 4/3 of the references
 // asked for, as from the pools), a superseded view too, and a closed slot
 // keeps none. The round trip allocates nothing.
 func TestViewSlotReusesItsView(t *testing.T) {
@@ -215,11 +215,11 @@ func TestViewSlotReusesItsView(t *testing.T) {
 	if v := round(40); v != first {
 		t.Fatal("the released view did not come back to its slot")
 	}
-	if v := round(33); v != first {
-		t.Fatalf("a view with room %d was not reused for 33 references", cap(v.Refs))
+	if v := round(30); v != first {
+		t.Fatalf("a view with room %d was not reused for 30 references", cap(v.Refs))
 	}
-	if v := round(31); v == first {
-		t.Fatalf("a view with room %d reused for 31 references", cap(v.Refs))
+	if v := round(29); v == first {
+		t.Fatalf("a view with room %d reused for 29 references", cap(v.Refs))
 	}
 	if v := round(4); v == first {
 		t.Fatalf("a view with room %d reused for 4 references", cap(v.Refs))
