@@ -1007,5 +1007,5 @@ func (c *Conn) onStop() {
 	} else {
 		c.views.Close()
 	}
-	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
+	c.sh.pool.pids.remove(c.pid)
 }
