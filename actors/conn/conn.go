@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -23,7 +24,7 @@ type Params struct {
 	Handshake *handshake.Session // the session Grant.Session returned; the connection owns it
 	Player    uint64
 	Timeout   time.Duration // the token's idle timeout (0: Config.Session.Timeout)
-	UserData  []byte        // the token's user data (owned by the connection)
+	UserData  string        // the token's user data (msg.Join.UserData shares its bytes)
 	Zone      *actor.PID    // receives Join, Input, Leave (nil: input is dropped and counted)
 	// Inflight is the gateway's count of datagrams queued for this
 	// connection; the connection decrements it as it takes each one.
@@ -38,8 +39,10 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// 160 bytes: a 320-byte object starts on a cache line (the size class's
-// objects are 5 lines apart), so they are three lines (in a 352-byte
+// 160 bytes: a 256-byte object starts on a cache line (the size class's
+// objects are 4 lines apart; 5 in the 320-byte class before), so they are
+// three lines, and the fourth is the view slot's and ctlPost's, which
+// other goroutines write (TestConnLayout; in a 352-byte
 // object, 32-byte aligned in its span, 160 bytes were three lines either
 // way and 192 four half the time). By the time a player's next packet
 // comes, its connection has left the cache, and each line read is a miss.
@@ -62,62 +65,133 @@ type Conn struct {
 	// sends the tick's packet as soon as it has the control state, and
 	// that packet should carry the tick's ghosts too, not the previous
 	// tick's.
-	heldCtl  *msg.Control
-	rare     *connRare     // nil until a drain's Redirect, a rejoin or a relook
-	foldAt   time.Duration // when fates were last folded into the pool's counters
-	hidx     int32         // index in the shard's deadline heap (which holds the deadline), -1: not in it
-	resends  uint8         // resends since the last progress (backoff), at most maxResendBackoff
-	verified bool
+	heldCtl *msg.Control
+	rare    *connRare // nil until a drain's Redirect, a rejoin, a relook or a zone's handoff
+	hidx    int32     // index in the shard's deadline heap (which holds the deadline), -1: not in it
+	resends uint8     // resends since the last progress (backoff), at most maxResendBackoff
+	// foldSec is now/foldEvery, modulo 2^8, at the last fold of fates
+	// (foldFates): a fold once the second changes, 8 bytes fewer than
+	// the time itself (a connection not pumped for a multiple of 256 s
+	// folds a second later; the counts lose nothing).
+	foldSec  uint8
 	joined   bool
 	closed   bool // Closed sent (or the connection failed)
 	stopped  bool // removed from its shard: every further event is dropped
 	resuming bool // Config.Resume asked, not answered yet
-	redirect bool // a Redirect was sent: the client may be back elsewhere
-	ctlSeen  bool // a zone's Control arrived: the Join took
-	// leaveSent: the Leave went; zoneHolds: the zone answered the
-	// Leave(Redirected): it holds the player's events.
-	leaveSent, zoneHolds bool
-	viewsFlow            bool // views come with the controls: wait for them (off after a wait timed out)
-	dirty                bool // in the shard's list of connections to pump this round
+	dirty    bool // in the shard's list of connections to pump this round
+	// viewsFlow: views come with the controls: wait for them (off after
+	// a wait timed out).
+	viewsFlow bool
+	flags     connFlags
+	// supFolded is fates' third count (folded), here for the room.
+	supFolded uint16
 
 	// Per datagram.
 	inflight *atomic.Int32 // Params.Inflight
 	zone     *actor.PID
 	joinAt   time.Duration // when the newest Join went
-	ctlAt    time.Duration // when the newest Control arrived
+	ctlAt    time.Duration // when the newest Control arrived (0: none yet, the Join has not taken)
 	lastMove uint64        // the newest move handed to an Input
-	oldestAt time.Duration // when the oldest of unacked was handed on (no earlier than)
-	applied  uint64        // the newest applied move a zone reported
-	resentAt time.Duration // when unacked moves were last sent again
-	unacked  []keptMove    // moves handed on, not yet reported applied (resent on a Rejoin)
+	// waitFrom is when the wait for a resend of unacked moves runs from
+	// (resendStalled), with joinAt: the oldest move's handing on (no
+	// earlier than) or the last resend, whichever came later — all that
+	// was ever read of the two times, in one field.
+	waitFrom time.Duration
+	applied  uint64     // the newest applied move a zone reported
+	unacked  []keptMove // moves handed on, not yet reported applied (resent on a Rejoin)
 
 	// Per Control.
 	ctlEpoch uint64 // the newest Control epoch taken (a relook: the record's)
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
-	// slot: away from the lines above).
-	pid       *actor.PID
-	hs        *handshake.Session // Params.Handshake: the session's until it is built
-	player    uint64
-	zoneEpoch uint64
-	userData  []byte
-	held      *[]*msg.Input // input that arrived meanwhile (nil: none; made by the first)
-	evKept    []keptEvent   // numbered events handed on, not yet reported applied (resent on a Rejoin)
-	fates     folded        // packet fates already added to the pool's counters
+	// slot and ctlPost: away from the lines above).
+	pid      *actor.PID
+	hs       *handshake.Session // Params.Handshake: the session's until it is built
+	player   uint64
+	userData string
+	side     *connSide // input held during a lookup, events kept for a Rejoin (nil: none)
 	// ctlPost is 1 + the index in its shard's inbox of the newest Control
 	// posted to this connection (0: none since another message): the
 	// next one is merged into it while it waits (shard.post). Guarded by
 	// the shard's mu, written by the posting goroutine.
 	ctlPost int32
+	fates   folded // packet fates already added to the pool's counters
 	views   msg.ViewSlot
+}
+
+// connFlags are four of a connection's states, a bit each: a byte where
+// four bools took four, which the 256-byte size class had no room for.
+type connFlags uint8
+
+const (
+	verified  connFlags = 1 << iota // the gateway was told (Verified)
+	redirect                        // a Redirect was sent: the client may be back elsewhere
+	leaveSent                       // the Leave went
+	zoneHolds                       // the zone answered the Leave(Redirected): it holds the player's events
+)
+
+func (c *Conn) is(f connFlags) bool { return c.flags&f != 0 }
+
+func (c *Conn) set(f connFlags, on bool) {
+	if on {
+		c.flags |= f
+	} else {
+		c.flags &^= f
+	}
+}
+
+// connSide is what a connection holds for a while now and then: the input
+// that arrives while its player's record is looked up (the join, a
+// relook), and the numbered events handed on until a zone reports them
+// applied (a player sends one now and then). Made by the first of either,
+// dropped when both are empty: one pointer in the Conn, not a slice and a
+// pointer (32 bytes).
+type connSide struct {
+	held   []*msg.Input // input that arrived meanwhile (at most maxHeld)
+	evKept []keptEvent  // numbered events handed on, not yet reported applied (resent on a Rejoin)
+}
+
+func (c *Conn) sideState() *connSide {
+	if c.side == nil {
+		c.side = new(connSide)
+	}
+	return c.side
+}
+
+// dropSide gives the side state back once it holds nothing.
+func (c *Conn) dropSide() {
+	if s := c.side; s != nil && len(s.held) == 0 && len(s.evKept) == 0 {
+		c.side = nil
+	}
+}
+
+// keptEvents are the events handed on, not yet reported applied.
+func (c *Conn) keptEvents() []keptEvent {
+	if c.side == nil {
+		return nil
+	}
+	return c.side.evKept
+}
+
+// takeHeld returns the input held during a lookup and forgets it.
+func (c *Conn) takeHeld() []*msg.Input {
+	if c.side == nil {
+		return nil
+	}
+	h := c.side.held
+	c.side.held = nil
+	c.dropSide()
+	return h
 }
 
 // connRare is what a connection needs only in rare episodes — a drain's
 // Redirect, a failover's rejoin, the lookup for a silent zone or for a
-// Join that did not take — made at the first: 36 bytes fewer in every
-// Conn (with the token no longer copied and the pool read through the
-// shard, the 352-byte size class, not 448). The zero value is none of
-// them.
+// Join that did not take, a zone's handoff (its Redirect's epoch: not a
+// handshake's, a join's or the first views') — made at the first: 36
+// bytes fewer in every Conn (with the
+// token no longer copied and the pool read through the shard, the
+// 352-byte size class, not 448), and the zone's epoch 8 more (256, not
+// 320). The zero value is none of them.
 type connRare struct {
 	// A Redirect waits (redirWait, since redirAt) until the zone holds
 	// the player's events (zoneHolds) and every event sent to the client
@@ -129,7 +203,8 @@ type connRare struct {
 	// player was restored away from (dropped); floorAt: a rejoin's
 	// checkpoint epoch, the floor once a Control above it arrives.
 	outFloor, floorAt uint64
-	lookups           int32 // Config.Resume asked again for a Join that did not take
+	zoneEpoch         uint64 // the newest handoff epoch of a zone's Redirect (msg.Redirect)
+	lookups           int32  // Config.Resume asked again for a Join that did not take
 }
 
 func (c *Conn) rareState() *connRare {
@@ -141,6 +216,13 @@ func (c *Conn) rareState() *connRare {
 
 func (c *Conn) redirWaiting() bool { return c.rare != nil && c.rare.redirWait != nil }
 
+func (c *Conn) zoneEpoch() uint64 {
+	if c.rare == nil {
+		return 0
+	}
+	return c.rare.zoneEpoch
+}
+
 func (c *Conn) relookAt() time.Duration {
 	if c.rare == nil {
 		return 0
@@ -151,6 +233,17 @@ func (c *Conn) relookAt() time.Duration {
 // PID is the connection's address: zones send it Control, Output,
 // Redirect, Kick and ViewReady; the gateway Shutdown and Stop.
 func (c *Conn) PID() *actor.PID { return c.pid }
+
+// UserData is the connect token's user data (Params.UserData), fixed for
+// the connection's life: the gateway reads it for a Redirect's token.
+func (c *Conn) UserData() string { return c.userData }
+
+// userBytes is the user data as a Join carries it, sharing its bytes (a
+// Join's receivers only read them, as they did the Params' slice): the
+// Conn holds a string, 8 bytes fewer than a slice.
+func (c *Conn) userBytes() []byte {
+	return unsafe.Slice(unsafe.StringData(c.userData), len(c.userData))
+}
 
 func (c *Conn) logger() *slog.Logger { return c.sh.pool.log }
 
@@ -214,7 +307,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// the old owner's late Outputs are stale from now on.
 			r.outFloor, r.floorAt = max(r.outFloor, r.floorAt), 0
 		}
-		c.ctlSeen, c.ctlAt = true, now
+		c.ctlAt = max(now, 1) // ≠ 0: a Control arrived
 		if m.LastApplied > c.applied {
 			c.resends = 0
 		}
@@ -238,7 +331,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		if len(m.Events) == 0 {
 			// The zone's answer to this connection's Leave(Redirected)
 			// (holdEvents): every Output it sent before has arrived.
-			c.zoneHolds = true
+			c.set(zoneHolds, true)
 			m.Release()
 			return
 		}
@@ -252,7 +345,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// nothing newer came since it went: no Control (the zone spoke)
 			// and no Join (a Rejoin from a zone that restored the player
 			// read the record later, or as late).
-			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.redirect && !c.resuming &&
+			if m.cp != nil && m.zone != nil && c.joined && !c.closed && !c.is(redirect) && !c.resuming &&
 				m.at == c.relookAt() && c.ctlAt < m.at && c.joinAt < m.at {
 				c.zone = m.zone
 				// The epoch is the record's, lower or not. A restore's
@@ -278,16 +371,13 @@ func (c *Conn) handle(m any, now time.Duration) {
 				c.views.Lower(c.ctlEpoch) // the real owner's views too
 				c.rejoin(m.cp, now)
 			}
-		case c.resuming && c.leaveSent:
+		case c.resuming && c.is(leaveSent):
 			// Superseded by a newer login while its record was looked up
 			// (Shutdown, Duplicate): a Join now would take the player from
 			// the newer session's connection until this one's Leave.
 			c.resuming = false
-			if c.held != nil {
-				for _, in := range *c.held {
-					in.Release()
-				}
-				c.held = nil
+			for _, in := range c.takeHeld() {
+				in.Release()
 			}
 		case c.resuming && !c.closed:
 			if m.zone != nil {
@@ -307,14 +397,15 @@ func (c *Conn) handle(m any, now time.Duration) {
 		// for no Redirect: superseded by a newer login (Shutdown,
 		// Duplicate), or closing with its Redirect given up; it sends
 		// no Leave after such a Join.
-		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.redirect && !c.closed &&
-			(!c.leaveSent || c.redirWaiting()) {
+		if c.joined && c.zone != nil && m.Player == c.player && m.Restore != nil && !c.is(redirect) && !c.closed &&
+			(!c.is(leaveSent) || c.redirWaiting()) {
 			c.rejoin(m.Restore, now)
 		}
 	case *msg.Redirect:
-		if m.Epoch > c.zoneEpoch {
+		if m.Epoch > c.zoneEpoch() { // a zone's handoff: the rare state's first maker for most players
 			moved := c.zone != nil && m.Zone != nil && !m.Zone.Equal(c.zone)
-			c.zone, c.zoneEpoch = m.Zone, m.Epoch
+			c.zone = m.Zone
+			c.rareState().zoneEpoch = m.Epoch
 			if moved {
 				c.resendToOwner(now)
 			}
@@ -326,14 +417,14 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.close(now, reason)
 	case *Shutdown:
-		if m.Reason == handshake.ReasonDuplicate && !c.leaveSent && !c.redirect {
+		if m.Reason == handshake.ReasonDuplicate && !c.is(leaveSent) && !c.is(redirect) {
 			// Superseded by a newer login: tell the zone now, not after
 			// the Disconnect copies, and join no more (leaveSent; a
 			// lookup's answer is dropped). Should this connection's Join
 			// have come after the newer one's (each joins after its
 			// record lookup), the zone gives the player back to that one
 			// at once (actors/zone reclaim).
-			c.leaveSent = true
+			c.set(leaveSent, true)
 			if c.joined && c.zone != nil {
 				c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonDuplicate})
 			}
@@ -419,8 +510,8 @@ func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
 		c.sh.pool.counters.Moved.Add(1)
 		c.tellGateway(&Moved{ID: c.srv.ID(), From: from, To: c.srv.Addr()})
 	}
-	if !c.verified && c.srv.State() >= handshake.StateConnected {
-		c.verified = true
+	if !c.is(verified) && c.srv.State() >= handshake.StateConnected {
+		c.set(verified, true)
 		c.tellGateway(&Verified{PID: c.pid, ID: c.srv.ID(), Player: c.player})
 		if c.zone != nil {
 			if c.sh.pool.cfg.Resume != nil {
@@ -464,7 +555,7 @@ func (c *Conn) lookUpAgain(now time.Duration) {
 	if c.resuming || c.closed || c.sh.pool.cfg.Resume == nil {
 		return
 	}
-	if !c.ctlSeen {
+	if c.ctlAt == 0 { // no Control yet: the Join did not take
 		if c.rare == nil || c.rare.lookups < maxLookups {
 			// The Join went to a zone that never answered: its node was
 			// stopping (the client followed a drain's Redirect here while
@@ -473,7 +564,7 @@ func (c *Conn) lookUpAgain(now time.Duration) {
 			c.rareState().lookups++
 			c.lookup()
 		}
-	} else if !c.redirect && now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
+	} else if !c.is(redirect) && now-max(c.ctlAt, c.joinAt, c.relookAt()) >= zoneSilentAfter {
 		c.relook(now)
 	}
 }
@@ -518,7 +609,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),
-		LastApplied: fence, UserData: c.userData, Restore: cp,
+		LastApplied: fence, UserData: c.userBytes(), Restore: cp,
 	})
 	// The moves the old owner never reported applied go again: the client
 	// will not resend what this connection already took.
@@ -576,16 +667,13 @@ func (c *Conn) join(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),
-		UserData: c.userData, Restore: cp, EventGen: c.srv.EventGen(),
+		UserData: c.userBytes(), Restore: cp, EventGen: c.srv.EventGen(),
 	})
 	c.joined, c.resuming = true, false
-	if c.held != nil {
-		for _, in := range *c.held {
-			c.sh.toZone(c.zone, in)
-		}
-		c.held = nil // the lookup is over: no room kept for the next
+	for _, in := range c.takeHeld() { // the lookup is over: no room kept for the next
+		c.sh.toZone(c.zone, in)
 	}
-	if c.redirWaiting() && !c.leaveSent {
+	if c.redirWaiting() && !c.is(leaveSent) {
 		c.holdEvents(now) // a Redirect came during the lookup
 	}
 }
@@ -613,7 +701,7 @@ func (c *Conn) Move(m move.Move) {
 	c.lastMove = m.Seq
 	in.Moves = append(in.Moves, m)
 	if len(c.unacked) == 0 {
-		c.oldestAt = c.sh.rxAt
+		c.waitFrom = max(c.waitFrom, c.sh.rxAt)
 		if c.unacked == nil {
 			c.unacked = make([]keptMove, 0, minUnackedRoom)
 		}
@@ -679,7 +767,7 @@ func (c *Conn) ackMoves(applied uint64, now time.Duration) {
 	}
 	if i > 0 {
 		c.unacked = c.unacked[:copy(c.unacked, c.unacked[i:])]
-		c.oldestAt = now // the new oldest went no earlier
+		c.waitFrom = max(c.waitFrom, now) // the new oldest went no earlier
 		if n := len(c.unacked); cap(c.unacked) > minUnackedRoom && n <= cap(c.unacked)/8 {
 			// A backlog (a slow zone, a failover, the join's lookup) is
 			// over: give its room back instead of keeping up to
@@ -729,14 +817,12 @@ func (c *Conn) flushInput(now time.Duration) {
 	if c.srv != nil {
 		in.EventGen = c.srv.EventGen()
 	}
-	if c.resuming && (c.held == nil || len(*c.held) < maxHeld) {
-		if c.held == nil {
-			c.held = new([]*msg.Input)
-		}
-		*c.held = append(*c.held, in)
+	if c.resuming && (c.side == nil || len(c.side.held) < maxHeld) {
+		s := c.sideState()
+		s.held = append(s.held, in)
 		return
 	}
-	if c.zone == nil || !c.joined || c.leaveSent && !c.redirect && !c.redirWaiting() {
+	if c.zone == nil || !c.joined || c.is(leaveSent) && !c.is(redirect) && !c.redirWaiting() {
 		// (The last: superseded by a newer login, Shutdown Duplicate. Its
 		// input would act on the player the newer connection plays.)
 		c.sh.pool.counters.InputsDropped.Add(1)
@@ -768,7 +854,7 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 		return
 	}
 	wait := moveResendAfter << c.resends
-	if c.ctlAt-max(c.oldestAt, c.joinAt, c.resentAt) < wait {
+	if c.ctlAt-max(c.waitFrom, c.joinAt) < wait {
 		return
 	}
 	if len(in.Moves) > 0 && in.Moves[0].Seq == c.unackedSeq(0) {
@@ -779,7 +865,7 @@ func (c *Conn) resendStalled(in *msg.Input, now time.Duration) {
 		in.Moves = append(in.Moves, c.unkeep(k))
 	}
 	in.LostBefore = 0 // the zone heard of those gaps with the moves' first copies
-	c.resentAt = now
+	c.waitFrom = now
 	c.resends = min(c.resends+1, maxResendBackoff)
 	c.sh.pool.counters.MovesResent.Add(uint64(len(c.unacked)))
 }
@@ -872,7 +958,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 			c.applyFates() // what Poll's own fate pass resolved, while the table is warm
 		}
 	}
-	if now-c.foldAt >= foldEvery { // inlined: the fold's call once a second, not every pump
+	if foldSecond(now) != c.foldSec { // inlined: the fold's call once a second, not every pump
 		c.foldFates(now, false)
 	}
 	redirNext := maxDeadline
@@ -933,9 +1019,9 @@ func (c *Conn) finish(r handshake.Reason) {
 		return
 	}
 	c.closed = true
-	if c.joined && c.zone != nil && !c.leaveSent {
+	if c.joined && c.zone != nil && !c.is(leaveSent) {
 		lr := r
-		if c.redirect {
+		if c.is(redirect) {
 			// Whether or not its acknowledgement came, the client may
 			// already play through another gateway: the zone must not
 			// take that connection's player for this one's (it ignores
@@ -956,7 +1042,7 @@ func (c *Conn) finish(r handshake.Reason) {
 	if c.sh.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
 			PID: c.pid, ID: id, Player: c.player, Reason: r,
-			Verified: c.verified, Stats: st,
+			Verified: c.is(verified), Stats: st,
 		})
 	} else {
 		c.sh.stop(c)
@@ -992,12 +1078,10 @@ func (c *Conn) onStop() {
 		return
 	}
 	c.stopped = true
-	if c.held != nil {
-		for _, in := range *c.held {
-			in.Release()
-		}
+	for _, in := range c.takeHeld() {
+		in.Release()
 	}
-	c.held, c.resuming = nil, false
+	c.resuming = false
 	if c.heldCtl != nil {
 		c.heldCtl.Release()
 		c.heldCtl = nil
@@ -1007,5 +1091,5 @@ func (c *Conn) onStop() {
 	} else {
 		c.views.Close()
 	}
-	c.sh.pool.sys.ProcessRegistry.Remove(c.pid)
+	c.sh.pool.pids.remove(c.pid)
 }

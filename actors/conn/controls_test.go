@@ -61,7 +61,7 @@ func TestPostControlsKeepsOrderOnce(t *testing.T) {
 	if b.applied != 6 {
 		t.Fatalf("b applied %d, want 6", b.applied)
 	}
-	if c.ctlSeen || c.applied != 0 {
+	if c.ctlAt != 0 || c.applied != 0 {
 		t.Fatalf("the stopped connection handled its Control (applied %d)", c.applied)
 	}
 }

@@ -24,11 +24,12 @@ type keptEvent struct {
 const maxKeptEvents = 256
 
 func (c *Conn) keepEvent(e event.Event) {
-	if len(c.evKept) == maxKeptEvents {
-		copy(c.evKept, c.evKept[1:])
-		c.evKept = c.evKept[:maxKeptEvents-1]
+	s := c.sideState()
+	if len(s.evKept) == maxKeptEvents {
+		copy(s.evKept, s.evKept[1:])
+		s.evKept = s.evKept[:maxKeptEvents-1]
 	}
-	c.evKept = append(c.evKept, keptEvent{lane: uint8(e.Lane), seq: e.Seq, payload: append([]byte(nil), e.Payload...)})
+	s.evKept = append(s.evKept, keptEvent{lane: uint8(e.Lane), seq: e.Seq, payload: append([]byte(nil), e.Payload...)})
 }
 
 // ackEvents takes a zone's event fence: the client hears of it (it stops
@@ -44,35 +45,41 @@ func (c *Conn) ackEvents(f *handoff.EventFence) {
 			c.srv.SetEventsApplied(l, s)
 		}
 	}
+	s := c.side
+	if s == nil {
+		return
+	}
 	n := 0
-	for _, k := range c.evKept {
+	for _, k := range s.evKept {
 		if int(k.lane) < len(f.Last) && k.seq <= f.Last[k.lane] {
 			continue
 		}
-		c.evKept[n] = k
+		s.evKept[n] = k
 		n++
 	}
-	clear(c.evKept[n:])
-	c.evKept = c.evKept[:n]
+	clear(s.evKept[n:])
+	s.evKept = s.evKept[:n]
 	if n == 0 {
 		// All applied (the usual case a tick after an event): keep no
 		// room. A player sends an event now and then, and the room kept
 		// from the first was 48 bytes a connection for good.
-		c.evKept = nil
+		s.evKept = nil
+		c.dropSide()
 	}
 }
 
 // resendEvents puts the kept events into in, ahead of any it carries
 // (lane order is number order).
 func (c *Conn) resendEvents(in *msg.Input) {
-	if len(c.evKept) == 0 || c.srv == nil {
+	kept := c.keptEvents()
+	if len(kept) == 0 || c.srv == nil {
 		return
 	}
 	in.EventGen = c.srv.EventGen()
-	for _, k := range c.evKept {
+	for _, k := range kept {
 		in.AddSeq(event.Ordered, k.lane, 0, k.payload, k.seq)
 	}
-	c.sh.pool.counters.EventsResent.Add(uint64(len(c.evKept)))
+	c.sh.pool.counters.EventsResent.Add(uint64(len(kept)))
 }
 
 // resendToOwner sends the player's new owner, right after the handoff's
@@ -89,8 +96,8 @@ func (c *Conn) resendEvents(in *msg.Input) {
 // applied from here still acts after its packet's moves (the owner drops
 // the moves it has).
 func (c *Conn) resendToOwner(now time.Duration) {
-	if len(c.evKept) == 0 || c.srv == nil || !c.joined || c.resuming || c.closed ||
-		c.leaveSent && !c.redirect && !c.redirWaiting() {
+	if len(c.keptEvents()) == 0 || c.srv == nil || !c.joined || c.resuming || c.closed ||
+		c.is(leaveSent) && !c.is(redirect) && !c.redirWaiting() {
 		return
 	}
 	in := msg.NewInput()
@@ -125,7 +132,7 @@ func (c *Conn) resendToOwner(now time.Duration) {
 const maxRedirectHold = time.Second
 
 func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
-	if c.srv == nil || c.redirect || c.redirWaiting() {
+	if c.srv == nil || c.is(redirect) || c.redirWaiting() {
 		return
 	}
 	if (c.joined || c.resuming) && c.zone != nil && !c.closed && c.srv.State() == handshake.StateConnected {
@@ -143,7 +150,8 @@ func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 // next connection (the Leave a followed Redirect sends).
 func (c *Conn) holdEvents(now time.Duration) {
 	// A zone that restored the player meanwhile (rejoin) must answer too.
-	c.leaveSent, c.zoneHolds = true, false
+	c.set(leaveSent, true)
+	c.set(zoneHolds, false)
 	c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: handshake.ReasonRedirected})
 }
 
@@ -155,7 +163,7 @@ func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
 		c.close(now, handshake.ReasonServerShutdown)
 		return
 	}
-	c.redirect = true
+	c.set(redirect, true)
 	c.sh.pool.counters.Redirects.Add(1)
 }
 
@@ -172,7 +180,7 @@ func (c *Conn) redirectDue(now time.Duration) time.Duration {
 	}
 	// The zone's answer and the client's acks arrive as messages and
 	// datagrams, each followed by a pump: only the bound needs a deadline.
-	settled := c.leaveSent && c.zoneHolds && !c.srv.EventsInFlight()
+	settled := c.is(leaveSent) && c.is(zoneHolds) && !c.srv.EventsInFlight()
 	if settled || now-r.redirAt >= maxRedirectHold {
 		c.startRedirect(r.redirWait, now)
 		return maxDeadline

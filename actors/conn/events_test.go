@@ -28,8 +28,8 @@ func TestKeptEventsGoWithTheirFence(t *testing.T) {
 	}
 	c.Event(event.Event{Class: event.Ordered, Lane: 1, Seq: 1, Payload: payload})
 	payload[0] = 'j' // the kept copies are the connection's
-	if len(c.evKept) != 4 || string(c.evKept[0].payload) != "hello" {
-		t.Fatalf("kept %d events, the first %q; want 4, \"hello\"", len(c.evKept), c.evKept[0].payload)
+	if len(c.keptEvents()) != 4 || string(c.keptEvents()[0].payload) != "hello" {
+		t.Fatalf("kept %d events, the first %q; want 4, \"hello\"", len(c.keptEvents()), c.keptEvents()[0].payload)
 	}
 	fence := func(g uint64, last ...uint64) *handoff.EventFence {
 		f := &handoff.EventFence{Gen: g}
@@ -37,16 +37,16 @@ func TestKeptEventsGoWithTheirFence(t *testing.T) {
 		return f
 	}
 	c.ackEvents(fence(gen+1, 3, 1)) // another numbering
-	if len(c.evKept) != 4 {
-		t.Fatalf("a fence of another numbering forgot %d events", 4-len(c.evKept))
+	if len(c.keptEvents()) != 4 {
+		t.Fatalf("a fence of another numbering forgot %d events", 4-len(c.keptEvents()))
 	}
 	c.ackEvents(fence(gen, 2))
-	if len(c.evKept) != 2 || c.evKept[0].seq != 3 || c.evKept[1].lane != 1 {
-		t.Fatalf("after lane 0's fence at 2: %+v, want lane 0's 3 and lane 1's 1", c.evKept)
+	if len(c.keptEvents()) != 2 || c.keptEvents()[0].seq != 3 || c.keptEvents()[1].lane != 1 {
+		t.Fatalf("after lane 0's fence at 2: %+v, want lane 0's 3 and lane 1's 1", c.keptEvents())
 	}
 	c.ackEvents(fence(gen, 3, 1))
-	if len(c.evKept) != 0 || cap(c.evKept) != 0 {
-		t.Fatalf("after every event applied: %d kept, room for %d; want none", len(c.evKept), cap(c.evKept))
+	if len(c.keptEvents()) != 0 || c.side != nil {
+		t.Fatalf("after every event applied: %d kept, room for %d; want none", len(c.keptEvents()), cap(c.keptEvents()))
 	}
 	if c.sh.in != nil {
 		c.sh.in.Release()

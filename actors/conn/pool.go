@@ -2,11 +2,9 @@ package conn
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +71,7 @@ type Pool struct {
 	shards   []*shard
 	next     int // round robin for Open (gateway goroutine only)
 	ids      atomic.Uint64
+	pids     connPIDs // the connections' PIDs (not in protoactor's registry)
 	wg       sync.WaitGroup
 
 	sent, bytes, dropped, errors atomic.Uint64
@@ -134,6 +133,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	p.pids.init(cfg.Sys)
 	for i := range cfg.Shards {
 		s := &shard{pool: p, id: i, w: cfg.NewWriter(), wake: make(chan struct{}, 1)}
 		s.timer = time.AfterFunc(time.Hour, s.ring)
@@ -178,11 +178,7 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 		sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
 		player: prm.Player, userData: prm.UserData, hidx: -1,
 	}
-	pid, ok := p.sys.ProcessRegistry.Add(&proc{c: c}, "conn$"+strconv.FormatUint(p.ids.Add(1), 10))
-	if !ok {
-		return nil, fmt.Errorf("conn: process id taken")
-	}
-	c.pid = pid
+	c.pid = p.pids.add(c, p.ids.Add(1))
 	s.post(c, startEvent{timeout: prm.Timeout})
 	return c, nil
 }

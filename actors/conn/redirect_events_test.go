@@ -45,7 +45,7 @@ func TestRedirectResendsTheEventsTheOldOwnerHasNotApplied(t *testing.T) {
 		return p
 	}
 	old, owner, third := pid("zone-old"), pid("zone-owner"), pid("zone-third")
-	c.zone, c.zoneEpoch, c.joined = old, 1, true
+	c.zone, c.rareState().zoneEpoch, c.joined = old, 1, true
 	base := c.lastMove // the recording's moves, applied
 	c.unacked, c.applied = nil, base
 

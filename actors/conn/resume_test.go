@@ -45,17 +45,17 @@ func TestInputHeldDuringTheLookup(t *testing.T) {
 	for i := range 10 { // the lookup takes ten datagrams' time
 		at(i)
 	}
-	if lookups != 1 || !c.resuming || c.held == nil {
-		t.Fatalf("after the first datagrams: %d lookups, resuming %v, held %v", lookups, c.resuming, c.held != nil)
+	if lookups != 1 || !c.resuming || c.side == nil || len(c.side.held) == 0 {
+		t.Fatalf("after the first datagrams: %d lookups, resuming %v, held %v", lookups, c.resuming, c.side != nil)
 	}
-	if held = len(*c.held); held < 5 {
+	if held = len(c.side.held); held < 5 {
 		t.Fatalf("%d inputs held during the lookup, want the datagrams' (≥ 5)", held)
 	}
 	answer = nil
 	s.handle(c, &resumed{zone: zone}, 10*benchStep) // the record's answer
 	s.sendInputs()
-	if c.held != nil {
-		t.Fatalf("%d inputs' room kept after the Join", cap(*c.held))
+	if c.side != nil {
+		t.Fatalf("%d inputs' room kept after the Join", cap(c.side.held))
 	}
 	if len(z.got) < 2 {
 		t.Fatalf("the zone got %d messages, want the Join and the held inputs", len(z.got))

@@ -105,7 +105,7 @@ func TestRedirectedConnectionSupersededByItsClientsReturnLeavesNoMore(t *testing
 			if followed {
 				s.handle(c, msg.NewOutput(), now) // the zone holds the player's events
 				s.pumpOne(c, now)
-				if !c.redirect {
+				if !c.is(redirect) {
 					t.Fatal("the Redirect was not sent to the client")
 				}
 			} else if !c.redirWaiting() {

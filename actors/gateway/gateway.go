@@ -323,7 +323,7 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		// joins again (the cluster bridge cannot tell which connection
 		// holds a player whose zone was local).
 		if rt := r.byPlayer[m.Player]; rt != nil {
-			ctx.Send(rt.pid, m)
+			ctx.Send(r.pidOf(rt), m)
 		}
 	case *actor.Stopping:
 		r.stopping()

@@ -38,7 +38,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.conn, rt.pid = c, c.PID()
+	rt.conn = c
 	r.byID.set(rt.id, rt)
 	r.byAddr.set(rt.addr, rt)
 

@@ -88,7 +88,7 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 	n := 0
 	for _, rt := range rts {
 		if !rt.verified() {
-			ctx.Send(rt.pid, &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
+			ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
 			continue
 		}
 		to := targets[n%len(targets)]
@@ -98,14 +98,14 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 		}
 		tok, err := handshake.IssueToken(r.cfg.Key, handshake.TokenParams{
 			PlayerID: rt.player, ProtocolID: r.cfg.ProtocolID, Expiry: RedirectTokenExpiry, Timeout: timeout,
-			ServerAddrs: []netip.AddrPort{to}, UserData: []byte(rt.userData),
+			ServerAddrs: []netip.AddrPort{to}, UserData: rt.userData(),
 		}, wall(), rnd)
 		if err != nil {
 			r.log.Error("redirect token not minted; disconnecting", "player", rt.player, "err", err)
-			ctx.Send(rt.pid, &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
+			ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
 			continue
 		}
-		ctx.Send(rt.pid, &conn.Redirect{To: to, Token: tok})
+		ctx.Send(r.pidOf(rt), &conn.Redirect{To: to, Token: tok})
 		r.st.redirects.Add(1)
 		n++
 	}

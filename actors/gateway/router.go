@@ -28,32 +28,57 @@ type route struct {
 	conn     *conn.Conn   // nil in router tests and benchmarks (no pool)
 	inflight atomic.Int32 // datagrams queued to the connection, shared with it (Params.Inflight)
 	shard    int32
-	pid      *actor.PID
 	id       handshake.ConnID
 	addr     netip.AddrPort // where short-form packets come from
 	// token is the connect token's id until the connection is verified,
 	// when it is consumed (onVerified; forget consumes it for a
 	// connection gone before): nil after. Only a pending connection needs
 	// it: in the route itself it was 24 bytes of every connection for its
-	// life (136 → 128 → 112 B, the 112-byte size class).
+	// life (136 → 128 → 112 B; 96 now, TestRouteLayout).
 	token  *handshake.TokenID
 	player uint64
-	// userData and timeoutMS (milliseconds, the token's unit: ≤
-	// handshake.MaxTimeout, an hour) are the token's, for the token a
-	// Redirect carries (RedirectAll): the player continues with the same
-	// claims. verified is since ≠ 0: a bool and a time.Duration of their
-	// own put the route at 136 bytes, the 144-byte size class (now 112,
-	// with the token kept only while pending). userData is a string (16
-	// bytes, sharing the bytes the connection's Params got) to leave room
-	// for shard in the 112 bytes.
+	// timeoutMS (milliseconds, the token's unit: ≤ handshake.MaxTimeout,
+	// an hour) is the token's, for the token a Redirect carries
+	// (RedirectAll), with the user data the connection holds
+	// (conn.Conn.UserData): the player continues with the same claims.
+	// verified is since ≠ 0: a bool and a time.Duration of their own put
+	// the route at 136 bytes. The PID and the user data are the Conn's
+	// (pidOf, userData): their copies here were 24 bytes of every
+	// connection, the 112-byte size class, not 96.
 	timeoutMS uint32
 	since     int64 // verified at, Unix nanoseconds (wall clock; admin session age); 0 until verified
-	userData  string
 }
 
 // attach makes c the route's connection.
 func (rt *route) attach(c *conn.Conn) {
-	rt.conn, rt.pid, rt.shard = c, c.PID(), int32(c.Shard())
+	rt.conn, rt.shard = c, int32(c.Shard())
+}
+
+// userData is the connect token's user data, for a Redirect's token: the
+// connection's (none without one: router tests).
+func (rt *route) userData() []byte {
+	if rt.conn == nil {
+		return nil
+	}
+	return []byte(rt.conn.UserData())
+}
+
+// pidOf is rt's connection's address: its Conn's, or for a router without
+// a pool (router tests and benchmarks: no connection runs) one made once
+// for rt's id and kept in r.loose.
+func (r *router) pidOf(rt *route) *actor.PID {
+	if rt.conn != nil {
+		return rt.conn.PID()
+	}
+	if pid := r.loose[rt.id]; pid != nil {
+		return pid
+	}
+	if r.loose == nil {
+		r.loose = make(map[handshake.ConnID]*actor.PID)
+	}
+	pid := actor.NewPID("local", "conn-"+rt.id.String())
+	r.loose[rt.id] = pid
+	return pid
 }
 
 // verified: the connection authenticated a packet (onVerified).
@@ -85,10 +110,12 @@ type router struct {
 	lim  *handshake.RateLimiter
 	out  outbox
 	pool *conn.Pool // nil in router tests and benchmarks
-	st   *counters
-	cc   *conn.Counters
-	now  func() time.Duration // node monotonic clock
-	log  *slog.Logger
+	// loose: the PIDs of a pool-less router's routes (pidOf), by id.
+	loose map[handshake.ConnID]*actor.PID
+	st    *counters
+	cc    *conn.Counters
+	now   func() time.Duration // node monotonic clock
+	log   *slog.Logger
 
 	// mu orders the actor's writes of byID and byAddr against the
 	// reader's lookups (one read lock per read batch).
@@ -305,7 +332,7 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 	if rt.conn != nil {
 		st.StageOn(int(rt.shard), rt.conn, q) // posted with the rest of the batch
 	} else {
-		ctx.Send(rt.pid, q)
+		ctx.Send(r.pidOf(rt), q)
 	}
 	return handed
 }
@@ -408,15 +435,15 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
 	tok := g.Claims.ID
 	rt := &route{id: g.ID, addr: g.Addr, token: &tok, player: g.Claims.PlayerID,
-		userData:  unsafe.String(unsafe.SliceData(ud), len(ud)), // ud is never written after
 		timeoutMS: uint32(g.Claims.Timeout / time.Millisecond)}
 	var zone *actor.PID
 	if r.cfg.Zone != nil {
 		zone = r.cfg.Zone(g.Claims.PlayerID, ud)
 	}
 	p := conn.Params{
-		Handshake: sess, Player: g.Claims.PlayerID,
-		Timeout: g.Claims.Timeout, UserData: ud, Zone: zone, Inflight: &rt.inflight,
+		Handshake: sess, Player: g.Claims.PlayerID, Timeout: g.Claims.Timeout,
+		UserData: unsafe.String(unsafe.SliceData(ud), len(ud)), // ud is never written after (ZoneFunc: read only)
+		Zone:     zone, Inflight: &rt.inflight,
 	}
 	if r.pool != nil {
 		c, err := r.pool.Open(p)
@@ -427,8 +454,6 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 			return
 		}
 		rt.attach(c)
-	} else {
-		rt.pid = actor.NewPID("local", "conn-"+g.ID.String()) // router tests: no connections run
 	}
 	r.mu.Lock()
 	r.byID.set(rt.id, rt)
@@ -453,7 +478,7 @@ func (r *router) onVerified(ctx sender, m *conn.Verified) {
 	if old := r.byPlayer[rt.player]; old != nil && old != rt {
 		// The player connected again (a new token): the newer session wins.
 		r.st.superseded.Add(1)
-		ctx.Send(old.pid, &conn.Shutdown{Reason: handshake.ReasonDuplicate})
+		ctx.Send(r.pidOf(old), &conn.Shutdown{Reason: handshake.ReasonDuplicate})
 	}
 	r.byPlayer[rt.player] = rt
 	r.log.Debug("conn verified", "conn", rt.id, "player", rt.player)
@@ -481,7 +506,7 @@ func (r *router) onClosed(ctx sender, m *conn.Closed) {
 	}
 	r.st.closed[m.Reason].Add(1)
 	r.forget(rt)
-	ctx.Stop(rt.pid)
+	ctx.Stop(r.pidOf(rt))
 	r.log.Debug("conn closed", "conn", rt.id, "player", rt.player, "reason", m.Reason)
 }
 
@@ -494,7 +519,7 @@ func (r *router) onTerminated(who *actor.PID) {
 		return
 	}
 	for rt := range r.byID.all() {
-		if rt.pid != nil && rt.pid.Id == who.Id {
+		if r.pidOf(rt).Id == who.Id {
 			r.st.closed[handshake.ReasonServerShutdown].Add(1)
 			r.forget(rt)
 			return
@@ -509,6 +534,7 @@ func (r *router) forget(rt *route) {
 		r.byAddr.del(rt.addr)
 	}
 	r.mu.Unlock()
+	delete(r.loose, rt.id)
 	if r.byPlayer[rt.player] == rt {
 		delete(r.byPlayer, rt.player)
 	}
@@ -525,7 +551,7 @@ func (r *router) forget(rt *route) {
 func (r *router) drain(ctx sender, reason handshake.Reason) {
 	r.draining = true
 	for rt := range r.byID.all() {
-		ctx.Send(rt.pid, &conn.Shutdown{Reason: reason})
+		ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: reason})
 	}
 	r.checkDrained()
 }

@@ -40,7 +40,7 @@ func (g *Gateway) Sessions(timeout time.Duration) ([]Session, error) {
 func (r *router) sessions() []Session {
 	out := make([]Session, 0, len(r.byPlayer))
 	for _, rt := range r.byPlayer {
-		out = append(out, Session{Player: rt.player, PID: rt.pid, Addr: rt.addr, Since: time.Unix(0, rt.since)})
+		out = append(out, Session{Player: rt.player, PID: r.pidOf(rt), Addr: rt.addr, Since: time.Unix(0, rt.since)})
 	}
 	slices.SortFunc(out, func(a, b Session) int {
 		switch {
