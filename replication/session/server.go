@@ -827,9 +827,13 @@ const maxDuration = time.Duration(1<<63 - 1)
 // acks (ghosts are asked separately): events, their redundant copies (an
 // ack-only packet in their slot would skip the repair they stand for), a
 // changed or owed control ack, a correction.
+//
+// The control ack first, from the Server's own fields: a zone tick's Poll,
+// the one that sends, finds it changed and asks neither the event Sender
+// nor the ControlWriter (the packet's sections read them after).
 func (s *Server) hasContent(now time.Duration) bool {
-	return s.e.evs.HasPending(now) || s.e.evs.HasRedundant() || s.ev.reportNew() ||
-		(s.hasControl && (s.cw.Pending() || !s.ctlSentAny || uint32(s.ctlApplied) != s.ctlSent || s.ackOwed))
+	return s.hasControl && (!s.ctlSentAny || uint32(s.ctlApplied) != s.ctlSent || s.ackOwed || s.cw.Pending()) ||
+		s.ev.reportNew() || s.e.evs.HasPending(now) || s.e.evs.HasRedundant()
 }
 
 // budget refills the credit and returns this packet's size limit.
