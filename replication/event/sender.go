@@ -569,6 +569,27 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 	return records, err
 }
 
+// WriteEmpty is Write for a caller that writes the empty section's end bit
+// itself, fused with the fields around it (a server's usual packet): when
+// nothing is queued, in flight, staggered or unguaranteed it does Write's
+// bookkeeping for packet seq (the sequence check, the trim, the
+// round-robin start, Sections) and returns true, and the caller writes one
+// 0 bit; otherwise it returns false, having done nothing, and the caller
+// calls Write. The caller checks the room first.
+func (s *Sender) WriteEmpty(seq uint64, now time.Duration) bool {
+	if s.txState != nil || s.work > 0 || s.x != nil || s.wrote && seq <= s.lastSeq {
+		return false
+	}
+	s.wrote, s.lastSeq = true, seq
+	if now >= s.trimAt {
+		s.trim()
+		s.trimAt = now + s.cfg.trimPeriod()
+	}
+	s.advanceRR()
+	s.sections++
+	return true
+}
+
 // writeIdle is Write without a txState: nothing guaranteed is queued or in
 // flight, so only staggered and unguaranteed records can go (s.x is set).
 func (s *Sender) writeIdle(w *section, start int, now time.Duration) (int, error) {
