@@ -39,9 +39,11 @@ func TestSenderLayout(t *testing.T) {
 	if n := unsafe.Sizeof(Receiver{}); n > 80 {
 		t.Errorf("Receiver is %d bytes, over the 80-byte size class", n)
 	}
-	// A received datagram reads the Sender's first line alone (OnFate on a
-	// clean link, AckDelivered, HasPending, HasRedundant, Outstanding): a
-	// 128-byte object starts on a line.
+	// A packet of a Sender with nothing queued or in flight reads its
+	// first line alone, received (OnFate on a clean link, AckDelivered,
+	// HasPending, HasRedundant, Outstanding) or sent (Write of the empty
+	// section: wrote, rr, lastSeq, trimAt, sections): a 128-byte object
+	// starts on a line.
 	var s Sender
 	for _, f := range []struct {
 		name     string
@@ -49,13 +51,15 @@ func TestSenderLayout(t *testing.T) {
 	}{
 		{"lossN", unsafe.Offsetof(s.lossN), unsafe.Sizeof(s.lossN)},
 		{"redund", unsafe.Offsetof(s.redund), unsafe.Sizeof(s.redund)},
-		{"streams", unsafe.Offsetof(s.streams), unsafe.Sizeof(s.streams)},
 		{"work", unsafe.Offsetof(s.work), unsafe.Sizeof(s.work)},
+		{"lastSeq", unsafe.Offsetof(s.lastSeq), unsafe.Sizeof(s.lastSeq)},
+		{"trimAt", unsafe.Offsetof(s.trimAt), unsafe.Sizeof(s.trimAt)},
+		{"sections", unsafe.Offsetof(s.sections), unsafe.Sizeof(s.sections)},
 		{"x", unsafe.Offsetof(s.x), unsafe.Sizeof(s.x)},
 		{"txState", unsafe.Offsetof(s.txState), unsafe.Sizeof(s.txState)},
 	} {
 		if f.off+f.len > 64 {
-			t.Errorf("Sender.%s ends at byte %d, past the first line: a received datagram reads two", f.name, f.off+f.len)
+			t.Errorf("Sender.%s ends at byte %d, past the first line: an idle Sender's packet reads two", f.name, f.off+f.len)
 		}
 	}
 	// An empty event section reads cfg, sinceTrim and stats.Sections alone

@@ -91,7 +91,6 @@ type Sender struct {
 	lossN            uint8 // fates in the loss estimate, up to lossWindow; | lossZero while it is 0
 	redund           uint8 // extra copies per unit, from loss (≤ MaxRedundancy; see Config.ResidualLoss)
 	arena            arena
-	streams          []streamRef // ordered lanes 0..Lanes-1, then the unordered stream; the slice as long as the highest used
 	// queuedBytes ≤ MaxMaxQueuedBytes (2^30) and work (below) fit 32 bits:
 	// together one word.
 	queuedBytes int32
@@ -100,20 +99,25 @@ type Sender struct {
 	// per packet and almost never has an event: the scan of cold streams
 	// was ≈ 10 % of a bot's CPU in botswarm).
 	work int32
-	// x and *txState sit in the first 64 bytes with work, redund, lossN
-	// and streams: what a received datagram reads (OnFate on a clean link,
-	// AckDelivered, HasPending, HasRedundant, Outstanding) is one cache
-	// line; lastSeq, which only Write reads, is in the second
-	// (TestSenderLayout).
+	// The first 64 bytes hold what a packet reads while nothing is queued
+	// or in flight, both ways: a received datagram (OnFate on a clean
+	// link, AckDelivered, HasPending, HasRedundant, Outstanding) and a
+	// Write of the empty section (lastSeq, trimAt, sections), so a
+	// connection's packet reads one cold line of its Sender, not two
+	// (TestSenderLayout). streams, which only a Sender with something
+	// queued or in flight reads, is in the second.
 	x *senderX // unguaranteed and staggered events: made on the first
 	// *txState: the transmission records and lists, only while a
 	// guaranteed unit is queued or in flight (nil: pN = 0).
 	*txState
-	lastSeq uint64
+	lastSeq  uint64
+	trimAt   time.Duration // next trim (Write)
+	sections uint64        // SenderStats.Sections: Write calls that wrote a section
+
+	streams []streamRef // ordered lanes 0..Lanes-1, then the unordered stream; the slice as long as the highest used
 	stats   txStats
-	rare    *SenderStats  // the counters of what most connections never see: made on the first
-	loss    float64       // estimated packet loss rate (adaptive redundancy)
-	trimAt  time.Duration // next trim (Write)
+	rare    *SenderStats // the counters of what most connections never see: made on the first
+	loss    float64      // estimated packet loss rate (adaptive redundancy)
 }
 
 // section is what one Write keeps while it fills a packet's section: the
@@ -208,13 +212,13 @@ func (s *Sender) Stats() SenderStats {
 	if s.rare != nil {
 		st = *s.rare
 	}
-	st.Units, st.Redundant, st.Sections = s.stats.Units, s.stats.Redundant, s.stats.Sections
+	st.Units, st.Redundant, st.Sections = s.stats.Units, s.stats.Redundant, s.sections
 	return st
 }
 
 // txStats are the counters of SenderStats that a connection sending
 // guaranteed events counts all the time.
-type txStats struct{ Units, Redundant, Sections uint64 }
+type txStats struct{ Units, Redundant uint64 }
 
 // rareStats returns the other counters (fragments, resends, the other
 // classes, missed fates), made on first use: 56 bytes of every Sender
@@ -234,6 +238,12 @@ func (s *Sender) QueuedBytes() int { return int(s.queuedBytes) }
 // streams used alone (the slice reaches only as far as the highest),
 // not a call a lane.
 func (s *Sender) Outstanding() bool {
+	if s.work == 0 && s.txState == nil {
+		// Nothing queued (work) and nothing in flight (txState): no
+		// stream holds an event, and streams, in the second line, is
+		// not read.
+		return false
+	}
 	for i := range s.streams {
 		if st := s.streams[i].st; st != nil && st.held > 0 {
 			return true
@@ -502,8 +512,8 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		if err := w.WriteFlag(false); err != nil {
 			return 0, err // unreachable: checked the room above
 		}
-		s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
-		s.stats.Sections++
+		s.advanceRR()
+		s.sections++
 		return 0, nil
 	}
 	start := w.BitLen()
@@ -554,9 +564,30 @@ func (s *Sender) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int,
 		s.pushPacket(seq)
 	}
 	s.prev, s.cur = s.cur, s.prev
-	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1)) // over every stream, made or not: the order is the wire's
-	s.stats.Sections++
+	s.advanceRR() // over every stream, made or not: the order is the wire's
+	s.sections++
 	return records, err
+}
+
+// WriteEmpty is Write for a caller that writes the empty section's end bit
+// itself, fused with the fields around it (a server's usual packet): when
+// nothing is queued, in flight, staggered or unguaranteed it does Write's
+// bookkeeping for packet seq (the sequence check, the trim, the
+// round-robin start, Sections) and returns true, and the caller writes one
+// 0 bit; otherwise it returns false, having done nothing, and the caller
+// calls Write. The caller checks the room first.
+func (s *Sender) WriteEmpty(seq uint64, now time.Duration) bool {
+	if s.txState != nil || s.work > 0 || s.x != nil || s.wrote && seq <= s.lastSeq {
+		return false
+	}
+	s.wrote, s.lastSeq = true, seq
+	if now >= s.trimAt {
+		s.trim()
+		s.trimAt = now + s.cfg.trimPeriod()
+	}
+	s.advanceRR()
+	s.sections++
+	return true
 }
 
 // writeIdle is Write without a txState: nothing guaranteed is queued or in
@@ -574,9 +605,21 @@ func (s *Sender) writeIdle(w *section, start int, now time.Duration) (int, error
 	if err != nil {
 		w.Truncate(start) // unreachable in practice, as in Write
 	}
-	s.rr = uint8((int(s.rr) + 1) % (s.cfg.Lanes + 1))
-	s.stats.Sections++
+	s.advanceRR()
+	s.sections++
 	return records, err
+}
+
+// advanceRR moves the round-robin start to the next stream, Lanes + 1 of
+// them: rr only ever comes from here, so it is at most Lanes, and a
+// compare does what the remainder's division did (every section, most of
+// them empty).
+func (s *Sender) advanceRR() {
+	if int(s.rr) >= s.cfg.Lanes {
+		s.rr = 0
+	} else {
+		s.rr++
+	}
 }
 
 // inPkt reports whether this packet has a record of stream si already.

@@ -159,6 +159,27 @@ func (c *ControlWriter) OnFate(f notify.Fate) {
 	}
 }
 
+// AckOnlyBits is the width of the section AckOnly returns: the ack and the
+// state flag, absent.
+const AckOnlyBits = controlBaseBits
+
+// AckOnly is Write for a caller that writes an ack-only section itself,
+// fused with the fields around it (a server's usual packet): when the
+// policy sends no state at now it counts the section as Write does and
+// returns its AckOnlyBits bits (least significant first, Write's bits for
+// a nil state); otherwise it returns false and the caller calls Write. The
+// caller checks the room first: AckOnly has no writer to check it on.
+func (c *ControlWriter) AckOnly(now time.Duration, ack uint64) (uint64, bool) {
+	if c.holding && c.cfg.HoldTimeout > 0 && now-c.lastFull >= c.cfg.HoldTimeout {
+		c.holding = false // as Write: no fate came
+	}
+	if c.initial || c.need || c.forced || c.cfg.Period > 0 && c.anyFull && now-c.lastFull >= c.cfg.Period {
+		return 0, false
+	}
+	c.stats.Sections++
+	return ack & (1<<ackBits - 1), true
+}
+
 // Write writes the control section of packet pkt (the notify sequence its
 // header got; 0 if fates are not wired) at time now: ack, the newest move
 // that state s reflects (Applier.LastApplied when the game applies moves

@@ -96,46 +96,63 @@ func TestControlWriterPolicy(t *testing.T) {
 			{at: 50 * ms, op: "write", pkt: 2, wantFull: true},
 		}, stats: ControlStats{Sections: 2, Full: 2, Initial: 1, Forced: 1}},
 	}
+	// Each script runs twice: with Write alone, and with AckOnly first and
+	// Write only when it declines (a server's usual packet): the same
+	// sections, bit for bit, and the same counts.
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := NewControlWriter(tc.cfg)
-			if err != nil {
-				t.Fatal(err)
+		for _, fused := range []bool{false, true} {
+			name := tc.name
+			if fused {
+				name += " (AckOnly first)"
 			}
-			state := ControlState{Pos: [3]float32{1, 2, 3}}
-			for i, op := range tc.script {
-				switch op.op {
-				case "write":
-					w := bitstream.NewWriter(make([]byte, 64))
-					full, err := c.Write(w, op.pkt, op.at, 10, &state)
-					if err != nil {
-						t.Fatalf("step %d: %v", i, err)
-					}
-					if full != op.wantFull {
-						t.Fatalf("step %d (t=%v): full = %v, want %v", i, op.at, full, op.wantFull)
-					}
-					u, err := ReadControl(bitstream.NewReader(w.Bytes()), 12)
-					if err != nil || u.Ack != 10 || u.HasState != full || (full && u.State != state) {
-						t.Fatalf("step %d: decoded %+v, %v", i, u, err)
-					}
-				case "match", "mismatch":
-					crc := state.CRC()
-					if op.op == "mismatch" {
-						crc++
-					}
-					if got := c.Check(Move{Seq: 10, CRC: crc, HasCRC: true}, &state); got != (op.op == "match") {
-						t.Fatalf("step %d: Check = %v", i, got)
-					}
-				case "delivered", "dropped":
-					c.OnFate(notify.Fate{Seq: op.pkt, Delivered: op.op == "delivered"})
-				case "force":
-					c.Force()
+			t.Run(name, func(t *testing.T) {
+				c, err := NewControlWriter(tc.cfg)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if got := c.Stats(); got != tc.stats {
-				t.Fatalf("stats\n got %+v\nwant %+v", got, tc.stats)
-			}
-		})
+				state := ControlState{Pos: [3]float32{1, 2, 3}}
+				for i, op := range tc.script {
+					switch op.op {
+					case "write":
+						w := bitstream.NewWriter(make([]byte, 64))
+						var full bool
+						if fused {
+							if v, ok := c.AckOnly(op.at, 10); ok {
+								err = w.WriteBits(v, AckOnlyBits)
+							}
+						}
+						if w.BitLen() == 0 {
+							full, err = c.Write(w, op.pkt, op.at, 10, &state)
+						}
+						if err != nil {
+							t.Fatalf("step %d: %v", i, err)
+						}
+						if full != op.wantFull {
+							t.Fatalf("step %d (t=%v): full = %v, want %v", i, op.at, full, op.wantFull)
+						}
+						u, err := ReadControl(bitstream.NewReader(w.Bytes()), 12)
+						if err != nil || u.Ack != 10 || u.HasState != full || (full && u.State != state) {
+							t.Fatalf("step %d: decoded %+v, %v", i, u, err)
+						}
+					case "match", "mismatch":
+						crc := state.CRC()
+						if op.op == "mismatch" {
+							crc++
+						}
+						if got := c.Check(Move{Seq: 10, CRC: crc, HasCRC: true}, &state); got != (op.op == "match") {
+							t.Fatalf("step %d: Check = %v", i, got)
+						}
+					case "delivered", "dropped":
+						c.OnFate(notify.Fate{Seq: op.pkt, Delivered: op.op == "delivered"})
+					case "force":
+						c.Force()
+					}
+				}
+				if got := c.Stats(); got != tc.stats {
+					t.Fatalf("stats\n got %+v\nwant %+v", got, tc.stats)
+				}
+			})
+		}
 	}
 }
 

@@ -18,16 +18,32 @@ const (
 )
 
 // record is the sender's memory of one packet until its fate is popped.
-// 24 bytes: F as its distance below L+1, which firstMissing keeps within
-// [0, L+1−H] (H ≥ L+1−K: at most MaxReorderThreshold).
+// 16 bytes, a ring of minRecs in the 64-byte size class (24 and 96 while L
+// took 64 bits and F 32): L as its low 32 bits, the full value being the
+// newest peer sequence accepted since (rxL, never below it) less their
+// distance — the peer sends 2^32 packets in no record's lifetime; F as its
+// distance below L+1, which firstMissing keeps within [0, L+1−H]
+// (H ≥ L+1−K: at most MaxReorderThreshold, 32, a byte).
 type record struct {
-	sentAt   time.Duration
-	carriedL uint64 // ack L its header carried (valid when acked)
-	// fBack is carriedL+1 − F, F the first peer sequence not yet resolved
-	// at the peer once that header is processed (valid when acked).
-	fBack uint32
+	sentAt time.Duration
+	// carriedL: the low 32 bits of the ack L its header carried (valid
+	// when acked; carried returns it whole).
+	carriedL uint32
+	// fBack is L+1 − F, F the first peer sequence not yet resolved at the
+	// peer once that header is processed (valid when acked).
+	fBack uint8
 	state recState
 	acked bool // the header carried an ack section
+}
+
+// fBackMax fails to compile unless every fBack (≤ MaxReorderThreshold)
+// fits its byte.
+var _ = [1]struct{}{}[min(255/MaxReorderThreshold, 1)-1]
+
+// carried returns the whole L that r's header carried: r.acked means a
+// packet was accepted by then (hasRx), and rxL has only grown since.
+func (c *Conn) carried(r *record) uint64 {
+	return c.rxL - uint64(uint32(c.rxL)-r.carriedL)
 }
 
 // Conn is the packet-notify state of one peer pair (checklist PN-11): a sender
@@ -171,12 +187,12 @@ func (c *Conn) gaps() []uint64 { return c.rxBits[len(c.rxBits):cap(c.rxBits)] }
 // maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
 func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
 
-// minRecs is the sender ring's first size (96 B). It doubles up to
+// minRecs is the sender ring's first size (64 B: 16-byte records). It doubles up to
 // nextPow2(MaxInFlight) as packets stay in flight: a full-size ring per
 // connection was the largest part of a server's memory per client, and most
 // links never have more than a few dozen packets unresolved — a server
 // sending 20 packets a second to a client that answers at 30 has one to
-// three (trimRecs keeps 4 up to a peak of 3; 8 records, 192 B, were the
+// three (trimRecs keeps 4 up to a peak of 3; 8 records of 24 bytes, 192 B, were the
 // first size before). trimRecs sizes it by use.
 const minRecs = 4
 
@@ -269,7 +285,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
 		c.growRecs()
 	}
-	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: ackL, fBack: uint32(ackL + 1 - ackF), acked: acked}
+	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: uint32(ackL), fBack: uint8(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
 	c.recPeak = max(c.recPeak, peak16(c.nextSeq-c.headSeq))
 	if now >= c.recTrimAt {
@@ -873,8 +889,9 @@ func (c *Conn) resolve(r *record, delivered bool) {
 		c.stats.Delivered++
 		c.lossRate -= c.lossRate / 32
 		if r.acked {
-			c.confirmedL = max(c.confirmedL, r.carriedL)
-			c.confirmedF = max(c.confirmedF, r.carriedL+1-uint64(r.fBack))
+			l := c.carried(r)
+			c.confirmedL = max(c.confirmedL, l)
+			c.confirmedF = max(c.confirmedF, l+1-uint64(r.fBack))
 		}
 		return
 	}

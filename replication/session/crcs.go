@@ -1,5 +1,7 @@
 package session
 
+import "unsafe"
+
 // crcWindow is how far back, in moves, the server remembers a CRC for
 // SetControl: more than a zone tick's worth at any sane input rate (64
 // moves: two seconds at 30 Hz; 32 would skip the check whenever a zone
@@ -33,13 +35,19 @@ type moveCRC struct {
 // of every connection and a cache miss for each move and each tick's
 // find, in a line of its own.
 type crcFIFO struct {
-	inl   [crcInline]moveCRC
-	spill *[]moveCRC // nil while the entries fit in inl
-	n     uint8      // ≤ crcWindow
+	inl [crcInline]moveCRC
+	// spill: the first of spillN entries on the heap, nil while the
+	// entries fit in inl. A pointer and a length in the word's spare
+	// byte, one allocation a resize: a *[]moveCRC was two, the array and
+	// a 24-byte slice header (the 24-byte size class), on every
+	// connection whose zone lags (most, in cmd/capacity at 1,000).
+	spill *moveCRC
+	n     uint8 // ≤ crcWindow
 	// Sizing by use (trim): the most held in this and the previous
 	// period, and the finds in this one.
 	peak, peakPrev uint8
 	finds          uint8
+	spillN         uint8 // ≤ crcWindow
 }
 
 // crcInline is how many entries the Server holds itself.
@@ -56,7 +64,7 @@ const crcTrimEvery = 64
 // length; the first n are held).
 func (q *crcFIFO) entries() []moveCRC {
 	if q.spill != nil {
-		return *q.spill
+		return unsafe.Slice(q.spill, q.spillN)
 	}
 	return q.inl[:]
 }
@@ -108,12 +116,12 @@ func (q *crcFIFO) resize(n int) {
 	old := q.entries()[:q.n]
 	if n <= crcInline {
 		copy(q.inl[:], old)
-		q.spill = nil
+		q.spill, q.spillN = nil, 0
 		return
 	}
 	nb := make([]moveCRC, n)
 	copy(nb, old)
-	q.spill = &nb
+	q.spill, q.spillN = &nb[0], uint8(n)
 }
 
 // trim applies crcTrimEvery's rule and starts a new period.
@@ -131,7 +139,7 @@ func (q *crcFIFO) trim() {
 	for want < peak+peak/4+1 {
 		want *= 2
 	}
-	if 2*want <= len(*q.spill) && int(q.n) <= want {
+	if 2*want <= int(q.spillN) && int(q.n) <= want {
 		q.resize(want)
 	}
 }

@@ -84,7 +84,7 @@ func TestCRCFIFOBounded(t *testing.T) {
 		}
 	}
 	if q.spill != nil {
-		t.Fatalf("a slice of %d kept after the lag ended, want the entries back in the Server", len(*q.spill))
+		t.Fatalf("a slice of %d kept after the lag ended, want the entries back in the Server", q.spillN)
 	}
 	var k crcFIFO
 	for s := uint64(1); s <= 100000; s++ {
@@ -96,7 +96,25 @@ func TestCRCFIFOBounded(t *testing.T) {
 		}
 	}
 	if k.spill != nil {
-		t.Fatalf("a zone keeping up moved the entries to a slice of %d", len(*k.spill))
+		t.Fatalf("a zone keeping up moved the entries to a slice of %d", k.spillN)
+	}
+}
+
+// TestCRCFIFOSpillIsOneAllocation: a lagging zone's entries go to the
+// heap in one allocation a resize, the array alone (with a slice header
+// of its own, two).
+func TestCRCFIFOSpillIsOneAllocation(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		var q crcFIFO
+		for s := uint64(1); s <= crcSpillMin; s++ { // inline, then one spill of crcSpillMin
+			q.push(s, uint32(s))
+		}
+		if q.spill == nil || q.spillN != crcSpillMin {
+			t.Fatalf("spill %v of %d after %d CRCs, want %d", q.spill != nil, q.spillN, crcSpillMin, crcSpillMin)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("%v allocations to spill, want 1", allocs)
 	}
 }
 
