@@ -40,9 +40,15 @@ func (z *Zone) sendReplicas(now time.Duration) {
 	z.pruneCommitting(now)
 	slots, ends := z.replSlots[:0], z.replEnds[:0]
 	for _, n := range z.nbrs {
+		// world.Rect.Dist2's distance by gap, bit for bit, its rectangle
+		// in locals: Dist2 no longer inlines, and its float max, inlined,
+		// cost a sequence of instructions an operand (≈ 11 instructions a
+		// candidate a neighbour).
+		minX, minZ, maxX, maxZ := n.Min[0], n.Min[1], n.Max[0], n.Max[1]
 		for _, s := range cand {
 			e := &z.ents[s]
-			if n.Dist2(float64(e.state.Pos[0]), float64(e.state.Pos[2])) > r2 {
+			dx, dz := gap(float64(e.state.Pos[0]), minX, maxX), gap(float64(e.state.Pos[2]), minZ, maxZ)
+			if dx*dx+dz*dz > r2 {
 				continue
 			}
 			slots = append(slots, s)
@@ -462,4 +468,18 @@ func (z *Zone) pruneCommitting(now time.Duration) {
 		}
 	}
 	z.committing = keep
+}
+
+// gap is max(lo−v, 0, v−hi) (world.Rect.Dist2's per axis) for lo ≤ hi (a
+// zone's rectangle), bit for bit, by compares: lo−v NaN or above 0 (v
+// below lo, or NaN), it is the max (v−hi is then below 0); else v−hi if
+// above 0, else 0 (+0, as max gives: every operand is then 0 or below).
+func gap(v, lo, hi float64) float64 {
+	if d := lo - v; !(d <= 0) {
+		return d
+	}
+	if d := v - hi; d > 0 {
+		return d
+	}
+	return 0
 }

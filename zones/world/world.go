@@ -233,7 +233,23 @@ func (w *World) Owns(z *Zone, x, y float64) bool { return w.owns(&z.Rect, x, y) 
 
 // Clamp returns [x, z] moved to the nearest point of the world (inclusive
 // of its max edges). NaN maps to the minimum corner.
+//
+// A point strictly inside the bounds is itself, told by four compares
+// (NaN fails them); only one on or past an edge, or NaN, takes clamp's
+// min and max, whose ±0 rules the compares alone would not keep. Every
+// owned player's position is clamped every tick (stepPlayer), and Go's
+// float min and max cost a sequence of instructions each (BenchmarkZoneTick:
+// ≈ 43 → ≈ 21 instructions a player, with the call this no longer
+// inlines).
 func (w *World) Clamp(x, z float64) (float64, float64) {
+	if b := &w.bounds; x > b.Min[0] && x < b.Max[0] && z > b.Min[1] && z < b.Max[1] {
+		return x, z
+	}
+	return w.clamp(x, z)
+}
+
+// clamp is Clamp for a point on or past an edge, or NaN.
+func (w *World) clamp(x, z float64) (float64, float64) {
 	b := w.bounds
 	if math.IsNaN(x) {
 		x = b.Min[0]

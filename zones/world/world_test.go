@@ -2,6 +2,7 @@ package world
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +105,50 @@ func TestClamp(t *testing.T) {
 	}
 	if x, z := w.Clamp(3, 4); x != 3 || z != 4 {
 		t.Errorf("Clamp of an inside point moved it to %g,%g", x, z)
+	}
+}
+
+// TestClampMatchesMinMax holds Clamp (a point strictly inside returned
+// by compares alone) to the min and max it used for every point, bit for
+// bit: on and past each edge, NaN, the infinities, and signed zeros
+// against bounds of +0 and −0, where Go's min and max choose the zero's
+// sign and a compare does not.
+func TestClampMatchesMinMax(t *testing.T) {
+	neg0 := math.Copysign(0, -1)
+	ref := func(w *World, x, z float64) (float64, float64) {
+		b := w.Bounds()
+		if math.IsNaN(x) {
+			x = b.Min[0]
+		}
+		if math.IsNaN(z) {
+			z = b.Min[1]
+		}
+		return min(max(x, b.Min[0]), b.Max[0]), min(max(z, b.Min[1]), b.Max[1])
+	}
+	worlds := map[string]Rect{
+		"+0 to 100":     {Min: [2]float64{0, 0}, Max: [2]float64{100, 100}},
+		"−0 to 100":     {Min: [2]float64{neg0, neg0}, Max: [2]float64{100, 100}},
+		"−100 to +0":    {Min: [2]float64{-100, -100}, Max: [2]float64{0, 0}},
+		"−100 to −0":    {Min: [2]float64{-100, -100}, Max: [2]float64{neg0, neg0}},
+		"−1000 to 1000": {Min: [2]float64{-1000, -1000}, Max: [2]float64{1000, 1000}},
+	}
+	vals := []float64{0, neg0, 100, -100, 1000, -1000, 50, -50, 100.5, -100.5, math.Nextafter(100, 0),
+		math.Nextafter(0, 1), math.Nextafter(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 5e300, -5e300}
+	for name, r := range worlds {
+		w, err := New(name, []Zone{{ID: "a", Rect: r}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, x := range vals {
+			for _, z := range vals {
+				gx, gz := w.Clamp(x, z)
+				wx, wz := ref(w, x, z)
+				if math.Float64bits(gx) != math.Float64bits(wx) || math.Float64bits(gz) != math.Float64bits(wz) {
+					t.Errorf("%s: Clamp(%g, %g) = %g, %g (bits %x, %x), min and max give %g, %g (%x, %x)",
+						name, x, z, gx, gz, math.Float64bits(gx), math.Float64bits(gz), wx, wz, math.Float64bits(wx), math.Float64bits(wz))
+				}
+			}
+		}
 	}
 }
 
