@@ -184,10 +184,10 @@ func TestTableFootprintServerFates(t *testing.T) {
 		ghosts int
 		max    uint64 // bytes per table
 	}{
-		{32, 3448}, // measured 3,448 B, 107 B a ghost (3,704 B, 115, with the second positions in flight kept while none is; as with 40-byte tracks; 3,768 B, 117, with groups 0 and 1's sequences in lastField; 3,992 B, 124, with 16-bit per-group sequences; 4,248 B, 132, with 48-byte position tracks too; 4,760 B, 148, with 48-byte slots too)
-		{48, 4600}, // measured 4,600 B, 95 B a ghost (4,984 B, 103, with the second positions in flight kept while none is; 5,112 B, 106, with 40-byte tracks; 5,224 B, 108; 5,576 B, 116; 5,832 B, 121; 6,600 B, 137)
-		{64, 5864}, // measured 5,864 B, 91 B a ghost (6,376 B, 99, with the second positions in flight kept while none is; 6,504 B, 101, with 40-byte tracks; 6,632 B, 103; 7,080 B, 110; 7,464 B, 116; 8,488 B, 132)
-		{82, 7584}, // measured 7,584 B, 92 B a ghost (8,288 B, 101, with the second positions in flight kept while none is; 9,056 B, 110, with the per-id arrays in whole 8s, not their size classes' room; 9,376 B, 114, with 40-byte tracks, the second oldest position in flight inline; 9,568 B, 116, with groups 0 and 1's in lastField; 10,208 B, 124, with 16-bit per-group sequences): the scope at 2,000 players
+		{32, 3384}, // measured 3,384 B, 105 B a ghost (3,448 B, 107, with the 640-byte Table; 3,704 B, 115, with the second positions in flight kept while none is; as with 40-byte tracks; 3,768 B, 117, with groups 0 and 1's sequences in lastField; 3,992 B, 124, with 16-bit per-group sequences; 4,248 B, 132, with 48-byte position tracks too; 4,760 B, 148, with 48-byte slots too)
+		{48, 4536}, // measured 4,536 B, 94 B a ghost (4,600 B, 95, with the 640-byte Table; 4,984 B, 103, with the second positions in flight kept while none is; 5,112 B, 106, with 40-byte tracks; 5,224 B, 108; 5,576 B, 116; 5,832 B, 121; 6,600 B, 137)
+		{64, 5800}, // measured 5,800 B, 90 B a ghost (5,864 B, 91, with the 640-byte Table; 6,376 B, 99, with the second positions in flight kept while none is; 6,504 B, 101, with 40-byte tracks; 6,632 B, 103; 7,080 B, 110; 7,464 B, 116; 8,488 B, 132)
+		{82, 7520}, // measured 7,520 B, 91 B a ghost (7,584 B, 92, with the 640-byte Table; 8,288 B, 101, with the second positions in flight kept while none is; 9,056 B, 110, with the per-id arrays in whole 8s, not their size classes' room; 9,376 B, 114, with 40-byte tracks, the second oldest position in flight inline; 9,568 B, 116, with groups 0 and 1's in lastField; 10,208 B, 124, with 16-bit per-group sequences): the scope at 2,000 players
 	} {
 		const tables = 16
 		var sum, pool uint64
