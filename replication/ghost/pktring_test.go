@@ -6,7 +6,7 @@ import (
 
 // A burst of packets in flight (a second without a fate) doubles the
 // packet ring to 32 records; once the fates come back to one packet in
-// flight it halves back to its first 8 within a few seconds (it kept the
+// flight it halves back to its first 4 within a few seconds (it kept the
 // burst's room for the connection's life), the ghosts stay exact, and a
 // ring at a steady use of more than half its records (fates ten packets
 // late: 16 records) neither moves nor allocates.
@@ -44,7 +44,7 @@ func TestPacketRingShrinksAfterBurst(t *testing.T) {
 	if n := len(d.tab.pkts); n != 32 {
 		t.Fatalf("%d packets in flight in a ring of %d, want 32", d.tab.pktLen, n)
 	}
-	for range 100 { // 5 s of one packet in flight (and the burst's fates)
+	for range 200 { // 10 s of one packet in flight (and the burst's fates): a halving a check at most
 		step(0)
 	}
 	if n := len(d.tab.pkts); n != initialPackets {

@@ -1331,13 +1331,16 @@ func (t *Table) settle(id uint32) {
 }
 
 // initialRecords and initialPackets are the rings' first sizes: a few
-// packets of a small scope, so a quiet connection never grows them. Eight
-// packets: a client acknowledging at 10 Hz of 20 packets a second keeps
-// 3-6 in flight, and the one being written takes a record too (16 B
-// each; the ring doubles on demand).
+// packets of a small scope, so a quiet connection never grows them. Four
+// packets: a server's fates come a round trip late (20–60 ms at 21
+// packets a second: one or two in flight, and the one being written
+// takes a record too). A client acknowledging at 10 Hz keeps 3-6 in
+// flight: its ring doubles to 8 on demand (16 B a packet), and trim
+// halves it again only after two checks at most half full (a ring whose
+// use sits at exactly half moves once every few seconds).
 const (
 	initialRecords = 64
-	initialPackets = 8
+	initialPackets = 4
 )
 
 // entCap is the record ring's final size.
