@@ -803,7 +803,9 @@ func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (pr
 		}
 	}
 	if cap(t.order) < n {
-		t.order = make([]uint16, n, n+n/4)
+		// An eighth of room, and the rest of the size class: the heap
+		// spends those bytes either way.
+		t.order = make([]uint16, n, roomFor(n+n/8, 2))
 	}
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
@@ -1480,12 +1482,12 @@ func (t *Table) trim() {
 	}
 	t.topHW1, t.topHW = t.topHW, t.top
 	t.idxTrim()
-	// The view order's hints: grown to a peak view with a quarter of room
-	// (beginView) and kept for the connection's life. Given back once the
-	// view is at most half the room, so a scope walking within a factor of
-	// two never moves them.
+	// The view order's hints: grown to a peak view with an eighth of room
+	// and its size class's rest (beginView) and kept for the connection's
+	// life. Given back once the view is at most half the room, so a scope
+	// walking within a factor of two never moves them.
 	if c := cap(t.order); c > 16 && len(t.order) <= c/2 {
-		t.order = append(make([]uint16, 0, len(t.order)+len(t.order)/4), t.order...)
+		t.order = append(make([]uint16, 0, roomFor(len(t.order)+len(t.order)/8, 2)), t.order...)
 	}
 	// The gone records of a burst of leaves (a teleport, a crowd left
 	// behind) are kept until their kills are delivered; their room, grown
