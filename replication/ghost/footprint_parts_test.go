@@ -21,15 +21,11 @@ func tableParts(t *Table) map[string]uint64 {
 		return allocSize(n)
 	}
 	p := map[string]uint64{
-		// The Table holds pointers and is over 512 bytes: the runtime adds
-		// an 8-byte header.
-		"table":     sz(int(unsafe.Sizeof(*t)) + 8),
+		"table":     sz(heapObjectSize(unsafe.Sizeof(*t))),
 		"slots":     sz(cap(t.slots) * int(unsafe.Sizeof(slot{}))),
 		"pos":       sz(cap(t.pos) * int(unsafe.Sizeof(posTrack{}))),
 		"posFq1":    sz(cap(t.pp.fq1) * 8),
 		"lastField": sz(cap(t.lastField)),
-		"states":    sz(cap(t.states) * int(unsafe.Sizeof(State{}))),
-		"qs":        sz(cap(t.qs) * int(unsafe.Sizeof(viewQ{}))),
 		"idx":       sz(cap(t.idx.b) * 2),
 		"order":     sz(cap(t.order) * 2),
 		"used":      sz(cap(t.used) * 8),
@@ -39,6 +35,11 @@ func tableParts(t *Table) map[string]uint64 {
 		"posFree":   sz(cap(t.pp.free) * 8),
 		"gone":      sz(cap(t.gone) * int(unsafe.Sizeof(goneRec{}))),
 		"carry":     sz(cap(t.carry) * int(unsafe.Sizeof(carried{}))),
+	}
+	if t.ev != nil {
+		p["ev"] = sz(int(unsafe.Sizeof(*t.ev)))
+		p["states"] = sz(cap(t.ev.states) * int(unsafe.Sizeof(State{})))
+		p["qs"] = sz(cap(t.ev.qs) * int(unsafe.Sizeof(viewQ{})))
 	}
 	if t.rare != nil {
 		p["rare"] = sz(int(unsafe.Sizeof(*t.rare)))
@@ -223,4 +224,14 @@ func walkView(tb testing.TB, tab *Table, sw *SnapshotWriter, ents []churnEnt, re
 		tb.Fatal(err)
 	}
 	return refs
+}
+
+// heapObjectSize is what the heap takes for an object of n bytes that
+// holds pointers: past 512 bytes the runtime puts an 8-byte header before
+// it (its pointer bitmap), at or below it the span keeps the bitmap.
+func heapObjectSize(n uintptr) int {
+	if n > 512 {
+		return int(n) + 8
+	}
+	return int(n)
 }

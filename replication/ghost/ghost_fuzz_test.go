@@ -245,7 +245,7 @@ func (h *opsHarness) leaving(t *Table) bool {
 			in[h.ents[i].Entity] = true
 		}
 	}
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		if s := &t.slots[i]; s.phase == phaseKilling || s.phase != phaseFree && !in[t.entityOf(uint32(i))] {
 			return true
 		}

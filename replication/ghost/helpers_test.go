@@ -466,7 +466,7 @@ func checkInvariants(t *Table) error {
 		// connection's replication, one above sends empty packets.
 		return fmt.Errorf("%d ghosts want to send, npend says %d", pend, t.npend)
 	}
-	if live != t.live || top != t.top {
+	if live != int(t.live) || top != int(t.top) {
 		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
 	mapped := 0
@@ -603,14 +603,14 @@ func checkInvariants(t *Table) error {
 	if x := &t.pp; x.wide && len(x.wx.hi) != len(x.nodes) || !x.wide && x.wx != nil {
 		return fmt.Errorf("pool: wide %v, %d nodes, high words %v", x.wide, len(x.nodes), x.wx)
 	}
-	if x := &t.pp; len(x.nodes) > maxPoolNodes || x.used > t.entLen {
+	if x := &t.pp; len(x.nodes) > maxPoolNodes || int32(x.used) > t.entLen {
 		return fmt.Errorf("pool: %d nodes, %d used, %d records in flight (16-bit indices: at most %d)", len(x.nodes), x.used, t.entLen, maxPoolNodes)
 	}
 	if x := &t.pp; len(x.free)*64 < cap(x.nodes) {
 		return fmt.Errorf("pool: room %d, %d free words", cap(x.nodes), len(x.free))
 	}
 	for w, b := range t.pp.free {
-		if b != 0 && int32(w) < t.pp.scan {
+		if b != 0 && int32(w) < int32(t.pp.scan) {
 			return fmt.Errorf("pool: free nodes in word %d below the scan start %d", w, t.pp.scan)
 		}
 		for ; b != 0; b &= b - 1 {
@@ -654,7 +654,7 @@ func checkViewRefs(t *Table) error {
 		return fmt.Errorf("prevSnap held between views")
 	}
 	gone := 0
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		s := &t.slots[i]
 		switch {
 		case s.phase == phaseFree:

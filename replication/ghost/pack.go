@@ -134,7 +134,6 @@ func overdueWeight(prioB int) int8 {
 // would otherwise keep for the few microseconds a Write takes).
 type packer struct {
 	*packScratch
-	trace func(id uint32) // tests: called for every record written
 }
 
 // packScratch is Write's working memory. Between Writes every bucket head is
@@ -262,10 +261,10 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 // many.
 func (p *packer) collect(t *Table, now msTime) int {
 	k, classes := t.cfg, t.reg.classes
-	if len(p.next) < t.top {
-		p.next = append(p.next, make([]int32, t.top-len(p.next))...)
+	if top := int(t.top); len(p.next) < top {
+		p.next = append(p.next, make([]int32, top-len(p.next))...)
 	}
-	if w := (t.top + 63) / 64; len(p.pressed) < w {
+	if w := (int(t.top) + 63) / 64; len(p.pressed) < w {
 		p.pressed = append(p.pressed, make([]uint64, w-len(p.pressed))...)
 	}
 	clear(p.pressed)
@@ -283,7 +282,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 	ps := p.packScratch
 	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
 	slots, grownB := t.slots[:t.top], k.grownB
-	for i := t.top - 1; i >= 0; i-- {
+	for i := int(t.top) - 1; i >= 0; i-- {
 		s := &slots[i]
 		var b int
 		switch s.phase {
@@ -377,9 +376,8 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	pressBits, pressCap := 0, budget/pressShare
 	// What most packets need checked for none of their records, checked
 	// once: the ring has room for every candidate (each is tried at most
-	// once), none is pressed, no trace. Otherwise every record takes the
-	// checks.
-	checks := int(t.entLen)+n > len(t.ents) || p.trace != nil
+	// once), none is pressed. Otherwise every record takes the checks.
+	checks := int(t.entLen)+n > len(t.ents)
 	for _, w := range p.pressed {
 		checks = checks || w != 0
 	}
@@ -434,9 +432,6 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 				if checks {
 					if pressed {
 						pressBits += sw.BitLen() - mark
-					}
-					if p.trace != nil {
-						p.trace(uint32(i))
 					}
 				}
 				if budget-sw.BitLen() < minRec {

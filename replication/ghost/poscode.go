@@ -246,11 +246,13 @@ type posPool struct {
 	// late). len 0 makes pushOwn and usualRun leave the sparse form to
 	// pushLo and resolveOldest2Sparse by the test they make of the dense
 	// one's length anyway.
-	fq1  []uint64
-	used int32 // nodes in lists (not free; fewer than MaxRecordsInFlight)
-	hw   int32 // most nodes used at once since the last trim
-	hw1  int32 // hw of the trim before (Table.trim)
-	scan int32 // every word of free below it is zero
+	fq1 []uint64
+	// The counts 16-bit (at most maxPoolNodes nodes, 2^15, in at most
+	// 2^9 words of free): the Table keeps to its size class.
+	used uint16 // nodes in lists (not free; fewer than MaxRecordsInFlight)
+	hw   uint16 // most nodes used at once since the last trim
+	hw1  uint16 // hw of the trim before (Table.trim)
+	scan uint16 // every word of free below it is zero
 	// The packing: axis a at bit sh[a], sh[3] the bits of axis 2; wide:
 	// more than 64 bits (set by init).
 	sh   [4]uint8
@@ -599,15 +601,15 @@ func (x *posPool) value(i int32, t stamp) posVal {
 func (x *posPool) get() int32 {
 	x.used++
 	x.hw = max(x.hw, x.used)
-	for w := x.scan; int(w) < len(x.free); w++ {
+	for w := int32(x.scan); int(w) < len(x.free); w++ {
 		if b := x.free[w]; b != 0 {
 			i := int32(bits.TrailingZeros64(b))
 			x.free[w] = b &^ (1 << i)
-			x.scan = w
+			x.scan = uint16(w)
 			return w<<6 | i
 		}
 	}
-	x.scan = int32(len(x.free))
+	x.scan = uint16(len(x.free))
 	n := len(x.nodes)
 	if n == cap(x.nodes) {
 		// By an eighth, not append's doubling: the room past the use is
@@ -644,7 +646,7 @@ func (x *posPool) resize(n int) {
 
 func (x *posPool) put(i int32) {
 	x.free[i>>6] |= 1 << (i & 63)
-	x.scan = min(x.scan, i>>6)
+	x.scan = min(x.scan, uint16(i>>6))
 	x.used--
 }
 
@@ -679,7 +681,7 @@ func (x *posPool) compact(pos []posTrack, n int) {
 		x.wx.hi = hi
 	}
 	x.free = make([]uint64, (cap(ns)+63)/64)
-	x.scan = int32(len(x.free))
+	x.scan = uint16(len(x.free))
 }
 
 // release is reset for ghost id's track in a table: its second in flight,
@@ -856,7 +858,7 @@ func (p *posTrack) push(x *posPool, id uint32, t stamp, q *[3]uint32) {
 // take takes a free node: get's usual case written out, a free node in
 // the scan's word.
 func (x *posPool) take() int32 {
-	if w := x.scan; uint(w) < uint(len(x.free)) && x.free[w] != 0 {
+	if w := int32(x.scan); uint(w) < uint(len(x.free)) && x.free[w] != 0 {
 		b := x.free[w]
 		i := int32(bits.TrailingZeros64(b))
 		x.free[w] = b &^ (1 << i)

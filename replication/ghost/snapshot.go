@@ -922,7 +922,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		ok := false
 		if !next {
 			for k := j; k < min(j+2, len(old)); k++ {
-				if h := old[k]; int(h) < t.top {
+				if h := old[k]; int32(h) < t.top {
 					if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.classOf(s) == c && t.scopeEntity(s) == e.entity {
 						id, ok, j = uint32(h), true, k+1
 						break
@@ -1032,7 +1032,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if t.pk.packScratch != nil { // the hints spilled: not read past here
 		t.pk.release()
 	}
-	if same && !exhausted && kept+taken == t.live-len(t.gone) {
+	if same && !exhausted && kept+taken == int(t.live)-len(t.gone) {
 		// Every ghost in scope (creating or live: those without a gone
 		// record) is in this view: none leaves, none is carried (a
 		// carried one is in scope and in no view entry; one carried
@@ -1053,7 +1053,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// the index reads every ghost's entity where its si names it — a
 	// carried one's in carry, which the second walk rebuilds.
 	carries := 0
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen {
 			continue
@@ -1091,7 +1091,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// No ghost's entity is asked for until they do.
 	var nc []carried
 	borrowed := false
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen || s.phase != phaseCreating && s.phase != phaseLive {
 			continue
@@ -1293,7 +1293,7 @@ func (t *Table) stop(s *slot) uint64 {
 // nil: the ghost of entry ri when ri holds the same entity and class
 // (vwKept), whatever hint named h.
 func (t *Table) keptSlot(h uint16, ri uint32) *slot {
-	if int(h) < t.top {
+	if int32(h) < t.top {
 		if s := &t.slots[h]; s.si == ri && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
 			return s
 		}
@@ -1344,7 +1344,7 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 // (valid until the next call), else a new one.
 func (t *Table) stateOf(id uint32) *State {
 	if !t.snapMode {
-		return &t.states[id]
+		return &t.ev.states[id]
 	}
 	s := &t.slots[id]
 	if s.si&siCarry != 0 {
@@ -1368,7 +1368,7 @@ func (t *Table) stateOf(id uint32) *State {
 // fields stale), not a decode of every group.
 func (t *Table) encState(id uint32) *State {
 	if !t.snapMode {
-		return &t.states[id]
+		return &t.ev.states[id]
 	}
 	return t.encEntry(id)
 }
@@ -1393,7 +1393,7 @@ func (t *Table) encEntry(id uint32) *State {
 // qposOf is ghost s's (id's) latest quantized position (in scope).
 func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	if !t.snapMode {
-		return &t.qs[id].q
+		return &t.ev.qs[id].q
 	}
 	if s.si&siCarry != 0 {
 		return &t.carry[s.si&siIndex].q
@@ -1406,11 +1406,11 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 // quantized once per view (a snapshot's once at Seal, for every table) and
 // kept where the view's state is — the slot keeps neither.
 func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
-	switch {
-	case !t.snapMode:
-		v := &t.qs[id]
+	if !t.snapMode {
+		v := &t.ev.qs[id]
 		return &v.q, v.yaw
-	case s.si&siCarry != 0:
+	}
+	if s.si&siCarry != 0 {
 		v := &t.carry[s.si&siIndex]
 		return &v.q, v.yaw
 	}
@@ -1455,24 +1455,24 @@ func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, s
 // latest view (Remove), which the next view diffs against.
 func (t *Table) enterSnapshots() {
 	t.carry, t.gone = t.carry[:0], t.gone[:0]
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		s := &t.slots[i]
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			t.carry = append(t.carry, carried{st: t.states[i], entity: t.qs[i].entity, q: t.qs[i].q, yaw: t.qs[i].yaw})
+			t.carry = append(t.carry, carried{st: t.ev.states[i], entity: t.ev.qs[i].entity, q: t.ev.qs[i].q, yaw: t.ev.qs[i].yaw})
 			s.si = siCarry | uint32(len(t.carry)-1)
 		case phaseKilling:
-			g := goneRec{entity: t.qs[i].entity, id: uint32(i), si: staleEntry, q: t.qs[i].q}
+			g := goneRec{entity: t.ev.qs[i].entity, id: uint32(i), si: staleEntry, q: t.ev.qs[i].q}
 			if s.viewGen == t.viewGen {
-				t.carry = append(t.carry, carried{st: t.states[i], entity: t.qs[i].entity, q: t.qs[i].q, yaw: t.qs[i].yaw})
+				t.carry = append(t.carry, carried{st: t.ev.states[i], entity: t.ev.qs[i].entity, q: t.ev.qs[i].q, yaw: t.ev.qs[i].yaw})
 				g.si = siCarry | uint32(len(t.carry)-1)
 			}
 			s.si = siGone | uint32(len(t.gone))
 			t.gone = append(t.gone, g)
 		}
 	}
-	t.states, t.qs, t.snapMode = nil, nil, true // the snapshots hold the states from now on
+	t.ev, t.snapMode = nil, true // the snapshots hold the states from now on
 }
 
 // leaveSnapshots turns a table whose views came as snapshots back to
@@ -1480,7 +1480,7 @@ func (t *Table) enterSnapshots() {
 // latest state is copied out, so the diff of the next view stays exact.
 func (t *Table) leaveSnapshots() {
 	states, qs := make([]State, len(t.slots)), make([]viewQ, len(t.slots))
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		// A leaving ghost's state was not kept (it is never written
 		// again); its position was. Its re-entry takes every group
 		// (flNoState), not a diff against a zero State, which would miss
@@ -1497,6 +1497,6 @@ func (t *Table) leaveSnapshots() {
 		}
 		s.si = 0
 	}
-	t.states, t.qs, t.snap, t.snapSrc, t.snapSeq, t.snapMode = states, qs, nil, 0, 0, false
+	t.ev, t.snap, t.snapSrc, t.snapSeq, t.snapMode = &entryViews{states: states, qs: qs}, nil, 0, 0, false
 	t.carry, t.gone = nil, nil
 }

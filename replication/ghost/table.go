@@ -226,7 +226,7 @@ type goneRec struct {
 // it: 8 bytes an id.
 func (t *Table) entityOf(id uint32) uint64 {
 	if !t.snapMode {
-		return t.qs[id].entity
+		return t.ev.qs[id].entity
 	}
 	s := &t.slots[id]
 	switch {
@@ -375,7 +375,7 @@ type Stats struct {
 type Table struct {
 	// The fields a fate reads (OnFate: findPacket, the record walks,
 	// releaseResolved, trim) come first, on the object's first three
-	// cache lines: a Table is a 640-byte object whose runtime header takes
+	// cache lines: a Table is a 576-byte object whose runtime header takes
 	// its first 8 bytes, so the Table starts 8 bytes into a line, and
 	// bytes 0–55, 56–119 and 120–183 are three lines. On a server a
 	// connection's table is cold when its fate comes; spread over six
@@ -427,13 +427,11 @@ type Table struct {
 	pkEnt0 int32 // entLen when the packet being written began
 	entHW  int32 // most records in flight at once since the last trim
 
-	// states and qs hold each ghost's latest state, quantized position and
-	// yaw code for views given as ViewEntries (SetView), diffed against the
-	// next; nil while the views come as snapshots (SetSnapshotView), which
-	// hold them instead. The codes apart: every record written reads them,
-	// and 16 bytes an id stay in the cache where 160 would not.
-	states []State
-	qs     []viewQ
+	// ev holds each ghost's latest state for views given as ViewEntries
+	// (SetView); nil while the views come as snapshots (SetSnapshotView),
+	// which hold them instead: a server's table pays a word for it, not
+	// two slice headers.
+	ev *entryViews
 	// snapMode: the views come as snapshots; snap is the latest view's
 	// (while one is being taken, the one it is taking: prevSnap is the one
 	// before, which the ghosts not yet taken still refer to).
@@ -475,8 +473,8 @@ type Table struct {
 	// groups or create/kill in flight keeps it (repend); checkInvariants
 	// recounts it.
 	npend int32
-	top   int // highest id in use + 1
-	live  int // ids in use
+	top   int32 // highest id in use + 1 (< MaxMaxGhosts)
+	live  int32 // ids in use
 	// topHW is the highest top since the last trim, topHW1 the one
 	// before: shrinkIDs' measure of the ids a scope needs.
 	topHW, topHW1 int32
@@ -486,11 +484,22 @@ type Table struct {
 	// The counters every connection moves stay here; the rest, with the
 	// wide classes' mask bits, wait in rare until one is needed. Stats
 	// folds them back: every count is kept exactly, only the place differs.
-	// The Table (with the runtime's 8-byte header) fits the 640-byte size
+	// The Table (with the runtime's 8-byte header) fits the 576-byte size
 	// class (the Config is shared, the class list is the registry's, the
-	// rare counters apart): one more line costs 64 bytes a connection.
+	// rare counters and a SetView table's states apart): one more line
+	// costs 64 bytes a connection.
 	stats hotStats
 	rare  *tableRare
+}
+
+// entryViews is what a table keeps of its ghosts for views given as
+// ViewEntries: each ghost's latest state, and apart from the States its
+// quantized position and yaw code (viewQ), diffed against the next view.
+// The codes apart: every record written reads them, and 16 bytes an id
+// stay in the cache where 160 would not.
+type entryViews struct {
+	states []State
+	qs     []viewQ
 }
 
 // hotStats are the Stats counters a healthy connection moves (packets,
@@ -501,9 +510,9 @@ type hotStats struct {
 
 // tableRare holds what most connections never need: the counters of
 // losses, stalls, resends, deferred positions and errors, and entHi. Made
-// at its first use (rareOf); a Table without it is 640 bytes where with
-// those counters inline it was 768 (the size class above), and with it the
-// two objects (640 + 128) are no larger than that.
+// at its first use (rareOf); a Table without it is 576 bytes where with
+// those counters inline it was 768, and with it the two objects (576 +
+// 128) are no larger than that.
 type tableRare struct {
 	CreatesLost, UpdatesLost, KillsLost, Redirtied, Suppressed uint64
 	AbsolutePos, PosDeferred, Resends, Stalls, EncodeErrors    uint64
@@ -648,7 +657,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 
 // tableConfig is a table's Config and what packing derives from it, read
 // only: the tables of a server share one (72 + 16 bytes a connection, and
-// the Table stays in the 640-byte size class).
+// the Table stays in the 576-byte size class).
 type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
@@ -704,7 +713,7 @@ func (t *Table) Stats() Stats {
 }
 
 // Len is the number of ghost ids in use (creating, live or killing).
-func (t *Table) Len() int { return t.live }
+func (t *Table) Len() int { return int(t.live) }
 
 // IDWidth is the width of ghost ids on the wire right now:
 // ⌈log2(highest id in use + 1)⌉.
@@ -794,7 +803,9 @@ func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (pr
 		}
 	}
 	if cap(t.order) < n {
-		t.order = make([]uint16, n, n+n/4)
+		// An eighth of room, and the rest of the size class: the heap
+		// spends those bytes either way.
+		t.order = make([]uint16, n, roomFor(n+n/8, 2))
 	}
 	prev = t.order[:min(len(t.order), n)]
 	t.order = t.order[:n]
@@ -827,7 +838,7 @@ func (t *Table) viewGhost(prev []uint16, i int, entity uint64, class *Class) (ui
 	// A creating or live slot holding the entity is the one the index
 	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		if h := uint32(prev[i]); int(h) < t.top {
+		if h := uint32(prev[i]); int32(h) < t.top {
 			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.entityOf(h) == entity {
 				return t.sameClass(h, s, class)
 			}
@@ -899,10 +910,10 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				exhausted = true
 				continue
 			}
-			t.states[id] = e.State
-			t.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
+			t.ev.states[id] = e.State
+			t.ev.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
 			if e.Class.posIdx >= 0 {
-				t.qs[id].q = vq[i]
+				t.ev.qs[id].q = vq[i]
 			}
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
@@ -913,7 +924,7 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
 		s.prioB = uint8(b)
 	}
-	for i := 0; i < t.top; i++ {
+	for i := range int(t.top) {
 		s := &t.slots[i]
 		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.classOf(s).AlwaysInScope {
 			t.leave(uint32(i))
@@ -962,8 +973,8 @@ func (t *Table) Remove(entity uint64) {
 // refresh applies a view entry to an existing ghost: diff and store.
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
-	old := &t.states[id]
-	v := &t.qs[id]
+	old := &t.ev.states[id]
+	v := &t.ev.qs[id]
 	changed := t.reenter(id, c, v.q != *q)
 	if c.posIdx >= 0 {
 		v.q = *q
@@ -1101,7 +1112,7 @@ func samePos(a, b *State) bool {
 // The caller stores its state and entity (for a snapshot view, si and
 // viewGen: entityOf) before the index is asked of the id again.
 func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
-	if t.live >= t.cfg.MaxGhosts {
+	if int(t.live) >= t.cfg.MaxGhosts {
 		t.rareOf().IDsExhausted++
 		return 0, true
 	}
@@ -1194,8 +1205,11 @@ func (t *Table) resizeIDs(n int) {
 		t.pp.fq1 = resize(t.pp.fq1, n)
 	}
 	if !t.snapMode {
-		t.states = resize(t.states, n)
-		t.qs = resize(t.qs, n)
+		if t.ev == nil {
+			t.ev = new(entryViews)
+		}
+		t.ev.states = resize(t.ev.states, n)
+		t.ev.qs = resize(t.ev.qs, n)
 	}
 	t.lastField = resize(t.lastField, n*int(t.stride))
 	if t.wideDirty {
@@ -1223,8 +1237,8 @@ func (t *Table) allocID() int {
 			t.used[w] |= 1 << uint(b)
 			t.hint = int32(w)
 			t.live++
-			t.top = max(t.top, id+1)
-			t.topHW = max(t.topHW, int32(t.top))
+			t.top = max(t.top, int32(id+1))
+			t.topHW = max(t.topHW, t.top)
 			return id
 		}
 	}
@@ -1232,8 +1246,8 @@ func (t *Table) allocID() int {
 	t.used = append(t.used, 1)
 	t.hint = int32(len(t.used) - 1)
 	t.live++
-	t.top = max(t.top, id+1)
-	t.topHW = max(t.topHW, int32(t.top))
+	t.top = max(t.top, int32(id+1))
+	t.topHW = max(t.topHW, t.top)
 	return id
 }
 
@@ -1254,7 +1268,7 @@ func (t *Table) free(id uint32) {
 	t.used[w] &^= 1 << (id % 64)
 	t.hint = min(t.hint, int32(w))
 	t.live--
-	if int(id) == t.top-1 {
+	if int32(id) == t.top-1 {
 		for t.top > 0 && t.used[(t.top-1)/64]&(1<<uint((t.top-1)%64)) == 0 {
 			t.top--
 		}
@@ -1319,13 +1333,16 @@ func (t *Table) settle(id uint32) {
 }
 
 // initialRecords and initialPackets are the rings' first sizes: a few
-// packets of a small scope, so a quiet connection never grows them. Eight
-// packets: a client acknowledging at 10 Hz of 20 packets a second keeps
-// 3-6 in flight, and the one being written takes a record too (16 B
-// each; the ring doubles on demand).
+// packets of a small scope, so a quiet connection never grows them. Four
+// packets: a server's fates come a round trip late (20–60 ms at 21
+// packets a second: one or two in flight, and the one being written
+// takes a record too). A client acknowledging at 10 Hz keeps 3-6 in
+// flight: its ring doubles to 8 on demand (16 B a packet), and trim
+// halves it again only after two checks at most half full (a ring whose
+// use sits at exactly half moves once every few seconds).
 const (
 	initialRecords = 64
-	initialPackets = 8
+	initialPackets = 4
 )
 
 // entCap is the record ring's final size.
@@ -1463,14 +1480,14 @@ func (t *Table) trim() {
 			t.shrinkIDs(want)
 		}
 	}
-	t.topHW1, t.topHW = t.topHW, int32(t.top)
+	t.topHW1, t.topHW = t.topHW, t.top
 	t.idxTrim()
-	// The view order's hints: grown to a peak view with a quarter of room
-	// (beginView) and kept for the connection's life. Given back once the
-	// view is at most half the room, so a scope walking within a factor of
-	// two never moves them.
+	// The view order's hints: grown to a peak view with an eighth of room
+	// and its size class's rest (beginView) and kept for the connection's
+	// life. Given back once the view is at most half the room, so a scope
+	// walking within a factor of two never moves them.
 	if c := cap(t.order); c > 16 && len(t.order) <= c/2 {
-		t.order = append(make([]uint16, 0, len(t.order)+len(t.order)/4), t.order...)
+		t.order = append(make([]uint16, 0, roomFor(len(t.order)+len(t.order)/8, 2)), t.order...)
 	}
 	// The gone records of a burst of leaves (a teleport, a crowd left
 	// behind) are kept until their kills are delivered; their room, grown
