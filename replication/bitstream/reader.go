@@ -209,7 +209,12 @@ func (r *Reader) readData(dst []byte) {
 		binary.LittleEndian.PutUint64(dst, r.get(64))
 		dst = dst[8:]
 	}
-	for i := range dst {
-		dst[i] = byte(r.get(8))
+	// The last 1..7 bytes from one field (writeData's).
+	if n := len(dst); n > 0 {
+		v := r.get(uint(8 * n))
+		for i := range dst {
+			dst[i] = byte(v)
+			v >>= 8
+		}
 	}
 }

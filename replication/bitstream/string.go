@@ -3,6 +3,7 @@ package bitstream
 import (
 	"io"
 	"slices"
+	"unsafe"
 )
 
 // Strings and string tables. Seed: Torque writeString — a ranged length then
@@ -162,6 +163,30 @@ func (t *StringTable) find(s string) (int, bool) {
 	m := uint(len(t.index) - 1)
 	for h := uint(tableHash(s)>>(t.shift&63)) & m; ; h = (h + 1) & m {
 		e := t.index[h]
+		if e == 0 {
+			return 0, false
+		}
+		// The same bytes first: a caller's name is most often the very
+		// string the table was given (one constant, or one interned
+		// name). Comparing the bytes is a call, and a call in this loop
+		// kept its values on the stack around it for every lookup: it
+		// is findFrom's, from this probe on.
+		if slot := int(e) - 1; uint(slot) < uint(len(t.slots)) {
+			if x := t.slots[slot]; len(x) == len(s) {
+				if unsafe.StringData(x) == unsafe.StringData(s) {
+					return slot, true
+				}
+				return t.findFrom(s, h)
+			}
+		}
+	}
+}
+
+// findFrom is find from probe h on, comparing the strings' bytes.
+func (t *StringTable) findFrom(s string, h uint) (int, bool) {
+	m := uint(len(t.index) - 1)
+	for ; ; h = (h + 1) & m {
+		e := t.index[h&m]
 		if e == 0 {
 			return 0, false
 		}

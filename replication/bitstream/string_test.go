@@ -353,7 +353,8 @@ func TestReadTableStringHitPath(t *testing.T) {
 // The table's index agrees with a map of its strings through any mix of
 // Set (new strings, moves refused as duplicates, replacements) and Delete,
 // at every table size, for held strings, deleted ones and strings that
-// share a held one's length and first, middle and last bytes (one hash).
+// share a held one's length and first, middle and last bytes (one hash),
+// each looked up as itself and as a copy in other memory.
 func TestStringTableIndexMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	names := []string{"", "a", "b", "ab", "aab", "abb", "wave", "wove", "orc_warrior", "orc_wxrrior", "elf_archer", "elf_archxr", "fireball", "firebell", "a longer name than sixteen bytes", "a longer nbme than sixteen bytes"}
@@ -391,10 +392,13 @@ func TestStringTableIndexMatchesMap(t *testing.T) {
 				}
 			}
 			for _, s := range names {
-				got, ok := tab.Lookup(s)
 				want, wok := ref[s]
-				if ok != wok || ok && got != want {
-					t.Fatalf("%d slots: Lookup(%q) = %d %v, want %d %v", slots, s, got, ok, want, wok)
+				// The string itself (the table's own bytes when it holds
+				// it) and a copy of it (other bytes: compared by content).
+				for _, q := range []string{s, strings.Clone(s)} {
+					if got, ok := tab.Lookup(q); ok != wok || ok && got != want {
+						t.Fatalf("%d slots: Lookup(%q) = %d %v, want %d %v", slots, q, got, ok, want, wok)
+					}
 				}
 			}
 		}

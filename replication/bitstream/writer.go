@@ -274,8 +274,14 @@ func writeData[T string | []byte](w *Writer, p T) {
 		w.put(le64(p), 64)
 		p = p[8:]
 	}
-	for i := 0; i < len(p); i++ {
-		w.put(uint64(p[i]), 8)
+	// The last 1..7 bytes as one field: a put a byte was ≈ 50
+	// instructions each (a chat line's tail, a name's).
+	if n := len(p); n > 0 {
+		var v uint64
+		for i := n - 1; i >= 0; i-- {
+			v = v<<8 | uint64(p[i])
+		}
+		w.put(v, uint(8*n))
 	}
 }
 
