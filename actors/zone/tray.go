@@ -56,10 +56,9 @@ type trayNudge struct{}
 var theTrayNudge = &trayNudge{}
 
 // trayGate follows a shard's messages sent through the mailbox before
-// its first put (tray).
-type trayGate struct{}
-
-var theTrayGate = &trayGate{}
+// its first put (tray). It names its tray: a restarted zone's new tray
+// must not count the old one's gates (one a shard and tray: rare).
+type trayGate struct{ t *tray }
 
 // Put implements msg.Tray.
 func (t *tray) Put(from any, ms []any, urgent bool) bool {
@@ -94,7 +93,7 @@ func (t *tray) Put(from any, ms []any, urgent bool) bool {
 	t.mu.Unlock()
 	switch {
 	case gate:
-		t.root.Send(t.self, theTrayGate)
+		t.root.Send(t.self, &trayGate{t: t})
 	case nudge:
 		t.root.Send(t.self, theTrayNudge)
 	}

@@ -270,8 +270,10 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 	case *tickMsg, *lateTickMsg:
 		a.tickDue()
 	case *trayGate:
-		a.tray.ungate()
-		a.takeTray()
+		if m.t == a.tray {
+			a.tray.ungate()
+			a.takeTray()
+		}
 	case *msg.Input:
 		a.onInput(m)
 	case *msg.Inputs:
