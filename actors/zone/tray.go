@@ -138,6 +138,9 @@ func (t *tray) take() []any {
 
 func (t *tray) done(l []any) {
 	clear(l)
+	if cap(l) > fifoKept {
+		l = nil // a backlog's room goes, as the mailbox's queues' does
+	}
 	t.back = l[:0]
 }
 
@@ -223,6 +226,9 @@ func (a *zoneActor) trayInputs(l []any) {
 	a.takeInputs(t.ins)
 	clear(t.ins)
 	t.ins = t.ins[:0]
+	if cap(t.ins) > fifoKept {
+		t.ins = nil
+	}
 	a.flushOutputs()
 	a.flushPending()
 }
