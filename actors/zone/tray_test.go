@@ -253,3 +253,25 @@ func TestTrayGateOfARestartedZonesOldTray(t *testing.T) {
 		t.Fatalf("%d inputs dropped: taken before the Join sent ahead of them", d)
 	}
 }
+
+// BenchmarkTrayPutTake: a shard round's put of 16 inputs and the zone's
+// take of them (no message either way: the usual round).
+func BenchmarkTrayPutTake(b *testing.B) {
+	g := new(inputGauge)
+	g.max.Store(1 << 20)
+	tr := &tray{g: g, m: new(Metrics)}
+	shard := new(int)
+	tr.seen = append(tr.seen, shard)
+	ins := make([]any, 16)
+	for i := range ins {
+		ins[i] = &msg.Input{}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Put(shard, ins, false)
+		l := tr.take()
+		g.queued.Add(-int64(len(l)))
+		tr.done(l)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ins)), "ns/input")
+}
