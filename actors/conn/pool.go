@@ -467,6 +467,9 @@ func (s *shard) sendInputs() {
 	for i := len(s.trays) - 1; i >= 0; i-- {
 		s.putTray(i)
 	}
+	for len(s.zin) > 0 { // a closed tray's inputs (putTray)
+		s.sendZone(len(s.zin) - 1)
+	}
 }
 
 // sendZone sends zin[i]'s inputs and forgets the entry.

@@ -113,6 +113,12 @@ func TestShardPutsInTrayInOrder(t *testing.T) {
 	if len(s.trays) != 0 {
 		t.Fatalf("%d trays kept after one closed", len(s.trays))
 	}
+	tr.Close()
+	s.toZone(pz, input(8, false)) // alone: no Leave after it sends it
+	s.sendInputs()
+	if len(z.got) != 3 || player(z.got[2]) != 8 {
+		t.Fatalf("a closed tray's lone input: the zone got %d messages, want it as the third", len(z.got))
+	}
 	tr2 := &recTray{}
 	msg.RegisterTray(sys, pz.Id, tr2) // the zone restarted
 	s.toZone(pz, input(7, false))
