@@ -29,7 +29,7 @@ var parts = []part{
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	// Before the connection: a reference view's Refs are made in actors/msg.
 	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot", "actors/msg.NewViewRefs"}},
-	{"ghost table: the rest (640-byte struct, rare counters, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
+	{"ghost table: the rest (the Table struct, rare counters, entity index, view order, scratch)", []string{"replication/ghost.", "actors/ghostmgr."}},
 	{"session: notify, events, moves, control", []string{"replication/session.", "replication/notify.", "replication/event.", "replication/move."}},
 	{"connection, gateway, queued datagrams", []string{"actors/conn.", "actors/gateway.", "actors/msg.", "actors/udp."}},
 	{"zones (slots, interest, grid, move queues)", []string{"zones/", "actors/zone."}},
