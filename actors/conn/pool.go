@@ -320,12 +320,8 @@ type shard struct {
 	// Made by the first connection's start.
 	sc *session.Scratch
 	// zin: the round's inputs waiting for their zones (toZone), one
-	// entry per zone without a tray.
+	// entry per zone.
 	zin []zoneInputs
-	// trays: the trays of the zones in this process the shard's
-	// connections send to (msg.TrayOf), each with what the round has for
-	// it so far; their room is kept from round to round.
-	trays []zoneTray
 	// dc takes the datagrams the shard's connections are done with
 	// (onDatagram): the gateway's Stagers compacted them.
 	dc msg.DatagramCache
@@ -345,14 +341,6 @@ type zoneInputs struct {
 	batch *msg.Inputs
 }
 
-// zoneTray is a zone's tray and what the round has for it, in order.
-type zoneTray struct {
-	zone   *actor.PID
-	t      msg.Tray
-	items  []any
-	urgent bool // a Join, a Leave or an input with events: the zone takes them now
-}
-
 // maxBatch bounds the inputs in one *msg.Inputs (a backlog after a stall
 // goes as several): the zone looks up each event's Output among those of
 // the batch so far.
@@ -362,67 +350,7 @@ const maxBatch = 64
 // (sendInputs), which sends each zone its round's inputs in one message;
 // any other message first sends the inputs waiting for its zone, so a
 // zone sees each connection's messages in the order it made them.
-//
-// A zone in this process takes what the shard sends it from its tray
-// (msg.Tray): everything for it, inputs and the rest, is put there in
-// order at the end of the round, with no message unless something in it
-// is urgent (a Join, a Leave, an input with events).
 func (s *shard) toZone(zone *actor.PID, m any) {
-	if i := s.trayOf(zone); i >= 0 {
-		zt := &s.trays[i]
-		zt.items = append(zt.items, m)
-		if in, ok := m.(*msg.Input); !ok || len(in.Events) > 0 {
-			zt.urgent = true
-		}
-		if len(zt.items) >= maxBatch {
-			s.putTray(i)
-		}
-		return
-	}
-	s.sendToZone(zone, m)
-}
-
-// trayOf is the index of zone's entry in trays, found or made, or -1:
-// no tray (a zone elsewhere).
-func (s *shard) trayOf(zone *actor.PID) int {
-	for i := range s.trays {
-		if z := s.trays[i].zone; z == zone || z.Equal(zone) {
-			return i
-		}
-	}
-	t := msg.TrayOf(s.pool.sys, zone)
-	if t == nil {
-		return -1
-	}
-	s.trays = append(s.trays, zoneTray{zone: zone, t: t})
-	return len(s.trays) - 1
-}
-
-// putTray puts trays[i]'s items in its tray. A closed tray (its zone
-// stopped or restarted) takes nothing: they go as messages, and the
-// entry goes, so the next looks the zone's tray up again.
-func (s *shard) putTray(i int) {
-	zt := &s.trays[i]
-	if len(zt.items) == 0 {
-		return
-	}
-	if zt.t.Put(s, zt.items, zt.urgent) {
-		clear(zt.items)
-		zt.items, zt.urgent = zt.items[:0], false
-		return
-	}
-	gone := *zt
-	last := len(s.trays) - 1
-	s.trays[i] = s.trays[last]
-	s.trays[last] = zoneTray{}
-	s.trays = s.trays[:last]
-	for _, m := range gone.items {
-		s.sendToZone(gone.zone, m)
-	}
-}
-
-// sendToZone is toZone for a zone without a tray.
-func (s *shard) sendToZone(zone *actor.PID, m any) {
 	if in, ok := m.(*msg.Input); ok {
 		for i := range s.zin {
 			z := &s.zin[i]
@@ -454,16 +382,9 @@ func (s *shard) sendToZone(zone *actor.PID, m any) {
 	s.pool.sys.Root.Send(zone, m)
 }
 
-// sendInputs sends every zone its waiting inputs, and puts every tray's
-// (after: a zone's messages sent before its tray was found come first).
+// sendInputs sends every zone its waiting inputs.
 func (s *shard) sendInputs() {
 	for len(s.zin) > 0 {
-		s.sendZone(len(s.zin) - 1)
-	}
-	for i := len(s.trays) - 1; i >= 0; i-- {
-		s.putTray(i)
-	}
-	for len(s.zin) > 0 { // a closed tray's inputs (putTray)
 		s.sendZone(len(s.zin) - 1)
 	}
 }
@@ -961,15 +882,6 @@ func (s *shard) shutdown() {
 	}
 	clear(s.zin)
 	s.zin = s.zin[:0]
-	for _, zt := range s.trays {
-		for _, m := range zt.items {
-			if in, ok := m.(*msg.Input); ok {
-				in.Release()
-			}
-		}
-	}
-	clear(s.trays)
-	s.trays = s.trays[:0]
 	s.flush()
 	for c, _ := s.heap.min(); c != nil; c, _ = s.heap.min() {
 		s.stop(c)

@@ -20,10 +20,8 @@
 // (cluster links) get a Send each. The views refer to the tick's snapshot and hold a reference
 // to it (msg.View.SetSnap): the zone's snapshot writer reuses a snapshot
 // once no view and no ghost table holds it, instead of allocating one
-// every tick. A connection shard of the zone's process puts its rounds'
-// Joins, inputs and Leaves in the zone's tray (tray.go), taken before the
-// tick; one elsewhere sends the inputs of a round in one *msg.Inputs,
-// taken as each input alone.
+// every tick. A connection shard sends a zone the inputs of one round in
+// one *msg.Inputs, taken as each input alone.
 //
 // # Ticks without blocking
 //

@@ -144,7 +144,6 @@ type zoneActor struct {
 	// when the actor is driven without one (benchmarks).
 	inputs *inputGauge
 	runner *runner // the mailbox's dispatcher (nil: as inputs)
-	tray   *tray   // the shards' Joins, Leaves and inputs (tray.go; nil: as inputs)
 
 	peers map[string]*actor.PID
 	// joins: every player's Join here. Write it with setJoin and
@@ -249,10 +248,6 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		if a.timer != nil {
 			a.timer.Stop()
 		}
-		a.closeTray(ctx)
-		return
-	case *actor.Restarting:
-		a.closeTray(ctx)
 		return
 	case *actor.Stopped:
 		if a.runner != nil {
@@ -263,17 +258,9 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 	if a.z == nil {
 		return
 	}
-	if a.tray != nil && takesTray(ctx.Message()) {
-		a.takeTray()
-	}
 	switch m := ctx.Message().(type) {
 	case *tickMsg, *lateTickMsg:
 		a.tickDue()
-	case *trayGate:
-		if m.t == a.tray {
-			a.tray.ungate()
-			a.takeTray()
-		}
 	case *msg.Input:
 		a.onInput(m)
 	case *msg.Inputs:
@@ -342,7 +329,6 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	a.self = ctx.Self()
 	a.root = ctx.ActorSystem().Root
 	a.addr = ctx.ActorSystem().Address()
-	a.openTray(ctx)
 	a.timer = time.AfterFunc(time.Hour, a.fire)
 	a.nextAt = nextSlot(now, z.Period(), a.p.Origin)
 	a.arm()
@@ -442,9 +428,6 @@ func (a *zoneActor) setPaused(m *Pause) {
 	}
 	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
 		a.letGo() // the handoff messages kept during the hold (paused.go)
-	}
-	if a.tray != nil {
-		a.tray.setEager(a.paused != 0) // no ticks to take it while paused
 	}
 	if (was == 0) == (a.paused == 0) {
 		return
@@ -821,16 +804,8 @@ func (a *zoneActor) onInput(in *msg.Input) {
 // onInputs takes a connection shard's round of inputs, each as onInput
 // would, and sends what they produced once.
 func (a *zoneActor) onInputs(b *msg.Inputs) {
-	a.takeInputs(b.List)
-	b.ReleaseTaken() // apply released each, or hold kept it
-	a.flushOutputs()
-	a.flushPending()
-}
-
-// takeInputs applies (or holds) a batch's inputs; the caller flushes.
-func (a *zoneActor) takeInputs(list []*msg.Input) {
 	if a.inputs != nil {
-		a.inputs.queued.Add(-int64(len(list)))
+		a.inputs.queued.Add(-int64(len(b.List)))
 	}
 	now := a.p.Now()
 	var c inputCounts
@@ -839,12 +814,15 @@ func (a *zoneActor) takeInputs(list []*msg.Input) {
 	// handoff message does, hold only adds to one that is there), so a
 	// round that starts with none holds nothing.
 	held := len(a.displaced)+len(a.carried)+len(a.pendingLeave)+len(a.incoming) > 0
-	for _, in := range list {
+	for _, in := range b.List {
 		if !held || !a.hold(in, now, &c) {
 			a.apply(in, now, &c)
 		}
 	}
 	c.add(a.m)
+	b.ReleaseTaken() // apply released each, or hold kept it
+	a.flushOutputs()
+	a.flushPending()
 }
 
 // inputCounts are a round of inputs' counts, added to the shared Metrics
