@@ -145,29 +145,32 @@ func TestAddrTableFootprint(t *testing.T) {
 	for i := range addrs {
 		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), uint16(40000+i))
 	}
-	heap := func() int64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.GC() // the second empties the pools' victim caches
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	before := heap()
+	before := liveHeap()
 	tab := newAddrTable()
 	for _, ap := range addrs {
 		tab.set(ap, rt)
 	}
-	per := float64(heap()-before) / n
+	per := float64(liveHeap()-before) / n
 	runtime.KeepAlive(tab)
-	before = heap()
+	before = liveHeap()
 	ref := make(map[netip.AddrPort]*route)
 	for _, ap := range addrs {
 		ref[ap] = rt
 	}
-	perRef := float64(heap()-before) / n
+	perRef := float64(liveHeap()-before) / n
 	runtime.KeepAlive(ref)
 	t.Logf("%d IPv4 clients: %.1f B each (a map by netip.AddrPort: %.1f B)", n, per, perRef)
 	if per > maxAddrTableBytes {
 		t.Fatalf("the address table keeps %.1f B a client, want ≤ %d", per, maxAddrTableBytes)
 	}
+}
+
+// liveHeap is the heap in use after two collections (the second empties
+// the pools' victim caches): the footprint tests' reading.
+func liveHeap() int64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
 }

@@ -241,14 +241,7 @@ const maxRouteBytes = 208
 
 func TestRouteFootprint(t *testing.T) {
 	const n = 2000
-	heap := func() int64 {
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.GC() // the second empties the pools' victim caches
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	before := heap()
+	before := liveHeap()
 	byID, byAddr, byPlayer := newIDTable(), newAddrTable(), make(map[uint64]*route)
 	for i := range n {
 		// As spawn makes it and onVerified leaves it: no token.
@@ -259,7 +252,7 @@ func TestRouteFootprint(t *testing.T) {
 		byAddr.set(rt.addr, rt)
 		byPlayer[rt.player] = rt
 	}
-	per := float64(heap()-before) / n
+	per := float64(liveHeap()-before) / n
 	runtime.KeepAlive(byID)
 	runtime.KeepAlive(byAddr)
 	runtime.KeepAlive(byPlayer)

@@ -25,18 +25,7 @@ import (
 // are one fate's and one apply's.
 func BenchmarkManagers1000(b *testing.B) {
 	const conns, per, ents = 1000, 43, 1000
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		b.Fatal(err)
-	}
-	pc, nc := ghost.PlayerClass(nil), ghost.NPCClass(nil)
-	if err := reg.Register(pc, nc); err != nil {
-		b.Fatal(err)
-	}
-	sw, err := ghost.NewSnapshotWriter(reg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	reg, pc, nc, sw := snapWorld(b)
 	rng := rand.New(rand.NewPCG(1, 1))
 	states := make([]ghost.State, ents)
 	classes := make([]*ghost.Class, ents)
@@ -55,6 +44,7 @@ func BenchmarkManagers1000(b *testing.B) {
 	slots := make([]msg.ViewSlot, conns)
 	refs := make([][]ghost.ViewRef, conns)
 	for k := range ms {
+		var err error
 		if ms[k], err = New(reg, ghost.DefaultConfig(), &slots[k]); err != nil {
 			b.Fatal(err)
 		}

@@ -40,18 +40,7 @@ func FuzzSnapshotHolders(f *testing.F) {
 // holdersModel runs ops random operations from seed; every lets it check
 // that each path was taken.
 func holdersModel(t *testing.T, seed uint64, ops int, every bool) {
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	npc := ghost.NPCClass(nil)
-	if err := reg.Register(ghost.PlayerClass(nil), npc); err != nil {
-		t.Fatal(err)
-	}
-	sw, err := ghost.NewSnapshotWriter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, _, npc, sw := snapWorld(t)
 	const conns, n = 4, 12
 	rng := rand.New(rand.NewPCG(seed, 31))
 	mark := func(tick uint64) float64 { return float64(tick) } // every entry's Pos[1] in the tick's snapshot

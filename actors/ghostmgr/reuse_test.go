@@ -20,18 +20,7 @@ import (
 // their tick), before and after it packs, and under -race a rewrite
 // concurrent with a table's read is a reported race.
 func TestSnapshotReuseUnderTables(t *testing.T) {
-	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	npc := ghost.NPCClass(nil)
-	if err := reg.Register(ghost.PlayerClass(nil), npc); err != nil {
-		t.Fatal(err)
-	}
-	sw, err := ghost.NewSnapshotWriter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, _, npc, sw := snapWorld(t)
 	const conns, n, ticks = 4, 24, 400
 	mark := func(tick uint64) float64 { return float64(tick % 64) } // entry i's Pos[1] at tick
 	var wg sync.WaitGroup
