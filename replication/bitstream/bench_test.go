@@ -383,7 +383,7 @@ func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 	}
 	p.ghosts = p.ghosts[:0]
 	rec = r.Begin("ghost")
-	for rec.ReadFlag() {
+	for {
 		// Decoded in place, as a real decoder updates its table's entry:
 		// not built in a local and copied in by append, and not zeroed
 		// first (128 bytes a ghost) — a real decoder keeps the groups an
@@ -398,7 +398,15 @@ func readPacket(r *Reader, p *benchPacket, chat []byte) ([]byte, error) {
 			p.ghosts = append(p.ghosts, benchGhost{})
 		}
 		g := &p.ghosts[n]
-		g.index, g.dirty = rec.ReadUpdate(&ghostFormat, &g.pose)
+		// The run's flag, the index, the mask and the pose groups it
+		// selects, in one call; the run's end leaves the entry's pose as
+		// it was.
+		id, dirty, more := rec.ReadRunUpdate(&ghostFormat, &g.pose)
+		if !more {
+			p.ghosts = p.ghosts[:n]
+			break
+		}
+		g.index, g.dirty = id, dirty
 		if g.dirty&ghostState != 0 {
 			g.health = rec.ReadQuantized(&healthFormat)
 			g.anim = rec.ReadRangedInt(0, 40)

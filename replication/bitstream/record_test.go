@@ -24,6 +24,7 @@ type recOp struct {
 	tab      *StringTable  // nil: no table
 	upd      *UpdateFormat // an update's (its parameters in lo, h, n, fixed, quant), with its mask in v
 	pose     Pose
+	end      bool // a run's update: its end (a 0 flag), not an update
 }
 
 const (
@@ -37,6 +38,7 @@ const (
 	recQuat
 	recTable
 	recUpdate
+	recRunUpdate // ReadRunUpdate against a flag and an update
 	recKinds
 )
 
@@ -138,7 +140,8 @@ func randRecOps(rng *rand.Rand, count int) []recOp {
 			case 1:
 				op.x[2] = math.NaN()
 			}
-		case recUpdate:
+		case recUpdate, recRunUpdate:
+			op.end = op.kind == recRunUpdate && rng.IntN(4) == 0
 			// The format's parameters in the op: the id's range in lo and
 			// h, the mask's width in n, the formats in fixed and quant.
 			op.fixed = &recFixedFormats[rng.IntN(len(recFixedFormats))]
@@ -220,7 +223,13 @@ func (op *recOp) writeField(w *Writer) {
 		_ = w.WriteQuat(op.x)
 	case recTable:
 		_ = w.WriteTableString(op.tab, op.s, int(op.i))
-	case recUpdate:
+	case recUpdate, recRunUpdate:
+		if op.kind == recRunUpdate {
+			_ = w.WriteFlag(!op.end)
+			if op.end {
+				return
+			}
+		}
 		p, mask := &op.pose, uint(op.v)
 		_ = w.WriteRangedInt(op.i, op.lo, op.h)
 		_ = w.WriteBits(uint64(mask), op.n)
@@ -258,6 +267,13 @@ func (op *recOp) writeRecord(rw *RecordWriter) {
 		rw.WriteTableString(op.tab, op.s, int(op.i))
 	case recUpdate:
 		rw.WriteUpdate(op.upd, op.i, uint(op.v), &op.pose)
+	case recRunUpdate:
+		if op.end {
+			rw.WriteFlag(false)
+			return
+		}
+		rw.WriteFlag(true)
+		rw.WriteUpdate(op.upd, op.i, uint(op.v), &op.pose)
 	}
 }
 
@@ -291,10 +307,17 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 		var str string
 		str, err = r.ReadTableString(op.tab, int(op.i), "f")
 		u = strKey(str)
-	case recUpdate:
+	case recUpdate, recRunUpdate:
 		var p Pose
 		var m uint64
 		var id int64
+		if op.kind == recRunUpdate {
+			more, e := r.ReadFlag("f")
+			if e != nil || !more {
+				return got, poseKey(0, 0, &p), e
+			}
+			u = 1 // more: the key differs from the run's end
+		}
 		if id, err = r.ReadRangedInt(op.lo, op.h, "f"); err == nil {
 			m, err = r.ReadBits(op.n, "f")
 		}
@@ -307,7 +330,7 @@ func (op *recOp) readField(r *Reader) (got [4]float64, u uint64, err error) {
 		if err == nil && uint(m)&UpdateVel != 0 {
 			p.Vel[0], p.Vel[1], p.Vel[2], err = op.quant.Read3(r, "f")
 		}
-		u = poseKey(id, uint(m), &p)
+		u ^= poseKey(id, uint(m), &p)
 	}
 	return got, u, err
 }
@@ -338,6 +361,12 @@ func (op *recOp) readRecord(rr *RecordReader) (got [4]float64, u uint64) {
 		var p Pose
 		id, m := rr.ReadUpdate(op.upd, &p)
 		u = poseKey(id, m, &p)
+	case recRunUpdate:
+		var p Pose
+		id, m, more := rr.ReadRunUpdate(op.upd, &p)
+		if u = poseKey(id, m, &p); more {
+			u ^= 1
+		}
 	}
 	return got, u
 }

@@ -148,8 +148,10 @@ func TestWriteUpdateWidestHead(t *testing.T) {
 // the record overflows whole where they do not fit), and ReadUpdate's
 // values and position are the per-field reads'. The writer's widest
 // update (an id of 32 bits, a mask of 31, 21-bit codes) fills four words
-// behind 63 bits already in the record's word; the reader's (32, 25,
-// 19-bit codes) starts its last group in the window's byte 21.
+// behind 63 bits already in the record's word; the reader's (a run's
+// flag, 32, 24, 19-bit codes) starts its last group in the window's byte
+// 21. Each as a lone update and as a run's (its flag first, read by
+// ReadRunUpdate).
 func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 	in := Pose{Rot: randomQuat(rand.New(rand.NewPCG(3, 4))), Vel: [3]float64{-49, 0, 12.5}}
 	for _, tc := range []struct {
@@ -159,73 +161,101 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 		vel      QuantizedFormat
 	}{
 		{"writer's widest", 31, mustFixed(0, 2000, 0.001), mustQuantized(-50, 50, 21)},
-		{"reader's widest", 25, mustFixed(0, 500, 0.001), mustQuantized(-50, 50, 19)},
+		{"reader's widest", 24, mustFixed(0, 500, 0.001), mustQuantized(-50, 50, 19)},
+		// A run's flag, the id and this mask are 58 bits: past the 56 of
+		// the head's word at a flag in the byte's last bit.
+		{"past the reader's widest", 25, mustFixed(0, 500, 0.001), mustQuantized(-50, 50, 19)},
 	} {
-		hi := int64(1)<<32 - 1
-		f, err := NewUpdateFormat(0, hi, tc.maskBits, tc.pos, tc.vel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pose := in
-		pose.Pos = [3]float64{tc.pos.max - 0.001, 3.25, tc.pos.max / 3}
-		id, mask := hi-3, uint(1)<<(tc.maskBits-1)|UpdatePos|UpdateRot|UpdateVel
-		size := int(f.rmax) + 64
-		for pre := range 64 {
-			for l := (pre+int(f.rmax))/8 - 2; l <= (pre+size)/8+48; l++ {
-				// The per-field calls.
-				wf := NewWriter(bytes.Repeat([]byte{0xa5}, l))
-				if pre > 0 {
-					_ = wf.WriteBits(1<<(pre-1), uint(pre))
-				}
-				_ = wf.WriteRangedInt(id, 0, hi)
-				_ = wf.WriteBits(uint64(mask), tc.maskBits)
-				_ = tc.pos.Write3(wf, pose.Pos[0], pose.Pos[1], pose.Pos[2])
-				_ = wf.WriteQuat(pose.Rot)
-				_ = tc.vel.Write3(wf, pose.Vel[0], pose.Vel[1], pose.Vel[2])
-				// The record.
-				wr := NewWriter(bytes.Repeat([]byte{0xa5}, l))
-				rw := wr.Begin()
-				if pre > 0 {
-					rw.WriteBits(1<<(pre-1), uint(pre))
-				}
-				rw.WriteUpdate(&f, id, mask, &pose)
-				end := rw.End()
-				if wf.Err() != nil {
-					if end != ErrOverflow || wr.BitLen() != 0 {
-						t.Fatalf("%s, prefix %d, %d bytes: the fields overflow, the record %v at %d", tc.name, pre, l, end, wr.BitLen())
+		for _, run := range []bool{false, true} {
+			hi := int64(1)<<32 - 1
+			f, err := NewUpdateFormat(0, hi, tc.maskBits, tc.pos, tc.vel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The widest the fast paths serve, or this tests the per-field
+			// path only.
+			if tc.maskBits == 31 && f.wlim == 0 || tc.maskBits == 24 && f.rlim == 0 {
+				t.Fatalf("%s: not served by the fast path (wlim %d, rlim %d)", tc.name, f.wlim, f.rlim)
+			}
+			pose := in
+			pose.Pos = [3]float64{tc.pos.max - 0.001, 3.25, tc.pos.max / 3}
+			id, mask := hi-3, uint(1)<<(tc.maskBits-1)|UpdatePos|UpdateRot|UpdateVel
+			size := int(f.rmax) + 64
+			for pre := range 64 {
+				for l := (pre+int(f.rmax))/8 - 2; l <= (pre+size)/8+48; l++ {
+					// The per-field calls.
+					wf := NewWriter(bytes.Repeat([]byte{0xa5}, l))
+					if pre > 0 {
+						_ = wf.WriteBits(1<<(pre-1), uint(pre))
 					}
-					continue
-				}
-				if end != nil || wr.BitLen() != wf.BitLen() || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
-					t.Fatalf("%s, prefix %d, %d bytes: record %v, %d bits, fields %d; first difference at byte %d", tc.name, pre, l, end, wr.BitLen(), wf.BitLen(), firstByteDiff(wr.Bytes(), wf.Bytes()))
-				}
-				// Read back from the whole buffer (the bytes past the
-				// update are the fill pattern, as a later field's).
-				buf := wf.buf
-				var rf, rr Reader
-				rf.Reset(buf)
-				rr.Reset(buf)
-				var want Pose
-				if pre > 0 {
-					_, _ = rf.ReadBits(uint(pre), "pre")
-				}
-				wantID, err1 := rf.ReadRangedInt(0, hi, "u")
-				m, err2 := rf.ReadBits(tc.maskBits, "u")
-				want.Pos[0], want.Pos[1], want.Pos[2], err = tc.pos.Read3(&rf, "u")
-				var err3, err4 error
-				want.Rot, err3 = rf.ReadQuat("u")
-				want.Vel[0], want.Vel[1], want.Vel[2], err4 = tc.vel.Read3(&rf, "u")
-				if err := errors.Join(err, err1, err2, err3, err4); err != nil {
-					t.Fatal(err)
-				}
-				rec := rr.Begin("u")
-				if pre > 0 {
-					_ = rec.ReadBits(uint(pre))
-				}
-				var got Pose
-				gotID, gotMask := rec.ReadUpdate(&f, &got)
-				if err := rec.End(); err != nil || rr.Pos() != rf.Pos() || gotID != wantID || gotMask != uint(m) || got != want {
-					t.Fatalf("%s, prefix %d, %d bytes: record %d %b %v (%v) at %d, fields %d %b %v at %d", tc.name, pre, l, gotID, gotMask, got, err, rr.Pos(), wantID, m, want, rf.Pos())
+					if run {
+						_ = wf.WriteFlag(true)
+					}
+					_ = wf.WriteRangedInt(id, 0, hi)
+					_ = wf.WriteBits(uint64(mask), tc.maskBits)
+					_ = tc.pos.Write3(wf, pose.Pos[0], pose.Pos[1], pose.Pos[2])
+					_ = wf.WriteQuat(pose.Rot)
+					_ = tc.vel.Write3(wf, pose.Vel[0], pose.Vel[1], pose.Vel[2])
+					// The record.
+					wr := NewWriter(bytes.Repeat([]byte{0xa5}, l))
+					rw := wr.Begin()
+					if pre > 0 {
+						rw.WriteBits(1<<(pre-1), uint(pre))
+					}
+					if run {
+						rw.WriteFlag(true)
+					}
+					rw.WriteUpdate(&f, id, mask, &pose)
+					end := rw.End()
+					if wf.Err() != nil {
+						if end != ErrOverflow || wr.BitLen() != 0 {
+							t.Fatalf("%s, prefix %d, %d bytes: the fields overflow, the record %v at %d", tc.name, pre, l, end, wr.BitLen())
+						}
+						continue
+					}
+					if end != nil || wr.BitLen() != wf.BitLen() || !bytes.Equal(wr.Bytes(), wf.Bytes()) {
+						t.Fatalf("%s, prefix %d, %d bytes: record %v, %d bits, fields %d; first difference at byte %d", tc.name, pre, l, end, wr.BitLen(), wf.BitLen(), firstByteDiff(wr.Bytes(), wf.Bytes()))
+					}
+					// Read back from the whole buffer (the bytes past the
+					// update are the fill pattern, as a later field's).
+					buf := wf.buf
+					var rf, rr Reader
+					rf.Reset(buf)
+					rr.Reset(buf)
+					var want Pose
+					if pre > 0 {
+						_, _ = rf.ReadBits(uint(pre), "pre")
+					}
+					if run {
+						if more, err := rf.ReadFlag("u"); !more || err != nil {
+							t.Fatalf("%s, prefix %d, %d bytes: the run's flag %v, %v", tc.name, pre, l, more, err)
+						}
+					}
+					wantID, err1 := rf.ReadRangedInt(0, hi, "u")
+					m, err2 := rf.ReadBits(tc.maskBits, "u")
+					want.Pos[0], want.Pos[1], want.Pos[2], err = tc.pos.Read3(&rf, "u")
+					var err3, err4 error
+					want.Rot, err3 = rf.ReadQuat("u")
+					want.Vel[0], want.Vel[1], want.Vel[2], err4 = tc.vel.Read3(&rf, "u")
+					if err := errors.Join(err, err1, err2, err3, err4); err != nil {
+						t.Fatal(err)
+					}
+					rec := rr.Begin("u")
+					if pre > 0 {
+						_ = rec.ReadBits(uint(pre))
+					}
+					var got Pose
+					var gotID int64
+					var gotMask uint
+					more := true
+					if run {
+						gotID, gotMask, more = rec.ReadRunUpdate(&f, &got)
+					} else {
+						gotID, gotMask = rec.ReadUpdate(&f, &got)
+					}
+					if err := rec.End(); err != nil || !more || rr.Pos() != rf.Pos() || gotID != wantID || gotMask != uint(m) || got != want {
+						t.Fatalf("%s, run %v, prefix %d, %d bytes: record %d %b %v (%v) at %d, fields %d %b %v at %d", tc.name, run, pre, l, gotID, gotMask, got, err, rr.Pos(), wantID, m, want, rf.Pos())
+					}
 				}
 			}
 		}
