@@ -921,6 +921,14 @@ func (c *Conn) PopFates(dst []Fate) []Fate {
 	return dst
 }
 
+// ForcedAny reports whether WriteHeader ever force-dropped a record (a
+// fate resolved without an ack). Records are otherwise resolved only by
+// AcceptHeader: a caller that pops every fate after each AcceptHeader finds
+// none waiting when this is false, and may skip the pop (a Server's Poll:
+// the pop would read the record ring's oldest entry, a line the send does
+// not need). It reads the word Tick reads.
+func (c *Conn) ForcedAny() bool { return c.rare != nil && c.rare.ForcedDrops != 0 }
+
 // PopFate pops the oldest resolved fate, as PopFates does one at a time:
 // a caller that handles each at once needs no slice to collect them in.
 func (c *Conn) PopFate() (Fate, bool) {

@@ -912,7 +912,14 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 		return e.pollDisconnect(now, dst)
 	}
 	e.nc.Tick(now)
-	s.processFates()
+	// Only an ack resolves a fate, and every datagram whose header notify
+	// accepts ends in processFates (receive): none waits here unless notify
+	// force-dropped a record (ForcedAny) or an accepted ack was left
+	// unprocessed (acked). The pop would find the record ring's oldest
+	// entry pending — a line of its own, not the new record's — every tick.
+	if e.acked || e.nc.ForcedAny() {
+		s.processFates()
+	}
 	if e.discLeft == 0 && e.timedOut(now) {
 		e.startDisconnect(now, handshake.ReasonTimeout)
 	}
