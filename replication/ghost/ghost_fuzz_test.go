@@ -573,9 +573,11 @@ func (h *opsHarness) write(budget int, quiet bool) {
 
 // maxNetDelay is the longest a packet may take to arrive: the 16-bit
 // section stamps are read within ±32.7 s of the client's estimate of the
-// server's clock (protocol.md § 6.2), which a packet later than that would
-// throw off. The network loses a packet held longer instead.
-const maxNetDelay = 30 * time.Second
+// server's clock (protocol.md § 6.2), and a stamp is its view's time, up to
+// maxViewAgeMS old when the packet leaves; a packet later than the rest of
+// the window would throw the client off. The network loses a packet held
+// longer instead.
+const maxNetDelay = 32*time.Second - maxViewAgeMS*time.Millisecond
 
 func (h *opsHarness) deliver(i int) {
 	p := &h.pkts[i]
