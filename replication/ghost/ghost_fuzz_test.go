@@ -481,8 +481,9 @@ func (h *opsHarness) run(script []byte) {
 				case 0:
 					h.in[i] = !h.in[i]
 				case 1:
-					s.Pos[0] += float64(d) / 7
-					s.Pos[1] -= float64(d%13) / 3
+					b := h.reg.Bounds()
+					s.Pos[0] = moveWithin(s.Pos[0], float64(d)/7, b.Min[0], b.Max[0])
+					s.Pos[1] = moveWithin(s.Pos[1], -float64(d%13)/3, b.Min[1], b.Max[1])
 				case 2:
 					s.Health = int32(d * 3)
 				case 3:
@@ -535,6 +536,26 @@ func (h *opsHarness) run(script []byte) {
 			h.fates()
 		}
 		h.check()
+	}
+}
+
+// moveWithin is v moved by dv inside [lo, hi]. The moves only ever go one
+// way, so long scripts walked entities out of the world, and the table
+// refuses such a view (ErrBadState) as no zone sends one: a move past an
+// edge stops at it, and one from the edge goes on from the other edge (a
+// jump across the world), so scripts keep reaching both edges of an axis.
+func moveWithin(v, dv, lo, hi float64) float64 {
+	switch n := v + dv; {
+	case n > hi && v == hi:
+		return lo
+	case n > hi:
+		return hi
+	case n < lo && v == lo:
+		return hi
+	case n < lo:
+		return lo
+	default:
+		return n
 	}
 }
 
