@@ -481,8 +481,9 @@ func (h *opsHarness) run(script []byte) {
 				case 0:
 					h.in[i] = !h.in[i]
 				case 1:
-					s.Pos[0] += float64(d) / 7
-					s.Pos[1] -= float64(d%13) / 3
+					b := h.reg.Bounds()
+					s.Pos[0] = moveWithin(s.Pos[0], float64(d)/7, b.Min[0], b.Max[0])
+					s.Pos[1] = moveWithin(s.Pos[1], -float64(d%13)/3, b.Min[1], b.Max[1])
 				case 2:
 					s.Health = int32(d * 3)
 				case 3:
@@ -538,6 +539,26 @@ func (h *opsHarness) run(script []byte) {
 	}
 }
 
+// moveWithin is v moved by dv inside [lo, hi]. The moves only ever go one
+// way, so long scripts walked entities out of the world, and the table
+// refuses such a view (ErrBadState) as no zone sends one: a move past an
+// edge stops at it, and one from the edge goes on from the other edge (a
+// jump across the world), so scripts keep reaching both edges of an axis.
+func moveWithin(v, dv, lo, hi float64) float64 {
+	switch n := v + dv; {
+	case n > hi && v == hi:
+		return lo
+	case n > hi:
+		return hi
+	case n < lo && v == lo:
+		return hi
+	case n < lo:
+		return lo
+	default:
+		return n
+	}
+}
+
 // candidates are packets neither delivered nor lost.
 func (h *opsHarness) candidates() []int {
 	var c []int
@@ -573,9 +594,11 @@ func (h *opsHarness) write(budget int, quiet bool) {
 
 // maxNetDelay is the longest a packet may take to arrive: the 16-bit
 // section stamps are read within ±32.7 s of the client's estimate of the
-// server's clock (protocol.md § 6.2), which a packet later than that would
-// throw off. The network loses a packet held longer instead.
-const maxNetDelay = 30 * time.Second
+// server's clock (protocol.md § 6.2), and a stamp is its view's time, up to
+// maxViewAgeMS old when the packet leaves; a packet later than the rest of
+// the window would throw the client off. The network loses a packet held
+// longer instead.
+const maxNetDelay = 32*time.Second - maxViewAgeMS*time.Millisecond
 
 func (h *opsHarness) deliver(i int) {
 	p := &h.pkts[i]

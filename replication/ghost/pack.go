@@ -20,6 +20,17 @@ const (
 	maxWindow    = 15
 	sectionFixed = stampBits + widthBits
 
+	// maxViewAgeMS bounds how old a view Write stamps a section with. A
+	// client places a 16-bit stamp only within 32.7 s of its estimate of
+	// the server's clock (protocol.md § 6.2): one read past that lands up
+	// to 32.7 s in the future, and the client ignores every later value of
+	// the groups it carried until its clock gets there, while the table
+	// counts them delivered. The view's age when the packet leaves plus the
+	// packet's time in the network must stay under the window: half each.
+	// A zone gives a view every tick; a table whose views stopped (a stalled
+	// or gone zone) keeps resending what was lost for 16 s, then waits.
+	maxViewAgeMS = 16_000
+
 	// Record kinds, a prefix code read first bit first: 0 update with the
 	// class's default mask, 10 update with an explicit mask, 110 create,
 	// 111 kill. Values are as written by WriteBits (LSB = first bit).
@@ -212,7 +223,9 @@ func (p *packer) release() {
 // ghosts. It returns the number of records written. seq must increase from
 // call to call (the notify sequence of the packet); every fate of a packet
 // must then reach OnFate. While a packet 2^7 (128) sequences before seq
-// awaits its fate, Write records nothing (seconds without a fate).
+// awaits its fate, Write records nothing (seconds without a fate); nor
+// while the latest view is more than maxViewAgeMS old (its ghosts wait for
+// the next view).
 //
 // The section is always well formed: with no room for any record it is the
 // single bit of an empty count. With no room for even that bit, Write returns
@@ -228,7 +241,8 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	t.lastSeq, t.wrote = seq, true
 	nowMS := t.clock(now)
 	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entLen) == len(t.ents) && !t.growEnts()) ||
-		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) { // per-group sequences are 8 bits
+		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) || // per-group sequences are 8 bits
+		(t.haveView && int64(now/time.Millisecond)-t.viewMS > maxViewAgeMS) {
 		t.rareOf().Stalls++
 		return 0, w.WriteGamma(1)
 	}

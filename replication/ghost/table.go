@@ -355,7 +355,7 @@ type Stats struct {
 	AbsolutePos    uint64 // update positions sent absolute (window too wide)
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
-	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, or a packet 2^7 seqs back still in flight)
+	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, a packet 2^7 seqs back still in flight, or a view older than 16 s)
 	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
