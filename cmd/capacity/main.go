@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,6 +47,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if errors.Is(err, pflag.ErrHelp) {
+		return // the usage went to stderr: asked for, not an error
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "capacity:", err)
 		os.Exit(1)
@@ -133,6 +137,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := pflag.NewFlagSet("capacity", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: capacity [flags]\n\nRuns a whole zoned in this process, drives it with botswarm over loopback at each\nplayer count, and prints the server's CPU and live heap per player, tick p50/p99\nand RTT p99 (docs/benchmarks.md, \"Server cost per player\").\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	players := fs.String("players", "250,500,750,1000,1500,2000", "player counts to measure, comma separated")
 	fs.Float64Var(&o.ramp, "ramp", 80, "bots connected per second (the handshake limit is 100/s per /24; loopback is one /24)")
 	fs.DurationVar(&o.warmup, "warmup", 10*time.Second, "settle time after every bot connected, before the window")
