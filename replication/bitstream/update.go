@@ -224,35 +224,6 @@ func writeUpdate[L noRun | inRun](rw *RecordWriter, f *UpdateFormat, id int64, m
 			return
 		}
 	}
-	// The fast path: every value accepted, the widths the format says.
-	// The codes first, so that nothing is written before every value is
-	// known good.
-	// The format's widths are loaded where they are used, not held: held
-	// across the groups they went to the stack and back.
-	var pc, vc uint64
-	if mask&UpdatePos != 0 {
-		pn := f.pos.bits
-		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
-		// The format's in, written out (as in the velocity's): the three
-		// inlined calls left an inlining mark, a one-byte NOP, on a line
-		// of no instruction of its own.
-		lo, hi := f.pos.min, f.pos.max
-		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
-			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
-			return
-		}
-		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
-	}
-	if mask&UpdateVel != 0 {
-		vn := f.vel.bits
-		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
-		lo, hi := f.vel.min, f.vel.max
-		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
-			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
-			return
-		}
-		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
-	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
 		// group put into it, full words stored into a window the one test
@@ -262,15 +233,40 @@ func writeUpdate[L noRun | inRun](rw *RecordWriter, f *UpdateFormat, id int64, m
 		// the whole bound; sliced, the compiler tested that it did not
 		// wrap too, and the values around the test were moved for it
 		// (178 instructions of BenchmarkPacketRoundTrip's 73 updates).
+		// Each group is put as it is coded: the record's own word, fill
+		// and position are stored only at the end, so a refusal on the
+		// way leaves the record as it was for the per-field path (the
+		// bytes stored past its end are not the stream's). The format's
+		// widths are loaded where they are used, not held: held across
+		// the groups they went to the stack and back.
 		win := (*[updateWindow]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(rw.buf)), pos))
 		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, uint64(lead)|(u|uint64(mask)<<(f.idBits&63))<<lead, f.headBits+lead)
 		if mask&UpdatePos != 0 {
+			pn := f.pos.bits
+			x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
+			// The format's in, written out (as in the velocity's): the
+			// three inlined calls left an inlining mark, a one-byte NOP,
+			// on a line of no instruction of its own.
+			lo, hi := f.pos.min, f.pos.max
+			if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
+				return
+			}
+			pc := (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 			acc, fill, off = winPut(win, acc, fill, off, pc, f.posBits3)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
+			vn := f.vel.bits
+			x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
+			lo, hi := f.vel.min, f.vel.max
+			if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
+				return
+			}
+			vc := (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 			acc, fill, off = winPut(win, acc, fill, off, vc, f.velBits3)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
