@@ -535,6 +535,8 @@ func (rr *RecordReader) ReadFixed3(f *FixedFormat) (x, y, z float64) {
 	if n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
 		a, b, c = codes3(rr.word(at), n)
 		rr.bit = at + 3*n
+	} else if n-1 < 21 && at+3*n <= rr.limit { // 3n ≤ 63: a word and the byte after it
+		a, b, c = codes3(rr.window(3*n), n)
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min
@@ -568,6 +570,8 @@ func (rr *RecordReader) ReadQuantized3(f *QuantizedFormat) (x, y, z float64) {
 	if n, at := f.bits, rr.bit; n-1 < 19 && at+3*n <= rr.limit { // 3n ≤ 57: one word
 		a, b, c = codes3(rr.word(at), n)
 		rr.bit = at + 3*n
+	} else if n-1 < 21 && at+3*n <= rr.limit { // 3n ≤ 63: a word and the byte after it
+		a, b, c = codes3(rr.window(3*n), n)
 	} else {
 		if n == 0 {
 			return f.min, f.min, f.min
