@@ -309,10 +309,11 @@ func (rw *RecordWriter) WriteTableString(t *StringTable, s string, maxLen int) {
 					return
 				}
 			}
-		}
-		if slot, ok := t.find(s); ok {
-			rw.put(1|uint64(slot)<<1, 1+t.bits)
-			return
+			// Else the rest of find, from this probe on.
+			if slot, ok := t.findFrom(s, h); ok {
+				rw.put(1|uint64(slot)<<1, 1+t.bits)
+				return
+			}
 		}
 	}
 	rw.put(0, 1)

@@ -300,9 +300,9 @@ func (w *Writer) WriteTableString(t *StringTable, s string, maxLen int) error {
 				x := t.slots[e]
 				slot, ok = int(e), len(x) == len(s) && unsafe.StringData(x) == unsafe.StringData(s)
 			}
-		}
-		if !ok {
-			slot, ok = t.find(s)
+			if !ok { // the rest of find, from this probe on
+				slot, ok = t.findFrom(s, h)
+			}
 		}
 		if ok {
 			v, n := 1|uint64(slot)<<1, 1+t.bits
