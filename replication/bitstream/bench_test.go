@@ -320,10 +320,9 @@ func writePacket(w *Writer, p *benchPacket) (ghosts int, err error) {
 			break
 		}
 		g := &p.ghosts[i]
-		rec.WriteFlag(true)
-		// The index, the dirty mask and the pose groups it selects, in
-		// one call.
-		rec.WriteUpdate(&ghostFormat, g.index, g.dirty, &g.pose)
+		// The run's flag, the index, the dirty mask and the pose groups
+		// it selects, in one call.
+		rec.WriteRunUpdate(&ghostFormat, g.index, g.dirty, &g.pose)
 		if g.dirty&ghostState != 0 {
 			rec.WriteQuantized(&healthFormat, g.health)
 			rec.WriteRangedInt(g.anim, 0, 40)

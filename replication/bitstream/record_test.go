@@ -38,7 +38,7 @@ const (
 	recQuat
 	recTable
 	recUpdate
-	recRunUpdate // ReadRunUpdate against a flag and an update
+	recRunUpdate // WriteRunUpdate and ReadRunUpdate against a flag and an update
 	recKinds
 )
 
@@ -272,8 +272,7 @@ func (op *recOp) writeRecord(rw *RecordWriter) {
 			rw.WriteFlag(false)
 			return
 		}
-		rw.WriteFlag(true)
-		rw.WriteUpdate(op.upd, op.i, uint(op.v), &op.pose)
+		rw.WriteRunUpdate(op.upd, op.i, uint(op.v), &op.pose)
 	}
 }
 

@@ -399,6 +399,36 @@ func TestStringTableIndexMatchesMap(t *testing.T) {
 					if got, ok := tab.Lookup(q); ok != wok || ok && got != want {
 						t.Fatalf("%d slots: Lookup(%q) = %d %v, want %d %v", slots, q, got, ok, want, wok)
 					}
+					// The writers test find's common case themselves (the
+					// first probe's slot holding these very bytes): the
+					// same flag and slot, or a literal.
+					wantBits := uint64(0) // a literal's flag
+					if wok {
+						wantBits = 1 | uint64(want)<<1
+					}
+					n := 1 + tab.IndexBits()
+					var buf [128]byte
+					w := NewWriter(buf[:])
+					_ = w.WriteTableString(tab, q, 40)
+					rw := w.Begin()
+					rw.WriteTableString(tab, q, 40)
+					if err := rw.End(); err != nil {
+						t.Fatal(err)
+					}
+					r := NewReader(w.Bytes())
+					if !wok {
+						n = 1
+					}
+					got1, _ := r.ReadBits(n, "w")
+					if wok {
+						r.bit = int(n)
+					} else {
+						r.bit = 1 + int(RangeBits(0, 40)) + 8*len(q)
+					}
+					got2, _ := r.ReadBits(n, "rw")
+					if got1 != wantBits || got2 != wantBits {
+						t.Fatalf("%d slots: %q written as %b (Writer) and %b (record), want %b", slots, q, got1, got2, wantBits)
+					}
 				}
 			}
 		}

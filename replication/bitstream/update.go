@@ -58,6 +58,7 @@ type UpdateFormat struct {
 	// bits, each a word), else 0, tested on the id's offset it reads
 	// first. rmax is the largest update in bits.
 	wlim  uint64
+	wrlim uint64 // wlim for a run's update: 0 too when the id and the mask are 63 bits
 	wmask uint
 	rlim  uint64
 	rmax  uint
@@ -95,6 +96,9 @@ func NewUpdateFormat(idMin, idMax int64, maskBits uint, pos FixedFormat, vel Qua
 	}
 	if f.idBits <= 32 && maskBits <= 31 && pn-1 < 21 && vn-1 < 21 {
 		f.wlim, f.wmask = f.span+1, 1<<maskBits
+		if f.idBits+maskBits <= 62 {
+			f.wrlim = f.wlim
+		}
 	}
 	f.headBits, f.posBits3, f.velBits3 = f.idBits+maskBits, 3*pn, 3*vn
 	f.idMask, f.maskMask = 1<<(f.idBits&63)-1, 1<<(maskBits&63)-1
@@ -121,6 +125,35 @@ const bitsPerUint = 32 << (^uint(0) >> 63)
 // range, a zero or non-finite rotation) writes nothing and is End's error,
 // the other fields written as those calls write them.
 func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
+	writeUpdate[noRun](rw, f, id, mask, p)
+}
+
+// WriteRunUpdate writes one update of a run, a flag before each update and
+// a 0 flag at the run's end (read by ReadRunUpdate), exactly as
+//
+//	rw.WriteFlag(true)
+//	rw.WriteUpdate(f, id, mask, p)
+//
+// would: the flag is always written, and a refused field of the update
+// writes nothing. The run ends with WriteFlag(false). The flag goes into
+// the head's field, not a field of its own: as its own field it was a
+// load, a store and a test of the record's word between updates, and the
+// update's call reloaded that word.
+func (rw *RecordWriter) WriteRunUpdate(f *UpdateFormat, id int64, mask uint, p *Pose) {
+	writeUpdate[inRun](rw, f, id, mask, p)
+}
+
+// writeUpdate is WriteUpdate (L noRun) and WriteRunUpdate (L inRun: the
+// run's 1 flag first, in the head's field).
+func writeUpdate[L noRun | inRun](rw *RecordWriter, f *UpdateFormat, id int64, mask uint, p *Pose) {
+	var l L
+	lead := uint(unsafe.Sizeof(l))
+	// A run's head is its flag too: wrlim serves only heads of 62 bits or
+	// fewer, so that with the flag it is one field of at most 63.
+	lim := f.wlim
+	if lead != 0 {
+		lim = f.wrlim
+	}
 	// The rotation: quatField, inline (too large for the inliner; as a
 	// call, every value live across it went to the stack and back — Go's
 	// calls keep no register). The same bits: TestQuatFieldMatchesCodes
@@ -133,8 +166,8 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	// Each refusal branches to the per-field path where it is found: a
 	// flag of refusals, set and tested group by group, was a SETcc, an
 	// AND and a test more each.
-	if !(u < f.wlim && mask < f.wmask) {
-		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+	if !(u < lim && mask < f.wmask) {
+		rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
 		return
 	}
 	var qc uint64
@@ -164,7 +197,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		t := quatScale
 		if !(ss >= 1-0x1p-40 && ss <= 1+0x1p-40) {
 			if !(ss > 0 && ss <= math.MaxFloat64) {
-				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
 				return
 			}
 			t /= math.Sqrt(ss)
@@ -187,52 +220,53 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 		// here would keep every value live across it on the stack.
 		qc = uint64(i) | uint64(k0+quatM)<<2 | uint64(k1+quatM)<<(2+QuatBits) | uint64(k2+quatM)<<(2+2*QuatBits)
 		if s := k0*k0 + k1*k1 + k2*k2; s+max(k0*k0, k1*k1, k2*k2) >= 2*quatM*quatM {
-			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
 			return
 		}
-	}
-	// The fast path: every value accepted, the widths the format says.
-	// The codes first, so that nothing is written before every value is
-	// known good.
-	// The format's widths are loaded where they are used, not held: held
-	// across the groups they went to the stack and back.
-	var pc, vc uint64
-	if mask&UpdatePos != 0 {
-		pn := f.pos.bits
-		x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
-		// The format's in, written out (as in the velocity's): the three
-		// inlined calls left an inlining mark, a one-byte NOP, on a line
-		// of no instruction of its own.
-		lo, hi := f.pos.min, f.pos.max
-		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
-			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
-			return
-		}
-		pc = (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
-	}
-	if mask&UpdateVel != 0 {
-		vn := f.vel.bits
-		x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
-		lo, hi := f.vel.min, f.vel.max
-		if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
-			rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
-			return
-		}
-		vc = (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 	}
 	if pos := rw.pos; pos+updateWindow <= uint(len(rw.buf)) {
 		// Away from the buffer's end: the record's word in locals, each
 		// group put into it, full words stored into a window the one test
-		// above bounds (an update fills at most four).
-		win := (*[updateWindow]byte)(rw.buf[pos : pos+updateWindow])
-		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, u|uint64(mask)<<(f.idBits&63), f.headBits)
+		// above bounds (an update fills at most four). The window from
+		// its pointer: pos is a byte of the stream, nowhere near the top
+		// of a uint, so pos+updateWindow does not wrap and the test is
+		// the whole bound; sliced, the compiler tested that it did not
+		// wrap too, and the values around the test were moved for it
+		// (178 instructions of BenchmarkPacketRoundTrip's 73 updates).
+		// Each group is put as it is coded: the record's own word, fill
+		// and position are stored only at the end, so a refusal on the
+		// way leaves the record as it was for the per-field path (the
+		// bytes stored past its end are not the stream's). The format's
+		// widths are loaded where they are used, not held: held across
+		// the groups they went to the stack and back.
+		win := (*[updateWindow]byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(rw.buf)), pos))
+		acc, fill, off := winPut(win, rw.acc, rw.fill, 0, uint64(lead)|(u|uint64(mask)<<(f.idBits&63))<<lead, f.headBits+lead)
 		if mask&UpdatePos != 0 {
+			pn := f.pos.bits
+			x, y, z := p.Pos[0], p.Pos[1], p.Pos[2]
+			// The format's in, written out (as in the velocity's): the
+			// three inlined calls left an inlining mark, a one-byte NOP,
+			// on a line of no instruction of its own.
+			lo, hi := f.pos.min, f.pos.max
+			if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
+				return
+			}
+			pc := (f.pos.code(z)<<(pn&63)|f.pos.code(y))<<(pn&63) | f.pos.code(x)
 			acc, fill, off = winPut(win, acc, fill, off, pc, f.posBits3)
 		}
 		if mask&UpdateRot != 0 {
 			acc, fill, off = winPut(win, acc, fill, off, qc, 2+3*QuatBits)
 		}
 		if mask&UpdateVel != 0 {
+			vn := f.vel.bits
+			x, y, z := p.Vel[0], p.Vel[1], p.Vel[2]
+			lo, hi := f.vel.min, f.vel.max
+			if !(x >= lo && x <= hi && y >= lo && y <= hi && z >= lo && z <= hi) {
+				rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
+				return
+			}
+			vc := (f.vel.code(z)<<(vn&63)|f.vel.code(y))<<(vn&63) | f.vel.code(x)
 			acc, fill, off = winPut(win, acc, fill, off, vc, f.velBits3)
 		}
 		rw.acc, rw.fill, rw.pos = acc, fill, pos+off
@@ -240,7 +274,7 @@ func (rw *RecordWriter) WriteUpdate(f *UpdateFormat, id int64, mask uint, p *Pos
 	}
 	// Near the buffer's end (an update a packet, at most): the per-field
 	// record calls.
-	rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p)
+	rw.writeUpdateSlow(f, int64(uint64(f.idMin)+u), mask, p, lead)
 }
 
 // updateWindow is the bytes an update's fast paths address from the byte
@@ -269,7 +303,10 @@ func winPut(win *[updateWindow]byte, acc uint64, fill, off uint, v uint64, n uin
 
 // writeUpdateSlow is WriteUpdate's every other case: the per-field record
 // calls.
-func (rw *RecordWriter) writeUpdateSlow(f *UpdateFormat, id int64, mask uint, p *Pose) {
+func (rw *RecordWriter) writeUpdateSlow(f *UpdateFormat, id int64, mask uint, p *Pose, lead uint) {
+	if lead != 0 { // a run's flag
+		rw.WriteFlag(true)
+	}
 	rw.WriteRangedInt(id, f.idMin, int64(uint64(f.idMin)+f.span))
 	rw.WriteBits(uint64(mask), f.mask)
 	if mask&UpdatePos != 0 {

@@ -150,8 +150,9 @@ func TestWriteUpdateWidestHead(t *testing.T) {
 // update (an id of 32 bits, a mask of 31, 21-bit codes) fills four words
 // behind 63 bits already in the record's word; the reader's (a run's
 // flag, 32, 24, 19-bit codes) starts its last group in the window's byte
-// 21. Each as a lone update and as a run's (its flag first, read by
-// ReadRunUpdate).
+// 21. Each as a lone update and as a run's (its flag first, written by
+// WriteRunUpdate and read by ReadRunUpdate); a run's widest head on the
+// writer's fast path is its flag, an id of 32 bits and a mask of 30.
 func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 	in := Pose{Rot: randomQuat(rand.New(rand.NewPCG(3, 4))), Vel: [3]float64{-49, 0, 12.5}}
 	for _, tc := range []struct {
@@ -161,6 +162,8 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 		vel      QuantizedFormat
 	}{
 		{"writer's widest", 31, mustFixed(0, 2000, 0.001), mustQuantized(-50, 50, 21)},
+		// A run's flag, the id and this mask are 63 bits: one field.
+		{"run writer's widest", 30, mustFixed(0, 2000, 0.001), mustQuantized(-50, 50, 21)},
 		{"reader's widest", 24, mustFixed(0, 500, 0.001), mustQuantized(-50, 50, 19)},
 		// A run's flag, the id and this mask are 58 bits: past the 56 of
 		// the head's word at a flag in the byte's last bit.
@@ -174,8 +177,8 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 			}
 			// The widest the fast paths serve, or this tests the per-field
 			// path only.
-			if tc.maskBits == 31 && f.wlim == 0 || tc.maskBits == 24 && f.rlim == 0 {
-				t.Fatalf("%s: not served by the fast path (wlim %d, rlim %d)", tc.name, f.wlim, f.rlim)
+			if tc.maskBits == 31 && f.wlim == 0 || tc.maskBits == 30 && f.wrlim == 0 || tc.maskBits == 24 && f.rlim == 0 {
+				t.Fatalf("%s: not served by the fast path (wlim %d, wrlim %d, rlim %d)", tc.name, f.wlim, f.wrlim, f.rlim)
 			}
 			pose := in
 			pose.Pos = [3]float64{tc.pos.max - 0.001, 3.25, tc.pos.max / 3}
@@ -203,9 +206,10 @@ func TestUpdateWindowsAtEveryEnd(t *testing.T) {
 						rw.WriteBits(1<<(pre-1), uint(pre))
 					}
 					if run {
-						rw.WriteFlag(true)
+						rw.WriteRunUpdate(&f, id, mask, &pose)
+					} else {
+						rw.WriteUpdate(&f, id, mask, &pose)
 					}
-					rw.WriteUpdate(&f, id, mask, &pose)
 					end := rw.End()
 					if wf.Err() != nil {
 						if end != ErrOverflow || wr.BitLen() != 0 {
