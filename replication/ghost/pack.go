@@ -171,6 +171,10 @@ type packScratch struct {
 	uwidth  uint
 	ubudget int
 	ustop   int
+	// writeUsual's plans of planReg's classes (makePlans), kept from
+	// Write to Write: a node's tables share one registry.
+	planReg *Registry
+	plans   []usualPlan
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -559,19 +563,19 @@ func (t *Table) writeUsual(id uint32) int {
 	if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
 		return recOther
 	}
-	c := t.reg.classes[s.ci]
-	dirty0 := uint64(s.dirty) // not wideDirty: fill's test
-	mask := dirty0 & c.all
 	tr := &t.pos[id]
-	if mask&c.posBit == 0 || tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
-		return recOther // no position (or a resend), none delivered (absolute), or wide
+	if tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
+		return recOther // none delivered (absolute), or wide
 	}
 	sn := t.snapOf(s)
 	v := &sn.vw[s.si] // the entry's view: its line came with the view's walk
 	q := &v.qpos
 	ql := t.pp.packLo(q)
 	rest := s.restCopies
-	var d0, d1, d2 uint64
+	// pos: the position's window code and axes, pn bits (pair1run's, or
+	// posAxis's here), as the run appends them.
+	var pos uint64
+	var pn uint
 	flight := tr.meta>>metaDnShift != 2 // positions in flight
 	if !flight {
 		lo := tr.dq[1]
@@ -579,30 +583,50 @@ func (t *Table) writeUsual(id uint32) int {
 		if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
 			return recOther // posSame, or a pair that predicts no motion
 		}
-		d0, d1, d2 = pair1r(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim)
+		if pos, pn = pair1run(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim); pn == 0 {
+			return recOther // absolute
+		}
 	} else {
-		var ok bool
-		if d0, d1, d2, ok = t.flightDeltas(tr, id, q, ql, rest); !ok {
+		d0, d1, d2, ok := t.flightDeltas(tr, id, q, ql, rest)
+		if !ok {
 			return recOther // posSame
 		}
+		k := uint(1) // posForm.window's
+		if m := max(d0, d1, d2); m > 0 {
+			k = windowBits(m)
+		}
+		if k > maxWindow {
+			return recOther // absolute
+		}
+		lm := uint64(1)<<(k&15) - 1
+		pos, pn = uint64(k), kcodeBits
+		pos, pn = posAxis(pos, pn, d0, q[0], lm, k)
+		pos, pn = posAxis(pos, pn, d1, q[1], lm, k)
+		pos, pn = posAxis(pos, pn, d2, q[2], lm, k)
 	}
-	k := uint(1) // posForm.window's
-	if m := max(d0, d1, d2); m > 0 {
-		k = windowBits(m)
+	// The class's plan and the mask after the position's coding, not
+	// before: what is loaded before its call lives across it, spilled and
+	// reloaded. A record that then turns out not the usual one (no
+	// position dirty) changed nothing: pair1run and flightDeltas only read.
+	ps := t.pk.packScratch
+	if ps.planReg != t.reg {
+		ps.makePlans(t.reg)
 	}
-	if k > maxWindow {
-		return recOther // absolute
+	pl := &ps.plans[s.ci]
+	dirty0 := uint64(s.dirty) // not wideDirty: fill's test
+	mask := dirty0 & pl.all
+	if mask&pl.pos == 0 {
+		return recOther // no position (or a resend)
 	}
 	// The run, as writeRecord gathers it, into the packer's scratch for
 	// its packet (fillUsual's or fill's fields).
-	ps := t.pk.packScratch
 	w, width, budget := &ps.scratch, ps.uwidth, ps.ubudget
 	var rv uint64
 	var rn uint
-	if mask == c.DefaultMask {
+	if mask == pl.def {
 		rv, rn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
 	} else {
-		rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(len(c.Groups))
+		rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(pl.groups)
 	}
 	// The shifts by rn&63: past 63 the run is past runMax, and not
 	// written (Go's test for a shift past the width, spared).
@@ -611,19 +635,15 @@ func (t *Table) writeUsual(id uint32) int {
 	// position alone, or the position and then the class's yaw (the
 	// shipped classes' default masks), in group order as the walk takes
 	// them.
-	if y := mask &^ c.posBit; y == 0 || y == 1<<(uint(c.yawIdx)&63) && c.yawIdx > c.posIdx {
-		lm := uint64(1)<<(k&15) - 1
-		rv |= uint64(k) << (rn & 63)
-		rn += kcodeBits
-		rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
-		rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
-		rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
-		if y != 0 {
+	if mask == pl.pos || mask == pl.posYaw {
+		rv |= pos << (rn & 63)
+		rn += pn
+		if mask != pl.pos {
 			rv |= uint64(v.yawQ) << (rn & 63)
-			rn += uint(c.yawBits)
+			rn += uint(pl.yawBits)
 		}
 	} else {
-		if rv, rn = usualGroups(c, &sn.ents[s.si], v.yawQ, mask, rv, rn, k, d0, d1, d2, q); rn == 0 {
+		if rv, rn = usualGroups(t.reg.classes[s.ci], &sn.ents[s.si], v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
 			return recOther
 		}
 	}
@@ -662,7 +682,7 @@ func (t *Table) writeUsual(id uint32) int {
 		}
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
+		t.ageGhost(id, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
 	}
 	if !flight {
 		tr.fq, tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
@@ -681,16 +701,46 @@ func (t *Table) writeUsual(id uint32) int {
 	if rest > 0 {
 		s.restCopies = rest - 1
 		if rest > 1 {
-			dirty |= c.posBit // the second rest marker goes with the next view
+			dirty |= pl.pos // the second rest marker goes with the next view
 		}
 	}
 	s.dirty = uint32(dirty)
 	t.redirty(dirty0, dirty)
 	t.stats.Updates++
-	if ps := t.pk.packScratch; ps.scratch.BitLen() > ps.ustop {
+	if ps.scratch.BitLen() > ps.ustop {
 		return recFull // written: fill's walk stops, as for a full packet
 	}
 	return recWritten
+}
+
+// usualPlan is what writeUsual reads of a class, worked out once for its
+// registry (makePlans) instead of a record at a time: its masks as words
+// to compare with, not the group indexes its tests were made of.
+type usualPlan struct {
+	all     uint64 // Class.all
+	pos     uint64 // Class.posBit: the usual mask of the position alone (0: none is usual)
+	posYaw  uint64 // the position and then the class's first yaw group, if after it; else pos
+	def     uint64 // Class.DefaultMask
+	groups  uint8  // len(Class.Groups)
+	yawBits uint8  // Class.yawBits
+}
+
+// makePlans works out reg's classes' plans, by class index (slot.ci). A
+// registry's classes are fixed once a table has it (Registry.frozen), so
+// the plans hold for every Write of a table of reg, whichever table
+// used the scratch before.
+//
+//go:noinline
+func (ps *packScratch) makePlans(reg *Registry) {
+	ps.plans = ps.plans[:0]
+	for _, c := range reg.classes {
+		pl := usualPlan{all: c.all, pos: c.posBit, posYaw: c.posBit, def: c.DefaultMask, groups: uint8(len(c.Groups)), yawBits: c.yawBits}
+		if c.posBit != 0 && c.yawIdx > c.posIdx {
+			pl.posYaw |= 1 << uint(c.yawIdx)
+		}
+		ps.plans = append(ps.plans, pl)
+	}
+	ps.planReg = reg
 }
 
 // usualGroups is writeUsual's walk of the groups in mask, in group order,
@@ -701,7 +751,7 @@ func (t *Table) writeUsual(id uint32) int {
 // record keeps its values in registers.
 //
 //go:noinline
-func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn, k uint, d0, d1, d2 uint64, q *[3]uint32) (uint64, uint) {
+func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
 	for m := mask; m != 0; m &= m - 1 {
 		switch g := c.wk[bits.TrailingZeros64(m)]; {
 		case g >= wkCoded:
@@ -709,12 +759,8 @@ func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn, k uint, 
 			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
 			rn += uint(code >> codeShift)
 		case g == wkPos:
-			lm := uint64(1)<<(k&15) - 1
-			rv |= uint64(k) << (rn & 63)
-			rn += kcodeBits
-			rv, rn = posAxis(rv, rn, d0, q[0], lm, k)
-			rv, rn = posAxis(rv, rn, d1, q[1], lm, k)
-			rv, rn = posAxis(rv, rn, d2, q[2], lm, k)
+			rv |= pos << (rn & 63)
+			rn += pn
 		case g == wkYaw:
 			rv |= uint64(yaw) << (rn & 63)
 			rn += uint(c.yawBits)

@@ -1453,6 +1453,63 @@ func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0,
 	return
 }
 
+// pair1run is writeUsual's pair1r: the position's window code and its
+// three axes (posAxis) as writeUsual appends them, n bits of run, for the
+// pair's residuals; n 0 when they need a window past maxWindow (the
+// record goes absolute). The same residuals as pair1r's, written out
+// again: the window is coded where they are still in registers, and
+// writeUsual keeps only the run across the call, not the three and q.
+func pair1run(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (run uint64, n uint) {
+	var m int64 // whole factor, 0: none
+	switch dt1 {
+	case span0:
+		m = 1
+	case 2 * span0:
+		m = 2
+	}
+	s1, s2 := x.sh[1]&63, x.sh[2]&63
+	k0, k1 := lowBits[s1], lowBits[(s2-s1)&63]
+	var r0, r1, r2 uint64
+	if m != 0 { // predWhole, written out
+		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+		r0 = resid(q[0], b+(b-a)*m, lim[0])
+		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+		r1 = resid(q[1], b+(b-a)*m, lim[1])
+		a, b = int64(d0>>s2), int64(d1>>s2)
+		r2 = resid(q[2], b+(b-a)*m, lim[2])
+	} else {
+		f := float64(dt1) / float64(span0)
+		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
+		if a != b {
+			b += roundHalfAway(float64(float64(b-a) * f))
+		}
+		r0 = resid(q[0], b, lim[0])
+		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
+		if a != b {
+			b += roundHalfAway(float64(float64(b-a) * f))
+		}
+		r1 = resid(q[1], b, lim[1])
+		a, b = int64(d0>>s2), int64(d1>>s2)
+		if a != b {
+			b += roundHalfAway(float64(float64(b-a) * f))
+		}
+		r2 = resid(q[2], b, lim[2])
+	}
+	k := uint(1) // posForm.window's
+	if w := max(r0, r1, r2); w > 0 {
+		k = windowBits(w)
+	}
+	if k > maxWindow {
+		return 0, 0 // absolute
+	}
+	lm := uint64(1)<<(k&15) - 1
+	run, n = uint64(k), kcodeBits
+	run, n = posAxis(run, n, r0, q[0], lm, k)
+	run, n = posAxis(run, n, r1, q[1], lm, k)
+	run, n = posAxis(run, n, r2, q[2], lm, k)
+	return run, n
+}
+
 // resid is |q − v| for v clamped to [0, lim].
 func resid(q uint32, v int64, lim uint32) uint64 {
 	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
