@@ -172,7 +172,15 @@ type keptState struct {
 // lines the view brought — a line for 2.7 ghosts of a run of entries, not
 // a line of the entries' for each (TestSnapEntLayout).
 type snapView struct {
-	fl   uint8  // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
+	fl uint8 // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
+	// age is how many of the series' snapshots before this one hold the
+	// entry as vwKept does the previous one — the same entity and class,
+	// accepted in each — at most ageMax (0 unless vwKept). A table whose
+	// last view was k ≤ age snapshots back (a node behind skips views)
+	// takes its ghost here as in the usual view (takeSince): the entry is
+	// the one its ghost took, and the stamps say what changed since. In
+	// the byte of padding after fl: no room of its own.
+	age  uint8
 	yawQ uint16 // the yaw code (Table.latest), quantized once for every table
 	qpos [3]uint32
 	// now is the groups stamped with this snapshot's seq (chg): what
@@ -181,6 +189,13 @@ type snapView struct {
 	// here, once, instead of comparing every group's stamp.
 	now uint64
 }
+
+// ageMax is the most snapView.age counts: a table further behind takes
+// its view by the general path.
+const ageMax = 1<<8 - 1
+
+// agedFrom is the age of an entry vwKept from one of age a.
+func agedFrom(a uint8) uint8 { return min(a, ageMax-1) + 1 }
 
 // Flags of snapView.fl.
 const (
@@ -723,6 +738,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			}
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
 			v.fl |= vwKept
+			v.age = agedFrom(prevVw[i].age)
 			continue
 		}
 		e.name = cur.Name
@@ -745,6 +761,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 			}
 			if p.bad == snapOK {
 				v.fl |= vwKept
+				v.age = agedFrom(pv.age)
 				// The groups that read a changed field: their wire value
 				// changed if their code did (Changed compares wire
 				// values; the previous entry's State where a group has
@@ -882,6 +899,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// usual: its usual ghosts go by takeKept and takeKeptOne (markSlot
 	// alone: not with dirty groups kept apart, wideDirty).
 	usual := next && !t.wideDirty
+	// behind: a later snapshot of the series (views skipped); its ghosts
+	// at the entries they took in old go by takeSince.
+	behind := same && !next && !t.wideDirty && snap.seq-t.snapSeq <= ageMax
 	exhausted := false
 	// kept counts the ghosts taken as in the previous view at the same
 	// entry (the fast path below, each once): when that is every entry
@@ -894,10 +914,15 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	taken := 0
 	j := 0 // old[j] is the first hint not yet passed
 	for i := 0; i < len(view); i++ {
-		if usual {
+		if usual || behind {
 			// The usual ghosts, in a loop of their own (the general one
 			// keeps too much in registers), as far as the hints go.
-			n := t.takeKept(snap, view[i:], old[j:], nowMS)
+			var n int
+			if usual {
+				n = t.takeKept(snap, view[i:], old[j:], nowMS)
+			} else {
+				n = t.takeSince(snap, oldSnap, view[i:], old[j:], nowMS)
+			}
 			// The hints it passed are the new order's: in the usual
 			// view they are there already (old is t.order, j = i); else
 			// moved, a memmove (j ≥ i while the two share an array).
@@ -1274,6 +1299,77 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, nowMS msT
 		if vfl&vwMoved != 0 {
 			fl |= flMoving
 		} else if fl&flMoving != 0 && vfl&vwHeld == 0 {
+			changed |= t.stop(s)
+			fl &^= flMoving
+		}
+		s.fl = fl
+		if changed != 0 {
+			t.markSlot(s, changed, nowMS)
+		}
+	}
+	return k
+}
+
+// takeSince is takeKept for a view of a snapshot k ≥ 2 after the table's
+// last, old (a node behind skips views; p its seq): it takes the ghosts
+// of view from its first entry on that the previous view took at the
+// same entry of old, as the general path takes them — the entry (its
+// age says) holds the entity and class of the ghost since old, so no
+// entry is read to tell: its stamps newer than p are what changed, and
+// the position moved if it differs from old's, which is compared only
+// where a stamp says it may. It returns how many it took.
+func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, nowMS msTime) int {
+	n := min(len(view), len(hints))
+	view, hints = view[:n], hints[:n]
+	p := t.snapSeq
+	back := snap.seq - p // ≥ 2: the usual view is takeKept's
+	if back > ageMax {
+		return 0
+	}
+	// Every reference is below len(snap.vw) (checked before any ghost was
+	// taken), and an entry aged back holds one in old, of the same length
+	// at least (its index was in old then).
+	vw, ovw := unsafe.Pointer(unsafe.SliceData(snap.vw)), unsafe.Pointer(unsafe.SliceData(old.vw))
+	chg, st := snap.chg, uint32(snap.stride)
+	slots, gen, classes := t.slots[:t.top], t.viewGen, t.reg.classes
+	k := 0
+	for ; k < len(view); k++ {
+		r, h := view[k], hints[k]
+		if int(h) >= len(slots) {
+			break
+		}
+		s := &slots[h]
+		ri := r.Index()
+		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
+			break
+		}
+		v := (*snapView)(unsafe.Add(vw, uintptr(ri)*unsafe.Sizeof(snapView{})))
+		if uint32(v.age) < back {
+			break
+		}
+		s.viewGen, s.prioB = gen, r.bucket()
+		c := classes[s.ci]
+		// The groups stamped since p: those changed since the ghost's last
+		// view (or changed and back: the general path's superset).
+		var changed uint64
+		for g, stamp := range chg[ri*st : ri*st+uint32(len(c.Groups))] {
+			if int32(stamp-p) > 0 {
+				changed |= 1 << uint(g)
+			}
+		}
+		fl := s.fl &^ flPosNow
+		if changed&c.posBit != 0 {
+			changed &^= c.posBit
+			if (*snapView)(unsafe.Add(ovw, uintptr(ri)*unsafe.Sizeof(snapView{}))).qpos != v.qpos {
+				// Moved (moveBit).
+				fl |= flMoving
+				changed |= c.posBit
+				s.fl = fl
+				t.markSlot(s, changed, nowMS)
+				continue
+			}
+		}
+		if fl&flMoving != 0 && v.fl&vwHeld == 0 {
 			changed |= t.stop(s)
 			fl &^= flMoving
 		}

@@ -136,6 +136,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		copy(chg, pchg[i*st:i*st+st])
 		if p.bad == snapOK {
 			v.fl |= vwKept
+			v.age = agedFrom(pv.age)
 			if pv.qpos == v.qpos && pv.yawQ == v.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
 				continue // still (the same wire values): nothing to stamp
 			}
@@ -184,7 +185,7 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 		return
 	}
 	copy(chg, pchg[i*st:i*st+st])
-	v.now, v.fl = 0, vwHeld|vwKept
+	v.now, v.fl, v.age = 0, vwHeld|vwKept, agedFrom(prev.vw[i].age)
 }
 
 // changed is gr.Changed(ps, es) for entries p and e of gr's class (their
