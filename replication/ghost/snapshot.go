@@ -635,8 +635,14 @@ func snapArrays(n, stride int) ([]snapView, []uint32) {
 // snapViewWords is a snapView's size in uint64s.
 const snapViewWords = int(unsafe.Sizeof(snapView{}) / 8)
 
-// snapWords is the uint64s of snapArrays' allocation.
-func snapWords(n, stride int) int { return n*snapViewWords + (n*stride+1)/2 }
+// snapWords is the uint64s of snapArrays' allocation: past the last
+// entry's stamps, room for stampWindow more (takeSince reads that many
+// from an entry's first, whatever the stride: 16 bytes a snapshot).
+func snapWords(n, stride int) int { return n*snapViewWords + (n*stride+1)/2 + stampWindow/2 }
+
+// stampWindow is how many stamps from an entry's first takeSince reads
+// at once (the snapshot's stride at most this: else one by one).
+const stampWindow = 8
 
 // release drops the writer's reference to its latest snapshot.
 func (w *SnapshotWriter) release() {
@@ -1330,7 +1336,7 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 	// taken), and an entry aged back holds one in old, of the same length
 	// at least (its index was in old then).
 	vw, ovw := unsafe.Pointer(unsafe.SliceData(snap.vw)), unsafe.Pointer(unsafe.SliceData(old.vw))
-	chg, st := snap.chg, uint32(snap.stride)
+	chg, st := unsafe.Pointer(unsafe.SliceData(snap.chg)), uint32(snap.stride)
 	slots, gen, classes := t.slots[:t.top], t.viewGen, t.reg.classes
 	k := 0
 	for ; k < len(view); k++ {
@@ -1352,10 +1358,13 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 		// The groups stamped since p: those changed since the ghost's last
 		// view (or changed and back: the general path's superset).
 		var changed uint64
-		for g, stamp := range chg[ri*st : ri*st+uint32(len(c.Groups))] {
-			if int32(stamp-p) > 0 {
-				changed |= 1 << uint(g)
-			}
+		if st <= stampWindow {
+			// The window may run past the entry's stamps (into the next
+			// entry's, or the allocation's room after the last): only
+			// the class's groups are kept.
+			changed = stampsAfter8((*[stampWindow]uint32)(unsafe.Add(chg, uintptr(ri*st)*4)), p+1) & c.all
+		} else {
+			changed = stampsAfter(unsafe.Slice((*uint32)(unsafe.Add(chg, uintptr(ri*st)*4)), len(c.Groups)), p)
 		}
 		fl := s.fl &^ flPosNow
 		if changed&c.posBit != 0 {
@@ -1379,6 +1388,38 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 		}
 	}
 	return k
+}
+
+// stampsAfter is the groups whose stamp in chg is newer than p (int32(stamp
+// − p) > 0, as the general path compares them), without a branch a group.
+func stampsAfter(chg []uint32, p uint32) uint64 {
+	var m uint64
+	for g, stamp := range chg[:min(len(chg), MaxGroups)] {
+		var b uint64
+		if stamp-p-1 < 1<<31-1 {
+			b = 1
+		}
+		m |= b << uint(g)
+	}
+	return m
+}
+
+// stampsAfter8 is stampsAfter of the eight stamps w, q = p + 1: stamp − q
+// below 2^31 − 1 is int32(stamp − p) > 0. Eight lanes without a loop or
+// a branch: a loop's counter, mask and shift took a ghost's registers in
+// takeSince (spilled and reloaded every group, ≈ 20 instructions one).
+func stampsAfter8(w *[stampWindow]uint32, q uint32) uint64 {
+	const lim = 1<<31 - 1
+	return b2u(w[0]-q < lim) | b2u(w[1]-q < lim)<<1 | b2u(w[2]-q < lim)<<2 | b2u(w[3]-q < lim)<<3 |
+		b2u(w[4]-q < lim)<<4 | b2u(w[5]-q < lim)<<5 | b2u(w[6]-q < lim)<<6 | b2u(w[7]-q < lim)<<7
+}
+
+// b2u is 1 for true, 0 for false.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of
