@@ -25,122 +25,148 @@ import (
 // as a move, the packets would differ.
 func TestSkippedViewWritesWhatEntryViewsWrite(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
-		reg, pc, nc := newTestRegistry(t)
-		cfg := DefaultConfig()
-		ent, err := NewTable(reg, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snp, err := NewTable(reg, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sw := writerFor(t, reg)
-		rng := rand.New(rand.NewPCG(seed, 7))
-		const n = 40
-		ents := make([]ViewEntry, n)
-		next := uint64(1000)
-		newEntity := func(i int) {
-			c := nc
-			if rng.IntN(3) == 0 {
-				c = pc
-			}
-			next++
-			ents[i] = ViewEntry{Entity: next, Class: c, Priority: float32(1+rng.IntN(60)) / 64}
-			ents[i].State.Pos = [3]float64{rng.Float64()*100 - 50, 0, rng.Float64()*100 - 50}
-			ents[i].State.Health = 50
-			ents[i].State.Name = MustName("wolf")
-		}
-		for i := range ents {
-			newEntity(i)
-		}
-		in := make([]bool, n)
-		for i := range in {
-			in[i] = i < 30
-		}
-		now, seq := time.Second, uint64(0)
-		var bufE, bufS [MaxPacketBytes]byte
-		var we, ws bitstream.Writer
-		wait, taken, fast := 0, 0, 0
-		for tick := range 400 {
-			now += 50 * time.Millisecond
-			for i := range ents {
-				st := &ents[i].State
-				switch k := (tick/3 + i) % 7; {
-				case k < 3: // walks
-					st.Pos[0] += 0.3
-				case k == 3: // steps there and back, one a tick
-					if tick%2 == 0 {
-						st.Pos[2] += 0.5
-					} else {
-						st.Pos[2] -= 0.5
-					}
-				} // else stands still
-				if rng.IntN(5) == 0 {
-					st.Health++
-				}
-				if rng.IntN(7) == 0 {
-					st.Yaw += 0.1
-					st.Flags++
-				}
-				if rng.IntN(200) == 0 {
-					newEntity(i) // the index's entity leaves the zone, another takes it
-				}
-			}
-			s := sw.Next(n)
-			for i := range ents {
-				s.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
-			}
-			sw.Seal(s)
-			if wait > 0 {
-				wait-- // a snapshot the node behind skips
-				continue
-			}
-			wait = rng.IntN(4)
-			if rng.IntN(20) == 0 {
-				i := rng.IntN(n)
-				in[i] = !in[i]
-			}
-			var view []ViewEntry
-			var refs []ViewRef
-			for i := range ents {
-				if in[i] {
-					view = append(view, ents[i])
-					refs = append(refs, NewViewRef(uint32(i), ents[i].Class, ents[i].Priority))
-				}
-			}
-			if err := ent.SetView(now, view); err != nil {
-				t.Fatal(err)
-			}
-			last := snp.snapSeq
-			behind := snp.snap != nil && s.seq-last > 1
-			before := snp.Stats().GhostsAssigned
-			if err := snp.SetSnapshotView(now, s, refs); err != nil {
-				t.Fatal(err)
-			}
-			if behind && snp.Stats().GhostsAssigned == before {
-				fast++
-			}
-			taken++
-			seq++
-			we.Reset(bufE[:])
-			ws.Reset(bufS[:])
-			if _, err := ent.Write(&we, seq, now); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := snp.Write(&ws, seq, now); err != nil {
-				t.Fatal(err)
-			}
-			if a, b := we.Bytes(), ws.Bytes(); !bytes.Equal(a, b) {
-				t.Fatalf("seed %d, tick %d (snapshot %d, the table's last %d): the snapshot table wrote %d bytes, the entry table %d:\n%x\n%x",
-					seed, tick, s.seq, last, len(b), len(a), b, a)
-			}
-			f := notify.Fate{Seq: seq, Delivered: seq%5 != 0, SentAt: now}
-			ent.OnFate(f)
-			snp.OnFate(f)
-		}
+		taken, fast := skippedViewsTwin(t, seed, nil, 400)
 		if fast < taken/3 {
 			t.Fatalf("seed %d: %d of %d views skipped snapshots and assigned no ghost: the case is not exercised", seed, fast, taken)
 		}
 	}
+}
+
+// FuzzSkippedViewsWriteWhatEntryViewsWrite is
+// TestSkippedViewWritesWhatEntryViewsWrite with the world's draws seeded
+// and the snapshots skipped after each view (gaps[k] % 5, in turn) given.
+func FuzzSkippedViewsWriteWhatEntryViewsWrite(f *testing.F) {
+	f.Add(uint64(1), []byte{1, 2})
+	f.Add(uint64(2), []byte{0, 3, 1, 4, 2})
+	f.Add(uint64(3), []byte{4})
+	f.Add(uint64(4), []byte{})
+	f.Fuzz(func(t *testing.T, seed uint64, gaps []byte) {
+		skippedViewsTwin(t, seed, gaps, 120)
+	})
+}
+
+// skippedViewsTwin runs ticks ticks of TestSkippedViewWritesWhatEntryViewsWrite's
+// world (gaps nil: each view skips 0 to 3 snapshots, drawn) and returns
+// how many views the tables took and how many of those were behind and
+// assigned no ghost.
+func skippedViewsTwin(t *testing.T, seed uint64, gaps []byte, ticks int) (taken, fast int) {
+	reg, pc, nc := newTestRegistry(t)
+	cfg := DefaultConfig()
+	ent, err := NewTable(reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snp, err := NewTable(reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := writerFor(t, reg)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	const n = 40
+	ents := make([]ViewEntry, n)
+	next := uint64(1000)
+	newEntity := func(i int) {
+		c := nc
+		if rng.IntN(3) == 0 {
+			c = pc
+		}
+		next++
+		ents[i] = ViewEntry{Entity: next, Class: c, Priority: float32(1+rng.IntN(60)) / 64}
+		ents[i].State.Pos = [3]float64{rng.Float64()*100 - 50, 0, rng.Float64()*100 - 50}
+		ents[i].State.Health = 50
+		ents[i].State.Name = MustName("wolf")
+	}
+	for i := range ents {
+		newEntity(i)
+	}
+	in := make([]bool, n)
+	for i := range in {
+		in[i] = i < 30
+	}
+	now, seq := time.Second, uint64(0)
+	var bufE, bufS [MaxPacketBytes]byte
+	var we, ws bitstream.Writer
+	wait := 0
+	for tick := range ticks {
+		now += 50 * time.Millisecond
+		for i := range ents {
+			st := &ents[i].State
+			switch k := (tick/3 + i) % 7; {
+			case k < 3: // walks
+				st.Pos[0] += 0.3
+			case k == 3: // steps there and back, one a tick
+				if tick%2 == 0 {
+					st.Pos[2] += 0.5
+				} else {
+					st.Pos[2] -= 0.5
+				}
+			} // else stands still
+			if rng.IntN(5) == 0 {
+				st.Health++
+			}
+			if rng.IntN(7) == 0 {
+				st.Yaw += 0.1
+				st.Flags++
+			}
+			if rng.IntN(200) == 0 {
+				newEntity(i) // the index's entity leaves the zone, another takes it
+			}
+		}
+		s := sw.Next(n)
+		for i := range ents {
+			s.Set(i, ents[i].Entity, ents[i].Class, &ents[i].State)
+		}
+		sw.Seal(s)
+		if wait > 0 {
+			wait-- // a snapshot the node behind skips
+			continue
+		}
+		if gaps == nil {
+			wait = rng.IntN(4)
+		} else if len(gaps) > 0 {
+			wait = int(gaps[taken%len(gaps)] % 5)
+		}
+		if rng.IntN(20) == 0 {
+			i := rng.IntN(n)
+			in[i] = !in[i]
+		}
+		var view []ViewEntry
+		var refs []ViewRef
+		for i := range ents {
+			if in[i] {
+				view = append(view, ents[i])
+				refs = append(refs, NewViewRef(uint32(i), ents[i].Class, ents[i].Priority))
+			}
+		}
+		if err := ent.SetView(now, view); err != nil {
+			t.Fatal(err)
+		}
+		last := snp.snapSeq
+		behind := snp.snap != nil && s.seq-last > 1
+		before := snp.Stats().GhostsAssigned
+		if err := snp.SetSnapshotView(now, s, refs); err != nil {
+			t.Fatal(err)
+		}
+		if behind && snp.Stats().GhostsAssigned == before {
+			fast++
+		}
+		taken++
+		seq++
+		we.Reset(bufE[:])
+		ws.Reset(bufS[:])
+		if _, err := ent.Write(&we, seq, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snp.Write(&ws, seq, now); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := we.Bytes(), ws.Bytes(); !bytes.Equal(a, b) {
+			t.Fatalf("seed %d, tick %d (snapshot %d, the table's last %d): the snapshot table wrote %d bytes, the entry table %d:\n%x\n%x",
+				seed, tick, s.seq, last, len(b), len(a), b, a)
+		}
+		f := notify.Fate{Seq: seq, Delivered: seq%5 != 0, SentAt: now}
+		ent.OnFate(f)
+		snp.OnFate(f)
+	}
+	return taken, fast
 }
