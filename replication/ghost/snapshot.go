@@ -637,7 +637,7 @@ const snapViewWords = int(unsafe.Sizeof(snapView{}) / 8)
 
 // snapWords is the uint64s of snapArrays' allocation: past the last
 // entry's stamps, room for stampWindow more (takeSince reads that many
-// from an entry's first, whatever the stride: 16 bytes a snapshot).
+// from an entry's first, whatever the stride: 32 bytes a snapshot).
 func snapWords(n, stride int) int { return n*snapViewWords + (n*stride+1)/2 + stampWindow/2 }
 
 // stampWindow is how many stamps from an entry's first takeSince reads
@@ -1317,7 +1317,8 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, nowMS msT
 }
 
 // takeSince is takeKept for a view of a snapshot k ≥ 2 after the table's
-// last, old (a node behind skips views; p its seq): it takes the ghosts
+// last, old (a node behind skips views; p its seq), or of old again: it
+// takes the ghosts
 // of view from its first entry on that the previous view took at the
 // same entry of old, as the general path takes them — the entry (its
 // age says) holds the entity and class of the ghost since old, so no
@@ -1328,13 +1329,12 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 	n := min(len(view), len(hints))
 	view, hints = view[:n], hints[:n]
 	p := t.snapSeq
-	back := snap.seq - p // ≥ 2: the usual view is takeKept's
+	back := snap.seq - p // not 1: the usual view is takeKept's (0: old again)
 	if back > ageMax {
 		return 0
 	}
 	// Every reference is below len(snap.vw) (checked before any ghost was
-	// taken), and an entry aged back holds one in old, of the same length
-	// at least (its index was in old then).
+	// taken), and the index of an entry aged back was old's too.
 	vw, ovw := unsafe.Pointer(unsafe.SliceData(snap.vw)), unsafe.Pointer(unsafe.SliceData(old.vw))
 	chg, st := unsafe.Pointer(unsafe.SliceData(snap.chg)), uint32(snap.stride)
 	slots, gen, classes := t.slots[:t.top], t.viewGen, t.reg.classes
