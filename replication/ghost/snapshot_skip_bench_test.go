@@ -19,9 +19,21 @@ import (
 // packet's fate comes after every pumped table wrote. Under cachegrind,
 // the difference of two benchtimes is one tick: 1,000 tables' 5/12 of a
 // view and a packet each.
-func BenchmarkTables1000PumpSkip(b *testing.B) {
+func BenchmarkTables1000PumpSkip(b *testing.B) { benchPumpSkip(b, false) }
+
+// BenchmarkTables1000PumpSkipChurn is BenchmarkTables1000PumpSkip with
+// BenchmarkTables1000PumpChurn's scopes (informative): every sixth tick a
+// table's window of 48 entities moves on by one, so a view behind finds
+// a ghost that left, or one that entered, about every other time.
+func BenchmarkTables1000PumpSkipChurn(b *testing.B) { benchPumpSkip(b, true) }
+
+func benchPumpSkip(b *testing.B, churn bool) {
 	const tables, per, ents = 1000, 48, 1000
 	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, per, ents)
+	first := make([]int, tables) // each table's window (churn)
+	for k := range tabs {
+		first[k] = int(refs[k][0].Index())
+	}
 	now, tick := time.Second, uint64(0)
 	pseq := make([]uint64, tables) // each table's packets
 	var buf [800]byte
@@ -42,6 +54,14 @@ func BenchmarkTables1000PumpSkip(b *testing.B) {
 		sw.Seal(sn)
 		tick++
 		for k, tab := range tabs {
+			if churn && (uint64(k)+tick)%6 == 0 {
+				r := refs[k]
+				first[k] = (first[k] + 1) % ents
+				e := (first[k] + per - 1) % ents
+				prio := r[0].bucket()
+				copy(r, r[1:])
+				r[per-1] = NewViewRef(uint32(e), classes[e], float32(prio+1)/64)
+			}
 			wrote[k] = (tick+uint64(k))%uint64(2+k%2) == 0
 			if !wrote[k] {
 				continue
@@ -64,7 +84,7 @@ func BenchmarkTables1000PumpSkip(b *testing.B) {
 	defer lockThread()()
 	for k := range 60 { // every ghost created, the in-flight stores at their steady size
 		step()
-		if k == 0 {
+		if k == 0 && !churn {
 			rng := rand.New(rand.NewPCG(3, 3))
 			for _, r := range refs {
 				rng.Shuffle(len(r), func(i, j int) { r[i], r[j] = r[j], r[i] })
