@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -1338,6 +1339,12 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 	vw, ovw := unsafe.Pointer(unsafe.SliceData(snap.vw)), unsafe.Pointer(unsafe.SliceData(old.vw))
 	chg, st := unsafe.Pointer(unsafe.SliceData(snap.chg)), uint32(snap.stride)
 	slots, gen, classes := t.slots[:t.top], t.viewGen, t.reg.classes
+	// words: the stamps compare two to a word (stampsOver, lanes in
+	// little-endian order), which holds while every seq of the series is
+	// below 2^31: then int32(stamp − p) > 0, the general path's test, is
+	// stamp > p.
+	words := unalignedWordsOK && runtime.GOARCH != "s390x" && st <= stampWindow && snap.seq < 1<<31
+	pw := uint64(p|1<<31) * (1 | 1<<32)
 	k := 0
 	for ; k < len(view); k++ {
 		r, h := view[k], hints[k]
@@ -1358,13 +1365,14 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 		// The groups stamped since p: those changed since the ghost's last
 		// view (or changed and back: the general path's superset).
 		var changed uint64
-		if st <= stampWindow {
+		row := unsafe.Add(chg, uintptr(ri*st)*4)
+		if words {
 			// The window may run past the entry's stamps (into the next
 			// entry's, or the allocation's room after the last): only
 			// the class's groups are kept.
-			changed = stampsAfter8((*[stampWindow]uint32)(unsafe.Add(chg, uintptr(ri*st)*4)), p+1) & c.all
+			changed = stampsOver(row, pw) & c.all
 		} else {
-			changed = stampsAfter(unsafe.Slice((*uint32)(unsafe.Add(chg, uintptr(ri*st)*4)), len(c.Groups)), p)
+			changed = stampsAfter(unsafe.Slice((*uint32)(row), len(c.Groups)), p)
 		}
 		fl := s.fl &^ flPosNow
 		if changed&c.posBit != 0 {
@@ -1404,22 +1412,19 @@ func stampsAfter(chg []uint32, p uint32) uint64 {
 	return m
 }
 
-// stampsAfter8 is stampsAfter of the eight stamps w, q = p + 1: stamp − q
-// below 2^31 − 1 is int32(stamp − p) > 0. Eight lanes without a loop or
-// a branch: a loop's counter, mask and shift took a ghost's registers in
-// takeSince (spilled and reloaded every group, ≈ 20 instructions one).
-func stampsAfter8(w *[stampWindow]uint32, q uint32) uint64 {
-	const lim = 1<<31 - 1
-	return b2u(w[0]-q < lim) | b2u(w[1]-q < lim)<<1 | b2u(w[2]-q < lim)<<2 | b2u(w[3]-q < lim)<<3 |
-		b2u(w[4]-q < lim)<<4 | b2u(w[5]-q < lim)<<5 | b2u(w[6]-q < lim)<<6 | b2u(w[7]-q < lim)<<7
-}
-
-// b2u is 1 for true, 0 for false.
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
+// stampsOver is stampsAfter of the eight stamps at row, each below 2^31
+// as p is (pw: p + 2^31 in both lanes of a word), two to a word: in a
+// lane, p + 2^31 − stamp never borrows from the lane above, and its bit
+// 31 is clear exactly when stamp > p. A stamp past the entry's (the
+// caller keeps only its class's groups) may be any value, and its lane
+// borrow from the one above: that changes only lanes past the entry's.
+// Four subtractions where a compare a stamp took eight, and inlined.
+func stampsOver(row unsafe.Pointer, pw uint64) uint64 {
+	const top = 1<<31 | 1<<63
+	w := (*[stampWindow / 2]uint64)(row)
+	z := (^(pw-w[0])&top)>>31 | (^(pw-w[1])&top)>>29 | (^(pw-w[2])&top)>>27 | (^(pw-w[3])&top)>>25
+	// Lane 2i's bit is at 2i, lane 2i+1's at 2i+32.
+	return z&0x55 | z>>31&0xAA
 }
 
 // takeKeptOne takes ghost s, a usual ghost (takeKept), at ref r of

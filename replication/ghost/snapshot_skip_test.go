@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/notify"
@@ -178,4 +179,55 @@ func skippedViewsTwin(t *testing.T, seed uint64, gaps []byte, ticks int) (taken,
 		}
 	}
 	return taken, fast
+}
+
+// TestStampsOverIsStampsAfter: takeSince's test of eight stamps two to a
+// word gives, for an entry's groups, what the general path's compare of
+// each stamp does (int32(stamp − p) > 0) for every series seq below 2^31,
+// whatever the stamps past the entry's hold; and stampsAfter, its
+// fallback, is that compare for any seq.
+func TestStampsOverIsStampsAfter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, seq := range []uint32{1, 2, 300, 1 << 20, 1<<31 - 1} {
+		for range 2000 {
+			p := seq - min(seq, uint32(rng.IntN(ageMax+1)))
+			groups := 1 + rng.IntN(stampWindow)
+			var row [stampWindow]uint32
+			for g := range row {
+				switch {
+				case g >= groups:
+					row[g] = rng.Uint32() // the next entry's, or stale room
+				case rng.IntN(4) == 0:
+					row[g] = p - min(p, uint32(rng.IntN(3))) + uint32(rng.IntN(3)) // at p, just before, just after
+				default:
+					row[g] = uint32(rng.Int64N(int64(seq) + 1))
+				}
+			}
+			var want uint64
+			for g, stamp := range row[:groups] {
+				if int32(stamp-p) > 0 {
+					want |= 1 << g
+				}
+			}
+			mask := uint64(1)<<groups - 1
+			pw := uint64(p|1<<31) * (1 | 1<<32)
+			if got := stampsOver(unsafe.Pointer(&row), pw) & mask; got != want {
+				t.Fatalf("seq %d, p %d, stamps %v of %d groups: stampsOver %08b, want %08b", seq, p, row, groups, got, want)
+			}
+			if got := stampsAfter(row[:groups], p); got != want {
+				t.Fatalf("seq %d, p %d, stamps %v: stampsAfter %08b, want %08b", seq, p, row[:groups], got, want)
+			}
+		}
+	}
+	// Past 2^31 (a series 3.4 years old at 20 Hz), the compare is int32's:
+	// a stamp 2^31 or more before p reads as newer.
+	for _, c := range []struct{ stamp, p uint32 }{{0, 1 << 31}, {5, 1<<31 + 6}, {1<<31 + 7, 1<<31 + 6}, {1 << 31, 1<<31 + 1}, {3, 1<<31 + 3}} {
+		want := uint64(0)
+		if int32(c.stamp-c.p) > 0 {
+			want = 1
+		}
+		if got := stampsAfter([]uint32{c.stamp}, c.p); got != want {
+			t.Errorf("stamp %d, p %d: stampsAfter %d, want %d", c.stamp, c.p, got, want)
+		}
+	}
 }
