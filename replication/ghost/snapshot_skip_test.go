@@ -27,9 +27,13 @@ import (
 // as a move, the packets would differ.
 func TestSkippedViewWritesWhatEntryViewsWrite(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
-		taken, fast := skippedViewsTwin(t, seed, nil, 400)
-		if fast < taken/3 {
-			t.Fatalf("seed %d: %d of %d views skipped snapshots and assigned no ghost: the case is not exercised", seed, fast, taken)
+		// wide: the registry has a class of nine groups, so the snapshot's
+		// stride is too wide for takeSince's words (stampsAfter's loop).
+		for _, wide := range []bool{false, true} {
+			taken, fast := skippedViewsTwin(t, seed, nil, 400, wide)
+			if fast < taken/3 {
+				t.Fatalf("seed %d: %d of %d views skipped snapshots and assigned no ghost: the case is not exercised", seed, fast, taken)
+			}
 		}
 	}
 }
@@ -43,16 +47,26 @@ func FuzzSkippedViewsWriteWhatEntryViewsWrite(f *testing.F) {
 	f.Add(uint64(3), []byte{4})
 	f.Add(uint64(4), []byte{})
 	f.Fuzz(func(t *testing.T, seed uint64, gaps []byte) {
-		skippedViewsTwin(t, seed, gaps, 120)
+		skippedViewsTwin(t, seed, gaps, 120, seed%2 == 1)
 	})
 }
 
 // skippedViewsTwin runs ticks ticks of TestSkippedViewWritesWhatEntryViewsWrite's
-// world (gaps nil: each view skips 0 to 3 snapshots, drawn) and returns
-// how many views the tables took and how many of those were behind and
-// assigned no ghost.
-func skippedViewsTwin(t *testing.T, seed uint64, gaps []byte, ticks int) (taken, fast int) {
+// world (gaps nil: each view skips 0 to 3 snapshots, drawn; wide: the
+// registry has a class of nine groups besides, which no entity is of)
+// and returns how many views the tables took and how many of those were
+// behind and assigned no ghost.
+func skippedViewsTwin(t *testing.T, seed uint64, gaps []byte, ticks int, wide bool) (taken, fast int) {
 	reg, pc, nc := newTestRegistry(t)
+	if wide {
+		c := &Class{ID: 9, Name: "wide", Groups: []Group{
+			PositionGroup(), YawGroup(8), HealthGroup(0, 100), FlagsGroup(8), FlagsGroup(4),
+			ExtraGroup(1), HealthGroup(0, 10), FlagsGroup(2), FlagsGroup(1),
+		}}
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := DefaultConfig()
 	ent, err := NewTable(reg, cfg)
 	if err != nil {
@@ -63,6 +77,9 @@ func skippedViewsTwin(t *testing.T, seed uint64, gaps []byte, ticks int) (taken,
 		t.Fatal(err)
 	}
 	sw := writerFor(t, reg)
+	if got := sw.Next(0).stride > stampWindow; got != wide {
+		t.Fatalf("a stride over %d: %v, want %v", stampWindow, got, wide)
+	}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const n = 40
 	ents := make([]ViewEntry, n)
