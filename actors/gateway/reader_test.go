@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &route{id: grant.ID, addr: benchClient}
-	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +68,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 	}
 	// The shard takes it: the connection lets go of its in-flight count
 	// once its session has read the datagram.
-	for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
+	for deadline := time.Now().Add(10 * time.Second); rt.queued() != 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the connection never took its datagram")
 		}
@@ -110,7 +109,7 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(benchClient.Addr(), uint16(20000+i))}
-		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +131,7 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 		t.Fatalf("readerRoute left %v for the actor", b.rest)
 	}
 	for i, rt := range rts {
-		for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
+		for deadline := time.Now().Add(10 * time.Second); rt.queued() != 0; {
 			if time.Now().After(deadline) {
 				t.Fatalf("connection %d (shard %d) never took its datagram", i, rt.shard)
 			}
@@ -162,9 +161,5 @@ func readerPool(t *testing.T, r *router) *conn.Pool {
 	return pool
 }
 
-// takenOf is the counter rt's connection lets go of what it took in
-// (conn.Params.Inflight).
-func takenOf(rt *route) *atomic.Int32 { return &rt.inflight }
-
 // queued is how many datagrams rt's connection has not taken yet.
-func (rt *route) queued() int { return int(rt.inflight.Load()) }
+func (rt *route) queued() int { return int(rt.sent.Load() - rt.taken()) }
