@@ -2,6 +2,7 @@ package conn
 
 import (
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +29,10 @@ func TestStalledShardBacklogFootprint(t *testing.T) {
 	const n, rate = 200, 30
 	x := record(t, rate)
 	s, cs := benchShard(t, x, n)
-	sent := make([]uint32, n) // the gateway's count a route (router.deliver)
+	inflight := make([]atomic.Int32, n)
+	for i, c := range cs {
+		c.inflight = &inflight[i]
+	}
 	st := s.pool.NewStager()
 	dropped := 0
 	var before, after runtime.MemStats
@@ -43,11 +47,11 @@ func TestStalledShardBacklogFootprint(t *testing.T) {
 	for k := range rate {
 		for i, c := range cs {
 			for _, p := range x.steps[k] {
-				if sent[i]-c.Taken() >= uint32(s.pool.cfg.MaxInbound) {
+				if int(inflight[i].Load()) >= s.pool.cfg.MaxInbound {
 					dropped++
 					continue
 				}
-				sent[i]++
+				inflight[i].Add(1)
 				d.N = copy(d.Buf, p)
 				d.Addr = benchClient
 				st.Stage(c, d.Compact())
@@ -75,8 +79,8 @@ func TestStalledShardBacklogFootprint(t *testing.T) {
 		t.Fatalf("%d datagrams dropped, want ≥ %d", dropped, want)
 	}
 	s.round(time.Second)
-	for i, c := range cs {
-		if v := sent[i] - c.Taken(); v != 0 {
+	for i := range inflight {
+		if v := inflight[i].Load(); v != 0 {
 			t.Fatalf("connection %d: %d datagrams still counted in flight after the round", i, v)
 		}
 	}

@@ -26,6 +26,9 @@ type Params struct {
 	Timeout   time.Duration // the token's idle timeout (0: Config.Session.Timeout)
 	UserData  string        // the token's user data (msg.Join.UserData shares its bytes)
 	Zone      *actor.PID    // receives Join, Input, Leave (nil: input is dropped and counted)
+	// Inflight is the gateway's count of datagrams queued for this
+	// connection; the connection decrements it as it takes each one.
+	Inflight *atomic.Int32
 }
 
 // Conn is one client's connection: its session.Server (replay window +
@@ -84,13 +87,7 @@ type Conn struct {
 	supFolded uint16
 
 	// Per datagram.
-	// taken counts the datagrams the connection took from its shard's
-	// queue (Taken). Only the shard writes it, on a line of its own
-	// connection, and the gateway's reader reads it only when its own
-	// count says the queue may be full: a count the two shared (the
-	// reader added one a datagram, the shard took one off) moved its line
-	// between their cores twice a datagram.
-	taken    atomic.Uint32
+	inflight *atomic.Int32 // Params.Inflight
 	zone     *actor.PID
 	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived (0: none yet, the Join has not taken)
@@ -236,12 +233,6 @@ func (c *Conn) relookAt() time.Duration {
 // PID is the connection's address: zones send it Control, Output,
 // Redirect, Kick and ViewReady; the gateway Shutdown and Stop.
 func (c *Conn) PID() *actor.PID { return c.pid }
-
-// Taken is how many datagrams the connection has taken from its queue
-// (each datagram posted to it once, whether accepted or not, until it
-// stops): the gateway bounds a connection's queue by what it routed less
-// this. Safe for concurrent use.
-func (c *Conn) Taken() uint32 { return c.taken.Load() }
 
 // UserData is the connect token's user data (Params.UserData), fixed for
 // the connection's life: the gateway reads it for a Redirect's token.
@@ -498,7 +489,9 @@ func release(m any) {
 // anyway. Skipping it spares a forged, replayed or stale datagram the
 // pump's lines (its Conn line, the session's deadline state, the heap).
 func (c *Conn) onDatagram(d *msg.Datagram, now time.Duration) (quiet bool) {
-	c.taken.Add(1)
+	if c.inflight != nil {
+		c.inflight.Add(-1)
+	}
 	if c.srv == nil {
 		d.Release()
 		return false

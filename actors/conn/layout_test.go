@@ -50,7 +50,7 @@ func TestConnLayout(t *testing.T) {
 		off  uintptr
 	}{
 		{"stopped", unsafe.Offsetof(c.stopped)},
-		{"taken", unsafe.Offsetof(c.taken)},
+		{"inflight", unsafe.Offsetof(c.inflight)},
 		{"unacked", unsafe.Offsetof(c.unacked)},
 		{"foldSec", unsafe.Offsetof(c.foldSec)},
 		{"hidx", unsafe.Offsetof(c.hidx)},

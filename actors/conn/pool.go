@@ -175,7 +175,7 @@ func (p *Pool) Open(prm Params) (*Conn, error) {
 	s := p.shards[p.next%len(p.shards)]
 	p.next++
 	c := &Conn{
-		sh: s, hs: prm.Handshake, zone: prm.Zone,
+		sh: s, hs: prm.Handshake, inflight: prm.Inflight, zone: prm.Zone,
 		player: prm.Player, userData: prm.UserData, hidx: -1,
 	}
 	c.pid = p.pids.add(c, p.ids.Add(1))

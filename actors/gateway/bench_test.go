@@ -273,7 +273,7 @@ func newReplay(tb testing.TB, x *exchange) *replay {
 	r.byAddr.set(rt.addr, rt)
 	rp.ctx = &stubCtx{deliver: func(d *msg.Datagram) {
 		// What conn.onDatagram does, minus the mailbox hop.
-		rt.looseTaken.Add(1)
+		rt.inflight.Add(-1)
 		_, _ = rp.srv.Receive(rp.now, d.Bytes(), d.Addr)
 		d.Release()
 	}}

@@ -77,7 +77,7 @@ func benchReaderRoute(b *testing.B, flow, routed bool) {
 		id := grant.ID
 		id[0], id[1] = byte(i), byte(i>>8) // distinct ids, as the server's random ones
 		rt := &route{id: id, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
-		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1)})
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: takenOf(rt)})
 		if err != nil {
 			b.Fatal(err)
 		}

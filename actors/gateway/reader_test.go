@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &route{id: grant.ID, addr: benchClient}
-	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7})
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 	}
 	// The shard takes it: the connection lets go of its in-flight count
 	// once its session has read the datagram.
-	for deadline := time.Now().Add(10 * time.Second); rt.queued() != 0; {
+	for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the connection never took its datagram")
 		}
@@ -109,7 +110,7 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 			t.Fatal(err)
 		}
 		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(benchClient.Addr(), uint16(20000+i))}
-		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1)})
+		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +132,7 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 		t.Fatalf("readerRoute left %v for the actor", b.rest)
 	}
 	for i, rt := range rts {
-		for deadline := time.Now().Add(10 * time.Second); rt.queued() != 0; {
+		for deadline := time.Now().Add(10 * time.Second); rt.inflight.Load() != 0; {
 			if time.Now().After(deadline) {
 				t.Fatalf("connection %d (shard %d) never took its datagram", i, rt.shard)
 			}
@@ -161,5 +162,9 @@ func readerPool(t *testing.T, r *router) *conn.Pool {
 	return pool
 }
 
+// takenOf is the counter rt's connection lets go of what it took in
+// (conn.Params.Inflight).
+func takenOf(rt *route) *atomic.Int32 { return &rt.inflight }
+
 // queued is how many datagrams rt's connection has not taken yet.
-func (rt *route) queued() int { return int(rt.sent.Load() - rt.taken()) }
+func (rt *route) queued() int { return int(rt.inflight.Load()) }

@@ -19,30 +19,17 @@ import (
 
 // route is one connection as the gateway knows it.
 type route struct {
-	// conn, sent, shard and seen are all the reader reads and writes of a
+	// conn, inflight and shard are all the reader reads and writes of a
 	// route for a datagram (readerRoute, deliver): first, in the route's
-	// first 32 bytes, so one cache line (its size class starts objects
-	// 32-byte aligned; two lines before: conn at 8, the count at 72), and
-	// shard is the connection's (conn.Conn.Shard, fixed for its life), so
-	// the reader stages the datagram without reading a line of the Conn,
-	// which its shard's core owns.
-	conn *conn.Conn // nil in router tests and benchmarks (no pool)
-	// sent counts the datagrams queued to the connection (deliver: the
-	// reader's and the actor's); what waits is sent less the connection's
-	// count of those it took (taken). seen is that count as deliver last
-	// read it: it only lags, so sent−seen ≥ what waits, and deliver reads
-	// the connection's count again only when sent−seen reaches the bound
-	// — once in MaxInbound datagrams at most — where a count shared with
-	// the connection (it took one off a datagram) moved the route's line
-	// between the reader's core and the shard's twice a datagram.
-	sent  atomic.Uint32
-	shard int32
-	seen  atomic.Uint32
-	// looseTaken stands for the connection's count on a route without one
-	// (router tests and benchmarks: what takes their datagrams adds it).
-	looseTaken atomic.Uint32
-	id         handshake.ConnID
-	addr       netip.AddrPort // where short-form packets come from
+	// first 16 bytes, so one cache line (two before: conn at 8, inflight
+	// at 72), and shard is the connection's (conn.Conn.Shard, fixed for its
+	// life), so the reader stages the datagram without reading a line of
+	// the Conn, which its shard's core owns.
+	conn     *conn.Conn   // nil in router tests and benchmarks (no pool)
+	inflight atomic.Int32 // datagrams queued to the connection, shared with it (Params.Inflight)
+	shard    int32
+	id       handshake.ConnID
+	addr     netip.AddrPort // where short-form packets come from
 	// token is the connect token's id until the connection is verified,
 	// when it is consumed (onVerified; forget consumes it for a
 	// connection gone before): nil after. Only a pending connection needs
@@ -60,14 +47,6 @@ type route struct {
 	// connection, the 112-byte size class, not 96.
 	timeoutMS uint32
 	since     int64 // verified at, Unix nanoseconds (wall clock; admin session age); 0 until verified
-}
-
-// taken is how many of the datagrams queued to rt its connection took.
-func (rt *route) taken() uint32 {
-	if rt.conn != nil {
-		return rt.conn.Taken()
-	}
-	return rt.looseTaken.Load()
 }
 
 // attach makes c the route's connection.
@@ -332,15 +311,11 @@ func (r *router) deliver(ctx sender, rt *route, d *msg.Datagram, st *conn.Stager
 	if bye {
 		limit += disconnectRoom
 	}
-	if sent := rt.sent.Load(); sent-rt.seen.Load() >= uint32(limit) {
-		taken := rt.taken()
-		rt.seen.Store(taken)
-		if sent-taken >= uint32(limit) {
-			r.st.inboundDropped.Add(1)
-			return false
-		}
+	if int(rt.inflight.Load()) >= limit {
+		r.st.inboundDropped.Add(1)
+		return false
 	}
-	rt.sent.Add(1)
+	rt.inflight.Add(1)
 	if routed != nil {
 		*routed++ // readerRoute adds a batch's at once
 	} else {
@@ -468,7 +443,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	p := conn.Params{
 		Handshake: sess, Player: g.Claims.PlayerID, Timeout: g.Claims.Timeout,
 		UserData: unsafe.String(unsafe.SliceData(ud), len(ud)), // ud is never written after (ZoneFunc: read only)
-		Zone:     zone,
+		Zone:     zone, Inflight: &rt.inflight,
 	}
 	if r.pool != nil {
 		c, err := r.pool.Open(p)

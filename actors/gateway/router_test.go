@@ -33,8 +33,8 @@ func TestInboundQueueIsBounded(t *testing.T) {
 			d.Release()
 		}
 	}
-	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.queued() != 3 {
-		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.queued())
+	if held != 3 || r.st.inboundDropped.Load() != 7 || rt.inflight.Load() != 3 {
+		t.Fatalf("delivered %d, dropped %d, in flight %d; want 3, 7, 3", held, r.st.inboundDropped.Load(), rt.inflight.Load())
 	}
 	// The client's goodbye still gets through the full queue (its
 	// Disconnect copies have disconnectRoom more), and no more than that.
@@ -172,9 +172,9 @@ func TestRouteLayout(t *testing.T) {
 }
 
 // TestRouteReaderFieldsFirst: what the reader reads and writes of a route
-// for each datagram (conn, sent, shard, seen) sits in its first 32 bytes,
-// so in one cache line wherever the 96-byte object starts (its size class
-// starts objects 32-byte aligned): one miss a datagram, not two.
+// for each datagram (conn, inflight, shard) sits in its first 16 bytes, so
+// in one cache line wherever the 112-byte object starts (its size class
+// starts objects 16-byte aligned): one miss a datagram, not two.
 func TestRouteReaderFieldsFirst(t *testing.T) {
 	var rt route
 	for _, f := range []struct {
@@ -182,12 +182,11 @@ func TestRouteReaderFieldsFirst(t *testing.T) {
 		off, end uintptr
 	}{
 		{"conn", unsafe.Offsetof(rt.conn), unsafe.Offsetof(rt.conn) + unsafe.Sizeof(rt.conn)},
-		{"sent", unsafe.Offsetof(rt.sent), unsafe.Offsetof(rt.sent) + unsafe.Sizeof(rt.sent)},
+		{"inflight", unsafe.Offsetof(rt.inflight), unsafe.Offsetof(rt.inflight) + unsafe.Sizeof(rt.inflight)},
 		{"shard", unsafe.Offsetof(rt.shard), unsafe.Offsetof(rt.shard) + unsafe.Sizeof(rt.shard)},
-		{"seen", unsafe.Offsetof(rt.seen), unsafe.Offsetof(rt.seen) + unsafe.Sizeof(rt.seen)},
 	} {
-		if f.end > 32 {
-			t.Errorf("route.%s at bytes %d–%d, past the first 32", f.name, f.off, f.end)
+		if f.end > 16 {
+			t.Errorf("route.%s at bytes %d–%d, past the first 16", f.name, f.off, f.end)
 		}
 	}
 }
