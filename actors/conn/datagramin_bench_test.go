@@ -45,9 +45,9 @@ func nodeSessionConfig() session.ServerConfig {
 // LastApplied the server's, 0.2 m on, forced: a packet every tick, as
 // ghosts in view make on a node, where a tick with no new ack and no
 // correction sent nothing and let the slot open for an ack-only packet)
-// and the server polled (the tick's packet), then the client's datagrams (moves and acks) at the step's end,
-// the server polled after each (the pump after its round). ctls is each
-// step's control state.
+// and the server polled (the tick's packet); then the client's datagrams
+// (moves and acks) at the step's end, the server polled after each (the
+// pump after its round). ctls is each step's control state.
 func recordNode(tb testing.TB, n int) (x *recording, ctls []move.ControlState) {
 	tb.Helper()
 	tok, err := handshake.IssueToken(benchKey, handshake.TokenParams{
