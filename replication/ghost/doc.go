@@ -48,10 +48,13 @@
 // packets are the same bytes SetView would write for the same views
 // (TestSnapshotViewsPackLikeEntryViews). A ghost that stays at its entry
 // from view to view is taken from a compact per-entry array of changes
-// (16 bytes an entry) without reading the entry. A zone that serves a
-// far entity a held state, refreshed every few ticks, gives it with
-// SetHeld between refreshes: an unchanged held position is then no stop
-// (no rest markers), and the ghost costs no record on its held ticks.
+// (16 bytes an entry) without reading the entry; one whose view comes
+// several snapshots after its last (a node behind) is taken the same way
+// while its entry has held the same entity since then (snapView.age). A
+// zone that serves a far entity a held state, refreshed every few ticks,
+// gives it with SetHeld between refreshes: an unchanged held position is
+// then no stop (no rest markers), and the ghost costs no record on its
+// held ticks.
 //
 // Ghost ids are compact per connection (lowest free id first), sent in
 // ⌈log2(highest id in use + 1)⌉ bits, and reused only after the client
