@@ -67,10 +67,9 @@ func record(tb testing.TB, n int) *recording {
 	return recordWith(tb, n, true, nil)
 }
 
-// recordWith is record with the client's moves only if moves is set (else
-// it sends acks alone), and the server's datagrams of each step for which
-// lose reports true (if not nil) lost on their way to the client.
-func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *recording {
+// newBenchClient is player 7's client with a token for benchServer, before
+// its first Poll: the recordings' one client.
+func newBenchClient(tb testing.TB) *session.Client {
 	tb.Helper()
 	tok, err := handshake.IssueToken(benchKey, handshake.TokenParams{
 		PlayerID: 7, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Hour, Timeout: 10 * time.Second,
@@ -83,6 +82,15 @@ func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *rec
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return cli
+}
+
+// recordWith is record with the client's moves only if moves is set (else
+// it sends acks alone), and the server's datagrams of each step for which
+// lose reports true (if not nil) lost on their way to the client.
+func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *recording {
+	tb.Helper()
+	cli := newBenchClient(tb)
 	req, _ := cli.Poll(0, nil)
 	sess, reply := grantFor(tb, req)
 	if err := cli.Receive(0, reply); err != nil {

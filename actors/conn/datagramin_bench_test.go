@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -9,9 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
-	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/actors/udp"
-	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
@@ -50,17 +47,7 @@ func nodeSessionConfig() session.ServerConfig {
 // pump after its round). ctls is each step's control state.
 func recordNode(tb testing.TB, n int) (x *recording, ctls []move.ControlState) {
 	tb.Helper()
-	tok, err := handshake.IssueToken(benchKey, handshake.TokenParams{
-		PlayerID: 7, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Hour, Timeout: 10 * time.Second,
-		ServerAddrs: []netip.AddrPort{benchServer},
-	}, benchWall, seeded(5))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cli, err := session.NewClient(tok, benchServer, session.DefaultClientConfig(), nil, benchWall, 0)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cli := newBenchClient(tb)
 	x = &recording{steps: make([][][]byte, n)}
 	ctls = make([]move.ControlState, n)
 	x.req, _ = cli.Poll(0, nil)
