@@ -35,25 +35,11 @@ func BenchmarkTables1000PumpChurn(b *testing.B) {
 	order := rand.New(rand.NewPCG(5, 5)).Perm(tables)
 	tick := func() {
 		now += 50 * time.Millisecond
-		for i := range states {
-			states[i].Pos[0] += vel[i][0] / 20
-			states[i].Pos[2] += vel[i][1] / 20
-			states[i].Yaw = float64(i) + now.Seconds()
-		}
-		sn := sw.Next(ents)
-		for i := range states {
-			sn.Set(i, uint64(i+1), classes[i], &states[i])
-		}
-		sw.Seal(sn)
+		sn := sealMoved(sw, states, classes, vel, now)
 		seq++
 		for k, tab := range tabs {
 			if (uint64(k)+seq)%6 == 0 {
-				r := refs[k]
-				first[k] = (first[k] + 1) % ents
-				e := (first[k] + per - 1) % ents
-				prio := r[0].bucket()
-				copy(r, r[1:])
-				r[per-1] = NewViewRef(uint32(e), classes[e], float32(prio+1)/64)
+				slideWindow(refs[k], &first[k], classes)
 			}
 			if err := tab.SetSnapshotView(now, sn, refs[k]); err != nil {
 				b.Fatal(err)
@@ -75,4 +61,33 @@ func BenchmarkTables1000PumpChurn(b *testing.B) {
 	for b.Loop() {
 		tick()
 	}
+}
+
+// sealMoved moves every entity a 20th of its velocity, turns it with the
+// clock, and seals their snapshot of now: the churn and skip benchmarks'
+// zone tick.
+func sealMoved(sw *SnapshotWriter, states []State, classes []*Class, vel [][2]float64, now time.Duration) *Snapshot {
+	for i := range states {
+		states[i].Pos[0] += vel[i][0] / 20
+		states[i].Pos[2] += vel[i][1] / 20
+		states[i].Yaw = float64(i) + now.Seconds()
+	}
+	sn := sw.Next(len(states))
+	for i := range states {
+		sn.Set(i, uint64(i+1), classes[i], &states[i])
+	}
+	sw.Seal(sn)
+	return sn
+}
+
+// slideWindow moves a table's view of consecutive entities (first is its
+// first entity's index) on by one: the first leaves, the next after the
+// last enters with the priority of the one that left.
+func slideWindow(r []ViewRef, first *int, classes []*Class) {
+	ents, per := len(classes), len(r)
+	*first = (*first + 1) % ents
+	e := (*first + per - 1) % ents
+	prio := r[0].bucket()
+	copy(r, r[1:])
+	r[per-1] = NewViewRef(uint32(e), classes[e], float32(prio+1)/64)
 }

@@ -42,25 +42,11 @@ func benchPumpSkip(b *testing.B, churn bool) {
 	wrote := make([]bool, tables)
 	step := func() {
 		now += time.Duration(48+(tick*3)%5) * time.Millisecond
-		for i := range states {
-			states[i].Pos[0] += vel[i][0] / 20
-			states[i].Pos[2] += vel[i][1] / 20
-			states[i].Yaw = float64(i) + now.Seconds()
-		}
-		sn := sw.Next(ents)
-		for i := range states {
-			sn.Set(i, uint64(i+1), classes[i], &states[i])
-		}
-		sw.Seal(sn)
+		sn := sealMoved(sw, states, classes, vel, now)
 		tick++
 		for k, tab := range tabs {
 			if churn && (uint64(k)+tick)%6 == 0 {
-				r := refs[k]
-				first[k] = (first[k] + 1) % ents
-				e := (first[k] + per - 1) % ents
-				prio := r[0].bucket()
-				copy(r, r[1:])
-				r[per-1] = NewViewRef(uint32(e), classes[e], float32(prio+1)/64)
+				slideWindow(refs[k], &first[k], classes)
 			}
 			wrote[k] = (tick+uint64(k))%uint64(2+k%2) == 0
 			if !wrote[k] {
