@@ -119,3 +119,53 @@ func TestBucketRefs4StopsAtBadSlot(t *testing.T) {
 	v := Viewer{bySlot: bySlot, farb: int32(math.Float32bits(0.1))}
 	v.BucketRefsFolded(out, set, &buckets, 1, 0)
 }
+
+// FuzzBucketRefs4MatchesLoop is TestBucketRefs4MatchesLoop over any bits:
+// positions, factors and the viewer's fields as raw float32 bits (NaN,
+// infinities and subnormals among them, which no zone gives but the two
+// must still agree on), members' keys of any gen and always bit.
+func FuzzBucketRefs4MatchesLoop(f *testing.F) {
+	f.Add([]byte("\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x20\x41"), uint32(0x38d1b717), uint32(0x3dcccccd), uint32(0x45610000), uint32(1<<20), uint8(7))
+	f.Add(make([]byte, 64), uint32(0x7fc00000), uint32(0), uint32(0xff800000), uint32(0), uint8(41))
+	f.Fuzz(func(t *testing.T, recs []byte, falloff, far, far2, off uint32, members uint8) {
+		if !haveScan4 {
+			return
+		}
+		word := func(i int) uint32 {
+			var w uint32
+			for k := range 4 {
+				if j := (4*i + k) % max(len(recs), 1); j < len(recs) {
+					w |= uint32(recs[j]) << (8 * k)
+				}
+			}
+			return w
+		}
+		nslots := 1 + len(recs)/16
+		bySlot := make([]slotPrio, nslots)
+		for s := range bySlot {
+			c := &bySlot[s]
+			c.x, c.z = math.Float32frombits(word(4*s)), math.Float32frombits(word(4*s+1))
+			c.factor, c.wf = math.Float32frombits(word(4*s+2)), math.Float32frombits(word(4*s+3))
+		}
+		v := Viewer{bySlot: bySlot, x: math.Float32frombits(word(1)), z: math.Float32frombits(word(2)),
+			falloff: math.Float32frombits(falloff), farb: int32(far)}
+		set := make([]Entry, int(members)%48)
+		for i := range set {
+			k := word(i + 3)
+			set[i] = Entry{key: uint32(int(k>>8&(1<<23-1))%nslots)<<8 | k&0xff | k&(1<<31)}
+		}
+		var buckets [1 << 11]ghost.ViewRef
+		for i := range buckets {
+			buckets[i] = ghost.ViewRef(i) << 21
+		}
+		off &= 1<<24 - 1
+		got, want := make([]ghost.ViewRef, len(set)), make([]ghost.ViewRef, len(set))
+		gs := v.BucketRefsFolded(got, set, &buckets, math.Float32frombits(far2), off)
+		haveScan4 = false
+		ws := v.BucketRefsFolded(want, set, &buckets, math.Float32frombits(far2), off)
+		haveScan4 = true
+		if !slices.Equal(got, want) || gs != ws {
+			t.Fatalf("references %#x, the loop %#x; sums %d, %d", got, want, gs, ws)
+		}
+	})
+}
