@@ -26,7 +26,6 @@ type benchConn struct {
 	readies  atomic.Uint64 // ViewReady messages
 	taken    atomic.Uint64 // views taken
 	messages atomic.Uint64
-	lastRefs atomic.Int64 // the last view's references (its members)
 }
 
 func (c *benchConn) SendUserMessage(_ *actor.PID, m any) {
@@ -49,7 +48,6 @@ func (c *benchConn) SendUserMessage(_ *actor.PID, m any) {
 func (c *benchConn) take() {
 	if v := c.views.Take(); v != nil {
 		c.taken.Add(1)
-		c.lastRefs.Store(int64(len(v.Refs)))
 		v.Release()
 	}
 }
