@@ -25,10 +25,11 @@ import (
 // names one, as cmd/capacity's --breakdown files them; what the test
 // itself made (its connections, Joins, the actor system) is left out.
 // 2026-12-02 (87 in view): interest sets and the tracker 484 B a player,
-// slots and the rest of the zone 327, player records 208, the actor's
-// Joins by slot and by id (and a connection's address string a player)
-// 171, handoff records and move queues 155, grid 49 — 1,393 B a player in
-// the zone's part (1,384 under -race) — beside 944 B of views (the tick's
+// slots and the rest of the zone 327 (the 176-byte slots 213, the slot
+// index 33, the tick's views 25, the held records 16), player records
+// 208, the actor's Joins by slot (65) and by id (37) and the connection's
+// address string (32) 158, handoff records and move queues 155, grid 49 —
+// 1,380 B a player in the zone's part — beside 944 B of views (the tick's
 // snapshot, each player's references) and 216 B of Controls in flight,
 // which cmd/capacity files under views and connections.
 func TestZoneActorFootprint(t *testing.T) {
@@ -106,6 +107,9 @@ const (
 // zoneParts match the frames of an allocation's stack, allocation site
 // first, as cmd/capacity's breakdown does (its "zones" part split).
 var zoneParts = []struct{ name, match string }{
+	// The process's first PID.String (onJoin's connection address) builds
+	// protobuf's descriptors once: cmd/capacity's idle baseline has them.
+	{partTest, "google.golang.org/protobuf/internal/filedesc."},
 	{partViews, "replication/ghost.(*SnapshotWriter)"},
 	{partViews, "zones/sim.(*Zone).Snapshot"},
 	{partViews, "actors/msg.NewViewRefs"},
