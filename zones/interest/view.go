@@ -80,7 +80,7 @@ func (v *Viewer) BucketRefsFolded(out []ghost.ViewRef, set []Entry, buckets *[1 
 	_ = buckets[0] // nil-checked once, not per member
 	i := 0
 	if haveScan4 && len(set) >= 4 && len(bySlot) > 0 {
-		// Four members at a time (refs_amd64.s): ≈ 33 → ≈ 17
+		// Four members at a time (refs_amd64.s): ≈ 33 → ≈ 18
 		// instructions a member (BenchmarkZoneTickSyncCrowd); the loop
 		// below takes the last 0–3 and is the reference
 		// (TestBucketRefs4MatchesLoop).
