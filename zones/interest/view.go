@@ -78,8 +78,18 @@ func (v *Viewer) BucketRefsFolded(out []ghost.ViewRef, set []Entry, buckets *[1 
 	bySlot := v.bySlot
 	vx, vz, falloff, far := v.x, v.z, v.falloff, math.Float32frombits(uint32(v.farb))
 	_ = buckets[0] // nil-checked once, not per member
-	for i, e := range set {
-		sl := e.key << 1 >> 9
+	i := 0
+	if haveScan4 && len(set) >= 4 && len(bySlot) > 0 {
+		// Four members at a time (refs_amd64.s): ≈ 33 → ≈ 18
+		// instructions a member (BenchmarkZoneTickSyncCrowd); the loop
+		// below takes the last 0–3 and is the reference
+		// (TestBucketRefs4MatchesLoop).
+		var nfar int
+		i, nfar = bucketRefs4(&out[0], &set[0], len(set)&^3, &bySlot[0], min(len(bySlot), MaxSlots), vx, vz, falloff, far, far2, off, buckets)
+		sum = uint64(nfar) * uint64(off)
+	}
+	for ; i < len(set); i++ {
+		sl := set[i].key << 1 >> 9
 		c := &bySlot[sl]
 		dx, dz := c.x-vx, c.z-vz
 		d2 := dx*dx + dz*dz
