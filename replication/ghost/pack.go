@@ -176,9 +176,11 @@ type packScratch struct {
 	planReg *Registry
 	plans   []usualPlan
 	// collect's, for collectRun's ghosts other than the usual: the
-	// table's config, and the time a pressing copy waits after the last.
-	cfg *tableConfig
-	gap int32
+	// table's config, the time a pressing copy waits after the last, and
+	// the time an unconfirmed ghost waits for a speculative resend.
+	cfg       *tableConfig
+	gap       int32
+	resendLim int32
 	// minMS is planReg's classes' MinInterval in ms by class index
 	// (collect's usual ghost; past the classes, more than any age).
 	minMS [256]int32
@@ -319,6 +321,10 @@ func (p *packer) collect(t *Table, now msTime) int {
 	// previous copy had the usual time to be confirmed (a fate delay past
 	// msWindow as msWindow: a time pinned at the epoch reads that old).
 	ps.gap, ps.cfg = max(k.resendMS, min(msCeil(t.fateDelay), msWindow)), k
+	ps.resendLim = k.resendMS // a speculative resend waits as long (none: no ResendInterval)
+	if ps.resendLim == 0 {
+		ps.resendLim = math.MaxInt32
+	}
 	n := 0
 	for i := int(t.top) - 1; i >= 0; i-- {
 		if i, n = p.collectRun(t, i, n, nowMS, lateLim); i < 0 {
@@ -362,8 +368,8 @@ func (p *packer) collectRun(t *Table, i, n int, nowMS, lateLim int32) (int, int)
 			continue // sent within its class's MinInterval
 		}
 		if s.dirty == 0 {
-			if s.ackBack == 0 {
-				continue // nothing unconfirmed
+			if s.ackBack == 0 || uint32(int32(s.pendChg)-1) >= uint32(lateLim) && sent < ps.resendLim {
+				continue // nothing unconfirmed, or not late and no resend due
 			}
 			return i, n
 		}
