@@ -175,6 +175,15 @@ type packScratch struct {
 	// Write to Write: a node's tables share one registry.
 	planReg *Registry
 	plans   []usualPlan
+	// collect's, for collectRun's ghosts other than the usual: the
+	// table's config, the time a pressing copy waits after the last, and
+	// the time an unconfirmed ghost waits for a speculative resend.
+	cfg       *tableConfig
+	gap       int32
+	resendLim int32
+	// minMS is planReg's classes' MinInterval in ms by class index
+	// (collect's usual ghost; past the classes, more than any age).
+	minMS [256]int32
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -277,8 +286,16 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 
 // collect buckets every ghost that has something to send; it returns how
 // many.
+//
+// collectRun buckets the live ghosts with groups dirty that may go now,
+// the usual and the overdue, on a few of the slot's fields, in a loop
+// without a call; it returns at any other ghost (a create, a kill, a
+// resend, a position that cannot go now), which collectOne buckets out of
+// line on all of them. The one switch for every kind of ghost kept more
+// values live than there are registers, spilled and reloaded around its
+// arms (≈ 60 instructions a usual ghost).
 func (p *packer) collect(t *Table, now msTime) int {
-	k, classes := t.cfg, t.reg.classes
+	k := t.cfg
 	if top := int(t.top); len(p.next) < top {
 		p.next = append(p.next, make([]int32, top-len(p.next))...)
 	}
@@ -286,88 +303,198 @@ func (p *packer) collect(t *Table, now msTime) int {
 		p.pressed = append(p.pressed, make([]uint64, w-len(p.pressed))...)
 	}
 	clear(p.pressed)
+	ps := p.packScratch
+	if ps.planReg != t.reg {
+		ps.makePlans(t.reg)
+	}
 	// Times in whole ms (msCeil keeps every comparison exact), so the
 	// loop takes differences of the slots' 16-bit times, nothing else.
-	maxStale, resend, deadline := k.maxStaleMS, k.resendMS, k.deadlineMS
+	nowMS := int32(now) // the slots' times as int32 (msTime.ms) against it
+	// lateLim: a ghost whose first unconfirmed change (pendChg, not 0) is
+	// at or before it is past ConfirmDeadline; 0 when none can be (no
+	// deadline, or the deadline not yet past since the clock's epoch).
+	lateLim := int32(0)
+	if k.deadlineMS > 0 {
+		lateLim = max(nowMS-k.deadlineMS, 0)
+	}
+	// Pressing copies go no faster than ResendInterval, and not before the
+	// previous copy had the usual time to be confirmed (a fate delay past
+	// msWindow as msWindow: a time pinned at the epoch reads that old).
+	ps.gap, ps.cfg = max(k.resendMS, min(msCeil(t.fateDelay), msWindow)), k
+	ps.resendLim = k.resendMS // a speculative resend waits as long (none: no ResendInterval)
+	if ps.resendLim == 0 {
+		ps.resendLim = math.MaxInt32
+	}
+	n := 0
+	for i := int(t.top) - 1; i >= 0; i-- {
+		if i, n = p.collectRun(t, i, n, nowMS, lateLim); i < 0 {
+			break
+		}
+		if b := p.collectOne(t, i, nowMS); b >= 0 {
+			h := ps.head[b]
+			ps.next[i], ps.head[b] = h, int32(i)
+			if h < 0 {
+				ps.nonEmpty[b>>6] |= 1 << uint(b&63)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// collectRun is collect's walk from ghost i down, n bucketed so far: it
+// buckets the live ghosts with groups dirty that may go now and skips
+// those with nothing to send, and returns at the first ghost of any other
+// kind (collectOne's) with the count, or -1 at the end.
+//
+//go:noinline
+func (p *packer) collectRun(t *Table, i, n int, nowMS, lateLim int32) (int, int) {
+	ps := p.packScratch
+	// grownB holds the ages below MaxStaleness (fewer past maxGrownB):
+	// an age it holds is neither overdue nor computed.
+	grownB := t.cfg.grownB[:min(len(t.cfg.grownB), int(max(t.cfg.maxStaleMS, 0)))]
+	slots := t.slots[:t.top]
+	next := ps.next[:len(slots)]
+	for ; uint(i) < uint(len(slots)); i-- {
+		s := &slots[i]
+		if s.phase != phaseLive {
+			if s.phase == phaseFree {
+				continue
+			}
+			return i, n
+		}
+		sent := nowMS - int32(s.sentAt)
+		if sent < ps.minMS[s.ci] {
+			continue // sent within its class's MinInterval
+		}
+		if s.dirty == 0 {
+			if s.ackBack == 0 || uint32(int32(s.pendChg)-1) >= uint32(lateLim) && sent < ps.resendLim {
+				continue // nothing unconfirmed, or not late and no resend due
+			}
+			return i, n
+		}
+		if s.posBlocked() {
+			return i, n
+		}
+		var b int
+		age := nowMS - int32(s.since)
+		if a := uint(age); uint32(int32(s.pendChg)-1) >= uint32(lateLim) && a < uint(len(grownB)) {
+			// The usual: not late, grown, tabled. Linked here, not
+			// where the overdue join: apart, each keeps its registers.
+			b = tierUpdate*tierBuckets + int(uint8(min(int(s.prioB)+int(grownB[a]), tierBuckets-1)))
+			h := ps.head[b]
+			next[i], ps.head[b] = h, int32(i)
+			if h < 0 { // a bucket's first ghost (a predicted branch: a table's ghosts share a few buckets)
+				ps.nonEmpty[b>>6] |= 1 << uint(b&63)
+			}
+			n++
+			continue
+		} else {
+			k := ps.cfg
+			// late: how long the client may have lacked a change, once
+			// past the confirm deadline (and the last copy has gone
+			// unconfirmed for the usual fate delay): such a ghost is
+			// pressed into every packet it fits until a delivery is
+			// confirmed.
+			late := int32(0)
+			if uint32(int32(s.pendChg)-1) < uint32(lateLim) && sent >= ps.gap {
+				late = nowMS - int32(s.pendChg)
+			}
+			if age < k.maxStaleMS {
+				if late == 0 {
+					return i, n // the usual past grownB (computed), or an age before now
+				}
+				ps.pressed[i>>6] |= 1 << uint(i&63)
+			}
+			b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
+		}
+		h := ps.head[b]
+		next[i], ps.head[b] = h, int32(i)
+		if h < 0 { // a bucket's first ghost (a predicted branch: a table's ghosts share a few buckets)
+			ps.nonEmpty[b>>6] |= 1 << uint(b&63)
+		}
+		n++
+	}
+	return -1, n
+}
+
+// collectOne is collect's bucket of ghost i at nowMS, for any ghost, or
+// -1 when it has nothing to send; it marks the ghosts ConfirmDeadline
+// presses (p.pressed).
+//
+//go:noinline
+func (p *packer) collectOne(t *Table, i int, nowMS int32) int {
+	k := t.cfg
+	resend, deadline := k.resendMS, k.deadlineMS
 	// Pressing copies go no faster than ResendInterval, and not before the
 	// previous copy had the usual time to be confirmed (a fate delay past
 	// msWindow as msWindow: a time pinned at the epoch reads that old).
 	gap := max(resend, min(msCeil(t.fateDelay), msWindow))
-	nowMS := int32(now) // the slots' times as int32 (msTime.ms) against it
-	n := 0
-	// The scratch's arrays and the slots as locals: stores through them
-	// would otherwise make every iteration load them again.
-	ps := p.packScratch
-	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next[:t.top]
-	slots, grownB := t.slots[:t.top], k.grownB
-	for i := int(t.top) - 1; i >= 0; i-- {
-		s := &slots[i]
-		var b int
-		switch s.phase {
-		case phaseFree:
-			continue
-		case phaseKilling:
-			if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
-				continue
-			}
-			b = killBucket
-		case phaseCreating:
-			if s.has(flCreateInFlight) {
-				continue
-			}
-			b = tierCreate*tierBuckets + k.grown(s.prioB, nowMS-int32(s.since))
-		case phaseLive:
-			c := classes[s.ci]
-			sent := nowMS - int32(s.sentAt)
-			if sent < c.minMS {
-				continue
-			}
-			// late: how long the client may have lacked a change, once past
-			// the confirm deadline (and the last copy has gone unconfirmed
-			// for the usual fate delay): such a ghost is pressed into
-			// every packet it fits until a delivery is confirmed.
-			late := int32(0)
-			if deadline > 0 && s.pendChg != 0 && sent >= gap {
-				if l := nowMS - int32(s.pendChg); l >= deadline {
-					late = l
-				}
-			}
-			if s.dirty == 0 {
-				if s.ackBack == 0 {
-					continue // nothing unconfirmed
-				}
-				if late > 0 {
-					b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], late)
-					p.pressed[i>>6] |= 1 << uint(i&63)
-					break
-				}
-				if resend == 0 || sent < resend {
-					continue
-				}
-				b = tierResend*tierBuckets + int(s.prioB)
-				break
-			}
-			if s.posBlocked() && t.dirtyOf(uint32(i), s) == c.posBit {
-				continue // only position is dirty and it cannot go now
-			}
-			age := nowMS - int32(s.since)
-			if age >= maxStale || late > 0 {
-				b = tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], max(age, late))
-				if age < maxStale {
-					p.pressed[i>>6] |= 1 << uint(i&63)
-				}
-			} else if a := int(uint32(age)); a < len(grownB) { // the usual: grown, tabled (≥ 0)
-				b = tierUpdate*tierBuckets + min(int(s.prioB)+int(grownB[a]), tierBuckets-1)
-			} else {
-				b = tierUpdate*tierBuckets + k.grown(s.prioB, age)
-			}
+	s := &t.slots[i]
+	switch s.phase {
+	case phaseKilling:
+		if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
+			return -1
 		}
-		next[i] = head[b]
-		head[b] = int32(i)
-		nonEmpty[b>>6] |= 1 << uint(b&63)
-		n++
+		return killBucket
+	case phaseCreating:
+		if s.has(flCreateInFlight) {
+			return -1
+		}
+		return tierCreate*tierBuckets + k.grown(s.prioB, nowMS-int32(s.since))
+	case phaseLive:
+	default:
+		return -1
 	}
-	return n
+	c := t.reg.classes[s.ci]
+	sent := nowMS - int32(s.sentAt)
+	if sent < c.minMS {
+		return -1
+	}
+	// late: how long the client may have lacked a change, once past
+	// the confirm deadline (and the last copy has gone unconfirmed
+	// for the usual fate delay): such a ghost is pressed into
+	// every packet it fits until a delivery is confirmed.
+	late := int32(0)
+	if deadline > 0 && s.pendChg != 0 && sent >= gap {
+		if l := nowMS - int32(s.pendChg); l >= deadline {
+			late = l
+		}
+	}
+	if s.dirty == 0 {
+		if s.ackBack == 0 {
+			return -1 // nothing unconfirmed
+		}
+		if late > 0 {
+			p.pressed[i>>6] |= 1 << uint(i&63)
+			return tierOverdue*tierBuckets + k.waited(owtBTable[s.prioB], late)
+		}
+		if resend == 0 || sent < resend {
+			return -1
+		}
+		return tierResend*tierBuckets + int(s.prioB)
+	}
+	if s.posBlocked() && t.dirtyOf(uint32(i), s) == c.posBit {
+		return -1 // only position is dirty and it cannot go now
+	}
+	return p.dirtyBucket(k, i, s.prioB, nowMS-int32(s.since), late)
+}
+
+// dirtyBucket is the bucket of ghost i, live with groups dirty that may
+// go now, of priority bucket prioB, age ms stale, and late ms past its
+// confirm deadline (0: not late); it marks the ghost pressed if only the
+// deadline makes it overdue.
+func (p *packer) dirtyBucket(k *tableConfig, i int, prioB uint8, age, late int32) int {
+	if age >= k.maxStaleMS || late > 0 {
+		if age < k.maxStaleMS {
+			p.pressed[i>>6] |= 1 << uint(i&63)
+		}
+		return tierOverdue*tierBuckets + k.waited(owtBTable[prioB], max(age, late))
+	}
+	if a := int(uint32(age)); a < len(k.grownB) { // the usual: grown, tabled (≥ 0)
+		return tierUpdate*tierBuckets + min(int(prioB)+int(k.grownB[a]), tierBuckets-1)
+	}
+	return tierUpdate*tierBuckets + k.grown(prioB, age)
 }
 
 // clear empties the buckets collect filled.
@@ -739,6 +866,12 @@ func (ps *packScratch) makePlans(reg *Registry) {
 			pl.posYaw |= 1 << uint(c.yawIdx)
 		}
 		ps.plans = append(ps.plans, pl)
+	}
+	for i := range ps.minMS {
+		ps.minMS[i] = math.MaxInt32
+		if i < len(reg.classes) {
+			ps.minMS[i] = reg.classes[i].minMS
+		}
 	}
 	ps.planReg = reg
 }
