@@ -56,7 +56,7 @@ func TestRTTFirstSampleReplacesInitial(t *testing.T) {
 func TestGapRoomOnFirstGap(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ReorderThreshold = 8 // the gap below never reaches the count threshold
-	const p = 70 // past a word of the ring: the copy must keep every word
+	const p = 70             // past a word of the ring: the copy must keep every word
 	c, err := newConn(cfg, 0, p)
 	if err != nil {
 		t.Fatal(err)

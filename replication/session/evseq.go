@@ -260,6 +260,10 @@ type serverNumbering struct {
 	rptPkt uint32
 	nlanes uint8 // Config.Lanes (≤ event.MaxLanes): the lane field's range
 	flags  numFlags
+	// empty: the Server's count of its client's empty event sections
+	// (Server.readEvents), here for the word's two spare bytes, in the
+	// Server's line that readBase reads for every data packet anyway.
+	empty emptySections
 }
 
 // numFlags are a serverNumbering's flags, in one byte (with the 32-bit

@@ -42,3 +42,11 @@ func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.D
 	}
 	return s.NextDeadline(now)
 }
+
+// EmptyEvents returns what s counts of its client's empty event sections
+// (readEvents): those not yet handed to its Receiver, how many sections
+// on it reckons the Receiver's next idle trim, and the Receiver's own
+// reckoning (event.Receiver.TrimIn), which has not seen the first.
+func EmptyEvents(s *Server) (quiet, until, trimIn int) {
+	return int(s.ev.empty.quiet), int(s.ev.empty.until), s.e.evr.TrimIn()
+}

@@ -252,6 +252,8 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
 	rare := s.e.c.rareValue()
+	recv := s.e.evr.Stats()
+	recv.Sections += uint64(s.ev.empty.quiet) // read, not yet counted there (readEvents)
 	return ServerStats{
 		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
@@ -263,7 +265,7 @@ func (s *Server) Stats() ServerStats {
 		ControlsSuperseded: uint64(s.superseded),
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
-		EventsRecv:         s.e.evr.Stats(),
+		EventsRecv:         recv,
 		Moves:              s.ap.Stats(),
 		Control:            s.cw.Stats(),
 	}
@@ -587,11 +589,52 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWi
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
-	if err := s.e.evr.ReadScratch(r, ev, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
+	if err := s.readEvents(r, ev); err != nil {
 		return fmt.Errorf("event section: %w", err)
 	}
 	return nil
 }
+
+// readEvents reads the event section into the Receiver. An empty one —
+// its end bit alone: most packets' — it counts in s.ev.empty instead,
+// until the Receiver's next idle trim is due, and hands the count over
+// then or before the next section with events (Receiver.SkipEmpty), which
+// leaves the Receiver as if it had read each: by a connection's next
+// packet its Receiver has left the cache on a loaded server, and counting
+// the section there was a cache miss a datagram.
+func (s *Server) readEvents(r *bitstream.Reader, ev []byte) error {
+	q := &s.ev.empty
+	if v, n, ok := r.PeekWindow(); ok && n > 0 && v&1 == 0 {
+		r.TryReadBits(1) // the end bit: peeked, so it is there
+		if q.until > 1 {
+			q.until--
+			q.quiet++
+			return nil
+		}
+		q.until = trimIn(s.e.evr.SkipEmpty(int(q.quiet) + 1))
+		q.quiet = 0
+		return nil
+	}
+	if q.quiet > 0 {
+		s.e.evr.SkipEmpty(int(q.quiet))
+		q.quiet = 0
+	}
+	err := s.e.evr.ReadScratch(r, ev, s.deliver) // a method value on the stack: Read keeps no reference
+	q.until = trimIn(s.e.evr.TrimIn())
+	return err
+}
+
+// emptySections is what a Server counts of its client's empty event
+// sections instead of its Receiver (readEvents): quiet, those read and
+// not yet counted there; until, how many more sections the Receiver's
+// next idle trim is away (Receiver.TrimIn, at most 255; 0 before the
+// first section: unknown).
+type emptySections struct{ quiet, until uint8 }
+
+// trimIn saturates a Receiver.TrimIn to emptySections.until's width: a
+// Server that stops counting at 255 hands its count over early, which the
+// Receiver takes as it would the sections one by one.
+func trimIn(n int) uint8 { return uint8(min(n, 255)) }
 
 func (s *Server) protocolError(now time.Duration, err error) error {
 	s.processFates() // notify accepted the packet: its acks count
