@@ -284,6 +284,11 @@ const (
 	// learn that nothing is due.
 	numDue
 	numFresh
+	// numEvsIdle: not the numbering's but the Server's event Sender's
+	// (event.Sender.FatesIdle, as of the Server's last call into it), in
+	// the byte's spare bits, on the line processFates reads anyway: while
+	// set, delivered fates skip the Sender.
+	numEvsIdle
 )
 
 func (n *serverNumbering) is(f numFlags) bool { return n.flags&f != 0 }

@@ -50,3 +50,11 @@ func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.D
 func EmptyEvents(s *Server) (quiet, until, trimIn int) {
 	return int(s.ev.empty.quiet), int(s.ev.empty.until), s.e.evr.TrimIn()
 }
+
+// ForgetEventsIdle clears what s knows of its event Sender's idleness
+// (numEvsIdle), so the fates of its next Receive all go through the
+// Sender, as before delivered fates skipped an idle one.
+func ForgetEventsIdle(s *Server) { s.ev.set(numEvsIdle, false) }
+
+// EventsIdle reports whether s holds its Sender idle (numEvsIdle).
+func EventsIdle(s *Server) bool { return s.ev.is(numEvsIdle) }

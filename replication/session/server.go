@@ -274,14 +274,23 @@ func (s *Server) Stats() ServerStats {
 // SendEvent queues payload (copied) as a guaranteed event, delivered exactly
 // once and in order on its lane. Errors: event.ErrBadLane, ErrTooLarge,
 // ErrLaneFull, ErrQueueFull.
-func (s *Server) SendEvent(lane int, payload []byte) error { return s.e.evs.SendOrdered(lane, payload) }
+func (s *Server) SendEvent(lane int, payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendOrdered(lane, payload)
+}
 
 // SendUnordered queues payload as a guaranteed event delivered in arrival
 // order.
-func (s *Server) SendUnordered(payload []byte) error { return s.e.evs.SendUnordered(payload) }
+func (s *Server) SendUnordered(payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendUnordered(payload)
+}
 
 // SendUnguaranteed queues payload for the next packet only, if it fits.
-func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUnguaranteed(payload) }
+func (s *Server) SendUnguaranteed(payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendUnguaranteed(payload)
+}
 
 // SetControl gives the zone's authoritative control-object state after it
 // applied every move up to applied (the server's ack): call it once per zone
@@ -652,7 +661,12 @@ func (s *Server) processFates() {
 		if !ok {
 			break
 		}
-		e.evs.OnFate(f)
+		// A delivered fate changes nothing in an idle Sender (numEvsIdle):
+		// it is not read then, nor asked for early deliveries below.
+		if !f.Delivered || !s.ev.is(numEvsIdle) {
+			e.evs.OnFate(f)
+			s.ev.set(numEvsIdle, e.evs.FatesIdle())
+		}
 		s.cw.OnFate(f)
 		s.ev.onFate(f.Seq, f.Delivered)
 		for s.ghostPkts.len() > 0 && ghostSeqBefore(s.ghostPkts.front(), f.Seq) {
@@ -668,7 +682,9 @@ func (s *Server) processFates() {
 	}
 	if e.acked {
 		e.acked = false
-		e.evs.AckDelivered(e.delivered)
+		if !s.ev.is(numEvsIdle) {
+			e.evs.AckDelivered(e.delivered)
+		}
 		s.earlyGhostFates()
 	}
 }
@@ -1066,7 +1082,8 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			// control present | ack, state absent | no report | then the
 			// event section's end bit if it is empty.
 			if s.e.evs.WriteEmpty(seq, now) {
-				w.TryWriteBits(1|v<<1, usualBits) // the room is checked: it cannot fail
+				s.ev.set(numEvsIdle, s.e.evs.FatesIdle()) // WriteEmpty may have trimmed
+				w.TryWriteBits(1|v<<1, usualBits)         // the room is checked: it cannot fail
 			} else {
 				w.TryWriteBits(1|v<<1, usualBits-1)
 				if err := s.writeEvents(w, seq, now, payload, ghosts); err != nil {
@@ -1125,7 +1142,9 @@ func (s *Server) writeEvents(w *bitstream.Writer, seq uint64, now time.Duration,
 	evCap := max((payload*8-reserve)/8, w.Len()+1)
 	evCap = min(evCap, payload)
 	w.Resize(evCap)
-	if _, err := e.evs.Write(w, seq, now); err != nil {
+	_, err := e.evs.Write(w, seq, now)
+	s.ev.set(numEvsIdle, e.evs.FatesIdle())
+	if err != nil {
 		return fmt.Errorf("session: event section: %w", err)
 	}
 	w.Resize(payload)
