@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/ghostwire/ghostwire/replication/session"
@@ -35,5 +36,19 @@ func TestServerCountsEmptyEventSections(t *testing.T) {
 	}
 	if held < 200 {
 		t.Fatalf("the Server held a count of empty sections after %d of 300 rounds: the test no longer exercises it", held)
+	}
+}
+
+// TestNewNumberingFromTheUsualPacket: a new client's first data packet
+// carries no event base, so the Server numbers the player's events
+// afresh, under the connection id (readBase's absent base), also when
+// the packet's event sections are read in one peek (readSections' usual
+// rest: no base, no events).
+func TestNewNumberingFromTheUsualPacket(t *testing.T) {
+	p := newPairN(t, 0)
+	p.step(t) // no event from either side in the first round
+	id := p.srv.ID()
+	if got, want := p.srv.EventGen(), binary.LittleEndian.Uint64(id[:]); got != want || got == 0 {
+		t.Fatalf("numbering generation %#x after the first packet, want the connection id's %#x", got, want)
 	}
 }

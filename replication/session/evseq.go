@@ -327,9 +327,16 @@ func (n *serverNumbering) lane(lane int) *laneNumbers {
 	return &n.lanes[i]
 }
 
+// noBase fixes the connection's numbering as new: its first data packet
+// carried no base (generation = the connection id, bases 0).
+func (n *serverNumbering) noBase(id handshake.ConnID) {
+	n.set(numKnown, true)
+	n.gen = connID64(id)
+}
+
 // readBase reads the client's event base section; the first data packet
 // fixes the connection's numbering: continued (the section is present)
-// or new (absent: generation = the connection id, bases 0).
+// or new (absent: noBase).
 func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) error {
 	has, err := r.ReadFlag("events.base.present")
 	if err != nil {
@@ -337,8 +344,7 @@ func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) err
 	}
 	if !has {
 		if !n.is(numKnown) {
-			n.set(numKnown, true)
-			n.gen = connID64(id)
+			n.noBase(id)
 		}
 		return nil
 	}

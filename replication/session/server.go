@@ -595,6 +595,17 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWi
 	if s.ap.LastApplied() == last && s.ap.Duplicates() > dups {
 		s.ackOwed = true
 	}
+	// The usual rest, two 0 bits — no event base, an empty event section
+	// — in one peek: readBase's absent base and readEvents' empty section
+	// without their calls and bit-by-bit reads.
+	if v, n, ok := r.PeekWindow(); ok && n >= 2 && v&3 == 0 {
+		r.TryReadBits(2) // peeked, so they are there
+		if !s.ev.is(numKnown) {
+			s.ev.noBase(s.e.sess.ID())
+		}
+		s.emptyEvents()
+		return nil
+	}
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
@@ -615,13 +626,7 @@ func (s *Server) readEvents(r *bitstream.Reader, ev []byte) error {
 	q := &s.ev.empty
 	if v, n, ok := r.PeekWindow(); ok && n > 0 && v&1 == 0 {
 		r.TryReadBits(1) // the end bit: peeked, so it is there
-		if q.until > 1 {
-			q.until--
-			q.quiet++
-			return nil
-		}
-		q.until = trimIn(s.e.evr.SkipEmpty(int(q.quiet) + 1))
-		q.quiet = 0
+		s.emptyEvents()
 		return nil
 	}
 	if q.quiet > 0 {
@@ -631,6 +636,19 @@ func (s *Server) readEvents(r *bitstream.Reader, ev []byte) error {
 	err := s.e.evr.ReadScratch(r, ev, s.deliver) // a method value on the stack: Read keeps no reference
 	q.until = trimIn(s.e.evr.TrimIn())
 	return err
+}
+
+// emptyEvents counts an empty event section read (readEvents), handing
+// the count to the Receiver when its next trim falls due.
+func (s *Server) emptyEvents() {
+	q := &s.ev.empty
+	if q.until > 1 {
+		q.until--
+		q.quiet++
+		return
+	}
+	q.until = trimIn(s.e.evr.SkipEmpty(int(q.quiet) + 1))
+	q.quiet = 0
 }
 
 // emptySections is what a Server counts of its client's empty event
