@@ -247,6 +247,33 @@ func (r *Receiver) ReadScratch(rd *bitstream.Reader, scratch []byte, deliver fun
 	return nil
 }
 
+// SkipEmpty counts n sections without events — each its end bit alone —
+// that the caller read past itself instead of calling ReadScratch, as
+// ReadScratch would have: their Sections, and the idle trims due among
+// them, in the same order. It returns TrimIn. A caller that reads past
+// fewer than TrimIn empty sections before it calls SkipEmpty or
+// ReadScratch leaves the Receiver as if ReadScratch had read each: a
+// Server reads its client's empty sections so (most packets'), and its
+// Receiver, by a connection's next packet out of the cache on a loaded
+// server, is not read for them (a cache miss a datagram).
+func (r *Receiver) SkipEmpty(n int) int {
+	for n > 0 {
+		k := max(1, min(n, r.TrimIn()))
+		r.stats.Sections += uint32(k)
+		r.sinceTrim += int32(k)
+		n -= k
+		if r.sinceTrim >= r.cfg.receiverTrim {
+			r.sinceTrim = 0
+			r.trim()
+		}
+	}
+	return r.TrimIn()
+}
+
+// TrimIn is how many sections from now, the one that runs it included,
+// the Receiver's next idle trim is (at least 1).
+func (r *Receiver) TrimIn() int { return int(r.cfg.receiverTrim - r.sinceTrim) }
+
 // sectionDone counts a section read and runs the trim when it is due.
 func (r *Receiver) sectionDone() {
 	r.stats.Sections++

@@ -1229,6 +1229,15 @@ func (s *Sender) OnFate(f notify.Fate) {
 	}
 }
 
+// FatesIdle reports whether a delivered fate would change nothing in s
+// (OnFate) and AckDelivered would find nothing to do: no packet with
+// units in flight, and the loss estimate 0 over a full window, which
+// delivered fates no longer count into. Until s's next Send*, Write,
+// WriteEmpty or OnFate, it then needs only its lost fates: a Server holds
+// back the delivered ones, so most datagrams it receives do not touch its
+// Sender (a cache miss a datagram on a loaded server).
+func (s *Sender) FatesIdle() bool { return s.txState == nil && s.lossN == lossZero|lossWindow }
+
 // AckDelivered acknowledges, ahead of their fates, the units of every packet
 // in flight that delivered (notify.Conn.Delivered) reports delivered. Fates
 // come in send order, so one lost packet holds back the delivered fates of

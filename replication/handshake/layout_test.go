@@ -19,3 +19,23 @@ func TestSessionLayout(t *testing.T) {
 		t.Errorf("Session is %d bytes, over the 128-byte size class", n)
 	}
 }
+
+// TestSessionSealLine: what SealWith reads — the state, the sending
+// protector, the connection id — lies in the Session's first 64 bytes,
+// one cache line (a 128-byte object starts on one), so a sealed packet
+// reads one line of a cold Session, not two (the id sat in the second).
+func TestSessionSealLine(t *testing.T) {
+	var s Session
+	for _, f := range []struct {
+		name     string
+		off, len uintptr
+	}{
+		{"state", unsafe.Offsetof(s.state), unsafe.Sizeof(s.state)},
+		{"send", unsafe.Offsetof(s.send), unsafe.Sizeof(s.send)},
+		{"id", unsafe.Offsetof(s.id), unsafe.Sizeof(s.id)},
+	} {
+		if f.off+f.len > 64 {
+			t.Errorf("Session.%s at bytes %d–%d, past the first line", f.name, f.off, f.off+f.len)
+		}
+	}
+}

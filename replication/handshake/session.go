@@ -87,10 +87,16 @@ type Session struct {
 	// recv is the receiving direction's AEAD: a receiving protector keeps
 	// no state (its last and sealed were never used), so only the AEAD,
 	// with recvDir beside the flags: 16 bytes of every Session.
-	recv   cipher.AEAD
+	recv cipher.AEAD
+	// id before window: with the flags and send it fills the Session's
+	// first cache line (a 128-byte object starts on one), which is all a
+	// sealed packet reads (SealWith); a received one reads the second
+	// too (the window, the address). By a connection's next packet its
+	// Session has left the cache on a loaded server, and each line is a
+	// miss.
+	id     ConnID // the nonce and associated data are built in the caller's Scratch
 	window ReplayWindow
 	addr   netip.AddrPort
-	id     ConnID // the nonce and associated data are built in the caller's Scratch
 }
 
 func newSession(role Role, id ConnID, keys SessionKeys, addr netip.AddrPort) (*Session, error) {

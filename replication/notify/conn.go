@@ -92,6 +92,9 @@ type Conn struct {
 	// arrived, a ring of ReorderThreshold rounded up to a power of two.
 	// One slice for both: a second header was 24 bytes of every Conn (352
 	// bytes with it and the RTT estimator's flag, the 320 class; now 288).
+	// The gap room is made when the first gap opens (growGaps): a link
+	// that never loses or reorders a packet — loopback, most LAN and many
+	// WAN connections — never reads it, and it was 32 of the 64 bytes.
 	rxBits     []uint64
 	confirmedL uint64 // largest L carried by one of our headers known delivered
 	confirmedF uint64 // every peer sequence below it is resolved at the peer
@@ -154,7 +157,6 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	}
 	nrec := nextPow2(cfg.MaxInFlight)
 	nbit := nextPow2(cfg.AckWindow)
-	ngap := nextPow2(cfg.ReorderThreshold)
 	c := &Conn{
 		cfg:          configs.Get(shared{Config: cfg, localStart: localStart, peerStart: peerStart, trimEvery: recTrimEvery}),
 		nextSeq:      localStart,
@@ -162,7 +164,7 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 		firstPending: localStart,
 		recs:         make([]record, min(nrec, minRecs)),
 		rxH:          peerStart,
-		rxBits:       make([]uint64, nbit/64, nbit/64+ngap),
+		rxBits:       make([]uint64, nbit/64),
 		confirmedL:   peerStart,
 		confirmedF:   peerStart,
 	}
@@ -181,8 +183,19 @@ func (c *Conn) recMask() uint64 { return uint64(len(c.recs) - 1) }
 func (c *Conn) rxMask() uint64  { return uint64(len(c.rxBits)*64 - 1) }
 func (c *Conn) gapMask() uint64 { return uint64(cap(c.rxBits) - len(c.rxBits) - 1) }
 
-// gaps is the gap-time ring, in rxBits' room past its length.
+// gaps is the gap-time ring, in rxBits' room past its length: empty
+// until the first gap opens (growGaps), and read only while one is open.
 func (c *Conn) gaps() []uint64 { return c.rxBits[len(c.rxBits):cap(c.rxBits)] }
+
+// growGaps gives rxBits its gap-time room, nextPow2(ReorderThreshold)
+// words past the bits: once, when the connection's first gap opens, kept
+// from then on (a link that lost a packet loses more), so the steady state
+// allocates nothing.
+func (c *Conn) growGaps() {
+	nb := make([]uint64, len(c.rxBits), len(c.rxBits)+nextPow2(c.cfg.ReorderThreshold))
+	copy(nb, c.rxBits)
+	c.rxBits = nb
+}
 
 // maxRecs is how far recs grows on demand: nextPow2(MaxInFlight).
 func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
@@ -790,6 +803,9 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		c.stats.Abandoned += newH - gapFrom
 	}
 	if x := max(newH, gapFrom); x < s { // a gap opened (most packets arrive in order: none)
+		if cap(c.rxBits) == len(c.rxBits) {
+			c.growGaps()
+		}
 		gaps, mask := c.gaps(), c.gapMask()
 		for ; x < s; x++ {
 			gaps[x&mask] = uint64(now)

@@ -48,3 +48,42 @@ func TestRTTFirstSampleReplacesInitial(t *testing.T) {
 		t.Fatalf("after the second sample srtt %v, want %v", e.srtt, want)
 	}
 }
+
+// TestGapRoomOnFirstGap: a Conn that has seen no gap holds no gap times
+// (rxBits ends at the ack bits); the first gap gives it room for
+// nextPow2(ReorderThreshold), keeps the accepted bits, and the gap's time
+// then gives the sequence up on time as before.
+func TestGapRoomOnFirstGap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ReorderThreshold = 8 // the gap below never reaches the count threshold
+	const p = 70             // past a word of the ring: the copy must keep every word
+	c, err := newConn(cfg, 0, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := uint64(p); s < p+10; s++ {
+		c.receive(s, time.Duration(s-p)*time.Millisecond)
+	}
+	if n := cap(c.rxBits) - len(c.rxBits); n != 0 {
+		t.Fatalf("%d words of gap room before any gap, want 0", n)
+	}
+	t1 := 20 * time.Millisecond
+	c.receive(p+11, t1) // p+10 missing since t1
+	if n := cap(c.rxBits) - len(c.rxBits); n != nextPow2(cfg.ReorderThreshold) {
+		t.Fatalf("%d words of gap room after the first gap, want %d", n, nextPow2(cfg.ReorderThreshold))
+	}
+	for s := uint64(p); s < p+12; s++ {
+		if want := s != p+10; c.accepted(s) != want {
+			t.Fatalf("sequence %d accepted %v after the gap room was made, want %v", s-p, c.accepted(s), want)
+		}
+	}
+	tau := c.reorderTime()
+	c.Tick(t1 + tau - 1)
+	if c.rxH > p+10 {
+		t.Fatalf("horizon %d before the gap's time threshold, want ≤ 10", c.rxH-p)
+	}
+	c.Tick(t1 + tau)
+	if c.rxH != p+11 {
+		t.Fatalf("horizon %d at the gap's time threshold, want 11", c.rxH-p)
+	}
+}

@@ -260,6 +260,10 @@ type serverNumbering struct {
 	rptPkt uint32
 	nlanes uint8 // Config.Lanes (≤ event.MaxLanes): the lane field's range
 	flags  numFlags
+	// empty: the Server's count of its client's empty event sections
+	// (Server.readEvents), here for the word's two spare bytes, in the
+	// Server's line that readBase reads for every data packet anyway.
+	empty emptySections
 }
 
 // numFlags are a serverNumbering's flags, in one byte (with the 32-bit
@@ -280,6 +284,11 @@ const (
 	// learn that nothing is due.
 	numDue
 	numFresh
+	// numEvsIdle: not the numbering's but the Server's event Sender's
+	// (event.Sender.FatesIdle, as of the Server's last call into it), in
+	// the byte's spare bits, on the line processFates reads anyway: while
+	// set, delivered fates skip the Sender.
+	numEvsIdle
 )
 
 func (n *serverNumbering) is(f numFlags) bool { return n.flags&f != 0 }
@@ -318,9 +327,16 @@ func (n *serverNumbering) lane(lane int) *laneNumbers {
 	return &n.lanes[i]
 }
 
+// noBase fixes the connection's numbering as new: its first data packet
+// carried no base (generation = the connection id, bases 0).
+func (n *serverNumbering) noBase(id handshake.ConnID) {
+	n.set(numKnown, true)
+	n.gen = connID64(id)
+}
+
 // readBase reads the client's event base section; the first data packet
 // fixes the connection's numbering: continued (the section is present)
-// or new (absent: generation = the connection id, bases 0).
+// or new (absent: noBase).
 func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) error {
 	has, err := r.ReadFlag("events.base.present")
 	if err != nil {
@@ -328,8 +344,7 @@ func (n *serverNumbering) readBase(r *bitstream.Reader, id handshake.ConnID) err
 	}
 	if !has {
 		if !n.is(numKnown) {
-			n.set(numKnown, true)
-			n.gen = connID64(id)
+			n.noBase(id)
 		}
 		return nil
 	}

@@ -42,3 +42,19 @@ func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.D
 	}
 	return s.NextDeadline(now)
 }
+
+// EmptyEvents returns what s counts of its client's empty event sections
+// (readEvents): those not yet handed to its Receiver, how many sections
+// on it reckons the Receiver's next idle trim, and the Receiver's own
+// reckoning (event.Receiver.TrimIn), which has not seen the first.
+func EmptyEvents(s *Server) (quiet, until, trimIn int) {
+	return int(s.ev.empty.quiet), int(s.ev.empty.until), s.e.evr.TrimIn()
+}
+
+// ForgetEventsIdle clears what s knows of its event Sender's idleness
+// (numEvsIdle), so the fates of its next Receive all go through the
+// Sender, as before delivered fates skipped an idle one.
+func ForgetEventsIdle(s *Server) { s.ev.set(numEvsIdle, false) }
+
+// EventsIdle reports whether s holds its Sender idle (numEvsIdle).
+func EventsIdle(s *Server) bool { return s.ev.is(numEvsIdle) }

@@ -252,6 +252,8 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
 	rare := s.e.c.rareValue()
+	recv := s.e.evr.Stats()
+	recv.Sections += uint64(s.ev.empty.quiet) // read, not yet counted there (readEvents)
 	return ServerStats{
 		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
@@ -263,7 +265,7 @@ func (s *Server) Stats() ServerStats {
 		ControlsSuperseded: uint64(s.superseded),
 		Notify:             s.e.nc.Stats(),
 		EventsSent:         s.e.evs.Stats(),
-		EventsRecv:         s.e.evr.Stats(),
+		EventsRecv:         recv,
 		Moves:              s.ap.Stats(),
 		Control:            s.cw.Stats(),
 	}
@@ -272,14 +274,23 @@ func (s *Server) Stats() ServerStats {
 // SendEvent queues payload (copied) as a guaranteed event, delivered exactly
 // once and in order on its lane. Errors: event.ErrBadLane, ErrTooLarge,
 // ErrLaneFull, ErrQueueFull.
-func (s *Server) SendEvent(lane int, payload []byte) error { return s.e.evs.SendOrdered(lane, payload) }
+func (s *Server) SendEvent(lane int, payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendOrdered(lane, payload)
+}
 
 // SendUnordered queues payload as a guaranteed event delivered in arrival
 // order.
-func (s *Server) SendUnordered(payload []byte) error { return s.e.evs.SendUnordered(payload) }
+func (s *Server) SendUnordered(payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendUnordered(payload)
+}
 
 // SendUnguaranteed queues payload for the next packet only, if it fits.
-func (s *Server) SendUnguaranteed(payload []byte) error { return s.e.evs.SendUnguaranteed(payload) }
+func (s *Server) SendUnguaranteed(payload []byte) error {
+	s.ev.set(numEvsIdle, false)
+	return s.e.evs.SendUnguaranteed(payload)
+}
 
 // SetControl gives the zone's authoritative control-object state after it
 // applied every move up to applied (the server's ack): call it once per zone
@@ -584,14 +595,73 @@ func (s *Server) readSections(r *bitstream.Reader, pt []byte, moves *[move.MaxWi
 	if s.ap.LastApplied() == last && s.ap.Duplicates() > dups {
 		s.ackOwed = true
 	}
+	// The usual rest, two 0 bits — no event base, an empty event section
+	// — in one peek: readBase's absent base and readEvents' empty section
+	// without their calls and bit-by-bit reads.
+	if v, n, ok := r.PeekWindow(); ok && n >= 2 && v&3 == 0 {
+		r.TryReadBits(2) // peeked, so they are there
+		if !s.ev.is(numKnown) {
+			s.ev.noBase(s.e.sess.ID())
+		}
+		s.emptyEvents()
+		return nil
+	}
 	if err := s.ev.readBase(r, s.e.sess.ID()); err != nil {
 		return fmt.Errorf("event base section: %w", err)
 	}
-	if err := s.e.evr.ReadScratch(r, ev, s.deliver); err != nil { // a method value on the stack: Read keeps no reference
+	if err := s.readEvents(r, ev); err != nil {
 		return fmt.Errorf("event section: %w", err)
 	}
 	return nil
 }
+
+// readEvents reads the event section into the Receiver. An empty one —
+// its end bit alone: most packets' — it counts in s.ev.empty instead,
+// until the Receiver's next idle trim is due, and hands the count over
+// then or before the next section with events (Receiver.SkipEmpty), which
+// leaves the Receiver as if it had read each: by a connection's next
+// packet its Receiver has left the cache on a loaded server, and counting
+// the section there was a cache miss a datagram.
+func (s *Server) readEvents(r *bitstream.Reader, ev []byte) error {
+	q := &s.ev.empty
+	if v, n, ok := r.PeekWindow(); ok && n > 0 && v&1 == 0 {
+		r.TryReadBits(1) // the end bit: peeked, so it is there
+		s.emptyEvents()
+		return nil
+	}
+	if q.quiet > 0 {
+		s.e.evr.SkipEmpty(int(q.quiet))
+		q.quiet = 0
+	}
+	err := s.e.evr.ReadScratch(r, ev, s.deliver) // a method value on the stack: Read keeps no reference
+	q.until = trimIn(s.e.evr.TrimIn())
+	return err
+}
+
+// emptyEvents counts an empty event section read (readEvents), handing
+// the count to the Receiver when its next trim falls due.
+func (s *Server) emptyEvents() {
+	q := &s.ev.empty
+	if q.until > 1 {
+		q.until--
+		q.quiet++
+		return
+	}
+	q.until = trimIn(s.e.evr.SkipEmpty(int(q.quiet) + 1))
+	q.quiet = 0
+}
+
+// emptySections is what a Server counts of its client's empty event
+// sections instead of its Receiver (readEvents): quiet, those read and
+// not yet counted there; until, how many more sections the Receiver's
+// next idle trim is away (Receiver.TrimIn, at most 255; 0 before the
+// first section: unknown).
+type emptySections struct{ quiet, until uint8 }
+
+// trimIn saturates a Receiver.TrimIn to emptySections.until's width: a
+// Server that stops counting at 255 hands its count over early, which the
+// Receiver takes as it would the sections one by one.
+func trimIn(n int) uint8 { return uint8(min(n, 255)) }
 
 func (s *Server) protocolError(now time.Duration, err error) error {
 	s.processFates() // notify accepted the packet: its acks count
@@ -609,7 +679,12 @@ func (s *Server) processFates() {
 		if !ok {
 			break
 		}
-		e.evs.OnFate(f)
+		// A delivered fate changes nothing in an idle Sender (numEvsIdle):
+		// it is not read then, nor asked for early deliveries below.
+		if !f.Delivered || !s.ev.is(numEvsIdle) {
+			e.evs.OnFate(f)
+			s.ev.set(numEvsIdle, e.evs.FatesIdle())
+		}
 		s.cw.OnFate(f)
 		s.ev.onFate(f.Seq, f.Delivered)
 		for s.ghostPkts.len() > 0 && ghostSeqBefore(s.ghostPkts.front(), f.Seq) {
@@ -625,7 +700,9 @@ func (s *Server) processFates() {
 	}
 	if e.acked {
 		e.acked = false
-		e.evs.AckDelivered(e.delivered)
+		if !s.ev.is(numEvsIdle) {
+			e.evs.AckDelivered(e.delivered)
+		}
 		s.earlyGhostFates()
 	}
 }
@@ -1023,7 +1100,8 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 			// control present | ack, state absent | no report | then the
 			// event section's end bit if it is empty.
 			if s.e.evs.WriteEmpty(seq, now) {
-				w.TryWriteBits(1|v<<1, usualBits) // the room is checked: it cannot fail
+				s.ev.set(numEvsIdle, s.e.evs.FatesIdle()) // WriteEmpty may have trimmed
+				w.TryWriteBits(1|v<<1, usualBits)         // the room is checked: it cannot fail
 			} else {
 				w.TryWriteBits(1|v<<1, usualBits-1)
 				if err := s.writeEvents(w, seq, now, payload, ghosts); err != nil {
@@ -1082,7 +1160,9 @@ func (s *Server) writeEvents(w *bitstream.Writer, seq uint64, now time.Duration,
 	evCap := max((payload*8-reserve)/8, w.Len()+1)
 	evCap = min(evCap, payload)
 	w.Resize(evCap)
-	if _, err := e.evs.Write(w, seq, now); err != nil {
+	_, err := e.evs.Write(w, seq, now)
+	s.ev.set(numEvsIdle, e.evs.FatesIdle())
+	if err != nil {
 		return fmt.Errorf("session: event section: %w", err)
 	}
 	w.Resize(payload)
