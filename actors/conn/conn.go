@@ -835,7 +835,7 @@ func (c *Conn) flushInput(now time.Duration) {
 		// within the last tick), ≈ 25 instructions of a call a datagram.
 		c.resendStalled(in, now)
 	}
-	c.sh.toZone(c.zone, in)
+	c.sh.inputToZone(c.zone, in)
 }
 
 // resendStalled puts every move the zone has not reported applied into in
