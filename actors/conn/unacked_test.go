@@ -140,7 +140,7 @@ func resendWaitsForTheZonesWord(t *testing.T, viaInput bool) {
 		// oldest unacknowledged: a resend puts every one in), handed on
 		// to the zone (waiting in the shard's round, zin).
 		c.zone = actor.NewPID("nonhost", "zone")
-		c.set(joined, true)
+		c.joined = true
 		c.sh.in = msg.NewInput()
 		c.sh.in.Moves = append(c.sh.in.Moves, move.Move{Seq: c.lastMove})
 		c.flushInput(at)
