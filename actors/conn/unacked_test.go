@@ -5,6 +5,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/move"
 )
@@ -106,7 +108,16 @@ func TestKeptMovesComeBackWhole(t *testing.T) {
 // moveResendAfter — not when the shard's clock says so: a shard running
 // behind takes a backlog's datagrams before the Controls queued with
 // them, and a zone that says nothing is failing over (the Rejoin resends).
+//
+// Both ways: resendStalled alone, and a datagram's Input handed on
+// (flushInput, which asks resendStalled only past its least wait).
 func TestResendWaitsForTheZonesWord(t *testing.T) {
+	for _, viaInput := range []bool{false, true} {
+		resendWaitsForTheZonesWord(t, viaInput)
+	}
+}
+
+func resendWaitsForTheZonesWord(t *testing.T, viaInput bool) {
 	x := record(t, 1)
 	s, cs := benchShard(t, x, 1)
 	c := cs[0]
@@ -118,10 +129,27 @@ func TestResendWaitsForTheZonesWord(t *testing.T) {
 		s.handle(c, m, at)
 	}
 	resent := func(at time.Duration) bool {
-		in := msg.NewInput()
-		defer in.Release()
 		before := s.pool.counters.MovesResent.Load()
-		c.resendStalled(in, at)
+		if !viaInput {
+			in := msg.NewInput()
+			defer in.Release()
+			c.resendStalled(in, at)
+			return s.pool.counters.MovesResent.Load() != before && len(in.Moves) == len(c.unacked)
+		}
+		// A datagram whose Input carries the newest move again (not the
+		// oldest unacknowledged: a resend puts every one in), handed on
+		// to the zone (waiting in the shard's round, zin).
+		c.zone = actor.NewPID("nonhost", "zone")
+		c.joined = true
+		c.sh.in = msg.NewInput()
+		c.sh.in.Moves = append(c.sh.in.Moves, move.Move{Seq: c.lastMove})
+		c.flushInput(at)
+		if len(s.zin) != 1 || s.zin[0].first == nil {
+			t.Fatalf("the Input did not go to the zone (%d zones waiting)", len(s.zin))
+		}
+		in := s.zin[0].first
+		s.zin = s.zin[:0]
+		defer in.Release()
 		return s.pool.counters.MovesResent.Load() != before && len(in.Moves) == len(c.unacked)
 	}
 	control(0, 0)
