@@ -143,6 +143,15 @@ func (c *ControlWriter) Check(m Move, after *ControlState) bool {
 // for changes the server knows the client cannot predict (teleport, respawn).
 func (c *ControlWriter) Force() { c.forced = true }
 
+// FatesIdle reports whether OnFate would change nothing: no full state is
+// held in flight. It turns false only in Write (a full state that opens or
+// restarts a hold) and true in OnFate, AckOnly and Write (a hold's end), so
+// a caller that mirrors it after each Write and OnFate, and skips OnFate
+// while the mirror is true, passes every fate that matters: a connection
+// without a correction in flight (nearly all of them, nearly always) is
+// then not read for the fates of its every datagram.
+func (c *ControlWriter) FatesIdle() bool { return !c.holding }
+
 // OnFate takes the notify layer's verdict on packets this connection sent
 // (pass every fate; others are ignored). A dropped full state is resent; a
 // delivered one ends the hold.
