@@ -46,12 +46,11 @@ type ControlWriter struct {
 	lastFull time.Duration
 	holdPkt  uint64
 
-	stats ctlStats
-	rare  *ctlRare // mismatches, holds, deferrals, forced and corrective full states: made on the first
+	n ctlCounts
 
-	// The flags together in one word. 64 bytes in all (80 with the hold's
-	// start and Full kept apart; the 96 class with the config copied in and
-	// Initial counted apart from anyFull).
+	// The flags together in one word. 64 bytes in all, every counter
+	// included (80 with the hold's start and Full kept apart; the 96 class with the
+	// config copied in and Initial counted apart from anyFull).
 	initial bool // nothing sent yet
 	need    bool // a correction is due (mismatch or dropped full state)
 	forced  bool
@@ -74,12 +73,12 @@ var controlConfigs intern.Table[ControlConfig]
 
 // Stats returns the counters.
 func (c *ControlWriter) Stats() ControlStats {
-	var st ControlStats
-	if r := c.rare; r != nil {
-		st.Corrections, st.Forced, st.Mismatches = uint64(r.Corrections), uint64(r.Forced), uint64(r.Mismatches)
-		st.Held, st.Deferred = uint64(r.Held), uint64(r.Deferred)
+	n := &c.n
+	st := ControlStats{
+		Sections: uint64(n.Sections), Periodic: uint64(n.Periodic), Checks: uint64(n.Checks),
+		Corrections: uint64(n.Corrections), Forced: uint64(n.Forced), Mismatches: uint64(n.Mismatches),
+		Held: uint64(n.Held), Deferred: uint64(n.Deferred),
 	}
-	st.Sections, st.Periodic, st.Checks = c.stats.Sections, c.stats.Periodic, c.stats.Checks
 	if c.anyFull {
 		st.Initial = 1
 	}
@@ -87,30 +86,22 @@ func (c *ControlWriter) Stats() ControlStats {
 	return st
 }
 
-// ctlStats are the counters of ControlStats every connection counts.
-// Initial is not kept: it is 1 once the first full state went (anyFull),
-// which is always counted as the initial one, and 0 before. Neither is
-// Full: every full state sent is counted as exactly one of Initial,
-// Forced, Corrections and Periodic (Write).
-type ctlStats struct{ Sections, Periodic, Checks uint64 }
-
-// ctlRare are the counters of ControlStats that a connection without
-// corrections never counts. Rare in a test, not on a server: in
-// cmd/capacity's heap profile at 400 players nearly every connection had
-// made them (one mismatch or forced state in a connection's life is the
-// rule, not the exception). Hence 32-bit counts, 24 bytes (the 24-byte size
-// class; a whole ControlStats was 80): they wrap only after 2^32 packets,
-// over two years of a connection at 60 packets a second.
-type ctlRare struct{ Corrections, Forced, Mismatches, Held, Deferred uint32 }
-
-// rareStats returns the counters of corrections and their causes, made on
-// first use: 8 bytes of pointer in every ControlWriter instead of 20 of
-// counters.
-func (c *ControlWriter) rareStats() *ctlRare {
-	if c.rare == nil {
-		c.rare = new(ctlRare)
-	}
-	return c.rare
+// ctlCounts are the counters of ControlStats, in 32 bits: they wrap only
+// after 2^32 packets, over two years of a connection at 60 packets a
+// second. Initial is not kept: it is 1 once the first full state went
+// (anyFull), which is always counted as the initial one, and 0 before.
+// Neither is Full: every full state sent is counted as exactly one of
+// Initial, Forced, Corrections and Periodic (Write).
+//
+// Corrections and their causes were counted apart, made on the first
+// (24 bytes, 8 of pointer here): in cmd/capacity nearly every connection
+// of a loaded node makes them (zones throttle moves, and a throttled
+// move's CRC mismatches), so they cost 24 B and an allocation a player.
+// In 32 bits all eight fit where the three common ones and the pointer
+// were: the writer stays at 64 bytes.
+type ctlCounts struct {
+	Sections, Periodic, Checks                      uint32
+	Corrections, Forced, Mismatches, Held, Deferred uint32
 }
 
 // Pending reports whether the next Write will carry the full state for a
@@ -126,13 +117,13 @@ func (c *ControlWriter) Check(m Move, after *ControlState) bool {
 	if !m.HasCRC {
 		return true
 	}
-	c.stats.Checks++
+	c.n.Checks++
 	if m.CRC == after.CRC() {
 		return true
 	}
-	c.rareStats().Mismatches++
+	c.n.Mismatches++
 	if c.holding {
-		c.rareStats().Held++
+		c.n.Held++
 	} else {
 		c.need = true
 	}
@@ -142,6 +133,15 @@ func (c *ControlWriter) Check(m Move, after *ControlState) bool {
 // Force makes the next Write carry the full state, with no CRC round trip:
 // for changes the server knows the client cannot predict (teleport, respawn).
 func (c *ControlWriter) Force() { c.forced = true }
+
+// FatesIdle reports whether OnFate would change nothing: no full state is
+// held in flight. It turns false only in Write (a full state that opens or
+// restarts a hold) and true in OnFate, AckOnly and Write (a hold's end), so
+// a caller that mirrors it after each Write and OnFate, and skips OnFate
+// while the mirror is true, passes every fate that matters: a connection
+// without a correction in flight (nearly all of them, nearly always) is
+// then not read for the fates of its every datagram.
+func (c *ControlWriter) FatesIdle() bool { return !c.holding }
 
 // OnFate takes the notify layer's verdict on packets this connection sent
 // (pass every fate; others are ignored). A dropped full state is resent; a
@@ -176,7 +176,7 @@ func (c *ControlWriter) AckOnly(now time.Duration, ack uint64) (uint64, bool) {
 	if c.initial || c.need || c.forced || c.cfg.Period > 0 && c.anyFull && now-c.lastFull >= c.cfg.Period {
 		return 0, false
 	}
-	c.stats.Sections++
+	c.n.Sections++
 	return ack & (1<<ackBits - 1), true
 }
 
@@ -217,21 +217,21 @@ func (c *ControlWriter) Write(w *bitstream.Writer, pkt uint64, now time.Duration
 		if err := writeControl(w, ack, nil); err != nil {
 			return false, err
 		}
-		c.stats.Sections++
+		c.n.Sections++
 		if deferred {
-			c.rareStats().Deferred++
+			c.n.Deferred++
 		}
 		return false, nil
 	}
-	c.stats.Sections++
+	c.n.Sections++
 	switch { // one of them counts it as Full (Stats)
 	case c.initial: // counted by anyFull (Stats)
 	case c.forced:
-		c.rareStats().Forced++
+		c.n.Forced++
 	case c.need:
-		c.rareStats().Corrections++
+		c.n.Corrections++
 	default:
-		c.stats.Periodic++
+		c.n.Periodic++
 	}
 	// A refresh that corrects nothing opens no hold: holding would only delay
 	// the answer to a divergence that happens while it is in flight.

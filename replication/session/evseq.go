@@ -289,6 +289,13 @@ const (
 	// the byte's spare bits, on the line processFates reads anyway: while
 	// set, delivered fates skip the Sender.
 	numEvsIdle
+	// numCtlHeld: the Server's ControlWriter holds a full state in flight
+	// (not move.ControlWriter.FatesIdle, as of the Server's last Write or
+	// OnFate; clear in a new Server, as the writer starts idle): while
+	// clear, fates skip the writer, a line of its own. Force and Check
+	// never start a hold; AckOnly's HoldTimeout may end one, leaving the
+	// bit set until the next fate clears it: late, never wrong.
+	numCtlHeld
 )
 
 func (n *serverNumbering) is(f numFlags) bool { return n.flags&f != 0 }

@@ -685,7 +685,11 @@ func (s *Server) processFates() {
 			e.evs.OnFate(f)
 			s.ev.set(numEvsIdle, e.evs.FatesIdle())
 		}
-		s.cw.OnFate(f)
+		// Nor in an idle ControlWriter, either fate (numCtlHeld).
+		if s.ev.is(numCtlHeld) {
+			s.cw.OnFate(f)
+			s.ev.set(numCtlHeld, !s.cw.FatesIdle())
+		}
 		s.ev.onFate(f.Seq, f.Delivered)
 		for s.ghostPkts.len() > 0 && ghostSeqBefore(s.ghostPkts.front(), f.Seq) {
 			s.ghostPkts.pop() // unreachable: notify reports every packet once, in order
@@ -1117,7 +1121,9 @@ func (s *Server) buildData(now time.Duration, dst []byte, ghosts GhostWriter, pr
 	// full state; without room for it the flag says "absent".
 	if s.hasControl {
 		w.WriteFlag(true)
-		if _, err := s.cw.Write(w, seq, now, s.ctlApplied, &s.ctlState); err != nil {
+		_, err := s.cw.Write(w, seq, now, s.ctlApplied, &s.ctlState)
+		s.ev.set(numCtlHeld, !s.cw.FatesIdle()) // a full state may open a hold
+		if err != nil {
 			w.Truncate(0)
 			w.WriteFlag(false)
 		} else {
