@@ -1282,7 +1282,7 @@ func keptGen(gen uint8) uint64 { return uint64(gen-1)<<32 | uint64(phaseCreating
 func (s *slot) keptAt(ri uint32, gw uint64) bool {
 	if wordsLE {
 		w := *(*uint64)(unsafe.Pointer(&s.si))
-		return (w-(uint64(ri)|gw))&keptMask == 0
+		return (w-uint64(ri)-gw)&keptMask == 0
 	}
 	return s.si == ri && s.viewGen == uint8(gw>>32) && s.phase-phaseCreating <= phaseLive-phaseCreating
 }
