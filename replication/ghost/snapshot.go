@@ -1259,6 +1259,34 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 	return nil
 }
 
+// wordsLE: the slot's si, viewGen and phase read as one little-endian
+// word (keptAt); the other architectures compare the three fields.
+const wordsLE = unalignedWordsOK && runtime.GOARCH != "s390x"
+
+// keptMask is the bits of keptAt's difference that must be 0: si's,
+// viewGen's, and phase's but its lowest (phaseLive − phaseCreating = 1).
+const keptMask = (1<<48 - 1) &^ (1 << 40)
+
+// keptGen is keptAt's gw for a table at view gen.
+func keptGen(gen uint8) uint64 { return uint64(gen-1)<<32 | uint64(phaseCreating)<<40 }
+
+// keptAt reports whether the ghost of s was taken at entry ri in the
+// previous view and is in scope (creating or live): s.si == ri, s.viewGen
+// == gen − 1 and phaseCreating ≤ s.phase ≤ phaseLive, gw being
+// keptGen(gen). One load and a subtraction, for the three fields are a
+// word (slot): the difference's si and viewGen lanes are 0 exactly when
+// they are equal (a lane unequal leaves a bit of its own set whatever it
+// borrows), and then the phase lane, not borrowed from, is phase −
+// phaseCreating: 0 or 1 in scope. Past it, prioB and restCopies are
+// masked off (TestKeptAt).
+func (s *slot) keptAt(ri uint32, gw uint64) bool {
+	if wordsLE {
+		w := *(*uint64)(unsafe.Pointer(&s.si))
+		return (w-uint64(ri)-gw)&keptMask == 0
+	}
+	return s.si == ri && s.viewGen == uint8(gw>>32) && s.phase-phaseCreating <= phaseLive-phaseCreating
+}
+
 // takeKept takes the usual ghosts of view from its first entry on — each
 // the ghost the previous view took at the same entry of the series'
 // previous snapshot (vwKept), named by its hint old[k] for view[k] — and
@@ -1280,6 +1308,7 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, nowMS msT
 	// indexes the views unchecked (a check, and a register, a ghost).
 	vw := unsafe.Pointer(unsafe.SliceData(snap.vw))
 	slots, gen := t.slots[:t.top], t.viewGen
+	gw := keptGen(gen)
 	k := 0
 	for ; k < len(view); k++ {
 		r, h := view[k], old[k]
@@ -1291,7 +1320,7 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, nowMS msT
 		// no longer kept to the end (a spill and two reloads a ghost).
 		s := &slots[h]
 		ri := r.Index()
-		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
+		if !s.keptAt(ri, gw) {
 			break
 		}
 		v := (*snapView)(unsafe.Add(vw, uintptr(ri)*unsafe.Sizeof(snapView{})))
@@ -1353,6 +1382,8 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 		}
 		s := &slots[h]
 		ri := r.Index()
+		// Not keptAt: its word costs this loop's registers more than it
+		// saves (BenchmarkTables1000PumpSkip, takeSince +0.8 %).
 		if s.si != ri || s.viewGen != gen-1 || s.phase-phaseCreating > phaseLive-phaseCreating {
 			break
 		}

@@ -74,12 +74,6 @@ type slot struct {
 	// 32 bits, compared wrap-safe (seqAfter): the packets in flight span far
 	// less than 2^31.
 	lastSeq uint32
-	// si is where the ghost's latest state is, for views given as
-	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
-	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
-	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
-	// re-entry compares against in Table.gone[i]). Unused for SetView.
-	si uint32
 	// dirty is the groups the client may lack (RL-5): every group of a
 	// registry of at most 32 groups a class; past that, groups 0–30 and in
 	// bit 31 whether any group above is dirty, those in
@@ -111,14 +105,22 @@ type slot struct {
 	// position and yaw) are recorded in the slot the write holds already,
 	// not in a line of lastField of their own.
 	lf [lfSlot]uint8
+	ci uint8 // class: index in the registry's classes (NewTable: < 256)
+	fl uint8 // flag bits below
+	// si is where the ghost's latest state is, for views given as
+	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
+	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
+	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// re-entry compares against in Table.gone[i]). Unused for SetView.
+	// si, viewGen and phase are one word from byte 24 (keptAt): the usual
+	// view's test of a ghost is one load and a subtraction, not three.
+	si uint32
 	// viewGen is the last view that included the entity (Table.viewGen),
 	// 8 bits: views ask only whether it is the current view or the one
 	// before, and beginView pins one older than viewGenPin views at
 	// viewGenPin back, so none wraps around to look recent.
 	viewGen uint8
-	ci      uint8 // class: index in the registry's classes (NewTable: < 256)
 	phase   phase
-	fl      uint8 // flag bits below
 	prioB   uint8 // bucketOf(zone priority × class weight), once per view (< tierBuckets); its overdue weight is owtBTable[prioB]
 	// restCopies: rest markers still to send (two per stop, in consecutive
 	// views: a lost marker means a visible overshoot). While it is not 0
