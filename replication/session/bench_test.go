@@ -331,7 +331,10 @@ func (p *pair) receiveHalf(tb testing.TB) {
 
 // tickHalf is the second half of step: the zone's tick, the server's
 // packet, received.
-func (p *pair) tickHalf(tb testing.TB) {
+func (p *pair) tickHalf(tb testing.TB) { p.tick(tb, true) }
+
+// tick is tickHalf with the server's packet lost unless deliver is set.
+func (p *pair) tick(tb testing.TB, deliver bool) {
 	for _, m := range p.h.moves {
 		p.state = move.Walk(p.state, m, m.Seconds())
 	}
@@ -345,6 +348,9 @@ func (p *pair) tickHalf(tb testing.TB) {
 	sout, err := p.srv.Poll(p.now, p.sbuf[:0], nil)
 	if err != nil || len(sout) == 0 {
 		tb.Fatalf("server sent nothing: %v", err)
+	}
+	if !deliver {
+		return
 	}
 	if err := p.cli.Receive(p.now, sout); err != nil {
 		tb.Fatal(err)

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/ghostwire/ghostwire/replication/session"
@@ -27,15 +26,7 @@ func TestIdleControlWriterSkipsFates(t *testing.T) {
 		// Every third packet of a while, and the forced state's packet
 		// (the round it is forced) in every other of them.
 		lost := round > 100 && round < 400 && round%3 == 0 || round%74 == 0
-		for _, p := range []*pair{a, b} {
-			stepDropping(t, p, lost)
-		}
-		if sa, sb := a.srv.Stats(), b.srv.Stats(); !reflect.DeepEqual(sa, sb) {
-			t.Fatalf("round %d: server stats\n%+v skipping\n%+v without", round, sa, sb)
-		}
-		if ca, cb := a.cli.Stats(), b.cli.Stats(); !reflect.DeepEqual(ca, cb) {
-			t.Fatalf("round %d: client stats\n%+v skipping\n%+v without", round, ca, cb)
-		}
+		stepBoth(t, round, a, b, lost)
 		if !session.ControlHeld(a.srv) {
 			idle++
 		}

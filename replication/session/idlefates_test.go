@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -21,15 +20,7 @@ func TestIdleSenderSkipsDeliveredFates(t *testing.T) {
 	for round := 1; round <= 2400; round++ {
 		session.ForgetEventsIdle(b.srv)
 		lost := round > 100 && round < 160 && round%3 == 0
-		for _, p := range []*pair{a, b} {
-			stepDropping(t, p, lost)
-		}
-		if sa, sb := a.srv.Stats(), b.srv.Stats(); !reflect.DeepEqual(sa, sb) {
-			t.Fatalf("round %d: server stats\n%+v skipping\n%+v without", round, sa, sb)
-		}
-		if ca, cb := a.cli.Stats(), b.cli.Stats(); !reflect.DeepEqual(ca, cb) {
-			t.Fatalf("round %d: client stats\n%+v skipping\n%+v without", round, ca, cb)
-		}
+		stepBoth(t, round, a, b, lost)
 		if session.EventsIdle(a.srv) {
 			idle++
 		}
@@ -39,43 +30,24 @@ func TestIdleSenderSkipsDeliveredFates(t *testing.T) {
 	}
 }
 
+// stepBoth steps a (whose Server skips) and b (whose Server does not) the
+// same way, and fails unless both ends of both pairs count the same.
+func stepBoth(t *testing.T, round int, a, b *pair, lost bool) {
+	t.Helper()
+	for _, p := range []*pair{a, b} {
+		stepDropping(t, p, lost)
+	}
+	if sa, sb := a.srv.Stats(), b.srv.Stats(); !reflect.DeepEqual(sa, sb) {
+		t.Fatalf("round %d: server stats\n%+v skipping\n%+v without", round, sa, sb)
+	}
+	if ca, cb := a.cli.Stats(), b.cli.Stats(); !reflect.DeepEqual(ca, cb) {
+		t.Fatalf("round %d: client stats\n%+v skipping\n%+v without", round, ca, cb)
+	}
+}
+
 // stepDropping is pair.step with the server's packet lost when lost is set.
 func stepDropping(t *testing.T, p *pair, lost bool) {
 	t.Helper()
-	p.now += p.dt
-	p.round++
-	for p.cli.InputDue(p.now) {
-		if _, err := p.cli.Input(move.Move{Forward: 100, Yaw: uint16(p.round * 7)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if p.round%10 == 0 {
-		p.cli.SendEvent(0, p.event)
-	}
-	out, err := p.cli.Poll(p.now, p.cbuf[:0])
-	if err != nil || len(out) == 0 {
-		t.Fatalf("client sent nothing in round %d: %v", p.round, err)
-	}
-	if _, err := p.srv.Receive(p.now, out, clientAddr); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range p.h.moves {
-		p.state = move.Walk(p.state, m, m.Seconds())
-	}
-	if n := len(p.h.moves); n > 0 {
-		p.srv.SetControl(p.h.moves[n-1].Seq, p.state)
-		p.h.moves = p.h.moves[:0]
-	}
-	if p.round%10 == 5 {
-		p.srv.SendEvent(1, p.event)
-	}
-	sout, err := p.srv.Poll(p.now, p.sbuf[:0], nil)
-	if err != nil || len(sout) == 0 {
-		t.Fatalf("server sent nothing: %v", err)
-	}
-	if !lost {
-		if err := p.cli.Receive(p.now, sout); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.receiveHalf(t)
+	p.tick(t, !lost)
 }
