@@ -60,7 +60,7 @@
 // (a zone's far members) takes them from Viewer.PriorityDist2 where
 // Tracker.Current says the table is its grid's; Viewer.BucketRefs is that
 // loop for a zone's view references, with the Viewer's fields in registers
-// (on amd64 four members at a time, refs_amd64.s, held to the Go loop by
+// (BucketRefsFolded, on amd64 four members at a time in refs_amd64.s, held to the Go loop by
 // TestBucketRefs4MatchesLoop and its fuzz target). BenchmarkInterest: 1,000
 // players and 20,000 NPCs in 2 km × 2 km.
 //
