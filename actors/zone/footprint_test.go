@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
-	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -56,12 +55,7 @@ func TestZoneActorFootprint(t *testing.T) {
 	for k := range 40 { // three inputs a player every two ticks, as runZoneTickSync
 		for range 1 + k%2 {
 			seq++
-			for i := range players {
-				in := msg.NewInput()
-				in.Player = uint64(i + 1)
-				in.Moves = append(in.Moves[:0], move.Move{Seq: seq, Dt: 32, Forward: 127, Yaw: uint16(seq * 500)})
-				a.onInput(in)
-			}
+			inputAll(a, players, seq)
 		}
 		now += z.Period()
 		a.onTick()

@@ -104,12 +104,7 @@ func runZoneTickSync(b *testing.B, neighbours func(sys *actor.ActorSystem, a *zo
 	seq := uint64(0)
 	input := func() {
 		seq++
-		for i := range players {
-			in := msg.NewInput()
-			in.Player = uint64(i + 1)
-			in.Moves = append(in.Moves[:0], move.Move{Seq: seq, Dt: 32, Forward: 127, Yaw: uint16(seq * 500)})
-			a.onInput(in)
-		}
+		inputAll(a, players, seq)
 	}
 	period := z.Period()
 	k := 0
@@ -132,5 +127,16 @@ func runZoneTickSync(b *testing.B, neighbours func(sys *actor.ActorSystem, a *zo
 	b.ResetTimer()
 	for range b.N {
 		run()
+	}
+}
+
+// inputAll hands the zone an Input of one move, sequence seq, from each of
+// players 1…players, as a shard's datagrams would.
+func inputAll(a *zoneActor, players int, seq uint64) {
+	for i := range players {
+		in := msg.NewInput()
+		in.Player = uint64(i + 1)
+		in.Moves = append(in.Moves[:0], move.Move{Seq: seq, Dt: 32, Forward: 127, Yaw: uint16(seq * 500)})
+		a.onInput(in)
 	}
 }
