@@ -285,12 +285,13 @@ func TestPlayerSlotSize(t *testing.T) {
 }
 
 // TestEntitySize keeps a slot (every entity, players, NPCs and replicas,
-// each tick's passes stream them) at 176 bytes: 208 while every slot
+// each tick's passes stream them) at 160 bytes: 208 while every slot
 // carried a replica's owner, times and hold (now replicaSlot, made for
-// replicas only).
+// replicas only), 176 while every slot carried a wanderer's generator,
+// heading and speed (now npcSlot, made for NPCs only).
 func TestEntitySize(t *testing.T) {
-	if n := unsafe.Sizeof(entity{}); n > 176 {
-		t.Errorf("entity is %d bytes, want ≤ 176", n)
+	if n := unsafe.Sizeof(entity{}); n > 160 {
+		t.Errorf("entity is %d bytes, want ≤ 160", n)
 	}
 }
 

@@ -45,8 +45,8 @@ const (
 // The fields a tick's passes test for every slot come first: the role and
 // kind (which pass takes the slot), the player state's pointer, the id and
 // the position. The first 16 bytes never straddle a cache line at the
-// 176-byte stride (slots start 0, 48, 32 or 16 bytes into one), and the
-// id and the position share it for half the slots. With pl last (byte
+// 160-byte stride (slots start 0 or 32 bytes into one), and the id and
+// the position share it for half the slots. With pl last (byte
 // 144, its own line) a pass that took a player slot read two lines before
 // it reached the player's state: ≈ 1,100 of BenchmarkZoneTick's ≈ 15,700
 // D1 misses a tick.
@@ -74,21 +74,39 @@ type entity struct {
 	rp *replicaSlot
 
 	flags uint32
-	// turnIn: NPCs (with rng, heading and speed below); here beside flags,
-	// where the two 4-byte fields fill one word (224 → 208 bytes a slot).
-	turnIn uint32
-	name   ghost.Name
-	since  time.Duration // arrived here (dwell)
-	// NPCs: the sine and cosine of heading, as float32 (turn): a
-	// wanderer's heading changes every few seconds, and stepNPC took them
-	// from math.Sincos every tick. (Here, where a player's next
-	// checkpoint was: Zone.cpDue.)
-	hsin, hcos float32
+	name  ghost.Name
+	since time.Duration // arrived here (dwell)
 
-	// NPCs.
-	rng     uint64
-	heading float32
-	speed   float32
+	// np is a wanderer's own state: non-nil for owned NPCs (see npcSlot).
+	np *npcSlot
+}
+
+// npcSlot is what only a wanderer needs (28 bytes, the 32-byte size
+// class). Every slot carried it (176 → 160 bytes a slot): NPCs are a
+// minority of a zone's slots, and every per-tick pass over the slots
+// streamed their 28 bytes through the cache. Made when an NPC spawns or
+// is acquired; it goes with the slot (slotAlloc starts a slot afresh).
+type npcSlot struct {
+	rng uint64
+	// hsin, hcos: the sine and cosine of heading, as float32 (turn): a
+	// wanderer's heading changes every few seconds, and stepNPC took them
+	// from math.Sincos every tick.
+	hsin, hcos float32
+	heading    float32
+	speed      float32
+	turnIn     uint32
+}
+
+// noNPC is what n returns for a slot without NPC state: read-only.
+var noNPC npcSlot
+
+// n returns e's NPC state for reading: the zero one (heading 0) if the
+// slot has none. Never write through it.
+func (e *entity) n() *npcSlot {
+	if e.np == nil {
+		return &noNPC
+	}
+	return e.np
 }
 
 // replicaSlot is what only a replica slot needs (48 bytes, the 48-byte
@@ -251,7 +269,7 @@ type Zone struct {
 	// slot and wherever not known yet: an input (InputBatch) and the
 	// tick's interest pass (updateInterest) find the player's state here,
 	// in 8 bytes a slot, where reading the slot's role and pointer cost
-	// them a line of the slot's 176 bytes each. Filled where either finds
+	// them a line of the slot's 176 bytes each (now 160). Filled where either finds
 	// it nil (ownedAt); cleared where a slot stops being an owned
 	// player's or loses its state (slotAlloc, slotFree, beginHandoff,
 	// handedAway). Non-nil only for a slot whose role is roleOwned, kind
@@ -509,7 +527,7 @@ func (z *Zone) slotFree(s int32) {
 	// stayed with slots that NPCs and replicas took over, or that stayed
 	// free (a quarter more player states than players in a capacity run,
 	// each ≈ 0.8 KB with its interest set and move queue).
-	e.pl, e.rp = nil, nil
+	e.pl, e.rp, e.np = nil, nil, nil
 	z.owned[s] = nil
 	delete(z.seeds, s)
 	z.grid.Clear(s)
@@ -842,8 +860,11 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
 	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
-	e.rng, e.speed, e.turnIn = st.Rng[0], st.Speed, st.TurnIn
-	e.turn(st.Heading)
+	e.np = nil
+	if st.Kind == KindNPC || st.Rng[0] != 0 || st.Speed != 0 || st.TurnIn != 0 || st.Heading != 0 {
+		e.np = &npcSlot{rng: st.Rng[0], speed: st.Speed, turnIn: st.TurnIn}
+		e.np.turn(st.Heading)
+	}
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
@@ -873,7 +894,7 @@ func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 	snap := &handoff.Snapshot{
 		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: p.queue.LastApplied(),
 		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
-		Rng: [2]uint64{e.rng}, Heading: e.heading, Speed: e.speed, TurnIn: e.turnIn,
+		Rng: [2]uint64{e.n().rng}, Heading: e.n().heading, Speed: e.n().speed, TurnIn: e.n().turnIn,
 		Conn: p.conn, Events: p.events,
 	}
 	if e.kind == KindPlayer {
@@ -926,7 +947,7 @@ func (z *Zone) Checksum() uint32 {
 		put(id)
 		put(uint64(e.state.CRC()))
 		put(e.p().queue.LastApplied())
-		put(uint64(math.Float32bits(e.heading)))
+		put(uint64(math.Float32bits(e.n().heading)))
 	}
 	return h.Sum32()
 }
