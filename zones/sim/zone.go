@@ -146,25 +146,31 @@ func (z *Zone) rep(e *entity) *replicaSlot {
 	return e.rp
 }
 
-// playerSlot is what only a player slot needs (208 bytes, the 208-byte
-// size class; 232 and the 240-byte class while its interest set carried
+// playerSlot is what only a player slot needs (192 bytes, the 192-byte
+// size class; 208 while it carried its connection's address, which the
+// handoff machine's record of the player holds too, now read from there:
+// Zone.conn; 232 and the 240-byte class while its interest set carried
 // its own counters, now the tracker's; 320 while every queue carried its
 // bound, gap timeout and counters and every player a slice for
 // handed-over interest, now the zone's: Zone.queues, Zone.seeds;
 // TestPlayerSlotSize): its move queue, interest set, event
-// fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
+// fence, whether it has a connection, and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot's player state goes when
 // the player does (slotFree, a handoff out): a player arriving again gets
 // a new one.
 type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
-	// order of the tick's passes: the connection and renumber (emitView:
-	// one line), then with burst the queue and the credit (InputBatch,
+	// order of the tick's passes: hasConn and renumber (emitView: one
+	// line), then with burst the queue and the credit (InputBatch,
 	// stepPlayer: 88 bytes), then the set (updateInterest, views). With
 	// the set first and renumber at byte 64, emitView read two lines of
 	// most players and stepPlayer three.
-	conn string
+	//
+	// hasConn: the player has a connection (emitView); its address is the
+	// handoff machine's (Zone.conn), set with it (Join, Restore, Reclaim,
+	// acquire: Machine.SetConn or the Commit's snapshot).
+	hasConn bool
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
 	renumber bool
@@ -174,11 +180,12 @@ type playerSlot struct {
 	// padding after burst: on the line ControlInto reads anyway).
 	evNew bool
 	// The queue right after renumber and burst: an input reads those and
-	// the queue's first 42 bytes (handoff.MoveQueue), bytes 16–66, one or
-	// two lines (of a slot that starts 16-byte aligned) where with credit
-	// and owed between them (bytes 16–98) it read two or three
-	// (BenchmarkZoneInput1000: D1 read misses an input). stepPlayer reads
-	// the queue, credit and owed, bytes 24–104 either way.
+	// the queue's first 42 bytes (handoff.MoveQueue), bytes 1–50 (16–66
+	// while the address came first), one line of a record in the 192-byte
+	// class (it starts on one) where with credit and owed between them
+	// (bytes 16–98) it read two or three (BenchmarkZoneInput1000: D1 read
+	// misses an input). stepPlayer reads the queue, credit and owed, bytes
+	// 8–88.
 	queue      handoff.MoveQueue
 	credit     time.Duration
 	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
@@ -189,6 +196,16 @@ type playerSlot struct {
 
 // noPlayer is what p returns for a slot without a player: read-only.
 var noPlayer playerSlot
+
+// conn is the address of e's connection, "" if it has none: the handoff
+// machine's record of it (a player's record kept a copy, 16 bytes a
+// player, for the few reads: checkpoints, handoffs, Control).
+func (z *Zone) conn(e *entity) string {
+	if e.pl == nil || !e.pl.hasConn {
+		return ""
+	}
+	return z.hand.Conn(e.id)
+}
 
 // p returns e's player state for reading: the zero player (no connection,
 // nothing queued, an empty set) if the slot has none. Never write through
@@ -569,7 +586,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
 	p := z.pl(e)
-	p.conn = conn
+	p.hasConn = conn != ""
 	p.events, p.evNew = handoff.EventFence{}, true
 	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
@@ -612,7 +629,7 @@ func (z *Zone) Reclaim(now time.Duration, entity uint64, conn string, lastApplie
 		return false
 	}
 	p := z.pl(&z.ents[s])
-	p.conn = conn
+	p.hasConn = conn != ""
 	z.hand.SetConn(entity, conn)
 	p.queue.Reset(lastApplied)
 	if p.events.Gen != ev.Gen {
@@ -868,7 +885,7 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
-		p.conn, p.events, p.evNew = st.Conn, st.Events, true
+		p.hasConn, p.events, p.evNew = st.Conn != "", st.Events, true // the machine's record has st.Conn (Commit)
 	}
 	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
@@ -895,7 +912,7 @@ func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: p.queue.LastApplied(),
 		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
 		Rng: [2]uint64{e.n().rng}, Heading: e.n().heading, Speed: e.n().speed, TurnIn: e.n().turnIn,
-		Conn: p.conn, Events: p.events,
+		Conn: z.conn(e), Events: p.events,
 	}
 	if e.kind == KindPlayer {
 		for _, en := range p.set.Entries() {
@@ -978,7 +995,7 @@ func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
 	return EntityInfo{
 		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
 		Replica: e.role == roleReplica, Owner: e.r().owner, Epoch: e.epoch, State: e.state,
-		LastApplied: e.p().queue.LastApplied(), Conn: e.p().conn, View: e.p().set.Len(), Queued: e.p().queue.Len(),
+		LastApplied: e.p().queue.LastApplied(), Conn: z.conn(e), View: e.p().set.Len(), Queued: e.p().queue.Len(),
 	}, true
 }
 
