@@ -878,7 +878,9 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
 	e.np = nil
-	if st.Kind == KindNPC || st.Rng[0] != 0 || st.Speed != 0 || st.TurnIn != 0 || st.Heading != 0 {
+	// Any entity whose snapshot carries wanderer state keeps it (by bits:
+	// a -0 too), so it travels on as it did in every slot.
+	if st.Kind == KindNPC || st.Rng[0] != 0 || st.TurnIn != 0 || math.Float32bits(st.Speed)|math.Float32bits(st.Heading) != 0 {
 		e.np = &npcSlot{rng: st.Rng[0], speed: st.Speed, turnIn: st.TurnIn}
 		e.np.turn(st.Heading)
 	}
