@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 )
@@ -63,5 +64,14 @@ func TestJoinEntriesStaleAfterGenWraps(t *testing.T) {
 	}
 	if conns["p2again"].taken.Load() != 1 {
 		t.Fatalf("the new connection of player 2 took %d views, want 1", conns["p2again"].taken.Load())
+	}
+}
+
+// TestJoinHotSize keeps a slot's entry (joinAt: one for every slot of
+// the zone, NPCs' and replicas' too) at 48 bytes: 56 while it carried the
+// Join's pointer, which the tick seldom reads (it looks the Join up).
+func TestJoinHotSize(t *testing.T) {
+	if n := unsafe.Sizeof(joinHot{}); n > 48 {
+		t.Errorf("joinHot is %d bytes, want ≤ 48", n)
 	}
 }

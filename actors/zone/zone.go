@@ -580,12 +580,12 @@ func (a *zoneActor) onTick() {
 				if h.port.Queue != nil {
 					a.ctls.Add(&h.port, m) // posted with its shard's within msg.DefaultControlWait, the rest at Flush below
 				} else {
-					a.ctx.Send(h.j.Conn, m)
+					a.ctx.Send(a.joins[h.player].Conn, m) // the entry counts: the map holds its Join
 				}
 			}
 		}
 		if nudge {
-			readies = append(readies, h.j)
+			readies = append(readies, a.joins[h.player])
 		}
 	}
 	// The batched Controls before anything else the tick sends a
@@ -632,13 +632,18 @@ func (a *zoneActor) onTick() {
 // was a cache miss a tick (joinFiled, ≈ 1 % of a node's CPU at 1,000
 // players): the Joins are spread over the heap, and by the next tick the
 // connections' work has evicted them.
+//
+// What the tick seldom needs (the Conn of a Join without a Port, Ghosts)
+// it looks up in the joins map by player: the Join's pointer here made an
+// entry 56 bytes, one for every slot of the zone (NPCs' and replicas'
+// too), now 48.
 type joinHot struct {
 	player uint64
-	j      *msg.Join // the Join itself, for what the tick seldom needs (Conn without a Port, Ghosts)
 	views  *msg.ViewSlot
 	port   msg.ControlPort
 	gen    uint32 // the entry counts while it is zoneActor.joinGen
-	// conn, ghosts: j.Conn, j.Ghosts are set; withControl: j.ViewWithControl.
+	// conn, ghosts: the Join's Conn, Ghosts are set; withControl: its
+	// ViewWithControl.
 	conn, ghosts, withControl bool
 }
 
@@ -662,7 +667,7 @@ func (a *zoneActor) joinOf(ref sim.ViewRef) *joinHot {
 	s := int(ref.Slot())
 	switch {
 	case s < 0:
-		return a.hotOf(&a.scratchHot, a.joins[ref.Entity])
+		return a.hotOf(&a.scratchHot, ref.Entity, a.joins[ref.Entity])
 	case s < len(a.joinAt):
 		if h := &a.joinAt[s]; h.gen == a.joinGen && h.player == ref.Entity {
 			return h
@@ -676,16 +681,17 @@ func (a *zoneActor) joinOf(ref sim.ViewRef) *joinHot {
 		copy(grown, a.joinAt)
 		a.joinAt = grown
 	}
-	return a.hotOf(&a.joinAt[s], a.joins[ref.Entity])
+	return a.hotOf(&a.joinAt[s], ref.Entity, a.joins[ref.Entity])
 }
 
-// hotOf files j's fields in h and returns h; nil (h cleared) if j is nil.
-func (a *zoneActor) hotOf(h *joinHot, j *msg.Join) *joinHot {
+// hotOf files j's fields in h for player id (its key in joins, where the
+// tick finds the Join again) and returns h; nil (h cleared) if j is nil.
+func (a *zoneActor) hotOf(h *joinHot, id uint64, j *msg.Join) *joinHot {
 	if j == nil {
 		*h = joinHot{}
 		return nil
 	}
-	*h = joinHot{player: j.Player, j: j, views: j.Views, port: j.Port, gen: a.joinGen,
+	*h = joinHot{player: id, views: j.Views, port: j.Port, gen: a.joinGen,
 		conn: j.Conn != nil, ghosts: j.Ghosts != nil, withControl: j.ViewWithControl}
 	return h
 }
@@ -706,7 +712,7 @@ func (a *zoneActor) dropJoin(id uint64) {
 }
 
 // joinsChanged makes every joinAt entry stale (joins changed): one
-// increment, where clearing the entries cost 56 bytes a slot a change.
+// increment, where clearing the entries cost 48 bytes a slot a change.
 func (a *zoneActor) joinsChanged() {
 	if a.joinGen++; a.joinGen == 0 { // wrapped: entries of gen 0 may be about
 		clear(a.joinAt)

@@ -385,6 +385,16 @@ func (m *Machine) SetConn(entity uint64, conn string) {
 	}
 }
 
+// Conn returns the connection address recorded for entity (SetConn, or
+// the snapshot of the Commit that brought it), "" if none or unknown. It
+// is the zone's one copy of it (sim.Zone reads it here).
+func (m *Machine) Conn(entity uint64) string {
+	if e := m.ents[entity]; e != nil {
+		return e.conn
+	}
+	return ""
+}
+
 // Despawn forgets an owned entity (a player leaving, an NPC removed).
 // Entities mid-handoff cannot be despawned (ErrInProgress).
 func (m *Machine) Despawn(entity uint64) error {

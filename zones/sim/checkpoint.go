@@ -76,7 +76,7 @@ func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
 func (z *Zone) checkpoint(e *entity) Checkpoint {
 	p := e.p()
 	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: p.queue.LastApplied(),
-		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: p.conn, Events: p.events}
+		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra, Conn: z.conn(e), Events: p.events}
 }
 
 // Restore adds a player owned by this zone from its checkpoint: where it
@@ -120,7 +120,7 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	e.state = cp.Control
 	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra
 	p := z.pl(e)
-	p.conn, p.events, p.evNew = conn, cp.Events, true
+	p.hasConn, p.events, p.evNew = conn != "", cp.Events, true
 	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
 	p.credit, p.owed, p.burst = z.cfg.MaxCredit, 0, true

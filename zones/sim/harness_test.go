@@ -260,7 +260,8 @@ func dist(a, b [3]float32) float64 {
 // checkRolesAgree reports a slot whose role disagrees with the handoff
 // machine's phase for its entity: owned slots must be owned there (so
 // InputBatch may queue their moves without asking it), frozen ones
-// offered; and a slot whose Zone.owned entry is not its own player state
+// offered; a player state whose connection the machine does not hold
+// (or the other way: Zone.conn reads it there); and a slot whose Zone.owned entry is not its own player state
 // while owned (InputBatch queues moves there without looking at the slot).
 func (z *Zone) checkRolesAgree() error {
 	if len(z.owned) != len(z.ents) {
@@ -273,6 +274,9 @@ func (z *Zone) checkRolesAgree() error {
 		}
 		if p := z.owned[s]; p != nil && (e.role != roleOwned || e.kind != KindPlayer || e.pl != p) {
 			return fmt.Errorf("slot %d (entity %d, role %d) has an owned entry that is not its player state", s, e.id, e.role)
+		}
+		if e.pl != nil && e.pl.hasConn != (z.hand.Conn(e.id) != "") {
+			return fmt.Errorf("slot %d (entity %d): has a connection %v here, %q in the handoff machine", s, e.id, e.pl.hasConn, z.hand.Conn(e.id))
 		}
 		ph, _, _ := z.hand.Status(e.id)
 		switch {

@@ -40,32 +40,33 @@ func (z *Zone) spawnNPC(now time.Duration) {
 	s := z.slotAlloc(id)
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since = KindNPC, roleOwned, 1, now
-	e.rng = z.cfg.Seed ^ id*0x2545F4914F6CDD1D
+	n := &npcSlot{rng: z.cfg.Seed ^ id*0x2545F4914F6CDD1D}
+	e.np = n
 	r := z.self.Rect
 	// Keep a margin from the border so no NPC starts mid-handoff.
 	mx := min(z.cfg.HandoffMargin*2, (r.Max[0]-r.Min[0])/4)
 	mz := min(z.cfg.HandoffMargin*2, (r.Max[1]-r.Min[1])/4)
-	e.state.Pos[0] = float32(r.Min[0] + mx + float64(unit(&e.rng))*(r.Max[0]-r.Min[0]-2*mx))
-	e.state.Pos[2] = float32(r.Min[1] + mz + float64(unit(&e.rng))*(r.Max[1]-r.Min[1]-2*mz))
+	e.state.Pos[0] = float32(r.Min[0] + mx + float64(unit(&n.rng))*(r.Max[0]-r.Min[0]-2*mx))
+	e.state.Pos[2] = float32(r.Min[1] + mz + float64(unit(&n.rng))*(r.Max[1]-r.Min[1]-2*mz))
 	e.health = 100
-	z.retarget(e)
+	z.retarget(n)
 	if _, err := z.hand.Spawn(id, now); err != nil {
 		panic(err) // ids are unique by construction
 	}
 }
 
 // retarget picks a new heading, speed and duration for a wanderer.
-func (z *Zone) retarget(e *entity) {
-	e.turn(unit(&e.rng) * 2 * math.Pi)
+func (z *Zone) retarget(n *npcSlot) {
+	n.turn(unit(&n.rng) * 2 * math.Pi)
 	lo, hi := z.cfg.NPCSpeed[0], z.cfg.NPCSpeed[1]
-	e.speed = lo + unit(&e.rng)*(hi-lo)
-	e.turnIn = uint32(z.cfg.TickRate) * (2 + uint32(splitmix64(&e.rng)%6)) // 2–7 s
+	n.speed = lo + unit(&n.rng)*(hi-lo)
+	n.turnIn = uint32(z.cfg.TickRate) * (2 + uint32(splitmix64(&n.rng)%6)) // 2–7 s
 }
 
-// turn sets e's heading and its sine and cosine (stepNPC's velocity).
-func (e *entity) turn(heading float32) {
+// turn sets n's heading and its sine and cosine (stepNPC's velocity).
+func (n *npcSlot) turn(heading float32) {
 	sin, cos := math.Sincos(float64(heading))
-	e.heading, e.hsin, e.hcos = heading, float32(sin), float32(cos)
+	n.heading, n.hsin, n.hcos = heading, float32(sin), float32(cos)
 }
 
 // npcTick is what stepNPC reads of the zone, taken once a tick.
@@ -89,22 +90,27 @@ func (z *Zone) stepNPC(t *npcTick, s int, e *entity) {
 		z.stats.NPCStepsSkipped++
 		return
 	}
-	if e.turnIn <= uint32(every) {
-		z.retarget(e)
-	} else {
-		e.turnIn -= uint32(every)
+	n := e.np
+	if n == nil { // not spawned nor acquired here: the zero state, as before npcSlot
+		n = new(npcSlot)
+		e.np = n
 	}
-	vx, vz := e.hsin*e.speed, e.hcos*e.speed
+	if n.turnIn <= uint32(every) {
+		z.retarget(n)
+	} else {
+		n.turnIn -= uint32(every)
+	}
+	vx, vz := n.hsin*n.speed, n.hcos*n.speed
 	x, zz := e.state.Pos[0]+vx*dt, e.state.Pos[2]+vz*dt
 	if float64(x) < b.Min[0] || float64(x) > b.Max[0] {
 		vx, x = -vx, e.state.Pos[0]
-		e.turn(float32(math.Atan2(float64(vx), float64(vz))))
+		n.turn(float32(math.Atan2(float64(vx), float64(vz))))
 	}
 	if float64(zz) < b.Min[1] || float64(zz) > b.Max[1] {
 		vz, zz = -vz, e.state.Pos[2]
-		e.turn(float32(math.Atan2(float64(vx), float64(vz))))
+		n.turn(float32(math.Atan2(float64(vx), float64(vz))))
 	}
 	e.state.Pos[0], e.state.Pos[2] = x, zz
 	e.state.Vel = [3]float32{vx, 0, vz}
-	e.state.Yaw = e.heading
+	e.state.Yaw = n.heading
 }

@@ -11,25 +11,26 @@ import (
 // stepNPCRef is stepNPC as it was before a wanderer kept the sine and
 // cosine of its heading (entity.turn): math.Sincos every step.
 func stepNPCRef(z *Zone, t *npcTick, e *entity) {
-	if e.turnIn <= uint32(t.every) {
-		z.retarget(e)
+	n := e.np
+	if n.turnIn <= uint32(t.every) {
+		z.retarget(n)
 	} else {
-		e.turnIn -= uint32(t.every)
+		n.turnIn -= uint32(t.every)
 	}
-	sin, cos := math.Sincos(float64(e.heading))
-	vx, vz := float32(sin)*e.speed, float32(cos)*e.speed
+	sin, cos := math.Sincos(float64(n.heading))
+	vx, vz := float32(sin)*n.speed, float32(cos)*n.speed
 	x, zz := e.state.Pos[0]+vx*t.dt, e.state.Pos[2]+vz*t.dt
 	if float64(x) < t.b.Min[0] || float64(x) > t.b.Max[0] {
 		vx, x = -vx, e.state.Pos[0]
-		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		n.heading = float32(math.Atan2(float64(vx), float64(vz)))
 	}
 	if float64(zz) < t.b.Min[1] || float64(zz) > t.b.Max[1] {
 		vz, zz = -vz, e.state.Pos[2]
-		e.heading = float32(math.Atan2(float64(vx), float64(vz)))
+		n.heading = float32(math.Atan2(float64(vx), float64(vz)))
 	}
 	e.state.Pos[0], e.state.Pos[2] = x, zz
 	e.state.Vel = [3]float32{vx, 0, vz}
-	e.state.Yaw = e.heading
+	e.state.Yaw = n.heading
 }
 
 // TestAcquiredNPCWalksOn hands a wanderer's snapshot to another zone
@@ -51,10 +52,10 @@ func TestAcquiredNPCWalksOn(t *testing.T) {
 	ea := &a.ents[sa]
 	ea.kind, ea.role, ea.epoch = KindNPC, roleOwned, 1
 	ea.state.Pos = [3]float32{-990, 0, -700}
-	ea.rng, ea.speed = 12345, 3
-	a.retarget(ea)
-	ea.turn(-math.Pi / 2) // towards the world's edge, 10 m away: it bounces
-	ea.turnIn = 200
+	ea.np = &npcSlot{rng: 12345, speed: 3}
+	a.retarget(ea.np)
+	ea.np.turn(-math.Pi / 2) // towards the world's edge, 10 m away: it bounces
+	ea.np.turnIn = 200
 	now := time.Duration(0)
 	for range 5 { // a few ticks on its own first
 		now += a.period
@@ -67,16 +68,17 @@ func TestAcquiredNPCWalksOn(t *testing.T) {
 		t.Fatal("not acquired")
 	}
 	eb := &b.ents[sb]
-	ref := *ea
+	ref, refNPC := *ea, *ea.np
+	ref.np = &refNPC // its own wanderer state, not ea's
 	bounced := false
 	for tick := range 1200 {
 		nt, ntb := a.npcTick(), b.npcTick()
 		a.stepNPC(&nt, int(sa), ea)
 		b.stepNPC(&ntb, int(sb), eb)
 		stepNPCRef(a, &nt, &ref)
-		if eb.state != ea.state || eb.heading != ea.heading || ea.state != ref.state || ea.heading != ref.heading {
+		if eb.state != ea.state || eb.np.heading != ea.np.heading || ea.state != ref.state || ea.np.heading != ref.np.heading {
 			t.Fatalf("tick %d: acquired %+v heading %g, original %+v heading %g, by the reference %+v heading %g",
-				tick, eb.state, eb.heading, ea.state, ea.heading, ref.state, ref.heading)
+				tick, eb.state, eb.np.heading, ea.state, ea.np.heading, ref.state, ref.np.heading)
 		}
 		bounced = bounced || ea.state.Vel[0] > 0 && tick < 150
 	}

@@ -514,7 +514,7 @@ func (z *Zone) ownedAt(s int32) *playerSlot {
 // hitch). stepSlots calls it for every owned or frozen slot in slot
 // order, after the slot's crossing.
 func (z *Zone) emitView(s int, e *entity) {
-	if e.kind != KindPlayer || e.pl == nil || e.pl.conn == "" {
+	if e.kind != KindPlayer || e.pl == nil || !e.pl.hasConn {
 		return
 	}
 	ctl := !e.pl.renumber
@@ -533,7 +533,7 @@ func (z *Zone) Control(ref ViewRef) (Control, bool) {
 	}
 	e := &z.ents[ref.slot]
 	return Control{
-		Entity: ref.Entity, Conn: e.p().conn, Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
+		Entity: ref.Entity, Conn: z.conn(e), Epoch: ref.Epoch, LastApplied: e.p().queue.LastApplied(), State: e.state, Correct: ref.correct,
 		slot: ref.slot,
 	}, true
 }

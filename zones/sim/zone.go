@@ -45,8 +45,8 @@ const (
 // The fields a tick's passes test for every slot come first: the role and
 // kind (which pass takes the slot), the player state's pointer, the id and
 // the position. The first 16 bytes never straddle a cache line at the
-// 176-byte stride (slots start 0, 48, 32 or 16 bytes into one), and the
-// id and the position share it for half the slots. With pl last (byte
+// 160-byte stride (slots start 0 or 32 bytes into one), and the id and
+// the position share it for half the slots. With pl last (byte
 // 144, its own line) a pass that took a player slot read two lines before
 // it reached the player's state: ≈ 1,100 of BenchmarkZoneTick's ≈ 15,700
 // D1 misses a tick.
@@ -74,21 +74,39 @@ type entity struct {
 	rp *replicaSlot
 
 	flags uint32
-	// turnIn: NPCs (with rng, heading and speed below); here beside flags,
-	// where the two 4-byte fields fill one word (224 → 208 bytes a slot).
-	turnIn uint32
-	name   ghost.Name
-	since  time.Duration // arrived here (dwell)
-	// NPCs: the sine and cosine of heading, as float32 (turn): a
-	// wanderer's heading changes every few seconds, and stepNPC took them
-	// from math.Sincos every tick. (Here, where a player's next
-	// checkpoint was: Zone.cpDue.)
-	hsin, hcos float32
+	name  ghost.Name
+	since time.Duration // arrived here (dwell)
 
-	// NPCs.
-	rng     uint64
-	heading float32
-	speed   float32
+	// np is a wanderer's own state: non-nil for owned NPCs (see npcSlot).
+	np *npcSlot
+}
+
+// npcSlot is what only a wanderer needs (28 bytes, the 32-byte size
+// class). Every slot carried it (176 → 160 bytes a slot): NPCs are a
+// minority of a zone's slots, and every per-tick pass over the slots
+// streamed their 28 bytes through the cache. Made when an NPC spawns or
+// is acquired; it goes with the slot (slotAlloc starts a slot afresh).
+type npcSlot struct {
+	rng uint64
+	// hsin, hcos: the sine and cosine of heading, as float32 (turn): a
+	// wanderer's heading changes every few seconds, and stepNPC took them
+	// from math.Sincos every tick.
+	hsin, hcos float32
+	heading    float32
+	speed      float32
+	turnIn     uint32
+}
+
+// noNPC is what n returns for a slot without NPC state: read-only.
+var noNPC npcSlot
+
+// n returns e's NPC state for reading: the zero one (heading 0) if the
+// slot has none. Never write through it.
+func (e *entity) n() *npcSlot {
+	if e.np == nil {
+		return &noNPC
+	}
+	return e.np
 }
 
 // replicaSlot is what only a replica slot needs (48 bytes, the 48-byte
@@ -128,25 +146,31 @@ func (z *Zone) rep(e *entity) *replicaSlot {
 	return e.rp
 }
 
-// playerSlot is what only a player slot needs (208 bytes, the 208-byte
-// size class; 232 and the 240-byte class while its interest set carried
+// playerSlot is what only a player slot needs (192 bytes, the 192-byte
+// size class; 208 while it carried its connection's address, which the
+// handoff machine's record of the player holds too, now read from there:
+// Zone.conn; 232 and the 240-byte class while its interest set carried
 // its own counters, now the tracker's; 320 while every queue carried its
 // bound, gap timeout and counters and every player a slice for
 // handed-over interest, now the zone's: Zone.queues, Zone.seeds;
 // TestPlayerSlotSize): its move queue, interest set, event
-// fence, connection and time credit. NPC and replica slots — a fifth of a zone's slots, more at
+// fence, whether it has a connection, and time credit. NPC and replica slots — a fifth of a zone's slots, more at
 // borders — used to carry all of it, and every per-tick pass over the
 // slots streamed it through the cache. A slot's player state goes when
 // the player does (slotFree, a handoff out): a player arriving again gets
 // a new one.
 type playerSlot struct {
 	// The fields each tick reads for every player come first, in the
-	// order of the tick's passes: the connection and renumber (emitView:
-	// one line), then with burst the queue and the credit (InputBatch,
+	// order of the tick's passes: hasConn and renumber (emitView: one
+	// line), then with burst the queue and the credit (InputBatch,
 	// stepPlayer: 88 bytes), then the set (updateInterest, views). With
 	// the set first and renumber at byte 64, emitView read two lines of
 	// most players and stepPlayer three.
-	conn string
+	//
+	// hasConn: the player has a connection (emitView); its address is the
+	// handoff machine's (Zone.conn), set with it (Join, Restore, Reclaim,
+	// acquire: Machine.SetConn or the Commit's snapshot).
+	hasConn bool
 	// renumber: taken over by a new connection (TakeOver); its first input
 	// tells whether it continues the player's move numbering or restarts it.
 	renumber bool
@@ -156,11 +180,12 @@ type playerSlot struct {
 	// padding after burst: on the line ControlInto reads anyway).
 	evNew bool
 	// The queue right after renumber and burst: an input reads those and
-	// the queue's first 42 bytes (handoff.MoveQueue), bytes 16–66, one or
-	// two lines (of a slot that starts 16-byte aligned) where with credit
-	// and owed between them (bytes 16–98) it read two or three
-	// (BenchmarkZoneInput1000: D1 read misses an input). stepPlayer reads
-	// the queue, credit and owed, bytes 24–104 either way.
+	// the queue's first 42 bytes (handoff.MoveQueue), bytes 1–50 (16–66
+	// while the address came first), one line of a record in the 192-byte
+	// class (it starts on one) where with credit and owed between them
+	// (bytes 16–98) it read two or three (BenchmarkZoneInput1000: D1 read
+	// misses an input). stepPlayer reads the queue, credit and owed, bytes
+	// 8–88.
 	queue      handoff.MoveQueue
 	credit     time.Duration
 	owed       time.Duration // input time the player had no move to spend on (late input), repaid by catching up
@@ -171,6 +196,16 @@ type playerSlot struct {
 
 // noPlayer is what p returns for a slot without a player: read-only.
 var noPlayer playerSlot
+
+// conn is the address of e's connection, "" if it has none: the handoff
+// machine's record of it (a player's record kept a copy, 16 bytes a
+// player, for the few reads: checkpoints, handoffs, Control).
+func (z *Zone) conn(e *entity) string {
+	if e.pl == nil || !e.pl.hasConn {
+		return ""
+	}
+	return z.hand.Conn(e.id)
+}
 
 // p returns e's player state for reading: the zero player (no connection,
 // nothing queued, an empty set) if the slot has none. Never write through
@@ -251,7 +286,7 @@ type Zone struct {
 	// slot and wherever not known yet: an input (InputBatch) and the
 	// tick's interest pass (updateInterest) find the player's state here,
 	// in 8 bytes a slot, where reading the slot's role and pointer cost
-	// them a line of the slot's 176 bytes each. Filled where either finds
+	// them a line of the slot's 176 bytes each (now 160). Filled where either finds
 	// it nil (ownedAt); cleared where a slot stops being an owned
 	// player's or loses its state (slotAlloc, slotFree, beginHandoff,
 	// handedAway). Non-nil only for a slot whose role is roleOwned, kind
@@ -509,7 +544,7 @@ func (z *Zone) slotFree(s int32) {
 	// stayed with slots that NPCs and replicas took over, or that stayed
 	// free (a quarter more player states than players in a capacity run,
 	// each ≈ 0.8 KB with its interest set and move queue).
-	e.pl, e.rp = nil, nil
+	e.pl, e.rp, e.np = nil, nil, nil
 	z.owned[s] = nil
 	delete(z.seeds, s)
 	z.grid.Clear(s)
@@ -551,7 +586,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
 	p := z.pl(e)
-	p.conn = conn
+	p.hasConn = conn != ""
 	p.events, p.evNew = handoff.EventFence{}, true
 	p.queue.Reset(lastApplied)
 	z.seqExtra(e)
@@ -594,7 +629,7 @@ func (z *Zone) Reclaim(now time.Duration, entity uint64, conn string, lastApplie
 		return false
 	}
 	p := z.pl(&z.ents[s])
-	p.conn = conn
+	p.hasConn = conn != ""
 	z.hand.SetConn(entity, conn)
 	p.queue.Reset(lastApplied)
 	if p.events.Gen != ev.Gen {
@@ -842,12 +877,17 @@ func (z *Zone) acquire(now time.Duration, a handoff.Acquired) {
 	nm, _ := ghost.MakeName(st.Name) // names were valid where they were made
 	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = st.Kind, roleOwned, a.Epoch, now, 0
 	e.state, e.health, e.flags, e.name, e.extra = st.Control, st.Health, st.Flags, nm, st.Extra
-	e.rng, e.speed, e.turnIn = st.Rng[0], st.Speed, st.TurnIn
-	e.turn(st.Heading)
+	e.np = nil
+	// Any entity whose snapshot carries wanderer state keeps it (by bits:
+	// a -0 too), so it travels on as it did in every slot.
+	if st.Kind == KindNPC || st.Rng[0] != 0 || st.TurnIn != 0 || math.Float32bits(st.Speed)|math.Float32bits(st.Heading) != 0 {
+		e.np = &npcSlot{rng: st.Rng[0], speed: st.Speed, turnIn: st.TurnIn}
+		e.np.turn(st.Heading)
+	}
 	e.rp = nil // no longer a replica
 	if e.pl != nil || st.Conn != "" || st.Events != (handoff.EventFence{}) {
 		p := z.pl(e)
-		p.conn, p.events, p.evNew = st.Conn, st.Events, true
+		p.hasConn, p.events, p.evNew = st.Conn != "", st.Events, true // the machine's record has st.Conn (Commit)
 	}
 	e.correct = false // not a leftover from an earlier stay (Correct asks for one)
 	if e.kind == KindPlayer {
@@ -873,8 +913,8 @@ func (z *Zone) snapshot(s int32) *handoff.Snapshot {
 	snap := &handoff.Snapshot{
 		Entity: e.id, Kind: e.kind, Control: e.state, LastApplied: p.queue.LastApplied(),
 		Health: e.health, Flags: e.flags, Name: e.name.String(), Extra: e.extra,
-		Rng: [2]uint64{e.rng}, Heading: e.heading, Speed: e.speed, TurnIn: e.turnIn,
-		Conn: p.conn, Events: p.events,
+		Rng: [2]uint64{e.n().rng}, Heading: e.n().heading, Speed: e.n().speed, TurnIn: e.n().turnIn,
+		Conn: z.conn(e), Events: p.events,
 	}
 	if e.kind == KindPlayer {
 		for _, en := range p.set.Entries() {
@@ -926,7 +966,7 @@ func (z *Zone) Checksum() uint32 {
 		put(id)
 		put(uint64(e.state.CRC()))
 		put(e.p().queue.LastApplied())
-		put(uint64(math.Float32bits(e.heading)))
+		put(uint64(math.Float32bits(e.n().heading)))
 	}
 	return h.Sum32()
 }
@@ -957,7 +997,7 @@ func (z *Zone) Entity(id uint64) (EntityInfo, bool) {
 	return EntityInfo{
 		ID: e.id, Kind: e.kind, Owned: e.role == roleOwned || e.role == roleFrozen, Frozen: e.role == roleFrozen,
 		Replica: e.role == roleReplica, Owner: e.r().owner, Epoch: e.epoch, State: e.state,
-		LastApplied: e.p().queue.LastApplied(), Conn: e.p().conn, View: e.p().set.Len(), Queued: e.p().queue.Len(),
+		LastApplied: e.p().queue.LastApplied(), Conn: z.conn(e), View: e.p().set.Len(), Queued: e.p().queue.Len(),
 	}, true
 }
 
