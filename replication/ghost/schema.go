@@ -127,6 +127,11 @@ type quant struct {
 	inv  float64
 	lim  [3]uint32
 	bits [3]uint
+	// What packing needs of bits, worked out once: each axis's shift in
+	// a packed position (posPool.sh's) and the masks of axes 0 and 1
+	// (pair1run's, a load each instead of a table lookup a record).
+	sh   [3]uint8
+	mask [2]uint32
 }
 
 func newQuant(b Bounds) quant {
@@ -135,6 +140,8 @@ func newQuant(b Bounds) quant {
 		q.lim[a] = uint32(math.Round((b.Max[a] - b.Min[a]) / b.Precision))
 		q.bits[a] = uint(bits.Len32(q.lim[a]))
 	}
+	q.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
+	q.mask = [2]uint32{lowBits[q.bits[0]&63], lowBits[q.bits[1]&63]}
 	return q
 }
 
