@@ -1484,27 +1484,29 @@ func pair1run(z *quant, d0, d1 uint64, span0, dt1 int64, q *[3]uint32) (run uint
 		a, b = int64(d0>>s2), int64(d1>>s2)
 		r2 = resid(q[2], b+(b-a)*m, lim[2])
 	} else {
+		// An axis the pair did not move on predicts d1's code, a delivered
+		// position's, in [0, lim] already: no clamp (resid's) to take.
 		f := float64(dt1) / float64(span0)
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r0 = resid(q[0], b+roundHalfAway(float64(float64(b-a)*f)), lim[0])
+		} else {
+			r0 = absDiff64(q[0], uint32(b))
 		}
-		r0 = resid(q[0], b, lim[0])
 		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r1 = resid(q[1], b+roundHalfAway(float64(float64(b-a)*f)), lim[1])
+		} else {
+			r1 = absDiff64(q[1], uint32(b))
 		}
-		r1 = resid(q[1], b, lim[1])
 		a, b = int64(d0>>s2), int64(d1>>s2)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r2 = resid(q[2], b+roundHalfAway(float64(float64(b-a)*f)), lim[2])
+		} else {
+			r2 = absDiff64(q[2], uint32(b))
 		}
-		r2 = resid(q[2], b, lim[2])
 	}
-	k := uint(1) // posForm.window's
-	if w := max(r0, r1, r2); w > 0 {
-		k = windowBits(w)
-	}
+	k := windowBits(max(r0, r1, r2)) // posForm.window's: 1 for 0
 	if k > maxWindow {
 		return 0, 0 // absolute
 	}
