@@ -710,7 +710,7 @@ func (t *Table) writeUsual(id uint32) int {
 		if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
 			return recOther // posSame, or a pair that predicts no motion
 		}
-		if pos, pn = pair1run(&t.pp, tr.dq[0], lo, span0, dt1, q, &t.reg.q.lim); pn == 0 {
+		if pos, pn = pair1run(&t.reg.q, tr.dq[0], lo, span0, dt1, q); pn == 0 {
 			return recOther // absolute
 		}
 	} else {

@@ -1461,8 +1461,10 @@ func pair1r(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r0,
 // writeUsual keeps only the run across the call, not the three and q.
 // pair1run calling pair1r for them instead cost 446 k instructions an op
 // more of BenchmarkTables1000Server's ≈ 29.1 M (+1.5 %; cachegrind, 40x −
-// 20x): the nested call's spills, on every usual record.
-func pair1run(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (run uint64, n uint) {
+// 20x): the nested call's spills, on every usual record. The axes' shifts,
+// masks and bounds come from the registry's quant z, worked out once
+// (newQuant), not from the pool's shifts and a table lookup a record.
+func pair1run(z *quant, d0, d1 uint64, span0, dt1 int64, q *[3]uint32) (run uint64, n uint) {
 	var m int64 // whole factor, 0: none
 	switch dt1 {
 	case span0:
@@ -1470,8 +1472,9 @@ func pair1run(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r
 	case 2 * span0:
 		m = 2
 	}
-	s1, s2 := x.sh[1]&63, x.sh[2]&63
-	k0, k1 := lowBits[s1], lowBits[(s2-s1)&63]
+	s1, s2 := z.sh[1]&63, z.sh[2]&63
+	k0, k1 := z.mask[0], z.mask[1]
+	lim := &z.lim
 	var r0, r1, r2 uint64
 	if m != 0 { // predWhole, written out
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
@@ -1481,27 +1484,29 @@ func pair1run(x *posPool, d0, d1 uint64, span0, dt1 int64, q, lim *[3]uint32) (r
 		a, b = int64(d0>>s2), int64(d1>>s2)
 		r2 = resid(q[2], b+(b-a)*m, lim[2])
 	} else {
+		// An axis the pair did not move on predicts d1's code, a delivered
+		// position's, in [0, lim] already: no clamp (resid's) to take.
 		f := float64(dt1) / float64(span0)
 		a, b := int64(uint32(d0)&k0), int64(uint32(d1)&k0)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r0 = resid(q[0], b+roundHalfAway(float64(float64(b-a)*f)), lim[0])
+		} else {
+			r0 = absDiff64(q[0], uint32(b))
 		}
-		r0 = resid(q[0], b, lim[0])
 		a, b = int64(uint32(d0>>s1)&k1), int64(uint32(d1>>s1)&k1)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r1 = resid(q[1], b+roundHalfAway(float64(float64(b-a)*f)), lim[1])
+		} else {
+			r1 = absDiff64(q[1], uint32(b))
 		}
-		r1 = resid(q[1], b, lim[1])
 		a, b = int64(d0>>s2), int64(d1>>s2)
 		if a != b {
-			b += roundHalfAway(float64(float64(b-a) * f))
+			r2 = resid(q[2], b+roundHalfAway(float64(float64(b-a)*f)), lim[2])
+		} else {
+			r2 = absDiff64(q[2], uint32(b))
 		}
-		r2 = resid(q[2], b, lim[2])
 	}
-	k := uint(1) // posForm.window's
-	if w := max(r0, r1, r2); w > 0 {
-		k = windowBits(w)
-	}
+	k := windowBits(max(r0, r1, r2)) // posForm.window's: 1 for 0
 	if k > maxWindow {
 		return 0, 0 // absolute
 	}

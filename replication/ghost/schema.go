@@ -127,6 +127,11 @@ type quant struct {
 	inv  float64
 	lim  [3]uint32
 	bits [3]uint
+	// What packing needs of bits, worked out once: each axis's shift in
+	// a packed position (posPool.sh's) and the masks of axes 0 and 1
+	// (pair1run's, a load each instead of a table lookup a record).
+	sh   [3]uint8
+	mask [2]uint32
 }
 
 func newQuant(b Bounds) quant {
@@ -135,6 +140,8 @@ func newQuant(b Bounds) quant {
 		q.lim[a] = uint32(math.Round((b.Max[a] - b.Min[a]) / b.Precision))
 		q.bits[a] = uint(bits.Len32(q.lim[a]))
 	}
+	q.sh = [3]uint8{0, uint8(q.bits[0]), uint8(q.bits[0] + q.bits[1])}
+	q.mask = [2]uint32{lowBits[q.bits[0]&63], lowBits[q.bits[1]&63]}
 	return q
 }
 
@@ -166,14 +173,11 @@ func roundHalfAway(x float64) int64 {
 	x = float64(x)
 	i := int64(x)
 	f := x - float64(i)
-	d := int64(0)
-	if f >= 0.5 {
-		d = 1
-	}
-	if f <= -0.5 {
-		d = -1
-	}
-	return i + d
+	// The step is 2f truncated: doubling is exact, and 2f in (−2, 2)
+	// truncates to 1 exactly when f ≥ ½, to −1 when f ≤ −½, else to 0 —
+	// one conversion instead of two comparisons against constants (six
+	// instructions fewer a call on amd64).
+	return i + int64(f+f)
 }
 
 // code quantizes p, which must be inside (SetView checked it).
