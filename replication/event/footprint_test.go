@@ -199,10 +199,13 @@ func TestGrowthIsInvisible(t *testing.T) {
 // event is in flight, its fates late (an echo's, on a node that has
 // fallen behind: every connection holds this): the Sender, its
 // transmission state and rings, the stream and its rings, the payload's
-// slab, for three packets written. Measured 666–671 B (714 B with
-// 24-byte packet records and the 176-byte transmission state, the 96- and
-// 176-byte size classes: thirty-sixth pass). A size check, not a timing one.
-const maxInFlightBytes = 690
+// slab, for three packets written. Measured 618 B with units of 48 bytes
+// and pending events of 24 (a payload's pointer and length, not a slice
+// header); 650 B with them at 56 and 40, 666–671 B with them and 16-byte
+// packet records and the 160-byte transmission state, 714 B with 24-byte
+// records and the 176-byte state (thirty-sixth pass). A size check, not a
+// timing one.
+const maxInFlightBytes = 640
 
 func TestSenderInFlightFootprint(t *testing.T) {
 	if n := unsafe.Sizeof(txPacket{}); n > 16 {
@@ -210,6 +213,12 @@ func TestSenderInFlightFootprint(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(txState{}); n > 160 {
 		t.Errorf("txState is %d bytes, want ≤ 160: past the 160-byte size class", n)
+	}
+	if n := unsafe.Sizeof(unit{}); n > 48 {
+		t.Errorf("unit is %d bytes, want ≤ 48: a ring of two past the 96-byte size class", n)
+	}
+	if n := unsafe.Sizeof(pendEvent{}); n > 24 {
+		t.Errorf("pendEvent is %d bytes, want ≤ 24: a ring of two past the 48-byte size class", n)
 	}
 	cfg := DefaultConfig()
 	const n = 1000

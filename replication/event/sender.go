@@ -692,7 +692,7 @@ func (s *Sender) writeUnit(w *section, si int, id uint64, u *unit) error {
 	}
 	e.flag(u.kind != kindWhole)
 	if u.kind != kindWhole {
-		total := len(u.buf)
+		total := int(u.size)
 		if class == Ordered {
 			e.bits(uint64(u.kind-kindFirst), fkindBits)
 			if u.kind == kindFirst {
@@ -704,7 +704,7 @@ func (s *Sender) writeUnit(w *section, si int, id uint64, u *unit) error {
 			e.bits(uint64(u.off), offsetBits)
 		}
 	}
-	e.payload(u.buf[u.off : u.off+u.n])
+	e.payload(u.payload()[u.off : u.off+u.n])
 	if e.err != nil {
 		return e.err
 	}
@@ -788,10 +788,10 @@ func (s *Sender) cutUnit(w *section, si int) (bool, error) {
 	}
 	ev := st.front()
 	id := st.next
-	total := len(ev.buf)
-	u := unit{buf: ev.buf, off: int32(ev.off), kind: kindWhole, n: int32(total), index: uint16(ev.index)}
+	total := int(ev.size)
+	u := unit{pay: ev.pay, size: ev.size, off: ev.off, kind: kindWhole, n: ev.size, index: uint16(ev.index)}
 	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(w, si, id, &u) > int(w.avail) {
-		if !s.fragment(w, si, id, &u, ev.off, total) {
+		if !s.fragment(w, si, id, &u, int(ev.off), total) {
 			return false, nil
 		}
 	}
@@ -799,10 +799,10 @@ func (s *Sender) cutUnit(w *section, si int) (bool, error) {
 	st.next++
 	p := st.unit(id)
 	*p = u
-	ev.off += int(u.n)
+	ev.off += u.n
 	ev.index++
 	st.used = true
-	if ev.off == total {
+	if int(ev.off) == total {
 		st.popPend()
 		s.work--
 	}
@@ -1399,8 +1399,8 @@ func (s *Sender) advance(st *sendStream, si int) {
 			return
 		}
 		if u.kind == kindWhole || u.kind == kindLast {
-			s.queuedBytes -= int32(len(u.buf))
-			s.arena.put(u.buf)
+			s.queuedBytes -= u.size
+			s.arena.putSlab(u.pay, u.size)
 			st.held--
 			if u.kind == kindLast && si == s.cfg.Lanes {
 				st.partials--
