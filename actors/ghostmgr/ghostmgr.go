@@ -180,14 +180,18 @@ func (m *Manager) apply(now time.Duration) {
 	}
 	v := m.pending
 	m.pending = nil
-	*m.st &^= stateView
 	var err error
 	if v.Snap != nil {
 		err = m.table.SetSnapshotView(now, v.Snap, v.Refs)
 	} else {
 		err = m.table.SetView(now, v.Entries)
 	}
-	m.setPending(m.table.Pending())
+	// The view taken and the table's Pending, in one store.
+	st := *m.st &^ (stateView | statePending)
+	if m.table.Pending() {
+		st |= statePending
+	}
+	*m.st = st
 	if err != nil && !errors.Is(err, ghost.ErrTooManyGhosts) {
 		m.stats.ViewErrors++
 	} else {
