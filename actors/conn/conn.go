@@ -83,6 +83,11 @@ type Conn struct {
 	// a wait timed out).
 	viewsFlow bool
 	flags     connFlags
+	// gst is the ghost manager's State, kept here by the manager
+	// (ghostmgr.New): a pump that sends nothing reads whether a view
+	// waits and whether the table is pending from this line, not from
+	// the manager's, cold on a loaded node.
+	gst ghostmgr.State
 	// supFolded is fates' third count (folded), here for the room.
 	supFolded uint16
 
@@ -258,7 +263,7 @@ func (c *Conn) start(now, timeout time.Duration) error {
 		c.sh.sc = session.NewScratch()
 	}
 	srv.ShareScratch(c.sh.sc) // start runs on the shard, as every Poll and Receive does
-	gm, err := ghostmgr.New(cfg.Registry, cfg.Ghosts, &c.views)
+	gm, err := ghostmgr.New(cfg.Registry, cfg.Ghosts, &c.views, &c.gst)
 	if err != nil {
 		return fmt.Errorf("conn: %w", err)
 	}
@@ -932,7 +937,7 @@ func (c *Conn) close(now time.Duration, r handshake.Reason) {
 // round's write.
 func (c *Conn) pump(now time.Duration) time.Duration {
 	if c.srv == nil || c.closed {
-		if c.gm != nil && c.gm.ViewWaiting() {
+		if c.gm != nil && c.gst.ViewWaiting() {
 			c.gm.Apply(now) // as when the view was applied on its nudge (it frees the view)
 		}
 		return maxDeadline
@@ -949,7 +954,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 	// (fates before the view, in the order they came); a view is applied
 	// in every pump, as it was on its nudge (Pending must count it for the
 	// next deadline).
-	if c.gm.ViewWaiting() {
+	if c.gst.ViewWaiting() {
 		if c.srv.GhostFatesWaiting() {
 			c.applyFates()
 		}
@@ -974,7 +979,7 @@ func (c *Conn) pump(now time.Duration) time.Duration {
 		c.finish(c.srv.Reason())
 		return maxDeadline
 	}
-	next := min(c.srv.NextDeadlineFor(now, c.gm), redirNext)
+	next := min(c.srv.NextDeadlineWith(now, c.gst.Pending()), redirNext)
 	if c.srv.GhostFatesWaiting() {
 		// A lost record's fate would make the table pending: its data
 		// slot is a deadline too (at that slot, Due is true and the

@@ -19,7 +19,7 @@
 //     in one PostControls: the Join names the Conn as its msg.ControlPort);
 //  2. handles them, one connection at a time;
 //  3. pumps every connection that had an event or whose deadline (a min-heap
-//     of Server.NextDeadlineFor) is due: the session seals all of that
+//     of Server.NextDeadlineWith) is due: the session seals all of that
 //     connection's due datagrams at once, straight into the round's send
 //     buffers (a pump after a datagram, before the send slot opens, asks
 //     Server.Due and does not Poll: most of them). A zone tick's Control

@@ -40,6 +40,7 @@ func TestConnLayout(t *testing.T) {
 		{"closed", unsafe.Offsetof(c.closed), unsafe.Sizeof(c.closed)},
 		{"stopped", unsafe.Offsetof(c.stopped), unsafe.Sizeof(c.stopped)},
 		{"dirty", unsafe.Offsetof(c.dirty), unsafe.Sizeof(c.dirty)},
+		{"gst", unsafe.Offsetof(c.gst), unsafe.Sizeof(c.gst)},
 	} {
 		if f.off+f.size > 64 {
 			t.Errorf("%s (a pump reads it) is at byte %d, out of the first line", f.name, f.off)

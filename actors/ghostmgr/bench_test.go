@@ -45,7 +45,7 @@ func BenchmarkManagers1000(b *testing.B) {
 	refs := make([][]ghost.ViewRef, conns)
 	for k := range ms {
 		var err error
-		if ms[k], err = New(reg, ghost.DefaultConfig(), &slots[k]); err != nil {
+		if ms[k], err = New(reg, ghost.DefaultConfig(), &slots[k], nil); err != nil {
 			b.Fatal(err)
 		}
 		base := rng.IntN(ents - per)

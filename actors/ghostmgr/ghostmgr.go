@@ -38,18 +38,14 @@ var tableMu sync.Mutex
 // Not safe for concurrent use: the connection that owns it calls every
 // method (the zone only touches the ViewSlot, which is).
 type Manager struct {
-	// What a connection's pump reads when it sends nothing (ViewWaiting,
-	// Pending) first: a Manager (the 96-byte size class) starts on a line
-	// or half-way into one, so its first 32 bytes are always one line.
 	pending *msg.View // newest view not yet applied (clock did not advance 1 ms)
 	table   *ghost.Table
-	// pend is the table's Pending as of its last change: every change
-	// comes through the Manager (a view applied, a section written, a
-	// fate), which reads it there, while the table is in the cache. A
-	// connection asks Pending after every datagram for its next deadline
-	// (session.Server.NextDeadlineFor), most often with nothing to send:
-	// the table's line, long out of the cache by then, is not read for it.
-	pend bool
+	// st is the State, where its owner keeps it (New): whether the table
+	// is pending (its Pending as of its last change: every change comes
+	// through the Manager — a view applied, a section written, a fate —
+	// which reads it there, while the table is in the cache) and whether
+	// a view waits.
+	st *State
 
 	views *msg.ViewSlot
 	// snap is the snapshot the table reads (Table.HeldSnapshot), held
@@ -59,6 +55,36 @@ type Manager struct {
 	lastView time.Duration // when a view was last applied (meaningful once applied reports true)
 
 	stats counts
+}
+
+// State is what a connection's pump reads of its Manager when it sends
+// nothing: whether the table has anything to send (Pending, for its next
+// deadline: session.Server.NextDeadlineWith) and whether a view waits for
+// Apply (ViewWaiting). The Manager writes it at each change, where the
+// owner asked (New): in a line the owner reads on every pump anyway, so
+// that a pump after a datagram, most often with nothing to send, reads no
+// line of the Manager (one a pump, cold on a loaded node: most of a
+// thousand connections' state has left the cache by a connection's turn).
+type State uint8
+
+const (
+	statePending State = 1 << iota // the table's Pending
+	stateView                      // a view Take took waits for Apply
+)
+
+// Pending reports whether the table has anything to send (Manager.Pending).
+func (s State) Pending() bool { return s&statePending != 0 }
+
+// ViewWaiting reports whether a view waits for Apply (Manager.ViewWaiting).
+func (s State) ViewWaiting() bool { return s&stateView != 0 }
+
+// setPending records the table's Pending.
+func (m *Manager) setPending(p bool) {
+	st := *m.st &^ statePending
+	if p {
+		st |= statePending
+	}
+	*m.st = st
 }
 
 // counts are the manager's own counters of Stats. The table's (Stats.Table)
@@ -72,8 +98,10 @@ type counts struct {
 }
 
 // New returns the ghost manager of one connection. views is where the zone
-// publishes the player's views (the connection's; Close closes it).
-func New(reg *ghost.Registry, cfg ghost.Config, views *msg.ViewSlot) (*Manager, error) {
+// publishes the player's views (the connection's; Close closes it); st,
+// where the Manager keeps its State for the owner to read (nil: in a byte
+// of its own).
+func New(reg *ghost.Registry, cfg ghost.Config, views *msg.ViewSlot, st *State) (*Manager, error) {
 	if reg == nil || views == nil {
 		return nil, errors.New("ghostmgr: Registry and Views are required")
 	}
@@ -84,7 +112,11 @@ func New(reg *ghost.Registry, cfg ghost.Config, views *msg.ViewSlot) (*Manager, 
 		return nil, fmt.Errorf("ghostmgr: %w", err)
 	}
 	views.AcceptRefs()
-	return &Manager{table: t, views: views}, nil
+	if st == nil {
+		st = new(State)
+	}
+	*st = 0
+	return &Manager{table: t, views: views, st: st}, nil
 }
 
 // Table is the ghost table (tests, inspection).
@@ -123,6 +155,7 @@ func (m *Manager) Take() {
 			m.pending.Release()
 		}
 		m.pending = v
+		*m.st |= stateView
 	}
 }
 
@@ -153,7 +186,12 @@ func (m *Manager) apply(now time.Duration) {
 	} else {
 		err = m.table.SetView(now, v.Entries)
 	}
-	m.pend = m.table.Pending()
+	// The view taken and the table's Pending, in one store.
+	st := *m.st &^ (stateView | statePending)
+	if m.table.Pending() {
+		st |= statePending
+	}
+	*m.st = st
 	if err != nil && !errors.Is(err, ghost.ErrTooManyGhosts) {
 		m.stats.ViewErrors++
 	} else {
@@ -194,9 +232,9 @@ func (m *Manager) hold(s *ghost.Snapshot) {
 }
 
 // Pending reports whether the table has anything to send
-// (session.GhostWriter): the table's count as of its last change (pend),
+// (session.GhostWriter): the table's count as of its last change (State),
 // read without touching the table.
-func (m *Manager) Pending() bool { return m.pend }
+func (m *Manager) Pending() bool { return m.st.Pending() }
 
 // Write packs the ghost section of packet seq into what is left of w
 // (session.GhostWriter): a view waiting for the clock goes in first.
@@ -204,9 +242,9 @@ func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int
 	if m.pending != nil { // apply's first test, inlined: most packets come with no view waiting
 		m.apply(now)
 	}
-	pend := m.pend
+	pend := m.st.Pending()
 	n, err := m.table.Write(w, seq, now)
-	m.pend = m.table.Pending()
+	m.setPending(m.table.Pending())
 	switch {
 	case n > 0:
 		m.stats.Sections++
@@ -220,7 +258,7 @@ func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int
 // (session.Server.PopGhostFates).
 func (m *Manager) OnFate(f notify.Fate) {
 	m.table.OnFate(f)
-	m.pend = m.table.Pending()
+	m.setPending(m.table.Pending())
 	m.stats.Fates++
 }
 
@@ -232,6 +270,7 @@ func (m *Manager) Close() {
 	if m.pending != nil {
 		m.pending.Release()
 		m.pending = nil
+		*m.st &^= stateView
 	}
 	if m.snap != nil {
 		m.snap.Release()

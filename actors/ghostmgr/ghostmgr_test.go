@@ -20,7 +20,10 @@ type fixture struct {
 	buf    [1200]byte
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureState(t, nil) }
+
+// newFixtureState is newFixture with the Manager's State kept at st.
+func newFixtureState(t *testing.T, st *State) *fixture {
 	t.Helper()
 	reg, err := ghost.NewRegistry(ghost.DefaultBounds())
 	if err != nil {
@@ -30,7 +33,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := reg.Register(f.player, ghost.NPCClass(nil)); err != nil {
 		t.Fatal(err)
 	}
-	if f.m, err = New(reg, ghost.DefaultConfig(), f.views); err != nil {
+	if f.m, err = New(reg, ghost.DefaultConfig(), f.views, st); err != nil {
 		t.Fatal(err)
 	}
 	return f

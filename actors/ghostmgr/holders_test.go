@@ -71,7 +71,7 @@ func holdersModel(t *testing.T, seed uint64, ops int, every bool) {
 	var stale, superseded uint64
 	open := func(c int) {
 		slot := new(msg.ViewSlot)
-		m, err := New(reg, ghost.DefaultConfig(), slot)
+		m, err := New(reg, ghost.DefaultConfig(), slot, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestSnapshotReuseUnderTables(t *testing.T) {
 	bad := make(chan string, conns)
 	for c := range conns {
 		slots[c], nudges[c] = new(msg.ViewSlot), make(chan struct{}, 1)
-		m, err := New(reg, ghost.DefaultConfig(), slots[c])
+		m, err := New(reg, ghost.DefaultConfig(), slots[c], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package event
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 )
 
 // Payload storage: power-of-two slabs from 16 B to 64 KiB, recycled through
@@ -55,9 +56,20 @@ func (arena) get(n int) []byte {
 	return make([]byte, n, 1<<(c+minSlabShift))
 }
 
+// putSlab recycles the slab get(size) returned, of which p is the first
+// byte (unit and pendEvent keep a payload so); the caller may not use it
+// afterwards.
+func (a arena) putSlab(p *byte, size int32) {
+	if size == 0 {
+		return // get made none
+	}
+	c := slabClass(int(size))
+	a.putClass(unsafe.Slice(p, 1<<(c+minSlabShift)), c)
+}
+
 // put recycles a slice that get returned; the caller may not use it
 // afterwards.
-func (arena) put(b []byte) {
+func (a arena) put(b []byte) {
 	if cap(b) == 0 {
 		return
 	}
@@ -65,6 +77,11 @@ func (arena) put(b []byte) {
 	if cap(b) != 1<<(c+minSlabShift) {
 		return // not one of ours
 	}
+	a.putClass(b, c)
+}
+
+// putClass puts b, a slab of class c, on its free list.
+func (arena) putClass(b []byte, c int) {
 	slabs.mu.Lock()
 	if slabs.size+cap(b) <= maxSharedFree {
 		slabs.free[c] = append(slabs.free[c], b[:0])

@@ -20,9 +20,10 @@ func TestRingPoolBounded(t *testing.T) {
 	}
 	var q ringPool[unit]
 	r := q.get(minUnits)
-	r[1] = unit{buf: []byte("x"), refs: 1}
+	x := []byte("x")
+	r[1] = unit{pay: &x[0], size: 1, refs: 1}
 	q.put(r, minUnits)
-	if r = q.get(minUnits); len(r) != minUnits || r[1].buf != nil || r[1].refs != 0 {
+	if r = q.get(minUnits); len(r) != minUnits || r[1].pay != nil || r[1].refs != 0 {
 		t.Fatalf("ring from the pool: %+v", r)
 	}
 }

@@ -26,11 +26,15 @@ func newTxEntry(si int, id uint64) txEntry { return txEntry(uint64(si)<<txIDBits
 func (e txEntry) stream() int              { return int(e >> txIDBits) }
 func (e txEntry) id() uint64               { return uint64(e) & (1<<txIDBits - 1) }
 
-// txPacket is the transmission record of one packet: its entries are
-// entries[first : first+n] (absolute positions in the entry ring).
+// txPacket is the transmission record of one packet: its n entries
+// follow those of the packets before it in the entry ring, so the head
+// packet's start at eHead and each later one's where the one before it
+// ends. The start is not kept: 16 bytes a record, not 24 (the ring of
+// four a Sender with a unit in flight holds is the 64-byte size class,
+// not the 96-byte one: on a node whose fates run late nearly every
+// connection holds one).
 type txPacket struct {
 	seq   uint64
-	first uint64
 	n     uint32 // ≤ the records of one packet
 	acked bool   // AckDelivered acknowledged its units ahead of its fate
 }
@@ -135,13 +139,16 @@ type section struct {
 // flight: the transmission record of each packet that carried some, and
 // the units of the previous packet for the redundant copies. Taken from a
 // pool when a unit is queued (Write) and given back with the last fate
-// (releaseIdle): 176 bytes of every connection whose events are rare,
-// which is nearly every connection, otherwise.
+// (releaseIdle): 160 bytes of every connection whose events are rare,
+// which is nearly every connection, otherwise. The positions count in 32
+// bits, modulo 2^32 (both rings' lengths are powers of two, far below it:
+// pN < maxTxPackets), so that a Sender with a unit in flight holds the
+// 160-byte size class, not the 176-byte one.
 type txState struct {
 	pkts         []txPacket // ring
-	pHead, pN    uint64
-	entries      []txEntry // ring over absolute positions [eHead, eTail)
-	eHead, eTail uint64
+	pHead, pN    uint32
+	entries      []txEntry // ring over positions [eHead, eTail), modulo 2^32
+	eHead, eTail uint32
 	prev, cur    []txEntry // units of the previous / current packet (redundancy)
 	carry        []txEntry // units the copy budget left out of the previous packet, still due a copy
 	cand         []redundCand
@@ -150,7 +157,7 @@ type txState struct {
 var txStates = freelist.List[txState]{Max: maxPooledRings}
 
 // inFlight is pN, 0 without a txState.
-func (s *Sender) inFlight() uint64 {
+func (s *Sender) inFlight() uint32 {
 	if s.txState == nil {
 		return 0
 	}
@@ -685,7 +692,7 @@ func (s *Sender) writeUnit(w *section, si int, id uint64, u *unit) error {
 	}
 	e.flag(u.kind != kindWhole)
 	if u.kind != kindWhole {
-		total := len(u.buf)
+		total := int(u.size)
 		if class == Ordered {
 			e.bits(uint64(u.kind-kindFirst), fkindBits)
 			if u.kind == kindFirst {
@@ -697,7 +704,7 @@ func (s *Sender) writeUnit(w *section, si int, id uint64, u *unit) error {
 			e.bits(uint64(u.off), offsetBits)
 		}
 	}
-	e.payload(u.buf[u.off : u.off+u.n])
+	e.payload(u.payload()[u.off : u.off+u.n])
 	if e.err != nil {
 		return e.err
 	}
@@ -781,10 +788,10 @@ func (s *Sender) cutUnit(w *section, si int) (bool, error) {
 	}
 	ev := st.front()
 	id := st.next
-	total := len(ev.buf)
-	u := unit{buf: ev.buf, off: int32(ev.off), kind: kindWhole, n: int32(total), index: uint16(ev.index)}
+	total := int(ev.size)
+	u := unit{pay: ev.pay, size: ev.size, off: ev.off, kind: kindWhole, n: ev.size, index: uint16(ev.index)}
 	if ev.off > 0 || total > s.cfg.MaxFragment || s.unitBits(w, si, id, &u) > int(w.avail) {
-		if !s.fragment(w, si, id, &u, ev.off, total) {
+		if !s.fragment(w, si, id, &u, int(ev.off), total) {
 			return false, nil
 		}
 	}
@@ -792,10 +799,10 @@ func (s *Sender) cutUnit(w *section, si int) (bool, error) {
 	st.next++
 	p := st.unit(id)
 	*p = u
-	ev.off += int(u.n)
+	ev.off += u.n
 	ev.index++
 	st.used = true
-	if ev.off == total {
+	if int(ev.off) == total {
 		st.popPend()
 		s.work--
 	}
@@ -1011,7 +1018,7 @@ func (s *Sender) writeRedundant(w *section) (int, error) {
 // flight (one per packet until the unit's ack). trim gives them back.
 const (
 	minEntries = 8 // 64 B
-	minPkts    = 4 // 96 B
+	minPkts    = 4 // 64 B
 )
 
 // Idle release: once per trimEvery (of Write's now), a stream that neither
@@ -1153,7 +1160,8 @@ func (s *Sender) dropStream(i int) {
 
 func (s *Sender) pushPacket(seq uint64) {
 	// Entries of this packet are s.cur; append them to the entry ring.
-	need := s.eTail - s.eHead + uint64(len(s.cur))
+	held := s.eTail - s.eHead
+	need := uint64(held) + uint64(len(s.cur))
 	if need > uint64(len(s.entries)) {
 		n := uint64(max(minEntries, len(s.entries)))
 		for n < need {
@@ -1165,19 +1173,19 @@ func (s *Sender) pushPacket(seq uint64) {
 		} else {
 			e = make([]txEntry, n)
 		}
-		for i := s.eHead; i < s.eTail; i++ {
+		for k := range held {
+			i := uint64(s.eHead + k)
 			e[i&(n-1)] = s.entries[i&uint64(len(s.entries)-1)]
 		}
 		entryRings.put(s.entries, minEntries)
 		s.entries = e
 	}
-	first := s.eTail
 	mask := uint64(len(s.entries) - 1)
 	for _, e := range s.cur {
-		s.entries[s.eTail&mask] = e
+		s.entries[uint64(s.eTail)&mask] = e
 		s.eTail++
 	}
-	if s.pN == uint64(len(s.pkts)) {
+	if uint64(s.pN) == uint64(len(s.pkts)) {
 		n := uint64(max(minPkts, 2*len(s.pkts)))
 		var p []txPacket
 		if n == minPkts {
@@ -1185,13 +1193,14 @@ func (s *Sender) pushPacket(seq uint64) {
 		} else {
 			p = make([]txPacket, n)
 		}
-		for i := uint64(0); i < s.pN; i++ {
-			p[(s.pHead+i)&(n-1)] = s.pkts[(s.pHead+i)&uint64(len(s.pkts)-1)]
+		for k := range s.pN {
+			i := uint64(s.pHead + k)
+			p[i&(n-1)] = s.pkts[i&uint64(len(s.pkts)-1)]
 		}
 		pktRings.put(s.pkts, minPkts)
 		s.pkts = p
 	}
-	s.pkts[(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, first: first, n: uint32(len(s.cur))}
+	s.pkts[uint64(s.pHead+s.pN)&uint64(len(s.pkts)-1)] = txPacket{seq: seq, n: uint32(len(s.cur))}
 	s.pN++
 }
 
@@ -1209,7 +1218,7 @@ func (s *Sender) pushPacket(seq uint64) {
 func (s *Sender) OnFate(f notify.Fate) {
 	s.observe(f.Delivered)
 	for s.inFlight() > 0 {
-		p := s.pkts[s.pHead&uint64(len(s.pkts)-1)]
+		p := s.pkts[uint64(s.pHead)&uint64(len(s.pkts)-1)]
 		if p.seq > f.Seq {
 			return
 		}
@@ -1252,14 +1261,17 @@ func (s *Sender) AckDelivered(delivered func(seq uint64) bool) {
 	}
 	mask := uint64(len(s.pkts) - 1)
 	emask := uint64(len(s.entries) - 1)
-	for i := uint64(0); i < s.pN; i++ {
-		p := &s.pkts[(s.pHead+i)&mask]
+	first := s.eHead // of the packet at i (see txPacket)
+	for i := range s.pN {
+		p := &s.pkts[uint64(s.pHead+i)&mask]
+		start := first
+		first += p.n
 		if p.acked || !delivered(p.seq) {
 			continue
 		}
 		p.acked = true
-		for j := p.first; j < p.first+uint64(p.n); j++ {
-			e := s.entries[j&emask]
+		for k := range p.n {
+			e := s.entries[uint64(start+k)&emask]
 			st := s.streams[e.stream()].st
 			if e.id() < st.base || e.id() >= st.next {
 				continue
@@ -1343,10 +1355,10 @@ func (s *Sender) markZero(r int) {
 
 func (s *Sender) resolve(p txPacket, delivered bool) {
 	mask := uint64(len(s.entries) - 1)
-	for i := p.first; i < p.first+uint64(p.n); i++ {
-		s.settle(s.entries[i&mask], p.seq, delivered)
+	for k := range p.n { // the head packet's entries start at eHead
+		s.settle(s.entries[uint64(s.eHead+k)&mask], p.seq, delivered)
 	}
-	s.eHead = p.first + uint64(p.n)
+	s.eHead += p.n
 	s.advanceAll()
 }
 
@@ -1387,8 +1399,8 @@ func (s *Sender) advance(st *sendStream, si int) {
 			return
 		}
 		if u.kind == kindWhole || u.kind == kindLast {
-			s.queuedBytes -= int32(len(u.buf))
-			s.arena.put(u.buf)
+			s.queuedBytes -= u.size
+			s.arena.putSlab(u.pay, u.size)
 			st.held--
 			if u.kind == kindLast && si == s.cfg.Lanes {
 				st.partials--

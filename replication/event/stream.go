@@ -1,12 +1,19 @@
 package event
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
-// pendEvent is a guaranteed event not yet cut entirely into units.
+// pendEvent is a guaranteed event not yet cut entirely into units: its
+// payload (a slab from the arena, as unit's pay and size keep it: 24
+// bytes, not 40, so a ring of two is the 48-byte size class, not the
+// 80-byte one), the bytes already cut into units and the units cut so far.
 type pendEvent struct {
-	buf   []byte // the whole payload (a slab from the arena); len = event size
-	off   int    // bytes already cut into units
-	index int    // units cut so far
+	pay   *byte
+	size  int32
+	off   int32
+	index int32
 }
 
 // unit is one record of a guaranteed event on the wire (the whole event or one
@@ -27,16 +34,26 @@ type pendEvent struct {
 // those intervals again. Drops of an older round's carriers only release
 // their references.
 type unit struct {
-	buf     []byte // the event's payload, shared by all its fragments
+	// pay and size are the event's payload, a slab from the arena
+	// (arena.get(size): its capacity follows from its length) shared by
+	// all its fragments: a pointer and a length, not a slice header, so a
+	// unit is 48 bytes, not 56 (a ring of two the 96-byte size class, not
+	// the 112-byte one, held by every connection with an event in
+	// flight). payload makes the slice again.
+	pay     *byte
 	lastSeq uint64 // newest packet it was written in
 	first   uint64 // first packet of its current round
-	off, n  int32  // this unit's bytes: buf[off : off+n]
+	size    int32  // len of the payload
+	off, n  int32  // this unit's bytes: payload()[off : off+n]
 	kind    unitKind
 	acked   bool   // a packet carrying it was delivered
 	copies  uint8  // packets it was written in since its (re)transmission began
 	index   uint16 // fragment index (unordered records carry it)
 	refs    uint16 // packets carrying it whose fate is unknown
 }
+
+// payload is the event's payload (nil when empty).
+func (u *unit) payload() []byte { return unsafe.Slice(u.pay, u.size) }
 
 // sendStream is the sender half of one ordered lane or of the unordered
 // stream: a FIFO of events waiting to be cut, and a ring of units with ids in
@@ -80,8 +97,8 @@ type streamRef struct {
 // idleTrims trims gives them back, so a burst does not keep its room for
 // the connection's life. The ids (base, next) stay.
 const (
-	minUnits = 2 // 112 B
-	minPend  = 2 // 80 B
+	minUnits = 2 // 96 B
+	minPend  = 2 // 48 B
 )
 
 // release gives back the rings of a stream that holds nothing (the
@@ -119,7 +136,7 @@ func (st *sendStream) pushPend(buf []byte) {
 		pendRings.put(st.pend, minPend)
 		st.pend, st.pendHead = p, 0
 	}
-	st.pend[(int(st.pendHead)+int(st.pendN))%len(st.pend)] = pendEvent{buf: buf}
+	st.pend[(int(st.pendHead)+int(st.pendN))%len(st.pend)] = pendEvent{pay: unsafe.SliceData(buf), size: int32(len(buf))}
 	st.pendN++
 }
 

@@ -21,11 +21,11 @@ type moveCRC struct {
 // A connection whose zone keeps up holds one to three (a tick's worth: a
 // 20 Hz zone against 30 Hz moves), so they live in the Server itself
 // (inl); a zone that lags (an overloaded host: its moves wait for their
-// time credit) moves them to a slice of their own (spill), which doubles
-// on use up to crcWindow. Once every crcTrimEvery finds the slice shrinks
-// to a quarter above the most held in this and the previous period when
-// that halves it, and goes when inl holds that many (notify's sender ring
-// does the same), so a lag's room goes back after it and steady lag
+// time credit) moves them to a slice of their own (spill), which grows on
+// use through crcSpillSizes up to crcWindow. Once every crcTrimEvery finds
+// the slice shrinks to the smallest of those a quarter above the most held
+// in this and the previous period when that is smaller, and goes when inl
+// holds that many, so a lag's room goes back after it and steady lag
 // allocates nothing. The entries sit from index 0 on, oldest first: the
 // ones a push or find drops are at the front, and the rest move down
 // (three at most while inline). The client decides which moves carry a
@@ -55,6 +55,26 @@ const crcInline = 3
 
 // crcSpillMin is the spill slice's first length (64 bytes).
 const crcSpillMin = 8
+
+// crcSpillSizes are the spill slice's lengths, smallest first: each fills
+// a size class of the allocator (64 to 256 bytes by 16, then to 512 by
+// 32). Powers of two (8 to 64) held a steady lag's entries in up to 2.5
+// times their room (a quarter above the peak, then doubled), 113 B a
+// player on a node behind at 1,500 (thirty-fifth pass). A push that finds
+// the slice full takes the next size (≤ 512 bytes a copy: a lag's onset
+// reallocates more often than when it doubled, a steady lag still never).
+var crcSpillSizes = [...]uint8{crcSpillMin, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36, 40, 44, 48, 52, 56, 60, crcWindow}
+
+// crcSpillFor is the smallest of crcSpillSizes of at least n entries
+// (n ≤ crcWindow).
+func crcSpillFor(n int) int {
+	for _, z := range crcSpillSizes {
+		if int(z) >= n {
+			return int(z)
+		}
+	}
+	return crcWindow
+}
 
 // crcTrimEvery is the sizing period in finds (zone ticks with a new
 // applied move: about 3 s at 20 Hz).
@@ -101,7 +121,7 @@ func (q *crcFIFO) push(seq uint64, crc uint32) {
 	}
 	q.drop(b[:q.n], k)
 	if int(q.n) == len(b) {
-		q.resize(max(crcSpillMin, 2*len(b)))
+		q.resize(crcSpillFor(len(b) + 1)) // the next size
 		b = q.entries()
 	}
 	b[q.n] = moveCRC{seq: s, crc: crc}
@@ -110,8 +130,9 @@ func (q *crcFIFO) push(seq uint64, crc uint32) {
 }
 
 // resize moves the entries to inl (n ≤ crcInline) or to a spill slice of
-// n (n ≥ q.n; at most crcWindow: push dropped every entry crcWindow
-// behind, so a full slice of that size is never asked to grow).
+// n (n ≥ q.n, one of crcSpillSizes; at most crcWindow: push dropped every
+// entry crcWindow behind, so a full slice of that size is never asked to
+// grow).
 func (q *crcFIFO) resize(n int) {
 	old := q.entries()[:q.n]
 	if n <= crcInline {
@@ -135,11 +156,8 @@ func (q *crcFIFO) trim() {
 		q.resize(crcInline)
 		return
 	}
-	want := crcSpillMin
-	for want < peak+peak/4+1 {
-		want *= 2
-	}
-	if 2*want <= int(q.spillN) && int(q.n) <= want {
+	want := crcSpillFor(min(peak+peak/4+1, crcWindow))
+	if want < int(q.spillN) && int(q.n) <= want {
 		q.resize(want)
 	}
 }

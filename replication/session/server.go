@@ -855,13 +855,23 @@ func (s *Server) dataSlot(now time.Duration) time.Duration {
 //
 // A connected session (no Disconnect copies, no Redirect: nearly every
 // call, one a pump) takes NextDeadline's last case here, with the state
-// read once and the ghosts asked only when nothing else sets the data
-// slot: a connection's pump after a datagram with nothing due ran both
-// whole, ≈ 140 instructions. TestNextDeadlineForMatchesReference holds it
+// read once: a connection's pump after a datagram with nothing due ran
+// both whole, ≈ 140 instructions. TestNextDeadlineForMatchesReference holds it
 // to NextDeadline.
 func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Duration {
+	if ghosts == nil {
+		return s.NextDeadline(now)
+	}
+	return s.NextDeadlineWith(now, ghosts.Pending())
+}
+
+// NextDeadlineWith is NextDeadlineFor with its ghosts' Pending already
+// read (ghostsPending): for a driver that keeps it where it reads it
+// anyway (actors/conn: the ghost manager's State in the Conn's first
+// line, not the manager's own, cold on a loaded node).
+func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Duration {
 	e := &s.e
-	if ghosts == nil || e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
 		return s.NextDeadline(now)
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
@@ -872,7 +882,7 @@ func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Dur
 	// pending), and the driver pumped the connection again a microsecond
 	// later, and again, until the hold ended
 	// (TestNoDeadlineNowWhileGhostsWaitForTheTick).
-	if s.hasContent(slot) || ghosts.Pending() {
+	if s.hasContent(slot) || ghostsPending {
 		return min(d, s.dataSlot(now))
 	}
 	if !e.sentAny || e.owed || e.peerStreaming(slot) {
