@@ -559,6 +559,9 @@ type SnapshotWriter struct {
 	// worth of the entries Set: the snapshots the tables pin keep none.
 	in     []*stateChunk
 	inBusy bool // a snapshot not yet sealed has in
+	// wm is the wire masks of the classes sealed (changed's compares, all
+	// groups at once).
+	wm maskCache
 }
 
 // NewSnapshotWriter returns a writer of snapshots of reg's classes. It
@@ -658,13 +661,14 @@ func (w *SnapshotWriter) release() {
 // class differs from the previous one at its index is new: every group
 // stamped), and makes s immutable. s must come from w.Next.
 func (w *SnapshotWriter) Seal(s *Snapshot) {
-	w.seal(s)
+	w.seal(s, len(s.ents))
 	w.finish(s)
 }
 
-// seal is Seal but for its end (finish): w.last is still the previous
-// snapshot.
-func (w *SnapshotWriter) seal(s *Snapshot) {
+// seal is Seal of s's first end entries but for its end (finish): w.last
+// is still the previous snapshot. The entries from end on are the
+// caller's to write (SealHeld's held half), all of them.
+func (w *SnapshotWriter) seal(s *Snapshot, end int) {
 	if s.sealed || s.source != w.source {
 		panic("ghost: SnapshotWriter.Seal of a snapshot not its own or sealed twice")
 	}
@@ -691,7 +695,7 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 	var known *Class // entries hold few classes: look each up once per run of equal ones
 	s.valid = false
 	invalid := 0 // entries empty or refused
-	ents := s.ents
+	ents := s.ents[:end]
 	vw := s.vw[:len(ents)] // one bounds check, not one an entry
 	for i := range ents {
 		v := &vw[i]
@@ -776,15 +780,26 @@ func (w *SnapshotWriter) seal(s *Snapshot) {
 				e.gc = p.gc
 				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
 					e.codeGroups(c, m&c.coded, cur)
-					var ps *State
-					if p.fl&entState != 0 {
-						ps = prevSnap.kept(uint32(i))
-					}
-					for ; m != 0; m &= m - 1 {
-						g := bits.TrailingZeros64(m)
-						if changed(&c.Groups[g], g == c.yawIdx, p, e, pv.yawQ, v.yawQ, ps, cur) {
-							chg[g] = s.seq
-							v.now |= 1 << uint(g)
+					if wm := w.wm.of(c); wm.ok && p.fl&entState == 0 {
+						// changed for every group of m at once (the
+						// entry keeps a State only where wm.diff
+						// could not tell, which p does not).
+						d := wm.diff(p, e, pv.yawQ, v.yawQ) & m
+						v.now |= d
+						for ; d != 0; d &= d - 1 {
+							chg[bits.TrailingZeros64(d)] = s.seq
+						}
+					} else {
+						var ps *State
+						if p.fl&entState != 0 {
+							ps = prevSnap.kept(uint32(i))
+						}
+						for ; m != 0; m &= m - 1 {
+							g := bits.TrailingZeros64(m)
+							if changed(&c.Groups[g], g == c.yawIdx, p, e, pv.yawQ, v.yawQ, ps, cur) {
+								chg[g] = s.seq
+								v.now |= 1 << uint(g)
+							}
 						}
 					}
 				}
