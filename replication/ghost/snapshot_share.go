@@ -2,6 +2,7 @@ package ghost
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 )
 
@@ -85,8 +86,8 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 	}
 	// A copy is compared with the previous snapshot's entry by their
 	// codes (the entry was not Set: the writer keeps no state of it).
-	in := s.in // the sources' states as Set gave them (seal drops s.in)
-	w.seal(s)  // skips the destinations: their entries, stamps and views are written below
+	in := s.in             // the sources' states as Set gave them (seal drops s.in)
+	w.seal(s, len(s.ents)) // skips the destinations: their entries, stamps and views are written below
 	defer w.finish(s)
 	xn := len(s.xs) // the entries Seal kept States of, in order
 	defer s.sortKept(xn)
@@ -95,7 +96,6 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 	if prev != nil && prev.source == s.source && prev.stride == s.stride {
 		pents, pchg = prev.ents, prev.chg
 	}
-	st := s.stride
 	invalid := 0 // copies empty or refused
 	for _, c := range copies {
 		i := int(c.Dst)
@@ -103,55 +103,8 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 			s.carry(i, prev, pchg)
 			continue
 		}
-		e, v, src := &ents[i], &s.vw[i], &ents[c.Src]
-		v.now, v.fl = 0, 0
-		// Field by field: one pointer write, not the whole entry's copy
-		// under the write barrier.
-		e.entity, e.class, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.bad, src.gc, src.name, 0
-		v.qpos, v.yawQ = s.vw[c.Src].qpos, s.vw[c.Src].yawQ
-		cl := e.class
-		var es *State // the source's state, as Set gave it
-		if cl != nil {
-			es = &in[c.Src>>inShift][c.Src&(inChunk-1)]
-			if src.fl&entState != 0 {
-				s.keep(i, es)
-			}
-		}
-		chg := s.chg[i*st : i*st+st]
-		if cl == nil || e.bad != snapOK {
-			clear(chg) // empty or refused, as Seal leaves one (a reused snapshot's)
+		if !s.copyEntry(i, int(c.Src), in, prev, pents, pchg, &w.wm) {
 			invalid++
-			continue
-		}
-		if i >= len(pents) || pents[i].class != cl || pents[i].entity != e.entity {
-			// New at this index: every group stamped.
-			for g := range chg {
-				chg[g] = s.seq
-			}
-			v.now = cl.all
-			v.fl |= cl.movedFl()
-			continue
-		}
-		p, pv := &pents[i], &prev.vw[i]
-		copy(chg, pchg[i*st:i*st+st])
-		if p.bad == snapOK {
-			v.fl |= vwKept
-			v.age = agedFrom(pv.age)
-			if pv.qpos == v.qpos && pv.yawQ == v.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
-				continue // still (the same wire values): nothing to stamp
-			}
-		}
-		if cl.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
-			chg[cl.posIdx] = s.seq
-			v.now |= cl.posBit
-			v.fl |= vwMoved
-		}
-		ps := prev.kept(uint32(i))
-		for g := range cl.Groups {
-			if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, pv.yawQ, v.yawQ, ps, es) {
-				chg[g] = s.seq
-				v.now |= 1 << uint(g)
-			}
 		}
 	}
 	// Seal counted the other entries (valid: none empty or refused); a
@@ -159,6 +112,230 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 	// line again (≈ 780 D1 misses a tick in BenchmarkZoneTick).
 	s.valid = s.valid && invalid == 0
 }
+
+// copyEntry seals entry i (not Set) as a copy of entry src, sealed: the
+// same entry, stamps and view as Seal gives a Set of src's entity, class
+// and state (in: the states Set gave, prev the writer's previous snapshot,
+// pents and pchg its entries and stamps if of s's series, mc the writer's
+// wire masks). It reports whether the copy is accepted (not empty nor
+// refused).
+func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pents []snapEnt, pchg []uint32, mc *maskCache) bool {
+	ents := s.ents
+	e, v, src := &ents[i], &s.vw[i], &ents[srcI]
+	v.now, v.fl = 0, 0
+	// Field by field: one pointer write, not the whole entry's copy
+	// under the write barrier.
+	e.entity, e.class, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.bad, src.gc, src.name, 0
+	v.qpos, v.yawQ = s.vw[srcI].qpos, s.vw[srcI].yawQ
+	cl := e.class
+	var es *State // the source's state, as Set gave it
+	if cl != nil {
+		es = &in[srcI>>inShift][srcI&(inChunk-1)]
+		if src.fl&entState != 0 {
+			s.keep(i, es)
+		}
+	}
+	st := s.stride
+	chg := s.chg[i*st : i*st+st]
+	if cl == nil || e.bad != snapOK {
+		clear(chg) // empty or refused, as Seal leaves one (a reused snapshot's)
+		return false
+	}
+	if i >= len(pents) || pents[i].class != cl || pents[i].entity != e.entity {
+		// New at this index: every group stamped.
+		for g := range chg {
+			chg[g] = s.seq
+		}
+		v.now = cl.all
+		v.fl |= cl.movedFl()
+		return true
+	}
+	p, pv := &pents[i], &prev.vw[i]
+	copy(chg, pchg[i*st:i*st+st])
+	if p.bad == snapOK {
+		v.fl |= vwKept
+		v.age = agedFrom(pv.age)
+		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
+			return true // still (the same wire values): nothing to stamp
+		}
+	}
+	if cl.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
+		chg[cl.posIdx] = s.seq
+		v.now |= cl.posBit
+		v.fl |= vwMoved
+	}
+	if wm := mc.of(cl); wm.ok && p.bad == snapOK && (p.fl|e.fl)&entState == 0 {
+		// Every group but the position compared by its wire value in the
+		// entries (changed's compare, for all at once: ≈ 500 → ≈ 40
+		// instructions a refreshed held entry).
+		d := wm.diff(p, e, pv.yawQ, v.yawQ)
+		v.now |= d
+		for ; d != 0; d &= d - 1 {
+			chg[bits.TrailingZeros64(d)] = s.seq
+		}
+		return true
+	}
+	ps := prev.kept(uint32(i))
+	for g := range cl.Groups {
+		if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, pv.yawQ, v.yawQ, ps, es) {
+			chg[g] = s.seq
+			v.now |= 1 << uint(g)
+		}
+	}
+	return true
+}
+
+// wireMasks is, for class c, which groups' wire values a snapshot entry
+// holds (changed's compares): slot[k] the group coded in snapEnt.gc[k],
+// yaw the first yaw group (its whole code in snapView.yawQ), name the
+// NameGroups. ok: every group but the position is one of these, so that
+// for two accepted entries that keep no State (no group uncoded, the class
+// not stateful) changed is diff's bit of the group.
+type wireMasks struct {
+	c    *Class
+	slot [snapCodes]uint64
+	yaw  uint64
+	name uint64
+	ok   bool
+}
+
+// maskCache is a writer's wireMasks, one a class it sealed (few: a zone's
+// classes), the last found first.
+type maskCache struct {
+	last *wireMasks
+	all  []*wireMasks
+}
+
+// of is c's wireMasks (c not nil).
+func (mc *maskCache) of(c *Class) *wireMasks {
+	if l := mc.last; l != nil && l.c == c {
+		return l
+	}
+	for _, m := range mc.all {
+		if m.c == c {
+			mc.last = m
+			return m
+		}
+	}
+	m := &wireMasks{c: c, ok: !c.stateful}
+	for g := range c.Groups {
+		gr := &c.Groups[g]
+		switch bit := uint64(1) << uint(g); {
+		case gr.pos:
+		case gr.slot > 0:
+			m.slot[gr.slot-1] = bit
+		case g == c.yawIdx && gr.yc.bits <= 16:
+			m.yaw = bit
+		case gr.name:
+			m.name = bit
+		default:
+			m.ok = false
+		}
+	}
+	mc.all = append(mc.all, m)
+	mc.last = m
+	return m
+}
+
+// diff is the groups whose wire values entries p and e (yaw codes pyaw and
+// eyaw) hold differently.
+func (m *wireMasks) diff(p, e *snapEnt, pyaw, eyaw uint16) uint64 {
+	var d uint64
+	for k := range snapCodes {
+		if p.gc[k] != e.gc[k] {
+			d |= m.slot[k]
+		}
+	}
+	if pyaw != eyaw {
+		d |= m.yaw
+	}
+	if m.name != 0 && p.name != e.name {
+		d |= m.name
+	}
+	return d
+}
+
+// SealHeld is SealCopies for a zone's held half: s has 2n entries, the
+// first n Set (or left empty) and the last n not, and entry n+i becomes
+// entry i's held one — a copy of entry i (refreshed) where bit i of
+// refresh is set or the previous snapshot's entry n+i could not be carried
+// (CanCarry of entry i's entity, class and name), else that entry carried
+// over. On return, bit i of refresh says whether entry n+i was refreshed
+// (cleared for an empty entry i, whose held entry is empty too). The
+// result is SealCopies' with those copies, which TestSealHeldIsSealCopies
+// checks; but no list of copies is written and checked, Seal's pass over
+// the entries stops at n (SealCopies' read the held half's views three
+// times more), each run of heldBlock live entries is sealed just before
+// its held ones (which read it), and the carry test reads the previous
+// entry where the carry copies it.
+//
+// An odd length, a refresh shorter than n bits, or an entry of the held
+// half already Set, panics.
+func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
+	ents := s.ents
+	n := len(ents) / 2
+	if len(ents) != 2*n || len(refresh) < (n+63)/64 {
+		panic("ghost: SealHeld: an odd snapshot or a refresh shorter than its half")
+	}
+	prev := w.last
+	// As SealCopies: the previous snapshot outlives Seal's release of it.
+	if prev != nil {
+		prev.refs.Add(1)
+		defer prev.Release()
+	}
+	in := s.in
+	r := w.sealStart(s)
+	defer w.finish(s)
+	var pents, pall []snapEnt
+	var pchg []uint32
+	if prev != nil {
+		pall = prev.ents // CanCarry's: whatever the series
+		if prev.source == s.source && prev.stride == s.stride {
+			pents, pchg = prev.ents, prev.chg
+		}
+	}
+	vw := s.vw[:len(ents)]
+	invalid := 0
+	heldKept := false // a held entry kept its State before a later live one
+	for lo := 0; lo < n; lo += heldBlock {
+		hi := min(lo+heldBlock, n)
+		w.sealRange(s, &r, lo, hi)
+		xn := len(s.xs)
+		for i := lo; i < hi; i++ {
+			d := n + i
+			if vw[d].fl != 0 {
+				panic("ghost: SealHeld: an entry of the held half was Set")
+			}
+			src := &ents[i]
+			bit := uint64(1) << (uint(i) & 63)
+			if src.class == nil {
+				refresh[i>>6] &^= bit
+			} else if refresh[i>>6]&bit == 0 && d < len(pall) {
+				if p := &pall[d]; p.class == src.class && p.entity == src.entity && p.bad == snapOK && p.name == src.name {
+					s.carry(d, prev, pchg)
+					continue
+				}
+			}
+			if src.class != nil {
+				refresh[i>>6] |= bit
+			}
+			if !s.copyEntry(d, i, in, prev, pents, pchg, &w.wm) {
+				invalid++
+			}
+		}
+		heldKept = heldKept || len(s.xs) > xn && hi < n
+	}
+	if heldKept {
+		s.sortKept(0)
+	}
+	s.sealed, s.valid = true, r.invalid == 0 && invalid == 0
+}
+
+// heldBlock is how many live entries SealHeld seals before their held
+// ones: the live entries a held one copies or is carried by are still in
+// D1 (a pass over all the live entries first had evicted them: ≈ 350 D1
+// misses a tick in BenchmarkZoneTickCrowd).
+const heldBlock = 32
 
 // carry makes entry i prev's entry i (accepted) served again, as Seal
 // seals a SetHeld of its entity, class and state (the state Set gave

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -655,7 +656,15 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		size = 2 * n
 	}
 	s := z.snapW.Next(size)
-	copies := z.copies[:0]
+	var refresh []uint64
+	if size != n {
+		k := (n + 63) / 64
+		if cap(z.refresh) < k {
+			z.refresh = make([]uint64, k)
+		}
+		refresh = z.refresh[:k]
+		clear(refresh)
+	}
 	var w [interest.MaxKinds]float32
 	for k, c := range &z.cfg.Classes {
 		if c != nil {
@@ -687,24 +696,29 @@ func (z *Zone) Snapshot() *ghost.Snapshot {
 		}
 		// Each slot's held entry is refreshed every heldEvery ticks,
 		// staggered by slot (and at once if a refresh was missed: a tick
-		// without views builds no snapshot).
+		// without views builds no snapshot). The others are held: the
+		// previous snapshot's entry, served again (as SetHeld: the ghost
+		// tables take its unchanged position as nothing to send, not as a
+		// stop), unless SealHeld cannot carry it (a new entity in the
+		// slot, or a new name, shown at once): refreshed then too.
 		h, every := &z.held[sl], z.ov.heldEvery
-		due := (z.tick+uint64(sl))%every == 0 || h.t == 0 || uint32(z.tick)-h.t >= uint32(every)
-		if !due && z.snapW.CanCarry(n+sl, e.id, cls, e.name) {
-			// Held: the previous snapshot's entry, served again (as
-			// SetHeld: the ghost tables take its unchanged position as
-			// nothing to send, not as a stop). A new entity in the slot,
-			// or a new name (shown at once), is refreshed instead.
-			copies = append(copies, ghost.EntryCopy{Dst: uint32(n + sl), Src: ghost.Carry})
-			continue
+		if (z.tick+uint64(sl))%every == 0 || h.t == 0 || uint32(z.tick)-h.t >= uint32(every) {
+			refresh[sl>>6] |= 1 << (uint(sl) & 63)
 		}
-		// Refreshed: the state of the tick, entry sl again, which
-		// SealCopies checks and codes once for both.
-		h.t = uint32(z.tick)
-		copies = append(copies, ghost.EntryCopy{Dst: uint32(n + sl), Src: uint32(sl)})
 	}
-	z.snapW.SealCopies(s, copies)
-	z.copies = copies
+	if size == n {
+		z.snapW.Seal(s)
+	} else {
+		// Refreshed: the state of the tick, entry sl again, which
+		// SealHeld checks and codes once for both.
+		z.snapW.SealHeld(s, refresh)
+		t := uint32(z.tick)
+		for k, m := range refresh {
+			for ; m != 0; m &= m - 1 {
+				z.held[k<<6+bits.TrailingZeros64(m)].t = t
+			}
+		}
+	}
 	z.snap, z.snapN = s, n
 	return s
 }

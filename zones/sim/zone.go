@@ -304,9 +304,9 @@ type Zone struct {
 	snapW *ghost.SnapshotWriter
 	snap  *ghost.Snapshot
 	snapN int // entries before the held states (len(ents) when built)
-	// copies: the held entries Snapshot gave as copies of the live ones
-	// (refreshed this tick), reused.
-	copies []ghost.EntryCopy
+	// refresh: a bit a slot, the held entries due a refresh this tick
+	// (ghost.SealHeld), then those refreshed; reused.
+	refresh []uint64
 	// snapAll: every slot of snap has a class (AppendViewRefs' fast path).
 	snapAll bool
 	// refW is each kind's class's ghost.PriorityWeight (0: no class), as
