@@ -68,7 +68,7 @@
 // (SC-8: less important objects are updated less often). The snapshot
 // carries each slot's held state as a second entry: on the tick it is
 // refreshed a copy of the live entry (checked and coded once,
-// ghost.SealCopies), between refreshes the previous snapshot's entry
+// ghost.SealHeld), between refreshes the previous snapshot's entry
 // carried over and marked held (as ghost.Snapshot.SetHeld marks it), so a
 // ghost table writes nothing for a held ghost until its next refresh. The
 // zone keeps no copy of the held state. Views as entries (AppendView)

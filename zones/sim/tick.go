@@ -355,7 +355,7 @@ func ghostState(e *entity) ghost.State {
 // (its low 32 bits) of the snapshot that last refreshed the held entry (0:
 // refresh it in the next). The held state itself is the snapshots': a
 // copy of the live entry on a refresh, carried over from the previous
-// snapshot between refreshes (ghost.SealCopies). 12 bytes a slot; the zone
+// snapshot between refreshes (ghost.SealHeld). 12 bytes a slot; the zone
 // kept the state too (its replicated fields, 64 bytes a slot), converted
 // it, set it and had it compared every tick.
 type heldState struct {
@@ -623,7 +623,7 @@ func (z *Zone) AppendView(dst []ghost.ViewEntry, ref ViewRef) []ghost.ViewEntry 
 // (AppendViewRefs): entry s is slot s's replicated state and, while far
 // members are held (Config.FarEvery, overload), entry len(slots)+s is slot
 // s's held one: a copy of entry s on the ticks it is refreshed
-// (ghost.SealCopies: the state is checked and coded once for both), the
+// (ghost.SealHeld: the state is checked and coded once for both), the
 // previous snapshot's held entry carried over on the others, served held
 // (so the ghost tables take its unchanged position as nothing to send, not
 // as a stop). Built once per tick, on first use after Step, and shared by
