@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -160,7 +161,19 @@ func (z *zoneSink) tick() (moves int) {
 // receive path alone read callgrind's inclusive count of
 // conn.(*Conn).onDatagram. ns/pkt is per datagram in or out; out/in is
 // what the node sends for each datagram it receives (≈ 0.67).
-func BenchmarkShardDatagramIn(b *testing.B) {
+func BenchmarkShardDatagramIn(b *testing.B) { benchShardDatagramIn(b, false) }
+
+// BenchmarkShardDatagramInShuffled is BenchmarkShardDatagramIn with the
+// connections taken in a fixed random order, not the order they were
+// made in. On a node a round's connections are whichever clients sent,
+// scattered over the heap; in order of allocation, neighbours in a size
+// class whose objects are not a whole number of lines (notify's 240-byte
+// Conn) share a line, and the second one's touch of it hits: the
+// in-order count flatters such an object by about a line each time a
+// connection's state is cold. Compare layouts here.
+func BenchmarkShardDatagramInShuffled(b *testing.B) { benchShardDatagramIn(b, true) }
+
+func benchShardDatagramIn(b *testing.B, shuffle bool) {
 	const conns, warm, steps, batch = 2048, 15, 96, 8
 	x, ctls := recordNode(b, steps)
 	sys := actor.NewActorSystem()
@@ -204,6 +217,10 @@ func BenchmarkShardDatagramIn(b *testing.B) {
 	setup := func() (*shard, []*Conn) {
 		s, cs := benchShardWith(b, x, conns, func(c *Config) { c.Session = nodeSessionConfig() })
 		s.pool.sys = sys
+		if shuffle {
+			r := rand.New(rand.NewPCG(1, 2))
+			r.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+		}
 		ports = ports[:0]
 		for _, c := range cs {
 			c.zone = zpid
