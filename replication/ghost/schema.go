@@ -612,6 +612,7 @@ type Class struct {
 	// dispatch reads a byte a group, not the 100-byte Group.
 	wk      [MaxGroups]uint8
 	yawBits uint8
+	wm      wireMasks // Seal's and SealHeld's compare of wire values
 }
 
 // Kinds of Class.wk.
@@ -706,6 +707,7 @@ func (c *Class) prepare() error {
 		c.weight = 1
 	}
 	c.minMS = msCeil(c.MinInterval)
+	c.setWireMasks()
 	return nil
 }
 

@@ -559,9 +559,6 @@ type SnapshotWriter struct {
 	// worth of the entries Set: the snapshots the tables pin keep none.
 	in     []*stateChunk
 	inBusy bool // a snapshot not yet sealed has in
-	// wm is the wire masks of the classes sealed (changed's compares, all
-	// groups at once).
-	wm maskCache
 }
 
 // NewSnapshotWriter returns a writer of snapshots of reg's classes. It
@@ -802,13 +799,13 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 				e.gc = p.gc
 				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
 					e.codeGroups(c, m&c.coded, cur)
-					if m&(m-1) != 0 && w.wm.of(c).ok && p.fl&entState == 0 {
+					if m&(m-1) != 0 && c.wm.ok && p.fl&entState == 0 {
 						// changed for every group of m at once (the
 						// entry keeps a State only where wm.diff
 						// could not tell, which p does not); for one
 						// group, the call is as cheap (BenchmarkSeal1000
 						// +6 % instructions with the masks for it).
-						wm := w.wm.last
+						wm := &c.wm
 						d := wm.diff(p, e, pv.yawQ, v.yawQ) & m
 						v.now |= d
 						for ; d != 0; d &= d - 1 {

@@ -103,7 +103,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 			s.carry(i, prev, pchg)
 			continue
 		}
-		if !s.copyEntry(i, int(c.Src), in, prev, pents, pchg, &w.wm) {
+		if !s.copyEntry(i, int(c.Src), in, prev, pents, pchg) {
 			invalid++
 		}
 	}
@@ -119,7 +119,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 // pents and pchg its entries and stamps if of s's series, mc the writer's
 // wire masks). It reports whether the copy is accepted (not empty nor
 // refused).
-func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pents []snapEnt, pchg []uint32, mc *maskCache) bool {
+func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pents []snapEnt, pchg []uint32) bool {
 	ents := s.ents
 	e, v, src := &ents[i], &s.vw[i], &ents[srcI]
 	v.now, v.fl = 0, 0
@@ -164,7 +164,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 		v.now |= cl.posBit
 		v.fl |= vwMoved
 	}
-	if wm := mc.of(cl); wm.ok && p.bad == snapOK && (p.fl|e.fl)&entState == 0 {
+	if wm := &cl.wm; wm.ok && p.bad == snapOK && (p.fl|e.fl)&entState == 0 {
 		// Every group but the position compared by its wire value in the
 		// entries (changed's compare, for all at once: ≈ 500 → ≈ 40
 		// instructions a refreshed held entry).
@@ -185,39 +185,24 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	return true
 }
 
-// wireMasks is, for class c, which groups' wire values a snapshot entry
+// wireMasks is, for a class, which groups' wire values a snapshot entry
 // holds (changed's compares): slot[k] the group coded in snapEnt.gc[k],
 // yaw the first yaw group (its whole code in snapView.yawQ), name the
 // NameGroups. ok: every group but the position is one of these, so that
 // for two accepted entries that keep no State (no group uncoded, the class
-// not stateful) changed is diff's bit of the group.
+// not stateful) changed is diff's bit of the group. Class.prepare sets a
+// class's (Class.wm): a writer's cache of them had cost a lookup an entry,
+// and missed whenever the classes alternated.
 type wireMasks struct {
-	c    *Class
 	slot [snapCodes]uint64
 	yaw  uint64
 	name uint64
 	ok   bool
 }
 
-// maskCache is a writer's wireMasks, one a class it sealed (few: a zone's
-// classes), the last found first.
-type maskCache struct {
-	last *wireMasks
-	all  []*wireMasks
-}
-
-// of is c's wireMasks (c not nil).
-func (mc *maskCache) of(c *Class) *wireMasks {
-	if l := mc.last; l != nil && l.c == c {
-		return l
-	}
-	for _, m := range mc.all {
-		if m.c == c {
-			mc.last = m
-			return m
-		}
-	}
-	m := &wireMasks{c: c, ok: !c.stateful}
+// setWireMasks sets c.wm from c's groups as prepare left them.
+func (c *Class) setWireMasks() {
+	m := wireMasks{ok: !c.stateful}
 	for g := range c.Groups {
 		gr := &c.Groups[g]
 		switch bit := uint64(1) << uint(g); {
@@ -232,9 +217,7 @@ func (mc *maskCache) of(c *Class) *wireMasks {
 			m.ok = false
 		}
 	}
-	mc.all = append(mc.all, m)
-	mc.last = m
-	return m
+	c.wm = m
 }
 
 // diff is the groups whose wire values entries p and e (yaw codes pyaw and
@@ -319,7 +302,7 @@ func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
 			if src.class != nil {
 				refresh[i>>6] |= bit
 			}
-			if !s.copyEntry(d, i, in, prev, pents, pchg, &w.wm) {
+			if !s.copyEntry(d, i, in, prev, pents, pchg) {
 				invalid++
 			}
 		}
