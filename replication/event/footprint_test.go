@@ -207,6 +207,11 @@ func TestGrowthIsInvisible(t *testing.T) {
 // timing one.
 const maxInFlightBytes = 640
 
+// maxInFlightBytesRace is maxInFlightBytes under the race detector, whose
+// runtime keeps ≈ 30 B more of a Sender's first write live (642–648 B
+// measured with -race, 618 without).
+const maxInFlightBytesRace = 672
+
 func TestSenderInFlightFootprint(t *testing.T) {
 	if n := unsafe.Sizeof(txPacket{}); n > 16 {
 		t.Errorf("txPacket is %d bytes, want ≤ 16: a ring of four past the 64-byte size class", n)
@@ -253,7 +258,11 @@ func TestSenderInFlightFootprint(t *testing.T) {
 	runtime.KeepAlive(ss)
 	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
 	t.Logf("a Sender with an event in flight: %d B more than an idle one", per)
-	if per > maxInFlightBytes {
-		t.Fatalf("a Sender with an event in flight holds %d B more, want ≤ %d", per, maxInFlightBytes)
+	bound := int64(maxInFlightBytes)
+	if raceEnabled {
+		bound = maxInFlightBytesRace
+	}
+	if per > bound {
+		t.Fatalf("a Sender with an event in flight holds %d B more, want ≤ %d (race detector %v)", per, bound, raceEnabled)
 	}
 }
