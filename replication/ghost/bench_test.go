@@ -508,7 +508,7 @@ func BenchmarkTables1000ServerCold(b *testing.B) { benchTablesCold(b, 0, nil, tr
 // is not the large 1,000-entry array's. Under cachegrind its misses a ghost
 // are what the entry's layout costs a zone of a server's size.
 func BenchmarkTables1000ServerCold250(b *testing.B) {
-	benchTablesColdOf(b, 250, 0, nil, true, true, true, false, false)
+	benchTablesColdOf(b, 250, 0, nil, true, true, true, false, false, false)
 }
 
 // BenchmarkTables1000Sparse is BenchmarkTables1000ServerCold with each
@@ -528,20 +528,33 @@ func BenchmarkTables1000Sparse(b *testing.B) { benchTablesCold(b, 0, nil, true, 
 // its Write. If sparse is set, each table views twice per entities for
 // the first ticks, then a random half of them.
 func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse bool) {
-	benchTablesColdOf(b, 1000, fateDelay, step, scramble, cold, jitter, sparse, false)
+	benchTablesColdOf(b, 1000, fateDelay, step, scramble, cold, jitter, sparse, false, false)
 }
 
 // benchTablesColdOf is benchTablesCold for a zone of ents entities, with
 // each table's view taken right before its Write if pump is set (as a
 // connection's pump applies it: ghostmgr.Manager.Write), not every
-// table's view before the first Write.
-func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump bool) {
+// table's view before the first Write, and each table's view a random
+// set of the zone's entries if scatter is set (else a run of them).
+func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump, scatter bool) {
 	const tables, per = 1000, 48
 	wide := per
 	if sparse {
 		wide = 2 * per
 	}
 	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, wide, ents)
+	if scatter {
+		// A node's zone puts its entities in the snapshot in slot (join)
+		// order, not in space: a view's entries lie anywhere in it.
+		rng := rand.New(rand.NewPCG(7, 7))
+		for _, r := range refs {
+			idx := rng.Perm(ents)[:len(r)]
+			slices.Sort(idx)
+			for j, e := range idx {
+				r[j] = NewViewRef(uint32(e), classes[e], rng.Float32()+0.01)
+			}
+		}
+	}
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
