@@ -770,7 +770,7 @@ func (t *Table) writeUsual(id uint32) int {
 			rn += uint(pl.yawBits)
 		}
 	} else {
-		if rv, rn = usualGroups(t.reg.classes[s.ci], &sn.ents[s.si], v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
+		if rv, rn = usualGroups(t.reg.classes[s.ci], &v.gc, v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
 			return recOther
 		}
 	}
@@ -879,16 +879,16 @@ func (ps *packScratch) makePlans(reg *Registry) {
 // usualGroups is writeUsual's walk of the groups in mask, in group order,
 // for a mask other than the usual ones it writes itself: it appends each
 // group's bits to the run rv of rn bits and returns it, or rn 0 for a
-// group that is not the table's to code (writeRecord's record). e is the
-// entry (its codes), yaw its yaw code. Out of line: writeUsual's usual
+// group that is not the table's to code (writeRecord's record). gc is the
+// entry's group codes (its view's), yaw its yaw code. Out of line: writeUsual's usual
 // record keeps its values in registers.
 //
 //go:noinline
-func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
+func usualGroups(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
 	for m := mask; m != 0; m &= m - 1 {
 		switch g := c.wk[bits.TrailingZeros64(m)]; {
 		case g >= wkCoded:
-			code := e.gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
+			code := gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
 			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
 			rn += uint(code >> codeShift)
 		case g == wkPos:
@@ -963,7 +963,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if t.snapMode && s.si&siCarry == 0 {
 			sn := t.snapOf(s)
 			v := &sn.vw[s.si]
-			q, yaw, gc = &v.qpos, v.yawQ, &sn.ents[s.si].gc
+			q, yaw, gc = &v.qpos, v.yawQ, &v.gc
 		} else {
 			q, yaw = t.latest(id, s)
 		}
@@ -1360,7 +1360,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 	if t.snapMode && s.si&siCarry == 0 { // latest and codesOf: one lookup of the snapshot
 		sn := t.snapOf(s)
 		v := &sn.vw[s.si]
-		q, yaw, gc = &v.qpos, v.yawQ, &sn.ents[s.si].gc
+		q, yaw, gc = &v.qpos, v.yawQ, &v.gc
 	} else {
 		q, yaw = t.latest(id, s)
 	}

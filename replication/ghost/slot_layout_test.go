@@ -43,38 +43,37 @@ func TestSlotLayout(t *testing.T) {
 	}
 }
 
-// TestSnapEntLayout pins where a usual update's position and yaw code
-// are: in the entry's view (snapView, which the view's walk reads right
-// before the packet's), not the entry — 96 bytes apart, the entries put
-// each ghost's position on a line of its own, a D1 miss a usual update
-// (BenchmarkTables1000Pump) — and the two arrays' sizes: an entry's 88
-// bytes and its view's 24 are the 96 and 16 they were, so a snapshot costs
-// an entry no more (TestSnapshotEntryFootprint).
+// TestSnapEntLayout pins where an update's position, yaw code and group
+// codes are: in the entry's view (snapView, which the view's walk reads
+// right before the packet's), not the entry — with the position in the
+// entry, 96 bytes apart, each ghost's position was a line of its own, a
+// D1 miss a usual update (BenchmarkTables1000Pump); with the codes there,
+// each update of another group (BenchmarkTables1000PumpCrowd) — and that
+// a view is a line: 64 bytes, on a line of its own in snapArrays'
+// allocation, so the walk's line is the update's.
 func TestSnapEntLayout(t *testing.T) {
 	var e snapEnt
 	var v snapView
-	if got := unsafe.Sizeof(e); got != 88 {
-		t.Fatalf("snapEnt is %d bytes, want 88 (the snapshot's footprint)", got)
+	if got := unsafe.Sizeof(e); got != 56 {
+		t.Fatalf("snapEnt is %d bytes, want 56 (the snapshot's footprint)", got)
 	}
-	if got := unsafe.Sizeof(v); got != 24 {
-		t.Fatalf("snapView is %d bytes, want 24 (the snapshot's footprint; 2.7 a line)", got)
+	if got := unsafe.Sizeof(v); got != 64 {
+		t.Fatalf("snapView is %d bytes, want 64 (a line)", got)
 	}
 	// fl first: takeKept reads it at the element's address (an
 	// instruction a ghost less than at an offset).
-	if end := unsafe.Offsetof(v.qpos) + unsafe.Sizeof(v.qpos); unsafe.Offsetof(v.fl) != 0 || unsafe.Offsetof(v.yawQ) != 2 || end > 16 {
-		t.Errorf("fl, yawQ and qpos in bytes %d–%d of the view, want fl at 0, all within 0–15", unsafe.Offsetof(v.fl), end-1)
+	if unsafe.Offsetof(v.fl) != 0 {
+		t.Errorf("fl at byte %d of the view, want 0", unsafe.Offsetof(v.fl))
 	}
-	// A table's usual ghosts are a run of entries (its view's): the
-	// positions of 48 of them in at most 19 lines, the entries' 48.
-	vw := make([]snapView, 1000)
-	for _, first := range []int{0, 1, 2, 7, 500, 952} {
-		lines := map[uintptr]bool{}
-		for i := first; i < first+48; i++ {
-			p := uintptr(unsafe.Pointer(&vw[i]))
-			lines[p/64], lines[(p+15)/64] = true, true
-		}
-		if len(lines) > 19 {
-			t.Errorf("48 views from %d: their positions and yaw codes on %d lines, want ≤ 19", first, len(lines))
+	// Large arrays are page-aligned; from 16 entries (1 KB) on, the
+	// allocator's size classes are whole lines, so an array starts on
+	// one (fewer entries: a zone that small keeps its views in D1).
+	for _, n := range []int{16, 17, 40, 100, 250, 550, 1000, 1100, 2200} {
+		for _, stride := range []int{1, 3, 7, 8} {
+			vw, _ := snapArrays(n, stride)
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(vw))); p%64 != 0 {
+				t.Errorf("%d views (stride %d) start %d bytes into a line: each would straddle two", n, stride, p%64)
+			}
 		}
 	}
 }

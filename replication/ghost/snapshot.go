@@ -42,10 +42,9 @@ type Snapshot struct {
 	ents   []snapEnt
 	// vw[i] is what a view reads of entry i for a ghost it took there in
 	// the previous view (the usual case) — the changes and flags — and
-	// the quantized position and yaw code its usual update writes: 24
-	// bytes apart from the entries, so such a view and its packet read a
-	// compact array (1,000 entries: 24 KB, shared by every table) and no
-	// entry.
+	// the quantized position, yaw code and group codes its update
+	// writes: a line apart from the entries, so such a view and its
+	// packet read one line a ghost and no entry.
 	vw []snapView
 	// chg[i*stride+g] is the seq of the first snapshot of the series that
 	// held entry i's current group-g value (for the position group: the
@@ -128,21 +127,21 @@ func (s *Snapshot) Held() bool { return s.refs.Load() > 0 }
 func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 
 // snapEnt is one entry: the entity, its class and its state as the
-// tables send it — group codes and name, checked and coded once at Seal
-// for every table; its quantized position and yaw code are its view's
-// (snapView). 88 bytes; the float State (112 more) is kept apart only
+// tables send it — its name, checked once at Seal for every table; its
+// quantized position, yaw code and group codes are its view's
+// (snapView). 56 bytes; the float State (112 more) is kept apart only
 // where a group needs it (entState: Snapshot.xs).
 //
-// A usual update (writeUsual: the position and yaw code) reads nothing
-// here. With the two at an entry's start, each update missed a D1 line of
-// its own: the entries 96 bytes apart, and the zone's snapshot shared by
-// every table, its lines gone from D1 between two tables' reads of them
-// (25.6 k of BenchmarkTables1000Pump's 150 k D1 read misses a tick).
+// A table's update (writeUsual, writeRecord) reads nothing here. With
+// the position and yaw code at an entry's start, each update missed a D1
+// line of its own: the entries 96 bytes apart, and the zone's snapshot
+// shared by every table, its lines gone from D1 between two tables' reads
+// of them (25.6 k of BenchmarkTables1000Pump's 150 k D1 read misses a
+// tick); with the group codes here, each update of a group besides the
+// position and yaw (a player's velocity and move sequence: most of a
+// node's records) missed one (usualGroups, 5.7 % of the node at 2,000
+// players).
 type snapEnt struct {
-	// gc is the codes of the class's coded groups (Group.slot), coded
-	// once at Seal for every table: each its field's bits, and its
-	// length in the top byte (noCode: Encode writes it).
-	gc     [snapCodes]uint64
 	entity uint64
 	class  *Class // nil: an empty entry
 	name   Name   // the state's name (NameGroup's Encode reads it alone)
@@ -166,12 +165,14 @@ type keptState struct {
 }
 
 // snapView is what a view reads of an entry before the entry itself
-// (Snapshot.vw), and what a usual update writes of it: its quantized
-// position and yaw code. 24 bytes, 2.7 to a line: a view takes its usual
-// ghosts here, and the packet's updates right after it (ghostmgr applies
-// a view in the pump, before the Write) find their positions in the
-// lines the view brought — a line for 2.7 ghosts of a run of entries, not
-// a line of the entries' for each (TestSnapEntLayout).
+// (Snapshot.vw), and what an update writes of it: its quantized position,
+// yaw code and group codes. 64 bytes, a line of its own (snapArrays'
+// allocation starts on a line for 16 entries or more): a view takes its
+// usual ghosts here, and the packet's updates right after it (ghostmgr
+// applies a view in the pump, before the Write) find their positions and
+// codes in the line the view brought — one line a ghost, where the
+// 24-byte view of the position alone took 1.25 a ghost of a node's
+// scattered view and the codes another in the entry (TestSnapEntLayout).
 type snapView struct {
 	fl uint8 // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
 	// age is how many of the series' snapshots before this one hold the
@@ -189,6 +190,13 @@ type snapView struct {
 	// entry). A table that took the previous snapshot reads its changes
 	// here, once, instead of comparing every group's stamp.
 	now uint64
+	// gc is the codes of the class's coded groups (Group.slot), coded
+	// once at Seal for every table: each its field's bits, and its
+	// length in the top byte (noCode: Encode writes it).
+	gc [snapCodes]uint64
+	// The rest of the line: a view of 56 bytes would straddle two lines
+	// three times in four, each the view's walk and the update read.
+	_ [8]byte
 }
 
 // ageMax is the most snapView.age counts: a table further behind takes
@@ -277,29 +285,29 @@ const (
 // yaw has yawQ; its name and position are coded per table).
 const snapCodes = 4
 
-// noCode marks a snapEnt.gc slot whose group's field is not coded (too
+// noCode marks a snapView.gc slot whose group's field is not coded (too
 // wide, or a value Encode refuses): writeUpdate calls Encode.
 const noCode = ^uint64(0)
 
-// codeShift is where a snapEnt.gc code keeps its field's length.
+// codeShift is where a snapView.gc code keeps its field's length.
 const codeShift = 56
 
-// codeGroups sets e.gc's codes of c's coded groups in m, of st.
-func (e *snapEnt) codeGroups(c *Class, m uint64, st *State) {
+// codeGroups sets v.gc's codes of c's coded groups in m, of st.
+func (v *snapView) codeGroups(c *Class, m uint64, st *State) {
 	for ; m != 0; m &= m - 1 {
 		g := &c.Groups[bits.TrailingZeros64(m)]
 		code := noCode
 		if v, n, ok := g.code(st); ok {
 			code = v | uint64(n)<<codeShift
 		}
-		e.gc[g.slot-1] = code
+		v.gc[g.slot-1] = code
 	}
 }
 
-// uncoded reports whether a coded group of e's class c has no code
-// (noCode: its Encode writes it, from the State).
-func (e *snapEnt) uncoded(c *Class) bool {
-	for _, code := range e.gc[:bits.OnesCount64(c.coded)] {
+// uncoded reports whether a coded group of v's entry's class c has no
+// code (noCode: its Encode writes it, from the State).
+func (v *snapView) uncoded(c *Class) bool {
+	for _, code := range v.gc[:bits.OnesCount64(c.coded)] {
 		if code == noCode {
 			return true
 		}
@@ -344,7 +352,7 @@ func (s *Snapshot) wireState(i uint32, dst *State) *State {
 }
 
 // decode sets dst to e's state as a client decodes it (e keeps no State),
-// v the entry's view (its position and yaw code).
+// v the entry's view (its position, yaw code and group codes).
 func (e *snapEnt) decode(v *snapView, q *quant, dst *State) {
 	c := e.class
 	*dst = State{Name: e.name}
@@ -357,7 +365,7 @@ func (e *snapEnt) decode(v *snapView, q *quant, dst *State) {
 		case k == wkYaw:
 			dst.Yaw = gr.yc.value(uint64(v.yawQ))
 		case k >= wkCoded:
-			gr.decode(e.gc[k-wkCoded]&(1<<codeShift-1), dst)
+			gr.decode(v.gc[k-wkCoded]&(1<<codeShift-1), dst)
 		}
 	}
 }
@@ -373,8 +381,8 @@ func (r *Registry) WireState(c *Class, st *State) State {
 		return *st
 	}
 	e.class, e.name, v.yawQ = c, st.Name, yawCode(c, st)
-	e.codeGroups(c, c.coded, st)
-	if e.uncoded(c) {
+	v.codeGroups(c, c.coded, st)
+	if v.uncoded(c) {
 		return *st
 	}
 	var w State
@@ -762,7 +770,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			// yaw code, group codes and name are these (functions of the
 			// state alone); nothing to stamp.
 			p := &prev[i]
-			v.qpos, v.yawQ, e.gc, e.name = prevVw[i].qpos, prevVw[i].yawQ, p.gc, p.name
+			v.qpos, v.yawQ, v.gc, e.name = prevVw[i].qpos, prevVw[i].yawQ, prevVw[i].gc, p.name
 			if p.fl&entState != 0 {
 				s.keep(i, cur)
 			}
@@ -796,9 +804,9 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 				// changed if their code did (Changed compares wire
 				// values; the previous entry's State where a group has
 				// none). The others keep the previous entry's codes.
-				e.gc = p.gc
+				v.gc = pv.gc
 				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
-					e.codeGroups(c, m&c.coded, cur)
+					v.codeGroups(c, m&c.coded, cur)
 					if m&(m-1) != 0 && c.wm.ok && p.fl&entState == 0 {
 						// changed for every group of m at once (the
 						// entry keeps a State only where wm.diff
@@ -806,7 +814,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						// group, the call is as cheap (BenchmarkSeal1000
 						// +6 % instructions with the masks for it).
 						wm := &c.wm
-						d := wm.diff(p, e, pv.yawQ, v.yawQ) & m
+						d := wm.diff(p, e, pv, v) & m
 						v.now |= d
 						for ; d != 0; d &= d - 1 {
 							chg[bits.TrailingZeros64(d)] = s.seq
@@ -818,7 +826,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						}
 						for ; m != 0; m &= m - 1 {
 							g := bits.TrailingZeros64(m)
-							if changed(&c.Groups[g], g == c.yawIdx, p, e, pv.yawQ, v.yawQ, ps, cur) {
+							if changed(&c.Groups[g], g == c.yawIdx, p, e, pv, v, ps, cur) {
 								chg[g] = s.seq
 								v.now |= 1 << uint(g)
 							}
@@ -834,7 +842,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						v.now |= 1 << uint(g)
 					}
 				}
-				e.codeGroups(c, c.coded, cur)
+				v.codeGroups(c, c.coded, cur)
 			}
 		} else {
 			for g := range chg {
@@ -842,9 +850,9 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			}
 			v.now = c.all
 			v.fl |= c.movedFl()
-			e.codeGroups(c, c.coded, cur)
+			v.codeGroups(c, c.coded, cur)
 		}
-		if c.stateful || e.uncoded(c) {
+		if c.stateful || v.uncoded(c) {
 			s.keep(i, cur)
 		}
 	}
@@ -1661,7 +1669,7 @@ func (t *Table) codesOf(s *slot) *[snapCodes]uint64 {
 	if !t.snapMode || s.si&siCarry != 0 {
 		return nil
 	}
-	return &t.snapOf(s).ents[s.si].gc
+	return &t.snapOf(s).vw[s.si].gc
 }
 
 // diffPrev is the groups of class c other than the position whose wire
@@ -1679,7 +1687,7 @@ func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, s
 	p := &old.ents[psi]
 	ps, es := old.kept(psi), snap.kept(ri)
 	for g := range c.Groups {
-		if gr := &c.Groups[g]; !gr.pos && changed(gr, g == c.yawIdx, p, e, old.vw[psi].yawQ, snap.vw[ri].yawQ, ps, es) {
+		if gr := &c.Groups[g]; !gr.pos && changed(gr, g == c.yawIdx, p, e, &old.vw[psi], &snap.vw[ri], ps, es) {
 			m |= 1 << uint(g)
 		}
 	}

@@ -125,8 +125,9 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	v.now, v.fl = 0, 0
 	// Field by field: one pointer write, not the whole entry's copy
 	// under the write barrier.
-	e.entity, e.class, e.bad, e.gc, e.name, e.fl = src.entity, src.class, src.bad, src.gc, src.name, 0
-	v.qpos, v.yawQ = s.vw[srcI].qpos, s.vw[srcI].yawQ
+	e.entity, e.class, e.bad, e.name, e.fl = src.entity, src.class, src.bad, src.name, 0
+	sv := &s.vw[srcI]
+	v.qpos, v.yawQ, v.gc = sv.qpos, sv.yawQ, sv.gc
 	cl := e.class
 	var es *State // the source's state, as Set gave it
 	if cl != nil {
@@ -155,7 +156,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	if p.bad == snapOK {
 		v.fl |= vwKept
 		v.age = agedFrom(pv.age)
-		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && p.gc == e.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
+		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && pv.gc == v.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
 			return true // still (the same wire values): nothing to stamp
 		}
 	}
@@ -168,7 +169,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 		// Every group but the position compared by its wire value in the
 		// entries (changed's compare, for all at once: ≈ 500 → ≈ 40
 		// instructions a refreshed held entry).
-		d := wm.diff(p, e, pv.yawQ, v.yawQ)
+		d := wm.diff(p, e, pv, v)
 		v.now |= d
 		for ; d != 0; d &= d - 1 {
 			chg[bits.TrailingZeros64(d)] = s.seq
@@ -177,7 +178,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	}
 	ps := prev.kept(uint32(i))
 	for g := range cl.Groups {
-		if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, pv.yawQ, v.yawQ, ps, es) {
+		if gr := &cl.Groups[g]; !gr.pos && changed(gr, g == cl.yawIdx, p, e, pv, v, ps, es) {
 			chg[g] = s.seq
 			v.now |= 1 << uint(g)
 		}
@@ -186,7 +187,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 }
 
 // wireMasks is, for a class, which groups' wire values a snapshot entry
-// holds (changed's compares): slot[k] the group coded in snapEnt.gc[k],
+// holds (changed's compares): slot[k] the group coded in snapView.gc[k],
 // yaw the first yaw group (its whole code in snapView.yawQ), name the
 // NameGroups. ok: every group but the position is one of these, so that
 // for two accepted entries that keep no State (no group uncoded, the class
@@ -220,16 +221,16 @@ func (c *Class) setWireMasks() {
 	c.wm = m
 }
 
-// diff is the groups whose wire values entries p and e (yaw codes pyaw and
-// eyaw) hold differently.
-func (m *wireMasks) diff(p, e *snapEnt, pyaw, eyaw uint16) uint64 {
+// diff is the groups whose wire values entries p and e (their views pv
+// and v: the codes) hold differently.
+func (m *wireMasks) diff(p, e *snapEnt, pv, v *snapView) uint64 {
 	var d uint64
 	for k := range snapCodes {
-		if p.gc[k] != e.gc[k] {
+		if pv.gc[k] != v.gc[k] {
 			d |= m.slot[k]
 		}
 	}
-	if pyaw != eyaw {
+	if pv.yawQ != v.yawQ {
 		d |= m.yaw
 	}
 	if m.name != 0 && p.name != e.name {
@@ -331,7 +332,8 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 		panic("ghost: SealCopies: a carry of an entry the previous snapshot has not accepted")
 	}
 	*e = *p
-	v.qpos, v.yawQ = prev.vw[i].qpos, prev.vw[i].yawQ
+	pv := &prev.vw[i]
+	v.qpos, v.yawQ, v.gc = pv.qpos, pv.yawQ, pv.gc
 	if e.fl&entState != 0 {
 		s.keep(i, prev.kept(uint32(i)))
 	}
@@ -345,20 +347,20 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 		return
 	}
 	copy(chg, pchg[i*st:i*st+st])
-	v.now, v.fl, v.age = 0, vwHeld|vwKept, agedFrom(prev.vw[i].age)
+	v.now, v.fl, v.age = 0, vwHeld|vwKept, agedFrom(pv.age)
 }
 
 // changed is gr.Changed(ps, es) for entries p and e of gr's class (their
-// yaw codes pyaw and eyaw), e accepted, of states ps and es: where both
-// entries hold gr's wire value coded (snapEnt.gc, or the yaw code for the
+// views pv and v: the yaw and group codes), e accepted, of states ps and
+// es: where both entries hold gr's wire value coded (snapView.gc, or the yaw code for the
 // class's yaw group, or the name for a NameGroup), a compare of the codes — Changed compares wire values —
 // instead of the call (≈ 80 instructions for velocity and yaw). ps and es
 // may be nil where the entries hold every group's value (no entState): a
 // table's diff of two entries (Table.diffPrev).
-func changed(gr *Group, yaw bool, p, e *snapEnt, pyaw, eyaw uint16, ps, es *State) bool {
+func changed(gr *Group, yaw bool, p, e *snapEnt, pv, v *snapView, ps, es *State) bool {
 	if p.bad == snapOK {
 		if k := int(gr.slot) - 1; k >= 0 {
-			if pc, ec := p.gc[k], e.gc[k]; pc != noCode && ec != noCode {
+			if pc, ec := pv.gc[k], v.gc[k]; pc != noCode && ec != noCode {
 				return pc != ec
 			} else if pc != ec {
 				// One coded, one not: values that differ (whether a
@@ -367,7 +369,7 @@ func changed(gr *Group, yaw bool, p, e *snapEnt, pyaw, eyaw uint16, ps, es *Stat
 			}
 		}
 		if yaw && gr.yc.bits <= 16 {
-			return pyaw != eyaw
+			return pv.yawQ != v.yawQ
 		}
 		if gr.name {
 			return p.name != e.name

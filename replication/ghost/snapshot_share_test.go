@@ -245,7 +245,7 @@ func sameSnapshot(t *testing.T, seed, tick uint64, a, b *Snapshot) {
 			t.Fatalf("seed %d tick %d entry %d: entity %d/%d class %p/%p bad %d/%d", seed, tick, i, ea.entity, eb.entity, ea.class, eb.class, ea.bad, eb.bad)
 		}
 		// The state bit for bit (a NaN is not == itself).
-		if ea.class != nil && ea.bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ || !sameCodes(ea, eb) || ea.name != eb.name || ea.fl&entState != eb.fl&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
+		if ea.class != nil && ea.bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ || !sameCodes(ea.class, &a.vw[i], &b.vw[i]) || ea.name != eb.name || ea.fl&entState != eb.fl&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
 			t.Fatalf("seed %d tick %d entry %d: Seal %+v, SealCopies %+v", seed, tick, i, *ea, *eb)
 		}
 		if a.vw[i] != b.vw[i] {
@@ -260,11 +260,11 @@ func sameSnapshot(t *testing.T, seed, tick uint64, a, b *Snapshot) {
 	}
 }
 
-// sameCodes reports whether a's and b's codes of their class's coded
-// groups are equal (the other slots hold whatever a reused entry had).
-func sameCodes(a, b *snapEnt) bool {
-	for g := range a.class.Groups {
-		if a.class.coded&(1<<uint(g)) != 0 && a.gc[a.class.Groups[g].slot-1] != b.gc[a.class.Groups[g].slot-1] {
+// sameCodes reports whether views a and b hold equal codes of class c's
+// coded groups (the other slots hold whatever a reused entry had).
+func sameCodes(c *Class, a, b *snapView) bool {
+	for g := range c.Groups {
+		if c.coded&(1<<uint(g)) != 0 && a.gc[c.Groups[g].slot-1] != b.gc[c.Groups[g].slot-1] {
 			return false
 		}
 	}
