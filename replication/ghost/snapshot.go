@@ -127,9 +127,9 @@ func (s *Snapshot) Held() bool { return s.refs.Load() > 0 }
 func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 
 // snapEnt is one entry: the entity, its class and its state as the
-// tables send it — its name, checked once at Seal for every table; its
-// quantized position, yaw code and group codes are its view's
-// (snapView). 56 bytes; the float State (112 more) is kept apart only
+// tables send it — its entity, class and name; its quantized position,
+// yaw code, group codes (checked and coded once at Seal for every table)
+// and flags are its view's (snapView). 48 bytes; the float State (112 more) is kept apart only
 // where a group needs it (entState: Snapshot.xs).
 //
 // A table's update (writeUsual, writeRecord) reads nothing here. With
@@ -145,11 +145,9 @@ type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
 	name   Name   // the state's name (NameGroup's Encode reads it alone)
-	bad    uint8  // snapOK, or why a view naming it is refused
-	fl     uint8  // entState, entIn
 }
 
-// Flags of snapEnt.fl.
+// Flags of snapView.ent.
 const (
 	// entState: the entry keeps its State (Snapshot.xs).
 	entState = 1 << iota
@@ -194,9 +192,11 @@ type snapView struct {
 	// once at Seal for every table: each its field's bits, and its
 	// length in the top byte (noCode: Encode writes it).
 	gc [snapCodes]uint64
-	// The rest of the line: a view of 56 bytes would straddle two lines
-	// three times in four, each the view's walk and the update read.
-	_ [8]byte
+	// bad and ent are the entry's, in the view's last 8 bytes (its size is
+	// a line either way: 58 rounded up to its alignment): the entry is 48
+	// bytes, the two the 112 the 88-byte entry and 24-byte view were.
+	bad uint8 // snapOK, or why a view naming the entry is refused
+	ent uint8 // the entry's flags: entState, entIn
 }
 
 // ageMax is the most snapView.age counts: a table further behind takes
@@ -318,13 +318,13 @@ func (v *snapView) uncoded(c *Class) bool {
 // keep makes entry i keep st (entState); Seal keeps them in entry order,
 // SealCopies sorts what it adds.
 func (s *Snapshot) keep(i int, st *State) {
-	s.ents[i].fl |= entState
+	s.vw[i].ent |= entState
 	s.xs = append(s.xs, keptState{i: uint32(i), st: *st})
 }
 
 // kept is the State entry i keeps (entState), else nil.
 func (s *Snapshot) kept(i uint32) *State {
-	if s.ents[i].fl&entState == 0 {
+	if s.vw[i].ent&entState == 0 {
 		return nil
 	}
 	lo, hi := 0, len(s.xs)
@@ -409,7 +409,7 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		panic("ghost: Snapshot.Set after Seal")
 	}
 	e := &s.ents[i]
-	e.entity, e.class, e.bad = entity, c, snapOK
+	e.entity, e.class = entity, c
 	// Compared with the state given at i in the previous snapshot, which
 	// the entry's room for it still holds (Seal's still-check), and taken.
 	ch, v := s.in[i>>inShift], &s.vw[i]
@@ -422,7 +422,7 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 		d = fieldDiff(in, st)
 	}
 	*in = *st
-	v.now, v.fl = d, vwSet
+	v.now, v.fl, v.bad = d, vwSet, snapOK
 }
 
 // newChunk allocates the chunk of s.in that holds entry i's state: no
@@ -457,7 +457,7 @@ func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
 // be modified.
 func (s *Snapshot) Entry(i int) (entity uint64, c *Class, st *State) {
 	e := &s.ents[i]
-	if e.class == nil || e.bad == snapBadClass {
+	if e.class == nil || s.vw[i].bad == snapBadClass {
 		return e.entity, e.class, new(State)
 	}
 	return e.entity, e.class, s.wireState(uint32(i), new(State))
@@ -476,7 +476,7 @@ func (s *Snapshot) AppendEntries(dst []ViewEntry, view []ViewRef) []ViewEntry {
 			continue
 		}
 		var st State
-		if e.bad != snapBadClass {
+		if s.vw[r.Index()].bad != snapBadClass {
 			st = *s.wireState(r.Index(), &st)
 		}
 		dst = append(dst, ViewEntry{Entity: e.entity, Class: e.class, Priority: r.Priority(e.class), State: st})
@@ -737,15 +737,15 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		// previous snapshot (all: not known).
 		diff := uint64(fAll)
 		if v.fl&vwSet != 0 {
-			if inPrev && i < len(prev) && prev[i].fl&entIn != 0 {
+			if inPrev && i < len(prev) && prevVw[i].ent&entIn != 0 {
 				diff = v.now
 			}
-			e.fl = entIn
+			v.ent = entIn
 		} else {
 			// Not Set: empty (a reused snapshot's entry is emptied here,
 			// not in Next, which wrote every entry's line for the Sets
 			// and copies to write again).
-			e.entity, e.class, e.bad, e.fl = 0, nil, snapOK, 0
+			e.entity, e.class, v.bad, v.ent = 0, nil, snapOK, 0
 		}
 		c := e.class
 		v.now, v.fl = 0, v.fl&vwHeld
@@ -756,7 +756,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		}
 		if c != known {
 			if w.reg.byID[c.ID] != c {
-				e.bad = snapBadClass
+				v.bad = snapBadClass
 				clear(s.chg[i*st : i*st+st])
 				invalid++
 				continue
@@ -764,14 +764,14 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			known = c
 		}
 		cur := s.inState(i)
-		if diff == 0 && prev[i].class == c && prev[i].entity == e.entity && prev[i].bad == snapOK {
+		if diff == 0 && prev[i].class == c && prev[i].entity == e.entity && prevVw[i].bad == snapOK {
 			// Still since the previous snapshot, byte for byte (Set
 			// compared): its check passed, and its quantized position,
 			// yaw code, group codes and name are these (functions of the
 			// state alone); nothing to stamp.
 			p := &prev[i]
 			v.qpos, v.yawQ, v.gc, e.name = prevVw[i].qpos, prevVw[i].yawQ, prevVw[i].gc, p.name
-			if p.fl&entState != 0 {
+			if prevVw[i].ent&entState != 0 {
 				s.keep(i, cur)
 			}
 			copy(s.chg[i*st:i*st+st], prevChg[i*st:i*st+st])
@@ -781,7 +781,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		}
 		e.name = cur.Name
 		if w.reg.check(c, cur, &v.qpos) != nil {
-			e.bad = snapBadState
+			v.bad = snapBadState
 			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
 			invalid++
@@ -792,12 +792,12 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		if i < len(prev) && prev[i].class == c && prev[i].entity == e.entity {
 			p, pv := &prev[i], &prevVw[i]
 			copy(chg, prevChg[i*st:i*st+st])
-			if c.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
+			if c.posIdx >= 0 && (pv.bad != snapOK || pv.qpos != v.qpos) {
 				chg[c.posIdx] = s.seq
 				v.now |= c.posBit
 				v.fl |= vwMoved
 			}
-			if p.bad == snapOK {
+			if pv.bad == snapOK {
 				v.fl |= vwKept
 				v.age = agedFrom(pv.age)
 				// The groups that read a changed field: their wire value
@@ -807,7 +807,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 				v.gc = pv.gc
 				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
 					v.codeGroups(c, m&c.coded, cur)
-					if m&(m-1) != 0 && c.wm.ok && p.fl&entState == 0 {
+					if m&(m-1) != 0 && c.wm.ok && pv.ent&entState == 0 {
 						// changed for every group of m at once (the
 						// entry keeps a State only where wm.diff
 						// could not tell, which p does not); for one
@@ -821,7 +821,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						}
 					} else {
 						var ps *State
-						if p.fl&entState != 0 {
+						if pv.ent&entState != 0 {
 							ps = prevSnap.kept(uint32(i))
 						}
 						for ; m != 0; m &= m - 1 {
@@ -1283,16 +1283,16 @@ func (t *Table) checkRefs(snap *Snapshot, view []ViewRef, ours bool) error {
 		if int(r.Index()) >= len(snap.ents) {
 			return fmt.Errorf("%w: view entry %d of a %d-entry snapshot", ErrBadState, r.Index(), len(snap.ents))
 		}
-		e := &snap.ents[r.Index()]
-		if ours && e.class != nil && e.bad == snapOK {
+		e, bad := &snap.ents[r.Index()], snap.vw[r.Index()].bad
+		if ours && e.class != nil && bad == snapOK {
 			continue
 		}
 		switch {
 		case e.class == nil:
 			return fmt.Errorf("%w: view entry %d is empty", ErrUnknownClass, r.Index())
-		case e.bad == snapBadClass:
+		case bad == snapBadClass:
 			return fmt.Errorf("%w: entity %d", ErrUnknownClass, e.entity)
-		case e.bad == snapBadState:
+		case bad == snapBadState:
 			return fmt.Errorf("entity %d: %w", e.entity, t.reg.check(e.class, snap.kept(r.Index()), new([3]uint32)))
 		case e.class != known:
 			if !t.knows(e.class) {

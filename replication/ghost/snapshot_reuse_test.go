@@ -69,10 +69,10 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 		for i := range n {
 			ea, ca, sa := a.Entry(i)
 			eb, cb, sb := b.Entry(i)
-			if ea != eb || ca != cb || (ca != nil && a.ents[i].bad == snapOK && *sa != *sb) {
+			if ea != eb || ca != cb || (ca != nil && a.vw[i].bad == snapOK && *sa != *sb) {
 				t.Fatalf("tick %d entry %d: %d %v, reused %d %v", k, i, ea, sa.Pos, eb, sb.Pos)
 			}
-			if a.ents[i].bad != b.ents[i].bad || ca != nil && a.ents[i].bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ) {
+			if a.vw[i].bad != b.vw[i].bad || ca != nil && a.vw[i].bad == snapOK && (a.vw[i].qpos != b.vw[i].qpos || a.vw[i].yawQ != b.vw[i].yawQ) {
 				t.Fatalf("tick %d entry %d: sealed unlike a new snapshot", k, i)
 			}
 		}

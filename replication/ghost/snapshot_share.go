@@ -31,7 +31,7 @@ func (w *SnapshotWriter) CanCarry(i int, entity uint64, c *Class, name Name) boo
 		return false
 	}
 	e := &p.ents[i]
-	return e.class == c && e.entity == entity && e.bad == snapOK && e.name == name
+	return e.class == c && e.entity == entity && p.vw[i].bad == snapOK && e.name == name
 }
 
 // SealCopies is Seal for a snapshot some of whose entries repeat others:
@@ -125,20 +125,20 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	v.now, v.fl = 0, 0
 	// Field by field: one pointer write, not the whole entry's copy
 	// under the write barrier.
-	e.entity, e.class, e.bad, e.name, e.fl = src.entity, src.class, src.bad, src.name, 0
+	e.entity, e.class, e.name = src.entity, src.class, src.name
 	sv := &s.vw[srcI]
-	v.qpos, v.yawQ, v.gc = sv.qpos, sv.yawQ, sv.gc
+	v.qpos, v.yawQ, v.gc, v.bad, v.ent = sv.qpos, sv.yawQ, sv.gc, sv.bad, 0
 	cl := e.class
 	var es *State // the source's state, as Set gave it
 	if cl != nil {
 		es = &in[srcI>>inShift][srcI&(inChunk-1)]
-		if src.fl&entState != 0 {
+		if sv.ent&entState != 0 {
 			s.keep(i, es)
 		}
 	}
 	st := s.stride
 	chg := s.chg[i*st : i*st+st]
-	if cl == nil || e.bad != snapOK {
+	if cl == nil || v.bad != snapOK {
 		clear(chg) // empty or refused, as Seal leaves one (a reused snapshot's)
 		return false
 	}
@@ -153,19 +153,19 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	}
 	p, pv := &pents[i], &prev.vw[i]
 	copy(chg, pchg[i*st:i*st+st])
-	if p.bad == snapOK {
+	if pv.bad == snapOK {
 		v.fl |= vwKept
 		v.age = agedFrom(pv.age)
-		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && pv.gc == v.gc && p.name == e.name && (p.fl|e.fl)&entState == 0 {
+		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && pv.gc == v.gc && p.name == e.name && (pv.ent|v.ent)&entState == 0 {
 			return true // still (the same wire values): nothing to stamp
 		}
 	}
-	if cl.posIdx >= 0 && (p.bad != snapOK || pv.qpos != v.qpos) {
+	if cl.posIdx >= 0 && (pv.bad != snapOK || pv.qpos != v.qpos) {
 		chg[cl.posIdx] = s.seq
 		v.now |= cl.posBit
 		v.fl |= vwMoved
 	}
-	if wm := &cl.wm; wm.ok && p.bad == snapOK && (p.fl|e.fl)&entState == 0 {
+	if wm := &cl.wm; wm.ok && pv.bad == snapOK && (pv.ent|v.ent)&entState == 0 {
 		// Every group but the position compared by its wire value in the
 		// entries (changed's compare, for all at once: ≈ 500 → ≈ 40
 		// instructions a refreshed held entry).
@@ -295,7 +295,7 @@ func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
 			if src.class == nil {
 				refresh[i>>6] &^= bit
 			} else if refresh[i>>6]&bit == 0 && d < len(pall) {
-				if p := &pall[d]; p.class == src.class && p.entity == src.entity && p.bad == snapOK && p.name == src.name {
+				if p := &pall[d]; p.class == src.class && p.entity == src.entity && prev.vw[d].bad == snapOK && p.name == src.name {
 					s.carry(d, prev, pchg)
 					continue
 				}
@@ -328,13 +328,13 @@ const heldBlock = 32
 // series (pchg nil: the writer started a new one).
 func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 	e, p, v := &s.ents[i], &prev.ents[i], &s.vw[i]
-	if p.class == nil || p.bad != snapOK {
+	pv := &prev.vw[i]
+	if p.class == nil || pv.bad != snapOK {
 		panic("ghost: SealCopies: a carry of an entry the previous snapshot has not accepted")
 	}
 	*e = *p
-	pv := &prev.vw[i]
-	v.qpos, v.yawQ, v.gc = pv.qpos, pv.yawQ, pv.gc
-	if e.fl&entState != 0 {
+	v.qpos, v.yawQ, v.gc, v.bad, v.ent = pv.qpos, pv.yawQ, pv.gc, pv.bad, pv.ent
+	if v.ent&entState != 0 {
 		s.keep(i, prev.kept(uint32(i)))
 	}
 	st := s.stride
@@ -358,7 +358,7 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 // may be nil where the entries hold every group's value (no entState): a
 // table's diff of two entries (Table.diffPrev).
 func changed(gr *Group, yaw bool, p, e *snapEnt, pv, v *snapView, ps, es *State) bool {
-	if p.bad == snapOK {
+	if pv.bad == snapOK {
 		if k := int(gr.slot) - 1; k >= 0 {
 			if pc, ec := pv.gc[k], v.gc[k]; pc != noCode && ec != noCode {
 				return pc != ec

@@ -62,8 +62,8 @@ func TestSealStillEntriesAsChecked(t *testing.T) {
 			if d.reg.check(d.nc, &st, &q) != nil {
 				bad = snapBadState
 			}
-			if e.bad != bad {
-				t.Fatalf("tick %d entry %d: bad %d, checked afresh %d", k, i, e.bad, bad)
+			if s.vw[i].bad != bad {
+				t.Fatalf("tick %d entry %d: bad %d, checked afresh %d", k, i, s.vw[i].bad, bad)
 			}
 			if bad != snapOK {
 				continue
@@ -74,12 +74,12 @@ func TestSealStillEntriesAsChecked(t *testing.T) {
 			if prev == nil {
 				continue
 			}
-			p := &prev.ents[i]
+			p, pbad := &prev.ents[i], prev.vw[i].bad
 			// Kept: a ghost taken at the previous entry is this entry's.
-			if kept := p.entity == e.entity && p.class == e.class && p.bad == snapOK; kept != (s.vw[i].fl&vwKept != 0) {
+			if kept := p.entity == e.entity && p.class == e.class && pbad == snapOK; kept != (s.vw[i].fl&vwKept != 0) {
 				t.Fatalf("tick %d entry %d: kept flag %v, want %v", k, i, !kept, kept)
 			}
-			if p.entity != e.entity || p.bad != snapOK || !samePos(&was[i], &cur[i]) || !sameBeyondPos(&was[i], &cur[i]) {
+			if p.entity != e.entity || pbad != snapOK || !samePos(&was[i], &cur[i]) || !sameBeyondPos(&was[i], &cur[i]) {
 				if i == 6 && p.entity != e.entity && s.vw[i].now != d.nc.all {
 					t.Fatalf("tick %d: a new entity in an unchanged state stamped %b, want every group", k, s.vw[i].now)
 				}
