@@ -880,8 +880,8 @@ func (ps *packScratch) makePlans(reg *Registry) {
 // for a mask other than the usual ones it writes itself: it appends each
 // group's bits to the run rv of rn bits and returns it, or rn 0 for a
 // group that is not the table's to code (writeRecord's record). gc is the
-// entry's group codes (its view's), yaw its yaw code. Out of line: writeUsual's usual
-// record keeps its values in registers.
+// entry's group codes (in its view), yaw its yaw code. Out of line:
+// writeUsual's usual record keeps its values in registers.
 //
 //go:noinline
 func usualGroups(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
