@@ -679,7 +679,8 @@ const (
 // on the server's track (narrow, delivered: two and nothing in flight, the
 // pair extrapolating, or positions in flight, coded by flightDeltas as
 // posForm codes them) in a window, and every group in
-// the mask the table's to code, in one run of at most runMax bits. It
+// the mask the table's to code, in one run of at most runMax bits or two
+// (a player's update with its move sequence: usualRuns). It
 // writes and commits it as writeRecord does (the same bits, the same
 // table: TestWriteUsualIsWriteRecord), or reports recMiss when it does not
 // fit the budget, or recOther, having written and changed nothing, for
@@ -773,6 +774,25 @@ func (t *Table) writeUsual(id uint32) int {
 		if rv, rn = usualGroups(t.reg.classes[s.ci], &sn.ents[s.si], v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
 			return recOther
 		}
+		if rn > runMax {
+			// Past one run (a player's update with its move sequence):
+			// the same walk again, gathered as two (the entry's codes
+			// are in cache now), written here and committed below. The
+			// header, the width and the entry are found again, and the
+			// scratch's writer and budget are writeUsualRuns': kept
+			// from before usualGroups, they would live across its call,
+			// saved on every record's way.
+			width := ps.uwidth
+			hv, hn := uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(pl.groups)
+			if mask == pl.def {
+				hv, hn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
+			}
+			sn := t.snapOf(s)
+			if r := ps.writeUsualRuns(t.reg.classes[s.ci], &sn.ents[s.si], sn.vw[s.si].yawQ, mask, hv, hn, pos, pn); r != recWritten {
+				return r
+			}
+			goto commit
+		}
 	}
 	if rn > runMax {
 		return recOther
@@ -786,6 +806,7 @@ func (t *Table) writeUsual(id uint32) int {
 			return recMiss
 		}
 	}
+commit:
 	// Commit: writeRecord's for an update carrying its position, pushed
 	// on the track's own room (n 0).
 	seq, now := ps.useq, ps.unow
@@ -902,6 +923,71 @@ func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn uint, pos
 		}
 	}
 	return rv, rn
+}
+
+// writeUsualRuns is usualGroups and writeUsual's write for a record past
+// one run, into the scratch within its budget: the header hv of hn bits,
+// then mask's groups in group order, gathered as two runs, the first of
+// runMax bits (a field that crosses its end split across the two) and
+// the second of the rest, at most runMax. It returns recWritten, recMiss
+// (nothing written) when the record does not fit, or recOther (nothing
+// written) for a group not the table's to code, a record past two runs
+// (noCode's 255 bits among them) or a header past one run. The bits are
+// writeRecord's, split where writeUpdate does not split them: the stream
+// is the same. Out of line, as usualGroups.
+//
+//go:noinline
+func (ps *packScratch) writeUsualRuns(c *Class, e *snapEnt, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
+	if hn > runMax {
+		return recOther
+	}
+	rv, rn := hv, hn // the run being gathered
+	var first uint64 // the first run, once rv is the second
+	split := false
+	for m := mask; m != 0; m &= m - 1 {
+		var f uint64 // the field, l bits
+		var l uint
+		switch g := c.wk[bits.TrailingZeros64(m)]; {
+		case g >= wkCoded:
+			code := e.gc[(g-wkCoded)&(snapCodes-1)]
+			f, l = code&(1<<codeShift-1), uint(code>>codeShift)
+		case g == wkPos:
+			f, l = pos, pn
+		case g == wkYaw:
+			f, l = uint64(yaw), uint(c.yawBits)
+		default:
+			return recOther
+		}
+		if rn+l <= runMax {
+			rv |= f << (rn & 63)
+			rn += l
+			continue
+		}
+		if split || l > runMax {
+			return recOther // past two runs, or noCode
+		}
+		// The first run ends with the field's low runMax−rn bits; the
+		// second starts with the rest.
+		first = (rv | f<<(rn&63)) & (1<<runMax - 1)
+		rv, rn, split = f>>((runMax-rn)&63), rn+l-runMax, true
+	}
+	if !split {
+		return recOther // one run: usualGroups' (writeUsual does not ask)
+	}
+	w := &ps.scratch
+	mark := w.BitLen()
+	if mark+runMax+int(rn) > ps.ubudget {
+		return recMiss
+	}
+	if !w.TryWriteBits(first, runMax) && w.WriteBits(first, runMax) != nil {
+		w.Truncate(mark)
+		return recMiss
+	}
+	if !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+		w.Truncate(mark) // the first run too
+		return recMiss
+	}
+	return recWritten
 }
 
 // flightDeltas is writeUsual's position for a track with positions in
