@@ -771,28 +771,13 @@ func (t *Table) writeUsual(id uint32) int {
 			rn += uint(pl.yawBits)
 		}
 	} else {
-		if rv, rn = usualGroups(t.reg.classes[s.ci], &sn.ents[s.si], v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
-			return recOther
+		// Any other mask (a player's update carrying its move
+		// sequence: often past one run) by the walk of its groups,
+		// written there.
+		if r := ps.writeUsualRuns(t.reg.classes[s.ci], &sn.ents[s.si], v.yawQ, mask, rv, rn, pos, pn); r != recWritten {
+			return r
 		}
-		if rn > runMax {
-			// Past one run (a player's update with its move sequence):
-			// the same walk again, gathered as two (the entry's codes
-			// are in cache now), written here and committed below. The
-			// header, the width and the entry are found again, and the
-			// scratch's writer and budget are writeUsualRuns': kept
-			// from before usualGroups, they would live across its call,
-			// saved on every record's way.
-			width := ps.uwidth
-			hv, hn := uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(pl.groups)
-			if mask == pl.def {
-				hv, hn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
-			}
-			sn := t.snapOf(s)
-			if r := ps.writeUsualRuns(t.reg.classes[s.ci], &sn.ents[s.si], sn.vw[s.si].yawQ, mask, hv, hn, pos, pn); r != recWritten {
-				return r
-			}
-			goto commit
-		}
+		goto commit
 	}
 	if rn > runMax {
 		return recOther
@@ -897,45 +882,20 @@ func (ps *packScratch) makePlans(reg *Registry) {
 	ps.planReg = reg
 }
 
-// usualGroups is writeUsual's walk of the groups in mask, in group order,
-// for a mask other than the usual ones it writes itself: it appends each
-// group's bits to the run rv of rn bits and returns it, or rn 0 for a
-// group that is not the table's to code (writeRecord's record). e is the
-// entry (its codes), yaw its yaw code. Out of line: writeUsual's usual
-// record keeps its values in registers.
-//
-//go:noinline
-func usualGroups(c *Class, e *snapEnt, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
-	for m := mask; m != 0; m &= m - 1 {
-		switch g := c.wk[bits.TrailingZeros64(m)]; {
-		case g >= wkCoded:
-			code := e.gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
-			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
-			rn += uint(code >> codeShift)
-		case g == wkPos:
-			rv |= pos << (rn & 63)
-			rn += pn
-		case g == wkYaw:
-			rv |= uint64(yaw) << (rn & 63)
-			rn += uint(c.yawBits)
-		default:
-			return 0, 0
-		}
-	}
-	return rv, rn
-}
-
-// writeUsualRuns is usualGroups and writeUsual's write for a record past
-// one run, into the scratch within its budget: the header hv of hn bits,
-// then mask's groups in group order, gathered as two runs, the first of
-// runMax bits (a field that crosses its end split across the two) and
-// the second of the rest, at most runMax. It returns recWritten, recMiss
-// (nothing written) when the record does not fit, or recOther (nothing
-// written) for a group not the table's to code, a record past two runs
-// (noCode's 255 bits among them) or a header past one run. The bits are
-// writeRecord's, split where writeUpdate does not split them: the stream
-// is the same. Out of line, as usualGroups.
-//
+// writeUsualRuns is writeUsual's walk of the groups in mask, in group
+// order, for a mask other than the usual ones it writes itself, and its
+// write into the scratch within its budget: the header hv of hn bits,
+// then each group's bits, gathered as one run of at most runMax bits or
+// two, the first of runMax bits (a field that crosses its end split
+// across the two) and the second of the rest, at most runMax (a
+// player's update with its move sequence, yaw and velocity). It returns
+// recWritten, recMiss (nothing written) when the record does not fit,
+// or recOther (nothing written) for a group not the table's to code
+// (writeRecord's record), a record past two runs (noCode's 255 bits
+// among them) or a header past one run. The bits are writeRecord's,
+// split where writeUpdate does not split them: the stream is the same.
+// e is the entry (its codes), yaw its yaw code. Out of line:
+// writeUsual's usual record keeps its values in registers.
 //go:noinline
 func (ps *packScratch) writeUsualRuns(c *Class, e *snapEnt, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
 	if hn > runMax {
@@ -971,11 +931,18 @@ func (ps *packScratch) writeUsualRuns(c *Class, e *snapEnt, yaw uint16, mask, hv
 		first = (rv | f<<(rn&63)) & (1<<runMax - 1)
 		rv, rn, split = f>>((runMax-rn)&63), rn+l-runMax, true
 	}
-	if !split {
-		return recOther // one run: usualGroups' (writeUsual does not ask)
-	}
 	w := &ps.scratch
 	mark := w.BitLen()
+	if !split {
+		if mark+int(rn) > ps.ubudget {
+			return recMiss
+		}
+		if !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+			w.Truncate(mark) // nothing written (fillUsual truncates no miss)
+			return recMiss
+		}
+		return recWritten
+	}
 	if mark+runMax+int(rn) > ps.ubudget {
 		return recMiss
 	}

@@ -278,3 +278,23 @@ func TestReentryOutsideTheSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// A header past one run (an id and a mask of a class of many groups) is
+// not writeUsualRuns' record: it reports recOther, having written nothing
+// (its runs split at runMax from the header's end, which would be past it).
+func TestWriteUsualRunsLeavesALongHeader(t *testing.T) {
+	_, cs := codeTestClasses(t)
+	pc := cs[0] // position first
+	ps := new(packScratch)
+	ps.scratch.Reset(ps.sbuf[:])
+	ps.ubudget = 8 * MaxPacketBytes
+	var e snapEnt
+	for _, hn := range []uint{runMax + 1, runMax + 8} {
+		if r := ps.writeUsualRuns(pc, &e, 0, 1<<pc.posIdx, 1, hn, 5, 10); r != recOther || ps.scratch.BitLen() != 0 {
+			t.Fatalf("a %d-bit header: %d, %d bits written; want recOther, none", hn, r, ps.scratch.BitLen())
+		}
+	}
+	if r := ps.writeUsualRuns(pc, &e, 0, 1<<pc.posIdx, 1, runMax-4, 5, 10); r != recWritten || ps.scratch.BitLen() != runMax+6 {
+		t.Fatalf("a %d-bit header and a 10-bit position: %d, %d bits written; want recWritten, %d", runMax-4, r, ps.scratch.BitLen(), runMax+6)
+	}
+}
