@@ -680,7 +680,7 @@ const (
 // pair extrapolating, or positions in flight, coded by flightDeltas as
 // posForm codes them) in a window, and every group in
 // the mask the table's to code, in one run of at most runMax bits or two
-// (a player's update with its move sequence: usualRuns). It
+// (a player's update with its move sequence: writeUsualRuns). It
 // writes and commits it as writeRecord does (the same bits, the same
 // table: TestWriteUsualIsWriteRecord), or reports recMiss when it does not
 // fit the budget, or recOther, having written and changed nothing, for
@@ -896,6 +896,7 @@ func (ps *packScratch) makePlans(reg *Registry) {
 // split where writeUpdate does not split them: the stream is the same.
 // e is the entry (its codes), yaw its yaw code. Out of line:
 // writeUsual's usual record keeps its values in registers.
+//
 //go:noinline
 func (ps *packScratch) writeUsualRuns(c *Class, e *snapEnt, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
 	if hn > runMax {
@@ -916,7 +917,7 @@ func (ps *packScratch) writeUsualRuns(c *Class, e *snapEnt, yaw uint16, mask, hv
 		case g == wkYaw:
 			f, l = uint64(yaw), uint(c.yawBits)
 		default:
-			return recOther
+			return recOther // a group Encode writes (a second yaw): writeRecord's
 		}
 		if rn+l <= runMax {
 			rv |= f << (rn & 63)
