@@ -284,19 +284,9 @@ const recTrimEvery = time.Second
 // every send are in rare's object, not every Conn (12 bytes) nor every
 // send of a link that never holds more than minRecs−1 records.
 
-// sizeRecs is a send's part of the sizing, while the ring is larger than
-// minRecs: it keeps the period's peak and trims when the period ends.
-func (c *Conn) sizeRecs(now time.Duration) {
-	z := c.rare // made by growRecs
-	z.recPeak = max(z.recPeak, uint32(c.inRing()))
-	if now >= z.recTrimAt {
-		c.trimRecs(z)
-		z.recTrimAt = now + c.cfg.trimEvery
-	}
-}
-
-// trimRecs applies recTrimEvery's rule and starts a new period.
-func (c *Conn) trimRecs(z *rareState) {
+// trimRecs applies recTrimEvery's rule and starts a new period at now.
+func (c *Conn) trimRecs(z *rareState, now time.Duration) {
+	z.recTrimAt = now + c.cfg.trimEvery
 	peak := int(max(z.recPeak, z.recPeakPrev))
 	z.recPeakPrev, z.recPeak = z.recPeak, uint32(c.inRing())
 	want := max(minRecs, nextPow2(peak+peak/4+1))
@@ -358,8 +348,12 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	}
 	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: uint32(ackL), fBack: uint8(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
-	if len(c.recs) > minRecs {
-		c.sizeRecs(now)
+	if len(c.recs) > minRecs { // the sizing: the period's peak, and a trim when it ends
+		z := c.rare // made by growRecs
+		z.recPeak = max(z.recPeak, uint32(c.inRing()))
+		if now >= z.recTrimAt {
+			c.trimRecs(z, now)
+		}
 	}
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
 	if c.inRing() >= uint64(c.cfg.MaxInFlight) {
@@ -1118,7 +1112,7 @@ type connStats struct {
 // rareState holds what a healthy, short link never needs: the counters
 // that stay 0 on it (rejections, forced drops, window evictions) and the
 // sender ring's sizing period while the ring is larger than minRecs
-// (sizeRecs), made on the first: 60 bytes of every Conn otherwise. A
+// (WriteHeader, trimRecs), made on the first: 60 bytes of every Conn otherwise. A
 // peer's garbage makes it once, no more.
 type rareState struct {
 	ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted uint64
