@@ -67,6 +67,16 @@ func (c *Conn) carried(r *record) uint64 {
 // (growRecs, trimRecs) and the rare counters are made on the first; the
 // steady state allocates nothing. Not safe for concurrent use; the connection
 // actor owns it.
+//
+// A datagram's receive and the send after it read nearly every field, so
+// the Conn is 192 bytes, the size class that starts every object on a
+// cache line: three lines a Conn, where the 240-byte one spanned 4.75 on
+// average (TestConnLayout). The 48 bytes went from headSeq and
+// firstPending (their low 32 bits), pending (counted from the records:
+// InFlight), Received (derived: received), the horizon and confirmed F
+// (distances in a byte each), the hasRx and hasIv flags (noRx,
+// noInterval) and the ring's sizing period (in rare's object, used only
+// while the ring is larger than minRecs).
 type Conn struct {
 	cfg *shared // shared (interned), never written: ReorderThreshold and AckWindow are read there (reorderK, ackWin), and the starts
 
@@ -130,16 +140,6 @@ var _ = [1]struct{}{}[min(noRx/MaxReorderThreshold, 1)-1]
 
 // noInterval is interval before its first sample (every sample is ≥ 0).
 const noInterval time.Duration = -1
-
-// The Conn's first 192 bytes are all the datagram path reads (every field
-// but rare's object): a Conn in the 192-byte size class starts on a cache
-// line and spans three, where the 240-byte one spanned 4.75 on average
-// (TestConnLayout). What the bytes were: headSeq and firstPending as
-// 64-bit values (now their low 32 bits), pending (counted from the
-// records: InFlight), Received (derived: Stats), the horizon and
-// confirmed F as 64-bit values (now distances in a byte each), the
-// hasRx and hasIv flags (noRx, noInterval) and the ring's sizing period
-// (in rare's object, used only while the ring is larger than minRecs).
 
 // hasRx reports whether a packet was accepted (rxL and rxLAt are set).
 func (c *Conn) hasRx() bool { return c.rxHBack != noRx }
@@ -279,12 +279,12 @@ func (c *Conn) copyRecs(n int) []record {
 // fate delay wavers from growing and shrinking every second.
 const recTrimEvery = time.Second
 
-// The sizing runs only while the ring is larger than minRecs (a ring of
-// minRecs has nothing to give back): its period, peaks and the check on
-// every send are in rare's object, not every Conn (12 bytes) nor every
-// send of a link that never holds more than minRecs−1 records.
-
 // trimRecs applies recTrimEvery's rule and starts a new period at now.
+// The sizing runs only while the ring is larger than minRecs (a ring of
+// minRecs has nothing to give back): its period and peaks are in rare's
+// object, not every Conn (12 bytes), and a link that never holds more
+// than minRecs−1 records skips the peak and the period's check on every
+// send.
 func (c *Conn) trimRecs(z *rareState, now time.Duration) {
 	z.recTrimAt = now + c.cfg.trimEvery
 	peak := int(max(z.recPeak, z.recPeakPrev))
@@ -814,8 +814,9 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		return
 	}
 	// s is the new newest. Packet threshold: everything below s−K+1 is
-	// given up, so H becomes max(H, s+1−K), which is s − back: s ≥ H, and
-	// where s < K−1, s − H < K−1 picks the first (H ≥ peerStart ≥ 0).
+	// given up, so H becomes max(H, s+1−K) = s − back, back the smaller
+	// of s − H and K−1 (s ≥ H; where s+1−K would be below 0, s − H ≤ s
+	// < K−1 keeps H).
 	oldH := c.cfg.peerStart // the horizon before the first packet
 	if hasRx {
 		oldH = c.rxH()
@@ -1070,7 +1071,9 @@ func (c *Conn) Jitter() time.Duration { return c.rtt.jitter }
 // resolved dropped; Stats gives the exact totals.
 func (c *Conn) LossRate() float64 { return c.lossRate }
 
-// Stats returns the counters so far.
+// Stats returns the counters so far. It counts the records in flight
+// (InFlight) and derives Received: O(records in flight), for a caller
+// that reads it now and then (a connection folds it once a second).
 func (c *Conn) Stats() Stats {
 	var st Stats
 	if r := c.rare; r != nil {
