@@ -53,16 +53,6 @@ type endpoint struct {
 	// from us at our rate, not at the rate its few surviving packets arrive.
 	lastData time.Duration
 
-	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
-	// flight and no data packet sent for a probe timeout, the next slot sends
-	// a data packet anyway. It carries redundant copies of the unacknowledged
-	// events, and it elicits an ack, so the peer reaches its reorder threshold
-	// and reports the loss: an idle connection repairs a lost last packet in a
-	// few round trips instead of a few keepalive periods.
-	lastDataSent time.Duration
-
-	c counters // the next Disconnect copy's time (discNext) is with the rare ones
-
 	// Flags together in one word.
 	sentAny bool
 	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
@@ -82,6 +72,21 @@ type endpoint struct {
 	// int32s were 8 bytes of every endpoint).
 	probes   uint8
 	discLeft uint8
+
+	// Last, what a received datagram and the pump after it that sends
+	// nothing do not read (the send counters and rare ones at the end of
+	// counters, and the probe timer's send time, read only while the peer
+	// is silent): a Server puts its own such fields right after them, a
+	// cache line that a datagram leaves cold (TestServerDatagramLines).
+	c counters // the next Disconnect copy's time (discNext) is with the rare ones
+
+	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
+	// flight and no data packet sent for a probe timeout, the next slot sends
+	// a data packet anyway. It carries redundant copies of the unacknowledged
+	// events, and it elicits an ack, so the peer reaches its reorder threshold
+	// and reports the loss: an idle connection repairs a lost last packet in a
+	// few round trips instead of a few keepalive periods.
+	lastDataSent time.Duration
 }
 
 // endpointLimits is what an endpoint reads of its config: the same for

@@ -51,8 +51,28 @@ type ServerHandler interface {
 // The zero Server is not usable; call NewServer. Not safe for concurrent use;
 // the connection (actors/conn) owns it.
 type Server struct {
-	e endpoint
-	h ServerHandler
+	// The Server's seven cache lines (448 bytes, the size class's objects
+	// start on a line) are laid out by what reads them. By a connection's
+	// next datagram its state has left the cache, and each line touched is
+	// a miss. A received datagram and the pump after it that sends nothing
+	// (Due, NextDeadlineWith) read lines 0, 1, 3, 4 and 5; line 2 holds
+	// what only a send, a packet with events or a silent peer reads (the
+	// endpoint's send counters, rare counters and probe time at its end,
+	// then the event numbering's lanes), and line 6 what only a zone tick
+	// and a send read (the control state, the byte budget). A datagram
+	// read all of lines 0–5 while those were spread over them
+	// (TestServerDatagramLines).
+
+	// ghostPkts: packets whose ghost section had records, fate pending, as
+	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
+	// slice that grows on demand so an idle connection does not hold
+	// MaxInFlight fates. First: 32 bytes ahead of the endpoint put its
+	// cold tail and the lanes after it in line 2.
+	ghostPkts seqRing[uint32]
+
+	e  endpoint
+	ev serverNumbering // per-player numbers of ordered events (§7.20)
+	h  ServerHandler
 
 	ap   move.Applier
 	cw   *move.ControlWriter
@@ -69,13 +89,8 @@ type Server struct {
 	ctlSent    uint32
 	superseded uint32
 
-	nextData time.Duration
-	lastTick time.Duration // when the newest packet that carried a tick left
-	// ghostPkts: packets whose ghost section had records, fate pending, as
-	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
-	// slice that grows on demand so an idle connection does not hold
-	// MaxInFlight fates.
-	ghostPkts  seqRing[uint32]
+	nextData   time.Duration
+	lastTick   time.Duration // when the newest packet that carried a tick left
 	ghostFates []ghostFate
 
 	// The flags sit together: one word, where each between wider fields
@@ -105,15 +120,8 @@ type Server struct {
 	redirecting bool
 	fatesSmall  uint8 // PopGhostFates calls in a row that used little of ghostFates' room
 
-	ev serverNumbering // per-player numbers of ordered events (§7.20)
-
-	// Last, in the last of the Server's seven cache lines (448 bytes, the
-	// size class's objects start on a line): what only a send reads — the
-	// control state (SetControl, Poll) and the byte budget (Poll). A
-	// received datagram, and the pump after it that finds no send due
-	// (Due, NextDeadlineFor), read the other six lines and not this one:
-	// by its next datagram a connection's state has left the cache, and
-	// each line is a miss.
+	// Last, in line 6: what only a send reads — the control state
+	// (SetControl, Poll) and the byte budget (Poll).
 	ctlState move.ControlState
 	credit   float64 // bytes
 	creditAt time.Duration
