@@ -187,6 +187,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	}
 	s.cw = cw
 	s.e.sess = sess
+	s.e.noteState()
 	s.e.lastRecv = now
 	s.ev.init(s.e.lim.lanes)
 	s.lastTick = now - s.lim().interval
@@ -230,7 +231,7 @@ func (s *Server) ID() handshake.ConnID { return s.e.sess.ID() }
 func (s *Server) Addr() netip.AddrPort { return s.e.sess.Addr() }
 
 // State is the session's lifecycle state.
-func (s *Server) State() handshake.State { return s.e.sess.State() }
+func (s *Server) State() handshake.State { return s.e.state }
 
 // Reason is why the connection closed (the client's Disconnect, Timeout, or
 // the reason given to Close); ReasonNone while open.
@@ -239,7 +240,7 @@ func (s *Server) Reason() handshake.Reason { return s.e.sess.Reason() }
 // Done reports that the connection is closed and nothing is left to send:
 // the owner may forget it (and Consume its token).
 func (s *Server) Done() bool {
-	return s.e.sess.State() == handshake.StateClosed && s.e.discLeft == 0
+	return s.e.state == handshake.StateClosed && s.e.discLeft == 0
 }
 
 // LastApplied is the newest move handed to ServerHandler.Move.
@@ -380,9 +381,10 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 	if len(token) != handshake.TokenSize || !server.IsValid() {
 		return fmt.Errorf("%w: redirect to %v with a %d-byte token", ErrConfig, server, len(token))
 	}
-	switch s.e.sess.State() {
+	switch s.e.state {
 	case handshake.StatePending:
 		s.e.sess.Close(handshake.ReasonServerShutdown)
+		s.e.noteState()
 		return nil
 	case handshake.StateConnected:
 	default:
@@ -399,7 +401,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 // Redirecting reports whether a Redirect waits for the client's
 // acknowledgement.
 func (s *Server) Redirecting() bool {
-	return s.redirecting && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0
+	return s.redirecting && s.e.state == handshake.StateConnected && s.e.discLeft == 0
 }
 
 // pollRedirect sends the next Redirect copy when due, or gives up on the
@@ -518,7 +520,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	e := &s.e
 	e.c.PacketsIn++
 	e.c.BytesIn += uint64(len(pkt))
-	if e.sess.State() == handshake.StateClosed {
+	if e.state == handshake.StateClosed {
 		return false, ErrClosed
 	}
 	kind, err := handshake.Classify(pkt)
@@ -541,6 +543,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 		if _, err := e.sess.OpenDisconnect(pkt); err != nil {
 			return false, err
 		}
+		e.noteState() // closed
 		e.c.Accepted++
 		e.discLeft = 0
 		return false, nil
@@ -787,7 +790,7 @@ func (s *Server) earlyGhostFates() {
 // such a Poll always sends or moves the deadline on.
 func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	e := &s.e
-	switch e.sess.State() {
+	switch e.state {
 	case handshake.StateClosed:
 		return maxDuration
 	case handshake.StateDraining:
@@ -797,7 +800,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	if e.discLeft > 0 {
 		return min(d, e.discNext())
 	}
-	if e.sess.State() == handshake.StatePending {
+	if e.state == handshake.StatePending {
 		return d
 	}
 	if s.redirecting {
@@ -879,7 +882,7 @@ func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Dur
 // line, not the manager's own, cold on a loaded node).
 func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Duration {
 	e := &s.e
-	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+	if e.state != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
 		return s.NextDeadline(now)
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
@@ -908,7 +911,7 @@ func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Du
 // slot Due is true and the driver applies the fates before Poll.
 func (s *Server) GhostSlot(now time.Duration) time.Duration {
 	e := &s.e
-	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+	if e.state != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
 		return maxDuration
 	}
 	return s.dataSlot(now)
@@ -999,12 +1002,13 @@ const controlAckBits = 17
 // MaxPacketSize to avoid an allocation.
 func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte, error) {
 	e := &s.e
-	switch e.sess.State() {
+	switch e.state {
 	case handshake.StateClosed:
 		return dst, nil
 	case handshake.StatePending:
 		if e.timedOut(now) {
 			e.sess.Close(handshake.ReasonTimeout)
+			e.noteState()
 		}
 		return dst, nil
 	case handshake.StateDraining:
@@ -1063,7 +1067,7 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 // then decides. TestDueWhenPollSends holds it to that.
 func (s *Server) Due(now time.Duration) bool {
 	e := &s.e
-	return e.sess.State() != handshake.StateConnected || e.discLeft > 0 || e.timedOut(now) ||
+	return e.state != handshake.StateConnected || e.discLeft > 0 || e.timedOut(now) ||
 		s.redirecting || s.tickDue || now >= s.nextData || e.keepAliveDue(now)
 }
 
