@@ -39,13 +39,14 @@ type Params struct {
 // (zones) or through a Stager (the gateway).
 //
 // The fields every datagram and every pump touch come first, in the first
-// 160 bytes: a 256-byte object starts on a cache line (the size class's
+// 128 bytes: a 256-byte object starts on a cache line (the size class's
 // objects are 4 lines apart; 5 in the 320-byte class before), so they are
-// three lines, and the fourth is the view slot's and ctlPost's, which
-// other goroutines write (TestConnLayout; in a 352-byte
-// object, 32-byte aligned in its span, 160 bytes were three lines either
-// way and 192 four half the time). By the time a player's next packet
-// comes, its connection has left the cache, and each line read is a miss.
+// two lines; the third is what a Control reads besides, and the fourth
+// the view slot's and ctlPost's, which other goroutines write
+// (TestConnLayout; a datagram read three lines while the unacked moves'
+// capacity and the player sat in the third). By the time a player's next
+// packet comes, its connection has left the cache, and each line read is
+// a miss.
 // What a pump reads is the first line alone: a round handles all its
 // events before it pumps, and the events of the connections after this
 // one (their sessions, the AEAD) have pushed this one's lines out of the
@@ -91,10 +92,13 @@ type Conn struct {
 	// supFolded is fates' third count (folded), here for the room.
 	supFolded uint16
 
-	// Per datagram.
+	// Per datagram: the second line, all of it (TestConnLayout). A
+	// datagram reads nothing of the Conn past it: joinAt, which its tests
+	// compare only once the newest Control is a second old (zoneQuiet) or
+	// the resend wait has run (flushInput), is in the third, with what a
+	// Control reads.
 	inflight *atomic.Int32 // Params.Inflight
 	zone     *actor.PID
-	joinAt   time.Duration // when the newest Join went
 	ctlAt    time.Duration // when the newest Control arrived (0: none yet, the Join has not taken)
 	lastMove uint64        // the newest move handed to an Input
 	// waitFrom is when the wait for a resend of unacked moves runs from
@@ -102,17 +106,18 @@ type Conn struct {
 	// earlier than) or the last resend, whichever came later — all that
 	// was ever read of the two times, in one field.
 	waitFrom time.Duration
-	applied  uint64     // the newest applied move a zone reported
 	unacked  []keptMove // moves handed on, not yet reported applied (resent on a Rejoin)
+	player   uint64     // every Input names it (flushInput)
 
 	// Per Control.
-	ctlEpoch uint64 // the newest Control epoch taken (a relook: the record's)
+	ctlEpoch uint64        // the newest Control epoch taken (a relook: the record's)
+	applied  uint64        // the newest applied move a zone reported
+	joinAt   time.Duration // when the newest Join went
 
 	// Cold: lifecycle, events, views (a zone's goroutine writes the view
 	// slot and ctlPost: away from the lines above).
 	pid      *actor.PID
 	hs       *handshake.Session // Params.Handshake: the session's until it is built
-	player   uint64
 	userData string
 	side     *connSide // input held during a lookup, events kept for a Rejoin (nil: none)
 	// ctlPost is 1 + the index in its shard's inbox of the newest Control
@@ -551,7 +556,10 @@ func (c *Conn) checkZone(now time.Duration) {
 // 0 before the first). One test, inlined in onDatagram as the one it
 // replaced was; the lookups are out of line.
 func (c *Conn) zoneQuiet(now time.Duration) bool {
-	return c.joined && now-max(c.ctlAt, c.joinAt) >= lookupAgainAfter
+	// now-max(ctlAt, joinAt) ≥ lookupAgainAfter, tested one time at a
+	// time: joinAt (the Conn's third line) is read only once the newest
+	// Control is a second old, which it is not on a playing connection.
+	return c.joined && now-c.ctlAt >= lookupAgainAfter && now-c.joinAt >= lookupAgainAfter
 }
 
 // lookUpAgain looks the player's record up again if a lookup is due
@@ -834,10 +842,13 @@ func (c *Conn) flushInput(now time.Duration) {
 		in.Release()
 		return
 	}
-	if c.ctlAt-max(c.waitFrom, c.joinAt) >= moveResendAfter {
+	if c.ctlAt-c.waitFrom >= moveResendAfter {
 		// resendStalled's wait at its least, inlined: nearly every
 		// datagram's Input stops here (its zone reported progress
 		// within the last tick), ≈ 25 instructions of a call a datagram.
+		// Without joinAt, which resendStalled takes into account: a
+		// test that lets more through, not fewer, and reads only the
+		// Conn's first two lines.
 		c.resendStalled(in, now)
 	}
 	c.sh.inputToZone(c.zone, in)

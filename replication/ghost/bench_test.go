@@ -537,12 +537,18 @@ func benchTablesCold(b *testing.B, fateDelay uint64, step func(i int, s *State),
 // table's view before the first Write, and each table's view a random
 // set of the zone's entries if scatter is set (else a run of them).
 func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump, scatter bool) {
+	benchTablesIn(b, ents, everyFourth, fateDelay, step, scramble, cold, jitter, sparse, pump, scatter)
+}
+
+// benchTablesIn is benchTablesColdOf with entity i a player if player(i)
+// (tablesWorldOf).
+func benchTablesIn(b *testing.B, ents int, player func(i int) bool, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump, scatter bool) {
 	const tables, per = 1000, 48
 	wide := per
 	if sparse {
 		wide = 2 * per
 	}
-	sw, states, classes, vel, tabs, refs := tablesWorld(b, tables, wide, ents)
+	sw, states, classes, vel, tabs, refs := tablesWorldOf(b, tables, wide, ents, player)
 	if scatter {
 		// A node's zone puts its entities in the snapshot in slot (join)
 		// order, not in space: a view's entries lie anywhere in it.
@@ -654,6 +660,14 @@ func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int
 // every fourth, the rest NPCs) spread over 200 m × 200 m with a random
 // velocity each, and tables tables, each viewing per consecutive entities.
 func tablesWorld(b *testing.B, tables, per, ents int) (sw *SnapshotWriter, states []State, classes []*Class, vel [][2]float64, tabs []*Table, refs [][]ViewRef) {
+	return tablesWorldOf(b, tables, per, ents, everyFourth)
+}
+
+// everyFourth is the tables benchmarks' players: every fourth entity.
+func everyFourth(i int) bool { return i%4 == 0 }
+
+// tablesWorldOf is tablesWorld with entity i a player if player(i).
+func tablesWorldOf(b *testing.B, tables, per, ents int, player func(i int) bool) (sw *SnapshotWriter, states []State, classes []*Class, vel [][2]float64, tabs []*Table, refs [][]ViewRef) {
 	reg, pc, nc := newTestRegistry(b)
 	sw, err := NewSnapshotWriter(reg)
 	if err != nil {
@@ -665,7 +679,7 @@ func tablesWorld(b *testing.B, tables, per, ents int) (sw *SnapshotWriter, state
 	vel = make([][2]float64, ents)
 	for i := range states {
 		classes[i] = nc
-		if i%4 == 0 {
+		if player(i) {
 			classes[i] = pc
 		}
 		states[i].Pos = [3]float64{rng.Float64()*200 - 100, 0, rng.Float64()*200 - 100}

@@ -679,7 +679,8 @@ const (
 // on the server's track (narrow, delivered: two and nothing in flight, the
 // pair extrapolating, or positions in flight, coded by flightDeltas as
 // posForm codes them) in a window, and every group in
-// the mask the table's to code, in one run of at most runMax bits. It
+// the mask the table's to code, in one run of at most runMax bits or two
+// (a player's update with its move sequence: writeUsualRuns). It
 // writes and commits it as writeRecord does (the same bits, the same
 // table: TestWriteUsualIsWriteRecord), or reports recMiss when it does not
 // fit the budget, or recOther, having written and changed nothing, for
@@ -770,9 +771,13 @@ func (t *Table) writeUsual(id uint32) int {
 			rn += uint(pl.yawBits)
 		}
 	} else {
-		if rv, rn = usualGroups(t.reg.classes[s.ci], &v.gc, v.yawQ, mask, rv, rn, pos, pn); rn == 0 {
-			return recOther
+		// Any other mask (a player's update carrying its move
+		// sequence: often past one run) by the walk of its groups,
+		// written there.
+		if r := ps.writeUsualRuns(t.reg.classes[s.ci], &v.gc, v.yawQ, mask, rv, rn, pos, pn); r != recWritten {
+			return r
 		}
+		goto commit
 	}
 	if rn > runMax {
 		return recOther
@@ -786,6 +791,7 @@ func (t *Table) writeUsual(id uint32) int {
 			return recMiss
 		}
 	}
+commit:
 	// Commit: writeRecord's for an update carrying its position, pushed
 	// on the track's own room (n 0).
 	seq, now := ps.useq, ps.unow
@@ -876,32 +882,80 @@ func (ps *packScratch) makePlans(reg *Registry) {
 	ps.planReg = reg
 }
 
-// usualGroups is writeUsual's walk of the groups in mask, in group order,
-// for a mask other than the usual ones it writes itself: it appends each
-// group's bits to the run rv of rn bits and returns it, or rn 0 for a
-// group that is not the table's to code (writeRecord's record). gc is the
-// entry's group codes (in its view), yaw its yaw code. Out of line:
+// writeUsualRuns is writeUsual's walk of the groups in mask, in group
+// order, for a mask other than the usual ones it writes itself, and its
+// write into the scratch within its budget: the header hv of hn bits,
+// then each group's bits, gathered as one run of at most runMax bits or
+// two, the first of runMax bits (a field that crosses its end split
+// across the two) and the second of the rest, at most runMax (a
+// player's update with its move sequence, yaw and velocity). It returns
+// recWritten, recMiss (nothing written) when the record does not fit,
+// or recOther (nothing written) for a group not the table's to code
+// (writeRecord's record), a record past two runs (noCode's 255 bits
+// among them) or a header past one run. The bits are writeRecord's,
+// split where writeUpdate does not split them: the stream is the same.
+// gc is the entry's group codes (in its view), yaw its yaw code. Out of line:
 // writeUsual's usual record keeps its values in registers.
 //
 //go:noinline
-func usualGroups(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, rv uint64, rn uint, pos uint64, pn uint) (uint64, uint) {
+func (ps *packScratch) writeUsualRuns(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
+	if hn > runMax {
+		return recOther
+	}
+	rv, rn := hv, hn // the run being gathered
+	var first uint64 // the first run, once rv is the second
+	split := false
 	for m := mask; m != 0; m &= m - 1 {
+		var f uint64 // the field, l bits
+		var l uint
 		switch g := c.wk[bits.TrailingZeros64(m)]; {
 		case g >= wkCoded:
-			code := gc[(g-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
-			rv |= (code & (1<<codeShift - 1)) << (rn & 63)
-			rn += uint(code >> codeShift)
+			code := gc[(g-wkCoded)&(snapCodes-1)]
+			f, l = code&(1<<codeShift-1), uint(code>>codeShift)
 		case g == wkPos:
-			rv |= pos << (rn & 63)
-			rn += pn
+			f, l = pos, pn
 		case g == wkYaw:
-			rv |= uint64(yaw) << (rn & 63)
-			rn += uint(c.yawBits)
+			f, l = uint64(yaw), uint(c.yawBits)
 		default:
-			return 0, 0
+			return recOther // a group Encode writes (a second yaw): writeRecord's
 		}
+		if rn+l <= runMax {
+			rv |= f << (rn & 63)
+			rn += l
+			continue
+		}
+		if split || l > runMax {
+			return recOther // past two runs, or noCode
+		}
+		// The first run ends with the field's low runMax−rn bits; the
+		// second starts with the rest.
+		first = (rv | f<<(rn&63)) & (1<<runMax - 1)
+		rv, rn, split = f>>((runMax-rn)&63), rn+l-runMax, true
 	}
-	return rv, rn
+	w := &ps.scratch
+	mark := w.BitLen()
+	if !split {
+		if mark+int(rn) > ps.ubudget {
+			return recMiss
+		}
+		if !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+			w.Truncate(mark) // nothing written (fillUsual truncates no miss)
+			return recMiss
+		}
+		return recWritten
+	}
+	if mark+runMax+int(rn) > ps.ubudget {
+		return recMiss
+	}
+	if !w.TryWriteBits(first, runMax) && w.WriteBits(first, runMax) != nil {
+		w.Truncate(mark)
+		return recMiss
+	}
+	if !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+		w.Truncate(mark) // the first run too
+		return recMiss
+	}
+	return recWritten
 }
 
 // flightDeltas is writeUsual's position for a track with positions in

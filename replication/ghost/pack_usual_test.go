@@ -19,7 +19,10 @@ import (
 // (rest markers resent), stops (rest markers, then a position the client
 // has), jumps (past the window: absolute), late fates (positions in
 // flight, up to posRingLen: deferred), entities leaving and entering,
-// and short budgets (misses).
+// and short budgets (misses). Half the entities are a crowd's: each
+// update carries a move sequence (Extra[0], a 25-bit code and more), now
+// and then a new velocity, health or flags, so their records pass one run
+// of the writer's fast path (runMax), and some pass two.
 func TestWriteUsualIsWriteRecord(t *testing.T) {
 	reg, cs := codeTestClasses(t)
 	ta := tableFor(t, reg) // entry views: writeRecord
@@ -33,6 +36,9 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 	for i := range ents {
 		c := cs[i%len(cs)]
 		ents[i] = ViewEntry{Entity: uint64(100 + i), Class: c, Priority: float32(1 + i%5), State: randCodeState(r)}
+		if i%2 == 0 { // the crowd's: a move sequence, small counters
+			ents[i].State.Extra = [4]uint32{uint32(4000 + 37*i), uint32(i % 3), 0, 0}
+		}
 		fitState(c, &ents[i].State)
 		vel[i] = [2]float64{r.Float64()*6 - 3, r.Float64()*6 - 3}
 	}
@@ -61,6 +67,20 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 			default: // walks on
 				e.State.Pos[0] += vel[i][0] * dt.Seconds()
 				e.State.Pos[2] += vel[i][1] * dt.Seconds()
+			}
+			if i%2 == 0 { // the crowd's
+				e.State.Extra[0] += uint32(r.IntN(3))
+				switch k := r.IntN(16); {
+				case k < 4:
+					e.State.Vel = [3]float64{r.Float64()*8 - 4, 0, r.Float64()*8 - 4}
+				case k < 5:
+					e.State.Health = int32(r.IntN(201))
+				case k < 6:
+					e.State.Flags = uint32(r.IntN(256))
+				case k < 7: // a wide counter now and then: no code (Encode writes it)
+					e.State.Extra[3] = []uint32{0, r.Uint32()}[r.IntN(2)]
+				}
+				fitState(e.Class, &e.State)
 			}
 		}
 		// Now and then a few entities leave the view for a while, also
@@ -256,5 +276,25 @@ func TestReentryOutsideTheSnapshot(t *testing.T) {
 		if m.Len() != 2 {
 			t.Errorf("the client holds %d ghosts, want 2", m.Len())
 		}
+	}
+}
+
+// A header past one run (an id and a mask of a class of many groups) is
+// not writeUsualRuns' record: it reports recOther, having written nothing
+// (its runs split at runMax from the header's end, which would be past it).
+func TestWriteUsualRunsLeavesALongHeader(t *testing.T) {
+	_, cs := codeTestClasses(t)
+	pc := cs[0] // position first
+	ps := new(packScratch)
+	ps.scratch.Reset(ps.sbuf[:])
+	ps.ubudget = 8 * MaxPacketBytes
+	var gc [snapCodes]uint64
+	for _, hn := range []uint{runMax + 1, runMax + 8} {
+		if r := ps.writeUsualRuns(pc, &gc, 0, 1<<pc.posIdx, 1, hn, 5, 10); r != recOther || ps.scratch.BitLen() != 0 {
+			t.Fatalf("a %d-bit header: %d, %d bits written; want recOther, none", hn, r, ps.scratch.BitLen())
+		}
+	}
+	if r := ps.writeUsualRuns(pc, &gc, 0, 1<<pc.posIdx, 1, runMax-4, 5, 10); r != recWritten || ps.scratch.BitLen() != runMax+6 {
+		t.Fatalf("a %d-bit header and a 10-bit position: %d, %d bits written; want recWritten, %d", runMax-4, r, ps.scratch.BitLen(), runMax+6)
 	}
 }

@@ -22,13 +22,15 @@ func BenchmarkTables1000PumpScattered(b *testing.B) {
 	benchTablesColdOf(b, 1000, 0, nil, true, true, true, false, true, true)
 }
 
-// BenchmarkTables1000PumpCrowd is BenchmarkTables1000PumpScattered with
-// the groups besides the position and yaw changing as a node's crowd
-// changes them (informative; crowdStep). Pump's states change their position and yaw only, so its
-// records all take writeUsual's own masks; these take every other mask,
-// coded by usualGroups from the entry's group codes, as at 2,000 players,
-// where usualGroups is 7.5 % of the node.
-func BenchmarkTables1000PumpCrowd(b *testing.B) {
+// BenchmarkTables1000PumpCrowdScattered is BenchmarkTables1000PumpScattered
+// with the groups besides the position and yaw changing as a node's crowd
+// changes them (informative; crowdStep). Pump's states change their
+// position and yaw only, so its records all take writeUsual's own masks;
+// these take every other mask, coded by writeUsualRuns from the entry's
+// group codes, as at 2,000 players, where the load of those codes was
+// 5.7 % of the node (BenchmarkTables1000PumpCrowd is the node's mix of
+// record lengths with a view a run of entries).
+func BenchmarkTables1000PumpCrowdScattered(b *testing.B) {
 	tick := 0
 	benchTablesColdOf(b, 1000, 0, func(i int, s *State) {
 		if i == 0 {
@@ -52,7 +54,7 @@ func crowdStep(tick int, i int, s *State) {
 	s.Health = 100 + int32((i+tick)%50)
 }
 
-// BenchmarkTables1000PumpZones is BenchmarkTables1000PumpCrowd with the
+// BenchmarkTables1000PumpZones is BenchmarkTables1000PumpCrowdScattered with the
 // 1,000 tables in four zones, each its own snapshot of 1,000 entries, and
 // a table of each zone in turn (informative): a node's shard pumps the
 // connections of every zone, so one zone's snapshot is not left in D1 by

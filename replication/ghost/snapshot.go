@@ -139,8 +139,8 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 // of them (25.6 k of BenchmarkTables1000Pump's 150 k D1 read misses a
 // tick); with the group codes here, each update of a group besides the
 // position and yaw (a player's velocity and move sequence: most of a
-// node's records) missed one (usualGroups, 5.7 % of the node at 2,000
-// players).
+// node's records) missed one (the codes' load, 5.7 % of the node at
+// 2,000 players).
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry

@@ -92,12 +92,14 @@ func (s *hdrSim) step(tb testing.TB) {
 	q := &s.q[d]
 	p := &q.p[(q.head+q.size)%len(q.p)]
 	s.w.Reset(p.buf[:])
-	bits := c.Stats().HeaderBits
 	if _, err := c.WriteHeader(&s.w, TypeData, now); err != nil {
 		tb.Fatalf("send: %v", err)
 	}
 	if s.counting {
-		s.bits += c.Stats().HeaderBits - bits
+		// The packet is its header: its bits are what Stats' HeaderBits
+		// adds (TestHeaderBitsCounted), read here without Stats, which
+		// counts the records in flight.
+		s.bits += uint64(s.w.BitLen())
 		s.pkts++
 	}
 	if s.rng.Float64() >= s.loss {
@@ -193,5 +195,22 @@ func TestZeroAllocs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHeaderBitsCounted: the header benchmarks' count of bits (the
+// writer's length, the packet being its header) is what Stats'
+// HeaderBits adds, lossless and lossy.
+func TestHeaderBitsCounted(t *testing.T) {
+	for _, loss := range []float64{0, 0.10} {
+		s := newHdrSim(t, loss, 5)
+		before := s.c[0].Stats().HeaderBits + s.c[1].Stats().HeaderBits
+		s.counting = true
+		for range 2000 {
+			s.step(t)
+		}
+		if got := s.c[0].Stats().HeaderBits + s.c[1].Stats().HeaderBits - before; got != s.bits {
+			t.Fatalf("loss %.2f: Stats counted %d header bits, the benchmark %d", loss, got, s.bits)
+		}
 	}
 }

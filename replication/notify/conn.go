@@ -67,25 +67,34 @@ func (c *Conn) carried(r *record) uint64 {
 // (growRecs, trimRecs) and the rare counters are made on the first; the
 // steady state allocates nothing. Not safe for concurrent use; the connection
 // actor owns it.
+//
+// A datagram's receive and the send after it read nearly every field, so
+// the Conn is 192 bytes, the size class that starts every object on a
+// cache line: three lines a Conn, where the 240-byte one spanned 4.75 on
+// average (TestConnLayout). The 48 bytes went from headSeq and
+// firstPending (their low 32 bits), pending (counted from the records:
+// InFlight), Received (derived: received), the horizon and confirmed F
+// (distances in a byte each), the hasRx and hasIv flags (noRx,
+// noInterval) and the ring's sizing period (in rare's object, used only
+// while the ring is larger than minRecs).
 type Conn struct {
 	cfg *shared // shared (interned), never written: ReorderThreshold and AckWindow are read there (reorderK, ackWin), and the starts
 
 	// Sender half: our sequence numbers.
-	nextSeq      uint64
-	headSeq      uint64   // oldest record not yet popped
-	firstPending uint64   // oldest unresolved record, or nextSeq
-	pending      uint64   // unresolved records
-	recs         []record // ring indexed by seq mod len (a power of two)
-	// Sizing by use (trimRecs): when the period ends (the most records in
-	// flight in this and the previous period are with the flags).
-	recTrimAt time.Duration
-	peerL     uint64 // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
+	nextSeq uint64
+	recs    []record // ring indexed by seq mod len (a power of two)
+	peerL   uint64   // newest L processed (when hasPeerL): our largest sequence the peer acknowledged
+	// headLo and firstPendingLo are the low 32 bits of headSeq (the
+	// oldest record not yet popped) and firstPending (the oldest
+	// unresolved record, or nextSeq): both lie within MaxInFlight ≤ 2^16
+	// at or below nextSeq, which rebuilds them (seqOf). 32-bit
+	// differences from uint32(nextSeq) count the records (inRing).
+	headLo, firstPendingLo uint32
 
 	// Receiver half: the peer's sequence numbers.
 	rxL      uint64        // newest accepted (when hasRx)
-	rxH      uint64        // horizon: lowest acceptable
 	rxLAt    time.Duration // arrival time of rxL (ack delay)
-	interval time.Duration // smoothed inter-arrival time per sequence number (when hasIv)
+	interval time.Duration // smoothed inter-arrival time per sequence number; noInterval until a sample arms the time threshold
 	// rxBits: the accepted bits, a ring indexed by seq mod 64·len (AckWindow
 	// rounded up to a power of two). Its room past len holds the gap
 	// times (gaps): for missing s in [H, L), when the first later packet
@@ -97,27 +106,56 @@ type Conn struct {
 	// WAN connections — never reads it, and it was 32 of the 64 bytes.
 	rxBits     []uint64
 	confirmedL uint64 // largest L carried by one of our headers known delivered
-	confirmedF uint64 // every peer sequence below it is resolved at the peer
-
-	rtt      rttEstimator
-	lossRate float64
-	stats    connStats // all but the rare ones
-	rare     *Stats    // ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted: made on the first
-
-	// The flags together: one word, where each took one of its own; the
-	// ring's peaks share it (records in flight, saturated at 65535: a ring
-	// of MaxMaxInFlight = 65536 sizes the same from either).
-	recPeak, recPeakPrev uint16
-	hasPeerL             bool // peerL is set
-	hasRx                bool // rxL, rxLAt are set: a packet was accepted
-	hasIv                bool // interval has a sample: the time threshold is armed
-	// gapOpen: a sequence in [rxH, rxL) may be missing. False means none
+	// rxHBack is rxL − H, the horizon's distance below the newest (at
+	// most K−1 ≤ 31: receive and Tick keep H ≥ L+1−K), or noRx before
+	// the first packet is accepted (hasRx; H is peerStart then).
+	rxHBack uint8
+	// confirmedFBack is confirmedL + 1 − confirmedF, every peer sequence
+	// below confirmedF being resolved at the peer: at most K, because
+	// every header's F is at least its L+1−K (F ≥ H).
+	confirmedFBack uint8
+	hasPeerL       bool // peerL is set
+	// gapOpen: a sequence in [H, rxL) may be missing. False means none
 	// is (a loss-free link, nearly always), and Tick, firstMissing and
 	// receive's count of the abandoned skip their scans of the ring (≈ 30
 	// instructions each, Tick on every Poll). Set where receive opens a
 	// gap, cleared by a Tick that finds none.
-	gapOpen bool
+	gapOpen    bool
+	rttSamples uint32 // at most one a packet received: 32 bits last two years at 60 a second
+
+	rtt      rttEstimator
+	lossRate float64
+	stats    connStats  // all but the rare ones and those Stats derives
+	rare     *rareState // ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted and the ring's sizing period: made on the first
 }
+
+// noRx is rxHBack before the first packet is accepted: above any
+// distance (MaxReorderThreshold − 1).
+const noRx = 0xff
+
+// The horizon's distance below the newest and confirmed F's below
+// confirmedL+1 fit their bytes (noRx kept free): this fails to compile
+// otherwise.
+var _ = [1]struct{}{}[min(noRx/MaxReorderThreshold, 1)-1]
+
+// noInterval is interval before its first sample (every sample is ≥ 0).
+const noInterval time.Duration = -1
+
+// hasRx reports whether a packet was accepted (rxL and rxLAt are set).
+func (c *Conn) hasRx() bool { return c.rxHBack != noRx }
+
+// rxH is the horizon, the lowest acceptable sequence, once hasRx (it is
+// peerStart before).
+func (c *Conn) rxH() uint64 { return c.rxL - uint64(c.rxHBack) }
+
+// confirmedF is the lowest peer sequence not known resolved at the peer.
+func (c *Conn) confirmedF() uint64 { return c.confirmedL + 1 - uint64(c.confirmedFBack) }
+
+// seqOf rebuilds headSeq or firstPending from its low 32 bits.
+func (c *Conn) seqOf(lo uint32) uint64 { return c.nextSeq - uint64(uint32(c.nextSeq)-lo) }
+
+// inRing counts the records not yet popped, [headSeq, nextSeq).
+func (c *Conn) inRing() uint64 { return uint64(uint32(c.nextSeq) - c.headLo) }
 
 // shared is what a Conn reads but never writes, the same for the Conns of
 // one config: the Config, where both numberings start (0 but in tests that
@@ -128,9 +166,6 @@ type shared struct {
 	localStart, peerStart uint64
 	trimEvery             time.Duration
 }
-
-// peak16 saturates a count of records in flight to the peaks' width.
-func peak16(n uint64) uint16 { return uint16(min(n, 1<<16-1)) }
 
 // configs interns the Configs of Conns: every connection of a process
 // shares one read-only copy instead of 40 bytes each. Bounded: past
@@ -158,15 +193,16 @@ func newConn(cfg Config, localStart, peerStart uint64) (*Conn, error) {
 	nrec := nextPow2(cfg.MaxInFlight)
 	nbit := nextPow2(cfg.AckWindow)
 	c := &Conn{
-		cfg:          configs.Get(shared{Config: cfg, localStart: localStart, peerStart: peerStart, trimEvery: recTrimEvery}),
-		nextSeq:      localStart,
-		headSeq:      localStart,
-		firstPending: localStart,
-		recs:         make([]record, min(nrec, minRecs)),
-		rxH:          peerStart,
-		rxBits:       make([]uint64, nbit/64),
-		confirmedL:   peerStart,
-		confirmedF:   peerStart,
+		cfg:            configs.Get(shared{Config: cfg, localStart: localStart, peerStart: peerStart, trimEvery: recTrimEvery}),
+		nextSeq:        localStart,
+		headLo:         uint32(localStart),
+		firstPendingLo: uint32(localStart),
+		recs:           make([]record, min(nrec, minRecs)),
+		interval:       noInterval,
+		rxBits:         make([]uint64, nbit/64),
+		confirmedL:     peerStart,
+		confirmedFBack: 1, // confirmedF = peerStart: nothing is resolved at the peer
+		rxHBack:        noRx,
 	}
 	c.rtt.init(cfg.InitialRTT)
 	return c, nil
@@ -210,18 +246,29 @@ func (c *Conn) maxRecs() int { return nextPow2(c.cfg.MaxInFlight) }
 const minRecs = 4
 
 // growRecs doubles the sender ring, keeping every live record [headSeq,
-// nextSeq) at its sequence's slot under the new mask.
-func (c *Conn) growRecs() {
+// nextSeq) at its sequence's slot under the new mask. A ring leaving its
+// first size starts a sizing period (trimRecs) at now.
+func (c *Conn) growRecs(now time.Duration) {
 	n := 2 * len(c.recs)
 	if n > c.maxRecs() {
 		panic("notify: sender ring beyond MaxInFlight") // Send checks the bound first
 	}
+	if len(c.recs) == minRecs {
+		z := c.rareStats()
+		z.recPeak, z.recPeakPrev, z.recTrimAt = 0, 0, now+c.cfg.trimEvery
+	}
+	c.recs = c.copyRecs(n)
+}
+
+// copyRecs returns a ring of n slots holding the live records at their
+// sequences' slots.
+func (c *Conn) copyRecs(n int) []record {
 	nr := make([]record, n)
 	mask := uint64(n - 1)
-	for s := c.headSeq; s < c.nextSeq; s++ {
+	for s := c.seqOf(c.headLo); s < c.nextSeq; s++ {
 		nr[s&mask] = c.recs[s&c.recMask()]
 	}
-	c.recs = nr
+	return nr
 }
 
 // recTrimEvery is the sender ring's sizing period: once per period, a ring
@@ -232,20 +279,21 @@ func (c *Conn) growRecs() {
 // fate delay wavers from growing and shrinking every second.
 const recTrimEvery = time.Second
 
-// trimRecs applies recTrimEvery's rule and starts a new period.
-func (c *Conn) trimRecs() {
-	peak := int(max(c.recPeak, c.recPeakPrev))
-	c.recPeakPrev, c.recPeak = c.recPeak, peak16(c.nextSeq-c.headSeq)
+// trimRecs applies recTrimEvery's rule and starts a new period at now.
+// The sizing runs only while the ring is larger than minRecs (a ring of
+// minRecs has nothing to give back): its period and peaks are in rare's
+// object, not every Conn (12 bytes), and a link that never holds more
+// than minRecs−1 records skips the peak and the period's check on every
+// send.
+func (c *Conn) trimRecs(z *rareState, now time.Duration) {
+	z.recTrimAt = now + c.cfg.trimEvery
+	peak := int(max(z.recPeak, z.recPeakPrev))
+	z.recPeakPrev, z.recPeak = z.recPeak, uint32(c.inRing())
 	want := max(minRecs, nextPow2(peak+peak/4+1))
-	if 2*want > len(c.recs) || uint64(want) <= c.nextSeq-c.headSeq {
+	if 2*want > len(c.recs) || uint64(want) <= c.inRing() {
 		return
 	}
-	nr := make([]record, want)
-	mask := uint64(want - 1)
-	for s := c.headSeq; s < c.nextSeq; s++ {
-		nr[s&mask] = c.recs[s&c.recMask()]
-	}
-	c.recs = nr
+	c.recs = c.copyRecs(want)
 }
 
 func nextPow2(n int) int {
@@ -272,7 +320,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 	if t >= typeReserved {
 		return 0, ErrBadType
 	}
-	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
+	if c.inRing() >= uint64(c.cfg.MaxInFlight) {
 		return 0, ErrFatesPending
 	}
 	seq = c.nextSeq
@@ -295,24 +343,25 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 		w.Truncate(start)
 		return 0, bw.err
 	}
-	if c.nextSeq-c.headSeq == uint64(len(c.recs)) {
-		c.growRecs()
+	if c.inRing() == uint64(len(c.recs)) {
+		c.growRecs(now)
 	}
 	c.recs[seq&c.recMask()] = record{sentAt: now, carriedL: uint32(ackL), fBack: uint8(ackL + 1 - ackF), acked: acked}
 	c.nextSeq++
-	c.recPeak = max(c.recPeak, peak16(c.nextSeq-c.headSeq))
-	if now >= c.recTrimAt {
-		c.trimRecs()
-		c.recTrimAt = now + c.cfg.trimEvery
+	if len(c.recs) > minRecs { // the sizing: the period's peak, and a trim when it ends
+		z := c.rare // made by growRecs
+		z.recPeak = max(z.recPeak, uint32(c.inRing()))
+		if now >= z.recTrimAt {
+			c.trimRecs(z, now)
+		}
 	}
-	c.pending++
 	c.stats.HeaderBits += uint64(w.BitLen() - start)
-	if c.nextSeq-c.headSeq >= uint64(c.cfg.MaxInFlight) {
-		if r := &c.recs[c.headSeq&c.recMask()]; r.state == recPending {
+	if c.inRing() >= uint64(c.cfg.MaxInFlight) {
+		if r := &c.recs[uint64(c.headLo)&c.recMask()]; r.state == recPending {
 			// Bound the sender's memory: a peer that never answers must not pin
 			// records forever. This may be a false drop (see docs, "forced drops").
 			c.rareStats().ForcedDrops++
-			c.resolve(r, false)
+			c.drop(r)
 			c.skipResolved()
 		}
 	}
@@ -322,7 +371,7 @@ func (c *Conn) WriteHeader(w *bitstream.Writer, t PacketType, now time.Duration)
 // writeAck writes the ack section about the peer's sequences and returns what
 // the record must remember for ack-of-ack: the L and F this header carried.
 func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint64, acked bool) {
-	if !c.hasRx || (c.rxL == c.confirmedL && c.confirmedF > c.rxL) {
+	if !c.hasRx() || (c.rxL == c.confirmedL && c.confirmedFBack == 0) { // confirmedF > rxL
 		// Nothing accepted yet, or the peer is known to hold everything we could say.
 		bw.bits(ackNoneCode, ackNoneLen)
 		return 0, 0, false
@@ -337,7 +386,7 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 	}
 	bw.bits(code|(l&(1<<w-1))<<codeLen, codeLen+w) // both in one field, as in WriteHeader
 	// Report range [r, l-1]: everything the peer may not have resolved yet.
-	r := max(c.confirmedF, windowLow(l, c.ackWin(), c.cfg.peerStart))
+	r := max(c.confirmedF(), windowLow(l, c.ackWin(), c.cfg.peerStart))
 	var m uint64
 	if r < l {
 		m = l - r
@@ -356,10 +405,11 @@ func (c *Conn) writeAck(bw *bitWriter, seq uint64, now time.Duration) (l, f uint
 	// itself (R is a confirmed F, the first hole at the time), so it costs 1 bit.
 	prev := r - 1
 	var lastAbandoned uint64 // highest hole below the horizon, +1
+	rxH := c.rxH()
 	for x := c.nextMissing(r, l); x < l; x = c.nextMissing(x+1, l) {
 		bw.gamma(x - prev)
 		prev = x
-		if x < c.rxH {
+		if x < rxH {
 			lastAbandoned = x + 1
 		}
 	}
@@ -487,7 +537,7 @@ func (c *Conn) readShort(r *bitstream.Reader, h *Header, f *shortHeader) error {
 		return err
 	}
 	if f.ackW != 0 {
-		if err := c.ackFields(h, f.ackTrunc, f.ackW, true, 0, 0, f.delay, !c.hasRx || h.Seq > c.rxL); err != nil {
+		if err := c.ackFields(h, f.ackTrunc, f.ackW, true, 0, 0, f.delay, !c.hasRx() || h.Seq > c.rxL); err != nil {
 			c.rareStats().BadHeader++
 			return err
 		}
@@ -522,7 +572,7 @@ func (c *Conn) readHeaderFields(r *bitstream.Reader, h *Header) error {
 		c.countRejection(err)
 		return err
 	}
-	if err := c.readAck(&br, h, !c.hasRx || h.Seq > c.rxL); err != nil {
+	if err := c.readAck(&br, h, !c.hasRx() || h.Seq > c.rxL); err != nil {
 		c.rareStats().BadHeader++
 		return err
 	}
@@ -631,9 +681,8 @@ func (c *Conn) AcceptHeader(h *Header, now time.Duration) error {
 		c.countRejection(err)
 		return err
 	}
-	newest := !c.hasRx || h.Seq > c.rxL
+	newest := !c.hasRx() || h.Seq > c.rxL
 	c.receive(h.Seq, now)
-	c.stats.Received++
 	if h.hasAck && newest && h.ackL < c.nextSeq {
 		c.onAck(h, now)
 	}
@@ -643,7 +692,7 @@ func (c *Conn) AcceptHeader(h *Header, now time.Duration) error {
 // expected is the sequence the receiver expects next: the reference for
 // reconstructing a truncated sequence number.
 func (c *Conn) expected() uint64 {
-	if c.hasRx {
+	if c.hasRx() {
 		return c.rxL + 1
 	}
 	return c.cfg.peerStart
@@ -651,7 +700,7 @@ func (c *Conn) expected() uint64 {
 
 // classify decides acceptance of the peer's sequence s without changing state.
 func (c *Conn) classify(s uint64) error {
-	if !c.hasRx {
+	if !c.hasRx() {
 		switch {
 		case s < c.cfg.peerStart:
 			return ErrStale
@@ -668,7 +717,7 @@ func (c *Conn) classify(s uint64) error {
 		return nil
 	case s+c.ackWin() > c.rxL && c.accepted(s):
 		return ErrDuplicate
-	case s < c.rxH:
+	case s < c.rxH():
 		return ErrStale
 	}
 	return nil
@@ -754,26 +803,32 @@ func (c *Conn) firstMissing() uint64 {
 	if !c.gapOpen {
 		return c.rxL + 1 // every sequence in [H, L] accepted
 	}
-	return c.nextMissing(c.rxH, c.rxL+1)
+	return c.nextMissing(c.rxH(), c.rxL+1)
 }
 
 // receive marks s (already classified acceptable) as accepted.
 func (c *Conn) receive(s uint64, now time.Duration) {
-	if c.hasRx && s <= c.rxL {
+	hasRx := c.hasRx()
+	if hasRx && s <= c.rxL {
 		c.setAccepted(s) // a reordered packet fills a gap
 		return
 	}
-	// s is the new newest. Packet threshold: everything below s−K+1 is given up.
-	newH := c.rxH
-	if s+1 >= c.cfg.peerStart+c.reorderK() {
-		newH = max(newH, s+1-c.reorderK())
+	// s is the new newest. Packet threshold: everything below s−K+1 is
+	// given up, so H becomes max(H, s+1−K) = s − back, back the smaller
+	// of s − H and K−1 (s ≥ H; where s+1−K would be below 0, s − H ≤ s
+	// < K−1 keeps H).
+	oldH := c.cfg.peerStart // the horizon before the first packet
+	if hasRx {
+		oldH = c.rxH()
 	}
+	back := min(s-oldH, c.reorderK()-1)
+	newH := s - back
 	gapFrom := c.cfg.peerStart // first sequence that becomes missing behind s
-	if c.hasRx {
+	if hasRx {
 		oldL := c.rxL
 		gapFrom = oldL + 1
 		// Count before the ring slots are reused.
-		evictLo := max(windowLow(oldL, c.ackWin(), c.cfg.peerStart), c.confirmedF)
+		evictLo := max(windowLow(oldL, c.ackWin(), c.cfg.peerStart), c.confirmedF())
 		evictHi := windowLow(s, c.ackWin(), c.cfg.peerStart)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
@@ -781,7 +836,7 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 			}
 		}
 		if c.gapOpen { // else [rxH, oldL] are all accepted: none to count
-			c.stats.Abandoned += c.missing(c.rxH, min(newH, gapFrom))
+			c.stats.Abandoned += c.missing(oldH, min(newH, gapFrom))
 		}
 		// Per sequence: the division (tens of cycles) only when sequences
 		// were skipped, not for the next one (nearly every packet).
@@ -789,8 +844,8 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		if k := s - oldL; k > 1 {
 			per /= time.Duration(k)
 		}
-		if per = max(per, 0); !c.hasIv {
-			c.interval, c.hasIv = per, true
+		if per = max(per, 0); c.interval == noInterval {
+			c.interval = per
 		} else {
 			c.interval += (per - c.interval) / 8
 		}
@@ -813,9 +868,8 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		c.gapOpen = true
 	}
 	c.setAccepted(s)
-	c.hasRx = true
 	c.rxL = s
-	c.rxH = newH
+	c.rxHBack = uint8(back)
 	c.rxLAt = now
 }
 
@@ -826,16 +880,17 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 // has a sample (two packets with rising sequence numbers arrived): before that
 // the sender's rate is unknown and only the packet threshold applies.
 func (c *Conn) Tick(now time.Duration) {
-	if !c.gapOpen || !c.hasRx || !c.hasIv || c.rxH >= c.rxL {
+	if !c.gapOpen || !c.hasRx() || c.interval == noInterval || c.rxHBack == 0 {
 		return
 	}
-	s := c.nextMissing(c.rxH, c.rxL)
+	rxH := c.rxH()
+	s := c.nextMissing(rxH, c.rxL)
 	if s == c.rxL {
 		c.gapOpen = false // no gap: nothing to give up, nor later until one opens
 		return
 	}
 	tau := c.reorderTime()
-	newH := c.rxH
+	newH := rxH
 	gaps, mask := c.gaps(), c.gapMask()
 	for ; s < c.rxL; s = c.nextMissing(s+1, c.rxL) {
 		if now-time.Duration(gaps[s&mask]) < tau {
@@ -843,8 +898,8 @@ func (c *Conn) Tick(now time.Duration) {
 		}
 		newH = s + 1
 	}
-	c.stats.Abandoned += c.missing(c.rxH, newH)
-	c.rxH = newH
+	c.stats.Abandoned += c.missing(rxH, newH)
+	c.rxHBack = uint8(c.rxL - newH)
 }
 
 // reorderTime is how long a gap may stay open: long enough that a packet
@@ -863,62 +918,66 @@ func (c *Conn) reorderTime() time.Duration {
 func (c *Conn) onAck(h *Header, now time.Duration) {
 	l := h.ackL
 	if !c.hasPeerL || l > c.peerL {
-		if h.delay != delayNone && l >= c.headSeq {
+		if h.delay != delayNone && c.nextSeq-l <= c.inRing() { // l ≥ headSeq (l < nextSeq)
 			if raw := now - c.recs[l&c.recMask()].sentAt; raw > 0 {
 				c.rtt.sample(raw, delayValue(h.delay))
-				c.stats.RTTSamples++
+				c.rttSamples++
 			}
 		}
 		c.peerL, c.hasPeerL = l, true
 	}
 	lowWin := windowLow(l, c.ackWin(), c.cfg.localStart)
 	r := l - uint64(h.nbits)
-	for s := c.firstPending; s <= l; s++ {
+	for s := c.seqOf(c.firstPendingLo); s <= l; s++ {
 		rec := &c.recs[s&c.recMask()]
 		if rec.state != recPending {
 			continue
 		}
 		switch {
 		case s < lowWin:
-			c.resolve(rec, false) // left the peer's window unreported
+			c.drop(rec) // left the peer's window unreported
 		case s == l || h.allOK:
-			c.resolve(rec, true)
+			c.deliver(rec)
 		case s < r:
 			// The peer says s is resolved here, yet it is not: only a broken or
 			// forged peer does that. Never infer "delivered" without a bit.
-			c.resolve(rec, false)
+			c.drop(rec)
 		case h.bitmapBit(l - 1 - s):
-			c.resolve(rec, true)
+			c.deliver(rec)
 		case s < h.ackH:
-			c.resolve(rec, false) // abandoned by the peer: it will never accept s
+			c.drop(rec) // abandoned by the peer: it will never accept s
 		}
 	}
 	c.skipResolved()
 }
 
-// resolve records one fate. A delivered packet's header was processed by the
-// peer (or a newer one was), so what it carried is confirmed: ack-of-ack.
-func (c *Conn) resolve(r *record, delivered bool) {
-	c.pending--
-	if delivered {
-		r.state = recDelivered
-		c.stats.Delivered++
-		c.lossRate -= c.lossRate / 32
-		if r.acked {
-			l := c.carried(r)
-			c.confirmedL = max(c.confirmedL, l)
-			c.confirmedF = max(c.confirmedF, l+1-uint64(r.fBack))
-		}
-		return
+// deliver and drop record one fate (two functions, each inlined where
+// onAck resolves a record). A delivered packet's header was processed by
+// the peer (or a newer one was), so what it carried is confirmed:
+// ack-of-ack.
+func (c *Conn) deliver(r *record) {
+	r.state = recDelivered
+	c.stats.Delivered++
+	c.lossRate -= c.lossRate / 32
+	if r.acked {
+		l := c.carried(r)
+		f := max(c.confirmedF(), l+1-uint64(r.fBack))
+		c.confirmedL = max(c.confirmedL, l)
+		c.confirmedFBack = uint8(c.confirmedL + 1 - f)
 	}
+}
+
+func (c *Conn) drop(r *record) {
 	r.state = recDropped
 	c.lossRate += (1 - c.lossRate) / 32
 }
 
 func (c *Conn) skipResolved() {
-	for c.firstPending < c.nextSeq && c.recs[c.firstPending&c.recMask()].state != recPending {
-		c.firstPending++
+	s, end := c.firstPendingLo, uint32(c.nextSeq)
+	for s != end && c.recs[uint64(s)&c.recMask()].state != recPending {
+		s++
 	}
+	c.firstPendingLo = s
 }
 
 // PopFates appends the fates resolved since the last call to dst, strictly in
@@ -926,14 +985,16 @@ func (c *Conn) skipResolved() {
 // slice. A resolved packet waits behind an older unresolved one. Appending to a
 // slice with spare capacity does not allocate.
 func (c *Conn) PopFates(dst []Fate) []Fate {
-	for c.headSeq < c.nextSeq {
-		r := &c.recs[c.headSeq&c.recMask()]
+	s := c.seqOf(c.headLo)
+	for s < c.nextSeq {
+		r := &c.recs[s&c.recMask()]
 		if r.state == recPending {
 			break
 		}
-		dst = append(dst, Fate{Seq: c.headSeq, Delivered: r.state == recDelivered, SentAt: r.sentAt})
-		c.headSeq++
+		dst = append(dst, Fate{Seq: s, Delivered: r.state == recDelivered, SentAt: r.sentAt})
+		s++
 	}
+	c.headLo = uint32(s)
 	return dst
 }
 
@@ -948,15 +1009,15 @@ func (c *Conn) ForcedAny() bool { return c.rare != nil && c.rare.ForcedDrops != 
 // PopFate pops the oldest resolved fate, as PopFates does one at a time:
 // a caller that handles each at once needs no slice to collect them in.
 func (c *Conn) PopFate() (Fate, bool) {
-	if c.headSeq == c.nextSeq {
+	if c.headLo == uint32(c.nextSeq) {
 		return Fate{}, false
 	}
-	r := &c.recs[c.headSeq&c.recMask()]
+	r := &c.recs[uint64(c.headLo)&c.recMask()]
 	if r.state == recPending {
 		return Fate{}, false
 	}
-	f := Fate{Seq: c.headSeq, Delivered: r.state == recDelivered, SentAt: r.sentAt}
-	c.headSeq++
+	f := Fate{Seq: c.seqOf(c.headLo), Delivered: r.state == recDelivered, SentAt: r.sentAt}
+	c.headLo++
 	return f, true
 }
 
@@ -970,7 +1031,7 @@ func (c *Conn) PopFate() (Fate, bool) {
 // confirming state the client holds) asks here instead of waiting. False for
 // a packet unresolved, dropped, or already popped.
 func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
-	if seq < c.headSeq || seq >= c.nextSeq {
+	if seq >= c.nextSeq || c.nextSeq-seq > c.inRing() { // not in [headSeq, nextSeq)
 		return 0, false
 	}
 	r := &c.recs[seq&c.recMask()]
@@ -981,10 +1042,21 @@ func (c *Conn) Delivered(seq uint64) (sentAt time.Duration, ok bool) {
 func (c *Conn) NextSeq() uint64 { return c.nextSeq }
 
 // Newest is the newest peer sequence number accepted, and whether one was.
-func (c *Conn) Newest() (uint64, bool) { return c.rxL, c.hasRx }
+func (c *Conn) Newest() (uint64, bool) { return c.rxL, c.hasRx() }
 
-// InFlight is the number of our packets whose fate is unresolved.
-func (c *Conn) InFlight() int { return int(c.pending) }
+// InFlight is the number of our packets whose fate is unresolved, counted
+// from the records from firstPending on (at most MaxInFlight; a count
+// kept a send and a fate was 8 bytes of every Conn and two writes a
+// packet, for a figure only Stats and tests read).
+func (c *Conn) InFlight() int {
+	n := 0
+	for s, end := c.firstPendingLo, uint32(c.nextSeq); s != end; s++ {
+		if c.recs[uint64(s)&c.recMask()].state == recPending {
+			n++
+		}
+	}
+	return n
+}
 
 // RTT is the smoothed round-trip time (InitialRTT before the first sample).
 func (c *Conn) RTT() time.Duration { return c.rtt.srtt }
@@ -999,37 +1071,63 @@ func (c *Conn) Jitter() time.Duration { return c.rtt.jitter }
 // resolved dropped; Stats gives the exact totals.
 func (c *Conn) LossRate() float64 { return c.lossRate }
 
-// Stats returns the counters so far.
+// Stats returns the counters so far. It counts the records in flight
+// (InFlight) and derives Received: O(records in flight), for a caller
+// that reads it now and then (a connection folds it once a second).
 func (c *Conn) Stats() Stats {
 	var st Stats
 	if r := c.rare; r != nil {
-		st = *r
+		st.ForcedDrops, st.Duplicates, st.Stale = r.ForcedDrops, r.Duplicates, r.Stale
+		st.TooFar, st.BadHeader, st.WindowEvicted = r.TooFar, r.BadHeader, r.WindowEvicted
 	}
 	cs := &c.stats
 	st.Sent = c.nextSeq - c.cfg.localStart // every header written took one sequence number
-	st.Delivered, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.HeaderBits, uint64(cs.RTTSamples)
-	st.Dropped = st.Sent - c.pending - cs.Delivered // every record taken is pending or resolved (resolve) one way
-	st.Received, st.Abandoned = uint64(cs.Received), cs.Abandoned
+	st.Delivered, st.HeaderBits, st.RTTSamples = cs.Delivered, cs.HeaderBits, uint64(c.rttSamples)
+	st.Dropped = st.Sent - uint64(c.InFlight()) - cs.Delivered // every record taken is pending or resolved (resolve) one way
+	st.Received, st.Abandoned = c.received(), cs.Abandoned
 	return st
 }
 
-// connStats are the counters of Stats that count every packet (Sent is
-// the sequence numbers taken: nextSeq − localStart; Dropped is what of
-// them is neither pending nor delivered). Received and RTTSamples count
-// at most one a packet received, so 32 bits last over two years of a
-// connection at 60 packets a second; with Dropped derived, 16 bytes of
-// every Conn (256 → 240, the 240-byte size class).
-type connStats struct {
-	Delivered, HeaderBits, Abandoned uint64
-	Received, RTTSamples             uint32
+// received counts the peer's packets accepted: every sequence from
+// peerStart to rxL was accepted, or given up (Abandoned: only a sequence
+// never accepted is, and one below H is never accepted after), or is
+// still missing at or above H. A count kept a packet was 4 bytes of
+// every Conn.
+func (c *Conn) received() uint64 {
+	if !c.hasRx() {
+		return 0
+	}
+	n := c.rxL + 1 - c.cfg.peerStart - c.stats.Abandoned
+	if c.gapOpen { // else none is missing
+		n -= c.missing(c.rxH(), c.rxL)
+	}
+	return n
 }
 
-// rareStats holds the counters that stay 0 on a healthy link (rejections,
-// forced drops, window evictions), made on the first: 48 bytes of every
-// Conn otherwise. A peer's garbage makes it once, no more.
-func (c *Conn) rareStats() *Stats {
+// connStats are the 64-bit counters of Stats that count every packet
+// (Sent is the sequence numbers taken: nextSeq − localStart; Dropped is
+// what of them is neither pending nor delivered; Received is derived:
+// received; RTTSamples is the Conn's rttSamples).
+type connStats struct {
+	Delivered, HeaderBits, Abandoned uint64
+}
+
+// rareState holds what a healthy, short link never needs: the counters
+// that stay 0 on it (rejections, forced drops, window evictions) and the
+// sender ring's sizing period while the ring is larger than minRecs
+// (WriteHeader, trimRecs), made on the first: 60 bytes of every Conn otherwise. A
+// peer's garbage makes it once, no more.
+type rareState struct {
+	ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted uint64
+	// recTrimAt is when the sizing period ends; recPeak and recPeakPrev
+	// the most records in flight in it and the one before.
+	recTrimAt            time.Duration
+	recPeak, recPeakPrev uint32
+}
+
+func (c *Conn) rareStats() *rareState {
 	if c.rare == nil {
-		c.rare = new(Stats)
+		c.rare = new(rareState)
 	}
 	return c.rare
 }

@@ -25,12 +25,12 @@ func TestGapTimesPerSequence(t *testing.T) {
 		t.Fatalf("reorder time %v: the gaps must be further apart", tau)
 	}
 	c.Tick(t1 + tau)
-	if c.rxH != p+2 {
-		t.Fatalf("horizon %d after the first gap's time threshold, want %d (p+1 given up, p+3 waiting)", c.rxH-p, 2)
+	if c.rxH() != p+2 {
+		t.Fatalf("horizon %d after the first gap's time threshold, want %d (p+1 given up, p+3 waiting)", c.rxH()-p, 2)
 	}
 	c.Tick(t2 + tau)
-	if c.rxH != p+4 {
-		t.Fatalf("horizon %d after the second gap's time threshold, want %d", c.rxH-p, 4)
+	if c.rxH() != p+4 {
+		t.Fatalf("horizon %d after the second gap's time threshold, want %d", c.rxH()-p, 4)
 	}
 }
 
@@ -79,11 +79,11 @@ func TestGapRoomOnFirstGap(t *testing.T) {
 	}
 	tau := c.reorderTime()
 	c.Tick(t1 + tau - 1)
-	if c.rxH > p+10 {
-		t.Fatalf("horizon %d before the gap's time threshold, want ≤ 10", c.rxH-p)
+	if c.rxH() > p+10 {
+		t.Fatalf("horizon %d before the gap's time threshold, want ≤ 10", c.rxH()-p)
 	}
 	c.Tick(t1 + tau)
-	if c.rxH != p+11 {
-		t.Fatalf("horizon %d at the gap's time threshold, want 11", c.rxH-p)
+	if c.rxH() != p+11 {
+		t.Fatalf("horizon %d at the gap's time threshold, want 11", c.rxH()-p)
 	}
 }

@@ -248,11 +248,12 @@ func TestWireExamples(t *testing.T) {
 			build: func(t *testing.T) []byte {
 				c := mustConn(t, DefaultConfig(), 300, 100)
 				c.hasPeerL, c.peerL = true, 297 // we know the peer has our 297
-				c.hasRx, c.rxL, c.rxH, c.rxLAt = true, 200, 197, 0
+				c.rxL, c.rxLAt = 200, 0
+				c.setRxH(197)
 				for s := uint64(190); s <= 200; s++ {
 					c.setAccepted(s)
 				}
-				c.confirmedL, c.confirmedF = 197, 198 // a header with L=197 (F=198) is known delivered
+				c.setConfirmed(197, 198) // a header with L=197 (F=198) is known delivered
 				w := bitstream.NewWriter(make([]byte, 16))
 				// 20 ms lies between the table values 20 and 27 exactly at 20: code 5.
 				if _, err := c.WriteHeader(w, TypeData, 20*time.Millisecond); err != nil {
@@ -268,7 +269,8 @@ func TestWireExamples(t *testing.T) {
 			build: func(t *testing.T) []byte {
 				c := mustConn(t, DefaultConfig(), 301, 100)
 				c.hasPeerL, c.peerL = true, 298
-				c.hasRx, c.rxL, c.rxH, c.rxLAt = true, 205, 202, 0
+				c.rxL, c.rxLAt = 205, 0
+				c.setRxH(202)
 				for s := uint64(190); s <= 205; s++ {
 					if s != 199 {
 						c.setAccepted(s)
@@ -276,7 +278,7 @@ func TestWireExamples(t *testing.T) {
 				}
 				// A header carrying F = 199 (199 then missing, not yet abandoned) is
 				// known delivered; the abandonment of 199 is not yet confirmed.
-				c.confirmedL, c.confirmedF = 200, 199
+				c.setConfirmed(200, 199)
 				w := bitstream.NewWriter(make([]byte, 16))
 				if _, err := c.WriteHeader(w, TypeData, 0); err != nil {
 					t.Fatal(err)

@@ -18,47 +18,48 @@ func checkInvariants(c *Conn) error {
 		return fmt.Errorf("PN-10: sent %d != delivered %d + dropped %d + in flight %d",
 			st.Sent, st.Delivered, st.Dropped, c.InFlight())
 	}
-	if c.headSeq > c.nextSeq || c.nextSeq-c.headSeq > uint64(c.cfg.MaxInFlight) {
-		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", c.headSeq, c.nextSeq, c.cfg.MaxInFlight)
+	head, firstPending := c.seqOf(c.headLo), c.seqOf(c.firstPendingLo)
+	if c.inRing() > uint64(c.cfg.MaxInFlight) {
+		return fmt.Errorf("records [%d, %d) exceed MaxInFlight %d", head, c.nextSeq, c.cfg.MaxInFlight)
 	}
-	var pending uint64
-	first := c.nextSeq
-	for s := c.headSeq; s < c.nextSeq; s++ {
+	if firstPending < head {
+		return fmt.Errorf("firstPending %d below head %d", firstPending, head)
+	}
+	first, pending := c.nextSeq, 0
+	for s := head; s < c.nextSeq; s++ {
 		if c.recs[s&c.recMask()].state == recPending {
-			pending++
 			first = min(first, s)
+			pending++
 		}
 	}
-	if pending != c.pending {
-		return fmt.Errorf("pending count %d, records say %d", c.pending, pending)
+	if pending != c.InFlight() {
+		return fmt.Errorf("InFlight %d, records say %d", c.InFlight(), pending)
 	}
-	if first != c.firstPending {
-		return fmt.Errorf("firstPending %d, records say %d", c.firstPending, first)
+	if first != firstPending {
+		return fmt.Errorf("firstPending %d, records say %d", firstPending, first)
 	}
-	if c.headSeq < c.nextSeq && c.recs[c.headSeq&c.recMask()].state != recPending && c.headSeq == c.firstPending {
-		return fmt.Errorf("head %d resolved but equals firstPending", c.headSeq)
+	if head < c.nextSeq && c.recs[head&c.recMask()].state != recPending && head == firstPending {
+		return fmt.Errorf("head %d resolved but equals firstPending", head)
 	}
 	if c.hasPeerL && c.peerL >= c.nextSeq {
 		return fmt.Errorf("peer acked %d, never sent (next %d)", c.peerL, c.nextSeq)
 	}
-	if c.hasRx {
-		if c.rxH > c.rxL {
-			return fmt.Errorf("horizon %d above newest %d", c.rxH, c.rxL)
-		}
-		if c.rxL-c.rxH > c.reorderK()-1 {
-			return fmt.Errorf("horizon %d more than K-1 below newest %d", c.rxH, c.rxL)
+	if c.hasRx() {
+		if c.rxHBack > uint8(c.reorderK()-1) {
+			return fmt.Errorf("horizon %d more than K-1 below newest %d", c.rxH(), c.rxL)
 		}
 		if !c.accepted(c.rxL) {
 			return fmt.Errorf("newest %d not marked accepted", c.rxL)
 		}
-		if x := c.nextMissing(c.rxH, c.rxL); !c.gapOpen && x != c.rxL {
-			return fmt.Errorf("%d in [H %d, L %d) missing with no gap marked open", x, c.rxH, c.rxL)
+		if x := c.nextMissing(c.rxH(), c.rxL); !c.gapOpen && x != c.rxL {
+			return fmt.Errorf("%d in [H %d, L %d) missing with no gap marked open", x, c.rxH(), c.rxL)
 		}
-		if c.confirmedF > c.rxL+1 || c.confirmedL > c.rxL {
-			return fmt.Errorf("confirmed F %d / L %d beyond newest %d", c.confirmedF, c.confirmedL, c.rxL)
+		if c.confirmedL > c.rxL {
+			return fmt.Errorf("confirmed L %d beyond newest %d", c.confirmedL, c.rxL)
 		}
-	} else if c.rxH != c.cfg.peerStart {
-		return fmt.Errorf("horizon moved before any packet")
+	}
+	if c.confirmedFBack > uint8(c.reorderK()) {
+		return fmt.Errorf("confirmed F %d more than K below confirmed L %d + 1", c.confirmedF(), c.confirmedL)
 	}
 	return nil
 }
@@ -73,7 +74,7 @@ type snapshot struct {
 
 func takeSnapshot(c *Conn) snapshot {
 	s := snapshot{scalars: *c}
-	s.scalars.stats, s.scalars.rare = connStats{}, nil
+	s.scalars.stats, s.scalars.rare, s.scalars.rttSamples = connStats{}, nil, 0
 	s.scalars.recs, s.scalars.rxBits = nil, nil
 	s.recs = append([]record(nil), c.recs...)
 	s.bits = append([]uint64(nil), c.rxBits...)
@@ -162,6 +163,11 @@ func (e *endpoint) recv(t testing.TB, now time.Duration, p []byte) (uint64, erro
 		}
 	}
 	e.accepted[h.Seq] = true
+	// Received is derived (received), not counted: it must equal the
+	// packets this endpoint saw accepted.
+	if n := e.c.received(); n != uint64(len(e.accepted)) {
+		t.Fatalf("%s: Received %d, accepted %d", e.name, n, len(e.accepted))
+	}
 	return h.Seq, nil
 }
 
@@ -277,3 +283,9 @@ func (w *wire) deliverAll(t testing.TB, now time.Duration) {
 		}
 	}
 }
+
+// setRxH sets the horizon of a Conn whose rxL a test has set.
+func (c *Conn) setRxH(h uint64) { c.rxHBack = uint8(c.rxL - h) }
+
+// setConfirmed sets confirmedL and confirmedF (at most K apart).
+func (c *Conn) setConfirmed(l, f uint64) { c.confirmedL, c.confirmedFBack = l, uint8(l+1-f) }

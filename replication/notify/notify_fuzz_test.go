@@ -112,7 +112,7 @@ func (m *fuzzModel) deliver(d, i int) {
 	if w := wireSeqWidth(t, pk.p); pk.seq+1<<(w-1) <= c.expected() {
 		return
 	}
-	hadRx, oldL := c.hasRx, c.rxL
+	hadRx, oldL := c.hasRx(), c.rxL
 	got, err := rx.recv(t, m.now, pk.p)
 	if got != pk.seq && (err == nil || expectedRejection(err)) {
 		t.Fatalf("seq %d decoded as %d (%v)", pk.seq, got, err)

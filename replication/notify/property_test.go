@@ -71,8 +71,8 @@ func (n *netRun) run(until time.Duration) {
 		n.b.pop(t)
 		mustInvariants(t, n.a, n.b)
 		for _, e := range []*endpoint{n.a, n.b} {
-			if e.c.nextSeq-e.c.headSeq > uint64(e.c.cfg.MaxInFlight) {
-				t.Fatalf("%s holds %d records", e.name, e.c.nextSeq-e.c.headSeq)
+			if e.c.inRing() > uint64(e.c.cfg.MaxInFlight) {
+				t.Fatalf("%s holds %d records", e.name, e.c.inRing())
 			}
 		}
 	}

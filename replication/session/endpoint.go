@@ -47,28 +47,27 @@ type endpoint struct {
 
 	lastRecv time.Duration // newest authenticated packet
 	lastSend time.Duration // newest protected packet sent
-	// lastData is when the peer's newest data packet arrived. While the peer
-	// streams data (one within KeepAlive), we answer every send slot, with an
-	// ack-only packet if nothing else: under heavy loss the peer must hear
-	// from us at our rate, not at the rate its few surviving packets arrive.
+	// lastData is when the peer's newest data packet arrived (noData
+	// before the first). While the peer streams data (one within
+	// KeepAlive), we answer every send slot, with an ack-only packet if
+	// nothing else: under heavy loss the peer must hear from us at our
+	// rate, not at the rate its few surviving packets arrive.
 	lastData time.Duration
-
-	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
-	// flight and no data packet sent for a probe timeout, the next slot sends
-	// a data packet anyway. It carries redundant copies of the unacknowledged
-	// events, and it elicits an ack, so the peer reaches its reorder threshold
-	// and reports the loss: an idle connection repairs a lost last packet in a
-	// few round trips instead of a few keepalive periods.
-	lastDataSent time.Duration
-
-	c counters // the next Disconnect copy's time (discNext) is with the rare ones
 
 	// Flags together in one word.
 	sentAny bool
 	// owed: an ack-eliciting (data) packet arrived since we last sent. Ack-only
 	// packets elicit nothing, so two idle ends never ping-pong acks.
-	owed       bool
-	dataAny    bool // lastData is set
+	owed bool
+	// state is a Server's handshake Session's State, written after every
+	// call that may change it (noteState; the Session changes only
+	// through its Server), so that a pump that sends nothing (Due,
+	// NextDeadlineWith, Done) and a datagram's checks read it here, in a
+	// line they read anyway, not in the Session's first line, cold on a
+	// loaded node by then (TestStateFollowsTheSession). A Client does
+	// not read it. Where a bool that lastData was set took this byte:
+	// lastData starts at noData.
+	state      handshake.State
 	discReason handshake.Reason
 	// acked: a packet with an ack section was accepted since the Server
 	// last ran its early deliveries (processFates): only an ack makes
@@ -82,6 +81,21 @@ type endpoint struct {
 	// int32s were 8 bytes of every endpoint).
 	probes   uint8
 	discLeft uint8
+
+	// Last, what a received datagram and the pump after it that sends
+	// nothing do not read (the send counters and rare ones at the end of
+	// counters, and the probe timer's send time, read only while the peer
+	// is silent): a Server puts its own such fields right after them, a
+	// cache line that a datagram leaves cold (TestServerDatagramLines).
+	c counters // the next Disconnect copy's time (discNext) is with the rare ones
+
+	// Tail-loss probes (QUIC's PTO, RFC 9002 §6.2): with guaranteed data in
+	// flight and no data packet sent for a probe timeout, the next slot sends
+	// a data packet anyway. It carries redundant copies of the unacknowledged
+	// events, and it elicits an ack, so the peer reaches its reorder threshold
+	// and reports the loss: an idle connection repairs a lost last packet in a
+	// few round trips instead of a few keepalive periods.
+	lastDataSent time.Duration
 }
 
 // endpointLimits is what an endpoint reads of its config: the same for
@@ -112,8 +126,18 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	}
 	e.lim = epLimits.Get(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
 	e.lastHdr = 3
+	e.lastData = noData
 	return nil
 }
+
+// noData is lastData before the peer's first data packet: so far in the
+// past that no peer counts as streaming (peerStreaming), and far enough
+// from the Duration's least value that now-noData does not overflow.
+const noData = time.Duration(-1 << 62)
+
+// noteState copies the Session's State into e.state: call it after every
+// call that may have changed it.
+func (e *endpoint) noteState() { e.state = e.sess.State() }
 
 // delivered is notify's early delivery report for the event sender
 // (event.Sender.AckDelivered). AckDelivered keeps no reference to it, so
@@ -156,6 +180,7 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf 
 	if err != nil {
 		return nil, false, err
 	}
+	e.noteState() // pending → connected with the first
 	if err := e.nc.AcceptHeader(h, now); err != nil {
 		// ReadHeader said yes and nothing ran in between: unreachable, but a
 		// packet notify did not take must not count as received.
@@ -167,7 +192,7 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf 
 	e.c.Accepted++
 	if h.Type == notify.TypeData {
 		e.owed = true
-		e.lastData, e.dataAny = now, true
+		e.lastData = now
 	}
 	return pt, moved, nil
 }
@@ -261,6 +286,7 @@ func (e *endpoint) startDisconnect(now time.Duration, r handshake.Reason) bool {
 		return true
 	case handshake.StatePending:
 		e.sess.Close(r)
+		e.noteState()
 	}
 	return false
 }
@@ -271,18 +297,21 @@ func (e *endpoint) pollDisconnect(now time.Duration, dst []byte) ([]byte, error)
 		return dst, nil
 	}
 	n := len(dst)
-	out, err := e.sess.AppendDisconnect(dst, e.discReason)
+	out, err := e.sess.AppendDisconnect(dst, e.discReason) // draining
 	if err != nil {
 		e.discLeft = 0
-		e.sess.Close(e.discReason)
-		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
+	} else {
+		e.discLeft--
+		e.c.rareCounters().discNext = now + e.lim.discInterval
+		e.c.rareCounters().DisconnectOut++
+		e.c.BytesOut += uint64(len(out) - n)
 	}
-	e.discLeft--
-	e.c.rareCounters().discNext = now + e.lim.discInterval
-	e.c.rareCounters().DisconnectOut++
-	e.c.BytesOut += uint64(len(out) - n)
 	if e.discLeft == 0 {
-		e.sess.Close(e.discReason) // draining done
+		e.sess.Close(e.discReason) // draining done, or it cannot go on
+	}
+	e.noteState() // one note for each way the State went
+	if err != nil {
+		return dst[:n], fmt.Errorf("session: disconnect: %w", err)
 	}
 	return out, nil
 }
@@ -316,7 +345,7 @@ func (e *endpoint) sentData(now time.Duration, probe bool) {
 
 // peerStreaming reports whether the peer sent data within KeepAlive.
 func (e *endpoint) peerStreaming(now time.Duration) bool {
-	return e.dataAny && now-e.lastData < e.lim.keepAlive
+	return now-e.lastData < e.lim.keepAlive
 }
 
 // timedOut reports whether the peer was silent for the timeout.

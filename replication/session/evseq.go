@@ -252,8 +252,11 @@ func connID64(id handshake.ConnID) uint64 { return binary.LittleEndian.Uint64(id
 // a report (most connections use one or two of the eight), in lane order:
 // five per-lane arrays made up front were ~0.45 KB per connection.
 type serverNumbering struct {
-	gen   uint64
+	// lanes first: only a packet with events or a report reads them, and
+	// they share the Server's line with the endpoint's send counters, a
+	// line a datagram without events leaves cold (Server).
 	lanes []laneNumbers
+	gen   uint64
 	// rptPkt: the low 32 bits of the newest packet that carried a report
 	// (onFate compares it with packets' fates, which notify reports once
 	// each and in order: none is 2^32 packets later while it is open).

@@ -58,3 +58,7 @@ func ForgetEventsIdle(s *Server) { s.ev.set(numEvsIdle, false) }
 
 // EventsIdle reports whether s holds its Sender idle (numEvsIdle).
 func EventsIdle(s *Server) bool { return s.ev.is(numEvsIdle) }
+
+// SessionStates returns the State s keeps of its handshake Session
+// (endpoint.state) and the Session's own.
+func SessionStates(s *Server) (kept, own handshake.State) { return s.e.state, s.e.sess.State() }

@@ -197,6 +197,7 @@ func (w *world) step(dt time.Duration) {
 			if err != nil {
 				w.t.Fatalf("server poll at %v: %v", w.now, err)
 			}
+			w.checkState("poll")
 			if !due && len(out) > 0 {
 				w.t.Fatalf("server poll at %v sent %d bytes after Due said nothing was due", w.now, len(out))
 			}
@@ -238,6 +239,7 @@ func (w *world) checkDeadlines() {
 	for {
 		due := w.srv.Due(w.now)
 		out, _ := w.srv.Poll(w.now, w.buf[:0], w.ghosts)
+		w.checkState("poll")
 		if !due && len(out) > 0 {
 			w.t.Fatalf("server poll at %v sent %d bytes after Due said nothing was due", w.now, len(out))
 		}
@@ -269,6 +271,16 @@ func (w *world) checkDeadlines() {
 		if d, ref := w.srv.NextDeadlineFor(w.now, g), session.NextDeadlineForRef(w.srv, w.now, g); d != ref {
 			w.t.Fatalf("server at %v, ghosts %T pending %v: NextDeadlineFor %v, NextDeadline and the ghosts' slot %v", w.now, g, g != nil && g.Pending(), d, ref)
 		}
+	}
+}
+
+// checkState asserts that the State the server keeps of its handshake
+// Session is the Session's own (after every Receive and Poll of every
+// world, whatever the test does).
+func (w *world) checkState(after string) {
+	w.t.Helper()
+	if kept, own := session.SessionStates(w.srv); kept != own {
+		w.t.Fatalf("server at %v after %s: keeps State %v, its Session is %v", w.now, after, kept, own)
 	}
 }
 
@@ -333,6 +345,7 @@ func (w *world) serverRecv(p []byte) {
 		return
 	}
 	w.srv.Receive(w.now, p, w.from)
+	w.checkState("receive")
 	w.popGhostFates()
 	if !w.consumed && w.srv.State() != handshake.StatePending {
 		w.hs.Consume(w.grant.Claims.ID)

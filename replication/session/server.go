@@ -51,8 +51,28 @@ type ServerHandler interface {
 // The zero Server is not usable; call NewServer. Not safe for concurrent use;
 // the connection (actors/conn) owns it.
 type Server struct {
-	e endpoint
-	h ServerHandler
+	// The Server's seven cache lines (448 bytes, the size class's objects
+	// start on a line) are laid out by what reads them. By a connection's
+	// next datagram its state has left the cache, and each line touched is
+	// a miss. A received datagram and the pump after it that sends nothing
+	// (Due, NextDeadlineWith) read lines 0, 1, 3, 4 and 5; line 2 holds
+	// what only a send, a packet with events or a silent peer reads (the
+	// endpoint's send counters, rare counters and probe time at its end,
+	// then the event numbering's lanes), and line 6 what only a zone tick
+	// and a send read (the control state, the byte budget). A datagram
+	// read all of lines 0–5 while those were spread over them
+	// (TestServerDatagramLines).
+
+	// ghostPkts: packets whose ghost section had records, fate pending, as
+	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
+	// slice that grows on demand so an idle connection does not hold
+	// MaxInFlight fates. First: 32 bytes ahead of the endpoint put its
+	// cold tail and the lanes after it in line 2.
+	ghostPkts seqRing[uint32]
+
+	e  endpoint
+	ev serverNumbering // per-player numbers of ordered events (§7.20)
+	h  ServerHandler
 
 	ap   move.Applier
 	cw   *move.ControlWriter
@@ -69,13 +89,8 @@ type Server struct {
 	ctlSent    uint32
 	superseded uint32
 
-	nextData time.Duration
-	lastTick time.Duration // when the newest packet that carried a tick left
-	// ghostPkts: packets whose ghost section had records, fate pending, as
-	// ghostSeq entries. Its bound (MaxInFlight) also bounds ghostFates, a
-	// slice that grows on demand so an idle connection does not hold
-	// MaxInFlight fates.
-	ghostPkts  seqRing[uint32]
+	nextData   time.Duration
+	lastTick   time.Duration // when the newest packet that carried a tick left
 	ghostFates []ghostFate
 
 	// The flags sit together: one word, where each between wider fields
@@ -105,15 +120,8 @@ type Server struct {
 	redirecting bool
 	fatesSmall  uint8 // PopGhostFates calls in a row that used little of ghostFates' room
 
-	ev serverNumbering // per-player numbers of ordered events (§7.20)
-
-	// Last, in the last of the Server's seven cache lines (448 bytes, the
-	// size class's objects start on a line): what only a send reads — the
-	// control state (SetControl, Poll) and the byte budget (Poll). A
-	// received datagram, and the pump after it that finds no send due
-	// (Due, NextDeadlineFor), read the other six lines and not this one:
-	// by its next datagram a connection's state has left the cache, and
-	// each line is a miss.
+	// Last, in line 6: what only a send reads — the control state
+	// (SetControl, Poll) and the byte budget (Poll).
 	ctlState move.ControlState
 	credit   float64 // bytes
 	creditAt time.Duration
@@ -179,6 +187,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 	}
 	s.cw = cw
 	s.e.sess = sess
+	s.e.noteState()
 	s.e.lastRecv = now
 	s.ev.init(s.e.lim.lanes)
 	s.lastTick = now - s.lim().interval
@@ -222,7 +231,7 @@ func (s *Server) ID() handshake.ConnID { return s.e.sess.ID() }
 func (s *Server) Addr() netip.AddrPort { return s.e.sess.Addr() }
 
 // State is the session's lifecycle state.
-func (s *Server) State() handshake.State { return s.e.sess.State() }
+func (s *Server) State() handshake.State { return s.e.state }
 
 // Reason is why the connection closed (the client's Disconnect, Timeout, or
 // the reason given to Close); ReasonNone while open.
@@ -231,7 +240,7 @@ func (s *Server) Reason() handshake.Reason { return s.e.sess.Reason() }
 // Done reports that the connection is closed and nothing is left to send:
 // the owner may forget it (and Consume its token).
 func (s *Server) Done() bool {
-	return s.e.sess.State() == handshake.StateClosed && s.e.discLeft == 0
+	return s.e.state == handshake.StateClosed && s.e.discLeft == 0
 }
 
 // LastApplied is the newest move handed to ServerHandler.Move.
@@ -372,9 +381,10 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 	if len(token) != handshake.TokenSize || !server.IsValid() {
 		return fmt.Errorf("%w: redirect to %v with a %d-byte token", ErrConfig, server, len(token))
 	}
-	switch s.e.sess.State() {
+	switch s.e.state {
 	case handshake.StatePending:
 		s.e.sess.Close(handshake.ReasonServerShutdown)
+		s.e.noteState()
 		return nil
 	case handshake.StateConnected:
 	default:
@@ -391,7 +401,7 @@ func (s *Server) Redirect(now time.Duration, server netip.AddrPort, token []byte
 // Redirecting reports whether a Redirect waits for the client's
 // acknowledgement.
 func (s *Server) Redirecting() bool {
-	return s.redirecting && s.e.sess.State() == handshake.StateConnected && s.e.discLeft == 0
+	return s.redirecting && s.e.state == handshake.StateConnected && s.e.discLeft == 0
 }
 
 // pollRedirect sends the next Redirect copy when due, or gives up on the
@@ -510,7 +520,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 	e := &s.e
 	e.c.PacketsIn++
 	e.c.BytesIn += uint64(len(pkt))
-	if e.sess.State() == handshake.StateClosed {
+	if e.state == handshake.StateClosed {
 		return false, ErrClosed
 	}
 	kind, err := handshake.Classify(pkt)
@@ -533,6 +543,7 @@ func (s *Server) receive(now time.Duration, pkt []byte, from netip.AddrPort) (bo
 		if _, err := e.sess.OpenDisconnect(pkt); err != nil {
 			return false, err
 		}
+		e.noteState() // closed
 		e.c.Accepted++
 		e.discLeft = 0
 		return false, nil
@@ -779,7 +790,7 @@ func (s *Server) earlyGhostFates() {
 // such a Poll always sends or moves the deadline on.
 func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	e := &s.e
-	switch e.sess.State() {
+	switch e.state {
 	case handshake.StateClosed:
 		return maxDuration
 	case handshake.StateDraining:
@@ -789,7 +800,7 @@ func (s *Server) NextDeadline(now time.Duration) time.Duration {
 	if e.discLeft > 0 {
 		return min(d, e.discNext())
 	}
-	if e.sess.State() == handshake.StatePending {
+	if e.state == handshake.StatePending {
 		return d
 	}
 	if s.redirecting {
@@ -871,7 +882,7 @@ func (s *Server) NextDeadlineFor(now time.Duration, ghosts GhostWriter) time.Dur
 // line, not the manager's own, cold on a loaded node).
 func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Duration {
 	e := &s.e
-	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+	if e.state != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
 		return s.NextDeadline(now)
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
@@ -900,7 +911,7 @@ func (s *Server) NextDeadlineWith(now time.Duration, ghostsPending bool) time.Du
 // slot Due is true and the driver applies the fates before Poll.
 func (s *Server) GhostSlot(now time.Duration) time.Duration {
 	e := &s.e
-	if e.sess.State() != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
+	if e.state != handshake.StateConnected || e.discLeft != 0 || s.redirecting {
 		return maxDuration
 	}
 	return s.dataSlot(now)
@@ -991,12 +1002,13 @@ const controlAckBits = 17
 // MaxPacketSize to avoid an allocation.
 func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte, error) {
 	e := &s.e
-	switch e.sess.State() {
+	switch e.state {
 	case handshake.StateClosed:
 		return dst, nil
 	case handshake.StatePending:
 		if e.timedOut(now) {
 			e.sess.Close(handshake.ReasonTimeout)
+			e.noteState()
 		}
 		return dst, nil
 	case handshake.StateDraining:
@@ -1055,7 +1067,7 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 // then decides. TestDueWhenPollSends holds it to that.
 func (s *Server) Due(now time.Duration) bool {
 	e := &s.e
-	return e.sess.State() != handshake.StateConnected || e.discLeft > 0 || e.timedOut(now) ||
+	return e.state != handshake.StateConnected || e.discLeft > 0 || e.timedOut(now) ||
 		s.redirecting || s.tickDue || now >= s.nextData || e.keepAliveDue(now)
 }
 

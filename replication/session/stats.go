@@ -58,6 +58,8 @@ func (c *Counters) Rejected() uint64 {
 // datagrams given to Receive only wrap after 2^32 of them. 16 bytes of
 // every connection, part of what keeps a Server in the 448-byte size class.
 type counters struct {
+	// What a received packet counts first; what a sent one counts and the
+	// rare ones after (endpoint: a Server's datagram reads only these).
 	PacketsIn, Accepted uint32
 	BytesIn             uint64
 	// PacketsOut is not kept: every packet an endpoint sends is counted as
