@@ -885,26 +885,28 @@ func (ps *packScratch) makePlans(reg *Registry) {
 // writeUsualRuns is writeUsual's walk of the groups in mask, in group
 // order, for a mask other than the usual ones it writes itself, and its
 // write into the scratch within its budget: the header hv of hn bits,
-// then each group's bits, gathered as one run of at most runMax bits or
-// two, the first of runMax bits (a field that crosses its end split
-// across the two) and the second of the rest, at most runMax (a
-// player's update with its move sequence, yaw and velocity). It returns
-// recWritten, recMiss (nothing written) when the record does not fit,
-// or recOther (nothing written) for a group not the table's to code
-// (writeRecord's record), a record past two runs (noCode's 255 bits
-// among them) or a header past one run. The bits are writeRecord's,
-// split where writeUpdate does not split them: the stream is the same.
-// gc is the entry's group codes (in its view), yaw its yaw code. Out of line:
-// writeUsual's usual record keeps its values in registers.
+// then each group's bits, gathered as one record of at most 2·runMax
+// bits in two words (lo, then hi from bit 64), written as one run of at
+// most runMax bits or as two, the first of runMax bits and the second of
+// the rest (a player's update with its move sequence, yaw and velocity).
+// It returns recWritten, recMiss (nothing written) when the record does
+// not fit, or recOther (nothing written) for a group not the table's to
+// code (writeRecord's record), a record past two runs, a field past one
+// (noCode's 255 bits) or a header past one run. The bits are
+// writeRecord's, split where writeUpdate does not split them: the stream
+// is the same. gc is the entry's group codes (in its view), yaw its yaw
+// code. Out of line: writeUsual's usual record keeps its values in
+// registers.
 //
 //go:noinline
 func (ps *packScratch) writeUsualRuns(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
 	if hn > runMax {
 		return recOther
 	}
-	rv, rn := hv, hn // the run being gathered
-	var first uint64 // the first run, once rv is the second
-	split := false
+	// The record in two words, not a run closed where a field crosses
+	// runMax: a field is one test and a shift or two, and the split is
+	// made once, at the end.
+	lo, hi, rn := hv, uint64(0), hn
 	for m := mask; m != 0; m &= m - 1 {
 		var f uint64 // the field, l bits
 		var l uint
@@ -919,34 +921,42 @@ func (ps *packScratch) writeUsualRuns(c *Class, gc *[snapCodes]uint64, yaw uint1
 		default:
 			return recOther // a group Encode writes (a second yaw): writeRecord's
 		}
-		if rn+l <= runMax {
-			rv |= f << (rn & 63)
-			rn += l
-			continue
+		if l > runMax {
+			return recOther // past one run (noCode)
 		}
-		if split || l > runMax {
-			return recOther // past two runs, or noCode
+		// Past 128 bits the shifts wrap: that record is past two runs,
+		// refused below.
+		switch {
+		case rn+l <= 64:
+			lo |= f << (rn & 63)
+		case rn >= 64:
+			hi |= f << ((rn - 64) & 63)
+		default: // the field crosses into hi
+			lo |= f << (rn & 63)
+			hi |= f >> ((64 - rn) & 63)
 		}
-		// The first run ends with the field's low runMax−rn bits; the
-		// second starts with the rest.
-		first = (rv | f<<(rn&63)) & (1<<runMax - 1)
-		rv, rn, split = f>>((runMax-rn)&63), rn+l-runMax, true
+		rn += l
+	}
+	if rn > 2*runMax {
+		return recOther // past two runs
 	}
 	w := &ps.scratch
 	mark := w.BitLen()
-	if !split {
+	if rn <= runMax {
 		if mark+int(rn) > ps.ubudget {
 			return recMiss
 		}
-		if !w.TryWriteBits(rv, rn) && w.WriteBits(rv, rn) != nil {
+		if !w.TryWriteBits(lo, rn) && w.WriteBits(lo, rn) != nil {
 			w.Truncate(mark) // nothing written (fillUsual truncates no miss)
 			return recMiss
 		}
 		return recWritten
 	}
-	if mark+runMax+int(rn) > ps.ubudget {
+	if mark+int(rn) > ps.ubudget {
 		return recMiss
 	}
+	first, rv := lo&(1<<runMax-1), lo>>runMax|hi<<(64-runMax)
+	rn -= runMax
 	if !w.TryWriteBits(first, runMax) && w.WriteBits(first, runMax) != nil {
 		w.Truncate(mark)
 		return recMiss
