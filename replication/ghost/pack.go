@@ -774,7 +774,7 @@ func (t *Table) writeUsual(id uint32) int {
 		// Any other mask (a player's update carrying its move
 		// sequence: often past one run) by the walk of its groups,
 		// written there.
-		if r := ps.writeUsualRuns(t.reg.classes[s.ci], &v.gc, v.yawQ, mask, rv, rn, pos, pn); r != recWritten {
+		if r := ps.writeUsualRuns(t.reg.classes[s.ci], rn, &v.gc, v.yawQ, mask, rv, pos, pn); r != recWritten {
 			return r
 		}
 		goto commit
@@ -899,7 +899,7 @@ func (ps *packScratch) makePlans(reg *Registry) {
 // registers.
 //
 //go:noinline
-func (ps *packScratch) writeUsualRuns(c *Class, gc *[snapCodes]uint64, yaw uint16, mask, hv uint64, hn uint, pos uint64, pn uint) int {
+func (ps *packScratch) writeUsualRuns(c *Class, hn uint, gc *[snapCodes]uint64, yaw uint16, mask, hv uint64, pos uint64, pn uint) int {
 	if hn > runMax {
 		return recOther
 	}

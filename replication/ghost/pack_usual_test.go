@@ -290,11 +290,11 @@ func TestWriteUsualRunsLeavesALongHeader(t *testing.T) {
 	ps.ubudget = 8 * MaxPacketBytes
 	var gc [snapCodes]uint64
 	for _, hn := range []uint{runMax + 1, runMax + 8} {
-		if r := ps.writeUsualRuns(pc, &gc, 0, 1<<pc.posIdx, 1, hn, 5, 10); r != recOther || ps.scratch.BitLen() != 0 {
+		if r := ps.writeUsualRuns(pc, hn, &gc, 0, 1<<pc.posIdx, 1, 5, 10); r != recOther || ps.scratch.BitLen() != 0 {
 			t.Fatalf("a %d-bit header: %d, %d bits written; want recOther, none", hn, r, ps.scratch.BitLen())
 		}
 	}
-	if r := ps.writeUsualRuns(pc, &gc, 0, 1<<pc.posIdx, 1, runMax-4, 5, 10); r != recWritten || ps.scratch.BitLen() != runMax+6 {
+	if r := ps.writeUsualRuns(pc, runMax-4, &gc, 0, 1<<pc.posIdx, 1, 5, 10); r != recWritten || ps.scratch.BitLen() != runMax+6 {
 		t.Fatalf("a %d-bit header and a 10-bit position: %d, %d bits written; want recWritten, %d", runMax-4, r, ps.scratch.BitLen(), runMax+6)
 	}
 }
