@@ -907,7 +907,20 @@ func (ps *packScratch) writeUsualRuns(c *Class, hn uint, gc *[snapCodes]uint64, 
 	// runMax: a field is one test and a shift or two, and the split is
 	// made once, at the end.
 	lo, hi, rn := hv, uint64(0), hn
-	for m := mask; m != 0; m &= m - 1 {
+	m := mask
+	// A position that is group 0 (the shipped classes'), and the yaw
+	// after it, without the walk: two groups of a player's four.
+	if m&1 != 0 && c.wk[0] == wkPos && rn+pn <= 64 {
+		lo |= pos << (rn & 63)
+		rn += pn
+		m &^= 1
+		if m&2 != 0 && c.wk[1] == wkYaw && rn+uint(c.yawBits) <= 64 {
+			lo |= uint64(yaw) << (rn & 63)
+			rn += uint(c.yawBits)
+			m &^= 2
+		}
+	}
+	for ; m != 0; m &= m - 1 {
 		var f uint64 // the field, l bits
 		var l uint
 		switch g := c.wk[bits.TrailingZeros64(m)]; {
