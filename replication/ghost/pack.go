@@ -774,7 +774,7 @@ func (t *Table) writeUsual(id uint32) int {
 		// Any other mask (a player's update carrying its move
 		// sequence: often past one run) by the walk of its groups,
 		// written there.
-		if r := ps.writeUsualRuns(t.reg.classes[s.ci], rn, &v.gc, v.yawQ, mask, rv, pos, pn); r != recWritten {
+		if r := ps.writeUsualRuns(pl.c, rn, &v.gc, v.yawQ, mask, rv, pos, pn); r != recWritten {
 			return r
 		}
 		goto commit
@@ -854,6 +854,7 @@ type usualPlan struct {
 	pos     uint64 // Class.posBit: the usual mask of the position alone (0: none is usual)
 	posYaw  uint64 // the position and then the class's first yaw group, if after it; else pos
 	def     uint64 // Class.DefaultMask
+	c       *Class // the class, for writeUsualRuns' walk (in the plan's line, not the registry's slice)
 	groups  uint8  // len(Class.Groups)
 	yawBits uint8  // Class.yawBits
 }
@@ -867,7 +868,7 @@ type usualPlan struct {
 func (ps *packScratch) makePlans(reg *Registry) {
 	ps.plans = ps.plans[:0]
 	for _, c := range reg.classes {
-		pl := usualPlan{all: c.all, pos: c.posBit, posYaw: c.posBit, def: c.DefaultMask, groups: uint8(len(c.Groups)), yawBits: c.yawBits}
+		pl := usualPlan{c: c, all: c.all, pos: c.posBit, posYaw: c.posBit, def: c.DefaultMask, groups: uint8(len(c.Groups)), yawBits: c.yawBits}
 		if c.posBit != 0 && c.yawIdx > c.posIdx {
 			pl.posYaw |= 1 << uint(c.yawIdx)
 		}
