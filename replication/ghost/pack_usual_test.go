@@ -281,7 +281,7 @@ func TestReentryOutsideTheSnapshot(t *testing.T) {
 
 // A header past one run (an id and a mask of a class of many groups) is
 // not writeUsualRuns' record: it reports recOther, having written nothing
-// (its runs split at runMax from the header's end, which would be past it).
+// (its position, read before the walk, must start within the first word).
 func TestWriteUsualRunsLeavesALongHeader(t *testing.T) {
 	_, cs := codeTestClasses(t)
 	pc := cs[0] // position first
