@@ -63,6 +63,14 @@ type Snapshot struct {
 	in    []*stateChunk
 	inFor *Snapshot // the writer's latest snapshot when in was handed out
 	inOwn bool      // in is the writer's (else a second Next's own)
+	// mark[i] is what Set, SetHeld and SealCopies said of entry i before
+	// Seal (markSet, markHeld, markCopy; the fields Set found changed),
+	// handed out with in (the writer's, nil once sealed). Two bytes an
+	// entry, a line for 32, in place of the view's flags: Next cleared
+	// every view (64 B, a line an entry: 4,000 lines a crowd zone's tick,
+	// more than D1 holds) and Set read it back, so Seal found no view in
+	// D1 and every view line came in twice a tick.
+	mark []uint16
 	// xs is the States of the entries that keep theirs (entState), in
 	// entry order: those of a class with a group only its Encode writes
 	// (Class.stateful), with a group not coded (noCode), or refused.
@@ -172,7 +180,7 @@ type keptState struct {
 // 24-byte view of the position alone took 1.25 a ghost of a node's
 // scattered view and the codes another in the entry (TestSnapEntLayout).
 type snapView struct {
-	fl uint8 // vwHeld, vwKept, vwMoved (vwSet, vwCopy before Seal)
+	fl uint8 // vwHeld, vwKept, vwMoved
 	// age is how many of the series' snapshots before this one hold the
 	// entry as vwKept does the previous one — the same entity and class,
 	// accepted in each — at most ageMax (0 unless vwKept). A table whose
@@ -216,10 +224,6 @@ const (
 	// series' previous snapshot's entry at its index (also accepted): a
 	// ghost a table took there from that snapshot is this entry's.
 	vwKept
-	// vwSet (before Seal): the entry was Set, and its now is the fields
-	// (fPos, …) in which its state differs from the one Set at its index
-	// in the previous snapshot (Snapshot.in; a second Set of it: all).
-	vwSet
 	// vwMoved: now holds the class's position bit (the quantized position
 	// is this snapshot's): a view's usual ghost (takeKept) tells a move
 	// without looking its class up.
@@ -238,6 +242,19 @@ const (
 	fExtra
 	numFields = iota
 	fAll      = 1<<numFields - 1
+)
+
+// Snapshot.mark's flags, above an entry's fields (fAll).
+const (
+	// markSet: the entry was Set, and its mark's low bits are the fields
+	// in which its state differs from the one Set at its index in the
+	// previous snapshot (Snapshot.in; a second Set of it: all).
+	markSet = 1 << numFields
+	// markHeld is vwHeld in the mark's high byte: SetHeld.
+	markHeld = vwHeld << 8
+	// markCopy: the entry is a copy's destination (SealCopies), which
+	// Seal skips.
+	markCopy = markHeld << 1
 )
 
 // fieldDiff is the fields in which a and b differ, bit for bit (−0 is not
@@ -412,17 +429,17 @@ func (s *Snapshot) Set(i int, entity uint64, c *Class, st *State) {
 	e.entity, e.class = entity, c
 	// Compared with the state given at i in the previous snapshot, which
 	// the entry's room for it still holds (Seal's still-check), and taken.
-	ch, v := s.in[i>>inShift], &s.vw[i]
+	ch, mk := s.in[i>>inShift], &s.mark[i]
 	if ch == nil {
 		ch = s.newChunk(i)
 	}
 	in := &ch[i&(inChunk-1)]
-	d := uint64(fAll)
-	if v.fl&vwSet == 0 {
-		d = fieldDiff(in, st)
+	d := uint16(fAll)
+	if *mk&markSet == 0 {
+		d = uint16(fieldDiff(in, st))
 	}
 	*in = *st
-	v.now, v.fl, v.bad = d, vwSet, snapOK
+	*mk = markSet | d
 }
 
 // newChunk allocates the chunk of s.in that holds entry i's state: no
@@ -446,7 +463,7 @@ func (s *Snapshot) inState(i int) *State { return &s.in[i>>inShift][i&(inChunk-1
 // zone gives it with Set: an unchanged position then is a stop.
 func (s *Snapshot) SetHeld(i int, entity uint64, c *Class, st *State) {
 	s.Set(i, entity, c, st)
-	s.vw[i].fl |= vwHeld
+	s.mark[i] |= markHeld
 }
 
 // Entry returns entry i's entity, class and state (nil class: empty;
@@ -566,7 +583,8 @@ type SnapshotWriter struct {
 	// snapshot being filled from Next to Seal. The writer's, one zone's
 	// worth of the entries Set: the snapshots the tables pin keep none.
 	in     []*stateChunk
-	inBusy bool // a snapshot not yet sealed has in
+	inBusy bool     // a snapshot not yet sealed has in
+	mark   []uint16 // handed out with in (Snapshot.mark)
 }
 
 // NewSnapshotWriter returns a writer of snapshots of reg's classes. It
@@ -586,12 +604,12 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 	stride := max(w.reg.maxGroups, 1)
 	if s, _ := w.free.spares.Get().(*Snapshot); s != nil {
 		if c := cap(s.ents); c >= n && c <= 2*n+64 && s.stride == stride {
-			// Its entries are emptied as Seal finds them not Set nor
-			// copied (vwSet, vwCopy in the view cleared here).
+			// Its entries and views are emptied or written whole as
+			// Seal finds them (Snapshot.mark), not cleared here.
 			s.ents, s.chg, s.vw = s.ents[:n], s.chg[:n*stride], s.vw[:n]
 			s.xs = s.xs[:0]
 			s.in, s.inFor, s.inOwn = w.takeIn(n)
-			clear(s.vw)
+			s.mark = w.takeMarks(n, s.inOwn)
 			s.source, s.seq, s.sealed = w.source, 0, false
 			s.refs.Store(1)
 			return s
@@ -607,6 +625,7 @@ func (w *SnapshotWriter) Next(n int) *Snapshot {
 	}
 	s.vw, s.chg = snapArrays(n, stride)
 	s.in, s.inFor, s.inOwn = w.takeIn(n)
+	s.mark = w.takeMarks(n, s.inOwn)
 	s.refs.Store(1)
 	return s
 }
@@ -625,6 +644,20 @@ func (w *SnapshotWriter) takeIn(n int) ([]*stateChunk, *Snapshot, bool) {
 	}
 	w.inBusy = true
 	return w.in[:k:k], w.last, true // Set adds chunks to w.in's array in place
+}
+
+// takeMarks returns n cleared marks (Snapshot.mark): the writer's if own
+// (the snapshot has the writer's in), else new ones.
+func (w *SnapshotWriter) takeMarks(n int, own bool) []uint16 {
+	if !own {
+		return make([]uint16, n)
+	}
+	if cap(w.mark) < n {
+		w.mark = make([]uint16, n)
+	}
+	m := w.mark[:n]
+	clear(m)
+	return m
 }
 
 // snapArrays returns a snapshot's vw and chg for n entries of stride
@@ -724,45 +757,51 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 	invalid := 0     // entries empty or refused
 	ents := s.ents[:hi]
 	vw := s.vw[:len(ents)] // one bounds check, not one an entry
+	marks := s.mark[:len(ents)]
 	for i := lo; i < len(ents); i++ {
-		v := &vw[i]
-		if v.fl&vwCopy != 0 {
+		mk := marks[i]
+		if mk&markCopy != 0 {
 			// SealCopies writes the whole entry, its stamps and its view
 			// (and counts it): read here, its line came in twice more
 			// (≈ 400 D1 misses a tick in BenchmarkZoneTick, 300 copies).
 			continue
 		}
-		e := &ents[i]
+		v, e := &vw[i], &ents[i]
 		// The fields that changed since the state Set at i in the
 		// previous snapshot (all: not known).
 		diff := uint64(fAll)
-		if v.fl&vwSet != 0 {
+		var ent uint8
+		if mk&markSet != 0 {
 			if inPrev && i < len(prev) && prevVw[i].ent&entIn != 0 {
-				diff = v.now
+				diff = uint64(mk & fAll)
 			}
-			v.ent = entIn
+			ent = entIn
 		} else {
 			// Not Set: empty (a reused snapshot's entry is emptied here,
 			// not in Next, which wrote every entry's line for the Sets
 			// and copies to write again).
-			e.entity, e.class, v.bad, v.ent = 0, nil, snapOK, 0
+			e.entity, e.class = 0, nil
 		}
 		c := e.class
-		v.now, v.fl = 0, v.fl&vwHeld
+		// The view is a reused snapshot's (Next clears none): every
+		// field is written below, on each path.
+		fl := uint8(mk>>8) & vwHeld
 		if c == nil {
+			*v = snapView{fl: fl, ent: ent}
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
 			invalid++
 			continue
 		}
 		if c != known {
 			if w.reg.byID[c.ID] != c {
-				v.bad = snapBadClass
+				*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
 				clear(s.chg[i*st : i*st+st])
 				invalid++
 				continue
 			}
 			known = c
 		}
+		v.now, v.fl, v.age, v.bad, v.ent = 0, fl, 0, snapOK, ent
 		cur := s.inState(i)
 		if diff == 0 && prev[i].class == c && prev[i].entity == e.entity && prevVw[i].bad == snapOK {
 			// Still since the previous snapshot, byte for byte (Set
@@ -781,7 +820,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		}
 		e.name = cur.Name
 		if w.reg.check(c, cur, &v.qpos) != nil {
-			v.bad = snapBadState
+			*v = snapView{fl: fl, bad: snapBadState, ent: ent}
 			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
 			invalid++
@@ -842,6 +881,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						v.now |= 1 << uint(g)
 					}
 				}
+				v.gc = [snapCodes]uint64{} // the slots c has none in, too
 				v.codeGroups(c, c.coded, cur)
 			}
 		} else {
@@ -850,6 +890,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			}
 			v.now = c.all
 			v.fl |= c.movedFl()
+			v.gc = [snapCodes]uint64{} // the slots c has none in, too
 			v.codeGroups(c, c.coded, cur)
 		}
 		if c.stateful || v.uncoded(c) {
@@ -886,11 +927,11 @@ func (w *SnapshotWriter) finish(s *Snapshot) {
 	case s.inOwn: // the writer's chunks, s's states in them
 		w.inBusy = false
 	case !w.inBusy: // s's own chunks: the writer's from now
-		w.in = s.in
+		w.in, w.mark = s.in, s.mark
 	}
 	// Else another snapshot not yet sealed has the writer's chunks: its
 	// Seal finds they hold no states of the writer's latest (inFor).
-	s.in, s.inFor = nil, nil
+	s.in, s.inFor, s.mark = nil, nil, nil
 }
 
 // SetSnapshotView is SetView for a view given as references into snap: the

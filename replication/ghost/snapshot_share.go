@@ -55,11 +55,11 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 	}
 	ents := s.ents
 	prev := w.last
-	// An entry Set has vwSet (a class only comes with Set), so its view
+	// An entry Set has markSet (a class only comes with Set), so its mark
 	// tells a destination already set without its entry's line; a
 	// carry's entry in prev is checked where carry reads it.
 	for _, c := range copies {
-		if int(c.Dst) >= len(ents) || s.vw[c.Dst].fl != 0 {
+		if int(c.Dst) >= len(ents) || s.mark[c.Dst] != 0 {
 			panic("ghost: SealCopies: a copy's destination is out of range or already set")
 		}
 		if c.Src == Carry {
@@ -69,10 +69,10 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 		} else if int(c.Src) >= len(ents) {
 			panic("ghost: SealCopies: a copy's source is out of range")
 		}
-		s.vw[c.Dst].fl = vwCopy // claimed: a second copy to it panics
+		s.mark[c.Dst] = markCopy // claimed: a second copy to it panics
 	}
 	for _, c := range copies {
-		if c.Src != Carry && s.vw[c.Src].fl&vwCopy != 0 {
+		if c.Src != Carry && s.mark[c.Src]&markCopy != 0 {
 			panic("ghost: SealCopies: a copy's source is another copy's destination")
 		}
 	}
@@ -122,7 +122,7 @@ func (w *SnapshotWriter) SealCopies(s *Snapshot, copies []EntryCopy) {
 func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pents []snapEnt, pchg []uint32) bool {
 	ents := s.ents
 	e, v, src := &ents[i], &s.vw[i], &ents[srcI]
-	v.now, v.fl = 0, 0
+	v.now, v.fl, v.age = 0, 0, 0 // a reused snapshot's view (Next clears none)
 	// Field by field: one pointer write, not the whole entry's copy
 	// under the write barrier.
 	e.entity, e.class, e.name = src.entity, src.class, src.name
@@ -278,7 +278,7 @@ func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
 			pents, pchg = prev.ents, prev.chg
 		}
 	}
-	vw := s.vw[:len(ents)]
+	marks := s.mark[:len(ents)]
 	invalid := 0
 	heldKept := false // a held entry kept its State before a later live one
 	for lo := 0; lo < n; lo += heldBlock {
@@ -287,7 +287,7 @@ func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
 		xn := len(s.xs)
 		for i := lo; i < hi; i++ {
 			d := n + i
-			if vw[d].fl != 0 {
+			if marks[d] != 0 {
 				panic("ghost: SealHeld: an entry of the held half was Set")
 			}
 			src := &ents[i]
@@ -343,7 +343,7 @@ func (s *Snapshot) carry(i int, prev *Snapshot, pchg []uint32) {
 		for g := range chg {
 			chg[g] = s.seq
 		}
-		v.now, v.fl = e.class.all, vwHeld|e.class.movedFl()
+		v.now, v.fl, v.age = e.class.all, vwHeld|e.class.movedFl(), 0
 		return
 	}
 	copy(chg, pchg[i*st:i*st+st])
@@ -389,7 +389,3 @@ func (s *Snapshot) sortKept(n int) {
 	}
 	slices.SortFunc(s.xs, func(a, b keptState) int { return cmp.Compare(a.i, b.i) })
 }
-
-// vwCopy marks a copy's destination between SealCopies' check and Seal
-// (never set in a sealed snapshot).
-const vwCopy = 1 << 7
