@@ -542,6 +542,35 @@ func benchTablesColdOf(b *testing.B, ents int, fateDelay uint64, step func(i int
 
 // benchTablesIn is benchTablesColdOf with entity i a player if player(i)
 // (tablesWorldOf).
+// scatterViews makes each of refs a random set of the ents entries, in
+// entry order, with fresh priorities: a node's zone puts its entities in
+// the snapshot in slot (join) order, not in space, so a view's entries
+// lie anywhere in it.
+func scatterViews(refs [][]ViewRef, classes []*Class, ents int) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, r := range refs {
+		idx := rng.Perm(ents)[:len(r)]
+		slices.Sort(idx)
+		for j, e := range idx {
+			r[j] = NewViewRef(uint32(e), classes[e], rng.Float32()+0.01)
+		}
+	}
+}
+
+// warmThenLoop runs tick 40 times (every ghost created, the in-flight
+// stores at their steady size) on a locked thread, then once an
+// iteration of b.
+func warmThenLoop(b *testing.B, tick func()) {
+	defer lockThread()()
+	for range 40 {
+		tick()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tick()
+	}
+}
+
 func benchTablesIn(b *testing.B, ents int, player func(i int) bool, fateDelay uint64, step func(i int, s *State), scramble, cold, jitter, sparse, pump, scatter bool) {
 	const tables, per = 1000, 48
 	wide := per
@@ -550,16 +579,7 @@ func benchTablesIn(b *testing.B, ents int, player func(i int) bool, fateDelay ui
 	}
 	sw, states, classes, vel, tabs, refs := tablesWorldOf(b, tables, wide, ents, player)
 	if scatter {
-		// A node's zone puts its entities in the snapshot in slot (join)
-		// order, not in space: a view's entries lie anywhere in it.
-		rng := rand.New(rand.NewPCG(7, 7))
-		for _, r := range refs {
-			idx := rng.Perm(ents)[:len(r)]
-			slices.Sort(idx)
-			for j, e := range idx {
-				r[j] = NewViewRef(uint32(e), classes[e], rng.Float32()+0.01)
-			}
-		}
+		scatterViews(refs, classes, ents)
 	}
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte

@@ -2,7 +2,6 @@ package ghost
 
 import (
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -82,16 +81,7 @@ func benchPumpZones(b *testing.B, crowd bool) {
 		}
 		sws = append(sws, w)
 	}
-	// A node's zone puts its entities in the snapshot in slot (join)
-	// order, not in space: a view's entries lie anywhere in it.
-	rng := rand.New(rand.NewPCG(7, 7))
-	for _, r := range refs {
-		idx := rng.Perm(ents)[:per]
-		slices.Sort(idx)
-		for j, e := range idx {
-			r[j] = NewViewRef(uint32(e), classes[e], rng.Float32()+0.01)
-		}
-	}
+	scatterViews(refs, classes, ents)
 	now, seq := time.Second, uint64(0)
 	var buf [800]byte
 	var w bitstream.Writer
@@ -138,12 +128,5 @@ func benchPumpZones(b *testing.B, crowd bool) {
 			tabs[k].OnFate(notify.Fate{Seq: seq, Delivered: seq%7 != 0, SentAt: now})
 		}
 	}
-	defer lockThread()()
-	for range 40 { // every ghost created, the in-flight stores at their steady size
-		tick()
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		tick()
-	}
+	warmThenLoop(b, tick)
 }

@@ -53,14 +53,7 @@ func BenchmarkTables1000PumpChurn(b *testing.B) {
 			tabs[k].OnFate(notify.Fate{Seq: seq, Delivered: seq%7 != 0, SentAt: now})
 		}
 	}
-	defer lockThread()()
-	for range 40 { // every ghost created, the in-flight stores at their steady size
-		tick()
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		tick()
-	}
+	warmThenLoop(b, tick)
 }
 
 // sealMoved moves every entity a 20th of its velocity, turns it with the
