@@ -720,7 +720,6 @@ type sealRun struct {
 	prevChg  []uint32
 	prevSnap *Snapshot
 	inPrev   bool
-	known    *Class
 	invalid  int // entries empty or refused
 }
 
@@ -753,8 +752,7 @@ func (w *SnapshotWriter) sealStart(s *Snapshot) sealRun {
 func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 	prev, prevVw, prevChg, prevSnap, inPrev := r.prev, r.prevVw, r.prevChg, r.prevSnap, r.inPrev
 	st := s.stride
-	known := r.known // entries hold few classes: look each up once per run of equal ones
-	invalid := 0     // entries empty or refused
+	invalid := 0 // entries empty or refused
 	ents := s.ents[:hi]
 	vw := s.vw[:len(ents)] // one bounds check, not one an entry
 	marks := s.mark[:len(ents)]
@@ -792,14 +790,11 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			invalid++
 			continue
 		}
-		if c != known {
-			if w.reg.byID[c.ID] != c {
-				*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
-				clear(s.chg[i*st : i*st+st])
-				invalid++
-				continue
-			}
-			known = c
+		if !w.reg.has(c) {
+			*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
+			clear(s.chg[i*st : i*st+st])
+			invalid++
+			continue
 		}
 		v.now, v.fl, v.age, v.bad, v.ent = 0, fl, 0, snapOK, ent
 		cur := s.inState(i)
@@ -897,7 +892,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			s.keep(i, cur)
 		}
 	}
-	r.known, r.invalid = known, r.invalid+invalid
+	r.invalid += invalid
 }
 
 // movedFl is vwMoved if c has a position group, else 0: the flag of an
