@@ -848,7 +848,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						// group, the call is as cheap (BenchmarkSeal1000
 						// +6 % instructions with the masks for it).
 						wm := &c.wm
-						d := wm.diff(p, e, pv, v) & m
+						d := wm.diff(p, e, pv, v, m) & m
 						v.now |= d
 						for ; d != 0; d &= d - 1 {
 							chg[bits.TrailingZeros64(d)] = s.seq
