@@ -814,7 +814,17 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			continue
 		}
 		e.name = cur.Name
-		if w.reg.check(c, cur, &v.qpos) != nil {
+		var bad error
+		if diff != fAll && prevVw[i].bad == snapOK && prev[i].class == c {
+			// diff is known: Set compared the state with the previous
+			// entry's, which Seal accepted for the same class (of
+			// whatever entity: the verdict is the state's): check what
+			// changed.
+			bad = w.reg.checkChanged(c, cur, &v.qpos, &prevVw[i].qpos, diff)
+		} else {
+			bad = w.reg.check(c, cur, &v.qpos)
+		}
+		if bad != nil {
 			*v = snapView{fl: fl, bad: snapBadState, ent: ent}
 			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
