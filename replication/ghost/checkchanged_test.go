@@ -105,7 +105,7 @@ func TestCheckChangedIsCheck(t *testing.T) {
 		diff := fieldDiff(&prev, &cur)
 		var q, qc [3]uint32
 		want := reg.check(c, &cur, &q)
-		got := reg.checkChanged(c, &cur, &qc, &pq, diff)
+		got := reg.checkChanged(c, &cur, &qc, &pq, diff, c.groupsOf(diff))
 		if (got == nil) != (want == nil) || got != nil && !errors.Is(got, ErrBadState) {
 			t.Fatalf("case %d (%s, diff %#x): checkChanged %v, check %v", n, c.Name, diff, got, want)
 		}

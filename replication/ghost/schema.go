@@ -830,13 +830,14 @@ func (r *Registry) check(c *Class, s *State, q *[3]uint32) error {
 
 // checkChanged is check for a state whose fields in diff (fPos, …) alone
 // differ, bit for bit, from a state check accepted for c, whose position
-// codes are pq: the position is quantized only if it changed (else its
-// codes are pq's), and only the groups that read a field of diff are
-// checked (a group built by hand may read any: always; a shipped group's
-// Check reads its own fields alone, so it passes again on the same ones).
-// The zone's crowd changes a few fields of each entry a tick; check's
-// walk of every group was ≈ 350 instructions an entry.
-func (r *Registry) checkChanged(c *Class, s *State, q, pq *[3]uint32, diff uint64) error {
+// codes are pq; groups is c.groupsOf(diff) (its caller needs it too). The
+// position is quantized only if it changed (else its codes are pq's), and
+// only the groups that read a field of diff are checked (a group built by
+// hand may read any: always; a shipped group's Check reads its own fields
+// alone, so it passes again on the same ones). The zone's crowd changes a
+// few fields of each entry a tick; check's walk of every group was ≈ 350
+// instructions an entry.
+func (r *Registry) checkChanged(c *Class, s *State, q, pq *[3]uint32, diff, groups uint64) error {
 	if c.posIdx >= 0 {
 		if diff&fPos == 0 {
 			*q = *pq
@@ -844,7 +845,7 @@ func (r *Registry) checkChanged(c *Class, s *State, q, pq *[3]uint32, diff uint6
 			return fmt.Errorf("%w: %s position %v outside the world bounds", ErrBadState, c.Name, s.Pos)
 		}
 	}
-	for m := c.groupsOf(diff); m != 0; m &= m - 1 {
+	for m := groups; m != 0; m &= m - 1 {
 		if ck := c.Groups[bits.TrailingZeros64(m)].Check; ck != nil {
 			if err := ck(s); err != nil {
 				return err

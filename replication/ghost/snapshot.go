@@ -814,13 +814,14 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			continue
 		}
 		e.name = cur.Name
+		groups := c.groupsOf(diff) // once, for the check and the codes
 		var bad error
 		if diff != fAll && prevVw[i].bad == snapOK && prev[i].class == c {
 			// diff is known: Set compared the state with the previous
 			// entry's, which Seal accepted for the same class (of
 			// whatever entity: the verdict is the state's): check what
 			// changed.
-			bad = w.reg.checkChanged(c, cur, &v.qpos, &prevVw[i].qpos, diff)
+			bad = w.reg.checkChanged(c, cur, &v.qpos, &prevVw[i].qpos, diff, groups)
 		} else {
 			bad = w.reg.check(c, cur, &v.qpos)
 		}
@@ -849,7 +850,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 				// values; the previous entry's State where a group has
 				// none). The others keep the previous entry's codes.
 				v.gc = pv.gc
-				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
+				if m := groups &^ c.posBit; m != 0 {
 					v.codeGroups(c, m&c.coded, cur)
 					if m&(m-1) != 0 && c.wm.ok && pv.ent&entState == 0 {
 						// changed for every group of m at once (the
