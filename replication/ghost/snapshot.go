@@ -720,7 +720,6 @@ type sealRun struct {
 	prevChg  []uint32
 	prevSnap *Snapshot
 	inPrev   bool
-	known    *Class
 	invalid  int // entries empty or refused
 }
 
@@ -753,8 +752,7 @@ func (w *SnapshotWriter) sealStart(s *Snapshot) sealRun {
 func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 	prev, prevVw, prevChg, prevSnap, inPrev := r.prev, r.prevVw, r.prevChg, r.prevSnap, r.inPrev
 	st := s.stride
-	known := r.known // entries hold few classes: look each up once per run of equal ones
-	invalid := 0     // entries empty or refused
+	invalid := 0 // entries empty or refused
 	ents := s.ents[:hi]
 	vw := s.vw[:len(ents)] // one bounds check, not one an entry
 	marks := s.mark[:len(ents)]
@@ -792,14 +790,11 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			invalid++
 			continue
 		}
-		if c != known {
-			if w.reg.byID[c.ID] != c {
-				*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
-				clear(s.chg[i*st : i*st+st])
-				invalid++
-				continue
-			}
-			known = c
+		if !w.reg.has(c) {
+			*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
+			clear(s.chg[i*st : i*st+st])
+			invalid++
+			continue
 		}
 		v.now, v.fl, v.age, v.bad, v.ent = 0, fl, 0, snapOK, ent
 		cur := s.inState(i)
@@ -819,7 +814,18 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			continue
 		}
 		e.name = cur.Name
-		if w.reg.check(c, cur, &v.qpos) != nil {
+		groups := c.groupsOf(diff) // once, for the check and the codes
+		var bad error
+		if diff != fAll && prevVw[i].bad == snapOK && prev[i].class == c {
+			// diff is known: Set compared the state with the previous
+			// entry's, which Seal accepted for the same class (of
+			// whatever entity: the verdict is the state's): check what
+			// changed.
+			bad = w.reg.checkChanged(c, cur, &v.qpos, &prevVw[i].qpos, diff, groups)
+		} else {
+			bad = w.reg.check(c, cur, &v.qpos)
+		}
+		if bad != nil {
 			*v = snapView{fl: fl, bad: snapBadState, ent: ent}
 			s.keep(i, cur) // for the view's error (checkRefs)
 			clear(s.chg[i*st : i*st+st])
@@ -844,7 +850,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 				// values; the previous entry's State where a group has
 				// none). The others keep the previous entry's codes.
 				v.gc = pv.gc
-				if m := c.groupsOf(diff) &^ c.posBit; m != 0 {
+				if m := groups &^ c.posBit; m != 0 {
 					v.codeGroups(c, m&c.coded, cur)
 					if m&(m-1) != 0 && c.wm.ok && pv.ent&entState == 0 {
 						// changed for every group of m at once (the
@@ -853,7 +859,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 						// group, the call is as cheap (BenchmarkSeal1000
 						// +6 % instructions with the masks for it).
 						wm := &c.wm
-						d := wm.diff(p, e, pv, v) & m
+						d := wm.diff(p, e, pv, v, m) & m
 						v.now |= d
 						for ; d != 0; d &= d - 1 {
 							chg[bits.TrailingZeros64(d)] = s.seq
@@ -897,7 +903,7 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			s.keep(i, cur)
 		}
 	}
-	r.known, r.invalid = known, r.invalid+invalid
+	r.invalid += invalid
 }
 
 // movedFl is vwMoved if c has a position group, else 0: the flag of an

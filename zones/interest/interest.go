@@ -926,21 +926,28 @@ func mark(marks []uint8, index []uint32, cur []Entry, tok uint8) {
 	// The entry's generation in the word's top byte: 0 there and the
 	// base index below len(marks) iff the slot is filed with this
 	// generation (one compare, not the generation's and the index's).
-	// Two members an iteration: the loop's count, compare and branch once
-	// for both.
+	// Four members an iteration: the loop's count, compare and branch once
+	// for all four (two an iteration: ≈ 13.5 instructions a member, four:
+	// ≈ 12; BenchmarkZoneTickSyncCrowd −0.47 %).
 	i := 0
-	for ; i < len(cur)-1; i += 2 {
-		p := cur[i : i+2 : i+2]
-		k0, k1 := p[0].key, p[1].key
+	for ; i < len(cur)-3; i += 4 {
+		p := cur[i : i+4 : i+4]
+		k0, k1, k2, k3 := p[0].key, p[1].key, p[2].key, p[3].key
 		if j := uint(index[k0<<1>>9] ^ k0<<24); j < uint(len(marks)) {
 			marks[j] = tok
 		}
 		if j := uint(index[k1<<1>>9] ^ k1<<24); j < uint(len(marks)) {
 			marks[j] = tok
 		}
+		if j := uint(index[k2<<1>>9] ^ k2<<24); j < uint(len(marks)) {
+			marks[j] = tok
+		}
+		if j := uint(index[k3<<1>>9] ^ k3<<24); j < uint(len(marks)) {
+			marks[j] = tok
+		}
 	}
-	if i < len(cur) {
-		k := cur[i].key
+	for _, e := range cur[i:] {
+		k := e.key
 		if j := uint(index[k<<1>>9] ^ k<<24); j < uint(len(marks)) {
 			marks[j] = tok
 		}
