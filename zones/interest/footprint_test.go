@@ -66,12 +66,12 @@ func TestSetFootprint(t *testing.T) {
 // a drifting crowd (1,200 ticks at 20 Hz, ≈ 85 members in view, 357 B of
 // buffer used a set): while a set kept the room of its largest size for
 // good, with a quarter and 4 entries of headroom, 548 B; with room traded
-// between sets (refit) and an eighth of headroom, 452–458 B; 423–425 B
-// since a set trades a buffer an eighth and 4 entries too roomy, not half
-// (shrinkSlack). It also holds the trade to what it saves: fewer than one
-// allocation a tick for the 1,000 sets (0.49 a tick before; 3.3 when a
-// set that shrank allocated its smaller buffer; 0.18 with half; 0.56
-// now).
+// between sets (refit) and an eighth of headroom, 452–458 B; 431 B (393
+// under -race) since a set trades a buffer three sixteenths and 4 entries
+// too roomy, not half (shrinkSlack). It also holds the trade to what it
+// saves: fewer than one allocation a tick for the 1,000 sets (0.49 a tick
+// before; 3.3 when a set that shrank allocated its smaller buffer; 0.18
+// with half; 0.37 now, 0.74 under -race).
 func TestSetRoomFollowsUse(t *testing.T) {
 	const players = 1000
 	c := newCrowd(t, players, 200, 640, 27.5, Config{EnterRadius: 100, LeaveRadius: 110})

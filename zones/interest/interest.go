@@ -637,20 +637,21 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 func setRoom(size int) int { return size + size>>3 }
 
 // shrinkSlack is the room beyond size (entries) at which a set trades its
-// buffer for a smaller spare one: an eighth and 4, at least setRoom's, so
-// a buffer just made is never too roomy (refit hides the size class's
-// rounding beyond it: TestSetRoomNoThrash). It was half: a set that
-// drifted down kept up to half its size unused, 458 B a set after a
-// minute at 85 in view (357 B used) where it is 423–425 now, for ≈ 20
-// refits and 0.56 allocations a tick of 1,000 sets where there were ≈ 5
-// and 0.18 (TestSetRoomFollowsUse; a refit is ≈ 100 instructions, a tick
-// of them ≈ 10 M). A shift, not a division: Update tests it for every
-// set.
-func shrinkSlack(size int) int { return size>>3 + 4 }
+// buffer for a smaller spare one: three sixteenths and 4, above setRoom's
+// eighth, so a buffer just made is never too roomy (refit hides the size
+// class's rounding beyond it: TestSetRoomNoThrash). It was half: a set
+// that drifted down kept up to half its size unused, 458 B a set after a
+// minute at 85 in view (357 B used) where it is 431 now, for ≈ 14 refits
+// and 0.37 allocations a tick of 1,000 sets where there were ≈ 5 and 0.18
+// (TestSetRoomFollowsUse; a refit is ≈ 100 instructions, a tick of them ≈
+// 10 M). An eighth and 4 made it 425 B for 0.56 allocations a tick, but
+// 1.13 under -race, whose allocator rounds less. A shift, not a division:
+// Update tests it for every set.
+func shrinkSlack(size int) int { return size>>3 + size>>4 + 4 }
 
 // maxSpare bounds the buffers a tracker keeps for its sets to trade: a
 // few of 1,000 sets at 85 in view a tick outgrow theirs or outsize their
-// use, and with 16 spare all but ≈ 0.6 a tick find one that fits
+// use, and with 16 spare all but ≈ 0.4 a tick find one that fits
 // (TestSetRoomFollowsUse).
 const maxSpare = 16
 
