@@ -40,8 +40,8 @@ func (x *entityIndex) home(e uint64) int {
 	return int((e * fibHash >> 32) * uint64(x.buckets()) >> 32)
 }
 
-// next is the bucket after i, of n, wrapping.
-func next(i, n int) int {
+// nextBucket is the bucket after i, of n, wrapping.
+func nextBucket(i, n int) int {
 	if i++; i == n {
 		return 0
 	}
@@ -80,7 +80,7 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 		return 0, false
 	}
 	nb := x.buckets()
-	for i := x.home(e); ; i = next(i, nb) {
+	for i := x.home(e); ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			return 0, false
@@ -104,7 +104,7 @@ func (t *Table) idxSet(e uint64, id uint32) {
 		t.idxRebuild(idxBucketsFor(max(12, 2*(x.buckets()*3/4)), x.wide), x.wide)
 	}
 	nb := x.buckets()
-	for i := x.home(e); ; i = next(i, nb) {
+	for i := x.home(e); ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			x.put(i, id+1)
@@ -127,7 +127,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	}
 	nb := x.buckets()
 	i := x.home(e)
-	for ; ; i = next(i, nb) {
+	for ; ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			return
@@ -145,7 +145,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	for j := i; ; {
 		x.put(i, 0)
 		for {
-			j = next(j, nb)
+			j = nextBucket(j, nb)
 			v := x.at(j)
 			if v == 0 {
 				return
@@ -179,7 +179,7 @@ func (t *Table) idxRebuild(n int, wide bool) {
 		}
 		i := x.home(t.entityOf(v - 1))
 		for x.at(i) != 0 {
-			i = next(i, n)
+			i = nextBucket(i, n)
 		}
 		x.put(i, v)
 	}
