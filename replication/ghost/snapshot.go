@@ -143,9 +143,9 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 // The name is a pointer to a Name nobody writes once an entry holds it
 // (sealedName), shared by every entry and snapshot that holds the same
 // name at the same index: the zone's snapshots alive at once (its own,
-// those its players' tables read, 3–4 a zone at 2,000 players) held a
-// 32-byte copy in each entry, its held half's too, where a name changes
-// about never.
+// those its players' tables read and the spares: four of the largest
+// zone's in a node's heap at 2,000 players) held a 32-byte copy in each
+// entry, its held half's too, where a name changes about never.
 //
 // A table's update (writeUsual, writeRecord) reads nothing here. With
 // the position and yaw code at an entry's start, each update missed a D1
