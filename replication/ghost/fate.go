@@ -144,24 +144,30 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 // one, was the oldest of at most two in flight and newer than the newest
 // delivered (posTrack.resolveOldest1, resolveOldest2; narrow bounds:
 // the caller's test). It returns how many it applied (len(es): all). A
-// loopback server's records, each position the only one in flight, go by
-// usualOne; usualAny takes on at the first that is not.
+// loopback server's fates, each of the newest packet written (before the
+// next Write), go by usualNewest; usualAny takes on at the first record
+// it does not take, and takes every record of an older packet.
 func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
-	k := t.usualOne(es, seq, sent, view, pt)
+	k := 0
+	if seq == uint32(t.lastSeq) {
+		k = t.usualNewest(es, sent, view, pt)
+	}
 	if k < len(es) {
 		k += t.usualAny(es[k:], seq, sent, view, pt)
 	}
 	return k
 }
 
-// usualOne is usualRun for the records whose position, if they carried
-// one, is the only one of its ghost in flight (fates that come before the
-// next Write, as a loopback server's do). Without usualAny's tests for a
-// second in flight and its call for a sparse one, its loop has fewer
-// values live across the call the compiler must assume, so fewer spilled
-// and reloaded every record: 48 instructions a record for usualAny's 56
-// (cachegrind, BenchmarkTables1000Server).
-func (t *Table) usualOne(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+// usualNewest is usualRun for the newest packet written (t.lastSeq) and
+// the records whose position, if they carried one, is the only one of
+// its ghost in flight (fates that come before the next Write, as a
+// loopback server's do). The packet is each of its ghosts' lastSeq (a
+// Write sets it for every record), so the delivery is at distance 0
+// (deliveredNewest) and the loop keeps no sequence live; without
+// usualAny's tests for a second in flight and its call for a sparse one,
+// fewer values are live across the loop the compiler must spill and
+// reload every record.
+func (t *Table) usualNewest(es []entry, sent, view msTime, pt pstamp) int {
 	slots := t.slots
 	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
@@ -170,11 +176,15 @@ func (t *Table) usualOne(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
-		if uint64(e>>maskShift)&posBits[s.ci] != 0 && !pos[id].resolveOldest1(pt) {
-			return k // two in flight, or it changed nothing
+		// Not one condition with the position bit's test: the compiler
+		// would make the resolve's result a value and test it again.
+		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
+			if !pos[id].resolveOldest1(pt) {
+				return k // two in flight, or it changed nothing
+			}
 		}
 		s.inflight--
-		s.delivered(seq, sent, view)
+		s.deliveredNewest(sent, view)
 	}
 	return len(es)
 }
@@ -392,9 +402,24 @@ func (s *slot) delivered(seq uint32, sent, view msTime) {
 	if back := uint8(s.lastSeq - seq); back < s.ackBack {
 		s.ackBack = back
 	}
-	// The client holds the state of the view the packet was written from
-	// (view); anything changed in a later view is still unconfirmed
-	// (counted from SentAt: pessimistic by less than one view).
+	s.confirmView(sent, view)
+}
+
+// deliveredNewest is delivered of the ghost's newest packet (seq ==
+// s.lastSeq: usualNewest's): its distance back is 0, below or at any.
+func (s *slot) deliveredNewest(sent, view msTime) {
+	if sent < s.ackAt {
+		return
+	}
+	s.ackAt, s.ackBack = sent, 0
+	s.confirmView(sent, view)
+}
+
+// confirmView records that the client holds the state of the view a
+// packet sent at sent was written from (view): anything changed in a
+// later view is still unconfirmed (counted from SentAt: pessimistic by
+// less than one view).
+func (s *slot) confirmView(sent, view msTime) {
 	if view >= s.lastChg {
 		s.pendChg = 0
 	} else if s.pendChg != 0 && sent > s.pendChg {
