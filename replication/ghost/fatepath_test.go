@@ -26,8 +26,8 @@ func onFateByRecords(t *Table, f notify.Fate) {
 		t.sampleFateDelay(max(t.lastNow-f.SentAt, 0))
 	}
 	p := &t.pkts[i]
-	sent, from, view := t.msOf(f.SentAt), t.msOf(f.SentAt-t.cfg.MaxStaleness), t.msOfStamp(p.t)
-	t.fateRecords(p, 0, int(p.n), int(p.start), len(t.ents)-1, f, sent, from, view)
+	sent, view := t.msOf(f.SentAt), t.msOfStamp(p.t)
+	t.fateRecords(p, 0, int(p.n), int(p.start), len(t.ents)-1, f, sent, view)
 	p.resolved = true
 	t.releaseResolved()
 }
@@ -119,9 +119,10 @@ func TestDeliveredWalksMatchFateRecords(t *testing.T) {
 // fate), the newest often before the next Write (usualNewest's), one in
 // seven of the rest lost, and one fate in nine with a SentAt that goes
 // back (below a ghost's ackAt even for its newest packet). Half the
-// entities stand still for spells, so a packet's ghosts are not every
-// ghost's newest packet. Both tables' slots, tracks and statistics must
-// stay the same.
+// entities stand still for spells, and all of them one tick in eleven, so
+// a packet's ghosts are not every ghost's newest packet; ghosts enter and
+// leave the view, so creates and kills come among the updates and alone.
+// Both tables' slots, tracks and statistics must stay the same.
 func TestShuffledFatesMatchFateRecords(t *testing.T) {
 	for seed := range uint64(6) {
 		const per, ents = 24, 60
@@ -140,9 +141,9 @@ func TestShuffledFatesMatchFateRecords(t *testing.T) {
 			vel[i] = [2]float64{rng.Float64()*6 - 3, rng.Float64()*6 - 3}
 		}
 		tabs := [2]*Table{tableFor(t, reg), tableFor(t, reg)}
-		var refs []ViewRef
-		for j := range per {
-			refs = append(refs, NewViewRef(uint32(10+j), classes[10+j], float32(j%5)+0.5))
+		var all, refs []ViewRef
+		for j := range per + 12 {
+			all = append(all, NewViewRef(uint32(10+j), classes[10+j], float32(j%5)+0.5))
 		}
 		now, seq := time.Second, uint64(0)
 		var bufs [2][800]byte
@@ -155,8 +156,8 @@ func TestShuffledFatesMatchFateRecords(t *testing.T) {
 		for tick := range 200 {
 			now += time.Duration(40+rng.IntN(20)) * time.Millisecond
 			for i := range states {
-				if i%2 == 0 && (tick/8+i)%3 == 0 {
-					continue // standing still for a spell
+				if i%2 == 0 && (tick/8+i)%3 == 0 || tick%11 == 0 {
+					continue // standing still for a spell, or everyone for a tick
 				}
 				states[i].Pos[0] += vel[i][0] / 20
 				states[i].Pos[2] += vel[i][1] / 20
@@ -167,6 +168,13 @@ func TestShuffledFatesMatchFateRecords(t *testing.T) {
 			}
 			sw.Seal(sn)
 			seq++
+			// Ghosts enter and leave: creates and kills among the updates.
+			refs = refs[:0]
+			for j, r := range all {
+				if (tick/6+j*j)%5 != 0 {
+					refs = append(refs, r)
+				}
+			}
 			var n [2]int
 			for k, tab := range tabs {
 				if err := tab.SetSnapshotView(now, sn, refs); err != nil {
