@@ -242,7 +242,10 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 // from ents[start]): every kind, delivered or dropped.
 func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, view msTime) {
 	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
-	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
+	var from msTime // restale's bound, for a lost packet's records
+	if !f.Delivered {
+		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
+	}
 	for j := j0; j < j1; j++ {
 		k := (start + j) & ring
 		e := t.ents[k]
