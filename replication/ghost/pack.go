@@ -171,6 +171,9 @@ type packScratch struct {
 	uwidth  uint
 	ubudget int
 	ustop   int
+	// fillUsual's walk: the word of nonEmpty it pops buckets from
+	// (nextChain), from the top down.
+	walkW int
 	// writeUsual's plans of planReg's classes (makePlans), kept from
 	// Write to Write: a node's tables share one registry.
 	planReg *Registry
@@ -599,51 +602,64 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 // fields from the scratch; the records written are counted by the ring
 // (endPacket's count), and writeUsual and otherRecord report the record
 // that leaves no room for another (recFull: past ustop), so only the
-// walk's own values live here. On a stop the buckets not yet walked are
-// emptied as clear does. It returns the number of records.
+// walk's own values live here. writeUsual walks the buckets itself and
+// returns here only at a record it did not write. On a stop the buckets
+// not yet walked are emptied as clear does. It returns the number of
+// records.
 func (p *packer) fillUsual(t *Table) int {
-	// The scratch and its arrays as locals: through p each is two loads.
 	ps := p.packScratch
-	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next
+	next := ps.next
 	misses := 0
-	for w := bucketWords - 1; w >= 0; w-- {
-		for nonEmpty[w] != 0 {
-			b := 63 - bits.LeadingZeros64(nonEmpty[w])
-			nonEmpty[w] &^= 1 << uint(b)
-			i := head[w*64+b]
-			head[w*64+b] = -1
-			for ; i >= 0; i = next[i] {
-				// writeUsual writes down the chain from i; it stops at the
-				// first record it did not write (a miss wrote nothing).
-				from, r := i, 0
-				if i, r = t.writeUsual(i, next); r == recWritten {
-					misses = 0
-					break // the chain's end, every record written
-				}
-				if i != from {
-					misses = 0 // the records before i were written
-				}
-				if r == recOther {
-					r = p.otherRecord(t, uint32(i))
-				}
-				switch r {
-				case recWritten:
-					misses = 0
-					continue
-				case recNothing:
-					continue
-				case recMiss:
-					misses++
-					if misses < t.cfg.MaxMisses && ps.scratch.BitLen() <= ps.ustop {
-						continue
-					}
-				}
-				p.clear() // recFull, or the misses stop it
-				return int(t.entLen - t.pkEnt0)
+	ps.walkW = bucketWords - 1
+	for i := ps.nextChain(); i >= 0; {
+		// writeUsual writes down the chains from i, bucket after bucket;
+		// it stops at the first record it did not write (a miss wrote
+		// nothing).
+		ents, r := t.entLen, 0
+		if i, r = t.writeUsual(i, next); r == recWritten {
+			break // every bucket walked, every record written
+		}
+		if t.entLen != ents {
+			misses = 0 // records before i were written
+		}
+		if r == recOther {
+			r = p.otherRecord(t, uint32(i))
+		}
+		switch r {
+		case recWritten:
+			misses = 0
+		case recMiss:
+			misses++
+			if misses >= t.cfg.MaxMisses || ps.scratch.BitLen() > ps.ustop {
+				r = recFull
 			}
+		}
+		if r == recFull {
+			p.clear() // recFull, or the misses stop it
+			break
+		}
+		if i = next[i]; i < 0 {
+			i = ps.nextChain()
 		}
 	}
 	return int(t.entLen - t.pkEnt0)
+}
+
+// nextChain pops the highest bucket not yet walked, from word walkW of
+// nonEmpty down, and returns the first ghost of its chain, or -1 when
+// every bucket is walked.
+func (ps *packScratch) nextChain() int32 {
+	for w := ps.walkW; w >= 0; w-- {
+		if m := ps.nonEmpty[w]; m != 0 {
+			b := 63 - bits.LeadingZeros64(m)
+			ps.nonEmpty[w] = m &^ (1 << uint(b))
+			i := ps.head[w*64+b]
+			ps.head[w*64+b] = -1
+			ps.walkW = w
+			return i
+		}
+	}
+	return -1
 }
 
 // otherRecord is fillUsual's writeRecord, for the packet fill set in the
@@ -693,13 +709,14 @@ const (
 // fill set there (useq, unow, uwidth, ubudget).
 //
 // It writes ghost i's record and goes on down i's bucket chain (next, as
-// collect linked it; nil: i alone) while the records are written; it
-// returns -1 and recWritten at the chain's end, or the first ghost whose
-// record was not written with its outcome (every ghost before it on the
-// chain written). The walk here, not in fillUsual: a call a record cost
-// the caller's loop its reloads around the call and this function its
-// entry and exit (BenchmarkTables1000PumpZones −1.1 %, PumpCrowd −1.5 %
-// instructions).
+// collect linked it) and the buckets after it (nextChain) while the
+// records are written; it returns -1 and recWritten when every bucket is
+// walked, or the first ghost whose record was not written with its
+// outcome (every ghost before it in the walk written). With next nil it
+// writes i alone (fill's general walk). The walk here, not in fillUsual:
+// a call a record cost the caller's loop its reloads around the call and
+// this function its entry and exit (BenchmarkTables1000PumpZones −1.5 %,
+// PumpCrowd −2.0 % instructions).
 func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 	for {
 		id := uint32(i)
@@ -862,8 +879,10 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 		if uint(i) >= uint(len(next)) { // i alone (fill's general walk)
 			return -1, recWritten
 		}
-		if i = next[i]; i < 0 {
-			return -1, recWritten // the chain's end
+		if i = next[i]; i < 0 { // the chain's end: the next bucket's
+			if i = ps.nextChain(); i < 0 {
+				return -1, recWritten
+			}
 		}
 	}
 }
