@@ -236,9 +236,7 @@ func (p *Players) writeBatch(w *batchWriter, wi int, batch []*playerJob, commits
 			w.fenced[i] = true
 			continue
 		}
-		p.revMu.Lock()
-		c, ok := p.revs[j.player]
-		p.revMu.Unlock()
+		c, ok := p.revOf(j.player)
 		if !ok || c.zone != j.zone || c.epoch != j.epoch || c.rev == 0 {
 			continue // no revision to expect: written by write
 		}

@@ -12,7 +12,7 @@ import (
 // unstartedPlayers is a Players whose writers never run: its queues only
 // fill (no KV is touched).
 func unstartedPlayers() *Players {
-	p := &Players{node: "n1", stop: make(chan struct{}), revs: map[uint64]recRev{}}
+	p := &Players{node: "n1", stop: make(chan struct{}), revs: map[uint64]revEntry{}}
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
 	}

@@ -179,6 +179,38 @@ type outBudget struct {
 	bytes uint32
 }
 
+// budgetWindow is the window, in ticks (about three seconds at 20 Hz),
+// whose peak newBudgetTick sizes the budget map's room by.
+const budgetWindow = 64
+
+// minBudgetRoom is the room (players) below which the budget map is
+// never made anew: a map that small costs less than making it.
+const minBudgetRoom = 64
+
+// newBudgetTick starts the tick's event budgets (after the zone's Step):
+// an entry of an earlier tick is spent nowhere (sendEvent and spent start
+// it over), so the map holds only the players sent an event this tick —
+// ≈ 25 of a zone's 500 at cmd/capacity's echo a second — where it kept
+// one entry for every player sent an event while here (≈ 43 B a player
+// at 2,000). A map never gives its room back when emptied, so one made
+// for a burst (a late tick's backlog of events, every player's at once)
+// is made anew, as small as the use, once a window's peak has used a
+// quarter of it or less.
+func (a *zoneActor) newBudgetTick() {
+	n := len(a.budget)
+	a.budgetRoom, a.budgetPeak = max(a.budgetRoom, n), max(a.budgetPeak, n)
+	if a.budgetTicks++; a.budgetTicks >= budgetWindow {
+		if a.budgetRoom > minBudgetRoom && a.budgetPeak <= a.budgetRoom/4 {
+			a.budget = make(map[uint64]outBudget, 2*a.budgetPeak)
+			a.budgetRoom, n = a.budgetPeak, 0
+		}
+		a.budgetPeak, a.budgetTicks = 0, 0
+	}
+	if n > 0 {
+		clear(a.budget)
+	}
+}
+
 // pendingOut is an Output being filled for one player while an Input is
 // handled.
 type pendingOut struct {

@@ -203,8 +203,15 @@ type zoneActor struct {
 	events EventHandler
 	ectx   EventContext
 	maxOut int
-	budget map[uint64]outBudget // event bytes sent per player this tick
-	outs   []pendingOut
+	// budget: event bytes sent per player this tick, only this tick's
+	// players (emptied at every tick: newBudgetTick). budgetRoom: the most
+	// players it held in a tick since it was made; budgetPeak, the most
+	// in the current window of budgetWindow ticks (budgetTicks of it
+	// gone).
+	budget                 map[uint64]outBudget
+	budgetRoom, budgetPeak int
+	budgetTicks            int
+	outs                   []pendingOut
 	// readies: onTick's scratch, the Joins whose view's nudge goes as a
 	// ViewReady (usually none: the nudge rides in the Control).
 	readies []*msg.Join
@@ -503,6 +510,7 @@ func (a *zoneActor) onTick() {
 		a.inputs.max.Store(int64(max(minQueuedInputs, per*len(a.joins))))
 	}
 	out := a.z.Step(at)
+	a.newBudgetTick()
 	if a.p.afterStep != nil {
 		a.p.afterStep(a.z)
 	}
@@ -738,11 +746,6 @@ func (a *zoneActor) sweepJoins() {
 	for id := range a.carried {
 		if a.joins[id] == nil {
 			a.dropCarried(id, 0)
-		}
-	}
-	for id := range a.budget {
-		if a.joins[id] == nil {
-			delete(a.budget, id)
 		}
 	}
 	for id, t := range a.began {

@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"sync"
 	"unsafe"
+
+	"github.com/ghostwire/ghostwire/replication/internal/freelist"
 )
 
 // Payload storage: power-of-two slabs from 16 B to 64 KiB, recycled through
@@ -13,7 +15,8 @@ import (
 // lists' 312 bytes and the slabs of its last burst, and most connections
 // hold one or two events at a time. A slab holds at most twice its payload,
 // and the free lists keep at most maxSharedFree bytes; the rest is left to
-// the garbage collector.
+// the garbage collector; and the slabs of a class beyond what the traffic
+// takes decay (freelist.Use), as the rings do.
 const (
 	minSlabShift  = 4
 	numSlabClass  = 17 - minSlabShift // 16 B .. 64 KiB
@@ -27,6 +30,7 @@ type arena struct{}
 var slabs struct {
 	mu   sync.Mutex
 	free [numSlabClass][][]byte
+	use  [numSlabClass]freelist.Use
 	size int // bytes on the free lists
 }
 
@@ -49,9 +53,14 @@ func (arena) get(n int) []byte {
 		l[len(l)-1] = nil
 		slabs.free[c] = l[:len(l)-1]
 		slabs.size -= cap(b)
+		if drop := slabs.use[c].Got(len(l) - 1); drop > 0 {
+			slabs.free[c] = freelist.DropOldest(slabs.free[c], drop)
+			slabs.size -= cap(b) * drop // every slab of a class has its size
+		}
 		slabs.mu.Unlock()
 		return b[:n]
 	}
+	slabs.use[c].Got(0)
 	slabs.mu.Unlock()
 	return make([]byte, n, 1<<(c+minSlabShift))
 }

@@ -14,10 +14,14 @@ import (
 // connections with an event in flight, not for every connection (≈ 360
 // bytes of each idle one). Shared by every Sender of the process; bounded:
 // past maxPooledRings free rings of a kind the rest go to the garbage
-// collector. Larger rings (a burst's) are never pooled.
+// collector, and those beyond what the traffic takes decay
+// (freelist.Use): a node that fell behind, where every connection held an
+// echo's rings, gives them back once it has caught up. Larger rings (a
+// burst's) are never pooled.
 type ringPool[T any] struct {
 	mu   sync.Mutex
 	free [][]T
+	use  freelist.Use
 }
 
 // maxPooledRings bounds each pool (≈ 460 KB for the largest kind, units).
@@ -30,9 +34,13 @@ func (p *ringPool[T]) get(n int) []T {
 		r := p.free[k-1]
 		p.free[k-1] = nil
 		p.free = p.free[:k-1]
+		if drop := p.use.Got(k - 1); drop > 0 {
+			p.free = freelist.DropOldest(p.free, drop)
+		}
 		p.mu.Unlock()
 		return r
 	}
+	p.use.Got(0)
 	p.mu.Unlock()
 	return make([]T, n)
 }
@@ -58,8 +66,8 @@ var (
 	// the stream holds something. get returns one as put left it (new:
 	// zero); the caller clears what it gives back (it must hold no payload:
 	// a sendStream keeps its zero resend word).
-	streamStructs = freelist.List[sendStream]{Max: maxPooledRings}
-	laneStructs   = freelist.List[laneRx]{Max: maxPooledRings}
+	streamStructs = freelist.List[sendStream]{Max: maxPooledRings, Trim: true}
+	laneStructs   = freelist.List[laneRx]{Max: maxPooledRings, Trim: true}
 
 	pendRings  ringPool[pendEvent]
 	unitRings  ringPool[unit]

@@ -154,7 +154,7 @@ type txState struct {
 	cand         []redundCand
 }
 
-var txStates = freelist.List[txState]{Max: maxPooledRings}
+var txStates = freelist.List[txState]{Max: maxPooledRings, Trim: true}
 
 // inFlight is pN, 0 without a txState.
 func (s *Sender) inFlight() uint32 {

@@ -32,15 +32,30 @@ func (t *Table) OnFate(f notify.Fate) {
 	}
 	p := &t.pkts[i]
 	sent := t.msOf(f.SentAt)
-	from := t.msOf(f.SentAt - t.cfg.MaxStaleness) // restale's bound
 	// The view the packet was written from, in the slots' ms (lastChg's):
 	// the client holds its state once the packet is delivered.
 	view := t.msOfStamp(p.t)
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
-	if !f.Delivered || t.reg.slowFates { // t.wide || t.pp.wide
-		t.fateRecords(p, 0, n, start, ring, f, sent, from, view)
-	} else {
-		t.deliveredRecords(p, n, start, ring, f, sent, from, view)
+	switch {
+	case !f.Delivered || t.reg.slowFates: // t.wide || t.pp.wide
+		t.fateRecords(p, 0, n, start, ring, f, sent, view)
+	case f.Seq == t.lastSeq:
+		// The usual fate on a server (the newest packet, before the next
+		// Write): usualNewest's from here, the records up to the ring's
+		// end and then those past it, without deliveredRecords' runs and
+		// calls (≈ 100 instructions a fate), which take on at the first
+		// record it does not take.
+		pt := posKey(stamp(t.viewMS), p.t)
+		m := min(n, ring+1-start)
+		k := t.usualNewest(t.ents[start:start+m], sent, view, pt)
+		if k == m && k < n {
+			k += t.usualNewest(t.ents[:n-k], sent, view, pt)
+		}
+		if k < n {
+			t.deliveredRecords(p, k, n, start, ring, f, sent, view)
+		}
+	default:
+		t.deliveredRecords(p, 0, n, start, ring, f, sent, view)
 	}
 	p.resolved = true
 	t.releaseResolved()
@@ -63,8 +78,9 @@ func (t *Table) releaseResolved() {
 	t.trim()
 }
 
-// deliveredRecords applies a delivered packet's fate to its n records
-// from ents[start] (narrow masks and positions): runs of usual records by
+// deliveredRecords applies a delivered packet's fate to its records j0 …
+// n−1 of those from ents[start] (narrow masks and positions; j0 > 0: the
+// records before it were usual and are applied): runs of usual records by
 // usualRun, each other record by lateRun if it is a delivered update of a
 // live ghost, else by fateRecords, and after two others in a row
 // (positions three or more in flight: fates late) the rest of the packet
@@ -72,10 +88,10 @@ func (t *Table) releaseResolved() {
 // record. The records of a packet are of distinct ghosts, and a
 // usual record changes only its own ghost's slot and track, so this is
 // the order of the records for every ghost.
-func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, sent, from, view msTime) {
+func (t *Table) deliveredRecords(p *pktRec, j0, n, start, ring int, f notify.Fate, sent, view msTime) {
 	pt, seq := posKey(stamp(t.viewMS), p.t), uint32(f.Seq)
 	late := false
-	for j := 0; ; {
+	for j := j0; ; {
 		// The records from j up to the ring's end, then those past it
 		// from its start: the runs walk a slice, with no index to wrap.
 		a := (start + j) & ring
@@ -88,7 +104,7 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 			}
 			// Two other records in a row (k, and the one before it):
 			// the packet's are not the usual ones.
-			late = k == j && j > 0
+			late = k == j && j > j0
 		}
 		if late {
 			k = j + t.lateRun(t.ents[a:a+m], seq, sent, view, pt)
@@ -104,7 +120,7 @@ func (t *Table) deliveredRecords(p *pktRec, n, start, ring int, f notify.Fate, s
 		// the first record of every packet of a late fate's) is lateRun's,
 		// which does what fateRecords would at a third of the cost.
 		if a := (start + k) & ring; t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
-			t.fateRecords(p, k, k+1, start, ring, f, sent, from, view)
+			t.fateRecords(p, k, k+1, start, ring, f, sent, view)
 		}
 		j = k + 1
 	}
@@ -144,24 +160,30 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 // one, was the oldest of at most two in flight and newer than the newest
 // delivered (posTrack.resolveOldest1, resolveOldest2; narrow bounds:
 // the caller's test). It returns how many it applied (len(es): all). A
-// loopback server's records, each position the only one in flight, go by
-// usualOne; usualAny takes on at the first that is not.
+// loopback server's fates, each of the newest packet written (before the
+// next Write), go by usualNewest; usualAny takes on at the first record
+// it does not take, and takes every record of an older packet.
 func (t *Table) usualRun(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
-	k := t.usualOne(es, seq, sent, view, pt)
+	k := 0
+	if seq == uint32(t.lastSeq) {
+		k = t.usualNewest(es, sent, view, pt)
+	}
 	if k < len(es) {
 		k += t.usualAny(es[k:], seq, sent, view, pt)
 	}
 	return k
 }
 
-// usualOne is usualRun for the records whose position, if they carried
-// one, is the only one of its ghost in flight (fates that come before the
-// next Write, as a loopback server's do). Without usualAny's tests for a
-// second in flight and its call for a sparse one, its loop has fewer
-// values live across the call the compiler must assume, so fewer spilled
-// and reloaded every record: 48 instructions a record for usualAny's 56
-// (cachegrind, BenchmarkTables1000Server).
-func (t *Table) usualOne(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
+// usualNewest is usualRun for the newest packet written (t.lastSeq) and
+// the records whose position, if they carried one, is the only one of
+// its ghost in flight (fates that come before the next Write, as a
+// loopback server's do). The packet is each of its ghosts' lastSeq (a
+// Write sets it for every record), so the delivery is at distance 0
+// (deliveredNewest) and the loop keeps no sequence live; without
+// usualAny's tests for a second in flight and its call for a sparse one,
+// fewer values are live across the loop the compiler must spill and
+// reload every record.
+func (t *Table) usualNewest(es []entry, sent, view msTime, pt pstamp) int {
 	slots := t.slots
 	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
@@ -170,11 +192,15 @@ func (t *Table) usualOne(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
-		if uint64(e>>maskShift)&posBits[s.ci] != 0 && !pos[id].resolveOldest1(pt) {
-			return k // two in flight, or it changed nothing
+		// Not one condition with the position bit's test: the compiler
+		// would make the resolve's result a value and test it again.
+		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
+			if !pos[id].resolveOldest1(pt) {
+				return k // two in flight, or it changed nothing
+			}
 		}
 		s.inflight--
-		s.delivered(seq, sent, view)
+		s.deliveredNewest(sent, view)
 	}
 	return len(es)
 }
@@ -214,8 +240,12 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
-func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, from, view msTime) {
+func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, view msTime) {
 	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
+	var from msTime // restale's bound, for a lost packet's records
+	if !f.Delivered {
+		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
+	}
 	for j := j0; j < j1; j++ {
 		k := (start + j) & ring
 		e := t.ents[k]
@@ -392,9 +422,24 @@ func (s *slot) delivered(seq uint32, sent, view msTime) {
 	if back := uint8(s.lastSeq - seq); back < s.ackBack {
 		s.ackBack = back
 	}
-	// The client holds the state of the view the packet was written from
-	// (view); anything changed in a later view is still unconfirmed
-	// (counted from SentAt: pessimistic by less than one view).
+	s.confirmView(sent, view)
+}
+
+// deliveredNewest is delivered of the ghost's newest packet (seq ==
+// s.lastSeq: usualNewest's): its distance back is 0, below or at any.
+func (s *slot) deliveredNewest(sent, view msTime) {
+	if sent < s.ackAt {
+		return
+	}
+	s.ackAt, s.ackBack = sent, 0
+	s.confirmView(sent, view)
+}
+
+// confirmView records that the client holds the state of the view a
+// packet sent at sent was written from (view): anything changed in a
+// later view is still unconfirmed (counted from SentAt: pessimistic by
+// less than one view).
+func (s *slot) confirmView(sent, view msTime) {
 	if view >= s.lastChg {
 		s.pendChg = 0
 	} else if s.pendChg != 0 && sent > s.pendChg {

@@ -154,7 +154,8 @@ func TestTableChurnFootprint(t *testing.T) {
 	per := sum / tables
 	heap := int64(after.HeapAlloc - before.HeapAlloc)
 	for _, tab := range keep {
-		heap -= int64(allocSize(len(tab.snap.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(8*snapWords(len(tab.snap.vw), tab.snap.stride)))
+		heap -= int64(allocSize(len(tab.snap.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(8*snapWords(len(tab.snap.vw), tab.snap.stride)) +
+			uint64(snapNames(tab.snap))*allocSize(int(unsafe.Sizeof(Name{}))))
 	}
 	runtime.KeepAlive(keep)
 	t.Logf("%d B per table (heap %d B); stores moved %.1f times per table once warm (at most %d); parts: %v",

@@ -162,12 +162,25 @@ func tableBytes(t *testing.T, reg *Registry, pc, nc *Class, ghosts int, snaps bo
 		// header to such an object over 512 bytes. The snapshot keeps its
 		// writer alive (free), and with it the states the writer's Set
 		// compares with (SnapshotWriter.in), the zone's too.
+		// Its entries' names are objects of their own (snapEnt.name).
 		chunks := (len(sn.ents) + inChunk - 1) / inChunk
 		per -= allocSize(len(sn.ents)*int(unsafe.Sizeof(snapEnt{}))+8) + allocSize(8*snapWords(len(sn.vw), sn.stride)) +
-			uint64(chunks)*allocSize(int(unsafe.Sizeof(stateChunk{}))) + allocSize(8*chunks)
+			uint64(chunks)*allocSize(int(unsafe.Sizeof(stateChunk{}))) + allocSize(8*chunks) +
+			uint64(snapNames(sn))*allocSize(int(unsafe.Sizeof(Name{})))
 	}
 	runtime.KeepAlive(keep)
 	return per
+}
+
+// snapNames counts the Names sn's entries hold but the shared empty one.
+func snapNames(sn *Snapshot) int {
+	seen := make(map[*Name]bool)
+	for i := range sn.ents {
+		if n := sn.ents[i].name; n != nil && n != noName {
+			seen[n] = true
+		}
+	}
+	return len(seen)
 }
 
 // TestTableFootprintServerFates is TestTableFootprint with the fates in a

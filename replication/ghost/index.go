@@ -6,7 +6,10 @@ package ghost
 // holds id+1 and the key is read from the table's entityOf(id). 2 bytes
 // a bucket at most 3/4 full (4 once an id past 2^16−2 is held: wide),
 // against ≈ 25 bytes an entry for a map[uint64]uint32 (measured 1.6 KB per
-// player at 1,000 players).
+// player at 1,000 players). The bucket count is any (the room of the
+// buckets' size class, idxBucketsFor), not a power of two: a scope of 97
+// to 150 ghosts took 256 buckets, 512 bytes, where 3/4 full and an eighth
+// of room fit them in 272 to 416 (TestEntityIndexFootprint).
 //
 // An id is only ever in the index under its own entityOf(id), and a
 // table removes it before the id is freed or reused, so the key read
@@ -14,10 +17,9 @@ package ghost
 // entityIndex is empty and ready to use.
 type entityIndex struct {
 	// b holds the buckets: id+1, 0 for empty; one uint16 each, or while
-	// wide two (low half first). Its bucket count is a power of two (or 0).
-	b     []uint16
-	n     int32 // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
-	shift uint8 // 64 − log2(buckets)
+	// wide two (low half first).
+	b []uint16
+	n int32 // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
 	// wide: an id of 2^16−1 or more was held (ids are the lowest free
 	// ones, so only a scope of that many ghosts gets there), and the
 	// buckets have 32 bits since. A scope of the usual tens of ghosts
@@ -32,7 +34,19 @@ type entityIndex struct {
 // consecutive, and the top bits of the product spread them.
 const fibHash = 0x9E3779B97F4A7C15
 
-func (x *entityIndex) home(e uint64) int { return int((e * fibHash) >> x.shift) }
+// home is entity e's first bucket: the product's top 32 bits scaled to
+// the bucket count (a multiply and a shift, for any count).
+func (x *entityIndex) home(e uint64) int {
+	return int((e * fibHash >> 32) * uint64(x.buckets()) >> 32)
+}
+
+// nextBucket is the bucket after i, of n, wrapping.
+func nextBucket(i, n int) int {
+	if i++; i == n {
+		return 0
+	}
+	return i
+}
 
 // buckets is the bucket count.
 func (x *entityIndex) buckets() int {
@@ -65,8 +79,8 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 	if x.n == 0 {
 		return 0, false
 	}
-	mask := x.buckets() - 1
-	for i := x.home(e); ; i = (i + 1) & mask {
+	nb := x.buckets()
+	for i := x.home(e); ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			return 0, false
@@ -85,10 +99,12 @@ func (t *Table) idxSet(e uint64, id uint32) {
 		t.idxRebuild(x.buckets(), true)
 	}
 	if (int(x.n)+1)*4 > x.buckets()*3 {
-		t.idxRebuild(max(16, 2*x.buckets()), x.wide)
+		// Twice the ids it holds three quarters full (12 at first: 16
+		// buckets); idxTrim gives back what the scope does not use.
+		t.idxRebuild(idxBucketsFor(max(12, 2*(x.buckets()*3/4)), x.wide), x.wide)
 	}
-	mask := x.buckets() - 1
-	for i := x.home(e); ; i = (i + 1) & mask {
+	nb := x.buckets()
+	for i := x.home(e); ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			x.put(i, id+1)
@@ -109,9 +125,9 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	if x.n == 0 {
 		return
 	}
-	mask := x.buckets() - 1
+	nb := x.buckets()
 	i := x.home(e)
-	for ; ; i = (i + 1) & mask {
+	for ; ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
 			return
@@ -129,7 +145,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	for j := i; ; {
 		x.put(i, 0)
 		for {
-			j = (j + 1) & mask
+			j = nextBucket(j, nb)
 			v := x.at(j)
 			if v == 0 {
 				return
@@ -145,8 +161,8 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	}
 }
 
-// idxRebuild gives the index n buckets (a power of two, more than it
-// holds), 32-bit ones if wide, and reinserts every id.
+// idxRebuild gives the index n buckets (more than it holds), 32-bit ones
+// if wide, and reinserts every id.
 func (t *Table) idxRebuild(n int, wide bool) {
 	old := t.idx
 	x := &t.idx
@@ -156,8 +172,6 @@ func (t *Table) idxRebuild(n int, wide bool) {
 	} else {
 		x.b = make([]uint16, n)
 	}
-	x.shift = uint8(64 - log2(n))
-	mask := n - 1
 	for j := range old.buckets() {
 		v := old.at(j)
 		if v == 0 {
@@ -165,41 +179,36 @@ func (t *Table) idxRebuild(n int, wide bool) {
 		}
 		i := x.home(t.entityOf(v - 1))
 		for x.at(i) != 0 {
-			i = (i + 1) & mask
+			i = nextBucket(i, n)
 		}
 		x.put(i, v)
 	}
 }
 
-// idxBucketsFor is the bucket count idxSet grows to for n ids: the
-// smallest power of two, at least 16, that holds them three quarters full.
-func idxBucketsFor(n int) int {
-	b := 16
-	for n*4 > b*3 {
-		b *= 2
+// idxBucketsFor is the bucket count for n ids: at least 16, that holds
+// them three quarters full, and the rest of its size class's room (the
+// heap's block holds it either way).
+func idxBucketsFor(n int, wide bool) int {
+	size := 2
+	if wide {
+		size = 4
 	}
-	return b
+	return roomFor(max((4*n+2)/3, 16), size)
 }
 
-// idxTrim gives the index the buckets idxSet would grow to for the most
-// ids it held since the last trim, once that is fewer than it has: the
-// buckets of a peak of ghosts in scope (a crowd the player walked through,
-// or a few entering before the leaving ones' kills went out) are given
-// back, not kept for the connection's life.
+// idxTrim gives the index the buckets for the most ids it held since the
+// last trim and an eighth more, once that is an eighth fewer than it has:
+// the buckets of a peak of ghosts in scope (a crowd the player walked
+// through, or a few entering before the leaving ones' kills went out) and
+// idxSet's doubling are given back, not kept for the connection's life,
+// and a scope walking within an eighth of its peak does not move them.
 func (t *Table) idxTrim() {
 	x := &t.idx
-	if b := idxBucketsFor(max(int(x.hw), int(x.n))); b < x.buckets() {
-		t.idxRebuild(b, x.wide)
+	hw := max(int(x.hw), int(x.n))
+	if n := x.buckets(); n > 0 {
+		if b := idxBucketsFor(hw+hw/8, x.wide); b <= n-n/8 {
+			t.idxRebuild(b, x.wide)
+		}
 	}
 	x.hw = uint16(min(x.n, 1<<16-1))
-}
-
-// log2 of a power of two.
-func log2(n int) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
 }

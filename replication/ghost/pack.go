@@ -171,6 +171,9 @@ type packScratch struct {
 	uwidth  uint
 	ubudget int
 	ustop   int
+	// fillUsual's walk: the word of nonEmpty it pops buckets from
+	// (nextChain), from the top down.
+	walkW int
 	// writeUsual's plans of planReg's classes (makePlans), kept from
 	// Write to Write: a node's tables share one registry.
 	planReg *Registry
@@ -556,7 +559,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 				mark := sw.BitLen()
 				r := recOther
 				if snap { // entry views have no usual record (nor wideDirty tables)
-					r = t.writeUsual(uint32(i))
+					_, r = t.writeUsual(i, nil)
 				}
 				if r == recOther {
 					r = t.writeRecord(sw, uint32(i), seq, now, width, budget)
@@ -599,46 +602,64 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 // fields from the scratch; the records written are counted by the ring
 // (endPacket's count), and writeUsual and otherRecord report the record
 // that leaves no room for another (recFull: past ustop), so only the
-// walk's own values live here. On a stop the buckets not yet walked are
-// emptied as clear does. It returns the number of records.
+// walk's own values live here. writeUsual walks the buckets itself and
+// returns here only at a record it did not write. On a stop the buckets
+// not yet walked are emptied as clear does. It returns the number of
+// records.
 func (p *packer) fillUsual(t *Table) int {
-	// The scratch and its arrays as locals: through p each is two loads.
 	ps := p.packScratch
-	head, nonEmpty, next := &ps.head, &ps.nonEmpty, ps.next
+	next := ps.next
 	misses := 0
-	for w := bucketWords - 1; w >= 0; w-- {
-		for nonEmpty[w] != 0 {
-			b := 63 - bits.LeadingZeros64(nonEmpty[w])
-			nonEmpty[w] &^= 1 << uint(b)
-			i := head[w*64+b]
-			head[w*64+b] = -1
-			for ; i >= 0; i = next[i] {
-				r := t.writeUsual(uint32(i)) // a miss wrote nothing
-				if r == recWritten {
-					misses = 0
-					continue
-				}
-				if r == recOther {
-					r = p.otherRecord(t, uint32(i))
-				}
-				switch r {
-				case recWritten:
-					misses = 0
-					continue
-				case recNothing:
-					continue
-				case recMiss:
-					misses++
-					if misses < t.cfg.MaxMisses && ps.scratch.BitLen() <= ps.ustop {
-						continue
-					}
-				}
-				p.clear() // recFull, or the misses stop it
-				return int(t.entLen - t.pkEnt0)
+	ps.walkW = bucketWords - 1
+	for i := ps.nextChain(); i >= 0; {
+		// writeUsual writes down the chains from i, bucket after bucket;
+		// it stops at the first record it did not write (a miss wrote
+		// nothing).
+		ents, r := t.entLen, 0
+		if i, r = t.writeUsual(i, next); r == recWritten {
+			break // every bucket walked, every record written
+		}
+		if t.entLen != ents {
+			misses = 0 // records before i were written
+		}
+		if r == recOther {
+			r = p.otherRecord(t, uint32(i))
+		}
+		switch r {
+		case recWritten:
+			misses = 0
+		case recMiss:
+			misses++
+			if misses >= t.cfg.MaxMisses || ps.scratch.BitLen() > ps.ustop {
+				r = recFull
 			}
+		}
+		if r == recFull {
+			p.clear() // recFull, or the misses stop it
+			break
+		}
+		if i = next[i]; i < 0 {
+			i = ps.nextChain()
 		}
 	}
 	return int(t.entLen - t.pkEnt0)
+}
+
+// nextChain pops the highest bucket not yet walked, from word walkW of
+// nonEmpty down, and returns the first ghost of its chain, or -1 when
+// every bucket is walked.
+func (ps *packScratch) nextChain() int32 {
+	for w := ps.walkW; w >= 0; w-- {
+		if m := ps.nonEmpty[w]; m != 0 {
+			b := 63 - bits.LeadingZeros64(m)
+			ps.nonEmpty[w] = m &^ (1 << uint(b))
+			i := ps.head[w*64+b]
+			ps.head[w*64+b] = -1
+			ps.walkW = w
+			return i
+		}
+	}
+	return -1
 }
 
 // otherRecord is fillUsual's writeRecord, for the packet fill set in the
@@ -686,164 +707,184 @@ const (
 // fit the budget, or recOther, having written and changed nothing, for
 // any other record. It writes into the packer's scratch, for the packet
 // fill set there (useq, unow, uwidth, ubudget).
-func (t *Table) writeUsual(id uint32) int {
-	s := &t.slots[id]
-	if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
-		return recOther
-	}
-	tr := &t.pos[id]
-	if tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
-		return recOther // none delivered (absolute), or wide
-	}
-	sn := t.snapOf(s)
-	v := &sn.vw[s.si] // the entry's view: its line came with the view's walk
-	q := &v.qpos
-	ql := t.pp.packLo(q)
-	rest := s.restCopies
-	// pos: the position's window code and axes, pn bits (pair1run's, or
-	// posAxis's here), as the run appends them.
-	var pos uint64
-	var pn uint
-	flight := tr.meta>>metaDnShift != 2 // positions in flight
-	if !flight {
-		lo := tr.dq[1]
-		dt1, span0 := tr.age1(stamp(t.viewMS)), tr.gap()
-		if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
-			return recOther // posSame, or a pair that predicts no motion
+//
+// It writes ghost i's record and goes on down i's bucket chain (next, as
+// collect linked it) and the buckets after it (nextChain) while the
+// records are written; it returns -1 and recWritten when every bucket is
+// walked, or the first ghost whose record was not written with its
+// outcome (every ghost before it in the walk written). With next nil it
+// writes i alone (fill's general walk). The walk here, not in fillUsual:
+// a call a record cost the caller's loop its reloads around the call and
+// this function its entry and exit (BenchmarkTables1000PumpZones −1.5 %,
+// PumpCrowd −2.0 % instructions).
+func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
+	for {
+		id := uint32(i)
+		s := &t.slots[id]
+		if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
+			return i, recOther
 		}
-		if pos, pn = pair1run(&t.reg.q, tr.dq[0], lo, span0, dt1, q); pn == 0 {
-			return recOther // absolute
+		tr := &t.pos[id]
+		if tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
+			return i, recOther // none delivered (absolute), or wide
 		}
-	} else {
-		d0, d1, d2, ok := t.flightDeltas(tr, id, q, ql, rest)
-		if !ok {
-			return recOther // posSame
+		sn := t.snapOf(s)
+		v := &sn.vw[s.si] // the entry's view: its line came with the view's walk
+		q := &v.qpos
+		ql := t.pp.packLo(q)
+		rest := s.restCopies
+		// pos: the position's window code and axes, pn bits (pair1run's, or
+		// posAxis's here), as the run appends them.
+		var pos uint64
+		var pn uint
+		flight := tr.meta>>metaDnShift != 2 // positions in flight
+		if !flight {
+			lo := tr.dq[1]
+			dt1, span0 := tr.age1(stamp(t.viewMS)), tr.gap()
+			if rest == 0 && lo == ql || uint64(dt1-1) >= predictMaxMS || uint64(span0-1) >= predictMaxMS {
+				return i, recOther // posSame, or a pair that predicts no motion
+			}
+			if pos, pn = pair1run(&t.reg.q, tr.dq[0], lo, span0, dt1, q); pn == 0 {
+				return i, recOther // absolute
+			}
+		} else {
+			d0, d1, d2, ok := t.flightDeltas(tr, id, q, ql, rest)
+			if !ok {
+				return i, recOther // posSame
+			}
+			k := uint(1) // posForm.window's
+			if m := max(d0, d1, d2); m > 0 {
+				k = windowBits(m)
+			}
+			if k > maxWindow {
+				return i, recOther // absolute
+			}
+			lm := uint64(1)<<(k&15) - 1
+			pos, pn = uint64(k), kcodeBits
+			pos, pn = posAxis(pos, pn, d0, q[0], lm, k)
+			pos, pn = posAxis(pos, pn, d1, q[1], lm, k)
+			pos, pn = posAxis(pos, pn, d2, q[2], lm, k)
 		}
-		k := uint(1) // posForm.window's
-		if m := max(d0, d1, d2); m > 0 {
-			k = windowBits(m)
+		// The class's plan and the mask after the position's coding, not
+		// before: what is loaded before its call lives across it, spilled and
+		// reloaded. A record that then turns out not the usual one (no
+		// position dirty) changed nothing: pair1run and flightDeltas only read.
+		ps := t.pk.packScratch
+		if ps.planReg != t.reg {
+			ps.makePlans(t.reg)
 		}
-		if k > maxWindow {
-			return recOther // absolute
+		pl := &ps.plans[s.ci]
+		dirty0 := uint64(s.dirty) // not wideDirty: fill's test
+		mask := dirty0 & pl.all
+		if mask&pl.pos == 0 {
+			return i, recOther // no position (or a resend)
 		}
-		lm := uint64(1)<<(k&15) - 1
-		pos, pn = uint64(k), kcodeBits
-		pos, pn = posAxis(pos, pn, d0, q[0], lm, k)
-		pos, pn = posAxis(pos, pn, d1, q[1], lm, k)
-		pos, pn = posAxis(pos, pn, d2, q[2], lm, k)
-	}
-	// The class's plan and the mask after the position's coding, not
-	// before: what is loaded before its call lives across it, spilled and
-	// reloaded. A record that then turns out not the usual one (no
-	// position dirty) changed nothing: pair1run and flightDeltas only read.
-	ps := t.pk.packScratch
-	if ps.planReg != t.reg {
-		ps.makePlans(t.reg)
-	}
-	pl := &ps.plans[s.ci]
-	dirty0 := uint64(s.dirty) // not wideDirty: fill's test
-	mask := dirty0 & pl.all
-	if mask&pl.pos == 0 {
-		return recOther // no position (or a resend)
-	}
-	// The run, as writeRecord gathers it, into the packer's scratch for
-	// its packet (fillUsual's or fill's fields).
-	w, width, budget := &ps.scratch, ps.uwidth, ps.ubudget
-	var rv uint64
-	var rn uint
-	if mask == pl.def {
-		rv, rn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
-	} else {
-		rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(pl.groups)
-	}
-	// The shifts by rn&63: past 63 the run is past runMax, and not
-	// written (Go's test for a shift past the width, spared).
-	//
-	// The usual masks first, without the walk of the groups: the
-	// position alone, or the position and then the class's yaw (the
-	// shipped classes' default masks), in group order as the walk takes
-	// them.
-	if mask == pl.pos || mask == pl.posYaw {
-		rv |= pos << (rn & 63)
-		rn += pn
-		if mask != pl.pos {
-			rv |= uint64(v.yawQ) << (rn & 63)
-			rn += uint(pl.yawBits)
+		// The run, as writeRecord gathers it, into the packer's scratch for
+		// its packet (fillUsual's or fill's fields).
+		w, width, budget := &ps.scratch, ps.uwidth, ps.ubudget
+		var rv uint64
+		var rn uint
+		if mask == pl.def {
+			rv, rn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
+		} else {
+			rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(pl.groups)
 		}
-	} else {
-		// Any other mask (a player's update carrying its move
-		// sequence: often past one run) by the walk of its groups,
-		// written there.
-		if r := ps.writeUsualRuns(pl.c, rn, &v.gc, v.yawQ, mask, rv, pos, pn); r != recWritten {
-			return r
+		// The shifts by rn&63: past 63 the run is past runMax, and not
+		// written (Go's test for a shift past the width, spared).
+		//
+		// The usual masks first, without the walk of the groups: the
+		// position alone, or the position and then the class's yaw (the
+		// shipped classes' default masks), in group order as the walk takes
+		// them.
+		if mask == pl.pos || mask == pl.posYaw {
+			rv |= pos << (rn & 63)
+			rn += pn
+			if mask != pl.pos {
+				rv |= uint64(v.yawQ) << (rn & 63)
+				rn += uint(pl.yawBits)
+			}
+		} else {
+			// Any other mask (a player's update carrying its move
+			// sequence: often past one run) by the walk of its groups,
+			// written there.
+			if r := ps.writeUsualRuns(pl.c, rn, &v.gc, v.yawQ, mask, rv, pos, pn); r != recWritten {
+				return i, r
+			}
+			goto commit
 		}
-		goto commit
-	}
-	if rn > runMax {
-		return recOther
-	}
-	if w.BitLen()+int(rn) > budget {
-		return recMiss // nothing written
-	}
-	if !w.TryWriteBits(rv, rn) {
-		if mark := w.BitLen(); w.WriteBits(rv, rn) != nil {
-			w.Truncate(mark) // nothing written (fillUsual truncates no miss)
-			return recMiss
+		if rn > runMax {
+			return i, recOther
 		}
-	}
-commit:
-	// Commit: writeRecord's for an update carrying its position, pushed
-	// on the track's own room (n 0).
-	seq, now := ps.useq, ps.unow
-	t.addEntry(id, recUpdate, mask)
-	s.inflight++
-	s.sentAt, s.since = now, now
-	// Indexed from the ghost's base, not through a slice from it (its
-	// bounds and capacity arithmetic, ≈ 8 instructions a record).
-	// Groups 0 and 1 in the slot (the usual update's: no line of
-	// lastField), the rest from lb + lfSlot.
-	if mask&1 != 0 {
-		s.lf[0] = uint8(seq)
-	}
-	if mask&2 != 0 {
-		s.lf[1] = uint8(seq)
-	}
-	if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
-		lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
-		for ; m != 0; m &= m - 1 {
-			lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+		if w.BitLen()+int(rn) > budget {
+			return i, recMiss // nothing written
 		}
-	}
-	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		t.ageGhost(id, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
-	}
-	if !flight {
-		tr.fq, tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
-		tr.meta += metaN1
-		s.fl |= flPosNow // flPosFull stays clear: one in flight
-	} else {
-		if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
-			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		if !w.TryWriteBits(rv, rn) {
+			if mark := w.BitLen(); w.WriteBits(rv, rn) != nil {
+				w.Truncate(mark) // nothing written (fillUsual truncates no miss)
+				return i, recMiss
+			}
 		}
-		s.fl |= flPosNow
-		s.set(flPosFull, tr.full())
-	}
-	s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
-	s.lastSeq = uint32(seq)
-	dirty := dirty0 &^ mask
-	if rest > 0 {
-		s.restCopies = rest - 1
-		if rest > 1 {
-			dirty |= pl.pos // the second rest marker goes with the next view
+	commit:
+		// Commit: writeRecord's for an update carrying its position, pushed
+		// on the track's own room (n 0).
+		seq, now := ps.useq, ps.unow
+		t.addEntry(id, recUpdate, mask)
+		s.inflight++
+		s.sentAt, s.since = now, now
+		// Indexed from the ghost's base, not through a slice from it (its
+		// bounds and capacity arithmetic, ≈ 8 instructions a record).
+		// Groups 0 and 1 in the slot (the usual update's: no line of
+		// lastField), the rest from lb + lfSlot.
+		if mask&1 != 0 {
+			s.lf[0] = uint8(seq)
+		}
+		if mask&2 != 0 {
+			s.lf[1] = uint8(seq)
+		}
+		if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
+			lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+			for ; m != 0; m &= m - 1 {
+				lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+			}
+		}
+		if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
+			t.ageGhost(id, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
+		}
+		if !flight {
+			tr.fq, tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
+			tr.meta += metaN1
+			s.fl |= flPosNow // flPosFull stays clear: one in flight
+		} else {
+			if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
+				tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+			}
+			s.fl |= flPosNow
+			s.set(flPosFull, tr.full())
+		}
+		s.ackBack = uint8(min(uint64(s.ackBack)+uint64(uint32(seq)-s.lastSeq), fieldOld))
+		s.lastSeq = uint32(seq)
+		dirty := dirty0 &^ mask
+		if rest > 0 {
+			s.restCopies = rest - 1
+			if rest > 1 {
+				dirty |= pl.pos // the second rest marker goes with the next view
+			}
+		}
+		s.dirty = uint32(dirty)
+		t.redirty(dirty0, dirty)
+		t.stats.Updates++
+		if ps.scratch.BitLen() > ps.ustop {
+			return i, recFull // written: fill's walk stops, as for a full packet
+		}
+		if uint(i) >= uint(len(next)) { // i alone (fill's general walk)
+			return -1, recWritten
+		}
+		if i = next[i]; i < 0 { // the chain's end: the next bucket's
+			if i = ps.nextChain(); i < 0 {
+				return -1, recWritten
+			}
 		}
 	}
-	s.dirty = uint32(dirty)
-	t.redirty(dirty0, dirty)
-	t.stats.Updates++
-	if ps.scratch.BitLen() > ps.ustop {
-		return recFull // written: fill's walk stops, as for a full packet
-	}
-	return recWritten
 }
 
 // usualPlan is what writeUsual reads of a class, worked out once for its

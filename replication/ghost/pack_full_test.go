@@ -65,7 +65,7 @@ func TestWriteUsualReportsFull(t *testing.T) {
 			p.scratch.Reset(p.sbuf[:])
 			pk := tab.beginPacket(seq)
 			p.useq, p.unow, p.uwidth, p.ubudget, p.ustop = seq, tab.clock(now), tab.IDWidth(), MaxPacketBytes*8, tc.stop
-			got := tab.writeUsual(id)
+			_, got := tab.writeUsual(int32(id), nil)
 			tab.endPacket(pk)
 			if got != tc.want {
 				t.Fatalf("writeUsual = %d with ustop %d after %d bits, want %d (recWritten %d, recFull %d, recOther %d)",

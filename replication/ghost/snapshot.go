@@ -137,8 +137,15 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 // snapEnt is one entry: the entity, its class and its state as the
 // tables send it — its entity, class and name; its quantized position,
 // yaw code, group codes (checked and coded once at Seal for every table)
-// and flags are its view's (snapView). 48 bytes; the float State (112 more) is kept apart only
+// and flags are its view's (snapView). 24 bytes; the float State (112 more) is kept apart only
 // where a group needs it (entState: Snapshot.xs).
+//
+// The name is a pointer to a Name nobody writes once an entry holds it
+// (sealedName), shared by every entry and snapshot that holds the same
+// name at the same index: the zone's snapshots alive at once (its own,
+// those its players' tables read and the spares: four of the largest
+// zone's in a node's heap at 2,000 players) held a 32-byte copy in each
+// entry, its held half's too, where a name changes about never.
 //
 // A table's update (writeUsual, writeRecord) reads nothing here. With
 // the position and yaw code at an entry's start, each update missed a D1
@@ -152,7 +159,35 @@ func (t *Table) HeldSnapshot() *Snapshot { return t.snap }
 type snapEnt struct {
 	entity uint64
 	class  *Class // nil: an empty entry
-	name   Name   // the state's name (NameGroup's Encode reads it alone)
+	// name is the state's name (NameGroup's Encode reads it alone):
+	// never nil in an entry of a class, nil in an empty one.
+	name *Name
+}
+
+// noName is the entries' empty name (an NPC's): shared, never written.
+var noName = new(Name)
+
+// sealedName returns a Name equal to n for an entry to hold: prev if it
+// holds n already (the previous snapshot's entry at the same index, nil
+// if none), else a new one. Seal calls it only where it does not know
+// the name unchanged (Set's compare): a new entity, or a name that
+// changed.
+func sealedName(prev *Name, n *Name) *Name {
+	switch {
+	case prev != nil && sameName(prev, n):
+		return prev
+	case n.n == 0 && *n == Name{}:
+		return noName
+	}
+	p := new(Name)
+	*p = *n
+	return p
+}
+
+// sameNameRef reports whether entries' names a and b are equal (nil only
+// equal to nil): the same pointer, most often, else by value.
+func sameNameRef(a, b *Name) bool {
+	return a == b || a != nil && b != nil && sameName(a, b)
 }
 
 // Flags of snapView.ent.
@@ -372,7 +407,7 @@ func (s *Snapshot) wireState(i uint32, dst *State) *State {
 // v the entry's view (its position, yaw code and group codes).
 func (e *snapEnt) decode(v *snapView, q *quant, dst *State) {
 	c := e.class
-	*dst = State{Name: e.name}
+	*dst = State{Name: *e.name}
 	if c.posIdx >= 0 {
 		dst.Pos = q.value(v.qpos)
 	}
@@ -397,7 +432,7 @@ func (r *Registry) WireState(c *Class, st *State) State {
 	if c.stateful || r.check(c, st, &v.qpos) != nil {
 		return *st
 	}
-	e.class, e.name, v.yawQ = c, st.Name, yawCode(c, st)
+	e.class, e.name, v.yawQ = c, &st.Name, yawCode(c, st)
 	v.codeGroups(c, c.coded, st)
 	if v.uncoded(c) {
 		return *st
@@ -785,12 +820,16 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 		// field is written below, on each path.
 		fl := uint8(mk>>8) & vwHeld
 		if c == nil {
+			// No name either (a reused snapshot's): the next Seal, finding
+			// the state Set here unchanged, would take it as this one's.
+			e.name = nil
 			*v = snapView{fl: fl, ent: ent}
 			clear(s.chg[i*st : i*st+st]) // a reused snapshot's
 			invalid++
 			continue
 		}
 		if !w.reg.has(c) {
+			e.name = nil // as an empty entry's
 			*v = snapView{fl: fl, bad: snapBadClass, ent: ent}
 			clear(s.chg[i*st : i*st+st])
 			invalid++
@@ -813,7 +852,16 @@ func (w *SnapshotWriter) sealRange(s *Snapshot, r *sealRun, lo, hi int) {
 			v.age = agedFrom(prevVw[i].age)
 			continue
 		}
-		e.name = cur.Name
+		// The previous entry's name where Set found the name unchanged
+		// (diff known), else one equal to the state's.
+		var pname *Name
+		if i < len(prev) {
+			pname = prev[i].name
+		}
+		if diff&fName != 0 || pname == nil {
+			pname = sealedName(pname, &cur.Name)
+		}
+		e.name = pname
 		groups := c.groupsOf(diff) // once, for the check and the codes
 		var bad error
 		if diff != fAll && prevVw[i].bad == snapOK && prev[i].class == c {
@@ -1678,7 +1726,7 @@ func (t *Table) encEntry(id uint32) *State {
 	if st := snap.kept(s.si); st != nil {
 		return st
 	}
-	t.pk.wire.Name = snap.ents[s.si].name
+	t.pk.wire.Name = *snap.ents[s.si].name
 	return &t.pk.wire
 }
 

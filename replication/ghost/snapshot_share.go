@@ -31,7 +31,7 @@ func (w *SnapshotWriter) CanCarry(i int, entity uint64, c *Class, name Name) boo
 		return false
 	}
 	e := &p.ents[i]
-	return e.class == c && e.entity == entity && p.vw[i].bad == snapOK && e.name == name
+	return e.class == c && e.entity == entity && p.vw[i].bad == snapOK && sameName(e.name, &name)
 }
 
 // SealCopies is Seal for a snapshot some of whose entries repeat others:
@@ -156,7 +156,7 @@ func (s *Snapshot) copyEntry(i, srcI int, in []*stateChunk, prev *Snapshot, pent
 	if pv.bad == snapOK {
 		v.fl |= vwKept
 		v.age = agedFrom(pv.age)
-		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && pv.gc == v.gc && sameName(&p.name, &e.name) && (pv.ent|v.ent)&entState == 0 {
+		if pv.qpos == v.qpos && pv.yawQ == v.yawQ && pv.gc == v.gc && sameNameRef(p.name, e.name) && (pv.ent|v.ent)&entState == 0 {
 			return true // still (the same wire values): nothing to stamp
 		}
 	}
@@ -253,7 +253,7 @@ func (m *wireMasks) diff(p, e *snapEnt, pv, v *snapView, want uint64) uint64 {
 		dy = m.yaw
 	}
 	d := d0 | d1 | d2 | d3 | dy
-	if m.name&want != 0 && !sameName(&p.name, &e.name) {
+	if m.name&want != 0 && !sameNameRef(p.name, e.name) {
 		d |= m.name
 	}
 	return d
@@ -322,7 +322,7 @@ func (w *SnapshotWriter) SealHeld(s *Snapshot, refresh []uint64) {
 			if src.class == nil {
 				refresh[i>>6] &^= bit
 			} else if refresh[i>>6]&bit == 0 && d < len(pall) {
-				if p := &pall[d]; p.class == src.class && p.entity == src.entity && prev.vw[d].bad == snapOK && sameName(&p.name, &src.name) {
+				if p := &pall[d]; p.class == src.class && p.entity == src.entity && prev.vw[d].bad == snapOK && sameNameRef(p.name, src.name) {
 					s.carry(d, prev, pchg)
 					continue
 				}
@@ -399,7 +399,7 @@ func changed(gr *Group, yaw bool, p, e *snapEnt, pv, v *snapView, ps, es *State)
 			return pv.yawQ != v.yawQ
 		}
 		if gr.name {
-			return p.name != e.name
+			return !sameNameRef(p.name, e.name)
 		}
 	}
 	if ps == nil || es == nil {

@@ -246,8 +246,8 @@ func sameSnapshot(t *testing.T, seed, tick uint64, a, b *Snapshot) {
 			t.Fatalf("seed %d tick %d entry %d: entity %d/%d class %p/%p bad %d/%d", seed, tick, i, ea.entity, eb.entity, ea.class, eb.class, va.bad, vb.bad)
 		}
 		// The state bit for bit (a NaN is not == itself).
-		if ea.class != nil && va.bad == snapOK && (va.qpos != vb.qpos || va.yawQ != vb.yawQ || !sameCodes(ea.class, va, vb) || ea.name != eb.name || va.ent&entState != vb.ent&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
-			t.Fatalf("seed %d tick %d entry %d: Seal %+v, SealCopies %+v", seed, tick, i, *ea, *eb)
+		if ea.class != nil && va.bad == snapOK && (va.qpos != vb.qpos || va.yawQ != vb.yawQ || !sameCodes(ea.class, va, vb) || !sameNameRef(ea.name, eb.name) || va.ent&entState != vb.ent&entState || !sameKept(a.kept(uint32(i)), b.kept(uint32(i)))) {
+			t.Fatalf("seed %d tick %d entry %d: Seal %+v (name %q), SealCopies %+v (name %q); %v %v %v %v %v %v", seed, tick, i, *ea, ea.name.String(), *eb, eb.name.String(), va.qpos != vb.qpos, va.yawQ != vb.yawQ, !sameCodes(ea.class, va, vb), !sameNameRef(ea.name, eb.name), va.ent&entState != vb.ent&entState, !sameKept(a.kept(uint32(i)), b.kept(uint32(i))))
 		}
 		// entIn tells where the writer's states are (a copy was not
 		// Set), not what the entry holds.

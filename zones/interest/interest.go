@@ -376,10 +376,24 @@ func (t *Tracker) Resize(n int) {
 	if n > MaxSlots {
 		panic(fmt.Sprintf("interest: %d slots, more than MaxSlots", n))
 	}
-	if n > len(t.index) {
-		t.index = append(t.index, make([]uint32, n-len(t.index))...)
-		t.bySlot = append(t.bySlot, make([]slotPrio, n-len(t.bySlot))...)
+	if n <= len(t.index) {
+		return
 	}
+	if n > cap(t.index) {
+		// By an eighth, in multiples of 8, as the zone's slots and the
+		// grid grow (both arrays one capacity): a zone grows one slot at a
+		// time and never shrinks, and append's growth (doubling, then a
+		// quarter and more, each array rounded to its own size class) left
+		// up to a third of them unused for good (TestTrackerRoomByAnEighth:
+		// 17,024 → 13,440 B at 600 slots).
+		c := (max(n, cap(t.index)+cap(t.index)/8) + 7) &^ 7
+		t.index = append(make([]uint32, 0, c), t.index...)
+		t.bySlot = append(make([]slotPrio, 0, c), t.bySlot...)
+	}
+	old := len(t.index)
+	t.index, t.bySlot = t.index[:n], t.bySlot[:n]
+	clear(t.index[old:]) // a slot not filed yet: prepare rewrites every one
+	clear(t.bySlot[old:])
 }
 
 // Priority is the base priority of an entity of kind at squared distance d2
@@ -623,15 +637,21 @@ func (t *Tracker) Update(s *Set, self int32, x, z float32, g *grid.Grid, always 
 func setRoom(size int) int { return size + size>>3 }
 
 // shrinkSlack is the room beyond size (entries) at which a set trades its
-// buffer for a smaller spare one: well above what setRoom's allocation
-// gives (half more, where an eighth and the size class's rounding stay
-// below: TestSetRoomNoThrash), so a buffer just made is never too roomy.
-// A shift, not a division: Update tests it for every set.
-func shrinkSlack(size int) int { return size >> 1 }
+// buffer for a smaller spare one: three sixteenths and 4, above setRoom's
+// eighth, so a buffer just made is never too roomy (refit hides the size
+// class's rounding beyond it: TestSetRoomNoThrash). It was half: a set
+// that drifted down kept up to half its size unused, 458 B a set after a
+// minute at 85 in view (357 B used) where it is 431 now, for ≈ 14 refits
+// and 0.37 allocations a tick of 1,000 sets where there were ≈ 5 and 0.18
+// (TestSetRoomFollowsUse; a refit is ≈ 100 instructions, a tick of them ≈
+// 10 M). An eighth and 4 made it 425 B for 0.56 allocations a tick, but
+// 1.13 under -race, whose allocator rounds less. A shift, not a division:
+// Update tests it for every set.
+func shrinkSlack(size int) int { return size>>3 + size>>4 + 4 }
 
 // maxSpare bounds the buffers a tracker keeps for its sets to trade: a
 // few of 1,000 sets at 85 in view a tick outgrow theirs or outsize their
-// use, and with 16 spare all but ≈ 0.2 a tick find one that fits
+// use, and with 16 spare all but ≈ 0.4 a tick find one that fits
 // (TestSetRoomFollowsUse).
 const maxSpare = 16
 
@@ -667,7 +687,11 @@ func (t *Tracker) refit(s *Set, size int) {
 	case cap(old) >= size:
 		return
 	}
-	s.buf = slices.Grow([]Entry(nil), setRoom(size))
+	// The size class's rounding past shrinkSlack is left out of the
+	// room (a gap between classes reaches a sixth of the size, 3,456 →
+	// 4,096 B): counted, it would make the buffer too roomy at once.
+	b := slices.Grow([]Entry(nil), setRoom(size))
+	s.buf = b[:0:min(cap(b), hi)]
 	switch {
 	case cap(old) == 0:
 	case len(t.spare) < maxSpare:
