@@ -2,12 +2,10 @@ package zone
 
 import (
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -30,16 +28,7 @@ func TestBudgetHoldsOnlyTheTicksPlayers(t *testing.T) {
 	var now time.Duration
 	a, z := syncActorWith(t, sys, &now, sim.Config{Zone: "x0z0", World: world.Default(), Classes: ghostClasses(t)})
 	a.p.Spawn = crowdSpawn
-	conns := make([]*benchConn, players)
-	for i := range conns {
-		c := &benchConn{}
-		c.views.AcceptRefs()
-		conns[i] = c
-		pid, _ := sys.ProcessRegistry.Add(c, "bconn$"+strconv.Itoa(i))
-		j := benchJoin(uint64(i+1), pid, &c.views)
-		j.Port = msg.ControlPort{Queue: benchQueues[i%2], Conn: c}
-		a.onJoin(j)
-	}
+	conns := joinRefConns(sys, a, players, "bconn$")
 	echo := []byte("echo")
 	send := func(from, to int) {
 		for id := from; id < to; id++ {

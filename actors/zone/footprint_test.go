@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,16 +50,7 @@ func TestZoneActorFootprint(t *testing.T) {
 	a, z := syncActorWith(t, sys, &now, sim.Config{Zone: "x0z0", World: world.Default(), NPCs: 50, Classes: ghostClasses(t),
 		Overload: sim.OverloadConfig{High: 1e9, Low: 1e8, Raise: 1 << 30, Lower: 1}})
 	a.p.Spawn = crowdSpawn
-	conns := make([]*benchConn, players)
-	for i := range conns {
-		c := &benchConn{}
-		c.views.AcceptRefs()
-		conns[i] = c
-		pid, _ := sys.ProcessRegistry.Add(c, "fconn$"+strconv.Itoa(i))
-		j := benchJoin(uint64(i+1), pid, &c.views)
-		j.Port = msg.ControlPort{Queue: benchQueues[i%2], Conn: c}
-		a.onJoin(j)
-	}
+	conns := joinRefConns(sys, a, players, "fconn$")
 	seq := uint64(0)
 	echo := []byte("echo")
 	for k := range 40 { // three inputs a player every two ticks, as runZoneTickSync
