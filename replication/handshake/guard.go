@@ -2,7 +2,9 @@ package handshake
 
 import (
 	"container/heap"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"time"
 )
@@ -64,14 +66,39 @@ type GuardEntry struct {
 // holds a few hundred entries, not the 16,384 of the default capacity (about
 // 4 MB preallocated, which was 4 KB a player at 1,000 players). A consumed
 // token — every connected player's, for as long as its token lives — keeps
-// only its expiry: 32 bytes a map slot instead of the 104 of a whole entry
-// (≈ 100 B a player at 1,000 players); the few pending ones keep the rest.
+// only its expiry, under its guardKey: 16 bytes a map slot and 16 an
+// expiry item, where the whole 24-byte id made them 32 each (≈ 120 → 60 B a
+// player at 2,000 players; 104 bytes a slot before that); the few pending
+// ones keep the rest.
 type ReplayGuard struct {
 	capacity int
-	pending  map[TokenID]GuardEntry // granted, not verified yet: retries from Addr get Accepted again
-	consumed map[TokenID]int64      // admit nothing: their Expires only
+	pending  map[guardKey]pendingEntry // granted, not verified yet: retries from Addr get Accepted again
+	consumed map[guardKey]int64        // admit nothing: their Expires only
 	exp      expiryHeap
 	peak     int // most entries held since the maps were last rebuilt
+}
+
+// guardKey is what the guard files a token under: its id's three words
+// folded into one. A consumed token is every connected player's for the
+// token's life, so the key is what each of them costs. Two tokens under
+// one key make the guard refuse the newer one as used (Lookup, Insert),
+// never admit it: the guard errs only toward a refusal, and token ids
+// are random nonces (or a backend's counter, which the rotations keep
+// apart), so that is a chance of ≈ n/2⁶⁴ for a guard of n tokens.
+type guardKey uint64
+
+func keyOf(id *TokenID) guardKey {
+	w0 := binary.LittleEndian.Uint64(id[0:])
+	w1 := binary.LittleEndian.Uint64(id[8:])
+	w2 := binary.LittleEndian.Uint64(id[16:])
+	return guardKey(w0 ^ bits.RotateLeft64(w1, 21) ^ bits.RotateLeft64(w2, 42))
+}
+
+// pendingEntry is a pending token's entry with its whole id: a token
+// under the same key that is not this one gets nothing of it (Lookup).
+type pendingEntry struct {
+	id TokenID
+	GuardEntry
 }
 
 // guardShrinkMin: below this many entries at its peak the guard keeps its
@@ -84,24 +111,29 @@ func NewReplayGuard(capacity int) (*ReplayGuard, error) {
 	if capacity < MinGuardCapacity || capacity > MaxGuardCapacity {
 		return nil, fmt.Errorf("%w: guard capacity %d outside [%d, %d]", ErrConfig, capacity, MinGuardCapacity, MaxGuardCapacity)
 	}
-	return &ReplayGuard{capacity: capacity, pending: make(map[TokenID]GuardEntry), consumed: make(map[TokenID]int64)}, nil
+	return &ReplayGuard{capacity: capacity, pending: make(map[guardKey]pendingEntry), consumed: make(map[guardKey]int64)}, nil
 }
 
 // Lookup returns the entry for id, GuardAbsent if there is none or it has
-// expired at now.
+// expired at now. Another token pending under id's key makes id consumed:
+// it is refused, and never gets that token's Accepted (guardKey).
 func (g *ReplayGuard) Lookup(id TokenID, now time.Time) GuardEntry {
 	t := now.Unix()
-	if exp, ok := g.consumed[id]; ok {
+	k := keyOf(&id)
+	if exp, ok := g.consumed[k]; ok {
 		if t >= exp {
 			return GuardEntry{}
 		}
 		return GuardEntry{State: GuardConsumed, Expires: exp}
 	}
-	e, ok := g.pending[id]
-	if !ok || t >= e.Expires {
+	p, ok := g.pending[k]
+	if !ok || t >= p.Expires {
 		return GuardEntry{}
 	}
-	return e
+	if p.id != id {
+		return GuardEntry{State: GuardConsumed, Expires: p.Expires}
+	}
+	return p.GuardEntry
 }
 
 // Insert records a new pending entry for id. It fails with ErrGuardFull when
@@ -109,34 +141,36 @@ func (g *ReplayGuard) Lookup(id TokenID, now time.Time) GuardEntry {
 // (ErrTokenUsed).
 func (g *ReplayGuard) Insert(id TokenID, e GuardEntry, now time.Time) error {
 	g.expire(now)
-	if g.holds(id) {
+	k := keyOf(&id)
+	if g.holds(k) {
 		return ErrTokenUsed
 	}
 	if g.Len() >= g.capacity {
 		return ErrGuardFull
 	}
 	e.State = GuardPending
-	g.pending[id] = e
-	heap.Push(&g.exp, expiryItem{e.Expires, id})
+	g.pending[k] = pendingEntry{id, e}
+	heap.Push(&g.exp, expiryItem{e.Expires, k})
 	g.peak = max(g.peak, g.Len())
 	return nil
 }
 
-// holds reports whether id has an entry, expired or not.
-func (g *ReplayGuard) holds(id TokenID) bool {
-	if _, ok := g.consumed[id]; ok {
+// holds reports whether a token under k has an entry, expired or not.
+func (g *ReplayGuard) holds(k guardKey) bool {
+	if _, ok := g.consumed[k]; ok {
 		return true
 	}
-	_, ok := g.pending[id]
+	_, ok := g.pending[k]
 	return ok
 }
 
 // Consume marks id's session verified or gone: from now on the token admits
 // nothing, whatever the address. Unknown ids are ignored.
 func (g *ReplayGuard) Consume(id TokenID) {
-	if e, ok := g.pending[id]; ok {
-		delete(g.pending, id)
-		g.consumed[id] = e.Expires
+	k := keyOf(&id)
+	if p, ok := g.pending[k]; ok && p.id == id {
+		delete(g.pending, k)
+		g.consumed[k] = p.Expires
 	}
 }
 
@@ -149,8 +183,8 @@ func (g *ReplayGuard) expire(now time.Time) {
 	t := now.Unix()
 	for len(g.exp) > 0 && g.exp[0].expires <= t {
 		it := heap.Pop(&g.exp).(expiryItem)
-		delete(g.pending, it.id)
-		delete(g.consumed, it.id)
+		delete(g.pending, it.key)
+		delete(g.consumed, it.key)
 	}
 	if g.peak >= guardShrinkMin && g.Len() <= g.peak/4 {
 		g.shrink()
@@ -162,13 +196,13 @@ func (g *ReplayGuard) expire(now time.Time) {
 // quarter of its peak or less, so its cost (one copy of what is left) is
 // paid for by the three quarters expired since the last one.
 func (g *ReplayGuard) shrink() {
-	p := make(map[TokenID]GuardEntry, len(g.pending))
-	for id, e := range g.pending {
-		p[id] = e
+	p := make(map[guardKey]pendingEntry, len(g.pending))
+	for k, e := range g.pending {
+		p[k] = e
 	}
-	c := make(map[TokenID]int64, len(g.consumed))
-	for id, e := range g.consumed {
-		c[id] = e
+	c := make(map[guardKey]int64, len(g.consumed))
+	for k, e := range g.consumed {
+		c[k] = e
 	}
 	g.pending, g.consumed = p, c
 	g.exp = append(make(expiryHeap, 0, 2*len(g.exp)), g.exp...) // still a heap: same order
@@ -177,7 +211,7 @@ func (g *ReplayGuard) shrink() {
 
 type expiryItem struct {
 	expires int64
-	id      TokenID
+	key     guardKey
 }
 
 // expiryHeap is a min-heap on expiry; it grows with the guard (at most its
