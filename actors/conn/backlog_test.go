@@ -62,7 +62,7 @@ func TestStalledShardBacklogFootprint(t *testing.T) {
 			for _, c := range cs {
 				m := c.views.NewControl()
 				m.Tick = uint64(k + 1)
-				(&proc{c: c}).SendUserMessage(nil, m)
+				(procOf(c)).SendUserMessage(nil, m)
 			}
 		}
 	}

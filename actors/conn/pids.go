@@ -14,7 +14,7 @@ import (
 // shard each in the node: actors/node registry.go), so at a node's 1,000
 // to 2,000 players most of them held a map group for one or two
 // connections: 248–302 B a connection with its PID, its id and the proc,
-// here 118–138 (TestConnPIDFootprint). A connection's PID carries the
+// here 129 (TestConnPIDFootprint; 137 with a proc of its own). A connection's PID carries the
 // pool's own address, which protoactor hands to the pool's resolver
 // (RegisterAddressResolver) the first time a PID is sent to — it keeps
 // the answer in the PID: one resolution per PID, not per message — and
@@ -27,7 +27,7 @@ import (
 type connPIDs struct {
 	addr string
 	mu   sync.RWMutex
-	byN  map[uint64]*proc
+	byN  map[uint64]*Conn
 }
 
 // pidPrefix is a connection PID's id before its number.
@@ -41,14 +41,14 @@ var poolSeq atomic.Uint64
 // so no resolution reads the system's resolvers while this writes them.
 func (t *connPIDs) init(sys *actor.ActorSystem) {
 	t.addr = sys.Address() + "/conns" + strconv.FormatUint(poolSeq.Add(1), 10)
-	t.byN = make(map[uint64]*proc)
+	t.byN = make(map[uint64]*Conn)
 	sys.ProcessRegistry.RegisterAddressResolver(t.resolve)
 }
 
 // add gives c the PID numbered n.
 func (t *connPIDs) add(c *Conn, n uint64) *actor.PID {
 	t.mu.Lock()
-	t.byN[n] = &proc{c: c}
+	t.byN[n] = c
 	t.mu.Unlock()
 	return actor.NewPID(t.addr, pidPrefix+strconv.FormatUint(n, 10))
 }
@@ -70,12 +70,12 @@ func (t *connPIDs) resolve(pid *actor.PID) (actor.Process, bool) {
 		return nil, false
 	}
 	t.mu.RLock()
-	p, ok := t.byN[n]
+	c, ok := t.byN[n]
 	t.mu.RUnlock()
 	if !ok {
 		return nil, false // a connection gone: the registry's dead letters
 	}
-	return p, true
+	return procOf(c), true
 }
 
 // number is the connection number pid names, if it is one of t's.

@@ -240,18 +240,25 @@ func (p *Pool) Close() {
 }
 
 // proc is a connection as an actor.Process: what zones and the gateway send
-// its PID is posted to its shard (no mailbox, no goroutine).
-type proc struct{ c *Conn }
+// its PID is posted to its shard (no mailbox, no goroutine). The Conn
+// itself, under a type of its own (procOf): a struct holding a pointer to
+// it was an allocation of 8 bytes a connection, and a load a message.
+type proc Conn
 
-func (p *proc) SendUserMessage(_ *actor.PID, m any) { p.c.sh.post(p.c, m) }
+// procOf is c as its actor.Process.
+func procOf(c *Conn) *proc { return (*proc)(c) }
+
+func (p *proc) conn() *Conn { return (*Conn)(p) }
+
+func (p *proc) SendUserMessage(_ *actor.PID, m any) { p.sh.post(p.conn(), m) }
 
 func (p *proc) SendSystemMessage(_ *actor.PID, m any) {
 	if _, ok := m.(*actor.Stop); ok {
-		p.c.sh.post(p.c, stopEvent{})
+		p.sh.post(p.conn(), stopEvent{})
 	}
 }
 
-func (p *proc) Stop(*actor.PID) { p.c.sh.post(p.c, stopEvent{}) }
+func (p *proc) Stop(*actor.PID) { p.sh.post(p.conn(), stopEvent{}) }
 
 type (
 	startEvent struct{ timeout time.Duration } // the token's (Params.Timeout)

@@ -23,7 +23,7 @@ func TestRoundPanicEndsOnlyItsConnection(t *testing.T) {
 			s, cs := benchShard(t, x, 3)
 			s.pool.sys = sys
 			for i, c := range cs {
-				c.pid, _ = sys.ProcessRegistry.Add(&proc{c: c}, "conn-"+strconv.Itoa(i))
+				c.pid, _ = sys.ProcessRegistry.Add(procOf(c), "conn-"+strconv.Itoa(i))
 			}
 			now := benchStep
 			for i, c := range cs {
@@ -70,7 +70,7 @@ func TestPanicDropsTheDatagramsInput(t *testing.T) {
 	s, cs := benchShard(t, x, 2)
 	s.pool.sys = sys
 	for i, c := range cs {
-		c.pid, _ = sys.ProcessRegistry.Add(&proc{c: c}, "conn-"+strconv.Itoa(i))
+		c.pid, _ = sys.ProcessRegistry.Add(procOf(c), "conn-"+strconv.Itoa(i))
 	}
 	cs[0].input().Moves = append(cs[0].input().Moves, move.Move{Seq: 99}) // collected, then the datagram panics
 	s.post(cs[0], &msg.Datagram{N: 5})                                    // no buffer: onDatagram panics

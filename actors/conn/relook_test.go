@@ -45,7 +45,7 @@ func newRelookFixture(t *testing.T) *relookFixture {
 	}
 	f.s, f.c, f.z, f.zone = s, c, z, zone
 	var ok bool
-	if c.pid, ok = s.pool.sys.ProcessRegistry.Add(&proc{c: c}, "conn-relook"); !ok {
+	if c.pid, ok = s.pool.sys.ProcessRegistry.Add(procOf(c), "conn-relook"); !ok {
 		t.Fatal("conn PID taken")
 	}
 	f.joined = 6 * benchStep

@@ -21,7 +21,7 @@ func BenchmarkZoneTickToShard(b *testing.B) {
 	s, cs := benchShard(b, x, conns)
 	procs := make([]*proc, conns)
 	for i, c := range cs {
-		procs[i] = &proc{c: c}
+		procs[i] = procOf(c)
 		c.viewsFlow = true
 	}
 	timeTicks(b, s, cs, func(i int, m any) { procs[i].SendUserMessage(nil, m) }, nil)
