@@ -799,7 +799,9 @@ const minUnackedRoom = 8
 // Event implements session.ServerHandler: e.Payload is valid during the call
 // only, so it is copied into the Input's arena.
 func (c *Conn) Event(e event.Event) {
-	c.input().AddSeq(e.Class, uint8(e.Lane), e.Key, e.Payload, e.Seq)
+	in := c.input()
+	c.sh.inputs.Room(in) // an Input gets events now and then: room from one released with some
+	in.AddSeq(e.Class, uint8(e.Lane), e.Key, e.Payload, e.Seq)
 	if e.Seq != 0 {
 		c.keepEvent(e)
 	}

@@ -76,6 +76,7 @@ func (c *Conn) resendEvents(in *msg.Input) {
 		return
 	}
 	in.EventGen = c.srv.EventGen()
+	c.sh.inputs.Room(in)
 	for _, k := range kept {
 		in.AddSeq(event.Ordered, k.lane, 0, k.payload, k.seq)
 	}

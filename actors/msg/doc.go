@@ -21,8 +21,9 @@
 // (whose Get, on the processor that only takes, steals from the other's):
 // a gateway reader's compact Datagram copies return through the shards'
 // DatagramCache and a depot of magazines; a shard's Inputs (InputCache)
-// return from the zones through a bounded lock-free stack. Both are
-// bounded; what does not fit goes to the pool.
+// return from the zones through bounded lock-free stacks, those that keep
+// event room on one of their own (InputCache.Room). Both are bounded;
+// what does not fit goes to the pool.
 //
 // # Flow
 //

@@ -7,12 +7,14 @@ import (
 	"github.com/ghostwire/ghostwire/replication/move"
 )
 
-// drainReturns empties the returns stack (tests share it: it is the
-// process's).
-func drainReturns() { inputReturns.Swap(nil) }
+// drainReturns empties the returns stacks (tests share them: they are
+// the process's).
+func drainReturns() { inputReturns.Swap(nil); roomReturns.Swap(nil) }
 
 // TestInputCacheTakesReleasesBack: Inputs a zone releases (on its own
-// goroutine) come back to the shard's cache that made them, emptied.
+// goroutine) come back to the shard's cache that made them, emptied: those
+// without events to Get, those with events' room to Room, which hands on
+// the room and returns the Input to Get.
 func TestInputCacheTakesReleasesBack(t *testing.T) {
 	drainReturns()
 	defer drainReturns()
@@ -24,7 +26,9 @@ func TestInputCacheTakesReleasesBack(t *testing.T) {
 		made[in] = true
 		in.Player = uint64(i + 1)
 		in.Moves = append(in.Moves, move.Move{Seq: uint64(i + 1)})
-		in.Add(0, 0, 1, []byte("payload"))
+		if i%2 == 0 {
+			in.Add(0, 0, 1, []byte("payload"))
+		}
 		got = append(got, in)
 	}
 	done := make(chan struct{})
@@ -35,6 +39,7 @@ func TestInputCacheTakesReleasesBack(t *testing.T) {
 		close(done)
 	}()
 	<-done
+	rooms := 0
 	for range 64 {
 		in := shard.Get()
 		if !made[in] {
@@ -43,6 +48,16 @@ func TestInputCacheTakesReleasesBack(t *testing.T) {
 		if in.Player != 0 || len(in.Moves) != 0 || len(in.Events) != 0 || in.Received != 0 || in.next != nil {
 			t.Fatalf("a returned Input not empty: %+v", in)
 		}
+		if cap(in.Events) != 0 {
+			t.Fatalf("an Input without events came back with event room")
+		}
+		shard.Room(in)
+		if cap(in.Events) != 0 && len(in.Events) == 0 && len(in.arena) == 0 {
+			rooms++
+		}
+	}
+	if rooms != 32 {
+		t.Fatalf("%d Inputs got the room of the 32 released with events, want 32", rooms)
 	}
 }
 

@@ -1,0 +1,67 @@
+package msg
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/ghostwire/ghostwire/replication/event"
+	"github.com/ghostwire/ghostwire/replication/move"
+)
+
+// maxInputRoomBytes bounds the event room a player's Inputs hold at the
+// node's shape (TestInputEventRoomFootprint): 3.8 B a player, where the
+// room of every Input that once carried events circulated with it, 108.5
+// B a player (≈ 90 B a player in the node's profile at 2,000, a little
+// behind). A size check, not a timing one.
+const maxInputRoomBytes = 12
+
+// TestInputEventRoomFootprint: a shard's Inputs at the node's shape —
+// 2,000 players, a datagram with a move each 30 Hz round, an event a
+// player-second, each round's Inputs released by the zone the round after
+// — hold event room for the Inputs that carry events, not for all of them:
+// the room of the Inputs in flight, the shard's cache and the returns
+// stacks, after 30 s.
+func TestInputEventRoomFootprint(t *testing.T) {
+	drainReturns()
+	defer drainReturns()
+	const players, rounds = 2000, 900
+	var shard InputCache
+	flight := make([]*Input, 0, players)
+	prev := make([]*Input, 0, players)
+	payload := make([]byte, 16)
+	for r := range rounds {
+		for _, in := range prev {
+			in.Release()
+		}
+		prev, flight = flight, prev[:0]
+		for p := range players {
+			in := shard.Get()
+			in.Moves = append(in.Moves, move.Move{Seq: uint64(r + 1)})
+			if (r+7*p)%30 == 0 {
+				shard.Room(in)
+				in.AddSeq(event.Ordered, 0, 0, payload, uint64(r/30+1))
+			}
+			flight = append(flight, in)
+		}
+	}
+	room := func(in *Input) int {
+		return cap(in.Events)*int(unsafe.Sizeof(Event{})) + cap(in.arena)
+	}
+	held := 0
+	for _, in := range prev {
+		held += room(in)
+	}
+	for _, in := range flight {
+		held += room(in)
+	}
+	for _, top := range []*Input{shard.free, shard.rooms, inputReturns.Load(), roomReturns.Load()} {
+		for in := top; in != nil; in = in.next {
+			held += room(in)
+		}
+	}
+	per := float64(held) / players
+	t.Logf("event room: %.1f B a player", per)
+	if per > maxInputRoomBytes {
+		t.Fatalf("Inputs hold %.1f B of event room a player, want ≤ %d", per, maxInputRoomBytes)
+	}
+}
