@@ -80,8 +80,8 @@ func TestInputReturnsBounded(t *testing.T) {
 }
 
 // TestInputReturnsConcurrent: zones releasing while shards take (run it
-// with -race): every Input a shard gets is empty and in no one else's
-// hands.
+// with -race): every Input a shard gets, and every event room, is empty
+// and in no one else's hands.
 func TestInputReturnsConcurrent(t *testing.T) {
 	drainReturns()
 	defer drainReturns()
@@ -128,6 +128,14 @@ func TestInputReturnsConcurrent(t *testing.T) {
 					mu.Unlock()
 					in.Player = uint64(s*1_000_000 + r*perShard + i + 1)
 					in.Moves = append(in.Moves, move.Move{Seq: in.Player})
+					if i%5 == 0 { // an event now and then: room from the room stack
+						c.Room(in)
+						if len(in.Events) != 0 || len(in.arena) != 0 {
+							t.Errorf("shard %d got event room in use: %+v", s, in.Events)
+							return
+						}
+						in.Add(0, 0, 1, []byte("payload"))
+					}
 					batch = append(batch, in)
 				}
 				zone <- batch
