@@ -20,8 +20,9 @@ const maxInputRoomBytes = 12
 // player-second, each round's Inputs released by the zone the round after
 // — hold event room for the Inputs that carry events, not for all of them:
 // the room of the Inputs in flight, the shard's cache and the returns
-// stacks, after 30 s.
+// stacks, and the Inputs kept aside for their room, after 30 s.
 func TestInputEventRoomFootprint(t *testing.T) {
+	const inputBytes = 128 // an Input's size class (120 bytes)
 	drainReturns()
 	defer drainReturns()
 	const players, rounds = 2000, 900
@@ -54,9 +55,16 @@ func TestInputEventRoomFootprint(t *testing.T) {
 	for _, in := range flight {
 		held += room(in)
 	}
-	for _, top := range []*Input{shard.free, shard.rooms, inputReturns.Load(), roomReturns.Load()} {
+	for _, top := range []*Input{shard.free, inputReturns.Load()} {
 		for in := top; in != nil; in = in.next {
 			held += room(in)
+		}
+	}
+	// The Inputs that keep room for the next events wait out of
+	// circulation: their own bytes count too (an Input's size class).
+	for _, top := range []*Input{shard.rooms, roomReturns.Load()} {
+		for in := top; in != nil; in = in.next {
+			held += room(in) + inputBytes
 		}
 	}
 	per := float64(held) / players
