@@ -257,3 +257,13 @@ func TestControlWriterCorrectedFootprint(t *testing.T) {
 		t.Fatalf("a corrected ControlWriter keeps %d B, want ≤ 64", per)
 	}
 }
+
+// TestMoveSize keeps a Move at 24 bytes: in wire order (Dt, Forward and
+// Strafe before Yaw; Buttons before CRC) its padding made it 32, and a
+// zone holds room for a few of every player's moves (handoff.MoveQueue)
+// besides the connections' batches (msg.Input).
+func TestMoveSize(t *testing.T) {
+	if n := unsafe.Sizeof(Move{}); n > 24 {
+		t.Errorf("Move is %d bytes, want ≤ 24", n)
+	}
+}

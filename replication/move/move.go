@@ -56,16 +56,21 @@ const (
 // control state after applying this move (ControlState.CRC). On the wire only
 // the newest move of each section carries it (seed 004: one CRC per packet);
 // the Applier sets HasCRC on that move and leaves CRC zero on the others.
+//
+// 24 bytes: the fields widest first. In wire order (Dt, the axes, Yaw, …)
+// the padding after Strafe and Buttons made it 32, and a zone holds a few
+// moves of every player (handoff.MoveQueue keeps room for 4: 128 → 96 B)
+// besides the connection's batches: TestMoveSize.
 type Move struct {
 	Seq     uint64
-	Dt      uint8  // duration in 1/DtHz s (32 at 30 Hz); each move is applied with its own Dt (CTL-3)
-	Forward int8   // −127 full back … 127 full forward; −128 is invalid
-	Strafe  int8   // −127 full left … 127 full right; −128 is invalid
+	CRC     uint32
 	Yaw     uint16 // heading, 2π/65536 rad per unit, 0 = +Z, increasing towards +X
 	Pitch   int16  // look up/down, 2π/65536 rad per unit, |Pitch| ≤ PitchMax
 	Buttons uint16 // bit mask; the game assigns the bits (Walk uses ButtonJump)
-	CRC     uint32
-	HasCRC  bool // set by the Applier on the move whose CRC came over the wire
+	Dt      uint8  // duration in 1/DtHz s (32 at 30 Hz); each move is applied with its own Dt (CTL-3)
+	Forward int8   // −127 full back … 127 full forward; −128 is invalid
+	Strafe  int8   // −127 full left … 127 full right; −128 is invalid
+	HasCRC  bool   // set by the Applier on the move whose CRC came over the wire
 }
 
 // Seconds is Dt in seconds, the dt the step function gets.

@@ -198,7 +198,7 @@ func (q *MoveQueue) Reset(last uint64) {
 	q.trim()
 }
 
-// keepRoom is the room (in moves, 128 B) a queue keeps however little it
+// keepRoom is the room (in moves, 96 B) a queue keeps however little it
 // holds: a player's queue usually holds a move or two between ticks.
 const keepRoom = 4
 
@@ -209,7 +209,7 @@ const trimEvery = 64
 // trim sizes the room by use: to twice the window's peak (at least
 // keepRoom) once that peak used a quarter of it or less. A burst (a
 // stalled zone, a client resending its window) grows the queue towards
-// Max (256 moves, 8 KB), and appending doubles the room past every
+// Max (256 moves, 6 KB), and appending doubles the room past every
 // backlog; without this the room stayed with the player for good — 1.5 KB
 // a player at 1,000 players on a loaded host with no trimming, and 0.5 KB
 // while a queue only gave back room above 32 moves (a backlog of 9 to 32
@@ -344,7 +344,7 @@ func (q *MoveQueue) Next(now time.Duration) *move.Move {
 // Head is Next's usual case, inlined in the caller: the move after
 // LastApplied if it is the queue's first (ready at any time), else nil
 // (then ask Next). A zone's tick takes every player's moves so: Peek's
-// call and its copy of the 32-byte move cost ≈ 60 instructions a move.
+// call and its copy of the move (then 32 bytes) cost ≈ 60 instructions a move.
 //
 // It leaves gapSince as it was, where Next would close the gap: no gap
 // can be open while the head is the move after LastApplied, nor open
