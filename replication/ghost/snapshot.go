@@ -29,7 +29,7 @@ import (
 // that took it — holds a reference: Retain (while already holding one:
 // the writer's, or a view's), Release when done. Once any snapshot of a
 // writer's series was retained, the writer reuses each of its snapshots
-// that nobody holds any more for a later Next (spares wait in a list), instead
+// that nobody holds any more for a later Next (spares wait in a pool), instead
 // of allocating a new one every tick: from then on every holder of the
 // series must hold a reference, or it reads a later tick's entries. A
 // series nobody retains is never reused (the garbage collector frees its
@@ -89,58 +89,12 @@ type Snapshot struct {
 }
 
 // snapFree is a writer's spare snapshots and whether its series is reused:
-// shared with the goroutines that release the writer's snapshots. A list
-// the writer owns, not a sync.Pool: the last release of a snapshot comes
-// on a connection's goroutine, and a pool keeps it in that processor's
-// private slot, which the zone's Get on another processor never reaches,
-// so the zone made another: four generations of the largest zone's
-// snapshot lived at 2,000 players where the tables needed two or three
-// (5.3 in a pool after a collection at GOMAXPROCS 2, one held). The list
-// gives the writer every spare whatever processor released it, and sizes
-// itself by use (trim): a lag's extra spares go, a steady series keeps
-// what it takes and allocates nothing.
+// shared with the goroutines that release the writer's snapshots. A pool,
+// so the spares between two ticks are not live heap for good: a collection
+// frees those left over (a zone that stopped, or whose size changed).
 type snapFree struct {
-	mu     sync.Mutex
-	spares []*Snapshot // a stack: the most recently released on top
-	low    int         // the fewest spares left by a take this period
-	takes  int         // takes this period
+	spares sync.Pool   // of *Snapshot
 	reuse  atomic.Bool // a snapshot of the series was retained
-}
-
-// spareTrimPeriod is how many takes (a zone's ticks: 3.2 s at 20 Hz) a
-// spare must lie untouched through before trim lets half of such spares
-// go.
-const spareTrimPeriod = 64
-
-// put gives back s, which nobody holds any more.
-func (f *snapFree) put(s *Snapshot) {
-	f.mu.Lock()
-	f.spares = append(f.spares, s)
-	f.mu.Unlock()
-}
-
-// take returns the most recently released spare, or nil, and trims the
-// spares at the end of each period: of those that lay free through all
-// of it (the bottom of the stack, which no take reached), half go —
-// rounded up, so the last one left over from a lag goes too.
-func (f *snapFree) take() *Snapshot {
-	f.mu.Lock()
-	var s *Snapshot
-	if n := len(f.spares); n > 0 {
-		s = f.spares[n-1]
-		f.spares[n-1] = nil // the stack's room keeps nothing reachable
-		f.spares = f.spares[:n-1]
-	}
-	f.low = min(f.low, len(f.spares))
-	if f.takes++; f.takes >= spareTrimPeriod {
-		drop := (f.low + 1) / 2
-		k := copy(f.spares, f.spares[drop:])
-		clear(f.spares[k:])
-		f.spares = f.spares[:k]
-		f.low, f.takes = k, 0
-	}
-	f.mu.Unlock()
-	return s
 }
 
 // Retain adds a holder of s; the caller must hold one already (the
@@ -164,9 +118,9 @@ func (s *Snapshot) Release() {
 		panic("ghost: Snapshot released more often than retained")
 	case n == 0 && s.free != nil && s.free.reuse.Load():
 		// Every holder's reads happened before its release: the writer
-		// that takes s from the list (synchronized with this put by its
-		// lock) rewrites it after them.
-		s.free.put(s)
+		// that takes s from the pool (synchronized with this Put)
+		// rewrites it after them.
+		s.free.spares.Put(s)
 	}
 }
 
@@ -683,7 +637,7 @@ func NewSnapshotWriter(reg *Registry) (*SnapshotWriter, error) {
 // and it has the room, else a new one.
 func (w *SnapshotWriter) Next(n int) *Snapshot {
 	stride := max(w.reg.maxGroups, 1)
-	if s := w.free.take(); s != nil {
+	if s, _ := w.free.spares.Get().(*Snapshot); s != nil {
 		if c := cap(s.ents); c >= n && c <= 2*n+64 && s.stride == stride {
 			// Its entries and views are emptied or written whole as
 			// Seal finds them (Snapshot.mark), not cleared here.
@@ -744,7 +698,7 @@ func (w *SnapshotWriter) takeMarks(n int, own bool) []uint16 {
 // snapArrays returns a snapshot's vw and chg for n entries of stride
 // groups, in one allocation (neither holds a pointer): a snapshot costs
 // the allocations it did before vw (a zone's tick allocates nothing once
-// its snapshots are reused, and a spare the list trims costs no more).
+// its snapshots are reused, and a pool that drops one costs no more).
 func snapArrays(n, stride int) ([]snapView, []uint32) {
 	if n == 0 {
 		return nil, nil

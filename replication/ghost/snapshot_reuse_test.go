@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -124,10 +125,15 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 			}
 		}
 	}
-	// Every tick but the first few reuses a spare, under the race
-	// detector too: the writer's list drops none (a sync.Pool dropped a
-	// quarter of what it was given under it, at random).
-	if want := 20; reused < want {
+	// Without the race detector every tick but the first few reuses a
+	// spare. Under it sync.Pool drops a quarter of what it is given, at
+	// random: 19 of 40 was seen once, so the bound there only says that
+	// reuse happens (the checks above are what every reuse must pass).
+	want := 20
+	if raceEnabled {
+		want = 8
+	}
+	if reused < want {
 		t.Fatalf("%d of 40 snapshots reused, want %d or more", reused, want)
 	}
 	// A series nobody retains is never reused: a snapshot kept without a
@@ -150,9 +156,15 @@ func TestSnapshotReuseIsAsNew(t *testing.T) {
 
 // TestSnapshotReuseAllocatesNothing: a zone's tick with reuse — Next, Set,
 // Seal, a view's reference taken and let go — allocates nothing but a new
-// snapshot when no spare is to be had, and the writer's list always has
-// one (under -race too: it drops none at random, as a sync.Pool did). The
-// test counts new snapshots and checks that they are every allocation.
+// snapshot when no spare is to be had, and with the usual sync.Pool one
+// always is. Under -race the pool drops a quarter of what it is given (on
+// purpose, to shake out code that counts on it), so there a tick may take
+// a new snapshot: the test counts those and checks that they are every
+// allocation, rather than truncating the average (≈ 0.75 a tick) to 0.
+// Collections are off while it counts (one empties the pool, and the first
+// Put after it allocates the pool's own per-P array), and it runs on one P:
+// a spare Put on one P's private slot is not found by a Get on another
+// (the goroutine may move between the two, rarely, on a busy host).
 func TestSnapshotReuseAllocatesNothing(t *testing.T) {
 	d := newDuo(t, DefaultConfig())
 	sw, _ := NewSnapshotWriter(d.reg)
@@ -173,6 +185,10 @@ func TestSnapshotReuseAllocatesNothing(t *testing.T) {
 		s.Retain()
 		s.Release()
 	}
+	// One P from before the first spare is put (a spare put before the
+	// switch may sit in another P's private slot), no collections.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	tick()
 	tick()
 	// What a new snapshot allocates: its struct, entries and views.
@@ -203,8 +219,11 @@ func TestSnapshotReuseAllocatesNothing(t *testing.T) {
 	if windows != nil {
 		t.Errorf("in each of %d windows of %d ticks a tick allocated beyond a new snapshot: %s", len(windows), runs, strings.Join(windows, "; "))
 	}
-	if fresh != 0 {
+	if !raceEnabled && fresh != 0 {
 		t.Errorf("%d new snapshots in %d ticks, want 0: a spare was not reused", fresh, runs)
+	}
+	if fresh == runs { // under -race a quarter of the spares are dropped, not all (p = 4^-200)
+		t.Errorf("every one of %d ticks took a new snapshot: none reused", runs)
 	}
 }
 
