@@ -191,8 +191,11 @@ func (s *ViewSlot) NewControl() *Control {
 // (the untaken one, and the next, made because the first was not back) and
 // more in the pools: 1.7–2.0 views a player at 1,000 and 2,000 players on
 // a loaded host. The taker, nudged for the view taken back, finds the new
-// one or nothing (Take). A publisher whose view Publish would drop as
-// stale (an epoch below the slot's) takes nothing back.
+// one or nothing (Take). A taker that leaves the view it was nudged for in
+// the slot until it uses it (ghostmgr.Manager: until its pump) lets a tick
+// that comes first take that one back too, where holding it made the tick
+// take a second view from the pools. A publisher whose view Publish would
+// drop as stale (an epoch below the slot's) takes nothing back.
 func (s *ViewSlot) NewViewRefs(n int, epoch uint64) *View {
 	if s.v.Load() != nil && (epoch == 0 || epoch >= s.epoch.Load()) { // usually not: a load, not a swap, a tick
 		if old := s.v.Swap(nil); old != nil {
