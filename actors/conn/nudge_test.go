@@ -11,7 +11,7 @@ import (
 // answer to Join.ViewWithControl) takes the tick's view before its
 // control state goes to the session, so the Control is not held waiting
 // for a ViewReady; and a stale one (an older epoch, dropped) still takes
-// the view — the slot nudges no more until it is taken.
+// the view — the slot nudges no more until the pump applies it.
 func TestControlCarriesTheViewNudge(t *testing.T) {
 	x := record(t, 2)
 	s, cs := benchShard(t, x, 1)
@@ -34,12 +34,13 @@ func TestControlCarriesTheViewNudge(t *testing.T) {
 	c.viewsFlow = true // views have been coming with the controls
 	publish(1)
 	control(1, 2, true)
-	if c.views.Take() != nil || c.gm.ViewTick() != 1 {
-		t.Fatalf("the nudged Control left the view in the slot (view tick %d)", c.gm.ViewTick())
+	if !c.gm.ViewWaiting() || c.gm.ViewTick() != 1 {
+		t.Fatalf("the nudged Control did not take the view (waiting %v, view tick %d)", c.gm.ViewWaiting(), c.gm.ViewTick())
 	}
 	if c.heldCtl != nil {
 		t.Fatal("a Control that brought its view was held for a ViewReady")
 	}
+	c.gm.Apply(now) // the pump's: the slot empties
 
 	// No nudge, and the view taken is an older tick's: held for the view.
 	control(2, 2, false)
@@ -51,11 +52,12 @@ func TestControlCarriesTheViewNudge(t *testing.T) {
 	if c.heldCtl != nil || c.gm.ViewTick() != 2 {
 		t.Fatalf("held %v, view tick %d after the next nudged Control", c.heldCtl != nil, c.gm.ViewTick())
 	}
+	c.gm.Apply(now)
 
 	publish(4)
 	control(4, 1, true) // a stale epoch: dropped, its nudge honoured
-	if v := c.views.Take(); v != nil {
-		t.Fatal("a stale Control's nudge left the view in the slot")
+	if !c.gm.ViewWaiting() {
+		t.Fatal("a stale Control's nudge was not taken: the view would wait for the next one")
 	}
 	if c.gm.ViewTick() != 4 {
 		t.Fatalf("view tick %d after the stale Control's nudge, want 4", c.gm.ViewTick())

@@ -4,9 +4,11 @@
 // wire's stamp resolution), supplies the ghost section of each data packet
 // the connection's session.Server builds — packed at that moment, within
 // exactly the room the packet has left — and applies the fates of the
-// packets that carried them (DESIGN §4 step 5). A connection takes a view
-// when its nudge comes (Take) and applies it (Apply) in the pump that
-// packs, so views, fates and packing visit the table back to back.
+// packets that carried them (DESIGN §4 step 5). A connection notes a
+// view's nudge when it comes (Take) and takes the slot's newest and
+// applies it (Apply) in the pump that packs, so views, fates and packing
+// visit the table back to back; until then the view waits in the slot,
+// where the zone's next tick reuses it.
 //
 // It is not an actor: the connection (actors/conn) calls it on the
 // connection's own goroutine, as the session.GhostWriter of its Server.

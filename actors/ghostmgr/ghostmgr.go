@@ -16,7 +16,6 @@ import (
 // Stats counts what one ghost manager did.
 type Stats struct {
 	Views      uint64 // views applied to the table
-	Deferred   uint64 // views superseded while waiting for the clock to advance 1 ms since the previous one
 	ViewErrors uint64 // views the table refused (ErrBadState, ErrUnknownClass; a zone bug)
 	Sections   uint64 // ghost sections written with at least one record
 	Empty      uint64 // sections written with nothing in them although something was pending (budget, rate limits)
@@ -38,8 +37,7 @@ var tableMu sync.Mutex
 // Not safe for concurrent use: the connection that owns it calls every
 // method (the zone only touches the ViewSlot, which is).
 type Manager struct {
-	pending *msg.View // newest view not yet applied (clock did not advance 1 ms)
-	table   *ghost.Table
+	table *ghost.Table
 	// st is the State, where its owner keeps it (New): whether the table
 	// is pending (its Pending as of its last change: every change comes
 	// through the Manager — a view applied, a section written, a fate —
@@ -51,7 +49,7 @@ type Manager struct {
 	// snap is the snapshot the table reads (Table.HeldSnapshot), held
 	// (Snapshot.Retain) so that its zone does not reuse it meanwhile.
 	snap     *ghost.Snapshot
-	tick     uint64        // the zone tick of the newest view taken
+	tick     uint64        // the zone tick of the view applied last
 	lastView time.Duration // when a view was last applied (meaningful once applied reports true)
 
 	stats counts
@@ -69,7 +67,7 @@ type State uint8
 
 const (
 	statePending State = 1 << iota // the table's Pending
-	stateView                      // a view Take took waits for Apply
+	stateView                      // a view the zone nudged for waits in the slot for Apply
 )
 
 // Pending reports whether the table has anything to send (Manager.Pending).
@@ -94,7 +92,7 @@ func (m *Manager) setPending(p bool) {
 // default 21 packets a second): the Manager in the 80-byte size class, not
 // 96 (16 bytes a connection). Stats widens them.
 type counts struct {
-	Views, ViewErrors, Sections, Fates, Deferred, Empty uint32
+	Views, ViewErrors, Sections, Fates, Empty uint32
 }
 
 // New returns the ghost manager of one connection. views is where the zone
@@ -126,7 +124,7 @@ func (m *Manager) Table() *ghost.Table { return m.table }
 func (m *Manager) Stats() Stats {
 	c := &m.stats
 	return Stats{
-		Views: uint64(c.Views), Deferred: uint64(c.Deferred), ViewErrors: uint64(c.ViewErrors),
+		Views: uint64(c.Views), ViewErrors: uint64(c.ViewErrors),
 		Sections: uint64(c.Sections), Empty: uint64(c.Empty), Fates: uint64(c.Fates),
 		Table: m.table.Stats(),
 	}
@@ -139,47 +137,59 @@ func (m *Manager) TakeView(now time.Duration) {
 	m.apply(now)
 }
 
-// Take takes the newest view out of the slot (the zone's nudge) without
-// applying it: it waits for Apply (or the next Write), superseded if a
-// newer one is taken meanwhile. It touches the slot and the manager, not
-// the table, so a connection takes its view when the nudge comes (the
-// slot nudges again once it is empty, and ViewTick tells at once which
-// tick it holds) and applies it in its pump, right before the packet
-// reads the same ghosts (on a server with a thousand tables, each is
-// cold by the time its turn comes; one visit instead of two).
+// Take notes the zone's nudge: a view waits in the slot for Apply (or the
+// next Write), which takes the newest there. It touches the slot and the
+// manager, not the table, so a connection learns of its view when the
+// nudge comes (ViewTick tells at once which tick waits) and applies it in
+// its pump, right before the packet reads the same ghosts (on a server
+// with a thousand tables, each is cold by the time its turn comes; one
+// visit instead of two). The view stays in the slot until then: a zone
+// tick that comes first takes it back and reuses it for its own view
+// (msg.ViewSlot.NewViewRefs), superseding it there. Taken out on the
+// nudge, it was the manager's until its pump, and the zone's next view,
+// finding neither it nor the slot's spare, came from the pools: a node
+// behind held two views a player (1.5–1.7 a player at 2,000).
 func (m *Manager) Take() {
-	if v := m.views.Take(); v != nil {
-		m.tick = v.Tick
-		if m.pending != nil {
-			m.stats.Deferred++ // superseded while waiting for the clock (or its pump)
-			m.pending.Release()
-		}
-		m.pending = v
+	if m.views.Waiting() {
 		*m.st |= stateView
 	}
 }
 
-// ViewWaiting reports whether a view Take took waits for Apply.
-func (m *Manager) ViewWaiting() bool { return m.pending != nil }
+// ViewWaiting reports whether a view the zone nudged for waits for Apply.
+func (m *Manager) ViewWaiting() bool { return m.st.ViewWaiting() }
 
 // Apply applies the view Take took if the clock allows (see apply).
 func (m *Manager) Apply(now time.Duration) { m.apply(now) }
 
-// ViewTick is the zone tick of the newest view Take took (0: none
-// yet): the connection sends a tick's control state with that tick's view.
-func (m *Manager) ViewTick() uint64 { return m.tick }
+// ViewTick is the zone tick of the newest view nudged for (0: none yet):
+// the slot's newest while one waits (a newer view than the nudge's
+// supersedes it in the slot without a nudge), else the one applied last.
+// The connection sends a tick's control state with that tick's view.
+func (m *Manager) ViewTick() uint64 {
+	if m.st.ViewWaiting() {
+		return m.views.Tick()
+	}
+	return m.tick
+}
 
-// apply applies a pending view unless the previous one was applied less
-// than a millisecond ago: the wire stamps states in milliseconds and the
-// client orders them by stamp, so the table takes at most one view per
-// millisecond; a view that comes sooner waits for the next call (the next
-// packet or nudge), superseded if a newer one arrives.
+// apply applies the slot's newest view, if one waits, unless the previous
+// one was applied less than a millisecond ago: the wire stamps states in
+// milliseconds and the client orders them by stamp, so the table takes at
+// most one view per millisecond; a view that comes sooner waits in the
+// slot for the next call (the next packet or nudge), superseded if a newer
+// one arrives.
 func (m *Manager) apply(now time.Duration) {
-	if m.pending == nil || (m.applied() && now < m.lastView+time.Millisecond) {
+	if !m.st.ViewWaiting() || (m.applied() && now < m.lastView+time.Millisecond) {
 		return
 	}
-	v := m.pending
-	m.pending = nil
+	v := m.views.Take()
+	if v == nil {
+		// The zone took it back for its next view, whose Publish finds
+		// the slot empty and nudges again.
+		*m.st &^= stateView
+		return
+	}
+	m.tick = v.Tick
 	var err error
 	if v.Snap != nil {
 		err = m.table.SetSnapshotView(now, v.Snap, v.Refs)
@@ -240,7 +250,7 @@ func (m *Manager) Pending() bool { return m.st.Pending() }
 // Write packs the ghost section of packet seq into what is left of w
 // (session.GhostWriter): a view waiting for the clock goes in first.
 func (m *Manager) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, error) {
-	if m.pending != nil { // apply's first test, inlined: most packets come with no view waiting
+	if m.st.ViewWaiting() { // apply's first test, inlined: most packets come with no view waiting
 		m.apply(now)
 	}
 	pend := m.st.Pending()
@@ -263,16 +273,12 @@ func (m *Manager) OnFate(f notify.Fate) {
 	m.stats.Fates++
 }
 
-// Close refuses further views and frees the one held: the zone may keep
-// publishing until it learns the player left. It lets the table's snapshot
-// go too: the manager may not write after Close.
+// Close refuses further views and frees the one waiting: the zone may
+// keep publishing until it learns the player left. It lets the table's
+// snapshot go too: the manager may not write after Close.
 func (m *Manager) Close() {
 	m.views.Close()
-	if m.pending != nil {
-		m.pending.Release()
-		m.pending = nil
-		*m.st &^= stateView
-	}
+	*m.st &^= stateView
 	if m.snap != nil {
 		m.snap.Release()
 		m.snap = nil

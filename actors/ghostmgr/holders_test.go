@@ -15,8 +15,8 @@ import (
 // TestSnapshotHoldersModel drives a zone's writer, its views and a few
 // managers through random sequences of every path a snapshot reference
 // takes — a view published, superseded in the slot, taken back by the
-// slot's next view, dropped as stale, lowered away, taken and superseded
-// while it waits for the clock, applied, refused by the table, a view of
+// slot's next view, dropped as stale, lowered away, nudged for and
+// superseded while it waits for the clock, applied, refused by the table, a view of
 // entries in between, a slot and its manager closed and a new one made —
 // against a model of what each holder reads: the tick the snapshot had
 // when its holder got it. A snapshot reused (rewritten by the writer's
@@ -84,7 +84,6 @@ func holdersModel(t *testing.T, seed uint64, ops int, every bool) {
 		st := c.m.Stats()
 		seen.Views += st.Views
 		seen.ViewErrors += st.ViewErrors
-		seen.Deferred += st.Deferred
 		stale += c.slot.Stale()
 		superseded += c.slot.Superseded()
 	}
@@ -104,11 +103,7 @@ func holdersModel(t *testing.T, seed uint64, ops int, every bool) {
 					t.Fatalf("after %s: conn %d's table reads tick %v's entries, took tick %d's", op, k, st.Pos[1], c.took)
 				}
 			}
-			if v := c.m.pending; v != nil && v.Snap != nil {
-				if sealed[v.Snap] != v.Tick || !v.Snap.Held() {
-					t.Fatalf("after %s: conn %d's waiting view of tick %d carries a snapshot rewritten for tick %d (held %v)", op, k, v.Tick, sealed[v.Snap], v.Snap.Held())
-				}
-			}
+
 		}
 	}
 	newTick()
@@ -196,7 +191,7 @@ func holdersModel(t *testing.T, seed uint64, ops int, every bool) {
 		c.m.Close()
 		tally(c)
 	}
-	if every && (seen.Views == 0 || seen.ViewErrors == 0 || seen.Deferred == 0 || stale == 0 || superseded == 0) {
+	if every && (seen.Views == 0 || seen.ViewErrors == 0 || stale == 0 || superseded == 0) {
 		t.Fatalf("a path not taken: %+v, %d stale, %d superseded", seen, stale, superseded)
 	}
 	newTick() // the writer lets its previous snapshot go

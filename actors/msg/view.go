@@ -140,10 +140,13 @@ var ViewReadyMsg = &ViewReady{}
 // publish at the same time, which the handoff protocol guarantees). The zero
 // ViewSlot is empty and ready to use.
 type ViewSlot struct {
-	v          atomic.Pointer[View]
-	superseded atomic.Uint64
+	v atomic.Pointer[View]
+	// Counts in 32 bits (6.8 years of a view a tick at 20 Hz, superseded
+	// every one), so that tick fits the slot's 56 bytes (a Conn embeds
+	// it: TestViewSlotSize). Superseded and Stale widen them.
+	superseded atomic.Uint32
+	stale      atomic.Uint32
 	epoch      atomic.Uint64 // the newest epoch published
-	stale      atomic.Uint64
 	// spare is the view the taker released last (View.Release), for the
 	// publisher's next one (NewViewRefs).
 	spare atomic.Pointer[View]
@@ -153,6 +156,10 @@ type ViewSlot struct {
 	ctl    atomic.Pointer[Control]
 	closed atomic.Bool
 	refs   atomic.Bool // the taker reads View.Snap and View.Refs
+	// tick is the Tick of the view published last (Tick): a taker that
+	// leaves the view in the slot until it applies it reads its tick here,
+	// not in the view, which the publisher may take back meanwhile.
+	tick atomic.Uint64
 }
 
 // NewControl returns a zeroed Control, as msg.NewControl: the one the
@@ -184,8 +191,11 @@ func (s *ViewSlot) NewControl() *Control {
 // (the untaken one, and the next, made because the first was not back) and
 // more in the pools: 1.7–2.0 views a player at 1,000 and 2,000 players on
 // a loaded host. The taker, nudged for the view taken back, finds the new
-// one or nothing (Take). A publisher whose view Publish would drop as
-// stale (an epoch below the slot's) takes nothing back.
+// one or nothing (Take). A taker that leaves the view it was nudged for in
+// the slot until it uses it (ghostmgr.Manager: until its pump) lets a tick
+// that comes first take that one back too, where holding it made the tick
+// take a second view from the pools. A publisher whose view Publish would
+// drop as stale (an epoch below the slot's) takes nothing back.
 func (s *ViewSlot) NewViewRefs(n int, epoch uint64) *View {
 	if s.v.Load() != nil && (epoch == 0 || epoch >= s.epoch.Load()) { // usually not: a load, not a swap, a tick
 		if old := s.v.Swap(nil); old != nil {
@@ -217,7 +227,7 @@ func (s *ViewSlot) AcceptsRefs() bool { return s.refs.Load() }
 func (s *ViewSlot) Closed() bool { return s.closed.Load() }
 
 // Stale counts views dropped for an older epoch than one already published.
-func (s *ViewSlot) Stale() uint64 { return s.stale.Load() }
+func (s *ViewSlot) Stale() uint64 { return uint64(s.stale.Load()) }
 
 // Publish hands v to the slot and reports whether the taker must be nudged.
 // The caller gives up v. On a closed slot v is released and false returned.
@@ -239,6 +249,7 @@ func (s *ViewSlot) Publish(v *View) (nudge bool) {
 			}
 		}
 	}
+	s.tick.Store(v.Tick)
 	old := s.v.Swap(v)
 	if old != nil {
 		s.superseded.Add(1)
@@ -277,6 +288,14 @@ func (s *ViewSlot) Lower(epoch uint64) {
 // caller owns the view and releases it.
 func (s *ViewSlot) Take() *View { return s.v.Swap(nil) }
 
+// Waiting reports whether the slot holds a view not taken yet.
+func (s *ViewSlot) Waiting() bool { return s.v.Load() != nil }
+
+// Tick is the Tick of the view published last (0: none yet): a taker
+// nudged for a view it leaves in the slot until it applies it learns its
+// tick here (a newer view may have superseded it since: its tick).
+func (s *ViewSlot) Tick() uint64 { return s.tick.Load() }
+
 // Close makes the slot refuse further views and releases the one it holds.
 // The ghost manager closes it when it stops.
 func (s *ViewSlot) Close() {
@@ -289,4 +308,4 @@ func (s *ViewSlot) Close() {
 }
 
 // Superseded is how many views were replaced before being taken.
-func (s *ViewSlot) Superseded() uint64 { return s.superseded.Load() }
+func (s *ViewSlot) Superseded() uint64 { return uint64(s.superseded.Load()) }
