@@ -38,7 +38,7 @@ func (t *Table) OnFate(f notify.Fate) {
 	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
 	switch {
 	case !f.Delivered || t.reg.slowFates: // t.wide || t.pp.wide
-		t.fateRecords(p, 0, n, start, ring, f, sent, view)
+		t.fateRecords(p, 0, n, start, f, sent, view)
 	case f.Seq == t.lastSeq:
 		// The usual fate on a server (the newest packet, before the next
 		// Write): usualNewest's from here, the records up to the ring's
@@ -69,7 +69,7 @@ func (t *Table) releaseResolved() {
 	}
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + int32(q.n)) & int32(len(t.ents)-1)
+		t.entHead = int32(t.entAt(int(t.entHead) + int(q.n)))
 		t.entLen -= int32(q.n)
 		q.n = 0
 		t.pktHead = (t.pktHead + 1) & int32(len(t.pkts)-1)
@@ -94,7 +94,7 @@ func (t *Table) deliveredRecords(p *pktRec, j0, n, start, ring int, f notify.Fat
 	for j := j0; ; {
 		// The records from j up to the ring's end, then those past it
 		// from its start: the runs walk a slice, with no index to wrap.
-		a := (start + j) & ring
+		a := t.entAt(start + j)
 		m := min(n-j, ring+1-a)
 		var k int
 		if !late {
@@ -119,8 +119,8 @@ func (t *Table) deliveredRecords(p *pktRec, j0, n, start, ring int, f notify.Fat
 		// position late: more in flight than the track holds itself, as
 		// the first record of every packet of a late fate's) is lateRun's,
 		// which does what fateRecords would at a third of the cost.
-		if a := (start + k) & ring; t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
-			t.fateRecords(p, k, k+1, start, ring, f, sent, view)
+		if a := t.entAt(start + k); t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
+			t.fateRecords(p, k, k+1, start, f, sent, view)
 		}
 		j = k + 1
 	}
@@ -240,14 +240,14 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
-func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, view msTime) {
+func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, view msTime) {
 	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
 	var from msTime // restale's bound, for a lost packet's records
 	if !f.Delivered {
 		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
 	}
 	for j := j0; j < j1; j++ {
-		k := (start + j) & ring
+		k := t.entAt(start + j)
 		e := t.ents[k]
 		id := e.id()
 		s := &t.slots[id]

@@ -1648,15 +1648,19 @@ func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, u
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := int(t.pktHead+t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(int(t.entHead+t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
+	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(t.entAt(int(t.entHead + t.entLen))), t: stamp(t.viewMS)}
 	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
 func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
-	// uint32: the 32-bit sum needs no sign extension to index.
-	i := uint32(t.entHead+t.entLen) & uint32(len(t.ents)-1)
+	// uint32: the 32-bit sum needs no sign extension to index. The ring
+	// wraps by a subtraction (entAt): it is of any length.
+	i := uint32(t.entHead + t.entLen)
+	if n := uint32(len(t.ents)); i >= n {
+		i -= n
+	}
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.wide {
 		t.rare.wd.entHi[i] = mask >> entMaskBits

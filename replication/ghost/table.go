@@ -588,7 +588,8 @@ const (
 // classes with more groups, are in Table.entHi. Ten bits hold every mask
 // of the shipped classes (7 groups at most): a connection keeps one entry
 // per ghost per packet in flight, ≈ 4 packets of 44 ghosts at 1,000
-// players, and the ring is a power of two.
+// players. The ring is of any length, its size class's room (trim): a
+// power of two held up to twice the records in flight (entAt).
 type entry uint32
 
 const (
@@ -642,9 +643,8 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 		stride: uint16(max(reg.maxGroups-lfSlot, 0)),
 		// Both rings start small and double on demand up to
 		// MaxPacketsInFlight and MaxRecordsInFlight (rounded up to a power of
-		// two: mask, not divide): a connection that sees a few ghosts must
-		// not pay for the worst case (256 packets × 16 B, 8192 records ×
-		// 4 B) up front.
+		// two): a connection that sees a few ghosts must not pay for the
+		// worst case (256 packets × 16 B, 8192 records × 4 B) up front.
 		pkts: make([]pktRec, min(initialPackets, cfg.MaxPacketsInFlight)),
 		ents: make([]entry, min(initialRecords, entCap(cfg))),
 	}
@@ -1350,6 +1350,18 @@ const (
 // entCap is the record ring's final size.
 func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1)) }
 
+// entAt is the ring index of record i counted from index 0 (i < 2·len:
+// a start and an offset within the ring). The ring is of any length, so it
+// wraps by a compare and a subtraction where a power of two would mask: a
+// power of two held 1.3–2 times the records in flight, 130 B a connection
+// at 80 ghosts (TestTableFootprintServerShape).
+func (t *Table) entAt(i int) int {
+	if i >= len(t.ents) {
+		i -= len(t.ents)
+	}
+	return i
+}
+
 // growEnts doubles the record ring, keeping the live records in FIFO order
 // from index 0 and moving every in-flight packet's start with them. It
 // reports false when the ring is already at its configured maximum.
@@ -1358,11 +1370,11 @@ func (t *Table) growEnts() bool {
 	if len(old) >= entCap(t.cfg.Config) {
 		return false
 	}
-	mask := len(old) - 1
-	t.moveEnts(2 * len(old))
+	head := int(t.entHead)
+	t.moveEnts(min(2*len(old), entCap(t.cfg.Config)))
 	for i := range int(t.pktLen) { // recorded packets: each holds ≥ 1 live record
 		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
-		p.start = uint32((int(p.start) - int(t.entHead)) & mask)
+		p.start = uint32(entFromIn(len(old), head, int(p.start)))
 	}
 	if int(t.pktLen) < len(t.pkts) {
 		// The packet being written (beginPacket … endPacket) owns the
@@ -1423,9 +1435,9 @@ func (t *Table) trim() {
 		return
 	}
 	t.trimAt = t.lastNow
-	// The ring is a power of two: the smallest one with a quarter of room
-	// above the use, if that is smaller.
-	if n, want := len(t.ents), max(1<<bits.Len(uint(t.entHW+t.entHW/4)), initialRecords); want < n {
+	// The ring: a quarter of room above the use, to its size class's
+	// room, if that is smaller.
+	if n, want := len(t.ents), max(roomFor(int(t.entHW+t.entHW/4), 4), initialRecords); want < n {
 		t.resizeEnts(want)
 	}
 	// The pool grows by an eighth (posPool.get): it comes down to a
@@ -1532,31 +1544,41 @@ func (t *Table) shrinkIDs(n int) {
 }
 
 // resizeEnts moves the live records, in FIFO order, into a ring of n
-// (a power of two ≥ entLen) and every in-flight packet's start with them.
-// Not while a packet is being written.
+// (≥ entLen) and every in-flight packet's start with them. Not while a
+// packet is being written.
 func (t *Table) resizeEnts(n int) {
-	mask := len(t.ents) - 1
+	old, head := len(t.ents), int(t.entHead)
 	t.moveEnts(n)
 	for i := range int(t.pktLen) {
 		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
-		p.start = uint32((int(p.start) - int(t.entHead)) & mask)
+		p.start = uint32(entFromIn(old, head, int(p.start)))
 	}
 	t.entHead = 0
+}
+
+// entFromIn is how many records from index head up to index i of a ring of
+// length n (both in the ring): a packet's start's offset in the FIFO, taken
+// against the ring moveEnts replaced.
+func entFromIn(n, head, i int) int {
+	if i -= head; i < 0 {
+		i += n
+	}
+	return i
 }
 
 // moveEnts copies the live records, in FIFO order from index 0, into a new
 // ring of n (their entHi too); the caller moves the packets' starts and
 // entHead.
 func (t *Table) moveEnts(n int) {
-	mask := len(t.ents) - 1
 	ents := make([]entry, n)
+	head := int(t.entHead)
 	for i := range int(t.entLen) {
-		ents[i] = t.ents[(int(t.entHead)+i)&mask]
+		ents[i] = t.ents[t.entAt(head+i)]
 	}
 	if old := t.entHi(); old != nil {
 		hi := make([]uint64, n)
 		for i := range int(t.entLen) {
-			hi[i] = old[(int(t.entHead)+i)&mask]
+			hi[i] = old[t.entAt(head+i)]
 		}
 		t.rare.wd.entHi = hi
 	}
