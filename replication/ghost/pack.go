@@ -526,6 +526,11 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	// once: the ring has room for every candidate (each is tried at most
 	// once), none is pressed. Otherwise every record takes the checks.
 	checks := int(t.entLen)+n > len(t.ents)
+	// trim keeps the ring this room: the records in flight and the
+	// candidates' records, one each at most. Sized to the records alone
+	// (endPacket's), a ring of any length held no room for the candidates
+	// that are not written, and most packets took the checks.
+	t.entHW = max(t.entHW, t.entLen+int32(n))
 	for _, w := range p.pressed {
 		checks = checks || w != 0
 	}
@@ -1673,6 +1678,5 @@ func (t *Table) endPacket(i int) {
 	t.pkts[i].n = uint16(t.entLen - t.pkEnt0)
 	if t.pkts[i].n > 0 {
 		t.pktLen++
-		t.entHW = max(t.entHW, t.entLen)
 	}
 }

@@ -427,7 +427,7 @@ type Table struct {
 	wide          bool // the registry has a class past entMaskBits groups: rare.wd.entHi is the ring's
 
 	pkEnt0 int32 // entLen when the packet being written began
-	entHW  int32 // most records in flight at once since the last trim
+	entHW  int32 // most records in flight and candidates at once since the last trim (fill)
 
 	// ev holds each ghost's latest state for views given as ViewEntries
 	// (SetView); nil while the views come as snapshots (SetSnapshotView),
