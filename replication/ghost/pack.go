@@ -256,7 +256,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	nowMS := t.clock(now)
-	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entLen) == len(t.ents) && !t.growEnts()) ||
+	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entHead+t.entLen) == len(t.ents) && !t.entRoom(t.entFree())) ||
 		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) || // per-group sequences are 8 bits
 		(t.haveView && int64(now/time.Millisecond)-t.viewMS > maxViewAgeMS) {
 		t.rareOf().Stalls++
@@ -525,7 +525,12 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	// What most packets need checked for none of their records, checked
 	// once: the ring has room for every candidate (each is tried at most
 	// once), none is pressed. Otherwise every record takes the checks.
-	checks := int(t.entLen)+n > len(t.ents)
+	// Room for every candidate after the live records: slid to index 0 if
+	// the store holds them all, once for the packet, not checked a record.
+	if end := int(t.entHead+t.entLen) + n; end > len(t.ents) && int(t.entLen)+n <= len(t.ents) {
+		t.moveEnts(t.ents)
+	}
+	checks := int(t.entHead+t.entLen)+n > len(t.ents)
 	// trim keeps the ring this room: the records in flight and the
 	// candidates' records, one each at most. Sized to the records alone
 	// (endPacket's), a ring of any length held no room for the candidates
@@ -552,7 +557,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 			for ; i >= 0 && !stop; i = p.next[i] {
 				pressed := false
 				if checks {
-					if int(t.entLen) == len(t.ents) && !t.growEnts() {
+					if int(t.entHead+t.entLen) == len(t.ents) && !t.entRoom(t.entFree()) {
 						stop = true
 						break
 					}
@@ -1653,19 +1658,16 @@ func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, u
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := int(t.pktHead+t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(t.entAt(int(t.entHead + t.entLen))), t: stamp(t.viewMS)}
+	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(t.entHead + t.entLen), t: stamp(t.viewMS)}
 	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
 func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
-	// uint32: the 32-bit sum needs no sign extension to index. The ring
-	// wraps by a subtraction (entAt): it is of any length.
+	// uint32: the 32-bit sum needs no sign extension to index. The store
+	// has room (fill made it: entRoom).
 	i := uint32(t.entHead + t.entLen)
-	if n := uint32(len(t.ents)); i >= n {
-		i -= n
-	}
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.wide {
 		t.rare.wd.entHi[i] = mask >> entMaskBits

@@ -588,8 +588,7 @@ const (
 // classes with more groups, are in Table.entHi. Ten bits hold every mask
 // of the shipped classes (7 groups at most): a connection keeps one entry
 // per ghost per packet in flight, ≈ 4 packets of 44 ghosts at 1,000
-// players. The ring is of any length, its size class's room (trim): a
-// power of two held up to twice the records in flight (entAt).
+// players (the store: entRoom).
 type entry uint32
 
 const (
@@ -1350,45 +1349,36 @@ const (
 // entCap is the record ring's final size.
 func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1)) }
 
-// entAt is the ring index of record i counted from index 0 (i < 2·len:
-// a start and an offset within the ring). The ring is of any length, so it
-// wraps by a compare and a subtraction where a power of two would mask: a
-// power of two held 1.3–2 times the records in flight, 130 B a connection
-// at 80 ghosts (TestTableFootprintServerShape).
-func (t *Table) entAt(i int) int {
-	if i >= len(t.ents) {
-		i -= len(t.ents)
-	}
-	return i
-}
+// The records of the packets in flight are ents[entHead : entHead+entLen],
+// in send order, each packet's from its start on: a store of any length
+// (trim sizes it to its size class's room) that never wraps. A packet's
+// records go at the end of the live ones, and when they may not fit there
+// the live records slide to index 0 (a copy of the few in flight, about
+// one packet's) or the store grows. A ring of a power of two held 1.3–2
+// times the records in flight (300 B a connection at 80 ghosts, 256
+// records for 110–200), and one of any length wrapped each record by a
+// compare (+0.3 % of Tables1000PumpZones' instructions).
 
-// growEnts doubles the record ring, keeping the live records in FIFO order
-// from index 0 and moving every in-flight packet's start with them. It
-// reports false when the ring is already at its configured maximum.
-func (t *Table) growEnts() bool {
-	old := t.ents
-	if len(old) >= entCap(t.cfg.Config) {
-		return false
+// entRoom makes room for k records after the live ones (ents[entHead+entLen
+// : entHead+entLen+k]): it slides them to index 0 if that gives the room,
+// else grows the store (up to its configured maximum) and slides. It
+// reports false if the store cannot hold entLen+k records. The packet
+// being written, if any, moves with its records.
+func (t *Table) entRoom(k int) bool {
+	need := int(t.entLen) + k
+	if need <= len(t.ents) {
+		t.moveEnts(t.ents)
+		return true
 	}
-	head := int(t.entHead)
-	t.moveEnts(min(2*len(old), entCap(t.cfg.Config)))
-	for i := range int(t.pktLen) { // recorded packets: each holds ≥ 1 live record
-		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
-		p.start = uint32(entFromIn(len(old), head, int(p.start)))
+	if c := entCap(t.cfg.Config); need <= c {
+		t.moveEnts(make([]entry, min(max(2*len(t.ents), need), c)))
+		t.recordGrowths++
+		if t.recordGrowths == 0 {
+			t.rareOf().recordGrowthsHi += 256
+		}
+		return true
 	}
-	if int(t.pktLen) < len(t.pkts) {
-		// The packet being written (beginPacket … endPacket) owns the
-		// records from pkEnt0 on; with none yet and a full ring its masked
-		// start would alias the oldest record, so place it from the end.
-		p := &t.pkts[int(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
-		p.start = uint32(t.pkEnt0)
-	}
-	t.entHead = 0
-	t.recordGrowths++
-	if t.recordGrowths == 0 {
-		t.rareOf().recordGrowthsHi += 256
-	}
-	return true
+	return false
 }
 
 // growPkts doubles the packet ring up to MaxPacketsInFlight, unwrapping the
@@ -1438,7 +1428,7 @@ func (t *Table) trim() {
 	// The ring: a quarter of room above the use, to its size class's
 	// room, if that is smaller.
 	if n, want := len(t.ents), max(roomFor(int(t.entHW+t.entHW/4), 4), initialRecords); want < n {
-		t.resizeEnts(want)
+		t.moveEnts(make([]entry, want))
 	}
 	// The pool grows by an eighth (posPool.get): it comes down to a
 	// sixteenth above its most use once its room is more than a quarter
@@ -1543,46 +1533,38 @@ func (t *Table) shrinkIDs(n int) {
 	t.resizeIDs(n)
 }
 
-// resizeEnts moves the live records, in FIFO order, into a ring of n
-// (≥ entLen) and every in-flight packet's start with them. Not while a
-// packet is being written.
-func (t *Table) resizeEnts(n int) {
-	old, head := len(t.ents), int(t.entHead)
-	t.moveEnts(n)
-	for i := range int(t.pktLen) {
-		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
-		p.start = uint32(entFromIn(old, head, int(p.start)))
-	}
-	t.entHead = 0
-}
+// entFree is the room entRoom makes when the end of the store is reached:
+// all the store's free room, so that a nearly full store slides once for
+// its free records, not once a record; at least one record (a full store
+// grows).
+func (t *Table) entFree() int { return max(len(t.ents)-int(t.entLen), 1) }
 
-// entFromIn is how many records from index head up to index i of a ring of
-// length n (both in the ring): a packet's start's offset in the FIFO, taken
-// against the ring moveEnts replaced.
-func entFromIn(n, head, i int) int {
-	if i -= head; i < 0 {
-		i += n
-	}
-	return i
-}
-
-// moveEnts copies the live records, in FIFO order from index 0, into a new
-// ring of n (their entHi too); the caller moves the packets' starts and
-// entHead.
-func (t *Table) moveEnts(n int) {
-	ents := make([]entry, n)
-	head := int(t.entHead)
-	for i := range int(t.entLen) {
-		ents[i] = t.ents[t.entAt(head+i)]
-	}
+// moveEnts moves the live records to index 0 of ents (the store itself,
+// to slide them, or a new one of room for them), their entHi too, and
+// every in-flight packet's start with them, the one being written too.
+func (t *Table) moveEnts(ents []entry) {
+	head, n := int(t.entHead), int(t.entLen)
+	copy(ents, t.ents[head:head+n])
 	if old := t.entHi(); old != nil {
-		hi := make([]uint64, n)
-		for i := range int(t.entLen) {
-			hi[i] = old[t.entAt(head+i)]
+		hi := old
+		if len(ents) != len(t.ents) {
+			hi = make([]uint64, len(ents))
 		}
+		copy(hi, old[head:head+n])
 		t.rare.wd.entHi = hi
 	}
-	t.ents = ents
+	for i := range int(t.pktLen) { // recorded packets: each holds ≥ 1 live record
+		p := &t.pkts[(int(t.pktHead)+i)&(len(t.pkts)-1)]
+		p.start -= uint32(head)
+	}
+	if int(t.pktLen) < len(t.pkts) {
+		// The packet being written (beginPacket … endPacket) owns the
+		// records from pkEnt0 on (none yet, or the store is between
+		// packets and beginPacket sets it).
+		p := &t.pkts[int(t.pktHead+t.pktLen)&(len(t.pkts)-1)]
+		p.start = uint32(t.pkEnt0)
+	}
+	t.ents, t.entHead = ents, 0
 }
 
 // compactPositions moves every ghost's in-flight positions into a pool of
