@@ -656,7 +656,7 @@ func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 		}
 		m := map[uint32]uint64{}
 		for j := 0; j < int(p.n); j++ {
-			k := int(p.start)+j
+			k := int(p.start) + j
 			m[t.ents[k].id()] = t.entMask(k, t.ents[k])
 		}
 		out[t.lastSeq-uint64(uint32(t.lastSeq)-p.seq)] = m

@@ -509,7 +509,7 @@ func checkInvariants(t *Table) error {
 			continue
 		}
 		for j := 0; j < int(p.n); j++ {
-			ei := int(p.start)+j
+			ei := int(p.start) + j
 			e := t.ents[ei]
 			kk := key{e.id()}
 			if int(e.id()) >= len(t.slots) || t.slots[e.id()].phase == phaseFree {

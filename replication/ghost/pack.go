@@ -523,7 +523,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	recs, misses := 0, 0
 	pressBits, pressCap := 0, budget/pressShare
 	// What most packets need checked for none of their records, checked
-	// once: the ring has room for every candidate (each is tried at most
+	// once: the store has room for every candidate (each is tried at most
 	// once), none is pressed. Otherwise every record takes the checks.
 	// Room for every candidate after the live records: slid to index 0 if
 	// the store holds them all, once for the packet, not checked a record.
@@ -531,9 +531,9 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 		t.moveEnts(t.ents)
 	}
 	checks := int(t.entHead+t.entLen)+n > len(t.ents)
-	// trim keeps the ring this room: the records in flight and the
+	// trim keeps the store this room: the records in flight and the
 	// candidates' records, one each at most. Sized to the records alone
-	// (endPacket's), a ring of any length held no room for the candidates
+	// (endPacket's), a store of any length held no room for the candidates
 	// that are not written, and most packets took the checks.
 	t.entHW = max(t.entHW, t.entLen+int32(n))
 	for _, w := range p.pressed {
@@ -604,12 +604,12 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 
 // fillUsual is fill's walk for the usual packet on a server: snapshot
 // views of a table whose dirty groups are all in its slots (writeUsual
-// asked first), and none of the per-record checks (room in the ring for
+// asked first), and none of the per-record checks (room in the store for
 // every candidate, no pressed ghost, no trace). The same records in the
 // same order as fill's general walk; apart so that fewer values live
 // across the calls (each one spilled and reloaded a record): the record
 // that is not writeUsual's goes to otherRecord, which reads the packet's
-// fields from the scratch; the records written are counted by the ring
+// fields from the scratch; the records written are counted by the store
 // (endPacket's count), and writeUsual and otherRecord report the record
 // that leaves no room for another (recFull: past ustop), so only the
 // walk's own values live here. writeUsual walks the buckets itself and

@@ -358,7 +358,7 @@ type Stats struct {
 	PosDeferred    uint64 // updates that left position out (11 in flight, or one already sent this view)
 	Resends        uint64 // speculative resends of state not yet known delivered (spare room)
 	Stalls         uint64 // Write calls that could not record a packet (in-flight limits, a packet 2^7 seqs back still in flight, or a view older than 16 s)
-	RecordGrowths  uint64 // times the in-flight record ring doubled (it starts small)
+	RecordGrowths  uint64 // times the in-flight record store grew (it starts small)
 	EncodeErrors   uint64 // records a group encoder refused (caller bug; record skipped)
 	IDsExhausted   uint64 // entities that found no free ghost id
 	UnknownFates   uint64 // fates for packets without ghost records
@@ -400,7 +400,7 @@ type Table struct {
 	lastSeq uint64
 	viewMS  int64
 
-	// Line 2: the record ring, the clock, the fate delay, the trim's time
+	// Line 2: the record store, the clock, the fate delay, the trim's time
 	// and the flags.
 	ents    []entry
 	lastNow time.Duration // latest now seen (SetView, Write): OnFate's clock
@@ -419,8 +419,8 @@ type Table struct {
 	clockSet  bool
 	fateSeen  bool
 	wrote     bool
-	// recordGrowths counts the record ring's doublings (Stats.RecordGrowths)
-	// modulo 256, in the word's spare bytes: trim halves the ring again,
+	// recordGrowths counts the record store's growths (Stats.RecordGrowths)
+	// modulo 256, in the word's spare bytes: trim shrinks the store again,
 	// so it may double any number of times; each wrap adds 256 to
 	// tableRare.recordGrowthsHi.
 	recordGrowths uint8
@@ -1346,7 +1346,7 @@ const (
 	initialPackets = 4
 )
 
-// entCap is the record ring's final size.
+// entCap is the record store's largest size.
 func entCap(cfg Config) int { return 1 << bits.Len(uint(cfg.MaxRecordsInFlight-1)) }
 
 // The records of the packets in flight are ents[entHead : entHead+entLen],
@@ -1408,12 +1408,13 @@ func (t *Table) movePkts(n int) {
 // use since the previous check.
 const trimEvery = time.Second
 
-// trim gives back in-flight room a burst left behind: the record ring and
+// trim gives back in-flight room a burst left behind: the record store and
 // the position pool keep their high-water mark (a fate delay of a few
 // hundred milliseconds once, on a loaded host, held 2-4 times the room of
 // the usual one for the connection's life). Once every trimEvery, the
-// ring (a power of two, doubled on demand) shrinks to the smallest power
-// of two a quarter above its most use since the last check, and the pool
+// record store (doubled on demand) shrinks to its size class's room a
+// quarter above its most use since the last check (the records in flight
+// and a packet's candidates: fill), and the pool
 // (grown by an eighth) shrinks to a sixteenth above its most use in the
 // last two checks once its room is more than a quarter above that. A store
 // at its steady use never moves and allocates nothing; a burst costs at
@@ -1425,8 +1426,8 @@ func (t *Table) trim() {
 		return
 	}
 	t.trimAt = t.lastNow
-	// The ring: a quarter of room above the use, to its size class's
-	// room, if that is smaller.
+	// The record store: a quarter of room above the use, to its size
+	// class's room, if that is smaller.
 	if n, want := len(t.ents), max(roomFor(int(t.entHW+t.entHW/4), 4), initialRecords); want < n {
 		t.moveEnts(make([]entry, want))
 	}
