@@ -562,8 +562,8 @@ func (t *Table) entHi() []uint64 {
 	return t.rare.wd.entHi
 }
 
-// pktRec lists the records one packet carried: ents[start : start+n] (mod
-// len); a packet carries at most MaxPacketBytes·8 bits of records. t is the
+// pktRec lists the records one packet carried: ents[start : start+n] (the
+// store never wraps: entRoom); a packet carries at most MaxPacketBytes·8 bits of records. t is the
 // view stamp of every position the packet carried: it names them in their
 // ghosts' in-flight lists (a ghost's position goes out at most once per
 // view), so the positions need not hold the packet's sequence.
