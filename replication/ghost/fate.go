@@ -35,27 +35,22 @@ func (t *Table) OnFate(f notify.Fate) {
 	// The view the packet was written from, in the slots' ms (lastChg's):
 	// the client holds its state once the packet is delivered.
 	view := t.msOfStamp(p.t)
-	n, start, ring := int(p.n), int(p.start), len(t.ents)-1
+	n, start := int(p.n), int(p.start)
 	switch {
 	case !f.Delivered || t.reg.slowFates: // t.wide || t.pp.wide
-		t.fateRecords(p, 0, n, start, ring, f, sent, view)
+		t.fateRecords(p, 0, n, start, f, sent, view)
 	case f.Seq == t.lastSeq:
 		// The usual fate on a server (the newest packet, before the next
-		// Write): usualNewest's from here, the records up to the ring's
-		// end and then those past it, without deliveredRecords' runs and
-		// calls (≈ 100 instructions a fate), which take on at the first
-		// record it does not take.
+		// Write): usualNewest's from here, without deliveredRecords' runs
+		// and calls (≈ 100 instructions a fate), which take on at the
+		// first record it does not take.
 		pt := posKey(stamp(t.viewMS), p.t)
-		m := min(n, ring+1-start)
-		k := t.usualNewest(t.ents[start:start+m], sent, view, pt)
-		if k == m && k < n {
-			k += t.usualNewest(t.ents[:n-k], sent, view, pt)
-		}
+		k := t.usualNewest(t.ents[start:start+n], sent, view, pt)
 		if k < n {
-			t.deliveredRecords(p, k, n, start, ring, f, sent, view)
+			t.deliveredRecords(p, k, n, start, f, sent, view)
 		}
 	default:
-		t.deliveredRecords(p, 0, n, start, ring, f, sent, view)
+		t.deliveredRecords(p, 0, n, start, f, sent, view)
 	}
 	p.resolved = true
 	t.releaseResolved()
@@ -69,8 +64,11 @@ func (t *Table) releaseResolved() {
 	}
 	for t.pktLen > 0 && t.pkts[t.pktHead].resolved {
 		q := &t.pkts[t.pktHead]
-		t.entHead = (t.entHead + int32(q.n)) & int32(len(t.ents)-1)
+		t.entHead += int32(q.n)
 		t.entLen -= int32(q.n)
+		if t.entLen == 0 { // none in flight: the next packet's records go from index 0, no slide
+			t.entHead = 0
+		}
 		q.n = 0
 		t.pktHead = (t.pktHead + 1) & int32(len(t.pkts)-1)
 		t.pktLen--
@@ -88,29 +86,21 @@ func (t *Table) releaseResolved() {
 // record. The records of a packet are of distinct ghosts, and a
 // usual record changes only its own ghost's slot and track, so this is
 // the order of the records for every ghost.
-func (t *Table) deliveredRecords(p *pktRec, j0, n, start, ring int, f notify.Fate, sent, view msTime) {
+func (t *Table) deliveredRecords(p *pktRec, j0, n, start int, f notify.Fate, sent, view msTime) {
 	pt, seq := posKey(stamp(t.viewMS), p.t), uint32(f.Seq)
 	late := false
 	for j := j0; ; {
-		// The records from j up to the ring's end, then those past it
-		// from its start: the runs walk a slice, with no index to wrap.
-		a := (start + j) & ring
-		m := min(n-j, ring+1-a)
+		// The records from j on: the runs walk a slice.
+		es := t.ents[start+j : start+n]
 		var k int
 		if !late {
-			k = j + t.usualRun(t.ents[a:a+m], seq, sent, view, pt)
-			if k == j+m && k < n {
-				k += t.usualRun(t.ents[:n-k], seq, sent, view, pt)
-			}
+			k = j + t.usualRun(es, seq, sent, view, pt)
 			// Two other records in a row (k, and the one before it):
 			// the packet's are not the usual ones.
 			late = k == j && j > j0
 		}
 		if late {
-			k = j + t.lateRun(t.ents[a:a+m], seq, sent, view, pt)
-			if k == j+m && k < n {
-				k += t.lateRun(t.ents[:n-k], seq, sent, view, pt)
-			}
+			k = j + t.lateRun(es, seq, sent, view, pt)
 		}
 		if k >= n {
 			return
@@ -119,8 +109,8 @@ func (t *Table) deliveredRecords(p *pktRec, j0, n, start, ring int, f notify.Fat
 		// position late: more in flight than the track holds itself, as
 		// the first record of every packet of a late fate's) is lateRun's,
 		// which does what fateRecords would at a third of the cost.
-		if a := (start + k) & ring; t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
-			t.fateRecords(p, k, k+1, start, ring, f, sent, view)
+		if a := start + k; t.lateRun(t.ents[a:a+1], seq, sent, view, pt) == 0 {
+			t.fateRecords(p, k, k+1, start, f, sent, view)
 		}
 		j = k + 1
 	}
@@ -240,14 +230,14 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
-func (t *Table) fateRecords(p *pktRec, j0, j1, start, ring int, f notify.Fate, sent, view msTime) {
+func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, view msTime) {
 	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
 	var from msTime // restale's bound, for a lost packet's records
 	if !f.Delivered {
 		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
 	}
 	for j := j0; j < j1; j++ {
-		k := (start + j) & ring
+		k := start + j
 		e := t.ents[k]
 		id := e.id()
 		s := &t.slots[id]

@@ -27,7 +27,7 @@ func onFateByRecords(t *Table, f notify.Fate) {
 	}
 	p := &t.pkts[i]
 	sent, view := t.msOf(f.SentAt), t.msOfStamp(p.t)
-	t.fateRecords(p, 0, int(p.n), int(p.start), len(t.ents)-1, f, sent, view)
+	t.fateRecords(p, 0, int(p.n), int(p.start), f, sent, view)
 	p.resolved = true
 	t.releaseResolved()
 }

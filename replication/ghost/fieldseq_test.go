@@ -62,7 +62,7 @@ func (r *fieldRig) step(gap uint64, health int32) {
 		p := &r.tab.pkts[i]
 		var m uint64
 		for j := range int(p.n) {
-			k := (int(p.start) + j) & (len(r.tab.ents) - 1)
+			k := int(p.start) + j
 			m |= r.tab.entMask(k, r.tab.ents[k])
 		}
 		r.sent[r.seq] = m

@@ -656,7 +656,7 @@ func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 		}
 		m := map[uint32]uint64{}
 		for j := 0; j < int(p.n); j++ {
-			k := (int(p.start) + j) & (len(t.ents) - 1)
+			k := int(p.start) + j
 			m[t.ents[k].id()] = t.entMask(k, t.ents[k])
 		}
 		out[t.lastSeq-uint64(uint32(t.lastSeq)-p.seq)] = m
@@ -682,7 +682,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 			p := &t.pkts[(int(t.pktHead)+j)&(len(t.pkts)-1)]
 			if p.seq == uint32(seq) {
 				for i := 0; i < int(p.n); i++ {
-					if e := t.ents[(int(p.start)+i)&(len(t.ents)-1)]; e.id() == k && e.kind() == recUpdate {
+					if e := t.ents[int(p.start)+i]; e.id() == k && e.kind() == recUpdate {
 						isUpdate = true
 					}
 				}

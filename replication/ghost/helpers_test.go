@@ -499,12 +499,17 @@ func checkInvariants(t *Table) error {
 		if k > 0 && !seqAfter(p.seq, t.pkts[(int(t.pktHead)+k-1)&(len(t.pkts)-1)].seq) {
 			return fmt.Errorf("transmission records out of order")
 		}
+		// The store never wraps (entRoom): each packet's records start
+		// where the older packets' end, within the store.
+		if want := int(t.entHead) + ents; int(p.start) != want || want+int(p.n) > len(t.ents) {
+			return fmt.Errorf("packet %d holds records %d+%d of a store of %d, want from %d", p.seq, p.start, p.n, len(t.ents), want)
+		}
 		ents += int(p.n)
 		if p.resolved {
 			continue
 		}
 		for j := 0; j < int(p.n); j++ {
-			ei := (int(p.start) + j) & (len(t.ents) - 1)
+			ei := int(p.start) + j
 			e := t.ents[ei]
 			kk := key{e.id()}
 			if int(e.id()) >= len(t.slots) || t.slots[e.id()].phase == phaseFree {

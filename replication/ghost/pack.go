@@ -256,7 +256,7 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	}
 	t.lastSeq, t.wrote = seq, true
 	nowMS := t.clock(now)
-	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entLen) == len(t.ents) && !t.growEnts()) ||
+	if (int(t.pktLen) == len(t.pkts) && !t.growPkts()) || (int(t.entHead+t.entLen) == len(t.ents) && !t.entRoom(t.entFree())) ||
 		(t.pktLen > 0 && uint32(seq)-t.pkts[t.pktHead].seq >= maxSeqSpan) || // per-group sequences are 8 bits
 		(t.haveView && int64(now/time.Millisecond)-t.viewMS > maxViewAgeMS) {
 		t.rareOf().Stalls++
@@ -523,9 +523,19 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 	recs, misses := 0, 0
 	pressBits, pressCap := 0, budget/pressShare
 	// What most packets need checked for none of their records, checked
-	// once: the ring has room for every candidate (each is tried at most
+	// once: the store has room for every candidate (each is tried at most
 	// once), none is pressed. Otherwise every record takes the checks.
-	checks := int(t.entLen)+n > len(t.ents)
+	// Room for every candidate after the live records: slid to index 0 if
+	// the store holds them all, once for the packet, not checked a record.
+	if end := int(t.entHead+t.entLen) + n; end > len(t.ents) && int(t.entLen)+n <= len(t.ents) {
+		t.moveEnts(t.ents)
+	}
+	checks := int(t.entHead+t.entLen)+n > len(t.ents)
+	// trim keeps the store this room: the records in flight and the
+	// candidates' records, one each at most. Sized to the records alone
+	// (endPacket's), a store of any length held no room for the candidates
+	// that are not written, and most packets took the checks.
+	t.entHW = max(t.entHW, t.entLen+int32(n))
 	for _, w := range p.pressed {
 		checks = checks || w != 0
 	}
@@ -547,7 +557,7 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 			for ; i >= 0 && !stop; i = p.next[i] {
 				pressed := false
 				if checks {
-					if int(t.entLen) == len(t.ents) && !t.growEnts() {
+					if int(t.entHead+t.entLen) == len(t.ents) && !t.entRoom(t.entFree()) {
 						stop = true
 						break
 					}
@@ -594,12 +604,12 @@ func (p *packer) fill(t *Table, seq uint64, now msTime, width uint, budget, n in
 
 // fillUsual is fill's walk for the usual packet on a server: snapshot
 // views of a table whose dirty groups are all in its slots (writeUsual
-// asked first), and none of the per-record checks (room in the ring for
+// asked first), and none of the per-record checks (room in the store for
 // every candidate, no pressed ghost, no trace). The same records in the
 // same order as fill's general walk; apart so that fewer values live
 // across the calls (each one spilled and reloaded a record): the record
 // that is not writeUsual's goes to otherRecord, which reads the packet's
-// fields from the scratch; the records written are counted by the ring
+// fields from the scratch; the records written are counted by the store
 // (endPacket's count), and writeUsual and otherRecord report the record
 // that leaves no room for another (recFull: past ustop), so only the
 // walk's own values live here. writeUsual walks the buckets itself and
@@ -1648,15 +1658,16 @@ func posAxis(v uint64, n uint, d uint64, q uint32, lo uint64, k uint) (uint64, u
 // beginPacket reserves the transmission record of packet seq.
 func (t *Table) beginPacket(seq uint64) int {
 	i := int(t.pktHead+t.pktLen) & (len(t.pkts) - 1)
-	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(int(t.entHead+t.entLen) & (len(t.ents) - 1)), t: stamp(t.viewMS)}
+	t.pkts[i] = pktRec{seq: uint32(seq), start: uint32(t.entHead + t.entLen), t: stamp(t.viewMS)}
 	t.pkEnt0 = t.entLen
 	return i
 }
 
 // addEntry appends a record to the packet being written.
 func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
-	// uint32: the 32-bit sum needs no sign extension to index.
-	i := uint32(t.entHead+t.entLen) & uint32(len(t.ents)-1)
+	// uint32: the 32-bit sum needs no sign extension to index. The store
+	// has room (fill made it: entRoom).
+	i := uint32(t.entHead + t.entLen)
 	t.ents[i] = mkEntry(id, kind, mask)
 	if t.wide {
 		t.rare.wd.entHi[i] = mask >> entMaskBits
@@ -1669,6 +1680,5 @@ func (t *Table) endPacket(i int) {
 	t.pkts[i].n = uint16(t.entLen - t.pkEnt0)
 	if t.pkts[i].n > 0 {
 		t.pktLen++
-		t.entHW = max(t.entHW, t.entLen)
 	}
 }

@@ -192,3 +192,100 @@ func TestWideDirtyUnderSnapshotViews(t *testing.T) {
 		}
 	}
 }
+
+// The record store never wraps: a packet's records go after the live
+// ones, which slide to index 0 when the packet's candidates may not fit
+// after them, and the store grows up to MaxRecordsInFlight (rounded up to
+// a power of two), where Write stalls until fates free records. Every
+// packet's records stay in the store (checkInvariants), through the
+// slides, the growths, a stall and fates out of order.
+func TestRecordStoreSlidesGrowsAndStalls(t *testing.T) {
+	reg, _, nc := newTestRegistry(t)
+	cfg := DefaultConfig()
+	cfg.MaxRecordsInFlight = 256
+	tab, err := NewTable(reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := make([]ViewEntry, 100)
+	for i := range view {
+		view[i] = ViewEntry{Entity: uint64(i + 1), Class: nc, Priority: 1}
+		view[i].State.Health = 100
+		view[i].State.Name = MustName("wolf")
+	}
+	var buf [MaxPacketBytes]byte
+	var w bitstream.Writer
+	now, seq := time.Second, uint64(0)
+	var inflight []uint64
+	slides := 0
+	write := func() {
+		t.Helper()
+		now += 50 * time.Millisecond
+		for i := range view { // every ghost moves: each is a candidate every packet
+			view[i].State.Pos[0] += 0.5
+		}
+		if err := tab.SetView(now, view); err != nil {
+			t.Fatal(err)
+		}
+		head, live := tab.entHead, tab.entLen
+		seq++
+		w.Reset(buf[:])
+		if _, err := tab.Write(&w, seq, now); err != nil {
+			t.Fatal(err)
+		}
+		if head > 0 && live > 0 && tab.entHead == 0 {
+			slides++
+		}
+		if len(tab.ents) > 256 {
+			t.Fatalf("the store holds %d records' room, want ≤ MaxRecordsInFlight 256", len(tab.ents))
+		}
+		if err := checkInvariants(tab); err != nil {
+			t.Fatal(err)
+		}
+		inflight = append(inflight, seq)
+	}
+	fate := func(k int, delivered bool) {
+		t.Helper()
+		tab.OnFate(notify.Fate{Seq: inflight[k], Delivered: delivered, SentAt: now})
+		inflight = append(inflight[:k], inflight[k+1:]...)
+		if err := checkInvariants(tab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ghosts made (their creates delivered), then no fate: the store
+	// grows to its cap and Write stalls.
+	for range 10 {
+		write()
+		fate(0, true)
+	}
+	for tab.Stats().Stalls == 0 {
+		if seq > 100 {
+			t.Fatalf("no stall after %d packets without a fate (store %d, %d in flight)", seq, len(tab.ents), tab.entLen)
+		}
+		write()
+	}
+	if tab.Stats().RecordGrowths == 0 || len(tab.ents) != 256 {
+		t.Fatalf("at the stall: %d growths, store %d, want ≥ 1 and 256", tab.Stats().RecordGrowths, len(tab.ents))
+	}
+	// Fates out of order: the newest first (its records stay until the
+	// older ones are resolved), a loss among them.
+	fate(len(inflight)-1, true)
+	fate(1, false)
+	for len(inflight) > 0 {
+		fate(0, true)
+	}
+	// Fates a packet or two late: the live records slide to index 0 when
+	// a packet's candidates may not fit after them.
+	for k := range 200 {
+		write()
+		for len(inflight) > 1+k%2 {
+			fate(0, k%9 != 0)
+		}
+	}
+	if slides == 0 {
+		t.Fatal("the live records never slid to index 0")
+	}
+	if tab.Stats().Stalls != 1 {
+		t.Fatalf("%d stalls, want the one at the cap", tab.Stats().Stalls)
+	}
+}

@@ -963,7 +963,7 @@ func writtenIDs(tab *Table, seq uint64) []uint32 {
 	}
 	ids := make([]uint32, 0, p.n)
 	for k := range int(p.n) {
-		ids = append(ids, tab.ents[(int(p.start)+k)&(len(tab.ents)-1)].id())
+		ids = append(ids, tab.ents[int(p.start)+k].id())
 	}
 	return ids
 }
