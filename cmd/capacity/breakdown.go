@@ -12,7 +12,7 @@ import (
 // A part is one line of the heap breakdown: the live bytes whose
 // allocating stack (first frame outside the runtime, then its callers)
 // names one of match first. A pattern ending in $ must end the name
-// ("(*Table).grow$" is not "(*Table).growEnts").
+// ("(*Table).grow$" is not "(*Table).growPkts").
 type part struct {
 	name  string
 	match []string
@@ -22,10 +22,11 @@ type part struct {
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
 	{"ghost table: per-id records (the 32-byte slot, 32-byte position track with its oldest position in flight, per-group sequences; the second position in flight while fates come late; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
-	// The rings move by moveEnts (grown or trimmed) and the pool by
-	// compactPositions (trimmed): before the table's rest.
-	{"ghost table: in-flight positions and records (and the second positions in flight when first made)", []string{"replication/ghost.(*posPool)", "replication/ghost.(*Table).growEnts", "replication/ghost.(*Table).growPkts",
-		"replication/ghost.(*Table).moveEnts", "replication/ghost.(*Table).resizeEnts", "replication/ghost.(*Table).compactPositions"}},
+	// The record store is made by newRecordStore (grown or trimmed), the
+	// packet ring by growPkts and the pool compacted by compactPositions
+	// (trimmed): before the table's rest.
+	{"ghost table: in-flight positions and records (and the second positions in flight when first made)", []string{"replication/ghost.(*posPool)", "replication/ghost.newRecordStore", "replication/ghost.(*Table).growPkts",
+		"replication/ghost.(*Table).compactPositions"}},
 	// Before the table's rest: the snapshots are made in replication/ghost.
 	// Before the connection: a reference view's Refs are made in actors/msg.
 	{"views from the zone (snapshots shared by all, references or entry copies per player)", []string{"replication/ghost.(*SnapshotWriter)", "zones/sim.(*Zone).AppendView", "zones/sim.(*Zone).Snapshot", "actors/msg.NewViewRefs"}},

@@ -13,10 +13,10 @@ func TestClassifyNames(t *testing.T) {
 		want string
 	}{
 		{"per-id arrays through the generic resize", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.resize[...]", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).grow"}, parts[0].name},
-		{"the record ring is in flight, not per id", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).growEnts", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
+		{"the record store is in flight, not per id", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.newRecordStore", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).entRoom", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
 		{"per-id arrays grown in place", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).grow", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).alloc"}, parts[0].name},
 		{"in-flight positions", []string{"runtime.growslice", "github.com/ghostwire/ghostwire/replication/ghost.(*posPool).get", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).Write"}, parts[1].name},
-		{"the record ring moved on a trim", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).moveEnts", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).resizeEnts", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).trim"}, parts[1].name},
+		{"the record store trimmed", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.newRecordStore", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).trim"}, parts[1].name},
 		{"in-flight positions compacted on a trim", []string{"runtime.makeslice", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).compactPositions", "github.com/ghostwire/ghostwire/replication/ghost.(*Table).trim"}, parts[1].name},
 		{"an event ring reached from the session", []string{"github.com/ghostwire/ghostwire/replication/event.(*sendStream).room", "github.com/ghostwire/ghostwire/replication/session.(*Server).Poll"}, parts[4].name},
 		{"a pooled message", []string{"runtime.newobject", "github.com/ghostwire/ghostwire/actors/msg.init.func1", "sync.(*Pool).Get", "github.com/ghostwire/ghostwire/actors/msg.NewDatagram"}, parts[5].name},

@@ -1371,7 +1371,7 @@ func (t *Table) entRoom(k int) bool {
 		return true
 	}
 	if c := entCap(t.cfg.Config); need <= c {
-		t.moveEnts(make([]entry, min(max(2*len(t.ents), need), c)))
+		t.moveEnts(newRecordStore(min(max(2*len(t.ents), need), c)))
 		t.recordGrowths++
 		if t.recordGrowths == 0 {
 			t.rareOf().recordGrowthsHi += 256
@@ -1429,7 +1429,7 @@ func (t *Table) trim() {
 	// The record store: a quarter of room above the use, to its size
 	// class's room, if that is smaller.
 	if n, want := len(t.ents), max(roomFor(int(t.entHW+t.entHW/4), 4), initialRecords); want < n {
-		t.moveEnts(make([]entry, want))
+		t.moveEnts(newRecordStore(want))
 	}
 	// The pool grows by an eighth (posPool.get): it comes down to a
 	// sixteenth above its most use once its room is more than a quarter
@@ -1543,6 +1543,11 @@ func (t *Table) entFree() int { return max(len(t.ents)-int(t.entLen), 1) }
 // moveEnts moves the live records to index 0 of ents (the store itself,
 // to slide them, or a new one of room for them), their entHi too, and
 // every in-flight packet's start with them, the one being written too.
+// newRecordStore makes a record store of n entries: one allocation site
+// for the store's growth and trim, so a heap profile (cmd/capacity's
+// breakdown) counts the store as in flight, not as the table's rest.
+func newRecordStore(n int) []entry { return make([]entry, n) }
+
 func (t *Table) moveEnts(ents []entry) {
 	head, n := int(t.entHead), int(t.entLen)
 	copy(ents, t.ents[head:head+n])
