@@ -27,14 +27,18 @@
 //     (session.Server.SetControl), so each tick's update leaves in the
 //     round it arrived in. A local zone publishes the tick's view first
 //     and sets Control.View (the connection joins with
-//     msg.Join.ViewWithControl): the Control takes the view and goes out
-//     with it, one message per player per tick. From a zone that nudges
-//     with a ViewReady instead (a cluster link), the connection holds the
+//     msg.Join.ViewWithControl): the Control carries the view's nudge
+//     and goes out with it, one message per player per tick. From a zone
+//     that nudges with a ViewReady instead (a cluster link), the
+//     connection holds the
 //     Control until the same tick's view is there too (at most 5 ms), so
 //     that packet carries the tick's ghosts as well. A pump visits the
-//     connection's ghost table once a send: handle only takes the view
-//     out of its slot (ghostmgr.Manager.Take), and the ghost fates of
-//     the datagrams received wait in the session while no send is due;
+//     connection's ghost table once a send: handle only notes that a view
+//     waits in its slot (ghostmgr.Manager.Take; the pump takes the
+//     newest there, and a zone tick that comes first reuses the waiting
+//     one for its own view, so a lagging player holds one view), and the
+//     ghost fates of the datagrams received wait in the session while no
+//     send is due;
 //     the pump that sends applies the fates, then the view, then packs,
 //     back to back on the same ghosts (applied as they came, each pass
 //     found the table cold again on a server with a thousand tables);
