@@ -105,18 +105,7 @@ func BenchmarkCheckpointRecords(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := processCPU()
 	for n := range b.N {
-		for t := range ticks {
-			for z := range zones {
-				zc := byZone[z]
-				per := (len(zc) + ticks - 1) / ticks
-				lo, hi := min(t*per, len(zc)), min((t+1)*per, len(zc))
-				for i := lo; i < hi; i++ {
-					zc[i].Control.Pos[0] = float32(n*ticks + t)
-				}
-				p.Checkpoint(fmt.Sprintf("x%dz0", z), zc[lo:hi], false, gw)
-			}
-			time.Sleep(gap)
-		}
+		checkpointSecond(p, byZone[:], ticks, n, gap, gw)
 	}
 	want := base + uint64(b.N*players)
 	waitFor(b, 10*time.Second, "every checkpoint", func() bool { return p.Checkpoints.Load() >= want })
@@ -285,4 +274,22 @@ func placedTickZones(p *Players) [tickZones][]handoff.Checkpoint {
 func tickRange(n, t int) (lo, hi int) {
 	per := (n + tickTicks - 1) / tickTicks
 	return min(t%tickTicks*per, n), min((t%tickTicks+1)*per, n)
+}
+
+// checkpointSecond checkpoints every player once, as the zones do in a
+// second: zone z's players (byZone[z], in zone "x<z>z0") a tick's share
+// each of ticks ticks gap apart, every record changed (round numbers the
+// values), so each is written, not skipped as unchanged.
+func checkpointSecond(p *Players, byZone [][]handoff.Checkpoint, ticks, round int, gap time.Duration, gw func(string) string) {
+	for t := range ticks {
+		for z, zc := range byZone {
+			per := (len(zc) + ticks - 1) / ticks
+			lo, hi := min(t*per, len(zc)), min((t+1)*per, len(zc))
+			for i := lo; i < hi; i++ {
+				zc[i].Control.Pos[0] = float32(round*ticks + t)
+			}
+			p.Checkpoint(fmt.Sprintf("x%dz0", z), zc[lo:hi], false, gw)
+		}
+		time.Sleep(gap)
+	}
 }
