@@ -9,8 +9,9 @@ import "github.com/nats-io/nats.go/jetstream"
 //
 // Its heap in nats-server v2.15.2 is mostly the file store's write cache
 // of the block being written, ≈ 2.5 KB a player at 2,000 alone
-// (BenchmarkPlayersStoreHeap; 0.8–1.2 KB in the node's heap profiles): a KV bucket's stream gets 4 MB blocks, and
-// the cache keeps all a block's bytes while writes keep coming. Nothing
+// (BenchmarkPlayersStoreHeap; 0.8–1.2 KB in the node's heap profiles):
+// a KV bucket's stream gets 4 MB blocks, and the cache keeps all a
+// block's bytes while writes keep coming. Nothing
 // here can shrink it: no bucket, stream or server option sets the block
 // size (a bound, MaxBytes, gives 32 KB blocks only at ≤ 128 KB, too small
 // for the records), and neither a Put without the revision check nor
