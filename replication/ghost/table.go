@@ -110,7 +110,7 @@ type slot struct {
 	// si is where the ghost's latest state is, for views given as
 	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
 	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
-	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// in entryViews.carry[i]), or siGone|i for a ghost that left scope (what a
 	// re-entry compares against in Table.gone[i]). Unused for SetView.
 	// si, viewGen and phase are one word from byte 24 (keptAt): the usual
 	// view's test of a ghost is one load and a subtraction, not three.
@@ -377,9 +377,9 @@ type Stats struct {
 type Table struct {
 	// The fields a fate reads (OnFate: findPacket, the record walks,
 	// releaseResolved, trim) come first, on the object's first three
-	// cache lines: a Table is a 576-byte object whose runtime header takes
-	// its first 8 bytes, so the Table starts 8 bytes into a line, and
-	// bytes 0–55, 56–119 and 120–183 are three lines. On a server a
+	// cache lines: a Table is a 512-byte object, the largest size class
+	// without a runtime header, so it starts on a line, and bytes 0–63,
+	// 64–127 and 128–191 are three lines. On a server a
 	// connection's table is cold when its fate comes; spread over six
 	// lines (0, 1, 4, 6, 7, 8) a fate missed on each. TestTableFateLines
 	// holds this.
@@ -697,7 +697,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 
 // tableConfig is a table's Config and what packing derives from it, read
 // only: the tables of a server share one (72 + 16 bytes a connection, and
-// the Table stays in the 576-byte size class).
+// the Table stays in the 512-byte size class).
 type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
