@@ -75,7 +75,7 @@ func BenchmarkPack1000(b *testing.B) {
 	tab, now, seq := pack1000(b)
 	view := make([]ViewEntry, 1000)
 	for i := range view {
-		view[i] = ViewEntry{Entity: tab.entityOf(uint32(i)), Class: tab.classOf(&tab.slots[i]), Priority: 0.5, State: tab.ev.states[i]}
+		view[i] = ViewEntry{Entity: tab.entityOf(uint32(i)), Class: tab.classOf(&tab.slots[i]), Priority: 0.5, State: tab.rare.views.states[i]}
 	}
 	step := 0.1
 	var buf [MaxPacketBytes]byte
@@ -120,7 +120,7 @@ func BenchmarkSetView1000(b *testing.B) {
 	tab, now, _ := pack1000(b)
 	view := make([]ViewEntry, 1000)
 	for i := range view {
-		s := &tab.ev.states[i]
+		s := &tab.rare.views.states[i]
 		view[i] = ViewEntry{Entity: tab.entityOf(uint32(i)), Class: tab.classOf(&tab.slots[i]), Priority: 0.5, State: *s}
 	}
 	b.ReportAllocs()
@@ -152,7 +152,7 @@ func BenchmarkSetSnapshotView1000(b *testing.B) {
 	for k := range snaps {
 		snaps[k] = sw.Next(1000)
 		for i := range 1000 {
-			st := tab.ev.states[i]
+			st := tab.rare.views.states[i]
 			st.Pos[0] += 0.1 * float64(k)
 			snaps[k].Set(i, tab.entityOf(uint32(i)), tab.classOf(&tab.slots[i]), &st)
 			refs[i] = NewViewRef(uint32(i), tab.classOf(&tab.slots[i]), 0.5)

@@ -94,8 +94,8 @@ func TestClockRebaseChangesNothing(t *testing.T) {
 		}
 	}
 	for k, tab := range tabs {
-		if moved := tab.epoch - epoch0[k]; moved < 39*day || tab.stats.Updates == 0 {
-			t.Fatalf("table %d: epoch moved %v, %d updates: the test lost its point", k, moved, tab.stats.Updates)
+		if moved := tab.epoch - epoch0[k]; moved < 39*day || tab.Stats().Updates == 0 {
+			t.Fatalf("table %d: epoch moved %v, %d updates: the test lost its point", k, moved, tab.Stats().Updates)
 		}
 	}
 	for _, tab := range tabs {

@@ -25,6 +25,9 @@ func (t *Table) OnFate(f notify.Fate) {
 	i, ok := t.findPacket(f.Seq)
 	if !ok {
 		t.stats.UnknownFates++
+		if t.stats.UnknownFates == 0 {
+			t.rareOf().statsWraps.UnknownFates++
+		}
 		return
 	}
 	if f.Delivered {

@@ -34,12 +34,12 @@ func tableParts(t *Table) map[string]uint64 {
 		"posNodes":  sz(cap(t.pp.nodes) * int(unsafe.Sizeof(posNode{}))),
 		"posFree":   sz(cap(t.pp.free) * 8),
 		"gone":      sz(cap(t.gone) * int(unsafe.Sizeof(goneRec{}))),
-		"carry":     sz(cap(t.carry) * int(unsafe.Sizeof(carried{}))),
 	}
-	if t.ev != nil {
-		p["ev"] = sz(int(unsafe.Sizeof(*t.ev)))
-		p["states"] = sz(cap(t.ev.states) * int(unsafe.Sizeof(State{})))
-		p["qs"] = sz(cap(t.ev.qs) * int(unsafe.Sizeof(viewQ{})))
+	if ev := t.rare; ev != nil && ev.views != nil {
+		p["ev"] = sz(int(unsafe.Sizeof(*ev.views)))
+		p["states"] = sz(cap(ev.views.states) * int(unsafe.Sizeof(State{})))
+		p["qs"] = sz(cap(ev.views.qs) * int(unsafe.Sizeof(viewQ{})))
+		p["carry"] = sz(cap(ev.views.carry) * int(unsafe.Sizeof(carried{})))
 	}
 	if t.rare != nil {
 		p["rare"] = sz(int(unsafe.Sizeof(*t.rare)))

@@ -669,8 +669,8 @@ func checkViewRefs(t *Table) error {
 			}
 			gone++
 		case s.si&siCarry != 0:
-			if int(s.si&siIndex) >= len(t.carry) {
-				return fmt.Errorf("id %d: carried state %d of %d", i, s.si&siIndex, len(t.carry))
+			if int(s.si&siIndex) >= len(t.carried()) {
+				return fmt.Errorf("id %d: carried state %d of %d", i, s.si&siIndex, len(t.carried()))
 			}
 		case s.si&siGone != 0:
 			return fmt.Errorf("id %d in scope (phase %d) names a gone record", i, s.phase)

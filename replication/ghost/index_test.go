@@ -24,10 +24,10 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, 1))
-			tab := &Table{ev: new(entryViews)}
+			tab := new(Table)
 			const ids = 512
 			tab.slots = make([]slot, int(tc.base)+ids)
-			tab.ev.qs = make([]viewQ, int(tc.base)+ids) // the entities (entityOf)
+			tab.viewsOf().qs = make([]viewQ, int(tc.base)+ids) // the entities (entityOf)
 			model := map[uint64]uint32{}
 			var free []uint32
 			for i := ids - 1; i >= 0; i-- {
@@ -43,13 +43,13 @@ func TestEntityIndexAgainstMap(t *testing.T) {
 				case op < 5 && len(free) > 0: // alloc a fresh id for e (may replace)
 					id := free[len(free)-1]
 					free = free[:len(free)-1]
-					tab.ev.qs[id].entity = e
+					tab.rare.views.qs[id].entity = e
 					held[id] = true
 					tab.idxSet(e, id)
 					model[e] = id
 				case op < 9: // free some held id: remove it if mapped
 					for id := range held {
-						ent := tab.ev.qs[id].entity
+						ent := tab.rare.views.qs[id].entity
 						tab.idxDel(ent, id)
 						if model[ent] == id {
 							delete(model, ent)

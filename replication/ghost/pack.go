@@ -277,6 +277,12 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	if recs == 0 {
 		return 0, w.WriteGamma(1)
 	}
+	// Counted with the records' creates and kills (writeRecord): Stats
+	// takes the updates as the rest.
+	t.stats.Records += uint32(recs)
+	if t.stats.Records < uint32(recs) {
+		t.rareOf().statsWraps.Records++
+	}
 	if err := w.WriteGamma(uint64(recs) + 1); err != nil {
 		return 0, err // cannot happen: budget reserved it
 	}
@@ -284,6 +290,9 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 	p := &t.pk
 	w.WriteBitsFrom(p.sbuf[:], p.scratch.BitLen())
 	t.stats.Packets++
+	if t.stats.Packets == 0 {
+		t.rareOf().statsWraps.Packets++
+	}
 	return recs, w.Err()
 }
 
@@ -882,7 +891,6 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 		}
 		s.dirty = uint32(dirty)
 		t.redirty(dirty0, dirty)
-		t.stats.Updates++
 		if ps.scratch.BitLen() > ps.ustop {
 			return i, recFull // written: fill's walk stops, as for a full packet
 		}
@@ -1240,6 +1248,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		s.fl |= flKillInFlight
 		t.idxDel(t.entityOf(id), id) // a re-entry from now on gets a new id
 		t.stats.Kills++
+		if t.stats.Kills == 0 {
+			t.rareOf().statsWraps.Kills++
+		}
 	case recCreate:
 		if s.fl&flCreateInFlight == 0 {
 			t.npend-- // a creating ghost wants to send its create until it is in flight
@@ -1248,6 +1259,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		s.ackBack = 1 // nothing of this incarnation is confirmed yet (seq − 1)
 		t.setDirty(id, s, 0)
 		t.stats.Creates++
+		if t.stats.Creates == 0 {
+			t.rareOf().statsWraps.Creates++
+		}
 	default:
 		if mask&c.posBit == 0 && dirty&c.posBit != 0 {
 			t.rareOf().PosDeferred++
@@ -1258,7 +1272,6 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		t.setDirty(id, s, dirty)
 		t.redirty(dirty0, dirty)
-		t.stats.Updates++
 	}
 	return recWritten
 }

@@ -1027,7 +1027,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		t.enterSnapshots()
 	}
 	same := t.snap != nil && t.snapSrc == snap.source
-	oldSnap, oldCarry := t.snap, t.carry
+	oldSnap, oldCarry := t.snap, t.carried()
 	// The previous view's order, the hints of where each ghost is: the
 	// view is walked in lockstep with it (j), so an entity that entered,
 	// left or moved shifts the hints of none after it. The new order is
@@ -1241,7 +1241,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		for i := range t.gone {
 			t.slots[t.gone[i].id].fl &^= flPosNow
 		}
-		t.carry = t.carry[:0]
+		t.dropCarry()
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 		return nil
 	}
@@ -1277,7 +1277,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	if carries == 0 {
 		// The walk above left no ghost in scope outside this view (one
 		// that leaves is killing or free now): none to carry.
-		t.carry = t.carry[:0]
+		t.dropCarry()
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
 		if exhausted {
 			return ErrTooManyGhosts
@@ -1311,7 +1311,8 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		s.si = siCarry | uint32(len(nc)-1)
 	}
-	t.carry = append(t.carry[:0], nc...) // oldCarry is not read past here
+	v := t.viewsOf()
+	v.carry = append(v.carry[:0], nc...) // oldCarry is not read past here
 	if borrowed {
 		t.pk.carry = nc[:0]
 		t.pk.release()
@@ -1684,11 +1685,11 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 // (valid until the next call), else a new one.
 func (t *Table) stateOf(id uint32) *State {
 	if !t.snapMode {
-		return &t.ev.states[id]
+		return &t.rare.views.states[id]
 	}
 	s := &t.slots[id]
 	if s.si&siCarry != 0 {
-		return &t.carry[s.si&siIndex].st
+		return &t.rare.views.carry[s.si&siIndex].st
 	}
 	var dst *State
 	if t.pk.packScratch != nil {
@@ -1708,7 +1709,7 @@ func (t *Table) stateOf(id uint32) *State {
 // fields stale), not a decode of every group.
 func (t *Table) encState(id uint32) *State {
 	if !t.snapMode {
-		return &t.ev.states[id]
+		return &t.rare.views.states[id]
 	}
 	return t.encEntry(id)
 }
@@ -1720,7 +1721,7 @@ func (t *Table) encEntry(id uint32) *State {
 	}
 	s := &t.slots[id]
 	if s.si&siCarry != 0 {
-		return &t.carry[s.si&siIndex].st
+		return &t.rare.views.carry[s.si&siIndex].st
 	}
 	snap := t.snapOf(s)
 	if st := snap.kept(s.si); st != nil {
@@ -1733,10 +1734,10 @@ func (t *Table) encEntry(id uint32) *State {
 // qposOf is ghost s's (id's) latest quantized position (in scope).
 func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	if !t.snapMode {
-		return &t.ev.qs[id].q
+		return &t.rare.views.qs[id].q
 	}
 	if s.si&siCarry != 0 {
-		return &t.carry[s.si&siIndex].q
+		return &t.rare.views.carry[s.si&siIndex].q
 	}
 	return &t.snapOf(s).vw[s.si].qpos
 }
@@ -1747,11 +1748,11 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 // kept where the view's state is — the slot keeps neither.
 func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
 	if !t.snapMode {
-		v := &t.ev.qs[id]
+		v := &t.rare.views.qs[id]
 		return &v.q, v.yaw
 	}
 	if s.si&siCarry != 0 {
-		v := &t.carry[s.si&siIndex]
+		v := &t.rare.views.carry[s.si&siIndex]
 		return &v.q, v.yaw
 	}
 	v := &t.snapOf(s).vw[s.si]
@@ -1794,25 +1795,35 @@ func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, s
 // one that left keeps a goneRec — and its state too if it left after the
 // latest view (Remove), which the next view diffs against.
 func (t *Table) enterSnapshots() {
-	t.carry, t.gone = t.carry[:0], t.gone[:0]
+	t.gone = t.gone[:0]
+	t.dropCarry()
+	// ev: the views' states, made with the first id (resizeIDs), so
+	// there whenever a slot below top is.
+	var ev *entryViews
+	if t.top > 0 {
+		ev = t.rare.views
+	}
 	for i := range int(t.top) {
 		s := &t.slots[i]
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
 		case phaseCreating, phaseLive:
-			t.carry = append(t.carry, carried{st: t.ev.states[i], entity: t.ev.qs[i].entity, q: t.ev.qs[i].q, yaw: t.ev.qs[i].yaw})
-			s.si = siCarry | uint32(len(t.carry)-1)
+			ev.carry = append(ev.carry, carried{st: ev.states[i], entity: ev.qs[i].entity, q: ev.qs[i].q, yaw: ev.qs[i].yaw})
+			s.si = siCarry | uint32(len(ev.carry)-1)
 		case phaseKilling:
-			g := goneRec{entity: t.ev.qs[i].entity, id: uint32(i), si: staleEntry, q: t.ev.qs[i].q}
+			g := goneRec{entity: ev.qs[i].entity, id: uint32(i), si: staleEntry, q: ev.qs[i].q}
 			if s.viewGen == t.viewGen {
-				t.carry = append(t.carry, carried{st: t.ev.states[i], entity: t.ev.qs[i].entity, q: t.ev.qs[i].q, yaw: t.ev.qs[i].yaw})
-				g.si = siCarry | uint32(len(t.carry)-1)
+				ev.carry = append(ev.carry, carried{st: ev.states[i], entity: ev.qs[i].entity, q: ev.qs[i].q, yaw: ev.qs[i].yaw})
+				g.si = siCarry | uint32(len(ev.carry)-1)
 			}
 			s.si = siGone | uint32(len(t.gone))
 			t.gone = append(t.gone, g)
 		}
 	}
-	t.ev, t.snapMode = nil, true // the snapshots hold the states from now on
+	if ev != nil {
+		ev.states, ev.qs = nil, nil // the snapshots hold the states from now on
+	}
+	t.snapMode = true
 }
 
 // leaveSnapshots turns a table whose views came as snapshots back to
@@ -1837,6 +1848,8 @@ func (t *Table) leaveSnapshots() {
 		}
 		s.si = 0
 	}
-	t.ev, t.snap, t.snapSrc, t.snapSeq, t.snapMode = &entryViews{states: states, qs: qs}, nil, 0, 0, false
-	t.carry, t.gone = nil, nil
+	ev := t.viewsOf()
+	ev.states, ev.qs, ev.carry = states, qs, nil
+	t.snap, t.snapSrc, t.snapSeq, t.snapMode = nil, 0, 0, false
+	t.gone = nil
 }

@@ -110,7 +110,7 @@ type slot struct {
 	// si is where the ghost's latest state is, for views given as
 	// snapshots (SetSnapshotView): its entry in the latest snapshot, or
 	// siCarry|i for an AlwaysInScope ghost its latest view left out (state
-	// in Table.carry[i]), or siGone|i for a ghost that left scope (what a
+	// in entryViews.carry[i]), or siGone|i for a ghost that left scope (what a
 	// re-entry compares against in Table.gone[i]). Unused for SetView.
 	// si, viewGen and phase are one word from byte 24 (keptAt): the usual
 	// view's test of a ghost is one load and a subtraction, not three.
@@ -228,14 +228,14 @@ type goneRec struct {
 // it: 8 bytes an id.
 func (t *Table) entityOf(id uint32) uint64 {
 	if !t.snapMode {
-		return t.ev.qs[id].entity
+		return t.rare.views.qs[id].entity
 	}
 	s := &t.slots[id]
 	switch {
 	case s.si&siGone != 0:
 		return t.gone[s.si&siIndex].entity
 	case s.si&siCarry != 0:
-		return t.carry[s.si&siIndex].entity
+		return t.rare.views.carry[s.si&siIndex].entity
 	}
 	return t.snapOf(s).ents[s.si].entity
 }
@@ -245,7 +245,7 @@ func (t *Table) entityOf(id uint32) uint64 {
 // state's. Small enough to inline into the view loop.
 func (t *Table) scopeEntity(s *slot) uint64 {
 	if s.si&siCarry != 0 {
-		return t.carry[s.si&siIndex].entity
+		return t.rare.views.carry[s.si&siIndex].entity
 	}
 	return t.snapOf(s).ents[s.si].entity
 }
@@ -377,9 +377,9 @@ type Stats struct {
 type Table struct {
 	// The fields a fate reads (OnFate: findPacket, the record walks,
 	// releaseResolved, trim) come first, on the object's first three
-	// cache lines: a Table is a 576-byte object whose runtime header takes
-	// its first 8 bytes, so the Table starts 8 bytes into a line, and
-	// bytes 0–55, 56–119 and 120–183 are three lines. On a server a
+	// cache lines: a Table is a 512-byte object, the largest size class
+	// without a runtime header, so it starts on a line, and bytes 0–63,
+	// 64–127 and 128–191 are three lines. On a server a
 	// connection's table is cold when its fate comes; spread over six
 	// lines (0, 1, 4, 6, 7, 8) a fate missed on each. TestTableFateLines
 	// holds this.
@@ -429,11 +429,6 @@ type Table struct {
 	pkEnt0 int32 // entLen when the packet being written began
 	entHW  int32 // most records in flight and candidates at once since the last trim (fill)
 
-	// ev holds each ghost's latest state for views given as ViewEntries
-	// (SetView); nil while the views come as snapshots (SetSnapshotView),
-	// which hold them instead: a server's table pays a word for it, not
-	// two slice headers.
-	ev *entryViews
 	// snapMode: the views come as snapshots; snap is the latest view's
 	// (while one is being taken, the one it is taking: prevSnap is the one
 	// before, which the ghosts not yet taken still refer to).
@@ -451,7 +446,6 @@ type Table struct {
 	// steady use never is after trim.
 	pktBusy uint8
 	stride  uint16    // lastField's groups per id: the registry's most (≤ MaxGroups) less the slot's lfSlot
-	carry   []carried // AlwaysInScope states outside the view (rare)
 	gone    []goneRec // ghosts that left scope (snapshot views)
 	pp      posPool   // in-flight positions
 	// lastField[id*stride+group−lfSlot] is the low 8 bits of the newest seq
@@ -483,38 +477,50 @@ type Table struct {
 
 	pk packer
 
-	// The counters every connection moves stay here; the rest, with the
-	// wide classes' mask bits, wait in rare until one is needed. Stats
-	// folds them back: every count is kept exactly, only the place differs.
-	// The Table (with the runtime's 8-byte header) fits the 576-byte size
-	// class (the Config is shared, the class list is the registry's, the
-	// rare counters and a SetView table's states apart): one more line
-	// costs 64 bytes a connection.
+	// The counters every connection moves stay here (32-bit: their wraps
+	// are rare's); the rest, with the wide classes' mask bits and the
+	// states a table keeps itself (SetView's, AlwaysInScope's), wait in
+	// rare until one is needed. Stats folds them back: every count is
+	// kept exactly, only the place differs. The Table fits the 512-byte
+	// size class, the largest without a malloc header (the Config is
+	// shared, the class list is the registry's): one more byte costs 64
+	// a connection (the 576-byte class). TestRecordSizes holds it.
 	stats hotStats
 	rare  *tableRare
 }
 
-// entryViews is what a table keeps of its ghosts for views given as
-// ViewEntries: each ghost's latest state, and apart from the States its
-// quantized position and yaw code (viewQ), diffed against the next view.
-// The codes apart: every record written reads them, and 16 bytes an id
-// stay in the cache where 160 would not.
+// entryViews is what a table keeps of its ghosts' states itself, not in a
+// snapshot: for views given as ViewEntries (SetView) each ghost's latest
+// state, and apart from the States its quantized position and yaw code
+// (viewQ), diffed against the next view; for snapshot views the
+// AlwaysInScope ghosts' outside the view (carry). The codes apart from
+// the States: every record written reads them, and 16 bytes an id stay in
+// the cache where 160 would not. In rare (viewsOf): a server's tables take
+// snapshot views and carry nothing without an AlwaysInScope class, and
+// pay no word for either.
 type entryViews struct {
 	states []State
 	qs     []viewQ
+	carry  []carried // AlwaysInScope states outside the view (snapshot views)
 }
 
 // hotStats are the Stats counters a healthy connection moves (packets,
-// records, ids and the fates of packets without ghost records).
+// records, ids and the fates of packets without ghost records), 32 bits
+// each: a wrap adds one to the same counter of tableRare.statsWraps (at
+// most once in 2^32 counts, so its branch costs nothing), and Stats
+// joins the halves. Records counts every record written, one add a
+// packet (Write): Updates are Records less Creates and Kills, so the
+// usual record counts nothing of its own.
 type hotStats struct {
-	Packets, Creates, Updates, Kills, UnknownFates, GhostsAssigned uint64
+	Packets, Records, Creates, Kills, UnknownFates, GhostsAssigned uint32
 }
 
 // tableRare holds what most connections never need: the counters of
-// losses, stalls, resends, deferred positions and errors, and entHi. Made
-// at its first use (rareOf); a Table without it is 576 bytes where with
-// those counters inline it was 768, and with it the two objects (576 +
-// 128) are no larger than that.
+// losses, stalls, resends, deferred positions and errors, the hot
+// counters' wraps, the states a table keeps itself and entHi. Made at its
+// first use (rareOf); a Table without it is 512 bytes where with those
+// counters inline it was 768, and with it the two objects (512 + 144)
+// are no larger than that.
 type tableRare struct {
 	CreatesLost, UpdatesLost, KillsLost, Redirtied, Suppressed uint64
 	AbsolutePos, PosDeferred, Resends, Stalls, EncodeErrors    uint64
@@ -522,6 +528,12 @@ type tableRare struct {
 	// recordGrowthsHi is Stats.RecordGrowths less Table.recordGrowths
 	// (a multiple of 256: its wraps).
 	recordGrowthsHi uint64
+	// statsWraps counts the wraps of each of Table.stats' counters: the
+	// high 32 bits of its count.
+	statsWraps hotStats
+	// views holds the states the table keeps itself (viewsOf): nil
+	// while it keeps none.
+	views *entryViews
 	// wd holds the ring's mask bits above entMaskBits and the dirty
 	// groups above 30 of a registry with classes that wide: nil
 	// otherwise.
@@ -552,6 +564,33 @@ type tableWide struct {
 	// dirtyHi[id] holds ghost id's dirty groups from 31 up, shifted down
 	// by 31 (slot.dirty): nil unless a class has more than 32 groups.
 	dirtyHi []uint64
+}
+
+// viewsOf returns the states the table keeps itself (tableRare.views),
+// made on first use.
+func (t *Table) viewsOf() *entryViews {
+	r := t.rareOf()
+	if r.views == nil {
+		r.views = new(entryViews)
+	}
+	return r.views
+}
+
+// carried returns the AlwaysInScope states kept outside the latest
+// snapshot view (entryViews.carry): nil while none is.
+func (t *Table) carried() []carried {
+	if r := t.rare; r != nil && r.views != nil {
+		return r.views.carry
+	}
+	return nil
+}
+
+// dropCarry empties carry (a snapshot view that carries nothing), keeping
+// its array, without making the views.
+func (t *Table) dropCarry() {
+	if r := t.rare; r != nil && r.views != nil {
+		r.views.carry = r.views.carry[:0]
+	}
 }
 
 // entHi is the ring of high mask bits (in rare), nil without a wide class.
@@ -658,7 +697,7 @@ func NewTable(reg *Registry, cfg Config) (*Table, error) {
 
 // tableConfig is a table's Config and what packing derives from it, read
 // only: the tables of a server share one (72 + 16 bytes a connection, and
-// the Table stays in the 576-byte size class).
+// the Table stays in the 512-byte size class).
 type tableConfig struct {
 	Config
 	unit    uint64 // StaleUnit in ns
@@ -696,12 +735,18 @@ func sharedConfig(cfg Config) *tableConfig {
 
 // Stats returns the counters so far.
 func (t *Table) Stats() Stats {
-	h := &t.stats
+	var hi hotStats
+	if r := t.rare; r != nil {
+		hi = r.statsWraps
+	}
+	lo := &t.stats
+	count := func(lo, wraps uint32) uint64 { return uint64(wraps)<<32 | uint64(lo) }
 	s := Stats{
-		Packets: h.Packets, Creates: h.Creates, Updates: h.Updates, Kills: h.Kills,
-		UnknownFates: h.UnknownFates, GhostsAssigned: h.GhostsAssigned,
+		Packets: count(lo.Packets, hi.Packets), Creates: count(lo.Creates, hi.Creates), Kills: count(lo.Kills, hi.Kills),
+		UnknownFates: count(lo.UnknownFates, hi.UnknownFates), GhostsAssigned: count(lo.GhostsAssigned, hi.GhostsAssigned),
 		RecordGrowths: uint64(t.recordGrowths),
 	}
+	s.Updates = count(lo.Records, hi.Records) - s.Creates - s.Kills
 	if r := t.rare; r != nil {
 		s.RecordGrowths += r.recordGrowthsHi
 		s.CreatesLost, s.UpdatesLost, s.KillsLost = r.CreatesLost, r.UpdatesLost, r.KillsLost
@@ -911,10 +956,10 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 				exhausted = true
 				continue
 			}
-			t.ev.states[id] = e.State
-			t.ev.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
+			t.rare.views.states[id] = e.State
+			t.rare.views.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
 			if e.Class.posIdx >= 0 {
-				t.ev.qs[id].q = vq[i]
+				t.rare.views.qs[id].q = vq[i]
 			}
 		} else {
 			t.refresh(id, e, &vq[i], nowMS)
@@ -974,8 +1019,8 @@ func (t *Table) Remove(entity uint64) {
 // refresh applies a view entry to an existing ghost: diff and store.
 func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
-	old := &t.ev.states[id]
-	v := &t.ev.qs[id]
+	old := &t.rare.views.states[id]
+	v := &t.rare.views.qs[id]
 	changed := t.reenter(id, c, v.q != *q)
 	if c.posIdx >= 0 {
 		v.q = *q
@@ -1138,6 +1183,9 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	t.pos[id].release(&t.pp, uint32(id))
 	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
 	t.stats.GhostsAssigned++
+	if t.stats.GhostsAssigned == 0 {
+		t.rareOf().statsWraps.GhostsAssigned++
+	}
 	return uint32(id), false
 }
 
@@ -1206,11 +1254,9 @@ func (t *Table) resizeIDs(n int) {
 		t.pp.fq1 = resize(t.pp.fq1, n)
 	}
 	if !t.snapMode {
-		if t.ev == nil {
-			t.ev = new(entryViews)
-		}
-		t.ev.states = resize(t.ev.states, n)
-		t.ev.qs = resize(t.ev.qs, n)
+		ev := t.viewsOf()
+		ev.states = resize(ev.states, n)
+		ev.qs = resize(ev.qs, n)
 	}
 	t.lastField = resize(t.lastField, n*int(t.stride))
 	if t.wideDirty {
@@ -1289,7 +1335,7 @@ func (t *Table) leave(id uint32) {
 		g := goneRec{entity: t.entityOf(id), id: id, si: staleEntry}
 		switch {
 		case s.si&siCarry != 0:
-			g.q = t.carry[s.si&siIndex].q
+			g.q = t.rare.views.carry[s.si&siIndex].q
 		default:
 			sn := t.snapOf(s)
 			g.si, g.taken, g.q = s.si, sn.seq, sn.vw[s.si].qpos

@@ -819,14 +819,20 @@ func TestRecordSizes(t *testing.T) {
 		// 568 (the 576 class, 64 bytes a connection fewer) since a
 		// SetView table's states are behind a pointer (entryViews), top
 		// and live are 32-bit and the tests' trace is gone (they read
-		// the packet's records from the ring: writtenIDs).
-		{"Table", unsafe.Sizeof(Table{}), 568},
+		// the packet's records from the ring: writtenIDs). 512, the
+		// largest class without a malloc header (64 bytes a connection
+		// fewer again; 513 would take the 576 class), since the hot
+		// counters are 32-bit (hotStats: Updates are Records less
+		// Creates and Kills) and the states a table keeps itself are in
+		// rare (entryViews, carry with them).
+		{"Table", unsafe.Sizeof(Table{}), 512},
 		// Made only at a connection's first loss, stall, resend, deferred
-		// position or error (or for a class past entMaskBits groups): in
-		// the 112-byte class, the two no larger than the Table was; a wide
-		// registry's rings behind one pointer (tableWide), and the record
-		// ring's growths past the Table's byte.
-		{"tableRare", unsafe.Sizeof(tableRare{}), 112},
+		// position or error, a hot counter's wrap, a SetView or
+		// AlwaysInScope state (or for a class past entMaskBits groups):
+		// in the 144-byte class, the two no larger than the Table was; a
+		// wide registry's rings behind one pointer (tableWide), and the
+		// record ring's growths past the Table's byte.
+		{"tableRare", unsafe.Sizeof(tableRare{}), 144},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
@@ -920,15 +926,25 @@ func TestStatsFoldsRareCounters(t *testing.T) {
 	}
 	want := map[string]uint64{}
 	n := uint64(1)
-	for _, v := range []reflect.Value{reflect.ValueOf(&tab.stats).Elem(), reflect.ValueOf(tab.rareOf()).Elem()} {
-		for i := range v.NumField() {
-			if f := v.Field(i); f.Kind() == reflect.Uint64 && v.Type().Field(i).IsExported() {
-				n++
-				f.SetUint(n)
-				want[v.Type().Field(i).Name] = n
-			}
+	rare := reflect.ValueOf(tab.rareOf()).Elem()
+	for i := range rare.NumField() {
+		if f := rare.Field(i); f.Kind() == reflect.Uint64 && rare.Type().Field(i).IsExported() {
+			n++
+			f.SetUint(n)
+			want[rare.Type().Field(i).Name] = n
 		}
 	}
+	// The hot counters' low halves inline, their wraps in rare: each
+	// a count past 2^32.
+	lo, wraps := reflect.ValueOf(&tab.stats).Elem(), reflect.ValueOf(&tab.rare.statsWraps).Elem()
+	for i := range lo.NumField() {
+		n++
+		lo.Field(i).SetUint(n << 24)
+		wraps.Field(i).SetUint(n)
+		want[lo.Type().Field(i).Name] = n<<32 | n<<24
+	}
+	want["Updates"] = want["Records"] - want["Creates"] - want["Kills"]
+	delete(want, "Records")
 	tab.recordGrowths = 7
 	tab.rare.recordGrowthsHi = 2 * 256 // the byte's wraps
 	want["RecordGrowths"] = 2*256 + 7
@@ -947,6 +963,44 @@ func TestStatsFoldsRareCounters(t *testing.T) {
 	}
 	for name := range want {
 		t.Errorf("counter %s does not reach Stats", name)
+	}
+}
+
+// The hot counters are 32-bit with their wraps in rare: a table whose
+// counters stand one below 2^32 reports, after the same traffic as a new
+// one (creates, updates, a kill, a fate of no packet in flight), each
+// count exactly 2^32−1 higher — every counter wrapped once on the way —
+// and Updates, Records less Creates and Kills, the same.
+func TestHotCountersWrapExactly(t *testing.T) {
+	run := func(preset bool) Stats {
+		d := newDuo(t, DefaultConfig())
+		if preset {
+			// Records one below the creates and kills together (2^33−2):
+			// the Updates they leave stay 0.
+			d.tab.stats = hotStats{Packets: math.MaxUint32, Records: math.MaxUint32 - 1, Creates: math.MaxUint32, Kills: math.MaxUint32, UnknownFates: math.MaxUint32, GhostsAssigned: math.MaxUint32}
+			d.tab.rareOf().statsWraps.Records = 1
+		}
+		v := d.npcs(3)
+		for _, view := range [][]ViewEntry{v, {v[0], v[1]}, v[1:]} {
+			view[0].State.Pos[0] += 5
+			d.view(view...)
+			d.settle(view...)
+		}
+		d.fate(d.seq+100, true) // of no packet sent
+		return d.tab.Stats()
+	}
+	fresh, wrapped := run(false), run(true)
+	if fresh.Packets == 0 || fresh.Creates == 0 || fresh.Updates == 0 || fresh.Kills == 0 || fresh.UnknownFates == 0 || fresh.GhostsAssigned == 0 {
+		t.Fatalf("the traffic moved not every hot counter: %+v", fresh)
+	}
+	want := fresh
+	want.Packets += math.MaxUint32
+	want.Creates += math.MaxUint32
+	want.Kills += math.MaxUint32
+	want.UnknownFates += math.MaxUint32
+	want.GhostsAssigned += math.MaxUint32
+	if wrapped != want {
+		t.Fatalf("from one below 2^32: %+v, want %+v", wrapped, want)
 	}
 }
 

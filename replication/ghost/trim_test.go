@@ -92,8 +92,8 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 	if int(d.tab.top) != len(few) {
 		t.Fatalf("top %d, want %d", d.tab.top, len(few))
 	}
-	if n, lf := len(d.tab.slots), len(d.tab.lastField); n > 24 || len(d.tab.pos) != n || len(d.tab.ev.states) != n || len(d.tab.ev.qs) != n || lf != n*int(d.tab.stride) {
-		t.Fatalf("after the peak: %d slots, %d tracks, %d states, %d qs, %d field seqs", n, len(d.tab.pos), len(d.tab.ev.states), len(d.tab.ev.qs), lf)
+	if n, lf := len(d.tab.slots), len(d.tab.lastField); n > 24 || len(d.tab.pos) != n || len(d.tab.rare.views.states) != n || len(d.tab.rare.views.qs) != n || lf != n*int(d.tab.stride) {
+		t.Fatalf("after the peak: %d slots, %d tracks, %d states, %d qs, %d field seqs", n, len(d.tab.pos), len(d.tab.rare.views.states), len(d.tab.rare.views.qs), lf)
 	}
 	if diff := mismatch(d.reg, d.mir, few); diff != "" {
 		t.Fatal(diff)
