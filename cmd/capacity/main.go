@@ -117,7 +117,10 @@ type Step struct {
 	LostEvents   float64 `json:"lost_events"`
 	SwarmCPUMs   float64 `json:"botswarm_cpu_ms_per_bot_s"`
 	GhostsPerBot float64 `json:"ghosts_per_bot"` // botswarm's series, mean of its seconds inside the measurement window
-	SwarmExit    int     `json:"botswarm_exit"`
+	// PlayersByZone is the players each zone owned at the end of the
+	// window (playersByZone).
+	PlayersByZone map[string]int `json:"players_by_zone,omitempty"`
+	SwarmExit     int            `json:"botswarm_exit"`
 
 	// What the node wrote to NATS over the window: its connection's
 	// messages and bytes (headers and payloads) a second, and per KV
@@ -216,6 +219,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "capacity: %s\n", natsLine(st))
 		}
 		fmt.Fprintf(stderr, "capacity: %s\n", batchLine(st))
+		if st.PlayersByZone != nil {
+			fmt.Fprintf(stderr, "capacity: %s\n", zoneLine(st))
+		}
 	}
 	writeTable(stdout, steps)
 	writeLimit(stdout, steps)
@@ -359,6 +365,12 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
 	batchRates(&st, g0, g1, w)
 	st.WriteDropped = g1.WriteDropped - g0.WriteDropped
+
+	if pz, err := playersByZone(nd.Zones(), 5*time.Second); err == nil {
+		st.PlayersByZone = pz
+	} else {
+		fmt.Fprintf(stderr, "capacity: %d players: players by zone: %v\n", n, err)
+	}
 
 	var after runtime.MemStats
 	st.HeapB = heapAfterGC(&after)
