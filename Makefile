@@ -214,7 +214,9 @@ chaos-nats: ## 3 zoned on a standalone nats-server, which is restarted twice mid
 # GC), zone tick p99 and the bots' RTT p99, and the limit: the largest count whose tick p99 ≤ 25 ms
 # and RTT p99 ≤ 50 ms with every bot connected and no move lost. Writes the table to stdout and to
 # $(CAPACITY_DIR)/capacity.md, the plot to docs/capacity.png, the raw numbers to
-# $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count.
+# $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count. The players spread over
+# the default world's four zones as zoned places them; add --spawn x1z0 to CAPACITY_FLAGS for the
+# one-zone crowd (every player starting in one zone, the capacity passes' measure before the 41st).
 CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000
 CAPACITY_WINDOW ?= 20s
 CAPACITY_FLAGS ?= --swarm-flags '--observers 10%'

@@ -111,12 +111,19 @@ type stroller struct {
 
 // strollIn connects a client through gw whose player joins zone (the
 // first player id that zone gets).
+// joinsZone is the first player id from on whose join zone (ZoneFor) on
+// gw is zoneID.
+func joinsZone(gw *Node, zoneID string, from uint64) uint64 {
+	p := from
+	for gw.Zones().ZoneFor(p).Id != zone.ActorName(zoneID) {
+		p++
+	}
+	return p
+}
+
 func strollIn(t *testing.T, gw *Node, zoneID string) *stroller {
 	t.Helper()
-	w := &stroller{t: t, player: 1}
-	for gw.Zones().ZoneFor(w.player).Id != zone.ActorName(zoneID) {
-		w.player++
-	}
+	w := &stroller{t: t, player: joinsZone(gw, zoneID, 1)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := client.Dial(ctx, gw.PublicAddr().String(), mint(t, gw, w.player), client.WithManualInput())
@@ -355,7 +362,8 @@ func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := client.Dial(ctx, n.PublicAddr().String(), mint(t, n, 4), client.WithManualInput()) // 4 % 4: zone x0z0
+	player := joinsZone(n, "x0z0", 1)
+	s, err := client.Dial(ctx, n.PublicAddr().String(), mint(t, n, player), client.WithManualInput())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +383,7 @@ func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
 	var aborted uint64
 	var pos [3]float32
 	inspect(t, n, func(z *sim.Zone) {
-		e, ok := z.Entity(4)
+		e, ok := z.Entity(player)
 		owned, pos = ok && e.Owned, e.State.Pos
 		aborted = z.Stats().HandoffsAborted
 	})

@@ -60,7 +60,13 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 			_ = s.Close(context.Background())
 		}
 	}()
-	for p := uint64(1); p <= clients; p++ {
+	// Two players joining each zone of the world.
+	var players []uint64
+	for _, z := range []string{"x0z0", "x1z0", "x0z1", "x1z1"} {
+		p := joinsZone(n2, z, 1)
+		players = append(players, p, joinsZone(n2, z, p+1))
+	}
+	for _, p := range players[:clients] {
 		zonesOf[n2.Zones().ZoneFor(p).Id]++
 		s, err := client.Dial(ctx, n2.PublicAddr().String(), mint(t, n2, p),
 			client.OnRedirect(func(client.Redirected) { redirects.Add(1) }))
@@ -109,7 +115,7 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 		if time.Now().After(deadline) {
 			for i, s := range ss {
 				st := s.Stats()
-				t.Logf("client %d (zone %s): on %v, acked %d, connected %v, err %v", i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, s.Server(), st.Moves.LastAck, st.ConnectTime, s.Err())
+				t.Logf("client %d (zone %s): on %v, acked %d, connected %v, err %v", i+1, n2.Zones().ZoneFor(players[i]).Id, s.Server(), st.Moves.LastAck, st.ConnectTime, s.Err())
 			}
 			t.Fatal("not every client plays after the drain")
 		}
@@ -129,7 +135,7 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 		if d := math.Hypot(float64(o[0]), float64(o[2])); d > 0.01 {
 			pl := n2.players
 			t.Errorf("client %d (zone %s): corrected by %.2f m after the redirect (n2's record writes: %d written, %d fenced, %d conflicts, %d errors, %d dropped)",
-				i+1, n2.Zones().ZoneFor(uint64(i+1)).Id, d, pl.Written.Load(), pl.Fenced.Load(), pl.Conflicts.Load(), pl.Errors.Load(), pl.Dropped.Load())
+				i+1, n2.Zones().ZoneFor(players[i]).Id, d, pl.Written.Load(), pl.Fenced.Load(), pl.Conflicts.Load(), pl.Errors.Load(), pl.Dropped.Load())
 		}
 	}
 	for i, s := range ss {
@@ -160,7 +166,7 @@ func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p := uint64(1); p <= clients; p++ {
+	for _, p := range players[:clients] {
 		if len(c.owners[p]) != 1 {
 			t.Fatalf("player %d owned by %v after the drain (%v)", p, c.owners[p], c.owners)
 		}

@@ -72,7 +72,7 @@ func sameAddr(a, b netip.AddrPort) bool {
 func TestClientFailsOverToAnotherGateway(t *testing.T) {
 	nodes := startNodes(t, nil, "x0z0,x1z0", "x0z1,x1z1")
 	defer stopAll(nodes)
-	const player = 5 // joins x1z0 (5 % 4), on n1; the client dials n2
+	player := joinsZone(nodes[0], "x1z0", 1) // on n1; the client dials n2
 	var cut atomic.Bool
 	cfg := session.DefaultClientConfig()
 	cfg.Timeout, cfg.KeepAlive = 1500*time.Millisecond, 300*time.Millisecond

@@ -165,11 +165,12 @@ func (w *World) PID(id string) *actor.PID { return w.run.Load().pids[id] }
 // IDs returns the ids of the zones running here, in map order.
 func (w *World) IDs() []string { return w.run.Load().ids }
 
-// ZoneFor picks the zone a new player joins: spread by id over the map's
-// zones, deterministically (the same on every node of a cluster). The PID
-// names the zone's actor here: the zone itself, or its cluster proxy.
+// ZoneFor picks the zone a new player joins: one of the map's spawn zones
+// (every zone unless the map lists some), by a hash of the id
+// (world.World.SpawnIndex), so the same on every node of a cluster. The
+// PID names the zone's actor here: the zone itself, or its cluster proxy.
 func (w *World) ZoneFor(player uint64) *actor.PID {
-	return w.all[int(player%uint64(len(w.all)))]
+	return w.all[w.w.SpawnIndex(player)]
 }
 
 // Inspect runs fn inside every zone actor, one after another, and waits for

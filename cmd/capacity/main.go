@@ -73,6 +73,12 @@ type options struct {
 	gcPercent  int
 	memRate    int
 	breakdown  bool
+	worldFile  string
+	spawn      string
+	// mapFile is the world map the node runs: worldFile, or with --spawn
+	// that map (or the default) with its spawn zones replaced, written to
+	// the run's temporary directory; empty: the built-in default world.
+	mapFile string
 }
 
 // Step is one player count's measurement.
@@ -159,6 +165,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the botswarm reports (paths in the JSON)")
 	fs.IntVar(&o.gcPercent, "gc-percent", 0, "GOGC for the server (0: the runtime's default)")
 	fs.IntVar(&o.memRate, "mem-profile-rate", 4096, "runtime.MemProfileRate when --memprofile or --breakdown is set (bytes per sample)")
+	fs.StringVar(&o.worldFile, "world", "", "world map `FILE` the server runs (empty: the built-in default world of 2×2 zones of 1 km)")
+	fs.StringVar(&o.spawn, "spawn", "", "`ZONES` new players join, comma separated, replacing the map's spawn list (e.g. x1z0: every player starts in one zone of the default world, the crowd of the capacity passes before the forty-first); empty: the map's own, every zone unless it lists some")
 	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -194,6 +202,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if o.mapFile, err = worldMap(o.worldFile, o.spawn, tmp); err != nil {
+		return err
+	}
 	bin := o.botswarm
 	if bin == "" {
 		bin = filepath.Join(tmp, "botswarm")
@@ -253,6 +264,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	cfg := node.DefaultConfig()
 	cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen, cfg.DataDir = "127.0.0.1:0", "", "127.0.0.1:0", dir
 	cfg.NPCs = o.npcs
+	cfg.WorldFile = o.mapFile
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nd, err := node.Start(ctx, cfg, log)
 	if err != nil {

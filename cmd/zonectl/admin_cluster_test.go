@@ -28,7 +28,7 @@ func TestAdminThreeNodes(t *testing.T) {
 	nodes, dir, url := startWorld(t, split)
 	defer stopWorld(nodes)
 
-	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
+	// Player 4 joins x0z0 (ZoneFor) through n1's gateway and walks.
 	w := walkIn(t, nodes[0], 4, 60)
 	defer w.s.Close(context.Background())
 	s, sent, sendErr := w.s, &w.sent, &w.sendErr
@@ -152,7 +152,7 @@ func TestAdminMoveZone(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	nodes, dir, url := startWorld(t, []struct{ id, zones string }{{"n1", "x0z0,x1z0"}, {"n2", "x0z1,x1z1"}})
 	defer stopWorld(nodes)
-	// Player 4 joins x0z0 (4 % 4) through n1's gateway and walks.
+	// Player 4 joins x0z0 (ZoneFor) through n1's gateway and walks.
 	w := walkIn(t, nodes[0], 4, 30)
 	defer w.s.Close(context.Background())
 	s, sent := w.s, &w.sent

@@ -152,7 +152,9 @@ func TestAdminOneNode(t *testing.T) {
 	n := startNodeLog(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	defer n.Stop(context.Background())
 	url, dir := bareURL(t, n), cfg.DataDir
-	a, b := dial(t, n, 4), dial(t, n, 5)
+	// Players 4 and 9 join different zones (ZoneFor: x0z0 and x1z1), so
+	// players --zone lists one of them.
+	a, b := dial(t, n, 4), dial(t, n, 9)
 	defer a.Close(context.Background())
 	defer b.Close(context.Background())
 
@@ -162,7 +164,7 @@ func TestAdminOneNode(t *testing.T) {
 		ctlJSON(t, &players, url, dir, "players")
 		return len(players) == 2 && players[0].Zone != "" && players[1].Zone != "" && players[0].GatewayNode == "solo"
 	})
-	if players[0].Player != 4 || players[1].Player != 5 || players[0].Node != "solo" || players[0].SessionAgeS < 0 {
+	if players[0].Player != 4 || players[1].Player != 9 || players[0].Node != "solo" || players[0].SessionAgeS < 0 {
 		t.Fatalf("players: %+v", players)
 	}
 
@@ -221,7 +223,7 @@ func TestAdminOneNode(t *testing.T) {
 	}
 
 	// kick: the client hears the reason.
-	if r := ctl(t, url, dir, "kick", "5", "--reason", "server shutdown"); r.code != 0 || !strings.Contains(r.stdout, "server shutdown") {
+	if r := ctl(t, url, dir, "kick", "9", "--reason", "server shutdown"); r.code != 0 || !strings.Contains(r.stdout, "server shutdown") {
 		t.Fatalf("kick: %+v", r)
 	}
 	select {
@@ -237,7 +239,7 @@ func TestAdminOneNode(t *testing.T) {
 	// Every mutating call is in the node's log with who asked.
 	for _, want := range []string{
 		`msg="admin: player teleported" component=admin player=4`,
-		`msg="admin: player kicked" component=admin player=5 reason="server shutdown"`,
+		`msg="admin: player kicked" component=admin player=9 reason="server shutdown"`,
 	} {
 		if got := logs.String(); !strings.Contains(got, want) || !strings.Contains(got, "caller=") || !strings.Contains(got, "nats_user=admin") {
 			t.Fatalf("node log lacks %s with caller and nats_user:\n%s", want, got)

@@ -18,7 +18,8 @@
 //	    {"id": "x0z0", "min": [-1000, -1000], "max": [0, 0], "neighbours": ["x1z0", "x0z1", "x1z1"]},
 //	    {"id": "x1z0", "min": [0, -1000],     "max": [1000, 0]},
 //	    ...
-//	  ]
+//	  ],
+//	  "spawn": ["x1z0"]
 //	}
 //
 // id: 1–64 characters from [A-Za-z0-9_-] (ids become NATS subject tokens in
@@ -28,7 +29,8 @@
 // corner (corner neighbours matter: a player at a corner sees into the
 // diagonal zone). When a zone lists them, the list must be exactly those
 // zones, and listings must be symmetric; the check catches typos instead of
-// silently dropping a border.
+// silently dropping a border. spawn: optional, the zones new players join
+// (SpawnIndex picks one by a hash of the player id); omitted, every zone.
 //
 // Validation rejects: no zones, bad or duplicate ids, bad sizes, overlapping
 // zones, gaps (the zones must tile their bounding rectangle exactly),

@@ -22,6 +22,7 @@ var (
 	ErrNotAdjacent       = errors.New("listed neighbour does not touch")
 	ErrMissingNeighbour  = errors.New("touching zone not listed as neighbour")
 	ErrDuplicateNeighbor = errors.New("neighbour listed twice")
+	ErrUnknownSpawn      = errors.New("bad spawn zone")
 )
 
 // ZoneError is one validation problem: Kind is one of the Err… values, Zone

@@ -3,6 +3,7 @@ package world
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -77,11 +78,17 @@ type World struct {
 	zones  []Zone
 	bounds Rect
 	index  map[string]int
+	// spawn is the zones new players join (indices into zones, in the
+	// file's order); nil: every zone.
+	spawn []int
 }
 
 type file struct {
 	Name  string `json:"name"`
 	Zones []Zone `json:"zones"`
+	// Spawn lists the zones new players join (a game's starting zones);
+	// omitted: every zone of the map.
+	Spawn []string `json:"spawn,omitempty"`
 }
 
 // New validates zones and returns the world. A zone with nil Neighbours gets
@@ -121,7 +128,79 @@ func Parse(data []byte) (*World, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("world: decode map: trailing data after the JSON object")
 	}
-	return New(f.Name, f.Zones)
+	w, err := New(f.Name, f.Zones)
+	if err != nil || f.Spawn == nil {
+		return w, err
+	}
+	return w.WithSpawn(f.Spawn...)
+}
+
+// WithSpawn returns a copy of w whose new players join only the zones ids
+// (a game's starting zones), in that order; no ids: every zone. An unknown
+// or repeated id is an error (ErrUnknownSpawn).
+func (w *World) WithSpawn(ids ...string) (*World, error) {
+	c := *w
+	c.spawn = nil
+	if len(ids) == 0 {
+		return &c, nil
+	}
+	var p problems
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		i, ok := w.index[id]
+		switch {
+		case !ok:
+			p.add(ErrUnknownSpawn, id, "", "not a zone of the map")
+		case seen[id]:
+			p.add(ErrUnknownSpawn, id, "", "listed twice")
+		default:
+			c.spawn = append(c.spawn, i)
+		}
+		seen[id] = true
+	}
+	if len(p) > 0 {
+		err := errors.Join(p...)
+		if w.name != "" {
+			return nil, fmt.Errorf("world %q: spawn: %w", w.name, err)
+		}
+		return nil, fmt.Errorf("world: spawn: %w", err)
+	}
+	return &c, nil
+}
+
+// Spawn returns the ids of the zones new players join: the file's "spawn"
+// list, or every zone in map order.
+func (w *World) Spawn() []string {
+	if w.spawn == nil {
+		ids := make([]string, len(w.zones))
+		for i := range w.zones {
+			ids[i] = w.zones[i].ID
+		}
+		return ids
+	}
+	ids := make([]string, len(w.spawn))
+	for k, i := range w.spawn {
+		ids[k] = w.zones[i].ID
+	}
+	return ids
+}
+
+// SpawnIndex is the zone (its index in Zones) a new player joins: one of
+// the spawn zones, chosen by a hash of the player id, so any id scheme
+// spreads evenly and every node of a cluster picks the same zone. A plain
+// modulo did neither: ids with structure in their low bits (botswarm's
+// base + index<<20 + session, a database's sharded ids) all left one
+// remainder and started in one zone.
+func (w *World) SpawnIndex(player uint64) int {
+	// SplitMix64's finaliser: every input bit moves every output bit.
+	h := player
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	if w.spawn == nil {
+		return int(h % uint64(len(w.zones)))
+	}
+	return w.spawn[h%uint64(len(w.spawn))]
 }
 
 // Load reads and parses a world map file.
@@ -146,7 +225,11 @@ func Load(path string) (*World, error) {
 
 // Marshal encodes the world in the file format, neighbours listed.
 func (w *World) Marshal() ([]byte, error) {
-	return json.MarshalIndent(file{Name: w.name, Zones: w.zones}, "", "  ")
+	f := file{Name: w.name, Zones: w.zones}
+	if w.spawn != nil {
+		f.Spawn = w.Spawn()
+	}
+	return json.MarshalIndent(f, "", "  ")
 }
 
 // Grid returns a world of nx × nz square zones of side size metres whose
