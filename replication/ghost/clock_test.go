@@ -263,8 +263,8 @@ func idleGhostCase(t *testing.T, idle, start time.Duration, views, deadline bool
 	// The age a pinned time reads: from the epoch, at least msWindow.
 	age := min(idle, time.Duration(rebaseAt+1)*time.Millisecond)
 	b, _ := collectBucket(d.tab, ids[0], end)
-	lo := tierOverdue*tierBuckets + k.waited(owtBTable[d.tab.slots[ids[0]].prioB], int32(min(idle, msWindow*time.Millisecond)/time.Millisecond))
-	hi := tierOverdue*tierBuckets + k.waited(owtBTable[d.tab.slots[ids[0]].prioB], int32(age/time.Millisecond))
+	lo := tierOverdue*tierBuckets + k.waited(owtBTable[d.tab.slotOf(ids[0]).prioB], int32(min(idle, msWindow*time.Millisecond)/time.Millisecond))
+	hi := tierOverdue*tierBuckets + k.waited(owtBTable[d.tab.slotOf(ids[0]).prioB], int32(age/time.Millisecond))
 	if b < lo || b > hi {
 		t.Fatalf("wolf, dirty %v and unsent: bucket %d, want overdue in [%d, %d]", idle, b, lo, hi)
 	}
@@ -274,7 +274,7 @@ func idleGhostCase(t *testing.T, idle, start time.Duration, views, deadline bool
 	switch b, pressed := collectBucket(d.tab, ids[1], end); {
 	case deadline && (!pressed || b/tierBuckets != tierOverdue):
 		t.Fatalf("bear, its change unconfirmed for %v: bucket %d pressed %v, want pressed (ConfirmDeadline)", idle, b, pressed)
-	case !deadline && (pressed || b != tierResend*tierBuckets+int(d.tab.slots[ids[1]].prioB)):
+	case !deadline && (pressed || b != tierResend*tierBuckets+int(d.tab.slotOf(ids[1]).prioB)):
 		t.Fatalf("bear, its change unconfirmed for %v: bucket %d pressed %v, want a speculative resend", idle, b, pressed)
 	}
 	if b, _ := collectBucket(d.tab, ids[2], end); b != -1 {
@@ -282,7 +282,7 @@ func idleGhostCase(t *testing.T, idle, start time.Duration, views, deadline bool
 	}
 	// elk's change is confirmed: its resend is still a candidate, no
 	// longer pressed.
-	if b, pressed := collectBucket(d.tab, ids[3], end); pressed || b != tierResend*tierBuckets+int(d.tab.slots[ids[3]].prioB) {
+	if b, pressed := collectBucket(d.tab, ids[3], end); pressed || b != tierResend*tierBuckets+int(d.tab.slotOf(ids[3]).prioB) {
 		t.Fatalf("elk, its change confirmed late: bucket %d pressed %v, want a speculative resend", b, pressed)
 	}
 	if got := d.tab.lastNow - d.tab.epoch; got >= rebaseAt*time.Millisecond || got < 0 {

@@ -11,8 +11,8 @@ import (
 // collectRef is collect as one switch for every ghost (the walk before
 // collectRun and collectOne split it): the reference the split must
 // match, bucket for bucket, in the same order, with the same ghosts
-// pressed. It returns each bucket's ghosts in chain order and the
-// pressed ids.
+// pressed. It returns each bucket's ghosts (records) in chain order and
+// the pressed ones.
 func collectRef(t *Table, now msTime) (map[int][]int32, []int) {
 	k, classes := t.cfg, t.reg.classes
 	maxStale, resend, deadline := k.maxStaleMS, k.resendMS, k.deadlineMS
@@ -20,12 +20,10 @@ func collectRef(t *Table, now msTime) (map[int][]int32, []int) {
 	nowMS := int32(now)
 	buckets := map[int][]int32{}
 	var pressed []int
-	for i := int(t.top) - 1; i >= 0; i-- {
+	for i := int(t.live) - 1; i >= 0; i-- {
 		s := &t.slots[i]
 		var b int
 		switch s.phase {
-		case phaseFree:
-			continue
 		case phaseKilling:
 			if s.fl&(flCreated|flKillInFlight) != flCreated || s.inflight != 0 {
 				continue
@@ -103,7 +101,7 @@ func TestCollectIsCollectRef(t *testing.T) {
 		func(c *Config) { c.MaxStaleness = 40 * time.Millisecond },
 	}
 	rng := rand.New(rand.NewPCG(7, 35))
-	kinds := [...]phase{phaseFree, phaseCreating, phaseLive, phaseLive, phaseLive, phaseLive, phaseKilling}
+	kinds := [...]phase{phaseCreating, phaseLive, phaseLive, phaseLive, phaseLive, phaseKilling}
 	checked := 0
 	for ci, set := range cfgs {
 		cfg := DefaultConfig()
@@ -114,7 +112,7 @@ func TestCollectIsCollectRef(t *testing.T) {
 		}
 		const ghosts = 300
 		tab.slots = make([]slot, ghosts)
-		tab.top = ghosts
+		tab.live = ghosts // the records are dense: none free below live
 		for round := range 40 {
 			now := int32(9000 + rng.IntN(20000))
 			// A time near one of the thresholds, or anywhere.

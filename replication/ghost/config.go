@@ -31,8 +31,9 @@ const (
 // start from DefaultConfig.
 type Config struct {
 	// MaxGhosts bounds the ghost ids of one connection: ids lie in
-	// [0, MaxGhosts). [1, MaxMaxGhosts]. The client's MirrorConfig.MaxGhosts
-	// must be at least this.
+	// [0, MaxGhosts). [1, MaxMaxGhosts]; NewTable takes at most 2^16
+	// (DefaultMaxGhosts: its records and ids are 16-bit). The client's
+	// MirrorConfig.MaxGhosts must be at least this.
 	MaxGhosts int
 	// MaxPacketBytes caps the packet whatever buffer the caller hands Write:
 	// the ghost section never extends a packet beyond it. [1, MaxPacketBytes].

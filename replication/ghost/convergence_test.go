@@ -122,11 +122,11 @@ func TestScopeChurn(t *testing.T) {
 					t.Fatalf("at %v: %v", now, err)
 				}
 				for gh := range g.mir.All() {
-					s := &g.tab.slots[gh.ID]
-					if s.phase == phaseFree {
+					if !g.tab.inUse(gh.ID) {
 						t.Fatalf("at %v: client ghost %d holds entity %d; on the server that id is free", now, gh.ID, gh.Entity)
 					}
-					if e := g.tab.entityOf(gh.ID); e != gh.Entity {
+					if s := g.tab.slotOf(gh.ID); g.tab.entityOf(g.tab.recOf(gh.ID)) != gh.Entity {
+						e := g.tab.entityOf(g.tab.recOf(gh.ID))
 						t.Fatalf("at %v: client ghost %d holds entity %d; on the server that id is phase %d entity %d",
 							now, gh.ID, gh.Entity, s.phase, e)
 					}

@@ -58,7 +58,11 @@
 //
 // Ghost ids are compact per connection (lowest free id first), sent in
 // ⌈log2(highest id in use + 1)⌉ bits, and reused only after the client
-// acknowledged the kill. A ghost goes creating → live → killing → free; a
+// acknowledged the kill. Inside the table a ghost is named by its record,
+// a dense number below the ghosts in use (a freed ghost's record takes
+// the last one's), and its id is only written on the wire: the per-ghost
+// arrays are sized by the ghosts in use, not by the highest id, so the
+// holes that ghosts leaving leave below it cost nothing. A ghost goes creating → live → killing → free; a
 // kill waits until nothing else of that ghost is in flight, so no older
 // record can reach the client after it, and a create that raced its kill
 // is settled by its fate.

@@ -131,16 +131,16 @@ func (t *Table) lateRun(es []entry, seq uint32, sent, view msTime, pt pstamp) in
 	slots := t.slots
 	pos, posBits, pp := t.pos[:len(slots)], &t.reg.posBits, &t.pp
 	for k, e := range es {
-		id := e.id()
-		s := &slots[id]
+		rc := e.rec()
+		s := &slots[rc]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
 		s.inflight--
 		s.delivered(seq, sent, view)
 		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
-			tr := &pos[id]
-			tr.resolve(pp, id, pt, true)
+			tr := &pos[rc]
+			tr.resolve(pp, rc, pt, true)
 			s.set(flPosFull, tr.full())
 		}
 	}
@@ -180,15 +180,15 @@ func (t *Table) usualNewest(es []entry, sent, view msTime, pt pstamp) int {
 	slots := t.slots
 	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
-		id := e.id()
-		s := &slots[id]
+		rc := e.rec()
+		s := &slots[rc]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
 		// Not one condition with the position bit's test: the compiler
 		// would make the resolve's result a value and test it again.
 		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
-			if !pos[id].resolveOldest1(pt) {
+			if !pos[rc].resolveOldest1(pt) {
 				return k // two in flight, or it changed nothing
 			}
 		}
@@ -200,27 +200,27 @@ func (t *Table) usualNewest(es []entry, sent, view msTime, pt pstamp) int {
 
 // usualAny is usualRun for records of one or two positions in flight.
 // It walks a slice (no ring index to wrap and check), and the tracks by
-// the slots' bounds check (the per-id arrays are of one length).
+// the slots' bounds check (the per-record arrays are of one length).
 func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) int {
 	slots := t.slots
 	pos, posBits := t.pos[:len(slots)], &t.reg.posBits
 	for k, e := range es {
-		id := e.id()
-		s := &slots[id]
+		rc := e.rec()
+		s := &slots[rc]
 		if e.kind() != recUpdate || s.phase != phaseLive {
 			return k
 		}
 		if uint64(e>>maskShift)&posBits[s.ci] != 0 {
 			// The oldest of one or two in flight, the track's own.
-			if tr := &pos[id]; tr.meta < 2*metaN1 {
+			if tr := &pos[rc]; tr.meta < 2*metaN1 {
 				if !tr.resolveOldest1(pt) {
 					return k // it changed nothing
 				}
-			} else if f := t.pp.fq1; int(id) < len(f) {
-				if !tr.resolveOldest2(pt, f[id]) {
+			} else if f := t.pp.fq1; int(rc) < len(f) {
+				if !tr.resolveOldest2(pt, f[rc]) {
 					return k
 				}
-			} else if !tr.resolveOldest2Sparse(&t.pp, id, pt) {
+			} else if !tr.resolveOldest2Sparse(&t.pp, rc, pt) {
 				return k
 			}
 		}
@@ -242,11 +242,8 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 	for j := j0; j < j1; j++ {
 		k := start + j
 		e := t.ents[k]
-		id := e.id()
-		s := &t.slots[id]
-		if s.phase == phaseFree {
-			continue // cannot happen: ids are freed with nothing in flight
-		}
+		rc := e.rec() // ghosts are freed with nothing in flight
+		s := &t.slots[rc]
 		mask := t.entMask(k, e)
 		s.inflight--
 		if f.Delivered {
@@ -254,11 +251,11 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 		}
 		c := classes[s.ci]
 		if mask&c.posBit != 0 {
-			tr := &t.pos[id]
+			tr := &t.pos[rc]
 			if tr.resolveOwn(&t.pp, pk, f.Delivered) {
 				s.fl &^= flPosFull // none in flight now
 			} else {
-				tr.resolve(&t.pp, id, pk, f.Delivered)
+				tr.resolve(&t.pp, rc, pk, f.Delivered)
 				s.set(flPosFull, tr.full())
 			}
 			if !f.Delivered && p.t == stamp(t.viewMS) {
@@ -294,7 +291,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 				lost = 0
 				for m := mask; m != 0; m &= m - 1 {
 					g := bits.TrailingZeros64(m)
-					if t.fieldSeq(id, s, g) == uint8(f.Seq) {
+					if t.fieldSeq(rc, s, g) == uint8(f.Seq) {
 						lost |= 1 << uint(g)
 					}
 				}
@@ -313,7 +310,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 					s.dirty |= uint32(lost)
 				} else {
 					was := s.wants()
-					t.setDirty(id, s, t.dirtyOf(id, s)|lost)
+					t.setDirty(rc, s, t.dirtyOf(rc, s)|lost)
 					t.repend(s, was)
 				}
 				if lost&c.posBit != 0 {
@@ -328,13 +325,13 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 			s.fl &^= flKillInFlight
 			t.repend(s, was)
 			if f.Delivered {
-				t.free(id)
+				t.free(rc) // the last record, if it moves here, has its entries renamed
 				continue
 			}
 			t.rareOf().KillsLost++
 		}
 		if s.phase == phaseKilling { // settle's own test, without the call for every record
-			t.settle(id)
+			t.settle(rc)
 		}
 	}
 }

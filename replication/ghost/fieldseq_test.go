@@ -104,7 +104,7 @@ func (r *fieldRig) fate(seq uint64, delivered bool) {
 // (the only time the table asks).
 func (r *fieldRig) check() {
 	r.t.Helper()
-	s := &r.tab.slots[r.id]
+	s := r.tab.slotOf(r.id)
 	if s.dirty != 0 {
 		return
 	}
@@ -115,7 +115,7 @@ func (r *fieldRig) check() {
 			want |= 1 << uint(g)
 		}
 	}
-	if got := r.tab.unconfirmed(r.id, s, c); got != want {
+	if got := r.tab.unconfirmed(r.tab.recOf(r.id), s, c); got != want {
 		r.t.Fatalf("seq %d ack %d: unconfirmed %b, want %b (newest %v)", r.seq, r.ack, got, want, r.newest[:len(c.Groups)])
 	}
 }

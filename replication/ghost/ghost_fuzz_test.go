@@ -245,8 +245,8 @@ func (h *opsHarness) leaving(t *Table) bool {
 			in[h.ents[i].Entity] = true
 		}
 	}
-	for i := range int(t.top) {
-		if s := &t.slots[i]; s.phase == phaseKilling || s.phase != phaseFree && !in[t.entityOf(uint32(i))] {
+	for rc := range uint32(t.live) {
+		if s := &t.slots[rc]; s.phase == phaseKilling || !in[t.entityOf(rc)] {
 			return true
 		}
 	}
@@ -657,7 +657,7 @@ func (h *opsHarness) carried() map[uint64]map[uint32]uint64 {
 		m := map[uint32]uint64{}
 		for j := 0; j < int(p.n); j++ {
 			k := int(p.start) + j
-			m[t.ents[k].id()] = t.entMask(k, t.ents[k])
+			m[t.idOf(t.ents[k].rec())] = t.entMask(k, t.ents[k])
 		}
 		out[t.lastSeq-uint64(uint32(t.lastSeq)-p.seq)] = m
 	}
@@ -672,17 +672,16 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 	want := map[uint32]uint64{}
 	h.before = map[uint32]uint64{}
 	for k, mask := range c[seq] {
-		s := &t.slots[k]
-		h.before[k] = t.dirtyAt(k)
-		if s.phase == phaseFree {
+		if !t.inUse(k) {
 			continue
 		}
+		h.before[k] = t.dirtyAt(k)
 		isUpdate := false
 		for j := 0; j < int(t.pktLen); j++ {
 			p := &t.pkts[(int(t.pktHead)+j)&(len(t.pkts)-1)]
 			if p.seq == uint32(seq) {
 				for i := 0; i < int(p.n); i++ {
-					if e := t.ents[int(p.start)+i]; e.id() == k && e.kind() == recUpdate {
+					if e := t.ents[int(p.start)+i]; t.idOf(e.rec()) == k && e.kind() == recUpdate {
 						isUpdate = true
 					}
 				}
@@ -703,8 +702,7 @@ func (h *opsHarness) expectRedirty(seq uint64) map[uint32]uint64 {
 
 func (h *opsHarness) checkNotRedirtied(seq uint64, want map[uint32]uint64) {
 	for id, before := range h.before {
-		s := &h.tab.slots[id]
-		if s.phase == phaseFree {
+		if !h.tab.inUse(id) {
 			continue
 		}
 		if extra := h.tab.dirtyAt(id) &^ before &^ want[id]; extra != 0 {
@@ -726,7 +724,7 @@ func (h *opsHarness) check() {
 	}
 	// No id collision: every client ghost is, on the server, that entity.
 	for g := range h.mir.All() {
-		if int(g.ID) >= len(t.slots) || t.slots[g.ID].phase == phaseFree || t.entityOf(g.ID) != g.Entity {
+		if !t.inUse(g.ID) || t.entityOf(t.recOf(g.ID)) != g.Entity {
 			h.t.Fatalf("client ghost %d holds entity %d, the server's id %d does not", g.ID, g.Entity, g.ID)
 		}
 	}
@@ -736,26 +734,27 @@ func (h *opsHarness) check() {
 	// RL-5: what the client lacks is dirty or in flight.
 	c := h.carried()
 	tol := h.reg.PosMaxError()
-	for i := range t.slots {
-		s := &t.slots[i]
+	for rc := range uint32(t.live) {
+		s := &t.slots[rc]
 		if s.phase != phaseLive {
 			continue
 		}
-		g, ok := h.mir.Lookup(uint32(i))
-		if !ok || g.Entity != t.entityOf(uint32(i)) {
+		i := t.idOf(rc)
+		g, ok := h.mir.Lookup(i)
+		if !ok || g.Entity != t.entityOf(rc) {
 			h.t.Fatalf("ghost %d live on the server (create delivered) but not on the client", i)
 		}
 		var inFlight uint64
 		for _, m := range c {
-			inFlight |= m[uint32(i)]
+			inFlight |= m[i]
 		}
 		cls := t.classOf(s)
-		want := t.stateOf(uint32(i))
+		want := t.stateOf(rc)
 		for gi := range cls.Groups {
 			grp := &cls.Groups[gi]
 			var differs bool
 			if grp.pos {
-				differs = g.q != *t.qposOf(uint32(i), s)
+				differs = g.q != *t.qposOf(rc, s)
 				for a := range 3 {
 					if math.Abs(g.State.Pos[a]-want.Pos[a]) > tol && !differs {
 						h.t.Fatalf("ghost %d: same code, different position", i)
@@ -765,7 +764,7 @@ func (h *opsHarness) check() {
 				differs = grp.Changed(&g.State, want)
 			}
 			bit := uint64(1) << uint(gi)
-			if differs && t.dirtyAt(uint32(i))&bit == 0 && inFlight&bit == 0 {
+			if differs && t.dirtyAt(i)&bit == 0 && inFlight&bit == 0 {
 				h.t.Fatalf("after op %d: ghost %d group %s differs on the client, is not dirty and not in flight", h.pos, i, grp.Name)
 			}
 		}

@@ -190,10 +190,10 @@ func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 		if err := tab.SetSnapshotView(now, sn, refs); err != nil {
 			t.Fatal(err)
 		}
-		for id := range uint32(tab.top) {
-			s := &tab.slots[id]
+		for rc := range uint32(tab.live) {
+			id, s := tab.idOf(rc), &tab.slots[rc]
 			c := tab.classOf(s)
-			q, yaw := tab.latest(id, s)
+			q, yaw := tab.latest(rc, s)
 			gc := tab.codesOf(s)
 			if gc == nil {
 				t.Fatal("a snapshot's ghost without codes")
@@ -214,11 +214,11 @@ func TestSnapshotCodesWriteEncodeBits(t *testing.T) {
 				wb.Reset(b[:])
 				wa.WriteBits(3, 2)
 				wb.WriteBits(3, 2)
-				errA := tab.writeUpdate(&wa, id, c, mask, width, &pf, q, yaw, gc)
-				errB := tab.writeUpdate(&wb, id, c, mask, width, &pf, q, yaw, nil)
+				errA := tab.writeUpdate(&wa, id, rc, c, mask, width, &pf, q, yaw, gc)
+				errB := tab.writeUpdate(&wb, id, rc, c, mask, width, &pf, q, yaw, nil)
 				if errA != nil || errB != nil || wa.BitLen() != wb.BitLen() || a != b {
 					t.Fatalf("tick %d ghost %d (%s, %+v) mask %b: from codes %d bits %x (%v), by Encode %d bits %x (%v)",
-						tick, id, c.Name, *tab.stateOf(id), mask, wa.BitLen(), a, errA, wb.BitLen(), b, errB)
+						tick, id, c.Name, *tab.stateOf(rc), mask, wa.BitLen(), a, errA, wb.BitLen(), b, errB)
 				}
 				if mask&c.coded != 0 {
 					coded++
@@ -381,8 +381,8 @@ func TestSealCodesAfterABadEntry(t *testing.T) {
 		var wa, wb bitstream.Writer
 		wa.Reset(a[:])
 		wb.Reset(b[:])
-		errA := tab.writeUpdate(&wa, 0, pc, pc.all, 1, &pf, q, yaw, tab.codesOf(s0))
-		errB := tab.writeUpdate(&wb, 0, pc, pc.all, 1, &pf, q, yaw, nil)
+		errA := tab.writeUpdate(&wa, 0, 0, pc, pc.all, 1, &pf, q, yaw, tab.codesOf(s0))
+		errB := tab.writeUpdate(&wb, 0, 0, pc, pc.all, 1, &pf, q, yaw, nil)
 		if errA != nil || errB != nil || wa.BitLen() != wb.BitLen() || a != b {
 			t.Fatalf("snapshot %d: from codes %d bits %x (%v), by Encode %d bits %x (%v)", k, wa.BitLen(), a, errA, wb.BitLen(), b, errB)
 		}

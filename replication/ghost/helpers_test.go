@@ -425,25 +425,60 @@ func (w *world) mutate(i int) {
 
 func (w *world) view() []ViewEntry { return slices.Clone(w.ents) }
 
+// checkRecords verifies the records and idm: the records [0, live) are
+// the ghosts in use, each of its own id, marked used in the bitmap, and
+// no other id is; top and hint are what allocID and IDWidth take them
+// for; and the per-record arrays are of one length.
+func checkRecords(t *Table) error {
+	n := len(t.slots)
+	if len(t.pos) != n || len(t.lastField) != n*int(t.stride) || int(t.live) > n || len(t.idm) < n {
+		return fmt.Errorf("records: %d slots, %d tracks, %d sequences of %d, %d live, idm %d", n, len(t.pos), len(t.lastField), t.stride, t.live, len(t.idm))
+	}
+	used := t.usedIDs()
+	ids := map[uint32]uint32{}
+	top := 0
+	for rc := range uint32(t.live) {
+		id := t.idOf(rc)
+		if o, dup := ids[id]; dup {
+			return fmt.Errorf("id %d is records %d and %d", id, o, rc)
+		}
+		ids[id] = rc
+		if int(id/16) >= len(used) || used[id/16]&(1<<(id%16)) == 0 {
+			return fmt.Errorf("id %d (record %d) not marked used", id, rc)
+		}
+		top = max(top, int(id)+1)
+	}
+	marked := 0
+	for w, b := range used {
+		marked += bits.OnesCount16(b)
+		if w < int(t.hint) && b != 1<<16-1 {
+			return fmt.Errorf("bitmap word %d has a free id, below hint %d", w, t.hint)
+		}
+	}
+	if marked != int(t.live) || top != int(t.top) {
+		return fmt.Errorf("%d ids marked, top %d; table says %d live, top %d", marked, top, t.live, t.top)
+	}
+	return nil
+}
+
 // checkInvariants verifies the table's internal consistency: id allocation,
-// the entity map, and the per-ghost in-flight bookkeeping against the
-// transmission records. It is the oracle of the property and fuzz tests.
+// the records and idm, the entity map, and the per-ghost in-flight
+// bookkeeping against the transmission records. It is the oracle of the
+// property and fuzz tests.
 func checkInvariants(t *Table) error {
-	live, top, pend := 0, 0, 0
-	for i := range t.slots {
-		s := &t.slots[i]
+	if err := checkRecords(t); err != nil {
+		return err
+	}
+	pend := 0
+	for rc := range uint32(t.live) {
+		s := &t.slots[rc]
+		i := t.idOf(rc)
 		if s.wants() {
 			pend++
 		}
-		used := i/64 < len(t.used) && t.used[i/64]&(1<<uint(i%64)) != 0
-		if used != (s.phase != phaseFree) {
-			return fmt.Errorf("id %d: used bit %v, phase %d", i, used, s.phase)
-		}
 		if s.phase == phaseFree {
-			continue
+			return fmt.Errorf("id %d (record %d): free, below live %d", i, rc, t.live)
 		}
-		live++
-		top = i + 1
 		if s.phase == phaseLive && !s.has(flCreated) {
 			return fmt.Errorf("id %d live but not created", i)
 		}
@@ -453,11 +488,11 @@ func checkInvariants(t *Table) error {
 		if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
 			return fmt.Errorf("id %d: killing, never held by the client, nothing in flight: should be free", i)
 		}
-		id, ok := t.idxGet(t.entityOf(uint32(i)))
+		got, ok := t.idxGet(t.entityOf(rc))
 		switch {
-		case s.phase != phaseKilling && (!ok || id != uint32(i)):
-			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.entityOf(uint32(i)), s.phase)
-		case s.has(flKillInFlight) && ok && id == uint32(i):
+		case s.phase != phaseKilling && (!ok || got != rc):
+			return fmt.Errorf("id %d (entity %d, phase %d) not in the entity map", i, t.entityOf(rc), s.phase)
+		case s.has(flKillInFlight) && ok && got == rc:
 			return fmt.Errorf("id %d: kill in flight but still mapped", i)
 		}
 	}
@@ -465,9 +500,6 @@ func checkInvariants(t *Table) error {
 		// Pending answers from npend: a count below the truth stalls a
 		// connection's replication, one above sends empty packets.
 		return fmt.Errorf("%d ghosts want to send, npend says %d", pend, t.npend)
-	}
-	if live != int(t.live) || top != int(t.top) {
-		return fmt.Errorf("live %d top %d, table says %d %d", live, top, t.live, t.top)
 	}
 	mapped := 0
 	for i := range t.idx.buckets() {
@@ -477,11 +509,11 @@ func checkInvariants(t *Table) error {
 		}
 		id := v - 1
 		mapped++
-		if int(id) >= len(t.slots) || t.slots[id].phase == phaseFree {
-			return fmt.Errorf("entity index holds id %d which is free", id)
+		if int32(id) >= t.live {
+			return fmt.Errorf("entity index holds record %d, free (%d live)", id, t.live)
 		}
 		if got, ok := t.idxGet(t.entityOf(id)); !ok || got != id {
-			return fmt.Errorf("entity index holds id %d (entity %d) but finds %d, %v", id, t.entityOf(id), got, ok)
+			return fmt.Errorf("entity index holds record %d (entity %d) but finds %d, %v", id, t.entityOf(id), got, ok)
 		}
 	}
 	if mapped != int(t.idx.n) {
@@ -511,10 +543,10 @@ func checkInvariants(t *Table) error {
 		for j := 0; j < int(p.n); j++ {
 			ei := int(p.start) + j
 			e := t.ents[ei]
-			kk := key{e.id()}
-			if int(e.id()) >= len(t.slots) || t.slots[e.id()].phase == phaseFree {
-				return fmt.Errorf("packet %d carries a record of id %d, which is free", p.seq, e.id())
+			if int32(e.rec()) >= t.live {
+				return fmt.Errorf("packet %d carries a record of record %d, which is free (%d live)", p.seq, e.rec(), t.live)
 			}
+			kk := key{t.idOf(e.rec())}
 			inflight[kk]++
 			switch e.kind() {
 			case recCreate:
@@ -522,7 +554,7 @@ func checkInvariants(t *Table) error {
 			case recKill:
 				kills[kk]++
 			}
-			if s := &t.slots[e.id()]; t.entMask(ei, e)&t.classOf(s).posBit != 0 {
+			if s := &t.slots[e.rec()]; t.entMask(ei, e)&t.classOf(s).posBit != 0 {
 				poss[kk]++
 				if stamp(t.viewMS).sub(p.t) <= posFlightAge {
 					recent[kk]++ // not forgotten by a rebase (rebasePositions)
@@ -533,12 +565,10 @@ func checkInvariants(t *Table) error {
 	if ents != int(t.entLen) {
 		return fmt.Errorf("records hold %d entries, table says %d", ents, t.entLen)
 	}
-	for i := range t.slots {
-		s := &t.slots[i]
-		if s.phase == phaseFree {
-			continue
-		}
-		kk := key{uint32(i)}
+	for rc := range uint32(t.live) {
+		s := &t.slots[rc]
+		i := t.idOf(rc)
+		kk := key{i}
 		if inflight[kk] != s.inflight {
 			return fmt.Errorf("id %d: inflight %d, records say %d", i, s.inflight, inflight[kk])
 		}
@@ -548,13 +578,13 @@ func checkInvariants(t *Table) error {
 		if (kills[kk] > 0) != s.has(flKillInFlight) || kills[kk] > 1 {
 			return fmt.Errorf("id %d: killInFlight %v, records hold %d kills", i, s.has(flKillInFlight), kills[kk])
 		}
-		if n := int(t.pos[i].n()); n > poss[kk] || n < recent[kk] {
+		if n := int(t.pos[rc].n()); n > poss[kk] || n < recent[kk] {
 			return fmt.Errorf("id %d: %d positions tracked in flight, records say %d (%d of them recent)", i, n, poss[kk], recent[kk])
 		}
 		// The slot's position flags answer what the track would (collect
 		// and posForm read only the flags).
-		if s.posBlocked() == t.posWritable(uint32(i)) {
-			return fmt.Errorf("id %d: position blocked %v (flags %b), the track says writable %v", i, s.posBlocked(), s.fl, t.posWritable(uint32(i)))
+		if s.posBlocked() == t.posWritable(rc) {
+			return fmt.Errorf("id %d: position blocked %v (flags %b), the track says writable %v", i, s.posBlocked(), s.fl, t.posWritable(rc))
 		}
 		if s.has(flKillInFlight) && s.inflight != 1 {
 			return fmt.Errorf("id %d: kill in flight alongside %d other records", i, s.inflight-1)
@@ -566,8 +596,8 @@ func checkInvariants(t *Table) error {
 	for i := range t.pos {
 		tr := &t.pos[i]
 		n := int(tr.n())
-		if t.slots[i].phase == phaseFree && n != 0 {
-			return fmt.Errorf("free id %d tracks %d positions in flight", i, n)
+		if i >= int(t.live) && n != 0 {
+			return fmt.Errorf("free record %d tracks %d positions in flight", i, n)
 		}
 		if n > posRingLen || tr.dn() > 2 || tr.dn() < 2 && tr.gap() != 0 || tr.dn() == 2 && (tr.gap() < 1 || tr.gap() > gapFar) {
 			return fmt.Errorf("id %d: %d in flight, %d delivered %d ms apart", i, n, tr.dn(), tr.gap())
@@ -659,12 +689,12 @@ func checkViewRefs(t *Table) error {
 		return fmt.Errorf("prevSnap held between views")
 	}
 	gone := 0
-	for i := range int(t.top) {
-		s := &t.slots[i]
+	for rc := range uint32(t.live) {
+		s := &t.slots[rc]
+		i := t.idOf(rc)
 		switch {
-		case s.phase == phaseFree:
 		case s.phase == phaseKilling:
-			if s.si&siGone == 0 || int(s.si&siIndex) >= len(t.gone) || t.gone[s.si&siIndex].id != uint32(i) {
+			if s.si&siGone == 0 || int(s.si&siIndex) >= len(t.gone) || t.gone[s.si&siIndex].rc != rc {
 				return fmt.Errorf("id %d left scope, si %#x does not name its gone record", i, s.si)
 			}
 			gone++
@@ -708,4 +738,23 @@ func writerFor(tb testing.TB, reg *Registry) *SnapshotWriter {
 
 // dirtyAt is ghost id's dirty groups (dirtyOf: the slot's word and, past
 // 32 groups, the rest).
-func (t *Table) dirtyAt(id uint32) uint64 { return t.dirtyOf(id, &t.slots[id]) }
+func (t *Table) dirtyAt(id uint32) uint64 { return t.dirtyOf(t.recOf(id), t.slotOf(id)) }
+
+// inUse reports whether ghost id is in use (creating, live or killing).
+func (t *Table) inUse(id uint32) bool {
+	return int32(id) < t.top && t.usedIDs()[id/16]&(1<<(id%16)) != 0
+}
+
+// recOf is the record of ghost id (in use): tests name ghosts by their
+// wire ids, the table by their records.
+func (t *Table) recOf(id uint32) uint32 {
+	for rc := range uint32(t.live) {
+		if t.idOf(rc) == id {
+			return rc
+		}
+	}
+	panic(fmt.Sprintf("ghost %d not in use", id))
+}
+
+// slotOf is the slot of ghost id (in use).
+func (t *Table) slotOf(id uint32) *slot { return &t.slots[t.recOf(id)] }

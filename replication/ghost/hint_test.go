@@ -1,35 +1,41 @@
 package ghost
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 )
 
-// The previous view's order keeps 16 bits of each id: a hint, which
-// viewGhost checks against the slot it names. With more than 2^16 ghosts in
-// scope the hints of the ids past it name other ghosts' slots (id mod 2^16),
-// and those entities must still find their own ghosts — in the same order,
-// and in another — never a neighbour's or a new one.
-func TestViewOrderHintsPast16Bits(t *testing.T) {
+// A Table maps ids and records in 16 bits: it takes MaxGhosts up to 2^16
+// (DefaultMaxGhosts) and refuses more. At 2^16 every id is in use at
+// once: the ids run to 2^16 − 1, the view order's hints (records) name
+// every ghost, in the same order and in another, and the entity past the
+// last id finds none.
+func TestViewOrderHintsAtMaxGhosts(t *testing.T) {
 	reg, _, nc := newTestRegistry(t)
 	cfg := DefaultConfig()
-	cfg.MaxGhosts = 1 << 17
+	cfg.MaxGhosts = maxTableGhosts + 1
+	if _, err := NewTable(reg, cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("MaxGhosts %d: %v, want ErrConfig", cfg.MaxGhosts, err)
+	}
+	cfg.MaxGhosts = maxTableGhosts
 	tab, err := NewTable(reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 1<<16 + 100
-	view := make([]ViewEntry, n)
+	const n = maxTableGhosts
+	view := make([]ViewEntry, n+1)
 	for i := range view {
 		view[i] = ViewEntry{Entity: uint64(i + 1), Class: nc, Priority: 1}
 		view[i].State.Health = 100
 		view[i].State.Name = MustName("wolf")
 	}
 	now := time.Second
-	if err := tab.SetView(now, view); err != nil {
-		t.Fatal(err)
+	if err := tab.SetView(now, view); !errors.Is(err, ErrTooManyGhosts) {
+		t.Fatalf("a view of %d entities: %v, want ErrTooManyGhosts", len(view), err)
 	}
+	view = view[:n]
 	ids := make(map[uint64]uint32, n)
 	for _, e := range view {
 		id, ok := tab.GhostID(e.Entity)
@@ -38,8 +44,8 @@ func TestViewOrderHintsPast16Bits(t *testing.T) {
 		}
 		ids[e.Entity] = id
 	}
-	if id := ids[n]; id < 1<<16 {
-		t.Fatalf("the last entity has id %d: the test lost its point", id)
+	if id := ids[n]; id != n-1 || tab.IDWidth() != 16 {
+		t.Fatalf("the last entity has id %d, width %d: the test lost its point", id, tab.IDWidth())
 	}
 	for k, order := range []string{"same order", "reversed"} {
 		if k == 1 {
@@ -52,9 +58,9 @@ func TestViewOrderHintsPast16Bits(t *testing.T) {
 		if got := tab.Stats().GhostsAssigned; got != n {
 			t.Fatalf("%s: %d ghosts assigned, want %d (no new ones)", order, got, n)
 		}
-		for i, id := range tab.order {
-			if want := ids[view[i].Entity]; uint32(id) != want&(1<<16-1) || tab.entityOf(want) != view[i].Entity {
-				t.Fatalf("%s: view entry %d (entity %d) hints %d, its ghost is %d", order, i, view[i].Entity, id, want)
+		for i, rc := range tab.order {
+			if want := ids[view[i].Entity]; tab.idOf(uint32(rc)) != want || tab.entityOf(uint32(rc)) != view[i].Entity {
+				t.Fatalf("%s: view entry %d (entity %d) hints record %d, its ghost is %d", order, i, view[i].Entity, rc, want)
 			}
 		}
 		if err := checkInvariants(tab); err != nil {

@@ -1,31 +1,33 @@
 package ghost
 
-// entityIndex maps an entity id to the ghost id that holds it on one
-// connection. It is an open-addressing hash set of ghost ids (linear
-// probing, backward-shift deletion) whose keys are not stored: a bucket
-// holds id+1 and the key is read from the table's entityOf(id). 2 bytes
-// a bucket at most 3/4 full (4 once an id past 2^16−2 is held: wide),
-// against ≈ 25 bytes an entry for a map[uint64]uint32 (measured 1.6 KB per
-// player at 1,000 players). The bucket count is any (the room of the
-// buckets' size class, idxBucketsFor), not a power of two: a scope of 97
-// to 150 ghosts took 256 buckets, 512 bytes, where 3/4 full and an eighth
-// of room fit them in 272 to 416 (TestEntityIndexFootprint).
+// entityIndex maps an entity id to the record of the ghost that holds it
+// on one connection (Table.idm: not its wire id). It is an
+// open-addressing hash set of records (linear probing, backward-shift
+// deletion) whose keys are not stored: a bucket holds rc+1 and the key is
+// read from the table's entityOf(rc). 2 bytes a bucket at most 3/4 full
+// (4 once a record past 2^16−2 is held: wide), against ≈ 25 bytes an
+// entry for a map[uint64]uint32 (measured 1.6 KB per player at 1,000
+// players). The bucket count is any (the room of the buckets' size class,
+// idxBucketsFor), not a power of two: a scope of 97 to 150 ghosts took
+// 256 buckets, 512 bytes, where 3/4 full and an eighth of room fit them
+// in 272 to 416 (TestEntityIndexFootprint).
 //
-// An id is only ever in the index under its own entityOf(id), and a
-// table removes it before the id is freed or reused, so the key read
-// through the id is always the one it was inserted under. The zero
+// A record is only ever in the index under its own entityOf(rc), and a
+// table removes it before the record is freed or reused, and renames it
+// when its ghost moves to another record (idxMove), so the key read
+// through the record is always the one it was inserted under. The zero
 // entityIndex is empty and ready to use.
 type entityIndex struct {
-	// b holds the buckets: id+1, 0 for empty; one uint16 each, or while
+	// b holds the buckets: rc+1, 0 for empty; one uint16 each, or while
 	// wide two (low half first).
 	b []uint16
-	n int32 // ids held (< MaxMaxGhosts); 32 bits keep the Table in its size class
-	// wide: an id of 2^16−1 or more was held (ids are the lowest free
-	// ones, so only a scope of that many ghosts gets there), and the
+	n int32 // records held (≤ maxTableGhosts); 32 bits keep the Table in its size class
+	// wide: a record of 2^16−1 or more was held (records are dense, so
+	// only a scope of that many ghosts gets there), and the
 	// buckets have 32 bits since. A scope of the usual tens of ghosts
 	// keeps 2 bytes a bucket.
 	wide bool
-	// hw is the most ids held since the last trim (idxTrim), at most
+	// hw is the most records held since the last trim (idxTrim), at most
 	// 2^16−1: it sits in the struct's padding.
 	hw uint16
 }
@@ -73,7 +75,7 @@ func (x *entityIndex) put(i int, v uint32) {
 	x.b[i] = uint16(v)
 }
 
-// get returns the id holding entity e.
+// idxGet returns the record holding entity e.
 func (t *Table) idxGet(e uint64) (uint32, bool) {
 	x := &t.idx
 	if x.n == 0 {
@@ -91,15 +93,15 @@ func (t *Table) idxGet(e uint64) (uint32, bool) {
 	}
 }
 
-// idxSet maps entity e to id (entityOf(id) is e, or id is not in the index),
-// replacing the id it mapped to before, if any.
-func (t *Table) idxSet(e uint64, id uint32) {
+// idxSet maps entity e to record rc (entityOf(rc) is e, or rc is not in
+// the index), replacing the record it mapped to before, if any.
+func (t *Table) idxSet(e uint64, rc uint32) {
 	x := &t.idx
-	if id >= 1<<16-1 && !x.wide {
+	if rc >= 1<<16-1 && !x.wide {
 		t.idxRebuild(x.buckets(), true)
 	}
 	if (int(x.n)+1)*4 > x.buckets()*3 {
-		// Twice the ids it holds three quarters full (12 at first: 16
+		// Twice the records it holds three quarters full (12 at first: 16
 		// buckets); idxTrim gives back what the scope does not use.
 		t.idxRebuild(idxBucketsFor(max(12, 2*(x.buckets()*3/4)), x.wide), x.wide)
 	}
@@ -107,20 +109,20 @@ func (t *Table) idxSet(e uint64, id uint32) {
 	for i := x.home(e); ; i = nextBucket(i, nb) {
 		v := x.at(i)
 		if v == 0 {
-			x.put(i, id+1)
+			x.put(i, rc+1)
 			x.n++
 			x.hw = max(x.hw, uint16(min(x.n, 1<<16-1)))
 			return
 		}
-		if v-1 == id || t.entityOf(v-1) == e {
-			x.put(i, id+1)
+		if v-1 == rc || t.entityOf(v-1) == e {
+			x.put(i, rc+1)
 			return
 		}
 	}
 }
 
-// idxDel removes entity e if it maps to id.
-func (t *Table) idxDel(e uint64, id uint32) {
+// idxDel removes entity e if it maps to record rc.
+func (t *Table) idxDel(e uint64, rc uint32) {
 	x := &t.idx
 	if x.n == 0 {
 		return
@@ -133,7 +135,7 @@ func (t *Table) idxDel(e uint64, id uint32) {
 			return
 		}
 		if t.entityOf(v-1) == e {
-			if v-1 != id {
+			if v-1 != rc {
 				return
 			}
 			break
@@ -161,8 +163,27 @@ func (t *Table) idxDel(e uint64, id uint32) {
 	}
 }
 
+// idxMove makes the index name record to where it named record from,
+// entity e's ghost (moveRecord), if it holds it.
+func (t *Table) idxMove(e uint64, from, to uint32) {
+	x := &t.idx
+	if x.n == 0 {
+		return
+	}
+	nb := x.buckets()
+	for i := x.home(e); ; i = nextBucket(i, nb) {
+		switch x.at(i) {
+		case 0:
+			return
+		case from + 1:
+			x.put(i, to+1)
+			return
+		}
+	}
+}
+
 // idxRebuild gives the index n buckets (more than it holds), 32-bit ones
-// if wide, and reinserts every id.
+// if wide, and reinserts every record.
 func (t *Table) idxRebuild(n int, wide bool) {
 	old := t.idx
 	x := &t.idx
@@ -185,7 +206,7 @@ func (t *Table) idxRebuild(n int, wide bool) {
 	}
 }
 
-// idxBucketsFor is the bucket count for n ids: at least 16, that holds
+// idxBucketsFor is the bucket count for n records: at least 16, that holds
 // them three quarters full, and the rest of its size class's room (the
 // heap's block holds it either way).
 func idxBucketsFor(n int, wide bool) int {
@@ -196,7 +217,7 @@ func idxBucketsFor(n int, wide bool) int {
 	return roomFor(max((4*n+2)/3, 16), size)
 }
 
-// idxTrim gives the index the buckets for the most ids it held since the
+// idxTrim gives the index the buckets for the most records it held since the
 // last trim and an eighth more, once that is an eighth fewer than it has:
 // the buckets of a peak of ghosts in scope (a crowd the player walked
 // through, or a few entering before the leaving ones' kills went out) and

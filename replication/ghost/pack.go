@@ -42,7 +42,7 @@ const (
 
 // Priority buckets. Selection never sorts: every candidate goes into one of
 // a fixed set of log-scale buckets (4 per octave), and the packet is filled
-// from the highest non-empty bucket down; within a bucket, lower ids first.
+// from the highest non-empty bucket down; within a bucket, lower records first.
 // Tiers, highest first (checklist RP-12: scope changes before updates):
 //
 //   - kills;
@@ -156,7 +156,7 @@ type packScratch struct {
 	nonEmpty [bucketWords]uint64
 	scratch  bitstream.Writer
 	sbuf     [MaxPacketBytes + 8]byte
-	pressed  []uint64           // bitset by id: in the overdue tier only because ConfirmDeadline presses it
+	pressed  []uint64           // bitset by record: in the overdue tier only because ConfirmDeadline presses it
 	vq       [][3]uint32        // SetView: the view's quantized positions
 	carry    []carried          // SetSnapshotView: the carried states being gathered
 	spill    [orderSpill]uint16 // SetSnapshotView: the previous view's hints not yet passed (spillHints)
@@ -297,7 +297,9 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 }
 
 // collect buckets every ghost that has something to send; it returns how
-// many.
+// many. The buckets name ghosts by their records (i, from the last
+// down), as every step of the fill does until a record's wire id is
+// written (idOf).
 //
 // collectRun buckets the live ghosts with groups dirty that may go now,
 // the usual and the overdue, on a few of the slot's fields, in a loop
@@ -308,10 +310,10 @@ func (t *Table) Write(w *bitstream.Writer, seq uint64, now time.Duration) (int, 
 // arms (≈ 60 instructions a usual ghost).
 func (p *packer) collect(t *Table, now msTime) int {
 	k := t.cfg
-	if top := int(t.top); len(p.next) < top {
-		p.next = append(p.next, make([]int32, top-len(p.next))...)
+	if live := int(t.live); len(p.next) < live {
+		p.next = append(p.next, make([]int32, live-len(p.next))...)
 	}
-	if w := (int(t.top) + 63) / 64; len(p.pressed) < w {
+	if w := (int(t.live) + 63) / 64; len(p.pressed) < w {
 		p.pressed = append(p.pressed, make([]uint64, w-len(p.pressed))...)
 	}
 	clear(p.pressed)
@@ -338,7 +340,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 		ps.resendLim = math.MaxInt32
 	}
 	n := 0
-	for i := int(t.top) - 1; i >= 0; i-- {
+	for i := int(t.live) - 1; i >= 0; i-- {
 		if i, n = p.collectRun(t, i, n, nowMS, lateLim); i < 0 {
 			break
 		}
@@ -365,14 +367,11 @@ func (p *packer) collectRun(t *Table, i, n int, nowMS, lateLim int32) (int, int)
 	// grownB holds the ages below MaxStaleness (fewer past maxGrownB):
 	// an age it holds is neither overdue nor computed.
 	grownB := t.cfg.grownB[:min(len(t.cfg.grownB), int(max(t.cfg.maxStaleMS, 0)))]
-	slots := t.slots[:t.top]
+	slots := t.slots[:t.live]
 	next := ps.next[:len(slots)]
 	for ; uint(i) < uint(len(slots)); i-- {
 		s := &slots[i]
 		if s.phase != phaseLive {
-			if s.phase == phaseFree {
-				continue
-			}
 			return i, n
 		}
 		sent := nowMS - int32(s.sentAt)
@@ -687,11 +686,11 @@ func (ps *packScratch) nextChain() int32 {
 // would live across fillUsual's call.
 //
 //go:noinline
-func (p *packer) otherRecord(t *Table, id uint32) int {
+func (p *packer) otherRecord(t *Table, rc uint32) int {
 	ps := p.packScratch
 	sw := &ps.scratch
 	mark := sw.BitLen()
-	r := t.writeRecord(sw, id, ps.useq, ps.unow, ps.uwidth, ps.ubudget)
+	r := t.writeRecord(sw, rc, ps.useq, ps.unow, ps.uwidth, ps.ubudget)
 	switch {
 	case r == recMiss:
 		sw.Truncate(mark)
@@ -727,7 +726,7 @@ const (
 // any other record. It writes into the packer's scratch, for the packet
 // fill set there (useq, unow, uwidth, ubudget).
 //
-// It writes ghost i's record and goes on down i's bucket chain (next, as
+// It writes the record of the ghost of record i and goes on down i's bucket chain (next, as
 // collect linked it) and the buckets after it (nextChain) while the
 // records are written; it returns -1 and recWritten when every bucket is
 // walked, or the first ghost whose record was not written with its
@@ -738,12 +737,12 @@ const (
 // PumpCrowd −2.0 % instructions).
 func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 	for {
-		id := uint32(i)
-		s := &t.slots[id]
+		rc := uint32(i)
+		s := &t.slots[rc]
 		if s.phase != phaseLive || s.fl&(flPosNow|flPosFull) != 0 || s.si&siCarry != 0 { // t.snapMode: fill's test
 			return i, recOther
 		}
-		tr := &t.pos[id]
+		tr := &t.pos[rc]
 		if tr.meta&(3<<metaDnShift) == 0 || t.pp.wide {
 			return i, recOther // none delivered (absolute), or wide
 		}
@@ -767,7 +766,7 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 				return i, recOther // absolute
 			}
 		} else {
-			d0, d1, d2, ok := t.flightDeltas(tr, id, q, ql, rest)
+			d0, d1, d2, ok := t.flightDeltas(tr, rc, q, ql, rest)
 			if !ok {
 				return i, recOther // posSame
 			}
@@ -801,6 +800,7 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 		// The run, as writeRecord gathers it, into the packer's scratch for
 		// its packet (fillUsual's or fill's fields).
 		w, width, budget := &ps.scratch, ps.uwidth, ps.ubudget
+		id := t.idOf(rc)
 		var rv uint64
 		var rn uint
 		if mask == pl.def {
@@ -847,7 +847,7 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 		// Commit: writeRecord's for an update carrying its position, pushed
 		// on the track's own room (n 0).
 		seq, now := ps.useq, ps.unow
-		t.addEntry(id, recUpdate, mask)
+		t.addEntry(rc, recUpdate, mask)
 		s.inflight++
 		s.sentAt, s.since = now, now
 		// Indexed from the ghost's base, not through a slice from it (its
@@ -861,21 +861,21 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 			s.lf[1] = uint8(seq)
 		}
 		if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
-			lfs, lb := t.lastField, int(id)*int(t.stride)-lfSlot
+			lfs, lb := t.lastField, int(rc)*int(t.stride)-lfSlot
 			for ; m != 0; m &= m - 1 {
 				lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
 			}
 		}
 		if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-			t.ageGhost(id, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
+			t.ageGhost(rc, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
 		}
 		if !flight {
 			tr.fq, tr.ft[0] = ql, pstamp(t.viewMS) // pushOwn's, n 0
 			tr.meta += metaN1
 			s.fl |= flPosNow // flPosFull stays clear: one in flight
 		} else {
-			if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
-				tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+			if !tr.pushOwn(&t.pp, rc, stamp(t.viewMS), ql) {
+				tr.pushLo(&t.pp, rc, stamp(t.viewMS), q, ql)
 			}
 			s.fl |= flPosNow
 			s.set(flPosFull, tr.full())
@@ -1044,27 +1044,28 @@ func (ps *packScratch) writeUsualRuns(c *Class, hn uint, gc *[snapCodes]uint64, 
 // flightDeltas is writeUsual's position for a track with positions in
 // flight (a server whose fates come after its next Write), coded as
 // posForm codes it (form1, or the general walk); ok false for posSame.
-func (t *Table) flightDeltas(tr *posTrack, id uint32, q *[3]uint32, ql uint64, rest uint8) (d0, d1, d2 uint64, ok bool) {
+func (t *Table) flightDeltas(tr *posTrack, rc uint32, q *[3]uint32, ql uint64, rest uint8) (d0, d1, d2 uint64, ok bool) {
 	var d [3]uint64
 	if tr.fast1(&t.pp) {
 		if tr.form1(&t.pp, q, ql, stamp(t.viewMS), &t.reg.q.lim, rest == 0, &d) {
 			return 0, 0, 0, false
 		}
-	} else if tr.formN(&t.pp, id, q, ql, stamp(t.viewMS), &t.reg.q.lim, rest == 0, &d) {
+	} else if tr.formN(&t.pp, rc, q, ql, stamp(t.viewMS), &t.reg.q.lim, rest == 0, &d) {
 		return 0, 0, 0, false
 	}
 	return d[0], d[1], d[2], true
 }
 
-// writeRecord writes ghost id's record into w within budget and, if it fit,
+// writeRecord writes the record of the ghost of record rc into w within budget and, if it fit,
 // commits it to the table and the packet's transmission record.
-func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTime, width uint, budget int) int {
-	s := &t.slots[id]
+func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTime, width uint, budget int) int {
+	id := t.idOf(rc)
+	s := &t.slots[rc]
 	// What the ghost wants (npend) changes with the commit of a create or
 	// kill (now in flight), and with an update's dirty groups (its phase is
 	// live throughout): dirty0 is where they started, dirty where they
 	// are (setDirty keeps the slot's).
-	dirty0 := t.dirtyOf(id, s)
+	dirty0 := t.dirtyOf(rc, s)
 	dirty := dirty0
 	c := t.classOf(s)
 	var kind uint8
@@ -1079,9 +1080,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		err = w.WriteBits(uint64(id)|kindKill<<width, width+kindKillLen)
 	case phaseCreating:
 		kind, mask = recCreate, c.all
-		err = t.writeCreate(w, id, s, c, width)
+		err = t.writeCreate(w, id, rc, s, c, width)
 		if pushPos = c.posIdx >= 0; pushPos {
-			q = t.qposOf(id, s)
+			q = t.qposOf(rc, s)
 			ql = t.pp.packLo(q)
 		}
 	default:
@@ -1089,7 +1090,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		mask = dirty & c.all
 		resend := mask == 0
 		if resend {
-			mask = t.unconfirmed(id, s, c)
+			mask = t.unconfirmed(rc, s, c)
 		}
 		// Where the view left the position, yaw code and group codes:
 		// looked up once for the posForm, the update and the position's
@@ -1102,11 +1103,11 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			v := &sn.vw[s.si]
 			q, yaw, gc = &v.qpos, v.yawQ, &v.gc
 		} else {
-			q, yaw = t.latest(id, s)
+			q, yaw = t.latest(rc, s)
 		}
 		var pf posForm
 		if mask&c.posBit != 0 {
-			if tr := &t.pos[id]; tr.meta>>metaDnShift == 2 && !t.pp.wide && !s.posBlocked() {
+			if tr := &t.pos[rc]; tr.meta>>metaDnShift == 2 && !t.pp.wide && !s.posBlocked() {
 				// posForm's way for the server's track (n 0, dn 2) written
 				// out: no posForm frame a record. The other tracks, and a
 				// blocked position, go by posForm (the same answers: the
@@ -1129,12 +1130,12 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 					}
 				}
 			} else {
-				t.posForm(id, s, q, &pf)
+				t.posForm(rc, s, q, &pf)
 			}
 			switch pf.kind {
 			case posSame: // every value the client may show equals it
 				dirty &^= c.posBit
-				t.setDirty(id, s, dirty)
+				t.setDirty(rc, s, dirty)
 				mask &^= c.posBit
 			case posLater:
 				mask &^= c.posBit
@@ -1192,7 +1193,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if run {
 			err = w.WriteBits(rv, rn)
 		} else {
-			err = t.writeUpdate(w, id, c, mask, width, &pf, q, yaw, gc)
+			err = t.writeUpdate(w, id, rc, c, mask, width, &pf, q, yaw, gc)
 		}
 		pushPos = mask&c.posBit != 0
 		ql = pf.ql // posForm's: it sends the position (posSend)
@@ -1216,19 +1217,19 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		return recMiss
 	}
 	// Commit.
-	t.addEntry(id, kind, mask)
+	t.addEntry(rc, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
 	for m := mask; m != 0; m &= m - 1 {
-		t.setFieldSeq(id, s, bits.TrailingZeros64(m), uint8(seq))
+		t.setFieldSeq(rc, s, bits.TrailingZeros64(m), uint8(seq))
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
-		t.ageGhost(id, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
+		t.ageGhost(rc, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
 	if pushPos {
-		tr := &t.pos[id]
-		if !tr.pushOwn(&t.pp, id, stamp(t.viewMS), ql) {
-			tr.pushLo(&t.pp, id, stamp(t.viewMS), q, ql)
+		tr := &t.pos[rc]
+		if !tr.pushOwn(&t.pp, rc, stamp(t.viewMS), ql) {
+			tr.pushLo(&t.pp, rc, stamp(t.viewMS), q, ql)
 		}
 		s.fl |= flPosNow
 		s.set(flPosFull, tr.full())
@@ -1246,7 +1247,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 			t.npend-- // a killing ghost wants to send its kill until it is in flight
 		}
 		s.fl |= flKillInFlight
-		t.idxDel(t.entityOf(id), id) // a re-entry from now on gets a new id
+		t.idxDel(t.entityOf(rc), rc) // a re-entry from now on gets a new ghost
 		t.stats.Kills++
 		if t.stats.Kills == 0 {
 			t.rareOf().statsWraps.Kills++
@@ -1257,7 +1258,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		}
 		s.fl |= flCreateInFlight
 		s.ackBack = 1 // nothing of this incarnation is confirmed yet (seq − 1)
-		t.setDirty(id, s, 0)
+		t.setDirty(rc, s, 0)
 		t.stats.Creates++
 		if t.stats.Creates == 0 {
 			t.rareOf().statsWraps.Creates++
@@ -1270,7 +1271,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 		if s.restCopies > 0 {
 			dirty |= c.posBit // the second rest marker goes with the next view
 		}
-		t.setDirty(id, s, dirty)
+		t.setDirty(rc, s, dirty)
 		t.redirty(dirty0, dirty)
 	}
 	return recWritten
@@ -1278,14 +1279,14 @@ func (t *Table) writeRecord(w *bitstream.Writer, id uint32, seq uint64, now msTi
 
 // unconfirmed returns the groups whose newest sent value is in a packet not
 // known delivered (newer than the newest delivered packet of the ghost).
-func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
+func (t *Table) unconfirmed(rc uint32, s *slot, c *Class) uint64 {
 	// Distances back from the ghost's newest record: a group is
 	// unconfirmed if its newest carrier is nearer than the newest delivered
 	// one. Groups fieldOld or more back count as confirmed (fieldSeqs).
 	ack, last := uint32(s.ackBack), uint8(s.lastSeq) // ack at most fieldOld
 	var m uint64
 	for i := range c.Groups {
-		if uint32(last-t.fieldSeq(id, s, i)) < ack {
+		if uint32(last-t.fieldSeq(rc, s, i)) < ack {
 			m |= 1 << uint(i)
 		}
 	}
@@ -1293,7 +1294,7 @@ func (t *Table) unconfirmed(id uint32, s *slot, c *Class) uint64 {
 }
 
 // Per-group sequences: 8 bits of each, groups 0 and 1's in the slot
-// (slot.lf), the rest in lastField (5 bytes an id for the shipped
+// (slot.lf), the rest in lastField (5 bytes a record for the shipped
 // classes' 7 groups; 14 with 16 bits, all in lastField). The
 // full number is the ghost's newest record's (slot.lastSeq, 32 bits) minus
 // a distance below 2^8, which holds as follows.
@@ -1325,30 +1326,30 @@ const (
 // groups 0 and 1; lastField keeps the rest.
 const lfSlot = 2
 
-// fieldSeq is ghost id's per-group sequence of group g (s is its slot).
-func (t *Table) fieldSeq(id uint32, s *slot, g int) uint8 {
+// fieldSeq is the ghost of record rc's per-group sequence of group g (s is its slot).
+func (t *Table) fieldSeq(rc uint32, s *slot, g int) uint8 {
 	if g < lfSlot {
 		return s.lf[g]
 	}
-	return t.lastField[int(id)*int(t.stride)+g-lfSlot]
+	return t.lastField[int(rc)*int(t.stride)+g-lfSlot]
 }
 
-// setFieldSeq sets ghost id's per-group sequence of group g to v (s is
+// setFieldSeq sets the ghost of record rc's per-group sequence of group g to v (s is
 // its slot).
-func (t *Table) setFieldSeq(id uint32, s *slot, g int, v uint8) {
+func (t *Table) setFieldSeq(rc uint32, s *slot, g int, v uint8) {
 	if g < lfSlot {
 		s.lf[g] = v
 		return
 	}
-	t.lastField[int(id)*int(t.stride)+g-lfSlot] = v
+	t.lastField[int(rc)*int(t.stride)+g-lfSlot] = v
 }
 
-// ageGhost is ageFields over ghost id's n groups: the slot's and
+// ageGhost is ageFields over the n groups of the ghost of record rc: the slot's and
 // lastField's (s is its slot).
-func (t *Table) ageGhost(id uint32, s *slot, n int, last, seq uint32, mask uint64) {
+func (t *Table) ageGhost(rc uint32, s *slot, n int, last, seq uint32, mask uint64) {
 	ageFields(s.lf[:min(n, lfSlot)], last, seq, mask)
 	if n > lfSlot {
-		lb := int(id) * int(t.stride)
+		lb := int(rc) * int(t.stride)
 		ageFields(t.lastField[lb:lb+n-lfSlot], last, seq, mask>>lfSlot)
 	}
 }
@@ -1383,13 +1384,13 @@ const (
 	posLater // cannot go now: too many positions in flight, or one already went in this view
 )
 
-// posWritable reports whether ghost id's position may be written now: fewer
+// posWritable reports whether the position of the ghost of record rc may be written now: fewer
 // than posRingLen positions in flight and none yet from the current view
 // (the prediction needs every value the client may hold to be older than
 // the one it codes). The slot's flags say so (posBlocked); this is the
 // track's own answer, which they must agree with (tests).
-func (t *Table) posWritable(id uint32) bool {
-	tr := &t.pos[id]
+func (t *Table) posWritable(rc uint32) bool {
+	tr := &t.pos[rc]
 	if tr.full() {
 		return false
 	}
@@ -1397,15 +1398,15 @@ func (t *Table) posWritable(id uint32) bool {
 	return !ok || ts.sub(pstamp(t.viewMS)) < 0
 }
 
-// posForm fills pf with how an update sends the position q (ghost id's
-// latest): the low k bits of each changed axis (k from the spread of the
+// posForm fills pf with how an update sends the position q (the latest
+// of the ghost of record rc): the low k bits of each changed axis (k from the spread of the
 // client's possible predictions), absolute, or not at all.
-func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
+func (t *Table) posForm(rc uint32, s *slot, q *[3]uint32, pf *posForm) {
 	if s.posBlocked() {
 		pf.kind = posLater
 		return
 	}
-	tr := &t.pos[id]
+	tr := &t.pos[rc]
 	pf.ql = t.pp.packLo(q) // for form1 and the position's push
 	if tr.dn() == 0 {
 		return // absolute (kind posSend, k 0)
@@ -1430,7 +1431,7 @@ func (t *Table) posForm(id uint32, s *slot, q *[3]uint32, pf *posForm) {
 	} else if tr.fast1(&t.pp) { // the usual track: one pass
 		same = tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d)
 	} else {
-		same = t.formWalk(id, tr, q, s.restCopies == 0, pf)
+		same = t.formWalk(rc, tr, q, s.restCopies == 0, pf)
 	}
 	if same {
 		pf.kind = posSame
@@ -1459,8 +1460,8 @@ func (pf *posForm) window() {
 // none of formN's (a larger frame costs the usual way instructions).
 //
 //go:noinline
-func (t *Table) formWalk(id uint32, tr *posTrack, q *[3]uint32, checkSame bool, pf *posForm) bool {
-	return tr.formN(&t.pp, id, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, checkSame, &pf.d)
+func (t *Table) formWalk(rc uint32, tr *posTrack, q *[3]uint32, checkSame bool, pf *posForm) bool {
+	return tr.formN(&t.pp, rc, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, checkSame, &pf.d)
 }
 
 // writePosAbs writes a quantized position absolute, axis by axis.
@@ -1486,14 +1487,14 @@ func writePosAbs(w *bitstream.Writer, q *quant, c *[3]uint32) error {
 // — as writeUpdate writes a group: the position, the yaw code and a
 // snapshot entry's codes from what the view quantized and coded (the same
 // bits as the groups' Encode), the others by their Encode.
-func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, width uint) error {
+func (t *Table) writeCreate(w *bitstream.Writer, id, rc uint32, s *slot, c *Class, width uint) error {
 	if err := w.WriteBits(uint64(id)|kindCreate<<width, width+kindCreateLen); err != nil {
 		return err
 	}
 	if err := w.WriteGamma(uint64(c.ID) + 1); err != nil {
 		return err
 	}
-	if err := writeEntity(w, t.entityOf(id)); err != nil {
+	if err := writeEntity(w, t.entityOf(rc)); err != nil {
 		return err
 	}
 	var q *[3]uint32
@@ -1504,7 +1505,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 		v := &sn.vw[s.si]
 		q, yaw, gc = &v.qpos, v.yawQ, &v.gc
 	} else {
-		q, yaw = t.latest(id, s)
+		q, yaw = t.latest(rc, s)
 	}
 	var st *State
 	for i := range c.Groups {
@@ -1521,7 +1522,7 @@ func (t *Table) writeCreate(w *bitstream.Writer, id uint32, s *slot, c *Class, w
 			}
 		default:
 			if st == nil {
-				st = t.encState(id)
+				st = t.encState(rc)
 			}
 			err = g.Encode(w, st)
 		}
@@ -1554,7 +1555,7 @@ func writeEntity(w *bitstream.Writer, e uint64) error {
 // most runMax bits, each one write (the writer's fast path): the same
 // bits, one call instead of three for a usual update, and no Encode call
 // nor read of the state for a coded group.
-func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) error {
+func (t *Table) writeUpdate(w *bitstream.Writer, id, rc uint32, c *Class, mask uint64, width uint, pf *posForm, q *[3]uint32, yaw uint16, gc *[snapCodes]uint64) error {
 	var rv uint64 // the run: rn bits gathered, not yet written
 	var rn uint
 	if mask == c.DefaultMask {
@@ -1586,7 +1587,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 			g := &c.Groups[i]
 			if g.yaw { // a second yaw group
 				if st == nil {
-					st = t.encState(id)
+					st = t.encState(rc)
 				}
 				v, n = g.yc.code(st.Yaw), g.yc.bits
 				break
@@ -1603,7 +1604,7 @@ func (t *Table) writeUpdate(w *bitstream.Writer, id uint32, c *Class, mask uint6
 				err = t.writePosAbsUpdate(w, q)
 			} else {
 				if st == nil {
-					st = t.encState(id)
+					st = t.encState(rc)
 				}
 				err = g.Encode(w, st)
 			}
@@ -1676,12 +1677,13 @@ func (t *Table) beginPacket(seq uint64) int {
 	return i
 }
 
-// addEntry appends a record to the packet being written.
-func (t *Table) addEntry(id uint32, kind uint8, mask uint64) {
+// addEntry appends a record of the ghost of record rc to the packet being
+// written.
+func (t *Table) addEntry(rc uint32, kind uint8, mask uint64) {
 	// uint32: the 32-bit sum needs no sign extension to index. The store
 	// has room (fill made it: entRoom).
 	i := uint32(t.entHead + t.entLen)
-	t.ents[i] = mkEntry(id, kind, mask)
+	t.ents[i] = mkEntry(rc, kind, mask)
 	if t.wide {
 		t.rare.wd.entHi[i] = mask >> entMaskBits
 	}

@@ -113,7 +113,7 @@ func quietGhostCase(t *testing.T, gap, start time.Duration, snap, tick, lateFate
 	if !ok {
 		t.Fatal("the ghost is gone")
 	}
-	s := &d.tab.slots[id]
+	s := d.tab.slotOf(id)
 	nowMS := d.tab.msOf(d.now)
 	if s.phase != phaseLive || d.tab.dirtyAt(id)&slow.posBit == 0 || s.posBlocked() || nowMS.ms(s.sentAt) < slow.minMS {
 		t.Fatalf("after the gap: phase %d, dirty %b, flags %b, %d ms since its last record: not the case tested", s.phase, s.dirty, s.fl, nowMS.ms(s.sentAt))

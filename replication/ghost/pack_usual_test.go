@@ -94,9 +94,9 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 			view = ents[:n-5]
 		}
 		killing = killing[:0]
-		for id := range tb.slots[:tb.top] {
-			if tb.slots[id].phase == phaseKilling {
-				killing = append(killing, uint32(id))
+		for rc := range uint32(tb.live) {
+			if tb.slots[rc].phase == phaseKilling {
+				killing = append(killing, tb.idOf(rc))
 			}
 		}
 		if err := ta.SetView(now, view); err != nil {
@@ -115,7 +115,7 @@ func TestWriteUsualIsWriteRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range killing {
-			if tb.slots[id].phase == phaseLive {
+			if tb.inUse(id) && tb.slotOf(id).phase == phaseLive {
 				unkills++ // re-entered before its kill went out
 			}
 		}
@@ -241,17 +241,17 @@ func TestReentryOutsideTheSnapshot(t *testing.T) {
 	round(false, a, b) // and is back before its kill went out
 	ida, _ := ta.idxGet(2)
 	idb, _ := tb.idxGet(2)
-	sa, sb := &ta.slots[ida], &tb.slots[idb]
+	sa, sb := ta.slotOf(ida), tb.slotOf(idb)
 	if sa.phase != phaseLive || sb.phase != phaseLive {
 		t.Fatalf("b re-entered as phase %d (entry views), %d (snapshot views), want live: the case is not tested", sa.phase, sb.phase)
 	}
 	want := uint64(1) << uint(pc.yawIdx)
 	// The yaw went out in the packet just written (nothing else of b
 	// was dirty): entry views have nothing left, snapshot views the rest.
-	if got := ta.unconfirmed(ida, sa, pc) | ta.dirtyAt(ida); got&want == 0 || got&^(want|pc.posBit) != 0 {
+	if got := ta.unconfirmed(ta.recOf(ida), sa, pc) | ta.dirtyAt(ida); got&want == 0 || got&^(want|pc.posBit) != 0 {
 		t.Errorf("entry views: b's unconfirmed or dirty groups %b, want the yaw's %b (and the position)", got, want)
 	}
-	if got := tb.unconfirmed(idb, sb, pc) | tb.dirtyAt(idb); got&pc.all != pc.all {
+	if got := tb.unconfirmed(tb.recOf(idb), sb, pc) | tb.dirtyAt(idb); got&pc.all != pc.all {
 		t.Errorf("snapshot views: b's unconfirmed or dirty groups %b, want every group %b", got, pc.all)
 	}
 	// The return path comes back: the stalled packets are reported lost

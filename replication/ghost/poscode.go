@@ -69,7 +69,7 @@ type posVal struct {
 // ghost's position: the two newest-stamped positions known delivered (the
 // client certainly has them) and the positions in flight (it may have any
 // subset of them). The two oldest in flight are the track's own (fq and
-// posPool.fq1[id], their stamps ft); any newer ones are a circular list of nodes in the table's posPool,
+// posPool.fq1[rc], their stamps ft); any newer ones are a circular list of nodes in the table's posPool,
 // reached through the newest (tail), whose next is the oldest of the list
 // (the third oldest in flight). A server whose fates come within a view
 // or two has one or two in flight when it writes the next (the previous
@@ -88,23 +88,25 @@ type posVal struct {
 // bits): the track's room for a tail went to the 16-bit stamps.
 //
 // Positions are packed as in the pool (posPool.packLo; bits 64 and up, for
-// bounds that need them, in posWide.dhi by id), and the older delivered
+// bounds that need them, in posWide.dhi by record), and the older delivered
 // one's stamp is its distance below the newer's, capped at gapFar. The
 // stamps are 16 bits (pstamp), and the counts and the gap share the meta
-// word. The second oldest in flight is apart, in the pool's per-id fq1
+// word. The second oldest in flight is apart, in the pool's per-record fq1
 // (one a fate late: the usual record and fate touch neither): 32 bytes,
 // half a line, so every track lies in one line (40, with it inline, took
 // 1.375 lines a walk; 48 with a 32-bit stamp each and the tail a field of
 // its own, before). TestPosTrackHotBytes holds this.
+// A track's methods take its ghost's record rc (its index in Table.pos),
+// which keys what the pool keeps of it apart (fq1, wx.dhi).
 // The zero posTrack is empty.
 type posTrack struct {
 	// The stamps and meta first, then the delivered pair, then the oldest
 	// in flight: what the usual record and fate read and write (a
 	// server's track has at most one in flight).
 	t1 pstamp // dq[1]'s stamp
-	// ft[0] is fq's stamp; ft[1] fq1[id]'s (n = 2) or, with n > 2, the
+	// ft[0] is fq's stamp; ft[1] fq1[rc]'s (n = 2) or, with n > 2, the
 	// pool node of the newest in flight (the list's tail; its next is the
-	// list's oldest, the third oldest in flight), which keeps fq1[id]'s
+	// list's oldest, the third oldest in flight), which keeps fq1[rc]'s
 	// stamp (second).
 	ft [2]pstamp
 	// meta holds, from bit 0: the gap (10 bits: dq[1]'s stamp minus
@@ -112,7 +114,7 @@ type posTrack struct {
 	// and n (4 bits: positions in flight, at most posRingLen).
 	meta uint16
 	dq   [2]uint64 // dq[1] newest delivered, dq[0] the one before it (if dn == 2): packed
-	fq   uint64    // the oldest in flight (n ≥ 1), packed; the next (n ≥ 2) is posPool.fq1[id]
+	fq   uint64    // the oldest in flight (n ≥ 1), packed; the next (n ≥ 2) is posPool.fq1[rc]
 }
 
 // ownFlight is how many of a ghost's positions in flight its track holds
@@ -152,7 +154,7 @@ func (p *posTrack) tail() int32 { return int32(p.ft[1]) }
 // (n > ownFlight).
 func (p *posTrack) head(x *posPool) int32 { return x.nodes[p.tail()].next }
 
-// second is fq1[id]'s stamp (n ≥ 2): the track's, or the tail node's.
+// second is fq1[rc]'s stamp (n ≥ 2): the track's, or the tail node's.
 func (p *posTrack) second(x *posPool) pstamp {
 	if p.n() > ownFlight {
 		return x.nodes[p.tail()].ft1
@@ -170,23 +172,23 @@ func (p *posTrack) ownStamp(x *posPool, k int) pstamp {
 
 // own is the k-th oldest position in flight (k < min(n, ownFlight)): the
 // track's own, its stamp on t's line.
-func (p *posTrack) own(x *posPool, id uint32, k int, t stamp) posVal {
+func (p *posTrack) own(x *posPool, rc uint32, k int, t stamp) posVal {
 	v := posVal{t: p.ownStamp(x, k).at(t)}
 	var hi uint32
 	if x.wide {
-		hi = x.wx.dhi[id][2+k]
+		hi = x.wx.dhi[rc][2+k]
 	}
-	x.unpackQ(p.ownQ(x, id, k), hi, &v.q)
+	x.unpackQ(p.ownQ(x, rc, k), hi, &v.q)
 	return v
 }
 
 // ownQ is the k-th oldest position in flight, packed (k < min(n,
 // ownFlight)): the track's fq, or the second's in the pool's fq1.
-func (p *posTrack) ownQ(x *posPool, id uint32, k int) uint64 {
+func (p *posTrack) ownQ(x *posPool, rc uint32, k int) uint64 {
 	if k == 0 {
 		return p.fq
 	}
-	return x.fq1At(id)
+	return x.fq1At(rc)
 }
 
 // gapFar caps posTrack.gap: the older delivered value is more than
@@ -236,11 +238,11 @@ type posPool struct {
 	// most (TestFq1OnlyWhileLate).
 	//
 	// Two forms (fq1At, fq1Ref, setFq1, dropFq1). Sparse first (fq1Log >
-	// 0, len 0: slots and a byte an id, secs): with fates a packet late,
+	// 0, len 0: slots and a byte a record, secs): with fates a packet late,
 	// at the server's shape at 2,000 players, ≈ 14 of 88 ids hold a
-	// second at once, 21 at most (TestFq1ServerShape), so 8 bytes an id
+	// second at once, 21 at most (TestFq1ServerShape), so 8 bytes a record
 	// kept 736 bytes for what 32 slots and 88 bytes hold in 368. Dense
-	// (fq1Log 0: fq1[id], as long as the per-id arrays, Table.resizeIDs)
+	// (fq1Log 0: fq1[rc], as long as the per-record arrays, Table.resizeRecords)
 	// once the slots would take more room than that: where nearly every
 	// ghost holds a second (the tables benchmarks' fates one or three
 	// late). len 0 makes pushOwn and usualRun leave the sparse form to
@@ -266,62 +268,62 @@ type posPool struct {
 	fq1Log uint8
 }
 
-// setFq1 sets ghost id's second position in flight to lo, making fq1 on
+// setFq1 sets ghost rc's second position in flight to lo, making fq1 on
 // its first use (sparse).
-func (x *posPool) setFq1(id uint32, lo uint64) {
+func (x *posPool) setFq1(rc uint32, lo uint64) {
 	x.fq1Used = true
-	x.storeFq1(id, lo)
+	x.storeFq1(rc, lo)
 }
 
 // storeFq1 is setFq1 without marking fq1 used (a promotion: the ghost
 // held a second already).
-func (x *posPool) storeFq1(id uint32, lo uint64) {
-	if int(id) < len(x.fq1) {
-		x.fq1[id] = lo
+func (x *posPool) storeFq1(rc uint32, lo uint64) {
+	if int(rc) < len(x.fq1) {
+		x.fq1[rc] = lo
 		return
 	}
-	x.storeFq1Slow(id, lo)
+	x.storeFq1Slow(rc, lo)
 }
 
 //go:noinline
-func (x *posPool) storeFq1Slow(id uint32, lo uint64) {
+func (x *posPool) storeFq1Slow(rc uint32, lo uint64) {
 	switch {
 	case x.fq1Log != 0:
-		x.secPut(id, lo)
+		x.secPut(rc, lo)
 	case x.fq1 == nil:
-		x.makeSecs(secMinLog, int(id)+1+int(id)/8)
-		x.secPut(id, lo)
-	default: // dense, id past its end: room for id and an eighth more
-		x.makeFq1(roomFor(max(int(id)+1+int(id)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
-		x.fq1[id] = lo
+		x.makeSecs(secMinLog, int(rc)+1+int(rc)/8)
+		x.secPut(rc, lo)
+	default: // dense, rc past its end: room for rc and an eighth more
+		x.makeFq1(roomFor(max(int(rc)+1+int(rc)/8, len(x.fq1)+len(x.fq1)/8, 16), 8))
+		x.fq1[rc] = lo
 	}
 }
 
-// fq1At is ghost id's second position in flight (its track's n ≥ 2):
+// fq1At is ghost rc's second position in flight (its track's n ≥ 2):
 // dense inline, sparse by a call (secGet).
-func (x *posPool) fq1At(id uint32) uint64 {
-	if int(id) < len(x.fq1) {
-		return x.fq1[id]
+func (x *posPool) fq1At(rc uint32) uint64 {
+	if int(rc) < len(x.fq1) {
+		return x.fq1[rc]
 	}
-	return x.secGet(id)
+	return x.secGet(rc)
 }
 
-// fq1Ref is the place of ghost id's second position in flight (its
+// fq1Ref is the place of ghost rc's second position in flight (its
 // track's n ≥ 2): dense inline, sparse by a call (secRef). The general
 // fate and the ring's drop read and write it through this one pointer,
 // so the dense form costs them what its index did.
-func (x *posPool) fq1Ref(id uint32) *uint64 {
-	if int(id) < len(x.fq1) {
-		return &x.fq1[id]
+func (x *posPool) fq1Ref(rc uint32) *uint64 {
+	if int(rc) < len(x.fq1) {
+		return &x.fq1[rc]
 	}
-	return x.secRef(id)
+	return x.secRef(rc)
 }
 
-// dropFq1 forgets ghost id's second position in flight (its track keeps
+// dropFq1 forgets ghost rc's second position in flight (its track keeps
 // none now): the sparse form's entry goes; the dense form's stays, unread.
-func (x *posPool) dropFq1(id uint32) {
+func (x *posPool) dropFq1(rc uint32) {
 	if x.fq1Log != 0 {
-		x.secDel(id)
+		x.secDel(rc)
 	}
 }
 
@@ -332,14 +334,14 @@ func (x *posPool) makeFq1(n int) {
 }
 
 // The sparse form of fq1 (posPool.fq1Log > 0): a slab of S = 1<<fq1Log
-// values (S ≤ secMaxSlots) and a byte an id naming its value's slot (slot
+// values (S ≤ secMaxSlots) and a byte a record naming its value's slot (slot
 // + 1; 0: none), in fq1's words (fq1[:cap]): the values [0, S), a free
 // bitmap of S bits (one word a 64), a word of counts (secMeta), then the
-// ids' bytes, eight a word, for the ids up to the largest held and an
+// records' bytes, eight a word, for the records up to the largest held and an
 // eighth more. A second a packet late is one byte and one slot set at its
 // write and cleared at its fate (no hashing, no probing: ≈ 5 times fewer
-// instructions than an open-addressed map by id); 1 byte an id and 8 a
-// second in flight, not 8 an id.
+// instructions than an open-addressed map by record); 1 byte a record and 8 a
+// second in flight, not 8 a record.
 const (
 	secMinLog   = 4   // 16 slots
 	secMaxSlots = 128 // a slot's byte holds slot + 1
@@ -356,29 +358,29 @@ const (
 func secField(m uint64, f uint) int { return int(m >> f & 0xffff) }
 
 // secs is the sparse form's words and where its parts start: the free
-// bitmap (at S), the counts and the ids' bytes.
+// bitmap (at S), the counts and the records' bytes.
 func (x *posPool) secs() (w []uint64, free, meta, ids int) {
 	free = 1 << (x.fq1Log & 7)
 	meta = free + 1 + free>>7 // a bitmap word a 64 slots (≤ secMaxSlots)
 	return x.fq1[:cap(x.fq1)], free, meta, meta + 1
 }
 
-// secSlot is ghost id's slot + 1 (0: none).
-func (x *posPool) secSlot(id uint32) int {
+// secSlot is ghost rc's slot + 1 (0: none).
+func (x *posPool) secSlot(rc uint32) int {
 	w, _, _, ids := x.secs()
-	if i := ids + int(id>>3); i < len(w) {
-		return int(uint8(w[i] >> (id & 7 * 8)))
+	if i := ids + int(rc>>3); i < len(w) {
+		return int(uint8(w[i] >> (rc & 7 * 8)))
 	}
 	return 0
 }
 
-func secSetSlot(w []uint64, ids int, id uint32, b int) {
-	i, sh := ids+int(id>>3), id&7*8
+func secSetSlot(w []uint64, ids int, rc uint32, b int) {
+	i, sh := ids+int(rc>>3), rc&7*8
 	w[i] = w[i]&^(0xff<<sh) | uint64(b)<<sh
 }
 
 // makeSecs makes fq1 an empty sparse form of 1<<log slots with bytes for
-// ids below n.
+// records below n.
 func (x *posPool) makeSecs(log uint8, n int) {
 	s := 1 << log
 	x.fq1 = make([]uint64, 0, s+(s+63)/64+1+(n+7)/8)
@@ -389,21 +391,21 @@ func (x *posPool) makeSecs(log uint8, n int) {
 	}
 }
 
-// secGet is ghost id's second (held).
-func (x *posPool) secGet(id uint32) uint64 { return *x.secRef(id) }
+// secGet is ghost rc's second (held).
+func (x *posPool) secGet(rc uint32) uint64 { return *x.secRef(rc) }
 
-// secRef is ghost id's second's place (held).
-func (x *posPool) secRef(id uint32) *uint64 {
+// secRef is ghost rc's second's place (held).
+func (x *posPool) secRef(rc uint32) *uint64 {
 	w, _, _, _ := x.secs()
-	return &w[x.secSlot(id)-1]
+	return &w[x.secSlot(rc)-1]
 }
 
-// secPut sets ghost id's second to lo, taking a slot for a new one (more
-// room, or the dense form, when none is free or the id has no byte).
-func (x *posPool) secPut(id uint32, lo uint64) {
+// secPut sets ghost rc's second to lo, taking a slot for a new one (more
+// room, or the dense form, when none is free or the record has no byte).
+func (x *posPool) secPut(rc uint32, lo uint64) {
 	w, free, meta, ids := x.secs()
-	if j := ids + int(id>>3); j < len(w) {
-		if b := int(uint8(w[j] >> (id & 7 * 8))); b != 0 {
+	if j := ids + int(rc>>3); j < len(w) {
+		if b := int(uint8(w[j] >> (rc & 7 * 8))); b != 0 {
 			w[b-1] = lo
 			return
 		}
@@ -413,7 +415,7 @@ func (x *posPool) secPut(id uint32, lo uint64) {
 				w[f] = m &^ (1 << i)
 				slot := (f-free)<<6 + int(i)
 				w[slot] = lo
-				secSetSlot(w, ids, id, slot+1)
+				secSetSlot(w, ids, rc, slot+1)
 				c := w[meta]
 				n := secField(c, secN) + 1
 				w[meta] = c&^(0xffff<<secN|0xffff<<secHW) | uint64(n)<<secN | uint64(max(n, secField(c, secHW)))<<secHW
@@ -421,41 +423,41 @@ func (x *posPool) secPut(id uint32, lo uint64) {
 			}
 		}
 	}
-	x.growSecs(id)
-	x.storeFq1(id, lo)
+	x.growSecs(rc)
+	x.storeFq1(rc, lo)
 }
 
-// secDel frees ghost id's second's slot, if it holds one.
-func (x *posPool) secDel(id uint32) {
-	if b := x.secSlot(id); b != 0 {
-		x.secFree(id, b)
+// secDel frees ghost rc's second's slot, if it holds one.
+func (x *posPool) secDel(rc uint32) {
+	if b := x.secSlot(rc); b != 0 {
+		x.secFree(rc, b)
 	}
 }
 
-// secFree frees slot b − 1, ghost id's.
-func (x *posPool) secFree(id uint32, b int) {
+// secFree frees slot b − 1, ghost rc's.
+func (x *posPool) secFree(rc uint32, b int) {
 	w, free, meta, ids := x.secs()
-	secSetSlot(w, ids, id, 0)
+	secSetSlot(w, ids, rc, 0)
 	u := uint(b - 1)
 	w[free+int(u>>6)] |= 1 << (u & 63)
 	w[meta] -= 1 << secN
 }
 
-// secIDs is how many ids the sparse form has bytes for.
+// secIDs is how many records the sparse form has bytes for.
 func (x *posPool) secIDs() int {
 	w, _, _, ids := x.secs()
 	return 8 * (len(w) - ids)
 }
 
-// growSecs makes room in the sparse form for ghost id's second: bytes
-// for id and an eighth more past it if it has none (a sparse form only
-// ever moves to more ids: their bytes are an eighth of the dense form's
+// growSecs makes room in the sparse form for ghost rc's second: bytes
+// for rc and an eighth more past it if it has none (a sparse form only
+// ever moves to more records: their bytes are an eighth of the dense form's
 // room), twice the slots if none is free, or then the dense form if that
 // takes no more heap (or more slots than a byte names would be needed).
-func (x *posPool) growSecs(id uint32) {
+func (x *posPool) growSecs(rc uint32) {
 	w, _, meta, _ := x.secs()
 	log := x.fq1Log
-	n := max(x.secIDs(), int(id)+1+int(id)/8)
+	n := max(x.secIDs(), int(rc)+1+int(rc)/8)
 	if secField(w[meta], secN) < 1<<log {
 		x.rebuildSecs(log, n)
 		return
@@ -465,7 +467,7 @@ func (x *posPool) growSecs(id uint32) {
 	dense := roomFor(max(n, 16), 8)
 	if s > secMaxSlots || heapBlock(dense*8) <= heapBlock((s+(s+63)/64+1+(n+7)/8)*8) {
 		f := make([]uint64, dense)
-		x.secEach(func(id uint32, v uint64) { f[id] = v })
+		x.secEach(func(rc uint32, v uint64) { f[rc] = v })
 		x.fq1, x.fq1Log = f, 0
 		return
 	}
@@ -473,7 +475,7 @@ func (x *posPool) growSecs(id uint32) {
 }
 
 // secEach calls fn for each second held.
-func (x *posPool) secEach(fn func(id uint32, v uint64)) {
+func (x *posPool) secEach(fn func(rc uint32, v uint64)) {
 	w, _, _, ids := x.secs()
 	for i := ids; i < len(w); i++ {
 		for k, m := 0, w[i]; m != 0; k, m = k+1, m>>8 {
@@ -485,20 +487,20 @@ func (x *posPool) secEach(fn func(id uint32, v uint64)) {
 }
 
 // rebuildSecs moves the sparse form into one of 1<<log slots (room for
-// those held) with bytes for ids below n (past every id held), its counts
+// those held) with bytes for records below n (past every record held), its counts
 // kept.
 func (x *posPool) rebuildSecs(log uint8, n int) {
 	w, _, meta, _ := x.secs()
 	c := w[meta]
 	old := posPool{fq1: x.fq1, fq1Log: x.fq1Log}
 	x.makeSecs(log, n)
-	old.secEach(func(id uint32, v uint64) { x.secPut(id, v) })
+	old.secEach(func(rc uint32, v uint64) { x.secPut(rc, v) })
 	nw, _, nmeta, _ := x.secs()
 	nw[nmeta] = c
 }
 
 // trimSecs shrinks the sparse form to the fewest slots that hold its most
-// use in the last two checks and a quarter more, and its bytes to the ids
+// use in the last two checks and a quarter more, and its bytes to the records
 // up to the largest held and an eighth more, if that is a quarter fewer
 // (slots grow only when all are taken, so a form at its steady use never
 // moves), and starts the next check's count.
@@ -512,7 +514,7 @@ func (x *posPool) trimSecs() {
 	}
 	w[meta] = uint64(secField(c, secN))<<secN | uint64(secField(c, secN))<<secHW | uint64(secField(c, secHW))<<secHW1
 	top := -1
-	x.secEach(func(id uint32, _ uint64) { top = max(top, int(id)) })
+	x.secEach(func(rc uint32, _ uint64) { top = max(top, int(rc)) })
 	n := top + 1 + top/8
 	if log < x.fq1Log || n+n/4 < x.secIDs() {
 		x.rebuildSecs(min(log, x.fq1Log), max(n, 8))
@@ -523,7 +525,7 @@ func (x *posPool) trimSecs() {
 // codes take more than 64 bits.
 type posWide struct {
 	hi []uint32 // each node's (same index as posPool.nodes)
-	// dhi is each id's: its delivered positions' (posTrack.dq, [0] and
+	// dhi is each record's: its delivered positions' (posTrack.dq, [0] and
 	// [1]) and its own positions in flight (posTrack.fq, [2] and [3]),
 	// grown on use.
 	dhi [][4]uint32
@@ -659,8 +661,8 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	if x.wide {
 		hi = make([]uint32, 0, cap(ns))
 	}
-	for id := range pos {
-		p := &pos[id]
+	for rc := range pos {
+		p := &pos[rc]
 		n := p.n()
 		if n <= ownFlight {
 			continue // the track holds them itself
@@ -684,11 +686,26 @@ func (x *posPool) compact(pos []posTrack, n int) {
 	x.scan = uint16(len(x.free))
 }
 
-// release is reset for ghost id's track in a table: its second in flight,
-// if any, goes from a sparse fq1 too.
-func (p *posTrack) release(x *posPool, id uint32) {
+// moveRecord moves what the pool keeps apart by record of the track p
+// (moved from record from to record to: Table.moveRecord) to its new
+// record: its second in flight (fq1) and, for wide bounds, the high bits
+// of its own positions (wx.dhi).
+func (x *posPool) moveRecord(p *posTrack, from, to uint32) {
 	if p.n() >= ownFlight {
-		x.dropFq1(id)
+		v := x.fq1At(from)
+		x.dropFq1(from)
+		x.storeFq1(to, v)
+	}
+	if x.wide && int(from) < len(x.wx.dhi) {
+		*x.deliveredHi(to) = x.wx.dhi[from]
+	}
+}
+
+// release is reset for ghost rc's track in a table: its second in flight,
+// if any, goes from a sparse fq1 too.
+func (p *posTrack) release(x *posPool, rc uint32) {
+	if p.n() >= ownFlight {
+		x.dropFq1(rc)
 	}
 	p.reset(x)
 }
@@ -706,29 +723,29 @@ func (p *posTrack) reset(x *posPool) {
 	*p = posTrack{}
 }
 
-// delivered returns ghost id's newest delivered value (k = 1, dn ≥ 1) or
+// delivered returns ghost rc's newest delivered value (k = 1, dn ≥ 1) or
 // the one before it (k = 0, dn = 2; stamped gapFar below the newest when
 // it is farther), its stamp on t's line.
-func (p *posTrack) delivered(x *posPool, id uint32, k int, t stamp) posVal {
+func (p *posTrack) delivered(x *posPool, rc uint32, k int, t stamp) posVal {
 	v := posVal{t: p.t1.at(t)}
 	if k == 0 {
 		v.t -= stamp(p.gap())
 	}
 	var hi uint32
 	if x.wide {
-		hi = x.wx.dhi[id][k]
+		hi = x.wx.dhi[rc][k]
 	}
 	x.unpackQ(p.dq[k], hi, &v.q)
 	return v
 }
 
-// unpackDelivered sets dv to ghost id's delivered values as delivered
+// unpackDelivered sets dv to ghost rc's delivered values as delivered
 // does (dv[0] meaningless unless dn = 2; dn > 0), unpacking both at once.
-func (p *posTrack) unpackDelivered(x *posPool, id uint32, dv *[2]posVal, t stamp) {
+func (p *posTrack) unpackDelivered(x *posPool, rc uint32, dv *[2]posVal, t stamp) {
 	if x.wide {
-		dv[1] = p.delivered(x, id, 1, t)
+		dv[1] = p.delivered(x, rc, 1, t)
 		if p.dn() == 2 {
-			dv[0] = p.delivered(x, id, 0, t)
+			dv[0] = p.delivered(x, rc, 0, t)
 		}
 		return
 	}
@@ -824,14 +841,14 @@ func (r *posRebase) age(s pstamp) int64 { return int64(uint16(r.old-s)) + r.jump
 // rebase pins the delivered values and forgets the positions in flight as
 // rebasePositions says, for the rebase r. It reports whether it forgot
 // any.
-func (p *posTrack) rebase(x *posPool, id uint32, r *posRebase) bool {
+func (p *posTrack) rebase(x *posPool, rc uint32, r *posRebase) bool {
 	dn := p.dn()
 	forgot := false
 	for p.n() > 0 && r.age(p.ft[0]) > posFlightAge { // oldest first
 		if dn == 0 || p.ft[0].sub(p.t1) > 0 {
 			dn = 0 // the client's newest may be this one
 		}
-		p.dropOldest(x, id)
+		p.dropOldest(x, rc)
 		forgot = true
 	}
 	if dn == 0 {
@@ -848,11 +865,11 @@ func (p *posTrack) full() bool { return p.n() == posRingLen }
 // is (dn > 0).
 func (p *posTrack) age1(t stamp) int64 { return pstamp(t).sub(p.t1) }
 
-// push records ghost id's position q stamped t (newer than every one in
+// push records ghost rc's position q stamped t (newer than every one in
 // flight). Fields are stored one by one: building a node as a value first
 // costs a store-forwarding stall on every record.
-func (p *posTrack) push(x *posPool, id uint32, t stamp, q *[3]uint32) {
-	p.pushLo(x, id, t, q, x.packLo(q))
+func (p *posTrack) push(x *posPool, rc uint32, t stamp, q *[3]uint32) {
+	p.pushLo(x, rc, t, q, x.packLo(q))
 }
 
 // take takes a free node: get's usual case written out, a free node in
@@ -870,10 +887,10 @@ func (x *posPool) take() int32 {
 }
 
 // pushLo is push for a caller that has q packed already (lo: packLo).
-func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint64) {
+func (p *posTrack) pushLo(x *posPool, rc uint32, t stamp, q *[3]uint32, lo uint64) {
 	n := p.n()
 	if n == posRingLen { // callers check full(); never lose the newest
-		p.dropOldest(x, id)
+		p.dropOldest(x, rc)
 		n--
 	}
 	p.meta += metaN1
@@ -881,11 +898,11 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 		if n == 0 {
 			p.fq, p.ft[0] = lo, pstamp(t)
 		} else {
-			x.setFq1(id, lo)
+			x.setFq1(rc, lo)
 			p.ft[1] = pstamp(t)
 		}
 		if x.wide {
-			x.deliveredHi(id)[2+n] = x.packHi(q)
+			x.deliveredHi(rc)[2+n] = x.packHi(q)
 		}
 		return
 	}
@@ -895,7 +912,7 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 	if x.wide {
 		x.wx.hi[i] = x.packHi(q)
 	}
-	if n == ownFlight { // the list's first: it keeps fq1[id]'s stamp
+	if n == ownFlight { // the list's first: it keeps fq1[rc]'s stamp
 		nd.next, nd.ft1 = i, p.ft[1]
 	} else {
 		tl := &x.nodes[p.tail()]
@@ -908,7 +925,7 @@ func (p *posTrack) pushLo(x *posPool, id uint32, t stamp, q *[3]uint32, lo uint6
 // pushOwn is pushLo's usual case, small enough to inline into the
 // record's commit: the track's own room, narrow bounds. It reports false,
 // having done nothing, otherwise.
-func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
+func (p *posTrack) pushOwn(x *posPool, rc uint32, t stamp, lo uint64) bool {
 	n := p.n()
 	if n >= ownFlight || x.wide {
 		return false
@@ -916,10 +933,10 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 	if n == 0 {
 		p.fq, p.ft[0] = lo, pstamp(t)
 	} else {
-		if int(id) >= len(x.fq1) { // fq1 not made yet, or sparse: pushLo's
+		if int(rc) >= len(x.fq1) { // fq1 not made yet, or sparse: pushLo's
 			return false
 		}
-		x.fq1[id], p.ft[1] = lo, pstamp(t)
+		x.fq1[rc], p.ft[1] = lo, pstamp(t)
 		x.fq1Used = true
 	}
 	p.meta += metaN1
@@ -927,19 +944,19 @@ func (p *posTrack) pushOwn(x *posPool, id uint32, t stamp, lo uint64) bool {
 }
 
 // dropOldest forgets the oldest position in flight (p.n > 0).
-func (p *posTrack) dropOldest(x *posPool, id uint32) {
+func (p *posTrack) dropOldest(x *posPool, rc uint32) {
 	n := p.n()
 	if n > 1 { // the newer own one moves down
-		sec := x.fq1Ref(id)
+		sec := x.fq1Ref(rc)
 		p.fq, p.ft[0] = *sec, p.second(x)
 		if x.wide {
-			h := &x.wx.dhi[id]
+			h := &x.wx.dhi[rc]
 			h[2] = h[3]
 		}
 		if n > ownFlight {
-			p.promote(x, id, n, sec)
+			p.promote(x, rc, n, sec)
 		} else {
-			x.dropFq1(id)
+			x.dropFq1(rc)
 		}
 	}
 	p.meta -= metaN1
@@ -948,13 +965,13 @@ func (p *posTrack) dropOldest(x *posPool, id uint32) {
 // promote moves the list's oldest (n > ownFlight in flight) into the
 // track's second own place (sec: fq1Ref), freed by the caller, and frees
 // its node. The caller counts one fewer in flight.
-func (p *posTrack) promote(x *posPool, id uint32, n uint8, sec *uint64) {
+func (p *posTrack) promote(x *posPool, rc uint32, n uint8, sec *uint64) {
 	tl := &x.nodes[p.tail()]
 	i := tl.next
 	nd := &x.nodes[i]
 	*sec = nd.q
 	if x.wide {
-		x.wx.dhi[id][3] = x.wx.hi[i]
+		x.wx.dhi[rc][3] = x.wx.hi[i]
 	}
 	if n == ownFlight+1 { // a list of one (i is the tail): it goes
 		p.ft[1] = nd.t
@@ -981,9 +998,9 @@ func (p *posTrack) newestStamp(x *posPool) (pstamp, bool) {
 	return p.t1, p.dn() > 0
 }
 
-// resolve applies the fate of ghost id's position in flight keyed t
+// resolve applies the fate of ghost rc's position in flight keyed t
 // (posKey: the one the packet of that view carried; none: nothing to do).
-func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
+func (p *posTrack) resolve(x *posPool, rc uint32, t pstamp, delivered bool) {
 	n := p.n()
 	if n == 0 {
 		return
@@ -993,7 +1010,7 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 	k := 0
 	if p.ft[0] != t {
 		if n < 2 || p.second(x) != t {
-			p.resolveListed(x, id, t, delivered)
+			p.resolveListed(x, rc, t, delivered)
 			return
 		}
 		k = 1
@@ -1002,7 +1019,7 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 	var sec *uint64
 	q := &p.fq
 	if n > 1 {
-		sec = x.fq1Ref(id)
+		sec = x.fq1Ref(rc)
 		if k == 1 {
 			q = sec
 		}
@@ -1016,23 +1033,23 @@ func (p *posTrack) resolve(x *posPool, id uint32, t pstamp, delivered bool) {
 		} else {
 			var hi uint32
 			if x.wide {
-				hi = x.wx.dhi[id][2+k]
+				hi = x.wx.dhi[rc][2+k]
 			}
-			p.insert(x, id, stamp(t), *q, hi)
+			p.insert(x, rc, stamp(t), *q, hi)
 		}
 	}
 	if n > 1 {
 		if k == 0 { // the newer own one moves down
 			p.fq, p.ft[0] = *sec, p.second(x)
 			if x.wide {
-				h := &x.wx.dhi[id]
+				h := &x.wx.dhi[rc]
 				h[2] = h[3]
 			}
 		}
 		if n > ownFlight {
-			p.promote(x, id, n, sec)
+			p.promote(x, rc, n, sec)
 		} else { // none second now
-			x.dropFq1(id)
+			x.dropFq1(rc)
 		}
 	}
 	p.meta -= metaN1
@@ -1101,19 +1118,19 @@ func (p *posTrack) resolveOldest2(t pstamp, fq1 uint64) bool {
 // instructions.
 //
 //go:noinline
-func (p *posTrack) resolveOldest2Sparse(x *posPool, id uint32, t pstamp) bool {
-	b := x.secSlot(id)
+func (p *posTrack) resolveOldest2Sparse(x *posPool, rc uint32, t pstamp) bool {
+	b := x.secSlot(rc)
 	w, _, _, _ := x.secs()
 	if !p.resolveOldest2(t, w[b-1]) {
 		return false
 	}
-	x.secFree(id, b)
+	x.secFree(rc, b)
 	return true
 }
 
 // resolveListed is resolve for a position in the pool's list (if any is
 // keyed t: the fate of a packet ahead of the oldest in flight).
-func (p *posTrack) resolveListed(x *posPool, id uint32, t pstamp, delivered bool) {
+func (p *posTrack) resolveListed(x *posPool, rc uint32, t pstamp, delivered bool) {
 	n := p.n()
 	if n <= ownFlight {
 		return // nothing of that view in flight
@@ -1132,9 +1149,9 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t pstamp, delivered bool
 		nd = &nodes[i]
 	}
 	switch {
-	case n == ownFlight+1: // a list of one: it goes, fq1[id]'s stamp back to the track
+	case n == ownFlight+1: // a list of one: it goes, fq1[rc]'s stamp back to the track
 		p.ft[1] = nd.ft1
-	case i == p.tail(): // its predecessor is the tail now, and keeps fq1[id]'s stamp
+	case i == p.tail(): // its predecessor is the tail now, and keeps fq1[rc]'s stamp
 		nodes[prev].next, nodes[prev].ft1 = nd.next, nd.ft1
 		p.ft[1] = pstamp(prev)
 	default:
@@ -1145,17 +1162,17 @@ func (p *posTrack) resolveListed(x *posPool, id uint32, t pstamp, delivered bool
 		if x.wide {
 			hi = x.wx.hi[i]
 		}
-		p.insert(x, id, stamp(nd.t), nd.q, hi)
+		p.insert(x, rc, stamp(nd.t), nd.q, hi)
 	}
 	x.put(i)
 	p.meta -= metaN1
 }
 
 // insert adds a delivered value stamped t, packed as lo and hi, to the two
-// newest of ghost id, by stamp (the client's rule; equal stamps are one
+// newest of ghost rc, by stamp (the client's rule; equal stamps are one
 // view, so one value; for an older value gapFar or more below the newest
 // see gapFar).
-func (p *posTrack) insert(x *posPool, id uint32, st stamp, lo uint64, hi uint32) {
+func (p *posTrack) insert(x *posPool, rc uint32, st stamp, lo uint64, hi uint32) {
 	var k int
 	t := pstamp(st)
 	switch d, dn := t.sub(p.t1), p.dn(); {
@@ -1167,7 +1184,7 @@ func (p *posTrack) insert(x *posPool, id uint32, st stamp, lo uint64, hi uint32)
 		p.dq[0], p.dq[1], p.t1 = p.dq[1], lo, t
 		p.setDelivered(2, min(d, gapFar))
 		if x.wide {
-			h := x.deliveredHi(id)
+			h := x.deliveredHi(rc)
 			h[0] = h[1]
 		}
 		k = 1
@@ -1179,32 +1196,32 @@ func (p *posTrack) insert(x *posPool, id uint32, st stamp, lo uint64, hi uint32)
 		return
 	}
 	if x.wide {
-		x.deliveredHi(id)[k] = hi
+		x.deliveredHi(rc)[k] = hi
 	}
 }
 
-// deliveredHi is the high words of ghost id's delivered positions and
+// deliveredHi is the high words of ghost rc's delivered positions and
 // its own in flight (wide bounds only), the table grown by a quarter for
-// an id past its end.
-func (x *posPool) deliveredHi(id uint32) *[4]uint32 {
-	if d := x.wx.dhi; int(id) >= len(d) {
-		n := int(id) + 1
+// a record past its end.
+func (x *posPool) deliveredHi(rc uint32) *[4]uint32 {
+	if d := x.wx.dhi; int(rc) >= len(d) {
+		n := int(rc) + 1
 		if n > cap(d) {
 			d = append(make([][4]uint32, 0, n+n/4), d...)
 		}
 		x.wx.dhi = d[:n]
 	}
-	return &x.wx.dhi[id]
+	return &x.wx.dhi[rc]
 }
 
 // clientHasIn reports whether every position the client may currently show
-// of ghost id (its newest received, or one in flight, fl) equals q, so
+// of ghost rc (its newest received, or one in flight, fl) equals q, so
 // there is nothing to send.
-func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32) bool {
+func (p *posTrack) clientHasIn(x *posPool, rc uint32, fl []posVal, q *[3]uint32) bool {
 	if p.dn() == 0 {
 		return false
 	}
-	if p.dq[1] != x.packLo(q) || x.wide && x.wx.dhi[id][1] != x.packHi(q) {
+	if p.dq[1] != x.packLo(q) || x.wide && x.wx.dhi[rc][1] != x.packHi(q) {
 		return false
 	}
 	for k := range fl {
@@ -1220,24 +1237,24 @@ func (p *posTrack) clientHasIn(x *posPool, id uint32, fl []posVal, q *[3]uint32)
 // if the client holds no position for sure (then only an absolute value is
 // safe). Every in-flight and delivered value is older than t (the table
 // writes a ghost's position at most once per view).
-func (p *posTrack) predSpread(x *posPool, id uint32, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
+func (p *posTrack) predSpread(x *posPool, rc uint32, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) bool {
 	if p.dn() == 0 {
 		return false
 	}
 	var buf [posRingLen]posVal
 	var dv [2]posVal
-	p.spreadDV(&dv, p.unpackAll(x, id, &dv, &buf, t), q, t, lim, d)
+	p.spreadDV(&dv, p.unpackAll(x, rc, &dv, &buf, t), q, t, lim, d)
 	return true
 }
 
-// fast1 reports whether posForm codes ghost id's position by form1: a
+// fast1 reports whether posForm codes ghost rc's position by form1: a
 // narrow track (packed in one word) with at most one position in flight,
 // the usual one. Others take the general walk (inflight, clientHasIn,
 // spread).
 func (p *posTrack) fast1(x *posPool) bool { return p.n() <= 1 && !x.wide }
 
 // form1 is the position coding of posForm for a track with fast1 (p.dn >
-// 0) and ghost id's value q stamped t (ql: q packed, packLo): it reports whether every value the
+// 0) and ghost rc's value q stamped t (ql: q packed, packLo): it reports whether every value the
 // client may show equals q (clientHasIn; asked only if checkSame), else
 // widens d as spread does. clientHasIn and spread are written out for a
 // list of at most one: the same pairs in the same order, so the same d bit
@@ -1523,16 +1540,16 @@ func resid(q uint32, v int64, lim uint32) uint64 {
 	return absDiff64(q, uint32(max(0, min(v, int64(lim)))))
 }
 
-// inflight copies ghost id's positions in flight, oldest first, into
+// inflight copies ghost rc's positions in flight, oldest first, into
 // buf, their stamps on t's line: the pairs below visit each several
 // times, and a copy on the stack is one walk of the pool's links instead
 // of one per newer value.
-func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal, t stamp) []posVal {
+func (p *posTrack) inflight(x *posPool, rc uint32, buf *[posRingLen]posVal, t stamp) []posVal {
 	n := min(int(p.n()), posRingLen)
 	if x.wide {
 		own := min(n, ownFlight)
 		for k := range own { // the track's own
-			buf[k] = p.own(x, id, k, t)
+			buf[k] = p.own(x, rc, k, t)
 		}
 		if n > own {
 			for i, k := p.head(x), own; k < n; i, k = x.nodes[i].next, k+1 {
@@ -1547,7 +1564,7 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal, t st
 	own := min(n, ownFlight)
 	for k := range own { // the track's own
 		v := &buf[k]
-		q := p.ownQ(x, id, k)
+		q := p.ownQ(x, rc, k)
 		v.t = p.ownStamp(x, k).at(t)
 		v.q[0] = uint32(q) & m0
 		v.q[1] = uint32(q>>s1) & m1
@@ -1576,11 +1593,11 @@ func (p *posTrack) inflight(x *posPool, id uint32, buf *[posRingLen]posVal, t st
 // checkSame), else widens d by spread. clientHasIn's first test is made
 // here, without the call: a moving ghost's newest delivered value is not
 // its current one (TestFormMatchesGeneral).
-func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
+func (p *posTrack) formN(x *posPool, rc uint32, q *[3]uint32, ql uint64, t stamp, lim *[3]uint32, checkSame bool, d *[3]uint64) bool {
 	var buf [posRingLen]posVal
 	var dv [2]posVal
-	fl := p.unpackAll(x, id, &dv, &buf, t)
-	if checkSame && p.dq[1] == ql && p.clientHasIn(x, id, fl, q) {
+	fl := p.unpackAll(x, rc, &dv, &buf, t)
+	if checkSame && p.dq[1] == ql && p.clientHasIn(x, rc, fl, q) {
 		return true
 	}
 	p.spreadDV(&dv, fl, q, t, lim, d)
@@ -1590,10 +1607,10 @@ func (p *posTrack) formN(x *posPool, id uint32, q *[3]uint32, ql uint64, t stamp
 // unpackAll is inflight and unpackDelivered at once (p.dn > 0), the
 // stamps on t's line: the general walk's unpacking, the shifts and masks
 // loaded once for both.
-func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRingLen]posVal, t stamp) []posVal {
+func (p *posTrack) unpackAll(x *posPool, rc uint32, dv *[2]posVal, buf *[posRingLen]posVal, t stamp) []posVal {
 	if x.wide {
-		p.unpackDelivered(x, id, dv, t)
-		return p.inflight(x, id, buf, t)
+		p.unpackDelivered(x, rc, dv, t)
+		return p.inflight(x, rc, buf, t)
 	}
 	s1, s2 := x.sh[1]&63, x.sh[2]&63
 	m0, m1, m2 := x.masks()
@@ -1619,7 +1636,7 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	if n == 1 {
 		return buf[:1]
 	}
-	q = x.fq1At(id)
+	q = x.fq1At(rc)
 	v = &buf[1]
 	v.t = p.second(x).at(t)
 	v.q[0], v.q[1], v.q[2] = uint32(q)&m0, uint32(q>>s1)&m1, uint32(q>>s2)&m2
@@ -1637,16 +1654,16 @@ func (p *posTrack) unpackAll(x *posPool, id uint32, dv *[2]posVal, buf *[posRing
 	return buf[:n]
 }
 
-// spread is predSpread over fl, ghost id's positions in flight oldest first
+// spread is predSpread over fl, ghost rc's positions in flight oldest first
 // (p.dn > 0). Newest of a pair (n1): the newest delivered value d1, or a value in
 // flight newer than it. Older of the pair: the newest certain value below
 // n1 (d0 for d1, d1 for the others; d0 may be missing), or any value in
 // flight between that one and n1. The stamps in flight strictly increase
 // (a ghost's position goes out at most once per view, each newer than the
 // ones before it: checkInvariants), so each set is a run of fl.
-func (p *posTrack) spread(x *posPool, id uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
+func (p *posTrack) spread(x *posPool, rc uint32, fl []posVal, q *[3]uint32, t stamp, lim *[3]uint32, d *[3]uint64) {
 	var dv [2]posVal
-	p.unpackDelivered(x, id, &dv, t)
+	p.unpackDelivered(x, rc, &dv, t)
 	p.spreadDV(&dv, fl, q, t, lim, d)
 }
 

@@ -16,7 +16,7 @@ func TestFormMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 1))
 	var x posPool
 	x.init(&qt)
-	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 	pos := func(base *[3]uint32) [3]uint32 {
 		var c [3]uint32
 		for a := range 3 {
@@ -131,7 +131,7 @@ func TestFormSteadyMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 4))
 	var x posPool
 	x.init(&qt)
-	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 	var whole, float, pairs2 int
 	for it := range 200000 {
 		var p posTrack
@@ -199,7 +199,7 @@ func TestFormDeliveredMatchesGeneral(t *testing.T) {
 	r := rand.New(rand.NewPCG(34, 2))
 	var x posPool
 	x.init(&qt)
-	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 	var whole, float, far int
 	for it := range 200000 {
 		var p posTrack

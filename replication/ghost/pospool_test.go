@@ -13,7 +13,7 @@ func TestPosPoolGetLowest(t *testing.T) {
 	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
 	var x posPool
 	x.init(&qt)
-	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 	for i := range 203 {
 		if got := x.get(); got != int32(i) {
 			t.Fatalf("empty pool: node %d, want %d", got, i)

@@ -18,7 +18,7 @@ func TestResolveOwnMatchesResolve(t *testing.T) {
 	for it := range 20000 {
 		var x posPool
 		x.init(&qt)
-		x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+		x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 		var p posTrack
 		p.reset(&x)
 		now := stamp(r.Uint32())

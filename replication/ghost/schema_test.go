@@ -305,8 +305,8 @@ func TestNewTableBounds(t *testing.T) {
 	if err := tab.SetView(time.Second, []ViewEntry{{Entity: 1, Class: last, Priority: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := tab.GhostID(1); tab.classOf(&tab.slots[id]) != last {
-		t.Fatalf("ghost of class %d reads class %q", maxTableClasses-1, tab.classOf(&tab.slots[id]).Name)
+	if id, _ := tab.GhostID(1); tab.classOf(tab.slotOf(id)) != last {
+		t.Fatalf("ghost of class %d reads class %q", maxTableClasses-1, tab.classOf(tab.slotOf(id)).Name)
 	}
 }
 

@@ -25,12 +25,12 @@ func TestSlotLayout(t *testing.T) {
 	// Every length the per-id arrays take: grow's (an eighth more, whole
 	// 8s) and trim's (whole 8s).
 	for n := 8; n <= 1024; n += 8 {
-		tab.resizeIDs(n)
+		tab.resizeRecords(n)
 		if p := uintptr(unsafe.Pointer(unsafe.SliceData(tab.slots))); p%64 != 0 {
 			t.Fatalf("%d slots start %d bytes into a line: a slot would straddle two", n, p%64)
 		}
 	}
-	tab.resizeIDs(0)
+	tab.resizeRecords(0)
 	// A table in use: its slots as grow leaves them.
 	d := newDuo(t, DefaultConfig())
 	var view []ViewEntry

@@ -1103,33 +1103,33 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		// writer's snapshot or a skipped one, the ghost at old[j] or
 		// old[j+1] if it holds the entity (in the usual view, the fast
 		// path above found it there if it could be), else the index's.
-		var id uint32
+		var rc uint32
 		ok := false
 		if !next {
 			for k := j; k < min(j+2, len(old)); k++ {
-				if h := old[k]; int32(h) < t.top {
+				if h := old[k]; int32(h) < t.live {
 					if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.classOf(s) == c && t.scopeEntity(s) == e.entity {
-						id, ok, j = uint32(h), true, k+1
+						rc, ok, j = uint32(h), true, k+1
 						break
 					}
 				}
 			}
 		}
 		if !ok {
-			if id, ok = t.idxGet(e.entity); ok {
+			if rc, ok = t.idxGet(e.entity); ok {
 				// Back in step if it was near: past the ghosts before it
 				// in the previous order (gone, or further down this view)
 				// — unless the next entry's is the hint's: then this one
 				// moved up the view, and the hints stay.
 				for k := j; k < min(j+orderResync, len(old)); k++ {
-					if uint32(old[k]) == id&0xFFFF {
+					if uint32(old[k]) == rc {
 						if k == j || !next || i+1 == len(view) || t.keptSlot(old[j], view[i+1].Index()) == nil {
 							j = k + 1
 						}
 						break
 					}
 				}
-				id, ok = t.sameClass(id, &t.slots[id], c)
+				rc, ok = t.sameClass(rc, &t.slots[rc], c)
 			}
 		}
 		if alias && i >= j && i < len(old) {
@@ -1138,20 +1138,20 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		}
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.entity, c, nowMS); err {
+			if rc, err = t.alloc(e.entity, c, nowMS); err {
 				exhausted = true
 				continue
 			}
-		} else if t.slots[id].viewGen == t.viewGen {
+		} else if t.slots[rc].viewGen == t.viewGen {
 			// Named again (a view that names an entity twice): taken
 			// already, its changes merged. (Diffing it again would read
 			// the previous snapshot, which a first view has not.)
-			t.order[i] = uint16(id)
+			t.order[i] = uint16(rc)
 			continue
 		} else {
 			// What the ghost's previous view left: its entry (or a state
 			// of the table's own), that snapshot's seq and the position.
-			s := &t.slots[id]
+			s := &t.slots[rc]
 			psi, ptaken := s.si, t.snapSeq
 			var moved bool
 			switch {
@@ -1218,10 +1218,10 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 			default:
 				changed |= c.all &^ c.posBit
 			}
-			t.markChanged(id, changed, nowMS)
+			t.markChanged(rc, changed, nowMS)
 		}
-		t.order[i] = uint16(id)
-		s := &t.slots[id]
+		t.order[i] = uint16(rc)
+		s := &t.slots[rc]
 		s.si, s.viewGen = ri, t.viewGen
 		s.fl &^= flPosNow // a new view: its position may go again
 		s.prioB = r.bucket()
@@ -1239,7 +1239,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 		// another series walked them. Only the leaving ghosts still need
 		// flPosNow cleared.
 		for i := range t.gone {
-			t.slots[t.gone[i].id].fl &^= flPosNow
+			t.slots[t.gone[i].rc].fl &^= flPosNow
 		}
 		t.dropCarry()
 		t.prevSnap, t.snapSrc, t.snapSeq = nil, snap.source, snap.seq
@@ -1249,10 +1249,12 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// AlwaysInScope ones, whose states are kept (carried). In two walks: a
 	// ghost that leaves may be freed (settle), which asks the index, and
 	// the index reads every ghost's entity where its si names it — a
-	// carried one's in carry, which the second walk rebuilds.
+	// carried one's in carry, which the second walk rebuilds. The first
+	// from the last record down: a freed ghost's record takes the last
+	// one's, walked already.
 	carries := 0
-	for i := range int(t.top) {
-		s := &t.slots[i]
+	for rc := t.live - 1; rc >= 0; rc-- {
+		s := &t.slots[rc]
 		if s.viewGen == t.viewGen {
 			continue
 		}
@@ -1263,9 +1265,9 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 				carries++
 				continue // carried, below
 			}
-			t.leave(uint32(i))
-			if s.phase == phaseFree {
-				continue
+			live := t.live
+			if t.leave(uint32(rc)); t.live != live {
+				continue // freed
 			}
 		}
 		if s.si&siGone != 0 && !same {
@@ -1289,7 +1291,7 @@ func (t *Table) SetSnapshotView(now time.Duration, snap *Snapshot, view []ViewRe
 	// No ghost's entity is asked for until they do.
 	var nc []carried
 	borrowed := false
-	for i := range int(t.top) {
+	for i := range int(t.live) {
 		s := &t.slots[i]
 		if s.viewGen == t.viewGen || s.phase != phaseCreating && s.phase != phaseLive {
 			continue
@@ -1435,7 +1437,7 @@ func (s *slot) keptAt(ri uint32, gw uint64) bool {
 // a ghost. The slot, the view's ref and the entry's changes say all: the
 // entry itself is not read. The caller moves the hints it passed to the
 // new order (in the usual view they are there already: old is t.order
-// at the same place, so no ghost writes its id back). That move is the
+// at the same place, so no ghost writes its record back). That move is the
 // caller's, not done here after the loop, so that nothing but the walk
 // is live across it: the start and the order the move needs took two
 // registers the walk wants, two reloads on every ghost's back edge
@@ -1448,7 +1450,7 @@ func (t *Table) takeKept(snap *Snapshot, view []ViewRef, old []uint16, nowMS msT
 	// all (refsBelow, checkRefs) before it took any ghost, so the walk
 	// indexes the views unchecked (a check, and a register, a ghost).
 	vw := unsafe.Pointer(unsafe.SliceData(snap.vw))
-	slots, gen := t.slots[:t.top], t.viewGen
+	slots, gen := t.slots[:t.live], t.viewGen
 	gw := keptGen(gen)
 	k := 0
 	for ; k < len(view); k++ {
@@ -1508,7 +1510,7 @@ func (t *Table) takeSince(snap, old *Snapshot, view []ViewRef, hints []uint16, n
 	// taken), and the index of an entry aged back was old's too.
 	vw, ovw := unsafe.Pointer(unsafe.SliceData(snap.vw)), unsafe.Pointer(unsafe.SliceData(old.vw))
 	chg, st := unsafe.Pointer(unsafe.SliceData(snap.chg)), uint32(snap.stride)
-	slots, gen, classes := t.slots[:t.top], t.viewGen, t.reg.classes
+	slots, gen, classes := t.slots[:t.live], t.viewGen, t.reg.classes
 	// words: the stamps compare two to a word (stampsOver, lanes in
 	// little-endian order), which holds while every seq of the series is
 	// below 2^31: then int32(stamp − p) > 0, the general path's test, is
@@ -1629,12 +1631,12 @@ func (t *Table) stop(s *slot) uint64 {
 	return t.reg.classes[s.ci].posBit
 }
 
-// keptSlot returns ghost h's slot if the ghost was taken in the previous
-// view at entry ri (of the series' previous snapshot) and is in scope, else
-// nil: the ghost of entry ri when ri holds the same entity and class
-// (vwKept), whatever hint named h.
+// keptSlot returns the slot of record h if its ghost was taken in the
+// previous view at entry ri (of the series' previous snapshot) and is in
+// scope, else nil: the ghost of entry ri when ri holds the same entity and
+// class (vwKept), whatever hint named h.
 func (t *Table) keptSlot(h uint16, ri uint32) *slot {
-	if int32(h) < t.top {
+	if int32(h) < t.live {
 		if s := &t.slots[h]; s.si == ri && s.viewGen == t.viewGen-1 && s.phase-phaseCreating <= phaseLive-phaseCreating {
 			return s
 		}
@@ -1678,16 +1680,16 @@ func diffGroups(c *Class, old, cur *State) uint64 {
 	return m
 }
 
-// stateOf is ghost id's latest state: what its records encode (a ghost in
+// stateOf is the latest state of the ghost of record rc: what its records encode (a ghost in
 // scope: creating or live). A snapshot entry's is the State it keeps, else
 // its state as the client decodes it (Snapshot.wireState), the same wire
 // value of every group: in the borrowed packer's scratch during a Write
 // (valid until the next call), else a new one.
-func (t *Table) stateOf(id uint32) *State {
+func (t *Table) stateOf(rc uint32) *State {
 	if !t.snapMode {
-		return &t.rare.views.states[id]
+		return &t.rare.views.states[rc]
 	}
-	s := &t.slots[id]
+	s := &t.slots[rc]
 	if s.si&siCarry != 0 {
 		return &t.rare.views.carry[s.si&siIndex].st
 	}
@@ -1700,26 +1702,26 @@ func (t *Table) stateOf(id uint32) *State {
 	return t.snapOf(s).wireState(s.si, dst)
 }
 
-// encState is what a group's Encode reads of ghost id's latest state (in
-// scope), for the groups an update or create does not write from codes
+// encState is what a group's Encode reads of the latest state of the
+// ghost of record rc (in scope), for the groups an update or create does not write from codes
 // (writeUpdate, writeCreate): stateOf's, except for a snapshot entry that
 // keeps no State, whose class's only such groups are NameGroups (every
 // other group coded: Class.stateful, noCode), for which it is a State of
 // the entry's name alone, in the borrowed packer's scratch (its other
 // fields stale), not a decode of every group.
-func (t *Table) encState(id uint32) *State {
+func (t *Table) encState(rc uint32) *State {
 	if !t.snapMode {
-		return &t.rare.views.states[id]
+		return &t.rare.views.states[rc]
 	}
-	return t.encEntry(id)
+	return t.encEntry(rc)
 }
 
 // encEntry is encState under snapshot views.
-func (t *Table) encEntry(id uint32) *State {
+func (t *Table) encEntry(rc uint32) *State {
 	if t.pk.packScratch == nil {
-		return t.stateOf(id)
+		return t.stateOf(rc)
 	}
-	s := &t.slots[id]
+	s := &t.slots[rc]
 	if s.si&siCarry != 0 {
 		return &t.rare.views.carry[s.si&siIndex].st
 	}
@@ -1731,10 +1733,10 @@ func (t *Table) encEntry(id uint32) *State {
 	return &t.pk.wire
 }
 
-// qposOf is ghost s's (id's) latest quantized position (in scope).
-func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
+// qposOf is ghost s's (of record rc) latest quantized position (in scope).
+func (t *Table) qposOf(rc uint32, s *slot) *[3]uint32 {
 	if !t.snapMode {
-		return &t.rare.views.qs[id].q
+		return &t.rare.views.qs[rc].q
 	}
 	if s.si&siCarry != 0 {
 		return &t.rare.views.carry[s.si&siIndex].q
@@ -1742,13 +1744,13 @@ func (t *Table) qposOf(id uint32, s *slot) *[3]uint32 {
 	return &t.snapOf(s).vw[s.si].qpos
 }
 
-// latest is ghost s's (id's, in scope) latest quantized position and yaw
+// latest is ghost s's (of record rc, in scope) latest quantized position and yaw
 // code of its class's first yaw group: what an update writes of the two,
 // quantized once per view (a snapshot's once at Seal, for every table) and
 // kept where the view's state is — the slot keeps neither.
-func (t *Table) latest(id uint32, s *slot) (*[3]uint32, uint16) {
+func (t *Table) latest(rc uint32, s *slot) (*[3]uint32, uint16) {
 	if !t.snapMode {
-		v := &t.rare.views.qs[id]
+		v := &t.rare.views.qs[rc]
 		return &v.q, v.yaw
 	}
 	if s.si&siCarry != 0 {
@@ -1797,13 +1799,13 @@ func (t *Table) diffPrev(c *Class, old *Snapshot, carry []carried, psi uint32, s
 func (t *Table) enterSnapshots() {
 	t.gone = t.gone[:0]
 	t.dropCarry()
-	// ev: the views' states, made with the first id (resizeIDs), so
-	// there whenever a slot below top is.
+	// ev: the views' states, made with the first record (resizeRecords),
+	// so there whenever a ghost is.
 	var ev *entryViews
-	if t.top > 0 {
+	if t.live > 0 {
 		ev = t.rare.views
 	}
-	for i := range int(t.top) {
+	for i := range int(t.live) {
 		s := &t.slots[i]
 		s.fl &^= flNoState // a re-entry under snapshot views takes every group of such a ghost anyway (staleEntry)
 		switch s.phase {
@@ -1811,7 +1813,7 @@ func (t *Table) enterSnapshots() {
 			ev.carry = append(ev.carry, carried{st: ev.states[i], entity: ev.qs[i].entity, q: ev.qs[i].q, yaw: ev.qs[i].yaw})
 			s.si = siCarry | uint32(len(ev.carry)-1)
 		case phaseKilling:
-			g := goneRec{entity: ev.qs[i].entity, id: uint32(i), si: staleEntry, q: ev.qs[i].q}
+			g := goneRec{entity: ev.qs[i].entity, rc: uint32(i), si: staleEntry, q: ev.qs[i].q}
 			if s.viewGen == t.viewGen {
 				ev.carry = append(ev.carry, carried{st: ev.states[i], entity: ev.qs[i].entity, q: ev.qs[i].q, yaw: ev.qs[i].yaw})
 				g.si = siCarry | uint32(len(ev.carry)-1)
@@ -1831,7 +1833,7 @@ func (t *Table) enterSnapshots() {
 // latest state is copied out, so the diff of the next view stays exact.
 func (t *Table) leaveSnapshots() {
 	states, qs := make([]State, len(t.slots)), make([]viewQ, len(t.slots))
-	for i := range int(t.top) {
+	for i := range int(t.live) {
 		// A leaving ghost's state was not kept (it is never written
 		// again); its position was. Its re-entry takes every group
 		// (flNoState), not a diff against a zero State, which would miss

@@ -49,7 +49,7 @@ func TestSnapshotViewAllKept(t *testing.T) {
 	}
 	d.tab.Remove(101) // killing; its kill waits for the update in flight
 	view([]ViewRef{refs[0], refs[2]})
-	if id, ok := d.tab.GhostID(101); !ok || d.tab.slots[id].phase != phaseKilling {
+	if id, ok := d.tab.GhostID(101); !ok || d.tab.slotOf(id).phase != phaseKilling {
 		t.Fatalf("entity 101: id %d in scope %v, want killing", id, ok)
 	}
 	d.fate(seq, true)
@@ -98,7 +98,7 @@ func TestSnapshotViewDuplicateRefs(t *testing.T) {
 	d.settle()
 	view(0, 0, 1)
 	view(0, 0) // entity 101 leaves
-	if id, ok := d.tab.GhostID(101); ok && d.tab.slots[id].phase != phaseKilling {
+	if id, ok := d.tab.GhostID(101); ok && d.tab.slotOf(id).phase != phaseKilling {
 		t.Fatalf("entity 101 (id %d) still in scope after leaving the view", id)
 	}
 	d.settle()

@@ -302,7 +302,7 @@ func TestEntryViewReentryAfterSnapshotViewsTakesEveryGroup(t *testing.T) {
 	d.settleSnap(sw, ents, 0, 1)
 	d.snapView(sw, ents, 0) // entity 2 leaves; no packet yet: its kill is not sent
 	id, ok := d.tab.GhostID(2)
-	if !ok || d.tab.slots[id].phase != phaseKilling {
+	if !ok || d.tab.slotOf(id).phase != phaseKilling {
 		t.Fatal("entity 2 is not leaving with its kill pending")
 	}
 	ents[1].State.Health = 0
@@ -335,11 +335,11 @@ func TestSnapshotPositionStampOnlyWithoutSkips(t *testing.T) {
 	s.Set(1, moved.Entity, moved.Class, &moved.State)
 	sw.Seal(s)
 	d.snapView(sw, ents, 0, 1) // back where the table last saw it
-	if sl := &d.tab.slots[1]; d.tab.dirtyAt(1)&pos != 0 || sl.has(flMoving) {
+	if sl := d.tab.slotOf(1); d.tab.dirtyAt(1)&pos != 0 || sl.has(flMoving) {
 		t.Fatalf("moved and back in a skipped snapshot: dirty %b, moving %v; want neither", d.tab.dirtyAt(1), sl.has(flMoving))
 	}
 	d.snapView(sw, []ViewEntry{ents[0], moved}, 0, 1) // taken: a move
-	if sl := &d.tab.slots[1]; d.tab.dirtyAt(1)&pos == 0 || !sl.has(flMoving) {
+	if sl := d.tab.slotOf(1); d.tab.dirtyAt(1)&pos == 0 || !sl.has(flMoving) {
 		t.Fatalf("a move in the next snapshot: dirty %b, moving %v", d.tab.dirtyAt(1), sl.has(flMoving))
 	}
 }
@@ -380,7 +380,7 @@ func TestSnapshotCarriedAcrossViewGenWrap(t *testing.T) {
 		}
 	}
 	id, ok := tab.GhostID(1)
-	if !ok || tab.stateOf(id).Health != 4 {
+	if !ok || tab.stateOf(tab.recOf(id)).Health != 4 {
 		t.Fatalf("the carried ghost: in scope %v", ok)
 	}
 }

@@ -127,7 +127,7 @@ func testPredSpread(t *testing.T, lim [3]uint32, bits [3]uint) {
 	for it := range 20000 {
 		var x posPool
 		x.init(&qt)
-		x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+		x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 		var p posTrack
 		p.reset(&x)
 		id := uint32(it % 5)
@@ -271,7 +271,7 @@ func BenchmarkPredSpread(b *testing.B) {
 	qt := quant{lim: [3]uint32{1<<19 - 1, 1<<16 - 1, 1<<19 - 1}, bits: [3]uint{19, 16, 19}}
 	var x posPool
 	x.init(&qt)
-	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeIDs)
+	x.fq1 = make([]uint64, 8) // the per-id second positions in flight (Table.resizeRecords)
 	var p posTrack
 	p.reset(&x)
 	at := func(k int) (stamp, [3]uint32) {

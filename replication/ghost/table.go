@@ -46,14 +46,15 @@ const (
 	phaseKilling
 )
 
-// slot is a ghost id's record: the 32 bytes that taking a view, packing
-// and a fate touch for every ghost. What only writing a position and its
-// fate need is the id's posTrack (Table.pos), and the per-group sequences
+// slot is a ghost's record (Table.slots, by record: idm): the 32 bytes
+// that taking a view, packing and a fate touch for every ghost. What only
+// writing a position and its fate need is the record's posTrack
+// (Table.pos), and the per-group sequences
 // of groups 2 and up are lastField's (a usual update's groups, 0 and 1 for
 // the shipped classes, are the slot's: lf); the entity, the quantized
 // position, the yaw code and the state are the view's (the snapshot entry
 // si, or the table's own copy: entityOf), not the slot's. Every byte here
-// is paid per id per connection: what can be derived is (owtB from prioB,
+// is paid per ghost per connection: what can be derived is (owtB from prioB,
 // the entity from the view), and what only compares within a bounded
 // window is narrow: the times are 16-bit ms from the table's epoch, moved
 // on every ≈ 8 s (msTime, rebase), ackBack and inflight 8 bits, viewGen
@@ -62,8 +63,8 @@ const (
 // rest apart: dirtyOf).
 //
 // 32 bytes for the cache: on a server every table is cold when its turn
-// comes, and a view takes its ghosts' slots in no id order, so a ghost
-// costs the slot's lines, not its instructions. The per-id arrays are
+// comes, and a view takes its ghosts' slots in no record order, so a ghost
+// costs the slot's lines, not its instructions. The per-record arrays are
 // multiples of 256 bytes in size classes of whole lines, so a slot starts
 // 0 or 32 bytes into a 64-byte line and every walk of a ghost — its view,
 // its record, its fate — touches one line (a 48-byte slot took 1.25 to
@@ -154,22 +155,23 @@ func (t *Table) classOf(s *slot) *Class { return t.reg.classes[s.ci] }
 
 // dirtyHiBit is, in a slot's dirty word of a registry with more than 32
 // groups a class (Table.wideDirty), the mark that a group from 31 up is
-// dirty: those are in tableWide.dirtyHi[id], shifted down by 31.
+// dirty: those are in tableWide.dirtyHi[rc], shifted down by 31.
 const dirtyHiBit = 1 << 31
 
-// dirtyOf is ghost id's dirty groups (s is its slot).
-func (t *Table) dirtyOf(id uint32, s *slot) uint64 {
+// dirtyOf is the dirty groups of the ghost of record rc (s is its slot).
+func (t *Table) dirtyOf(rc uint32, s *slot) uint64 {
 	d := uint64(s.dirty)
 	if t.wideDirty {
-		d = d&(dirtyHiBit-1) | t.rare.wd.dirtyHi[id]<<31
+		d = d&(dirtyHiBit-1) | t.rare.wd.dirtyHi[rc]<<31
 	}
 	return d
 }
 
-// setDirty sets ghost id's dirty groups to d (s is its slot).
-func (t *Table) setDirty(id uint32, s *slot, d uint64) {
+// setDirty sets the dirty groups of the ghost of record rc to d (s is its
+// slot).
+func (t *Table) setDirty(rc uint32, s *slot, d uint64) {
 	if t.wideDirty {
-		t.rare.wd.dirtyHi[id] = d >> 31
+		t.rare.wd.dirtyHi[rc] = d >> 31
 		if d>>31 != 0 {
 			d = d&(dirtyHiBit-1) | dirtyHiBit
 		}
@@ -215,22 +217,23 @@ type viewQ struct {
 // pays for none of it.
 type goneRec struct {
 	entity uint64 // the ghost's (entityOf)
-	id     uint32
+	rc     uint32 // its record
 	si     uint32 // its entry in the snapshot of seq taken (staleEntry, or siCarry|i for a state in carry: none)
 	taken  uint32
 	q      [3]uint32
 }
 
-// entityOf is the entity of ghost id (creating, live or killing: an id in
-// use), read where its view keeps it: the table's viewQ for views given as
-// ViewEntries; for snapshots, the entry it refers to (snapOf), its carried
-// state, or the gone record of a ghost that left. The slot does not keep
-// it: 8 bytes an id.
-func (t *Table) entityOf(id uint32) uint64 {
+// entityOf is the entity of the ghost of record rc (creating, live or
+// killing: in use), read where its view
+// keeps it: the table's viewQ for views given as ViewEntries; for
+// snapshots, the entry it refers to (snapOf), its carried state, or the
+// gone record of a ghost that left. The slot does not keep it: 8 bytes a
+// ghost.
+func (t *Table) entityOf(rc uint32) uint64 {
 	if !t.snapMode {
-		return t.rare.views.qs[id].entity
+		return t.rare.views.qs[rc].entity
 	}
-	s := &t.slots[id]
+	s := &t.slots[rc]
 	switch {
 	case s.si&siGone != 0:
 		return t.gone[s.si&siIndex].entity
@@ -325,7 +328,7 @@ func (t *Table) rebase() {
 			*x = msTime(max(int64(*x)-by, 1))
 		}
 	}
-	for i := range t.slots {
+	for i := range t.slots[:t.live] {
 		s := &t.slots[i]
 		back(&s.since)
 		back(&s.sentAt)
@@ -384,10 +387,11 @@ type Table struct {
 	// lines (0, 1, 4, 6, 7, 8) a fate missed on each. TestTableFateLines
 	// holds this.
 	//
-	// Line 0: the registry (its posBits, slowFates) and the per-id arrays.
+	// Line 0: the registry (its posBits, slowFates) and the per-record
+	// arrays.
 	reg   *Registry
-	slots []slot
-	pos   []posTrack // what the client may hold of each ghost's position
+	slots []slot     // each ghost's, by record (idm)
+	pos   []posTrack // what the client may hold of each ghost's position, by record
 
 	// Line 1: the config (MaxStaleness), the packet ring and the clock.
 	cfg *tableConfig // shared by the tables of one Config (sharedConfig)
@@ -445,35 +449,47 @@ type Table struct {
 	// only while the ring is more than half full, which a ring at its
 	// steady use never is after trim.
 	pktBusy uint8
-	stride  uint16    // lastField's groups per id: the registry's most (≤ MaxGroups) less the slot's lfSlot
+	stride  uint16    // lastField's groups per record: the registry's most (≤ MaxGroups) less the slot's lfSlot
 	gone    []goneRec // ghosts that left scope (snapshot views)
 	pp      posPool   // in-flight positions
-	// lastField[id*stride+group−lfSlot] is the low 8 bits of the newest seq
-	// that carried the group, for groups from lfSlot up (why 8 are enough:
-	// fieldOld, pack.go); slot.lf keeps groups 0 and 1's.
+	// lastField[rc*stride+group−lfSlot] is the low 8 bits of the newest
+	// seq that carried the group of the ghost of record rc, for groups
+	// from lfSlot up (why 8 are enough: fieldOld, pack.go); slot.lf keeps
+	// groups 0 and 1's.
 	lastField []uint8
-	idx       entityIndex // entity → id of ghosts in scope
-	// order[i] is the id of the previous view's i-th entity, low 16 bits:
-	// zones list a player's interest set in much the same order tick after
-	// tick, so it answers most lookups without the index (SetSnapshotView
-	// walks it in lockstep with the view, so an entity that entered or
-	// left shifts no hint after it). A hint only (the slot it names is
-	// checked), so an id past 2^16 — a scope of that many ghosts — costs a
-	// lookup, not a mistake.
+	idx       entityIndex // entity → record of ghosts in scope
+	// order[i] is the record of the previous view's i-th entity's ghost:
+	// zones list a player's interest set in much the same order tick
+	// after tick, so it answers most lookups without the index
+	// (SetSnapshotView walks it in lockstep with the view, so an entity
+	// that entered or left shifts no hint after it). A hint only: the
+	// ghost of the record it names is checked (its entity, or its entry
+	// and view: keptAt), so a record whose ghost was freed or moved (a
+	// freed ghost's record takes the last one's) costs a lookup, not a
+	// mistake; and a record, not an id, so the usual view's ghost is
+	// found without idm.
 	order []uint16
 
-	used []uint64 // id allocation bitmap
-	hint int32    // lowest word of used that may have a free id (< MaxMaxGhosts/64)
+	// idm is the wire ids, in one array: each record's id (idOf), then
+	// the id allocation bitmap (usedIDs, 16 ids a word). A ghost is named
+	// by its record everywhere but on the wire (records in flight, the entity index, the view order, the
+	// gone records, the position pool), and the per-record arrays are
+	// dense (a freed ghost's record takes the last one's: moveRecord), so
+	// they are sized by the ghosts in use, not by the highest id, which
+	// lowest-free ids leave holes below as ghosts come and go. 16 bits:
+	// NewTable takes at most maxTableGhosts ids.
+	idm  []uint16
+	hint int32 // lowest word of the bitmap that may have a free id
 	// npend counts the ghosts that want to send (slot.wants): Pending
 	// without a walk of every slot. Every change of a slot's phase, dirty
 	// groups or create/kill in flight keeps it (repend); checkInvariants
 	// recounts it.
 	npend int32
-	top   int32 // highest id in use + 1 (< MaxMaxGhosts)
-	live  int32 // ids in use
-	// topHW is the highest top since the last trim, topHW1 the one
-	// before: shrinkIDs' measure of the ids a scope needs.
-	topHW, topHW1 int32
+	top   int32 // highest id in use + 1 (≤ maxTableGhosts)
+	live  int32 // ids in use: the records are [0, live)
+	// liveHW is the most ghosts in use at once since the last trim, liveHW1
+	// the one before: shrinkRecords' measure of the records a scope needs.
+	liveHW, liveHW1 int32
 
 	pk packer
 
@@ -494,7 +510,7 @@ type Table struct {
 // state, and apart from the States its quantized position and yaw code
 // (viewQ), diffed against the next view; for snapshot views the
 // AlwaysInScope ghosts' outside the view (carry). The codes apart from
-// the States: every record written reads them, and 16 bytes an id stay in
+// the States: every record written reads them, and 16 bytes a ghost stay in
 // the cache where 160 would not. In rare (viewsOf): a server's tables take
 // snapshot views and carry nothing without an AlwaysInScope class, and
 // pay no word for either.
@@ -561,7 +577,7 @@ type tableWide struct {
 	// entHi holds the mask bits above entMaskBits of each record in ents
 	// (same index).
 	entHi []uint64
-	// dirtyHi[id] holds ghost id's dirty groups from 31 up, shifted down
+	// dirtyHi[rc] holds record rc's dirty groups from 31 up, shifted down
 	// by 31 (slot.dirty): nil unless a class has more than 32 groups.
 	dirtyHi []uint64
 }
@@ -621,8 +637,9 @@ const (
 	recKill
 )
 
-// entry is one record of an in-flight packet, 4 bytes: the ghost id
-// (< MaxMaxGhosts = 2^20), the record kind and the groups written (all
+// entry is one record of an in-flight packet, 4 bytes: the ghost's
+// record (< maxTableGhosts; its id on the wire is idOf's, and a free that
+// moves the record renames its entries: renameInFlight), the record kind and the groups written (all
 // groups for a create) up to entMaskBits; the mask bits above those, of
 // classes with more groups, are in Table.entHi. Ten bits hold every mask
 // of the shipped classes (7 groups at most): a connection keeps one entry
@@ -631,16 +648,16 @@ const (
 type entry uint32
 
 const (
-	kindShift   = 20 // MaxMaxGhosts = 1<<20
+	kindShift   = 20 // records < maxTableGhosts ≤ 1<<20
 	maskShift   = kindShift + 2
 	entMaskBits = 32 - maskShift
 )
 
-func mkEntry(id uint32, kind uint8, mask uint64) entry {
-	return entry(id | uint32(kind)<<kindShift | uint32(mask)<<maskShift)
+func mkEntry(rc uint32, kind uint8, mask uint64) entry {
+	return entry(rc | uint32(kind)<<kindShift | uint32(mask)<<maskShift)
 }
 
-func (e entry) id() uint32  { return uint32(e) & (1<<kindShift - 1) }
+func (e entry) rec() uint32 { return uint32(e) & (1<<kindShift - 1) }
 func (e entry) kind() uint8 { return uint8(e>>kindShift) & 3 }
 
 // entMask is the mask of record i of the ring, e = ents[i].
@@ -658,13 +675,17 @@ const maxTableClasses = 1 << 8
 
 // NewTable returns an empty table for one connection. It freezes reg. It
 // refuses a registry of more than 256 classes or with a class whose
-// MinInterval is past MaxInterval.
+// MinInterval is past MaxInterval, and a Config of more than 2^16
+// MaxGhosts (DefaultMaxGhosts: a Table maps ids and records in 16 bits).
 func NewTable(reg *Registry, cfg Config) (*Table, error) {
 	if reg == nil {
 		return nil, fmt.Errorf("%w: nil registry", ErrConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxGhosts > maxTableGhosts {
+		return nil, fmt.Errorf("%w: MaxGhosts %d, a Table takes at most %d", ErrConfig, cfg.MaxGhosts, maxTableGhosts)
 	}
 	if len(reg.classes) > maxTableClasses {
 		return nil, fmt.Errorf("%w: registry of %d classes, a Table takes at most %d", ErrConfig, len(reg.classes), maxTableClasses)
@@ -773,7 +794,11 @@ func (t *Table) IDWidth() uint {
 // GhostID returns the ghost id the entity has on this connection, if it is
 // in scope (creating or live; false once its kill is on its way).
 func (t *Table) GhostID(entity uint64) (uint32, bool) {
-	return t.idxGet(entity)
+	rc, ok := t.idxGet(entity)
+	if !ok {
+		return 0, false
+	}
+	return t.idOf(rc), true
 }
 
 // InFlight is the number of packets with ghost records whose fate is unknown.
@@ -823,7 +848,7 @@ func (t *Table) repend(s *slot, was bool) {
 }
 
 // beginView starts taking a view of n entries at virtual time now: it
-// returns the previous view's id order (the position hints for viewGhost)
+// returns the previous view's order (the position hints for viewGhost)
 // and now in the table's milliseconds, and makes room for the new view in
 // t.order. clearPos: clear every ghost's flPosNow here (SetView);
 // SetSnapshotView clears it as it takes each ghost, and on the ghosts it
@@ -844,7 +869,7 @@ func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (pr
 	// view then takes its ghosts in view order, which would wait for
 	// each line in turn.
 	if clearPos {
-		for i := range t.slots[:t.top] {
+		for i := range t.slots[:t.live] {
 			t.slots[i].fl &^= flPosNow
 		}
 	}
@@ -865,46 +890,47 @@ func (t *Table) beginView(ms int64, now time.Duration, n int, clearPos bool) (pr
 // (3.2 s at 20 Hz).
 const viewGenPin = 1 << 6
 
-// pinViewGens pins every slot's viewGen more than viewGenPin views old
-// (free ids too: alloc keeps an id's viewGen) at viewGenPin back: still
-// neither this view nor the one before, which is all a view asks of it.
+// pinViewGens pins every ghost's viewGen more than viewGenPin views old
+// at viewGenPin back: still neither this view nor the one before, which
+// is all a view asks of it (a free record's is alloc's to set).
 func (t *Table) pinViewGens() {
-	for i := range t.slots {
+	for i := range t.slots[:t.live] {
 		if s := &t.slots[i]; t.viewGen-s.viewGen > viewGenPin {
 			s.viewGen = t.viewGen - viewGenPin
 		}
 	}
 }
 
-// viewGhost finds the ghost of entity, at position i of a view: the id at
-// the same position of the previous view when it still holds entity (views
-// keep their order from tick to tick), else the index's. An entity whose
-// class changed is a new ghost: its old one leaves, and ok is false.
+// viewGhost finds the record of the ghost of entity, at position i of a
+// view: the one at the same position of the previous view when it still
+// holds entity (views keep their order from tick to tick), else the
+// index's. An entity whose class changed is a new ghost: its old one
+// leaves, and ok is false.
 func (t *Table) viewGhost(prev []uint16, i int, entity uint64, class *Class) (uint32, bool) {
 	// A creating or live slot holding the entity is the one the index
 	// names: there is never a second one for the same entity.
 	if i < len(prev) {
-		if h := uint32(prev[i]); int32(h) < t.top {
+		if h := uint32(prev[i]); int32(h) < t.live {
 			if s := &t.slots[h]; s.phase-phaseCreating <= phaseLive-phaseCreating && t.entityOf(h) == entity {
 				return t.sameClass(h, s, class)
 			}
 		}
 	}
-	id, ok := t.idxGet(entity)
+	rc, ok := t.idxGet(entity)
 	if !ok {
 		return 0, false
 	}
-	return t.sameClass(id, &t.slots[id], class)
+	return t.sameClass(rc, &t.slots[rc], class)
 }
 
-// sameClass returns id if its ghost s is of class; else the ghost leaves
+// sameClass returns rc if its ghost s is of class; else the ghost leaves
 // (an entity that changes class is a new ghost) and ok is false.
-func (t *Table) sameClass(id uint32, s *slot, class *Class) (uint32, bool) {
+func (t *Table) sameClass(rc uint32, s *slot, class *Class) (uint32, bool) {
 	if t.classOf(s) != class {
-		t.leave(id)
+		t.leave(rc)
 		return 0, false
 	}
-	return id, true
+	return rc, true
 }
 
 // SetView merges the zone's interest set for this connection at virtual time
@@ -949,31 +975,33 @@ func (t *Table) SetView(now time.Duration, view []ViewEntry) error {
 	exhausted := false
 	for i := range view {
 		e := &view[i]
-		id, ok := t.viewGhost(prev, i, e.Entity, e.Class)
+		rc, ok := t.viewGhost(prev, i, e.Entity, e.Class)
 		if !ok {
 			var err bool
-			if id, err = t.alloc(e.Entity, e.Class, nowMS); err {
+			if rc, err = t.alloc(e.Entity, e.Class, nowMS); err {
 				exhausted = true
 				continue
 			}
-			t.rare.views.states[id] = e.State
-			t.rare.views.qs[id] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
+			t.rare.views.states[rc] = e.State
+			t.rare.views.qs[rc] = viewQ{entity: e.Entity, yaw: yawCode(e.Class, &e.State)}
 			if e.Class.posIdx >= 0 {
-				t.rare.views.qs[id].q = vq[i]
+				t.rare.views.qs[rc].q = vq[i]
 			}
 		} else {
-			t.refresh(id, e, &vq[i], nowMS)
+			t.refresh(rc, e, &vq[i], nowMS)
 		}
-		t.order[i] = uint16(id)
-		s := &t.slots[id]
+		t.order[i] = uint16(rc)
+		s := &t.slots[rc]
 		s.viewGen = t.viewGen
 		b := bucketOf(basePriority(e.Priority) * e.Class.weight)
 		s.prioB = uint8(b)
 	}
-	for i := range int(t.top) {
-		s := &t.slots[i]
+	// From the last record down: a ghost that leaves may be freed, and
+	// the last record, walked already, moves into its place.
+	for rc := t.live - 1; rc >= 0; rc-- {
+		s := &t.slots[rc]
 		if (s.phase == phaseCreating || s.phase == phaseLive) && s.viewGen != t.viewGen && !t.classOf(s).AlwaysInScope {
-			t.leave(uint32(i))
+			t.leave(uint32(rc))
 		}
 	}
 	if exhausted {
@@ -1011,21 +1039,22 @@ func basePriority(p float32) float32 {
 // Remove takes entity out of scope now, whatever its class (the way an
 // AlwaysInScope ghost leaves, or an entity destroyed between views).
 func (t *Table) Remove(entity uint64) {
-	if id, ok := t.idxGet(entity); ok {
-		t.leave(id)
+	if rc, ok := t.idxGet(entity); ok {
+		t.leave(rc)
 	}
 }
 
-// refresh applies a view entry to an existing ghost: diff and store.
-func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
+// refresh applies a view entry to the existing ghost of record rc: diff
+// and store.
+func (t *Table) refresh(rc uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 	c := e.Class
-	old := &t.rare.views.states[id]
-	v := &t.rare.views.qs[id]
-	changed := t.reenter(id, c, v.q != *q)
+	old := &t.rare.views.states[rc]
+	v := &t.rare.views.qs[rc]
+	changed := t.reenter(rc, c, v.q != *q)
 	if c.posIdx >= 0 {
 		v.q = *q
 	}
-	if s := &t.slots[id]; s.has(flNoState) {
+	if s := &t.slots[rc]; s.has(flNoState) {
 		s.fl &^= flNoState
 		changed |= c.all &^ c.posBit
 	}
@@ -1038,7 +1067,7 @@ func (t *Table) refresh(id uint32, e *ViewEntry, q *[3]uint32, now msTime) {
 		}
 	}
 	changed |= e.ChangedMask & c.all
-	t.markChanged(id, changed, now)
+	t.markChanged(rc, changed, now)
 	if old.Yaw != e.State.Yaw {
 		v.yaw = yawCode(c, &e.State)
 	}
@@ -1053,11 +1082,11 @@ func yawCode(c *Class, st *State) uint16 {
 	return uint16(c.Groups[c.yawIdx].yc.code(st.Yaw))
 }
 
-// reenter cancels a pending kill of ghost id (in view again before the kill
-// went out) and returns the position group's bit if its position moved
-// since the previous view or just stopped moving.
-func (t *Table) reenter(id uint32, c *Class, moved bool) uint64 {
-	s := &t.slots[id]
+// reenter cancels a pending kill of the ghost of record rc (in view again
+// before the kill went out) and returns the position group's bit if its
+// position moved since the previous view or just stopped moving.
+func (t *Table) reenter(rc uint32, c *Class, moved bool) uint64 {
+	s := &t.slots[rc]
 	if s.phase == phaseKilling {
 		t.unkill(s)
 	}
@@ -1096,13 +1125,14 @@ func (t *Table) unkill(s *slot) {
 	}
 }
 
-// markChanged marks groups of ghost id dirty as of now (the view's time).
-func (t *Table) markChanged(id uint32, changed uint64, now msTime) {
+// markChanged marks groups of the ghost of record rc dirty as of now (the
+// view's time).
+func (t *Table) markChanged(rc uint32, changed uint64, now msTime) {
 	if changed != 0 {
-		s := &t.slots[id]
+		s := &t.slots[rc]
 		t.markSlot(s, changed, now)
 		if changed>>31 != 0 {
-			t.orDirtyHi(id, s, changed)
+			t.orDirtyHi(rc, s, changed)
 		}
 	}
 }
@@ -1125,15 +1155,15 @@ func (t *Table) markSlot(s *slot, changed uint64, now msTime) {
 	s.dirty |= uint32(changed)
 }
 
-// orDirtyHi adds changed's groups from 31 up to ghost id's dirty groups
-// when its registry keeps them apart (wideDirty; markSlot's word has the
-// rest, and as it takes group 31's bit as the mark of any above, that is
-// the mark it sets).
+// orDirtyHi adds changed's groups from 31 up to the dirty groups of the
+// ghost of record rc when its registry keeps them apart (wideDirty;
+// markSlot's word has the rest, and as it takes group 31's bit as the
+// mark of any above, that is the mark it sets).
 //
 //go:noinline
-func (t *Table) orDirtyHi(id uint32, s *slot, changed uint64) {
+func (t *Table) orDirtyHi(rc uint32, s *slot, changed uint64) {
 	if t.wideDirty {
-		t.rare.wd.dirtyHi[id] |= changed >> 31
+		t.rare.wd.dirtyHi[rc] |= changed >> 31
 		s.dirty |= dirtyHiBit
 	}
 }
@@ -1154,23 +1184,31 @@ func samePos(a, b *State) bool {
 	return pa[0] == pb[0] && pa[1] == pb[1] && pa[2] == pb[2]
 }
 
-// alloc gives entity the lowest free ghost id; true means none is left.
-// The caller stores its state and entity (for a snapshot view, si and
-// viewGen: entityOf) before the index is asked of the id again.
+// alloc gives entity the lowest free ghost id and the record after the
+// others, which it returns; true means none is left. The caller stores
+// its state and entity (for a snapshot view, si and viewGen: entityOf)
+// before the index is asked of the record again.
 func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 	if int(t.live) >= t.cfg.MaxGhosts {
 		t.rareOf().IDsExhausted++
 		return 0, true
 	}
-	id := t.allocID()
-	if id >= len(t.slots) {
-		t.grow(id + 1)
+	rc := uint32(t.live)
+	if int(rc) >= len(t.slots) {
+		t.grow(int(rc) + 1)
 	}
-	s := &t.slots[id]
-	// viewGen is kept: the id's previous ghost's, never the current view;
-	// and lf, as lastField keeps its groups (the create's write sets them).
+	id := t.allocID()
+	t.live++
+	t.liveHW = max(t.liveHW, t.live)
+	t.idm[rc] = uint16(id)
+	s := &t.slots[rc]
+	// The record held another ghost, or none: nothing of it is kept. Its
+	// per-group sequences (lf, lastField) are not reset: the create's
+	// write sets every group's before any is read
+	// (TestRecordReuseWritesAsFresh). viewGen: neither this view nor the
+	// one before until the caller takes the ghost into the view.
 	*s = slot{
-		viewGen: s.viewGen,
+		viewGen: t.viewGen - viewGenPin,
 		lf:      s.lf,
 		ci:      uint8(t.reg.index(c)), // < maxTableClasses
 		since:   now,
@@ -1178,41 +1216,52 @@ func (t *Table) alloc(entity uint64, c *Class, now msTime) (uint32, bool) {
 		lastChg: now,
 		phase:   phaseCreating,
 	}
-	t.setDirty(uint32(id), s, c.all)
-	t.npend++ // a free id wanted nothing; a create does
-	t.pos[id].release(&t.pp, uint32(id))
-	t.idxSet(entity, uint32(id)) // reads the entities of the other ids only
+	t.setDirty(rc, s, c.all)
+	t.npend++ // a free record wanted nothing; a create does
+	t.pos[rc].release(&t.pp, rc)
+	t.idxSet(entity, rc) // reads the entities of the other records only
 	t.stats.GhostsAssigned++
 	if t.stats.GhostsAssigned == 0 {
 		t.rareOf().statsWraps.GhostsAssigned++
 	}
-	return uint32(id), false
+	return rc, false
 }
 
-// grow extends the per-id arrays to at least n ids, by an eighth at a
-// time and to the room of their size classes (idsFit; ids stay compact,
-// so the arrays stay near the largest scope; a scope that settles stops
-// allocating). An eighth, not more: the room is kept until trim finds two
-// seconds of ids that fit in smaller size classes, ≈ 100 B an id
-// (snapshot views).
+// maxTableGhosts bounds Config.MaxGhosts for a Table: idm holds the ids
+// in 16 bits (2 bytes a record).
+const maxTableGhosts = 1 << 16
+
+// idOf is the wire id of the ghost of record rc (< live).
+func (t *Table) idOf(rc uint32) uint32 { return uint32(t.idm[rc]) }
+
+// usedIDs is the id allocation bitmap (idm's words after the records').
+func (t *Table) usedIDs() []uint16 { return t.idm[len(t.slots):] }
+
+// grow extends the per-record arrays to at least n records, by an eighth
+// at a time and to the room of their size classes (recordsFit; records
+// are dense, so the arrays stay near the largest scope; a scope that
+// settles stops allocating). An eighth, not more: the room is kept until
+// trim finds two seconds of ghosts that fit in smaller size classes,
+// ≈ 100 B a record (snapshot views).
 func (t *Table) grow(n int) {
 	c := max(n, len(t.slots)+len(t.slots)/8, 8)
-	t.resizeIDs(max(min(t.idsFit(c), t.cfg.MaxGhosts), n))
+	t.resizeRecords(max(min(t.recordsFit(c), t.cfg.MaxGhosts), n))
 }
 
-// idsFit is the most ids, at least n, whose per-id arrays take the heap's
-// size classes that n ids' do: the room those classes hold past n ids is
-// heap the table pays for either way. grow and trim size the arrays by it,
-// not in whole 8s: at the server's scopes at 2,000 players (76–104 ids,
-// 32-byte slots and tracks) whole 8s took up to 800 bytes a table more
-// (≈ 195 on average), in the classes of the 8s' room. The arrays of
-// 32-byte records stay in one line each: every size class from 256 bytes
-// up is a multiple of 32 (TestIDsFit; TestSlotLayout: from 512 bytes, 16
-// ids, a multiple of 64).
-func (t *Table) idsFit(n int) int {
+// recordsFit is the most records, at least n, whose per-record arrays
+// take the heap's size classes that n records' do: the room those
+// classes hold past n is heap the table pays for either way. grow and
+// trim size the arrays by it, not in whole 8s: at the server's scopes at
+// 2,000 players (76–104 ghosts, 32-byte slots and tracks) whole 8s took
+// up to 800 bytes a table more (≈ 195 on average), in the classes of the
+// 8s' room. The arrays of 32-byte records stay in one line each: every
+// size class from 256 bytes up is a multiple of 32 (TestRecordsFit;
+// TestSlotLayout: from 512 bytes, 16 records, a multiple of 64).
+func (t *Table) recordsFit(n int) int {
 	// The slots' and tracks' classes only: the smaller arrays' (fq1,
-	// lastField) are finer, and following them moved the arrays back and
-	// forth across them for a few bytes (TestTableChurnFootprint's moves).
+	// lastField, idm) are finer, and following them moved the arrays back
+	// and forth across them for a few bytes (TestTableChurnFootprint's
+	// moves).
 	m := min(roomFor(n, int(unsafe.Sizeof(slot{}))), roomFor(n, int(unsafe.Sizeof(posTrack{}))))
 	if !t.snapMode {
 		m = min(m, roomFor(n, int(unsafe.Sizeof(State{}))), roomFor(n, int(unsafe.Sizeof(viewQ{}))))
@@ -1246,8 +1295,12 @@ const maxSmallBlock = 32768
 // internal/runtime/gc.SizeClassToSize without its 0).
 var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, maxSmallBlock}
 
-// resizeIDs gives every per-id array length and capacity n.
-func (t *Table) resizeIDs(n int) {
+// resizeRecords gives every per-record array length and capacity n
+// (≥ live), and idm room for n records' ids and a bitmap of the ids up to
+// top and an eighth more.
+func (t *Table) resizeRecords(n int) {
+	top := int(t.top)
+	t.remap((top+top/8+15)/16, n)
 	t.slots = resize(t.slots, n)
 	t.pos = resize(t.pos, n)
 	if t.pp.fq1 != nil && t.pp.fq1Log == 0 { // made dense (posPool.fq1)
@@ -1264,10 +1317,23 @@ func (t *Table) resizeIDs(n int) {
 	}
 }
 
+// remap makes idm anew with at least words words of the id bitmap
+// (covering top) and recs records' ids (≥ live; the per-record arrays'
+// length once the caller has resized them), the rest of its size class's
+// room going to the bitmap.
+func (t *Table) remap(words, recs int) {
+	words = heapBlock(2*(words+recs))/2 - recs
+	m := make([]uint16, words+recs)
+	copy(m, t.idm[:t.live])
+	copy(m[recs:], t.usedIDs())
+	t.idm = m
+}
+
 // resize returns s with length and capacity n, its first min(len(s), n)
 // elements kept. Not append: append rounds a small slice's capacity up to
-// double, so a table's per-id arrays would hold up to twice the ids they
-// ever use (measured at 1,000 players: ≈ 70 ids of room for 44 ghosts).
+// double, so a table's per-record arrays would hold up to twice the
+// records they ever use (measured at 1,000 players: ≈ 70 of room for 44
+// ghosts).
 func resize[T any](s []T, n int) []T {
 	ns := make([]T, n)
 	copy(ns, s)
@@ -1275,56 +1341,108 @@ func resize[T any](s []T, n int) []T {
 }
 
 // allocID returns the lowest free id (ids stay compact, so the id width
-// stays small) and marks it used.
-func (t *Table) allocID() int {
-	for w := int(t.hint); w < len(t.used); w++ {
-		if t.used[w] != ^uint64(0) {
-			b := bits.TrailingZeros64(^t.used[w])
-			id := w*64 + b
-			t.used[w] |= 1 << uint(b)
-			t.hint = int32(w)
-			t.live++
-			t.top = max(t.top, int32(id+1))
-			t.topHW = max(t.topHW, t.top)
-			return id
-		}
+// stays small) and marks it used, the bitmap grown if every id it covers
+// is.
+func (t *Table) allocID() uint32 {
+	used := t.usedIDs()
+	w := int(t.hint)
+	for w < len(used) && used[w] == 1<<16-1 {
+		w++
 	}
-	id := len(t.used) * 64
-	t.used = append(t.used, 1)
-	t.hint = int32(len(t.used) - 1)
-	t.live++
+	if w == len(used) {
+		t.remap(w+w/8+1, len(t.slots))
+		used = t.usedIDs()
+	}
+	b := bits.TrailingZeros16(^used[w])
+	used[w] |= 1 << b
+	t.hint = int32(w)
+	id := uint32(w*16 + b)
 	t.top = max(t.top, int32(id+1))
-	t.topHW = max(t.topHW, t.top)
 	return id
 }
 
-// free releases id for reuse.
-func (t *Table) free(id uint32) {
-	s := &t.slots[id]
-	t.idxDel(t.entityOf(id), id)
+// free releases the ghost of record rc and its id. The last record moves
+// into rc, so the records stay dense.
+func (t *Table) free(rc uint32) {
+	s := &t.slots[rc]
+	t.idxDel(t.entityOf(rc), rc)
 	if s.si&siGone != 0 {
 		t.dropGone(s.si &^ siGone)
 	}
 	if s.wants() {
 		t.npend--
 	}
-	s.phase = phaseFree
-	s.si = 0
-	t.setDirty(id, s, 0)
-	w := int(id / 64)
-	t.used[w] &^= 1 << (id % 64)
+	id := t.idOf(rc)
+	w := int(id / 16)
+	used := t.usedIDs()
+	used[w] &^= 1 << (id % 16)
 	t.hint = min(t.hint, int32(w))
-	t.live--
 	if int32(id) == t.top-1 {
-		for t.top > 0 && t.used[(t.top-1)/64]&(1<<uint((t.top-1)%64)) == 0 {
+		for t.top > 0 && used[(t.top-1)/16]&(1<<((t.top-1)%16)) == 0 {
 			t.top--
+		}
+	}
+	t.live--
+	if last := uint32(t.live); rc != last {
+		t.moveRecord(last, rc)
+	}
+}
+
+// moveRecord moves the ghost of record from (the last) into record to
+// (free: its ghost had nothing in flight, so its track holds no position
+// in flight), and renames it wherever it is named: its records in flight,
+// the entity index, its gone record. The view order's hints are left: a
+// hint is checked, and one naming a moved ghost costs its next view a
+// lookup. The track's pool list moves with the track; what the pool keeps
+// apart by record (posPool.fq1, posWide.dhi) is moved too, and the track
+// left behind is emptied without freeing the list it shared.
+func (t *Table) moveRecord(from, to uint32) {
+	t.idm[to] = t.idm[from]
+	s := &t.slots[to]
+	*s = t.slots[from]
+	if s.si&siGone != 0 {
+		t.gone[s.si&siIndex].rc = to
+	}
+	if s.inflight != 0 {
+		t.renameInFlight(from, to)
+	}
+	t.pos[to] = t.pos[from]
+	t.pp.moveRecord(&t.pos[to], from, to)
+	t.pos[from] = posTrack{}
+	if st := int(t.stride); st > 0 {
+		copy(t.lastField[int(to)*st:int(to+1)*st], t.lastField[int(from)*st:])
+	}
+	if !t.snapMode {
+		ev := t.rare.views
+		ev.states[to], ev.qs[to] = ev.states[from], ev.qs[from]
+	}
+	if t.wideDirty {
+		t.rare.wd.dirtyHi[to] = t.rare.wd.dirtyHi[from]
+	}
+	// The index reads the entity through the record: moved first.
+	if s.phase != phaseKilling || s.fl&flKillInFlight == 0 {
+		t.idxMove(t.entityOf(to), from, to)
+	}
+}
+
+// renameInFlight makes the records in flight of the ghost of record from
+// name record to: a walk of the records in flight (a few packets' of a
+// scope, once a freed ghost's record is taken by one with records in
+// flight). Frees come from views and fates, never while a packet is
+// being written.
+func (t *Table) renameInFlight(from, to uint32) {
+	ents := t.ents[t.entHead : t.entHead+t.entLen]
+	for i, e := range ents {
+		if e.rec() == from {
+			ents[i] = e&^(1<<kindShift-1) | entry(to)
 		}
 	}
 }
 
-// leave starts killing ghost id (it left scope or was removed).
-func (t *Table) leave(id uint32) {
-	s := &t.slots[id]
+// leave starts killing the ghost of record rc (it left scope or was
+// removed).
+func (t *Table) leave(rc uint32) {
+	s := &t.slots[rc]
 	switch s.phase {
 	case phaseFree, phaseKilling:
 		return
@@ -1332,7 +1450,7 @@ func (t *Table) leave(id uint32) {
 	if t.snapMode {
 		// What a re-entry before the kill goes out compares against: the
 		// view's entry is not kept past the view.
-		g := goneRec{entity: t.entityOf(id), id: id, si: staleEntry}
+		g := goneRec{entity: t.entityOf(rc), rc: rc, si: staleEntry}
 		switch {
 		case s.si&siCarry != 0:
 			g.q = t.rare.views.carry[s.si&siIndex].q
@@ -1346,7 +1464,7 @@ func (t *Table) leave(id uint32) {
 	was := s.wants()
 	s.phase = phaseKilling
 	t.repend(s, was)
-	t.settle(id)
+	t.settle(rc)
 }
 
 // snapOf is the snapshot s.si (an entry, in view) refers to: the latest,
@@ -1364,18 +1482,18 @@ func (t *Table) dropGone(i uint32) {
 	last := len(t.gone) - 1
 	if int(i) != last {
 		t.gone[i] = t.gone[last]
-		t.slots[t.gone[i].id].si = siGone | i
+		t.slots[t.gone[i].rc].si = siGone | i
 	}
 	t.gone = t.gone[:last]
 }
 
 // settle frees a killing ghost the client never held once nothing of it is
 // in flight: there is nothing to kill.
-func (t *Table) settle(id uint32) {
-	s := &t.slots[id]
+func (t *Table) settle(rc uint32) {
+	s := &t.slots[rc]
 	if s.phase == phaseKilling && !s.has(flCreated) && s.inflight == 0 {
 		t.rareOf().FreedUnacked++
-		t.free(id)
+		t.free(rc)
 	}
 }
 
@@ -1464,9 +1582,9 @@ const trimEvery = time.Second
 // (grown by an eighth) shrinks to a sixteenth above its most use in the
 // last two checks once its room is more than a quarter above that. A store
 // at its steady use never moves and allocates nothing; a burst costs at
-// most one shrink a second. The per-id arrays likewise: grown to the most
-// ids a scope held, they come down to the most ids in use in the last two
-// checks, to their size classes' room (idsFit, shrinkIDs).
+// most one shrink a second. The per-record arrays likewise: grown to the
+// most ghosts a scope held, they come down to the most in use in the last
+// two checks, to their size classes' room (recordsFit, shrinkRecords).
 func (t *Table) trim() {
 	if t.lastNow-t.trimAt < trimEvery {
 		return
@@ -1516,22 +1634,25 @@ func (t *Table) trim() {
 		x.trimSecs()
 	}
 	t.pp.fq1Used1, t.pp.fq1Used = t.pp.fq1Used, false
-	// The per-id arrays come down to the ids of the last two seconds,
-	// with the room of their size classes (idsFit), once that is smaller:
-	// a scope that shrank, or the room of a peak or of a growth, is given
-	// back, and a scope walking within its classes' room never moves. No eighth of room as grow gives: at the server's
-	// scope (43 ghosts, ids up to ≈ 48) it took 56 ids where 48 do, ≈ 880
-	// bytes a connection, for a move every 14 s or so instead of 21
+	// The per-record arrays come down to the ghosts of the last two
+	// seconds, with the room of their size classes (recordsFit), once
+	// that is smaller: a scope that shrank, or the room of a peak or of a
+	// growth, is given back (a crowd the player walked through would
+	// otherwise cost its ≈ 100 bytes a ghost, 260 with SetView's states,
+	// for the connection's life), and a scope walking within its classes'
+	// room never moves. No eighth of room as grow gives: at the server's scope
+	// (43 ghosts, ids up to ≈ 48) it took 56 ids where 48 do, ≈ 880 bytes
+	// a connection, for a move every 14 s or so instead of 21
 	// (TestTableChurnFootprint).
-	if n := len(t.slots); n > minShrinkIDs {
+	if n := len(t.slots); n > minShrinkRecords {
 		// By an eighth at least, as grow grows: a scope walking across
 		// one of the finer classes (1,408 bytes: 44 slots) would
 		// otherwise move the arrays back and forth.
-		if want := t.idsFit(max(int(max(t.topHW, t.topHW1)), minShrinkIDs)); want <= n-n/8 {
-			t.shrinkIDs(want)
+		if want := t.recordsFit(max(int(max(t.liveHW, t.liveHW1)), minShrinkRecords)); want <= n-n/8 {
+			t.resizeRecords(want) // the records above are free, their tracks empty
 		}
 	}
-	t.topHW1, t.topHW = t.topHW, t.top
+	t.liveHW1, t.liveHW = t.liveHW, t.live
 	t.idxTrim()
 	// The view order's hints: grown to a peak view with an eighth of room
 	// and its size class's rest (beginView) and kept for the connection's
@@ -1565,20 +1686,9 @@ func (t *Table) anySecond() bool {
 	return false
 }
 
-// minShrinkIDs: per-id arrays of this many ids or fewer are never shrunk
-// (a few hundred bytes).
-const minShrinkIDs = 16
-
-// shrinkIDs cuts the per-id arrays to n ids (n ≥ top: the ids above are
-// free, with nothing in flight). A peak of ghosts in scope — a crowd the
-// player walked through — would otherwise cost its ≈ 100 bytes an id
-// (snapshot views; 260 with SetView's states) for the connection's life.
-func (t *Table) shrinkIDs(n int) {
-	for id := n; id < len(t.pos); id++ {
-		t.pos[id].release(&t.pp, uint32(id)) // free ids hold no position in flight; to be sure
-	}
-	t.resizeIDs(n)
-}
+// minShrinkRecords: per-record arrays of this many records or fewer are
+// never shrunk (a few hundred bytes).
+const minShrinkRecords = 16
 
 // entFree is the room entRoom makes when the end of the store is reached:
 // all the store's free room, so that a nearly full store slides once for

@@ -41,7 +41,7 @@ func TestPosTrackHotBytes(t *testing.T) {
 	}
 	tab.pp.fq1 = make([]uint64, 8) // made, as at a table's first second position in flight
 	for n := 16; n <= 1024; n += 8 {
-		tab.resizeIDs(n)
+		tab.resizeRecords(n)
 		if a := uintptr(unsafe.Pointer(unsafe.SliceData(tab.pos))); a%64 != 0 {
 			t.Fatalf("%d tracks start %d bytes into a line: a track would straddle two", n, a%64)
 		}

@@ -105,7 +105,7 @@ func TestIDArraysShrinkAfterPeak(t *testing.T) {
 
 // A scope that settles smaller than it was (70 ghosts, then 45) gives the
 // per-id arrays back down to its ids, with their size classes' room
-// (idsFit; whole 8s before), within a few seconds (they used to wait for
+// (recordsFit; whole 8s before), within a few seconds (they used to wait for
 // the ids to fit in half, then kept an eighth of room: 56), a scope
 // walking within that room does not move them again,
 // and the room a growth past them took is given back.
@@ -128,7 +128,7 @@ func TestIDArraysFollowScope(t *testing.T) {
 		}
 	}
 	step(80) // 4 s: the kills go out and are delivered, trims run
-	if n, want := len(d.tab.slots), d.tab.idsFit(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
+	if n, want := len(d.tab.slots), d.tab.recordsFit(45); n != want || len(d.tab.pos) != n || len(d.tab.lastField) != n*int(d.tab.stride) {
 		t.Fatalf("45 ghosts after 70: %d slots (want %d), %d tracks, %d field seqs", n, want, len(d.tab.pos), len(d.tab.lastField))
 	}
 	slots := &d.tab.slots[0]
@@ -141,7 +141,7 @@ func TestIDArraysFollowScope(t *testing.T) {
 	}
 	scope = crowd[:50]
 	step(10)
-	if n, want := len(d.tab.slots), d.tab.idsFit(48+48/8); n != want || want < 54 {
+	if n, want := len(d.tab.slots), d.tab.recordsFit(48+48/8); n != want || want < 54 {
 		t.Fatalf("50 ghosts after 48: %d slots, want %d (48 and an eighth, to the size classes' room)", n, want)
 	}
 	scope = crowd[:46]
