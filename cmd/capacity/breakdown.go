@@ -21,7 +21,7 @@ type part struct {
 // parts are checked in order; the first whose pattern occurs in a frame of
 // the stack, from the allocation site outwards, gets the bytes.
 var parts = []part{
-	{"ghost table: per-id records (the 32-byte slot, 32-byte position track with its oldest position in flight, per-group sequences; the second position in flight while fates come late; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$"}},
+	{"ghost table: per-id records (the 32-byte slot, 32-byte position track with its oldest position in flight, per-group sequences; the records' wire ids and the id bitmap; the second position in flight while fates come late; last State only for entry views)", []string{"replication/ghost.resize", "replication/ghost.(*Table).grow$", "replication/ghost.(*Table).remap"}},
 	// The record store is made by newRecordStore (grown or trimmed), the
 	// packet ring by growPkts and the pool compacted by compactPositions
 	// (trimmed): before the table's rest.
