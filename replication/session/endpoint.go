@@ -116,9 +116,9 @@ type endpointLimits struct {
 // own copy.
 var epLimits intern.Table[endpointLimits]
 
-//
-// A Client's event Receiver is made here; a Server's (lazyRx) at its
-// client's first event (Server.receiver).
+// init makes the endpoint's notify Conn and event Sender, and a Client's
+// event Receiver; a Server's (lazyRx) is made at its client's first event
+// (Server.receiver).
 func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits, lazyRx bool) error {
 	var err error
 	if e.nc, err = notify.New(nc); err != nil {
