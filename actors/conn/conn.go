@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -1055,16 +1056,17 @@ func (c *Conn) finish(r handshake.Reason) {
 	}
 	var st session.ServerStats
 	var id handshake.ConnID
+	var addr netip.AddrPort
 	if c.srv != nil {
 		c.foldFates(0, true)
 		st = c.srv.Stats()
-		id = c.srv.ID()
+		id, addr = c.srv.ID(), c.srv.Addr()
 	} else if c.hs != nil {
-		id = c.hs.ID()
+		id, addr = c.hs.ID(), c.hs.Addr()
 	}
 	if c.sh.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
-			PID: c.pid, ID: id, Player: c.player, Reason: r,
+			PID: c.pid, ID: id, Addr: addr, Player: c.player, Reason: r,
 			Verified: c.is(verified), Stats: st,
 		})
 	} else {

@@ -32,8 +32,12 @@ type Moved struct {
 // peer or a timeout). The gateway forgets the routes, consumes the token and
 // stops the connection.
 type Closed struct {
-	PID      *actor.PID
-	ID       handshake.ConnID
+	PID *actor.PID
+	ID  handshake.ConnID
+	// Addr is the client's address as the connection last knew it: the
+	// Grant's, or the To of its last Moved. The gateway files its route
+	// under it and keeps no copy of its own.
+	Addr     netip.AddrPort
 	Player   uint64
 	Reason   handshake.Reason
 	Verified bool

@@ -304,6 +304,9 @@ type shard struct {
 	work     []envelope
 	workPeak int           // the most events a round took since trimAt
 	trimAt   time.Duration // when trimWork last looked
+	// trimNext: the peak trimWork sized the list in hand by at trimAt, for
+	// the other list at the next round (0: none due).
+	trimNext int
 	heap     deadlines
 	dirty    []*Conn
 	w        Writer
@@ -677,17 +680,39 @@ func (s *shard) round(now time.Duration) {
 // list trade places every round, so both keep the capacity of the largest
 // round since the shard started — tens of thousands of events after a
 // stall, 24 bytes each, for good. Once a second, the one in hand shrinks
-// to twice the largest round of that second when that is under a quarter
-// of its room; a shard that keeps up does not allocate.
+// to half again the largest round of that second when that is under half
+// its room. A shard whose rounds peak about as high every second does not
+// allocate: the inbox's appends grow it by a quarter (growslice, past 256
+// entries), to under twice the peak. (Shrunk only below a quarter, to
+// twice the peak, each list kept up to four times its rounds' peak, and
+// the whole of a join burst's or a stall's rounds while later seconds
+// peaked above a quarter of those: 364 B a player of the two lists at
+// 2,000, a node a little behind, in cmd/capacity's heap profile
+// (shard.postAll's appends 256, trimWork's 108).)
+//
+// The other list is sized at the next round, when it is in hand: sizing
+// only the one in hand each second, a shard whose rounds came in even
+// numbers a second looked at the same list every time and never at the
+// other.
 func (s *shard) trimWork(n int, now time.Duration) {
 	s.workPeak = max(s.workPeak, n)
 	if now-s.trimAt < time.Second {
+		if s.trimNext > 0 { // the round after: the other list
+			s.trimList(max(s.trimNext, n))
+			s.trimNext = 0
+		}
 		return
 	}
-	if c := cap(s.work); c > minWork && s.workPeak < c/4 {
-		s.work = make([]envelope, 0, max(minWork, 2*s.workPeak))
+	s.trimList(s.workPeak)
+	s.trimAt, s.trimNext, s.workPeak = now, max(1, s.workPeak), 0
+}
+
+// trimList shrinks the work list in hand to half again peak when peak is
+// under half its room (trimWork).
+func (s *shard) trimList(peak int) {
+	if c := cap(s.work); c > minWork && peak < c/2 {
+		s.work = make([]envelope, 0, max(minWork, peak+peak/2))
 	}
-	s.trimAt, s.workPeak = now, 0
 }
 
 // minWork is the least room trimWork leaves.

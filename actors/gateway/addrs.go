@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/binary"
+	"iter"
 	"net/netip"
 )
 
@@ -64,3 +65,39 @@ func (t *addrTable) del(ap netip.AddrPort) {
 }
 
 func (t *addrTable) len() int { return t.v4.n + len(t.v6) }
+
+// addr4 is the address key4 made k from.
+func addr4(k uint64) netip.AddrPort {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(k>>16))
+	return netip.AddrPortFrom(netip.AddrFrom4(b), uint16(k))
+}
+
+// all is every address and the route filed under it. The loop's body may
+// not change the table.
+func (t *addrTable) all() iter.Seq2[netip.AddrPort, *route] {
+	return func(yield func(netip.AddrPort, *route) bool) {
+		for _, s := range t.v4.slots {
+			if s.rt != nil && !yield(addr4(s.key), s.rt) {
+				return
+			}
+		}
+		for ap, rt := range t.v6 {
+			if !yield(ap, rt) {
+				return
+			}
+		}
+	}
+}
+
+// delRoute deletes the address rt is filed under, if any, looking for it
+// among all of them: for a route whose address is not known (the router
+// keeps none; router.forget).
+func (t *addrTable) delRoute(rt *route) {
+	for ap, r := range t.all() {
+		if r == rt {
+			t.del(ap) // and stop: a delete shifts the v4 slots after it
+			return
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -42,6 +43,15 @@ func TestAddrTableIsAMapByAddrPort(t *testing.T) {
 		if tab.len() != len(ref) {
 			t.Fatalf("len %d, want %d", tab.len(), len(ref))
 		}
+		if rng.IntN(100) == 0 { // all gives back each address as filed (an IPv4 one from its key)
+			seen := map[netip.AddrPort]*route{}
+			for ap, rt := range tab.all() {
+				seen[ap] = rt
+			}
+			if !maps.Equal(seen, ref) {
+				t.Fatalf("all yields %v, want %v", seen, ref)
+			}
+		}
 	}
 	for _, ap := range addrs {
 		if got, want := tab.get(ap), ref[ap]; got != want {
@@ -50,6 +60,44 @@ func TestAddrTableIsAMapByAddrPort(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { _ = tab.get(addrs[5]) }); a != 0 {
 		t.Fatalf("a lookup allocates %v times", a)
+	}
+}
+
+// TestAddrTableDelRoute: delRoute finds the address a route is filed
+// under among all (IPv4 and not) and deletes that one alone — what the
+// router does for a connection that failed without naming its address
+// (router.forget).
+func TestAddrTableDelRoute(t *testing.T) {
+	tab := newAddrTable()
+	var rts []*route
+	var aps []netip.AddrPort
+	for i := range 300 {
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 4, byte(i >> 8), byte(i)}), uint16(50000+i))
+		if i%3 == 0 {
+			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)}), uint16(i))
+		}
+		rt := new(route)
+		tab.set(ap, rt)
+		rts, aps = append(rts, rt), append(aps, ap)
+	}
+	for i, rt := range rts {
+		if i%2 == 1 {
+			continue
+		}
+		tab.delRoute(rt)
+		tab.delRoute(rt) // none left: a no-op
+	}
+	for i, ap := range aps {
+		want := rts[i]
+		if i%2 == 0 {
+			want = nil
+		}
+		if got := tab.get(ap); got != want {
+			t.Fatalf("%v: route %p after deleting the even routes, want %p", ap, got, want)
+		}
+	}
+	if tab.len() != len(rts)/2 {
+		t.Fatalf("%d addresses left, want %d", tab.len(), len(rts)/2)
 	}
 }
 
@@ -113,8 +161,7 @@ func BenchmarkRouteLookup(b *testing.B) {
 	addrs := make([]netip.AddrPort, n)
 	for i := range addrs {
 		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), uint16(40000+i))
-		rt := &route{addr: addrs[i]}
-		r.byAddr.set(rt.addr, rt)
+		r.byAddr.set(addrs[i], &route{})
 	}
 	pkt := make([]byte, 40) // first byte 0: short-form data
 	b.ReportAllocs()

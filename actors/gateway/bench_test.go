@@ -267,10 +267,10 @@ func newReplay(tb testing.TB, x *exchange) *replay {
 		tb.Fatal(err)
 	}
 	rp := &replay{r: r, srv: srv, out: out, x: x, buf: make([]byte, 0, 1500)}
-	rt := &route{id: grant.ID, addr: benchClient}
+	rt := &route{id: grant.ID}
 	r.pidOf(rt) // made once, as a Conn's is at its Open
 	r.byID.set(rt.id, rt)
-	r.byAddr.set(rt.addr, rt)
+	r.byAddr.set(benchClient, rt)
 	rp.ctx = &stubCtx{deliver: func(d *msg.Datagram) {
 		// What conn.onDatagram does, minus the mailbox hop.
 		rt.inflight.Add(-1)

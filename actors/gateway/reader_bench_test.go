@@ -68,6 +68,7 @@ func benchReaderRoute(b *testing.B, flow, routed bool) {
 	r.setPool(pool)
 	_, grant, _ := handshakeServer(b, x.req)
 	rts := make([]*route, conns)
+	addrs := make([]netip.AddrPort, conns)
 	for i := range rts {
 		g := *grant // a Grant gives one Session: a copy each
 		sess, err := g.Session()
@@ -76,14 +77,15 @@ func benchReaderRoute(b *testing.B, flow, routed bool) {
 		}
 		id := grant.ID
 		id[0], id[1] = byte(i), byte(i>>8) // distinct ids, as the server's random ones
-		rt := &route{id: id, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))}
+		rt := &route{id: id}
+		addrs[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), uint16(30000+i))
 		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: takenOf(rt)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		rt.attach(c)
 		r.byID.set(rt.id, rt)
-		r.byAddr.set(rt.addr, rt)
+		r.byAddr.set(addrs[i], rt)
 		rts[i] = rt
 	}
 	free := make(chan *batch, 1)
@@ -110,7 +112,7 @@ func benchReaderRoute(b *testing.B, flow, routed bool) {
 			if d.N = copy(d.Buf, pkt); routed {
 				d.N = copy(d.Buf, long[c])
 			}
-			d.Addr = rts[c].addr
+			d.Addr = addrs[c]
 		}
 		bt.n = per
 		if r.readerRoute(bt) {

@@ -33,14 +33,14 @@ func TestReaderRoutesKnownConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &route{id: grant.ID, addr: benchClient}
+	rt := &route{id: grant.ID}
 	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt.conn = c
 	r.byID.set(rt.id, rt)
-	r.byAddr.set(rt.addr, rt)
+	r.byAddr.set(benchClient, rt)
 
 	free := make(chan *batch, 1)
 	b := newBatch(8, free)
@@ -109,18 +109,19 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt := &route{id: grant.ID, addr: netip.AddrPortFrom(benchClient.Addr(), uint16(20000+i))}
+		rt := &route{id: grant.ID}
+		addr := netip.AddrPortFrom(benchClient.Addr(), uint16(20000+i))
 		c, err := pool.Open(conn.Params{Handshake: sess, Player: uint64(i + 1), Inflight: &rt.inflight})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rt.attach(c)
-		r.byAddr.set(rt.addr, rt)
+		r.byAddr.set(addr, rt)
 		rts = append(rts, rt)
 		d := b.ds[i]
 		clear(d.Buf[:40])
 		d.N = 40 // short-form data (first byte 0), which the session rejects
-		d.Addr = rt.addr
+		d.Addr = addr
 	}
 	b.n = len(rts)
 	for i, rt := range rts {

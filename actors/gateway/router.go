@@ -29,7 +29,12 @@ type route struct {
 	inflight atomic.Int32 // datagrams queued to the connection, shared with it (Params.Inflight)
 	shard    int32
 	id       handshake.ConnID
-	addr     netip.AddrPort // where short-form packets come from
+	// The address short-form packets come from is not kept here: byAddr
+	// files the route under it, and the connection names it when it
+	// changes (conn.Moved's From) and when it closes (conn.Closed's
+	// Addr). A copy here was 32 bytes of every connection for its life,
+	// the 96-byte size class, not 64 (TestRouteLayout).
+	//
 	// token is the connect token's id until the connection is verified,
 	// when it is consumed (onVerified; forget consumes it for a
 	// connection gone before): nil after. Only a pending connection needs
@@ -434,7 +439,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	}
 	ud := slices.Clone(g.Claims.UserData[:g.Claims.UserDataLen])
 	tok := g.Claims.ID
-	rt := &route{id: g.ID, addr: g.Addr, token: &tok, player: g.Claims.PlayerID,
+	rt := &route{id: g.ID, token: &tok, player: g.Claims.PlayerID,
 		timeoutMS: uint32(g.Claims.Timeout / time.Millisecond)}
 	var zone *actor.PID
 	if r.cfg.Zone != nil {
@@ -457,12 +462,12 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	}
 	r.mu.Lock()
 	r.byID.set(rt.id, rt)
-	r.byAddr.set(rt.addr, rt)
+	r.byAddr.set(g.Addr, rt)
 	r.mu.Unlock()
 	r.st.granted.Add(1)
 	r.st.conns.Add(1)
 	r.st.pending.Add(1)
-	r.log.Debug("conn granted", "conn", rt.id, "player", rt.player, "addr", rt.addr)
+	r.log.Debug("conn granted", "conn", rt.id, "player", rt.player, "addr", g.Addr)
 }
 
 func (r *router) onVerified(ctx sender, m *conn.Verified) {
@@ -489,11 +494,13 @@ func (r *router) onMoved(m *conn.Moved) {
 	if rt == nil {
 		return
 	}
+	// m.From is where the gateway filed the route: its address at spawn
+	// (the Grant's, canonical as the session's), then each Moved's To,
+	// which the connection reports in order.
 	r.mu.Lock()
-	if r.byAddr.get(rt.addr) == rt {
-		r.byAddr.del(rt.addr)
+	if r.byAddr.get(m.From) == rt {
+		r.byAddr.del(m.From)
 	}
-	rt.addr = m.To
 	r.byAddr.set(m.To, rt)
 	r.mu.Unlock()
 	r.st.moved.Add(1)
@@ -505,7 +512,7 @@ func (r *router) onClosed(ctx sender, m *conn.Closed) {
 		return
 	}
 	r.st.closed[m.Reason].Add(1)
-	r.forget(rt)
+	r.forget(rt, m.Addr)
 	ctx.Stop(r.pidOf(rt))
 	r.log.Debug("conn closed", "conn", rt.id, "player", rt.player, "reason", m.Reason)
 }
@@ -521,17 +528,24 @@ func (r *router) onTerminated(who *actor.PID) {
 	for rt := range r.byID.all() {
 		if r.pidOf(rt).Id == who.Id {
 			r.st.closed[handshake.ReasonServerShutdown].Add(1)
-			r.forget(rt)
+			r.forget(rt, netip.AddrPort{}) // its address looked for: it sent no Closed
 			return
 		}
 	}
 }
 
-func (r *router) forget(rt *route) {
+// forget drops rt from the tables. at is its address as its connection
+// last reported it (conn.Closed's Addr: where the route is filed, unless
+// another connection took the address since); the zero AddrPort when it
+// is not known (a connection that failed), which has the address table
+// searched for rt (rare: as onTerminated's search of the routes).
+func (r *router) forget(rt *route, at netip.AddrPort) {
 	r.mu.Lock()
 	r.byID.del(rt.id)
-	if r.byAddr.get(rt.addr) == rt {
-		r.byAddr.del(rt.addr)
+	if !at.IsValid() {
+		r.byAddr.delRoute(rt)
+	} else if r.byAddr.get(at) == rt {
+		r.byAddr.del(at)
 	}
 	r.mu.Unlock()
 	delete(r.loose, rt.id)

@@ -20,9 +20,9 @@ func TestInboundQueueIsBounded(t *testing.T) {
 	out := new(discard)
 	r := newBenchRouter(t, out, seeded(1))
 	r.cfg.Conn.MaxInbound = 3
-	rt := &route{id: handshake.ConnID{1}, addr: benchClient}
+	rt := &route{id: handshake.ConnID{1}}
 	r.byID.set(rt.id, rt)
-	r.byAddr.set(rt.addr, rt)
+	r.byAddr.set(benchClient, rt)
 	held := 0
 	ctx := &stubCtx{deliver: func(d *msg.Datagram) { held++; d.Release() }} // the actor never catches up
 	for range 10 {
@@ -136,12 +136,13 @@ func TestHandshakeRequestsAreRateLimited(t *testing.T) {
 // a PID the gateway does not know changes nothing.
 func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	r := newBenchRouter(t, new(discard), seeded(1))
-	a := &route{id: handshake.ConnID{1}, addr: benchClient, since: 1}
-	b := &route{id: handshake.ConnID{2}, addr: netip.AddrPortFrom(benchClient.Addr(), 9), since: 1}
-	for _, rt := range []*route{a, b} {
+	a := &route{id: handshake.ConnID{1}, since: 1}
+	b := &route{id: handshake.ConnID{2}, since: 1}
+	aAddr, bAddr := benchClient, netip.AddrPortFrom(benchClient.Addr(), 9)
+	for i, rt := range []*route{a, b} {
 		r.byID.set(rt.id, rt)
 		r.byPlayer[rt.player] = rt
-		r.byAddr.set(rt.addr, rt)
+		r.byAddr.set([]netip.AddrPort{aAddr, bAddr}[i], rt)
 		r.st.conns.Add(1)
 	}
 	r.onTerminated(actor.NewPID("t", "conn$3"))
@@ -149,10 +150,10 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 		t.Fatalf("an unknown PID removed a route: %d left", r.byID.len())
 	}
 	r.onTerminated(actor.NewPID("local", r.pidOf(b).Id))
-	if r.byID.get(b.id) != nil || r.byID.len() != 1 || r.byAddr.get(b.addr) != nil {
+	if r.byID.get(b.id) != nil || r.byID.len() != 1 || r.byAddr.get(bAddr) != nil {
 		t.Fatalf("the terminated connection is still routed: %d routes by id", r.byID.len())
 	}
-	if r.byID.get(a.id) != a || r.byAddr.get(a.addr) != a {
+	if r.byID.get(a.id) != a || r.byAddr.get(aAddr) != a {
 		t.Fatal("the other connection lost its route")
 	}
 	if got := r.st.closed[handshake.ReasonServerShutdown].Load(); got != 1 {
@@ -160,21 +161,65 @@ func TestTerminatedConnectionIsForgotten(t *testing.T) {
 	}
 }
 
-// TestRouteLayout: a route (one per connection) stays in the 96-byte size
-// class (112 with copies of its Conn's PID and user data, 128 with the
-// connect token's id in it for the connection's life, 144 with a verified
-// flag and a time.Duration timeout of its own, 160 with its own inflight
-// counter allocation and a time.Time).
+// TestRouterFollowsTheConnectionsAddress: a route keeps no address of
+// its own (TestRouteLayout); the router moves it in byAddr by each
+// conn.Moved's From and To, lists it there (sessions), and forgets it by
+// conn.Closed's Addr — leaving alone a newer connection that took the
+// address meanwhile — or, without one, by looking for it.
+func TestRouterFollowsTheConnectionsAddress(t *testing.T) {
+	r := newBenchRouter(t, new(discard), seeded(1))
+	ctx := &stubCtx{}
+	a0 := benchClient
+	a1 := netip.AddrPortFrom(benchClient.Addr(), 7001)
+	a2 := netip.MustParseAddrPort("[2001:db8::7]:7002")
+	rt := &route{id: handshake.ConnID{1}, player: 11, since: 1}
+	r.byID.set(rt.id, rt)
+	r.byAddr.set(a0, rt)
+	r.byPlayer[rt.player] = rt
+	r.st.conns.Add(1)
+	r.onMoved(&conn.Moved{ID: rt.id, From: a0, To: a1})
+	r.onMoved(&conn.Moved{ID: rt.id, From: a1, To: a2})
+	if r.byAddr.get(a0) != nil || r.byAddr.get(a1) != nil || r.byAddr.get(a2) != rt || r.byAddr.len() != 1 {
+		t.Fatalf("after two moves: %p %p %p, %d addresses", r.byAddr.get(a0), r.byAddr.get(a1), r.byAddr.get(a2), r.byAddr.len())
+	}
+	if ss := r.sessions(); len(ss) != 1 || ss[0].Addr != a2 || ss[0].Player != 11 {
+		t.Fatalf("sessions %+v, want player 11 at %v", ss, a2)
+	}
+	// Another connection from a2 (the client's new session) takes the
+	// address before the old one's Closed comes.
+	nw := &route{id: handshake.ConnID{2}, player: 12, since: 1}
+	r.byID.set(nw.id, nw)
+	r.byAddr.set(a2, nw)
+	r.st.conns.Add(1)
+	r.onClosed(ctx, &conn.Closed{ID: rt.id, Addr: a2, Player: 11, Reason: handshake.ReasonTimeout})
+	if r.byID.get(rt.id) != nil || r.byAddr.get(a2) != nw {
+		t.Fatalf("closing the old connection: it is routed (%p) or the new one lost its address (%p)", r.byID.get(rt.id), r.byAddr.get(a2))
+	}
+	// A Closed without an address (a connection that never started)
+	// has the route looked for.
+	r.onClosed(ctx, &conn.Closed{ID: nw.id, Player: 12, Reason: handshake.ReasonTimeout})
+	if r.byID.len() != 0 || r.byAddr.len() != 0 {
+		t.Fatalf("%d routes by id, %d by address left", r.byID.len(), r.byAddr.len())
+	}
+}
+
+// TestRouteLayout: a route (one per connection) stays in the 64-byte size
+// class, one cache line (96 with a copy of the client's address, which
+// byAddr files it under; 112 with copies of its Conn's PID and user data,
+// 128 with the connect token's id in it for the connection's life, 144
+// with a verified flag and a time.Duration timeout of its own, 160 with
+// its own inflight counter allocation and a time.Time).
 func TestRouteLayout(t *testing.T) {
-	if n := unsafe.Sizeof(route{}); n > 96 {
-		t.Errorf("route is %d bytes, over the 96-byte size class", n)
+	if n := unsafe.Sizeof(route{}); n > 64 {
+		t.Errorf("route is %d bytes, over the 64-byte size class", n)
 	}
 }
 
 // TestRouteReaderFieldsFirst: what the reader reads and writes of a route
 // for each datagram (conn, inflight, shard) sits in its first 16 bytes, so
-// in one cache line wherever the 112-byte object starts (its size class
-// starts objects 16-byte aligned): one miss a datagram, not two.
+// in one cache line wherever the object starts (the 112- and 96-byte
+// classes start objects 16- and 32-byte aligned; the 64-byte one a line
+// each): one miss a datagram, not two.
 func TestRouteReaderFieldsFirst(t *testing.T) {
 	var rt route
 	for _, f := range []struct {
@@ -233,11 +278,13 @@ func TestTokenConsumedWhenVerifiedOrGone(t *testing.T) {
 
 // maxRouteBytes bounds what the gateway keeps for one verified connection:
 // its route and its entries in the tables by id, by address and by player.
-// Measured over 2,000 IPv4 connections: 198.5–201.3 B with the 96-byte
-// route (the Conn's PID and user data read through it: pidOf, userData);
-// 214.5–217.3 B with the 112-byte one that copied them. A size check, not
-// a timing one.
-const maxRouteBytes = 208
+// Measured over 2,000 IPv4 connections: 166.5 B with the 64-byte route
+// (its address only in byAddr: conn.Moved's From and conn.Closed's Addr
+// name it); 198.5–201.3 B with the 96-byte one that copied it (the Conn's
+// PID and user data read through it: pidOf, userData); 214.5–217.3 B
+// with the 112-byte one that copied those too. A size check, not a
+// timing one.
+const maxRouteBytes = 176
 
 func TestRouteFootprint(t *testing.T) {
 	const n = 2000
@@ -246,10 +293,9 @@ func TestRouteFootprint(t *testing.T) {
 	for i := range n {
 		// As spawn makes it and onVerified leaves it: no token.
 		rt := &route{id: handshake.ConnID{byte(i), byte(i >> 8), 1},
-			addr:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), uint16(40000+i)),
 			player: uint64(i + 1), timeoutMS: 30000, since: 1}
 		byID.set(rt.id, rt)
-		byAddr.set(rt.addr, rt)
+		byAddr.set(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 3, byte(i >> 8), byte(i)}), uint16(40000+i)), rt)
 		byPlayer[rt.player] = rt
 	}
 	per := float64(liveHeap()-before) / n

@@ -38,9 +38,14 @@ func (g *Gateway) Sessions(timeout time.Duration) ([]Session, error) {
 }
 
 func (r *router) sessions() []Session {
+	// The routes keep no address (route): the address table has them.
+	addrs := make(map[*route]netip.AddrPort, len(r.byPlayer))
+	for ap, rt := range r.byAddr.all() { // this actor writes byAddr: it reads it without mu
+		addrs[rt] = ap
+	}
 	out := make([]Session, 0, len(r.byPlayer))
 	for _, rt := range r.byPlayer {
-		out = append(out, Session{Player: rt.player, PID: r.pidOf(rt), Addr: rt.addr, Since: time.Unix(0, rt.since)})
+		out = append(out, Session{Player: rt.player, PID: r.pidOf(rt), Addr: addrs[rt], Since: time.Unix(0, rt.since)})
 	}
 	slices.SortFunc(out, func(a, b Session) int {
 		switch {

@@ -73,3 +73,62 @@ func TestInputEventRoomFootprint(t *testing.T) {
 		t.Fatalf("Inputs hold %.1f B of event room a player, want ≤ %d", per, maxInputRoomBytes)
 	}
 }
+
+// maxInputMovesBytes bounds the move room a player's Inputs hold at the
+// node's shape (TestInputMovesRoomFootprint). Measured 49.1 B a player
+// with a released Input keeping room for 4 moves (pooledMoves); 439.1 B
+// with room for 16: every Input that once carried a resend of a
+// connection's unacknowledged moves (actors/conn resendStalled: a zone's
+// Controls that stop reporting progress for 250 ms, as in a handoff)
+// circulated with its room for good. A size check, not a timing one.
+const maxInputMovesBytes = 60
+
+// TestInputMovesRoomFootprint: a shard's Inputs at the node's shape —
+// 2,000 players, a datagram with a move each 30 Hz round, each round's
+// Inputs released by the zone the round after, and every player's moves
+// resent once in 20 s (nine moves: a handoff's stall of 300 ms) — hold
+// room for a datagram's moves, not for the resends': the room of the
+// Inputs in flight, the shard's cache and the returns stack, after 30 s.
+func TestInputMovesRoomFootprint(t *testing.T) {
+	drainReturns()
+	defer drainReturns()
+	const players, rounds, resend = 2000, 900, 9
+	var shard InputCache
+	flight := make([]*Input, 0, players)
+	prev := make([]*Input, 0, players)
+	for r := range rounds {
+		for _, in := range prev {
+			in.Release()
+		}
+		prev, flight = flight, prev[:0]
+		for p := range players {
+			in := shard.Get()
+			n := 1
+			if (r+13*p)%600 == 0 {
+				n = resend
+			}
+			for k := range n {
+				in.Moves = append(in.Moves, move.Move{Seq: uint64(r + k + 1)})
+			}
+			flight = append(flight, in)
+		}
+	}
+	moveBytes := int(unsafe.Sizeof(move.Move{}))
+	held := 0
+	for _, in := range prev {
+		held += cap(in.Moves) * moveBytes
+	}
+	for _, in := range flight {
+		held += cap(in.Moves) * moveBytes
+	}
+	for _, top := range []*Input{shard.free, inputReturns.Load()} {
+		for in := top; in != nil; in = in.next {
+			held += cap(in.Moves) * moveBytes
+		}
+	}
+	per := float64(held) / players
+	t.Logf("move room: %.1f B a player", per)
+	if per > maxInputMovesBytes {
+		t.Fatalf("Inputs hold %.1f B of move room a player, want ≤ %d", per, maxInputMovesBytes)
+	}
+}

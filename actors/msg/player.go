@@ -190,10 +190,14 @@ func (c *InputCache) Get() *Input {
 	return in
 }
 
-// pooledMoves is the most room for Moves a released Input keeps (512
+// pooledMoves is the most room for Moves a released Input keeps (96
 // bytes): a datagram's new moves are one to three, a connection's resend
-// of moves its zone did not report applied up to 256 (actors/conn).
-const pooledMoves = 16
+// of moves its zone did not report applied up to 256 (actors/conn), and
+// nine or so after a handoff's stall of 300 ms. With room for 16 kept
+// (384 bytes), every Input that once carried such a resend circulated
+// with its room for good (TestInputMovesRoomFootprint); now the few that
+// carry one allocate it.
+const pooledMoves = 4
 
 // pooledEvents and pooledArena bound the event room a released Input
 // keeps (pooledEvents events, pooledArena bytes of payload): a datagram

@@ -129,7 +129,7 @@ func NewClient(token []byte, server netip.AddrPort, cfg ClientConfig, h ClientHa
 		cfg.Registry = DefaultRegistry()
 	}
 	c := &Client{cfg: cfg, h: h, hc: hc, state: handshake.StatePending, started: now}
-	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, serverLimits{}); err != nil {
+	if err := c.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, serverLimits{}, false); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	c.ev.init(c.e.lim.lanes)

@@ -12,7 +12,9 @@ import (
 // Receiver's idle trim falls due or a section with events comes
 // (readEvents, event.Receiver.SkipEmpty): Stats counts every section, and
 // the Receiver's trims fall on the sections where reading each would have
-// put them, every trimSections (32) from its first.
+// put them, every trimSections (32) from its first — also for a Receiver
+// made at the client's first event (Server.receiver), after empty
+// sections it never saw.
 func TestServerCountsEmptyEventSections(t *testing.T) {
 	const trimEvery = 32 // event's trimSections
 	p := newPairN(t, 0)
@@ -23,6 +25,14 @@ func TestServerCountsEmptyEventSections(t *testing.T) {
 		n := st.Moves.Sections // the data packets read: each has an event section
 		if got := st.EventsRecv.Sections; got != n {
 			t.Fatalf("round %d: %d event sections counted in %d data packets", i, got, n)
+		}
+		if !session.HasReceiver(p.srv) {
+			// No event from the client yet: no Receiver to count for
+			// (Server.receiver), and nothing held for one.
+			if quiet, until, _ := session.EmptyEventsHeld(p.srv); quiet != 0 || until != 0 {
+				t.Fatalf("round %d: no Receiver, yet %d empty sections held, its trim reckoned %d on", i, quiet, until)
+			}
+			continue
 		}
 		quiet, until, trimIn := session.EmptyEvents(p.srv)
 		want := trimEvery - int(n%trimEvery)

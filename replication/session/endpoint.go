@@ -106,6 +106,9 @@ type endpointLimits struct {
 	discInterval       time.Duration
 	discCopies, lanes  int
 	srv                serverLimits // a Server's; zero on a Client
+	// events is the event config, for a Server's Receiver made at its
+	// client's first event (Server.receiver); zero on a Client.
+	events event.Config
 }
 
 // epLimits interns the endpointLimits of a process. Bounded: past
@@ -113,7 +116,10 @@ type endpointLimits struct {
 // own copy.
 var epLimits intern.Table[endpointLimits]
 
-func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits) error {
+// init makes the endpoint's notify Conn and event Sender, and a Client's
+// event Receiver; a Server's (lazyRx) is made at its client's first event
+// (Server.receiver).
+func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits, lazyRx bool) error {
 	var err error
 	if e.nc, err = notify.New(nc); err != nil {
 		return err
@@ -121,10 +127,16 @@ func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout ti
 	if e.evs, err = event.NewSender(ec); err != nil {
 		return err
 	}
-	if e.evr, err = event.NewReceiver(ec); err != nil {
+	lim := endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv}
+	if lazyRx {
+		if err := ec.Validate(); err != nil { // as NewReceiver would: a config it refuses fails here, not at the first event
+			return err
+		}
+		lim.events = ec
+	} else if e.evr, err = event.NewReceiver(ec); err != nil {
 		return err
 	}
-	e.lim = epLimits.Get(endpointLimits{keepAlive: keepAlive, timeout: timeout, discInterval: interval, discCopies: copies, lanes: ec.Lanes, srv: srv})
+	e.lim = epLimits.Get(lim)
 	e.lastHdr = 3
 	e.lastData = noData
 	return nil

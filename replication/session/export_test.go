@@ -47,6 +47,16 @@ func NextDeadlineForRef(s *Server, now time.Duration, ghosts GhostWriter) time.D
 // (readEvents): those not yet handed to its Receiver, how many sections
 // on it reckons the Receiver's next idle trim, and the Receiver's own
 // reckoning (event.Receiver.TrimIn), which has not seen the first.
+// HasReceiver reports whether s made its event Receiver (at its
+// client's first event).
+func HasReceiver(s *Server) bool { return s.e.evr != nil }
+
+// EmptyEventsHeld is EmptyEvents without the Receiver's reckoning (none
+// before the client's first event).
+func EmptyEventsHeld(s *Server) (quiet, until, _ int) {
+	return int(s.ev.empty.quiet), int(s.ev.empty.until), 0
+}
+
 func EmptyEvents(s *Server) (quiet, until, trimIn int) {
 	return int(s.ev.empty.quiet), int(s.ev.empty.until), s.e.evr.TrimIn()
 }

@@ -143,6 +143,39 @@ func TestServerInUseFootprint(t *testing.T) {
 	}
 }
 
+// maxServerQuietBytes: TestServerInUseQuietFootprint's Server, whose
+// client sends no events. Measured 1,152 B with the event Receiver made
+// at the client's first event (Server.receiver); 1,232 B while every
+// Server made one at its start.
+const maxServerQuietBytes = 1184
+
+// TestServerInUseQuietFootprint is TestServerInUseFootprint with a client
+// that sends no events (many players never chat, trade or cast): its
+// Server makes no event Receiver (80 bytes).
+func TestServerInUseQuietFootprint(t *testing.T) {
+	const n = 50
+	pairs := make([]*pair, n)
+	sc := session.NewScratch()
+	for i := range pairs {
+		p := newPairN(t, 0)
+		p.quiet = true
+		p.srv.ShareScratch(sc)
+		p.h.moves = make([]move.Move, 0, 64)
+		for range 300 {
+			p.step(t)
+		}
+		pairs[i] = p
+	}
+	if st := pairs[0].srv.Stats(); st.EventsRecv.Sections != st.Moves.Sections || st.Moves.Sections < 290 {
+		t.Fatalf("%d event sections counted in %d data packets", st.EventsRecv.Sections, st.Moves.Sections)
+	}
+	per := serverBytesEach(pairs, sc)
+	t.Logf("session.Server in use, its client quiet: %d B per connection", per)
+	if per > maxServerQuietBytes {
+		t.Fatalf("a Server in use whose client sends no events keeps %d B per connection, want ≤ %d", per, maxServerQuietBytes)
+	}
+}
+
 // oneGhostRecord is a GhostWriter whose every section holds one record
 // (three bits the client skips: newPairSkipGhosts).
 type oneGhostRecord struct{}

@@ -178,7 +178,7 @@ func NewServer(sess *handshake.Session, cfg ServerConfig, h ServerHandler, now t
 		interval:    time.Second / time.Duration(cfg.SendRate),
 		maxInFlight: int32(cfg.Notify.MaxInFlight),
 	}
-	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, srv); err != nil {
+	if err := s.e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, srv, true); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	cw, err := move.NewControlWriter(cfg.Control)
@@ -261,8 +261,13 @@ func (s *Server) RTT() time.Duration { return s.e.nc.RTT() }
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() ServerStats {
 	rare := s.e.c.rareValue()
-	recv := s.e.evr.Stats()
-	recv.Sections += uint64(s.ev.empty.quiet) // read, not yet counted there (readEvents)
+	var recv event.ReceiverStats
+	if s.e.evr != nil {
+		recv = s.e.evr.Stats()
+		recv.Sections += uint64(s.ev.empty.quiet) // read, not yet counted there (readEvents)
+	} else {
+		recv.Sections = s.ap.Stats().Sections // every section read was empty (emptyEvents)
+	}
 	return ServerStats{
 		Counters:           s.e.c.snapshot(),
 		RTT:                s.e.nc.RTT(),
@@ -640,22 +645,50 @@ func (s *Server) readEvents(r *bitstream.Reader, ev []byte) error {
 		s.emptyEvents()
 		return nil
 	}
+	evr := s.receiver()
 	if q.quiet > 0 {
-		s.e.evr.SkipEmpty(int(q.quiet))
+		evr.SkipEmpty(int(q.quiet))
 		q.quiet = 0
 	}
-	err := s.e.evr.ReadScratch(r, ev, s.deliver) // a method value on the stack: Read keeps no reference
-	q.until = trimIn(s.e.evr.TrimIn())
+	err := evr.ReadScratch(r, ev, s.deliver) // a method value on the stack: Read keeps no reference
+	q.until = trimIn(evr.TrimIn())
 	return err
+}
+
+// receiver is the event Receiver, made at the first section with events.
+// Most clients send events now and then, some never (80 bytes of every
+// connection); until the first, emptyEvents counts nothing, and the
+// Receiver starts as one that read every section before as empty: each
+// data packet has one, as it has one move section (move.Applier's
+// count).
+func (s *Server) receiver() *event.Receiver {
+	if s.e.evr != nil {
+		return s.e.evr
+	}
+	evr, err := event.NewReceiver(s.e.lim.events) // validated by NewServer
+	if err != nil {
+		panic("session: a Server's event config went bad: " + err.Error())
+	}
+	// The sections before this packet's: its move section is counted
+	// already, and ReadScratch counts its event section.
+	evr.SkipEmpty(int(s.ap.Stats().Sections) - 1)
+	s.e.evr = evr
+	return evr
 }
 
 // emptyEvents counts an empty event section read (readEvents), handing
 // the count to the Receiver when its next trim falls due.
+//
+// Before the client's first event there is no Receiver to count for
+// (receiver): until stays 0, and each empty section comes here.
 func (s *Server) emptyEvents() {
 	q := &s.ev.empty
 	if q.until > 1 {
 		q.until--
 		q.quiet++
+		return
+	}
+	if s.e.evr == nil {
 		return
 	}
 	q.until = trimIn(s.e.evr.SkipEmpty(int(q.quiet) + 1))

@@ -12,7 +12,7 @@ import (
 func TestNotStreamingBeforeData(t *testing.T) {
 	cfg := DefaultServerConfig()
 	var e endpoint
-	if err := e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, serverLimits{}); err != nil {
+	if err := e.init(cfg.Notify, cfg.Events, cfg.KeepAlive, cfg.Timeout, cfg.DisconnectCopies, cfg.DisconnectInterval, serverLimits{}, false); err != nil {
 		t.Fatal(err)
 	}
 	ka := cfg.KeepAlive
