@@ -150,7 +150,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(stderr, "Usage: capacity [flags]\n\nRuns a whole zoned in this process, drives it with botswarm over loopback at each\nplayer count, and prints the server's CPU and live heap per player, tick p50/p99\nand RTT p99 (docs/benchmarks.md, \"Server cost per player\").\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	players := fs.String("players", "250,500,750,1000,1500,2000", "player counts to measure, comma separated")
+	players := fs.String("players", "250,500,750,1000,1500,2000,2500", "player counts to measure, comma separated")
 	fs.Float64Var(&o.ramp, "ramp", 80, "bots connected per second (the handshake limit is 100/s per /24; loopback is one /24)")
 	fs.DurationVar(&o.warmup, "warmup", 10*time.Second, "settle time after every bot connected, before the window")
 	fs.DurationVar(&o.window, "window", 20*time.Second, "measurement window")

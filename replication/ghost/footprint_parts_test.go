@@ -3,12 +3,13 @@ package ghost
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/notify"
-	"testing"
-	"unsafe"
 )
 
 // tableParts is what each part of a table keeps on the heap, rounded up to
@@ -209,6 +210,62 @@ func churnEnts(rng *rand.Rand, pc, nc *Class, span float64) func() churnEnt {
 		}
 		return e
 	}
+}
+
+// churnPool hands a run's scope its entering entities: new ones, or, back
+// times in 8, one that left earlier (a wanderer turning back). It keeps
+// the last 64 that left.
+type churnPool struct {
+	rng    *rand.Rand
+	newEnt func() churnEnt
+	back   int
+	left   []churnEnt
+}
+
+func (p *churnPool) enter() churnEnt {
+	if len(p.left) > 0 && p.rng.IntN(8) < p.back {
+		k := p.rng.IntN(len(p.left))
+		e := p.left[k]
+		p.left = slices.Delete(p.left, k, k+1)
+		return e
+	}
+	return p.newEnt()
+}
+
+func (p *churnPool) leave(e churnEnt) {
+	p.left = append(p.left, e)
+	if len(p.left) > 64 {
+		p.left = p.left[1:]
+	}
+}
+
+// fatePump writes a table's packets (800 bytes) and delivers each one's
+// fate a round trip after its send, as a server's come.
+type fatePump struct {
+	inflight []sentPacket
+	seq      uint64
+	buf      [800]byte
+	w        bitstream.Writer
+}
+
+type sentPacket struct {
+	seq uint64
+	at  time.Duration
+}
+
+// send delivers the fates due by now, unless they are held (a stall),
+// then writes the next packet at now.
+func (p *fatePump) send(tb testing.TB, tab *Table, now, rtt time.Duration, held bool) {
+	for len(p.inflight) > 0 && p.inflight[0].at+rtt <= now && !held {
+		tab.OnFate(notify.Fate{Seq: p.inflight[0].seq, Delivered: true, SentAt: p.inflight[0].at})
+		p.inflight = p.inflight[1:]
+	}
+	p.seq++
+	p.w.Reset(p.buf[:])
+	if _, err := tab.Write(&p.w, p.seq, now); err != nil {
+		tb.Fatal(err)
+	}
+	p.inflight = append(p.inflight, sentPacket{p.seq, now})
 }
 
 // walkView moves the churn entities a tick (50 ms) along their

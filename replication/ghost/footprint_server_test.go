@@ -7,9 +7,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/ghostwire/ghostwire/replication/bitstream"
-	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // serverShape is how a connection's table is driven on a server at 2,000
@@ -41,38 +38,16 @@ func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed
 	rng := rand.New(rand.NewPCG(seed, 3))
 	type ent = churnEnt
 	newEnt := churnEnts(rng, pc, nc, 400)
-	var left []ent // entities out of scope that may come back
-	enter := func() ent {
-		if len(left) > 0 && rng.IntN(8) < sh.back {
-			k := rng.IntN(len(left))
-			e := left[k]
-			left = slices.Delete(left, k, k+1)
-			return e
-		}
-		return newEnt()
-	}
-	leave := func(e ent) {
-		left = append(left, e)
-		if len(left) > 64 {
-			left = left[1:]
-		}
-	}
+	pool := churnPool{rng: rng, newEnt: newEnt, back: sh.back} // entities out of scope that may come back
 	ents := make([]ent, 0, sh.hi)
 	for range (sh.lo + sh.hi) / 2 {
 		ents = append(ents, newEnt())
 	}
-	type sent struct {
-		seq uint64
-		at  time.Duration
-	}
-	var inflight []sent
 	var refs []ViewRef
-	var buf [800]byte
-	var w bitstream.Writer
+	var pump fatePump
 	start := time.Second
 	const viewEvery, pktEvery = 50 * time.Millisecond, time.Second / 21
 	nextView, nextPkt := start, start+pktEvery/2
-	seq := uint64(0)
 	for v := 0; nextView < start+time.Duration(sh.secs)*time.Second; {
 		if nextView <= nextPkt {
 			now := nextView
@@ -80,17 +55,17 @@ func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed
 			if v%20 == 0 { // once a second the scope walks by one
 				switch {
 				case len(ents) < sh.hi && (len(ents) == sh.lo || rng.IntN(2) == 0):
-					ents = append(ents, enter())
+					ents = append(ents, pool.enter())
 				case len(ents) > sh.lo:
 					k := rng.IntN(len(ents))
-					leave(ents[k])
+					pool.leave(ents[k])
 					ents = slices.Delete(ents, k, k+1)
 				}
 			}
 			if rng.IntN(20) < sh.swaps { // swaps a second on average
 				k := rng.IntN(len(ents))
-				leave(ents[k])
-				ents[k] = enter()
+				pool.leave(ents[k])
+				ents[k] = pool.enter()
 			}
 			v++
 			refs = walkView(tb, tab, sw, ents, refs, now)
@@ -99,16 +74,7 @@ func serverRun(tb testing.TB, reg *Registry, pc, nc *Class, sh serverShape, seed
 		now := nextPkt
 		nextPkt += pktEvery
 		stalled := now >= start+sh.stallAt && now < start+sh.stallAt+sh.stall
-		for len(inflight) > 0 && inflight[0].at+sh.rtt <= now && !stalled {
-			tab.OnFate(notify.Fate{Seq: inflight[0].seq, Delivered: true, SentAt: inflight[0].at})
-			inflight = inflight[1:]
-		}
-		seq++
-		w.Reset(buf[:])
-		if _, err := tab.Write(&w, seq, now); err != nil {
-			tb.Fatal(err)
-		}
-		inflight = append(inflight, sent{seq, now})
+		pump.send(tb, tab, now, sh.rtt, stalled)
 		if each != nil {
 			each(tab)
 		}

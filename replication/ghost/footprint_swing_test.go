@@ -5,9 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/ghostwire/ghostwire/replication/bitstream"
-	"github.com/ghostwire/ghostwire/replication/notify"
 )
 
 // swingRun drives one table as a node at 2,000 players does when its
@@ -30,22 +27,7 @@ func swingRun(tb testing.TB, reg *Registry, pc, nc *Class, secs int, seed uint64
 	sw := writerFor(tb, reg)
 	rng := rand.New(rand.NewPCG(seed, 41))
 	newEnt := churnEnts(rng, pc, nc, 400)
-	var left []churnEnt
-	enter := func() churnEnt {
-		if len(left) > 0 && rng.IntN(8) < 3 {
-			k := rng.IntN(len(left))
-			e := left[k]
-			left = slices.Delete(left, k, k+1)
-			return e
-		}
-		return newEnt()
-	}
-	leave := func(e churnEnt) {
-		left = append(left, e)
-		if len(left) > 64 {
-			left = left[1:]
-		}
-	}
+	pool := churnPool{rng: rng, newEnt: newEnt, back: 3}
 	// Each member stays a while drawn at its entry: most pass through in
 	// seconds, a quarter (the crowd the player walks with) stay minutes.
 	// Those that got the highest ids at a peak of the scope often stay
@@ -68,18 +50,11 @@ func swingRun(tb testing.TB, reg *Registry, pc, nc *Class, secs int, seed uint64
 	}
 	view := make([]churnEnt, 0, hi)
 	target := mid
-	type sent struct {
-		seq uint64
-		at  time.Duration
-	}
-	var inflight []sent
 	var refs []ViewRef
-	var buf [800]byte
-	var w bitstream.Writer
+	var pump fatePump
 	start := time.Second
 	const viewEvery, pktEvery, rtt = 50 * time.Millisecond, time.Second / 21, 40 * time.Millisecond
 	nextView, nextPkt := start, start+pktEvery/2
-	seq := uint64(0)
 	for v := 0; nextView < start+time.Duration(secs)*time.Second; {
 		if nextView <= nextPkt {
 			now := nextView
@@ -91,12 +66,12 @@ func swingRun(tb testing.TB, reg *Registry, pc, nc *Class, secs int, seed uint64
 			// target, the one due first leaving early when it shrinks.
 			ents = slices.DeleteFunc(ents, func(m member) bool {
 				if m.till <= now {
-					leave(m.e)
+					pool.leave(m.e)
 				}
 				return m.till <= now
 			})
 			for len(ents) < target {
-				ents = append(ents, member{enter(), now + stay()})
+				ents = append(ents, member{pool.enter(), now + stay()})
 			}
 			if len(ents) > target {
 				k := 0
@@ -105,7 +80,7 @@ func swingRun(tb testing.TB, reg *Registry, pc, nc *Class, secs int, seed uint64
 						k = i
 					}
 				}
-				leave(ents[k].e)
+				pool.leave(ents[k].e)
 				ents = slices.Delete(ents, k, k+1)
 			}
 			v++
@@ -121,16 +96,7 @@ func swingRun(tb testing.TB, reg *Registry, pc, nc *Class, secs int, seed uint64
 		}
 		now := nextPkt
 		nextPkt += pktEvery
-		for len(inflight) > 0 && inflight[0].at+rtt <= now {
-			tab.OnFate(notify.Fate{Seq: inflight[0].seq, Delivered: true, SentAt: inflight[0].at})
-			inflight = inflight[1:]
-		}
-		seq++
-		w.Reset(buf[:])
-		if _, err := tab.Write(&w, seq, now); err != nil {
-			tb.Fatal(err)
-		}
-		inflight = append(inflight, sent{seq, now})
+		pump.send(tb, tab, now, rtt, false)
 		if each != nil {
 			each(tab, now-start)
 		}
