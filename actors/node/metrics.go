@@ -40,6 +40,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 		{"events_malformed_total", "Client events with a malformed payload.", m.EventsMalformed.Load},
 		{"events_duplicate_total", "Client ordered events dropped at the player's event fence: applied before, resent after a redirect or a restore.", m.EventsDuplicate.Load},
 		{"events_early_dropped_total", "Client events of a player a zone had reserved but did not own yet that reached the game's handler: dropped, never applied before the Commit brings the player's fence (0 unless a hold was missed).", m.EventsEarlyDropped.Load},
+		{"events_paused_dropped_total", "Client events that came while a zone was frozen for a handover to another node and were not applied there: the client resends the ordered ones to the next owner.", m.EventsPausedDropped.Load},
 		{"events_away_dropped_total", "Client events of a player a zone neither owns nor knows where it went: dropped (the client resends numbered ordered ones on its next connection; others are lost).", m.EventsAwayDropped.Load},
 		{"handoffs_in_total", "Entities acquired from a neighbouring zone.", m.HandoffsIn.Load},
 		{"redirects_total", "Connections redirected to a new owning zone.", m.Redirects.Load},

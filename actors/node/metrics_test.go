@@ -179,7 +179,7 @@ func TestZoneHoldCountersExported(t *testing.T) {
 	n := startScraped(t)
 	_, mfs := scrape(t, n)
 	for _, name := range []string{"ghostwire_zone_held_inputs_dropped_total", "ghostwire_zone_held_inputs_returned_total",
-		"ghostwire_zone_events_early_dropped_total", "ghostwire_zone_events_away_dropped_total", "ghostwire_zone_inputs_dropped_total"} {
+		"ghostwire_zone_events_early_dropped_total", "ghostwire_zone_events_away_dropped_total", "ghostwire_zone_events_paused_dropped_total", "ghostwire_zone_inputs_dropped_total"} {
 		mf := mfs[name]
 		if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetCounter() == nil {
 			t.Errorf("%s: not a counter on /metrics", name)

@@ -165,3 +165,89 @@ func TestEventFenceTravelsWithAHandoff(t *testing.T) {
 		t.Fatalf("new owner's fence %+v", fence)
 	}
 }
+
+// A drain freezes a zone and then takes its players' checkpoints, which
+// the next owner restores: an event that comes while the zone is frozen
+// must not be applied there, or the client — never told it was applied —
+// sends it again to the next owner, whose fence (the checkpoint's) takes
+// it: applied twice (an echo came back twice in
+// TestZonedDrainedMidRunRedirectsTheBots). Kept instead, it is applied
+// when the zone runs again, or, the zone handed over, applied once by the
+// next owner from the client's resend.
+func TestEventsWaitOutAFreeze(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	const gen = 0xf00d
+	logA := &laneLog{}
+	a := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logA})
+	a.join(1, "x0z0")
+	a.sendNumbered("x0z0", 1, gen, 1, 3)
+	a.sync()
+	checkpoint := func(f *fixture) handoff.Checkpoint {
+		t.Helper()
+		var cp handoff.Checkpoint
+		if err := f.world.Inspect(5*time.Second, func(z *sim.Zone) {
+			if c, ok := z.CheckpointOf(1); ok {
+				cp = c
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return cp
+	}
+
+	// Frozen and let go without a handover (the checkpoints could not be
+	// taken): kept, then applied in order before anything newer. Under
+	// another pause (a census) an event is applied as it comes.
+	pid := a.world.PID("x0z0")
+	a.sys.Root.Send(pid, &Pause{Paused: true, By: PauseHandover})
+	a.sendNumbered("x0z0", 1, gen, 4, 5)
+	a.sync()
+	if got := logA.take(); !slices.Equal(got, names(1, 3)) {
+		t.Fatalf("before and during a freeze the zone applied %q, want e1..e3 (e4, e5 wait)", got)
+	}
+	a.sys.Root.Send(pid, &Pause{Paused: true, By: PauseManual})
+	a.sys.Root.Send(pid, &Pause{Paused: false, By: PauseHandover})
+	a.sendNumbered("x0z0", 1, gen, 6, 6)
+	a.sync()
+	if got := logA.take(); !slices.Equal(got, names(4, 6)) {
+		t.Fatalf("after the freeze, under a census's pause, the zone applied %q, want e4..e6 in order", got)
+	}
+	a.sys.Root.Send(pid, &Pause{Paused: false, By: PauseManual})
+
+	// Frozen for a handover: the checkpoint taken then covers every event
+	// applied, and what came after it is not applied here.
+	a.sys.Root.Send(pid, &Pause{Paused: true, By: PauseHandover})
+	a.sendNumbered("x0z0", 1, gen, 7, 8)
+	a.sync()
+	cp := checkpoint(a)
+	a.sendNumbered("x0z0", 1, gen, 9, 9)
+	a.sync()
+	if got := logA.take(); len(got) != 0 {
+		t.Fatalf("a zone frozen for a handover applied %q", got)
+	}
+	if cp.Events.Gen != gen || cp.Events.Last[0] != 6 {
+		t.Fatalf("the frozen zone's checkpoint fence %+v, want generation %#x lane 0 at 6", cp.Events, gen)
+	}
+	a.stop() // handed over: the zone stops, its kept inputs dropped
+	if got := a.world.Metrics().EventsPausedDropped.Load(); got != 3 {
+		t.Fatalf("%d events counted dropped at the stop, want 3 (e7..e9)", got)
+	}
+
+	// The next owner restores the checkpoint; the connection resends what
+	// was never reported applied (it heard of e1..e3): each applied once.
+	rec, err := pbconv.CheckpointFromProto(pbconv.CheckpointToProto(&cp), uint64(cp.Epoch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logB := &laneLog{}
+	b := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logB})
+	defer b.stop()
+	p := b.drv.add(1, b.world.PID("x0z0"))
+	b.sys.Root.Send(b.world.PID("x0z0"), &msg.Join{Player: 1, Conn: b.dpid, Ghosts: b.dpid, Views: &p.views,
+		LastApplied: rec.LastApplied, Restore: rec})
+	b.sendNumbered("x0z0", 1, gen, 4, 10)
+	b.sync()
+	if got := logB.take(); !slices.Equal(got, names(7, 10)) {
+		t.Fatalf("the next owner applied %q, want e7..e10 (e4..e6 are behind the checkpoint's fence)", got)
+	}
+}

@@ -63,6 +63,11 @@ type Metrics struct {
 	// holdEarly: dropped, never applied before the Commit brings the
 	// player's fence (sim.Zone.TakeEvent). 0 unless a hold was missed.
 	EventsEarlyDropped atomic.Uint64
+	// EventsPausedDropped: events that came while the zone was paused and
+	// were not applied here: the zone stopped (handed over: the client
+	// sends the numbered ones again to the next owner), or more inputs
+	// brought events during the pause than it keeps (maxPausedEvents).
+	EventsPausedDropped atomic.Uint64
 	// EventsAwayDropped: events (any class) of a player this zone
 	// neither owns nor knows where it went (never here, a neighbour's
 	// replica, or its forwarding record forgotten): dropped, never

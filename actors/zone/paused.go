@@ -1,6 +1,9 @@
 package zone
 
-import "github.com/ghostwire/ghostwire/zones/handoff"
+import (
+	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
 
 // A paused zone's handoffs.
 //
@@ -188,4 +191,79 @@ func (a *zoneActor) letGo() {
 	for _, env := range kept {
 		a.onHandoff(env)
 	}
+}
+
+// A frozen zone's events.
+//
+// A drain freezes the zone (PauseHandover) and then takes every player's
+// checkpoint, which the next owner restores. The freeze stops the moves
+// (they wait in the zone's queues), but an event used to be applied as it
+// came: one applied after the checkpoint was applied twice — its effect
+// (an echo sent) is not in the checkpoint's fence, and the client, never
+// told it was applied (no tick, no Control), sends it again to the next
+// owner, which takes it (TestZonedDrainedMidRunRedirectsTheBots: an echo
+// came back twice). So the inputs that bring events while the zone is
+// frozen keep them, in order, and:
+//   - when the zone stops (handed over), they are dropped: the client
+//     sends the numbered ones again to the next owner, whose fence is the
+//     checkpoint's, so each is applied once. The others are lost, as their
+//     classes allow at a switch of owner (§7.20 numbers only ordered
+//     events);
+//   - when the freeze ends without a handover (the checkpoints could not
+//     be taken), they are applied before anything newer (their moves went
+//     to the zone's queues when they came, as every paused input's do).
+//
+// The other pauses apply events as they come: a census (PauseManual) hands
+// nothing over, and under a lease's hold (PauseLease) an event applied
+// after the last periodic checkpoint is the RPO's (§7.20: applied again
+// if the zone dies), as it is in a running zone.
+//
+// maxPausedEvents bounds the inputs kept: a freeze lasts a few NATS round
+// trips; beyond the bound an input's events are dropped and counted
+// (Metrics.EventsPausedDropped), the numbered ones to be resent to the
+// next owner.
+const maxPausedEvents = 8192
+
+// pauseEvents keeps in, whose moves went to the zone's queues, for its
+// events: the zone is frozen for a handover.
+func (a *zoneActor) pauseEvents(in *msg.Input) {
+	if len(a.pausedEvents) >= maxPausedEvents {
+		a.m.EventsPausedDropped.Add(uint64(len(in.Events)))
+		in.Release()
+		return
+	}
+	in.Moves, in.LostBefore = in.Moves[:0], 0
+	a.pausedEvents = append(a.pausedEvents, in)
+}
+
+// applyPausedEvents applies the events kept while the zone was frozen, in
+// the order they came, as apply would have: a player handed away
+// meanwhile (a handoff in flight when the freeze began) has them passed
+// on to its owner.
+func (a *zoneActor) applyPausedEvents() {
+	if len(a.pausedEvents) == 0 {
+		return
+	}
+	for i, in := range a.pausedEvents {
+		a.pausedEvents[i] = nil
+		if !a.z.OwnsEvents(in.Player) && a.eventsAway(in) {
+			continue
+		}
+		a.handleEvents(in)
+		in.Release()
+	}
+	a.pausedEvents = a.pausedEvents[:0]
+	a.flushOutputs()
+	a.flushPending()
+}
+
+// dropPausedEvents releases the inputs kept while frozen: the zone stops
+// (handed over, or its node stopping).
+func (a *zoneActor) dropPausedEvents() {
+	for i, in := range a.pausedEvents {
+		a.m.EventsPausedDropped.Add(uint64(len(in.Events)))
+		a.pausedEvents[i] = nil
+		in.Release()
+	}
+	a.pausedEvents = nil
 }

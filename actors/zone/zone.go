@@ -234,8 +234,11 @@ type zoneActor struct {
 	paused PauseReason
 	// leaseKept: handoff messages kept during a lease's hold (paused.go).
 	leaseKept []*HandoffEnvelope
-	nextAt    time.Duration
-	ctx       actor.Context
+	// pausedEvents: inputs whose events came while the zone was frozen
+	// for a handover, applied in order if it runs here again (paused.go).
+	pausedEvents []*msg.Input
+	nextAt       time.Duration
+	ctx          actor.Context
 }
 
 // Receive implements actor.Actor.
@@ -255,6 +258,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		if a.timer != nil {
 			a.timer.Stop()
 		}
+		a.dropPausedEvents()
 		return
 	case *actor.Stopped:
 		if a.runner != nil {
@@ -435,6 +439,9 @@ func (a *zoneActor) setPaused(m *Pause) {
 	}
 	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
 		a.letGo() // the handoff messages kept during the hold (paused.go)
+	}
+	if was&PauseHandover != 0 && a.paused&PauseHandover == 0 {
+		a.applyPausedEvents() // a freeze that handed nothing over (paused.go)
 	}
 	if (was == 0) == (a.paused == 0) {
 		return
@@ -887,6 +894,10 @@ func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 			return // passed on: the owner releases it
 		}
 		c.events += uint64(len(in.Events))
+		if a.paused&PauseHandover != 0 {
+			a.pauseEvents(in) // paused.go
+			return
+		}
 		a.handleEvents(in)
 	}
 	in.Release()
