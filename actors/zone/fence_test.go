@@ -83,14 +83,7 @@ func TestEventFenceSurvivesARestore(t *testing.T) {
 	a.join(1, "x0z0")
 	a.sendNumbered("x0z0", 1, gen, 1, 6)
 	a.sync()
-	var cp handoff.Checkpoint
-	if err := a.world.Inspect(5*time.Second, func(z *sim.Zone) {
-		if c, ok := z.CheckpointOf(1); ok {
-			cp = c
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	cp := a.checkpointOf(1)
 	if cp.Events.Gen != gen || cp.Events.Last[0] != 6 {
 		t.Fatalf("checkpoint's event fence %+v, want generation %#x lane 0 at 6", cp.Events, gen)
 	}
@@ -101,16 +94,9 @@ func TestEventFenceSurvivesARestore(t *testing.T) {
 	}
 	a.stop() // the crash
 
-	rec, err := pbconv.CheckpointFromProto(pbconv.CheckpointToProto(&cp), uint64(cp.Epoch))
-	if err != nil {
-		t.Fatal(err)
-	}
 	logB := &laneLog{}
-	b := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logB})
+	b := restoredFixture(t, cp, logB)
 	defer b.stop()
-	p := b.drv.add(1, b.world.PID("x0z0"))
-	b.sys.Root.Send(b.world.PID("x0z0"), &msg.Join{Player: 1, Conn: b.dpid, Ghosts: b.dpid, Views: &p.views,
-		LastApplied: rec.LastApplied, Restore: rec})
 	// The connection's unreported events (it heard of 1..3), then new ones.
 	b.sendNumbered("x0z0", 1, gen, 4, 12)
 	b.sync()
@@ -182,19 +168,6 @@ func TestEventsWaitOutAFreeze(t *testing.T) {
 	a.join(1, "x0z0")
 	a.sendNumbered("x0z0", 1, gen, 1, 3)
 	a.sync()
-	checkpoint := func(f *fixture) handoff.Checkpoint {
-		t.Helper()
-		var cp handoff.Checkpoint
-		if err := f.world.Inspect(5*time.Second, func(z *sim.Zone) {
-			if c, ok := z.CheckpointOf(1); ok {
-				cp = c
-			}
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return cp
-	}
-
 	// Frozen and let go without a handover (the checkpoints could not be
 	// taken): kept, then applied in order before anything newer. Under
 	// another pause (a census) an event is applied as it comes.
@@ -219,7 +192,7 @@ func TestEventsWaitOutAFreeze(t *testing.T) {
 	a.sys.Root.Send(pid, &Pause{Paused: true, By: PauseHandover})
 	a.sendNumbered("x0z0", 1, gen, 7, 8)
 	a.sync()
-	cp := checkpoint(a)
+	cp := a.checkpointOf(1)
 	a.sendNumbered("x0z0", 1, gen, 9, 9)
 	a.sync()
 	if got := logA.take(); len(got) != 0 {
@@ -235,19 +208,42 @@ func TestEventsWaitOutAFreeze(t *testing.T) {
 
 	// The next owner restores the checkpoint; the connection resends what
 	// was never reported applied (it heard of e1..e3): each applied once.
-	rec, err := pbconv.CheckpointFromProto(pbconv.CheckpointToProto(&cp), uint64(cp.Epoch))
-	if err != nil {
-		t.Fatal(err)
-	}
 	logB := &laneLog{}
-	b := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: logB})
+	b := restoredFixture(t, cp, logB)
 	defer b.stop()
-	p := b.drv.add(1, b.world.PID("x0z0"))
-	b.sys.Root.Send(b.world.PID("x0z0"), &msg.Join{Player: 1, Conn: b.dpid, Ghosts: b.dpid, Views: &p.views,
-		LastApplied: rec.LastApplied, Restore: rec})
 	b.sendNumbered("x0z0", 1, gen, 4, 10)
 	b.sync()
 	if got := logB.take(); !slices.Equal(got, names(7, 10)) {
 		t.Fatalf("the next owner applied %q, want e7..e10 (e4..e6 are behind the checkpoint's fence)", got)
 	}
+}
+
+// checkpointOf is the checkpoint x0z0 would write of player now.
+func (f *fixture) checkpointOf(player uint64) handoff.Checkpoint {
+	f.t.Helper()
+	var cp handoff.Checkpoint
+	if err := f.world.Inspect(5*time.Second, func(z *sim.Zone) {
+		if c, ok := z.CheckpointOf(player); ok {
+			cp = c
+		}
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	return cp
+}
+
+// restoredFixture starts another world whose x0z0 restores player 1 from
+// cp (through the record's protobuf, as from the KV store), as the zone's
+// next owner does; its game's handler is events.
+func restoredFixture(t *testing.T, cp handoff.Checkpoint, events EventHandler) *fixture {
+	t.Helper()
+	rec, err := pbconv.CheckpointFromProto(pbconv.CheckpointToProto(&cp), uint64(cp.Epoch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFixtureWith(t, pairWorld(t), sim.Config{TickRate: 50}, nil, Params{Spawn: at, Events: events})
+	p := f.drv.add(1, f.world.PID("x0z0"))
+	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: &p.views,
+		LastApplied: rec.LastApplied, Restore: rec})
+	return f
 }
