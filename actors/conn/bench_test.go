@@ -67,6 +67,17 @@ func record(tb testing.TB, n int) *recording {
 	return recordWith(tb, n, true, nil)
 }
 
+// recordTicking is record for a replay whose connection sends a packet
+// every step (its ticks bring views, so ghosts are pending at each): the
+// recording's server does too, forcing its control state in a step whose
+// tick brings no new ack (the client's packet an ack alone). Else that
+// step's ack waits for the next tick there, no packet goes, and the
+// client's later acks name packets a step off the replay's.
+func recordTicking(tb testing.TB, n int) *recording {
+	tb.Helper()
+	return recordOpts(tb, n, true, nil, true)
+}
+
 // newBenchClient is player 7's client with a token for benchServer, before
 // its first Poll: the recordings' one client.
 func newBenchClient(tb testing.TB) *session.Client {
@@ -90,6 +101,13 @@ func newBenchClient(tb testing.TB) *session.Client {
 // lose reports true (if not nil) lost on their way to the client.
 func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *recording {
 	tb.Helper()
+	return recordOpts(tb, n, moves, lose, false)
+}
+
+// recordOpts is recordWith, with the control state forced in each step
+// that brings no new ack if every is set (recordTicking).
+func recordOpts(tb testing.TB, n int, moves bool, lose func(step int) bool, every bool) *recording {
+	tb.Helper()
 	cli := newBenchClient(tb)
 	req, _ := cli.Poll(0, nil)
 	sess, reply := grantFor(tb, req)
@@ -103,6 +121,7 @@ func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *rec
 	x := &recording{req: req, steps: make([][][]byte, n)}
 	buf := make([]byte, 0, udp.MaxDatagram)
 	var state move.ControlState
+	applied := uint64(1<<64 - 1) // none yet: the first step's ack is new
 	for i := range n {
 		now := time.Duration(i+1) * benchStep
 		for moves && cli.InputDue(now) {
@@ -117,8 +136,10 @@ func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *rec
 			_, _ = srv.Receive(now, p, benchClient)
 		}
 		state.Pos[0] += 0.2
-		srv.SetControl(srv.LastApplied(), state)
-		if !moves {
+		fresh := srv.LastApplied() != applied
+		applied = srv.LastApplied()
+		srv.SetControl(applied, state)
+		if !moves || (every && !fresh) {
 			srv.ForceControl() // a data packet each step all the same (the replay's zone forces too)
 		}
 		for {

@@ -23,7 +23,7 @@ import (
 // tick's packet would carry no ghosts either (GhostStalls).
 func TestPumpAppliesFatesBeforeItsWrite(t *testing.T) {
 	const steps, quiet, back = 40, 10, 25 // datagrams of steps [quiet, back) come at step back
-	x := record(t, steps)
+	x := recordTicking(t, steps)
 	s, cs := benchShardWith(t, x, 1, func(c *Config) { c.Session.Notify.MaxInFlight = notify.MinMaxInFlight })
 	c := cs[0]
 	c.viewsFlow = true

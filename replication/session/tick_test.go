@@ -33,6 +33,81 @@ func TestEveryTickLeavesInItsOwnPacket(t *testing.T) {
 	}
 }
 
+// TestAcksRideTheTicks: while the zone ticks, the server's acks ride its
+// ticks' packets — no ack-only packet goes between two ticks, however the
+// ticks' arrival jitters (0–20 ms here) — and every tick's ack still
+// reaches the client at once. Sent at the plain send slot (rule 5), an ack
+// went whenever a tick reached the connection a little after the slot, and
+// that tick's packet followed it within milliseconds: 3 ack-only packets a
+// player-second on top of the 20 ticks' at 1,000 players (cmd/capacity).
+func TestAcksRideTheTicks(t *testing.T) {
+	for _, phase := range []time.Duration{0, 7, 13, 21, 29, 37, 44} {
+		phase *= time.Millisecond
+		rng := rand.New(seeded(uint64(phase) + 7))
+		r := runTicks(t, phase, func(int) time.Duration { return time.Duration(rng.Int64N(int64(20 * time.Millisecond))) })
+		r.check(t, phase, 0)
+		if r.acks != 0 {
+			t.Errorf("phase %v: %d ack-only packets in %v of ticks (%d data packets): acks go with the ticks", phase, r.acks, r.runFor, r.data)
+		}
+	}
+}
+
+// TestAcksResumeWhenTicksStop: when the zone's ticks stop (a handoff, a
+// zone paused) while the client streams moves, the server answers at its
+// plain send rate again, the first answer at most 1.5 slots (tickGrace)
+// after the last tick's packet: the acks held for the ticks are held no
+// longer than events and ghosts are.
+func TestAcksResumeWhenTicksStop(t *testing.T) {
+	const tick = 50 * time.Millisecond
+	link := netsim.Config{Latency: 5 * time.Millisecond}
+	w := newWorld(t, withLink(link, link), withSeed(42))
+	w.connect(time.Second)
+	var (
+		st       move.ControlState
+		applied  uint64
+		seen     int
+		stopAt   = w.now + time.Second
+		lastOut  time.Duration
+		maxGap   time.Duration
+		outAfter int
+	)
+	for end := stopAt + time.Second; w.now < end; {
+		w.now += time.Millisecond
+		for w.cli.InputDue(w.now) {
+			if _, err := w.cli.Input(move.Move{Forward: 100}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for out, _ := w.cli.Poll(w.now, w.buf[:0]); len(out) > 0; out, _ = w.cli.Poll(w.now, w.buf[:0]) {
+			w.pipe.AtoB.Send(w.now, out)
+		}
+		w.pipe.AtoB.Deliver(w.now, w.serverRecv)
+		if w.now < stopAt && w.now%tick == 0 {
+			if n := len(w.srvH.moves); n > seen {
+				applied, seen = w.srvH.moves[n-1].Seq, n
+			}
+			w.srv.SetControl(applied, st)
+		}
+		before := w.srv.Stats().Counters.PacketsOut
+		w.serverToClient()
+		if w.srv.Stats().Counters.PacketsOut != before {
+			if lastOut != 0 && w.now > stopAt {
+				maxGap = max(maxGap, w.now-lastOut)
+			}
+			if w.now > stopAt {
+				outAfter++
+			}
+			lastOut = w.now
+		}
+	}
+	if maxGap > tick+tick/2+time.Millisecond {
+		t.Errorf("after the ticks stopped the server was silent for %v (at most 1.5 slots: %v)", maxGap, tick+tick/2)
+	}
+	if outAfter < 18 {
+		t.Errorf("the server sent %d packets in the second after the ticks stopped, want about 20 (its send rate)", outAfter)
+	}
+}
+
 // TestLateTickIsNotSuperseded: a tick more than half a slot late lets the
 // events queued meanwhile go on their own (tickGrace); the late tick, when
 // it comes, goes at once — counting the half-slot gap from that events-only
@@ -60,6 +135,7 @@ type tickRun struct {
 	runFor  time.Duration
 	latency time.Duration
 	data    uint64 // data packets the server sent
+	acks    uint64 // ack-only packets the server sent from the first tick on
 	// superseded is the server's own count of the ticks' states it
 	// replaced unsent (ServerStats.ControlsSuperseded).
 	superseded uint64
@@ -86,6 +162,7 @@ func runTicks(t *testing.T, phase time.Duration, late func(k int) time.Duration)
 		lastAck  uint64
 	)
 	start := w.srv.Stats().Counters.DataOut
+	startAcks, ticking := uint64(0), false // ack-only packets counted from the first tick on
 	r.begin = w.now
 	for end := r.begin + r.runFor; w.now < end; {
 		w.now += time.Millisecond
@@ -119,6 +196,9 @@ func runTicks(t *testing.T, phase time.Duration, late func(k int) time.Duration)
 				r.sent = append(r.sent, p.applied)
 				r.setAt[p.applied] = w.now
 			}
+			if !ticking {
+				startAcks, ticking = w.srv.Stats().Counters.AckOut, true
+			}
 			w.srv.SetControl(p.applied, p.state)
 		}
 		w.serverToClient()
@@ -130,6 +210,7 @@ func runTicks(t *testing.T, phase time.Duration, late func(k int) time.Duration)
 		}
 	}
 	r.data = w.srv.Stats().Counters.DataOut - start
+	r.acks = w.srv.Stats().Counters.AckOut - startAcks
 	r.superseded = w.srv.Stats().ControlsSuperseded
 	if len(r.sent) < int(r.runFor/tick)*9/10 {
 		t.Fatalf("phase %v: only %d ticks acknowledged new moves", phase, len(r.sent))
