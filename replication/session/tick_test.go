@@ -22,14 +22,24 @@ import (
 // botswarm's handoff-hitch p99 of 100 ms in ordinary play. The server still
 // sends at most SendRate data packets a second, one per tick.
 func TestEveryTickLeavesInItsOwnPacket(t *testing.T) {
-	for _, phase := range []time.Duration{0, 7, 13, 21, 29, 37, 44} {
-		phase *= time.Millisecond
-		rng := rand.New(seeded(uint64(phase) + 99))
-		r := runTicks(t, phase, func(int) time.Duration { return time.Duration(rng.Int64N(int64(20 * time.Millisecond))) })
-		r.check(t, phase, 0)
+	runJitteredTicks(t, 99, func(phase time.Duration, r *tickRun) {
 		if limit := uint64(r.runFor/(time.Second/20)) + 2; r.data > limit {
 			t.Errorf("phase %v: %d data packets in %v: more than SendRate allows (%d)", phase, r.data, r.runFor, limit)
 		}
+	})
+}
+
+// runJitteredTicks runs runTicks at seven phases, each tick reaching the
+// connection 0–20 ms after it (seeded by seed and the phase), checks that
+// every tick's ack reached the client at once, and gives each run to more.
+func runJitteredTicks(t *testing.T, seed uint64, more func(phase time.Duration, r *tickRun)) {
+	t.Helper()
+	for _, phase := range []time.Duration{0, 7, 13, 21, 29, 37, 44} {
+		phase *= time.Millisecond
+		rng := rand.New(seeded(uint64(phase) + seed))
+		r := runTicks(t, phase, func(int) time.Duration { return time.Duration(rng.Int64N(int64(20 * time.Millisecond))) })
+		r.check(t, phase, 0)
+		more(phase, r)
 	}
 }
 
@@ -41,15 +51,11 @@ func TestEveryTickLeavesInItsOwnPacket(t *testing.T) {
 // that tick's packet followed it within milliseconds: 3 ack-only packets a
 // player-second on top of the 20 ticks' at 1,000 players (cmd/capacity).
 func TestAcksRideTheTicks(t *testing.T) {
-	for _, phase := range []time.Duration{0, 7, 13, 21, 29, 37, 44} {
-		phase *= time.Millisecond
-		rng := rand.New(seeded(uint64(phase) + 7))
-		r := runTicks(t, phase, func(int) time.Duration { return time.Duration(rng.Int64N(int64(20 * time.Millisecond))) })
-		r.check(t, phase, 0)
+	runJitteredTicks(t, 7, func(phase time.Duration, r *tickRun) {
 		if r.acks != 0 {
 			t.Errorf("phase %v: %d ack-only packets in %v of ticks (%d data packets): acks go with the ticks", phase, r.acks, r.runFor, r.data)
 		}
-	}
+	})
 }
 
 // TestAcksResumeWhenTicksStop: when the zone's ticks stop (a handoff, a
