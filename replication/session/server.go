@@ -1103,7 +1103,10 @@ func (s *Server) Poll(now time.Duration, dst []byte, ghosts GhostWriter) ([]byte
 // instant). It checks the gates of every path Poll sends on — not open,
 // disconnecting, timed out, redirecting, a tick's packet due, the send
 // slot, the keepalive — and no content, so it errs towards true: Poll
-// then decides. TestDueWhenPollSends holds it to that.
+// then decides. It leaves out the ack's hold for the next tick (rule 5
+// while ticks come): a pump inside the hold, up to half a slot after a
+// slot its tick came late for, polls for nothing. TestDueWhenPollSends
+// holds it to that.
 func (s *Server) Due(now time.Duration) bool {
 	e := &s.e
 	return e.state != handshake.StateConnected || e.discLeft > 0 || e.timedOut(now) ||
