@@ -26,8 +26,9 @@ func batchRates(s *Step, a, b gateway.Stats, w float64) {
 	s.ShardRoundsPerS = float64(rounds) / w
 }
 
-// batchLine says how full the batched system calls were.
+// batchLine says how full the batched system calls were, and on how many
+// Ps the node ran.
 func batchLine(s Step) string {
-	return fmt.Sprintf("batches: %.1f datagrams a recvmmsg, %.1f a sendmmsg; %.0f reader waits/s, %.0f shard rounds/s",
-		s.DatagramsPerRead, s.DatagramsPerWrite, s.ReadWaitsPerS, s.ShardRoundsPerS)
+	return fmt.Sprintf("batches: %.1f datagrams a recvmmsg, %.1f a sendmmsg; %.0f reader waits/s, %.0f shard rounds/s; %d Ps (%d changes in the window, probe lag %.0f µs)",
+		s.DatagramsPerRead, s.DatagramsPerWrite, s.ReadWaitsPerS, s.ShardRoundsPerS, s.Ps, s.PsChanges, s.ProbeLagUs)
 }

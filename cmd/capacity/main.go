@@ -41,6 +41,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghostwire/ghostwire/actors/node"
+	"github.com/ghostwire/ghostwire/cmd/internal/procs"
 )
 
 func main() {
@@ -75,6 +76,8 @@ type options struct {
 	breakdown  bool
 	worldFile  string
 	spawn      string
+	procs      procs.Setting
+	defaultPs  int // the runtime's GOMAXPROCS at start: each step's node starts there
 	// mapFile is the world map the node runs: worldFile, or with --spawn
 	// that map (or the default) with its spawn zones replaced, written to
 	// the run's temporary directory; empty: the built-in default world.
@@ -116,6 +119,13 @@ type Step struct {
 	DatagramsPerWrite float64 `json:"datagrams_per_sendmmsg"`
 	ReadWaitsPerS     float64 `json:"read_waits_per_s"`
 	ShardRoundsPerS   float64 `json:"shard_rounds_per_s"`
+
+	// The Go scheduler's Ps (GOMAXPROCS) at the end of the window, as
+	// zoned's sizer set them (--gomaxprocs auto: Ps changes in the window,
+	// and its probe's mean wake lag), or as fixed.
+	Ps         int     `json:"gomaxprocs"`
+	PsChanges  uint64  `json:"gomaxprocs_changes_in_window"`
+	ProbeLagUs float64 `json:"sizer_probe_lag_us,omitempty"`
 
 	RTTP50Ms     float64 `json:"rtt_p50_ms"`
 	RTTP99Ms     float64 `json:"rtt_p99_ms"`
@@ -167,6 +177,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.memRate, "mem-profile-rate", 4096, "runtime.MemProfileRate when --memprofile or --breakdown is set (bytes per sample)")
 	fs.StringVar(&o.worldFile, "world", "", "world map `FILE` the server runs (empty: the built-in default world of 2×2 zones of 1 km)")
 	fs.StringVar(&o.spawn, "spawn", "", "`ZONES` new players join, comma separated, replacing the map's spawn list (e.g. x1z0: every player starts in one zone of the default world, the crowd of the capacity passes before the forty-first); empty: the map's own, every zone unless it lists some")
+	ps := fs.String("gomaxprocs", "auto", "`PS` the server's Go scheduler runs on, as zoned's --gomaxprocs: auto sizes them to the load (zoned's default), a number fixes them; the GOMAXPROCS environment variable, when set, wins (botswarm inherits it too)")
 	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -178,6 +189,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		}
 		o.players = append(o.players, n)
 	}
+	var err error
+	if o.procs, err = procs.ParseSetting(*ps); err != nil {
+		return o, fmt.Errorf("--gomaxprocs: %w", err)
+	}
+	o.defaultPs = runtime.GOMAXPROCS(0)
 	if o.profileAt == 0 {
 		for _, n := range o.players {
 			o.profileAt = max(o.profileAt, n)
@@ -266,6 +282,19 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	cfg.NPCs = o.npcs
 	cfg.WorldFile = o.mapFile
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The Ps as a fresh zoned's: the runtime's default while the node
+	// starts (its shards are as many), then fixed or sized as zoned does.
+	runtime.GOMAXPROCS(o.defaultPs)
+	sizing := &procs.Stats{}
+	if procs.Apply(o.procs, os.Getenv, nil) {
+		sctx, endSizing := context.WithCancel(ctx)
+		defer endSizing()
+		go func() {
+			if err := procs.Run(sctx, procs.Config{Setting: o.procs, Stats: sizing}); err != nil {
+				fmt.Fprintf(stderr, "capacity: GOMAXPROCS not sized: %v\n", err)
+			}
+		}()
+	}
 	nd, err := node.Start(ctx, cfg, log)
 	if err != nil {
 		return st, err
@@ -332,6 +361,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	nw0, nerr := nd.NATSWrites(ctx)
+	changes0, wakes0, lag0 := sizing.Raises.Load()+sizing.Lowers.Load(), sizing.Wakes.Load(), sizing.LagNanos.Load()
 	cpu0, wall0 := cpuTime(), time.Now()
 	profiling := false
 	if o.cpuProfile != "" && n == o.profileAt {
@@ -350,6 +380,11 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		pprof.StopCPUProfile()
 	}
 	cpu1, wall1 := cpuTime(), time.Now()
+	st.Ps = runtime.GOMAXPROCS(0)
+	st.PsChanges = sizing.Raises.Load() + sizing.Lowers.Load() - changes0
+	if w := sizing.Wakes.Load() - wakes0; w > 0 {
+		st.ProbeLagUs = float64(sizing.LagNanos.Load()-lag0) / float64(w) / 1e3
+	}
 	nw1, nerr1 := nd.NATSWrites(ctx)
 	g1 := gw.Stats()
 	var ms1 runtime.MemStats

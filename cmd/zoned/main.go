@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghostwire/ghostwire/actors/node"
+	"github.com/ghostwire/ghostwire/cmd/internal/procs"
 )
 
 func main() {
@@ -28,7 +29,7 @@ func main() {
 // run is main without the process: it returns the exit code, so tests can
 // drive flag parsing and startup.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	cfg, logJSON, err := parseConfig(args, stdout, stderr, getenv)
+	cfg, opts, err := parseConfig(args, stdout, stderr, getenv)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
@@ -37,19 +38,34 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 2
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
-	if logJSON {
+	if opts.logJSON {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(h)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The Ps before the node starts: its shards are as many as the
+	// runtime's default, whatever the sizer does later.
+	stats := &procs.Stats{}
+	if procs.Apply(opts.procs, getenv, log) {
+		sizeCtx, endSizing := context.WithCancel(ctx)
+		defer endSizing()
+		go func() {
+			if err := procs.Run(sizeCtx, procs.Config{Setting: opts.procs, Log: log, Stats: stats}); err != nil {
+				log.Warn("GOMAXPROCS not sized", "err", err)
+			}
+		}()
+	}
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := node.Start(startCtx, cfg, log)
 	cancel()
 	if err != nil {
 		log.Error("start failed", "err", err)
 		return 1
+	}
+	if err := procs.Register(n.Registry(), stats); err != nil {
+		log.Warn("sizer metrics not registered", "err", err)
 	}
 	select {
 	case <-ctx.Done():
@@ -87,7 +103,13 @@ Usage: zoned [flags]
 Flags:
 `
 
-func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) (node.Config, bool, error) {
+// options are zoned's settings that are the process's, not the node's.
+type options struct {
+	logJSON bool
+	procs   procs.Setting
+}
+
+func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) (node.Config, options, error) {
 	def := node.DefaultConfig()
 	fs := pflag.NewFlagSet("zoned", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,6 +136,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address (diagnostics; keep off in production)")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
+	gomaxprocs := fs.String("gomaxprocs", "auto", "`PS` the Go scheduler runs on: auto sizes them to the load, between 1 and the runtime's default (the cores, or a container's CPU limit), because Ps beyond what the load needs cost CPU in idle threads' wake-ups (docs/benchmarks.md); a number fixes them; the GOMAXPROCS environment variable, when set, wins and turns sizing off (also GHOSTWIRE_GOMAXPROCS)")
 	fs.Usage = func() {
 		fmt.Fprint(stdout, usageHead)
 		fs.SetOutput(stdout)
@@ -121,15 +144,15 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		fs.SetOutput(stderr)
 	}
 	if err := fs.Parse(args); err != nil {
-		return node.Config{}, false, err
+		return node.Config{}, options{}, err
 	}
 	if fs.NArg() > 0 {
-		return node.Config{}, false, fmt.Errorf("unexpected argument %q (zoned takes only flags; see --help)", fs.Arg(0))
+		return node.Config{}, options{}, fmt.Errorf("unexpected argument %q (zoned takes only flags; see --help)", fs.Arg(0))
 	}
 	cfg := def
 	if *configFile != "" {
 		if err := cfg.LoadFile(*configFile); err != nil {
-			return node.Config{}, false, err
+			return node.Config{}, options{}, err
 		}
 	}
 	// Environment over file, flags over environment.
@@ -171,7 +194,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		env := "GHOSTWIRE_" + envName(s.flag)
 		if v := getenv(env); v != "" {
 			if err := s.apply(v); err != nil {
-				return node.Config{}, false, fmt.Errorf("%s=%q: %w", env, v, err)
+				return node.Config{}, options{}, fmt.Errorf("%s=%q: %w", env, v, err)
 			}
 		}
 	}
@@ -194,9 +217,18 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		}
 	})
 	if err := cfg.Validate(); err != nil {
-		return node.Config{}, false, err
+		return node.Config{}, options{}, err
 	}
-	return cfg, *logJSON, nil
+	opts := options{logJSON: *logJSON}
+	ps := *gomaxprocs
+	if v := getenv("GHOSTWIRE_GOMAXPROCS"); v != "" && !fs.Changed("gomaxprocs") {
+		ps = v
+	}
+	var err error
+	if opts.procs, err = procs.ParseSetting(ps); err != nil {
+		return node.Config{}, options{}, err
+	}
+	return cfg, opts, nil
 }
 
 func envName(flag string) string {

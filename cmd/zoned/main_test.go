@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/ghostwire/ghostwire/cmd/internal/procs"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -62,6 +64,8 @@ func TestBadInputIsAClearError(t *testing.T) {
 		"udp address \"nope\"": {"--udp", "nope"},
 		"far every 0":          {"--far-every", "0"},
 		"far every 65":         {"--far-every", "65"},
+		"gomaxprocs \"0\"":     {"--gomaxprocs", "0"},
+		"gomaxprocs \"most\"":  {"--gomaxprocs", "most"},
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
@@ -82,7 +86,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("err = %v, want ErrHelp", err)
 	}
-	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--far-every", "--nats", "--config", "--key-file", "--max-conns"} {
+	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--far-every", "--nats", "--config", "--key-file", "--max-conns", "--gomaxprocs"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -92,6 +96,31 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}
 	if code := run([]string{"--tick", "nope"}, &out, &errb, env(nil)); code != 2 {
 		t.Errorf("zoned --tick nope exit code %d, want 2", code)
+	}
+}
+
+// --gomaxprocs: auto by default, a count fixes it, the flag over
+// GHOSTWIRE_GOMAXPROCS.
+func TestGomaxprocsSetting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want procs.Setting
+	}{
+		{nil, nil, procs.Setting{Auto: true}},
+		{[]string{"--gomaxprocs", "2"}, nil, procs.Setting{N: 2}},
+		{nil, map[string]string{"GHOSTWIRE_GOMAXPROCS": "1"}, procs.Setting{N: 1}},
+		{[]string{"--gomaxprocs", "auto"}, map[string]string{"GHOSTWIRE_GOMAXPROCS": "1"}, procs.Setting{Auto: true}},
+	} {
+		var out, errb bytes.Buffer
+		_, opts, err := parseConfig(c.args, &out, &errb, env(c.env))
+		if err != nil || opts.procs != c.want {
+			t.Errorf("%v %v: %+v, %v; want %+v", c.args, c.env, opts.procs, err, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if _, _, err := parseConfig(nil, &out, &errb, env(map[string]string{"GHOSTWIRE_GOMAXPROCS": "-1"})); err == nil {
+		t.Error("GHOSTWIRE_GOMAXPROCS=-1 accepted")
 	}
 }
 

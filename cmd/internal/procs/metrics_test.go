@@ -1,0 +1,37 @@
+package procs
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// The sizer's counters read its Stats and pass `promtool check metrics`.
+func TestRegisterExportsTheChanges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	st := &Stats{}
+	if err := Register(reg, st); err != nil {
+		t.Fatal(err)
+	}
+	st.Raises.Add(2)
+	st.Lowers.Add(3)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
+	}
+	if got["ghostwire_gomaxprocs_raises_total"] != 2 || got["ghostwire_gomaxprocs_lowers_total"] != 3 {
+		t.Fatalf("exported %v, want raises 2 and lowers 3", got)
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+	if err := Register(reg, st); err == nil {
+		t.Fatal("a second Register on the same registry was accepted")
+	}
+}

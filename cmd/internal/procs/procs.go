@@ -1,0 +1,280 @@
+package procs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Policy is when the sizer changes the number of Ps.
+type Policy struct {
+	// Max is the most Ps it sets (at least 1): the runtime's default at
+	// start, which already counts the machine's cores and a container's
+	// CPU limit.
+	Max int
+	// Raise: when the process used more than Raise × n cores over one
+	// sample with n Ps, n doubles (up to Max) at once — a load that fills
+	// its Ps delays every goroutine behind it (the tick, the sends).
+	Raise float64
+	// Lower: when the process used less than Lower × (n − 1) cores in
+	// every sample for Hold, n goes down by one. Lower is below Raise so
+	// that the load that lowered n does not raise it again: with fewer Ps
+	// the same load costs less CPU, not more.
+	Lower float64
+	Hold  time.Duration
+	// LagRaise: when a goroutine woken by a timer waited longer than this
+	// for a P on average over one sample, n doubles too, whatever the CPU
+	// says: the Ps are held but not running (their threads wait for a CPU
+	// the machine gives to other processes), and every round and tick of
+	// the node waits as long. No step down while the lag is above half of it.
+	LagRaise time.Duration
+}
+
+// DefaultPolicy is the sizer's policy for a machine whose runtime default
+// is max Ps.
+func DefaultPolicy(max int) Policy {
+	return Policy{Max: max, Raise: 0.85, Lower: 0.7, Hold: 10 * time.Second, LagRaise: 5 * time.Millisecond}
+}
+
+// Validate reports a policy the sizer cannot follow.
+func (p Policy) Validate() error {
+	switch {
+	case p.Max < 1:
+		return fmt.Errorf("procs: Max %d, want at least 1", p.Max)
+	case !(p.Raise > 0 && p.Raise <= 1):
+		return fmt.Errorf("procs: Raise %v outside (0, 1]", p.Raise)
+	case !(p.Lower > 0 && p.Lower < p.Raise):
+		return fmt.Errorf("procs: Lower %v outside (0, Raise)", p.Lower)
+	case p.Hold < 0:
+		return fmt.Errorf("procs: Hold %v is negative", p.Hold)
+	case p.LagRaise <= 0:
+		return fmt.Errorf("procs: LagRaise %v, want more than 0", p.LagRaise)
+	}
+	return nil
+}
+
+// Sizer decides the number of Ps from samples of the process's CPU time.
+// It is pure: the caller passes the clock and the CPU readings in.
+type Sizer struct {
+	p        Policy
+	n        int
+	primed   bool
+	lastAt   time.Duration
+	lastCPU  time.Duration
+	lowSince time.Duration
+	low      bool
+}
+
+// NewSizer starts a sizer at n Ps (clamped to 1..Max).
+func NewSizer(p Policy, n int) (*Sizer, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sizer{p: p, n: min(max(n, 1), p.Max)}, nil
+}
+
+// N is the number of Ps the sizer holds now.
+func (s *Sizer) N() int { return s.n }
+
+// Reading is one sample of the process: at At it had used CPU of CPU
+// time in all, and the probe's timer wakes since the last reading waited
+// Lag for a P on average.
+type Reading struct {
+	At, CPU, Lag time.Duration
+}
+
+// Observe takes a reading and returns the Ps the sizer wants from now on.
+// The first reading only sets the baseline; a reading no later than the
+// last, or with less CPU than the last (a clock that went back), is taken
+// as a baseline too.
+func (s *Sizer) Observe(r Reading) int {
+	now, cpu := r.At, r.CPU
+	if !s.primed || now <= s.lastAt || cpu < s.lastCPU {
+		s.primed, s.lastAt, s.lastCPU = true, now, cpu
+		return s.n
+	}
+	used := float64(cpu-s.lastCPU) / float64(now-s.lastAt) // cores
+	from := s.lastAt                                       // the reading covers [from, now]
+	s.lastAt, s.lastCPU = now, cpu
+	if (used > s.p.Raise*float64(s.n) || r.Lag > s.p.LagRaise) && s.n < s.p.Max {
+		s.n = min(2*s.n, s.p.Max)
+		s.low = false
+		return s.n
+	}
+	if s.n == 1 || used >= s.p.Lower*float64(s.n-1) || 2*r.Lag > s.p.LagRaise {
+		s.low = false
+		return s.n
+	}
+	if !s.low {
+		s.low, s.lowSince = true, from
+	}
+	if now-s.lowSince >= s.p.Hold {
+		s.n--
+		s.lowSince = now // the next step down needs a Hold of its own
+	}
+	return s.n
+}
+
+// Setting is how a command sizes its Ps: Auto (the sizer) or a fixed N.
+type Setting struct {
+	Auto bool
+	N    int // when not Auto: the Ps to set (≥ 1)
+}
+
+// ParseSetting reads a --gomaxprocs value: "auto" or a positive count.
+func ParseSetting(s string) (Setting, error) {
+	if strings.EqualFold(s, "auto") {
+		return Setting{Auto: true}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return Setting{}, fmt.Errorf("gomaxprocs %q: want auto or a count of at least 1", s)
+	}
+	return Setting{N: n}, nil
+}
+
+// Stats counts the sizer's changes and its probe's wakes.
+type Stats struct {
+	Raises, Lowers atomic.Uint64
+	// Ps is the number the sizer set last (0 before it set any).
+	Ps atomic.Int64
+	// Wakes and LagNanos: the probe's timer wakes and their lateness in
+	// all (mean lag = LagNanos / Wakes).
+	Wakes, LagNanos atomic.Uint64
+}
+
+// Config is Run's: the sampling and how it reads and sets the process.
+type Config struct {
+	Setting  Setting
+	Interval time.Duration // between readings (0: 250 ms)
+	Policy   *Policy       // nil: DefaultPolicy(the runtime's default)
+	// CPU reads the process's CPU time so far (nil: getrusage); Set sets
+	// the Ps (nil: runtime.GOMAXPROCS). Tests pass their own.
+	CPU func() (time.Duration, error)
+	Set func(n int)
+	// Probe is the period of the lag probe, a goroutine that sleeps and
+	// measures how late it wakes (0: 5 ms; below 0: no probe, no lag).
+	Probe time.Duration
+	Log   *slog.Logger
+	Stats *Stats
+}
+
+// probe sleeps every period until ctx ends, adding each wake's lateness
+// to st: a timer's goroutine made ready waits for a P like any other.
+func probe(ctx context.Context, period time.Duration, st *Stats) {
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		at := time.Now()
+		t.Reset(period)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st.LagNanos.Add(uint64(max(time.Since(at)-period, 0)))
+		st.Wakes.Add(1)
+	}
+}
+
+// ErrNoCPUClock: the platform gives no CPU time of the process, so the
+// sizer cannot run.
+var ErrNoCPUClock = errors.New("procs: no process CPU clock on this platform")
+
+// Apply sets a fixed Setting at once and returns false, or returns true
+// when the setting is Auto and Run should be started. The environment's
+// GOMAXPROCS, when set (getenv), wins over both: Apply leaves the runtime
+// as it is and returns false.
+func Apply(set Setting, getenv func(string) string, log *slog.Logger) bool {
+	if getenv("GOMAXPROCS") != "" {
+		if log != nil {
+			log.Info("GOMAXPROCS set in the environment: not sized", "gomaxprocs", runtime.GOMAXPROCS(0))
+		}
+		return false
+	}
+	if !set.Auto {
+		runtime.GOMAXPROCS(set.N)
+		return false
+	}
+	return true
+}
+
+// Run samples the process every Interval and sets the Ps the sizer wants,
+// until ctx ends. It starts from the runtime's current GOMAXPROCS (all of
+// the default: a node starts with its joins' burst) and returns
+// ErrNoCPUClock where the process's CPU time cannot be read.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	if cfg.CPU == nil {
+		cfg.CPU = processCPU
+	}
+	if cfg.Set == nil {
+		cfg.Set = func(n int) { runtime.GOMAXPROCS(n) }
+	}
+	start := runtime.GOMAXPROCS(0)
+	pol := DefaultPolicy(start)
+	if cfg.Policy != nil {
+		pol = *cfg.Policy
+	}
+	s, err := NewSizer(pol, start)
+	if err != nil {
+		return err
+	}
+	if _, err := cfg.CPU(); err != nil {
+		return err
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = &Stats{}
+	}
+	st := cfg.Stats
+	if cfg.Probe == 0 {
+		cfg.Probe = 5 * time.Millisecond
+	}
+	if cfg.Probe > 0 {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go probe(pctx, cfg.Probe, st)
+	}
+	mono := time.Now()
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	var wakes, lag uint64
+	for {
+		cpu, err := cfg.CPU()
+		if err != nil {
+			return err
+		}
+		r := Reading{At: time.Since(mono), CPU: cpu}
+		w, l := st.Wakes.Load(), st.LagNanos.Load()
+		if w > wakes {
+			r.Lag = time.Duration((l - lag) / (w - wakes))
+		}
+		wakes, lag = w, l
+		was := s.N()
+		if n := s.Observe(r); n != was {
+			cfg.Set(n)
+			st.Ps.Store(int64(n))
+			if n > was {
+				st.Raises.Add(1)
+			} else {
+				st.Lowers.Add(1)
+			}
+			if cfg.Log != nil {
+				cfg.Log.Debug("gomaxprocs sized", "from", was, "to", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
