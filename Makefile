@@ -217,7 +217,7 @@ chaos-nats: ## 3 zoned on a standalone nats-server, which is restarted twice mid
 # $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count. The players spread over
 # the default world's four zones as zoned places them; add --spawn x1z0 to CAPACITY_FLAGS for the
 # one-zone crowd (every player starting in one zone, the capacity passes' measure before the 41st).
-CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000,2500
+CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000,2500,3000
 CAPACITY_WINDOW ?= 20s
 CAPACITY_FLAGS ?= --swarm-flags '--observers 10%'
 CAPACITY_DIR ?= capacity-out

@@ -207,8 +207,9 @@ func Apply(set Setting, getenv func(string) string, log *slog.Logger) bool {
 
 // Run samples the process every Interval and sets the Ps the sizer wants,
 // until ctx ends. It starts from the runtime's current GOMAXPROCS (all of
-// the default: a node starts with its joins' burst) and returns
-// ErrNoCPUClock where the process's CPU time cannot be read.
+// the default: a node starts with its joins' burst), returns at once when
+// the policy's Max is 1, and returns ErrNoCPUClock where the process's CPU
+// time cannot be read.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 250 * time.Millisecond
@@ -227,6 +228,9 @@ func Run(ctx context.Context, cfg Config) error {
 	s, err := NewSizer(pol, start)
 	if err != nil {
 		return err
+	}
+	if pol.Max == 1 { // one P is all there is: nothing to size, no probe to pay for
+		return nil
 	}
 	if _, err := cfg.CPU(); err != nil {
 		return err

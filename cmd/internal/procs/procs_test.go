@@ -270,6 +270,11 @@ func TestRunSizesAndStops(t *testing.T) {
 }
 
 func TestRunRefusesAPolicyAndAClockThatFail(t *testing.T) {
+	one := DefaultPolicy(1)
+	calls := 0
+	if err := Run(context.Background(), Config{Policy: &one, CPU: func() (time.Duration, error) { calls++; return 0, nil }}); err != nil || calls != 0 {
+		t.Fatalf("Run with a Max of 1 P: %v after %d readings, want nil at once", err, calls)
+	}
 	bad := Policy{Max: 0}
 	if err := Run(context.Background(), Config{Policy: &bad, CPU: func() (time.Duration, error) { return 0, nil }}); err == nil {
 		t.Fatal("Run accepted a policy of no Ps")
