@@ -282,22 +282,26 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	cfg.NPCs = o.npcs
 	cfg.WorldFile = o.mapFile
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	// The Ps as a fresh zoned's: the runtime's default while the node
-	// starts (its shards are as many), then fixed or sized as zoned does.
+	// The Ps as a fresh zoned's: the runtime's default (or the fixed
+	// count) while the node starts, its shards as many; then sized, as
+	// zoned does, until the step ends.
 	runtime.GOMAXPROCS(o.defaultPs)
+	auto := procs.Apply(o.procs, os.Getenv, nil)
+	nd, err := node.Start(ctx, cfg, log)
+	if err != nil {
+		return st, err
+	}
 	sizing := &procs.Stats{}
-	if procs.Apply(o.procs, os.Getenv, nil) {
+	if auto {
 		sctx, endSizing := context.WithCancel(ctx)
-		defer endSizing()
+		sized := make(chan struct{})
 		go func() {
+			defer close(sized)
 			if err := procs.Run(sctx, procs.Config{Setting: o.procs, Stats: sizing}); err != nil {
 				fmt.Fprintf(stderr, "capacity: GOMAXPROCS not sized: %v\n", err)
 			}
 		}()
-	}
-	nd, err := node.Start(ctx, cfg, log)
-	if err != nil {
-		return st, err
+		defer func() { endSizing(); <-sized }() // before the next step resets the Ps
 	}
 	stopped := false
 	stop := func() {

@@ -45,10 +45,19 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// The Ps before the node starts: its shards are as many as the
-	// runtime's default, whatever the sizer does later.
+	// A fixed count applies before the node starts (its connection shards
+	// are as many as its Ps); the sizer starts after it, so the shards are
+	// as many as the runtime's default, however long the start takes.
+	sizing := procs.Apply(opts.procs, getenv, log)
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	n, err := node.Start(startCtx, cfg, log)
+	cancel()
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
 	stats := &procs.Stats{}
-	if procs.Apply(opts.procs, getenv, log) {
+	if sizing {
 		sizeCtx, endSizing := context.WithCancel(ctx)
 		defer endSizing()
 		go func() {
@@ -56,13 +65,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 				log.Warn("GOMAXPROCS not sized", "err", err)
 			}
 		}()
-	}
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	n, err := node.Start(startCtx, cfg, log)
-	cancel()
-	if err != nil {
-		log.Error("start failed", "err", err)
-		return 1
 	}
 	if err := procs.Register(n.Registry(), stats); err != nil {
 		log.Warn("sizer metrics not registered", "err", err)
