@@ -518,12 +518,10 @@ func heapAfterGC(ms *runtime.MemStats) uint64 {
 	return ms.HeapAlloc
 }
 
+// cpuTime is the node process's CPU time so far (procs.ProcessCPU: getrusage).
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t, _ := procs.ProcessCPU() // 0 where there is none: no CPU figure claimed
+	return t
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

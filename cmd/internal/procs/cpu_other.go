@@ -4,4 +4,5 @@ package procs
 
 import "time"
 
-func processCPU() (time.Duration, error) { return 0, ErrNoCPUClock }
+// ProcessCPU has no source here: ErrNoCPUClock.
+func ProcessCPU() (time.Duration, error) { return 0, ErrNoCPUClock }

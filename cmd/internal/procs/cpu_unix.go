@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// processCPU is the process's user and system CPU time so far, every
+// ProcessCPU is the process's user and system CPU time so far, every
 // thread's (getrusage RUSAGE_SELF): the kernel's work on its behalf, a
 // loopback send's delivery included, counts as the load it is.
-func processCPU() (time.Duration, error) {
+func ProcessCPU() (time.Duration, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, err

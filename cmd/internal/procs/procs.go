@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Interval = 250 * time.Millisecond
 	}
 	if cfg.CPU == nil {
-		cfg.CPU = processCPU
+		cfg.CPU = ProcessCPU
 	}
 	if cfg.Set == nil {
 		cfg.Set = func(n int) { runtime.GOMAXPROCS(n) }

@@ -288,7 +288,7 @@ func TestRunRefusesAPolicyAndAClockThatFail(t *testing.T) {
 
 // The process's CPU clock counts this goroutine's work.
 func TestProcessCPUCounts(t *testing.T) {
-	a, err := processCPU()
+	a, err := ProcessCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestProcessCPUCounts(t *testing.T) {
 			x = x*1.0000001 + 1e-9
 		}
 	}
-	b, err := processCPU()
+	b, err := ProcessCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
