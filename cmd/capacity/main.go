@@ -297,7 +297,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 		sized := make(chan struct{})
 		go func() {
 			defer close(sized)
-			if err := procs.Run(sctx, procs.Config{Setting: o.procs, Stats: sizing}); err != nil {
+			if err := procs.Run(sctx, procs.Config{Stats: sizing}); err != nil {
 				fmt.Fprintf(stderr, "capacity: GOMAXPROCS not sized: %v\n", err)
 			}
 		}()

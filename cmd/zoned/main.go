@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		sizeCtx, endSizing := context.WithCancel(ctx)
 		defer endSizing()
 		go func() {
-			if err := procs.Run(sizeCtx, procs.Config{Setting: opts.procs, Log: log, Stats: stats}); err != nil {
+			if err := procs.Run(sizeCtx, procs.Config{Log: log, Stats: stats}); err != nil {
 				log.Warn("GOMAXPROCS not sized", "err", err)
 			}
 		}()
@@ -222,13 +222,13 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		return node.Config{}, options{}, err
 	}
 	opts := options{logJSON: *logJSON}
-	ps := *gomaxprocs
+	ps, from := *gomaxprocs, "--gomaxprocs"
 	if v := getenv("GHOSTWIRE_GOMAXPROCS"); v != "" && !fs.Changed("gomaxprocs") {
-		ps = v
+		ps, from = v, "GHOSTWIRE_GOMAXPROCS"
 	}
 	var err error
 	if opts.procs, err = procs.ParseSetting(ps); err != nil {
-		return node.Config{}, options{}, err
+		return node.Config{}, options{}, fmt.Errorf("%s: %w", from, err)
 	}
 	return cfg, opts, nil
 }

@@ -119,8 +119,8 @@ func TestGomaxprocsSetting(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if _, _, err := parseConfig(nil, &out, &errb, env(map[string]string{"GHOSTWIRE_GOMAXPROCS": "-1"})); err == nil {
-		t.Error("GHOSTWIRE_GOMAXPROCS=-1 accepted")
+	if _, _, err := parseConfig(nil, &out, &errb, env(map[string]string{"GHOSTWIRE_GOMAXPROCS": "-1"})); err == nil || !strings.Contains(err.Error(), "GHOSTWIRE_GOMAXPROCS") {
+		t.Errorf("GHOSTWIRE_GOMAXPROCS=-1: err = %v, want one naming the variable", err)
 	}
 }
 

@@ -151,7 +151,6 @@ type Stats struct {
 
 // Config is Run's: the sampling and how it reads and sets the process.
 type Config struct {
-	Setting  Setting
 	Interval time.Duration // between readings (0: 250 ms)
 	Policy   *Policy       // nil: DefaultPolicy(the runtime's default)
 	// CPU reads the process's CPU time so far (nil: getrusage); Set sets

@@ -236,7 +236,7 @@ func TestRunSizesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Setting: Setting{Auto: true}, Interval: 5 * time.Millisecond, Policy: &pol,
+		done <- Run(ctx, Config{Interval: 5 * time.Millisecond, Policy: &pol,
 			CPU: fake, Set: func(n int) { set.Store(int64(n)) }, Stats: stats, Probe: time.Millisecond})
 	}()
 	waitFor := func(what string, ok func() bool) {
