@@ -29,6 +29,6 @@ func batchRates(s *Step, a, b gateway.Stats, w float64) {
 // batchLine says how full the batched system calls were, and on how many
 // Ps the node ran.
 func batchLine(s Step) string {
-	return fmt.Sprintf("batches: %.1f datagrams a recvmmsg, %.1f a sendmmsg; %.0f reader waits/s, %.0f shard rounds/s; %d Ps (%d changes in the window, probe lag %.0f µs)",
-		s.DatagramsPerRead, s.DatagramsPerWrite, s.ReadWaitsPerS, s.ShardRoundsPerS, s.Ps, s.PsChanges, s.ProbeLagUs)
+	return fmt.Sprintf("batches: %.1f datagrams a recvmmsg, %.1f a sendmmsg; %.0f reader waits/s, %.0f shard rounds/s; %d Ps (%d changes in the window, %d of them raises on lag; probe lag %.0f µs)",
+		s.DatagramsPerRead, s.DatagramsPerWrite, s.ReadWaitsPerS, s.ShardRoundsPerS, s.Ps, s.PsChanges, s.PsLagRaises, s.ProbeLagUs)
 }

@@ -16,8 +16,8 @@ func TestBatchRates(t *testing.T) {
 	if s.DatagramsPerRead != 20 || s.DatagramsPerWrite != 64 || s.ReadWaitsPerS != 20 || s.ShardRoundsPerS != 30 {
 		t.Fatalf("got %+v, want 20 a read, 64 a write, 20 waits/s, 30 rounds/s", s)
 	}
-	s.Ps, s.PsChanges, s.ProbeLagUs = 1, 1, 42
-	const want = "batches: 20.0 datagrams a recvmmsg, 64.0 a sendmmsg; 20 reader waits/s, 30 shard rounds/s; 1 Ps (1 changes in the window, probe lag 42 µs)"
+	s.Ps, s.PsChanges, s.PsLagRaises, s.ProbeLagUs = 1, 1, 1, 42
+	const want = "batches: 20.0 datagrams a recvmmsg, 64.0 a sendmmsg; 20 reader waits/s, 30 shard rounds/s; 1 Ps (1 changes in the window, 1 of them raises on lag; probe lag 42 µs)"
 	if got := batchLine(s); got != want {
 		t.Fatalf("batchLine = %q, want %q", got, want)
 	}

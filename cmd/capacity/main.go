@@ -123,9 +123,10 @@ type Step struct {
 	// The Go scheduler's Ps (GOMAXPROCS) at the end of the window, as
 	// zoned's sizer set them (--gomaxprocs auto: Ps changes in the window,
 	// and its probe's mean wake lag), or as fixed.
-	Ps         int     `json:"gomaxprocs"`
-	PsChanges  uint64  `json:"gomaxprocs_changes_in_window"`
-	ProbeLagUs float64 `json:"sizer_probe_lag_us,omitempty"`
+	Ps          int     `json:"gomaxprocs"`
+	PsChanges   uint64  `json:"gomaxprocs_changes_in_window"`
+	PsLagRaises uint64  `json:"gomaxprocs_lag_raises_in_window"` // of the changes, raises the probe's lag made
+	ProbeLagUs  float64 `json:"sizer_probe_lag_us,omitempty"`
 
 	RTTP50Ms     float64 `json:"rtt_p50_ms"`
 	RTTP99Ms     float64 `json:"rtt_p99_ms"`
@@ -365,7 +366,8 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	var ms0 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	nw0, nerr := nd.NATSWrites(ctx)
-	changes0, wakes0, lag0 := sizing.Raises.Load()+sizing.Lowers.Load(), sizing.Wakes.Load(), sizing.LagNanos.Load()
+	changes0, lagRaises0 := sizing.Raises.Load()+sizing.Lowers.Load(), sizing.LagRaises.Load()
+	wakes0, lag0 := sizing.Wakes.Load(), sizing.LagNanos.Load()
 	cpu0, wall0 := cpuTime(), time.Now()
 	profiling := false
 	if o.cpuProfile != "" && n == o.profileAt {
@@ -386,6 +388,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	cpu1, wall1 := cpuTime(), time.Now()
 	st.Ps = runtime.GOMAXPROCS(0)
 	st.PsChanges = sizing.Raises.Load() + sizing.Lowers.Load() - changes0
+	st.PsLagRaises = sizing.LagRaises.Load() - lagRaises0
 	if w := sizing.Wakes.Load() - wakes0; w > 0 {
 		st.ProbeLagUs = float64(sizing.LagNanos.Load()-lag0) / float64(w) / 1e3
 	}

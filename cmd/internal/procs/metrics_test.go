@@ -16,6 +16,7 @@ func TestRegisterExportsTheChanges(t *testing.T) {
 	}
 	st.Raises.Add(2)
 	st.Lowers.Add(3)
+	st.LagRaises.Add(1)
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -24,8 +25,8 @@ func TestRegisterExportsTheChanges(t *testing.T) {
 	for _, f := range fams {
 		got[f.GetName()] = f.GetMetric()[0].GetCounter().GetValue()
 	}
-	if got["ghostwire_gomaxprocs_raises_total"] != 2 || got["ghostwire_gomaxprocs_lowers_total"] != 3 {
-		t.Fatalf("exported %v, want raises 2 and lowers 3", got)
+	if got["ghostwire_gomaxprocs_raises_total"] != 2 || got["ghostwire_gomaxprocs_lowers_total"] != 3 || got["ghostwire_gomaxprocs_lag_raises_total"] != 1 {
+		t.Fatalf("exported %v, want raises 2, lowers 3 and lag raises 1", got)
 	}
 	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
 	if err != nil || len(problems) > 0 {

@@ -18,28 +18,42 @@ type Policy struct {
 	// start, which already counts the machine's cores and a container's
 	// CPU limit.
 	Max int
-	// Raise: when the process used more than Raise × n cores over one
-	// sample with n Ps, n doubles (up to Max) at once — a load that fills
-	// its Ps delays every goroutine behind it (the tick, the sends).
+	// Raise: when the process used more than Raise × n cores in two
+	// readings in a row with n Ps, n doubles (up to Max) — a load that
+	// fills its Ps delays every goroutine behind it (the tick, the
+	// sends). Two, not one: a node on one P at 0.64 cores of mean load
+	// read 0.87 in single quarter-seconds (the measured trace in
+	// testdata), and each such reading would have bounced it to two Ps.
 	Raise float64
-	// Lower: when the process used less than Lower × (n − 1) cores in
-	// every sample for Hold, n goes down by one. Lower is below Raise so
-	// that the load that lowered n does not raise it again: with fewer Ps
-	// the same load costs less CPU, not more.
+	// Lower: when the process used less than Lower × (n − 1) cores on
+	// average over a Hold, n goes down by one. The mean, not every
+	// reading: the readings of a steady load scatter by ±0.15 cores. And
+	// with fewer Ps the same load costs less CPU (fewer thread wake-ups):
+	// 0.74 cores on two Ps was 0.64 on one, so a bound a little under
+	// Raise does not raise again.
 	Lower float64
-	Hold  time.Duration
+	// Hold is how long the load must stay low before each step down. A
+	// raise within the hold after a step down (a bounce) doubles the next
+	// hold, up to MaxBounceHolds × Hold; a step down that stands its hold
+	// sets it back.
+	Hold time.Duration
 	// LagRaise: when a goroutine woken by a timer waited longer than this
-	// for a P on average over one sample, n doubles too, whatever the CPU
-	// says: the Ps are held but not running (their threads wait for a CPU
-	// the machine gives to other processes), and every round and tick of
-	// the node waits as long. No step down while the lag is above half of it.
+	// for a P on average over one reading, n doubles at once, whatever the
+	// CPU says: the Ps are held but not running (their threads wait for a
+	// CPU the machine gives to other processes), and every round and tick
+	// of the node waits as long. No step down while the lag is above half
+	// of it: a reading that lagged so starts the hold again.
 	LagRaise time.Duration
 }
+
+// MaxBounceHolds bounds the back-off after bounces: a hold is at most
+// this many times Policy.Hold.
+const MaxBounceHolds = 16
 
 // DefaultPolicy is the sizer's policy for a machine whose runtime default
 // is max Ps.
 func DefaultPolicy(max int) Policy {
-	return Policy{Max: max, Raise: 0.85, Lower: 0.7, Hold: 10 * time.Second, LagRaise: 5 * time.Millisecond}
+	return Policy{Max: max, Raise: 0.85, Lower: 0.8, Hold: 10 * time.Second, LagRaise: 5 * time.Millisecond}
 }
 
 // Validate reports a policy the sizer cannot follow.
@@ -62,13 +76,21 @@ func (p Policy) Validate() error {
 // Sizer decides the number of Ps from samples of the process's CPU time.
 // It is pure: the caller passes the clock and the CPU readings in.
 type Sizer struct {
-	p        Policy
-	n        int
-	primed   bool
-	lastAt   time.Duration
-	lastCPU  time.Duration
-	lowSince time.Duration
-	low      bool
+	p       Policy
+	n       int
+	primed  bool
+	lastAt  time.Duration
+	lastCPU time.Duration
+	over    bool // the last reading used more than Raise × n
+	// The hold under way: since holdAt, when the process had used holdCPU.
+	holding         bool
+	holdAt, holdCPU time.Duration
+	hold            time.Duration // the hold now: Policy.Hold, doubled by bounces
+	// lowered: a step down at loweredAt whose hold has not passed; a raise
+	// before then is a bounce.
+	lowered   bool
+	loweredAt time.Duration
+	onLag     bool // the last raise was the lag's
 }
 
 // NewSizer starts a sizer at n Ps (clamped to 1..Max).
@@ -76,11 +98,19 @@ func NewSizer(p Policy, n int) (*Sizer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Sizer{p: p, n: min(max(n, 1), p.Max)}, nil
+	return &Sizer{p: p, n: min(max(n, 1), p.Max), hold: p.Hold}, nil
 }
 
 // N is the number of Ps the sizer holds now.
 func (s *Sizer) N() int { return s.n }
+
+// Hold is the hold the next step down waits for: Policy.Hold, or more
+// after bounces.
+func (s *Sizer) Hold() time.Duration { return s.hold }
+
+// RaisedOnLag is whether the last raise was the probe's lag's (a CPU
+// that stayed under Raise may have been over it too).
+func (s *Sizer) RaisedOnLag() bool { return s.onLag }
 
 // Reading is one sample of the process: at At it had used CPU of CPU
 // time in all, and the probe's timer wakes since the last reading waited
@@ -92,32 +122,48 @@ type Reading struct {
 // Observe takes a reading and returns the Ps the sizer wants from now on.
 // The first reading only sets the baseline; a reading no later than the
 // last, or with less CPU than the last (a clock that went back), is taken
-// as a baseline too.
+// as a baseline too, and a hold under way starts again.
 func (s *Sizer) Observe(r Reading) int {
 	now, cpu := r.At, r.CPU
 	if !s.primed || now <= s.lastAt || cpu < s.lastCPU {
 		s.primed, s.lastAt, s.lastCPU = true, now, cpu
+		s.over, s.holding = false, false
 		return s.n
 	}
 	used := float64(cpu-s.lastCPU) / float64(now-s.lastAt) // cores
-	from := s.lastAt                                       // the reading covers [from, now]
+	from, fromCPU := s.lastAt, s.lastCPU                   // the reading covers [from, now]
 	s.lastAt, s.lastCPU = now, cpu
-	if (used > s.p.Raise*float64(s.n) || r.Lag > s.p.LagRaise) && s.n < s.p.Max {
+	if s.lowered && now-s.loweredAt >= s.hold { // the last step down stood its hold
+		s.lowered, s.hold = false, s.p.Hold
+	}
+	high := used > s.p.Raise*float64(s.n)
+	if lag := r.Lag > s.p.LagRaise; s.n < s.p.Max && (lag || high && s.over) {
 		s.n = min(2*s.n, s.p.Max)
-		s.low = false
+		s.onLag = lag
+		s.over, s.holding = false, false
+		if s.lowered { // within the hold after a step down: back off
+			s.hold = min(2*s.hold, MaxBounceHolds*s.p.Hold)
+			s.lowered = false
+		}
 		return s.n
 	}
-	if s.n == 1 || used >= s.p.Lower*float64(s.n-1) || 2*r.Lag > s.p.LagRaise {
-		s.low = false
+	s.over = high
+	if s.n == 1 || 2*r.Lag > s.p.LagRaise {
+		s.holding = false
 		return s.n
 	}
-	if !s.low {
-		s.low, s.lowSince = true, from
+	if !s.holding {
+		s.holding, s.holdAt, s.holdCPU = true, from, fromCPU
 	}
-	if now-s.lowSince >= s.p.Hold {
+	if now-s.holdAt < s.hold {
+		return s.n
+	}
+	if mean := float64(cpu-s.holdCPU) / float64(now-s.holdAt); mean < s.p.Lower*float64(s.n-1) {
 		s.n--
-		s.lowSince = now // the next step down needs a Hold of its own
+		s.lowered, s.loweredAt = true, now
 	}
+	// The next decision, down or not, takes a hold of its own.
+	s.holdAt, s.holdCPU = now, cpu
 	return s.n
 }
 
@@ -142,6 +188,8 @@ func ParseSetting(s string) (Setting, error) {
 // Stats counts the sizer's changes and its probe's wakes.
 type Stats struct {
 	Raises, Lowers atomic.Uint64
+	// LagRaises: of the raises, those the probe's lag made.
+	LagRaises atomic.Uint64
 	// Ps is the number the sizer set last (0 before it set any).
 	Ps atomic.Int64
 	// Wakes and LagNanos: the probe's timer wakes and their lateness in
@@ -267,11 +315,14 @@ func Run(ctx context.Context, cfg Config) error {
 			st.Ps.Store(int64(n))
 			if n > was {
 				st.Raises.Add(1)
+				if s.RaisedOnLag() {
+					st.LagRaises.Add(1)
+				}
 			} else {
 				st.Lowers.Add(1)
 			}
 			if cfg.Log != nil {
-				cfg.Log.Debug("gomaxprocs sized", "from", was, "to", n)
+				cfg.Log.Debug("gomaxprocs sized", "from", was, "to", n, "lag", r.Lag, "on_lag", n > was && s.RaisedOnLag())
 			}
 		}
 		select {

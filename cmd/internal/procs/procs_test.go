@@ -3,7 +3,11 @@ package procs
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,30 +63,100 @@ func TestLowersAfterTheHoldAndStays(t *testing.T) {
 // A load that would fill most of one P keeps two.
 func TestKeepsPsTheLoadNeeds(t *testing.T) {
 	s := newSizer(t, 2, 2)
-	if _, _, ns := feed(s, 0, 0, 0.75, time.Minute); ns[len(ns)-1] != 2 {
-		t.Fatalf("at 0.75 cores: %d Ps, want 2 (0.75 > Lower 0.7 × 1)", ns[len(ns)-1])
+	if _, _, ns := feed(s, 0, 0, 0.82, time.Minute); ns[len(ns)-1] != 2 {
+		t.Fatalf("at 0.82 cores: %d Ps, want 2 (0.82 > Lower 0.8 × 1)", ns[len(ns)-1])
 	}
 }
 
-// A load past Raise × n doubles n at the next reading, up to Max.
-func TestRaisesAtOnce(t *testing.T) {
+// readTrace reads a measured trace of testdata: cores a reading.
+func readTrace(t *testing.T, name string) []float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cores []float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		c, err := strconv.ParseFloat(line, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		cores = append(cores, c)
+	}
+	if len(cores) < 100 {
+		t.Fatalf("%s: %d readings", name, len(cores))
+	}
+	return cores
+}
+
+// feedTrace gives s the trace's readings from at, round after round, for
+// d, and returns the time and CPU it ended at and the Ps after each.
+func feedTrace(s *Sizer, at, cpu time.Duration, trace []float64, d time.Duration) (time.Duration, time.Duration, []int) {
+	var ns []int
+	for i, end := 0, at+d; at < end; i++ {
+		at += step
+		cpu += time.Duration(trace[i%len(trace)] * float64(step))
+		ns = append(ns, s.Observe(Reading{At: at, CPU: cpu}))
+	}
+	return at, cpu, ns
+}
+
+// The measured node of 2,000 players: 0.75 cores on average on two Ps,
+// its readings scattered from 0.6 to 0.89, steps down to one P within two
+// holds; on one P (0.65 on average, single readings up to 0.87) it stays
+// there for minutes.
+func TestMeasuredNodeStepsDownAndStays(t *testing.T) {
+	s := newSizer(t, 2, 2)
+	at, _, ns := feedTrace(s, 0, 0, readTrace(t, "node2000-2ps.txt"), 20*time.Second)
+	down := -1
+	for i, n := range ns {
+		if n == 1 {
+			down = i
+			break
+		}
+	}
+	if down < 0 {
+		t.Fatalf("on two Ps at the measured 0.75 cores: still %d Ps after 20 s", s.N())
+	}
+	_, _, ns = feedTrace(s, at, time.Hour, readTrace(t, "node2000-1p.txt"), 5*time.Minute)
+	for i, n := range ns {
+		if n != 1 {
+			t.Fatalf("on one P at the measured load, reading %d (%v): raised to %d", i, time.Duration(i+1)*step, n)
+		}
+	}
+}
+
+// A load past Raise × n in two readings in a row doubles n, up to Max; a
+// single reading past it does not.
+func TestRaisesOnTwoReadings(t *testing.T) {
 	s := newSizer(t, 8, 1)
 	at, cpu, ns := feed(s, 0, 0, 0.9, step)
-	if ns[0] != 2 {
-		t.Fatalf("0.9 cores on one P: %d Ps, want 2", ns[0])
+	if ns[0] != 1 {
+		t.Fatalf("one reading of 0.9 cores on one P: %d Ps, want 1", ns[0])
 	}
-	at, cpu, ns = feed(s, at, cpu, 1.8, step)
-	if ns[0] != 4 {
-		t.Fatalf("1.8 cores on two Ps: %d Ps, want 4", ns[0])
+	at, cpu, ns = feed(s, at, cpu, 0.5, step) // not in a row
+	at, cpu, ns = feed(s, at, cpu, 0.9, step)
+	if ns[0] != 1 {
+		t.Fatalf("0.9, 0.5, 0.9 cores on one P: %d Ps, want 1", ns[0])
 	}
-	_, _, ns = feed(s, at, cpu, 3.9, 2*step)
-	if ns[0] != 8 || ns[1] != 8 {
+	at, cpu, ns = feed(s, at, cpu, 0.9, step)
+	if ns[0] != 2 || s.RaisedOnLag() {
+		t.Fatalf("0.9 cores twice in a row on one P: %d Ps (on lag: %v), want 2 on the CPU", ns[0], s.RaisedOnLag())
+	}
+	at, cpu, ns = feed(s, at, cpu, 1.8, 2*step)
+	if ns[0] != 2 || ns[1] != 4 {
+		t.Fatalf("1.8 cores on two Ps: %v, want 2 then 4", ns)
+	}
+	_, _, ns = feed(s, at, cpu, 3.9, 4*step)
+	if ns[1] != 8 || ns[3] != 8 {
 		t.Fatalf("3.9 cores on four Ps: %v, want 8 and no more (Max)", ns)
 	}
 }
 
-// Each step down waits a hold of its own, and a reading at or above the
-// bound starts the hold again.
+// Each step down waits a hold of its own, decided on the hold's mean.
 func TestStepsDownOneHoldAtATime(t *testing.T) {
 	s := newSizer(t, 4, 4)
 	at, cpu, ns := feed(s, 0, 0, 0.3, 30*time.Second)
@@ -97,17 +171,63 @@ func TestStepsDownOneHoldAtATime(t *testing.T) {
 		}
 	}
 
+	// A hold whose mean is 0.9 cores (0.5, then 1.3) keeps two Ps; the
+	// next hold, at 0.3, steps down at its end and not before.
 	s = newSizer(t, 2, 2)
-	at, cpu, _ = feed(s, 0, 0, 0.3, 9*time.Second)
-	at, cpu, _ = feed(s, at, cpu, 0.8, step) // not low: the hold starts again
+	at, cpu, _ = feed(s, 0, 0, 0.5, 5*time.Second)
+	at, cpu, ns = feed(s, at, cpu, 1.3, 5*time.Second)
+	if ns[len(ns)-1] != 2 {
+		t.Fatalf("a hold of mean 0.9 cores: %d Ps, want 2", ns[len(ns)-1])
+	}
 	_, _, ns = feed(s, at, cpu, 0.3, 10*time.Second)
 	for i, n := range ns[:len(ns)-1] {
 		if n != 2 {
-			t.Fatalf("%v into the second low period: %d Ps, the hold did not restart", time.Duration(i+1)*step, n)
+			t.Fatalf("%v into the second hold: %d Ps, it did not wait for its end", time.Duration(i+1)*step, n)
 		}
 	}
 	if ns[len(ns)-1] != 1 {
-		t.Fatalf("a full hold after the restart: %d Ps, want 1", ns[len(ns)-1])
+		t.Fatalf("the end of a hold at 0.3 cores: %d Ps, want 1", ns[len(ns)-1])
+	}
+}
+
+// A raise within the hold after a step down doubles the next hold, up to
+// MaxBounceHolds × Hold; a step down that stands its hold sets it back.
+func TestBouncesBackOff(t *testing.T) {
+	s := newSizer(t, 2, 2)
+	at, cpu, _ := feed(s, 0, 0, 0.5, 10*time.Second)
+	if s.N() != 1 {
+		t.Fatalf("after a hold at 0.5 cores: %d Ps", s.N())
+	}
+	want := 10 * time.Second
+	for bounce := 1; bounce <= 6; bounce++ {
+		at, cpu, _ = feed(s, at, cpu, 0.95, 2*step) // right after the step down: a bounce
+		if s.N() != 2 {
+			t.Fatalf("bounce %d: %d Ps after two readings at 0.95 on one P", bounce, s.N())
+		}
+		want = min(2*want, MaxBounceHolds*10*time.Second)
+		if s.Hold() != want {
+			t.Fatalf("after bounce %d: hold %v, want %v", bounce, s.Hold(), want)
+		}
+		var ns []int
+		at, cpu, ns = feed(s, at, cpu, 0.5, want)
+		for i, n := range ns[:len(ns)-1] {
+			if n != 2 {
+				t.Fatalf("bounce %d: stepped down %v into a hold of %v", bounce, time.Duration(i+1)*step, want)
+			}
+		}
+		if ns[len(ns)-1] != 1 {
+			t.Fatalf("bounce %d: %d Ps at the end of a hold of %v", bounce, ns[len(ns)-1], want)
+		}
+	}
+	// This step down stands its hold: the hold is Policy.Hold again, and a
+	// raise after it is no bounce.
+	at, cpu, _ = feed(s, at, cpu, 0.5, want)
+	at, cpu, _ = feed(s, at, cpu, 0.95, 2*step)
+	if s.N() != 2 || s.Hold() != 10*time.Second {
+		t.Fatalf("a raise after a step down that stood: %d Ps, hold %v; want 2 and 10s", s.N(), s.Hold())
+	}
+	if _, _, ns := feed(s, at, cpu, 0.5, 10*time.Second); ns[len(ns)-1] != 1 {
+		t.Fatalf("a hold of 10 s after the back-off reset: %d Ps", ns[len(ns)-1])
 	}
 }
 
@@ -117,6 +237,9 @@ func TestLagRaisesAndHolds(t *testing.T) {
 	s := newSizer(t, 2, 1)
 	if n := s.Observe(Reading{At: step, CPU: step / 4, Lag: 6 * time.Millisecond}); n != 2 {
 		t.Fatalf("0.25 cores, wakes 6 ms late: %d Ps, want 2", n)
+	}
+	if !s.RaisedOnLag() {
+		t.Fatal("a raise at 0.25 cores is not the lag's")
 	}
 	cpu := step / 4
 	for at := 2 * step; at <= time.Minute; at += step {
@@ -150,8 +273,11 @@ func TestBackwardReadingsAreBaselines(t *testing.T) {
 	if n := s.Observe(Reading{At: 2 * time.Second, CPU: time.Second}); n != 1 { // CPU went back
 		t.Fatalf("a CPU count that went back raised to %d", n)
 	}
-	if n := s.Observe(Reading{At: 3 * time.Second, CPU: 2 * time.Second}); n != 2 {
-		t.Fatalf("a full core after the new baseline: %d Ps, want 2", n)
+	if n := s.Observe(Reading{At: 3 * time.Second, CPU: 2 * time.Second}); n != 1 {
+		t.Fatalf("one reading of a full core after the new baseline: %d Ps, want 1", n)
+	}
+	if n := s.Observe(Reading{At: 4 * time.Second, CPU: 3 * time.Second}); n != 2 {
+		t.Fatalf("a second reading of a full core: %d Ps, want 2", n)
 	}
 }
 
