@@ -138,7 +138,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address (diagnostics; keep off in production)")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
-	gomaxprocs := fs.String("gomaxprocs", "auto", "`PS` the Go scheduler runs on: auto sizes them to the load, between 1 and the runtime's default (the cores, or a container's CPU limit), because Ps beyond what the load needs cost CPU in idle threads' wake-ups (docs/benchmarks.md); a number fixes them; the GOMAXPROCS environment variable, when set, wins and turns sizing off (also GHOSTWIRE_GOMAXPROCS)")
+	gomaxprocs := fs.String("gomaxprocs", "auto", "`PS` the Go scheduler runs on: auto sizes them to the load, between 1 and the runtime's default (the cores, or a container's CPU limit), because Ps beyond what the load needs cost CPU in idle threads' wake-ups (the rule: docs/operations.md#cpu-how-many-ps); a number fixes them; the GOMAXPROCS environment variable, when set, wins and turns sizing off (also GHOSTWIRE_GOMAXPROCS)")
 	fs.Usage = func() {
 		fmt.Fprint(stdout, usageHead)
 		fs.SetOutput(stdout)
