@@ -21,7 +21,7 @@ type Policy struct {
 	// Raise: when the process used more than Raise × n cores in two
 	// readings in a row with n Ps, n doubles (up to Max) — a load that
 	// fills its Ps delays every goroutine behind it (the tick, the
-	// sends). Two, not one: a node on one P at 0.64 cores of mean load
+	// sends). Two, not one: a node on one P at 0.65 cores of mean load
 	// read 0.87 in single quarter-seconds (the measured trace in
 	// testdata), and each such reading would have bounced it to two Ps.
 	Raise float64
@@ -29,7 +29,7 @@ type Policy struct {
 	// average over a Hold, n goes down by one. The mean, not every
 	// reading: the readings of a steady load scatter by ±0.15 cores. And
 	// with fewer Ps the same load costs less CPU (fewer thread wake-ups):
-	// 0.74 cores on two Ps was 0.64 on one, so a bound a little under
+	// 0.75 cores on two Ps was 0.65 on one, so a bound a little under
 	// Raise does not raise again.
 	Lower float64
 	// Hold is how long the load must stay low before each step down. A

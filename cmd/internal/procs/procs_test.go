@@ -110,7 +110,7 @@ func feedTrace(s *Sizer, at, cpu time.Duration, trace []float64, d time.Duration
 // there for minutes.
 func TestMeasuredNodeStepsDownAndStays(t *testing.T) {
 	s := newSizer(t, 2, 2)
-	at, _, ns := feedTrace(s, 0, 0, readTrace(t, "node2000-2ps.txt"), 20*time.Second)
+	at, cpu, ns := feedTrace(s, 0, 0, readTrace(t, "node2000-2ps.txt"), 20*time.Second)
 	down := -1
 	for i, n := range ns {
 		if n == 1 {
@@ -121,7 +121,7 @@ func TestMeasuredNodeStepsDownAndStays(t *testing.T) {
 	if down < 0 {
 		t.Fatalf("on two Ps at the measured 0.75 cores: still %d Ps after 20 s", s.N())
 	}
-	_, _, ns = feedTrace(s, at, time.Hour, readTrace(t, "node2000-1p.txt"), 5*time.Minute)
+	_, _, ns = feedTrace(s, at, cpu, readTrace(t, "node2000-1p.txt"), 5*time.Minute)
 	for i, n := range ns {
 		if n != 1 {
 			t.Fatalf("on one P at the measured load, reading %d (%v): raised to %d", i, time.Duration(i+1)*step, n)
