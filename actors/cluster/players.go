@@ -118,6 +118,13 @@ type Players struct {
 	// pipe, when set (Pipeline), sends checkpoints whose revision is
 	// cached as publishes, a batch in flight per writer.
 	pipe *pipeline
+
+	// chunks: the chunk writer's queue (CheckpointChunk). Chunks: chunks
+	// written; ChunkOverflows: chunks too large for one message, written a
+	// record a player; ChunksBad: chunks a reader could not decode
+	// (ignored: the record as it is).
+	chunks                            chan *chunkJob
+	Chunks, ChunkOverflows, ChunksBad atomic.Uint64
 }
 
 // SetFence makes every write for a zone wait on valid(zone) (set before
@@ -251,6 +258,9 @@ func NewPlayers(kv jetstream.KeyValue, node string, log *slog.Logger) *Players {
 	p := &Players{kv: kv, node: node, log: log, stop: make(chan struct{}), revs: map[uint64]revEntry{}, born: time.Now(),
 		seed: maphash.MakeSeed()}
 	p.life, p.end = context.WithCancel(context.Background())
+	p.chunks = make(chan *chunkJob, chunkQueue)
+	p.wg.Add(1)
+	go p.chunkWriter()
 	for i := range p.jobs {
 		p.jobs[i] = make(chan *playerJob, playerQueue)
 		p.commits[i] = make(chan *playerJob, commitQueue)
@@ -1044,7 +1054,9 @@ func (p *Players) forget(player uint64) {
 	p.revMu.Unlock()
 }
 
-// Record reads a player's record (nil, nil if there is none).
+// Record reads a player's record (nil, nil if there is none), with its
+// periodic checkpoint from its zone's chunk when that is newer
+// (CheckpointChunk): one more read for an online player.
 func (p *Players) Record(ctx context.Context, player uint64) (*pb.PlayerRecord, error) {
 	e, err := p.kv.Get(ctx, PlayerKey(player))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -1057,13 +1069,14 @@ func (p *Players) Record(ctx context.Context, player uint64) (*pb.PlayerRecord, 
 	if err := proto.Unmarshal(e.Value(), &rec); err != nil {
 		return nil, fmt.Errorf("player record %d: %w", player, err)
 	}
-	return &rec, nil
+	return p.withChunk(ctx, &rec)
 }
 
 // InZone returns the online records that name zone and carry a
-// checkpoint: the players to put back when a node takes the zone over. It
-// reads the whole bucket (one watcher, every key's last value): O(players),
-// once per takeover.
+// checkpoint, each with its periodic checkpoint from the zone's chunks when
+// that is newer (CheckpointChunk): the players to put back when a node
+// takes the zone over. It reads the whole bucket (one watcher, every key's
+// last value): O(players), once per takeover.
 func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, error) {
 	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -1071,22 +1084,31 @@ func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, 
 	}
 	defer func() { _ = w.Stop() }()
 	var out []*pb.PlayerRecord
+	var chunks [][]byte // the zone's chunks (overlaid at the end)
+	prefix := chunkKeyPrefix(zone)
 	for {
 		select {
 		case <-ctx.Done():
-			return out, ctx.Err()
+			return withCheckpoints(out), ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return out, errors.New("players: watcher stopped")
+				return withCheckpoints(out), errors.New("players: watcher stopped")
 			}
 			if e == nil {
-				return out, nil // every current value seen
+				return withCheckpoints(p.overlayChunks(out, zone, chunks)), nil // every current value seen
+			}
+			if isChunkKey(e.Key()) {
+				if strings.HasPrefix(e.Key(), prefix) {
+					chunks = append(chunks, e.Value())
+				}
+				continue
 			}
 			var rec pb.PlayerRecord
 			if proto.Unmarshal(e.Value(), &rec) != nil {
 				continue
 			}
-			if rec.GetZone() == zone && rec.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE && rec.GetCheckpoint() != nil {
+			// With or without a checkpoint: a chunk may hold one.
+			if rec.GetZone() == zone && rec.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE {
 				out = append(out, &rec)
 			}
 		}

@@ -300,6 +300,90 @@ func (x *PlayerRecord) GetGateway() string {
 	return ""
 }
 
+// Key c.<zone>.<slice> in the players bucket: the periodic checkpoints of
+// the zone's players whose id is slice modulo the chunk count
+// (actors/cluster.ChunkSlices), written together by the zone's owner once
+// a checkpoint period: one KV write for the slice, not one a player. Each
+// record is the one p.<id> would have held. A reader takes a chunk's
+// record over p.<id> only while p.<id> is ONLINE, names the same zone at
+// the same epoch, and is older (docs/cluster.md, "Checkpoint chunks").
+type CheckpointChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The node that wrote the chunk (the zone's owner).
+	Node          string          `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Slice         uint32          `protobuf:"varint,3,opt,name=slice,proto3" json:"slice,omitempty"`
+	WrittenUnixMs int64           `protobuf:"varint,4,opt,name=written_unix_ms,json=writtenUnixMs,proto3" json:"written_unix_ms,omitempty"`
+	Records       []*PlayerRecord `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointChunk) Reset() {
+	*x = CheckpointChunk{}
+	mi := &file_ghostwire_v1_directory_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointChunk) ProtoMessage() {}
+
+func (x *CheckpointChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_directory_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointChunk.ProtoReflect.Descriptor instead.
+func (*CheckpointChunk) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_directory_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CheckpointChunk) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *CheckpointChunk) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CheckpointChunk) GetSlice() uint32 {
+	if x != nil {
+		return x.Slice
+	}
+	return 0
+}
+
+func (x *CheckpointChunk) GetWrittenUnixMs() int64 {
+	if x != nil {
+		return x.WrittenUnixMs
+	}
+	return 0
+}
+
+func (x *CheckpointChunk) GetRecords() []*PlayerRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
 // Key nodes.<id>: a running zoned.
 type NodeRecord struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -320,7 +404,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_ghostwire_v1_directory_proto_msgTypes[2]
+	mi := &file_ghostwire_v1_directory_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +416,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_ghostwire_v1_directory_proto_msgTypes[2]
+	mi := &file_ghostwire_v1_directory_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +429,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_ghostwire_v1_directory_proto_rawDescGZIP(), []int{2}
+	return file_ghostwire_v1_directory_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeRecord) GetNode() string {
@@ -442,7 +526,13 @@ const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"checkpoint\x18\a \x01(\v2\x1c.ghostwire.v1.EntitySnapshotR\n" +
 	"checkpoint\x12&\n" +
 	"\x0fupdated_unix_ms\x18\b \x01(\x03R\rupdatedUnixMs\x12\x18\n" +
-	"\agateway\x18\t \x01(\tR\agateway\"\xa6\x02\n" +
+	"\agateway\x18\t \x01(\tR\agateway\"\xad\x01\n" +
+	"\x0fCheckpointChunk\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05slice\x18\x03 \x01(\rR\x05slice\x12&\n" +
+	"\x0fwritten_unix_ms\x18\x04 \x01(\x03R\rwrittenUnixMs\x124\n" +
+	"\arecords\x18\x05 \x03(\v2\x1a.ghostwire.v1.PlayerRecordR\arecords\"\xa6\x02\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +
@@ -475,22 +565,24 @@ func file_ghostwire_v1_directory_proto_rawDescGZIP() []byte {
 }
 
 var file_ghostwire_v1_directory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ghostwire_v1_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_ghostwire_v1_directory_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_ghostwire_v1_directory_proto_goTypes = []any{
-	(PlayerState)(0),       // 0: ghostwire.v1.PlayerState
-	(*ZoneOwner)(nil),      // 1: ghostwire.v1.ZoneOwner
-	(*PlayerRecord)(nil),   // 2: ghostwire.v1.PlayerRecord
-	(*NodeRecord)(nil),     // 3: ghostwire.v1.NodeRecord
-	(*EntitySnapshot)(nil), // 4: ghostwire.v1.EntitySnapshot
+	(PlayerState)(0),        // 0: ghostwire.v1.PlayerState
+	(*ZoneOwner)(nil),       // 1: ghostwire.v1.ZoneOwner
+	(*PlayerRecord)(nil),    // 2: ghostwire.v1.PlayerRecord
+	(*CheckpointChunk)(nil), // 3: ghostwire.v1.CheckpointChunk
+	(*NodeRecord)(nil),      // 4: ghostwire.v1.NodeRecord
+	(*EntitySnapshot)(nil),  // 5: ghostwire.v1.EntitySnapshot
 }
 var file_ghostwire_v1_directory_proto_depIdxs = []int32{
 	0, // 0: ghostwire.v1.PlayerRecord.state:type_name -> ghostwire.v1.PlayerState
-	4, // 1: ghostwire.v1.PlayerRecord.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 1: ghostwire.v1.PlayerRecord.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
+	2, // 2: ghostwire.v1.CheckpointChunk.records:type_name -> ghostwire.v1.PlayerRecord
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_ghostwire_v1_directory_proto_init() }
@@ -505,7 +597,7 @@ func file_ghostwire_v1_directory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_directory_proto_rawDesc), len(file_ghostwire_v1_directory_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
