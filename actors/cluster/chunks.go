@@ -61,8 +61,13 @@ const chunkQueue = 256
 // chunkJob is one chunk to write: copies of its checkpoints (the caller's
 // slice is reused by the next tick) and each one's gateway.
 type chunkJob struct {
-	zone     string
-	slice    int
+	zone  string
+	slice int
+	// taken: when the checkpoints were taken (Unix ms), the chunk's and
+	// its records' time. Not the write's: a chunk written late (a slow
+	// KV) must not pass for newer than a record written meanwhile — a
+	// leave, a new session's join — which overlay compares it with.
+	taken    int64
 	cps      []handoff.Checkpoint
 	gateways []string
 }
@@ -74,7 +79,7 @@ type chunkJob struct {
 // it). gateway names the node holding each one's connection, as for
 // Checkpoint.
 func (p *Players) CheckpointChunk(zone string, slice int, cps []handoff.Checkpoint, gateway func(conn string) string) {
-	j := &chunkJob{zone: zone, slice: slice, cps: append([]handoff.Checkpoint(nil), cps...),
+	j := &chunkJob{zone: zone, slice: slice, taken: time.Now().UnixMilli(), cps: append([]handoff.Checkpoint(nil), cps...),
 		gateways: make([]string, len(cps))}
 	for i := range cps {
 		j.gateways[i] = gateway(cps[i].Conn)
@@ -152,7 +157,7 @@ const (
 // player's record keeps the last state that encoded. It returns the
 // records written.
 func (p *Players) encodeChunk(b, scratch []byte, j *chunkJob) (val, scr []byte, n int) {
-	now := time.Now().UnixMilli()
+	now := j.taken
 	b = protowire.AppendTag(b, chunkZone, protowire.BytesType)
 	b = protowire.AppendString(b, j.zone)
 	b = protowire.AppendTag(b, chunkNode, protowire.BytesType)

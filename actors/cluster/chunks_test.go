@@ -1,0 +1,252 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
+)
+
+// chunkCP is player's checkpoint at epoch, x its position's first axis.
+func chunkCP(player uint64, epoch uint32, x float32) handoff.Checkpoint {
+	return handoff.Checkpoint{Entity: player, Epoch: handoff.Epoch(epoch), Control: move.ControlState{Pos: [3]float32{x, 0, 0}},
+		LastApplied: uint64(x), Health: 900, Name: "p"}
+}
+
+func posX(r *pb.PlayerRecord) float32 { return r.GetCheckpoint().GetControl().GetPos().GetX() }
+
+// A chunk's checkpoints reach Record and InZone while the record names
+// their zone and epoch, and only then: after a handoff (a newer epoch), a
+// leave (OFFLINE) or a new session's join written after the chunk, the
+// record's own checkpoint stands.
+func TestChunkOverlaysTheRecord(t *testing.T) {
+	p, kv := playersFixture(t)
+	gw := func(string) string { return "gw1" }
+	// Players 21 and 41 share slice 1; 3 is in slice 3.
+	for _, id := range []uint64{21, 41, 3} {
+		c := chunkCP(id, 1, 1)
+		p.Placed(id, "a", 1, true, &c, "gw0")
+	}
+	waitFor(t, 3*time.Second, "the join records", func() bool {
+		return record(t, p, 21) != nil && record(t, p, 41) != nil && record(t, p, 3) != nil
+	})
+	p.CheckpointChunk("a", 1, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(41, 1, 60)}, gw)
+	waitFor(t, 3*time.Second, "the chunk", func() bool { return p.Chunks.Load() == 1 })
+	if r := record(t, p, 21); posX(r) != 50 || r.GetGateway() != "gw1" || r.GetZone() != "a" || r.GetEpoch() != 1 {
+		t.Fatalf("player 21: %v, want the chunk's checkpoint (x 50, gateway gw1)", r)
+	}
+	if r := record(t, p, 3); posX(r) != 1 {
+		t.Fatalf("player 3 (no chunk of its slice): %v, want its record's x 1", r)
+	}
+	// The record itself is untouched: the chunk is one write for both.
+	if e, err := kv.Get(context.Background(), PlayerKey(41)); err != nil {
+		t.Fatal(err)
+	} else if r := decodeRecord(t, e.Value()); posX(r) != 1 {
+		t.Fatalf("p.41 rewritten: %v", r)
+	}
+	recs, err := p.InZone(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]float32{}
+	for _, r := range recs {
+		got[r.GetPlayer()] = posX(r)
+	}
+	if len(got) != 3 || got[21] != 50 || got[41] != 60 || got[3] != 1 {
+		t.Fatalf("InZone: %v, want 21→50, 41→60, 3→1", got)
+	}
+
+	// 41 is handed to zone b at epoch 2: zone a's chunk no longer counts.
+	c := chunkCP(41, 2, 70)
+	p.Placed(41, "b", 2, false, &c, "gw2")
+	waitFor(t, 3*time.Second, "the handoff", func() bool { return record(t, p, 41).GetZone() == "b" })
+	if r := record(t, p, 41); posX(r) != 70 {
+		t.Fatalf("player 41 after its handoff: %v, want its own record (x 70)", r)
+	}
+	// 21 leaves: its last checkpoint stands, not the chunk's.
+	last := chunkCP(21, 1, 55)
+	p.Checkpoint("a", []handoff.Checkpoint{last}, true, gw)
+	waitFor(t, 3*time.Second, "the leave", func() bool {
+		return record(t, p, 21).GetState() == pb.PlayerState_PLAYER_STATE_OFFLINE
+	})
+	if r := record(t, p, 21); posX(r) != 55 {
+		t.Fatalf("player 21 after leaving: %v, want x 55", r)
+	}
+	// 21 comes back in a new session (epochs start again at 1): the old
+	// chunk, written before the join, is older than the record.
+	again := chunkCP(21, 1, 5)
+	p.Placed(21, "a", 1, true, &again, "gw0")
+	waitFor(t, 3*time.Second, "the new session", func() bool {
+		return record(t, p, 21).GetState() == pb.PlayerState_PLAYER_STATE_ONLINE
+	})
+	if r := record(t, p, 21); posX(r) != 5 {
+		t.Fatalf("player 21's new session: %v, want its join's x 5, not the old chunk's", r)
+	}
+	recs, err = p.InZone(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(got)
+	for _, r := range recs {
+		got[r.GetPlayer()] = posX(r)
+	}
+	if len(got) != 2 || got[21] != 5 || got[3] != 1 {
+		t.Fatalf("InZone after the moves: %v, want 21→5, 3→1", got)
+	}
+}
+
+func decodeRecord(t *testing.T, v []byte) *pb.PlayerRecord {
+	t.Helper()
+	var r pb.PlayerRecord
+	if err := proto.Unmarshal(v, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// A chunk is what proto.Marshal makes of the CheckpointChunk, and its
+// records are the ones a periodic checkpoint writes to p.<id>.
+func TestChunkEncodesAsMarshal(t *testing.T) {
+	p := &Players{node: "n1"}
+	j := &chunkJob{zone: "x1z0", slice: 7, taken: 1_800_000_000_000, cps: []handoff.Checkpoint{chunkCP(7, 3, 12), chunkCP(27, 4, 13)},
+		gateways: []string{"g1", ""}}
+	val, _, n := p.encodeChunk(nil, nil, j)
+	if n != 2 {
+		t.Fatalf("%d records, want 2", n)
+	}
+	var c pb.CheckpointChunk
+	if err := proto.Unmarshal(val, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.GetZone() != "x1z0" || c.GetNode() != "n1" || c.GetSlice() != 7 || c.GetWrittenUnixMs() != 1_800_000_000_000 || len(c.GetRecords()) != 2 {
+		t.Fatalf("chunk %v", &c)
+	}
+	again, err := proto.MarshalOptions{Deterministic: true}.Marshal(&c)
+	if err != nil || string(again) != string(val) {
+		t.Fatalf("the chunk's bytes differ from proto.Marshal's (%v):\n%x\n%x", err, val, again)
+	}
+	r := c.GetRecords()[1]
+	if r.GetPlayer() != 27 || r.GetEpoch() != 4 || r.GetZone() != "x1z0" || r.GetState() != pb.PlayerState_PLAYER_STATE_ONLINE ||
+		posX(r) != 13 || r.GetUpdatedUnixMs() != c.GetWrittenUnixMs() {
+		t.Fatalf("record %v", r)
+	}
+}
+
+// A record whose text is not UTF-8 is left out of its chunk, counted; the
+// others go in.
+func TestChunkLeavesOutUnencodableRecords(t *testing.T) {
+	p := &Players{node: "n1", log: slog.New(slog.DiscardHandler)}
+	bad := chunkCP(2, 1, 1)
+	bad.Name = "\xff"
+	j := &chunkJob{zone: "a", slice: 2, cps: []handoff.Checkpoint{chunkCP(22, 1, 1), bad}, gateways: []string{"", ""}}
+	val, _, n := p.encodeChunk(nil, nil, j)
+	var c pb.CheckpointChunk
+	if err := proto.Unmarshal(val, &c); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || len(c.GetRecords()) != 1 || c.GetRecords()[0].GetPlayer() != 22 || p.Unencodable.Load() != 1 {
+		t.Fatalf("%d records (%v), unencodable %d: want player 22 alone, 1", n, c.GetRecords(), p.Unencodable.Load())
+	}
+}
+
+// A fenced zone's chunk is not written; an empty slice is written once
+// (to clear the records of players who left it), not every period.
+func TestChunkFencedAndEmpty(t *testing.T) {
+	p, kv := playersFixture(t)
+	fenced := true
+	p.valid = func(zone string) bool { return !(fenced && zone == "a") }
+	gw := func(string) string { return "" }
+	p.CheckpointChunk("a", 0, []handoff.Checkpoint{chunkCP(20, 1, 1)}, gw)
+	waitFor(t, 3*time.Second, "the fence", func() bool { return p.Fenced.Load() == 1 })
+	if _, err := kv.Get(context.Background(), ChunkKey("a", 0)); err != jetstream.ErrKeyNotFound {
+		t.Fatalf("a fenced chunk was written (%v)", err)
+	}
+	fenced = false // (the writer read it before: the fence's count is its answer)
+	p.CheckpointChunk("a", 0, []handoff.Checkpoint{chunkCP(20, 1, 1)}, gw)
+	for range 3 {
+		p.CheckpointChunk("a", 0, nil, gw)
+	}
+	p.CheckpointChunk("a", 5, []handoff.Checkpoint{chunkCP(25, 1, 1)}, gw) // after the empty ones: the writer is done with them
+	waitFor(t, 3*time.Second, "slice 5's chunk", func() bool {
+		_, err := kv.Get(context.Background(), ChunkKey("a", 5))
+		return err == nil
+	})
+	if n := p.Chunks.Load(); n != 3 {
+		t.Fatalf("%d chunks written, want 3: slice 0 with its player, slice 0 empty once, slice 5", n)
+	}
+	e, err := kv.Get(context.Background(), ChunkKey("a", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c pb.CheckpointChunk
+	if err := proto.Unmarshal(e.Value(), &c); err != nil || len(c.GetRecords()) != 0 {
+		t.Fatalf("slice 0 after its empty chunks: %v (%v), want no record", &c, err)
+	}
+	if p.Checkpoints.Load() != 2 {
+		t.Fatalf("%d checkpoints counted, want 2", p.Checkpoints.Load())
+	}
+}
+
+// Chunk keys are not player records: InZone of zone "a" neither decodes
+// them as records nor takes zone "a.b"'s chunk for its own.
+func TestChunkKeysOfAnotherZone(t *testing.T) {
+	p, _ := playersFixture(t)
+	gw := func(string) string { return "" }
+	c := chunkCP(40, 1, 1)
+	p.Placed(40, "a", 1, true, &c, "")
+	waitFor(t, 3*time.Second, "the join", func() bool { return record(t, p, 40) != nil })
+	// Zone "a.b"'s slice 0 has key c.a.b.0, under zone "a"'s prefix c.a.
+	p.CheckpointChunk("a.b", 0, []handoff.Checkpoint{chunkCP(40, 1, 99)}, gw)
+	waitFor(t, 3*time.Second, "the chunk", func() bool { return p.Chunks.Load() == 1 })
+	if !strings.HasPrefix(ChunkKey("a.b", 0), chunkKeyPrefix("a")) {
+		t.Fatal("the keys no longer share the prefix: the test tests nothing")
+	}
+	recs, err := p.InZone(context.Background(), "a")
+	if err != nil || len(recs) != 1 || posX(recs[0]) != 1 {
+		t.Fatalf("InZone(a) = %v (%v), want player 40 at x 1", recs, err)
+	}
+}
+
+// overlay takes a chunk's record only for the record's own stay: online,
+// the same player, zone and epoch, a checkpoint, and newer.
+func TestOverlayRules(t *testing.T) {
+	cp := &pb.EntitySnapshot{Entity: 9}
+	rec := &pb.PlayerRecord{Player: 9, Zone: "a", Epoch: 2, State: pb.PlayerState_PLAYER_STATE_ONLINE, UpdatedUnixMs: 100, Checkpoint: cp}
+	good := func() *pb.PlayerRecord {
+		return &pb.PlayerRecord{Player: 9, Zone: "a", Epoch: 2, State: pb.PlayerState_PLAYER_STATE_ONLINE, UpdatedUnixMs: 200,
+			Checkpoint: &pb.EntitySnapshot{Entity: 9, LastApplied: 1}}
+	}
+	if overlay(rec, good()) == rec {
+		t.Fatal("a newer checkpoint of the same stay was not taken")
+	}
+	for name, change := range map[string]func(r, c *pb.PlayerRecord){
+		"no chunk record":     nil,
+		"record offline":      func(r, c *pb.PlayerRecord) { r.State = pb.PlayerState_PLAYER_STATE_OFFLINE },
+		"record in a handoff": func(r, c *pb.PlayerRecord) { r.State = pb.PlayerState_PLAYER_STATE_HANDOFF },
+		"another player":      func(r, c *pb.PlayerRecord) { c.Player = 10 },
+		"another zone":        func(r, c *pb.PlayerRecord) { c.Zone = "b" },
+		"an older epoch":      func(r, c *pb.PlayerRecord) { c.Epoch = 1 },
+		"a newer epoch":       func(r, c *pb.PlayerRecord) { c.Epoch = 3 },
+		"no checkpoint":       func(r, c *pb.PlayerRecord) { c.Checkpoint = nil },
+		"as old":              func(r, c *pb.PlayerRecord) { c.UpdatedUnixMs = 100 },
+		"older":               func(r, c *pb.PlayerRecord) { c.UpdatedUnixMs = 50 },
+	} {
+		r := proto.Clone(rec).(*pb.PlayerRecord)
+		var c *pb.PlayerRecord
+		if change != nil {
+			c = good()
+			change(r, c)
+		}
+		if got := overlay(r, c); got != r {
+			t.Errorf("%s: the chunk's record was taken", name)
+		}
+	}
+}
