@@ -169,6 +169,13 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			n.players.Checkpoint(zone, cps, leaving, b.GatewayOfConn)
 		}
 	}
+	// The periodic checkpoints go in chunks: a slice of a zone's players to
+	// one write (cluster.Players.CheckpointChunk).
+	chunk := func(zone string, slice int, cps []handoff.Checkpoint) {
+		if b := n.bridgeRef.Load(); b != nil {
+			n.players.CheckpointChunk(zone, slice, cps, b.GatewayOfConn)
+		}
+	}
 	// A player who connects resumes from its record: in the zone it was
 	// in, where it was (a reconnect after a crash, a drain, a break).
 	var sys atomic.Pointer[actor.ActorSystem]
@@ -195,7 +202,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			done(actor.NewPID(s.Address(), zone.ActorName(rec.GetZone())), cp)
 		}()
 	}
-	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, restored, checkpoint, resume, func(g *game) error {
+	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, restored, checkpoint, chunk, resume, func(g *game) error {
 		sys.Store(g.sys)
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,
 			Registry: g.classes, Now: g.now, Origin: g.origin, Log: log.With("component", "cluster"), Players: n.players,

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
 	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/actors/zone"
@@ -49,7 +50,7 @@ func loadWorld(cfg Config) (*world.World, error) {
 // startGame starts the zone actors of the zones in owned, then runs
 // beforeGateway (the cluster bridge puts its proxies under the other
 // zones' names there), then opens the gateway.
-func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool, *handoff.Checkpoint), restored func(uint64, string, uint64, uint64, *handoff.Checkpoint, func()), checkpoint func(string, []handoff.Checkpoint, bool), resume func(uint64, func(*actor.PID, *handoff.Checkpoint)), beforeGateway func(*game) error) (*game, error) {
+func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool, *handoff.Checkpoint), restored func(uint64, string, uint64, uint64, *handoff.Checkpoint, func()), checkpoint func(string, []handoff.Checkpoint, bool), chunk func(string, int, []handoff.Checkpoint), resume func(uint64, func(*actor.PID, *handoff.Checkpoint)), beforeGateway func(*game) error) (*game, error) {
 	key, src, err := resolveKey(cfg, getenv, log)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,8 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	base := sim.Config{TickRate: tickRate(cfg.Tick.D()), NPCs: cfg.NPCs, FarEvery: cfg.FarEvery, Seed: 1, HandoffGrace: 20, ReplicaTTL: 2 * time.Second}
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
-	zp := zone.Params{Now: now, Origin: mono, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Restored: restored, Checkpoint: checkpoint}
+	zp := zone.Params{Now: now, Origin: mono, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Restored: restored, Checkpoint: checkpoint,
+		CheckpointChunk: chunk, ChunkSlices: cluster.ChunkSlices}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}

@@ -72,6 +72,17 @@ type Params struct {
 	// a join or an acquisition takes at once. It runs on the zone's
 	// goroutine: it must copy what it keeps and never block.
 	Checkpoint func(zone string, cps []handoff.Checkpoint, leaving bool)
+	// CheckpointChunk, when set, takes the periodic checkpoints instead of
+	// Checkpoint: the zone's players split into ChunkSlices chunks by id
+	// (sim.Zone.AppendSliceCheckpoints), each chunk — all of its slice's
+	// players, or none — given once every CheckpointEvery
+	// (sim.SlicesDue), so the cluster writes a chunk, not a record a
+	// player. Checkpoint still gets the leaving players' last ones (and,
+	// without Placed, a join's). It runs on the zone's goroutine: it must
+	// copy what it keeps and never block.
+	CheckpointChunk func(zone string, slice int, cps []handoff.Checkpoint)
+	// ChunkSlices is CheckpointChunk's slice count (≥ 1 with it).
+	ChunkSlices int
 	// CheckpointEvery is how often each player is checkpointed (default
 	// DefaultCheckpointEvery: a crash loses at most that much progress).
 	CheckpointEvery time.Duration
@@ -525,7 +536,14 @@ func (a *zoneActor) onTick() {
 	if len(a.carried) > 0 { // usually none
 		a.replayCarried()
 	}
-	if a.p.Checkpoint != nil {
+	if a.p.CheckpointChunk != nil {
+		slices := uint64(max(1, a.p.ChunkSlices))
+		from, to := sim.SlicesDue(a.z.Tick(), a.checkpointTicks(), slices)
+		for k := from; k < to; k++ {
+			a.cps = a.z.AppendSliceCheckpoints(a.cps[:0], slices, k)
+			a.p.CheckpointChunk(a.p.Sim.Zone, int(k), a.cps) // an empty one too: it clears the slice
+		}
+	} else if a.p.Checkpoint != nil {
 		a.cps = a.z.AppendCheckpoints(a.cps[:0], a.checkpointTicks())
 		if len(a.cps) > 0 {
 			a.p.Checkpoint(a.p.Sim.Zone, a.cps, false)

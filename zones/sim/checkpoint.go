@@ -47,6 +47,33 @@ func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
 	return dst
 }
 
+// AppendSliceCheckpoints appends a checkpoint of every owned player whose
+// id is slice modulo slices: one chunk of the zone's periodic checkpoints
+// (actors/cluster.CheckpointChunk), each chunk taken once a checkpoint
+// period (SlicesDue). Unlike AppendCheckpoints it keeps no turns: a chunk
+// holds all of its slice's players each time, so it replaces the last.
+func (z *Zone) AppendSliceCheckpoints(dst []Checkpoint, slices, slice uint64) []Checkpoint {
+	for s := range z.ents {
+		e := &z.ents[s]
+		if z.owned[s] == nil && (e.role != roleOwned || e.kind != KindPlayer) {
+			continue
+		}
+		if e.id%slices == slice {
+			dst = append(dst, z.checkpoint(e))
+		}
+	}
+	return dst
+}
+
+// SlicesDue is the chunks [from, to) of slices whose turn is tick when
+// each is taken once every `every` ticks (every ≥ 1), spread evenly: one a
+// tick when every is slices, several when every is fewer, none on some
+// ticks when it is more.
+func SlicesDue(tick, every, slices uint64) (from, to uint64) {
+	ph := tick % every
+	return (ph*slices + every - 1) / every, ((ph+1)*slices + every - 1) / every
+}
+
 // CheckpointOf returns an owned player's checkpoint now (a player leaving).
 func (z *Zone) CheckpointOf(entity uint64) (Checkpoint, bool) {
 	s, ok := z.byID.get(entity)
