@@ -193,6 +193,9 @@ func audit(writes []Write, events []Event, limit time.Duration, final bool) Audi
 				if r.Player == 0 {
 					continue
 				}
+				if r.Chunk && (r.Zone != z || r.Node != ev.Node) {
+					continue // another zone's chunk: late, maybe, and not where the player is
+				}
 				if r.Zone == z && r.Node == ev.Node && !r.Offline {
 					before[r.Player] = r.LastApplied
 				} else {
@@ -238,7 +241,7 @@ func audit(writes []Write, events []Event, limit time.Duration, final bool) Audi
 		sort.Strings(keys)
 		for _, k := range keys {
 			r := last[k]
-			if r.Deleted || r.Offline || r.Zone == "" {
+			if r.Deleted || r.Offline || r.Zone == "" || r.Chunk {
 				continue
 			}
 			ws := byZone[r.Zone]

@@ -18,6 +18,9 @@ func TestAudit(t *testing.T) {
 	rec := func(rev uint64, ms int, node string, la uint64) Write {
 		return Write{Bucket: bucketPlayers, Key: "p.7", Player: 7, Zone: "z", Rev: rev, Created: at(ms), Node: node, Checkpoint: true, LastApplied: la}
 	}
+	chunk := func(rev uint64, ms int, node string, la uint64) Write {
+		return Write{Bucket: bucketPlayers, Key: "c:p.7", Player: 7, Zone: "z", Rev: rev, Created: at(ms), Node: node, Checkpoint: true, LastApplied: la, Chunk: true}
+	}
 	kill := []Event{{N: 1, Action: ActKill, Node: "a", At: at(1000), Held: map[string]uint64{"z": 1}}}
 	// A clean failover: a holds z at epoch 1, is killed at 1 s, its lease
 	// expires, b claims at 2.5 s, and b's checkpoint shows a new move.
@@ -35,6 +38,10 @@ func TestAudit(t *testing.T) {
 		{name: "record by the old owner after the new claim", writes: append(clean[:len(clean):len(clean)], rec(3, 3200, "a", 11)), events: kill, want: "record by a non-owner"},
 		{name: "zone never owned again", writes: clean[:4], events: kill, want: "not owned again"},
 		{name: "slow failover", writes: []Write{lease(1, 0, "a", 1), expiry(3, 2000), lease(4, 7000, "b", 4)}, events: kill, want: "slow failover"},
+		{name: "chunk by the old owner after the new claim", writes: append(clean[:len(clean):len(clean)], chunk(5, 3200, "a", 11)), events: kill, want: "record by a non-owner"},
+		// The player left z (its record offline); a chunk taken before, written after, is no stale record.
+		{name: "late chunk after the player left", writes: []Write{lease(1, 0, "a", 1), rec(1, 100, "a", 1),
+			{Bucket: bucketPlayers, Key: "p.7", Player: 7, Zone: "z", Rev: 2, Created: at(200), Node: "a", Offline: true}, chunk(3, 210, "a", 1), lease(4, 300, "b", 4)}},
 		{name: "stale record at the end", writes: []Write{lease(1, 0, "a", 1), rec(1, 100, "a", 1), lease(4, 200, "b", 4)}, want: "stale record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,5 +64,18 @@ func TestAudit(t *testing.T) {
 	f := a.Failovers[0]
 	if f.Owned != 1500*time.Millisecond || f.Moving != 2100*time.Millisecond || f.NewNode != "b" || f.Players != 1 || f.Moved != 1 {
 		t.Fatalf("failover %+v: want owned 1.5s by b, moving 2.1s, 1 of 1 player moved", f)
+	}
+	// The same failover with the periodic checkpoints in chunks: a's chunk
+	// at 950 ms raises the move the player had applied to 20, b's restore
+	// at 3.1 s (its record, move 20) is no move yet, b's chunk at 3.3 s
+	// (move 30) is.
+	chunked := []Write{lease(1, 0, "a", 1), lease(2, 500, "a", 1), rec(1, 900, "a", 10), chunk(2, 950, "a", 20), expiry(3, 2000),
+		lease(4, 2500, "b", 4), rec(5, 3100, "b", 20), chunk(6, 3300, "b", 30)}
+	a = audit(chunked, kill, 5*time.Second, true)
+	if len(a.Violations) > 0 || len(a.Failovers) != 1 {
+		t.Fatalf("violations %v, failovers %+v", a.Violations, a.Failovers)
+	}
+	if f := a.Failovers[0]; f.Moving != 2300*time.Millisecond || f.Players != 1 || f.Moved != 1 {
+		t.Fatalf("failover %+v: want moving 2.3s (b's chunk), 1 of 1 player moved", f)
 	}
 }

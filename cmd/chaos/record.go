@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,12 @@ type Write struct {
 	LastApplied uint64 `json:"last_applied,omitempty"`
 	Checkpoint  bool   `json:"checkpoint,omitempty"`
 	Offline     bool   `json:"offline,omitempty"`
+	// Chunk: a player's periodic checkpoint in its zone's checkpoint chunk
+	// (key c.<zone>.<slice>; Key is then "c:" and the player's record key),
+	// one Write a record of the chunk, at the chunk's revision. Not the
+	// player's record, which stays where the player is: the end state's
+	// audit skips it.
+	Chunk bool `json:"chunk,omitempty"`
 }
 
 // decodeWrite turns a KV entry into a Write. A value that does not decode
@@ -73,6 +81,33 @@ func decodeWrite(bucket string, e jetstream.KeyValueEntry) Write {
 		}
 	}
 	return w
+}
+
+// decodeChunk turns a checkpoint chunk into one Write a record, each the
+// periodic checkpoint of one player (Write.Chunk). A chunk that does not
+// decode is one Write with no zone (the audit skips it), as a record
+// that does not decode is.
+func decodeChunk(e jetstream.KeyValueEntry) []Write {
+	base := Write{Bucket: bucketPlayers, Key: e.Key(), Rev: e.Revision(), Created: e.Created(), Chunk: true}
+	var c pb.CheckpointChunk
+	if e.Operation() != jetstream.KeyValuePut || proto.Unmarshal(e.Value(), &c) != nil {
+		return []Write{base}
+	}
+	if len(c.GetRecords()) == 0 { // an empty slice: still a write for the zone, by its owner
+		base.Zone, base.Node = c.GetZone(), c.GetNode()
+		return []Write{base}
+	}
+	out := make([]Write, 0, len(c.GetRecords()))
+	for _, r := range c.GetRecords() {
+		w := base
+		w.Key = "c:p." + strconv.FormatUint(r.GetPlayer(), 10)
+		w.Node, w.Zone, w.Epoch, w.Player = c.GetNode(), c.GetZone(), r.GetEpoch(), r.GetPlayer()
+		if cp := r.GetCheckpoint(); cp != nil {
+			w.Checkpoint, w.LastApplied = true, cp.GetLastApplied()
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // Recorder keeps every write to the zones and players buckets from the
@@ -126,6 +161,12 @@ func (r *Recorder) run(bucket string, w jetstream.KeyWatcher) {
 	defer r.wg.Done()
 	for e := range w.Updates() {
 		if e == nil { // end of the initial listing
+			continue
+		}
+		if bucket == bucketPlayers && strings.HasPrefix(e.Key(), "c.") {
+			for _, w := range decodeChunk(e) {
+				r.add(w)
+			}
 			continue
 		}
 		r.add(decodeWrite(bucket, e))
