@@ -193,9 +193,9 @@ type PlayerRecord struct {
 	// The node that wrote the record (the owning zone's node).
 	Node string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	Conn string `protobuf:"bytes,6,opt,name=conn,proto3" json:"conn,omitempty"`
-	// The last checkpoint of the player's entity (at most a second old
-	// while online: rewritten each second it changed, and as it leaves).
-	// Its epoch is the record's.
+	// The player's checkpoint as of its last placement, handover or leave;
+	// while online, its zone's CheckpointChunk holds a newer one (at most
+	// a second old). Its epoch is the record's.
 	Checkpoint *EntitySnapshot `protobuf:"bytes,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// When the record last changed (a checkpoint of an idle player that
 	// would change nothing else is not rewritten: docs/cluster.md).
