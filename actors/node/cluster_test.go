@@ -460,14 +460,15 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 		bad = ""
 		for id, o := range owners {
 			badID = id
-			e, err := kv.Get(context.Background(), cluster.PlayerKey(id))
-			if err != nil {
-				bad = fmt.Sprintf("player %d: %v", id, err)
+			// As a reader sees it: the record, with its zone's checkpoint
+			// chunk when that is newer.
+			rec, err := nodes[0].players.Record(context.Background(), id)
+			if err != nil || rec == nil {
+				bad = fmt.Sprintf("player %d: %v (%v)", id, rec, err)
 				return false
 			}
-			var rec pb.PlayerRecord
-			if err := proto.Unmarshal(e.Value(), &rec); err != nil || rec.GetZone() != o.zone || rec.GetEpoch() != o.epoch {
-				bad = fmt.Sprintf("player %d: record %v, owned by %s at epoch %d", id, &rec, o.zone, o.epoch)
+			if rec.GetZone() != o.zone || rec.GetEpoch() != o.epoch {
+				bad = fmt.Sprintf("player %d: record %v, owned by %s at epoch %d", id, rec, o.zone, o.epoch)
 				return false
 			}
 			// Checkpointed about once a second: the record is never more
@@ -488,6 +489,9 @@ func checkPlayerRecords(t *testing.T, nodes []*Node) {
 	}
 	left := func() bool {
 		for _, k := range keys {
+			if !strings.HasPrefix(k, "p.") {
+				continue // a checkpoint chunk (c.<zone>.<slice>)
+			}
 			id, _ := strconv.ParseUint(strings.TrimPrefix(k, "p."), 10, 64)
 			if _, online := owners[id]; online {
 				continue
