@@ -35,13 +35,14 @@ import (
 // the records in them are fenced on read by their epoch.
 
 // ChunkSlices is how many chunks a zone's periodic checkpoints are split
-// into: player p's go in slice p % ChunkSlices. 20, so a zone that ticks
-// at 20 Hz and checkpoints each player once a second writes one chunk a
-// tick; a reader looking one player up reads one chunk.
+// into (player p's go in ChunkSlice(p)). 20, so a zone that ticks at 20 Hz
+// and checkpoints each player once a second writes one chunk a tick; a
+// reader looking one player up reads one chunk.
 const ChunkSlices = 20
 
-// ChunkSlice is the slice player's periodic checkpoints go in.
-func ChunkSlice(player uint64) int { return int(player % ChunkSlices) }
+// ChunkSlice is the slice player's periodic checkpoints go in
+// (handoff.CheckpointSlice: the zone takes them by the same).
+func ChunkSlice(player uint64) int { return int(handoff.CheckpointSlice(player, ChunkSlices)) }
 
 // ChunkKey is the key of zone's chunk slice in the players bucket.
 func ChunkKey(zone string, slice int) string { return "c." + zone + "." + strconv.Itoa(slice) }

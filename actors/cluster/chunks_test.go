@@ -30,15 +30,19 @@ func posX(r *pb.PlayerRecord) float32 { return r.GetCheckpoint().GetControl().Ge
 func TestChunkOverlaysTheRecord(t *testing.T) {
 	p, kv := playersFixture(t)
 	gw := func(string) string { return "gw1" }
-	// Players 21 and 41 share slice 1; 3 is in slice 3.
-	for _, id := range []uint64{21, 41, 3} {
+	// Players 21 and 61 share a slice; 3 is in another.
+	s21, s3 := ChunkSlice(21), ChunkSlice(3)
+	if ChunkSlice(61) != s21 || s3 == s21 {
+		t.Fatalf("slices 21→%d, 61→%d, 3→%d: pick other players", s21, ChunkSlice(61), s3)
+	}
+	for _, id := range []uint64{21, 61, 3} {
 		c := chunkCP(id, 1, 1)
 		p.Placed(id, "a", 1, true, &c, "gw0")
 	}
 	waitFor(t, 3*time.Second, "the join records", func() bool {
-		return record(t, p, 21) != nil && record(t, p, 41) != nil && record(t, p, 3) != nil
+		return record(t, p, 21) != nil && record(t, p, 61) != nil && record(t, p, 3) != nil
 	})
-	p.CheckpointChunk("a", 1, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(41, 1, 60)}, gw)
+	p.CheckpointChunk("a", s21, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(61, 1, 60)}, gw)
 	waitFor(t, 3*time.Second, "the chunk", func() bool { return p.Chunks.Load() == 1 })
 	if r := record(t, p, 21); posX(r) != 50 || r.GetGateway() != "gw1" || r.GetZone() != "a" || r.GetEpoch() != 1 {
 		t.Fatalf("player 21: %v, want the chunk's checkpoint (x 50, gateway gw1)", r)
@@ -47,10 +51,10 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 		t.Fatalf("player 3 (no chunk of its slice): %v, want its record's x 1", r)
 	}
 	// The record itself is untouched: the chunk is one write for both.
-	if e, err := kv.Get(context.Background(), PlayerKey(41)); err != nil {
+	if e, err := kv.Get(context.Background(), PlayerKey(61)); err != nil {
 		t.Fatal(err)
 	} else if r := decodeRecord(t, e.Value()); posX(r) != 1 {
-		t.Fatalf("p.41 rewritten: %v", r)
+		t.Fatalf("p.61 rewritten: %v", r)
 	}
 	recs, err := p.InZone(context.Background(), "a")
 	if err != nil {
@@ -60,16 +64,16 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 	for _, r := range recs {
 		got[r.GetPlayer()] = posX(r)
 	}
-	if len(got) != 3 || got[21] != 50 || got[41] != 60 || got[3] != 1 {
-		t.Fatalf("InZone: %v, want 21→50, 41→60, 3→1", got)
+	if len(got) != 3 || got[21] != 50 || got[61] != 60 || got[3] != 1 {
+		t.Fatalf("InZone: %v, want 21→50, 61→60, 3→1", got)
 	}
 
-	// 41 is handed to zone b at epoch 2: zone a's chunk no longer counts.
-	c := chunkCP(41, 2, 70)
-	p.Placed(41, "b", 2, false, &c, "gw2")
-	waitFor(t, 3*time.Second, "the handoff", func() bool { return record(t, p, 41).GetZone() == "b" })
-	if r := record(t, p, 41); posX(r) != 70 {
-		t.Fatalf("player 41 after its handoff: %v, want its own record (x 70)", r)
+	// 61 is handed to zone b at epoch 2: zone a's chunk no longer counts.
+	c := chunkCP(61, 2, 70)
+	p.Placed(61, "b", 2, false, &c, "gw2")
+	waitFor(t, 3*time.Second, "the handoff", func() bool { return record(t, p, 61).GetZone() == "b" })
+	if r := record(t, p, 61); posX(r) != 70 {
+		t.Fatalf("player 61 after its handoff: %v, want its own record (x 70)", r)
 	}
 	// 21 leaves: its last checkpoint stands, not the chunk's.
 	last := chunkCP(21, 1, 55)

@@ -55,3 +55,11 @@ func (f *EventFence) Take(gen uint64, lane int, seq uint64) bool {
 	f.Last[lane] = seq
 	return true
 }
+
+// CheckpointSlice is the chunk of its zone's periodic checkpoints player's
+// go in, of slices (actors/cluster's checkpoint chunks): the id mixed
+// (Fibonacci hashing) before the modulo, so ids with a structure — all
+// multiples of four, a block per shard — still spread over every slice.
+func CheckpointSlice(player, slices uint64) uint64 {
+	return (player * 0x9E3779B97F4A7C15 >> 32) % slices
+}

@@ -48,7 +48,7 @@ func (z *Zone) AppendCheckpoints(dst []Checkpoint, every uint64) []Checkpoint {
 }
 
 // AppendSliceCheckpoints appends a checkpoint of every owned player whose
-// id is slice modulo slices: one chunk of the zone's periodic checkpoints
+// handoff.CheckpointSlice is slice: one chunk of the zone's periodic checkpoints
 // (actors/cluster.CheckpointChunk), each chunk taken once a checkpoint
 // period (SlicesDue). Unlike AppendCheckpoints it keeps no turns: a chunk
 // holds all of its slice's players each time, so it replaces the last.
@@ -58,7 +58,7 @@ func (z *Zone) AppendSliceCheckpoints(dst []Checkpoint, slices, slice uint64) []
 		if z.owned[s] == nil && (e.role != roleOwned || e.kind != KindPlayer) {
 			continue
 		}
-		if e.id%slices == slice {
+		if handoff.CheckpointSlice(e.id, slices) == slice {
 			dst = append(dst, z.checkpoint(e))
 		}
 	}

@@ -3,6 +3,8 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // Over a period every chunk is due exactly once, whatever the ratio of
@@ -29,8 +31,8 @@ func TestSlicesDueOncePerPeriod(t *testing.T) {
 	}
 }
 
-// A slice's checkpoints are those of the owned players whose id is the
-// slice modulo the slices, no NPC among them, with the zone's state.
+// A slice's checkpoints are those of the owned players whose
+// CheckpointSlice it is, no NPC among them, with the zone's state.
 func TestSliceCheckpoints(t *testing.T) {
 	z := oneZone(t, func(c *Config) { c.NPCs = 30 })
 	const players, slices = 45, 20
@@ -45,7 +47,7 @@ func TestSliceCheckpoints(t *testing.T) {
 	for k := range uint64(slices) {
 		buf = z.AppendSliceCheckpoints(buf[:0], slices, k)
 		for _, cp := range buf {
-			if cp.Entity%slices != k || IsNPC(cp.Entity) {
+			if handoff.CheckpointSlice(cp.Entity, slices) != k || IsNPC(cp.Entity) {
 				t.Fatalf("slice %d has entity %#x", k, cp.Entity)
 			}
 			if info, _ := z.Entity(cp.Entity); cp.Control != info.State {
