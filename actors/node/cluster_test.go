@@ -933,3 +933,42 @@ func TestClusterBatchesLostInFlightAreResent(t *testing.T) {
 	}
 	t.Logf("%d gaps seen, %d batches resent", gaps, resent)
 }
+
+// The periodic checkpoints reach the readers: a player who walks for a
+// few seconds has, as Record and InZone read it, a checkpoint at most
+// about a checkpoint period of moves behind the last it sent — from its
+// zone's checkpoint chunk, the record itself holding its join's (or its
+// last handoff's).
+func TestPeriodicCheckpointsReachTheReaders(t *testing.T) {
+	nodes := startNodes(t, nil, "x0z0,x1z0,x0z1,x1z1")
+	defer stopAll(nodes)
+	w := strollIn(t, nodes[0], "x1z0")
+	defer w.s.Close(context.Background())
+	w.walk(4 * time.Second)
+	// The checkpoint period (1 s) and a margin for the acks: 45 moves.
+	const behind = 45
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var rec *pb.PlayerRecord
+	waitFor(t, 5*time.Second, "a recent checkpoint in the player's record as read", func() bool {
+		var err error
+		rec, err = nodes[0].players.Record(ctx, w.player)
+		return err == nil && rec.GetCheckpoint().GetLastApplied()+behind >= w.sent
+	})
+	recs, err := nodes[0].players.InZone(ctx, rec.GetZone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range recs {
+		if r.GetPlayer() == w.player {
+			found = true
+			if r.GetCheckpoint().GetLastApplied()+behind < w.sent {
+				t.Fatalf("InZone: player %d's checkpoint at move %d, %d sent", w.player, r.GetCheckpoint().GetLastApplied(), w.sent)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("InZone(%s) has no record of player %d", rec.GetZone(), w.player)
+	}
+}
