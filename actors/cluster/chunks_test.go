@@ -254,3 +254,35 @@ func TestOverlayRules(t *testing.T) {
 		}
 	}
 }
+
+// Lookups of players of one chunk within the cache's time share one read
+// of it (a relook storm after a crash reads each chunk a few times a
+// second, not once a player); a lookup after that reads it again and sees
+// the newer chunk. The time is set, not waited for: no clock in the test.
+func TestChunkReadsShared(t *testing.T) {
+	p, _ := playersFixture(t)
+	gw := func(string) string { return "" }
+	s := ChunkSlice(21)
+	for _, id := range []uint64{21, 61} {
+		c := chunkCP(id, 1, 1)
+		p.Placed(id, "a", 1, true, &c, "")
+	}
+	waitFor(t, 3*time.Second, "the join records", func() bool { return record(t, p, 21) != nil && record(t, p, 61) != nil })
+	p.CheckpointChunk("a", s, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(61, 1, 60)}, gw)
+	waitFor(t, 3*time.Second, "the chunk", func() bool { return p.Chunks.Load() == 1 })
+	reads := p.ChunkReads.Load()
+	p.chunkTTL = time.Hour // however slow the host: the two lookups fall within it
+	a, b := record(t, p, 21), record(t, p, 61)
+	if posX(a) != 50 || posX(b) != 60 || p.ChunkReads.Load() != reads+1 {
+		t.Fatalf("x %g and %g (want 50, 60), %d chunk reads for two lookups (want 1)", posX(a), posX(b), p.ChunkReads.Load()-reads)
+	}
+	p.CheckpointChunk("a", s, []handoff.Checkpoint{chunkCP(21, 1, 80), chunkCP(61, 1, 90)}, gw)
+	waitFor(t, 3*time.Second, "the next chunk", func() bool { return p.Chunks.Load() == 2 })
+	if a := record(t, p, 21); posX(a) != 50 || p.ChunkReads.Load() != reads+1 {
+		t.Fatalf("within the cache's time: x %g (want the cached 50), %d chunk reads (want 1)", posX(a), p.ChunkReads.Load()-reads)
+	}
+	p.chunkTTL = time.Nanosecond // the cached chunk is past its time
+	if a := record(t, p, 21); posX(a) != 80 || p.ChunkReads.Load() != reads+2 {
+		t.Fatalf("after the cache's time: x %g (want 80), %d chunk reads (want 2)", posX(a), p.ChunkReads.Load()-reads)
+	}
+}
