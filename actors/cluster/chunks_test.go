@@ -286,3 +286,25 @@ func TestChunkReadsShared(t *testing.T) {
 		t.Fatalf("after the cache's time: x %g (want 80), %d chunk reads (want 2)", posX(a), p.ChunkReads.Load()-reads)
 	}
 }
+
+// A slice too large for one message (over maxChunkBytes) is written a
+// record a player instead, and no chunk is stored.
+func TestChunkOverflowWritesRecords(t *testing.T) {
+	p, kv := playersFixture(t)
+	cps := make([]handoff.Checkpoint, 0, 3000)
+	for i := range uint64(3000) {
+		c := chunkCP(1000+i*ChunkSlices, 1, 1) // one slice's players, no record each
+		c.Name = strings.Repeat("n", 100)      // ≈ 170 bytes a record: 3,000 are over 256 KiB
+		cps = append(cps, c)
+	}
+	p.CheckpointChunk("a", 0, cps, func(string) string { return "" })
+	// Each player's checkpoint goes its own way: refused (it has no record
+	// to hold it), or dropped where its writer's bounded queue is full.
+	waitFor(t, 30*time.Second, "the players' own writes", func() bool { return p.CheckpointsRefused.Load()+p.Dropped.Load() == 3000 })
+	if p.ChunkOverflows.Load() != 1 || p.Chunks.Load() != 0 {
+		t.Fatalf("overflows %d, chunks %d: want 1 and 0", p.ChunkOverflows.Load(), p.Chunks.Load())
+	}
+	if _, err := kv.Get(context.Background(), ChunkKey("a", 0)); err != jetstream.ErrKeyNotFound {
+		t.Fatalf("an oversized chunk was stored (%v)", err)
+	}
+}
