@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -307,4 +308,48 @@ func TestChunkOverflowWritesRecords(t *testing.T) {
 	if _, err := kv.Get(context.Background(), ChunkKey("a", 0)); err != jetstream.ErrKeyNotFound {
 		t.Fatalf("an oversized chunk was stored (%v)", err)
 	}
+}
+
+// BenchmarkCheckpointChunks (informative): BenchmarkCheckpointRecords's
+// node — 1,000 players over four zones, each checkpointed once a second,
+// the zones ticking every 50 ms — with the periodic checkpoints in chunks,
+// as actors/node writes them since the forty-fifth capacity pass: each
+// tick each zone writes one slice's chunk (CheckpointChunk). An op is one
+// such second; cpu-µs/checkpoint is the process's CPU (writer, client and
+// server) per checkpoint, less what the same time idle costs, to set
+// beside BenchmarkCheckpointRecords's.
+func BenchmarkCheckpointChunks(b *testing.B) {
+	p, _ := pipelinedPlayers(b)
+	const players, zones, gap = 1000, 4, 50 * time.Millisecond
+	// bySlice[z][k]: zone z's players of slice k.
+	var bySlice [zones][ChunkSlices][]handoff.Checkpoint
+	for i := range players {
+		id := uint64(i + 1)
+		z := i % zones
+		bySlice[z][ChunkSlice(id)] = append(bySlice[z][ChunkSlice(id)], benchCheckpoint(id))
+	}
+	gw := func(string) string { return "zoned-1" }
+	idle0 := processCPU()
+	for range ChunkSlices {
+		time.Sleep(gap)
+	}
+	idle := processCPU() - idle0
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range b.N {
+		for k := range ChunkSlices {
+			for z := range zones {
+				p.CheckpointChunk(fmt.Sprintf("x%dz0", z), k, bySlice[z][k], gw)
+			}
+			time.Sleep(gap)
+		}
+	}
+	want := uint64(b.N * ChunkSlices * zones)
+	waitFor(b, 10*time.Second, "every chunk", func() bool { return p.Chunks.Load() >= want })
+	cpu := processCPU() - cpu0 - time.Duration(b.N)*idle
+	b.StopTimer()
+	if p.Checkpoints.Load() != uint64(b.N*players) || p.Errors.Load()+p.Dropped.Load() != 0 {
+		b.Fatalf("%d checkpoints written of %d; %d errors, %d dropped", p.Checkpoints.Load(), b.N*players, p.Errors.Load(), p.Dropped.Load())
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N*players), "cpu-µs/checkpoint")
 }
