@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/prefetch"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -757,6 +759,7 @@ func (s *shard) pumpFrom(i int, now time.Duration) (next int) {
 		}
 	}()
 	for next = i; next < len(s.dirty); next++ {
+		s.prefetchPumps(next)
 		c = s.dirty[next]
 		s.dirty[next] = nil
 		c.dirty = false
@@ -767,6 +770,47 @@ func (s *shard) pumpFrom(i int, now time.Duration) (next int) {
 	}
 	return next
 }
+
+// prefetchPumps asks the CPU for the state of the connections pumped
+// after dirty[i], in stages a pump apart: each stage reads the lines the
+// one before fetched (a Conn's pointers, then its Server's and Manager's,
+// then its Table's), so none waits on memory, and by its turn a
+// connection's lines have come while the pumps before it worked. The
+// ghost table only for a connection with a view waiting: its pump
+// applies the view and sends the tick's packet; the pump after a
+// datagram mostly finds nothing due and reads none of it. It reads only
+// fields that are set or nil, never panics (pumpFrom would blame the
+// connection pumped before), and changes nothing.
+func (s *shard) prefetchPumps(i int) {
+	d := s.dirty
+	if k := i + 4; k < len(d) {
+		prefetch.Lines(unsafe.Pointer(d[k]), connHotBytes)
+	}
+	if k := i + 3; k < len(d) {
+		if c := d[k]; c.srv != nil {
+			c.srv.PrefetchServer()
+			if c.gst.ViewWaiting() && c.gm != nil {
+				c.gm.PrefetchManager()
+			}
+		}
+	}
+	if k := i + 2; k < len(d) {
+		if c := d[k]; c.srv != nil {
+			c.srv.PrefetchParts()
+			if c.gst.ViewWaiting() && c.gm != nil {
+				c.gm.PrefetchTable()
+			}
+		}
+	}
+	if k := i + 1; k < len(d) {
+		if c := d[k]; c.gst.ViewWaiting() && c.gm != nil {
+			c.gm.PrefetchRecords()
+		}
+	}
+}
+
+// connHotBytes is the Conn's first lines: what every datagram and pump reads.
+const connHotBytes = 192
 
 // handle runs one event for c, a panic ending only c (round handles its
 // events with handleFrom).

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/bitstream"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/notify"
+	"github.com/ghostwire/ghostwire/replication/prefetch"
 	"github.com/ghostwire/ghostwire/replication/session"
 )
 
@@ -286,3 +288,15 @@ func (m *Manager) Close() {
 }
 
 var _ session.GhostWriter = (*Manager)(nil)
+
+// PrefetchManager asks the CPU for the Manager's line, PrefetchTable for
+// its table's, PrefetchRecords for the table's per-record arrays: each
+// reads what the one before fetched, so a driver calls them a turn or
+// more apart, ahead of the pump that uses them (hints: none waits).
+func (m *Manager) PrefetchManager() { prefetch.Lines(unsafe.Pointer(m), unsafe.Sizeof(*m)) }
+
+// PrefetchTable: see PrefetchManager.
+func (m *Manager) PrefetchTable() { m.table.PrefetchHeader() }
+
+// PrefetchRecords: see PrefetchManager.
+func (m *Manager) PrefetchRecords() { m.table.PrefetchRecords() }

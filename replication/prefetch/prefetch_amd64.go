@@ -1,0 +1,6 @@
+package prefetch
+
+import "unsafe"
+
+//go:noescape
+func lines(p unsafe.Pointer, n uintptr)
