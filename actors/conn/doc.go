@@ -42,6 +42,10 @@
 //     the pump that sends applies the fates, then the view, then packs,
 //     back to back on the same ghosts (applied as they came, each pass
 //     found the table cold again on a server with a thousand tables);
+//     steps 2 and 3 ask the CPU for the next connections' state a few
+//     events or pumps ahead (replication/prefetch: prefetchEvents,
+//     prefetchPumps), so that a connection's lines, gone from the caches
+//     by its turn, come while the ones before it work;
 //  4. sends the round's datagrams with one sendmmsg per WriteBatch.
 //
 // Then it sleeps until something is posted or the next deadline, but never
