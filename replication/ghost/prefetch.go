@@ -14,12 +14,11 @@ func (t *Table) PrefetchHeader() {
 }
 
 // PrefetchRecords asks for the per-record arrays every fate, view and
-// write of the table walks: the slots, the position tracks and the
-// records in flight. It reads the Table's first lines (PrefetchHeader
-// first, a while ahead).
+// write of the table walks: the slots and the position tracks of the
+// records in use. It reads the Table's header (PrefetchHeader first, a
+// while ahead).
 func (t *Table) PrefetchRecords() {
-	// The arrays' lengths, on the Table's line 0 with their pointers
-	// (live, the records in use, is on another line).
-	prefetch.Lines(unsafe.Pointer(unsafe.SliceData(t.slots)), uintptr(len(t.slots))*unsafe.Sizeof(slot{}))
-	prefetch.Lines(unsafe.Pointer(unsafe.SliceData(t.pos)), uintptr(len(t.pos))*unsafe.Sizeof(posTrack{}))
+	n := uintptr(min(max(int(t.live), 0), len(t.slots), len(t.pos)))
+	prefetch.Lines(unsafe.Pointer(unsafe.SliceData(t.slots)), n*unsafe.Sizeof(slot{}))
+	prefetch.Lines(unsafe.Pointer(unsafe.SliceData(t.pos)), n*unsafe.Sizeof(posTrack{}))
 }
