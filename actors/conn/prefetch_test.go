@@ -1,0 +1,45 @@
+package conn
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/ghostwire/ghostwire/actors/ghostmgr"
+)
+
+// TestPrefetchNeverFailsAConnection: the round's prefetches run over
+// every list a round can hold — connections not started (no session, no
+// ghost manager), one whose state says a view waits without a manager,
+// started ones, events of no connection — without a panic (the round's
+// recover would blame the connection handled before) and without
+// changing what a started connection's session or ghost manager counts.
+func TestPrefetchNeverFailsAConnection(t *testing.T) {
+	x := record(t, 4)
+	s, cs := benchShard(t, x, 3)
+	bare := &Conn{}
+	flagged := &Conn{gst: ghostmgr.State(0xff)}
+	for _, c := range cs {
+		c.gst = ghostmgr.State(0xff) // a view waiting: every stage runs
+	}
+	type counts struct {
+		srv any
+		gm  any
+	}
+	before := make([]counts, len(cs))
+	for i, c := range cs {
+		before[i] = counts{c.srv.Stats(), c.gm.Stats()}
+	}
+	s.dirty = []*Conn{bare, cs[0], flagged, cs[1], bare, cs[2], flagged, bare}
+	s.work = []envelope{{}, {c: bare}, {c: cs[0]}, {c: flagged}, {}, {c: cs[1]}, {c: cs[2]}}
+	for i := range s.dirty {
+		s.prefetchPumps(i)
+	}
+	for i := range s.work {
+		s.prefetchEvents(i)
+	}
+	for i, c := range cs {
+		if got := (counts{c.srv.Stats(), c.gm.Stats()}); !reflect.DeepEqual(got, before[i]) {
+			t.Fatalf("connection %d: the prefetches changed its counts: %+v, was %+v", i, got, before[i])
+		}
+	}
+}
