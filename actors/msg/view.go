@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
 )
@@ -38,6 +39,15 @@ type View struct {
 	// home is the slot that made it (ViewSlot.NewViewRefs): Release gives
 	// it back there for the slot's next view.
 	home *ViewSlot
+	// room and roomBytes are where Refs' room starts and how long it is,
+	// stored by Release as the view goes to its slot's spare. The
+	// publisher's prefetch (ViewSlot.PrefetchSpare) reads these, never
+	// Refs: a second publisher (the other owner, during a handoff) may
+	// take the spare and fill Refs meanwhile. A stale hint, or the two
+	// words from different releases, costs only a wasted fetch: a
+	// prefetch never faults.
+	room      atomic.Pointer[ghost.ViewRef]
+	roomBytes atomic.Uint32
 }
 
 var viewPool = sync.Pool{New: func() any { return new(View) }}
@@ -48,7 +58,7 @@ var viewPool = sync.Pool{New: func() any { return new(View) }}
 // view's Refs hold at most 4/3 of the references it was got for. Steps of
 // 1.5× held 1.5× at most and the views between ticks 513 B a player at
 // 2,000 (TestViewRefsFootprint), 177 B of it the View and room above the
-// references.
+// references; 4/3 holds 482 B (498 B with the View's room hint).
 var refsRoom = [...]int{8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024}
 
 // refsPools pools reference views by the room of their Refs (refsRoom).
@@ -98,8 +108,13 @@ func (v *View) Release() {
 	v.Snap, v.Refs = nil, v.Refs[:0]
 	v.Player, v.Tick, v.ServerTime, v.Epoch = 0, 0, 0, 0
 	if h := v.home; h != nil {
-		if !h.closed.Load() && h.spare.CompareAndSwap(nil, v) {
-			return
+		if !h.closed.Load() {
+			v.room.Store(unsafe.SliceData(v.Refs))
+			v.roomBytes.Store(uint32(cap(v.Refs)) * uint32(unsafe.Sizeof(ghost.ViewRef(0))))
+			if h.spare.CompareAndSwap(nil, v) {
+				return
+			}
+			v.room.Store(nil) // not to hold a room the view may drop
 		}
 		v.home = nil
 	}

@@ -17,7 +17,9 @@ import (
 // also sets how often a slot's view does not fit and one comes from the
 // pools (a Get and a Put across processors): bounded too, so bytes are
 // not bought with churn. Steps of 1.5×: 513 B, 6,885 views got from the
-// pools (2,000 of them the first); 4/3: 482 B, 7,088.
+// pools (2,000 of them the first); 4/3: 482 B, 7,088. The room's hint for
+// the zone's prefetch (View.room, View.roomBytes) put the View a size
+// class up: 498 B.
 func TestViewRefsFootprint(t *testing.T) {
 	const players, ticks = 2000, 60
 	rng := rand.New(rand.NewPCG(3, 31))
@@ -59,8 +61,8 @@ func TestViewRefsFootprint(t *testing.T) {
 	t.Logf("reference views: %.0f B a player (%.0f B of references carried, %.0f B of View and spare room); %d of %d views from the pools",
 		per, carried, per-carried, changed, players*ticks)
 	runtime.KeepAlive(slots)
-	if per > 500 {
-		t.Errorf("reference views hold %.0f B a player, over 500", per)
+	if per > 520 {
+		t.Errorf("reference views hold %.0f B a player, over 520", per)
 	}
 	if changed > 7500 {
 		t.Errorf("%d of %d views not the slot's own, over 7,500", changed, players*ticks)

@@ -1,0 +1,80 @@
+package msg
+
+import (
+	"testing"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+)
+
+// TestPrefetchLeavesTheSlotAlone: the hints change nothing a publisher or
+// a taker sees — the spare view and Control stay where they are, with
+// their contents, and an empty or closed slot is no fault.
+func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
+	var s ViewSlot
+	s.PrefetchSlot()
+	s.PrefetchSpare() // no spares yet
+	v := s.NewViewRefs(8, 0)
+	v.Refs = v.Refs[:3]
+	v.Release() // to the spare
+	c := s.NewControl()
+	c.Release()
+	s.PrefetchSlot()
+	s.PrefetchSpare()
+	if got := s.NewViewRefs(8, 0); got != v {
+		t.Fatal("the spare view moved")
+	} else if len(got.Refs) != 0 || cap(got.Refs) < 8 {
+		t.Fatalf("the spare view's references changed: len %d cap %d", len(got.Refs), cap(got.Refs))
+	}
+	if got := s.NewControl(); got != c {
+		t.Fatal("the spare Control moved")
+	}
+	s.Close()
+	s.PrefetchSpare()
+}
+
+// TestPrefetchSpareRacesNoPublisher: one zone prefetches a slot's spare
+// while another publishes into the slot (a handoff's two owners) and the
+// connection takes and releases. Run with -race: reading the spare view's
+// Refs for its room's address raced the other publisher, which takes the
+// spare and fills Refs meanwhile; the room's hint in atomic words does not.
+func TestPrefetchSpareRacesNoPublisher(t *testing.T) {
+	var s ViewSlot
+	s.AcceptRefs()
+	const rounds = 20000
+	done := make(chan struct{})
+	go func() { // the other owner: publishes views of growing and shrinking size
+		defer close(done)
+		for i := range rounds {
+			n := 8 + i%200
+			v := s.NewViewRefs(n, 0)
+			for j := range n {
+				v.Refs = append(v.Refs, ghost.ViewRef(j))
+			}
+			v.Tick = uint64(i + 1)
+			s.Publish(v)
+			if c := s.NewControl(); c != nil {
+				c.Release()
+			}
+		}
+	}()
+	taken := 0
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		s.PrefetchSlot()
+		s.PrefetchSpare() // this zone, not publishing
+		if v := s.Take(); v != nil {
+			if len(v.Refs) < 8 {
+				t.Fatalf("view of tick %d holds %d references, want ≥ 8", v.Tick, len(v.Refs))
+			}
+			taken++
+			v.Release()
+		}
+	}
+	if taken == 0 {
+		t.Fatal("no view was taken")
+	}
+}
