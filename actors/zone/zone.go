@@ -686,7 +686,9 @@ type joinHot struct {
 // Control each slot holds for the zone), in two stages a player apart,
 // so that these lines, gone from the caches since the last tick, come
 // while the players before them are served. Hints: they read only the
-// zone's own entries and the slots' atomic words, and change nothing.
+// zone's own entries and atomic words (the slots', the spare views'
+// room hints), so they never race a handoff's other publisher, and change
+// nothing.
 func (a *zoneActor) prefetchViews(views []sim.ViewRef, i int) {
 	if k := i + 2; k < len(views) {
 		if h := a.joinFiled(&views[k]); h != nil && h.views != nil {
