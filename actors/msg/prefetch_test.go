@@ -13,6 +13,7 @@ func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
 	var s ViewSlot
 	s.PrefetchSlot()
 	s.PrefetchSpare() // no spares yet
+	s.PrefetchRoom()
 	v := s.NewViewRefs(8, 0)
 	v.Refs = v.Refs[:3]
 	v.Release() // to the spare
@@ -20,6 +21,7 @@ func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
 	c.Release()
 	s.PrefetchSlot()
 	s.PrefetchSpare()
+	s.PrefetchRoom()
 	if got := s.NewViewRefs(8, 0); got != v {
 		t.Fatal("the spare view moved")
 	} else if len(got.Refs) != 0 || cap(got.Refs) < 8 {
@@ -30,6 +32,7 @@ func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
 	}
 	s.Close()
 	s.PrefetchSpare()
+	s.PrefetchRoom()
 }
 
 // TestPrefetchSpareRacesNoPublisher: one zone prefetches a slot's spare
@@ -66,6 +69,7 @@ func TestPrefetchSpareRacesNoPublisher(t *testing.T) {
 		}
 		s.PrefetchSlot()
 		s.PrefetchSpare() // this zone, not publishing
+		s.PrefetchRoom()
 		if v := s.Take(); v != nil {
 			if len(v.Refs) < 8 {
 				t.Fatalf("view of tick %d holds %d references, want ≥ 8", v.Tick, len(v.Refs))

@@ -683,21 +683,27 @@ type joinHot struct {
 
 // prefetchViews asks the CPU for what the tick's loop will write of the
 // players after views[i] (the Conns' view slots, then the spare view and
-// Control each slot holds for the zone), in two stages a player apart,
-// so that these lines, gone from the caches since the last tick, come
-// while the players before them are served. Hints: they read only the
-// zone's own entries and atomic words (the slots', the spare views'
-// room hints), so they never race a handoff's other publisher, and change
-// nothing.
+// Control each slot holds for the zone, then the spare view's references'
+// room), in three stages a player apart, each reading only lines the
+// stage before asked for, so that these lines, gone from the caches since
+// the last tick, come while the players before them are served. Hints:
+// they read only the zone's own entries and atomic words (the slots', the
+// spare views' room hints), so they never race a handoff's other
+// publisher, and change nothing.
 func (a *zoneActor) prefetchViews(views []sim.ViewRef, i int) {
-	if k := i + 2; k < len(views) {
+	if k := i + 3; k < len(views) {
 		if h := a.joinFiled(&views[k]); h != nil && h.views != nil {
 			h.views.PrefetchSlot()
 		}
 	}
-	if k := i + 1; k < len(views) {
+	if k := i + 2; k < len(views) {
 		if h := a.joinFiled(&views[k]); h != nil && h.views != nil {
 			h.views.PrefetchSpare()
+		}
+	}
+	if k := i + 1; k < len(views) {
+		if h := a.joinFiled(&views[k]); h != nil && h.views != nil {
+			h.views.PrefetchRoom()
 		}
 	}
 }
