@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -86,6 +88,12 @@ type Config struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP address.
 	// Off by default: profiles reveal internals and cost CPU while taken.
 	Pprof bool `json:"pprof"`
+
+	// Collectors are the embedding process's own metrics (zoned's
+	// GOMAXPROCS sizer), registered on the node's registry before the node
+	// reports ready, so the first scrape after "zoned ready" has them.
+	// Not a setting: never read from a file or the environment.
+	Collectors []prometheus.Collector `json:"-"`
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32

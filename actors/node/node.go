@@ -83,6 +83,11 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerBuildInfo(n.reg); err != nil {
 		return nil, err
 	}
+	for _, c := range cfg.Collectors {
+		if err := n.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
 
 	ok := false
 	defer func() {

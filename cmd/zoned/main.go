@@ -49,6 +49,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	// are as many as its Ps); the sizer starts after it, so the shards are
 	// as many as the runtime's default, however long the start takes.
 	sizing := procs.Apply(opts.procs, getenv, log)
+	// The sizer's metrics go in before the node reports ready: registered
+	// after, a scrape right after "zoned ready" could miss them.
+	stats := &procs.Stats{}
+	cfg.Collectors = append(cfg.Collectors, procs.Collectors(stats)...)
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	n, err := node.Start(startCtx, cfg, log)
 	cancel()
@@ -56,7 +60,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		log.Error("start failed", "err", err)
 		return 1
 	}
-	stats := &procs.Stats{}
 	if sizing {
 		sizeCtx, endSizing := context.WithCancel(ctx)
 		defer endSizing()
@@ -65,9 +68,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 				log.Warn("GOMAXPROCS not sized", "err", err)
 			}
 		}()
-	}
-	if err := procs.Register(n.Registry(), stats); err != nil {
-		log.Warn("sizer metrics not registered", "err", err)
 	}
 	select {
 	case <-ctx.Done():

@@ -2,10 +2,10 @@ package procs
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Register exports the sizer's changes on reg. The Ps themselves are the
-// Go collector's go_sched_gomaxprocs_threads.
-func Register(reg prometheus.Registerer, st *Stats) error {
-	for _, c := range []prometheus.Collector{
+// Collectors are the sizer's changes as metrics, for a registry. The Ps
+// themselves are the Go collector's go_sched_gomaxprocs_threads.
+func Collectors(st *Stats) []prometheus.Collector {
+	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ghostwire_gomaxprocs_raises_total",
 			Help: "Times the GOMAXPROCS sizer raised the Ps (the load filled them)."},
 			func() float64 { return float64(st.Raises.Load()) }),
@@ -15,10 +15,5 @@ func Register(reg prometheus.Registerer, st *Stats) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ghostwire_gomaxprocs_lowers_total",
 			Help: "Times the GOMAXPROCS sizer lowered the Ps (the load fitted fewer for its hold)."},
 			func() float64 { return float64(st.Lowers.Load()) }),
-	} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
 	}
-	return nil
 }

@@ -8,10 +8,18 @@ import (
 )
 
 // The sizer's counters read its Stats and pass `promtool check metrics`.
-func TestRegisterExportsTheChanges(t *testing.T) {
+func TestCollectorsExportTheChanges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	st := &Stats{}
-	if err := Register(reg, st); err != nil {
+	register := func() error {
+		for _, c := range Collectors(st) {
+			if err := reg.Register(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := register(); err != nil {
 		t.Fatal(err)
 	}
 	st.Raises.Add(2)
@@ -32,7 +40,7 @@ func TestRegisterExportsTheChanges(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
-	if err := Register(reg, st); err == nil {
-		t.Fatal("a second Register on the same registry was accepted")
+	if err := register(); err == nil {
+		t.Fatal("the counters registered twice on the same registry")
 	}
 }
