@@ -10,6 +10,7 @@ import (
 // TestPrefetchNeverFailsAConnection: the round's prefetches run over
 // every list a round can hold — connections not started (no session, no
 // ghost manager), one whose state says a view waits without a manager,
+// one with a manager and no session,
 // started ones, events of no connection — without a panic (the round's
 // recover would blame the connection handled before) and without
 // changing what a started connection's session or ghost manager counts.
@@ -18,6 +19,9 @@ func TestPrefetchNeverFailsAConnection(t *testing.T) {
 	s, cs := benchShard(t, x, 3)
 	bare := &Conn{}
 	flagged := &Conn{gst: ghostmgr.State(0xff)}
+	// a view waiting and a manager, no session yet: the last stage's
+	// seal key must not be asked of a nil Server
+	half := &Conn{gst: ghostmgr.State(0xff), gm: cs[0].gm}
 	for _, c := range cs {
 		c.gst = ghostmgr.State(0xff) // a view waiting: every stage runs
 	}
@@ -29,7 +33,7 @@ func TestPrefetchNeverFailsAConnection(t *testing.T) {
 	for i, c := range cs {
 		before[i] = counts{c.srv.Stats(), c.gm.Stats()}
 	}
-	s.dirty = []*Conn{bare, cs[0], flagged, cs[1], bare, cs[2], flagged, bare}
+	s.dirty = []*Conn{bare, cs[0], flagged, cs[1], half, cs[2], flagged, half, bare}
 	s.work = []envelope{{}, {c: bare}, {c: cs[0]}, {c: flagged}, {}, {c: cs[1]}, {c: cs[2]}}
 	for i := range s.dirty {
 		s.prefetchPumps(i)

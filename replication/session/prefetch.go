@@ -23,3 +23,20 @@ func (s *Server) PrefetchParts() {
 		prefetch.Lines(unsafe.Pointer(nc), min(unsafe.Sizeof(*nc), 256))
 	}
 }
+
+// PrefetchOpenKey asks for the receiving AEAD's key, a turn after
+// PrefetchParts (it reads the crypto session's line), ahead of a
+// datagram's open; PrefetchSealKey for the sending one's, ahead of a
+// packet's seal (handshake.Session.PrefetchOpenKey says why).
+func (s *Server) PrefetchOpenKey() {
+	if sess := s.e.sess; sess != nil {
+		sess.PrefetchOpenKey()
+	}
+}
+
+// PrefetchSealKey: see PrefetchOpenKey.
+func (s *Server) PrefetchSealKey() {
+	if sess := s.e.sess; sess != nil {
+		sess.PrefetchSealKey()
+	}
+}
