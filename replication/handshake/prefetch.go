@@ -7,19 +7,18 @@ import (
 	"github.com/ghostwire/ghostwire/replication/prefetch"
 )
 
-// PrefetchOpenKey asks the CPU for the receiving AEAD's state, a datagram
-// or two before OpenWith; PrefetchSealKey for the sending one's, before
-// SealWith. Each AEAD is its own allocation behind an interface (the
-// library's ChaCha20-Poly1305 holds its 32-byte key there), so its line
-// is a second cold line behind the Session's: by a connection's next
-// packet on a loaded node it has left the caches, and the AEAD's first
-// read of the key waited for memory on nearly every packet (2 % of the
-// node's samples at 2,000 players). Call it a turn after the Session's
-// own lines were asked for (it reads the interface from them). A hint:
-// it changes nothing and never faults.
-func (s *Session) PrefetchOpenKey() { prefetchAEAD(&s.recv) }
-
-// PrefetchSealKey: see PrefetchOpenKey.
+// PrefetchSealKey asks the CPU for the sending AEAD's state, a pump or
+// two before SealWith. Each AEAD is its own allocation behind an
+// interface (the library's ChaCha20-Poly1305 holds its 32-byte key
+// there), so its line is a second cold line behind the Session's: by a
+// connection's next packet on a loaded node it has left the caches, and
+// the AEAD's first read of the key waited for memory on nearly every
+// packet (0.9 % of the node's samples at 2,000 players). Call it a turn
+// after the Session's own lines were asked for (it reads the interface
+// from them). A hint: it changes nothing and never faults. (The
+// receiving AEAD's key is not fetched ahead: a connection shard's rounds
+// of datagrams are too short for a fourth stage, actors/conn's
+// prefetchEvents.)
 func (s *Session) PrefetchSealKey() { prefetchAEAD(&s.send.aead) }
 
 // aeadState is how much of an AEAD's allocation to fetch: the library's

@@ -21,7 +21,6 @@ func TestPrefetchAEADFindsTheKey(t *testing.T) {
 		if aeadData(&s.recv) == aeadData(&s.send.aead) {
 			t.Fatal("one AEAD for both directions")
 		}
-		s.PrefetchOpenKey()
 		s.PrefetchSealKey()
 	}
 	exchange(t, cs, ss, testClient)

@@ -24,17 +24,9 @@ func (s *Server) PrefetchParts() {
 	}
 }
 
-// PrefetchOpenKey asks for the receiving AEAD's key, a turn after
-// PrefetchParts (it reads the crypto session's line), ahead of a
-// datagram's open; PrefetchSealKey for the sending one's, ahead of a
-// packet's seal (handshake.Session.PrefetchOpenKey says why).
-func (s *Server) PrefetchOpenKey() {
-	if sess := s.e.sess; sess != nil {
-		sess.PrefetchOpenKey()
-	}
-}
-
-// PrefetchSealKey: see PrefetchOpenKey.
+// PrefetchSealKey asks for the sending AEAD's key, a turn after
+// PrefetchParts (it reads the crypto session's line), ahead of a packet's
+// seal (handshake.Session.PrefetchSealKey says why).
 func (s *Server) PrefetchSealKey() {
 	if sess := s.e.sess; sess != nil {
 		sess.PrefetchSealKey()
