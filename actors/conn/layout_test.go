@@ -64,6 +64,12 @@ func TestConnLayout(t *testing.T) {
 			t.Errorf("%s (a pump reads it) is at byte %d, out of the first line", f.name, f.off)
 		}
 	}
+	// The round's events ask for a Conn's first connHotBytes, and a
+	// stage later read the crypto session's address from them
+	// (prefetchEvents).
+	if end := unsafe.Offsetof(c.hs) + unsafe.Sizeof(c.hs); end > connHotBytes {
+		t.Errorf("hs ends at byte %d, past the %d bytes prefetchEvents asks for", end, connHotBytes)
+	}
 	if n := unsafe.Sizeof(c); n > 256 {
 		t.Errorf("Conn is %d bytes, over the 256-byte size class", n)
 	}

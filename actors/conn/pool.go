@@ -818,15 +818,16 @@ func (s *shard) prefetchPumps(i int) {
 }
 
 // prefetchEvents is prefetchPumps for the connections of the round's
-// events after work[i], most of them datagrams: a Conn, then its Server,
-// then the crypto and notify state its Server points to. A datagram's
-// first touches of these were most of Conn.onDatagram's time on a loaded
-// node (the session's address alone, its first read of the crypto
-// session, 1.4 % of the node's samples). Three stages, not four with the
-// receiving AEAD's key last (1.1 % of the samples, its first read): a
-// round's events are few (≈ 8 a shard), and a deeper pipe leaves more of
-// each round's first events unfetched (BenchmarkShardReceiveCold 1,019 →
-// 1,073 ns a datagram).
+// events after work[i], most of them datagrams: a Conn; then its Server
+// and its crypto session (the Conn holds the session's address too, in
+// its third line); then the notify state the Server points to and the
+// receiving AEAD's key the session points to. A datagram's first touches
+// of these were most of Conn.onDatagram's time on a loaded node (the
+// session's address alone, its first read of the crypto session, 1.4 %
+// of the node's samples; the AEAD's first read of its key, 1.1 %). Three
+// stages: a round's events are few (≈ 8 a shard), and a fourth (the key
+// from the Server's session) left more of each round's first events
+// unfetched (BenchmarkShardReceiveCold 1,019 → 1,073 ns a datagram).
 func (s *shard) prefetchEvents(i int) {
 	w := s.work
 	if k := i + 3; k < len(w) {
@@ -835,11 +836,17 @@ func (s *shard) prefetchEvents(i int) {
 	if k := i + 2; k < len(w) {
 		if c := w[k].c; c != nil && c.srv != nil {
 			c.srv.PrefetchServer()
+			if c.hs != nil {
+				c.hs.PrefetchSession()
+			}
 		}
 	}
 	if k := i + 1; k < len(w) {
 		if c := w[k].c; c != nil && c.srv != nil {
 			c.srv.PrefetchParts()
+			if c.hs != nil {
+				c.hs.PrefetchOpenKey()
+			}
 		}
 	}
 }

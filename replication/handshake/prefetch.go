@@ -21,6 +21,18 @@ import (
 // prefetchEvents.)
 func (s *Session) PrefetchSealKey() { prefetchAEAD(&s.send.aead) }
 
+// PrefetchOpenKey is PrefetchSealKey for the receiving AEAD, ahead of
+// OpenWith (its first read of the key: 1.1 % of the node's samples at
+// 2,000 players). PrefetchSession asks for the Session's own lines, a
+// turn before: a caller that holds the Session's address where it holds
+// the Server's can ask for both at once, and for the key a turn later.
+func (s *Session) PrefetchOpenKey() { prefetchAEAD(&s.recv) }
+
+// PrefetchSession: see PrefetchOpenKey. A received packet reads the
+// Session's two lines (the AEADs and state, then the replay window and
+// the address).
+func (s *Session) PrefetchSession() { prefetch.Lines(unsafe.Pointer(s), unsafe.Sizeof(*s)) }
+
 // aeadState is how much of an AEAD's allocation to fetch: the library's
 // ChaCha20-Poly1305 is its key, 32 bytes, in one line at most two.
 const aeadState = 32

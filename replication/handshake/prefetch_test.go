@@ -22,6 +22,8 @@ func TestPrefetchAEADFindsTheKey(t *testing.T) {
 			t.Fatal("one AEAD for both directions")
 		}
 		s.PrefetchSealKey()
+		s.PrefetchSession()
+		s.PrefetchOpenKey()
 	}
 	exchange(t, cs, ss, testClient)
 }
