@@ -291,7 +291,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 	switch m := m.(type) {
 	case *msg.ViewReady:
 		if c.gm != nil {
-			c.gm.Take() // applied in the pump
+			c.gst.Take(&c.views) // gm.Take from the Conn's lines; applied in the pump
 			c.viewsFlow = true
 			if c.heldCtl != nil {
 				// A zone sends a tick's view after its control, so this
@@ -304,8 +304,9 @@ func (c *Conn) handle(m any, now time.Duration) {
 			// The tick's view came with its Control (Join.ViewWithControl):
 			// take it first, even from a Control dropped below, or the
 			// slot nudges no more. It is this tick's view or a newer one.
-			// The pump applies it.
-			c.gm.Take()
+			// The pump applies it. (gm.Take, from the Conn's lines: the
+			// slot and the state are the Conn's, New's.)
+			c.gst.Take(&c.views)
 			c.viewsFlow = true
 		}
 		if m.Epoch != 0 && m.Epoch < c.ctlEpoch {

@@ -831,7 +831,17 @@ func (s *shard) prefetchPumps(i int) {
 func (s *shard) prefetchEvents(i int) {
 	w := s.work
 	if k := i + 3; k < len(w) {
-		prefetch.Lines(unsafe.Pointer(w[k].c), connHotBytes)
+		e := &w[k]
+		prefetch.Lines(unsafe.Pointer(e.c), connHotBytes)
+		// A tick's Control or nudge reads the Conn's view slot too (past
+		// the hot lines: the zone's goroutine writes it), at an address
+		// the Conn's own gives without reading it.
+		switch e.m.(type) {
+		case *msg.Control, *msg.ViewReady:
+			if e.c != nil {
+				prefetch.Lines(unsafe.Pointer(&e.c.views), unsafe.Sizeof(e.c.views))
+			}
+		}
 	}
 	if k := i + 2; k < len(w) {
 		if c := w[k].c; c != nil && c.srv != nil {
