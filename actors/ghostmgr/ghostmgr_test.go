@@ -371,3 +371,26 @@ func TestPendingIsTheTables(t *testing.T) {
 		t.Fatalf("writes with the table pending: %v, idle: %v; want both", pendingSeen, idleSeen)
 	}
 }
+
+// State.Take, the owner's path (the Conn's, without the Manager): an
+// empty slot notes nothing; a published view is noted waiting, and the
+// Manager sharing the State sees it.
+func TestStateTakeFromTheOwner(t *testing.T) {
+	f := newFixture(t)
+	var st State
+	st.Take(f.views)
+	if st.ViewWaiting() {
+		t.Fatal("an empty slot noted a view")
+	}
+	if !f.publish(1, 0, false) {
+		t.Fatal("slot not empty")
+	}
+	st.Take(f.views)
+	if !st.ViewWaiting() {
+		t.Fatal("a published view not noted")
+	}
+	f.m.st.Take(f.views)
+	if !f.m.ViewWaiting() {
+		t.Fatal("the Manager's State did not note the view")
+	}
+}
