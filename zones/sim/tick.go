@@ -157,6 +157,7 @@ func (z *Zone) stepSlots(now time.Duration) {
 	z.replCand = z.replCand[:0]
 	z.replicas, z.replicasAdded = z.replicas[:0], false
 	for s := range z.ents {
+		z.prefetchStep(s)
 		e := &z.ents[s]
 		switch e.role {
 		case roleFree:
@@ -456,7 +457,9 @@ func (z *Zone) updateInterest() {
 	// slot's, bit for bit: file), so that the pass reads none of the
 	// slots' lines.
 	xz := z.grid.Positions()
-	for i, sa := range z.grid.SlotAuxes() {
+	sas := z.grid.SlotAuxes()
+	for i, sa := range sas {
+		z.prefetchInterest(sas, i)
 		if interest.AuxKind(sa.Aux) != KindPlayer {
 			continue
 		}
