@@ -4,11 +4,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/replication/prefetch"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
@@ -187,7 +189,28 @@ func (c *InputCache) Get() *Input {
 		}
 	}
 	c.free, in.next = in.next, nil
+	c.prefetchNext()
 	return in
+}
+
+// prefetchNext asks the CPU for what the next Gets return, a Get ahead:
+// the next Input's room for moves (its line came with the Get before)
+// and the Input after it. A released Input has been through a zone's
+// hands and a connection's datagram fills the one it gets at once: on a
+// loaded node its lines were a trip to memory a datagram (1.4 % of the
+// node's samples). The cache's free Inputs are its own, so reading them
+// races nothing. A hint: it changes nothing.
+func (c *InputCache) prefetchNext() {
+	n := c.free
+	if n == nil {
+		return
+	}
+	if m := n.Moves; cap(m) > 0 {
+		prefetch.Lines(unsafe.Pointer(unsafe.SliceData(m)), min(uintptr(cap(m)), pooledMoves)*unsafe.Sizeof(m[0]))
+	}
+	if nn := n.next; nn != nil {
+		prefetch.Lines(unsafe.Pointer(nn), unsafe.Sizeof(*nn))
+	}
 }
 
 // pooledMoves is the most room for Moves a released Input keeps (96

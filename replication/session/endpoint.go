@@ -188,6 +188,8 @@ func (e *endpoint) open(now time.Duration, pkt []byte, from netip.AddrPort, buf 
 	if pad := pos & 7; pad != 0 && pkt[hl-1]>>pad != 0 {
 		return nil, false, handshake.ErrGarbage // the header's padding bits are zero
 	}
+	// The rings AcceptHeader reads, asked for before the AEAD's work.
+	e.nc.PrefetchAccept(h)
 	pt, moved, err := e.sess.OpenWith(hs, buf[:0], pkt[:hl], pkt[hl:], h.Seq, from)
 	if err != nil {
 		return nil, false, err

@@ -9,7 +9,8 @@ import (
 // PrefetchServer asks the CPU for the Server's lines, ahead of a pump or
 // a datagram a while later; PrefetchParts then (a turn later: it reads
 // those lines) for the objects it points to that every packet reads: the
-// crypto session and the notify state. Hints: neither waits.
+// crypto session, the notify state and the ControlWriter. Hints: neither
+// waits.
 func (s *Server) PrefetchServer() {
 	prefetch.Lines(unsafe.Pointer(s), unsafe.Sizeof(*s))
 }
@@ -21,6 +22,12 @@ func (s *Server) PrefetchParts() {
 	}
 	if nc := s.e.nc; nc != nil {
 		prefetch.Lines(unsafe.Pointer(nc), min(unsafe.Sizeof(*nc), 256))
+	}
+	// The ControlWriter's one line: a pump's hasContent and a data
+	// packet's control section read it first (1.8 % of a loaded node's
+	// samples, those two reads).
+	if cw := s.cw; cw != nil {
+		prefetch.Lines(unsafe.Pointer(cw), unsafe.Sizeof(*cw))
 	}
 }
 
