@@ -56,18 +56,8 @@ func BenchmarkZoneTickCold(b *testing.B) {
 		if cold {
 			b.StopTimer()
 		}
-		// Released as a zone actor's views and replicas release them,
-		// so the writer reuses its snapshots (BenchmarkZoneTickReused).
-		for i := range out.Replicas {
-			out.Replicas[i].Release()
-		}
 		tick++
-		s := z.Snapshot()
-		s.Retain()
-		if held != nil {
-			held.Release()
-		}
-		held = s
+		held = releaseTick(z, out, held)
 	}
 	for range 40 {
 		step(false)

@@ -28,16 +28,8 @@ func BenchmarkZoneTickReused(b *testing.B) {
 		for _, v := range out.Views {
 			refs = z.AppendViewRefs(refs[:0], v)
 		}
-		for i := range out.Replicas {
-			out.Replicas[i].Release()
-		}
 		tick++
-		s := z.Snapshot()
-		s.Retain()
-		if held != nil {
-			held.Release()
-		}
-		held = s
+		held = releaseTick(z, out, held)
 	}
 	for range 40 {
 		step()
@@ -51,4 +43,20 @@ func BenchmarkZoneTickReused(b *testing.B) {
 	if held != nil {
 		held.Release()
 	}
+}
+
+// releaseTick does with a tick's output what a zone actor's views and
+// replicas do: it releases the replica batches and holds the tick's
+// snapshot in place of held (released), so the writer reuses its
+// snapshots and the zone its batches. It returns the snapshot now held.
+func releaseTick(z *Zone, out *Output, held *ghost.Snapshot) *ghost.Snapshot {
+	for i := range out.Replicas {
+		out.Replicas[i].Release()
+	}
+	s := z.Snapshot()
+	s.Retain()
+	if held != nil {
+		held.Release()
+	}
+	return s
 }
