@@ -137,8 +137,7 @@ func (c *Conn) onRedirect(m *Redirect, now time.Duration) {
 		return
 	}
 	if (c.joined || c.resuming) && c.zone != nil && !c.closed && c.srv.State() == handshake.StateConnected {
-		r := c.rareState()
-		r.redirWait, r.redirAt = m, now
+		c.setRedirWait(m, now)
 		if !c.resuming {
 			c.holdEvents(now)
 		} // else once the lookup joined the player (join)
@@ -157,9 +156,7 @@ func (c *Conn) holdEvents(now time.Duration) {
 }
 
 func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
-	if c.rare != nil {
-		c.rare.redirWait = nil
-	}
+	c.setRedirWait(nil, now)
 	if err := c.srv.Redirect(now, m.To, m.Token); err != nil {
 		c.close(now, handshake.ReasonServerShutdown)
 		return
@@ -172,11 +169,11 @@ func (c *Conn) startRedirect(m *Redirect, now time.Duration) {
 // returns when to look again (maxDeadline: nothing waits).
 func (c *Conn) redirectDue(now time.Duration) time.Duration {
 	r := c.rare
-	if r == nil || r.redirWait == nil {
+	if !c.is(redirWaits) || r == nil || r.redirWait == nil {
 		return maxDeadline
 	}
 	if c.srv.State() != handshake.StateConnected {
-		r.redirWait = nil // closing anyway (a timeout, the client quit)
+		c.setRedirWait(nil, now) // closing anyway (a timeout, the client quit)
 		return maxDeadline
 	}
 	// The zone's answer and the client's acks arrive as messages and

@@ -63,7 +63,7 @@ func TestInputCacheTakesReleasesBack(t *testing.T) {
 
 // TestInputReturnsBounded: releases onto a full returns stack go to the
 // pool: however many Inputs a zone releases while no shard takes any,
-// the stack holds maxReturned.
+// the stack holds maxReturned, and the room stack maxRoomReturned.
 func TestInputReturnsBounded(t *testing.T) {
 	drainReturns()
 	defer drainReturns()
@@ -76,6 +76,23 @@ func TestInputReturnsBounded(t *testing.T) {
 	}
 	if n != maxReturned {
 		t.Fatalf("returns stack of %d Inputs after %d releases, want its bound %d", n, 10*maxReturned, maxReturned)
+	}
+	// The room stack has its own, smaller bound (an Input with event room
+	// holds more).
+	for range 10 * maxRoomReturned {
+		in := new(Input)
+		in.Add(1, 0, 0, []byte("payload"))
+		in.Release()
+	}
+	n = 0
+	for in := roomReturns.Load(); in != nil; in = in.next {
+		if cap(in.Events) == 0 {
+			t.Fatal("an Input without event room on the room stack")
+		}
+		n++
+	}
+	if n != maxRoomReturned {
+		t.Fatalf("room stack of %d Inputs after %d releases, want its bound %d", n, 10*maxRoomReturned, maxRoomReturned)
 	}
 }
 
