@@ -1,6 +1,11 @@
 package conn
 
-import "time"
+import (
+	"time"
+	"unsafe"
+
+	"github.com/ghostwire/ghostwire/replication/prefetch"
+)
 
 // deadlines is a shard's binary min-heap of connections by deadline; each
 // connection knows its index (hidx, -1 when absent), so re-arming is
@@ -51,6 +56,17 @@ func (d *deadlines) move(c *Conn, t time.Duration) {
 		d.down(i)
 	case t < old:
 		d.up(i)
+	}
+}
+
+// prefetch asks for c's entry, which the pump after c's event or send
+// re-arms (move): the shard's array of them, 16 bytes a connection, is
+// out of the caches by the time a connection comes round again on a
+// loaded node (move's first read, 1.5 % of the node's samples at 2,000
+// players). c's first line must be at hand (its index is read). A hint.
+func (d *deadlines) prefetch(c *Conn) {
+	if i := int(c.hidx); i >= 0 && i < len(d.h) {
+		prefetch.Lines(unsafe.Pointer(&d.h[i]), unsafe.Sizeof(dueAt{}))
 	}
 }
 

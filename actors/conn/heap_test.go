@@ -8,7 +8,9 @@ import (
 
 // Random set/move/remove/pop against a plain reference: the heap always yields
 // the earliest deadline, every index it records is where the connection
-// sits, and a removed connection is gone.
+// sits, and a removed connection is gone. A prefetch hint for any
+// connection, in the heap or not, or with an index past it, changes none
+// of that.
 func TestDeadlinesAgainstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 200
@@ -19,7 +21,10 @@ func TestDeadlinesAgainstReference(t *testing.T) {
 	var h deadlines
 	in := map[*Conn]bool{}
 	at := map[*Conn]time.Duration{} // the reference's deadlines
+	wild := &Conn{hidx: 1 << 20}
 	for step := range 20000 {
+		h.prefetch(conns[rng.IntN(n)])
+		h.prefetch(wild)
 		c := conns[rng.IntN(n)]
 		switch rng.IntN(5) {
 		case 0:

@@ -802,6 +802,7 @@ func (s *shard) prefetchPumps(i int) {
 				c.gm.PrefetchTable()
 			}
 		}
+		s.heap.prefetch(d[k])
 	}
 	if k := i + 1; k < len(d) {
 		if c := d[k]; c.gst.ViewWaiting() && c.gm != nil {
@@ -863,6 +864,7 @@ func (s *shard) prefetchEvents(i int) {
 			if c.hs != nil {
 				c.hs.PrefetchOpenKey()
 			}
+			s.heap.prefetch(c)
 		}
 	}
 }
