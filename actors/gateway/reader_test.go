@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/handshake"
 )
 
 var benchStranger = netip.MustParseAddrPort("198.51.100.9:999")
@@ -169,3 +171,80 @@ func takenOf(rt *route) *atomic.Int32 { return &rt.inflight }
 
 // queued is how many datagrams rt's connection has not taken yet.
 func (rt *route) queued() int { return int(rt.inflight.Load()) }
+
+// TestReaderRouteLooksAheadInOrder: readerRoute looks routes up ahead of
+// its deliveries; across a batch longer than its look-ahead, every
+// datagram still goes where its own address says: a connection's to its
+// connection, and a pending route's (no connection yet), a stranger's and
+// garbage to the actor, in the batch's order.
+func TestReaderRouteLooksAheadInOrder(t *testing.T) {
+	x := recordExchange(t, 4)
+	r := newBenchRouter(t, new(discard), seeded(1))
+	pool := readerPool(t, r)
+	_, grant, _ := handshakeServer(t, x.req)
+	sess, err := grant.Session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := &route{id: grant.ID}
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &known.inflight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known.attach(c)
+	knownAddr := netip.AddrPortFrom(benchClient.Addr(), 30000)
+	r.byAddr.set(knownAddr, known)
+	pendAddr := netip.AddrPortFrom(benchClient.Addr(), 30001)
+	r.byAddr.set(pendAddr, &route{id: handshake.ConnID{9, 9, 9}})
+
+	const (
+		toConn = iota
+		stranger
+		garbage
+		pending
+	)
+	pattern := []int{toConn, stranger, pending, toConn, toConn, garbage, toConn, pending, stranger, toConn, garbage, toConn}
+	free := make(chan *batch, 1)
+	b := newBatch(16, free)
+	var want []uint16
+	delivered := 0
+	for i, p := range pattern {
+		d := b.ds[i]
+		clear(d.Buf[:40])
+		d.N = 40 // short-form data (first byte 0), which the session rejects
+		switch p {
+		case toConn:
+			d.Addr = knownAddr
+			delivered++
+			continue
+		case stranger:
+			d.Addr = benchStranger
+		case garbage:
+			d.Addr, d.Buf[0], d.N = knownAddr, 0xFF, 3
+		case pending:
+			d.Addr = pendAddr
+		}
+		want = append(want, uint16(i))
+	}
+	b.n = len(pattern)
+	if !r.readerRoute(b) {
+		t.Fatal("readerRoute left nothing for the actor")
+	}
+	if !slices.Equal(b.rest, want) {
+		t.Fatalf("left for the actor %v, want %v", b.rest, want)
+	}
+	if got := r.st.routed.Load(); got != uint64(delivered) {
+		t.Fatalf("%d datagrams routed to the connection, want %d", got, delivered)
+	}
+	for i, rt := range b.rts {
+		if rt != nil {
+			t.Fatalf("the batch still holds the route it looked up for datagram %d", i)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); known.inflight.Load() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection never took its datagrams")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
