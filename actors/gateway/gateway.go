@@ -53,14 +53,10 @@ type batch struct {
 	ds   []*msg.Datagram
 	rest []uint16
 	back chan *batch // where the gateway actor returns it
-	// rts and kinds are readerRoute's lookups, made ahead of their use.
-	rts   []*route
-	kinds []handshake.Kind
 }
 
 func newBatch(size int, back chan *batch) *batch {
-	b := &batch{ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), rest: make([]uint16, 0, size), back: back,
-		rts: make([]*route, size), kinds: make([]handshake.Kind, size)}
+	b := &batch{ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), rest: make([]uint16, 0, size), back: back}
 	for i := range b.ds {
 		b.ds[i] = msg.NewDatagram()
 		b.ms[i].Buf = b.ds[i].Buf[:]

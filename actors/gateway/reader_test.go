@@ -172,12 +172,11 @@ func takenOf(rt *route) *atomic.Int32 { return &rt.inflight }
 // queued is how many datagrams rt's connection has not taken yet.
 func (rt *route) queued() int { return int(rt.inflight.Load()) }
 
-// TestReaderRouteLooksAheadInOrder: readerRoute looks routes up ahead of
-// its deliveries; across a batch longer than its look-ahead, every
-// datagram still goes where its own address says: a connection's to its
+// TestReaderRouteMixedBatch: across a batch that mixes them, every
+// datagram goes where its own address says: a connection's to its
 // connection, and a pending route's (no connection yet), a stranger's and
 // garbage to the actor, in the batch's order.
-func TestReaderRouteLooksAheadInOrder(t *testing.T) {
+func TestReaderRouteMixedBatch(t *testing.T) {
 	x := recordExchange(t, 4)
 	r := newBenchRouter(t, new(discard), seeded(1))
 	pool := readerPool(t, r)
@@ -235,11 +234,6 @@ func TestReaderRouteLooksAheadInOrder(t *testing.T) {
 	}
 	if got := r.st.routed.Load(); got != uint64(delivered) {
 		t.Fatalf("%d datagrams routed to the connection, want %d", got, delivered)
-	}
-	for i, rt := range b.rts {
-		if rt != nil {
-			t.Fatalf("the batch still holds the route it looked up for datagram %d", i)
-		}
 	}
 	for deadline := time.Now().Add(10 * time.Second); known.inflight.Load() != 0; {
 		if time.Now().After(deadline) {

@@ -15,7 +15,6 @@ import (
 	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
-	"github.com/ghostwire/ghostwire/replication/prefetch"
 )
 
 // route is one connection as the gateway knows it.
@@ -185,26 +184,9 @@ func (r *router) readerRoute(b *batch) bool {
 	// Added once per batch: the counters are shared with the actor.
 	var in, bytes, routed uint64
 	r.mu.RLock()
-	// The lookups run routeAhead datagrams ahead of the deliveries, and
-	// each table slot is asked for routeAhead before its lookup: a slot,
-	// then its route, were a miss each a datagram on a loaded node (1.5 %
-	// of its samples at 2,000 players), one after the other.
-	rts, kinds := b.rts[:b.n], b.kinds[:b.n]
-	for k := routeAhead; k < min(b.n, 2*routeAhead); k++ {
-		r.hintRoute(b.ds[k])
-	}
-	for k := range min(b.n, routeAhead) {
-		rts[k], kinds[k] = r.lookupAhead(b.ds[k])
-	}
 	for i := range b.n {
-		if k := i + 2*routeAhead; k < b.n {
-			r.hintRoute(b.ds[k])
-		}
-		if k := i + routeAhead; k < b.n {
-			rts[k], kinds[k] = r.lookupAhead(b.ds[k])
-		}
 		d := b.ds[i]
-		rt, kind := rts[i], kinds[i]
+		rt, kind := r.lookup(d.Bytes(), d.Addr)
 		if rt == nil || rt.conn == nil { // a route without a connection goes through the actor (deliver's ctx)
 			b.rest = append(b.rest, uint16(i))
 			continue
@@ -219,7 +201,6 @@ func (r *router) readerRoute(b *batch) bool {
 		}
 	}
 	r.mu.RUnlock()
-	clear(rts) // no route held past its batch
 	if in > 0 {
 		r.st.datagramsIn.Add(in)
 		r.st.bytesIn.Add(bytes)
@@ -229,41 +210,6 @@ func (r *router) readerRoute(b *batch) bool {
 	}
 	r.reader.Flush() // one post per connection shard for the whole batch
 	return len(b.rest) > 0
-}
-
-// routeAhead is how many datagrams readerRoute's lookups run ahead of its
-// deliveries, and its slot hints ahead of its lookups.
-const routeAhead = 2
-
-// lookupAhead is lookup for a datagram routeAhead on, asking for the
-// first line of the route it finds (conn, inflight and shard, what
-// deliver reads).
-func (r *router) lookupAhead(d *msg.Datagram) (*route, handshake.Kind) {
-	rt, kind := r.lookup(d.Bytes(), d.Addr)
-	if rt != nil {
-		prefetch.Lines(unsafe.Pointer(rt), 16)
-	}
-	return rt, kind
-}
-
-// hintRoute asks for the table slot lookup will read first for d: a
-// hint, which reads nothing of the tables' but their headers.
-func (r *router) hintRoute(d *msg.Datagram) {
-	pkt := d.Bytes()
-	kind, err := handshake.Classify(pkt)
-	if err != nil {
-		return
-	}
-	switch kind {
-	case handshake.KindData:
-		if k, ok := key4(d.Addr); ok {
-			r.byAddr.v4.prefetch(k)
-		}
-	case handshake.KindRouted:
-		if id, _, err := handshake.SplitRouted(pkt); err == nil {
-			r.byID.prefetch(idKey(id))
-		}
-	}
 }
 
 // lookup is the connection a data packet or Disconnect is for (nil for

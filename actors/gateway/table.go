@@ -4,9 +4,6 @@ import (
 	"iter"
 	"math/bits"
 	"math/rand/v2"
-	"unsafe"
-
-	"github.com/ghostwire/ghostwire/replication/prefetch"
 )
 
 // wordTable maps a one-word key to a route: the routers' tables by
@@ -64,13 +61,6 @@ func (t *wordTable) get(k uint64) *route {
 		if s := &t.slots[i]; s.rt == nil || s.key == k {
 			return s.rt
 		}
-	}
-}
-
-// prefetch asks for k's first slot, the one get reads first: a hint.
-func (t *wordTable) prefetch(k uint64) {
-	if i := t.home(k); uint(i) < uint(len(t.slots)) {
-		prefetch.Lines(unsafe.Pointer(&t.slots[i]), unsafe.Sizeof(wordSlot{}))
 	}
 }
 
