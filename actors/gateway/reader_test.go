@@ -27,20 +27,7 @@ func (nowhere) WriteBatch(ms []udp.Message) (int, error) { return len(ms), nil }
 // every datagram is counted once with one fate, and the connection's
 // datagram reaches its session.
 func TestReaderRoutesKnownConnections(t *testing.T) {
-	x := recordExchange(t, 4)
-	r := newBenchRouter(t, new(discard), seeded(1))
-	pool := readerPool(t, r)
-	_, grant, _ := handshakeServer(t, x.req)
-	sess, err := grant.Session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &route{id: grant.ID}
-	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.conn = c
+	x, r, rt := readerWithOneConn(t)
 	r.byID.set(rt.id, rt)
 	r.byAddr.set(benchClient, rt)
 
@@ -147,6 +134,28 @@ func TestReaderStagesOnTheConnectionsShard(t *testing.T) {
 	}
 }
 
+// readerWithOneConn is a router with a pool of two shards and one open
+// connection (player 7) behind the route it returns, in no table yet; x
+// is the exchange whose handshake made it.
+func readerWithOneConn(t *testing.T) (*exchange, *router, *route) {
+	t.Helper()
+	x := recordExchange(t, 4)
+	r := newBenchRouter(t, new(discard), seeded(1))
+	pool := readerPool(t, r)
+	_, grant, _ := handshakeServer(t, x.req)
+	sess, err := grant.Session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &route{id: grant.ID}
+	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &rt.inflight})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.attach(c)
+	return x, r, rt
+}
+
 // readerPool gives r a pool of two shards that write nowhere, on a new
 // actor system; closed with t.
 func readerPool(t *testing.T, r *router) *conn.Pool {
@@ -177,24 +186,11 @@ func (rt *route) queued() int { return int(rt.inflight.Load()) }
 // connection, and a pending route's (no connection yet), a stranger's and
 // garbage to the actor, in the batch's order.
 func TestReaderRouteMixedBatch(t *testing.T) {
-	x := recordExchange(t, 4)
-	r := newBenchRouter(t, new(discard), seeded(1))
-	pool := readerPool(t, r)
-	_, grant, _ := handshakeServer(t, x.req)
-	sess, err := grant.Session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := &route{id: grant.ID}
-	c, err := pool.Open(conn.Params{Handshake: sess, Player: 7, Inflight: &known.inflight})
-	if err != nil {
-		t.Fatal(err)
-	}
-	known.attach(c)
+	_, r, known := readerWithOneConn(t)
 	knownAddr := netip.AddrPortFrom(benchClient.Addr(), 30000)
 	r.byAddr.set(knownAddr, known)
 	pendAddr := netip.AddrPortFrom(benchClient.Addr(), 30001)
-	r.byAddr.set(pendAddr, &route{id: handshake.ConnID{9, 9, 9}})
+	r.byAddr.set(pendAddr, &route{id: handshake.ConnID{9, 9, 9}}) // its id differs from known's
 
 	const (
 		toConn = iota
