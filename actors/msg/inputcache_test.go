@@ -63,7 +63,8 @@ func TestInputCacheTakesReleasesBack(t *testing.T) {
 
 // TestInputReturnsBounded: releases onto a full returns stack go to the
 // pool: however many Inputs a zone releases while no shard takes any,
-// the stack holds maxReturned, and the room stack maxRoomReturned.
+// the stack holds maxReturned, and the room stack maxRoomReturned; the
+// room of those that overflow is not pooled.
 func TestInputReturnsBounded(t *testing.T) {
 	drainReturns()
 	defer drainReturns()
@@ -93,6 +94,13 @@ func TestInputReturnsBounded(t *testing.T) {
 	}
 	if n != maxRoomReturned {
 		t.Fatalf("room stack of %d Inputs after %d releases, want its bound %d", n, 10*maxRoomReturned, maxRoomReturned)
+	}
+	// What went to the pool went without its room: a pooled Input is for
+	// a datagram of moves.
+	for range 10 * maxRoomReturned {
+		if in := NewInput(); cap(in.Events) != 0 || cap(in.arena) != 0 {
+			t.Fatalf("the pool handed out an Input with event room (%d events, %d bytes)", cap(in.Events), cap(in.arena))
+		}
 	}
 }
 

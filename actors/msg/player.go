@@ -268,6 +268,10 @@ func (in *Input) Release() {
 		d := int32(1)
 		if top != nil {
 			if d = top.depth.Load() + 1; d > bound {
+				// To the pool without its event room: NewInput hands
+				// pooled Inputs to datagrams of moves, and room kept
+				// there would circulate with them for good (roomReturns).
+				in.Events, in.arena = nil, nil
 				inputPool.Put(in)
 				return
 			}
