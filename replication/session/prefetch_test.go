@@ -22,6 +22,7 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		pairs[i] = newPairN(t, 0)
 		pairs[i].ghosts = oneGhostRecord{}
 	}
+	fates := 0
 	for range 400 {
 		for i, p := range pairs {
 			if i == 1 {
@@ -34,6 +35,10 @@ func TestPrefetchChangesNothing(t *testing.T) {
 		if a, b := len(pairs[0].fates), len(pairs[1].fates); a != b {
 			t.Fatalf("round %d: %d and %d ghost fates popped", pairs[0].round, a, b)
 		}
+		fates += len(pairs[1].fates)
+	}
+	if fates == 0 {
+		t.Fatal("no ghost fate was popped: the ghost rings' hints went untried")
 	}
 	if a, b := pairs[0].srv.Stats(), pairs[1].srv.Stats(); !reflect.DeepEqual(a, b) {
 		t.Fatalf("server stats differ:\n%+v\n%+v", a, b)
