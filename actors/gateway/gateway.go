@@ -261,7 +261,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 // second per connection; see conn.RTTHistogram).
 func (g *Gateway) RTT() *conn.RTTHistogram { return &g.cc.RTT }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters. Handshakes is read before the
+// handshake outcomes (Replies, HandshakeDrop, Denied), which the router
+// counts first (Stats.Handshakes).
 func (g *Gateway) Stats() Stats {
 	c := g.st
 	s := Stats{

@@ -391,7 +391,10 @@ func (r *router) handshake(ctx sender, d *msg.Datagram) {
 		r.st.handshakeLimited.Add(1)
 		return
 	}
-	r.st.handshakes.Add(1)
+	// handshakes is counted last, after the outcome (reply, denial or
+	// drop): Stats reads it first, so a snapshot that counts a request
+	// also counts what became of it.
+	defer r.st.handshakes.Add(1)
 	reply := msg.NewDatagram()
 	out, grant, err := r.srv.Handle(reply.Buf[:0], d.Bytes(), d.Addr, r.cfg.Wall(), r.load())
 	if err != nil {

@@ -55,7 +55,11 @@ type Stats struct {
 	InboundDropped uint64
 
 	Routed     uint64 // handed to a connection
-	Handshakes uint64 // connect requests and challenge responses handled
+	// Handshakes: connect requests and challenge responses handled. A
+	// request is counted here after its outcome (Replies, Denied,
+	// HandshakeDrop), and Stats reads it before them, so no snapshot
+	// shows a handled request whose outcome is missing.
+	Handshakes uint64
 	Replies    uint64 // handshake replies sent (Challenge, Accepted, Denied)
 	NoConnSent uint64
 	// NoConnSuppressed: NoConnection replies the rate limiter withheld (the
