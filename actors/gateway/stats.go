@@ -54,7 +54,7 @@ type Stats struct {
 	// InboundDropped: the connection already had Conn.MaxInbound datagrams queued.
 	InboundDropped uint64
 
-	Routed     uint64 // handed to a connection
+	Routed uint64 // handed to a connection
 	// Handshakes: connect requests and challenge responses handled. A
 	// request is counted here after its outcome (Replies, Denied,
 	// HandshakeDrop), and Stats reads it before them, so no snapshot
