@@ -52,11 +52,18 @@ type batch struct {
 	ms   []udp.Message
 	ds   []*msg.Datagram
 	rest []uint16
-	back chan *batch // where the gateway actor returns it
+	// rts and kinds are readerRoute's lookups of the batch's datagrams,
+	// made in a first pass over the batch (see there).
+	rts   []*route
+	kinds []handshake.Kind
+	back  chan *batch // where the gateway actor returns it
 }
 
 func newBatch(size int, back chan *batch) *batch {
-	b := &batch{ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), rest: make([]uint16, 0, size), back: back}
+	b := &batch{
+		ms: make([]udp.Message, size), ds: make([]*msg.Datagram, size), rest: make([]uint16, 0, size),
+		rts: make([]*route, size), kinds: make([]handshake.Kind, size), back: back,
+	}
 	for i := range b.ds {
 		b.ds[i] = msg.NewDatagram()
 		b.ms[i].Buf = b.ds[i].Buf[:]

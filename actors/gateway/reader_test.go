@@ -231,6 +231,12 @@ func TestReaderRouteMixedBatch(t *testing.T) {
 	if got := r.st.routed.Load(); got != uint64(delivered) {
 		t.Fatalf("%d datagrams routed to the connection, want %d", got, delivered)
 	}
+	// The batch is reused for the reader's next reads: the routes its
+	// first pass looked up must not stay in it (they would keep a closed
+	// connection's route alive until the slot's next lookup).
+	if i := slices.IndexFunc(b.rts, func(rt *route) bool { return rt != nil }); i >= 0 {
+		t.Fatalf("the batch still holds the route of datagram %d after routing", i)
+	}
 	for deadline := time.Now().Add(10 * time.Second); known.inflight.Load() != 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the connection never took its datagrams")

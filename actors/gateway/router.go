@@ -15,6 +15,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/handshake"
+	"github.com/ghostwire/ghostwire/replication/prefetch"
 )
 
 // route is one connection as the gateway knows it.
@@ -53,6 +54,10 @@ type route struct {
 	timeoutMS uint32
 	since     int64 // verified at, Unix nanoseconds (wall clock; admin session age); 0 until verified
 }
+
+// routeHotBytes is the route's fields the reader reads and writes for a
+// datagram (conn, inflight, shard: its first line).
+const routeHotBytes = unsafe.Offsetof(route{}.shard) + unsafe.Sizeof(route{}.shard)
 
 // attach makes c the route's connection.
 func (rt *route) attach(c *conn.Conn) {
@@ -184,9 +189,25 @@ func (r *router) readerRoute(b *batch) bool {
 	// Added once per batch: the counters are shared with the actor.
 	var in, bytes, routed uint64
 	r.mu.RLock()
-	for i := range b.n {
+	// Two passes. The first looks every datagram's route up (a table's
+	// slot is 16 bytes a connection, which the reader keeps in its
+	// caches) and asks for each route's first line; the second reads those lines and delivers.
+	// A route is its own allocation, in no order the batch follows, so
+	// read in one pass each was a miss the datagram waited for (the
+	// route's test, 1.9 % of a 2,000-player node's samples); asked for a
+	// batch ahead, the misses overlap one another.
+	rts, kinds := b.rts[:b.n], b.kinds[:b.n]
+	for i := range rts {
 		d := b.ds[i]
 		rt, kind := r.lookup(d.Bytes(), d.Addr)
+		rts[i], kinds[i] = rt, kind
+		if rt != nil {
+			prefetch.Lines(unsafe.Pointer(rt), routeHotBytes)
+		}
+	}
+	for i, rt := range rts {
+		rts[i] = nil // the batch outlives the route; a pointer kept here would keep it
+		d, kind := b.ds[i], kinds[i]
 		if rt == nil || rt.conn == nil { // a route without a connection goes through the actor (deliver's ctx)
 			b.rest = append(b.rest, uint16(i))
 			continue
