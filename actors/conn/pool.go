@@ -774,8 +774,9 @@ func (s *shard) pumpFrom(i int, now time.Duration) (next int) {
 
 // prefetchPumps asks the CPU for the state of the connections pumped
 // after dirty[i], in stages a pump apart: each stage reads the lines the
-// one before fetched (a Conn's pointers, then its Server's and Manager's,
-// then its Table's, then its records and the sending AEAD's key), so none
+// one before fetched (a Conn's pointers, then its Server's and Manager's
+// and its view slot's, then its Table's and the waiting view's, then its
+// records, the view's references and the sending AEAD's key), so none
 // waits on memory, and by its turn a connection's lines have come while
 // the pumps before it worked. The ghost table only for a connection with a view waiting: its pump
 // applies the view and sends the tick's packet; the pump after a
@@ -792,6 +793,7 @@ func (s *shard) prefetchPumps(i int) {
 			c.srv.PrefetchServer()
 			if c.gst.ViewWaiting() && c.gm != nil {
 				c.gm.PrefetchManager()
+				c.views.PrefetchSlot()
 			}
 		}
 	}
@@ -800,6 +802,7 @@ func (s *shard) prefetchPumps(i int) {
 			c.srv.PrefetchParts()
 			if c.gst.ViewWaiting() && c.gm != nil {
 				c.gm.PrefetchTable()
+				c.views.PrefetchWaiting()
 			}
 		}
 		s.heap.prefetch(d[k])
@@ -807,6 +810,7 @@ func (s *shard) prefetchPumps(i int) {
 	if k := i + 1; k < len(d) {
 		if c := d[k]; c.gst.ViewWaiting() && c.gm != nil {
 			c.gm.PrefetchRecords()
+			c.views.PrefetchWaitingRefs()
 			// The tick's packet is sealed: the sending AEAD's key
 			// (read from the crypto session's line, fetched a pump
 			// ago), its first read a miss otherwise (0.9 % of the

@@ -30,14 +30,31 @@ func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
 	if got := s.NewControl(); got != c {
 		t.Fatal("the spare Control moved")
 	}
+	// A view waiting for the taker: the taker's hints leave it in the
+	// slot, with its references.
+	s.AcceptRefs()
+	s.PrefetchWaiting() // nothing waiting
+	s.PrefetchWaitingRefs()
+	w := s.NewViewRefs(8, 0)
+	w.Refs = append(w.Refs, 1, 2, 3)
+	w.Tick = 7
+	s.Publish(w)
+	s.PrefetchWaiting()
+	s.PrefetchWaitingRefs()
+	if got := s.Take(); got != w || got.Tick != 7 || len(got.Refs) != 3 || got.Refs[2] != 3 {
+		t.Fatal("the waiting view moved or changed")
+	}
+	w.Release()
 	s.Close()
 	s.PrefetchSpare()
 	s.PrefetchRoom()
+	s.PrefetchWaiting()
+	s.PrefetchWaitingRefs()
 }
 
 // TestPrefetchSpareRacesNoPublisher: one zone prefetches a slot's spare
 // while another publishes into the slot (a handoff's two owners) and the
-// connection takes and releases. Run with -race: reading the spare view's
+// connection takes and releases, asking for the waiting view first. Run with -race: reading the spare view's
 // Refs for its room's address raced the other publisher, which takes the
 // spare and fills Refs meanwhile; the room's hint in atomic words does not.
 func TestPrefetchSpareRacesNoPublisher(t *testing.T) {
@@ -70,6 +87,10 @@ func TestPrefetchSpareRacesNoPublisher(t *testing.T) {
 		s.PrefetchSlot()
 		s.PrefetchSpare() // this zone, not publishing
 		s.PrefetchRoom()
+		// The taker's hints for the waiting view, which the publisher
+		// may supersede and reuse meanwhile: reading its Refs would race.
+		s.PrefetchWaiting()
+		s.PrefetchWaitingRefs()
 		if v := s.Take(); v != nil {
 			if len(v.Refs) < 8 {
 				t.Fatalf("view of tick %d holds %d references, want ≥ 8", v.Tick, len(v.Refs))
