@@ -5,8 +5,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/ghostwire/ghostwire/actors/udp"
+	"github.com/ghostwire/ghostwire/replication/prefetch"
 )
 
 // Datagram is one UDP datagram in a reusable buffer: read by the gateway and
@@ -105,14 +107,20 @@ func (d *Datagram) CompactWith(c *DatagramCache) *Datagram {
 	case d.N <= TinyDatagram:
 		if c == nil {
 			s = tinyPool.Get().(*Datagram)
-		} else if s = c.tiny.get(); s == nil {
-			s = c.tiny.getSlow(&tinyDepot)
+		} else {
+			if s = c.tiny.get(); s == nil {
+				s = c.tiny.getSlow(&tinyDepot)
+			}
+			c.tiny.prefetchNext(unsafe.Sizeof(tinyDatagram{}))
 		}
 	case d.N <= ShortDatagram:
 		if c == nil {
 			s = shortPool.Get().(*Datagram)
-		} else if s = c.short.get(); s == nil {
-			s = c.short.getSlow(&shortDepot)
+		} else {
+			if s = c.short.get(); s == nil {
+				s = c.short.getSlow(&shortDepot)
+			}
+			c.short.prefetchNext(unsafe.Sizeof(shortDatagram{}))
 		}
 	case d.N <= MidDatagram:
 		s = midPool.Get().(*Datagram)
@@ -209,6 +217,18 @@ func (s *stock) get() *Datagram {
 	d := s.free[n]
 	s.free = s.free[:n] // the slot keeps d's pointer until refilled: a magazine's, bounded
 	return d
+}
+
+// prefetchNext asks for the datagram the magazine hands out next (size
+// bytes: its header and buffer, one allocation), which the next copy
+// writes: a datagram's lines have left the caches between its release by
+// a shard and its reuse on a loaded node (the copy's first store, 1.2 %
+// of a 2,000-player node's samples). A hint; the magazine is the calling
+// goroutine's own, so reading it races nothing.
+func (s *stock) prefetchNext(size uintptr) {
+	if n := len(s.free); n > 0 {
+		prefetch.Lines(unsafe.Pointer(s.free[n-1]), size)
+	}
 }
 
 // getSlow is a datagram from a full magazine of dp, s's being empty, or
