@@ -191,8 +191,8 @@ func (r *router) readerRoute(b *batch) bool {
 	r.mu.RLock()
 	// Two passes. The first looks every datagram's route up (a table's
 	// slot is 16 bytes a connection, which the reader keeps in its
-	// caches) and asks for each route's first line; the second reads those lines and delivers.
-	// A route is its own allocation, in no order the batch follows, so
+	// caches) and asks for each route's first line; the second reads
+	// those lines and delivers. A route is its own allocation, in no order the batch follows, so
 	// read in one pass each was a miss the datagram waited for (the
 	// route's test, 1.9 % of a 2,000-player node's samples); asked for a
 	// batch ahead, the misses overlap one another.

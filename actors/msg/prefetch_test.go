@@ -54,9 +54,10 @@ func TestPrefetchLeavesTheSlotAlone(t *testing.T) {
 
 // TestPrefetchSpareRacesNoPublisher: one zone prefetches a slot's spare
 // while another publishes into the slot (a handoff's two owners) and the
-// connection takes and releases, asking for the waiting view first. Run with -race: reading the spare view's
-// Refs for its room's address raced the other publisher, which takes the
-// spare and fills Refs meanwhile; the room's hint in atomic words does not.
+// connection takes and releases, asking for the waiting view first. Run
+// with -race: reading a view's Refs for its room's address raced the
+// other publisher, which takes the spare (or a superseded view) and fills
+// Refs meanwhile; the room's hint in atomic words does not.
 func TestPrefetchSpareRacesNoPublisher(t *testing.T) {
 	var s ViewSlot
 	s.AcceptRefs()

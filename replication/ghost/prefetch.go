@@ -15,11 +15,11 @@ func (t *Table) PrefetchHeader() {
 
 // PrefetchRecords asks for the per-record arrays every fate, view and
 // write of the table walks: the slots and the position tracks of the
-// records in use, the view order and the wire ids, and the fates' own: the records of the packets in
-// flight and the oldest packet's line of the ring (the fate's first
-// reads: findPacket's, then each record's before its slot; a miss each
-// on a loaded node, ≈ 3 % of its samples at 2,000 players, taken by
-// the first slot read of usualNewest). It reads the Table's header
+// records in use, the view order and the wire ids, and the fates' own:
+// the records of the packets in flight and the oldest packet's line of
+// the ring (the fate's first reads: findPacket's, then each record's
+// before its slot; a miss each on a loaded node, ≈ 3 % of its samples at
+// 2,000 players, taken by the first slot read of usualNewest). It reads the Table's header
 // (PrefetchHeader first, a while ahead).
 func (t *Table) PrefetchRecords() {
 	n := uintptr(min(max(int(t.live), 0), len(t.slots), len(t.pos)))
