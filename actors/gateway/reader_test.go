@@ -156,6 +156,67 @@ func readerWithOneConn(t *testing.T) (*exchange, *router, *route) {
 	return x, r, rt
 }
 
+// The reader's second pass gives each datagram its own kind from the
+// first: on a connection whose queue is full, its client's Disconnects
+// still get through (they have disconnectRoom more) and its data packets
+// are dropped, wherever they sit in a batch among strangers and garbage.
+func TestReaderRouteDisconnectOnFullQueue(t *testing.T) {
+	_, r, known := readerWithOneConn(t)
+	knownAddr := netip.AddrPortFrom(benchClient.Addr(), 30000)
+	r.byAddr.set(knownAddr, known)
+	r.byID.set(known.id, known)
+	limit := int32(r.cfg.Conn.MaxInbound)
+	known.inflight.Store(limit) // the connection's queue is full
+
+	const (
+		data = iota
+		bye
+		stranger
+		garbage
+	)
+	pattern := []int{data, bye, bye, data, stranger, bye, garbage, data, data} // no shift of the kinds routes as many
+	free := make(chan *batch, 1)
+	b := newBatch(16, free)
+	var rest []uint16
+	byes, datas := 0, 0
+	for i, p := range pattern {
+		d := b.ds[i]
+		clear(d.Buf[:40])
+		d.N, d.Addr = 40, knownAddr // short-form data (first byte 0)
+		switch p {
+		case data:
+			datas++
+		case bye:
+			byes++
+			d.Buf[0] = handshake.KindDisconnect.ControlByte()
+			copy(d.Buf[1:], known.id[:])
+			d.N = handshake.DisconnectSize
+		case stranger:
+			d.Addr = benchStranger
+			rest = append(rest, uint16(i))
+		case garbage:
+			d.Buf[0], d.N = 0xFF, 3
+			rest = append(rest, uint16(i))
+		}
+	}
+	b.n = len(pattern)
+	r.readerRoute(b)
+	if !slices.Equal(b.rest, rest) {
+		t.Fatalf("left for the actor %v, want %v", b.rest, rest)
+	}
+	if got, dropped := r.st.routed.Load(), r.st.inboundDropped.Load(); got != uint64(byes) || dropped != uint64(datas) {
+		t.Fatalf("on a full queue %d routed and %d dropped, want the %d Disconnects routed and the %d data packets dropped", got, dropped, byes, datas)
+	}
+	// The connection takes the Disconnects (and refuses them: they are
+	// not sealed), which gives their places back.
+	for deadline := time.Now().Add(10 * time.Second); known.inflight.Load() != limit; {
+		if time.Now().After(deadline) {
+			t.Fatalf("in flight %d, want %d once the connection took the Disconnects", known.inflight.Load(), limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // readerPool gives r a pool of two shards that write nowhere, on a new
 // actor system; closed with t.
 func readerPool(t *testing.T, r *router) *conn.Pool {
