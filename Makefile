@@ -47,11 +47,15 @@ verify: ## gofmt, vet, staticcheck, go mod tidy -diff, generated code (protobuf,
 bench: ## benchmarks with memory stats (BENCHTIME, COUNT)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS)
 
-fuzz: ## fuzz every target for FUZZTIME each (default 30s)
-	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+# Every target runs even when one fails (a failure stops only its own target and writes
+# its input under the package's testdata/fuzz); the failures are listed at the end.
+fuzz: ## fuzz every target for FUZZTIME each (default 30s); lists every target that failed
+	@failed=; for pkg in $$($(GO) list $(PKGS)); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; done
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$pkg.$$f"; \
+	  done; done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi; echo "fuzz: every target passed"
 
 generate: ## regenerate *.pb.go and the conformance vectors (docs/vectors) and other generated code
 	$(GO) generate ./...
