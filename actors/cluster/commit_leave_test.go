@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // gatedKV is a players bucket whose first read of one key waits until
@@ -110,8 +113,34 @@ func (s *slowCommit) commitHeld(t *testing.T, c *loginConn, player uint64, into 
 	select {
 	case <-s.gate.reached:
 	case <-time.After(5 * time.Second):
-		t.Fatal("no Commit record write on the new owner's node after 5 s")
+		t.Fatalf("no Commit record write on the new owner's node after 5 s: %s", s.handoffState(t, player))
 	}
+}
+
+// handoffState says where player's handoff from x1z0 stands, for a
+// failure's message: the phase in each node's zone, and node at's
+// record writes and Commits.
+func (s *slowCommit) handoffState(t *testing.T, player uint64) string {
+	t.Helper()
+	var b strings.Builder
+	for i, n := range s.nodes {
+		var phase handoff.Phase
+		var epoch handoff.Epoch
+		var peer string
+		owned := false
+		err := n.zones.Inspect(2*time.Second, func(z *sim.Zone) {
+			phase, epoch, peer = z.Handoffs().Status(player)
+			e, ok := z.Entity(player)
+			owned = ok && e.Owned
+		})
+		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v); ", i+1, phase, epoch, peer, owned, err)
+	}
+	at := s.nodes[s.at]
+	pl, bm := at.bridge.cfg.Players, at.bridge.Metrics()
+	fmt.Fprintf(&b, "n%d players: written %d errors %d dropped %d fenced %d fence-waits %d; bridge: zone batches in %d, stale epoch %d, malformed %d, commits coalesced %d, record refused %d",
+		s.at+1, pl.Written.Load(), pl.Errors.Load(), pl.Dropped.Load(), pl.Fenced.Load(), pl.FenceWaits.Load(),
+		bm.Msgs[KindZone][dirIn].Load(), bm.StaleEpoch.Load(), bm.Malformed.Load(), bm.CommitsCoalesced.Load(), bm.RecordRefused.Load())
+	return b.String()
 }
 
 // open opens the gate once ten batches from n2 have reached node at
