@@ -133,7 +133,9 @@ func (s *slowCommit) handoffState(t *testing.T, player uint64) string {
 			e, ok := z.Entity(player)
 			owned = ok && e.Owned
 		})
-		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v); ", i+1, phase, epoch, peer, owned, err)
+		bm := n.bridge.Metrics()
+		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v), teleports %d, bridge no-owner %d gaps %d resent %d; ",
+			i+1, phase, epoch, peer, owned, err, n.m.Teleports.Load(), bm.NoOwner.Load(), bm.BatchGaps.Load(), bm.BatchesResent.Load())
 	}
 	at := s.nodes[s.at]
 	pl, bm := at.bridge.cfg.Players, at.bridge.Metrics()
