@@ -134,8 +134,13 @@ func (s *slowCommit) handoffState(t *testing.T, player uint64) string {
 			owned = ok && e.Owned
 		})
 		bm := n.bridge.Metrics()
-		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v), teleports %d, bridge no-owner %d gaps %d resent %d; ",
-			i+1, phase, epoch, peer, owned, err, n.m.Teleports.Load(), bm.NoOwner.Load(), bm.BatchGaps.Load(), bm.BatchesResent.Load())
+		// A lease lost (a renewal stalled past the test's 3 s TTL) is
+		// never claimed again here: its zone's batches are dropped.
+		own := []string{"x0z0", "x1z0", "x2z0"}[i]
+		lease, held := n.leases.Held(own)
+		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v), teleports %d, lease of %s held %v (epoch %d) valid %v, bridge no-owner %d gaps %d resent %d; ",
+			i+1, phase, epoch, peer, owned, err, n.m.Teleports.Load(), own, held, lease, n.leases.Valid(own),
+			bm.NoOwner.Load(), bm.BatchGaps.Load(), bm.BatchesResent.Load())
 	}
 	at := s.nodes[s.at]
 	pl, bm := at.bridge.cfg.Players, at.bridge.Metrics()
