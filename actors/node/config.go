@@ -63,7 +63,7 @@ type Config struct {
 	// "auto": unowned zones up to a fair share of the live nodes.
 	Zones string `json:"zones"`
 	// LeaseTTL is how long a zone lease lives without renewal (renewed
-	// every third of it): how soon survivors may claim a dead node's zones.
+	// every sixth of it): how soon survivors may claim a dead node's zones.
 	LeaseTTL Duration `json:"lease_ttl"`
 	// KVReplicas is how many servers of a NATS cluster keep each of
 	// zoned's KV buckets (leases, player records, node records): 1 (the

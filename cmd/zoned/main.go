@@ -130,7 +130,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	natsListen := fs.String("nats-listen", def.NATSListen, "client `ADDR` of the embedded NATS server (port 0 picks a free port)")
 	nodeID := fs.String("node-id", "", "`NAME` of this node in the cluster directory and NATS subjects ([A-Za-z0-9_-]); default hostname-udpport")
 	zones := fs.String("zones", def.Zones, "zones this node owns: comma-separated zone `IDS`, or auto = claim unowned zones up to a fair share of the live nodes (and take over zones whose owner died)")
-	leaseTTL := fs.Duration("lease-ttl", def.LeaseTTL.D(), "zone lease lifetime without renewal (renewed every third of it): how soon other nodes take over a dead node's zones")
+	leaseTTL := fs.Duration("lease-ttl", def.LeaseTTL.D(), "zone lease lifetime without renewal (renewed every sixth of it): how soon other nodes take over a dead node's zones")
 	kvReplicas := fs.Int("kv-replicas", def.KVReplicas, "`N` servers of the NATS cluster keep each KV bucket (zone leases, player and node records): 1 for the embedded server, 3 for a three-server NATS cluster (losing one server then loses nothing)")
 	keyFile := fs.String("key-file", "", "connect-token key `FILE` (64 hex digits); when empty, GHOSTWIRE_TOKEN_KEY (64 hex digits) is used if set, else the dev key DATA/token.key, generated on first start")
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
