@@ -134,8 +134,8 @@ func (s *slowCommit) handoffState(t *testing.T, player uint64) string {
 			owned = ok && e.Owned
 		})
 		bm := n.bridge.Metrics()
-		// A lease lost (a renewal stalled past the test's 3 s TTL) is
-		// never claimed again here: its zone's batches are dropped.
+		// A lease lost (a renewal stalled past lineLeaseTTL) is never
+		// claimed again here: its zone's batches are dropped.
 		own := []string{"x0z0", "x1z0", "x2z0"}[i]
 		lease, held := n.leases.Held(own)
 		fmt.Fprintf(&b, "n%d: phase %v epoch %d peer %q owned %v (inspect err %v), teleports %d, lease of %s held %v (epoch %d) valid %v, bridge no-owner %d gaps %d resent %d; ",

@@ -38,6 +38,19 @@ func lineNodesWith(t *testing.T, setup func(i int, p *zone.Params, c *Config)) [
 	return lineNodesSim(t, sim.Config{}, setup)
 }
 
+// lineLeaseTTL is the zone leases' TTL in lineNodes. These tests are
+// about handoffs, not leases (cluster_test.go tests those, each with its
+// own TTL), and nothing here claims a zone again: a lease lost is lost for
+// the rest of the test, its zone's batches dropped as a stale epoch, and a
+// handoff to or from it never ends. Under -race on a loaded host a
+// renewal's round trip took 0.6–6.5 s (actors/node, 2026-11-29, which
+// moved its cluster test to 30 s for it), so 3 s let one slow renewal end
+// a test that was about something else. That fits, unconfirmed,
+// TestResentCommitAfterATakeoverKeepsTheNewerLogin's one failure in CI,
+// whose handoff never reached its Commit (docs/capacity-passes.md,
+// fifty-fourth pass).
+const lineLeaseTTL = 30 * time.Second
+
 // lineNodesSim is lineNodesWith with the zones' simulation config base.
 func lineNodesSim(t *testing.T, base sim.Config, setup func(i int, p *zone.Params, c *Config)) [3]*benchNode {
 	t.Helper()
@@ -63,7 +76,7 @@ func lineNodesSim(t *testing.T, base sim.Config, setup func(i int, p *zone.Param
 		t.Cleanup(nc.Close)
 		name := []string{"n1", "n2", "n3"}[i]
 		n := &benchNode{sys: quietSystem(), m: new(zone.Metrics)}
-		if n.leases, err = NewLeases(context.Background(), zonesBucket(t, nc, 3*time.Second), name, 3*time.Second, nil, nil); err != nil {
+		if n.leases, err = NewLeases(context.Background(), zonesBucket(t, nc, lineLeaseTTL), name, lineLeaseTTL, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := n.leases.Claim(context.Background(), own); err != nil {
