@@ -118,8 +118,8 @@ func (s *slowCommit) commitHeld(t *testing.T, c *loginConn, player uint64, into 
 }
 
 // handoffState says where player's handoff from x1z0 stands, for a
-// failure's message: the phase in each node's zone, and node at's
-// record writes and Commits.
+// failure's message: the phase in each node's zone, each node's lease and
+// link counters, and node at's record writes and Commits.
 func (s *slowCommit) handoffState(t *testing.T, player uint64) string {
 	t.Helper()
 	var b strings.Builder

@@ -41,7 +41,8 @@ func lineNodesWith(t *testing.T, setup func(i int, p *zone.Params, c *Config)) [
 // lineLeaseTTL is the zone leases' TTL in lineNodes. These tests are
 // about handoffs, not leases (cluster_test.go tests those, each with its
 // own TTL), and nothing here claims a zone again: a lease lost is lost for
-// the rest of the test, its zone's batches dropped as a stale epoch, and a
+// the rest of the test, its zone's batches dropped (no owner in the
+// senders' directory, or a stale epoch on the node that lost it), and a
 // handoff to or from it never ends. Under -race on a loaded host a
 // renewal's round trip took 0.6–6.5 s (actors/node, 2026-11-29, which
 // moved its cluster test to 30 s for it), so 3 s let one slow renewal end
