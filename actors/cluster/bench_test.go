@@ -93,7 +93,9 @@ func BenchmarkHandoffCrossProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer nc2c.Close()
-	kv1, kv2 := zonesBucket(b, nc1, 3*time.Second), zonesBucket(b, nc2c, 3*time.Second)
+	// The leases' TTL is lineNodes' (see lineLeaseTTL): this measures
+	// handoffs, and a lease lost to one slow renewal would stall it.
+	kv1, kv2 := zonesBucket(b, nc1, lineLeaseTTL), zonesBucket(b, nc2c, lineLeaseTTL)
 	w, err := world.Grid("pair", 2, 1, 1000, [2]float64{-1000, -500})
 	if err != nil {
 		b.Fatal(err)
@@ -107,7 +109,7 @@ func BenchmarkHandoffCrossProcess(b *testing.B) {
 	}
 	mk := func(name, zoneID string, nc *nats.Conn, kv jetstream.KeyValue) *benchNode {
 		n := &benchNode{sys: quietSystem(), m: new(zone.Metrics)}
-		l, err := NewLeases(context.Background(), kv, name, 3*time.Second, nil, nil)
+		l, err := NewLeases(context.Background(), kv, name, lineLeaseTTL, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
