@@ -9,7 +9,11 @@
 //   - the live heap per player: heap after a forced GC with the players
 //     connected, minus the same before they came, divided by the players;
 //   - the zone tick cost p50/p99 over the window (zone.Metrics.TickCost);
-//   - botswarm's RTT p99 and move/echo invariants (its JSON report).
+//   - botswarm's RTT p99 and move/echo invariants (its JSON report);
+//   - how fast the node's process ran bench/hostcheck's Wide loop in short
+//     bursts over the window (--host-probe): on a shared host, whether
+//     another tenant's thread slowed the core that minute. The bursts'
+//     CPU is left out of the server's.
 //
 // The bots never share the server's heap or CPU accounting: they run in
 // their own process. Results go to stdout as a markdown table, and with
@@ -74,6 +78,7 @@ type options struct {
 	gcPercent  int
 	memRate    int
 	breakdown  bool
+	probeEvery time.Duration
 	worldFile  string
 	spawn      string
 	procs      procs.Setting
@@ -139,6 +144,15 @@ type Step struct {
 	PlayersByZone map[string]int `json:"players_by_zone,omitempty"`
 	SwarmExit     int            `json:"botswarm_exit"`
 
+	// How fast the node's process ran hostcheck.Wide in its bursts over
+	// the window (hostProbe, --host-probe): ≈ 1.04 ns a step on a quiet
+	// core of the Machine table's host. The bursts' CPU is left out of
+	// CPUCores.
+	HostWideP50Ns  float64 `json:"host_wide_ns_per_step_p50,omitempty"`
+	HostWideP90Ns  float64 `json:"host_wide_ns_per_step_p90,omitempty"`
+	HostProbes     int     `json:"host_probe_bursts,omitempty"`
+	HostProbeCPUMs float64 `json:"host_probe_cpu_ms,omitempty"`
+
 	// What the node wrote to NATS over the window: its connection's
 	// messages and bytes (headers and payloads) a second, and per KV
 	// bucket the messages stored a second and the bytes a stored message
@@ -179,6 +193,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.worldFile, "world", "", "world map `FILE` the server runs (empty: the built-in default world of 2×2 zones of 1 km)")
 	fs.StringVar(&o.spawn, "spawn", "", "`ZONES` new players join, comma separated, replacing the map's spawn list (e.g. x1z0: every player starts in one zone of the default world, the crowd of the capacity passes before the forty-first); empty: the map's own, every zone unless it lists some")
 	ps := fs.String("gomaxprocs", "auto", "`PS` the server's Go scheduler runs on, as zoned's --gomaxprocs: auto sizes them to the load (zoned's default), a number fixes them; the GOMAXPROCS environment variable, when set, wins (botswarm inherits it too)")
+	fs.DurationVar(&o.probeEvery, "host-probe", 50*time.Millisecond, "time between the bursts (≈ 50 µs each) that time bench/hostcheck's Wide loop in the node's process over each window, to tell a core another tenant's thread shares from a quiet one (≈ 1.04 ns a step quiet on the host of docs/benchmarks.md's Machine table); the bursts' CPU is left out of the server's; 0: none")
 	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -247,6 +262,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "capacity: %s\n", natsLine(st))
 		}
 		fmt.Fprintf(stderr, "capacity: %s\n", batchLine(st))
+		if st.HostProbes > 0 {
+			fmt.Fprintf(stderr, "capacity: %s\n", hostLine(st))
+		}
 		if st.PlayersByZone != nil {
 			fmt.Fprintf(stderr, "capacity: %s\n", zoneLine(st))
 		}
@@ -368,6 +386,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	nw0, nerr := nd.NATSWrites(ctx)
 	changes0, lagRaises0 := sizing.Raises.Load()+sizing.Lowers.Load(), sizing.LagRaises.Load()
 	wakes0, lag0 := sizing.Wakes.Load(), sizing.LagNanos.Load()
+	probe, endProbe := startProbe(ctx, o.probeEvery)
 	cpu0, wall0 := cpuTime(), time.Now()
 	profiling := false
 	if o.cpuProfile != "" && n == o.profileAt {
@@ -385,7 +404,13 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	if profiling {
 		pprof.StopCPUProfile()
 	}
+	endProbe() // its last burst done: every burst's CPU inside [cpu0, cpu1]
 	cpu1, wall1 := cpuTime(), time.Now()
+	var probeCPU time.Duration
+	if probe != nil {
+		st.HostWideP50Ns, st.HostWideP90Ns, st.HostProbes, probeCPU = probe.result()
+		st.HostProbeCPUMs = ms(probeCPU)
+	}
 	st.Ps = runtime.GOMAXPROCS(0)
 	st.PsChanges = sizing.Raises.Load() + sizing.Lowers.Load() - changes0
 	st.PsLagRaises = sizing.LagRaises.Load() - lagRaises0
@@ -407,14 +432,14 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	if nerr == nil && nerr1 == nil {
 		natsRates(&st, nw0, nw1, w)
 	}
-	st.CPUCores = (cpu1 - cpu0).Seconds() / w
+	st.CPUCores = (cpu1 - cpu0 - probeCPU).Seconds() / w
 	if st.Connected > 0 {
 		st.CPUMsPerPlayer = 1000 * st.CPUCores / float64(st.Connected)
 		st.PktsInPerPlayerS = float64(g1.DatagramsIn-g0.DatagramsIn) / w / float64(st.Connected)
 		st.PktsOutPerPlayerS = float64(g1.DatagramsOut-g0.DatagramsOut) / w / float64(st.Connected)
 	}
 	if pk := float64(g1.DatagramsIn - g0.DatagramsIn + g1.DatagramsOut - g0.DatagramsOut); pk > 0 {
-		st.CPUUsPerPacket = 1e6 * (cpu1 - cpu0).Seconds() / pk
+		st.CPUUsPerPacket = 1e6 * (cpu1 - cpu0 - probeCPU).Seconds() / pk
 	}
 	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
 	batchRates(&st, g0, g1, w)
@@ -539,11 +564,15 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func writeTable(w io.Writer, steps []Step) {
-	fmt.Fprintln(w, "| players | connected | server CPU (cores) | CPU per player-second | CPU per datagram | heap per player | ghosts per player | tick p50 / p99 | RTT p50 / p99 | datagrams in / out per player-s | lost moves |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| players | connected | server CPU (cores) | CPU per player-second | CPU per datagram | heap per player | ghosts per player | tick p50 / p99 | RTT p50 / p99 | datagrams in / out per player-s | lost moves | host Wide p50 |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range steps {
-		fmt.Fprintf(w, "| %d | %d | %.2f | %.3f ms | %.1f µs | %.1f KB | %.1f | %.2f / %.1f ms | %.1f / %.1f ms | %.1f / %.1f | %.0f |\n",
+		wide := "—" // --host-probe 0
+		if s.HostProbes > 0 {
+			wide = fmt.Sprintf("%.2f ns", s.HostWideP50Ns)
+		}
+		fmt.Fprintf(w, "| %d | %d | %.2f | %.3f ms | %.1f µs | %.1f KB | %.1f | %.2f / %.1f ms | %.1f / %.1f ms | %.1f / %.1f | %.0f | %s |\n",
 			s.Players, s.Connected, s.CPUCores, s.CPUMsPerPlayer, s.CPUUsPerPacket, s.HeapPerPlayerB/1024, s.GhostsPerBot,
-			s.TickP50Ms, s.TickP99Ms, s.RTTP50Ms, s.RTTP99Ms, s.PktsInPerPlayerS, s.PktsOutPerPlayerS, s.LostMoves)
+			s.TickP50Ms, s.TickP99Ms, s.RTTP50Ms, s.RTTP99Ms, s.PktsInPerPlayerS, s.PktsOutPerPlayerS, s.LostMoves, wide)
 	}
 }

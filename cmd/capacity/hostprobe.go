@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ghostwire/ghostwire/bench/hostcheck"
+)
+
+// probeSteps is the length of one probe burst in hostcheck.Wide steps:
+// ≈ 50 µs on a quiet core of the Machine table's host, short enough that
+// the node's one P waits no longer for it than for a GC assist, long
+// enough that the clock's resolution does not matter.
+const probeSteps = 48 << 10
+
+// maxProbes bounds a window's bursts kept (a 20 s window at the default
+// 50 ms keeps 400).
+const maxProbes = 1 << 16
+
+// hostProbe times hostcheck.Wide in short bursts inside the node's own
+// process while a window runs: on our shared hosts the node's CPU per
+// player follows another tenant's load on the core's sibling thread
+// (docs/capacity-passes.md, the fifty-sixth pass), and a wide loop's speed
+// says how busy that sibling is. The bursts' own CPU time (their thread's,
+// where the clock has one) is what the window's CPU figure leaves out.
+type hostProbe struct {
+	every time.Duration
+	steps int
+
+	mu      sync.Mutex
+	perStep []float64     // ns a step, a burst each
+	cpu     time.Duration // the bursts' CPU time
+}
+
+var probeSink uint64 // keeps the bursts' results live
+
+// run takes a burst every h.every until ctx ends. Its goroutine keeps
+// its thread, so that the thread's CPU clock times only the bursts.
+func (h *hostProbe) run(ctx context.Context) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	x := probeSink
+	for {
+		select {
+		case <-ctx.Done():
+			probeSink = x
+			return
+		case <-t.C:
+		}
+		c0 := burstClock()
+		t0 := time.Now()
+		x = hostcheck.Wide(x, h.steps)
+		d := time.Since(t0)
+		c := burstClock() - c0
+		if c <= 0 { // no thread clock here: the wall time, which is at least the CPU's
+			c = d
+		}
+		h.mu.Lock()
+		if len(h.perStep) < maxProbes {
+			h.perStep = append(h.perStep, float64(d.Nanoseconds())/float64(h.steps))
+		}
+		h.cpu += c
+		h.mu.Unlock()
+	}
+}
+
+// result returns the bursts' ns a step at the median and the 90th
+// percentile, how many bursts, and their CPU time (zeros before the
+// first burst).
+func (h *hostProbe) result() (p50, p90 float64, n int, cpu time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.perStep) == 0 {
+		return 0, 0, 0, h.cpu
+	}
+	s := slices.Clone(h.perStep)
+	slices.Sort(s)
+	at := func(q float64) float64 { return s[min(int(q*float64(len(s))), len(s)-1)] }
+	return at(0.5), at(0.9), len(s), h.cpu
+}
+
+// startProbe starts a hostProbe taking a burst every `every` (nil for 0)
+// and returns it with the function that stops it and waits.
+func startProbe(ctx context.Context, every time.Duration) (*hostProbe, func()) {
+	if every <= 0 {
+		return nil, func() {}
+	}
+	h := &hostProbe{every: every, steps: probeSteps}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.run(pctx)
+	}()
+	return h, func() { cancel(); <-done }
+}
+
+// hostLine says how fast the node's core ran the probe over the window.
+func hostLine(s Step) string {
+	return fmt.Sprintf("host: hostcheck.Wide %.2f ns a step p50, %.2f p90, over %d bursts (≈ 1.04 on a quiet core of the Machine table's host; higher: a busy sibling thread); their %.1f ms of CPU left out of the node's",
+		s.HostWideP50Ns, s.HostWideP90Ns, s.HostProbes, s.HostProbeCPUMs)
+}
