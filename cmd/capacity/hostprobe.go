@@ -31,12 +31,12 @@ type hostProbe struct {
 	every time.Duration
 	steps int
 
+	sink uint64 // the bursts' last result, kept so that none is dead code (run's alone)
+
 	mu      sync.Mutex
 	perStep []float64     // ns a step, a burst each
 	cpu     time.Duration // the bursts' CPU time
 }
-
-var probeSink uint64 // keeps the bursts' results live
 
 // run takes a burst every h.every until ctx ends. Its goroutine keeps
 // its thread, so that the thread's CPU clock times only the bursts.
@@ -45,11 +45,11 @@ func (h *hostProbe) run(ctx context.Context) {
 	defer runtime.UnlockOSThread()
 	t := time.NewTicker(h.every)
 	defer t.Stop()
-	x := probeSink
+	x := h.sink
 	for {
 		select {
 		case <-ctx.Done():
-			probeSink = x
+			h.sink = x
 			return
 		case <-t.C:
 		}
@@ -99,6 +99,13 @@ func startProbe(ctx context.Context, every time.Duration) (*hostProbe, func()) {
 		h.run(pctx)
 	}()
 	return h, func() { cancel(); <-done }
+}
+
+// serverCPU is the node's CPU over a window, used in all, less what the
+// probe's bursts took of it (never below 0: a probe clock that read more
+// than the process's is not the node's to lose).
+func serverCPU(used, probe time.Duration) time.Duration {
+	return max(used-probe, 0)
 }
 
 // hostLine says how fast the node's core ran the probe over the window.

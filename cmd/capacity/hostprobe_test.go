@@ -93,3 +93,32 @@ func TestTableShowsTheHostProbe(t *testing.T) {
 		t.Fatalf("rows:\n%s\n%s", lines[2], lines[3])
 	}
 }
+
+// The server's CPU leaves the bursts' out, and never goes below zero.
+func TestServerCPULeavesTheProbeOut(t *testing.T) {
+	for _, tc := range []struct{ used, probe, want time.Duration }{
+		{3 * time.Second, 23 * time.Millisecond, 3*time.Second - 23*time.Millisecond},
+		{3 * time.Second, 0, 3 * time.Second},
+		{time.Millisecond, 2 * time.Millisecond, 0},
+	} {
+		if got := serverCPU(tc.used, tc.probe); got != tc.want {
+			t.Errorf("serverCPU(%v, %v) = %v, want %v", tc.used, tc.probe, got, tc.want)
+		}
+	}
+}
+
+// A negative --host-probe is an error that names the flag, not a probe
+// quietly off; 0 is off.
+func TestHostProbeFlag(t *testing.T) {
+	var out strings.Builder
+	if _, err := parse([]string{"--host-probe", "-5ms"}, &out); err == nil || !strings.Contains(err.Error(), "--host-probe") {
+		t.Fatalf("--host-probe -5ms: err %v, want one naming the flag", err)
+	}
+	o, err := parse([]string{"--host-probe", "0"}, &out)
+	if err != nil || o.probeEvery != 0 {
+		t.Fatalf("--host-probe 0: %v, %v", o.probeEvery, err)
+	}
+	if o, err := parse(nil, &out); err != nil || o.probeEvery != 50*time.Millisecond {
+		t.Fatalf("default: %v, %v; want 50ms", o.probeEvery, err)
+	}
+}

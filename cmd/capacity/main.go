@@ -206,6 +206,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		o.players = append(o.players, n)
 	}
 	var err error
+	if o.probeEvery < 0 {
+		return o, fmt.Errorf("--host-probe: %v is negative (0 turns the probe off)", o.probeEvery)
+	}
 	if o.procs, err = procs.ParseSetting(*ps); err != nil {
 		return o, fmt.Errorf("--gomaxprocs: %w", err)
 	}
@@ -432,14 +435,15 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	if nerr == nil && nerr1 == nil {
 		natsRates(&st, nw0, nw1, w)
 	}
-	st.CPUCores = (cpu1 - cpu0 - probeCPU).Seconds() / w
+	used := serverCPU(cpu1-cpu0, probeCPU)
+	st.CPUCores = used.Seconds() / w
 	if st.Connected > 0 {
 		st.CPUMsPerPlayer = 1000 * st.CPUCores / float64(st.Connected)
 		st.PktsInPerPlayerS = float64(g1.DatagramsIn-g0.DatagramsIn) / w / float64(st.Connected)
 		st.PktsOutPerPlayerS = float64(g1.DatagramsOut-g0.DatagramsOut) / w / float64(st.Connected)
 	}
 	if pk := float64(g1.DatagramsIn - g0.DatagramsIn + g1.DatagramsOut - g0.DatagramsOut); pk > 0 {
-		st.CPUUsPerPacket = 1e6 * (cpu1 - cpu0 - probeCPU).Seconds() / pk
+		st.CPUUsPerPacket = 1e6 * used.Seconds() / pk
 	}
 	st.InboundDropped = g1.InboundDropped - g0.InboundDropped
 	batchRates(&st, g0, g1, w)
