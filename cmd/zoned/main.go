@@ -29,6 +29,14 @@ func main() {
 // run is main without the process: it returns the exit code, so tests can
 // drive flag parsing and startup.
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, stop, args, stdout, stderr, getenv)
+}
+
+// serve is run once the signals are caught: ctx ends at the first SIGINT or
+// SIGTERM, and stop restores their default (a second one kills).
+func serve(ctx context.Context, stop context.CancelFunc, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg, opts, err := parseConfig(args, stdout, stderr, getenv)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
@@ -43,8 +51,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	}
 	log := slog.New(h)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// A fixed count applies before the node starts (its connection shards
 	// are as many as its Ps); the sizer starts after it, so the shards are
 	// as many as the runtime's default, however long the start takes.
@@ -57,6 +63,13 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	n, err := node.Start(startCtx, cfg, log)
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			// Asked to stop before serving anyone: what started has
+			// been torn down, so this is a clean stop, not a failure
+			// (an operator's ^C, a pod deleted while starting).
+			log.Info("stopped while starting (signal received)", "err", err)
+			return 0
+		}
 		log.Error("start failed", "err", err)
 		return 1
 	}

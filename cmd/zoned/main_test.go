@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -125,3 +127,37 @@ func TestGomaxprocsSetting(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+// startArgs is a whole node on loopback ports of its own in a fresh data dir.
+func startArgs(t *testing.T, udp string) []string {
+	return []string{"--data", t.TempDir(), "--udp", udp, "--http", "", "--nats-listen", "127.0.0.1:0", "--node-id", "start-test"}
+}
+
+// A signal that comes while the node is still starting stops it cleanly:
+// exit 0 and a line that says so, not "start failed" (an operator's ^C, a
+// pod deleted while it starts).
+func TestSignalWhileStartingIsACleanStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal came before the start could finish
+	var out, errb bytes.Buffer
+	code := serve(ctx, func() {}, startArgs(t, "127.0.0.1:0"), &out, &errb, env(nil))
+	log := errb.String()
+	if code != 0 || !strings.Contains(log, "stopped while starting (signal received)") || strings.Contains(log, "start failed") {
+		t.Fatalf("exit %d, log:\n%s", code, log)
+	}
+}
+
+// A start that fails with no signal is still an error: exit 1, "start failed".
+func TestStartFailureIsAnError(t *testing.T) {
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var out, errb bytes.Buffer
+	code := serve(context.Background(), func() {}, startArgs(t, busy.LocalAddr().String()), &out, &errb, env(nil))
+	log := errb.String()
+	if code != 1 || !strings.Contains(log, "start failed") || strings.Contains(log, "stopped while starting") {
+		t.Fatalf("exit %d, log:\n%s", code, log)
+	}
+}
