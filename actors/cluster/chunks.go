@@ -35,10 +35,22 @@ import (
 // the records in them are fenced on read by their epoch.
 
 // ChunkSlices is how many chunks a zone's periodic checkpoints are split
-// into (player p's go in ChunkSlice(p)). 20, so a zone that ticks at 20 Hz
-// and checkpoints each player once a second writes one chunk a tick; a
-// reader looking one player up reads one chunk.
-const ChunkSlices = 20
+// into (player p's go in ChunkSlice(p)): a zone that ticks at 20 Hz and
+// checkpoints each player once a second writes one chunk every fourth
+// tick; a reader looking one player up reads one chunk. 5, not the 20 (one
+// a tick) it was: a KV write costs the node ≈ 200 µs of CPU with its
+// wake-ups, client and server (BenchmarkCheckpointChunks: 19–27 cpu-µs a
+// checkpoint at 20, 6.1–7.0 at 5, 1.6–2.4 at 1), while fewer slices hold
+// more players each, and a slice over maxChunkBytes (≈ 1,400 players) is
+// written a record a player: 5 keep that past ≈ 7,000 players a zone.
+//
+// Nodes of two counts in one cluster (a rolling update) stay correct: a
+// reader that looks a player up in the other count's slice finds a chunk
+// without the player, or one older than the record a handover or a
+// takeover wrote (overlay), and takes the record's own checkpoint. A
+// takeover (InZone) reads every chunk of the zone and keeps each player's
+// newest record.
+const ChunkSlices = 5
 
 // ChunkSlice is the slice player's periodic checkpoints go in
 // (handoff.CheckpointSlice: the zone takes them by the same).
@@ -51,8 +63,9 @@ func ChunkKey(zone string, slice int) string { return "c." + zone + "." + strcon
 func chunkKeyPrefix(zone string) string { return "c." + zone + "." }
 
 // maxChunkBytes bounds a chunk's value: a slice whose records take more
-// (a zone of more than ≈ 20,000 players) is written a record a player, as
-// before chunks, rather than stored as one message near NATS's 1 MB limit.
+// (≈ 1,400 players of ≈ 180 bytes: a zone of more than ≈ 7,000) is
+// written a record a player, as before chunks, rather than stored as one
+// message near NATS's 1 MB limit.
 const maxChunkBytes = 256 << 10
 
 // chunkQueue bounds the chunks waiting for the writer; a full queue drops
@@ -238,9 +251,9 @@ func (p *Players) withChunk(ctx context.Context, rec *pb.PlayerRecord) (*pb.Play
 // chunkCacheTTL is how long a chunk read for Record serves the lookups of
 // its other players: after a crash every player whose connection is on a
 // surviving gateway looks its record up within a few seconds (relooks),
-// and each chunk holds a twentieth of its zone (≈ 30 KB at 2,000
-// players), so unshared that storm read ≈ 60 MB from NATS where the
-// records alone were 600 KB. A chunk served from here is at most this much
+// and each chunk holds a fifth of its zone (≈ 70 KB of a 2,000-player
+// zone), so unshared that storm would read ≈ 140 MB from NATS where the
+// records alone are 600 KB. A chunk served from here is at most this much
 // older than the KV's: within the checkpoint period, the RPO.
 const chunkCacheTTL = 250 * time.Millisecond
 

@@ -31,25 +31,25 @@ func posX(r *pb.PlayerRecord) float32 { return r.GetCheckpoint().GetControl().Ge
 func TestChunkOverlaysTheRecord(t *testing.T) {
 	p, kv := playersFixture(t)
 	gw := func(string) string { return "gw1" }
-	// Players 21 and 61 share a slice; 3 is in another.
-	s21, s3 := ChunkSlice(21), ChunkSlice(3)
-	if ChunkSlice(61) != s21 || s3 == s21 {
-		t.Fatalf("slices 21→%d, 61→%d, 3→%d: pick other players", s21, ChunkSlice(61), s3)
+	// Players 21 and 61 share a slice; 4 is in another.
+	s21, s4 := ChunkSlice(21), ChunkSlice(4)
+	if ChunkSlice(61) != s21 || s4 == s21 {
+		t.Fatalf("slices 21→%d, 61→%d, 4→%d: pick other players", s21, ChunkSlice(61), s4)
 	}
-	for _, id := range []uint64{21, 61, 3} {
+	for _, id := range []uint64{21, 61, 4} {
 		c := chunkCP(id, 1, 1)
 		p.Placed(id, "a", 1, true, &c, "gw0")
 	}
 	waitFor(t, 3*time.Second, "the join records", func() bool {
-		return record(t, p, 21) != nil && record(t, p, 61) != nil && record(t, p, 3) != nil
+		return record(t, p, 21) != nil && record(t, p, 61) != nil && record(t, p, 4) != nil
 	})
 	p.CheckpointChunk("a", s21, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(61, 1, 60)}, gw)
 	waitFor(t, 3*time.Second, "the chunk", func() bool { return p.Chunks.Load() == 1 })
 	if r := record(t, p, 21); posX(r) != 50 || r.GetGateway() != "gw1" || r.GetZone() != "a" || r.GetEpoch() != 1 {
 		t.Fatalf("player 21: %v, want the chunk's checkpoint (x 50, gateway gw1)", r)
 	}
-	if r := record(t, p, 3); posX(r) != 1 {
-		t.Fatalf("player 3 (no chunk of its slice): %v, want its record's x 1", r)
+	if r := record(t, p, 4); posX(r) != 1 {
+		t.Fatalf("player 4 (no chunk of its slice): %v, want its record's x 1", r)
 	}
 	// The record itself is untouched: the chunk is one write for both.
 	if e, err := kv.Get(context.Background(), PlayerKey(61)); err != nil {
@@ -65,8 +65,8 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 	for _, r := range recs {
 		got[r.GetPlayer()] = posX(r)
 	}
-	if len(got) != 3 || got[21] != 50 || got[61] != 60 || got[3] != 1 {
-		t.Fatalf("InZone: %v, want 21→50, 61→60, 3→1", got)
+	if len(got) != 3 || got[21] != 50 || got[61] != 60 || got[4] != 1 {
+		t.Fatalf("InZone: %v, want 21→50, 61→60, 4→1", got)
 	}
 
 	// 61 is handed to zone b at epoch 2: zone a's chunk no longer counts.
@@ -103,8 +103,8 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 	for _, r := range recs {
 		got[r.GetPlayer()] = posX(r)
 	}
-	if len(got) != 2 || got[21] != 5 || got[3] != 1 {
-		t.Fatalf("InZone after the moves: %v, want 21→5, 3→1", got)
+	if len(got) != 2 || got[21] != 5 || got[4] != 1 {
+		t.Fatalf("InZone after the moves: %v, want 21→5, 4→1", got)
 	}
 }
 
@@ -313,14 +313,14 @@ func TestChunkOverflowWritesRecords(t *testing.T) {
 // BenchmarkCheckpointChunks (informative): BenchmarkCheckpointRecords's
 // node — 1,000 players over four zones, each checkpointed once a second,
 // the zones ticking every 50 ms — with the periodic checkpoints in chunks,
-// as actors/node writes them since the forty-fifth capacity pass: each
-// tick each zone writes one slice's chunk (CheckpointChunk). An op is one
-// such second; cpu-µs/checkpoint is the process's CPU (writer, client and
+// as actors/node writes them since the forty-fifth capacity pass: every
+// ChunkSlices-th of a second (every fourth 50 ms tick at 5) each zone
+// writes one slice's chunk (CheckpointChunk). An op is one such second; cpu-µs/checkpoint is the process's CPU (writer, client and
 // server) per checkpoint, less what the same time idle costs, to set
 // beside BenchmarkCheckpointRecords's.
 func BenchmarkCheckpointChunks(b *testing.B) {
 	p, _ := pipelinedPlayers(b)
-	const players, zones, gap = 1000, 4, 50 * time.Millisecond
+	const players, zones, gap = 1000, 4, time.Second / ChunkSlices
 	// bySlice[z][k]: zone z's players of slice k.
 	var bySlice [zones][ChunkSlices][]handoff.Checkpoint
 	for i := range players {
