@@ -257,9 +257,15 @@ func (p *Players) withChunk(ctx context.Context, rec *pb.PlayerRecord) (*pb.Play
 // older than the KV's: within the checkpoint period, the RPO.
 const chunkCacheTTL = 250 * time.Millisecond
 
-// chunkCacheMax bounds the cached chunks (the cache starts again empty
-// past it): at most a few MB.
-const chunkCacheMax = 256
+// chunkCacheMax and chunkCacheBytes bound the cached chunks: the cache
+// starts again empty past either. A chunk of a 1,000-player zone is ≈ 36 KB
+// (a fifth of it), so the count bounds a node's usual lookups; the bytes
+// bound larger chunks, up to maxChunkBytes from this writer or whatever
+// value another stored (NATS's payload limit).
+const (
+	chunkCacheMax   = 256
+	chunkCacheBytes = 8 << 20
+)
 
 // cachedChunk is a chunk's value as read at at.
 type cachedChunk struct {
@@ -293,10 +299,17 @@ func (p *Players) readChunk(ctx context.Context, key string) ([]byte, error) {
 	}
 	val := e.Value()
 	p.chunkMu.Lock()
-	if p.chunkCache == nil || len(p.chunkCache) >= chunkCacheMax {
+	capBytes := chunkCacheBytes
+	if p.chunkCap != 0 {
+		capBytes = p.chunkCap
+	}
+	prev := len(p.chunkCache[key].val) // a value this one replaces
+	if p.chunkCache == nil || len(p.chunkCache) >= chunkCacheMax || p.chunkBytes-prev+len(val) > capBytes {
 		p.chunkCache = make(map[string]cachedChunk)
+		p.chunkBytes, prev = 0, 0
 	}
 	p.chunkCache[key] = cachedChunk{val: val, at: now}
+	p.chunkBytes += len(val) - prev
 	p.chunkMu.Unlock()
 	return val, nil
 }

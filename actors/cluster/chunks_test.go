@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -285,6 +286,50 @@ func TestChunkReadsShared(t *testing.T) {
 	p.chunkTTL = time.Nanosecond // the cached chunk is past its time
 	if a := record(t, p, 21); posX(a) != 80 || p.ChunkReads.Load() != reads+2 {
 		t.Fatalf("after the cache's time: x %g (want 80), %d chunk reads (want 2)", posX(a), p.ChunkReads.Load()-reads)
+	}
+}
+
+// The chunks Record caches are bounded in bytes as well as in count:
+// past the bound the cache starts again, a value read again replaces its
+// old one's bytes, and the cache never holds more than the bound.
+func TestChunkCacheBoundedInBytes(t *testing.T) {
+	p, kv := playersFixture(t)
+	ctx := context.Background()
+	const size = 10 << 10
+	p.chunkCap = 3 * size // three values fit, the fourth starts it again
+	p.chunkTTL = time.Nanosecond
+	for k := range 5 {
+		if _, err := kv.Put(ctx, ChunkKey("a", k), bytes.Repeat([]byte{byte(k)}, size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cached := func() (int, int) {
+		p.chunkMu.Lock()
+		defer p.chunkMu.Unlock()
+		sum := 0
+		for _, c := range p.chunkCache {
+			sum += len(c.val)
+		}
+		if sum != p.chunkBytes {
+			t.Fatalf("the cache holds %d bytes but counts %d", sum, p.chunkBytes)
+		}
+		return len(p.chunkCache), sum
+	}
+	for i, want := range []int{1, 2, 3, 1, 2} {
+		val, err := p.readChunk(ctx, ChunkKey("a", i))
+		if err != nil || len(val) != size || val[0] != byte(i) {
+			t.Fatalf("chunk %d: %d bytes, %v", i, len(val), err)
+		}
+		if n, b := cached(); n != want || b > p.chunkCap {
+			t.Fatalf("after chunk %d: %d chunks, %d bytes cached; want %d chunks, at most %d bytes", i, n, b, want, p.chunkCap)
+		}
+	}
+	// Read again past its time: the new value replaces the old one's bytes.
+	if _, err := p.readChunk(ctx, ChunkKey("a", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if n, b := cached(); n != 2 || b != 2*size {
+		t.Fatalf("a chunk read again: %d chunks, %d bytes cached; want 2 and %d", n, b, 2*size)
 	}
 }
 

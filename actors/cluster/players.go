@@ -125,12 +125,14 @@ type Players struct {
 	// (ignored: the record as it is).
 	chunks                            chan *chunkJob
 	Chunks, ChunkOverflows, ChunksBad atomic.Uint64
-	// chunkCache: chunks Record read lately (readChunk); ChunkReads: the
-	// KV reads of chunks it made.
+	// chunkCache: chunks Record read lately (readChunk), their values'
+	// bytes in chunkBytes; ChunkReads: the KV reads of chunks it made.
 	chunkMu    sync.Mutex
 	chunkCache map[string]cachedChunk
+	chunkBytes int
 	ChunkReads atomic.Uint64
 	chunkTTL   time.Duration // tests: not chunkCacheTTL (0: it)
+	chunkCap   int           // tests: not chunkCacheBytes (0: it)
 }
 
 // SetFence makes every write for a zone wait on valid(zone) (set before
