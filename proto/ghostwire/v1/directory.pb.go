@@ -301,9 +301,10 @@ func (x *PlayerRecord) GetGateway() string {
 }
 
 // Key c.<zone>.<slice> in the players bucket: the periodic checkpoints of
-// the zone's players whose id is slice modulo the chunk count
-// (actors/cluster.ChunkSlices), written together by the zone's owner once
-// a checkpoint period: one KV write for the slice, not one a player. Each
+// the zone's players whose mixed id falls in slice of the chunk count
+// (zones/handoff.CheckpointSlice over actors/cluster.ChunkSlices), written
+// together by the zone's owner once a checkpoint period: one KV write for
+// the slice, not one a player. Each
 // record is the one p.<id> would have held. A reader takes a chunk's
 // record over p.<id> only while p.<id> is ONLINE, names the same zone at
 // the same epoch, and is older (docs/cluster.md, "Checkpoint chunks").
