@@ -289,6 +289,67 @@ func TestChunkReadsShared(t *testing.T) {
 	}
 }
 
+// Chunks of another slice count in one bucket (a node of a build before
+// five slices, twenty a zone, in the cluster during a rolling update):
+// Record looks only in this count's slice, where a chunk without the
+// player leaves the record's own checkpoint; InZone reads every chunk of
+// the zone and keeps each player's newest; neither ever takes a chunk
+// record older than the player's record.
+func TestChunksOfAnotherSliceCount(t *testing.T) {
+	p, kv := playersFixture(t)
+	ctx := context.Background()
+	p.chunkTTL = time.Nanosecond // every lookup reads the KV
+	c := chunkCP(21, 1, 1)
+	p.Placed(21, "a", 1, true, &c, "gw0")
+	waitFor(t, 3*time.Second, "the join record", func() bool { return record(t, p, 21) != nil })
+	rec := record(t, p, 21)
+	other := ChunkKey("a", ChunkSlices+8) // a slice only the other count has
+	own := ChunkKey("a", ChunkSlice(21))
+	put := func(key string, player uint64, x float32, at int64) {
+		t.Helper()
+		r := proto.Clone(rec).(*pb.PlayerRecord)
+		r.Player, r.Checkpoint.Control.Pos.X, r.UpdatedUnixMs = player, x, at
+		val, err := proto.Marshal(&pb.CheckpointChunk{Zone: "a", Node: "n0", Records: []*pb.PlayerRecord{r}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, key, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inZone := func() float32 {
+		t.Helper()
+		recs, err := p.InZone(ctx, "a")
+		if err != nil || len(recs) != 1 || recs[0].GetPlayer() != 21 {
+			t.Fatalf("InZone: %v, %v", recs, err)
+		}
+		return posX(recs[0])
+	}
+	at := rec.GetUpdatedUnixMs()
+	// The other count's chunk from before the record (the zone's last
+	// owner of the older build, before the handover wrote the record), and
+	// this count's slice holding another player only.
+	put(other, 21, 99, at-1000)
+	put(own, 61, 98, at+500)
+	if r, z := posX(record(t, p, 21)), inZone(); r != 1 || z != 1 {
+		t.Fatalf("Record x %g, InZone x %g: want the record's 1 for both", r, z)
+	}
+	// The other count's chunk newer than the record (its owner is of the
+	// older build): the newest checkpoint of the stay for InZone; Record,
+	// which does not look there, keeps the record's.
+	put(other, 21, 70, at+1000)
+	if r, z := posX(record(t, p, 21)), inZone(); r != 1 || z != 70 {
+		t.Fatalf("Record x %g, InZone x %g: want 1 and 70", r, z)
+	}
+	// This count's chunk newer still: both take it, even with the other
+	// count's chunk written after it (but taken before).
+	put(own, 21, 50, at+2000)
+	put(other, 21, 60, at+1500)
+	if r, z := posX(record(t, p, 21)), inZone(); r != 50 || z != 50 {
+		t.Fatalf("Record x %g, InZone x %g: want 50 for both", r, z)
+	}
+}
+
 // The chunks Record caches are bounded in bytes as well as in count:
 // past the bound the cache starts again, a value read again replaces its
 // old one's bytes, and the cache never holds more than the bound.
