@@ -15,7 +15,6 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/replication/handshake"
-	"github.com/ghostwire/ghostwire/replication/session"
 	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
@@ -162,13 +161,19 @@ func (l *local) players(player uint64) ([]*pb.PlayerInfo, error) {
 				r = &pb.PlayerInfo{Player: s.Player}
 				rows[s.Player] = r
 			}
-			r.GatewayNode, r.Addr, r.SessionAgeMs = l.node, s.Addr.String(), now.Sub(s.Since).Milliseconds()
+			r.GatewayNode, r.SessionAgeMs = l.node, now.Sub(s.Since).Milliseconds()
+			if s.Addr.IsValid() { // the connection's answer below says for sure
+				r.Addr = s.Addr.String()
+			}
 			ps = append(ps, pending{r, l.p.Sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, l.timeout)})
 		}
 		for _, p := range ps {
 			if res, err := msg.Await(p.f); err == nil {
-				if st, ok := res.(*session.ServerStats); ok {
-					p.row.RttMs = float64(st.RTT) / 1e6
+				if st, ok := res.(*conn.Stats); ok {
+					p.row.RttMs = float64(st.Session.RTT) / 1e6
+					if st.Addr.IsValid() {
+						p.row.Addr = st.Addr.String()
+					}
 				}
 			}
 		}

@@ -464,10 +464,11 @@ func (c *Conn) handle(m any, now time.Duration) {
 		c.onRedirect(m, now)
 	case *StatsRequest:
 		if sender != nil {
-			var s session.ServerStats
+			var s Stats
 			if c.srv != nil {
-				s = c.srv.Stats()
+				s.Session = c.srv.Stats()
 			}
+			_, s.Addr = c.idAddr()
 			c.sh.pool.sys.Root.Send(sender, &s)
 		}
 	}
@@ -477,6 +478,18 @@ func (c *Conn) handle(m any, now time.Duration) {
 // arrived at ctlAt, and no Control came since (one would have handed it
 // on first).
 func (c *Conn) heldUntil() time.Duration { return c.ctlAt + viewWait }
+
+// idAddr is the connection's id and the client's address: the session's
+// once the client proved its address, the handshake's before.
+func (c *Conn) idAddr() (handshake.ConnID, netip.AddrPort) {
+	switch {
+	case c.srv != nil:
+		return c.srv.ID(), c.srv.Addr()
+	case c.hs != nil:
+		return c.hs.ID(), c.hs.Addr()
+	}
+	return handshake.ConnID{}, netip.AddrPort{}
+}
 
 // viewWait bounds how long a tick's Control waits for the same tick's
 // view: a zone sends a tick's controls, then its views, so the view is
@@ -1074,15 +1087,11 @@ func (c *Conn) finish(r handshake.Reason) {
 		c.sh.toZone(c.zone, &msg.Leave{Player: c.player, Conn: c.pid, Reason: lr})
 	}
 	var st session.ServerStats
-	var id handshake.ConnID
-	var addr netip.AddrPort
 	if c.srv != nil {
 		c.foldFates(0, true)
 		st = c.srv.Stats()
-		id, addr = c.srv.ID(), c.srv.Addr()
-	} else if c.hs != nil {
-		id, addr = c.hs.ID(), c.hs.Addr()
 	}
+	id, addr := c.idAddr()
 	if c.sh.pool.cfg.Gateway != nil {
 		c.tellGateway(&Closed{
 			PID: c.pid, ID: id, Addr: addr, Player: c.player, Reason: r,

@@ -65,6 +65,16 @@ type Redirect struct {
 }
 
 // StatsRequest asks a connection for a snapshot of its session's stats; it
-// responds with a *session.ServerStats (RequestFuture from tests or a
-// non-actor goroutine).
+// responds with a *Stats (RequestFuture from tests or a non-actor
+// goroutine).
 type StatsRequest struct{}
+
+// Stats answers a StatsRequest: the session's stats (zero before the
+// client proved its address) and the client's address now. The address is
+// the connection's because only it always knows: the gateway's address
+// table files one connection an address, so clients that share a socket
+// (the long form, as botswarm's bots do) share one entry there.
+type Stats struct {
+	Session session.ServerStats
+	Addr    netip.AddrPort
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/worldmap"
-	"github.com/ghostwire/ghostwire/replication/session"
 )
 
 // routeMap serves the live world map on the HTTP mux: /map and its event
@@ -64,8 +63,8 @@ func (n *Node) playerRTT(player uint64) (time.Duration, bool) {
 			continue
 		}
 		res, err := msg.Await(n.game.sys.Root.RequestFuture(s.PID, &conn.StatsRequest{}, time.Second))
-		if st, ok := res.(*session.ServerStats); err == nil && ok {
-			return st.RTT, true
+		if st, ok := res.(*conn.Stats); err == nil && ok {
+			return st.Session.RTT, true
 		}
 		return 0, false
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	neturl "net/url"
 	"os"
@@ -166,6 +167,14 @@ func TestAdminOneNode(t *testing.T) {
 	})
 	if players[0].Player != 4 || players[1].Player != 9 || players[0].Node != "solo" || players[0].SessionAgeS < 0 {
 		t.Fatalf("players: %+v", players)
+	}
+	// Each player's address is its client's (the connection's own, not
+	// "invalid AddrPort" where the gateway's address table has none).
+	for i, s := range []*client.Session{a, b} {
+		ap, err := netip.ParseAddrPort(players[i].Addr)
+		if err != nil || int(ap.Port()) != s.LocalAddr().(*net.UDPAddr).Port {
+			t.Fatalf("player %d: addr %q (%v), want its client's %v", players[i].Player, players[i].Addr, err, s.LocalAddr())
+		}
 	}
 
 	var nodes []nodeRow
