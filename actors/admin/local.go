@@ -49,8 +49,11 @@ type Parts struct {
 	Held     func(zone string) (uint64, bool)
 	Drainer  Drainer
 	MoveZone ZoneMover
-	UDPAddr  string
-	HTTPAddr func() string
+	// LiveOthers lists the other live nodes (a drain's targets); nil: not
+	// known, and a drain of the last node is not refused.
+	LiveOthers func(ctx context.Context) []string
+	UDPAddr    string
+	HTTPAddr   func() string
 }
 
 // local is this node's side of every operation.

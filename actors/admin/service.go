@@ -307,7 +307,13 @@ func (s *Service) nodeOp(ctx context.Context, c call) (proto.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.log.Warn("admin: node draining", append([]any{"node", s.cfg.Node, "zones", len(ni.Zones), "players", ni.Players}, c.who(req.Caller)...)...)
+		// A drain promises that the zones play on elsewhere: on the last
+		// node it would stop them, so that takes the caller's say-so.
+		if !req.Last && len(ni.Zones) > 0 && s.loc.p.LiveOthers != nil && len(s.loc.p.LiveOthers(ctx)) == 0 {
+			return nil, fmt.Errorf("%w: node %s is the last live node: no other node would take its %d zones, so its %d players would be disconnected and the zones stop until a node starts (zonectl drain --last drains it anyway)",
+				ErrBadRequest, s.cfg.Node, len(ni.Zones), ni.Players)
+		}
+		s.log.Warn("admin: node draining", append([]any{"node", s.cfg.Node, "zones", len(ni.Zones), "players", ni.Players, "last", req.Last}, c.who(req.Caller)...)...)
 		deadline := time.Duration(req.DeadlineMs) * time.Millisecond
 		// The drain stops this node, this service included: it runs after
 		// the answer is on its way.

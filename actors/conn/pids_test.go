@@ -9,7 +9,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	cmap "github.com/orcaman/concurrent-map"
-
 )
 
 // The node's registry (actors/node registry.go): one shard a bucket, set

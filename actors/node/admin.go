@@ -21,8 +21,9 @@ func (n *Node) startAdmin(ctx context.Context, wm *world.World) (*admin.Service,
 			UDPAddr: g.gw.PublicAddr().String(), HTTPAddr: n.HTTPAddr,
 			// A drain is the graceful shutdown: the zones are handed to the
 			// other live nodes first (drain.go).
-			Drainer:  admin.DrainFunc(n.Stop),
-			MoveZone: n.MoveZone,
+			Drainer:    admin.DrainFunc(n.Stop),
+			MoveZone:   n.MoveZone,
+			LiveOthers: n.member.liveOthers,
 		},
 	})
 }

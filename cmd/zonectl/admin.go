@@ -398,6 +398,7 @@ client quit), or is free text that is logged while the client is told
 	}
 	{
 		var deadline time.Duration
+		var last bool
 		c := &cobra.Command{
 			Use:   "drain NODE",
 			Short: "take a node out of service (its zones go to the other nodes)",
@@ -406,12 +407,16 @@ live node (frozen, its players' final state written, claimed by the
 target at a new epoch, its players restored there: players connected to
 other nodes play on, nothing lost); then its own connections end (reason
 "server shutdown") and the zoned process exits. The answer comes before
-the drain runs.`,
+the drain runs.
+
+The last live node is not drained unless --last is given: no other node
+would take its zones, so its players would be disconnected (their
+records written) and the world's zones stop until a node starts.`,
 			Args:    oneArg("node id"),
-			Example: "  zonectl drain zoned-b-7777",
+			Example: "  zonectl drain zoned-b-7777\n  zonectl drain zoned-a-7777 --last   # the world's only node: everyone is disconnected",
 			RunE: func(_ *cobra.Command, args []string) error {
 				var resp pb.DrainResponse
-				if err := call(e, g, adminclient.OpDrain, &pb.DrainRequest{Node: args[0], DeadlineMs: deadline.Milliseconds(), Caller: caller(e)}, &resp); err != nil {
+				if err := call(e, g, adminclient.OpDrain, &pb.DrainRequest{Node: args[0], DeadlineMs: deadline.Milliseconds(), Caller: caller(e), Last: last}, &resp); err != nil {
 					return err
 				}
 				fmt.Fprintf(e.stdout, "node %s %s (%d zones, %d players)\n", resp.Node, resp.State, resp.Zones, resp.Players)
@@ -419,6 +424,7 @@ the drain runs.`,
 			},
 		}
 		c.Flags().DurationVar(&deadline, "deadline", 0, "bound the drain to this long (0: the node's shutdown timeout)")
+		c.Flags().BoolVar(&last, "last", false, "drain even the last live node: its zones stop and its players are disconnected until a node starts")
 		root.AddCommand(c)
 	}
 	{

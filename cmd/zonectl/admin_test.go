@@ -309,8 +309,21 @@ func TestAdminOneNode(t *testing.T) {
 		t.Fatalf("credentials from GHOSTWIRE_CREDS: %+v", r)
 	}
 
-	if r := ctl(t, url, dir, "drain", "solo"); r.code != 0 || !strings.Contains(r.stdout, "draining") {
-		t.Fatalf("drain: %+v", r)
+	// The world's only node: no other would take its zones, so a plain
+	// drain is refused and the node plays on; --last drains it.
+	if r := ctl(t, url, dir, "drain", "solo"); r.code != 1 || !strings.Contains(r.stderr, "node solo is the last live node") || !strings.Contains(r.stderr, "--last") {
+		t.Fatalf("drain of the last node: want exit 1 and the reason, got %+v", r)
+	}
+	select {
+	case <-n.Done():
+		t.Fatal("a refused drain stopped the node")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if r := ctl(t, url, dir, "stats"); r.code != 0 {
+		t.Fatalf("stats after a refused drain: %+v", r)
+	}
+	if r := ctl(t, url, dir, "drain", "solo", "--last"); r.code != 0 || !strings.Contains(r.stdout, "draining") {
+		t.Fatalf("drain --last: %+v", r)
 	}
 	select {
 	case <-n.Done():

@@ -1109,8 +1109,12 @@ type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Give up after this long (0: the node's shutdown timeout).
-	DeadlineMs    int64  `protobuf:"varint,2,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
-	Caller        string `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	DeadlineMs int64  `protobuf:"varint,2,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	Caller     string `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Drain even the last live node: no other node takes its zones, so its
+	// players are disconnected (their records written) and the zones stop
+	// until a node starts. Without it, such a drain is refused (400).
+	Last          bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1164,6 +1168,13 @@ func (x *DrainRequest) GetCaller() string {
 		return x.Caller
 	}
 	return ""
+}
+
+func (x *DrainRequest) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
 }
 
 type DrainResponse struct {
@@ -1695,12 +1706,13 @@ const file_ghostwire_v1_admin_proto_rawDesc = "" +
 	"\x12KickPlayerResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"[\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"o\n" +
 	"\fDrainRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1f\n" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
 	"deadlineMs\x12\x16\n" +
-	"\x06caller\x18\x03 \x01(\tR\x06caller\"i\n" +
+	"\x06caller\x18\x03 \x01(\tR\x06caller\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\"i\n" +
 	"\rDrainResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05zones\x18\x02 \x01(\rR\x05zones\x12\x18\n" +
