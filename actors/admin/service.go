@@ -427,6 +427,16 @@ func (s *Service) cluster(ctx context.Context, c call) (proto.Message, error) {
 	case *pb.ListZonesRequest:
 		return s.clusterZones(ctx, c)
 	case *pb.ListPlayersRequest:
+		// A filter naming no zone or node of the world is a typo, not an
+		// empty world: say so, as move and move-zone do.
+		if req.Zone != "" && s.cfg.World != nil {
+			if _, ok := s.cfg.World.Zone(req.Zone); !ok {
+				return nil, fmt.Errorf("%w: zone %q is not in world %q", ErrNotFound, req.Zone, s.worldName())
+			}
+		}
+		if req.Node != "" && !slices.Contains(s.nodeIDs(), req.Node) {
+			return nil, fmt.Errorf("%w: node %q is not in the directory (zonectl nodes lists them)", ErrNotFound, req.Node)
+		}
 		ps, errs := s.findPlayers(ctx, c, req.Player)
 		resp := &pb.ListPlayersResponse{Errors: errs}
 		for _, p := range ps {

@@ -447,6 +447,10 @@ applied twice. The answer names the new owner and epoch.`,
 				if err := call(e, g, adminclient.OpMoveZone, &pb.MoveZoneRequest{Zone: args[0], ToNode: to, Caller: caller(e)}, &resp); err != nil {
 					return err
 				}
+				if resp.FromNode == resp.ToNode {
+					fmt.Fprintf(e.stdout, "zone %s already runs on %s (epoch %d): nothing moved\n", resp.Zone, resp.Owner, resp.Epoch)
+					return nil
+				}
 				fmt.Fprintf(e.stdout, "zone %s moved from %s to %s (owner %s, epoch %d)\n", resp.Zone, resp.FromNode, resp.ToNode, resp.Owner, resp.Epoch)
 				return nil
 			},

@@ -162,6 +162,9 @@ func TestAdminMoveZone(t *testing.T) {
 			t.Fatalf("zonectl %v succeeded: %+v", bad, r)
 		}
 	}
+	if r := ctl(t, url, dir, "move-zone", "x0z0", "--to", "n1"); r.code != 0 || !strings.Contains(r.stdout, "zone x0z0 already runs on n1 (epoch") || !strings.Contains(r.stdout, "nothing moved") {
+		t.Fatalf("move-zone to its owner: %+v", r)
+	}
 	r := ctl(t, url, dir, "move-zone", "x0z0", "--to", "n2")
 	if r.code != 0 || !strings.Contains(r.stdout, "zone x0z0 moved from n1 to n2 (owner n2") {
 		t.Fatalf("move-zone: %+v", r)

@@ -268,6 +268,8 @@ func TestAdminOneNode(t *testing.T) {
 		{"position outside world", []string{"move", "4", "--pos", "99999,0"}, 1, "outside world"},
 		{"kick unknown player", []string{"kick", "999"}, 1, "player 999"},
 		{"drain unknown node", []string{"drain", "ghost"}, 1, `node "ghost" is not in the directory`},
+		{"players of a zone not in world", []string{"players", "--zone", "x9z9"}, 1, `zone "x9z9" is not in world`},
+		{"players of an unknown node", []string{"players", "--node", "ghost"}, 1, `node "ghost" is not in the directory`},
 		{"player id not a number", []string{"player", "x"}, 2, "want a player id"},
 		{"move without target", []string{"move", "4"}, 2, "--to ZONE"},
 		{"bad output", []string{"nodes", "-o", "xml"}, 2, "want table, json or yaml"},
