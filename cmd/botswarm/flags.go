@@ -286,17 +286,6 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 		}
 	}
 
-	keyPath := ""
-	if fs.Changed("key-file") {
-		keyPath = o.keyFile
-	}
-	// An explicit --key-file wins; otherwise the environment, then the dev
-	// key zoned wrote (the default file is DATA/token.key).
-	key, src, err := tokenkey.Resolve(keyPath, getenv, filepath.Dir(o.keyFile))
-	if err != nil {
-		return p, usagef("token key: %v", err)
-	}
-	cfg.Key, p.keyFrom = key, string(src)
 	pid, err := strconv.ParseUint(o.protocolID, 0, 64)
 	if err != nil {
 		return p, usagef("--protocol-id %q: %v", o.protocolID, err)
@@ -307,7 +296,7 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	}
 
 	if cfg.Observers, err = impair.ParseRatio(o.observers); err != nil {
-		return p, usagef("--observers: %v", err)
+		return p, usagef("--observers %q: want the share of bots that observe, 0%%–100%% or 0–1", o.observers)
 	}
 	cfg.EchoInterval, cfg.EchoExpected = o.echoInterval, o.expectEcho && o.echoInterval > 0
 	cfg.ViewPeers, cfg.Drain, cfg.Workers, cfg.Transport, cfg.Quantum = o.viewPeers, o.drain, o.workers, o.transport, o.quantum
@@ -330,6 +319,19 @@ func buildPlan(o options, fs *pflag.FlagSet, getenv func(string) string) (plan, 
 	if err := cfg.Validate(); err != nil {
 		return p, usageError{err}
 	}
+	// The key last: a run without one (no zoned started here yet) still
+	// hears first about a flag that is wrong.
+	keyPath := ""
+	if fs.Changed("key-file") {
+		keyPath = o.keyFile
+	}
+	// An explicit --key-file wins; otherwise the environment, then the dev
+	// key zoned wrote (the default file is DATA/token.key).
+	key, src, err := tokenkey.Resolve(keyPath, getenv, filepath.Dir(o.keyFile))
+	if err != nil {
+		return p, usagef("token key: %v", err)
+	}
+	cfg.Key, p.keyFrom = key, string(src)
 	p.cfg = cfg
 	return p, nil
 }

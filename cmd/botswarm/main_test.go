@@ -67,6 +67,10 @@ func TestBadFlagsExit2NamingTheProblem(t *testing.T) {
 		{"bad mix", []string{"--key-file", key, "--impair-mix", "1:lag=3ms"}, "lag"},
 		{"bad server", []string{"--key-file", key, "--server", "nowhere:notaport"}, "--server"},
 		{"missing key", []string{"--key-file", filepath.Join(dir, "none.key")}, "none.key"},
+		// A wrong flag is named before a missing key (no zoned started here yet).
+		{"bad flag and missing key", []string{"--key-file", filepath.Join(dir, "none.key"), "--send-rate", "0"}, "send rate 0"},
+		{"observers above 100%", []string{"--key-file", key, "--observers", "150%"}, `--observers "150%": want the share of bots that observe`},
+		{"observers not a number", []string{"--key-file", key, "--observers", "abc"}, `--observers "abc"`},
 		{"bad protocol id", []string{"--key-file", key, "--protocol-id", "zz"}, "--protocol-id"},
 		{"bad player base", []string{"--key-file", key, "--player-base", "-1"}, "--player-base"},
 		{"player ids into the NPC range", []string{"--key-file", key, "--bots", "2", "--player-base", "0x7ffffffffff00000"}, "NPC id range"},
