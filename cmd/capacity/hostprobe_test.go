@@ -122,3 +122,36 @@ func TestHostProbeFlag(t *testing.T) {
 		t.Fatalf("default: %v, %v; want 50ms", o.probeEvery, err)
 	}
 }
+
+// Every numeric flag out of its range is an error naming the flag, before
+// anything is built or started; a --profile-at that is not a measured count
+// would profile no window.
+func TestFlagsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ramp", "0"}, "--ramp"},
+		{[]string{"--ramp", "NaN"}, "--ramp"},
+		{[]string{"--warmup", "-1s"}, "--warmup"},
+		{[]string{"--window", "0"}, "--window"},
+		{[]string{"--npcs", "-1"}, "--npcs"},
+		{[]string{"--gc-percent", "-1"}, "--gc-percent"},
+		{[]string{"--mem-profile-rate", "0"}, "--mem-profile-rate"},
+		{[]string{"--players", "1000,2000", "--profile-at", "1500"}, "--profile-at: 1500 is not one of --players"},
+		{[]string{"--profile-at", "-1"}, "--profile-at"},
+	} {
+		var out strings.Builder
+		if _, err := parse(tc.args, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want one naming %q", tc.args, err, tc.want)
+		}
+	}
+	var out strings.Builder
+	o, err := parse([]string{"--players", "1000,2000", "--profile-at", "1000", "--warmup", "0"}, &out)
+	if err != nil || o.profileAt != 1000 {
+		t.Fatalf("--profile-at 1000 of 1000,2000: %v, %v", o.profileAt, err)
+	}
+	if o, err = parse([]string{"--players", "1000,2000"}, &out); err != nil || o.profileAt != 2000 {
+		t.Fatalf("default --profile-at: %v, %v; want the largest, 2000", o.profileAt, err)
+	}
+}

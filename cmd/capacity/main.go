@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -37,6 +38,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -208,6 +210,24 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.probeEvery < 0 {
 		return o, fmt.Errorf("--host-probe: %v is negative (0 turns the probe off)", o.probeEvery)
+	}
+	// The rest before a botswarm build and a world's start, not after.
+	switch {
+	case !(o.ramp > 0) || math.IsInf(o.ramp, 1):
+		return o, fmt.Errorf("--ramp: %v is not a positive rate (bots a second)", o.ramp)
+	case o.warmup < 0:
+		return o, fmt.Errorf("--warmup: %v is negative", o.warmup)
+	case o.window <= 0:
+		return o, fmt.Errorf("--window: %v is not positive", o.window)
+	case o.npcs < 0 || o.npcs > 1_000_000:
+		return o, fmt.Errorf("--npcs: %d is not in [0, 1000000] (zoned's bound)", o.npcs)
+	case o.gcPercent < 0:
+		return o, fmt.Errorf("--gc-percent: %d is negative (0: the runtime's default)", o.gcPercent)
+	case o.memRate < 1:
+		return o, fmt.Errorf("--mem-profile-rate: %d is not a positive byte count", o.memRate)
+	case o.profileAt < 0 || o.profileAt > 0 && !slices.Contains(o.players, o.profileAt):
+		// Else no window is profiled and --cpuprofile writes nothing.
+		return o, fmt.Errorf("--profile-at: %d is not one of --players %v (0: the largest)", o.profileAt, o.players)
 	}
 	if o.procs, err = procs.ParseSetting(*ps); err != nil {
 		return o, fmt.Errorf("--gomaxprocs: %w", err)
