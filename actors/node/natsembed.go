@@ -44,6 +44,9 @@ type natsLink struct {
 	// onReconnect runs after each reconnect (set once the leases exist):
 	// leases close to their expiry are renewed at once.
 	onReconnect atomic.Pointer[func()]
+	// unlock releases the data dir (lockDataDir) after the embedded
+	// server stopped; nil when external.
+	unlock func()
 }
 
 // startNATS starts the embedded server (or connects to cfg.NATSURL) and
@@ -69,12 +72,26 @@ func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*n
 		if err != nil || port < -1 || port > 65535 {
 			return nil, fmt.Errorf("--nats-listen %q: bad port", cfg.NATSListen)
 		}
+		if l.unlock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		fail := func(err error) (*natsLink, error) {
+			l.close()
+			return nil, err
+		}
 		if port == 0 {
 			port = natsserver.RANDOM_PORT
+		} else if ln, err := net.Listen("tcp", net.JoinHostPort(host, portStr)); err != nil {
+			// nats-server would only fail to become ready (10 s); say why
+			// now. (Another process may still take the port before the
+			// server binds it: the readiness wait below catches that.)
+			return fail(fmt.Errorf("--nats-listen %q: the embedded NATS cannot listen there (another zoned on this machine? give each its own --nats-listen, or port 0): %w", cfg.NATSListen, err))
+		} else {
+			ln.Close()
 		}
 		admin, node, err := devCreds(cfg.DataDir, cfg.NATSListen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded NATS credentials: %w", err)
+			return fail(fmt.Errorf("embedded NATS credentials: %w", err))
 		}
 		opts := &natsserver.Options{
 			Users:      authUsers(admin, node),
@@ -100,12 +117,12 @@ func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*n
 		}
 		srv, err := natsserver.NewServer(opts)
 		if err != nil {
-			return nil, fmt.Errorf("embedded nats-server: %w", err)
+			return fail(fmt.Errorf("embedded nats-server: %w", err))
 		}
 		go srv.Start()
 		if !srv.ReadyForConnections(10 * time.Second) {
 			srv.Shutdown()
-			return nil, errors.New("embedded nats-server: not ready within 10s (is the port in use? see --nats-listen)")
+			return fail(errors.New("embedded nats-server: not ready within 10s (is the port in use? see --nats-listen)"))
 		}
 		l.srv = srv
 		url = withUser(srv.ClientURL(), node)
@@ -199,6 +216,10 @@ func (l *natsLink) close() {
 	if l.srv != nil {
 		l.srv.Shutdown()
 		l.srv.WaitForShutdown()
+	}
+	if l.unlock != nil {
+		l.unlock()
+		l.unlock = nil
 	}
 }
 

@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +148,53 @@ func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "http listen") {
 		t.Errorf("error %q does not say what failed", err)
 	}
+}
+
+// Two zoneds on one data dir would run two embedded nats-servers on one
+// JetStream store: the second is refused, saying why, and starts once the
+// first has stopped (the lock goes with it). A busy --nats-listen port is
+// named at once, not after the server's 10 s readiness wait.
+func TestDataDirIsOneNodes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	cfg := testConfig(t)
+	a, err := Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := testConfig(t)
+	cfg2.DataDir = cfg.DataDir
+	if b, err := Start(context.Background(), cfg2, nil); err == nil {
+		b.Stop(context.Background())
+		a.Stop(context.Background())
+		t.Fatal("a second node started on the first's data dir")
+	} else if !strings.Contains(err.Error(), "is in use by another zoned") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("error %q does not say the data dir is in use, and by whom", err)
+	}
+
+	u, err := url.Parse(a.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg3 := testConfig(t)
+	cfg3.NATSListen = u.Host
+	// "cannot listen there" is the check's; the readiness wait's error is
+	// "not ready within 10s".
+	if b, err := Start(context.Background(), cfg3, nil); err == nil {
+		b.Stop(context.Background())
+		t.Error("a second embedded NATS started on a busy --nats-listen port")
+	} else if !strings.Contains(err.Error(), "--nats-listen") || !strings.Contains(err.Error(), "cannot listen there") {
+		t.Errorf("error %q does not name --nats-listen", err)
+	}
+
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(context.Background(), cfg2, nil)
+	if err != nil {
+		t.Fatalf("the data dir stayed locked after its node stopped: %v", err)
+	}
+	b.Stop(context.Background())
 }
 
 // --public-addr takes what a Kubernetes manifest builds from the pod IP,
