@@ -45,9 +45,10 @@ func serve(ctx context.Context, stop context.CancelFunc, args []string, stdout, 
 		fmt.Fprintln(stderr, "zoned:", err)
 		return 2
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	ho := &slog.HandlerOptions{Level: opts.logLevel}
+	var h slog.Handler = slog.NewTextHandler(stderr, ho)
 	if opts.logJSON {
-		h = slog.NewJSONHandler(stderr, nil)
+		h = slog.NewJSONHandler(stderr, ho)
 	}
 	log := slog.New(h)
 
@@ -120,8 +121,9 @@ Flags:
 
 // options are zoned's settings that are the process's, not the node's.
 type options struct {
-	logJSON bool
-	procs   procs.Setting
+	logJSON  bool
+	logLevel slog.Level
+	procs    procs.Setting
 }
 
 func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) string) (node.Config, options, error) {
@@ -151,6 +153,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles under /debug/pprof/ on the HTTP address (diagnostics; keep off in production)")
 	logJSON := fs.Bool("log-json", false, "log as JSON lines instead of text")
+	logLevel := fs.String("log-level", "info", "least `LEVEL` logged: debug, info, warn or error (debug adds the cluster's routine decisions: rebalances refused, and the like); also GHOSTWIRE_LOG_LEVEL")
 	gomaxprocs := fs.String("gomaxprocs", "auto", "`PS` the Go scheduler runs on: auto sizes them to the load, between 1 and the runtime's default (the cores, or a container's CPU limit), because Ps beyond what the load needs cost CPU in idle threads' wake-ups (the rule: docs/operations.md#cpu-how-many-ps); a number fixes them; the GOMAXPROCS environment variable, when set, wins and turns sizing off (also GHOSTWIRE_GOMAXPROCS)")
 	fs.Usage = func() {
 		fmt.Fprint(stdout, usageHead)
@@ -235,6 +238,13 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 		return node.Config{}, options{}, err
 	}
 	opts := options{logJSON: *logJSON}
+	lv, from := *logLevel, "--log-level"
+	if v := getenv("GHOSTWIRE_LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
+		lv, from = v, "GHOSTWIRE_LOG_LEVEL"
+	}
+	if err := opts.logLevel.UnmarshalText([]byte(lv)); err != nil {
+		return node.Config{}, options{}, fmt.Errorf("%s %q: want debug, info, warn or error", from, lv)
+	}
 	ps, from := *gomaxprocs, "--gomaxprocs"
 	if v := getenv("GHOSTWIRE_GOMAXPROCS"); v != "" && !fs.Changed("gomaxprocs") {
 		ps, from = v, "GHOSTWIRE_GOMAXPROCS"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -68,6 +69,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 		"far every 65":         {"--far-every", "65"},
 		"gomaxprocs \"0\"":     {"--gomaxprocs", "0"},
 		"gomaxprocs \"most\"":  {"--gomaxprocs", "most"},
+		"--log-level \"loud\"": {"--log-level", "loud"},
 	}
 	for want, args := range cases {
 		var out, errb bytes.Buffer
@@ -88,7 +90,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	if !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("err = %v, want ErrHelp", err)
 	}
-	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--far-every", "--nats", "--config", "--key-file", "--max-conns", "--gomaxprocs"} {
+	for _, f := range []string{"--udp", "--http", "--data", "--world", "--tick", "--npcs", "--far-every", "--nats", "--config", "--key-file", "--max-conns", "--gomaxprocs", "--log-level"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}
@@ -123,6 +125,32 @@ func TestGomaxprocsSetting(t *testing.T) {
 	var out, errb bytes.Buffer
 	if _, _, err := parseConfig(nil, &out, &errb, env(map[string]string{"GHOSTWIRE_GOMAXPROCS": "-1"})); err == nil || !strings.Contains(err.Error(), "GHOSTWIRE_GOMAXPROCS") {
 		t.Errorf("GHOSTWIRE_GOMAXPROCS=-1: err = %v, want one naming the variable", err)
+	}
+}
+
+// --log-level: info by default, the flag over GHOSTWIRE_LOG_LEVEL, any
+// case.
+func TestLogLevelSetting(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want slog.Level
+	}{
+		{nil, nil, slog.LevelInfo},
+		{[]string{"--log-level", "debug"}, nil, slog.LevelDebug},
+		{[]string{"--log-level", "WARN"}, nil, slog.LevelWarn},
+		{nil, map[string]string{"GHOSTWIRE_LOG_LEVEL": "error"}, slog.LevelError},
+		{[]string{"--log-level", "info"}, map[string]string{"GHOSTWIRE_LOG_LEVEL": "debug"}, slog.LevelInfo},
+	} {
+		var out, errb bytes.Buffer
+		_, opts, err := parseConfig(c.args, &out, &errb, env(c.env))
+		if err != nil || opts.logLevel != c.want {
+			t.Errorf("%v %v: %v, %v; want %v", c.args, c.env, opts.logLevel, err, c.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if _, _, err := parseConfig(nil, &out, &errb, env(map[string]string{"GHOSTWIRE_LOG_LEVEL": "chatty"})); err == nil || !strings.Contains(err.Error(), "GHOSTWIRE_LOG_LEVEL") {
+		t.Errorf("GHOSTWIRE_LOG_LEVEL=chatty: err = %v, want one naming the variable", err)
 	}
 }
 
