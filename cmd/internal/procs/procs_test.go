@@ -137,7 +137,7 @@ func TestRaisesOnTwoReadings(t *testing.T) {
 	if ns[0] != 1 {
 		t.Fatalf("one reading of 0.9 cores on one P: %d Ps, want 1", ns[0])
 	}
-	at, cpu, ns = feed(s, at, cpu, 0.5, step) // not in a row
+	at, cpu, _ = feed(s, at, cpu, 0.5, step) // not in a row
 	at, cpu, ns = feed(s, at, cpu, 0.9, step)
 	if ns[0] != 1 {
 		t.Fatalf("0.9, 0.5, 0.9 cores on one P: %d Ps, want 1", ns[0])
@@ -159,7 +159,7 @@ func TestRaisesOnTwoReadings(t *testing.T) {
 // Each step down waits a hold of its own, decided on the hold's mean.
 func TestStepsDownOneHoldAtATime(t *testing.T) {
 	s := newSizer(t, 4, 4)
-	at, cpu, ns := feed(s, 0, 0, 0.3, 30*time.Second)
+	_, _, ns := feed(s, 0, 0, 0.3, 30*time.Second)
 	want := map[time.Duration]int{10 * time.Second: 3, 20 * time.Second: 2, 30 * time.Second: 1}
 	for i, n := range ns {
 		when := time.Duration(i+1) * step
@@ -174,7 +174,7 @@ func TestStepsDownOneHoldAtATime(t *testing.T) {
 	// A hold whose mean is 0.9 cores (0.5, then 1.3) keeps two Ps; the
 	// next hold, at 0.3, steps down at its end and not before.
 	s = newSizer(t, 2, 2)
-	at, cpu, _ = feed(s, 0, 0, 0.5, 5*time.Second)
+	at, cpu, _ := feed(s, 0, 0, 0.5, 5*time.Second)
 	at, cpu, ns = feed(s, at, cpu, 1.3, 5*time.Second)
 	if ns[len(ns)-1] != 2 {
 		t.Fatalf("a hold of mean 0.9 cores: %d Ps, want 2", ns[len(ns)-1])
