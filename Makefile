@@ -11,7 +11,7 @@ COUNT ?= 1
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-test: vet race scale fuzz-seeds bench-smoke deploy-check ## the README's test command: vet, race tests, full-scale load tests, fuzz seed corpora, every benchmark once, the deployment's contract
+test: verify race scale fuzz-seeds bench-smoke deploy-check ## the README's test command: verify (gofmt, vet, staticcheck, generated code), race tests, full-scale load tests, fuzz seed corpora, every benchmark once, the deployment's contract
 
 vet: ## go vet
 	$(GO) vet $(PKGS)
