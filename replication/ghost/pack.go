@@ -1149,6 +1149,16 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 						pf.window()
 					}
 				}
+			} else if tr.n() <= 1 && tr.dn() != 0 && !t.pp.wide && !s.posBlocked() {
+				// posForm's form1 way (fast1, some delivered) written out
+				// too: no posForm frame a record for an entry view's usual
+				// track either.
+				pf.ql = t.pp.packLo(q)
+				if tr.form1(&t.pp, q, pf.ql, stamp(t.viewMS), &t.reg.q.lim, s.restCopies == 0, &pf.d) {
+					pf.kind = posSame
+				} else {
+					pf.window()
+				}
 			} else {
 				t.posForm(rc, s, q, &pf)
 			}
