@@ -1190,10 +1190,13 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 		run := false
 		var rv uint64
 		var rn uint
+		// The shifts by width&63 and rn&63, as writeUsual's: width is at
+		// most 20, and past 63 the run is past runMax and not written
+		// (Go's test for a shift past the width, spared).
 		if mask == c.DefaultMask {
-			rv, rn = uint64(id)|kindDefault<<width, width+kindDefaultLen
+			rv, rn = uint64(id)|kindDefault<<(width&63), width+kindDefaultLen
 		} else {
-			rv, rn = uint64(id)|kindMask<<width|mask<<(width+kindMaskLen), width+kindMaskLen+uint(len(c.Groups))
+			rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(len(c.Groups))
 		}
 	groups:
 		for m := mask; ; m &= m - 1 {
@@ -1204,18 +1207,18 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 			switch k := c.wk[bits.TrailingZeros64(m)]; {
 			case k >= wkCoded && gc != nil: // an entry view (gc nil): by its Encode, writeUpdate's
 				code := gc[(k-wkCoded)&(snapCodes-1)] // noCode: 255 bits, past runMax
-				rv |= (code & (1<<codeShift - 1)) << rn
+				rv |= (code & (1<<codeShift - 1)) << (rn & 63)
 				rn += uint(code >> codeShift)
 			case k == wkPos && pf.k > 0:
 				// posWindow written out: no call in the loop.
-				k, lo := pf.k, uint64(1)<<pf.k-1
-				rv |= uint64(k) << rn
+				k, lo := pf.k, uint64(1)<<(pf.k&15)-1 // k ≤ maxWindow
+				rv |= uint64(k) << (rn & 63)
 				rn += kcodeBits
 				rv, rn = posAxis(rv, rn, pf.d[0], q[0], lo, k)
 				rv, rn = posAxis(rv, rn, pf.d[1], q[1], lo, k)
 				rv, rn = posAxis(rv, rn, pf.d[2], q[2], lo, k)
 			case k == wkYaw:
-				rv |= uint64(yaw) << rn
+				rv |= uint64(yaw) << (rn & 63)
 				rn += uint(c.yawBits)
 			default:
 				break groups
