@@ -1225,7 +1225,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 			}
 		}
 		if run {
-			err = w.WriteBits(rv, rn)
+			if !w.TryWriteBits(rv, rn) { // the writer's fast path in line (1 ≤ rn ≤ runMax)
+				err = w.WriteBits(rv, rn)
+			}
 		} else {
 			err = t.writeUpdate(w, id, rc, c, mask, width, &pf, q, yaw, gc)
 		}
