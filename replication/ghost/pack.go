@@ -1122,6 +1122,9 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 			sn := t.snapOf(s)
 			v := &sn.vw[s.si]
 			q, yaw, gc = &v.qpos, v.yawQ, &v.gc
+		} else if !t.snapMode { // an entry view's (latest's, without its call)
+			v := &t.rare.views.qs[rc]
+			q, yaw = &v.q, v.yaw
 		} else {
 			q, yaw = t.latest(rc, s)
 		}
