@@ -1259,8 +1259,20 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 	t.addEntry(rc, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	for m := mask; m != 0; m &= m - 1 {
-		t.setFieldSeq(rc, s, bits.TrailingZeros64(m), uint8(seq))
+	// setFieldSeq of each group in mask, as writeUsual sets them: groups
+	// 0 and 1 in the slot, the rest from lb + lfSlot, without a test of
+	// the group a group.
+	if mask&1 != 0 {
+		s.lf[0] = uint8(seq)
+	}
+	if mask&2 != 0 {
+		s.lf[1] = uint8(seq)
+	}
+	if m := mask &^ (1<<lfSlot - 1); m != 0 {
+		lfs, lb := t.lastField, int(rc)*int(t.stride)-lfSlot
+		for ; m != 0; m &= m - 1 {
+			lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
+		}
 	}
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 		t.ageGhost(rc, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
