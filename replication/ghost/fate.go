@@ -234,7 +234,7 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 // fateRecords applies a packet's fate to its records j0 … j1−1 (of those
 // from ents[start]): every kind, delivered or dropped.
 func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, view msTime) {
-	classes, pk := t.reg.classes, posKey(stamp(t.viewMS), p.t)
+	posBits, pk := &t.reg.posBits, posKey(stamp(t.viewMS), p.t)
 	var from msTime // restale's bound, for a lost packet's records
 	if !f.Delivered {
 		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
@@ -249,8 +249,8 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 		if f.Delivered {
 			s.delivered(uint32(f.Seq), sent, view)
 		}
-		c := classes[s.ci]
-		if mask&c.posBit != 0 {
+		posBit := posBits[s.ci] // classes[s.ci].posBit, without the class's line
+		if mask&posBit != 0 {
 			tr := &t.pos[rc]
 			if tr.resolveOwn(&t.pp, pk, f.Delivered) {
 				s.fl &^= flPosFull // none in flight now
@@ -295,9 +295,9 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 						lost |= 1 << uint(g)
 					}
 				}
+				r.Suppressed += uint64(bits.OnesCount64(mask &^ lost)) // none when every group is lost
 			}
 			r.Redirtied += uint64(bits.OnesCount64(lost))
-			r.Suppressed += uint64(bits.OnesCount64(mask &^ lost))
 			// Killing too: the entity may re-enter before the kill goes out
 			// (the kill is then cancelled and the ghost must be complete).
 			if lost != 0 {
@@ -313,7 +313,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 					t.setDirty(rc, s, t.dirtyOf(rc, s)|lost)
 					t.repend(s, was)
 				}
-				if lost&c.posBit != 0 {
+				if lost&posBit != 0 {
 					// Resend the position even if the client has it: the
 					// stamp matters (a rest marker).
 					s.restCopies = max(s.restCopies, 1)
