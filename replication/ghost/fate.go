@@ -235,6 +235,8 @@ func (t *Table) usualAny(es []entry, seq uint32, sent, view msTime, pt pstamp) i
 // from ents[start]): every kind, delivered or dropped.
 func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, view msTime) {
 	posBits, pk := &t.reg.posBits, posKey(stamp(t.viewMS), p.t)
+	// A lost packet of this view: its positions may go again (flPosNow).
+	lostNow := !f.Delivered && p.t == stamp(t.viewMS)
 	var from msTime // restale's bound, for a lost packet's records
 	if !f.Delivered {
 		from = t.msOf(f.SentAt - t.cfg.MaxStaleness)
@@ -258,7 +260,7 @@ func (t *Table) fateRecords(p *pktRec, j0, j1, start int, f notify.Fate, sent, v
 				tr.resolve(&t.pp, rc, pk, f.Delivered)
 				s.set(flPosFull, tr.full())
 			}
-			if !f.Delivered && p.t == stamp(t.viewMS) {
+			if lostNow {
 				s.fl &^= flPosNow // this view's position was lost: it may go again
 			}
 		}
