@@ -1201,6 +1201,22 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 		} else {
 			rv, rn = uint64(id)|kindMask<<(width&63)|mask<<((width+kindMaskLen)&63), width+kindMaskLen+uint(len(c.Groups))
 		}
+		if (mask == c.posBit || mask == c.posYaw) && pf.k > 0 {
+			// The position in a window, and then the yaw (an NPC's usual
+			// update), without the walk of the groups: the loop's cases.
+			k, lo := pf.k, uint64(1)<<(pf.k&15)-1 // k ≤ maxWindow
+			rv |= uint64(k) << (rn & 63)
+			rn += kcodeBits
+			rv, rn = posAxis(rv, rn, pf.d[0], q[0], lo, k)
+			rv, rn = posAxis(rv, rn, pf.d[1], q[1], lo, k)
+			rv, rn = posAxis(rv, rn, pf.d[2], q[2], lo, k)
+			if mask != c.posBit {
+				rv |= uint64(yaw) << (rn & 63)
+				rn += uint(c.yawBits)
+			}
+			run = rn <= runMax
+			goto write
+		}
 	groups:
 		for m := mask; ; m &= m - 1 {
 			if m == 0 {
@@ -1227,6 +1243,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 				break groups
 			}
 		}
+	write:
 		if run {
 			if !w.TryWriteBits(rv, rn) { // the writer's fast path in line (1 ≤ rn ≤ runMax)
 				err = w.WriteBits(rv, rn)

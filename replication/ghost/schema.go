@@ -593,6 +593,10 @@ type Class struct {
 	posBit uint64 // the position group's bit, 0 if none
 	posIdx int    // its index, -1 if none
 	yawIdx int    // index of the first YawGroup, -1 if none
+	// posYaw is the mask of the position and then the first yaw group
+	// (an NPC's usual update: writeRecord's run without the walk of the
+	// groups), 0 if the class lacks either or has the yaw first.
+	posYaw uint64
 	coded  uint64 // the groups with a slot in snapEnt.gc (Group.slot)
 	// stateful: a group other than the position, the first yaw group,
 	// a coded one and a NameGroup (one its Encode alone writes): a
@@ -692,6 +696,10 @@ func (c *Class) prepare() error {
 		if g.Encode == nil || g.Decode == nil || g.Changed == nil {
 			return fmt.Errorf("%w: class %q group %d (%q) lacks Encode, Decode or Changed", ErrClass, c.Name, i, g.Name)
 		}
+	}
+	c.posYaw = 0
+	if c.posBit != 0 && c.yawIdx > c.posIdx {
+		c.posYaw = c.posBit | 1<<uint(c.yawIdx)
 	}
 	if c.DefaultMask == 0 {
 		c.DefaultMask = c.posBit
