@@ -197,12 +197,27 @@ type packScratch struct {
 	// minMS is planReg's classes' MinInterval in ms by class index
 	// (collect's usual ghost; past the classes, more than any age).
 	minMS [256]int32
-	// collectRun's last overdue wait in ms and its waitBase, for this
-	// collect's table (collect sets them). A ghost's times are view
-	// ticks, so a table's overdue ghosts wait one of a few lengths, most
-	// the length of the ghost before: a compare instead of the log
-	// (≈ 30 instructions an overdue ghost, ≈ 9 % of BenchmarkPack1000).
-	lastWait, lastWaitB int32
+	// collectRun's last overdue wait in ms (-1: none yet in this
+	// collect) and its bucket by weight: lastWaitW[owtB] is weighWait of
+	// its waitBase (setWait). A ghost's times are view ticks, so a
+	// table's overdue ghosts wait one of a few lengths, most the length
+	// of the ghost before: a compare instead of the log (≈ 30
+	// instructions an overdue ghost, ≈ 9 % of BenchmarkPack1000), and a
+	// load instead of the weight's add and clamp.
+	lastWait  int32
+	lastWaitW [16]uint8 // by owtB (0..8: overdueWeight)
+}
+
+// setWait makes w collectRun's last overdue wait for the table of k.
+// Out of line: collectRun's loop has no registers to spare.
+//
+//go:noinline
+func (ps *packScratch) setWait(k *tableConfig, w int32) {
+	base := waitBase(k, w)
+	for o := range ps.lastWaitW {
+		ps.lastWaitW[o] = uint8(weighWait(base, int8(o)))
+	}
+	ps.lastWait = w
 }
 
 // scratches is the free list of packScratch: there are as many as Writes
@@ -355,7 +370,7 @@ func (p *packer) collect(t *Table, now msTime) int {
 	if ps.resendLim == 0 {
 		ps.resendLim = math.MaxInt32
 	}
-	ps.lastWait, ps.lastWaitB = 0, int32(waitBase(k, 0)) // of this table's StaleUnit
+	ps.lastWait = -1 // none yet (a wait is ≥ 0): lastWaitW is another table's
 	n := 0
 	for i := int(t.live) - 1; i >= 0; i-- {
 		if i, n = p.collectRun(t, i, n, nowMS, lateLim); i < 0 {
@@ -435,9 +450,9 @@ func (p *packer) collectRun(t *Table, i, n int, nowMS, lateLim int32) (int, int)
 				ps.pressed[i>>6] |= 1 << uint(i&63)
 			}
 			if w := max(age, late); w != ps.lastWait {
-				ps.lastWait, ps.lastWaitB = w, int32(waitBase(k, w))
+				ps.setWait(k, w)
 			}
-			b = tierOverdue*tierBuckets + weighWait(int(ps.lastWaitB), owtBTable[s.prioB])
+			b = tierOverdue*tierBuckets + int(ps.lastWaitW[uint8(owtBTable[s.prioB])&15])
 		}
 		h := ps.head[b]
 		next[i], ps.head[b] = h, int32(i)
