@@ -885,22 +885,7 @@ func (t *Table) writeUsual(i int32, next []int32) (int32, int) {
 		t.addEntry(rc, recUpdate, mask)
 		s.inflight++
 		s.sentAt, s.since = now, now
-		// Indexed from the ghost's base, not through a slice from it (its
-		// bounds and capacity arithmetic, ≈ 8 instructions a record).
-		// Groups 0 and 1 in the slot (the usual update's: no line of
-		// lastField), the rest from lb + lfSlot.
-		if mask&1 != 0 {
-			s.lf[0] = uint8(seq)
-		}
-		if mask&2 != 0 {
-			s.lf[1] = uint8(seq)
-		}
-		if m := mask &^ (1<<lfSlot - 1); m != 0 { // none for the usual masks
-			lfs, lb := t.lastField, int(rc)*int(t.stride)-lfSlot
-			for ; m != 0; m &= m - 1 {
-				lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
-			}
-		}
+		t.setFieldSeqs(rc, s, mask, uint8(seq))
 		if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 			t.ageGhost(rc, s, int(pl.groups), s.lastSeq, uint32(seq), mask)
 		}
@@ -1291,21 +1276,7 @@ func (t *Table) writeRecord(w *bitstream.Writer, rc uint32, seq uint64, now msTi
 	t.addEntry(rc, kind, mask)
 	s.inflight++
 	s.sentAt, s.since = now, now
-	// setFieldSeq of each group in mask, as writeUsual sets them: groups
-	// 0 and 1 in the slot, the rest from lb + lfSlot, without a test of
-	// the group a group.
-	if mask&1 != 0 {
-		s.lf[0] = uint8(seq)
-	}
-	if mask&2 != 0 {
-		s.lf[1] = uint8(seq)
-	}
-	if m := mask &^ (1<<lfSlot - 1); m != 0 {
-		lfs, lb := t.lastField, int(rc)*int(t.stride)-lfSlot
-		for ; m != 0; m &= m - 1 {
-			lfs[lb+bits.TrailingZeros64(m)] = uint8(seq)
-		}
-	}
+	t.setFieldSeqs(rc, s, mask, uint8(seq))
 	if (uint32(seq)^s.lastSeq)>>fieldBlock != 0 {
 		t.ageGhost(rc, s, len(c.Groups), s.lastSeq, uint32(seq), mask)
 	}
@@ -1417,14 +1388,25 @@ func (t *Table) fieldSeq(rc uint32, s *slot, g int) uint8 {
 	return t.lastField[int(rc)*int(t.stride)+g-lfSlot]
 }
 
-// setFieldSeq sets the ghost of record rc's per-group sequence of group g to v (s is
-// its slot).
-func (t *Table) setFieldSeq(rc uint32, s *slot, g int, v uint8) {
-	if g < lfSlot {
-		s.lf[g] = v
-		return
+// setFieldSeqs sets the per-group sequence of each group in mask (of the
+// ghost of record rc, s its slot) to seq, where fieldSeq reads it: groups 0
+// and 1 (lfSlot) in the slot, the rest in lastField. Indexed from the
+// ghost's base, not through a slice from it (its bounds and capacity
+// arithmetic, ≈ 8 instructions a record), without a test of the group a
+// group; the usual masks touch no line of lastField.
+func (t *Table) setFieldSeqs(rc uint32, s *slot, mask uint64, seq uint8) {
+	if mask&1 != 0 {
+		s.lf[0] = seq
 	}
-	t.lastField[int(rc)*int(t.stride)+g-lfSlot] = v
+	if mask&2 != 0 {
+		s.lf[1] = seq
+	}
+	if m := mask &^ (1<<lfSlot - 1); m != 0 {
+		lfs, lb := t.lastField, int(rc)*int(t.stride)-lfSlot
+		for ; m != 0; m &= m - 1 {
+			lfs[lb+bits.TrailingZeros64(m)] = seq
+		}
+	}
 }
 
 // ageGhost is ageFields over the n groups of the ghost of record rc: the slot's and
