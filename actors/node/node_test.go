@@ -142,11 +142,22 @@ func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
 	defer a.Stop(context.Background())
 	cfg2 := testConfig(t)
 	cfg2.HTTPAddr = a.HTTPAddr()
-	if b, err := Start(context.Background(), cfg2, nil); err == nil {
+	refusedStart(t, cfg2, "a second node on a busy HTTP port", "http listen")
+}
+
+// refusedStart starts a node with cfg, which must fail with an error that
+// says every one of want (what names the case).
+func refusedStart(t *testing.T, cfg Config, what string, want ...string) {
+	t.Helper()
+	b, err := Start(context.Background(), cfg, nil)
+	if err == nil {
 		b.Stop(context.Background())
-		t.Fatal("second node on a busy HTTP port started")
-	} else if !strings.Contains(err.Error(), "http listen") {
-		t.Errorf("error %q does not say what failed", err)
+		t.Fatalf("%s started", what)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error %q does not say %q", what, err, w)
+		}
 	}
 }
 
@@ -162,15 +173,10 @@ func TestDataDirIsOneNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Stop(context.Background()) // idempotent: stopped below too
 	cfg2 := testConfig(t)
 	cfg2.DataDir = cfg.DataDir
-	if b, err := Start(context.Background(), cfg2, nil); err == nil {
-		b.Stop(context.Background())
-		a.Stop(context.Background())
-		t.Fatal("a second node started on the first's data dir")
-	} else if !strings.Contains(err.Error(), "is in use by another zoned") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
-		t.Errorf("error %q does not say the data dir is in use, and by whom", err)
-	}
+	refusedStart(t, cfg2, "a second node on the first's data dir", "is in use by another zoned", fmt.Sprintf("pid %d", os.Getpid()))
 
 	u, err := url.Parse(a.NATSURL())
 	if err != nil {
@@ -180,12 +186,7 @@ func TestDataDirIsOneNodes(t *testing.T) {
 	cfg3.NATSListen = u.Host
 	// "cannot listen there" is the check's; the readiness wait's error is
 	// "not ready within 10s".
-	if b, err := Start(context.Background(), cfg3, nil); err == nil {
-		b.Stop(context.Background())
-		t.Error("a second embedded NATS started on a busy --nats-listen port")
-	} else if !strings.Contains(err.Error(), "--nats-listen") || !strings.Contains(err.Error(), "cannot listen there") {
-		t.Errorf("error %q does not name --nats-listen", err)
-	}
+	refusedStart(t, cfg3, "a second embedded NATS on a busy --nats-listen port", "--nats-listen", "cannot listen there")
 
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
