@@ -34,17 +34,30 @@ func lockDataDir(dir string) (release func(), err error) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		holder := ""
 		if b, rerr := os.ReadFile(path); rerr == nil && len(b) > 0 {
-			holder = " (pid " + strings.TrimSpace(string(b)) + ")"
+			holder = strings.TrimSpace(string(b))
 		}
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data dir %s is in use by another zoned%s: its embedded NATS store cannot be shared; give each zoned its own --data", dir, holder)
-		}
-		return nil, fmt.Errorf("data dir lock %s: %w", path, err)
+		return func() {}, lockError(err, dir, holder)
 	}
 	// The pid is for a person reading the error; the lock is the flock.
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return func() { f.Close() }, nil
+}
+
+// lockError is what a failed flock of dir's lock means: another zoned holds
+// it (holder: the pid it wrote), the file system cannot lock
+// (errLockUnsupported), or something else.
+func lockError(err error, dir, holder string) error {
+	switch {
+	case errors.Is(err, unix.EWOULDBLOCK):
+		if holder != "" {
+			holder = " (pid " + holder + ")"
+		}
+		return fmt.Errorf("data dir %s is in use by another zoned%s: its embedded NATS store cannot be shared; give each zoned its own --data", dir, holder)
+	case errors.Is(err, unix.ENOLCK), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOTSUP):
+		return fmt.Errorf("%w (%s: %v): run one zoned on it at a time", errLockUnsupported, dir, err)
+	}
+	return fmt.Errorf("data dir lock in %s: %w", dir, err)
 }

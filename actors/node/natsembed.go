@@ -72,7 +72,9 @@ func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*n
 		if err != nil || port < -1 || port > 65535 {
 			return nil, fmt.Errorf("--nats-listen %q: bad port", cfg.NATSListen)
 		}
-		if l.unlock, err = lockDataDir(cfg.DataDir); err != nil {
+		if l.unlock, err = lockDataDir(cfg.DataDir); errors.Is(err, errLockUnsupported) {
+			log.Warn("embedded NATS store not locked", "err", err)
+		} else if err != nil {
 			return nil, err
 		}
 		fail := func(err error) (*natsLink, error) {
