@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -150,27 +153,77 @@ func (p *proc) waitLog(ctx context.Context, line string, d time.Duration) error 
 	return fmt.Errorf("%s: no %q within %v (see %s)", p.name, line, d, p.logPath)
 }
 
-// freePort asks the kernel for a free loopback port of network (tcp or
-// udp). Another process could take it before we use it; on loopback in a
-// test run that has not happened, and a node that cannot bind fails its
-// start loudly.
+// freePort picks a free loopback port of network (tcp or udp) below the
+// kernel's ephemeral range. A node comes back on the ports it had (its
+// clients and tokens name them), and while it is down the bots' new
+// sockets and the nodes' NATS connections take ports from that range: a
+// port the kernel handed out once (":0") can be handed out again, and in CI
+// a bot's reconnect took a SIGTERMed node's UDP port before it restarted
+// ("bind: address already in use"). Below the range the kernel gives no
+// port away by itself. Another process could still take it before we use
+// it; a node that cannot bind fails its start loudly.
 func freePort(network string) (int, error) {
-	switch network {
-	case "udp":
+	lo := ephemeralLow()
+	const floor = 10000 // clear of the well-known and registered ports in common use
+	for try := 0; lo-floor > 1000 && try < 200; try++ {
+		p := floor + rand.IntN(lo-floor)
+		if portFree(network, p) {
+			return p, nil
+		}
+	}
+	// No room below the range (an unusual ip_local_port_range): the
+	// kernel's choice, as before.
+	return kernelPort(network)
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// ip_local_port_range; 32768, its default, where it cannot be read).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 0 && n <= 65535 {
+				return n
+			}
+		}
+	}
+	return 32768
+}
+
+// portFree reports whether loopback port p of network binds now.
+func portFree(network string, p int) bool {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// kernelPort is a loopback port of network the kernel picks (":0").
+func kernelPort(network string) (int, error) {
+	if network == "udp" {
 		c, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			return 0, err
 		}
 		defer c.Close()
 		return c.LocalAddr().(*net.UDPAddr).Port, nil
-	default:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port, nil
 	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitTCP waits up to d until addr accepts connections.
