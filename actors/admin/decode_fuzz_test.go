@@ -32,6 +32,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uint8(4), mustMarshal(&pb.MovePlayerRequest{Player: 42, Zone: "x1z0", Position: &pb.Vec3{X: 250, Z: -300}, Caller: "ops@host"}))
 	f.Add(uint8(5), mustMarshal(&pb.KickPlayerRequest{Player: 42, Reason: "server shutdown"}))
 	f.Add(uint8(6), mustMarshal(&pb.DrainRequest{Node: "n2", DeadlineMs: 5000}))
+	f.Add(uint8(6), mustMarshal(&pb.DrainRequest{Node: "n2", Last: true}))
 	f.Add(uint8(8), mustMarshal(&pb.MoveZoneRequest{Zone: "x1z0", ToNode: "n3", Caller: "ops@host"}))
 	f.Add(uint8(4), []byte("\x08\x2a\x1a\x0f\x0d\x00\x00\xc0\x7f")) // a NaN position
 	f.Add(uint8(1), []byte("garbage \xff\xfe"))

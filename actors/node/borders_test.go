@@ -79,8 +79,7 @@ type walker struct {
 // (server counters against client counts), ghosts kept their ids across
 // handoffs, and players near a border see entities on the other side.
 func TestTwoHundredClientsAcrossBorders(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	clients := 200
 	if raceEnabled {
 		clients = 50 // full scale runs without -race in `make test` (target scale)

@@ -183,8 +183,7 @@ func indexOf(ns []*Node, n *Node) int {
 // ids stable across handoffs, players near a border see what is across it
 // — the same checks as on one node.
 func TestClusterThreeNodesAcrossBorders(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	clients := 200
 	if raceEnabled {
 		clients = 30
@@ -253,8 +252,7 @@ func TestClusterThreeNodesAcrossBorders(t *testing.T) {
 // takes only unowned zones (its fair share); stopping it hands its zones
 // to the first node (drain) and leaves the first node's own leases alone.
 func TestClusterOwnership(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg1 := testConfig(t)
 	cfg1.NodeID, cfg1.Zones = "first", "x0z0,x1z0"
 	n1, err := Start(context.Background(), cfg1, nil)
@@ -327,8 +325,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // nothing serves the zone: a hung process) times out; the player stays
 // with the old owner, keeps playing, and loses no move.
 func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
 	cfg.NodeID, cfg.Zones = "alive", "x0z0"
 	cfg.spawn = func(uint64, world.Rect) [3]float32 { return [3]float32{-4, 0, -300} } // 4 m from x1z0
@@ -402,8 +399,7 @@ func TestClusterHandoffToSilentNodeTimesOut(t *testing.T) {
 // when the lease expires, and a node in auto mode takes it over — beyond
 // its fair share if need be — at a higher epoch.
 func TestClusterOrphanedZoneTakenOver(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	// startNodes ends each start context when Start returns, as zoned
 	// does: the directory watcher must outlive it (it once did not, and a
 	// node never heard that a zone's lease expired).

@@ -22,8 +22,7 @@ import (
 // are acknowledged again on the new node, and a botswarm-style count shows
 // as many redirects as clients and no disconnect.
 func TestDrainRedirectsClientsWithoutDisconnects(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	var nodes []*Node
 	defer func() { stopAll(nodes) }()
 	// n3 runs in auto mode: it takes n2's zone over once n2 lets it go.

@@ -15,8 +15,7 @@ import (
 // handoff that a new owner would not know of, until the renewal lands and
 // lets it go. The other zones run on.
 func TestZoneHeldWhileItsLeaseIsOverdue(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	n, ticks := startHoldingNode(t)
 	defer n.Stop(context.Background())
 	const held, other = "x0z0", "x1z1"

@@ -36,8 +36,7 @@ func plainURL(t *testing.T, raw string) string {
 // credentials cannot make cluster-wide admin calls. The dev credentials
 // are written 0600 and survive a restart.
 func TestEmbeddedNATSAuth(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
 	cfg.NodeID = "authn"
 	n, err := Start(context.Background(), cfg, nil)

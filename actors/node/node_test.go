@@ -17,6 +17,11 @@ import (
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
+// ignoreThrottle: a message to an actor a stopping node already stopped is
+// a dead letter, and protoactor's dead-letter throttle starts a goroutine
+// that ends by itself after its period (a second): not a leak.
+var ignoreThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	cfg := DefaultConfig()
@@ -44,8 +49,7 @@ func TestStartStop(t *testing.T) {
 	// protoactor's dead-letter throttle runs a one-second timer goroutine
 	// after a dead letter (a message that reached an actor as it stopped);
 	// it ends by itself, after goleak's retries give up on a slow host.
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
 	t0 := time.Now()
 	n, err := Start(context.Background(), cfg, nil)
@@ -128,12 +132,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestStartFailsCleanlyOnBusyPort(t *testing.T) {
-	// A message to an actor the stopping node already stopped is a dead
-	// letter, and protoactor's dead-letter throttle starts a goroutine
-	// that ends by itself after its period (a second): not a leak, and
-	// ignored as in the package's other tests (CI caught one here).
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	// CI caught the dead-letter throttle's goroutine here (ignoreThrottle).
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
 	a, err := Start(context.Background(), cfg, nil)
 	if err != nil {
@@ -166,8 +166,7 @@ func refusedStart(t *testing.T, cfg Config, what string, want ...string) {
 // first has stopped (the lock goes with it). A busy --nats-listen port is
 // named at once, not after the server's 10 s readiness wait.
 func TestDataDirIsOneNodes(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
 	a, err := Start(context.Background(), cfg, nil)
 	if err != nil {

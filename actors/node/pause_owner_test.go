@@ -16,8 +16,7 @@ import (
 // census lets go. Before pauses had owners the let-go restarted the
 // zone's ticks in the middle of the census.
 func TestLeaseLetGoKeepsACensusPause(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	n, ticks := startHoldingNode(t)
 	defer n.Stop(context.Background())
 	const held, other = "x0z0", "x1z1"

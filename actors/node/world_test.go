@@ -35,7 +35,7 @@ func mint(t *testing.T, n *Node, player uint64) []byte {
 func TestWholeWorldOneClient(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		// protoactor's dead-letter throttle ends ~1 s after its last use.
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+		ignoreThrottle)
 	cfg := testConfig(t)
 	cfg.NPCs = 2000 // ~15 within the 100 m interest radius of any point
 	n, err := Start(context.Background(), cfg, nil)

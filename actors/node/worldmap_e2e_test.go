@@ -49,8 +49,7 @@ func findChromium() (string, error) {
 // event stream open, so `chromium --headless --screenshot/--dump-dom` never
 // sees it settle, and a click needs a live page.
 func TestWorldMapInBrowser(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	chrome, err := findChromium()
 	if err != nil {
 		t.Fatal(err)
