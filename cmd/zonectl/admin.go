@@ -389,6 +389,13 @@ client quit), or is free text that is logged while the client is told
 				if err := call(e, g, adminclient.OpKick, &pb.KickPlayerRequest{Player: id, Reason: reason, Caller: caller(e)}, &resp); err != nil {
 					return err
 				}
+				if resp.Note != "" {
+					// Free text is the operator's note, logged by the node; the
+					// client is told the reason. Say both, so nobody reads the
+					// reason and thinks the note was dropped.
+					fmt.Fprintf(e.stdout, "kicked player %d on node %s (reason %q; note %q logged)\n", id, resp.Node, resp.Reason, resp.Note)
+					return nil
+				}
 				fmt.Fprintf(e.stdout, "kicked player %d on node %s (reason %q)\n", id, resp.Node, resp.Reason)
 				return nil
 			},

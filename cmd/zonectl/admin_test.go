@@ -311,6 +311,24 @@ func TestAdminOneNode(t *testing.T) {
 		t.Fatalf("credentials from GHOSTWIRE_CREDS: %+v", r)
 	}
 
+	// kick with free text: the client hears "kicked", the node logs the
+	// note, and zonectl says both (the note is not dropped).
+	if r := ctl(t, url, dir, "kick", "4", "--reason", "spamming, ticket 1234"); r.code != 0 ||
+		!strings.Contains(r.stdout, `(reason "kicked"; note "spamming, ticket 1234" logged)`) {
+		t.Fatalf("kick with a note: %+v", r)
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the client kicked with a note: its session did not end")
+	}
+	if !errors.As(a.Err(), &de) || de.Reason != handshake.ReasonKicked {
+		t.Fatalf("client kicked with a note ended with %v, want a Disconnect with reason kicked", a.Err())
+	}
+	if got := logs.String(); !strings.Contains(got, `note="spamming, ticket 1234"`) {
+		t.Fatalf("node log lacks the kick's note:\n%s", got)
+	}
+
 	// The world's only node: no other would take its zones, so a plain
 	// drain is refused and the node plays on; --last drains it.
 	if r := ctl(t, url, dir, "drain", "solo"); r.code != 1 || !strings.Contains(r.stderr, "node solo is the last live node") || !strings.Contains(r.stderr, "--last") {
