@@ -263,8 +263,13 @@ func (m *membership) hold(id string, on bool) {
 	}
 }
 
-// take runs a zone this node just claimed.
-func (m *membership) take(id string) {
+// take runs a zone this node just claimed, its share of the world's NPCs
+// spawned afresh.
+func (m *membership) take(id string) { m.takeWith(id, nil) }
+
+// takeWith is take with the zone's NPCs as its previous owner handed them
+// over, when npcs is not nil (a handover's take request).
+func (m *membership) takeWith(id string, npcs []sim.NPCState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -277,7 +282,7 @@ func (m *membership) take(id string) {
 	if err := m.bridge.Serve(id); err != nil {
 		m.log.Error("claimed zone not served", "zone", id, "err", err)
 	}
-	if err := m.zones.Spawn(id); err != nil {
+	if err := m.zones.SpawnWith(id, npcs); err != nil {
 		m.log.Error("claimed zone not started", "zone", id, "err", err)
 		return
 	}

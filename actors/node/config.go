@@ -97,6 +97,9 @@ type Config struct {
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32
+	// npcGeneration gives each zone run its NPC generation (cluster mode:
+	// from the zone's lease epoch); nil: 0.
+	npcGeneration func(zone string) uint64
 	// clockOffset shifts the node clock (tests: nodes of one process whose
 	// clocks read as differently as separately started processes').
 	clockOffset time.Duration

@@ -40,13 +40,17 @@ func giveSubject(world, node string) string { return "gw." + world + ".node." + 
 // in the request (it must be in the world map and unowned) and run it.
 func (m *membership) serveTakes() error {
 	sub, err := m.nc.Subscribe(takeSubject(m.world, m.node), func(r *nats.Msg) {
-		id := string(r.Data)
 		reply := func(err error) {
 			if err != nil {
 				_ = r.Respond([]byte("error: " + err.Error()))
 				return
 			}
 			_ = r.Respond([]byte("ok"))
+		}
+		id, npcs, err := decodeTake(r.Data)
+		if err != nil {
+			reply(err)
+			return
 		}
 		if _, ok := m.wm.Zone(id); !ok {
 			reply(fmt.Errorf("zone %q is not in world %q", id, m.wm.Name()))
@@ -69,7 +73,7 @@ func (m *membership) serveTakes() error {
 			reply(err)
 			return
 		}
-		m.take(id)
+		m.takeWith(id, npcs)
 		reply(nil)
 	})
 	if err != nil {
@@ -241,8 +245,10 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	// zone.PauseLease, and leaves this one).
 	m.sys.Root.Send(pid, &zone.Pause{Paused: true, By: zone.PauseHandover})
 	var cps []handoff.Checkpoint
+	var npcs []sim.NPCState
 	f := zone.RequestInspect(m.sys.Root, pid, func(z *sim.Zone) {
 		cps = z.AppendCheckpoints(nil, 1)
+		npcs = z.AppendNPCs(make([]sim.NPCState, 0, 64))
 	}, 5*time.Second)
 	if _, err := msg.Await(f); err != nil {
 		m.sys.Root.Send(pid, &zone.Pause{Paused: false, By: zone.PauseHandover})
@@ -267,14 +273,25 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	if err := m.leases.Release(ctx, id); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
-	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
+	// The NPCs go with the take: they walk on at the target as they were.
+	take := encodeTake(id, npcs, int(m.nc.MaxPayload()))
+	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), take)
+	if err == nil && string(r.Data) != "ok" && take[0] == takeMark {
+		// A node of an older build reads the request as a zone id and
+		// refuses it (a rolling update): ask again with the id alone, the
+		// NPCs spawned afresh there. A refusal for another reason is
+		// refused again.
+		m.log.Warn("zone handover: the target refused the NPCs; asking with the zone alone", "zone", id, "to", target, "answer", string(r.Data))
+		npcs = nil
+		r, err = m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
+	}
 	if err != nil {
 		return fmt.Errorf("ask %s to take it: %w (another node claims it as an orphan)", target, err)
 	}
 	if s := string(r.Data); s != "ok" {
 		return fmt.Errorf("%s refused it: %s (another node claims it as an orphan)", target, strings.TrimPrefix(s, "error: "))
 	}
-	m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps))
+	m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps), "npcs", len(npcs))
 	return nil
 }
 

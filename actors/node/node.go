@@ -27,6 +27,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
 	"github.com/ghostwire/ghostwire/zones/handoff"
+	"github.com/ghostwire/ghostwire/zones/sim"
 )
 
 // Node is one running zoned process. Start makes one; Stop ends it.
@@ -206,6 +207,15 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 			}
 			done(actor.NewPID(s.Address(), zone.ActorName(rec.GetZone())), cp)
 		}()
+	}
+	// Each run of a zone spawns NPC ids of its own (sim.NPCGenerationOf its
+	// lease epoch): the NPCs of a run that ended with a crash may still
+	// walk in the neighbour zones.
+	cfg.npcGeneration = func(z string) uint64 {
+		if ep, ok := n.leases.Held(z); ok {
+			return sim.NPCGenerationOf(ep)
+		}
+		return 0
 	}
 	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, restored, checkpoint, chunk, resume, func(g *game) error {
 		sys.Store(g.sys)

@@ -90,8 +90,14 @@ func StartZones(sys *actor.ActorSystem, w *world.World, base sim.Config, p Param
 	return out, nil
 }
 
-// Spawn starts the actor of zone id here (the node claimed it).
-func (w *World) Spawn(id string) error {
+// Spawn starts the actor of zone id here (the node claimed it), with the
+// zone's share of the world's NPCs spawned afresh.
+func (w *World) Spawn(id string) error { return w.SpawnWith(id, nil) }
+
+// SpawnWith is Spawn with the zone's NPCs as its previous owner handed
+// them over, when npcs is not nil (Params.NPCs): a zone handover keeps
+// them, and their number, instead of spawning its share again.
+func (w *World) SpawnWith(id string, npcs []sim.NPCState) error {
 	i := w.w.Index(id)
 	if i < 0 {
 		return fmt.Errorf("zone %q is not in world %q", id, w.w.Name())
@@ -107,8 +113,12 @@ func (w *World) Spawn(id string) error {
 	if i < w.base.NPCs%n {
 		cfg.NPCs++
 	}
+	if w.p.NPCGeneration != nil {
+		cfg.NPCGeneration = w.p.NPCGeneration(id)
+	}
 	zp := w.p
 	zp.Sim = cfg
+	zp.NPCs = npcs
 	if err := zp.Validate(); err != nil {
 		return err
 	}

@@ -36,6 +36,16 @@ type Params struct {
 	// another process gets its next update one period after its last, not
 	// up to two. Zero: on multiples of Now.
 	Origin time.Time
+	// NPCs, when not nil, are the zone's NPCs as its previous owner handed
+	// them over (sim.Zone.AppendNPCs): the zone starts with them in place
+	// of the Sim.NPCs it would spawn. One that does not restore (a bad
+	// state from another build) is logged and left out.
+	NPCs []sim.NPCState
+	// NPCGeneration, when set, gives each zone run its Sim.NPCGeneration
+	// as World.Spawn starts it (a cluster: from the zone's lease epoch,
+	// sim.NPCGenerationOf), so a zone started again spawns NPC ids its
+	// earlier runs' NPCs, still walking in its neighbours, do not have.
+	NPCGeneration func(zone string) uint64
 	// Metrics collects counters; nil gets a private set.
 	Metrics *Metrics
 	// Log receives the actor's rare events; nil discards them.
@@ -343,9 +353,24 @@ func (a *zoneActor) start(ctx actor.Context) error {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	now := a.p.Now()
-	z, err := sim.New(a.p.Sim, now)
+	cfg := a.p.Sim
+	if a.p.NPCs != nil {
+		cfg.NPCs = 0
+	}
+	z, err := sim.New(cfg, now)
 	if err != nil {
 		return err
+	}
+	bad := 0
+	for _, st := range a.p.NPCs {
+		if err := z.RestoreNPC(now, st); err != nil {
+			if bad++; bad == 1 {
+				a.log.Warn("zone: a handed-over NPC not restored", "zone", cfg.Zone, "npc", st.Snap.Entity, "err", err)
+			}
+		}
+	}
+	if bad > 1 {
+		a.log.Warn("zone: handed-over NPCs not restored", "zone", cfg.Zone, "count", bad, "of", len(a.p.NPCs))
 	}
 	a.init(z)
 	a.self = ctx.Self()

@@ -36,6 +36,15 @@ type Config struct {
 	// Seed seeds the NPCs (each NPC's own generator is derived from it and
 	// the NPC's id, and travels with the NPC on handoff).
 	Seed uint64
+	// NPCGeneration tells the NPCs this run of the zone spawns from those
+	// of its earlier runs: their ids are NPCID(zone, NPCGeneration<<20 | n).
+	// A zone started again after its node died spawns its NPCs afresh
+	// while some of the old run's may be walking in neighbour zones; with
+	// the same ids, two NPCs would share one (each zone's handoffs refuse
+	// the other: ReasonOwned). A cluster sets it from the zone's lease
+	// epoch (NPCGenerationOf); 0 (one process) keeps the ids 1..NPCs.
+	// Below 1<<20.
+	NPCGeneration uint64
 	// NPCSpeed is the range of wanderer speeds in m/s. Default [1, 3].
 	NPCSpeed [2]float32
 	// Interest configures scope and priorities.
@@ -232,8 +241,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.TickRate < 1 || c.TickRate > 1000:
 		return bad("TickRate", c.TickRate)
-	case c.NPCs < 0:
-		return bad("NPCs", c.NPCs)
+	case c.NPCs < 0 || c.NPCs >= 1<<npcGenShift:
+		return bad("NPCs (want 0 ≤ NPCs < 2^20 a zone)", c.NPCs)
+	case c.NPCGeneration >= 1<<(40-npcGenShift):
+		return bad("NPCGeneration (want < 2^20)", c.NPCGeneration)
 	case !(c.NPCSpeed[0] >= 0 && c.NPCSpeed[1] >= c.NPCSpeed[0] && c.NPCSpeed[1] <= c.MaxSpeed):
 		return bad("NPCSpeed (want 0 ≤ min ≤ max ≤ MaxSpeed)", c.NPCSpeed)
 	case !(c.MaxSpeed > 0) || math.IsInf(float64(c.MaxSpeed), 0):

@@ -1,8 +1,12 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
+
+	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 
 	"github.com/ghostwire/ghostwire/zones/world"
 )
@@ -13,6 +17,24 @@ import (
 // PlayerID, which must stay below 1<<63 (Join refuses others with
 // ErrBadID).
 const npcBit = 1 << 63
+
+// npcGenShift: an NPC id's counter is the zone run's generation
+// (Config.NPCGeneration) above 20 bits of spawn count.
+const npcGenShift = 20
+
+// NPCGenerationOf is the NPC generation (Config.NPCGeneration) of a zone
+// run that started at lease epoch: the epoch's bits mixed and folded into
+// 20, never 0 (a single process's). Two runs of a zone share one with
+// probability ≈ 2^-20, and only their NPCs that are still alive at once
+// (emigrants of the older run) could then share an id.
+func NPCGenerationOf(epoch uint64) uint64 {
+	s := epoch
+	g := splitmix64(&s) >> (64 - (40 - npcGenShift))
+	if g == 0 {
+		g = 1
+	}
+	return g
+}
 
 // NPCID returns the id of the n-th NPC spawned by the zone with index zi.
 func NPCID(zi int, n uint64) uint64 { return npcBit | uint64(zi+1)<<40 | n&(1<<40-1) }
@@ -36,7 +58,7 @@ func unit(s *uint64) float32 { return float32(splitmix64(s)>>40) / (1 << 24) }
 
 func (z *Zone) spawnNPC(now time.Duration) {
 	z.npcNext++
-	id := NPCID(z.w.Index(z.cfg.Zone), z.npcNext)
+	id := NPCID(z.w.Index(z.cfg.Zone), z.cfg.NPCGeneration<<npcGenShift|z.npcNext)
 	s := z.slotAlloc(id)
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since = KindNPC, roleOwned, 1, now
@@ -113,4 +135,71 @@ func (z *Zone) stepNPC(t *npcTick, s int, e *entity) {
 	e.state.Pos[0], e.state.Pos[2] = x, zz
 	e.state.Vel = [3]float32{vx, 0, vz}
 	e.state.Yaw = n.heading
+}
+
+// NPCState is an NPC a zone hands to its next owner along with the zone
+// (a handover: zonectl move-zone, a drain, a rebalance), so the NPCs walk
+// on there where and as they were, with their ids, instead of a fresh
+// set being spawned: the count stays what it was and no id is used twice.
+type NPCState struct {
+	Snap  handoff.Snapshot
+	Epoch handoff.Epoch // its handoff epoch here
+}
+
+// AppendNPCs appends the state of every NPC this zone owns (also one it
+// is offering a neighbour: until the Commit it is still this zone's).
+// Taken from a zone frozen for a handover, nothing changes after.
+func (z *Zone) AppendNPCs(dst []NPCState) []NPCState {
+	for s := range z.ents {
+		e := &z.ents[s]
+		if e.kind != KindNPC || (e.role != roleOwned && e.role != roleFrozen) {
+			continue
+		}
+		dst = append(dst, NPCState{Snap: *z.snapshot(int32(s)), Epoch: e.epoch})
+	}
+	return dst
+}
+
+// RestoreNPC adds an NPC a zone's previous owner handed over with it
+// (AppendNPCs): owned here at a handoff epoch above its old one, so
+// messages about its old epoch are stale. Refused: a player's id or kind,
+// an id this zone already has (not as a replica), a position outside the
+// world, an invalid state or a speed past MaxSpeed.
+func (z *Zone) RestoreNPC(now time.Duration, st NPCState) error {
+	sn := &st.Snap
+	if !IsNPC(sn.Entity) || sn.Kind != KindNPC {
+		return fmt.Errorf("%w: %#x is not an NPC", ErrBadState, sn.Entity)
+	}
+	if s, ok := z.byID.get(sn.Entity); ok && z.ents[s].role != roleReplica {
+		return fmt.Errorf("%w: %#x", ErrExists, sn.Entity)
+	}
+	pos := sn.Control.Pos
+	if _, ok := z.w.ZoneAt(float64(pos[0]), float64(pos[2])); !ok {
+		return fmt.Errorf("%w: [%g, %g] is outside world %s", ErrOutside, pos[0], pos[2], z.w.Name())
+	}
+	if err := sn.Control.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	if !(sn.Speed >= 0 && sn.Speed <= z.cfg.MaxSpeed) {
+		return fmt.Errorf("%w: speed %g m/s (want 0..%g)", ErrBadState, sn.Speed, z.cfg.MaxSpeed)
+	}
+	nm, err := ghost.MakeName(sn.Name)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	epoch, err := z.hand.SpawnAbove(sn.Entity, now, st.Epoch)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	s, ok := z.byID.get(sn.Entity)
+	if !ok {
+		s = z.slotAlloc(sn.Entity)
+	}
+	e := &z.ents[s]
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindNPC, roleOwned, epoch, now, 0
+	e.rp = nil // a replica's slot taken over: no longer one
+	e.state, e.health, e.flags, e.name, e.extra = sn.Control, sn.Health, sn.Flags, nm, sn.Extra
+	e.np = &npcSlot{rng: sn.Rng[0], speed: sn.Speed, turnIn: sn.TurnIn}
+	e.np.turn(sn.Heading)
+	return nil
 }

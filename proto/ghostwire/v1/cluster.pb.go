@@ -839,6 +839,75 @@ func (x *EventsOut) GetConnTag() uint32 {
 	return 0
 }
 
+// ZoneTake goes to gw.<world>.node.<target>.take in a zone handover
+// (drain, `zonectl move-zone`, a rebalance), after the old owner froze the
+// zone and released its lease: claim the zone now, and run its NPCs as the
+// old owner left them, so they walk on with their ids instead of a fresh
+// set being spawned. On the wire it follows one 0x00 byte, which no zone
+// id begins with: a request that is the zone id alone (an older node)
+// claims the zone with its NPCs spawned afresh.
+type ZoneTake struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	// The zone's NPCs, frozen; npc_epochs[i] is npcs[i]'s handoff epoch at
+	// the old owner.
+	Npcs          []*EntitySnapshot `protobuf:"bytes,2,rep,name=npcs,proto3" json:"npcs,omitempty"`
+	NpcEpochs     []uint64          `protobuf:"varint,3,rep,packed,name=npc_epochs,json=npcEpochs,proto3" json:"npc_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneTake) Reset() {
+	*x = ZoneTake{}
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneTake) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneTake) ProtoMessage() {}
+
+func (x *ZoneTake) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneTake.ProtoReflect.Descriptor instead.
+func (*ZoneTake) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ZoneTake) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *ZoneTake) GetNpcs() []*EntitySnapshot {
+	if x != nil {
+		return x.Npcs
+	}
+	return nil
+}
+
+func (x *ZoneTake) GetNpcEpochs() []uint64 {
+	if x != nil {
+		return x.NpcEpochs
+	}
+	return nil
+}
+
 var File_ghostwire_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_cluster_proto_rawDesc = "" +
@@ -906,7 +975,12 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12/\n" +
 	"\x06events\x18\x02 \x03(\v2\x17.ghostwire.v1.GameEventR\x06events\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bconn_tag\x18\x04 \x01(\rR\aconnTagB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"\bconn_tag\x18\x04 \x01(\rR\aconnTag\"o\n" +
+	"\bZoneTake\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x120\n" +
+	"\x04npcs\x18\x02 \x03(\v2\x1c.ghostwire.v1.EntitySnapshotR\x04npcs\x12\x1d\n" +
+	"\n" +
+	"npc_epochs\x18\x03 \x03(\x04R\tnpcEpochsB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_cluster_proto_rawDescOnce sync.Once
@@ -920,7 +994,7 @@ func file_ghostwire_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_ghostwire_v1_cluster_proto_rawDescData
 }
 
-var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*ZoneBatch)(nil),      // 0: ghostwire.v1.ZoneBatch
 	(*ZoneItem)(nil),       // 1: ghostwire.v1.ZoneItem
@@ -931,41 +1005,43 @@ var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*Rejoin)(nil),         // 6: ghostwire.v1.Rejoin
 	(*ConnKick)(nil),       // 7: ghostwire.v1.ConnKick
 	(*EventsOut)(nil),      // 8: ghostwire.v1.EventsOut
-	(*ReplicaBatch)(nil),   // 9: ghostwire.v1.ReplicaBatch
-	(*PlayerInput)(nil),    // 10: ghostwire.v1.PlayerInput
-	(*PlayerJoin)(nil),     // 11: ghostwire.v1.PlayerJoin
-	(*PlayerLeave)(nil),    // 12: ghostwire.v1.PlayerLeave
-	(*HandoffMessage)(nil), // 13: ghostwire.v1.HandoffMessage
-	(*Vec3)(nil),           // 14: ghostwire.v1.Vec3
-	(*ControlUpdate)(nil),  // 15: ghostwire.v1.ControlUpdate
-	(*ViewUpdate)(nil),     // 16: ghostwire.v1.ViewUpdate
-	(*Redirect)(nil),       // 17: ghostwire.v1.Redirect
-	(*EntitySnapshot)(nil), // 18: ghostwire.v1.EntitySnapshot
-	(*GameEvent)(nil),      // 19: ghostwire.v1.GameEvent
+	(*ZoneTake)(nil),       // 9: ghostwire.v1.ZoneTake
+	(*ReplicaBatch)(nil),   // 10: ghostwire.v1.ReplicaBatch
+	(*PlayerInput)(nil),    // 11: ghostwire.v1.PlayerInput
+	(*PlayerJoin)(nil),     // 12: ghostwire.v1.PlayerJoin
+	(*PlayerLeave)(nil),    // 13: ghostwire.v1.PlayerLeave
+	(*HandoffMessage)(nil), // 14: ghostwire.v1.HandoffMessage
+	(*Vec3)(nil),           // 15: ghostwire.v1.Vec3
+	(*ControlUpdate)(nil),  // 16: ghostwire.v1.ControlUpdate
+	(*ViewUpdate)(nil),     // 17: ghostwire.v1.ViewUpdate
+	(*Redirect)(nil),       // 18: ghostwire.v1.Redirect
+	(*EntitySnapshot)(nil), // 19: ghostwire.v1.EntitySnapshot
+	(*GameEvent)(nil),      // 20: ghostwire.v1.GameEvent
 }
 var file_ghostwire_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: ghostwire.v1.ZoneBatch.items:type_name -> ghostwire.v1.ZoneItem
 	2,  // 1: ghostwire.v1.ZoneItem.handoff:type_name -> ghostwire.v1.HandoffItem
-	9,  // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
-	10, // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
-	11, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
-	12, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
+	10, // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
+	11, // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
+	12, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
+	13, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
 	3,  // 6: ghostwire.v1.ZoneItem.teleport:type_name -> ghostwire.v1.TeleportItem
-	13, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
-	14, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
-	15, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
-	16, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
-	17, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
+	14, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
+	15, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
+	16, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
+	17, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
+	18, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
 	7,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
 	8,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
 	6,  // 14: ghostwire.v1.ConnBatch.rejoins:type_name -> ghostwire.v1.Rejoin
-	18, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
-	19, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
+	20, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
+	19, // 17: ghostwire.v1.ZoneTake.npcs:type_name -> ghostwire.v1.EntitySnapshot
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_ghostwire_v1_cluster_proto_init() }
@@ -992,7 +1068,7 @@ func file_ghostwire_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_cluster_proto_rawDesc), len(file_ghostwire_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
