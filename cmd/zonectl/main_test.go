@@ -189,6 +189,10 @@ func TestHelpListsEveryFlag(t *testing.T) {
 				t.Errorf("%s --help does not mention %s:\n%s", cmd, f, r.stdout)
 			}
 		}
+		// The command's own help, once: not cobra's short one after it.
+		if n := strings.Count(r.stdout+r.stderr, "Usage:"); n != 1 {
+			t.Errorf("%s --help prints %d usages, want 1:\n%s", cmd, n, r.stdout+r.stderr)
+		}
 	}
 	if r := runWith(t, noEnv, time.Now(), "help"); r.code != 0 || !strings.Contains(r.stdout, "token") {
 		t.Fatalf("help: %+v", r)

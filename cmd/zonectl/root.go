@@ -83,10 +83,16 @@ func newRoot(e env) *cobra.Command {
 		root.AddCommand(&cobra.Command{
 			Use: name, Short: c.summary, DisableFlagParsing: true,
 			RunE: func(_ *cobra.Command, args []string) error {
+				var err error
 				if name == "zones" {
-					return runZonesWith(e, g, args)
+					err = runZonesWith(e, g, args)
+				} else {
+					err = c.run(e, args)
 				}
-				return c.run(e, args)
+				if errors.Is(err, pflag.ErrHelp) {
+					return nil // the command printed its own help; cobra would print its short one after it
+				}
+				return err
 			},
 		})
 	}
