@@ -1050,3 +1050,8 @@ func ValidID(s string) bool {
 	}
 	return true
 }
+
+// LinkID is the actor id under which the connections of gateway node
+// appear in the Joins of zones on other nodes (msg.Join.Conn.Id): what a
+// zone.GatewayGone names.
+func LinkID(node string) string { return linkPrefix + node }

@@ -94,6 +94,13 @@ type membership struct {
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
 
+	// The game clock (GatewayGone's Before) and the watch of the other
+	// nodes as gateways (gateways.go; loop only).
+	now       func() time.Duration
+	origin    time.Time
+	gw        map[string]*gatewaySeen
+	gwChecked time.Time
+
 	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
 	// the players' gateways were paused while it tried.
 	dropRejoins atomic.Bool
@@ -452,6 +459,7 @@ func (m *membership) loop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.leases.TTL())
+		m.watchGateways(ctx, time.Now())
 		if !m.auto {
 			// A fixed --zones list: take back a listed zone this node lost
 			// (its lease expired while NATS was unreachable, say) once

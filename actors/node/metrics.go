@@ -29,6 +29,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 		{"joins_total", "Players joined.", m.Joins.Load},
 		{"joins_rejected_total", "Player joins a zone refused (the connection is kicked).", m.JoinsRejected.Load},
 		{"leaves_total", "Players left.", m.Leaves.Load},
+		{"gateway_gone_leaves_total", "Players taken out of a zone because the cluster node holding their connections died (no heartbeat for 10 s) or started again: nobody else would end them.", m.GatewayGoneLeaves.Load},
 		{"inputs_total", "Input batches received from connections.", m.Inputs.Load},
 		{"inputs_dropped_total", "Input batches for a player the zone does not know.", m.InputsDropped.Load},
 		{"held_inputs_dropped_total", "Inputs a zone held for a player it was taking over, for a login whose Join had not come, dropped (past 64 a player, superseded, refused with their Join, or no Join within 10 s).", m.HeldInputsDropped.Load},

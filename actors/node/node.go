@@ -234,7 +234,8 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		})
 		want, _ := cfg.zoneList()
 		mem = &membership{node: n.node, auto: want == nil, want: want, wm: wm, sys: g.sys, zones: g.zones,
-			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players, nc: nl.nc, world: world}
+			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players, nc: nl.nc, world: world,
+			now: g.now, origin: g.origin}
 		n.member = mem
 		return mem.start(owned)
 	})

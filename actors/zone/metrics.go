@@ -13,6 +13,9 @@ import (
 type Metrics struct {
 	Ticks       atomic.Uint64
 	MissedTicks atomic.Uint64
+	// GatewayGoneLeaves: players taken out because their gateway node died
+	// or started again (GatewayGone).
+	GatewayGoneLeaves atomic.Uint64
 	// LateTicks: ticks posted when their slot had already passed, at the
 	// default priority behind the inputs queued before them (lateTickMsg):
 	// a zone whose ticks cost more than their period.

@@ -170,6 +170,9 @@ type zoneActor struct {
 	// joins: every player's Join here. Write it with setJoin and
 	// dropJoin only: they keep joinAt in step.
 	joins map[uint64]*msg.Join
+	// joinedAt: when (Now) each player's Join here was set (GatewayGone
+	// tells a gateway's joins from before its restart from those after).
+	joinedAt map[uint64]time.Duration
 	// joinAt[slot] is the Join onTick found last for the player of the
 	// zone's slot (sim.ViewRef.Slot) with the fields the tick reads
 	// (joinHot), its player checked on use: a slice read a view instead
@@ -315,6 +318,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onTeleport(m)
 	case *Pause:
 		a.setPaused(m)
+	case *GatewayGone:
+		a.onGatewayGone(m)
 	case *Inspect:
 		m.Fn(a.z)
 		m.Answer(ctx)
@@ -393,6 +398,7 @@ func (a *zoneActor) init(z *sim.Zone) {
 	a.z = z
 	a.peers = map[string]*actor.PID{}
 	a.joins = map[uint64]*msg.Join{}
+	a.joinedAt = map[uint64]time.Duration{}
 	a.joinGen = 1 // joinAt's zero entries never count
 	a.began = map[uint64]time.Duration{}
 	a.pendingLeave = map[uint64]keptLeave{}
@@ -787,6 +793,9 @@ func (a *zoneActor) setJoin(j *msg.Join) { a.setJoinFor(j.Player, j) }
 
 // setJoinFor makes j player id's Join.
 func (a *zoneActor) setJoinFor(id uint64, j *msg.Join) {
+	if a.joins[id] != j {
+		a.joinedAt[id] = a.p.Now()
+	}
 	a.joins[id] = j
 	a.joinsChanged()
 }
@@ -794,6 +803,7 @@ func (a *zoneActor) setJoinFor(id uint64, j *msg.Join) {
 // dropJoin forgets player id's Join.
 func (a *zoneActor) dropJoin(id uint64) {
 	delete(a.joins, id)
+	delete(a.joinedAt, id)
 	a.joinsChanged()
 }
 
@@ -2195,5 +2205,35 @@ func (a *zoneActor) sweepEarly() {
 		case now >= e.until:
 			a.dropEarly(id)
 		}
+	}
+}
+
+// GatewayGone tells a zone that the connections of one gateway node (a
+// cluster node's link: its players' Join.Conn.Id is Link) that joined
+// before Before (the zone's Now) are gone: the node died (no heartbeat)
+// or started again (its connections died with the old process). Nobody
+// else would ever send their Leaves, and the players would stand in the
+// zone for good, frozen where their clients stopped, their records
+// online. Each leaves as a connection's Leave(Timeout) would: final
+// checkpoint, record offline. One that joined again since (through the
+// restarted node: a later Join) stays.
+type GatewayGone struct {
+	Link   string
+	Before time.Duration
+}
+
+func (a *zoneActor) onGatewayGone(m *GatewayGone) {
+	var gone []uint64
+	for id, j := range a.joins {
+		if j != nil && j.Conn != nil && j.Conn.Id == m.Link && a.joinedAt[id] < m.Before {
+			gone = append(gone, id)
+		}
+	}
+	for _, id := range gone {
+		a.leave(id, a.ownLeave(id, handshake.ReasonTimeout))
+	}
+	if len(gone) > 0 {
+		a.m.GatewayGoneLeaves.Add(uint64(len(gone)))
+		a.log.Warn("zone: players of a gateway node that is gone taken out", "zone", a.p.Sim.Zone, "link", m.Link, "players", len(gone))
 	}
 }

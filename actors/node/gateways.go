@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+)
+
+// Gateways that are gone. A player whose connection is on another node
+// leaves its zone when that connection ends: the gateway's bridge sends
+// the Leave. When the gateway node dies, nothing does: its players stood
+// in this node's zones for good, frozen where their clients stopped,
+// their records online (found by hand: 8 players left behind by a
+// kill -9). The nodes' directory records tell: a record that expired
+// (no heartbeat for its TTL) and stays away gatewayGoneAfter is a dead
+// node; a record whose start time changed is a node that started again,
+// whose old connections died with the old process. The zones here are
+// then told to take out the players that joined through it before
+// (zone.GatewayGone), each as a Leave(Timeout) would.
+
+const (
+	// gatewayGoneAfter: how long a node's record must stay away before its
+	// connections count as gone. Longer than a NATS hiccup; a client that
+	// fails over (its own timeout, 10 s by default) has reconnected
+	// elsewhere by then, its new Join replacing the one taken out.
+	gatewayGoneAfter = 10 * time.Second
+	// gatewayCheckEvery: how often the records are read.
+	gatewayCheckEvery = 2 * time.Second
+)
+
+// gatewaySeen is what the watch knows of another node.
+type gatewaySeen struct {
+	started int64     // its record's start time (Unix ms)
+	absent  time.Time // when its record was first found missing (zero: present)
+}
+
+// watchGateways reads the nodes' records (at most every
+// gatewayCheckEvery) and tells the zones here of the gateways that are
+// gone. A failed read decides nothing: a node cut off from NATS must not
+// take everyone's records for missing.
+func (m *membership) watchGateways(ctx context.Context, now time.Time) {
+	if now.Sub(m.gwChecked) < gatewayCheckEvery || m.kvNodes == nil {
+		return
+	}
+	m.gwChecked = now
+	keys, err := m.kvNodes.Keys(ctx)
+	if err != nil {
+		return
+	}
+	present := map[string]int64{}
+	for _, k := range keys {
+		if k == m.node {
+			continue
+		}
+		e, err := m.kvNodes.Get(ctx, k)
+		if err != nil {
+			return
+		}
+		var rec pb.NodeRecord
+		if proto.Unmarshal(e.Value(), &rec) != nil {
+			continue
+		}
+		present[k] = rec.GetStartedUnixMs()
+	}
+	if m.gw == nil {
+		m.gw = map[string]*gatewaySeen{}
+	}
+	for k, started := range present {
+		s := m.gw[k]
+		if s == nil {
+			m.gw[k] = &gatewaySeen{started: started}
+			continue
+		}
+		s.absent = time.Time{}
+		if s.started != started {
+			// Started again: what joined through it before this start
+			// was the old process's.
+			s.started = started
+			m.gatewayGone(k, "started again", time.UnixMilli(started).Sub(m.origin))
+		}
+	}
+	for k, s := range m.gw {
+		if _, ok := present[k]; ok {
+			continue
+		}
+		if s.absent.IsZero() {
+			s.absent = now
+			continue
+		}
+		if now.Sub(s.absent) >= gatewayGoneAfter {
+			delete(m.gw, k)
+			m.gatewayGone(k, "no heartbeat", m.now())
+		}
+	}
+}
+
+// gatewayGone tells every zone here that the connections of node that
+// joined before (the game clock) are gone.
+func (m *membership) gatewayGone(node, why string, before time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	ids := m.zones.IDs()
+	for _, id := range ids {
+		if pid := m.zones.PID(id); pid != nil {
+			m.sys.Root.Send(pid, &zone.GatewayGone{Link: cluster.LinkID(node), Before: before})
+		}
+	}
+	m.log.Warn("gateway node gone: the zones here take out the players that joined through it", "node", node, "why", why, "zones", len(ids))
+}

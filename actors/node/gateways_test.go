@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/msg"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+	"github.com/ghostwire/ghostwire/zones/sim"
+)
+
+// Players whose connections are on a gateway node that died (its record's
+// heartbeat stopped) or started again (its record's start time changed)
+// leave this node's zones: nobody else would send their Leaves, and they
+// stood in the zones for good (8 of them after a kill -9, by hand). Two
+// stand-in gateways heartbeat into the nodes bucket as nodes do: gwx stops
+// (a crash), gwy starts again. gwx's player and gwy's player from before
+// its restart leave; the player that joined through gwy after its restart
+// stays.
+func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	nodes := startNodes(t, func(c *Config) { c.NPCs = 0 }, "x0z0,x1z0,x0z1,x1z1")
+	defer stopAll(nodes)
+	n := nodes[0]
+	kv := n.nats.kv[BucketNodes]
+	var mu sync.Mutex
+	started := map[string]int64{"gwx": time.Now().Add(-time.Minute).UnixMilli(), "gwy": time.Now().Add(-time.Minute).UnixMilli()}
+	beat := func(gw string) {
+		mu.Lock()
+		rec := &pb.NodeRecord{Node: gw, StartedUnixMs: started[gw], HeartbeatUnixMs: time.Now().UnixMilli()}
+		mu.Unlock()
+		b, _ := proto.Marshal(rec)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := kv.Put(ctx, gw, b); err != nil {
+			t.Errorf("heartbeat of %s: %v", gw, err)
+		}
+	}
+	stop := make(chan struct{})
+	var beats sync.WaitGroup
+	gwxStop := make(chan struct{})
+	beats.Add(1)
+	go func() {
+		defer beats.Done()
+		tk := time.NewTicker(500 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			beat("gwy")
+			select {
+			case <-gwxStop:
+			default:
+				beat("gwx")
+			}
+		}
+	}()
+	defer func() { close(stop); beats.Wait() }()
+	beat("gwx")
+	beat("gwy")
+
+	join := func(player uint64, gw string) {
+		pid := &actor.PID{Address: n.game.sys.Address(), Id: cluster.LinkID(gw), RequestId: uint32(player)}
+		n.game.sys.Root.Send(n.Zones().PID("x0z0"), &msg.Join{Player: player, Conn: pid, Ghosts: pid, Views: new(msg.ViewSlot)})
+	}
+	owned := func(player uint64) bool {
+		var ok bool
+		inspect(t, n, func(z *sim.Zone) {
+			if e, in := z.Entity(player); in && e.Owned {
+				ok = true
+			}
+		})
+		return ok
+	}
+	join(101, "gwx")
+	join(102, "gwy")
+	waitFor(t, 5*time.Second, "both players in x0z0", func() bool { return owned(101) && owned(102) })
+	time.Sleep(gatewayCheckEvery + time.Second) // the watch has seen both gateways
+
+	close(gwxStop) // gwx crashes: no more heartbeats
+	mu.Lock()
+	started["gwy"] = time.Now().UnixMilli() // gwy starts again
+	mu.Unlock()
+	beat("gwy")
+	time.Sleep(100 * time.Millisecond)
+	join(104, "gwy") // a player who connects through the restarted gwy
+	waitFor(t, 5*time.Second, "the player of the restarted gwy", func() bool { return owned(104) })
+
+	waitFor(t, 2*gatewayCheckEvery+2*time.Second, "gwy's player from before its restart to leave", func() bool { return !owned(102) })
+	if !owned(101) {
+		t.Fatal("gwx's player left before gwx's record had been gone gatewayGoneAfter")
+	}
+	waitFor(t, 3*time.Second+gatewayGoneAfter+2*gatewayCheckEvery+2*time.Second, "the player of the dead gwx to leave", func() bool { return !owned(101) })
+	if !owned(104) {
+		t.Fatal("the player who joined through gwy after its restart was taken out")
+	}
+	if got := n.Zones().Metrics().GatewayGoneLeaves.Load(); got != 2 {
+		t.Fatalf("gateway_gone_leaves_total %d, want 2", got)
+	}
+}
