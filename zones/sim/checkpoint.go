@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ghostwire/ghostwire/replication/ghost"
+	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
@@ -100,6 +101,39 @@ func (z *Zone) CheckpointNow(entity uint64, every uint64) (Checkpoint, bool) {
 	return cp, ok
 }
 
+// restoreSlot is what Restore and RestoreNPC share: it checks a restored
+// entity's position (in the world: a checkpoint taken mid-crossing may
+// stand in a neighbour zone, handed on by the next ticks' crossings),
+// state and name, and makes it owned here, in its slot (a replica's
+// taken over), at a handoff epoch above its old one, with that state and
+// name. The caller sets the rest.
+func (z *Zone) restoreSlot(now time.Duration, id uint64, kind uint8, ctl move.ControlState, name string, above handoff.Epoch) (*entity, error) {
+	pos := ctl.Pos
+	if _, ok := z.w.ZoneAt(float64(pos[0]), float64(pos[2])); !ok {
+		return nil, fmt.Errorf("%w: [%g, %g] is outside world %s", ErrOutside, pos[0], pos[2], z.w.Name())
+	}
+	if err := ctl.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	nm, err := ghost.MakeName(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadState, err)
+	}
+	epoch, err := z.hand.SpawnAbove(id, now, above)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	s, ok := z.byID.get(id)
+	if !ok {
+		s = z.slotAlloc(id)
+	}
+	e := &z.ents[s]
+	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = kind, roleOwned, epoch, now, 0
+	e.rp = nil // a replica's slot taken over: no longer one
+	e.state, e.name = ctl, nm
+	return e, nil
+}
+
 func (z *Zone) checkpoint(e *entity) Checkpoint {
 	p := e.p()
 	return Checkpoint{Entity: e.id, Epoch: e.epoch, Control: e.state, LastApplied: p.queue.LastApplied(),
@@ -122,30 +156,11 @@ func (z *Zone) Restore(now time.Duration, cp Checkpoint, conn string, lastApplie
 	// player had crossed, its handoff not committed when the owner died):
 	// it is put back here anyway, where it stood, and handed on by the
 	// next ticks' crossings. Only a position outside the world is refused.
-	pos := cp.Control.Pos
-	if _, ok := z.w.ZoneAt(float64(pos[0]), float64(pos[2])); !ok {
-		return fmt.Errorf("%w: [%g, %g] is outside world %s", ErrOutside, pos[0], pos[2], z.w.Name())
-	}
-	if err := cp.Control.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadState, err)
-	}
-	nm, err := ghost.MakeName(cp.Name)
+	e, err := z.restoreSlot(now, cp.Entity, KindPlayer, cp.Control, cp.Name, cp.Epoch)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadState, err)
+		return err
 	}
-	epoch, err := z.hand.SpawnAbove(cp.Entity, now, cp.Epoch)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrExists, err)
-	}
-	s, ok := z.byID.get(cp.Entity)
-	if !ok {
-		s = z.slotAlloc(cp.Entity)
-	}
-	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindPlayer, roleOwned, epoch, now, 0
-	e.rp = nil // a replica's slot taken over: no longer one
-	e.state = cp.Control
-	e.health, e.flags, e.name, e.extra = cp.Health, cp.Flags, nm, cp.Extra
+	e.health, e.flags, e.extra = cp.Health, cp.Flags, cp.Extra
 	p := z.pl(e)
 	p.hasConn, p.events, p.evNew = conn != "", cp.Events, true
 	p.queue.Reset(lastApplied)

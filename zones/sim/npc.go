@@ -5,7 +5,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -173,32 +172,14 @@ func (z *Zone) RestoreNPC(now time.Duration, st NPCState) error {
 	if s, ok := z.byID.get(sn.Entity); ok && z.ents[s].role != roleReplica {
 		return fmt.Errorf("%w: %#x", ErrExists, sn.Entity)
 	}
-	pos := sn.Control.Pos
-	if _, ok := z.w.ZoneAt(float64(pos[0]), float64(pos[2])); !ok {
-		return fmt.Errorf("%w: [%g, %g] is outside world %s", ErrOutside, pos[0], pos[2], z.w.Name())
-	}
-	if err := sn.Control.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadState, err)
-	}
 	if !(sn.Speed >= 0 && sn.Speed <= z.cfg.MaxSpeed) {
 		return fmt.Errorf("%w: speed %g m/s (want 0..%g)", ErrBadState, sn.Speed, z.cfg.MaxSpeed)
 	}
-	nm, err := ghost.MakeName(sn.Name)
+	e, err := z.restoreSlot(now, sn.Entity, KindNPC, sn.Control, sn.Name, st.Epoch)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadState, err)
+		return err
 	}
-	epoch, err := z.hand.SpawnAbove(sn.Entity, now, st.Epoch)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrExists, err)
-	}
-	s, ok := z.byID.get(sn.Entity)
-	if !ok {
-		s = z.slotAlloc(sn.Entity)
-	}
-	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindNPC, roleOwned, epoch, now, 0
-	e.rp = nil // a replica's slot taken over: no longer one
-	e.state, e.health, e.flags, e.name, e.extra = sn.Control, sn.Health, sn.Flags, nm, sn.Extra
+	e.health, e.flags, e.extra = sn.Health, sn.Flags, sn.Extra
 	e.np = &npcSlot{rng: sn.Rng[0], speed: sn.Speed, turnIn: sn.TurnIn}
 	e.np.turn(sn.Heading)
 	return nil
