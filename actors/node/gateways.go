@@ -19,7 +19,9 @@ import (
 // kill -9). The nodes' directory records tell: a record that expired
 // (no heartbeat for its TTL) and stays away gatewayGoneAfter is a dead
 // node; a record whose start time changed is a node that started again,
-// whose old connections died with the old process. The zones here are
+// whose old connections died with the old process (acted on
+// gatewayGoneAfter later too, so that clients reconnecting take their
+// players over live first). The zones here are
 // then told to take out the players that joined through it before
 // (zone.GatewayGone), each as a Leave(Timeout) would.
 
@@ -37,6 +39,11 @@ const (
 type gatewaySeen struct {
 	started int64     // its record's start time (Unix ms)
 	absent  time.Time // when its record was first found missing (zero: present)
+	// restarted: when its record was first found with a new start time
+	// (zero: none pending). Its old connections' players are taken out
+	// gatewayGoneAfter later: their clients reconnecting meanwhile take
+	// them over live, as they did before the watch.
+	restarted time.Time
 }
 
 // watchGateways reads the nodes' records (at most every
@@ -80,8 +87,11 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 		if s.started != started {
 			// Started again: what joined through it before this start
 			// was the old process's.
-			s.started = started
-			m.gatewayGone(k, "started again", time.UnixMilli(started).Sub(m.origin))
+			s.started, s.restarted = started, now
+		}
+		if !s.restarted.IsZero() && now.Sub(s.restarted) >= gatewayGoneAfter {
+			s.restarted = time.Time{}
+			m.gatewayGone(k, "started again", time.UnixMilli(s.started).Sub(m.origin))
 		}
 	}
 	for k, s := range m.gw {
