@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,7 +59,21 @@ func connect(ctx context.Context, e env, g *globals) (*adminclient.Client, error
 	return adminclient.Connect(ctx, g.nats, credsPath(e, g), caller(e))
 }
 
-// call connects, calls op cluster-wide and closes.
+// readAttempt bounds one try of a read: the node that takes a cluster-wide
+// call (any of them: a NATS queue group) waits up to 2 s for each other
+// node's part (admin.Config.Timeout), so a live entry answers well within
+// it.
+const readAttempt = 3 * time.Second
+
+// call connects, calls op cluster-wide and closes. A read (nodes, zones,
+// players, player, stats) that gets no answer within readAttempt is sent
+// again while --timeout lasts: NATS hands each call to one node of the
+// queue group at random, and a hung node (stopped, swapping, stalled)
+// that took it answers nothing — before, one hung node of two failed 4 of
+// 5 `zonectl stats` calls, the time an operator needs them most. Another
+// try most likely reaches a live node, which reports the hung one as not
+// answering. Mutations are sent once: a try that timed out may have
+// been applied.
 func call(e env, g *globals, op string, req, resp proto.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
@@ -67,7 +82,19 @@ func call(e env, g *globals, op string, req, resp proto.Message) error {
 		return err
 	}
 	defer c.Close()
-	return c.Call(ctx, adminclient.Subject(op), req, resp)
+	switch op {
+	case adminclient.OpNodes, adminclient.OpZones, adminclient.OpPlayers, adminclient.OpPlayer, adminclient.OpStats:
+	default:
+		return c.Call(ctx, adminclient.Subject(op), req, resp)
+	}
+	for {
+		try, cancelTry := context.WithTimeout(ctx, max(readAttempt, g.timeout/3))
+		err := c.Call(try, adminclient.Subject(op), req, resp)
+		cancelTry()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+	}
 }
 
 // warnNodes reports the nodes that did not answer a fanned-out call.
