@@ -123,6 +123,14 @@ func (z *Zone) restoreSlot(now time.Duration, id uint64, kind uint8, ctl move.Co
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrExists, err)
 	}
+	e := z.ownSlot(id, kind, epoch, now)
+	e.state, e.name = ctl, nm
+	return e, nil
+}
+
+// ownSlot makes id owned here at epoch from now, in its slot (a replica's
+// taken over) or a new one: what a join and a restore share.
+func (z *Zone) ownSlot(id uint64, kind uint8, epoch handoff.Epoch, now time.Duration) *entity {
 	s, ok := z.byID.get(id)
 	if !ok {
 		s = z.slotAlloc(id)
@@ -130,8 +138,7 @@ func (z *Zone) restoreSlot(now time.Duration, id uint64, kind uint8, ctl move.Co
 	e := &z.ents[s]
 	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = kind, roleOwned, epoch, now, 0
 	e.rp = nil // a replica's slot taken over: no longer one
-	e.state, e.name = ctl, nm
-	return e, nil
+	return e
 }
 
 func (z *Zone) checkpoint(e *entity) Checkpoint {

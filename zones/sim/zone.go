@@ -576,13 +576,7 @@ func (z *Zone) Join(now time.Duration, entity uint64, conn, name string, pos [3]
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	}
-	s, ok := z.byID.get(entity)
-	if !ok {
-		s = z.slotAlloc(entity)
-	}
-	e := &z.ents[s]
-	e.kind, e.role, e.epoch, e.since, z.cpDue[s] = KindPlayer, roleOwned, epoch, now, 0
-	e.rp = nil // a replica's slot taken over: no longer one
+	e := z.ownSlot(entity, KindPlayer, epoch, now)
 	e.state = move.ControlState{Pos: pos}
 	e.health, e.name = 1000, nm
 	p := z.pl(e)
