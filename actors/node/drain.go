@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
@@ -179,28 +180,50 @@ func (m *membership) rebalance(ctx context.Context, holding int) {
 
 // liveOthers lists the other nodes with a fresh directory record.
 func (m *membership) liveOthers(ctx context.Context) []string {
-	keys, err := m.kvNodes.Keys(ctx)
-	if err != nil {
+	recs, err := nodeRecords(ctx, m.kvNodes, m.node)
+	if recs == nil {
 		m.log.Warn("live nodes not listed", "err", err)
 		return nil
 	}
 	var out []string
-	for _, k := range keys {
-		if k == m.node {
-			continue
-		}
-		e, err := m.kvNodes.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var rec pb.NodeRecord
-		if proto.Unmarshal(e.Value(), &rec) != nil || time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat {
+	for k, rec := range recs {
+		if time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat {
 			continue
 		}
 		out = append(out, k)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// nodeRecords reads the directory's records of the nodes other than self.
+// A record gone between the listing and its read (expired) is left out;
+// recs is nil when the listing failed, and err tells of any read that
+// failed otherwise (recs then lacks that node).
+func nodeRecords(ctx context.Context, kv jetstream.KeyValue, self string) (recs map[string]*pb.NodeRecord, err error) {
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs = map[string]*pb.NodeRecord{}
+	for _, k := range keys {
+		if k == self {
+			continue
+		}
+		e, gerr := kv.Get(ctx, k)
+		if gerr != nil {
+			if !errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				err = gerr
+			}
+			continue
+		}
+		rec := new(pb.NodeRecord)
+		if proto.Unmarshal(e.Value(), rec) != nil {
+			continue
+		}
+		recs[k] = rec
+	}
+	return recs, err
 }
 
 // drain hands every zone this node runs to the other live nodes, round

@@ -4,11 +4,8 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
-	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
 // Gateways that are gone. A player whose connection is on another node
@@ -60,23 +57,12 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 		return
 	}
 	m.gwChecked = now
-	keys, err := m.kvNodes.Keys(ctx)
+	recs, err := nodeRecords(ctx, m.kvNodes, m.node)
 	if err != nil {
 		return
 	}
-	present := map[string]int64{}
-	for _, k := range keys {
-		if k == m.node {
-			continue
-		}
-		e, err := m.kvNodes.Get(ctx, k)
-		if err != nil {
-			return
-		}
-		var rec pb.NodeRecord
-		if proto.Unmarshal(e.Value(), &rec) != nil {
-			continue
-		}
+	present := make(map[string]int64, len(recs))
+	for k, rec := range recs {
 		present[k] = rec.GetStartedUnixMs()
 	}
 	if m.gw == nil {
