@@ -148,19 +148,37 @@ func Props(p Params) *actor.Props {
 	g := new(inputGauge)
 	g.max.Store(minQueuedInputs)
 	r := newRunner(zoneThroughput)
-	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g, runner: r} },
+	// The handed-over NPCs serve the actor's first start only: an actor
+	// restarted after a panic spawns a fresh share (the handed ones have
+	// walked on, some out of the zone, since) and the producer keeps no
+	// copy of them for the zone's life.
+	var handed *handedNPCs
+	if p.NPCs != nil {
+		npcs := p.NPCs // its own variable: p.NPCs is cleared below
+		handed = &handedNPCs{}
+		handed.npcs.Store(&npcs)
+		p.NPCs = nil
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g, runner: r, handed: handed} },
 		actor.WithMailbox(newInputMailbox(g, p.Metrics)), actor.WithDispatcher(r))
 }
 
+// handedNPCs holds a zone's handed-over NPCs (Params.NPCs) until its
+// actor's first start takes them.
+type handedNPCs struct {
+	npcs atomic.Pointer[[]sim.NPCState]
+}
+
 type zoneActor struct {
-	p    Params
-	m    *Metrics
-	log  *slog.Logger
-	z    *sim.Zone
-	self *actor.PID
-	cps  []handoff.Checkpoint // this tick's, handed to Params.Checkpoint
-	root *actor.RootContext
-	addr string
+	p      Params
+	handed *handedNPCs // nil: none were handed over
+	m      *Metrics
+	log    *slog.Logger
+	z      *sim.Zone
+	self   *actor.PID
+	cps    []handoff.Checkpoint // this tick's, handed to Params.Checkpoint
+	root   *actor.RootContext
+	addr   string
 	// inputs counts the inputs waiting in the mailbox (inputMailbox); nil
 	// when the actor is driven without one (benchmarks).
 	inputs *inputGauge
@@ -359,15 +377,21 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	}
 	now := a.p.Now()
 	cfg := a.p.Sim
-	if a.p.NPCs != nil {
+	var npcs *[]sim.NPCState
+	if a.handed != nil {
+		npcs = a.handed.npcs.Swap(nil)
+	}
+	if npcs != nil {
 		cfg.NPCs = 0
+	} else {
+		npcs = new([]sim.NPCState)
 	}
 	z, err := sim.New(cfg, now)
 	if err != nil {
 		return err
 	}
 	bad := 0
-	for _, st := range a.p.NPCs {
+	for _, st := range *npcs {
 		if err := z.RestoreNPC(now, st); err != nil {
 			if bad++; bad == 1 {
 				a.log.Warn("zone: a handed-over NPC not restored", "zone", cfg.Zone, "npc", st.Snap.Entity, "err", err)
@@ -375,7 +399,7 @@ func (a *zoneActor) start(ctx actor.Context) error {
 		}
 	}
 	if bad > 1 {
-		a.log.Warn("zone: handed-over NPCs not restored", "zone", cfg.Zone, "count", bad, "of", len(a.p.NPCs))
+		a.log.Warn("zone: handed-over NPCs not restored", "zone", cfg.Zone, "count", bad, "of", len(*npcs))
 	}
 	a.init(z)
 	a.self = ctx.Self()
