@@ -28,7 +28,8 @@ type Config struct {
 	// AckWindow is the span of the receive bitmap and of every ack report, in
 	// packets: [MinAckWindow, MaxAckWindow]. A packet more than AckWindow ahead of
 	// the newest accepted one is rejected as forged (ErrTooFar), so it is also the
-	// longest run of consecutive losses the connection survives.
+	// longest run of consecutive losses the connection survives, unless
+	// AcceptFar.
 	AckWindow int
 	// ReorderThreshold (K) is the packet threshold of the receiver's abandonment:
 	// a missing sequence s is given up once a packet ≥ s+K was accepted, as in
@@ -41,6 +42,16 @@ type Config struct {
 	// InitialRTT is the RTT estimate before the first sample (RFC 9002 uses 333ms;
 	// game paths are shorter).
 	InitialRTT time.Duration
+	// AcceptFar takes a packet any distance ahead of the newest accepted
+	// instead of rejecting it (ErrTooFar): the receive window jumps to it
+	// and every sequence it skipped is given up. Set it only when every
+	// packet is authenticated between ReadHeader and Accept, as the session
+	// does (the AEAD, nonce = sequence), so a forged far sequence never
+	// commits. Then a blackout longer than AckWindow (a host paused for
+	// seconds while its peer kept sending) no longer wedges the direction.
+	// The receiver's own policy: a peer with the other setting
+	// interoperates.
+	AcceptFar bool
 	// MaxInFlight bounds the sender's records (unresolved plus resolved but not yet
 	// popped). When a send fills the last slot while the oldest record is still
 	// unresolved, that record is force-dropped (Stats.ForcedDrops); when the oldest

@@ -704,14 +704,14 @@ func (c *Conn) classify(s uint64) error {
 		switch {
 		case s < c.cfg.peerStart:
 			return ErrStale
-		case s-c.cfg.peerStart >= c.ackWin():
+		case c.far(s) && !c.cfg.AcceptFar:
 			return ErrTooFar
 		}
 		return nil
 	}
 	switch {
 	case s > c.rxL:
-		if s-c.rxL > c.ackWin() {
+		if c.far(s) && !c.cfg.AcceptFar {
 			return ErrTooFar
 		}
 		return nil
@@ -721,6 +721,16 @@ func (c *Conn) classify(s uint64) error {
 		return ErrStale
 	}
 	return nil
+}
+
+// far reports whether s, newer than every sequence accepted, lies beyond
+// the window: more than AckWindow past the newest, or, before the first,
+// at or past peerStart + AckWindow.
+func (c *Conn) far(s uint64) bool {
+	if !c.hasRx() {
+		return s-c.cfg.peerStart >= c.ackWin()
+	}
+	return s-c.rxL > c.ackWin()
 }
 
 func (c *Conn) countRejection(err error) {
@@ -824,12 +834,17 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 	back := min(s-oldH, c.reorderK()-1)
 	newH := s - back
 	gapFrom := c.cfg.peerStart // first sequence that becomes missing behind s
+	if c.far(s) {              // only with AcceptFar: classify
+		c.rareStats().FarAccepted++
+	}
 	if hasRx {
 		oldL := c.rxL
 		gapFrom = oldL + 1
-		// Count before the ring slots are reused.
+		// Count before the ring slots are reused. Nothing above oldL was
+		// accepted: a jump past the window (AcceptFar) counts the old
+		// window, no more.
 		evictLo := max(windowLow(oldL, c.ackWin(), c.cfg.peerStart), c.confirmedF())
-		evictHi := windowLow(s, c.ackWin(), c.cfg.peerStart)
+		evictHi := min(windowLow(s, c.ackWin(), c.cfg.peerStart), oldL+1)
 		for x := evictLo; x < evictHi; x++ {
 			if c.accepted(x) {
 				c.rareStats().WindowEvicted++
@@ -849,9 +864,15 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 		} else {
 			c.interval += (per - c.interval) / 8
 		}
-		// The slots up to s are reused (s's own is set below).
-		for x := gapFrom; x < s; x++ {
-			c.clearAccepted(x)
+		// The slots up to s are reused (s's own is set below): the
+		// whole ring when s jumped a ring's length or more (AcceptFar),
+		// so the work stays bounded whatever the jump.
+		if s-gapFrom > c.rxMask() {
+			clear(c.rxBits)
+		} else {
+			for x := gapFrom; x < s; x++ {
+				c.clearAccepted(x)
+			}
 		}
 	}
 	if newH > gapFrom {
@@ -1079,6 +1100,7 @@ func (c *Conn) Stats() Stats {
 	if r := c.rare; r != nil {
 		st.ForcedDrops, st.Duplicates, st.Stale = r.ForcedDrops, r.Duplicates, r.Stale
 		st.TooFar, st.BadHeader, st.WindowEvicted = r.TooFar, r.BadHeader, r.WindowEvicted
+		st.FarAccepted = r.FarAccepted
 	}
 	cs := &c.stats
 	st.Sent = c.nextSeq - c.cfg.localStart // every header written took one sequence number
@@ -1119,6 +1141,7 @@ type connStats struct {
 // peer's garbage makes it once, no more.
 type rareState struct {
 	ForcedDrops, Duplicates, Stale, TooFar, BadHeader, WindowEvicted uint64
+	FarAccepted                                                      uint64
 	// recTrimAt is when the sizing period ends; recPeak and recPeakPrev
 	// the most records in flight in it and the one before.
 	recTrimAt            time.Duration

@@ -12,10 +12,10 @@ import (
 // start sequence (0, or 3 below the 2^7, 2^16 or 2^32 wrap), bits 2-7 the
 // number of packets exchanged first, every third A→B packet lost, so the state
 // has holes, abandoned sequences, acks and confirmations.
-func fuzzConn(t *testing.T, state uint8) (a, b *endpoint, now time.Duration) {
+func fuzzConn(t *testing.T, state uint8, cfg Config) (a, b *endpoint, now time.Duration) {
 	start := []uint64{0, 1<<7 - 3, 1<<16 - 3, 1<<32 - 3}[state&3]
-	a = newEndpoint(t, "A", DefaultConfig(), start, start)
-	b = newEndpoint(t, "B", DefaultConfig(), start, start)
+	a = newEndpoint(t, "A", cfg, start, start)
+	b = newEndpoint(t, "B", cfg, start, start)
 	for i := 0; i < int(state>>2); i++ {
 		now += 20 * ms
 		_, p := a.send(t, now, TypeData)
@@ -46,39 +46,49 @@ func FuzzHeaderDecode(f *testing.F) {
 	f.Add([]byte{0x0c, 0x00, 0x00, 0x00, 0x00, 0x80, 0x00}, uint8(0x7f))
 	f.Add([]byte{0x00, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00}, uint8(0x83))
 	f.Fuzz(func(t *testing.T, data []byte, state uint8) {
-		a, b, now := fuzzConn(t, state)
-		before := takeSnapshot(b.c)
-		var r bitstream.Reader
-		r.Reset(data)
-		h, err := b.c.ReadHeader(&r)
-		if !takeSnapshot(b.c).equal(before) {
-			t.Fatal("ReadHeader changed protocol state")
-		}
-		if err == nil {
-			if h.Type >= typeReserved {
-				t.Fatalf("decoded reserved type %d", h.Type)
-			}
-			if err := b.c.Accept(h, now+ms); err != nil {
-				t.Fatalf("Accept after a successful ReadHeader: %v", err)
-			}
-			if err := b.c.Accept(h, now+ms); !errors.Is(err, ErrDuplicate) {
-				t.Fatalf("second Accept: %v, want ErrDuplicate", err)
-			}
-		}
-		b.c.Tick(now + time.Second)
-		b.c.PopFates(nil)
-		for _, c := range []*Conn{a.c, b.c} {
-			if err := checkInvariants(c); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// B can still talk: its next header decodes at A (forged acks may have
-		// resolved B's packets arbitrarily, but never broken the encoding).
-		w := bitstream.NewWriter(make([]byte, 512))
-		if _, err := b.c.WriteHeader(w, TypeAck, now+2*ms); err != nil && !errors.Is(err, ErrFatesPending) {
-			t.Fatalf("WriteHeader after fuzzed input: %v", err)
+		for _, far := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.AcceptFar = far
+			headerDecode(t, data, state, cfg)
 		}
 	})
+}
+
+// headerDecode is FuzzHeaderDecode's body for one Config (AcceptFar off,
+// then on: a far sequence is then accepted, and the invariants still hold).
+func headerDecode(t *testing.T, data []byte, state uint8, cfg Config) {
+	a, b, now := fuzzConn(t, state, cfg)
+	before := takeSnapshot(b.c)
+	var r bitstream.Reader
+	r.Reset(data)
+	h, err := b.c.ReadHeader(&r)
+	if !takeSnapshot(b.c).equal(before) {
+		t.Fatal("ReadHeader changed protocol state")
+	}
+	if err == nil {
+		if h.Type >= typeReserved {
+			t.Fatalf("decoded reserved type %d", h.Type)
+		}
+		if err := b.c.Accept(h, now+ms); err != nil {
+			t.Fatalf("Accept after a successful ReadHeader: %v", err)
+		}
+		if err := b.c.Accept(h, now+ms); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("second Accept: %v, want ErrDuplicate", err)
+		}
+	}
+	b.c.Tick(now + time.Second)
+	b.c.PopFates(nil)
+	for _, c := range []*Conn{a.c, b.c} {
+		if err := checkInvariants(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B can still talk: its next header decodes at A (forged acks may have
+	// resolved B's packets arbitrarily, but never broken the encoding).
+	w := bitstream.NewWriter(make([]byte, 512))
+	if _, err := b.c.WriteHeader(w, TypeAck, now+2*ms); err != nil && !errors.Is(err, ErrFatesPending) {
+		t.Fatalf("WriteHeader after fuzzed input: %v", err)
+	}
 }
 
 // fuzzModel is the tiny reference model of FuzzNotifyOps: two endpoints, the
@@ -121,11 +131,17 @@ func (m *fuzzModel) deliver(d, i int) {
 	w := uint64(c.cfg.AckWindow)
 	switch {
 	case rx.accepted[pk.seq] && err != nil:
-		if !errors.Is(err, ErrDuplicate) {
+		// Past the window the receiver no longer remembers it: stale
+		// (a copy delayed across a jump of AcceptFar).
+		if !errors.Is(err, ErrDuplicate) && !(hadRx && pk.seq+w <= oldL && errors.Is(err, ErrStale)) {
 			t.Fatalf("re-delivery of accepted %d: %v, want ErrDuplicate", pk.seq, err)
 		}
 	case !hadRx || pk.seq > oldL:
-		if hadRx && pk.seq-oldL > w || !hadRx && pk.seq-c.cfg.peerStart >= w {
+		if far := hadRx && pk.seq-oldL > w || !hadRx && pk.seq-c.cfg.peerStart >= w; far && c.cfg.AcceptFar {
+			if err != nil {
+				t.Fatalf("packet %d beyond the window of %d with AcceptFar: %v, want accepted", pk.seq, oldL, err)
+			}
+		} else if far {
 			if !errors.Is(err, ErrTooFar) {
 				t.Fatalf("packet %d beyond the window of %d: %v, want ErrTooFar", pk.seq, oldL, err)
 			}
@@ -154,7 +170,7 @@ func (m *fuzzModel) step() {
 }
 
 // FuzzNotifyOps runs a random operation sequence — send, deliver, drop,
-// reorder, duplicate, tick — between two Conns against the reference model:
+// reorder, duplicate, tick, blackout — between two Conns against the reference model:
 // acceptance decisions match it, fates come in order exactly once and agree
 // with what the peer accepted (no false delivered, no false dropped), the
 // invariants hold after every operation, and after a clean drain every packet
@@ -164,91 +180,111 @@ func FuzzNotifyOps(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 2, 3, 2, 1, 2, 0, 7, 200, 1, 3, 0, 2, 0})
 	f.Add([]byte{0, 0, 0, 4, 0, 5, 0, 2, 0, 2, 0, 2, 1, 1, 3, 1, 6, 0, 1, 7, 30})
 	f.Add([]byte{8, 8, 8, 8, 8, 8, 10, 1, 10, 0, 14, 2, 15, 255, 9, 11, 0})
-	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) > 4096 {
-			ops = ops[:4096]
+	// A blackout longer than the window, with and without AcceptFar: a
+	// packet each way, then A sends 300 packets B never gets (0xc6), then
+	// one B does, and B answers.
+	f.Add([]byte{0, 2, 0, 1, 10, 0, 0xc6, 149, 0, 2, 0, 1, 10, 0, 6, 50})
+	f.Add([]byte{0x80, 2, 0, 1, 10, 0, 0xc6, 149, 0, 2, 0, 1, 10, 0, 6, 50})
+	f.Fuzz(notifyOps)
+}
+
+// notifyOps is FuzzNotifyOps's body.
+func notifyOps(t *testing.T, ops []byte) {
+	if len(ops) > 4096 {
+		ops = ops[:4096]
+	}
+	m := &fuzzModel{t: t}
+	// Bit 7 of the first byte (no operation reads it) turns AcceptFar
+	// on at both ends: then no run of losses kills a direction.
+	cfg := DefaultConfig()
+	cfg.AcceptFar = len(ops) > 0 && ops[0]&0x80 != 0
+	m.e[0] = newEndpoint(t, "A", cfg, 0, 0)
+	m.e[1] = newEndpoint(t, "B", cfg, 0, 0)
+	link(m.e[0], m.e[1])
+	arg := func(i *int) int {
+		if *i+1 < len(ops) {
+			*i++
+			return int(ops[*i])
 		}
-		m := &fuzzModel{t: t}
-		m.e[0] = newEndpoint(t, "A", DefaultConfig(), 0, 0)
-		m.e[1] = newEndpoint(t, "B", DefaultConfig(), 0, 0)
-		link(m.e[0], m.e[1])
-		arg := func(i *int) int {
-			if *i+1 < len(ops) {
-				*i++
-				return int(ops[*i])
+		return 0
+	}
+	for i := 0; i < len(ops); i++ {
+		op := ops[i]
+		d := int(op>>3) & 1
+		switch op & 7 {
+		case 0, 1: // send (type from bit 0 of the argument)
+			d = int(op & 1)
+			typ := TypeData
+			if op>>4&1 == 1 {
+				typ = TypeAck
 			}
-			return 0
+			seq, p := m.e[d].send(t, m.now, typ)
+			m.net[d] = append(m.net[d], fuzzPkt{seq, p})
+		case 2: // deliver
+			if n := len(m.net[d]); n > 0 {
+				m.deliver(d, arg(&i)%n)
+			}
+		case 3: // drop
+			if n := len(m.net[d]); n > 0 {
+				j := arg(&i) % n
+				m.net[d] = append(m.net[d][:j], m.net[d][j+1:]...)
+			}
+		case 4: // duplicate
+			if n := len(m.net[d]); n > 0 && n < 512 {
+				m.net[d] = append(m.net[d], m.net[d][arg(&i)%n])
+			}
+		case 5: // reorder: move one packet to the front
+			if n := len(m.net[d]); n > 1 {
+				j := arg(&i) % n
+				pk := m.net[d][j]
+				copy(m.net[d][1:j+1], m.net[d][:j])
+				m.net[d][0] = pk
+			}
+		case 6, 7:
+			if op&0xc0 == 0xc0 { // blackout: d sends 2(arg+1) packets, all lost
+				for n := 2 * (arg(&i) + 1); n > 0; n-- {
+					m.e[d].send(t, m.now, TypeData)
+					m.e[d].pop(t)
+				}
+				break
+			}
+			// tick
+			m.now += time.Duration(arg(&i)) * ms
+			m.e[0].c.Tick(m.now)
+			m.e[1].c.Tick(m.now)
 		}
-		for i := 0; i < len(ops); i++ {
-			op := ops[i]
-			d := int(op>>3) & 1
-			switch op & 7 {
-			case 0, 1: // send (type from bit 0 of the argument)
-				d = int(op & 1)
-				typ := TypeData
-				if op>>4&1 == 1 {
-					typ = TypeAck
-				}
-				seq, p := m.e[d].send(t, m.now, typ)
-				m.net[d] = append(m.net[d], fuzzPkt{seq, p})
-			case 2: // deliver
-				if n := len(m.net[d]); n > 0 {
-					m.deliver(d, arg(&i)%n)
-				}
-			case 3: // drop
-				if n := len(m.net[d]); n > 0 {
-					j := arg(&i) % n
-					m.net[d] = append(m.net[d][:j], m.net[d][j+1:]...)
-				}
-			case 4: // duplicate
-				if n := len(m.net[d]); n > 0 && n < 512 {
-					m.net[d] = append(m.net[d], m.net[d][arg(&i)%n])
-				}
-			case 5: // reorder: move one packet to the front
-				if n := len(m.net[d]); n > 1 {
-					j := arg(&i) % n
-					pk := m.net[d][j]
-					copy(m.net[d][1:j+1], m.net[d][:j])
-					m.net[d][0] = pk
-				}
-			case 6, 7: // tick
-				m.now += time.Duration(arg(&i)) * ms
-				m.e[0].c.Tick(m.now)
-				m.e[1].c.Tick(m.now)
-			}
+		m.step()
+	}
+	// Drain: deliver what is left in order, then clean rounds until every
+	// packet sent so far has its fate (unless a direction died, as
+	// documented, from a run of AckWindow losses).
+	for d := range m.net {
+		for len(m.net[d]) > 0 {
+			m.deliver(d, 0)
 			m.step()
 		}
-		// Drain: deliver what is left in order, then clean rounds until every
-		// packet sent so far has its fate (unless a direction died, as
-		// documented, from a run of AckWindow losses).
-		for d := range m.net {
-			for len(m.net[d]) > 0 {
-				m.deliver(d, 0)
-				m.step()
-			}
+	}
+	sent := [2]uint64{m.e[0].c.NextSeq(), m.e[1].c.NextSeq()}
+	for round := 0; round < 8 && !m.tooFar; round++ {
+		m.now += 100 * ms
+		for d := 0; d < 2; d++ {
+			seq, p := m.e[d].send(t, m.now, TypeAck)
+			m.net[d] = append(m.net[d], fuzzPkt{seq, p})
+			m.deliver(d, 0)
+			m.e[1-d].c.Tick(m.now)
+			m.step()
 		}
-		sent := [2]uint64{m.e[0].c.NextSeq(), m.e[1].c.NextSeq()}
-		for round := 0; round < 8 && !m.tooFar; round++ {
-			m.now += 100 * ms
-			for d := 0; d < 2; d++ {
-				seq, p := m.e[d].send(t, m.now, TypeAck)
-				m.net[d] = append(m.net[d], fuzzPkt{seq, p})
-				m.deliver(d, 0)
-				m.e[1-d].c.Tick(m.now)
-				m.step()
-			}
+	}
+	checkAgreement(t, m.e[0], m.e[1])
+	checkAgreement(t, m.e[1], m.e[0])
+	if m.tooFar {
+		return
+	}
+	for d, e := range m.e {
+		if e.nextFate < sent[d] {
+			t.Fatalf("%s: after the drain fates reach %d of %d", e.name, e.nextFate, sent[d])
 		}
-		checkAgreement(t, m.e[0], m.e[1])
-		checkAgreement(t, m.e[1], m.e[0])
-		if m.tooFar {
-			return
-		}
-		for d, e := range m.e {
-			if e.nextFate < sent[d] {
-				t.Fatalf("%s: after the drain fates reach %d of %d", e.name, e.nextFate, sent[d])
-			}
-		}
-	})
+	}
 }
 
 // FuzzShortHeader: ReadHeaderInto's one-window path (parseShort) decodes
@@ -264,8 +300,8 @@ func FuzzShortHeader(f *testing.F) {
 	f.Add([]byte{0x0c, 0x00, 0x00, 0x00, 0x00, 0x80, 0x00, 0, 0, 0}, uint8(0x7f), uint8(0))
 	f.Add([]byte{0x00, 0x0e, 0x00, 0x00, 0x00, 0x00, 0x00, 0, 0, 0}, uint8(0x83), uint8(7))
 	f.Fuzz(func(t *testing.T, data []byte, state, skip uint8) {
-		_, a, _ := fuzzConn(t, state)
-		_, b, _ := fuzzConn(t, state)
+		_, a, _ := fuzzConn(t, state, DefaultConfig())
+		_, b, _ := fuzzConn(t, state, DefaultConfig())
 		at := min(int(skip&15), 8*len(data))
 		var ra, rb bitstream.Reader
 		ra.Reset(data)

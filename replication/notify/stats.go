@@ -17,6 +17,7 @@ type Stats struct {
 	Duplicates    uint64 // rejected with ErrDuplicate
 	Stale         uint64 // rejected with ErrStale
 	TooFar        uint64 // rejected with ErrTooFar
+	FarAccepted   uint64 // accepted a ring's length or more beyond the newest (Config.AcceptFar): the window jumped
 	BadHeader     uint64 // rejected with ErrBadType, ErrBadAck, ErrNotDecoded or a read error
 	Abandoned     uint64 // missing sequences given up (the peer learns they were dropped)
 	WindowEvicted uint64 // accepted sequences that left the window before the peer was known to have learned their fate: possible false drops at the peer

@@ -121,6 +121,12 @@ var epLimits intern.Table[endpointLimits]
 // (Server.receiver).
 func (e *endpoint) init(nc notify.Config, ec event.Config, keepAlive, timeout time.Duration, copies int, interval time.Duration, srv serverLimits, lazyRx bool) error {
 	var err error
+	// The session authenticates every packet between notify's ReadHeader
+	// and Accept (open), so notify may take one past its window: a host
+	// paused longer than AckWindow packets (8.5 s of a client's 30 Hz)
+	// resumes its links instead of refusing every packet until the idle
+	// timeout.
+	nc.AcceptFar = true
 	if e.nc, err = notify.New(nc); err != nil {
 		return err
 	}
