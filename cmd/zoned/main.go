@@ -28,14 +28,19 @@ func main() {
 
 // run is main without the process: it returns the exit code, so tests can
 // drive flag parsing and startup.
+//
+// SIGHUP stops it the same way: its default would end the process at once,
+// with no drain and no line in the log, and it comes unasked — a closed
+// terminal, or the kernel's SIGHUP and SIGCONT to a stopped process whose
+// process group was orphaned (a node paused from a script that then ended).
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return serve(ctx, stop, args, stdout, stderr, getenv)
 }
 
-// serve is run once the signals are caught: ctx ends at the first SIGINT or
-// SIGTERM, and stop restores their default (a second one kills).
+// serve is run once the signals are caught: ctx ends at the first SIGINT,
+// SIGTERM or SIGHUP, and stop restores their default (a second one kills).
 func serve(ctx context.Context, stop context.CancelFunc, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	cfg, opts, err := parseConfig(args, stdout, stderr, getenv)
 	if errors.Is(err, pflag.ErrHelp) {
