@@ -198,3 +198,48 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		t.Fatalf("help: %+v", r)
 	}
 }
+
+// The global flags before an offline command (a shell alias of zonectl
+// with its cluster) are taken: --data finds token's key, a global
+// --timeout is not the token's idle timeout, --nats and --creds are
+// ignored, and the command's own flags still win.
+func TestOfflineCommandsTakeTheGlobalFlags(t *testing.T) {
+	dir := t.TempDir()
+	if r := runWith(t, noEnv, time.Now(), "--nats", "nats://10.0.0.9:4222", "--creds=x.creds", "keygen", "--out", filepath.Join(dir, "token.key")); r.code != 0 {
+		t.Fatalf("keygen after global flags: %+v", r)
+	}
+	key, err := tokenkey.Load(filepath.Join(dir, "token.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	server := netip.MustParseAddrPort("127.0.0.1:7777")
+	for _, tc := range []struct {
+		args    []string
+		timeout time.Duration
+	}{
+		{[]string{"--nats", "nats://10.0.0.9:4222", "--timeout", "30s", "--data", dir, "token", "--player", "7"}, 10 * time.Second},
+		{[]string{"--data=" + dir, "--timeout=30s", "token", "--player", "7", "--timeout", "3s"}, 3 * time.Second},
+		{[]string{"--data", "/nonexistent", "token", "--player", "7", "--data", dir}, 10 * time.Second},
+	} {
+		r := runWith(t, noEnv, now, tc.args...)
+		if r.code != 0 {
+			t.Fatalf("%q: %+v", tc.args, r)
+		}
+		tok, err := base64.StdEncoding.DecodeString(strings.TrimSpace(r.stdout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := handshake.OpenToken(key, tok, now, server)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if c.PlayerID != 7 || c.Timeout != tc.timeout {
+			t.Fatalf("%q: player %d, idle timeout %v; want 7, %v", tc.args, c.PlayerID, c.Timeout, tc.timeout)
+		}
+	}
+	// What is not a global flag is still cobra's to refuse.
+	if r := runWith(t, noEnv, now, "--bogus", "token", "--player", "7"); r.code != 2 {
+		t.Fatalf("--bogus token: %+v, want exit 2", r)
+	}
+}

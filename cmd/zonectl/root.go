@@ -105,7 +105,7 @@ var errNoCommand = errors.New("no command")
 
 func runCobra(args []string, e env) int {
 	root := newRoot(e)
-	root.SetArgs(args)
+	root.SetArgs(offlineArgs(args))
 	err := root.Execute()
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):
@@ -120,4 +120,44 @@ func runCobra(args []string, e env) int {
 		fmt.Fprintln(e.stderr, "zonectl:", err)
 		return 1
 	}
+}
+
+// offlineArgs rewrites the global flags given before keygen or token,
+// which parse their own flags (cobra hands them every argument): without
+// it `zonectl --nats URL token …` (a shell alias of zonectl with its
+// cluster) failed with "unknown flag: --nats", and a global --timeout
+// became token's --timeout, the connection's idle timeout, without a
+// word. --nats, --creds and --timeout reach no cluster from an offline
+// command and are dropped; --data means the same to token (the dev key's
+// directory) and is kept for it, ahead of the command's own flags, which
+// win. Anything else is left as it is, for cobra to judge.
+func offlineArgs(args []string) []string {
+	var data []string
+	i := 0
+	for ; i < len(args) && strings.HasPrefix(args[i], "--") && args[i] != "--"; i++ {
+		name, val, inline := strings.Cut(args[i][2:], "=")
+		switch name {
+		case "nats", "creds", "data", "timeout":
+		default:
+			return args
+		}
+		if !inline {
+			if i+1 >= len(args) {
+				return args
+			}
+			i++
+			val = args[i]
+		}
+		if name == "data" {
+			data = []string{"--data", val}
+		}
+	}
+	if i >= len(args) || (args[i] != "token" && args[i] != "keygen") {
+		return args
+	}
+	out := []string{args[i]}
+	if args[i] == "token" {
+		out = append(out, data...)
+	}
+	return append(out, args[i+1:]...)
 }
