@@ -241,8 +241,9 @@ func (m *membership) lost(id string) {
 // renewal is overdue (Leases.SetHold): a held zone applies no move and
 // begins no handoff, so nothing is acknowledged that a new owner, should
 // the lease have lapsed, would not have. Its inputs' moves wait in its
-// queues (their events are still handled: the player's event fence moves
-// and Outputs go out during a hold). Its neighbours' handoff messages that would make
+// queues, and so do their events (applied at the let-go; dropped with the
+// zone if it is lost, for the clients to send again to the next owner:
+// actors/zone paused.go). Its neighbours' handoff messages that would make
 // it claim something wait too (zone.PauseLease, actors/zone paused.go):
 // an Offer goes unanswered (its sender resends it, or withdraws it at its
 // timeout), an Accept or a Commit is kept for the let-go (no player

@@ -193,7 +193,7 @@ func (a *zoneActor) letGo() {
 	}
 }
 
-// A frozen zone's events.
+// A frozen or held zone's events.
 //
 // A drain freezes the zone (PauseHandover) and then takes every player's
 // checkpoint, which the next owner restores. The freeze stops the moves
@@ -202,30 +202,40 @@ func (a *zoneActor) letGo() {
 // (an echo sent) is not in the checkpoint's fence, and the client, never
 // told it was applied (no tick, no Control), sends it again to the next
 // owner, which takes it (TestZonedDrainedMidRunRedirectsTheBots: an echo
-// came back twice). So the inputs that bring events while the zone is
-// frozen keep them, in order, and:
-//   - when the zone stops (handed over), they are dropped: the client
-//     sends the numbered ones again to the next owner, whose fence is the
-//     checkpoint's, so each is applied once. The others are lost, as their
-//     classes allow at a switch of owner (§7.20 numbers only ordered
-//     events);
-//   - when the freeze ends without a handover (the checkpoints could not
-//     be taken), they are applied before anything newer (their moves went
-//     to the zone's queues when they came, as every paused input's do).
+// came back twice).
 //
-// The other pauses apply events as they come: a census (PauseManual) hands
-// nothing over, and under a lease's hold (PauseLease) an event applied
-// after the last periodic checkpoint is the RPO's (§7.20: applied again
-// if the zone dies), as it is in a running zone.
+// A lease's hold (PauseLease: the renewal is overdue, the zone may be
+// another node's by now) is the same case: no tick reports an event
+// applied, no checkpoint can be written (the fence closed first), and a
+// hold ends with the zone lost as often as not. Events applied as they
+// came were applied twice whenever it was lost — 70 to 76 echoes of 1,199
+// came back twice with the node that embeds NATS paused 17 s, every zone
+// held for its 6 s and then lost. So the inputs that bring events while
+// the zone is frozen or held keep them, in order, and:
+//   - when the zone stops (handed over, or lost), they are dropped: the
+//     client sends the numbered ones again to the next owner, whose fence
+//     is the checkpoint's, so each is applied once. The others are lost,
+//     as their classes allow at a switch of owner (§7.20 numbers only
+//     ordered events);
+//   - when the freeze or the hold ends with the zone still here (no
+//     handover; the lease renewed), they are applied before anything
+//     newer (their moves went to the zone's queues when they came, as
+//     every paused input's do).
+//
+// A census (PauseManual) hands nothing over: under it an event is applied
+// as it comes.
 //
 // maxPausedEvents bounds the inputs kept: a freeze lasts a few NATS round
-// trips; beyond the bound an input's events are dropped and counted
-// (Metrics.EventsPausedDropped), the numbered ones to be resent to the
-// next owner.
+// trips, a hold at most 2 × TTL; beyond the bound an input's events are
+// dropped and counted (Metrics.EventsPausedDropped), the numbered ones to
+// be resent to the next owner.
 const maxPausedEvents = 8192
 
+// pausesEvents are the pauses under which the zone keeps its events.
+const pausesEvents = PauseHandover | PauseLease
+
 // pauseEvents keeps in, whose moves went to the zone's queues, for its
-// events: the zone is frozen for a handover.
+// events: the zone is frozen for a handover or held for its lease.
 func (a *zoneActor) pauseEvents(in *msg.Input) {
 	if len(a.pausedEvents) >= maxPausedEvents {
 		a.m.EventsPausedDropped.Add(uint64(len(in.Events)))

@@ -277,7 +277,8 @@ type zoneActor struct {
 	// leaseKept: handoff messages kept during a lease's hold (paused.go).
 	leaseKept []*HandoffEnvelope
 	// pausedEvents: inputs whose events came while the zone was frozen
-	// for a handover, applied in order if it runs here again (paused.go).
+	// for a handover or held for its lease, applied in order if it runs
+	// here again (paused.go).
 	pausedEvents []*msg.Input
 	nextAt       time.Duration
 	ctx          actor.Context
@@ -506,8 +507,8 @@ func (a *zoneActor) setPaused(m *Pause) {
 	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
 		a.letGo() // the handoff messages kept during the hold (paused.go)
 	}
-	if was&PauseHandover != 0 && a.paused&PauseHandover == 0 {
-		a.applyPausedEvents() // a freeze that handed nothing over (paused.go)
+	if was&pausesEvents != 0 && a.paused&pausesEvents == 0 {
+		a.applyPausedEvents() // a freeze that handed nothing over, a hold let go (paused.go)
 	}
 	if (was == 0) == (a.paused == 0) {
 		return
@@ -999,7 +1000,7 @@ func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 			return // passed on: the owner releases it
 		}
 		c.events += uint64(len(in.Events))
-		if a.paused&PauseHandover != 0 {
+		if a.paused&pausesEvents != 0 {
 			a.pauseEvents(in) // paused.go
 			return
 		}
