@@ -92,7 +92,9 @@ type Client struct {
 	heard       bool          // an authenticated packet arrived since connecting
 	lastHeard   time.Duration // newest authenticated packet (long-form decision)
 	noConn      bool          // a NoConnection hint since the server was last heard
+	forgotten   bool          // one of them named this connection: forgotSince is set
 	noConnN     uint64
+	forgotSince time.Duration // the first such hint since the server was last heard (ForgottenAfter)
 
 	redirect *RedirectError // the server's Redirect, once taken
 
@@ -445,8 +447,11 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 		if c.state != handshake.StateConnected || (!id.IsZero() && id != c.hc.ConnID()) {
 			return handshake.ErrUnexpected
 		}
-		c.noConn = true // a hint, unauthenticated: only switches to the long form
+		c.noConn = true // a hint, unauthenticated: switches to the long form
 		c.noConnN++
+		if !id.IsZero() && !c.forgotten { // naming us: the clock of ForgottenAfter starts (Poll)
+			c.forgotten, c.forgotSince = true, now
+		}
 		e.c.Accepted++
 		return nil
 	case handshake.KindDisconnect:
@@ -488,7 +493,7 @@ func (c *Client) receive(now time.Duration, pkt []byte) error {
 	if err != nil {
 		return err
 	}
-	c.heard, c.lastHeard, c.noConn = true, now, false
+	c.heard, c.lastHeard, c.noConn, c.forgotten = true, now, false, false
 	switch h.Type {
 	case notify.TypeData:
 		if err := c.readSections(now, pt); err != nil {
@@ -657,6 +662,9 @@ func (c *Client) NextDeadline(now time.Duration) time.Duration {
 		return e.discNext()
 	}
 	d := min(e.lastRecv+e.lim.timeout, e.lastSend+e.lim.keepAlive)
+	if c.forgotten && c.cfg.ForgottenAfter > 0 {
+		d = min(d, c.forgotSince+c.cfg.ForgottenAfter)
+	}
 	slot := max(now, c.dataSlot())
 	if !e.sentAny || e.owed || e.peerStreaming(slot) || c.hasContent(slot) {
 		d = min(d, slot)
@@ -706,6 +714,13 @@ func (c *Client) Poll(now time.Duration, dst []byte) ([]byte, error) {
 	}
 	e.nc.Tick(now)
 	c.processFates()
+	if c.forgotten && c.cfg.ForgottenAfter > 0 && now-c.forgotSince >= c.cfg.ForgottenAfter {
+		// The server will not answer (the hints named us, nothing came):
+		// a Disconnect would reach nobody who knows the connection.
+		c.err = ErrForgotten
+		c.close(ErrForgotten)
+		return dst, nil
+	}
 	if e.timedOut(now) {
 		c.err = ErrTimeout
 		if e.startDisconnect(now, handshake.ReasonTimeout) {

@@ -61,6 +61,10 @@ const (
 	// long sends the long form (connection id in the clear), so a server that
 	// lost its address mapping (NAT rebinding) can still route it.
 	DefaultLongFormAfter = time.Second
+	// DefaultForgottenAfter: NoConnection hints naming the connection, and
+	// nothing authenticated heard, for this long → the server no longer
+	// knows the connection (it restarted, or dropped the session).
+	DefaultForgottenAfter = 2 * time.Second
 
 	// MaxPacketSize bounds every datagram (handshake.MaxPacketSize).
 	MaxPacketSize = handshake.MaxPacketSize
@@ -209,6 +213,16 @@ type ClientConfig struct {
 	Timeout time.Duration
 	// LongFormAfter: nothing authenticated for this long → send the long form.
 	LongFormAfter time.Duration
+	// ForgottenAfter: NoConnection hints naming this connection's id (the
+	// answer to its long form) since the server was last heard, the first
+	// this long ago, with nothing authenticated arriving meanwhile → closed
+	// with ErrForgotten (an ErrTimeout), not Timeout after the last packet:
+	// the server restarted, or dropped the session, and will not answer.
+	// A hint is unauthenticated, but naming the id it takes someone who
+	// sees the client's packets, who could as well drop them all (and so
+	// end the session at its Timeout). 0 leaves the hints as hints (the
+	// long form only); [0, 1 min].
+	ForgottenAfter time.Duration
 	// AlwaysLongForm sends every packet in the long form (connection id in
 	// the clear, 9 bytes more), and the server then answers in the long form
 	// too. For many clients sharing one socket (a bot swarm): the server
@@ -248,6 +262,7 @@ func DefaultClientConfig() ClientConfig {
 		ConnectTimeout:     DefaultConnectTimeout,
 		KeepAlive:          DefaultKeepAlive,
 		LongFormAfter:      DefaultLongFormAfter,
+		ForgottenAfter:     DefaultForgottenAfter,
 		DisconnectCopies:   DefaultDisconnectCopies,
 		DisconnectInterval: DefaultDisconnectInterval,
 	}
@@ -280,6 +295,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("%w: ConnectTimeout %v outside (0, %v]", ErrConfig, c.ConnectTimeout, handshake.MaxTokenLifetime)
 	case c.LongFormAfter <= 0:
 		return fmt.Errorf("%w: LongFormAfter %v must be positive", ErrConfig, c.LongFormAfter)
+	case c.ForgottenAfter < 0 || c.ForgottenAfter > time.Minute:
+		return fmt.Errorf("%w: ForgottenAfter %v outside [0, 1m]", ErrConfig, c.ForgottenAfter)
 	case c.Timeout < 0:
 		return fmt.Errorf("%w: Timeout %v negative", ErrConfig, c.Timeout)
 	}

@@ -26,6 +26,13 @@ var (
 	ErrTimeout = errors.New("session: connection timed out")
 )
 
+// ErrForgotten: the server answered the connection's packets with
+// NoConnection naming it, and nothing authenticated, for
+// ClientConfig.ForgottenAfter — it restarted, or dropped the session. It
+// is an ErrTimeout (errors.Is), come early: whoever reconnects on a
+// timeout reconnects on it.
+var ErrForgotten = fmt.Errorf("session: the server no longer knows this connection: %w", ErrTimeout)
+
 // DeniedError is the client's Err when the server refused the connect token.
 // errors.Is sees handshake.ErrDenied and the reason's own error
 // (handshake.ErrTokenExpired, handshake.ErrServerFull, ...).
