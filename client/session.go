@@ -651,7 +651,9 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err is why the session ended: ErrClosed after Close, a
 // *session.DisconnectError (the server's reason: kicked, shutting down...),
-// session.ErrTimeout, session.ErrProtocol; nil while it runs.
+// session.ErrTimeout (or session.ErrForgotten, an ErrTimeout come early:
+// the server answered NoConnection naming the session), session.ErrProtocol;
+// nil while it runs.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
