@@ -834,7 +834,8 @@ func (c *Conn) receive(s uint64, now time.Duration) {
 	back := min(s-oldH, c.reorderK()-1)
 	newH := s - back
 	gapFrom := c.cfg.peerStart // first sequence that becomes missing behind s
-	if c.far(s) {              // only with AcceptFar: classify
+	// Past the window: classify let it through only with AcceptFar.
+	if c.far(s) {
 		c.rareStats().FarAccepted++
 	}
 	if hasRx {
