@@ -349,6 +349,20 @@ func (l *Leases) Valid(zone string) bool {
 	return ok && l.now().Sub(h.lastOK) <= l.fence
 }
 
+// Acting reports whether this node may still run zone as its owner: it
+// holds the lease and its last renewal is within the give-up time, the
+// point where the zone is held (SetHold) or lost. It turns false at the
+// same moment as the hold would come, and from the moment a node paused
+// past it (SIGSTOP) wakes, before its renewal loop notices: the zone's own
+// check (zone.Params.Acting), which the hold, sent from that loop, can
+// arrive behind. Valid is the stricter bound for writes.
+func (l *Leases) Acting(zone string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[zone]
+	return ok && l.now().Sub(h.lastOK) <= l.give
+}
+
 // ErrNotHeld: this node does not hold the zone's lease (any more).
 var ErrNotHeld = errors.New("cluster: zone lease not held")
 

@@ -326,3 +326,36 @@ func TestLeaseHeldRenewalUnansweredIsReadBackBeforeGivingUp(t *testing.T) {
 	}
 	waitFor(t, ttl, "the lease valid again", func() bool { return l.Valid("z") })
 }
+
+// Acting (a zone's own check that its node may still run it) lasts until
+// the give-up point, where the hold comes, past Valid's fence for writes;
+// a zone not held is never acted for.
+func TestLeaseActingUntilTheGiveUp(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Minute // the renewal loop's own tick (TTL/6) comes after the test
+	clock := new(atomic.Int64)
+	t0 := time.Unix(1_000_000, 0)
+	l, _ := countingLeases(t, zonesBucket(t, nc, ttl), "a", ttl)
+	defer l.Close(context.Background())
+	l.now = func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	if _, err := l.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at            time.Duration
+		valid, acting bool
+	}{
+		{0, true, true},
+		{ttl - ttl/3 + time.Second, false, true}, // past the fence: no writes, the zone runs on
+		{ttl - ttl/12, false, true},              // at the give-up point
+		{ttl - ttl/12 + time.Millisecond, false, false},
+	} {
+		clock.Store(int64(c.at))
+		if v, a := l.Valid("z"), l.Acting("z"); v != c.valid || a != c.acting {
+			t.Errorf("%v after the claim: Valid %v, Acting %v; want %v, %v", c.at, v, a, c.valid, c.acting)
+		}
+	}
+	if l.Acting("other") {
+		t.Error("Acting for a zone this node does not hold")
+	}
+}

@@ -100,6 +100,9 @@ type Config struct {
 	// npcGeneration gives each zone run its NPC generation (cluster mode:
 	// from the zone's lease epoch); nil: 0.
 	npcGeneration func(zone string) uint64
+	// acting says whether this node may still run a zone (cluster mode:
+	// its lease renewed in time, zone.Params.Acting); nil: always.
+	acting func(zone string) bool
 	// clockOffset shifts the node clock (tests: nodes of one process whose
 	// clocks read as differently as separately started processes').
 	clockOffset time.Duration

@@ -24,6 +24,7 @@ func registerZoneMetrics(reg prometheus.Registerer, zones *zone.World) error {
 		{"ticks_total", "Zone ticks run, all zones of this node.", m.Ticks.Load},
 		{"missed_ticks_total", "Zone ticks skipped because the actor fell a whole period behind.", m.MissedTicks.Load},
 		{"late_ticks_total", "Zone ticks posted after their slot had passed (the last tick ran long), behind the inputs already queued.", m.LateTicks.Load},
+		{"fenced_total", "Times a zone paused itself because its lease's renewal was overdue (a node woken from a pause past its lease), before the node's hold reached it: nothing applied until the lease is good again or the zone is lost.", m.Fenced.Load},
 		{"views_total", "View updates sent to ghost managers.", m.Views.Load},
 		{"controls_total", "Control-object updates sent to connections.", m.Controls.Load},
 		{"joins_total", "Players joined.", m.Joins.Load},

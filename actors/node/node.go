@@ -217,6 +217,10 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		}
 		return 0
 	}
+	// A zone checks its lease itself before it applies anything: the
+	// hold (SetHold above) can reach it behind what it has queued when
+	// the node wakes from a pause past its leases.
+	cfg.acting = n.leases.Acting
 	gm, err := startGame(ctx, cfg, wm, owned, n.reg, getenv, log, placed, restored, checkpoint, chunk, resume, func(g *game) error {
 		sys.Store(g.sys)
 		b, err := cluster.NewBridge(cluster.Config{World: world, Node: n.node, NC: nl.nc, Sys: g.sys, Leases: n.leases,

@@ -84,7 +84,8 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	base.Handoff.OfferTimeout = time.Second
 	base.Classes[sim.KindPlayer], base.Classes[sim.KindNPC] = player, npc
 	zp := zone.Params{Now: now, Origin: mono, Log: log.With("component", "zone"), Spawn: cfg.spawn, Placed: placed, Restored: restored, Checkpoint: checkpoint,
-		CheckpointChunk: chunk, ChunkSlices: cluster.ChunkSlices, NPCGeneration: cfg.npcGeneration}
+		CheckpointChunk: chunk, ChunkSlices: cluster.ChunkSlices, NPCGeneration: cfg.npcGeneration,
+		Acting: cfg.acting}
 	if !cfg.DevGame {
 		zp.Events = zone.IgnoreEvents
 	}

@@ -114,6 +114,9 @@ const (
 	PauseLease
 	// PauseHandover: a drain's freeze of a zone it hands to another node.
 	PauseHandover
+	// pauseFence: the zone's own hold while Params.Acting says its node
+	// may no longer run it (paused.go); it lets go by itself.
+	pauseFence
 )
 
 func (p *Pause) owners() PauseReason {

@@ -19,7 +19,11 @@ type Metrics struct {
 	// LateTicks: ticks posted when their slot had already passed, at the
 	// default priority behind the inputs queued before them (lateTickMsg):
 	// a zone whose ticks cost more than their period.
-	LateTicks     atomic.Uint64
+	LateTicks atomic.Uint64
+	// Fenced: times a zone found its node might no longer run it
+	// (Params.Acting) before the node's hold reached it, and paused
+	// itself (paused.go): a node that woke from a pause past its lease.
+	Fenced        atomic.Uint64
 	Views         atomic.Uint64
 	Controls      atomic.Uint64
 	Redirects     atomic.Uint64

@@ -50,11 +50,21 @@ import (
 
 // pausedResends reports whether a zone paused by p may resend its
 // handoffs' messages and run the actor's waits on them (see above).
-func pausedResends(p PauseReason) bool { return p&PauseLease == 0 }
+func pausedResends(p PauseReason) bool { return p&pausesClaims == 0 }
+
+// pausesClaims are the pauses under which the zone claims nothing: the
+// node's hold and the zone's own fence (below).
+const pausesClaims = PauseLease | pauseFence
 
 // pausedTimers runs a paused zone's handoff timers at the present time
 // and arms the next run.
 func (a *zoneActor) pausedTimers() {
+	if a.paused&pauseFence != 0 && a.acting() {
+		a.setPaused(&Pause{Paused: false, By: pauseFence})
+		if a.paused == 0 {
+			return // ticking again: setPaused armed the tick
+		}
+	}
 	all := pausedResends(a.paused)
 	a.z.HandoffTimers(a.p.Now(), all)
 	a.flushPending()
@@ -157,7 +167,7 @@ const maxLeaseKept = 1024
 // keepDuringHold reports whether env is kept or dropped for the let-go of
 // a lease's hold (see above); false: handle it now.
 func (a *zoneActor) keepDuringHold(env *HandoffEnvelope) bool {
-	if a.paused&PauseLease == 0 {
+	if a.paused&pausesClaims == 0 {
 		return false
 	}
 	switch env.Msg.Kind {
@@ -232,7 +242,47 @@ func (a *zoneActor) letGo() {
 const maxPausedEvents = 8192
 
 // pausesEvents are the pauses under which the zone keeps its events.
-const pausesEvents = PauseHandover | PauseLease
+const pausesEvents = PauseHandover | pausesClaims
+
+// The zone's own fence.
+//
+// The node's hold (PauseLease) comes from its lease's renewal loop, as a
+// message behind whatever the zone has queued. A node paused past its
+// lease (SIGSTOP, a VM frozen) wakes with its timers all due at once: the
+// zone's tick and its inputs' events can run before the renewal loop has
+// noticed the lease overdue, let alone before its hold reaches the zone —
+// moves applied and events echoed by a zone another node may own by now.
+// So the zone asks Params.Acting itself before each tick, before applying
+// events and before a handoff message that claims; while it says no, the
+// zone is paused by pauseFence, which is the hold's pause in all it allows
+// and keeps, and which the zone takes off itself once Acting says yes
+// again (at its paused timer's next run, or at the hold's let-go). A zone
+// whose lease is lost meanwhile is stopped with what it kept, as a held
+// one is.
+
+// acting reports whether the zone's node may still run it (Params.Acting).
+func (a *zoneActor) acting() bool { return a.p.Acting == nil || a.p.Acting(a.p.Sim.Zone) }
+
+// fenceLapsed pauses the zone by its own fence when its node may no longer
+// run it, and reports whether the zone is fenced.
+func (a *zoneActor) fenceLapsed() bool {
+	if a.paused&pauseFence != 0 {
+		return true
+	}
+	if a.acting() {
+		return false
+	}
+	a.m.Fenced.Add(1)
+	a.log.Warn("zone fenced: its node may no longer run it (lease overdue); nothing applied until the lease is good again", "zone", a.p.Sim.Zone)
+	a.setPaused(&Pause{Paused: true, By: pauseFence})
+	return true
+}
+
+// claims reports whether a handoff message of kind k is one that a held
+// zone keeps or drops rather than handles (keepDuringHold).
+func claims(k handoff.Kind) bool {
+	return k == handoff.KindOffer || k == handoff.KindAccept || k == handoff.KindCommit
+}
 
 // pauseEvents keeps in, whose moves went to the zone's queues, for its
 // events: the zone is frozen for a handover or held for its lease.

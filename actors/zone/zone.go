@@ -107,6 +107,16 @@ type Params struct {
 	// DefaultMaxQueuedInputs.
 	MaxQueuedInputs int
 
+	// Acting, when set, is asked whether this node may still run the
+	// named zone as its owner (cluster: the lease renewed within its
+	// give-up time, cluster.Leases.Acting). While it says no the zone is
+	// fenced as a lease's hold fences it (PauseLease, paused.go): no tick,
+	// events kept, handoff claims kept or dropped. It is asked before each
+	// tick, before applying events and before a handoff message that
+	// claims, so a zone whose node wakes from a pause past its lease
+	// applies nothing before the node's hold reaches it. nil: always.
+	Acting func(zone string) bool
+
 	// afterStep, when set, runs in every tick after the simulation's
 	// step, on the zone's goroutine (tests: a tick made to cost more than
 	// its period).
@@ -484,6 +494,9 @@ func (a *zoneActor) arm() {
 // would run that slot before its time, and the timer's own tick would
 // come on top of it; dropped, the armed timer ticks the slot when due.
 func (a *zoneActor) tickDue() {
+	if a.paused == 0 && a.fenceLapsed() {
+		return // fenced: its paused timers armed (paused.go)
+	}
 	if a.paused != 0 {
 		a.pausedTimers() // the handoffs' timers alone (paused.go)
 		return
@@ -504,7 +517,10 @@ func (a *zoneActor) setPaused(m *Pause) {
 	} else {
 		a.paused &^= m.owners()
 	}
-	if was&PauseLease != 0 && a.paused&PauseLease == 0 {
+	if a.paused&pauseFence != 0 && a.paused != was && a.acting() {
+		a.paused &^= pauseFence // the hold's let-go: the lease renewed (paused.go)
+	}
+	if was&pausesClaims != 0 && a.paused&pausesClaims == 0 {
 		a.letGo() // the handoff messages kept during the hold (paused.go)
 	}
 	if was&pausesEvents != 0 && a.paused&pausesEvents == 0 {
@@ -1000,7 +1016,7 @@ func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 			return // passed on: the owner releases it
 		}
 		c.events += uint64(len(in.Events))
-		if a.paused&pausesEvents != 0 {
+		if a.paused&pausesEvents != 0 || a.fenceLapsed() {
 			a.pauseEvents(in) // paused.go
 			return
 		}
@@ -1774,6 +1790,9 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 }
 
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
+	if claims(env.Msg.Kind) {
+		a.fenceLapsed() // kept below if so (paused.go)
+	}
 	if a.keepDuringHold(env) { // a lease's hold: paused.go
 		return
 	}
