@@ -1790,7 +1790,7 @@ func (a *zoneActor) teleport(id uint64, pos [3]float32) {
 }
 
 func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
-	if claims(env.Msg.Kind) {
+	if a.paused&pausesClaims == 0 && claims(env.Msg.Kind) {
 		a.fenceLapsed() // kept below if so (paused.go)
 	}
 	if a.keepDuringHold(env) { // a lease's hold: paused.go
