@@ -70,3 +70,55 @@ func TestHandedNPCsServeTheFirstStartOnly(t *testing.T) {
 		}
 	}
 }
+
+// A zone actor restarted empty after a panic spawns its fresh share of
+// NPCs under ids of its own, not the run's before it: that run's NPCs
+// that walked into a neighbour zone live on there, and a second NPC of
+// the same id would have its handoffs refused by each zone. One process
+// (generation 0) and a cluster's run (a lease epoch's generation) alike;
+// a second panic takes yet other ids.
+func TestRestartedZoneSpawnsNewNPCIDs(t *testing.T) {
+	for _, gen := range []uint64{0, 9} {
+		sys := quietSystem()
+		t.Cleanup(sys.Shutdown)
+		clk := newClock()
+		base := sim.Config{NPCs: 40, Classes: ghostClasses(t)} // 10 a zone
+		zw, err := StartZones(sys, world.Default(), base, Params{Now: clk.Now, NPCGeneration: func(string) uint64 { return gen }}, []string{"x0z0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(zw.Stop)
+		npcs := func() []uint64 {
+			var ids []uint64
+			f := RequestInspect(sys.Root, zw.PID("x0z0"), func(z *sim.Zone) {
+				z.Entities(func(e sim.EntityInfo) {
+					if e.Owned && e.Kind == sim.KindNPC {
+						ids = append(ids, e.ID)
+					}
+				})
+			}, 5*time.Second)
+			if _, err := msg.Await(f); err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		seen := npcs()
+		if len(seen) != 10 {
+			t.Fatalf("generation %d: the zone runs %d NPCs, want 10", gen, len(seen))
+		}
+		for panics := uint64(1); panics <= 2; panics++ {
+			sys.Root.Send(zw.PID("x0z0"), &Inspect{Fn: func(*sim.Zone) { panic("test: a zone's bug") }})
+			waitFor(t, 5*time.Second, "the panic counted", func() bool { return zw.Metrics().Panics.Load() == panics })
+			got := npcs()
+			if len(got) != 10 {
+				t.Fatalf("generation %d, restart %d: %d NPCs, want a fresh share of 10", gen, panics, len(got))
+			}
+			for _, id := range got {
+				if slices.Contains(seen, id) {
+					t.Fatalf("generation %d, restart %d: NPC id %#x again, spawned by a run before", gen, panics, id)
+				}
+			}
+			seen = append(seen, got...)
+		}
+	}
+}

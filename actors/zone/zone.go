@@ -169,7 +169,10 @@ func Props(p Params) *actor.Props {
 		handed.npcs.Store(&npcs)
 		p.NPCs = nil
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &zoneActor{p: p, inputs: g, runner: r, handed: handed} },
+	starts := new(atomic.Uint64)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &zoneActor{p: p, inputs: g, runner: r, handed: handed, starts: starts}
+	},
 		actor.WithMailbox(newInputMailbox(g, p.Metrics)), actor.WithDispatcher(r))
 }
 
@@ -182,6 +185,9 @@ type handedNPCs struct {
 type zoneActor struct {
 	p      Params
 	handed *handedNPCs // nil: none were handed over
+	// starts counts the actor's starts, its restarts after a panic after
+	// the first (nil: tests' actors, never started).
+	starts *atomic.Uint64
 	m      *Metrics
 	log    *slog.Logger
 	z      *sim.Zone
@@ -374,6 +380,14 @@ func (a *zoneActor) recoverLoudly(ctx actor.Context) {
 	panic(r)
 }
 
+// restartCount counts this start and returns how many came before it.
+func (a *zoneActor) restartCount() uint64 {
+	if a.starts == nil {
+		return 0
+	}
+	return a.starts.Add(1) - 1
+}
+
 func (a *zoneActor) start(ctx actor.Context) error {
 	if err := a.p.Validate(); err != nil {
 		return err
@@ -388,6 +402,14 @@ func (a *zoneActor) start(ctx actor.Context) error {
 	}
 	now := a.p.Now()
 	cfg := a.p.Sim
+	if n := a.restartCount(); n > 0 {
+		// Restarted empty after a panic, under the same lease epoch: the
+		// NPCs the run before spawned may live on in the neighbour zones
+		// (emigrants), so a fresh share takes ids of a generation of its
+		// own, not theirs again (two NPCs of one id, each one's handoffs
+		// refused).
+		cfg.NPCGeneration = sim.NPCGenerationOfRestart(cfg.NPCGeneration, n)
+	}
 	var npcs *[]sim.NPCState
 	if a.handed != nil {
 		npcs = a.handed.npcs.Swap(nil)

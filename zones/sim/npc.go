@@ -35,6 +35,20 @@ func NPCGenerationOf(epoch uint64) uint64 {
 	return g
 }
 
+// NPCGenerationOfRestart is the NPC generation of a zone run of generation
+// gen restarted in place for the restart-th time (its actor after a panic,
+// under the same lease epoch): the NPCs of the run before it may have
+// walked into the neighbour zones and live on there under their ids. Never
+// gen, never 0; two restarts share one with probability ≈ 2^-20.
+func NPCGenerationOfRestart(gen, restart uint64) uint64 {
+	s := gen<<32 ^ restart<<1 | 1
+	for {
+		if g := splitmix64(&s) >> (64 - (40 - npcGenShift)); g != 0 && g != gen {
+			return g
+		}
+	}
+}
+
 // NPCID returns the id of the n-th NPC spawned by the zone with index zi.
 func NPCID(zi int, n uint64) uint64 { return npcBit | uint64(zi+1)<<40 | n&(1<<40-1) }
 

@@ -142,3 +142,21 @@ func TestNPCGenerationsSpawnOtherIDs(t *testing.T) {
 		}
 	}
 }
+
+// A restarted run's generation is valid, never its run's own, and spread
+// over the restarts of one run and over the runs.
+func TestNPCGenerationOfRestart(t *testing.T) {
+	seen := map[uint64]bool{}
+	for _, gen := range []uint64{0, 1, NPCGenerationOf(77), 1<<20 - 1} {
+		for r := uint64(1); r <= 1000; r++ {
+			g := NPCGenerationOfRestart(gen, r)
+			if g == 0 || g >= 1<<20 || g == gen {
+				t.Fatalf("NPCGenerationOfRestart(%d, %d) = %d, want 1 ≤ g < 2^20, not %d", gen, r, g, gen)
+			}
+			seen[g] = true
+		}
+	}
+	if len(seen) < 3980 { // 4,000 draws from 2^20: ≈ 8 repeats expected
+		t.Fatalf("NPCGenerationOfRestart: %d distinct of 4,000", len(seen))
+	}
+}
