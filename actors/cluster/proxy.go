@@ -572,11 +572,7 @@ func (a *linkActor) Receive(ctx actor.Context) {
 		a.batch.Rejoins = append(a.batch.Rejoins, r)
 		a.add(proto.Size(r))
 	case *msg.Output:
-		o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch, ConnTag: m.ConnTag}
-		for _, e := range m.Events {
-			o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
-				Payload: append([]byte(nil), e.Payload...)})
-		}
+		o := outputToProto(m)
 		m.Release()
 		a.batch.Outputs = append(a.batch.Outputs, o)
 		a.add(proto.Size(o))
@@ -900,14 +896,9 @@ func (b *Bridge) deliverConn(cb *pb.ConnBatch) error {
 		if j == nil {
 			continue
 		}
-		out := msg.NewOutput()
-		out.Player, out.Epoch = o.GetPlayer(), o.GetEpoch()
-		for _, e := range o.GetEvents() {
-			if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
-				out.Release()
-				return fmt.Errorf("event class %d out of range", e.GetClass())
-			}
-			out.Add(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload())
+		out, err := outputFromProto(o)
+		if err != nil {
+			return err
 		}
 		root.Send(j.Conn, out)
 	}
@@ -1055,3 +1046,33 @@ func ValidID(s string) bool {
 // appear in the Joins of zones on other nodes (msg.Join.Conn.Id): what a
 // zone.GatewayGone names.
 func LinkID(node string) string { return linkPrefix + node }
+
+// outputToProto is a zone's Output for the link to another node (the
+// payloads copied: m goes back to its pool).
+func outputToProto(m *msg.Output) *pb.EventsOut {
+	o := &pb.EventsOut{Player: m.Player, Epoch: m.Epoch, ConnTag: m.ConnTag}
+	if m.Applied.Gen != 0 {
+		o.EventGen, o.EventLast = pbconv.FenceToProto(&m.Applied)
+	}
+	for _, e := range m.Events {
+		o.Events = append(o.Events, &pb.GameEvent{Class: uint32(e.Class), Lane: uint32(e.Lane), Key: uint32(e.Key),
+			Payload: append([]byte(nil), e.Payload...)})
+	}
+	return o
+}
+
+// outputFromProto is an Output another node's zone sent (pooled: the
+// connection releases it); an event out of range refuses the batch.
+func outputFromProto(o *pb.EventsOut) (*msg.Output, error) {
+	out := msg.NewOutput()
+	out.Player, out.Epoch = o.GetPlayer(), o.GetEpoch()
+	out.Applied = pbconv.FenceFromProto(o.GetEventGen(), o.GetEventLast())
+	for _, e := range o.GetEvents() {
+		if e.GetClass() > uint32(event.Staggered) || e.GetLane() > 255 || e.GetKey() > 65535 {
+			out.Release()
+			return nil, fmt.Errorf("event class %d out of range", e.GetClass())
+		}
+		out.Add(event.Class(e.GetClass()), uint8(e.GetLane()), uint16(e.GetKey()), e.GetPayload())
+	}
+	return out, nil
+}

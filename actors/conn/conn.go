@@ -358,6 +358,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
 		}
+		c.ackEvents(&m.Applied) // the events these answer, with them
 		if len(m.Events) == 0 {
 			// The zone's answer to this connection's Leave(Redirected)
 			// (holdEvents): every Output it sent before has arrived.

@@ -3,6 +3,7 @@ package conn
 import (
 	"testing"
 
+	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
@@ -47,6 +48,38 @@ func TestKeptEventsGoWithTheirFence(t *testing.T) {
 	c.ackEvents(fence(gen, 3, 1))
 	if len(c.keptEvents()) != 0 || c.side != nil {
 		t.Fatalf("after every event applied: %d kept, room for %d; want none", len(c.keptEvents()), cap(c.keptEvents()))
+	}
+	if c.sh.in != nil {
+		c.sh.in.Release()
+		c.sh.in = nil
+	}
+}
+
+// TestOutputReportsItsEventsApplied: the zone's Output that answers
+// events carries its fence (msg.Output.Applied), and the connection takes
+// it as it takes a Control's: the client hears those events applied in
+// the packet that brings their echoes, and the connection forgets them.
+// Left to the next tick's Control, a node stopped in between had the
+// echo delivered and the events sent again to the zone's next owner.
+func TestOutputReportsItsEventsApplied(t *testing.T) {
+	x := record(t, 1)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	for _, p := range x.steps[0] { // the first data packet fixes the numbering
+		feed(s, c, p, benchStep)
+	}
+	gen := c.srv.EventGen()
+	for seq := uint64(1); seq <= 2; seq++ {
+		c.Event(event.Event{Class: event.Ordered, Lane: 0, Seq: seq, Payload: []byte("e")})
+	}
+	o := msg.NewOutput()
+	o.Player = c.player
+	o.Applied = handoff.EventFence{Gen: gen}
+	o.Applied.Last[0] = 1
+	o.Add(event.Ordered, 0, 0, []byte("echo of e1"))
+	c.handle(o, benchStep)
+	if k := c.keptEvents(); len(k) != 1 || k[0].seq != 2 {
+		t.Fatalf("after an Output applying e1, kept %+v; want e2 alone", k)
 	}
 	if c.sh.in != nil {
 		c.sh.in.Release()

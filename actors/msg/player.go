@@ -411,6 +411,14 @@ type Output struct {
 	Epoch uint64
 	// ConnTag is ConnTag of Control, for an Output.
 	ConnTag uint32
+	// Applied is the player's ordered-event fence as the zone sent these
+	// events (Gen 0: none): the connection reports it to the client with
+	// them. Left to the tick's Control, an echo of an event the zone
+	// applied between two ticks went out a tick before the client heard
+	// the event applied, and a node stopped in between (SIGSTOP, a crash)
+	// left the client to send it again to the zone's next owner, which
+	// applied it a second time from its older checkpoint.
+	Applied handoff.EventFence
 	EventList
 }
 
@@ -421,7 +429,7 @@ func NewOutput() *Output { return outputPool.Get().(*Output) }
 
 // Release returns o to the pool; neither o nor its payloads may be used afterwards.
 func (o *Output) Release() {
-	o.Player, o.Epoch, o.ConnTag = 0, 0, 0
+	o.Player, o.Epoch, o.ConnTag, o.Applied = 0, 0, 0, handoff.EventFence{}
 	o.EventList.Reset()
 	outputPool.Put(o)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/replication/ghost"
 	"github.com/ghostwire/ghostwire/replication/move"
+	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
 // quietSystem is an actor system that logs warnings only.
@@ -80,8 +81,9 @@ type dplayer struct {
 	teleportAt  time.Time
 	latency     []time.Duration
 	kicked      bool
-	echoes      []msg.Event // copies of the events zones sent this player
-	holdsAt     []int       // len(echoes) at each empty Output (a zone's answer to a Leave(Redirected))
+	echoes      []msg.Event          // copies of the events zones sent this player
+	outFences   []handoff.EventFence // each Output's event fence (msg.Output.Applied), in order
+	holdsAt     []int                // len(echoes) at each empty Output (a zone's answer to a Leave(Redirected))
 	forced      [][3]float32
 	lastView    []ghost.ViewEntry
 	// advanced: the scheduled tick time of every Control that moved
@@ -202,6 +204,7 @@ func (d *driver) Receive(ctx actor.Context) {
 			if len(m.Events) == 0 {
 				p.holdsAt = append(p.holdsAt, len(p.echoes))
 			}
+			p.outFences = append(p.outFences, m.Applied)
 			for _, e := range m.Events {
 				e.Payload = append([]byte(nil), e.Payload...) // valid until Release
 				p.echoes = append(p.echoes, e)

@@ -369,7 +369,11 @@ func (a *zoneActor) sendEvent(player uint64, class event.Class, lane uint8, key 
 // release them.
 func (a *zoneActor) flushOutputs() {
 	for i := range a.outs {
-		a.ctx.Send(a.outs[i].conn, a.outs[i].o)
+		o := a.outs[i].o
+		// The events these answer are applied: reported with them
+		// (msg.Output.Applied).
+		o.Applied, _ = a.z.EventFence(o.Player)
+		a.ctx.Send(a.outs[i].conn, o)
 		a.outs[i] = pendingOut{}
 	}
 	a.outs = a.outs[:0]

@@ -776,7 +776,13 @@ type EventsOut struct {
 	// The player's handoff epoch at the zone that sent them (actors/msg.Output.Epoch).
 	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// As ControlUpdate.conn_tag.
-	ConnTag       uint32 `protobuf:"varint,4,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
+	ConnTag uint32 `protobuf:"varint,4,opt,name=conn_tag,json=connTag,proto3" json:"conn_tag,omitempty"`
+	// The player's ordered-event fence as the zone sent these events
+	// (actors/msg.Output.Applied; as ControlUpdate.event_gen, event_last):
+	// the events they answer are reported applied with them, not a tick
+	// later.
+	EventGen      uint64   `protobuf:"varint,5,opt,name=event_gen,json=eventGen,proto3" json:"event_gen,omitempty"`
+	EventLast     []uint64 `protobuf:"varint,6,rep,packed,name=event_last,json=eventLast,proto3" json:"event_last,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +843,20 @@ func (x *EventsOut) GetConnTag() uint32 {
 		return x.ConnTag
 	}
 	return 0
+}
+
+func (x *EventsOut) GetEventGen() uint64 {
+	if x != nil {
+		return x.EventGen
+	}
+	return 0
+}
+
+func (x *EventsOut) GetEventLast() []uint64 {
+	if x != nil {
+		return x.EventLast
+	}
+	return nil
 }
 
 // ZoneTake goes to gw.<world>.node.<target>.take in a zone handover
@@ -970,12 +990,15 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\bConnKick\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\rR\x06reason\x12\x19\n" +
-	"\bconn_tag\x18\x03 \x01(\rR\aconnTag\"\x85\x01\n" +
+	"\bconn_tag\x18\x03 \x01(\rR\aconnTag\"\xc1\x01\n" +
 	"\tEventsOut\x12\x16\n" +
 	"\x06player\x18\x01 \x01(\x04R\x06player\x12/\n" +
 	"\x06events\x18\x02 \x03(\v2\x17.ghostwire.v1.GameEventR\x06events\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bconn_tag\x18\x04 \x01(\rR\aconnTag\"o\n" +
+	"\bconn_tag\x18\x04 \x01(\rR\aconnTag\x12\x1b\n" +
+	"\tevent_gen\x18\x05 \x01(\x04R\beventGen\x12\x1d\n" +
+	"\n" +
+	"event_last\x18\x06 \x03(\x04R\teventLast\"o\n" +
 	"\bZoneTake\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x120\n" +
 	"\x04npcs\x18\x02 \x03(\v2\x1c.ghostwire.v1.EntitySnapshotR\x04npcs\x12\x1d\n" +
