@@ -304,6 +304,12 @@ func FuzzZoneBatch(f *testing.F) {
 		Kicks:     []*pb.ConnKick{{Player: 3, Reason: 2, ConnTag: 0xffffffff}},
 		Outputs:   []*pb.EventsOut{{Player: 3, ConnTag: 9, Events: []*pb.GameEvent{{Class: 1, Payload: []byte("e")}}}}})
 	f.Add(tagged)
+	// An Output with its event fence (msg.Output.Applied): a usual one,
+	// and one with more lanes than a fence has.
+	fenced, _ := proto.Marshal(&pb.ConnBatch{FromNode: "n2", Outputs: []*pb.EventsOut{
+		{Player: 3, EventGen: 7, EventLast: []uint64{4, 0, 2}, Events: []*pb.GameEvent{{Class: 1, Payload: []byte("e")}}},
+		{Player: 3, EventGen: 7, EventLast: make([]uint64, 40)}}})
+	f.Add(fenced)
 	// On a reliable stream: the first of it, one after a gap, a duplicate.
 	for _, seq := range []uint64{1, 5, 1} {
 		s, _ := proto.Marshal(&pb.ZoneBatch{Zone: "z", ZoneEpoch: 1, FromNode: "n2", Stream: 77, Seq: seq, Floor: 1,
