@@ -52,6 +52,10 @@ type Parts struct {
 	// LiveOthers lists the other live nodes (a drain's targets); nil: not
 	// known, and a drain of the last node is not refused.
 	LiveOthers func(ctx context.Context) []string
+	// EmbedsNATS: this node's process runs the NATS server the cluster
+	// uses (zoned's embedded default). A drain stops it, and with it NATS
+	// for every other node: such a drain is refused while others live.
+	EmbedsNATS bool
 	UDPAddr    string
 	HTTPAddr   func() string
 }

@@ -309,9 +309,22 @@ func (s *Service) nodeOp(ctx context.Context, c call) (proto.Message, error) {
 		}
 		// A drain promises that the zones play on elsewhere: on the last
 		// node it would stop them, so that takes the caller's say-so.
-		if !req.Last && len(ni.Zones) > 0 && s.loc.p.LiveOthers != nil && len(s.loc.p.LiveOthers(ctx)) == 0 {
-			return nil, fmt.Errorf("%w: node %s is the last live node: no other node would take its %d zones, so its %d players would be disconnected and the zones stop until a node starts (zonectl drain --last drains it anyway)",
-				ErrBadRequest, s.cfg.Node, len(ni.Zones), ni.Players)
+		var others []string
+		if s.loc.p.LiveOthers != nil {
+			others = s.loc.p.LiveOthers(ctx)
+			if !req.Last && len(ni.Zones) > 0 && len(others) == 0 {
+				return nil, fmt.Errorf("%w: node %s is the last live node: no other node would take its %d zones, so its %d players would be disconnected and the zones stop until a node starts (zonectl drain --last drains it anyway)",
+					ErrBadRequest, s.cfg.Node, len(ni.Zones), ni.Players)
+			}
+		}
+		// The zones it would hand over would stop a moment later on the
+		// nodes that took them, their NATS gone: the drain's promise
+		// broken, the world stopped. No --last overrides it: the other
+		// nodes can be drained first.
+		if s.loc.p.EmbedsNATS && len(others) > 0 {
+			slices.Sort(others)
+			return nil, fmt.Errorf("%w: node %s embeds the NATS server that %s use: draining it stops NATS under them, and the zones it hands over would stop with it; drain %s first (the last of them with --last), or, in a cluster, run NATS apart from zoned (zoned --nats URL)",
+				ErrBadRequest, s.cfg.Node, strings.Join(others, ", "), strings.Join(others, ", "))
 		}
 		s.log.Warn("admin: node draining", append([]any{"node", s.cfg.Node, "zones", len(ni.Zones), "players", ni.Players, "last", req.Last}, c.who(req.Caller)...)...)
 		deadline := time.Duration(req.DeadlineMs) * time.Millisecond

@@ -24,6 +24,7 @@ func (n *Node) startAdmin(ctx context.Context, wm *world.World) (*admin.Service,
 			Drainer:    admin.DrainFunc(n.Stop),
 			MoveZone:   n.MoveZone,
 			LiveOthers: n.member.liveOthers,
+			EmbedsNATS: n.nats.srv != nil,
 		},
 	})
 }

@@ -445,7 +445,12 @@ the drain runs.
 
 The last live node is not drained unless --last is given: no other node
 would take its zones, so its players would be disconnected (their
-records written) and the world's zones stop until a node starts.`,
+records written) and the world's zones stop until a node starts.
+
+A node whose process embeds the NATS server the other nodes use (zoned
+without --nats) is not drained while they live, --last or not: its NATS
+would stop under them, and the zones it handed them with it. Drain the
+others first, or run NATS apart from zoned in a cluster.`,
 			Args:    oneArg("node id"),
 			Example: "  zonectl drain zoned-b-7777\n  zonectl drain zoned-a-7777 --last   # the world's only node: everyone is disconnected",
 			RunE: func(_ *cobra.Command, args []string) error {

@@ -142,6 +142,24 @@ func TestAdminThreeNodes(t *testing.T) {
 	if st.Nodes != 3 || st.Zones != 4 || st.RemoteHandoffs < 2 || st.Players != 1 || st.Connections != 1 {
 		t.Fatalf("stats: %+v (want 2 remote handoffs at least)", st)
 	}
+
+	// n1 embeds the NATS server n2 and n3 use: drained, it would stop NATS
+	// under them, and the zones it handed them with it. Refused, with
+	// --last too, and n1 plays on.
+	for _, args := range [][]string{{"drain", "n1"}, {"drain", "n1", "--last"}} {
+		if r := ctl(t, url, dir, args...); r.code != 1 || !strings.Contains(r.stderr, "node n1 embeds the NATS server that n2, n3 use") ||
+			!strings.Contains(r.stderr, "drain n2, n3 first") {
+			t.Fatalf("zonectl %v: want exit 1 and the reason, got %+v", args, r)
+		}
+	}
+	select {
+	case <-nodes[0].Done():
+		t.Fatal("a refused drain stopped n1")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if r := ctl(t, url, dir, "stats"); r.code != 0 {
+		t.Fatalf("stats after a refused drain: %+v", r)
+	}
 }
 
 // zonectl move-zone hands a zone to another node while a player plays in
