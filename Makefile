@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest cluster chaos chaos-nats capacity fuzz-seeds bench-smoke deploy-check verify bench fuzz generate peers
+.PHONY: help test vet race scale loadtest cluster chaos chaos-nats chaos-pause capacity fuzz-seeds bench-smoke deploy-check verify bench fuzz generate peers
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -205,6 +205,17 @@ chaos-nats: ## 3 zoned on a standalone nats-server, which is restarted twice mid
 	@mkdir -p $(CHAOS_DIR)-nats
 	$(GO) build -o $(CHAOS_DIR)-nats/chaos ./cmd/chaos
 	$(CHAOS_DIR)-nats/chaos --out $(CHAOS_DIR)-nats --external-nats --plan nats-restart --events 2 --every 20s --warmup 10s --tail 15s $(CHAOS_NATS_FLAGS)
+
+# chaos-pause: every event a SIGSTOP of 10 s, past the clients' ack window (256 packets: 8.5 s at
+# 30 Hz), with 15 s tokens so that the paused node's clients wait it out rather than reconnect:
+# notify's far-packet acceptance (docs/protocol.md § 3.11), the zones' own lease check and the
+# lease's hold (docs/cluster.md) under load.
+CHAOS_PAUSE_FLAGS ?=
+
+chaos-pause: ## chaos with every event a 10 s SIGSTOP (past the ack window) and 15 s tokens (CHAOS_PAUSE_FLAGS)
+	@mkdir -p $(CHAOS_DIR)-pause
+	$(GO) build -o $(CHAOS_DIR)-pause/chaos ./cmd/chaos
+	$(CHAOS_DIR)-pause/chaos --out $(CHAOS_DIR)-pause --actions stop --stop-for 10s --token-timeout 15s --events 6 --every 20s $(CHAOS_PAUSE_FLAGS)
 
 # The capacity curve: a whole node in one process (cmd/capacity) driven by botswarm in another,
 # one fresh node per player count; server CPU per player-second, live heap per player (after

@@ -53,6 +53,13 @@ type arqOut struct {
 	bytes    int
 	progress time.Duration // the last ack that freed something, or the first send
 	resent   time.Duration // the last time held batches went again
+	// thin, when set, re-encodes a held batch without what a resend need
+	// not carry (a link's views: the next keyframe replaces them), before
+	// arqMaxHeld drops whole batches: a peer paused for seconds (SIGSTOP,
+	// a frozen VM) then still gets the events, controls and rejoins sent
+	// meanwhile. thinned held batches, the oldest, are thin already.
+	thin    func([]byte) []byte
+	thinned int
 }
 
 type heldBatch struct {
@@ -77,10 +84,18 @@ func (o *arqOut) hold(seq uint64, data []byte, now time.Duration) {
 	}
 	o.held = append(o.held, heldBatch{seq, data})
 	o.bytes += len(data)
+	for o.bytes > arqMaxHeld && o.thin != nil && o.thinned < len(o.held)-1 {
+		h := &o.held[o.thinned]
+		t := o.thin(h.data)
+		o.bytes += len(t) - len(h.data)
+		h.data = t
+		o.thinned++
+	}
 	for o.bytes > arqMaxHeld && len(o.held) > 1 {
 		o.bytes -= len(o.held[0].data)
 		o.held[0] = heldBatch{}
 		o.held = o.held[1:]
+		o.thinned = max(o.thinned-1, 0)
 	}
 }
 
@@ -94,6 +109,7 @@ func (o *arqOut) ack(seq uint64, now time.Duration) {
 	}
 	if n > 0 {
 		o.held = o.held[n:]
+		o.thinned = max(o.thinned-n, 0)
 		o.progress = now
 	}
 	if len(o.held) == 0 {
@@ -333,4 +349,21 @@ func (b *Bridge) onAck(nm *nats.Msg) {
 	if pid != nil {
 		b.cfg.Sys.Root.Send(pid, &arqAck{seq: a.GetSeq(), nak: a.GetNak()})
 	}
+}
+
+// thinConnBatch is a link's held ConnBatch without its views (arqOut.thin):
+// a resend's views would be stale, and the receiver takes the next
+// keyframe (keyframeEvery) after the gap. A batch with no views, or one
+// that does not decode, is kept as it is.
+func thinConnBatch(data []byte) []byte {
+	var cb pb.ConnBatch
+	if proto.Unmarshal(data, &cb) != nil || len(cb.Views) == 0 && len(cb.PackedViews) == 0 {
+		return data
+	}
+	cb.Views, cb.PackedViews = nil, nil
+	thin, err := proto.Marshal(&cb)
+	if err != nil {
+		return data
+	}
+	return thin
 }

@@ -373,7 +373,7 @@ func (b *Bridge) link(node string) *link {
 	l := &link{node: node, slots: map[uint64]*slotRec{}, streams: &b.streams}
 	sys := b.cfg.Sys
 	name := linkPrefix + node
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &linkActor{b: b, l: l} }), name+linkActorSuffix)
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLinkActor(b, l) }), name+linkActorSuffix)
 	if err != nil { // the name is taken: an earlier link that was stopped
 		pid = actor.NewPID(sys.Address(), name+linkActorSuffix)
 	}
@@ -525,6 +525,14 @@ func (a *linkActor) add(n int) {
 type pendingView struct {
 	v   *msg.View
 	rec *slotRec
+}
+
+// newLinkActor is the link actor of l: its held batches give up their
+// views first when its peer stops acknowledging (arqOut.thin).
+func newLinkActor(b *Bridge, l *link) *linkActor {
+	a := &linkActor{b: b, l: l}
+	a.arq.thin = thinConnBatch
+	return a
 }
 
 // drainViews is sent to self while pending views remain.
