@@ -367,3 +367,31 @@ func thinConnBatch(data []byte) []byte {
 	}
 	return thin
 }
+
+// thinZoneBatch is a zone proxy's held ZoneBatch without its replica
+// batches (arqOut.thin): a neighbour's border replicas are replaced by the
+// next tick's, and a silent neighbour's expire (sim ReplicaTTL). Inputs,
+// joins, leaves, teleports and handoff messages stay. A batch with no
+// replicas, or one that does not decode, is kept as it is.
+func thinZoneBatch(data []byte) []byte {
+	var zb pb.ZoneBatch
+	if proto.Unmarshal(data, &zb) != nil {
+		return data
+	}
+	items := zb.Items[:0]
+	for _, it := range zb.Items {
+		if it.GetReplicas() == nil {
+			items = append(items, it)
+		}
+	}
+	if len(items) == len(zb.Items) {
+		return data
+	}
+	clear(zb.Items[len(items):])
+	zb.Items = items
+	thin, err := proto.Marshal(&zb)
+	if err != nil {
+		return data
+	}
+	return thin
+}

@@ -217,3 +217,33 @@ func TestThinConnBatchDropsOnlyViews(t *testing.T) {
 		}
 	}
 }
+
+// A zone proxy's batch thinned keeps everything but its replica batches.
+func TestThinZoneBatchDropsOnlyReplicas(t *testing.T) {
+	full := &pb.ZoneBatch{Zone: "x1z1", ZoneEpoch: 7, FromNode: "n1", Stream: 2, Seq: 5, Floor: 1, Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "x0z1", To: "x1z1"}}},
+		{Item: &pb.ZoneItem_Input{Input: &pb.PlayerInput{Player: 3, EventGen: 4}}},
+		{Item: &pb.ZoneItem_Handoff{Handoff: &pb.HandoffItem{Msg: &pb.HandoffMessage{Entity: 3, From: "x0z1", To: "x1z1"}}}},
+		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "x0z1", To: "x1z1"}}},
+		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 5}}},
+	}}
+	data, err := proto.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got pb.ZoneBatch
+	if err := proto.Unmarshal(thinZoneBatch(data), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := proto.Clone(full).(*pb.ZoneBatch)
+	want.Items = []*pb.ZoneItem{want.Items[1], want.Items[2], want.Items[4]}
+	if !proto.Equal(&got, want) {
+		t.Fatalf("thinned:\n%v\nwant:\n%v", &got, want)
+	}
+	bare, _ := proto.Marshal(&pb.ZoneBatch{Zone: "x1z1", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 5}}}}})
+	for _, d := range [][]byte{bare, {0xff, 0xff, 0xff}} {
+		if t2 := thinZoneBatch(d); string(t2) != string(d) {
+			t.Fatalf("thinZoneBatch(%x) = %x, want it unchanged", d, t2)
+		}
+	}
+}

@@ -621,7 +621,7 @@ func (b *Bridge) Unserve(zoneID string) {
 // (-race saw a zone's send read the dispatcher the spawn was writing).
 func (b *Bridge) ProxyProps(zoneID string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &zoneProxy{b: b, zone: zoneID}
+		return &zoneProxy{b: b, zone: zoneID, arq: arqOut{thin: thinZoneBatch}}
 	}, actor.WithMailbox(msg.EarlyPosts(actor.Unbounded())))
 }
 
