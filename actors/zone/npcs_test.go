@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/zones/sim"
 	"github.com/ghostwire/ghostwire/zones/world"
@@ -32,21 +34,7 @@ func TestHandedNPCsServeTheFirstStartOnly(t *testing.T) {
 	if err := zw.SpawnWith("x1z1", handed); err != nil {
 		t.Fatal(err)
 	}
-	npcs := func() []uint64 {
-		var ids []uint64
-		f := RequestInspect(sys.Root, zw.PID("x1z1"), func(z *sim.Zone) {
-			z.Entities(func(e sim.EntityInfo) {
-				if e.Owned && e.Kind == sim.KindNPC {
-					ids = append(ids, e.ID)
-				}
-			})
-		}, 5*time.Second)
-		if _, err := msg.Await(f); err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(ids)
-		return ids
-	}
+	npcs := func() []uint64 { return ownedNPCs(t, sys, zw.PID("x1z1")) }
 	var want []uint64
 	for _, st := range handed {
 		want = append(want, st.Snap.Entity)
@@ -88,20 +76,7 @@ func TestRestartedZoneSpawnsNewNPCIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(zw.Stop)
-		npcs := func() []uint64 {
-			var ids []uint64
-			f := RequestInspect(sys.Root, zw.PID("x0z0"), func(z *sim.Zone) {
-				z.Entities(func(e sim.EntityInfo) {
-					if e.Owned && e.Kind == sim.KindNPC {
-						ids = append(ids, e.ID)
-					}
-				})
-			}, 5*time.Second)
-			if _, err := msg.Await(f); err != nil {
-				t.Fatal(err)
-			}
-			return ids
-		}
+		npcs := func() []uint64 { return ownedNPCs(t, sys, zw.PID("x0z0")) }
 		seen := npcs()
 		if len(seen) != 10 {
 			t.Fatalf("generation %d: the zone runs %d NPCs, want 10", gen, len(seen))
@@ -121,4 +96,22 @@ func TestRestartedZoneSpawnsNewNPCIDs(t *testing.T) {
 			seen = append(seen, got...)
 		}
 	}
+}
+
+// ownedNPCs is the ids of the NPCs the zone at pid owns, sorted.
+func ownedNPCs(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) []uint64 {
+	t.Helper()
+	var ids []uint64
+	f := RequestInspect(sys.Root, pid, func(z *sim.Zone) {
+		z.Entities(func(e sim.EntityInfo) {
+			if e.Owned && e.Kind == sim.KindNPC {
+				ids = append(ids, e.ID)
+			}
+		})
+	}, 5*time.Second)
+	if _, err := msg.Await(f); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	return ids
 }
