@@ -35,6 +35,11 @@ const (
 	// arqMaxHeld bounds what a sender holds for resends (bytes): beyond it
 	// the oldest go, and a receiver that asks for them jumps to the floor.
 	arqMaxHeld = 4 << 20
+	// arqHeldOverhead is what each held batch counts toward arqMaxHeld
+	// besides its bytes (its entry, its slice, a publish at each resend):
+	// thinned batches are small, and without it a stalled peer's stream
+	// could hold hundreds of thousands of them.
+	arqHeldOverhead = 256
 	// arqNakEvery spaces a receiver's resend requests per stream.
 	arqNakEvery = 20 * time.Millisecond
 	// arqIdle: a receiver forgets a stream it has not heard from this long.
@@ -83,7 +88,7 @@ func (o *arqOut) hold(seq uint64, data []byte, now time.Duration) {
 		o.progress = now
 	}
 	o.held = append(o.held, heldBatch{seq, data})
-	o.bytes += len(data)
+	o.bytes += len(data) + arqHeldOverhead
 	for o.bytes > arqMaxHeld && o.thin != nil && o.thinned < len(o.held)-1 {
 		h := &o.held[o.thinned]
 		t := o.thin(h.data)
@@ -92,7 +97,7 @@ func (o *arqOut) hold(seq uint64, data []byte, now time.Duration) {
 		o.thinned++
 	}
 	for o.bytes > arqMaxHeld && len(o.held) > 1 {
-		o.bytes -= len(o.held[0].data)
+		o.bytes -= len(o.held[0].data) + arqHeldOverhead
 		o.held[0] = heldBatch{}
 		o.held = o.held[1:]
 		o.thinned = max(o.thinned-1, 0)
@@ -103,7 +108,7 @@ func (o *arqOut) hold(seq uint64, data []byte, now time.Duration) {
 func (o *arqOut) ack(seq uint64, now time.Duration) {
 	n := 0
 	for n < len(o.held) && o.held[n].seq <= seq {
-		o.bytes -= len(o.held[n].data)
+		o.bytes -= len(o.held[n].data) + arqHeldOverhead
 		o.held[n] = heldBatch{}
 		n++
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +114,7 @@ func TestReliableStreamEdges(t *testing.T) {
 	var out arqOut
 	for range 3 {
 		s, _ := out.stamp()
-		out.hold(s, make([]byte, arqMaxHeld/2), 0)
+		out.hold(s, make([]byte, arqMaxHeld/2-arqHeldOverhead), 0)
 	}
 	if len(out.held) != 2 || out.held[0].seq != 2 {
 		t.Fatalf("holding %d batches from %d, want the newest 2 within arqMaxHeld", len(out.held), out.held[0].seq)
@@ -168,7 +169,7 @@ func TestHeldBatchesThinBeforeTheyDrop(t *testing.T) {
 	}
 	sum := 0
 	for _, h := range out.held {
-		sum += len(h.data)
+		sum += len(h.data) + arqHeldOverhead
 	}
 	if sum != out.bytes {
 		t.Fatalf("bytes %d, held %d", out.bytes, sum)
@@ -181,10 +182,56 @@ func TestHeldBatchesThinBeforeTheyDrop(t *testing.T) {
 	keep := arqOut{thin: func(d []byte) []byte { return d }}
 	for range 3 {
 		s, _ := keep.stamp()
-		keep.hold(s, make([]byte, arqMaxHeld/2), 0)
+		keep.hold(s, make([]byte, arqMaxHeld/2-arqHeldOverhead), 0)
 	}
 	if len(keep.held) != 2 || keep.bytes > arqMaxHeld {
 		t.Fatalf("thinning that frees nothing: %d held, %d bytes; want the newest 2 within the bound", len(keep.held), keep.bytes)
+	}
+
+	// Batches thinned to almost nothing are bounded in number too.
+	tiny := arqOut{thin: func(d []byte) []byte { return d[:1] }}
+	for range 100_000 {
+		s, _ := tiny.stamp()
+		tiny.hold(s, make([]byte, 64), 0)
+	}
+	if max := arqMaxHeld / (1 + arqHeldOverhead); len(tiny.held) > max {
+		t.Fatalf("%d tiny batches held, want at most %d", len(tiny.held), max)
+	}
+}
+
+// A link holds ConnBatches and thins their views; a zone proxy holds
+// ZoneBatches and thins their replicas: each stream is made with the
+// thinning of its own kind.
+func TestStreamsThinTheirOwnKind(t *testing.T) {
+	link := newLinkActor(nil, nil)
+	views, _ := proto.Marshal(&pb.ConnBatch{FromNode: "n1", Controls: []*pb.ControlUpdate{{Player: 1}},
+		PackedViews: make([]byte, arqMaxHeld/4)})
+	proxy := newZoneProxy(nil, "x1z1")
+	reps, _ := proto.Marshal(&pb.ZoneBatch{Zone: "x1z1", Items: []*pb.ZoneItem{
+		{Item: &pb.ZoneItem_Input{Input: &pb.PlayerInput{Player: 3}}},
+		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: strings.Repeat("x", arqMaxHeld/4), To: "x1z1"}}}}})
+	for _, c := range []struct {
+		name string
+		o    *arqOut
+		data []byte
+		left func([]byte) bool
+	}{
+		{"link", &link.arq, views, func(d []byte) bool {
+			var cb pb.ConnBatch
+			return proto.Unmarshal(d, &cb) == nil && len(cb.PackedViews) == 0 && len(cb.Controls) == 1
+		}},
+		{"zone proxy", &proxy.arq, reps, func(d []byte) bool {
+			var zb pb.ZoneBatch
+			return proto.Unmarshal(d, &zb) == nil && len(zb.Items) == 1 && zb.Items[0].GetInput() != nil
+		}},
+	} {
+		for range 6 {
+			s, _ := c.o.stamp()
+			c.o.hold(s, c.data, 0)
+		}
+		if len(c.o.held) != 6 || !c.left(c.o.held[0].data) {
+			t.Fatalf("%s: %d batches held, the oldest thinned %v; want all 6, the oldest without its bulk", c.name, len(c.o.held), c.left(c.o.held[0].data))
+		}
 	}
 }
 

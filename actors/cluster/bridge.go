@@ -620,9 +620,14 @@ func (b *Bridge) Unserve(zoneID string) {
 // send to the zone's name, and a handover spawns the proxy while they do
 // (-race saw a zone's send read the dispatcher the spawn was writing).
 func (b *Bridge) ProxyProps(zoneID string) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &zoneProxy{b: b, zone: zoneID, arq: arqOut{thin: thinZoneBatch}}
-	}, actor.WithMailbox(msg.EarlyPosts(actor.Unbounded())))
+	return actor.PropsFromProducer(func() actor.Actor { return newZoneProxy(b, zoneID) },
+		actor.WithMailbox(msg.EarlyPosts(actor.Unbounded())))
+}
+
+// newZoneProxy is the proxy of zoneID: its held batches give up their
+// replicas first when the owner stops acknowledging (arqOut.thin).
+func newZoneProxy(b *Bridge, zoneID string) *zoneProxy {
+	return &zoneProxy{b: b, zone: zoneID, arq: arqOut{thin: thinZoneBatch}}
 }
 
 // Close unsubscribes everything and stops the links.

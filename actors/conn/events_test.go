@@ -13,16 +13,7 @@ import (
 // another numbering says nothing; once every kept event is applied the
 // connection keeps no room for them.
 func TestKeptEventsGoWithTheirFence(t *testing.T) {
-	x := record(t, 1)
-	s, cs := benchShard(t, x, 1)
-	c := cs[0]
-	for _, p := range x.steps[0] { // the first data packet fixes the numbering
-		feed(s, c, p, benchStep)
-	}
-	gen := c.srv.EventGen()
-	if gen == 0 {
-		t.Fatal("the session numbers no events")
-	}
+	c, gen := numberingConn(t)
 	payload := []byte("hello")
 	for seq := uint64(1); seq <= 3; seq++ {
 		c.Event(event.Event{Class: event.Ordered, Lane: 0, Seq: seq, Payload: payload})
@@ -62,13 +53,7 @@ func TestKeptEventsGoWithTheirFence(t *testing.T) {
 // Left to the next tick's Control, a node stopped in between had the
 // echo delivered and the events sent again to the zone's next owner.
 func TestOutputReportsItsEventsApplied(t *testing.T) {
-	x := record(t, 1)
-	s, cs := benchShard(t, x, 1)
-	c := cs[0]
-	for _, p := range x.steps[0] { // the first data packet fixes the numbering
-		feed(s, c, p, benchStep)
-	}
-	gen := c.srv.EventGen()
+	c, gen := numberingConn(t)
 	for seq := uint64(1); seq <= 2; seq++ {
 		c.Event(event.Event{Class: event.Ordered, Lane: 0, Seq: seq, Payload: []byte("e")})
 	}
@@ -85,4 +70,21 @@ func TestOutputReportsItsEventsApplied(t *testing.T) {
 		c.sh.in.Release()
 		c.sh.in = nil
 	}
+}
+
+// numberingConn is a connection whose client's first data packet has fixed
+// its event numbering, and that numbering's generation.
+func numberingConn(t *testing.T) (*Conn, uint64) {
+	t.Helper()
+	x := record(t, 1)
+	s, cs := benchShard(t, x, 1)
+	c := cs[0]
+	for _, p := range x.steps[0] {
+		feed(s, c, p, benchStep)
+	}
+	gen := c.srv.EventGen()
+	if gen == 0 {
+		t.Fatal("the session numbers no events")
+	}
+	return c, gen
 }

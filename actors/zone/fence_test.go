@@ -302,16 +302,27 @@ func TestEventsWaitOutALeaseHold(t *testing.T) {
 	if got := logA.take(); len(got) != 0 {
 		t.Fatalf("a held zone applied %q", got)
 	}
-	a.stop() // the lease lost: the zone stops, its kept inputs dropped
-	if got := a.world.Metrics().EventsPausedDropped.Load(); got != 2 {
-		t.Fatalf("%d events counted dropped at the stop, want 2 (e7, e8)", got)
+	a.lostThenResent(cp, gen, 7, 8)
+}
+
+// lostThenResent stops f's world — its zone lost with the events from..to
+// it kept — and checks that those are counted dropped, and that the next
+// owner, restoring cp, applies once each what the client sends again
+// (from..to, and one newer).
+func (f *fixture) lostThenResent(cp handoff.Checkpoint, gen, from, to uint64) {
+	f.t.Helper()
+	m := f.world.Metrics()
+	dropped := m.EventsPausedDropped.Load()
+	f.stop()
+	if got := m.EventsPausedDropped.Load() - dropped; got != to-from+1 {
+		f.t.Fatalf("%d events counted dropped at the stop, want %d (e%d..e%d)", got, to-from+1, from, to)
 	}
 	logB := &laneLog{}
-	b := restoredFixture(t, cp, logB)
+	b := restoredFixture(f.t, cp, logB)
 	defer b.stop()
-	b.sendNumbered("x0z0", 1, gen, 7, 9)
+	b.sendNumbered("x0z0", 1, gen, from, to+1)
 	b.sync()
-	if got := logB.take(); !slices.Equal(got, names(7, 9)) {
-		t.Fatalf("the next owner applied %q, want e7..e9 once each", got)
+	if got := logB.take(); !slices.Equal(got, names(from, to+1)) {
+		f.t.Fatalf("the next owner applied %q, want e%d..e%d once each", got, from, to+1)
 	}
 }

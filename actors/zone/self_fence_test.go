@@ -104,19 +104,7 @@ func TestZoneFencesItselfBeforeTheHold(t *testing.T) {
 	if got := logA.take(); len(got) != 0 {
 		t.Fatalf("a fenced zone applied %q", got)
 	}
-	dropped := m.EventsPausedDropped.Load()
-	a.stop()
-	if got := m.EventsPausedDropped.Load() - dropped; got != 2 {
-		t.Fatalf("%d events counted dropped at the stop, want 2 (e7, e8)", got)
-	}
-	logB := &laneLog{}
-	b := restoredFixture(t, cp, logB)
-	defer b.stop()
-	b.sendNumbered("x0z0", 1, gen, 7, 9)
-	b.sync()
-	if got := logB.take(); !slices.Equal(got, names(7, 9)) {
-		t.Fatalf("the next owner applied %q, want e7..e9 once each", got)
-	}
+	a.lostThenResent(cp, gen, 7, 8)
 }
 
 // ticksOf is the number of ticks zone's simulation has run.
