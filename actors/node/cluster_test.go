@@ -419,6 +419,49 @@ func TestClusterOrphanedZoneTakenOver(t *testing.T) {
 	}
 }
 
+// A zone seen unowned is due TTL/4 after the first sight, and the loop is
+// told how long until then, so it wakes for it instead of waiting for its
+// ticker's next turn; one owned again meanwhile is forgotten.
+func TestOrphansDue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const wait = 750 * time.Millisecond
+	orphan := map[string]time.Time{}
+	claim, next := orphansDue(orphan, []string{"x1z1"}, t0, wait)
+	if len(claim) != 0 || next != wait {
+		t.Fatalf("first sight: claim %v, next %v; want none, %v", claim, next, wait)
+	}
+	claim, next = orphansDue(orphan, []string{"x1z1", "x0z1"}, t0.Add(500*time.Millisecond), wait)
+	if len(claim) != 0 || next != 250*time.Millisecond {
+		t.Fatalf("half way: claim %v, next %v; want none, 250ms (x1z1's turn before x0z1's)", claim, next)
+	}
+	claim, next = orphansDue(orphan, []string{"x1z1", "x0z1"}, t0.Add(wait), wait)
+	if !slices.Equal(claim, []string{"x1z1"}) || next != 500*time.Millisecond {
+		t.Fatalf("x1z1 due: claim %v, next %v; want [x1z1], 500ms", claim, next)
+	}
+	// x0z1 owned again, then unowned again: its wait starts over.
+	if claim, next = orphansDue(orphan, []string{"x1z1"}, t0.Add(wait+time.Millisecond), wait); !slices.Equal(claim, []string{"x1z1"}) || next != 0 {
+		t.Fatalf("x0z1 owned: claim %v, next %v; want [x1z1] (not claimed yet), 0", claim, next)
+	}
+	if _, ok := orphan["x0z1"]; ok {
+		t.Fatal("x0z1, owned again, still counted as an orphan")
+	}
+	later := t0.Add(2 * time.Second)
+	if claim, next = orphansDue(orphan, []string{"x0z1"}, later, wait); len(claim) != 0 || next != wait {
+		t.Fatalf("x0z1 unowned again: claim %v, next %v; want none, %v", claim, next, wait)
+	}
+	if _, ok := orphan["x1z1"]; ok {
+		t.Fatal("x1z1, owned, still counted as an orphan")
+	}
+}
+
+func TestUnownedZones(t *testing.T) {
+	zones := []world.Zone{{ID: "x0z0"}, {ID: "x1z0"}, {ID: "x0z1"}}
+	got := unownedZones(zones, map[string]cluster.Owner{"x1z0": {Zone: "x1z0", Node: "n2", Epoch: 3}})
+	if !slices.Equal(got, []string{"x0z0", "x0z1"}) {
+		t.Fatalf("unowned %v, want [x0z0 x0z1]", got)
+	}
+}
+
 // checkPlayerRecords: every player's record in the players bucket names
 // the zone that owns it, at the owner's handoff epoch (records are written
 // asynchronously after in-process handoffs, so wait for them to settle).
