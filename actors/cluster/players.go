@@ -208,13 +208,12 @@ type playerJob struct {
 	// done, when set, is given the write's outcome: nil when the record
 	// was written.
 	done    func(err error)
-	refused func()
 	fresh   bool // a join: the record starts again (epochs restart with a new session)
 	place   bool
 	leaving bool // the player's last checkpoint: the record goes offline
 	// restore (Restored): a join that put the player back from its record
 	// as it stood at epoch from; written only while the record still names
-	// this zone at that epoch, else refused is called.
+	// this zone at that epoch.
 	restore bool
 	// commit (Commit): tries counts its writes; settled is set when one
 	// was answered for good (refused, or fenced), not failed. (In the
@@ -313,13 +312,18 @@ func (p *Players) Placed(player uint64, zone string, epoch uint64, join bool, cp
 // (a rejoin, a resume: the checkpoint that record held, at epoch from), as
 // Joined does, but only while the record still names zone at from: if
 // another zone took the player since (a handoff whose Commit was written
-// after the connection read the record), the write is refused and refused
-// is called (on a writer goroutine), so the zone drops the player again —
-// a plain write here made a second owner (see TestRestoreAfterTheRecordMovedIsRefused).
-// Asynchronous, as the others; a write dropped or failed calls nothing.
-func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, gateway string, refused func()) {
-	p.enqueue(&playerJob{player: player, zone: zone, epoch: epoch, cp: cp, place: true, gateway: gateway,
-		restore: true, from: from, refused: refused})
+// after the connection read the record), the write is refused — a plain
+// write here made a second owner (see TestRestoreAfterTheRecordMovedIsRefused).
+// Asynchronous, as the others: settled (when not nil) is called once, on a
+// writer goroutine, with whether the record was written; refused, failed
+// or dropped (the writers' queue full), the zone drops the player again.
+// (Jobs still queued at Close are dropped uncalled: the node is stopping.)
+func (p *Players) Restored(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, gateway string, settled func(written bool)) {
+	j := &playerJob{player: player, zone: zone, epoch: epoch, cp: cp, place: true, gateway: gateway, restore: true, from: from}
+	if settled != nil {
+		j.done = func(err error) { settled(err == nil) }
+	}
+	p.enqueue(j)
 }
 
 // Commit writes the record of a cross-process handoff and calls done with
@@ -353,6 +357,14 @@ func (p *Players) Checkpoint(zone string, cps []handoff.Checkpoint, leaving bool
 }
 
 func (p *Players) enqueue(j *playerJob) {
+	select {
+	case <-p.stop:
+		// Closed: no writer takes it. Whoever waits for its outcome
+		// hears now, not never.
+		finish(j, errClosed)
+		return
+	default:
+	}
 	w := j.player % playerWorkers
 	if j.commit {
 		p.qmu.Lock()
@@ -630,10 +642,11 @@ var ErrUnencodableRecord = errors.New("players: record does not encode")
 // A write's outcome when it was not made, for whoever waits on it (a
 // Commit's source, CheckpointSync): errNotWritten for a refusal, a fence
 // or a KV error (counted apart), errQueueFull when the writers' queue
-// had no room.
+// had no room, errClosed after Close.
 var (
 	errNotWritten = errors.New("players: record not written")
 	errQueueFull  = errors.New("players: record writers' queue full")
+	errClosed     = errors.New("players: record writers closed")
 )
 
 // outcome is a write's error from its bool outcome.
@@ -864,9 +877,6 @@ func (p *Players) writeRestore(ctx context.Context, key string, val []byte, j *p
 			p.Conflicts.Add(1)
 			p.log.Warn("player record moved on since the restore read it: refused", "player", j.player, "zone", j.zone,
 				"from_epoch", j.from, "record_zone", rec.GetZone(), "record_epoch", rec.GetEpoch())
-			if j.refused != nil {
-				j.refused()
-			}
 			return false, true
 		}
 		return false, false

@@ -277,22 +277,34 @@ func TestRestoreAfterTheRecordMovedIsRefused(t *testing.T) {
 		}
 	}
 	cp := &handoff.Checkpoint{Entity: 5, Epoch: 5, Name: "p5", Control: move.ControlState{Pos: [3]float32{1, 0, 1}}}
-	var refused atomic.Int32
+	var refused, written atomic.Int32
+	settled := func(ok bool) {
+		if ok {
+			written.Add(1)
+		} else {
+			refused.Add(1)
+		}
+	}
 	put("b", 4) // b's Commit: the record moved on after the connection read (a, 3)
-	p.Restored(5, "a", 5, 3, cp, "gw1", func() { refused.Add(1) })
+	p.Restored(5, "a", 5, 3, cp, "gw1", settled)
 	waitFor(t, 3*time.Second, "the restore refused", func() bool { return refused.Load() == 1 })
 	if rec := record(t, p, 5); rec.GetZone() != "b" || rec.GetEpoch() != 4 {
 		t.Fatalf("a restore over a record that moved on wrote it: %v", rec)
 	}
-	if p.Conflicts.Load() != 1 || p.Written.Load() != 0 {
-		t.Fatalf("conflicts %d written %d, want 1 and 0", p.Conflicts.Load(), p.Written.Load())
+	if p.Conflicts.Load() != 1 || p.Written.Load() != 0 || written.Load() != 0 {
+		t.Fatalf("conflicts %d written %d (settled written %d), want 1, 0 and 0", p.Conflicts.Load(), p.Written.Load(), written.Load())
 	}
 	put("a", 3) // unchanged since the read
-	p.Restored(5, "a", 5, 3, cp, "gw1", func() { refused.Add(1) })
-	waitFor(t, 3*time.Second, "the restore written", func() bool { return p.Written.Load() == 1 })
-	if rec := record(t, p, 5); rec.GetZone() != "a" || rec.GetEpoch() != 5 || rec.GetCheckpoint() == nil || refused.Load() != 1 {
-		t.Fatalf("restore over the record it came from: %v (refused %d)", rec, refused.Load())
+	p.Restored(5, "a", 5, 3, cp, "gw1", settled)
+	waitFor(t, 3*time.Second, "the restore written, and said so", func() bool { return written.Load() == 1 })
+	if rec := record(t, p, 5); rec.GetZone() != "a" || rec.GetEpoch() != 5 || rec.GetCheckpoint() == nil || refused.Load() != 1 || p.Written.Load() != 1 {
+		t.Fatalf("restore over the record it came from: %v (refused %d, written %d)", rec, refused.Load(), p.Written.Load())
 	}
+	// A restore the writers had no room for is settled too, unwritten:
+	// the zone must not wait for it.
+	p.Close()
+	p.Restored(5, "a", 6, 5, cp, "gw1", settled)
+	waitFor(t, 3*time.Second, "the restore after Close settled unwritten", func() bool { return refused.Load() == 2 })
 }
 
 // processCPU is the CPU time (user and system) this process has used.

@@ -161,14 +161,14 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	}
 	// A player put back from its record is recorded only over that record
 	// (cluster.Players.Restored): never a second owner.
-	restored := func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, refused func()) {
+	restored := func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, settled func(written bool)) {
 		gw := ""
 		if b := n.bridgeRef.Load(); b != nil && cp != nil {
 			gw = b.GatewayOfConn(cp.Conn)
 		} else {
 			cp = nil
 		}
-		n.players.Restored(player, zone, epoch, from, cp, gw, refused)
+		n.players.Restored(player, zone, epoch, from, cp, gw, settled)
 	}
 	checkpoint := func(zone string, cps []handoff.Checkpoint, leaving bool) {
 		if b := n.bridgeRef.Load(); b != nil {

@@ -50,7 +50,7 @@ func loadWorld(cfg Config) (*world.World, error) {
 // startGame starts the zone actors of the zones in owned, then runs
 // beforeGateway (the cluster bridge puts its proxies under the other
 // zones' names there), then opens the gateway.
-func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool, *handoff.Checkpoint), restored func(uint64, string, uint64, uint64, *handoff.Checkpoint, func()), checkpoint func(string, []handoff.Checkpoint, bool), chunk func(string, int, []handoff.Checkpoint), resume func(uint64, func(*actor.PID, *handoff.Checkpoint)), beforeGateway func(*game) error) (*game, error) {
+func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool, *handoff.Checkpoint), restored func(uint64, string, uint64, uint64, *handoff.Checkpoint, func(bool)), checkpoint func(string, []handoff.Checkpoint, bool), chunk func(string, int, []handoff.Checkpoint), resume func(uint64, func(*actor.PID, *handoff.Checkpoint)), beforeGateway func(*game) error) (*game, error) {
 	key, src, err := resolveKey(cfg, getenv, log)
 	if err != nil {
 		return nil, err

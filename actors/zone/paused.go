@@ -309,6 +309,9 @@ func (a *zoneActor) applyPausedEvents() {
 		if !a.z.OwnsEvents(in.Player) && a.eventsAway(in) {
 			continue
 		}
+		if a.keepUnconfirmed(in) {
+			continue // restore_hold.go
+		}
 		a.handleEvents(in)
 		in.Release()
 	}

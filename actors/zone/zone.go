@@ -70,11 +70,13 @@ type Params struct {
 	// Restored, when set, is told instead of Placed of a join that put a
 	// player back from its record (Join.Restore: a rejoin, a resume), with
 	// from, the record's epoch that checkpoint came from. The cluster
-	// writes the record only while it still names this zone at from; when
-	// another zone took the player since, it calls refused (from any
-	// goroutine) and this zone drops the player again: two owners
-	// otherwise. It must not block.
-	Restored func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, refused func())
+	// writes the record only while it still names this zone at from, and
+	// calls settled once (from any goroutine) with whether the write
+	// landed: the zone applies the player's events only then, and drops
+	// the player when it did not (another zone took the player since, or
+	// the write failed): two owners otherwise, each applying the player's
+	// events. It must not block.
+	Restored func(player uint64, zone string, epoch, from uint64, cp *handoff.Checkpoint, settled func(written bool))
 	// Checkpoint, when set, gets the checkpoints of the players whose turn
 	// it is this tick (each owned player's CheckpointEvery after its
 	// previous one, spread over the ticks) and, with leaving true, a
@@ -296,8 +298,12 @@ type zoneActor struct {
 	// for a handover or held for its lease, applied in order if it runs
 	// here again (paused.go).
 	pausedEvents []*msg.Input
-	nextAt       time.Duration
-	ctx          actor.Context
+	// unconfirmed: players restored from their records whose record
+	// write has not landed, with the inputs their events wait in
+	// (restore_hold.go).
+	unconfirmed map[uint64]*heldRestore
+	nextAt      time.Duration
+	ctx         actor.Context
 }
 
 // Receive implements actor.Actor.
@@ -318,6 +324,7 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 			a.timer.Stop()
 		}
 		a.dropPausedEvents()
+		a.dropUnconfirmed()
 		return
 	case *actor.Stopped:
 		if a.runner != nil {
@@ -343,6 +350,8 @@ func (a *zoneActor) Receive(ctx actor.Context) {
 		a.onLeave(m)
 	case *unplace:
 		a.onUnplace(m)
+	case *restoreSettled:
+		a.onRestoreSettled(m)
 	case *HandoffEnvelope:
 		a.onHandoff(m)
 	case *ReplicaEnvelope:
@@ -909,6 +918,10 @@ func (a *zoneActor) sweepJoins() {
 // forget drops everything this zone holds for player id: what leftAway
 // drops, and the player's Join, its handoff's start and forced control.
 func (a *zoneActor) forget(id uint64) {
+	if h := a.unconfirmed[id]; h != nil {
+		a.releaseHeld(h)
+		delete(a.unconfirmed, id)
+	}
 	a.leftAway(id)
 	a.dropJoin(id)
 	delete(a.began, id)
@@ -1038,6 +1051,9 @@ func (a *zoneActor) apply(in *msg.Input, now time.Duration, c *inputCounts) {
 			return // passed on: the owner releases it
 		}
 		c.events += uint64(len(in.Events))
+		if a.keepUnconfirmed(in) {
+			return // restore_hold.go
+		}
 		if a.paused&pausesEvents != 0 || a.fenceLapsed() {
 			a.pauseEvents(in) // paused.go
 			return
@@ -1160,11 +1176,18 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	a.setJoin(j)
 	a.flushHeld(j)
 	a.m.Joins.Add(1)
-	a.takeKept(a.takeEarly(j, nil)) // its inputs that came before it, in order
 	// The record a join writes (Placed) starts afresh: it carries the
 	// player's checkpoint at once, so a reconnect right after finds where
-	// it is. One put back from its record is written only over that record.
-	if r != nil && r.Entity == j.Player && !takeover && a.p.Restored != nil {
+	// it is. One put back from its record is written only over that record,
+	// and its events wait for that write, those that came before it too
+	// (restore_hold.go).
+	restoring := r != nil && r.Entity == j.Player && !takeover && a.p.Restored != nil
+	if restoring {
+		_, ep, _ := a.z.Handoffs().Status(j.Player)
+		a.holdRestore(j.Player, uint64(ep))
+	}
+	a.takeKept(a.takeEarly(j, nil)) // its inputs that came before it, in order
+	if restoring {
 		a.restored(j.Player, uint64(r.Epoch))
 		return
 	}
@@ -1172,8 +1195,9 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 }
 
 // restored tells Params.Restored of a player put back from its record as
-// it stood at epoch from; the zone drops the player if the record moved on
-// meanwhile (unplace).
+// it stood at epoch from; the zone applies the player's events once the
+// record's write lands, and drops the player if it does not (the record
+// moved on meanwhile: restoreSettled).
 func (a *zoneActor) restored(id, from uint64) {
 	cp, ok := a.z.CheckpointNow(id, a.checkpointTicks())
 	_, ep, _ := a.z.Handoffs().Status(id)
@@ -1182,14 +1206,15 @@ func (a *zoneActor) restored(id, from uint64) {
 		c = &cp
 	}
 	root, self := a.ctx.ActorSystem().Root, a.ctx.Self()
-	a.p.Restored(id, a.p.Sim.Zone, uint64(ep), from, c, func() {
-		root.Send(self, &unplace{player: id, epoch: uint64(ep)})
+	a.p.Restored(id, a.p.Sim.Zone, uint64(ep), from, c, func(written bool) {
+		root.Send(self, &restoreSettled{player: id, epoch: uint64(ep), written: written})
 	})
 }
 
-// unplace: the record of a player this zone restored at epoch had moved on
-// to another owner (Params.Restored): the player is dropped here, if it is
-// still here at that epoch. Its connection hears no Control from this zone
+// unplace: the record of a player this zone restored at epoch was not
+// written (it had moved on to another owner, or the write failed:
+// Params.Restored): the player is dropped here, if it is still here at
+// that epoch. Its connection hears no Control from this zone
 // and looks the record up again (it names the owner).
 type unplace struct{ player, epoch uint64 }
 
@@ -1198,7 +1223,7 @@ func (a *zoneActor) onUnplace(u *unplace) {
 	if _, ep, _ := a.z.Handoffs().Status(u.player); !ok || !e.Owned || uint64(ep) != u.epoch {
 		return
 	}
-	a.log.Warn("restored player dropped: its record names another owner", "zone", a.p.Sim.Zone, "player", u.player, "epoch", u.epoch)
+	a.log.Warn("restored player dropped: its record was not written (another owner's, or the write failed)", "zone", a.p.Sim.Zone, "player", u.player, "epoch", u.epoch)
 	a.m.Unplaced.Add(1)
 	a.leave(u.player, a.ownLeave(u.player, handshake.ReasonKicked))
 }
