@@ -93,6 +93,7 @@ type membership struct {
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
+	lostAt   time.Time            // when this node last lost a lease (mayAsk)
 
 	// The game clock (GatewayGone's Before) and the watch of the other
 	// nodes as gateways (gateways.go; loop only).
@@ -230,6 +231,7 @@ func (m *membership) lost(id string) {
 	if m.closed {
 		return
 	}
+	m.lostAt = time.Now()
 	m.bridge.Unserve(id)
 	m.zones.Remove(id)
 	if err := m.spawnProxy(id); err != nil {
@@ -497,7 +499,7 @@ func (m *membership) loop() {
 		for _, id := range claimed {
 			m.take(id)
 		}
-		if len(claimed) == 0 && m.nc != nil {
+		if len(claimed) == 0 && m.nc != nil && m.mayAsk(time.Now()) {
 			m.rebalance(ctx, holding)
 		}
 		// A zone still unowned TTL/4 after this node first saw it so
@@ -559,6 +561,20 @@ func orphansDue(orphan map[string]time.Time, unowned []string, now time.Time, wa
 		claim = append(claim, id)
 	}
 	return claim, next
+}
+
+// mayAsk reports whether this node may ask another for a zone
+// (rebalance) at now: not within two lease TTLs of losing one. A node
+// that lost its lease was paused past it (SIGSTOP, a stalled VM), starved
+// or cut off from NATS; asking at once, a node that woke from a 10 s
+// pause was handed a zone within 130 ms, while it still worked through
+// its backlog, and the zone's players were restored twice in five
+// seconds. It claims unowned zones meanwhile (an outage otherwise).
+func (m *membership) mayAsk(now time.Time) bool {
+	m.mu.Lock()
+	lost := m.lostAt
+	m.mu.Unlock()
+	return lost.IsZero() || now.Sub(lost) >= 2*m.leases.TTL()
 }
 
 // close stops claiming; the caller releases the leases.

@@ -454,6 +454,28 @@ func TestOrphansDue(t *testing.T) {
 	}
 }
 
+// A node that lost a lease asks no other node for a zone for two TTLs
+// (mayAsk): it was paused past its lease, starved or cut off, and a zone
+// handed to it at once (130 ms after a 10 s SIGSTOP, by hand) had its
+// players restored twice in five seconds.
+func TestLostLeaseHoldsBackAsking(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	nodes := startNodes(t, nil, "auto")
+	defer stopAll(nodes)
+	m, ttl := nodes[0].member, nodes[0].Leases().TTL()
+	if !m.mayAsk(time.Now()) {
+		t.Fatal("a node that never lost a lease may not ask for a zone")
+	}
+	m.lost("x1z1")
+	now := time.Now()
+	if m.mayAsk(now) || m.mayAsk(now.Add(2*ttl-100*time.Millisecond)) {
+		t.Fatal("a node that just lost a lease may ask for a zone")
+	}
+	if !m.mayAsk(now.Add(2*ttl + 100*time.Millisecond)) {
+		t.Fatal("two TTLs after its loss the node still may not ask")
+	}
+}
+
 func TestUnownedZones(t *testing.T) {
 	zones := []world.Zone{{ID: "x0z0"}, {ID: "x1z0"}, {ID: "x0z1"}}
 	got := unownedZones(zones, map[string]cluster.Owner{"x1z0": {Zone: "x1z0", Node: "n2", Epoch: 3}})
