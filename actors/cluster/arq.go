@@ -32,6 +32,15 @@ const (
 	// new for this long (the tail of a stream lost: no later batch shows
 	// the gap). Acks come for every batch, within a round trip.
 	arqRTO = 300 * time.Millisecond
+	// arqMaxBackoff: a stream whose resend went unanswered for its whole
+	// timeout (a peer paused, a frozen VM, NATS away) sends only its oldest
+	// held batch at the next, as a probe, and waits twice as long each time,
+	// up to arqRTO << arqMaxBackoff (2.4 s). Resending everything held every
+	// 300 ms sent a peer paused 10 s 21–22 k copies, queued for it in NATS
+	// and all delivered, as duplicates, at its wake. The first ack that frees
+	// anything ends the backoff; a gap the receiver sees asks for the rest
+	// at once (nak), as before.
+	arqMaxBackoff = 3
 	// arqMaxHeld bounds what a sender holds for resends (bytes): beyond it
 	// the oldest go, and a receiver that asks for them jumps to the floor.
 	arqMaxHeld = 4 << 20
@@ -58,6 +67,7 @@ type arqOut struct {
 	bytes    int
 	progress time.Duration // the last ack that freed something, or the first send
 	resent   time.Duration // the last time held batches went again
+	backoff  uint8         // timeouts since the last progress, beyond the first (arqMaxBackoff)
 	// thin, when set, re-encodes a held batch without what a resend need
 	// not carry (a link's views: the next keyframe replaces them), before
 	// arqMaxHeld drops whole batches: a peer paused for seconds (SIGSTOP,
@@ -116,6 +126,7 @@ func (o *arqOut) ack(seq uint64, now time.Duration) {
 		o.held = o.held[n:]
 		o.thinned = max(o.thinned-n, 0)
 		o.progress = now
+		o.backoff = 0
 	}
 	if len(o.held) == 0 {
 		o.held = o.held[:0:0] // let the backing array go
@@ -135,9 +146,23 @@ func (o *arqOut) resend(from uint64, now time.Duration) []heldBatch {
 }
 
 // due reports whether the held batches should go again: nothing new was
-// acknowledged for arqRTO since the last send of them.
+// acknowledged for the timeout (arqRTO, backed off) since the last send of
+// them.
 func (o *arqOut) due(now time.Duration) bool {
-	return len(o.held) > 0 && now-max(o.progress, o.resent) >= arqRTO
+	return len(o.held) > 0 && now-max(o.progress, o.resent) >= arqRTO<<o.backoff
+}
+
+// timedOut returns what goes again when the timeout passed (due): every
+// held batch, or only the oldest, as a probe, when the resend before went
+// unanswered (nothing acknowledged since), the timeout then doubling.
+func (o *arqOut) timedOut(now time.Duration) []heldBatch {
+	unanswered := o.resent > o.progress
+	all := o.resend(0, now)
+	if !unanswered || len(all) == 0 {
+		return all
+	}
+	o.backoff = min(o.backoff+1, arqMaxBackoff)
+	return all[:1]
 }
 
 // arqIn is a receiver's end of one stream.
@@ -219,7 +244,7 @@ func (b *Bridge) dropStream(s uint64) {
 func (b *Bridge) sendReliable(o *arqOut, subject string, kind Kind, m proto.Message, set func(stream, seq, floor uint64)) {
 	now := b.cfg.Now()
 	if o.due(now) {
-		for _, h := range o.resend(0, now) {
+		for _, h := range o.timedOut(now) {
 			b.publishRaw(subject, kind, h.data)
 			b.m.BatchesResent.Add(1)
 		}

@@ -55,7 +55,7 @@ func TestReliableStreamDeliversEveryBatchOnceInOrder(t *testing.T) {
 			toReceiver(seq, floor)
 			now += 10 * time.Millisecond
 			if out.due(now) {
-				for _, h := range out.resend(0, now) {
+				for _, h := range out.timedOut(now) {
 					toReceiver(h.seq, floors[h.seq])
 				}
 			}
@@ -68,7 +68,7 @@ func TestReliableStreamDeliversEveryBatchOnceInOrder(t *testing.T) {
 			}
 			now += 10 * time.Millisecond
 			if out.due(now) {
-				for _, h := range out.resend(0, now) {
+				for _, h := range out.timedOut(now) {
 					toReceiver(h.seq, floors[h.seq])
 				}
 			}
@@ -80,6 +80,68 @@ func TestReliableStreamDeliversEveryBatchOnceInOrder(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d: delivered %d batches, not 1..%d once each in order", seed, len(got), batches)
 		}
+	}
+}
+
+// A peer silent past a whole timeout's resend (paused, NATS away) gets
+// only the oldest held batch at each later timeout, as a probe, the
+// timeout doubling up to arqRTO << arqMaxBackoff; the first ack that frees
+// anything ends it, and the next timeout sends everything still held.
+// Everything every 300 ms sent a peer paused 10 s 21–22 k copies.
+func TestSilentPeerGetsProbes(t *testing.T) {
+	var out arqOut
+	for range 100 {
+		s, _ := out.stamp()
+		out.hold(s, make([]byte, 100), 0)
+	}
+	var sent []int
+	var at []time.Duration
+	for now := time.Duration(0); now <= 10*time.Second; now += 10 * time.Millisecond {
+		if out.due(now) {
+			sent = append(sent, len(out.timedOut(now)))
+			at = append(at, now)
+		}
+	}
+	want := []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond, 2400 * time.Millisecond,
+		4800 * time.Millisecond, 7200 * time.Millisecond, 9600 * time.Millisecond}
+	if !slices.Equal(at, want) {
+		t.Fatalf("timeouts at %v, want %v", at, want)
+	}
+	if !slices.Equal(sent, []int{100, 1, 1, 1, 1, 1, 1}) {
+		t.Fatalf("batches sent at the timeouts %v, want all 100 then one probe each", sent)
+	}
+	out.ack(40, 10*time.Second) // the peer is back
+	if out.due(10*time.Second + arqRTO - time.Millisecond) {
+		t.Fatal("due before a plain timeout after the ack")
+	}
+	now := 10*time.Second + arqRTO
+	if !out.due(now) {
+		t.Fatal("not due a plain timeout after the ack: the backoff outlived the peer's silence")
+	}
+	if got := out.timedOut(now); len(got) != 60 || got[0].seq != 41 {
+		t.Fatalf("after the ack the timeout sent %d batches, want the 60 still held from 41", len(got))
+	}
+}
+
+// The bridge's sends run the probe: past the first unanswered resend, a
+// timeout sends one held batch, not all of them.
+func TestSendReliableProbesASilentPeer(t *testing.T) {
+	var now time.Duration
+	b := &Bridge{m: new(Metrics), warned: map[string]bool{}, cfg: Config{Now: func() time.Duration { return now }}}
+	var o arqOut
+	send := func() { b.sendReliable(&o, "gw.w.zone.x", KindZone, &pb.ZoneBatch{}, func(_, _, _ uint64) {}) }
+	for range 50 {
+		send()
+	}
+	now = arqRTO
+	send() // the first timeout: all 50 again
+	if got := b.m.BatchesResent.Load(); got != 50 {
+		t.Fatalf("first timeout resent %d, want 50", got)
+	}
+	now = 2 * arqRTO
+	send() // unanswered: a probe
+	if got := b.m.BatchesResent.Load(); got != 51 {
+		t.Fatalf("second timeout resent %d in all, want 51 (one probe)", got)
 	}
 }
 
