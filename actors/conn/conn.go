@@ -216,11 +216,16 @@ type connRare struct {
 	redirAt   time.Duration
 	relookAt  time.Duration // when the newest lookup for a silent zone went
 	// outFloor: Outputs at or below this epoch come from an owner the
-	// player was restored away from (dropped); floorAt: a rejoin's
-	// checkpoint epoch, the floor once a Control above it arrives.
-	outFloor, floorAt uint64
-	zoneEpoch         uint64 // the newest handoff epoch of a zone's Redirect (msg.Redirect)
-	lookups           int32  // Config.Resume asked again for a Join that did not take
+	// player was restored away from (dropped), but for those of the
+	// owner that wrote the restore's checkpoint (its epoch outFloor) whose
+	// events the checkpoint covers (outFence): the restored zone never
+	// applies those again, so that Output is their only answer. floorAt,
+	// floorFence: a rejoin's checkpoint epoch and event fence, the floor
+	// once a Control above it arrives.
+	outFloor, floorAt    uint64
+	outFence, floorFence handoff.EventFence
+	zoneEpoch            uint64 // the newest handoff epoch of a zone's Redirect (msg.Redirect)
+	lookups              int32  // Config.Resume asked again for a Join that did not take
 }
 
 func (c *Conn) rareState() *connRare {
@@ -335,6 +340,9 @@ func (c *Conn) handle(m any, now time.Duration) {
 		if r := c.rare; r != nil && r.floorAt != 0 && m.Epoch > r.floorAt {
 			// A zone restored the player (above the checkpoint's epoch):
 			// the old owner's late Outputs are stale from now on.
+			if r.floorAt >= r.outFloor {
+				r.outFence = r.floorFence
+			}
 			r.outFloor, r.floorAt = max(r.outFloor, r.floorAt), 0
 		}
 		c.ctlAt = max(now, 1) // ≠ 0: a Control arrived
@@ -353,7 +361,7 @@ func (c *Conn) handle(m any, now time.Duration) {
 		}
 		c.setControl(m)
 	case *msg.Output:
-		if m.Epoch != 0 && c.rare != nil && m.Epoch <= c.rare.outFloor {
+		if r := c.rare; m.Epoch != 0 && r != nil && m.Epoch <= r.outFloor && (m.Epoch < r.outFloor || !r.outFence.Covers(m.Applied)) {
 			c.sh.pool.counters.EventsStale.Add(uint64(len(m.Events)))
 			m.Release() // the previous owner's, woken up after the player was restored elsewhere
 			return
@@ -652,7 +660,8 @@ const (
 // never applied twice: the fence is the newest this connection was told of.
 func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	fence := max(c.applied, cp.LastApplied)
-	c.rareState().floorAt = max(uint64(cp.Epoch), 1)
+	r := c.rareState()
+	r.floorAt, r.floorFence = max(uint64(cp.Epoch), 1), cp.Events
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),

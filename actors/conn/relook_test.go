@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/replication/event"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
 
@@ -339,4 +340,48 @@ func TestRelookTakesTheRecordsEpoch(t *testing.T) {
 			t.Fatalf("a lookup's answer after a Rejoin: epoch %d, zone %v, %d Joins; want 5, the Rejoin's zone, no third Join", f.c.ctlEpoch, f.c.zone, len(f.joins()))
 		}
 	})
+}
+
+// A restore's floor drops the Outputs of owners the player was restored
+// away from, but not those of the owner that wrote the restore's
+// checkpoint whose events that checkpoint covers: the restored zone never
+// applies those again, so the late Output is their only echo. By hand (a
+// zone handed over from the node that had just restored its players),
+// the old owner's last Output came after the new owner's first Control
+// and was dropped: 10 echoes of each of four players lost.
+func TestLateOutputOfTheCheckpointsWriter(t *testing.T) {
+	f := newRelookFixture(t)
+	const gen = 0x5eed
+	now := f.joined + benchStep
+	f.control(4, now)
+	fence := handoff.EventFence{Gen: gen}
+	fence.Last[0] = 25
+	now += benchStep
+	f.s.handle(f.c, &msg.Rejoin{Player: f.c.player, Restore: &handoff.Checkpoint{Entity: f.c.player, Epoch: 5, Events: fence}}, now)
+	f.s.sendInputs()
+	now += benchStep
+	f.control(6, now) // the restored zone: the floor is 5 from now on
+	stale := func(epoch, last uint64) bool {
+		t.Helper()
+		before := f.s.pool.counters.EventsStale.Load()
+		o := msg.NewOutput()
+		o.Player, o.Epoch = f.c.player, epoch
+		o.Applied = handoff.EventFence{Gen: gen}
+		o.Applied.Last[0] = last
+		o.Add(event.Ordered, 0, 0, []byte("echo"))
+		f.s.handle(f.c, o, now)
+		return f.s.pool.counters.EventsStale.Load() != before
+	}
+	if stale(5, 25) {
+		t.Fatal("the checkpoint writer's Output of events the checkpoint covers dropped: its echoes lost")
+	}
+	if !stale(5, 26) {
+		t.Fatal("the checkpoint writer's Output of an event past the checkpoint delivered: the restored zone applies it again")
+	}
+	if !stale(4, 20) {
+		t.Fatal("an Output of an owner before the checkpoint's delivered")
+	}
+	if stale(6, 30) {
+		t.Fatal("the restored zone's own Output dropped")
+	}
 }

@@ -56,6 +56,26 @@ func (f *EventFence) Take(gen uint64, lane int, seq uint64) bool {
 	return true
 }
 
+// Covers reports whether every event g reports applied is within f: a
+// fence that applied nothing (the zero EventFence), or one of f's
+// generation at or below it on every lane. An Output whose fence a
+// restore's checkpoint covers answers events the restored zone will not
+// apply again.
+func (f EventFence) Covers(g EventFence) bool {
+	if g == (EventFence{}) {
+		return true
+	}
+	if g.Gen != f.Gen {
+		return false
+	}
+	for i, last := range g.Last {
+		if last > f.Last[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckpointSlice is the chunk of its zone's periodic checkpoints player's
 // go in, of slices (actors/cluster's checkpoint chunks): the id mixed
 // (Fibonacci hashing) before the modulo, so ids with a structure — all

@@ -30,3 +30,23 @@ func TestEventFenceTake(t *testing.T) {
 		}
 	}
 }
+
+func TestEventFenceCovers(t *testing.T) {
+	f := EventFence{Gen: 7, Last: [EventLanes]uint64{25, 3}}
+	for _, tc := range []struct {
+		name string
+		g    EventFence
+		want bool
+	}{
+		{"nothing applied", EventFence{}, true},
+		{"equal", f, true},
+		{"below on every lane", EventFence{Gen: 7, Last: [EventLanes]uint64{20, 3}}, true},
+		{"past on one lane", EventFence{Gen: 7, Last: [EventLanes]uint64{25, 4}}, false},
+		{"past on the last lane", EventFence{Gen: 7, Last: [EventLanes]uint64{EventLanes - 1: 1}}, false},
+		{"another numbering", EventFence{Gen: 8, Last: [EventLanes]uint64{1}}, false},
+	} {
+		if got := f.Covers(tc.g); got != tc.want {
+			t.Errorf("%s: Covers %v = %v, want %v", tc.name, tc.g, got, tc.want)
+		}
+	}
+}
