@@ -40,10 +40,13 @@ type restoreSettled struct {
 }
 
 // maxHeldRestoreInputs bounds the inputs a restored player's events wait
-// in: at 30 inputs a second a write slower than ≈ 4 s drops the rest
-// (counted in Metrics.EventsPausedDropped; the connection sends them
-// again when it rejoins, as nothing acknowledged them).
-const maxHeldRestoreInputs = 128
+// in: a write takes a round trip or two, a fenced one waits for the
+// lease's renewal (a hold: at most 2 × TTL, 6 s), ≈ 8.5 s of a client
+// sending events in every packet at 30 Hz. Beyond it, or beyond
+// maxPausedEvents for all the zone's restored players together (a
+// takeover restores them all at once), an input's events are dropped,
+// counted in Metrics.EventsPausedDropped.
+const maxHeldRestoreInputs = 256
 
 // holdRestore marks player, just restored here at epoch, as waiting for
 // its record write.
@@ -68,13 +71,14 @@ func (a *zoneActor) keepUnconfirmed(in *msg.Input) bool {
 	if h == nil {
 		return false
 	}
-	if len(h.kept) >= maxHeldRestoreInputs {
+	if len(h.kept) >= maxHeldRestoreInputs || a.heldRestoreInputs >= maxPausedEvents {
 		a.m.EventsPausedDropped.Add(uint64(len(in.Events)))
 		in.Release()
 		return true
 	}
 	in.Moves, in.LostBefore = in.Moves[:0], 0
 	h.kept = append(h.kept, in)
+	a.heldRestoreInputs++
 	return true
 }
 
@@ -93,6 +97,7 @@ func (a *zoneActor) onRestoreSettled(s *restoreSettled) {
 		a.onUnplace(&unplace{player: s.player, epoch: s.epoch})
 		return
 	}
+	a.heldRestoreInputs -= len(h.kept)
 	for i, in := range h.kept {
 		h.kept[i] = nil
 		if !a.z.OwnsEvents(in.Player) && a.eventsAway(in) {
@@ -111,6 +116,7 @@ func (a *zoneActor) onRestoreSettled(s *restoreSettled) {
 
 // releaseHeld drops h's kept inputs, counted.
 func (a *zoneActor) releaseHeld(h *heldRestore) {
+	a.heldRestoreInputs -= len(h.kept)
 	for i, in := range h.kept {
 		a.m.EventsPausedDropped.Add(uint64(len(in.Events)))
 		h.kept[i] = nil

@@ -301,9 +301,10 @@ type zoneActor struct {
 	// unconfirmed: players restored from their records whose record
 	// write has not landed, with the inputs their events wait in
 	// (restore_hold.go).
-	unconfirmed map[uint64]*heldRestore
-	nextAt      time.Duration
-	ctx         actor.Context
+	unconfirmed       map[uint64]*heldRestore
+	heldRestoreInputs int // the inputs kept in unconfirmed, all players'
+	nextAt            time.Duration
+	ctx               actor.Context
 }
 
 // Receive implements actor.Actor.
