@@ -170,6 +170,7 @@ type arqIn struct {
 	next  uint64 // the seq to deliver next
 	nakAt time.Duration
 	seen  time.Duration
+	zone  string // the zone a zone proxy's stream serves here ("": a link's)
 }
 
 // verdict is what a receiver does with one batch.
@@ -291,6 +292,23 @@ func (b *Bridge) streamEvent(ctx actor.Context, o *arqOut, subject string, kind 
 	return true
 }
 
+// forgetStreams forgets the receiving ends of the streams of zone, which
+// this node no longer serves: if the zone comes back, its proxies' streams
+// start again at their floors, as at a node that never served it. Kept,
+// their state from before counted as skipped every batch the zone's
+// owners meanwhile had acknowledged (2,000 and more after a node paused
+// 10 s had the zone handed back to it: a warning of batches lost that
+// were not).
+func (b *Bridge) forgetStreams(zone string) {
+	b.arqMu.Lock()
+	defer b.arqMu.Unlock()
+	for s, in := range b.ins {
+		if in.zone == zone {
+			delete(b.ins, s)
+		}
+	}
+}
+
 // takeAck applies a receiver's acknowledgement to o, resending from the
 // missing batch on a nak.
 func (b *Bridge) takeAck(o *arqOut, subject string, kind Kind, a *arqAck) {
@@ -306,8 +324,11 @@ func (b *Bridge) takeAck(o *arqOut, subject string, kind Kind, a *arqAck) {
 
 // admitBatch runs the receiving end of a batch's stream and acknowledges
 // it; it reports whether the batch is to be delivered (the next in order).
-// A batch without a stream (an older sender) is always delivered.
-func (b *Bridge) admitBatch(from string, stream, seq, floor uint64) bool {
+// A batch without a stream (an older sender) is always delivered. zone is
+// the zone a zone proxy's batch is for ("" for a link's): its streams are
+// forgotten when this node stops serving it (forgetStreams).
+
+func (b *Bridge) admitBatch(from, zone string, stream, seq, floor uint64) bool {
 	if stream == 0 || seq == 0 || !ValidID(from) {
 		return true
 	}
@@ -339,7 +360,7 @@ func (b *Bridge) admitBatch(from string, stream, seq, floor uint64) bool {
 			delete(b.ins, old)
 			b.m.StreamsEvicted.Add(1)
 		}
-		in = &arqIn{}
+		in = &arqIn{zone: zone}
 		b.ins[stream] = in
 	}
 	v, jumped := in.admit(seq, floor, now)

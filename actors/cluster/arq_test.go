@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
@@ -145,6 +146,32 @@ func TestSendReliableProbesASilentPeer(t *testing.T) {
 	}
 }
 
+// A node that stops serving a zone forgets the receiving ends of the
+// zone's streams: when the zone comes back (handed back after a pause),
+// its proxies' streams start again at their floors, and the batches its
+// owners meanwhile acknowledged are not counted as skipped. A link's
+// stream is not the zone's, and stays.
+func TestZoneStreamsForgottenWithTheirZone(t *testing.T) {
+	b := &Bridge{m: new(Metrics), warned: map[string]bool{}, served: map[string]*nats.Subscription{}, cfg: Config{Now: func() time.Duration { return 0 }}}
+	for seq := uint64(1); seq <= 5; seq++ {
+		if !b.admitBatch("n1", "x1z1", 7, seq, 1) || !b.admitBatch("n1", "", 8, seq, 1) {
+			t.Fatalf("batch %d not delivered", seq)
+		}
+	}
+	b.Unserve("x1z1")
+	// Back after its owners meanwhile acknowledged up to 29: the sender
+	// holds from 30 on.
+	if b.admitBatch("n1", "x1z1", 7, 30, 30) != true {
+		t.Fatal("the zone's stream, heard again at its floor, not delivered")
+	}
+	if got := b.m.BatchesSkipped.Load(); got != 0 {
+		t.Fatalf("%d batches counted skipped: the zone's old stream state outlived the zone", got)
+	}
+	if b.admitBatch("n1", "", 8, 5, 1) {
+		t.Fatal("the link's stream forgotten with the zone: batch 5 delivered twice")
+	}
+}
+
 // toReceiverOnce delivers a resent batch without loss (the test's nak path).
 func toReceiverOnce(in *arqIn, got *[]uint64, seq, floor uint64, now time.Duration) {
 	if v, _ := in.admit(seq, floor, now); v == deliver {
@@ -194,7 +221,7 @@ func TestReliableStreamsBounded(t *testing.T) {
 	b.cfg.Now = func() time.Duration { return now }
 	for s := uint64(1); s <= arqMaxStreams+100; s++ {
 		now += time.Millisecond
-		if !b.admitBatch("n2", s, 1, 1) {
+		if !b.admitBatch("n2", "", s, 1, 1) {
 			t.Fatalf("stream %d: its first batch was not delivered", s)
 		}
 	}

@@ -612,6 +612,7 @@ func (b *Bridge) Unserve(zoneID string) {
 	if sub != nil {
 		_ = sub.Unsubscribe()
 	}
+	b.forgetStreams(zoneID)
 }
 
 // ProxyProps are the props of the actor that stands for zone when another
@@ -966,7 +967,7 @@ func (b *Bridge) onZoneBatchIn(zoneID string, in *zoneIn, nm *nats.Msg) {
 	if !b.decode(KindZone, nm, &zb) {
 		return
 	}
-	if !b.admitBatch(zb.GetFromNode(), zb.GetStream(), zb.GetSeq(), zb.GetFloor()) {
+	if !b.admitBatch(zb.GetFromNode(), zoneID, zb.GetStream(), zb.GetSeq(), zb.GetFloor()) {
 		return // had it, or one before it is missing (asked for again)
 	}
 	epoch, ok := b.cfg.Leases.Held(zoneID)
@@ -1042,7 +1043,7 @@ func (b *Bridge) onConnBatch(nm *nats.Msg) {
 	if !b.decode(KindConn, nm, &cb) {
 		return
 	}
-	if !b.admitBatch(cb.GetFromNode(), cb.GetStream(), cb.GetSeq(), cb.GetFloor()) {
+	if !b.admitBatch(cb.GetFromNode(), "", cb.GetStream(), cb.GetSeq(), cb.GetFloor()) {
 		return
 	}
 	if err := b.deliverConn(&cb); err != nil {
