@@ -56,16 +56,14 @@ func (f *EventFence) Take(gen uint64, lane int, seq uint64) bool {
 	return true
 }
 
-// Covers reports whether every event g reports applied is within f: a
-// fence that applied nothing (the zero EventFence), or one of f's
-// generation at or below it on every lane. An Output whose fence a
-// restore's checkpoint covers answers events the restored zone will not
-// apply again.
+// Covers reports whether every event g reports applied is within f: g is
+// of f's generation and at or below it on every lane. An Output whose
+// fence a restore's checkpoint covers answers events the restored zone
+// will not apply again. A fence of no generation (Gen 0: no numbered
+// event applied, or a client that numbers none) covers nothing known, so
+// it is never covered: its events may be applied again.
 func (f EventFence) Covers(g EventFence) bool {
-	if g == (EventFence{}) {
-		return true
-	}
-	if g.Gen != f.Gen {
+	if g.Gen == 0 || g.Gen != f.Gen {
 		return false
 	}
 	for i, last := range g.Last {

@@ -38,7 +38,7 @@ func TestEventFenceCovers(t *testing.T) {
 		g    EventFence
 		want bool
 	}{
-		{"nothing applied", EventFence{}, true},
+		{"no numbering", EventFence{}, false},
 		{"equal", f, true},
 		{"below on every lane", EventFence{Gen: 7, Last: [EventLanes]uint64{20, 3}}, true},
 		{"past on one lane", EventFence{Gen: 7, Last: [EventLanes]uint64{25, 4}}, false},
@@ -48,5 +48,8 @@ func TestEventFenceCovers(t *testing.T) {
 		if got := f.Covers(tc.g); got != tc.want {
 			t.Errorf("%s: Covers %v = %v, want %v", tc.name, tc.g, got, tc.want)
 		}
+	}
+	if (EventFence{}).Covers(EventFence{}) {
+		t.Error("a fence of no numbering covers one of no numbering")
 	}
 }
