@@ -385,3 +385,46 @@ func TestLateOutputOfTheCheckpointsWriter(t *testing.T) {
 		t.Fatal("the restored zone's own Output dropped")
 	}
 }
+
+// A Join that brought no Control (its zone never answered: its node was
+// losing it) is sent again after a fresh lookup, and the events the
+// connection keeps go with it: they went with the first Join, to the same
+// zone. Without them the player's first event was never applied anywhere
+// (`make chaos`: 8 first echoes lost of 17,868).
+func TestJoinAgainResendsTheKeptEvents(t *testing.T) {
+	f := newRelookFixture(t)
+	now := f.joined + benchStep
+	f.c.Event(event.Event{Class: event.Ordered, Lane: 0, Seq: 1, Payload: []byte("e1")})
+	f.c.flushInput(now)
+	f.s.sendInputs()
+	now = f.quiet(now, now+lookupAgainAfter+f.s.pool.cfg.Session.KeepAlive+100*time.Millisecond)
+	if f.lookups() != 1 {
+		t.Fatalf("%d lookups after a Join with no Control, want 1", f.lookups())
+	}
+	f.answer(0, f.zone, nil)
+	f.quiet(now, now+50*time.Millisecond)
+	f.z.mu.Lock()
+	defer f.z.mu.Unlock()
+	joins, resent := 0, false
+	for _, m := range f.z.got {
+		ins := []*msg.Input{}
+		switch m := m.(type) {
+		case *msg.Join:
+			joins++
+		case *msg.Input:
+			ins = append(ins, m)
+		case *msg.Inputs:
+			ins = append(ins, m.List...)
+		}
+		for _, in := range ins {
+			for _, e := range in.Events {
+				if joins == 2 && e.Seq == 1 && string(e.Payload) == "e1" {
+					resent = true
+				}
+			}
+		}
+	}
+	if joins != 2 || !resent {
+		t.Fatalf("%d Joins, event 1 sent after the second: %v; want 2, true", joins, resent)
+	}
+}
