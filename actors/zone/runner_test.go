@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
 // mailboxLike schedules runs on d as protoactor's mailbox does: a post
@@ -51,7 +49,7 @@ func (m *mailboxLike) run() {
 // runner's goroutine lingers go to that one goroutine (which keeps its
 // grown stack), not one goroutine each; once stopped, the goroutine ends.
 func TestRunnerKeepsOneGoroutine(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	m := &mailboxLike{d: r}
 	for i := range 1000 {
@@ -73,7 +71,7 @@ func TestRunnerKeepsOneGoroutine(t *testing.T) {
 // down under it) ends its goroutine runnerLinger after its last run, and
 // starts one again for the next.
 func TestRunnerEndsWhenIdle(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	m := &mailboxLike{d: r}
 	m.post()
@@ -93,7 +91,7 @@ func TestRunnerEndsWhenIdle(t *testing.T) {
 // mailbox's scheduling, are all taken, by runs that never overlap, while
 // the goroutine comes and goes (a short linger's worth of pauses).
 func TestRunnerLosesNoRun(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	defer r.Stop()
 	m := &mailboxLike{d: r}
@@ -118,7 +116,7 @@ func TestRunnerLosesNoRun(t *testing.T) {
 // TestRunnerSharedByMailboxes: one runner dispatching several mailboxes
 // (Props spawned more than once) runs every run of each, one at a time.
 func TestRunnerSharedByMailboxes(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	defer r.Stop()
 	ms := make([]*mailboxLike, 4)
@@ -146,7 +144,7 @@ func TestRunnerSharedByMailboxes(t *testing.T) {
 // within two lingers — which it would not if a firing that found a run
 // had left the timer unset.
 func TestRunnerLingersWhileBusyEndsWhenIdle(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	defer r.Stop()
 	m := &mailboxLike{d: r}

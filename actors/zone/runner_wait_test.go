@@ -3,8 +3,6 @@ package zone
 import (
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
 // runnerAlive reports whether r has a goroutine.
@@ -18,7 +16,7 @@ func runnerAlive(r *runner) bool {
 // for its next run through the one wake channel. The linger is an hour,
 // so nothing but Stop can end it.
 func TestRunnerStopEndsAWaitingGoroutine(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	r.every = time.Hour
 	m := &mailboxLike{d: r}
@@ -33,7 +31,7 @@ func TestRunnerStopEndsAWaitingGoroutine(t *testing.T) {
 // full), all run, and then the goroutine ends without waiting out its
 // linger (an hour).
 func TestRunnerStopRunsWhatWasScheduled(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	r.every = time.Hour
 	hold := make(chan struct{})
@@ -56,7 +54,7 @@ func TestRunnerStopRunsWhatWasScheduled(t *testing.T) {
 // time after time (an old goroutine's ending must not stop the timer the
 // new one set, nor a new one wait without it).
 func TestRunnerRestartedGoroutineLingers(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer verifyNoLeaks(t)()
 	r := newRunner(zoneThroughput)
 	defer r.Stop()
 	r.every = 5 * time.Millisecond
