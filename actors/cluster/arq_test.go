@@ -324,6 +324,22 @@ func TestStreamsThinTheirOwnKind(t *testing.T) {
 	}
 }
 
+// checkThinned encodes full, thins it with thin, decodes the result into
+// got and compares it with want.
+func checkThinned(t *testing.T, thin func([]byte) []byte, full, got, want proto.Message) {
+	t.Helper()
+	data, err := proto.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(thin(data), got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("thinned:\n%v\nwant:\n%v", got, want)
+	}
+}
+
 // A link's batch thinned keeps everything but its views; one without
 // views, or one that does not decode, is kept as it is.
 func TestThinConnBatchDropsOnlyViews(t *testing.T) {
@@ -333,19 +349,9 @@ func TestThinConnBatchDropsOnlyViews(t *testing.T) {
 		Rejoins:     []*pb.Rejoin{{Player: 2, Zone: "x1z1", Epoch: 7}},
 		Views:       []*pb.ViewUpdate{{Player: 1, Tick: 3}},
 		PackedViews: make([]byte, 4096)}
-	data, err := proto.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got pb.ConnBatch
-	if err := proto.Unmarshal(thinConnBatch(data), &got); err != nil {
-		t.Fatal(err)
-	}
 	want := proto.Clone(full).(*pb.ConnBatch)
 	want.Views, want.PackedViews = nil, nil
-	if !proto.Equal(&got, want) {
-		t.Fatalf("thinned:\n%v\nwant:\n%v", &got, want)
-	}
+	checkThinned(t, thinConnBatch, full, &pb.ConnBatch{}, want)
 	bare, _ := proto.Marshal(&pb.ConnBatch{FromNode: "n1", Controls: []*pb.ControlUpdate{{Player: 1}}})
 	for _, d := range [][]byte{bare, {0xff, 0xff, 0xff}} {
 		if t2 := thinConnBatch(d); string(t2) != string(d) {
@@ -363,19 +369,9 @@ func TestThinZoneBatchDropsOnlyReplicas(t *testing.T) {
 		{Item: &pb.ZoneItem_Replicas{Replicas: &pb.ReplicaBatch{From: "x0z1", To: "x1z1"}}},
 		{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 5}}},
 	}}
-	data, err := proto.Marshal(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got pb.ZoneBatch
-	if err := proto.Unmarshal(thinZoneBatch(data), &got); err != nil {
-		t.Fatal(err)
-	}
 	want := proto.Clone(full).(*pb.ZoneBatch)
 	want.Items = []*pb.ZoneItem{want.Items[1], want.Items[2], want.Items[4]}
-	if !proto.Equal(&got, want) {
-		t.Fatalf("thinned:\n%v\nwant:\n%v", &got, want)
-	}
+	checkThinned(t, thinZoneBatch, full, &pb.ZoneBatch{}, want)
 	bare, _ := proto.Marshal(&pb.ZoneBatch{Zone: "x1z1", Items: []*pb.ZoneItem{{Item: &pb.ZoneItem_Join{Join: &pb.PlayerJoin{Player: 5}}}}})
 	for _, d := range [][]byte{bare, {0xff, 0xff, 0xff}} {
 		if t2 := thinZoneBatch(d); string(t2) != string(d) {
