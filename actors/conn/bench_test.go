@@ -75,7 +75,7 @@ func record(tb testing.TB, n int) *recording {
 // client's later acks name packets a step off the replay's.
 func recordTicking(tb testing.TB, n int) *recording {
 	tb.Helper()
-	return recordOpts(tb, n, true, nil, true)
+	return recordOpts(tb, n, true, nil, true, nil)
 }
 
 // newBenchClient is player 7's client with a token for benchServer, before
@@ -101,12 +101,14 @@ func newBenchClient(tb testing.TB) *session.Client {
 // lose reports true (if not nil) lost on their way to the client.
 func recordWith(tb testing.TB, n int, moves bool, lose func(step int) bool) *recording {
 	tb.Helper()
-	return recordOpts(tb, n, moves, lose, false)
+	return recordOpts(tb, n, moves, lose, false, nil)
 }
 
 // recordOpts is recordWith, with the control state forced in each step
-// that brings no new ack if every is set (recordTicking).
-func recordOpts(tb testing.TB, n int, moves bool, lose func(step int) bool, every bool) *recording {
+// that brings no new ack if every is set (recordTicking), and the client's
+// datagrams of each step for which cut reports true (if not nil) lost on
+// their way to the server: neither received nor recorded.
+func recordOpts(tb testing.TB, n int, moves bool, lose func(step int) bool, every bool, cut func(step int) bool) *recording {
 	tb.Helper()
 	cli := newBenchClient(tb)
 	req, _ := cli.Poll(0, nil)
@@ -131,6 +133,9 @@ func recordOpts(tb testing.TB, n int, moves bool, lose func(step int) bool, ever
 			p, _ := cli.Poll(now, buf[:0])
 			if len(p) == 0 {
 				break
+			}
+			if cut != nil && cut(i) {
+				continue
 			}
 			x.steps[i] = append(x.steps[i], append([]byte(nil), p...))
 			_, _ = srv.Receive(now, p, benchClient)

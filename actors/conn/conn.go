@@ -226,6 +226,9 @@ type connRare struct {
 	outFence, floorFence handoff.EventFence
 	zoneEpoch            uint64 // the newest handoff epoch of a zone's Redirect (msg.Redirect)
 	lookups              int32  // Config.Resume asked again for a Join that did not take
+	// farFolded, evictedFolded: the session's FarAccepted and WindowEvicted
+	// already added to the pool's counters (foldRare).
+	farFolded, evictedFolded uint64
 }
 
 func (c *Conn) rareState() *connRare {

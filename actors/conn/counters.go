@@ -66,6 +66,14 @@ type Counters struct {
 	// the clients see. Each connection folds its own in about once a second
 	// and when it ends (see foldFates).
 	PacketsDelivered, PacketsLost atomic.Uint64
+	// FarAccepted counts client packets accepted a receive window or more
+	// past the newest before them (notify's AcceptFar, after their tag
+	// verified): a client heard again after a blackout longer than the
+	// window, this node paused or the path cut. WindowEvicted counts client
+	// packets whose acknowledgement left the window before the client was
+	// known to have it (possible false drops at the client). Both are
+	// folded in with the packet fates, only by the connections that had one.
+	FarAccepted, WindowEvicted atomic.Uint64
 	// RTT samples every connection's smoothed round-trip time about once
 	// a second (see foldFates).
 	RTT RTTHistogram

@@ -44,6 +44,20 @@ func (c *Conn) foldFates(now time.Duration, final bool) {
 	c.fates = folded{delivered: uint16(n.Delivered), dropped: uint16(n.Dropped)}
 	c.supFolded = uint16(st.ControlsSuperseded)
 	c.foldSec = foldSecond(now)
+	if n.FarAccepted|n.WindowEvicted != 0 {
+		c.foldRare(n.FarAccepted, n.WindowEvicted)
+	}
+}
+
+// foldRare adds the receive window's rare counts (notify's FarAccepted and
+// WindowEvicted) since the last fold to the pool's counters. What was
+// folded is kept in connRare, which a connection that never had one does
+// not allocate: the Conn has no room for it.
+func (c *Conn) foldRare(far, evicted uint64) {
+	r := c.rareState()
+	c.sh.pool.counters.FarAccepted.Add(far - r.farFolded)
+	c.sh.pool.counters.WindowEvicted.Add(evicted - r.evictedFolded)
+	r.farFolded, r.evictedFolded = far, evicted
 }
 
 // RTTBuckets are the upper bounds, in seconds, of the connections' RTT

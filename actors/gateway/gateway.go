@@ -289,6 +289,7 @@ func (g *Gateway) Stats() Stats {
 		ConnUnexpected: g.cc.Unexpected.Load(), ProtocolErrors: g.cc.ProtocolErrors.Load(),
 		EventsDropped: g.cc.EventsDropped.Load(), InputsDropped: g.cc.InputsDropped.Load(), MovesResent: g.cc.MovesResent.Load(), EventsResent: g.cc.EventsResent.Load(), EventsStale: g.cc.EventsStale.Load(), Relooks: g.cc.Relooks.Load(),
 		PacketsDelivered: g.cc.PacketsDelivered.Load(), PacketsLost: g.cc.PacketsLost.Load(), ControlsSuperseded: g.cc.ControlsSuperseded.Load(),
+		FarAccepted: g.cc.FarAccepted.Load(), WindowEvicted: g.cc.WindowEvicted.Load(),
 		WriteDropped: g.w.dropped.Load() + g.pool.Dropped(), WriteErrors: g.w.errors.Load() + g.pool.Errors(),
 		ReadErrors: c.readErrors.Load(), ReadBackpressure: c.readBackpressure.Load(),
 		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(), ReadWaits: g.sock.ReadWaits(),

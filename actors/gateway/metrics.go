@@ -105,7 +105,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		"redirected":      s.Redirects,
 		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
 		"inputs_dropped": s.InputsDropped, "moves_resent": s.MovesResent, "events_resent": s.EventsResent, "events_stale": s.EventsStale, "relooks": s.Relooks, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
-		"controls_superseded": s.ControlsSuperseded,
+		"controls_superseded": s.ControlsSuperseded, "far_accepted": s.FarAccepted, "window_evicted": s.WindowEvicted,
 	} {
 		counter(c.events, v, ev)
 	}

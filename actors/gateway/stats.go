@@ -105,6 +105,11 @@ type Stats struct {
 	// PacketsDelivered, PacketsLost: fates of the packets sent to clients
 	// (folded in about once a second per connection).
 	PacketsDelivered, PacketsLost uint64
+	// FarAccepted: client packets accepted a receive window or more past
+	// the newest before them (a client heard again after a blackout longer
+	// than the window). WindowEvicted: acknowledgements of client packets
+	// that left the window before the client was known to have them.
+	FarAccepted, WindowEvicted uint64
 
 	// Writer.
 	WriteDropped, WriteErrors uint64
