@@ -668,7 +668,7 @@ func (c *Conn) rejoin(cp *handoff.Checkpoint, now time.Duration) {
 	c.joinAt = now
 	c.sh.toZone(c.zone, &msg.Join{
 		Player: c.player, Conn: c.pid, Ghosts: c.pid, Views: &c.views, ViewWithControl: true, Port: c.port(),
-		LastApplied: fence, UserData: c.userBytes(), Restore: cp,
+		LastApplied: fence, UserData: c.userBytes(), Restore: cp, EventGen: c.srv.EventGen(),
 	})
 	// The moves the old owner never reported applied go again: the client
 	// will not resend what this connection already took.

@@ -428,3 +428,27 @@ func TestJoinAgainResendsTheKeptEvents(t *testing.T) {
 		t.Fatalf("%d Joins, event 1 sent after the second: %v; want 2, true", joins, resent)
 	}
 }
+
+// A Rejoin's Join carries the connection's event generation, as every
+// other Join does: the zone knows the connection's inputs by it. Without
+// it (generation 0), a zone that took the player in a handoff meanwhile
+// held the connection's inputs as another login's, waiting for that
+// login's Join, and dropped them at their grace's end: by hand (a NATS
+// server of three killed, the zones held 5 s for their leases), players
+// crossing a border then lost 2–10 events each.
+func TestRejoinCarriesTheEventGeneration(t *testing.T) {
+	f := newRelookFixture(t)
+	now := f.joined + benchStep
+	f.control(4, now)
+	now += benchStep
+	f.s.handle(f.c, &msg.Rejoin{Player: f.c.player, Restore: &handoff.Checkpoint{Entity: f.c.player, Epoch: 5}}, now)
+	f.s.sendInputs()
+	js := f.joins()
+	if len(js) != 2 {
+		t.Fatalf("%d Joins after the Rejoin, want 2", len(js))
+	}
+	gen := f.c.srv.EventGen()
+	if gen == 0 || js[0].EventGen != gen || js[1].EventGen != gen {
+		t.Fatalf("Joins' event generations %d (join) and %d (rejoin), want the connection's %d", js[0].EventGen, js[1].EventGen, gen)
+	}
+}
