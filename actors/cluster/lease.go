@@ -25,6 +25,19 @@ type Owner struct {
 // DefaultLeaseTTL is how long a zone lease lives without renewal.
 const DefaultLeaseTTL = 3 * time.Second
 
+// storeOutage is how long after its last renewal a held zone waits out a
+// zones bucket that answers its renewals with nothing that decides (no
+// stream leader, NATS away) before it is given up, when that is longer
+// than 2 × TTL. A NATS cluster that lost the server leading the bucket's
+// stream (a crash, a pod killed) elects another 4–9 s after the leader's
+// last heartbeat (nats-server's Raft election timeout) and a campaign of
+// up to 0.8 s; no node can claim anything meanwhile. Given up at TTL −
+// TTL/12, every zone whose bucket that server led was stopped and taken
+// back from its players' records once the election was over (by hand: one
+// of three servers SIGKILLed, all four zones of the world lost and
+// restored, 90 of 90 players corrected).
+const storeOutage = 12 * time.Second
+
 // Leases claims, renews and releases this node's zone leases in the zones
 // bucket and watches every zone's owner. Renewals run on their own
 // goroutine, never on an actor's.
@@ -71,9 +84,12 @@ type Leases struct {
 	fence time.Duration // Valid: how long after the last renewal the node may act as owner
 	give  time.Duration // how long without a renewal before the lease is given up (or held, one in flight)
 	wait  time.Duration // how long after the last renewal one in flight is waited for (held)
-	kick  chan struct{} // RenewNow
-	log   *slog.Logger
-	now   func() time.Time
+	// outage: how long after the last renewal a held zone waits out a
+	// bucket that decides nothing (storeOutage).
+	outage time.Duration
+	kick   chan struct{} // RenewNow
+	log    *slog.Logger
+	now    func() time.Time
 
 	mu     sync.Mutex
 	held   map[string]*held
@@ -143,7 +159,8 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Leases{kv: kv, node: node, ttl: ttl, renew: ttl / 6, fence: ttl - ttl/3, give: ttl - ttl/12, wait: 2 * ttl,
-		kick: make(chan struct{}, 1), log: log, now: time.Now,
+		outage: max(2*ttl, storeOutage),
+		kick:   make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
 		stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
@@ -432,10 +449,23 @@ func (l *Leases) SetHold(fn func(zone string, on bool)) {
 // holdOverdue runs when the renewal of h in flight passed the give-up
 // point: the zone is held until its answer (unless it came meanwhile).
 func (l *Leases) holdOverdue(z string, h *held, epoch uint64) {
+	l.hold1(z, h, epoch, true, nil)
+}
+
+// putOnHold holds h's zone after a renewal past the give-up point ended
+// without a decision (err): until a renewal lands or is refused, or
+// outage passed since the last.
+func (l *Leases) putOnHold(z string, h *held, epoch uint64, err error) {
+	l.hold1(z, h, epoch, false, err)
+}
+
+// hold1 tells hold that h's zone is held, once, unless h is no longer
+// this node's lease (or, inFlight, its renewal was answered meanwhile).
+func (l *Leases) hold1(z string, h *held, epoch uint64, inFlight bool, err error) {
 	l.holdMu.Lock()
 	defer l.holdMu.Unlock()
 	l.mu.Lock()
-	if l.held[z] != h || h.answered || h.onHold || l.halted {
+	if l.held[z] != h || (inFlight && h.answered) || h.onHold || l.halted {
 		l.mu.Unlock()
 		return
 	}
@@ -443,8 +473,13 @@ func (l *Leases) holdOverdue(z string, h *held, epoch uint64) {
 	fn := l.hold
 	unrenewed := l.now().Sub(h.lastOK)
 	l.mu.Unlock()
-	l.log.Warn("zone lease renewal overdue: zone held (nothing applied) until its answer", "zone", z, "epoch", epoch,
-		"unrenewed", unrenewed.Round(time.Millisecond), "wait", l.wait)
+	if inFlight {
+		l.log.Warn("zone lease renewal overdue: zone held (nothing applied) until its answer", "zone", z, "epoch", epoch,
+			"unrenewed", unrenewed.Round(time.Millisecond), "wait", l.wait)
+	} else {
+		l.log.Warn("zone lease not renewed, the bucket deciding nothing: zone held (nothing applied) while renewals go on", "zone", z, "epoch", epoch,
+			"unrenewed", unrenewed.Round(time.Millisecond), "up_to", l.outage, "err", err)
+	}
 	if fn != nil {
 		fn(z, true)
 	}
@@ -727,6 +762,7 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		return false // released meanwhile
 	}
 	var why string
+	putOnHold := false
 	stale := false // renewed, but sent too long ago to let a held zone go
 	switch {
 	case err == nil:
@@ -755,12 +791,21 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 		}
 	case errors.Is(err, ErrOwned), errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound), isWrongSequence(err):
 		why = "lease taken or expired: " + err.Error()
-	case now.Sub(h.lastOK) > l.give && (!abandoned || now.Sub(h.lastOK) > wait):
-		// Cannot reach the bucket: give the zone up before the lease
-		// can expire and another node claim it. (One abandoned on a
-		// reconnect, the zone held, is sent again at once while it may
-		// still be waited for: the lease may not have expired yet.)
+	case now.Sub(h.lastOK) > l.give && (!holding || now.Sub(h.lastOK) > l.outage):
+		// Cannot reach the bucket: a zone that cannot be held is given
+		// up before the lease can expire and another node claim it; a
+		// held one once the bucket stayed silent past outage.
 		why = "lease not renewed in time (" + err.Error() + ")"
+	case now.Sub(h.lastOK) > l.give:
+		// The bucket decided nothing (no stream leader while a NATS
+		// cluster elects one, NATS away, a renewal abandoned on a
+		// reconnect): the zone is held — it applies nothing, so it
+		// cannot act where another node may own it — and the renewals
+		// go on. The first that lands proves the lease never lapsed (it
+		// compares-and-sets at the revision this node wrote: an expiry
+		// or a claim moves it) and lets the zone go on at the same
+		// epoch; a refusal loses it.
+		putOnHold = !h.onHold
 	case now.Sub(h.lastOK) > l.fence && !h.suspended:
 		h.suspended = true
 		l.log.Warn("zone lease not renewed: fenced (no writes as owner) until a renewal lands", "zone", z, "epoch", epoch, "err", err)
@@ -772,6 +817,9 @@ func (l *Leases) renewOne(z string, h *held) (abandoned bool) {
 	l.mu.Unlock()
 	if letGo {
 		l.letGo(z, h)
+	}
+	if putOnHold {
+		l.putOnHold(z, h, epoch, err)
 	}
 	if why != "" {
 		l.log.Error("zone lease lost: this node no longer owns the zone", "zone", z, "epoch", epoch, "why", why)

@@ -1,0 +1,116 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// leaderlessKV is a zones bucket whose stream has no leader while down is
+// set, as a NATS cluster's has between the death of the server that led
+// it and the next election: every renewal is answered at once, with
+// nothing decided (ErrNoStreamResponse, what nats.go returns then).
+type leaderlessKV struct {
+	jetstream.KeyValue
+	down atomic.Bool
+}
+
+func (k *leaderlessKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	if k.down.Load() {
+		return 0, jetstream.ErrNoStreamResponse
+	}
+	return k.KeyValue.Update(ctx, key, value, revision)
+}
+
+func (k *leaderlessKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if k.down.Load() {
+		return nil, jetstream.ErrNoStreamResponse
+	}
+	return k.KeyValue.Get(ctx, key)
+}
+
+// A zones bucket that decides nothing for longer than the lease's wait
+// (2 × TTL) holds the zone, not loses it, and the first renewal once it
+// answers again lets the zone go on at the same epoch. By hand, one of
+// three NATS servers SIGKILLed (its stream's leader; the next elected 8 s
+// later): given up at TTL − TTL/12, all four zones of the world were
+// stopped and taken back from their players' records, 90 of 90 players
+// corrected. The bucket here keeps its entries (its TTL is long), as a
+// stream with no leader expires nothing.
+func TestLeaseHeldThroughALeaderlessBucket(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 1200 * time.Millisecond // given up (held) 1.1 s after the last renewal; wait 2.4 s
+	kv := &leaderlessKV{KeyValue: zonesBucket(t, nc, 30*time.Second)}
+	l, lost := countingLeases(t, kv, "a", ttl)
+	defer l.Close(context.Background())
+	holds := recordHolds(l)
+	epoch, err := l.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.down.Store(true)
+	if on := holds.next(t, 3*ttl, "the zone held once its renewals decide nothing past the give-up point"); !on {
+		t.Fatal("hold(false) before any hold")
+	}
+	time.Sleep(2*l.wait - time.Since(lastOK(l, "z"))) // twice the wait an answer in flight gets
+	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 || l.Valid("z") {
+		t.Fatalf("%v after the last renewal, the bucket silent: held %v at epoch %d (want %d), lost %d, valid %v; want held, not lost, not valid",
+			time.Since(lastOK(l, "z")).Round(time.Millisecond), held, got, epoch, lost.Load(), l.Valid("z"))
+	}
+	kv.down.Store(false)
+	if on := holds.next(t, 3*ttl, "the zone let go once a renewal lands"); on {
+		t.Fatal("held twice, never let go")
+	}
+	waitFor(t, ttl, "the lease valid again", func() bool { return l.Valid("z") })
+	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
+		t.Fatalf("after the bucket came back: held %v at epoch %d (want %d), lost %d", held, got, epoch, lost.Load())
+	}
+}
+
+// Silent past outage, the held zone is given up (lost), as before at the
+// give-up point; and a lease with no hold (nobody can stop its zone) is
+// given up at the give-up point still.
+func TestLeaseGivenUpAfterALongOutage(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 1200 * time.Millisecond
+	t.Run("held", func(t *testing.T) {
+		kv := &leaderlessKV{KeyValue: zonesBucket(t, nc, 30*time.Second)}
+		l, lost := countingLeases(t, kv, "a", ttl)
+		defer l.Close(context.Background())
+		l.mu.Lock()
+		l.outage = 3 * ttl
+		l.mu.Unlock()
+		holds := recordHolds(l)
+		if _, err := l.Claim(context.Background(), "z"); err != nil {
+			t.Fatal(err)
+		}
+		kv.down.Store(true)
+		last := lastOK(l, "z")
+		if on := holds.next(t, 3*ttl, "the zone held"); !on {
+			t.Fatal("hold(false) before any hold")
+		}
+		if lost.Load() != 0 {
+			t.Fatal("lost at the give-up point, held")
+		}
+		waitFor(t, 2*l.outage, "the zone lost past outage", func() bool { return lost.Load() == 1 })
+		if d := time.Since(last); d < 3*ttl {
+			t.Fatalf("lost %v after the last renewal, before outage (%v)", d, 3*ttl)
+		}
+	})
+	t.Run("no hold", func(t *testing.T) {
+		kv := &leaderlessKV{KeyValue: zonesBucket(t, nc, 30*time.Second)}
+		l, lost := countingLeases(t, kv, "b", ttl)
+		defer l.Close(context.Background())
+		if _, err := l.Claim(context.Background(), "y"); err != nil {
+			t.Fatal(err)
+		}
+		kv.down.Store(true)
+		waitFor(t, 3*ttl, "the zone lost at the give-up point", func() bool { return lost.Load() == 1 })
+		if _, held := l.Held("y"); held {
+			t.Fatal("still held after the give-up point with no hold")
+		}
+	})
+}
