@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
-.PHONY: help test vet race scale loadtest cluster chaos chaos-nats chaos-pause capacity fuzz-seeds bench-smoke deploy-check verify bench fuzz generate peers
+.PHONY: help test vet race scale loadtest cluster chaos chaos-nats chaos-nats-cluster chaos-pause capacity fuzz-seeds bench-smoke deploy-check verify bench fuzz generate peers
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -195,6 +195,7 @@ CHAOS_EVENTS ?= 9
 CHAOS_EVERY ?= 20s
 CHAOS_FLAGS ?=
 CHAOS_NATS_FLAGS ?= --lease-ttl 3s --nats-outage 1s --bots 60
+CHAOS_NATS_CLUSTER_FLAGS ?= --nats-outage 5s --bots 90
 
 chaos: ## 3 zoned + botswarm for a few minutes, a node SIGTERMed/SIGKILLed/SIGSTOPped every 20 s, then an audit (CHAOS_EVENTS, CHAOS_EVERY, CHAOS_FLAGS)
 	@mkdir -p $(CHAOS_DIR)
@@ -205,6 +206,14 @@ chaos-nats: ## 3 zoned on a standalone nats-server, which is restarted twice mid
 	@mkdir -p $(CHAOS_DIR)-nats
 	$(GO) build -o $(CHAOS_DIR)-nats/chaos ./cmd/chaos
 	$(CHAOS_DIR)-nats/chaos --out $(CHAOS_DIR)-nats --external-nats --plan nats-restart --events 2 --every 20s --warmup 10s --tail 15s $(CHAOS_NATS_FLAGS)
+
+# chaos-nats-cluster: every node on three clustered nats-servers (zoned --kv-replicas 3); each event
+# SIGKILLs the server leading the zones bucket (the other two elect a leader 4–9 s later) and starts it
+# again after 5 s. Its short version is TestChaosNATSClusterKill in cmd/chaos.
+chaos-nats-cluster: ## 3 zoned on a 3-server NATS cluster whose zones-bucket leader is SIGKILLed three times: leases held through the election (CHAOS_NATS_CLUSTER_FLAGS)
+	@mkdir -p $(CHAOS_DIR)-nats-cluster
+	$(GO) build -o $(CHAOS_DIR)-nats-cluster/chaos ./cmd/chaos
+	$(CHAOS_DIR)-nats-cluster/chaos --out $(CHAOS_DIR)-nats-cluster --nats-cluster --plan nats-kill --events 3 --every 30s --warmup 10s --tail 20s $(CHAOS_NATS_CLUSTER_FLAGS)
 
 # chaos-pause: every event a SIGSTOP of 10 s, past the clients' ack window (256 packets: 8.5 s at
 # 30 Hz), with 15 s tokens so that the paused node's clients wait it out rather than reconnect:

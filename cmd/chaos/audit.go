@@ -12,6 +12,7 @@ const (
 	ActTerm        = "term"         // SIGTERM (a drain, or a clean stop), then restart
 	ActStop        = "stop"         // SIGSTOP for longer than the lease TTL, then SIGCONT
 	ActNATSRestart = "nats-restart" // stop the standalone nats-server and start it again (--external-nats)
+	ActNATSKill    = "nats-kill"    // SIGKILL the server leading the zones bucket, start it again (--nats-cluster)
 )
 
 // Event is one thing the driver did to the cluster.

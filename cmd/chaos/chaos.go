@@ -56,7 +56,12 @@ type Config struct {
 	// the zone failovers alone.
 	Gateways []string
 
-	ExternalNATS    bool
+	ExternalNATS bool
+	// NATSCluster: three clustered nats-servers (JetStream, every bucket
+	// on all three: zoned --kv-replicas 3) instead of one; implies
+	// ExternalNATS. The nats-kill action SIGKILLs the one leading the zones
+	// bucket's stream.
+	NATSCluster     bool
 	ExpectRedirects bool
 	// JudgeBots: botswarm's invariants other than the disconnect one
 	// (moves exactly once with no correction, events, views, hitch) fail
@@ -85,6 +90,9 @@ func DefaultConfig() Config {
 
 // Validate checks what flags cannot.
 func (c *Config) Validate() error {
+	if c.NATSCluster {
+		c.ExternalNATS = true
+	}
 	if len(c.Zones) != 3 {
 		return errors.New("chaos: --zones needs three entries, one per node")
 	}
@@ -95,11 +103,15 @@ func (c *Config) Validate() error {
 		switch a {
 		case ActKill, ActTerm, ActStop:
 		case ActNATSRestart:
-			if !c.ExternalNATS {
-				return errors.New("chaos: nats-restart needs --external-nats (node 1's embedded NATS cannot restart without node 1)")
+			if !c.ExternalNATS || c.NATSCluster {
+				return errors.New("chaos: nats-restart needs --external-nats without --nats-cluster (node 1's embedded NATS cannot restart without node 1; a cluster's server is killed with nats-kill)")
+			}
+		case ActNATSKill:
+			if !c.NATSCluster {
+				return errors.New("chaos: nats-kill needs --nats-cluster")
 			}
 		default:
-			return fmt.Errorf("chaos: unknown action %q (want kill, term, stop, nats-restart)", a)
+			return fmt.Errorf("chaos: unknown action %q (want kill, term, stop, nats-restart, nats-kill)", a)
 		}
 	}
 	for _, g := range c.Gateways {
@@ -160,12 +172,16 @@ type cluster struct {
 	nodes  []*zonedNode
 	nats   *proc
 	natsAt string // host:port
-	key    string // token key file
-	creds  string // recorder credentials ("" for the standalone NATS)
-	rec    *Recorder
-	rng    *mrand.Rand
-	logf   func(format string, args ...any)
-	t0     time.Time
+	// natsCl, natsClAt: the three servers of --nats-cluster (nats is nil)
+	// and their client addresses; server i is named s<i+1>.
+	natsCl   []*proc
+	natsClAt []string
+	key      string // token key file
+	creds    string // recorder credentials ("" for the standalone NATS)
+	rec      *Recorder
+	rng      *mrand.Rand
+	logf     func(format string, args ...any)
+	t0       time.Time
 }
 
 type zonedNode struct {
@@ -271,7 +287,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Failures = append(res.Failures, res.BotFailures...)
 		}
 		for _, ev := range res.Events {
-			if ev.Action == ActNATSRestart {
+			if ev.Action == ActNATSRestart || ev.Action == ActNATSKill {
 				res.NATS = append(res.NATS, natsRestart(ev, writes, br))
 			}
 		}
@@ -311,6 +327,9 @@ func (c *cluster) do(ctx context.Context, n int, action string) Event {
 		ev.Back = time.Now()
 		c.logf("event %d: nats-server back after %v", n, ev.Back.Sub(ev.At).Round(time.Millisecond))
 		return ev
+	}
+	if action == ActNATSKill {
+		return c.natsKill(ctx, n)
 	}
 	var cands []*zonedNode
 	for _, z := range c.nodes {
@@ -424,12 +443,12 @@ func (c *cluster) build(ctx context.Context) error {
 // startAll starts NATS (standalone or in n1), the nodes and the recorder.
 func (c *cluster) startAll(ctx context.Context) error {
 	out := c.cfg.Out
-	for _, d := range []string{"data-n1", "data-n2", "data-n3", "nats-store"} {
+	for _, d := range []string{"data-n1", "data-n2", "data-n3", "nats-store", "nats-store-s1", "nats-store-s2", "nats-store-s3"} {
 		if err := os.RemoveAll(filepath.Join(out, d)); err != nil {
 			return err
 		}
 	}
-	for _, f := range []string{"n1.log", "n2.log", "n3.log", "nats.log", "botswarm.log", "report.json", "chaos.json"} {
+	for _, f := range []string{"n1.log", "n2.log", "n3.log", "nats.log", "nats-s1.log", "nats-s2.log", "nats-s3.log", "botswarm.log", "report.json", "chaos.json"} {
 		_ = os.Remove(filepath.Join(out, f))
 	}
 	natsPort, err := freePort("tcp")
@@ -438,7 +457,11 @@ func (c *cluster) startAll(ctx context.Context) error {
 	}
 	c.natsAt = fmt.Sprintf("127.0.0.1:%d", natsPort)
 	url := "nats://" + c.natsAt
-	if c.cfg.ExternalNATS {
+	if c.cfg.NATSCluster {
+		if url, err = c.startNATSCluster(ctx); err != nil {
+			return err
+		}
+	} else if c.cfg.ExternalNATS {
 		c.nats = &proc{name: "nats-server", bin: c.cfg.NATSServer, logPath: filepath.Join(out, "nats.log"),
 			args: []string{"-a", "127.0.0.1", "-p", strconv.Itoa(natsPort), "-js", "-sd", filepath.Join(out, "nats-store")}}
 		if err := c.nats.start(); err != nil {
@@ -447,17 +470,19 @@ func (c *cluster) startAll(ctx context.Context) error {
 		if err := waitTCP(ctx, c.natsAt, 30*time.Second); err != nil {
 			return err
 		}
+	} else {
+		c.key = filepath.Join(out, "data-n1", "token.key")
+		// The admin user may only call gwadmin.>; reading the buckets takes
+		// the node user, as the nodes read them.
+		c.creds = filepath.Join(out, "data-n1", "node.creds")
+	}
+	if c.cfg.ExternalNATS {
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
 		c.key = filepath.Join(out, "token.key")
 		if err := os.WriteFile(c.key, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
 			return err
 		}
-	} else {
-		c.key = filepath.Join(out, "data-n1", "token.key")
-		// The admin user may only call gwadmin.>; reading the buckets takes
-		// the node user, as the nodes read them.
-		c.creds = filepath.Join(out, "data-n1", "node.creds")
 	}
 	for i := range 3 {
 		udp, err := freePort("udp")
@@ -474,6 +499,8 @@ func (c *cluster) startAll(ctx context.Context) error {
 			"--lease-ttl", c.cfg.LeaseTTL.String(), "--npcs", strconv.Itoa(c.cfg.NPCs), "--dev-game=true",
 			"--shutdown-timeout", "5s"}
 		switch {
+		case c.cfg.NATSCluster:
+			args = append(args, "--nats", url, "--kv-replicas", "3", "--key-file", c.key)
 		case c.cfg.ExternalNATS:
 			args = append(args, "--nats", url, "--key-file", c.key)
 		case i == 0:
@@ -548,6 +575,11 @@ func (c *cluster) shutdown() {
 	}
 	if c.nats != nil && c.nats.running() {
 		c.nats.stop(10 * time.Second)
+	}
+	for _, p := range c.natsCl {
+		if p.running() {
+			p.stop(10 * time.Second)
+		}
 	}
 }
 

@@ -83,6 +83,53 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// TestChaosNATSClusterKill: the zoned of a world on three clustered
+// nats-servers (every bucket on all three) keep their world when the
+// server leading the zones bucket is SIGKILLed: the audit finds nothing,
+// no move is lost, and every zone's lease is judged (renewed at its epoch
+// after the election, or lost when the new leader expired it first).
+func TestChaosNATSClusterKill(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.Out, cfg.Log = dir, &log
+	cfg.NATSCluster = true
+	cfg.Plan, cfg.Events, cfg.Every, cfg.Warmup, cfg.Tail = []string{ActNATSKill}, 1, 15*time.Second, 6*time.Second, 10*time.Second
+	cfg.NATSOutage = 3 * time.Second
+	cfg.Bots, cfg.NPCs = 30, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	defer func() {
+		if t.Failed() {
+			t.Logf("driver log:\n%s", log.String())
+			for _, f := range []string{"n1.log", "n2.log", "n3.log", "nats-s1.log", "botswarm.log"} {
+				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+					t.Logf("%s (last 3000 bytes):\n%s", f, tail(b, 3000))
+				}
+			}
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum bytes.Buffer
+	summary(&sum, res, cfg)
+	t.Log(sum.String())
+	for _, f := range res.Failures {
+		t.Error(f)
+	}
+	if len(res.Events) != 1 || res.Events[0].Err != "" || !strings.HasPrefix(res.Events[0].Node, "nats-s") {
+		t.Fatalf("events %+v, want one nats-kill of a server", res.Events)
+	}
+	if len(res.NATS) != 1 || len(res.NATS[0].Renewed)+len(res.NATS[0].Lost) != 4 {
+		t.Fatalf("the kill's leases: %+v, want the four zones' judged", res.NATS)
+	}
+	if res.Bots == nil || res.Bots.total("moves_acked") == 0 {
+		t.Fatal("no move acknowledged")
+	}
+}
+
 func tail(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
@@ -96,13 +143,17 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, f := range []string{"--out", "--events", "--every", "--actions", "--plan", "--lease-ttl", "--stop-for", "--restart-after",
-		"--external-nats", "--expect-redirects", "--judge-bots", "--failover-limit", "--gateways", "--nats-outage", "nats-restart"} {
+		"--external-nats", "--expect-redirects", "--judge-bots", "--failover-limit", "--gateways", "--nats-outage", "nats-restart",
+		"--nats-cluster", "nats-kill"} {
 		if !strings.Contains(errb.String(), f) {
 			t.Errorf("--help does not mention %s", f)
 		}
 	}
 	if code := run([]string{"--plan", "nats-restart"}, &out, &errb); code != 2 {
 		t.Errorf("nats-restart without --external-nats: exit %d, want 2", code)
+	}
+	if code := run([]string{"--plan", "nats-kill", "--external-nats"}, &out, &errb); code != 2 {
+		t.Errorf("nats-kill without --nats-cluster: exit %d, want 2", code)
 	}
 	if code := run([]string{"--stop-for", "1s", "--lease-ttl", "3s"}, &out, &errb); code != 2 {
 		t.Errorf("--stop-for shorter than the TTL: exit %d, want 2", code)

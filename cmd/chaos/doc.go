@@ -4,7 +4,9 @@
 // gateways, and at a fixed interval SIGTERMs, SIGKILLs or SIGSTOPs a random
 // node other than the NATS host (restarting it under the same node id, or
 // SIGCONTing it after longer than the lease TTL). With --external-nats it
-// can restart the NATS server itself.
+// can restart the NATS server itself; with --nats-cluster (three clustered
+// servers, every bucket on all three) it can SIGKILL the server leading the
+// zones bucket and start it again.
 //
 // While it runs, a recorder watches the zones and players KV buckets and
 // keeps every write with the server's timestamp (the buckets keep one

@@ -17,7 +17,9 @@ import (
 const usage = `chaos runs three real zoned processes and botswarm on loopback and, every
 --every, SIGTERMs, SIGKILLs or SIGSTOPs a random node other than the NATS host
 (node n1 embeds NATS; with --external-nats every node joins a standalone
-nats-server, which the nats-restart action restarts). Killed and terminated
+nats-server, which the nats-restart action restarts; with --nats-cluster they
+join three clustered servers, and the nats-kill action SIGKILLs the one leading
+the zones bucket and starts it again). Killed and terminated
 nodes are restarted under the same node id after --restart-after; a stopped
 node gets SIGCONT after --stop-for (longer than the lease TTL, so it loses its
 zones while paused).
@@ -67,19 +69,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Every, "every", cfg.Every, "time `D` between events")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "bots play for `D` before the first event")
 	fs.DurationVar(&cfg.Tail, "tail", cfg.Tail, "bots play for `D` after the last event's slot")
-	actions := fs.String("actions", strings.Join(cfg.Actions, ","), "comma-separated `LIST` each event draws its action from: kill (SIGKILL), term (SIGTERM: drain or clean stop), stop (SIGSTOP, SIGCONT after --stop-for), nats-restart (needs --external-nats)")
+	actions := fs.String("actions", strings.Join(cfg.Actions, ","), "comma-separated `LIST` each event draws its action from: kill (SIGKILL), term (SIGTERM: drain or clean stop), stop (SIGSTOP, SIGCONT after --stop-for), nats-restart (needs --external-nats), nats-kill (SIGKILL the nats-server leading the zones bucket, start it again after --nats-outage; needs --nats-cluster)")
 	plan := fs.String("plan", "", "comma-separated `LIST` of actions in order (instead of drawing from --actions; repeats when --events is longer); each picks among the victims that hold zones")
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random `SEED` for the victims, the actions and botswarm")
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "every node's zone lease TTL `D` (zoned --lease-ttl)")
 	fs.DurationVar(&cfg.StopFor, "stop-for", 0, "a SIGSTOPped node gets SIGCONT after `D` (default 2×--lease-ttl + 1s; must exceed the TTL)")
 	fs.DurationVar(&cfg.RestartAfter, "restart-after", cfg.RestartAfter, "a killed or terminated node is started again `D` after it exited")
-	fs.DurationVar(&cfg.NATSOutage, "nats-outage", cfg.NATSOutage, "nats-restart: the server stays down for `D`")
+	fs.DurationVar(&cfg.NATSOutage, "nats-outage", cfg.NATSOutage, "nats-restart, nats-kill: the server stays down for `D`")
 	zones := fs.String("zones", strings.Join(cfg.Zones, " "), "space-separated `LISTS`: zoned --zones for n1, n2 and n3 (auto nodes take over a dead node's zones)")
 	fs.IntVar(&cfg.NPCs, "npcs", cfg.NPCs, "zoned --npcs `N`")
 	fs.IntVar(&cfg.Bots, "bots", cfg.Bots, "botswarm --bots `N`, spread over the three gateways")
 	fs.DurationVar(&cfg.TokenTimeout, "token-timeout", cfg.TokenTimeout, "botswarm --token-timeout `D`: how long a bot's session waits on a silent (dead, paused) gateway")
 	gateways := fs.String("gateways", "", "comma-separated node `LIST` whose gateways the bots use (default all three; n1 alone keeps every session up, so botswarm's invariants judge the zone failovers alone)")
 	fs.BoolVar(&cfg.ExternalNATS, "external-nats", false, "run a standalone nats-server (JetStream, loopback) for every node, so the nats-restart action can restart it and n1 can be a victim too")
+	fs.BoolVar(&cfg.NATSCluster, "nats-cluster", false, "run three clustered nats-servers (JetStream on each; zoned --kv-replicas 3, so every bucket lives on all three) instead of one standalone server (implies --external-nats), so the nats-kill action can SIGKILL the one leading the zones bucket: its leases go unanswered until the other two elect a leader (4–9 s)")
 	fs.BoolVar(&cfg.ExpectRedirects, "expect-redirects", false, "a drain (SIGTERM) redirects its sessions: fail the run when one was disconnected by a drain (botswarm's disconnects_shutdown > 0)")
 	fs.BoolVar(&cfg.JudgeBots, "judge-bots", cfg.JudgeBots, "botswarm's invariants other than the disconnect one (moves acknowledged exactly once with no correction, events, views, hitch) fail the run; false: reported only (moves dropped from full windows, left unacknowledged by live sessions, or cut off beyond a window per dead session fail it either way)")
 	fs.DurationVar(&cfg.FailoverLimit, "failover-limit", cfg.FailoverLimit, "a zone of a killed, stopped or drained node must be owned again within `D` of the signal")
@@ -129,7 +132,7 @@ func summary(w io.Writer, res *Result, cfg Config) {
 	for _, ev := range res.Events {
 		counts[ev.Action]++
 	}
-	fmt.Fprintf(w, "  events: %d kill, %d term, %d stop, %d nats-restart\n", counts[ActKill], counts[ActTerm], counts[ActStop], counts[ActNATSRestart])
+	fmt.Fprintf(w, "  events: %d kill, %d term, %d stop, %d nats-restart, %d nats-kill\n", counts[ActKill], counts[ActTerm], counts[ActStop], counts[ActNATSRestart], counts[ActNATSKill])
 	var owned, moving []time.Duration
 	for _, f := range res.Audit.Failovers {
 		mv := "no player seen moving"
@@ -158,7 +161,7 @@ func summary(w io.Writer, res *Result, cfg Config) {
 	fmt.Fprintf(w, "  audit: %d lease writes, %d player record writes; %d writes past the fence; %d records written while their zone had no lease\n",
 		a.LeaseWrites, a.RecordWrites, a.FencedWrites, a.RecordsWhileUnowned)
 	for _, nr := range res.NATS {
-		fmt.Fprintf(w, "  nats restart (event %d): outage %.1fs, bots measured round trips in %d of its seconds; leases renewed at the old epoch: %v; lost: %v\n",
+		fmt.Fprintf(w, "  nats restart or kill (event %d): outage %.1fs, bots measured round trips in %d of its seconds; leases renewed at the old epoch: %v; lost: %v\n",
 			nr.Event, nr.OutageSeconds, nr.PlaySeconds, nr.Renewed, nr.Lost)
 	}
 	if b := res.Bots; b != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -207,6 +208,27 @@ func (r *Recorder) Writes() []Write {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Write(nil), r.writes...)
+}
+
+// StreamLeader names the server that leads stream (its Raft group's
+// leader, from the stream's info).
+func (r *Recorder) StreamLeader(ctx context.Context, stream string) (string, error) {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return "", err
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return "", err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return "", errors.New("stream " + stream + " has no leader")
+	}
+	return info.Cluster.Leader, nil
 }
 
 // Reconnects is how often the recorder's own NATS connection came back.
