@@ -123,6 +123,9 @@ type Bridge struct {
 	// Commit this node took for it (recordCommit).
 	cmu     sync.Mutex
 	commits map[uint64]recordCommit
+	// writeCommit, when set, writes a retried Commit's record instead of
+	// cfg.Players.Commit (tests).
+	writeCommit func(player uint64, zone string, epoch uint64, done func(ok bool))
 
 	// bg: the goroutines reading refused Commits' records back
 	// (readRefused); life ends with Close, which waits for them. closing
@@ -149,11 +152,14 @@ type recordCommit struct {
 	// while the write was in flight.
 	reading bool
 	// undecided: the write failed and the record read back decided
-	// nothing (a KV error, no answer, the record not yet moved): the next
-	// copy of the Commit writes afresh, and what waits behind it waits on
-	// for that copy (until refusedKeep passed with none).
+	// nothing (a KV error, no answer, the record not yet moved): the
+	// next copy of the Commit writes afresh, or, with none within
+	// undecidedRetry, the bridge writes its newest copy again itself
+	// (retryUndecided), until refusedKeep after the first failure (since);
+	// what waits behind it waits on meanwhile.
 	undecided bool
-	drop      *time.Timer // an undecided Commit's end of waiting (dropUndecided)
+	since     time.Time
+	retry     *time.Timer // the next retryUndecided of an undecided Commit
 	at        time.Time
 	// newest is the newest copy of the Commit that came while the write was
 	// in flight: the write delivers it, not the first copy, which may be
@@ -338,10 +344,10 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 		if c.undecided {
 			// The write before this copy's decided nothing: this one
 			// writes afresh, what waited behind the first still behind it.
-			if c.drop != nil {
-				c.drop.Stop()
+			if c.retry != nil {
+				c.retry.Stop()
 			}
-			c.undecided, c.newest, c.at, c.drop = false, env, time.Now(), nil
+			c.undecided, c.newest, c.at, c.retry = false, env, time.Now(), nil
 			b.commits[player] = c
 			return commitNew
 		}
@@ -370,8 +376,8 @@ func (b *Bridge) commitFor(player uint64, zoneID string, epoch uint64, env *zone
 		// that did not own the player (a Join spawned it afresh there).
 		behind = c.behind
 	}
-	if ok && c.drop != nil {
-		c.drop.Stop()
+	if ok && c.retry != nil {
+		c.retry.Stop()
 	}
 	b.commits[player] = recordCommit{zone: zoneID, epoch: epoch, at: time.Now(), newest: env, behind: behind}
 	return commitNew
@@ -398,6 +404,9 @@ func (b *Bridge) commitDone(player uint64, zoneID string, epoch uint64, ok bool,
 			return
 		}
 		c.reading = true
+		if c.newest == nil {
+			c.newest = env // the copy a retry writes (retryUndecided)
+		}
 		b.commits[player] = c
 		b.bg.Add(1)
 		go b.readRefused(player, zoneID, epoch)
@@ -466,11 +475,12 @@ func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
 	}
 	if err != nil || rec == nil || !ValidID(rec.GetZone()) ||
 		rec.GetEpoch() < epoch || rec.GetEpoch() == epoch && rec.GetZone() == zoneID {
-		c.reading, c.newest, c.undecided, c.at = false, nil, true, time.Now()
-		if len(c.behind) > 0 {
-			at := c.at
-			c.drop = time.AfterFunc(refusedKeep, func() { b.dropUndecided(player, zoneID, epoch, at, err) })
+		now := time.Now()
+		c.reading, c.undecided, c.at = false, true, now
+		if c.since.IsZero() {
+			c.since = now
 		}
+		c.retry = time.AfterFunc(undecidedRetry, func() { b.retryUndecided(player, zoneID, epoch, now, err) })
 		b.commits[player] = c
 		return
 	}
@@ -489,18 +499,41 @@ func (b *Bridge) readRefused(player uint64, zoneID string, epoch uint64) {
 	b.commits[player] = c
 }
 
-// dropUndecided drops what waits behind player's Commit to zoneID at
-// epoch, undecided since at, when no copy of it came since (readRefused).
-func (b *Bridge) dropUndecided(player uint64, zoneID string, epoch uint64, at time.Time, err error) {
+// undecidedRetry is how long an undecided Commit waits for a copy from its
+// source before the bridge writes the newest one it has again.
+var undecidedRetry = time.Second // a var: tests shorten it
+
+// retryUndecided writes player's Commit to zoneID at epoch again, undecided
+// since at, when no copy came since: its source resends it only up to its
+// CommitGiveUp (5 s), and a NATS cluster electing the players bucket's
+// leader answers no write for 4–9 s. Past refusedKeep after the first
+// failure, what waits behind it is dropped, counted (DroppedBehindCommit),
+// and the Commit forgotten.
+func (b *Bridge) retryUndecided(player uint64, zoneID string, epoch uint64, at time.Time, err error) {
 	b.cmu.Lock()
-	defer b.cmu.Unlock()
 	c, have := b.commits[player]
-	if !have || c.zone != zoneID || c.epoch != epoch || !c.undecided || !c.at.Equal(at) {
-		return // written, refused, or tried again since
+	if !have || c.zone != zoneID || c.epoch != epoch || !c.undecided || !c.at.Equal(at) || b.closing {
+		b.cmu.Unlock()
+		return // written, refused, tried again since, or closing
 	}
+	if env := c.newest; env != nil && time.Since(c.since) < refusedKeep {
+		c.undecided, c.at, c.retry = false, time.Now(), nil
+		b.commits[player] = c
+		b.cmu.Unlock()
+		b.m.CommitsRetried.Add(1)
+		write := b.writeCommit
+		if write == nil {
+			write = b.cfg.Players.Commit
+		}
+		write(player, zoneID, epoch, func(ok bool) {
+			b.commitDone(player, zoneID, epoch, ok, env)
+		})
+		return
+	}
+	defer b.cmu.Unlock()
 	if len(c.behind) > 0 {
 		b.m.DroppedBehindCommit.Add(uint64(len(c.behind)))
-		b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped (no copy of it came again)",
+		b.warnOnce("behind-dropped", "cluster: items held behind a Commit whose record write failed dropped (not written within 20 s)",
 			"player", player, "zone", zoneID, "epoch", epoch, "items", len(c.behind), "err", err)
 		for _, m := range c.behind {
 			if in := behindInput(m); in != nil {
@@ -694,8 +727,8 @@ func (b *Bridge) Close() {
 	b.cmu.Lock()
 	b.closing = true // no read-back starts after the Wait below
 	for _, c := range b.commits {
-		if c.drop != nil {
-			c.drop.Stop()
+		if c.retry != nil {
+			c.retry.Stop()
 		}
 	}
 	b.cmu.Unlock()
@@ -1168,8 +1201,11 @@ type Metrics struct {
 	// DroppedBehindCommit: items for a player whose Commit here waited
 	// for its record write dropped rather than sent on ahead of it: past
 	// maxBehind (maxInputsBehind for Inputs), or held behind a write that failed (not refused by a
-	// newer owner: a later copy of the Commit is tried afresh).
+	// newer owner) and was not written within refusedKeep, by a copy or a retry.
 	DroppedBehindCommit atomic.Uint64
+	// CommitsRetried: writes of an undecided Commit's record the bridge
+	// made again itself, no copy of it having come (retryUndecided).
+	CommitsRetried atomic.Uint64
 	// RemoteInputNanos/RemoteInputs: time from a connection's Input to the
 	// owning zone's node, for inputs that crossed (sender and receiver
 	// clocks differ: an estimate, exact on one machine).

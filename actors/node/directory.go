@@ -153,7 +153,8 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"commits_refused_total", "cross-process handoff Commits not delivered: the player record could not be written", m.RecordRefused.Load},
 		{"commits_held_behind_total", "Joins, Leaves, Teleports and Inputs for a player held until its cross-process Commit's record write was done (delivered after the Commit)", m.HeldBehindCommit.Load},
 		{"commits_followed_record_total", "Joins, Leaves, Teleports and Inputs held behind a cross-process Commit whose record write a newer owner refused, sent on to the zone the record names", m.FollowedRecord.Load},
-		{"commits_dropped_behind_total", "Joins, Leaves, Teleports and Inputs for a player dropped rather than sent ahead of its cross-process Commit: past the bound (16 a player, 64 Inputs), or behind a record write that failed", m.DroppedBehindCommit.Load},
+		{"commits_dropped_behind_total", "Joins, Leaves, Teleports and Inputs for a player dropped rather than sent ahead of its cross-process Commit: past the bound (16 a player, 64 Inputs), or behind a record write that failed and was not written within 20 s", m.DroppedBehindCommit.Load},
+		{"commits_retried_total", "Cross-process Commits whose record write decided nothing (a KV error, no answer) written again by the receiving node itself, no copy of the Commit having come within a second", m.CommitsRetried.Load},
 		{"player_record_fence_waits_total", "player record writes the lease fence stopped that waited for a renewal instead of being dropped (Commits, placements, leaving checkpoints)", pl.FenceWaits.Load},
 	}
 	for _, c := range counters {
