@@ -210,3 +210,47 @@ func TestInputsAfterAPassedJoinGoOnBehindIt(t *testing.T) {
 		t.Errorf("the older login was echoed %q, want %q (none of the newer's)", got, want)
 	}
 }
+
+// The player's own connection, redirected to the zone taking the player
+// over before its Commit came (its old zone passed the connection's
+// rejoin on while both zones were held for their leases), sends its inputs
+// there: held for a Join (they could be a newer login's of the same
+// generation). The Commit takes the player with that connection; the
+// rejoin's Join comes after it, a restore of a player the zone owns
+// through that connection already, and takes the held inputs behind it,
+// in order. Before, that Join only renewed the route: the inputs waited
+// for another Join and were dropped at earlyGrace, their events lost (by
+// hand: one NATS server of three killed, 2–6 of 4,487).
+func TestRejoinAfterTheCommitTakesItsEarlyInputs(t *testing.T) {
+	defer verifyNoLeaks(t)()
+	f := startFixture(t, pairWorld(t), sim.Config{TickRate: 50}, nil, at)
+	defer f.stop()
+	const gen = 0x7e3
+	_, pid, _, release := f.earlyLogin(false, gen, gen, 2, 3)
+	defer func() { f.sys.Root.StopFuture(pid).Wait() }()
+	release() // x0z0 takes the Accept and commits the player to x1z0
+	waitFor(t, 3*time.Second, "x1z0 to own the player", func() bool {
+		owned := false
+		f.inspectZone("x1z0", func(z *sim.Zone) { owned = z.Handoffs().Owns(1) })
+		return owned
+	})
+	f.syncZone("x1z0")
+	if got := echoesOf(f.drv, 1); !slices.Equal(got, names(1, 1)) {
+		t.Fatalf("echoes %q before the rejoin's Join, want %q (e2, e3 held for a Join)", got, names(1, 1))
+	}
+	f.drv.mu.Lock()
+	views := &f.drv.players[1].views
+	f.drv.mu.Unlock()
+	f.sys.Root.Send(f.world.PID("x1z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views, EventGen: gen,
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Conn: f.dpid.String()}})
+	waitFor(t, 3*time.Second, "echoes e1–e3 to the player's connection", func() bool {
+		return len(echoesOf(f.drv, 1)) >= 3
+	}, func() string {
+		m := f.world.Metrics()
+		return fmt.Sprintf("echoes %q, %d held dropped", echoesOf(f.drv, 1), m.HeldInputsDropped.Load())
+	})
+	f.sync()
+	if got := echoesOf(f.drv, 1); !slices.Equal(got, names(1, 3)) {
+		t.Errorf("echoes %q, want %q (once each, in order)", got, names(1, 3))
+	}
+}

@@ -1130,8 +1130,15 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 			}
 		} else if r != nil && r.Entity == j.Player {
 			// Restored already (a rejoin is resent until the player is
-			// back): keep the live state, only the route may be new.
-			a.setJoin(j)
+			// back), or taken by a Commit while this Join, the player's
+			// connection's rejoin, was passed on behind it: keep the live
+			// state, only the route may be new. Its inputs that came
+			// before it (its old zone redirected it here with the Join)
+			// are taken behind it, in order: left waiting for a Join
+			// already come, they were dropped at earlyGrace, their events
+			// lost (by hand: a NATS server of three killed, the zones held
+			// for their leases, 2–6 of 4,487).
+			a.rejoined(j)
 			return
 		}
 	}
@@ -1646,6 +1653,14 @@ func (a *zoneActor) takeKept(inputs []*msg.Input) {
 	}
 	c.add(a.m)
 	a.flushOutputs()
+}
+
+// rejoined takes j, a restore's Join for a player this zone owns through
+// j's connection already (see onJoin): the route only, and the inputs
+// held for it before it came, in order.
+func (a *zoneActor) rejoined(j *msg.Join) {
+	a.setJoin(j)
+	a.takeKept(a.takeEarly(j, nil))
 }
 
 // conn is the connection the kept Leave is for: the one it names, else
