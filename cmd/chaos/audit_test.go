@@ -79,3 +79,31 @@ func TestAudit(t *testing.T) {
 		t.Fatalf("failover %+v: want moving 2.3s (b's chunk), 1 of 1 player moved", f)
 	}
 }
+
+// A NATS event's leases: renewed when the owner wrote its lease again at
+// its epoch after the server came back and nothing moved it until
+// renewSettle after; lost when an expiry or another epoch came in that
+// time, also after a renewal had landed (a cluster's new stream leader
+// expiring the lease it found stale), and when nothing was written.
+func TestNATSRestartJudgesEachLease(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	ev := Event{N: 1, Action: ActNATSKill, At: t0.Add(10 * time.Second), Back: t0.Add(15 * time.Second)}
+	lease := func(zone, node string, epoch uint64, at time.Duration, deleted bool) Write {
+		return Write{Bucket: bucketZones, Zone: zone, Node: node, Epoch: epoch, Created: t0.Add(at), Deleted: deleted}
+	}
+	writes := []Write{
+		lease("a", "n1", 1, time.Second, false), lease("b", "n2", 2, time.Second, false),
+		lease("c", "n3", 3, time.Second, false), lease("d", "n1", 4, time.Second, false),
+		lease("a", "n1", 1, 16*time.Second, false),                                          // renewed
+		lease("b", "n2", 2, 16*time.Second, false), lease("b", "", 0, 17*time.Second, true), // renewed, then expired
+		lease("c", "n1", 9, 18*time.Second, false),  // claimed at another epoch
+		lease("a", "n2", 12, 40*time.Second, false), // long after: not this event's
+	}
+	nr := natsRestart(ev, writes, &BotReport{Started: t0})
+	if len(nr.Renewed) != 1 || !strings.HasPrefix(nr.Renewed[0], "a ") {
+		t.Errorf("renewed %q, want a only", nr.Renewed)
+	}
+	if len(nr.Lost) != 3 || !strings.HasPrefix(nr.Lost[0], "b ") || !strings.HasPrefix(nr.Lost[1], "c ") || !strings.HasPrefix(nr.Lost[2], "d ") {
+		t.Errorf("lost %q, want b (expired after its renewal), c (claimed), d (no write)", nr.Lost)
+	}
+}

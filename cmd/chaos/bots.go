@@ -123,25 +123,29 @@ func natsRestart(ev Event, writes []Write, br *BotReport) NATSRestart {
 	sort.Strings(zones)
 	for _, z := range zones {
 		b := before[z]
+		// Renewed: a write of the same owner and epoch after the server
+		// came back, and none that moved the lease (an expiry, a claim)
+		// from the event until renewSettle after that: a lease the new
+		// leader of a cluster's stream expired just after a renewal had
+		// landed was counted renewed.
 		renewed, lost := false, ""
 		for _, w := range writes {
-			if w.Bucket != bucketZones || w.Zone != z || w.Created.Before(ev.Back) {
+			if w.Bucket != bucketZones || w.Zone != z || w.Created.Before(ev.At) || w.Created.After(ev.Back.Add(renewSettle)) {
 				continue
 			}
-			if !w.Deleted && w.Node == b.Node && w.Epoch == b.Epoch {
-				renewed = true
-			} else if lost == "" && (w.Deleted || w.Epoch != b.Epoch) {
+			if w.Deleted || w.Epoch != b.Epoch || w.Node != b.Node {
 				lost = fmt.Sprintf("%s (%s epoch %d → %s)", z, b.Node, b.Epoch, describe(w))
-			}
-			if renewed || lost != "" {
 				break
+			}
+			if !w.Created.Before(ev.Back) {
+				renewed = true
 			}
 		}
 		switch {
-		case renewed:
-			nr.Renewed = append(nr.Renewed, fmt.Sprintf("%s (%s epoch %d)", z, b.Node, b.Epoch))
 		case lost != "":
 			nr.Lost = append(nr.Lost, lost)
+		case renewed:
+			nr.Renewed = append(nr.Renewed, fmt.Sprintf("%s (%s epoch %d)", z, b.Node, b.Epoch))
 		default:
 			nr.Lost = append(nr.Lost, z+" (no write after the restart)")
 		}
@@ -156,6 +160,11 @@ func natsRestart(ev Event, writes []Write, br *BotReport) NATSRestart {
 	}
 	return nr
 }
+
+// renewSettle is how long after a NATS server came back a lease counts
+// as lost when it moves (natsRestart): a cluster's new stream leader
+// expires leases it finds stale within a second or two of its election.
+const renewSettle = 10 * time.Second
 
 func describe(w Write) string {
 	if w.Deleted {
