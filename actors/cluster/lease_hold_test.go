@@ -21,6 +21,46 @@ func recordHolds(l *Leases) *holdCalls {
 	return h
 }
 
+// held waits (bounded) for the zone's hold; a let-go first fails t.
+func (h *holdCalls) held(t *testing.T, within time.Duration, what string) {
+	t.Helper()
+	if on := h.next(t, within, what); !on {
+		t.Fatal("hold(false) before any hold")
+	}
+}
+
+// letGo waits (bounded) for the hold's end; a second hold fails t.
+func (h *holdCalls) letGo(t *testing.T, within time.Duration, what string) {
+	t.Helper()
+	if on := h.next(t, within, what); on {
+		t.Fatal("held twice, never let go")
+	}
+}
+
+// ownedAgain waits (bounded by ttl) for zone z's lease to be valid again
+// and fails t unless l still holds it at epoch and lost nothing.
+func ownedAgain(t *testing.T, l *Leases, lost *atomic.Int32, epoch uint64, ttl time.Duration, when string) {
+	t.Helper()
+	waitFor(t, ttl, "the lease valid again", func() bool { return l.Valid("z") })
+	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
+		t.Fatalf("%s: held %v at epoch %d (want %d), lost %d", when, held, got, epoch, lost.Load())
+	}
+}
+
+// claimHeld starts node's Leases on kv with its hold recorded (closed at
+// t's end) and claims zone z.
+func claimHeld(t *testing.T, kv jetstream.KeyValue, node string, ttl time.Duration) (*Leases, *atomic.Int32, *holdCalls, uint64) {
+	t.Helper()
+	l, lost := countingLeases(t, kv, node, ttl)
+	t.Cleanup(func() { l.Close(context.Background()) })
+	holds := recordHolds(l)
+	epoch, err := l.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, lost, holds, epoch
+}
+
 // next waits (bounded) for the next hold call.
 func (h *holdCalls) next(t *testing.T, within time.Duration, what string) bool {
 	t.Helper()
@@ -59,13 +99,7 @@ func TestLeaseOverdueRenewalHoldsTheZone(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 6 * time.Second // renewals every 1 s, given up (held) 5.5 s after the last
 	kv := &deadlineKV{holdKV: newHoldKV(zonesBucket(t, nc, ttl), "z")}
-	l, lost := countingLeases(t, kv, "a", ttl)
-	defer l.Close(context.Background())
-	holds := recordHolds(l)
-	epoch, err := l.Claim(context.Background(), "z")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
 	claimed := lastOK(l, "z")
 	kv.armed.Store(true)
 	<-kv.applied // the first renewal is written, its reply held
@@ -74,23 +108,16 @@ func TestLeaseOverdueRenewalHoldsTheZone(t *testing.T) {
 	if d := time.Unix(0, kv.deadline.Load()).Sub(claimed); d < 2*ttl-time.Millisecond {
 		t.Fatalf("the renewal in flight is waited for %v after the last renewal, want 2 × TTL (%v)", d, 2*ttl)
 	}
-	if on := holds.next(t, 2*ttl, "the zone held once its renewal is overdue"); !on {
-		t.Fatal("hold(false) before any hold")
-	}
+	holds.held(t, 2*ttl, "the zone held once its renewal is overdue")
 	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
 		t.Fatalf("overdue renewal in flight: held %v at epoch %d (want %d), lost %d; want held, not lost", held, got, epoch, lost.Load())
 	}
 	close(kv.release)
-	if on := holds.next(t, ttl, "the zone let go once the late reply lands"); on {
-		t.Fatal("held twice, never let go")
-	}
+	holds.letGo(t, ttl, "the zone let go once the late reply lands")
 	if err := <-kv.ended; err != nil {
 		t.Fatalf("the held renewal ended with %v, want its reply", err)
 	}
-	waitFor(t, ttl, "the lease valid again", func() bool { return l.Valid("z") })
-	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
-		t.Fatalf("after the late reply: held %v at epoch %d (want %d), lost %d", held, got, epoch, lost.Load())
-	}
+	ownedAgain(t, l, lost, epoch, ttl, "after the late reply")
 }
 
 // Without a hold (nobody can stop the zone) a renewal in flight is cut off
@@ -161,9 +188,7 @@ func TestLeaseHeldZoneLostWhenItsRenewalComesTooLate(t *testing.T) {
 	}
 	kv.armed.Store(true)
 	<-kv.sent
-	if on := holds.next(t, 2*ttl, "the zone held once its renewal is overdue"); !on {
-		t.Fatal("hold(false) before any hold")
-	}
+	holds.held(t, 2*ttl, "the zone held once its renewal is overdue")
 	waitFor(t, 3*ttl, "the lease to expire in the bucket", func() bool {
 		_, err := bucket.Get(context.Background(), "z")
 		return errors.Is(err, jetstream.ErrKeyNotFound)
@@ -238,18 +263,10 @@ func TestLeaseHeldZoneNotLetGoByARenewalSentTooLongAgo(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 3 * time.Second // renewals every 500 ms; held 2.75 s after the last
 	kv := newStagedKV(zonesBucket(t, nc, ttl), "z")
-	l, lost := countingLeases(t, kv, "a", ttl)
-	defer l.Close(context.Background())
-	holds := recordHolds(l)
-	epoch, err := l.Claim(context.Background(), "z")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
 	kv.armed.Store(true)
 	<-kv.applied // written by the server; its reply held
-	if on := holds.next(t, 2*ttl, "the zone held once its renewal is overdue"); !on {
-		t.Fatal("hold(false) before any hold")
-	}
+	holds.held(t, 2*ttl, "the zone held once its renewal is overdue")
 	sent := time.Unix(0, kv.firstSent.Load())
 	give := ttl - ttl/12
 	waitFor(t, 2*ttl, "the held renewal to be older than the give-up time", func() bool { return time.Since(sent) > give+100*time.Millisecond })
@@ -294,18 +311,10 @@ func TestLeaseHeldRenewalUnansweredIsReadBackBeforeGivingUp(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 3 * time.Second
 	kv := newHoldKV(zonesBucket(t, nc, 10*ttl), "z")
-	l, lost := countingLeases(t, kv, "a", ttl)
-	defer l.Close(context.Background())
-	holds := recordHolds(l)
-	epoch, err := l.Claim(context.Background(), "z")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
 	kv.armed.Store(true)
 	<-kv.applied // written by the server; no reply until the wait runs out
-	if on := holds.next(t, 2*ttl, "the zone held once its renewal is overdue"); !on {
-		t.Fatal("hold(false) before any hold")
-	}
+	holds.held(t, 2*ttl, "the zone held once its renewal is overdue")
 	select {
 	case err := <-kv.ended:
 		if !errors.Is(err, context.DeadlineExceeded) {

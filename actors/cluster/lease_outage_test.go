@@ -44,30 +44,17 @@ func TestLeaseHeldThroughALeaderlessBucket(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 1200 * time.Millisecond // given up (held) 1.1 s after the last renewal; wait 2.4 s
 	kv := &leaderlessKV{KeyValue: zonesBucket(t, nc, 30*time.Second)}
-	l, lost := countingLeases(t, kv, "a", ttl)
-	defer l.Close(context.Background())
-	holds := recordHolds(l)
-	epoch, err := l.Claim(context.Background(), "z")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
 	kv.down.Store(true)
-	if on := holds.next(t, 3*ttl, "the zone held once its renewals decide nothing past the give-up point"); !on {
-		t.Fatal("hold(false) before any hold")
-	}
+	holds.held(t, 3*ttl, "the zone held once its renewals decide nothing past the give-up point")
 	time.Sleep(2*l.wait - time.Since(lastOK(l, "z"))) // twice the wait an answer in flight gets
 	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 || l.Valid("z") {
 		t.Fatalf("%v after the last renewal, the bucket silent: held %v at epoch %d (want %d), lost %d, valid %v; want held, not lost, not valid",
 			time.Since(lastOK(l, "z")).Round(time.Millisecond), held, got, epoch, lost.Load(), l.Valid("z"))
 	}
 	kv.down.Store(false)
-	if on := holds.next(t, 3*ttl, "the zone let go once a renewal lands"); on {
-		t.Fatal("held twice, never let go")
-	}
-	waitFor(t, ttl, "the lease valid again", func() bool { return l.Valid("z") })
-	if got, held := l.Held("z"); !held || got != epoch || lost.Load() != 0 {
-		t.Fatalf("after the bucket came back: held %v at epoch %d (want %d), lost %d", held, got, epoch, lost.Load())
-	}
+	holds.letGo(t, 3*ttl, "the zone let go once a renewal lands")
+	ownedAgain(t, l, lost, epoch, ttl, "after the bucket came back")
 }
 
 // Silent past outage, the held zone is given up (lost), as before at the
@@ -89,9 +76,7 @@ func TestLeaseGivenUpAfterALongOutage(t *testing.T) {
 		}
 		kv.down.Store(true)
 		last := lastOK(l, "z")
-		if on := holds.next(t, 3*ttl, "the zone held"); !on {
-			t.Fatal("hold(false) before any hold")
-		}
+		holds.held(t, 3*ttl, "the zone held")
 		if lost.Load() != 0 {
 			t.Fatal("lost at the give-up point, held")
 		}

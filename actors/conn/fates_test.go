@@ -18,25 +18,7 @@ func TestPumpFoldsFatesOnceASecond(t *testing.T) {
 	x := record(t, steps)
 	s, cs := benchShard(t, x, 1)
 	c := cs[0]
-	var ctl move.ControlState
-	now := time.Duration(0)
-	for i := range steps {
-		now = time.Duration(i+1) * benchStep
-		for _, p := range x.steps[i] {
-			d := msg.NewDatagram()
-			d.N = copy(d.Buf, p)
-			d.Addr = benchClient
-			s.handle(c, d, now)
-			s.pumpOne(c, now)
-			s.flush()
-		}
-		ctl.Pos[0] += 0.2
-		m := msg.NewControl()
-		m.LastApplied, m.State = c.srv.LastApplied(), ctl
-		s.handle(c, m, now)
-		s.pumpOne(c, now)
-		s.flush()
-	}
+	now := replayPumped(s, c, x, false)
 	counters := s.pool.counters
 	secs := uint64(now / foldEvery)
 	if n := counters.RTT.count.Load(); n < secs-1 || n > secs+1 {
@@ -69,20 +51,7 @@ func TestFoldCountsTheWindowsJump(t *testing.T) {
 	}
 	s, cs := benchShard(t, x, 1)
 	c := cs[0]
-	var ctl move.ControlState
-	now := time.Duration(0)
-	for i := range steps {
-		now = time.Duration(i+1) * benchStep
-		for _, p := range x.steps[i] {
-			feed(s, c, p, now)
-		}
-		ctl.Pos[0] += 0.2
-		m := msg.NewControl()
-		m.LastApplied, m.State, m.Force = c.srv.LastApplied(), ctl, true
-		s.handle(c, m, now)
-		s.pumpOne(c, now)
-		s.flush()
-	}
+	now := replayPumped(s, c, x, true)
 	st := c.srv.Stats()
 	if st.Notify.FarAccepted != 1 || st.Rejected() != 0 {
 		t.Fatalf("session: FarAccepted %d, %d datagrams rejected; want 1, 0 (%d datagrams cut): %+v", st.Notify.FarAccepted, st.Rejected(), sent, st)
@@ -95,4 +64,28 @@ func TestFoldCountsTheWindowsJump(t *testing.T) {
 	if n := counters.FarAccepted.Load(); n != 1 {
 		t.Fatalf("pool FarAccepted %d after the final fold, want 1 (counted once)", n)
 	}
+}
+
+// replayPumped replays x on c, a step at a time: each of the client's
+// datagrams handled and pumped, then the zone's Control for the tick
+// (forcing its control state out if force), pumped; it returns the last
+// step's time.
+func replayPumped(s *shard, c *Conn, x *recording, force bool) time.Duration {
+	var ctl move.ControlState
+	now := time.Duration(0)
+	for i := range x.steps {
+		now = time.Duration(i+1) * benchStep
+		for _, p := range x.steps[i] {
+			feed(s, c, p, now)
+			s.pumpOne(c, now)
+			s.flush()
+		}
+		ctl.Pos[0] += 0.2
+		m := msg.NewControl()
+		m.LastApplied, m.State, m.Force = c.srv.LastApplied(), ctl, force
+		s.handle(c, m, now)
+		s.pumpOne(c, now)
+		s.flush()
+	}
+	return now
 }

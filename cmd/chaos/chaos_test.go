@@ -34,28 +34,7 @@ func TestChaosShort(t *testing.T) {
 	cfg.LeaseTTL, cfg.RestartAfter = time.Second, 3*time.Second
 	cfg.Bots, cfg.NPCs = 30, 20
 	cfg.JudgeBots, cfg.ExpectRedirects = false, true
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, cfg)
-	defer func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", log.String())
-			for _, f := range []string{"n1.log", "n2.log", "n3.log", "botswarm.log"} {
-				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-					t.Logf("%s (last 3000 bytes):\n%s", f, tail(b, 3000))
-				}
-			}
-		}
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum bytes.Buffer
-	summary(&sum, res, cfg)
-	t.Log(sum.String())
-	for _, f := range res.Failures {
-		t.Error(f)
-	}
+	res := runChaos(t, cfg, dir, &log, "n1.log", "n2.log", "n3.log", "botswarm.log")
 	if len(res.Events) != 3 {
 		t.Fatalf("%d events, want 3", len(res.Events))
 	}
@@ -97,28 +76,7 @@ func TestChaosNATSClusterKill(t *testing.T) {
 	cfg.Plan, cfg.Events, cfg.Every, cfg.Warmup, cfg.Tail = []string{ActNATSKill}, 1, 15*time.Second, 6*time.Second, 10*time.Second
 	cfg.NATSOutage = 3 * time.Second
 	cfg.Bots, cfg.NPCs = 30, 20
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, cfg)
-	defer func() {
-		if t.Failed() {
-			t.Logf("driver log:\n%s", log.String())
-			for _, f := range []string{"n1.log", "n2.log", "n3.log", "nats-s1.log", "botswarm.log"} {
-				if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
-					t.Logf("%s (last 3000 bytes):\n%s", f, tail(b, 3000))
-				}
-			}
-		}
-	}()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum bytes.Buffer
-	summary(&sum, res, cfg)
-	t.Log(sum.String())
-	for _, f := range res.Failures {
-		t.Error(f)
-	}
+	res := runChaos(t, cfg, dir, &log, "n1.log", "n2.log", "n3.log", "nats-s1.log", "botswarm.log")
 	if len(res.Events) != 1 || res.Events[0].Err != "" || !strings.HasPrefix(res.Events[0].Node, "nats-s") {
 		t.Fatalf("events %+v, want one nats-kill of a server", res.Events)
 	}
@@ -128,6 +86,37 @@ func TestChaosNATSClusterKill(t *testing.T) {
 	if res.Bots == nil || res.Bots.total("moves_acked") == 0 {
 		t.Fatal("no move acknowledged")
 	}
+}
+
+// runChaos runs cfg (bounded: 4 minutes), logs its summary and fails t for
+// each of its failures; if t fails, its end logs the driver's log and the
+// ends of the named logs in dir.
+func runChaos(t *testing.T, cfg Config, dir string, log *bytes.Buffer, logs ...string) *Result {
+	t.Helper()
+	t.Cleanup(func() { // before dir's removal: cleanups run last first
+		if !t.Failed() {
+			return
+		}
+		t.Logf("driver log:\n%s", log.String())
+		for _, f := range logs {
+			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil {
+				t.Logf("%s (last 3000 bytes):\n%s", f, tail(b, 3000))
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum bytes.Buffer
+	summary(&sum, res, cfg)
+	t.Log(sum.String())
+	for _, f := range res.Failures {
+		t.Error(f)
+	}
+	return res
 }
 
 func tail(b []byte, n int) []byte {
