@@ -94,14 +94,15 @@ func TestNATSRestartJudgesEachLease(t *testing.T) {
 	writes := []Write{
 		lease("a", "n1", 1, time.Second, false), lease("b", "n2", 2, time.Second, false),
 		lease("c", "n3", 3, time.Second, false), lease("d", "n1", 4, time.Second, false),
+		lease("e", "n2", 5, time.Second, false), lease("e", "n2", 5, 30*time.Second, false), // renewed, seen late (a re-listed recorder)
 		lease("a", "n1", 1, 16*time.Second, false),                                          // renewed
 		lease("b", "n2", 2, 16*time.Second, false), lease("b", "", 0, 17*time.Second, true), // renewed, then expired
 		lease("c", "n1", 9, 18*time.Second, false),  // claimed at another epoch
 		lease("a", "n2", 12, 40*time.Second, false), // long after: not this event's
 	}
 	nr := natsRestart(ev, writes, &BotReport{Started: t0})
-	if len(nr.Renewed) != 1 || !strings.HasPrefix(nr.Renewed[0], "a ") {
-		t.Errorf("renewed %q, want a only", nr.Renewed)
+	if len(nr.Renewed) != 2 || !strings.HasPrefix(nr.Renewed[0], "a ") || !strings.HasPrefix(nr.Renewed[1], "e ") {
+		t.Errorf("renewed %q, want a and e", nr.Renewed)
 	}
 	if len(nr.Lost) != 3 || !strings.HasPrefix(nr.Lost[0], "b ") || !strings.HasPrefix(nr.Lost[1], "c ") || !strings.HasPrefix(nr.Lost[2], "d ") {
 		t.Errorf("lost %q, want b (expired after its renewal), c (claimed), d (no write)", nr.Lost)

@@ -127,18 +127,25 @@ func natsRestart(ev Event, writes []Write, br *BotReport) NATSRestart {
 		// came back, and none that moved the lease (an expiry, a claim)
 		// from the event until renewSettle after that: a lease the new
 		// leader of a cluster's stream expired just after a renewal had
-		// landed was counted renewed.
+		// landed was counted renewed. Past renewSettle the first write
+		// decides alone (the buckets keep one revision a key: a recorder
+		// that re-listed after the outage sees only the newest).
 		renewed, lost := false, ""
 		for _, w := range writes {
-			if w.Bucket != bucketZones || w.Zone != z || w.Created.Before(ev.At) || w.Created.After(ev.Back.Add(renewSettle)) {
+			if w.Bucket != bucketZones || w.Zone != z || w.Created.Before(ev.At) {
 				continue
 			}
-			if w.Deleted || w.Epoch != b.Epoch || w.Node != b.Node {
+			moved := w.Deleted || w.Epoch != b.Epoch || w.Node != b.Node
+			late := w.Created.After(ev.Back.Add(renewSettle))
+			if moved && (!late || !renewed) {
 				lost = fmt.Sprintf("%s (%s epoch %d → %s)", z, b.Node, b.Epoch, describe(w))
 				break
 			}
-			if !w.Created.Before(ev.Back) {
+			if !moved && !w.Created.Before(ev.Back) {
 				renewed = true
+			}
+			if late {
+				break
 			}
 		}
 		switch {
