@@ -16,10 +16,13 @@ import (
 type leaderlessKV struct {
 	jetstream.KeyValue
 	down atomic.Bool
+	// unanswered counts the renewals answered with nothing decided.
+	unanswered atomic.Int64
 }
 
 func (k *leaderlessKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
 	if k.down.Load() {
+		k.unanswered.Add(1)
 		return 0, jetstream.ErrNoStreamResponse
 	}
 	return k.KeyValue.Update(ctx, key, value, revision)
@@ -55,6 +58,36 @@ func TestLeaseHeldThroughALeaderlessBucket(t *testing.T) {
 	kv.down.Store(false)
 	holds.letGo(t, 3*ttl, "the zone let go once a renewal lands")
 	ownedAgain(t, l, lost, epoch, ttl, "after the bucket came back")
+}
+
+// A held zone whose renewals decide nothing sends them every heldRetry,
+// not every tick: a NATS cluster's new stream leader expires the lease at
+// its first age check after the election unless a renewal lands first, and
+// at the tick's pace the first landed up to TTL/6 after the election.
+func TestHeldLeaseRenewsSoonAfterNothingDecided(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 1200 * time.Millisecond // ticks every 200 ms; held retries every 20 ms
+	kv := &leaderlessKV{KeyValue: zonesBucket(t, nc, 30*time.Second)}
+	l, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
+	if l.heldRetry >= l.renew/4 {
+		t.Fatalf("held retry %v, tick %v: want the retry well inside the tick", l.heldRetry, l.renew)
+	}
+	kv.down.Store(true)
+	holds.held(t, 3*ttl, "the zone held once its renewals decide nothing")
+	const window = time.Second
+	before := kv.unanswered.Load()
+	time.Sleep(window)
+	tries := kv.unanswered.Load() - before
+	// At the tick's pace the window holds 5 renewals; at the held retry's
+	// up to 50. More than twice the tick's pace passes a host too starved
+	// to keep the retry's.
+	if ticks := int64(window / l.renew); tries <= 2*ticks {
+		t.Fatalf("%d renewals in %v held (the tick's pace: %d); want more than %d", tries, window, ticks, 2*ticks)
+	}
+	kv.down.Store(false)
+	holds.letGo(t, 3*ttl, "the zone let go once a renewal lands")
+	ownedAgain(t, l, lost, epoch, ttl, "after the bucket came back")
+	t.Logf("%d renewals in %v held", tries, window)
 }
 
 // Silent past outage, the held zone is given up (lost), as before at the
