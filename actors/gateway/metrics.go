@@ -21,7 +21,14 @@ type collector struct {
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
-	c := &collector{
+	if err := reg.Register(newCollector(g)); err != nil {
+		return fmt.Errorf("gateway: register metrics: %w", err)
+	}
+	return nil
+}
+
+func newCollector(g *Gateway) *collector {
+	return &collector{
 		g:          g,
 		datagrams:  prometheus.NewDesc("ghostwire_gateway_datagrams_total", "Datagrams read (in) and sent (out).", []string{"dir"}, nil),
 		bytes:      prometheus.NewDesc("ghostwire_gateway_bytes_total", "UDP payload bytes read (in) and sent (out).", []string{"dir"}, nil),
@@ -43,10 +50,6 @@ func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
-	if err := reg.Register(c); err != nil {
-		return fmt.Errorf("gateway: register metrics: %w", err)
-	}
-	return nil
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -56,7 +59,15 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	s := c.g.Stats()
+	c.collectStats(ch, c.g.Stats())
+	b, n, sum := c.g.RTT().Snapshot()
+	ch <- prometheus.MustNewConstHistogram(c.rtt, n, sum, b)
+}
+
+// collectStats exports one snapshot of Stats: every field but Routed
+// (Verified, Conns and Pending as the conns gauge's states), each under
+// its own label (TestCollectorExportsEveryStat).
+func (c *collector) collectStats(ch chan<- prometheus.Metric, s Stats) {
 	counter := func(d *prometheus.Desc, v uint64, label string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), label)
 	}
@@ -93,8 +104,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")
-	b, n, sum := c.g.RTT().Snapshot()
-	ch <- prometheus.MustNewConstHistogram(c.rtt, n, sum, b)
 	counter(c.packets, s.PacketsDelivered, "delivered")
 	counter(c.packets, s.PacketsLost, "lost")
 	counter(c.drops, s.InboundDropped, "inbound")
