@@ -451,13 +451,18 @@ func (c *cluster) startAll(ctx context.Context) error {
 	for _, f := range []string{"n1.log", "n2.log", "n3.log", "nats.log", "nats-s1.log", "nats-s2.log", "nats-s3.log", "botswarm.log", "report.json", "chaos.json"} {
 		_ = os.Remove(filepath.Join(out, f))
 	}
-	natsPort, err := freePort("tcp")
-	if err != nil {
-		return err
+	var url string
+	natsPort := 0 // the standalone or embedded server's (the cluster's servers pick their own)
+	if !c.cfg.NATSCluster {
+		p, err := freePort("tcp")
+		if err != nil {
+			return err
+		}
+		natsPort, c.natsAt = p, fmt.Sprintf("127.0.0.1:%d", p)
+		url = "nats://" + c.natsAt
 	}
-	c.natsAt = fmt.Sprintf("127.0.0.1:%d", natsPort)
-	url := "nats://" + c.natsAt
 	if c.cfg.NATSCluster {
+		var err error
 		if url, err = c.startNATSCluster(ctx); err != nil {
 			return err
 		}
