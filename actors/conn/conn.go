@@ -411,6 +411,22 @@ func (c *Conn) handle(m any, now time.Duration) {
 				// reordered, this answer is matched to its lookup.
 				c.ctlEpoch = uint64(m.cp.Epoch)
 				c.views.Lower(c.ctlEpoch) // the real owner's views too
+				// And the Redirects' epoch, for the same reason the other
+				// way round: a record read while a Commit's write was
+				// still pending (the players bucket electing a leader)
+				// names the zone the player left, below the epoch of the
+				// Redirect to its new owner that this connection took.
+				// Kept, that epoch made the owner's Redirects (the same
+				// epoch, resent every tick) stale: the connection's inputs
+				// went to the old zone, which passed them on while it
+				// remembered the handoff and dropped them after, while
+				// the owner's Controls kept the connection from looking
+				// again — by hand (`make chaos-nats-cluster`), 4 players'
+				// moves and 28–30 events each lost until the session
+				// ended, 20 s after an election (TestRelookTakesTheRecordsEpoch).
+				if r := c.rare; r != nil && r.zoneEpoch > c.ctlEpoch {
+					r.zoneEpoch = c.ctlEpoch
+				}
 				c.rejoin(m.cp, now)
 			}
 		case c.resuming && c.is(leaveSent):

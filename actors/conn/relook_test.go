@@ -267,6 +267,43 @@ func TestRelookTakesTheRecordsEpoch(t *testing.T) {
 			t.Fatal("the real owner's view at 7 dropped as stale after the record named it: the player moves, its ghosts do not")
 		}
 	})
+	t.Run("a stale record below the Redirect taken", func(t *testing.T) {
+		f := newRelookFixture(t)
+		at := f.joined + benchStep
+		if !f.control(2, at) { // zone A owns the player at epoch 2
+			t.Fatal("zone A's Control was not taken")
+		}
+		// A hands the player to B at 3: B's Redirect is taken.
+		b := other(t, f, "zone-b")
+		now := at + benchStep
+		f.s.handle(f.c, &msg.Redirect{Player: f.c.player, Zone: b, Epoch: 3}, now)
+		if f.c.zone != b {
+			t.Fatal("B's Redirect at 3 not taken")
+		}
+		// B is held (its lease's renewal overdue: no Control) past
+		// zoneSilentAfter; the record, read while the Commit's write is
+		// still pending, names A at 2.
+		now = f.quiet(now, now+relookWithin(f))
+		if f.lookups() != 1 {
+			t.Fatalf("%d lookups, want 1", f.lookups())
+		}
+		f.answer(0, f.zone, &handoff.Checkpoint{Entity: f.c.player, Epoch: 2})
+		now = f.quiet(now, now+50*time.Millisecond)
+		if f.c.zone != f.zone || f.c.ctlEpoch != 2 {
+			t.Fatalf("after the relook naming A at 2: zone %v, epoch %d", f.c.zone, f.c.ctlEpoch)
+		}
+		// B, let go, owns the player at 3 and resends its Redirect: the
+		// connection must follow it, or its inputs go to A for good
+		// while B's Controls keep it from looking again.
+		now += benchStep
+		if !f.control(3, now) {
+			t.Fatal("B's Control at 3 not taken")
+		}
+		f.s.handle(f.c, &msg.Redirect{Player: f.c.player, Zone: b, Epoch: 3}, now)
+		if f.c.zone != b {
+			t.Fatalf("B's Redirect at 3 dropped after the relook took A's record at 2: the connection's inputs go to %v", f.c.zone)
+		}
+	})
 	t.Run("a late answer after a newer owner's Control", func(t *testing.T) {
 		f := newRelookFixture(t)
 		at := f.joined + benchStep
