@@ -104,8 +104,10 @@
 // its deadline wakes it (the session's keepalive files one at least once a
 // second), so a player whose client is quiet is placed again too. The
 // answer to such a relook gives the connection the record's epoch, lower
-// or not: a restore refused by its record (a newer owner) must not leave
-// the real owner's Controls dropped as an older owner's.
+// or not, for its Controls and its Redirects both: a restore refused by
+// its record (a newer owner) must not leave the real owner's Controls
+// dropped as an older owner's, nor a record read before a Commit's write
+// landed the new owner's Redirects dropped as stale.
 //
 // A connection whose handling panics is stopped, never restarted (a
 // restarted session would reuse its keys from a fresh state); the gateway
