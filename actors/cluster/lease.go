@@ -47,7 +47,7 @@ const storeOutage = 12 * time.Second
 // only if a renewal lands first. At the tick's pace the first landed
 // 0–TTL/6 after the election, and the new leader expired 9 of 36 leases
 // first in three runs of make chaos-nats-cluster; at this pace it lands
-// 47–110 ms after, and 22 of 288 were expired first in 24 runs.
+// 47–110 ms after, and 20 of 288 were expired first in 24 runs.
 const heldRetryDiv = 60
 
 // Leases claims, renews and releases this node's zone leases in the zones
