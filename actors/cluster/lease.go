@@ -671,11 +671,12 @@ func (l *Leases) renewChain(z string, h *held, done chan struct{}) {
 		// test's.
 		start := time.Now()
 		next := l.renewOne(z, h)
-		if next == renewSoon {
+		if d := l.heldRetry - time.Since(start); next == renewSoon && d > 0 {
 			// A held zone's renewal that decided nothing: the next one
-			// soon, so that it lands as soon as the bucket has a leader
-			// again (heldRetryDiv).
-			t := time.NewTimer(l.heldRetry)
+			// heldRetry after it went (at once after a slow one), so
+			// that it lands as soon as the bucket has a leader again
+			// (heldRetryDiv).
+			t := time.NewTimer(d)
 			select {
 			case <-l.stop:
 				t.Stop()
