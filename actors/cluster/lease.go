@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,28 @@ const storeOutage = 12 * time.Second
 // 47–110 ms after, and 20 of 288 were expired first in 24 runs.
 const heldRetryDiv = 60
 
+// probeKey is the key a Leases' probes compare-and-set against: no zone
+// can have it ('=' is outside a zone ID's characters, zones/world), and a
+// probe never writes it (its expected revision is never the key's).
+const probeKey = "=probe"
+
+// probeDiv: a Leases probes the zones bucket every TTL/probeDiv (250 ms at
+// the default TTL), and judges the other nodes' leases as often.
+const probeDiv = 12
+
+// leaseBackstop is the zones bucket's own expiry of an entry for a lease
+// TTL: longer than a holder waits out a bucket that decides nothing
+// (outage, storeOutage) and than any claimant's judgement (TTL), so that
+// the server removes only leases nobody claimed, long dead. A lease's
+// expiry is judged by the claimants instead (see Leases): with the
+// server's expiry at the TTL, a NATS cluster's new stream leader removed
+// every lease older than the TTL at its first age check after an election
+// (0–TTL after it), before the renewals held through the election landed
+// (20 of 288 leases in 24 runs of make chaos-nats-cluster).
+func leaseBackstop(ttl time.Duration) time.Duration {
+	return max(2*ttl, storeOutage) + 2*ttl
+}
+
 // Leases claims, renews and releases this node's zone leases in the zones
 // bucket and watches every zone's owner. Renewals run on their own
 // goroutine, never on an actor's.
@@ -88,6 +111,23 @@ const heldRetryDiv = 60
 // server applied the renewal, or expires late: starved too), else lost.
 // So a lease survives while its renewals reach the server within TTL of
 // the one before, whenever their replies come back.
+//
+// Expiry is judged by the other nodes, each on its own clock: a lease
+// whose revision this node's watcher has not seen change for a TTL,
+// counted while the bucket answers, is expired (the directory drops it,
+// Vacated fires, and Claim may replace it, compare-and-set at exactly
+// that revision). "While the bucket answers": every TTL/probeDiv a probe,
+// a compare-and-set bound to fail, asks the bucket's stream leader for an
+// answer, and silence counts only from the first probe of the current
+// run of answered ones. So a lease held through a NATS election lives
+// on, its holder's renewals landing at once afterwards while every
+// claimant counts a fresh TTL; and a node that died is taken over a TTL
+// after its last renewal was seen. The judgement is safe on any clocks
+// that run at the same rate: a claimant sees a renewal after its holder
+// sent it and waits a whole TTL, and the holder gives up (or holds its
+// zone) at TTL − TTL/12 after the send; a renewal that lands after the
+// judgement moves the revision, so the claim fails. The bucket's own
+// expiry is only a backstop (leaseBackstop).
 type Leases struct {
 	kv    jetstream.KeyValue
 	node  string
@@ -129,11 +169,28 @@ type Leases struct {
 	halted  bool // halt ran: no renewal starts any more
 
 	relists atomic.Uint64
-	life    context.Context // the watcher's: canceled by Close/Abandon
-	kill    context.CancelFunc
+	// seen: every zone lease's revision as the watcher last saw it
+	// change, and when (now); stale: the leases judged expired, at the
+	// revision judged; up: when the first probe of the current run of
+	// answered ones went (zero while the bucket answers nothing).
+	seen     map[string]seenRev
+	stale    map[string]uint64
+	up       time.Time
+	probe    time.Duration   // probe interval (probeDiv)
+	expiries atomic.Uint64   // leases judged expired
+	probes   atomic.Uint64   // probes the bucket answered
+	unproved atomic.Uint64   // probes it did not
+	life     context.Context // the watcher's: canceled by Close/Abandon
+	kill     context.CancelFunc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+}
+
+// seenRev is a lease's revision and when the watcher saw it first.
+type seenRev struct {
+	rev uint64
+	at  time.Time
 }
 
 type held struct {
@@ -158,10 +215,11 @@ type held struct {
 }
 
 // LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
-// entries expire ttl after their last write, and the server leaves a
-// marker when one does, so watchers hear of an expired lease.
+// the claimants judge a lease's expiry (Leases); the server removes an
+// entry only leaseBackstop(ttl) after its last write, and leaves a marker
+// when it does, so watchers hear of it.
 func LeaseBucketConfig(bucket string, ttl time.Duration) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: ttl, LimitMarkerTTL: ttl}
+	return jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage, TTL: leaseBackstop(ttl), LimitMarkerTTL: ttl}
 }
 
 // NewLeases starts watching the bucket and renewing what this node claims.
@@ -177,6 +235,7 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 		outage: max(2*ttl, storeOutage),
 		kick:   make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
+		seen: map[string]seenRev{}, stale: map[string]uint64{}, probe: ttl / probeDiv,
 		stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
 	// start-up deadline: a watcher bound to it stopped right after start).
@@ -186,9 +245,10 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 		l.kill()
 		return nil, err
 	}
-	l.wg.Add(2)
+	l.wg.Add(3)
 	go l.watch(w)
 	go l.renewLoop()
+	go l.probeLoop()
 	return l, nil
 }
 
@@ -201,6 +261,7 @@ func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
 		return nil, fmt.Errorf("leases: watch %s: %w", l.kv.Bucket(), err)
 	}
 	fresh := map[string]Owner{}
+	revs := map[string]uint64{}
 	for done := false; !done; {
 		select {
 		case e, ok := <-w.Updates():
@@ -212,6 +273,7 @@ func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
 			case e.Operation() == jetstream.KeyValuePut:
 				if o, ok := decodeOwner(e); ok {
 					fresh[e.Key()] = o
+					revs[e.Key()] = e.Revision()
 				}
 			}
 		case <-ctx.Done():
@@ -221,6 +283,14 @@ func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
 	}
 	l.mu.Lock()
 	l.owners = fresh
+	// Silence counts afresh from the listing: the watcher may have missed
+	// renewals while it was away.
+	now := l.now()
+	clear(l.seen)
+	clear(l.stale)
+	for z, rev := range revs {
+		l.seen[z] = seenRev{rev: rev, at: now}
+	}
 	for z, h := range l.held { // what this node holds it knows best
 		l.owners[z] = Owner{Zone: z, Node: l.node, Epoch: h.epoch}
 	}
@@ -267,11 +337,17 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 	case jetstream.KeyValuePut:
 		if o, ok := decodeOwner(e); ok {
 			l.owners[e.Key()] = o
+			if l.seen[e.Key()].rev != e.Revision() {
+				l.seen[e.Key()] = seenRev{rev: e.Revision(), at: l.now()}
+			}
+			delete(l.stale, e.Key()) // renewed (or claimed) after all
 		} else {
 			l.log.Warn("zone lease with a bad value ignored", "zone", e.Key(), "revision", e.Revision())
 		}
 	default: // deleted, purged, expired
 		delete(l.owners, e.Key())
+		delete(l.seen, e.Key())
+		delete(l.stale, e.Key())
 		close(l.vacated)
 		l.vacated = make(chan struct{})
 	}
@@ -350,8 +426,8 @@ func (l *Leases) Changed() <-chan struct{} {
 }
 
 // Vacated returns a channel closed the next time a zone loses its owner
-// (a lease released, or expired: the server's marker): claimers act at
-// once instead of at their next look.
+// (a lease released, or expired: judged by this node, or the server's
+// marker): claimers act at once instead of at their next look.
 func (l *Leases) Vacated() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -542,17 +618,27 @@ func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 		// a stable name). Take it over at a new epoch instead of waiting out
 		// the TTL; compare-and-set, so a lease that changed hands meanwhile
 		// is not touched.
+		//
+		// A lease this node judged expired (no renewal seen for a TTL
+		// while the bucket answered) is replaced the same way, at exactly
+		// the revision judged: a renewal since moved it.
 		e, gerr := l.kv.Get(ctx, zone)
 		if gerr != nil {
 			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
 		}
-		if o, ok := decodeOwner(e); !ok || o.Node != l.node {
+		o, ok := decodeOwner(e)
+		mine := ok && o.Node == l.node
+		if !mine && !l.judgedExpired(zone, e.Revision()) {
 			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
 		}
 		if rev, err = l.kv.Update(ctx, zone, l.value(zone, 0, now), e.Revision()); err != nil {
 			return 0, fmt.Errorf("claim %s: %w", zone, ErrOwned)
 		}
-		l.log.Info("zone lease taken over from this node's previous run", "zone", zone, "old_revision", e.Revision())
+		if mine {
+			l.log.Info("zone lease taken over from this node's previous run", "zone", zone, "old_revision", e.Revision())
+		} else {
+			l.log.Info("zone lease taken over: expired", "zone", zone, "node", o.Node, "epoch", o.Epoch, "old_revision", e.Revision())
+		}
 	}
 	if err != nil {
 		return 0, fmt.Errorf("claim %s: %w", zone, err)
@@ -604,6 +690,101 @@ func (l *Leases) Release(ctx context.Context, zone string) error {
 		return fmt.Errorf("release %s: %w", zone, err)
 	}
 	return nil
+}
+
+// judgedExpired reports whether this node judged zone's lease expired at
+// revision rev.
+func (l *Leases) judgedExpired(zone string, rev uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.stale[zone]
+	return ok && r == rev
+}
+
+// Expiries counts the other nodes' leases this node judged expired.
+func (l *Leases) Expiries() uint64 { return l.expiries.Load() }
+
+// probeLoop probes the bucket every probe interval and judges the other
+// nodes' leases after each probe.
+func (l *Leases) probeLoop() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.probe)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		sent := l.now()
+		answered := l.probeOnce()
+		l.mu.Lock()
+		switch {
+		case !answered:
+			l.up = time.Time{}
+		case l.up.IsZero():
+			l.up = sent
+		}
+		l.judge(l.now())
+		l.mu.Unlock()
+	}
+}
+
+// probeOnce asks the bucket's stream leader for an answer: a
+// compare-and-set at a revision no key has, refused with "wrong last
+// sequence" by a leader, and answered with nothing (no responders, a
+// timeout) while there is none. Reads would not do: a KV's followers
+// answer them.
+func (l *Leases) probeOnce() bool {
+	ctx, cancel := context.WithTimeout(l.life, l.renew)
+	defer cancel()
+	_, err := l.kv.Update(ctx, probeKey, nil, math.MaxUint64)
+	if err == nil || isWrongSequence(err) {
+		l.probes.Add(1)
+		return true
+	}
+	l.unproved.Add(1)
+	return false
+}
+
+// judge drops from the directory every other node's lease whose revision
+// has not moved for a TTL since max(when it was seen, l.up), and closes
+// vacated if it dropped one (under mu).
+func (l *Leases) judge(now time.Time) {
+	if l.up.IsZero() {
+		return
+	}
+	dropped := false
+	for z, s := range l.seen {
+		if _, mine := l.held[z]; mine {
+			continue
+		}
+		o, listed := l.owners[z]
+		if !listed {
+			continue
+		}
+		if r, judged := l.stale[z]; judged && r == s.rev {
+			continue
+		}
+		from := s.at
+		if l.up.After(from) {
+			from = l.up
+		}
+		if now.Sub(from) < l.ttl {
+			continue
+		}
+		delete(l.owners, z)
+		l.stale[z] = s.rev
+		l.expiries.Add(1)
+		dropped = true
+		l.log.Info("zone lease expired: no renewal seen for the TTL", "zone", z, "node", o.Node, "epoch", o.Epoch, "revision", s.rev)
+	}
+	if dropped {
+		close(l.vacated)
+		l.vacated = make(chan struct{})
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 }
 
 func (l *Leases) renewLoop() {

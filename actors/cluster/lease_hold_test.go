@@ -173,8 +173,8 @@ func (k *lateKV) Update(ctx context.Context, key string, value []byte, revision 
 
 // A held zone whose renewal reaches the server after the lease expired is
 // lost, never let go: the renewal compares-and-sets at the revision this
-// node wrote, and the expiry's marker moved it. The hold proves nothing
-// by itself; only a renewal that lands does.
+// node wrote, and the claim of the node that judged it expired moved it.
+// The hold proves nothing by itself; only a renewal that lands does.
 func TestLeaseHeldZoneLostWhenItsRenewalComesTooLate(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = 3 * time.Second
@@ -186,12 +186,16 @@ func TestLeaseHeldZoneLostWhenItsRenewalComesTooLate(t *testing.T) {
 	if _, err := l.Claim(context.Background(), "z"); err != nil {
 		t.Fatal(err)
 	}
+	// b watches from the start: it judges the lease a TTL after the last
+	// renewal it saw (a's read-back renews it 2 × TTL after the last).
+	b, _ := countingLeases(t, bucket, "b", ttl)
+	defer b.Close(context.Background())
 	kv.armed.Store(true)
 	<-kv.sent
 	holds.held(t, 2*ttl, "the zone held once its renewal is overdue")
-	waitFor(t, 3*ttl, "the lease to expire in the bucket", func() bool {
-		_, err := bucket.Get(context.Background(), "z")
-		return errors.Is(err, jetstream.ErrKeyNotFound)
+	waitFor(t, 3*ttl, "another node to judge the lease expired and claim the zone", func() bool {
+		_, err := b.Claim(context.Background(), "z")
+		return err == nil
 	})
 	close(kv.release)
 	waitFor(t, ttl, "the zone lost", func() bool { return lost.Load() == 1 })

@@ -1,0 +1,142 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A node that stops renewing (a crash) loses its lease to the other
+// nodes' judgement, a TTL after its last renewal was seen, long before the
+// bucket's own expiry (leaseBackstop): at that moment the entry is still
+// in the bucket, and the claim replaces it at a higher epoch.
+func TestLeaseExpiryJudgedByTheClaimants(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Second
+	kv := zonesBucket(t, nc, ttl)
+	if back := leaseBackstop(ttl); back < 10*ttl {
+		t.Fatalf("backstop %v: want it far beyond the TTL for this test", back)
+	}
+	a, _ := countingLeases(t, kv, "a", ttl)
+	b, _ := countingLeases(t, kv, "b", ttl)
+	defer b.Close(context.Background())
+	e1, err := a.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == e1 })
+	vacated := b.Vacated()
+	abandoned := time.Now()
+	a.Abandon()
+	select {
+	case <-vacated:
+	case <-time.After(5 * ttl):
+		t.Fatalf("b did not judge the lease expired within %v", 5*ttl)
+	}
+	// The earliest b may judge: a TTL after the last renewal it saw,
+	// which went at most a renewal interval before the abandon.
+	if d := time.Since(abandoned); d < ttl-b.renew {
+		t.Fatalf("judged expired %v after the last renewal could have gone; want at least %v", d, ttl-b.renew)
+	}
+	if _, ok := b.Owner("z"); ok {
+		t.Fatal("the vacated zone is still in b's directory")
+	}
+	if e, err := kv.Get(context.Background(), "z"); err != nil {
+		t.Fatalf("the entry is gone from the bucket (%v): the server expired it, not b", err)
+	} else if o, _ := decodeOwner(e); o.Node != "a" {
+		t.Fatalf("bucket entry names %q, want a's lease", o.Node)
+	}
+	if n := b.Expiries(); n != 1 {
+		t.Fatalf("b judged %d leases expired, want 1", n)
+	}
+	e2, err := b.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatalf("claiming the lease judged expired: %v", err)
+	}
+	if e2 <= e1 {
+		t.Fatalf("new epoch %d not above the old %d", e2, e1)
+	}
+	// A third node that judged nothing cannot take b's lease the same way.
+	c, _ := countingLeases(t, kv, "c", ttl)
+	defer c.Close(context.Background())
+	if _, err := c.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("claiming a live lease: %v, want ErrOwned", err)
+	}
+}
+
+// Silence counts only while the bucket answers: through an election (no
+// stream leader: every renewal and every probe answered with nothing
+// decided) a lease whose holder could not renew is not judged expired the
+// moment the bucket is back, but a TTL later, and the holder's renewal
+// lands first. Here the holder's renewals reach the bucket 300 ms after
+// the claimant's probes do; judged by its silence alone, the claimant
+// would drop the lease at its first probe.
+func TestLeaseSilenceCountsOnlyWhileTheBucketAnswers(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 1200 * time.Millisecond
+	bucket := zonesBucket(t, nc, ttl)
+	akv := &leaderlessKV{KeyValue: bucket}
+	bkv := &leaderlessKV{KeyValue: bucket}
+	a, lost, holds, epoch := claimHeld(t, akv, "a", ttl)
+	b, _ := countingLeases(t, bkv, "b", ttl)
+	defer b.Close(context.Background())
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
+	akv.down.Store(true)
+	bkv.down.Store(true)
+	holds.held(t, 3*ttl, "a's zone held through the election")
+	time.Sleep(2 * ttl) // silent far past the TTL
+	if b.Expiries() != 0 {
+		t.Fatal("b judged the lease expired while the bucket answered nothing")
+	}
+	bkv.down.Store(false)
+	back := time.Now()
+	for time.Since(back) < 300*time.Millisecond {
+		if _, ok := b.Owner("z"); !ok || b.Expiries() != 0 {
+			t.Fatalf("b dropped a's lease %v after the bucket answered again, before a TTL (%v)", time.Since(back), ttl)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	akv.down.Store(false)
+	holds.letGo(t, 3*ttl, "a's zone let go once its renewal lands")
+	ownedAgain(t, a, lost, epoch, ttl, "after the election")
+	time.Sleep(ttl) // a renews on; b judges nothing
+	if n := b.Expiries(); n != 0 {
+		t.Fatalf("b judged %d leases expired, want none", n)
+	}
+	if o, ok := b.Owner("z"); !ok || o.Node != "a" || o.Epoch != epoch {
+		t.Fatalf("b's directory: %+v %v, want a at epoch %d", o, ok, epoch)
+	}
+}
+
+// A renewal that lands after a claimant judged the lease expired (the
+// holder's reply merely late) puts the lease back in its directory, and
+// the claim, compare-and-set at the revision judged, is refused.
+func TestLeaseRenewedAfterTheJudgementCannotBeClaimed(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = 1200 * time.Millisecond
+	bucket := zonesBucket(t, nc, ttl)
+	kv := &lateKV{KeyValue: bucket, key: "z", sent: make(chan struct{}), release: make(chan struct{})}
+	a, lost, holds, epoch := claimHeld(t, kv, "a", ttl)
+	b, _ := countingLeases(t, bucket, "b", ttl)
+	defer b.Close(context.Background())
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
+	kv.armed.Store(true)
+	<-kv.sent
+	holds.held(t, 2*ttl, "a's zone held, its renewal stuck")
+	waitFor(t, 3*ttl, "b to judge the lease expired", func() bool { return b.Expiries() == 1 })
+	close(kv.release)
+	holds.letGo(t, 3*ttl, "a's zone let go once its renewal lands")
+	waitFor(t, 2*time.Second, "b to see the renewal", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
+	if _, err := b.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("claiming a lease renewed since the judgement: %v, want ErrOwned", err)
+	}
+	if _, held := a.Held("z"); !held || lost.Load() != 0 {
+		t.Fatalf("a: held %v, lost %d; want held, not lost", held, lost.Load())
+	}
+	if _, err := bucket.Get(context.Background(), probeKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the probes wrote their key: %v", err)
+	}
+}
