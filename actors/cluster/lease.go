@@ -114,12 +114,14 @@ func leaseBackstop(ttl time.Duration) time.Duration {
 //
 // Expiry is judged by the other nodes, each on its own clock: a lease
 // whose revision this node's watcher has not seen change for a TTL,
-// counted while the bucket answers, is expired (the directory drops it,
-// Vacated fires, and Claim may replace it, compare-and-set at exactly
+// counted while the bucket answers, is a suspect, and expired if the
+// bucket's stream leader still has that revision (the directory drops
+// it, Vacated fires, and Claim may replace it, compare-and-set at exactly
 // that revision). "While the bucket answers": every TTL/probeDiv a probe,
 // a compare-and-set bound to fail, asks the bucket's stream leader for an
 // answer, and silence counts only from the first probe of the current
-// run of answered ones. So a lease held through a NATS election lives
+// run of answered ones. The leader's revision, read the same way on the
+// zone's key, guards against a watcher that is merely behind. So a lease held through a NATS election lives
 // on, its holder's renewals landing at once afterwards while every
 // claimant counts a fresh TTL; and a node that died is taken over a TTL
 // after its last renewal was seen. The judgement is safe on any clocks
@@ -180,6 +182,7 @@ type Leases struct {
 	expiries atomic.Uint64   // leases judged expired
 	probes   atomic.Uint64   // probes the bucket answered
 	unproved atomic.Uint64   // probes it did not
+	behind   atomic.Uint64   // suspects whose newer revision the leader had (the watcher behind)
 	life     context.Context // the watcher's: canceled by Close/Abandon
 	kill     context.CancelFunc
 
@@ -337,7 +340,9 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 	case jetstream.KeyValuePut:
 		if o, ok := decodeOwner(e); ok {
 			l.owners[e.Key()] = o
-			if l.seen[e.Key()].rev != e.Revision() {
+			// Only forward: a confirmation may have read a newer
+			// revision from the leader than the watcher delivers next.
+			if s, ok := l.seen[e.Key()]; !ok || e.Revision() > s.rev {
 				l.seen[e.Key()] = seenRev{rev: e.Revision(), at: l.now()}
 			}
 			delete(l.stale, e.Key()) // renewed (or claimed) after all
@@ -704,6 +709,21 @@ func (l *Leases) judgedExpired(zone string, rev uint64) bool {
 // Expiries counts the other nodes' leases this node judged expired.
 func (l *Leases) Expiries() uint64 { return l.expiries.Load() }
 
+// LeaseStats are the counters of a Leases' expiry judgement, for metrics.
+type LeaseStats struct {
+	Expiries uint64 // other nodes' leases judged expired
+	Probes   uint64 // probes and confirmations the bucket's leader answered
+	Unproved uint64 // probes and confirmations nothing answered (no leader, NATS away)
+	Behind   uint64 // suspects the leader had a newer revision of: the watcher behind
+	Relists  uint64 // watchers started again
+}
+
+// Stats returns the judgement's counters.
+func (l *Leases) Stats() LeaseStats {
+	return LeaseStats{Expiries: l.expiries.Load(), Probes: l.probes.Load(), Unproved: l.unproved.Load(),
+		Behind: l.behind.Load(), Relists: l.relists.Load()}
+}
+
 // probeLoop probes the bucket every probe interval and judges the other
 // nodes' leases after each probe.
 func (l *Leases) probeLoop() {
@@ -717,7 +737,7 @@ func (l *Leases) probeLoop() {
 		case <-t.C:
 		}
 		sent := l.now()
-		answered := l.probeOnce()
+		_, answered := l.leaderRevision(probeKey)
 		l.mu.Lock()
 		switch {
 		case !answered:
@@ -725,42 +745,53 @@ func (l *Leases) probeLoop() {
 		case l.up.IsZero():
 			l.up = sent
 		}
-		l.judge(l.now())
+		suspects := l.suspects(l.now())
 		l.mu.Unlock()
+		for _, sus := range suspects {
+			l.confirm(sus)
+		}
 	}
 }
 
-// probeOnce asks the bucket's stream leader for an answer: a
-// compare-and-set at a revision no key has, refused with "wrong last
-// sequence" by a leader, and answered with nothing (no responders, a
-// timeout) while there is none. Reads would not do: a KV's followers
-// answer them.
-func (l *Leases) probeOnce() bool {
+// leaderRevision asks the bucket's stream leader for key's revision (0:
+// none): a compare-and-set at a revision no key has, which a leader
+// refuses with "wrong last sequence: N", N the key's last revision; with
+// no leader (an election) nothing answers (no responders, a timeout), and
+// answered is false. Reads would not do: a KV's followers answer them,
+// from their copy.
+func (l *Leases) leaderRevision(key string) (rev uint64, answered bool) {
 	ctx, cancel := context.WithTimeout(l.life, l.renew)
 	defer cancel()
-	_, err := l.kv.Update(ctx, probeKey, nil, math.MaxUint64)
-	if err == nil || isWrongSequence(err) {
-		l.probes.Add(1)
-		return true
+	_, err := l.kv.Update(ctx, key, nil, math.MaxUint64)
+	var apiErr *jetstream.APIError
+	if isWrongSequence(err) && errors.As(err, &apiErr) {
+		if _, serr := fmt.Sscanf(apiErr.Description, "wrong last sequence: %d", &rev); serr == nil {
+			l.probes.Add(1)
+			return rev, true
+		}
 	}
 	l.unproved.Add(1)
-	return false
+	return 0, false
 }
 
-// judge drops from the directory every other node's lease whose revision
-// has not moved for a TTL since max(when it was seen, l.up), and closes
-// vacated if it dropped one (under mu).
-func (l *Leases) judge(now time.Time) {
+// suspect is a lease the watcher has seen no renewal of for a TTL.
+type suspect struct {
+	zone string
+	seen seenRev
+}
+
+// suspects lists every other node's lease whose revision the watcher has
+// not seen move for a TTL since max(when it was seen, l.up) (under mu).
+func (l *Leases) suspects(now time.Time) []suspect {
 	if l.up.IsZero() {
-		return
+		return nil
 	}
-	dropped := false
+	var out []suspect
 	for z, s := range l.seen {
 		if _, mine := l.held[z]; mine {
 			continue
 		}
-		o, listed := l.owners[z]
-		if !listed {
+		if _, listed := l.owners[z]; !listed {
 			continue
 		}
 		if r, judged := l.stale[z]; judged && r == s.rev {
@@ -770,21 +801,45 @@ func (l *Leases) judge(now time.Time) {
 		if l.up.After(from) {
 			from = l.up
 		}
-		if now.Sub(from) < l.ttl {
-			continue
+		if now.Sub(from) >= l.ttl {
+			out = append(out, suspect{zone: z, seen: s})
 		}
-		delete(l.owners, z)
-		l.stale[z] = s.rev
-		l.expiries.Add(1)
-		dropped = true
-		l.log.Info("zone lease expired: no renewal seen for the TTL", "zone", z, "node", o.Node, "epoch", o.Epoch, "revision", s.rev)
 	}
-	if dropped {
-		close(l.vacated)
-		l.vacated = make(chan struct{})
-		close(l.changed)
-		l.changed = make(chan struct{})
+	return out
+}
+
+// confirm judges a suspect: the watcher's silence alone is not enough
+// (after a NATS election its consumer can stay behind the stream for
+// seconds, and the renewals that landed meanwhile are not seen), so the
+// lease is expired only if the stream's leader still has the revision
+// the watcher saw. Then it is dropped from the directory, vacated closes,
+// and Claim may replace it at that revision. A later revision restarts
+// the silence from now.
+func (l *Leases) confirm(sus suspect) {
+	rev, answered := l.leaderRevision(sus.zone)
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !answered || l.up.IsZero() || l.seen[sus.zone] != sus.seen {
+		return // the bucket away again, or the watcher saw a change meanwhile
 	}
+	o, listed := l.owners[sus.zone]
+	if !listed {
+		return
+	}
+	if rev != sus.seen.rev {
+		l.behind.Add(1)
+		l.seen[sus.zone] = seenRev{rev: max(rev, sus.seen.rev), at: now}
+		return
+	}
+	delete(l.owners, sus.zone)
+	l.stale[sus.zone] = rev
+	l.expiries.Add(1)
+	l.log.Info("zone lease expired: no renewal for the TTL", "zone", sus.zone, "node", o.Node, "epoch", o.Epoch, "revision", rev)
+	close(l.vacated)
+	l.vacated = make(chan struct{})
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 func (l *Leases) renewLoop() {

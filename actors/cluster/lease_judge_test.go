@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,5 +139,82 @@ func TestLeaseRenewedAfterTheJudgementCannotBeClaimed(t *testing.T) {
 	}
 	if _, err := bucket.Get(context.Background(), probeKey); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("the probes wrote their key: %v", err)
+	}
+}
+
+// stallKV is a zones bucket whose watchers stop delivering while stall is
+// set, as a watcher's consumer does for seconds after a NATS election
+// (the renewals that land meanwhile are not seen).
+type stallKV struct {
+	jetstream.KeyValue
+	stall atomic.Bool
+}
+
+func (k *stallKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := k.KeyValue.WatchAll(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	sw := &stallWatcher{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry, 64)}
+	go func() {
+		defer close(sw.out)
+		for e := range w.Updates() {
+			if e != nil && k.stall.Load() {
+				continue
+			}
+			select {
+			case sw.out <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return sw, nil
+}
+
+type stallWatcher struct {
+	jetstream.KeyWatcher
+	out chan jetstream.KeyValueEntry
+}
+
+func (w *stallWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.out }
+
+// A watcher that sees no renewal while the leader has them (behind after
+// an election) makes a suspect, not an expiry: the leader's revision
+// moved, so the lease stays in the directory. Judged by the watcher's
+// silence alone, b dropped every lease a TTL after an election in make
+// chaos-nats-cluster, and the bridges dropped the zones' messages (269
+// guaranteed events lost in one run).
+func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Second
+	bucket := zonesBucket(t, nc, ttl)
+	a, _ := countingLeases(t, bucket, "a", ttl)
+	defer a.Close(context.Background())
+	skv := &stallKV{KeyValue: bucket}
+	b, _ := countingLeases(t, skv, "b", ttl)
+	defer b.Close(context.Background())
+	epoch, err := a.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
+	skv.stall.Store(true)
+	deadline := time.Now().Add(3 * ttl)
+	for time.Now().Before(deadline) {
+		if o, ok := b.Owner("z"); !ok || o.Epoch != epoch || b.Expiries() != 0 {
+			t.Fatalf("b's watcher stalled %v: owner %+v %v, %d judged expired; want a's live lease kept", 3*ttl-time.Until(deadline), o, ok, b.Expiries())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b.behind.Load() == 0 {
+		t.Fatal("no suspect found the leader ahead of the watcher: the test did not test it")
+	}
+	// a stops: the leader's revision stays, and b judges it expired
+	// although its watcher still sees nothing.
+	a.Abandon()
+	waitFor(t, 3*ttl, "b to judge the abandoned lease expired", func() bool { return b.Expiries() == 1 })
+	if _, err := b.Claim(context.Background(), "z"); err != nil {
+		t.Fatalf("claiming the lease judged expired: %v", err)
 	}
 }

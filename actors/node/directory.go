@@ -98,7 +98,7 @@ func (d *directory) close(ctx context.Context) {
 }
 
 // registerClusterMetrics exports the cluster bridge's counters on /metrics.
-func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink, pl *cluster.Players) error {
+func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *zone.Metrics, nl *natsLink, pl *cluster.Players, ls *cluster.Leases) error {
 	for k := cluster.KindZone; k <= cluster.KindAck; k++ {
 		for dir, name := range []string{"in", "out"} {
 			k, dir := k, dir
@@ -156,6 +156,11 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"commits_dropped_behind_total", "Joins, Leaves, Teleports and Inputs for a player dropped rather than sent ahead of its cross-process Commit: past the bound (16 a player, 64 Inputs), or behind a record write that failed and was not written within 20 s", m.DroppedBehindCommit.Load},
 		{"commits_retried_total", "Cross-process Commits whose record write decided nothing (a KV error, no answer) written again by the receiving node itself, no copy of the Commit having come within a second", m.CommitsRetried.Load},
 		{"player_record_fence_waits_total", "player record writes the lease fence stopped that waited for a renewal instead of being dropped (Commits, placements, leaving checkpoints)", pl.FenceWaits.Load},
+		{"lease_expiries_judged_total", "other nodes' zone leases this node judged expired: no renewal for the lease TTL while the zones bucket answered, confirmed by its stream leader", func() uint64 { return ls.Stats().Expiries }},
+		{"lease_probes_total", "probes of the zones bucket's stream leader answered (one every TTL/12, and one a suspect lease)", func() uint64 { return ls.Stats().Probes }},
+		{"lease_probes_unanswered_total", "probes of the zones bucket's stream leader nothing answered (no leader: a NATS election; NATS away): no lease's silence counts meanwhile", func() uint64 { return ls.Stats().Unproved }},
+		{"lease_watcher_behind_total", "leases silent to this node's directory watcher for a TTL that the stream leader had renewed (the watcher behind, as after a NATS election): kept, not expired", func() uint64 { return ls.Stats().Behind }},
+		{"lease_watcher_relists_total", "zone directory watchers started again (their updates stopped: a NATS reconnect, a consumer reset)", func() uint64 { return ls.Stats().Relists }},
 	}
 	for _, c := range counters {
 		v := c.v

@@ -251,7 +251,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if err := registerZoneMetrics(n.reg, gm.zones); err != nil {
 		return nil, err
 	}
-	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl, n.players); err != nil {
+	if err := registerClusterMetrics(n.reg, n.bridge.Metrics(), gm.zones.Metrics(), nl, n.players, n.leases); err != nil {
 		return nil, err
 	}
 	if err := n.startMap(); err != nil {
