@@ -121,10 +121,10 @@ func leaseBackstop(ttl time.Duration) time.Duration {
 // a compare-and-set bound to fail, asks the bucket's stream leader for an
 // answer, and silence counts only from the first probe of the current
 // run of answered ones. The leader's revision, read the same way on the
-// zone's key, guards against a watcher that is merely behind. So a lease held through a NATS election lives
-// on, its holder's renewals landing at once afterwards while every
-// claimant counts a fresh TTL; and a node that died is taken over a TTL
-// after its last renewal was seen. The judgement is safe on any clocks
+// zone's key, guards against a watcher that is merely behind. So a lease
+// held through a NATS election lives on, its holder's renewals landing at
+// once afterwards while every claimant counts a fresh TTL; and a node
+// that died is taken over a TTL after its last renewal was seen. The judgement is safe on any clocks
 // that run at the same rate: a claimant sees a renewal after its holder
 // sent it and waits a whole TTL, and the holder gives up (or holds its
 // zone) at TTL − TTL/12 after the send; a renewal that lands after the
@@ -178,13 +178,16 @@ type Leases struct {
 	seen     map[string]seenRev
 	stale    map[string]uint64
 	up       time.Time
-	probe    time.Duration   // probe interval (probeDiv)
-	expiries atomic.Uint64   // leases judged expired
-	probes   atomic.Uint64   // probes the bucket answered
-	unproved atomic.Uint64   // probes it did not
-	behind   atomic.Uint64   // suspects whose newer revision the leader had (the watcher behind)
-	life     context.Context // the watcher's: canceled by Close/Abandon
-	kill     context.CancelFunc
+	probe    time.Duration // probe interval (probeDiv)
+	expiries atomic.Uint64 // leases judged expired
+	probes   atomic.Uint64 // probes the bucket answered
+	unproved atomic.Uint64 // probes it did not
+	behind   atomic.Uint64 // suspects whose newer revision the leader had (the watcher behind)
+	// unknownOnce: the warning that the bucket's refusals name no
+	// revision, logged once.
+	unknownOnce sync.Once
+	life        context.Context // the watcher's: canceled by Close/Abandon
+	kill        context.CancelFunc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -737,7 +740,7 @@ func (l *Leases) probeLoop() {
 		case <-t.C:
 		}
 		sent := l.now()
-		_, answered := l.leaderRevision(probeKey)
+		_, _, answered := l.leaderRevision(probeKey)
 		l.mu.Lock()
 		switch {
 		case !answered:
@@ -759,19 +762,30 @@ func (l *Leases) probeLoop() {
 // no leader (an election) nothing answers (no responders, a timeout), and
 // answered is false. Reads would not do: a KV's followers answer them,
 // from their copy.
-func (l *Leases) leaderRevision(key string) (rev uint64, answered bool) {
+//
+// known is false when the refusal names no revision (a server whose
+// error text differs from nats-server 2.15's "wrong last sequence: N"):
+// the bucket answered, but no lease can be confirmed expired, and the
+// server's backstop is all that expires them (logged once).
+func (l *Leases) leaderRevision(key string) (rev uint64, known, answered bool) {
 	ctx, cancel := context.WithTimeout(l.life, l.renew)
 	defer cancel()
 	_, err := l.kv.Update(ctx, key, nil, math.MaxUint64)
+	if !isWrongSequence(err) {
+		l.unproved.Add(1)
+		return 0, false, false
+	}
+	l.probes.Add(1)
 	var apiErr *jetstream.APIError
-	if isWrongSequence(err) && errors.As(err, &apiErr) {
+	if errors.As(err, &apiErr) {
 		if _, serr := fmt.Sscanf(apiErr.Description, "wrong last sequence: %d", &rev); serr == nil {
-			l.probes.Add(1)
-			return rev, true
+			return rev, true, true
 		}
 	}
-	l.unproved.Add(1)
-	return 0, false
+	l.unknownOnce.Do(func() {
+		l.log.Warn("zones bucket's refusal names no revision: leases are not judged expired (the bucket's backstop expires them)", "err", err)
+	})
+	return 0, false, true
 }
 
 // suspect is a lease the watcher has seen no renewal of for a TTL.
@@ -816,11 +830,11 @@ func (l *Leases) suspects(now time.Time) []suspect {
 // and Claim may replace it at that revision. A later revision restarts
 // the silence from now.
 func (l *Leases) confirm(sus suspect) {
-	rev, answered := l.leaderRevision(sus.zone)
+	rev, known, _ := l.leaderRevision(sus.zone)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !answered || l.up.IsZero() || l.seen[sus.zone] != sus.seen {
+	if !known || l.up.IsZero() || l.seen[sus.zone] != sus.seen {
 		return // the bucket away again, or the watcher saw a change meanwhile
 	}
 	o, listed := l.owners[sus.zone]
