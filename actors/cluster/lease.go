@@ -843,6 +843,7 @@ func (l *Leases) confirm(sus suspect) {
 	}
 	if rev != sus.seen.rev {
 		l.behind.Add(1)
+		l.log.Debug("zone lease renewed unseen: the directory's watcher is behind", "zone", sus.zone, "watcher_revision", sus.seen.rev, "leader_revision", rev)
 		l.seen[sus.zone] = seenRev{rev: max(rev, sus.seen.rev), at: now}
 		return
 	}
