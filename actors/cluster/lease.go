@@ -300,10 +300,7 @@ func (l *Leases) relist(ctx context.Context) (jetstream.KeyWatcher, error) {
 	for z, h := range l.held { // what this node holds it knows best
 		l.owners[z] = Owner{Zone: z, Node: l.node, Epoch: h.epoch}
 	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-	close(l.vacated) // some may have expired while the watcher was away
-	l.vacated = make(chan struct{})
+	l.signal(true) // some may have expired while the watcher was away
 	l.mu.Unlock()
 	return w, nil
 }
@@ -356,11 +353,10 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 		delete(l.owners, e.Key())
 		delete(l.seen, e.Key())
 		delete(l.stale, e.Key())
-		close(l.vacated)
-		l.vacated = make(chan struct{})
+		l.signal(true)
+		return
 	}
-	close(l.changed)
-	l.changed = make(chan struct{})
+	l.signal(false)
 }
 
 // watch applies the bucket's changes. A watcher whose updates stop (its
@@ -851,10 +847,18 @@ func (l *Leases) confirm(sus suspect) {
 	l.stale[sus.zone] = rev
 	l.expiries.Add(1)
 	l.log.Info("zone lease expired: no renewal for the TTL", "zone", sus.zone, "node", o.Node, "epoch", o.Epoch, "revision", rev)
-	close(l.vacated)
-	l.vacated = make(chan struct{})
+	l.signal(true)
+}
+
+// signal wakes the waiters on Changed, and on Vacated too when a zone lost
+// its owner (under mu).
+func (l *Leases) signal(vacated bool) {
 	close(l.changed)
 	l.changed = make(chan struct{})
+	if vacated {
+		close(l.vacated)
+		l.vacated = make(chan struct{})
+	}
 }
 
 func (l *Leases) renewLoop() {
