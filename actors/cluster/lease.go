@@ -183,6 +183,9 @@ type Leases struct {
 	probes   atomic.Uint64 // probes the bucket answered
 	unproved atomic.Uint64 // probes it did not
 	behind   atomic.Uint64 // suspects whose newer revision the leader had (the watcher behind)
+	// behindKick asks the watcher to re-list: a suspect's lease was
+	// renewed at the leader, unseen (confirm).
+	behindKick chan struct{}
 	// unknownOnce: the warning that the bucket's refusals name no
 	// revision, logged once.
 	unknownOnce sync.Once
@@ -241,7 +244,7 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 		outage: max(2*ttl, storeOutage),
 		kick:   make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
-		seen: map[string]seenRev{}, stale: map[string]uint64{}, probe: ttl / probeDiv,
+		seen: map[string]seenRev{}, stale: map[string]uint64{}, probe: ttl / probeDiv, behindKick: make(chan struct{}, 1),
 		stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
 	// start-up deadline: a watcher bound to it stopped right after start).
@@ -367,12 +370,20 @@ func (l *Leases) watch(w jetstream.KeyWatcher) {
 	defer l.wg.Done()
 	backoff := 100 * time.Millisecond
 	for {
-		closed := false
+		closed, kicked := false, false
 		for !closed {
 			select {
 			case <-l.stop:
 				_ = w.Stop()
 				return
+			case <-l.behindKick:
+				// The leader has renewals this watcher never delivered
+				// (confirm): a consumer behind the stream, as after a NATS
+				// election, catches up only once nats.go resets it (two
+				// missed 5 s heartbeats: ≥ 11 s seen), the directory stale
+				// meanwhile. A fresh listing has them now.
+				l.log.Info("zone directory watcher behind the bucket's leader; re-listing", "bucket", l.kv.Bucket())
+				closed, kicked = true, true
 			case e, ok := <-w.Updates():
 				if !ok {
 					closed = true
@@ -385,7 +396,10 @@ func (l *Leases) watch(w jetstream.KeyWatcher) {
 		_ = w.Stop()
 		for {
 			l.relists.Add(1)
-			l.log.Warn("zone directory watcher stopped; re-listing", "bucket", l.kv.Bucket(), "backoff", backoff)
+			if !kicked {
+				l.log.Warn("zone directory watcher stopped; re-listing", "bucket", l.kv.Bucket(), "backoff", backoff)
+			}
+			kicked = false // a failed listing is logged as one
 			select {
 			case <-l.stop:
 				return
@@ -840,6 +854,10 @@ func (l *Leases) confirm(sus suspect) {
 	if rev != sus.seen.rev {
 		l.behind.Add(1)
 		l.log.Debug("zone lease renewed unseen: the directory's watcher is behind", "zone", sus.zone, "watcher_revision", sus.seen.rev, "leader_revision", rev)
+		select {
+		case l.behindKick <- struct{}{}:
+		default: // a re-listing is asked for already
+		}
 		l.seen[sus.zone] = seenRev{rev: max(rev, sus.seen.rev), at: now}
 		return
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,12 +143,14 @@ func TestLeaseRenewedAfterTheJudgementCannotBeClaimed(t *testing.T) {
 	}
 }
 
-// stallKV is a zones bucket whose watchers stop delivering while stall is
-// set, as a watcher's consumer does for seconds after a NATS election
-// (the renewals that land meanwhile are not seen).
+// stallKV is a zones bucket whose watchers stop delivering once stalled
+// (stallAll), as a watcher's consumer does for seconds after a NATS
+// election (the renewals that land meanwhile are not seen); a watcher
+// started after that delivers, as a fresh consumer does.
 type stallKV struct {
 	jetstream.KeyValue
-	stall atomic.Bool
+	mu       sync.Mutex
+	watchers []*stallWatcher
 }
 
 func (k *stallKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
@@ -156,10 +159,13 @@ func (k *stallKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jet
 		return nil, err
 	}
 	sw := &stallWatcher{KeyWatcher: w, out: make(chan jetstream.KeyValueEntry, 64)}
+	k.mu.Lock()
+	k.watchers = append(k.watchers, sw)
+	k.mu.Unlock()
 	go func() {
 		defer close(sw.out)
 		for e := range w.Updates() {
-			if e != nil && k.stall.Load() {
+			if e != nil && sw.stalled.Load() {
 				continue
 			}
 			select {
@@ -172,19 +178,30 @@ func (k *stallKV) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jet
 	return sw, nil
 }
 
+// stallAll stalls every watcher started so far.
+func (k *stallKV) stallAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, w := range k.watchers {
+		w.stalled.Store(true)
+	}
+}
+
 type stallWatcher struct {
 	jetstream.KeyWatcher
-	out chan jetstream.KeyValueEntry
+	out     chan jetstream.KeyValueEntry
+	stalled atomic.Bool
 }
 
 func (w *stallWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.out }
 
 // A watcher that sees no renewal while the leader has them (behind after
 // an election) makes a suspect, not an expiry: the leader's revision
-// moved, so the lease stays in the directory. Judged by the watcher's
-// silence alone, b dropped every lease a TTL after an election in make
-// chaos-nats-cluster, and the bridges dropped the zones' messages (269
-// guaranteed events lost in one run).
+// moved, so the lease stays in the directory, and the watcher is started
+// again, its listing fresh. Judged by the watcher's silence alone, b
+// dropped every lease a TTL after an election in make chaos-nats-cluster,
+// and the bridges dropped the zones' messages (269 guaranteed events lost
+// in one run); the watchers stayed behind for 11 s and more.
 func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 	nc := natsServer(t)
 	const ttl = time.Second
@@ -199,7 +216,8 @@ func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
-	skv.stall.Store(true)
+	skv.stallAll()
+	relists := b.Stats().Relists
 	deadline := time.Now().Add(3 * ttl)
 	for time.Now().Before(deadline) {
 		if o, ok := b.Owner("z"); !ok || o.Epoch != epoch || b.Expiries() != 0 {
@@ -209,6 +227,16 @@ func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 	}
 	if b.behind.Load() == 0 {
 		t.Fatal("no suspect found the leader ahead of the watcher: the test did not test it")
+	}
+	if b.Stats().Relists == relists {
+		t.Fatal("the watcher behind the leader was not started again")
+	}
+	// The fresh watcher sees a's renewals: b's view of the lease moves on.
+	rev := func() uint64 { b.mu.Lock(); defer b.mu.Unlock(); return b.seen["z"].rev }
+	r0, behind := rev(), b.behind.Load()
+	waitFor(t, 2*ttl, "b's fresh watcher to see a's renewals", func() bool { return rev() > r0 })
+	if b.behind.Load() != behind {
+		t.Fatal("b's view moved by another confirmation, not by its watcher")
 	}
 	// a stops: the leader's revision stays, and b judges it expired
 	// although its watcher still sees nothing.
