@@ -719,9 +719,6 @@ func (l *Leases) judgedExpired(zone string, rev uint64) bool {
 	return ok && r == rev
 }
 
-// Expiries counts the other nodes' leases this node judged expired.
-func (l *Leases) Expiries() uint64 { return l.expiries.Load() }
-
 // LeaseStats are the counters of a Leases' expiry judgement, for metrics.
 type LeaseStats struct {
 	Expiries uint64 // other nodes' leases judged expired

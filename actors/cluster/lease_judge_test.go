@@ -51,7 +51,7 @@ func TestLeaseExpiryJudgedByTheClaimants(t *testing.T) {
 	} else if o, _ := decodeOwner(e); o.Node != "a" {
 		t.Fatalf("bucket entry names %q, want a's lease", o.Node)
 	}
-	if n := b.Expiries(); n != 1 {
+	if n := b.Stats().Expiries; n != 1 {
 		t.Fatalf("b judged %d leases expired, want 1", n)
 	}
 	e2, err := b.Claim(context.Background(), "z")
@@ -90,13 +90,13 @@ func TestLeaseSilenceCountsOnlyWhileTheBucketAnswers(t *testing.T) {
 	bkv.down.Store(true)
 	holds.held(t, 3*ttl, "a's zone held through the election")
 	time.Sleep(2 * ttl) // silent far past the TTL
-	if b.Expiries() != 0 {
+	if b.Stats().Expiries != 0 {
 		t.Fatal("b judged the lease expired while the bucket answered nothing")
 	}
 	bkv.down.Store(false)
 	back := time.Now()
 	for time.Since(back) < 300*time.Millisecond {
-		if _, ok := b.Owner("z"); !ok || b.Expiries() != 0 {
+		if _, ok := b.Owner("z"); !ok || b.Stats().Expiries != 0 {
 			t.Fatalf("b dropped a's lease %v after the bucket answered again, before a TTL (%v)", time.Since(back), ttl)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -105,7 +105,7 @@ func TestLeaseSilenceCountsOnlyWhileTheBucketAnswers(t *testing.T) {
 	holds.letGo(t, 3*ttl, "a's zone let go once its renewal lands")
 	ownedAgain(t, a, lost, epoch, ttl, "after the election")
 	time.Sleep(ttl) // a renews on; b judges nothing
-	if n := b.Expiries(); n != 0 {
+	if n := b.Stats().Expiries; n != 0 {
 		t.Fatalf("b judged %d leases expired, want none", n)
 	}
 	if o, ok := b.Owner("z"); !ok || o.Node != "a" || o.Epoch != epoch {
@@ -128,7 +128,7 @@ func TestLeaseRenewedAfterTheJudgementCannotBeClaimed(t *testing.T) {
 	kv.armed.Store(true)
 	<-kv.sent
 	holds.held(t, 2*ttl, "a's zone held, its renewal stuck")
-	waitFor(t, 3*ttl, "b to judge the lease expired", func() bool { return b.Expiries() == 1 })
+	waitFor(t, 3*ttl, "b to judge the lease expired", func() bool { return b.Stats().Expiries == 1 })
 	close(kv.release)
 	holds.letGo(t, 3*ttl, "a's zone let go once its renewal lands")
 	waitFor(t, 2*time.Second, "b to see the renewal", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
@@ -220,8 +220,8 @@ func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 	relists := b.Stats().Relists
 	deadline := time.Now().Add(3 * ttl)
 	for time.Now().Before(deadline) {
-		if o, ok := b.Owner("z"); !ok || o.Epoch != epoch || b.Expiries() != 0 {
-			t.Fatalf("b's watcher stalled %v: owner %+v %v, %d judged expired; want a's live lease kept", 3*ttl-time.Until(deadline), o, ok, b.Expiries())
+		if o, ok := b.Owner("z"); !ok || o.Epoch != epoch || b.Stats().Expiries != 0 {
+			t.Fatalf("b's watcher stalled %v: owner %+v %v, %d judged expired; want a's live lease kept", 3*ttl-time.Until(deadline), o, ok, b.Stats().Expiries)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -241,7 +241,7 @@ func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 	// a stops: the leader's revision stays, and b judges it expired
 	// although its watcher still sees nothing.
 	a.Abandon()
-	waitFor(t, 3*ttl, "b to judge the abandoned lease expired", func() bool { return b.Expiries() == 1 })
+	waitFor(t, 3*ttl, "b to judge the abandoned lease expired", func() bool { return b.Stats().Expiries == 1 })
 	if _, err := b.Claim(context.Background(), "z"); err != nil {
 		t.Fatalf("claiming the lease judged expired: %v", err)
 	}

@@ -186,3 +186,33 @@ func TestZoneHoldCountersExported(t *testing.T) {
 		}
 	}
 }
+
+// The leases' expiry judgement is on /metrics, and its probe counter
+// moves: a node probes the zones bucket's leader every TTL/12, so a
+// dead probe loop (or a counter wired to the wrong field) shows.
+func TestLeaseJudgementCountersExported(t *testing.T) {
+	n := startScraped(t)
+	names := []string{"ghostwire_cluster_lease_expiries_judged_total", "ghostwire_cluster_lease_probes_total",
+		"ghostwire_cluster_lease_probes_unanswered_total", "ghostwire_cluster_lease_watcher_behind_total",
+		"ghostwire_cluster_lease_watcher_relists_total"}
+	probes := func() float64 {
+		_, mfs := scrape(t, n)
+		for _, name := range names {
+			if mf := mfs[name]; mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetCounter() == nil {
+				t.Fatalf("%s: not a counter on /metrics", name)
+			}
+		}
+		return mfs["ghostwire_cluster_lease_probes_total"].GetMetric()[0].GetCounter().GetValue()
+	}
+	p0 := probes()
+	deadline := time.Now().Add(5 * time.Second)
+	for probes() <= p0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ghostwire_cluster_lease_probes_total stayed at %v for 5 s (a probe every TTL/12)", p0)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := n.Leases().Stats(); st.Expiries != 0 || st.Probes == 0 {
+		t.Fatalf("a lone node's leases: %+v; want probes answered and nothing judged expired", st)
+	}
+}
