@@ -169,6 +169,12 @@ func TestCarriedInputsWaitWhenTheirLoginIsDisplacedAgain(t *testing.T) {
 	defer func() { f.sys.Root.StopFuture(thirdPID).Wait() }()
 	f.sys.Root.Send(zpid, &msg.Join{Player: 1, Conn: thirdPID, Ghosts: thirdPID, Views: &tp.views, EventGen: 0x3d})
 	f.sys.Root.Send(zpid, &msg.Leave{Player: 1, Conn: f.dpid, Reason: handshake.ReasonDuplicate})
+	// Handled before the ticks restart: a Pause has the zones' mailbox
+	// priority and overtakes the Join and Leave queued at the default
+	// one, and a tick between them replayed a budget's worth of the
+	// carried inputs for the player before the third login displaced it
+	// (4 of 13 applied, not dropped: 1 CI run on a loaded host).
+	f.sync()
 	f.world.Pause(false)
 	f.sync()
 	before := controlsOf(third, 1)

@@ -200,7 +200,10 @@ func (w *World) Inspect(timeout time.Duration, fn func(z *sim.Zone)) error {
 }
 
 // Pause stops (true) or restarts (false) every zone's ticks as
-// PauseManual: a zone paused by another owner too stays paused.
+// PauseManual: a zone paused by another owner too stays paused. The
+// Pause goes at the zones' mailbox priority, ahead of the joins, leaves
+// and inputs queued before it: sync with Inspect first when those must be
+// handled while the ticks are stopped.
 func (w *World) Pause(paused bool) {
 	run := w.run.Load()
 	for _, id := range run.ids {
