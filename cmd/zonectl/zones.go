@@ -42,7 +42,9 @@ where no zoned serves it, reads the cluster directory in NATS JetStream KV
 the node owning its lease, the lease's epoch, and the players and NPCs the
 zone had at the owner's last lease renewal. Zones are those with a lease in
 the directory, sorted by id; with --world, also the map's zones nobody owns
-(shown as "-", null in JSON).
+(shown as "-", null in JSON). Read from the directory, a lease whose
+holder's expiry has passed (a dead node's, until another node claims the
+zone) is said on standard error and is "lease_expired": true in JSON.
 
 Usage: zonectl zones [--nats URL] [--creds FILE] [--timeout D] [-o table|json|yaml] [--world FILE]
 
@@ -77,6 +79,13 @@ type zoneRow struct {
 	// the owning node's zone tick p99 and the zone's overload level.
 	TickP99Ms *float64 `json:"tick_p99_ms" yaml:"tick_p99_ms"`
 	Level     *int32   `json:"level" yaml:"level"`
+	// From the directory only (null from the admin API, whose zoned
+	// judges the leases itself and lists no expired one): whether the
+	// expiry its holder wrote at its last renewal has passed by
+	// zonectl's clock. The bucket keeps a lease well past it (the
+	// server's expiry is only a backstop: the nodes judge it), so a
+	// dead node's lease stays listed until another node claims the zone.
+	LeaseExpired *bool `json:"lease_expired" yaml:"lease_expired"`
 }
 
 func runZones(e env, args []string) error { return runZonesWith(e, &globals{}, args) }
@@ -113,7 +122,7 @@ func runZonesWith(e env, g *globals, args []string) error {
 	if errors.Is(err, adminclient.ErrNoService) {
 		// No zoned serves the admin API here (an older one, or a bare
 		// NATS): read the directory itself.
-		rows, err = readZones(ctx, *natsURL, creds, *timeout, e.stderr)
+		rows, err = readZones(ctx, *natsURL, creds, *timeout, e.now(), e.stderr)
 	}
 	if err != nil {
 		return err
@@ -189,8 +198,9 @@ func redact(raw string) string {
 }
 
 // readZones lists the zones with a lease, joined with their owners' node
-// records, sorted by zone id.
-func readZones(ctx context.Context, natsURL, creds string, timeout time.Duration, warn io.Writer) ([]zoneRow, error) {
+// records, sorted by zone id; a lease whose holder's expiry is before now
+// is marked and said on warn.
+func readZones(ctx context.Context, natsURL, creds string, timeout time.Duration, now time.Time, warn io.Writer) ([]zoneRow, error) {
 	where := redact(natsURL)
 	opts := []nats.Option{nats.Name("zonectl"), nats.Timeout(timeout), nats.NoReconnect()}
 	if creds != "" {
@@ -241,6 +251,17 @@ func readZones(ctx context.Context, natsURL, creds string, timeout time.Duration
 		r := zoneRow{Zone: o.Zone, Node: &o.Node, Epoch: &o.Epoch, Players: &players, NPCs: &npcs}
 		if a, ok := udp[o.Node]; ok {
 			r.NodeUDPAddr = &a
+		}
+		if ms := zo.GetExpiresUnixMs(); ms > 0 {
+			// Judged on two clocks (the holder's and this one), so a
+			// lease within their skew of its expiry may be either.
+			past := now.Sub(time.UnixMilli(ms))
+			expired := past > 0
+			r.LeaseExpired = &expired
+			if expired {
+				fmt.Fprintf(warn, "zonectl zones: zone %s: %s's lease expired %s ago (no renewal since: the node is gone or cut off from NATS; another node takes the zone over once it judges the lease expired)\n",
+					o.Zone, o.Node, past.Round(100*time.Millisecond))
+			}
 		}
 		rows = append(rows, r)
 	}

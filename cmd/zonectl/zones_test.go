@@ -184,18 +184,52 @@ func TestZonesListsDirectory(t *testing.T) {
 		}
 		// The field names are an interface: scripts use them.
 		unowned := func(z string) map[string]any {
-			return map[string]any{"zone": z, "node": nil, "epoch": nil, "players": nil, "npcs": nil, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil}
+			return map[string]any{"zone": z, "node": nil, "epoch": nil, "players": nil, "npcs": nil, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil, "lease_expired": nil}
 		}
 		want := []map[string]any{
-			{"zone": "x0z0", "node": "node-a", "epoch": 1.0, "players": 41.0, "npcs": 50.0, "node_udp_addr": "10.0.0.5:7777", "tick_p99_ms": nil, "level": nil},
+			{"zone": "x0z0", "node": "node-a", "epoch": 1.0, "players": 41.0, "npcs": 50.0, "node_udp_addr": "10.0.0.5:7777", "tick_p99_ms": nil, "level": nil, "lease_expired": false},
 			unowned("x0z1"),
 			unowned("x1z0"),
-			{"zone": "x1z1", "node": "node-b", "epoch": 3.0, "players": 0.0, "npcs": 7.0, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil},
+			{"zone": "x1z1", "node": "node-b", "epoch": 3.0, "players": 0.0, "npcs": 7.0, "node_udp_addr": nil, "tick_p99_ms": nil, "level": nil, "lease_expired": false},
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("got  %v\nwant %v", got, want)
 		}
 	})
+}
+
+// Read from the directory, a lease whose holder's expiry has passed is
+// still in the bucket (the server's expiry is a backstop the nodes' own
+// judgement comes well before): it is listed, marked lease_expired and
+// said on standard error, so a dead node's zones do not read as run.
+// writeDirectory's leases expire a minute after it wrote them.
+func TestZonesMarksExpiredLeases(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	srv := startNATS(t)
+	defer stopNATS(srv)
+	url := srv.ClientURL()
+	writeDirectory(t, url)
+	r := runWith(t, noEnv, time.Now().Add(90*time.Second), "zones", "--nats", url, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("%v in\n%s", err, r.stdout)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d rows, want the two leases: %v", len(got), got)
+	}
+	for _, row := range got {
+		if row["lease_expired"] != true || row["node"] == nil {
+			t.Errorf("zone %v: node %v, lease_expired %v; want its node, expired", row["zone"], row["node"], row["lease_expired"])
+		}
+	}
+	for _, want := range []string{"zone x0z0: node-a's lease expired 30", "zone x1z1: node-b's lease expired 30"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
 }
 
 // A NATS with JetStream that no zoned has used has an empty directory:
