@@ -97,6 +97,9 @@ type Config struct {
 
 	// spawn places joining players (tests); nil: the zones' default.
 	spawn func(player uint64, r world.Rect) [3]float32
+	// expiryLook is how many heartbeats go between two looks at the zones
+	// bucket's expiry (tests); 0: expiryLookEvery.
+	expiryLook int
 	// npcGeneration gives each zone run its NPC generation (cluster mode:
 	// from the zone's lease epoch); nil: 0.
 	npcGeneration func(zone string) uint64

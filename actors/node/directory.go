@@ -1,8 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -19,12 +21,20 @@ import (
 // record three heartbeats old has expired (its node is not counted live).
 const heartbeat = time.Second
 
+// expiryLookEvery is how many heartbeats go between two looks at the
+// zones bucket's expiry (natsLink.keepZonesExpiry): one request of a few
+// hundred bytes every 5 s.
+const expiryLookEvery = 5
+
 // directory keeps this node's record in the JetStream KV world directory:
 // one NodeRecord (refreshed every heartbeat with its load), which other
 // nodes count for their fair share of zones and operators read. Zone
 // ownership is not here: it is the zone leases (actors/cluster.Leases).
 type directory struct {
 	node  string
+	nl    *natsLink
+	log   *slog.Logger
+	look  int // heartbeats between looks at the zones bucket's expiry
 	kvN   jetstream.KeyValue
 	rec   *pb.NodeRecord
 	conns func() int64
@@ -35,8 +45,8 @@ type directory struct {
 	wg   sync.WaitGroup
 }
 
-func startDirectory(ctx context.Context, l *natsLink, node string) (*directory, error) {
-	d := &directory{node: node, kvN: l.kv[BucketNodes], conns: func() int64 { return 0 }, zones: func() int { return 0 }, stop: make(chan struct{})}
+func startDirectory(ctx context.Context, l *natsLink, node string, look int, log *slog.Logger) (*directory, error) {
+	d := &directory{node: node, nl: l, log: log, look: cmp.Or(look, expiryLookEvery), kvN: l.kv[BucketNodes], conns: func() int64 { return 0 }, zones: func() int { return 0 }, stop: make(chan struct{})}
 	now := time.Now().UnixMilli()
 	d.rec = &pb.NodeRecord{Node: d.node, StartedUnixMs: now, HeartbeatUnixMs: now, Version: "dev"}
 	if err := d.putNode(ctx); err != nil {
@@ -78,13 +88,16 @@ func (d *directory) loop() {
 	defer d.wg.Done()
 	t := time.NewTicker(heartbeat)
 	defer t.Stop()
-	for {
+	for beat := 1; ; beat++ {
 		select {
 		case <-d.stop:
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), heartbeat)
 			_ = d.putNode(ctx) // a missed heartbeat is retried on the next tick
+			if beat%d.look == 0 {
+				d.nl.keepZonesExpiry(ctx, d.log)
+			}
 			cancel()
 		}
 	}
@@ -160,6 +173,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"lease_probes_total", "probes of the zones bucket's stream leader answered (one every TTL/12, and one a suspect lease)", func() uint64 { return ls.Stats().Probes }},
 		{"lease_probes_unanswered_total", "probes of the zones bucket's stream leader nothing answered (no leader: a NATS election; NATS away): no lease's silence counts meanwhile", func() uint64 { return ls.Stats().Unproved }},
 		{"lease_watcher_behind_total", "leases silent to this node's directory watcher for a TTL that the stream leader had renewed (the watcher behind, as after a NATS election): kept, not expired", func() uint64 { return ls.Stats().Behind }},
+		{"zones_bucket_expiry_restored_total", "times this node set the zones bucket's expiry back after another node had shortened it (a zoned of an older version, or one with a shorter --lease-ttl, started: logged at warn)", nl.expiryRestored.Load},
 		{"lease_watcher_relists_total", "zone directory watchers started again (their updates stopped: a NATS reconnect, a consumer reset)", func() uint64 { return ls.Stats().Relists }},
 	}
 	for _, c := range counters {

@@ -216,3 +216,60 @@ func TestLeaseJudgementCountersExported(t *testing.T) {
 		t.Fatalf("a lone node's leases: %+v; want probes answered and nothing judged expired", st)
 	}
 }
+
+// A zoned of an older version, starting, sets the zones bucket's expiry to
+// its lease TTL (before the nodes judged expiry, the server expired the
+// leases itself): a running node sets the backstop back at its next look,
+// counts it, and leaves a longer expiry as it is.
+func TestZonesBucketExpiryKeptAgainstAnOlderNode(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.expiryLook = 1
+	n, err := Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, want := n.nats.kv[BucketZones], n.nats.zonesCfg.TTL
+	ttl := func() time.Duration {
+		t.Helper()
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.TTL()
+	}
+	if got := ttl(); got != want || want <= cfg.LeaseTTL.D() {
+		t.Fatalf("bucket expiry %v at start, node's backstop %v; want a backstop past the TTL %v", got, want, cfg.LeaseTTL.D())
+	}
+	set := func(d time.Duration) {
+		t.Helper()
+		c := n.nats.zonesCfg
+		c.TTL = d
+		if _, err := n.nats.js.UpdateKeyValue(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(cfg.LeaseTTL.D()) // the older node's start
+	deadline := time.Now().Add(5 * time.Second)
+	for ttl() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("bucket expiry %v 5 s after an older node shortened it; want it set back to %v", ttl(), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := n.nats.expiryRestored.Load(); got != 1 {
+		t.Fatalf("%d restorations counted, want 1", got)
+	}
+	_, mfs := scrape(t, n)
+	if mf := mfs["ghostwire_cluster_zones_bucket_expiry_restored_total"]; mf == nil || mf.GetMetric()[0].GetCounter().GetValue() != 1 {
+		t.Fatalf("ghostwire_cluster_zones_bucket_expiry_restored_total: %v, want 1", mf)
+	}
+	longer := want + time.Minute
+	set(longer) // a node with a longer --lease-ttl: as safe, left
+	time.Sleep(3 * heartbeat)
+	if got := ttl(); got != longer || n.nats.expiryRestored.Load() != 1 {
+		t.Fatalf("bucket expiry %v after a longer one was set (%v), %d restorations; want it left", got, longer, n.nats.expiryRestored.Load())
+	}
+}

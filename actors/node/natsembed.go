@@ -36,6 +36,11 @@ type natsLink struct {
 	js  jetstream.JetStream
 	kv  map[string]jetstream.KeyValue
 	url string
+	// zonesCfg is the zones bucket's configuration as this node set it
+	// (keepZonesExpiry puts its expiry back); expiryRestored counts how
+	// often another node had shortened it.
+	zonesCfg       jetstream.KeyValueConfig
+	expiryRestored atomic.Uint64
 
 	// What the connection went through: slow-consumer drops (a
 	// subscription's pending limit hit: messages lost), disconnects and
@@ -201,8 +206,37 @@ func startNATS(ctx context.Context, cfg Config, zones int, log *slog.Logger) (*n
 			return nil, fmt.Errorf("jetstream kv %s: %w", kc.Bucket, err)
 		}
 		l.kv[kc.Bucket] = kv
+		if kc.Bucket == BucketZones {
+			l.zonesCfg = kc
+		}
 	}
 	return l, nil
+}
+
+// keepZonesExpiry puts the zones bucket's expiry back when another node
+// has shortened it. Every node sets the bucket's configuration at its
+// start, and a zoned from before the leases were judged by the nodes (or
+// one with a shorter --lease-ttl) sets the server's expiry to its TTL:
+// the server then expires, at its first age check after a NATS election,
+// leases held through the election (the race the backstop closed; the
+// claims stay compare-and-sets, so it costs leases, not safety). A longer
+// expiry than this node's is left as it is: a later backstop is as safe.
+func (l *natsLink) keepZonesExpiry(ctx context.Context, log *slog.Logger) {
+	kv := l.kv[BucketZones]
+	if kv == nil || l.zonesCfg.TTL == 0 {
+		return
+	}
+	st, err := kv.Status(ctx)
+	if err != nil || st.TTL() >= l.zonesCfg.TTL {
+		return // unreadable now (NATS away, an election): the next look
+	}
+	log.Warn("zones bucket's expiry shortened by another node (a zoned of an older version, or one with a shorter --lease-ttl); set back: run one zoned version and one --lease-ttl across a world",
+		"bucket", BucketZones, "found", st.TTL(), "set", l.zonesCfg.TTL)
+	if _, err := l.js.UpdateKeyValue(ctx, l.zonesCfg); err != nil {
+		log.Warn("zones bucket's expiry not set back; tried again at the next look", "err", err)
+		return
+	}
+	l.expiryRestored.Add(1)
 }
 
 func (l *natsLink) close() {

@@ -114,7 +114,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	// other for their fair shares; then the zones are claimed, before any
 	// actor runs, so this node never acts for a zone it does not own.
 	n.node = resolveNodeID(cfg)
-	if n.dir, err = startDirectory(ctx, nl, n.node); err != nil {
+	if n.dir, err = startDirectory(ctx, nl, n.node, cfg.expiryLook, log.With("component", "directory")); err != nil {
 		return nil, err
 	}
 	var mem *membership
