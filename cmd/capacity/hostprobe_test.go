@@ -29,6 +29,9 @@ func TestHostProbeTimesBurstsUntilStopped(t *testing.T) {
 	if p50 <= 0 || p90 < p50 {
 		t.Fatalf("p50 %v, p90 %v ns a step: want 0 < p50 ≤ p90", p50, p90)
 	}
+	if c := h.chainP50(); c <= 0 || len(h.chain) != n {
+		t.Fatalf("Chain p50 %v ns a step over %d bursts of %d: want one positive reading a burst", c, len(h.chain), n)
+	}
 	if cpu <= 0 || cpu > elapsed {
 		t.Fatalf("bursts' CPU %v, wall %v: want within (0, wall]", cpu, elapsed)
 	}
@@ -74,6 +77,13 @@ func TestHostProbeQuantiles(t *testing.T) {
 	}
 	if h.perStep[0] != 1.9 {
 		t.Fatal("result sorted the bursts in place")
+	}
+	if c := h.chainP50(); c != 0 {
+		t.Fatalf("Chain p50 %v with no Chain readings, want 0", c)
+	}
+	h.chain = []float64{1.3, 1.1, 1.2}
+	if c := h.chainP50(); c != 1.2 || h.chain[0] != 1.3 {
+		t.Fatalf("Chain p50 %v (readings now %v), want 1.2 and the readings unsorted", c, h.chain)
 	}
 }
 

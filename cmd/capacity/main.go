@@ -150,8 +150,12 @@ type Step struct {
 	// the window (hostProbe, --host-probe): ≈ 1.04 ns a step on a quiet
 	// core of the Machine table's host. The bursts' CPU is left out of
 	// CPUCores.
-	HostWideP50Ns  float64 `json:"host_wide_ns_per_step_p50,omitempty"`
-	HostWideP90Ns  float64 `json:"host_wide_ns_per_step_p90,omitempty"`
+	HostWideP50Ns float64 `json:"host_wide_ns_per_step_p50,omitempty"`
+	HostWideP90Ns float64 `json:"host_wide_ns_per_step_p90,omitempty"`
+	// hostcheck.Chain over the same bursts: ≈ 1.11 ns a step at the
+	// Machine table's host's clock; higher, a slower clock (a sibling
+	// does not slow it).
+	HostChainP50Ns float64 `json:"host_chain_ns_per_step_p50,omitempty"`
 	HostProbes     int     `json:"host_probe_bursts,omitempty"`
 	HostProbeCPUMs float64 `json:"host_probe_cpu_ms,omitempty"`
 
@@ -195,7 +199,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.worldFile, "world", "", "world map `FILE` the server runs (empty: the built-in default world of 2×2 zones of 1 km)")
 	fs.StringVar(&o.spawn, "spawn", "", "`ZONES` new players join, comma separated, replacing the map's spawn list (e.g. x1z0: every player starts in one zone of the default world, the crowd of the capacity passes before the forty-first); empty: the map's own, every zone unless it lists some")
 	ps := fs.String("gomaxprocs", "auto", "`PS` the server's Go scheduler runs on, as zoned's --gomaxprocs: auto sizes them to the load (zoned's default), a number fixes them; the GOMAXPROCS environment variable, when set, wins (botswarm inherits it too)")
-	fs.DurationVar(&o.probeEvery, "host-probe", 50*time.Millisecond, "time between the bursts (≈ 50 µs each) that time bench/hostcheck's Wide loop in the node's process over each window, to tell a core another tenant's thread shares from a quiet one (≈ 1.04 ns a step quiet on the host of docs/benchmarks.md's Machine table); the bursts' CPU is left out of the server's; 0: none")
+	fs.DurationVar(&o.probeEvery, "host-probe", 50*time.Millisecond, "time between the bursts (≈ 100 µs each) that time bench/hostcheck's Wide and Chain loops in the node's process over each window: Wide tells a core another tenant's thread shares from a quiet one (≈ 1.04 ns a step quiet on the host of docs/benchmarks.md's Machine table), Chain a slower core clock (≈ 1.11 ns there); the bursts' CPU is left out of the server's; 0: none")
 	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -432,6 +436,7 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	var probeCPU time.Duration
 	if probe != nil {
 		st.HostWideP50Ns, st.HostWideP90Ns, st.HostProbes, probeCPU = probe.result()
+		st.HostChainP50Ns = probe.chainP50()
 		st.HostProbeCPUMs = ms(probeCPU)
 	}
 	st.Ps = runtime.GOMAXPROCS(0)
