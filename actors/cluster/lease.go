@@ -124,12 +124,13 @@ func leaseBackstop(ttl time.Duration) time.Duration {
 // zone's key, guards against a watcher that is merely behind. So a lease
 // held through a NATS election lives on, its holder's renewals landing at
 // once afterwards while every claimant counts a fresh TTL; and a node
-// that died is taken over a TTL after its last renewal was seen. The judgement is safe on any clocks
-// that run at the same rate: a claimant sees a renewal after its holder
-// sent it and waits a whole TTL, and the holder gives up (or holds its
-// zone) at TTL − TTL/12 after the send; a renewal that lands after the
-// judgement moves the revision, so the claim fails. The bucket's own
-// expiry is only a backstop (leaseBackstop).
+// that died is taken over a TTL after its last renewal was seen. The
+// judgement is safe on any clocks that run at the same rate: a claimant
+// sees a renewal after its holder sent it and waits a whole TTL, and the
+// holder gives up (or holds its zone) at TTL − TTL/12 after the send; a
+// renewal that lands after the judgement moves the revision, so the
+// claim fails. The bucket's own expiry is only a backstop
+// (leaseBackstop).
 type Leases struct {
 	kv    jetstream.KeyValue
 	node  string

@@ -246,3 +246,50 @@ func TestLeaseNotExpiredWhileTheWatcherIsBehind(t *testing.T) {
 		t.Fatalf("claiming the lease judged expired: %v", err)
 	}
 }
+
+// vagueKV is a zones bucket whose leader refuses a compare-and-set as
+// wrong-sequence without naming the revision (a server whose error text
+// differs from nats-server's "wrong last sequence: N").
+type vagueKV struct{ jetstream.KeyValue }
+
+func (k *vagueKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	rev, err := k.KeyValue.Update(ctx, key, value, revision)
+	if isWrongSequence(err) {
+		return 0, &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence"}
+	}
+	return rev, err
+}
+
+// A refusal that names no revision proves nothing: the bucket answers
+// (its silence counts), but no lease is confirmed expired, so a dead
+// holder's lease stays until the server's backstop removes it, and no
+// claim can take it meanwhile. The server's text is untrusted input: an
+// unexpected one must not make a node drop a live lease.
+func TestLeaseRefusalWithoutRevisionJudgesNothing(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Second
+	bucket := zonesBucket(t, nc, ttl)
+	a, _ := countingLeases(t, bucket, "a", ttl)
+	b, _ := countingLeases(t, &vagueKV{KeyValue: bucket}, "b", ttl)
+	defer b.Close(context.Background())
+	epoch, err := a.Claim(context.Background(), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "b to see a's lease", func() bool { o, ok := b.Owner("z"); return ok && o.Epoch == epoch })
+	a.Abandon()
+	time.Sleep(3 * ttl) // silent three TTLs; the backstop is far off
+	st := b.Stats()
+	if st.Expiries != 0 {
+		t.Fatalf("b judged %d leases expired on refusals that name no revision", st.Expiries)
+	}
+	if st.Probes == 0 {
+		t.Fatal("b's probes were not counted as answered: the bucket did answer")
+	}
+	if o, ok := b.Owner("z"); !ok || o.Node != "a" {
+		t.Fatalf("b's directory: %+v %v, want a's lease kept", o, ok)
+	}
+	if _, err := b.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
+		t.Fatalf("claiming a lease nobody could judge: %v, want ErrOwned", err)
+	}
+}
