@@ -238,6 +238,8 @@ func readZones(ctx context.Context, natsURL, creds string, timeout time.Duration
 			udp[ent.Key()] = rec.GetUdpAddr()
 		}
 	}
+	// By key, so that the notes on standard error come in the rows' order.
+	slices.SortFunc(zones, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Key(), b.Key()) })
 	rows := make([]zoneRow, 0, len(zones))
 	for _, ent := range zones {
 		o, ok := cluster.DecodeOwner(ent)

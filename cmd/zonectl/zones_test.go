@@ -209,6 +209,28 @@ func TestZonesMarksExpiredLeases(t *testing.T) {
 	defer stopNATS(srv)
 	url := srv.ClientURL()
 	writeDirectory(t, url)
+	// x0z0 renewed once more (its value unchanged), so the bucket holds
+	// x1z1 first: the notes must still come in the zones' order.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), node.BucketZones)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), "x0z0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(context.Background(), "x0z0", e.Value(), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
 	r := runWith(t, noEnv, time.Now().Add(90*time.Second), "zones", "--nats", url, "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("%+v", r)
@@ -225,10 +247,15 @@ func TestZonesMarksExpiredLeases(t *testing.T) {
 			t.Errorf("zone %v: node %v, lease_expired %v; want its node, expired", row["zone"], row["node"], row["lease_expired"])
 		}
 	}
+	at := -1
 	for _, want := range []string{"zone x0z0: node-a's lease expired 30", "zone x1z1: node-b's lease expired 30"} {
-		if !strings.Contains(r.stderr, want) {
+		i := strings.Index(r.stderr, want)
+		if i < 0 {
 			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		} else if i < at {
+			t.Errorf("stderr %q: the notes out of the zones' order", r.stderr)
 		}
+		at = i
 	}
 }
 
