@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -158,6 +159,7 @@ func (s *Service) watchNodes(ctx context.Context, w jetstream.KeyWatcher) {
 			return
 		case e, ok := <-w.Updates():
 			if !ok {
+				s.log.Warn("admin: node directory watcher stopped; each call lists the directory, and a failed listing falls back to the nodes last listed")
 				return
 			}
 			if e == nil {
@@ -174,16 +176,32 @@ func (s *Service) watchNodes(ctx context.Context, w jetstream.KeyWatcher) {
 	}
 }
 
-// nodeIDs are the nodes in the directory, this one included, sorted.
-func (s *Service) nodeIDs() []string {
+// nodeIDs are the nodes in the directory, this one included, sorted. The
+// bucket is listed for each call: its watcher lags a NATS election (its
+// consumer is reset only after two missed 5 s heartbeats, ≥ 11 s seen),
+// and a node started meanwhile was left out of fan-outs and refused as
+// "not in the directory". When the listing fails (the bucket's leader
+// being elected), the watcher's view answers, as the last listing left it.
+func (s *Service) nodeIDs(ctx context.Context) []string {
+	if s.cfg.Nodes != nil {
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout/2)
+		keys, err := cluster.Keys(lctx, s.cfg.Nodes)
+		cancel()
+		if err != nil {
+			s.log.Warn("admin: node directory not listed; fanning out to the nodes last seen", "err", err)
+		} else {
+			nodes := map[string]bool{s.cfg.Node: true}
+			for _, k := range keys {
+				nodes[k] = true
+			}
+			s.mu.Lock()
+			s.nodes = nodes
+			s.mu.Unlock()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.nodes))
-	for n := range s.nodes {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(s.nodes))
 }
 
 type call struct {
@@ -398,7 +416,7 @@ func (s *Service) callNode(ctx context.Context, node string, c call, resp proto.
 // fanout runs c on every node at once; it returns the answers by node
 // and an error per node that failed.
 func fanout[T proto.Message](s *Service, ctx context.Context, c call, newResp func() T) (map[string]T, []*pb.NodeError) {
-	nodes := s.nodeIDs()
+	nodes := s.nodeIDs(ctx)
 	out := make(map[string]T, len(nodes))
 	var errs []*pb.NodeError
 	var mu sync.Mutex
@@ -447,7 +465,7 @@ func (s *Service) cluster(ctx context.Context, c call) (proto.Message, error) {
 				return nil, fmt.Errorf("%w: zone %q is not in world %q", ErrNotFound, req.Zone, s.worldName())
 			}
 		}
-		if req.Node != "" && !slices.Contains(s.nodeIDs(), req.Node) {
+		if req.Node != "" && !slices.Contains(s.nodeIDs(ctx), req.Node) {
 			return nil, fmt.Errorf("%w: node %q is not in the directory (zonectl nodes lists them)", ErrNotFound, req.Node)
 		}
 		ps, errs := s.findPlayers(ctx, c, req.Player)
@@ -484,7 +502,7 @@ func (s *Service) cluster(ctx context.Context, c call) (proto.Message, error) {
 		}
 		return resp, nil
 	case *pb.DrainRequest:
-		if !slices.Contains(s.nodeIDs(), req.Node) {
+		if !slices.Contains(s.nodeIDs(ctx), req.Node) {
 			return nil, fmt.Errorf("%w: node %q is not in the directory (zonectl nodes lists them)", ErrNotFound, req.Node)
 		}
 		resp := new(pb.DrainResponse)
@@ -498,7 +516,7 @@ func (s *Service) cluster(ctx context.Context, c call) (proto.Message, error) {
 				return nil, fmt.Errorf("%w: zone %q is not in world %q", ErrNotFound, req.Zone, s.worldName())
 			}
 		}
-		if !slices.Contains(s.nodeIDs(), req.ToNode) {
+		if !slices.Contains(s.nodeIDs(ctx), req.ToNode) {
 			return nil, fmt.Errorf("%w: node %q is not in the directory (zonectl nodes lists them)", ErrNotFound, req.ToNode)
 		}
 		o, ok := s.owners()[req.Zone]

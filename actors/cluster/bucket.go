@@ -1,6 +1,12 @@
 package cluster
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // PlayersBucketConfig is the players bucket's configuration (Players):
 // on disk (a crashed node's zones are restored from it), one value a key
@@ -18,4 +24,21 @@ import "github.com/nats-io/nats.go/jetstream"
 // compression made it smaller (measured 2026-12-02).
 func PlayersBucketConfig(bucket string) jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage}
+}
+
+// Keys lists a bucket's keys, sorted; an empty bucket is an empty list.
+// A listing its context cut short is an error, never a shorter list:
+// KeyValue.Keys ends when its watcher's channel closes, and nats.go closes
+// it when the context expires, so it returns the keys delivered so far
+// with no error — a node directory read as missing every node not yet
+// delivered.
+func Keys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+	keys, err := kv.Keys(ctx)
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("listing bucket %s: %w", kv.Bucket(), cerr)
+	}
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	return keys, err
 }

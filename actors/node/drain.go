@@ -201,7 +201,7 @@ func (m *membership) liveOthers(ctx context.Context) []string {
 // recs is nil when the listing failed, and err tells of any read that
 // failed otherwise (recs then lacks that node).
 func nodeRecords(ctx context.Context, kv jetstream.KeyValue, self string) (recs map[string]*pb.NodeRecord, err error) {
-	keys, err := kv.Keys(ctx)
+	keys, err := cluster.Keys(ctx, kv)
 	if err != nil {
 		return nil, err
 	}
