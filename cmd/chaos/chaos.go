@@ -144,6 +144,9 @@ type Result struct {
 	BotFailures []string        `json:"botswarm_failures"`
 	Nodes       map[string]Node `json:"nodes"`
 	RecordedAt  time.Time       `json:"recorded_at"`
+	// RecorderMissed: by bucket, the revisions removed before the
+	// recorder saw them (Recorder.Missed): writes the audit could not check.
+	RecorderMissed map[string]uint64 `json:"recorder_missed"`
 }
 
 // Node is one zoned's addresses.
@@ -260,8 +263,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.BotsExit = exitCode(bots)
 	c.logf("botswarm: %s", st)
 	time.Sleep(c.cfg.LeaseTTL + 2*time.Second)
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if err := c.rec.CaughtUp(cctx); err != nil {
+		res.Failures = append(res.Failures, "the audit's record is incomplete: "+err.Error())
+	}
+	cancel()
 	res.RecordedAt = time.Now()
 	writes := c.rec.Writes()
+	res.RecorderMissed = c.rec.Missed()
 	for _, n := range c.nodes {
 		if st, bad := n.p.unexpectedExit(); bad {
 			res.Failures = append(res.Failures, fmt.Sprintf("node %s exited on its own: %s (see %s)", n.id, st, n.p.logPath))

@@ -114,56 +114,204 @@ func decodeChunk(e jetstream.KeyValueEntry) []Write {
 // Recorder keeps every write to the zones and players buckets from the
 // moment it starts. Safe for concurrent use.
 type Recorder struct {
-	nc       *nats.Conn
-	watchers []jetstream.KeyWatcher
-	wg       sync.WaitGroup
+	nc *nats.Conn
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	writes []Write
 	seen   map[string]uint64 // bucket/key → newest revision recorded (a re-created watcher replays)
 	owners map[string]Write  // zone → its current lease
+	// upTo is the newest stream sequence each bucket's watchers delivered
+	// (every entry, deletions and chunks too): CaughtUp's measure, and
+	// where a new watcher starts.
+	upTo map[string]uint64
+	// from is each bucket's last sequence when its watcher started; missed
+	// counts the revisions above it a watcher skipped: the stream's
+	// sequence is gapless, so a skipped one was removed before the watcher
+	// delivered it (a key's next revision replaces it: the buckets keep
+	// one) — a write the audit never saw.
+	from   map[string]uint64
+	missed map[string]uint64
+	// cur is each bucket's current watcher; closing, set by Close.
+	cur     map[string]*recWatcher
+	closing bool
+}
+
+// recHeartbeat is the idle heartbeat of the recorder's consumers. A
+// consumer that lost its server (a NATS node killed) is created again
+// after two missed heartbeats; at KV watchers' 5 s, the recorder sat ≥ 11 s
+// behind after each election of the NATS-cluster runs and missed ≈ 12 % of
+// the lease writes (superseded before it saw them), the ones the audit is
+// there for.
+const recHeartbeat = 100 * time.Millisecond
+
+// recWatcher is a KV watcher of every revision, as jetstream's WatchAll
+// with IncludeHistory, but on an ordered consumer with a short heartbeat
+// (jetstream's watchers keep 5 s).
+type recWatcher struct {
+	sub     *nats.Subscription
+	updates chan jetstream.KeyValueEntry
+}
+
+func (w *recWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w *recWatcher) Stop() error                             { return w.sub.Unsubscribe() }
+
+// recEntry is one revision a recWatcher delivers.
+type recEntry struct {
+	bucket, key string
+	value       []byte
+	rev         uint64
+	created     time.Time
+	op          jetstream.KeyValueOp
+}
+
+func (e *recEntry) Bucket() string                  { return e.bucket }
+func (e *recEntry) Key() string                     { return e.key }
+func (e *recEntry) Value() []byte                   { return e.value }
+func (e *recEntry) Revision() uint64                { return e.rev }
+func (e *recEntry) Created() time.Time              { return e.created }
+func (e *recEntry) Delta() uint64                   { return 0 }
+func (e *recEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+// watchBucket delivers every revision of bucket's stream from revision
+// start on, deletions and the server's expiry markers included, until
+// Stop.
+func watchBucket(js nats.JetStreamContext, bucket string, start uint64) (*recWatcher, error) {
+	pre := "$KV." + bucket + "."
+	w := &recWatcher{updates: make(chan jetstream.KeyValueEntry, 256)}
+	sub, err := js.Subscribe(pre+">", func(m *nats.Msg) {
+		meta, err := m.Metadata()
+		if err != nil || len(m.Subject) <= len(pre) {
+			return
+		}
+		e := &recEntry{bucket: bucket, key: m.Subject[len(pre):], value: m.Data,
+			rev: meta.Sequence.Stream, created: meta.Timestamp, op: jetstream.KeyValuePut}
+		switch {
+		case m.Header.Get("KV-Operation") == "DEL", m.Header.Get(jetstream.MarkerReasonHeader) == "Remove":
+			e.op = jetstream.KeyValueDelete
+		case m.Header.Get("KV-Operation") == "PURGE", m.Header.Get(jetstream.MarkerReasonHeader) != "":
+			e.op = jetstream.KeyValuePurge
+		}
+		w.updates <- e // blocks the subscription's delivery, as jetstream's watchers do
+	}, nats.BindStream("KV_"+bucket), nats.OrderedConsumer(), nats.IdleHeartbeat(recHeartbeat), nats.StartSequence(start))
+	if err != nil {
+		return nil, err
+	}
+	w.sub = sub
+	sub.SetClosedHandler(func(string) { close(w.updates) })
+	return w, nil
 }
 
 // StartRecorder connects to url and watches both buckets (they must exist:
 // start it after the first node is ready).
 func StartRecorder(ctx context.Context, url string, opts ...nats.Option) (*Recorder, error) {
-	opts = append(opts, nats.Name("chaos-recorder"), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	r := &Recorder{seen: map[string]uint64{}, owners: map[string]Write{}, upTo: map[string]uint64{},
+		from: map[string]uint64{}, missed: map[string]uint64{}, cur: map[string]*recWatcher{}}
+	// After a reconnect the consumers, on a server that may be gone, are
+	// made again at once from the next revision, not two heartbeats later:
+	// the nodes' first renewals land within a reconnect wait.
+	opts = append(opts, nats.Name("chaos-recorder"), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) { r.restart() }))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("recorder: connect: %w", err)
 	}
-	r := &Recorder{nc: nc, seen: map[string]uint64{}, owners: map[string]Write{}}
+	r.nc = nc
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("recorder: %w", err)
 	}
-	for _, b := range []string{bucketZones, bucketPlayers} {
-		kv, err := js.KeyValue(ctx, b)
+	// A consumer's creation that an election leaves unanswered is tried
+	// again only when it times out: at the default 5 s, the new consumer
+	// came seconds after the new leader.
+	ljs, err := nc.JetStream(nats.MaxWait(time.Second))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("recorder: %w", err)
+	}
+	buckets := []string{bucketZones, bucketPlayers}
+	for _, b := range buckets {
+		st, err := js.Stream(ctx, "KV_"+b)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("recorder: bucket %s: %w", b, err)
 		}
-		// The watch lives until Close, not as long as ctx (which bounds the
-		// start only): jetstream stops a watcher when its context ends.
-		w, err := kv.WatchAll(context.Background(), jetstream.IncludeHistory())
+		r.from[b] = st.CachedInfo().State.LastSeq
+	}
+	for _, b := range buckets {
+		w, err := watchBucket(ljs, b, 1)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("recorder: watch %s: %w", b, err)
 		}
-		r.watchers = append(r.watchers, w)
+		r.mu.Lock()
+		r.cur[b] = w
+		r.mu.Unlock()
 		r.wg.Add(1)
-		go r.run(b, w)
+		go r.follow(ljs, b, w)
 	}
 	return r, nil
 }
 
-func (r *Recorder) run(bucket string, w jetstream.KeyWatcher) {
+// restart stops the current watchers; follow makes new ones.
+func (r *Recorder) restart() {
+	r.mu.Lock()
+	ws := make([]*recWatcher, 0, len(r.cur))
+	for _, w := range r.cur {
+		ws = append(ws, w)
+	}
+	r.mu.Unlock()
+	for _, w := range ws {
+		_ = w.Stop()
+	}
+}
+
+// follow records bucket's revisions from w and, when w's updates end
+// before Close (a restart, a consumer nats.go gave up on), from a new
+// watcher that starts after the last revision recorded, tried again every
+// 100 ms while NATS does not answer.
+func (r *Recorder) follow(js nats.JetStreamContext, bucket string, w *recWatcher) {
 	defer r.wg.Done()
+	for {
+		r.run(bucket, w)
+		for {
+			r.mu.Lock()
+			closing, next := r.closing, r.upTo[bucket]+1
+			r.mu.Unlock()
+			if closing {
+				return
+			}
+			nw, err := watchBucket(js, bucket, next)
+			if err == nil {
+				r.mu.Lock()
+				if r.closing {
+					r.mu.Unlock()
+					_ = nw.Stop()
+					r.run(bucket, nw) // until its updates end
+					return
+				}
+				r.cur[bucket], w = nw, nw
+				r.mu.Unlock()
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// run records the revisions w delivers until its updates end.
+func (r *Recorder) run(bucket string, w jetstream.KeyWatcher) {
 	for e := range w.Updates() {
-		if e == nil { // end of the initial listing
+		if e == nil { // the end of an initial listing (jetstream's watchers)
 			continue
 		}
+		r.mu.Lock()
+		if lo := max(r.upTo[bucket], r.from[bucket]); e.Revision() > lo+1 {
+			r.missed[bucket] += e.Revision() - lo - 1
+		}
+		r.upTo[bucket] = max(r.upTo[bucket], e.Revision())
+		r.mu.Unlock()
 		if bucket == bucketPlayers && strings.HasPrefix(e.Key(), "c.") {
 			for _, w := range decodeChunk(e) {
 				r.add(w)
@@ -210,6 +358,54 @@ func (r *Recorder) Writes() []Write {
 	return append([]Write(nil), r.writes...)
 }
 
+// CaughtUp waits until the recorder has every revision each bucket's
+// stream held when it was asked, bounded by ctx, so that an audit of
+// Writes covers every write: a recorder still behind when ctx ends is an
+// error, not an audit of part of the run.
+func (r *Recorder) CaughtUp(ctx context.Context) error {
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{bucketZones, bucketPlayers} {
+		st, err := js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			return fmt.Errorf("recorder: bucket %s: %w", b, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("recorder: bucket %s: %w", b, err)
+		}
+		last := info.State.LastSeq
+		for {
+			r.mu.Lock()
+			got := r.upTo[b]
+			r.mu.Unlock()
+			if got >= last {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("recorder: %s recorded up to revision %d of %d: %w", b, got, last, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// Missed is how many revisions of each bucket were removed before the
+// recorder saw them (see Recorder.missed).
+func (r *Recorder) Missed() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]uint64, len(r.missed))
+	for b, n := range r.missed {
+		out[b] = n
+	}
+	return out
+}
+
 // StreamLeader names the server that leads stream (its Raft group's
 // leader, from the stream's info).
 func (r *Recorder) StreamLeader(ctx context.Context, stream string) (string, error) {
@@ -236,9 +432,12 @@ func (r *Recorder) Reconnects() uint64 { return r.nc.Stats().Reconnects }
 
 // Close stops the watchers and waits for them.
 func (r *Recorder) Close() {
-	for _, w := range r.watchers {
-		_ = w.Stop()
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.restart()
+	if r.nc != nil {
+		r.nc.Close()
 	}
-	r.nc.Close()
 	r.wg.Wait()
 }
