@@ -208,3 +208,68 @@ func TestRecorderCaughtUp(t *testing.T) {
 		t.Fatal("CaughtUp with NATS gone: no error")
 	}
 }
+
+// A watcher that delivers nothing while its heartbeats keep coming (here
+// one started far past the stream's end, as a consumer on a follower still
+// catching up after an election) is restarted once the recorder is behind
+// what the stream's leader had a check ago, and the recorder catches up
+// with nothing missed. Fails without keepUp: CaughtUp runs out its time.
+func TestRecorderRestartsAStalledWatcher(t *testing.T) {
+	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
+		JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := map[string]jetstream.KeyValue{}
+	for _, b := range []string{bucketZones, bucketPlayers} {
+		if kvs[b], err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b, History: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := StartRecorder(ctx, srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	stalled := false
+	r.mu.Lock()
+	r.startAt = func(bucket string, next uint64) uint64 {
+		if bucket == bucketPlayers && !stalled {
+			stalled = true
+			return 1 << 40
+		}
+		return next
+	}
+	old := r.cur[bucketPlayers]
+	r.mu.Unlock()
+	_ = old.Stop() // follow's next watcher is the stalled one
+	for i := range 5 {
+		if _, err := kvs[bucketPlayers].PutString(ctx, fmt.Sprint("p.", i), "record"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelShort()
+	if err := r.CaughtUp(short); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := r.LagRestarts(), r.Missed()[bucketPlayers]; n == 0 || m != 0 || len(r.Writes()) != 5 {
+		t.Fatalf("%d restarts, %d missed, %d writes; want ≥ 1, 0, 5", n, m, len(r.Writes()))
+	}
+}
