@@ -147,9 +147,6 @@ type Result struct {
 	// RecorderMissed: by bucket, the revisions removed before the
 	// recorder saw them (Recorder.Missed): writes the audit could not check.
 	RecorderMissed map[string]uint64 `json:"recorder_missed"`
-	// RecorderLagRestarts: the recorder's watchers restarted for lagging
-	// their stream's leader (Recorder.LagRestarts).
-	RecorderLagRestarts uint64 `json:"recorder_lag_restarts"`
 }
 
 // Node is one zoned's addresses.
@@ -273,7 +270,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cancel()
 	res.RecordedAt = time.Now()
 	writes := c.rec.Writes()
-	res.RecorderMissed, res.RecorderLagRestarts = c.rec.Missed(), c.rec.LagRestarts()
+	res.RecorderMissed = c.rec.Missed()
 	for _, n := range c.nodes {
 		if st, bad := n.p.unexpectedExit(); bad {
 			res.Failures = append(res.Failures, fmt.Sprintf("node %s exited on its own: %s (see %s)", n.id, st, n.p.logPath))

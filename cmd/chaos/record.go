@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,15 +132,9 @@ type Recorder struct {
 	// one) — a write the audit never saw.
 	from   map[string]uint64
 	missed map[string]uint64
-	// cur is each bucket's current watcher; closing, set by Close, and
-	// done, closed by it.
+	// cur is each bucket's current watcher; closing, set by Close.
 	cur     map[string]*recWatcher
 	closing bool
-	done    chan struct{}
-	// lagRestarts counts the watchers keepUp restarted.
-	lagRestarts uint64
-	// startAt, when set (tests), picks where follow's next watcher starts.
-	startAt func(bucket string, next uint64) uint64
 }
 
 // recHeartbeat is the idle heartbeat of the recorder's consumers. A
@@ -151,10 +144,6 @@ type Recorder struct {
 // the lease writes (superseded before it saw them), the ones the audit is
 // there for.
 const recHeartbeat = 100 * time.Millisecond
-
-// recLagEvery is how often keepUp compares the recorder with the streams'
-// leaders.
-const recLagEvery = 500 * time.Millisecond
 
 // recWatcher is a KV watcher of every revision, as jetstream's WatchAll
 // with IncludeHistory, but on an ordered consumer with a short heartbeat
@@ -217,7 +206,7 @@ func watchBucket(js nats.JetStreamContext, bucket string, start uint64) (*recWat
 // start it after the first node is ready).
 func StartRecorder(ctx context.Context, url string, opts ...nats.Option) (*Recorder, error) {
 	r := &Recorder{seen: map[string]uint64{}, owners: map[string]Write{}, upTo: map[string]uint64{},
-		from: map[string]uint64{}, missed: map[string]uint64{}, cur: map[string]*recWatcher{}, done: make(chan struct{})}
+		from: map[string]uint64{}, missed: map[string]uint64{}, cur: map[string]*recWatcher{}}
 	// After a reconnect the consumers, on a server that may be gone, are
 	// made again at once from the next revision, not two heartbeats later:
 	// the nodes' first renewals land within a reconnect wait.
@@ -262,71 +251,20 @@ func StartRecorder(ctx context.Context, url string, opts ...nats.Option) (*Recor
 		r.wg.Add(1)
 		go r.follow(ljs, b, w)
 	}
-	r.wg.Add(1)
-	go r.keepUp(js, buckets)
 	return r, nil
 }
 
-// restart stops the current watchers of buckets (all of them when none
-// is named); follow makes new ones.
-func (r *Recorder) restart(buckets ...string) {
+// restart stops the current watchers; follow makes new ones.
+func (r *Recorder) restart() {
 	r.mu.Lock()
-	var ws []*recWatcher
-	for b, w := range r.cur {
-		if len(buckets) == 0 || slices.Contains(buckets, b) {
-			ws = append(ws, w)
-		}
+	ws := make([]*recWatcher, 0, len(r.cur))
+	for _, w := range r.cur {
+		ws = append(ws, w)
 	}
 	r.mu.Unlock()
 	for _, w := range ws {
 		_ = w.Stop()
 	}
-}
-
-// keepUp restarts a bucket's watcher when the recorder has not reached,
-// by now, the last revision the stream's leader had recLagEvery ago. A
-// consumer whose server lags the stream (a follower catching up after an
-// election) keeps sending heartbeats, so nats.go never resets it, and
-// every revision replaced meanwhile is lost to the audit: one bucket's
-// consumer stalled ≈ 10 s after an election, 38 revisions skipped.
-func (r *Recorder) keepUp(js jetstream.JetStream, buckets []string) {
-	defer r.wg.Done()
-	had := map[string]uint64{}
-	t := time.NewTicker(recLagEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.done:
-			return
-		case <-t.C:
-		}
-		for _, b := range buckets {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			st, err := js.Stream(ctx, "KV_"+b) // the leader's info
-			cancel()
-			if err != nil {
-				delete(had, b) // nothing to compare with next time
-				continue
-			}
-			r.mu.Lock()
-			behind := r.upTo[b] < had[b]
-			if behind {
-				r.lagRestarts++
-			}
-			r.mu.Unlock()
-			if behind {
-				r.restart(b)
-			}
-			had[b] = st.CachedInfo().State.LastSeq
-		}
-	}
-}
-
-// LagRestarts is how many watchers keepUp restarted.
-func (r *Recorder) LagRestarts() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lagRestarts
 }
 
 // follow records bucket's revisions from w and, when w's updates end
@@ -340,9 +278,6 @@ func (r *Recorder) follow(js nats.JetStreamContext, bucket string, w *recWatcher
 		for {
 			r.mu.Lock()
 			closing, next := r.closing, r.upTo[bucket]+1
-			if r.startAt != nil {
-				next = r.startAt(bucket, next)
-			}
 			r.mu.Unlock()
 			if closing {
 				return
@@ -498,9 +433,6 @@ func (r *Recorder) Reconnects() uint64 { return r.nc.Stats().Reconnects }
 // Close stops the watchers and waits for them.
 func (r *Recorder) Close() {
 	r.mu.Lock()
-	if !r.closing {
-		close(r.done)
-	}
 	r.closing = true
 	r.mu.Unlock()
 	r.restart()
