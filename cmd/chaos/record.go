@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -344,11 +345,7 @@ func (r *Recorder) add(w Write) {
 func (r *Recorder) Owners() map[string]Write {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]Write, len(r.owners))
-	for z, w := range r.owners {
-		out[z] = w
-	}
-	return out
+	return maps.Clone(r.owners)
 }
 
 // Writes is a copy of everything recorded so far, in arrival order.
@@ -399,11 +396,7 @@ func (r *Recorder) CaughtUp(ctx context.Context) error {
 func (r *Recorder) Missed() map[string]uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]uint64, len(r.missed))
-	for b, n := range r.missed {
-		out[b] = n
-	}
-	return out
+	return maps.Clone(r.missed)
 }
 
 // StreamLeader names the server that leads stream (its Raft group's
