@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ghostwire/ghostwire/actors/cluster/natstest"
 )
 
 // TestFanOutListsTheNodesItsWatcherMissed: the nodes a cluster-wide call
@@ -18,18 +19,7 @@ import (
 // election and ≥ 11 s after; a node that joins and one that leaves
 // meanwhile are both seen. With NATS gone, the last listing answers.
 func TestFanOutListsTheNodesItsWatcherMissed(t *testing.T) {
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := natstest.Start(t)
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(0))
 	if err != nil {
 		t.Fatal(err)

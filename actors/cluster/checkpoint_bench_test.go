@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/ghostwire/ghostwire/actors/cluster/natstest"
 	"github.com/ghostwire/ghostwire/replication/move"
 	"github.com/ghostwire/ghostwire/zones/handoff"
 )
@@ -20,16 +21,9 @@ import (
 // (file store, no sublist cache), with a connection to it.
 func embeddedNATS(tb testing.TB) (*nats.Conn, *natsserver.Server) {
 	tb.Helper()
-	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
-		JetStream: true, StoreDir: tb.TempDir(), NoSigs: true, NoLog: true, NoSublistCache: true,
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 1 << 30})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		tb.Fatal("nats-server not ready")
-	}
+	opts := natstest.Options(tb)
+	opts.NoSublistCache, opts.JetStreamMaxMemory, opts.JetStreamMaxStore = true, 64<<20, 1<<30
+	srv := natstest.Run(tb, opts)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		tb.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ghostwire/ghostwire/actors/cluster/natstest"
 	"github.com/ghostwire/ghostwire/actors/msg"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
@@ -27,24 +28,12 @@ import (
 // port for one test.
 func natsServer(t testing.TB) *nats.Conn {
 	t.Helper()
-	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
-		JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := natstest.Start(t)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		nc.Close()
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
+	t.Cleanup(nc.Close) // before the server's shutdown: cleanups run last first
 	return nc
 }
 
@@ -481,19 +470,8 @@ func TestBridgeForgetsEndedConnections(t *testing.T) {
 // the zone, and renews at the same epoch once NATS is back; nobody is told
 // the zone was lost. (make chaos-nats restarts a real server mid-run.)
 func TestLeaseSurvivesNATSRestart(t *testing.T) {
-	store := t.TempDir()
-	opts := &natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true, StoreDir: store, NoSigs: true, NoLog: true}
-	start := func() *natsserver.Server {
-		srv, err := natsserver.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go srv.Start()
-		if !srv.ReadyForConnections(10 * time.Second) {
-			t.Fatal("nats-server not ready")
-		}
-		return srv
-	}
+	opts := natstest.Options(t) // one store, kept across the restart
+	start := func() *natsserver.Server { return natstest.Run(t, opts) }
 	srv := start()
 	opts.Port = srv.Addr().(*net.TCPAddr).Port // the restart listens where clients reconnect
 	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))

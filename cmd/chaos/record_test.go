@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/ghostwire/ghostwire/actors/cluster/natstest"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
@@ -104,16 +104,7 @@ func TestRecorderCountsWhatItMissed(t *testing.T) {
 // followed by a new one from the next revision, missing nothing; with NATS
 // gone, CaughtUp is an error within its bound.
 func TestRecorderCaughtUp(t *testing.T) {
-	srv, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: natsserver.RANDOM_PORT,
-		JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	nc, err := nats.Connect(srv.ClientURL())

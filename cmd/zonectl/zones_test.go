@@ -19,28 +19,18 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
+	"github.com/ghostwire/ghostwire/actors/cluster/natstest"
 	"github.com/ghostwire/ghostwire/actors/node"
 	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 	"github.com/ghostwire/ghostwire/zones/world"
 )
 
 // startNATS runs a real nats-server with JetStream on a random loopback
-// port, as zoned embeds it. The caller shuts it down.
+// port, as zoned embeds it. The caller shuts it down (stopNATS, deferred
+// after goleak's check so that it runs first).
 func startNATS(t *testing.T) *natsserver.Server {
 	t.Helper()
-	srv, err := natsserver.NewServer(&natsserver.Options{
-		Host: "127.0.0.1", Port: natsserver.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatal("nats-server not ready")
-	}
-	return srv
+	return natstest.Run(t, natstest.Options(t))
 }
 
 func stopNATS(srv *natsserver.Server) {
