@@ -75,6 +75,18 @@ func TestNATSCluster(t *testing.T) {
 			if opts.Cluster.Name == "" {
 				t.Error("nats.conf: the cluster has no name")
 			}
+			// The cluster runs the release zoned embeds, and the one this
+			// test parses nats.conf with: a bump of one is a bump of all.
+			embedded, parser := natsServerVersion(t, "../go.mod"), natsServerVersion(t, "go.mod")
+			tag := strings.TrimPrefix(embedded, "v") + "-alpine"
+			if c.Image != "nats:"+tag || parser != embedded {
+				t.Errorf("nats image %q, want %q (zoned embeds nats-server %s; this module parses with %s)", c.Image, "nats:"+tag, embedded, parser)
+			}
+			// The Helm values beside the manifests name the same release
+			// (the chart itself cannot be rendered here).
+			if v, err := os.ReadFile("k8s/nats-cluster/values.yaml"); err != nil || !strings.Contains(string(v), "tag: "+tag+"\n") {
+				t.Errorf("k8s/nats-cluster/values.yaml: want the image tag %s (err %v)", tag, err)
+			}
 			want := map[string]bool{}
 			for i := range replicas {
 				want[net.JoinHostPort(fmt.Sprintf("%s-%d.%s", st.Name, i, st.Spec.ServiceName), fmt.Sprint(cluster.ContainerPort))] = true
@@ -127,6 +139,22 @@ func TestNATSCluster(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no render has a NATS cluster")
 	}
+}
+
+// natsServerVersion is the nats-server version a go.mod requires.
+func natsServerVersion(t *testing.T, gomod string) string {
+	t.Helper()
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/nats-io/nats-server/v2" {
+			return f[1]
+		}
+	}
+	t.Fatalf("%s does not require github.com/nats-io/nats-server/v2", gomod)
+	return ""
 }
 
 // startRenderedNATS runs the render's nats.conf as one server on loopback:
