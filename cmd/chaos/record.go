@@ -146,6 +146,14 @@ type Recorder struct {
 // there for.
 const recHeartbeat = 100 * time.Millisecond
 
+// recReconnect is the recorder's wait between reconnect attempts, and
+// recRetry between attempts to make a watcher again: short, so that it
+// follows a restarted server before the nodes write much to it.
+const (
+	recReconnect = 20 * time.Millisecond
+	recRetry     = 20 * time.Millisecond
+)
+
 // recWatcher is a KV watcher of every revision, as jetstream's WatchAll
 // with IncludeHistory, but on an ordered consumer with a short heartbeat
 // (jetstream's watchers keep 5 s).
@@ -210,9 +218,14 @@ func StartRecorder(ctx context.Context, url string, opts ...nats.Option) (*Recor
 		from: map[string]uint64{}, missed: map[string]uint64{}, cur: map[string]*recWatcher{}}
 	// After a reconnect the consumers, on a server that may be gone, are
 	// made again at once from the next revision, not two heartbeats later:
-	// the nodes' first renewals land within a reconnect wait.
-	opts = append(opts, nats.Name("chaos-recorder"), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond),
-		nats.ReconnectHandler(func(*nats.Conn) { r.restart() }))
+	// the nodes' first renewals land within a reconnect wait. The recorder
+	// reconnects well inside the nodes' wait (250 ms and up to 100 ms of
+	// jitter, actors/node): a revision a node writes before the recorder's
+	// consumer is back and replaces before it reads is lost to the audit
+	// (a restarted server and a recorder on the nodes' timing: 5–10 lease
+	// revisions a make chaos-nats run).
+	opts = append(opts, nats.Name("chaos-recorder"), nats.MaxReconnects(-1), nats.ReconnectWait(recReconnect),
+		nats.ReconnectJitter(0, 0), nats.ReconnectHandler(func(*nats.Conn) { r.restart() }))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("recorder: connect: %w", err)
@@ -271,7 +284,7 @@ func (r *Recorder) restart() {
 // follow records bucket's revisions from w and, when w's updates end
 // before Close (a restart, a consumer nats.go gave up on), from a new
 // watcher that starts after the last revision recorded, tried again every
-// 100 ms while NATS does not answer.
+// recRetry while NATS does not answer.
 func (r *Recorder) follow(js nats.JetStreamContext, bucket string, w *recWatcher) {
 	defer r.wg.Done()
 	for {
@@ -296,7 +309,7 @@ func (r *Recorder) follow(js nats.JetStreamContext, bucket string, w *recWatcher
 				r.mu.Unlock()
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(recRetry)
 		}
 	}
 }
