@@ -3,6 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 2s
 BENCHTIME ?= 1s
 COUNT ?= 1
 
@@ -47,8 +48,8 @@ verify: ## gofmt, vet, staticcheck, go mod tidy -diff, generated code (protobuf,
 bench: ## benchmarks with memory stats (BENCHTIME, COUNT)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS)
 
-fuzz: ## fuzz every target for FUZZTIME each (default 30s); every target runs, the failures are listed at the end (.ci/fuzz)
-	GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz $(PKGS)
+fuzz: ## fuzz every target for FUZZTIME each (default 30s), each new input minimized for at most FUZZMINIMIZETIME (2s); every target runs, the failures are listed at the end (.ci/fuzz)
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) .ci/fuzz $(PKGS)
 
 generate: ## regenerate *.pb.go and the conformance vectors (docs/vectors) and other generated code
 	$(GO) generate ./...
