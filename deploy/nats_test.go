@@ -50,7 +50,8 @@ func natsOf(t *testing.T, b *bundle, external map[string]map[string]string) (*ap
 // TestNATSCluster: the NATS cluster's routes name exactly its own pods
 // through its headless Service on the cluster port; the ports the config
 // opens are the container's; JetStream stores on the claimed volume; the
-// grace period outlasts lame-duck mode.
+// grace period outlasts lame-duck mode; the image is the release zoned
+// embeds.
 func TestNATSCluster(t *testing.T) {
 	checked := 0
 	for _, dir := range kustomizations {
