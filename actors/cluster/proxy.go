@@ -694,6 +694,17 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 				last = hm.State.LastApplied
 			}
 			env.Join = b.joinFor(hm.Entity, x.Handoff.GetGatewayNode(), x.Handoff.GetConnTag(), last, nil, x.Handoff.GetEventGen())
+			if hm.State != nil && hm.State.Conn != "" && env.Join != nil && env.Join.Conn != nil {
+				// The snapshot names the connection as the sending node
+				// does: its own connection's address there. Kept, it named
+				// this node as the player's gateway in every record the
+				// zone writes here (GatewayOfConn), and a restore of the
+				// zone (a drain, a crash) sent the player's Rejoin to a
+				// node that had never held it: the player stood still
+				// until its connection looked its record up again (2–3 s,
+				// by hand with a drain while bots crossed a node border).
+				hm.State.Conn = env.Join.Conn.String()
+			}
 		}
 		return env, nil
 	case *pb.ZoneItem_Replicas:
