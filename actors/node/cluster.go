@@ -210,6 +210,20 @@ func (m *membership) start(owned []string) error {
 	m.orphan = map[string]time.Time{}
 	m.wg.Add(1)
 	go m.loop()
+	// The zones claimed at the start are restored as the zones claimed
+	// later are: one may be a crashed node's (its lease lapsed, or this
+	// node's own previous run, taken over at once), whose players still
+	// play through other gateways. Left to look their records up
+	// themselves, they stood still for the 3 s their zone was silent
+	// (make chaos: players moving again 2.98 s after each kill, 1.9 s
+	// after their zone was owned again). A zone nobody held has no
+	// online record, and its restore reads an empty list.
+	if m.players != nil {
+		for _, id := range owned {
+			m.wg.Add(1)
+			go m.restore(id)
+		}
+	}
 	return nil
 }
 
