@@ -89,6 +89,7 @@ type membership struct {
 
 	mu       sync.Mutex
 	proxies  map[string]*actor.PID
+	placed   map[string]bool // zones an operator moved here: not given away (onGive)
 	closed   bool
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
@@ -188,6 +189,7 @@ func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvN
 // serves the ones it does, and starts the loop that takes orphaned zones.
 func (m *membership) start(owned []string) error {
 	m.proxies = map[string]*actor.PID{}
+	m.placed = map[string]bool{}
 	for _, id := range owned {
 		if err := m.bridge.Serve(id); err != nil {
 			return err
@@ -248,6 +250,7 @@ func (m *membership) lost(id string) {
 	m.lostAt = time.Now()
 	m.bridge.Unserve(id)
 	m.zones.Remove(id)
+	delete(m.placed, id)
 	if err := m.spawnProxy(id); err != nil {
 		m.log.Error("zone lost, and no proxy for it", "zone", id, "err", err)
 	}

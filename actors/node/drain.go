@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ func (m *membership) serveTakes() error {
 			}
 			_ = r.Respond([]byte("ok"))
 		}
-		id, npcs, err := decodeTake(r.Data)
+		id, npcs, placed, err := decodeTake(r.Data)
 		if err != nil {
 			reply(err)
 			return
@@ -75,6 +76,11 @@ func (m *membership) serveTakes() error {
 			return
 		}
 		m.takeWith(id, npcs)
+		if placed {
+			m.mu.Lock()
+			m.placed[id] = true
+			m.mu.Unlock()
+		}
 		reply(nil)
 	})
 	if err != nil {
@@ -93,6 +99,9 @@ func (m *membership) serveTakes() error {
 // onGive hands one zone to the asking node if this node holds more than its
 // fair share (an auto node only: an explicit --zones list is the
 // operator's). The zone with the fewest players goes: the cheapest move.
+// A zone an operator moved here (`zonectl move-zone`) stays: given away,
+// it went back at the next look of the node it came from — the operator's
+// move undone within a second (by hand: the zone back 200 ms later).
 func (m *membership) onGive(r *nats.Msg) {
 	to := string(r.Data)
 	m.mu.Lock()
@@ -128,17 +137,27 @@ func (m *membership) onGive(r *nats.Msg) {
 		_ = r.Respond([]byte("error: at fair share"))
 		return
 	}
+	m.mu.Lock()
+	placed := maps.Clone(m.placed)
+	m.mu.Unlock()
 	pick, fewest := "", -1
 	for _, id := range ids {
+		if placed[id] {
+			continue
+		}
 		p, _, _ := m.zones.Load(id)
 		if fewest < 0 || p < fewest {
 			pick, fewest = id, p
 		}
 	}
+	if pick == "" {
+		_ = r.Respond([]byte("error: every zone beyond the share was placed here by an operator"))
+		return
+	}
 	_ = r.Respond([]byte("ok " + pick))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
 	defer cancel()
-	if err := m.handOver(ctx, pick, to); err != nil {
+	if err := m.handOver(ctx, pick, to, false); err != nil {
 		m.log.Warn("rebalance: zone not handed over", "zone", pick, "to", to, "err", err)
 		return
 	}
@@ -247,7 +266,7 @@ func (m *membership) drain(ctx context.Context) int {
 	n := 0
 	for i, id := range slices.Clone(m.zones.IDs()) {
 		target := targets[i%len(targets)]
-		if err := m.handOver(ctx, id, target); err != nil {
+		if err := m.handOver(ctx, id, target, false); err != nil {
 			m.log.Warn("zone not handed over; it stops with this node and its players are restored from their checkpoints", "zone", id, "to", target, "err", err)
 			continue
 		}
@@ -257,8 +276,9 @@ func (m *membership) drain(ctx context.Context) int {
 	return n
 }
 
-// handOver moves zone id to node target (see the top of the file).
-func (m *membership) handOver(ctx context.Context, id, target string) error {
+// handOver moves zone id to node target (see the top of the file); placed:
+// an operator's move, which the target keeps against its rebalancing.
+func (m *membership) handOver(ctx context.Context, id, target string, placed bool) error {
 	pid := m.zones.PID(id)
 	if pid == nil {
 		return fmt.Errorf("zone %s does not run here", id)
@@ -289,6 +309,7 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 	m.mu.Lock()
 	m.bridge.Unserve(id)
 	m.zones.Remove(id)
+	delete(m.placed, id)
 	if err := m.spawnProxy(id); err != nil {
 		m.log.Error("zone handed over, and no proxy for it", "zone", id, "err", err)
 	}
@@ -297,7 +318,7 @@ func (m *membership) handOver(ctx context.Context, id, target string) error {
 		return fmt.Errorf("release: %w", err)
 	}
 	// The NPCs go with the take: they walk on at the target as they were.
-	take := encodeTake(id, npcs, int(m.nc.MaxPayload()))
+	take := encodeTake(id, npcs, placed, int(m.nc.MaxPayload()))
 	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), take)
 	if err == nil && string(r.Data) != "ok" && take[0] == takeMark {
 		// A node of an older build reads the request as a zone id and
@@ -353,5 +374,5 @@ func (n *Node) MoveZone(ctx context.Context, id, target string) error {
 	if !slices.Contains(n.member.liveOthers(ctx), target) {
 		return fmt.Errorf("target node %q is not alive", target)
 	}
-	return n.member.handOver(ctx, id, target)
+	return n.member.handOver(ctx, id, target, true)
 }

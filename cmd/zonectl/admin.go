@@ -475,7 +475,10 @@ others first, or run NATS apart from zoned in a cluster.`,
 freezes it, writes its players' final state to their records, releases
 its lease, and the target claims it at a new epoch and restores the
 players there. Players keep their connections; no move is lost or
-applied twice. The answer names the new owner and epoch.`,
+applied twice. The answer names the new owner and epoch. The zone
+stays where it was put: rebalancing gives the target's other zones to a
+node below its share, never this one, until the zone leaves that node
+(a drain, another move, a lost lease, the node's restart).`,
 			Args:    oneArg("zone id"),
 			Example: "  zonectl move-zone x1z0 --to zoned-c-7777",
 			RunE: func(_ *cobra.Command, args []string) error {

@@ -871,8 +871,16 @@ type ZoneTake struct {
 	Zone  string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
 	// The zone's NPCs, frozen; npc_epochs[i] is npcs[i]'s handoff epoch at
 	// the old owner.
-	Npcs          []*EntitySnapshot `protobuf:"bytes,2,rep,name=npcs,proto3" json:"npcs,omitempty"`
-	NpcEpochs     []uint64          `protobuf:"varint,3,rep,packed,name=npc_epochs,json=npcEpochs,proto3" json:"npc_epochs,omitempty"`
+	Npcs      []*EntitySnapshot `protobuf:"bytes,2,rep,name=npcs,proto3" json:"npcs,omitempty"`
+	NpcEpochs []uint64          `protobuf:"varint,3,rep,packed,name=npc_epochs,json=npcEpochs,proto3" json:"npc_epochs,omitempty"`
+	// An operator's move (`zonectl move-zone`): the target keeps the zone
+	// where the operator placed it, and its rebalancing gives one of its
+	// other zones instead. An older node ignores it.
+	Placed bool `protobuf:"varint,4,opt,name=placed,proto3" json:"placed,omitempty"`
+	// The NPCs did not fit in the message (none are listed): the target
+	// spawns the zone's share afresh, as for a request that is the zone id
+	// alone.
+	NpcsAfresh    bool `protobuf:"varint,5,opt,name=npcs_afresh,json=npcsAfresh,proto3" json:"npcs_afresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -926,6 +934,20 @@ func (x *ZoneTake) GetNpcEpochs() []uint64 {
 		return x.NpcEpochs
 	}
 	return nil
+}
+
+func (x *ZoneTake) GetPlaced() bool {
+	if x != nil {
+		return x.Placed
+	}
+	return false
+}
+
+func (x *ZoneTake) GetNpcsAfresh() bool {
+	if x != nil {
+		return x.NpcsAfresh
+	}
+	return false
 }
 
 var File_ghostwire_v1_cluster_proto protoreflect.FileDescriptor
@@ -998,12 +1020,15 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\bconn_tag\x18\x04 \x01(\rR\aconnTag\x12\x1b\n" +
 	"\tevent_gen\x18\x05 \x01(\x04R\beventGen\x12\x1d\n" +
 	"\n" +
-	"event_last\x18\x06 \x03(\x04R\teventLast\"o\n" +
+	"event_last\x18\x06 \x03(\x04R\teventLast\"\xa8\x01\n" +
 	"\bZoneTake\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x120\n" +
 	"\x04npcs\x18\x02 \x03(\v2\x1c.ghostwire.v1.EntitySnapshotR\x04npcs\x12\x1d\n" +
 	"\n" +
-	"npc_epochs\x18\x03 \x03(\x04R\tnpcEpochsB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"npc_epochs\x18\x03 \x03(\x04R\tnpcEpochs\x12\x16\n" +
+	"\x06placed\x18\x04 \x01(\bR\x06placed\x12\x1f\n" +
+	"\vnpcs_afresh\x18\x05 \x01(\bR\n" +
+	"npcsAfreshB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_cluster_proto_rawDescOnce sync.Once
