@@ -75,12 +75,12 @@ func (m *membership) serveTakes() error {
 			reply(err)
 			return
 		}
-		m.takeWith(id, npcs)
-		if placed {
+		if placed { // before the zone runs: no give may pick it meanwhile
 			m.mu.Lock()
 			m.placed[id] = true
 			m.mu.Unlock()
 		}
+		m.takeWith(id, npcs)
 		reply(nil)
 	})
 	if err != nil {
