@@ -137,15 +137,31 @@ func strollIn(t *testing.T, gw *Node, zoneID string) *stroller {
 // walk sends moves for d, counting them in sent.
 func (w *stroller) walk(d time.Duration) {
 	w.t.Helper()
+	w.walkWith(d, move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)})
+}
+
+// walkWith sends m 30 times a second for d, counting them in sent.
+func (w *stroller) walkWith(d time.Duration, m move.Move) {
+	w.t.Helper()
 	tick := time.NewTicker(time.Second / 30)
 	defer tick.Stop()
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		<-tick.C
-		if _, err := w.s.SendMove(move.Move{Dt: 32, Forward: 60, Yaw: move.YawFromRadians(0.3)}); err != nil {
+		if _, err := w.s.SendMove(m); err != nil {
 			w.t.Fatalf("session ended: %v", err)
 		}
 		w.sent++
 	}
+}
+
+// zoneShares is how many zones each of nodes runs, fewest first.
+func zoneShares(nodes []*Node) []int {
+	var c []int
+	for _, n := range nodes {
+		c = append(c, len(n.Zones().IDs()))
+	}
+	slices.Sort(c)
+	return c
 }
 
 func stopAll(nodes []*Node) {
@@ -905,14 +921,7 @@ func TestClusterRebalancesOnJoin(t *testing.T) {
 			sent++
 		}
 	}()
-	shares := func() []int {
-		var c []int
-		for _, n := range nodes {
-			c = append(c, len(n.Zones().IDs()))
-		}
-		slices.Sort(c)
-		return c
-	}
+	shares := func() []int { return zoneShares(nodes) }
 	start(1)
 	waitFor(t, 15*time.Second, "2 zones each over 2 nodes", func() bool { return slices.Equal(shares(), []int{2, 2}) })
 	start(2)

@@ -33,16 +33,8 @@ func TestDrainRejoinsAPlayerHandedAcrossNodes(t *testing.T) {
 	defer w.s.Close(context.Background())
 	east := func(d time.Duration) {
 		t.Helper()
-		tick := time.NewTicker(time.Second / 30)
-		defer tick.Stop()
-		for end := time.Now().Add(d); time.Now().Before(end); {
-			<-tick.C
-			// Yaw 0 faces +Z and grows towards +X.
-			if _, err := w.s.SendMove(move.Move{Dt: 32, Forward: 127, Yaw: move.YawFromRadians(math.Pi / 2)}); err != nil {
-				t.Fatalf("session ended: %v", err)
-			}
-			w.sent++
-		}
+		// Yaw 0 faces +Z and grows towards +X.
+		w.walkWith(d, move.Move{Dt: 32, Forward: 127, Yaw: move.YawFromRadians(math.Pi / 2)})
 	}
 	record := func() *pb.PlayerRecord {
 		rec, err := nodes[0].players.Record(context.Background(), w.player)

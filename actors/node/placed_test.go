@@ -18,14 +18,7 @@ func TestOperatorsZoneMoveIsKept(t *testing.T) {
 		c.LeaseTTL = Duration(time.Second) // the loop asks every TTL/3
 	}, "auto", "auto")
 	defer stopAll(nodes)
-	shares := func() []int {
-		var c []int
-		for _, n := range nodes {
-			c = append(c, len(n.Zones().IDs()))
-		}
-		slices.Sort(c)
-		return c
-	}
+	shares := func() []int { return zoneShares(nodes) }
 	waitFor(t, 15*time.Second, "2 zones each over 2 nodes", func() bool { return slices.Equal(shares(), []int{2, 2}) })
 	// The zone n1 would give first: its zones are empty, so the first in
 	// the world's order.
