@@ -222,6 +222,8 @@ type held struct {
 	// answered: the renewal in flight has its answer (a hold decided
 	// after it would never be let go).
 	answered bool
+	// tookOver: the claim replaced a lease that still stood (TookOver).
+	tookOver bool
 }
 
 // LeaseBucketConfig is the zones bucket's configuration for a lease TTL:
@@ -453,6 +455,18 @@ func (l *Leases) Vacated() <-chan struct{} {
 	return l.vacated
 }
 
+// TookOver reports whether this node's claim of zone, which it holds,
+// replaced a lease that still stood: its own previous run's (a restart
+// before the lease's entry was removed) or one it judged expired. The
+// zone ran somewhere a moment ago, so its players' records may be online,
+// naming gateways that still hold their connections.
+func (l *Leases) TookOver(zone string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.held[zone]
+	return ok && h.tookOver
+}
+
 // Held returns the epoch of a zone this node holds.
 func (l *Leases) Held(zone string) (uint64, bool) {
 	l.mu.Lock()
@@ -631,6 +645,7 @@ func (l *Leases) value(zone string, epoch uint64, since time.Time) []byte {
 func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 	now := l.now()
 	rev, err := l.kv.Create(ctx, zone, l.value(zone, 0, now))
+	createErr := err
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// A lease in this node's own name is a previous run of this node
 		// (restarted before the lease expired: a crash, a pod restart with
@@ -662,6 +677,7 @@ func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claim %s: %w", zone, err)
 	}
+	tookOver := createErr != nil // the entry existed, and was taken over above
 	// Write the epoch into the value, so readers need not know that a
 	// renewed entry's revision is not its epoch.
 	rev2, err := l.kv.Update(ctx, zone, l.value(zone, rev, now), rev)
@@ -669,7 +685,7 @@ func (l *Leases) Claim(ctx context.Context, zone string) (uint64, error) {
 		rev2 = rev // the next renewal retries; the epoch is still rev
 	}
 	l.mu.Lock()
-	l.held[zone] = &held{rev: rev2, epoch: rev, since: now, lastOK: now}
+	l.held[zone] = &held{rev: rev2, epoch: rev, since: now, lastOK: now, tookOver: tookOver}
 	l.owners[zone] = Owner{Zone: zone, Node: l.node, Epoch: rev}
 	l.mu.Unlock()
 	return rev, nil

@@ -61,6 +61,9 @@ func TestLeaseExpiryJudgedByTheClaimants(t *testing.T) {
 	if e2 <= e1 {
 		t.Fatalf("new epoch %d not above the old %d", e2, e1)
 	}
+	if !b.TookOver("z") {
+		t.Fatal("the claim of a lease judged expired not reported as a takeover")
+	}
 	// A third node that judged nothing cannot take b's lease the same way.
 	c, _ := countingLeases(t, kv, "c", ttl)
 	defer c.Close(context.Background())
@@ -291,5 +294,46 @@ func TestLeaseRefusalWithoutRevisionJudgesNothing(t *testing.T) {
 	}
 	if _, err := b.Claim(context.Background(), "z"); !errors.Is(err, ErrOwned) {
 		t.Fatalf("claiming a lease nobody could judge: %v, want ErrOwned", err)
+	}
+}
+
+// TookOver tells a claim that replaced a lease still standing (a previous
+// run of the same node, restarted before the bucket removed its entry;
+// or a lease judged expired) from a claim of a zone nobody held: only the
+// first kind has players whose records may still name the zone online
+// (the node restores those at its start).
+func TestLeaseTookOverTellsAStandingLeaseApart(t *testing.T) {
+	nc := natsServer(t)
+	const ttl = time.Second
+	kv := zonesBucket(t, nc, ttl)
+	a, _ := countingLeases(t, kv, "a", ttl)
+	if _, err := a.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	if a.TookOver("z") {
+		t.Fatal("a fresh claim reported as a takeover")
+	}
+	// a crashes and starts again under the same name.
+	a.Abandon()
+	again, _ := countingLeases(t, kv, "a", ttl)
+	defer again.Close(context.Background())
+	if _, err := again.Claim(context.Background(), "z"); err != nil {
+		t.Fatalf("claiming the previous run's lease: %v", err)
+	}
+	if !again.TookOver("z") {
+		t.Fatal("the previous run's lease taken over, not reported")
+	}
+	// Released, and claimed afresh: nobody held it.
+	if err := again.Release(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	if again.TookOver("z") {
+		t.Fatal("TookOver reports a zone no longer held")
+	}
+	if _, err := again.Claim(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
+	if again.TookOver("z") {
+		t.Fatal("a claim of a released zone reported as a takeover")
 	}
 }

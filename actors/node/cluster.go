@@ -212,18 +212,22 @@ func (m *membership) start(owned []string) error {
 	m.orphan = map[string]time.Time{}
 	m.wg.Add(1)
 	go m.loop()
-	// The zones claimed at the start are restored as the zones claimed
-	// later are: one may be a crashed node's (its lease lapsed, or this
-	// node's own previous run, taken over at once), whose players still
-	// play through other gateways. Left to look their records up
+	// A zone claimed at the start by taking over a lease that still stood
+	// (this node's previous run's, a crash and a quick restart; or one
+	// judged expired) is restored as a zone claimed later is: its players
+	// still play through other gateways. Left to look their records up
 	// themselves, they stood still for the 3 s their zone was silent
 	// (make chaos: players moving again 2.98 s after each kill, 1.9 s
-	// after their zone was owned again). A zone nobody held has no
-	// online record, and its restore reads an empty list.
+	// after their zone was owned again). The other zones are not: a
+	// restore reads the whole players bucket, every player who ever
+	// played, and a zone whose lease had lapsed long before has clients
+	// that looked their records up long ago.
 	if m.players != nil {
 		for _, id := range owned {
-			m.wg.Add(1)
-			go m.restore(id)
+			if m.leases.TookOver(id) {
+				m.wg.Add(1)
+				go m.restore(id)
+			}
 		}
 	}
 	return nil

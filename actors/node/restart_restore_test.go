@@ -35,6 +35,7 @@ func TestRestartedNodeRestoresItsZonesPlayers(t *testing.T) {
 	rejoins := nodes[0].Bridge().Metrics().Rejoins.Load()
 	// n2 crashes (its lease left as it was) and starts again.
 	cfg := nodes[1].cfg
+	crashed := time.Now()
 	nodes[1].leases.Abandon()
 	_ = nodes[1].Stop(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -46,6 +47,9 @@ func TestRestartedNodeRestoresItsZonesPlayers(t *testing.T) {
 	nodes[1] = n2
 	if got := n2.Zones().IDs(); len(got) != 1 || got[0] != "x1z0" {
 		t.Fatalf("n2 runs %v after its restart, want [x1z0]", got)
+	}
+	if !n2.Leases().TookOver("x1z0") {
+		t.Fatalf("n2 claimed x1z0 afresh %v after the crash, not from its previous run's lease", time.Since(crashed))
 	}
 	var after sim.EntityInfo
 	deadline := time.Now().Add(20 * time.Second)
