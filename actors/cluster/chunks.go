@@ -31,8 +31,13 @@ import (
 // p.<id> is ONLINE and names the chunk record's zone at its epoch, and
 // only when it is newer (overlay): a stale chunk — a player who moved on,
 // left, or came back in a new session — is never taken. Chunks are written
-// with a plain put by the zone's owner while its lease holds (the fence):
-// the records in them are fenced on read by their epoch.
+// by the zone's owner while its lease holds (the fence): the records in
+// them are fenced on read by their epoch. A node writes a chunk over the
+// revision it wrote last (compare-and-set), so that a write which passed
+// the fence just before the node was paused (SIGSTOP) does not land over
+// the new owner's chunk when it wakes: make chaos's audit caught one such
+// write, 3 records of a zone claimed by another node 1.9 s earlier
+// (TestChaosShort, CI 2026-12-07).
 
 // ChunkSlices is how many chunks a zone's periodic checkpoints are split
 // into (player p's go in ChunkSlice(p)): a zone that ticks at 20 Hz and
@@ -113,6 +118,8 @@ func (p *Players) chunkWriter() {
 	// slice is written once, not every period (an idle zone writes
 	// nothing). A key not in it may hold another node's records: written.
 	empty := map[string]bool{}
+	// last: the revision of each chunk as this node wrote it last.
+	last := map[string]uint64{}
 	var scratch, val []byte
 	for {
 		var j *chunkJob
@@ -141,13 +148,20 @@ func (p *Players) chunkWriter() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(p.life, 2*time.Second)
-		_, err := p.kv.Put(ctx, key, val)
+		rev, err := p.writeChunk(ctx, key, val, j.zone, last)
 		cancel()
-		if err != nil {
-			p.Errors.Add(1)
+		if errors.Is(err, errChunkFenced) {
+			p.Fenced.Add(1)
 			delete(empty, key)
 			continue
 		}
+		if err != nil {
+			p.Errors.Add(1)
+			delete(empty, key)
+			delete(last, key) // it may have landed: the next one is put
+			continue
+		}
+		last[key] = rev
 		p.Chunks.Add(1)
 		p.Written.Add(1)
 		p.Checkpoints.Add(uint64(n))
@@ -157,6 +171,32 @@ func (p *Players) chunkWriter() {
 			delete(empty, key)
 		}
 	}
+}
+
+// errChunkFenced: another node wrote the chunk since this one did, and
+// this node's lease on the zone is no longer valid.
+var errChunkFenced = errors.New("players: chunk written by the zone's new owner")
+
+// writeChunk writes a chunk: over the revision this node wrote last
+// (last[key]), or with a plain put when it wrote none (a zone just
+// claimed: whatever another node left there is its previous owner's). A
+// chunk another node wrote since is written over only while this node's
+// lease on the zone is valid now (the zone came back to it); otherwise
+// the write is errChunkFenced.
+func (p *Players) writeChunk(ctx context.Context, key string, val []byte, zone string, last map[string]uint64) (uint64, error) {
+	r, ok := last[key]
+	if !ok {
+		return p.kv.Put(ctx, key, val)
+	}
+	rev, err := p.kv.Update(ctx, key, val, r)
+	if err == nil || !isWrongSequence(err) {
+		return rev, err
+	}
+	delete(last, key)
+	if p.valid != nil && !p.valid(zone) {
+		return 0, errChunkFenced
+	}
+	return p.kv.Put(ctx, key, val)
 }
 
 // CheckpointChunk's field numbers (proto/ghostwire/v1/directory.proto).
