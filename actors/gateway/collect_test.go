@@ -94,6 +94,7 @@ func TestCollectorExportsEveryStat(t *testing.T) {
 	s.ShardRounds = [3]uint64{11, 22, 33}
 	s.Denied = map[handshake.Reason]uint64{handshake.ReasonServerFull: 44}
 	s.Closed = map[handshake.Reason]uint64{handshake.ReasonTimeout: 55}
+	s.TokenKeys = map[string]uint64{"0a1b2c3d": 66, "4e5f6a7b": 0}
 
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(statsOnly{c: newCollector(nil), s: s})
@@ -140,6 +141,8 @@ func TestCollectorExportsEveryStat(t *testing.T) {
 		"ghostwire_gateway_shard_rounds_total/straight":                            float64(s.ShardRounds[conn.RoundStraight]),
 		"ghostwire_gateway_denied_total/" + handshake.ReasonServerFull.String():    44,
 		"ghostwire_gateway_conns_closed_total/" + handshake.ReasonTimeout.String(): 55,
+		"ghostwire_gateway_token_key_grants_total/0a1b2c3d":                        66,
+		"ghostwire_gateway_token_key_grants_total/4e5f6a7b":                        0,
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %v, want %v", key, got[key], want)

@@ -42,8 +42,12 @@ type Config struct {
 	PublicAddr netip.AddrPort
 	// ProtocolID must match the tokens' (default tokenkey.DefaultProtocolID).
 	ProtocolID uint64
-	// Key is the connect-token key (actors/tokenkey). Required.
+	// Key is the connect-token key (actors/tokenkey): tokens are opened
+	// under it and redirect tokens sealed with it. Required.
 	Key tokenkey.Key
+	// OtherKeys are opened tokens under too, during a key rotation
+	// (handshake.ServerConfig.OtherKeys): at most tokenkey.MaxKeys-1.
+	OtherKeys []tokenkey.Key
 
 	// MaxConns caps connections, pending handshakes included; beyond it new
 	// clients are refused with Denied(ServerFull). Default 10000.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/conn"
 	"github.com/ghostwire/ghostwire/actors/msg"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/actors/udp"
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
@@ -34,6 +35,7 @@ type Gateway struct {
 	st     *counters
 	cc     *conn.Counters
 	public netip.AddrPort
+	keyIDs []string // the token keys' fingerprints: Config.Key's, then OtherKeys'
 
 	free    chan *batch
 	readWG  sync.WaitGroup
@@ -105,7 +107,7 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 		}
 	}
 	hs := cfg.Handshake
-	hs.Addr, hs.ProtocolID = public, cfg.ProtocolID
+	hs.Addr, hs.ProtocolID, hs.OtherKeys = public, cfg.ProtocolID, cfg.OtherKeys
 	start := cfg.Wall()
 	srv, err := handshake.NewServer(hs, cfg.Key, start, cfg.Rand)
 	if err != nil {
@@ -121,6 +123,9 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 		cfg: cfg, sys: sys, sock: sock, st: new(counters), cc: new(conn.Counters), public: public,
 		free: make(chan *batch, cfg.ReadQueue), closing: make(chan struct{}), drained: make(chan struct{}),
 		start: start, log: log,
+	}
+	for _, k := range append([]tokenkey.Key{cfg.Key}, cfg.OtherKeys...) {
+		g.keyIDs = append(g.keyIDs, tokenkey.Fingerprint(k))
 	}
 	g.w = newWriter(sock, cfg.WriteQueue, cfg.WriteBatch)
 	for range cfg.ReadQueue {
@@ -283,7 +288,7 @@ func (g *Gateway) Stats() Stats {
 		SpawnFailed: c.spawnFailed.Load(),
 		Conns:       c.conns.Load(), Pending: c.pending.Load(), Verified: c.verified.Load(),
 		Moved: c.moved.Load(), Superseded: c.superseded.Load(), Redirects: c.redirects.Load(),
-		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{},
+		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{}, TokenKeys: make(map[string]uint64, len(g.keyIDs)),
 		AuthFailed: g.cc.AuthFailed.Load(), Replayed: g.cc.Replayed.Load(), WrongConn: g.cc.WrongConn.Load(),
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),
 		ConnUnexpected: g.cc.Unexpected.Load(), ProtocolErrors: g.cc.ProtocolErrors.Load(),
@@ -295,6 +300,9 @@ func (g *Gateway) Stats() Stats {
 		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(), ReadWaits: g.sock.ReadWaits(),
 	}
 	s.ShardRounds = g.pool.Rounds()
+	for i, id := range g.keyIDs {
+		s.TokenKeys[id] = c.grantedByKey[i].Load()
+	}
 	for r := range c.denied {
 		if n := c.denied[r].Load(); n > 0 {
 			s.Denied[handshake.Reason(r)] = n

@@ -18,6 +18,7 @@ type collector struct {
 	packets, rtt                                                         *prometheus.Desc
 	syscalls, waits                                                      *prometheus.Desc
 	rounds                                                               *prometheus.Desc
+	tokenKeys                                                            *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -47,13 +48,15 @@ func newCollector(g *Gateway) *collector {
 			"Times the reader found the socket empty and waited for the poller (a wake-up each); batch_syscalls_total{call=\"recvmmsg\"} ÷ this is the batches a wake-up read.", nil, nil),
 		rounds: prometheus.NewDesc("ghostwire_gateway_shard_rounds_total",
 			"Rounds of the connection shards by what started them: posted (a post woke the shard), timer (its deadline timer fired), straight (no wait); all but straight are wake-ups.", []string{"cause"}, nil),
+		tokenKeys: prometheus.NewDesc("ghostwire_gateway_token_key_grants_total",
+			"Sessions granted, by the token key that opened the client's token (its fingerprint, as zoned's ready line names it); during a key rotation, the old key may go once its count stops rising.", []string{"key"}, nil),
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits, c.rounds} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits, c.rounds, c.tokenKeys} {
 		ch <- d
 	}
 }
@@ -101,6 +104,9 @@ func (c *collector) collectStats(ch chan<- prometheus.Metric, s Stats) {
 	}
 	for r, v := range s.Closed {
 		counter(c.closed, v, r.String())
+	}
+	for id, v := range s.TokenKeys {
+		counter(c.tokenKeys, v, id)
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")

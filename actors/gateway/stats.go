@@ -23,6 +23,7 @@ type counters struct {
 	handshakes           atomic.Uint64
 	handshakeReplies     atomic.Uint64
 	granted              atomic.Uint64
+	grantedByKey         [handshake.MaxTokenKeys]atomic.Uint64 // by handshake.Grant.Key
 	spawnFailed          atomic.Uint64
 	denied               [256]atomic.Uint64 // by handshake.Reason
 	handshakeDropped     atomic.Uint64      // refused without a reply (malformed, wrong magic)
@@ -66,9 +67,12 @@ type Stats struct {
 	// datagram itself is counted in UnknownConn).
 	NoConnSuppressed uint64
 	Granted          uint64
-	Denied           map[handshake.Reason]uint64 // Denied replies by reason (ServerFull, TokenExpired, TokenUsed, ...)
-	HandshakeDrop    uint64                      // handshake packets dropped without reply (malformed, not ours)
-	SpawnFailed      uint64
+	// TokenKeys splits Granted by the token key that opened the token,
+	// named by its tokenkey.Fingerprint: every configured key, 0 or not.
+	TokenKeys     map[string]uint64
+	Denied        map[handshake.Reason]uint64 // Denied replies by reason (ServerFull, TokenExpired, TokenUsed, ...)
+	HandshakeDrop uint64                      // handshake packets dropped without reply (malformed, not ours)
+	SpawnFailed   uint64
 
 	Conns    int64 // connections open (pending ones included)
 	Pending  int64 // of which not yet verified

@@ -267,7 +267,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	ok = true
 	log.Info("zoned ready", "node", n.node, "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
 		"owned", strings.Join(gm.zones.IDs(), ","), "world_zones", wm.Len(),
-		"http", n.HTTPAddr(), "nats", nl.safeURL(), "token_key", string(gm.src), "data", cfg.DataDir)
+		"http", n.HTTPAddr(), "nats", nl.safeURL(), "token_key", string(gm.src), "token_keys", strings.Join(gm.keys.Fingerprints(), ","), "data", cfg.DataDir)
 	return n, nil
 }
 
@@ -358,7 +358,7 @@ func (n *Node) UDPAddr() netip.AddrPort { return n.game.gw.Addr() }
 func (n *Node) PublicAddr() netip.AddrPort { return n.game.gw.PublicAddr() }
 
 // TokenKey is the connect-token key the gateway opens tokens with.
-func (n *Node) TokenKey() [32]byte { return n.game.key }
+func (n *Node) TokenKey() [32]byte { return n.game.keys.Mint() }
 
 // Gateway exposes the gateway (stats, tests).
 func (n *Node) Gateway() *gateway.Gateway { return n.game.gw }

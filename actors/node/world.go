@@ -28,7 +28,7 @@ type game struct {
 	sys     *actor.ActorSystem
 	zones   *zone.World
 	gw      *gateway.Gateway
-	key     tokenkey.Key
+	keys    tokenkey.Keys // the first mints redirect tokens; a token sealed under any is accepted
 	src     tokenkey.Source
 	classes *ghost.Registry
 	now     func() time.Duration
@@ -51,7 +51,7 @@ func loadWorld(cfg Config) (*world.World, error) {
 // beforeGateway (the cluster bridge puts its proxies under the other
 // zones' names there), then opens the gateway.
 func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string, reg prometheus.Registerer, getenv func(string) string, log *slog.Logger, placed func(uint64, string, uint64, bool, *handoff.Checkpoint), restored func(uint64, string, uint64, uint64, *handoff.Checkpoint, func(bool)), checkpoint func(string, []handoff.Checkpoint, bool), chunk func(string, int, []handoff.Checkpoint), resume func(uint64, func(*actor.PID, *handoff.Checkpoint)), beforeGateway func(*game) error) (*game, error) {
-	key, src, err := resolveKey(cfg, getenv, log)
+	keys, src, err := resolveKeys(cfg, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	if err := classes.Register(player, npc); err != nil {
 		return nil, err
 	}
-	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), key: key, src: src, classes: classes}
+	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), keys: keys, src: src, classes: classes}
 	mono := time.Now().Add(-cfg.clockOffset)
 	now := func() time.Duration { return time.Since(mono) }
 	g.now, g.origin = now, mono
@@ -102,7 +102,7 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	}
 	gc := gateway.DefaultConfig()
 	gc.Listen = cfg.UDPAddr
-	gc.Key = key
+	gc.Key, gc.OtherKeys = keys.Mint(), keys[1:]
 	gc.MaxConns = cfg.MaxConns
 	gc.Conn.Registry = classes
 	gc.Conn.Resume = resume
@@ -129,10 +129,10 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	return g, nil
 }
 
-// resolveKey finds the connect-token key: --key-file, then
+// resolveKeys finds the connect-token keys: --key-file, then
 // GHOSTWIRE_TOKEN_KEY, then the dev key in the data dir, generated on first
 // start so local clients and bots can mint tokens with it.
-func resolveKey(cfg Config, getenv func(string) string, log *slog.Logger) (tokenkey.Key, tokenkey.Source, error) {
+func resolveKeys(cfg Config, getenv func(string) string, log *slog.Logger) (tokenkey.Keys, tokenkey.Source, error) {
 	if cfg.KeyFile == "" && getenv(tokenkey.EnvVar) == "" {
 		k, created, err := tokenkey.EnsureDev(cfg.DataDir, rand.Reader)
 		if err != nil {
@@ -143,7 +143,7 @@ func resolveKey(cfg Config, getenv func(string) string, log *slog.Logger) (token
 		}
 		return k, tokenkey.SourceDev, nil
 	}
-	k, src, err := tokenkey.Resolve(cfg.KeyFile, getenv, cfg.DataDir)
+	k, src, err := tokenkey.ResolveKeys(cfg.KeyFile, getenv, cfg.DataDir)
 	if err != nil {
 		return k, src, fmt.Errorf("token key: %w", err)
 	}

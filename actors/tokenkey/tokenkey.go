@@ -2,6 +2,7 @@ package tokenkey
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"unicode"
 
 	"github.com/ghostwire/ghostwire/replication/handshake"
 )
@@ -54,40 +57,99 @@ func Encode(k Key) []byte {
 	return append(out, '\n')
 }
 
-// Parse decodes the file (or environment) form of a key.
-func Parse(b []byte) (Key, error) {
-	var digits []byte
+// MaxKeys bounds the keys one file or variable holds: a server opens a
+// token under each in turn (handshake.MaxTokenKeys).
+const MaxKeys = handshake.MaxTokenKeys
+
+// Keys are the keys of one file or variable, in order: the first mints
+// tokens (a backend's, and a zone server's redirect tokens), and a server
+// opens tokens sealed under any of them. More than one is a key rotation in
+// progress (docs/operations.md, Rotating the token key). Never empty.
+type Keys []Key
+
+// Mint is the key tokens are sealed with: the first.
+func (ks Keys) Mint() Key { return ks[0] }
+
+// Fingerprint names a key without revealing it: the first 4 bytes of its
+// SHA-256, in hex. Logs and metrics name keys by it, so an operator can
+// tell which key a server mints with and which ones clients still use.
+func Fingerprint(k Key) string {
+	h := sha256.Sum256(k[:])
+	return hex.EncodeToString(h[:4])
+}
+
+// Fingerprints lists the keys' fingerprints in order.
+func (ks Keys) Fingerprints() []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = Fingerprint(k)
+	}
+	return out
+}
+
+// ParseKeys decodes the file (or environment) form of one or more keys:
+// each 64 hex digits, separated by newlines, commas or spaces; blank lines
+// and lines starting with '#' are ignored. At most MaxKeys, none twice.
+func ParseKeys(b []byte) (Keys, error) {
+	var ks Keys
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		if digits != nil {
-			return Key{}, fmt.Errorf("%w: more than one key line", ErrFormat)
+		for _, digits := range bytes.FieldsFunc(line, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+			if len(ks) == MaxKeys {
+				return nil, fmt.Errorf("%w: more than %d keys", ErrFormat, MaxKeys)
+			}
+			var k Key
+			if len(digits) != 2*len(k) {
+				return nil, fmt.Errorf("%w: key %d has %d characters", ErrFormat, len(ks)+1, len(digits))
+			}
+			if _, err := hex.Decode(k[:], digits); err != nil {
+				return nil, fmt.Errorf("%w: key %d: %v", ErrFormat, len(ks)+1, err)
+			}
+			if i := slices.Index(ks, k); i >= 0 {
+				return nil, fmt.Errorf("%w: key %d is key %d again", ErrFormat, len(ks)+1, i+1)
+			}
+			ks = append(ks, k)
 		}
-		digits = line
 	}
-	var k Key
-	if len(digits) != 2*len(k) {
-		return Key{}, fmt.Errorf("%w: got %d characters", ErrFormat, len(digits))
+	if len(ks) == 0 {
+		return nil, fmt.Errorf("%w: no key", ErrFormat)
 	}
-	if _, err := hex.Decode(k[:], digits); err != nil {
-		return Key{}, fmt.Errorf("%w: %v", ErrFormat, err)
-	}
-	return k, nil
+	return ks, nil
 }
 
-// Load reads the key file at path.
-func Load(path string) (Key, error) {
+// Parse decodes the file (or environment) form of a key: the mint key
+// (the first) when it lists several (ParseKeys).
+func Parse(b []byte) (Key, error) {
+	ks, err := ParseKeys(b)
+	if err != nil {
+		return Key{}, err
+	}
+	return ks.Mint(), nil
+}
+
+// LoadKeys reads the key file at path: every key in it.
+func LoadKeys(path string) (Keys, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Key{}, fmt.Errorf("tokenkey: %w", err)
+		return nil, fmt.Errorf("tokenkey: %w", err)
 	}
-	k, err := Parse(b)
+	ks, err := ParseKeys(b)
 	if err != nil {
-		return Key{}, fmt.Errorf("tokenkey: %s: %w", path, err)
+		return nil, fmt.Errorf("tokenkey: %s: %w", path, err)
 	}
-	return k, nil
+	return ks, nil
+}
+
+// Load reads the key file at path: its mint key.
+func Load(path string) (Key, error) {
+	ks, err := LoadKeys(path)
+	if err != nil {
+		return Key{}, err
+	}
+	return ks.Mint(), nil
 }
 
 // Write stores k at path with mode 0600, creating the parent directory
@@ -134,29 +196,30 @@ func Write(path string, k Key, overwrite bool) error {
 	return nil
 }
 
-// EnsureDev returns the dev key of dataDir, generating and storing it first
-// if the directory has none (zoned does this on start). created reports that
-// a new key was written.
-func EnsureDev(dataDir string, rand io.Reader) (k Key, created bool, err error) {
+// EnsureDev returns the dev keys of dataDir, generating and storing a key
+// first if the directory has none (zoned does this on start). created
+// reports that a new key was written.
+func EnsureDev(dataDir string, rand io.Reader) (ks Keys, created bool, err error) {
 	path := DevPath(dataDir)
-	k, err = Load(path)
+	ks, err = LoadKeys(path)
 	if err == nil {
-		return k, false, nil
+		return ks, false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return Key{}, false, err
+		return nil, false, err
 	}
-	if k, err = Generate(rand); err != nil {
-		return Key{}, false, err
+	k, err := Generate(rand)
+	if err != nil {
+		return nil, false, err
 	}
 	if err := Write(path, k, false); err != nil {
 		if errors.Is(err, fs.ErrExist) { // another process won the race: use its key
-			k, err = Load(path)
-			return k, false, err
+			ks, err = LoadKeys(path)
+			return ks, false, err
 		}
-		return Key{}, false, err
+		return nil, false, err
 	}
-	return k, true, nil
+	return Keys{k}, true, nil
 }
 
 // Source says where Resolve found the key.
@@ -168,28 +231,37 @@ const (
 	SourceDev  Source = "dev key"
 )
 
-// Resolve finds the key: the file at path if path is set, else the
+// ResolveKeys finds the keys: the file at path if path is set, else the
 // environment variable (read through getenv, os.Getenv in production), else
-// the dev key in dataDir if dataDir is set and holds one. It never creates a
-// key.
-func Resolve(path string, getenv func(string) string, dataDir string) (Key, Source, error) {
+// the dev key file in dataDir if dataDir is set and holds one. It never
+// creates a key.
+func ResolveKeys(path string, getenv func(string) string, dataDir string) (Keys, Source, error) {
 	if path != "" {
-		k, err := Load(path)
-		return k, SourceFile, err
+		ks, err := LoadKeys(path)
+		return ks, SourceFile, err
 	}
 	if v := getenv(EnvVar); v != "" {
-		k, err := Parse([]byte(v))
+		ks, err := ParseKeys([]byte(v))
 		if err != nil {
-			return Key{}, SourceEnv, fmt.Errorf("tokenkey: %s: %w", EnvVar, err)
+			return nil, SourceEnv, fmt.Errorf("tokenkey: %s: %w", EnvVar, err)
 		}
-		return k, SourceEnv, nil
+		return ks, SourceEnv, nil
 	}
 	if dataDir != "" {
-		k, err := Load(DevPath(dataDir))
+		ks, err := LoadKeys(DevPath(dataDir))
 		if errors.Is(err, fs.ErrNotExist) {
-			return Key{}, "", fmt.Errorf("%w (looked in %s)", ErrNoKey, DevPath(dataDir))
+			return nil, "", fmt.Errorf("%w (looked in %s)", ErrNoKey, DevPath(dataDir))
 		}
-		return k, SourceDev, err
+		return ks, SourceDev, err
 	}
-	return Key{}, "", ErrNoKey
+	return nil, "", ErrNoKey
+}
+
+// Resolve is ResolveKeys for a token backend: the mint key.
+func Resolve(path string, getenv func(string) string, dataDir string) (Key, Source, error) {
+	ks, src, err := ResolveKeys(path, getenv, dataDir)
+	if err != nil {
+		return Key{}, src, err
+	}
+	return ks.Mint(), src, nil
 }

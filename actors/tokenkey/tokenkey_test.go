@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,13 +34,52 @@ func TestParseRejects(t *testing.T) {
 		{"short", good[:62]},
 		{"long", good + "00"},
 		{"not hex", "zz" + good[2:]},
-		{"two keys", good + "\n" + good},
+		{"the same key twice", good + "\n" + good},
+		{"the same key twice, comma", good + "," + good},
+		{"one of two short", good + "\n" + good[:62]},
+		{"only comments", "# a key file\n\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Parse([]byte(tc.in)); !errors.Is(err, ErrFormat) {
 				t.Fatalf("Parse(%q) err = %v, want ErrFormat", tc.in, err)
 			}
 		})
+	}
+}
+
+// A key file or variable may list a rotation's keys: one per line, or
+// separated by commas or spaces (a Kubernetes secret's variable). The
+// first is the one tokens are minted with; the order is kept.
+func TestParseKeysKeepsARotationsOrder(t *testing.T) {
+	a, b, c := Key{1}, Key{2}, Key{3}
+	hexOf := func(k Key) string { return strings.TrimSpace(string(Encode(k))) }
+	for _, in := range []string{
+		"# rotation: b mints, a and c still open\n" + hexOf(b) + "\n\n" + hexOf(a) + "\n  " + hexOf(c) + "\n",
+		hexOf(b) + "," + hexOf(a) + ", " + hexOf(c),
+		hexOf(b) + " " + hexOf(a) + "\t" + hexOf(c),
+	} {
+		ks, err := ParseKeys([]byte(in))
+		if err != nil || !slices.Equal(ks, Keys{b, a, c}) {
+			t.Fatalf("ParseKeys(%q) = %x, %v; want b, a, c", in, ks, err)
+		}
+		if k, err := Parse([]byte(in)); err != nil || k != b {
+			t.Fatalf("Parse(%q) = %x, %v; want the mint key b", in, k[:1], err)
+		}
+	}
+	four := hexOf(a) + " " + hexOf(b) + " " + hexOf(c) + " " + hexOf(Key{4})
+	if ks, err := ParseKeys([]byte(four)); err != nil || len(ks) != MaxKeys {
+		t.Fatalf("%d keys: %d, %v", MaxKeys, len(ks), err)
+	}
+	if _, err := ParseKeys([]byte(four + " " + hexOf(Key{5}))); !errors.Is(err, ErrFormat) {
+		t.Fatalf("%d keys: err %v, want ErrFormat", MaxKeys+1, err)
+	}
+	// A fingerprint names a key without revealing it, the same every time.
+	fa, fb := Fingerprint(a), Fingerprint(b)
+	if len(fa) != 8 || fa == fb || fa != Fingerprint(Key{1}) || strings.Contains(hexOf(a), fa) {
+		t.Fatalf("fingerprints %q %q", fa, fb)
+	}
+	if got := (Keys{b, a}).Fingerprints(); !slices.Equal(got, []string{fb, fa}) {
+		t.Fatalf("Fingerprints = %v", got)
 	}
 }
 
@@ -81,8 +121,8 @@ func TestEnsureDevCreatesOnceThenLoads(t *testing.T) {
 		t.Fatalf("first EnsureDev: created=%v err=%v", created, err)
 	}
 	k2, created, err := EnsureDev(dir, rand.Reader)
-	if err != nil || created || k2 != k1 {
-		t.Fatalf("second EnsureDev: created=%v err=%v same=%v", created, err, k2 == k1)
+	if err != nil || created || !slices.Equal(k2, k1) || len(k1) != 1 {
+		t.Fatalf("second EnsureDev: created=%v err=%v keys %d, same=%v", created, err, len(k1), slices.Equal(k2, k1))
 	}
 	if _, _, err := EnsureDev(dir, bytes.NewReader(nil)); err != nil {
 		t.Fatalf("existing key must load without randomness: %v", err)
@@ -91,10 +131,11 @@ func TestEnsureDevCreatesOnceThenLoads(t *testing.T) {
 
 func TestResolveOrder(t *testing.T) {
 	dir := t.TempDir()
-	dev, _, err := EnsureDev(dir, rand.Reader)
+	devKeys, _, err := EnsureDev(dir, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dev := devKeys.Mint()
 	fileKey := Key{1}
 	file := filepath.Join(t.TempDir(), "k")
 	if err := Write(file, fileKey, false); err != nil {

@@ -97,7 +97,14 @@ const keygenHead = `zonectl keygen — generate a connect-token key.
 The key is 32 random bytes written as 64 hex digits: the format zoned
 (--key-file), zonectl token (--key) and GHOSTWIRE_TOKEN_KEY all read. Every
 zone server and every token backend of one deployment shares it; keep it
-secret (a Kubernetes secret, mode 0600 files).
+secret (a Kubernetes secret, mode 0600 files). Standard error names the
+key by its fingerprint (the first 4 bytes of its SHA-256), as zoned's
+ready line (token_keys) and the ghostwire_gateway_token_key_grants_total
+metric do.
+
+To rotate keys without refusing clients, a key file lists up to 4 keys,
+one a line: the first mints tokens, each opens them (docs/operations.md,
+Rotating the token key). 'zonectl keygen >> FILE' appends a new one.
 
 Usage: zonectl keygen [--out FILE] [--force]
 
@@ -116,13 +123,16 @@ func runKeygen(e env, args []string) error {
 		return err
 	}
 	if *out == "" {
-		_, err := e.stdout.Write(tokenkey.Encode(k))
-		return err
+		if _, err := e.stdout.Write(tokenkey.Encode(k)); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "key %s\n", tokenkey.Fingerprint(k))
+		return nil
 	}
 	if err := tokenkey.Write(*out, k, *force); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "wrote %s\n", *out)
+	fmt.Fprintf(e.stderr, "wrote %s: key %s\n", *out, tokenkey.Fingerprint(k))
 	return nil
 }
 
@@ -134,7 +144,8 @@ the player id, the servers it may connect to, its expiry and the session keys
 channel: whoever holds it can connect as the player until it expires.
 
 The key comes from --key, else GHOSTWIRE_TOKEN_KEY, else the dev key that
-zoned created in --data (DATA/token.key).
+zoned created in --data (DATA/token.key); of a rotation's several keys,
+the first.
 
 Usage: zonectl token --player ID [flags]
 

@@ -40,8 +40,14 @@ func TestKeygenWritesLoadableKey(t *testing.T) {
 	if r := runWith(t, noEnv, time.Now(), "keygen", "--out", path); r.code != 0 {
 		t.Fatalf("keygen: %+v", r)
 	}
-	if _, err := tokenkey.Load(path); err != nil {
+	k, err := tokenkey.Load(path)
+	if err != nil {
 		t.Fatal(err)
+	}
+	r := runWith(t, noEnv, time.Now(), "keygen", "--out", path, "--force")
+	k2, err := tokenkey.Load(path)
+	if r.code != 0 || err != nil || k2 == k || r.stderr != "wrote "+path+": key "+tokenkey.Fingerprint(k2)+"\n" {
+		t.Fatalf("keygen --force: %+v, %v", r, err)
 	}
 	if r := runWith(t, noEnv, time.Now(), "keygen", "--out", path); r.code != 1 || !strings.Contains(r.stderr, "exists") {
 		t.Fatalf("keygen over an existing file must fail: %+v", r)
@@ -49,8 +55,9 @@ func TestKeygenWritesLoadableKey(t *testing.T) {
 	if r := runWith(t, noEnv, time.Now(), "keygen", "--out", path, "--force"); r.code != 0 {
 		t.Fatalf("keygen --force: %+v", r)
 	}
-	r := runWith(t, noEnv, time.Now(), "keygen")
-	if _, err := tokenkey.Parse([]byte(r.stdout)); r.code != 0 || err != nil {
+	r = runWith(t, noEnv, time.Now(), "keygen")
+	k3, err := tokenkey.Parse([]byte(r.stdout))
+	if r.code != 0 || err != nil || r.stderr != "key "+tokenkey.Fingerprint(k3)+"\n" {
 		t.Fatalf("keygen to stdout: %+v, %v", r, err)
 	}
 }
@@ -95,10 +102,11 @@ func TestTokenOpensWithClaims(t *testing.T) {
 
 func TestTokenKeySources(t *testing.T) {
 	dataDir := t.TempDir()
-	devKey, _, err := tokenkey.EnsureDev(dataDir, rand.Reader)
+	devKeys, _, err := tokenkey.EnsureDev(dataDir, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	devKey := devKeys.Mint()
 	envKey := tokenkey.Key{5}
 	server := netip.MustParseAddrPort("127.0.0.1:7777")
 	now := time.Now()

@@ -152,7 +152,7 @@ func parseConfig(args []string, stdout, stderr io.Writer, getenv func(string) st
 	zones := fs.String("zones", def.Zones, "zones this node owns: comma-separated zone `IDS`, or auto = claim unowned zones up to a fair share of the live nodes (and take over zones whose owner died)")
 	leaseTTL := fs.Duration("lease-ttl", def.LeaseTTL.D(), "zone lease lifetime without renewal (renewed every sixth of it): how soon other nodes take over a dead node's zones")
 	kvReplicas := fs.Int("kv-replicas", def.KVReplicas, "`N` servers of the NATS cluster keep each KV bucket (zone leases, player and node records): 1 for the embedded server, 3 for a three-server NATS cluster (losing one server then loses nothing)")
-	keyFile := fs.String("key-file", "", "connect-token key `FILE` (64 hex digits); when empty, GHOSTWIRE_TOKEN_KEY (64 hex digits) is used if set, else the dev key DATA/token.key, generated on first start")
+	keyFile := fs.String("key-file", "", "connect-token key `FILE`: 64 hex digits, or up to 4 keys (one a line) during a key rotation, the first minting redirect tokens and each opening clients' tokens; when empty, GHOSTWIRE_TOKEN_KEY (the same, keys separated by commas) is used if set, else the dev key DATA/token.key, generated on first start")
 	maxConns := fs.Int("max-conns", def.MaxConns, "maximum connected clients; more are refused with reason \"server full\"")
 	shutdown := fs.Duration("shutdown-timeout", def.ShutdownTimeout.D(), "how long graceful shutdown may take")
 	devGame := fs.Bool("dev-game", def.DevGame, "dev world events: echo lane-0 events to their sender (botswarm needs it) and teleport on lane-1 events; turn off in production (--dev-game=false)")

@@ -121,6 +121,28 @@ func BenchmarkHandshake(b *testing.B) {
 			}
 		}
 	})
+	b.Run("bad-token-4-keys", func(b *testing.B) { // the same under a rotation's 4 keys: 4 opens
+		cfg := DefaultServerConfig()
+		cfg.ProtocolID, cfg.Addr, cfg.GuardCapacity = testProtocol, testServer, 1024
+		for i := range MaxTokenKeys - 1 {
+			k := testKey
+			k[0] ^= byte(i + 1)
+			cfg.OtherKeys = append(cfg.OtherKeys, k)
+		}
+		srv, err := NewServer(cfg, testKey, testStart, detRand(1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := reqFor2(b, issue(b, testParams(), testStart.Add(time.Second), 1))
+		req[reqWire+TokenHeaderSize+10] ^= 1
+		var out [MaxPacketSize]byte
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, _, _ := srv.Handle(out[:0], req, testClient, now, LoadNormal); len(r) != DeniedSize {
+				b.Fatal(len(r))
+			}
+		}
+	})
 	b.Run("grant", func(b *testing.B) { // LoadNormal: token open, KDF, Accepted tag, guard insert
 		const n = 4096
 		reqs := make([][]byte, n)

@@ -48,6 +48,12 @@ const (
 	DefaultCookieRotation = 30 * time.Second
 	MinCookieRotation     = time.Second
 	MaxCookieRotation     = 10 * time.Minute
+
+	// MaxTokenKeys bounds the token keys a server accepts at once: its own
+	// and those of a rotation in progress (ServerConfig.OtherKeys). A
+	// request whose token opens under none costs one AEAD open per key, so
+	// the bound is the cost of a bad token.
+	MaxTokenKeys = 4
 )
 
 // ServerConfig configures the server side of the handshake.
@@ -67,6 +73,12 @@ type ServerConfig struct {
 	// slot (measured), allocated up front: 4 MiB at the default.
 	// [MinGuardCapacity, MaxGuardCapacity], default 16384.
 	GuardCapacity int
+	// OtherKeys are token keys accepted besides the server's own during a
+	// key rotation (docs/operations.md, Rotating the token key): a token
+	// is opened under the own key first, then under each of these in
+	// order. At most MaxTokenKeys-1, none equal to another or to the own
+	// key. Empty outside a rotation.
+	OtherKeys [][KeySize]byte
 }
 
 // DefaultServerConfig returns the defaults; Addr (and usually ProtocolID) must
@@ -84,6 +96,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("%w: CookieRotation %v outside [%v, %v]", ErrConfig, c.CookieRotation, MinCookieRotation, MaxCookieRotation)
 	case c.GuardCapacity < MinGuardCapacity || c.GuardCapacity > MaxGuardCapacity:
 		return fmt.Errorf("%w: GuardCapacity %d outside [%d, %d]", ErrConfig, c.GuardCapacity, MinGuardCapacity, MaxGuardCapacity)
+	case len(c.OtherKeys) > MaxTokenKeys-1:
+		return fmt.Errorf("%w: %d other token keys, at most %d", ErrConfig, len(c.OtherKeys), MaxTokenKeys-1)
 	}
 	return nil
 }
@@ -97,7 +111,11 @@ type ServerStats struct {
 	BadCookies uint64 // challenge responses whose cookie did not verify (answered with a fresh Challenge)
 	Granted    uint64 // sessions granted
 	Retries    uint64 // requests for a pending session from its own address: same Accepted again
-	Denied     [numReasons]uint64
+	// GrantedByKey splits Granted by the key that opened the token: [0]
+	// the server's own, [i] ServerConfig.OtherKeys[i-1]. A rotation's old
+	// key may go once its count stops rising.
+	GrantedByKey [MaxTokenKeys]uint64
+	Denied       [numReasons]uint64
 }
 
 // Grant is a session the server granted: the gateway allocates the connection
@@ -108,7 +126,10 @@ type Grant struct {
 	Addr   netip.AddrPort // the client's source address (not yet proven under LoadNormal)
 	Claims Claims         // player id, user data, timeout, token id and expiry
 	Keys   SessionKeys
-	taken  bool
+	// Key is the token key that opened the token: 0 the server's own, i
+	// ServerConfig.OtherKeys[i-1].
+	Key   int
+	taken bool
 }
 
 // Session returns the server end of the granted session, in StatePending until
@@ -138,7 +159,7 @@ func (g *Grant) Session() (*Session, error) {
 type Server struct {
 	cfg   ServerConfig
 	addr  netip.AddrPort
-	token cipher.AEAD
+	token []cipher.AEAD // the own key's first, then OtherKeys'
 	rand  io.Reader
 	start int64
 	now   time.Time
@@ -156,9 +177,19 @@ func NewServer(cfg ServerConfig, key [KeySize]byte, start time.Time, rand io.Rea
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	aead, err := chacha20poly1305.NewX(key[:])
-	if err != nil {
-		return nil, err
+	keys := append([][KeySize]byte{key}, cfg.OtherKeys...)
+	tokens := make([]cipher.AEAD, 0, len(keys))
+	for i, k := range keys {
+		for j := range i {
+			if k == keys[j] {
+				return nil, fmt.Errorf("%w: token key %d is key %d again", ErrConfig, i, j)
+			}
+		}
+		aead, err := chacha20poly1305.NewX(k[:])
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, aead)
 	}
 	g, err := NewReplayGuard(cfg.GuardCapacity)
 	if err != nil {
@@ -167,7 +198,7 @@ func NewServer(cfg ServerConfig, key [KeySize]byte, start time.Time, rand io.Rea
 	s := &Server{
 		cfg:   cfg,
 		addr:  canonAddr(cfg.Addr),
-		token: aead,
+		token: tokens,
 		rand:  rand,
 		start: start.Unix(),
 		now:   start.Round(0),
@@ -289,7 +320,13 @@ func (s *Server) Handle(dst, pkt []byte, src netip.AddrPort, now time.Time, load
 	}
 
 	c := Claims{TokenHeader: *h}
-	if err := openPrivate(s.token, req.Wire, s.plain[:0], &c); err != nil {
+	key := 0
+	for ; key < len(s.token); key++ {
+		if err = openPrivate(s.token[key], req.Wire, s.plain[:0], &c); err != ErrBadToken {
+			break // opened (nil), or opened and malformed: the key is right
+		}
+	}
+	if err != nil {
 		return s.deny(dst, ErrBadToken, &echo)
 	}
 	id, err := s.newConnID()
@@ -302,11 +339,12 @@ func (s *Server) Handle(dst, pkt []byte, src netip.AddrPort, now time.Time, load
 			err = s.guard.Insert(h.ID, entry, now)
 		}
 		if err == nil {
-			g := &Grant{ID: id, Addr: src, Keys: DeriveSessionKeys(&c.ClientToServerKey, &c.ServerToClientKey, s.addr, id)}
+			g := &Grant{ID: id, Addr: src, Keys: DeriveSessionKeys(&c.ClientToServerKey, &c.ServerToClientKey, s.addr, id), Key: key}
 			clear(c.ClientToServerKey[:])
 			clear(c.ServerToClientKey[:])
 			g.Claims = c
 			s.stats.Granted++
+			s.stats.GrantedByKey[key]++
 			return append(dst, entry.Accepted[:]...), g, nil
 		}
 	}

@@ -479,6 +479,7 @@ func TestServerConfigValidate(t *testing.T) {
 		{"rotation too short", func(c *ServerConfig) { c.CookieRotation = time.Millisecond }},
 		{"rotation too long", func(c *ServerConfig) { c.CookieRotation = time.Hour }},
 		{"guard empty", func(c *ServerConfig) { c.GuardCapacity = 0 }},
+		{"too many token keys", func(c *ServerConfig) { c.OtherKeys = make([][KeySize]byte, MaxTokenKeys) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -491,6 +492,62 @@ func TestServerConfigValidate(t *testing.T) {
 				t.Fatalf("NewServer err = %v", err)
 			}
 		})
+	}
+}
+
+// During a key rotation a server opens tokens sealed under its own key or
+// under any of its other keys, says which one opened each, and still
+// refuses a token sealed under a key it does not hold.
+func TestServerAcceptsARotationsKeys(t *testing.T) {
+	now := testStart.Add(time.Second)
+	next, gone := testKey, testKey
+	next[0] ^= 0xff
+	gone[1] ^= 0xff
+	cfg := DefaultServerConfig()
+	cfg.ProtocolID, cfg.Addr, cfg.GuardCapacity = testProtocol, testServer, 1024
+	cfg.OtherKeys = [][KeySize]byte{next}
+	srv, err := NewServer(cfg, testKey, testStart, detRand(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		key  [KeySize]byte
+		want int
+	}{{next, 1}, {testKey, 0}, {next, 1}} {
+		p := testParams()
+		p.PlayerID = uint64(1000 + i)
+		tok, err := IssueToken(tc.key, p, now, detRand(uint64(10+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, ss, g := connect(t, srv, tok, testClient, now, LoadNormal)
+		if g.Key != tc.want || g.Claims.PlayerID != p.PlayerID {
+			t.Fatalf("token %d: opened by key %d for player %d, want key %d, player %d", i, g.Key, g.Claims.PlayerID, tc.want, p.PlayerID)
+		}
+		exchange(t, cs, ss, testClient) // the keys came out of the right token
+		srv.Consume(g.Claims.ID)
+	}
+	tok, err := IssueToken(gone, testParams(), now, detRand(20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, g, err := srv.Handle(nil, reqFor(t, tok), testClient2, now, LoadNormal)
+	if r, _, _ := ParseDenied(reply); !errors.Is(err, ErrBadToken) || g != nil || r != ReasonBadToken {
+		t.Fatalf("a key the server does not hold: err %v, granted %v, reason %v", err, g != nil, r)
+	}
+	st := srv.Stats()
+	if st.Granted != 3 || st.GrantedByKey != [MaxTokenKeys]uint64{1, 2} || st.Denied[ReasonBadToken] != 1 {
+		t.Fatalf("stats: granted %d by key %v, bad tokens %d", st.Granted, st.GrantedByKey, st.Denied[ReasonBadToken])
+	}
+
+	// A key listed twice is an operator's mistake, not a second key.
+	cfg.OtherKeys = [][KeySize]byte{next, testKey}
+	if _, err := NewServer(cfg, testKey, testStart, detRand(1)); !errors.Is(err, ErrConfig) {
+		t.Fatalf("own key listed again: err %v", err)
+	}
+	cfg.OtherKeys = [][KeySize]byte{next, gone, next}
+	if _, err := NewServer(cfg, testKey, testStart, detRand(1)); !errors.Is(err, ErrConfig) {
+		t.Fatalf("other key listed twice: err %v", err)
 	}
 }
 
