@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
 )
@@ -46,6 +48,10 @@ type gatewaySeen struct {
 	// gatewayGoneAfter later: their clients reconnecting meanwhile take
 	// them over live, as they did before the watch.
 	restarted time.Time
+	// left: its record was deleted, not expired — the node stopped
+	// cleanly (a drain), its clients redirected. Its leftover players go
+	// all the same, but that is routine, not a warning.
+	left bool
 }
 
 // watchGateways reads the nodes' records (at most every
@@ -90,12 +96,16 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 			continue
 		}
 		if s.absent.IsZero() {
-			s.absent = now
+			s.absent, s.left = now, deleted(ctx, m.kvNodes, k)
 			continue
 		}
 		if now.Sub(s.absent) >= gatewayGoneAfter {
 			delete(m.gw, k)
-			m.gatewayGone(k, "no heartbeat", m.now())
+			why := "no heartbeat"
+			if s.left {
+				why = "stopped"
+			}
+			m.gatewayGone(k, why, m.now())
 		}
 	}
 }
@@ -114,5 +124,18 @@ func (m *membership) gatewayGone(node, why string, before time.Duration) {
 			m.sys.Root.Send(pid, &zone.GatewayGone{Link: cluster.LinkID(node), Before: before})
 		}
 	}
+	if why == "stopped" {
+		m.log.Info("gateway node left: the zones here take out any player that joined through it", "node", node, "why", why, "zones", len(ids))
+		return
+	}
 	m.log.Warn("gateway node gone: the zones here take out the players that joined through it", "node", node, "why", why, "zones", len(ids))
+}
+
+// deleted tells a record its node deleted (directory.close: a clean
+// stop) from one that expired (the server's MaxAge marker, or nothing
+// left): the key's last entry is a delete. A failed read says expired:
+// the warning is the safe side.
+func deleted(ctx context.Context, kv jetstream.KeyValue, key string) bool {
+	h, err := kv.History(ctx, key)
+	return err == nil && len(h) > 0 && h[len(h)-1].Operation() == jetstream.KeyValueDelete
 }

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,15 +25,23 @@ import (
 // stand-in gateways heartbeat into the nodes bucket as nodes do: gwx stops
 // (a crash), gwy starts again. gwx's player and gwy's player from before
 // its restart leave; the player that joined through gwy after its restart
-// stays.
+// stays. A third, gwz, stops cleanly (it deletes its record, as a drained
+// node does): its player leaves too, and the node says so at info level,
+// where a crash is a warning (a drain warned, found by hand).
 func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
-	nodes := startNodes(t, func(c *Config) { c.NPCs = 0 }, "x0z0,x1z0,x0z1,x1z1")
-	defer stopAll(nodes)
-	n := nodes[0]
+	cfg := testConfig(t)
+	cfg.NodeID, cfg.Zones, cfg.NPCs = "n1", "x0z0,x1z0,x0z1,x1z1", 0
+	logs := &logLines{}
+	n, err := Start(context.Background(), cfg, slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
 	kv := n.nats.kv[BucketNodes]
 	var mu sync.Mutex
-	started := map[string]int64{"gwx": time.Now().Add(-time.Minute).UnixMilli(), "gwy": time.Now().Add(-time.Minute).UnixMilli()}
+	ago := time.Now().Add(-time.Minute).UnixMilli()
+	started := map[string]int64{"gwx": ago, "gwy": ago, "gwz": ago}
 	beat := func(gw string) {
 		mu.Lock()
 		rec := &pb.NodeRecord{Node: gw, StartedUnixMs: started[gw], HeartbeatUnixMs: time.Now().UnixMilli()}
@@ -62,12 +72,14 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 			case <-gwxStop:
 			default:
 				beat("gwx")
+				beat("gwz")
 			}
 		}
 	}()
 	defer func() { close(stop); beats.Wait() }()
 	beat("gwx")
 	beat("gwy")
+	beat("gwz")
 
 	join := func(player uint64, gw string) {
 		pid := &actor.PID{Address: n.game.sys.Address(), Id: cluster.LinkID(gw), RequestId: uint32(player)}
@@ -84,10 +96,17 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	}
 	join(101, "gwx")
 	join(102, "gwy")
-	waitFor(t, 5*time.Second, "both players in x0z0", func() bool { return owned(101) && owned(102) })
-	time.Sleep(gatewayCheckEvery + time.Second) // the watch has seen both gateways
+	join(103, "gwz")
+	waitFor(t, 5*time.Second, "the players in x0z0", func() bool { return owned(101) && owned(102) && owned(103) })
+	time.Sleep(gatewayCheckEvery + time.Second) // the watch has seen the gateways
 
-	close(gwxStop) // gwx crashes: no more heartbeats
+	close(gwxStop) // gwx crashes: no more heartbeats; gwz stops cleanly
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	err = kv.Delete(ctx, "gwz")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	started["gwy"] = time.Now().UnixMilli() // gwy starts again
 	mu.Unlock()
@@ -102,10 +121,55 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 		t.Fatalf("gwy's player from before its restart left %v after it, not after the grace (its client may be reconnecting)", d)
 	}
 	waitFor(t, 3*time.Second+gatewayGoneAfter+2*gatewayCheckEvery+2*time.Second, "the player of the dead gwx to leave", func() bool { return !owned(101) })
+	waitFor(t, 2*time.Second, "the player of the stopped gwz to leave", func() bool { return !owned(103) })
 	if !owned(104) {
 		t.Fatal("the player who joined through gwy after its restart was taken out")
 	}
-	if got := n.Zones().Metrics().GatewayGoneLeaves.Load(); got != 2 {
-		t.Fatalf("gateway_gone_leaves_total %d, want 2", got)
+	if got := n.Zones().Metrics().GatewayGoneLeaves.Load(); got != 3 {
+		t.Fatalf("gateway_gone_leaves_total %d, want 3", got)
 	}
+	for gw, want := range map[string]string{"gwx": "WARN no heartbeat", "gwy": "WARN started again", "gwz": "INFO stopped"} {
+		if got := logs.gone(gw); got != want {
+			t.Errorf("%s: logged %q, want %q", gw, got, want)
+		}
+	}
+}
+
+// logLines keeps the level and "why" of the node's gateway-gone lines.
+type logLines struct {
+	mu   sync.Mutex
+	seen map[string]string // node → "LEVEL why"
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler        { return l }
+func (l *logLines) WithGroup(string) slog.Handler             { return l }
+
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, "gateway node") {
+		return nil
+	}
+	var node, why string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "node":
+			node = a.Value.String()
+		case "why":
+			why = a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]string{}
+	}
+	l.seen[node] = r.Level.String() + " " + why
+	return nil
+}
+
+func (l *logLines) gone(node string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[node]
 }
