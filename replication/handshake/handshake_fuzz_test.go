@@ -16,10 +16,15 @@ import (
 var fuzzNow = testStart.Add(2 * time.Second)
 
 // newFuzzServer is a server with deterministic secrets: two built with the same
-// seed mint the same cookies.
+// seed mint the same cookies. It holds a key rotation's second key too, so
+// every token that does not open tries it: no token is minted under it, so
+// nothing may ever be granted under it.
 func newFuzzServer(tb testing.TB) *Server {
 	cfg := DefaultServerConfig()
 	cfg.ProtocolID, cfg.Addr, cfg.GuardCapacity = testProtocol, testServer, 16
+	other := testKey
+	other[7] ^= 0x5a
+	cfg.OtherKeys = [][KeySize]byte{other}
 	s, err := NewServer(cfg, testKey, testStart, detRand(77))
 	if err != nil {
 		tb.Fatal(err)
@@ -91,8 +96,8 @@ func FuzzConnectRequest(f *testing.F) {
 			t.Fatal("silent drop without an error")
 		}
 		if g != nil {
-			if err != nil || len(out) != AcceptedSize || g.ID.IsZero() {
-				t.Fatalf("grant with err %v, reply %d bytes", err, len(out))
+			if err != nil || len(out) != AcceptedSize || g.ID.IsZero() || g.Key != 0 {
+				t.Fatalf("grant with err %v, reply %d bytes, under key %d", err, len(out), g.Key)
 			}
 		}
 		if r, err := ParseConnectRequest(pkt); err == nil {
