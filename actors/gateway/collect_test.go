@@ -95,6 +95,7 @@ func TestCollectorExportsEveryStat(t *testing.T) {
 	s.Denied = map[handshake.Reason]uint64{handshake.ReasonServerFull: 44}
 	s.Closed = map[handshake.Reason]uint64{handshake.ReasonTimeout: 55}
 	s.TokenKeys = map[string]uint64{"0a1b2c3d": 66, "4e5f6a7b": 0}
+	s.KeysHeld = []string{"4e5f6a7b", "0a1b2c3d"}
 
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(statsOnly{c: newCollector(nil), s: s})
@@ -106,8 +107,11 @@ func TestCollectorExportsEveryStat(t *testing.T) {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			label := ""
-			if l := m.GetLabel(); len(l) > 0 {
-				label = l[0].GetValue()
+			for i, l := range m.GetLabel() {
+				if i > 0 {
+					label += ","
+				}
+				label += l.GetValue()
 			}
 			key := mf.GetName() + "/" + label
 			if _, dup := got[key]; dup {
@@ -142,6 +146,8 @@ func TestCollectorExportsEveryStat(t *testing.T) {
 		"ghostwire_gateway_denied_total/" + handshake.ReasonServerFull.String():    44,
 		"ghostwire_gateway_conns_closed_total/" + handshake.ReasonTimeout.String(): 55,
 		"ghostwire_gateway_token_key_grants_total/0a1b2c3d":                        66,
+		"ghostwire_gateway_token_keys/4e5f6a7b,mint":                               1,
+		"ghostwire_gateway_token_keys/0a1b2c3d,open":                               1,
 		"ghostwire_gateway_token_key_grants_total/4e5f6a7b":                        0,
 	} {
 		if got[key] != want {

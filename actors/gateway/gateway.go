@@ -35,7 +35,6 @@ type Gateway struct {
 	st     *counters
 	cc     *conn.Counters
 	public netip.AddrPort
-	keyIDs []string // the token keys' fingerprints: Config.Key's, then OtherKeys'
 
 	free    chan *batch
 	readWG  sync.WaitGroup
@@ -124,9 +123,7 @@ func New(ctx context.Context, sys *actor.ActorSystem, cfg Config) (*Gateway, err
 		free: make(chan *batch, cfg.ReadQueue), closing: make(chan struct{}), drained: make(chan struct{}),
 		start: start, log: log,
 	}
-	for _, k := range append([]tokenkey.Key{cfg.Key}, cfg.OtherKeys...) {
-		g.keyIDs = append(g.keyIDs, tokenkey.Fingerprint(k))
-	}
+	g.st.keys.hold(append([]tokenkey.Key{cfg.Key}, cfg.OtherKeys...))
 	g.w = newWriter(sock, cfg.WriteQueue, cfg.WriteBatch)
 	for range cfg.ReadQueue {
 		g.free <- newBatch(cfg.ReadBatch, g.free)
@@ -288,7 +285,7 @@ func (g *Gateway) Stats() Stats {
 		SpawnFailed: c.spawnFailed.Load(),
 		Conns:       c.conns.Load(), Pending: c.pending.Load(), Verified: c.verified.Load(),
 		Moved: c.moved.Load(), Superseded: c.superseded.Load(), Redirects: c.redirects.Load(),
-		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{}, TokenKeys: make(map[string]uint64, len(g.keyIDs)),
+		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{},
 		AuthFailed: g.cc.AuthFailed.Load(), Replayed: g.cc.Replayed.Load(), WrongConn: g.cc.WrongConn.Load(),
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),
 		ConnUnexpected: g.cc.Unexpected.Load(), ProtocolErrors: g.cc.ProtocolErrors.Load(),
@@ -300,9 +297,7 @@ func (g *Gateway) Stats() Stats {
 		ReadBatches: c.readBatches.Load(), WriteBatches: g.w.batches.Load() + g.pool.Batches(), ReadWaits: g.sock.ReadWaits(),
 	}
 	s.ShardRounds = g.pool.Rounds()
-	for i, id := range g.keyIDs {
-		s.TokenKeys[id] = c.grantedByKey[i].Load()
-	}
+	s.KeysHeld, s.TokenKeys = c.keys.snapshot()
 	for r := range c.denied {
 		if n := c.denied[r].Load(); n > 0 {
 			s.Denied[handshake.Reason(r)] = n
@@ -336,6 +331,8 @@ func (a *gatewayActor) Receive(ctx actor.Context) {
 		ctx.Respond(r.redirectAll(ctx, m.targets))
 	case *sessionsRequest:
 		ctx.Respond(r.sessions())
+	case *setKeysRequest:
+		ctx.Respond(r.setKeys(m))
 	case *msg.Rejoin:
 		// The player's zone restarted on another node: its connection
 		// joins again (the cluster bridge cannot tell which connection

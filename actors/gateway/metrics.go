@@ -18,7 +18,7 @@ type collector struct {
 	packets, rtt                                                         *prometheus.Desc
 	syscalls, waits                                                      *prometheus.Desc
 	rounds                                                               *prometheus.Desc
-	tokenKeys                                                            *prometheus.Desc
+	tokenKeys, keysHeld                                                  *prometheus.Desc
 }
 
 func (g *Gateway) registerMetrics(reg prometheus.Registerer) error {
@@ -50,13 +50,15 @@ func newCollector(g *Gateway) *collector {
 			"Rounds of the connection shards by what started them: posted (a post woke the shard), timer (its deadline timer fired), straight (no wait); all but straight are wake-ups.", []string{"cause"}, nil),
 		tokenKeys: prometheus.NewDesc("ghostwire_gateway_token_key_grants_total",
 			"Sessions granted, by the token key that opened the client's token (its fingerprint, as zoned's ready line names it); during a key rotation, the old key may go once its count stops rising.", []string{"key"}, nil),
+		keysHeld: prometheus.NewDesc("ghostwire_gateway_token_keys",
+			"The token keys this gateway holds (1 each), by fingerprint: role mint for the one its Redirect tokens are sealed with (also opened), open for the others of a rotation.", []string{"key", "role"}, nil),
 		rtt: prometheus.NewDesc("ghostwire_gateway_rtt_seconds",
 			"Smoothed round-trip time of the connections, each sampled about once a second.", nil, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits, c.rounds, c.tokenKeys} {
+	for _, d := range []*prometheus.Desc{c.datagrams, c.bytes, c.rejected, c.handshakes, c.denied, c.closed, c.conns, c.drops, c.events, c.packets, c.rtt, c.syscalls, c.waits, c.rounds, c.tokenKeys, c.keysHeld} {
 		ch <- d
 	}
 }
@@ -107,6 +109,13 @@ func (c *collector) collectStats(ch chan<- prometheus.Metric, s Stats) {
 	}
 	for id, v := range s.TokenKeys {
 		counter(c.tokenKeys, v, id)
+	}
+	for i, id := range s.KeysHeld {
+		role := "open"
+		if i == 0 {
+			role = "mint"
+		}
+		ch <- prometheus.MustNewConstMetric(c.keysHeld, prometheus.GaugeValue, 1, id, role)
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns-s.Pending), "verified")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Pending), "pending")

@@ -489,7 +489,7 @@ func (r *router) spawn(ctx sender, g *handshake.Grant) {
 	r.byAddr.set(g.Addr, rt)
 	r.mu.Unlock()
 	r.st.granted.Add(1)
-	r.st.grantedByKey[g.Key].Add(1)
+	r.st.keys.granted(g.Key)
 	r.st.conns.Add(1)
 	r.st.pending.Add(1)
 	r.log.Debug("conn granted", "conn", rt.id, "player", rt.player, "addr", g.Addr)

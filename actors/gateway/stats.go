@@ -23,7 +23,7 @@ type counters struct {
 	handshakes           atomic.Uint64
 	handshakeReplies     atomic.Uint64
 	granted              atomic.Uint64
-	grantedByKey         [handshake.MaxTokenKeys]atomic.Uint64 // by handshake.Grant.Key
+	keys                 keyCounts // granted, by the token key that opened the token
 	spawnFailed          atomic.Uint64
 	denied               [256]atomic.Uint64 // by handshake.Reason
 	handshakeDropped     atomic.Uint64      // refused without a reply (malformed, wrong magic)
@@ -68,8 +68,12 @@ type Stats struct {
 	NoConnSuppressed uint64
 	Granted          uint64
 	// TokenKeys splits Granted by the token key that opened the token,
-	// named by its tokenkey.Fingerprint: every configured key, 0 or not.
-	TokenKeys     map[string]uint64
+	// named by its tokenkey.Fingerprint: every key held, 0 or not, its
+	// count kept across reloads (SetKeys).
+	TokenKeys map[string]uint64
+	// KeysHeld are the token keys' fingerprints in the order they are
+	// tried: the first seals Redirect tokens.
+	KeysHeld      []string
 	Denied        map[handshake.Reason]uint64 // Denied replies by reason (ServerFull, TokenExpired, TokenUsed, ...)
 	HandshakeDrop uint64                      // handshake packets dropped without reply (malformed, not ours)
 	SpawnFailed   uint64

@@ -109,6 +109,9 @@ type Config struct {
 	// clockOffset shifts the node clock (tests: nodes of one process whose
 	// clocks read as differently as separately started processes').
 	clockOffset time.Duration
+	// keyReload is how often the key file is read again (zero:
+	// keyReloadEvery; tests shorten it).
+	keyReload time.Duration
 }
 
 // DefaultConfig is a whole world on one machine.

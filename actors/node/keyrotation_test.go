@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,4 +141,108 @@ func mustKey(t *testing.T) tokenkey.Key {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// A running node reads its key file again when it changes (a mounted
+// Kubernetes Secret updated in place): a rotation's three steps then need
+// no restart. A file that does not parse leaves the keys in use; the
+// clients already connected are not touched.
+func TestKeyFileReloadedWhileRunning(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	oldKey, newKey := mustKey(t), mustKey(t)
+	path := filepath.Join(t.TempDir(), "token.key")
+	write := func(content []byte) {
+		// As the kubelet does: the new content appears at once (a rename).
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(ks ...tokenkey.Key) []byte {
+		var b []byte
+		for _, k := range ks {
+			b = append(b, tokenkey.Encode(k)...)
+		}
+		return b
+	}
+	write(keys(oldKey))
+	cfg := testConfig(t)
+	cfg.KeyFile, cfg.keyReload = path, 50*time.Millisecond
+	n, err := Start(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	player := uint64(100)
+	dial := func(k tokenkey.Key) (*client.Session, error) {
+		player++
+		tok, err := handshake.IssueToken(k, handshake.TokenParams{
+			PlayerID: player, ProtocolID: tokenkey.DefaultProtocolID, Expiry: time.Minute,
+			Timeout: 10 * time.Second, ServerAddrs: []netip.AddrPort{n.PublicAddr()},
+		}, time.Now(), crand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.Dial(ctx, n.PublicAddr().String(), tok)
+	}
+	var ss []*client.Session
+	defer func() {
+		for _, s := range ss {
+			_ = s.Close(context.Background())
+		}
+	}()
+	connects := func(k tokenkey.Key, what string) {
+		t.Helper()
+		s, err := dial(k)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		ss = append(ss, s)
+	}
+	refused := func(k tokenkey.Key, what string) {
+		t.Helper()
+		if _, err := dial(k); !errors.Is(err, handshake.ErrBadToken) {
+			t.Fatalf("%s: %v, want bad token", what, err)
+		}
+	}
+	holds := func(want ...tokenkey.Key) {
+		t.Helper()
+		fps := tokenkey.Keys(want).Fingerprints()
+		waitFor(t, 10*time.Second, "the node to hold "+strings.Join(fps, ","), func() bool {
+			return slices.Equal(n.Gateway().Stats().KeysHeld, fps) && n.TokenKey() == want[0]
+		})
+	}
+
+	connects(oldKey, "old key before the rotation")
+	refused(newKey, "new key before the rotation")
+	write(append([]byte("# step 1\n"), keys(oldKey, newKey)...))
+	holds(oldKey, newKey)
+	connects(newKey, "new key in step 1")
+	write(keys(newKey, oldKey))
+	holds(newKey, oldKey)
+	connects(oldKey, "old key in step 2")
+
+	write([]byte("not a key\n"))
+	write(keys(newKey, newKey))        // refused too: a key twice
+	time.Sleep(300 * time.Millisecond) // six reads of the file
+	holds(newKey, oldKey)
+	connects(oldKey, "old key after a refused file")
+
+	write(keys(newKey))
+	holds(newKey)
+	refused(oldKey, "old key after the rotation")
+	connects(newKey, "new key after the rotation")
+	for i, s := range ss {
+		if s.Err() != nil {
+			t.Fatalf("session %d ended: %v", i, s.Err())
+		}
+	}
+	if got := n.Gateway().Stats().TokenKeys; got[tokenkey.Fingerprint(newKey)] != 2 || len(got) != 1 {
+		t.Fatalf("sessions by key %v, want 2 under the new key", got)
+	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/gateway"
+	"github.com/ghostwire/ghostwire/actors/tokenkey"
 	"github.com/ghostwire/ghostwire/actors/worldmap"
 	"github.com/ghostwire/ghostwire/actors/zone"
 	"github.com/ghostwire/ghostwire/proto/pbconv"
@@ -50,6 +52,7 @@ type Node struct {
 	// Rejoins for connections it does not know).
 	gatewayPID atomic.Pointer[actor.PID]
 	admin      *admin.Service
+	keyWatch   *keyWatch // nil: keys from the environment
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -263,11 +266,12 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	if n.admin, err = n.startAdmin(ctx, wm); err != nil {
 		return nil, err
 	}
+	n.keyWatch = watchKeys(gm, cmp.Or(cfg.KeyFile, tokenkey.DevPath(cfg.DataDir)), cmp.Or(cfg.keyReload, keyReloadEvery), log.With("component", "keys"))
 	n.ready.Store(true)
 	ok = true
 	log.Info("zoned ready", "node", n.node, "udp", gm.gw.Addr(), "public", gm.gw.PublicAddr(), "zones", len(gm.zones.IDs()),
 		"owned", strings.Join(gm.zones.IDs(), ","), "world_zones", wm.Len(),
-		"http", n.HTTPAddr(), "nats", nl.safeURL(), "token_key", string(gm.src), "token_keys", strings.Join(gm.keys.Fingerprints(), ","), "data", cfg.DataDir)
+		"http", n.HTTPAddr(), "nats", nl.safeURL(), "token_key", string(gm.src), "token_keys", strings.Join(gm.tokenKeys().Fingerprints(), ","), "data", cfg.DataDir)
 	return n, nil
 }
 
@@ -358,7 +362,7 @@ func (n *Node) UDPAddr() netip.AddrPort { return n.game.gw.Addr() }
 func (n *Node) PublicAddr() netip.AddrPort { return n.game.gw.PublicAddr() }
 
 // TokenKey is the connect-token key the gateway opens tokens with.
-func (n *Node) TokenKey() [32]byte { return n.game.keys.Mint() }
+func (n *Node) TokenKey() [32]byte { return n.game.tokenKeys().Mint() }
 
 // Gateway exposes the gateway (stats, tests).
 func (n *Node) Gateway() *gateway.Gateway { return n.game.gw }
@@ -424,6 +428,7 @@ func (n *Node) Done() <-chan struct{} { return n.done }
 func (n *Node) shutdown(ctx context.Context) error {
 	n.stopped.Store(true)
 	var errs []error
+	n.keyWatch.close()
 	n.stopMap()
 	if n.admin != nil {
 		n.admin.Stop()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,7 +29,7 @@ type game struct {
 	sys     *actor.ActorSystem
 	zones   *zone.World
 	gw      *gateway.Gateway
-	keys    tokenkey.Keys // the first mints redirect tokens; a token sealed under any is accepted
+	keys    atomic.Pointer[tokenkey.Keys] // the first mints redirect tokens; a token sealed under any is accepted (keyWatch replaces them)
 	src     tokenkey.Source
 	classes *ghost.Registry
 	now     func() time.Duration
@@ -71,7 +72,8 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	if err := classes.Register(player, npc); err != nil {
 		return nil, err
 	}
-	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), keys: keys, src: src, classes: classes}
+	g := &game{sys: actor.NewActorSystem(actor.WithLoggerFactory(quietActorLog(log))), src: src, classes: classes}
+	g.keys.Store(&keys)
 	mono := time.Now().Add(-cfg.clockOffset)
 	now := func() time.Duration { return time.Since(mono) }
 	g.now, g.origin = now, mono
@@ -128,6 +130,9 @@ func startGame(ctx context.Context, cfg Config, wm *world.World, owned []string,
 	}
 	return g, nil
 }
+
+// tokenKeys are the token keys the gateway holds.
+func (g *game) tokenKeys() tokenkey.Keys { return *g.keys.Load() }
 
 // resolveKeys finds the connect-token keys: --key-file, then
 // GHOSTWIRE_TOKEN_KEY, then the dev key in the data dir, generated on first

@@ -177,19 +177,9 @@ func NewServer(cfg ServerConfig, key [KeySize]byte, start time.Time, rand io.Rea
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	keys := append([][KeySize]byte{key}, cfg.OtherKeys...)
-	tokens := make([]cipher.AEAD, 0, len(keys))
-	for i, k := range keys {
-		for j := range i {
-			if k == keys[j] {
-				return nil, fmt.Errorf("%w: token key %d is key %d again", ErrConfig, i, j)
-			}
-		}
-		aead, err := chacha20poly1305.NewX(k[:])
-		if err != nil {
-			return nil, err
-		}
-		tokens = append(tokens, aead)
+	tokens, err := tokenAEADs(key, cfg.OtherKeys)
+	if err != nil {
+		return nil, err
 	}
 	g, err := NewReplayGuard(cfg.GuardCapacity)
 	if err != nil {
@@ -209,6 +199,52 @@ func NewServer(cfg ServerConfig, key [KeySize]byte, start time.Time, rand io.Rea
 		return nil, err
 	}
 	return s, nil
+}
+
+// SetKeys replaces the token keys (a rotation's keys reloaded): from the
+// next request on, tokens are opened under key, then under each of others.
+// The same rules as NewServer's (CheckKeys); on an error nothing changes.
+// Sessions already granted and tokens in the replay guard are untouched.
+func (s *Server) SetKeys(key [KeySize]byte, others [][KeySize]byte) error {
+	tokens, err := tokenAEADs(key, others)
+	if err != nil {
+		return err
+	}
+	s.token = tokens
+	return nil
+}
+
+// CheckKeys reports what NewServer and SetKeys would refuse in a set of
+// token keys: more than MaxTokenKeys, or one key twice.
+func CheckKeys(key [KeySize]byte, others [][KeySize]byte) error {
+	if len(others) > MaxTokenKeys-1 {
+		return fmt.Errorf("%w: %d other token keys, at most %d", ErrConfig, len(others), MaxTokenKeys-1)
+	}
+	keys := append([][KeySize]byte{key}, others...)
+	for i, k := range keys {
+		for j := range i {
+			if k == keys[j] {
+				return fmt.Errorf("%w: token key %d is key %d again", ErrConfig, i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// tokenAEADs opens an AEAD per key: the own one's first.
+func tokenAEADs(key [KeySize]byte, others [][KeySize]byte) ([]cipher.AEAD, error) {
+	if err := CheckKeys(key, others); err != nil {
+		return nil, err
+	}
+	tokens := make([]cipher.AEAD, 0, 1+len(others))
+	for _, k := range append([][KeySize]byte{key}, others...) {
+		aead, err := chacha20poly1305.NewX(k[:])
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, aead)
+	}
+	return tokens, nil
 }
 
 // Stats returns the counters.

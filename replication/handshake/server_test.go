@@ -540,6 +540,33 @@ func TestServerAcceptsARotationsKeys(t *testing.T) {
 		t.Fatalf("stats: granted %d by key %v, bad tokens %d", st.Granted, st.GrantedByKey, st.Denied[ReasonBadToken])
 	}
 
+	// The keys reloaded (the rotation's last step, and a new one's first):
+	// testKey is no longer held, gone is; a refused set changes nothing.
+	if err := srv.SetKeys(next, [][KeySize]byte{gone, gone}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("SetKeys with a key twice: %v", err)
+	}
+	if err := srv.SetKeys(next, [][KeySize]byte{gone}); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		key  [KeySize]byte
+		want int // -1: refused
+	}{{testKey, -1}, {gone, 1}, {next, 0}} {
+		p := testParams()
+		p.PlayerID = uint64(2000 + i)
+		tok, err := IssueToken(tc.key, p, now, detRand(uint64(30+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, g, err := srv.Handle(nil, reqFor(t, tok), netip.AddrPortFrom(testClient.Addr(), uint16(3000+i)), now, LoadNormal)
+		switch {
+		case tc.want < 0 && (g != nil || !errors.Is(err, ErrBadToken)):
+			t.Fatalf("after SetKeys, a token under the dropped key: granted %v, err %v", g != nil, err)
+		case tc.want >= 0 && (g == nil || g.Key != tc.want):
+			t.Fatalf("after SetKeys, token %d: err %v, want key %d", i, err, tc.want)
+		}
+	}
+
 	// A key listed twice is an operator's mistake, not a second key.
 	cfg.OtherKeys = [][KeySize]byte{next, testKey}
 	if _, err := NewServer(cfg, testKey, testStart, detRand(1)); !errors.Is(err, ErrConfig) {
