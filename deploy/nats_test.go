@@ -31,7 +31,7 @@ func natsOf(t *testing.T, b *bundle, external map[string]map[string]string) (*ap
 	if len(c.Args) != 2 || c.Args[0] != "--config" {
 		t.Fatalf("%s: nats args %q, want --config FILE", b.dir, c.Args)
 	}
-	mounts := mountConfigMaps(t, b, st, c)
+	mounts := mountConfigMaps(t, b, st, c, nil)
 	conf, ok := localPath(mounts, c.Args[1])
 	if !ok {
 		t.Fatalf("%s: nats --config %s is not in a mounted ConfigMap", b.dir, c.Args[1])

@@ -3,10 +3,12 @@ package deploy
 import (
 	"bufio"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -220,23 +222,36 @@ func (p *pod) environ() []string {
 	return out
 }
 
-// mountConfigMaps writes the ConfigMaps a container mounts into a temp dir
-// and returns the mount path → local dir mapping.
-func mountConfigMaps(t *testing.T, b *bundle, st *appsv1.StatefulSet, c *corev1.Container) map[string]string {
-	vols := map[string]*corev1.ConfigMap{}
+// mountConfigMaps writes the ConfigMaps and Secrets a container mounts
+// into temp dirs and returns the mount path → local dir mapping. A Secret
+// comes from the render, else from external (the ones an operator
+// creates, testSecrets).
+func mountConfigMaps(t *testing.T, b *bundle, st *appsv1.StatefulSet, c *corev1.Container, external map[string]map[string]string) map[string]string {
+	vols := map[string]map[string]string{}
 	for _, v := range st.Spec.Template.Spec.Volumes {
-		if v.ConfigMap != nil {
-			vols[v.Name] = b.configMaps[v.ConfigMap.Name]
+		switch {
+		case v.ConfigMap != nil:
+			vols[v.Name] = b.configMaps[v.ConfigMap.Name].Data
+		case v.Secret != nil:
+			data := external[v.Secret.SecretName]
+			if s, ok := b.secrets[v.Secret.SecretName]; ok {
+				data = map[string]string{}
+				for k, v := range s.Data {
+					data[k] = string(v)
+				}
+				maps.Copy(data, s.StringData)
+			}
+			vols[v.Name] = data
 		}
 	}
 	out := map[string]string{}
 	for _, m := range c.VolumeMounts {
-		cm, ok := vols[m.Name]
+		files, ok := vols[m.Name]
 		if !ok {
 			continue
 		}
 		dir := t.TempDir()
-		for k, v := range cm.Data {
+		for k, v := range files {
 			if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -348,7 +363,7 @@ func zonedContract(t *testing.T, bin string, b *bundle, st *appsv1.StatefulSet, 
 	}
 	external := testSecrets(t)
 	p := resolvePod(t, b, st, c, hostIP, external)
-	mounts := mountConfigMaps(t, b, st, c)
+	mounts := mountConfigMaps(t, b, st, c, external)
 
 	// Static: what the flags say against what the pod spec says.
 	if got := p.expand(flags["node-id"]); got != p.name {
@@ -464,6 +479,19 @@ func zonedContract(t *testing.T, bin string, b *bundle, st *appsv1.StatefulSet, 
 	if rec["owned"] == "" {
 		t.Errorf("zoned owns no zone alone in its world: %v", rec)
 	}
+	// The token key is the mounted Secret's, read from the file zoned
+	// watches (so a rotation reaches running pods), not a dev key.
+	if f, ok := flags["key-file"]; !ok {
+		t.Errorf("no --key-file: the token key must be a mounted Secret file (a variable cannot change in a running pod)")
+	} else if local, ok := localPath(mounts, f); !ok {
+		t.Errorf("--key-file=%s is not in a mounted volume", f)
+	} else if raw, err := os.ReadFile(local); err != nil {
+		t.Errorf("--key-file=%s: %v", f, err)
+	} else if k, err := hex.DecodeString(strings.TrimSpace(string(raw))); err != nil || len(k) != 32 {
+		t.Errorf("--key-file=%s holds no 64-hex-digit key: %v", f, err)
+	} else if sum := sha256.Sum256(k); rec["token_key"] != "file" || rec["token_keys"] != hex.EncodeToString(sum[:4]) {
+		t.Errorf("zoned's key: %v %v, want the file's (fingerprint %x)", rec["token_key"], rec["token_keys"], sum[:4])
+	}
 	httpAddr, _ := rec["http"].(string)
 	client := &http.Client{Timeout: 5 * time.Second}
 	paths := map[string]string{"startup probe": c.StartupProbe.HTTPGet.Path, "readiness probe": c.ReadinessProbe.HTTPGet.Path,
@@ -538,7 +566,7 @@ func TestMakeClusterUsesTheManifestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mounts := mountConfigMaps(t, base, st, c)
+	mounts := mountConfigMaps(t, base, st, c, nil)
 	local, ok := localPath(mounts, flags["config"])
 	if !ok {
 		t.Fatalf("--config=%s is not a mounted ConfigMap", flags["config"])
