@@ -103,6 +103,18 @@ func (d *directory) loop() {
 	}
 }
 
+// drain marks this node's record draining and writes it at once: the
+// other nodes' drains and redirects skip it from then on (liveOthers,
+// liveGateways), and zonectl nodes shows it.
+func (d *directory) drain(ctx context.Context) {
+	d.mu.Lock()
+	d.rec.Draining = true
+	d.mu.Unlock()
+	if err := d.putNode(ctx); err != nil {
+		d.log.Warn("directory: draining not recorded", "err", err)
+	}
+}
+
 // close stops the heartbeat and removes this node's record.
 func (d *directory) close(ctx context.Context) {
 	close(d.stop)

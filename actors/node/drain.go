@@ -157,7 +157,7 @@ func (m *membership) onGive(r *nats.Msg) {
 	_ = r.Respond([]byte("ok " + pick))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
 	defer cancel()
-	if err := m.handOver(ctx, pick, to, false); err != nil {
+	if _, err := m.handOver(ctx, pick, []string{to}, false, true); err != nil {
 		m.log.Warn("rebalance: zone not handed over", "zone", pick, "to", to, "err", err)
 		return
 	}
@@ -197,7 +197,8 @@ func (m *membership) rebalance(ctx context.Context, holding int) {
 	}
 }
 
-// liveOthers lists the other nodes with a fresh directory record.
+// liveOthers lists the other nodes with a fresh directory record that
+// are not draining: the ones that may take a zone.
 func (m *membership) liveOthers(ctx context.Context) []string {
 	recs, err := nodeRecords(ctx, m.kvNodes, m.node)
 	if recs == nil {
@@ -206,7 +207,7 @@ func (m *membership) liveOthers(ctx context.Context) []string {
 	}
 	var out []string
 	for k, rec := range recs {
-		if time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat {
+		if time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat || rec.GetDraining() {
 			continue
 		}
 		out = append(out, k)
@@ -265,9 +266,11 @@ func (m *membership) drain(ctx context.Context) int {
 	start := time.Now()
 	n := 0
 	for i, id := range slices.Clone(m.zones.IDs()) {
-		target := targets[i%len(targets)]
-		if err := m.handOver(ctx, id, target, false); err != nil {
-			m.log.Warn("zone not handed over; it stops with this node and its players are restored from their checkpoints", "zone", id, "to", target, "err", err)
+		// Round robin; a target that refuses (drained at the same time,
+		// its record not yet saying so) passes the zone to the next.
+		order := append(slices.Clone(targets[i%len(targets):]), targets[:i%len(targets)]...)
+		if _, err := m.handOver(ctx, id, order, false, false); err != nil {
+			m.log.Warn("zone not handed over; it stops with this node and its players are restored from their checkpoints", "zone", id, "to", strings.Join(order, ","), "err", err)
 			continue
 		}
 		n++
@@ -276,12 +279,20 @@ func (m *membership) drain(ctx context.Context) int {
 	return n
 }
 
-// handOver moves zone id to node target (see the top of the file); placed:
-// an operator's move, which the target keeps against its rebalancing.
-func (m *membership) handOver(ctx context.Context, id, target string, placed bool) error {
+// handOver moves zone id to the first of targets that takes it (see the
+// top of the file) and returns that node; placed: an operator's move,
+// which the target keeps against its rebalancing. When every target
+// refuses (it is stopping too, or gone), keep: this node claims the zone
+// back and runs it on (a rebalance, an operator's move: better here than
+// unowned); else it is left unowned (a drain: a node claims it as an
+// orphan).
+func (m *membership) handOver(ctx context.Context, id string, targets []string, placed, keep bool) (string, error) {
+	if len(targets) == 0 {
+		return "", fmt.Errorf("zone %s: no node to hand it to", id)
+	}
 	pid := m.zones.PID(id)
 	if pid == nil {
-		return fmt.Errorf("zone %s does not run here", id)
+		return "", fmt.Errorf("zone %s does not run here", id)
 	}
 	// Freeze, then take every owned player's state: nothing changes after
 	// (a lease's hold let go meanwhile takes off only its own pause,
@@ -295,7 +306,7 @@ func (m *membership) handOver(ctx context.Context, id, target string, placed boo
 	}, 5*time.Second)
 	if _, err := msg.Await(f); err != nil {
 		m.sys.Root.Send(pid, &zone.Pause{Paused: false, By: zone.PauseHandover})
-		return fmt.Errorf("freeze: %w", err)
+		return "", fmt.Errorf("freeze: %w", err)
 	}
 	if m.players != nil && len(cps) > 0 {
 		if err := m.finalCheckpoints(ctx, id, cps); err != nil {
@@ -315,9 +326,36 @@ func (m *membership) handOver(ctx context.Context, id, target string, placed boo
 	}
 	m.mu.Unlock()
 	if err := m.leases.Release(ctx, id); err != nil {
-		return fmt.Errorf("release: %w", err)
+		return "", fmt.Errorf("release: %w", err)
 	}
 	// The NPCs go with the take: they walk on at the target as they were.
+	var errs []error
+	for _, target := range targets {
+		err := m.askTake(ctx, id, target, npcs, placed)
+		if err == nil {
+			m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps), "npcs", len(npcs))
+			return target, nil
+		}
+		errs = append(errs, err)
+		if len(targets) > 1 {
+			m.log.Info("zone handover: the target did not take it; asking the next", "zone", id, "to", target, "err", err)
+		}
+	}
+	err := errors.Join(errs...)
+	if keep {
+		// Nobody took it: it stays here, claimed again and its players
+		// restored from the checkpoints just written.
+		if _, cerr := m.leases.Claim(ctx, id); cerr != nil {
+			return "", fmt.Errorf("%w; and not claimed back: %v (another node claims it as an orphan)", err, cerr)
+		}
+		m.takeWith(id, npcs)
+		return "", fmt.Errorf("%w (the zone runs on here)", err)
+	}
+	return "", fmt.Errorf("%w (another node claims it as an orphan)", err)
+}
+
+// askTake asks node target to claim zone id with its NPCs.
+func (m *membership) askTake(ctx context.Context, id, target string, npcs []sim.NPCState, placed bool) error {
 	take := encodeTake(id, npcs, placed, int(m.nc.MaxPayload()))
 	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), take)
 	if err == nil && string(r.Data) != "ok" && take[0] == takeMark {
@@ -326,16 +364,14 @@ func (m *membership) handOver(ctx context.Context, id, target string, placed boo
 		// NPCs spawned afresh there. A refusal for another reason is
 		// refused again.
 		m.log.Warn("zone handover: the target refused the NPCs; asking with the zone alone", "zone", id, "to", target, "answer", string(r.Data))
-		npcs = nil
 		r, err = m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
 	}
 	if err != nil {
-		return fmt.Errorf("ask %s to take it: %w (another node claims it as an orphan)", target, err)
+		return fmt.Errorf("ask %s to take it: %w", target, err)
 	}
 	if s := string(r.Data); s != "ok" {
-		return fmt.Errorf("%s refused it: %s (another node claims it as an orphan)", target, strings.TrimPrefix(s, "error: "))
+		return fmt.Errorf("%s refused it: %s", target, strings.TrimPrefix(s, "error: "))
 	}
-	m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps), "npcs", len(npcs))
 	return nil
 }
 
@@ -372,7 +408,8 @@ func (n *Node) MoveZone(ctx context.Context, id, target string) error {
 		return fmt.Errorf("target node %q: not another node's id", target)
 	}
 	if !slices.Contains(n.member.liveOthers(ctx), target) {
-		return fmt.Errorf("target node %q is not alive", target)
+		return fmt.Errorf("target node %q is not alive (or is draining)", target)
 	}
-	return n.member.handOver(ctx, id, target, true)
+	_, err := n.member.handOver(ctx, id, []string{target}, true, true)
+	return err
 }

@@ -433,6 +433,11 @@ func (n *Node) shutdown(ctx context.Context) error {
 	if n.admin != nil {
 		n.admin.Stop()
 	}
+	if n.dir != nil && n.member != nil {
+		// Said first: a node draining at the same time hands its zones
+		// and clients elsewhere.
+		n.dir.drain(ctx)
+	}
 	if n.member != nil {
 		// Drain: hand the zones to the other live nodes first, while this
 		// node's bridge and gateway still carry their players' traffic.

@@ -168,7 +168,7 @@ func TestHandoverToAnOlderNodeAsksWithTheZoneAlone(t *testing.T) {
 	defer func() { _ = sub.Unsubscribe() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := m.handOver(ctx, "x1z0", "old", false); err != nil {
+	if _, err := m.handOver(ctx, "x1z0", []string{"old"}, false, false); err != nil {
 		t.Fatalf("handover to an older node: %v", err)
 	}
 	if len(got) != 2 || got[0][0] != takeMark || string(got[1]) != "x1z0" {

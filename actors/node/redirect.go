@@ -50,7 +50,7 @@ func (n *Node) redirectClients(ctx context.Context) {
 
 // liveGateways lists the public gateway addresses of the nodes other than
 // self whose record in the nodes bucket is fresh (a heartbeat within three
-// heartbeats of now), sorted. A watcher, not a key listing: it ends at the
+// heartbeats of now) and not draining, sorted. A watcher, not a key listing: it ends at the
 // end of the current values instead of blocking on expiry markers.
 func liveGateways(ctx context.Context, kv jetstream.KeyValue, self string, now time.Time) ([]netip.AddrPort, error) {
 	if kv == nil {
@@ -78,8 +78,8 @@ func liveGateways(ctx context.Context, kv jetstream.KeyValue, self string, now t
 			if proto.Unmarshal(e.Value(), &rec) != nil || rec.GetNode() == self {
 				continue
 			}
-			if now.Sub(time.UnixMilli(rec.GetHeartbeatUnixMs())) >= 3*heartbeat {
-				continue // stale: that node is gone or going
+			if now.Sub(time.UnixMilli(rec.GetHeartbeatUnixMs())) >= 3*heartbeat || rec.GetDraining() {
+				continue // stale or draining: that node is gone or going
 			}
 			a, err := netip.ParseAddrPort(rec.GetUdpAddr())
 			if err != nil || a.Addr().IsUnspecified() || a.Port() == 0 {
