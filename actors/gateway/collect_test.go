@@ -49,6 +49,7 @@ var statSeries = map[string]string{
 	"ghostwire_gateway_conn_events_total/superseded":               "Superseded",
 	"ghostwire_gateway_conn_events_total/no_connection_sent":       "NoConnSent",
 	"ghostwire_gateway_conn_events_total/redirected":               "Redirects",
+	"ghostwire_gateway_conn_events_total/passed_on":                "PassedOn",
 	"ghostwire_gateway_conn_events_total/protocol_errors":          "ProtocolErrors",
 	"ghostwire_gateway_conn_events_total/events_dropped":           "EventsDropped",
 	"ghostwire_gateway_conn_events_total/inputs_dropped":           "InputsDropped",

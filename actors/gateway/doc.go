@@ -43,9 +43,12 @@
 // # Load
 //
 // The handshake path is chosen per request from the gateway's real state:
-// LoadFull when MaxConns connections (pending ones included) exist — new
-// clients get Denied(ServerFull), a clear refusal; LoadHigh (every new
+// LoadFull when MaxConns connections (pending ones included) exist, or
+// when draining with nowhere to send clients — new clients get
+// Denied(ServerFull), a clear refusal; LoadHigh (every new
 // client must first echo a stateless cookie) from ChallengeAt connections on,
 // or when the reader's queue to the gateway is half full (the node is
-// falling behind); LoadNormal (one round trip) otherwise.
+// falling behind), or while it redirects its clients (RedirectAll: a
+// newcomer is verified, then redirected); LoadNormal (one round trip)
+// otherwise.
 package gateway

@@ -284,7 +284,7 @@ func (g *Gateway) Stats() Stats {
 		NoConnSent: c.noConnSent.Load(), Granted: c.granted.Load(), HandshakeDrop: c.handshakeDropped.Load(),
 		SpawnFailed: c.spawnFailed.Load(),
 		Conns:       c.conns.Load(), Pending: c.pending.Load(), Verified: c.verified.Load(),
-		Moved: c.moved.Load(), Superseded: c.superseded.Load(), Redirects: c.redirects.Load(),
+		Moved: c.moved.Load(), Superseded: c.superseded.Load(), Redirects: c.redirects.Load(), PassedOn: c.passedOn.Load(),
 		Denied: map[handshake.Reason]uint64{}, Closed: map[handshake.Reason]uint64{},
 		AuthFailed: g.cc.AuthFailed.Load(), Replayed: g.cc.Replayed.Load(), WrongConn: g.cc.WrongConn.Load(),
 		BadHeader: g.cc.BadHeader.Load(), AfterClose: g.cc.AfterClose.Load(), ConnGarbage: g.cc.Garbage.Load(),

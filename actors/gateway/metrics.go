@@ -126,7 +126,7 @@ func (c *collector) collectStats(ch chan<- prometheus.Metric, s Stats) {
 	counter(c.drops, s.ReadBackpressure, "read_backpressure")
 	for ev, v := range map[string]uint64{
 		"moved": s.Moved, "no_connection_suppressed": s.NoConnSuppressed, "superseded": s.Superseded, "no_connection_sent": s.NoConnSent,
-		"redirected":      s.Redirects,
+		"redirected": s.Redirects, "passed_on": s.PassedOn,
 		"protocol_errors": s.ProtocolErrors, "events_dropped": s.EventsDropped,
 		"inputs_dropped": s.InputsDropped, "moves_resent": s.MovesResent, "events_resent": s.EventsResent, "events_stale": s.EventsStale, "relooks": s.Relooks, "write_errors": s.WriteErrors, "read_errors": s.ReadErrors,
 		"controls_superseded": s.ControlsSuperseded, "far_accepted": s.FarAccepted, "window_evicted": s.WindowEvicted,

@@ -29,7 +29,8 @@ type redirectRequest struct{ targets []netip.AddrPort }
 // after RedirectTokenExpiry) and sends the client a Redirect
 // (docs/protocol.md §7.19); a connection still proving its address is
 // closed (ServerShutdown: its client retries with a new token). From then
-// on the gateway refuses new clients (Denied(ServerFull)). RedirectAll
+// on a new client is taken under a cookie and, once verified, redirected
+// too (passOn: another node's drain sent it here). RedirectAll
 // returns once every connection has ended — acknowledged, or closed after
 // the session's RedirectTimeout — or when ctx ends; it reports how many
 // connections it redirected. Call Close afterwards.
@@ -60,16 +61,12 @@ func (g *Gateway) RedirectAll(ctx context.Context, targets []netip.AddrPort) (in
 }
 
 // redirectAll sends each verified connection its Redirect and closes the
-// unverified ones; the gateway drains from here on.
+// unverified ones; the gateway drains from here on. Clients that arrive
+// while it drains (redirected here by a node drained at the same moment)
+// are taken and passed on to the same targets once verified (passOn).
 func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 	r.draining = true
-	wall, rnd := r.cfg.Wall, r.cfg.Rand
-	if wall == nil {
-		wall = time.Now
-	}
-	if rnd == nil {
-		rnd = crand.Reader
-	}
+	r.redirectTo = targets
 	// A stable order (by player) spreads the players evenly and
 	// reproducibly over the targets.
 	rts := make([]*route, 0, r.byID.len())
@@ -91,25 +88,51 @@ func (r *router) redirectAll(ctx sender, targets []netip.AddrPort) int {
 			ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
 			continue
 		}
-		to := targets[n%len(targets)]
-		timeout := rt.timeout()
-		if timeout <= 0 {
-			timeout = handshake.MaxTimeout
+		if r.redirect(ctx, rt) {
+			n++
 		}
-		tok, err := handshake.IssueToken(r.cfg.Key, handshake.TokenParams{
-			PlayerID: rt.player, ProtocolID: r.cfg.ProtocolID, Expiry: RedirectTokenExpiry, Timeout: timeout,
-			ServerAddrs: []netip.AddrPort{to}, UserData: rt.userData(),
-		}, wall(), rnd)
-		if err != nil {
-			r.log.Error("redirect token not minted; disconnecting", "player", rt.player, "err", err)
-			ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
-			continue
-		}
-		ctx.Send(r.pidOf(rt), &conn.Redirect{To: to, Token: tok})
-		r.st.redirects.Add(1)
-		n++
 	}
 	r.log.Info("redirecting clients", "conns", n, "targets", len(targets))
 	r.checkDrained()
 	return n
+}
+
+// passOn redirects a connection verified while the gateway redirects
+// (redirectAll): a client sent here by another node's drain a moment
+// before this one began. Refused instead (Denied(ServerFull)), its
+// client had to go back to its login backend.
+func (r *router) passOn(ctx sender, rt *route) {
+	if r.redirect(ctx, rt) {
+		r.st.passedOn.Add(1)
+	}
+}
+
+// redirect sends rt a Redirect to the next of the targets with a fresh
+// token for its player; a token that cannot be minted closes it instead.
+func (r *router) redirect(ctx sender, rt *route) bool {
+	wall, rnd := r.cfg.Wall, r.cfg.Rand
+	if wall == nil {
+		wall = time.Now
+	}
+	if rnd == nil {
+		rnd = crand.Reader
+	}
+	to := r.redirectTo[r.redirected%len(r.redirectTo)]
+	timeout := rt.timeout()
+	if timeout <= 0 {
+		timeout = handshake.MaxTimeout
+	}
+	tok, err := handshake.IssueToken(r.cfg.Key, handshake.TokenParams{
+		PlayerID: rt.player, ProtocolID: r.cfg.ProtocolID, Expiry: RedirectTokenExpiry, Timeout: timeout,
+		ServerAddrs: []netip.AddrPort{to}, UserData: rt.userData(),
+	}, wall(), rnd)
+	if err != nil {
+		r.log.Error("redirect token not minted; disconnecting", "player", rt.player, "err", err)
+		ctx.Send(r.pidOf(rt), &conn.Shutdown{Reason: handshake.ReasonServerShutdown})
+		return false
+	}
+	ctx.Send(r.pidOf(rt), &conn.Redirect{To: to, Token: tok})
+	r.st.redirects.Add(1)
+	r.redirected++
+	return true
 }

@@ -142,8 +142,13 @@ type router struct {
 
 	queueFree func() int // free reader batches (queue depth signal); nil: unknown
 	draining  bool
-	drained   chan struct{}
-	drainDone bool
+	// redirectTo: the gateways this one redirects its clients to
+	// (redirectAll), newcomers included; redirected counts the Redirects
+	// sent, for the round robin.
+	redirectTo []netip.AddrPort
+	redirected int
+	drained    chan struct{}
+	drainDone  bool
 }
 
 func newRouter(cfg Config, srv *handshake.Server, lim *handshake.RateLimiter, out outbox, st *counters,
@@ -397,8 +402,12 @@ func (r *router) noConnection(d *msg.Datagram) {
 func (r *router) load() handshake.Load {
 	n := r.byID.len()
 	switch {
-	case n >= r.cfg.MaxConns || r.draining:
+	case n >= r.cfg.MaxConns || r.draining && len(r.redirectTo) == 0:
 		return handshake.LoadFull
+	case r.draining:
+		// Redirecting: a newcomer is taken only to be passed on
+		// (passOn), under a cookie: nothing held for an unproven source.
+		return handshake.LoadHigh
 	case n >= r.cfg.ChallengeAt:
 		return handshake.LoadHigh
 	case r.queueFree != nil && r.queueFree() < r.cfg.ReadQueue/2:
@@ -512,6 +521,9 @@ func (r *router) onVerified(ctx sender, m *conn.Verified) {
 	}
 	r.byPlayer[rt.player] = rt
 	r.log.Debug("conn verified", "conn", rt.id, "player", rt.player)
+	if r.draining && len(r.redirectTo) > 0 {
+		r.passOn(ctx, rt)
+	}
 }
 
 func (r *router) onMoved(m *conn.Moved) {

@@ -31,6 +31,7 @@ type counters struct {
 	moved                atomic.Uint64
 	superseded           atomic.Uint64
 	redirects            atomic.Uint64
+	passedOn             atomic.Uint64
 	closed               [256]atomic.Uint64 // by handshake.Reason
 	conns, pending       atomic.Int64
 	readErrors           atomic.Uint64
@@ -89,6 +90,10 @@ type Stats struct {
 	// Redirects: connections sent to another gateway (RedirectAll); the
 	// ones whose client followed end as Closed[ReasonRedirected].
 	Redirects uint64
+	// PassedOn: of the Redirects, those sent to clients that arrived
+	// while the gateway was redirecting (another node's drain sent them
+	// here a moment before this one's began).
+	PassedOn uint64
 
 	// Per-connection rejections (after routing; the AEAD and windows run in
 	// the connections).
