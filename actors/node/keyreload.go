@@ -43,7 +43,8 @@ func watchKeys(g *game, path string, period time.Duration, log *slog.Logger) *ke
 		return nil
 	}
 	w := &keyWatch{path: path, gw: g.gw, keys: g.tokenKeys, set: g.keys.Store, log: log, stop: make(chan struct{})}
-	w.last, _ = os.ReadFile(path) // what startGame loaded, or near enough: a change since is seen next time
+	// w.last starts empty: the first read compares the file's keys with
+	// the ones startGame loaded, so a change in between is not missed.
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
