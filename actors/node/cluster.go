@@ -86,6 +86,7 @@ type membership struct {
 	world   string
 	takeSub *nats.Subscription
 	giveSub *nats.Subscription
+	leftSub *nats.Subscription
 
 	mu       sync.Mutex
 	proxies  map[string]*actor.PID
@@ -102,6 +103,9 @@ type membership struct {
 	origin    time.Time
 	gw        map[string]*gatewaySeen
 	gwChecked time.Time
+	// left: nodes that announced a clean stop (onLeft), by node: its
+	// record's start time. Read by the watch under mu.
+	left map[string]int64
 
 	// dropRejoins (fault drills, tests): restore sends no Rejoin, as when
 	// the players' gateways were paused while it tried.
@@ -608,6 +612,9 @@ func (m *membership) close() {
 	}
 	if m.giveSub != nil {
 		_ = m.giveSub.Unsubscribe()
+	}
+	if m.leftSub != nil {
+		_ = m.leftSub.Unsubscribe()
 	}
 	if m.stop != nil {
 		close(m.stop)

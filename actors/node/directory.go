@@ -103,6 +103,13 @@ func (d *directory) loop() {
 	}
 }
 
+// record is this node's record as last written.
+func (d *directory) record() *pb.NodeRecord {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return proto.Clone(d.rec).(*pb.NodeRecord)
+}
+
 // drain marks this node's record draining and writes it at once: the
 // other nodes' drains and redirects skip it from then on (liveOthers,
 // liveGateways), and zonectl nodes shows it.

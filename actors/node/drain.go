@@ -93,6 +93,13 @@ func (m *membership) serveTakes() error {
 		return fmt.Errorf("rebalance subscription: %w", err)
 	}
 	m.giveSub = give
+	left, err := m.nc.Subscribe(leftSubject(m.world), m.onLeft)
+	if err != nil {
+		_ = sub.Unsubscribe()
+		_ = give.Unsubscribe()
+		return fmt.Errorf("node-left subscription: %w", err)
+	}
+	m.leftSub = left
 	return nil
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
 	"github.com/ghostwire/ghostwire/actors/zone"
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
 )
 
 // Gateways that are gone. A player whose connection is on another node
@@ -96,7 +99,7 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 			continue
 		}
 		if s.absent.IsZero() {
-			s.absent, s.left = now, deleted(ctx, m.kvNodes, k)
+			s.absent, s.left = now, m.tookLeft(k, s.started) || deleted(ctx, m.kvNodes, k)
 			continue
 		}
 		if now.Sub(s.absent) >= gatewayGoneAfter {
@@ -129,6 +132,57 @@ func (m *membership) gatewayGone(node, why string, before time.Duration) {
 		return
 	}
 	m.log.Warn("gateway node gone: the zones here take out the players that joined through it", "node", node, "why", why, "zones", len(ids))
+}
+
+// leftSubject is where a node announces its clean stop (announceLeft).
+func leftSubject(world string) string { return "gw." + world + ".node-left" }
+
+// maxLeft bounds the announced stops a node remembers: each is taken by
+// the watch when the node's record goes (tookLeft); one the watch never
+// saw stays, so a flood of announcements must not grow the map.
+const maxLeft = 1024
+
+// announceLeft tells the other nodes that this node stops cleanly (its
+// zones handed over, its clients redirected), just before its record
+// is deleted: they log its going at info level, not as a crash. The
+// record's delete alone does not tell them: it ages out of the nodes
+// bucket with the record's TTL (3 s), before a watch reading every few
+// seconds sees it (the race detector's load showed it). Lost (NATS cut
+// off), the others warn: the safe side.
+func announceLeft(ctx context.Context, nc *nats.Conn, world string, rec *pb.NodeRecord) {
+	b, err := proto.Marshal(&pb.NodeRecord{Node: rec.GetNode(), StartedUnixMs: rec.GetStartedUnixMs()})
+	if err != nil || nc == nil {
+		return
+	}
+	if nc.Publish(leftSubject(world), b) == nil {
+		_ = nc.FlushWithContext(ctx)
+	}
+}
+
+// onLeft remembers another node's announced clean stop for the watch.
+func (m *membership) onLeft(msg *nats.Msg) {
+	var rec pb.NodeRecord
+	if proto.Unmarshal(msg.Data, &rec) != nil || !cluster.ValidID(rec.GetNode()) || rec.GetNode() == m.node {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.left == nil {
+		m.left = map[string]int64{}
+	}
+	if len(m.left) < maxLeft {
+		m.left[rec.GetNode()] = rec.GetStartedUnixMs()
+	}
+}
+
+// tookLeft reports (and forgets) that node announced a clean stop of its
+// run that started at started.
+func (m *membership) tookLeft(node string, started int64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.left[node]
+	delete(m.left, node)
+	return ok && at == started
 }
 
 // deleted tells a record its node deleted (directory.close: a clean

@@ -460,6 +460,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.leases.Close(ctx) // releases only the zones this node still holds
 	}
 	if n.dir != nil {
+		if n.member != nil {
+			announceLeft(ctx, n.nats.nc, n.member.world, n.dir.record())
+		}
 		n.dir.close(ctx)
 	}
 	if n.nats != nil {
