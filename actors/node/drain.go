@@ -338,7 +338,11 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 	// The NPCs go with the take: they walk on at the target as they were.
 	var errs []error
 	for _, target := range targets {
-		err := m.askTake(ctx, id, target, npcs, placed)
+		// Each ask bounded: a target that hangs (paused, its record still
+		// fresh) must leave time to ask the next.
+		actx, cancel := context.WithTimeout(ctx, 2*m.leases.TTL())
+		err := m.askTake(actx, id, target, npcs, placed)
+		cancel()
 		if err == nil {
 			m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps), "npcs", len(npcs))
 			return target, nil
