@@ -117,6 +117,10 @@ func (d *directory) drain(ctx context.Context) {
 	d.mu.Lock()
 	d.rec.Draining = true
 	d.mu.Unlock()
+	// Bounded: with NATS out of reach the stop must not spend its budget
+	// here (the next heartbeat carries the mark anyway).
+	ctx, cancel := context.WithTimeout(ctx, 2*heartbeat)
+	defer cancel()
 	if err := d.putNode(ctx); err != nil {
 		d.log.Warn("directory: draining not recorded", "err", err)
 	}
