@@ -155,6 +155,8 @@ func announceLeft(ctx context.Context, nc *nats.Conn, world string, rec *pb.Node
 		return
 	}
 	if nc.Publish(leftSubject(world), b) == nil {
+		ctx, cancel := context.WithTimeout(ctx, heartbeat) // NATS out of reach: not the stop's whole budget
+		defer cancel()
 		_ = nc.FlushWithContext(ctx)
 	}
 }
