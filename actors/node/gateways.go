@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
@@ -51,9 +50,10 @@ type gatewaySeen struct {
 	// gatewayGoneAfter later: their clients reconnecting meanwhile take
 	// them over live, as they did before the watch.
 	restarted time.Time
-	// left: its record was deleted, not expired — the node stopped
-	// cleanly (a drain), its clients redirected. Its leftover players go
-	// all the same, but that is routine, not a warning.
+	// left: the node announced a clean stop of the run the watch knew
+	// (announceLeft: a drain, its clients redirected). Its leftover
+	// players go all the same, but that is routine, not a warning — also
+	// when it started again (a rolling restart).
 	left bool
 }
 
@@ -87,11 +87,17 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 		if s.started != started {
 			// Started again: what joined through it before this start
 			// was the old process's.
+			s.left = s.left || m.tookLeft(k, s.started)
 			s.started, s.restarted = started, now
 		}
 		if !s.restarted.IsZero() && now.Sub(s.restarted) >= gatewayGoneAfter {
 			s.restarted = time.Time{}
-			m.gatewayGone(k, "started again", time.UnixMilli(s.started).Sub(m.origin))
+			why := "started again"
+			if s.left {
+				why = "stopped and started again"
+			}
+			m.gatewayGone(k, why, s.left, time.UnixMilli(s.started).Sub(m.origin))
+			s.left = false
 		}
 	}
 	for k, s := range m.gw {
@@ -99,7 +105,7 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 			continue
 		}
 		if s.absent.IsZero() {
-			s.absent, s.left = now, m.tookLeft(k, s.started) || deleted(ctx, m.kvNodes, k)
+			s.absent, s.left = now, m.tookLeft(k, s.started)
 			continue
 		}
 		if now.Sub(s.absent) >= gatewayGoneAfter {
@@ -108,14 +114,14 @@ func (m *membership) watchGateways(ctx context.Context, now time.Time) {
 			if s.left {
 				why = "stopped"
 			}
-			m.gatewayGone(k, why, m.now())
+			m.gatewayGone(k, why, s.left, m.now())
 		}
 	}
 }
 
 // gatewayGone tells every zone here that the connections of node that
 // joined before (the game clock) are gone.
-func (m *membership) gatewayGone(node, why string, before time.Duration) {
+func (m *membership) gatewayGone(node, why string, clean bool, before time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -127,7 +133,7 @@ func (m *membership) gatewayGone(node, why string, before time.Duration) {
 			m.sys.Root.Send(pid, &zone.GatewayGone{Link: cluster.LinkID(node), Before: before})
 		}
 	}
-	if why == "stopped" {
+	if clean {
 		m.log.Info("gateway node left: the zones here take out any player that joined through it", "node", node, "why", why, "zones", len(ids))
 		return
 	}
@@ -185,13 +191,4 @@ func (m *membership) tookLeft(node string, started int64) bool {
 	at, ok := m.left[node]
 	delete(m.left, node)
 	return ok && at == started
-}
-
-// deleted tells a record its node deleted (directory.close: a clean
-// stop) from one that expired (the server's MaxAge marker, or nothing
-// left): the key's last entry is a delete. A failed read says expired:
-// the warning is the safe side.
-func deleted(ctx context.Context, kv jetstream.KeyValue, key string) bool {
-	h, err := kv.History(ctx, key)
-	return err == nil && len(h) > 0 && h[len(h)-1].Operation() == jetstream.KeyValueDelete
 }

@@ -27,7 +27,8 @@ import (
 // its restart leave; the player that joined through gwy after its restart
 // stays. A third, gwz, stops cleanly (it announces its stop, as a drained
 // node does): its player leaves too, and the node says so at info level,
-// where a crash is a warning (a drain warned, found by hand).
+// where a crash is a warning (a drain warned, found by hand); so does a
+// fourth, gwr, that stops cleanly and starts again (a rolling restart).
 func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
 	cfg := testConfig(t)
@@ -41,7 +42,7 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	kv := n.nats.kv[BucketNodes]
 	var mu sync.Mutex
 	ago := time.Now().Add(-time.Minute).UnixMilli()
-	started := map[string]int64{"gwx": ago, "gwy": ago, "gwz": ago}
+	started := map[string]int64{"gwx": ago, "gwy": ago, "gwz": ago, "gwr": ago}
 	beat := func(gw string) {
 		mu.Lock()
 		rec := &pb.NodeRecord{Node: gw, StartedUnixMs: started[gw], HeartbeatUnixMs: time.Now().UnixMilli()}
@@ -68,6 +69,7 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 			case <-tk.C:
 			}
 			beat("gwy")
+			beat("gwr")
 			select {
 			case <-gwxStop:
 			default:
@@ -80,6 +82,7 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	beat("gwx")
 	beat("gwy")
 	beat("gwz")
+	beat("gwr")
 
 	join := func(player uint64, gw string) {
 		pid := &actor.PID{Address: n.game.sys.Address(), Id: cluster.LinkID(gw), RequestId: uint32(player)}
@@ -97,7 +100,8 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	join(101, "gwx")
 	join(102, "gwy")
 	join(103, "gwz")
-	waitFor(t, 5*time.Second, "the players in x0z0", func() bool { return owned(101) && owned(102) && owned(103) })
+	join(105, "gwr")
+	waitFor(t, 5*time.Second, "the players in x0z0", func() bool { return owned(101) && owned(102) && owned(103) && owned(105) })
 	time.Sleep(gatewayCheckEvery + time.Second) // the watch has seen the gateways
 
 	// gwx crashes: no more heartbeats. gwz stops cleanly: it announces
@@ -107,12 +111,16 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 	// crash).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	announceLeft(ctx, n.nats.nc, n.member.world, &pb.NodeRecord{Node: "gwz", StartedUnixMs: started["gwz"]})
+	// gwr stops cleanly and starts again at once (a rolling restart).
+	announceLeft(ctx, n.nats.nc, n.member.world, &pb.NodeRecord{Node: "gwr", StartedUnixMs: started["gwr"]})
 	cancel()
 	close(gwxStop)
 	mu.Lock()
 	started["gwy"] = time.Now().UnixMilli() // gwy starts again
+	started["gwr"] = started["gwy"]
 	mu.Unlock()
 	beat("gwy")
+	beat("gwr")
 	time.Sleep(100 * time.Millisecond)
 	join(104, "gwy") // a player who connects through the restarted gwy
 	waitFor(t, 5*time.Second, "the player of the restarted gwy", func() bool { return owned(104) })
@@ -123,14 +131,14 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 		t.Fatalf("gwy's player from before its restart left %v after it, not after the grace (its client may be reconnecting)", d)
 	}
 	waitFor(t, 3*time.Second+gatewayGoneAfter+2*gatewayCheckEvery+2*time.Second, "the player of the dead gwx to leave", func() bool { return !owned(101) })
-	waitFor(t, 2*time.Second, "the player of the stopped gwz to leave", func() bool { return !owned(103) })
+	waitFor(t, 2*time.Second, "the players of the stopped gwz and the restarted gwr to leave", func() bool { return !owned(103) && !owned(105) })
 	if !owned(104) {
 		t.Fatal("the player who joined through gwy after its restart was taken out")
 	}
-	if got := n.Zones().Metrics().GatewayGoneLeaves.Load(); got != 3 {
-		t.Fatalf("gateway_gone_leaves_total %d, want 3", got)
+	if got := n.Zones().Metrics().GatewayGoneLeaves.Load(); got != 4 {
+		t.Fatalf("gateway_gone_leaves_total %d, want 4", got)
 	}
-	for gw, want := range map[string]string{"gwx": "WARN no heartbeat", "gwy": "WARN started again", "gwz": "INFO stopped"} {
+	for gw, want := range map[string]string{"gwx": "WARN no heartbeat", "gwy": "WARN started again", "gwz": "INFO stopped", "gwr": "INFO stopped and started again"} {
 		if got := logs.gone(gw); got != want {
 			t.Errorf("%s: logged %q, want %q", gw, got, want)
 		}
