@@ -95,7 +95,10 @@ type membership struct {
 	draining bool                 // handing its zones over: claims nothing more
 	giving   bool                 // handing one zone to a node below its share
 	orphan   map[string]time.Time // loop only: zones seen unowned, since when
-	lostAt   time.Time            // when this node last lost a lease (mayAsk)
+	// askedBack (loop only): the last owner and answer of each listed zone
+	// asked back (askBack), so that a standing refusal is logged once.
+	askedBack map[string]string
+	lostAt    time.Time // when this node last lost a lease (mayAsk)
 
 	// The game clock (GatewayGone's Before) and the watch of the other
 	// nodes as gateways (gateways.go; loop only).
@@ -133,8 +136,10 @@ func liveNodes(leases *cluster.Leases, self string) int {
 }
 
 // claimInitial claims this node's zones before anything runs: the listed
-// ones (each must be free: a clear error names its owner), or in auto mode
-// unowned zones in map order up to a fair share of the live nodes.
+// ones, or in auto mode unowned zones in map order up to a fair share of
+// the live nodes. A listed zone must be free, or held by a node that does
+// not list it (left out here: the loop asks for it back once this node
+// runs); otherwise a clear error names its owner.
 func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, log *slog.Logger) ([]string, error) {
 	want, err := cfg.zoneList()
 	if err != nil {
@@ -150,7 +155,17 @@ func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *clus
 		for _, id := range want {
 			if _, err := leases.Claim(ctx, id); err != nil {
 				if o, ok := leases.Owner(id); ok && errors.Is(err, cluster.ErrOwned) {
-					err = fmt.Errorf("zone %s is owned by node %s (epoch %d): give it a different --zones list, or stop that node", id, o.Node, o.Epoch)
+					askBack, listsIt := ownerListing(ctx, kvNodes, id, o.Node)
+					if askBack {
+						// Asked back once this node runs (the loop).
+						log.Info("listed zone held by a node that does not list it: asking for it back once running", "zone", id, "owner", o.Node)
+						continue
+					}
+					also := ""
+					if listsIt {
+						also = ", whose --zones lists it too"
+					}
+					err = fmt.Errorf("zone %s is owned by node %s (epoch %d)%s: give this node a different --zones list, or stop that node", id, o.Node, o.Epoch, also)
 				}
 				for _, z := range got {
 					_ = leases.Release(ctx, z)
@@ -500,14 +515,22 @@ func (m *membership) loop() {
 			// A fixed --zones list: take back a listed zone this node lost
 			// (its lease expired while NATS was unreachable, say) once
 			// nobody owns it.
+			// A listed zone another node holds without listing it (a
+			// drain handed it there, an auto spare claimed it while
+			// this node was down) is asked back (giveback.go).
 			owners := m.leases.Owners()
+			ask := m.askBackDue(time.Now())
 			for _, id := range m.want {
 				if _, held := m.leases.Held(id); held {
+					delete(m.askedBack, id)
 					continue
 				}
 				// The directory naming this node is a lease it lost (NATS
 				// was away past its expiry): Claim takes it over.
 				if o, owned := owners[id]; owned && o.Node != m.node {
+					if ask {
+						m.askBack(ctx, id, o.Node)
+					}
 					continue
 				}
 				if _, err := m.leases.Claim(ctx, id); err == nil {

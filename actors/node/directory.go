@@ -45,10 +45,12 @@ type directory struct {
 	wg   sync.WaitGroup
 }
 
-func startDirectory(ctx context.Context, l *natsLink, node string, look int, log *slog.Logger) (*directory, error) {
+// startDirectory writes this node's first record; listed is its --zones
+// list (nil: auto), which nodes starting with a list read (giveback.go).
+func startDirectory(ctx context.Context, l *natsLink, node string, look int, listed []string, log *slog.Logger) (*directory, error) {
 	d := &directory{node: node, nl: l, log: log, look: cmp.Or(look, expiryLookEvery), kvN: l.kv[BucketNodes], conns: func() int64 { return 0 }, zones: func() int { return 0 }, stop: make(chan struct{})}
 	now := time.Now().UnixMilli()
-	d.rec = &pb.NodeRecord{Node: d.node, StartedUnixMs: now, HeartbeatUnixMs: now, Version: "dev"}
+	d.rec = &pb.NodeRecord{Node: d.node, StartedUnixMs: now, HeartbeatUnixMs: now, Version: "dev", Listed: listed, Auto: listed == nil}
 	if err := d.putNode(ctx); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,8 @@ import (
 func takeSubject(world, node string) string { return "gw." + world + ".node." + node + ".take" }
 
 // giveSubject is where a node takes requests to hand one of its zones to
-// the asking node (rebalancing when a node joins).
+// the asking node (rebalancing when a node joins), or a listed zone back
+// to the node whose --zones names it (giveback.go).
 func giveSubject(world, node string) string { return "gw." + world + ".node." + node + ".give" }
 
 // serveTakes answers other nodes' handover requests: claim the zone named
@@ -110,6 +111,15 @@ func (m *membership) serveTakes() error {
 // it went back at the next look of the node it came from — the operator's
 // move undone within a second (by hand: the zone back 200 ms later).
 func (m *membership) onGive(r *nats.Msg) {
+	if len(r.Data) > 0 && r.Data[0] == giveBackMark {
+		id, to, err := decodeGiveBack(r.Data)
+		if err != nil {
+			_ = r.Respond([]byte("error: " + err.Error()))
+			return
+		}
+		m.onGiveBack(r, id, to)
+		return
+	}
 	to := string(r.Data)
 	m.mu.Lock()
 	busy := m.closed || m.draining || m.giving

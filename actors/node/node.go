@@ -117,7 +117,11 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 	// other for their fair shares; then the zones are claimed, before any
 	// actor runs, so this node never acts for a zone it does not own.
 	n.node = resolveNodeID(cfg)
-	if n.dir, err = startDirectory(ctx, nl, n.node, cfg.expiryLook, log.With("component", "directory")); err != nil {
+	listed, err := cfg.zoneList()
+	if err != nil {
+		return nil, err
+	}
+	if n.dir, err = startDirectory(ctx, nl, n.node, cfg.expiryLook, listed, log.With("component", "directory")); err != nil {
 		return nil, err
 	}
 	var mem *membership
@@ -242,7 +246,7 @@ func StartEnv(ctx context.Context, cfg Config, log *slog.Logger, getenv func(str
 		want, _ := cfg.zoneList()
 		mem = &membership{node: n.node, auto: want == nil, want: want, wm: wm, sys: g.sys, zones: g.zones,
 			bridge: b, leases: n.leases, kvNodes: nl.kv[BucketNodes], log: log.With("component", "cluster"), players: n.players, nc: nl.nc, world: world,
-			now: g.now, origin: g.origin}
+			now: g.now, origin: g.origin, askedBack: map[string]string{}}
 		n.member = mem
 		return mem.start(owned)
 	})

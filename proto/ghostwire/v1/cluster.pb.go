@@ -950,6 +950,63 @@ func (x *ZoneTake) GetNpcsAfresh() bool {
 	return false
 }
 
+// ZoneGiveBack asks a zone's owner to hand the zone over to the node whose
+// --zones list names it (sent on the owner's give subject, after one 0x00
+// byte: an older node reads the request as a node id, which it refuses).
+// The owner refuses when its own list names the zone, or an operator
+// placed it there (`zonectl move-zone`).
+type ZoneGiveBack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Zone          string                 `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneGiveBack) Reset() {
+	*x = ZoneGiveBack{}
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneGiveBack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneGiveBack) ProtoMessage() {}
+
+func (x *ZoneGiveBack) ProtoReflect() protoreflect.Message {
+	mi := &file_ghostwire_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneGiveBack.ProtoReflect.Descriptor instead.
+func (*ZoneGiveBack) Descriptor() ([]byte, []int) {
+	return file_ghostwire_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ZoneGiveBack) GetZone() string {
+	if x != nil {
+		return x.Zone
+	}
+	return ""
+}
+
+func (x *ZoneGiveBack) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 var File_ghostwire_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_cluster_proto_rawDesc = "" +
@@ -1028,7 +1085,10 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"npc_epochs\x18\x03 \x03(\x04R\tnpcEpochs\x12\x16\n" +
 	"\x06placed\x18\x04 \x01(\bR\x06placed\x12\x1f\n" +
 	"\vnpcs_afresh\x18\x05 \x01(\bR\n" +
-	"npcsAfreshB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
+	"npcsAfresh\"6\n" +
+	"\fZoneGiveBack\x12\x12\n" +
+	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04nodeB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
 
 var (
 	file_ghostwire_v1_cluster_proto_rawDescOnce sync.Once
@@ -1042,7 +1102,7 @@ func file_ghostwire_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_ghostwire_v1_cluster_proto_rawDescData
 }
 
-var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_ghostwire_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*ZoneBatch)(nil),      // 0: ghostwire.v1.ZoneBatch
 	(*ZoneItem)(nil),       // 1: ghostwire.v1.ZoneItem
@@ -1054,37 +1114,38 @@ var file_ghostwire_v1_cluster_proto_goTypes = []any{
 	(*ConnKick)(nil),       // 7: ghostwire.v1.ConnKick
 	(*EventsOut)(nil),      // 8: ghostwire.v1.EventsOut
 	(*ZoneTake)(nil),       // 9: ghostwire.v1.ZoneTake
-	(*ReplicaBatch)(nil),   // 10: ghostwire.v1.ReplicaBatch
-	(*PlayerInput)(nil),    // 11: ghostwire.v1.PlayerInput
-	(*PlayerJoin)(nil),     // 12: ghostwire.v1.PlayerJoin
-	(*PlayerLeave)(nil),    // 13: ghostwire.v1.PlayerLeave
-	(*HandoffMessage)(nil), // 14: ghostwire.v1.HandoffMessage
-	(*Vec3)(nil),           // 15: ghostwire.v1.Vec3
-	(*ControlUpdate)(nil),  // 16: ghostwire.v1.ControlUpdate
-	(*ViewUpdate)(nil),     // 17: ghostwire.v1.ViewUpdate
-	(*Redirect)(nil),       // 18: ghostwire.v1.Redirect
-	(*EntitySnapshot)(nil), // 19: ghostwire.v1.EntitySnapshot
-	(*GameEvent)(nil),      // 20: ghostwire.v1.GameEvent
+	(*ZoneGiveBack)(nil),   // 10: ghostwire.v1.ZoneGiveBack
+	(*ReplicaBatch)(nil),   // 11: ghostwire.v1.ReplicaBatch
+	(*PlayerInput)(nil),    // 12: ghostwire.v1.PlayerInput
+	(*PlayerJoin)(nil),     // 13: ghostwire.v1.PlayerJoin
+	(*PlayerLeave)(nil),    // 14: ghostwire.v1.PlayerLeave
+	(*HandoffMessage)(nil), // 15: ghostwire.v1.HandoffMessage
+	(*Vec3)(nil),           // 16: ghostwire.v1.Vec3
+	(*ControlUpdate)(nil),  // 17: ghostwire.v1.ControlUpdate
+	(*ViewUpdate)(nil),     // 18: ghostwire.v1.ViewUpdate
+	(*Redirect)(nil),       // 19: ghostwire.v1.Redirect
+	(*EntitySnapshot)(nil), // 20: ghostwire.v1.EntitySnapshot
+	(*GameEvent)(nil),      // 21: ghostwire.v1.GameEvent
 }
 var file_ghostwire_v1_cluster_proto_depIdxs = []int32{
 	1,  // 0: ghostwire.v1.ZoneBatch.items:type_name -> ghostwire.v1.ZoneItem
 	2,  // 1: ghostwire.v1.ZoneItem.handoff:type_name -> ghostwire.v1.HandoffItem
-	10, // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
-	11, // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
-	12, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
-	13, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
+	11, // 2: ghostwire.v1.ZoneItem.replicas:type_name -> ghostwire.v1.ReplicaBatch
+	12, // 3: ghostwire.v1.ZoneItem.input:type_name -> ghostwire.v1.PlayerInput
+	13, // 4: ghostwire.v1.ZoneItem.join:type_name -> ghostwire.v1.PlayerJoin
+	14, // 5: ghostwire.v1.ZoneItem.leave:type_name -> ghostwire.v1.PlayerLeave
 	3,  // 6: ghostwire.v1.ZoneItem.teleport:type_name -> ghostwire.v1.TeleportItem
-	14, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
-	15, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
-	16, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
-	17, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
-	18, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
+	15, // 7: ghostwire.v1.HandoffItem.msg:type_name -> ghostwire.v1.HandoffMessage
+	16, // 8: ghostwire.v1.TeleportItem.pos:type_name -> ghostwire.v1.Vec3
+	17, // 9: ghostwire.v1.ConnBatch.controls:type_name -> ghostwire.v1.ControlUpdate
+	18, // 10: ghostwire.v1.ConnBatch.views:type_name -> ghostwire.v1.ViewUpdate
+	19, // 11: ghostwire.v1.ConnBatch.redirects:type_name -> ghostwire.v1.Redirect
 	7,  // 12: ghostwire.v1.ConnBatch.kicks:type_name -> ghostwire.v1.ConnKick
 	8,  // 13: ghostwire.v1.ConnBatch.outputs:type_name -> ghostwire.v1.EventsOut
 	6,  // 14: ghostwire.v1.ConnBatch.rejoins:type_name -> ghostwire.v1.Rejoin
-	19, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
-	20, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
-	19, // 17: ghostwire.v1.ZoneTake.npcs:type_name -> ghostwire.v1.EntitySnapshot
+	20, // 15: ghostwire.v1.Rejoin.checkpoint:type_name -> ghostwire.v1.EntitySnapshot
+	21, // 16: ghostwire.v1.EventsOut.events:type_name -> ghostwire.v1.GameEvent
+	20, // 17: ghostwire.v1.ZoneTake.npcs:type_name -> ghostwire.v1.EntitySnapshot
 	18, // [18:18] is the sub-list for method output_type
 	18, // [18:18] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
@@ -1116,7 +1177,7 @@ func file_ghostwire_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ghostwire_v1_cluster_proto_rawDesc), len(file_ghostwire_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -399,8 +399,16 @@ type NodeRecord struct {
 	HeartbeatUnixMs int64   `protobuf:"varint,8,opt,name=heartbeat_unix_ms,json=heartbeatUnixMs,proto3" json:"heartbeat_unix_ms,omitempty"`
 	Version         string  `protobuf:"bytes,9,opt,name=version,proto3" json:"version,omitempty"`
 	Draining        bool    `protobuf:"varint,10,opt,name=draining,proto3" json:"draining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The node's --zones list (empty for an auto node). A node starting with
+	// a list reads its zones' owners' records: a zone another node lists too
+	// is a configuration error; one held by a node that does not list it (a
+	// drain or an auto spare took it) is asked back once the node runs.
+	Listed []string `protobuf:"bytes,11,rep,name=listed,proto3" json:"listed,omitempty"`
+	// The node runs --zones auto. A record with neither this nor a list is an
+	// older node's, whose zones a starting node does not ask back.
+	Auto          bool `protobuf:"varint,12,opt,name=auto,proto3" json:"auto,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeRecord) Reset() {
@@ -503,6 +511,20 @@ func (x *NodeRecord) GetDraining() bool {
 	return false
 }
 
+func (x *NodeRecord) GetListed() []string {
+	if x != nil {
+		return x.Listed
+	}
+	return nil
+}
+
+func (x *NodeRecord) GetAuto() bool {
+	if x != nil {
+		return x.Auto
+	}
+	return false
+}
+
 var File_ghostwire_v1_directory_proto protoreflect.FileDescriptor
 
 const file_ghostwire_v1_directory_proto_rawDesc = "" +
@@ -533,7 +555,7 @@ const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
 	"\x05slice\x18\x03 \x01(\rR\x05slice\x12&\n" +
 	"\x0fwritten_unix_ms\x18\x04 \x01(\x03R\rwrittenUnixMs\x124\n" +
-	"\arecords\x18\x05 \x03(\v2\x1a.ghostwire.v1.PlayerRecordR\arecords\"\xa6\x02\n" +
+	"\arecords\x18\x05 \x03(\v2\x1a.ghostwire.v1.PlayerRecordR\arecords\"\xd2\x02\n" +
 	"\n" +
 	"NodeRecord\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +
@@ -546,7 +568,9 @@ const file_ghostwire_v1_directory_proto_rawDesc = "" +
 	"\x11heartbeat_unix_ms\x18\b \x01(\x03R\x0fheartbeatUnixMs\x12\x18\n" +
 	"\aversion\x18\t \x01(\tR\aversion\x12\x1a\n" +
 	"\bdraining\x18\n" +
-	" \x01(\bR\bdraining*x\n" +
+	" \x01(\bR\bdraining\x12\x16\n" +
+	"\x06listed\x18\v \x03(\tR\x06listed\x12\x12\n" +
+	"\x04auto\x18\f \x01(\bR\x04auto*x\n" +
 	"\vPlayerState\x12\x1c\n" +
 	"\x18PLAYER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PLAYER_STATE_ONLINE\x10\x01\x12\x18\n" +
