@@ -58,6 +58,8 @@ type Parts struct {
 	EmbedsNATS bool
 	UDPAddr    string
 	HTTPAddr   func() string
+	// Listed is the node's --zones list; nil: auto.
+	Listed []string
 }
 
 // local is this node's side of every operation.
@@ -109,7 +111,8 @@ func (l *local) info(world string, version string, started time.Time) (*pb.NodeI
 		return nil, err
 	}
 	ni := &pb.NodeInfo{Node: l.node, UdpAddr: l.p.UDPAddr, Version: version, World: world,
-		StartedUnixMs: started.UnixMilli(), UptimeMs: time.Since(started).Milliseconds(), TickP99Ms: l.tickP99()}
+		StartedUnixMs: started.UnixMilli(), UptimeMs: time.Since(started).Milliseconds(), TickP99Ms: l.tickP99(),
+		Listed: l.p.Listed, Auto: l.p.Listed == nil}
 	if l.p.HTTPAddr != nil {
 		ni.HttpAddr = l.p.HTTPAddr()
 	}

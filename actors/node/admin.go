@@ -25,6 +25,7 @@ func (n *Node) startAdmin(ctx context.Context, wm *world.World) (*admin.Service,
 			MoveZone:   n.MoveZone,
 			LiveOthers: n.member.liveOthers,
 			EmbedsNATS: n.nats.srv != nil,
+			Listed:     n.member.want,
 		},
 	})
 }

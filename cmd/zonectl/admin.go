@@ -154,6 +154,9 @@ type nodeRow struct {
 	Version     string   `json:"version" yaml:"version"`
 	UptimeS     float64  `json:"uptime_s" yaml:"uptime_s"`
 	World       string   `json:"world" yaml:"world"`
+	// The node's --zones: the zones it lists, or auto.
+	Listed []string `json:"listed" yaml:"listed"`
+	Auto   bool     `json:"auto" yaml:"auto"`
 }
 
 type playerRow struct {
@@ -192,9 +195,13 @@ func toNodeRow(n *pb.NodeInfo) nodeRow {
 	if zs == nil {
 		zs = []string{}
 	}
-	return nodeRow{Node: n.Node, UDPAddr: n.UdpAddr, HTTPAddr: n.HttpAddr, Zones: zs, Players: n.Players, NPCs: n.Npcs,
+	r := nodeRow{Node: n.Node, UDPAddr: n.UdpAddr, HTTPAddr: n.HttpAddr, Zones: zs, Players: n.Players, NPCs: n.Npcs,
 		Connections: n.Connections, TickP99Ms: round3(n.TickP99Ms), Load: round3(n.Load), Version: n.Version,
-		UptimeS: float64(n.UptimeMs) / 1000, World: n.World}
+		UptimeS: float64(n.UptimeMs) / 1000, World: n.World, Listed: n.Listed, Auto: n.Auto}
+	if r.Listed == nil {
+		r.Listed = []string{}
+	}
+	return r
 }
 
 func toPlayerRow(p *pb.PlayerInfo) playerRow {
@@ -214,6 +221,15 @@ func round3(f float64) float64 {
 }
 
 func dash(s string) string { return cmp.Or(s, "-") }
+
+// claims is a node's --zones as the table shows it: auto, the listed
+// zones, or - for a node of a build that does not say.
+func claims(r nodeRow) string {
+	if r.Auto {
+		return "auto"
+	}
+	return dash(strings.Join(r.Listed, ","))
+}
 
 func writePlayersTable(tw *tabwriter.Writer, rows []playerRow) {
 	fmt.Fprintln(tw, "PLAYER\tZONE\tNODE\tX\tZ\tEPOCH\tGATEWAY\tRTT_MS\tSESSION_AGE")
@@ -283,9 +299,9 @@ func addAdminCommands(root *cobra.Command, e env, g *globals) {
 					rows = append(rows, toNodeRow(n))
 				}
 				return o.write(e.stdout, rows, func(tw *tabwriter.Writer) {
-					fmt.Fprintln(tw, "NODE\tUDP_ADDR\tZONES\tPLAYERS\tNPCS\tCONNS\tTICK_P99_MS\tLOAD\tVERSION\tUPTIME")
+					fmt.Fprintln(tw, "NODE\tUDP_ADDR\tZONES\tCLAIMS\tPLAYERS\tNPCS\tCONNS\tTICK_P99_MS\tLOAD\tVERSION\tUPTIME")
 					for _, r := range rows {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t%s\n", r.Node, dash(r.UDPAddr), dash(strings.Join(r.Zones, ",")),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t%s\n", r.Node, dash(r.UDPAddr), dash(strings.Join(r.Zones, ",")), claims(r),
 							r.Players, r.NPCs, r.Connections, r.TickP99Ms, r.Load, r.Version, (time.Duration(r.UptimeS) * time.Second).String())
 					}
 				})

@@ -50,7 +50,7 @@ func TestAdminThreeNodes(t *testing.T) {
 		}
 	}
 	for i, r := range nodeRows {
-		if r.Node != split[i].id || len(r.Zones) == 0 || r.UDPAddr == "" {
+		if r.Node != split[i].id || len(r.Zones) == 0 || r.UDPAddr == "" || r.Auto || strings.Join(r.Listed, ",") != split[i].zones {
 			t.Fatalf("nodes: %+v", nodeRows)
 		}
 	}

@@ -179,8 +179,11 @@ func TestAdminOneNode(t *testing.T) {
 
 	var nodes []nodeRow
 	ctlJSON(t, &nodes, url, dir, "nodes")
-	if len(nodes) != 1 || nodes[0].Node != "solo" || len(nodes[0].Zones) != 4 || nodes[0].Connections != 2 || nodes[0].Players != 2 || nodes[0].UDPAddr == "" {
+	if len(nodes) != 1 || nodes[0].Node != "solo" || len(nodes[0].Zones) != 4 || nodes[0].Connections != 2 || nodes[0].Players != 2 || nodes[0].UDPAddr == "" || !nodes[0].Auto || nodes[0].Listed == nil {
 		t.Fatalf("nodes: %+v", nodes)
+	}
+	if r := ctl(t, url, dir, "nodes"); r.code != 0 || len(strings.Fields(r.stdout)) < 15 || strings.Fields(r.stdout)[3] != "CLAIMS" || strings.Fields(r.stdout)[14] != "auto" {
+		t.Fatalf("nodes table: %+v, want an auto node's CLAIMS column", r)
 	}
 	var zones []map[string]any
 	ctlJSON(t, &zones, url, dir, "zones")

@@ -140,6 +140,10 @@ type NodeInfo struct {
 	StartedUnixMs int64   `protobuf:"varint,11,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	UptimeMs      int64   `protobuf:"varint,12,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
 	World         string  `protobuf:"bytes,13,opt,name=world,proto3" json:"world,omitempty"`
+	// The node's --zones: the zones it lists (it takes them back from a
+	// node that holds them without listing them), or auto.
+	Listed        []string `protobuf:"bytes,14,rep,name=listed,proto3" json:"listed,omitempty"`
+	Auto          bool     `protobuf:"varint,15,opt,name=auto,proto3" json:"auto,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +267,20 @@ func (x *NodeInfo) GetWorld() string {
 		return x.World
 	}
 	return ""
+}
+
+func (x *NodeInfo) GetListed() []string {
+	if x != nil {
+		return x.Listed
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetAuto() bool {
+	if x != nil {
+		return x.Auto
+	}
+	return false
 }
 
 type ListNodesResponse struct {
@@ -1631,7 +1649,7 @@ const file_ghostwire_v1_admin_proto_rawDesc = "" +
 	"\tNodeError\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x12\n" +
-	"\x10ListNodesRequest\"\xe5\x02\n" +
+	"\x10ListNodesRequest\"\x91\x03\n" +
 	"\bNodeInfo\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x19\n" +
 	"\budp_addr\x18\x02 \x01(\tR\audpAddr\x12\x1b\n" +
@@ -1646,7 +1664,9 @@ const file_ghostwire_v1_admin_proto_rawDesc = "" +
 	" \x01(\tR\aversion\x12&\n" +
 	"\x0fstarted_unix_ms\x18\v \x01(\x03R\rstartedUnixMs\x12\x1b\n" +
 	"\tuptime_ms\x18\f \x01(\x03R\buptimeMs\x12\x14\n" +
-	"\x05world\x18\r \x01(\tR\x05world\"r\n" +
+	"\x05world\x18\r \x01(\tR\x05world\x12\x16\n" +
+	"\x06listed\x18\x0e \x03(\tR\x06listed\x12\x12\n" +
+	"\x04auto\x18\x0f \x01(\bR\x04auto\"r\n" +
 	"\x11ListNodesResponse\x12,\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.ghostwire.v1.NodeInfoR\x05nodes\x12/\n" +
 	"\x06errors\x18\x02 \x03(\v2\x17.ghostwire.v1.NodeErrorR\x06errors\"\x12\n" +
