@@ -121,26 +121,11 @@ func (m *membership) onGive(r *nats.Msg) {
 		return
 	}
 	to := string(r.Data)
-	m.mu.Lock()
-	busy := m.closed || m.draining || m.giving
-	if !busy {
-		m.giving = true
-	}
-	m.mu.Unlock()
-	if busy || !m.auto || !cluster.ValidID(to) || to == m.node {
+	if !m.auto || !cluster.ValidID(to) || to == m.node || !m.beginGiving() {
 		_ = r.Respond([]byte("error: not giving"))
-		if !busy {
-			m.mu.Lock()
-			m.giving = false
-			m.mu.Unlock()
-		}
 		return
 	}
-	defer func() {
-		m.mu.Lock()
-		m.giving = false
-		m.mu.Unlock()
-	}()
+	defer m.endGiving()
 	// Give while this node holds at least two more than the asker: the
 	// shares then differ by at most one (4 zones on 3 nodes: 2, 1, 1).
 	ids := m.zones.IDs()
@@ -171,14 +156,39 @@ func (m *membership) onGive(r *nats.Msg) {
 		_ = r.Respond([]byte("error: every zone beyond the share was placed here by an operator"))
 		return
 	}
-	_ = r.Respond([]byte("ok " + pick))
+	m.give(r, pick, to, "rebalance", "a node below its share")
+}
+
+// beginGiving marks this node as handing a zone to an asking node (onGive,
+// onGiveBack): false when it already is, or it is stopping.
+func (m *membership) beginGiving() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.draining || m.giving {
+		return false
+	}
+	m.giving = true
+	return true
+}
+
+func (m *membership) endGiving() {
+	m.mu.Lock()
+	m.giving = false
+	m.mu.Unlock()
+}
+
+// give answers the asking node's request yes and hands zone id to it;
+// kept if it does not take it (handOver). what and whom name the request
+// in the log.
+func (m *membership) give(r *nats.Msg, id, to, what, whom string) {
+	_ = r.Respond([]byte("ok " + id))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
 	defer cancel()
-	if _, err := m.handOver(ctx, pick, []string{to}, false, true); err != nil {
-		m.log.Warn("rebalance: zone not handed over", "zone", pick, "to", to, "err", err)
+	if _, err := m.handOver(ctx, id, []string{to}, false, true); err != nil {
+		m.log.Warn(what+": zone not handed over", "zone", id, "to", to, "err", err)
 		return
 	}
-	m.log.Info("rebalance: zone handed to a node below its share", "zone", pick, "to", to)
+	m.log.Info(what+": zone handed to "+whom, "zone", id, "to", to)
 }
 
 // rebalance asks the busiest node for a zone when this auto node holds

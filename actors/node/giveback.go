@@ -74,21 +74,11 @@ func ownerListing(ctx context.Context, kvNodes jetstream.KeyValue, id, owner str
 // this node lists it too, an operator placed it here, or to's record does
 // not say it lists the zone (a stale or forged request).
 func (m *membership) onGiveBack(r *nats.Msg, id, to string) {
-	m.mu.Lock()
-	busy := m.closed || m.draining || m.giving
-	if !busy {
-		m.giving = true
-	}
-	m.mu.Unlock()
-	if busy {
+	if !m.beginGiving() {
 		_ = r.Respond([]byte("error: not giving"))
 		return
 	}
-	defer func() {
-		m.mu.Lock()
-		m.giving = false
-		m.mu.Unlock()
-	}()
+	defer m.endGiving()
 	refuse := ""
 	m.mu.Lock()
 	placed := m.placed[id]
@@ -119,14 +109,7 @@ func (m *membership) onGiveBack(r *nats.Msg, id, to string) {
 		_ = r.Respond([]byte("error: " + refuse))
 		return
 	}
-	_ = r.Respond([]byte("ok " + id))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
-	defer cancel()
-	if _, err := m.handOver(ctx, id, []string{to}, false, true); err != nil {
-		m.log.Warn("give-back: zone not handed over", "zone", id, "to", to, "err", err)
-		return
-	}
-	m.log.Info("give-back: zone handed to the node whose --zones lists it", "zone", id, "to", to)
+	m.give(r, id, to, "give-back", "the node whose --zones lists it")
 }
 
 // askBack asks owner to hand listed zone id back to this node (the
