@@ -53,6 +53,48 @@ type zoneProxy struct {
 	// objects afresh (its item, its wrapper, the input, its moves).
 	ins []*pb.ZoneItem
 	nin int
+	// The current spell without an owner (noOwner): since when (zero:
+	// the zone has one), items dropped in it, and whether it was warned.
+	unownedSince  time.Time
+	unownedDrops  uint64
+	unownedWarned bool
+}
+
+// A zone without an owner for this many lease TTLs is warned about: a
+// planned handover leaves it so for a few hundred milliseconds, a dead
+// owner's zone until its lease expires and a node claims it (≈ 1.2 TTLs,
+// `make chaos`), so past two no node is claiming it (a cluster of fixed
+// --zones lists with a node down).
+const noOwnerWarnTTLs = 2
+
+// noOwner counts n items dropped because no node owns the zone. The first
+// of a spell is logged at debug (the routine tail of every handover);
+// the spell is warned about once it has lasted noOwnerWarnTTLs, once.
+// Before, the first drop of each zone was warned and nothing after it in
+// the process's life: every drain or rebalance warned, and a real outage
+// later went unsaid.
+func (p *zoneProxy) noOwner(n int, now time.Time) {
+	p.b.m.NoOwner.Add(uint64(n))
+	p.unownedDrops += uint64(n)
+	if p.unownedSince.IsZero() {
+		p.unownedSince = now
+		p.b.log.Debug("cluster: zone has no owner (handed over, or its node stopped); its messages are dropped until one claims it", "zone", p.zone)
+		return
+	}
+	if d := now.Sub(p.unownedSince); !p.unownedWarned && d >= noOwnerWarnTTLs*p.b.cfg.Leases.TTL() {
+		p.unownedWarned = true
+		p.b.log.Warn("cluster: zone has no owner: no node claims it; its messages are dropped until one does", "zone", p.zone,
+			"for", d.Round(time.Millisecond), "dropped", p.unownedDrops)
+	}
+}
+
+// owned ends a spell without an owner: said at info if it was warned.
+func (p *zoneProxy) owned(owner string, now time.Time) {
+	if p.unownedWarned {
+		p.b.log.Info("cluster: zone has an owner again", "zone", p.zone, "owner", owner,
+			"after", now.Sub(p.unownedSince).Round(time.Millisecond), "dropped", p.unownedDrops)
+	}
+	p.unownedSince, p.unownedDrops, p.unownedWarned = time.Time{}, 0, false
 }
 
 // subj is the subject the proxy publishes on.
@@ -243,9 +285,11 @@ func (p *zoneProxy) flush() {
 	}()
 	o, ok := p.b.cfg.Leases.Owner(p.zone)
 	if !ok {
-		p.b.m.NoOwner.Add(uint64(len(p.batch.Items)))
-		p.b.warnOnce("noowner:"+p.zone, "cluster: zone has no owner; its messages are dropped until one claims it", "zone", p.zone)
+		p.noOwner(len(p.batch.Items), time.Now())
 		return
+	}
+	if !p.unownedSince.IsZero() {
+		p.owned(o.Node, time.Now())
 	}
 	p.batch.Zone, p.batch.ZoneEpoch, p.batch.FromNode = p.zone, o.Epoch, p.b.cfg.Node
 	p.b.sendReliable(&p.arq, p.subj(), KindZone, &p.batch, func(stream, seq, floor uint64) {
