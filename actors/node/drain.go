@@ -389,11 +389,12 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 func (m *membership) askTake(ctx context.Context, id, target string, npcs []sim.NPCState, placed bool) error {
 	take := encodeTake(id, npcs, placed, int(m.nc.MaxPayload()))
 	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), take)
-	if err == nil && string(r.Data) != "ok" && take[0] == takeMark {
-		// A node of an older build reads the request as a zone id and
-		// refuses it (a rolling update): ask again with the id alone, the
-		// NPCs spawned afresh there. A refusal for another reason is
-		// refused again.
+	if err == nil && take[0] == takeMark && strings.Contains(string(r.Data), "is not in world") {
+		// A node of an older build reads the request as a zone id, which
+		// no world has, and refuses it so (a rolling update): ask again
+		// with the id alone, the NPCs spawned afresh there. A refusal for
+		// another reason (the target is stopping) is not asked again: it
+		// was warned about as the NPCs' refusal, which it was not.
 		m.log.Warn("zone handover: the target refused the NPCs; asking with the zone alone", "zone", id, "to", target, "answer", string(r.Data))
 		r, err = m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
 	}

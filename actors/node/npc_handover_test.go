@@ -174,4 +174,26 @@ func TestHandoverToAnOlderNodeAsksWithTheZoneAlone(t *testing.T) {
 	if len(got) != 2 || got[0][0] != takeMark || string(got[1]) != "x1z0" {
 		t.Fatalf("take requests %q, want one with the NPCs, then the zone id alone", got)
 	}
+
+	// A target that refuses for another reason (it is stopping) is asked
+	// once: its refusal is not an older node's, and the zone stays here.
+	var stopping [][]byte
+	sub2, err := m.nc.Subscribe(takeSubject(m.world, "stopping"), func(r *nats.Msg) {
+		stopping = append(stopping, slices.Clone(r.Data))
+		_ = r.Respond([]byte("error: this node is stopping"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub2.Unsubscribe() }()
+	if _, err := nodes[0].Leases().Claim(ctx, "x1z0"); err != nil {
+		t.Fatal(err)
+	}
+	m.take("x1z0")
+	if _, err := m.handOver(ctx, "x1z0", []string{"stopping"}, false, true); err == nil {
+		t.Fatal("a handover the target refused reported done")
+	}
+	if len(stopping) != 1 || stopping[0][0] != takeMark {
+		t.Fatalf("take requests to a stopping node %q, want the one with the NPCs alone", stopping)
+	}
 }
