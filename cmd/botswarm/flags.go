@@ -105,7 +105,7 @@ func newFlagSet(o *options, out io.Writer) *pflag.FlagSet {
 	fs.Float64Var(&o.crowdRadius, "crowd-radius", scenario.DefaultCrowdRadius, "crowd scenario: bots mill within `M` metres of the point")
 	fs.Float64Var(&o.borderSwing, "border-swing", scenario.DefaultBorderSwing, "border scenario: walk `M` metres past the border each way")
 	fs.DurationVar(&o.teleportEvery, "teleport-every", scenario.DefaultTeleportEvery, "teleport scenario: mean time `D` between jumps")
-	fs.DurationVar(&o.churnLife, "churn-life", scenario.DefaultChurnLife, "churn scenario: mean session length `D` (exponential)")
+	fs.DurationVar(&o.churnLife, "churn-life", scenario.DefaultChurnLife, "churn scenario: mean session length `D` (exponential), counted from the connect")
 	fs.DurationVar(&o.churnPause, "churn-pause", scenario.DefaultChurnPause, "churn scenario: longest pause `D` before reconnecting")
 
 	fs.IntVar(&o.inputRate, "input-rate", def.InputRate, "moves per second per bot, `HZ` (must divide 960)")

@@ -56,6 +56,10 @@ type Options struct {
 	// with a Disconnect saying Kicked (as an operator's kick would); the
 	// players may connect again.
 	KickAt time.Duration
+	// HoldConnects: connection requests that come within this long after
+	// Start go unanswered, as a server's limit on new connections holds
+	// them back; the clients' resends are answered after it.
+	HoldConnects time.Duration
 	// Unplaced picks players whose connections are taken but who are
 	// never placed, as zoned's gateway does when the zone refuses the
 	// player's join or its restore from the record: the session stays up
@@ -335,7 +339,9 @@ func (z *Zone) receive(now time.Duration, p []byte, from netip.AddrPort) {
 	}
 	switch kind {
 	case handshake.KindConnectRequest, handshake.KindChallengeResponse:
-		z.handshake(now, p, from)
+		if now >= z.opts.HoldConnects {
+			z.handshake(now, p, from)
+		}
 		return
 	}
 	// The long form and Disconnect name their connection (bots sharing a

@@ -220,6 +220,31 @@ func TestSwarmChurn(t *testing.T) {
 	}
 }
 
+// TestSwarmChurnLifeStartsAtTheConnect: a churning session's length is
+// counted from its connect, so a server that holds new connections back
+// (zoned's limit of new connections a /24) fails no session: every one
+// connects, and none is a failed connect. Before, a session whose
+// handshake was held past its length (and past connectGrace) counted a
+// failed connect and failed the run.
+func TestSwarmChurnLifeStartsAtTheConnect(t *testing.T) {
+	checkNoLeaks(t)
+	z := newFakeZone(t, fakezone.Options{HoldConnects: 3 * time.Second})
+	cfg := testConfig(z, 20, 6*time.Second)
+	cfg.Scenario.Kind = scenario.Churn
+	cfg.Scenario.ChurnLife = 2 * time.Second
+	cfg.Scenario.ChurnPause = 200 * time.Millisecond
+	cfg.Drain = 500 * time.Millisecond
+	r, _ := runSwarm(t, cfg)
+	tot := r.Totals
+	if tot.ConnectFails != 0 || tot.ReconnectFails != 0 || tot.Disconnects != 0 || tot.Connects < 20 {
+		t.Errorf("sessions %d, connects %d, connect fails %d (reconnects %d), disconnects %d: want every bot connected and no failure",
+			tot.Sessions, tot.Connects, tot.ConnectFails, tot.ReconnectFails, tot.Disconnects)
+	}
+	if x := inv(r, 4); !x.Checked || !x.OK {
+		t.Errorf("a held handshake broke %q: %s", x.Name, x.Detail)
+	}
+}
+
 // TestSwarmKickedBotsReconnect: a server that kicks every player (a
 // Disconnect saying Kicked) drops sessions the bots meant to keep — counted
 // as unexpected disconnects of cause kicked, failing the sessions
