@@ -28,25 +28,11 @@ func TestTwoNodesDrainedTogether(t *testing.T) {
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var ss []*client.Session
-	defer func() {
-		for _, s := range ss {
-			_ = s.Close(context.Background())
-		}
-	}()
 	var redirects atomic.Int64
-	for i, gw := range []*Node{n2, n2, n3, n3} {
-		p := joinsZone(gw, []string{"x1z0", "x0z1", "x1z1", "x0z0"}[i], uint64(100*(i+1)))
-		s, err := client.Dial(ctx, gw.PublicAddr().String(), mint(t, gw, p), client.OnRedirect(func(client.Redirected) { redirects.Add(1) }))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss = append(ss, s)
-		if err := s.SetInput(move.Move{Forward: 5}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	acked := func(s *client.Session, n uint64) bool { return s.Err() == nil && s.Stats().Moves.LastAck >= n }
+	ss, closeAll := dialWalkers(t, ctx, []*Node{n2, n2, n3, n3}, []string{"x1z0", "x0z1", "x1z1", "x0z0"},
+		client.OnRedirect(func(client.Redirected) { redirects.Add(1) }))
+	defer closeAll()
+	acked := sessionAcked
 	waitFor(t, 15*time.Second, "every client playing", func() bool {
 		return !slices.ContainsFunc(ss, func(s *client.Session) bool { return !acked(s, 30) })
 	})
@@ -92,6 +78,38 @@ func TestTwoNodesDrainedTogether(t *testing.T) {
 	if redirects.Load() != int64(len(ss)) {
 		t.Fatalf("%d redirects, want %d", redirects.Load(), len(ss))
 	}
+}
+
+// dialWalkers connects a client through each gws[i] whose player joins
+// zones[i] (the first such player id from 100·(i+1)), walking forward on
+// its own inputs. closeAll closes them: deferred after the nodes' stop,
+// so that they close first and goleak finds none of theirs running.
+func dialWalkers(t *testing.T, ctx context.Context, gws []*Node, zones []string, opts ...client.Option) (ss []*client.Session, closeAll func()) {
+	t.Helper()
+	closeAll = func() {
+		for _, s := range ss {
+			_ = s.Close(context.Background())
+		}
+	}
+	for i, gw := range gws {
+		p := joinsZone(gw, zones[i], uint64(100*(i+1)))
+		s, err := client.Dial(ctx, gw.PublicAddr().String(), mint(t, gw, p), opts...)
+		if err != nil {
+			closeAll()
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+		if err := s.SetInput(move.Move{Forward: 5}); err != nil {
+			closeAll()
+			t.Fatal(err)
+		}
+	}
+	return ss, closeAll
+}
+
+// sessionAcked: the session is up and its zone acknowledged move n.
+func sessionAcked(s *client.Session, n uint64) bool {
+	return s.Err() == nil && s.Stats().Moves.LastAck >= n
 }
 
 // A drain's target that refuses the zone (it is stopping too, though its

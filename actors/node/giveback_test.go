@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/ghostwire/ghostwire/client"
-	"github.com/ghostwire/ghostwire/replication/move"
 )
 
 // A rolling restart of a cluster laid out by --zones lists (found by
@@ -28,24 +25,9 @@ func TestListedZonesTakenBackAfterARestart(t *testing.T) {
 	defer func() { stopAll([]*Node{n1, n3}) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var ss []*client.Session
-	defer func() {
-		for _, s := range ss {
-			_ = s.Close(context.Background())
-		}
-	}()
-	for i, z := range []string{"x0z1", "x1z1", "x0z0"} {
-		p := joinsZone(n1, z, uint64(100*(i+1)))
-		s, err := client.Dial(ctx, n1.PublicAddr().String(), mint(t, n1, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss = append(ss, s)
-		if err := s.SetInput(move.Move{Forward: 5}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	acked := func(s *client.Session, n uint64) bool { return s.Err() == nil && s.Stats().Moves.LastAck >= n }
+	ss, closeAll := dialWalkers(t, ctx, []*Node{n1, n1, n1}, []string{"x0z1", "x1z1", "x0z0"})
+	defer closeAll()
+	acked := sessionAcked
 	playing := func(what string) {
 		t.Helper()
 		before := make([]uint64, len(ss))
