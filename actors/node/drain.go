@@ -31,6 +31,10 @@ import (
 // is lost or applied twice. Players are frozen from the freeze until the
 // target's restore: a few NATS round trips and KV writes.
 
+// errStopping is a take's refusal by a node that is stopping (or
+// draining): it takes no zone any more.
+var errStopping = errors.New("this node is stopping")
+
 // takeSubject is where a node takes requests to claim a zone now.
 func takeSubject(world, node string) string { return "gw." + world + ".node." + node + ".take" }
 
@@ -63,7 +67,7 @@ func (m *membership) serveTakes() error {
 		closed := m.closed || m.draining
 		m.mu.Unlock()
 		if closed {
-			reply(errors.New("this node is stopping"))
+			reply(errStopping)
 			return
 		}
 		if _, held := m.leases.Held(id); held {
@@ -184,7 +188,7 @@ func (m *membership) give(r *nats.Msg, id, to, what, whom string) {
 	_ = r.Respond([]byte("ok " + id))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*m.leases.TTL())
 	defer cancel()
-	if _, err := m.handOver(ctx, id, []string{to}, false, true); err != nil {
+	if _, err := m.handOver(ctx, id, []string{to}, false, true, nil); err != nil {
 		m.log.Warn(what+": zone not handed over", "zone", id, "to", to, "err", err)
 		return
 	}
@@ -277,6 +281,13 @@ func nodeRecords(ctx context.Context, kv jetstream.KeyValue, self string) (recs 
 // robin, and stops claiming. With no other live node it does nothing (the
 // zones stop with the node, as before). It returns how many zones were
 // handed over.
+//
+// A target that cannot take any zone (no answer: it stopped or hangs; or
+// it says it is stopping: drained at the same time, its record not yet
+// saying so) is asked for no further zone: each ask of a hung target
+// costs up to two TTLs. The zones nobody took
+// are warned about once, not once each: a whole cluster stopped at once
+// (a scale-down to zero) warned for every zone of every node.
 func (m *membership) drain(ctx context.Context) int {
 	m.mu.Lock()
 	if m.closed || m.draining {
@@ -292,31 +303,55 @@ func (m *membership) drain(ctx context.Context) int {
 	}
 	start := time.Now()
 	n := 0
+	gone := map[string]bool{}
+	var left []string
+	var leftErr error
 	for i, id := range slices.Clone(m.zones.IDs()) {
-		// Round robin; a target that refuses (drained at the same time,
-		// its record not yet saying so) passes the zone to the next.
+		// Round robin; a target that refuses passes the zone to the next.
 		order := append(slices.Clone(targets[i%len(targets):]), targets[:i%len(targets)]...)
-		if _, err := m.handOver(ctx, id, order, false, false); err != nil {
-			m.log.Warn("zone not handed over; it stops with this node and its players are restored from their checkpoints", "zone", id, "to", strings.Join(order, ","), "err", err)
+		if _, err := m.handOver(ctx, id, order, false, false, gone); err != nil {
+			m.log.Debug("zone not handed over", "zone", id, "to", strings.Join(order, ","), "err", err)
+			left = append(left, id)
+			if leftErr == nil {
+				leftErr = err
+			}
 			continue
 		}
 		n++
+	}
+	if len(left) > 0 {
+		m.log.Warn("zones not handed over; they stop with this node and their players are restored from their checkpoints",
+			"zones", len(left), "ids", strings.Join(left, ","), "err", leftErr)
 	}
 	m.log.Info("drained", "zones", n, "to", strings.Join(targets, ","), "took", time.Since(start).Round(time.Millisecond))
 	return n
 }
 
+// takeError is one target's failure to take a zone. gone: the target can
+// take no zone now (it did not answer, or it is stopping), as opposed to a
+// refusal of this zone (its lease claim failed).
+type takeError struct {
+	target string
+	gone   bool
+	err    error
+}
+
+func (e *takeError) Error() string { return e.err.Error() }
+func (e *takeError) Unwrap() error { return e.err }
+
 // handOver moves zone id to the first of targets that takes it (see the
 // top of the file) and returns that node; placed: an operator's move,
 // which the target keeps against its rebalancing. When every target
-// refuses (it is stopping too, or gone), keep: this node claims the zone
+// refuses (it is stopping too, or gone), or there is none, keep: this node claims the zone
 // back and runs it on (a rebalance, an operator's move: better here than
 // unowned); else it is left unowned (a drain: a node claims it as an
 // orphan).
-func (m *membership) handOver(ctx context.Context, id string, targets []string, placed, keep bool) (string, error) {
-	if len(targets) == 0 {
-		return "", fmt.Errorf("zone %s: no node to hand it to", id)
-	}
+//
+// gone, when not nil, is a drain's set of targets that can take no zone:
+// handOver asks none of them and adds each that answers so. With every
+// target gone it asks nobody, and still writes the zone's final
+// checkpoints and frees its lease.
+func (m *membership) handOver(ctx context.Context, id string, targets []string, placed, keep bool, gone map[string]bool) (string, error) {
 	pid := m.zones.PID(id)
 	if pid == nil {
 		return "", fmt.Errorf("zone %s does not run here", id)
@@ -358,6 +393,9 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 	// The NPCs go with the take: they walk on at the target as they were.
 	var errs []error
 	for _, target := range targets {
+		if gone[target] {
+			continue
+		}
 		// Each ask bounded: a target that hangs (paused, its record still
 		// fresh) must leave time to ask the next.
 		actx, cancel := context.WithTimeout(ctx, 2*m.leases.TTL())
@@ -368,9 +406,15 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 			return target, nil
 		}
 		errs = append(errs, err)
+		if te := (*takeError)(nil); gone != nil && errors.As(err, &te) && te.gone {
+			gone[target] = true
+		}
 		if len(targets) > 1 {
 			m.log.Info("zone handover: the target did not take it; asking the next", "zone", id, "to", target, "err", err)
 		}
+	}
+	if len(errs) == 0 { // no target, or every one gone
+		errs = append(errs, errors.New("no node left to take it"))
 	}
 	err := errors.Join(errs...)
 	if keep {
@@ -399,10 +443,12 @@ func (m *membership) askTake(ctx context.Context, id, target string, npcs []sim.
 		r, err = m.nc.RequestWithContext(ctx, takeSubject(m.world, target), []byte(id))
 	}
 	if err != nil {
-		return fmt.Errorf("ask %s to take it: %w", target, err)
+		// No answer: no responders (it stopped) or none in time (it hangs).
+		return &takeError{target: target, gone: true, err: fmt.Errorf("ask %s to take it: %w", target, err)}
 	}
 	if s := string(r.Data); s != "ok" {
-		return fmt.Errorf("%s refused it: %s", target, strings.TrimPrefix(s, "error: "))
+		why := strings.TrimPrefix(s, "error: ")
+		return &takeError{target: target, gone: why == errStopping.Error(), err: fmt.Errorf("%s refused it: %s", target, why)}
 	}
 	return nil
 }
@@ -442,6 +488,6 @@ func (n *Node) MoveZone(ctx context.Context, id, target string) error {
 	if !slices.Contains(n.member.liveOthers(ctx), target) {
 		return fmt.Errorf("target node %q is not alive (or is draining)", target)
 	}
-	_, err := n.member.handOver(ctx, id, []string{target}, true, true)
+	_, err := n.member.handOver(ctx, id, []string{target}, true, true, nil)
 	return err
 }

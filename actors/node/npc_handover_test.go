@@ -168,7 +168,7 @@ func TestHandoverToAnOlderNodeAsksWithTheZoneAlone(t *testing.T) {
 	defer func() { _ = sub.Unsubscribe() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := m.handOver(ctx, "x1z0", []string{"old"}, false, false); err != nil {
+	if _, err := m.handOver(ctx, "x1z0", []string{"old"}, false, false, nil); err != nil {
 		t.Fatalf("handover to an older node: %v", err)
 	}
 	if len(got) != 2 || got[0][0] != takeMark || string(got[1]) != "x1z0" {
@@ -190,7 +190,7 @@ func TestHandoverToAnOlderNodeAsksWithTheZoneAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.take("x1z0")
-	if _, err := m.handOver(ctx, "x1z0", []string{"stopping"}, false, true); err == nil {
+	if _, err := m.handOver(ctx, "x1z0", []string{"stopping"}, false, true, nil); err == nil {
 		t.Fatal("a handover the target refused reported done")
 	}
 	if len(stopping) != 1 || stopping[0][0] != takeMark {

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/ghostwire/ghostwire/proto/ghostwire/v1"
+)
+
+// lockedLog is a text log the test reads while nodes write it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines counts the lines at level that contain every one of texts.
+func (l *lockedLog) lines(level string, texts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if !strings.Contains(line, "level="+level) {
+			continue
+		}
+		all := true
+		for _, t := range texts {
+			all = all && strings.Contains(line, t)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A drain asks a target that is stopping for no further zone, and warns
+// once about the zones nobody took, not once each (found by hand: a whole
+// cluster of 64 zones stopped at once logged a warning for every zone of
+// every node, each naming a target that had stopped). n0 stands in for a
+// node drained at the same time: its record fresh and not yet draining,
+// its take subject answering that it is stopping. n2's drain of three
+// zones to n0 and n1 asks n0 once; n1's drain of all four zones, n0 its
+// only target, asks n0 once more and warns once.
+func TestDrainSkipsAStoppingTarget(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var log1, log2 lockedLog
+	logTo := func(l *lockedLog) *slog.Logger {
+		return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	cfg1 := testConfig(t)
+	cfg1.NodeID, cfg1.Zones = "n1", "x0z0"
+	n1, err := Start(ctx, cfg1, logTo(&log1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n1.Stop(context.Background()) }()
+	cfg2 := testConfig(t)
+	cfg2.NodeID, cfg2.Zones = "n2", "x1z0,x0z1,x1z1"
+	cfg2.NATSURL, cfg2.KeyFile = n1.NATSURL(), filepath.Join(cfg1.DataDir, "token.key")
+	n2, err := Start(ctx, cfg2, logTo(&log2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n2.Stop(context.Background()) }()
+
+	// n0: a fresh record every 500 ms, and a take subject that refuses.
+	var asked atomic.Int32
+	sub, err := n1.nats.nc.Subscribe(takeSubject(n1.member.world, "n0"), func(r *nats.Msg) {
+		asked.Add(1)
+		_ = r.Respond([]byte("error: " + errStopping.Error()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	kv := n1.nats.kv[BucketNodes]
+	beat := func() {
+		b, _ := proto.Marshal(&pb.NodeRecord{Node: "n0", StartedUnixMs: time.Now().Add(-time.Minute).UnixMilli(), HeartbeatUnixMs: time.Now().UnixMilli()})
+		bctx, bcancel := context.WithTimeout(context.Background(), time.Second)
+		defer bcancel()
+		if _, err := kv.Put(bctx, "n0", b); err != nil {
+			t.Errorf("n0's heartbeat: %v", err)
+		}
+	}
+	beat()
+	stop := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Add(1)
+	go func() {
+		defer beats.Done()
+		tk := time.NewTicker(500 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				beat()
+			}
+		}
+	}()
+	defer func() { close(stop); beats.Wait() }()
+
+	// n2's drain: targets n0, n1 (sorted); round robin puts n0 first for
+	// the first and third zones.
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	err = n2.Stop(sctx)
+	scancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("n2's drain asked the stopping n0 %d times, want once:\n%s", n, log2.String())
+	}
+	if n := log2.lines("INFO", "drained", "zones=3"); n != 1 {
+		t.Fatalf("n2's drain: %d lines saying 3 zones drained, want 1:\n%s", n, log2.String())
+	}
+	if n := log2.lines("WARN", "not handed over"); n != 0 {
+		t.Fatalf("n2's drain warned %d times of zones not handed over:\n%s", n, log2.String())
+	}
+	waitFor(t, 10*time.Second, "every zone on n1", func() bool {
+		return len(n1.Zones().IDs()) == 4
+	})
+
+	// n1's drain: n0 its only target, asked for the first zone only; the
+	// four zones nobody took said in one warning.
+	sctx, scancel = context.WithTimeout(ctx, 20*time.Second)
+	close(stop)
+	beats.Wait()
+	stop = make(chan struct{}) // for the deferred close
+	beat()
+	err = n1.Stop(sctx)
+	scancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("n1's drain asked the stopping n0 %d times in all, want twice:\n%s", n, log1.String())
+	}
+	if n := log1.lines("WARN", "not handed over"); n != 1 || log1.lines("WARN", "zones not handed over", "zones=4", "refused it: this node is stopping") != 1 {
+		t.Fatalf("n1's drain: %d warnings of zones not handed over, want 1 counting the 4 and saying why:\n%s", n, log1.String())
+	}
+}
