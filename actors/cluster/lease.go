@@ -184,6 +184,10 @@ type Leases struct {
 	probes   atomic.Uint64 // probes the bucket answered
 	unproved atomic.Uint64 // probes it did not
 	behind   atomic.Uint64 // suspects whose newer revision the leader had (the watcher behind)
+	// released: when (now) the watcher saw each zone's lease deleted by
+	// its holder (a Release: a handover's, or a clean stop's), until the
+	// zone is claimed again.
+	released map[string]time.Time
 	// behindKick asks the watcher to re-list: a suspect's lease was
 	// renewed at the leader, unseen (confirm).
 	behindKick chan struct{}
@@ -247,7 +251,7 @@ func NewLeases(ctx context.Context, kv jetstream.KeyValue, node string, ttl time
 		outage: max(2*ttl, storeOutage),
 		kick:   make(chan struct{}, 1), log: log, now: time.Now,
 		held: map[string]*held{}, owners: map[string]Owner{}, lost: lost, changed: make(chan struct{}), vacated: make(chan struct{}),
-		seen: map[string]seenRev{}, stale: map[string]uint64{}, probe: ttl / probeDiv, behindKick: make(chan struct{}, 1),
+		seen: map[string]seenRev{}, stale: map[string]uint64{}, released: map[string]time.Time{}, probe: ttl / probeDiv, behindKick: make(chan struct{}, 1),
 		stop: make(chan struct{})}
 	// The watcher lives as long as the Leases, not as long as ctx (a
 	// start-up deadline: a watcher bound to it stopped right after start).
@@ -352,10 +356,14 @@ func (l *Leases) apply(e jetstream.KeyValueEntry) {
 				l.seen[e.Key()] = seenRev{rev: e.Revision(), at: l.now()}
 			}
 			delete(l.stale, e.Key()) // renewed (or claimed) after all
+			delete(l.released, e.Key())
 		} else {
 			l.log.Warn("zone lease with a bad value ignored", "zone", e.Key(), "revision", e.Revision())
 		}
 	default: // deleted, purged, expired
+		if e.Operation() == jetstream.KeyValueDelete {
+			l.released[e.Key()] = l.now()
+		}
 		delete(l.owners, e.Key())
 		delete(l.seen, e.Key())
 		delete(l.stale, e.Key())
@@ -453,6 +461,19 @@ func (l *Leases) Vacated() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.vacated
+}
+
+// ReleasedWithin reports whether this node's watcher saw zone's lease
+// released by its holder less than d ago, the zone unclaimed since: a
+// handover's target is claiming it now (it does within milliseconds of
+// the release), so a node claiming its fair share leaves it alone. An
+// expired lease, or a release listed when the watcher started, is not
+// one.
+func (l *Leases) ReleasedWithin(zone string, d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.released[zone]
+	return ok && l.now().Sub(at) < d
 }
 
 // TookOver reports whether this node's claim of zone, which it holds,

@@ -176,11 +176,13 @@ func claimInitial(ctx context.Context, cfg Config, wm *world.World, leases *clus
 		}
 		return got, nil
 	}
-	return claimFair(ctx, wm, leases, kvNodes, node, 0, log), nil
+	return claimFair(ctx, wm, leases, kvNodes, node, 0, handoverGrace, log), nil
 }
 
-// claimFair claims unowned zones until this node holds its fair share.
-func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, holding int, log *slog.Logger) []string {
+// claimFair claims unowned zones until this node holds its fair share,
+// except those released less than grace ago (handoverGrace: a handover's
+// target is claiming them).
+func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvNodes jetstream.KeyValue, node string, holding int, grace time.Duration, log *slog.Logger) []string {
 	live := liveNodes(leases, node)
 	fair := (wm.Len() + live - 1) / live
 	var got []string
@@ -194,6 +196,16 @@ func claimFair(ctx context.Context, wm *world.World, leases *cluster.Leases, kvN
 		}
 		if o, ok := owners[zn.ID]; ok && o.Node != node {
 			continue // another node's (a lease in this node's name is a previous run's: Claim takes it over)
+		}
+		if leases.ReleasedWithin(zn.ID, grace) {
+			// Released for a handover a moment ago: its target claims it.
+			// Claimed here, the handover failed ("zone owned by another
+			// node"), and the zone was not restored if this node was
+			// starting (found by hand: two nodes starting at once, one
+			// given a zone by a rebalance while the other claimed its
+			// share). The zone still unowned past the grace is claimed
+			// then (the loop's next look, or as an orphan).
+			continue
 		}
 		if _, err := leases.Claim(ctx, zn.ID); err == nil {
 			got = append(got, zn.ID)
@@ -543,7 +555,7 @@ func (m *membership) loop() {
 		m.mu.Lock()
 		holding := len(m.zones.IDs())
 		m.mu.Unlock()
-		claimed := claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding, m.log)
+		claimed := claimFair(ctx, m.wm, m.leases, m.kvNodes, m.node, holding, handoverGrace, m.log)
 		for _, id := range claimed {
 			m.take(id)
 		}
