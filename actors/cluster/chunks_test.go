@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -70,6 +71,7 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 	if len(got) != 3 || got[21] != 50 || got[61] != 60 || got[4] != 1 {
 		t.Fatalf("InZone: %v, want 21→50, 61→60, 4→1", got)
 	}
+	sameListed(t, p, "a", []uint64{21, 61, 4, 999}, got) // 999: no record
 
 	// 61 is handed to zone b at epoch 2: zone a's chunk no longer counts.
 	c := chunkCP(61, 2, 70)
@@ -107,6 +109,24 @@ func TestChunkOverlaysTheRecord(t *testing.T) {
 	}
 	if len(got) != 2 || got[21] != 5 || got[4] != 1 {
 		t.Fatalf("InZone after the moves: %v, want 21→5, 4→1", got)
+	}
+	sameListed(t, p, "a", []uint64{21, 61, 4}, got) // 61: in zone b now
+}
+
+// sameListed checks that Listed reads what InZone read (want: player →
+// x) for a handover that listed players.
+func sameListed(t *testing.T, p *Players, zone string, players []uint64, want map[uint64]float32) {
+	t.Helper()
+	recs, err := p.Listed(context.Background(), zone, players)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]float32{}
+	for _, r := range recs {
+		got[r.GetPlayer()] = posX(r)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("Listed(%s, %v): %v, want InZone's %v", zone, players, got, want)
 	}
 }
 

@@ -131,8 +131,11 @@ type Players struct {
 	chunkCache map[string]cachedChunk
 	chunkBytes int
 	ChunkReads atomic.Uint64
-	chunkTTL   time.Duration // tests: not chunkCacheTTL (0: it)
-	chunkCap   int           // tests: not chunkCacheBytes (0: it)
+	// BucketScans: InZone's reads of the whole bucket (a takeover's
+	// restore; a handover lists its players instead, Listed).
+	BucketScans atomic.Uint64
+	chunkTTL    time.Duration // tests: not chunkCacheTTL (0: it)
+	chunkCap    int           // tests: not chunkCacheBytes (0: it)
 }
 
 // SetFence makes every write for a zone wait on valid(zone) (set before
@@ -1090,12 +1093,50 @@ func (p *Players) Record(ctx context.Context, player uint64) (*pb.PlayerRecord, 
 	return p.withChunk(ctx, &rec)
 }
 
+// listedReaders is how many of a listed zone's records Listed reads at
+// once: each read is a NATS round trip (and a chunk's, cached).
+const listedReaders = 32
+
+// Listed returns the records of players (a handover's list: the players
+// its old owner froze in zone) that are online in zone, each as Record
+// reads it (its chunk overlaid), with a checkpoint: what InZone returns
+// for them, without reading every record in the bucket. A player whose
+// record is gone or names another zone is left out; a read that fails
+// fails the whole.
+func (p *Players) Listed(ctx context.Context, zone string, players []uint64) ([]*pb.PlayerRecord, error) {
+	recs := make([]*pb.PlayerRecord, len(players))
+	errs := make([]error, len(players))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(listedReaders, len(players)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(players); i = int(next.Add(1) - 1) {
+				recs[i], errs[i] = p.Record(ctx, players[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := recs[:0]
+	for _, r := range recs {
+		if r != nil && r.GetZone() == zone && r.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE && r.GetCheckpoint() != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 // InZone returns the online records that name zone and carry a
 // checkpoint, each with its periodic checkpoint from the zone's chunks when
 // that is newer (CheckpointChunk): the players to put back when a node
 // takes the zone over. It reads the whole bucket (one watcher, every key's
 // last value): O(players), once per takeover.
 func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, error) {
+	p.BucketScans.Add(1)
 	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err

@@ -184,6 +184,7 @@ func registerClusterMetrics(reg prometheus.Registerer, m *cluster.Metrics, zm *z
 		{"checkpoints_total", "player checkpoints written: each online player's about once a second in its zone's checkpoint chunk, and the last as it leaves, a placement's and a handover's to its record", pl.Checkpoints.Load},
 		{"checkpoint_chunks_total", "checkpoint chunks written: a slice of a zone's players' periodic checkpoints in one KV write (key c.<zone>.<slice>; 20 slices a zone a second)", pl.Chunks.Load},
 		{"checkpoint_chunk_overflows_total", "checkpoint chunks too large for one message (over 256 KiB: a zone of more than about 20,000 players), written a record a player instead", pl.ChunkOverflows.Load},
+		{"player_bucket_scans_total", "reads of the whole players bucket, every player who ever played (a zone taken over from a node that died, or handed over by a node of an older build, restored from its players' records); a handover lists its players, whose records are read one by one", pl.BucketScans.Load},
 		{"checkpoint_chunks_unreadable_total", "checkpoint chunks a reader could not decode (a player lookup or a takeover then uses the record's own checkpoint)", pl.ChunksBad.Load},
 		{"checkpoints_unchanged_total", "player checkpoints not written: the record already held that state (an idle player; the record this node wrote last, but for its time)", pl.Unchanged.Load},
 		{"player_record_fenced_total", "player record writes not made: this node no longer held the zone's lease in time (paused, cut off)", pl.Fenced.Load},

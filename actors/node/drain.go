@@ -54,11 +54,12 @@ func (m *membership) serveTakes() error {
 			}
 			_ = r.Respond([]byte("ok"))
 		}
-		id, npcs, placed, err := decodeTake(r.Data)
+		req, err := decodeTake(r.Data)
 		if err != nil {
 			reply(err)
 			return
 		}
+		id := req.zone
 		if _, ok := m.wm.Zone(id); !ok {
 			reply(fmt.Errorf("zone %q is not in world %q", id, m.wm.Name()))
 			return
@@ -80,12 +81,12 @@ func (m *membership) serveTakes() error {
 			reply(err)
 			return
 		}
-		if placed { // before the zone runs: no give may pick it meanwhile
+		if req.placed { // before the zone runs: no give may pick it meanwhile
 			m.mu.Lock()
 			m.placed[id] = true
 			m.mu.Unlock()
 		}
-		m.takeWith(id, npcs)
+		m.takeWith(id, req.npcs, req.players)
 		reply(nil)
 	})
 	if err != nil {
@@ -391,6 +392,13 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 		return "", fmt.Errorf("release: %w", err)
 	}
 	// The NPCs go with the take: they walk on at the target as they were.
+	// So do the players' ids: the target restores them from their records
+	// (their final checkpoints, just written) without reading the whole
+	// players bucket.
+	req := takeRequest{zone: id, npcs: npcs, placed: placed, players: make([]uint64, len(cps))}
+	for i := range cps {
+		req.players[i] = cps[i].Entity
+	}
 	var errs []error
 	for _, target := range targets {
 		if gone[target] {
@@ -399,7 +407,7 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 		// Each ask bounded: a target that hangs (paused, its record still
 		// fresh) must leave time to ask the next.
 		actx, cancel := context.WithTimeout(ctx, 2*m.leases.TTL())
-		err := m.askTake(actx, id, target, npcs, placed)
+		err := m.askTake(actx, target, req)
 		cancel()
 		if err == nil {
 			m.log.Info("zone handed over", "zone", id, "to", target, "players", len(cps), "npcs", len(npcs))
@@ -423,15 +431,16 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 		if _, cerr := m.leases.Claim(ctx, id); cerr != nil {
 			return "", fmt.Errorf("%w; and not claimed back: %v (another node claims it as an orphan)", err, cerr)
 		}
-		m.takeWith(id, npcs)
+		m.takeWith(id, npcs, req.players)
 		return "", fmt.Errorf("%w (the zone runs on here)", err)
 	}
 	return "", fmt.Errorf("%w (another node claims it as an orphan)", err)
 }
 
-// askTake asks node target to claim zone id with its NPCs.
-func (m *membership) askTake(ctx context.Context, id, target string, npcs []sim.NPCState, placed bool) error {
-	take := encodeTake(id, npcs, placed, int(m.nc.MaxPayload()))
+// askTake asks node target to take req's zone with its NPCs and players.
+func (m *membership) askTake(ctx context.Context, target string, req takeRequest) error {
+	id := req.zone
+	take := encodeTake(req, int(m.nc.MaxPayload()))
 	r, err := m.nc.RequestWithContext(ctx, takeSubject(m.world, target), take)
 	if err == nil && take[0] == takeMark && strings.Contains(string(r.Data), "is not in world") {
 		// A node of an older build reads the request as a zone id, which

@@ -17,63 +17,89 @@ import (
 // that is a zone id alone, an older node's, is told apart.
 const takeMark = 0x00
 
-// encodeTake is the take request of a handover of zone id with its NPCs,
-// placed by an operator or not (pb.ZoneTake.placed). Without the NPCs
-// when they would make it larger than max bytes (the connection's largest
-// message): the target then spawns the zone's share afresh. Such a
-// request is the zone id alone, as an older node reads it, unless it must
-// carry the operator's placement.
-func encodeTake(id string, npcs []sim.NPCState, placed bool, max int) []byte {
-	m := &pb.ZoneTake{Zone: id, Npcs: make([]*pb.EntitySnapshot, len(npcs)), NpcEpochs: make([]uint64, len(npcs)), Placed: placed}
-	for i := range npcs {
-		m.Npcs[i] = pbconv.SnapshotToProto(&npcs[i].Snap)
-		m.NpcEpochs[i] = uint64(npcs[i].Epoch)
+// takeRequest is a handover's take request: the zone, its NPCs (nil:
+// the target spawns the zone's share afresh), whether an operator placed
+// it (pb.ZoneTake.placed), and the players the old owner froze in it
+// (nil: not listed, the target reads the whole players bucket for them).
+type takeRequest struct {
+	zone    string
+	npcs    []sim.NPCState
+	placed  bool
+	players []uint64
+}
+
+// encodeTake is t's request, at most max bytes (the connection's largest
+// message). Too large, it leaves the NPCs out (the target then spawns the
+// zone's share afresh), then the players (it reads the bucket for them);
+// such a request is the zone id alone, as an older node reads it, unless
+// it must carry the operator's placement.
+func encodeTake(t takeRequest, max int) []byte {
+	m := &pb.ZoneTake{Zone: t.zone, Npcs: make([]*pb.EntitySnapshot, len(t.npcs)), NpcEpochs: make([]uint64, len(t.npcs)),
+		Placed: t.placed, NpcsAfresh: t.npcs == nil, Players: t.players, PlayersListed: t.players != nil}
+	for i := range t.npcs {
+		m.Npcs[i] = pbconv.SnapshotToProto(&t.npcs[i].Snap)
+		m.NpcEpochs[i] = uint64(t.npcs[i].Epoch)
 	}
 	b, err := proto.MarshalOptions{}.MarshalAppend([]byte{takeMark}, m)
 	if err == nil && len(b) <= max {
 		return b
 	}
-	if placed {
-		b, err = proto.MarshalOptions{}.MarshalAppend([]byte{takeMark}, &pb.ZoneTake{Zone: id, Placed: true, NpcsAfresh: true})
+	if t.players != nil {
+		m.Npcs, m.NpcEpochs, m.NpcsAfresh = nil, nil, true
+		b, err = proto.MarshalOptions{}.MarshalAppend([]byte{takeMark}, m)
 		if err == nil && len(b) <= max {
 			return b
 		}
 	}
-	return []byte(id)
+	if t.placed {
+		b, err = proto.MarshalOptions{}.MarshalAppend([]byte{takeMark}, &pb.ZoneTake{Zone: t.zone, Placed: true, NpcsAfresh: true})
+		if err == nil && len(b) <= max {
+			return b
+		}
+	}
+	return []byte(t.zone)
 }
 
 var errBadTake = errors.New("take request")
 
 // decodeTake reads a take request: the zone id, its NPCs when the
 // request carries them (npcs is then not nil, even if empty: every NPC
-// had walked out of the zone), and whether an operator placed the zone.
+// had walked out of the zone), whether an operator placed the zone, and
+// its players when listed (not nil then, even if empty).
 // A request from another node is trusted as far as NATS authenticated it,
 // but a malformed one is refused, never a panic: every snapshot is
 // checked as a handoff's (pbconv).
-func decodeTake(data []byte) (id string, npcs []sim.NPCState, placed bool, err error) {
+func decodeTake(data []byte) (takeRequest, error) {
 	if len(data) == 0 || data[0] != takeMark {
-		return string(data), nil, false, nil
+		return takeRequest{zone: string(data)}, nil
 	}
 	var m pb.ZoneTake
 	if err := proto.Unmarshal(data[1:], &m); err != nil {
-		return "", nil, false, fmt.Errorf("%w: %w", errBadTake, err)
+		return takeRequest{}, fmt.Errorf("%w: %w", errBadTake, err)
 	}
 	if len(m.GetNpcEpochs()) != len(m.GetNpcs()) {
-		return "", nil, false, fmt.Errorf("%w: %d NPCs with %d epochs", errBadTake, len(m.GetNpcs()), len(m.GetNpcEpochs()))
+		return takeRequest{}, fmt.Errorf("%w: %d NPCs with %d epochs", errBadTake, len(m.GetNpcs()), len(m.GetNpcEpochs()))
+	}
+	if len(m.GetPlayers()) > 0 && !m.GetPlayersListed() {
+		return takeRequest{}, fmt.Errorf("%w: %d players, not marked listed", errBadTake, len(m.GetPlayers()))
+	}
+	t := takeRequest{zone: m.GetZone(), placed: m.GetPlaced()}
+	if m.GetPlayersListed() {
+		t.players = append(make([]uint64, 0, len(m.GetPlayers())), m.GetPlayers()...)
 	}
 	if m.GetNpcsAfresh() {
 		if len(m.GetNpcs()) > 0 {
-			return "", nil, false, fmt.Errorf("%w: %d NPCs listed and the NPCs to be spawned afresh", errBadTake, len(m.GetNpcs()))
+			return takeRequest{}, fmt.Errorf("%w: %d NPCs listed and the NPCs to be spawned afresh", errBadTake, len(m.GetNpcs()))
 		}
-		return m.GetZone(), nil, m.GetPlaced(), nil
+		return t, nil
 	}
-	npcs = make([]sim.NPCState, len(m.GetNpcs()))
+	t.npcs = make([]sim.NPCState, len(m.GetNpcs()))
 	for i, p := range m.GetNpcs() {
 		s, err := pbconv.SnapshotFromProto(p)
 		if err != nil {
-			return "", nil, false, fmt.Errorf("%w: NPC %d: %w", errBadTake, i, err)
+			return takeRequest{}, fmt.Errorf("%w: NPC %d: %w", errBadTake, i, err)
 		}
-		npcs[i] = sim.NPCState{Snap: *s, Epoch: handoff.Epoch(m.GetNpcEpochs()[i])}
+		t.npcs[i] = sim.NPCState{Snap: *s, Epoch: handoff.Epoch(m.GetNpcEpochs()[i])}
 	}
-	return m.GetZone(), npcs, m.GetPlaced(), nil
+	return t, nil
 }

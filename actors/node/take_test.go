@@ -31,33 +31,43 @@ func takeNPCs(t testing.TB, n int) []sim.NPCState {
 // the connection's largest message, and an older node's (the zone id
 // alone), carry none (nil: the target spawns the zone's share); one with
 // every NPC gone carries an empty list, not none. An operator's placement
-// rides with the NPCs, and without them when they do not fit.
+// rides with the NPCs, and without them when they do not fit; so do the
+// zone's players, listed (an empty list when the zone had none) or not
+// (nil: the target reads the players bucket).
 func TestTakeRequestCarriesTheNPCs(t *testing.T) {
 	npcs := takeNPCs(t, 30)
+	players := []uint64{7, 1 << 40, 3}
 	for _, placed := range []bool{false, true} {
-		b := encodeTake("x0z0", npcs, placed, 1<<20)
-		id, got, gotPlaced, err := decodeTake(b)
-		if err != nil || id != "x0z0" || !reflect.DeepEqual(got, npcs) || gotPlaced != placed {
-			t.Fatalf("decodeTake(encodeTake(placed %v)) = %q, %d NPCs, placed %v, %v; want x0z0 and the %d NPCs as they were", placed, id, len(got), gotPlaced, err, len(npcs))
+		for _, listed := range [][]uint64{nil, {}, players} {
+			b := encodeTake(takeRequest{zone: "x0z0", npcs: npcs, placed: placed, players: listed}, 1<<20)
+			got, err := decodeTake(b)
+			if err != nil || got.zone != "x0z0" || !reflect.DeepEqual(got.npcs, npcs) || got.placed != placed || !reflect.DeepEqual(got.players, listed) {
+				t.Fatalf("decodeTake(encodeTake(placed %v, players %v)) = %q, %d NPCs, placed %v, players %v, %v; want x0z0 and the %d NPCs as they were", placed, listed, got.zone, len(got.npcs), got.placed, got.players, err, len(npcs))
+			}
 		}
 	}
-	if b := encodeTake("x0z0", npcs, false, 100); !bytes.Equal(b, []byte("x0z0")) {
+	if b := encodeTake(takeRequest{zone: "x0z0", npcs: npcs}, 100); !bytes.Equal(b, []byte("x0z0")) {
 		t.Fatalf("a take over the largest message: %q, want the zone id alone", b)
 	}
-	b := encodeTake("x0z0", npcs, true, 100)
-	if id, got, placed, err := decodeTake(b); err != nil || id != "x0z0" || got != nil || !placed {
-		t.Fatalf("a placed take over the largest message (%d bytes): %q, NPCs %v (nil %v), placed %v, %v; want x0z0, none, placed", len(b), id, got, got == nil, placed, err)
+	b := encodeTake(takeRequest{zone: "x0z0", npcs: npcs, placed: true}, 100)
+	if got, err := decodeTake(b); err != nil || got.zone != "x0z0" || got.npcs != nil || !got.placed || got.players != nil {
+		t.Fatalf("a placed take over the largest message (%d bytes): %+v, %v; want x0z0, no NPCs, placed", len(b), got, err)
+	}
+	// The NPCs do not fit, the players do: the players ride alone.
+	b = encodeTake(takeRequest{zone: "x0z0", npcs: npcs, players: players}, 100)
+	if got, err := decodeTake(b); err != nil || got.zone != "x0z0" || got.npcs != nil || got.placed || !reflect.DeepEqual(got.players, players) {
+		t.Fatalf("a take whose NPCs do not fit (%d bytes): %+v, %v; want x0z0, no NPCs, the players", len(b), got, err)
 	}
 	for _, c := range []struct {
 		data []byte
 		id   string
-	}{{[]byte("x1z1"), "x1z1"}, {encodeTake("x1z1", nil, false, 1<<20), "x1z1"}} {
-		id, got, placed, err := decodeTake(c.data)
-		if err != nil || id != c.id || placed {
-			t.Fatalf("decodeTake(%q) = %q, placed %v, %v", c.data, id, placed, err)
+	}{{[]byte("x1z1"), "x1z1"}, {encodeTake(takeRequest{zone: "x1z1", npcs: []sim.NPCState{}}, 1<<20), "x1z1"}} {
+		got, err := decodeTake(c.data)
+		if err != nil || got.zone != c.id || got.placed || got.players != nil {
+			t.Fatalf("decodeTake(%q) = %+v, %v", c.data, got, err)
 		}
-		if (c.data[0] == takeMark) != (got != nil) || len(got) != 0 {
-			t.Fatalf("decodeTake(%q): NPCs %v (nil %v)", c.data, got, got == nil)
+		if (c.data[0] == takeMark) != (got.npcs != nil) || len(got.npcs) != 0 {
+			t.Fatalf("decodeTake(%q): NPCs %v (nil %v)", c.data, got.npcs, got.npcs == nil)
 		}
 	}
 	bad := func(m *pb.ZoneTake) []byte {
@@ -68,12 +78,13 @@ func TestTakeRequestCarriesTheNPCs(t *testing.T) {
 		return append([]byte{takeMark}, b...)
 	}
 	for name, data := range map[string][]byte{
-		"not protobuf":    {takeMark, 0xff, 0xff},
-		"epochs short":    bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1}}}),
-		"three rng words": bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1, Rng: []uint64{1, 2, 3}}}, NpcEpochs: []uint64{1}}),
-		"NPCs and afresh": bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1}}, NpcEpochs: []uint64{1}, NpcsAfresh: true}),
+		"not protobuf":     {takeMark, 0xff, 0xff},
+		"epochs short":     bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1}}}),
+		"three rng words":  bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1, Rng: []uint64{1, 2, 3}}}, NpcEpochs: []uint64{1}}),
+		"NPCs and afresh":  bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1}}, NpcEpochs: []uint64{1}, NpcsAfresh: true}),
+		"players unmarked": bad(&pb.ZoneTake{Zone: "x0z0", Players: []uint64{1}}),
 	} {
-		if _, _, _, err := decodeTake(data); !errors.Is(err, errBadTake) {
+		if _, err := decodeTake(data); !errors.Is(err, errBadTake) {
 			t.Errorf("%s: %v, want errBadTake", name, err)
 		}
 	}
@@ -86,18 +97,20 @@ func FuzzDecodeTake(f *testing.F) {
 	f.Add([]byte("x0z0"))
 	f.Add([]byte{})
 	f.Add([]byte{takeMark})
-	f.Add(encodeTake("x0z0", takeNPCs(f, 4), false, 1<<20))
-	f.Add(encodeTake("x0z0", nil, false, 1<<20))
-	f.Add(encodeTake("x0z0", takeNPCs(f, 4), true, 100))
+	f.Add(encodeTake(takeRequest{zone: "x0z0", npcs: takeNPCs(f, 4)}, 1<<20))
+	f.Add(encodeTake(takeRequest{zone: "x0z0", npcs: []sim.NPCState{}}, 1<<20))
+	f.Add(encodeTake(takeRequest{zone: "x0z0", npcs: takeNPCs(f, 4), placed: true}, 100))
+	f.Add(encodeTake(takeRequest{zone: "x0z0", npcs: takeNPCs(f, 2), players: []uint64{5, 9}}, 1<<20))
 	w, err := world.Grid("f", 2, 2, 1000, [2]float64{-1000, -1000})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, npcs, _, err := decodeTake(data)
+		req, err := decodeTake(data)
 		if err != nil {
 			return
 		}
+		npcs := req.npcs
 		z, err := sim.New(sim.Config{Zone: "x0z0", World: w}, 0)
 		if err != nil {
 			t.Fatal(err)

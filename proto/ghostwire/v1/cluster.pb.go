@@ -880,7 +880,14 @@ type ZoneTake struct {
 	// The NPCs did not fit in the message (none are listed): the target
 	// spawns the zone's share afresh, as for a request that is the zone id
 	// alone.
-	NpcsAfresh    bool `protobuf:"varint,5,opt,name=npcs_afresh,json=npcsAfresh,proto3" json:"npcs_afresh,omitempty"`
+	NpcsAfresh bool `protobuf:"varint,5,opt,name=npcs_afresh,json=npcsAfresh,proto3" json:"npcs_afresh,omitempty"`
+	// The players the old owner froze in the zone (their final checkpoints
+	// written to their records), when players_listed: the target restores
+	// them from their own records instead of reading the whole players
+	// bucket, whose records are every player who ever played. Not listed
+	// (an older node's request): the target reads the bucket.
+	Players       []uint64 `protobuf:"varint,6,rep,packed,name=players,proto3" json:"players,omitempty"`
+	PlayersListed bool     `protobuf:"varint,7,opt,name=players_listed,json=playersListed,proto3" json:"players_listed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -946,6 +953,20 @@ func (x *ZoneTake) GetPlaced() bool {
 func (x *ZoneTake) GetNpcsAfresh() bool {
 	if x != nil {
 		return x.NpcsAfresh
+	}
+	return false
+}
+
+func (x *ZoneTake) GetPlayers() []uint64 {
+	if x != nil {
+		return x.Players
+	}
+	return nil
+}
+
+func (x *ZoneTake) GetPlayersListed() bool {
+	if x != nil {
+		return x.PlayersListed
 	}
 	return false
 }
@@ -1077,7 +1098,7 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"\bconn_tag\x18\x04 \x01(\rR\aconnTag\x12\x1b\n" +
 	"\tevent_gen\x18\x05 \x01(\x04R\beventGen\x12\x1d\n" +
 	"\n" +
-	"event_last\x18\x06 \x03(\x04R\teventLast\"\xa8\x01\n" +
+	"event_last\x18\x06 \x03(\x04R\teventLast\"\xe9\x01\n" +
 	"\bZoneTake\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x120\n" +
 	"\x04npcs\x18\x02 \x03(\v2\x1c.ghostwire.v1.EntitySnapshotR\x04npcs\x12\x1d\n" +
@@ -1085,7 +1106,9 @@ const file_ghostwire_v1_cluster_proto_rawDesc = "" +
 	"npc_epochs\x18\x03 \x03(\x04R\tnpcEpochs\x12\x16\n" +
 	"\x06placed\x18\x04 \x01(\bR\x06placed\x12\x1f\n" +
 	"\vnpcs_afresh\x18\x05 \x01(\bR\n" +
-	"npcsAfresh\"6\n" +
+	"npcsAfresh\x12\x18\n" +
+	"\aplayers\x18\x06 \x03(\x04R\aplayers\x12%\n" +
+	"\x0eplayers_listed\x18\a \x01(\bR\rplayersListed\"6\n" +
 	"\fZoneGiveBack\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04nodeB?Z=github.com/ghostwire/ghostwire/proto/ghostwire/v1;ghostwirev1b\x06proto3"
