@@ -64,9 +64,6 @@ func ChunkSlice(player uint64) int { return int(handoff.CheckpointSlice(player, 
 // ChunkKey is the key of zone's chunk slice in the players bucket.
 func ChunkKey(zone string, slice int) string { return "c." + zone + "." + strconv.Itoa(slice) }
 
-// chunkKeyPrefix is the prefix of every chunk key of zone.
-func chunkKeyPrefix(zone string) string { return "c." + zone + "." }
-
 // maxChunkBytes bounds a chunk's value: a slice whose records take more
 // (≈ 1,400 players of ≈ 180 bytes: a zone of more than ≈ 7,000) is
 // written a record a player, as before chunks, rather than stored as one
@@ -356,6 +353,16 @@ func (p *Players) readChunk(ctx context.Context, key string) ([]byte, error) {
 
 // isChunkKey tells whether key is a chunk's (not a player's record).
 func isChunkKey(key string) bool { return strings.HasPrefix(key, "c.") }
+
+// chunkKeyZone is the zone of chunk key (ChunkKey): what lies between
+// "c." and the slice.
+func chunkKeyZone(key string) string {
+	z := strings.TrimPrefix(key, "c.")
+	if i := strings.LastIndexByte(z, '.'); i >= 0 {
+		return z[:i]
+	}
+	return ""
+}
 
 // overlayChunks is recs, the online records naming zone, each with its
 // periodic checkpoint from chunks (values of zone's chunk keys) when that

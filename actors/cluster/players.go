@@ -132,8 +132,12 @@ type Players struct {
 	chunkBytes int
 	ChunkReads atomic.Uint64
 	// BucketScans: InZone's reads of the whole bucket (a takeover's
-	// restore; a handover lists its players instead, Listed).
+	// restore; a handover lists its players instead, Listed). scanNext:
+	// the read that zones asked for now join (runScan).
 	BucketScans atomic.Uint64
+	scanMu      sync.Mutex
+	scanNext    *scanBatch
+	scanHold    chan struct{} // tests: a read waits for its close, not scanGather
 	chunkTTL    time.Duration // tests: not chunkCacheTTL (0: it)
 	chunkCap    int           // tests: not chunkCacheBytes (0: it)
 }
@@ -1134,31 +1138,109 @@ func (p *Players) Listed(ctx context.Context, zone string, players []uint64) ([]
 // checkpoint, each with its periodic checkpoint from the zone's chunks when
 // that is newer (CheckpointChunk): the players to put back when a node
 // takes the zone over. It reads the whole bucket (one watcher, every key's
-// last value): O(players), once per takeover.
+// last value): O(players who ever played), ≈ 3.4 µs a record
+// (BenchmarkRestoreRead). The zones asked for within scanGather of each
+// other share one read: a node that takes a dead node's zones claims them
+// within milliseconds, and each read apart streamed every record again
+// (ten zones, ten times the bucket, at once).
 func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, error) {
+	p.scanMu.Lock()
+	select {
+	case <-p.stop:
+		p.scanMu.Unlock()
+		return nil, errors.New("players: closed")
+	default:
+	}
+	b := p.scanNext
+	if b == nil {
+		b = &scanBatch{zones: map[string]bool{}, done: make(chan struct{})}
+		p.scanNext = b
+		p.wg.Add(1)
+		go p.runScan(b)
+	}
+	b.zones[zone] = true
+	p.scanMu.Unlock()
+	select {
+	case <-b.done:
+		return b.recs[zone], b.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// scanGather is how long a read of the whole bucket waits for more zones
+// to read in the same pass.
+const scanGather = 20 * time.Millisecond
+
+// scanTimeout bounds one read of the whole bucket (a restore waits 10 s).
+const scanTimeout = 10 * time.Second
+
+// scanBatch is one read of the whole bucket for the zones asked for
+// before it began; recs and err are set before done closes.
+type scanBatch struct {
+	zones map[string]bool
+	done  chan struct{}
+	recs  map[string][]*pb.PlayerRecord
+	err   error
+}
+
+func (p *Players) runScan(b *scanBatch) {
+	defer p.wg.Done()
+	defer close(b.done)
+	gather := time.After(scanGather)
+	if p.scanHold != nil {
+		gather = nil
+	}
+	select {
+	case <-gather:
+	case <-p.scanHold:
+	case <-p.stop:
+	}
+	p.scanMu.Lock()
+	if p.scanNext == b {
+		p.scanNext = nil // zones asked for from now on wait for the next read
+	}
+	p.scanMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	b.recs, b.err = p.scanZones(ctx, b.zones)
+}
+
+// scanZones reads the whole bucket once for InZone: zones' online
+// records, with their chunks overlaid.
+func (p *Players) scanZones(ctx context.Context, zones map[string]bool) (map[string][]*pb.PlayerRecord, error) {
 	p.BucketScans.Add(1)
 	w, err := p.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	var out []*pb.PlayerRecord
-	var chunks [][]byte // the zone's chunks (overlaid at the end)
-	prefix := chunkKeyPrefix(zone)
+	out := map[string][]*pb.PlayerRecord{}
+	chunks := map[string][][]byte{} // each zone's chunks (overlaid at the end)
 	for {
 		select {
 		case <-ctx.Done():
-			return withCheckpoints(out), ctx.Err()
+			return nil, ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return withCheckpoints(out), errors.New("players: watcher stopped")
+				return nil, errors.New("players: watcher stopped")
 			}
-			if e == nil {
-				return withCheckpoints(p.overlayChunks(out, zone, chunks)), nil // every current value seen
+			if e == nil { // every current value seen
+				for z := range zones {
+					out[z] = withCheckpoints(p.overlayChunks(out[z], z, chunks[z]))
+				}
+				return out, nil
 			}
 			if isChunkKey(e.Key()) {
-				if strings.HasPrefix(e.Key(), prefix) {
-					chunks = append(chunks, e.Value())
+				if z := chunkKeyZone(e.Key()); zones[z] {
+					chunks[z] = append(chunks[z], e.Value())
 				}
 				continue
 			}
@@ -1167,8 +1249,8 @@ func (p *Players) InZone(ctx context.Context, zone string) ([]*pb.PlayerRecord, 
 				continue
 			}
 			// With or without a checkpoint: a chunk may hold one.
-			if rec.GetZone() == zone && rec.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE {
-				out = append(out, &rec)
+			if zones[rec.GetZone()] && rec.GetState() == pb.PlayerState_PLAYER_STATE_ONLINE {
+				out[rec.GetZone()] = append(out[rec.GetZone()], &rec)
 			}
 		}
 	}
