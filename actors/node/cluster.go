@@ -385,7 +385,12 @@ func (m *membership) restore(id string, listed []uint64) {
 		recs, err = m.players.InZone(ctx, id)
 	}
 	if err != nil {
-		m.log.Warn("zone claimed; its players' records not read", "zone", id, "err", err)
+		select {
+		case <-m.stop: // this node is stopping: the read was cut short on purpose
+			m.log.Debug("zone claimed; its players' records not read: stopping", "zone", id, "err", err)
+		default:
+			m.log.Warn("zone claimed; its players' records not read", "zone", id, "err", err)
+		}
 		return
 	}
 	pending := map[uint64]*pb.PlayerRecord{}
