@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/ghostwire/ghostwire/actors/cluster"
@@ -30,18 +28,9 @@ func TestClaimFairLeavesAReleasedZoneToItsTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Stop(context.Background())
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, BucketZones)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := n.nats.kv[BucketZones]
 	var all []*cluster.Leases
 	defer func() {
 		for _, l := range all {

@@ -108,23 +108,8 @@ func TestDrainSkipsAStoppingTarget(t *testing.T) {
 		}
 	}
 	beat()
-	stop := make(chan struct{})
-	var beats sync.WaitGroup
-	beats.Add(1)
-	go func() {
-		defer beats.Done()
-		tk := time.NewTicker(500 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-				beat()
-			}
-		}
-	}()
-	defer func() { close(stop); beats.Wait() }()
+	stopBeats := every(500*time.Millisecond, beat)
+	defer stopBeats()
 
 	// n2's drain: targets n0, n1 (sorted); round robin puts n0 first for
 	// the first and third zones.
@@ -150,9 +135,7 @@ func TestDrainSkipsAStoppingTarget(t *testing.T) {
 	// n1's drain: n0 its only target, asked for the first zone only; the
 	// four zones nobody took said in one warning.
 	sctx, scancel = context.WithTimeout(ctx, 20*time.Second)
-	close(stop)
-	beats.Wait()
-	stop = make(chan struct{}) // for the deferred close
+	stopBeats()
 	beat()
 	err = n1.Stop(sctx)
 	scancel()

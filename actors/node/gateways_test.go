@@ -54,31 +54,17 @@ func TestPlayersOfAGoneGatewayLeave(t *testing.T) {
 			t.Errorf("heartbeat of %s: %v", gw, err)
 		}
 	}
-	stop := make(chan struct{})
-	var beats sync.WaitGroup
 	gwxStop := make(chan struct{})
-	beats.Add(1)
-	go func() {
-		defer beats.Done()
-		tk := time.NewTicker(500 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-			}
-			beat("gwy")
-			beat("gwr")
-			select {
-			case <-gwxStop:
-			default:
-				beat("gwx")
-				beat("gwz")
-			}
+	defer every(500*time.Millisecond, func() {
+		beat("gwy")
+		beat("gwr")
+		select {
+		case <-gwxStop:
+		default:
+			beat("gwx")
+			beat("gwz")
 		}
-	}()
-	defer func() { close(stop); beats.Wait() }()
+	})()
 	beat("gwx")
 	beat("gwy")
 	beat("gwz")
@@ -182,4 +168,30 @@ func (l *logLines) gone(node string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.seen[node]
+}
+
+// every runs fn every d on a goroutine of its own until stop, which waits
+// for it (and may be called more than once).
+func every(d time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(d)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+				fn()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
 }
