@@ -182,13 +182,7 @@ func BenchmarkCheckpointTick(b *testing.B) {
 func pipelinedPlayers(b *testing.B) (*Players, jetstream.KeyValue) {
 	b.Helper()
 	nc, _ := embeddedNATS(b)
-	js, _ := jetstream.New(nc)
-	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := NewPlayers(kv, "zoned-1", nil)
-	b.Cleanup(p.Close)
+	p, kv := benchPlayers(b, nc)
 	if err := p.Pipeline(context.Background(), nc); err != nil {
 		b.Fatal(err)
 	}
@@ -286,4 +280,18 @@ func checkpointSecond(p *Players, byZone [][]handoff.Checkpoint, ticks, round in
 		}
 		time.Sleep(gap)
 	}
+}
+
+// benchPlayers is a Players on a players bucket made as zoned makes it,
+// on nc's server (closed at the benchmark's end).
+func benchPlayers(b *testing.B, nc *nats.Conn) (*Players, jetstream.KeyValue) {
+	b.Helper()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := NewPlayers(kv, "zoned-1", nil)
+	b.Cleanup(p.Close)
+	return p, kv
 }

@@ -22,13 +22,8 @@ func BenchmarkRestoreRead(b *testing.B) {
 	for _, offline := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("offline=%d", offline), func(b *testing.B) {
 			nc, _ := embeddedNATS(b)
+			p, kv := benchPlayers(b, nc)
 			js, _ := jetstream.New(nc)
-			kv, err := js.CreateOrUpdateKeyValue(context.Background(), PlayersBucketConfig("ghostwire_players"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			p := NewPlayers(kv, "zoned-1", nil)
-			defer p.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			const online = 500
