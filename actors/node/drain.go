@@ -232,20 +232,42 @@ func (m *membership) rebalance(ctx context.Context, holding int) {
 // liveOthers lists the other nodes with a fresh directory record that
 // are not draining: the ones that may take a zone.
 func (m *membership) liveOthers(ctx context.Context) []string {
+	out, _ := m.liveOthersListing(ctx)
+	return out
+}
+
+// liveOthersListing is liveOthers with each one's --zones list (nil for
+// an auto node).
+func (m *membership) liveOthersListing(ctx context.Context) ([]string, map[string][]string) {
 	recs, err := nodeRecords(ctx, m.kvNodes, m.node)
 	if recs == nil {
 		m.log.Warn("live nodes not listed", "err", err)
-		return nil
+		return nil, nil
 	}
 	var out []string
+	lists := map[string][]string{}
 	for k, rec := range recs {
 		if time.Since(time.UnixMilli(rec.GetHeartbeatUnixMs())) > 3*heartbeat || rec.GetDraining() {
 			continue
 		}
 		out = append(out, k)
+		lists[k] = rec.GetListed()
 	}
 	slices.Sort(out)
-	return out
+	return out, lists
+}
+
+// drainOrder is the order in which a drain asks targets for zone id, its
+// i-th: round robin, except that a target whose --zones list names the
+// zone is asked first (it would ask for the zone back from any other,
+// a second handover and a second freeze for its players).
+func drainOrder(targets []string, lists map[string][]string, id string, i int) []string {
+	order := append(slices.Clone(targets[i%len(targets):]), targets[:i%len(targets)]...)
+	if j := slices.IndexFunc(order, func(t string) bool { return slices.Contains(lists[t], id) }); j > 0 {
+		lister := order[j]
+		order = append([]string{lister}, slices.Delete(order, j, j+1)...)
+	}
+	return order
 }
 
 // nodeRecords reads the directory's records of the nodes other than self.
@@ -279,7 +301,8 @@ func nodeRecords(ctx context.Context, kv jetstream.KeyValue, self string) (recs 
 }
 
 // drain hands every zone this node runs to the other live nodes, round
-// robin, and stops claiming. With no other live node it does nothing (the
+// robin (a node whose --zones list names the zone first), and stops
+// claiming. With no other live node it does nothing (the
 // zones stop with the node, as before). It returns how many zones were
 // handed over.
 //
@@ -297,7 +320,7 @@ func (m *membership) drain(ctx context.Context) int {
 	}
 	m.draining = true
 	m.mu.Unlock()
-	targets := m.liveOthers(ctx)
+	targets, lists := m.liveOthersListing(ctx)
 	if len(targets) == 0 {
 		m.log.Info("no other live node: the zones stop with this one")
 		return 0
@@ -308,8 +331,9 @@ func (m *membership) drain(ctx context.Context) int {
 	var left []string
 	var leftErr error
 	for i, id := range slices.Clone(m.zones.IDs()) {
-		// Round robin; a target that refuses passes the zone to the next.
-		order := append(slices.Clone(targets[i%len(targets):]), targets[:i%len(targets)]...)
+		// Round robin, a lister first; a target that refuses passes the
+		// zone to the next.
+		order := drainOrder(targets, lists, id, i)
 		if _, err := m.handOver(ctx, id, order, false, false, gone); err != nil {
 			m.log.Debug("zone not handed over", "zone", id, "to", strings.Join(order, ","), "err", err)
 			left = append(left, id)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,5 +148,31 @@ func TestDrainSkipsAStoppingTarget(t *testing.T) {
 	}
 	if n := log1.lines("WARN", "not handed over"); n != 1 || log1.lines("WARN", "zones not handed over", "zones=4", "refused it: this node is stopping") != 1 {
 		t.Fatalf("n1's drain: %d warnings of zones not handed over, want 1 counting the 4 and saying why:\n%s", n, log1.String())
+	}
+}
+
+// A drain asks the node whose --zones list names a zone first (else that
+// node asks for it back from whichever took it: a second handover, a
+// second freeze), and the others round robin as before.
+func TestDrainOrderAsksTheListerFirst(t *testing.T) {
+	targets := []string{"a", "b", "c"}
+	lists := map[string][]string{"c": {"z1"}, "a": nil}
+	for _, c := range []struct {
+		zone string
+		i    int
+		want []string
+	}{
+		{"z1", 0, []string{"c", "a", "b"}},
+		{"z1", 1, []string{"c", "b", "a"}},
+		{"z1", 2, []string{"c", "a", "b"}},
+		{"z2", 0, []string{"a", "b", "c"}},
+		{"z2", 1, []string{"b", "c", "a"}},
+	} {
+		if got := drainOrder(targets, lists, c.zone, c.i); !slices.Equal(got, c.want) {
+			t.Errorf("drainOrder(%s, %d) = %v, want %v", c.zone, c.i, got, c.want)
+		}
+	}
+	if !slices.Equal(targets, []string{"a", "b", "c"}) {
+		t.Fatalf("targets changed: %v", targets)
 	}
 }
