@@ -424,13 +424,20 @@ func (m *membership) handOver(ctx context.Context, id string, targets []string, 
 		req.players[i] = cps[i].Entity
 	}
 	var errs []error
-	for _, target := range targets {
+	for k, target := range targets {
 		if gone[target] {
 			continue
 		}
 		// Each ask bounded: a target that hangs (paused, its record still
-		// fresh) must leave time to ask the next.
-		actx, cancel := context.WithTimeout(ctx, 2*m.leases.TTL())
+		// fresh) must leave time to ask the next — half of what is left
+		// when another target follows. At 2 × TTL alone, a hung first
+		// target took a stopping node's whole shutdown (6 s against the
+		// default 5), and no zone was handed over.
+		bound := 2 * m.leases.TTL()
+		if dl, ok := ctx.Deadline(); ok && slices.ContainsFunc(targets[k+1:], func(t string) bool { return !gone[t] }) {
+			bound = min(bound, time.Until(dl)/2)
+		}
+		actx, cancel := context.WithTimeout(ctx, bound)
 		err := m.askTake(actx, target, req)
 		cancel()
 		if err == nil {

@@ -99,16 +99,7 @@ func TestDrainSkipsAStoppingTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	kv := n1.nats.kv[BucketNodes]
-	beat := func() {
-		b, _ := proto.Marshal(&pb.NodeRecord{Node: "n0", StartedUnixMs: time.Now().Add(-time.Minute).UnixMilli(), HeartbeatUnixMs: time.Now().UnixMilli()})
-		bctx, bcancel := context.WithTimeout(context.Background(), time.Second)
-		defer bcancel()
-		if _, err := kv.Put(bctx, "n0", b); err != nil {
-			t.Errorf("n0's heartbeat: %v", err)
-		}
-	}
-	beat()
+	beat := standIn(t, n1, "n0")
 	stopBeats := every(500*time.Millisecond, beat)
 	defer stopBeats()
 
@@ -175,4 +166,71 @@ func TestDrainOrderAsksTheListerFirst(t *testing.T) {
 	if !slices.Equal(targets, []string{"a", "b", "c"}) {
 		t.Fatalf("targets changed: %v", targets)
 	}
+}
+
+// A drain's first target that hangs (a paused node, its record still
+// fresh) costs the drain half of its time, not all of it: the next target
+// takes the zone, and the hung one is asked for no other. Before, each ask
+// waited up to two TTLs (6 s) against the default 5 s shutdown, so the
+// first zone's ask used the whole budget and no zone was handed over
+// (n1, running a fixed list, claims no orphan: they stayed unowned).
+func TestDrainGetsPastAHungTarget(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), ignoreThrottle)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var log2 lockedLog
+	cfg1 := testConfig(t)
+	cfg1.NodeID, cfg1.Zones = "n1", "x0z0"
+	n1, err := Start(ctx, cfg1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n1.Stop(context.Background()) }()
+	cfg2 := testConfig(t) // the default --shutdown-timeout
+	cfg2.NodeID, cfg2.Zones = "n2", "x1z0,x0z1,x1z1"
+	cfg2.NATSURL, cfg2.KeyFile = n1.NATSURL(), filepath.Join(cfg1.DataDir, "token.key")
+	n2, err := Start(ctx, cfg2, slog.New(slog.NewTextHandler(&log2, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n2.Stop(context.Background()) }()
+
+	// n0: a fresh record, and a take subject that never answers.
+	var asked atomic.Int32
+	sub, err := n1.nats.nc.Subscribe(takeSubject(n1.member.world, "n0"), func(*nats.Msg) { asked.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	beat := standIn(t, n1, "n0")
+	defer every(500*time.Millisecond, beat)()
+
+	if err := n2.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the hung n0 asked %d times, want once:\n%s", n, log2.String())
+	}
+	if log2.lines("INFO", "drained", "zones=3") != 1 {
+		t.Fatalf("n2's drain did not hand its 3 zones over:\n%s", log2.String())
+	}
+	waitFor(t, 10*time.Second, "every zone on n1", func() bool { return len(n1.Zones().IDs()) == 4 })
+}
+
+// standIn writes a fresh directory record for node, which no process
+// runs, into n's nodes bucket at each call of the returned beat (and once
+// now): a live node to the others, not draining.
+func standIn(t *testing.T, n *Node, node string) (beat func()) {
+	kv := n.nats.kv[BucketNodes]
+	started := time.Now().Add(-time.Minute).UnixMilli()
+	beat = func() {
+		b, _ := proto.Marshal(&pb.NodeRecord{Node: node, StartedUnixMs: started, HeartbeatUnixMs: time.Now().UnixMilli()})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := kv.Put(ctx, node, b); err != nil {
+			t.Errorf("%s's heartbeat: %v", node, err)
+		}
+	}
+	beat()
+	return beat
 }
