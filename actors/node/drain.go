@@ -309,9 +309,10 @@ func nodeRecords(ctx context.Context, kv jetstream.KeyValue, self string) (recs 
 // A target that cannot take any zone (no answer: it stopped or hangs; or
 // it says it is stopping: drained at the same time, its record not yet
 // saying so) is asked for no further zone: each ask of a hung target
-// costs up to two TTLs. The zones nobody took
-// are warned about once, not once each: a whole cluster stopped at once
-// (a scale-down to zero) warned for every zone of every node.
+// costs up to half of what the drain has left (handOver). The zones
+// nobody took are warned about once, not once each: a whole cluster
+// stopped at once (a scale-down to zero) warned for every zone of every
+// node.
 func (m *membership) drain(ctx context.Context) int {
 	m.mu.Lock()
 	if m.closed || m.draining {
@@ -367,10 +368,10 @@ func (e *takeError) Unwrap() error { return e.err }
 // handOver moves zone id to the first of targets that takes it (see the
 // top of the file) and returns that node; placed: an operator's move,
 // which the target keeps against its rebalancing. When every target
-// refuses (it is stopping too, or gone), or there is none, keep: this node claims the zone
-// back and runs it on (a rebalance, an operator's move: better here than
-// unowned); else it is left unowned (a drain: a node claims it as an
-// orphan).
+// refuses (it is stopping too, or gone), or there is none, keep: this
+// node claims the zone back and runs it on (a rebalance, an operator's
+// move: better here than unowned); else it is left unowned (a drain: a
+// node claims it as an orphan).
 //
 // gone, when not nil, is a drain's set of targets that can take no zone:
 // handOver asks none of them and adds each that answers so. With every

@@ -28,12 +28,22 @@ type takeRequest struct {
 	players []uint64
 }
 
+// maxTakePlayers bounds the players a take request lists: a zone with
+// more (none does: a slice of its periodic checkpoints goes a record a
+// player past ≈ 7,000) is listed as not listed, and its target reads the
+// players bucket; a request listing more is refused. It bounds what a
+// malformed request makes the target read (a record a listed player).
+const maxTakePlayers = 1 << 16
+
 // encodeTake is t's request, at most max bytes (the connection's largest
 // message). Too large, it leaves the NPCs out (the target then spawns the
 // zone's share afresh), then the players (it reads the bucket for them);
 // such a request is the zone id alone, as an older node reads it, unless
 // it must carry the operator's placement.
 func encodeTake(t takeRequest, max int) []byte {
+	if len(t.players) > maxTakePlayers {
+		t.players = nil
+	}
 	m := &pb.ZoneTake{Zone: t.zone, Npcs: make([]*pb.EntitySnapshot, len(t.npcs)), NpcEpochs: make([]uint64, len(t.npcs)),
 		Placed: t.placed, NpcsAfresh: t.npcs == nil, Players: t.players, PlayersListed: t.players != nil}
 	for i := range t.npcs {
@@ -79,6 +89,9 @@ func decodeTake(data []byte) (takeRequest, error) {
 	}
 	if len(m.GetNpcEpochs()) != len(m.GetNpcs()) {
 		return takeRequest{}, fmt.Errorf("%w: %d NPCs with %d epochs", errBadTake, len(m.GetNpcs()), len(m.GetNpcEpochs()))
+	}
+	if len(m.GetPlayers()) > maxTakePlayers {
+		return takeRequest{}, fmt.Errorf("%w: %d players listed, more than %d", errBadTake, len(m.GetPlayers()), maxTakePlayers)
 	}
 	if len(m.GetPlayers()) > 0 && !m.GetPlayersListed() {
 		return takeRequest{}, fmt.Errorf("%w: %d players, not marked listed", errBadTake, len(m.GetPlayers()))

@@ -58,6 +58,12 @@ func TestTakeRequestCarriesTheNPCs(t *testing.T) {
 	if got, err := decodeTake(b); err != nil || got.zone != "x0z0" || got.npcs != nil || got.placed || !reflect.DeepEqual(got.players, players) {
 		t.Fatalf("a take whose NPCs do not fit (%d bytes): %+v, %v; want x0z0, no NPCs, the players", len(b), got, err)
 	}
+	// More players than a request may list: not listed (the target reads
+	// the bucket), the rest of the request as it was.
+	many := make([]uint64, maxTakePlayers+1)
+	if got, err := decodeTake(encodeTake(takeRequest{zone: "x0z0", npcs: npcs, players: many}, 1<<20)); err != nil || got.players != nil || !reflect.DeepEqual(got.npcs, npcs) {
+		t.Fatalf("a take of %d players: players %d (nil %v), %d NPCs, %v; want not listed, the NPCs", len(many), len(got.players), got.players == nil, len(got.npcs), err)
+	}
 	for _, c := range []struct {
 		data []byte
 		id   string
@@ -83,6 +89,7 @@ func TestTakeRequestCarriesTheNPCs(t *testing.T) {
 		"three rng words":  bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1, Rng: []uint64{1, 2, 3}}}, NpcEpochs: []uint64{1}}),
 		"NPCs and afresh":  bad(&pb.ZoneTake{Zone: "x0z0", Npcs: []*pb.EntitySnapshot{{Entity: 1 << 63, Kind: 1}}, NpcEpochs: []uint64{1}, NpcsAfresh: true}),
 		"players unmarked": bad(&pb.ZoneTake{Zone: "x0z0", Players: []uint64{1}}),
+		"too many players": bad(&pb.ZoneTake{Zone: "x0z0", Players: make([]uint64, maxTakePlayers+1), PlayersListed: true}),
 	} {
 		if _, err := decodeTake(data); !errors.Is(err, errBadTake) {
 			t.Errorf("%s: %v, want errBadTake", name, err)
