@@ -23,7 +23,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		t.Errorf("usage starts %q", u[:min(len(u), 40)])
 	}
 	for _, f := range []string{"players", "ramp", "warmup", "window", "botswarm", "swarm-flags", "json", "png",
-		"cpuprofile", "memprofile", "profile-at", "npcs", "keep", "gc-percent", "mem-profile-rate", "breakdown", "host-probe"} {
+		"cpuprofile", "memprofile", "profile-at", "npcs", "keep", "gc-percent", "mem-profile-rate", "breakdown", "host-probe",
+		"world", "spawn", "gomaxprocs", "external-nats", "nats-server"} {
 		if !strings.Contains(u, "--"+f+" ") && !strings.Contains(u, "--"+f+"[") {
 			t.Errorf("usage does not name --%s:\n%s", f, u)
 		}

@@ -1,11 +1,14 @@
 // Command capacity measures what one zoned costs per connected player: it
 // runs a whole node (actors/node: gateway, connections, ghost managers,
-// zones with their NPCs, embedded NATS) in this process, drives it with
+// zones with their NPCs, its NATS server embedded, or with --external-nats
+// in a child process of its own) in this process, drives it with
 // cmd/botswarm in a child process over loopback UDP, and for each player
 // count reports
 //
 //   - the server's CPU per player-second (getrusage of this process over a
-//     steady window: everything the node runs, NATS and NPCs included);
+//     steady window: everything the node runs, NATS and NPCs included;
+//     with --external-nats the NATS server's CPU is read from its process
+//     and reported beside the node's);
 //   - the live heap per player: heap after a forced GC with the players
 //     connected, minus the same before they came, divided by the players;
 //   - the zone tick cost p50/p99 over the window (zone.Metrics.TickCost);
@@ -84,7 +87,11 @@ type options struct {
 	worldFile  string
 	spawn      string
 	procs      procs.Setting
-	defaultPs  int // the runtime's GOMAXPROCS at start: each step's node starts there
+	// externalNATS runs each step's node against a standalone nats-server
+	// (natsServer: the binary; empty: built at go.mod's version).
+	externalNATS bool
+	natsServer   string
+	defaultPs    int // the runtime's GOMAXPROCS at start: each step's node starts there
 	// mapFile is the world map the node runs: worldFile, or with --spawn
 	// that map (or the default) with its spawn zones replaced, written to
 	// the run's temporary directory; empty: the built-in default world.
@@ -159,6 +166,19 @@ type Step struct {
 	HostProbes     int     `json:"host_probe_bursts,omitempty"`
 	HostProbeCPUMs float64 `json:"host_probe_cpu_ms,omitempty"`
 
+	// With --external-nats the node's NATS server ran in a process of its
+	// own (a cluster's topology): the CPU and heap above are the node's
+	// alone, and these are the server's CPU per player-second over the
+	// same window and its resident memory's growth per player since the
+	// idle baseline (RSS: the runtime keeps freed pages a while, so an
+	// upper bound of its live heap).
+	ExternalNATS            bool    `json:"external_nats,omitempty"`
+	NATSServerCPUMs         float64 `json:"nats_server_cpu_ms_per_player_s,omitempty"`
+	NATSServerRSSPerPlayerB float64 `json:"nats_server_rss_per_player_bytes,omitempty"`
+	// The URL the node's NATS client used and, with --external-nats, the
+	// standalone server's (the tests' check that the node used it).
+	nodeNATSURL, serverNATSURL string
+
 	// What the node wrote to NATS over the window: its connection's
 	// messages and bytes (headers and payloads) a second, and per KV
 	// bucket the messages stored a second and the bytes a stored message
@@ -200,6 +220,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.spawn, "spawn", "", "`ZONES` new players join, comma separated, replacing the map's spawn list (e.g. x1z0: every player starts in one zone of the default world, the crowd of the capacity passes before the forty-first); empty: the map's own, every zone unless it lists some")
 	ps := fs.String("gomaxprocs", "auto", "`PS` the server's Go scheduler runs on, as zoned's --gomaxprocs: auto sizes them to the load (zoned's default), a number fixes them; the GOMAXPROCS environment variable, when set, wins (botswarm inherits it too)")
 	fs.DurationVar(&o.probeEvery, "host-probe", 50*time.Millisecond, "time between the bursts (≈ 100 µs each) that time bench/hostcheck's Wide and Chain loops in the node's process over each window: Wide tells a core another tenant's thread shares from a quiet one (≈ 1.04 ns a step quiet on the host of docs/benchmarks.md's Machine table), Chain a slower core clock (≈ 1.11 ns there); the bursts' CPU is left out of the server's; 0: none")
+	fs.BoolVar(&o.externalNATS, "external-nats", false, "run each step's node against a standalone nats-server of its own (JetStream, loopback, a fresh store), as a cluster's nodes run, instead of the embedded one: the server's CPU and heap are then the node's alone, and the NATS server's CPU per player-second and resident memory per player are reported beside them")
+	fs.StringVar(&o.natsServer, "nats-server", "", "nats-server binary `FILE` for --external-nats (empty: go build github.com/nats-io/nats-server/v2 at go.mod's version into a temporary directory)")
 	fs.BoolVar(&o.breakdown, "breakdown", false, "also print the live heap per player by part (ghost table, session, views, connection, zones, protoactor, other), from the heap profile at idle and after each window")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -232,6 +254,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	case o.profileAt < 0 || o.profileAt > 0 && !slices.Contains(o.players, o.profileAt):
 		// Else no window is profiled and --cpuprofile writes nothing.
 		return o, fmt.Errorf("--profile-at: %d is not one of --players %v (0: the largest)", o.profileAt, o.players)
+	}
+	if o.natsServer != "" && !o.externalNATS {
+		return o, errNATSServerFlag
 	}
 	if o.procs, err = procs.ParseSetting(*ps); err != nil {
 		return o, fmt.Errorf("--gomaxprocs: %w", err)
@@ -274,6 +299,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("go build ./cmd/botswarm (run from the module root): %w", err)
 		}
 	}
+	if o.externalNATS && o.natsServer == "" {
+		fmt.Fprintln(stderr, "capacity: building nats-server")
+		if o.natsServer, err = buildNATSServer(ctx, tmp, stderr); err != nil {
+			return err
+		}
+	}
 	var steps []Step
 	for _, n := range o.players {
 		if ctx.Err() != nil {
@@ -314,9 +345,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func oneLine(s Step) string {
-	return fmt.Sprintf("%d players (%d connected): CPU %.3f ms/player-s (%.2f cores, %.2f µs/packet, %.1f/%.1f packets in/out per player-s), heap %.1f KB/player, tick p99 %.1f ms, RTT p99 %.1f ms, lost moves %.0f",
+	line := fmt.Sprintf("%d players (%d connected): CPU %.3f ms/player-s (%.2f cores, %.2f µs/packet, %.1f/%.1f packets in/out per player-s), heap %.1f KB/player, tick p99 %.1f ms, RTT p99 %.1f ms, lost moves %.0f",
 		s.Players, s.Connected, s.CPUMsPerPlayer, s.CPUCores, s.CPUUsPerPacket, s.PktsInPerPlayerS, s.PktsOutPerPlayerS,
 		s.HeapPerPlayerB/1024, s.TickP99Ms, s.RTTP99Ms, s.LostMoves)
+	if s.ExternalNATS {
+		line += fmt.Sprintf("; the NATS server (its own process, not in the above): CPU %.3f ms/player-s, RSS +%.1f KB/player",
+			s.NATSServerCPUMs, s.NATSServerRSSPerPlayerB/1024)
+	}
+	return line
 }
 
 // measure runs one fresh node with n bots.
@@ -327,6 +363,15 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	cfg.UDPAddr, cfg.HTTPAddr, cfg.NATSListen, cfg.DataDir = "127.0.0.1:0", "", "127.0.0.1:0", dir
 	cfg.NPCs = o.npcs
 	cfg.WorldFile = o.mapFile
+	var ns *natsServer
+	if o.externalNATS {
+		var err error
+		if ns, err = startNATS(ctx, o.natsServer, filepath.Join(tmp, fmt.Sprintf("nats-%d", n))); err != nil {
+			return st, err
+		}
+		defer ns.stop() // after the node's stop (deferred below): its last writes land
+		cfg.NATSURL, cfg.NATSListen = ns.url, ""
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// The Ps as a fresh zoned's: the runtime's default (or the fixed
 	// count) while the node starts, its shards as many; then sized, as
@@ -336,6 +381,10 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	nd, err := node.Start(ctx, cfg, log)
 	if err != nil {
 		return st, err
+	}
+	st.nodeNATSURL = nd.NATSURL()
+	if ns != nil {
+		st.serverNATSURL = ns.url
 	}
 	sizing := &procs.Stats{}
 	if auto {
@@ -363,6 +412,12 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	// Idle baseline: the world with its NPCs ticking, no player.
 	sleep(ctx, 3*time.Second)
 	st.HeapIdleB = heapAfterGC(nil)
+	var natsIdleRSS uint64
+	if ns != nil {
+		if _, natsIdleRSS, err = ns.usage(); err != nil {
+			return st, fmt.Errorf("nats-server: %w", err)
+		}
+	}
 	var idleParts map[string]float64
 	if o.breakdown {
 		idleParts = heapParts()
@@ -414,6 +469,12 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	changes0, lagRaises0 := sizing.Raises.Load()+sizing.Lowers.Load(), sizing.LagRaises.Load()
 	wakes0, lag0 := sizing.Wakes.Load(), sizing.LagNanos.Load()
 	probe, endProbe := startProbe(ctx, o.probeEvery)
+	var natsCPU0 time.Duration
+	if ns != nil {
+		if natsCPU0, _, err = ns.usage(); err != nil {
+			return st, fmt.Errorf("nats-server: %w", err)
+		}
+	}
 	cpu0, wall0 := cpuTime(), time.Now()
 	profiling := false
 	if o.cpuProfile != "" && n == o.profileAt {
@@ -433,6 +494,13 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	}
 	endProbe() // its last burst done: every burst's CPU inside [cpu0, cpu1]
 	cpu1, wall1 := cpuTime(), time.Now()
+	var natsCPU1 time.Duration
+	var natsRSS1 uint64
+	if ns != nil {
+		if natsCPU1, natsRSS1, err = ns.usage(); err != nil {
+			return st, fmt.Errorf("nats-server: %w", err)
+		}
+	}
 	var probeCPU time.Duration
 	if probe != nil {
 		st.HostWideP50Ns, st.HostWideP90Ns, st.HostProbes, probeCPU = probe.result()
@@ -459,6 +527,9 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, stderr io.W
 	st.WindowS = w
 	if nerr == nil && nerr1 == nil {
 		natsRates(&st, nw0, nw1, w)
+	}
+	if ns != nil {
+		natsShare(&st, natsIdleRSS, natsCPU0, natsCPU1, natsRSS1, w)
 	}
 	used := serverCPU(cpu1-cpu0, probeCPU)
 	st.CPUCores = used.Seconds() / w
