@@ -107,8 +107,8 @@ func (p *Players) CheckpointChunk(zone string, slice int, cps []handoff.Checkpoi
 	}
 }
 
-// chunkWriter writes the queued chunks, one at a time (a zone's 20 a
-// second: one round trip each is far within the period).
+// chunkWriter writes the queued chunks, one at a time (a zone's
+// ChunkSlices a second: one round trip each is far within the period).
 func (p *Players) chunkWriter() {
 	defer p.wg.Done()
 	// empty: the chunks this node last wrote with no record, so an empty
@@ -349,6 +349,47 @@ func (p *Players) readChunk(ctx context.Context, key string) ([]byte, error) {
 	p.chunkBytes += len(val) - prev
 	p.chunkMu.Unlock()
 	return val, nil
+}
+
+// ChunkPlayers returns the players zone's checkpoint chunks hold: those
+// its owner checkpointed within about the last second, slice by slice
+// (ChunkSlices reads, where InZone reads every record in the bucket). A
+// takeover has no list from the dead owner; this is most of one, at once.
+// It misses the players placed since their slice's last chunk and those
+// of a slice too large for a chunk (written a record a player), and may
+// name players gone on since (their records say where): so the caller
+// reads their records (Listed) and the whole bucket too, for the rest. A
+// chunk that does not decode, or names another zone (a zone "a" and a zone
+// "a.b" share a key prefix), adds nobody (the former counted in
+// ChunksBad); a read that fails fails the whole.
+func (p *Players) ChunkPlayers(ctx context.Context, zone string) ([]uint64, error) {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for s := range ChunkSlices {
+		val, err := p.readChunk(ctx, ChunkKey(zone, s))
+		if err != nil {
+			return nil, err
+		}
+		if val == nil {
+			continue
+		}
+		var c pb.CheckpointChunk
+		if proto.Unmarshal(val, &c) != nil {
+			p.ChunksBad.Add(1)
+			continue
+		}
+		if c.GetZone() != zone {
+			continue
+		}
+		for _, r := range c.GetRecords() {
+			if id := r.GetPlayer(); !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	p.ChunkListed.Add(uint64(len(out)))
+	return out, nil
 }
 
 // isChunkKey tells whether key is a chunk's (not a player's record).
