@@ -234,7 +234,9 @@ chaos-pause: ## chaos with every event a 10 s SIGSTOP (past the ack window) and 
 # $(CAPACITY_DIR)/capacity.md, the plot to docs/capacity.png, the raw numbers to
 # $(CAPACITY_DIR)/capacity.json. Takes about a minute per player count. The players spread over
 # the default world's four zones as zoned places them; add --spawn x1z0 to CAPACITY_FLAGS for the
-# one-zone crowd (every player starting in one zone, the capacity passes' measure before the 41st).
+# one-zone crowd (every player starting in one zone, the capacity passes' measure before the 41st),
+# or --external-nats for a cluster's topology (the node on a standalone nats-server, whose CPU and
+# memory are then reported beside the node's instead of inside them).
 CAPACITY_PLAYERS ?= 250,500,750,1000,1500,2000,2500,3000
 CAPACITY_WINDOW ?= 20s
 CAPACITY_FLAGS ?= --swarm-flags '--observers 10%'
