@@ -370,18 +370,7 @@ func (p *Players) ChunkPlayers(ctx context.Context, zone string) ([]uint64, erro
 		if err != nil {
 			return nil, err
 		}
-		if val == nil {
-			continue
-		}
-		var c pb.CheckpointChunk
-		if proto.Unmarshal(val, &c) != nil {
-			p.ChunksBad.Add(1)
-			continue
-		}
-		if c.GetZone() != zone {
-			continue
-		}
-		for _, r := range c.GetRecords() {
+		for _, r := range p.zoneRecords(val, zone) {
 			if id := r.GetPlayer(); !seen[id] {
 				seen[id] = true
 				out = append(out, id)
@@ -390,6 +379,24 @@ func (p *Players) ChunkPlayers(ctx context.Context, zone string) ([]uint64, erro
 	}
 	p.ChunkListed.Add(uint64(len(out)))
 	return out, nil
+}
+
+// zoneRecords is the records of chunk value val when it is zone's chunk:
+// none for no value, for one that does not decode (counted in ChunksBad)
+// or for another zone's (a zone "a" and a zone "a.b" share a key prefix).
+func (p *Players) zoneRecords(val []byte, zone string) []*pb.PlayerRecord {
+	if val == nil {
+		return nil
+	}
+	var c pb.CheckpointChunk
+	if proto.Unmarshal(val, &c) != nil {
+		p.ChunksBad.Add(1)
+		return nil
+	}
+	if c.GetZone() != zone {
+		return nil
+	}
+	return c.GetRecords()
 }
 
 // isChunkKey tells whether key is a chunk's (not a player's record).
@@ -415,15 +422,7 @@ func (p *Players) overlayChunks(recs []*pb.PlayerRecord, zone string, chunks [][
 	}
 	newest := map[uint64]*pb.PlayerRecord{}
 	for _, v := range chunks {
-		var c pb.CheckpointChunk
-		if proto.Unmarshal(v, &c) != nil {
-			p.ChunksBad.Add(1)
-			continue
-		}
-		if c.GetZone() != zone {
-			continue
-		}
-		for _, r := range c.GetRecords() {
+		for _, r := range p.zoneRecords(v, zone) {
 			if o := newest[r.GetPlayer()]; o == nil || r.GetUpdatedUnixMs() > o.GetUpdatedUnixMs() {
 				newest[r.GetPlayer()] = r
 			}
