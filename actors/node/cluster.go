@@ -388,8 +388,17 @@ func (m *membership) restore(id string, listed []uint64) {
 		m.putBack(ctx, id, recs, "listed")
 		return
 	}
-	// The chunks' players first, beside the bucket's read: their records
-	// are read one by one (as a handover's list) and put back meanwhile.
+	// The bucket's read starts at once: the zones a node claims together
+	// share one read only if each asks within scanGather (InZone).
+	var scan []*pb.PlayerRecord
+	var scanErr error
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		scan, scanErr = m.players.InZone(ctx, id)
+	}()
+	// The chunks' players beside it: their records are read one by one
+	// (as a handover's list) and put back meanwhile.
 	var early sync.WaitGroup
 	done := map[uint64]bool{} // players the chunks' restore took (the scan leaves them)
 	if ids, err := m.players.ChunkPlayers(ctx, id); err != nil {
@@ -410,13 +419,13 @@ func (m *membership) restore(id string, listed []uint64) {
 		}
 	}
 	defer early.Wait()
-	recs, err := m.players.InZone(ctx, id)
-	if err != nil {
-		m.restoreUnread(id, err)
+	<-scanned // bounded: ctx ends with the restore's 10 s, or the node's stop
+	if scanErr != nil {
+		m.restoreUnread(id, scanErr)
 		return
 	}
-	rest := recs[:0]
-	for _, r := range recs {
+	rest := scan[:0]
+	for _, r := range scan {
 		if !done[r.GetPlayer()] {
 			rest = append(rest, r)
 		}
