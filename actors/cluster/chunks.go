@@ -351,54 +351,6 @@ func (p *Players) readChunk(ctx context.Context, key string) ([]byte, error) {
 	return val, nil
 }
 
-// ChunkPlayers returns the players zone's checkpoint chunks hold: those
-// its owner checkpointed within about the last second, slice by slice
-// (ChunkSlices reads, where InZone reads every record in the bucket). A
-// takeover has no list from the dead owner; this is most of one, at once.
-// It misses the players placed since their slice's last chunk and those
-// of a slice too large for a chunk (written a record a player), and may
-// name players gone on since (their records say where): so the caller
-// reads their records (Listed) and the whole bucket too, for the rest. A
-// chunk that does not decode, or names another zone (a zone "a" and a zone
-// "a.b" share a key prefix), adds nobody (the former counted in
-// ChunksBad); a read that fails fails the whole.
-func (p *Players) ChunkPlayers(ctx context.Context, zone string) ([]uint64, error) {
-	var out []uint64
-	seen := map[uint64]bool{}
-	for s := range ChunkSlices {
-		val, err := p.readChunk(ctx, ChunkKey(zone, s))
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range p.zoneRecords(val, zone) {
-			if id := r.GetPlayer(); !seen[id] {
-				seen[id] = true
-				out = append(out, id)
-			}
-		}
-	}
-	p.ChunkListed.Add(uint64(len(out)))
-	return out, nil
-}
-
-// zoneRecords is the records of chunk value val when it is zone's chunk:
-// none for no value, for one that does not decode (counted in ChunksBad)
-// or for another zone's (a zone "a" and a zone "a.b" share a key prefix).
-func (p *Players) zoneRecords(val []byte, zone string) []*pb.PlayerRecord {
-	if val == nil {
-		return nil
-	}
-	var c pb.CheckpointChunk
-	if proto.Unmarshal(val, &c) != nil {
-		p.ChunksBad.Add(1)
-		return nil
-	}
-	if c.GetZone() != zone {
-		return nil
-	}
-	return c.GetRecords()
-}
-
 // isChunkKey tells whether key is a chunk's (not a player's record).
 func isChunkKey(key string) bool { return strings.HasPrefix(key, "c.") }
 
@@ -422,7 +374,15 @@ func (p *Players) overlayChunks(recs []*pb.PlayerRecord, zone string, chunks [][
 	}
 	newest := map[uint64]*pb.PlayerRecord{}
 	for _, v := range chunks {
-		for _, r := range p.zoneRecords(v, zone) {
+		var c pb.CheckpointChunk
+		if proto.Unmarshal(v, &c) != nil {
+			p.ChunksBad.Add(1)
+			continue
+		}
+		if c.GetZone() != zone {
+			continue
+		}
+		for _, r := range c.GetRecords() {
 			if o := newest[r.GetPlayer()]; o == nil || r.GetUpdatedUnixMs() > o.GetUpdatedUnixMs() {
 				newest[r.GetPlayer()] = r
 			}

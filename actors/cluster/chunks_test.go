@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -573,58 +572,5 @@ func TestChunkOfAPausedOwnerDoesNotLandOverTheNewOwners(t *testing.T) {
 	waitFor(t, 3*time.Second, "the chunk of the zone back here", func() bool { return p.Chunks.Load() == 2 })
 	if e, err := kv.Get(context.Background(), ChunkKey("a", 0)); err != nil || string(e.Value()) == string(newer) {
 		t.Fatalf("the chunk of a zone back on this node was not written (%v)", err)
-	}
-}
-
-// ChunkPlayers lists the players of a zone's chunks, each once, from
-// every slice: a chunk that does not decode adds nobody and is counted,
-// and a chunk value naming another zone adds nobody either.
-func TestChunkPlayersListsTheZonesChunks(t *testing.T) {
-	p, kv := playersFixture(t)
-	gw := func(string) string { return "gw1" }
-	s21, s4 := ChunkSlice(21), ChunkSlice(4)
-	if ChunkSlice(61) != s21 || s4 == s21 {
-		t.Fatalf("slices 21→%d, 61→%d, 4→%d: pick other players", s21, ChunkSlice(61), s4)
-	}
-	p.CheckpointChunk("a", s21, []handoff.Checkpoint{chunkCP(21, 1, 50), chunkCP(61, 1, 60)}, gw)
-	p.CheckpointChunk("a", s4, []handoff.Checkpoint{chunkCP(4, 1, 5)}, gw)
-	p.CheckpointChunk("b", s4, []handoff.Checkpoint{chunkCP(7, 1, 5)}, gw)
-	waitFor(t, 3*time.Second, "the chunks", func() bool { return p.Chunks.Load() == 3 })
-	// Two more slices of "a": one that does not decode, one whose value is
-	// zone b's chunk (a key written by something else than a chunk writer).
-	others := []int{}
-	for s := range ChunkSlices {
-		if s != s21 && s != s4 {
-			others = append(others, s)
-		}
-	}
-	ctx := context.Background()
-	if _, err := kv.Put(ctx, ChunkKey("a", others[0]), []byte{0xff, 0xff, 0xff}); err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(ctx, ChunkKey("b", s4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, ChunkKey("a", others[1]), e.Value()); err != nil {
-		t.Fatal(err)
-	}
-	bad, listed := p.ChunksBad.Load(), p.ChunkListed.Load()
-	got, err := p.ChunkPlayers(ctx, "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, []uint64{4, 21, 61}) {
-		t.Errorf("zone a's chunks list %v, want [4 21 61]", got)
-	}
-	if n := p.ChunksBad.Load() - bad; n != 1 {
-		t.Errorf("%d chunks counted bad, want 1", n)
-	}
-	if n := p.ChunkListed.Load() - listed; n != 3 {
-		t.Errorf("ChunkListed grew by %d, want 3", n)
-	}
-	if got, err := p.ChunkPlayers(ctx, "none"); err != nil || len(got) != 0 {
-		t.Errorf("a zone with no chunk: %v, %v; want none", got, err)
 	}
 }

@@ -135,9 +135,6 @@ type Players struct {
 	// restore; a handover lists its players instead, Listed). scanNext:
 	// the read that zones asked for now join (runScan).
 	BucketScans atomic.Uint64
-	// ChunkListed: players ChunkPlayers found in the chunks of zones taken
-	// over (restored without waiting for a read of the whole bucket).
-	ChunkListed atomic.Uint64
 	scanMu      sync.Mutex
 	scanNext    *scanBatch
 	scanHold    chan struct{} // tests: a read waits for its close, not scanGather
@@ -1190,16 +1187,13 @@ type scanBatch struct {
 func (p *Players) runScan(b *scanBatch) {
 	defer p.wg.Done()
 	defer close(b.done)
-	p.scanMu.Lock()
-	hold := p.scanHold
-	p.scanMu.Unlock()
 	gather := time.After(scanGather)
-	if hold != nil {
+	if p.scanHold != nil {
 		gather = nil
 	}
 	select {
 	case <-gather:
-	case <-hold:
+	case <-p.scanHold:
 	case <-p.stop:
 	}
 	p.scanMu.Lock()
@@ -1260,16 +1254,6 @@ func (p *Players) scanZones(ctx context.Context, zones map[string]bool) (map[str
 			}
 		}
 	}
-}
-
-// HoldScans makes every read of the whole bucket (InZone) wait for hold
-// to close before it starts, instead of scanGather: for tests that need a
-// takeover's scan to be slower than the rest of its restore, or zones to
-// join one read however slow the host.
-func (p *Players) HoldScans(hold chan struct{}) {
-	p.scanMu.Lock()
-	p.scanHold = hold
-	p.scanMu.Unlock()
 }
 
 // Close stops the writers (queued writes are dropped).

@@ -358,16 +358,14 @@ func (m *membership) takeWith(id string, npcs []sim.NPCState, players []uint64) 
 }
 
 // restore puts the players of a zone just claimed back from their records:
-// those it listed in its handover (listed not nil), or those its previous
-// owner had when it died (or stopped without a drain). A handover's are
-// read one by one; a takeover's come from the zone's checkpoint chunks
-// (ChunkPlayers: the players checkpointed within about the last second)
-// and are put back at once, while the whole players bucket — every player
-// who ever played (BenchmarkRestoreRead: ≈ 3.4 µs a record, a second per
-// 300,000) — is read for the rest: players placed since their slice's last
-// chunk, and records online in the zone whose players are gone (put
-// offline). Until the chunks, every player of a takeover stood frozen for
-// that read.
+// those its previous owner had when it died (or stopped without a drain),
+// or those it listed in its handover (listed not nil): their records are
+// read one by one, where otherwise the whole players bucket is, every
+// player who ever played (BenchmarkRestoreRead: ≈ 3.4 µs a record, so a
+// second per 300,000; the players frozen meanwhile).
+// The nodes holding their connections join them again (Rejoin); a rejoin
+// can beat the news of the new owner to a gateway, so it is resent to the
+// players not back yet, a few times.
 func (m *membership) restore(id string, listed []uint64) {
 	defer m.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -379,75 +377,22 @@ func (m *membership) restore(id string, listed []uint64) {
 		case <-ctx.Done():
 		}
 	}()
+	var recs []*pb.PlayerRecord
+	var err error
 	if listed != nil {
-		recs, err := m.players.Listed(ctx, id, listed)
-		if err != nil {
-			m.restoreUnread(id, err)
-			return
+		recs, err = m.players.Listed(ctx, id, listed)
+	} else {
+		recs, err = m.players.InZone(ctx, id)
+	}
+	if err != nil {
+		select {
+		case <-m.stop: // this node is stopping: the read was cut short on purpose
+			m.log.Debug("zone claimed; its players' records not read: stopping", "zone", id, "err", err)
+		default:
+			m.log.Warn("zone claimed; its players' records not read", "zone", id, "err", err)
 		}
-		m.putBack(ctx, id, recs, "listed")
 		return
 	}
-	// The bucket's read starts at once: the zones a node claims together
-	// share one read only if each asks within scanGather (InZone).
-	var scan []*pb.PlayerRecord
-	var scanErr error
-	scanned := make(chan struct{})
-	go func() {
-		defer close(scanned)
-		scan, scanErr = m.players.InZone(ctx, id)
-	}()
-	// The chunks' players beside it: their records are read one by one
-	// (as a handover's list) and put back meanwhile.
-	var early sync.WaitGroup
-	done := map[uint64]bool{} // players the chunks' restore took (the scan leaves them)
-	if ids, err := m.players.ChunkPlayers(ctx, id); err != nil {
-		m.log.Debug("zone claimed; its checkpoint chunks not read (the bucket's read restores every player)", "zone", id, "err", err)
-	} else if len(ids) > 0 {
-		recs, err := m.players.Listed(ctx, id, ids)
-		if err != nil {
-			m.log.Debug("zone claimed; its chunks' players' records not read (the bucket's read restores them)", "zone", id, "err", err)
-		} else {
-			for _, r := range recs {
-				done[r.GetPlayer()] = true
-			}
-			early.Add(1)
-			go func() {
-				defer early.Done()
-				m.putBack(ctx, id, recs, "chunks")
-			}()
-		}
-	}
-	defer early.Wait()
-	<-scanned // bounded: ctx ends with the restore's 10 s, or the node's stop
-	if scanErr != nil {
-		m.restoreUnread(id, scanErr)
-		return
-	}
-	rest := scan[:0]
-	for _, r := range scan {
-		if !done[r.GetPlayer()] {
-			rest = append(rest, r)
-		}
-	}
-	m.putBack(ctx, id, rest, "bucket")
-}
-
-// restoreUnread logs a restore whose records could not be read.
-func (m *membership) restoreUnread(id string, err error) {
-	select {
-	case <-m.stop: // this node is stopping: the read was cut short on purpose
-		m.log.Debug("zone claimed; its players' records not read: stopping", "zone", id, "err", err)
-	default:
-		m.log.Warn("zone claimed; its players' records not read", "zone", id, "err", err)
-	}
-}
-
-// putBack puts recs' players back into zone id (read names how their
-// records were found, for the log): the nodes holding their connections
-// join them again (Rejoin); a rejoin can beat the news of the new owner to
-// a gateway, so it is resent to the players not back yet, a few times.
-func (m *membership) putBack(ctx context.Context, id string, recs []*pb.PlayerRecord, read string) {
 	pending := map[uint64]*pb.PlayerRecord{}
 	for _, r := range recs {
 		if r.GetGateway() != "" {
@@ -494,7 +439,7 @@ func (m *membership) putBack(ctx context.Context, id string, recs []*pb.PlayerRe
 			delete(pending, p)
 		}
 	}
-	m.log.Info("zone restored from player records", "zone", id, "read", read, "players", total-len(pending), "not_back", len(pending))
+	m.log.Info("zone restored from player records", "zone", id, "players", total-len(pending), "not_back", len(pending))
 	// The players not back have no connection where their records say
 	// (it died with its node, or its client left as another player): their
 	// records go offline, keeping zone and checkpoint for a reconnect
