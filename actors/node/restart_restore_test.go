@@ -35,17 +35,8 @@ func TestRestartedNodeRestoresItsZonesPlayers(t *testing.T) {
 	}
 	rejoins := nodes[0].Bridge().Metrics().Rejoins.Load()
 	// n2 crashes (its lease left as it was) and starts again.
-	cfg := nodes[1].cfg
 	crashed := time.Now()
-	nodes[1].leases.Abandon()
-	_ = nodes[1].Stop(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	n2, err := Start(ctx, cfg, nil)
-	cancel()
-	if err != nil {
-		t.Fatalf("n2 again: %v", err)
-	}
-	nodes[1] = n2
+	n2 := crashAndRestart(t, nodes, 1)
 	if got := n2.Zones().IDs(); len(got) != 1 || got[0] != "x1z0" {
 		t.Fatalf("n2 runs %v after its restart, want [x1z0]", got)
 	}
@@ -111,16 +102,7 @@ func TestCrashRestoreWalksBackAtMostACheckpointPeriod(t *testing.T) {
 	// n2 crashes (its lease left as it was) and starts again at once: it
 	// takes its lease over and restores the zone's players from their
 	// records.
-	cfg := nodes[1].cfg
-	nodes[1].leases.Abandon()
-	_ = nodes[1].Stop(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	n2, err := Start(ctx, cfg, nil)
-	cancel()
-	if err != nil {
-		t.Fatalf("n2 again: %v", err)
-	}
-	nodes[1] = n2
+	n2 := crashAndRestart(t, nodes, 1)
 	// The client plays on; the correction comes once the player is back
 	// (a Rejoin from the restore, or the connection's own look after 3 s
 	// of silence).
@@ -156,4 +138,22 @@ func TestCrashRestoreWalksBackAtMostACheckpointPeriod(t *testing.T) {
 	if err := w.s.Err(); err != nil {
 		t.Fatalf("the session ended: %v", err)
 	}
+}
+
+// crashAndRestart stops nodes[i] as a crash would leave its leases (not
+// released: Abandon) and starts it again at once with the same config,
+// in nodes[i] (so the caller's deferred stop stops the new run).
+func crashAndRestart(t *testing.T, nodes []*Node, i int) *Node {
+	t.Helper()
+	cfg := nodes[i].cfg
+	nodes[i].leases.Abandon()
+	_ = nodes[i].Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, cfg, nil)
+	if err != nil {
+		t.Fatalf("%s again: %v", cfg.NodeID, err)
+	}
+	nodes[i] = n
+	return n
 }
