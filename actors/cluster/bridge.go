@@ -924,8 +924,9 @@ func (b *Bridge) gatewayOf(j *msg.Join) string {
 }
 
 // GatewayOfConn names the node holding the connection whose address is
-// conn (a PID's String, as zones keep it: `Address:"…" Id:"link-n2"`): a
-// link's node, else this node.
+// conn (msg.ConnName, as zones keep it: `Address:"…" Id:"link-n2"`; a
+// PID's String, as older releases kept it, reads the same): a link's
+// node, else this node.
 func (b *Bridge) GatewayOfConn(conn string) string {
 	i := strings.Index(conn, "Id:\""+linkPrefix)
 	if i < 0 {

@@ -72,11 +72,11 @@ func waitPlayedThrough(t *testing.T, nodes [3]*benchNode, n int, player uint64, 
 	for {
 		e, owned := entityIn(t, nodes[n], player)
 		got = e.Conn
-		if owned && got == conn.String() {
+		if owned && got == msg.ConnName(conn) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 5s waiting for %s: played through %q (owned %v), want %q", what, got, owned, conn.String())
+			t.Fatalf("timed out after 5s waiting for %s: played through %q (owned %v), want %q", what, got, owned, msg.ConnName(conn))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

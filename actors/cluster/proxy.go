@@ -749,7 +749,7 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 				// node that had never held it: the player stood still
 				// until its connection looked its record up again (2–3 s,
 				// by hand with a drain while bots crossed a node border).
-				hm.State.Conn = env.Join.Conn.String()
+				hm.State.Conn = msg.ConnName(env.Join.Conn)
 			}
 		}
 		return env, nil

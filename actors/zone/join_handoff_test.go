@@ -70,7 +70,7 @@ func (f *fixture) waitTakenHere(id uint64, zone string, conn *actor.PID) {
 				got = e.Conn
 			}
 		})
-		return got == conn.String()
+		return got == msg.ConnName(conn)
 	}, func() string { return "owned through " + got })
 }
 
@@ -80,7 +80,7 @@ func (f *fixture) waitOwnedOnceThrough(id uint64, conn *actor.PID) {
 	var c census
 	waitFor(f.t, 3*time.Second, "the player owned once through the newer login", func() bool {
 		c = f.census()
-		return len(c.owners[id]) == 1 && c.players[id].Conn == conn.String()
+		return len(c.owners[id]) == 1 && c.players[id].Conn == msg.ConnName(conn)
 	}, func() string { return fmt.Sprintf("owners %v, players %+v", c.owners, c.players) })
 }
 
@@ -102,7 +102,7 @@ func (f *fixture) waitOwnedThrough(id uint64, zone string, conn *actor.PID) {
 	waitFor(f.t, 3*time.Second, "the player owned in "+zone+" through the newer login", func() bool {
 		c = f.census()
 		o := c.owners[id]
-		return len(o) == 1 && o[0] == zone && c.players[id].Conn == conn.String()
+		return len(o) == 1 && o[0] == zone && c.players[id].Conn == msg.ConnName(conn)
 	}, func() string {
 		return "owners " + strings.Join(c.owners[id], ",") + ", conn " + c.players[id].Conn
 	})
@@ -300,7 +300,7 @@ func TestRejoinAtAHandoffsEdgeFromAnOlderRecord(t *testing.T) {
 	}
 	f.syncZone("x1z0")
 	c := f.census()
-	if o := c.owners[1]; len(o) != 1 || o[0] != "x1z0" || c.players[1].Conn != f.dpid.String() {
+	if o := c.owners[1]; len(o) != 1 || o[0] != "x1z0" || c.players[1].Conn != msg.ConnName(f.dpid) {
 		t.Fatalf("owners %v through %s, want x1z0 alone through %v", o, c.players[1].Conn, f.dpid)
 	}
 	if pos := c.players[1].State.Pos; pos[0] < 0 {
@@ -382,7 +382,7 @@ func (f *fixture) rejoinInX0z0(epoch handoff.Epoch) {
 	views := &f.drv.players[1].views
 	f.drv.mu.Unlock()
 	f.sys.Root.Send(f.world.PID("x0z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views,
-		Restore: &handoff.Checkpoint{Entity: 1, Epoch: epoch, Control: move.ControlState{Pos: rejoinedAt}, Conn: f.dpid.String()}})
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: epoch, Control: move.ControlState{Pos: rejoinedAt}, Conn: msg.ConnName(f.dpid)}})
 }
 
 // rejoinedAt is where rejoinInX0z0's record puts the player: in x0z0.

@@ -158,7 +158,7 @@ func TestKeptLeaveSparesANewerLoginAtTheNewOwner(t *testing.T) {
 					conn = e.Conn
 				}
 			})
-			if conn != newerPID.String() {
+			if conn != msg.ConnName(newerPID) {
 				t.Fatalf("player 1 at x1z0 plays through %q, want the newer login's %v", conn, newerPID)
 			}
 			// Its Controls come with x1z0's ticks: 10 s, not 2, for a
@@ -528,7 +528,7 @@ func TestLeaveDuringAnUnacknowledgedCommit(t *testing.T) {
 				cps = left.copy()
 				return len(cps) > 0
 			})
-			if len(cps) != 1 || cps[0].Entity != 1 || cps[0].Epoch != offer.epoch || cps[0].Conn != f.dpid.String() {
+			if len(cps) != 1 || cps[0].Entity != 1 || cps[0].Epoch != offer.epoch || cps[0].Conn != msg.ConnName(f.dpid) {
 				t.Fatalf("last checkpoints %+v, want player 1's at epoch %d through %v", cps, offer.epoch, f.dpid)
 			}
 			m := f.world.Metrics()

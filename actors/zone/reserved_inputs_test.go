@@ -242,7 +242,7 @@ func TestRejoinAfterTheCommitTakesItsEarlyInputs(t *testing.T) {
 	views := &f.drv.players[1].views
 	f.drv.mu.Unlock()
 	f.sys.Root.Send(f.world.PID("x1z0"), &msg.Join{Player: 1, Conn: f.dpid, Ghosts: f.dpid, Views: views, EventGen: gen,
-		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Conn: f.dpid.String()}})
+		Restore: &handoff.Checkpoint{Entity: 1, Epoch: 1, Conn: msg.ConnName(f.dpid)}})
 	waitFor(t, 3*time.Second, "echoes e1–e3 to the player's connection", func() bool {
 		return len(echoesOf(f.drv, 1)) >= 3
 	}, func() string {

@@ -1088,7 +1088,7 @@ func (a *zoneActor) onJoin(j *msg.Join) {
 	pos := spawn(j.Player, a.z.Rect())
 	conn := ""
 	if j.Conn != nil {
-		conn = j.Conn.String()
+		conn = msg.ConnName(j.Conn)
 	}
 	name := fmt.Sprintf("p%d", j.Player)
 	if len(name) > 31 {
@@ -1438,7 +1438,7 @@ func (a *zoneActor) reclaim(id uint64) bool {
 	if d == nil {
 		return false
 	}
-	if !a.z.Reclaim(a.p.Now(), id, d.j.Conn.String(), d.lastApplied, d.events) {
+	if !a.z.Reclaim(a.p.Now(), id, msg.ConnName(d.j.Conn), d.lastApplied, d.events) {
 		a.undisplace(id)
 		return false
 	}

@@ -100,8 +100,13 @@ func MovesToProto(ms []move.Move) []*pb.Move {
 		return nil
 	}
 	out := make([]*pb.Move, len(ms))
+	// The messages in one array, not an allocation each: a handoff's
+	// Forward carries every move queued behind it.
+	msgs := make([]pb.Move, len(ms))
 	for i, m := range ms {
-		out[i] = MoveToProto(m)
+		msgs[i] = pb.Move{Seq: m.Seq, Dt: uint32(m.Dt), Forward: int32(m.Forward), Strafe: int32(m.Strafe),
+			Yaw: uint32(m.Yaw), Pitch: int32(m.Pitch), Buttons: uint32(m.Buttons), Crc: m.CRC, HasCrc: m.HasCRC}
+		out[i] = &msgs[i]
 	}
 	return out
 }
@@ -192,13 +197,24 @@ func nameFrom(field, s string) (ghost.Name, error) {
 	return n, nil
 }
 
+// snapshotMsgs is a snapshot's messages, allocated together
+// (SnapshotToProto): every Offer and Commit carries one.
+type snapshotMsgs struct {
+	s        pb.EntitySnapshot
+	c        pb.ControlState
+	pos, vel pb.Vec3
+}
+
 // SnapshotToProto converts a handoff snapshot.
 func SnapshotToProto(s *handoff.Snapshot) *pb.EntitySnapshot {
 	if s == nil {
 		return nil
 	}
-	p := &pb.EntitySnapshot{
-		Entity: s.Entity, Kind: uint32(s.Kind), Control: ControlToProto(s.Control), LastApplied: s.LastApplied,
+	x := new(snapshotMsgs)
+	x.c.Pos, x.c.Vel = &x.pos, &x.vel
+	p := &x.s
+	*p = pb.EntitySnapshot{
+		Entity: s.Entity, Kind: uint32(s.Kind), Control: ControlToProtoInto(&x.c, s.Control), LastApplied: s.LastApplied,
 		Health: s.Health, Flags: s.Flags, Name: s.Name, Extra: s.Extra[:],
 		Heading: s.Heading, Speed: s.Speed, TurnIn: s.TurnIn, Conn: s.Conn,
 	}

@@ -72,6 +72,24 @@ func TestHandoffRoundTrip(t *testing.T) {
 	}
 }
 
+// A handoff message with its snapshot (a payload, three interest ids)
+// and five moves converts in six allocations: the message, the snapshot's
+// messages together, its payload and interest, the moves' array and
+// their pointers — not one for every move and vector (twelve before).
+func TestHandoffToProtoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	m := randMsg(r)
+	m.State = &handoff.Snapshot{Entity: 7, Control: randControl(r), Name: "walker", Interest: []uint64{1, 2, 3}, Conn: "conn-1"}
+	m.State.Control.PayloadLen = 4
+	m.Moves = m.Moves[:0]
+	for i := range 5 {
+		m.Moves = append(m.Moves, randMove(r, uint64(i+1)))
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = HandoffToProto(&m) }); n > 6 {
+		t.Fatalf("HandoffToProto: %.0f allocations, want at most 6", n)
+	}
+}
+
 // Floats travel bit-exactly, so a client's CRC still matches a state that
 // crossed processes.
 func TestControlStateBitExact(t *testing.T) {
