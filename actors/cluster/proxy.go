@@ -125,6 +125,16 @@ func (p *zoneProxy) replicaItem(b *sim.ReplicaBatch) *pb.ZoneItem {
 	return it
 }
 
+// handoffItemMsgs is a handoff's item, the four messages that carry it
+// to another node allocated together: they were four allocations of
+// every Offer, Accept, Commit and acknowledgement a zone sent away.
+type handoffItemMsgs struct {
+	it    pb.ZoneItem
+	oneof pb.ZoneItem_Handoff
+	h     pb.HandoffItem
+	msg   pb.HandoffMessage
+}
+
 func (p *zoneProxy) Receive(ctx actor.Context) {
 	if p.b.streamEvent(ctx, &p.arq, p.subj(), KindZone) {
 		return
@@ -136,7 +146,10 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		return
 	case *zone.HandoffEnvelope:
 		p.b.rememberLocal(m.Join)
-		h := &pb.HandoffItem{Msg: pbconv.HandoffToProto(&m.Msg), GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
+		x := new(handoffItemMsgs)
+		pbconv.HandoffToProtoInto(&x.msg, &m.Msg)
+		h := &x.h
+		*h = pb.HandoffItem{Msg: &x.msg, GatewayNode: p.b.gatewayOf(m.Join), Force: m.Force}
 		if m.Join != nil {
 			h.ConnTag, h.EventGen = connTag(m.Join.Conn), m.Join.EventGen
 		}
@@ -144,7 +157,9 @@ func (p *zoneProxy) Receive(ctx actor.Context) {
 		if ep, ok := p.b.cfg.Leases.Held(m.Msg.From); ok {
 			h.FromEpoch = ep
 		}
-		it = &pb.ZoneItem{Item: &pb.ZoneItem_Handoff{Handoff: h}}
+		x.oneof.Handoff = h
+		it = &x.it
+		it.Item = &x.oneof
 	case *zone.ReplicaEnvelope:
 		it = p.replicaItem(&m.Batch)
 		m.Batch.Release() // encoded: its zone reuses the array

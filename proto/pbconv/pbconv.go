@@ -273,7 +273,16 @@ func finite32(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(fl
 // HandoffToProto converts a handoff message. The send time travels as
 // nanoseconds of the sender's clock.
 func HandoffToProto(m *handoff.Msg) *pb.HandoffMessage {
-	return &pb.HandoffMessage{
+	p := new(pb.HandoffMessage)
+	HandoffToProtoInto(p, m)
+	return p
+}
+
+// HandoffToProtoInto is HandoffToProto into p (the caller's, allocated
+// with the messages that carry it: cluster's zone proxy makes an item's
+// four messages at once).
+func HandoffToProtoInto(p *pb.HandoffMessage, m *handoff.Msg) {
+	*p = pb.HandoffMessage{
 		Kind: pb.HandoffKind(m.Kind), Entity: m.Entity, Epoch: uint64(m.Epoch), From: m.From, To: m.To,
 		SentNs: int64(m.Sent), Reason: pb.RejectReason(m.Reason), State: SnapshotToProto(m.State), Moves: MovesToProto(m.Moves),
 	}
