@@ -778,12 +778,11 @@ func (b *Bridge) decodeItem(it *pb.ZoneItem, from string) (any, error) {
 		p := x.Input
 		in := msg.NewInput()
 		in.Player = p.GetPlayer()
-		ms, err := pbconv.MovesFromProto(p.GetMoves())
-		if err != nil {
+		var err error
+		if in.Moves, err = pbconv.MovesFromProtoInto(in.Moves[:0], p.GetMoves()); err != nil {
 			in.Release()
 			return nil, err
 		}
-		in.Moves = append(in.Moves[:0], ms...)
 		in.LostBefore = p.GetLostBefore()
 		in.EventGen = p.GetEventGen()
 		for _, e := range p.GetEvents() {

@@ -119,15 +119,30 @@ func MovesFromProto(ps []*pb.Move) ([]move.Move, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	out := make([]move.Move, len(ps))
-	for i, p := range ps {
-		m, err := MoveFromProto(p)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = m
+	out, err := MovesFromProtoInto(make([]move.Move, 0, len(ps)), ps)
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// MovesFromProtoInto is MovesFromProto appending to dst (its moves, with
+// dst's room: a remote input's decoded straight into its pooled Input's
+// Moves, not into a list of its own and copied). On an error dst's length
+// is as given and what follows it is not to be read.
+func MovesFromProtoInto(dst []move.Move, ps []*pb.Move) ([]move.Move, error) {
+	if len(ps) > MaxMoves {
+		return dst, bad("moves", ErrTooMany)
+	}
+	n := len(dst)
+	for _, p := range ps {
+		m, err := MoveFromProto(p)
+		if err != nil {
+			return dst[:n], err
+		}
+		dst = append(dst, m)
+	}
+	return dst, nil
 }
 
 func vec(v [3]float32) *pb.Vec3 { return &pb.Vec3{X: v[0], Y: v[1], Z: v[2]} }

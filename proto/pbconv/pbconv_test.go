@@ -273,6 +273,35 @@ func TestReplicaBatchIntoMatchesFresh(t *testing.T) {
 // MovesToProtoInto, filling one list list after list (longer, shorter,
 // empty), encodes each as a fresh MovesToProto does, and refills without
 // allocating.
+// Decoding into a list with room takes the moves MovesFromProto would
+// give, allocates nothing, and keeps what the list held before; a bad move
+// leaves the list's length as it was.
+func TestMovesFromProtoInto(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	ms := []move.Move{randMove(r, 1), randMove(r, 2), randMove(r, 3)}
+	ps := MovesToProto(ms)
+	want, err := MovesFromProto(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := randMove(r, 40)
+	dst := append(make([]move.Move, 0, 8), head)
+	got, err := MovesFromProtoInto(dst, ps)
+	if err != nil || len(got) != 4 || got[0] != head || !reflect.DeepEqual(got[1:], want) {
+		t.Fatalf("MovesFromProtoInto = %v, %v; want %v then %v", got, err, head, want)
+	}
+	if n := testing.AllocsPerRun(20, func() { dst, _ = MovesFromProtoInto(dst[:0], ps) }); n != 0 {
+		t.Errorf("decoding into a list with room allocates %v objects, want 0", n)
+	}
+	bad := append(MovesToProto(ms), &pb.Move{Seq: 4, Dt: 300})
+	if got, err := MovesFromProtoInto(dst[:1], bad); err == nil || len(got) != 1 {
+		t.Fatalf("a bad move: %d moves, err %v; want the list's 1 and an error", len(got), err)
+	}
+	if _, err := MovesFromProtoInto(nil, make([]*pb.Move, MaxMoves+1)); err == nil {
+		t.Fatal("a list over MaxMoves was taken")
+	}
+}
+
 func TestMovesIntoMatchesFresh(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	var reused []*pb.Move
