@@ -1881,6 +1881,13 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 			_ = a.z.Correct(id) // owned: cannot fail
 		}
 		a.m.HandoffsIn.Add(1)
+		// Counted before the record's write goes (placed): a reader who
+		// sees the record name this zone sees the handoff counted too
+		// (TestDrainRejoinsAPlayerHandedAcrossNodes read the record, then
+		// the count, and once under -race found it not yet added).
+		if env.Remote {
+			a.m.HandoffsInRemote.Add(1)
+		}
 		if a.p.Placed != nil && !sim.IsNPC(id) {
 			// The record the acquisition writes carries the checkpoint:
 			// without one, a node that died before its first periodic
@@ -1889,9 +1896,6 @@ func (a *zoneActor) onHandoff(env *HandoffEnvelope) {
 			// good (make chaos: a stranded player, a stale record). As a
 			// join does.
 			a.placed(id, false)
-		}
-		if env.Remote {
-			a.m.HandoffsInRemote.Add(1)
 		}
 		if env.Began != 0 {
 			a.m.HandoffLatency.Add(now - env.Began)
